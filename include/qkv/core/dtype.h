@@ -1,0 +1,38 @@
+// Element types. f32 is the compute type; bf16 is for storage and bf16 matmuls; boolean (1 byte,
+// 0/1) is for masks; i32 is for token ids and targets.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <cstring>
+
+namespace qkv {
+
+enum class DType : uint8_t { f32, bf16, boolean, i32 };
+
+constexpr size_t dtype_size(DType t) {
+  return t == DType::f32 || t == DType::i32 ? 4 : t == DType::bf16 ? 2 : 1;
+}
+constexpr const char* dtype_name(DType t) {
+  return t == DType::f32 ? "f32" : t == DType::bf16 ? "bf16" : t == DType::i32 ? "i32" : "bool";
+}
+
+// bfloat16: the top 16 bits of an IEEE f32; conversion rounds to nearest even (NaN stays NaN).
+struct bf16 {
+  uint16_t bits;
+};
+inline bf16 f32_to_bf16(float f) {
+  uint32_t u;
+  std::memcpy(&u, &f, 4);
+  if ((u & 0x7fffffffu) > 0x7f800000u) return bf16{static_cast<uint16_t>((u >> 16) | 0x40)};
+  u += 0x7fffu + ((u >> 16) & 1u);
+  return bf16{static_cast<uint16_t>(u >> 16)};
+}
+inline float bf16_to_f32(bf16 h) {
+  uint32_t u = static_cast<uint32_t>(h.bits) << 16;
+  float f;
+  std::memcpy(&f, &u, 4);
+  return f;
+}
+
+}  // namespace qkv

@@ -1,0 +1,51 @@
+// Generator: a seeded, counter-based random number generator (Philox-style keyed hash of a
+// 64-bit counter). Every draw is a pure function of (seed, counter), so results do not depend on
+// the number of threads: a kernel reserves a block of counters, then each element i uses
+// counter base + i independently.
+#pragma once
+
+#include <cstdint>
+
+namespace qkv {
+
+class Generator {
+ public:
+  explicit Generator(uint64_t seed = 0x5eed) : seed_(seed) {}
+  uint64_t seed() const { return seed_; }
+  void manual_seed(uint64_t seed) {
+    seed_ = seed;
+    counter_ = 0;
+  }
+  // Reserves n consecutive counters and returns the first.
+  uint64_t reserve(uint64_t n) {
+    uint64_t base = counter_;
+    counter_ += n;
+    return base;
+  }
+  uint64_t counter() const { return counter_; }
+  void set_counter(uint64_t c) { counter_ = c; }
+
+  // 64 random bits for (seed, counter): splitmix64 finalizer over a keyed counter.
+  static uint64_t bits(uint64_t seed, uint64_t counter) {
+    uint64_t z = counter * 0x9E3779B97F4A7C15ull + seed * 0xD1B54A32D192ED03ull + 0x2545F4914F6CDD1Dull;
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+    return z ^ (z >> 31);
+  }
+  // Uniform in [0, 1) with 24 bits of precision.
+  static float uniform(uint64_t seed, uint64_t counter) {
+    return static_cast<float>(bits(seed, counter) >> 40) * (1.0f / 16777216.0f);
+  }
+  // Standard normal by Box–Muller on two uniforms drawn from one counter.
+  static float normal(uint64_t seed, uint64_t counter);
+
+ private:
+  uint64_t seed_;
+  uint64_t counter_ = 0;
+};
+
+// The process-wide default generator (torch.manual_seed's counterpart).
+Generator& default_generator();
+void manual_seed(uint64_t seed);
+
+}  // namespace qkv

@@ -1,0 +1,20 @@
+// Pointwise activations on dense buffers, forward and backward.
+//   relu(x) = max(x, 0)                                   relu'(x) = [x > 0]
+//   gelu(x) = x·Φ(x) = ½x(1 + erf(x/√2))                  gelu'(x) = Φ(x) + x·φ(x)
+//   gelu_tanh(x) = ½x(1 + tanh(√(2/π)(x + 0.044715x³)))   (PyTorch's approximate='tanh')
+#pragma once
+
+#include <cstdint>
+
+namespace qkv::kernels::cpu {
+
+void relu_forward(const float* x, float* y, int64_t n);
+void relu_backward(const float* x, const float* dy, float* dx, int64_t n);
+void gelu_forward(const float* x, float* y, int64_t n, bool tanh_approx);
+void gelu_backward(const float* x, const float* dy, float* dx, int64_t n, bool tanh_approx);
+
+// Inverted dropout: y = x · m / (1 − p), m ~ Bernoulli(1 − p) drawn from (seed, counter + i), so the
+// backward regenerates the same mask instead of storing it.
+void dropout_apply(const float* x, float* y, int64_t n, float p, uint64_t seed, uint64_t counter);
+
+}  // namespace qkv::kernels::cpu

@@ -1,0 +1,117 @@
+// Elementwise kernels over strided, broadcast f32 operands, writing a dense output.
+//
+// The shape is first "coalesced" (adjacent dims merged when every operand's strides allow it), so
+// the common cases — dense same-shape operands, a bias broadcast along rows — become one or two
+// flat loops that the compiler vectorizes.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <vector>
+
+#include "qkv/core/parallel.h"
+
+namespace qkv::kernels::cpu {
+
+struct StridedLoop {
+  std::vector<int64_t> shape;                  // coalesced, at least one dim
+  std::vector<std::vector<int64_t>> strides;   // per operand (output first), same rank as shape
+};
+
+// Merges dims i-1 and i wherever, for every operand, stride[i-1] == stride[i] * shape[i].
+StridedLoop coalesce(const std::vector<int64_t>& shape, const std::vector<std::vector<int64_t>>& strides);
+
+// Calls f(offsets[0..k), inner_count, inner_strides[0..k)) for every innermost row of the loop,
+// splitting the outer iterations across threads when the work is large.
+template <typename F>
+void for_each_row(const StridedLoop& L, F&& f) {
+  const int64_t nd = static_cast<int64_t>(L.shape.size());
+  const size_t k = L.strides.size();
+  const int64_t inner = L.shape[nd - 1];
+  int64_t outer = 1;
+  for (int64_t d = 0; d < nd - 1; ++d) outer *= L.shape[d];
+  std::vector<int64_t> inner_st(k);
+  for (size_t o = 0; o < k; ++o) inner_st[o] = L.strides[o][nd - 1];
+  auto body = [&](int64_t begin, int64_t end) {
+    std::vector<int64_t> off(k);
+    for (int64_t r = begin; r < end; ++r) {
+      int64_t rem = r;
+      for (size_t o = 0; o < k; ++o) off[o] = 0;
+      for (int64_t d = nd - 2; d >= 0; --d) {
+        int64_t i = rem % L.shape[d];
+        rem /= L.shape[d];
+        for (size_t o = 0; o < k; ++o) off[o] += i * L.strides[o][d];
+      }
+      f(off.data(), inner, inner_st.data());
+    }
+  };
+  int64_t grain = inner >= 4096 ? 1 : (4096 + inner - 1) / inner;
+  if (outer == 1 && inner >= 65536 && !in_parallel_region() && num_threads() > 1) {
+    // One long row: split it instead.
+    parallel_for(inner, 16384, [&](int64_t b, int64_t e) {
+      std::vector<int64_t> off(k);
+      for (size_t o = 0; o < k; ++o) off[o] = b * inner_st[o];
+      f(off.data(), e - b, inner_st.data());
+    });
+    return;
+  }
+  parallel_for(outer, grain, body);
+}
+
+// out = f(a, b) elementwise; a, b broadcast to `shape` via their strides (0 on broadcast dims).
+template <typename F>
+void binary(const std::vector<int64_t>& shape, float* out, const float* a, const std::vector<int64_t>& sa,
+            const float* b, const std::vector<int64_t>& sb, F f) {
+  std::vector<int64_t> so(shape.size());
+  int64_t acc = 1;
+  for (int64_t d = static_cast<int64_t>(shape.size()) - 1; d >= 0; --d) {
+    so[d] = acc;
+    acc *= shape[d];
+  }
+  if (acc == 0) return;
+  StridedLoop L = coalesce(shape, {so, sa, sb});
+  for_each_row(L, [&](const int64_t* off, int64_t n, const int64_t* st) {
+    float* o = out + off[0];
+    const float* x = a + off[1];
+    const float* y = b + off[2];
+    if (st[1] == 1 && st[2] == 1) {
+      for (int64_t i = 0; i < n; ++i) o[i] = f(x[i], y[i]);
+    } else if (st[1] == 1 && st[2] == 0) {
+      const float yv = *y;
+      for (int64_t i = 0; i < n; ++i) o[i] = f(x[i], yv);
+    } else if (st[1] == 0 && st[2] == 1) {
+      const float xv = *x;
+      for (int64_t i = 0; i < n; ++i) o[i] = f(xv, y[i]);
+    } else {
+      for (int64_t i = 0; i < n; ++i) o[i] = f(x[i * st[1]], y[i * st[2]]);
+    }
+  });
+}
+
+// out = f(a) elementwise; a strided.
+template <typename F>
+void unary(const std::vector<int64_t>& shape, float* out, const float* a, const std::vector<int64_t>& sa, F f) {
+  std::vector<int64_t> so(shape.size());
+  int64_t acc = 1;
+  for (int64_t d = static_cast<int64_t>(shape.size()) - 1; d >= 0; --d) {
+    so[d] = acc;
+    acc *= shape[d];
+  }
+  if (acc == 0) return;
+  StridedLoop L = coalesce(shape, {so, sa});
+  for_each_row(L, [&](const int64_t* off, int64_t n, const int64_t* st) {
+    float* o = out + off[0];
+    const float* x = a + off[1];
+    if (st[1] == 1) {
+      for (int64_t i = 0; i < n; ++i) o[i] = f(x[i]);
+    } else {
+      for (int64_t i = 0; i < n; ++i) o[i] = f(x[i * st[1]]);
+    }
+  });
+}
+
+// Sums `in` (dense, shape `in_shape`) into `out` (dense, shape `out_shape`, broadcastable to
+// in_shape): the reduction of a broadcast, used by the backward of every broadcasting op.
+void sum_to(const std::vector<int64_t>& in_shape, const float* in, const std::vector<int64_t>& out_shape, float* out);
+
+}  // namespace qkv::kernels::cpu

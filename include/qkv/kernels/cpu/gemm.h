@@ -1,0 +1,20 @@
+// GEMM through oneDNN (chosen by measurement on this machine, see docs/BENCHMARKS.md: oneDNN's
+// sgemm reaches ~500 GF/s on 2 Zen 5 cores at transformer shapes and shares our OpenMP pool).
+//
+//   C[M,N] = alpha · op(A)[M,K] · op(B)[K,N] + beta · C        (row-major; op = identity or ᵀ)
+#pragma once
+
+#include <cstdint>
+
+namespace qkv::kernels::cpu {
+
+void sgemm(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, float alpha, const float* A, int64_t lda,
+           const float* B, int64_t ldb, float beta, float* C, int64_t ldc);
+
+// `batch` independent GEMMs, matrix i at A + i·stride_a etc. Small problems run in parallel over
+// the batch (each GEMM single-threaded); large ones one after another, each using every thread.
+void sgemm_batched(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, float alpha, const float* A,
+                   int64_t lda, int64_t stride_a, const float* B, int64_t ldb, int64_t stride_b, float beta, float* C,
+                   int64_t ldc, int64_t stride_c, int64_t batch);
+
+}  // namespace qkv::kernels::cpu

@@ -1,0 +1,41 @@
+// MultiheadAttention, as torch.nn.MultiheadAttention:
+//
+//   head_i = Attention(Q W_Qⁱ, K W_Kⁱ, V W_Vⁱ),   MultiHead(Q, K, V) = Concat(head_1..head_h) W_O
+//
+// Self-attention when query, key and value are the same tensor (one fused [3E, E] projection);
+// cross-attention when keys/values come from another sequence, of another length (and, with
+// kdim/vdim, another width). Parameters and their names follow PyTorch so a state_dict loads one to
+// one: in_proj_weight [3E, E] (or q_proj_weight/k_proj_weight/v_proj_weight when kdim/vdim ≠ E),
+// in_proj_bias [3E], out_proj.weight [E, E], out_proj.bias [E].
+//
+// Masks follow nn.MultiheadAttention (not F.scaled_dot_product_attention!): in a boolean
+// attn_mask or key_padding_mask, true means "may NOT attend" (padding); a float mask is added.
+// attn_mask is [L, S] or [B·num_heads, L, S]; key_padding_mask is [B, S].
+#pragma once
+
+#include "qkv/nn/linear.h"
+
+namespace qkv::nn {
+
+class MultiheadAttention : public Module {
+ public:
+  MultiheadAttention(int64_t embed_dim, int64_t num_heads, float dropout = 0.f, bool bias = true, int64_t kdim = 0,
+                     int64_t vdim = 0, bool batch_first = false, Generator* gen = nullptr);
+
+  struct Output {
+    Tensor output;   // [B, L, E] (batch_first) or [L, B, E]; [L, E] for unbatched input
+    Tensor weights;  // [B, L, S] averaged over heads, or [B, H, L, S]; undefined unless need_weights
+  };
+  // query [B, L, E] / [L, B, E] / [L, E]; key [.., S, kdim]; value [.., S, vdim].
+  Output forward(const Tensor& query, const Tensor& key, const Tensor& value, const Tensor& key_padding_mask = Tensor(),
+                 bool need_weights = true, const Tensor& attn_mask = Tensor(), bool average_attn_weights = true,
+                 bool is_causal = false) const;
+
+  int64_t embed_dim, num_heads, head_dim, kdim, vdim;
+  float dropout;
+  bool batch_first;
+  Tensor in_proj_weight, q_proj_weight, k_proj_weight, v_proj_weight, in_proj_bias;
+  std::shared_ptr<Linear> out_proj;
+};
+
+}  // namespace qkv::nn

@@ -1,0 +1,13 @@
+// All differentiable functions (the torch.nn.functional of qkv).
+#pragma once
+
+#include "qkv/autograd/grad_mode.h"
+#include "qkv/ops/activation.h"
+#include "qkv/ops/arith.h"
+#include "qkv/ops/attention.h"
+#include "qkv/ops/embedding.h"
+#include "qkv/ops/layer_norm.h"
+#include "qkv/ops/loss.h"
+#include "qkv/ops/matmul.h"
+#include "qkv/ops/softmax.h"
+#include "qkv/ops/view.h"

@@ -1,0 +1,17 @@
+// Activations and dropout (formulas in kernels/cpu/activation.h).
+#pragma once
+
+#include <string>
+
+#include "qkv/core/rng.h"
+#include "qkv/core/tensor.h"
+
+namespace qkv {
+
+Tensor relu(const Tensor& x);
+// approximate: "none" (exact erf, the default, as PyTorch) or "tanh".
+Tensor gelu(const Tensor& x, const std::string& approximate = "none");
+// Inverted dropout; identity when !training or p == 0. gen: default_generator() when null.
+Tensor dropout(const Tensor& x, float p, bool training = true, Generator* gen = nullptr);
+
+}  // namespace qkv

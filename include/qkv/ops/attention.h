@@ -1,0 +1,45 @@
+// scaled_dot_product_attention with torch.nn.functional's semantics:
+//
+//   Attention(Q, K, V) = softmax(Q Kᵀ · scale + M) V,    scale = 1/√d by default
+//
+// q [..., Lq, d], k [..., Lk, d], v [..., Lk, dv] with the same leading dims ([B, H] or [B] or
+// none); Lq ≠ Lk and d ≠ dv are fine. attn_mask broadcasts to [..., Lq, Lk]: boolean (true = may
+// attend, as PyTorch) or float (added to the scores; −inf masks). is_causal masks key j > query i
+// (top-left aligned, as PyTorch; it may be combined with attn_mask here). A query whose every key
+// is masked gets zeros and zero gradients, never NaN. dropout_p drops attention weights (train
+// only: pass 0 at inference). enable_gqa: k/v may have fewer heads than q (dim −3), H % Hkv == 0.
+//
+// Gradients flow to q, k, v and to a float attn_mask that requires grad.
+#pragma once
+
+#include <optional>
+
+#include "qkv/core/rng.h"
+#include "qkv/core/tensor.h"
+
+namespace qkv {
+
+struct AttentionOptions {
+  Tensor attn_mask;
+  float dropout_p = 0.f;
+  bool is_causal = false;
+  std::optional<float> scale;
+  bool enable_gqa = false;
+  Generator* generator = nullptr;  // for dropout; default_generator() when null
+};
+
+Tensor scaled_dot_product_attention(const Tensor& q, const Tensor& k, const Tensor& v,
+                                    const Tensor& attn_mask = Tensor(), float dropout_p = 0.f, bool is_causal = false,
+                                    std::optional<float> scale = std::nullopt, bool enable_gqa = false);
+Tensor scaled_dot_product_attention(const Tensor& q, const Tensor& k, const Tensor& v, const AttentionOptions& opt);
+
+// Also returns the attention weights [..., Lq, Lk] (after dropout, as PyTorch's
+// MultiheadAttention returns them), for inspection: they carry no gradient.
+struct AttentionResult {
+  Tensor output;
+  Tensor weights;
+};
+AttentionResult scaled_dot_product_attention_with_weights(const Tensor& q, const Tensor& k, const Tensor& v,
+                                                          const AttentionOptions& opt = {});
+
+}  // namespace qkv

@@ -1,0 +1,173 @@
+// Reverse mode over the tape of Nodes (see node.h).
+#include <unordered_map>
+#include <unordered_set>
+
+#include "qkv/autograd/grad_mode.h"
+#include "qkv/autograd/node.h"
+#include "qkv/kernels/cpu/elementwise.h"
+
+namespace qkv::autograd {
+
+namespace {
+thread_local bool g_grad_enabled = true;
+
+// a + b as a new dense tensor (b broadcast-free: same shape, any strides).
+Tensor add_dense(const Tensor& a, const Tensor& b) {
+  Tensor out = Tensor::empty(a.shape());
+  kernels::cpu::binary(a.shape(), out.data(), a.data(), a.strides(), b.data(), b.strides(),
+                       [](float x, float y) { return x + y; });
+  return out;
+}
+
+// Post-order DFS over grad_fn edges from `roots`; returns nodes with every consumer before its inputs.
+std::vector<Node*> topo_order(const std::vector<Node*>& roots) {
+  std::vector<Node*> order;
+  std::unordered_set<Node*> seen;
+  std::vector<std::pair<Node*, size_t>> stack;
+  for (Node* r : roots) {
+    if (!r || seen.count(r)) continue;
+    seen.insert(r);
+    stack.push_back({r, 0});
+    while (!stack.empty()) {
+      auto& [n, i] = stack.back();
+      if (i < n->inputs.size()) {
+        const auto& in = n->inputs[i++];
+        Node* child = in && in->grad_fn ? in->grad_fn.get() : nullptr;
+        if (child && !seen.count(child)) {
+          seen.insert(child);
+          stack.push_back({child, 0});
+        }
+      } else {
+        order.push_back(n);
+        stack.pop_back();
+      }
+    }
+  }
+  return {order.rbegin(), order.rend()};
+}
+
+// The engine proper. When `capture` is given, gradients reaching those tensors are stored there
+// (and nothing is accumulated into .grad); otherwise leaves accumulate into .grad.
+void run(const std::vector<Tensor>& roots, const std::vector<Tensor>& seeds, bool retain_graph,
+         std::unordered_map<TensorImpl*, Tensor>* capture) {
+  NoGradGuard no_grad;
+  std::unordered_map<Node*, Tensor> pending;
+  std::vector<Node*> root_nodes;
+
+  auto deliver = [&](const std::shared_ptr<TensorImpl>& impl, const Tensor& g) {
+    if (capture) {
+      auto it = capture->find(impl.get());
+      if (it != capture->end()) it->second = it->second.defined() ? add_dense(it->second, g) : g;
+    } else if (!impl->grad_fn || impl->retains_grad) {
+      if (impl->requires_grad || impl->retains_grad) {
+        if (!impl->grad) {
+          impl->grad = g.contiguous_copy().impl_ptr();  // own storage: later += must not alias
+        } else {
+          Tensor acc(impl->grad);
+          kernels::cpu::binary(acc.shape(), acc.data(), acc.data(), acc.strides(), g.data(), g.strides(),
+                               [](float x, float y) { return x + y; });
+        }
+      }
+    }
+    if (impl->grad_fn) {
+      auto& slot = pending[impl->grad_fn.get()];
+      slot = slot.defined() ? add_dense(slot, g) : g;
+    }
+  };
+
+  for (size_t i = 0; i < roots.size(); ++i) {
+    const Tensor& r = roots[i];
+    QKV_CHECK(r.requires_grad(), "backward: the tensor ", r.str(),
+              " does not require grad and has no grad_fn (was it computed under NoGradGuard, or from "
+              "inputs that do not require grad?)");
+    const Tensor& s = seeds[i];
+    QKV_CHECK(s.shape() == r.shape(), "backward: gradient of shape ", shape_str(s.shape()),
+              " for an output of shape ", shape_str(r.shape()));
+    deliver(r.impl_ptr(), s);
+    if (r.grad_fn()) root_nodes.push_back(r.grad_fn().get());
+  }
+
+  for (Node* node : topo_order(root_nodes)) {
+    auto it = pending.find(node);
+    if (it == pending.end()) continue;  // nothing flowed here
+    Tensor g = std::move(it->second);
+    pending.erase(it);
+    QKV_CHECK(node->backward, "backward: trying to backward through the graph a second time (at ", node->name,
+              "); its saved tensors were freed — pass retain_graph=true the first time");
+    std::vector<Tensor> grads = node->backward(g);
+    QKV_CHECK(grads.size() == node->inputs.size(), "backward of ", node->name, " returned ", grads.size(),
+              " gradients for ", node->inputs.size(), " inputs");
+    for (size_t i = 0; i < grads.size(); ++i) {
+      if (!node->inputs[i] || !grads[i].defined()) continue;
+      QKV_CHECK(grads[i].shape() == node->input_shapes[i], "backward of ", node->name, ": gradient ", i,
+                " has shape ", shape_str(grads[i].shape()), ", input has ", shape_str(node->input_shapes[i]));
+      deliver(node->inputs[i], grads[i]);
+    }
+    if (!retain_graph) {
+      node->backward = nullptr;  // frees the saved tensors
+    }
+  }
+}
+}  // namespace
+
+bool grad_enabled() { return g_grad_enabled; }
+void set_grad_enabled(bool on) { g_grad_enabled = on; }
+
+bool needs_grad(std::initializer_list<Tensor> inputs) {
+  if (!g_grad_enabled) return false;
+  for (const Tensor& t : inputs)
+    if (t.defined() && t.requires_grad()) return true;
+  return false;
+}
+
+bool needs_grad(const std::vector<Tensor>& inputs) {
+  if (!g_grad_enabled) return false;
+  for (const Tensor& t : inputs)
+    if (t.defined() && t.requires_grad()) return true;
+  return false;
+}
+
+Tensor record(Tensor output, const char* name, const std::vector<Tensor>& inputs, BackwardFn fn) {
+  if (!needs_grad(inputs)) return output;
+  auto node = std::make_shared<Node>();
+  node->name = name;
+  for (const Tensor& t : inputs) {
+    node->inputs.push_back(t.defined() && t.requires_grad() ? t.impl_ptr() : nullptr);
+    node->input_shapes.push_back(t.defined() ? t.shape() : Shape{});
+  }
+  node->backward = std::move(fn);
+  output.impl().grad_fn = std::move(node);
+  output.impl().requires_grad = true;
+  return output;
+}
+
+void backward(const Tensor& root, const Tensor& grad, bool retain_graph) {
+  Tensor seed = grad;
+  if (!seed.defined()) {
+    QKV_CHECK(root.numel() == 1, "backward: grad can be implicitly created only for scalar outputs; ", root.str(),
+              " needs an explicit gradient");
+    seed = Tensor::ones(root.shape());
+  }
+  run({root}, {seed}, retain_graph, nullptr);
+}
+
+std::vector<Tensor> grad(const std::vector<Tensor>& outputs, const std::vector<Tensor>& grads,
+                         const std::vector<Tensor>& inputs, bool retain_graph) {
+  QKV_CHECK(outputs.size() == grads.size(), "autograd::grad: ", outputs.size(), " outputs but ", grads.size(),
+            " gradients");
+  std::unordered_map<TensorImpl*, Tensor> capture;
+  for (const Tensor& t : inputs) capture[t.impl_ptr().get()] = Tensor();
+  run(outputs, grads, retain_graph, &capture);
+  std::vector<Tensor> out;
+  for (const Tensor& t : inputs) {
+    Tensor g = capture[t.impl_ptr().get()];
+    out.push_back(g.defined() ? g.contiguous_copy() : Tensor::zeros(t.shape()));
+  }
+  return out;
+}
+
+}  // namespace qkv::autograd
+
+namespace qkv {
+void Tensor::backward(const Tensor& grad, bool retain_graph) const { autograd::backward(*this, grad, retain_graph); }
+}  // namespace qkv

@@ -1,0 +1,357 @@
+#include "qkv/core/tensor.h"
+
+#include <atomic>
+#include <cmath>
+#include <cstdlib>
+#include <cstring>
+#include <numeric>
+
+#include "qkv/core/parallel.h"
+#include "qkv/core/rng.h"
+
+namespace qkv {
+
+std::string shape_str(const std::vector<int64_t>& shape) {
+  std::string s = "[";
+  for (size_t i = 0; i < shape.size(); ++i) {
+    if (i) s += ",";
+    s += std::to_string(shape[i]);
+  }
+  return s + "]";
+}
+
+namespace {
+std::atomic<int64_t> g_allocated{0}, g_peak{0};
+}
+int64_t allocated_bytes() { return g_allocated.load(); }
+int64_t peak_allocated_bytes() { return g_peak.load(); }
+void reset_peak_bytes() { g_peak.store(g_allocated.load()); }
+
+Storage::Storage(size_t n) : nbytes(n) {
+  size_t rounded = (n + 63) / 64 * 64;
+  data = std::aligned_alloc(64, rounded ? rounded : 64);
+  if (!data) throw Error(detail::concat("Storage: cannot allocate ", n, " bytes"));
+  int64_t now = g_allocated.fetch_add(static_cast<int64_t>(n)) + static_cast<int64_t>(n);
+  int64_t peak = g_peak.load();
+  while (now > peak && !g_peak.compare_exchange_weak(peak, now)) {
+  }
+}
+Storage::~Storage() {
+  std::free(data);
+  g_allocated.fetch_sub(static_cast<int64_t>(nbytes));
+}
+
+int64_t numel_of(const Shape& shape) {
+  int64_t n = 1;
+  for (int64_t s : shape) n *= s;
+  return n;
+}
+
+Shape contiguous_strides(const Shape& shape) {
+  Shape st(shape.size());
+  int64_t acc = 1;
+  for (int64_t i = static_cast<int64_t>(shape.size()) - 1; i >= 0; --i) {
+    st[i] = acc;
+    acc *= shape[i];
+  }
+  return st;
+}
+
+Shape broadcast_shapes(const Shape& a, const Shape& b, const char* op) {
+  size_t n = std::max(a.size(), b.size());
+  Shape out(n);
+  for (size_t i = 0; i < n; ++i) {
+    int64_t da = i < n - a.size() ? 1 : a[i - (n - a.size())];
+    int64_t db = i < n - b.size() ? 1 : b[i - (n - b.size())];
+    QKV_CHECK(da == db || da == 1 || db == 1, op, ": shapes ", shape_str(a), " and ", shape_str(b),
+              " do not broadcast (dimension ", i, ": ", da, " vs ", db, ")");
+    out[i] = da == 1 ? db : da;
+  }
+  return out;
+}
+
+Shape broadcast_strides(const Tensor& t, const Shape& out) {
+  Shape st(out.size(), 0);
+  size_t lead = out.size() - t.shape().size();
+  for (size_t i = 0; i < t.shape().size(); ++i) {
+    QKV_CHECK(t.shape()[i] == out[lead + i] || t.shape()[i] == 1, "broadcast: ", shape_str(t.shape()),
+              " cannot be broadcast to ", shape_str(out));
+    st[lead + i] = t.shape()[i] == 1 ? 0 : t.strides()[i];
+  }
+  return st;
+}
+
+static Tensor make(const Shape& shape, DType dtype) {
+  for (int64_t s : shape) QKV_CHECK(s >= 0, "Tensor::empty: negative size in ", shape_str(shape));
+  auto impl = std::make_shared<TensorImpl>();
+  impl->storage = std::make_shared<Storage>(static_cast<size_t>(numel_of(shape)) * dtype_size(dtype));
+  impl->shape = shape;
+  impl->strides = contiguous_strides(shape);
+  impl->dtype = dtype;
+  return Tensor(std::move(impl));
+}
+
+Tensor Tensor::empty(const Shape& shape, DType dtype) { return make(shape, dtype); }
+
+Tensor Tensor::zeros(const Shape& shape, DType dtype) {
+  Tensor t = make(shape, dtype);
+  std::memset(t.impl().storage->data, 0, t.impl().storage->nbytes);
+  return t;
+}
+
+Tensor Tensor::full(const Shape& shape, float value, DType dtype) {
+  Tensor t = make(shape, dtype);
+  t.fill_(value);
+  return t;
+}
+
+Tensor Tensor::ones(const Shape& shape, DType dtype) { return full(shape, 1.f, dtype); }
+
+Tensor Tensor::from_vector(const std::vector<float>& values, const Shape& shape) {
+  QKV_CHECK(static_cast<int64_t>(values.size()) == numel_of(shape), "Tensor::from_vector: ", values.size(),
+            " values do not fill shape ", shape_str(shape));
+  Tensor t = make(shape, DType::f32);
+  if (!values.empty()) std::memcpy(t.data(), values.data(), values.size() * sizeof(float));
+  return t;
+}
+
+Tensor Tensor::from_bools(const std::vector<bool>& values, const Shape& shape) {
+  QKV_CHECK(static_cast<int64_t>(values.size()) == numel_of(shape), "Tensor::from_bools: ", values.size(),
+            " values do not fill shape ", shape_str(shape));
+  Tensor t = make(shape, DType::boolean);
+  uint8_t* p = t.data<uint8_t>();
+  for (size_t i = 0; i < values.size(); ++i) p[i] = values[i] ? 1 : 0;
+  return t;
+}
+
+Tensor Tensor::from_ints(const std::vector<int32_t>& values, const Shape& shape) {
+  QKV_CHECK(static_cast<int64_t>(values.size()) == numel_of(shape), "Tensor::from_ints: ", values.size(),
+            " values do not fill shape ", shape_str(shape));
+  Tensor t = make(shape, DType::i32);
+  if (!values.empty()) std::memcpy(t.data<int32_t>(), values.data(), values.size() * sizeof(int32_t));
+  return t;
+}
+
+std::vector<int32_t> Tensor::to_ints() const {
+  QKV_CHECK(dtype() == DType::i32, "Tensor::to_ints: tensor is ", dtype_name(dtype()), ", not i32");
+  Tensor c = is_contiguous() ? *this : contiguous_copy();
+  return std::vector<int32_t>(c.data<int32_t>(), c.data<int32_t>() + c.numel());
+}
+
+Tensor Tensor::arange(int64_t n) {
+  Tensor t = make({n}, DType::f32);
+  for (int64_t i = 0; i < n; ++i) t.data()[i] = static_cast<float>(i);
+  return t;
+}
+
+float Generator::normal(uint64_t seed, uint64_t counter) {
+  uint64_t b = bits(seed, counter);
+  // Two 32-bit uniforms in (0, 1].
+  float u1 = (static_cast<float>(b >> 40) + 1.0f) * (1.0f / 16777216.0f);
+  float u2 = static_cast<float>((b >> 8) & 0xFFFFFF) * (1.0f / 16777216.0f);
+  return std::sqrt(-2.0f * std::log(u1)) * std::cos(6.283185307179586f * u2);
+}
+
+Generator& default_generator() {
+  static Generator g(0x5eed);
+  return g;
+}
+void manual_seed(uint64_t seed) { default_generator().manual_seed(seed); }
+
+Tensor Tensor::randn(const Shape& shape, Generator& gen, float mean, float std) {
+  Tensor t = make(shape, DType::f32);
+  int64_t n = t.numel();
+  uint64_t base = gen.reserve(static_cast<uint64_t>(n));
+  float* p = t.data();
+  for (int64_t i = 0; i < n; ++i) p[i] = mean + std * Generator::normal(gen.seed(), base + i);
+  return t;
+}
+
+Tensor Tensor::rand(const Shape& shape, Generator& gen, float low, float high) {
+  Tensor t = make(shape, DType::f32);
+  int64_t n = t.numel();
+  uint64_t base = gen.reserve(static_cast<uint64_t>(n));
+  float* p = t.data();
+  for (int64_t i = 0; i < n; ++i) p[i] = low + (high - low) * Generator::uniform(gen.seed(), base + i);
+  return t;
+}
+
+int64_t Tensor::numel() const { return numel_of(impl().shape); }
+
+int64_t Tensor::wrap_dim(int64_t d) const {
+  int64_t n = dim();
+  QKV_CHECK(d >= -n && d < n || (n == 0 && (d == 0 || d == -1)), "dimension ", d, " is out of range for a tensor of shape ",
+            shape_str(shape()));
+  return d < 0 ? d + n : d;
+}
+
+bool Tensor::is_contiguous() const {
+  int64_t expected = 1;
+  for (int64_t i = dim() - 1; i >= 0; --i) {
+    if (shape()[i] == 1) continue;
+    if (strides()[i] != expected) return false;
+    expected *= shape()[i];
+  }
+  return true;
+}
+
+std::string Tensor::str() const {
+  if (!defined()) return "Tensor(undefined)";
+  return detail::concat("Tensor", shape_str(shape()), " ", dtype_name(dtype()));
+}
+
+// Visits every element of `t` in row-major order with its storage offset (relative to data()).
+template <typename F>
+static void for_each_offset(const Shape& shape, const Shape& strides, F&& f) {
+  int64_t n = numel_of(shape);
+  if (n == 0) return;
+  int64_t nd = static_cast<int64_t>(shape.size());
+  if (nd == 0) {
+    f(int64_t{0}, int64_t{0});
+    return;
+  }
+  std::vector<int64_t> idx(nd, 0);
+  int64_t off = 0;
+  int64_t inner = shape[nd - 1], inner_stride = strides[nd - 1];
+  for (int64_t i = 0; i < n; i += inner) {
+    for (int64_t j = 0; j < inner; ++j) f(i + j, off + j * inner_stride);
+    for (int64_t d = nd - 2; d >= 0; --d) {
+      if (++idx[d] < shape[d]) {
+        off += strides[d];
+        break;
+      }
+      off -= (shape[d] - 1) * strides[d];
+      idx[d] = 0;
+    }
+  }
+}
+
+static float load_as_f32(const void* base, DType t, int64_t off) {
+  switch (t) {
+    case DType::f32: return static_cast<const float*>(base)[off];
+    case DType::bf16: return bf16_to_f32(static_cast<const bf16*>(base)[off]);
+    case DType::boolean: return static_cast<const uint8_t*>(base)[off] ? 1.f : 0.f;
+    case DType::i32: return static_cast<float>(static_cast<const int32_t*>(base)[off]);
+  }
+  return 0.f;
+}
+static void store_from_f32(void* base, DType t, int64_t off, float v) {
+  switch (t) {
+    case DType::f32: static_cast<float*>(base)[off] = v; break;
+    case DType::bf16: static_cast<bf16*>(base)[off] = f32_to_bf16(v); break;
+    case DType::boolean: static_cast<uint8_t*>(base)[off] = v != 0.f; break;
+    case DType::i32: static_cast<int32_t*>(base)[off] = static_cast<int32_t>(v); break;
+  }
+}
+
+std::vector<float> Tensor::to_vector() const {
+  std::vector<float> out(static_cast<size_t>(numel()));
+  const void* base = static_cast<const char*>(impl().storage->data) + offset() * dtype_size(dtype());
+  DType t = dtype();
+  for_each_offset(shape(), strides(), [&](int64_t i, int64_t off) { out[i] = load_as_f32(base, t, off); });
+  return out;
+}
+
+float Tensor::item() const {
+  QKV_CHECK(numel() == 1, "Tensor::item: tensor of shape ", shape_str(shape()), " has ", numel(),
+            " elements, not 1");
+  return to_vector()[0];
+}
+
+Tensor Tensor::detach() const {
+  auto impl2 = std::make_shared<TensorImpl>();
+  impl2->storage = impl().storage;
+  impl2->shape = shape();
+  impl2->strides = strides();
+  impl2->offset = offset();
+  impl2->dtype = dtype();
+  return Tensor(std::move(impl2));
+}
+
+Tensor Tensor::as_strided(const Shape& shp, const Shape& st, int64_t off) const {
+  QKV_CHECK(shp.size() == st.size(), "as_strided: shape ", shape_str(shp), " and strides ", shape_str(st),
+            " differ in rank");
+  int64_t lo = off, hi = off;
+  for (size_t i = 0; i < shp.size(); ++i) {
+    if (shp[i] == 0) {
+      lo = hi = off;
+      break;
+    }
+    int64_t span = (shp[i] - 1) * st[i];
+    (span < 0 ? lo : hi) += span;
+  }
+  int64_t cap = static_cast<int64_t>(impl().storage->nbytes / dtype_size(dtype()));
+  QKV_CHECK(lo >= 0 && (numel_of(shp) == 0 || hi < cap), "as_strided: view ", shape_str(shp), " strides ",
+            shape_str(st), " offset ", off, " falls outside storage of ", cap, " elements");
+  Tensor v = detach();
+  v.impl().shape = shp;
+  v.impl().strides = st;
+  v.impl().offset = off;
+  return v;
+}
+
+void Tensor::copy_(const Tensor& src) {
+  Shape bst = broadcast_strides(src, shape());
+  const void* sbase = static_cast<const char*>(src.impl().storage->data) + src.offset() * dtype_size(src.dtype());
+  void* dbase = static_cast<char*>(impl().storage->data) + offset() * dtype_size(dtype());
+  DType st = src.dtype(), dt = dtype();
+  if (st == DType::f32 && dt == DType::f32 && is_contiguous() && src.is_contiguous() && src.shape() == shape()) {
+    std::memcpy(dbase, sbase, static_cast<size_t>(numel()) * 4);
+    return;
+  }
+  // Gather src offsets in our row-major order, then scatter to our own strided offsets.
+  std::vector<int64_t> soffs(static_cast<size_t>(numel()));
+  for_each_offset(shape(), bst, [&](int64_t i, int64_t off) { soffs[i] = off; });
+  for_each_offset(shape(), strides(), [&](int64_t i, int64_t off) {
+    store_from_f32(dbase, dt, off, load_as_f32(sbase, st, soffs[i]));
+  });
+}
+
+void Tensor::fill_(float value) {
+  void* dbase = static_cast<char*>(impl().storage->data) + offset() * dtype_size(dtype());
+  DType dt = dtype();
+  if (dt == DType::f32 && is_contiguous()) {
+    float* p = static_cast<float*>(dbase);
+    for (int64_t i = 0, n = numel(); i < n; ++i) p[i] = value;
+    return;
+  }
+  for_each_offset(shape(), strides(), [&](int64_t, int64_t off) { store_from_f32(dbase, dt, off, value); });
+}
+
+Tensor Tensor::contiguous_copy() const {
+  Tensor out = make(shape(), dtype());
+  out.copy_(*this);
+  return out;
+}
+
+Tensor Tensor::to(DType t) const {
+  Tensor out = make(shape(), t);
+  out.copy_(*this);
+  return out;
+}
+
+Tensor& Tensor::requires_grad_(bool on) {
+  QKV_CHECK(!on || dtype() == DType::f32, "requires_grad_: only f32 tensors can require gradients, not ",
+            dtype_name(dtype()));
+  QKV_CHECK(is_leaf() || on, "requires_grad_: cannot turn off requires_grad on a non-leaf tensor; use detach()");
+  impl().requires_grad = on;
+  return *this;
+}
+
+Tensor Tensor::grad() const { return impl().grad ? Tensor(impl().grad) : Tensor(); }
+
+void Tensor::set_grad(const Tensor& g) {
+  if (!g.defined()) {
+    impl().grad.reset();
+    return;
+  }
+  QKV_CHECK(g.shape() == shape(), "set_grad: gradient of shape ", shape_str(g.shape()),
+            " for a tensor of shape ", shape_str(shape()));
+  impl().grad = g.impl_ptr();
+}
+
+void Tensor::zero_grad() { impl().grad.reset(); }
+
+void Tensor::retain_grad() { impl().retains_grad = true; }
+
+}  // namespace qkv

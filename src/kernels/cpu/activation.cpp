@@ -1,0 +1,71 @@
+#include "qkv/kernels/cpu/activation.h"
+
+#include <cmath>
+
+#include "qkv/core/parallel.h"
+#include "qkv/core/rng.h"
+
+namespace qkv::kernels::cpu {
+
+namespace {
+constexpr float kSqrt1_2 = 0.70710678118654752f;
+constexpr float kInvSqrt2Pi = 0.39894228040143268f;
+constexpr float kSqrt2OverPi = 0.79788456080286536f;
+constexpr int64_t kGrain = 1 << 15;
+}  // namespace
+
+void relu_forward(const float* x, float* y, int64_t n) {
+  parallel_for(n, kGrain, [&](int64_t b, int64_t e) {
+    for (int64_t i = b; i < e; ++i) y[i] = x[i] > 0.f ? x[i] : 0.f;
+  });
+}
+
+void relu_backward(const float* x, const float* dy, float* dx, int64_t n) {
+  parallel_for(n, kGrain, [&](int64_t b, int64_t e) {
+    for (int64_t i = b; i < e; ++i) dx[i] = x[i] > 0.f ? dy[i] : 0.f;
+  });
+}
+
+void gelu_forward(const float* x, float* y, int64_t n, bool tanh_approx) {
+  parallel_for(n, kGrain, [&](int64_t b, int64_t e) {
+    if (tanh_approx) {
+      for (int64_t i = b; i < e; ++i) {
+        float v = x[i];
+        y[i] = 0.5f * v * (1.f + std::tanh(kSqrt2OverPi * (v + 0.044715f * v * v * v)));
+      }
+    } else {
+      for (int64_t i = b; i < e; ++i) y[i] = 0.5f * x[i] * (1.f + std::erf(x[i] * kSqrt1_2));
+    }
+  });
+}
+
+void gelu_backward(const float* x, const float* dy, float* dx, int64_t n, bool tanh_approx) {
+  parallel_for(n, kGrain, [&](int64_t b, int64_t e) {
+    if (tanh_approx) {
+      for (int64_t i = b; i < e; ++i) {
+        float v = x[i];
+        float inner = kSqrt2OverPi * (v + 0.044715f * v * v * v);
+        float t = std::tanh(inner);
+        float dinner = kSqrt2OverPi * (1.f + 3.f * 0.044715f * v * v);
+        dx[i] = dy[i] * (0.5f * (1.f + t) + 0.5f * v * (1.f - t * t) * dinner);
+      }
+    } else {
+      for (int64_t i = b; i < e; ++i) {
+        float v = x[i];
+        float cdf = 0.5f * (1.f + std::erf(v * kSqrt1_2));
+        float pdf = kInvSqrt2Pi * std::exp(-0.5f * v * v);
+        dx[i] = dy[i] * (cdf + v * pdf);
+      }
+    }
+  });
+}
+
+void dropout_apply(const float* x, float* y, int64_t n, float p, uint64_t seed, uint64_t counter) {
+  const float keep_scale = p < 1.f ? 1.f / (1.f - p) : 0.f;
+  parallel_for(n, kGrain, [&](int64_t b, int64_t e) {
+    for (int64_t i = b; i < e; ++i)
+      y[i] = Generator::uniform(seed, counter + static_cast<uint64_t>(i)) >= p ? x[i] * keep_scale : 0.f;
+  });
+}
+
+}  // namespace qkv::kernels::cpu

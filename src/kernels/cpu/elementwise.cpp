@@ -1,0 +1,78 @@
+#include "qkv/kernels/cpu/elementwise.h"
+
+#include <cstring>
+
+namespace qkv::kernels::cpu {
+
+StridedLoop coalesce(const std::vector<int64_t>& shape, const std::vector<std::vector<int64_t>>& strides) {
+  StridedLoop L;
+  const size_t k = strides.size();
+  L.strides.resize(k);
+  // Drop size-1 dims (their strides never matter), then merge mergeable neighbours.
+  for (size_t d = 0; d < shape.size(); ++d) {
+    if (shape[d] == 1) continue;
+    if (!L.shape.empty()) {
+      bool mergeable = true;
+      for (size_t o = 0; o < k; ++o)
+        if (L.strides[o].back() != strides[o][d] * shape[d]) mergeable = false;
+      if (mergeable) {
+        L.shape.back() *= shape[d];
+        for (size_t o = 0; o < k; ++o) L.strides[o].back() = strides[o][d];
+        continue;
+      }
+    }
+    L.shape.push_back(shape[d]);
+    for (size_t o = 0; o < k; ++o) L.strides[o].push_back(strides[o][d]);
+  }
+  if (L.shape.empty()) {
+    L.shape.push_back(1);
+    for (size_t o = 0; o < k; ++o) L.strides[o].push_back(0);
+  }
+  return L;
+}
+
+void sum_to(const std::vector<int64_t>& in_shape, const float* in, const std::vector<int64_t>& out_shape,
+            float* out) {
+  // Strides of `out` seen at in_shape: 0 along dims that were broadcast.
+  const size_t nd = in_shape.size(), lead = nd - out_shape.size();
+  std::vector<int64_t> so(nd, 0), si(nd);
+  int64_t acc = 1, n_out = 1;
+  for (int64_t d = static_cast<int64_t>(out_shape.size()) - 1; d >= 0; --d) {
+    if (out_shape[d] != 1) so[lead + d] = acc;
+    acc *= out_shape[d];
+  }
+  n_out = acc;
+  acc = 1;
+  for (int64_t d = static_cast<int64_t>(nd) - 1; d >= 0; --d) {
+    si[d] = acc;
+    acc *= in_shape[d];
+  }
+  std::memset(out, 0, static_cast<size_t>(n_out) * sizeof(float));
+  if (acc == 0) return;
+  StridedLoop L = coalesce(in_shape, {so, si});
+  // Serial: rows of different outer indices may land on the same outputs.
+  const int64_t ndl = static_cast<int64_t>(L.shape.size());
+  const int64_t inner = L.shape[ndl - 1], st_o = L.strides[0][ndl - 1], st_i = L.strides[1][ndl - 1];
+  int64_t outer = 1;
+  for (int64_t d = 0; d < ndl - 1; ++d) outer *= L.shape[d];
+  for (int64_t r = 0; r < outer; ++r) {
+    int64_t rem = r, oo = 0, oi = 0;
+    for (int64_t d = ndl - 2; d >= 0; --d) {
+      int64_t i = rem % L.shape[d];
+      rem /= L.shape[d];
+      oo += i * L.strides[0][d];
+      oi += i * L.strides[1][d];
+    }
+    float* o = out + oo;
+    const float* x = in + oi;
+    if (st_o == 0) {
+      float s = 0.f;
+      for (int64_t i = 0; i < inner; ++i) s += x[i * st_i];
+      *o += s;
+    } else {
+      for (int64_t i = 0; i < inner; ++i) o[i * st_o] += x[i * st_i];
+    }
+  }
+}
+
+}  // namespace qkv::kernels::cpu

@@ -1,0 +1,68 @@
+#include "qkv/kernels/cpu/softmax.h"
+
+#include <cmath>
+#include <cstring>
+
+#include "qkv/core/parallel.h"
+#include "qkv/kernels/cpu/vec.h"
+
+namespace qkv::kernels::cpu {
+
+void softmax_row_inplace(float* x, int64_t n) {
+  float m = max_of(x, n);
+  if (m == -INFINITY) {  // every entry masked
+    std::memset(x, 0, static_cast<size_t>(n) * sizeof(float));
+    return;
+  }
+  float s = exp_shift_sum(x, x, n, m);
+  scale(x, n, 1.0f / s);
+}
+
+void softmax_forward(const float* x, float* y, int64_t rows, int64_t n) {
+  parallel_for(rows, 1 + 16384 / (n + 1), [&](int64_t b, int64_t e) {
+    for (int64_t r = b; r < e; ++r) {
+      if (x != y) std::memcpy(y + r * n, x + r * n, static_cast<size_t>(n) * sizeof(float));
+      softmax_row_inplace(y + r * n, n);
+    }
+  });
+}
+
+void softmax_backward(const float* y, const float* dy, float* dx, int64_t rows, int64_t n) {
+  parallel_for(rows, 1 + 16384 / (n + 1), [&](int64_t b, int64_t e) {
+    for (int64_t r = b; r < e; ++r) {
+      const float* yr = y + r * n;
+      const float* gr = dy + r * n;
+      float* dr = dx + r * n;
+      float s = dot(yr, gr, n);
+      for (int64_t j = 0; j < n; ++j) dr[j] = yr[j] * (gr[j] - s);
+    }
+  });
+}
+
+void log_softmax_forward(const float* x, float* y, int64_t rows, int64_t n) {
+  parallel_for(rows, 1 + 16384 / (n + 1), [&](int64_t b, int64_t e) {
+    for (int64_t r = b; r < e; ++r) {
+      const float* xr = x + r * n;
+      float* yr = y + r * n;
+      float m = max_of(xr, n);
+      float s = exp_shift_sum(xr, yr, n, m);  // yr used as scratch
+      float lse = m + std::log(s);
+      for (int64_t j = 0; j < n; ++j) yr[j] = xr[j] - lse;
+    }
+  });
+}
+
+void log_softmax_backward(const float* y, const float* dy, float* dx, int64_t rows, int64_t n) {
+  parallel_for(rows, 1 + 16384 / (n + 1), [&](int64_t b, int64_t e) {
+    for (int64_t r = b; r < e; ++r) {
+      const float* yr = y + r * n;
+      const float* gr = dy + r * n;
+      float* dr = dx + r * n;
+      float s = 0.f;
+      for (int64_t j = 0; j < n; ++j) s += gr[j];
+      for (int64_t j = 0; j < n; ++j) dr[j] = gr[j] - std::exp(yr[j]) * s;
+    }
+  });
+}
+
+}  // namespace qkv::kernels::cpu

@@ -1,0 +1,72 @@
+#include "qkv/nn/module.h"
+
+#include <set>
+
+namespace qkv::nn {
+
+Tensor Module::register_parameter(const std::string& name, Tensor value) {
+  value.requires_grad_(true);
+  params_.emplace_back(name, value);
+  return value;
+}
+
+void Module::collect(const std::string& prefix, std::vector<std::pair<std::string, Tensor>>& out) const {
+  for (const auto& [n, t] : params_) out.emplace_back(prefix + n, t);
+  for (const auto& [n, m] : children_) m->collect(prefix + n + ".", out);
+}
+
+std::vector<std::pair<std::string, Tensor>> Module::named_parameters() const {
+  std::vector<std::pair<std::string, Tensor>> out;
+  collect("", out);
+  return out;
+}
+
+std::vector<Tensor> Module::parameters() const {
+  std::vector<Tensor> out;
+  for (auto& [n, t] : named_parameters()) out.push_back(t);
+  return out;
+}
+
+int64_t Module::num_parameters() const {
+  int64_t n = 0;
+  for (auto& [name, t] : named_parameters()) n += t.numel();
+  return n;
+}
+
+std::map<std::string, Tensor> Module::state_dict() const {
+  std::map<std::string, Tensor> out;
+  for (auto& [n, t] : named_parameters()) out[n] = t.detach();
+  return out;
+}
+
+void Module::load_state_dict(const std::map<std::string, Tensor>& state, bool strict) {
+  std::set<std::string> used;
+  for (auto& [name, p] : named_parameters()) {
+    auto it = state.find(name);
+    if (it == state.end()) {
+      QKV_CHECK(!strict, "load_state_dict: missing parameter \"", name, "\" ", shape_str(p.shape()));
+      continue;
+    }
+    QKV_CHECK(it->second.shape() == p.shape(), "load_state_dict: parameter \"", name, "\" has shape ",
+              shape_str(p.shape()), " but the state has ", shape_str(it->second.shape()));
+    p.detach().copy_(it->second);
+    used.insert(name);
+  }
+  if (strict)
+    for (auto& [name, t] : state)
+      QKV_CHECK(used.count(name), "load_state_dict: unexpected parameter \"", name, "\" ", shape_str(t.shape()));
+}
+
+void Module::train(bool on) {
+  training_ = on;
+  for (auto& [n, m] : children_) m->train(on);
+}
+
+void Module::zero_grad() {
+  for (auto& [n, t] : named_parameters()) {
+    Tensor p = t;
+    p.zero_grad();
+  }
+}
+
+}  // namespace qkv::nn

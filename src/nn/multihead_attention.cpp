@@ -1,0 +1,164 @@
+#include "qkv/nn/multihead_attention.h"
+
+#include <cmath>
+
+#include "qkv/nn/init.h"
+#include "qkv/ops.h"
+
+namespace qkv::nn {
+
+MultiheadAttention::MultiheadAttention(int64_t E, int64_t H, float p, bool bias, int64_t kd, int64_t vd, bool bf,
+                                       Generator* gen)
+    : embed_dim(E), num_heads(H), head_dim(H > 0 ? E / H : 0), kdim(kd ? kd : E), vdim(vd ? vd : E), dropout(p),
+      batch_first(bf) {
+  QKV_CHECK(E > 0 && H > 0 && E % H == 0, "MultiheadAttention: embed_dim ", E, " must be divisible by num_heads ", H);
+  Generator& g = gen ? *gen : default_generator();
+  if (kdim == E && vdim == E) {
+    in_proj_weight = Tensor::empty({3 * E, E});
+    init::xavier_uniform_(in_proj_weight, g);
+    in_proj_weight = register_parameter("in_proj_weight", in_proj_weight);
+  } else {
+    q_proj_weight = Tensor::empty({E, E});
+    k_proj_weight = Tensor::empty({E, kdim});
+    v_proj_weight = Tensor::empty({E, vdim});
+    for (Tensor* w : {&q_proj_weight, &k_proj_weight, &v_proj_weight}) init::xavier_uniform_(*w, g);
+    q_proj_weight = register_parameter("q_proj_weight", q_proj_weight);
+    k_proj_weight = register_parameter("k_proj_weight", k_proj_weight);
+    v_proj_weight = register_parameter("v_proj_weight", v_proj_weight);
+  }
+  if (bias) in_proj_bias = register_parameter("in_proj_bias", Tensor::zeros({3 * E}));
+  out_proj = register_module("out_proj", std::make_shared<Linear>(E, E, bias, &g));
+  if (bias) out_proj->bias.detach().fill_(0.f);
+}
+
+namespace {
+
+// PyTorch-MHA masks (true = masked out) → one mask for scaled_dot_product_attention, broadcast
+// to [B, H, L, S]: boolean (true = may attend) when both are boolean, otherwise additive float.
+Tensor merge_masks(const Tensor& attn_mask, const Tensor& kpm, int64_t B, int64_t H, int64_t L, int64_t S) {
+  Tensor am, pm;  // as [.., L, S] views
+  if (attn_mask.defined()) {
+    if (attn_mask.dim() == 2) {
+      QKV_CHECK(attn_mask.size(0) == L && attn_mask.size(1) == S, "MultiheadAttention: attn_mask ",
+                shape_str(attn_mask.shape()), " should be [", L, ",", S, "]");
+      am = attn_mask;
+    } else {
+      QKV_CHECK(attn_mask.dim() == 3 && attn_mask.size(0) == B * H && attn_mask.size(1) == L && attn_mask.size(2) == S,
+                "MultiheadAttention: attn_mask ", shape_str(attn_mask.shape()), " should be [", L, ",", S, "] or [",
+                B * H, ",", L, ",", S, "]");
+      am = attn_mask.reshape({B, H, L, S});
+    }
+  }
+  if (kpm.defined()) {
+    QKV_CHECK(kpm.dim() == 2 && kpm.size(0) == B && kpm.size(1) == S, "MultiheadAttention: key_padding_mask ",
+              shape_str(kpm.shape()), " should be [", B, ",", S, "]");
+    pm = kpm.reshape({B, 1, 1, S});
+  }
+  auto to_additive = [](const Tensor& m) {
+    if (m.dtype() != DType::boolean) return m;
+    std::vector<float> v = m.to_vector();
+    for (float& x : v) x = x != 0.f ? -INFINITY : 0.f;
+    return Tensor::from_vector(v, m.shape());
+  };
+  auto invert = [](const Tensor& m) {
+    std::vector<float> v = m.to_vector();
+    std::vector<bool> b(v.size());
+    for (size_t i = 0; i < v.size(); ++i) b[i] = v[i] == 0.f;
+    return Tensor::from_bools(b, m.shape());
+  };
+  if (!am.defined() && !pm.defined()) return Tensor();
+  if (!pm.defined()) return am.dtype() == DType::boolean ? invert(am) : am;
+  if (!am.defined()) return pm.dtype() == DType::boolean ? invert(pm) : pm;
+  if (am.dtype() == DType::boolean && pm.dtype() == DType::boolean) {
+    // allowed = ¬(attn_mask ∨ key_padding_mask)
+    Tensor merged = Tensor::empty(broadcast_shapes(am.shape(), pm.shape(), "MultiheadAttention"), DType::boolean);
+    Tensor a = Tensor::empty(merged.shape()), b = Tensor::empty(merged.shape());
+    a.copy_(am);
+    b.copy_(pm);
+    uint8_t* o = merged.data<uint8_t>();
+    for (int64_t i = 0; i < merged.numel(); ++i) o[i] = a.data()[i] == 0.f && b.data()[i] == 0.f;
+    return merged;
+  }
+  return add(to_additive(am), to_additive(pm));
+}
+
+}  // namespace
+
+MultiheadAttention::Output MultiheadAttention::forward(const Tensor& query, const Tensor& key, const Tensor& value,
+                                                       const Tensor& key_padding_mask, bool need_weights,
+                                                       const Tensor& attn_mask, bool average_attn_weights,
+                                                       bool is_causal) const {
+  const int64_t E = embed_dim, H = num_heads, D = head_dim;
+  QKV_CHECK(query.dim() == 2 || query.dim() == 3, "MultiheadAttention: query must be [L, E] or 3-D, got ",
+            shape_str(query.shape()));
+  QKV_CHECK(key.dim() == query.dim() && value.dim() == query.dim(), "MultiheadAttention: query ",
+            shape_str(query.shape()), ", key ", shape_str(key.shape()), " and value ", shape_str(value.shape()),
+            " differ in rank");
+  const bool batched = query.dim() == 3;
+  // Everything below works on [B, L, E].
+  auto to_ble = [&](const Tensor& t) {
+    if (!batched) return t.unsqueeze(0);
+    return batch_first ? t : t.transpose(0, 1);
+  };
+  Tensor q = to_ble(query), k = to_ble(key), v = to_ble(value);
+  const int64_t B = q.size(0), L = q.size(1), S = k.size(1);
+  QKV_CHECK(q.size(2) == E, "MultiheadAttention: query ", shape_str(query.shape()), " has feature size ", q.size(2),
+            ", expected embed_dim ", E);
+  QKV_CHECK(k.size(2) == kdim && v.size(2) == vdim, "MultiheadAttention: key ", shape_str(key.shape()), " / value ",
+            shape_str(value.shape()), " should have feature sizes kdim ", kdim, " / vdim ", vdim);
+  QKV_CHECK(k.size(0) == B && v.size(0) == B && v.size(1) == S, "MultiheadAttention: query ", shape_str(query.shape()),
+            ", key ", shape_str(key.shape()), ", value ", shape_str(value.shape()),
+            " disagree in batch size or key/value length");
+
+  // Q = query W_Qᵀ + b_Q, K = key W_Kᵀ + b_K, V = value W_Vᵀ + b_V
+  Tensor bq, bk, bv;
+  if (in_proj_bias.defined()) {
+    bq = in_proj_bias.slice(0, 0, E);
+    bk = in_proj_bias.slice(0, E, 2 * E);
+    bv = in_proj_bias.slice(0, 2 * E, 3 * E);
+  }
+  Tensor Q, K, V;
+  if (in_proj_weight.defined() && query.same(key) && key.same(value)) {
+    std::vector<Tensor> qkv = chunk(linear(q, in_proj_weight, in_proj_bias), 3, -1);  // one GEMM for all three
+    Q = qkv[0], K = qkv[1], V = qkv[2];
+  } else if (in_proj_weight.defined()) {
+    Q = linear(q, in_proj_weight.slice(0, 0, E), bq);
+    K = linear(k, in_proj_weight.slice(0, E, 2 * E), bk);
+    V = linear(v, in_proj_weight.slice(0, 2 * E, 3 * E), bv);
+  } else {
+    Q = linear(q, q_proj_weight, bq);
+    K = linear(k, k_proj_weight, bk);
+    V = linear(v, v_proj_weight, bv);
+  }
+  // Split heads: [B, L, E] → [B, H, L, D] (views)
+  Tensor Qh = Q.view({B, L, H, D}).transpose(1, 2);
+  Tensor Kh = K.view({B, S, H, D}).transpose(1, 2);
+  Tensor Vh = V.view({B, S, H, D}).transpose(1, 2);
+
+  AttentionOptions opt;
+  opt.attn_mask = merge_masks(attn_mask, batched ? key_padding_mask
+                                                 : (key_padding_mask.defined() ? key_padding_mask.unsqueeze(0) : Tensor()),
+                              B, H, L, S);
+  opt.is_causal = is_causal;
+  opt.dropout_p = is_training() ? dropout : 0.f;
+  Output res;
+  Tensor attn;
+  if (need_weights) {
+    AttentionResult r = scaled_dot_product_attention_with_weights(Qh, Kh, Vh, opt);
+    attn = r.output;
+    res.weights = average_attn_weights ? mean(r.weights, {1}) : r.weights;
+    if (!batched) res.weights = res.weights.squeeze(0);
+  } else {
+    attn = scaled_dot_product_attention(Qh, Kh, Vh, opt);
+  }
+  // Concat(head_1..head_h) W_Oᵀ + b_O
+  Tensor out = out_proj->forward(attn.transpose(1, 2).reshape({B, L, E}));
+  if (!batched) {
+    res.output = out.squeeze(0);
+  } else {
+    res.output = batch_first ? out : out.transpose(0, 1);
+  }
+  return res;
+}
+
+}  // namespace qkv::nn

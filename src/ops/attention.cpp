@@ -1,0 +1,180 @@
+#include "qkv/ops/attention.h"
+
+#include <cmath>
+
+#include "qkv/autograd/node.h"
+#include "qkv/kernels/cpu/attention.h"
+#include "qkv/ops/arith.h"
+
+namespace qkv {
+
+using autograd::record;
+namespace k = kernels::cpu;
+
+namespace {
+
+// Views t [..., L, d] as 4-D [B, H, L, d] (leading dims of rank > 4 merged into B, by a copy).
+Tensor to_4d(const Tensor& t) {
+  Tensor x = t.detach();
+  switch (x.dim()) {
+    case 2: return x.as_strided({1, 1, x.size(0), x.size(1)}, {0, 0, x.stride(0), x.stride(1)}, x.offset());
+    case 3:
+      return x.as_strided({x.size(0), 1, x.size(1), x.size(2)}, {x.stride(0), 0, x.stride(1), x.stride(2)},
+                          x.offset());
+    case 4: return x;
+    default: {
+      Tensor c = x.contiguous_copy();
+      return c.as_strided({numel_of(Shape(c.shape().begin(), c.shape().end() - 3)), c.size(-3), c.size(-2), c.size(-1)},
+                          {c.size(-3) * c.size(-2) * c.size(-1), c.size(-2) * c.size(-1), c.size(-1), 1}, 0);
+    }
+  }
+}
+
+// q, k, v for the kernels: 4-D with a unit stride along the head dim.
+Tensor as_bhld(const Tensor& t) {
+  Tensor x = t.detach();
+  if (x.stride(-1) != 1 && x.size(-1) > 1) x = x.contiguous_copy();
+  return to_4d(x);
+}
+
+struct Prepared {
+  k::AttnProblem p;
+  Tensor q4, k4, v4, mask4;   // keep the viewed storage alive
+  Shape out_shape, scores_shape;  // q's leading dims + [Lq, dv] / [Lq, Lk]
+};
+
+Prepared prepare(const Tensor& q, const Tensor& kk, const Tensor& v, const AttentionOptions& opt) {
+  const char* op = "scaled_dot_product_attention";
+  for (const Tensor* t : {&q, &kk, &v})
+    QKV_CHECK(t->defined() && t->dtype() == DType::f32 && t->dim() >= 2, op,
+              ": q, k, v must be f32 tensors of rank ≥ 2, got q ", q.str(), ", k ", kk.str(), ", v ", v.str());
+  QKV_CHECK(q.dim() == kk.dim() && q.dim() == v.dim(), op, ": q ", shape_str(q.shape()), ", k ", shape_str(kk.shape()),
+            ", v ", shape_str(v.shape()), " differ in rank");
+  QKV_CHECK(q.size(-1) == kk.size(-1), op, ": q ", shape_str(q.shape()), " and k ", shape_str(kk.shape()),
+            " differ in the head dimension (", q.size(-1), " vs ", kk.size(-1), ")");
+  QKV_CHECK(kk.size(-2) == v.size(-2), op, ": k ", shape_str(kk.shape()), " and v ", shape_str(v.shape()),
+            " differ in sequence length (", kk.size(-2), " vs ", v.size(-2), ")");
+  const int64_t nd = q.dim();
+  for (int64_t d = 0; d < nd - 2; ++d) {
+    bool heads = d == nd - 3;
+    bool same = q.size(d) == kk.size(d) && kk.size(d) == v.size(d);
+    bool gqa_ok = heads && opt.enable_gqa && kk.size(d) == v.size(d) && kk.size(d) > 0 && q.size(d) % kk.size(d) == 0;
+    QKV_CHECK(same || gqa_ok, op, ": q ", shape_str(q.shape()), ", k ", shape_str(kk.shape()), ", v ",
+              shape_str(v.shape()), " differ in dim ", d,
+              heads ? (opt.enable_gqa ? " (q heads must be a multiple of k/v heads)"
+                                      : " (fewer k/v heads than q heads needs enable_gqa)")
+                    : "");
+  }
+  QKV_CHECK(opt.dropout_p >= 0.f && opt.dropout_p < 1.f, op, ": dropout_p must be in [0, 1), got ", opt.dropout_p);
+
+  Prepared r;
+  r.q4 = as_bhld(q);
+  r.k4 = as_bhld(kk);
+  r.v4 = as_bhld(v);
+  k::AttnProblem& p = r.p;
+  p.B = r.q4.size(0);
+  p.H = r.q4.size(1);
+  p.Hkv = r.k4.size(1);
+  p.Lq = r.q4.size(2);
+  p.Lk = r.k4.size(2);
+  p.D = r.q4.size(3);
+  p.Dv = r.v4.size(3);
+  p.q = r.q4.data();
+  p.q_sb = r.q4.stride(0), p.q_sh = r.q4.stride(1), p.q_sl = std::max<int64_t>(r.q4.stride(2), p.D);
+  p.k = r.k4.data();
+  p.k_sb = r.k4.stride(0), p.k_sh = r.k4.stride(1), p.k_sl = std::max<int64_t>(r.k4.stride(2), p.D);
+  p.v = r.v4.data();
+  p.v_sb = r.v4.stride(0), p.v_sh = r.v4.stride(1), p.v_sl = std::max<int64_t>(r.v4.stride(2), p.Dv);
+  p.causal = opt.is_causal;
+  p.scale = opt.scale ? *opt.scale : 1.0f / std::sqrt(static_cast<float>(p.D));
+
+  r.out_shape = Shape(q.shape().begin(), q.shape().end() - 1);
+  r.out_shape.push_back(p.Dv);
+  r.scores_shape = Shape(q.shape().begin(), q.shape().end() - 1);
+  r.scores_shape.push_back(p.Lk);
+
+  if (opt.attn_mask.defined()) {
+    const Tensor& m = opt.attn_mask;
+    QKV_CHECK(m.dtype() == DType::boolean || m.dtype() == DType::f32, op,
+              ": attn_mask must be boolean (true = may attend) or f32 (added to the scores), got ", m.str());
+    QKV_CHECK(m.dim() <= nd, op, ": attn_mask ", shape_str(m.shape()), " has more dims than the scores ",
+              shape_str(r.scores_shape));
+    Shape st;
+    try {
+      st = broadcast_strides(m, r.scores_shape);
+    } catch (const Error&) {
+      throw Error(detail::concat(op, ": attn_mask ", shape_str(m.shape()), " does not broadcast to the scores ",
+                                 shape_str(r.scores_shape), " ([..., Lq, Lk])"));
+    }
+    r.mask4 = to_4d(m.detach().as_strided(r.scores_shape, st, m.offset()));
+    const Tensor& mv = r.mask4;
+    p.mask.kind = m.dtype() == DType::boolean ? k::AttnMask::Kind::boolean : k::AttnMask::Kind::additive;
+    p.mask.data = m.dtype() == DType::boolean ? static_cast<const void*>(mv.data<uint8_t>())
+                                              : static_cast<const void*>(mv.data<float>());
+    p.mask.sb = mv.stride(0), p.mask.sh = mv.stride(1), p.mask.sq = mv.stride(2), p.mask.sk = mv.stride(3);
+  }
+  if (opt.dropout_p > 0.f) {
+    Generator& g = opt.generator ? *opt.generator : default_generator();
+    p.dropout_p = opt.dropout_p;
+    p.seed = g.seed();
+    p.counter = g.reserve(static_cast<uint64_t>(p.B * p.H * p.Lq * p.Lk));
+  }
+  return r;
+}
+
+AttentionResult sdpa(const Tensor& q, const Tensor& kk, const Tensor& v, const AttentionOptions& opt,
+                     bool need_weights) {
+  Prepared r = prepare(q, kk, v, opt);
+  const k::AttnProblem& p = r.p;
+  const bool grad = autograd::needs_grad({q, kk, v, opt.attn_mask});
+  Tensor out = Tensor::empty(r.out_shape);
+  Tensor probs = grad ? Tensor::empty(r.scores_shape) : Tensor();
+  Tensor weights;
+  if (need_weights) weights = grad && p.dropout_p == 0.f ? probs : Tensor::empty(r.scores_shape);
+  k::attention_forward_reference(p, out.data(), grad ? probs.data() : nullptr,
+                                 need_weights && !(grad && p.dropout_p == 0.f) ? weights.data() : nullptr);
+  AttentionResult res;
+  res.weights = need_weights ? weights.detach() : Tensor();
+  if (!grad) {
+    res.output = out;
+    return res;
+  }
+  const bool mask_grad = opt.attn_mask.defined() && opt.attn_mask.requires_grad();
+  Shape q_shape = q.shape(), k_shape = kk.shape(), v_shape = v.shape();
+  Shape mask_shape = mask_grad ? opt.attn_mask.shape() : Shape{};
+  res.output = record(out, "scaled_dot_product_attention", {q, kk, v, opt.attn_mask},
+                      [r, probs, q_shape, k_shape, v_shape, mask_grad, mask_shape](const Tensor& g) {
+                        const k::AttnProblem& p = r.p;
+                        Tensor gc = g.contiguous();
+                        Tensor dq = Tensor::empty(q_shape), dk = Tensor::empty(k_shape), dv = Tensor::empty(v_shape);
+                        Tensor ds = mask_grad ? Tensor::empty(r.scores_shape) : Tensor();
+                        k::attention_backward_reference(p, probs.data(), gc.data(), dq.data(), dk.data(), dv.data(),
+                                                        mask_grad ? ds.data() : nullptr);
+                        return std::vector<Tensor>{dq, dk, dv, mask_grad ? sum_to(ds, mask_shape) : Tensor()};
+                      });
+  return res;
+}
+
+}  // namespace
+
+Tensor scaled_dot_product_attention(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& attn_mask,
+                                    float dropout_p, bool is_causal, std::optional<float> scale, bool enable_gqa) {
+  AttentionOptions opt;
+  opt.attn_mask = attn_mask;
+  opt.dropout_p = dropout_p;
+  opt.is_causal = is_causal;
+  opt.scale = scale;
+  opt.enable_gqa = enable_gqa;
+  return sdpa(q, k, v, opt, false).output;
+}
+
+Tensor scaled_dot_product_attention(const Tensor& q, const Tensor& k, const Tensor& v, const AttentionOptions& opt) {
+  return sdpa(q, k, v, opt, false).output;
+}
+
+AttentionResult scaled_dot_product_attention_with_weights(const Tensor& q, const Tensor& k, const Tensor& v,
+                                                          const AttentionOptions& opt) {
+  return sdpa(q, k, v, opt, true);
+}
+
+}  // namespace qkv

@@ -1,0 +1,40 @@
+#include "qkv/ops/layer_norm.h"
+
+#include "qkv/autograd/node.h"
+#include "qkv/kernels/cpu/layer_norm.h"
+
+namespace qkv {
+
+using autograd::record;
+namespace k = kernels::cpu;
+
+Tensor layer_norm(const Tensor& x, const Shape& normalized_shape, const Tensor& weight, const Tensor& bias,
+                  float eps) {
+  QKV_CHECK(x.dtype() == DType::f32, "layer_norm: expected an f32 tensor, got ", dtype_name(x.dtype()));
+  const int64_t nd = static_cast<int64_t>(normalized_shape.size());
+  QKV_CHECK(nd >= 1 && nd <= x.dim() &&
+                Shape(x.shape().end() - nd, x.shape().end()) == normalized_shape,
+            "layer_norm: normalized_shape ", shape_str(normalized_shape), " is not the trailing shape of input ",
+            shape_str(x.shape()));
+  QKV_CHECK(!weight.defined() || weight.shape() == normalized_shape, "layer_norm: weight ", shape_str(weight.shape()),
+            " does not match normalized_shape ", shape_str(normalized_shape));
+  QKV_CHECK(!bias.defined() || bias.shape() == normalized_shape, "layer_norm: bias ", shape_str(bias.shape()),
+            " does not match normalized_shape ", shape_str(normalized_shape));
+  const int64_t n = numel_of(normalized_shape), rows = n ? x.numel() / n : 0;
+  Tensor xc = x.is_contiguous() ? x.detach() : x.contiguous_copy();
+  Tensor w = weight.defined() ? weight.contiguous_copy() : Tensor();
+  Tensor b = bias.defined() ? bias.contiguous_copy() : Tensor();
+  Tensor out = Tensor::empty(x.shape()), mean = Tensor::empty({rows}), rstd = Tensor::empty({rows});
+  k::layer_norm_forward(xc.data(), w.defined() ? w.data() : nullptr, b.defined() ? b.data() : nullptr, out.data(),
+                        mean.data(), rstd.data(), rows, n, eps);
+  bool gw = weight.defined() && weight.requires_grad(), gb = bias.defined() && bias.requires_grad();
+  return record(out, "layer_norm", {x, weight, bias}, [xc, w, mean, rstd, rows, n, gw, gb](const Tensor& g) {
+    Tensor gc = g.contiguous(), dx = Tensor::empty(xc.shape());
+    Tensor dw = gw ? Tensor::empty(w.shape()) : Tensor(), db = gb ? Tensor::empty(w.defined() ? w.shape() : Shape{n}) : Tensor();
+    k::layer_norm_backward(xc.data(), w.defined() ? w.data() : nullptr, mean.data(), rstd.data(), gc.data(), dx.data(),
+                           gw ? dw.data() : nullptr, gb ? db.data() : nullptr, rows, n);
+    return std::vector<Tensor>{dx, dw, db};
+  });
+}
+
+}  // namespace qkv

@@ -1,0 +1,169 @@
+#include "qkv/ops/matmul.h"
+
+#include <cstring>
+
+#include "qkv/autograd/node.h"
+#include "qkv/core/parallel.h"
+#include "qkv/kernels/cpu/gemm.h"
+#include "qkv/ops/arith.h"
+
+namespace qkv {
+
+using autograd::record;
+namespace k = kernels::cpu;
+
+namespace {
+
+// How a strided [rows, cols] matrix can be handed to GEMM without copying.
+struct MatView {
+  bool trans = false;
+  int64_t ld = 0;
+  bool ok = false;
+};
+MatView as_gemm_operand(int64_t rows, int64_t cols, int64_t s_row, int64_t s_col) {
+  if ((s_col == 1 || cols == 1) && s_row >= std::max<int64_t>(cols, 1)) return {false, s_row, true};
+  if ((s_row == 1 || rows == 1) && s_col >= std::max<int64_t>(rows, 1)) return {true, s_col, true};
+  if (rows == 1 && cols == 1) return {false, 1, true};
+  return {};
+}
+
+// C [..., M, N] = A [..., M, K] · B [..., K, N] for tensors of rank ≥ 2 with broadcast batch dims.
+Tensor matmul_nd(Tensor a, Tensor b) {
+  const int64_t M = a.size(-2), K = a.size(-1), N = b.size(-1);
+  QKV_CHECK(b.size(-2) == K, "matmul: ", shape_str(a.shape()), " x ", shape_str(b.shape()), ": inner dimensions ", K,
+            " and ", b.size(-2), " differ");
+  Shape ba(a.shape().begin(), a.shape().end() - 2), bb(b.shape().begin(), b.shape().end() - 2);
+  Shape batch = broadcast_shapes(ba, bb, "matmul");
+  Shape out_shape = batch;
+  out_shape.push_back(M);
+  out_shape.push_back(N);
+  Tensor out = Tensor::empty(out_shape);
+  if (out.numel() == 0) return out;
+
+  MatView va = as_gemm_operand(M, K, a.stride(-2), a.stride(-1));
+  if (!va.ok) {
+    a = a.contiguous_copy();
+    va = {false, K, true};
+  }
+  MatView vb = as_gemm_operand(K, N, b.stride(-2), b.stride(-1));
+  if (!vb.ok) {
+    b = b.contiguous_copy();
+    vb = {false, N, true};
+  }
+
+  // Fold A's batch into M when B is a single matrix and A's rows are evenly spaced:
+  // one big GEMM instead of many small ones (the x·W case of every linear layer).
+  if (bb.empty() && !va.trans && a.dim() > 2) {
+    bool foldable = true;
+    int64_t expect = a.stride(-2) * M;
+    for (int64_t d = a.dim() - 3; d >= 0; --d) {
+      if (a.size(d) != 1 && a.stride(d) != expect) foldable = false;
+      expect *= a.size(d);
+    }
+    if (foldable) {
+      k::sgemm(false, vb.trans, numel_of(batch) * M, N, K, 1.f, a.data(), va.ld, b.data(), vb.ld, 0.f, out.data(), N);
+      return out;
+    }
+  }
+
+  const int64_t nb = numel_of(batch);
+  Shape sa = broadcast_strides(a.as_strided(ba, Shape(a.strides().begin(), a.strides().end() - 2), a.offset()), batch);
+  Shape sb = broadcast_strides(b.as_strided(bb, Shape(b.strides().begin(), b.strides().end() - 2), b.offset()), batch);
+  std::vector<int64_t> off_a(nb), off_b(nb);
+  for (int64_t i = 0; i < nb; ++i) {
+    int64_t rem = i, oa = 0, ob = 0;
+    for (int64_t d = static_cast<int64_t>(batch.size()) - 1; d >= 0; --d) {
+      int64_t idx = rem % batch[d];
+      rem /= batch[d];
+      oa += idx * sa[d];
+      ob += idx * sb[d];
+    }
+    off_a[i] = oa;
+    off_b[i] = ob;
+  }
+  const float* pa = a.data();
+  const float* pb = b.data();
+  float* pc = out.data();
+  auto one = [&](int64_t i) {
+    k::sgemm(va.trans, vb.trans, M, N, K, 1.f, pa + off_a[i], va.ld, pb + off_b[i], vb.ld, 0.f, pc + i * M * N, N);
+  };
+  if (nb > 1 && 2.0 * M * N * K < 4e6 && num_threads() > 1 && !in_parallel_region()) {
+#pragma omp parallel for schedule(static)
+    for (int64_t i = 0; i < nb; ++i) one(i);
+  } else {
+    for (int64_t i = 0; i < nb; ++i) one(i);
+  }
+  return out;
+}
+
+}  // namespace
+
+Tensor matmul(const Tensor& a_in, const Tensor& b_in) {
+  QKV_CHECK(a_in.dtype() == DType::f32 && b_in.dtype() == DType::f32, "matmul: expected f32 tensors, got ",
+            dtype_name(a_in.dtype()), " and ", dtype_name(b_in.dtype()));
+  QKV_CHECK(a_in.dim() >= 1 && b_in.dim() >= 1, "matmul: ", shape_str(a_in.shape()), " x ", shape_str(b_in.shape()),
+            ": both operands need at least one dimension");
+  // 1-D operands, as torch.matmul: a vector is a row (left) or a column (right), removed after.
+  if (a_in.dim() == 1) return matmul(a_in.unsqueeze(0), b_in).squeeze(-2);
+  if (b_in.dim() == 1) return matmul(a_in, b_in.unsqueeze(-1)).squeeze(-1);
+  Tensor out = matmul_nd(a_in, b_in);
+  Tensor a = a_in.detach(), b = b_in.detach();
+  bool ga = a_in.requires_grad(), gb = b_in.requires_grad();
+  return record(out, "matmul", {a_in, b_in}, [a, b, ga, gb](const Tensor& g) {
+    Tensor da, db;
+    // dA = dC Bᵀ
+    if (ga) da = sum_to(matmul(g, b.transpose(-1, -2)), a.shape());
+    // dB = Aᵀ dC — one GEMM over all rows when B is a single matrix.
+    if (gb) {
+      if (b.dim() == 2) {
+        Tensor a2 = a.reshape({-1, a.size(-1)}), g2 = g.reshape({-1, g.size(-1)});
+        db = matmul(a2.transpose(0, 1), g2);
+      } else {
+        db = sum_to(matmul(a.transpose(-1, -2), g), b.shape());
+      }
+    }
+    return std::vector<Tensor>{da, db};
+  });
+}
+
+// y = x Wᵀ + b
+Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias) {
+  QKV_CHECK(weight.dim() == 2, "linear: weight must be [out_features, in_features], got ", shape_str(weight.shape()));
+  QKV_CHECK(x.dim() >= 1 && x.size(-1) == weight.size(1), "linear: input ", shape_str(x.shape()), " x weight ",
+            shape_str(weight.shape()), ": in_features ", x.dim() ? x.size(-1) : 0, " and ", weight.size(1), " differ");
+  const int64_t out_f = weight.size(0), in_f = weight.size(1);
+  QKV_CHECK(!bias.defined() || (bias.dim() == 1 && bias.size(0) == out_f), "linear: bias ", shape_str(bias.shape()),
+            " does not match out_features ", out_f);
+  Tensor xc = x.is_contiguous() ? x.detach() : x.contiguous_copy();
+  Tensor w = weight.is_contiguous() ? weight.detach() : weight.contiguous_copy();
+  const int64_t rows = x.numel() / std::max<int64_t>(in_f, 1);
+  Shape out_shape = x.shape();
+  out_shape.back() = out_f;
+  Tensor out = Tensor::empty(out_shape);
+  float beta = 0.f;
+  if (bias.defined()) {
+    Tensor bc = bias.contiguous_copy();
+    for (int64_t r = 0; r < rows; ++r) std::memcpy(out.data() + r * out_f, bc.data(), out_f * sizeof(float));
+    beta = 1.f;
+  }
+  k::sgemm(false, true, rows, out_f, in_f, 1.f, xc.data(), in_f, w.data(), in_f, beta, out.data(), out_f);
+
+  bool gx = x.requires_grad(), gw = weight.requires_grad(), gbias = bias.defined() && bias.requires_grad();
+  Shape x_shape = x.shape();
+  return record(out, "linear", {x, weight, bias}, [xc, w, gx, gw, gbias, rows, in_f, out_f, x_shape](const Tensor& g) {
+    Tensor gc = g.is_contiguous() ? g : g.contiguous_copy();
+    Tensor dx, dw, db;
+    if (gx) {  // dx = dy W
+      dx = Tensor::empty(x_shape);
+      k::sgemm(false, false, rows, in_f, out_f, 1.f, gc.data(), out_f, w.data(), in_f, 0.f, dx.data(), in_f);
+    }
+    if (gw) {  // dW = dyᵀ x
+      dw = Tensor::empty({out_f, in_f});
+      k::sgemm(true, false, out_f, in_f, rows, 1.f, gc.data(), out_f, xc.data(), in_f, 0.f, dw.data(), in_f);
+    }
+    if (gbias) db = sum_to(gc.reshape({rows, out_f}), {out_f});  // db = Σ_rows dy
+    return std::vector<Tensor>{dx, dw, db};
+  });
+}
+
+}  // namespace qkv

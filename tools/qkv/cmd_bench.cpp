@@ -1,0 +1,130 @@
+// qkv bench attention — times scaled_dot_product_attention forward and forward+backward at a
+// shape the user picks, on this machine, and reports useful GFLOP/s and peak memory.
+#include <sys/resource.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <string>
+#include <vector>
+
+#include "commands.h"
+#include "qkv/qkv.h"
+
+namespace qkv::cli {
+
+namespace {
+
+struct BenchArgs {
+  int64_t seq_len = 1024, kv_len = 0, batch = 1, heads = 8, kv_heads = 0, head_dim = 64;
+  bool causal = false, json = false, no_backward = false;
+  std::string dtype = "f32";
+  int repeats = 0, threads = 0;
+};
+
+double rss_mib() {
+  std::FILE* f = std::fopen("/proc/self/statm", "r");
+  long pages = 0, resident = 0;
+  if (f) {
+    if (std::fscanf(f, "%ld %ld", &pages, &resident) != 2) resident = 0;
+    std::fclose(f);
+  }
+  return static_cast<double>(resident) * 4096.0 / (1 << 20);
+}
+double max_rss_mib() {
+  rusage ru{};
+  getrusage(RUSAGE_SELF, &ru);
+  return static_cast<double>(ru.ru_maxrss) / 1024.0;
+}
+
+template <typename F>
+double median_ms(int reps, F&& f) {
+  std::vector<double> ts;
+  for (int i = 0; i < reps + 1; ++i) {  // the first run warms up
+    auto t0 = std::chrono::steady_clock::now();
+    f();
+    double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+    if (i > 0) ts.push_back(ms);
+  }
+  std::sort(ts.begin(), ts.end());
+  return ts[ts.size() / 2];
+}
+
+int run_bench_attention(const BenchArgs& a) {
+  QKV_CHECK(a.dtype == "f32", "bench attention: --dtype ", a.dtype, " is not available yet (f32 only)");
+  if (a.threads > 0) set_num_threads(a.threads);
+  const int64_t Lk = a.kv_len ? a.kv_len : a.seq_len, Hkv = a.kv_heads ? a.kv_heads : a.heads;
+  Generator gen(0);
+  Tensor q = Tensor::randn({a.batch, a.heads, a.seq_len, a.head_dim}, gen);
+  Tensor k = Tensor::randn({a.batch, Hkv, Lk, a.head_dim}, gen);
+  Tensor v = Tensor::randn({a.batch, Hkv, Lk, a.head_dim}, gen);
+  Tensor dout = Tensor::randn({a.batch, a.heads, a.seq_len, a.head_dim}, gen);
+  const double base_rss = rss_mib();
+  const int64_t base_bytes = allocated_bytes();
+  reset_peak_bytes();
+  AttentionOptions opt;
+  opt.is_causal = a.causal;
+  opt.enable_gqa = Hkv != a.heads;
+  const double work = 4.0 * a.batch * a.heads * a.seq_len * Lk * a.head_dim * (a.causal ? 0.5 : 1.0);
+  const int reps = a.repeats > 0 ? a.repeats : (a.seq_len <= 1024 ? 10 : a.seq_len <= 4096 ? 4 : 2);
+
+  double fwd = median_ms(reps, [&] {
+    NoGradGuard g;
+    scaled_dot_product_attention(q, k, v, opt);
+  });
+  const int64_t fwd_peak = peak_allocated_bytes() - base_bytes;
+  double fwdbwd = 0;
+  if (!a.no_backward) {
+    q.requires_grad_(), k.requires_grad_(), v.requires_grad_();
+    fwdbwd = median_ms(reps, [&] {
+      Tensor o = scaled_dot_product_attention(q, k, v, opt);
+      o.backward(dout);
+      q.zero_grad(), k.zero_grad(), v.zero_grad();
+    });
+  }
+  const double peak_rss = max_rss_mib() - base_rss;
+  const double peak_tensor = static_cast<double>(peak_allocated_bytes() - base_bytes) / (1 << 20);
+  if (a.json) {
+    std::printf(
+        "{\"impl\": \"qkv\", \"seq_len\": %ld, \"kv_len\": %ld, \"batch\": %ld, \"heads\": %ld, \"kv_heads\": %ld, "
+        "\"head_dim\": %ld, \"causal\": %s, \"dtype\": \"%s\", \"threads\": %d, \"forward_ms\": %.3f, "
+        "\"forward_backward_ms\": %.3f, \"gflops\": %.1f, \"gflops_backward\": %.1f, \"peak_extra_mib\": %.1f, "
+        "\"peak_tensor_mib\": %.1f, \"forward_peak_tensor_mib\": %.1f}\n",
+        (long)a.seq_len, (long)Lk, (long)a.batch, (long)a.heads, (long)Hkv, (long)a.head_dim,
+        a.causal ? "true" : "false", a.dtype.c_str(), num_threads(), fwd, fwdbwd, work / fwd / 1e6,
+        fwdbwd > 0 ? 3 * work / fwdbwd / 1e6 : 0.0, peak_rss, peak_tensor, static_cast<double>(fwd_peak) / (1 << 20));
+  } else {
+    std::printf("attention B=%ld H=%ld Hkv=%ld Lq=%ld Lk=%ld d=%ld %s, %d threads\n", (long)a.batch, (long)a.heads,
+                (long)Hkv, (long)a.seq_len, (long)Lk, (long)a.head_dim, a.causal ? "causal" : "full", num_threads());
+    std::printf("  forward          %9.2f ms  %7.1f GFLOP/s useful\n", fwd, work / fwd / 1e6);
+    if (fwdbwd > 0)
+      std::printf("  forward+backward %9.2f ms  %7.1f GFLOP/s useful\n", fwdbwd, 3 * work / fwdbwd / 1e6);
+    std::printf("  peak memory beyond inputs: %.1f MiB RSS, %.1f MiB in tensors\n", peak_rss, peak_tensor);
+  }
+  return 0;
+}
+
+}  // namespace
+
+void add_bench(CLI::App& app) {
+  CLI::App* bench = app.add_subcommand("bench", "Measure qkv's kernels on this machine");
+  bench->require_subcommand(1);
+  auto args = std::make_shared<BenchArgs>();
+  CLI::App* att = bench->add_subcommand("attention", "Time scaled_dot_product_attention forward and forward+backward");
+  att->add_option("--seq-len,-L", args->seq_len, "query length")->capture_default_str()->check(CLI::PositiveNumber);
+  att->add_option("--kv-len", args->kv_len, "key/value length (default: = seq-len)")->check(CLI::NonNegativeNumber);
+  att->add_option("--batch,-B", args->batch, "batch size")->capture_default_str()->check(CLI::PositiveNumber);
+  att->add_option("--heads", args->heads, "query heads")->capture_default_str()->check(CLI::PositiveNumber);
+  att->add_option("--kv-heads", args->kv_heads, "key/value heads (grouped-query attention; default: = heads)")
+      ->check(CLI::NonNegativeNumber);
+  att->add_option("--head-dim,-d", args->head_dim, "head dimension")->capture_default_str()->check(CLI::PositiveNumber);
+  att->add_flag("--causal", args->causal, "causal mask");
+  att->add_option("--dtype", args->dtype, "f32 (bf16 comes with the flash kernels)")->capture_default_str();
+  att->add_option("--repeats", args->repeats, "timed repetitions (median reported; default by size)");
+  att->add_option("--threads", args->threads, "threads (default: OMP_NUM_THREADS or all cores)");
+  att->add_flag("--no-backward", args->no_backward, "time the forward only");
+  att->add_flag("--json", args->json, "print one JSON object");
+  register_runner(att, [args] { return run_bench_attention(*args); });
+}
+
+}  // namespace qkv::cli

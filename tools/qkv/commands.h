@@ -1,0 +1,16 @@
+// The qkv subcommands: each cmd_*.cpp adds one to the app and runs it when selected.
+#pragma once
+
+#include <CLI/CLI.hpp>
+#include <functional>
+
+namespace qkv::cli {
+
+void add_demo(CLI::App& app);
+void add_bench(CLI::App& app);
+
+// Every subcommand registers its runner here; run_selected calls the one the user chose.
+void register_runner(CLI::App* sub, std::function<int()> run);
+int run_selected(CLI::App& app);
+
+}  // namespace qkv::cli
