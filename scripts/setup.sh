@@ -1,0 +1,25 @@
+#!/usr/bin/env bash
+# Installs the Debian packages qkv needs (idempotent: already-installed packages are skipped).
+set -euo pipefail
+pkgs=(
+  build-essential cmake ninja-build pkg-config
+  libdnnl-dev                      # GEMM (oneDNN)
+  nlohmann-json3-dev libcli11-dev  # configs, command line
+  libgtest-dev libgmock-dev libbenchmark-dev  # tests, benchmarks
+  zlib1g-dev
+)
+if [ "${1:-}" = "--with-torch" ]; then
+  pkgs+=(python3 python3-torch python3-numpy)  # PyTorch 1.13, the peer for golden files and benchmarks
+fi
+missing=()
+for p in "${pkgs[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if [ ${#missing[@]} -gt 0 ]; then
+  echo "setup: installing ${missing[*]}"
+  SUDO=""
+  [ "$(id -u)" -ne 0 ] && SUDO="sudo"
+  $SUDO apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq "${missing[@]}" >/dev/null
+fi
+echo "setup: all packages present"

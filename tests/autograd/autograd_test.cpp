@@ -1,0 +1,104 @@
+#include "testing.h"
+
+namespace qkv {
+namespace {
+
+TEST(Autograd, ChainRuleAndAccumulation) {
+  // y = Σ (a·b + a)  →  dy/da = b + 1, dy/db = a
+  Tensor a = Tensor::from_vector({1, 2, 3}, {3}).requires_grad_();
+  Tensor b = Tensor::from_vector({4, 5, 6}, {3}).requires_grad_();
+  Tensor y = sum(a * b + a);
+  EXPECT_FLOAT_EQ(y.item(), 4 + 10 + 18 + 6);
+  y.backward();
+  EXPECT_EQ(a.grad().to_vector(), (std::vector<float>{5, 6, 7}));
+  EXPECT_EQ(b.grad().to_vector(), (std::vector<float>{1, 2, 3}));
+  // A second backward accumulates, as PyTorch does.
+  sum(a * 2.f).backward();
+  EXPECT_EQ(a.grad().to_vector(), (std::vector<float>{7, 8, 9}));
+  a.zero_grad();
+  EXPECT_FALSE(a.grad().defined());
+}
+
+TEST(Autograd, DiamondGraphSumsBothPaths) {
+  Tensor x = Tensor::from_vector({2}, {1}).requires_grad_();
+  Tensor h = x * x;          // 4
+  Tensor y = sum(h * h + h);  // x⁴ + x² → 4x³ + 2x = 36
+  y.backward();
+  EXPECT_FLOAT_EQ(x.grad().item(), 36.f);
+}
+
+TEST(Autograd, NoGradGuardRecordsNothing) {
+  Tensor w = Tensor::from_vector({1, 2}, {2}).requires_grad_();
+  {
+    NoGradGuard g;
+    Tensor y = w * 3.f;
+    EXPECT_FALSE(y.requires_grad());
+    EXPECT_THROW(sum(y).backward(), Error);
+  }
+  EXPECT_TRUE((w * 3.f).requires_grad());
+}
+
+TEST(Autograd, BackwardTwiceNeedsRetainGraph) {
+  Tensor x = Tensor::from_vector({1, 2}, {2}).requires_grad_();
+  Tensor y = sum(exp(x));
+  y.backward(Tensor(), /*retain_graph=*/true);
+  y.backward();
+  EXPECT_NEAR(x.grad().to_vector()[0], 2 * std::exp(1.f), 1e-5);
+  EXPECT_THROW(y.backward(), Error);
+}
+
+TEST(Autograd, NonScalarNeedsExplicitGradient) {
+  Tensor x = Tensor::from_vector({1, 2}, {2}).requires_grad_();
+  Tensor y = x * 2.f;
+  EXPECT_THROW(y.backward(), Error);
+  y.backward(Tensor::from_vector({1, 10}, {2}));
+  EXPECT_EQ(x.grad().to_vector(), (std::vector<float>{2, 20}));
+  EXPECT_THROW((x * 2.f).backward(Tensor::ones({3})), Error);
+}
+
+TEST(Autograd, GradThroughViews) {
+  Tensor x = Tensor::arange(6).reshape({2, 3}).contiguous_copy().requires_grad_();
+  Tensor y = sum(x.transpose(0, 1).slice(0, 1, 3) * 2.f);
+  y.backward();
+  EXPECT_EQ(x.grad().to_vector(), (std::vector<float>{0, 2, 2, 0, 2, 2}));
+}
+
+TEST(Autograd, RetainGradOnIntermediate) {
+  Tensor x = Tensor::from_vector({1, 2}, {2}).requires_grad_();
+  Tensor h = x * 3.f;
+  h.retain_grad();
+  sum(h * h).backward();
+  EXPECT_EQ(h.grad().to_vector(), (std::vector<float>{6, 12}));
+}
+
+TEST(Autograd, FunctionalGradLeavesDotGradAlone) {
+  Tensor x = Tensor::from_vector({1, 2}, {2}).requires_grad_();
+  Tensor y = x * x;
+  auto g = autograd::grad({y}, {Tensor::ones({2})}, {x});
+  EXPECT_EQ(g[0].to_vector(), (std::vector<float>{2, 4}));
+  EXPECT_FALSE(x.grad().defined());
+}
+
+TEST(Gradcheck, PassesForCorrectRules) {
+  Tensor a = testing::param({3, 4}, 1), b = testing::param({4}, 2);
+  EXPECT_GRADCHECK([](const std::vector<Tensor>& in) { return tanh(in[0] * in[1] + in[0]); },
+                   (std::vector<Tensor>{a, b}));
+}
+
+TEST(Gradcheck, CatchesAWrongBackwardRule) {
+  // y = x² with a deliberately wrong backward (x instead of 2x): gradcheck must say so.
+  auto wrong_square = [](const std::vector<Tensor>& in) {
+    Tensor x = in[0];
+    Tensor out = Tensor::empty(x.shape());
+    for (int64_t i = 0; i < x.numel(); ++i) out.data()[i] = x.data()[i] * x.data()[i];
+    Tensor saved = x.detach();
+    return autograd::record(out, "wrong_square", {x}, [saved](const Tensor& g) { return std::vector<Tensor>{g * saved}; });
+  };
+  Tensor x = testing::param({5}, 3);
+  auto r = autograd::gradcheck(wrong_square, {x});
+  EXPECT_FALSE(r.ok);
+  EXPECT_NE(r.message.find("element"), std::string::npos) << r.message;
+}
+
+}  // namespace
+}  // namespace qkv

@@ -1,0 +1,155 @@
+#include "testing.h"
+
+namespace qkv {
+namespace {
+
+TEST(Tensor, FactoriesAndMetadata) {
+  Tensor t = Tensor::zeros({2, 3, 4});
+  EXPECT_EQ(t.dim(), 3);
+  EXPECT_EQ(t.numel(), 24);
+  EXPECT_EQ(t.strides(), (Shape{12, 4, 1}));
+  EXPECT_TRUE(t.is_contiguous());
+  EXPECT_EQ(t.size(-1), 4);
+  EXPECT_THROW(t.size(3), Error);
+  Tensor o = Tensor::full({2}, 2.5f);
+  EXPECT_EQ(o.to_vector(), (std::vector<float>{2.5f, 2.5f}));
+  EXPECT_EQ(Tensor::arange(4).to_vector(), (std::vector<float>{0, 1, 2, 3}));
+  EXPECT_THROW(Tensor::from_vector({1, 2, 3}, {2, 2}), Error);
+  EXPECT_THROW(Tensor::empty({-1}), Error);
+}
+
+TEST(Tensor, ViewsShareStorageWithoutCopying) {
+  Tensor t = Tensor::from_vector({0, 1, 2, 3, 4, 5}, {2, 3});
+  Tensor tr = t.transpose(0, 1);
+  EXPECT_EQ(tr.shape(), (Shape{3, 2}));
+  EXPECT_EQ(tr.strides(), (Shape{1, 3}));
+  EXPECT_FALSE(tr.is_contiguous());
+  EXPECT_EQ(tr.data(), t.data());
+  EXPECT_EQ(tr.to_vector(), (std::vector<float>{0, 3, 1, 4, 2, 5}));
+  Tensor r = t.reshape({3, 2});
+  EXPECT_EQ(r.data(), t.data());
+  Tensor s = t.slice(1, 1, 3);
+  EXPECT_EQ(s.data(), t.data() + 1);
+  EXPECT_EQ(s.to_vector(), (std::vector<float>{1, 2, 4, 5}));
+  // Writing through a view is visible in the base.
+  s.detach().fill_(9.f);
+  EXPECT_EQ(t.to_vector(), (std::vector<float>{0, 9, 9, 3, 9, 9}));
+  // contiguous() of a dense tensor is itself; of a view, a copy.
+  EXPECT_TRUE(t.contiguous().same(t));
+  Tensor c = tr.contiguous();
+  EXPECT_NE(c.data(), t.data());
+  EXPECT_TRUE(c.is_contiguous());
+  EXPECT_EQ(c.to_vector(), tr.to_vector());
+}
+
+TEST(Tensor, SplitHeadsIsAView) {
+  // [B, L, H·D] → [B, H, L, D] as attention needs, with no copy.
+  Tensor x = Tensor::arange(2 * 3 * 4).reshape({2, 3, 4});
+  Tensor h = x.view({2, 3, 2, 2}).transpose(1, 2);
+  EXPECT_EQ(h.shape(), (Shape{2, 2, 3, 2}));
+  EXPECT_EQ(h.data(), x.data());
+  // element [b=1, h=1, l=2, d=0] = x[1, 2, 1·2 + 0]
+  std::vector<float> v = h.contiguous().to_vector();
+  EXPECT_EQ(v[((1 * 2 + 1) * 3 + 2) * 2 + 0], x.to_vector()[(1 * 3 + 2) * 4 + 2]);
+}
+
+TEST(Tensor, ReshapeCopiesOnlyWhenItMust) {
+  Tensor t = Tensor::arange(6).reshape({2, 3});
+  Tensor tr = t.transpose(0, 1);  // [3, 2] non-contiguous
+  EXPECT_THROW(tr.view({6}), Error);
+  Tensor flat = tr.reshape({6});  // copies
+  EXPECT_EQ(flat.to_vector(), (std::vector<float>{0, 3, 1, 4, 2, 5}));
+  EXPECT_EQ(t.reshape({-1}).shape(), (Shape{6}));
+  EXPECT_THROW(t.reshape({4, -1}), Error);
+  EXPECT_THROW(t.reshape({-1, -1}), Error);
+}
+
+TEST(Tensor, UnsqueezeSqueezeSelectExpand) {
+  Tensor t = Tensor::arange(6).reshape({2, 3});
+  EXPECT_EQ(t.unsqueeze(0).shape(), (Shape{1, 2, 3}));
+  EXPECT_EQ(t.unsqueeze(-1).shape(), (Shape{2, 3, 1}));
+  EXPECT_EQ(t.unsqueeze(1).squeeze(1).shape(), (Shape{2, 3}));
+  EXPECT_EQ(t.select(0, 1).to_vector(), (std::vector<float>{3, 4, 5}));
+  EXPECT_EQ(t.select(1, -1).to_vector(), (std::vector<float>{2, 5}));
+  Tensor row = Tensor::from_vector({1, 2, 3}, {1, 3});
+  Tensor e = row.expand({4, 3});
+  EXPECT_EQ(e.strides()[0], 0);
+  EXPECT_EQ(e.contiguous().to_vector().size(), 12u);
+  EXPECT_THROW(row.expand({4, 2}), Error);
+}
+
+TEST(Tensor, PermuteRejectsRepeatedDims) {
+  Tensor t = Tensor::zeros({2, 3, 4});
+  EXPECT_EQ(t.permute({2, 0, 1}).shape(), (Shape{4, 2, 3}));
+  EXPECT_THROW(t.permute({0, 0, 1}), Error);
+  EXPECT_THROW(t.permute({0, 1}), Error);
+}
+
+TEST(Tensor, BroadcastShapesAndMessages) {
+  EXPECT_EQ(broadcast_shapes({2, 1, 4}, {3, 1}, "add"), (Shape{2, 3, 4}));
+  try {
+    broadcast_shapes({2, 3}, {4}, "add");
+    FAIL() << "expected an error";
+  } catch (const Error& e) {
+    std::string m = e.what();
+    EXPECT_NE(m.find("add"), std::string::npos) << m;
+    EXPECT_NE(m.find("[2,3]"), std::string::npos) << m;
+    EXPECT_NE(m.find("[4]"), std::string::npos) << m;
+  }
+}
+
+TEST(Tensor, AsStridedChecksBounds) {
+  Tensor t = Tensor::zeros({4});
+  EXPECT_NO_THROW(t.as_strided({2, 2}, {2, 1}, 0));
+  EXPECT_THROW(t.as_strided({2, 2}, {2, 1}, 1), Error);
+}
+
+TEST(Tensor, DTypes) {
+  Tensor f = Tensor::from_vector({1.0f, -2.5f, 3.1415926f, 1e-3f}, {4});
+  Tensor h = f.to(DType::bf16);
+  EXPECT_EQ(h.dtype(), DType::bf16);
+  std::vector<float> back = h.to_vector();
+  for (size_t i = 0; i < back.size(); ++i) EXPECT_NEAR(back[i], f.to_vector()[i], std::fabs(f.to_vector()[i]) / 128);
+  EXPECT_EQ(back[0], 1.0f);
+  EXPECT_EQ(back[1], -2.5f);
+  // round to nearest even: 1 + 2⁻⁸ is halfway between bf16 1 and 1 + 2⁻⁷ → 1
+  EXPECT_EQ(bf16_to_f32(f32_to_bf16(1.0f + 1.0f / 256)), 1.0f);
+  Tensor ids = Tensor::from_ints({3, 1, 2}, {3});
+  EXPECT_EQ(ids.to_ints(), (std::vector<int32_t>{3, 1, 2}));
+  Tensor m = Tensor::from_bools({true, false}, {2});
+  EXPECT_TRUE(m.is_bool());
+  EXPECT_EQ(m.to_vector(), (std::vector<float>{1, 0}));
+  EXPECT_THROW(ids.requires_grad_(), Error);
+}
+
+TEST(Tensor, CopyBroadcastsIntoAView) {
+  Tensor t = Tensor::zeros({2, 3});
+  t.transpose(0, 1).detach().copy_(Tensor::from_vector({1, 2}, {2}));
+  EXPECT_EQ(t.to_vector(), (std::vector<float>{1, 1, 1, 2, 2, 2}));
+}
+
+TEST(Tensor, AllocationCounters) {
+  const int64_t before = allocated_bytes();
+  {
+    Tensor t = Tensor::empty({1024});
+    EXPECT_EQ(allocated_bytes() - before, 4096);
+    EXPECT_GE(peak_allocated_bytes() - before, 4096);
+  }
+  EXPECT_EQ(allocated_bytes(), before);
+}
+
+TEST(Generator, DeterministicAndWellDistributed) {
+  Generator a(7), b(7), c(8);
+  Tensor x = Tensor::randn({10000}, a), y = Tensor::randn({10000}, b), z = Tensor::randn({10000}, c);
+  EXPECT_EQ(x.to_vector(), y.to_vector());
+  EXPECT_NE(x.to_vector(), z.to_vector());
+  double s = 0, s2 = 0;
+  for (float v : x.to_vector()) s += v, s2 += v * v;
+  EXPECT_NEAR(s / 10000, 0.0, 0.05);
+  EXPECT_NEAR(s2 / 10000, 1.0, 0.05);
+  Tensor u = Tensor::rand({10000}, a, 2.f, 4.f);
+  for (float v : u.to_vector()) ASSERT_TRUE(v >= 2.f && v < 4.f);
+}
+
+}  // namespace
+}  // namespace qkv

@@ -1,0 +1,135 @@
+// Finite-difference checks of every op's backward rule (the PyTorch comparisons are in
+// golden_test.cpp; these catch a wrong rule independently of any reference).
+#include "testing.h"
+
+namespace qkv {
+namespace {
+
+using testing::param;
+using V = std::vector<Tensor>;
+
+TEST(GradcheckOps, Arithmetic) {
+  Tensor a = param({2, 3, 4}, 1), b = param({3, 1}, 2), pos = param({3, 4}, 3);
+  EXPECT_GRADCHECK([](const V& x) { return x[0] + x[1]; }, (V{a, b}));
+  EXPECT_GRADCHECK([](const V& x) { return x[0] - x[1]; }, (V{a, b}));
+  EXPECT_GRADCHECK([](const V& x) { return x[0] * x[1]; }, (V{a, b}));
+  Tensor den = Tensor::rand({3, 1}, default_generator(), 1.f, 2.f).requires_grad_();
+  EXPECT_GRADCHECK([](const V& x) { return x[0] / x[1]; }, (V{a, den}));
+  EXPECT_GRADCHECK([](const V& x) { return x[0] * 3.f + 1.f; }, (V{a}));
+  Tensor p = Tensor::rand({3, 4}, default_generator(), 0.5f, 2.f).requires_grad_();
+  EXPECT_GRADCHECK([](const V& x) { return log(x[0]); }, (V{p}));
+  EXPECT_GRADCHECK([](const V& x) { return sqrt(x[0]); }, (V{p}));
+  EXPECT_GRADCHECK([](const V& x) { return exp(x[0]); }, (V{pos}));
+  EXPECT_GRADCHECK([](const V& x) { return tanh(x[0]); }, (V{pos}));
+  EXPECT_GRADCHECK([](const V& x) { return sigmoid(x[0]); }, (V{pos}));
+}
+
+TEST(GradcheckOps, Reductions) {
+  Tensor a = param({2, 3, 4}, 4);
+  EXPECT_GRADCHECK([](const V& x) { return sum(x[0]); }, (V{a}));
+  EXPECT_GRADCHECK([](const V& x) { return sum(x[0], {1}, true); }, (V{a}));
+  EXPECT_GRADCHECK([](const V& x) { return mean(x[0], {0, 2}); }, (V{a}));
+}
+
+TEST(GradcheckOps, ViewsAndCopies) {
+  Tensor a = param({2, 3, 4}, 5), b = param({2, 2, 4}, 6);
+  EXPECT_GRADCHECK([](const V& x) { return x[0].transpose(0, 2).contiguous(); }, (V{a}));
+  EXPECT_GRADCHECK([](const V& x) { return x[0].permute({1, 2, 0}).reshape({3, 8}); }, (V{a}));
+  EXPECT_GRADCHECK([](const V& x) { return x[0].slice(1, 1, 3) * 2.f; }, (V{a}));
+  EXPECT_GRADCHECK([](const V& x) { return x[0].select(2, -1); }, (V{a}));
+  EXPECT_GRADCHECK([](const V& x) { return x[0].slice(1, 0, 1).expand({2, 5, 4}); }, (V{a}));
+  EXPECT_GRADCHECK([](const V& x) { return cat({x[0], x[1]}, 1); }, (V{a, b}));
+  EXPECT_GRADCHECK([](const V& x) { return stack({x[0], x[0] * 2.f}, 0); }, (V{a}));
+  EXPECT_GRADCHECK([](const V& x) { return chunk(x[0], 2, -1)[1] * chunk(x[0], 2, -1)[0]; }, (V{a}));
+}
+
+TEST(GradcheckOps, Matmul) {
+  Tensor a = param({2, 3, 4}, 7), b = param({4, 5}, 8), c = param({2, 4, 5}, 9), v = param({4}, 10);
+  EXPECT_GRADCHECK([](const V& x) { return matmul(x[0], x[1]); }, (V{a, b}));
+  EXPECT_GRADCHECK([](const V& x) { return matmul(x[0], x[1]); }, (V{a, c}));
+  EXPECT_GRADCHECK([](const V& x) { return matmul(x[0], x[1]); }, (V{a, v}));
+  EXPECT_GRADCHECK([](const V& x) { return matmul(x[1], x[0].transpose(-1, -2)); }, (V{a, v}));
+  // Transposed operands go to GEMM without a copy.
+  EXPECT_GRADCHECK([](const V& x) { return matmul(x[0].transpose(-1, -2), x[0]); }, (V{a}));
+  Tensor w = param({6, 4}, 11), bias = param({6}, 12);
+  EXPECT_GRADCHECK([](const V& x) { return linear(x[0], x[1], x[2]); }, (V{a, w, bias}));
+  EXPECT_GRADCHECK([](const V& x) { return linear(x[0].transpose(0, 1), x[1]); }, (V{a, w}));
+}
+
+TEST(GradcheckOps, SoftmaxFamily) {
+  Tensor a = param({3, 4, 5}, 13);
+  EXPECT_GRADCHECK([](const V& x) { return softmax(x[0], -1); }, (V{a}));
+  EXPECT_GRADCHECK([](const V& x) { return softmax(x[0], 1); }, (V{a}));
+  EXPECT_GRADCHECK([](const V& x) { return log_softmax(x[0], -1); }, (V{a}));
+  EXPECT_GRADCHECK([](const V& x) { return log_softmax(x[0], 0); }, (V{a}));
+}
+
+TEST(GradcheckOps, LayerNormActivations) {
+  Tensor a = param({3, 8}, 14), w = param({8}, 15), b = param({8}, 16);
+  EXPECT_GRADCHECK([](const V& x) { return layer_norm(x[0], {8}, x[1], x[2]); }, (V{a, w, b}));
+  EXPECT_GRADCHECK([](const V& x) { return layer_norm(x[0], {8}); }, (V{a}));
+  EXPECT_GRADCHECK([](const V& x) { return gelu(x[0]); }, (V{a}));
+  EXPECT_GRADCHECK([](const V& x) { return gelu(x[0], "tanh"); }, (V{a}));
+  // relu: keep inputs away from the kink at 0, where finite differences are undefined.
+  Tensor r = Tensor::from_vector({-1.5f, -0.5f, 0.3f, 1.2f, 2.f, -2.f}, {6}).requires_grad_();
+  EXPECT_GRADCHECK([](const V& x) { return relu(x[0]); }, (V{r}));
+}
+
+TEST(GradcheckOps, EmbeddingAndCrossEntropy) {
+  Tensor w = param({7, 3}, 17);
+  Tensor ids = Tensor::from_ints({1, 4, 1, 0, 6}, {5});
+  EXPECT_GRADCHECK([ids](const V& x) { return embedding(ids, x[0]); }, (V{w}));
+  // padding_idx: that row is looked up but, as in PyTorch, never receives a gradient.
+  Tensor out = embedding(ids, w, 1);
+  sum(out).backward();
+  std::vector<float> g = w.grad().to_vector();
+  for (int c = 0; c < 3; ++c) {
+    EXPECT_EQ(g[1 * 3 + c], 0.f);
+    EXPECT_EQ(g[4 * 3 + c], 1.f);
+  }
+  EXPECT_THROW(embedding(Tensor::from_ints({7}, {1}), w), Error);
+  Tensor logits = param({4, 6}, 18);
+  Tensor target = Tensor::from_ints({2, 5, -100, 0}, {4});
+  EXPECT_GRADCHECK([target](const V& x) { return cross_entropy(x[0], target); }, (V{logits}));
+  EXPECT_GRADCHECK([target](const V& x) { return cross_entropy(x[0], target, -100, 0.1f); }, (V{logits}));
+  EXPECT_GRADCHECK([target](const V& x) { return cross_entropy(x[0], target, -100, 0.1f, "none"); }, (V{logits}));
+  EXPECT_GRADCHECK([target](const V& x) { return cross_entropy(x[0], target, -100, 0.f, "sum"); }, (V{logits}));
+}
+
+TEST(GradcheckOps, Dropout) {
+  // Same generator state for every evaluation → the same mask, so f is differentiable.
+  Tensor a = param({4, 5}, 19);
+  EXPECT_GRADCHECK(
+      [](const V& x) {
+        Generator g(42);
+        return dropout(x[0], 0.3f, true, &g);
+      },
+      (V{a}));
+}
+
+TEST(GradcheckOps, ScaledDotProductAttention) {
+  Tensor q = param({2, 2, 3, 4}, 20), k = param({2, 2, 5, 4}, 21), v = param({2, 2, 5, 3}, 22);
+  EXPECT_GRADCHECK([](const V& x) { return scaled_dot_product_attention(x[0], x[1], x[2]); }, (V{q, k, v}));
+  EXPECT_GRADCHECK([](const V& x) { return scaled_dot_product_attention(x[0], x[1], x[2], Tensor(), 0.f, true); },
+                   (V{q, k, v}));
+  Tensor m = param({3, 5}, 23);  // float mask that takes a gradient
+  EXPECT_GRADCHECK([](const V& x) { return scaled_dot_product_attention(x[0], x[1], x[2], x[3]); }, (V{q, k, v, m}));
+  Tensor keep = Tensor::from_bools({1, 1, 0, 1, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1}, {3, 5});  // row 1 all masked
+  EXPECT_GRADCHECK([keep](const V& x) { return scaled_dot_product_attention(x[0], x[1], x[2], keep); }, (V{q, k, v}));
+  Tensor kg = param({2, 1, 5, 4}, 24), vg = param({2, 1, 5, 3}, 25);  // grouped-query: 2 q heads share 1 kv head
+  EXPECT_GRADCHECK(
+      [](const V& x) { return scaled_dot_product_attention(x[0], x[1], x[2], Tensor(), 0.f, false, std::nullopt, true); },
+      (V{q, kg, vg}));
+  EXPECT_GRADCHECK(
+      [](const V& x) {
+        AttentionOptions o;
+        o.dropout_p = 0.25f;
+        Generator g(5);
+        o.generator = &g;
+        return scaled_dot_product_attention(x[0], x[1], x[2], o);
+      },
+      (V{q, k, v}));
+}
+
+}  // namespace
+}  // namespace qkv

@@ -1,0 +1,35 @@
+// Shared test helpers.
+#pragma once
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <string>
+#include <vector>
+
+#include "qkv/qkv.h"
+
+namespace qkv::testing {
+
+// max|a − b| / max|b|  (∞-norm relative error; 0 when both are empty)
+double rel_error(const std::vector<float>& a, const std::vector<float>& b);
+
+#define EXPECT_TENSOR_NEAR(a, b, tol)                                                                   \
+  do {                                                                                                  \
+    auto _va = (a).to_vector();                                                                         \
+    auto _vb = (b).to_vector();                                                                         \
+    ASSERT_EQ((a).shape(), (b).shape());                                                                \
+    EXPECT_LE(::qkv::testing::rel_error(_va, _vb), (tol)) << #a " vs " #b;                             \
+  } while (0)
+
+// Gradcheck that reports the first mismatch.
+#define EXPECT_GRADCHECK(f, inputs)                                                                     \
+  do {                                                                                                  \
+    auto _r = ::qkv::autograd::gradcheck((f), (inputs));                                                \
+    EXPECT_TRUE(_r.ok) << _r.message;                                                                   \
+  } while (0)
+
+// A random f32 tensor that requires grad.
+Tensor param(const Shape& shape, uint64_t seed, float scale = 1.f);
+
+}  // namespace qkv::testing
