@@ -180,7 +180,7 @@ int64_t Tensor::numel() const { return numel_of(impl().shape); }
 
 int64_t Tensor::wrap_dim(int64_t d) const {
   int64_t n = dim();
-  QKV_CHECK(d >= -n && d < n || (n == 0 && (d == 0 || d == -1)), "dimension ", d, " is out of range for a tensor of shape ",
+  QKV_CHECK(d >= -n && d < n, "dimension ", d, " is out of range for a tensor of shape ",
             shape_str(shape()));
   return d < 0 ? d + n : d;
 }

@@ -104,6 +104,7 @@ Tensor matmul(const Tensor& a_in, const Tensor& b_in) {
   QKV_CHECK(a_in.dim() >= 1 && b_in.dim() >= 1, "matmul: ", shape_str(a_in.shape()), " x ", shape_str(b_in.shape()),
             ": both operands need at least one dimension");
   // 1-D operands, as torch.matmul: a vector is a row (left) or a column (right), removed after.
+  if (a_in.dim() == 1 && b_in.dim() == 1) return matmul(a_in.unsqueeze(0), b_in.unsqueeze(-1)).reshape({});  // dot
   if (a_in.dim() == 1) return matmul(a_in.unsqueeze(0), b_in).squeeze(-2);
   if (b_in.dim() == 1) return matmul(a_in, b_in.unsqueeze(-1)).squeeze(-1);
   Tensor out = matmul_nd(a_in, b_in);

@@ -46,8 +46,9 @@ void log_softmax_forward(const float* x, float* y, int64_t rows, int64_t n) {
       float* yr = y + r * n;
       float m = max_of(xr, n);
       float s = exp_shift_sum(xr, yr, n, m);  // yr used as scratch
-      float lse = m + std::log(s);
-      for (int64_t j = 0; j < n; ++j) yr[j] = xr[j] - lse;
+      // (x − m) − log s, not x − (m + log s): m + log s would round to the precision of |m|.
+      const float log_s = std::log(s);
+      for (int64_t j = 0; j < n; ++j) yr[j] = (xr[j] - m) - log_s;
     }
   });
 }
