@@ -127,20 +127,46 @@ AttentionResult sdpa(const Tensor& q, const Tensor& kk, const Tensor& v, const A
   Prepared r = prepare(q, kk, v, opt);
   const k::AttnProblem& p = r.p;
   const bool grad = autograd::needs_grad({q, kk, v, opt.attn_mask});
+  const bool mask_grad = grad && opt.attn_mask.defined() && opt.attn_mask.requires_grad();
+  QKV_CHECK(!(opt.backend == AttentionBackend::flash && (need_weights || mask_grad)),
+            "scaled_dot_product_attention: the flash backend cannot return attention weights or the gradient of a "
+            "float mask; use the reference backend");
+  const bool flash = opt.backend == AttentionBackend::flash ||
+                     (opt.backend == AttentionBackend::automatic && !need_weights && !mask_grad);
+  Shape q_shape = q.shape(), k_shape = kk.shape(), v_shape = v.shape();
   Tensor out = Tensor::empty(r.out_shape);
+  AttentionResult res;
+
+  if (flash) {
+    Shape lse_shape(r.scores_shape.begin(), r.scores_shape.end() - 1);
+    Tensor lse = grad ? Tensor::empty(lse_shape) : Tensor();
+    k::attention_forward_flash(p, out.data(), grad ? lse.data() : nullptr);
+    if (!grad) {
+      res.output = out;
+      return res;
+    }
+    Tensor saved_out = out.detach();
+    res.output = record(out, "scaled_dot_product_attention", {q, kk, v, opt.attn_mask},
+                        [r, saved_out, lse, q_shape, k_shape, v_shape](const Tensor& g) {
+                          Tensor gc = g.contiguous();
+                          Tensor dq = Tensor::empty(q_shape), dk = Tensor::empty(k_shape), dv = Tensor::empty(v_shape);
+                          k::attention_backward_flash(r.p, saved_out.data(), lse.data(), gc.data(), dq.data(),
+                                                      dk.data(), dv.data());
+                          return std::vector<Tensor>{dq, dk, dv, Tensor()};
+                        });
+    return res;
+  }
+
   Tensor probs = grad ? Tensor::empty(r.scores_shape) : Tensor();
   Tensor weights;
   if (need_weights) weights = grad && p.dropout_p == 0.f ? probs : Tensor::empty(r.scores_shape);
   k::attention_forward_reference(p, out.data(), grad ? probs.data() : nullptr,
                                  need_weights && !(grad && p.dropout_p == 0.f) ? weights.data() : nullptr);
-  AttentionResult res;
   res.weights = need_weights ? weights.detach() : Tensor();
   if (!grad) {
     res.output = out;
     return res;
   }
-  const bool mask_grad = opt.attn_mask.defined() && opt.attn_mask.requires_grad();
-  Shape q_shape = q.shape(), k_shape = kk.shape(), v_shape = v.shape();
   Shape mask_shape = mask_grad ? opt.attn_mask.shape() : Shape{};
   res.output = record(out, "scaled_dot_product_attention", {q, kk, v, opt.attn_mask},
                       [r, probs, q_shape, k_shape, v_shape, mask_grad, mask_shape](const Tensor& g) {

@@ -19,6 +19,11 @@
 
 namespace qkv {
 
+// Which kernel computes attention. automatic: the tiled flash kernel (O(L) memory), except when
+// the weights are asked for or a float mask needs its gradient, which take the reference kernel
+// (it materializes the Lq×Lk probabilities).
+enum class AttentionBackend { automatic, flash, reference };
+
 struct AttentionOptions {
   Tensor attn_mask;
   float dropout_p = 0.f;
@@ -26,6 +31,7 @@ struct AttentionOptions {
   std::optional<float> scale;
   bool enable_gqa = false;
   Generator* generator = nullptr;  // for dropout; default_generator() when null
+  AttentionBackend backend = AttentionBackend::automatic;
 };
 
 Tensor scaled_dot_product_attention(const Tensor& q, const Tensor& k, const Tensor& v,

@@ -52,4 +52,12 @@ void attention_forward_reference(const AttnProblem& p, float* out, float* probs,
 void attention_backward_reference(const AttnProblem& p, const float* probs, const float* dout, float* dq, float* dk,
                                   float* dv, float* dscores);
 
+// The tiled ("flash") path: same problem, never materializes Lq×Lk (attention_flash.cpp).
+// out: dense [B, H, Lq, Dv]; lse: dense [B, H, Lq] log-sum-exp of each row's scores (−∞ for a
+// row that sees no key), kept for the backward; may be null for inference.
+void attention_forward_flash(const AttnProblem& p, float* out, float* lse);
+// out and lse from the forward; dq, dk, dv as in attention_backward_reference, overwritten.
+void attention_backward_flash(const AttnProblem& p, const float* out, const float* lse, const float* dout, float* dq,
+                              float* dk, float* dv);
+
 }  // namespace qkv::kernels::cpu

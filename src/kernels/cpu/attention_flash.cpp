@@ -1,0 +1,286 @@
+// Tiled ("flash") attention on the CPU: the Lq×Lk scores are never materialized.
+//
+// Forward, per query block Q_i (Br rows), over key blocks K_j, V_j (Bc keys), with the running
+// row max m, row sum l and unnormalized output O (online softmax):
+//   S    = scale · Q_i K_jᵀ + M_ij                      (mask, causal −∞)
+//   m'   = max(m, rowmax S);   α = e^(m − m')
+//   P    = e^(S − m');          l = α·l + rowsum P
+//   O    = α·O + (P ∘ Z/(1−p)) V_j                      (dropout on the weights, not on l)
+//   end: O /= l,  lse = m + log l                       (l = 0: the row saw no key → O = 0)
+//
+// Backward (FlashAttention-2), with D_i = rowsum(dO_i ∘ O_i) and P recomputed from lse:
+//   P = e^(S − lse),  W = P ∘ Z/(1−p)
+//   dV_j += Wᵀ dO_i,   dP = (dO_i V_jᵀ) ∘ Z/(1−p),   dS = P ∘ (dP − D_i)
+//   dQ_i += scale · dS K_j,   dK_j += scale · dSᵀ Q_i
+// Each work item owns one key/value head (all its query heads, so GQA needs no atomics) or, when
+// there are fewer heads than threads, a set of key blocks of one head with a private dQ.
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <vector>
+
+#include "qkv/core/parallel.h"
+#include "qkv/core/rng.h"
+#include "qkv/kernels/cpu/attention.h"
+#include "qkv/kernels/cpu/gemm.h"
+#include "qkv/kernels/cpu/vec.h"
+
+namespace qkv::kernels::cpu {
+
+namespace {
+
+constexpr int64_t kBr = 64;   // query rows per block
+constexpr int64_t kBc = 256;  // keys per block
+
+// The number of keys query i can see at most (causal, top-left aligned: j ≤ i).
+inline int64_t visible_keys(const AttnProblem& p, int64_t i_end) { return p.causal ? std::min(p.Lk, i_end) : p.Lk; }
+
+// Adds the mask and the causal −∞ to the block S [br, bc] of head (b, h) at (i0, j0).
+void mask_block(const AttnProblem& p, int64_t b, int64_t h, int64_t i0, int64_t br, int64_t j0, int64_t bc, float* S,
+                int64_t lds) {
+  if (p.mask.kind == AttnMask::Kind::boolean) {
+    for (int64_t r = 0; r < br; ++r) {
+      const uint8_t* m =
+          static_cast<const uint8_t*>(p.mask.data) + b * p.mask.sb + h * p.mask.sh + (i0 + r) * p.mask.sq + j0 * p.mask.sk;
+      float* s = S + r * lds;
+      for (int64_t c = 0; c < bc; ++c)
+        if (!m[c * p.mask.sk]) s[c] = -INFINITY;
+    }
+  } else if (p.mask.kind == AttnMask::Kind::additive) {
+    for (int64_t r = 0; r < br; ++r) {
+      const float* m =
+          static_cast<const float*>(p.mask.data) + b * p.mask.sb + h * p.mask.sh + (i0 + r) * p.mask.sq + j0 * p.mask.sk;
+      float* s = S + r * lds;
+      if (p.mask.sk == 1) {
+        for (int64_t c = 0; c < bc; ++c) s[c] += m[c];
+      } else {
+        for (int64_t c = 0; c < bc; ++c) s[c] += m[c * p.mask.sk];
+      }
+    }
+  }
+  if (p.causal && j0 + bc - 1 > i0) {
+    for (int64_t r = 0; r < br; ++r) {
+      const int64_t first_hidden = std::max<int64_t>(i0 + r + 1 - j0, 0);
+      float* s = S + r * lds;
+      for (int64_t c = first_hidden; c < bc; ++c) s[c] = -INFINITY;
+    }
+  }
+}
+
+// Z/(1−p) applied in place to the block W [br, bc] of head (b, h) at (i0, j0); the element
+// (i, j) uses the same counter as the reference kernel, so both draw the same mask.
+void dropout_block(const AttnProblem& p, int64_t b, int64_t h, int64_t i0, int64_t br, int64_t j0, int64_t bc, float* W,
+                   int64_t ldw) {
+  const float keep = 1.f / (1.f - p.dropout_p);
+  const uint64_t base = p.counter + static_cast<uint64_t>((b * p.H + h) * p.Lq * p.Lk);
+  for (int64_t r = 0; r < br; ++r) {
+    const uint64_t row = base + static_cast<uint64_t>((i0 + r) * p.Lk + j0);
+    float* w = W + r * ldw;
+    for (int64_t c = 0; c < bc; ++c)
+      w[c] = Generator::uniform(p.seed, row + static_cast<uint64_t>(c)) >= p.dropout_p ? w[c] * keep : 0.f;
+  }
+}
+
+// e^(s − shift) in place over a row; returns the sum. shift = −∞ (row fully masked) → zeros.
+inline float exp_row(float* s, int64_t n, float shift) {
+  if (shift == -INFINITY) {
+    std::memset(s, 0, static_cast<size_t>(n) * sizeof(float));
+    return 0.f;
+  }
+  return exp_shift_sum(s, s, n, shift);
+}
+
+// Partial result of one query block over a range of key blocks.
+struct Partial {
+  float* O;  // [br, Dv], unnormalized
+  float* m;  // [br]
+  float* l;  // [br]
+};
+
+// Runs the online softmax of query rows [i0, i0 + br) of head (b, h) over keys [k_begin, k_end).
+void forward_block(const AttnProblem& p, int64_t b, int64_t h, int64_t i0, int64_t br, int64_t k_begin, int64_t k_end,
+                   Partial acc, float* S) {
+  const int64_t hk = h / (p.H / p.Hkv);
+  const float* q = p.q + b * p.q_sb + h * p.q_sh + i0 * p.q_sl;
+  const float* k = p.k + b * p.k_sb + hk * p.k_sh;
+  const float* v = p.v + b * p.v_sb + hk * p.v_sh;
+  for (int64_t r = 0; r < br; ++r) acc.m[r] = -INFINITY, acc.l[r] = 0.f;
+  std::memset(acc.O, 0, static_cast<size_t>(br * p.Dv) * sizeof(float));
+  for (int64_t j0 = k_begin; j0 < k_end; j0 += kBc) {
+    const int64_t bc = std::min(kBc, k_end - j0);
+    sgemm(false, true, br, bc, p.D, p.scale, q, p.q_sl, k + j0 * p.k_sl, p.k_sl, 0.f, S, kBc);
+    mask_block(p, b, h, i0, br, j0, bc, S, kBc);
+    for (int64_t r = 0; r < br; ++r) {
+      float* s = S + r * kBc;
+      const float m_new = std::max(acc.m[r], max_of(s, bc));
+      const float rs = exp_row(s, bc, m_new);
+      if (m_new == -INFINITY) continue;  // nothing visible yet: O, l stay 0
+      const float alpha = acc.m[r] == -INFINITY ? 0.f : std::exp(acc.m[r] - m_new);
+      acc.l[r] = alpha * acc.l[r] + rs;
+      acc.m[r] = m_new;
+      if (alpha != 1.f) scale(acc.O + r * p.Dv, p.Dv, alpha);
+    }
+    if (p.dropout_p > 0.f) dropout_block(p, b, h, i0, br, j0, bc, S, kBc);
+    sgemm(false, false, br, p.Dv, bc, 1.f, S, kBc, v + j0 * p.v_sl, p.v_sl, 1.f, acc.O, p.Dv);
+  }
+}
+
+// O /= l and lse = m + log l, writing the final rows.
+void finish_rows(const AttnProblem& p, int64_t br, const Partial& acc, float* out, float* lse) {
+  for (int64_t r = 0; r < br; ++r) {
+    float* o = out + r * p.Dv;
+    const float* a = acc.O + r * p.Dv;
+    if (acc.l[r] == 0.f) {
+      std::memset(o, 0, static_cast<size_t>(p.Dv) * sizeof(float));
+      if (lse) lse[r] = -INFINITY;
+      continue;
+    }
+    const float inv = 1.f / acc.l[r];
+    for (int64_t c = 0; c < p.Dv; ++c) o[c] = a[c] * inv;
+    if (lse) lse[r] = acc.m[r] + std::log(acc.l[r]);
+  }
+}
+
+}  // namespace
+
+void attention_forward_flash(const AttnProblem& p, float* out, float* lse) {
+  const int64_t nqb = (p.Lq + kBr - 1) / kBr;
+  const int64_t items = p.B * p.H * nqb;
+  const int nt = in_parallel_region() ? 1 : num_threads();
+  // Decode-shaped problems (few query blocks, long keys): also split the keys across threads and
+  // merge the partial softmaxes.
+  int64_t ksplit = 1;
+  if (items < nt && p.Lk >= 2 * kBc) ksplit = std::min<int64_t>((nt + items - 1) / items, (p.Lk + kBc - 1) / kBc);
+  const int64_t total = items * ksplit;
+  const size_t per_item = static_cast<size_t>(kBr * p.Dv + 2 * kBr);
+
+  std::vector<float> partials(ksplit > 1 ? static_cast<size_t>(total) * per_item : 0);
+  auto run_item = [&](int64_t it, float* S, float* own) {
+    // Causal: schedule the longest query blocks (the last ones) first.
+    const int64_t idx = it / ksplit, split = it % ksplit;
+    const int64_t qb = nqb - 1 - idx % nqb, bh = idx / nqb, b = bh / p.H, h = bh % p.H;
+    const int64_t i0 = qb * kBr, br = std::min(kBr, p.Lq - i0);
+    const int64_t kv_end = visible_keys(p, i0 + br);
+    const int64_t nkb = (kv_end + kBc - 1) / kBc;
+    const int64_t kb0 = nkb * split / ksplit, kb1 = nkb * (split + 1) / ksplit;
+    float* mem = ksplit > 1 ? partials.data() + static_cast<size_t>(it) * per_item : own;
+    Partial acc{mem, mem + kBr * p.Dv, mem + kBr * p.Dv + kBr};
+    forward_block(p, b, h, i0, br, kb0 * kBc, std::min(kb1 * kBc, kv_end), acc, S);
+    if (ksplit == 1) finish_rows(p, br, acc, out + ((b * p.H + h) * p.Lq + i0) * p.Dv, lse ? lse + (b * p.H + h) * p.Lq + i0 : nullptr);
+  };
+#pragma omp parallel num_threads(nt) if (nt > 1)
+  {
+    std::vector<float> S(static_cast<size_t>(kBr * kBc)), own(per_item);
+#pragma omp for schedule(dynamic, 1)
+    for (int64_t it = 0; it < total; ++it) run_item(it, S.data(), own.data());
+  }
+  if (ksplit == 1) return;
+  // Merge the key splits: m = max m_s, l = Σ e^(m_s − m) l_s, O = Σ e^(m_s − m) O_s.
+  for (int64_t idx = 0; idx < items; ++idx) {
+    const int64_t qb = nqb - 1 - idx % nqb, bh = idx / nqb, b = bh / p.H, h = bh % p.H;
+    const int64_t i0 = qb * kBr, br = std::min(kBr, p.Lq - i0);
+    std::vector<float> O(static_cast<size_t>(br * p.Dv), 0.f), m(br, -INFINITY), l(br, 0.f);
+    for (int64_t s = 0; s < ksplit; ++s) {
+      const float* mem = partials.data() + static_cast<size_t>(idx * ksplit + s) * per_item;
+      for (int64_t r = 0; r < br; ++r) m[r] = std::max(m[r], mem[kBr * p.Dv + r]);
+    }
+    for (int64_t s = 0; s < ksplit; ++s) {
+      const float* mem = partials.data() + static_cast<size_t>(idx * ksplit + s) * per_item;
+      for (int64_t r = 0; r < br; ++r) {
+        const float ms = mem[kBr * p.Dv + r];
+        if (ms == -INFINITY) continue;
+        const float w = std::exp(ms - m[r]);
+        l[r] += w * mem[kBr * p.Dv + kBr + r];
+        for (int64_t c = 0; c < p.Dv; ++c) O[r * p.Dv + c] += w * mem[r * p.Dv + c];
+      }
+    }
+    Partial acc{O.data(), m.data(), l.data()};
+    finish_rows(p, br, acc, out + ((b * p.H + h) * p.Lq + i0) * p.Dv, lse ? lse + (b * p.H + h) * p.Lq + i0 : nullptr);
+  }
+}
+
+void attention_backward_flash(const AttnProblem& p, const float* out, const float* lse, const float* dout, float* dq,
+                              float* dk, float* dv) {
+  const int64_t group = p.H / p.Hkv;
+  const int nt = in_parallel_region() ? 1 : num_threads();
+  // D_i = rowsum(dO_i ∘ O_i)
+  std::vector<float> Dsum(static_cast<size_t>(p.B * p.H * p.Lq));
+  parallel_for(p.B * p.H * p.Lq, 256, [&](int64_t r0, int64_t r1) {
+    for (int64_t r = r0; r < r1; ++r) Dsum[r] = dot(dout + r * p.Dv, out + r * p.Dv, p.Dv);
+  });
+  std::memset(dq, 0, static_cast<size_t>(p.B * p.H * p.Lq * p.D) * sizeof(float));
+  std::memset(dk, 0, static_cast<size_t>(p.B * p.Hkv * p.Lk * p.D) * sizeof(float));
+  std::memset(dv, 0, static_cast<size_t>(p.B * p.Hkv * p.Lk * p.Dv) * sizeof(float));
+
+  const int64_t heads = p.B * p.Hkv;
+  const int64_t nkb = (p.Lk + kBc - 1) / kBc;
+  // Fewer key/value heads than threads: split each head's key blocks, each split with its own dQ.
+  const int64_t ksplit = heads < nt ? std::min<int64_t>((nt + heads - 1) / heads, nkb) : 1;
+  const size_t dq_head = static_cast<size_t>(group * p.Lq * p.D);
+  std::vector<float> dq_split(ksplit > 1 ? static_cast<size_t>(heads * ksplit) * dq_head : 0, 0.f);
+
+  auto run_item = [&](int64_t it, float* S, float* dP) {
+    const int64_t bhk = it / ksplit, split = it % ksplit, b = bhk / p.Hkv, hk = bhk % p.Hkv;
+    const float* k = p.k + b * p.k_sb + hk * p.k_sh;
+    const float* v = p.v + b * p.v_sb + hk * p.v_sh;
+    float* dk_h = dk + (b * p.Hkv + hk) * p.Lk * p.D;
+    float* dv_h = dv + (b * p.Hkv + hk) * p.Lk * p.Dv;
+    for (int64_t g = 0; g < group; ++g) {
+      const int64_t h = hk * group + g;
+      const float* q = p.q + b * p.q_sb + h * p.q_sh;
+      const float* dO = dout + (b * p.H + h) * p.Lq * p.Dv;
+      const float* L = lse + (b * p.H + h) * p.Lq;
+      const float* Dh = Dsum.data() + (b * p.H + h) * p.Lq;
+      float* dQ = ksplit > 1 ? dq_split.data() + static_cast<size_t>(it) * dq_head + g * p.Lq * p.D
+                             : dq + (b * p.H + h) * p.Lq * p.D;
+      // Key blocks of this split, interleaved so causal work is balanced across splits.
+      for (int64_t kb = split; kb < nkb; kb += ksplit) {
+        const int64_t j0 = kb * kBc, bc = std::min(kBc, p.Lk - j0);
+        const int64_t i_first = p.causal ? (j0 / kBr) * kBr : 0;  // earlier queries cannot see these keys
+        for (int64_t i0 = i_first; i0 < p.Lq; i0 += kBr) {
+          const int64_t br = std::min(kBr, p.Lq - i0);
+          // P = e^(scale·Q Kᵀ + M − lse)
+          sgemm(false, true, br, bc, p.D, p.scale, q + i0 * p.q_sl, p.q_sl, k + j0 * p.k_sl, p.k_sl, 0.f, S, kBc);
+          mask_block(p, b, h, i0, br, j0, bc, S, kBc);
+          for (int64_t r = 0; r < br; ++r) exp_row(S + r * kBc, bc, L[i0 + r]);
+          // dP = (dO Vᵀ) ∘ Z/(1−p)
+          sgemm(false, true, br, bc, p.Dv, 1.f, dO + i0 * p.Dv, p.Dv, v + j0 * p.v_sl, p.v_sl, 0.f, dP, kBc);
+          if (p.dropout_p > 0.f) {
+            dropout_block(p, b, h, i0, br, j0, bc, dP, kBc);
+            // dV += Wᵀ dO with W = P ∘ Z/(1−p): build W in place of S after using P below.
+          }
+          // dS = P ∘ (dP − D), kept in dP; W for dV goes to S.
+          for (int64_t r = 0; r < br; ++r) {
+            float* pr = S + r * kBc;
+            float* dpr = dP + r * kBc;
+            const float d = Dh[i0 + r];
+            for (int64_t c = 0; c < bc; ++c) dpr[c] = pr[c] * (dpr[c] - d);
+          }
+          if (p.dropout_p > 0.f) dropout_block(p, b, h, i0, br, j0, bc, S, kBc);
+          sgemm(true, false, bc, p.Dv, br, 1.f, S, kBc, dO + i0 * p.Dv, p.Dv, 1.f, dv_h + j0 * p.Dv, p.Dv);
+          // dQ += scale · dS K;  dK += scale · dSᵀ Q
+          sgemm(false, false, br, p.D, bc, p.scale, dP, kBc, k + j0 * p.k_sl, p.k_sl, 1.f, dQ + i0 * p.D, p.D);
+          sgemm(true, false, bc, p.D, br, p.scale, dP, kBc, q + i0 * p.q_sl, p.q_sl, 1.f, dk_h + j0 * p.D, p.D);
+        }
+      }
+    }
+  };
+#pragma omp parallel num_threads(nt) if (nt > 1)
+  {
+    std::vector<float> S(static_cast<size_t>(kBr * kBc)), dP(static_cast<size_t>(kBr * kBc));
+#pragma omp for schedule(dynamic, 1)
+    for (int64_t it = 0; it < heads * ksplit; ++it) run_item(it, S.data(), dP.data());
+  }
+  if (ksplit > 1) {
+    for (int64_t bhk = 0; bhk < heads; ++bhk) {
+      const int64_t b = bhk / p.Hkv, hk = bhk % p.Hkv;
+      float* dst = dq + (b * p.H + hk * group) * p.Lq * p.D;
+      for (int64_t s = 0; s < ksplit; ++s) {
+        const float* src = dq_split.data() + static_cast<size_t>(bhk * ksplit + s) * dq_head;
+        for (size_t e = 0; e < dq_head; ++e) dst[e] += src[e];
+      }
+    }
+  }
+}
+
+}  // namespace qkv::kernels::cpu
