@@ -32,6 +32,9 @@ struct AttentionOptions {
   bool enable_gqa = false;
   Generator* generator = nullptr;  // for dropout; default_generator() when null
   AttentionBackend backend = AttentionBackend::automatic;
+  // bf16: inference on the flash path with bf16 products (AVX512_BF16) and f32 accumulation and
+  // softmax; about 3 significant digits (see docs/BENCHMARKS.md). Inputs and output stay f32.
+  DType compute_dtype = DType::f32;
 };
 
 Tensor scaled_dot_product_attention(const Tensor& q, const Tensor& k, const Tensor& v,

@@ -19,6 +19,8 @@
 #include <cstring>
 #include <vector>
 
+#include "qkv/core/dtype.h"
+#include "qkv/core/error.h"
 #include "qkv/core/parallel.h"
 #include "qkv/core/rng.h"
 #include "qkv/kernels/cpu/attention.h"
@@ -282,5 +284,178 @@ void attention_backward_flash(const AttnProblem& p, const float* out, const floa
     }
   }
 }
+
+// ---- bf16 forward ------------------------------------------------------------------------------
+// The same online softmax, with both products on AVX512_BF16 dot products (f32 accumulation):
+//   S = scale · bf16(Q) bf16(K)ᵀ,   O += bf16(P) bf16(V)
+// vdpbf16ps multiplies pairs: acc[i] += a[2i]·b[2i] + a[2i+1]·b[2i+1]. So K is packed per head as
+// Kp[t][c] = (K[c][2t], K[c][2t+1]) (16 keys per vector, a query pair broadcast), and V as
+// Vp[u][e] = (V[2u][e], V[2u+1][e]) (16 features per vector, a probability pair broadcast).
+
+bool has_avx512_bf16() {
+#if defined(__AVX512BF16__)
+  return true;
+#else
+  return false;
+#endif
+}
+
+#if defined(__AVX512BF16__)
+namespace {
+
+constexpr int64_t kPadKeys = 64;  // keys per S tile
+
+inline uint32_t pack_pair(float a, float b) {
+  return static_cast<uint32_t>(f32_to_bf16(a).bits) | (static_cast<uint32_t>(f32_to_bf16(b).bits) << 16);
+}
+
+// S[r][c] = scale · Σ_t q[r][t] · kp[t][c] over 64 keys (4 vectors), R query rows.
+template <int R>
+void qk_tile(const uint32_t* q, int64_t ldq, const uint32_t* kp, int64_t ldk, int64_t npairs, float scale, float* S,
+             int64_t lds) {
+  __m512 acc[R][4];
+  for (int r = 0; r < R; ++r)
+    for (int v = 0; v < 4; ++v) acc[r][v] = _mm512_setzero_ps();
+  for (int64_t t = 0; t < npairs; ++t) {
+    __m512bh b[4];
+    for (int v = 0; v < 4; ++v) b[v] = (__m512bh)_mm512_loadu_si512(kp + t * ldk + 16 * v);
+    for (int r = 0; r < R; ++r) {
+      __m512bh a = (__m512bh)_mm512_set1_epi32(static_cast<int>(q[r * ldq + t]));
+      for (int v = 0; v < 4; ++v) acc[r][v] = _mm512_dpbf16_ps(acc[r][v], a, b[v]);
+    }
+  }
+  const __m512 vs = _mm512_set1_ps(scale);
+  for (int r = 0; r < R; ++r)
+    for (int v = 0; v < 4; ++v) _mm512_storeu_ps(S + r * lds + 16 * v, _mm512_mul_ps(acc[r][v], vs));
+}
+
+// O[r][0..16·NV) += Σ_u p[r][u] · vp[u][..], R rows.
+template <int R, int NV>
+void pv_tile(const uint32_t* pp, int64_t ldp, const uint32_t* vp, int64_t ldv, int64_t npairs, float* O, int64_t ldo) {
+  __m512 acc[R][NV];
+  for (int r = 0; r < R; ++r)
+    for (int v = 0; v < NV; ++v) acc[r][v] = _mm512_loadu_ps(O + r * ldo + 16 * v);
+  for (int64_t u = 0; u < npairs; ++u) {
+    __m512bh b[NV];
+    for (int v = 0; v < NV; ++v) b[v] = (__m512bh)_mm512_loadu_si512(vp + u * ldv + 16 * v);
+    for (int r = 0; r < R; ++r) {
+      __m512bh a = (__m512bh)_mm512_set1_epi32(static_cast<int>(pp[r * ldp + u]));
+      for (int v = 0; v < NV; ++v) acc[r][v] = _mm512_dpbf16_ps(acc[r][v], a, b[v]);
+    }
+  }
+  for (int r = 0; r < R; ++r)
+    for (int v = 0; v < NV; ++v) _mm512_storeu_ps(O + r * ldo + 16 * v, acc[r][v]);
+}
+
+template <int R>
+void pv_rows(const uint32_t* pp, int64_t ldp, const uint32_t* vp, int64_t ldv, int64_t npairs, float* O, int64_t ldo,
+             int64_t dv_pad) {
+  for (int64_t e = 0; e < dv_pad; e += 64) {
+    switch (std::min<int64_t>(4, (dv_pad - e) / 16)) {
+      case 4: pv_tile<R, 4>(pp, ldp, vp + e, ldv, npairs, O + e, ldo); break;
+      case 3: pv_tile<R, 3>(pp, ldp, vp + e, ldv, npairs, O + e, ldo); break;
+      case 2: pv_tile<R, 2>(pp, ldp, vp + e, ldv, npairs, O + e, ldo); break;
+      default: pv_tile<R, 1>(pp, ldp, vp + e, ldv, npairs, O + e, ldo); break;
+    }
+  }
+}
+
+}  // namespace
+
+void attention_forward_flash_bf16(const AttnProblem& p, float* out) {
+  const int64_t dpairs = (p.D + 1) / 2;
+  const int64_t lk_pad = (p.Lk + kPadKeys - 1) / kPadKeys * kPadKeys;
+  const int64_t dv_pad = (p.Dv + 15) / 16 * 16;
+  const int64_t heads = p.B * p.Hkv;
+  // Pack K and V of every key/value head (half the size of K and V in f32).
+  std::vector<uint32_t> Kp(static_cast<size_t>(heads * dpairs * lk_pad), 0u);
+  std::vector<uint32_t> Vp(static_cast<size_t>(heads * (lk_pad / 2) * dv_pad), 0u);
+  parallel_for(heads, 1, [&](int64_t h0, int64_t h1) {
+    for (int64_t bh = h0; bh < h1; ++bh) {
+      const int64_t b = bh / p.Hkv, hk = bh % p.Hkv;
+      const float* k = p.k + b * p.k_sb + hk * p.k_sh;
+      const float* v = p.v + b * p.v_sb + hk * p.v_sh;
+      uint32_t* kp = Kp.data() + bh * dpairs * lk_pad;
+      uint32_t* vp = Vp.data() + bh * (lk_pad / 2) * dv_pad;
+      for (int64_t c = 0; c < p.Lk; ++c)
+        for (int64_t t = 0; t < dpairs; ++t)
+          kp[t * lk_pad + c] = pack_pair(k[c * p.k_sl + 2 * t], 2 * t + 1 < p.D ? k[c * p.k_sl + 2 * t + 1] : 0.f);
+      for (int64_t u = 0; 2 * u < p.Lk; ++u)
+        for (int64_t e = 0; e < p.Dv; ++e)
+          vp[u * dv_pad + e] = pack_pair(v[2 * u * p.v_sl + e], 2 * u + 1 < p.Lk ? v[(2 * u + 1) * p.v_sl + e] : 0.f);
+    }
+  });
+
+  const int64_t nqb = (p.Lq + kBr - 1) / kBr;
+  const int64_t items = p.B * p.H * nqb;
+  const int nt = in_parallel_region() ? 1 : num_threads();
+#pragma omp parallel num_threads(nt) if (nt > 1)
+  {
+    std::vector<float> S(static_cast<size_t>(kBr * kBc)), O(static_cast<size_t>(kBr * dv_pad)), m(kBr), l(kBr);
+    std::vector<uint32_t> Qp(static_cast<size_t>(kBr * dpairs)), Pp(static_cast<size_t>(kBr * kBc / 2));
+#pragma omp for schedule(dynamic, 1)
+    for (int64_t it = 0; it < items; ++it) {
+      const int64_t qb = nqb - 1 - it % nqb, bh = it / nqb, b = bh / p.H, h = bh % p.H, hk = h / (p.H / p.Hkv);
+      const int64_t i0 = qb * kBr, br = std::min(kBr, p.Lq - i0);
+      const float* q = p.q + b * p.q_sb + h * p.q_sh + i0 * p.q_sl;
+      const uint32_t* kp = Kp.data() + (b * p.Hkv + hk) * dpairs * lk_pad;
+      const uint32_t* vp = Vp.data() + (b * p.Hkv + hk) * (lk_pad / 2) * dv_pad;
+      for (int64_t r = 0; r < br; ++r)
+        for (int64_t t = 0; t < dpairs; ++t)
+          Qp[r * dpairs + t] = pack_pair(q[r * p.q_sl + 2 * t], 2 * t + 1 < p.D ? q[r * p.q_sl + 2 * t + 1] : 0.f);
+      std::fill(m.begin(), m.end(), -INFINITY);
+      std::fill(l.begin(), l.end(), 0.f);
+      std::fill(O.begin(), O.end(), 0.f);
+      const int64_t kv_end = visible_keys(p, i0 + br);
+      for (int64_t j0 = 0; j0 < kv_end; j0 += kBc) {
+        const int64_t bc = std::min(kBc, kv_end - j0);
+        // S = scale · Q Kᵀ in tiles of 4 rows × 64 keys
+        for (int64_t c = 0; c < bc; c += kPadKeys) {
+          int64_t r = 0;
+          for (; r + 4 <= br; r += 4)
+            qk_tile<4>(Qp.data() + r * dpairs, dpairs, kp + j0 + c, lk_pad, dpairs, p.scale, S.data() + r * kBc + c, kBc);
+          for (; r < br; ++r)
+            qk_tile<1>(Qp.data() + r * dpairs, dpairs, kp + j0 + c, lk_pad, dpairs, p.scale, S.data() + r * kBc + c, kBc);
+        }
+        mask_block(p, b, h, i0, br, j0, bc, S.data(), kBc);
+        for (int64_t r = 0; r < br; ++r) {
+          float* s = S.data() + r * kBc;
+          const float m_new = std::max(m[r], max_of(s, bc));
+          const float rs = exp_row(s, bc, m_new);
+          if (m_new == -INFINITY) continue;
+          const float alpha = m[r] == -INFINITY ? 0.f : std::exp(m[r] - m_new);
+          l[r] = alpha * l[r] + rs;
+          m[r] = m_new;
+          if (alpha != 1.f) scale(O.data() + r * dv_pad, dv_pad, alpha);
+        }
+        if (p.dropout_p > 0.f) dropout_block(p, b, h, i0, br, j0, bc, S.data(), kBc);
+        // P → bf16 pairs (a zero pads an odd block)
+        const int64_t upairs = (bc + 1) / 2;
+        for (int64_t r = 0; r < br; ++r) {
+          const float* s = S.data() + r * kBc;
+          uint32_t* pr = Pp.data() + r * (kBc / 2);
+          for (int64_t u = 0; u < upairs; ++u) pr[u] = pack_pair(s[2 * u], 2 * u + 1 < bc ? s[2 * u + 1] : 0.f);
+        }
+        // O += P V in tiles of 4 rows × 64 features
+        const uint32_t* vb = vp + (j0 / 2) * dv_pad;
+        int64_t r = 0;
+        for (; r + 4 <= br; r += 4)
+          pv_rows<4>(Pp.data() + r * (kBc / 2), kBc / 2, vb, dv_pad, upairs, O.data() + r * dv_pad, dv_pad, dv_pad);
+        for (; r < br; ++r)
+          pv_rows<1>(Pp.data() + r * (kBc / 2), kBc / 2, vb, dv_pad, upairs, O.data() + r * dv_pad, dv_pad, dv_pad);
+      }
+      float* o = out + ((b * p.H + h) * p.Lq + i0) * p.Dv;
+      for (int64_t r = 0; r < br; ++r) {
+        const float inv = l[r] > 0.f ? 1.f / l[r] : 0.f;
+        for (int64_t e = 0; e < p.Dv; ++e) o[r * p.Dv + e] = O[r * dv_pad + e] * inv;
+      }
+    }
+  }
+}
+#else
+void attention_forward_flash_bf16(const AttnProblem&, float*) {
+  throw Error("attention_forward_flash_bf16: this build has no AVX512_BF16 (build with -DQKV_NATIVE=ON on a CPU that has it)");
+}
+#endif
 
 }  // namespace qkv::kernels::cpu

@@ -60,4 +60,9 @@ void attention_forward_flash(const AttnProblem& p, float* out, float* lse);
 void attention_backward_flash(const AttnProblem& p, const float* out, const float* lse, const float* dout, float* dq,
                               float* dk, float* dv);
 
+// bf16 forward (inference): q, k, v rounded to bf16, both products on AVX512_BF16 dot products
+// with f32 accumulation; softmax in f32. out: dense f32 [B, H, Lq, Dv].
+void attention_forward_flash_bf16(const AttnProblem& p, float* out);
+bool has_avx512_bf16();  // whether this build has the bf16 kernel
+
 }  // namespace qkv::kernels::cpu
