@@ -61,11 +61,17 @@ void run(const std::vector<Tensor>& roots, const std::vector<Tensor>& seeds, boo
     } else if (!impl->grad_fn || impl->retains_grad) {
       if (impl->requires_grad || impl->retains_grad) {
         if (!impl->grad) {
-          impl->grad = g.contiguous_copy().impl_ptr();  // own storage: later += must not alias
-        } else {
+          // Share g's storage (no copy) through a fresh TensorImpl.
+          impl->grad = (g.is_contiguous() ? g.detach() : g.contiguous_copy()).impl_ptr();
+        } else if (impl->grad->storage.use_count() == 1) {
+          // Nobody else sees this storage: accumulate in place.
           Tensor acc(impl->grad);
           kernels::cpu::binary(acc.shape(), acc.data(), acc.data(), acc.strides(), g.data(), g.strides(),
                                [](float x, float y) { return x + y; });
+        } else {
+          // The storage is shared with another gradient (say, add's backward handed the same tensor
+          // to both inputs): a new sum, so the other one is left as it was.
+          impl->grad = add_dense(Tensor(impl->grad), g).impl_ptr();
         }
       }
     }

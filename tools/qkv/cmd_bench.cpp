@@ -85,6 +85,11 @@ int run_bench_attention(const BenchArgs& a) {
     });
   }
   const double peak_rss = max_rss_mib() - base_rss;
+  // What the op needs beyond its inputs and outputs (the output, and dq, dk, dv with a backward).
+  const double out_mib = 4.0 * a.batch * a.heads * a.seq_len * a.head_dim / (1 << 20);
+  const double in_kv_mib = 4.0 * a.batch * Hkv * Lk * a.head_dim / (1 << 20);
+  const double outputs_mib = out_mib + (fwdbwd > 0 ? out_mib + 2 * in_kv_mib : 0.0);
+  const double peak_extra = std::max(0.0, peak_rss - outputs_mib);
   const double peak_tensor = static_cast<double>(peak_allocated_bytes() - base_bytes) / (1 << 20);
   if (a.json) {
     std::printf(
@@ -94,14 +99,15 @@ int run_bench_attention(const BenchArgs& a) {
         "\"peak_tensor_mib\": %.1f, \"forward_peak_tensor_mib\": %.1f}\n",
         (long)a.seq_len, (long)Lk, (long)a.batch, (long)a.heads, (long)Hkv, (long)a.head_dim,
         a.causal ? "true" : "false", a.dtype.c_str(), num_threads(), fwd, fwdbwd, work / fwd / 1e6,
-        fwdbwd > 0 ? 3 * work / fwdbwd / 1e6 : 0.0, peak_rss, peak_tensor, static_cast<double>(fwd_peak) / (1 << 20));
+        fwdbwd > 0 ? 3 * work / fwdbwd / 1e6 : 0.0, peak_extra, peak_rss, peak_tensor, static_cast<double>(fwd_peak) / (1 << 20));
   } else {
     std::printf("attention B=%ld H=%ld Hkv=%ld Lq=%ld Lk=%ld d=%ld %s, %d threads\n", (long)a.batch, (long)a.heads,
                 (long)Hkv, (long)a.seq_len, (long)Lk, (long)a.head_dim, a.causal ? "causal" : "full", num_threads());
     std::printf("  forward          %9.2f ms  %7.1f GFLOP/s useful\n", fwd, work / fwd / 1e6);
     if (fwdbwd > 0)
       std::printf("  forward+backward %9.2f ms  %7.1f GFLOP/s useful\n", fwdbwd, 3 * work / fwdbwd / 1e6);
-    std::printf("  peak memory beyond inputs: %.1f MiB RSS, %.1f MiB in tensors\n", peak_rss, peak_tensor);
+    std::printf("  peak memory beyond inputs: %.1f MiB RSS (%.1f MiB beyond the outputs too), %.1f MiB in tensors\n",
+                peak_rss, peak_extra, peak_tensor);
   }
   return 0;
 }

@@ -432,9 +432,16 @@ void attention_forward_flash_bf16(const AttnProblem& p, float* out) {
         // P → bf16 pairs (a zero pads an odd block)
         const int64_t upairs = (bc + 1) / 2;
         for (int64_t r = 0; r < br; ++r) {
-          const float* s = S.data() + r * kBc;
+          float* s = S.data() + r * kBc;
+          if (bc & 1) s[bc] = 0.f;  // pad an odd block (S rows are kBc wide, kBc even)
+          // 32 probabilities → 32 bf16 = 16 pairs, rounded to nearest even (as pack_pair)
           uint32_t* pr = Pp.data() + r * (kBc / 2);
-          for (int64_t u = 0; u < upairs; ++u) pr[u] = pack_pair(s[2 * u], 2 * u + 1 < bc ? s[2 * u + 1] : 0.f);
+          int64_t u = 0;
+          for (; 2 * u + 32 <= 2 * upairs; u += 16) {
+            __m512bh h = _mm512_cvtne2ps_pbh(_mm512_loadu_ps(s + 2 * u + 16), _mm512_loadu_ps(s + 2 * u));
+            _mm512_storeu_si512(pr + u, (__m512i)h);
+          }
+          for (; u < upairs; ++u) pr[u] = pack_pair(s[2 * u], s[2 * u + 1]);
         }
         // O += P V in tiles of 4 rows × 64 features
         const uint32_t* vb = vp + (j0 / 2) * dv_pad;
