@@ -167,6 +167,7 @@ def main():
     ap.add_argument("--openblas-coretype", default="Cooperlake",
                     help="OPENBLAS_CORETYPE for PyTorch (Cooperlake = AVX-512 kernels; the env's Haswell halves it)")
     ap.add_argument("--skip-qkv", action="store_true")
+    ap.add_argument("--skip-torch", action="store_true", help="qkv only (e.g. at lengths PyTorch 1.13 cannot hold)")
     ap.add_argument("--json-out", help="write every raw result here")
     # worker mode
     ap.add_argument("--torch-worker", action="store_true", help=argparse.SUPPRESS)
@@ -194,7 +195,7 @@ def main():
             for _ in range(args.runs):
                 if not args.skip_qkv:
                     qr.append(qkv_run(args, L, causal, reps))
-                for py in list(pythons):
+                for py in [] if args.skip_torch else list(pythons):
                     r = torch_run(args, py, L, causal, reps)
                     if "unsupported" in r:
                         print(f"# skipping {py[0]} {py[1]}: {r['unsupported']}", file=sys.stderr)
@@ -241,7 +242,8 @@ def format_row(L, causal, qr, tr, pythons):
 
     qf = med(qr, "forward_ms") if qr else 0.0
     qb = med(qr, "forward_backward_ms") if qr else 0.0
-    qm = med(qr, "peak_extra_mib") if qr else 0.0
+    # The same measure for both: peak RSS growth beyond the inputs (outputs and gradients included).
+    qm = med(qr, "peak_rss_growth_mib" if qr and "peak_rss_growth_mib" in qr[0] else "peak_extra_mib") if qr else 0.0
     cols = [str(L), "yes" if causal else "no", ms(qf) if qr else "—"]
     for py in pythons:
         tf = med(tr[py], "forward_ms")

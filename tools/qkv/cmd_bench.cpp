@@ -18,7 +18,7 @@ namespace {
 struct BenchArgs {
   int64_t seq_len = 1024, kv_len = 0, batch = 1, heads = 8, kv_heads = 0, head_dim = 64;
   bool causal = false, json = false, no_backward = false;
-  std::string dtype = "f32";
+  std::string dtype = "f32", backend = "flash";
   int repeats = 0, threads = 0;
 };
 
@@ -67,6 +67,7 @@ int run_bench_attention(const BenchArgs& a) {
   opt.is_causal = a.causal;
   opt.enable_gqa = Hkv != a.heads;
   if (bf16) opt.compute_dtype = DType::bf16;
+  opt.backend = a.backend == "reference" ? AttentionBackend::reference : AttentionBackend::flash;
   const double work = 4.0 * a.batch * a.heads * a.seq_len * Lk * a.head_dim * (a.causal ? 0.5 : 1.0);
   const int reps = a.repeats > 0 ? a.repeats : (a.seq_len <= 1024 ? 10 : a.seq_len <= 4096 ? 4 : 2);
 
@@ -94,15 +95,16 @@ int run_bench_attention(const BenchArgs& a) {
   if (a.json) {
     std::printf(
         "{\"impl\": \"qkv\", \"seq_len\": %ld, \"kv_len\": %ld, \"batch\": %ld, \"heads\": %ld, \"kv_heads\": %ld, "
-        "\"head_dim\": %ld, \"causal\": %s, \"dtype\": \"%s\", \"threads\": %d, \"forward_ms\": %.3f, "
+        "\"head_dim\": %ld, \"causal\": %s, \"dtype\": \"%s\", \"backend\": \"%s\", \"threads\": %d, \"forward_ms\": %.3f, "
         "\"forward_backward_ms\": %.3f, \"gflops\": %.1f, \"gflops_backward\": %.1f, \"peak_extra_mib\": %.1f, "
-        "\"peak_tensor_mib\": %.1f, \"forward_peak_tensor_mib\": %.1f}\n",
+        "\"peak_rss_growth_mib\": %.1f, \"peak_tensor_mib\": %.1f, \"forward_peak_tensor_mib\": %.1f}\n",
         (long)a.seq_len, (long)Lk, (long)a.batch, (long)a.heads, (long)Hkv, (long)a.head_dim,
-        a.causal ? "true" : "false", a.dtype.c_str(), num_threads(), fwd, fwdbwd, work / fwd / 1e6,
+        a.causal ? "true" : "false", a.dtype.c_str(), a.backend.c_str(), num_threads(), fwd, fwdbwd, work / fwd / 1e6,
         fwdbwd > 0 ? 3 * work / fwdbwd / 1e6 : 0.0, peak_extra, peak_rss, peak_tensor, static_cast<double>(fwd_peak) / (1 << 20));
   } else {
-    std::printf("attention B=%ld H=%ld Hkv=%ld Lq=%ld Lk=%ld d=%ld %s, %d threads\n", (long)a.batch, (long)a.heads,
-                (long)Hkv, (long)a.seq_len, (long)Lk, (long)a.head_dim, a.causal ? "causal" : "full", num_threads());
+    std::printf("attention B=%ld H=%ld Hkv=%ld Lq=%ld Lk=%ld d=%ld %s, %s %s, %d threads\n", (long)a.batch,
+                (long)a.heads, (long)Hkv, (long)a.seq_len, (long)Lk, (long)a.head_dim, a.causal ? "causal" : "full",
+                a.backend.c_str(), a.dtype.c_str(), num_threads());
     std::printf("  forward          %9.2f ms  %7.1f GFLOP/s useful\n", fwd, work / fwd / 1e6);
     if (fwdbwd > 0)
       std::printf("  forward+backward %9.2f ms  %7.1f GFLOP/s useful\n", fwdbwd, 3 * work / fwdbwd / 1e6);
@@ -128,6 +130,9 @@ void add_bench(CLI::App& app) {
   att->add_option("--head-dim,-d", args->head_dim, "head dimension")->capture_default_str()->check(CLI::PositiveNumber);
   att->add_flag("--causal", args->causal, "causal mask");
   att->add_option("--dtype", args->dtype, "f32, or bf16 (forward only: bf16 products, f32 accumulation)")->capture_default_str();
+  att->add_option("--backend", args->backend, "flash (tiled, the default path) or reference (materializes Lq×Lk)")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"flash", "reference"}));
   att->add_option("--repeats", args->repeats, "timed repetitions (median reported; default by size)");
   att->add_option("--threads", args->threads, "threads (default: OMP_NUM_THREADS or all cores)");
   att->add_flag("--no-backward", args->no_backward, "time the forward only");
