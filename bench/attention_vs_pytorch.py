@@ -179,7 +179,7 @@ def main():
                      args.warmup, args.torch_impl[0])
         return
 
-    pythons = [(py, impl) for py in (args.torch_python or ["/usr/bin/python3"]) for impl in args.torch_impl]
+    pythons = [] if args.skip_torch else [(py, impl) for py in (args.torch_python or ["/usr/bin/python3"]) for impl in args.torch_impl]
     lens = [L for L in args.lens if args.max_len is None or L <= args.max_len]
     masks = [False, True] if args.both else [args.causal]
     if not args.skip_qkv and not os.access(args.qkv, os.X_OK):
@@ -195,7 +195,7 @@ def main():
             for _ in range(args.runs):
                 if not args.skip_qkv:
                     qr.append(qkv_run(args, L, causal, reps))
-                for py in [] if args.skip_torch else list(pythons):
+                for py in list(pythons):
                     r = torch_run(args, py, L, causal, reps)
                     if "unsupported" in r:
                         print(f"# skipping {py[0]} {py[1]}: {r['unsupported']}", file=sys.stderr)
