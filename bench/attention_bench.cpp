@@ -4,8 +4,9 @@
 // Counters:
 //   GFLOP/s        useful work per second, wall time: 4·B·H·L·L·d for the forward (Q Kᵀ and P V),
 //                  halved when causal (only the lower triangle is needed); ×3 for forward+backward
-//                  (dV, dP, dQ, dK: twice the forward). The reference path computes the full L×L
-//                  product even when causal, so its causal GFLOP/s is half its raw throughput.
+//                  (dV, dP, dQ, dK: twice the forward). The flash backend (the default) skips
+//                  the key blocks a causal mask hides; the reference backend computes the full
+//                  L×L product even when causal, so its causal GFLOP/s is half its raw throughput.
 //   peak_MiB       the most memory held in qkv tensors during one call beyond the inputs
 //                  (qkv's allocation counter, not RSS; `qkv bench attention` reports RSS).
 //
@@ -41,11 +42,12 @@ void set_counters(benchmark::State& state, double flop, int64_t base_bytes) {
   state.counters["threads"] = qkv::num_threads();
 }
 
-void bm_forward(benchmark::State& state, bool causal) {
+void bm_forward(benchmark::State& state, bool causal, qkv::AttentionBackend backend) {
   const int64_t L = state.range(0);
   Inputs in(L);
   qkv::AttentionOptions opt;
   opt.is_causal = causal;
+  opt.backend = backend;
   const int64_t base = qkv::allocated_bytes();
   qkv::reset_peak_bytes();
   for (auto _ : state) {
@@ -56,12 +58,13 @@ void bm_forward(benchmark::State& state, bool causal) {
   set_counters(state, useful_flop(L, causal), base);
 }
 
-void bm_forward_backward(benchmark::State& state, bool causal) {
+void bm_forward_backward(benchmark::State& state, bool causal, qkv::AttentionBackend backend) {
   const int64_t L = state.range(0);
   Inputs in(L);
   in.q.requires_grad_(), in.k.requires_grad_(), in.v.requires_grad_();
   qkv::AttentionOptions opt;
   opt.is_causal = causal;
+  opt.backend = backend;
   const int64_t base = qkv::allocated_bytes();
   qkv::reset_peak_bytes();
   for (auto _ : state) {
@@ -78,14 +81,16 @@ void bm_forward_backward(benchmark::State& state, bool causal) {
 int main(int argc, char** argv) {
   benchmark::AddCustomContext("qkv_threads", std::to_string(qkv::num_threads()));
   benchmark::AddCustomContext("shape", "B=1 H=8 d=64 f32");
+  for (auto backend : {qkv::AttentionBackend::flash, qkv::AttentionBackend::reference})
   for (bool causal : {false, true}) {
-    const std::string mask = causal ? "causal" : "full";
-    benchmark::RegisterBenchmark(("sdpa_forward/" + mask).c_str(), bm_forward, causal)
+    const std::string mask = std::string(backend == qkv::AttentionBackend::flash ? "flash/" : "reference/") +
+                             (causal ? "causal" : "full");
+    benchmark::RegisterBenchmark(("sdpa_forward/" + mask).c_str(), bm_forward, causal, backend)
         ->RangeMultiplier(2)
         ->Range(128, 4096)
         ->UseRealTime()
         ->Unit(benchmark::kMillisecond);
-    benchmark::RegisterBenchmark(("sdpa_forward_backward/" + mask).c_str(), bm_forward_backward, causal)
+    benchmark::RegisterBenchmark(("sdpa_forward_backward/" + mask).c_str(), bm_forward_backward, causal, backend)
         ->RangeMultiplier(2)
         ->Range(128, 4096)
         ->UseRealTime()
