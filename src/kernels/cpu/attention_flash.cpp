@@ -92,6 +92,21 @@ inline float exp_row(float* s, int64_t n, float shift) {
   return exp_shift_sum(s, s, n, shift);
 }
 
+// The online-softmax step for a tile S [br, bc] (scores in, e^(S − m') out):
+//   m' = max(m, rowmax S),  α = e^(m − m'),  l = α·l + rowsum e^(S − m'),  O ← α·O
+void online_softmax(float* S, int64_t br, int64_t bc, float* m, float* l, float* O, int64_t ldo, int64_t dv) {
+  for (int64_t r = 0; r < br; ++r) {
+    float* s = S + r * kBc;
+    const float m_new = std::max(m[r], max_of(s, bc));
+    const float rs = exp_row(s, bc, m_new);
+    if (m_new == -INFINITY) continue;  // nothing visible yet: O, l stay 0
+    const float alpha = m[r] == -INFINITY ? 0.f : std::exp(m[r] - m_new);
+    l[r] = alpha * l[r] + rs;
+    m[r] = m_new;
+    if (alpha != 1.f) scale(O + r * ldo, dv, alpha);
+  }
+}
+
 // Partial result of one query block over a range of key blocks.
 struct Partial {
   float* O;  // [br, Dv], unnormalized
@@ -112,16 +127,7 @@ void forward_block(const AttnProblem& p, int64_t b, int64_t h, int64_t i0, int64
     const int64_t bc = std::min(kBc, k_end - j0);
     sgemm(false, true, br, bc, p.D, p.scale, q, p.q_sl, k + j0 * p.k_sl, p.k_sl, 0.f, S, kBc);
     mask_block(p, b, h, i0, br, j0, bc, S, kBc);
-    for (int64_t r = 0; r < br; ++r) {
-      float* s = S + r * kBc;
-      const float m_new = std::max(acc.m[r], max_of(s, bc));
-      const float rs = exp_row(s, bc, m_new);
-      if (m_new == -INFINITY) continue;  // nothing visible yet: O, l stay 0
-      const float alpha = acc.m[r] == -INFINITY ? 0.f : std::exp(acc.m[r] - m_new);
-      acc.l[r] = alpha * acc.l[r] + rs;
-      acc.m[r] = m_new;
-      if (alpha != 1.f) scale(acc.O + r * p.Dv, p.Dv, alpha);
-    }
+    online_softmax(S, br, bc, acc.m, acc.l, acc.O, p.Dv, p.Dv);
     if (p.dropout_p > 0.f) dropout_block(p, b, h, i0, br, j0, bc, S, kBc);
     sgemm(false, false, br, p.Dv, bc, 1.f, S, kBc, v + j0 * p.v_sl, p.v_sl, 1.f, acc.O, p.Dv);
   }
@@ -418,16 +424,7 @@ void attention_forward_flash_bf16(const AttnProblem& p, float* out) {
             qk_tile<1>(Qp.data() + r * dpairs, dpairs, kp + j0 + c, lk_pad, dpairs, p.scale, S.data() + r * kBc + c, kBc);
         }
         mask_block(p, b, h, i0, br, j0, bc, S.data(), kBc);
-        for (int64_t r = 0; r < br; ++r) {
-          float* s = S.data() + r * kBc;
-          const float m_new = std::max(m[r], max_of(s, bc));
-          const float rs = exp_row(s, bc, m_new);
-          if (m_new == -INFINITY) continue;
-          const float alpha = m[r] == -INFINITY ? 0.f : std::exp(m[r] - m_new);
-          l[r] = alpha * l[r] + rs;
-          m[r] = m_new;
-          if (alpha != 1.f) scale(O.data() + r * dv_pad, dv_pad, alpha);
-        }
+        online_softmax(S.data(), br, bc, m.data(), l.data(), O.data(), dv_pad, dv_pad);
         if (p.dropout_p > 0.f) dropout_block(p, b, h, i0, br, j0, bc, S.data(), kBc);
         // P → bf16 pairs (a zero pads an odd block)
         const int64_t upairs = (bc + 1) / 2;
