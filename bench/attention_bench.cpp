@@ -32,6 +32,13 @@ struct Inputs {
   }
 };
 
+qkv::AttentionOptions options(bool causal, qkv::AttentionBackend backend) {
+  qkv::AttentionOptions opt;
+  opt.is_causal = causal;
+  opt.backend = backend;
+  return opt;
+}
+
 double useful_flop(int64_t L, bool causal) {
   return 4.0 * kBatch * kHeads * L * L * kHeadDim * (causal ? 0.5 : 1.0);
 }
@@ -45,9 +52,7 @@ void set_counters(benchmark::State& state, double flop, int64_t base_bytes) {
 void bm_forward(benchmark::State& state, bool causal, qkv::AttentionBackend backend) {
   const int64_t L = state.range(0);
   Inputs in(L);
-  qkv::AttentionOptions opt;
-  opt.is_causal = causal;
-  opt.backend = backend;
+  const qkv::AttentionOptions opt = options(causal, backend);
   const int64_t base = qkv::allocated_bytes();
   qkv::reset_peak_bytes();
   for (auto _ : state) {
@@ -62,9 +67,7 @@ void bm_forward_backward(benchmark::State& state, bool causal, qkv::AttentionBac
   const int64_t L = state.range(0);
   Inputs in(L);
   in.q.requires_grad_(), in.k.requires_grad_(), in.v.requires_grad_();
-  qkv::AttentionOptions opt;
-  opt.is_causal = causal;
-  opt.backend = backend;
+  const qkv::AttentionOptions opt = options(causal, backend);
   const int64_t base = qkv::allocated_bytes();
   qkv::reset_peak_bytes();
   for (auto _ : state) {

@@ -126,6 +126,20 @@ AttentionResult sdpa(const Tensor& q, const Tensor& kk, const Tensor& v, const A
                      bool need_weights) {
   QKV_CHECK(opt.compute_dtype == DType::f32 || opt.compute_dtype == DType::bf16,
             "scaled_dot_product_attention: compute_dtype must be f32 or bf16, got ", dtype_name(opt.compute_dtype));
+  if (opt.compute_dtype == DType::bf16) {
+    QKV_CHECK(!autograd::needs_grad({q, kk, v, opt.attn_mask}),
+              "scaled_dot_product_attention: bf16 compute is forward-only (inference); run under NoGradGuard or use f32");
+    QKV_CHECK(!need_weights && opt.backend != AttentionBackend::reference,
+              "scaled_dot_product_attention: bf16 compute runs on the flash backend only (no attention weights)");
+    if (!k::has_avx512_bf16()) {
+      // No AVX512_BF16 in this build: round the inputs to bf16 and compute in f32 (same rounding
+      // of the inputs, f32 products).
+      AttentionOptions o = opt;
+      o.compute_dtype = DType::f32;
+      auto round = [](const Tensor& t) { return t.to(DType::bf16).to(DType::f32); };
+      return sdpa(round(q), round(kk), round(v), o, false);
+    }
+  }
   Prepared r = prepare(q, kk, v, opt);
   const k::AttnProblem& p = r.p;
   const bool grad = autograd::needs_grad({q, kk, v, opt.attn_mask});
@@ -140,21 +154,7 @@ AttentionResult sdpa(const Tensor& q, const Tensor& kk, const Tensor& v, const A
   AttentionResult res;
 
   if (opt.compute_dtype == DType::bf16) {
-    QKV_CHECK(!grad, "scaled_dot_product_attention: bf16 compute is forward-only (inference); run under NoGradGuard "
-                     "or use f32");
-    QKV_CHECK(!need_weights && opt.backend != AttentionBackend::reference,
-              "scaled_dot_product_attention: bf16 compute runs on the flash backend only (no attention weights)");
-    if (k::has_avx512_bf16()) {
-      k::attention_forward_flash_bf16(p, out.data());
-    } else {
-      // No AVX512_BF16 in this build: round the inputs to bf16 and compute in f32 (same rounding of
-      // the inputs, f32 products).
-      AttentionOptions o = opt;
-      o.compute_dtype = DType::f32;
-      auto round = [](const Tensor& t) { return t.to(DType::bf16).to(DType::f32); };
-      res.output = sdpa(round(q), round(kk), round(v), o, false).output;
-      return res;
-    }
+    k::attention_forward_flash_bf16(p, out.data());
     res.output = out;
     return res;
   }

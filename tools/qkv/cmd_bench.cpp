@@ -51,7 +51,6 @@ double median_ms(int reps, F&& f) {
 }
 
 int run_bench_attention(const BenchArgs& a) {
-  QKV_CHECK(a.dtype == "f32" || a.dtype == "bf16", "bench attention: --dtype must be f32 or bf16, got ", a.dtype);
   const bool bf16 = a.dtype == "bf16";
   if (a.threads > 0) set_num_threads(a.threads);
   const int64_t Lk = a.kv_len ? a.kv_len : a.seq_len, Hkv = a.kv_heads ? a.kv_heads : a.heads;
@@ -129,7 +128,9 @@ void add_bench(CLI::App& app) {
       ->check(CLI::NonNegativeNumber);
   att->add_option("--head-dim,-d", args->head_dim, "head dimension")->capture_default_str()->check(CLI::PositiveNumber);
   att->add_flag("--causal", args->causal, "causal mask");
-  att->add_option("--dtype", args->dtype, "f32, or bf16 (forward only: bf16 products, f32 accumulation)")->capture_default_str();
+  att->add_option("--dtype", args->dtype, "f32, or bf16 (forward only: bf16 products, f32 accumulation)")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"f32", "bf16"}));
   att->add_option("--backend", args->backend, "flash (tiled, the default path) or reference (materializes Lq×Lk)")
       ->capture_default_str()
       ->check(CLI::IsMember({"flash", "reference"}));

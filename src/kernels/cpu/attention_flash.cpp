@@ -184,10 +184,13 @@ void attention_forward_flash(const AttnProblem& p, float* out, float* lse) {
   }
   if (ksplit == 1) return;
   // Merge the key splits: m = max m_s, l = Σ e^(m_s − m) l_s, O = Σ e^(m_s − m) O_s.
+  std::vector<float> O(static_cast<size_t>(kBr * p.Dv)), m(kBr), l(kBr);
   for (int64_t idx = 0; idx < items; ++idx) {
     const int64_t qb = nqb - 1 - idx % nqb, bh = idx / nqb, b = bh / p.H, h = bh % p.H;
     const int64_t i0 = qb * kBr, br = std::min(kBr, p.Lq - i0);
-    std::vector<float> O(static_cast<size_t>(br * p.Dv), 0.f), m(br, -INFINITY), l(br, 0.f);
+    std::fill(O.begin(), O.end(), 0.f);
+    std::fill(m.begin(), m.end(), -INFINITY);
+    std::fill(l.begin(), l.end(), 0.f);
     for (int64_t s = 0; s < ksplit; ++s) {
       const float* mem = partials.data() + static_cast<size_t>(idx * ksplit + s) * per_item;
       for (int64_t r = 0; r < br; ++r) m[r] = std::max(m[r], mem[kBr * p.Dv + r]);
@@ -253,11 +256,8 @@ void attention_backward_flash(const AttnProblem& p, const float* out, const floa
           for (int64_t r = 0; r < br; ++r) exp_row(S + r * kBc, bc, L[i0 + r]);
           // dP = (dO Vᵀ) ∘ Z/(1−p)
           sgemm(false, true, br, bc, p.Dv, 1.f, dO + i0 * p.Dv, p.Dv, v + j0 * p.v_sl, p.v_sl, 0.f, dP, kBc);
-          if (p.dropout_p > 0.f) {
-            dropout_block(p, b, h, i0, br, j0, bc, dP, kBc);
-            // dV += Wᵀ dO with W = P ∘ Z/(1−p): build W in place of S after using P below.
-          }
-          // dS = P ∘ (dP − D), kept in dP; W for dV goes to S.
+          if (p.dropout_p > 0.f) dropout_block(p, b, h, i0, br, j0, bc, dP, kBc);
+          // dS = P ∘ (dP − D), kept in dP; then W = P ∘ Z/(1−p) replaces P in S for dV.
           for (int64_t r = 0; r < br; ++r) {
             float* pr = S + r * kBc;
             float* dpr = dP + r * kBc;
