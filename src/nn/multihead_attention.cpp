@@ -1,7 +1,9 @@
 #include "qkv/nn/multihead_attention.h"
 
+#include <algorithm>
 #include <cmath>
 
+#include "qkv/autograd/grad_mode.h"
 #include "qkv/nn/init.h"
 #include "qkv/ops.h"
 
@@ -159,6 +161,115 @@ MultiheadAttention::Output MultiheadAttention::forward(const Tensor& query, cons
     res.output = batch_first ? out : out.transpose(0, 1);
   }
   return res;
+}
+
+// ---- decoding --------------------------------------------------------------------------------
+
+void KVCache::reorder(const std::vector<int64_t>& index) {
+  if (!k.defined()) return;
+  const int64_t B = k.size(0);
+  Tensor nk = Tensor::empty({static_cast<int64_t>(index.size()), k.size(1), k.size(2), k.size(3)});
+  Tensor nv = Tensor::empty({static_cast<int64_t>(index.size()), v.size(1), v.size(2), v.size(3)});
+  for (size_t i = 0; i < index.size(); ++i) {
+    QKV_CHECK(index[i] >= 0 && index[i] < B, "KVCache::reorder: index ", index[i], " out of range for batch ", B);
+    const auto j = static_cast<int64_t>(i);
+    nk.select(0, j).slice(1, 0, length).copy_(k.select(0, index[i]).slice(1, 0, length));
+    nv.select(0, j).slice(1, 0, length).copy_(v.select(0, index[i]).slice(1, 0, length));
+  }
+  k = nk, v = nv;
+}
+
+namespace {
+
+// Makes room for `extra` more positions, doubling the capacity when full.
+void grow(KVCache& c, int64_t B, int64_t H, int64_t D, int64_t Dv, int64_t extra) {
+  if (c.k.defined()) {
+    QKV_CHECK(c.k.size(0) == B && c.k.size(1) == H && c.k.size(3) == D, "KVCache: cache ", shape_str(c.k.shape()),
+              " does not match batch ", B, ", heads ", H, ", head_dim ", D);
+    if (c.length + extra <= c.capacity()) return;
+  }
+  const int64_t cap = std::max<int64_t>({c.length + extra, 2 * c.capacity(), int64_t{16}});
+  Tensor k = Tensor::empty({B, H, cap, D}), v = Tensor::empty({B, H, cap, Dv});
+  if (c.length > 0) {
+    k.slice(2, 0, c.length).copy_(c.keys());
+    v.slice(2, 0, c.length).copy_(c.values());
+  }
+  c.k = k, c.v = v;
+}
+
+}  // namespace
+
+Tensor MultiheadAttention::forward_cached(const Tensor& x, KVCache& cache) const {
+  NoGradGuard no_grad;
+  QKV_CHECK(x.dim() == 3 && x.size(2) == embed_dim, "MultiheadAttention::forward_cached: x ", shape_str(x.shape()),
+            " should be [B, T, ", embed_dim, "]");
+  QKV_CHECK(kdim == embed_dim && vdim == embed_dim, "MultiheadAttention::forward_cached: self-attention needs kdim = vdim = embed_dim");
+  const int64_t B = x.size(0), T = x.size(1), E = embed_dim, H = num_heads, D = head_dim;
+  Tensor Q, K, V;
+  if (in_proj_weight.defined()) {
+    std::vector<Tensor> qkv = chunk(linear(x, in_proj_weight, in_proj_bias), 3, -1);
+    Q = qkv[0], K = qkv[1], V = qkv[2];
+  } else {
+    Tensor bq, bk, bv;
+    if (in_proj_bias.defined())
+      bq = in_proj_bias.slice(0, 0, E), bk = in_proj_bias.slice(0, E, 2 * E), bv = in_proj_bias.slice(0, 2 * E, 3 * E);
+    Q = linear(x, q_proj_weight, bq), K = linear(x, k_proj_weight, bk), V = linear(x, v_proj_weight, bv);
+  }
+  grow(cache, B, H, D, D, T);
+  const int64_t past = cache.length;
+  cache.k.slice(2, past, past + T).copy_(K.view({B, T, H, D}).transpose(1, 2));
+  cache.v.slice(2, past, past + T).copy_(V.view({B, T, H, D}).transpose(1, 2));
+  cache.length = past + T;
+
+  AttentionOptions opt;
+  if (T > 1 && past == 0) {
+    opt.is_causal = true;
+  } else if (T > 1) {  // query i (position past+i) sees keys 0 … past+i: causal, aligned bottom-right
+    std::vector<bool> allowed(static_cast<size_t>(T * (past + T)));
+    for (int64_t i = 0; i < T; ++i)
+      for (int64_t j = 0; j < past + T; ++j) allowed[static_cast<size_t>(i * (past + T) + j)] = j <= past + i;
+    opt.attn_mask = Tensor::from_bools(allowed, {T, past + T});
+  }
+  Tensor attn = scaled_dot_product_attention(Q.view({B, T, H, D}).transpose(1, 2), cache.keys(), cache.values(), opt);
+  return out_proj->forward(attn.transpose(1, 2).reshape({B, T, E}));
+}
+
+KVCache MultiheadAttention::project_kv(const Tensor& key, const Tensor& value) const {
+  NoGradGuard no_grad;
+  QKV_CHECK(key.dim() == 3 && value.dim() == 3 && key.size(2) == kdim && value.size(2) == vdim &&
+                key.size(0) == value.size(0) && key.size(1) == value.size(1),
+            "MultiheadAttention::project_kv: key ", shape_str(key.shape()), " / value ", shape_str(value.shape()),
+            " should be [B, S, ", kdim, "] / [B, S, ", vdim, "]");
+  const int64_t B = key.size(0), S = key.size(1), E = embed_dim, H = num_heads, D = head_dim;
+  Tensor bk, bv, K, V;
+  if (in_proj_bias.defined()) bk = in_proj_bias.slice(0, E, 2 * E), bv = in_proj_bias.slice(0, 2 * E, 3 * E);
+  if (in_proj_weight.defined()) {
+    K = linear(key, in_proj_weight.slice(0, E, 2 * E), bk);
+    V = linear(value, in_proj_weight.slice(0, 2 * E, 3 * E), bv);
+  } else {
+    K = linear(key, k_proj_weight, bk), V = linear(value, v_proj_weight, bv);
+  }
+  KVCache c;
+  c.k = K.view({B, S, H, D}).transpose(1, 2).contiguous();
+  c.v = V.view({B, S, H, D}).transpose(1, 2).contiguous();
+  c.length = S;
+  return c;
+}
+
+Tensor MultiheadAttention::forward_cross_cached(const Tensor& query, const KVCache& kv,
+                                                const Tensor& key_padding_mask) const {
+  NoGradGuard no_grad;
+  QKV_CHECK(query.dim() == 3 && query.size(2) == embed_dim && query.size(0) == kv.batch(),
+            "MultiheadAttention::forward_cross_cached: query ", shape_str(query.shape()), " should be [", kv.batch(),
+            ", T, ", embed_dim, "]");
+  const int64_t B = query.size(0), T = query.size(1), E = embed_dim, H = num_heads, D = head_dim;
+  Tensor bq;
+  if (in_proj_bias.defined()) bq = in_proj_bias.slice(0, 0, E);
+  Tensor Q = linear(query, in_proj_weight.defined() ? in_proj_weight.slice(0, 0, E) : q_proj_weight, bq);
+  AttentionOptions opt;
+  opt.attn_mask = merge_masks(Tensor(), key_padding_mask, B, H, T, kv.length);
+  Tensor attn = scaled_dot_product_attention(Q.view({B, T, H, D}).transpose(1, 2), kv.keys(), kv.values(), opt);
+  return out_proj->forward(attn.transpose(1, 2).reshape({B, T, E}));
 }
 
 }  // namespace qkv::nn

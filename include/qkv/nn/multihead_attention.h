@@ -17,6 +17,21 @@
 
 namespace qkv::nn {
 
+// The keys and values of the past, per head, for decoding without recomputation (seed 004, "KV
+// caching"): k [B, H, capacity, D], v [B, H, capacity, Dv], positions 0..length−1 filled. The
+// capacity grows (doubling) as steps are appended.
+struct KVCache {
+  Tensor k, v;
+  int64_t length = 0;
+  int64_t batch() const { return k.defined() ? k.size(0) : 0; }
+  int64_t capacity() const { return k.defined() ? k.size(2) : 0; }
+  // Keeps batch rows `index` (in that order, repeats allowed): beam search reorders hypotheses.
+  void reorder(const std::vector<int64_t>& index);
+  // The filled part, [B, H, length, D] views.
+  Tensor keys() const { return k.slice(2, 0, length); }
+  Tensor values() const { return v.slice(2, 0, length); }
+};
+
 class MultiheadAttention : public Module {
  public:
   MultiheadAttention(int64_t embed_dim, int64_t num_heads, float dropout = 0.f, bool bias = true, int64_t kdim = 0,
@@ -30,6 +45,16 @@ class MultiheadAttention : public Module {
   Output forward(const Tensor& query, const Tensor& key, const Tensor& value, const Tensor& key_padding_mask = Tensor(),
                  bool need_weights = true, const Tensor& attn_mask = Tensor(), bool average_attn_weights = true,
                  bool is_causal = false) const;
+
+  // ---- decoding (no tape; batch_first layout [B, T, E] whatever batch_first says) --------------
+  // Self-attention of x [B, T, E] at positions cache.length … cache.length+T−1: appends this step's
+  // keys and values to the cache and attends causally to everything cached (query i sees keys
+  // 0 … cache.length+i). Equal to forward(x, x, x, is_causal) over the whole sequence, row by row.
+  Tensor forward_cached(const Tensor& x, KVCache& cache) const;
+  // K and V of a memory [B, S, kdim/vdim], computed once (cross-attention while decoding).
+  KVCache project_kv(const Tensor& key, const Tensor& value) const;
+  // Cross-attention of query [B, T, E] over precomputed K/V; key_padding_mask [B, S] (true = pad).
+  Tensor forward_cross_cached(const Tensor& query, const KVCache& kv, const Tensor& key_padding_mask = Tensor()) const;
 
   int64_t embed_dim, num_heads, head_dim, kdim, vdim;
   float dropout;

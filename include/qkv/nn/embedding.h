@@ -1,0 +1,31 @@
+// Embedding(num_embeddings, embedding_dim, padding_idx) and LayerNorm(normalized_shape, eps,
+// elementwise_affine, bias), as torch.nn: the weight of Embedding is drawn from N(0, 1) (PyTorch's
+// default; the padding row is zero), LayerNorm starts at weight 1, bias 0.
+#pragma once
+
+#include "qkv/core/rng.h"
+#include "qkv/nn/module.h"
+
+namespace qkv::nn {
+
+class Embedding : public Module {
+ public:
+  Embedding(int64_t num_embeddings, int64_t embedding_dim, int64_t padding_idx = -1, Generator* gen = nullptr);
+  // ids: i32 of any shape → [..., embedding_dim]
+  Tensor forward(const Tensor& ids) const;
+
+  int64_t num_embeddings, embedding_dim, padding_idx;
+  Tensor weight;  // [num_embeddings, embedding_dim]
+};
+
+class LayerNorm : public Module {
+ public:
+  explicit LayerNorm(int64_t normalized_shape, float eps = 1e-5f, bool elementwise_affine = true, bool bias = true);
+  Tensor forward(const Tensor& x) const;
+
+  int64_t normalized_shape;
+  float eps;
+  Tensor weight, bias;  // [normalized_shape]; undefined when not affine / without bias
+};
+
+}  // namespace qkv::nn

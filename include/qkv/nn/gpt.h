@@ -1,0 +1,51 @@
+// GPT: a decoder-only Transformer language model (seed 000: "a mask ensures each position can only
+// see its past … N predictions in parallel with the cost of one forward pass"), as nanoGPT:
+//
+//   x₀ = wte[idx] + wpe[pos]                         token + learned position embeddings
+//   xₗ = Block(xₗ₋₁),  l = 1 … n_layer               pre-LN TransformerEncoderLayer, causal, GELU, 4× MLP
+//   logits = LN_f(x_L) wteᵀ                          output head tied to the token embedding
+//
+// The blocks are the encoder–decoder's TransformerEncoderLayer (norm_first, activation gelu), not a
+// second copy. Parameter names: wte.weight, wpe.weight, h.{i}.(self_attn|linear1|linear2|norm1|
+// norm2).*, ln_f.* — the mapping to nanoGPT's names is in docs/ARCHITECTURE.md.
+#pragma once
+
+#include <nlohmann/json_fwd.hpp>
+
+#include "qkv/nn/transformer_layer.h"
+
+namespace qkv::nn {
+
+struct GPTConfig {
+  int64_t vocab_size = 65, block_size = 64, n_layer = 4, n_head = 4, n_embd = 128;
+  float dropout = 0.f;
+  bool bias = false;  // biases in Linear layers and LayerNorms (nanoGPT's default: none)
+
+  nlohmann::json to_json() const;
+  static GPTConfig from_json(const nlohmann::json& j);  // unknown keys and bad values: a clear error
+};
+
+class GPT : public Module {
+ public:
+  explicit GPT(const GPTConfig& config, Generator* gen = nullptr);
+
+  // idx: i32 [B, T], T ≤ block_size → logits [B, T, vocab_size]
+  Tensor forward(const Tensor& idx) const;
+  // Mean next-token cross-entropy of forward(idx) against targets [B, T] (i32).
+  Tensor loss(const Tensor& idx, const Tensor& targets) const;
+
+  // Decoding without recomputation: idx [B, T] at positions caches[0].length …; appends to the
+  // caches (one per layer) and returns the logits of the last position, [B, vocab_size].
+  Tensor forward_cached(const Tensor& idx, std::vector<KVCache>& caches) const;
+
+  GPTConfig config;
+  std::shared_ptr<Embedding> wte, wpe;
+  std::vector<std::shared_ptr<TransformerEncoderLayer>> h;
+  std::shared_ptr<LayerNorm> ln_f;
+
+ private:
+  Tensor embed(const Tensor& idx, int64_t pos0) const;
+  Generator* gen_;
+};
+
+}  // namespace qkv::nn

@@ -1,0 +1,86 @@
+// TransformerEncoderLayer and TransformerDecoderLayer, as torch.nn (same arguments, same parameter
+// names, same order of operations), the blocks both the encoder–decoder Transformer and the GPT are
+// built from (seeds 003–004, "Attention Is All You Need" §3.1):
+//
+//   post-LN (the paper):   x = LN(x + Dropout(Sublayer(x)))        for each sublayer
+//   pre-LN (norm_first):   x = x + Dropout(Sublayer(LN(x)))
+//
+//   encoder sublayers: self-attention, feed-forward
+//   decoder sublayers: masked self-attention, cross-attention over the encoder output, feed-forward
+//   FFN(x) = W₂ Dropout(act(W₁ x + b₁)) + b₂,   act = ReLU (the paper) or GELU
+//
+// Parameters: self_attn.*, [multihead_attn.*,] linear1.{weight,bias}, linear2.*, norm1.*, norm2.*
+// [, norm3.*] — a PyTorch state_dict loads one to one. Layouts follow batch_first.
+#pragma once
+
+#include <string>
+
+#include "qkv/nn/embedding.h"
+#include "qkv/nn/multihead_attention.h"
+
+namespace qkv::nn {
+
+struct TransformerLayerOptions {
+  int64_t d_model = 512, nhead = 8, dim_feedforward = 2048;
+  float dropout = 0.1f;
+  std::string activation = "relu";  // "relu" | "gelu" (exact) | "gelu_tanh"
+  float layer_norm_eps = 1e-5f;
+  bool batch_first = true;
+  bool norm_first = false;  // false: post-LN as the paper; true: pre-LN (GPT-2 style)
+  bool bias = true;         // biases of the linear layers, attention projections and LayerNorms
+};
+
+// The feed-forward sublayer FFN(x) = W₂ Dropout(act(W₁ x + b₁)) + b₂ (dropout = the layer's).
+Tensor feed_forward(const Tensor& x, const Linear& linear1, const Linear& linear2, const std::string& activation,
+                    float dropout_p, bool training, Generator* gen);
+
+class TransformerEncoderLayer : public Module {
+ public:
+  explicit TransformerEncoderLayer(const TransformerLayerOptions& opt, Generator* gen = nullptr);
+
+  // src [B, L, E] (batch_first) or [L, B, E]. src_mask [L, L] / [B·H, L, L] and
+  // src_key_padding_mask [B, L] as MultiheadAttention (true = may NOT attend). weights_out, when
+  // given, receives the self-attention weights [B, H, L, L] (the reference kernel then runs).
+  Tensor forward(const Tensor& src, const Tensor& src_mask = Tensor(), const Tensor& src_key_padding_mask = Tensor(),
+                 bool is_causal = false, Tensor* weights_out = nullptr) const;
+
+  // Decoding (no tape): x [B, T, E] at positions cache.length…+T−1, causal over everything cached.
+  Tensor forward_cached(const Tensor& x, KVCache& cache) const;
+
+  TransformerLayerOptions opt;
+  std::shared_ptr<MultiheadAttention> self_attn;
+  std::shared_ptr<Linear> linear1, linear2;
+  std::shared_ptr<LayerNorm> norm1, norm2;
+
+ private:
+  Tensor drop(const Tensor& x) const;
+  Generator* gen_;
+};
+
+class TransformerDecoderLayer : public Module {
+ public:
+  explicit TransformerDecoderLayer(const TransformerLayerOptions& opt, Generator* gen = nullptr);
+
+  // tgt [B, T, E], memory [B, S, E] (batch_first). Masks as torch.nn.TransformerDecoderLayer.
+  // self_weights_out / cross_weights_out, when given, receive [B, H, T, T] / [B, H, T, S].
+  Tensor forward(const Tensor& tgt, const Tensor& memory, const Tensor& tgt_mask = Tensor(),
+                 const Tensor& memory_mask = Tensor(), const Tensor& tgt_key_padding_mask = Tensor(),
+                 const Tensor& memory_key_padding_mask = Tensor(), bool tgt_is_causal = false,
+                 Tensor* self_weights_out = nullptr, Tensor* cross_weights_out = nullptr) const;
+
+  // Decoding (no tape): x [B, T, E]; self_cache grows by T; cross holds K/V of the memory, computed
+  // once per source by multihead_attn->project_kv(memory). memory_key_padding_mask [B, S].
+  Tensor forward_cached(const Tensor& x, KVCache& self_cache, const KVCache& cross,
+                        const Tensor& memory_key_padding_mask = Tensor()) const;
+
+  TransformerLayerOptions opt;
+  std::shared_ptr<MultiheadAttention> self_attn, multihead_attn;
+  std::shared_ptr<Linear> linear1, linear2;
+  std::shared_ptr<LayerNorm> norm1, norm2, norm3;
+
+ private:
+  Tensor drop(const Tensor& x) const;
+  Generator* gen_;
+};
+
+}  // namespace qkv::nn

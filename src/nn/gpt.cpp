@@ -1,0 +1,104 @@
+#include "qkv/nn/gpt.h"
+
+#include <cmath>
+#include <nlohmann/json.hpp>
+
+#include "qkv/autograd/grad_mode.h"
+#include "qkv/core/error.h"
+#include "qkv/nn/init.h"
+#include "qkv/ops.h"
+
+namespace qkv::nn {
+
+nlohmann::json GPTConfig::to_json() const {
+  return {{"vocab_size", vocab_size}, {"block_size", block_size}, {"n_layer", n_layer}, {"n_head", n_head},
+          {"n_embd", n_embd},         {"dropout", dropout},       {"bias", bias}};
+}
+
+GPTConfig GPTConfig::from_json(const nlohmann::json& j) {
+  QKV_CHECK(j.is_object(), "GPT config: expected a JSON object, got ", j.dump());
+  GPTConfig c;
+  for (auto& [key, v] : j.items()) {
+    auto num = [&](int64_t& dst) {
+      QKV_CHECK(v.is_number_integer() && v.get<int64_t>() > 0, "GPT config: \"", key,
+                "\" must be a positive integer, got ", v.dump());
+      dst = v.get<int64_t>();
+    };
+    if (key == "vocab_size") num(c.vocab_size);
+    else if (key == "block_size") num(c.block_size);
+    else if (key == "n_layer") num(c.n_layer);
+    else if (key == "n_head") num(c.n_head);
+    else if (key == "n_embd") num(c.n_embd);
+    else if (key == "dropout") {
+      QKV_CHECK(v.is_number() && v.get<double>() >= 0 && v.get<double>() < 1, "GPT config: \"dropout\" must be in [0, 1), got ", v.dump());
+      c.dropout = v.get<float>();
+    } else if (key == "bias") {
+      QKV_CHECK(v.is_boolean(), "GPT config: \"bias\" must be true or false, got ", v.dump());
+      c.bias = v.get<bool>();
+    } else {
+      QKV_CHECK(false, "GPT config: unknown key \"", key,
+                "\" (expected vocab_size, block_size, n_layer, n_head, n_embd, dropout, bias)");
+    }
+  }
+  QKV_CHECK(c.n_embd % c.n_head == 0, "GPT config: n_embd ", c.n_embd, " must be a multiple of n_head ", c.n_head);
+  return c;
+}
+
+GPT::GPT(const GPTConfig& c, Generator* gen) : config(c), gen_(gen) {
+  Generator& g = gen ? *gen : default_generator();
+  wte = register_module("wte", std::make_shared<Embedding>(c.vocab_size, c.n_embd, -1, &g));
+  wpe = register_module("wpe", std::make_shared<Embedding>(c.block_size, c.n_embd, -1, &g));
+  TransformerLayerOptions o;
+  o.d_model = c.n_embd, o.nhead = c.n_head, o.dim_feedforward = 4 * c.n_embd, o.dropout = c.dropout;
+  o.activation = "gelu", o.norm_first = true, o.bias = c.bias, o.batch_first = true;
+  for (int64_t i = 0; i < c.n_layer; ++i)
+    h.push_back(register_module("h." + std::to_string(i), std::make_shared<TransformerEncoderLayer>(o, gen)));
+  ln_f = register_module("ln_f", std::make_shared<LayerNorm>(c.n_embd, 1e-5f, true, c.bias));
+
+  // nanoGPT's initialization: N(0, 0.02) for every weight matrix and embedding, zero biases, and
+  // N(0, 0.02/√(2·n_layer)) for the projections that write into the residual stream.
+  for (auto& [name, p] : named_parameters()) {
+    Tensor t = p.detach();
+    const bool residual_proj = name.ends_with("out_proj.weight") || name.ends_with("linear2.weight");
+    if (name.ends_with("norm1.weight") || name.ends_with("norm2.weight") || name == "ln_f.weight") continue;
+    if (p.dim() >= 2)
+      init::normal_(t, g, 0.f, residual_proj ? 0.02f / std::sqrt(2.f * static_cast<float>(c.n_layer)) : 0.02f);
+    else
+      init::zeros_(t);
+  }
+}
+
+// x₀ = Dropout(wte[idx] + wpe[pos0 … pos0+T−1])
+Tensor GPT::embed(const Tensor& idx, int64_t pos0) const {
+  QKV_CHECK(idx.dim() == 2 && idx.dtype() == DType::i32, "GPT: idx must be i32 [B, T], got ", shape_str(idx.shape()));
+  const int64_t T = idx.size(1);
+  QKV_CHECK(T >= 1 && pos0 + T <= config.block_size, "GPT: positions ", pos0, " … ", pos0 + T - 1,
+            " exceed block_size ", config.block_size);
+  Tensor pos = wpe->weight.slice(0, pos0, pos0 + T);
+  return dropout(wte->forward(idx) + pos, config.dropout, is_training(), gen_);
+}
+
+Tensor GPT::forward(const Tensor& idx) const {
+  Tensor x = embed(idx, 0);
+  for (auto& block : h) x = block->forward(x, Tensor(), Tensor(), /*is_causal=*/true);
+  // logits = LN_f(x) wteᵀ
+  return linear(ln_f->forward(x), wte->weight);
+}
+
+Tensor GPT::loss(const Tensor& idx, const Tensor& targets) const {
+  Tensor logits = forward(idx);
+  QKV_CHECK(targets.shape() == idx.shape(), "GPT::loss: targets ", shape_str(targets.shape()), " should match idx ",
+            shape_str(idx.shape()));
+  return cross_entropy(logits.reshape({-1, config.vocab_size}), targets.reshape({-1}));
+}
+
+Tensor GPT::forward_cached(const Tensor& idx, std::vector<KVCache>& caches) const {
+  NoGradGuard no_grad;
+  if (caches.size() != h.size()) caches.assign(h.size(), KVCache{});
+  Tensor x = embed(idx, caches[0].length);
+  for (size_t i = 0; i < h.size(); ++i) x = h[i]->forward_cached(x, caches[i]);
+  const int64_t T = idx.size(1);
+  return linear(ln_f->forward(x.select(1, T - 1)), wte->weight);  // the last position only
+}
+
+}  // namespace qkv::nn

@@ -1,0 +1,151 @@
+#include "qkv/nn/transformer_layer.h"
+
+#include "qkv/autograd/grad_mode.h"
+#include "qkv/core/error.h"
+#include "qkv/ops.h"
+
+namespace qkv::nn {
+
+namespace {
+
+void check_options(const TransformerLayerOptions& o, const char* who) {
+  QKV_CHECK(o.d_model > 0 && o.nhead > 0 && o.d_model % o.nhead == 0, who, ": d_model ", o.d_model,
+            " must be a positive multiple of nhead ", o.nhead);
+  QKV_CHECK(o.dim_feedforward > 0, who, ": dim_feedforward must be positive, got ", o.dim_feedforward);
+  QKV_CHECK(o.dropout >= 0.f && o.dropout < 1.f, who, ": dropout must be in [0, 1), got ", o.dropout);
+  QKV_CHECK(o.activation == "relu" || o.activation == "gelu" || o.activation == "gelu_tanh", who,
+            ": activation must be relu, gelu or gelu_tanh, got \"", o.activation, "\"");
+}
+
+Tensor activate(const Tensor& x, const std::string& act) {
+  if (act == "relu") return relu(x);
+  return gelu(x, act == "gelu_tanh" ? "tanh" : "none");
+}
+
+// The [B, L, E] view the layers compute on, and back.
+Tensor to_batch_first(const Tensor& x, bool batch_first) {
+  return batch_first || x.dim() != 3 ? x : x.transpose(0, 1);
+}
+
+}  // namespace
+
+// FFN(x) = W₂ Dropout(act(W₁ x + b₁)) + b₂
+Tensor feed_forward(const Tensor& x, const Linear& linear1, const Linear& linear2, const std::string& activation,
+                    float p, bool training, Generator* gen) {
+  return linear2.forward(dropout(activate(linear1.forward(x), activation), p, training, gen));
+}
+
+// ---- encoder layer ------------------------------------------------------------------------------
+
+TransformerEncoderLayer::TransformerEncoderLayer(const TransformerLayerOptions& o, Generator* gen)
+    : opt(o), gen_(gen) {
+  check_options(o, "TransformerEncoderLayer");
+  self_attn = register_module("self_attn", std::make_shared<MultiheadAttention>(o.d_model, o.nhead, o.dropout, o.bias,
+                                                                               0, 0, /*batch_first=*/true, gen));
+  linear1 = register_module("linear1", std::make_shared<Linear>(o.d_model, o.dim_feedforward, o.bias, gen));
+  linear2 = register_module("linear2", std::make_shared<Linear>(o.dim_feedforward, o.d_model, o.bias, gen));
+  norm1 = register_module("norm1", std::make_shared<LayerNorm>(o.d_model, o.layer_norm_eps, true, o.bias));
+  norm2 = register_module("norm2", std::make_shared<LayerNorm>(o.d_model, o.layer_norm_eps, true, o.bias));
+}
+
+Tensor TransformerEncoderLayer::drop(const Tensor& x) const { return dropout(x, opt.dropout, is_training(), gen_); }
+
+Tensor TransformerEncoderLayer::forward(const Tensor& src, const Tensor& src_mask, const Tensor& kpm, bool is_causal,
+                                        Tensor* weights_out) const {
+  Tensor x = to_batch_first(src, opt.batch_first);
+  // SA(x) = Dropout(MultiHead(x, x, x))
+  auto sa = [&](const Tensor& h) {
+    auto r = self_attn->forward(h, h, h, kpm, weights_out != nullptr, src_mask, false, is_causal);
+    if (weights_out) *weights_out = r.weights;
+    return drop(r.output);
+  };
+  // FF(x) = Dropout(FFN(x))
+  auto ff = [&](const Tensor& h) {
+    return drop(feed_forward(h, *linear1, *linear2, opt.activation, opt.dropout, is_training(), gen_));
+  };
+  if (opt.norm_first) {
+    x = x + sa(norm1->forward(x));  // x + SA(LN(x))
+    x = x + ff(norm2->forward(x));  // x + FF(LN(x))
+  } else {
+    x = norm1->forward(x + sa(x));  // LN(x + SA(x))
+    x = norm2->forward(x + ff(x));  // LN(x + FF(x))
+  }
+  return to_batch_first(x, opt.batch_first);
+}
+
+Tensor TransformerEncoderLayer::forward_cached(const Tensor& x, KVCache& cache) const {
+  NoGradGuard no_grad;
+  auto ff = [&](const Tensor& h) { return feed_forward(h, *linear1, *linear2, opt.activation, 0.f, false, nullptr); };
+  if (opt.norm_first) {
+    Tensor y = x + self_attn->forward_cached(norm1->forward(x), cache);
+    return y + ff(norm2->forward(y));
+  }
+  Tensor y = norm1->forward(x + self_attn->forward_cached(x, cache));
+  return norm2->forward(y + ff(y));
+}
+
+// ---- decoder layer ------------------------------------------------------------------------------
+
+TransformerDecoderLayer::TransformerDecoderLayer(const TransformerLayerOptions& o, Generator* gen)
+    : opt(o), gen_(gen) {
+  check_options(o, "TransformerDecoderLayer");
+  self_attn = register_module("self_attn", std::make_shared<MultiheadAttention>(o.d_model, o.nhead, o.dropout, o.bias,
+                                                                               0, 0, /*batch_first=*/true, gen));
+  multihead_attn = register_module(
+      "multihead_attn", std::make_shared<MultiheadAttention>(o.d_model, o.nhead, o.dropout, o.bias, 0, 0, true, gen));
+  linear1 = register_module("linear1", std::make_shared<Linear>(o.d_model, o.dim_feedforward, o.bias, gen));
+  linear2 = register_module("linear2", std::make_shared<Linear>(o.dim_feedforward, o.d_model, o.bias, gen));
+  norm1 = register_module("norm1", std::make_shared<LayerNorm>(o.d_model, o.layer_norm_eps, true, o.bias));
+  norm2 = register_module("norm2", std::make_shared<LayerNorm>(o.d_model, o.layer_norm_eps, true, o.bias));
+  norm3 = register_module("norm3", std::make_shared<LayerNorm>(o.d_model, o.layer_norm_eps, true, o.bias));
+}
+
+Tensor TransformerDecoderLayer::drop(const Tensor& x) const { return dropout(x, opt.dropout, is_training(), gen_); }
+
+Tensor TransformerDecoderLayer::forward(const Tensor& tgt, const Tensor& memory_in, const Tensor& tgt_mask,
+                                        const Tensor& memory_mask, const Tensor& tgt_kpm, const Tensor& memory_kpm,
+                                        bool tgt_is_causal, Tensor* self_w, Tensor* cross_w) const {
+  Tensor x = to_batch_first(tgt, opt.batch_first);
+  Tensor memory = to_batch_first(memory_in, opt.batch_first);
+  // SA(x) = Dropout(MaskedMultiHead(x, x, x))
+  auto sa = [&](const Tensor& h) {
+    auto r = self_attn->forward(h, h, h, tgt_kpm, self_w != nullptr, tgt_mask, false, tgt_is_causal);
+    if (self_w) *self_w = r.weights;
+    return drop(r.output);
+  };
+  // CA(x) = Dropout(MultiHead(x, memory, memory))
+  auto ca = [&](const Tensor& h) {
+    auto r = multihead_attn->forward(h, memory, memory, memory_kpm, cross_w != nullptr, memory_mask, false);
+    if (cross_w) *cross_w = r.weights;
+    return drop(r.output);
+  };
+  auto ff = [&](const Tensor& h) {
+    return drop(feed_forward(h, *linear1, *linear2, opt.activation, opt.dropout, is_training(), gen_));
+  };
+  if (opt.norm_first) {
+    x = x + sa(norm1->forward(x));
+    x = x + ca(norm2->forward(x));
+    x = x + ff(norm3->forward(x));
+  } else {
+    x = norm1->forward(x + sa(x));
+    x = norm2->forward(x + ca(x));
+    x = norm3->forward(x + ff(x));
+  }
+  return to_batch_first(x, opt.batch_first);
+}
+
+Tensor TransformerDecoderLayer::forward_cached(const Tensor& x, KVCache& self_cache, const KVCache& cross,
+                                               const Tensor& memory_kpm) const {
+  NoGradGuard no_grad;
+  auto ff = [&](const Tensor& h) { return feed_forward(h, *linear1, *linear2, opt.activation, 0.f, false, nullptr); };
+  if (opt.norm_first) {
+    Tensor y = x + self_attn->forward_cached(norm1->forward(x), self_cache);
+    y = y + multihead_attn->forward_cross_cached(norm2->forward(y), cross, memory_kpm);
+    return y + ff(norm3->forward(y));
+  }
+  Tensor y = norm1->forward(x + self_attn->forward_cached(x, self_cache));
+  y = norm2->forward(y + multihead_attn->forward_cross_cached(y, cross, memory_kpm));
+  return norm3->forward(y + ff(y));
+}
+
+}  // namespace qkv::nn
