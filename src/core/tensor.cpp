@@ -1,5 +1,6 @@
 #include "qkv/core/tensor.h"
 
+#include <algorithm>
 #include <atomic>
 #include <cmath>
 #include <cstdlib>
@@ -290,6 +291,49 @@ Tensor Tensor::as_strided(const Shape& shp, const Shape& st, int64_t off) const 
   return v;
 }
 
+// dst[i] = src[i] over `shape` with element strides ds / ss (ss may hold 0s: broadcast). Dims that
+// are contiguous in both are merged first, so a transpose-copy runs as a few long inner loops.
+static void copy_strided_f32(float* dst, Shape ds, const float* src, Shape ss, Shape shape) {
+  // drop size-1 dims, then merge dim d into d+1 when both strides allow it
+  Shape sh, a, b;
+  for (size_t d = 0; d < shape.size(); ++d)
+    if (shape[d] != 1) sh.push_back(shape[d]), a.push_back(ds[d]), b.push_back(ss[d]);
+  if (sh.empty()) {
+    dst[0] = src[0];
+    return;
+  }
+  Shape csh = {sh[0]}, ca = {a[0]}, cb = {b[0]};
+  for (size_t d = 1; d < sh.size(); ++d) {
+    if (ca.back() == a[d] * sh[d] && cb.back() == b[d] * sh[d]) {
+      csh.back() *= sh[d], ca.back() = a[d], cb.back() = b[d];
+    } else {
+      csh.push_back(sh[d]), ca.push_back(a[d]), cb.push_back(b[d]);
+    }
+  }
+  const int nd = static_cast<int>(csh.size());
+  const int64_t inner = csh[nd - 1], ia = ca[nd - 1], ib = cb[nd - 1];
+  const int64_t outer = numel_of(csh) / inner;
+  parallel_for(outer, std::max<int64_t>(1, (1 << 16) / std::max<int64_t>(inner, 1)), [&](int64_t lo, int64_t hi) {
+    for (int64_t o = lo; o < hi; ++o) {
+      int64_t rem = o, offa = 0, offb = 0;
+      for (int d = nd - 2; d >= 0; --d) {
+        const int64_t i = rem % csh[d];
+        rem /= csh[d];
+        offa += i * ca[d], offb += i * cb[d];
+      }
+      float* __restrict__ y = dst + offa;
+      const float* __restrict__ x = src + offb;
+      if (ia == 1 && ib == 1) {
+        std::memcpy(y, x, static_cast<size_t>(inner) * sizeof(float));
+      } else if (ia == 1 && ib == 0) {
+        std::fill(y, y + inner, x[0]);
+      } else {
+        for (int64_t i = 0; i < inner; ++i) y[i * ia] = x[i * ib];
+      }
+    }
+  });
+}
+
 void Tensor::copy_(const Tensor& src) {
   Shape bst = broadcast_strides(src, shape());
   const void* sbase = static_cast<const char*>(src.impl().storage->data) + src.offset() * dtype_size(src.dtype());
@@ -297,6 +341,10 @@ void Tensor::copy_(const Tensor& src) {
   DType st = src.dtype(), dt = dtype();
   if (st == DType::f32 && dt == DType::f32 && is_contiguous() && src.is_contiguous() && src.shape() == shape()) {
     std::memcpy(dbase, sbase, static_cast<size_t>(numel()) * 4);
+    return;
+  }
+  if (st == DType::f32 && dt == DType::f32) {
+    copy_strided_f32(static_cast<float*>(dbase), strides(), static_cast<const float*>(sbase), bst, shape());
     return;
   }
   // Gather src offsets in our row-major order, then scatter to our own strided offsets.

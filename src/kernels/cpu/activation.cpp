@@ -4,6 +4,7 @@
 
 #include "qkv/core/parallel.h"
 #include "qkv/core/rng.h"
+#include "qkv/kernels/cpu/vec.h"
 
 namespace qkv::kernels::cpu {
 
@@ -34,7 +35,14 @@ void gelu_forward(const float* x, float* y, int64_t n, bool tanh_approx) {
         y[i] = 0.5f * v * (1.f + std::tanh(kSqrt2OverPi * (v + 0.044715f * v * v * v)));
       }
     } else {
-      for (int64_t i = b; i < e; ++i) y[i] = 0.5f * x[i] * (1.f + std::erf(x[i] * kSqrt1_2));
+      int64_t i = b;
+#if QKV_AVX512
+      for (; i + 16 <= e; i += 16) {  // y = x Φ(x)
+        const __m512 v = _mm512_loadu_ps(x + i);
+        _mm512_storeu_ps(y + i, _mm512_mul_ps(v, normal_cdf512(v)));
+      }
+#endif
+      for (; i < e; ++i) y[i] = 0.5f * x[i] * (1.f + std::erf(x[i] * kSqrt1_2));
     }
   });
 }
@@ -50,7 +58,16 @@ void gelu_backward(const float* x, const float* dy, float* dx, int64_t n, bool t
         dx[i] = dy[i] * (0.5f * (1.f + t) + 0.5f * v * (1.f - t * t) * dinner);
       }
     } else {
-      for (int64_t i = b; i < e; ++i) {
+      int64_t i = b;
+#if QKV_AVX512
+      for (; i + 16 <= e; i += 16) {  // dx = dy (Φ(x) + x φ(x)),  φ(x) = e^(−x²/2)/√(2π)
+        const __m512 v = _mm512_loadu_ps(x + i);
+        const __m512 pdf = _mm512_mul_ps(_mm512_set1_ps(kInvSqrt2Pi),
+                                         exp512(_mm512_mul_ps(_mm512_mul_ps(v, v), _mm512_set1_ps(-0.5f))));
+        _mm512_storeu_ps(dx + i, _mm512_mul_ps(_mm512_loadu_ps(dy + i), _mm512_fmadd_ps(v, pdf, normal_cdf512(v))));
+      }
+#endif
+      for (; i < e; ++i) {
         float v = x[i];
         float cdf = 0.5f * (1.f + std::erf(v * kSqrt1_2));
         float pdf = kInvSqrt2Pi * std::exp(-0.5f * v * v);

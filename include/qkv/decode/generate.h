@@ -1,0 +1,29 @@
+// Autoregressive generation with a GPT (seed 004): feed the prompt once (prefill), then one token
+// per step. With the KV cache each step costs one position's worth of work; without it the whole
+// context is recomputed every step (the "naive" baseline the cache is measured against).
+//
+// Context longer than block_size: the model only knows positions < block_size, so when the window
+// is full it restarts at the last block_size/2 tokens (fed again from position 0: recomputed once
+// every block_size/2 steps; nanoGPT recomputes the last block_size tokens every step).
+#pragma once
+
+#include <functional>
+#include <vector>
+
+#include "qkv/decode/sampling.h"
+#include "qkv/nn/gpt.h"
+
+namespace qkv::decode {
+
+struct GenerateOptions {
+  int64_t max_new_tokens = 500;
+  SamplingOptions sampling;
+  bool use_cache = true;
+};
+
+// Returns the new tokens; on_token (optional) sees each as it is chosen (streaming); returning
+// false from it stops early.
+std::vector<int32_t> generate(const nn::GPT& model, const std::vector<int32_t>& prompt, const GenerateOptions& opt,
+                              const std::function<bool(int32_t)>& on_token = nullptr);
+
+}  // namespace qkv::decode

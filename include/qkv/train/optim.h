@@ -1,0 +1,78 @@
+// Optimizers, learning-rate schedules and gradient clipping, with torch.optim's names and formulas.
+//
+// Adam / AdamW (Kingma & Ba; Loshchilov & Hutter), step t, gradient g, per parameter θ:
+//   m ← β₁ m + (1 − β₁) g          v ← β₂ v + (1 − β₂) g²
+//   θ ← θ − lr · (m / (1 − β₁ᵗ)) / (√(v / (1 − β₂ᵗ)) + ε)
+//   weight decay λ:  AdamW: θ ← θ (1 − lr λ) first (decoupled);  Adam: g ← g + λ θ (L2)
+#pragma once
+
+#include <map>
+#include <string>
+#include <vector>
+
+#include "qkv/core/tensor.h"
+
+namespace qkv::train {
+
+struct ParamGroup {
+  std::vector<std::pair<std::string, Tensor>> params;  // named, so the state saves by name
+  float weight_decay = 0.f;
+};
+
+struct AdamOptions {
+  float lr = 1e-3f, beta1 = 0.9f, beta2 = 0.999f, eps = 1e-8f;
+  bool decoupled_weight_decay = true;  // AdamW (true) or Adam with L2 (false)
+};
+
+class Adam {
+ public:
+  Adam(std::vector<ParamGroup> groups, AdamOptions opt);
+
+  // One update of every parameter that has a gradient (parameters without one are skipped, as PyTorch).
+  void step();
+  void zero_grad();  // drops the gradients (set_to_none)
+  void set_lr(float lr) { opt_.lr = lr; }
+  float lr() const { return opt_.lr; }
+  int64_t steps() const { return t_; }
+
+  // The moments by name ("exp_avg.<param>", "exp_avg_sq.<param>") and the step count, for checkpoints.
+  std::vector<std::pair<std::string, Tensor>> state() const;
+  void load_state(const std::map<std::string, Tensor>& state, int64_t steps);
+
+ private:
+  struct Slot {
+    std::string name;
+    Tensor param, m, v;
+    float weight_decay;
+  };
+  std::vector<Slot> slots_;
+  AdamOptions opt_;
+  int64_t t_ = 0;
+};
+
+// Groups for GPT-style training: weight decay on matrices (dim ≥ 2), none on biases, LayerNorm
+// weights (dim 1) — nanoGPT's configure_optimizers.
+std::vector<ParamGroup> decay_matrices_only(const std::vector<std::pair<std::string, Tensor>>& params,
+                                            float weight_decay);
+
+// Scales all gradients so that their global L2 norm is at most max_norm:
+//   ‖g‖ = √(Σ ‖gᵢ‖²),  g ← g · min(1, max_norm / (‖g‖ + 1e-6))
+// Returns ‖g‖ before clipping (as torch.nn.utils.clip_grad_norm_).
+double clip_grad_norm_(const std::vector<Tensor>& params, double max_norm);
+
+// Learning-rate schedules: the rate for step `step` (0-based).
+struct LrSchedule {
+  std::string kind = "constant";  // "constant" | "cosine" | "inverse_sqrt" (the paper's "noam")
+  double lr = 1e-3;               // peak rate (cosine, constant); scale factor for inverse_sqrt
+  int64_t warmup_steps = 0;
+  int64_t decay_steps = 0;        // cosine: reaches min_lr here and stays
+  double min_lr = 0;
+  int64_t d_model = 512;          // inverse_sqrt
+
+  // constant:     lr · min(1, (step+1)/warmup)
+  // cosine:       warm-up as above, then min_lr + ½(1 + cos(π·(step−warmup)/(decay−warmup)))·(lr − min_lr)
+  // inverse_sqrt: lr · d_model^−½ · min((step+1)^−½, (step+1)·warmup^−³ᐟ²)   (paper §5.3, lr = 1)
+  double at(int64_t step) const;
+};
+
+}  // namespace qkv::train

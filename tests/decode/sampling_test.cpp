@@ -1,0 +1,150 @@
+// Sampling filters on hand-made logits, seeded reproducibility, and generation with and without the
+// KV cache choosing the same tokens (within and beyond block_size).
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <nlohmann/json.hpp>
+#include <set>
+
+#include "qkv/decode/generate.h"
+#include "qkv/decode/sampling.h"
+#include "qkv/text/char_tokenizer.h"
+#include "testing.h"
+
+namespace qkv::decode {
+namespace {
+
+std::vector<bool> kept(const std::vector<float>& l) {
+  std::vector<bool> k;
+  for (float x : l) k.push_back(std::isfinite(x));
+  return k;
+}
+
+TEST(SamplingTest, TopKKeepsTheKLargestAndTies) {
+  std::vector<float> l = {1.f, 5.f, 3.f, 4.f, 2.f};
+  top_k_filter(l, 2);
+  EXPECT_EQ(kept(l), (std::vector<bool>{false, true, false, true, false}));
+  EXPECT_EQ(l[1], 5.f);  // survivors unchanged
+  std::vector<float> t = {2.f, 3.f, 3.f, 1.f};
+  top_k_filter(t, 2);  // the 2nd largest is 3, tied: both 3s stay
+  EXPECT_EQ(kept(t), (std::vector<bool>{false, true, true, false}));
+  std::vector<float> all = {1.f, 2.f};
+  top_k_filter(all, 5);
+  EXPECT_EQ(kept(all), (std::vector<bool>{true, true}));
+}
+
+TEST(SamplingTest, TopPKeepsTheSmallestNucleus) {
+  // probabilities 0.5, 0.25, 0.125, 0.125 (logits = log p)
+  std::vector<float> base = {std::log(0.125f), std::log(0.5f), std::log(0.25f), std::log(0.125f)};
+  auto l = base;
+  top_p_filter(l, 0.5);  // 0.5 alone reaches 0.5
+  EXPECT_EQ(kept(l), (std::vector<bool>{false, true, false, false}));
+  l = base;
+  top_p_filter(l, 0.6);  // needs 0.5 + 0.25
+  EXPECT_EQ(kept(l), (std::vector<bool>{false, true, true, false}));
+  l = base;
+  top_p_filter(l, 0.01);  // at least one token
+  EXPECT_EQ(kept(l), (std::vector<bool>{false, true, false, false}));
+  l = base;
+  top_p_filter(l, 1.0);
+  EXPECT_EQ(kept(l), (std::vector<bool>{true, true, true, true}));
+}
+
+TEST(SamplingTest, SampleFromInvertsTheCdfAndSeedsReproduce) {
+  EXPECT_EQ(sample_from({0.2, 0.3, 0.5}, 0.0), 0);
+  EXPECT_EQ(sample_from({0.2, 0.3, 0.5}, 0.25), 1);
+  EXPECT_EQ(sample_from({0.2, 0.3, 0.5}, 0.9999), 2);
+  EXPECT_EQ(sample_from({0.0, 1.0, 0.0}, 0.9999999999), 1);  // never a zero-probability token
+  std::vector<float> logits = {0.1f, 0.4f, -0.3f, 1.2f, 0.0f};
+  SamplingOptions o;
+  o.seed = 7;
+  Sampler a(o), b(o);
+  std::vector<int64_t> sa, sb;
+  for (int i = 0; i < 200; ++i) sa.push_back(a.next(logits)), sb.push_back(b.next(logits));
+  EXPECT_EQ(sa, sb);
+  // and the empirical frequencies follow softmax (200 draws, loose bound)
+  std::vector<double> p = softmax_probs(logits);
+  EXPECT_NEAR(std::count(sa.begin(), sa.end(), 3) / 200.0, p[3], 0.1);
+  o.seed = 8;
+  Sampler c(o);
+  std::vector<int64_t> sc;
+  for (int i = 0; i < 200; ++i) sc.push_back(c.next(logits));
+  EXPECT_NE(sa, sc);
+  o.temperature = 0;  // greedy
+  Sampler g(o);
+  EXPECT_EQ(g.next(logits), 3);
+  o.temperature = 1, o.top_k = 1;  // top-1 sampling = greedy
+  Sampler k1(o);
+  for (int i = 0; i < 20; ++i) EXPECT_EQ(k1.next(logits), 3);
+}
+
+nn::GPT tiny_gpt(int64_t block) {
+  nn::GPTConfig c;
+  c.vocab_size = 11, c.block_size = block, c.n_layer = 2, c.n_head = 2, c.n_embd = 16;
+  Generator g(3);
+  nn::GPT m(c, &g);
+  // larger weights than the 0.02 init so that greedy choices are not all the same token
+  for (auto& [n, p] : m.named_parameters()) {
+    Tensor t = p.detach();
+    if (p.dim() >= 2) t.copy_(Tensor::randn(p.shape(), g, 0.f, 0.5f));
+  }
+  m.eval();
+  return m;
+}
+
+TEST(GenerateTest, CachedAndUncachedChooseTheSameTokens) {
+  for (int64_t block : {64, 8}) {  // 8: the window restarts several times
+    nn::GPT m = tiny_gpt(block);
+    for (double temperature : {0.0, 0.9}) {
+      GenerateOptions o;
+      o.max_new_tokens = 40;
+      o.sampling.temperature = temperature;
+      o.sampling.top_k = 5;
+      o.sampling.seed = 11;
+      o.use_cache = true;
+      std::vector<int32_t> streamed;
+      auto with = generate(m, {1, 2, 3}, o, [&](int32_t t) { streamed.push_back(t); return true; });
+      o.use_cache = false;
+      auto without = generate(m, {1, 2, 3}, o);
+      EXPECT_EQ(with, without) << "block " << block << " temperature " << temperature;
+      EXPECT_EQ(with, streamed);
+      EXPECT_EQ(with.size(), 40u);
+      std::set<int32_t> distinct(with.begin(), with.end());
+      if (temperature > 0) EXPECT_GT(distinct.size(), 1u) << "degenerate test model";
+    }
+  }
+}
+
+TEST(GenerateTest, BadPromptsAreRejected) {
+  nn::GPT m = tiny_gpt(16);
+  GenerateOptions o;
+  EXPECT_THROW(generate(m, {}, o), Error);
+  EXPECT_THROW(generate(m, {1, 99}, o), Error);
+  // a prompt longer than block_size is cropped, not an error
+  std::vector<int32_t> long_prompt(40, 3);
+  o.max_new_tokens = 3;
+  EXPECT_EQ(generate(m, long_prompt, o).size(), 3u);
+}
+
+TEST(CharTokenizerTest, VocabularyEncodeDecodeAndErrors) {
+  auto t = text::CharTokenizer::from_text("hello, world\ncafé");
+  EXPECT_EQ(t.vocab_size(), 14);  // \n space , a c d e f h l o r w é
+  EXPECT_EQ(t.encode("\n")[0], 0);  // sorted by code point, as nanoGPT
+  auto ids = t.encode("café hello");
+  EXPECT_EQ(t.decode(ids), "café hello");
+  EXPECT_EQ(ids.size(), 10u);  // characters, not bytes
+  try {
+    t.encode("hello!");
+    FAIL() << "no error for '!'";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("'!'"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("position 5"), std::string::npos) << e.what();
+  }
+  auto back = text::CharTokenizer::from_json(t.to_json());
+  EXPECT_EQ(back.encode("café"), t.encode("café"));
+  EXPECT_THROW(text::CharTokenizer::from_text("\xff"), Error);
+  EXPECT_THROW(text::CharTokenizer::from_json(nlohmann::json{{"type", "char"}, {"chars", {"b", "a"}}}), Error);
+}
+
+}  // namespace
+}  // namespace qkv::decode
