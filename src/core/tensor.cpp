@@ -5,6 +5,7 @@
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
+#include <malloc.h>
 #include <numeric>
 
 #include "qkv/core/parallel.h"
@@ -23,6 +24,15 @@ std::string shape_str(const std::vector<int64_t>& shape) {
 
 namespace {
 std::atomic<int64_t> g_allocated{0}, g_peak{0};
+
+// Training frees and re-allocates the same large activation buffers every step. glibc serves
+// blocks above its mmap threshold with fresh mmaps, so every step would page-fault (and zero) them
+// again: keep them in the heap instead, and do not hand freed memory back to the kernel eagerly.
+[[maybe_unused]] const bool g_malloc_tuned = [] {
+  mallopt(M_MMAP_THRESHOLD, 1 << 30);
+  mallopt(M_TRIM_THRESHOLD, 1 << 30);
+  return true;
+}();
 }
 int64_t allocated_bytes() { return g_allocated.load(); }
 int64_t peak_allocated_bytes() { return g_peak.load(); }

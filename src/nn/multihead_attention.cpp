@@ -12,7 +12,7 @@ namespace qkv::nn {
 MultiheadAttention::MultiheadAttention(int64_t E, int64_t H, float p, bool bias, int64_t kd, int64_t vd, bool bf,
                                        Generator* gen)
     : embed_dim(E), num_heads(H), head_dim(H > 0 ? E / H : 0), kdim(kd ? kd : E), vdim(vd ? vd : E), dropout(p),
-      batch_first(bf) {
+      batch_first(bf), gen_(gen) {
   QKV_CHECK(E > 0 && H > 0 && E % H == 0, "MultiheadAttention: embed_dim ", E, " must be divisible by num_heads ", H);
   Generator& g = gen ? *gen : default_generator();
   if (kdim == E && vdim == E) {
@@ -143,6 +143,7 @@ MultiheadAttention::Output MultiheadAttention::forward(const Tensor& query, cons
                               B, H, L, S);
   opt.is_causal = is_causal;
   opt.dropout_p = is_training() ? dropout : 0.f;
+  opt.generator = gen_;
   Output res;
   Tensor attn;
   if (need_weights) {

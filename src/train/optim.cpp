@@ -1,6 +1,9 @@
 #include "qkv/train/optim.h"
 
 #include <cmath>
+#if defined(__AVX512F__)
+#include <immintrin.h>
+#endif
 
 #include "qkv/core/error.h"
 #include "qkv/core/parallel.h"
@@ -35,8 +38,23 @@ void Adam::step() {
     const float decay = opt_.decoupled_weight_decay ? 1.f - lr * s.weight_decay : 1.f;
     const float l2 = opt_.decoupled_weight_decay ? 0.f : s.weight_decay;
     parallel_for(s.param.numel(), 1 << 14, [&](int64_t lo, int64_t hi) {
-#pragma omp simd
-      for (int64_t i = lo; i < hi; ++i) {
+      int64_t i = lo;
+#if defined(__AVX512F__)
+      const __m512 vb1 = _mm512_set1_ps(b1), vb2 = _mm512_set1_ps(b2), vc1 = _mm512_set1_ps(1.f - b1),
+                   vc2 = _mm512_set1_ps(1.f - b2), vdecay = _mm512_set1_ps(decay), vl2 = _mm512_set1_ps(l2),
+                   vstep = _mm512_set1_ps(step_size), vinv = _mm512_set1_ps(inv_sqrt_bc2), veps = _mm512_set1_ps(eps);
+      for (; i + 16 <= hi; i += 16) {
+        const __m512 pi = _mm512_loadu_ps(p + i);
+        const __m512 gi = _mm512_fmadd_ps(vl2, pi, _mm512_loadu_ps(gp + i));
+        const __m512 mi = _mm512_fmadd_ps(vb1, _mm512_loadu_ps(m + i), _mm512_mul_ps(vc1, gi));
+        const __m512 vi = _mm512_fmadd_ps(vb2, _mm512_loadu_ps(v + i), _mm512_mul_ps(vc2, _mm512_mul_ps(gi, gi)));
+        const __m512 denom = _mm512_fmadd_ps(_mm512_sqrt_ps(vi), vinv, veps);
+        _mm512_storeu_ps(m + i, mi);
+        _mm512_storeu_ps(v + i, vi);
+        _mm512_storeu_ps(p + i, _mm512_fnmadd_ps(vstep, _mm512_div_ps(mi, denom), _mm512_mul_ps(pi, vdecay)));
+      }
+#endif
+      for (; i < hi; ++i) {
         const float gi = gp[i] + l2 * p[i];
         m[i] = b1 * m[i] + (1.f - b1) * gi;
         v[i] = b2 * v[i] + (1.f - b2) * gi * gi;

@@ -8,6 +8,9 @@ namespace qkv::cli {
 
 void add_demo(CLI::App& app);
 void add_bench(CLI::App& app);
+void add_train(CLI::App& app);
+void add_bench_gpt(CLI::App* bench);
+void add_generate(CLI::App& app);
 
 // Every subcommand registers its runner here; run_selected calls the one the user chose.
 void register_runner(CLI::App* sub, std::function<int()> run);

@@ -10,6 +10,8 @@ int main(int argc, char** argv) {
   app.require_subcommand(1);
   app.set_version_flag("--version", "qkv 0.1.0");
   qkv::cli::add_demo(app);
+  qkv::cli::add_train(app);
+  qkv::cli::add_generate(app);
   qkv::cli::add_bench(app);
   try {
     app.parse(argc, argv);

@@ -61,6 +61,9 @@ class MultiheadAttention : public Module {
   bool batch_first;
   Tensor in_proj_weight, q_proj_weight, k_proj_weight, v_proj_weight, in_proj_bias;
   std::shared_ptr<Linear> out_proj;
+
+ private:
+  Generator* gen_;  // attention-weight dropout draws from it (default_generator() when null)
 };
 
 }  // namespace qkv::nn

@@ -1,0 +1,40 @@
+// safetensors files (https://huggingface.co/docs/safetensors): named tensors plus string metadata, as
+// Hugging Face and PyTorch users exchange weights. Reading validates the whole header against the
+// file, so a truncated or corrupt file is a qkv::Error, never a crash or an out-of-bounds read.
+#pragma once
+
+#include <map>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "qkv/core/half.h"
+#include "qkv/core/tensor.h"
+
+namespace qkv::io {
+
+// How floating tensors (f32 and bf16) are written: kKeep keeps their dtype (f32 → F32, bf16 → BF16);
+// the others convert (F16 and BF16 round to nearest even, overflow to ±inf, keep subnormals).
+// i32 and boolean tensors are always written as I32 and BOOL.
+enum class StoreAs { kKeep, kF32, kF16, kBF16 };
+
+// Writes `tensors` (any strides; views are made contiguous) in the given order, with `metadata` as
+// "__metadata__" (omitted when empty). Names must be unique, non-empty and not "__metadata__"; all
+// is checked before anything is written. The file is written atomically (write_file_atomic).
+void save_safetensors(const std::string& path, const std::vector<std::pair<std::string, Tensor>>& tensors,
+                      const std::map<std::string, std::string>& metadata = {}, StoreAs store = StoreAs::kKeep);
+
+struct SafetensorsFile {
+  std::vector<std::pair<std::string, Tensor>> tensors;  // in file order (sorted by offset)
+  std::map<std::string, std::string> metadata;
+  const Tensor* find(const std::string& name) const;  // nullptr if absent
+};
+
+// Reads a safetensors file: F32/F16/BF16 → f32 tensors (BF16 stays bf16 if keep_bf16), I32 → i32,
+// I64 → i32 (an error if a value does not fit), BOOL → boolean. Any other dtype is an error naming it.
+// Throws qkv::Error naming the file and the problem: a file shorter than 8 bytes, a header length
+// beyond the file, JSON that does not parse, an entry without dtype/shape/data_offsets, offsets out of
+// range, reversed, overlapping or leaving gaps, a byte size ≠ product(shape)·itemsize, negative dims.
+SafetensorsFile load_safetensors(const std::string& path, bool keep_bf16 = false);
+
+}  // namespace qkv::io

@@ -1,0 +1,44 @@
+// qkv model files and training checkpoints: one safetensors file each, self-describing.
+//
+//   tensors:   the model's parameters by name (PyTorch-style dotted names), and in a checkpoint
+//              also the optimizer's moments as "optimizer.exp_avg.<name>" / "optimizer.exp_avg_sq.<name>"
+//   metadata:  "qkv" → JSON {"format": "qkv", "version": 1, "model_type": "gpt" | …,
+//              "model": {hyper-parameters}, "tokenizer": {…}, "config": {the training config},
+//              "train_state": {"step": …, …} (checkpoints only)}
+//
+// A model file holds everything `qkv generate` / `qkv translate` need. Files are written atomically
+// (a crash never leaves a half-written file) and validated on load.
+#pragma once
+
+#include <map>
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+#include "qkv/io/safetensors.h"
+#include "qkv/nn/module.h"
+
+namespace qkv::train {
+
+struct ModelFile {
+  nlohmann::json meta;                        // the "qkv" metadata object
+  std::map<std::string, Tensor> params;       // model parameters (f32)
+  std::map<std::string, Tensor> optimizer;    // "exp_avg.<name>" … (checkpoints only), prefix stripped
+  std::string path;
+};
+
+// Writes the model's parameters (converted per `store`: f32, f16 or bf16), the optimizer state if
+// given (always f32), and `meta` (which must hold "model_type" and "model").
+void save_model_file(const std::string& path, const nn::Module& model, nlohmann::json meta,
+                     io::StoreAs store = io::StoreAs::kF32,
+                     const std::vector<std::pair<std::string, Tensor>>& optimizer_state = {});
+
+// Reads and checks a file written by save_model_file: a missing file, a file that is not
+// safetensors, or one without qkv metadata is an error naming the path.
+ModelFile load_model_file(const std::string& path);
+
+// Loads `file`'s parameters into `model`: every parameter must be present with its shape; an
+// unexpected name is an error too (a vocabulary or size mismatch names the tensor and both shapes).
+void load_parameters(nn::Module& model, const ModelFile& file);
+
+}  // namespace qkv::train

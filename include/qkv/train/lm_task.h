@@ -1,0 +1,60 @@
+// Language-model training on a text file (nanoGPT's shakespeare_char): the "lm" task of `qkv train`.
+//
+//   data:   the text → character ids; the first 90% train, the last 10% validation (as nanoGPT)
+//   batch:  B random windows of block_size + 1 tokens; x = window[0 … T−1], y = window[1 … T]
+//   loss:   mean next-token cross-entropy;  evaluation: the mean over eval_iters fixed batches
+//           of each split ("train_loss", "val_loss")
+#pragma once
+
+#include <memory>
+#include <string>
+
+#include "qkv/nn/gpt.h"
+#include "qkv/text/char_tokenizer.h"
+#include "qkv/train/trainer.h"
+
+namespace qkv::train {
+
+struct TokenData {
+  std::vector<int32_t> train, val;
+};
+
+// B windows of T+1 tokens starting at positions drawn from (seed, counter … counter+B−1):
+// x, y: i32 [B, T].
+std::pair<Tensor, Tensor> lm_batch(const std::vector<int32_t>& data, int64_t B, int64_t T, uint64_t seed,
+                                   uint64_t counter);
+
+class LMTask : public TrainingTask {
+ public:
+  // config: {"task": "lm", "data": {"path": …, "val_fraction": 0.1}, "model": {GPT config}, "train": {…}};
+  // relative data paths are resolved against base_dir (the config file's folder).
+  LMTask(const nlohmann::json& config, const std::string& base_dir);
+
+  nn::Module& model() override { return *gpt_; }
+  StepStats train_micro_step(int64_t step, int64_t micro, int64_t accum) override;
+  std::vector<std::pair<std::string, double>> evaluate(int64_t step) override;
+  nlohmann::json model_metadata() const override;
+  uint64_t rng_state() const override { return gen_.counter(); }
+  void set_rng_state(uint64_t c) override { gen_.set_counter(c); }
+
+  const TrainConfig& train_config() const { return cfg_; }
+  const nn::GPT& gpt() const { return *gpt_; }
+  const TokenData& data() const { return data_; }
+
+ private:
+  TrainConfig cfg_;
+  text::CharTokenizer tok_;
+  TokenData data_;
+  Generator gen_;
+  std::unique_ptr<nn::GPT> gpt_;
+};
+
+// A GPT model file (model.safetensors / checkpoint.safetensors) with its tokenizer.
+struct LoadedGPT {
+  std::unique_ptr<nn::GPT> model;
+  text::CharTokenizer tokenizer;
+  nlohmann::json meta;
+};
+LoadedGPT load_gpt(const std::string& path);
+
+}  // namespace qkv::train

@@ -1,0 +1,77 @@
+// A tqdm-like progress bar on stderr:
+//   train  37%|█████▉          | 740/2000 [00:12<00:20, 61.3 it/s] loss=1.942 lr=9.1e-04 tok/s=47k
+//
+// On a terminal (isatty(stderr)) it redraws one line with '\r' at most ~10 times a second and clears
+// it at close (set_leave(true) keeps the final line instead). When stderr is not a terminal (a log
+// file, CI) it prints a whole line every `log_every_seconds` (default 10) and one at close. The rate
+// used for the ETA is an exponential moving average of the rate between redraws/samples (the plain
+// average until there is one). total = 0 means unknown: no percentage, bar or ETA, just count and
+// rate ("train 740it [00:12, 61.3 it/s] …").
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <cstdio>
+#include <mutex>
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace qkv::train {
+
+class ProgressBar {
+ public:
+  ProgressBar(std::string desc, int64_t total, int64_t initial = 0);  // initial: for a resumed run
+  ~ProgressBar();                                                     // calls close()
+  ProgressBar(const ProgressBar&) = delete;
+  ProgressBar& operator=(const ProgressBar&) = delete;
+
+  void update(int64_t n = 1);
+  void set_postfix(std::vector<std::pair<std::string, std::string>> kv);  // shown after the bar
+  // Print a line above the bar (e.g. "step 500: val loss 1.71") without garbling it.
+  void write(const std::string& line);
+  void close();  // idempotent; later update()/write() calls only count / print plain lines
+
+  // Non-tty mode: seconds between printed lines (default 10).
+  void set_log_every_seconds(double seconds);
+  // Terminal mode: keep the final bar on screen at close instead of clearing it (default false).
+  void set_leave(bool leave);
+  int64_t n() const;
+
+  // For tests: the line that would be printed at `elapsed_seconds`, `width` columns wide,
+  // without touching the stream.
+  std::string render(double elapsed_seconds, int width = 100) const;
+  void set_stream_for_testing(std::FILE* f, bool is_tty);
+
+  static std::string format_duration(double seconds);  // 75 → "01:15", 3725 → "1:02:05"; <0/NaN → "?"
+  static std::string format_rate(double per_second);   // 61.3 → "61.3", 47210 → "47.2k", 1.2e6 → "1.20M"
+
+ private:
+  using Clock = std::chrono::steady_clock;
+  double now() const;                         // seconds since construction
+  void print_locked(bool final);              // draw (tty) or log a line (non-tty)
+  void sample_rate_locked(double t);          // fold the rate since the last sample into the EMA
+  std::string render_locked(double elapsed, int width) const;
+  int terminal_width() const;
+
+  mutable std::mutex mu_;
+  std::string desc_;
+  int64_t total_ = 0;
+  int64_t initial_ = 0;
+  int64_t n_ = 0;
+  std::vector<std::pair<std::string, std::string>> postfix_;
+  Clock::time_point start_;
+  std::FILE* out_ = nullptr;
+  bool tty_ = false;
+  bool closed_ = false;
+  bool leave_ = false;
+  bool drawn_ = false;  // tty: a bar is on the current line
+  double log_every_ = 10.0;
+  double last_print_ = 0.0;
+  // rate EMA
+  double ema_rate_ = 0.0;  // 0: no sample yet
+  double sample_t_ = 0.0;
+  int64_t sample_n_ = 0;
+};
+
+}  // namespace qkv::train

@@ -1,0 +1,79 @@
+// The training loop shared by every model qkv trains (the GPT language model, the encoder–decoder
+// translator): optimizer and schedule, gradient accumulation and clipping, a progress bar with loss,
+// tokens/s, learning rate and ETA, periodic evaluation, metrics (JSONL + CSV) and a loss-curve plot
+// (SVG), atomic checkpoints, exact --resume, and Ctrl-C that saves and exits cleanly.
+//
+// What differs between models lives in a TrainingTask: how to run one micro-batch forward and
+// backward, how to evaluate, and what to store in the model file.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "qkv/nn/module.h"
+#include "qkv/train/optim.h"
+
+namespace qkv::train {
+
+// The "train" section of a config. Names follow nanoGPT's train.py where it has one.
+struct TrainConfig {
+  int64_t max_iters = 2000;
+  int64_t batch_size = 12;                  // sequences (LM) or the token budget per batch (translation)
+  int64_t gradient_accumulation_steps = 1;
+  std::string optimizer = "adamw";          // "adamw" (decoupled decay) | "adam" (L2 decay, the paper)
+  double learning_rate = 1e-3, min_lr = 1e-4;
+  std::string schedule = "cosine";          // "cosine" | "constant" | "inverse_sqrt" (the paper's)
+  int64_t warmup_iters = 100, lr_decay_iters = 2000;
+  double beta1 = 0.9, beta2 = 0.99, eps = 1e-8, weight_decay = 0.1, grad_clip = 1.0;
+  int64_t eval_interval = 250, eval_iters = 200, log_interval = 10, checkpoint_interval = 500;
+  uint64_t seed = 1337;
+  std::string dtype = "f32";                // "f32" | "bf16" (mixed precision: bf16 matmuls, f32 master weights)
+
+  static TrainConfig from_json(const nlohmann::json& j);  // unknown keys and bad values: clear errors
+  nlohmann::json to_json() const;
+};
+
+struct StepStats {
+  double loss = 0;     // this micro-batch's mean loss (before dividing by the accumulation steps)
+  int64_t tokens = 0;  // target tokens in it
+};
+
+class TrainingTask {
+ public:
+  virtual ~TrainingTask() = default;
+  virtual nn::Module& model() = 0;
+  // Forward and backward of micro-batch `micro` (of `accum`) of step `step`, gradients accumulating;
+  // the batch must depend only on (seed, step, micro), so a resumed run sees the same data.
+  virtual StepStats train_micro_step(int64_t step, int64_t micro, int64_t accum) = 0;
+  // Metrics at an evaluation point, e.g. {"val_loss": …, "train_loss_eval": …}; the model is in eval mode.
+  virtual std::vector<std::pair<std::string, double>> evaluate(int64_t step) = 0;
+  // model_type, model hyper-parameters and tokenizer, stored in every model file and checkpoint.
+  virtual nlohmann::json model_metadata() const = 0;
+  // The state of the task's own random stream (dropout), saved for an exact resume.
+  virtual uint64_t rng_state() const { return 0; }
+  virtual void set_rng_state(uint64_t) {}
+  // Parameter groups for weight decay (default: decay on matrices only).
+  virtual std::vector<ParamGroup> param_groups(float weight_decay);
+};
+
+struct TrainerOptions {
+  std::string out_dir;        // checkpoint.safetensors, model.safetensors, metrics.jsonl/.csv, loss.svg
+  bool resume = false;        // continue from out_dir/checkpoint.safetensors
+  nlohmann::json full_config; // stored in the model files
+  bool quiet = false;         // no progress bar
+};
+
+struct TrainResult {
+  int64_t steps_done = 0;
+  bool interrupted = false;
+  double last_loss = 0, tokens_per_second = 0;
+  std::vector<std::pair<std::string, double>> last_eval;
+};
+
+TrainResult run_training(TrainingTask& task, const TrainConfig& cfg, const TrainerOptions& opt);
+
+}  // namespace qkv::train

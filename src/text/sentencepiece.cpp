@@ -1,0 +1,168 @@
+#include "qkv/text/sentencepiece.h"
+
+#include <sentencepiece_processor.h>
+#include <sentencepiece_trainer.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cstdio>
+#include <filesystem>
+#include <sstream>
+#include <string>
+#include <system_error>
+#include <unordered_map>
+#include <utility>
+
+#include "qkv/core/error.h"
+
+namespace qkv::text {
+namespace {
+
+namespace fs = std::filesystem;
+
+std::string status_message(const sentencepiece::util::Status& st) {
+  return st.ToString();
+}
+
+void check_id(const sentencepiece::SentencePieceProcessor& sp, int id, const char* op) {
+  QKV_CHECK(id >= 0 && id < sp.GetPieceSize(), "SentencePiece::", op, ": id ", id,
+            " out of range [0, ", sp.GetPieceSize(), ")");
+}
+
+}  // namespace
+
+SentencePiece::SentencePiece() : sp_(std::make_unique<sentencepiece::SentencePieceProcessor>()) {}
+SentencePiece::~SentencePiece() = default;
+SentencePiece::SentencePiece(SentencePiece&&) noexcept = default;
+SentencePiece& SentencePiece::operator=(SentencePiece&&) noexcept = default;
+
+SentencePiece::SentencePiece(const SentencePiece& other)
+    : SentencePiece(from_serialized(other.serialized())) {}
+
+SentencePiece& SentencePiece::operator=(const SentencePiece& other) {
+  if (this != &other) *this = from_serialized(other.serialized());
+  return *this;
+}
+
+SentencePiece SentencePiece::load(const std::string& model_path) {
+  std::error_code ec;
+  QKV_CHECK(fs::is_regular_file(model_path, ec), "SentencePiece::load: ", model_path,
+            ": no such file");
+  SentencePiece out;
+  const auto st = out.sp_->Load(model_path);
+  QKV_CHECK(st.ok(), "SentencePiece::load: ", model_path,
+            ": not a SentencePiece model (", status_message(st), ")");
+  return out;
+}
+
+SentencePiece SentencePiece::from_serialized(std::string bytes) {
+  SentencePiece out;
+  const auto st = out.sp_->LoadFromSerializedProto(bytes);
+  QKV_CHECK(st.ok(), "SentencePiece::from_serialized: ", bytes.size(),
+            " bytes are not a SentencePiece model (", status_message(st), ")");
+  return out;
+}
+
+std::string SentencePiece::serialized() const { return sp_->serialized_model_proto(); }
+
+void SentencePiece::train(const std::vector<std::string>& input_files,
+                          const std::string& model_prefix, int vocab_size,
+                          const std::string& model_type, double character_coverage,
+                          int64_t input_sentence_size, bool verbose) {
+  QKV_CHECK(!input_files.empty(), "SentencePiece::train: no input files");
+  QKV_CHECK(!model_prefix.empty(), "SentencePiece::train: empty model prefix");
+  QKV_CHECK(vocab_size > 4, "SentencePiece::train: vocab_size ", vocab_size,
+            " must exceed the 4 special pieces");
+  QKV_CHECK(input_sentence_size >= 0, "SentencePiece::train: input_sentence_size ",
+            input_sentence_size, " < 0");
+  std::string inputs;
+  for (const std::string& f : input_files) {
+    std::error_code ec;
+    QKV_CHECK(fs::is_regular_file(f, ec), "SentencePiece::train: input ", f, ": no such file");
+    // The library takes the inputs as one comma-separated flag.
+    QKV_CHECK(f.find(',') == std::string::npos, "SentencePiece::train: input ", f,
+              ": a path with a comma cannot be passed to SentencePiece");
+    if (!inputs.empty()) inputs += ',';
+    inputs += f;
+  }
+
+  static std::atomic<int> counter{0};
+  const std::string tmp_prefix = model_prefix + ".tmp" + std::to_string(::getpid()) + "_" +
+                                 std::to_string(counter.fetch_add(1));
+  std::ostringstream coverage;
+  coverage.precision(17);
+  coverage << character_coverage;
+  const std::unordered_map<std::string, std::string> kwargs = {
+      {"input", inputs},
+      {"model_prefix", tmp_prefix},
+      {"vocab_size", std::to_string(vocab_size)},
+      {"model_type", model_type},
+      {"character_coverage", coverage.str()},
+      {"input_sentence_size", std::to_string(input_sentence_size)},
+      {"normalization_rule_name", "nmt_nfkc"},
+      {"pad_id", "0"},
+      {"unk_id", "1"},
+      {"bos_id", "2"},
+      {"eos_id", "3"},
+      {"pad_piece", "<pad>"},
+      {"unk_piece", "<unk>"},
+      {"bos_piece", "<s>"},
+      {"eos_piece", "</s>"},
+      // 0 = INFO; 2 keeps only errors (which come back in the status anyway).
+      {"minloglevel", verbose ? "0" : "2"},
+  };
+  const auto st = sentencepiece::SentencePieceTrainer::Train(kwargs);
+  auto cleanup = [&] {
+    std::error_code ec;
+    fs::remove(tmp_prefix + ".model", ec);
+    fs::remove(tmp_prefix + ".vocab", ec);
+  };
+  if (!st.ok()) {
+    cleanup();
+    throw Error(detail::concat("SentencePiece::train: ", model_prefix, ": ", status_message(st)));
+  }
+  std::error_code ec;
+  fs::rename(tmp_prefix + ".vocab", model_prefix + ".vocab", ec);
+  if (!ec) fs::rename(tmp_prefix + ".model", model_prefix + ".model", ec);
+  if (ec) {
+    cleanup();
+    throw Error(detail::concat("SentencePiece::train: cannot write ", model_prefix,
+                               ".model/.vocab: ", ec.message()));
+  }
+}
+
+std::vector<int> SentencePiece::encode(std::string_view text) const {
+  std::vector<int> ids;
+  const auto st = sp_->Encode(text, &ids);
+  QKV_CHECK(st.ok(), "SentencePiece::encode: ", status_message(st));
+  return ids;
+}
+
+std::vector<std::string> SentencePiece::encode_pieces(std::string_view text) const {
+  std::vector<std::string> pieces;
+  const auto st = sp_->Encode(text, &pieces);
+  QKV_CHECK(st.ok(), "SentencePiece::encode_pieces: ", status_message(st));
+  return pieces;
+}
+
+std::string SentencePiece::decode(const std::vector<int>& ids) const {
+  for (int id : ids) check_id(*sp_, id, "decode");
+  std::string text;
+  const auto st = sp_->Decode(ids, &text);
+  QKV_CHECK(st.ok(), "SentencePiece::decode: ", status_message(st));
+  return text;
+}
+
+std::string SentencePiece::id_to_piece(int id) const {
+  check_id(*sp_, id, "id_to_piece");
+  return sp_->IdToPiece(id);
+}
+
+int SentencePiece::piece_to_id(std::string_view piece) const { return sp_->PieceToId(piece); }
+int SentencePiece::vocab_size() const { return sp_->GetPieceSize(); }
+int SentencePiece::pad_id() const { return sp_->pad_id(); }
+int SentencePiece::unk_id() const { return sp_->unk_id(); }
+int SentencePiece::bos_id() const { return sp_->bos_id(); }
+int SentencePiece::eos_id() const { return sp_->eos_id(); }
+
+}  // namespace qkv::text

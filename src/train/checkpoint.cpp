@@ -1,0 +1,68 @@
+#include "qkv/train/checkpoint.h"
+
+#include "qkv/core/error.h"
+
+namespace qkv::train {
+
+namespace {
+constexpr const char* kOptPrefix = "optimizer.";
+}
+
+void save_model_file(const std::string& path, const nn::Module& model, nlohmann::json meta, io::StoreAs store,
+                     const std::vector<std::pair<std::string, Tensor>>& optimizer_state) {
+  QKV_CHECK(meta.contains("model_type") && meta.contains("model"), "save_model_file: metadata needs model_type and model");
+  meta["format"] = "qkv";
+  meta["version"] = 1;
+  std::vector<std::pair<std::string, Tensor>> tensors;
+  for (auto& [name, p] : model.named_parameters()) {
+    Tensor t = p.detach();
+    if (store == io::StoreAs::kF16 || store == io::StoreAs::kBF16) t = t.contiguous();
+    tensors.emplace_back(name, t);
+  }
+  if (optimizer_state.empty()) {
+    io::save_safetensors(path, tensors, {{"qkv", meta.dump()}}, store);
+    return;
+  }
+  // parameters in the chosen precision, the optimizer in f32: convert parameters here
+  QKV_CHECK(store == io::StoreAs::kF32 || store == io::StoreAs::kKeep,
+            "save_model_file: a checkpoint with optimizer state keeps f32 parameters");
+  for (auto& [name, t] : optimizer_state) tensors.emplace_back(kOptPrefix + name, t.detach());
+  io::save_safetensors(path, tensors, {{"qkv", meta.dump()}}, io::StoreAs::kF32);
+}
+
+ModelFile load_model_file(const std::string& path) {
+  io::SafetensorsFile f = io::load_safetensors(path);
+  auto it = f.metadata.find("qkv");
+  QKV_CHECK(it != f.metadata.end(), "'", path, "' is a safetensors file but not a qkv model (no \"qkv\" metadata)");
+  ModelFile m;
+  m.path = path;
+  try {
+    m.meta = nlohmann::json::parse(it->second);
+  } catch (const std::exception& e) {
+    QKV_CHECK(false, "'", path, "': the qkv metadata is not valid JSON (", e.what(), ")");
+  }
+  QKV_CHECK(m.meta.is_object() && m.meta.value("format", "") == "qkv" && m.meta.contains("model_type") &&
+                m.meta.contains("model"),
+            "'", path, "': the qkv metadata lacks format/model_type/model");
+  QKV_CHECK(m.meta.value("version", 0) == 1, "'", path, "': qkv model format version ", m.meta.value("version", 0),
+            " is not supported (this qkv reads version 1)");
+  for (auto& [name, t] : f.tensors) {
+    if (name.starts_with(kOptPrefix)) {
+      m.optimizer[name.substr(std::string(kOptPrefix).size())] = t;
+    } else {
+      QKV_CHECK(t.dtype() == DType::f32, "'", path, "': parameter ", name, " is not a floating-point tensor");
+      m.params[name] = t;
+    }
+  }
+  return m;
+}
+
+void load_parameters(nn::Module& model, const ModelFile& file) {
+  try {
+    model.load_state_dict(file.params, /*strict=*/true);
+  } catch (const Error& e) {
+    QKV_CHECK(false, "'", file.path, "' does not fit the model it describes: ", e.what());
+  }
+}
+
+}  // namespace qkv::train

@@ -1,0 +1,110 @@
+#include "qkv/train/lm_task.h"
+
+#include <filesystem>
+
+#include "qkv/autograd/grad_mode.h"
+#include "qkv/core/error.h"
+#include "qkv/io/file.h"
+#include "qkv/ops.h"
+#include "qkv/train/checkpoint.h"
+
+namespace qkv::train {
+
+namespace fs = std::filesystem;
+using nlohmann::json;
+
+std::pair<Tensor, Tensor> lm_batch(const std::vector<int32_t>& data, int64_t B, int64_t T, uint64_t seed,
+                                   uint64_t counter) {
+  const auto n = static_cast<int64_t>(data.size());
+  QKV_CHECK(n > T + 1, "lm: the text has ", n, " tokens, too few for windows of block_size ", T, " + 1");
+  std::vector<int32_t> x(static_cast<size_t>(B * T)), y(static_cast<size_t>(B * T));
+  for (int64_t b = 0; b < B; ++b) {
+    // start ∈ [0, n − T − 1), as nanoGPT's torch.randint(len(data) − block_size)
+    const auto start = static_cast<int64_t>(Generator::bits(seed, counter + static_cast<uint64_t>(b)) %
+                                            static_cast<uint64_t>(n - T - 1));
+    std::copy_n(data.begin() + start, T, x.begin() + b * T);
+    std::copy_n(data.begin() + start + 1, T, y.begin() + b * T);
+  }
+  return {Tensor::from_ints(x, {B, T}), Tensor::from_ints(y, {B, T})};
+}
+
+LMTask::LMTask(const json& config, const std::string& base_dir) {
+  QKV_CHECK(config.value("task", "") == "lm", "lm task: the config's \"task\" must be \"lm\"");
+  QKV_CHECK(config.contains("data") && config.contains("model") && config.contains("train"),
+            "lm task: the config needs \"data\", \"model\" and \"train\" sections");
+  cfg_ = TrainConfig::from_json(config.at("train"));
+  QKV_CHECK(cfg_.dtype == "f32", "lm task: dtype \"", cfg_.dtype, "\" is not supported yet (use f32)");
+  const json& d = config.at("data");
+  QKV_CHECK(d.contains("path") && d.at("path").is_string(), "lm task: data.path (the text file) is missing");
+  fs::path path = d.at("path").get<std::string>();
+  if (path.is_relative() && !base_dir.empty()) path = fs::path(base_dir) / path;
+  const double val_fraction = d.value("val_fraction", 0.1);
+  QKV_CHECK(val_fraction > 0 && val_fraction < 1, "lm task: data.val_fraction must be in (0, 1), got ", val_fraction);
+  QKV_CHECK(d.value("tokenizer", "char") == "char", "lm task: data.tokenizer must be \"char\"");
+  for (auto& [k, v] : d.items())
+    QKV_CHECK(k == "path" || k == "val_fraction" || k == "tokenizer", "lm task: unknown data key \"", k, "\"");
+
+  const std::string text = io::read_file(path.string());
+  QKV_CHECK(!text.empty(), "lm task: '", path.string(), "' is empty");
+  tok_ = text::CharTokenizer::from_text(text);
+  std::vector<int32_t> ids = tok_.encode(text);
+  const auto n_train = static_cast<size_t>(static_cast<double>(ids.size()) * (1.0 - val_fraction));
+  data_.train.assign(ids.begin(), ids.begin() + static_cast<std::ptrdiff_t>(n_train));
+  data_.val.assign(ids.begin() + static_cast<std::ptrdiff_t>(n_train), ids.end());
+
+  json m = config.at("model");
+  QKV_CHECK(m.is_object(), "lm task: \"model\" must be an object");
+  QKV_CHECK(!m.contains("vocab_size") || m["vocab_size"] == tok_.vocab_size(), "lm task: model.vocab_size ",
+            m["vocab_size"].dump(), " differs from the text's ", tok_.vocab_size(), " characters (leave it out)");
+  m["vocab_size"] = tok_.vocab_size();
+  nn::GPTConfig gc = nn::GPTConfig::from_json(m);
+  gen_ = Generator(cfg_.seed);
+  gpt_ = std::make_unique<nn::GPT>(gc, &gen_);
+}
+
+StepStats LMTask::train_micro_step(int64_t step, int64_t micro, int64_t accum) {
+  const int64_t B = cfg_.batch_size, T = gpt_->config.block_size;
+  const auto counter = static_cast<uint64_t>((step * accum + micro) * B);
+  auto [x, y] = lm_batch(data_.train, B, T, cfg_.seed, counter);
+  Tensor loss = gpt_->loss(x, y);
+  const double value = loss.item();
+  (accum > 1 ? mul(loss, 1.f / static_cast<float>(accum)) : loss).backward();
+  return {value, B * T};
+}
+
+std::vector<std::pair<std::string, double>> LMTask::evaluate(int64_t) {
+  NoGradGuard no_grad;
+  const int64_t B = cfg_.batch_size, T = gpt_->config.block_size;
+  std::vector<std::pair<std::string, double>> out;
+  for (auto [name, data] : {std::pair{"train_loss", &data_.train}, std::pair{"val_loss", &data_.val}}) {
+    double sum = 0;
+    for (int64_t i = 0; i < cfg_.eval_iters; ++i) {  // the same batches at every evaluation
+      auto [x, y] = lm_batch(*data, B, T, cfg_.seed ^ 0x5EEDE7A1ull, static_cast<uint64_t>(i * B));
+      sum += gpt_->loss(x, y).item();
+    }
+    out.emplace_back(name, sum / static_cast<double>(cfg_.eval_iters));
+  }
+  return out;
+}
+
+json LMTask::model_metadata() const {
+  return {{"model_type", "gpt"}, {"model", gpt_->config.to_json()}, {"tokenizer", tok_.to_json()}};
+}
+
+LoadedGPT load_gpt(const std::string& path) {
+  ModelFile f = load_model_file(path);
+  QKV_CHECK(f.meta["model_type"] == "gpt", "'", path, "' holds a ", f.meta["model_type"].dump(),
+            " model, not a GPT language model");
+  LoadedGPT g;
+  g.meta = f.meta;
+  g.tokenizer = text::CharTokenizer::from_json(f.meta.at("tokenizer"));
+  nn::GPTConfig c = nn::GPTConfig::from_json(f.meta.at("model"));
+  QKV_CHECK(c.vocab_size == g.tokenizer.vocab_size(), "'", path, "': the model's vocab_size ", c.vocab_size,
+            " does not match its tokenizer's ", g.tokenizer.vocab_size(), " characters");
+  g.model = std::make_unique<nn::GPT>(c);
+  load_parameters(*g.model, f);
+  g.model->eval();
+  return g;
+}
+
+}  // namespace qkv::train

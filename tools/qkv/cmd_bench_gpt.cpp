@@ -1,0 +1,158 @@
+// qkv bench gpt train|generate — the GPT workloads of ../shared/pytorch-reference (train_gpt.py,
+// decode_gpt.py) on qkv, for a side-by-side run with PyTorch (bench/gpt_vs_pytorch.py).
+//   train:    forward + backward + gradient clipping + AdamW on random tokens (vocab 65);
+//             presets small (4 layers, 4 heads, 128 dims, block 64, batch 12) and
+//             big (6 layers, 6 heads, 384 dims, block 256, batch 16)
+//   generate: greedy decoding of the big model (block 512), batch 1, from one token, with the
+//             KV cache and without (recomputing the whole prefix every step)
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <nlohmann/json.hpp>
+
+#include "commands.h"
+#include "qkv/core/parallel.h"
+#include "qkv/decode/generate.h"
+#include "qkv/nn/gpt.h"
+#include "qkv/train/optim.h"
+
+namespace qkv::cli {
+
+namespace {
+
+struct GptBenchArgs {
+  std::string preset = "small";
+  int64_t iters = 50, warmup = 5, new_tokens = 500, repeats = 3;
+  int threads = 0;
+  bool json = false, no_naive = false;
+};
+
+nn::GPTConfig preset(const std::string& name, int64_t& batch) {
+  nn::GPTConfig c;
+  c.vocab_size = 65, c.dropout = 0.f, c.bias = false;
+  if (name == "small") {
+    c.n_layer = 4, c.n_head = 4, c.n_embd = 128, c.block_size = 64, batch = 12;
+  } else {
+    c.n_layer = 6, c.n_head = 6, c.n_embd = 384, c.block_size = 256, batch = 16;
+  }
+  return c;
+}
+
+double seconds_since(std::chrono::steady_clock::time_point t0) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+}
+
+int run_train(const GptBenchArgs& a) {
+  if (a.threads > 0) set_num_threads(a.threads);
+  int64_t B = 0;
+  nn::GPTConfig c = preset(a.preset, B);
+  Generator gen(1337);
+  nn::GPT gpt(c, &gen);
+  train::AdamOptions o;
+  o.beta2 = 0.99f;
+  train::Adam opt(train::decay_matrices_only(gpt.named_parameters(), 0.1f), o);
+  const int64_t T = c.block_size;
+  std::vector<double> times;
+  double loss_value = 0;
+  for (int64_t it = 0; it < a.warmup + a.iters; ++it) {
+    std::vector<int32_t> x(static_cast<size_t>(B * T)), y(x.size());
+    for (size_t i = 0; i < x.size(); ++i) {
+      x[i] = static_cast<int32_t>(Generator::bits(7, 2 * (it * B * T + i)) % 65);
+      y[i] = static_cast<int32_t>(Generator::bits(7, 2 * (it * B * T + i) + 1) % 65);
+    }
+    Tensor xt = Tensor::from_ints(x, {B, T}), yt = Tensor::from_ints(y, {B, T});
+    const auto t0 = std::chrono::steady_clock::now();
+    Tensor loss = gpt.loss(xt, yt);
+    opt.zero_grad();
+    loss.backward();
+    train::clip_grad_norm_(gpt.parameters(), 1.0);
+    opt.step();
+    const double dt = seconds_since(t0);
+    loss_value = loss.item();
+    if (it >= a.warmup) times.push_back(dt);
+  }
+  std::vector<double> sorted = times;
+  std::sort(sorted.begin(), sorted.end());
+  double mean = 0;
+  for (double t : times) mean += t;
+  mean /= static_cast<double>(times.size());
+  const double median = sorted[sorted.size() / 2];
+  const double tok = static_cast<double>(B * T);
+  if (a.json) {
+    nlohmann::json j = {{"preset", a.preset},          {"threads", num_threads()},     {"params", gpt.num_parameters()},
+                        {"batch", B},                  {"block", T},                   {"iters", a.iters},
+                        {"mean_ms", mean * 1e3},       {"median_ms", median * 1e3},    {"tokens_per_s", tok / mean},
+                        {"tokens_per_s_median", tok / median}, {"final_loss", loss_value}};
+    std::printf("%s\n", j.dump().c_str());
+  } else {
+    std::printf("qkv gpt-%s params=%.2fM threads=%d batch=%lld block=%lld: mean %.2f ms/iter (median %.2f) -> %.0f tokens/s\n",
+                a.preset.c_str(), static_cast<double>(gpt.num_parameters()) / 1e6, num_threads(),
+                static_cast<long long>(B), static_cast<long long>(T), mean * 1e3, median * 1e3, tok / mean);
+  }
+  return 0;
+}
+
+int run_generate(const GptBenchArgs& a) {
+  if (a.threads > 0) set_num_threads(a.threads);
+  int64_t B = 0;
+  nn::GPTConfig c = preset("big", B);
+  c.block_size = 512;  // as decode_gpt.py: 1 + 500 tokens fit without cropping
+  Generator gen(0);
+  nn::GPT gpt(c, &gen);
+  gpt.eval();
+  nlohmann::json j = {{"threads", num_threads()}, {"new_tokens", a.new_tokens}, {"params", gpt.num_parameters()}};
+  std::vector<int32_t> reference;
+  for (bool cache : {true, false}) {
+    if (!cache && a.no_naive) continue;
+    decode::GenerateOptions o;
+    o.sampling.temperature = 0;  // greedy
+    o.use_cache = cache;
+    o.max_new_tokens = 20;
+    decode::generate(gpt, {0}, o);  // warm-up
+    o.max_new_tokens = a.new_tokens;
+    std::vector<double> ts;
+    std::vector<int32_t> out;
+    for (int64_t r = 0; r < (cache ? a.repeats : 1); ++r) {
+      const auto t0 = std::chrono::steady_clock::now();
+      out = decode::generate(gpt, {0}, o);
+      ts.push_back(seconds_since(t0));
+    }
+    std::sort(ts.begin(), ts.end());
+    const double med = ts[ts.size() / 2];
+    const char* name = cache ? "kv_cache" : "naive";
+    j[name] = {{"median_s", med}, {"tokens_per_s", static_cast<double>(a.new_tokens) / med}};
+    if (!a.json)
+      std::printf("qkv decode %-8s threads=%d %lld tokens: median %.3f s -> %.1f tokens/s\n", name, num_threads(),
+                  static_cast<long long>(a.new_tokens), med, static_cast<double>(a.new_tokens) / med);
+    if (cache) reference = out;
+    else j["identical"] = out == reference;
+  }
+  if (a.json) std::printf("%s\n", j.dump().c_str());
+  return 0;
+}
+
+}  // namespace
+
+void add_bench_gpt(CLI::App* bench) {
+  auto a = std::make_shared<GptBenchArgs>();
+  CLI::App* gpt = bench->add_subcommand("gpt", "GPT training and generation throughput (the PyTorch reference workloads)");
+  gpt->require_subcommand(1);
+  CLI::App* tr = gpt->add_subcommand("train", "forward + backward + clip + AdamW tokens/s on random tokens");
+  tr->add_option("--preset", a->preset, "small (nanoGPT CPU recipe) or big (6 layers, 384 dims, block 256)")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"small", "big"}));
+  tr->add_option("--iters", a->iters, "timed iterations")->capture_default_str()->check(CLI::PositiveNumber);
+  tr->add_option("--warmup", a->warmup, "untimed iterations first")->capture_default_str()->check(CLI::NonNegativeNumber);
+  tr->add_option("--threads", a->threads, "threads (default: all cores)")->check(CLI::PositiveNumber);
+  tr->add_flag("--json", a->json, "one JSON object on stdout");
+  register_runner(tr, [a] { return run_train(*a); });
+  CLI::App* ge = gpt->add_subcommand("generate", "greedy decoding tokens/s, big model, batch 1, with and without KV cache");
+  ge->add_option("--new-tokens", a->new_tokens, "tokens to generate")->capture_default_str()->check(CLI::PositiveNumber);
+  ge->add_option("--repeats", a->repeats, "timed runs (median)")->capture_default_str()->check(CLI::PositiveNumber);
+  ge->add_option("--threads", a->threads, "threads (default: all cores)")->check(CLI::PositiveNumber);
+  ge->add_flag("--no-naive", a->no_naive, "skip the run without cache");
+  ge->add_flag("--json", a->json, "one JSON object on stdout");
+  register_runner(ge, [a] { return run_generate(*a); });
+}
+
+}  // namespace qkv::cli

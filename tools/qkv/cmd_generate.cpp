@@ -1,0 +1,82 @@
+// qkv generate — samples text from a trained GPT (a model.safetensors written by `qkv train`),
+// streaming each character as it is chosen, with a KV cache.
+#include <chrono>
+#include <cstdio>
+#include <iostream>
+
+#include "commands.h"
+#include "qkv/core/error.h"
+#include "qkv/core/parallel.h"
+#include "qkv/decode/generate.h"
+#include "qkv/train/lm_task.h"
+
+namespace qkv::cli {
+
+void add_generate(CLI::App& app) {
+  auto* sub = app.add_subcommand("generate", "Generate text with a trained GPT language model");
+  struct Args {
+    std::string model = "models/shakespeare-char.safetensors", prompt = "\n";
+    int64_t max_new_tokens = 500, top_k = 0, num_samples = 1;
+    double temperature = 0.8, top_p = 1.0;
+    uint64_t seed = 1337;
+    bool no_cache = false, stats = false;
+    int threads = 0;
+  };
+  auto a = std::make_shared<Args>();
+  sub->add_option("-m,--model", a->model, "model file (model.safetensors from qkv train)")->capture_default_str();
+  sub->add_option("-p,--prompt", a->prompt, "text to continue (default: a newline)");
+  sub->add_option("-n,--max-new-tokens", a->max_new_tokens, "tokens to generate")
+      ->capture_default_str()
+      ->check(CLI::NonNegativeNumber);
+  sub->add_option("-t,--temperature", a->temperature, "softmax temperature; 0 = greedy")
+      ->capture_default_str()
+      ->check(CLI::NonNegativeNumber);
+  sub->add_option("-k,--top-k", a->top_k, "keep only the k most likely tokens (0 = off)")
+      ->capture_default_str()
+      ->check(CLI::NonNegativeNumber);
+  sub->add_option("--top-p", a->top_p, "nucleus sampling: keep the most likely tokens up to this probability")
+      ->capture_default_str()
+      ->check(CLI::Range(1e-9, 1.0));
+  sub->add_option("-s,--seed", a->seed, "random seed (the same seed gives the same text)")->capture_default_str();
+  sub->add_option("--num-samples", a->num_samples, "samples to draw (seeds seed, seed+1, …)")
+      ->capture_default_str()
+      ->check(CLI::PositiveNumber);
+  sub->add_flag("--no-cache", a->no_cache, "recompute the whole context every step (slow; for comparison)");
+  sub->add_flag("--stats", a->stats, "print tokens/s to stderr");
+  sub->add_option("--threads", a->threads, "threads (default: all cores)")->check(CLI::PositiveNumber);
+  register_runner(sub, [a] {
+    if (a->threads > 0) set_num_threads(a->threads);
+    train::LoadedGPT g = train::load_gpt(a->model);
+    std::vector<int32_t> prompt;
+    try {
+      prompt = g.tokenizer.encode(a->prompt);
+    } catch (const Error& e) {
+      QKV_CHECK(false, "--prompt: ", e.what());
+    }
+    QKV_CHECK(!prompt.empty(), "--prompt is empty; give at least one character");
+    for (int64_t s = 0; s < a->num_samples; ++s) {
+      decode::GenerateOptions o;
+      o.max_new_tokens = a->max_new_tokens, o.use_cache = !a->no_cache;
+      o.sampling.temperature = a->temperature, o.sampling.top_k = a->top_k, o.sampling.top_p = a->top_p;
+      o.sampling.seed = a->seed + static_cast<uint64_t>(s);
+      std::fputs(a->prompt.c_str(), stdout);
+      const auto t0 = std::chrono::steady_clock::now();
+      auto out = decode::generate(*g.model, prompt, o, [&](int32_t id) {
+        const std::string c = g.tokenizer.decode_one(id);
+        std::fwrite(c.data(), 1, c.size(), stdout);
+        std::fflush(stdout);
+        return true;
+      });
+      const double dt = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+      std::fputs("\n", stdout);
+      if (a->num_samples > 1) std::fputs("---------------\n", stdout);
+      std::fflush(stdout);
+      if (a->stats)
+        std::fprintf(stderr, "generated %zu tokens in %.3f s: %.1f tokens/s (%s)\n", out.size(), dt,
+                     static_cast<double>(out.size()) / dt, a->no_cache ? "no cache" : "KV cache");
+    }
+    return 0;
+  });
+}
+
+}  // namespace qkv::cli

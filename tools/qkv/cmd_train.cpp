@@ -1,0 +1,103 @@
+// qkv train CONFIG — trains the model a JSON config describes (configs/*.json): a GPT language
+// model ("task": "lm"). Progress bar, periodic evaluation, checkpoints, metrics and a loss plot go to
+// --out; --resume continues exactly where a run stopped; Ctrl-C saves a checkpoint and exits.
+#include <cstdio>
+#include <filesystem>
+#include <nlohmann/json.hpp>
+
+#include "commands.h"
+#include "qkv/core/error.h"
+#include "qkv/core/parallel.h"
+#include "qkv/io/file.h"
+#include "qkv/train/lm_task.h"
+
+namespace qkv::cli {
+
+namespace fs = std::filesystem;
+using nlohmann::json;
+
+// "train.max_iters=100": sets config["train"]["max_iters"] = 100 (the value parsed as JSON, else a string).
+void apply_override(json& config, const std::string& kv) {
+  const auto eq = kv.find('=');
+  QKV_CHECK(eq != std::string::npos && eq > 0, "--set expects KEY=VALUE (e.g. train.max_iters=100), got \"", kv, "\"");
+  const std::string key = kv.substr(0, eq), value = kv.substr(eq + 1);
+  json* node = &config;
+  size_t start = 0;
+  while (true) {
+    const auto dot = key.find('.', start);
+    const std::string part = key.substr(start, dot == std::string::npos ? std::string::npos : dot - start);
+    QKV_CHECK(!part.empty(), "--set: bad key \"", key, "\"");
+    if (dot == std::string::npos) {
+      try {
+        (*node)[part] = json::parse(value);
+      } catch (const std::exception&) {
+        (*node)[part] = value;
+      }
+      return;
+    }
+    json& next = (*node)[part];
+    if (next.is_null()) next = json::object();
+    QKV_CHECK(next.is_object(), "--set: \"", key.substr(0, dot), "\" is not a section of the config");
+    node = &next;
+    start = dot + 1;
+  }
+}
+
+json load_config(const std::string& path, const std::vector<std::string>& overrides) {
+  json config;
+  try {
+    config = json::parse(io::read_file(path));
+  } catch (const json::exception& e) {
+    QKV_CHECK(false, "config '", path, "' is not valid JSON: ", e.what());
+  }
+  QKV_CHECK(config.is_object(), "config '", path, "' must be a JSON object");
+  for (const auto& kv : overrides) apply_override(config, kv);
+  return config;
+}
+
+void add_train(CLI::App& app) {
+  auto* sub = app.add_subcommand("train", "Train a model from a JSON config (see configs/)");
+  struct Args {
+    std::string config, out;
+    bool resume = false, quiet = false;
+    std::vector<std::string> set;
+    int threads = 0;
+  };
+  auto a = std::make_shared<Args>();
+  sub->add_option("config", a->config, "the config file, e.g. configs/shakespeare-char.json")
+      ->required()
+      ->check(CLI::ExistingFile);
+  sub->add_option("-o,--out", a->out, "output folder (default: out/<config name>)");
+  sub->add_flag("--resume", a->resume, "continue from <out>/checkpoint.safetensors");
+  sub->add_option("--set", a->set, "override a config value, e.g. --set train.max_iters=100 (repeatable)");
+  sub->add_option("--threads", a->threads, "threads (default: all cores)")->check(CLI::PositiveNumber);
+  sub->add_flag("-q,--quiet", a->quiet, "no progress bar");
+  register_runner(sub, [a] {
+    if (a->threads > 0) set_num_threads(a->threads);
+    json config = load_config(a->config, a->set);
+    const std::string out = a->out.empty() ? (fs::path("out") / fs::path(a->config).stem()).string() : a->out;
+    const std::string base = fs::path(a->config).parent_path().string();
+    const std::string task = config.value("task", "");
+    QKV_CHECK(task == "lm", "config '", a->config, "': unknown \"task\" \"", task, "\" (expected \"lm\")");
+    train::LMTask lm(config, base);
+    const auto& g = lm.gpt().config;
+    std::fprintf(stderr,
+                 "qkv train: GPT %lld layers, %lld heads, %lld dims, block %lld, vocab %lld: %.2fM parameters; "
+                 "%zu train / %zu val tokens; %d threads → %s\n",
+                 static_cast<long long>(g.n_layer), static_cast<long long>(g.n_head), static_cast<long long>(g.n_embd),
+                 static_cast<long long>(g.block_size), static_cast<long long>(g.vocab_size),
+                 static_cast<double>(lm.gpt().num_parameters()) / 1e6, lm.data().train.size(), lm.data().val.size(),
+                 num_threads(), out.c_str());
+    train::TrainerOptions o;
+    o.out_dir = out, o.resume = a->resume, o.full_config = config, o.quiet = a->quiet;
+    train::TrainResult r = train::run_training(lm, lm.train_config(), o);
+    std::string ev;
+    for (auto& [k, v] : r.last_eval) ev += " " + k + " " + std::to_string(v);
+    std::fprintf(stderr, "%s at step %lld:%s; %.0f tokens/s; model: %s/model.safetensors\n",
+                 r.interrupted ? "stopped" : "done", static_cast<long long>(r.steps_done), ev.c_str(),
+                 r.tokens_per_second, out.c_str());
+    return r.interrupted ? 130 : 0;
+  });
+}
+
+}  // namespace qkv::cli
