@@ -19,16 +19,28 @@ namespace {
 namespace fs = std::filesystem;
 using io::StoreAs;
 
-// A fresh, empty directory per test.
-std::string temp_dir() {
-  static int counter = 0;
-  fs::path dir = fs::path(::testing::TempDir()) /
-                 detail::concat("qkv_io_", ::getpid(), "_", counter++, "_",
-                                ::testing::UnitTest::GetInstance()->current_test_info()->name());
-  fs::remove_all(dir);
-  fs::create_directories(dir);
-  return dir.string() + "/";
-}
+// A fresh, empty directory for one test ("<TempDir>/qkv_io_<pid>_<n>_<test>/"), removed at the end.
+class ScratchDir {
+ public:
+  ScratchDir() {
+    static int counter = 0;
+    dir_ = fs::path(::testing::TempDir()) /
+           detail::concat("qkv_io_", ::getpid(), "_", counter++, "_",
+                          ::testing::UnitTest::GetInstance()->current_test_info()->name());
+    fs::remove_all(dir_);
+    fs::create_directories(dir_);
+  }
+  ~ScratchDir() {
+    std::error_code ec;
+    fs::remove_all(dir_, ec);
+  }
+  ScratchDir(const ScratchDir&) = delete;
+  ScratchDir& operator=(const ScratchDir&) = delete;
+  std::string str() const { return dir_.string() + "/"; }
+
+ private:
+  fs::path dir_;
+};
 
 // The message of the qkv::Error `f` throws ("" and a test failure when it throws none).
 template <typename F>
@@ -59,7 +71,8 @@ std::vector<std::string> files_in(const std::string& dir) {
 uint16_t bits_f16(float f) { return f32_to_f16(f).bits; }
 
 TEST(Safetensors, RoundTripKeepsValuesShapesDtypesAndMetadata) {
-  std::string path = temp_dir() + "model.safetensors";
+  ScratchDir scratch;
+  std::string path = scratch.str() + "model.safetensors";
   Tensor w = Tensor::from_vector({0.5f, -1.f, 2.25f, 1e-30f, -0.f, 3e38f}, {2, 3});
   Tensor base = Tensor::arange(12).reshape({3, 4});
   Tensor wt = base.transpose(0, 1).slice(0, 1, 3);  // [2, 3], non-contiguous, offset 1
@@ -116,7 +129,8 @@ TEST(Safetensors, RoundTripKeepsValuesShapesDtypesAndMetadata) {
 }
 
 TEST(Safetensors, HeaderIsPaddedJsonWithContiguousOffsets) {
-  std::string path = temp_dir() + "t.safetensors";
+  ScratchDir scratch;
+  std::string path = scratch.str() + "t.safetensors";
   io::save_safetensors(path, {{"a", Tensor::ones({3})}, {"bb", Tensor::from_ints({1, 2}, {2})}}, {{"k", "v"}});
   std::string bytes = io::read_file(path);
   uint64_t n;
@@ -171,7 +185,8 @@ TEST(Safetensors, F16ConversionRoundsToNearestEven) {
 }
 
 TEST(Safetensors, F16AndBF16StorageRoundKnownValues) {
-  std::string path = temp_dir() + "r.safetensors";
+  ScratchDir scratch;
+  std::string path = scratch.str() + "r.safetensors";
   const float inf = std::numeric_limits<float>::infinity();
   Tensor x = Tensor::from_vector(
       {1.f, 65504.f, 65520.f, 1e-7f, -0.f, std::numeric_limits<float>::quiet_NaN(), 3.4e38f, 1e-40f}, {8});
@@ -239,7 +254,8 @@ TEST(Safetensors, ReadsFileWrittenByPythonSafetensors) {
 }
 
 TEST(Safetensors, CorruptFilesAreErrorsNamingTheFileAndTheProblem) {
-  const std::string dir = temp_dir();
+  ScratchDir scratch;
+  const std::string dir = scratch.str();
   int count = 0;
   // Writes `bytes` to a new file and returns load_safetensors' error, checking it names the file
   // and contains `word`.
@@ -300,7 +316,8 @@ TEST(Safetensors, CorruptFilesAreErrorsNamingTheFileAndTheProblem) {
 }
 
 TEST(Safetensors, SaveValidatesBeforeTouchingTheFile) {
-  std::string path = temp_dir() + "keep.safetensors";
+  ScratchDir scratch;
+  std::string path = scratch.str() + "keep.safetensors";
   io::save_safetensors(path, {{"a", Tensor::ones({2})}});
   std::string before = io::read_file(path);
   Tensor t = Tensor::zeros({3});
@@ -316,7 +333,8 @@ TEST(Safetensors, SaveValidatesBeforeTouchingTheFile) {
 }
 
 TEST(AtomicFile, WritesTheWholeFileAndLeavesNoTemporary) {
-  std::string dir = temp_dir();
+  ScratchDir scratch;
+  std::string dir = scratch.str();
   std::string path = dir + "out.bin";
   io::write_file_atomic(path, std::string("old contents"));
   EXPECT_EQ(io::read_file(path), "old contents");
@@ -329,7 +347,8 @@ TEST(AtomicFile, WritesTheWholeFileAndLeavesNoTemporary) {
 }
 
 TEST(AtomicFile, MissingDirectoryThrowsAndLeavesNothing) {
-  std::string dir = temp_dir();
+  ScratchDir scratch;
+  std::string dir = scratch.str();
   std::string path = dir + "no/such/dir/out.bin";
   std::string msg = error_of([&] { io::write_file_atomic(path, "x"); });
   EXPECT_NE(msg.find(path), std::string::npos) << msg;
@@ -341,7 +360,8 @@ TEST(AtomicFile, MissingDirectoryThrowsAndLeavesNothing) {
 }
 
 TEST(AtomicFile, ReadFileErrorsNameThePath) {
-  std::string dir = temp_dir();
+  ScratchDir scratch;
+  std::string dir = scratch.str();
   std::string msg = error_of([&] { io::read_file(dir + "missing.txt"); });
   EXPECT_EQ(msg, "cannot open '" + dir + "missing.txt': No such file or directory");
   msg = error_of([&] { io::read_file(dir); });

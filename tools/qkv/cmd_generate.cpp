@@ -1,6 +1,7 @@
 // qkv generate — samples text from a trained GPT (a model.safetensors written by `qkv train`),
 // streaming each character as it is chosen, with a KV cache.
 #include <chrono>
+#include <filesystem>
 #include <cstdio>
 #include <iostream>
 
@@ -11,6 +12,19 @@
 #include "qkv/train/lm_task.h"
 
 namespace qkv::cli {
+
+// A relative model path that does not exist here is also looked for next to the qkv checkout the
+// binary was built in (build/qkv → models/…), so the shipped models work from any directory.
+std::string find_model(const std::string& path) {
+  namespace fs = std::filesystem;
+  if (fs::exists(path) || fs::path(path).is_absolute()) return path;
+  std::error_code ec;
+  const fs::path exe = fs::read_symlink("/proc/self/exe", ec);
+  if (!ec)
+    for (fs::path dir = exe.parent_path(); !dir.empty() && dir != dir.root_path(); dir = dir.parent_path())
+      if (fs::exists(dir / path)) return (dir / path).string();
+  return path;
+}
 
 void add_generate(CLI::App& app) {
   auto* sub = app.add_subcommand("generate", "Generate text with a trained GPT language model");
@@ -46,7 +60,7 @@ void add_generate(CLI::App& app) {
   sub->add_option("--threads", a->threads, "threads (default: all cores)")->check(CLI::PositiveNumber);
   register_runner(sub, [a] {
     if (a->threads > 0) set_num_threads(a->threads);
-    train::LoadedGPT g = train::load_gpt(a->model);
+    train::LoadedGPT g = train::load_gpt(find_model(a->model));
     std::vector<int32_t> prompt;
     try {
       prompt = g.tokenizer.encode(a->prompt);

@@ -3,6 +3,7 @@
 
 #include <CLI/CLI.hpp>
 #include <functional>
+#include <string>
 
 namespace qkv::cli {
 
@@ -13,6 +14,9 @@ void add_bench_gpt(CLI::App* bench);
 void add_generate(CLI::App& app);
 
 // Every subcommand registers its runner here; run_selected calls the one the user chose.
+// A shipped model path (models/…) resolved from the working directory or the qkv checkout.
+std::string find_model(const std::string& path);
+
 void register_runner(CLI::App* sub, std::function<int()> run);
 int run_selected(CLI::App& app);
 
