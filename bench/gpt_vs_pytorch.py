@@ -134,6 +134,8 @@ def main():
     ap.add_argument("--iters", type=int, default=0, help="timed training iterations (default: 100 small, 10 big)")
     ap.add_argument("--new-tokens", type=int, default=500)
     ap.add_argument("--repeats", type=int, default=3)
+    ap.add_argument("--qkv-dtype", nargs="+", default=["f32"], choices=["f32", "bf16"],
+                    help="generation: qkv's decoding weights (bf16: half the memory traffic); one column each")
     ap.add_argument("--no-naive", action="store_true", help="generation: skip the no-cache runs")
     ap.add_argument("--json-out", help="write all figures here")
     ap.add_argument("--worker", help=argparse.SUPPRESS)
@@ -162,11 +164,16 @@ def main():
             if args.no_naive:
                 qkv_cmd.append("--no-naive")
         qkv_cmd += ["--threads", str(args.threads), "--json"]
-        figures = {"qkv": []}
+        qkv_runs = [("qkv", qkv_cmd)]
+        if not what.startswith("train-"):
+            qkv_runs = [(f"qkv {dt}", qkv_cmd + ["--dtype", dt] + (["--no-naive"] if i else []))
+                        for i, dt in enumerate(args.qkv_dtype)]
+        figures = {name: [] for name, _ in qkv_runs}
         for name, py, comp in peers:
             figures[name] = []
         for r in range(args.runs):
-            figures["qkv"].append(run_json(qkv_cmd))
+            for name, cmd in qkv_runs:
+                figures[name].append(run_json(cmd))
             for name, py, comp in peers:
                 cmd = [py, os.path.abspath(__file__), "--worker", what, "--threads", str(args.threads),
                        "--iters", str(iters), "--new-tokens", str(args.new_tokens), "--repeats", str(args.repeats)]
@@ -182,13 +189,16 @@ def main():
             def med(runs):
                 vals = [x[key] if key == "tokens_per_s" else x[key]["tokens_per_s"] for x in runs]
                 return statistics.median(vals)
-            q = med(figures["qkv"])
             label = what if key == "tokens_per_s" else f"{what} ({key})"
             print(f"{label}, {args.threads} threads, median of {args.runs} runs (tokens/s):")
-            print(f"  {'qkv':28s} {q:12,.0f}")
-            for name, py, comp in peers:
-                t = med(figures[name])
-                print(f"  {name:28s} {t:12,.0f}    qkv / this = {q / t:5.2f}x")
+            for qname, _ in qkv_runs:
+                if key == "naive" and qname != qkv_runs[0][0]:
+                    continue  # the no-cache baseline once
+                q = med(figures[qname])
+                print(f"  {qname:28s} {q:12,.0f}")
+                for name, py, comp in peers:
+                    t = med(figures[name])
+                    print(f"  {name:28s} {t:12,.0f}    {qname} / this = {q / t:5.2f}x")
         sys.stdout.flush()
     if args.json_out:
         with open(args.json_out, "w") as f:

@@ -200,6 +200,16 @@ void grow(KVCache& c, int64_t B, int64_t H, int64_t D, int64_t Dv, int64_t extra
 
 }  // namespace
 
+void MultiheadAttention::set_inference_dtype(DType dtype) {
+  out_proj->set_inference_dtype(dtype);
+  in_proj_weight_bf16 =
+      dtype == DType::bf16 && in_proj_weight.defined() ? in_proj_weight.detach().to(DType::bf16) : Tensor();
+}
+
+Tensor MultiheadAttention::bf16_rows(int64_t begin, int64_t end) const {
+  return in_proj_weight_bf16.defined() ? in_proj_weight_bf16.slice(0, begin, end) : Tensor();
+}
+
 Tensor MultiheadAttention::forward_cached(const Tensor& x, KVCache& cache) const {
   NoGradGuard no_grad;
   QKV_CHECK(x.dim() == 3 && x.size(2) == embed_dim, "MultiheadAttention::forward_cached: x ", shape_str(x.shape()),
@@ -208,7 +218,7 @@ Tensor MultiheadAttention::forward_cached(const Tensor& x, KVCache& cache) const
   const int64_t B = x.size(0), T = x.size(1), E = embed_dim, H = num_heads, D = head_dim;
   Tensor Q, K, V;
   if (in_proj_weight.defined()) {
-    std::vector<Tensor> qkv = chunk(linear(x, in_proj_weight, in_proj_bias), 3, -1);
+    std::vector<Tensor> qkv = chunk(linear_inference(x, in_proj_weight, in_proj_weight_bf16, in_proj_bias), 3, -1);
     Q = qkv[0], K = qkv[1], V = qkv[2];
   } else {
     Tensor bq, bk, bv;
@@ -232,7 +242,7 @@ Tensor MultiheadAttention::forward_cached(const Tensor& x, KVCache& cache) const
     opt.attn_mask = Tensor::from_bools(allowed, {T, past + T});
   }
   Tensor attn = scaled_dot_product_attention(Q.view({B, T, H, D}).transpose(1, 2), cache.keys(), cache.values(), opt);
-  return out_proj->forward(attn.transpose(1, 2).reshape({B, T, E}));
+  return out_proj->forward_inference(attn.transpose(1, 2).reshape({B, T, E}));
 }
 
 KVCache MultiheadAttention::project_kv(const Tensor& key, const Tensor& value) const {
@@ -245,8 +255,8 @@ KVCache MultiheadAttention::project_kv(const Tensor& key, const Tensor& value) c
   Tensor bk, bv, K, V;
   if (in_proj_bias.defined()) bk = in_proj_bias.slice(0, E, 2 * E), bv = in_proj_bias.slice(0, 2 * E, 3 * E);
   if (in_proj_weight.defined()) {
-    K = linear(key, in_proj_weight.slice(0, E, 2 * E), bk);
-    V = linear(value, in_proj_weight.slice(0, 2 * E, 3 * E), bv);
+    K = linear_inference(key, in_proj_weight.slice(0, E, 2 * E), bf16_rows(E, 2 * E), bk);
+    V = linear_inference(value, in_proj_weight.slice(0, 2 * E, 3 * E), bf16_rows(2 * E, 3 * E), bv);
   } else {
     K = linear(key, k_proj_weight, bk), V = linear(value, v_proj_weight, bv);
   }
@@ -266,11 +276,13 @@ Tensor MultiheadAttention::forward_cross_cached(const Tensor& query, const KVCac
   const int64_t B = query.size(0), T = query.size(1), E = embed_dim, H = num_heads, D = head_dim;
   Tensor bq;
   if (in_proj_bias.defined()) bq = in_proj_bias.slice(0, 0, E);
-  Tensor Q = linear(query, in_proj_weight.defined() ? in_proj_weight.slice(0, 0, E) : q_proj_weight, bq);
+  Tensor Q = in_proj_weight.defined()
+                 ? linear_inference(query, in_proj_weight.slice(0, 0, E), bf16_rows(0, E), bq)
+                 : linear(query, q_proj_weight, bq);
   AttentionOptions opt;
   opt.attn_mask = merge_masks(Tensor(), key_padding_mask, B, H, T, kv.length);
   Tensor attn = scaled_dot_product_attention(Q.view({B, T, H, D}).transpose(1, 2), kv.keys(), kv.values(), opt);
-  return out_proj->forward(attn.transpose(1, 2).reshape({B, T, E}));
+  return out_proj->forward_inference(attn.transpose(1, 2).reshape({B, T, E}));
 }
 
 }  // namespace qkv::nn

@@ -75,7 +75,7 @@ Tensor TransformerEncoderLayer::forward(const Tensor& src, const Tensor& src_mas
 
 Tensor TransformerEncoderLayer::forward_cached(const Tensor& x, KVCache& cache) const {
   NoGradGuard no_grad;
-  auto ff = [&](const Tensor& h) { return feed_forward(h, *linear1, *linear2, opt.activation, 0.f, false, nullptr); };
+  auto ff = [&](const Tensor& h) { return linear2->forward_inference(activate(linear1->forward_inference(h), opt.activation)); };
   if (opt.norm_first) {
     Tensor y = x + self_attn->forward_cached(norm1->forward(x), cache);
     return y + ff(norm2->forward(y));
@@ -98,6 +98,19 @@ TransformerDecoderLayer::TransformerDecoderLayer(const TransformerLayerOptions& 
   norm1 = register_module("norm1", std::make_shared<LayerNorm>(o.d_model, o.layer_norm_eps, true, o.bias));
   norm2 = register_module("norm2", std::make_shared<LayerNorm>(o.d_model, o.layer_norm_eps, true, o.bias));
   norm3 = register_module("norm3", std::make_shared<LayerNorm>(o.d_model, o.layer_norm_eps, true, o.bias));
+}
+
+void TransformerEncoderLayer::set_inference_dtype(DType dtype) {
+  self_attn->set_inference_dtype(dtype);
+  linear1->set_inference_dtype(dtype);
+  linear2->set_inference_dtype(dtype);
+}
+
+void TransformerDecoderLayer::set_inference_dtype(DType dtype) {
+  self_attn->set_inference_dtype(dtype);
+  multihead_attn->set_inference_dtype(dtype);
+  linear1->set_inference_dtype(dtype);
+  linear2->set_inference_dtype(dtype);
 }
 
 Tensor TransformerDecoderLayer::drop(const Tensor& x) const { return dropout(x, opt.dropout, is_training(), gen_); }
@@ -137,7 +150,7 @@ Tensor TransformerDecoderLayer::forward(const Tensor& tgt, const Tensor& memory_
 Tensor TransformerDecoderLayer::forward_cached(const Tensor& x, KVCache& self_cache, const KVCache& cross,
                                                const Tensor& memory_kpm) const {
   NoGradGuard no_grad;
-  auto ff = [&](const Tensor& h) { return feed_forward(h, *linear1, *linear2, opt.activation, 0.f, false, nullptr); };
+  auto ff = [&](const Tensor& h) { return linear2->forward_inference(activate(linear1->forward_inference(h), opt.activation)); };
   if (opt.norm_first) {
     Tensor y = x + self_attn->forward_cached(norm1->forward(x), self_cache);
     y = y + multihead_attn->forward_cross_cached(norm2->forward(y), cross, memory_kpm);

@@ -5,6 +5,7 @@
 #include "qkv/autograd/node.h"
 #include "qkv/core/parallel.h"
 #include "qkv/kernels/cpu/gemm.h"
+#include "qkv/kernels/cpu/gemv_bf16.h"
 #include "qkv/ops/arith.h"
 
 namespace qkv {
@@ -165,6 +166,24 @@ Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias) {
     if (gbias) db = sum_to(gc.reshape({rows, out_f}), {out_f});  // db = Σ_rows dy
     return std::vector<Tensor>{dx, dw, db};
   });
+}
+
+Tensor linear_inference(const Tensor& x, const Tensor& weight, const Tensor& weight_bf16, const Tensor& bias) {
+  const int64_t in_f = weight.size(1), out_f = weight.size(0);
+  const int64_t rows = x.numel() / std::max<int64_t>(in_f, 1);
+  if (!weight_bf16.defined() || rows > 16) return linear(x, weight, bias);
+  QKV_CHECK(weight_bf16.dtype() == DType::bf16 && weight_bf16.shape() == weight.shape() && weight_bf16.is_contiguous(),
+            "linear_inference: weight_bf16 must be a dense bf16 copy of weight ", shape_str(weight.shape()));
+  QKV_CHECK(x.size(-1) == in_f, "linear_inference: input ", shape_str(x.shape()), " x weight ",
+            shape_str(weight.shape()), ": in_features differ");
+  Tensor xc = x.is_contiguous() ? x.detach() : x.contiguous_copy();
+  Shape out_shape = x.shape();
+  out_shape.back() = out_f;
+  Tensor out = Tensor::empty(out_shape);
+  Tensor bc = bias.defined() ? bias.contiguous() : Tensor();
+  k::gemv_bf16(rows, out_f, in_f, xc.data(), in_f, weight_bf16.data<bf16>(), bc.defined() ? bc.data() : nullptr,
+               out.data(), out_f);
+  return out;
 }
 
 }  // namespace qkv

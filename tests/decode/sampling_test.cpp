@@ -148,3 +148,39 @@ TEST(CharTokenizerTest, VocabularyEncodeDecodeAndErrors) {
 
 }  // namespace
 }  // namespace qkv::decode
+
+namespace qkv::decode {
+namespace {
+
+// bf16 decoding weights: the product equals linear() with the weight rounded to bf16 (the only
+// difference is the weight's rounding), for 1 and several rows, with and without bias; more than
+// 16 rows take the f32 weight.
+TEST(Bf16Decoding, LinearInferenceEqualsLinearOnRoundedWeights) {
+  Generator g(5);
+  Tensor w = Tensor::randn({37, 70}, g), b = Tensor::randn({37}, g);
+  Tensor w_bf16 = w.to(DType::bf16), w_rounded = w_bf16.to(DType::f32);
+  for (int64_t rows : {1, 3, 16}) {
+    Tensor x = Tensor::randn({rows, 70}, g);
+    EXPECT_TENSOR_NEAR(linear_inference(x, w, w_bf16, b), linear(x, w_rounded, b), 1e-5);
+    EXPECT_TENSOR_NEAR(linear_inference(x, w, w_bf16), linear(x, w_rounded), 1e-5);
+  }
+  Tensor big = Tensor::randn({17, 70}, g);
+  EXPECT_TENSOR_NEAR(linear_inference(big, w, w_bf16, b), linear(big, w, b), 1e-6);
+}
+
+TEST(Bf16Decoding, GptLogitsStayCloseToF32) {
+  nn::GPT m = tiny_gpt(64);
+  std::vector<nn::KVCache> c32, c16;
+  Tensor ids = Tensor::from_ints({1, 2, 3, 4, 5}, {1, 5});
+  Tensor a = m.forward_cached(ids, c32);  // prefill: 5 rows, also on the bf16 path
+  m.set_inference_dtype(DType::bf16);
+  Tensor b = m.forward_cached(ids, c16);
+  EXPECT_TENSOR_NEAR(b, a, 2e-2);
+  EXPECT_GT(testing::rel_error(b.to_vector(), a.to_vector()), 0.0) << "the bf16 copies were not used";
+  m.set_inference_dtype(DType::f32);
+  std::vector<nn::KVCache> c;
+  EXPECT_TENSOR_NEAR(m.forward_cached(ids, c), a, 0.0);
+}
+
+}  // namespace
+}  // namespace qkv::decode

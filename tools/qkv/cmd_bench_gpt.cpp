@@ -21,7 +21,7 @@ namespace qkv::cli {
 namespace {
 
 struct GptBenchArgs {
-  std::string preset = "small";
+  std::string preset = "small", dtype = "f32";
   int64_t iters = 50, warmup = 5, new_tokens = 500, repeats = 3;
   int threads = 0;
   bool json = false, no_naive = false;
@@ -100,7 +100,9 @@ int run_generate(const GptBenchArgs& a) {
   Generator gen(0);
   nn::GPT gpt(c, &gen);
   gpt.eval();
-  nlohmann::json j = {{"threads", num_threads()}, {"new_tokens", a.new_tokens}, {"params", gpt.num_parameters()}};
+  if (a.dtype == "bf16") gpt.set_inference_dtype(DType::bf16);
+  nlohmann::json j = {{"threads", num_threads()}, {"new_tokens", a.new_tokens}, {"params", gpt.num_parameters()},
+                      {"dtype", a.dtype}};
   std::vector<int32_t> reference;
   for (bool cache : {true, false}) {
     if (!cache && a.no_naive) continue;
@@ -122,7 +124,7 @@ int run_generate(const GptBenchArgs& a) {
     const char* name = cache ? "kv_cache" : "naive";
     j[name] = {{"median_s", med}, {"tokens_per_s", static_cast<double>(a.new_tokens) / med}};
     if (!a.json)
-      std::printf("qkv decode %-8s threads=%d %lld tokens: median %.3f s -> %.1f tokens/s\n", name, num_threads(),
+      std::printf("qkv decode %-8s %s threads=%d %lld tokens: median %.3f s -> %.1f tokens/s\n", name, a.dtype.c_str(), num_threads(),
                   static_cast<long long>(a.new_tokens), med, static_cast<double>(a.new_tokens) / med);
     if (cache) reference = out;
     else j["identical"] = out == reference;
@@ -150,6 +152,9 @@ void add_bench_gpt(CLI::App* bench) {
   ge->add_option("--new-tokens", a->new_tokens, "tokens to generate")->capture_default_str()->check(CLI::PositiveNumber);
   ge->add_option("--repeats", a->repeats, "timed runs (median)")->capture_default_str()->check(CLI::PositiveNumber);
   ge->add_option("--threads", a->threads, "threads (default: all cores)")->check(CLI::PositiveNumber);
+  ge->add_option("--dtype", a->dtype, "weights read by the decoding steps: f32 or bf16")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"f32", "bf16"}));
   ge->add_flag("--no-naive", a->no_naive, "skip the run without cache");
   ge->add_flag("--json", a->json, "one JSON object on stdout");
   register_runner(ge, [a] { return run_generate(*a); });

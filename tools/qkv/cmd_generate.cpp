@@ -34,6 +34,7 @@ void add_generate(CLI::App& app) {
     double temperature = 0.8, top_p = 1.0;
     uint64_t seed = 1337;
     bool no_cache = false, stats = false;
+    std::string dtype = "f32";
     int threads = 0;
   };
   auto a = std::make_shared<Args>();
@@ -56,11 +57,15 @@ void add_generate(CLI::App& app) {
       ->capture_default_str()
       ->check(CLI::PositiveNumber);
   sub->add_flag("--no-cache", a->no_cache, "recompute the whole context every step (slow; for comparison)");
+  sub->add_option("--dtype", a->dtype, "weights read by decoding steps: f32, or bf16 (half the memory traffic)")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"f32", "bf16"}));
   sub->add_flag("--stats", a->stats, "print tokens/s to stderr");
   sub->add_option("--threads", a->threads, "threads (default: all cores)")->check(CLI::PositiveNumber);
   register_runner(sub, [a] {
     if (a->threads > 0) set_num_threads(a->threads);
     train::LoadedGPT g = train::load_gpt(find_model(a->model));
+    if (a->dtype == "bf16") g.model->set_inference_dtype(DType::bf16);
     std::vector<int32_t> prompt;
     try {
       prompt = g.tokenizer.encode(a->prompt);

@@ -37,11 +37,15 @@ class GPT : public Module {
   // Decoding without recomputation: idx [B, T] at positions caches[0].length …; appends to the
   // caches (one per layer) and returns the logits of the last position, [B, vocab_size].
   Tensor forward_cached(const Tensor& idx, std::vector<KVCache>& caches) const;
+  // Decoding steps read bf16 copies of the weights (half the memory traffic; ~3 significant
+  // digits of weight): call after loading the weights. f32 (the default) drops the copies.
+  void set_inference_dtype(DType dtype);
 
   GPTConfig config;
   std::shared_ptr<Embedding> wte, wpe;
   std::vector<std::shared_ptr<TransformerEncoderLayer>> h;
   std::shared_ptr<LayerNorm> ln_f;
+  Tensor wte_bf16;
 
  private:
   Tensor embed(const Tensor& idx, int64_t pos0) const;

@@ -13,6 +13,12 @@ class Linear : public Module {
   Tensor forward(const Tensor& x) const;
   Tensor operator()(const Tensor& x) const { return forward(x); }
 
+  // Decoding (no tape): forward, reading a bf16 copy of the weight for small batches when
+  // set_inference_dtype(DType::bf16) made one (after the weights are loaded; f32 drops it).
+  Tensor forward_inference(const Tensor& x) const;
+  void set_inference_dtype(DType dtype);
+  Tensor weight_bf16;
+
   int64_t in_features, out_features;
   Tensor weight, bias;
 };

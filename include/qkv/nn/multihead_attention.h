@@ -56,13 +56,18 @@ class MultiheadAttention : public Module {
   // Cross-attention of query [B, T, E] over precomputed K/V; key_padding_mask [B, S] (true = pad).
   Tensor forward_cross_cached(const Tensor& query, const KVCache& kv, const Tensor& key_padding_mask = Tensor()) const;
 
+  // bf16 copies of the projection weights for decoding steps (see Linear::set_inference_dtype).
+  void set_inference_dtype(DType dtype);
+
   int64_t embed_dim, num_heads, head_dim, kdim, vdim;
   float dropout;
   bool batch_first;
   Tensor in_proj_weight, q_proj_weight, k_proj_weight, v_proj_weight, in_proj_bias;
   std::shared_ptr<Linear> out_proj;
+  Tensor in_proj_weight_bf16;
 
  private:
+  Tensor bf16_rows(int64_t begin, int64_t end) const;  // rows of in_proj_weight_bf16 (or undefined)
   Generator* gen_;  // attention-weight dropout draws from it (default_generator() when null)
 };
 

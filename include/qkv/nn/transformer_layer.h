@@ -46,6 +46,7 @@ class TransformerEncoderLayer : public Module {
 
   // Decoding (no tape): x [B, T, E] at positions cache.length…+T−1, causal over everything cached.
   Tensor forward_cached(const Tensor& x, KVCache& cache) const;
+  void set_inference_dtype(DType dtype);  // bf16 weight copies for decoding steps
 
   TransformerLayerOptions opt;
   std::shared_ptr<MultiheadAttention> self_attn;
@@ -72,6 +73,7 @@ class TransformerDecoderLayer : public Module {
   // once per source by multihead_attn->project_kv(memory). memory_key_padding_mask [B, S].
   Tensor forward_cached(const Tensor& x, KVCache& self_cache, const KVCache& cross,
                         const Tensor& memory_key_padding_mask = Tensor()) const;
+  void set_inference_dtype(DType dtype);
 
   TransformerLayerOptions opt;
   std::shared_ptr<MultiheadAttention> self_attn, multihead_attn;

@@ -10,5 +10,9 @@ namespace qkv {
 
 Tensor matmul(const Tensor& a, const Tensor& b);
 Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias = Tensor());
+// Inference (no tape): linear(x, weight, bias), but when `weight_bf16` (a bf16 copy of weight) is
+// given and x has at most 16 rows — a decoding step — the product reads the bf16 copy instead
+// (kernels/cpu/gemv_bf16.h: half the bytes, f32 accumulation; ~3 significant digits of weight).
+Tensor linear_inference(const Tensor& x, const Tensor& weight, const Tensor& weight_bf16, const Tensor& bias = Tensor());
 
 }  // namespace qkv
