@@ -194,6 +194,12 @@ class Metrics {
 
 TrainResult run_training(TrainingTask& task, const TrainConfig& cfg, const TrainerOptions& opt) {
   QKV_CHECK(!opt.out_dir.empty(), "train: no output directory");
+  g_interrupted = false;
+  // from here on, Ctrl-C means "save and stop"; the previous handler comes back however we leave
+  struct RestoreSigint {
+    void (*prev)(int);
+    ~RestoreSigint() { std::signal(SIGINT, prev); }
+  } restore{std::signal(SIGINT, on_sigint)};
   std::error_code ec;
   fs::create_directories(opt.out_dir, ec);
   QKV_CHECK(!ec, "train: cannot create output directory '", opt.out_dir, "': ", ec.message());
@@ -247,8 +253,6 @@ TrainResult run_training(TrainingTask& task, const TrainConfig& cfg, const Train
     metrics.write();
   };
 
-  g_interrupted = false;
-  auto prev_handler = std::signal(SIGINT, on_sigint);
   TrainResult res;
   ProgressBar bar("train", cfg.max_iters, start);
   auto t_start = std::chrono::steady_clock::now();
@@ -312,7 +316,6 @@ TrainResult run_training(TrainingTask& task, const TrainConfig& cfg, const Train
   if (!res.interrupted && cfg.eval_interval > 0) run_eval(step);
   bar.close();
   save(step, elapsed());
-  std::signal(SIGINT, prev_handler);
   res.steps_done = step;
   res.tokens_per_second = tok_rate;
   if (res.interrupted)

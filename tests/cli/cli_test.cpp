@@ -129,8 +129,9 @@ TEST(Cli, TrainCtrlCSavesAndResumes) {
           "train.max_iters=1000000", (char*)nullptr);
     _exit(127);
   }
-  // wait until it is training (the first evaluation writes nothing; give it time), then Ctrl-C
-  usleep(1500 * 1000);
+  // wait until the trainer has started (it creates the output folder), then Ctrl-C
+  for (int i = 0; i < 600 && !std::filesystem::exists(d + "/out"); ++i) usleep(50 * 1000);
+  usleep(500 * 1000);
   kill(pid, SIGINT);
   int status = 0;
   waitpid(pid, &status, 0);
