@@ -110,7 +110,9 @@ TEST(GenerateTest, CachedAndUncachedChooseTheSameTokens) {
       EXPECT_EQ(with, streamed);
       EXPECT_EQ(with.size(), 40u);
       std::set<int32_t> distinct(with.begin(), with.end());
-      if (temperature > 0) EXPECT_GT(distinct.size(), 1u) << "degenerate test model";
+      if (temperature > 0) {
+        EXPECT_GT(distinct.size(), 1u) << "degenerate test model";
+      }
     }
   }
 }
