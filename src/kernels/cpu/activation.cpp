@@ -80,7 +80,15 @@ void gelu_backward(const float* x, const float* dy, float* dx, int64_t n, bool t
 void dropout_apply(const float* x, float* y, int64_t n, float p, uint64_t seed, uint64_t counter) {
   const float keep_scale = p < 1.f ? 1.f / (1.f - p) : 0.f;
   parallel_for(n, kGrain, [&](int64_t b, int64_t e) {
-    for (int64_t i = b; i < e; ++i)
+    int64_t i = b;
+#if QKV_AVX512
+    const __m512 vs = _mm512_set1_ps(keep_scale);
+    for (; i + 16 <= e; i += 16) {
+      const __mmask16 keep = dropout_keep16(seed, counter + static_cast<uint64_t>(i), p);
+      _mm512_storeu_ps(y + i, _mm512_maskz_mul_ps(keep, _mm512_loadu_ps(x + i), vs));
+    }
+#endif
+    for (; i < e; ++i)
       y[i] = Generator::uniform(seed, counter + static_cast<uint64_t>(i)) >= p ? x[i] * keep_scale : 0.f;
   });
 }

@@ -78,7 +78,14 @@ void dropout_block(const AttnProblem& p, int64_t b, int64_t h, int64_t i0, int64
   for (int64_t r = 0; r < br; ++r) {
     const uint64_t row = base + static_cast<uint64_t>((i0 + r) * p.Lk + j0);
     float* w = W + r * ldw;
-    for (int64_t c = 0; c < bc; ++c)
+    int64_t c = 0;
+#if QKV_AVX512
+    for (; c + 16 <= bc; c += 16) {
+      const __mmask16 k = dropout_keep16(p.seed, row + static_cast<uint64_t>(c), p.dropout_p);
+      _mm512_storeu_ps(w + c, _mm512_maskz_mul_ps(k, _mm512_loadu_ps(w + c), _mm512_set1_ps(keep)));
+    }
+#endif
+    for (; c < bc; ++c)
       w[c] = Generator::uniform(p.seed, row + static_cast<uint64_t>(c)) >= p.dropout_p ? w[c] * keep : 0.f;
   }
 }
