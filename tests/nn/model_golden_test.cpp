@@ -120,7 +120,9 @@ TEST(ModelGolden, TransformerLayersMatchPyTorch) {
     out.backward(json_tensor(c.at("grad_output")));
     expect_param_grads(*keep, c);
     EXPECT_TRUE(grad_close("grad x", x.grad(), c.at("grads").at("x")));
-    if (memory.defined()) EXPECT_TRUE(grad_close("grad memory", memory.grad(), c.at("grads").at("memory")));
+    if (memory.defined()) {
+      EXPECT_TRUE(grad_close("grad memory", memory.grad(), c.at("grads").at("memory")));
+    }
   }
 }
 
