@@ -113,24 +113,12 @@ MultiheadAttention::Output MultiheadAttention::forward(const Tensor& query, cons
             " disagree in batch size or key/value length");
 
   // Q = query W_Qᵀ + b_Q, K = key W_Kᵀ + b_K, V = value W_Vᵀ + b_V
-  Tensor bq, bk, bv;
-  if (in_proj_bias.defined()) {
-    bq = in_proj_bias.slice(0, 0, E);
-    bk = in_proj_bias.slice(0, E, 2 * E);
-    bv = in_proj_bias.slice(0, 2 * E, 3 * E);
-  }
   Tensor Q, K, V;
   if (in_proj_weight.defined() && query.same(key) && key.same(value)) {
     std::vector<Tensor> qkv = chunk(linear(q, in_proj_weight, in_proj_bias), 3, -1);  // one GEMM for all three
     Q = qkv[0], K = qkv[1], V = qkv[2];
-  } else if (in_proj_weight.defined()) {
-    Q = linear(q, in_proj_weight.slice(0, 0, E), bq);
-    K = linear(k, in_proj_weight.slice(0, E, 2 * E), bk);
-    V = linear(v, in_proj_weight.slice(0, 2 * E, 3 * E), bv);
   } else {
-    Q = linear(q, q_proj_weight, bq);
-    K = linear(k, k_proj_weight, bk);
-    V = linear(v, v_proj_weight, bv);
+    Q = project(q, 0, false), K = project(k, 1, false), V = project(v, 2, false);
   }
   // Split heads: [B, L, E] → [B, H, L, D] (views)
   Tensor Qh = Q.view({B, L, H, D}).transpose(1, 2);
@@ -206,8 +194,24 @@ void MultiheadAttention::set_inference_dtype(DType dtype) {
       dtype == DType::bf16 && in_proj_weight.defined() ? in_proj_weight.detach().to(DType::bf16) : Tensor();
 }
 
-Tensor MultiheadAttention::bf16_rows(int64_t begin, int64_t end) const {
-  return in_proj_weight_bf16.defined() ? in_proj_weight_bf16.slice(0, begin, end) : Tensor();
+// x W_iᵀ + b_i for i = 0 (Q), 1 (K), 2 (V): a row block of in_proj_weight, or q/k/v_proj_weight.
+// inference: read the bf16 copy of the weight when set_inference_dtype made one.
+Tensor MultiheadAttention::project(const Tensor& x, int i, bool inference) const {
+  const int64_t E = embed_dim;
+  Tensor b = in_proj_bias.defined() ? in_proj_bias.slice(0, i * E, (i + 1) * E) : Tensor();
+  if (!in_proj_weight.defined()) return linear(x, i == 0 ? q_proj_weight : i == 1 ? k_proj_weight : v_proj_weight, b);
+  Tensor w = in_proj_weight.slice(0, i * E, (i + 1) * E);
+  if (inference && in_proj_weight_bf16.defined())
+    return linear_inference(x, w, in_proj_weight_bf16.slice(0, i * E, (i + 1) * E), b);
+  return linear(x, w, b);
+}
+
+// Concat(head_1..head_h) W_Oᵀ + b_O while decoding: Q [B, T, E] split into heads, K/V [B, H, S, D].
+Tensor MultiheadAttention::attend_inference(const Tensor& Q, const Tensor& K, const Tensor& V,
+                                            const AttentionOptions& opt) const {
+  const int64_t B = Q.size(0), T = Q.size(1), E = embed_dim;
+  Tensor attn = scaled_dot_product_attention(Q.view({B, T, num_heads, head_dim}).transpose(1, 2), K, V, opt);
+  return out_proj->forward_inference(attn.transpose(1, 2).reshape({B, T, E}));
 }
 
 Tensor MultiheadAttention::forward_cached(const Tensor& x, KVCache& cache) const {
@@ -215,16 +219,13 @@ Tensor MultiheadAttention::forward_cached(const Tensor& x, KVCache& cache) const
   QKV_CHECK(x.dim() == 3 && x.size(2) == embed_dim, "MultiheadAttention::forward_cached: x ", shape_str(x.shape()),
             " should be [B, T, ", embed_dim, "]");
   QKV_CHECK(kdim == embed_dim && vdim == embed_dim, "MultiheadAttention::forward_cached: self-attention needs kdim = vdim = embed_dim");
-  const int64_t B = x.size(0), T = x.size(1), E = embed_dim, H = num_heads, D = head_dim;
+  const int64_t B = x.size(0), T = x.size(1), H = num_heads, D = head_dim;
   Tensor Q, K, V;
   if (in_proj_weight.defined()) {
     std::vector<Tensor> qkv = chunk(linear_inference(x, in_proj_weight, in_proj_weight_bf16, in_proj_bias), 3, -1);
     Q = qkv[0], K = qkv[1], V = qkv[2];
   } else {
-    Tensor bq, bk, bv;
-    if (in_proj_bias.defined())
-      bq = in_proj_bias.slice(0, 0, E), bk = in_proj_bias.slice(0, E, 2 * E), bv = in_proj_bias.slice(0, 2 * E, 3 * E);
-    Q = linear(x, q_proj_weight, bq), K = linear(x, k_proj_weight, bk), V = linear(x, v_proj_weight, bv);
+    Q = project(x, 0, true), K = project(x, 1, true), V = project(x, 2, true);
   }
   grow(cache, B, H, D, D, T);
   const int64_t past = cache.length;
@@ -241,8 +242,7 @@ Tensor MultiheadAttention::forward_cached(const Tensor& x, KVCache& cache) const
       for (int64_t j = 0; j < past + T; ++j) allowed[static_cast<size_t>(i * (past + T) + j)] = j <= past + i;
     opt.attn_mask = Tensor::from_bools(allowed, {T, past + T});
   }
-  Tensor attn = scaled_dot_product_attention(Q.view({B, T, H, D}).transpose(1, 2), cache.keys(), cache.values(), opt);
-  return out_proj->forward_inference(attn.transpose(1, 2).reshape({B, T, E}));
+  return attend_inference(Q, cache.keys(), cache.values(), opt);
 }
 
 KVCache MultiheadAttention::project_kv(const Tensor& key, const Tensor& value) const {
@@ -251,18 +251,10 @@ KVCache MultiheadAttention::project_kv(const Tensor& key, const Tensor& value) c
                 key.size(0) == value.size(0) && key.size(1) == value.size(1),
             "MultiheadAttention::project_kv: key ", shape_str(key.shape()), " / value ", shape_str(value.shape()),
             " should be [B, S, ", kdim, "] / [B, S, ", vdim, "]");
-  const int64_t B = key.size(0), S = key.size(1), E = embed_dim, H = num_heads, D = head_dim;
-  Tensor bk, bv, K, V;
-  if (in_proj_bias.defined()) bk = in_proj_bias.slice(0, E, 2 * E), bv = in_proj_bias.slice(0, 2 * E, 3 * E);
-  if (in_proj_weight.defined()) {
-    K = linear_inference(key, in_proj_weight.slice(0, E, 2 * E), bf16_rows(E, 2 * E), bk);
-    V = linear_inference(value, in_proj_weight.slice(0, 2 * E, 3 * E), bf16_rows(2 * E, 3 * E), bv);
-  } else {
-    K = linear(key, k_proj_weight, bk), V = linear(value, v_proj_weight, bv);
-  }
+  const int64_t B = key.size(0), S = key.size(1), H = num_heads, D = head_dim;
   KVCache c;
-  c.k = K.view({B, S, H, D}).transpose(1, 2).contiguous();
-  c.v = V.view({B, S, H, D}).transpose(1, 2).contiguous();
+  c.k = project(key, 1, true).view({B, S, H, D}).transpose(1, 2).contiguous();
+  c.v = project(value, 2, true).view({B, S, H, D}).transpose(1, 2).contiguous();
   c.length = S;
   return c;
 }
@@ -273,16 +265,9 @@ Tensor MultiheadAttention::forward_cross_cached(const Tensor& query, const KVCac
   QKV_CHECK(query.dim() == 3 && query.size(2) == embed_dim && query.size(0) == kv.batch(),
             "MultiheadAttention::forward_cross_cached: query ", shape_str(query.shape()), " should be [", kv.batch(),
             ", T, ", embed_dim, "]");
-  const int64_t B = query.size(0), T = query.size(1), E = embed_dim, H = num_heads, D = head_dim;
-  Tensor bq;
-  if (in_proj_bias.defined()) bq = in_proj_bias.slice(0, 0, E);
-  Tensor Q = in_proj_weight.defined()
-                 ? linear_inference(query, in_proj_weight.slice(0, 0, E), bf16_rows(0, E), bq)
-                 : linear(query, q_proj_weight, bq);
   AttentionOptions opt;
-  opt.attn_mask = merge_masks(Tensor(), key_padding_mask, B, H, T, kv.length);
-  Tensor attn = scaled_dot_product_attention(Q.view({B, T, H, D}).transpose(1, 2), kv.keys(), kv.values(), opt);
-  return out_proj->forward_inference(attn.transpose(1, 2).reshape({B, T, E}));
+  opt.attn_mask = merge_masks(Tensor(), key_padding_mask, query.size(0), num_heads, query.size(1), kv.length);
+  return attend_inference(project(query, 0, true), kv.keys(), kv.values(), opt);
 }
 
 }  // namespace qkv::nn

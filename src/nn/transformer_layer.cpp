@@ -35,6 +35,12 @@ Tensor feed_forward(const Tensor& x, const Linear& linear1, const Linear& linear
   return linear2.forward(dropout(activate(linear1.forward(x), activation), p, training, gen));
 }
 
+// FFN while decoding: no dropout, no tape, bf16 weight copies when the layer has them.
+static Tensor feed_forward_inference(const Tensor& x, const Linear& linear1, const Linear& linear2,
+                                     const std::string& activation) {
+  return linear2.forward_inference(activate(linear1.forward_inference(x), activation));
+}
+
 // ---- encoder layer ------------------------------------------------------------------------------
 
 TransformerEncoderLayer::TransformerEncoderLayer(const TransformerLayerOptions& o, Generator* gen)
@@ -75,7 +81,7 @@ Tensor TransformerEncoderLayer::forward(const Tensor& src, const Tensor& src_mas
 
 Tensor TransformerEncoderLayer::forward_cached(const Tensor& x, KVCache& cache) const {
   NoGradGuard no_grad;
-  auto ff = [&](const Tensor& h) { return linear2->forward_inference(activate(linear1->forward_inference(h), opt.activation)); };
+  auto ff = [&](const Tensor& h) { return feed_forward_inference(h, *linear1, *linear2, opt.activation); };
   if (opt.norm_first) {
     Tensor y = x + self_attn->forward_cached(norm1->forward(x), cache);
     return y + ff(norm2->forward(y));
@@ -150,7 +156,7 @@ Tensor TransformerDecoderLayer::forward(const Tensor& tgt, const Tensor& memory_
 Tensor TransformerDecoderLayer::forward_cached(const Tensor& x, KVCache& self_cache, const KVCache& cross,
                                                const Tensor& memory_kpm) const {
   NoGradGuard no_grad;
-  auto ff = [&](const Tensor& h) { return linear2->forward_inference(activate(linear1->forward_inference(h), opt.activation)); };
+  auto ff = [&](const Tensor& h) { return feed_forward_inference(h, *linear1, *linear2, opt.activation); };
   if (opt.norm_first) {
     Tensor y = x + self_attn->forward_cached(norm1->forward(x), self_cache);
     y = y + multihead_attn->forward_cross_cached(norm2->forward(y), cross, memory_kpm);

@@ -14,32 +14,22 @@
 #include <vector>
 
 #include "qkv/core/error.h"
+#include "qkv/io/file.h"
 
 namespace qkv::text {
 namespace {
 
-struct FileCloser {
-  void operator()(std::FILE* f) const { std::fclose(f); }
-};
 
-// Inflates a whole .gz file (all members, as gzip -d does). A stream that ends before its trailer
-// — a truncated download — or that fails its CRC is an error naming the file.
-std::string read_gzip(const std::string& path) {
-  std::string raw;
-  {
-    std::unique_ptr<std::FILE, FileCloser> f(std::fopen(path.c_str(), "rb"));
-    QKV_CHECK(f != nullptr, "read_lines: ", path, ": cannot open: ", std::strerror(errno));
-    std::vector<char> buf(1 << 20);
-    size_t n;
-    while ((n = std::fread(buf.data(), 1, buf.size(), f.get())) > 0) raw.append(buf.data(), n);
-  }
+// Inflates gzip bytes (all members, as gzip -d does). A stream that ends before its trailer — a
+// truncated download — or that fails its CRC is an error naming the file.
+std::string inflate_gzip(const std::string& raw, const std::string& path) {
   std::string data;
   std::vector<char> out(1 << 20);
   size_t pos = 0;
   while (pos < raw.size()) {
     z_stream zs{};
     QKV_CHECK(inflateInit2(&zs, 16 + MAX_WBITS) == Z_OK, "read_lines: ", path, ": zlib init failed");
-    zs.next_in = reinterpret_cast<Bytef*>(raw.data() + pos);
+    zs.next_in = reinterpret_cast<Bytef*>(const_cast<char*>(raw.data() + pos));
     zs.avail_in = static_cast<uInt>(raw.size() - pos);
     int rc = Z_OK;
     while (rc == Z_OK) {
@@ -59,22 +49,12 @@ std::string read_gzip(const std::string& path) {
   return data;
 }
 
-// The whole file, decompressed when it starts with the gzip magic bytes 1f 8b.
+// The whole file (read once), decompressed when it starts with the gzip magic bytes 1f 8b.
 std::string read_file_bytes(const std::string& path) {
-  std::unique_ptr<std::FILE, FileCloser> f(std::fopen(path.c_str(), "rb"));
-  QKV_CHECK(f != nullptr, "read_lines: ", path, ": cannot open: ", std::strerror(errno));
-  unsigned char magic[2] = {0, 0};
-  const size_t got = std::fread(magic, 1, 2, f.get());
-  if (got == 2 && magic[0] == 0x1f && magic[1] == 0x8b) {
-    f.reset();
-    return read_gzip(path);
-  }
-  std::string data(reinterpret_cast<const char*>(magic), got);
-  char buf[1 << 16];
-  size_t n;
-  while ((n = std::fread(buf, 1, sizeof buf, f.get())) > 0) data.append(buf, n);
-  QKV_CHECK(!std::ferror(f.get()), "read_lines: ", path, ": read error");
-  return data;
+  std::string raw = io::read_file(path);
+  const bool gzip = raw.size() >= 2 && static_cast<unsigned char>(raw[0]) == 0x1f &&
+                    static_cast<unsigned char>(raw[1]) == 0x8b;
+  return gzip ? inflate_gzip(raw, path) : raw;
 }
 
 uint64_t splitmix64(uint64_t& state) {

@@ -14,16 +14,11 @@ void save_model_file(const std::string& path, const nn::Module& model, nlohmann:
   meta["format"] = "qkv";
   meta["version"] = 1;
   std::vector<std::pair<std::string, Tensor>> tensors;
-  for (auto& [name, p] : model.named_parameters()) {
-    Tensor t = p.detach();
-    if (store == io::StoreAs::kF16 || store == io::StoreAs::kBF16) t = t.contiguous();
-    tensors.emplace_back(name, t);
-  }
+  for (auto& [name, p] : model.named_parameters()) tensors.emplace_back(name, p.detach());
   if (optimizer_state.empty()) {
     io::save_safetensors(path, tensors, {{"qkv", meta.dump()}}, store);
     return;
   }
-  // parameters in the chosen precision, the optimizer in f32: convert parameters here
   QKV_CHECK(store == io::StoreAs::kF32 || store == io::StoreAs::kKeep,
             "save_model_file: a checkpoint with optimizer state keeps f32 parameters");
   for (auto& [name, t] : optimizer_state) tensors.emplace_back(kOptPrefix + name, t.detach());

@@ -127,14 +127,11 @@ class Metrics {
       if (line.empty()) continue;
       try {
         json r = json::parse(line);
-        if (r.value("step", int64_t{-1}) < step || (r.contains("val_loss") && r.value("step", int64_t{-1}) == step))
-          rows_.push_back(r);
+        if (r.value("step", int64_t{-1}) < step) rows_.push_back(r);  // the resumed run redoes step's evaluation
       } catch (const std::exception&) {
         // a torn last line (killed mid-write before atomic writes) is skipped
       }
     }
-    // the evaluation at `step` is redone by the resumed run
-    std::erase_if(rows_, [&](const json& r) { return r.value("step", int64_t{-1}) == step; });
   }
   void add(json row) { rows_.push_back(std::move(row)); }
 

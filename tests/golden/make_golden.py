@@ -605,9 +605,9 @@ def gen_mha(b):
          average_attn_weights=False)
 
 
-def write(path, cases):
+def write(path, cases, generator="tests/golden/make_golden.py"):
     with open(path, "w") as f:
-        header = {"generator": "tests/golden/make_golden.py", "torch": torch.__version__}
+        header = {"generator": generator, "torch": torch.__version__}
         f.write(json.dumps(header)[:-1] + ', "cases": [\n')
         for i, c in enumerate(cases):
             f.write(json.dumps(c, separators=(",", ":"), allow_nan=False))

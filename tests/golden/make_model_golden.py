@@ -27,7 +27,7 @@ sys.path.insert(0, os.path.join(HERE, "..", "..", "..", "shared", "pytorch-refer
 from gpt_model import GPT, GPTConfig  # noqa: E402
 
 sys.path.insert(0, HERE)
-from make_golden import enc, randn  # noqa: E402
+from make_golden import enc, randn, write  # noqa: E402
 
 NANOGPT_TO_QKV = [
     (r"\.ln_1\.", ".norm1."),
@@ -124,15 +124,7 @@ def main():
                    kpm=torch.tensor([[False] * 6, [False, False, False, False, True, True]])),
         layer_case("decoder_pre_ln_gelu", "decoder_layer", 8, 2, 12, "gelu", True, 2, 4, S=3, causal=True),
     ]
-    path = os.path.join(HERE, "models.json")
-    with open(path, "w") as f:
-        header = {"generator": "tests/golden/make_model_golden.py", "torch": torch.__version__}
-        f.write(json.dumps(header)[:-1] + ', "cases": [\n')
-        for i, c in enumerate(cases):
-            f.write(json.dumps(c, separators=(",", ":"), allow_nan=False))
-            f.write(",\n" if i + 1 < len(cases) else "\n")
-        f.write("]}\n")
-    print(f"{path}: {len(cases)} cases, {os.path.getsize(path)} bytes")
+    write(os.path.join(HERE, "models.json"), cases, generator="tests/golden/make_model_golden.py")
 
 
 if __name__ == "__main__":

@@ -14,6 +14,7 @@
 #pragma once
 
 #include "qkv/nn/linear.h"
+#include "qkv/ops/attention.h"
 
 namespace qkv::nn {
 
@@ -67,7 +68,8 @@ class MultiheadAttention : public Module {
   Tensor in_proj_weight_bf16;
 
  private:
-  Tensor bf16_rows(int64_t begin, int64_t end) const;  // rows of in_proj_weight_bf16 (or undefined)
+  Tensor project(const Tensor& x, int i, bool inference) const;  // x W_iᵀ + b_i, i = 0 (Q), 1 (K), 2 (V)
+  Tensor attend_inference(const Tensor& Q, const Tensor& K, const Tensor& V, const AttentionOptions& opt) const;
   Generator* gen_;  // attention-weight dropout draws from it (default_generator() when null)
 };
 

@@ -25,6 +25,7 @@
 #include "qkv/core/rng.h"
 #include "qkv/kernels/cpu/attention.h"
 #include "qkv/kernels/cpu/gemm.h"
+#include "qkv/kernels/cpu/activation.h"
 #include "qkv/kernels/cpu/vec.h"
 
 namespace qkv::kernels::cpu {
@@ -73,21 +74,9 @@ void mask_block(const AttnProblem& p, int64_t b, int64_t h, int64_t i0, int64_t 
 // (i, j) uses the same counter as the reference kernel, so both draw the same mask.
 void dropout_block(const AttnProblem& p, int64_t b, int64_t h, int64_t i0, int64_t br, int64_t j0, int64_t bc, float* W,
                    int64_t ldw) {
-  const float keep = 1.f / (1.f - p.dropout_p);
   const uint64_t base = p.counter + static_cast<uint64_t>((b * p.H + h) * p.Lq * p.Lk);
-  for (int64_t r = 0; r < br; ++r) {
-    const uint64_t row = base + static_cast<uint64_t>((i0 + r) * p.Lk + j0);
-    float* w = W + r * ldw;
-    int64_t c = 0;
-#if QKV_AVX512
-    for (; c + 16 <= bc; c += 16) {
-      const __mmask16 k = dropout_keep16(p.seed, row + static_cast<uint64_t>(c), p.dropout_p);
-      _mm512_storeu_ps(w + c, _mm512_maskz_mul_ps(k, _mm512_loadu_ps(w + c), _mm512_set1_ps(keep)));
-    }
-#endif
-    for (; c < bc; ++c)
-      w[c] = Generator::uniform(p.seed, row + static_cast<uint64_t>(c)) >= p.dropout_p ? w[c] * keep : 0.f;
-  }
+  for (int64_t r = 0; r < br; ++r)
+    dropout_apply(W + r * ldw, W + r * ldw, bc, p.dropout_p, p.seed, base + static_cast<uint64_t>((i0 + r) * p.Lk + j0));
 }
 
 // e^(s − shift) in place over a row; returns the sum. shift = −∞ (row fully masked) → zeros.

@@ -5,6 +5,7 @@
 #include "qkv/core/parallel.h"
 #include "qkv/core/rng.h"
 #include "qkv/kernels/cpu/attention.h"
+#include "qkv/kernels/cpu/activation.h"
 #include "qkv/kernels/cpu/gemm.h"
 #include "qkv/kernels/cpu/softmax.h"
 #include "qkv/kernels/cpu/vec.h"
@@ -34,11 +35,7 @@ uint64_t dropout_base(const AttnProblem& p, int64_t b, int64_t h) {
 
 // W = P ∘ Z / (1 − p) for one head (in → out may alias).
 void apply_dropout(const AttnProblem& p, int64_t b, int64_t h, const float* in, float* out) {
-  const float keep = 1.f / (1.f - p.dropout_p);
-  const uint64_t base = dropout_base(p, b, h);
-  const int64_t n = p.Lq * p.Lk;
-  for (int64_t e = 0; e < n; ++e)
-    out[e] = Generator::uniform(p.seed, base + static_cast<uint64_t>(e)) >= p.dropout_p ? in[e] * keep : 0.f;
+  dropout_apply(in, out, p.Lq * p.Lk, p.dropout_p, p.seed, dropout_base(p, b, h));
 }
 
 // Runs f(b, h_or_group, scratch) over `count` = B·heads items: in parallel over items (each one
