@@ -67,6 +67,8 @@ TrainConfig TrainConfig::from_json(const json& j) {
       QKV_CHECK(v.is_number_unsigned(), "train config: \"seed\" must be a non-negative integer, got ", v.dump());
       c.seed = v.get<uint64_t>();
     } else if (key == "dtype") choice(c.dtype, {"f32", "bf16"});
+    else if (key == "label_smoothing") real(c.label_smoothing, 0, 0.999);
+    else if (key == "model_dtype") choice(c.model_dtype, {"f32", "f16", "bf16"});
     else
       QKV_CHECK(false, "train config: unknown key \"", key, "\" (known: ", TrainConfig().to_json().dump(), ")");
   }
@@ -93,7 +95,9 @@ json TrainConfig::to_json() const {
           {"log_interval", log_interval},
           {"checkpoint_interval", checkpoint_interval},
           {"seed", seed},
-          {"dtype", dtype}};
+          {"dtype", dtype},
+          {"label_smoothing", label_smoothing},
+          {"model_dtype", model_dtype}};
 }
 
 std::vector<ParamGroup> TrainingTask::param_groups(float wd) { return decay_matrices_only(model().named_parameters(), wd); }
@@ -246,7 +250,10 @@ TrainResult run_training(TrainingTask& task, const TrainConfig& cfg, const Train
     save_model_file(ckpt_path, model, m, io::StoreAs::kF32, adam.state());
     json mm = meta;
     mm["trained_steps"] = step;
-    save_model_file(model_path, model, mm, io::StoreAs::kF32);
+    save_model_file(model_path, model, mm,
+                    cfg.model_dtype == "f16"    ? io::StoreAs::kF16
+                    : cfg.model_dtype == "bf16" ? io::StoreAs::kBF16
+                                                : io::StoreAs::kF32);
     metrics.write();
   };
 

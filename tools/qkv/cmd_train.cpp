@@ -1,5 +1,5 @@
 // qkv train CONFIG — trains the model a JSON config describes (configs/*.json): a GPT language
-// model ("task": "lm"). Progress bar, periodic evaluation, checkpoints, metrics and a loss plot go to
+// model ("task": "lm") or an encoder–decoder translation Transformer ("task": "translation"). Progress bar, periodic evaluation, checkpoints, metrics and a loss plot go to
 // --out; --resume continues exactly where a run stopped; Ctrl-C saves a checkpoint and exits.
 #include <cstdio>
 #include <filesystem>
@@ -10,6 +10,7 @@
 #include "qkv/core/parallel.h"
 #include "qkv/io/file.h"
 #include "qkv/train/lm_task.h"
+#include "qkv/train/translation_task.h"
 
 namespace qkv::cli {
 
@@ -78,19 +79,34 @@ void add_train(CLI::App& app) {
     const std::string out = a->out.empty() ? (fs::path("out") / fs::path(a->config).stem()).string() : a->out;
     const std::string base = fs::path(a->config).parent_path().string();
     const std::string task = config.value("task", "");
-    QKV_CHECK(task == "lm", "config '", a->config, "': unknown \"task\" \"", task, "\" (expected \"lm\")");
-    train::LMTask lm(config, base);
-    const auto& g = lm.gpt().config;
-    std::fprintf(stderr,
-                 "qkv train: GPT %lld layers, %lld heads, %lld dims, block %lld, vocab %lld: %.2fM parameters; "
-                 "%zu train / %zu val tokens; %d threads → %s\n",
-                 static_cast<long long>(g.n_layer), static_cast<long long>(g.n_head), static_cast<long long>(g.n_embd),
-                 static_cast<long long>(g.block_size), static_cast<long long>(g.vocab_size),
-                 static_cast<double>(lm.gpt().num_parameters()) / 1e6, lm.data().train.size(), lm.data().val.size(),
-                 num_threads(), out.c_str());
+    QKV_CHECK(task == "lm" || task == "translation", "config '", a->config, "': unknown \"task\" \"", task,
+              "\" (expected \"lm\" or \"translation\")");
     train::TrainerOptions o;
     o.out_dir = out, o.resume = a->resume, o.full_config = config, o.quiet = a->quiet;
-    train::TrainResult r = train::run_training(lm, lm.train_config(), o);
+    train::TrainResult r;
+    if (task == "lm") {
+      train::LMTask lm(config, base);
+      const auto& g = lm.gpt().config;
+      std::fprintf(stderr,
+                   "qkv train: GPT %lld layers, %lld heads, %lld dims, block %lld, vocab %lld: %.2fM parameters; "
+                   "%zu train / %zu val tokens; %d threads → %s\n",
+                   static_cast<long long>(g.n_layer), static_cast<long long>(g.n_head), static_cast<long long>(g.n_embd),
+                   static_cast<long long>(g.block_size), static_cast<long long>(g.vocab_size),
+                   static_cast<double>(lm.gpt().num_parameters()) / 1e6, lm.data().train.size(), lm.data().val.size(),
+                   num_threads(), out.c_str());
+      r = train::run_training(lm, lm.train_config(), o);
+    } else {
+      train::TranslationTask tt(config, base, out, a->resume, !a->quiet);
+      const auto& c = tt.transformer().config;
+      std::fprintf(stderr,
+                   "qkv train: Transformer %lld+%lld layers, d_model %lld, %lld heads, d_ff %lld, vocab %lld: %.2fM "
+                   "parameters; %d threads → %s\n",
+                   static_cast<long long>(c.num_encoder_layers), static_cast<long long>(c.num_decoder_layers),
+                   static_cast<long long>(c.d_model), static_cast<long long>(c.nhead),
+                   static_cast<long long>(c.dim_feedforward), static_cast<long long>(c.vocab_size),
+                   static_cast<double>(tt.transformer().num_parameters()) / 1e6, num_threads(), out.c_str());
+      r = train::run_training(tt, tt.train_config(), o);
+    }
     std::string ev;
     for (auto& [k, v] : r.last_eval) ev += " " + k + " " + std::to_string(v);
     std::fprintf(stderr, "%s at step %lld:%s; %.0f tokens/s; model: %s/model.safetensors\n",

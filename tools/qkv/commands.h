@@ -12,10 +12,15 @@ void add_bench(CLI::App& app);
 void add_train(CLI::App& app);
 void add_bench_gpt(CLI::App* bench);
 void add_generate(CLI::App& app);
+void add_translate(CLI::App& app);
+void add_eval(CLI::App& app);
+void add_attend(CLI::App& app);
 
 // Every subcommand registers its runner here; run_selected calls the one the user chose.
 // A shipped model path (models/…) resolved from the working directory or the qkv checkout.
 std::string find_model(const std::string& path);
+// The default translation model shipped with qkv.
+inline constexpr const char* kDefaultTranslator = "models/en-fr.safetensors";
 
 void register_runner(CLI::App* sub, std::function<int()> run);
 int run_selected(CLI::App& app);

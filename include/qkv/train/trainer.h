@@ -32,6 +32,8 @@ struct TrainConfig {
   int64_t eval_interval = 250, eval_iters = 200, log_interval = 10, checkpoint_interval = 500;
   uint64_t seed = 1337;
   std::string dtype = "f32";                // "f32" | "bf16" (mixed precision: bf16 matmuls, f32 master weights)
+  double label_smoothing = 0.0;             // ε of the cross-entropy (translation: 0.1, as the paper)
+  std::string model_dtype = "f32";          // how model.safetensors stores weights: "f32" | "f16" | "bf16"
 
   static TrainConfig from_json(const nlohmann::json& j);  // unknown keys and bad values: clear errors
   nlohmann::json to_json() const;

@@ -1,0 +1,58 @@
+// Autoregressive search over a model's next-token distributions (seed 004: at inference the decoder
+// produces one token at a time, feeding each back in):
+//
+//   greedy:  y_t = argmax_v log p(v | y_<t, x)
+//   beam:    keep the K best partial hypotheses by Σ log p; a hypothesis ends at EOS and is ranked
+//            by  score = Σ log p / lp(|Y|),  lp(n) = ((5 + n) / 6)^α  (GNMT's length penalty, the
+//            paper's §6.1 uses α = 0.6, beam 4)
+//
+// Both are batched: many sentences at once, one row per hypothesis, rows of finished sentences
+// dropped as they finish. The model is anything that maps the rows' last tokens to next-token
+// log-probabilities (StepModel), so the search is tested on hand-made distributions as well as on
+// the Transformer.
+//
+// Beam details, as fairseq: each step takes the 2K best continuations of a sentence's K beams; an
+// EOS among the first K of them finishes a hypothesis, the first K others continue. A sentence is
+// done when it has K finished hypotheses, or when its hypotheses reach max_len tokens (they then
+// finish without EOS). With K = 1 this is exactly greedy search.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "qkv/core/tensor.h"
+
+namespace qkv::decode {
+
+class StepModel {
+ public:
+  virtual ~StepModel() = default;
+  // The next-token log-probabilities [rows, V] after feeding tokens[r] to row r.
+  virtual Tensor step(const std::vector<int32_t>& tokens) = 0;
+  // Keep rows `index` (in that order, repeats allowed). sources_changed: some row now belongs to
+  // another sentence than before (a sentence was dropped or the beams were first expanded).
+  virtual void reorder(const std::vector<int64_t>& index, bool sources_changed) = 0;
+};
+
+struct SearchOptions {
+  int64_t beam_size = 4;
+  float length_penalty = 0.6f;  // α; 0 ranks by Σ log p
+  int32_t bos_id = 2, eos_id = 3;
+};
+
+struct Hypothesis {
+  std::vector<int32_t> tokens;  // without BOS and EOS
+  double log_prob = 0;          // Σ log p, EOS included when it ended with EOS
+  double score = 0;             // log_prob / lp(length) (beam) or log_prob (greedy)
+  bool finished = false;        // ended with EOS (false: stopped at max_len)
+};
+
+// lp(n) = ((5 + n) / 6)^α
+double length_penalty(int64_t n, float alpha);
+
+// The model starts with one row per sentence (`max_len.size()` sentences); max_len[i] bounds the
+// tokens generated for sentence i (EOS included).
+std::vector<Hypothesis> greedy_search(StepModel& model, const std::vector<int64_t>& max_len, const SearchOptions& opt);
+std::vector<Hypothesis> beam_search(StepModel& model, const std::vector<int64_t>& max_len, const SearchOptions& opt);
+
+}  // namespace qkv::decode

@@ -1,0 +1,65 @@
+// Translating text with a Seq2SeqTransformer (seed 004, inference): encode the source once, then
+// decode one token at a time with greedy or beam search. The decoder's self-attention K/V grow by
+// one position per step (KVCache); the cross-attention K/V of the encoder output are computed once
+// per sentence. use_cache = false recomputes the whole prefix every step instead (the baseline the
+// cache is measured against; it chooses the same tokens).
+//
+// Text in, text out: the SentencePiece model the Transformer was trained with turns a line into
+// ids (+ EOS) and the chosen ids back into text. Sentences are batched by length (sorted, then cut
+// into batches of batch_size) and come back in input order.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "qkv/decode/search.h"
+#include "qkv/nn/transformer.h"
+#include "qkv/text/sentencepiece.h"
+
+namespace qkv::decode {
+
+struct TranslateOptions {
+  int64_t beam_size = 4;        // 1: greedy search
+  float length_penalty = 0.6f;  // α (beam search)
+  int64_t max_extra = 50;       // the output is at most |source| + max_extra tokens (the paper's +50)
+  int64_t batch_size = 32;      // sentences per batch
+  bool use_cache = true;
+};
+
+// The search's view of a Seq2SeqTransformer for one batch of sources (rows = hypotheses).
+class Seq2SeqStepModel : public StepModel {
+ public:
+  // src: i32 [B, S] padded with pad_id.
+  Seq2SeqStepModel(const nn::Seq2SeqTransformer& model, const Tensor& src, bool use_cache = true);
+  Tensor step(const std::vector<int32_t>& tokens) override;
+  void reorder(const std::vector<int64_t>& index, bool sources_changed) override;
+
+ private:
+  const nn::Seq2SeqTransformer& model_;
+  bool use_cache_;
+  nn::DecoderState state_;                  // cached decoding
+  Tensor memory_, kpm_;                     // recomputation: memory [rows, S, E] and its mask
+  std::vector<std::vector<int32_t>> prefix_;  // recomputation: each row's tokens so far
+};
+
+// Translates token-id sources (without EOS; it is appended here). Returns one hypothesis each.
+std::vector<Hypothesis> translate_ids(const nn::Seq2SeqTransformer& model,
+                                      const std::vector<std::vector<int32_t>>& sources, const TranslateOptions& opt);
+
+class Translator {
+ public:
+  Translator(const nn::Seq2SeqTransformer& model, const text::SentencePiece& sp) : model_(model), sp_(sp) {}
+  // Empty (or all-space) lines translate to empty lines. A line longer than the model's max_len
+  // tokens → qkv::Error naming the line and both lengths.
+  std::vector<std::string> translate(const std::vector<std::string>& lines, const TranslateOptions& opt,
+                                     std::vector<Hypothesis>* hyps = nullptr) const;
+  // The source ids of a line (SentencePiece pieces, no EOS), after normalize_spaces.
+  std::vector<int32_t> encode(const std::string& line) const;
+  std::string decode(const std::vector<int32_t>& ids) const;
+
+ private:
+  const nn::Seq2SeqTransformer& model_;
+  const text::SentencePiece& sp_;
+};
+
+}  // namespace qkv::decode

@@ -1,0 +1,191 @@
+#include "qkv/decode/search.h"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <queue>
+
+#include "qkv/core/error.h"
+
+namespace qkv::decode {
+
+// lp(n) = ((5 + n) / 6)^α
+double length_penalty(int64_t n, float alpha) {
+  return alpha == 0.f ? 1.0 : std::pow((5.0 + static_cast<double>(n)) / 6.0, static_cast<double>(alpha));
+}
+
+namespace {
+
+void check_rows(const Tensor& lp, int64_t rows) {
+  QKV_CHECK(lp.dim() == 2 && lp.size(0) == rows && lp.dtype() == DType::f32, "search: the model returned ",
+            shape_str(lp.shape()), " log-probabilities for ", rows, " rows");
+}
+
+}  // namespace
+
+std::vector<Hypothesis> greedy_search(StepModel& model, const std::vector<int64_t>& max_len, const SearchOptions& opt) {
+  const auto n = static_cast<int64_t>(max_len.size());
+  std::vector<Hypothesis> out(static_cast<size_t>(n));
+  std::vector<int64_t> active(static_cast<size_t>(n));  // sentence of each row
+  for (int64_t i = 0; i < n; ++i) active[static_cast<size_t>(i)] = i;
+  std::vector<int32_t> tokens(static_cast<size_t>(n), opt.bos_id);
+  for (int64_t t = 0; !active.empty(); ++t) {
+    Tensor lp = model.step(tokens).contiguous();
+    check_rows(lp, static_cast<int64_t>(active.size()));
+    const int64_t V = lp.size(1);
+    const float* p = lp.data<float>();
+    std::vector<int64_t> keep;
+    std::vector<int32_t> next;
+    for (size_t r = 0; r < active.size(); ++r) {
+      const float* row = p + static_cast<int64_t>(r) * V;
+      const auto v = static_cast<int32_t>(std::max_element(row, row + V) - row);  // first maximum, as argmax
+      Hypothesis& h = out[static_cast<size_t>(active[r])];
+      h.log_prob += row[v];
+      if (v == opt.eos_id) {
+        h.finished = true;
+      } else {
+        h.tokens.push_back(v);
+        if (t + 1 < max_len[static_cast<size_t>(active[r])]) {
+          keep.push_back(static_cast<int64_t>(r));
+          next.push_back(v);
+        }
+      }
+    }
+    if (keep.size() != active.size() && !keep.empty()) {
+      std::vector<int64_t> still;
+      for (int64_t r : keep) still.push_back(active[static_cast<size_t>(r)]);
+      model.reorder(keep, true);
+      active = still;
+    } else if (keep.empty()) {
+      active.clear();
+    }
+    tokens = next;
+  }
+  for (auto& h : out) h.score = h.log_prob;
+  return out;
+}
+
+std::vector<Hypothesis> beam_search(StepModel& model, const std::vector<int64_t>& max_len, const SearchOptions& opt) {
+  const int64_t K = opt.beam_size;
+  QKV_CHECK(K >= 1, "beam search: beam size must be at least 1, got ", K);
+  const auto n = static_cast<int64_t>(max_len.size());
+  constexpr double kNegInf = -std::numeric_limits<double>::infinity();
+
+  struct Beam {
+    std::vector<int32_t> tokens;
+    double log_prob = 0;
+  };
+  std::vector<std::vector<Hypothesis>> finished(static_cast<size_t>(n));
+  std::vector<int64_t> active(static_cast<size_t>(n));  // sentences still searching, in row order
+  std::vector<std::vector<Beam>> beams(static_cast<size_t>(n));
+  for (int64_t i = 0; i < n; ++i) {
+    active[static_cast<size_t>(i)] = i;
+    // At t = 0 only beam 0 is real: the others start at −∞, so the first step's K candidates all
+    // come from one row.
+    beams[static_cast<size_t>(i)].assign(static_cast<size_t>(K), Beam{});
+    for (int64_t k = 1; k < K; ++k) beams[static_cast<size_t>(i)][static_cast<size_t>(k)].log_prob = kNegInf;
+  }
+  {  // one row per beam: sentence s occupies rows s·K … s·K + K − 1
+    std::vector<int64_t> expand;
+    for (int64_t i = 0; i < n; ++i)
+      for (int64_t k = 0; k < K; ++k) expand.push_back(i);
+    if (K > 1) model.reorder(expand, true);
+  }
+  std::vector<int32_t> tokens(static_cast<size_t>(n * K), opt.bos_id);
+
+  struct Cand {
+    double score;
+    int64_t beam;
+    int32_t token;
+  };
+  auto better = [](const Cand& a, const Cand& b) {  // higher score first; ties: lower beam, lower token
+    if (a.score != b.score) return a.score > b.score;
+    if (a.beam != b.beam) return a.beam < b.beam;
+    return a.token < b.token;
+  };
+
+  for (int64_t t = 0; !active.empty(); ++t) {
+    Tensor lp = model.step(tokens).contiguous();
+    check_rows(lp, static_cast<int64_t>(active.size()) * K);
+    const int64_t V = lp.size(1);
+    const float* p = lp.data<float>();
+    std::vector<int64_t> rows, still;
+    std::vector<int32_t> next;
+    for (size_t a = 0; a < active.size(); ++a) {
+      const int64_t s = active[a];
+      auto& bs = beams[static_cast<size_t>(s)];
+      // The 2K best (beam, token) continuations: a min-heap of size 2K over the K·V candidates.
+      std::priority_queue<Cand, std::vector<Cand>, decltype(better)> heap(better);
+      const size_t want = static_cast<size_t>(2 * K);
+      for (int64_t k = 0; k < K; ++k) {
+        const double base = bs[static_cast<size_t>(k)].log_prob;
+        if (base == kNegInf) continue;
+        const float* row = p + (static_cast<int64_t>(a) * K + k) * V;
+        for (int64_t v = 0; v < V; ++v) {
+          const Cand c{base + static_cast<double>(row[v]), k, static_cast<int32_t>(v)};
+          if (heap.size() < want) heap.push(c);
+          else if (better(c, heap.top())) {
+            heap.pop();
+            heap.push(c);
+          }
+        }
+      }
+      std::vector<Cand> cands;
+      while (!heap.empty()) cands.push_back(heap.top()), heap.pop();
+      std::reverse(cands.begin(), cands.end());  // best first
+
+      auto& fin = finished[static_cast<size_t>(s)];
+      std::vector<Beam> nb;
+      std::vector<int64_t> nb_rows;
+      const bool at_limit = t + 1 >= max_len[static_cast<size_t>(s)];
+      for (size_t i = 0; i < cands.size(); ++i) {
+        const Cand& c = cands[i];
+        const Beam& from = bs[static_cast<size_t>(c.beam)];
+        if (c.token == opt.eos_id) {
+          if (static_cast<int64_t>(i) < K && static_cast<int64_t>(fin.size()) < K) {
+            const auto len = static_cast<int64_t>(from.tokens.size()) + 1;
+            fin.push_back({from.tokens, c.score, c.score / length_penalty(len, opt.length_penalty), true});
+          }
+        } else if (static_cast<int64_t>(nb.size()) < K) {
+          Beam b{from.tokens, c.score};
+          b.tokens.push_back(c.token);
+          nb.push_back(std::move(b));
+          nb_rows.push_back(static_cast<int64_t>(a) * K + c.beam);
+        }
+      }
+      if (static_cast<int64_t>(fin.size()) >= K) continue;  // done
+      if (at_limit || nb.empty()) {                          // out of length: the beams end here
+        for (auto& b : nb)
+          fin.push_back({b.tokens, b.log_prob,
+                         b.log_prob / length_penalty(static_cast<int64_t>(b.tokens.size()), opt.length_penalty), false});
+        continue;
+      }
+      while (static_cast<int64_t>(nb.size()) < K) {  // fewer than K live continuations (tiny vocabularies)
+        nb.push_back(Beam{nb[0].tokens, kNegInf});
+        nb_rows.push_back(nb_rows[0]);
+      }
+      bs = std::move(nb);
+      still.push_back(s);
+      for (int64_t k = 0; k < K; ++k) {
+        rows.push_back(nb_rows[static_cast<size_t>(k)]);
+        next.push_back(bs[static_cast<size_t>(k)].tokens.back());
+      }
+    }
+    if (still.empty()) break;
+    model.reorder(rows, still.size() != active.size());
+    active = std::move(still);
+    tokens = std::move(next);
+  }
+
+  std::vector<Hypothesis> out(static_cast<size_t>(n));
+  for (int64_t i = 0; i < n; ++i) {
+    auto& fin = finished[static_cast<size_t>(i)];
+    QKV_CHECK(!fin.empty(), "beam search: sentence ", i, " ended without a hypothesis");
+    out[static_cast<size_t>(i)] = *std::max_element(fin.begin(), fin.end(), [](const Hypothesis& a, const Hypothesis& b) {
+      return a.score < b.score;  // the first best wins ties
+    });
+  }
+  return out;
+}
+
+}  // namespace qkv::decode

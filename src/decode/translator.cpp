@@ -1,0 +1,128 @@
+#include "qkv/decode/translator.h"
+
+#include <algorithm>
+#include <cmath>
+#include <numeric>
+
+#include "qkv/autograd/grad_mode.h"
+#include "qkv/core/error.h"
+#include "qkv/ops.h"
+#include "qkv/text/parallel_corpus.h"
+
+namespace qkv::decode {
+
+Seq2SeqStepModel::Seq2SeqStepModel(const nn::Seq2SeqTransformer& model, const Tensor& src, bool use_cache)
+    : model_(model), use_cache_(use_cache) {
+  NoGradGuard no_grad;
+  memory_ = model.encode(src, &kpm_);
+  if (use_cache_) {
+    state_ = model.start_decoding(memory_, kpm_);
+    memory_ = Tensor(), kpm_ = Tensor();
+  } else {
+    prefix_.assign(static_cast<size_t>(src.size(0)), {});
+  }
+}
+
+Tensor Seq2SeqStepModel::step(const std::vector<int32_t>& tokens) {
+  if (use_cache_) return model_.step(tokens, state_);
+  // Recompute: run the decoder over every row's whole prefix, keep the last position.
+  NoGradGuard no_grad;
+  const auto rows = static_cast<int64_t>(prefix_.size());
+  QKV_CHECK(static_cast<int64_t>(tokens.size()) == rows, "Seq2SeqStepModel: ", tokens.size(), " tokens for ", rows,
+            " rows");
+  for (size_t r = 0; r < prefix_.size(); ++r) prefix_[r].push_back(tokens[r]);  // the first step feeds BOS
+  const auto T = static_cast<int64_t>(prefix_[0].size());
+  std::vector<int32_t> flat;
+  for (auto& p : prefix_) flat.insert(flat.end(), p.begin(), p.end());
+  Tensor tgt = Tensor::from_ints(flat, {rows, T});
+  const auto& m = model_;
+  Tensor x = mul(m.embedding->forward(tgt), std::sqrt(static_cast<float>(m.config.d_model))) + m.pos->forward(T, 0);
+  Tensor h = m.transformer->decoder->forward(x, memory_, kpm_);
+  Tensor logits = linear(h.select(1, T - 1), m.embedding->weight);
+  return log_softmax(logits, -1);
+}
+
+void Seq2SeqStepModel::reorder(const std::vector<int64_t>& index, bool sources_changed) {
+  if (use_cache_) {
+    state_.reorder(index, sources_changed);
+    return;
+  }
+  std::vector<std::vector<int32_t>> p;
+  for (int64_t i : index) p.push_back(prefix_[static_cast<size_t>(i)]);
+  prefix_ = std::move(p);
+  if (!sources_changed) return;
+  // memory_/kpm_ rows follow the hypotheses: gather them
+  const int64_t S = memory_.size(1), E = memory_.size(2);
+  Tensor mem = Tensor::empty({static_cast<int64_t>(index.size()), S, E});
+  std::vector<bool> mask;
+  Tensor kc = kpm_.contiguous();
+  const auto* kp = kc.data<uint8_t>();
+  for (size_t i = 0; i < index.size(); ++i) {
+    mem.select(0, static_cast<int64_t>(i)).copy_(memory_.select(0, index[i]));
+    for (int64_t s = 0; s < S; ++s) mask.push_back(kp[index[i] * S + s] != 0);
+  }
+  memory_ = mem;
+  kpm_ = Tensor::from_bools(mask, {static_cast<int64_t>(index.size()), S});
+}
+
+std::vector<Hypothesis> translate_ids(const nn::Seq2SeqTransformer& model,
+                                      const std::vector<std::vector<int32_t>>& sources, const TranslateOptions& opt) {
+  const auto& c = model.config;
+  std::vector<Hypothesis> out(sources.size());
+  // longest first, so each batch holds sentences of similar length (little padding)
+  std::vector<size_t> order(sources.size());
+  std::iota(order.begin(), order.end(), 0);
+  std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) { return sources[a].size() > sources[b].size(); });
+  SearchOptions so;
+  so.beam_size = opt.beam_size, so.length_penalty = opt.length_penalty, so.bos_id = c.bos_id, so.eos_id = c.eos_id;
+  for (size_t b0 = 0; b0 < order.size(); b0 += static_cast<size_t>(opt.batch_size)) {
+    const size_t b1 = std::min(order.size(), b0 + static_cast<size_t>(opt.batch_size));
+    const auto S = static_cast<int64_t>(sources[order[b0]].size()) + 1;
+    QKV_CHECK(S <= c.max_len, "translate: a source of ", S, " tokens (EOS included) exceeds the model's max_len ",
+              c.max_len);
+    std::vector<int32_t> flat;
+    std::vector<int64_t> max_len;
+    for (size_t i = b0; i < b1; ++i) {
+      const auto& s = sources[order[i]];
+      flat.insert(flat.end(), s.begin(), s.end());
+      flat.push_back(c.eos_id);
+      flat.insert(flat.end(), static_cast<size_t>(S) - s.size() - 1, c.pad_id);
+      max_len.push_back(std::min<int64_t>(static_cast<int64_t>(s.size()) + 1 + opt.max_extra, c.max_len));
+    }
+    Seq2SeqStepModel sm(model, Tensor::from_ints(flat, {static_cast<int64_t>(b1 - b0), S}), opt.use_cache);
+    auto hyps = opt.beam_size == 1 ? greedy_search(sm, max_len, so) : beam_search(sm, max_len, so);
+    for (size_t i = b0; i < b1; ++i) out[order[i]] = std::move(hyps[i - b0]);
+  }
+  return out;
+}
+
+std::vector<int32_t> Translator::encode(const std::string& line) const {
+  std::vector<int> ids = sp_.encode(text::normalize_spaces(line));
+  return {ids.begin(), ids.end()};
+}
+
+std::string Translator::decode(const std::vector<int32_t>& ids) const { return sp_.decode({ids.begin(), ids.end()}); }
+
+std::vector<std::string> Translator::translate(const std::vector<std::string>& lines, const TranslateOptions& opt,
+                                               std::vector<Hypothesis>* hyps_out) const {
+  std::vector<std::vector<int32_t>> sources;
+  std::vector<size_t> where;  // non-empty line i → sources[k]
+  for (size_t i = 0; i < lines.size(); ++i) {
+    std::vector<int32_t> ids = encode(lines[i]);
+    if (ids.empty()) continue;
+    QKV_CHECK(static_cast<int64_t>(ids.size()) + 1 <= model_.config.max_len, "translate: line ", i + 1, " has ",
+              ids.size(), " tokens; the model takes at most ", model_.config.max_len - 1);
+    sources.push_back(std::move(ids));
+    where.push_back(i);
+  }
+  std::vector<Hypothesis> hyps = translate_ids(model_, sources, opt);
+  std::vector<std::string> out(lines.size());
+  if (hyps_out) hyps_out->assign(lines.size(), Hypothesis{});
+  for (size_t k = 0; k < sources.size(); ++k) {
+    out[where[k]] = decode(hyps[k].tokens);
+    if (hyps_out) (*hyps_out)[where[k]] = hyps[k];
+  }
+  return out;
+}
+
+}  // namespace qkv::decode

@@ -1,0 +1,141 @@
+// qkv attend — shows what a translation Transformer attends to (seed 003: "it" attends to "cat").
+// Translates one sentence, runs the model once more over (source, translation) with the weights
+// kept, and writes heat maps (SVG, one file per kind, a panel per layer and head):
+//
+//   encoder-self.svg   encoder self-attention          rows: source tokens (queries), cols: source tokens
+//   decoder-self.svg   masked decoder self-attention   rows: output tokens, cols: the tokens before them
+//   cross.svg          decoder → encoder attention     rows: output tokens, cols: source tokens
+//   cross-mean.svg     cross-attention of the last layer, averaged over heads (the one-picture summary)
+//
+// A row is labelled with the token produced at that position (the decoder's input there is the
+// token before it), so row "chat" of cross.svg shows where the model looked while writing "chat".
+#include <cstdio>
+#include <filesystem>
+
+#include "commands.h"
+#include "qkv/autograd/grad_mode.h"
+#include "qkv/core/error.h"
+#include "qkv/core/parallel.h"
+#include "qkv/decode/translator.h"
+#include "qkv/io/file.h"
+#include "qkv/train/translation_task.h"
+#include "qkv/viz/svg.h"
+
+namespace qkv::cli {
+
+namespace {
+
+namespace fs = std::filesystem;
+
+// "▁cat" → "cat", "</s>" stays: SentencePiece marks a word start with U+2581.
+std::string label(const text::SentencePiece& sp, int id) {
+  std::string p = sp.id_to_piece(id);
+  if (p.rfind("\xE2\x96\x81", 0) == 0) p = p.substr(3);
+  return p.empty() ? "▁" : p;
+}
+
+// weights [1, H, L, S] of each layer → one panel per (layer, head)
+std::vector<viz::Panel> panels(const std::vector<Tensor>& per_layer, const char* name) {
+  std::vector<viz::Panel> out;
+  for (size_t l = 0; l < per_layer.size(); ++l) {
+    Tensor w = per_layer[l].contiguous();
+    const int64_t H = w.size(1), L = w.size(2), S = w.size(3);
+    for (int64_t h = 0; h < H; ++h) {
+      viz::Panel p;
+      p.caption = std::string(name) + " layer " + std::to_string(l + 1) + ", head " + std::to_string(h + 1);
+      p.rows = static_cast<int>(L), p.cols = static_cast<int>(S);
+      const float* src = w.data<float>() + h * L * S;
+      p.values.assign(src, src + L * S);
+      out.push_back(std::move(p));
+    }
+  }
+  return out;
+}
+
+}  // namespace
+
+void add_attend(CLI::App& app) {
+  auto* sub = app.add_subcommand("attend", "Translate a sentence and draw its attention weights as heat maps (SVG)");
+  struct Args {
+    std::string model = kDefaultTranslator, sentence, out = "attention";
+    int64_t beam = 4;
+    int threads = 0;
+  };
+  auto a = std::make_shared<Args>();
+  sub->add_option("sentence", a->sentence, "the sentence to translate")->required();
+  sub->add_option("-m,--model", a->model, "model file")->capture_default_str();
+  sub->add_option("-o,--out", a->out, "folder for the SVG files")->capture_default_str();
+  sub->add_option("-b,--beam", a->beam, "beam size for the translation")->capture_default_str()->check(CLI::Range(1, 64));
+  sub->add_option("--threads", a->threads, "threads (default: all cores)")->check(CLI::PositiveNumber);
+  register_runner(sub, [a] {
+    if (a->threads > 0) set_num_threads(a->threads);
+    train::LoadedTranslator t = train::load_translator(find_model(a->model));
+    const auto& c = t.model->config;
+    decode::Translator tr(*t.model, *t.tokenizer);
+    std::vector<int32_t> src = tr.encode(a->sentence);
+    QKV_CHECK(!src.empty(), "qkv attend: the sentence is empty");
+    decode::TranslateOptions o;
+    o.beam_size = a->beam;
+    decode::Hypothesis h = decode::translate_ids(*t.model, {src}, o)[0];
+    std::printf("%s\n", tr.decode(h.tokens).c_str());
+
+    // once more with the weights kept: source + EOS, BOS + translation → translation + EOS
+    src.push_back(c.eos_id);
+    std::vector<int32_t> tgt_in{c.bos_id}, tgt_out = h.tokens;
+    tgt_in.insert(tgt_in.end(), h.tokens.begin(), h.tokens.end());
+    tgt_out.push_back(c.eos_id);
+    if (!h.finished) tgt_in.pop_back(), tgt_out.pop_back();  // stopped at max length: no EOS to show
+    nn::AttentionMaps maps;
+    {
+      NoGradGuard no_grad;
+      t.model->forward(Tensor::from_ints(src, {1, static_cast<int64_t>(src.size())}),
+                       Tensor::from_ints(tgt_in, {1, static_cast<int64_t>(tgt_in.size())}), &maps);
+    }
+    std::vector<std::string> src_labels, out_labels;
+    for (int id : src) src_labels.push_back(label(*t.tokenizer, id));
+    for (int id : tgt_out) out_labels.push_back(label(*t.tokenizer, id));
+
+    std::error_code ec;
+    fs::create_directories(a->out, ec);
+    QKV_CHECK(!ec, "qkv attend: cannot create '", a->out, "': ", ec.message());
+    auto write = [&](const char* file, const std::string& svg) {
+      const std::string path = (fs::path(a->out) / file).string();
+      io::write_file_atomic(path, svg);
+      std::fprintf(stderr, "wrote %s\n", path.c_str());
+    };
+    const int H = static_cast<int>(c.nhead);
+    viz::HeatmapOptions ho;
+    ho.cell = 18;
+    ho.title = "Encoder self-attention: \"" + a->sentence + "\"", ho.x_label = "key (source)", ho.y_label = "query (source)";
+    write("encoder-self.svg", viz::heatmap_grid_svg(panels(maps.encoder_self, "encoder"), H, src_labels, src_labels, ho));
+    ho.title = "Decoder self-attention (masked)", ho.x_label = "key (output so far)", ho.y_label = "writing";
+    std::vector<std::string> in_labels;
+    for (int id : tgt_in) in_labels.push_back(id == c.bos_id ? "<s>" : label(*t.tokenizer, id));
+    write("decoder-self.svg", viz::heatmap_grid_svg(panels(maps.decoder_self, "decoder"), H, out_labels, in_labels, ho));
+    ho.title = "Cross-attention: output → source", ho.x_label = "source", ho.y_label = "writing";
+    write("cross.svg", viz::heatmap_grid_svg(panels(maps.cross, "cross"), H, out_labels, src_labels, ho));
+
+    // the summary: last layer, mean over heads; and, per output token, the source token it looks at most
+    Tensor last = maps.cross.back().contiguous();
+    const int64_t L = last.size(2), S = last.size(3);
+    std::vector<float> mean(static_cast<size_t>(L * S), 0.f);
+    for (int64_t hh = 0; hh < last.size(1); ++hh)
+      for (int64_t i = 0; i < L * S; ++i) mean[static_cast<size_t>(i)] += last.data<float>()[hh * L * S + i] / H;
+    viz::HeatmapOptions mo;
+    mo.cell = 34, mo.show_values = false;
+    mo.title = "Cross-attention, last layer, mean over heads";
+    mo.x_label = "source", mo.y_label = "writing";
+    write("cross-mean.svg", viz::heatmap_svg(mean, static_cast<int>(L), static_cast<int>(S), out_labels, src_labels, mo));
+    std::string looks;
+    for (int64_t i = 0; i < L; ++i) {
+      const float* row = mean.data() + i * S;
+      const auto j = std::max_element(row, row + S) - row;
+      looks += "  " + out_labels[static_cast<size_t>(i)] + " → " + src_labels[static_cast<size_t>(j)] +
+               " (" + std::to_string(static_cast<int>(row[j] * 100 + 0.5f)) + "%)\n";
+    }
+    std::fprintf(stderr, "most attended source token per output token (last layer, mean over heads):\n%s", looks.c_str());
+    return 0;
+  });
+}
+
+}  // namespace qkv::cli
