@@ -13,9 +13,14 @@ reference computed in float64, results rounded to float32):
 - "encoder_layer" / "decoder_layer" cases: torch.nn.TransformerEncoderLayer / DecoderLayer
   (dropout 0, batch_first), whose parameter names qkv shares; outputs and the gradients of the
   inputs and of every parameter for grad_output.
+- "seq2seq" cases: torch.nn.Transformer with a shared, √d-scaled embedding, tied output projection
+  and sinusoidal positions (the model of ../shared/pytorch-reference/seq2seq_train.py) under qkv's
+  names (embedding.weight, transformer.*); padded batches; outputs the logits, the label-smoothed
+  cross-entropy (padding ignored) and the gradient of every parameter.
 """
 
 import json
+import math
 import os
 import re
 import sys
@@ -111,6 +116,59 @@ def layer_case(name, kind, E, H, F, activation, norm_first, B, T, S=0, causal=Fa
     }
 
 
+class Seq2Seq(torch.nn.Module):
+    """The translation model of ../shared/pytorch-reference/seq2seq_train.py (nn.Transformer, one
+    embedding shared by source, target and output projection, scaled by √d_model, sinusoidal
+    positions), with qkv's parameter names: embedding.weight, transformer.* (nn.Transformer's)."""
+
+    def __init__(self, V, D, H, ne, nd, F, norm_first, max_len=64):
+        super().__init__()
+        self.D = D
+        self.embedding = torch.nn.Embedding(V, D)
+        self.transformer = torch.nn.Transformer(d_model=D, nhead=H, num_encoder_layers=ne, num_decoder_layers=nd,
+                                                dim_feedforward=F, dropout=0.0, batch_first=True,
+                                                norm_first=norm_first)
+        pos = torch.arange(max_len).unsqueeze(1)
+        div = torch.exp(torch.arange(0, D, 2) * (-math.log(10000.0) / D))
+        pe = torch.zeros(max_len, D)
+        pe[:, 0::2], pe[:, 1::2] = torch.sin(pos * div), torch.cos(pos * div)
+        self.register_buffer("pe", pe)
+
+    def embed(self, t):
+        return self.embedding(t) * math.sqrt(self.D) + self.pe[: t.size(1)]
+
+    def forward(self, src, tgt_in, pad):
+        T = tgt_in.size(1)
+        mask = self.transformer.generate_square_subsequent_mask(T).to(self.pe.dtype)
+        kpm = src == pad
+        h = self.transformer(self.embed(src), self.embed(tgt_in), tgt_mask=mask, src_key_padding_mask=kpm,
+                             memory_key_padding_mask=kpm)
+        return h @ self.embedding.weight.t()
+
+
+def seq2seq_case(name, V, D, H, ne, nd, F, norm_first, src, tgt_in, tgt_out, label_smoothing, pad=0):
+    torch.manual_seed(len(name) * 31337 + V)
+    m = Seq2Seq(V, D, H, ne, nd, F, norm_first).double()
+    params = randomize(m, 0.3)
+    src, tgt_in, tgt_out = torch.tensor(src), torch.tensor(tgt_in), torch.tensor(tgt_out)
+    logits = m(src, tgt_in, pad)
+    loss = torch.nn.functional.cross_entropy(logits.reshape(-1, V), tgt_out.reshape(-1), ignore_index=pad,
+                                             label_smoothing=label_smoothing)
+    named = dict(m.named_parameters())
+    grads = torch.autograd.grad(loss, list(named.values()))
+    return {
+        "name": name, "op": "seq2seq",
+        "params": {"vocab_size": V, "d_model": D, "nhead": H, "num_encoder_layers": ne, "num_decoder_layers": nd,
+                   "dim_feedforward": F, "norm_first": norm_first, "dropout": 0.0, "max_len": 64, "pad_id": pad,
+                   "bos_id": 2, "eos_id": 3},
+        "label_smoothing": label_smoothing,
+        "parameters": {n: enc(params[n]) for n in named},
+        "inputs": {"src": enc(src), "tgt_in": enc(tgt_in), "tgt_out": enc(tgt_out)},
+        "outputs": {"logits": enc(logits), "loss": enc(loss.reshape(1))},
+        "grads": {n: enc(g) for n, g in zip(named, grads)},
+    }
+
+
 def main():
     torch.set_num_threads(1)
     cases = [
@@ -123,6 +181,13 @@ def main():
         layer_case("decoder_post_ln_causal", "decoder_layer", 8, 2, 12, "relu", False, 2, 5, S=6, causal=True,
                    kpm=torch.tensor([[False] * 6, [False, False, False, False, True, True]])),
         layer_case("decoder_pre_ln_gelu", "decoder_layer", 8, 2, 12, "gelu", True, 2, 4, S=3, causal=True),
+        # two sentences, the second padded (pad 0): src ends in EOS 3, tgt_in starts with BOS 2
+        seq2seq_case("seq2seq_post_ln_smoothing", V=12, D=8, H=2, ne=2, nd=2, F=12, norm_first=False,
+                     src=[[5, 6, 7, 8, 3], [9, 4, 3, 0, 0]], tgt_in=[[2, 10, 11, 5], [2, 7, 0, 0]],
+                     tgt_out=[[10, 11, 5, 3], [7, 3, 0, 0]], label_smoothing=0.1),
+        seq2seq_case("seq2seq_pre_ln", V=10, D=8, H=4, ne=1, nd=2, F=16, norm_first=True,
+                     src=[[4, 5, 3], [6, 3, 0]], tgt_in=[[2, 8, 9, 7, 6], [2, 4, 5, 0, 0]],
+                     tgt_out=[[8, 9, 7, 6, 3], [4, 5, 3, 0, 0]], label_smoothing=0.0),
     ]
     write(os.path.join(HERE, "models.json"), cases, generator="tests/golden/make_model_golden.py")
 

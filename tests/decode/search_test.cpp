@@ -1,0 +1,192 @@
+// Greedy and beam search on hand-made next-token distributions: beam search finds the known best
+// where greedy does not, agrees with exhaustive search, beam size 1 is exactly greedy, the length
+// penalty ranks as the formula says, and a batch of sentences decodes as each would alone.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <functional>
+#include <map>
+
+#include "qkv/core/rng.h"
+#include "qkv/decode/search.h"
+
+namespace qkv::decode {
+namespace {
+
+constexpr int32_t kBos = 2, kEos = 3;
+
+// A "model" whose next-token distribution is a function of (sentence, prefix). Rows track their
+// sentence and prefix through reorder(), as the Transformer's caches do.
+class TableModel : public StepModel {
+ public:
+  using Dist = std::function<std::vector<float>(int64_t sentence, const std::vector<int32_t>& prefix)>;
+  TableModel(int64_t sentences, Dist dist) : dist_(std::move(dist)) {
+    for (int64_t s = 0; s < sentences; ++s) rows_.push_back({s, {}});
+  }
+  Tensor step(const std::vector<int32_t>& tokens) override {
+    EXPECT_EQ(tokens.size(), rows_.size());
+    std::vector<float> lp;
+    for (size_t r = 0; r < rows_.size(); ++r) {
+      rows_[r].second.push_back(tokens[r]);
+      std::vector<float> p = dist_(rows_[r].first, rows_[r].second);
+      for (float v : p) lp.push_back(std::log(v));
+      V = static_cast<int64_t>(p.size());
+    }
+    ++steps;
+    return Tensor::from_vector(lp, {static_cast<int64_t>(rows_.size()), V});
+  }
+  void reorder(const std::vector<int64_t>& index, bool sources_changed) override {
+    std::vector<std::pair<int64_t, std::vector<int32_t>>> n;
+    for (int64_t i : index) n.push_back(rows_[static_cast<size_t>(i)]);
+    bool changed = n.size() != rows_.size();
+    for (size_t i = 0; i < n.size() && !changed; ++i) changed = n[i].first != rows_[i].first;
+    EXPECT_EQ(changed, sources_changed) << "sources_changed must say whether a row changed sentence";
+    rows_ = std::move(n);
+  }
+  int64_t V = 0, steps = 0;
+
+ private:
+  Dist dist_;
+  std::vector<std::pair<int64_t, std::vector<int32_t>>> rows_;  // (sentence, tokens fed after BOS)
+};
+
+// V = 6: 0 pad, 1 unk, 2 BOS, 3 EOS, 4 "a", 5 "b". The prefix is what was fed (starting with BOS).
+std::vector<float> trap(int64_t, const std::vector<int32_t>& prefix) {
+  // first step: a 0.5, b 0.4, EOS 0.1; after "a": EOS 0.4, a 0.3, b 0.3; after "b": EOS 0.9, a/b 0.05
+  if (prefix.size() == 1) return {1e-9f, 1e-9f, 1e-9f, 0.1f, 0.5f, 0.4f};
+  if (prefix[1] == 4 && prefix.size() == 2) return {1e-9f, 1e-9f, 1e-9f, 0.4f, 0.3f, 0.3f};
+  if (prefix[1] == 5 && prefix.size() == 2) return {1e-9f, 1e-9f, 1e-9f, 0.9f, 0.05f, 0.05f};
+  return {1e-9f, 1e-9f, 1e-9f, 0.98f, 0.01f, 0.01f};
+}
+
+TEST(BeamSearch, FindsTheBestSequenceWhereGreedyDoesNot) {
+  SearchOptions o;
+  o.length_penalty = 0.f;
+  TableModel g(1, trap);
+  auto greedy = greedy_search(g, {10}, o);
+  EXPECT_EQ(greedy[0].tokens, (std::vector<int32_t>{4}));  // "a" EOS: p = 0.2
+  EXPECT_NEAR(greedy[0].log_prob, std::log(0.5 * 0.4), 1e-5);
+  o.beam_size = 2;
+  TableModel b(1, trap);
+  auto beam = beam_search(b, {10}, o);
+  EXPECT_EQ(beam[0].tokens, (std::vector<int32_t>{5}));  // "b" EOS: p = 0.36, the best
+  EXPECT_NEAR(beam[0].log_prob, std::log(0.4 * 0.9), 1e-5);
+  EXPECT_TRUE(beam[0].finished);
+}
+
+// A pseudo-random distribution over V = 7 per (sentence, prefix), EOS likelier as the prefix grows.
+std::vector<float> random_dist(int64_t s, const std::vector<int32_t>& prefix) {
+  uint64_t h = 1469598103934665603ull ^ static_cast<uint64_t>(s);
+  for (int32_t t : prefix) h = (h ^ static_cast<uint64_t>(t)) * 1099511628211ull;
+  std::vector<float> p(7, 1e-6f);
+  float sum = 0;
+  for (int v = 3; v < 7; ++v) {
+    p[v] = 0.05f + static_cast<float>(Generator::bits(h, v) % 1000) / 1000.f;
+    if (v == kEos) p[v] *= 0.3f * static_cast<float>(prefix.size());
+    sum += p[v];
+  }
+  for (float& v : p) v /= sum;
+  return p;
+}
+
+// The best finished sequence of at most max_len tokens by exhaustive enumeration (α = 0).
+double exhaustive_best(int64_t s, std::vector<int32_t> prefix, int64_t max_len, double lp_so_far,
+                       std::vector<int32_t>& best_tokens, std::vector<int32_t> tokens = {}) {
+  std::vector<float> p = random_dist(s, prefix);
+  double best = -1e300;
+  for (int v = 3; v < 7; ++v) {
+    const double lp = lp_so_far + std::log(static_cast<double>(p[v]));
+    if (v == kEos) {
+      if (lp > best) best = lp, best_tokens = tokens;
+      continue;
+    }
+    if (static_cast<int64_t>(tokens.size()) + 1 >= max_len) continue;
+    auto pre = prefix, tok = tokens;
+    pre.push_back(v), tok.push_back(v);
+    std::vector<int32_t> bt;
+    const double r = exhaustive_best(s, pre, max_len, lp, bt, tok);
+    if (r > best) best = r, best_tokens = bt;
+  }
+  return best;
+}
+
+TEST(BeamSearch, WideBeamAgreesWithExhaustiveSearch) {
+  SearchOptions o;
+  o.length_penalty = 0.f;
+  o.beam_size = 64;  // wider than the 4^3 sequences of length 3: the search is exhaustive
+  for (int64_t s = 0; s < 5; ++s) {
+    std::vector<int32_t> want;
+    const double best = exhaustive_best(s, {kBos}, 4, 0.0, want);
+    TableModel m(1, [s](int64_t, const std::vector<int32_t>& p) { return random_dist(s, p); });
+    auto h = beam_search(m, {4}, o);
+    EXPECT_EQ(h[0].tokens, want) << "sentence " << s;
+    EXPECT_NEAR(h[0].log_prob, best, 1e-4);
+  }
+}
+
+TEST(BeamSearch, BeamOneIsGreedyAndBatchesDecodeAsAlone) {
+  const std::vector<int64_t> max_len{3, 9, 5, 12, 1, 7};
+  SearchOptions o;
+  TableModel g(6, random_dist);
+  auto greedy = greedy_search(g, max_len, o);
+  o.beam_size = 1;
+  TableModel b(6, random_dist);
+  auto beam1 = beam_search(b, max_len, o);
+  for (size_t i = 0; i < max_len.size(); ++i) {
+    EXPECT_EQ(greedy[i].tokens, beam1[i].tokens) << i;
+    EXPECT_NEAR(greedy[i].log_prob, beam1[i].log_prob, 1e-9) << i;
+    EXPECT_LE(static_cast<int64_t>(greedy[i].tokens.size()) + (greedy[i].finished ? 1 : 0), max_len[i]);
+  }
+  o.beam_size = 3;
+  TableModel all(6, random_dist);
+  auto together = beam_search(all, max_len, o);
+  for (size_t i = 0; i < max_len.size(); ++i) {
+    TableModel one(1, [i](int64_t, const std::vector<int32_t>& p) { return random_dist(static_cast<int64_t>(i), p); });
+    auto alone = beam_search(one, {max_len[i]}, o);
+    EXPECT_EQ(alone[0].tokens, together[i].tokens) << i;
+    EXPECT_NEAR(alone[0].score, together[i].score, 1e-9) << i;
+  }
+}
+
+// lp(n) = ((5 + n)/6)^α. Short "a" EOS has p = 0.3; long "b b b" EOS has p = 0.25·0.9·0.9·0.9 ≈ 0.18:
+// α = 0 keeps the short one; α = 2 divides by lp and prefers the long one.
+std::vector<float> short_or_long(int64_t, const std::vector<int32_t>& prefix) {
+  if (prefix.size() == 1) return {1e-9f, 1e-9f, 1e-9f, 0.05f, 0.7f, 0.25f};
+  if (prefix[1] == 4) return prefix.size() == 2 ? std::vector<float>{1e-9f, 1e-9f, 1e-9f, 0.43f, 0.3f, 0.27f}
+                                                : std::vector<float>{1e-9f, 1e-9f, 1e-9f, 0.05f, 0.5f, 0.45f};
+  if (prefix.size() < 5) return {1e-9f, 1e-9f, 1e-9f, 0.05f, 0.05f, 0.9f};
+  return {1e-9f, 1e-9f, 1e-9f, 0.9f, 0.05f, 0.05f};
+}
+
+TEST(BeamSearch, LengthPenaltyFollowsTheFormula) {
+  EXPECT_DOUBLE_EQ(length_penalty(1, 0.6f), 1.0);
+  EXPECT_NEAR(length_penalty(7, 0.6f), std::pow(2.0, 0.6), 1e-6);
+  SearchOptions o;
+  o.beam_size = 4;
+  o.length_penalty = 0.f;
+  TableModel a(1, short_or_long);
+  EXPECT_EQ(beam_search(a, {10}, o)[0].tokens, (std::vector<int32_t>{4}));
+  o.length_penalty = 2.f;
+  TableModel b(1, short_or_long);
+  auto h = beam_search(b, {10}, o)[0];
+  EXPECT_EQ(h.tokens, (std::vector<int32_t>{5, 5, 5, 5}));
+  EXPECT_NEAR(h.score, h.log_prob / length_penalty(5, 2.f), 1e-9);
+}
+
+TEST(BeamSearch, StopsAtMaxLength) {
+  // EOS never likely: every hypothesis runs to max_len and ends unfinished
+  auto never = [](int64_t, const std::vector<int32_t>&) { return std::vector<float>{1e-9f, 1e-9f, 1e-9f, 1e-6f, 0.5f, 0.5f}; };
+  SearchOptions o;
+  TableModel m(2, never);
+  auto h = beam_search(m, {4, 2}, o);
+  EXPECT_EQ(h[0].tokens.size(), 4u);
+  EXPECT_EQ(h[1].tokens.size(), 2u);
+  EXPECT_FALSE(h[0].finished);
+  TableModel g(2, never);
+  auto gr = greedy_search(g, {4, 2}, o);
+  EXPECT_EQ(gr[0].tokens.size(), 4u);
+  EXPECT_EQ(gr[1].tokens.size(), 2u);
+}
+
+}  // namespace
+}  // namespace qkv::decode

@@ -1,0 +1,186 @@
+// The translation task end to end on a tiny synthetic corpus: SentencePiece trained by qkv, token
+// batches, a training run that writes its files, a model file that carries its tokenizer and
+// translates, exact resume, cached = uncached translation, and clear errors for bad input.
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+
+#include "qkv/decode/translator.h"
+#include "qkv/io/base64.h"
+#include "qkv/io/file.h"
+#include "qkv/train/checkpoint.h"
+#include "qkv/train/translation_task.h"
+#include "testing.h"
+
+namespace qkv::train {
+namespace {
+
+namespace fs = std::filesystem;
+using nlohmann::json;
+
+struct TempDir {
+  fs::path path;
+  TempDir() {
+    path = fs::temp_directory_path() / ("qkv-translation-" + std::to_string(::getpid()) + "-" +
+                                        ::testing::UnitTest::GetInstance()->current_test_info()->name());
+    fs::remove_all(path);
+    fs::create_directories(path);
+  }
+  ~TempDir() { fs::remove_all(path); }
+};
+
+// "one two three" → "un deux trois": word-for-word pairs over a 10-word lexicon.
+json tiny_config(const fs::path& dir, int64_t max_iters) {
+  const char* en[] = {"one", "two", "three", "four", "five", "six", "seven", "eight", "nine", "ten"};
+  const char* fr[] = {"un", "deux", "trois", "quatre", "cinq", "six", "sept", "huit", "neuf", "dix"};
+  std::string tsv;
+  for (uint64_t i = 0; i < 600; ++i) {
+    std::string s, t;
+    const int n = 1 + static_cast<int>(Generator::bits(5, i * 10) % 4);
+    for (int k = 0; k < n; ++k) {
+      const auto w = Generator::bits(5, i * 10 + static_cast<uint64_t>(k) + 1) % 10;
+      s += std::string(k ? " " : "") + en[w], t += std::string(k ? " " : "") + fr[w];
+    }
+    tsv += s + "\t" + t + "\n";
+  }
+  std::ofstream(dir / "pairs.tsv") << tsv;
+  return {{"task", "translation"},
+          {"data", {{"train", {{"tsv", (dir / "pairs.tsv").string()}}}, {"split", {{"dev", 20}, {"test", 20}, {"seed", 1}}}}},
+          {"tokenizer", {{"type", "word"}, {"vocab_size", 23}}},
+          {"model", {{"preset", "tiny"}, {"d_model", 32}, {"nhead", 4}, {"dim_feedforward", 64}, {"dropout", 0.1}, {"max_len", 24}}},
+          {"train",
+           {{"max_iters", max_iters}, {"batch_size", 200}, {"optimizer", "adam"}, {"learning_rate", 2e-3},
+            {"schedule", "constant"}, {"warmup_iters", 5}, {"beta2", 0.98}, {"eps", 1e-9}, {"weight_decay", 0.0},
+            {"label_smoothing", 0.1}, {"eval_interval", 10}, {"log_interval", 1}, {"checkpoint_interval", 0},
+            {"model_dtype", "f16"}}},
+          {"eval", {{"bleu_sentences", 10}}}};
+}
+
+TrainResult train(const json& cfg, const fs::path& out, bool resume) {
+  TranslationTask task(cfg, "", out.string(), resume, false);
+  TrainerOptions o;
+  o.out_dir = out.string(), o.resume = resume, o.full_config = cfg, o.quiet = true;
+  return run_training(task, task.train_config(), o);
+}
+
+std::vector<double> losses(const fs::path& out) {
+  std::vector<double> v;
+  std::ifstream in(out / "metrics.jsonl");
+  for (std::string line; std::getline(in, line);) {
+    json r = json::parse(line);
+    if (r.contains("loss")) v.push_back(r["loss"].get<double>());
+  }
+  return v;
+}
+
+TEST(TranslationTask, TrainsWritesFilesAndTheModelTranslates) {
+  TempDir d;
+  TrainResult r = train(tiny_config(d.path, 60), d.path / "run", false);
+  EXPECT_EQ(r.steps_done, 60);
+  for (const char* f : {"checkpoint.safetensors", "model.safetensors", "metrics.jsonl", "loss.svg", "spm.model",
+                        "dev.src", "dev.ref", "test.src", "test.ref"})
+    EXPECT_TRUE(fs::exists(d.path / "run" / f)) << f;
+  ASSERT_EQ(r.last_eval.size(), 2u);
+  EXPECT_EQ(r.last_eval[0].first, "val_loss");
+  EXPECT_LT(r.last_eval[0].second, 1.5) << "dev cross-entropy after 60 steps";
+  EXPECT_EQ(r.last_eval[1].first, "val_bleu");
+  // the f16 model file carries the tokenizer: it translates by itself
+  LoadedTranslator t = load_translator((d.path / "run" / "model.safetensors").string());
+  decode::Translator tr(*t.model, *t.tokenizer);
+  decode::TranslateOptions o;
+  auto out = tr.translate({"one two", "", "   ", "three"}, o);
+  ASSERT_EQ(out.size(), 4u);
+  EXPECT_EQ(out[1], "") << "empty lines translate to empty lines";
+  EXPECT_EQ(out[2], "");
+  EXPECT_FALSE(out[0].empty());
+  // the KV cache changes nothing but speed: greedy and beam, cached and recomputed, same tokens
+  std::vector<std::string> src = text::read_lines((d.path / "run" / "dev.src").string());
+  for (int64_t beam : {1, 4}) {
+    o.beam_size = beam, o.use_cache = true;
+    std::vector<decode::Hypothesis> a, b;
+    tr.translate(src, o, &a);
+    o.use_cache = false;
+    tr.translate(src, o, &b);
+    for (size_t i = 0; i < src.size(); ++i) EXPECT_EQ(a[i].tokens, b[i].tokens) << "beam " << beam << " line " << i;
+  }
+  // an over-long line is a clear error naming it
+  std::string long_line;
+  for (int i = 0; i < 40; ++i) long_line += "one ";
+  try {
+    tr.translate({"two", long_line}, o);
+    FAIL();
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("line 2"), std::string::npos) << e.what();
+  }
+}
+
+TEST(TranslationTask, ResumeReproducesTheLossCurve) {
+  TempDir d;
+  json full = tiny_config(d.path, 24);
+  full["train"]["eval_interval"] = 0;
+  train(full, d.path / "straight", false);
+  json part = full;
+  part["train"]["max_iters"] = 9;
+  train(part, d.path / "resumed", false);
+  train(full, d.path / "resumed", true);
+  std::vector<double> a = losses(d.path / "straight"), b = losses(d.path / "resumed");
+  ASSERT_EQ(a.size(), 24u);
+  ASSERT_EQ(b.size(), 24u);
+  for (size_t i = 0; i < a.size(); ++i) EXPECT_EQ(a[i], b[i]) << "step " << i;
+}
+
+TEST(TranslationTask, BadFilesAreClearErrors) {
+  TempDir d;
+  train(tiny_config(d.path, 2), d.path / "run", false);
+  const std::string model = (d.path / "run" / "model.safetensors").string();
+  EXPECT_THROW(load_translator((d.path / "missing.safetensors").string()), Error);
+  std::string bytes = io::read_file(model);
+  io::write_file_atomic((d.path / "trunc.safetensors").string(), bytes.substr(0, bytes.size() - 100));
+  EXPECT_THROW(load_translator((d.path / "trunc.safetensors").string()), Error);
+  // a tokenizer whose vocabulary does not match the model's
+  ModelFile f = load_model_file(model);
+  json meta = f.meta;
+  meta["model"]["vocab_size"] = 24;
+  TranslationTask task(tiny_config(d.path, 2), "", (d.path / "run").string(), true, false);
+  try {
+    save_model_file((d.path / "mismatch.safetensors").string(), task.model(), meta);
+    load_translator((d.path / "mismatch.safetensors").string());
+    FAIL();
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("vocab_size"), std::string::npos) << e.what();
+  }
+  // a GPT file is not a translator
+  EXPECT_THROW(io::base64_decode("abc"), Error);
+  json bad = tiny_config(d.path, 2);
+  bad["data"]["train"] = {{"tsv", (d.path / "nope.tsv").string()}};
+  EXPECT_THROW(TranslationTask(bad, "", (d.path / "x").string(), false, false), Error);
+  bad = tiny_config(d.path, 2);
+  bad["data"]["shuffle"] = true;
+  EXPECT_THROW(TranslationTask(bad, "", (d.path / "x").string(), false, false), Error);
+}
+
+TEST(TranslationTask, TokenBatchesRespectTheBudget) {
+  std::vector<EncodedPair> pairs;
+  for (int n = 1; n <= 30; ++n) pairs.push_back({std::vector<int32_t>(static_cast<size_t>(n), 5),
+                                                 std::vector<int32_t>(static_cast<size_t>(n % 7 + 2), 6)});
+  std::vector<size_t> order(pairs.size());
+  for (size_t i = 0; i < order.size(); ++i) order[i] = i;
+  auto batches = token_batches(pairs, order, 60);
+  size_t seen = 0;
+  for (auto& b : batches) {
+    size_t longest = 0;
+    for (size_t i : b) longest = std::max({longest, pairs[i].src.size(), pairs[i].tgt.size() - 1});
+    EXPECT_TRUE(longest * b.size() <= 60 || b.size() == 1);
+    seen += b.size();
+  }
+  EXPECT_EQ(seen, pairs.size());
+  Batch b = make_batch(pairs, {0, 3}, 0);
+  EXPECT_EQ(b.src.shape(), (Shape{2, 4}));
+  EXPECT_EQ(b.tgt_in.size(1), b.tgt_out.size(1));
+  EXPECT_EQ(b.tgt_tokens, static_cast<int64_t>(pairs[0].tgt.size() - 1 + pairs[3].tgt.size() - 1));
+}
+
+}  // namespace
+}  // namespace qkv::train
