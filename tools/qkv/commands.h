@@ -11,6 +11,7 @@ void add_demo(CLI::App& app);
 void add_bench(CLI::App& app);
 void add_train(CLI::App& app);
 void add_bench_gpt(CLI::App* bench);
+void add_bench_seq2seq(CLI::App* bench);
 void add_generate(CLI::App& app);
 void add_translate(CLI::App& app);
 void add_eval(CLI::App& app);

@@ -1,0 +1,169 @@
+// qkv bench seq2seq train|translate — the encoder–decoder workloads for a side-by-side run with
+// PyTorch (bench/seq2seq_vs_pytorch.py):
+//   train:      ../shared/pytorch-reference/seq2seq_train.py on qkv: d_model 256, 8 heads, 3+3 layers,
+//               d_ff 1024, post-LN, dropout 0.1, shared 8000-token vocabulary, batch 64 × 24 tokens
+//               (source and target), label smoothing 0.1, Adam(1e-4, β (0.9, 0.98), ε 1e-9); target tokens/s
+//   translate:  beam search (beam 4, α 0.6, batch 32) over the lines of a file with a model file,
+//               with the KV cache and recomputing the decoder over the whole prefix each step
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <nlohmann/json.hpp>
+
+#include "commands.h"
+#include "qkv/core/parallel.h"
+#include "qkv/decode/translator.h"
+#include "qkv/io/file.h"
+#include "qkv/nn/transformer.h"
+#include "qkv/text/parallel_corpus.h"
+#include "qkv/train/optim.h"
+#include "qkv/train/translation_task.h"
+
+namespace qkv::cli {
+
+namespace {
+
+struct Seq2SeqBenchArgs {
+  int64_t iters = 30, warmup = 5, beam = 4, batch = 32, sentences = 256;
+  std::string model = kDefaultTranslator, input, dtype = "f32", dump_ids;
+  int threads = 0;
+  bool json = false, no_naive = false;
+};
+
+double seconds_since(std::chrono::steady_clock::time_point t0) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+}
+
+int run_train(const Seq2SeqBenchArgs& a) {
+  if (a.threads > 0) set_num_threads(a.threads);
+  nn::Seq2SeqConfig c = nn::Seq2SeqConfig::preset("small");
+  c.vocab_size = 8000, c.dropout = 0.1f, c.max_len = 512;
+  Generator gen(0);
+  nn::Seq2SeqTransformer m(c, &gen);
+  m.train();
+  train::AdamOptions o;
+  o.lr = 1e-4f, o.beta1 = 0.9f, o.beta2 = 0.98f, o.eps = 1e-9f;
+  train::Adam opt({{m.named_parameters(), 0.f}}, o);
+  const int64_t B = 64, L = 24;
+  std::vector<double> times;
+  double loss_value = 0;
+  for (int64_t it = 0; it < a.warmup + a.iters; ++it) {
+    // random tokens 4 … 7999: src [B, 24], tgt [B, 25] = BOS-free random, as the reference script
+    std::vector<int32_t> src(B * L), tin(B * L), tout(B * L);
+    for (int64_t b = 0; b < B; ++b) {
+      std::vector<int32_t> tgt(L + 1);
+      for (int64_t i = 0; i <= L; ++i) tgt[i] = 4 + static_cast<int32_t>(Generator::bits(9, (it * B + b) * 64 + i) % 7996);
+      for (int64_t i = 0; i < L; ++i) {
+        src[b * L + i] = 4 + static_cast<int32_t>(Generator::bits(8, (it * B + b) * 64 + i) % 7996);
+        tin[b * L + i] = tgt[i], tout[b * L + i] = tgt[i + 1];
+      }
+    }
+    Tensor s = Tensor::from_ints(src, {B, L}), ti = Tensor::from_ints(tin, {B, L}), to = Tensor::from_ints(tout, {B, L});
+    const auto t0 = std::chrono::steady_clock::now();
+    Tensor loss = m.loss(s, ti, to, 0.1f);
+    opt.zero_grad();
+    loss.backward();
+    opt.step();
+    const double dt = seconds_since(t0);
+    loss_value = loss.item();
+    if (it >= a.warmup) times.push_back(dt);
+  }
+  std::vector<double> sorted = times;
+  std::sort(sorted.begin(), sorted.end());
+  double mean = 0;
+  for (double t : times) mean += t;
+  mean /= static_cast<double>(times.size());
+  const double median = sorted[sorted.size() / 2], tok = static_cast<double>(B * L);
+  if (a.json) {
+    nlohmann::json j = {{"threads", num_threads()}, {"params", m.num_parameters()}, {"iters", a.iters},
+                        {"mean_ms", mean * 1e3}, {"median_ms", median * 1e3}, {"tgt_tokens_per_s", tok / mean},
+                        {"tgt_tokens_per_s_median", tok / median}, {"final_loss", loss_value}};
+    std::printf("%s\n", j.dump().c_str());
+  } else {
+    std::printf("qkv seq2seq params=%.2fM threads=%d batch=%lld len=%lld: mean %.2f ms/iter (median %.2f) -> %.0f "
+                "target tokens/s\n",
+                static_cast<double>(m.num_parameters()) / 1e6, num_threads(), static_cast<long long>(B),
+                static_cast<long long>(L), mean * 1e3, median * 1e3, tok / mean);
+  }
+  return 0;
+}
+
+int run_translate(const Seq2SeqBenchArgs& a) {
+  if (a.threads > 0) set_num_threads(a.threads);
+  train::LoadedTranslator t = train::load_translator(find_model(a.model));
+  if (a.dtype == "bf16") t.model->set_inference_dtype(DType::bf16);
+  QKV_CHECK(!a.input.empty(), "bench seq2seq translate: --input (source sentences, one per line) is required");
+  std::vector<std::string> lines = text::read_lines(a.input);
+  if (static_cast<int64_t>(lines.size()) > a.sentences) lines.resize(static_cast<size_t>(a.sentences));
+  decode::Translator tr(*t.model, *t.tokenizer);
+  nlohmann::json j = {{"threads", num_threads()}, {"sentences", lines.size()}, {"beam", a.beam}, {"batch", a.batch},
+                      {"dtype", a.dtype}};
+  std::vector<decode::Hypothesis> reference;
+  for (bool cache : {true, false}) {
+    if (!cache && a.no_naive) continue;
+    decode::TranslateOptions o;
+    o.beam_size = a.beam, o.batch_size = a.batch, o.use_cache = cache;
+    std::vector<decode::Hypothesis> hyps;
+    const auto t0 = std::chrono::steady_clock::now();
+    tr.translate(lines, o, &hyps);
+    const double dt = seconds_since(t0);
+    int64_t tokens = 0;
+    for (auto& h : hyps) tokens += static_cast<int64_t>(h.tokens.size()) + (h.finished ? 1 : 0);
+    const char* name = cache ? "kv_cache" : "naive";
+    j[name] = {{"seconds", dt}, {"tgt_tokens", tokens}, {"tgt_tokens_per_s", static_cast<double>(tokens) / dt},
+               {"sentences_per_s", static_cast<double>(lines.size()) / dt}};
+    if (!a.json)
+      std::printf("qkv translate %-8s beam %lld batch %lld: %zu sentences, %lld target tokens in %.2f s -> %.0f tokens/s\n",
+                  name, static_cast<long long>(a.beam), static_cast<long long>(a.batch), lines.size(),
+                  static_cast<long long>(tokens), dt, static_cast<double>(tokens) / dt);
+    if (cache) {
+      reference = hyps;
+      if (!a.dump_ids.empty()) {  // source ids (+EOS) TAB output ids: for the PyTorch side of the benchmark
+        std::string out;
+        for (size_t i = 0; i < lines.size(); ++i) {
+          std::vector<int32_t> src = tr.encode(lines[i]);
+          src.push_back(t.model->config.eos_id);
+          for (size_t k = 0; k < src.size(); ++k) out += (k ? " " : "") + std::to_string(src[k]);
+          out += "\t";
+          for (size_t k = 0; k < hyps[i].tokens.size(); ++k) out += (k ? " " : "") + std::to_string(hyps[i].tokens[k]);
+          out += "\n";
+        }
+        io::write_file_atomic(a.dump_ids, out);
+      }
+    } else {
+      bool same = true;
+      for (size_t i = 0; i < hyps.size(); ++i) same = same && hyps[i].tokens == reference[i].tokens;
+      j["identical"] = same;
+    }
+  }
+  if (a.json) std::printf("%s\n", j.dump().c_str());
+  return 0;
+}
+
+}  // namespace
+
+void add_bench_seq2seq(CLI::App* bench) {
+  auto a = std::make_shared<Seq2SeqBenchArgs>();
+  CLI::App* s = bench->add_subcommand("seq2seq", "encoder–decoder training and translation throughput");
+  s->require_subcommand(1);
+  CLI::App* tr = s->add_subcommand("train", "target tokens/s of seq2seq_train.py's workload (random tokens)");
+  tr->add_option("--iters", a->iters, "timed iterations")->capture_default_str()->check(CLI::PositiveNumber);
+  tr->add_option("--warmup", a->warmup, "untimed iterations first")->capture_default_str()->check(CLI::NonNegativeNumber);
+  tr->add_option("--threads", a->threads, "threads (default: all cores)")->check(CLI::PositiveNumber);
+  tr->add_flag("--json", a->json, "one JSON object on stdout");
+  register_runner(tr, [a] { return run_train(*a); });
+  CLI::App* te = s->add_subcommand("translate", "beam-search translation tokens/s, with and without the KV cache");
+  te->add_option("-m,--model", a->model, "model file")->capture_default_str();
+  te->add_option("-i,--input", a->input, "source sentences, one per line")->required();
+  te->add_option("--sentences", a->sentences, "use the first N lines")->capture_default_str()->check(CLI::PositiveNumber);
+  te->add_option("-b,--beam", a->beam, "beam size")->capture_default_str()->check(CLI::Range(1, 64));
+  te->add_option("--batch-size", a->batch, "sentences per batch")->capture_default_str()->check(CLI::PositiveNumber);
+  te->add_option("--dtype", a->dtype, "decoding weights: f32 or bf16")->capture_default_str()->check(CLI::IsMember({"f32", "bf16"}));
+  te->add_option("--threads", a->threads, "threads (default: all cores)")->check(CLI::PositiveNumber);
+  te->add_flag("--no-naive", a->no_naive, "skip the run without cache");
+  te->add_option("--dump-ids", a->dump_ids, "write each line's source ids and chosen output ids (TSV) here");
+  te->add_flag("--json", a->json, "one JSON object on stdout");
+  register_runner(te, [a] { return run_translate(*a); });
+}
+
+}  // namespace qkv::cli
