@@ -116,24 +116,39 @@ void add_attend(CLI::App& app) {
     write("cross.svg", viz::heatmap_grid_svg(panels(maps.cross, "cross"), H, out_labels, src_labels, ho));
 
     // the summary: last layer, mean over heads; and, per output token, the source token it looks at most
-    Tensor last = maps.cross.back().contiguous();
-    const int64_t L = last.size(2), S = last.size(3);
-    std::vector<float> mean(static_cast<size_t>(L * S), 0.f);
-    for (int64_t hh = 0; hh < last.size(1); ++hh)
-      for (int64_t i = 0; i < L * S; ++i) mean[static_cast<size_t>(i)] += last.data<float>()[hh * L * S + i] / H;
+    auto head_mean = [&](const Tensor& w) {
+      Tensor c = w.contiguous();
+      const int64_t n = c.size(2) * c.size(3);
+      std::vector<float> m(static_cast<size_t>(n), 0.f);
+      for (int64_t hh = 0; hh < c.size(1); ++hh)
+        for (int64_t i = 0; i < n; ++i) m[static_cast<size_t>(i)] += c.data<float>()[hh * n + i] / static_cast<float>(H);
+      return m;
+    };
+    auto strongest = [](const std::vector<float>& m, int64_t rows, int64_t cols, const std::vector<std::string>& rl,
+                        const std::vector<std::string>& cl, bool skip_self) {
+      std::string s;
+      for (int64_t i = 0; i < rows; ++i) {
+        const float* row = m.data() + i * cols;
+        int64_t j = -1;
+        for (int64_t k = 0; k < cols; ++k)
+          if (!(skip_self && k == i) && (j < 0 || row[k] > row[j])) j = k;
+        s += "  " + rl[static_cast<size_t>(i)] + " → " + cl[static_cast<size_t>(j)] + " (" +
+             std::to_string(static_cast<int>(row[j] * 100 + 0.5f)) + "%)\n";
+      }
+      return s;
+    };
+    const int64_t S = maps.cross.back().size(3), L = maps.cross.back().size(2);
+    std::vector<float> enc = head_mean(maps.encoder_self.back());
+    std::fprintf(stderr, "encoder self-attention, last layer, mean over heads: each source token's strongest other "
+                 "source token:\n%s", strongest(enc, S, S, src_labels, src_labels, true).c_str());
+    std::vector<float> mean = head_mean(maps.cross.back());
     viz::HeatmapOptions mo;
     mo.cell = 34, mo.show_values = false;
     mo.title = "Cross-attention, last layer, mean over heads";
     mo.x_label = "source", mo.y_label = "writing";
     write("cross-mean.svg", viz::heatmap_svg(mean, static_cast<int>(L), static_cast<int>(S), out_labels, src_labels, mo));
-    std::string looks;
-    for (int64_t i = 0; i < L; ++i) {
-      const float* row = mean.data() + i * S;
-      const auto j = std::max_element(row, row + S) - row;
-      looks += "  " + out_labels[static_cast<size_t>(i)] + " → " + src_labels[static_cast<size_t>(j)] +
-               " (" + std::to_string(static_cast<int>(row[j] * 100 + 0.5f)) + "%)\n";
-    }
-    std::fprintf(stderr, "most attended source token per output token (last layer, mean over heads):\n%s", looks.c_str());
+    std::fprintf(stderr, "cross-attention, last layer, mean over heads: the source token each output token looks at "
+                 "most:\n%s", strongest(mean, L, S, out_labels, src_labels, false).c_str());
     return 0;
   });
 }
