@@ -29,14 +29,9 @@ import tempfile
 import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+from gpt_vs_pytorch import torch_env  # noqa: E402  (PyTorch at its best settings here)
 REF = os.path.normpath(os.path.join(HERE, "..", "..", "shared", "pytorch-reference"))
-
-
-def torch_env(threads):
-    env = dict(os.environ)
-    env.update(OPENBLAS_CORETYPE="Cooperlake", OMP_WAIT_POLICY="PASSIVE", OMP_NUM_THREADS=str(threads),
-               OPENBLAS_NUM_THREADS=str(threads), MKL_NUM_THREADS=str(threads))
-    return env
 
 
 # ---- the PyTorch translation worker ------------------------------------------------------------

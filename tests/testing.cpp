@@ -1,6 +1,10 @@
 #include "testing.h"
 
+#include <unistd.h>
+
 #include <algorithm>
+#include <fstream>
+#include <nlohmann/json.hpp>
 
 namespace qkv::testing {
 
@@ -19,6 +23,26 @@ Tensor param(const Shape& shape, uint64_t seed, float scale) {
   Tensor t = Tensor::randn(shape, g, 0.f, scale);
   t.requires_grad_();
   return t;
+}
+
+TempDir::TempDir(const std::string& prefix) {
+  path = std::filesystem::temp_directory_path() /
+         ("qkv-" + prefix + "-" + std::to_string(::getpid()) + "-" +
+          ::testing::UnitTest::GetInstance()->current_test_info()->name());
+  std::filesystem::remove_all(path);
+  std::filesystem::create_directories(path);
+}
+
+TempDir::~TempDir() { std::filesystem::remove_all(path); }
+
+std::vector<double> logged_losses(const std::filesystem::path& dir) {
+  std::vector<double> v;
+  std::ifstream in(dir / "metrics.jsonl");
+  for (std::string line; std::getline(in, line);) {
+    nlohmann::json r = nlohmann::json::parse(line);
+    if (r.contains("loss")) v.push_back(r["loss"].get<double>());
+  }
+  return v;
 }
 
 }  // namespace qkv::testing

@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <filesystem>
 #include <string>
 #include <vector>
 
@@ -32,5 +33,15 @@ double rel_error(const std::vector<float>& a, const std::vector<float>& b, doubl
 
 // A random f32 tensor that requires grad.
 Tensor param(const Shape& shape, uint64_t seed, float scale = 1.f);
+
+// A fresh folder named after the running test (qkv-<prefix>-<pid>-<test>), removed at the end.
+struct TempDir {
+  std::filesystem::path path;
+  explicit TempDir(const std::string& prefix);
+  ~TempDir();
+};
+
+// The per-step "loss" values a training run logged in DIR/metrics.jsonl, in order.
+std::vector<double> logged_losses(const std::filesystem::path& dir);
 
 }  // namespace qkv::testing

@@ -29,7 +29,7 @@ std::vector<Hypothesis> greedy_search(StepModel& model, const std::vector<int64_
   std::vector<int64_t> active(static_cast<size_t>(n));  // sentence of each row
   for (int64_t i = 0; i < n; ++i) active[static_cast<size_t>(i)] = i;
   std::vector<int32_t> tokens(static_cast<size_t>(n), opt.bos_id);
-  for (int64_t t = 0; !active.empty(); ++t) {
+  for (int64_t t = 0;; ++t) {
     Tensor lp = model.step(tokens).contiguous();
     check_rows(lp, static_cast<int64_t>(active.size()));
     const int64_t V = lp.size(1);
@@ -51,15 +51,14 @@ std::vector<Hypothesis> greedy_search(StepModel& model, const std::vector<int64_
         }
       }
     }
-    if (keep.size() != active.size() && !keep.empty()) {
+    if (keep.empty()) break;
+    if (keep.size() != active.size()) {  // drop the rows of finished sentences
       std::vector<int64_t> still;
       for (int64_t r : keep) still.push_back(active[static_cast<size_t>(r)]);
       model.reorder(keep, true);
-      active = still;
-    } else if (keep.empty()) {
-      active.clear();
+      active = std::move(still);
     }
-    tokens = next;
+    tokens = std::move(next);
   }
   for (auto& h : out) h.score = h.log_prob;
   return out;

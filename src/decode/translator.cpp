@@ -1,7 +1,6 @@
 #include "qkv/decode/translator.h"
 
 #include <algorithm>
-#include <cmath>
 #include <numeric>
 
 #include "qkv/autograd/grad_mode.h"
@@ -35,10 +34,8 @@ Tensor Seq2SeqStepModel::step(const std::vector<int32_t>& tokens) {
   std::vector<int32_t> flat;
   for (auto& p : prefix_) flat.insert(flat.end(), p.begin(), p.end());
   Tensor tgt = Tensor::from_ints(flat, {rows, T});
-  const auto& m = model_;
-  Tensor x = mul(m.embedding->forward(tgt), std::sqrt(static_cast<float>(m.config.d_model))) + m.pos->forward(T, 0);
-  Tensor h = m.transformer->decoder->forward(x, memory_, kpm_);
-  Tensor logits = linear(h.select(1, T - 1), m.embedding->weight);
+  Tensor h = model_.transformer->decoder->forward(model_.embed(tgt, 0), memory_, kpm_);
+  Tensor logits = linear(h.select(1, T - 1), model_.embedding->weight);
   return log_softmax(logits, -1);
 }
 
@@ -51,18 +48,8 @@ void Seq2SeqStepModel::reorder(const std::vector<int64_t>& index, bool sources_c
   for (int64_t i : index) p.push_back(prefix_[static_cast<size_t>(i)]);
   prefix_ = std::move(p);
   if (!sources_changed) return;
-  // memory_/kpm_ rows follow the hypotheses: gather them
-  const int64_t S = memory_.size(1), E = memory_.size(2);
-  Tensor mem = Tensor::empty({static_cast<int64_t>(index.size()), S, E});
-  std::vector<bool> mask;
-  Tensor kc = kpm_.contiguous();
-  const auto* kp = kc.data<uint8_t>();
-  for (size_t i = 0; i < index.size(); ++i) {
-    mem.select(0, static_cast<int64_t>(i)).copy_(memory_.select(0, index[i]));
-    for (int64_t s = 0; s < S; ++s) mask.push_back(kp[index[i] * S + s] != 0);
-  }
-  memory_ = mem;
-  kpm_ = Tensor::from_bools(mask, {static_cast<int64_t>(index.size()), S});
+  memory_ = nn::gather_rows(memory_, index);  // the rows follow their hypotheses
+  kpm_ = nn::gather_rows(kpm_, index);
 }
 
 std::vector<Hypothesis> translate_ids(const nn::Seq2SeqTransformer& model,

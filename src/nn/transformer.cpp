@@ -1,5 +1,6 @@
 #include "qkv/nn/transformer.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <nlohmann/json.hpp>
@@ -176,7 +177,6 @@ Tensor Seq2SeqTransformer::padding_mask(const Tensor& ids) const {
   return Tensor::from_bools(m, ids.shape());
 }
 
-// x = Dropout(E[ids] · √d_model + PE[pos0 …])
 Tensor Seq2SeqTransformer::embed(const Tensor& ids, int64_t pos0) const {
   QKV_CHECK(ids.dim() == 2 && ids.dtype() == DType::i32, "Transformer: token ids must be i32 [B, L], got ",
             shape_str(ids.shape()));
@@ -210,17 +210,35 @@ Tensor Seq2SeqTransformer::loss(const Tensor& src, const Tensor& tgt_in, const T
 
 // ---- decoding ------------------------------------------------------------------------------------
 
+Tensor gather_rows(const Tensor& t, const std::vector<int64_t>& index) {
+  Tensor src = t.contiguous();
+  const int64_t n = src.size(0);
+  const size_t row_bytes = static_cast<size_t>(src.numel() / std::max<int64_t>(n, 1)) * dtype_size(src.dtype());
+  Shape shape = src.shape();
+  shape[0] = static_cast<int64_t>(index.size());
+  Tensor out = Tensor::empty(shape, src.dtype());
+  // data<T>() offsets in elements: take the first element's address with an element-sized T
+  auto bytes = [](const Tensor& x) -> uint8_t* {
+    switch (dtype_size(x.dtype())) {
+      case 4: return reinterpret_cast<uint8_t*>(x.data<float>());
+      case 2: return reinterpret_cast<uint8_t*>(x.data<uint16_t>());
+      default: return x.data<uint8_t>();
+    }
+  };
+  const uint8_t* from = bytes(src);
+  uint8_t* to = bytes(out);
+  for (size_t i = 0; i < index.size(); ++i) {
+    QKV_CHECK(index[i] >= 0 && index[i] < n, "gather_rows: row ", index[i], " out of range for ", n, " rows");
+    std::memcpy(to + i * row_bytes, from + static_cast<size_t>(index[i]) * row_bytes, row_bytes);
+  }
+  return out;
+}
+
 void DecoderState::reorder(const std::vector<int64_t>& index, bool sources_changed) {
   for (auto& c : self) c.reorder(index);
   if (!sources_changed) return;
   for (auto& c : cross) c.reorder(index);
-  const int64_t S = memory_key_padding_mask.size(1);
-  Tensor m = Tensor::empty({static_cast<int64_t>(index.size()), S}, DType::boolean);
-  const auto* src = memory_key_padding_mask.contiguous().data<uint8_t>();
-  auto* dst = m.data<uint8_t>();
-  for (size_t i = 0; i < index.size(); ++i)
-    std::memcpy(dst + static_cast<int64_t>(i) * S, src + index[i] * S, static_cast<size_t>(S));
-  memory_key_padding_mask = m;
+  memory_key_padding_mask = gather_rows(memory_key_padding_mask, index);
 }
 
 DecoderState Seq2SeqTransformer::start_decoding(const Tensor& memory, const Tensor& kpm) const {

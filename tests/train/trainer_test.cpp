@@ -16,18 +16,9 @@ namespace qkv::train {
 namespace {
 
 namespace fs = std::filesystem;
+using testing::logged_losses;
+using testing::TempDir;
 using nlohmann::json;
-
-struct TempDir {
-  fs::path path;
-  TempDir() {
-    path = fs::temp_directory_path() / ("qkv-trainer-" + std::to_string(::getpid()) + "-" +
-                                        ::testing::UnitTest::GetInstance()->current_test_info()->name());
-    fs::remove_all(path);
-    fs::create_directories(path);
-  }
-  ~TempDir() { fs::remove_all(path); }
-};
 
 // A text with an obvious pattern, so a tiny model learns it in a few dozen steps.
 json tiny_config(const fs::path& dir, int64_t max_iters) {
@@ -43,17 +34,6 @@ json tiny_config(const fs::path& dir, int64_t max_iters) {
             {"log_interval", 1}, {"checkpoint_interval", 0}, {"gradient_accumulation_steps", 2}}}};
 }
 
-std::vector<double> losses(const fs::path& out) {
-  std::vector<double> v;
-  std::ifstream in(out / "metrics.jsonl");
-  std::string line;
-  while (std::getline(in, line)) {
-    json r = json::parse(line);
-    if (r.contains("loss")) v.push_back(r["loss"].get<double>());
-  }
-  return v;
-}
-
 TrainResult train(const json& cfg, const fs::path& out, bool resume) {
   LMTask task(cfg, "");
   TrainerOptions o;
@@ -62,7 +42,7 @@ TrainResult train(const json& cfg, const fs::path& out, bool resume) {
 }
 
 TEST(Trainer, LearnsAndWritesItsFiles) {
-  TempDir d;
+  TempDir d("trainer");
   TrainResult r = train(tiny_config(d.path, 40), d.path / "run", false);
   EXPECT_EQ(r.steps_done, 40);
   ASSERT_FALSE(r.last_eval.empty());
@@ -79,14 +59,14 @@ TEST(Trainer, LearnsAndWritesItsFiles) {
 }
 
 TEST(Trainer, ResumeReproducesTheUninterruptedLossCurve) {
-  TempDir d;
+  TempDir d("trainer");
   json full = tiny_config(d.path, 30);
   train(full, d.path / "straight", false);
   json part = full;
   part["train"]["max_iters"] = 13;  // stops at 13 (with dropout, accumulation and an lr schedule)
   train(part, d.path / "resumed", false);
   train(full, d.path / "resumed", true);
-  std::vector<double> a = losses(d.path / "straight"), b = losses(d.path / "resumed");
+  std::vector<double> a = logged_losses(d.path / "straight"), b = logged_losses(d.path / "resumed");
   ASSERT_EQ(a.size(), 30u);
   ASSERT_EQ(b.size(), 30u);
   for (size_t i = 0; i < a.size(); ++i) EXPECT_EQ(a[i], b[i]) << "step " << i;
@@ -97,7 +77,7 @@ TEST(Trainer, ResumeReproducesTheUninterruptedLossCurve) {
 }
 
 TEST(Trainer, BadCheckpointsAndConfigsAreClearErrors) {
-  TempDir d;
+  TempDir d("trainer");
   json cfg = tiny_config(d.path, 3);
   // resume without a checkpoint
   try {

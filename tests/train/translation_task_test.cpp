@@ -18,18 +18,9 @@ namespace qkv::train {
 namespace {
 
 namespace fs = std::filesystem;
+using testing::logged_losses;
+using testing::TempDir;
 using nlohmann::json;
-
-struct TempDir {
-  fs::path path;
-  TempDir() {
-    path = fs::temp_directory_path() / ("qkv-translation-" + std::to_string(::getpid()) + "-" +
-                                        ::testing::UnitTest::GetInstance()->current_test_info()->name());
-    fs::remove_all(path);
-    fs::create_directories(path);
-  }
-  ~TempDir() { fs::remove_all(path); }
-};
 
 // "one two three" → "un deux trois": word-for-word pairs over a 10-word lexicon.
 json tiny_config(const fs::path& dir, int64_t max_iters) {
@@ -65,18 +56,8 @@ TrainResult train(const json& cfg, const fs::path& out, bool resume) {
   return run_training(task, task.train_config(), o);
 }
 
-std::vector<double> losses(const fs::path& out) {
-  std::vector<double> v;
-  std::ifstream in(out / "metrics.jsonl");
-  for (std::string line; std::getline(in, line);) {
-    json r = json::parse(line);
-    if (r.contains("loss")) v.push_back(r["loss"].get<double>());
-  }
-  return v;
-}
-
 TEST(TranslationTask, TrainsWritesFilesAndTheModelTranslates) {
-  TempDir d;
+  TempDir d("translation");
   TrainResult r = train(tiny_config(d.path, 60), d.path / "run", false);
   EXPECT_EQ(r.steps_done, 60);
   for (const char* f : {"checkpoint.safetensors", "model.safetensors", "metrics.jsonl", "loss.svg", "spm.model",
@@ -117,7 +98,7 @@ TEST(TranslationTask, TrainsWritesFilesAndTheModelTranslates) {
 }
 
 TEST(TranslationTask, ResumeReproducesTheLossCurve) {
-  TempDir d;
+  TempDir d("translation");
   json full = tiny_config(d.path, 24);
   full["train"]["eval_interval"] = 0;
   train(full, d.path / "straight", false);
@@ -125,14 +106,14 @@ TEST(TranslationTask, ResumeReproducesTheLossCurve) {
   part["train"]["max_iters"] = 9;
   train(part, d.path / "resumed", false);
   train(full, d.path / "resumed", true);
-  std::vector<double> a = losses(d.path / "straight"), b = losses(d.path / "resumed");
+  std::vector<double> a = logged_losses(d.path / "straight"), b = logged_losses(d.path / "resumed");
   ASSERT_EQ(a.size(), 24u);
   ASSERT_EQ(b.size(), 24u);
   for (size_t i = 0; i < a.size(); ++i) EXPECT_EQ(a[i], b[i]) << "step " << i;
 }
 
 TEST(TranslationTask, BadFilesAreClearErrors) {
-  TempDir d;
+  TempDir d("translation");
   train(tiny_config(d.path, 2), d.path / "run", false);
   const std::string model = (d.path / "run" / "model.safetensors").string();
   EXPECT_THROW(load_translator((d.path / "missing.safetensors").string()), Error);

@@ -10,6 +10,7 @@
 #include <cstdio>
 #include <nlohmann/json.hpp>
 
+#include "bench_timing.h"
 #include "commands.h"
 #include "qkv/core/parallel.h"
 #include "qkv/decode/generate.h"
@@ -36,10 +37,6 @@ nn::GPTConfig preset(const std::string& name, int64_t& batch) {
     c.n_layer = 6, c.n_head = 6, c.n_embd = 384, c.block_size = 256, batch = 16;
   }
   return c;
-}
-
-double seconds_since(std::chrono::steady_clock::time_point t0) {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
 }
 
 int run_train(const GptBenchArgs& a) {
@@ -71,12 +68,8 @@ int run_train(const GptBenchArgs& a) {
     loss_value = loss.item();
     if (it >= a.warmup) times.push_back(dt);
   }
-  std::vector<double> sorted = times;
-  std::sort(sorted.begin(), sorted.end());
-  double mean = 0;
-  for (double t : times) mean += t;
-  mean /= static_cast<double>(times.size());
-  const double median = sorted[sorted.size() / 2];
+  const TimeStats st = time_stats(times);
+  const double mean = st.mean, median = st.median;
   const double tok = static_cast<double>(B * T);
   if (a.json) {
     nlohmann::json j = {{"preset", a.preset},          {"threads", num_threads()},     {"params", gpt.num_parameters()},
@@ -119,8 +112,7 @@ int run_generate(const GptBenchArgs& a) {
       out = decode::generate(gpt, {0}, o);
       ts.push_back(seconds_since(t0));
     }
-    std::sort(ts.begin(), ts.end());
-    const double med = ts[ts.size() / 2];
+    const double med = time_stats(ts).median;
     const char* name = cache ? "kv_cache" : "naive";
     j[name] = {{"median_s", med}, {"tokens_per_s", static_cast<double>(a.new_tokens) / med}};
     if (!a.json)

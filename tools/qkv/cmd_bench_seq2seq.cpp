@@ -10,6 +10,7 @@
 #include <cstdio>
 #include <nlohmann/json.hpp>
 
+#include "bench_timing.h"
 #include "commands.h"
 #include "qkv/core/parallel.h"
 #include "qkv/decode/translator.h"
@@ -29,10 +30,6 @@ struct Seq2SeqBenchArgs {
   int threads = 0;
   bool json = false, no_naive = false;
 };
-
-double seconds_since(std::chrono::steady_clock::time_point t0) {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-}
 
 int run_train(const Seq2SeqBenchArgs& a) {
   if (a.threads > 0) set_num_threads(a.threads);
@@ -68,12 +65,9 @@ int run_train(const Seq2SeqBenchArgs& a) {
     loss_value = loss.item();
     if (it >= a.warmup) times.push_back(dt);
   }
-  std::vector<double> sorted = times;
-  std::sort(sorted.begin(), sorted.end());
-  double mean = 0;
-  for (double t : times) mean += t;
-  mean /= static_cast<double>(times.size());
-  const double median = sorted[sorted.size() / 2], tok = static_cast<double>(B * L);
+  const TimeStats st = time_stats(times);
+  const double mean = st.mean, median = st.median;
+  const double tok = static_cast<double>(B * L);
   if (a.json) {
     nlohmann::json j = {{"threads", num_threads()}, {"params", m.num_parameters()}, {"iters", a.iters},
                         {"mean_ms", mean * 1e3}, {"median_ms", median * 1e3}, {"tgt_tokens_per_s", tok / mean},

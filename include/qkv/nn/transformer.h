@@ -91,6 +91,10 @@ struct DecoderState {
   void reorder(const std::vector<int64_t>& index, bool sources_changed = true);
 };
 
+// Rows `index` of t along dim 0 (in that order, repeats allowed), any dtype, no tape: decoding
+// regroups its per-hypothesis tensors (memory, padding masks) with it.
+Tensor gather_rows(const Tensor& t, const std::vector<int64_t>& index);
+
 class Seq2SeqTransformer : public Module {
  public:
   explicit Seq2SeqTransformer(const Seq2SeqConfig& config, Generator* gen = nullptr);
@@ -113,6 +117,8 @@ class Seq2SeqTransformer : public Module {
 
   // true where ids == pad_id, [B, S] bool.
   Tensor padding_mask(const Tensor& ids) const;
+  // x = Dropout(E[ids] · √d_model + PE[pos0 …]): ids [B, L] → [B, L, d_model]
+  Tensor embed(const Tensor& ids, int64_t pos0) const;
 
   Seq2SeqConfig config;
   std::shared_ptr<Embedding> embedding;
@@ -121,7 +127,6 @@ class Seq2SeqTransformer : public Module {
   Tensor embedding_bf16;
 
  private:
-  Tensor embed(const Tensor& ids, int64_t pos0) const;
   Generator* gen_;
 };
 
