@@ -5,6 +5,7 @@
 #include "qkv/ops/activation.h"
 #include "qkv/ops/arith.h"
 #include "qkv/ops/attention.h"
+#include "qkv/ops/autocast.h"
 #include "qkv/ops/embedding.h"
 #include "qkv/ops/layer_norm.h"
 #include "qkv/ops/loss.h"

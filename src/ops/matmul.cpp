@@ -5,8 +5,10 @@
 #include "qkv/autograd/node.h"
 #include "qkv/core/parallel.h"
 #include "qkv/kernels/cpu/gemm.h"
+#include "qkv/kernels/cpu/gemm_bf16.h"
 #include "qkv/kernels/cpu/gemv_bf16.h"
 #include "qkv/ops/arith.h"
+#include "qkv/ops/autocast.h"
 
 namespace qkv {
 
@@ -128,6 +130,51 @@ Tensor matmul(const Tensor& a_in, const Tensor& b_in) {
   });
 }
 
+// out[r, :] = b for every row (the GEMM then accumulates x Wᵀ onto it); returns the GEMM's beta.
+static float fill_bias_rows(Tensor& out, const Tensor& bias, int64_t rows, int64_t out_f) {
+  if (!bias.defined()) return 0.f;
+  Tensor bc = bias.contiguous_copy();
+  for (int64_t r = 0; r < rows; ++r) std::memcpy(out.data() + r * out_f, bc.data(), out_f * sizeof(float));
+  return 1.f;
+}
+
+static Tensor to_bf16_dense(const Tensor& t) {
+  Tensor tc = t.is_contiguous() ? t.detach() : t.contiguous_copy();
+  Tensor out = Tensor::empty(t.shape(), DType::bf16);
+  k::convert_to_bf16(tc.data(), out.data<bf16>(), t.numel());
+  return out;
+}
+
+// Under Autocast(bf16): the same products with bf16-rounded operands and f32 sums, f32 out.
+//   y = bf16(x) bf16(W)ᵀ + b;   dx = bf16(dy) bf16(W);   dW = bf16(dy)ᵀ bf16(x);   db = Σ_rows dy
+// The tape keeps the bf16 copies of x and W (half the memory of f32 ones).
+static Tensor linear_bf16(const Tensor& x, const Tensor& weight, const Tensor& bias, int64_t rows, int64_t in_f,
+                          int64_t out_f) {
+  Tensor xb = to_bf16_dense(x), wb = to_bf16_dense(weight);
+  Shape out_shape = x.shape();
+  out_shape.back() = out_f;
+  Tensor out = Tensor::empty(out_shape);
+  const float beta = fill_bias_rows(out, bias, rows, out_f);
+  k::gemm_bf16(false, true, rows, out_f, in_f, xb.data<bf16>(), in_f, wb.data<bf16>(), in_f, beta, out.data(), out_f);
+
+  bool gx = x.requires_grad(), gw = weight.requires_grad(), gbias = bias.defined() && bias.requires_grad();
+  Shape x_shape = x.shape();
+  return record(out, "linear", {x, weight, bias}, [xb, wb, gx, gw, gbias, rows, in_f, out_f, x_shape](const Tensor& g) {
+    Tensor gb = to_bf16_dense(g);
+    Tensor dx, dw, db;
+    if (gx) {
+      dx = Tensor::empty(x_shape);
+      k::gemm_bf16(false, false, rows, in_f, out_f, gb.data<bf16>(), out_f, wb.data<bf16>(), in_f, 0.f, dx.data(), in_f);
+    }
+    if (gw) {
+      dw = Tensor::empty({out_f, in_f});
+      k::gemm_bf16(true, false, out_f, in_f, rows, gb.data<bf16>(), out_f, xb.data<bf16>(), in_f, 0.f, dw.data(), in_f);
+    }
+    if (gbias) db = sum_to(g.reshape({rows, out_f}), {out_f});
+    return std::vector<Tensor>{dx, dw, db};
+  });
+}
+
 // y = x Wᵀ + b
 Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias) {
   QKV_CHECK(weight.dim() == 2, "linear: weight must be [out_features, in_features], got ", shape_str(weight.shape()));
@@ -136,18 +183,16 @@ Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias) {
   const int64_t out_f = weight.size(0), in_f = weight.size(1);
   QKV_CHECK(!bias.defined() || (bias.dim() == 1 && bias.size(0) == out_f), "linear: bias ", shape_str(bias.shape()),
             " does not match out_features ", out_f);
+  QKV_CHECK(x.dtype() == DType::f32 && weight.dtype() == DType::f32, "linear: expected f32 input and weight, got ",
+            dtype_name(x.dtype()), " and ", dtype_name(weight.dtype()));
+  const int64_t rows = x.numel() / std::max<int64_t>(in_f, 1);
+  if (autocast_dtype() == DType::bf16) return linear_bf16(x, weight, bias, rows, in_f, out_f);
   Tensor xc = x.is_contiguous() ? x.detach() : x.contiguous_copy();
   Tensor w = weight.is_contiguous() ? weight.detach() : weight.contiguous_copy();
-  const int64_t rows = x.numel() / std::max<int64_t>(in_f, 1);
   Shape out_shape = x.shape();
   out_shape.back() = out_f;
   Tensor out = Tensor::empty(out_shape);
-  float beta = 0.f;
-  if (bias.defined()) {
-    Tensor bc = bias.contiguous_copy();
-    for (int64_t r = 0; r < rows; ++r) std::memcpy(out.data() + r * out_f, bc.data(), out_f * sizeof(float));
-    beta = 1.f;
-  }
+  const float beta = fill_bias_rows(out, bias, rows, out_f);
   k::sgemm(false, true, rows, out_f, in_f, 1.f, xc.data(), in_f, w.data(), in_f, beta, out.data(), out_f);
 
   bool gx = x.requires_grad(), gw = weight.requires_grad(), gbias = bias.defined() && bias.requires_grad();

@@ -33,7 +33,6 @@ LMTask::LMTask(const json& config, const std::string& base_dir) {
   QKV_CHECK(config.contains("data") && config.contains("model") && config.contains("train"),
             "lm task: the config needs \"data\", \"model\" and \"train\" sections");
   cfg_ = TrainConfig::from_json(config.at("train"));
-  QKV_CHECK(cfg_.dtype == "f32", "lm task: dtype \"", cfg_.dtype, "\" is not supported yet (use f32)");
   const json& d = config.at("data");
   QKV_CHECK(d.contains("path") && d.at("path").is_string(), "lm task: data.path (the text file) is missing");
   fs::path path = d.at("path").get<std::string>();

@@ -10,6 +10,7 @@
 
 #include "qkv/core/error.h"
 #include "qkv/io/file.h"
+#include "qkv/ops/autocast.h"
 #include "qkv/train/checkpoint.h"
 #include "qkv/train/progress.h"
 #include "qkv/viz/svg.h"
@@ -290,6 +291,8 @@ TrainResult run_training(TrainingTask& task, const TrainConfig& cfg, const Train
     double loss = 0;
     int64_t tokens = 0;
     for (int64_t micro = 0; micro < cfg.gradient_accumulation_steps; ++micro) {
+      // dtype bf16: mixed precision (bf16 GEMMs in forward and backward, f32 master weights)
+      Autocast autocast(cfg.dtype == "bf16" ? DType::bf16 : DType::f32);
       StepStats s = task.train_micro_step(step, micro, cfg.gradient_accumulation_steps);
       loss += s.loss / static_cast<double>(cfg.gradient_accumulation_steps);
       tokens += s.tokens;

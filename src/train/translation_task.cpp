@@ -106,7 +106,6 @@ TranslationTask::TranslationTask(const json& config, const std::string& base, co
                   k == "description",
               "translation task: unknown section \"", k, "\"");
   cfg_ = TrainConfig::from_json(config.at("train"));
-  QKV_CHECK(cfg_.dtype == "f32", "translation task: dtype \"", cfg_.dtype, "\" is not supported yet (use f32)");
   auto say = [&](const std::string& s) {
     if (verbose) std::fprintf(stderr, "%s\n", s.c_str());
   };

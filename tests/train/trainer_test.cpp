@@ -76,6 +76,27 @@ TEST(Trainer, ResumeReproducesTheUninterruptedLossCurve) {
   for (auto& [name, t] : ma.params) EXPECT_EQ(t.to_vector(), mb.params.at(name).to_vector()) << name;
 }
 
+// "dtype": "bf16" trains with bf16 GEMMs (Autocast) and f32 master weights: the loss curve follows
+// f32's closely but is not the same numbers, and the model learns as well.
+TEST(Trainer, Bf16MixedPrecisionFollowsTheF32LossCurve) {
+  TempDir d("trainer");
+  json f32 = tiny_config(d.path, 40), bf16 = f32;
+  bf16["train"]["dtype"] = "bf16";
+  train(f32, d.path / "f32", false);
+  TrainResult r = train(bf16, d.path / "bf16", false);
+  std::vector<double> a = logged_losses(d.path / "f32"), b = logged_losses(d.path / "bf16");
+  ASSERT_EQ(a.size(), 40u);
+  ASSERT_EQ(b.size(), 40u);
+  int differing = 0;
+  for (size_t i = 0; i < a.size(); ++i) {
+    EXPECT_NEAR(b[i], a[i], 0.03 * std::max(1.0, a[i])) << "step " << i;
+    differing += a[i] != b[i];
+  }
+  EXPECT_GT(differing, 0) << "bf16 gave bit-identical losses: the GEMMs did not run in bf16";
+  ASSERT_FALSE(r.last_eval.empty());
+  EXPECT_LT(r.last_eval.back().second, 1.0);
+}
+
 TEST(Trainer, BadCheckpointsAndConfigsAreClearErrors) {
   TempDir d("trainer");
   json cfg = tiny_config(d.path, 3);

@@ -15,6 +15,7 @@
 #include "qkv/core/parallel.h"
 #include "qkv/decode/generate.h"
 #include "qkv/nn/gpt.h"
+#include "qkv/ops/autocast.h"
 #include "qkv/train/optim.h"
 
 namespace qkv::cli {
@@ -59,9 +60,13 @@ int run_train(const GptBenchArgs& a) {
     }
     Tensor xt = Tensor::from_ints(x, {B, T}), yt = Tensor::from_ints(y, {B, T});
     const auto t0 = std::chrono::steady_clock::now();
-    Tensor loss = gpt.loss(xt, yt);
     opt.zero_grad();
-    loss.backward();
+    Tensor loss;
+    {
+      Autocast autocast(a.dtype == "bf16" ? DType::bf16 : DType::f32);  // bf16: mixed precision
+      loss = gpt.loss(xt, yt);
+      loss.backward();
+    }
     train::clip_grad_norm_(gpt.parameters(), 1.0);
     opt.step();
     const double dt = seconds_since(t0);
@@ -75,11 +80,11 @@ int run_train(const GptBenchArgs& a) {
     nlohmann::json j = {{"preset", a.preset},          {"threads", num_threads()},     {"params", gpt.num_parameters()},
                         {"batch", B},                  {"block", T},                   {"iters", a.iters},
                         {"mean_ms", mean * 1e3},       {"median_ms", median * 1e3},    {"tokens_per_s", tok / mean},
-                        {"tokens_per_s_median", tok / median}, {"final_loss", loss_value}};
+                        {"tokens_per_s_median", tok / median}, {"final_loss", loss_value}, {"dtype", a.dtype}};
     std::printf("%s\n", j.dump().c_str());
   } else {
-    std::printf("qkv gpt-%s params=%.2fM threads=%d batch=%lld block=%lld: mean %.2f ms/iter (median %.2f) -> %.0f tokens/s\n",
-                a.preset.c_str(), static_cast<double>(gpt.num_parameters()) / 1e6, num_threads(),
+    std::printf("qkv gpt-%s %s params=%.2fM threads=%d batch=%lld block=%lld: mean %.2f ms/iter (median %.2f) -> %.0f tokens/s\n",
+                a.preset.c_str(), a.dtype.c_str(), static_cast<double>(gpt.num_parameters()) / 1e6, num_threads(),
                 static_cast<long long>(B), static_cast<long long>(T), mean * 1e3, median * 1e3, tok / mean);
   }
   return 0;
@@ -137,6 +142,9 @@ void add_bench_gpt(CLI::App* bench) {
       ->check(CLI::IsMember({"small", "big"}));
   tr->add_option("--iters", a->iters, "timed iterations")->capture_default_str()->check(CLI::PositiveNumber);
   tr->add_option("--warmup", a->warmup, "untimed iterations first")->capture_default_str()->check(CLI::NonNegativeNumber);
+  tr->add_option("--dtype", a->dtype, "f32, or bf16 for mixed precision (bf16 GEMMs, f32 weights; as torch.autocast)")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"f32", "bf16"}));
   tr->add_option("--threads", a->threads, "threads (default: all cores)")->check(CLI::PositiveNumber);
   tr->add_flag("--json", a->json, "one JSON object on stdout");
   register_runner(tr, [a] { return run_train(*a); });

@@ -16,6 +16,7 @@
 #include "qkv/decode/translator.h"
 #include "qkv/io/file.h"
 #include "qkv/nn/transformer.h"
+#include "qkv/ops/autocast.h"
 #include "qkv/text/parallel_corpus.h"
 #include "qkv/train/optim.h"
 #include "qkv/train/translation_task.h"
@@ -57,9 +58,13 @@ int run_train(const Seq2SeqBenchArgs& a) {
     }
     Tensor s = Tensor::from_ints(src, {B, L}), ti = Tensor::from_ints(tin, {B, L}), to = Tensor::from_ints(tout, {B, L});
     const auto t0 = std::chrono::steady_clock::now();
-    Tensor loss = m.loss(s, ti, to, 0.1f);
     opt.zero_grad();
-    loss.backward();
+    Tensor loss;
+    {
+      Autocast autocast(a.dtype == "bf16" ? DType::bf16 : DType::f32);  // bf16: mixed precision
+      loss = m.loss(s, ti, to, 0.1f);
+      loss.backward();
+    }
     opt.step();
     const double dt = seconds_since(t0);
     loss_value = loss.item();
@@ -71,12 +76,13 @@ int run_train(const Seq2SeqBenchArgs& a) {
   if (a.json) {
     nlohmann::json j = {{"threads", num_threads()}, {"params", m.num_parameters()}, {"iters", a.iters},
                         {"mean_ms", mean * 1e3}, {"median_ms", median * 1e3}, {"tgt_tokens_per_s", tok / mean},
-                        {"tgt_tokens_per_s_median", tok / median}, {"final_loss", loss_value}};
+                        {"tgt_tokens_per_s_median", tok / median}, {"final_loss", loss_value},
+                        {"dtype", a.dtype}};
     std::printf("%s\n", j.dump().c_str());
   } else {
-    std::printf("qkv seq2seq params=%.2fM threads=%d batch=%lld len=%lld: mean %.2f ms/iter (median %.2f) -> %.0f "
+    std::printf("qkv seq2seq %s params=%.2fM threads=%d batch=%lld len=%lld: mean %.2f ms/iter (median %.2f) -> %.0f "
                 "target tokens/s\n",
-                static_cast<double>(m.num_parameters()) / 1e6, num_threads(), static_cast<long long>(B),
+                a.dtype.c_str(), static_cast<double>(m.num_parameters()) / 1e6, num_threads(), static_cast<long long>(B),
                 static_cast<long long>(L), mean * 1e3, median * 1e3, tok / mean);
   }
   return 0;
@@ -143,6 +149,9 @@ void add_bench_seq2seq(CLI::App* bench) {
   CLI::App* tr = s->add_subcommand("train", "target tokens/s of seq2seq_train.py's workload (random tokens)");
   tr->add_option("--iters", a->iters, "timed iterations")->capture_default_str()->check(CLI::PositiveNumber);
   tr->add_option("--warmup", a->warmup, "untimed iterations first")->capture_default_str()->check(CLI::NonNegativeNumber);
+  tr->add_option("--dtype", a->dtype, "f32, or bf16 for mixed precision (bf16 GEMMs, f32 weights; as torch.autocast)")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"f32", "bf16"}));
   tr->add_option("--threads", a->threads, "threads (default: all cores)")->check(CLI::PositiveNumber);
   tr->add_flag("--json", a->json, "one JSON object on stdout");
   register_runner(tr, [a] { return run_train(*a); });

@@ -9,6 +9,7 @@
 namespace qkv {
 
 Tensor matmul(const Tensor& a, const Tensor& b);
+// Under Autocast(DType::bf16) (ops/autocast.h) its products take bf16-rounded operands, f32 sums.
 Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias = Tensor());
 // Inference (no tape): linear(x, weight, bias), but when `weight_bf16` (a bf16 copy of weight) is
 // given and x has at most 16 rows — a decoding step — the product reads the bf16 copy instead

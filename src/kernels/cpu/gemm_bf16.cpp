@@ -1,0 +1,102 @@
+#include "qkv/kernels/cpu/gemm_bf16.h"
+
+#include <mutex>
+#include <oneapi/dnnl/dnnl.hpp>
+
+#include "qkv/core/error.h"
+#include "qkv/core/parallel.h"
+#include "qkv/kernels/cpu/vec.h"
+
+namespace qkv::kernels::cpu {
+
+namespace {
+
+using dnnl::memory;
+constexpr int64_t kRuntime = DNNL_RUNTIME_DIM_VAL;
+
+// One oneDNN matmul primitive per (trans_a, trans_b, beta), with every size and stride given at
+// run time: training batches come in hundreds of shapes, and a primitive per shape would mean
+// hundreds of JIT compilations. Measured on this machine, the run-time-shaped primitive is as
+// fast as shape-specialised ones at transformer sizes (docs/BENCHMARKS.md).
+struct Matmul {
+  dnnl::matmul prim;
+  memory::desc a, b, c;
+};
+
+struct Context {
+  dnnl::engine engine{dnnl::engine::kind::cpu, 0};
+  dnnl::stream stream{engine};
+  std::mutex mutex;
+  Matmul cache[2][2][2];
+  bool built[2][2][2] = {};
+
+  const Matmul& get(bool ta, bool tb, bool accumulate) {
+    std::lock_guard<std::mutex> lock(mutex);
+    Matmul& m = cache[ta][tb][accumulate];
+    if (built[ta][tb][accumulate]) return m;
+    const memory::dims any2{kRuntime, kRuntime};
+    const memory::dims row_major{kRuntime, 1}, col_major{1, kRuntime};
+    m.a = memory::desc(any2, memory::data_type::bf16, ta ? col_major : row_major);
+    m.b = memory::desc(any2, memory::data_type::bf16, tb ? col_major : row_major);
+    m.c = memory::desc(any2, memory::data_type::f32, row_major);
+    dnnl::primitive_attr attr;
+    if (accumulate) {
+      dnnl::post_ops po;
+      po.append_sum(1.f);
+      attr.set_post_ops(po);
+    }
+    m.prim = dnnl::matmul(dnnl::matmul::primitive_desc(dnnl::matmul::desc(m.a, m.b, m.c), attr, engine));
+    built[ta][tb][accumulate] = true;
+    return m;
+  }
+};
+
+Context& context() {
+  static Context ctx;
+  return ctx;
+}
+
+}  // namespace
+
+void gemm_bf16(bool ta, bool tb, int64_t M, int64_t N, int64_t K, const bf16* A, int64_t lda, const bf16* B,
+               int64_t ldb, float beta, float* C, int64_t ldc) {
+  QKV_CHECK(beta == 0.f || beta == 1.f, "gemm_bf16: beta must be 0 or 1, got ", beta);
+  if (M == 0 || N == 0) return;
+  if (K == 0) {
+    if (beta == 0.f)
+      for (int64_t i = 0; i < M; ++i)
+        for (int64_t j = 0; j < N; ++j) C[i * ldc + j] = 0.f;
+    return;
+  }
+  Context& ctx = context();
+  try {
+    const Matmul& m = ctx.get(ta, tb, beta == 1.f);
+    // The actual shapes and strides of this call (op(A) is M×K, op(B) is K×N).
+    memory::desc a({M, K}, memory::data_type::bf16, ta ? memory::dims{1, lda} : memory::dims{lda, 1});
+    memory::desc b({K, N}, memory::data_type::bf16, tb ? memory::dims{1, ldb} : memory::dims{ldb, 1});
+    memory::desc c({M, N}, memory::data_type::f32, memory::dims{ldc, 1});
+    memory ma(a, ctx.engine, const_cast<bf16*>(A)), mb(b, ctx.engine, const_cast<bf16*>(B)), mc(c, ctx.engine, C);
+    m.prim.execute(ctx.stream, {{DNNL_ARG_SRC, ma}, {DNNL_ARG_WEIGHTS, mb}, {DNNL_ARG_DST, mc}});
+    ctx.stream.wait();
+  } catch (const dnnl::error& e) {
+    QKV_CHECK(false, "gemm_bf16: oneDNN failed (", e.what(), ") for M=", M, " N=", N, " K=", K, " lda=", lda,
+              " ldb=", ldb, " ldc=", ldc);
+  }
+}
+
+void convert_to_bf16(const float* src, bf16* dst, int64_t n) {
+  parallel_for(n, 1 << 14, [&](int64_t lo, int64_t hi) {
+    int64_t i = lo;
+#if defined(__AVX512BF16__)
+    // vcvtne2ps2bf16 rounds to nearest even, as f32_to_bf16 does (it also flushes f32 subnormals,
+    // below 1.2e-38, to zero; bf16 training never needs them).
+    for (; i + 32 <= hi; i += 32) {
+      __m512bh h = _mm512_cvtne2ps_pbh(_mm512_loadu_ps(src + i + 16), _mm512_loadu_ps(src + i));
+      _mm512_storeu_si512(reinterpret_cast<void*>(dst + i), reinterpret_cast<__m512i>(h));
+    }
+#endif
+    for (; i < hi; ++i) dst[i] = f32_to_bf16(src[i]);
+  });
+}
+
+}  // namespace qkv::kernels::cpu

@@ -1,0 +1,123 @@
+// bf16 mixed precision: the GEMM kernel against a double-precision product of the bf16-rounded
+// operands, the vectorised rounding against the scalar one, and `linear` under Autocast against
+// the f32 linear of rounded operands (forward and every gradient). The whole-training check (loss
+// curve of bf16 against f32) is in tests/train/trainer_test.cpp.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <limits>
+
+#include "qkv/kernels/cpu/gemm_bf16.h"
+#include "qkv/qkv.h"
+#include "testing.h"
+
+namespace qkv {
+namespace {
+
+namespace k = kernels::cpu;
+
+float round_bf16(float x) { return bf16_to_f32(f32_to_bf16(x)); }
+
+std::vector<float> randn(size_t n, uint64_t seed) {
+  Tensor t = testing::param({static_cast<int64_t>(n)}, seed);
+  return t.to_vector();
+}
+
+TEST(GemmBf16, EqualsTheProductOfRoundedOperands) {
+  const int64_t M = 37, N = 45, K = 300, pad = 3;
+  for (bool ta : {false, true})
+    for (bool tb : {false, true})
+      for (float beta : {0.f, 1.f}) {
+        // op(A) is M×K: stored [M, K] (lda ≥ K) or, transposed, [K, M] (lda ≥ M); same for B.
+        const int64_t lda = (ta ? M : K) + pad, ldb = (tb ? K : N) + pad, ldc = N + pad;
+        std::vector<float> a = randn(static_cast<size_t>((ta ? K : M) * lda), 1 + ta);
+        std::vector<float> b = randn(static_cast<size_t>((tb ? N : K) * ldb), 3 + tb);
+        std::vector<float> c0 = randn(static_cast<size_t>(M * ldc), 5);
+        std::vector<bf16> ab(a.size()), bb(b.size());
+        k::convert_to_bf16(a.data(), ab.data(), static_cast<int64_t>(a.size()));
+        k::convert_to_bf16(b.data(), bb.data(), static_cast<int64_t>(b.size()));
+        std::vector<float> c = c0;
+        k::gemm_bf16(ta, tb, M, N, K, ab.data(), lda, bb.data(), ldb, beta, c.data(), ldc);
+        double worst = 0, scale = 0;
+        for (int64_t i = 0; i < M; ++i)
+          for (int64_t j = 0; j < N; ++j) {
+            double s = beta * c0[i * ldc + j];
+            for (int64_t p = 0; p < K; ++p) {
+              const float av = ta ? a[p * lda + i] : a[i * lda + p];
+              const float bv = tb ? b[j * ldb + p] : b[p * ldb + j];
+              s += static_cast<double>(round_bf16(av)) * round_bf16(bv);
+            }
+            worst = std::max(worst, std::abs(s - c[i * ldc + j]));
+            scale = std::max(scale, std::abs(s));
+          }
+        EXPECT_LE(worst / scale, 2e-6) << "ta=" << ta << " tb=" << tb << " beta=" << beta;
+        // the padding columns of C are left alone
+        for (int64_t i = 0; i < M; ++i)
+          for (int64_t j = N; j < ldc; ++j) EXPECT_EQ(c[i * ldc + j], c0[i * ldc + j]);
+      }
+}
+
+TEST(GemmBf16, RejectsOtherBetas) {
+  bf16 one = f32_to_bf16(1.f);
+  float c = 0.f;
+  EXPECT_THROW(k::gemm_bf16(false, false, 1, 1, 1, &one, 1, &one, 1, 0.5f, &c, 1), Error);
+}
+
+TEST(ConvertToBf16, MatchesTheScalarRounding) {
+  std::vector<float> v = randn(1000 + 7, 11);  // a tail the vector loop does not cover
+  const float tie_even = 1.f + std::ldexp(1.f, -8), tie_odd = 1.f + 3 * std::ldexp(1.f, -8);  // halfway cases
+  for (float x : {0.f, -0.f, 1.f, -2.5f, tie_even, tie_odd, 3.4e38f, 1e-30f, std::numeric_limits<float>::infinity(),
+                  -std::numeric_limits<float>::infinity()})
+    v.push_back(x);
+  std::vector<bf16> got(v.size());
+  k::convert_to_bf16(v.data(), got.data(), static_cast<int64_t>(v.size()));
+  for (size_t i = 0; i < v.size(); ++i) EXPECT_EQ(got[i].bits, f32_to_bf16(v[i]).bits) << "value " << v[i];
+  EXPECT_EQ(bf16_to_f32(got[v.size() - 6]), 1.f) << "ties round to even (down)";
+  EXPECT_EQ(bf16_to_f32(got[v.size() - 5]), 1.f + 4 * std::ldexp(1.f, -8)) << "ties round to even (up)";
+  float nan = std::nanf("");
+  bf16 h;
+  k::convert_to_bf16(&nan, &h, 1);
+  EXPECT_TRUE(std::isnan(bf16_to_f32(h)));
+}
+
+// A tensor of the bf16-rounded values of t (as an f32 leaf that requires grad).
+Tensor rounded(const Tensor& t) {
+  std::vector<float> v = t.to_vector();
+  for (float& x : v) x = round_bf16(x);
+  return Tensor::from_vector(v, t.shape()).requires_grad_(true);
+}
+
+TEST(Autocast, LinearUsesRoundedOperandsForwardAndBackward) {
+  Tensor x = testing::param({2, 5, 24}, 21), w = testing::param({40, 24}, 22), b = testing::param({40}, 23);
+  // The upstream gradient G is bf16-exact, so rounding dy changes nothing and the reference below
+  // (f32 linear of rounded x and W) has the same gradients.
+  Tensor g = rounded(testing::param({2, 5, 40}, 24)).detach();
+  Tensor y;
+  {
+    Autocast autocast(DType::bf16);
+    EXPECT_EQ(autocast_dtype(), DType::bf16);
+    y = linear(x, w, b);
+    sum(mul(y, g)).backward();
+  }
+  EXPECT_EQ(autocast_dtype(), DType::f32) << "the guard restores f32";
+  EXPECT_EQ(y.dtype(), DType::f32);
+
+  Tensor xr = rounded(x), wr = rounded(w), br = b.detach().clone().requires_grad_(true);
+  Tensor ref = linear(xr, wr, br);
+  sum(mul(ref, g)).backward();
+  EXPECT_TENSOR_NEAR(y, ref, 1e-6);
+  EXPECT_TENSOR_NEAR(x.grad(), xr.grad(), 1e-6);
+  EXPECT_TENSOR_NEAR(w.grad(), wr.grad(), 1e-6);
+  EXPECT_TENSOR_NEAR(b.grad(), br.grad(), 1e-6);
+
+  // ...and it is not the f32 product: rounding shows, at bf16's ≈ 3 significant digits.
+  Tensor f32 = linear(x.detach(), w.detach(), b.detach());
+  const double err = testing::rel_error(y.to_vector(), f32.to_vector());
+  EXPECT_GT(err, 1e-5);
+  EXPECT_LT(err, 2e-2);
+}
+
+TEST(Autocast, OnlyF32AndBf16) { EXPECT_THROW(Autocast(DType::i32), Error); }
+
+}  // namespace
+}  // namespace qkv
