@@ -3,8 +3,7 @@
 #include <cmath>
 
 #include "qkv/autograd/node.h"
-#include "qkv/core/parallel.h"
-#include "qkv/kernels/cpu/softmax.h"
+#include "qkv/kernels/cpu/cross_entropy.h"
 
 namespace qkv {
 
@@ -30,19 +29,11 @@ Tensor cross_entropy(const Tensor& logits, const Tensor& target, int64_t ignore_
     QKV_CHECK(y[n] >= 0 && y[n] < C, "cross_entropy: target ", y[n], " at row ", n, " is outside [0, ", C, ")");
     ++count;
   }
-  // log p = log_softmax(x), kept for the backward.
-  Tensor logp = Tensor::empty({N, C});
-  k::log_softmax_forward(x.data(), logp.data(), N, C);
-  const float eps = label_smoothing;
+  // Fused: the forward keeps each row's log-sum-exp; the backward recomputes p from it.
+  Tensor lse = Tensor::empty({N});
   std::vector<float> per_row(N, 0.f);
-  for (int64_t n = 0; n < N; ++n) {
-    if (y[n] == ignore_index) continue;
-    const float* lp = logp.data() + n * C;
-    double smooth = 0;
-    if (eps > 0.f)
-      for (int64_t c = 0; c < C; ++c) smooth += lp[c];
-    per_row[n] = static_cast<float>(-(1.0 - eps) * lp[y[n]] - eps / C * smooth);
-  }
+  const float eps = label_smoothing;
+  k::cross_entropy_forward(x.data(), y.data(), N, C, eps, ignore_index, lse.data(), per_row.data());
   Tensor out;
   if (reduction == "none") {
     out = Tensor::from_vector(per_row, {N});
@@ -52,22 +43,13 @@ Tensor cross_entropy(const Tensor& logits, const Tensor& target, int64_t ignore_
     // PyTorch: a mean over zero counted rows is NaN; we return 0 with zero gradients instead.
     out = Tensor::scalar(reduction == "sum" ? static_cast<float>(s) : count ? static_cast<float>(s / count) : 0.f);
   }
-  return record(out, "cross_entropy", {logits, target}, [logp, y, N, C, eps, ignore_index, count, reduction](const Tensor& g) {
+  return record(out, "cross_entropy", {logits, target}, [x, lse, y, N, C, eps, ignore_index, count, reduction](const Tensor& g) {
+    // dlogits_n = (p_n − ε/C − (1 − ε) onehot(y_n)) · scale_n
+    std::vector<float> gv = g.to_vector(), scale(N);
+    for (int64_t n = 0; n < N; ++n)
+      scale[n] = reduction == "none" ? gv[n] : reduction == "sum" ? gv[0] : count ? gv[0] / count : 0.f;
     Tensor dx = Tensor::empty({N, C});
-    std::vector<float> gv = g.to_vector();
-    parallel_for(N, 16, [&](int64_t b, int64_t e) {
-      for (int64_t n = b; n < e; ++n) {
-        float* d = dx.data() + n * C;
-        if (y[n] == ignore_index) {
-          for (int64_t c = 0; c < C; ++c) d[c] = 0.f;
-          continue;
-        }
-        const float scale = reduction == "none" ? gv[n] : reduction == "sum" ? gv[0] : gv[0] / count;
-        const float* lp = logp.data() + n * C;
-        for (int64_t c = 0; c < C; ++c) d[c] = (std::exp(lp[c]) - eps / C) * scale;
-        d[y[n]] -= (1.f - eps) * scale;
-      }
-    });
+    k::cross_entropy_backward(x.data(), y.data(), lse.data(), scale.data(), N, C, eps, ignore_index, dx.data());
     return std::vector<Tensor>{dx, Tensor()};
   });
 }
