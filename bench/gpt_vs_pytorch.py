@@ -17,8 +17,11 @@ fresh process, --runs times, alternating implementations; medians are reported w
   bench/gpt_vs_pytorch.py --runs 3
   bench/gpt_vs_pytorch.py --torch-python /usr/bin/python3 --torch-python python3 --compile
   bench/gpt_vs_pytorch.py --what generate --no-naive
+  bench/gpt_vs_pytorch.py --what train-small train-big --train-dtype f32 bf16   # + mixed precision:
+      qkv --dtype bf16 against PyTorch's forward under torch.autocast("cpu", torch.bfloat16)
 """
 import argparse
+import contextlib
 import json
 import os
 import statistics
@@ -61,7 +64,8 @@ def worker(args):
             x = torch.randint(0, 65, (B, T))
             y = torch.randint(0, 65, (B, T))
             t0 = time.perf_counter()
-            _, loss = fwd(x, y)
+            with (torch.autocast("cpu", dtype=torch.bfloat16) if args.autocast else contextlib.nullcontext()):
+                _, loss = fwd(x, y)
             opt.zero_grad(set_to_none=True)
             loss.backward()
             torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
@@ -136,6 +140,10 @@ def main():
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--qkv-dtype", nargs="+", default=["f32"], choices=["f32", "bf16"],
                     help="generation: qkv's decoding weights (bf16: half the memory traffic); one column each")
+    ap.add_argument("--train-dtype", nargs="+", default=["f32"], choices=["f32", "bf16"],
+                    help="training: f32 and/or bf16 mixed precision (qkv --dtype bf16; PyTorch under "
+                         "torch.autocast(\"cpu\", torch.bfloat16)); one row each")
+    ap.add_argument("--autocast", action="store_true", help=argparse.SUPPRESS)
     ap.add_argument("--no-naive", action="store_true", help="generation: skip the no-cache runs")
     ap.add_argument("--json-out", help="write all figures here")
     ap.add_argument("--worker", help=argparse.SUPPRESS)
@@ -150,9 +158,11 @@ def main():
         if v is None:
             print(f"skipping {py}: no PyTorch", file=sys.stderr)
             continue
-        peers.append((f"PyTorch {v} eager", py, False))
-        if args.compile and int(v.split(".")[0]) >= 2:
-            peers.append((f"PyTorch {v} compile", py, True))
+        for dt in args.train_dtype:
+            tag = " autocast bf16" if dt == "bf16" else ""
+            peers.append((f"PyTorch {v} eager{tag}", py, False, dt == "bf16"))
+            if args.compile and int(v.split(".")[0]) >= 2:
+                peers.append((f"PyTorch {v} compile{tag}", py, True, dt == "bf16"))
     results = {}
     for what in args.what:
         iters = args.iters or (100 if what == "train-small" else 10)
@@ -164,21 +174,24 @@ def main():
             if args.no_naive:
                 qkv_cmd.append("--no-naive")
         qkv_cmd += ["--threads", str(args.threads), "--json"]
-        qkv_runs = [("qkv", qkv_cmd)]
+        qkv_runs = [(f"qkv {dt}", qkv_cmd + ["--dtype", dt]) for dt in args.train_dtype]
+        run_peers = [p for p in peers if not p[3]] if not what.startswith("train-") else peers
         if not what.startswith("train-"):
             qkv_runs = [(f"qkv {dt}", qkv_cmd + ["--dtype", dt] + (["--no-naive"] if i else []))
                         for i, dt in enumerate(args.qkv_dtype)]
         figures = {name: [] for name, _ in qkv_runs}
-        for name, py, comp in peers:
+        for name, py, comp, ac in run_peers:
             figures[name] = []
         for r in range(args.runs):
             for name, cmd in qkv_runs:
                 figures[name].append(run_json(cmd))
-            for name, py, comp in peers:
+            for name, py, comp, ac in run_peers:
                 cmd = [py, os.path.abspath(__file__), "--worker", what, "--threads", str(args.threads),
                        "--iters", str(iters), "--new-tokens", str(args.new_tokens), "--repeats", str(args.repeats)]
                 if comp:
                     cmd.append("--compile")
+                if ac:
+                    cmd.append("--autocast")
                 if args.no_naive:
                     cmd.append("--no-naive")
                 figures[name].append(run_json(cmd, torch_env(args.threads)))
@@ -196,7 +209,7 @@ def main():
                     continue  # the no-cache baseline once
                 q = med(figures[qname])
                 print(f"  {qname:28s} {q:12,.0f}")
-                for name, py, comp in peers:
+                for name, py, comp, ac in run_peers:
                     t = med(figures[name])
                     print(f"  {name:28s} {t:12,.0f}    {qname} / this = {q / t:5.2f}x")
         sys.stdout.flush()

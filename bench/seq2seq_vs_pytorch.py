@@ -14,6 +14,8 @@ OMP_NUM_THREADS=T OPENBLAS_NUM_THREADS=T, torch.set_num_threads(T). Each measure
 process, --runs times, alternating; medians and the ratio are printed.
 
   bench/seq2seq_vs_pytorch.py --what train --runs 3
+  bench/seq2seq_vs_pytorch.py --what train --dtype bf16    # mixed precision: qkv --dtype bf16 against
+                                                           # the same script's model under torch.autocast(bf16)
   bench/seq2seq_vs_pytorch.py --what translate --model models/en-fr.safetensors --input out/tatoeba-en-fr/test.src
 """
 import argparse
@@ -32,6 +34,37 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 from gpt_vs_pytorch import torch_env  # noqa: E402  (PyTorch at its best settings here)
 REF = os.path.normpath(os.path.join(HERE, "..", "..", "shared", "pytorch-reference"))
+
+
+# ---- the PyTorch bf16 training worker ------------------------------------------------------------
+
+def train_bf16_worker(args):
+    """seq2seq_train.py's model, data and step, with forward and loss under
+    torch.autocast("cpu", dtype=torch.bfloat16): PyTorch's mixed precision, the peer of qkv's bf16."""
+    import torch
+    sys.path.insert(0, REF)
+    import seq2seq_train as ref
+    torch.set_num_threads(args.threads)
+    torch.manual_seed(0)
+    model = ref.Seq2Seq().train()
+    opt = torch.optim.Adam(model.parameters(), lr=1e-4, betas=(0.9, 0.98), eps=1e-9)
+    lossf = torch.nn.CrossEntropyLoss(label_smoothing=0.1)
+    times, warmup = [], 5
+    for it in range(warmup + args.iters):
+        src = torch.randint(4, ref.V, (ref.BATCH, ref.LEN))
+        tgt = torch.randint(4, ref.V, (ref.BATCH, ref.LEN + 1))
+        t0 = time.perf_counter()
+        with torch.autocast("cpu", dtype=torch.bfloat16):
+            logits = model(src, tgt[:, :-1])
+            loss = lossf(logits.reshape(-1, ref.V).float(), tgt[:, 1:].reshape(-1))
+        opt.zero_grad(set_to_none=True)
+        loss.backward()
+        opt.step()
+        if it >= warmup:
+            times.append(time.perf_counter() - t0)
+    mean = sum(times) / len(times)
+    print(json.dumps({"torch": torch.__version__, "tgt_tokens_per_s": ref.BATCH * ref.LEN / mean,
+                      "final_loss": loss.item()}))
 
 
 # ---- the PyTorch translation worker ------------------------------------------------------------
@@ -185,6 +218,8 @@ def main():
     ap.add_argument("--runs", type=int, default=3)
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--iters", type=int, default=30)
+    ap.add_argument("--dtype", nargs="+", default=["f32"], choices=["f32", "bf16"],
+                    help="train: f32, and/or bf16 mixed precision (qkv --dtype bf16, PyTorch torch.autocast)")
     ap.add_argument("--model", default=os.path.join(HERE, "..", "models", "en-fr.safetensors"))
     ap.add_argument("--input", help="translate: source sentences, one per line")
     ap.add_argument("--sentences", type=int, default=256)
@@ -195,25 +230,37 @@ def main():
     args = ap.parse_args()
     if args.worker == "translate":
         return translate_worker(args)
+    if args.worker == "train-bf16":
+        return train_bf16_worker(args)
     pythons = args.torch_python or ["/usr/bin/python3"]
     env = torch_env(args.threads)
     T = str(args.threads)
 
     if "train" in args.what:
-        qkv, torch_runs = [], {p: [] for p in pythons}
-        for _ in range(args.runs):
-            j = json.loads(run([args.qkv, "bench", "seq2seq", "train", "--json", "--threads", T, "--iters", str(args.iters)]))
-            qkv.append(j["tgt_tokens_per_s"])
-            for p in pythons:
-                out = run([p, os.path.join(REF, "seq2seq_train.py"), T, str(args.iters), "5"], env=env)
-                torch_runs[p].append(float(re.search(r"-> ([\d,]+) target tokens/s", out).group(1).replace(",", "")))
-        q = statistics.median(qkv)
-        print(f"seq2seq training, d_model 256, 3+3 layers, vocab 8000, batch 64 x 24, {T} threads (median of {args.runs}):")
-        print(f"  qkv                  {q:9,.0f} target tokens/s")
-        for p, v in torch_runs.items():
-            t = statistics.median(v)
-            ver = run([p, "-c", "import torch; print(torch.__version__)"]).strip()
-            print(f"  PyTorch {ver:12s} {t:9,.0f} target tokens/s   qkv {q / t:.2f}x")
+        for dtype in args.dtype:
+            qkv, torch_runs = [], {p: [] for p in pythons}
+            for _ in range(args.runs):
+                j = json.loads(run([args.qkv, "bench", "seq2seq", "train", "--json", "--threads", T, "--iters",
+                                    str(args.iters), "--dtype", dtype]))
+                qkv.append(j["tgt_tokens_per_s"])
+                for p in pythons:
+                    if dtype == "f32":
+                        out = run([p, os.path.join(REF, "seq2seq_train.py"), T, str(args.iters), "5"], env=env)
+                        rate = float(re.search(r"-> ([\d,]+) target tokens/s", out).group(1).replace(",", ""))
+                    else:
+                        out = run([p, __file__, "--worker", "train-bf16", "--threads", T, "--iters", str(args.iters)],
+                                  env=env)
+                        rate = json.loads(out)["tgt_tokens_per_s"]
+                    torch_runs[p].append(rate)
+            q = statistics.median(qkv)
+            print(f"seq2seq training {dtype}, d_model 256, 3+3 layers, vocab 8000, batch 64 x 24, {T} threads "
+                  f"(median of {args.runs}):")
+            print(f"  qkv                  {q:9,.0f} target tokens/s")
+            for p, v in torch_runs.items():
+                t = statistics.median(v)
+                ver = run([p, "-c", "import torch; print(torch.__version__)"]).strip()
+                print(f"  PyTorch {ver:12s} {t:9,.0f} target tokens/s   qkv {q / t:.2f}x"
+                      + ("   (torch.autocast bf16)" if dtype == "bf16" else ""))
 
     if "translate" in args.what:
         if not args.input:

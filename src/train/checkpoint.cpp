@@ -60,4 +60,47 @@ void load_parameters(nn::Module& model, const ModelFile& file) {
   }
 }
 
+// θ = (1/n) Σ_i θ_i, summed in double
+void average_model_files(const std::vector<std::string>& paths, const std::string& out, io::StoreAs store) {
+  QKV_CHECK(!paths.empty(), "average: no model files given");
+  ModelFile first = load_model_file(paths.front());
+  std::map<std::string, std::vector<double>> sum;
+  for (auto& [name, t] : first.params) {
+    std::vector<float> v = t.to_vector();
+    sum[name].assign(v.begin(), v.end());
+  }
+  nlohmann::json meta = first.meta;
+  for (size_t i = 1; i < paths.size(); ++i) {
+    ModelFile f = load_model_file(paths[i]);
+    QKV_CHECK(f.meta.at("model_type") == first.meta.at("model_type") && f.meta.at("model") == first.meta.at("model"),
+              "average: '", paths[i], "' is a different model from '", paths.front(), "' (", f.meta.at("model").dump(),
+              " vs ", first.meta.at("model").dump(), ")");
+    QKV_CHECK(f.params.size() == first.params.size(), "average: '", paths[i], "' has ", f.params.size(),
+              " parameters, '", paths.front(), "' has ", first.params.size());
+    for (auto& [name, t] : f.params) {
+      auto it = first.params.find(name);
+      QKV_CHECK(it != first.params.end(), "average: '", paths[i], "' has a parameter ", name, " that '", paths.front(),
+                "' lacks");
+      QKV_CHECK(it->second.shape() == t.shape(), "average: ", name, " is ", shape_str(t.shape()), " in '", paths[i],
+                "' but ", shape_str(it->second.shape()), " in '", paths.front(), "'");
+      std::vector<float> v = t.to_vector();
+      std::vector<double>& acc = sum[name];
+      for (size_t j = 0; j < v.size(); ++j) acc[j] += v[j];
+    }
+    meta = f.meta;  // the last file's metadata (its tokenizer and training config)
+  }
+  std::vector<std::pair<std::string, Tensor>> tensors;
+  const double n = static_cast<double>(paths.size());
+  for (auto& [name, acc] : sum) {
+    std::vector<float> v(acc.size());
+    for (size_t j = 0; j < acc.size(); ++j) v[j] = static_cast<float>(acc[j] / n);
+    tensors.emplace_back(name, Tensor::from_vector(v, first.params.at(name).shape()));
+  }
+  meta.erase("train_state");
+  meta["averaged_from"] = paths;
+  meta["format"] = "qkv";
+  meta["version"] = 1;
+  io::save_safetensors(out, tensors, {{"qkv", meta.dump()}}, store);
+}
+
 }  // namespace qkv::train

@@ -1,5 +1,6 @@
 #include "qkv/train/trainer.h"
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <csignal>
@@ -64,6 +65,7 @@ TrainConfig TrainConfig::from_json(const json& j) {
     else if (key == "eval_iters") integer(c.eval_iters, 1);
     else if (key == "log_interval") integer(c.log_interval, 1);
     else if (key == "checkpoint_interval") integer(c.checkpoint_interval, 0);
+    else if (key == "keep_checkpoints") integer(c.keep_checkpoints, 0);
     else if (key == "seed") {
       QKV_CHECK(v.is_number_unsigned(), "train config: \"seed\" must be a non-negative integer, got ", v.dump());
       c.seed = v.get<uint64_t>();
@@ -95,6 +97,7 @@ json TrainConfig::to_json() const {
           {"eval_iters", eval_iters},
           {"log_interval", log_interval},
           {"checkpoint_interval", checkpoint_interval},
+          {"keep_checkpoints", keep_checkpoints},
           {"seed", seed},
           {"dtype", dtype},
           {"label_smoothing", label_smoothing},
@@ -244,6 +247,21 @@ TrainResult run_training(TrainingTask& task, const TrainConfig& cfg, const Train
     std::fprintf(stderr, "resuming from %s at step %lld\n", ckpt_path.c_str(), static_cast<long long>(start));
   }
 
+  // model-<step>.safetensors (f32) for checkpoint averaging; only the newest keep_checkpoints stay.
+  auto keep_numbered = [&](int64_t step, const json& mm) {
+    save_model_file((fs::path(opt.out_dir) / ("model-" + std::to_string(step) + ".safetensors")).string(), model, mm);
+    std::vector<std::pair<int64_t, fs::path>> kept;
+    for (auto& e : fs::directory_iterator(opt.out_dir)) {
+      const std::string name = e.path().filename().string();
+      if (name.starts_with("model-") && name.ends_with(".safetensors") && name.size() > 18) {
+        const std::string digits = name.substr(6, name.size() - 18);
+        if (!digits.empty() && digits.find_first_not_of("0123456789") == std::string::npos)
+          kept.emplace_back(std::stoll(digits), e.path());
+      }
+    }
+    std::sort(kept.begin(), kept.end());
+    for (size_t i = 0; i + static_cast<size_t>(cfg.keep_checkpoints) < kept.size(); ++i) fs::remove(kept[i].second);
+  };
   auto save = [&](int64_t step, double elapsed) {
     json m = meta;
     m["train_state"] = {{"step", step},          {"optimizer_steps", adam.steps()}, {"rng", task.rng_state()},
@@ -255,6 +273,7 @@ TrainResult run_training(TrainingTask& task, const TrainConfig& cfg, const Train
                     cfg.model_dtype == "f16"    ? io::StoreAs::kF16
                     : cfg.model_dtype == "bf16" ? io::StoreAs::kBF16
                                                 : io::StoreAs::kF32);
+    if (cfg.keep_checkpoints > 0) keep_numbered(step, mm);
     metrics.write();
   };
 

@@ -97,6 +97,49 @@ TEST(Trainer, Bf16MixedPrecisionFollowsTheF32LossCurve) {
   EXPECT_LT(r.last_eval.back().second, 1.0);
 }
 
+// keep_checkpoints leaves the newest N numbered model files, and `average` writes their mean.
+TEST(Trainer, KeepsNumberedCheckpointsAndAveragesThem) {
+  TempDir d("trainer");
+  json cfg = tiny_config(d.path, 40);
+  cfg["train"]["checkpoint_interval"] = 10;
+  cfg["train"]["keep_checkpoints"] = 2;
+  train(cfg, d.path / "run", false);
+  const fs::path a = d.path / "run" / "model-30.safetensors", b = d.path / "run" / "model-40.safetensors";
+  EXPECT_TRUE(fs::exists(a));
+  EXPECT_TRUE(fs::exists(b));
+  EXPECT_FALSE(fs::exists(d.path / "run" / "model-10.safetensors"));
+  EXPECT_FALSE(fs::exists(d.path / "run" / "model-20.safetensors"));
+  const fs::path avg = d.path / "avg.safetensors";
+  average_model_files({a.string(), b.string()}, avg.string());
+  ModelFile ma = load_model_file(a.string()), mb = load_model_file(b.string()), mavg = load_model_file(avg.string());
+  EXPECT_FALSE(mavg.meta.contains("train_state"));
+  EXPECT_EQ(mavg.meta.at("averaged_from").size(), 2u);
+  double moved = 0;
+  for (auto& [name, t] : mavg.params) {
+    std::vector<float> va = ma.params.at(name).to_vector(), vb = mb.params.at(name).to_vector(), v = t.to_vector();
+    for (size_t i = 0; i < v.size(); ++i) {
+      EXPECT_FLOAT_EQ(v[i], static_cast<float>((static_cast<double>(va[i]) + vb[i]) / 2)) << name << "[" << i << "]";
+      moved += std::abs(va[i] - vb[i]);
+    }
+  }
+  EXPECT_GT(moved, 0) << "the two checkpoints should differ";
+  LoadedGPT g = load_gpt(avg.string());  // the average is a usable model file
+  EXPECT_EQ(g.model->config.n_embd, 16);
+  // a different model is refused, naming the file
+  json other = cfg;
+  other["model"]["n_embd"] = 8;
+  other["train"]["keep_checkpoints"] = 0;
+  train(other, d.path / "other", false);
+  const std::string o = (d.path / "other" / "model.safetensors").string();
+  try {
+    average_model_files({a.string(), o}, (d.path / "bad.safetensors").string());
+    ADD_FAILURE() << "averaging different models should fail";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("different model"), std::string::npos) << e.what();
+  }
+  EXPECT_FALSE(fs::exists(d.path / "bad.safetensors"));
+}
+
 TEST(Trainer, BadCheckpointsAndConfigsAreClearErrors) {
   TempDir d("trainer");
   json cfg = tiny_config(d.path, 3);

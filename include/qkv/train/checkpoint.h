@@ -41,4 +41,12 @@ ModelFile load_model_file(const std::string& path);
 // unexpected name is an error too (a vocabulary or size mismatch names the tensor and both shapes).
 void load_parameters(nn::Module& model, const ModelFile& file);
 
+// Checkpoint averaging (as fairseq's average_checkpoints.py; Marian's exponential smoothing is the
+// running cousin): θ = (1/n) Σ_i θ_i over model files or checkpoints of the same model, written
+// to `out` as a model file (no optimizer state) with the last file's metadata plus
+// "averaged_from": [paths]. Files whose model type, hyper-parameters or tensors differ are an error
+// naming the file and the tensor.
+void average_model_files(const std::vector<std::string>& paths, const std::string& out,
+                         io::StoreAs store = io::StoreAs::kF32);
+
 }  // namespace qkv::train

@@ -30,6 +30,7 @@ struct TrainConfig {
   int64_t warmup_iters = 100, lr_decay_iters = 2000;
   double beta1 = 0.9, beta2 = 0.99, eps = 1e-8, weight_decay = 0.1, grad_clip = 1.0;
   int64_t eval_interval = 250, eval_iters = 200, log_interval = 10, checkpoint_interval = 500;
+  int64_t keep_checkpoints = 0;  // > 0: also keep model-<step>.safetensors (f32) of the last N saves, for `qkv average`
   uint64_t seed = 1337;
   std::string dtype = "f32";                // "f32" | "bf16" (mixed precision: bf16 matmuls, f32 master weights)
   double label_smoothing = 0.0;             // ε of the cross-entropy (translation: 0.1, as the paper)

@@ -1,0 +1,35 @@
+// qkv average — checkpoint averaging: the mean of several model files or checkpoints of one model
+// (e.g. the last few of a training run), written as a model file. Averaging the weights of nearby
+// checkpoints usually gains a little BLEU for free (as fairseq's scripts/average_checkpoints.py).
+#include <cstdio>
+
+#include "commands.h"
+#include "qkv/train/checkpoint.h"
+
+namespace qkv::cli {
+
+void add_average(CLI::App& app) {
+  auto* sub = app.add_subcommand("average", "average the weights of several checkpoints or model files of one model");
+  struct Args {
+    std::vector<std::string> inputs;
+    std::string out, dtype = "f32";
+  };
+  auto a = std::make_shared<Args>();
+  sub->add_option("inputs", a->inputs, "model files or checkpoints (.safetensors) of the same model")
+      ->required()
+      ->check(CLI::ExistingFile);
+  sub->add_option("-o,--out", a->out, "the averaged model file (written atomically)")->required();
+  sub->add_option("--dtype", a->dtype, "how the file stores the weights: f32, f16 or bf16")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"f32", "f16", "bf16"}));
+  sub->footer("Example: qkv average out/run/ckpt-10000.safetensors out/run/ckpt-11000.safetensors -o avg.safetensors");
+  register_runner(sub, [a] {
+    const io::StoreAs store = a->dtype == "f16" ? io::StoreAs::kF16 : a->dtype == "bf16" ? io::StoreAs::kBF16
+                                                                                      : io::StoreAs::kF32;
+    train::average_model_files(a->inputs, a->out, store);
+    std::fprintf(stderr, "averaged %zu files -> %s (%s)\n", a->inputs.size(), a->out.c_str(), a->dtype.c_str());
+    return 0;
+  });
+}
+
+}  // namespace qkv::cli
