@@ -17,6 +17,7 @@ void add_translate(CLI::App& app);
 void add_eval(CLI::App& app);
 void add_attend(CLI::App& app);
 void add_average(CLI::App& app);
+void add_plot(CLI::App& app);
 
 // Every subcommand registers its runner here; run_selected calls the one the user chose.
 // A shipped model path (models/…) resolved from the working directory or the qkv checkout.

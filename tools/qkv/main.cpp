@@ -32,6 +32,7 @@ int main(int argc, char** argv) {
   qkv::cli::add_eval(app);
   qkv::cli::add_attend(app);
   qkv::cli::add_average(app);
+  qkv::cli::add_plot(app);
   qkv::cli::add_bench(app);
   try {
     app.parse(argc, argv);
