@@ -156,4 +156,34 @@ TEST(Cli, TrainAndGenerateHelp) {
   EXPECT_NE(r.out.find("nonexistent"), std::string::npos) << r.out;
 }
 
+// qkv plot draws one metric of several runs; qkv average refuses what it cannot average.
+TEST(Cli, PlotAndAverage) {
+  for (const char* c : {"plot --help", "average --help"}) EXPECT_EQ(run(c).code, 0) << c;
+  const std::string d = std::filesystem::temp_directory_path().string() + "/qkv-cli-plot-" + std::to_string(getpid());
+  std::filesystem::create_directories(d + "/a");
+  std::filesystem::create_directories(d + "/b");
+  {
+    std::FILE* f = std::fopen((d + "/a/metrics.csv").c_str(), "w");
+    std::fputs("step,val_loss,loss\n0,4.0,\n10,,3.5\n20,2.5,\n", f);
+    std::fclose(f);
+    f = std::fopen((d + "/b/metrics.csv").c_str(), "w");
+    std::fputs("step,val_loss\n0,4.1\n20,2.75\n", f);
+    std::fclose(f);
+  }
+  CliRun r = run("plot " + d + "/a " + d + "/b -n f32 -n bf16 -o " + d + "/cmp.svg");
+  EXPECT_EQ(r.code, 0) << r.out;
+  EXPECT_NE(r.out.find("f32: 2 points, last 2.5"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("bf16: 2 points"), std::string::npos) << r.out;
+  ASSERT_TRUE(std::filesystem::exists(d + "/cmp.svg"));
+  r = run("plot " + d + "/a -y nope -o " + d + "/x.svg");
+  EXPECT_NE(r.code, 0);
+  EXPECT_NE(r.out.find("no column \"nope\""), std::string::npos) << r.out;
+  EXPECT_FALSE(std::filesystem::exists(d + "/x.svg"));
+  r = run("average " + d + "/a/metrics.csv -o " + d + "/avg.safetensors");
+  EXPECT_NE(r.code, 0);
+  EXPECT_NE(r.out.find("metrics.csv"), std::string::npos) << r.out;
+  EXPECT_FALSE(std::filesystem::exists(d + "/avg.safetensors"));
+  std::filesystem::remove_all(d);
+}
+
 }  // namespace
