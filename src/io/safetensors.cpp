@@ -110,6 +110,12 @@ constexpr uint64_t kMaxHeaderBytes = 100'000'000;
 //                              padded with spaces so that 8 + N is a multiple of 8
 //   the data                   each tensor's row-major bytes at [begin, end) relative to the start of
 //                              the data; the tensors tile the data exactly, in the order given
+StoreAs store_as(const std::string& name) {
+  QKV_CHECK(name == "f32" || name == "f16" || name == "bf16", "safetensors: store weights as f32, f16 or bf16, not \"",
+            name, "\"");
+  return name == "f16" ? StoreAs::kF16 : name == "bf16" ? StoreAs::kBF16 : StoreAs::kF32;
+}
+
 void save_safetensors(const std::string& path, const std::vector<std::pair<std::string, Tensor>>& tensors,
                       const std::map<std::string, std::string>& metadata, StoreAs store) {
   // Everything is checked before the file is touched.

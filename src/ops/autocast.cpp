@@ -15,6 +15,13 @@ Autocast::Autocast(DType dtype) : prev_(g_autocast) {
   g_autocast = dtype;
 }
 
+static DType autocast_dtype_named(const std::string& name) {
+  QKV_CHECK(name == "f32" || name == "bf16", "Autocast: dtype must be \"f32\" or \"bf16\", got \"", name, "\"");
+  return name == "bf16" ? DType::bf16 : DType::f32;
+}
+
+Autocast::Autocast(const std::string& dtype) : Autocast(autocast_dtype_named(dtype)) {}
+
 Autocast::~Autocast() { g_autocast = prev_; }
 
 }  // namespace qkv

@@ -269,10 +269,7 @@ TrainResult run_training(TrainingTask& task, const TrainConfig& cfg, const Train
     save_model_file(ckpt_path, model, m, io::StoreAs::kF32, adam.state());
     json mm = meta;
     mm["trained_steps"] = step;
-    save_model_file(model_path, model, mm,
-                    cfg.model_dtype == "f16"    ? io::StoreAs::kF16
-                    : cfg.model_dtype == "bf16" ? io::StoreAs::kBF16
-                                                : io::StoreAs::kF32);
+    save_model_file(model_path, model, mm, io::store_as(cfg.model_dtype));
     if (cfg.keep_checkpoints > 0) keep_numbered(step, mm);
     metrics.write();
   };
@@ -311,7 +308,7 @@ TrainResult run_training(TrainingTask& task, const TrainConfig& cfg, const Train
     int64_t tokens = 0;
     for (int64_t micro = 0; micro < cfg.gradient_accumulation_steps; ++micro) {
       // dtype bf16: mixed precision (bf16 GEMMs in forward and backward, f32 master weights)
-      Autocast autocast(cfg.dtype == "bf16" ? DType::bf16 : DType::f32);
+      Autocast autocast(cfg.dtype);
       StepStats s = task.train_micro_step(step, micro, cfg.gradient_accumulation_steps);
       loss += s.loss / static_cast<double>(cfg.gradient_accumulation_steps);
       tokens += s.tokens;

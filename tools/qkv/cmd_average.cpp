@@ -24,9 +24,7 @@ void add_average(CLI::App& app) {
       ->check(CLI::IsMember({"f32", "f16", "bf16"}));
   sub->footer("Example: qkv average out/run/ckpt-10000.safetensors out/run/ckpt-11000.safetensors -o avg.safetensors");
   register_runner(sub, [a] {
-    const io::StoreAs store = a->dtype == "f16" ? io::StoreAs::kF16 : a->dtype == "bf16" ? io::StoreAs::kBF16
-                                                                                      : io::StoreAs::kF32;
-    train::average_model_files(a->inputs, a->out, store);
+    train::average_model_files(a->inputs, a->out, io::store_as(a->dtype));
     std::fprintf(stderr, "averaged %zu files -> %s (%s)\n", a->inputs.size(), a->out.c_str(), a->dtype.c_str());
     return 0;
   });

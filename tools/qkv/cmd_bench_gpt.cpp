@@ -10,7 +10,7 @@
 #include <cstdio>
 #include <nlohmann/json.hpp>
 
-#include "bench_timing.h"
+#include "bench_common.h"
 #include "commands.h"
 #include "qkv/core/parallel.h"
 #include "qkv/decode/generate.h"
@@ -63,7 +63,7 @@ int run_train(const GptBenchArgs& a) {
     opt.zero_grad();
     Tensor loss;
     {
-      Autocast autocast(a.dtype == "bf16" ? DType::bf16 : DType::f32);  // bf16: mixed precision
+      Autocast autocast(a.dtype);  // bf16: mixed precision
       loss = gpt.loss(xt, yt);
       loss.backward();
     }
@@ -140,13 +140,7 @@ void add_bench_gpt(CLI::App* bench) {
   tr->add_option("--preset", a->preset, "small (nanoGPT CPU recipe) or big (6 layers, 384 dims, block 256)")
       ->capture_default_str()
       ->check(CLI::IsMember({"small", "big"}));
-  tr->add_option("--iters", a->iters, "timed iterations")->capture_default_str()->check(CLI::PositiveNumber);
-  tr->add_option("--warmup", a->warmup, "untimed iterations first")->capture_default_str()->check(CLI::NonNegativeNumber);
-  tr->add_option("--dtype", a->dtype, "f32, or bf16 for mixed precision (bf16 GEMMs, f32 weights; as torch.autocast)")
-      ->capture_default_str()
-      ->check(CLI::IsMember({"f32", "bf16"}));
-  tr->add_option("--threads", a->threads, "threads (default: all cores)")->check(CLI::PositiveNumber);
-  tr->add_flag("--json", a->json, "one JSON object on stdout");
+  add_train_bench_options(tr, a->iters, a->warmup, a->dtype, a->threads, a->json);
   register_runner(tr, [a] { return run_train(*a); });
   CLI::App* ge = gpt->add_subcommand("generate", "greedy decoding tokens/s, big model, batch 1, with and without KV cache");
   ge->add_option("--new-tokens", a->new_tokens, "tokens to generate")->capture_default_str()->check(CLI::PositiveNumber);

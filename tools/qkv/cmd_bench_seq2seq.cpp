@@ -10,7 +10,7 @@
 #include <cstdio>
 #include <nlohmann/json.hpp>
 
-#include "bench_timing.h"
+#include "bench_common.h"
 #include "commands.h"
 #include "qkv/core/parallel.h"
 #include "qkv/decode/translator.h"
@@ -61,7 +61,7 @@ int run_train(const Seq2SeqBenchArgs& a) {
     opt.zero_grad();
     Tensor loss;
     {
-      Autocast autocast(a.dtype == "bf16" ? DType::bf16 : DType::f32);  // bf16: mixed precision
+      Autocast autocast(a.dtype);  // bf16: mixed precision
       loss = m.loss(s, ti, to, 0.1f);
       loss.backward();
     }
@@ -147,13 +147,7 @@ void add_bench_seq2seq(CLI::App* bench) {
   CLI::App* s = bench->add_subcommand("seq2seq", "encoder–decoder training and translation throughput");
   s->require_subcommand(1);
   CLI::App* tr = s->add_subcommand("train", "target tokens/s of seq2seq_train.py's workload (random tokens)");
-  tr->add_option("--iters", a->iters, "timed iterations")->capture_default_str()->check(CLI::PositiveNumber);
-  tr->add_option("--warmup", a->warmup, "untimed iterations first")->capture_default_str()->check(CLI::NonNegativeNumber);
-  tr->add_option("--dtype", a->dtype, "f32, or bf16 for mixed precision (bf16 GEMMs, f32 weights; as torch.autocast)")
-      ->capture_default_str()
-      ->check(CLI::IsMember({"f32", "bf16"}));
-  tr->add_option("--threads", a->threads, "threads (default: all cores)")->check(CLI::PositiveNumber);
-  tr->add_flag("--json", a->json, "one JSON object on stdout");
+  add_train_bench_options(tr, a->iters, a->warmup, a->dtype, a->threads, a->json);
   register_runner(tr, [a] { return run_train(*a); });
   CLI::App* te = s->add_subcommand("translate", "beam-search translation tokens/s, with and without the KV cache");
   te->add_option("-m,--model", a->model, "model file")->capture_default_str();

@@ -17,6 +17,8 @@ namespace qkv::io {
 // the others convert (F16 and BF16 round to nearest even, overflow to ±inf, keep subnormals).
 // i32 and boolean tensors are always written as I32 and BOOL.
 enum class StoreAs { kKeep, kF32, kF16, kBF16 };
+// "f32" | "f16" | "bf16" (as configs and the CLI name them) → StoreAs; anything else is an error.
+StoreAs store_as(const std::string& name);
 
 // Writes `tensors` (any strides; views are made contiguous) in the given order, with `metadata` as
 // "__metadata__" (omitted when empty). Names must be unique, non-empty and not "__metadata__"; all

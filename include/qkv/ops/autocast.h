@@ -6,6 +6,8 @@
 // autocast outputs stay f32, so no op downstream sees bf16 activations. Per thread, as PyTorch's.
 #pragma once
 
+#include <string>
+
 #include "qkv/core/dtype.h"
 
 namespace qkv {
@@ -16,6 +18,7 @@ DType autocast_dtype();
 class Autocast {
  public:
   explicit Autocast(DType dtype);
+  explicit Autocast(const std::string& dtype);  // "f32" or "bf16", as configs and the CLI name them
   ~Autocast();
   Autocast(const Autocast&) = delete;
   Autocast& operator=(const Autocast&) = delete;

@@ -18,35 +18,28 @@ constexpr int64_t kRuntime = DNNL_RUNTIME_DIM_VAL;
 // run time: training batches come in hundreds of shapes, and a primitive per shape would mean
 // hundreds of JIT compilations. Measured on this machine, the run-time-shaped primitive is as
 // fast as shape-specialised ones at transformer sizes (docs/BENCHMARKS.md).
-struct Matmul {
-  dnnl::matmul prim;
-  memory::desc a, b, c;
-};
-
 struct Context {
   dnnl::engine engine{dnnl::engine::kind::cpu, 0};
   dnnl::stream stream{engine};
   std::mutex mutex;
-  Matmul cache[2][2][2];
-  bool built[2][2][2] = {};
+  dnnl::matmul cache[2][2][2];  // built on first use
 
-  const Matmul& get(bool ta, bool tb, bool accumulate) {
+  const dnnl::matmul& get(bool ta, bool tb, bool accumulate) {
     std::lock_guard<std::mutex> lock(mutex);
-    Matmul& m = cache[ta][tb][accumulate];
-    if (built[ta][tb][accumulate]) return m;
+    dnnl::matmul& m = cache[ta][tb][accumulate];
+    if (m) return m;
     const memory::dims any2{kRuntime, kRuntime};
     const memory::dims row_major{kRuntime, 1}, col_major{1, kRuntime};
-    m.a = memory::desc(any2, memory::data_type::bf16, ta ? col_major : row_major);
-    m.b = memory::desc(any2, memory::data_type::bf16, tb ? col_major : row_major);
-    m.c = memory::desc(any2, memory::data_type::f32, row_major);
+    const memory::desc a(any2, memory::data_type::bf16, ta ? col_major : row_major);
+    const memory::desc b(any2, memory::data_type::bf16, tb ? col_major : row_major);
+    const memory::desc c(any2, memory::data_type::f32, row_major);
     dnnl::primitive_attr attr;
     if (accumulate) {
       dnnl::post_ops po;
       po.append_sum(1.f);
       attr.set_post_ops(po);
     }
-    m.prim = dnnl::matmul(dnnl::matmul::primitive_desc(dnnl::matmul::desc(m.a, m.b, m.c), attr, engine));
-    built[ta][tb][accumulate] = true;
+    m = dnnl::matmul(dnnl::matmul::primitive_desc(dnnl::matmul::desc(a, b, c), attr, engine));
     return m;
   }
 };
@@ -70,13 +63,13 @@ void gemm_bf16(bool ta, bool tb, int64_t M, int64_t N, int64_t K, const bf16* A,
   }
   Context& ctx = context();
   try {
-    const Matmul& m = ctx.get(ta, tb, beta == 1.f);
+    const dnnl::matmul& m = ctx.get(ta, tb, beta == 1.f);
     // The actual shapes and strides of this call (op(A) is M×K, op(B) is K×N).
     memory::desc a({M, K}, memory::data_type::bf16, ta ? memory::dims{1, lda} : memory::dims{lda, 1});
     memory::desc b({K, N}, memory::data_type::bf16, tb ? memory::dims{1, ldb} : memory::dims{ldb, 1});
     memory::desc c({M, N}, memory::data_type::f32, memory::dims{ldc, 1});
     memory ma(a, ctx.engine, const_cast<bf16*>(A)), mb(b, ctx.engine, const_cast<bf16*>(B)), mc(c, ctx.engine, C);
-    m.prim.execute(ctx.stream, {{DNNL_ARG_SRC, ma}, {DNNL_ARG_WEIGHTS, mb}, {DNNL_ARG_DST, mc}});
+    m.execute(ctx.stream, {{DNNL_ARG_SRC, ma}, {DNNL_ARG_WEIGHTS, mb}, {DNNL_ARG_DST, mc}});
     ctx.stream.wait();
   } catch (const dnnl::error& e) {
     QKV_CHECK(false, "gemm_bf16: oneDNN failed (", e.what(), ") for M=", M, " N=", N, " K=", K, " lda=", lda,

@@ -1,0 +1,42 @@
+// Helpers shared by the `qkv bench …` commands: timing, and the options of the training benches.
+#pragma once
+
+#include <CLI/CLI.hpp>
+#include <algorithm>
+#include <chrono>
+#include <string>
+#include <vector>
+
+namespace qkv::cli {
+
+inline double seconds_since(std::chrono::steady_clock::time_point t0) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+}
+
+// Mean and median (upper middle) of per-iteration times.
+struct TimeStats {
+  double mean = 0, median = 0;
+};
+inline TimeStats time_stats(std::vector<double> times) {
+  TimeStats s;
+  if (times.empty()) return s;
+  for (double t : times) s.mean += t;
+  s.mean /= static_cast<double>(times.size());
+  std::sort(times.begin(), times.end());
+  s.median = times[times.size() / 2];
+  return s;
+}
+
+// --iters, --warmup, --dtype (f32 | bf16 mixed precision), --threads and --json of `bench … train`.
+inline void add_train_bench_options(CLI::App* tr, int64_t& iters, int64_t& warmup, std::string& dtype, int& threads,
+                                    bool& json) {
+  tr->add_option("--iters", iters, "timed iterations")->capture_default_str()->check(CLI::PositiveNumber);
+  tr->add_option("--warmup", warmup, "untimed iterations first")->capture_default_str()->check(CLI::NonNegativeNumber);
+  tr->add_option("--dtype", dtype, "f32, or bf16 for mixed precision (bf16 GEMMs, f32 weights; as torch.autocast)")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"f32", "bf16"}));
+  tr->add_option("--threads", threads, "threads (default: all cores)")->check(CLI::PositiveNumber);
+  tr->add_flag("--json", json, "one JSON object on stdout");
+}
+
+}  // namespace qkv::cli
