@@ -5,9 +5,9 @@
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
-#include <malloc.h>
 #include <numeric>
 
+#include "qkv/core/allocator.h"
 #include "qkv/core/parallel.h"
 #include "qkv/core/rng.h"
 
@@ -24,23 +24,13 @@ std::string shape_str(const std::vector<int64_t>& shape) {
 
 namespace {
 std::atomic<int64_t> g_allocated{0}, g_peak{0};
-
-// Training frees and re-allocates the same large activation buffers every step. glibc serves
-// blocks above its mmap threshold with fresh mmaps, so every step would page-fault (and zero) them
-// again: keep them in the heap instead, and do not hand freed memory back to the kernel eagerly.
-[[maybe_unused]] const bool g_malloc_tuned = [] {
-  mallopt(M_MMAP_THRESHOLD, 1 << 30);
-  mallopt(M_TRIM_THRESHOLD, 1 << 30);
-  return true;
-}();
 }
 int64_t allocated_bytes() { return g_allocated.load(); }
 int64_t peak_allocated_bytes() { return g_peak.load(); }
 void reset_peak_bytes() { g_peak.store(g_allocated.load()); }
 
 Storage::Storage(size_t n) : nbytes(n) {
-  size_t rounded = (n + 63) / 64 * 64;
-  data = std::aligned_alloc(64, rounded ? rounded : 64);
+  data = alloc_block(n ? n : 1, &capacity);
   if (!data) throw Error(detail::concat("Storage: cannot allocate ", n, " bytes"));
   int64_t now = g_allocated.fetch_add(static_cast<int64_t>(n)) + static_cast<int64_t>(n);
   int64_t peak = g_peak.load();
@@ -48,7 +38,7 @@ Storage::Storage(size_t n) : nbytes(n) {
   }
 }
 Storage::~Storage() {
-  std::free(data);
+  free_block(data, capacity);
   g_allocated.fetch_sub(static_cast<int64_t>(nbytes));
 }
 

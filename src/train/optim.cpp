@@ -103,9 +103,10 @@ double clip_grad_norm_(const std::vector<Tensor>& params, double max_norm) {
     if (!g.defined()) continue;
     QKV_CHECK(g.is_contiguous(), "clip_grad_norm_: gradients must be dense");
     const float* d = g.data();
+    const int64_t n = g.numel();
     double s = 0;
 #pragma omp simd reduction(+ : s)
-    for (int64_t i = 0; i < g.numel(); ++i) s += static_cast<double>(d[i]) * d[i];
+    for (int64_t i = 0; i < n; ++i) s += static_cast<double>(d[i]) * d[i];
     total += s;
   }
   const double norm = std::sqrt(total);
@@ -115,8 +116,10 @@ double clip_grad_norm_(const std::vector<Tensor>& params, double max_norm) {
       Tensor g = p.grad();
       if (!g.defined()) continue;
       float* d = g.data();
+      const int64_t n = g.numel();
       const auto c = static_cast<float>(coef);
-      for (int64_t i = 0; i < g.numel(); ++i) d[i] *= c;
+#pragma omp simd
+      for (int64_t i = 0; i < n; ++i) d[i] *= c;
     }
   }
   return norm;

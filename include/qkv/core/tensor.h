@@ -29,7 +29,7 @@ int64_t allocated_bytes();
 int64_t peak_allocated_bytes();
 void reset_peak_bytes();
 
-// A 64-byte aligned, uninitialized buffer.
+// A 64-byte aligned, uninitialized buffer (from the caching allocator, core/allocator.h).
 struct Storage {
   explicit Storage(size_t nbytes);
   ~Storage();
@@ -37,6 +37,7 @@ struct Storage {
   Storage& operator=(const Storage&) = delete;
   void* data = nullptr;
   size_t nbytes = 0;
+  size_t capacity = 0;  // bytes actually allocated, >= nbytes
 };
 
 struct TensorImpl {

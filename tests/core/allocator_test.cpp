@@ -1,0 +1,67 @@
+#include "qkv/core/allocator.h"
+
+#include <gtest/gtest.h>
+
+#include <cstdint>
+
+#include "qkv/core/tensor.h"
+
+namespace qkv {
+namespace {
+
+TEST(Allocator, SmallBlocksAreExactAndAligned) {
+  size_t cap = 0;
+  void* p = alloc_block(1000, &cap);
+  ASSERT_NE(p, nullptr);
+  EXPECT_EQ(cap, 1000u);
+  EXPECT_EQ(reinterpret_cast<uintptr_t>(p) % 64, 0u);
+  free_block(p, cap);
+}
+
+TEST(Allocator, LargeBlocksAreReusedWithinTheirSizeClass) {
+  empty_cache();
+  const size_t n = (size_t{4} << 20) + 123;  // a little over 4 MiB: class 4.5 MiB
+  size_t cap = 0;
+  void* p = alloc_block(n, &cap);
+  ASSERT_NE(p, nullptr);
+  EXPECT_EQ(cap, size_t{9} << 19);
+  EXPECT_EQ(reinterpret_cast<uintptr_t>(p) % 64, 0u);
+  free_block(p, cap);
+  EXPECT_EQ(cached_bytes(), static_cast<int64_t>(cap));
+
+  // A request of the same class gets the same block back, and the cache is empty again.
+  size_t cap2 = 0;
+  void* q = alloc_block((size_t{9} << 19) - 5, &cap2);
+  EXPECT_EQ(q, p);
+  EXPECT_EQ(cap2, cap);
+  EXPECT_EQ(cached_bytes(), 0);
+
+  // A different class does not take it.
+  free_block(q, cap2);
+  size_t cap3 = 0;
+  void* r = alloc_block(size_t{8} << 20, &cap3);
+  EXPECT_NE(r, q);
+  EXPECT_EQ(cap3, size_t{8} << 20);
+  free_block(r, cap3);
+  EXPECT_EQ(cached_bytes(), static_cast<int64_t>(cap + cap3));
+
+  empty_cache();
+  EXPECT_EQ(cached_bytes(), 0);
+}
+
+TEST(Allocator, TensorsCountTheirBytesNotTheirClass) {
+  empty_cache();
+  const int64_t before = allocated_bytes();
+  {
+    Tensor t = Tensor::empty({(1 << 20) + 1});  // 4 MiB + 4 bytes of data
+    EXPECT_EQ(allocated_bytes() - before, 4 * ((1 << 20) + 1));
+    t.fill_(2.f);
+    EXPECT_EQ(t.to_vector().back(), 2.f);
+  }
+  EXPECT_EQ(allocated_bytes(), before);
+  EXPECT_GT(cached_bytes(), 0);  // the block waits for the next tensor of its class
+  empty_cache();
+}
+
+}  // namespace
+}  // namespace qkv
