@@ -68,7 +68,8 @@ std::string SentencePiece::serialized() const { return sp_->serialized_model_pro
 void SentencePiece::train(const std::vector<std::string>& input_files,
                           const std::string& model_prefix, int vocab_size,
                           const std::string& model_type, double character_coverage,
-                          int64_t input_sentence_size, bool verbose) {
+                          int64_t input_sentence_size, bool verbose,
+                          const std::unordered_map<std::string, std::string>& extra) {
   QKV_CHECK(!input_files.empty(), "SentencePiece::train: no input files");
   QKV_CHECK(!model_prefix.empty(), "SentencePiece::train: empty model prefix");
   QKV_CHECK(vocab_size > 4, "SentencePiece::train: vocab_size ", vocab_size,
@@ -92,7 +93,7 @@ void SentencePiece::train(const std::vector<std::string>& input_files,
   std::ostringstream coverage;
   coverage.precision(17);
   coverage << character_coverage;
-  const std::unordered_map<std::string, std::string> kwargs = {
+  std::unordered_map<std::string, std::string> kwargs = {
       {"input", inputs},
       {"model_prefix", tmp_prefix},
       {"vocab_size", std::to_string(vocab_size)},
@@ -111,6 +112,10 @@ void SentencePiece::train(const std::vector<std::string>& input_files,
       // 0 = INFO; 2 keeps only errors (which come back in the status anyway).
       {"minloglevel", verbose ? "0" : "2"},
   };
+  for (const auto& [k, v] : extra) {
+    QKV_CHECK(k != "input" && k != "model_prefix", "SentencePiece::train: flag ", k, " cannot be overridden");
+    kwargs[k] = v;
+  }
   const auto st = sentencepiece::SentencePieceTrainer::Train(kwargs);
   auto cleanup = [&] {
     std::error_code ec;

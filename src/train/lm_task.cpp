@@ -1,6 +1,7 @@
 #include "qkv/train/lm_task.h"
 
 #include <filesystem>
+#include <unistd.h>
 
 #include "qkv/autograd/grad_mode.h"
 #include "qkv/core/error.h"
@@ -28,7 +29,7 @@ std::pair<Tensor, Tensor> lm_batch(const std::vector<int32_t>& data, int64_t B, 
   return {Tensor::from_ints(x, {B, T}), Tensor::from_ints(y, {B, T})};
 }
 
-LMTask::LMTask(const json& config, const std::string& base_dir) {
+LMTask::LMTask(const json& config, const std::string& base_dir, const std::string& out_dir, bool resume) {
   QKV_CHECK(config.value("task", "") == "lm", "lm task: the config's \"task\" must be \"lm\"");
   QKV_CHECK(config.contains("data") && config.contains("model") && config.contains("train"),
             "lm task: the config needs \"data\", \"model\" and \"train\" sections");
@@ -39,22 +40,54 @@ LMTask::LMTask(const json& config, const std::string& base_dir) {
   if (path.is_relative() && !base_dir.empty()) path = fs::path(base_dir) / path;
   const double val_fraction = d.value("val_fraction", 0.1);
   QKV_CHECK(val_fraction > 0 && val_fraction < 1, "lm task: data.val_fraction must be in (0, 1), got ", val_fraction);
-  QKV_CHECK(d.value("tokenizer", "char") == "char", "lm task: data.tokenizer must be \"char\"");
   for (auto& [k, v] : d.items())
     QKV_CHECK(k == "path" || k == "val_fraction" || k == "tokenizer", "lm task: unknown data key \"", k, "\"");
 
   const std::string text = io::read_file(path.string());
   QKV_CHECK(!text.empty(), "lm task: '", path.string(), "' is empty");
-  tok_ = text::CharTokenizer::from_text(text);
-  std::vector<int32_t> ids = tok_.encode(text);
-  const auto n_train = static_cast<size_t>(static_cast<double>(ids.size()) * (1.0 - val_fraction));
-  data_.train.assign(ids.begin(), ids.begin() + static_cast<std::ptrdiff_t>(n_train));
-  data_.val.assign(ids.begin() + static_cast<std::ptrdiff_t>(n_train), ids.end());
+  const json tk = d.value("tokenizer", json("char"));
+  if (tk == "char" || (tk.is_object() && tk.value("type", "") == "char")) {
+    // Characters: the vocabulary of the whole text (nanoGPT's prepare.py), ids split 90/10.
+    tok_ = text::LMTokenizer::chars(text);
+    std::vector<int32_t> ids = tok_.encode(text);
+    const auto n_train = static_cast<size_t>(static_cast<double>(ids.size()) * (1.0 - val_fraction));
+    data_.train.assign(ids.begin(), ids.begin() + static_cast<std::ptrdiff_t>(n_train));
+    data_.val.assign(ids.begin() + static_cast<std::ptrdiff_t>(n_train), ids.end());
+  } else {
+    // Subwords: the text split 90/10 first (as nanoGPT's GPT-2 BPE prepare.py), SentencePiece
+    // trained on the training part only, then each part encoded.
+    QKV_CHECK(tk.is_object() && tk.value("type", "") == "sentencepiece",
+              "lm task: data.tokenizer must be \"char\" or {\"type\": \"sentencepiece\", \"vocab_size\": N}, got ",
+              tk.dump());
+    for (auto& [k, v] : tk.items())
+      QKV_CHECK(k == "type" || k == "vocab_size" || k == "model_type", "lm task: unknown data.tokenizer key \"", k,
+                "\"");
+    size_t cut = static_cast<size_t>(static_cast<double>(text.size()) * (1.0 - val_fraction));
+    while (cut < text.size() && (static_cast<unsigned char>(text[cut]) & 0xC0) == 0x80) ++cut;  // a UTF-8 boundary
+    const std::string_view train_text(text.data(), cut), val_text(text.data() + cut, text.size() - cut);
+    const std::string dir = out_dir.empty() ? fs::temp_directory_path().string() : out_dir;
+    std::error_code ec;
+    fs::create_directories(dir, ec);
+    QKV_CHECK(!ec, "lm task: cannot create '", dir, "': ", ec.message());
+    const std::string prefix = (fs::path(dir) / (out_dir.empty() ? "qkv-lm-spm-" + std::to_string(::getpid()) : "spm")).string();
+    if (resume && fs::exists(prefix + ".model")) {
+      tok_ = text::LMTokenizer::sentencepiece(text::SentencePiece::load(prefix + ".model"));
+    } else {
+      tok_ = text::LMTokenizer::train_sentencepiece(train_text, prefix, tk.value("vocab_size", 2000),
+                                                    tk.value("model_type", std::string("unigram")));
+      if (out_dir.empty()) {
+        fs::remove(prefix + ".model", ec);
+        fs::remove(prefix + ".vocab", ec);
+      }
+    }
+    data_.train = tok_.encode(train_text);
+    data_.val = tok_.encode(val_text);
+  }
 
   json m = config.at("model");
   QKV_CHECK(m.is_object(), "lm task: \"model\" must be an object");
   QKV_CHECK(!m.contains("vocab_size") || m["vocab_size"] == tok_.vocab_size(), "lm task: model.vocab_size ",
-            m["vocab_size"].dump(), " differs from the text's ", tok_.vocab_size(), " characters (leave it out)");
+            m["vocab_size"].dump(), " differs from the tokenizer's ", tok_.vocab_size(), " (leave it out)");
   m["vocab_size"] = tok_.vocab_size();
   nn::GPTConfig gc = nn::GPTConfig::from_json(m);
   gen_ = Generator(cfg_.seed);
@@ -96,10 +129,10 @@ LoadedGPT load_gpt(const std::string& path) {
             " model, not a GPT language model");
   LoadedGPT g;
   g.meta = f.meta;
-  g.tokenizer = text::CharTokenizer::from_json(f.meta.at("tokenizer"));
+  g.tokenizer = text::LMTokenizer::from_json(f.meta.at("tokenizer"));
   nn::GPTConfig c = nn::GPTConfig::from_json(f.meta.at("model"));
   QKV_CHECK(c.vocab_size == g.tokenizer.vocab_size(), "'", path, "': the model's vocab_size ", c.vocab_size,
-            " does not match its tokenizer's ", g.tokenizer.vocab_size(), " characters");
+            " does not match its tokenizer's ", g.tokenizer.vocab_size());
   g.model = std::make_unique<nn::GPT>(c);
   load_parameters(*g.model, f);
   g.model->eval();

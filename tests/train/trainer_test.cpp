@@ -187,5 +187,40 @@ TEST(Trainer, BadCheckpointsAndConfigsAreClearErrors) {
   EXPECT_THROW(LMTask(bad, ""), Error);
 }
 
+TEST(Trainer, SubwordLanguageModel) {
+  TempDir d("trainer");
+  // Sentences of a 5-word grammar: subwords the model can learn quickly.
+  const char* subj[] = {"the cat", "a dog", "my horse", "your bird"};
+  const char* verb[] = {"sees", "likes", "follows", "hears"};
+  const char* obj[] = {"the moon", "a tree", "the river", "an apple"};
+  std::string text;
+  uint32_t lcg = 7;
+  for (int i = 0; i < 600; ++i) {
+    lcg = lcg * 1103515245u + 12345u;
+    text += std::string(subj[(lcg >> 8) % 4]) + " " + verb[(lcg >> 12) % 4] + " " + obj[(lcg >> 16) % 4] + "\n";
+  }
+  std::ofstream(d.path / "words.txt") << text;
+  json cfg = tiny_config(d.path, 30);
+  cfg["data"] = {{"path", (d.path / "words.txt").string()}, {"tokenizer", {{"type", "sentencepiece"}, {"vocab_size", 34}}}};
+  LMTask task(cfg, "", (d.path / "run").string());
+  EXPECT_EQ(task.gpt().config.vocab_size, 34);
+  EXPECT_TRUE(fs::exists(d.path / "run" / "spm.model"));
+  // 34 pieces over ~25 characters leave room for a few multi-character pieces only
+  EXPECT_LT(task.data().train.size(), text.size() * 9 / 10 * 9 / 10) << "subwords: fewer tokens than characters";
+  TrainerOptions o;
+  o.out_dir = (d.path / "run").string(), o.quiet = true, o.full_config = cfg;
+  TrainResult r = run_training(task, task.train_config(), o);
+  EXPECT_LT(r.last_eval.back().second, 3.0) << "val loss of a 64-sentence grammar (uniform: ln 34 = 3.53)";
+  LoadedGPT g = load_gpt((d.path / "run" / "model.safetensors").string());
+  EXPECT_EQ(g.tokenizer.type(), "sentencepiece");
+  EXPECT_EQ(g.tokenizer.decode(g.tokenizer.encode("a dog hears\nthe moon")), "a dog hears\nthe moon");
+
+  json bad = cfg;
+  bad["data"]["tokenizer"] = {{"type", "sentencepiece"}, {"vocab_sise", 16}};
+  EXPECT_THROW(LMTask(bad, "", (d.path / "bad").string()), Error);
+  bad["data"]["tokenizer"] = "bytes";
+  EXPECT_THROW(LMTask(bad, "", (d.path / "bad").string()), Error);
+}
+
 }  // namespace
 }  // namespace qkv::train

@@ -85,7 +85,7 @@ void add_train(CLI::App& app) {
     o.out_dir = out, o.resume = a->resume, o.full_config = config, o.quiet = a->quiet;
     train::TrainResult r;
     if (task == "lm") {
-      train::LMTask lm(config, base);
+      train::LMTask lm(config, base, out, a->resume);
       const auto& g = lm.gpt().config;
       std::fprintf(stderr,
                    "qkv train: GPT %lld layers, %lld heads, %lld dims, block %lld, vocab %lld: %.2fM parameters; "

@@ -12,6 +12,7 @@
 #include <memory>
 #include <string>
 #include <string_view>
+#include <unordered_map>
 #include <vector>
 
 namespace sentencepiece {
@@ -34,10 +35,13 @@ class SentencePiece {
   // renames the two files at the end, so a reader never sees a half-written model. model_type:
   // "unigram" | "bpe" | "char" | "word". input_sentence_size = 0 uses every line; otherwise a
   // random sample of that many lines. The library's log output is suppressed unless `verbose`.
+  // `extra` adds or overrides trainer flags by their SentencePiece names (the LM tokenizer uses it
+  // for identity normalization and a "\n" piece).
   static void train(const std::vector<std::string>& input_files, const std::string& model_prefix,
                     int vocab_size, const std::string& model_type = "unigram",
                     double character_coverage = 1.0, int64_t input_sentence_size = 0,
-                    bool verbose = false);
+                    bool verbose = false,
+                    const std::unordered_map<std::string, std::string>& extra = {});
 
   std::vector<int> encode(std::string_view text) const;
   std::vector<std::string> encode_pieces(std::string_view text) const;

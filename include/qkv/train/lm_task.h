@@ -1,6 +1,7 @@
 // Language-model training on a text file (nanoGPT's shakespeare_char): the "lm" task of `qkv train`.
 //
-//   data:   the text → character ids; the first 90% train, the last 10% validation (as nanoGPT)
+//   data:   the text → character ids (or SentencePiece subwords); the first 90% train, the last
+//           10% validation (as nanoGPT)
 //   batch:  B random windows of block_size + 1 tokens; x = window[0 … T−1], y = window[1 … T]
 //   loss:   mean next-token cross-entropy;  evaluation: the mean over eval_iters fixed batches
 //           of each split ("train_loss", "val_loss")
@@ -10,7 +11,7 @@
 #include <string>
 
 #include "qkv/nn/gpt.h"
-#include "qkv/text/char_tokenizer.h"
+#include "qkv/text/lm_tokenizer.h"
 #include "qkv/train/trainer.h"
 
 namespace qkv::train {
@@ -26,9 +27,13 @@ std::pair<Tensor, Tensor> lm_batch(const std::vector<int32_t>& data, int64_t B, 
 
 class LMTask : public TrainingTask {
  public:
-  // config: {"task": "lm", "data": {"path": …, "val_fraction": 0.1}, "model": {GPT config}, "train": {…}};
-  // relative data paths are resolved against base_dir (the config file's folder).
-  LMTask(const nlohmann::json& config, const std::string& base_dir);
+  // config: {"task": "lm", "data": {"path": …, "val_fraction": 0.1, "tokenizer": …}, "model": {GPT config},
+  // "train": {…}}; relative data paths are resolved against base_dir (the config file's folder).
+  // data.tokenizer: "char" (the default), or {"type": "sentencepiece", "vocab_size": 2000,
+  // "model_type": "unigram" | "bpe"}: trained on the training split and written to
+  // out_dir/spm.model (reused when resuming).
+  LMTask(const nlohmann::json& config, const std::string& base_dir, const std::string& out_dir = "",
+         bool resume = false);
 
   nn::Module& model() override { return *gpt_; }
   StepStats train_micro_step(int64_t step, int64_t micro, int64_t accum) override;
@@ -43,7 +48,7 @@ class LMTask : public TrainingTask {
 
  private:
   TrainConfig cfg_;
-  text::CharTokenizer tok_;
+  text::LMTokenizer tok_;
   TokenData data_;
   Generator gen_;
   std::unique_ptr<nn::GPT> gpt_;
@@ -52,7 +57,7 @@ class LMTask : public TrainingTask {
 // A GPT model file (model.safetensors / checkpoint.safetensors) with its tokenizer.
 struct LoadedGPT {
   std::unique_ptr<nn::GPT> model;
-  text::CharTokenizer tokenizer;
+  text::LMTokenizer tokenizer;
   nlohmann::json meta;
 };
 LoadedGPT load_gpt(const std::string& path);

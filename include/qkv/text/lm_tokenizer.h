@@ -1,0 +1,64 @@
+// The tokenizer of a language model: characters (nanoGPT's shakespeare_char) or SentencePiece
+// subwords, behind one interface, stored in the model file's metadata.
+//
+//   {"type": "char", "chars": ["\n", " ", "!", …]}
+//   {"type": "sentencepiece", "model_base64": "…"}
+//
+// Subword LMs see running text, not sentences, so their SentencePiece model is trained with
+// identity normalization, no dummy prefix and no whitespace clean-up, and "\n" as a piece of its
+// own: decode(encode(text)) == text for any text made of the training text's characters. The
+// text is encoded line by line, with the "\n" piece between lines.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "qkv/text/char_tokenizer.h"
+#include "qkv/text/sentencepiece.h"
+
+namespace qkv::text {
+
+class LMTokenizer {
+ public:
+  LMTokenizer() = default;
+  static LMTokenizer chars(std::string_view text);  // the characters of `text`
+  static LMTokenizer sentencepiece(SentencePiece sp);
+  // Trains the subword model described above on `text` (written to a temporary file under
+  // beside model_prefix and removed afterwards); the model is written to model_prefix + ".model".
+  static LMTokenizer train_sentencepiece(std::string_view text, const std::string& model_prefix, int vocab_size,
+                                         const std::string& model_type = "unigram");
+  static LMTokenizer from_json(const nlohmann::json& j);
+  nlohmann::json to_json() const;
+
+  const std::string& type() const { return type_; }
+  int64_t vocab_size() const;
+  // Text the vocabulary cannot represent (a character outside it): an error naming it and where.
+  std::vector<int32_t> encode(std::string_view text) const;
+  std::string decode(const std::vector<int32_t>& ids) const;
+
+  // Streaming decode: the text each new token adds to the text of the tokens before it
+  // (`context`, the prompt), so that printing each next() in turn prints decode(context + new).
+  class Stream {
+   public:
+    Stream(const LMTokenizer& tok, const std::vector<int32_t>& context);
+    std::string next(int32_t id);
+
+   private:
+    const LMTokenizer* tok_;
+    std::vector<int32_t> line_;  // the pieces since the last "\n" (SentencePiece)
+    size_t line_emitted_ = 0;    // bytes of that line's text handed out so far
+  };
+
+ private:
+  std::string type_;
+  CharTokenizer chars_;
+  std::shared_ptr<const SentencePiece> sp_;
+  int32_t newline_id_ = -1;  // the "\n" piece (SentencePiece only)
+};
+
+}  // namespace qkv::text
