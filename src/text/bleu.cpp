@@ -182,6 +182,27 @@ void check_args(const char* name, const std::vector<std::string>& hyps,
               refs[r].size(), " lines but there are ", hyps.size(), " hypotheses");
 }
 
+// The stream layout (refs[r][i]) as the per-sentence one (out[i] = the references of sentence i).
+std::vector<std::vector<const std::string*>> by_sentence(const std::vector<std::vector<std::string>>& refs,
+                                                         size_t n) {
+  std::vector<std::vector<const std::string*>> out(n);
+  for (size_t i = 0; i < n; ++i)
+    for (const auto& stream : refs) out[i].push_back(&stream[i]);
+  return out;
+}
+
+std::vector<std::vector<const std::string*>> by_sentence_checked(const char* name, const std::vector<std::string>& hyps,
+                                                                 const std::vector<std::vector<std::string>>& refs) {
+  QKV_CHECK(refs.size() == hyps.size(), name, ": ", refs.size(), " reference lists for ", hyps.size(),
+            " hypotheses");
+  std::vector<std::vector<const std::string*>> out(refs.size());
+  for (size_t i = 0; i < refs.size(); ++i) {
+    QKV_CHECK(!refs[i].empty(), name, ": sentence ", i, " has no reference");
+    for (const std::string& r : refs[i]) out[i].push_back(&r);
+  }
+  return out;
+}
+
 std::string fmt(const char* f, double v) {
   char buf[64];
   std::snprintf(buf, sizeof buf, f, v);
@@ -291,12 +312,12 @@ std::string tokenize_13a(std::string_view line) {
   return regexp_tokenize(" " + s + " ");
 }
 
-BleuScore corpus_bleu(const std::vector<std::string>& hyps,
-                      const std::vector<std::vector<std::string>>& refs) {
-  check_args("corpus_bleu", hyps, refs);
+namespace {
+
+BleuScore bleu(const std::vector<std::string>& hyps, const std::vector<std::vector<const std::string*>>& refs) {
   int64_t sys_len = 0, ref_len = 0;
   std::array<int64_t, kOrder> correct{}, total{};
-  std::vector<std::string> ref_tok(refs.size());
+  std::vector<std::string> ref_tok;  // alive while ref_counts (string views into them) is used
   NgramCounts ref_counts, one_ref, hyp_counts;
   for (size_t i = 0; i < hyps.size(); ++i) {
     // References: n-gram counts merged by max, and the lengths.
@@ -305,8 +326,9 @@ BleuScore corpus_bleu(const std::vector<std::string>& hyps,
     const std::string hyp_tok = preprocess_bleu(hyps[i]);
     hyp_counts.clear();
     const int64_t hyp_len = count_ngrams(hyp_tok, hyp_counts);
-    for (size_t r = 0; r < refs.size(); ++r) {
-      ref_tok[r] = preprocess_bleu(refs[r][i]);
+    ref_tok.resize(refs[i].size());
+    for (size_t r = 0; r < refs[i].size(); ++r) {
+      ref_tok[r] = preprocess_bleu(*refs[i][r]);
       one_ref.clear();
       const int64_t len = count_ngrams(ref_tok[r], one_ref);
       for (const auto& [ng, c] : one_ref) {
@@ -365,6 +387,18 @@ BleuScore corpus_bleu(const std::vector<std::string>& hyps,
   return s;
 }
 
+}  // namespace
+
+BleuScore corpus_bleu(const std::vector<std::string>& hyps, const std::vector<std::vector<std::string>>& refs) {
+  check_args("corpus_bleu", hyps, refs);
+  return bleu(hyps, by_sentence(refs, hyps.size()));
+}
+
+BleuScore corpus_bleu_by_sentence(const std::vector<std::string>& hyps,
+                                  const std::vector<std::vector<std::string>>& refs) {
+  return bleu(hyps, by_sentence_checked("corpus_bleu_by_sentence", hyps, refs));
+}
+
 std::string BleuScore::format() const {
   std::string out = "BLEU = " + fmt("%.2f", score) + " ";
   for (int n = 0; n < kOrder; ++n) {
@@ -376,9 +410,9 @@ std::string BleuScore::format() const {
   return out;
 }
 
-ChrfScore corpus_chrf(const std::vector<std::string>& hyps,
-                      const std::vector<std::vector<std::string>>& refs) {
-  check_args("corpus_chrf", hyps, refs);
+namespace {
+
+ChrfScore chrf(const std::vector<std::string>& hyps, const std::vector<std::vector<const std::string*>>& refs) {
   std::array<int64_t, 3 * kCharOrder> corpus{};
   CharNgrams hyp_ng, ref_ng;
   for (size_t i = 0; i < hyps.size(); ++i) {
@@ -387,8 +421,8 @@ ChrfScore corpus_chrf(const std::vector<std::string>& hyps,
     char_ngrams(hyp, hyp_ng);
     std::array<int64_t, 3 * kCharOrder> best{};
     double best_f = -1.0;
-    for (size_t r = 0; r < refs.size(); ++r) {
-      const std::string ref = strip_spaces(refs[r][i]);
+    for (const std::string* r : refs[i]) {
+      const std::string ref = strip_spaces(*r);
       for (auto& m : ref_ng) m.clear();
       char_ngrams(ref, ref_ng);
       std::array<int64_t, 3 * kCharOrder> st{};
@@ -413,6 +447,18 @@ ChrfScore corpus_chrf(const std::vector<std::string>& hyps,
     for (size_t k = 0; k < corpus.size(); ++k) corpus[k] += best[k];
   }
   return ChrfScore{chrf_f_score(corpus)};
+}
+
+}  // namespace
+
+ChrfScore corpus_chrf(const std::vector<std::string>& hyps, const std::vector<std::vector<std::string>>& refs) {
+  check_args("corpus_chrf", hyps, refs);
+  return chrf(hyps, by_sentence(refs, hyps.size()));
+}
+
+ChrfScore corpus_chrf_by_sentence(const std::vector<std::string>& hyps,
+                                  const std::vector<std::vector<std::string>>& refs) {
+  return chrf(hyps, by_sentence_checked("corpus_chrf_by_sentence", hyps, refs));
 }
 
 std::string ChrfScore::format() const { return "chrF2 = " + fmt("%.2f", score); }

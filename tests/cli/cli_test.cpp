@@ -186,4 +186,33 @@ TEST(Cli, PlotAndAverage) {
   std::filesystem::remove_all(d);
 }
 
+TEST(Cli, EvalGroupsLinesBySource) {
+  const std::string d = std::filesystem::temp_directory_path().string() + "/qkv-cli-eval-" + std::to_string(getpid());
+  std::filesystem::create_directories(d);
+  auto write = [&](const std::string& name, const char* text) {
+    std::FILE* f = std::fopen((d + "/" + name).c_str(), "w");
+    std::fputs(text, f);
+    std::fclose(f);
+  };
+  // "I am tired." has two translations on two lines; the output matches the second one.
+  write("src", "I am tired.\nThe cat sleeps on the mat.\nI am tired.\n");
+  write("ref", "Je suis épuisé, vraiment.\nLe chat dort sur le tapis.\nJe suis fatigué.\n");
+  write("hyp", "Je suis fatigué.\nLe chat dort sur le tapis.\nJe suis fatigué.\n");
+  CliRun grouped = run("eval --src " + d + "/src --ref " + d + "/ref --hyp " + d + "/hyp --group-by-source");
+  EXPECT_EQ(grouped.code, 0) << grouped.out;
+  EXPECT_NE(grouped.out.find("BLEU = 100.00"), std::string::npos) << grouped.out;
+  EXPECT_NE(grouped.out.find("2 distinct sources on 3 lines"), std::string::npos) << grouped.out;
+  CliRun lines = run("eval --ref " + d + "/ref --hyp " + d + "/hyp");
+  EXPECT_EQ(lines.code, 0) << lines.out;
+  EXPECT_EQ(lines.out.find("BLEU = 100.00"), std::string::npos) << lines.out;  // line 1 is held against "épuisé"
+  write("short", "Je suis fatigué.\n");
+  CliRun bad = run("eval --src " + d + "/src --ref " + d + "/ref --hyp " + d + "/short --group-by-source");
+  EXPECT_NE(bad.code, 0);
+  EXPECT_NE(bad.out.find("1 lines in --hyp"), std::string::npos) << bad.out;
+  bad = run("eval --ref " + d + "/ref --hyp " + d + "/hyp --group-by-source");
+  EXPECT_NE(bad.code, 0);
+  EXPECT_NE(bad.out.find("--group-by-source needs --src"), std::string::npos) << bad.out;
+  std::filesystem::remove_all(d);
+}
+
 }  // namespace

@@ -156,11 +156,20 @@ def bleu_cases():
     add("skipped_and_entities", ["<skipped>the &amp;quot; cat &lt;b&gt;"], [["the &quot; cat <b>"]])
     add("tokenized_hyp", ["The cat sat on the mat .", "It 's raining ."],
         [["The cat sat on the mat.", "It's raining."]])
+    # A variable number of references per sentence: None marks a missing one (Tatoeba-style
+    # grouping by source); qkv's corpus_bleu_by_sentence takes the per-sentence lists.
+    add("variable_refs_none", ["the cat is on the mat", "it rains", "a dog runs in the park"],
+        [["the cat sits on the mat", "it is raining", "a dog is running in the park"],
+         [None, "it rains today", "the dog runs in a park"],
+         [None, None, "a dog runs through the park"]])
     hyps, refs = words_corpus(1234, 150, EN_VOCAB, [".", "!", "?", ""])
     add("random_en_150", hyps, [refs])
     hyps, refs = words_corpus(99, 120, FR_VOCAB, [".", " !", " ?", "…"])
     _, refs2 = words_corpus(7, 120, FR_VOCAB, [".", " !"])
     add("random_fr_120_two_refs", hyps, [refs, refs2])
+    _, refs3 = words_corpus(5, 120, FR_VOCAB, [".", " ?"])
+    add("random_fr_120_holes", hyps, [refs, [r if i % 3 else None for i, r in enumerate(refs2)],
+                                      [r if i % 4 == 1 else None for i, r in enumerate(refs3)]])
     return cases
 
 

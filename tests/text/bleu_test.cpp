@@ -30,6 +30,36 @@ const json& golden() {
 
 constexpr double kTol = 1e-9;
 
+// A golden case's references: sacreBLEU's streams, where null marks a missing reference. With no
+// null, the stream layout goes to corpus_bleu/corpus_chrf as it is; with nulls, it becomes the
+// per-sentence lists of corpus_*_by_sentence.
+bool has_holes(const json& refs) {
+  for (const json& stream : refs)
+    for (const json& r : stream)
+      if (r.is_null()) return true;
+  return false;
+}
+
+std::vector<std::vector<std::string>> per_sentence(const json& refs, size_t n) {
+  std::vector<std::vector<std::string>> out(n);
+  for (const json& stream : refs)
+    for (size_t i = 0; i < n; ++i)
+      if (!stream.at(i).is_null()) out[i].push_back(stream.at(i).get<std::string>());
+  return out;
+}
+
+qkv::text::BleuScore golden_bleu(const json& c) {
+  const auto hyps = c.at("hyps").get<std::vector<std::string>>();
+  if (has_holes(c.at("refs"))) return qkv::text::corpus_bleu_by_sentence(hyps, per_sentence(c.at("refs"), hyps.size()));
+  return corpus_bleu(hyps, c.at("refs").get<std::vector<std::vector<std::string>>>());
+}
+
+qkv::text::ChrfScore golden_chrf(const json& c) {
+  const auto hyps = c.at("hyps").get<std::vector<std::string>>();
+  if (has_holes(c.at("refs"))) return qkv::text::corpus_chrf_by_sentence(hyps, per_sentence(c.at("refs"), hyps.size()));
+  return corpus_chrf(hyps, c.at("refs").get<std::vector<std::vector<std::string>>>());
+}
+
 TEST(Bleu, Tokenize13aMatchesSacrebleu) {
   const json& cases = golden().at("tokenize_13a");
   ASSERT_GT(cases.size(), 40u);
@@ -53,10 +83,8 @@ TEST(Bleu, CorpusScoresMatchSacrebleu) {
   for (const json& c : cases) {
     const std::string name = c.at("name").get<std::string>();
     SCOPED_TRACE(name);
-    const auto hyps = c.at("hyps").get<std::vector<std::string>>();
-    const auto refs = c.at("refs").get<std::vector<std::vector<std::string>>>();
     const json& g = c.at("bleu");
-    const qkv::text::BleuScore s = corpus_bleu(hyps, refs);
+    const qkv::text::BleuScore s = golden_bleu(c);
     EXPECT_NEAR(s.score, g.at("score").get<double>(), kTol);
     for (int n = 0; n < 4; ++n) {
       EXPECT_NEAR(s.precisions[n], g.at("precisions")[n].get<double>(), kTol) << "order " << n + 1;
@@ -99,13 +127,25 @@ TEST(Bleu, ArgumentErrors) {
   }
 }
 
+TEST(Bleu, PerSentenceReferencesEqualTheStreamLayout) {
+  // Repeating a reference changes nothing, so sentence 0's single reference can fill its hole.
+  const std::vector<std::string> hyps = {"the cat is on the mat", "there is a cat on the mat"};
+  const auto a = qkv::text::corpus_bleu_by_sentence(hyps, {{"the cat sat on the mat"},
+                                                           {"a cat is on the mat", "there is a cat on a mat"}});
+  const auto b = corpus_bleu(hyps, {{"the cat sat on the mat", "a cat is on the mat"},
+                                    {"the cat sat on the mat", "there is a cat on a mat"}});
+  EXPECT_EQ(a.format(), b.format());
+  EXPECT_NEAR(a.score, b.score, 1e-12);
+  EXPECT_THROW(qkv::text::corpus_bleu_by_sentence(hyps, {{"x"}}), qkv::Error);        // too few lists
+  EXPECT_THROW(qkv::text::corpus_bleu_by_sentence(hyps, {{"x"}, {}}), qkv::Error);    // a sentence without
+  EXPECT_THROW(qkv::text::corpus_chrf_by_sentence(hyps, {{"x"}, {}}), qkv::Error);
+}
+
 TEST(Chrf, CorpusScoresMatchSacrebleu) {
   for (const json& c : golden().at("cases")) {
     const std::string name = c.at("name").get<std::string>();
     SCOPED_TRACE(name);
-    const auto hyps = c.at("hyps").get<std::vector<std::string>>();
-    const auto refs = c.at("refs").get<std::vector<std::vector<std::string>>>();
-    const qkv::text::ChrfScore s = corpus_chrf(hyps, refs);
+    const qkv::text::ChrfScore s = golden_chrf(c);
     EXPECT_NEAR(s.score, c.at("chrf").at("score").get<double>(), kTol);
     EXPECT_EQ(s.format(), c.at("chrf").at("format").get<std::string>());
   }

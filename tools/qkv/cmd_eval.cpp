@@ -1,9 +1,15 @@
 // qkv eval — scores translations against references with corpus BLEU (identical to sacreBLEU's
 // default: 13a tokenization, exponential smoothing, several references allowed) and chrF. Either
 // translates --src with a model first, or scores the lines of --hyp as they are.
+//
+// --group-by-source: lines with the same source sentence count once, scored against the references
+// of all those lines (sacreBLEU with a variable number of references per sentence). Tatoeba's test
+// split has up to two dozen French translations of one English sentence, each on its own line;
+// scored line by line, one output is held against each of them in turn.
 #include <chrono>
 #include <cstdio>
 #include <nlohmann/json.hpp>
+#include <unordered_map>
 
 #include "commands.h"
 #include "qkv/core/error.h"
@@ -23,7 +29,7 @@ void add_eval(CLI::App& app) {
     std::vector<std::string> refs;
     int64_t beam = 4, batch_size = 32, limit = 0;
     double alpha = 0.6;
-    bool json = false;
+    bool json = false, group = false;
     int threads = 0;
   };
   auto a = std::make_shared<Args>();
@@ -40,41 +46,81 @@ void add_eval(CLI::App& app) {
   sub->add_option("--dtype", a->dtype, "weights read by decoding steps: f32 or bf16")
       ->capture_default_str()
       ->check(CLI::IsMember({"f32", "bf16"}));
+  sub->add_flag("--group-by-source", a->group,
+                "score each distinct --src sentence once, against the references of all its lines");
   sub->add_flag("--json", a->json, "print the scores as JSON");
   sub->add_option("--threads", a->threads, "threads (default: all cores)")->check(CLI::PositiveNumber);
   register_runner(sub, [a] {
     if (a->threads > 0) set_num_threads(a->threads);
-    QKV_CHECK(a->src.empty() != a->hyp.empty(), "qkv eval: give either --src (translate with the model) or --hyp");
+    QKV_CHECK(!a->src.empty() || !a->hyp.empty(), "qkv eval: give --src (translate with the model) or --hyp");
+    QKV_CHECK(a->hyp.empty() || a->src.empty() || a->group,
+              "qkv eval: --src and --hyp together only with --group-by-source (which reads the sources of --hyp)");
+    QKV_CHECK(!a->group || !a->src.empty(), "qkv eval: --group-by-source needs --src");
+    auto limited = [&](std::vector<std::string> lines) {
+      if (a->limit > 0 && static_cast<int64_t>(lines.size()) > a->limit) lines.resize(static_cast<size_t>(a->limit));
+      return lines;
+    };
     std::vector<std::vector<std::string>> refs;
-    for (auto& r : a->refs) refs.push_back(text::read_lines(r));
+    for (auto& r : a->refs) refs.push_back(limited(text::read_lines(r)));
+    const std::vector<std::string> src = a->src.empty() ? std::vector<std::string>{} : limited(text::read_lines(a->src));
+    std::vector<std::string> hyp_lines = a->hyp.empty() ? std::vector<std::string>{} : limited(text::read_lines(a->hyp));
+    const size_t n_lines = a->src.empty() ? hyp_lines.size() : src.size();
+    for (size_t i = 0; i < refs.size(); ++i)
+      QKV_CHECK(refs[i].size() == n_lines, "qkv eval: ", n_lines, " ", a->src.empty() ? "translations" : "source lines",
+                " but ", refs[i].size(), " lines in the reference '", a->refs[i], "'");
+    QKV_CHECK(a->hyp.empty() || hyp_lines.size() == n_lines, "qkv eval: ", hyp_lines.size(), " lines in --hyp '", a->hyp,
+              "' but ", n_lines, " in --src '", a->src, "'");
+
+    // The sentences to score: every line, or the first line of each distinct source.
+    std::vector<size_t> first_line;                  // sentence → its first line
+    std::vector<size_t> sentence_of(n_lines);        // line → its sentence
+    if (a->group) {
+      std::unordered_map<std::string, size_t> seen;
+      for (size_t i = 0; i < n_lines; ++i) {
+        auto [it, fresh] = seen.emplace(src[i], first_line.size());
+        if (fresh) first_line.push_back(i);
+        sentence_of[i] = it->second;
+      }
+    } else {
+      for (size_t i = 0; i < n_lines; ++i) first_line.push_back(i), sentence_of[i] = i;
+    }
+
     std::vector<std::string> hyps;
     double seconds = 0;
     if (!a->hyp.empty()) {
-      hyps = text::read_lines(a->hyp);
+      for (size_t l : first_line) hyps.push_back(hyp_lines[l]);
     } else {
-      std::vector<std::string> src = text::read_lines(a->src);
-      if (a->limit > 0 && static_cast<int64_t>(src.size()) > a->limit) src.resize(static_cast<size_t>(a->limit));
+      std::vector<std::string> todo;
+      for (size_t l : first_line) todo.push_back(src[l]);
       train::LoadedTranslator t = train::load_translator(find_model(a->model));
       if (a->dtype == "bf16") t.model->set_inference_dtype(DType::bf16);
       decode::TranslateOptions o;
       o.beam_size = a->beam, o.length_penalty = static_cast<float>(a->alpha), o.batch_size = a->batch_size;
       const auto t0 = std::chrono::steady_clock::now();
-      hyps = decode::Translator(*t.model, *t.tokenizer).translate(src, o);
+      hyps = decode::Translator(*t.model, *t.tokenizer).translate(todo, o);
       seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-      if (!a->hyp_out.empty()) {
+      if (!a->hyp_out.empty()) {  // one line per --src line, grouped or not
         std::string s;
-        for (auto& h : hyps) s += h + "\n";
+        for (size_t i = 0; i < n_lines; ++i) s += hyps[sentence_of[i]] + "\n";
         io::write_file_atomic(a->hyp_out, s);
       }
     }
-    if (a->limit > 0)
-      for (auto& r : refs)
-        if (static_cast<int64_t>(r.size()) > a->limit) r.resize(static_cast<size_t>(a->limit));
-    for (size_t i = 0; i < refs.size(); ++i)
-      QKV_CHECK(refs[i].size() == hyps.size(), "qkv eval: ", hyps.size(), " translations but ", refs[i].size(),
-                " lines in the reference '", a->refs[i], "'");
-    text::BleuScore bleu = text::corpus_bleu(hyps, refs);
-    text::ChrfScore chrf = text::corpus_chrf(hyps, refs);
+
+    text::BleuScore bleu;
+    text::ChrfScore chrf;
+    if (a->group) {
+      std::vector<std::vector<std::string>> by_sentence(first_line.size());
+      for (size_t i = 0; i < n_lines; ++i)
+        for (const auto& stream : refs) by_sentence[sentence_of[i]].push_back(stream[i]);
+      bleu = text::corpus_bleu_by_sentence(hyps, by_sentence);
+      chrf = text::corpus_chrf_by_sentence(hyps, by_sentence);
+      if (!a->json)
+        std::fprintf(stderr, "%zu distinct sources on %zu lines; %.2f references each on average\n", hyps.size(),
+                     n_lines, static_cast<double>(n_lines * refs.size()) / static_cast<double>(hyps.size()));
+    } else {
+      bleu = text::corpus_bleu(hyps, refs);
+      chrf = text::corpus_chrf(hyps, refs);
+    }
     if (a->json) {
       nlohmann::json j = {{"bleu", bleu.score}, {"chrf", chrf.score}, {"sentences", hyps.size()},
                           {"bp", bleu.bp}, {"hyp_len", bleu.hyp_len}, {"ref_len", bleu.ref_len}};

@@ -42,6 +42,12 @@ struct BleuScore {
 BleuScore corpus_bleu(const std::vector<std::string>& hyps,
                       const std::vector<std::vector<std::string>>& refs);
 
+// refs[i] holds the references of sentence i: one or more, as many as that sentence has. This is
+// sacreBLEU with a variable number of references (its stream layout with None for the missing
+// ones), e.g. Tatoeba, where one source has up to two dozen translations.
+BleuScore corpus_bleu_by_sentence(const std::vector<std::string>& hyps,
+                                  const std::vector<std::vector<std::string>>& refs);
+
 // sacreBLEU's "13a" tokenizer (mteval-v13a): removes "<skipped>", joins "-\n" hyphenations,
 // unescapes &quot; &amp; &lt; &gt;, separates ASCII punctuation (except "'" and "-"; "." and ","
 // stay attached between digits; "-" is split after a digit) and collapses whitespace to single
@@ -58,5 +64,7 @@ struct ChrfScore {
 // Same argument layout and checks as corpus_bleu.
 ChrfScore corpus_chrf(const std::vector<std::string>& hyps,
                       const std::vector<std::vector<std::string>>& refs);
+ChrfScore corpus_chrf_by_sentence(const std::vector<std::string>& hyps,
+                                  const std::vector<std::vector<std::string>>& refs);
 
 }  // namespace qkv::text
