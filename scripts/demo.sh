@@ -14,7 +14,7 @@ printf '%s\n' \
   "The quick brown fox jumps over the lazy dog." \
   "I would like a cup of coffee, please." | ./build/qkv translate --stats
 echo
-echo "== what it attends to (heat maps per layer and head in attention/*.svg):"
+echo "== what it attends to (heat maps per layer and head in attention/*.svg and *.png):"
 ./build/qkv attend "The cat didn't cross the street because it was too tired." --out attention
 echo
 echo "== the shipped character-level GPT (models/shakespeare-char.safetensors) continues a prompt:"

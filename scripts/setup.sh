@@ -7,6 +7,7 @@ pkgs=(
   nlohmann-json3-dev libcli11-dev  # configs, command line
   libgtest-dev libgmock-dev libbenchmark-dev  # tests, benchmarks
   zlib1g-dev
+  librsvg2-dev                     # PNG pictures (viz/png: SVG rasterized by librsvg + cairo)
   libsentencepiece-dev             # subword tokenizer (text/sentencepiece), 0.1.97 on Debian 12
 )
 if [ "${1:-}" = "--with-torch" ]; then

@@ -14,6 +14,7 @@
 #include "qkv/ops/autocast.h"
 #include "qkv/train/checkpoint.h"
 #include "qkv/train/progress.h"
+#include "qkv/viz/png.h"
 #include "qkv/viz/svg.h"
 
 namespace qkv::train {
@@ -162,7 +163,9 @@ class Metrics {
     }
     io::write_file_atomic(path("metrics.jsonl"), jsonl);
     io::write_file_atomic(path("metrics.csv"), csv);
-    io::write_file_atomic(path("loss.svg"), plot());
+    const std::string svg = plot();
+    io::write_file_atomic(path("loss.svg"), svg);
+    viz::write_picture(path("loss.png"), svg);
   }
 
  private:

@@ -215,4 +215,19 @@ TEST(Cli, EvalGroupsLinesBySource) {
   std::filesystem::remove_all(d);
 }
 
+TEST(Cli, AttendDrawsHeatMapsAsSvgAndPng) {
+  const std::string d = std::filesystem::temp_directory_path().string() + "/qkv-cli-attend-" + std::to_string(getpid());
+  CliRun r = run("attend \"The cat is tired.\" -m " + std::string(QKV_SOURCE_DIR) + "/models/en-fr.safetensors -o " + d);
+  EXPECT_EQ(r.code, 0) << r.out;
+  for (const char* kind : {"encoder-self", "decoder-self", "cross", "cross-mean"})
+    for (const char* ext : {".svg", ".png"})
+      EXPECT_GT(std::filesystem::file_size(d + "/" + kind + ext), 1000u) << kind << ext;
+  std::filesystem::remove_all(d);
+  r = run("attend \"The cat is tired.\" -m " + std::string(QKV_SOURCE_DIR) + "/models/en-fr.safetensors --format svg -o " + d);
+  EXPECT_EQ(r.code, 0) << r.out;
+  EXPECT_TRUE(std::filesystem::exists(d + "/cross.svg"));
+  EXPECT_FALSE(std::filesystem::exists(d + "/cross.png"));
+  std::filesystem::remove_all(d);
+}
+
 }  // namespace

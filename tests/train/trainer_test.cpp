@@ -47,7 +47,7 @@ TEST(Trainer, LearnsAndWritesItsFiles) {
   EXPECT_EQ(r.steps_done, 40);
   ASSERT_FALSE(r.last_eval.empty());
   EXPECT_LT(r.last_eval.back().second, 1.0) << "val loss after 40 steps on a periodic text";
-  for (const char* f : {"checkpoint.safetensors", "model.safetensors", "metrics.jsonl", "metrics.csv", "loss.svg"})
+  for (const char* f : {"checkpoint.safetensors", "model.safetensors", "metrics.jsonl", "metrics.csv", "loss.svg", "loss.png"})
     EXPECT_TRUE(fs::exists(d.path / "run" / f)) << f;
   for (auto& e : fs::directory_iterator(d.path / "run"))
     EXPECT_EQ(e.path().string().find(".tmp"), std::string::npos) << "temporary file left: " << e.path();

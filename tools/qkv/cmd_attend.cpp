@@ -1,6 +1,6 @@
 // qkv attend — shows what a translation Transformer attends to (seed 003: "it" attends to "cat").
 // Translates one sentence, runs the model once more over (source, translation) with the weights
-// kept, and writes heat maps (SVG, one file per kind, a panel per layer and head):
+// kept, and writes heat maps (SVG and PNG by --format, one file per kind, a panel per layer and head):
 //
 //   encoder-self.svg   encoder self-attention          rows: source tokens (queries), cols: source tokens
 //   decoder-self.svg   masked decoder self-attention   rows: output tokens, cols: the tokens before them
@@ -19,6 +19,7 @@
 #include "qkv/decode/translator.h"
 #include "qkv/io/file.h"
 #include "qkv/train/translation_task.h"
+#include "qkv/viz/png.h"
 #include "qkv/viz/svg.h"
 
 namespace qkv::cli {
@@ -55,16 +56,17 @@ std::vector<viz::Panel> panels(const std::vector<Tensor>& per_layer, const char*
 }  // namespace
 
 void add_attend(CLI::App& app) {
-  auto* sub = app.add_subcommand("attend", "Translate a sentence and draw its attention weights as heat maps (SVG)");
+  auto* sub = app.add_subcommand("attend", "Translate a sentence and draw its attention weights as heat maps (SVG and PNG)");
   struct Args {
-    std::string model = kDefaultTranslator, sentence, out = "attention";
+    std::string model = kDefaultTranslator, sentence, out = "attention", format = "both";
     int64_t beam = 4;
     int threads = 0;
   };
   auto a = std::make_shared<Args>();
   sub->add_option("sentence", a->sentence, "the sentence to translate")->required();
   sub->add_option("-m,--model", a->model, "model file")->capture_default_str();
-  sub->add_option("-o,--out", a->out, "folder for the SVG files")->capture_default_str();
+  sub->add_option("-o,--out", a->out, "folder for the pictures")->capture_default_str();
+  sub->add_option("--format", a->format, "svg, png or both")->capture_default_str()->check(CLI::IsMember({"svg", "png", "both"}));
   sub->add_option("-b,--beam", a->beam, "beam size for the translation")->capture_default_str()->check(CLI::Range(1, 64));
   sub->add_option("--threads", a->threads, "threads (default: all cores)")->check(CLI::PositiveNumber);
   register_runner(sub, [a] {
@@ -100,8 +102,15 @@ void add_attend(CLI::App& app) {
     QKV_CHECK(!ec, "qkv attend: cannot create '", a->out, "': ", ec.message());
     auto write = [&](const char* file, const std::string& svg) {
       const std::string path = (fs::path(a->out) / file).string();
-      io::write_file_atomic(path, svg);
-      std::fprintf(stderr, "wrote %s\n", path.c_str());
+      if (a->format != "png") {
+        io::write_file_atomic(path, svg);
+        std::fprintf(stderr, "wrote %s\n", path.c_str());
+      }
+      if (a->format != "svg") {
+        const std::string png = fs::path(path).replace_extension(".png").string();
+        viz::write_picture(png, svg);
+        std::fprintf(stderr, "wrote %s\n", png.c_str());
+      }
     };
     const int H = static_cast<int>(c.nhead);
     viz::HeatmapOptions ho;

@@ -8,6 +8,7 @@
 #include "commands.h"
 #include "qkv/core/error.h"
 #include "qkv/io/file.h"
+#include "qkv/viz/png.h"
 #include "qkv/viz/svg.h"
 
 namespace qkv::cli {
@@ -57,7 +58,7 @@ viz::Series read_series(const std::string& run, const std::string& metric, const
 }  // namespace
 
 void add_plot(CLI::App& app) {
-  auto* sub = app.add_subcommand("plot", "plot one metric of several training runs against step (SVG)");
+  auto* sub = app.add_subcommand("plot", "plot one metric of several training runs against step (SVG or PNG)");
   struct Args {
     std::vector<std::string> runs, names;
     std::string metric = "val_loss", out = "plot.svg", title;
@@ -70,7 +71,7 @@ void add_plot(CLI::App& app) {
   sub->add_option("-y,--metric", a->metric, "column to plot: val_loss, loss, val_bleu, lr, tokens_per_s, …")
       ->capture_default_str();
   sub->add_option("-n,--name", a->names, "legend name of each run, in order (default: the folder names)");
-  sub->add_option("-o,--out", a->out, "SVG file to write (atomically)")->capture_default_str();
+  sub->add_option("-o,--out", a->out, "picture to write (atomically): PNG when it ends in .png, SVG otherwise")->capture_default_str();
   sub->add_option("--title", a->title, "plot title");
   sub->add_flag("--log-y", a->log_y, "logarithmic y axis");
   sub->footer("Example: qkv plot out/shakespeare-char out/shakespeare-char-bf16 -n f32 -n bf16 -y val_loss -o cmp.svg");
@@ -89,7 +90,7 @@ void add_plot(CLI::App& app) {
     viz::LinePlotOptions o;
     o.title = a->title.empty() ? a->metric : a->title;
     o.x_label = "step", o.y_label = a->metric, o.log_y = a->log_y;
-    io::write_file_atomic(a->out, viz::line_plot_svg(series, o));
+    viz::write_picture(a->out, viz::line_plot_svg(series, o));
     for (auto& s : series)
       std::fprintf(stderr, "%s: %zu points%s\n", s.name.c_str(), s.y.size(),
                    s.y.empty() ? "" : (", last " + std::to_string(s.y.back())).c_str());

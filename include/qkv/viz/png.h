@@ -1,0 +1,17 @@
+// PNG pictures: qkv's SVG documents (viz/svg.h) rasterized by librsvg and cairo (Debian's
+// librsvg2-dev), so a loss curve or an attention map opens in any image viewer too.
+#pragma once
+
+#include <string>
+
+namespace qkv::viz {
+
+// The PNG bytes of an SVG document drawn at `scale` times its size in pixels, on white.
+// A document librsvg cannot read: qkv::Error with librsvg's message.
+std::string svg_to_png(const std::string& svg, double scale = 2.0);
+
+// Writes `svg` to `path` atomically (a temporary file, then rename): as PNG when the path ends in
+// ".png" (any case), as the SVG text otherwise.
+void write_picture(const std::string& path, const std::string& svg);
+
+}  // namespace qkv::viz
