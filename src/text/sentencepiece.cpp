@@ -13,7 +13,10 @@
 #include <unordered_map>
 #include <utility>
 
+#include <nlohmann/json.hpp>
+
 #include "qkv/core/error.h"
+#include "qkv/io/base64.h"
 
 namespace qkv::text {
 namespace {
@@ -64,6 +67,17 @@ SentencePiece SentencePiece::from_serialized(std::string bytes) {
 }
 
 std::string SentencePiece::serialized() const { return sp_->serialized_model_proto(); }
+
+nlohmann::json SentencePiece::to_json() const {
+  return {{"type", "sentencepiece"}, {"model_base64", io::base64_encode(serialized())}};
+}
+
+SentencePiece SentencePiece::from_json(const nlohmann::json& j, const std::string& what) {
+  QKV_CHECK(j.is_object() && j.value("type", "") == "sentencepiece" && j.contains("model_base64") &&
+                j.at("model_base64").is_string(),
+            what, " carries no SentencePiece model (expected {\"type\": \"sentencepiece\", \"model_base64\": …})");
+  return from_serialized(io::base64_decode(j.at("model_base64").get<std::string>(), what + " tokenizer"));
+}
 
 void SentencePiece::train(const std::vector<std::string>& input_files,
                           const std::string& model_prefix, int vocab_size,

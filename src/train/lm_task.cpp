@@ -65,11 +65,14 @@ LMTask::LMTask(const json& config, const std::string& base_dir, const std::strin
     size_t cut = static_cast<size_t>(static_cast<double>(text.size()) * (1.0 - val_fraction));
     while (cut < text.size() && (static_cast<unsigned char>(text[cut]) & 0xC0) == 0x80) ++cut;  // a UTF-8 boundary
     const std::string_view train_text(text.data(), cut), val_text(text.data() + cut, text.size() - cut);
-    const std::string dir = out_dir.empty() ? fs::temp_directory_path().string() : out_dir;
+    // The model goes to out_dir/spm.model; without an out_dir, to a temporary prefix removed at once
+    // (the model file carries the tokenizer anyway).
     std::error_code ec;
-    fs::create_directories(dir, ec);
-    QKV_CHECK(!ec, "lm task: cannot create '", dir, "': ", ec.message());
-    const std::string prefix = (fs::path(dir) / (out_dir.empty() ? "qkv-lm-spm-" + std::to_string(::getpid()) : "spm")).string();
+    if (!out_dir.empty()) fs::create_directories(out_dir, ec);
+    QKV_CHECK(!ec, "lm task: cannot create '", out_dir, "': ", ec.message());
+    const std::string prefix = out_dir.empty()
+                                   ? (fs::temp_directory_path() / ("qkv-lm-spm-" + std::to_string(::getpid()))).string()
+                                   : (fs::path(out_dir) / "spm").string();
     if (resume && fs::exists(prefix + ".model")) {
       tok_ = text::LMTokenizer::sentencepiece(text::SentencePiece::load(prefix + ".model"));
     } else {

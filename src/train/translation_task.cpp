@@ -9,7 +9,6 @@
 #include "qkv/autograd/grad_mode.h"
 #include "qkv/core/error.h"
 #include "qkv/decode/translator.h"
-#include "qkv/io/base64.h"
 #include "qkv/io/file.h"
 #include "qkv/ops.h"
 #include "qkv/text/bleu.h"
@@ -274,7 +273,7 @@ std::vector<std::pair<std::string, double>> TranslationTask::evaluate(int64_t) {
 json TranslationTask::model_metadata() const {
   return {{"model_type", "transformer"},
           {"model", model_->config.to_json()},
-          {"tokenizer", {{"type", "sentencepiece"}, {"model_base64", io::base64_encode(sp_->serialized())}}}};
+          {"tokenizer", sp_->to_json()}};
 }
 
 LoadedTranslator load_translator(const std::string& path) {
@@ -283,11 +282,8 @@ LoadedTranslator load_translator(const std::string& path) {
             " model, not a translation Transformer");
   LoadedTranslator t;
   t.meta = f.meta;
-  const json& tk = f.meta.at("tokenizer");
-  QKV_CHECK(tk.value("type", "") == "sentencepiece" && tk.contains("model_base64"), "'", path,
-            "': the model file carries no SentencePiece model");
-  t.tokenizer = std::make_unique<text::SentencePiece>(text::SentencePiece::from_serialized(
-      io::base64_decode(tk.at("model_base64").get<std::string>(), "'" + path + "' tokenizer")));
+  t.tokenizer = std::make_unique<text::SentencePiece>(
+      text::SentencePiece::from_json(f.meta.at("tokenizer"), "'" + path + "': the model file"));
   nn::Seq2SeqConfig c = nn::Seq2SeqConfig::from_json(f.meta.at("model"));
   QKV_CHECK(c.vocab_size == t.tokenizer->vocab_size(), "'", path, "': the model's vocab_size ", c.vocab_size,
             " does not match its tokenizer's ", t.tokenizer->vocab_size(), " pieces");

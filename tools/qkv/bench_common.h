@@ -1,4 +1,4 @@
-// Helpers shared by the `qkv bench …` commands: timing, and the options of the training benches.
+// Helpers shared by the `qkv bench …` commands: timing, and the options of the training and decoding benches.
 #pragma once
 
 #include <CLI/CLI.hpp>
@@ -37,6 +37,17 @@ inline void add_train_bench_options(CLI::App* tr, int64_t& iters, int64_t& warmu
       ->check(CLI::IsMember({"f32", "bf16"}));
   tr->add_option("--threads", threads, "threads (default: all cores)")->check(CLI::PositiveNumber);
   tr->add_flag("--json", json, "one JSON object on stdout");
+}
+
+// --dtype (the weights the decoding steps read), --threads, --no-naive and --json of the decoding
+// benches (`bench gpt generate`, `bench seq2seq translate`).
+inline void add_decode_bench_options(CLI::App* app, std::string& dtype, int& threads, bool& no_naive, bool& json) {
+  app->add_option("--dtype", dtype, "weights read by the decoding steps: f32 or bf16")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"f32", "bf16"}));
+  app->add_option("--threads", threads, "threads (default: all cores)")->check(CLI::PositiveNumber);
+  app->add_flag("--no-naive", no_naive, "skip the run without cache");
+  app->add_flag("--json", json, "one JSON object on stdout");
 }
 
 }  // namespace qkv::cli

@@ -145,12 +145,7 @@ void add_bench_gpt(CLI::App* bench) {
   CLI::App* ge = gpt->add_subcommand("generate", "greedy decoding tokens/s, big model, batch 1, with and without KV cache");
   ge->add_option("--new-tokens", a->new_tokens, "tokens to generate")->capture_default_str()->check(CLI::PositiveNumber);
   ge->add_option("--repeats", a->repeats, "timed runs (median)")->capture_default_str()->check(CLI::PositiveNumber);
-  ge->add_option("--threads", a->threads, "threads (default: all cores)")->check(CLI::PositiveNumber);
-  ge->add_option("--dtype", a->dtype, "weights read by the decoding steps: f32 or bf16")
-      ->capture_default_str()
-      ->check(CLI::IsMember({"f32", "bf16"}));
-  ge->add_flag("--no-naive", a->no_naive, "skip the run without cache");
-  ge->add_flag("--json", a->json, "one JSON object on stdout");
+  add_decode_bench_options(ge, a->dtype, a->threads, a->no_naive, a->json);
   register_runner(ge, [a] { return run_generate(*a); });
 }
 

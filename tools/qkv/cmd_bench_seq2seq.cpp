@@ -155,11 +155,8 @@ void add_bench_seq2seq(CLI::App* bench) {
   te->add_option("--sentences", a->sentences, "use the first N lines")->capture_default_str()->check(CLI::PositiveNumber);
   te->add_option("-b,--beam", a->beam, "beam size")->capture_default_str()->check(CLI::Range(1, 64));
   te->add_option("--batch-size", a->batch, "sentences per batch")->capture_default_str()->check(CLI::PositiveNumber);
-  te->add_option("--dtype", a->dtype, "decoding weights: f32 or bf16")->capture_default_str()->check(CLI::IsMember({"f32", "bf16"}));
-  te->add_option("--threads", a->threads, "threads (default: all cores)")->check(CLI::PositiveNumber);
-  te->add_flag("--no-naive", a->no_naive, "skip the run without cache");
+  add_decode_bench_options(te, a->dtype, a->threads, a->no_naive, a->json);
   te->add_option("--dump-ids", a->dump_ids, "write each line's source ids and chosen output ids (TSV) here");
-  te->add_flag("--json", a->json, "one JSON object on stdout");
   register_runner(te, [a] { return run_translate(*a); });
 }
 

@@ -79,10 +79,9 @@ void add_generate(CLI::App& app) {
       o.sampling.temperature = a->temperature, o.sampling.top_k = a->top_k, o.sampling.top_p = a->top_p;
       o.sampling.seed = a->seed + static_cast<uint64_t>(s);
       std::fputs(a->prompt.c_str(), stdout);
-      text::LMTokenizer::Stream stream(g.tokenizer, prompt);
       const auto t0 = std::chrono::steady_clock::now();
       auto out = decode::generate(*g.model, prompt, o, [&](int32_t id) {
-        const std::string c = stream.next(id);
+        const std::string c = g.tokenizer.decode_one(id);
         std::fwrite(c.data(), 1, c.size(), stdout);
         std::fflush(stdout);
         return true;

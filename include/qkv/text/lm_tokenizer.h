@@ -28,37 +28,26 @@ class LMTokenizer {
   LMTokenizer() = default;
   static LMTokenizer chars(std::string_view text);  // the characters of `text`
   static LMTokenizer sentencepiece(SentencePiece sp);
-  // Trains the subword model described above on `text` (written to a temporary file under
-  // beside model_prefix and removed afterwards); the model is written to model_prefix + ".model".
+  // Trains the subword model described above on `text` (written to a temporary file beside
+  // model_prefix and removed afterwards); the model is written to model_prefix + ".model".
   static LMTokenizer train_sentencepiece(std::string_view text, const std::string& model_prefix, int vocab_size,
                                          const std::string& model_type = "unigram");
   static LMTokenizer from_json(const nlohmann::json& j);
   nlohmann::json to_json() const;
 
-  const std::string& type() const { return type_; }
+  std::string type() const { return sp_ ? "sentencepiece" : "char"; }
   int64_t vocab_size() const;
   // Text the vocabulary cannot represent (a character outside it): an error naming it and where.
   std::vector<int32_t> encode(std::string_view text) const;
   std::string decode(const std::vector<int32_t>& ids) const;
-
-  // Streaming decode: the text each new token adds to the text of the tokens before it
-  // (`context`, the prompt), so that printing each next() in turn prints decode(context + new).
-  class Stream {
-   public:
-    Stream(const LMTokenizer& tok, const std::vector<int32_t>& context);
-    std::string next(int32_t id);
-
-   private:
-    const LMTokenizer* tok_;
-    std::vector<int32_t> line_;  // the pieces since the last "\n" (SentencePiece)
-    size_t line_emitted_ = 0;    // bytes of that line's text handed out so far
-  };
+  // The text of one token, for streaming: printing decode_one of each token in turn prints
+  // decode() of them all (pieces are whole characters and "▁" is a space; no piece is trimmed).
+  std::string decode_one(int32_t id) const;
 
  private:
-  std::string type_;
   CharTokenizer chars_;
-  std::shared_ptr<const SentencePiece> sp_;
-  int32_t newline_id_ = -1;  // the "\n" piece (SentencePiece only)
+  std::shared_ptr<const SentencePiece> sp_;  // set: SentencePiece; unset: characters
+  int32_t newline_id_ = -1;                  // the "\n" piece (SentencePiece only)
 };
 
 }  // namespace qkv::text

@@ -15,6 +15,8 @@
 #include <unordered_map>
 #include <vector>
 
+#include <nlohmann/json_fwd.hpp>
+
 namespace sentencepiece {
 class SentencePieceProcessor;
 }
@@ -29,6 +31,10 @@ class SentencePiece {
   static SentencePiece from_serialized(std::string bytes);
   // The model's bytes (a .model file's content); from_serialized(serialized()) is the same model.
   std::string serialized() const;
+  // How model files carry it: {"type": "sentencepiece", "model_base64": "…"}. from_json's error
+  // starts with `what` (e.g. "'model.safetensors': the model file").
+  nlohmann::json to_json() const;
+  static SentencePiece from_json(const nlohmann::json& j, const std::string& what);
 
   // Trains a model on the lines of `input_files` (plain text, one sentence per line) and writes
   // model_prefix + ".model" and ".vocab". Training writes to a temporary prefix next to them and
