@@ -5,11 +5,13 @@
 #include <vector>
 
 #include "qkv/core/parallel.h"
+#include "qkv/kernels/cpu/vec.h"
 
-// The per-row sums are `omp simd` reductions: 16 partial sums in the lanes of a vector instead
-// of one serial chain of adds (which is what strict IEEE order makes the compiler emit), so a
-// row of 128 features costs tens of cycles, not hundreds. The order of the additions is fixed,
-// so results are the same from run to run.
+// The per-row sums are vector reductions (vec.h: 16 partial sums in the lanes of a register).
+// Written as plain loops, strict IEEE order makes the compiler emit one serial chain of adds, and
+// GCC 12 keeps that order even under `omp simd reduction`; a 128-wide row then costs hundreds of
+// cycles instead of tens. The order of the additions is fixed, so results are the same from run
+// to run.
 
 namespace qkv::kernels::cpu {
 
@@ -41,16 +43,9 @@ void layer_norm_forward(const float* x, const float* gamma, const float* beta, f
   parallel_for(rows, 1 + 8192 / (n + 1), [&](int64_t b, int64_t e) {
     for (int64_t r = b; r < e; ++r) {
       const float* xr = x + r * n;
-      // μ = Σx / n
-      float s = 0.f;
-#pragma omp simd reduction(+ : s)
-      for (int64_t j = 0; j < n; ++j) s += xr[j];
-      const float mu = s * inv_n;
-      // σ² = Σ(x − μ)² / n  (two passes: no cancellation)
-      float v = 0.f;
-#pragma omp simd reduction(+ : v)
-      for (int64_t j = 0; j < n; ++j) v += (xr[j] - mu) * (xr[j] - mu);
-      const float rs = 1.0f / std::sqrt(v * inv_n + eps);
+      // μ = Σx / n;  σ² = Σ(x − μ)² / n  (two passes: no cancellation)
+      const float mu = sum_of(xr, n) * inv_n;
+      const float rs = 1.0f / std::sqrt(sum_sq_dev(xr, mu, n) * inv_n + eps);
       affine_row(xr, mu, rs, gamma, beta, y + r * n, n);
       if (mean) mean[r] = mu;
       if (rstd) rstd[r] = rs;
@@ -79,17 +74,14 @@ void layer_norm_backward(const float* x, const float* gamma, const float* mean, 
       } else {
         std::memcpy(g, gr, static_cast<size_t>(n) * sizeof(float));
       }
-      // Σg, Σg·x̂, and the dγ/dβ partials
-      float sg = 0.f, sgx = 0.f;
-#pragma omp simd reduction(+ : sg, sgx)
+      // mean(g) and mean(g·x̂) = rs · Σ g·(x − μ) / n
+      const float mg = sum_of(g, n) * inv_n, mgx = rs * dot_centered(g, xr, mu, n) * inv_n;
+      // the dγ/dβ partials
+#pragma omp simd
       for (int64_t j = 0; j < n; ++j) {
-        const float h = (xr[j] - mu) * rs;
-        sg += g[j];
-        sgx += g[j] * h;
-        pg[j] += gr[j] * h;
+        pg[j] += gr[j] * ((xr[j] - mu) * rs);
         pb[j] += gr[j];
       }
-      const float mg = sg * inv_n, mgx = sgx * inv_n;
       float* dr = dx + r * n;
 #pragma omp simd
       for (int64_t j = 0; j < n; ++j) dr[j] = rs * (g[j] - mg - (xr[j] - mu) * rs * mgx);

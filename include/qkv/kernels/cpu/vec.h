@@ -129,6 +129,51 @@ inline float dot(const float* a, const float* b, int64_t n) {
   return s;
 }
 
+// Σ x[i]
+inline float sum_of(const float* x, int64_t n) {
+  int64_t i = 0;
+  float s = 0.f;
+#if QKV_AVX512
+  __m512 acc = _mm512_setzero_ps();
+  for (; i + 16 <= n; i += 16) acc = _mm512_add_ps(acc, _mm512_loadu_ps(x + i));
+  s = _mm512_reduce_add_ps(acc);
+#endif
+  for (; i < n; ++i) s += x[i];
+  return s;
+}
+
+// Σ a[i]·(b[i] − c); with a = b, Σ (b[i] − c)² is sum_sq_dev.
+inline float dot_centered(const float* a, const float* b, float c, int64_t n) {
+  int64_t i = 0;
+  float s = 0.f;
+#if QKV_AVX512
+  const __m512 vc = _mm512_set1_ps(c);
+  __m512 acc = _mm512_setzero_ps();
+  for (; i + 16 <= n; i += 16)
+    acc = _mm512_fmadd_ps(_mm512_loadu_ps(a + i), _mm512_sub_ps(_mm512_loadu_ps(b + i), vc), acc);
+  s = _mm512_reduce_add_ps(acc);
+#endif
+  for (; i < n; ++i) s += a[i] * (b[i] - c);
+  return s;
+}
+
+// Σ (x[i] − c)²
+inline float sum_sq_dev(const float* x, float c, int64_t n) {
+  int64_t i = 0;
+  float s = 0.f;
+#if QKV_AVX512
+  const __m512 vc = _mm512_set1_ps(c);
+  __m512 acc = _mm512_setzero_ps();
+  for (; i + 16 <= n; i += 16) {
+    const __m512 d = _mm512_sub_ps(_mm512_loadu_ps(x + i), vc);
+    acc = _mm512_fmadd_ps(d, d, acc);
+  }
+  s = _mm512_reduce_add_ps(acc);
+#endif
+  for (; i < n; ++i) s += (x[i] - c) * (x[i] - c);
+  return s;
+}
+
 inline void scale(float* x, int64_t n, float s) {
   for (int64_t i = 0; i < n; ++i) x[i] *= s;
 }
