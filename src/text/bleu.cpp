@@ -174,28 +174,28 @@ std::string regexp_tokenize(const std::string& in) {
   return out;
 }
 
-void check_args(const char* name, const std::vector<std::string>& hyps,
-                const std::vector<std::vector<std::string>>& refs) {
+// The references of each sentence: out[i] = pointers to sentence i's references.
+using SentenceRefs = std::vector<std::vector<const std::string*>>;
+
+// From the stream layout (refs[r][i]: stream r, line i; every stream as long as hyps), checked.
+SentenceRefs from_streams(const char* name, const std::vector<std::string>& hyps,
+                          const std::vector<std::vector<std::string>>& refs) {
   QKV_CHECK(!refs.empty(), name, ": no reference stream given");
   for (size_t r = 0; r < refs.size(); ++r)
     QKV_CHECK(refs[r].size() == hyps.size(), name, ": reference stream ", r, " has ",
               refs[r].size(), " lines but there are ", hyps.size(), " hypotheses");
-}
-
-// The stream layout (refs[r][i]) as the per-sentence one (out[i] = the references of sentence i).
-std::vector<std::vector<const std::string*>> by_sentence(const std::vector<std::vector<std::string>>& refs,
-                                                         size_t n) {
-  std::vector<std::vector<const std::string*>> out(n);
-  for (size_t i = 0; i < n; ++i)
+  SentenceRefs out(hyps.size());
+  for (size_t i = 0; i < hyps.size(); ++i)
     for (const auto& stream : refs) out[i].push_back(&stream[i]);
   return out;
 }
 
-std::vector<std::vector<const std::string*>> by_sentence_checked(const char* name, const std::vector<std::string>& hyps,
-                                                                 const std::vector<std::vector<std::string>>& refs) {
+// From the per-sentence layout (refs[i]: the references of sentence i, at least one), checked.
+SentenceRefs from_lists(const char* name, const std::vector<std::string>& hyps,
+                        const std::vector<std::vector<std::string>>& refs) {
   QKV_CHECK(refs.size() == hyps.size(), name, ": ", refs.size(), " reference lists for ", hyps.size(),
             " hypotheses");
-  std::vector<std::vector<const std::string*>> out(refs.size());
+  SentenceRefs out(refs.size());
   for (size_t i = 0; i < refs.size(); ++i) {
     QKV_CHECK(!refs[i].empty(), name, ": sentence ", i, " has no reference");
     for (const std::string& r : refs[i]) out[i].push_back(&r);
@@ -314,7 +314,7 @@ std::string tokenize_13a(std::string_view line) {
 
 namespace {
 
-BleuScore bleu(const std::vector<std::string>& hyps, const std::vector<std::vector<const std::string*>>& refs) {
+BleuScore bleu(const std::vector<std::string>& hyps, const SentenceRefs& refs) {
   int64_t sys_len = 0, ref_len = 0;
   std::array<int64_t, kOrder> correct{}, total{};
   std::vector<std::string> ref_tok;  // alive while ref_counts (string views into them) is used
@@ -390,13 +390,12 @@ BleuScore bleu(const std::vector<std::string>& hyps, const std::vector<std::vect
 }  // namespace
 
 BleuScore corpus_bleu(const std::vector<std::string>& hyps, const std::vector<std::vector<std::string>>& refs) {
-  check_args("corpus_bleu", hyps, refs);
-  return bleu(hyps, by_sentence(refs, hyps.size()));
+  return bleu(hyps, from_streams("corpus_bleu", hyps, refs));
 }
 
 BleuScore corpus_bleu_by_sentence(const std::vector<std::string>& hyps,
                                   const std::vector<std::vector<std::string>>& refs) {
-  return bleu(hyps, by_sentence_checked("corpus_bleu_by_sentence", hyps, refs));
+  return bleu(hyps, from_lists("corpus_bleu_by_sentence", hyps, refs));
 }
 
 std::string BleuScore::format() const {
@@ -412,7 +411,7 @@ std::string BleuScore::format() const {
 
 namespace {
 
-ChrfScore chrf(const std::vector<std::string>& hyps, const std::vector<std::vector<const std::string*>>& refs) {
+ChrfScore chrf(const std::vector<std::string>& hyps, const SentenceRefs& refs) {
   std::array<int64_t, 3 * kCharOrder> corpus{};
   CharNgrams hyp_ng, ref_ng;
   for (size_t i = 0; i < hyps.size(); ++i) {
@@ -452,13 +451,12 @@ ChrfScore chrf(const std::vector<std::string>& hyps, const std::vector<std::vect
 }  // namespace
 
 ChrfScore corpus_chrf(const std::vector<std::string>& hyps, const std::vector<std::vector<std::string>>& refs) {
-  check_args("corpus_chrf", hyps, refs);
-  return chrf(hyps, by_sentence(refs, hyps.size()));
+  return chrf(hyps, from_streams("corpus_chrf", hyps, refs));
 }
 
 ChrfScore corpus_chrf_by_sentence(const std::vector<std::string>& hyps,
                                   const std::vector<std::vector<std::string>>& refs) {
-  return chrf(hyps, by_sentence_checked("corpus_chrf_by_sentence", hyps, refs));
+  return chrf(hyps, from_lists("corpus_chrf_by_sentence", hyps, refs));
 }
 
 std::string ChrfScore::format() const { return "chrF2 = " + fmt("%.2f", score); }

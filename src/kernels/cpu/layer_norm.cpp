@@ -57,34 +57,34 @@ void layer_norm_backward(const float* x, const float* gamma, const float* mean, 
                          float* dx, float* dgamma, float* dbeta, int64_t rows, int64_t n) {
   const int nt = in_parallel_region() ? 1 : num_threads();
   const float inv_n = 1.0f / static_cast<float>(n);
-  // g = dy·γ for a row (γ = 1 without affine), kept in a scratch row per thread.
-  // Per-thread partial sums of dγ and dβ, reduced after the parallel loop.
+  // Per-thread partial sums of dγ and dβ, reduced after the parallel loop, and a scratch row for
+  // g = dy·γ (without affine, g is dy itself).
   std::vector<float> part(static_cast<size_t>(nt) * 3 * n, 0.f);
   parallel_for(rows, 1 + 8192 / (n + 1), [&](int64_t b, int64_t e) {
     float* pg = part.data() + static_cast<size_t>(nt == 1 ? 0 : omp_get_thread_num()) * 3 * n;
     float* pb = pg + n;
-    float* g = pb + n;
+    float* scratch = pb + n;
     for (int64_t r = b; r < e; ++r) {
       const float* xr = x + r * n;
       const float* gr = dy + r * n;
       const float mu = mean[r], rs = rstd[r];
+      const float* g = gr;
       if (gamma) {
 #pragma omp simd
-        for (int64_t j = 0; j < n; ++j) g[j] = gr[j] * gamma[j];
-      } else {
-        std::memcpy(g, gr, static_cast<size_t>(n) * sizeof(float));
+        for (int64_t j = 0; j < n; ++j) scratch[j] = gr[j] * gamma[j];
+        g = scratch;
       }
       // mean(g) and mean(g·x̂) = rs · Σ g·(x − μ) / n
       const float mg = sum_of(g, n) * inv_n, mgx = rs * dot_centered(g, xr, mu, n) * inv_n;
-      // the dγ/dβ partials
-#pragma omp simd
-      for (int64_t j = 0; j < n; ++j) {
-        pg[j] += gr[j] * ((xr[j] - mu) * rs);
-        pb[j] += gr[j];
-      }
+      // dx, and the dγ/dβ partials, in one pass
       float* dr = dx + r * n;
 #pragma omp simd
-      for (int64_t j = 0; j < n; ++j) dr[j] = rs * (g[j] - mg - (xr[j] - mu) * rs * mgx);
+      for (int64_t j = 0; j < n; ++j) {
+        const float h = (xr[j] - mu) * rs;
+        dr[j] = rs * (g[j] - mg - h * mgx);
+        pg[j] += gr[j] * h;
+        pb[j] += gr[j];
+      }
     }
   });
   if (dgamma) std::memset(dgamma, 0, static_cast<size_t>(n) * sizeof(float));

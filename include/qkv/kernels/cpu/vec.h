@@ -142,7 +142,7 @@ inline float sum_of(const float* x, int64_t n) {
   return s;
 }
 
-// Σ a[i]·(b[i] − c); with a = b, Σ (b[i] − c)² is sum_sq_dev.
+// Σ a[i]·(b[i] − c)
 inline float dot_centered(const float* a, const float* b, float c, int64_t n) {
   int64_t i = 0;
   float s = 0.f;
