@@ -45,4 +45,13 @@ std::vector<double> logged_losses(const std::filesystem::path& dir) {
   return v;
 }
 
+std::string error_of(const std::function<void()>& f) {
+  try {
+    f();
+  } catch (const Error& e) {
+    return e.what();
+  }
+  return "";
+}
+
 }  // namespace qkv::testing

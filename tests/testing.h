@@ -5,6 +5,7 @@
 
 #include <cmath>
 #include <filesystem>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -43,5 +44,9 @@ struct TempDir {
 
 // The per-step "loss" values a training run logged in DIR/metrics.jsonl, in order.
 std::vector<double> logged_losses(const std::filesystem::path& dir);
+
+// The message of the qkv::Error that f() throws, or "" when it throws none (so a test that looks
+// for a phrase in it fails).
+std::string error_of(const std::function<void()>& f);
 
 }  // namespace qkv::testing

@@ -14,11 +14,13 @@
 #include <vector>
 
 #include "qkv/core/error.h"
+#include "testing.h"
 
 namespace {
 
 namespace fs = std::filesystem;
 using namespace qkv::text;
+using qkv::testing::error_of;
 
 fs::path temp_path() {
   return fs::temp_directory_path() / ("qkv_corpus_test_" + std::to_string(::getpid()));
@@ -53,15 +55,6 @@ std::string write_gzip(const std::string& name, const std::string& content) {
   }
   gzclose(gz);
   return path;
-}
-
-std::string error_of(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const qkv::Error& e) {
-    return e.what();
-  }
-  return "";
 }
 
 TEST(ParallelCorpus, ReadLinesPlainAndGzip) {
