@@ -76,7 +76,7 @@ SentencePiece SentencePiece::from_json(const nlohmann::json& j, const std::strin
   QKV_CHECK(j.is_object() && j.value("type", "") == "sentencepiece" && j.contains("model_base64") &&
                 j.at("model_base64").is_string(),
             what, " carries no SentencePiece model (expected {\"type\": \"sentencepiece\", \"model_base64\": …})");
-  return from_serialized(io::base64_decode(j.at("model_base64").get<std::string>(), what + " tokenizer"));
+  return from_serialized(io::base64_decode(j.at("model_base64").get<std::string>(), what + "'s SentencePiece model"));
 }
 
 void SentencePiece::train(const std::vector<std::string>& input_files,
