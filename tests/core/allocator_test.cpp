@@ -18,7 +18,7 @@ TEST(Allocator, SmallBlocksAreExactAndAligned) {
   free_block(p, cap);
 }
 
-TEST(Allocator, LargeBlocksAreReusedWithinTheirSizeClass) {
+TEST(Allocator, LargeBlocksAreReusedByBestFit) {
   empty_cache();
   const size_t n = (size_t{4} << 20) + 123;  // a little over 4 MiB: class 4.5 MiB
   size_t cap = 0;
@@ -36,14 +36,31 @@ TEST(Allocator, LargeBlocksAreReusedWithinTheirSizeClass) {
   EXPECT_EQ(cap2, cap);
   EXPECT_EQ(cached_bytes(), 0);
 
-  // A different class does not take it.
+  // A larger class does not take it.
   free_block(q, cap2);
   size_t cap3 = 0;
-  void* r = alloc_block(size_t{8} << 20, &cap3);
+  void* r = alloc_block(size_t{5} << 20, &cap3);
   EXPECT_NE(r, q);
-  EXPECT_EQ(cap3, size_t{8} << 20);
+  EXPECT_EQ(cap3, size_t{5} << 20);
   free_block(r, cap3);
   EXPECT_EQ(cached_bytes(), static_cast<int64_t>(cap + cap3));
+
+  // A smaller class takes the smallest cached block that fits (4.5 MiB, not 5), and is told its
+  // real capacity, which is what it gives back.
+  size_t cap4 = 0;
+  void* s = alloc_block(size_t{4} << 20, &cap4);
+  EXPECT_EQ(s, p);
+  EXPECT_EQ(cap4, cap);
+  EXPECT_EQ(cached_bytes(), static_cast<int64_t>(cap3));
+  free_block(s, cap4);
+
+  // A block more than 1.5x the request's class is left for a larger one.
+  size_t cap5 = 0;
+  void* t = alloc_block(size_t{5} << 19, &cap5);  // 2.5 MiB: 1.5x is 3.75 MiB
+  EXPECT_NE(t, p);
+  EXPECT_NE(t, r);
+  EXPECT_EQ(cap5, size_t{5} << 19);
+  free_block(t, cap5);
 
   empty_cache();
   EXPECT_EQ(cached_bytes(), 0);

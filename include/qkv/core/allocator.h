@@ -3,13 +3,16 @@
 // Training frees and re-allocates the same large activation buffers every step. glibc serves
 // blocks above 32 MiB (its largest mmap threshold) with fresh mmaps, so without a cache every step
 // page-faults and zeroes them again: 15% of a 6-layer/384 GPT step went to the kernel's
-// clear_page. Blocks of at least 1 MiB are therefore kept on free, in size classes of at most
-// 1/8 of their size, and handed out again to the next request of the same class — the idea of
-// PyTorch's CUDA caching allocator, on the host. Smaller blocks go to malloc directly.
+// clear_page. Blocks of at least 1 MiB are therefore kept on free (their sizes rounded up to
+// classes 1/8 of a power of two apart) and handed out again to the next request they fit best,
+// if they are at most 1.5× its class — the idea of PyTorch's CUDA caching allocator, on the host. Smaller blocks go to malloc directly.
 //
-// The cache holds at most max(256 MiB, the most bytes ever live at once); beyond that, freed blocks
-// go back to the system. empty_cache() returns everything (torch.cuda.empty_cache's counterpart),
-// and QKV_CACHING_ALLOCATOR=0 in the environment turns the cache off.
+// The cache holds at most max(256 MiB, twice the most bytes ever live at once); beyond that, freed
+// blocks go back to the system. (With only once the peak, translation batches of varying shape
+// filled the cache with blocks of the other shapes, and the 80 MB logits gradient was mapped and
+// zeroed afresh every step: 4% of a Tatoeba step.) empty_cache() returns everything
+// (torch.cuda.empty_cache's counterpart), and QKV_CACHING_ALLOCATOR=0 in the environment turns the
+// cache off.
 #pragma once
 
 #include <cstddef>

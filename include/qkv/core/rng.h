@@ -36,6 +36,13 @@ class Generator {
   static float uniform(uint64_t seed, uint64_t counter) {
     return static_cast<float>(bits(seed, counter) >> 40) * (1.0f / 16777216.0f);
   }
+  // Uniform in [0, 1) with 24 bits, two draws per hash: counters 2k and 2k+1 take bits 40–63 and
+  // 8–31 of bits(seed, k). Dropout's decisions use it (half the hashing of uniform()).
+  static float paired_uniform(uint64_t seed, uint64_t counter) {
+    const uint64_t h = bits(seed, counter >> 1);
+    const uint64_t u = (counter & 1) ? (h >> 8) & 0xFFFFFF : h >> 40;
+    return static_cast<float>(u) * (1.0f / 16777216.0f);
+  }
   // Standard normal by Box–Muller on two uniforms drawn from one counter.
   static float normal(uint64_t seed, uint64_t counter);
 

@@ -125,7 +125,7 @@ void attention_backward_reference(const AttnProblem& p, const float* probs, cons
           const float* Pr = P + i * p.Lk;
           if (dropout)
             for (int64_t j = 0; j < p.Lk; ++j)
-              d[j] = Generator::uniform(p.seed, base + static_cast<uint64_t>(i * p.Lk + j)) >= p.dropout_p ? d[j] * keep
+              d[j] = Generator::paired_uniform(p.seed, base + static_cast<uint64_t>(i * p.Lk + j)) >= p.dropout_p ? d[j] * keep
                                                                                                          : 0.f;
           const float s = dot(Pr, d, p.Lk);
           for (int64_t j = 0; j < p.Lk; ++j) d[j] = Pr[j] * (d[j] - s);

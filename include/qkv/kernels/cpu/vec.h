@@ -54,27 +54,26 @@ inline __m512 normal_cdf512(__m512 x) {
   return _mm512_mask_blend_ps(neg, _mm512_sub_ps(_mm512_set1_ps(1.f), q), q);
 }
 
-// Dropout's keep decisions for counters c0 … c0+15, bit i set iff Generator::uniform(seed, c0+i) ≥ p:
-// the same splitmix64 bits, 8 lanes of 64 bits at a time, so the mask equals the scalar one exactly.
+// Dropout's keep decisions for counters c0 … c0+15 (c0 even), bit i set iff
+// Generator::paired_uniform(seed, c0+i) ≥ p: the same splitmix64 hashes of k = c0/2 … c0/2+7, one
+// per 64-bit lane; lane k's bits 40–63 and 8–31 become the 32-bit lanes 2k and 2k+1, so the mask
+// equals the scalar one exactly.
 inline __mmask16 dropout_keep16(uint64_t seed, uint64_t c0, float p) {
   const __m512i lane = _mm512_set_epi64(7, 6, 5, 4, 3, 2, 1, 0);
   const __m512i k1 = _mm512_set1_epi64(static_cast<long long>(0x9E3779B97F4A7C15ull));
   const __m512i add = _mm512_set1_epi64(static_cast<long long>(seed * 0xD1B54A32D192ED03ull + 0x2545F4914F6CDD1Dull));
   const __m512i m1 = _mm512_set1_epi64(static_cast<long long>(0xBF58476D1CE4E5B9ull));
   const __m512i m2 = _mm512_set1_epi64(static_cast<long long>(0x94D049BB133111EBull));
-  const __m512 vp = _mm512_set1_ps(p);
-  __mmask16 out = 0;
-  for (int half = 0; half < 2; ++half) {
-    __m512i c = _mm512_add_epi64(_mm512_set1_epi64(static_cast<long long>(c0 + 8 * half)), lane);
-    __m512i z = _mm512_add_epi64(_mm512_mullo_epi64(c, k1), add);
-    z = _mm512_mullo_epi64(_mm512_xor_si512(z, _mm512_srli_epi64(z, 30)), m1);
-    z = _mm512_mullo_epi64(_mm512_xor_si512(z, _mm512_srli_epi64(z, 27)), m2);
-    z = _mm512_xor_si512(z, _mm512_srli_epi64(z, 31));
-    const __m256 u = _mm256_mul_ps(_mm512_cvtepu64_ps(_mm512_srli_epi64(z, 40)), _mm256_set1_ps(1.0f / 16777216.0f));
-    const __mmask8 keep = _mm256_cmp_ps_mask(u, _mm512_castps512_ps256(vp), _CMP_GE_OQ);
-    out = static_cast<__mmask16>(out | (static_cast<unsigned>(keep) << (8 * half)));
-  }
-  return out;
+  const __m512i c = _mm512_add_epi64(_mm512_set1_epi64(static_cast<long long>(c0 >> 1)), lane);
+  __m512i z = _mm512_add_epi64(_mm512_mullo_epi64(c, k1), add);
+  z = _mm512_mullo_epi64(_mm512_xor_si512(z, _mm512_srli_epi64(z, 30)), m1);
+  z = _mm512_mullo_epi64(_mm512_xor_si512(z, _mm512_srli_epi64(z, 27)), m2);
+  z = _mm512_xor_si512(z, _mm512_srli_epi64(z, 31));
+  const __m512i even = _mm512_srli_epi64(z, 40);
+  const __m512i odd = _mm512_and_si512(_mm512_srli_epi64(z, 8), _mm512_set1_epi64(0xFFFFFF));
+  const __m512i u24 = _mm512_or_si512(even, _mm512_slli_epi64(odd, 32));
+  const __m512 u = _mm512_mul_ps(_mm512_cvtepi32_ps(u24), _mm512_set1_ps(1.0f / 16777216.0f));
+  return _mm512_cmp_ps_mask(u, _mm512_set1_ps(p), _CMP_GE_OQ);
 }
 #endif
 
