@@ -43,7 +43,7 @@ TEST(LMTokenizer, SentencePieceRoundTripsRunningTextExactly) {
   const LMTokenizer& t = subwords();
   EXPECT_EQ(t.type(), "sentencepiece");
   EXPECT_EQ(t.vocab_size(), 100);
-  for (const std::string s : {sample_text(), std::string("ROMEO:\n\n  But  soft,\nJuliet "), std::string("\n"),
+  for (const std::string& s : {sample_text(), std::string("ROMEO:\n\n  But  soft,\nJuliet "), std::string("\n"),
                               std::string("a"), std::string("")}) {
     const std::vector<int32_t> ids = t.encode(s);
     EXPECT_EQ(t.decode(ids), s);

@@ -5,7 +5,8 @@
 // page-faults and zeroes them again: 15% of a 6-layer/384 GPT step went to the kernel's
 // clear_page. Blocks of at least 1 MiB are therefore kept on free (their sizes rounded up to
 // classes 1/8 of a power of two apart) and handed out again to the next request they fit best,
-// if they are at most 1.5× its class — the idea of PyTorch's CUDA caching allocator, on the host. Smaller blocks go to malloc directly.
+// if they are at most 1.5× its class — the idea of PyTorch's CUDA caching allocator, on the
+// host. Smaller blocks go to malloc directly.
 //
 // The cache holds at most max(256 MiB, twice the most bytes ever live at once); beyond that, freed
 // blocks go back to the system. (With only once the peak, translation batches of varying shape

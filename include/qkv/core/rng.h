@@ -25,11 +25,17 @@ class Generator {
   uint64_t counter() const { return counter_; }
   void set_counter(uint64_t c) { counter_ = c; }
 
+  // The hash's constants, shared with the AVX-512 dropout mask (kernels/cpu/vec.h), which must
+  // draw exactly these bits.
+  static constexpr uint64_t kCounterMul = 0x9E3779B97F4A7C15ull, kSeedMul = 0xD1B54A32D192ED03ull,
+                            kOffset = 0x2545F4914F6CDD1Dull, kMix1 = 0xBF58476D1CE4E5B9ull,
+                            kMix2 = 0x94D049BB133111EBull;
+
   // 64 random bits for (seed, counter): splitmix64 finalizer over a keyed counter.
   static uint64_t bits(uint64_t seed, uint64_t counter) {
-    uint64_t z = counter * 0x9E3779B97F4A7C15ull + seed * 0xD1B54A32D192ED03ull + 0x2545F4914F6CDD1Dull;
-    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+    uint64_t z = counter * kCounterMul + seed * kSeedMul + kOffset;
+    z = (z ^ (z >> 30)) * kMix1;
+    z = (z ^ (z >> 27)) * kMix2;
     return z ^ (z >> 31);
   }
   // Uniform in [0, 1) with 24 bits of precision.

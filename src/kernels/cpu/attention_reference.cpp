@@ -3,7 +3,6 @@
 #include <vector>
 
 #include "qkv/core/parallel.h"
-#include "qkv/core/rng.h"
 #include "qkv/kernels/cpu/attention.h"
 #include "qkv/kernels/cpu/activation.h"
 #include "qkv/kernels/cpu/gemm.h"
@@ -98,7 +97,6 @@ void attention_backward_reference(const AttnProblem& p, const float* probs, cons
   const int64_t LL = p.Lq * p.Lk;
   const int64_t group = p.H / p.Hkv;
   const bool dropout = p.dropout_p > 0.f;
-  const float keep = dropout ? 1.f / (1.f - p.dropout_p) : 1.f;
   // One item per key/value head: the query heads of a group all add into its dK and dV.
   for_each_head(p.B, p.Hkv, static_cast<size_t>(LL * (dropout ? 2 : 1)), [&](int64_t b, int64_t hk, float* tmp) {
     float* dS = tmp;
@@ -123,10 +121,7 @@ void attention_backward_reference(const AttnProblem& p, const float* probs, cons
         for (int64_t i = i0; i < i1; ++i) {
           float* d = dS + i * p.Lk;
           const float* Pr = P + i * p.Lk;
-          if (dropout)
-            for (int64_t j = 0; j < p.Lk; ++j)
-              d[j] = Generator::paired_uniform(p.seed, base + static_cast<uint64_t>(i * p.Lk + j)) >= p.dropout_p ? d[j] * keep
-                                                                                                         : 0.f;
+          if (dropout) dropout_apply(d, d, p.Lk, p.dropout_p, p.seed, base + static_cast<uint64_t>(i * p.Lk));
           const float s = dot(Pr, d, p.Lk);
           for (int64_t j = 0; j < p.Lk; ++j) d[j] = Pr[j] * (d[j] - s);
         }

@@ -7,6 +7,8 @@
 #include <cstdint>
 #include <initializer_list>
 
+#include "qkv/core/rng.h"
+
 #if defined(__AVX512F__)
 #include <immintrin.h>
 #define QKV_AVX512 1
@@ -60,10 +62,10 @@ inline __m512 normal_cdf512(__m512 x) {
 // equals the scalar one exactly.
 inline __mmask16 dropout_keep16(uint64_t seed, uint64_t c0, float p) {
   const __m512i lane = _mm512_set_epi64(7, 6, 5, 4, 3, 2, 1, 0);
-  const __m512i k1 = _mm512_set1_epi64(static_cast<long long>(0x9E3779B97F4A7C15ull));
-  const __m512i add = _mm512_set1_epi64(static_cast<long long>(seed * 0xD1B54A32D192ED03ull + 0x2545F4914F6CDD1Dull));
-  const __m512i m1 = _mm512_set1_epi64(static_cast<long long>(0xBF58476D1CE4E5B9ull));
-  const __m512i m2 = _mm512_set1_epi64(static_cast<long long>(0x94D049BB133111EBull));
+  const __m512i k1 = _mm512_set1_epi64(static_cast<long long>(Generator::kCounterMul));
+  const __m512i add = _mm512_set1_epi64(static_cast<long long>(seed * Generator::kSeedMul + Generator::kOffset));
+  const __m512i m1 = _mm512_set1_epi64(static_cast<long long>(Generator::kMix1));
+  const __m512i m2 = _mm512_set1_epi64(static_cast<long long>(Generator::kMix2));
   const __m512i c = _mm512_add_epi64(_mm512_set1_epi64(static_cast<long long>(c0 >> 1)), lane);
   __m512i z = _mm512_add_epi64(_mm512_mullo_epi64(c, k1), add);
   z = _mm512_mullo_epi64(_mm512_xor_si512(z, _mm512_srli_epi64(z, 30)), m1);
