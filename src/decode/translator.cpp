@@ -1,10 +1,12 @@
 #include "qkv/decode/translator.h"
 
 #include <algorithm>
+#include <memory>
 #include <numeric>
 
 #include "qkv/autograd/grad_mode.h"
 #include "qkv/core/error.h"
+#include "qkv/decode/ensemble.h"
 #include "qkv/ops.h"
 #include "qkv/text/parallel_corpus.h"
 
@@ -52,9 +54,33 @@ void Seq2SeqStepModel::reorder(const std::vector<int64_t>& index, bool sources_c
   kpm_ = nn::gather_rows(kpm_, index);
 }
 
+namespace {
+
+// What the models of an ensemble must share; the shortest max_len bounds the sources.
+nn::Seq2SeqConfig common_config(const std::vector<const nn::Seq2SeqTransformer*>& models) {
+  QKV_CHECK(!models.empty(), "translate: no model");
+  nn::Seq2SeqConfig c = models[0]->config;
+  for (size_t i = 1; i < models.size(); ++i) {
+    const auto& m = models[i]->config;
+    QKV_CHECK(m.vocab_size == c.vocab_size && m.pad_id == c.pad_id && m.bos_id == c.bos_id && m.eos_id == c.eos_id,
+              "translate: ensemble model ", i + 1, " has vocab_size ", m.vocab_size, " and pad/BOS/EOS ", m.pad_id, "/",
+              m.bos_id, "/", m.eos_id, "; model 1 has ", c.vocab_size, " and ", c.pad_id, "/", c.bos_id, "/", c.eos_id,
+              " (an ensemble needs one vocabulary)");
+    c.max_len = std::min(c.max_len, m.max_len);
+  }
+  return c;
+}
+
+}  // namespace
+
 std::vector<Hypothesis> translate_ids(const nn::Seq2SeqTransformer& model,
                                       const std::vector<std::vector<int32_t>>& sources, const TranslateOptions& opt) {
-  const auto& c = model.config;
+  return translate_ids(std::vector<const nn::Seq2SeqTransformer*>{&model}, sources, opt);
+}
+
+std::vector<Hypothesis> translate_ids(const std::vector<const nn::Seq2SeqTransformer*>& models,
+                                      const std::vector<std::vector<int32_t>>& sources, const TranslateOptions& opt) {
+  const nn::Seq2SeqConfig c = common_config(models);
   std::vector<Hypothesis> out(sources.size());
   // longest first, so each batch holds sentences of similar length (little padding)
   std::vector<size_t> order(sources.size());
@@ -76,11 +102,23 @@ std::vector<Hypothesis> translate_ids(const nn::Seq2SeqTransformer& model,
       flat.insert(flat.end(), static_cast<size_t>(S) - s.size() - 1, c.pad_id);
       max_len.push_back(std::min<int64_t>(static_cast<int64_t>(s.size()) + 1 + opt.max_extra, c.max_len));
     }
-    Seq2SeqStepModel sm(model, Tensor::from_ints(flat, {static_cast<int64_t>(b1 - b0), S}), opt.use_cache);
-    auto hyps = opt.beam_size == 1 ? greedy_search(sm, max_len, so) : beam_search(sm, max_len, so);
+    const Tensor src = Tensor::from_ints(flat, {static_cast<int64_t>(b1 - b0), S});
+    std::vector<std::unique_ptr<StepModel>> members;
+    for (const auto* m : models) members.push_back(std::make_unique<Seq2SeqStepModel>(*m, src, opt.use_cache));
+    std::unique_ptr<StepModel> sm =
+        members.size() == 1 ? std::move(members[0]) : std::make_unique<EnsembleStepModel>(std::move(members));
+    auto hyps = opt.beam_size == 1 ? greedy_search(*sm, max_len, so) : beam_search(*sm, max_len, so);
     for (size_t i = b0; i < b1; ++i) out[order[i]] = std::move(hyps[i - b0]);
+    if (opt.on_batch) opt.on_batch(static_cast<int64_t>(b1), static_cast<int64_t>(order.size()));
   }
   return out;
+}
+
+Translator::Translator(std::vector<const nn::Seq2SeqTransformer*> models, const text::SentencePiece& sp)
+    : models_(std::move(models)), sp_(sp) {
+  const nn::Seq2SeqConfig c = common_config(models_);
+  QKV_CHECK(c.vocab_size == sp_.vocab_size(), "translate: the models have ", c.vocab_size,
+            " tokens but the tokenizer has ", sp_.vocab_size());
 }
 
 std::vector<int32_t> Translator::encode(const std::string& line) const {
@@ -92,17 +130,18 @@ std::string Translator::decode(const std::vector<int32_t>& ids) const { return s
 
 std::vector<std::string> Translator::translate(const std::vector<std::string>& lines, const TranslateOptions& opt,
                                                std::vector<Hypothesis>* hyps_out) const {
+  const int64_t max_len = common_config(models_).max_len;
   std::vector<std::vector<int32_t>> sources;
   std::vector<size_t> where;  // non-empty line i → sources[k]
   for (size_t i = 0; i < lines.size(); ++i) {
     std::vector<int32_t> ids = encode(lines[i]);
     if (ids.empty()) continue;
-    QKV_CHECK(static_cast<int64_t>(ids.size()) + 1 <= model_.config.max_len, "translate: line ", i + 1, " has ",
-              ids.size(), " tokens; the model takes at most ", model_.config.max_len - 1);
+    QKV_CHECK(static_cast<int64_t>(ids.size()) + 1 <= max_len, "translate: line ", i + 1, " has ", ids.size(),
+              " tokens; the model takes at most ", max_len - 1);
     sources.push_back(std::move(ids));
     where.push_back(i);
   }
-  std::vector<Hypothesis> hyps = translate_ids(model_, sources, opt);
+  std::vector<Hypothesis> hyps = translate_ids(models_, sources, opt);
   std::vector<std::string> out(lines.size());
   if (hyps_out) hyps_out->assign(lines.size(), Hypothesis{});
   for (size_t k = 0; k < sources.size(); ++k) {

@@ -68,7 +68,8 @@ TrainConfig TrainConfig::from_json(const json& j) {
     else if (key == "checkpoint_interval") integer(c.checkpoint_interval, 0);
     else if (key == "keep_checkpoints") integer(c.keep_checkpoints, 0);
     else if (key == "seed") {
-      QKV_CHECK(v.is_number_unsigned(), "train config: \"seed\" must be a non-negative integer, got ", v.dump());
+      QKV_CHECK(v.is_number_unsigned() || (v.is_number_integer() && v.get<int64_t>() >= 0),
+                "train config: \"seed\" must be a non-negative integer, got ", v.dump());
       c.seed = v.get<uint64_t>();
     } else if (key == "dtype") choice(c.dtype, {"f32", "bf16"});
     else if (key == "label_smoothing") real(c.label_smoothing, 0, 0.999);

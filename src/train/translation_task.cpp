@@ -293,4 +293,21 @@ LoadedTranslator load_translator(const std::string& path) {
   return t;
 }
 
+std::vector<LoadedTranslator> load_translators(const std::vector<std::string>& paths) {
+  QKV_CHECK(!paths.empty(), "no model file given");
+  std::vector<LoadedTranslator> out;
+  for (const auto& p : paths) out.push_back(load_translator(p));
+  const text::SentencePiece& sp = *out[0].tokenizer;
+  for (size_t i = 1; i < out.size(); ++i) {
+    const text::SentencePiece& other = *out[i].tokenizer;
+    QKV_CHECK(other.vocab_size() == sp.vocab_size(), "'", paths[i], "' has a vocabulary of ", other.vocab_size(),
+              " pieces, '", paths[0], "' one of ", sp.vocab_size(), ": an ensemble needs one vocabulary");
+    for (int id = 0; id < sp.vocab_size(); ++id)
+      QKV_CHECK(other.id_to_piece(id) == sp.id_to_piece(id), "'", paths[i], "' and '", paths[0],
+                "' were trained with different vocabularies (piece ", id, ": '", other.id_to_piece(id), "' against '",
+                sp.id_to_piece(id), "'): an ensemble needs one vocabulary");
+  }
+  return out;
+}
+
 }  // namespace qkv::train

@@ -1,6 +1,6 @@
 // The translation task end to end on a tiny synthetic corpus: SentencePiece trained by qkv, token
 // batches, a training run that writes its files, a model file that carries its tokenizer and
-// translates, exact resume, cached = uncached translation, and clear errors for bad input.
+// translates, exact resume, cached = uncached translation, ensembles, and clear errors for bad input.
 #include <gtest/gtest.h>
 
 #include <filesystem>
@@ -95,6 +95,44 @@ TEST(TranslationTask, TrainsWritesFilesAndTheModelTranslates) {
   } catch (const Error& e) {
     EXPECT_NE(std::string(e.what()).find("line 2"), std::string::npos) << e.what();
   }
+}
+
+// An ensemble of one model with itself translates exactly as the model alone (the mean of two equal
+// distributions is the distribution; the search over mixed members is tested in search_test.cpp);
+// models trained with different vocabularies are refused.
+TEST(TranslationTask, EnsemblesShareOneVocabulary) {
+  TempDir d("translation");
+  train(tiny_config(d.path, 40), d.path / "a", false);
+  const std::string a = (d.path / "a" / "model.safetensors").string();
+  std::vector<LoadedTranslator> ts = load_translators({a, a});
+  ASSERT_EQ(ts.size(), 2u);
+  std::vector<std::string> src = text::read_lines((d.path / "a" / "dev.src").string());
+  decode::TranslateOptions o;
+  std::vector<decode::Hypothesis> alone, twice;
+  decode::Translator(*ts[0].model, *ts[0].tokenizer).translate(src, o, &alone);
+  decode::Translator({ts[0].model.get(), ts[1].model.get()}, *ts[0].tokenizer).translate(src, o, &twice);
+  for (size_t i = 0; i < src.size(); ++i) {
+    EXPECT_EQ(alone[i].tokens, twice[i].tokens) << "line " << i;
+    EXPECT_EQ(alone[i].score, twice[i].score) << "line " << i;
+  }
+  // another corpus ("zero" for "ten") trains another vocabulary
+  TempDir d2("translation-vocab");
+  json third = tiny_config(d2.path, 2);
+  std::string tsv = io::read_file((d2.path / "pairs.tsv").string());
+  for (size_t at; (at = tsv.find("ten")) != std::string::npos;) tsv.replace(at, 3, "zero");
+  io::write_file_atomic((d2.path / "pairs.tsv").string(), tsv);
+  train(third, d2.path / "c", false);
+  try {
+    load_translators({a, (d2.path / "c" / "model.safetensors").string()});
+    FAIL();
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("one vocabulary"), std::string::npos) << e.what();
+  }
+  // models whose configurations disagree on the vocabulary size
+  nn::Seq2SeqConfig c = ts[0].model->config;
+  c.vocab_size += 1;
+  nn::Seq2SeqTransformer bigger(c);
+  EXPECT_THROW(decode::translate_ids({ts[0].model.get(), &bigger}, {{5, 6}}, o), Error);
 }
 
 TEST(TranslationTask, ResumeReproducesTheLossCurve) {

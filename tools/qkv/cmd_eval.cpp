@@ -12,6 +12,7 @@
 #include <unordered_map>
 
 #include "commands.h"
+#include "translation_models.h"
 #include "qkv/core/error.h"
 #include "qkv/core/parallel.h"
 #include "qkv/decode/translator.h"
@@ -25,15 +26,16 @@ namespace qkv::cli {
 void add_eval(CLI::App& app) {
   auto* sub = app.add_subcommand("eval", "BLEU and chrF of a model's translations (or of a file) against references");
   struct Args {
-    std::string model = kDefaultTranslator, src, hyp, hyp_out, dtype = "f32";
-    std::vector<std::string> refs;
+    std::string src, hyp, hyp_out, dtype = "f32";
+    std::vector<std::string> models = {kDefaultTranslator}, refs;
     int64_t beam = 4, batch_size = 32, limit = 0;
     double alpha = 0.6;
     bool json = false, group = false;
     int threads = 0;
   };
   auto a = std::make_shared<Args>();
-  sub->add_option("-m,--model", a->model, "model file")->capture_default_str();
+  sub->add_option("-m,--model", a->models, "model file; repeat for an ensemble (as qkv translate)")
+      ->capture_default_str();
   sub->add_option("-s,--src", a->src, "source sentences to translate, one per line (plain or .gz)");
   sub->add_option("-r,--ref", a->refs, "reference translations, one per line; repeat for more references")
       ->required();
@@ -92,12 +94,13 @@ void add_eval(CLI::App& app) {
     } else {
       std::vector<std::string> todo;
       for (size_t l : first_line) todo.push_back(src[l]);
-      train::LoadedTranslator t = train::load_translator(find_model(a->model));
-      if (a->dtype == "bf16") t.model->set_inference_dtype(DType::bf16);
+      std::vector<train::LoadedTranslator> ts = load_translation_models(a->models, a->dtype);
       decode::TranslateOptions o;
       o.beam_size = a->beam, o.length_penalty = static_cast<float>(a->alpha), o.batch_size = a->batch_size;
       const auto t0 = std::chrono::steady_clock::now();
-      hyps = decode::Translator(*t.model, *t.tokenizer).translate(todo, o);
+      auto bar = show_progress(o);
+      hyps = decode::Translator(model_list(ts), *ts[0].tokenizer).translate(todo, o);
+      bar.reset();
       seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
       if (!a->hyp_out.empty()) {  // one line per --src line, grouped or not
         std::string s;

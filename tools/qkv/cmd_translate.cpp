@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include "commands.h"
+#include "translation_models.h"
 #include "qkv/core/error.h"
 #include "qkv/core/parallel.h"
 #include "qkv/decode/translator.h"
@@ -21,8 +22,8 @@ namespace qkv::cli {
 void add_translate(CLI::App& app) {
   auto* sub = app.add_subcommand("translate", "Translate sentences with a trained Transformer (stdin → stdout)");
   struct Args {
-    std::string model = kDefaultTranslator, input, output, dtype = "f32";
-    std::vector<std::string> text;
+    std::string input, output, dtype = "f32";
+    std::vector<std::string> models = {kDefaultTranslator}, text;
     int64_t beam = 4, batch_size = 32, max_extra = 50;
     double alpha = 0.6;
     bool no_cache = false, stats = false, scores = false;
@@ -30,7 +31,10 @@ void add_translate(CLI::App& app) {
   };
   auto a = std::make_shared<Args>();
   sub->add_option("text", a->text, "sentences to translate (default: read lines from --input or stdin)");
-  sub->add_option("-m,--model", a->model, "model file (model.safetensors from qkv train)")->capture_default_str();
+  sub->add_option("-m,--model", a->models,
+                 "model file (model.safetensors from qkv train); repeat to translate with an ensemble of "
+                 "models sharing one vocabulary (the mean of their probabilities)")
+      ->capture_default_str();
   sub->add_option("-i,--input", a->input, "read sentences from this file (plain or .gz), one per line");
   sub->add_option("-o,--output", a->output, "write translations to this file (default: stdout)");
   sub->add_option("-b,--beam", a->beam, "beam size (1 = greedy search)")->capture_default_str()->check(CLI::Range(1, 64));
@@ -50,9 +54,8 @@ void add_translate(CLI::App& app) {
   sub->add_option("--threads", a->threads, "threads (default: all cores)")->check(CLI::PositiveNumber);
   register_runner(sub, [a] {
     if (a->threads > 0) set_num_threads(a->threads);
-    train::LoadedTranslator t = train::load_translator(find_model(a->model));
-    if (a->dtype == "bf16") t.model->set_inference_dtype(DType::bf16);
-    decode::Translator tr(*t.model, *t.tokenizer);
+    std::vector<train::LoadedTranslator> ts = load_translation_models(a->models, a->dtype);
+    decode::Translator tr(model_list(ts), *ts[0].tokenizer);
     decode::TranslateOptions o;
     o.beam_size = a->beam, o.length_penalty = static_cast<float>(a->alpha), o.max_extra = a->max_extra;
     o.batch_size = a->batch_size, o.use_cache = !a->no_cache;
@@ -87,7 +90,9 @@ void add_translate(CLI::App& app) {
         lines.push_back(line);
       }
     const auto t0 = std::chrono::steady_clock::now();
+    auto bar = show_progress(o);
     std::vector<std::string> res = tr.translate(lines, o, &hyps);
+    bar.reset();
     const double dt = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     emit(res, hyps);
     if (!a->output.empty()) io::write_file_atomic(a->output, out);

@@ -9,6 +9,7 @@
 // into batches of batch_size) and come back in input order.
 #pragma once
 
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -24,6 +25,8 @@ struct TranslateOptions {
   int64_t max_extra = 50;       // the output is at most |source| + max_extra tokens (the paper's +50)
   int64_t batch_size = 32;      // sentences per batch
   bool use_cache = true;
+  // Called after each batch with the sentences translated so far and in all (a progress bar).
+  std::function<void(int64_t done, int64_t total)> on_batch;
 };
 
 // The search's view of a Seq2SeqTransformer for one batch of sources (rows = hypotheses).
@@ -45,10 +48,16 @@ class Seq2SeqStepModel : public StepModel {
 // Translates token-id sources (without EOS; it is appended here). Returns one hypothesis each.
 std::vector<Hypothesis> translate_ids(const nn::Seq2SeqTransformer& model,
                                       const std::vector<std::vector<int32_t>>& sources, const TranslateOptions& opt);
+// The same with an ensemble. The models must agree on vocab_size and the pad/BOS/EOS ids
+// (qkv::Error otherwise); the longest source allowed is the smallest max_len.
+std::vector<Hypothesis> translate_ids(const std::vector<const nn::Seq2SeqTransformer*>& models,
+                                      const std::vector<std::vector<int32_t>>& sources, const TranslateOptions& opt);
 
 class Translator {
  public:
-  Translator(const nn::Seq2SeqTransformer& model, const text::SentencePiece& sp) : model_(model), sp_(sp) {}
+  Translator(const nn::Seq2SeqTransformer& model, const text::SentencePiece& sp) : models_{&model}, sp_(sp) {}
+  // An ensemble: every model was trained with the vocabulary of `sp`.
+  Translator(std::vector<const nn::Seq2SeqTransformer*> models, const text::SentencePiece& sp);
   // Empty (or all-space) lines translate to empty lines. A line longer than the model's max_len
   // tokens → qkv::Error naming the line and both lengths.
   std::vector<std::string> translate(const std::vector<std::string>& lines, const TranslateOptions& opt,
@@ -58,7 +67,7 @@ class Translator {
   std::string decode(const std::vector<int32_t>& ids) const;
 
  private:
-  const nn::Seq2SeqTransformer& model_;
+  std::vector<const nn::Seq2SeqTransformer*> models_;
   const text::SentencePiece& sp_;
 };
 

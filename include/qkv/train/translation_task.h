@@ -86,5 +86,8 @@ struct LoadedTranslator {
   nlohmann::json meta;
 };
 LoadedTranslator load_translator(const std::string& path);
+// Several models for an ensemble: each loaded as above, and all with the same tokenizer pieces
+// (qkv::Error naming the first model and piece that differ).
+std::vector<LoadedTranslator> load_translators(const std::vector<std::string>& paths);
 
 }  // namespace qkv::train
