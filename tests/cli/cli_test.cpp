@@ -1,6 +1,7 @@
 // The qkv command as a user runs it.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <array>
 #include <cstdio>
 #include <string>
@@ -228,6 +229,21 @@ TEST(Cli, AttendDrawsHeatMapsAsSvgAndPng) {
   EXPECT_TRUE(std::filesystem::exists(d + "/cross.svg"));
   EXPECT_FALSE(std::filesystem::exists(d + "/cross.png"));
   std::filesystem::remove_all(d);
+}
+
+// Repeated -m translate with an ensemble; the sentences after them stay sentences. The shipped model
+// twice is the shipped model; a model of another kind is a clear error.
+TEST(Cli, TranslateWithAnEnsemble) {
+  const std::string m = std::string(QKV_SOURCE_DIR) + "/models/en-fr.safetensors";
+  CliRun one = run("translate -m " + m + " \"The cat is tired.\" \"I like tea.\"");
+  ASSERT_EQ(one.code, 0) << one.out;
+  CliRun two = run("translate -m " + m + " -m " + m + " \"The cat is tired.\" \"I like tea.\"");
+  ASSERT_EQ(two.code, 0) << two.out;
+  EXPECT_EQ(two.out, one.out);
+  EXPECT_EQ(std::count(two.out.begin(), two.out.end(), '\n'), 2) << two.out;
+  CliRun bad = run("translate -m " + m + " -m " + std::string(QKV_SOURCE_DIR) + "/models/shakespeare-char.safetensors hello");
+  EXPECT_NE(bad.code, 0);
+  EXPECT_NE(bad.out.find("not a translation Transformer"), std::string::npos) << bad.out;
 }
 
 }  // namespace

@@ -185,6 +185,11 @@ TEST(Trainer, BadCheckpointsAndConfigsAreClearErrors) {
   bad = cfg;
   bad["data"]["path"] = (d.path / "nope.txt").string();
   EXPECT_THROW(LMTask(bad, ""), Error);
+  // a seed is any non-negative integer, signed in JSON built by code or unsigned as parsed
+  EXPECT_EQ(TrainConfig::from_json(json{{"seed", int64_t{2}}}).seed, 2u);
+  EXPECT_EQ(TrainConfig::from_json(json::parse(R"({"seed": 18446744073709551615})")).seed, ~uint64_t{0});
+  EXPECT_THROW(TrainConfig::from_json(json{{"seed", int64_t{-1}}}), Error);
+  EXPECT_THROW(TrainConfig::from_json(json{{"seed", 1.5}}), Error);
 }
 
 TEST(Trainer, SubwordLanguageModel) {

@@ -34,7 +34,8 @@ void add_translate(CLI::App& app) {
   sub->add_option("-m,--model", a->models,
                  "model file (model.safetensors from qkv train); repeat to translate with an ensemble of "
                  "models sharing one vocabulary (the mean of their probabilities)")
-      ->capture_default_str();
+      ->capture_default_str()
+      ->allow_extra_args(false);  // one file per -m, so `-m a -m b "text"` leaves the text alone
   sub->add_option("-i,--input", a->input, "read sentences from this file (plain or .gz), one per line");
   sub->add_option("-o,--output", a->output, "write translations to this file (default: stdout)");
   sub->add_option("-b,--beam", a->beam, "beam size (1 = greedy search)")->capture_default_str()->check(CLI::Range(1, 64));
