@@ -1,11 +1,7 @@
 #include "qkv/decode/ensemble.h"
 
-#include <algorithm>
-#include <cmath>
-#include <limits>
-
 #include "qkv/core/error.h"
-#include "qkv/core/parallel.h"
+#include "qkv/kernels/cpu/softmax.h"
 
 namespace qkv::decode {
 
@@ -24,7 +20,7 @@ void EnsembleStepModel::reorder(const std::vector<int64_t>& index, bool sources_
   for (auto& m : members_) m->reorder(index, sources_changed);
 }
 
-// log p̄ = m + log Σ_i exp(log p_i − m) − log n,  m = max_i log p_i   (elementwise)
+// log p̄ = m + log Σ_i exp(log p_i − m) − log n,  m = max_i log p_i   (elementwise: kernels/cpu/softmax.h)
 Tensor mean_probability_log(const std::vector<Tensor>& log_probs) {
   QKV_CHECK(!log_probs.empty(), "ensemble: no log-probabilities");
   if (log_probs.size() == 1) return log_probs[0];
@@ -38,21 +34,7 @@ Tensor mean_probability_log(const std::vector<Tensor>& log_probs) {
   Tensor out = Tensor::empty(lp[0].shape(), DType::f32);
   std::vector<const float*> in;
   for (const Tensor& t : lp) in.push_back(t.data<float>());
-  float* o = out.data<float>();
-  const float log_n = std::log(static_cast<float>(lp.size()));
-  parallel_for(out.numel(), 1 << 14, [&, o, log_n](int64_t b, int64_t e) {
-    for (int64_t j = b; j < e; ++j) {
-      float m = -std::numeric_limits<float>::infinity();
-      for (const float* p : in) m = std::max(m, p[j]);
-      if (m == -std::numeric_limits<float>::infinity()) {  // impossible under every member
-        o[j] = m;
-        continue;
-      }
-      float s = 0;
-      for (const float* p : in) s += std::exp(p[j] - m);
-      o[j] = m + (std::log(s) - log_n);
-    }
-  });
+  kernels::cpu::log_mean_exp(in.data(), static_cast<int64_t>(in.size()), out.data<float>(), out.numel());
   return out;
 }
 

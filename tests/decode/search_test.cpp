@@ -207,6 +207,23 @@ TEST(Ensemble, MeanProbabilityFollowsTheFormula) {
   Tensor aa = mean_probability_log({a, a});
   for (int v = 0; v < 5; ++v) EXPECT_EQ(aa.data<float>()[v], a.data<float>()[v]) << v;
   EXPECT_EQ(mean_probability_log({a}).data<float>(), a.data<float>());
+  // rows long enough for the 16-lane kernel and its scalar tail, three members, −inf in some
+  std::vector<float> x[3];
+  for (int i = 0; i < 3; ++i)
+    for (uint64_t j = 0; j < 2 * 37; ++j)
+      x[i].push_back(j % 11 == 0 && i < 2   ? ninf
+                     : j % 22 == 0          ? ninf
+                                            : -8.f * Generator::uniform(static_cast<uint64_t>(i), j));
+  Tensor big = mean_probability_log({Tensor::from_vector(x[0], {2, 37}), Tensor::from_vector(x[1], {2, 37}),
+                                     Tensor::from_vector(x[2], {2, 37})});
+  for (size_t j = 0; j < x[0].size(); ++j) {
+    double sum = 0;
+    for (auto& xi : x) sum += std::exp(static_cast<double>(xi[j]));
+    if (sum == 0) EXPECT_EQ(big.data<float>()[j], ninf) << j;
+    else EXPECT_NEAR(big.data<float>()[j], std::log(sum / 3), 1e-5) << j;
+  }
+  Tensor x0 = Tensor::from_vector(x[0], {2, 37}), same = mean_probability_log({x0, x0});
+  for (size_t j = 0; j < x[0].size(); ++j) EXPECT_EQ(same.data<float>()[j], x[0][j]) << j;
   EXPECT_THROW(mean_probability_log({a, Tensor::from_vector({0.f, 0.f}, {1, 2})}), Error);
   EXPECT_THROW(mean_probability_log({}), Error);
 }

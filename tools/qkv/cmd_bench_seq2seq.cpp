@@ -12,6 +12,7 @@
 
 #include "bench_common.h"
 #include "commands.h"
+#include "translation_models.h"
 #include "qkv/core/parallel.h"
 #include "qkv/decode/translator.h"
 #include "qkv/io/file.h"
@@ -90,8 +91,8 @@ int run_train(const Seq2SeqBenchArgs& a) {
 
 int run_translate(const Seq2SeqBenchArgs& a) {
   if (a.threads > 0) set_num_threads(a.threads);
-  train::LoadedTranslator t = train::load_translator(find_model(a.model));
-  if (a.dtype == "bf16") t.model->set_inference_dtype(DType::bf16);
+  const std::vector<train::LoadedTranslator> ts = load_translation_models({a.model}, a.dtype);
+  const train::LoadedTranslator& t = ts[0];
   QKV_CHECK(!a.input.empty(), "bench seq2seq translate: --input (source sentences, one per line) is required");
   std::vector<std::string> lines = text::read_lines(a.input);
   if (static_cast<int64_t>(lines.size()) > a.sentences) lines.resize(static_cast<size_t>(a.sentences));
