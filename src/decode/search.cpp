@@ -64,7 +64,8 @@ std::vector<Hypothesis> greedy_search(StepModel& model, const std::vector<int64_
   return out;
 }
 
-std::vector<Hypothesis> beam_search(StepModel& model, const std::vector<int64_t>& max_len, const SearchOptions& opt) {
+std::vector<std::vector<Hypothesis>> beam_search_nbest(StepModel& model, const std::vector<int64_t>& max_len,
+                                                       const SearchOptions& opt) {
   const int64_t K = opt.beam_size;
   QKV_CHECK(K >= 1, "beam search: beam size must be at least 1, got ", K);
   const auto n = static_cast<int64_t>(max_len.size());
@@ -176,14 +177,20 @@ std::vector<Hypothesis> beam_search(StepModel& model, const std::vector<int64_t>
     tokens = std::move(next);
   }
 
-  std::vector<Hypothesis> out(static_cast<size_t>(n));
   for (int64_t i = 0; i < n; ++i) {
     auto& fin = finished[static_cast<size_t>(i)];
     QKV_CHECK(!fin.empty(), "beam search: sentence ", i, " ended without a hypothesis");
-    out[static_cast<size_t>(i)] = *std::max_element(fin.begin(), fin.end(), [](const Hypothesis& a, const Hypothesis& b) {
-      return a.score < b.score;  // the first best wins ties
+    std::stable_sort(fin.begin(), fin.end(), [](const Hypothesis& a, const Hypothesis& b) {
+      return a.score > b.score;  // ties keep the order found: the first best wins
     });
+    if (static_cast<int64_t>(fin.size()) > K) fin.resize(static_cast<size_t>(K));  // out of length: beams joined
   }
+  return finished;
+}
+
+std::vector<Hypothesis> beam_search(StepModel& model, const std::vector<int64_t>& max_len, const SearchOptions& opt) {
+  std::vector<Hypothesis> out;
+  for (auto& fin : beam_search_nbest(model, max_len, opt)) out.push_back(std::move(fin.front()));
   return out;
 }
 

@@ -80,8 +80,16 @@ std::vector<Hypothesis> translate_ids(const nn::Seq2SeqTransformer& model,
 
 std::vector<Hypothesis> translate_ids(const std::vector<const nn::Seq2SeqTransformer*>& models,
                                       const std::vector<std::vector<int32_t>>& sources, const TranslateOptions& opt) {
+  std::vector<Hypothesis> out;
+  for (auto& n : translate_ids_nbest(models, sources, opt)) out.push_back(std::move(n.front()));
+  return out;
+}
+
+std::vector<std::vector<Hypothesis>> translate_ids_nbest(const std::vector<const nn::Seq2SeqTransformer*>& models,
+                                                         const std::vector<std::vector<int32_t>>& sources,
+                                                         const TranslateOptions& opt) {
   const nn::Seq2SeqConfig c = common_config(models);
-  std::vector<Hypothesis> out(sources.size());
+  std::vector<std::vector<Hypothesis>> out(sources.size());
   // longest first, so each batch holds sentences of similar length (little padding)
   std::vector<size_t> order(sources.size());
   std::iota(order.begin(), order.end(), 0);
@@ -107,7 +115,11 @@ std::vector<Hypothesis> translate_ids(const std::vector<const nn::Seq2SeqTransfo
     for (const auto* m : models) members.push_back(std::make_unique<Seq2SeqStepModel>(*m, src, opt.use_cache));
     std::unique_ptr<StepModel> sm =
         members.size() == 1 ? std::move(members[0]) : std::make_unique<EnsembleStepModel>(std::move(members));
-    auto hyps = opt.beam_size == 1 ? greedy_search(*sm, max_len, so) : beam_search(*sm, max_len, so);
+    std::vector<std::vector<Hypothesis>> hyps;
+    if (opt.beam_size == 1)
+      for (auto& h : greedy_search(*sm, max_len, so)) hyps.push_back({std::move(h)});
+    else
+      hyps = beam_search_nbest(*sm, max_len, so);
     for (size_t i = b0; i < b1; ++i) out[order[i]] = std::move(hyps[i - b0]);
     if (opt.on_batch) opt.on_batch(static_cast<int64_t>(b1), static_cast<int64_t>(order.size()));
   }
@@ -128,8 +140,8 @@ std::vector<int32_t> Translator::encode(const std::string& line) const {
 
 std::string Translator::decode(const std::vector<int32_t>& ids) const { return sp_.decode({ids.begin(), ids.end()}); }
 
-std::vector<std::string> Translator::translate(const std::vector<std::string>& lines, const TranslateOptions& opt,
-                                               std::vector<Hypothesis>* hyps_out) const {
+std::vector<std::vector<Hypothesis>> Translator::translate_nbest(const std::vector<std::string>& lines,
+                                                                 const TranslateOptions& opt) const {
   const int64_t max_len = common_config(models_).max_len;
   std::vector<std::vector<int32_t>> sources;
   std::vector<size_t> where;  // non-empty line i → sources[k]
@@ -141,12 +153,21 @@ std::vector<std::string> Translator::translate(const std::vector<std::string>& l
     sources.push_back(std::move(ids));
     where.push_back(i);
   }
-  std::vector<Hypothesis> hyps = translate_ids(models_, sources, opt);
+  std::vector<std::vector<Hypothesis>> hyps = translate_ids_nbest(models_, sources, opt);
+  std::vector<std::vector<Hypothesis>> out(lines.size());
+  for (size_t k = 0; k < sources.size(); ++k) out[where[k]] = std::move(hyps[k]);
+  return out;
+}
+
+std::vector<std::string> Translator::translate(const std::vector<std::string>& lines, const TranslateOptions& opt,
+                                               std::vector<Hypothesis>* hyps_out) const {
+  std::vector<std::vector<Hypothesis>> nbest = translate_nbest(lines, opt);
   std::vector<std::string> out(lines.size());
   if (hyps_out) hyps_out->assign(lines.size(), Hypothesis{});
-  for (size_t k = 0; k < sources.size(); ++k) {
-    out[where[k]] = decode(hyps[k].tokens);
-    if (hyps_out) (*hyps_out)[where[k]] = hyps[k];
+  for (size_t i = 0; i < lines.size(); ++i) {
+    if (nbest[i].empty()) continue;  // an empty line
+    out[i] = decode(nbest[i].front().tokens);
+    if (hyps_out) (*hyps_out)[i] = std::move(nbest[i].front());
   }
   return out;
 }

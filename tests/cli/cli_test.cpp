@@ -5,6 +5,7 @@
 #include <array>
 #include <cstdio>
 #include <string>
+#include <vector>
 
 namespace {
 
@@ -244,6 +245,37 @@ TEST(Cli, TranslateWithAnEnsemble) {
   CliRun bad = run("translate -m " + m + " -m " + std::string(QKV_SOURCE_DIR) + "/models/shakespeare-char.safetensors hello");
   EXPECT_NE(bad.code, 0);
   EXPECT_NE(bad.out.find("not a translation Transformer"), std::string::npos) << bad.out;
+}
+
+// --n-best prints Marian's "LINE ||| translation ||| F0= log p ||| score" lines, best first: the first
+// of each line is the plain translation, and an empty input line gets one empty entry.
+TEST(Cli, TranslateNBest) {
+  const std::string m = std::string(QKV_SOURCE_DIR) + "/models/en-fr.safetensors";
+  CliRun plain = run("translate -m " + m + " -b 3 \"The cat is tired.\" \"\" \"I like tea.\"");
+  ASSERT_EQ(plain.code, 0) << plain.out;
+  CliRun nb = run("translate -m " + m + " -b 3 --n-best \"The cat is tired.\" \"\" \"I like tea.\"");
+  ASSERT_EQ(nb.code, 0) << nb.out;
+  std::vector<std::string> want, first;
+  for (size_t a = 0, b; (b = plain.out.find('\n', a)) != std::string::npos; a = b + 1) want.push_back(plain.out.substr(a, b - a));
+  ASSERT_EQ(want.size(), 3u) << plain.out;
+  std::vector<int> per_line(3, 0);
+  std::vector<double> scores;
+  for (size_t a = 0, b; (b = nb.out.find('\n', a)) != std::string::npos; a = b + 1) {
+    const std::string l = nb.out.substr(a, b - a);
+    const size_t s1 = l.find(" ||| "), s2 = l.find(" ||| F0= "), s3 = l.rfind(" ||| ");
+    ASSERT_TRUE(s1 != std::string::npos && s2 != std::string::npos && s3 > s2) << l;
+    const int line = std::stoi(l.substr(0, s1));
+    ASSERT_TRUE(line >= 0 && line < 3) << l;
+    if (per_line[static_cast<size_t>(line)]++ == 0) first.push_back(l.substr(s1 + 5, s2 - s1 - 5)), scores.clear();
+    scores.push_back(std::stod(l.substr(s3 + 5)));
+    if (scores.size() > 1) {
+      EXPECT_GE(scores[scores.size() - 2], scores.back()) << "best first: " << l;
+    }
+  }
+  EXPECT_EQ(first, want);
+  EXPECT_EQ(per_line[1], 1) << nb.out;
+  EXPECT_GE(per_line[0], 2) << nb.out;
+  EXPECT_LE(per_line[0], 3) << nb.out;
 }
 
 }  // namespace

@@ -1,7 +1,8 @@
 // Greedy and beam search on hand-made next-token distributions: beam search finds the known best
 // where greedy does not, agrees with exhaustive search, beam size 1 is exactly greedy, the length
-// penalty ranks as the formula says, and a batch of sentences decodes as each would alone. An
-// ensemble searches the mean of its members' distributions.
+// penalty ranks as the formula says, a batch of sentences decodes as each would alone, and the n-best
+// lists hold the beam's finished hypotheses best first. An ensemble searches the mean of its members'
+// distributions.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -151,6 +152,49 @@ TEST(BeamSearch, BeamOneIsGreedyAndBatchesDecodeAsAlone) {
     EXPECT_EQ(alone[0].tokens, together[i].tokens) << i;
     EXPECT_NEAR(alone[0].score, together[i].score, 1e-9) << i;
   }
+}
+
+TEST(BeamSearch, NBestListsTheFinishedHypothesesBestFirst) {
+  // trap with beam 2: step 1 keeps "a" (0.5) and "b" (0.4); step 2's two best continuations both end:
+  // "b" EOS (0.4 · 0.9 = 0.36) and "a" EOS (0.5 · 0.4 = 0.2).
+  SearchOptions o;
+  o.length_penalty = 0.f;
+  o.beam_size = 2;
+  TableModel m(1, trap);
+  auto nb = beam_search_nbest(m, {10}, o);
+  ASSERT_EQ(nb.size(), 1u);
+  ASSERT_EQ(nb[0].size(), 2u);
+  EXPECT_EQ(nb[0][0].tokens, (std::vector<int32_t>{5}));
+  EXPECT_NEAR(nb[0][0].log_prob, std::log(0.4 * 0.9), 1e-5);
+  EXPECT_EQ(nb[0][1].tokens, (std::vector<int32_t>{4}));
+  EXPECT_NEAR(nb[0][1].log_prob, std::log(0.5 * 0.4), 1e-5);
+
+  // Six sentences, beam 3, α 0.6: every list is the beam's K distinct hypotheses (fewer only when
+  // they ran out of length), ranked by score = log p / lp(|Y|), and its first is beam_search's answer.
+  const std::vector<int64_t> max_len{3, 9, 5, 12, 1, 7};
+  o.beam_size = 3;
+  o.length_penalty = 0.6f;
+  TableModel a(6, random_dist), b(6, random_dist);
+  auto lists = beam_search_nbest(a, max_len, o);
+  auto best = beam_search(b, max_len, o);
+  ASSERT_EQ(lists.size(), max_len.size());
+  for (size_t i = 0; i < lists.size(); ++i) {
+    const auto& l = lists[i];
+    ASSERT_FALSE(l.empty()) << i;
+    EXPECT_LE(l.size(), 3u) << i;
+    EXPECT_EQ(l[0].tokens, best[i].tokens) << i;
+    EXPECT_EQ(l[0].score, best[i].score) << i;
+    for (size_t k = 0; k < l.size(); ++k) {
+      const auto len = static_cast<int64_t>(l[k].tokens.size()) + (l[k].finished ? 1 : 0);
+      EXPECT_LE(len, max_len[i]) << i;
+      EXPECT_NEAR(l[k].score, l[k].log_prob / length_penalty(len, 0.6f), 1e-12) << i << " " << k;
+      if (k > 0) {
+        EXPECT_GE(l[k - 1].score, l[k].score) << i << " " << k;
+      }
+      for (size_t j = 0; j < k; ++j) EXPECT_NE(l[j].tokens, l[k].tokens) << i << " " << j << " " << k;
+    }
+  }
+  EXPECT_EQ(lists[3].size(), 3u);  // a long limit: three hypotheses ended with EOS
 }
 
 // lp(n) = ((5 + n)/6)^α. Short "a" EOS has p = 0.3; long "b b b" EOS has p = 0.25·0.9·0.9·0.9 ≈ 0.18:

@@ -85,7 +85,18 @@ TEST(TranslationTask, TrainsWritesFilesAndTheModelTranslates) {
     o.use_cache = false;
     tr.translate(src, o, &b);
     for (size_t i = 0; i < src.size(); ++i) EXPECT_EQ(a[i].tokens, b[i].tokens) << "beam " << beam << " line " << i;
+    // the n-best lists start with the translation; greedy's list is that one hypothesis
+    o.use_cache = true;
+    auto nb = tr.translate_nbest(src, o);
+    ASSERT_EQ(nb.size(), src.size());
+    for (size_t i = 0; i < src.size(); ++i) {
+      ASSERT_FALSE(nb[i].empty()) << i;
+      EXPECT_LE(nb[i].size(), static_cast<size_t>(beam)) << i;
+      EXPECT_EQ(nb[i][0].tokens, a[i].tokens) << "beam " << beam << " line " << i;
+      EXPECT_EQ(nb[i][0].score, a[i].score) << "beam " << beam << " line " << i;
+    }
   }
+  EXPECT_TRUE(tr.translate_nbest({"one", ""}, o)[1].empty()) << "an empty line has an empty n-best list";
   // an over-long line is a clear error naming it
   std::string long_line;
   for (int i = 0; i < 40; ++i) long_line += "one ";

@@ -26,7 +26,7 @@ void add_translate(CLI::App& app) {
     std::vector<std::string> models = {kDefaultTranslator}, text;
     int64_t beam = 4, batch_size = 32, max_extra = 50;
     double alpha = 0.6;
-    bool no_cache = false, stats = false, scores = false;
+    bool no_cache = false, stats = false, scores = false, nbest = false;
     int threads = 0;
   };
   auto a = std::make_shared<Args>();
@@ -51,6 +51,9 @@ void add_translate(CLI::App& app) {
       ->capture_default_str()
       ->check(CLI::IsMember({"f32", "bf16"}));
   sub->add_flag("--scores", a->scores, "print each translation's log-probability and score after a tab");
+  sub->add_flag("--n-best", a->nbest,
+                "print every finished hypothesis of the beam, best first, as `LINE ||| translation ||| F0= "
+                "log-probability ||| score` (Marian's and Moses' n-best format; LINE counts from 0)");
   sub->add_flag("--stats", a->stats, "print sentences/s and tokens/s to stderr");
   sub->add_option("--threads", a->threads, "threads (default: all cores)")->check(CLI::PositiveNumber);
   register_runner(sub, [a] {
@@ -75,12 +78,31 @@ void add_translate(CLI::App& app) {
       }
       std::fflush(stdout);
     };
+    // Marian's n-best lines: "i ||| text ||| F0= log p ||| score"; an empty line gets one empty entry.
+    int64_t line_no = 0;
+    auto emit_nbest = [&](const std::vector<std::vector<decode::Hypothesis>>& nb) {
+      for (const auto& list : nb) {
+        const std::vector<decode::Hypothesis> one{decode::Hypothesis{}};
+        for (const auto& h : list.empty() ? one : list) {
+          char buf[96];
+          std::snprintf(buf, sizeof buf, " ||| F0= %.4f ||| %.4f", h.log_prob, h.score);
+          const std::string l = std::to_string(line_no) + " ||| " + tr.decode(h.tokens) + buf;
+          if (a->output.empty()) std::printf("%s\n", l.c_str());
+          else out += l + "\n";
+        }
+        ++line_no;
+      }
+      std::fflush(stdout);
+    };
     const bool interactive = a->text.empty() && a->input.empty() && isatty(STDIN_FILENO);
     std::vector<decode::Hypothesis> hyps;
     if (interactive) {  // a person typing: translate each line as it comes
       std::fprintf(stderr, "qkv translate: type a sentence and press Enter (Ctrl-D ends)\n");
       std::string line;
-      while (std::getline(std::cin, line)) emit(tr.translate({line}, o, &hyps), hyps);
+      while (std::getline(std::cin, line)) {
+        if (a->nbest) emit_nbest(tr.translate_nbest({line}, o));
+        else emit(tr.translate({line}, o, &hyps), hyps);
+      }
       return 0;
     }
     std::vector<std::string> lines = a->text;
@@ -92,14 +114,23 @@ void add_translate(CLI::App& app) {
       }
     const auto t0 = std::chrono::steady_clock::now();
     auto bar = show_progress(o);
-    std::vector<std::string> res = tr.translate(lines, o, &hyps);
+    std::vector<std::vector<decode::Hypothesis>> nbest = tr.translate_nbest(lines, o);
     bar.reset();
     const double dt = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-    emit(res, hyps);
+    if (a->nbest) {
+      emit_nbest(nbest);
+    } else {
+      std::vector<std::string> res(lines.size());
+      hyps.assign(lines.size(), decode::Hypothesis{});
+      for (size_t i = 0; i < lines.size(); ++i)
+        if (!nbest[i].empty()) res[i] = tr.decode(nbest[i].front().tokens), hyps[i] = nbest[i].front();
+      emit(res, hyps);
+    }
     if (!a->output.empty()) io::write_file_atomic(a->output, out);
     if (a->stats) {
       int64_t tokens = 0;
-      for (auto& h : hyps) tokens += static_cast<int64_t>(h.tokens.size()) + (h.finished ? 1 : 0);
+      for (auto& list : nbest)
+        if (!list.empty()) tokens += static_cast<int64_t>(list[0].tokens.size()) + (list[0].finished ? 1 : 0);
       std::fprintf(stderr, "translated %zu sentences (%lld target tokens) in %.2f s: %.1f sentences/s, %.0f tokens/s "
                    "(beam %lld, %s)\n", lines.size(), static_cast<long long>(tokens), dt,
                    static_cast<double>(lines.size()) / dt, static_cast<double>(tokens) / dt,

@@ -54,5 +54,10 @@ double length_penalty(int64_t n, float alpha);
 // tokens generated for sentence i (EOS included).
 std::vector<Hypothesis> greedy_search(StepModel& model, const std::vector<int64_t>& max_len, const SearchOptions& opt);
 std::vector<Hypothesis> beam_search(StepModel& model, const std::vector<int64_t>& max_len, const SearchOptions& opt);
+// Every sentence's n-best list: the K best of its finished hypotheses (those that ended with EOS,
+// and the beams that ran out of length), best score first, ties in the order they finished.
+// beam_search returns the first of each.
+std::vector<std::vector<Hypothesis>> beam_search_nbest(StepModel& model, const std::vector<int64_t>& max_len,
+                                                       const SearchOptions& opt);
 
 }  // namespace qkv::decode

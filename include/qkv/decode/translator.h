@@ -52,6 +52,11 @@ std::vector<Hypothesis> translate_ids(const nn::Seq2SeqTransformer& model,
 // (qkv::Error otherwise); the longest source allowed is the smallest max_len.
 std::vector<Hypothesis> translate_ids(const std::vector<const nn::Seq2SeqTransformer*>& models,
                                       const std::vector<std::vector<int32_t>>& sources, const TranslateOptions& opt);
+// Every source's n-best list: the beam's finished hypotheses, best first (beam_search_nbest); the
+// first is what translate_ids returns. Greedy search (beam_size 1) gives a list of one.
+std::vector<std::vector<Hypothesis>> translate_ids_nbest(const std::vector<const nn::Seq2SeqTransformer*>& models,
+                                                         const std::vector<std::vector<int32_t>>& sources,
+                                                         const TranslateOptions& opt);
 
 class Translator {
  public:
@@ -62,6 +67,9 @@ class Translator {
   // tokens → qkv::Error naming the line and both lengths.
   std::vector<std::string> translate(const std::vector<std::string>& lines, const TranslateOptions& opt,
                                      std::vector<Hypothesis>* hyps = nullptr) const;
+  // Each line's n-best list (translate_ids_nbest); an empty line gets an empty list.
+  std::vector<std::vector<Hypothesis>> translate_nbest(const std::vector<std::string>& lines,
+                                                       const TranslateOptions& opt) const;
   // The source ids of a line (SentencePiece pieces, no EOS), after normalize_spaces.
   std::vector<int32_t> encode(const std::string& line) const;
   std::string decode(const std::vector<int32_t>& ids) const;
