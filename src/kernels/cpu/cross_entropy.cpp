@@ -24,11 +24,14 @@ void exp_and_plain_sums(const float* x, int64_t n, float m, float* sum_exp, floa
   }
   se = _mm512_reduce_add_ps(ae), sx = _mm512_reduce_add_ps(ax);
 #endif
+  // The rest (all of the row in a scalar build) in double: a serial f32 sum over a wide vocabulary
+  // row would lose the last digits of log p.
+  double de = se, dx = sx;
   for (; i < n; ++i) {
-    se += std::exp(x[i] - m);
-    sx += x[i] - m;
+    de += std::exp(x[i] - m);
+    dx += x[i] - m;
   }
-  *sum_exp = se, *sum_x = sx;
+  *sum_exp = static_cast<float>(de), *sum_x = static_cast<float>(dx);
 }
 
 }  // namespace

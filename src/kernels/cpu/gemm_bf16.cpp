@@ -1,10 +1,13 @@
 #include "qkv/kernels/cpu/gemm_bf16.h"
 
+#include <cstdio>
 #include <mutex>
 #include <oneapi/dnnl/dnnl.hpp>
+#include <vector>
 
 #include "qkv/core/error.h"
 #include "qkv/core/parallel.h"
+#include "qkv/kernels/cpu/gemm.h"
 #include "qkv/kernels/cpu/vec.h"
 
 namespace qkv::kernels::cpu {
@@ -18,16 +21,22 @@ constexpr int64_t kRuntime = DNNL_RUNTIME_DIM_VAL;
 // run time: training batches come in hundreds of shapes, and a primitive per shape would mean
 // hundreds of JIT compilations. Measured on this machine, the run-time-shaped primitive is as
 // fast as shape-specialised ones at transformer sizes (docs/BENCHMARKS.md).
+//
+// oneDNN 2.x implements the bf16 matmul only on AVX-512 CPUs; on others (AVX2: Zen 2/3, most
+// laptops) creating the primitive fails, and `get` returns null: gemm_bf16 then computes the same
+// product with sgemm on the operands widened to f32 (exact), as PyTorch does on such CPUs.
 struct Context {
   dnnl::engine engine{dnnl::engine::kind::cpu, 0};
   dnnl::stream stream{engine};
   std::mutex mutex;
   dnnl::matmul cache[2][2][2];  // built on first use
+  bool unsupported = false;     // this CPU has no oneDNN bf16 matmul
 
-  const dnnl::matmul& get(bool ta, bool tb, bool accumulate) {
+  const dnnl::matmul* get(bool ta, bool tb, bool accumulate) {
     std::lock_guard<std::mutex> lock(mutex);
+    if (unsupported) return nullptr;
     dnnl::matmul& m = cache[ta][tb][accumulate];
-    if (m) return m;
+    if (m) return &m;
     const memory::dims any2{kRuntime, kRuntime};
     const memory::dims row_major{kRuntime, 1}, col_major{1, kRuntime};
     const memory::desc a(any2, memory::data_type::bf16, ta ? col_major : row_major);
@@ -39,10 +48,45 @@ struct Context {
       po.append_sum(1.f);
       attr.set_post_ops(po);
     }
-    m = dnnl::matmul(dnnl::matmul::primitive_desc(dnnl::matmul::desc(a, b, c), attr, engine));
-    return m;
+    try {
+      m = dnnl::matmul(dnnl::matmul::primitive_desc(dnnl::matmul::desc(a, b, c), attr, engine));
+    } catch (const dnnl::error& e) {
+      if (e.status != dnnl_unimplemented) throw;
+      unsupported = true;
+      std::fprintf(stderr,
+                   "qkv: this CPU has no bf16 matmul in oneDNN (it needs AVX-512); bf16 GEMMs run as f32 "
+                   "GEMMs of the bf16-rounded operands: the same numbers, without the bf16 speed-up\n");
+      return nullptr;
+    }
+    return &m;
   }
 };
+
+// rows × cols of a row-major bf16 matrix with leading dimension ld, widened (exactly) into a packed
+// f32 buffer: bf16 is the top half of an f32.
+const float* widen(const bf16* src, int64_t rows, int64_t cols, int64_t ld, std::vector<float>& buf) {
+  buf.resize(static_cast<size_t>(rows * cols));
+  float* dst = buf.data();
+  parallel_for(rows, 1 + (1 << 14) / cols, [&](int64_t lo, int64_t hi) {
+    for (int64_t r = lo; r < hi; ++r) {
+      const uint16_t* s = &src[r * ld].bits;
+      uint32_t* d = reinterpret_cast<uint32_t*>(dst + r * cols);
+      for (int64_t c = 0; c < cols; ++c) d[c] = static_cast<uint32_t>(s[c]) << 16;
+    }
+  });
+  return dst;
+}
+
+// C = op(A)·op(B) + beta·C in f32 arithmetic on the widened operands (op(A) is stored K×M when
+// transposed, M×K otherwise; likewise B).
+void gemm_bf16_as_f32(bool ta, bool tb, int64_t M, int64_t N, int64_t K, const bf16* A, int64_t lda,
+                      const bf16* B, int64_t ldb, float beta, float* C, int64_t ldc) {
+  thread_local std::vector<float> wa, wb;  // reused across calls: no page faults per step
+  const int64_t a_rows = ta ? K : M, a_cols = ta ? M : K, b_rows = tb ? N : K, b_cols = tb ? K : N;
+  const float* a = widen(A, a_rows, a_cols, lda, wa);
+  const float* b = widen(B, b_rows, b_cols, ldb, wb);
+  sgemm(ta, tb, M, N, K, 1.f, a, a_cols, b, b_cols, beta, C, ldc);
+}
 
 Context& context() {
   static Context ctx;
@@ -63,13 +107,14 @@ void gemm_bf16(bool ta, bool tb, int64_t M, int64_t N, int64_t K, const bf16* A,
   }
   Context& ctx = context();
   try {
-    const dnnl::matmul& m = ctx.get(ta, tb, beta == 1.f);
+    const dnnl::matmul* m = ctx.get(ta, tb, beta == 1.f);
+    if (!m) return gemm_bf16_as_f32(ta, tb, M, N, K, A, lda, B, ldb, beta, C, ldc);
     // The actual shapes and strides of this call (op(A) is M×K, op(B) is K×N).
     memory::desc a({M, K}, memory::data_type::bf16, ta ? memory::dims{1, lda} : memory::dims{lda, 1});
     memory::desc b({K, N}, memory::data_type::bf16, tb ? memory::dims{1, ldb} : memory::dims{ldb, 1});
     memory::desc c({M, N}, memory::data_type::f32, memory::dims{ldc, 1});
     memory ma(a, ctx.engine, const_cast<bf16*>(A)), mb(b, ctx.engine, const_cast<bf16*>(B)), mc(c, ctx.engine, C);
-    m.execute(ctx.stream, {{DNNL_ARG_SRC, ma}, {DNNL_ARG_WEIGHTS, mb}, {DNNL_ARG_DST, mc}});
+    m->execute(ctx.stream, {{DNNL_ARG_SRC, ma}, {DNNL_ARG_WEIGHTS, mb}, {DNNL_ARG_DST, mc}});
     ctx.stream.wait();
   } catch (const dnnl::error& e) {
     QKV_CHECK(false, "gemm_bf16: oneDNN failed (", e.what(), ") for M=", M, " N=", N, " K=", K, " lda=", lda,
