@@ -11,7 +11,9 @@ pkgs=(
   libsentencepiece-dev             # subword tokenizer (text/sentencepiece), 0.1.97 on Debian 12
 )
 if [ "${1:-}" = "--with-torch" ]; then
-  pkgs+=(python3 python3-torch python3-numpy)  # PyTorch 1.13, the peer for golden files and benchmarks
+  # PyTorch 1.13, the peer for golden files and benchmarks; without OpenBLAS it runs on the netlib
+  # reference BLAS (about 5 GF/s on 2 cores here, over 30x slower), so benchmarks would flatter qkv.
+  pkgs+=(python3 python3-torch python3-numpy libopenblas0-pthread)
 fi
 missing=()
 for p in "${pkgs[@]}"; do

@@ -1,12 +1,10 @@
 #include "qkv/train/optim.h"
 
 #include <cmath>
-#if defined(__AVX512F__)
-#include <immintrin.h>
-#endif
 
 #include "qkv/core/error.h"
 #include "qkv/core/parallel.h"
+#include "qkv/kernels/cpu/simd.h"
 
 namespace qkv::train {
 
@@ -39,19 +37,20 @@ void Adam::step() {
     const float l2 = opt_.decoupled_weight_decay ? 0.f : s.weight_decay;
     parallel_for(s.param.numel(), 1 << 14, [&](int64_t lo, int64_t hi) {
       int64_t i = lo;
-#if defined(__AVX512F__)
-      const __m512 vb1 = _mm512_set1_ps(b1), vb2 = _mm512_set1_ps(b2), vc1 = _mm512_set1_ps(1.f - b1),
-                   vc2 = _mm512_set1_ps(1.f - b2), vdecay = _mm512_set1_ps(decay), vl2 = _mm512_set1_ps(l2),
-                   vstep = _mm512_set1_ps(step_size), vinv = _mm512_set1_ps(inv_sqrt_bc2), veps = _mm512_set1_ps(eps);
-      for (; i + 16 <= hi; i += 16) {
-        const __m512 pi = _mm512_loadu_ps(p + i);
-        const __m512 gi = _mm512_fmadd_ps(vl2, pi, _mm512_loadu_ps(gp + i));
-        const __m512 mi = _mm512_fmadd_ps(vb1, _mm512_loadu_ps(m + i), _mm512_mul_ps(vc1, gi));
-        const __m512 vi = _mm512_fmadd_ps(vb2, _mm512_loadu_ps(v + i), _mm512_mul_ps(vc2, _mm512_mul_ps(gi, gi)));
-        const __m512 denom = _mm512_fmadd_ps(_mm512_sqrt_ps(vi), vinv, veps);
-        _mm512_storeu_ps(m + i, mi);
-        _mm512_storeu_ps(v + i, vi);
-        _mm512_storeu_ps(p + i, _mm512_fnmadd_ps(vstep, _mm512_div_ps(mi, denom), _mm512_mul_ps(pi, vdecay)));
+#if QKV_SIMD
+      namespace simd = kernels::cpu::simd;
+      const simd::vf vb1 = simd::set1(b1), vb2 = simd::set1(b2), vc1 = simd::set1(1.f - b1),
+                     vc2 = simd::set1(1.f - b2), vdecay = simd::set1(decay), vl2 = simd::set1(l2),
+                     vstep = simd::set1(step_size), vinv = simd::set1(inv_sqrt_bc2), veps = simd::set1(eps);
+      for (; i + simd::kLanes <= hi; i += simd::kLanes) {
+        const simd::vf pi = simd::load(p + i);
+        const simd::vf gi = simd::fmadd(vl2, pi, simd::load(gp + i));
+        const simd::vf mi = simd::fmadd(vb1, simd::load(m + i), simd::mul(vc1, gi));
+        const simd::vf vi = simd::fmadd(vb2, simd::load(v + i), simd::mul(vc2, simd::mul(gi, gi)));
+        const simd::vf denom = simd::fmadd(simd::sqrt(vi), vinv, veps);
+        simd::store(m + i, mi);
+        simd::store(v + i, vi);
+        simd::store(p + i, simd::fnmadd(vstep, simd::div(mi, denom), simd::mul(pi, vdecay)));
       }
 #endif
       for (; i < hi; ++i) {

@@ -45,10 +45,10 @@ void gelu_forward(const float* x, float* y, int64_t n, bool tanh_approx) {
       }
     } else {
       int64_t i = b;
-#if QKV_AVX512
-      for (; i + 16 <= e; i += 16) {  // y = x Φ(x)
-        const __m512 v = _mm512_loadu_ps(x + i);
-        _mm512_storeu_ps(y + i, _mm512_mul_ps(v, normal_cdf512(v)));
+#if QKV_SIMD
+      for (; i + kLanes <= e; i += kLanes) {  // y = x Φ(x)
+        const simd::vf v = simd::load(x + i);
+        simd::store(y + i, simd::mul(v, simd::normal_cdf(v)));
       }
 #endif
       for (; i < e; ++i) y[i] = 0.5f * x[i] * (1.f + std::erf(x[i] * kSqrt1_2));
@@ -68,12 +68,12 @@ void gelu_backward(const float* x, const float* dy, float* dx, int64_t n, bool t
       }
     } else {
       int64_t i = b;
-#if QKV_AVX512
-      for (; i + 16 <= e; i += 16) {  // dx = dy (Φ(x) + x φ(x)),  φ(x) = e^(−x²/2)/√(2π)
-        const __m512 v = _mm512_loadu_ps(x + i);
-        const __m512 pdf = _mm512_mul_ps(_mm512_set1_ps(kInvSqrt2Pi),
-                                         exp512(_mm512_mul_ps(_mm512_mul_ps(v, v), _mm512_set1_ps(-0.5f))));
-        _mm512_storeu_ps(dx + i, _mm512_mul_ps(_mm512_loadu_ps(dy + i), _mm512_fmadd_ps(v, pdf, normal_cdf512(v))));
+#if QKV_SIMD
+      for (; i + kLanes <= e; i += kLanes) {  // dx = dy (Φ(x) + x φ(x)),  φ(x) = e^(−x²/2)/√(2π)
+        const simd::vf v = simd::load(x + i);
+        const simd::vf pdf =
+            simd::mul(simd::set1(kInvSqrt2Pi), simd::exp(simd::mul(simd::mul(v, v), simd::set1(-0.5f))));
+        simd::store(dx + i, simd::mul(simd::load(dy + i), simd::fmadd(v, pdf, simd::normal_cdf(v))));
       }
 #endif
       for (; i < e; ++i) {

@@ -14,15 +14,15 @@ namespace {
 void exp_and_plain_sums(const float* x, int64_t n, float m, float* sum_exp, float* sum_x) {
   int64_t i = 0;
   float se = 0.f, sx = 0.f;
-#if QKV_AVX512
-  const __m512 vm = _mm512_set1_ps(m);
-  __m512 ae = _mm512_setzero_ps(), ax = _mm512_setzero_ps();
-  for (; i + 16 <= n; i += 16) {
-    const __m512 d = _mm512_sub_ps(_mm512_loadu_ps(x + i), vm);
-    ae = _mm512_add_ps(ae, exp512(d));
-    ax = _mm512_add_ps(ax, d);
+#if QKV_SIMD
+  const simd::vf vm = simd::set1(m);
+  simd::vf ae = simd::zero(), ax = simd::zero();
+  for (; i + kLanes <= n; i += kLanes) {
+    const simd::vf d = simd::sub(simd::load(x + i), vm);
+    ae = simd::add(ae, simd::exp(d));
+    ax = simd::add(ax, d);
   }
-  se = _mm512_reduce_add_ps(ae), sx = _mm512_reduce_add_ps(ax);
+  se = simd::reduce_add(ae), sx = simd::reduce_add(ax);
 #endif
   // The rest (all of the row in a scalar build) in double: a serial f32 sum over a wide vocabulary
   // row would lose the last digits of log p.
@@ -71,11 +71,11 @@ void cross_entropy_backward(const float* x, const int32_t* y, const float* lse, 
       const float* xr = x + n * C;
       const float s = scale[n], l = lse[n];
       int64_t c = 0;
-#if QKV_AVX512
-      const __m512 vl = _mm512_set1_ps(l), vf = _mm512_set1_ps(floor), vs = _mm512_set1_ps(s);
-      for (; c + 16 <= C; c += 16) {
-        const __m512 p = exp512(_mm512_sub_ps(_mm512_loadu_ps(xr + c), vl));
-        _mm512_storeu_ps(d + c, _mm512_mul_ps(_mm512_sub_ps(p, vf), vs));
+#if QKV_SIMD
+      const simd::vf vl = simd::set1(l), vfloor = simd::set1(floor), vs = simd::set1(s);
+      for (; c + kLanes <= C; c += kLanes) {
+        const simd::vf p = simd::exp(simd::sub(simd::load(xr + c), vl));
+        simd::store(d + c, simd::mul(simd::sub(p, vfloor), vs));
       }
 #endif
       for (; c < C; ++c) d[c] = (std::exp(xr[c] - l) - floor) * s;

@@ -11,17 +11,13 @@ namespace {
 inline float dot_bf16(const float* x, const bf16* w, int64_t K) {
   int64_t k = 0;
   float s = 0.f;
-#if QKV_AVX512
-  __m512 a0 = _mm512_setzero_ps(), a1 = _mm512_setzero_ps();
-  auto widen = [](const bf16* p) {  // bf16 → f32 is a 16-bit shift
-    return _mm512_castsi512_ps(
-        _mm512_slli_epi32(_mm512_cvtepu16_epi32(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p))), 16));
-  };
-  for (; k + 32 <= K; k += 32) {
-    a0 = _mm512_fmadd_ps(_mm512_loadu_ps(x + k), widen(w + k), a0);
-    a1 = _mm512_fmadd_ps(_mm512_loadu_ps(x + k + 16), widen(w + k + 16), a1);
+#if QKV_SIMD
+  simd::vf a0 = simd::zero(), a1 = simd::zero();
+  for (; k + 2 * kLanes <= K; k += 2 * kLanes) {
+    a0 = simd::fmadd(simd::load(x + k), simd::load_bf16(w + k), a0);
+    a1 = simd::fmadd(simd::load(x + k + kLanes), simd::load_bf16(w + k + kLanes), a1);
   }
-  s = _mm512_reduce_add_ps(_mm512_add_ps(a0, a1));
+  s = simd::reduce_add(simd::add(a0, a1));
 #endif
   for (; k < K; ++k) s += x[k] * bf16_to_f32(w[k]);
   return s;

@@ -68,21 +68,21 @@ void log_softmax_backward(const float* y, const float* dy, float* dx, int64_t ro
 }
 
 // y_j = m_j + (log Σ_i exp(x_ij − m_j) − log k),  m_j = max_i x_ij. Where every x_ij is −inf,
-// x − m is NaN, exp512 clamps it to 0 and y_j = −inf + log 0 = −inf; the scalar tail says so.
+// x − m is NaN, simd::exp clamps it to 0 and y_j = −inf + log 0 = −inf; the scalar tail says so.
 void log_mean_exp(const float* const* x, int64_t k, float* y, int64_t n) {
   const float log_k = std::log(static_cast<float>(k));
   parallel_for(n, 1 << 14, [x, k, y, log_k](int64_t b, int64_t e) {
     int64_t j = b;
-#if QKV_AVX512
-    alignas(64) float m[16], s[16];
-    for (; j + 16 <= e; j += 16) {
-      __m512 vm = _mm512_loadu_ps(x[0] + j);
-      for (int64_t i = 1; i < k; ++i) vm = _mm512_max_ps(vm, _mm512_loadu_ps(x[i] + j));
-      __m512 vs = _mm512_setzero_ps();
-      for (int64_t i = 0; i < k; ++i) vs = _mm512_add_ps(vs, exp512(_mm512_sub_ps(_mm512_loadu_ps(x[i] + j), vm)));
-      _mm512_store_ps(m, vm);
-      _mm512_store_ps(s, vs);
-      for (int l = 0; l < 16; ++l) y[j + l] = m[l] + (std::log(s[l]) - log_k);
+#if QKV_SIMD
+    alignas(64) float m[kLanes], s[kLanes];
+    for (; j + kLanes <= e; j += kLanes) {
+      simd::vf vm = simd::load(x[0] + j);
+      for (int64_t i = 1; i < k; ++i) vm = simd::max(vm, simd::load(x[i] + j));
+      simd::vf vs = simd::zero();
+      for (int64_t i = 0; i < k; ++i) vs = simd::add(vs, simd::exp(simd::sub(simd::load(x[i] + j), vm)));
+      simd::store(m, vm);
+      simd::store(s, vs);
+      for (int l = 0; l < kLanes; ++l) y[j + l] = m[l] + (std::log(s[l]) - log_k);
     }
 #endif
     for (; j < e; ++j) {

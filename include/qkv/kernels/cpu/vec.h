@@ -1,6 +1,7 @@
-// Small vector helpers for the hot loops: AVX-512 where the build targets it, scalar otherwise.
-// exp is a Cody–Waite range reduction + degree-6 polynomial, accurate to ~2 ulp over the f32
-// range, with exp(-inf) = 0 exactly (masked scores) and overflow to +inf.
+// Small vector helpers for the hot loops, over simd.h's register (16 lanes on AVX-512, 8 on
+// AVX2), scalar where the build targets neither. exp is a Cody–Waite range reduction + degree-6
+// polynomial, accurate to ~2 ulp over the f32 range, with exp(-inf) = 0 exactly (masked scores)
+// and overflow to +inf.
 #pragma once
 
 #include <cmath>
@@ -8,53 +9,53 @@
 #include <initializer_list>
 
 #include "qkv/core/rng.h"
-
-#if defined(__AVX512F__)
-#include <immintrin.h>
-#define QKV_AVX512 1
-#else
-#define QKV_AVX512 0
-#endif
+#include "qkv/kernels/cpu/simd.h"
 
 namespace qkv::kernels::cpu {
 
-#if QKV_AVX512
-// e^x for 16 lanes: x = n·ln2 + r, |r| ≤ ln2/2; e^r by polynomial; scale by 2^n (scalef).
-inline __m512 exp512(__m512 x) {
-  const __m512 log2e = _mm512_set1_ps(1.44269504088896341f);
-  const __m512 ln2_hi = _mm512_set1_ps(0.693359375f);
-  const __m512 ln2_lo = _mm512_set1_ps(-2.12194440e-4f);
-  x = _mm512_max_ps(x, _mm512_set1_ps(-104.0f));  // below: result is 0 (also maps -inf → 0)
-  x = _mm512_min_ps(x, _mm512_set1_ps(88.8f));
-  __m512 n = _mm512_roundscale_ps(_mm512_mul_ps(x, log2e), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-  __m512 r = _mm512_fnmadd_ps(n, ln2_hi, x);
-  r = _mm512_fnmadd_ps(n, ln2_lo, r);
-  __m512 p = _mm512_set1_ps(1.9875691500e-4f);
-  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.3981999507e-3f));
-  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(8.3334519073e-3f));
-  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(4.1665795894e-2f));
-  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.6666665459e-1f));
-  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(5.0000001201e-1f));
-  __m512 r2 = _mm512_mul_ps(r, r);
-  p = _mm512_fmadd_ps(p, r2, _mm512_add_ps(r, _mm512_set1_ps(1.0f)));
-  return _mm512_scalef_ps(p, n);
+#if QKV_SIMD
+namespace simd {
+
+// e^x lane by lane: x = n·ln2 + r, |r| ≤ ln2/2; e^r by polynomial; scaled by 2^n.
+inline vf exp(vf x) {
+  const vf log2e = set1(1.44269504088896341f);
+  const vf ln2_hi = set1(0.693359375f);
+  const vf ln2_lo = set1(-2.12194440e-4f);
+  x = max(x, set1(-104.0f));  // below: result is 0 (also maps -inf → 0)
+  x = min(x, set1(88.8f));
+  vf n = round(mul(x, log2e));
+  vf r = fnmadd(n, ln2_hi, x);
+  r = fnmadd(n, ln2_lo, r);
+  vf p = set1(1.9875691500e-4f);
+  p = fmadd(p, r, set1(1.3981999507e-3f));
+  p = fmadd(p, r, set1(8.3334519073e-3f));
+  p = fmadd(p, r, set1(4.1665795894e-2f));
+  p = fmadd(p, r, set1(1.6666665459e-1f));
+  p = fmadd(p, r, set1(5.0000001201e-1f));
+  vf r2 = mul(r, r);
+  p = fmadd(p, r2, add(r, set1(1.0f)));
+  return scale_pow2(p, n);
 }
 
 // Φ(x), the standard normal CDF, for GELU: Φ(x) = ½ erfc(−x/√2), with erfc(z) for z = |x|/√2 ≥ 0
 // from the Chebyshev fit of Numerical Recipes (§6.2; relative error < 1.2e-7 everywhere):
 //   t = 1/(1 + z/2),  erfc(z) ≈ t·exp(−z² − 1.26551223 + t(1.00002368 + t(0.37409196 + …)))
 // so the lower tail (x ≪ 0), where GELU is tiny, keeps its relative accuracy.
-inline __m512 normal_cdf512(__m512 x) {
-  const __m512 z = _mm512_mul_ps(_mm512_abs_ps(x), _mm512_set1_ps(0.70710678118654752f));
-  const __m512 t = _mm512_div_ps(_mm512_set1_ps(1.f), _mm512_fmadd_ps(z, _mm512_set1_ps(0.5f), _mm512_set1_ps(1.f)));
-  __m512 p = _mm512_set1_ps(0.17087277f);
+inline vf normal_cdf(vf x) {
+  const vf z = mul(abs(x), set1(0.70710678118654752f));
+  const vf t = div(set1(1.f), fmadd(z, set1(0.5f), set1(1.f)));
+  vf p = set1(0.17087277f);
   for (float c : {-0.82215223f, 1.48851587f, -1.13520398f, 0.27886807f, -0.18628806f, 0.09678418f, 0.37409196f,
                   1.00002368f, -1.26551223f})
-    p = _mm512_fmadd_ps(p, t, _mm512_set1_ps(c));
-  const __m512 q = _mm512_mul_ps(_mm512_mul_ps(t, exp512(_mm512_fnmadd_ps(z, z, p))), _mm512_set1_ps(0.5f));  // P(X > |x|)
-  const __mmask16 neg = _mm512_cmp_ps_mask(x, _mm512_setzero_ps(), _CMP_LT_OQ);
-  return _mm512_mask_blend_ps(neg, _mm512_sub_ps(_mm512_set1_ps(1.f), q), q);
+    p = fmadd(p, t, set1(c));
+  const vf q = mul(mul(t, exp(fnmadd(z, z, p))), set1(0.5f));  // P(X > |x|)
+  return select_negative(x, q, sub(set1(1.f), q));
 }
+
+}  // namespace simd
+#endif
+
+#if QKV_AVX512
 
 // Dropout's keep decisions for counters c0 … c0+15 (c0 even), bit i set iff
 // Generator::paired_uniform(seed, c0+i) ≥ p: the same splitmix64 hashes of k = c0/2 … c0/2+7, one
@@ -79,25 +80,30 @@ inline __mmask16 dropout_keep16(uint64_t seed, uint64_t c0, float p) {
 }
 #endif
 
+#if QKV_SIMD
+using simd::kLanes;
+#endif
+
 // y[i] = exp(x[i] - shift); returns Σ y[i].
 inline float exp_shift_sum(const float* x, float* y, int64_t n, float shift) {
   int64_t i = 0;
   float sum = 0.f;
-#if QKV_AVX512
-  __m512 vs = _mm512_set1_ps(shift), acc = _mm512_setzero_ps();
-  for (; i + 16 <= n; i += 16) {
-    __m512 e = exp512(_mm512_sub_ps(_mm512_loadu_ps(x + i), vs));
-    _mm512_storeu_ps(y + i, e);
-    acc = _mm512_add_ps(acc, e);
+#if QKV_SIMD
+  const simd::vf vs = simd::set1(shift);
+  simd::vf acc = simd::zero();
+  for (; i + kLanes <= n; i += kLanes) {
+    const simd::vf e = simd::exp(simd::sub(simd::load(x + i), vs));
+    simd::store(y + i, e);
+    acc = simd::add(acc, e);
   }
   if (i < n) {
-    __mmask16 m = static_cast<__mmask16>((1u << (n - i)) - 1);
-    __m512 e = exp512(_mm512_sub_ps(_mm512_maskz_loadu_ps(m, x + i), vs));
-    _mm512_mask_storeu_ps(y + i, m, e);
-    acc = _mm512_add_ps(acc, _mm512_maskz_mov_ps(m, e));
+    const simd::mask m = simd::first(n - i);
+    const simd::vf e = simd::exp(simd::sub(simd::load(x + i, m), vs));
+    simd::store(y + i, m, e);
+    acc = simd::add(acc, simd::keep(m, e));
     i = n;
   }
-  sum = _mm512_reduce_add_ps(acc);
+  sum = simd::reduce_add(acc);
 #endif
   for (; i < n; ++i) {
     y[i] = std::exp(x[i] - shift);
@@ -109,10 +115,10 @@ inline float exp_shift_sum(const float* x, float* y, int64_t n, float shift) {
 inline float max_of(const float* x, int64_t n) {
   float m = -INFINITY;
   int64_t i = 0;
-#if QKV_AVX512
-  __m512 vm = _mm512_set1_ps(-INFINITY);
-  for (; i + 16 <= n; i += 16) vm = _mm512_max_ps(vm, _mm512_loadu_ps(x + i));
-  m = _mm512_reduce_max_ps(vm);
+#if QKV_SIMD
+  simd::vf vm = simd::set1(-INFINITY);
+  for (; i + kLanes <= n; i += kLanes) vm = simd::max(vm, simd::load(x + i));
+  m = simd::reduce_max(vm);
 #endif
   for (; i < n; ++i) m = x[i] > m ? x[i] : m;
   return m;
@@ -121,10 +127,10 @@ inline float max_of(const float* x, int64_t n) {
 inline float dot(const float* a, const float* b, int64_t n) {
   int64_t i = 0;
   float s = 0.f;
-#if QKV_AVX512
-  __m512 acc = _mm512_setzero_ps();
-  for (; i + 16 <= n; i += 16) acc = _mm512_fmadd_ps(_mm512_loadu_ps(a + i), _mm512_loadu_ps(b + i), acc);
-  s = _mm512_reduce_add_ps(acc);
+#if QKV_SIMD
+  simd::vf acc = simd::zero();
+  for (; i + kLanes <= n; i += kLanes) acc = simd::fmadd(simd::load(a + i), simd::load(b + i), acc);
+  s = simd::reduce_add(acc);
 #endif
   for (; i < n; ++i) s += a[i] * b[i];
   return s;
@@ -134,10 +140,10 @@ inline float dot(const float* a, const float* b, int64_t n) {
 inline float sum_of(const float* x, int64_t n) {
   int64_t i = 0;
   float s = 0.f;
-#if QKV_AVX512
-  __m512 acc = _mm512_setzero_ps();
-  for (; i + 16 <= n; i += 16) acc = _mm512_add_ps(acc, _mm512_loadu_ps(x + i));
-  s = _mm512_reduce_add_ps(acc);
+#if QKV_SIMD
+  simd::vf acc = simd::zero();
+  for (; i + kLanes <= n; i += kLanes) acc = simd::add(acc, simd::load(x + i));
+  s = simd::reduce_add(acc);
 #endif
   for (; i < n; ++i) s += x[i];
   return s;
@@ -147,12 +153,12 @@ inline float sum_of(const float* x, int64_t n) {
 inline float dot_centered(const float* a, const float* b, float c, int64_t n) {
   int64_t i = 0;
   float s = 0.f;
-#if QKV_AVX512
-  const __m512 vc = _mm512_set1_ps(c);
-  __m512 acc = _mm512_setzero_ps();
-  for (; i + 16 <= n; i += 16)
-    acc = _mm512_fmadd_ps(_mm512_loadu_ps(a + i), _mm512_sub_ps(_mm512_loadu_ps(b + i), vc), acc);
-  s = _mm512_reduce_add_ps(acc);
+#if QKV_SIMD
+  const simd::vf vc = simd::set1(c);
+  simd::vf acc = simd::zero();
+  for (; i + kLanes <= n; i += kLanes)
+    acc = simd::fmadd(simd::load(a + i), simd::sub(simd::load(b + i), vc), acc);
+  s = simd::reduce_add(acc);
 #endif
   for (; i < n; ++i) s += a[i] * (b[i] - c);
   return s;
@@ -162,14 +168,14 @@ inline float dot_centered(const float* a, const float* b, float c, int64_t n) {
 inline float sum_sq_dev(const float* x, float c, int64_t n) {
   int64_t i = 0;
   float s = 0.f;
-#if QKV_AVX512
-  const __m512 vc = _mm512_set1_ps(c);
-  __m512 acc = _mm512_setzero_ps();
-  for (; i + 16 <= n; i += 16) {
-    const __m512 d = _mm512_sub_ps(_mm512_loadu_ps(x + i), vc);
-    acc = _mm512_fmadd_ps(d, d, acc);
+#if QKV_SIMD
+  const simd::vf vc = simd::set1(c);
+  simd::vf acc = simd::zero();
+  for (; i + kLanes <= n; i += kLanes) {
+    const simd::vf d = simd::sub(simd::load(x + i), vc);
+    acc = simd::fmadd(d, d, acc);
   }
-  s = _mm512_reduce_add_ps(acc);
+  s = simd::reduce_add(acc);
 #endif
   for (; i < n; ++i) s += (x[i] - c) * (x[i] - c);
   return s;

@@ -1,0 +1,128 @@
+// One register of f32 lanes for the hot loops, on whatever the build targets:
+//   AVX-512            16 lanes (Zen 4/5, Intel since Skylake-SP)
+//   AVX2 + FMA          8 lanes (Zen 1–3, Intel Haswell to Alder Lake: most laptops)
+//   neither             QKV_SIMD is 0 and the kernels' scalar loops do all the work.
+// The kernels write each formula once over these operations (`vexp`, `vnormal_cdf` in vec.h, the
+// GELU and cross-entropy loops, …); every operation is one or two instructions, inlined, so the
+// AVX-512 code is what it was when it was written with intrinsics directly.
+#pragma once
+
+#include <cstdint>
+
+#include "qkv/core/dtype.h"
+
+#if defined(__AVX512F__)
+#include <immintrin.h>
+#define QKV_AVX512 1
+#define QKV_SIMD 1
+#elif defined(__AVX2__) && defined(__FMA__)
+#include <immintrin.h>
+#define QKV_AVX512 0
+#define QKV_SIMD 1
+#else
+#define QKV_AVX512 0
+#define QKV_SIMD 0
+#endif
+
+namespace qkv::kernels::cpu::simd {
+
+#if QKV_AVX512
+
+using vf = __m512;
+using mask = __mmask16;  // lanes of a partial register
+constexpr int64_t kLanes = 16;
+
+inline vf load(const float* p) { return _mm512_loadu_ps(p); }
+inline void store(float* p, vf v) { _mm512_storeu_ps(p, v); }
+inline vf set1(float x) { return _mm512_set1_ps(x); }
+inline vf zero() { return _mm512_setzero_ps(); }
+inline vf add(vf a, vf b) { return _mm512_add_ps(a, b); }
+inline vf sub(vf a, vf b) { return _mm512_sub_ps(a, b); }
+inline vf mul(vf a, vf b) { return _mm512_mul_ps(a, b); }
+inline vf div(vf a, vf b) { return _mm512_div_ps(a, b); }
+inline vf sqrt(vf a) { return _mm512_sqrt_ps(a); }
+inline vf fmadd(vf a, vf b, vf c) { return _mm512_fmadd_ps(a, b, c); }    // a·b + c
+inline vf fnmadd(vf a, vf b, vf c) { return _mm512_fnmadd_ps(a, b, c); }  // c − a·b
+inline vf max(vf a, vf b) { return _mm512_max_ps(a, b); }
+inline vf min(vf a, vf b) { return _mm512_min_ps(a, b); }
+inline vf abs(vf a) { return _mm512_abs_ps(a); }
+inline vf round(vf a) { return _mm512_roundscale_ps(a, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC); }
+// p · 2ⁿ for integral n in [−150, 128] (underflows to 0, overflows to +inf)
+inline vf scale_pow2(vf p, vf n) { return _mm512_scalef_ps(p, n); }
+// x < 0 ? a : b, lane by lane
+inline vf select_negative(vf x, vf a, vf b) {
+  return _mm512_mask_blend_ps(_mm512_cmp_ps_mask(x, _mm512_setzero_ps(), _CMP_LT_OQ), b, a);
+}
+inline float reduce_add(vf v) { return _mm512_reduce_add_ps(v); }
+inline float reduce_max(vf v) { return _mm512_reduce_max_ps(v); }
+// bf16 → f32 is a 16-bit shift
+inline vf load_bf16(const bf16* p) {
+  return _mm512_castsi512_ps(
+      _mm512_slli_epi32(_mm512_cvtepu16_epi32(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p))), 16));
+}
+
+// The first k lanes (0 < k < kLanes): loads leave the others 0, stores leave memory alone.
+inline mask first(int64_t k) { return static_cast<mask>((1u << k) - 1); }
+inline vf load(const float* p, mask m) { return _mm512_maskz_loadu_ps(m, p); }
+inline void store(float* p, mask m, vf v) { _mm512_mask_storeu_ps(p, m, v); }
+inline vf keep(mask m, vf v) { return _mm512_maskz_mov_ps(m, v); }  // the other lanes 0
+
+#elif QKV_SIMD
+
+using vf = __m256;
+using mask = __m256i;
+constexpr int64_t kLanes = 8;
+
+inline vf load(const float* p) { return _mm256_loadu_ps(p); }
+inline void store(float* p, vf v) { _mm256_storeu_ps(p, v); }
+inline vf set1(float x) { return _mm256_set1_ps(x); }
+inline vf zero() { return _mm256_setzero_ps(); }
+inline vf add(vf a, vf b) { return _mm256_add_ps(a, b); }
+inline vf sub(vf a, vf b) { return _mm256_sub_ps(a, b); }
+inline vf mul(vf a, vf b) { return _mm256_mul_ps(a, b); }
+inline vf div(vf a, vf b) { return _mm256_div_ps(a, b); }
+inline vf sqrt(vf a) { return _mm256_sqrt_ps(a); }
+inline vf fmadd(vf a, vf b, vf c) { return _mm256_fmadd_ps(a, b, c); }
+inline vf fnmadd(vf a, vf b, vf c) { return _mm256_fnmadd_ps(a, b, c); }
+inline vf max(vf a, vf b) { return _mm256_max_ps(a, b); }
+inline vf min(vf a, vf b) { return _mm256_min_ps(a, b); }
+inline vf abs(vf a) { return _mm256_and_ps(a, _mm256_castsi256_ps(_mm256_set1_epi32(0x7fffffff))); }
+inline vf round(vf a) { return _mm256_round_ps(a, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC); }
+// AVX2 has no scalef: 2ⁿ = 2^⌊n/2⌋ · 2^(n−⌊n/2⌋), each factor a normal f32 built from its exponent
+// bits (both halves lie in [−75, 64]), so the range and the rounding of the product match scalef's.
+inline vf scale_pow2(vf p, vf n) {
+  const __m256i ni = _mm256_cvtps_epi32(n);
+  const __m256i h1 = _mm256_srai_epi32(ni, 1), h2 = _mm256_sub_epi32(ni, h1);
+  const __m256i bias = _mm256_set1_epi32(127);
+  const vf f1 = _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_add_epi32(h1, bias), 23));
+  const vf f2 = _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_add_epi32(h2, bias), 23));
+  return _mm256_mul_ps(_mm256_mul_ps(p, f1), f2);
+}
+inline vf select_negative(vf x, vf a, vf b) {
+  return _mm256_blendv_ps(b, a, _mm256_cmp_ps(x, _mm256_setzero_ps(), _CMP_LT_OQ));
+}
+inline float reduce_add(vf v) {
+  __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+  s = _mm_add_ps(s, _mm_movehl_ps(s, s));
+  return _mm_cvtss_f32(_mm_add_ss(s, _mm_movehdup_ps(s)));
+}
+inline float reduce_max(vf v) {
+  __m128 s = _mm_max_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+  s = _mm_max_ps(s, _mm_movehl_ps(s, s));
+  return _mm_cvtss_f32(_mm_max_ss(s, _mm_movehdup_ps(s)));
+}
+inline vf load_bf16(const bf16* p) {
+  return _mm256_castsi256_ps(
+      _mm256_slli_epi32(_mm256_cvtepu16_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p))), 16));
+}
+
+inline mask first(int64_t k) {
+  return _mm256_cmpgt_epi32(_mm256_set1_epi32(static_cast<int>(k)), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
+}
+inline vf load(const float* p, mask m) { return _mm256_maskload_ps(p, m); }
+inline void store(float* p, mask m, vf v) { _mm256_maskstore_ps(p, m, v); }
+inline vf keep(mask m, vf v) { return _mm256_and_ps(_mm256_castsi256_ps(m), v); }
+
+#endif
+
+}  // namespace qkv::kernels::cpu::simd
