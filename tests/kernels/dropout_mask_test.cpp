@@ -1,5 +1,5 @@
-// The vectorized dropout mask draws exactly the scalar generator's decisions, so the f32 and AVX-512
-// paths (and the reference and flash attention kernels) drop the same elements.
+// The vectorized dropout mask (AVX-512 or AVX2) draws exactly the scalar generator's decisions, so
+// the scalar and vector paths (and the reference and flash attention kernels) drop the same elements.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -12,19 +12,20 @@ namespace qkv::kernels::cpu {
 namespace {
 
 TEST(DropoutMask, VectorDecisionsEqualScalar) {
-#if QKV_AVX512
+#if QKV_SIMD
+  float kept[simd::kLanes];
   for (uint64_t seed : {0ull, 1ull, 0x5eedull, ~0ull})
     for (float p : {0.f, 0.1f, 0.5f, 0.9f, 1.f})
       for (uint64_t c0 : {0ull, 16ull, 123456788ull, (1ull << 63) - 4, ~0ull - 255})
         for (int rep = 0; rep < 16; ++rep) {
-          const uint64_t c = c0 + static_cast<uint64_t>(rep) * 16;
-          const __mmask16 m = dropout_keep16(seed, c, p);
-          for (int i = 0; i < 16; ++i)
-            ASSERT_EQ(((m >> i) & 1) != 0, Generator::paired_uniform(seed, c + static_cast<uint64_t>(i)) >= p)
+          const uint64_t c = c0 + static_cast<uint64_t>(rep) * simd::kLanes;
+          simd::store(kept, simd::keep(dropout_keep(seed, c, p), simd::set1(1.f)));  // 1 where kept
+          for (int i = 0; i < simd::kLanes; ++i)
+            ASSERT_EQ(kept[i] == 1.f, Generator::paired_uniform(seed, c + static_cast<uint64_t>(i)) >= p)
                 << "seed " << seed << " counter " << c + i << " p " << p;
         }
 #else
-  GTEST_SKIP() << "built without AVX-512";
+  GTEST_SKIP() << "built without AVX2 or AVX-512";
 #endif
 }
 

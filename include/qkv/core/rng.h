@@ -25,7 +25,7 @@ class Generator {
   uint64_t counter() const { return counter_; }
   void set_counter(uint64_t c) { counter_ = c; }
 
-  // The hash's constants, shared with the AVX-512 dropout mask (kernels/cpu/vec.h), which must
+  // The hash's constants, shared with the vectorized dropout mask (kernels/cpu/vec.h), which must
   // draw exactly these bits.
   static constexpr uint64_t kCounterMul = 0x9E3779B97F4A7C15ull, kSeedMul = 0xD1B54A32D192ED03ull,
                             kOffset = 0x2545F4914F6CDD1Dull, kMix1 = 0xBF58476D1CE4E5B9ull,

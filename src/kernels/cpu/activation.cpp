@@ -94,12 +94,12 @@ void dropout_apply(const float* x, float* y, int64_t n, float p, uint64_t seed, 
   };
   parallel_for(n, kGrain, [&](int64_t b, int64_t e) {
     int64_t i = b;
-#if QKV_AVX512
+#if QKV_SIMD
     if (i < e && ((counter + static_cast<uint64_t>(i)) & 1)) scalar(i++);  // the vector loop starts on an even counter
-    const __m512 vs = _mm512_set1_ps(keep_scale);
-    for (; i + 16 <= e; i += 16) {
-      const __mmask16 keep = dropout_keep16(seed, counter + static_cast<uint64_t>(i), p);
-      _mm512_storeu_ps(y + i, _mm512_maskz_mul_ps(keep, _mm512_loadu_ps(x + i), vs));
+    const simd::vf vs = simd::set1(keep_scale);
+    for (; i + kLanes <= e; i += kLanes) {
+      const simd::mask keep = dropout_keep(seed, counter + static_cast<uint64_t>(i), p);
+      simd::store(y + i, simd::keep(keep, simd::mul(simd::load(x + i), vs)));
     }
 #endif
     for (; i < e; ++i) scalar(i);
