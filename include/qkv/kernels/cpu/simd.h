@@ -66,6 +66,20 @@ inline mask first(int64_t k) { return static_cast<mask>((1u << k) - 1); }
 inline vf load(const float* p, mask m) { return _mm512_maskz_loadu_ps(m, p); }
 inline void store(float* p, mask m, vf v) { _mm512_mask_storeu_ps(p, m, v); }
 inline vf keep(mask m, vf v) { return _mm512_maskz_mov_ps(m, v); }  // the other lanes 0
+inline mask greater_equal(vf a, vf b) { return _mm512_cmp_ps_mask(a, b, _CMP_GE_OQ); }
+
+// Integer lanes of the same width, read as kLanes/2 × 64 bits (the dropout hash) or kLanes × 32.
+using vi = __m512i;
+inline vi iota64() { return _mm512_set_epi64(7, 6, 5, 4, 3, 2, 1, 0); }  // lane k holds k
+inline vi set1_64(uint64_t x) { return _mm512_set1_epi64(static_cast<long long>(x)); }
+inline vi add64(vi a, vi b) { return _mm512_add_epi64(a, b); }
+inline vi mul64(vi a, vi b) { return _mm512_mullo_epi64(a, b); }  // a·b mod 2⁶⁴
+template <int N> inline vi shr64(vi a) { return _mm512_srli_epi64(a, N); }
+template <int N> inline vi shl64(vi a) { return _mm512_slli_epi64(a, N); }
+inline vi bit_xor(vi a, vi b) { return _mm512_xor_si512(a, b); }
+inline vi bit_and(vi a, vi b) { return _mm512_and_si512(a, b); }
+inline vi bit_or(vi a, vi b) { return _mm512_or_si512(a, b); }
+inline vf i32_to_f32(vi a) { return _mm512_cvtepi32_ps(a); }  // the 32-bit lanes as signed integers
 
 #elif QKV_SIMD
 
@@ -122,6 +136,24 @@ inline mask first(int64_t k) {
 inline vf load(const float* p, mask m) { return _mm256_maskload_ps(p, m); }
 inline void store(float* p, mask m, vf v) { _mm256_maskstore_ps(p, m, v); }
 inline vf keep(mask m, vf v) { return _mm256_and_ps(_mm256_castsi256_ps(m), v); }
+inline mask greater_equal(vf a, vf b) { return _mm256_castps_si256(_mm256_cmp_ps(a, b, _CMP_GE_OQ)); }
+
+using vi = __m256i;
+inline vi iota64() { return _mm256_set_epi64x(3, 2, 1, 0); }
+inline vi set1_64(uint64_t x) { return _mm256_set1_epi64x(static_cast<long long>(x)); }
+inline vi add64(vi a, vi b) { return _mm256_add_epi64(a, b); }
+// AVX2 multiplies only 32 × 32 → 64 bits: a·b mod 2⁶⁴ = lo·lo + ((hi(a)·lo(b) + lo(a)·hi(b)) << 32).
+inline vi mul64(vi a, vi b) {
+  const vi cross = _mm256_add_epi64(_mm256_mul_epu32(_mm256_srli_epi64(a, 32), b),
+                                    _mm256_mul_epu32(a, _mm256_srli_epi64(b, 32)));
+  return _mm256_add_epi64(_mm256_mul_epu32(a, b), _mm256_slli_epi64(cross, 32));
+}
+template <int N> inline vi shr64(vi a) { return _mm256_srli_epi64(a, N); }
+template <int N> inline vi shl64(vi a) { return _mm256_slli_epi64(a, N); }
+inline vi bit_xor(vi a, vi b) { return _mm256_xor_si256(a, b); }
+inline vi bit_and(vi a, vi b) { return _mm256_and_si256(a, b); }
+inline vi bit_or(vi a, vi b) { return _mm256_or_si256(a, b); }
+inline vf i32_to_f32(vi a) { return _mm256_cvtepi32_ps(a); }
 
 #endif
 

@@ -56,50 +56,20 @@ inline vf normal_cdf(vf x) {
 #endif
 
 // Dropout's keep decisions for counters c0 … c0+kLanes−1 (c0 even), lane i set iff
-// Generator::paired_uniform(seed, c0+i) ≥ p: the same splitmix64 hashes of k = c0/2 … c0/2+kLanes/2−1,
-// one per 64-bit lane; lane k's bits 40–63 and 8–31 become the 32-bit lanes 2k and 2k+1, so the
-// mask equals the scalar one exactly.
-#if QKV_AVX512
+// Generator::paired_uniform(seed, c0+i) ≥ p: the same splitmix64 hashes (Generator::bits) of
+// k = c0/2 … c0/2+kLanes/2−1, one per 64-bit lane; lane k's bits 40–63 and 8–31 become the 32-bit
+// lanes 2k and 2k+1, so the mask equals the scalar one exactly.
+#if QKV_SIMD
 inline simd::mask dropout_keep(uint64_t seed, uint64_t c0, float p) {
-  const __m512i lane = _mm512_set_epi64(7, 6, 5, 4, 3, 2, 1, 0);
-  const __m512i k1 = _mm512_set1_epi64(static_cast<long long>(Generator::kCounterMul));
-  const __m512i add = _mm512_set1_epi64(static_cast<long long>(seed * Generator::kSeedMul + Generator::kOffset));
-  const __m512i m1 = _mm512_set1_epi64(static_cast<long long>(Generator::kMix1));
-  const __m512i m2 = _mm512_set1_epi64(static_cast<long long>(Generator::kMix2));
-  const __m512i c = _mm512_add_epi64(_mm512_set1_epi64(static_cast<long long>(c0 >> 1)), lane);
-  __m512i z = _mm512_add_epi64(_mm512_mullo_epi64(c, k1), add);
-  z = _mm512_mullo_epi64(_mm512_xor_si512(z, _mm512_srli_epi64(z, 30)), m1);
-  z = _mm512_mullo_epi64(_mm512_xor_si512(z, _mm512_srli_epi64(z, 27)), m2);
-  z = _mm512_xor_si512(z, _mm512_srli_epi64(z, 31));
-  const __m512i even = _mm512_srli_epi64(z, 40);
-  const __m512i odd = _mm512_and_si512(_mm512_srli_epi64(z, 8), _mm512_set1_epi64(0xFFFFFF));
-  const __m512i u24 = _mm512_or_si512(even, _mm512_slli_epi64(odd, 32));
-  const __m512 u = _mm512_mul_ps(_mm512_cvtepi32_ps(u24), _mm512_set1_ps(1.0f / 16777216.0f));
-  return _mm512_cmp_ps_mask(u, _mm512_set1_ps(p), _CMP_GE_OQ);
-}
-#elif QKV_SIMD
-// AVX2 multiplies only 32 × 32 → 64 bits: a·b mod 2⁶⁴ = lo·lo + ((hi(a)·lo(b) + lo(a)·hi(b)) << 32).
-inline __m256i mullo_epi64(__m256i a, __m256i b) {
-  const __m256i cross = _mm256_add_epi64(_mm256_mul_epu32(_mm256_srli_epi64(a, 32), b),
-                                         _mm256_mul_epu32(a, _mm256_srli_epi64(b, 32)));
-  return _mm256_add_epi64(_mm256_mul_epu32(a, b), _mm256_slli_epi64(cross, 32));
-}
-inline simd::mask dropout_keep(uint64_t seed, uint64_t c0, float p) {
-  const __m256i lane = _mm256_set_epi64x(3, 2, 1, 0);
-  const __m256i k1 = _mm256_set1_epi64x(static_cast<long long>(Generator::kCounterMul));
-  const __m256i add = _mm256_set1_epi64x(static_cast<long long>(seed * Generator::kSeedMul + Generator::kOffset));
-  const __m256i m1 = _mm256_set1_epi64x(static_cast<long long>(Generator::kMix1));
-  const __m256i m2 = _mm256_set1_epi64x(static_cast<long long>(Generator::kMix2));
-  const __m256i c = _mm256_add_epi64(_mm256_set1_epi64x(static_cast<long long>(c0 >> 1)), lane);
-  __m256i z = _mm256_add_epi64(mullo_epi64(c, k1), add);
-  z = mullo_epi64(_mm256_xor_si256(z, _mm256_srli_epi64(z, 30)), m1);
-  z = mullo_epi64(_mm256_xor_si256(z, _mm256_srli_epi64(z, 27)), m2);
-  z = _mm256_xor_si256(z, _mm256_srli_epi64(z, 31));
-  const __m256i even = _mm256_srli_epi64(z, 40);
-  const __m256i odd = _mm256_and_si256(_mm256_srli_epi64(z, 8), _mm256_set1_epi64x(0xFFFFFF));
-  const __m256i u24 = _mm256_or_si256(even, _mm256_slli_epi64(odd, 32));
-  const __m256 u = _mm256_mul_ps(_mm256_cvtepi32_ps(u24), _mm256_set1_ps(1.0f / 16777216.0f));
-  return _mm256_castps_si256(_mm256_cmp_ps(u, _mm256_set1_ps(p), _CMP_GE_OQ));
+  namespace s = simd;
+  const s::vi c = s::add64(s::set1_64(c0 >> 1), s::iota64());
+  s::vi z = s::add64(s::mul64(c, s::set1_64(Generator::kCounterMul)),
+                     s::set1_64(seed * Generator::kSeedMul + Generator::kOffset));
+  z = s::mul64(s::bit_xor(z, s::shr64<30>(z)), s::set1_64(Generator::kMix1));
+  z = s::mul64(s::bit_xor(z, s::shr64<27>(z)), s::set1_64(Generator::kMix2));
+  z = s::bit_xor(z, s::shr64<31>(z));
+  const s::vi u24 = s::bit_or(s::shr64<40>(z), s::shl64<32>(s::bit_and(s::shr64<8>(z), s::set1_64(0xFFFFFF))));
+  return s::greater_equal(s::mul(s::i32_to_f32(u24), s::set1(1.0f / 16777216.0f)), s::set1(p));
 }
 #endif
 
