@@ -23,38 +23,42 @@ std::vector<float> randn(size_t n, uint64_t seed) {
   return t.to_vector();
 }
 
+// Both paths: oneDNN's bf16 matmul (where the CPU has it; gemm_bf16 falls back to the second
+// elsewhere) and the widened-operand sgemm.
 TEST(GemmBf16, EqualsTheProductOfRoundedOperands) {
   const int64_t M = 37, N = 45, K = 300, pad = 3;
   for (bool ta : {false, true})
     for (bool tb : {false, true})
-      for (float beta : {0.f, 1.f}) {
-        // op(A) is M×K: stored [M, K] (lda ≥ K) or, transposed, [K, M] (lda ≥ M); same for B.
-        const int64_t lda = (ta ? M : K) + pad, ldb = (tb ? K : N) + pad, ldc = N + pad;
-        std::vector<float> a = randn(static_cast<size_t>((ta ? K : M) * lda), 1 + ta);
-        std::vector<float> b = randn(static_cast<size_t>((tb ? N : K) * ldb), 3 + tb);
-        std::vector<float> c0 = randn(static_cast<size_t>(M * ldc), 5);
-        std::vector<bf16> ab(a.size()), bb(b.size());
-        k::convert_to_bf16(a.data(), ab.data(), static_cast<int64_t>(a.size()));
-        k::convert_to_bf16(b.data(), bb.data(), static_cast<int64_t>(b.size()));
-        std::vector<float> c = c0;
-        k::gemm_bf16(ta, tb, M, N, K, ab.data(), lda, bb.data(), ldb, beta, c.data(), ldc);
-        double worst = 0, scale = 0;
-        for (int64_t i = 0; i < M; ++i)
-          for (int64_t j = 0; j < N; ++j) {
-            double s = beta * c0[i * ldc + j];
-            for (int64_t p = 0; p < K; ++p) {
-              const float av = ta ? a[p * lda + i] : a[i * lda + p];
-              const float bv = tb ? b[j * ldb + p] : b[p * ldb + j];
-              s += static_cast<double>(round_bf16(av)) * round_bf16(bv);
+      for (float beta : {0.f, 1.f})
+        for (auto* gemm : {&k::gemm_bf16, &k::gemm_bf16_widened}) {
+          // op(A) is M×K: stored [M, K] (lda ≥ K) or, transposed, [K, M] (lda ≥ M); same for B.
+          const int64_t lda = (ta ? M : K) + pad, ldb = (tb ? K : N) + pad, ldc = N + pad;
+          std::vector<float> a = randn(static_cast<size_t>((ta ? K : M) * lda), 1 + ta);
+          std::vector<float> b = randn(static_cast<size_t>((tb ? N : K) * ldb), 3 + tb);
+          std::vector<float> c0 = randn(static_cast<size_t>(M * ldc), 5);
+          std::vector<bf16> ab(a.size()), bb(b.size());
+          k::convert_to_bf16(a.data(), ab.data(), static_cast<int64_t>(a.size()));
+          k::convert_to_bf16(b.data(), bb.data(), static_cast<int64_t>(b.size()));
+          std::vector<float> c = c0;
+          gemm(ta, tb, M, N, K, ab.data(), lda, bb.data(), ldb, beta, c.data(), ldc);
+          double worst = 0, scale = 0;
+          for (int64_t i = 0; i < M; ++i)
+            for (int64_t j = 0; j < N; ++j) {
+              double s = beta * c0[i * ldc + j];
+              for (int64_t p = 0; p < K; ++p) {
+                const float av = ta ? a[p * lda + i] : a[i * lda + p];
+                const float bv = tb ? b[j * ldb + p] : b[p * ldb + j];
+                s += static_cast<double>(round_bf16(av)) * round_bf16(bv);
+              }
+              worst = std::max(worst, std::abs(s - c[i * ldc + j]));
+              scale = std::max(scale, std::abs(s));
             }
-            worst = std::max(worst, std::abs(s - c[i * ldc + j]));
-            scale = std::max(scale, std::abs(s));
-          }
-        EXPECT_LE(worst / scale, 2e-6) << "ta=" << ta << " tb=" << tb << " beta=" << beta;
-        // the padding columns of C are left alone
-        for (int64_t i = 0; i < M; ++i)
-          for (int64_t j = N; j < ldc; ++j) EXPECT_EQ(c[i * ldc + j], c0[i * ldc + j]);
-      }
+          EXPECT_LE(worst / scale, 2e-6) << "ta=" << ta << " tb=" << tb << " beta=" << beta
+                                         << (gemm == &k::gemm_bf16 ? " gemm_bf16" : " gemm_bf16_widened");
+          // the padding columns of C are left alone
+          for (int64_t i = 0; i < M; ++i)
+            for (int64_t j = N; j < ldc; ++j) EXPECT_EQ(c[i * ldc + j], c0[i * ldc + j]);
+        }
 }
 
 TEST(GemmBf16, RejectsOtherBetas) {

@@ -77,23 +77,22 @@ const float* widen(const bf16* src, int64_t rows, int64_t cols, int64_t ld, std:
   return dst;
 }
 
-// C = op(A)·op(B) + beta·C in f32 arithmetic on the widened operands (op(A) is stored K×M when
-// transposed, M×K otherwise; likewise B).
-void gemm_bf16_as_f32(bool ta, bool tb, int64_t M, int64_t N, int64_t K, const bf16* A, int64_t lda,
-                      const bf16* B, int64_t ldb, float beta, float* C, int64_t ldc) {
-  thread_local std::vector<float> wa, wb;  // reused across calls: no page faults per step
-  const int64_t a_rows = ta ? K : M, a_cols = ta ? M : K, b_rows = tb ? N : K, b_cols = tb ? K : N;
-  const float* a = widen(A, a_rows, a_cols, lda, wa);
-  const float* b = widen(B, b_rows, b_cols, ldb, wb);
-  sgemm(ta, tb, M, N, K, 1.f, a, a_cols, b, b_cols, beta, C, ldc);
-}
-
 Context& context() {
   static Context ctx;
   return ctx;
 }
 
 }  // namespace
+
+// op(A) is stored K×M when transposed, M×K otherwise; likewise B.
+void gemm_bf16_widened(bool ta, bool tb, int64_t M, int64_t N, int64_t K, const bf16* A, int64_t lda,
+                       const bf16* B, int64_t ldb, float beta, float* C, int64_t ldc) {
+  thread_local std::vector<float> wa, wb;  // reused across calls: no page faults per step
+  const int64_t a_rows = ta ? K : M, a_cols = ta ? M : K, b_rows = tb ? N : K, b_cols = tb ? K : N;
+  const float* a = widen(A, a_rows, a_cols, lda, wa);
+  const float* b = widen(B, b_rows, b_cols, ldb, wb);
+  sgemm(ta, tb, M, N, K, 1.f, a, a_cols, b, b_cols, beta, C, ldc);
+}
 
 void gemm_bf16(bool ta, bool tb, int64_t M, int64_t N, int64_t K, const bf16* A, int64_t lda, const bf16* B,
                int64_t ldb, float beta, float* C, int64_t ldc) {
@@ -108,7 +107,7 @@ void gemm_bf16(bool ta, bool tb, int64_t M, int64_t N, int64_t K, const bf16* A,
   Context& ctx = context();
   try {
     const dnnl::matmul* m = ctx.get(ta, tb, beta == 1.f);
-    if (!m) return gemm_bf16_as_f32(ta, tb, M, N, K, A, lda, B, ldb, beta, C, ldc);
+    if (!m) return gemm_bf16_widened(ta, tb, M, N, K, A, lda, B, ldb, beta, C, ldc);
     // The actual shapes and strides of this call (op(A) is M×K, op(B) is K×N).
     memory::desc a({M, K}, memory::data_type::bf16, ta ? memory::dims{1, lda} : memory::dims{lda, 1});
     memory::desc b({K, N}, memory::data_type::bf16, tb ? memory::dims{1, ldb} : memory::dims{ldb, 1});

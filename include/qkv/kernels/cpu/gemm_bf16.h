@@ -15,6 +15,11 @@ namespace qkv::kernels::cpu {
 void gemm_bf16(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, const bf16* A, int64_t lda,
                const bf16* B, int64_t ldb, float beta, float* C, int64_t ldc);
 
+// The same product as sgemm of the operands widened to f32 (exact): what gemm_bf16 does on CPUs
+// where oneDNN has no bf16 matmul (it needs AVX-512), callable anywhere so tests cover it.
+void gemm_bf16_widened(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, const bf16* A, int64_t lda,
+                       const bf16* B, int64_t ldb, float beta, float* C, int64_t ldc);
+
 // dst[i] = bf16(src[i]), rounded to nearest even (as f32_to_bf16), in parallel.
 void convert_to_bf16(const float* src, bf16* dst, int64_t n);
 
