@@ -24,7 +24,7 @@ constexpr int64_t kRuntime = DNNL_RUNTIME_DIM_VAL;
 //
 // oneDNN 2.x implements the bf16 matmul only on AVX-512 CPUs; on others (AVX2: Zen 2/3, most
 // laptops) creating the primitive fails, and `get` returns null: gemm_bf16 then computes the same
-// product with sgemm on the operands widened to f32 (exact), as PyTorch does on such CPUs.
+// product with sgemm on the operands widened to f32 (exact): gemm_bf16_widened.
 struct Context {
   dnnl::engine engine{dnnl::engine::kind::cpu, 0};
   dnnl::stream stream{engine};

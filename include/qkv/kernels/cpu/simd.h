@@ -2,9 +2,10 @@
 //   AVX-512            16 lanes (Zen 4/5, Intel since Skylake-SP)
 //   AVX2 + FMA          8 lanes (Zen 1–3, Intel Haswell to Alder Lake: most laptops)
 //   neither             QKV_SIMD is 0 and the kernels' scalar loops do all the work.
-// The kernels write each formula once over these operations (`vexp`, `vnormal_cdf` in vec.h, the
-// GELU and cross-entropy loops, …); every operation is one or two instructions, inlined, so the
-// AVX-512 code is what it was when it was written with intrinsics directly.
+// The kernels write each formula once over these operations (`simd::exp`, `simd::normal_cdf` and
+// `dropout_keep` in vec.h; the GELU, cross-entropy, Adam and bf16 gemv loops); every operation is
+// one or two instructions, inlined, so the AVX-512 code is what it was when it was written with
+// intrinsics directly.
 #pragma once
 
 #include <cstdint>

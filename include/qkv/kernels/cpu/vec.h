@@ -55,11 +55,13 @@ inline vf normal_cdf(vf x) {
 }  // namespace simd
 #endif
 
+#if QKV_SIMD
+using simd::kLanes;
+
 // Dropout's keep decisions for counters c0 … c0+kLanes−1 (c0 even), lane i set iff
 // Generator::paired_uniform(seed, c0+i) ≥ p: the same splitmix64 hashes (Generator::bits) of
 // k = c0/2 … c0/2+kLanes/2−1, one per 64-bit lane; lane k's bits 40–63 and 8–31 become the 32-bit
 // lanes 2k and 2k+1, so the mask equals the scalar one exactly.
-#if QKV_SIMD
 inline simd::mask dropout_keep(uint64_t seed, uint64_t c0, float p) {
   namespace s = simd;
   const s::vi c = s::add64(s::set1_64(c0 >> 1), s::iota64());
@@ -71,10 +73,6 @@ inline simd::mask dropout_keep(uint64_t seed, uint64_t c0, float p) {
   const s::vi u24 = s::bit_or(s::shr64<40>(z), s::shl64<32>(s::bit_and(s::shr64<8>(z), s::set1_64(0xFFFFFF))));
   return s::greater_equal(s::mul(s::i32_to_f32(u24), s::set1(1.0f / 16777216.0f)), s::set1(p));
 }
-#endif
-
-#if QKV_SIMD
-using simd::kLanes;
 #endif
 
 // y[i] = exp(x[i] - shift); returns Σ y[i].
