@@ -4,6 +4,7 @@
 
 #include "qkv/autograd/node.h"
 #include "qkv/kernels/cpu/attention.h"
+#include "qkv/kernels/cpu/gemm_bf16.h"
 #include "qkv/ops/arith.h"
 
 namespace qkv {
@@ -136,7 +137,11 @@ AttentionResult sdpa(const Tensor& q, const Tensor& kk, const Tensor& v, const A
       // of the inputs, f32 products).
       AttentionOptions o = opt;
       o.compute_dtype = DType::f32;
-      auto round = [](const Tensor& t) { return t.to(DType::bf16).to(DType::f32); };
+      auto round = [](const Tensor& t) {
+        Tensor r = t.contiguous_copy();
+        k::round_to_bf16(r.data(), r.data(), r.numel());
+        return r;
+      };
       return sdpa(round(q), round(kk), round(v), o, false);
     }
   }

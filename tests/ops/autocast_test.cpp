@@ -82,6 +82,17 @@ TEST(ConvertToBf16, MatchesTheScalarRounding) {
   bf16 h;
   k::convert_to_bf16(&nan, &h, 1);
   EXPECT_TRUE(std::isnan(bf16_to_f32(h)));
+  // round_to_bf16 is the same rounding kept in f32, in place too
+  std::vector<float> rounded(v.size()), in_place = v;
+  k::round_to_bf16(v.data(), rounded.data(), static_cast<int64_t>(v.size()));
+  k::round_to_bf16(in_place.data(), in_place.data(), static_cast<int64_t>(v.size()));
+  for (size_t i = 0; i < v.size(); ++i) {
+    EXPECT_EQ(rounded[i], bf16_to_f32(got[i])) << "value " << v[i];
+    EXPECT_EQ(in_place[i], rounded[i]) << "value " << v[i];
+  }
+  float nan_rounded = 0.f;
+  k::round_to_bf16(&nan, &nan_rounded, 1);
+  EXPECT_TRUE(std::isnan(nan_rounded));
 }
 
 // A tensor of the bf16-rounded values of t (as an f32 leaf that requires grad).

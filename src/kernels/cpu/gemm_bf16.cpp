@@ -1,5 +1,6 @@
 #include "qkv/kernels/cpu/gemm_bf16.h"
 
+#include <bit>
 #include <cstdio>
 #include <mutex>
 #include <oneapi/dnnl/dnnl.hpp>
@@ -69,9 +70,9 @@ const float* widen(const bf16* src, int64_t rows, int64_t cols, int64_t ld, std:
   float* dst = buf.data();
   parallel_for(rows, 1 + (1 << 14) / cols, [&](int64_t lo, int64_t hi) {
     for (int64_t r = lo; r < hi; ++r) {
-      const uint16_t* s = &src[r * ld].bits;
-      uint32_t* d = reinterpret_cast<uint32_t*>(dst + r * cols);
-      for (int64_t c = 0; c < cols; ++c) d[c] = static_cast<uint32_t>(s[c]) << 16;
+      const bf16* s = src + r * ld;
+      float* d = dst + r * cols;
+      for (int64_t c = 0; c < cols; ++c) d[c] = std::bit_cast<float>(static_cast<uint32_t>(s[c].bits) << 16);
     }
   });
   return dst;
@@ -133,6 +134,18 @@ void convert_to_bf16(const float* src, bf16* dst, int64_t n) {
     }
 #endif
     for (; i < hi; ++i) dst[i] = f32_to_bf16(src[i]);
+  });
+}
+
+// f32_to_bf16 then back, without branches so that the loop vectorizes: add half an ulp of bf16
+// (ties to even) and clear the low 16 bits; a NaN is made quiet instead (its payload may be low).
+void round_to_bf16(const float* src, float* dst, int64_t n) {
+  parallel_for(n, 1 << 14, [src, dst](int64_t lo, int64_t hi) {
+    for (int64_t i = lo; i < hi; ++i) {
+      const uint32_t u = std::bit_cast<uint32_t>(src[i]);
+      const uint32_t r = (u & 0x7fffffffu) > 0x7f800000u ? u | 0x00400000u : u + 0x7fffu + ((u >> 16) & 1u);
+      dst[i] = std::bit_cast<float>(r & 0xffff0000u);
+    }
   });
 }
 

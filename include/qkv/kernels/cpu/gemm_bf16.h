@@ -23,4 +23,7 @@ void gemm_bf16_widened(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t
 // dst[i] = bf16(src[i]), rounded to nearest even (as f32_to_bf16), in parallel.
 void convert_to_bf16(const float* src, bf16* dst, int64_t n);
 
+// dst[i] = f32(bf16(src[i])): the same rounding, kept in f32 (dst may be src), in parallel.
+void round_to_bf16(const float* src, float* dst, int64_t n);
+
 }  // namespace qkv::kernels::cpu
