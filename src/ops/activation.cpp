@@ -30,10 +30,12 @@ Tensor gelu(const Tensor& x, const std::string& approximate) {
   const bool tanh_approx = approximate == "tanh";
   Tensor xc = dense_f32(x, "gelu");
   Tensor out = Tensor::empty(x.shape());
-  k::gelu_forward(xc.data(), out.data(), x.numel(), tanh_approx);
-  return record(out, "gelu", {x}, [xc, tanh_approx](const Tensor& g) {
+  // Φ(x) is kept for the backward when there will be one (exact GELU only)
+  Tensor cdf = autograd::needs_grad({x}) && !tanh_approx ? Tensor::empty(x.shape()) : Tensor();
+  k::gelu_forward(xc.data(), out.data(), x.numel(), tanh_approx, cdf.defined() ? cdf.data() : nullptr);
+  return record(out, "gelu", {x}, [xc, cdf, tanh_approx](const Tensor& g) {
     Tensor gc = g.contiguous(), dx = Tensor::empty(xc.shape());
-    k::gelu_backward(xc.data(), gc.data(), dx.data(), xc.numel(), tanh_approx);
+    k::gelu_backward(xc.data(), gc.data(), dx.data(), xc.numel(), tanh_approx, cdf.defined() ? cdf.data() : nullptr);
     return std::vector<Tensor>{dx};
   });
 }

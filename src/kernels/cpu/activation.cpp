@@ -36,7 +36,7 @@ void relu_backward(const float* x, const float* dy, float* dx, int64_t n) {
   });
 }
 
-void gelu_forward(const float* x, float* y, int64_t n, bool tanh_approx) {
+void gelu_forward(const float* x, float* y, int64_t n, bool tanh_approx, float* cdf) {
   parallel_for(n, kGrain, [&](int64_t b, int64_t e) {
     if (tanh_approx) {
       for (int64_t i = b; i < e; ++i) {
@@ -47,16 +47,21 @@ void gelu_forward(const float* x, float* y, int64_t n, bool tanh_approx) {
       int64_t i = b;
 #if QKV_SIMD
       for (; i + kLanes <= e; i += kLanes) {  // y = x Φ(x)
-        const simd::vf v = simd::load(x + i);
-        simd::store(y + i, simd::mul(v, simd::normal_cdf(v)));
+        const simd::vf v = simd::load(x + i), c = simd::normal_cdf(v);
+        simd::store(y + i, simd::mul(v, c));
+        if (cdf) simd::store(cdf + i, c);
       }
 #endif
-      for (; i < e; ++i) y[i] = 0.5f * x[i] * (1.f + std::erf(x[i] * kSqrt1_2));
+      for (; i < e; ++i) {
+        const float c = 0.5f * (1.f + std::erf(x[i] * kSqrt1_2));
+        y[i] = x[i] * c;
+        if (cdf) cdf[i] = c;
+      }
     }
   });
 }
 
-void gelu_backward(const float* x, const float* dy, float* dx, int64_t n, bool tanh_approx) {
+void gelu_backward(const float* x, const float* dy, float* dx, int64_t n, bool tanh_approx, const float* cdf) {
   parallel_for(n, kGrain, [&](int64_t b, int64_t e) {
     if (tanh_approx) {
       for (int64_t i = b; i < e; ++i) {
@@ -73,14 +78,15 @@ void gelu_backward(const float* x, const float* dy, float* dx, int64_t n, bool t
         const simd::vf v = simd::load(x + i);
         const simd::vf pdf =
             simd::mul(simd::set1(kInvSqrt2Pi), simd::exp(simd::mul(simd::mul(v, v), simd::set1(-0.5f))));
-        simd::store(dx + i, simd::mul(simd::load(dy + i), simd::fmadd(v, pdf, simd::normal_cdf(v))));
+        const simd::vf c = cdf ? simd::load(cdf + i) : simd::normal_cdf(v);
+        simd::store(dx + i, simd::mul(simd::load(dy + i), simd::fmadd(v, pdf, c)));
       }
 #endif
       for (; i < e; ++i) {
         float v = x[i];
-        float cdf = 0.5f * (1.f + std::erf(v * kSqrt1_2));
+        float c = cdf ? cdf[i] : 0.5f * (1.f + std::erf(v * kSqrt1_2));
         float pdf = kInvSqrt2Pi * std::exp(-0.5f * v * v);
-        dx[i] = dy[i] * (cdf + v * pdf);
+        dx[i] = dy[i] * (c + v * pdf);
       }
     }
   });

@@ -10,8 +10,11 @@ namespace qkv::kernels::cpu {
 
 void relu_forward(const float* x, float* y, int64_t n);
 void relu_backward(const float* x, const float* dy, float* dx, int64_t n);
-void gelu_forward(const float* x, float* y, int64_t n, bool tanh_approx);
-void gelu_backward(const float* x, const float* dy, float* dx, int64_t n, bool tanh_approx);
+// The exact GELU's forward can also keep Φ(x) in `cdf` for the backward, which then computes only
+// φ(x) (Φ is two thirds of the work); `cdf` is ignored with tanh_approx and may be null.
+void gelu_forward(const float* x, float* y, int64_t n, bool tanh_approx, float* cdf = nullptr);
+void gelu_backward(const float* x, const float* dy, float* dx, int64_t n, bool tanh_approx,
+                   const float* cdf = nullptr);
 
 // Inverted dropout: y = x · m / (1 − p), m ~ Bernoulli(1 − p) drawn from (seed, counter + i), so the
 // backward regenerates the same mask instead of storing it.
