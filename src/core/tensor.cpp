@@ -347,6 +347,21 @@ void Tensor::copy_(const Tensor& src) {
     copy_strided_f32(static_cast<float*>(dbase), strides(), static_cast<const float*>(sbase), bst, shape());
     return;
   }
+  if (is_contiguous() && src.is_contiguous() && src.shape() == shape()) {  // a dense conversion (.to())
+    const int64_t n = numel();
+    auto convert = [n](const auto* s, auto* d, auto f) {
+      parallel_for(n, 1 << 14, [=](int64_t lo, int64_t hi) {
+        for (int64_t i = lo; i < hi; ++i) d[i] = f(s[i]);
+      });
+    };
+    if (st == DType::f32 && dt == DType::bf16)
+      convert(static_cast<const float*>(sbase), static_cast<bf16*>(dbase), f32_to_bf16);
+    else if (st == DType::bf16 && dt == DType::f32)
+      convert(static_cast<const bf16*>(sbase), static_cast<float*>(dbase), bf16_to_f32);
+    else
+      for (int64_t i = 0; i < n; ++i) store_from_f32(dbase, dt, i, load_as_f32(sbase, st, i));
+    return;
+  }
   // Gather src offsets in our row-major order, then scatter to our own strided offsets.
   std::vector<int64_t> soffs(static_cast<size_t>(numel()));
   for_each_offset(shape(), bst, [&](int64_t i, int64_t off) { soffs[i] = off; });

@@ -137,7 +137,7 @@ AttentionResult sdpa(const Tensor& q, const Tensor& kk, const Tensor& v, const A
       // of the inputs, f32 products).
       AttentionOptions o = opt;
       o.compute_dtype = DType::f32;
-      auto round = [](const Tensor& t) {
+      auto round = [](const Tensor& t) {  // one pass in place (.to(bf16).to(f32) would make two)
         Tensor r = t.contiguous_copy();
         k::round_to_bf16(r.data(), r.data(), r.numel());
         return r;

@@ -1,6 +1,5 @@
 #include "qkv/kernels/cpu/gemm_bf16.h"
 
-#include <bit>
 #include <cstdio>
 #include <mutex>
 #include <oneapi/dnnl/dnnl.hpp>
@@ -64,7 +63,7 @@ struct Context {
 };
 
 // rows × cols of a row-major bf16 matrix with leading dimension ld, widened (exactly) into a packed
-// f32 buffer: bf16 is the top half of an f32.
+// f32 buffer.
 const float* widen(const bf16* src, int64_t rows, int64_t cols, int64_t ld, std::vector<float>& buf) {
   buf.resize(static_cast<size_t>(rows * cols));
   float* dst = buf.data();
@@ -72,7 +71,7 @@ const float* widen(const bf16* src, int64_t rows, int64_t cols, int64_t ld, std:
     for (int64_t r = lo; r < hi; ++r) {
       const bf16* s = src + r * ld;
       float* d = dst + r * cols;
-      for (int64_t c = 0; c < cols; ++c) d[c] = std::bit_cast<float>(static_cast<uint32_t>(s[c].bits) << 16);
+      for (int64_t c = 0; c < cols; ++c) d[c] = bf16_to_f32(s[c]);
     }
   });
   return dst;
@@ -137,15 +136,10 @@ void convert_to_bf16(const float* src, bf16* dst, int64_t n) {
   });
 }
 
-// f32_to_bf16 then back, without branches so that the loop vectorizes: add half an ulp of bf16
-// (ties to even) and clear the low 16 bits; a NaN is made quiet instead (its payload may be low).
+// One pass, in place if dst == src (f32_to_bf16 is branch-free, so the loop vectorizes).
 void round_to_bf16(const float* src, float* dst, int64_t n) {
   parallel_for(n, 1 << 14, [src, dst](int64_t lo, int64_t hi) {
-    for (int64_t i = lo; i < hi; ++i) {
-      const uint32_t u = std::bit_cast<uint32_t>(src[i]);
-      const uint32_t r = (u & 0x7fffffffu) > 0x7f800000u ? u | 0x00400000u : u + 0x7fffu + ((u >> 16) & 1u);
-      dst[i] = std::bit_cast<float>(r & 0xffff0000u);
-    }
+    for (int64_t i = lo; i < hi; ++i) dst[i] = bf16_to_f32(f32_to_bf16(src[i]));
   });
 }
 
