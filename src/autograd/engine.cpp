@@ -51,7 +51,7 @@ std::vector<Node*> topo_order(const std::vector<Node*>& roots) {
 void run(const std::vector<Tensor>& roots, const std::vector<Tensor>& seeds, bool retain_graph,
          std::unordered_map<TensorImpl*, Tensor>* capture) {
   NoGradGuard no_grad;
-  std::unordered_map<Node*, Tensor> pending;
+  std::unordered_map<Node*, std::vector<Tensor>> pending;  // per node, its outputs' gradients so far
   std::vector<Node*> root_nodes;
 
   auto deliver = [&](const std::shared_ptr<TensorImpl>& impl, const Tensor& g) {
@@ -76,7 +76,9 @@ void run(const std::vector<Tensor>& roots, const std::vector<Tensor>& seeds, boo
       }
     }
     if (impl->grad_fn) {
-      auto& slot = pending[impl->grad_fn.get()];
+      auto& slots = pending[impl->grad_fn.get()];
+      slots.resize(static_cast<size_t>(impl->grad_fn->num_outputs));
+      Tensor& slot = slots[static_cast<size_t>(impl->output_nr)];
       slot = slot.defined() ? add_dense(slot, g) : g;
     }
   };
@@ -96,11 +98,11 @@ void run(const std::vector<Tensor>& roots, const std::vector<Tensor>& seeds, boo
   for (Node* node : topo_order(root_nodes)) {
     auto it = pending.find(node);
     if (it == pending.end()) continue;  // nothing flowed here
-    Tensor g = std::move(it->second);
+    std::vector<Tensor> g = std::move(it->second);
     pending.erase(it);
-    QKV_CHECK(node->backward, "backward: trying to backward through the graph a second time (at ", node->name,
-              "); its saved tensors were freed — pass retain_graph=true the first time");
-    std::vector<Tensor> grads = node->backward(g);
+    QKV_CHECK(node->backward || node->backward_outputs, "backward: trying to backward through the graph a second time (at ",
+              node->name, "); its saved tensors were freed — pass retain_graph=true the first time");
+    std::vector<Tensor> grads = node->backward_outputs ? node->backward_outputs(g) : node->backward(g[0]);
     QKV_CHECK(grads.size() == node->inputs.size(), "backward of ", node->name, " returned ", grads.size(),
               " gradients for ", node->inputs.size(), " inputs");
     for (size_t i = 0; i < grads.size(); ++i) {
@@ -111,6 +113,7 @@ void run(const std::vector<Tensor>& roots, const std::vector<Tensor>& seeds, boo
     }
     if (!retain_graph) {
       node->backward = nullptr;  // frees the saved tensors
+      node->backward_outputs = nullptr;
     }
   }
 }
@@ -133,18 +136,39 @@ bool needs_grad(const std::vector<Tensor>& inputs) {
   return false;
 }
 
-Tensor record(Tensor output, const char* name, const std::vector<Tensor>& inputs, BackwardFn fn) {
-  if (!needs_grad(inputs)) return output;
+namespace {
+std::shared_ptr<Node> make_node(const char* name, const std::vector<Tensor>& inputs) {
   auto node = std::make_shared<Node>();
   node->name = name;
   for (const Tensor& t : inputs) {
     node->inputs.push_back(t.defined() && t.requires_grad() ? t.impl_ptr() : nullptr);
     node->input_shapes.push_back(t.defined() ? t.shape() : Shape{});
   }
+  return node;
+}
+}  // namespace
+
+Tensor record(Tensor output, const char* name, const std::vector<Tensor>& inputs, BackwardFn fn) {
+  if (!needs_grad(inputs)) return output;
+  auto node = make_node(name, inputs);
   node->backward = std::move(fn);
   output.impl().grad_fn = std::move(node);
   output.impl().requires_grad = true;
   return output;
+}
+
+std::vector<Tensor> record_outputs(std::vector<Tensor> outputs, const char* name, const std::vector<Tensor>& inputs,
+                                   MultiBackwardFn fn) {
+  if (!needs_grad(inputs)) return outputs;
+  auto node = make_node(name, inputs);
+  node->backward_outputs = std::move(fn);
+  node->num_outputs = static_cast<int>(outputs.size());
+  for (size_t i = 0; i < outputs.size(); ++i) {
+    outputs[i].impl().grad_fn = node;
+    outputs[i].impl().output_nr = static_cast<int>(i);
+    outputs[i].impl().requires_grad = true;
+  }
+  return outputs;
 }
 
 void backward(const Tensor& root, const Tensor& grad, bool retain_graph) {

@@ -31,6 +31,21 @@ Tensor to_4d(const Tensor& t) {
   }
 }
 
+// A 4-D [B, H, L, d] view of a [B, L, H, d] tensor (heads split off a projection, as
+// MultiheadAttention does): the flash kernels then write the output and the gradients in that
+// layout too, so merging the heads back, and the gradients' way back to the projection, are views
+// rather than copies (as PyTorch gives gradients the layout of their inputs).
+bool heads_inner(const Tensor& t) { return t.dim() == 4 && t.size(1) > 1 && t.stride(1) < t.stride(2); }
+
+// Fresh [B, H, L, d] storage, laid out as [B, L, H, d] when `inner`, else dense.
+Tensor empty_heads(const Shape& shape, bool inner) {
+  if (!inner) return Tensor::empty(shape);
+  return Tensor::empty({shape[0], shape[2], shape[1], shape[3]}).transpose(1, 2);
+}
+
+// The kernels' view of a 4-D tensor with unit stride along its last dim.
+k::HeadLayout layout_of(const Tensor& t4) { return {t4.stride(0), t4.stride(1), t4.stride(2)}; }
+
 // q, k, v for the kernels: 4-D with a unit stride along the head dim.
 Tensor as_bhld(const Tensor& t) {
   Tensor x = t.detach();
@@ -86,6 +101,10 @@ Prepared prepare(const Tensor& q, const Tensor& kk, const Tensor& v, const Atten
   p.k_sb = r.k4.stride(0), p.k_sh = r.k4.stride(1), p.k_sl = std::max<int64_t>(r.k4.stride(2), p.D);
   p.v = r.v4.data();
   p.v_sb = r.v4.stride(0), p.v_sh = r.v4.stride(1), p.v_sl = std::max<int64_t>(r.v4.stride(2), p.Dv);
+  p.out_l = p.dout_l = k::HeadLayout::dense(p.H, p.Lq, p.Dv);
+  p.dq_l = k::HeadLayout::dense(p.H, p.Lq, p.D);
+  p.dk_l = k::HeadLayout::dense(p.Hkv, p.Lk, p.D);
+  p.dv_l = k::HeadLayout::dense(p.Hkv, p.Lk, p.Dv);
   p.causal = opt.is_causal;
   p.scale = opt.scale ? *opt.scale : 1.0f / std::sqrt(static_cast<float>(p.D));
 
@@ -165,20 +184,29 @@ AttentionResult sdpa(const Tensor& q, const Tensor& kk, const Tensor& v, const A
   }
 
   if (flash) {
+    const bool q_in = heads_inner(q), k_in = heads_inner(kk), v_in = heads_inner(v);
+    Tensor fo = empty_heads(r.out_shape, q_in);
+    if (q_in) r.p.out_l = layout_of(fo);
     Shape lse_shape(r.scores_shape.begin(), r.scores_shape.end() - 1);
     Tensor lse = grad ? Tensor::empty(lse_shape) : Tensor();
-    k::attention_forward_flash(p, out.data(), grad ? lse.data() : nullptr);
+    k::attention_forward_flash(r.p, fo.data(), grad ? lse.data() : nullptr);
     if (!grad) {
-      res.output = out;
+      res.output = fo;
       return res;
     }
-    Tensor saved_out = out.detach();
-    res.output = record(out, "scaled_dot_product_attention", {q, kk, v, opt.attn_mask},
-                        [r, saved_out, lse, q_shape, k_shape, v_shape](const Tensor& g) {
-                          Tensor gc = g.contiguous();
-                          Tensor dq = Tensor::empty(q_shape), dk = Tensor::empty(k_shape), dv = Tensor::empty(v_shape);
-                          k::attention_backward_flash(r.p, saved_out.data(), lse.data(), gc.data(), dq.data(),
-                                                      dk.data(), dv.data());
+    Tensor saved_out = fo.detach();
+    res.output = record(fo, "scaled_dot_product_attention", {q, kk, v, opt.attn_mask},
+                        [r, saved_out, lse, q_shape, k_shape, v_shape, q_in, k_in, v_in](const Tensor& g) {
+                          k::AttnProblem p = r.p;
+                          Tensor g4 = to_4d(g.stride(-1) == 1 ? g : g.contiguous());
+                          Tensor dq = empty_heads(q_shape, q_in), dk = empty_heads(k_shape, k_in),
+                                 dv = empty_heads(v_shape, v_in);
+                          p.dout_l = layout_of(g4);
+                          if (q_in) p.dq_l = layout_of(dq);
+                          if (k_in) p.dk_l = layout_of(dk);
+                          if (v_in) p.dv_l = layout_of(dv);
+                          k::attention_backward_flash(p, saved_out.data(), lse.data(), g4.data(), dq.data(), dk.data(),
+                                                      dv.data());
                           return std::vector<Tensor>{dq, dk, dv, Tensor()};
                         });
     return res;

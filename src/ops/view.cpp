@@ -221,12 +221,33 @@ Tensor stack(const std::vector<Tensor>& ts, int64_t dim) {
   return cat(us, dim < 0 ? dim : dim);
 }
 
+// Pieces of `size` along dim (the last may be shorter), views of t.
+// Backward (one node for all the pieces, as PyTorch's SplitBackward): dt = cat(dpiece_0, dpiece_1, …)
+// along dim, zeros for a piece that got no gradient. Written into one buffer, rather than each piece
+// scattering into a zero-filled copy of t and the copies being summed.
 std::vector<Tensor> split(const Tensor& t, int64_t size, int64_t dim) {
   QKV_CHECK(size > 0, "split: chunk size must be positive, got ", size);
   dim = t.wrap_dim(dim);
+  const int64_t n = t.shape()[dim];
   std::vector<Tensor> out;
-  for (int64_t at = 0; at < t.shape()[dim]; at += size) out.push_back(t.slice(dim, at, at + size));
-  return out;
+  for (int64_t at = 0; at < n; at += size) {
+    Shape shp = t.shape();
+    shp[dim] = std::min(size, n - at);
+    out.push_back(make_view(t, shp, t.strides(), t.offset() + at * t.strides()[dim]));
+  }
+  return autograd::record_outputs(std::move(out), "split", {t},
+                                  [in_shape = t.shape(), size, dim, n](const std::vector<Tensor>& g) {
+                                    Tensor full = Tensor::empty(in_shape);
+                                    for (size_t i = 0; i < g.size(); ++i) {
+                                      const int64_t at = static_cast<int64_t>(i) * size;
+                                      Tensor piece = full.slice(dim, at, std::min(at + size, n));
+                                      if (g[i].defined())
+                                        piece.copy_(g[i]);
+                                      else
+                                        piece.fill_(0.f);
+                                    }
+                                    return std::vector<Tensor>{full};
+                                  });
 }
 
 std::vector<Tensor> chunk(const Tensor& t, int64_t n, int64_t dim) {

@@ -27,6 +27,22 @@ TEST(Autograd, DiamondGraphSumsBothPaths) {
   EXPECT_FLOAT_EQ(x.grad().item(), 36.f);
 }
 
+// split's pieces share one node: the pieces' gradients land side by side, a piece used twice sums,
+// a piece that got none is exactly zero, and the node runs once however many pieces flowed.
+TEST(Autograd, SplitGathersEveryPieceIntoOneGradient) {
+  Tensor a = Tensor::from_vector({1, 2, 3, 4, 5, 6, 7}, {7}).requires_grad_();
+  std::vector<Tensor> p = split(a, 3, 0);  // [1 2 3] [4 5 6] [7]
+  ASSERT_EQ(p.size(), 3u);
+  EXPECT_EQ(p[2].shape(), (Shape{1}));
+  EXPECT_EQ(p[0].grad_fn(), p[2].grad_fn());
+  sum(p[0] * p[0]).backward(Tensor(), true);  // only piece 0
+  EXPECT_EQ(a.grad().to_vector(), (std::vector<float>{2, 4, 6, 0, 0, 0, 0}));
+  a.zero_grad();
+  sum(p[2] * 3.f + p[0] * 2.f + p[0]).backward();  // pieces 0 (twice) and 2 (broadcast to 3); piece 1 none
+  EXPECT_EQ(a.grad().to_vector(), (std::vector<float>{3, 3, 3, 0, 0, 0, 9}));
+  EXPECT_THROW(sum(p[1]).backward(), Error);  // the shared node was freed
+}
+
 TEST(Autograd, NoGradGuardRecordsNothing) {
   Tensor w = Tensor::from_vector({1, 2}, {2}).requires_grad_();
   {

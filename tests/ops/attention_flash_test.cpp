@@ -10,11 +10,12 @@ struct Case {
   bool causal;
   int mask;  // 0 none, 1 boolean [Lq, Lk], 2 additive [B, 1, Lq, Lk], 3 key padding [B, 1, 1, Lk], 4 fully masked rows
   float dropout = 0.f;
+  int inner = 0;  // bit 0: q, bit 1: k and v, bit 2: dout given as [B, L, H, d] and viewed as [B, H, L, d]
 };
 
 std::string name(const Case& c) {
   return detail::concat("B", c.B, " H", c.H, "/", c.Hkv, " Lq", c.Lq, " Lk", c.Lk, " d", c.D, "/", c.Dv,
-                        c.causal ? " causal" : "", " mask", c.mask, " p", c.dropout);
+                        c.causal ? " causal" : "", " mask", c.mask, " p", c.dropout, " inner", c.inner);
 }
 
 Tensor make_mask(const Case& c, Generator& g) {
@@ -46,8 +47,20 @@ Tensor make_mask(const Case& c, Generator& g) {
 void check(const Case& c) {
   SCOPED_TRACE(name(c));
   Generator g(c.Lq * 131 + c.Lk * 7 + c.D);
-  auto leaf = [&](Shape s) { return Tensor::randn(s, g).requires_grad_(); };
-  Tensor q = leaf({c.B, c.H, c.Lq, c.D}), k = leaf({c.B, c.Hkv, c.Lk, c.D}), v = leaf({c.B, c.Hkv, c.Lk, c.Dv});
+  // Leaves drawn as [B, L, H, d] (so both layouts see the same numbers); the op gets them as
+  // [B, H, L, d] views when `inner`, else as dense copies.
+  auto leaf = [&](Shape s, bool inner) {
+    std::swap(s[1], s[2]);
+    Tensor t = Tensor::randn(s, g);
+    return (inner ? t : t.transpose(1, 2).contiguous()).requires_grad_();
+  };
+  const bool qi = c.inner & 1, kvi = c.inner & 2;
+  Tensor q = leaf({c.B, c.H, c.Lq, c.D}, qi), k = leaf({c.B, c.Hkv, c.Lk, c.D}, kvi),
+         v = leaf({c.B, c.Hkv, c.Lk, c.Dv}, kvi);
+  auto input = [](const Tensor& t, bool inner) { return inner ? t.transpose(1, 2) : t; };
+  auto grad_of = [](const Tensor& t, bool inner) {  // in [B, H, L, d] order
+    return (inner ? t.grad().transpose(1, 2).contiguous() : t.grad()).to_vector();
+  };
   Tensor dout = Tensor::randn({c.B, c.H, c.Lq, c.Dv}, g);
   AttentionOptions opt;
   opt.attn_mask = make_mask(c, g);
@@ -60,9 +73,12 @@ void check(const Case& c) {
     Generator dg(77);  // the same dropout draws for both kernels
     opt.generator = &dg;
     for (Tensor* t : {&q, &k, &v}) t->zero_grad();
-    Tensor out = scaled_dot_product_attention(q, k, v, opt);
-    out.backward(dout);
-    results[backend] = {out.to_vector(), q.grad().to_vector(), k.grad().to_vector(), v.grad().to_vector()};
+    Tensor out = scaled_dot_product_attention(input(q, qi), input(k, kvi), input(v, kvi), opt);
+    if (c.inner & 4)
+      out.transpose(1, 2).backward(dout.transpose(1, 2).contiguous());  // dO reaches the op as a strided view
+    else
+      out.backward(dout);
+    results[backend] = {out.to_vector(), grad_of(q, qi), grad_of(k, kvi), grad_of(v, kvi)};
   }
   const char* what[] = {"output", "dq", "dk", "dv"};
   for (int i = 0; i < 4; ++i) {
@@ -115,6 +131,17 @@ TEST(FlashAttention, DecodeShapedSplitsKeys) {
   check({1, 1, 1, 1, 4000, 64, 64, false, 0});
   check({1, 1, 1, 3, 1500, 64, 64, false, 3});
   check({1, 1, 1, 70, 2000, 64, 64, true, 2});
+}
+
+// Heads split off a projection ([B, L, H, d] viewed as [B, H, L, d], as MultiheadAttention does):
+// the flash kernel writes the output and the gradients in that layout too.
+TEST(FlashAttention, MatchesReferenceWithHeadsInnerLayouts) {
+  for (int inner : {1, 2, 3, 4, 7}) {
+    check({2, 3, 3, 70, 70, 32, 32, true, 0, 0.f, inner});
+    check({2, 4, 2, 65, 300, 16, 24, false, 3, 0.f, inner});  // GQA, key padding, d ≠ dv
+    check({1, 1, 1, 3, 1500, 64, 64, false, 0, 0.f, inner});  // one head: keys split across threads
+  }
+  check({2, 2, 2, 130, 130, 32, 32, true, 1, 0.3f, 7});
 }
 
 TEST(FlashAttention, IsTheDefaultWithoutWeights) {

@@ -41,6 +41,14 @@ TEST(GradcheckOps, ViewsAndCopies) {
   EXPECT_GRADCHECK([](const V& x) { return cat({x[0], x[1]}, 1); }, (V{a, b}));
   EXPECT_GRADCHECK([](const V& x) { return stack({x[0], x[0] * 2.f}, 0); }, (V{a}));
   EXPECT_GRADCHECK([](const V& x) { return chunk(x[0], 2, -1)[1] * chunk(x[0], 2, -1)[0]; }, (V{a}));
+  // One split, pieces uneven, one piece unused, one used twice, the input also used directly.
+  EXPECT_GRADCHECK(
+      [](const V& x) {
+        std::vector<Tensor> p = split(x[0], 3, -1);  // [2,3,3] and [2,3,1]
+        return p[1] * p[1] + p[1] * 2.f + x[0].slice(2, 0, 1);
+      },
+      (V{a}));
+  EXPECT_GRADCHECK([](const V& x) { return chunk(x[0], 3, 1)[1] * 2.f; }, (V{a}));
 }
 
 TEST(GradcheckOps, Matmul) {

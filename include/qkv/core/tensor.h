@@ -49,6 +49,7 @@ struct TensorImpl {
   bool requires_grad = false;
   std::shared_ptr<TensorImpl> grad;         // accumulated gradient (leaves, or retain_grad)
   std::shared_ptr<autograd::Node> grad_fn;  // the op that produced this tensor (non-leaves)
+  int output_nr = 0;                        // which of grad_fn's outputs this is (split has several)
   bool retains_grad = false;
 };
 

@@ -132,7 +132,7 @@ void forward_block(const AttnProblem& p, int64_t b, int64_t h, int64_t i0, int64
 // O /= l and lse = m + log l, writing the final rows.
 void finish_rows(const AttnProblem& p, int64_t br, const Partial& acc, float* out, float* lse) {
   for (int64_t r = 0; r < br; ++r) {
-    float* o = out + r * p.Dv;
+    float* o = out + r * p.out_l.sl;
     const float* a = acc.O + r * p.Dv;
     if (acc.l[r] == 0.f) {
       std::memset(o, 0, static_cast<size_t>(p.Dv) * sizeof(float));
@@ -170,7 +170,8 @@ void attention_forward_flash(const AttnProblem& p, float* out, float* lse) {
     float* mem = ksplit > 1 ? partials.data() + static_cast<size_t>(it) * per_item : own;
     Partial acc{mem, mem + kBr * p.Dv, mem + kBr * p.Dv + kBr};
     forward_block(p, b, h, i0, br, kb0 * kBc, std::min(kb1 * kBc, kv_end), acc, S);
-    if (ksplit == 1) finish_rows(p, br, acc, out + ((b * p.H + h) * p.Lq + i0) * p.Dv, lse ? lse + (b * p.H + h) * p.Lq + i0 : nullptr);
+    if (ksplit == 1) finish_rows(p, br, acc, out + b * p.out_l.sb + h * p.out_l.sh + i0 * p.out_l.sl,
+                                 lse ? lse + (b * p.H + h) * p.Lq + i0 : nullptr);
   };
 #pragma omp parallel num_threads(nt) if (nt > 1)
   {
@@ -202,7 +203,8 @@ void attention_forward_flash(const AttnProblem& p, float* out, float* lse) {
       }
     }
     Partial acc{O.data(), m.data(), l.data()};
-    finish_rows(p, br, acc, out + ((b * p.H + h) * p.Lq + i0) * p.Dv, lse ? lse + (b * p.H + h) * p.Lq + i0 : nullptr);
+    finish_rows(p, br, acc, out + b * p.out_l.sb + h * p.out_l.sh + i0 * p.out_l.sl,
+                                 lse ? lse + (b * p.H + h) * p.Lq + i0 : nullptr);
   }
 }
 
@@ -210,14 +212,21 @@ void attention_backward_flash(const AttnProblem& p, const float* out, const floa
                               float* dk, float* dv) {
   const int64_t group = p.H / p.Hkv;
   const int nt = in_parallel_region() ? 1 : num_threads();
+  // Row (b, h, i) of a tensor laid out as l.
+  auto row = [](auto* base, const HeadLayout& l, int64_t b, int64_t h, int64_t i) {
+    return base + b * l.sb + h * l.sh + i * l.sl;
+  };
   // D_i = rowsum(dO_i ∘ O_i)
   std::vector<float> Dsum(static_cast<size_t>(p.B * p.H * p.Lq));
   parallel_for(p.B * p.H * p.Lq, 256, [&](int64_t r0, int64_t r1) {
-    for (int64_t r = r0; r < r1; ++r) Dsum[r] = dot(dout + r * p.Dv, out + r * p.Dv, p.Dv);
+    for (int64_t r = r0; r < r1; ++r) {
+      const int64_t b = r / (p.H * p.Lq), h = r / p.Lq % p.H, i = r % p.Lq;
+      Dsum[r] = dot(row(dout, p.dout_l, b, h, i), row(out, p.out_l, b, h, i), p.Dv);
+    }
   });
-  std::memset(dq, 0, static_cast<size_t>(p.B * p.H * p.Lq * p.D) * sizeof(float));
-  std::memset(dk, 0, static_cast<size_t>(p.B * p.Hkv * p.Lk * p.D) * sizeof(float));
-  std::memset(dv, 0, static_cast<size_t>(p.B * p.Hkv * p.Lk * p.Dv) * sizeof(float));
+  auto zero_rows = [](float* first, int64_t n, int64_t ld, int64_t width) {
+    for (int64_t i = 0; i < n; ++i) std::memset(first + i * ld, 0, static_cast<size_t>(width) * sizeof(float));
+  };
 
   const int64_t heads = p.B * p.Hkv;
   const int64_t nkb = (p.Lk + kBc - 1) / kBc;
@@ -230,16 +239,25 @@ void attention_backward_flash(const AttnProblem& p, const float* out, const floa
     const int64_t bhk = it / ksplit, split = it % ksplit, b = bhk / p.Hkv, hk = bhk % p.Hkv;
     const float* k = p.k + b * p.k_sb + hk * p.k_sh;
     const float* v = p.v + b * p.v_sb + hk * p.v_sh;
-    float* dk_h = dk + (b * p.Hkv + hk) * p.Lk * p.D;
-    float* dv_h = dv + (b * p.Hkv + hk) * p.Lk * p.Dv;
+    float* dk_h = row(dk, p.dk_l, b, hk, 0);
+    float* dv_h = row(dv, p.dv_l, b, hk, 0);
+    const int64_t ldk = p.dk_l.sl, ldv = p.dv_l.sl, ldo = p.dout_l.sl;
+    // This item alone writes the dK, dV rows of its key blocks (and, unsplit, its heads' dQ rows).
+    for (int64_t kb = split; kb < nkb; kb += ksplit) {
+      const int64_t j0 = kb * kBc, bc = std::min(kBc, p.Lk - j0);
+      zero_rows(dk_h + j0 * ldk, bc, ldk, p.D);
+      zero_rows(dv_h + j0 * ldv, bc, ldv, p.Dv);
+    }
     for (int64_t g = 0; g < group; ++g) {
       const int64_t h = hk * group + g;
       const float* q = p.q + b * p.q_sb + h * p.q_sh;
-      const float* dO = dout + (b * p.H + h) * p.Lq * p.Dv;
+      const float* dO = row(dout, p.dout_l, b, h, 0);
       const float* L = lse + (b * p.H + h) * p.Lq;
       const float* Dh = Dsum.data() + (b * p.H + h) * p.Lq;
       float* dQ = ksplit > 1 ? dq_split.data() + static_cast<size_t>(it) * dq_head + g * p.Lq * p.D
-                             : dq + (b * p.H + h) * p.Lq * p.D;
+                             : row(dq, p.dq_l, b, h, 0);
+      const int64_t ldq = ksplit > 1 ? p.D : p.dq_l.sl;
+      if (ksplit == 1) zero_rows(dQ, p.Lq, ldq, p.D);
       // Key blocks of this split, interleaved so causal work is balanced across splits.
       for (int64_t kb = split; kb < nkb; kb += ksplit) {
         const int64_t j0 = kb * kBc, bc = std::min(kBc, p.Lk - j0);
@@ -251,7 +269,7 @@ void attention_backward_flash(const AttnProblem& p, const float* out, const floa
           mask_block(p, b, h, i0, br, j0, bc, S, kBc);
           for (int64_t r = 0; r < br; ++r) exp_row(S + r * kBc, bc, L[i0 + r]);
           // dP = (dO Vᵀ) ∘ Z/(1−p)
-          sgemm(false, true, br, bc, p.Dv, 1.f, dO + i0 * p.Dv, p.Dv, v + j0 * p.v_sl, p.v_sl, 0.f, dP, kBc);
+          sgemm(false, true, br, bc, p.Dv, 1.f, dO + i0 * ldo, ldo, v + j0 * p.v_sl, p.v_sl, 0.f, dP, kBc);
           if (p.dropout_p > 0.f) dropout_block(p, b, h, i0, br, j0, bc, dP, kBc);
           // dS = P ∘ (dP − D), kept in dP; then W = P ∘ Z/(1−p) replaces P in S for dV.
           for (int64_t r = 0; r < br; ++r) {
@@ -261,10 +279,10 @@ void attention_backward_flash(const AttnProblem& p, const float* out, const floa
             for (int64_t c = 0; c < bc; ++c) dpr[c] = pr[c] * (dpr[c] - d);
           }
           if (p.dropout_p > 0.f) dropout_block(p, b, h, i0, br, j0, bc, S, kBc);
-          sgemm(true, false, bc, p.Dv, br, 1.f, S, kBc, dO + i0 * p.Dv, p.Dv, 1.f, dv_h + j0 * p.Dv, p.Dv);
+          sgemm(true, false, bc, p.Dv, br, 1.f, S, kBc, dO + i0 * ldo, ldo, 1.f, dv_h + j0 * ldv, ldv);
           // dQ += scale · dS K;  dK += scale · dSᵀ Q
-          sgemm(false, false, br, p.D, bc, p.scale, dP, kBc, k + j0 * p.k_sl, p.k_sl, 1.f, dQ + i0 * p.D, p.D);
-          sgemm(true, false, bc, p.D, br, p.scale, dP, kBc, q + i0 * p.q_sl, p.q_sl, 1.f, dk_h + j0 * p.D, p.D);
+          sgemm(false, false, br, p.D, bc, p.scale, dP, kBc, k + j0 * p.k_sl, p.k_sl, 1.f, dQ + i0 * ldq, ldq);
+          sgemm(true, false, bc, p.D, br, p.scale, dP, kBc, q + i0 * p.q_sl, p.q_sl, 1.f, dk_h + j0 * ldk, ldk);
         }
       }
     }
@@ -278,11 +296,17 @@ void attention_backward_flash(const AttnProblem& p, const float* out, const floa
   if (ksplit > 1) {
     for (int64_t bhk = 0; bhk < heads; ++bhk) {
       const int64_t b = bhk / p.Hkv, hk = bhk % p.Hkv;
-      float* dst = dq + (b * p.H + hk * group) * p.Lq * p.D;
-      for (int64_t s = 0; s < ksplit; ++s) {
-        const float* src = dq_split.data() + static_cast<size_t>(bhk * ksplit + s) * dq_head;
-        for (size_t e = 0; e < dq_head; ++e) dst[e] += src[e];
-      }
+      // dQ of the group's heads = Σ over splits, each split's rows dense [group, Lq, D].
+      for (int64_t g = 0; g < group; ++g)
+        for (int64_t i = 0; i < p.Lq; ++i) {
+          float* dst = row(dq, p.dq_l, b, hk * group + g, i);
+          for (int64_t c = 0; c < p.D; ++c) {
+            float acc = 0.f;
+            for (int64_t s = 0; s < ksplit; ++s)
+              acc += dq_split[static_cast<size_t>(bhk * ksplit + s) * dq_head + static_cast<size_t>((g * p.Lq + i) * p.D + c)];
+            dst[c] = acc;
+          }
+        }
     }
   }
 }

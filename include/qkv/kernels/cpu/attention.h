@@ -28,6 +28,16 @@ struct AttnMask {
   int64_t sb = 0, sh = 0, sq = 0, sk = 0;  // strides in elements; 0 along broadcast dims
 };
 
+// Where the rows of a [B, H, L, d] output or output gradient live: row (b, h, i) starts at
+// b·sb + h·sh + i·sl, unit stride along d. Dense [B, H, L, d] unless the caller asks for another
+// layout, e.g. [B, L, H, d] (sh = d, sl = H·d), so heads are already merged for the output
+// projection. Only the flash kernels read these; the reference kernels and the bf16 forward write dense.
+struct HeadLayout {
+  int64_t sb = 0, sh = 0, sl = 0;
+  static HeadLayout dense(int64_t H, int64_t L, int64_t d) { return {H * L * d, L * d, d}; }
+  static HeadLayout heads_inner(int64_t H, int64_t L, int64_t d) { return {L * H * d, d, H * d}; }
+};
+
 struct AttnProblem {
   int64_t B = 1, H = 1, Hkv = 1, Lq = 0, Lk = 0, D = 0, Dv = 0;
   const float* q = nullptr;
@@ -41,6 +51,9 @@ struct AttnProblem {
   float scale = 1.f;
   float dropout_p = 0.f;
   uint64_t seed = 0, counter = 0;  // dropout of element (b,h,i,j) uses counter + ((b·H + h)·Lq + i)·Lk + j
+  // Flash kernels: layouts of out and dout ([B, H, Lq, Dv]), dq ([B, H, Lq, D]), dk ([B, Hkv, Lk, D])
+  // and dv ([B, Hkv, Lk, Dv]). prepare() sets them dense.
+  HeadLayout out_l, dout_l, dq_l, dk_l, dv_l;
 };
 
 // out: dense [B, H, Lq, Dv]. probs (P, before dropout; kept for the backward) and weights (W, after
@@ -53,10 +66,11 @@ void attention_backward_reference(const AttnProblem& p, const float* probs, cons
                                   float* dv, float* dscores);
 
 // The tiled ("flash") path: same problem, never materializes Lq×Lk (attention_flash.cpp).
-// out: dense [B, H, Lq, Dv]; lse: dense [B, H, Lq] log-sum-exp of each row's scores (−∞ for a
-// row that sees no key), kept for the backward; may be null for inference.
+// out: [B, H, Lq, Dv] laid out as p.out_l; lse: dense [B, H, Lq] log-sum-exp of each row's scores
+// (−∞ for a row that sees no key), kept for the backward; may be null for inference.
 void attention_forward_flash(const AttnProblem& p, float* out, float* lse);
-// out and lse from the forward; dq, dk, dv as in attention_backward_reference, overwritten.
+// out and lse from the forward; dout, dq, dk, dv laid out as p.dout_l, p.dq_l, p.dk_l, p.dv_l;
+// dq, dk, dv overwritten.
 void attention_backward_flash(const AttnProblem& p, const float* out, const float* lse, const float* dout, float* dq,
                               float* dk, float* dv);
 
