@@ -100,9 +100,9 @@ void run(const std::vector<Tensor>& roots, const std::vector<Tensor>& seeds, boo
     if (it == pending.end()) continue;  // nothing flowed here
     std::vector<Tensor> g = std::move(it->second);
     pending.erase(it);
-    QKV_CHECK(node->backward || node->backward_outputs, "backward: trying to backward through the graph a second time (at ",
-              node->name, "); its saved tensors were freed — pass retain_graph=true the first time");
-    std::vector<Tensor> grads = node->backward_outputs ? node->backward_outputs(g) : node->backward(g[0]);
+    QKV_CHECK(node->backward, "backward: trying to backward through the graph a second time (at ", node->name,
+              "); its saved tensors were freed — pass retain_graph=true the first time");
+    std::vector<Tensor> grads = node->backward(g);
     QKV_CHECK(grads.size() == node->inputs.size(), "backward of ", node->name, " returned ", grads.size(),
               " gradients for ", node->inputs.size(), " inputs");
     for (size_t i = 0; i < grads.size(); ++i) {
@@ -113,7 +113,6 @@ void run(const std::vector<Tensor>& roots, const std::vector<Tensor>& seeds, boo
     }
     if (!retain_graph) {
       node->backward = nullptr;  // frees the saved tensors
-      node->backward_outputs = nullptr;
     }
   }
 }
@@ -151,7 +150,7 @@ std::shared_ptr<Node> make_node(const char* name, const std::vector<Tensor>& inp
 Tensor record(Tensor output, const char* name, const std::vector<Tensor>& inputs, BackwardFn fn) {
   if (!needs_grad(inputs)) return output;
   auto node = make_node(name, inputs);
-  node->backward = std::move(fn);
+  node->backward = [fn = std::move(fn)](const std::vector<Tensor>& g) { return fn(g[0]); };
   output.impl().grad_fn = std::move(node);
   output.impl().requires_grad = true;
   return output;
@@ -161,7 +160,7 @@ std::vector<Tensor> record_outputs(std::vector<Tensor> outputs, const char* name
                                    MultiBackwardFn fn) {
   if (!needs_grad(inputs)) return outputs;
   auto node = make_node(name, inputs);
-  node->backward_outputs = std::move(fn);
+  node->backward = std::move(fn);
   node->num_outputs = static_cast<int>(outputs.size());
   for (size_t i = 0; i < outputs.size(); ++i) {
     outputs[i].impl().grad_fn = node;

@@ -174,7 +174,11 @@ AttentionResult sdpa(const Tensor& q, const Tensor& kk, const Tensor& v, const A
   const bool flash = opt.backend == AttentionBackend::flash ||
                      (opt.backend == AttentionBackend::automatic && !need_weights && !mask_grad);
   Shape q_shape = q.shape(), k_shape = kk.shape(), v_shape = v.shape();
-  Tensor out = Tensor::empty(r.out_shape);
+  // The f32 flash kernel writes the output in q's layout when q's heads are split off a
+  // projection; the bf16 and reference kernels write dense.
+  const bool q_in = flash && opt.compute_dtype == DType::f32 && heads_inner(q);
+  Tensor out = empty_heads(r.out_shape, q_in);
+  if (q_in) r.p.out_l = layout_of(out);
   AttentionResult res;
 
   if (opt.compute_dtype == DType::bf16) {
@@ -184,18 +188,16 @@ AttentionResult sdpa(const Tensor& q, const Tensor& kk, const Tensor& v, const A
   }
 
   if (flash) {
-    const bool q_in = heads_inner(q), k_in = heads_inner(kk), v_in = heads_inner(v);
-    Tensor fo = empty_heads(r.out_shape, q_in);
-    if (q_in) r.p.out_l = layout_of(fo);
+    const bool k_in = heads_inner(kk), v_in = heads_inner(v);
     Shape lse_shape(r.scores_shape.begin(), r.scores_shape.end() - 1);
     Tensor lse = grad ? Tensor::empty(lse_shape) : Tensor();
-    k::attention_forward_flash(r.p, fo.data(), grad ? lse.data() : nullptr);
+    k::attention_forward_flash(p, out.data(), grad ? lse.data() : nullptr);
     if (!grad) {
-      res.output = fo;
+      res.output = out;
       return res;
     }
-    Tensor saved_out = fo.detach();
-    res.output = record(fo, "scaled_dot_product_attention", {q, kk, v, opt.attn_mask},
+    Tensor saved_out = out.detach();
+    res.output = record(out, "scaled_dot_product_attention", {q, kk, v, opt.attn_mask},
                         [r, saved_out, lse, q_shape, k_shape, v_shape, q_in, k_in, v_in](const Tensor& g) {
                           k::AttnProblem p = r.p;
                           Tensor g4 = to_4d(g.stride(-1) == 1 ? g : g.contiguous());

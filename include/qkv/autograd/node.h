@@ -31,8 +31,7 @@ struct Node {
   std::string name;                                  // the op, for messages ("matmul")
   std::vector<std::shared_ptr<TensorImpl>> inputs;   // null where the input needs no gradient
   std::vector<Shape> input_shapes;                   // to check what backward returns
-  BackwardFn backward;                               // one output; empty once freed
-  MultiBackwardFn backward_outputs;                  // several outputs (record_outputs); empty once freed
+  MultiBackwardFn backward;                          // outputs' gradients → inputs'; empty once freed
   int num_outputs = 1;
 };
 

@@ -296,15 +296,15 @@ void attention_backward_flash(const AttnProblem& p, const float* out, const floa
   if (ksplit > 1) {
     for (int64_t bhk = 0; bhk < heads; ++bhk) {
       const int64_t b = bhk / p.Hkv, hk = bhk % p.Hkv;
-      // dQ of the group's heads = Σ over splits, each split's rows dense [group, Lq, D].
+      // dQ of the group's heads = Σ over splits (each split's dQ dense [group, Lq, D]).
+      const float* splits = dq_split.data() + static_cast<size_t>(bhk * ksplit) * dq_head;
       for (int64_t g = 0; g < group; ++g)
         for (int64_t i = 0; i < p.Lq; ++i) {
           float* dst = row(dq, p.dq_l, b, hk * group + g, i);
-          for (int64_t c = 0; c < p.D; ++c) {
-            float acc = 0.f;
-            for (int64_t s = 0; s < ksplit; ++s)
-              acc += dq_split[static_cast<size_t>(bhk * ksplit + s) * dq_head + static_cast<size_t>((g * p.Lq + i) * p.D + c)];
-            dst[c] = acc;
+          std::fill(dst, dst + p.D, 0.f);
+          for (int64_t s = 0; s < ksplit; ++s) {
+            const float* src = splits + s * dq_head + (g * p.Lq + i) * p.D;
+            for (int64_t c = 0; c < p.D; ++c) dst[c] += src[c];
           }
         }
     }

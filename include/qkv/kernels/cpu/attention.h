@@ -35,7 +35,6 @@ struct AttnMask {
 struct HeadLayout {
   int64_t sb = 0, sh = 0, sl = 0;
   static HeadLayout dense(int64_t H, int64_t L, int64_t d) { return {H * L * d, L * d, d}; }
-  static HeadLayout heads_inner(int64_t H, int64_t L, int64_t d) { return {L * H * d, d, H * d}; }
 };
 
 struct AttnProblem {
