@@ -5,6 +5,7 @@
 #include <array>
 #include <cstdio>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace {
@@ -56,6 +57,19 @@ TEST(Cli, BadArgumentsGiveAClearErrorAndNonZeroExit) {
   EXPECT_NE(r.code, 0);
   EXPECT_NE(r.out.find("error"), std::string::npos) << r.out;
   EXPECT_NE(run("no-such-command").code, 0);
+  // Out-of-range numbers name the option, the allowed values and the value given.
+  for (auto [args, says] : std::vector<std::pair<std::string, std::string>>{
+           {"generate -n -1", "--max-new-tokens: must be a number ≥ 0, got -1"},
+           {"generate --temperature -0.5", "--temperature: must be a number ≥ 0, got -0.5"},
+           {"generate --top-p 0", "--top-p: must be in (0, 1], got 0"},
+           {"bench gpt train --iters 0", "--iters: must be a number greater than 0, got 0"},
+           {"translate --beam 65", "--beam: must be in [1, 64], got 65"},
+           {"translate --threads x", "--threads: must be a number greater than 0, got x"}}) {
+    r = run(args);
+    EXPECT_NE(r.code, 0) << args;
+    EXPECT_NE(r.out.find(says), std::string::npos) << args << ": " << r.out;
+    EXPECT_LT(r.out.size(), 200u) << args << ": " << r.out;
+  }
 }
 
 }  // namespace

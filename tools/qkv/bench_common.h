@@ -7,6 +7,8 @@
 #include <string>
 #include <vector>
 
+#include "commands.h"
+
 namespace qkv::cli {
 
 inline double seconds_since(std::chrono::steady_clock::time_point t0) {
@@ -30,12 +32,12 @@ inline TimeStats time_stats(std::vector<double> times) {
 // --iters, --warmup, --dtype (f32 | bf16 mixed precision), --threads and --json of `bench … train`.
 inline void add_train_bench_options(CLI::App* tr, int64_t& iters, int64_t& warmup, std::string& dtype, int& threads,
                                     bool& json) {
-  tr->add_option("--iters", iters, "timed iterations")->capture_default_str()->check(CLI::PositiveNumber);
-  tr->add_option("--warmup", warmup, "untimed iterations first")->capture_default_str()->check(CLI::NonNegativeNumber);
+  tr->add_option("--iters", iters, "timed iterations")->capture_default_str()->check(greater_than_zero());
+  tr->add_option("--warmup", warmup, "untimed iterations first")->capture_default_str()->check(zero_or_more());
   tr->add_option("--dtype", dtype, "f32, or bf16 for mixed precision (bf16 GEMMs, f32 weights; as torch.autocast)")
       ->capture_default_str()
       ->check(CLI::IsMember({"f32", "bf16"}));
-  tr->add_option("--threads", threads, "threads (default: all cores)")->check(CLI::PositiveNumber);
+  tr->add_option("--threads", threads, "threads (default: all cores)")->check(greater_than_zero());
   tr->add_flag("--json", json, "one JSON object on stdout");
 }
 
@@ -45,7 +47,7 @@ inline void add_decode_bench_options(CLI::App* app, std::string& dtype, int& thr
   app->add_option("--dtype", dtype, "weights read by the decoding steps: f32 or bf16")
       ->capture_default_str()
       ->check(CLI::IsMember({"f32", "bf16"}));
-  app->add_option("--threads", threads, "threads (default: all cores)")->check(CLI::PositiveNumber);
+  app->add_option("--threads", threads, "threads (default: all cores)")->check(greater_than_zero());
   app->add_flag("--no-naive", no_naive, "skip the run without cache");
   app->add_flag("--json", json, "one JSON object on stdout");
 }

@@ -67,8 +67,8 @@ void add_attend(CLI::App& app) {
   sub->add_option("-m,--model", a->model, "model file")->capture_default_str();
   sub->add_option("-o,--out", a->out, "folder for the pictures")->capture_default_str();
   sub->add_option("--format", a->format, "svg, png or both")->capture_default_str()->check(CLI::IsMember({"svg", "png", "both"}));
-  sub->add_option("-b,--beam", a->beam, "beam size for the translation")->capture_default_str()->check(CLI::Range(1, 64));
-  sub->add_option("--threads", a->threads, "threads (default: all cores)")->check(CLI::PositiveNumber);
+  sub->add_option("-b,--beam", a->beam, "beam size for the translation")->capture_default_str()->check(between(1, 64));
+  sub->add_option("--threads", a->threads, "threads (default: all cores)")->check(greater_than_zero());
   register_runner(sub, [a] {
     if (a->threads > 0) set_num_threads(a->threads);
     train::LoadedTranslator t = train::load_translator(find_model(a->model));

@@ -122,13 +122,13 @@ void add_bench(CLI::App& app) {
   add_bench_seq2seq(bench);
   auto args = std::make_shared<BenchArgs>();
   CLI::App* att = bench->add_subcommand("attention", "Time scaled_dot_product_attention forward and forward+backward");
-  att->add_option("--seq-len,-L", args->seq_len, "query length")->capture_default_str()->check(CLI::PositiveNumber);
-  att->add_option("--kv-len", args->kv_len, "key/value length (default: = seq-len)")->check(CLI::NonNegativeNumber);
-  att->add_option("--batch,-B", args->batch, "batch size")->capture_default_str()->check(CLI::PositiveNumber);
-  att->add_option("--heads", args->heads, "query heads")->capture_default_str()->check(CLI::PositiveNumber);
+  att->add_option("--seq-len,-L", args->seq_len, "query length")->capture_default_str()->check(greater_than_zero());
+  att->add_option("--kv-len", args->kv_len, "key/value length (default: = seq-len)")->check(zero_or_more());
+  att->add_option("--batch,-B", args->batch, "batch size")->capture_default_str()->check(greater_than_zero());
+  att->add_option("--heads", args->heads, "query heads")->capture_default_str()->check(greater_than_zero());
   att->add_option("--kv-heads", args->kv_heads, "key/value heads (grouped-query attention; default: = heads)")
-      ->check(CLI::NonNegativeNumber);
-  att->add_option("--head-dim,-d", args->head_dim, "head dimension")->capture_default_str()->check(CLI::PositiveNumber);
+      ->check(zero_or_more());
+  att->add_option("--head-dim,-d", args->head_dim, "head dimension")->capture_default_str()->check(greater_than_zero());
   att->add_flag("--causal", args->causal, "causal mask");
   att->add_option("--dtype", args->dtype, "f32, or bf16 (forward only: bf16 products, f32 accumulation)")
       ->capture_default_str()

@@ -143,8 +143,8 @@ void add_bench_gpt(CLI::App* bench) {
   add_train_bench_options(tr, a->iters, a->warmup, a->dtype, a->threads, a->json);
   register_runner(tr, [a] { return run_train(*a); });
   CLI::App* ge = gpt->add_subcommand("generate", "greedy decoding tokens/s, big model, batch 1, with and without KV cache");
-  ge->add_option("--new-tokens", a->new_tokens, "tokens to generate")->capture_default_str()->check(CLI::PositiveNumber);
-  ge->add_option("--repeats", a->repeats, "timed runs (median)")->capture_default_str()->check(CLI::PositiveNumber);
+  ge->add_option("--new-tokens", a->new_tokens, "tokens to generate")->capture_default_str()->check(greater_than_zero());
+  ge->add_option("--repeats", a->repeats, "timed runs (median)")->capture_default_str()->check(greater_than_zero());
   add_decode_bench_options(ge, a->dtype, a->threads, a->no_naive, a->json);
   register_runner(ge, [a] { return run_generate(*a); });
 }

@@ -153,9 +153,9 @@ void add_bench_seq2seq(CLI::App* bench) {
   CLI::App* te = s->add_subcommand("translate", "beam-search translation tokens/s, with and without the KV cache");
   te->add_option("-m,--model", a->model, "model file")->capture_default_str();
   te->add_option("-i,--input", a->input, "source sentences, one per line")->required();
-  te->add_option("--sentences", a->sentences, "use the first N lines")->capture_default_str()->check(CLI::PositiveNumber);
-  te->add_option("-b,--beam", a->beam, "beam size")->capture_default_str()->check(CLI::Range(1, 64));
-  te->add_option("--batch-size", a->batch, "sentences per batch")->capture_default_str()->check(CLI::PositiveNumber);
+  te->add_option("--sentences", a->sentences, "use the first N lines")->capture_default_str()->check(greater_than_zero());
+  te->add_option("-b,--beam", a->beam, "beam size")->capture_default_str()->check(between(1, 64));
+  te->add_option("--batch-size", a->batch, "sentences per batch")->capture_default_str()->check(greater_than_zero());
   add_decode_bench_options(te, a->dtype, a->threads, a->no_naive, a->json);
   te->add_option("--dump-ids", a->dump_ids, "write each line's source ids and chosen output ids (TSV) here");
   register_runner(te, [a] { return run_translate(*a); });

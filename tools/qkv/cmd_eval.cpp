@@ -41,17 +41,17 @@ void add_eval(CLI::App& app) {
       ->required();
   sub->add_option("--hyp", a->hyp, "score these translations instead of translating --src");
   sub->add_option("--hyp-out", a->hyp_out, "also write the model's translations to this file");
-  sub->add_option("-b,--beam", a->beam, "beam size (1 = greedy)")->capture_default_str()->check(CLI::Range(1, 64));
-  sub->add_option("--alpha", a->alpha, "length penalty α")->capture_default_str()->check(CLI::Range(0.0, 5.0));
-  sub->add_option("--batch-size", a->batch_size, "sentences per batch")->capture_default_str()->check(CLI::Range(1, 4096));
-  sub->add_option("--limit", a->limit, "only the first N sentences (0 = all)")->check(CLI::NonNegativeNumber);
+  sub->add_option("-b,--beam", a->beam, "beam size (1 = greedy)")->capture_default_str()->check(between(1, 64));
+  sub->add_option("--alpha", a->alpha, "length penalty α")->capture_default_str()->check(between(0.0, 5.0));
+  sub->add_option("--batch-size", a->batch_size, "sentences per batch")->capture_default_str()->check(between(1, 4096));
+  sub->add_option("--limit", a->limit, "only the first N sentences (0 = all)")->check(zero_or_more());
   sub->add_option("--dtype", a->dtype, "weights read by decoding steps: f32 or bf16")
       ->capture_default_str()
       ->check(CLI::IsMember({"f32", "bf16"}));
   sub->add_flag("--group-by-source", a->group,
                 "score each distinct --src sentence once, against the references of all its lines");
   sub->add_flag("--json", a->json, "print the scores as JSON");
-  sub->add_option("--threads", a->threads, "threads (default: all cores)")->check(CLI::PositiveNumber);
+  sub->add_option("--threads", a->threads, "threads (default: all cores)")->check(greater_than_zero());
   register_runner(sub, [a] {
     if (a->threads > 0) set_num_threads(a->threads);
     QKV_CHECK(!a->src.empty() || !a->hyp.empty(), "qkv eval: give --src (translate with the model) or --hyp");

@@ -42,26 +42,26 @@ void add_generate(CLI::App& app) {
   sub->add_option("-p,--prompt", a->prompt, "text to continue (default: a newline)");
   sub->add_option("-n,--max-new-tokens", a->max_new_tokens, "tokens to generate")
       ->capture_default_str()
-      ->check(CLI::NonNegativeNumber);
+      ->check(zero_or_more());
   sub->add_option("-t,--temperature", a->temperature, "softmax temperature; 0 = greedy")
       ->capture_default_str()
-      ->check(CLI::NonNegativeNumber);
+      ->check(zero_or_more());
   sub->add_option("-k,--top-k", a->top_k, "keep only the k most likely tokens (0 = off)")
       ->capture_default_str()
-      ->check(CLI::NonNegativeNumber);
+      ->check(zero_or_more());
   sub->add_option("--top-p", a->top_p, "nucleus sampling: keep the most likely tokens up to this probability")
       ->capture_default_str()
-      ->check(CLI::Range(1e-9, 1.0));
+      ->check(between(0.0, 1.0, true));
   sub->add_option("-s,--seed", a->seed, "random seed (the same seed gives the same text)")->capture_default_str();
   sub->add_option("--num-samples", a->num_samples, "samples to draw (seeds seed, seed+1, …)")
       ->capture_default_str()
-      ->check(CLI::PositiveNumber);
+      ->check(greater_than_zero());
   sub->add_flag("--no-cache", a->no_cache, "recompute the whole context every step (slow; for comparison)");
   sub->add_option("--dtype", a->dtype, "weights read by decoding steps: f32, or bf16 (half the memory traffic)")
       ->capture_default_str()
       ->check(CLI::IsMember({"f32", "bf16"}));
   sub->add_flag("--stats", a->stats, "print tokens/s to stderr");
-  sub->add_option("--threads", a->threads, "threads (default: all cores)")->check(CLI::PositiveNumber);
+  sub->add_option("--threads", a->threads, "threads (default: all cores)")->check(greater_than_zero());
   register_runner(sub, [a] {
     if (a->threads > 0) set_num_threads(a->threads);
     train::LoadedGPT g = train::load_gpt(find_model(a->model));

@@ -71,7 +71,7 @@ void add_train(CLI::App& app) {
   sub->add_option("-o,--out", a->out, "output folder (default: out/<config name>)");
   sub->add_flag("--resume", a->resume, "continue from <out>/checkpoint.safetensors");
   sub->add_option("--set", a->set, "override a config value, e.g. --set train.max_iters=100 (repeatable)");
-  sub->add_option("--threads", a->threads, "threads (default: all cores)")->check(CLI::PositiveNumber);
+  sub->add_option("--threads", a->threads, "threads (default: all cores)")->check(greater_than_zero());
   sub->add_flag("-q,--quiet", a->quiet, "no progress bar");
   register_runner(sub, [a] {
     if (a->threads > 0) set_num_threads(a->threads);

@@ -38,14 +38,14 @@ void add_translate(CLI::App& app) {
       ->allow_extra_args(false);  // one file per -m, so `-m a -m b "text"` leaves the text alone
   sub->add_option("-i,--input", a->input, "read sentences from this file (plain or .gz), one per line");
   sub->add_option("-o,--output", a->output, "write translations to this file (default: stdout)");
-  sub->add_option("-b,--beam", a->beam, "beam size (1 = greedy search)")->capture_default_str()->check(CLI::Range(1, 64));
+  sub->add_option("-b,--beam", a->beam, "beam size (1 = greedy search)")->capture_default_str()->check(between(1, 64));
   sub->add_option("--alpha", a->alpha, "length penalty α: hypotheses ranked by log p / ((5+|Y|)/6)^α")
       ->capture_default_str()
-      ->check(CLI::Range(0.0, 5.0));
+      ->check(between(0.0, 5.0));
   sub->add_option("--max-extra", a->max_extra, "a translation has at most |source| + this many tokens")
       ->capture_default_str()
-      ->check(CLI::Range(1, 10000));
-  sub->add_option("--batch-size", a->batch_size, "sentences per batch")->capture_default_str()->check(CLI::Range(1, 4096));
+      ->check(between(1, 10000));
+  sub->add_option("--batch-size", a->batch_size, "sentences per batch")->capture_default_str()->check(between(1, 4096));
   sub->add_flag("--no-cache", a->no_cache, "recompute the decoder over the whole prefix every step (slow; for comparison)");
   sub->add_option("--dtype", a->dtype, "weights read by decoding steps: f32, or bf16")
       ->capture_default_str()
@@ -55,7 +55,7 @@ void add_translate(CLI::App& app) {
                 "print every finished hypothesis of the beam, best first, as `LINE ||| translation ||| F0= "
                 "log-probability ||| score` (Marian's and Moses' n-best format; LINE counts from 0)");
   sub->add_flag("--stats", a->stats, "print sentences/s and tokens/s to stderr");
-  sub->add_option("--threads", a->threads, "threads (default: all cores)")->check(CLI::PositiveNumber);
+  sub->add_option("--threads", a->threads, "threads (default: all cores)")->check(greater_than_zero());
   register_runner(sub, [a] {
     if (a->threads > 0) set_num_threads(a->threads);
     std::vector<train::LoadedTranslator> ts = load_translation_models(a->models, a->dtype);

@@ -3,6 +3,7 @@
 
 #include <CLI/CLI.hpp>
 #include <functional>
+#include <sstream>
 #include <string>
 
 namespace qkv::cli {
@@ -24,6 +25,30 @@ void add_plot(CLI::App& app);
 std::string find_model(const std::string& path);
 // The default translation model shipped with qkv.
 inline constexpr const char* kDefaultTranslator = "models/en-fr.safetensors";
+
+// Checks for numeric options, with plain messages ("--iters: must be a number greater than 0,
+// got 0"): CLI11 2.1's PositiveNumber and NonNegativeNumber check against a double range and print
+// its bounds in full ("not in range 0.000000 to 179769313486231570814527…"), even for integers.
+inline CLI::Validator number_check(std::function<bool(double)> ok, std::string want, std::string name) {
+  return CLI::Validator(
+      [ok = std::move(ok), want = std::move(want)](std::string& in) -> std::string {
+        double v = 0;
+        return CLI::detail::lexical_cast(in, v) && ok(v) ? "" : "must be " + want + ", got " + in;
+      },
+      std::move(name));
+}
+inline CLI::Validator greater_than_zero() {
+  return number_check([](double v) { return v > 0; }, "a number greater than 0", "POSITIVE");
+}
+inline CLI::Validator zero_or_more() {
+  return number_check([](double v) { return v >= 0; }, "a number ≥ 0", "NONNEGATIVE");
+}
+// lo ≤ v ≤ hi (lo < v ≤ hi when lo_open)
+inline CLI::Validator between(double lo, double hi, bool lo_open = false) {
+  std::ostringstream want;
+  want << "in " << (lo_open ? "(" : "[") << lo << ", " << hi << "]";
+  return number_check([=](double v) { return (lo_open ? v > lo : v >= lo) && v <= hi; }, want.str(), want.str());
+}
 
 void register_runner(CLI::App* sub, std::function<int()> run);
 int run_selected(CLI::App& app);
