@@ -8,6 +8,8 @@
 #include <utility>
 #include <vector>
 
+#include <sched.h>
+
 namespace {
 
 struct CliRun {
@@ -15,8 +17,9 @@ struct CliRun {
   std::string out;
 };
 
-CliRun run(const std::string& args) {
-  std::string cmd = std::string(QKV_CLI_PATH) + " " + args + " 2>&1";
+// `env` goes before the command, e.g. "env -u OMP_NUM_THREADS OMP_PROC_BIND=true ".
+CliRun run(const std::string& args, const std::string& env = "") {
+  std::string cmd = env + std::string(QKV_CLI_PATH) + " " + args + " 2>&1";
   std::FILE* p = popen(cmd.c_str(), "r");
   std::string out;
   std::array<char, 4096> buf{};
@@ -69,6 +72,24 @@ TEST(Cli, BadArgumentsGiveAClearErrorAndNonZeroExit) {
     EXPECT_NE(r.code, 0) << args;
     EXPECT_NE(r.out.find(says), std::string::npos) << args << ": " << r.out;
     EXPECT_LT(r.out.size(), 200u) << args << ": " << r.out;
+  }
+}
+
+TEST(Cli, OpenMpBindingKeepsEveryCpu) {
+  // qkv re-executes itself to bound OpenMP's spinning (tools/qkv/main.cpp). With OMP_PROC_BIND
+  // set, libgomp had already pinned the first process to one CPU, and the second inherited that:
+  // it ran one thread. Without OMP_NUM_THREADS, qkv must use every CPU this test may use.
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  ASSERT_EQ(sched_getaffinity(0, sizeof set, &set), 0);
+  const int cpus = CPU_COUNT(&set);
+  if (cpus < 2) GTEST_SKIP() << "needs 2 CPUs, has " << cpus;
+  for (const char* bind : {"true", "close", "spread"}) {
+    CliRun r = run("bench gpt train --iters 1 --warmup 0 --json",
+                   std::string("env -u OMP_NUM_THREADS -u OMP_WAIT_POLICY -u GOMP_SPINCOUNT OMP_PROC_BIND=") + bind + " ");
+    EXPECT_EQ(r.code, 0) << r.out;
+    EXPECT_NE(r.out.find("\"threads\":" + std::to_string(cpus) + ","), std::string::npos)
+        << "OMP_PROC_BIND=" << bind << ": " << r.out;
   }
 }
 

@@ -2,7 +2,10 @@
 #include <CLI/CLI.hpp>
 #include <cstdlib>
 #include <iostream>
+#include <vector>
 
+#include <omp.h>
+#include <sched.h>
 #include <unistd.h>
 
 #include "commands.h"
@@ -14,9 +17,22 @@
 // training run. A bounded spin (GOMP_SPINCOUNT=30000) costs nothing measurable when idle and keeps
 // qkv usable on a busy machine. libgomp reads the setting when it loads, so qkv sets it and
 // re-executes itself once, unless the user chose a policy.
+//
+// With OMP_PROC_BIND set, libgomp pins this initial thread to the first place when it loads,
+// before main runs, and execv passes that one-CPU mask on: the new process saw one CPU and ran
+// on one thread. So the mask goes back to the union of all OpenMP places before the exec.
 static void bound_openmp_spinning(char** argv) {
   if (std::getenv("OMP_WAIT_POLICY") || std::getenv("GOMP_SPINCOUNT")) return;
   setenv("GOMP_SPINCOUNT", "30000", 1);
+  cpu_set_t cpus;
+  CPU_ZERO(&cpus);
+  for (int place = 0; place < omp_get_num_places(); ++place) {
+    std::vector<int> ids(static_cast<size_t>(omp_get_place_num_procs(place)));
+    omp_get_place_proc_ids(place, ids.data());
+    for (int id : ids)
+      if (id >= 0 && id < CPU_SETSIZE) CPU_SET(id, &cpus);
+  }
+  if (CPU_COUNT(&cpus) > 0) sched_setaffinity(0, sizeof cpus, &cpus);
   execv("/proc/self/exe", argv);  // returns only on failure: then run with the default
 }
 
