@@ -129,8 +129,11 @@ void forward_block(const AttnProblem& p, int64_t b, int64_t h, int64_t i0, int64
   }
 }
 
-// O /= l and lse = m + log l, writing the final rows.
-void finish_rows(const AttnProblem& p, int64_t br, const Partial& acc, float* out, float* lse) {
+// O /= l and lse = m + log l, writing the final rows [i0, i0 + br) of head (b, h) into out and lse.
+void finish_rows(const AttnProblem& p, int64_t b, int64_t h, int64_t i0, int64_t br, const Partial& acc, float* out,
+                 float* lse) {
+  out += p.out_l.offset(b, h, i0);
+  if (lse) lse += (b * p.H + h) * p.Lq + i0;
   for (int64_t r = 0; r < br; ++r) {
     float* o = out + r * p.out_l.sl;
     const float* a = acc.O + r * p.Dv;
@@ -170,8 +173,7 @@ void attention_forward_flash(const AttnProblem& p, float* out, float* lse) {
     float* mem = ksplit > 1 ? partials.data() + static_cast<size_t>(it) * per_item : own;
     Partial acc{mem, mem + kBr * p.Dv, mem + kBr * p.Dv + kBr};
     forward_block(p, b, h, i0, br, kb0 * kBc, std::min(kb1 * kBc, kv_end), acc, S);
-    if (ksplit == 1) finish_rows(p, br, acc, out + b * p.out_l.sb + h * p.out_l.sh + i0 * p.out_l.sl,
-                                 lse ? lse + (b * p.H + h) * p.Lq + i0 : nullptr);
+    if (ksplit == 1) finish_rows(p, b, h, i0, br, acc, out, lse);
   };
 #pragma omp parallel num_threads(nt) if (nt > 1)
   {
@@ -203,8 +205,7 @@ void attention_forward_flash(const AttnProblem& p, float* out, float* lse) {
       }
     }
     Partial acc{O.data(), m.data(), l.data()};
-    finish_rows(p, br, acc, out + b * p.out_l.sb + h * p.out_l.sh + i0 * p.out_l.sl,
-                                 lse ? lse + (b * p.H + h) * p.Lq + i0 : nullptr);
+    finish_rows(p, b, h, i0, br, acc, out, lse);
   }
 }
 
@@ -212,16 +213,12 @@ void attention_backward_flash(const AttnProblem& p, const float* out, const floa
                               float* dk, float* dv) {
   const int64_t group = p.H / p.Hkv;
   const int nt = in_parallel_region() ? 1 : num_threads();
-  // Row (b, h, i) of a tensor laid out as l.
-  auto row = [](auto* base, const HeadLayout& l, int64_t b, int64_t h, int64_t i) {
-    return base + b * l.sb + h * l.sh + i * l.sl;
-  };
   // D_i = rowsum(dO_i ∘ O_i)
   std::vector<float> Dsum(static_cast<size_t>(p.B * p.H * p.Lq));
   parallel_for(p.B * p.H * p.Lq, 256, [&](int64_t r0, int64_t r1) {
     for (int64_t r = r0; r < r1; ++r) {
       const int64_t b = r / (p.H * p.Lq), h = r / p.Lq % p.H, i = r % p.Lq;
-      Dsum[r] = dot(row(dout, p.dout_l, b, h, i), row(out, p.out_l, b, h, i), p.Dv);
+      Dsum[r] = dot(dout + p.dout_l.offset(b, h, i), out + p.out_l.offset(b, h, i), p.Dv);
     }
   });
   auto zero_rows = [](float* first, int64_t n, int64_t ld, int64_t width) {
@@ -239,8 +236,8 @@ void attention_backward_flash(const AttnProblem& p, const float* out, const floa
     const int64_t bhk = it / ksplit, split = it % ksplit, b = bhk / p.Hkv, hk = bhk % p.Hkv;
     const float* k = p.k + b * p.k_sb + hk * p.k_sh;
     const float* v = p.v + b * p.v_sb + hk * p.v_sh;
-    float* dk_h = row(dk, p.dk_l, b, hk, 0);
-    float* dv_h = row(dv, p.dv_l, b, hk, 0);
+    float* dk_h = dk + p.dk_l.offset(b, hk, 0);
+    float* dv_h = dv + p.dv_l.offset(b, hk, 0);
     const int64_t ldk = p.dk_l.sl, ldv = p.dv_l.sl, ldo = p.dout_l.sl;
     // This item alone writes the dK, dV rows of its key blocks (and, unsplit, its heads' dQ rows).
     for (int64_t kb = split; kb < nkb; kb += ksplit) {
@@ -251,11 +248,11 @@ void attention_backward_flash(const AttnProblem& p, const float* out, const floa
     for (int64_t g = 0; g < group; ++g) {
       const int64_t h = hk * group + g;
       const float* q = p.q + b * p.q_sb + h * p.q_sh;
-      const float* dO = row(dout, p.dout_l, b, h, 0);
+      const float* dO = dout + p.dout_l.offset(b, h, 0);
       const float* L = lse + (b * p.H + h) * p.Lq;
       const float* Dh = Dsum.data() + (b * p.H + h) * p.Lq;
       float* dQ = ksplit > 1 ? dq_split.data() + static_cast<size_t>(it) * dq_head + g * p.Lq * p.D
-                             : row(dq, p.dq_l, b, h, 0);
+                             : dq + p.dq_l.offset(b, h, 0);
       const int64_t ldq = ksplit > 1 ? p.D : p.dq_l.sl;
       if (ksplit == 1) zero_rows(dQ, p.Lq, ldq, p.D);
       // Key blocks of this split, interleaved so causal work is balanced across splits.
@@ -300,7 +297,7 @@ void attention_backward_flash(const AttnProblem& p, const float* out, const floa
       const float* splits = dq_split.data() + static_cast<size_t>(bhk * ksplit) * dq_head;
       for (int64_t g = 0; g < group; ++g)
         for (int64_t i = 0; i < p.Lq; ++i) {
-          float* dst = row(dq, p.dq_l, b, hk * group + g, i);
+          float* dst = dq + p.dq_l.offset(b, hk * group + g, i);
           std::fill(dst, dst + p.D, 0.f);
           for (int64_t s = 0; s < ksplit; ++s) {
             const float* src = splits + s * dq_head + (g * p.Lq + i) * p.D;

@@ -35,6 +35,7 @@ struct AttnMask {
 struct HeadLayout {
   int64_t sb = 0, sh = 0, sl = 0;
   static HeadLayout dense(int64_t H, int64_t L, int64_t d) { return {H * L * d, L * d, d}; }
+  int64_t offset(int64_t b, int64_t h, int64_t i) const { return b * sb + h * sh + i * sl; }  // of row (b, h, i)
 };
 
 struct AttnProblem {
