@@ -7,6 +7,7 @@
 #include <limits>
 #include <vector>
 
+#include "qkv/kernels/cpu/activation.h"
 #include "qkv/kernels/cpu/vec.h"
 
 namespace qkv::kernels::cpu {
@@ -75,6 +76,42 @@ TEST(SimdMath, NormalCdfMatchesErfc) {
     worst = std::max(worst, std::abs(y[i] - want) / want / (1 + z2));
   }
   EXPECT_LT(worst, 5e-7);  // the fit (1.2e-7) plus f32 arithmetic
+#else
+  GTEST_SKIP() << "built without AVX2 or AVX-512";
+#endif
+}
+
+// GELU's loops take four registers a step, then one, then scalars; Φ and e^x over four registers
+// (normal_cdf_n, exp_n) are the one-register formulas interleaved, so every element must get the
+// same bits as simd::normal_cdf / simd::exp on its own register, whatever the length.
+TEST(SimdMath, GeluFourRegisterStepsEqualOneRegisterFormulas) {
+#if QKV_SIMD
+  for (int64_t n : {int64_t{0}, int64_t{7}, 3 * kLanes + 5, 4 * kLanes, 9 * kLanes + 3, 4096 + 4 * kLanes + kLanes + 1}) {
+    const auto N = static_cast<size_t>(n);
+    std::vector<float> x(N), dy(N), y(N), cdf(N), dx(N), dx_nocdf(N);
+    for (size_t i = 0; i < N; ++i) {
+      x[i] = 9.f * std::sin(0.37f * static_cast<float>(i)) - 1.f;  // both tails and the middle
+      dy[i] = std::cos(0.11f * static_cast<float>(i));
+    }
+    gelu_forward(x.data(), y.data(), n, false, cdf.data());
+    gelu_backward(x.data(), dy.data(), dx.data(), n, false, cdf.data());
+    gelu_backward(x.data(), dy.data(), dx_nocdf.data(), n, false, nullptr);
+    const size_t vec_end = N / static_cast<size_t>(kLanes) * static_cast<size_t>(kLanes);  // then the scalar tail
+    std::vector<float> want_c = lanewise(std::vector<float>(x.begin(), x.begin() + static_cast<std::ptrdiff_t>(vec_end)),
+                                         [](simd::vf v) { return simd::normal_cdf(v); });
+    std::vector<float> want_e(vec_end);
+    for (size_t i = 0; i < vec_end; ++i) want_e[i] = -0.5f * x[i] * x[i];
+    want_e = lanewise(want_e, [](simd::vf v) { return simd::exp(v); });
+    for (size_t i = 0; i < vec_end; ++i) {
+      ASSERT_EQ(cdf[i], want_c[i]) << "n " << n << " i " << i;
+      ASSERT_EQ(y[i], x[i] * want_c[i]) << "n " << n << " i " << i;
+      const float want_dx = dy[i] * std::fma(x[i], 0.39894228040143268f * want_e[i], want_c[i]);
+      ASSERT_EQ(dx[i], want_dx) << "n " << n << " i " << i;
+      ASSERT_EQ(dx_nocdf[i], want_dx) << "n " << n << " i " << i;
+    }
+    for (size_t i = vec_end; i < N; ++i)  // the scalar tail: erf, to f32 rounding
+      EXPECT_NEAR(y[i], x[i] * 0.5 * std::erfc(-x[i] / std::sqrt(2.0)), 1e-6 * (1 + std::abs(x[i]))) << "n " << n;
+  }
 #else
   GTEST_SKIP() << "built without AVX2 or AVX-512";
 #endif

@@ -17,39 +17,60 @@ namespace qkv::kernels::cpu {
 namespace simd {
 
 // e^x lane by lane: x = n·ln2 + r, |r| ≤ ln2/2; e^r by polynomial; scaled by 2^n.
+// exp_n does it for U registers at once, step by step across them: the U dependency chains are
+// independent, so the core overlaps them (one register alone waits on the polynomial's latency).
+template <int U>
+inline void exp_n(vf (&x)[U]) {
+  vf n[U], r[U], p[U];
+  for (int u = 0; u < U; ++u) {
+    x[u] = max(x[u], set1(-104.0f));  // below: result is 0 (also maps -inf → 0)
+    x[u] = min(x[u], set1(88.8f));
+    n[u] = round(mul(x[u], set1(1.44269504088896341f)));  // log2(e)
+    r[u] = fnmadd(n[u], set1(0.693359375f), x[u]);         // ln2, high part
+    r[u] = fnmadd(n[u], set1(-2.12194440e-4f), r[u]);      // ln2, low part
+    p[u] = set1(1.9875691500e-4f);
+  }
+  for (float c : {1.3981999507e-3f, 8.3334519073e-3f, 4.1665795894e-2f, 1.6666665459e-1f, 5.0000001201e-1f})
+    for (int u = 0; u < U; ++u) p[u] = fmadd(p[u], r[u], set1(c));
+  for (int u = 0; u < U; ++u) x[u] = scale_pow2(fmadd(p[u], mul(r[u], r[u]), add(r[u], set1(1.0f))), n[u]);
+}
+
 inline vf exp(vf x) {
-  const vf log2e = set1(1.44269504088896341f);
-  const vf ln2_hi = set1(0.693359375f);
-  const vf ln2_lo = set1(-2.12194440e-4f);
-  x = max(x, set1(-104.0f));  // below: result is 0 (also maps -inf → 0)
-  x = min(x, set1(88.8f));
-  vf n = round(mul(x, log2e));
-  vf r = fnmadd(n, ln2_hi, x);
-  r = fnmadd(n, ln2_lo, r);
-  vf p = set1(1.9875691500e-4f);
-  p = fmadd(p, r, set1(1.3981999507e-3f));
-  p = fmadd(p, r, set1(8.3334519073e-3f));
-  p = fmadd(p, r, set1(4.1665795894e-2f));
-  p = fmadd(p, r, set1(1.6666665459e-1f));
-  p = fmadd(p, r, set1(5.0000001201e-1f));
-  vf r2 = mul(r, r);
-  p = fmadd(p, r2, add(r, set1(1.0f)));
-  return scale_pow2(p, n);
+  vf a[1] = {x};
+  exp_n(a);
+  return a[0];
 }
 
 // Φ(x), the standard normal CDF, for GELU: Φ(x) = ½ erfc(−x/√2), with erfc(z) for z = |x|/√2 ≥ 0
 // from the Chebyshev fit of Numerical Recipes (§6.2; relative error < 1.2e-7 everywhere):
 //   t = 1/(1 + z/2),  erfc(z) ≈ t·exp(−z² − 1.26551223 + t(1.00002368 + t(0.37409196 + …)))
-// so the lower tail (x ≪ 0), where GELU is tiny, keeps its relative accuracy.
-inline vf normal_cdf(vf x) {
-  const vf z = mul(abs(x), set1(0.70710678118654752f));
-  const vf t = div(set1(1.f), fmadd(z, set1(0.5f), set1(1.f)));
-  vf p = set1(0.17087277f);
+// so the lower tail (x ≪ 0), where GELU is tiny, keeps its relative accuracy. normal_cdf_n: for U
+// registers at once, as exp_n.
+template <int U>
+inline void normal_cdf_n(const vf (&x)[U], vf (&out)[U]) {
+  vf z[U], t[U], p[U];
+  for (int u = 0; u < U; ++u) {
+    z[u] = mul(abs(x[u]), set1(0.70710678118654752f));
+    t[u] = div(set1(1.f), fmadd(z[u], set1(0.5f), set1(1.f)));
+    p[u] = set1(0.17087277f);
+  }
   for (float c : {-0.82215223f, 1.48851587f, -1.13520398f, 0.27886807f, -0.18628806f, 0.09678418f, 0.37409196f,
                   1.00002368f, -1.26551223f})
-    p = fmadd(p, t, set1(c));
-  const vf q = mul(mul(t, exp(fnmadd(z, z, p))), set1(0.5f));  // P(X > |x|)
-  return select_negative(x, q, sub(set1(1.f), q));
+    for (int u = 0; u < U; ++u) p[u] = fmadd(p[u], t[u], set1(c));
+  vf e[U];
+  for (int u = 0; u < U; ++u) e[u] = fnmadd(z[u], z[u], p[u]);
+  exp_n(e);
+  for (int u = 0; u < U; ++u) {
+    const vf q = mul(mul(t[u], e[u]), set1(0.5f));  // P(X > |x|)
+    out[u] = select_negative(x[u], q, sub(set1(1.f), q));
+  }
+}
+
+inline vf normal_cdf(vf x) {
+  const vf a[1] = {x};
+  vf c[1];
+  normal_cdf_n(a, c);
+  return c[0];
 }
 
 }  // namespace simd
