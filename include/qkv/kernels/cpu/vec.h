@@ -103,6 +103,16 @@ inline float exp_shift_sum(const float* x, float* y, int64_t n, float shift) {
 #if QKV_SIMD
   const simd::vf vs = simd::set1(shift);
   simd::vf acc = simd::zero();
+  constexpr int U = 4;  // four registers' exps overlap (exp_n); the sum still adds them in order
+  for (; i + U * kLanes <= n; i += U * kLanes) {
+    simd::vf e[U];
+    for (int u = 0; u < U; ++u) e[u] = simd::sub(simd::load(x + i + u * kLanes), vs);
+    simd::exp_n(e);
+    for (int u = 0; u < U; ++u) {
+      simd::store(y + i + u * kLanes, e[u]);
+      acc = simd::add(acc, e[u]);
+    }
+  }
   for (; i + kLanes <= n; i += kLanes) {
     const simd::vf e = simd::exp(simd::sub(simd::load(x + i), vs));
     simd::store(y + i, e);
