@@ -88,19 +88,19 @@ void gelu_backward(const float* x, const float* dy, float* dx, int64_t n, bool t
 #if QKV_SIMD
       // dx = dy (Φ(x) + x φ(x)),  φ(x) = e^(−x²/2)/√(2π); U registers at a time
       auto step = [&]<int U>(std::integral_constant<int, U>) {
-        simd::vf v[U], pdf[U], c[U];
+        simd::vf v[U], g[U], c[U];  // g: e^(−x²/2), then φ = g/√(2π)
         for (int u = 0; u < U; ++u) {
           v[u] = simd::load(x + i + u * kLanes);
-          pdf[u] = simd::mul(simd::mul(v[u], v[u]), simd::set1(-0.5f));
+          g[u] = simd::mul(simd::mul(v[u], v[u]), simd::set1(-0.5f));
         }
-        simd::exp_n(pdf);
+        simd::exp_n(g);
         if (cdf)
           for (int u = 0; u < U; ++u) c[u] = simd::load(cdf + i + u * kLanes);
         else
           simd::normal_cdf_n(v, c);
         for (int u = 0; u < U; ++u)
           simd::store(dx + i + u * kLanes, simd::mul(simd::load(dy + i + u * kLanes),
-                                                     simd::fmadd(v[u], simd::mul(simd::set1(kInvSqrt2Pi), pdf[u]), c[u])));
+                                                     simd::fmadd(v[u], simd::mul(simd::set1(kInvSqrt2Pi), g[u]), c[u])));
         i += U * kLanes;
       };
       while (i + kUnroll * kLanes <= e) step(std::integral_constant<int, kUnroll>{});
