@@ -62,9 +62,8 @@ def read_lines(path):
         return [line.rstrip("\n") for line in f]
 
 
-def load_data(args, sp, cfg):
-    dev_src, test_src = read_lines(f"{args.qkv_out}/dev.src"), read_lines(f"{args.qkv_out}/test.src")
-    held = set(dev_src) | set(test_src)
+def load_data(args, sp, cfg, text):
+    held = set(text["dev", "src"]) | set(text["test", "src"])
     train = []
     with gzip.open(args.tsv, "rt", encoding="utf-8") as f:
         for line in f:
@@ -87,7 +86,7 @@ def load_data(args, sp, cfg):
             out.append((s, t))
         return out
 
-    dev = encode(list(zip(dev_src, read_lines(f"{args.qkv_out}/dev.ref"))))
+    dev = encode(list(zip(text["dev", "src"], text["dev", "ref"])))
     return encode(train), dev, len(train)
 
 
@@ -143,7 +142,9 @@ def main():
     sp = spm.SentencePieceProcessor(model_file=f"{args.qkv_out}/spm.model")
     V, D = sp.get_piece_size(), cfg["d_model"]
     pad, bos, eos = sp.pad_id(), sp.bos_id(), sp.eos_id()
-    train, dev, n_train_pairs = load_data(args, sp, cfg)
+    text = {(split, side): read_lines(f"{args.qkv_out}/{split}.{side}")  # qkv's dev and test, read once
+            for split in ("dev", "test") for side in ("src", "ref")}
+    train, dev, n_train_pairs = load_data(args, sp, cfg, text)
     say(f"cfg {json.dumps(cfg)}; {n_train_pairs} training pairs ({len(train)} kept), {len(dev)} dev")
 
     torch.manual_seed(cfg["seed"])
@@ -176,7 +177,7 @@ def main():
 
         def forward(self, src, tgt_in):
             T = tgt_in.size(1)
-            mask = torch.triu(torch.full((T, T), float("-inf"), device=src.device), 1)
+            mask = nn.Transformer.generate_square_subsequent_mask(T, device=src.device)
             kpm = src == pad
             h = self.transformer(self.embed(src), self.embed(tgt_in), tgt_mask=mask, src_key_padding_mask=kpm,
                                  memory_key_padding_mask=kpm)
@@ -239,7 +240,7 @@ def main():
             done = torch.zeros(len(idx), dtype=torch.bool, device=dev_c)
             for _ in range(S + 50):
                 T = ys.size(1)
-                mask = torch.triu(torch.full((T, T), float("-inf"), device=dev_c), 1)
+                mask = nn.Transformer.generate_square_subsequent_mask(T, device=dev_c)
                 with torch.autocast(dev_c, dtype=torch.bfloat16, enabled=dev_c == "cuda"):
                     h = model.transformer.decoder(model.embed(ys), mem, tgt_mask=mask, memory_key_padding_mask=kpm)
                 nxt = (h[:, -1].float() @ model.embedding.weight.t()).argmax(-1)
@@ -259,8 +260,7 @@ def main():
         return out
 
     def bleu(split, n=None):
-        src = read_lines(f"{args.qkv_out}/{split}.src")[:n]
-        ref = read_lines(f"{args.qkv_out}/{split}.ref")[:n]
+        src, ref = text[split, "src"][:n], text[split, "ref"][:n]
         return sacrebleu.corpus_bleu(greedy(src), [ref]).score
 
     results = dict(name=args.name, cfg=cfg, curve=[])

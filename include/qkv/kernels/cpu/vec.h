@@ -7,6 +7,7 @@
 #include <cmath>
 #include <cstdint>
 #include <initializer_list>
+#include <type_traits>
 
 #include "qkv/core/rng.h"
 #include "qkv/kernels/cpu/simd.h"
@@ -73,6 +74,18 @@ inline vf normal_cdf(vf x) {
   return c[0];
 }
 
+// The register loop of a kernel over exp_n / normal_cdf_n: step(std::integral_constant<int, U>{}, i)
+// handles the U registers from element i, with U = kInterleave while they fit before `end`, then
+// U = 1 (four independent chains keep the FMA units busy where one waits on latency: Zen 3,
+// one core, Φ 1.6 → 1.1 ns per element, the same bits). Returns where the tail starts.
+inline constexpr int kInterleave = 4;
+template <typename F>
+inline int64_t by_registers(int64_t i, int64_t end, F&& step) {
+  for (; i + kInterleave * kLanes <= end; i += kInterleave * kLanes) step(std::integral_constant<int, kInterleave>{}, i);
+  for (; i + kLanes <= end; i += kLanes) step(std::integral_constant<int, 1>{}, i);
+  return i;
+}
+
 }  // namespace simd
 #endif
 
@@ -103,21 +116,15 @@ inline float exp_shift_sum(const float* x, float* y, int64_t n, float shift) {
 #if QKV_SIMD
   const simd::vf vs = simd::set1(shift);
   simd::vf acc = simd::zero();
-  constexpr int U = 4;  // four registers' exps overlap (exp_n); the sum still adds them in order
-  for (; i + U * kLanes <= n; i += U * kLanes) {
-    simd::vf e[U];
-    for (int u = 0; u < U; ++u) e[u] = simd::sub(simd::load(x + i + u * kLanes), vs);
+  i = simd::by_registers(0, n, [&]<int U>(std::integral_constant<int, U>, int64_t at) {
+    simd::vf e[U];  // the exps overlap across registers (exp_n); the sum still adds them in order
+    for (int u = 0; u < U; ++u) e[u] = simd::sub(simd::load(x + at + u * kLanes), vs);
     simd::exp_n(e);
     for (int u = 0; u < U; ++u) {
-      simd::store(y + i + u * kLanes, e[u]);
+      simd::store(y + at + u * kLanes, e[u]);
       acc = simd::add(acc, e[u]);
     }
-  }
-  for (; i + kLanes <= n; i += kLanes) {
-    const simd::vf e = simd::exp(simd::sub(simd::load(x + i), vs));
-    simd::store(y + i, e);
-    acc = simd::add(acc, e);
-  }
+  });
   if (i < n) {
     const simd::mask m = simd::first(n - i);
     const simd::vf e = simd::exp(simd::sub(simd::load(x + i, m), vs));
