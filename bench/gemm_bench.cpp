@@ -19,7 +19,7 @@
 #include <vector>
 
 #include "qkv/core/parallel.h"
-#include "qkv/kernels/cpu/gemm.h"
+#include "kernels/cpu/gemm.h"
 
 #if QKV_BENCH_HAVE_OPENBLAS
 #include <cblas.h>

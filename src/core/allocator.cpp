@@ -1,9 +1,13 @@
 #include "qkv/core/allocator.h"
 
 #include <cstdlib>
+#include <cstring>
+#include <string>
 #include <malloc.h>
 #include <map>
 #include <mutex>
+
+#include "qkv/core/error.h"
 
 namespace qkv {
 namespace {
@@ -131,5 +135,43 @@ void* alloc_block(size_t n, size_t* capacity) { return cache().alloc(n, capacity
 void free_block(void* p, size_t capacity) { cache().free(p, capacity); }
 int64_t cached_bytes() { return cache().cached(); }
 void empty_cache() { cache().empty(); }
+
+namespace {
+class HostAllocator final : public Allocator {
+ public:
+  void* allocate(size_t n, size_t* capacity) override { return alloc_block(n, capacity); }
+  void deallocate(void* p, size_t capacity) override { free_block(p, capacity); }
+};
+}  // namespace
+
+Allocator& allocator_for(Device d) {
+  static HostAllocator host;
+  if (d.is_cpu()) return host;
+  throw Error(detail::concat("no allocator for device ", d.str(), ": this build of qkv has no ", d.str(),
+                             " backend (docs/ARCHITECTURE.md, \"Adding a device\")"));
+}
+
+// ---- devices -----------------------------------------------------------------------------------
+
+Device Device::parse(std::string_view name) {
+  if (name == "cpu") return cpu();
+  if (name == "cuda") return cuda(0);
+  if (name.starts_with("cuda:") && name.size() > 5 && name.size() <= 8 &&
+      name.substr(5).find_first_not_of("0123456789") == std::string_view::npos)
+    return cuda(std::stoi(std::string(name.substr(5))));
+  throw Error(detail::concat("unknown device \"", name, "\" (expected cpu, cuda or cuda:N)"));
+}
+
+std::string Device::str() const {
+  return type == DeviceType::cpu ? std::string("cpu") : "cuda:" + std::to_string(index);
+}
+
+bool device_available(Device d) { return d.is_cpu(); }
+
+void copy_bytes(void* dst, Device dst_device, const void* src, Device src_device, size_t n) {
+  QKV_CHECK(dst_device.is_cpu() && src_device.is_cpu(), "copy from ", src_device.str(), " to ", dst_device.str(),
+            ": this build of qkv has no backend for ", dst_device.is_cpu() ? src_device.str() : dst_device.str());
+  if (n) std::memcpy(dst, src, n);
+}
 
 }  // namespace qkv

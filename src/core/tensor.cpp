@@ -29,16 +29,24 @@ int64_t allocated_bytes() { return g_allocated.load(); }
 int64_t peak_allocated_bytes() { return g_peak.load(); }
 void reset_peak_bytes() { g_peak.store(g_allocated.load()); }
 
-Storage::Storage(size_t n) : nbytes(n) {
-  data = alloc_block(n ? n : 1, &capacity);
-  if (!data) throw Error(detail::concat("Storage: cannot allocate ", n, " bytes"));
+Storage::Storage(size_t n, Device d) : nbytes(n), device(d) {
+  data = allocator_for(d).allocate(n ? n : 1, &capacity);
+  if (!data) throw Error(detail::concat("Storage: cannot allocate ", n, " bytes on ", d.str()));
   int64_t now = g_allocated.fetch_add(static_cast<int64_t>(n)) + static_cast<int64_t>(n);
   int64_t peak = g_peak.load();
   while (now > peak && !g_peak.compare_exchange_weak(peak, now)) {
   }
 }
+Storage::Storage(void* p, size_t n, Device d, std::function<void(void*)> del)
+    : data(p), nbytes(n), capacity(n), device(d), deleter(std::move(del)) {
+  if (!deleter) deleter = [](void*) {};  // borrowed memory: nothing to release
+}
 Storage::~Storage() {
-  free_block(data, capacity);
+  if (deleter) {
+    deleter(data);
+    return;
+  }
+  allocator_for(device).deallocate(data, capacity);
   g_allocated.fetch_sub(static_cast<int64_t>(nbytes));
 }
 
@@ -71,7 +79,7 @@ Shape broadcast_shapes(const Shape& a, const Shape& b, const char* op) {
   return out;
 }
 
-Shape broadcast_strides(const Tensor& t, const Shape& out) {
+Shape broadcast_strides(const TensorBase& t, const Shape& out) {
   Shape st(out.size(), 0);
   size_t lead = out.size() - t.shape().size();
   for (size_t i = 0; i < t.shape().size(); ++i) {
@@ -82,65 +90,79 @@ Shape broadcast_strides(const Tensor& t, const Shape& out) {
   return st;
 }
 
-static Tensor make(const Shape& shape, DType dtype) {
+static TensorBase make(const Shape& shape, DType dtype, Device device = Device::cpu()) {
   for (int64_t s : shape) QKV_CHECK(s >= 0, "Tensor::empty: negative size in ", shape_str(shape));
   auto impl = std::make_shared<TensorImpl>();
-  impl->storage = std::make_shared<Storage>(static_cast<size_t>(numel_of(shape)) * dtype_size(dtype));
+  impl->storage = std::make_shared<Storage>(static_cast<size_t>(numel_of(shape)) * dtype_size(dtype), device);
   impl->shape = shape;
   impl->strides = contiguous_strides(shape);
   impl->dtype = dtype;
-  return Tensor(std::move(impl));
+  return TensorBase(std::move(impl));
 }
 
-Tensor Tensor::empty(const Shape& shape, DType dtype) { return make(shape, dtype); }
+TensorBase TensorBase::empty(const Shape& shape, DType dtype, Device device) { return make(shape, dtype, device); }
 
-Tensor Tensor::zeros(const Shape& shape, DType dtype) {
-  Tensor t = make(shape, dtype);
+TensorBase TensorBase::from_blob(void* data, const Shape& shape, DType dtype, Device device,
+                                 std::function<void(void*)> deleter) {
+  for (int64_t s : shape) QKV_CHECK(s >= 0, "Tensor::from_blob: negative size in ", shape_str(shape));
+  QKV_CHECK(data != nullptr || numel_of(shape) == 0, "Tensor::from_blob: null data for shape ", shape_str(shape));
+  auto impl = std::make_shared<TensorImpl>();
+  impl->storage = std::make_shared<Storage>(data, static_cast<size_t>(numel_of(shape)) * dtype_size(dtype), device,
+                                            std::move(deleter));
+  impl->shape = shape;
+  impl->strides = contiguous_strides(shape);
+  impl->dtype = dtype;
+  return TensorBase(std::move(impl));
+}
+
+TensorBase TensorBase::zeros(const Shape& shape, DType dtype) {
+  TensorBase t = make(shape, dtype);
   std::memset(t.impl().storage->data, 0, t.impl().storage->nbytes);
   return t;
 }
 
-Tensor Tensor::full(const Shape& shape, float value, DType dtype) {
-  Tensor t = make(shape, dtype);
+TensorBase TensorBase::full(const Shape& shape, float value, DType dtype) {
+  TensorBase t = make(shape, dtype);
   t.fill_(value);
   return t;
 }
 
-Tensor Tensor::ones(const Shape& shape, DType dtype) { return full(shape, 1.f, dtype); }
+TensorBase TensorBase::ones(const Shape& shape, DType dtype) { return full(shape, 1.f, dtype); }
 
-Tensor Tensor::from_vector(const std::vector<float>& values, const Shape& shape) {
+TensorBase TensorBase::from_vector(const std::vector<float>& values, const Shape& shape) {
   QKV_CHECK(static_cast<int64_t>(values.size()) == numel_of(shape), "Tensor::from_vector: ", values.size(),
             " values do not fill shape ", shape_str(shape));
-  Tensor t = make(shape, DType::f32);
+  TensorBase t = make(shape, DType::f32);
   if (!values.empty()) std::memcpy(t.data(), values.data(), values.size() * sizeof(float));
   return t;
 }
 
-Tensor Tensor::from_bools(const std::vector<bool>& values, const Shape& shape) {
+TensorBase TensorBase::from_bools(const std::vector<bool>& values, const Shape& shape) {
   QKV_CHECK(static_cast<int64_t>(values.size()) == numel_of(shape), "Tensor::from_bools: ", values.size(),
             " values do not fill shape ", shape_str(shape));
-  Tensor t = make(shape, DType::boolean);
+  TensorBase t = make(shape, DType::boolean);
   uint8_t* p = t.data<uint8_t>();
   for (size_t i = 0; i < values.size(); ++i) p[i] = values[i] ? 1 : 0;
   return t;
 }
 
-Tensor Tensor::from_ints(const std::vector<int32_t>& values, const Shape& shape) {
+TensorBase TensorBase::from_ints(const std::vector<int32_t>& values, const Shape& shape) {
   QKV_CHECK(static_cast<int64_t>(values.size()) == numel_of(shape), "Tensor::from_ints: ", values.size(),
             " values do not fill shape ", shape_str(shape));
-  Tensor t = make(shape, DType::i32);
+  TensorBase t = make(shape, DType::i32);
   if (!values.empty()) std::memcpy(t.data<int32_t>(), values.data(), values.size() * sizeof(int32_t));
   return t;
 }
 
-std::vector<int32_t> Tensor::to_ints() const {
+std::vector<int32_t> TensorBase::to_ints() const {
   QKV_CHECK(dtype() == DType::i32, "Tensor::to_ints: tensor is ", dtype_name(dtype()), ", not i32");
-  Tensor c = is_contiguous() ? *this : contiguous_copy();
+  if (!device().is_cpu()) return to(Device::cpu()).to_ints();
+  TensorBase c = is_contiguous() ? *this : contiguous_copy();
   return std::vector<int32_t>(c.data<int32_t>(), c.data<int32_t>() + c.numel());
 }
 
-Tensor Tensor::arange(int64_t n) {
-  Tensor t = make({n}, DType::f32);
+TensorBase TensorBase::arange(int64_t n) {
+  TensorBase t = make({n}, DType::f32);
   for (int64_t i = 0; i < n; ++i) t.data()[i] = static_cast<float>(i);
   return t;
 }
@@ -159,8 +181,8 @@ Generator& default_generator() {
 }
 void manual_seed(uint64_t seed) { default_generator().manual_seed(seed); }
 
-Tensor Tensor::randn(const Shape& shape, Generator& gen, float mean, float std) {
-  Tensor t = make(shape, DType::f32);
+TensorBase TensorBase::randn(const Shape& shape, Generator& gen, float mean, float std) {
+  TensorBase t = make(shape, DType::f32);
   int64_t n = t.numel();
   uint64_t base = gen.reserve(static_cast<uint64_t>(n));
   float* p = t.data();
@@ -168,8 +190,8 @@ Tensor Tensor::randn(const Shape& shape, Generator& gen, float mean, float std) 
   return t;
 }
 
-Tensor Tensor::rand(const Shape& shape, Generator& gen, float low, float high) {
-  Tensor t = make(shape, DType::f32);
+TensorBase TensorBase::rand(const Shape& shape, Generator& gen, float low, float high) {
+  TensorBase t = make(shape, DType::f32);
   int64_t n = t.numel();
   uint64_t base = gen.reserve(static_cast<uint64_t>(n));
   float* p = t.data();
@@ -177,16 +199,16 @@ Tensor Tensor::rand(const Shape& shape, Generator& gen, float low, float high) {
   return t;
 }
 
-int64_t Tensor::numel() const { return numel_of(impl().shape); }
+int64_t TensorBase::numel() const { return numel_of(impl().shape); }
 
-int64_t Tensor::wrap_dim(int64_t d) const {
+int64_t TensorBase::wrap_dim(int64_t d) const {
   int64_t n = dim();
   QKV_CHECK(d >= -n && d < n, "dimension ", d, " is out of range for a tensor of shape ",
             shape_str(shape()));
   return d < 0 ? d + n : d;
 }
 
-bool Tensor::is_contiguous() const {
+bool TensorBase::is_contiguous() const {
   int64_t expected = 1;
   for (int64_t i = dim() - 1; i >= 0; --i) {
     if (shape()[i] == 1) continue;
@@ -196,8 +218,9 @@ bool Tensor::is_contiguous() const {
   return true;
 }
 
-std::string Tensor::str() const {
+std::string TensorBase::str() const {
   if (!defined()) return "Tensor(undefined)";
+  if (!device().is_cpu()) return detail::concat("Tensor", shape_str(shape()), " ", dtype_name(dtype()), ", ", device().str());
   return detail::concat("Tensor", shape_str(shape()), " ", dtype_name(dtype()));
 }
 
@@ -245,7 +268,22 @@ static void store_from_f32(void* base, DType t, int64_t off, float v) {
   }
 }
 
-std::vector<float> Tensor::to_vector() const {
+void TensorBase::check_host(const char* method) const {
+  QKV_CHECK(device().is_cpu(), "Tensor::", method, ": ", str(), " is on ", device().str(),
+            "; element access on the host needs a CPU tensor (.to(Device::cpu()))");
+}
+
+TensorBase TensorBase::to(Device d) const {
+  if (device() == d) return *this;
+  QKV_CHECK(is_contiguous(), "Tensor::to(", d.str(), "): ", str(), " is a strided view; make it contiguous first");
+  TensorBase out = make(shape(), dtype(), d);
+  copy_bytes(out.impl().storage->data, d, static_cast<const char*>(impl().storage->data) + offset() * dtype_size(dtype()),
+             device(), static_cast<size_t>(numel()) * dtype_size(dtype()));
+  return out;
+}
+
+std::vector<float> TensorBase::to_vector() const {
+  if (!device().is_cpu()) return to(Device::cpu()).to_vector();
   std::vector<float> out(static_cast<size_t>(numel()));
   const void* base = static_cast<const char*>(impl().storage->data) + offset() * dtype_size(dtype());
   DType t = dtype();
@@ -253,23 +291,23 @@ std::vector<float> Tensor::to_vector() const {
   return out;
 }
 
-float Tensor::item() const {
+float TensorBase::item() const {
   QKV_CHECK(numel() == 1, "Tensor::item: tensor of shape ", shape_str(shape()), " has ", numel(),
             " elements, not 1");
   return to_vector()[0];
 }
 
-Tensor Tensor::detach() const {
+TensorBase TensorBase::detach() const {
   auto impl2 = std::make_shared<TensorImpl>();
   impl2->storage = impl().storage;
   impl2->shape = shape();
   impl2->strides = strides();
   impl2->offset = offset();
   impl2->dtype = dtype();
-  return Tensor(std::move(impl2));
+  return TensorBase(std::move(impl2));
 }
 
-Tensor Tensor::as_strided(const Shape& shp, const Shape& st, int64_t off) const {
+TensorBase TensorBase::as_strided(const Shape& shp, const Shape& st, int64_t off) const {
   QKV_CHECK(shp.size() == st.size(), "as_strided: shape ", shape_str(shp), " and strides ", shape_str(st),
             " differ in rank");
   int64_t lo = off, hi = off;
@@ -284,7 +322,7 @@ Tensor Tensor::as_strided(const Shape& shp, const Shape& st, int64_t off) const 
   int64_t cap = static_cast<int64_t>(impl().storage->nbytes / dtype_size(dtype()));
   QKV_CHECK(lo >= 0 && (numel_of(shp) == 0 || hi < cap), "as_strided: view ", shape_str(shp), " strides ",
             shape_str(st), " offset ", off, " falls outside storage of ", cap, " elements");
-  Tensor v = detach();
+  TensorBase v = detach();
   v.impl().shape = shp;
   v.impl().strides = st;
   v.impl().offset = off;
@@ -334,7 +372,9 @@ static void copy_strided_f32(float* dst, Shape ds, const float* src, Shape ss, S
   });
 }
 
-void Tensor::copy_(const Tensor& src) {
+void TensorBase::copy_(const TensorBase& src) {
+  check_host("copy_");
+  src.check_host("copy_");
   Shape bst = broadcast_strides(src, shape());
   const void* sbase = static_cast<const char*>(src.impl().storage->data) + src.offset() * dtype_size(src.dtype());
   void* dbase = static_cast<char*>(impl().storage->data) + offset() * dtype_size(dtype());
@@ -370,7 +410,8 @@ void Tensor::copy_(const Tensor& src) {
   });
 }
 
-void Tensor::fill_(float value) {
+void TensorBase::fill_(float value) {
+  check_host("fill_");
   void* dbase = static_cast<char*>(impl().storage->data) + offset() * dtype_size(dtype());
   DType dt = dtype();
   if (dt == DType::f32 && is_contiguous()) {
@@ -381,19 +422,21 @@ void Tensor::fill_(float value) {
   for_each_offset(shape(), strides(), [&](int64_t, int64_t off) { store_from_f32(dbase, dt, off, value); });
 }
 
-Tensor Tensor::contiguous_copy() const {
-  Tensor out = make(shape(), dtype());
+TensorBase TensorBase::contiguous_copy() const {
+  check_host("contiguous_copy");
+  TensorBase out = make(shape(), dtype());
   out.copy_(*this);
   return out;
 }
 
-Tensor Tensor::to(DType t) const {
-  Tensor out = make(shape(), t);
+TensorBase TensorBase::to(DType t) const {
+  check_host("to");
+  TensorBase out = make(shape(), t);
   out.copy_(*this);
   return out;
 }
 
-Tensor& Tensor::requires_grad_(bool on) {
+TensorBase& TensorBase::requires_grad_(bool on) {
   QKV_CHECK(!on || dtype() == DType::f32, "requires_grad_: only f32 tensors can require gradients, not ",
             dtype_name(dtype()));
   QKV_CHECK(is_leaf() || on, "requires_grad_: cannot turn off requires_grad on a non-leaf tensor; use detach()");
@@ -401,9 +444,9 @@ Tensor& Tensor::requires_grad_(bool on) {
   return *this;
 }
 
-Tensor Tensor::grad() const { return impl().grad ? Tensor(impl().grad) : Tensor(); }
+TensorBase TensorBase::grad() const { return impl().grad ? TensorBase(impl().grad) : TensorBase(); }
 
-void Tensor::set_grad(const Tensor& g) {
+void TensorBase::set_grad(const TensorBase& g) {
   if (!g.defined()) {
     impl().grad.reset();
     return;
@@ -413,8 +456,8 @@ void Tensor::set_grad(const Tensor& g) {
   impl().grad = g.impl_ptr();
 }
 
-void Tensor::zero_grad() { impl().grad.reset(); }
+void TensorBase::zero_grad() { impl().grad.reset(); }
 
-void Tensor::retain_grad() { impl().retains_grad = true; }
+void TensorBase::retain_grad() { impl().retains_grad = true; }
 
 }  // namespace qkv

@@ -1,7 +1,7 @@
 #include "qkv/decode/ensemble.h"
 
 #include "qkv/core/error.h"
-#include "qkv/kernels/cpu/softmax.h"
+#include "qkv/ops/softmax.h"
 
 namespace qkv::decode {
 
@@ -20,22 +20,14 @@ void EnsembleStepModel::reorder(const std::vector<int64_t>& index, bool sources_
   for (auto& m : members_) m->reorder(index, sources_changed);
 }
 
-// log p̄ = m + log Σ_i exp(log p_i − m) − log n,  m = max_i log p_i   (elementwise: kernels/cpu/softmax.h)
+// log p̄ = log((1/n) Σ_i p_i) (ops' log_mean_exp over the members' log-probabilities)
 Tensor mean_probability_log(const std::vector<Tensor>& log_probs) {
   QKV_CHECK(!log_probs.empty(), "ensemble: no log-probabilities");
-  if (log_probs.size() == 1) return log_probs[0];
-  std::vector<Tensor> lp;
-  for (const Tensor& t : log_probs) {
+  for (const Tensor& t : log_probs)
     QKV_CHECK(t.dtype() == DType::f32 && t.shape() == log_probs[0].shape(), "ensemble: members returned ",
               shape_str(log_probs[0].shape()), " and ", shape_str(t.shape()),
               " log-probabilities (do the models share one vocabulary?)");
-    lp.push_back(t.contiguous());
-  }
-  Tensor out = Tensor::empty(lp[0].shape(), DType::f32);
-  std::vector<const float*> in;
-  for (const Tensor& t : lp) in.push_back(t.data<float>());
-  kernels::cpu::log_mean_exp(in.data(), static_cast<int64_t>(in.size()), out.data<float>(), out.numel());
-  return out;
+  return log_mean_exp(log_probs);
 }
 
 }  // namespace qkv::decode

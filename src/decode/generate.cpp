@@ -17,30 +17,30 @@ Tensor ids_tensor(const std::vector<int32_t>& ids, size_t from) {
 
 }  // namespace
 
-std::vector<int32_t> generate(const nn::GPT& model, const std::vector<int32_t>& prompt, const GenerateOptions& opt,
-                              const std::function<bool(int32_t)>& on_token) {
+std::vector<int32_t> generate(const models::LanguageModel& model, const std::vector<int32_t>& prompt,
+                              const GenerateOptions& opt, const std::function<bool(int32_t)>& on_token) {
   NoGradGuard no_grad;
   QKV_CHECK(!prompt.empty(), "generate: the prompt is empty (give at least one token)");
-  const auto block = static_cast<size_t>(model.config.block_size);
+  const auto block = static_cast<size_t>(model.block_size());
   for (int32_t id : prompt)
-    QKV_CHECK(id >= 0 && id < model.config.vocab_size, "generate: token id ", id, " outside the vocabulary of ",
-              model.config.vocab_size);
+    QKV_CHECK(id >= 0 && id < model.vocab_size(), "generate: token id ", id, " outside the vocabulary of ",
+              model.vocab_size());
   Sampler sampler(opt.sampling);
   std::vector<int32_t> context = prompt, out;
   // The model sees context[window …]: the last block_size tokens of the prompt at first; when the
   // window would exceed block_size it restarts at the last block_size/2 tokens. Both modes use the
   // same windows, so they choose the same tokens.
   size_t window = context.size() > block ? context.size() - block : 0;
-  std::vector<nn::KVCache> caches;
+  std::unique_ptr<models::DecoderState> cache = model.start_decoding();
   for (int64_t n = 0; n < opt.max_new_tokens; ++n) {
     if (context.size() - window > block) {
       window = context.size() - std::max<size_t>(1, block / 2);
-      caches.clear();
+      cache = model.start_decoding();
     }
     Tensor logits;
     if (opt.use_cache) {  // feed what the cache has not seen yet
-      const size_t seen = caches.empty() ? 0 : static_cast<size_t>(caches[0].length);
-      logits = model.forward_cached(ids_tensor(context, window + seen), caches);
+      const auto seen = static_cast<size_t>(cache->length());
+      logits = model.step(ids_tensor(context, window + seen), *cache);
     } else {  // recompute the whole window
       Tensor all = model.forward(ids_tensor(context, window));
       logits = all.select(1, all.size(1) - 1);

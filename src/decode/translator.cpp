@@ -12,90 +12,62 @@
 
 namespace qkv::decode {
 
-Seq2SeqStepModel::Seq2SeqStepModel(const nn::Seq2SeqTransformer& model, const Tensor& src, bool use_cache)
-    : model_(model), use_cache_(use_cache) {
-  NoGradGuard no_grad;
-  memory_ = model.encode(src, &kpm_);
-  if (use_cache_) {
-    state_ = model.start_decoding(memory_, kpm_);
-    memory_ = Tensor(), kpm_ = Tensor();
-  } else {
-    prefix_.assign(static_cast<size_t>(src.size(0)), {});
-  }
-}
+Seq2SeqStepModel::Seq2SeqStepModel(const models::Seq2SeqModel& model, const Tensor& src, bool use_cache)
+    : model_(model), state_(model.start_decoding(src, use_cache)) {}
 
-Tensor Seq2SeqStepModel::step(const std::vector<int32_t>& tokens) {
-  if (use_cache_) return model_.step(tokens, state_);
-  // Recompute: run the decoder over every row's whole prefix, keep the last position.
-  NoGradGuard no_grad;
-  const auto rows = static_cast<int64_t>(prefix_.size());
-  QKV_CHECK(static_cast<int64_t>(tokens.size()) == rows, "Seq2SeqStepModel: ", tokens.size(), " tokens for ", rows,
-            " rows");
-  for (size_t r = 0; r < prefix_.size(); ++r) prefix_[r].push_back(tokens[r]);  // the first step feeds BOS
-  const auto T = static_cast<int64_t>(prefix_[0].size());
-  std::vector<int32_t> flat;
-  for (auto& p : prefix_) flat.insert(flat.end(), p.begin(), p.end());
-  Tensor tgt = Tensor::from_ints(flat, {rows, T});
-  Tensor h = model_.transformer->decoder->forward(model_.embed(tgt, 0), memory_, kpm_);
-  Tensor logits = linear(h.select(1, T - 1), model_.embedding->weight);
-  return log_softmax(logits, -1);
-}
+Tensor Seq2SeqStepModel::step(const std::vector<int32_t>& tokens) { return model_.step(tokens, *state_); }
 
 void Seq2SeqStepModel::reorder(const std::vector<int64_t>& index, bool sources_changed) {
-  if (use_cache_) {
-    state_.reorder(index, sources_changed);
-    return;
-  }
-  std::vector<std::vector<int32_t>> p;
-  for (int64_t i : index) p.push_back(prefix_[static_cast<size_t>(i)]);
-  prefix_ = std::move(p);
-  if (!sources_changed) return;
-  memory_ = nn::gather_rows(memory_, index);  // the rows follow their hypotheses
-  kpm_ = nn::gather_rows(kpm_, index);
+  state_->reorder(index, sources_changed);
 }
 
 namespace {
 
 // What the models of an ensemble must share; the shortest max_len bounds the sources.
-nn::Seq2SeqConfig common_config(const std::vector<const nn::Seq2SeqTransformer*>& models) {
+struct Common {
+  int64_t vocab_size, max_len;
+  models::SpecialTokens ids;
+};
+Common common_config(const std::vector<const models::Seq2SeqModel*>& models) {
   QKV_CHECK(!models.empty(), "translate: no model");
-  nn::Seq2SeqConfig c = models[0]->config;
+  Common c{models[0]->vocab_size(), models[0]->max_len(), models[0]->special_tokens()};
   for (size_t i = 1; i < models.size(); ++i) {
-    const auto& m = models[i]->config;
-    QKV_CHECK(m.vocab_size == c.vocab_size && m.pad_id == c.pad_id && m.bos_id == c.bos_id && m.eos_id == c.eos_id,
-              "translate: ensemble model ", i + 1, " has vocab_size ", m.vocab_size, " and pad/BOS/EOS ", m.pad_id, "/",
-              m.bos_id, "/", m.eos_id, "; model 1 has ", c.vocab_size, " and ", c.pad_id, "/", c.bos_id, "/", c.eos_id,
+    const models::SpecialTokens t = models[i]->special_tokens();
+    const int64_t v = models[i]->vocab_size();
+    QKV_CHECK(v == c.vocab_size && t.pad == c.ids.pad && t.bos == c.ids.bos && t.eos == c.ids.eos,
+              "translate: ensemble model ", i + 1, " has vocab_size ", v, " and pad/BOS/EOS ", t.pad, "/", t.bos, "/",
+              t.eos, "; model 1 has ", c.vocab_size, " and ", c.ids.pad, "/", c.ids.bos, "/", c.ids.eos,
               " (an ensemble needs one vocabulary)");
-    c.max_len = std::min(c.max_len, m.max_len);
+    c.max_len = std::min(c.max_len, models[i]->max_len());
   }
   return c;
 }
 
 }  // namespace
 
-std::vector<Hypothesis> translate_ids(const nn::Seq2SeqTransformer& model,
+std::vector<Hypothesis> translate_ids(const models::Seq2SeqModel& model,
                                       const std::vector<std::vector<int32_t>>& sources, const TranslateOptions& opt) {
-  return translate_ids(std::vector<const nn::Seq2SeqTransformer*>{&model}, sources, opt);
+  return translate_ids(std::vector<const models::Seq2SeqModel*>{&model}, sources, opt);
 }
 
-std::vector<Hypothesis> translate_ids(const std::vector<const nn::Seq2SeqTransformer*>& models,
+std::vector<Hypothesis> translate_ids(const std::vector<const models::Seq2SeqModel*>& models,
                                       const std::vector<std::vector<int32_t>>& sources, const TranslateOptions& opt) {
   std::vector<Hypothesis> out;
   for (auto& n : translate_ids_nbest(models, sources, opt)) out.push_back(std::move(n.front()));
   return out;
 }
 
-std::vector<std::vector<Hypothesis>> translate_ids_nbest(const std::vector<const nn::Seq2SeqTransformer*>& models,
+std::vector<std::vector<Hypothesis>> translate_ids_nbest(const std::vector<const models::Seq2SeqModel*>& models,
                                                          const std::vector<std::vector<int32_t>>& sources,
                                                          const TranslateOptions& opt) {
-  const nn::Seq2SeqConfig c = common_config(models);
+  const Common c = common_config(models);
   std::vector<std::vector<Hypothesis>> out(sources.size());
   // longest first, so each batch holds sentences of similar length (little padding)
   std::vector<size_t> order(sources.size());
   std::iota(order.begin(), order.end(), 0);
   std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) { return sources[a].size() > sources[b].size(); });
   SearchOptions so;
-  so.beam_size = opt.beam_size, so.length_penalty = opt.length_penalty, so.bos_id = c.bos_id, so.eos_id = c.eos_id;
+  so.beam_size = opt.beam_size, so.length_penalty = opt.length_penalty, so.bos_id = c.ids.bos, so.eos_id = c.ids.eos;
   for (size_t b0 = 0; b0 < order.size(); b0 += static_cast<size_t>(opt.batch_size)) {
     const size_t b1 = std::min(order.size(), b0 + static_cast<size_t>(opt.batch_size));
     const auto S = static_cast<int64_t>(sources[order[b0]].size()) + 1;
@@ -106,8 +78,8 @@ std::vector<std::vector<Hypothesis>> translate_ids_nbest(const std::vector<const
     for (size_t i = b0; i < b1; ++i) {
       const auto& s = sources[order[i]];
       flat.insert(flat.end(), s.begin(), s.end());
-      flat.push_back(c.eos_id);
-      flat.insert(flat.end(), static_cast<size_t>(S) - s.size() - 1, c.pad_id);
+      flat.push_back(c.ids.eos);
+      flat.insert(flat.end(), static_cast<size_t>(S) - s.size() - 1, c.ids.pad);
       max_len.push_back(std::min<int64_t>(static_cast<int64_t>(s.size()) + 1 + opt.max_extra, c.max_len));
     }
     const Tensor src = Tensor::from_ints(flat, {static_cast<int64_t>(b1 - b0), S});
@@ -126,9 +98,12 @@ std::vector<std::vector<Hypothesis>> translate_ids_nbest(const std::vector<const
   return out;
 }
 
-Translator::Translator(std::vector<const nn::Seq2SeqTransformer*> models, const text::SentencePiece& sp)
+Translator::Translator(const models::Seq2SeqModel& model, const text::SentencePiece& sp)
+    : Translator(std::vector<const models::Seq2SeqModel*>{&model}, sp) {}
+
+Translator::Translator(std::vector<const models::Seq2SeqModel*> models, const text::SentencePiece& sp)
     : models_(std::move(models)), sp_(sp) {
-  const nn::Seq2SeqConfig c = common_config(models_);
+  const Common c = common_config(models_);
   QKV_CHECK(c.vocab_size == sp_.vocab_size(), "translate: the models have ", c.vocab_size,
             " tokens but the tokenizer has ", sp_.vocab_size());
 }

@@ -67,7 +67,7 @@ FileType stored_type(DType d, StoreAs store) {
 }
 
 // The bytes of `t` as `ft` (one of stored_type's answers for its dtype), row-major, into `dst`.
-void encode(const Tensor& t, FileType ft, char* dst) {
+void encode(const TensorBase& t, FileType ft, char* dst) {
   const size_t n = static_cast<size_t>(t.numel());
   if (n == 0) return;
   const bool same = (ft == FileType::F32 && t.dtype() == DType::f32) ||
@@ -75,7 +75,7 @@ void encode(const Tensor& t, FileType ft, char* dst) {
                     (ft == FileType::I32 && t.dtype() == DType::i32) ||
                     (ft == FileType::BOOL && t.dtype() == DType::boolean);
   if (same) {
-    Tensor c = t.is_contiguous() ? t : t.contiguous_copy();
+    TensorBase c = t.is_contiguous() ? t : t.contiguous_copy();
     std::memcpy(dst, c.data<char>(), n * dtype_size(t.dtype()));
     if (ft == FileType::BOOL)
       for (size_t i = 0; i < n; ++i) dst[i] = dst[i] != 0;
@@ -110,13 +110,8 @@ constexpr uint64_t kMaxHeaderBytes = 100'000'000;
 //                              padded with spaces so that 8 + N is a multiple of 8
 //   the data                   each tensor's row-major bytes at [begin, end) relative to the start of
 //                              the data; the tensors tile the data exactly, in the order given
-StoreAs store_as(const std::string& name) {
-  QKV_CHECK(name == "f32" || name == "f16" || name == "bf16", "safetensors: store weights as f32, f16 or bf16, not \"",
-            name, "\"");
-  return name == "f16" ? StoreAs::kF16 : name == "bf16" ? StoreAs::kBF16 : StoreAs::kF32;
-}
 
-void save_safetensors(const std::string& path, const std::vector<std::pair<std::string, Tensor>>& tensors,
+void save_safetensors(const std::string& path, const std::vector<std::pair<std::string, TensorBase>>& tensors,
                       const std::map<std::string, std::string>& metadata, StoreAs store) {
   // Everything is checked before the file is touched.
   std::set<std::string> names;
@@ -161,14 +156,14 @@ void save_safetensors(const std::string& path, const std::vector<std::pair<std::
   std::memcpy(bytes.data() + 8, json.data(), json.size());
   char* data = bytes.data() + 8 + json.size();
   for (size_t i = 0; i < tensors.size(); ++i) {
-    const Tensor& t = tensors[i].second;
+    const TensorBase& t = tensors[i].second;
     encode(t, types[i], data);
     data += static_cast<size_t>(t.numel()) * file_type_size(types[i]);
   }
   write_file_atomic(path, bytes);
 }
 
-const Tensor* SafetensorsFile::find(const std::string& name) const {
+const TensorBase* SafetensorsFile::find(const std::string& name) const {
   for (const auto& [n, t] : tensors)
     if (n == name) return &t;
   return nullptr;
@@ -286,15 +281,15 @@ SafetensorsFile load_safetensors(const std::string& path, bool keep_bf16) {
     const size_t nbytes = static_cast<size_t>(e.end - e.begin);
     const size_t n = static_cast<size_t>(numel_of(e.shape));
     const std::string what = detail::concat("tensor '", e.name, "'");
-    Tensor t;
+    TensorBase t;
     switch (e.type) {
       case FileType::F32:
       case FileType::I32:
-        t = Tensor::empty(e.shape, e.type == FileType::F32 ? DType::f32 : DType::i32);
+        t = TensorBase::empty(e.shape, e.type == FileType::F32 ? DType::f32 : DType::i32);
         read_exact(t.data<char>(), nbytes, what.c_str());
         break;
       case FileType::BOOL: {
-        t = Tensor::empty(e.shape, DType::boolean);
+        t = TensorBase::empty(e.shape, DType::boolean);
         read_exact(t.data<char>(), nbytes, what.c_str());
         uint8_t* p = t.data<uint8_t>();
         for (size_t i = 0; i < n; ++i) p[i] = p[i] != 0;
@@ -302,7 +297,7 @@ SafetensorsFile load_safetensors(const std::string& path, bool keep_bf16) {
       }
       case FileType::BF16:
         if (keep_bf16) {
-          t = Tensor::empty(e.shape, DType::bf16);
+          t = TensorBase::empty(e.shape, DType::bf16);
           read_exact(t.data<char>(), nbytes, what.c_str());
           break;
         }
@@ -310,7 +305,7 @@ SafetensorsFile load_safetensors(const std::string& path, bool keep_bf16) {
       case FileType::F16: {
         std::vector<uint16_t> raw(n);
         read_exact(raw.data(), nbytes, what.c_str());
-        t = Tensor::empty(e.shape, DType::f32);
+        t = TensorBase::empty(e.shape, DType::f32);
         float* p = t.data();
         if (e.type == FileType::F16)
           for (size_t i = 0; i < n; ++i) p[i] = f16_to_f32(f16{raw[i]});
@@ -321,7 +316,7 @@ SafetensorsFile load_safetensors(const std::string& path, bool keep_bf16) {
       case FileType::I64: {
         std::vector<int64_t> raw(n);
         read_exact(raw.data(), nbytes, what.c_str());
-        t = Tensor::empty(e.shape, DType::i32);
+        t = TensorBase::empty(e.shape, DType::i32);
         int32_t* p = t.data<int32_t>();
         for (size_t i = 0; i < n; ++i) {
           if (raw[i] < std::numeric_limits<int32_t>::min() || raw[i] > std::numeric_limits<int32_t>::max())

@@ -10,38 +10,31 @@
 
 namespace qkv::nn {
 
-nlohmann::json GPTConfig::to_json() const {
-  return {{"vocab_size", vocab_size}, {"block_size", block_size}, {"n_layer", n_layer}, {"n_head", n_head},
-          {"n_embd", n_embd},         {"dropout", dropout},       {"bias", bias}};
+const io::Fields<GPTConfig>& GPTConfig::fields() {
+  using F = io::Fields<GPTConfig>;
+  static const F f("GPT config", {
+                                     F::integer("vocab_size", &GPTConfig::vocab_size, 1),
+                                     F::integer("block_size", &GPTConfig::block_size, 1),
+                                     F::integer("n_layer", &GPTConfig::n_layer, 1),
+                                     F::integer("n_head", &GPTConfig::n_head, 1),
+                                     F::integer("n_embd", &GPTConfig::n_embd, 1),
+                                     F::number("dropout", &GPTConfig::dropout, 0, 1, /*hi_open=*/true),
+                                     F::boolean("bias", &GPTConfig::bias),
+                                 });
+  return f;
 }
 
 GPTConfig GPTConfig::from_json(const nlohmann::json& j) {
-  QKV_CHECK(j.is_object(), "GPT config: expected a JSON object, got ", j.dump());
-  GPTConfig c;
-  for (auto& [key, v] : j.items()) {
-    auto num = [&](int64_t& dst) {
-      QKV_CHECK(v.is_number_integer() && v.get<int64_t>() > 0, "GPT config: \"", key,
-                "\" must be a positive integer, got ", v.dump());
-      dst = v.get<int64_t>();
-    };
-    if (key == "vocab_size") num(c.vocab_size);
-    else if (key == "block_size") num(c.block_size);
-    else if (key == "n_layer") num(c.n_layer);
-    else if (key == "n_head") num(c.n_head);
-    else if (key == "n_embd") num(c.n_embd);
-    else if (key == "dropout") {
-      QKV_CHECK(v.is_number() && v.get<double>() >= 0 && v.get<double>() < 1, "GPT config: \"dropout\" must be in [0, 1), got ", v.dump());
-      c.dropout = v.get<float>();
-    } else if (key == "bias") {
-      QKV_CHECK(v.is_boolean(), "GPT config: \"bias\" must be true or false, got ", v.dump());
-      c.bias = v.get<bool>();
-    } else {
-      QKV_CHECK(false, "GPT config: unknown key \"", key,
-                "\" (expected vocab_size, block_size, n_layer, n_head, n_embd, dropout, bias)");
-    }
-  }
+  GPTConfig c = fields().from_json(j);
   QKV_CHECK(c.n_embd % c.n_head == 0, "GPT config: n_embd ", c.n_embd, " must be a multiple of n_head ", c.n_head);
   return c;
+}
+
+nlohmann::json GPTConfig::to_json() const { return fields().to_json(*this); }
+
+std::string GPTConfig::describe() const {
+  return detail::concat("GPT ", n_layer, " layers, ", n_head, " heads, ", n_embd, " dims, block ", block_size, ", vocab ",
+                        vocab_size);
 }
 
 GPT::GPT(const GPTConfig& c, Generator* gen) : config(c), gen_(gen) {
@@ -50,7 +43,7 @@ GPT::GPT(const GPTConfig& c, Generator* gen) : config(c), gen_(gen) {
   wpe = register_module("wpe", std::make_shared<Embedding>(c.block_size, c.n_embd, -1, &g));
   TransformerLayerOptions o;
   o.d_model = c.n_embd, o.nhead = c.n_head, o.dim_feedforward = 4 * c.n_embd, o.dropout = c.dropout;
-  o.activation = "gelu", o.norm_first = true, o.bias = c.bias, o.batch_first = true;
+  o.activation = Activation::gelu, o.norm_first = true, o.bias = c.bias, o.batch_first = true;
   for (int64_t i = 0; i < c.n_layer; ++i)
     h.push_back(register_module("h." + std::to_string(i), std::make_shared<TransformerEncoderLayer>(o, gen)));
   ln_f = register_module("ln_f", std::make_shared<LayerNorm>(c.n_embd, 1e-5f, true, c.bias));
@@ -101,9 +94,9 @@ Tensor GPT::forward_cached(const Tensor& idx, std::vector<KVCache>& caches) cons
   return linear_inference(ln_f->forward(x.select(1, T - 1)), wte->weight, wte_bf16);  // the last position only
 }
 
-void GPT::set_inference_dtype(DType dtype) {
-  for (auto& block : h) block->set_inference_dtype(dtype);
-  wte_bf16 = dtype == DType::bf16 ? wte->weight.detach().to(DType::bf16) : Tensor();
+void GPT::set_inference_weights(InferenceWeights weights) {
+  for (auto& block : h) block->set_inference_weights(weights);
+  wte_bf16 = weights == InferenceWeights::bf16 ? wte->weight.detach().to(DType::bf16) : Tensor();
 }
 
 }  // namespace qkv::nn

@@ -25,9 +25,8 @@ Tensor Linear::forward(const Tensor& x) const { return linear(x, weight, bias); 
 
 Tensor Linear::forward_inference(const Tensor& x) const { return linear_inference(x, weight, weight_bf16, bias); }
 
-void Linear::set_inference_dtype(DType dtype) {
-  QKV_CHECK(dtype == DType::f32 || dtype == DType::bf16, "set_inference_dtype: f32 or bf16, got ", dtype_name(dtype));
-  weight_bf16 = dtype == DType::bf16 ? weight.detach().to(DType::bf16) : Tensor();
+void Linear::set_inference_weights(InferenceWeights weights) {
+  weight_bf16 = weights == InferenceWeights::bf16 ? weight.detach().to(DType::bf16) : Tensor();
 }
 
 }  // namespace qkv::nn

@@ -33,12 +33,10 @@ MultiheadAttention::MultiheadAttention(int64_t E, int64_t H, float p, bool bias,
   if (bias) out_proj->bias.detach().fill_(0.f);
 }
 
-namespace {
-
-// PyTorch-MHA masks (true = masked out) → one mask for scaled_dot_product_attention, broadcast
-// to [B, H, L, S]: boolean (true = may attend) when both are boolean, otherwise additive float.
-Tensor merge_masks(const Tensor& attn_mask, const Tensor& kpm, int64_t B, int64_t H, int64_t L, int64_t S) {
-  Tensor am, pm;  // as [.., L, S] views
+// nn.MultiheadAttention's masks → one mask in qkv's convention (ops/mask.h), after checking their
+// shapes: attn_mask [L, S] or [B·H, L, S], key_padding_mask [B, S].
+Tensor mha_attention_mask(const Tensor& attn_mask, const Tensor& kpm, int64_t B, int64_t H, int64_t L, int64_t S) {
+  Tensor am, pm;
   if (attn_mask.defined()) {
     if (attn_mask.dim() == 2) {
       QKV_CHECK(attn_mask.size(0) == L && attn_mask.size(1) == S, "MultiheadAttention: attn_mask ",
@@ -54,42 +52,31 @@ Tensor merge_masks(const Tensor& attn_mask, const Tensor& kpm, int64_t B, int64_
   if (kpm.defined()) {
     QKV_CHECK(kpm.dim() == 2 && kpm.size(0) == B && kpm.size(1) == S, "MultiheadAttention: key_padding_mask ",
               shape_str(kpm.shape()), " should be [", B, ",", S, "]");
-    pm = kpm.reshape({B, 1, 1, S});
+    pm = kpm.dtype() == DType::boolean ? attention_mask_from_padding(kpm) : kpm.reshape({B, 1, 1, S});
   }
-  auto to_additive = [](const Tensor& m) {
-    if (m.dtype() != DType::boolean) return m;
-    std::vector<float> v = m.to_vector();
-    for (float& x : v) x = x != 0.f ? -INFINITY : 0.f;
-    return Tensor::from_vector(v, m.shape());
-  };
-  auto invert = [](const Tensor& m) {
-    std::vector<float> v = m.to_vector();
-    std::vector<bool> b(v.size());
-    for (size_t i = 0; i < v.size(); ++i) b[i] = v[i] == 0.f;
-    return Tensor::from_bools(b, m.shape());
-  };
-  if (!am.defined() && !pm.defined()) return Tensor();
-  if (!pm.defined()) return am.dtype() == DType::boolean ? invert(am) : am;
-  if (!am.defined()) return pm.dtype() == DType::boolean ? invert(pm) : pm;
-  if (am.dtype() == DType::boolean && pm.dtype() == DType::boolean) {
-    // allowed = ¬(attn_mask ∨ key_padding_mask)
-    Tensor merged = Tensor::empty(broadcast_shapes(am.shape(), pm.shape(), "MultiheadAttention"), DType::boolean);
-    Tensor a = Tensor::empty(merged.shape()), b = Tensor::empty(merged.shape());
-    a.copy_(am);
-    b.copy_(pm);
-    uint8_t* o = merged.data<uint8_t>();
-    for (int64_t i = 0; i < merged.numel(); ++i) o[i] = a.data()[i] == 0.f && b.data()[i] == 0.f;
-    return merged;
-  }
-  return add(to_additive(am), to_additive(pm));
+  return merge_attention_masks(attention_mask_from_mha(am), pm);
 }
-
-}  // namespace
 
 MultiheadAttention::Output MultiheadAttention::forward(const Tensor& query, const Tensor& key, const Tensor& value,
                                                        const Tensor& key_padding_mask, bool need_weights,
                                                        const Tensor& attn_mask, bool average_attn_weights,
                                                        bool is_causal) const {
+  QKV_CHECK(query.dim() == 2 || query.dim() == 3, "MultiheadAttention: query must be [L, E] or 3-D, got ",
+            shape_str(query.shape()));
+  QKV_CHECK(key.dim() == query.dim(), "MultiheadAttention: query ", shape_str(query.shape()), " and key ",
+            shape_str(key.shape()), " differ in rank");
+  const bool batched = query.dim() == 3;
+  const int64_t B = batched ? query.size(batch_first ? 0 : 1) : 1, L = query.size(batched && batch_first ? 1 : 0),
+                S = key.size(batched && batch_first ? 1 : 0);
+  const Tensor kpm = batched || !key_padding_mask.defined() ? key_padding_mask : key_padding_mask.unsqueeze(0);
+  return forward_masked(query, key, value, mha_attention_mask(attn_mask, kpm, B, num_heads, L, S), need_weights,
+                        average_attn_weights, is_causal);
+}
+
+MultiheadAttention::Output MultiheadAttention::forward_masked(const Tensor& query, const Tensor& key,
+                                                              const Tensor& value, const Tensor& mask,
+                                                              bool need_weights, bool average_attn_weights,
+                                                              bool is_causal) const {
   const int64_t E = embed_dim, H = num_heads, D = head_dim;
   QKV_CHECK(query.dim() == 2 || query.dim() == 3, "MultiheadAttention: query must be [L, E] or 3-D, got ",
             shape_str(query.shape()));
@@ -126,9 +113,7 @@ MultiheadAttention::Output MultiheadAttention::forward(const Tensor& query, cons
   Tensor Vh = V.view({B, S, H, D}).transpose(1, 2);
 
   AttentionOptions opt;
-  opt.attn_mask = merge_masks(attn_mask, batched ? key_padding_mask
-                                                 : (key_padding_mask.defined() ? key_padding_mask.unsqueeze(0) : Tensor()),
-                              B, H, L, S);
+  opt.attn_mask = mask;
   opt.is_causal = is_causal;
   opt.dropout_p = is_training() ? dropout : 0.f;
   opt.generator = gen_;
@@ -188,14 +173,14 @@ void grow(KVCache& c, int64_t B, int64_t H, int64_t D, int64_t Dv, int64_t extra
 
 }  // namespace
 
-void MultiheadAttention::set_inference_dtype(DType dtype) {
-  out_proj->set_inference_dtype(dtype);
+void MultiheadAttention::set_inference_weights(InferenceWeights weights) {
+  out_proj->set_inference_weights(weights);
   in_proj_weight_bf16 =
-      dtype == DType::bf16 && in_proj_weight.defined() ? in_proj_weight.detach().to(DType::bf16) : Tensor();
+      weights == InferenceWeights::bf16 && in_proj_weight.defined() ? in_proj_weight.detach().to(DType::bf16) : Tensor();
 }
 
 // x W_iᵀ + b_i for i = 0 (Q), 1 (K), 2 (V): a row block of in_proj_weight, or q/k/v_proj_weight.
-// inference: read the bf16 copy of the weight when set_inference_dtype made one.
+// inference: read the bf16 copy of the weight when set_inference_weights made one.
 Tensor MultiheadAttention::project(const Tensor& x, int i, bool inference) const {
   const int64_t E = embed_dim;
   Tensor b = in_proj_bias.defined() ? in_proj_bias.slice(0, i * E, (i + 1) * E) : Tensor();
@@ -237,10 +222,7 @@ Tensor MultiheadAttention::forward_cached(const Tensor& x, KVCache& cache) const
   if (T > 1 && past == 0) {
     opt.is_causal = true;
   } else if (T > 1) {  // query i (position past+i) sees keys 0 … past+i: causal, aligned bottom-right
-    std::vector<bool> allowed(static_cast<size_t>(T * (past + T)));
-    for (int64_t i = 0; i < T; ++i)
-      for (int64_t j = 0; j < past + T; ++j) allowed[static_cast<size_t>(i * (past + T) + j)] = j <= past + i;
-    opt.attn_mask = Tensor::from_bools(allowed, {T, past + T});
+    opt.attn_mask = causal_mask(T, past + T, past, x.device());
   }
   return attend_inference(Q, cache.keys(), cache.values(), opt);
 }
@@ -259,14 +241,13 @@ KVCache MultiheadAttention::project_kv(const Tensor& key, const Tensor& value) c
   return c;
 }
 
-Tensor MultiheadAttention::forward_cross_cached(const Tensor& query, const KVCache& kv,
-                                                const Tensor& key_padding_mask) const {
+Tensor MultiheadAttention::forward_cross_cached(const Tensor& query, const KVCache& kv, const Tensor& mask) const {
   NoGradGuard no_grad;
   QKV_CHECK(query.dim() == 3 && query.size(2) == embed_dim && query.size(0) == kv.batch(),
             "MultiheadAttention::forward_cross_cached: query ", shape_str(query.shape()), " should be [", kv.batch(),
             ", T, ", embed_dim, "]");
   AttentionOptions opt;
-  opt.attn_mask = merge_masks(Tensor(), key_padding_mask, query.size(0), num_heads, query.size(1), kv.length);
+  opt.attn_mask = mask;
   return attend_inference(project(query, 0, true), kv.keys(), kv.values(), opt);
 }
 

@@ -22,10 +22,18 @@ TransformerEncoder::TransformerEncoder(const TransformerLayerOptions& opt, int64
 }
 
 Tensor TransformerEncoder::forward(const Tensor& src, const Tensor& kpm, std::vector<Tensor>* weights) const {
+  const auto& o = layers[0]->opt;
+  const bool batched = src.dim() == 3;
+  const int64_t B = batched ? src.size(o.batch_first ? 0 : 1) : 1, S = src.size(batched && o.batch_first ? 1 : 0);
+  const Tensor kpm_b = batched || !kpm.defined() ? kpm : kpm.unsqueeze(0);
+  return forward_masked(src, mha_attention_mask(Tensor(), kpm_b, B, o.nhead, S, S), weights);
+}
+
+Tensor TransformerEncoder::forward_masked(const Tensor& src, const Tensor& mask, std::vector<Tensor>* weights) const {
   Tensor x = src;
   for (auto& layer : layers) {
     Tensor w;
-    x = layer->forward(x, Tensor(), kpm, false, weights ? &w : nullptr);
+    x = layer->forward_masked(x, mask, false, weights ? &w : nullptr);
     if (weights) weights->push_back(w);
   }
   return norm->forward(x);
@@ -42,11 +50,21 @@ TransformerDecoder::TransformerDecoder(const TransformerLayerOptions& opt, int64
 // already hides later positions from every real one (padded positions are ignored by the loss).
 Tensor TransformerDecoder::forward(const Tensor& tgt, const Tensor& memory, const Tensor& memory_kpm,
                                    std::vector<Tensor>* self_w, std::vector<Tensor>* cross_w) const {
+  const auto& o = layers[0]->opt;
+  const bool batched = tgt.dim() == 3;
+  const int64_t B = batched ? tgt.size(o.batch_first ? 0 : 1) : 1, T = tgt.size(batched && o.batch_first ? 1 : 0),
+                S = memory.size(batched && o.batch_first ? 1 : 0);
+  const Tensor kpm_b = batched || !memory_kpm.defined() ? memory_kpm : memory_kpm.unsqueeze(0);
+  return forward_masked(tgt, memory, mha_attention_mask(Tensor(), kpm_b, B, o.nhead, T, S), self_w, cross_w);
+}
+
+Tensor TransformerDecoder::forward_masked(const Tensor& tgt, const Tensor& memory, const Tensor& memory_mask,
+                                          std::vector<Tensor>* self_w, std::vector<Tensor>* cross_w) const {
   Tensor x = tgt;
   for (auto& layer : layers) {
     Tensor sw, cw;
-    x = layer->forward(x, memory, Tensor(), Tensor(), Tensor(), memory_kpm, /*tgt_is_causal=*/true,
-                       self_w ? &sw : nullptr, cross_w ? &cw : nullptr);
+    x = layer->forward_masked(x, memory, Tensor(), memory_mask, /*tgt_is_causal=*/true, self_w ? &sw : nullptr,
+                              cross_w ? &cw : nullptr);
     if (self_w) self_w->push_back(sw);
     if (cross_w) cross_w->push_back(cw);
   }
@@ -75,70 +93,49 @@ Seq2SeqConfig Seq2SeqConfig::preset(const std::string& name) {
   return c;
 }
 
-nlohmann::json Seq2SeqConfig::to_json() const {
-  return {{"vocab_size", vocab_size},
-          {"d_model", d_model},
-          {"nhead", nhead},
-          {"num_encoder_layers", num_encoder_layers},
-          {"num_decoder_layers", num_decoder_layers},
-          {"dim_feedforward", dim_feedforward},
-          {"dropout", dropout},
-          {"activation", activation},
-          {"norm_first", norm_first},
-          {"positions", positions},
-          {"max_len", max_len},
-          {"pad_id", pad_id},
-          {"bos_id", bos_id},
-          {"eos_id", eos_id}};
+const io::Fields<Seq2SeqConfig>& Seq2SeqConfig::fields() {
+  using F = io::Fields<Seq2SeqConfig>;
+  static const F f("Transformer config",
+                   {
+                       F::handled_elsewhere("preset"),
+                       F::integer("vocab_size", &Seq2SeqConfig::vocab_size, 5),
+                       F::integer("d_model", &Seq2SeqConfig::d_model, 2),
+                       F::integer("nhead", &Seq2SeqConfig::nhead, 1),
+                       F::integer("num_encoder_layers", &Seq2SeqConfig::num_encoder_layers, 1),
+                       F::integer("num_decoder_layers", &Seq2SeqConfig::num_decoder_layers, 1),
+                       F::integer("dim_feedforward", &Seq2SeqConfig::dim_feedforward, 1),
+                       F::number("dropout", &Seq2SeqConfig::dropout, 0, 1, /*hi_open=*/true),
+                       F::choice("activation", &Seq2SeqConfig::activation),
+                       F::boolean("norm_first", &Seq2SeqConfig::norm_first),
+                       F::choice("positions", &Seq2SeqConfig::positions),
+                       F::integer("max_len", &Seq2SeqConfig::max_len, 2),
+                       F::integer("pad_id", &Seq2SeqConfig::pad_id, 0, INT32_MAX),
+                       F::integer("bos_id", &Seq2SeqConfig::bos_id, 0, INT32_MAX),
+                       F::integer("eos_id", &Seq2SeqConfig::eos_id, 0, INT32_MAX),
+                   });
+  return f;
 }
+
+nlohmann::json Seq2SeqConfig::to_json() const { return fields().to_json(*this); }
 
 Seq2SeqConfig Seq2SeqConfig::from_json(const nlohmann::json& j) {
   QKV_CHECK(j.is_object(), "Transformer config: expected a JSON object, got ", j.dump());
-  Seq2SeqConfig c = preset(j.value("preset", std::string("base")));
-  for (auto& [key, v] : j.items()) {
-    auto pos_int = [&](auto& dst, int64_t lo) {
-      QKV_CHECK(v.is_number_integer() && v.get<int64_t>() >= lo, "Transformer config: \"", key,
-                "\" must be an integer ≥ ", lo, ", got ", v.dump());
-      dst = static_cast<std::remove_reference_t<decltype(dst)>>(v.get<int64_t>());
-    };
-    if (key == "preset") continue;
-    if (key == "vocab_size") pos_int(c.vocab_size, 5);
-    else if (key == "d_model") pos_int(c.d_model, 2);
-    else if (key == "nhead") pos_int(c.nhead, 1);
-    else if (key == "num_encoder_layers") pos_int(c.num_encoder_layers, 1);
-    else if (key == "num_decoder_layers") pos_int(c.num_decoder_layers, 1);
-    else if (key == "dim_feedforward") pos_int(c.dim_feedforward, 1);
-    else if (key == "max_len") pos_int(c.max_len, 2);
-    else if (key == "pad_id") pos_int(c.pad_id, 0);
-    else if (key == "bos_id") pos_int(c.bos_id, 0);
-    else if (key == "eos_id") pos_int(c.eos_id, 0);
-    else if (key == "dropout") {
-      QKV_CHECK(v.is_number() && v.get<double>() >= 0 && v.get<double>() < 1,
-                "Transformer config: \"dropout\" must be in [0, 1), got ", v.dump());
-      c.dropout = v.get<float>();
-    } else if (key == "activation") {
-      QKV_CHECK(v == "relu" || v == "gelu", "Transformer config: \"activation\" must be \"relu\" or \"gelu\", got ",
-                v.dump());
-      c.activation = v.get<std::string>();
-    } else if (key == "positions") {
-      QKV_CHECK(v == "sinusoidal" || v == "learned",
-                "Transformer config: \"positions\" must be \"sinusoidal\" or \"learned\", got ", v.dump());
-      c.positions = v.get<std::string>();
-    } else if (key == "norm_first") {
-      QKV_CHECK(v.is_boolean(), "Transformer config: \"norm_first\" must be true or false, got ", v.dump());
-      c.norm_first = v.get<bool>();
-    } else {
-      QKV_CHECK(false, "Transformer config: unknown key \"", key,
-                "\" (expected preset, vocab_size, d_model, nhead, num_encoder_layers, num_decoder_layers, "
-                "dim_feedforward, dropout, activation, norm_first, positions, max_len, pad_id, bos_id, eos_id)");
-    }
-  }
+  const auto preset_name = j.find("preset");
+  QKV_CHECK(preset_name == j.end() || preset_name->is_string(), "Transformer config: \"preset\" must be base, small or "
+            "tiny, got ", preset_name->dump());
+  Seq2SeqConfig c = fields().from_json(j, preset(preset_name == j.end() ? "base" : preset_name->get<std::string>()));
   QKV_CHECK(c.d_model % c.nhead == 0, "Transformer config: d_model ", c.d_model, " must be a multiple of nhead ",
             c.nhead);
-  QKV_CHECK(c.positions == "learned" || c.d_model % 2 == 0, "Transformer config: sinusoidal positions need an even d_model");
+  QKV_CHECK(c.positions == Positions::learned || c.d_model % 2 == 0,
+            "Transformer config: sinusoidal positions need an even d_model");
   for (auto [name, id] : {std::pair{"pad_id", c.pad_id}, std::pair{"bos_id", c.bos_id}, std::pair{"eos_id", c.eos_id}})
     QKV_CHECK(id < c.vocab_size, "Transformer config: ", name, " ", id, " is outside the vocabulary of ", c.vocab_size);
   return c;
+}
+
+std::string Seq2SeqConfig::describe() const {
+  return detail::concat("Transformer ", num_encoder_layers, "+", num_decoder_layers, " layers, d_model ", d_model, ", ",
+                        nhead, " heads, d_ff ", dim_feedforward, ", vocab ", vocab_size);
 }
 
 TransformerLayerOptions Seq2SeqConfig::layer_options() const {
@@ -154,7 +151,7 @@ Seq2SeqTransformer::Seq2SeqTransformer(const Seq2SeqConfig& c, Generator* gen) :
   Generator& g = gen ? *gen : default_generator();
   embedding = register_module("embedding", std::make_shared<Embedding>(c.vocab_size, c.d_model, -1, &g));
   pos = register_module("pos_embedding", std::make_shared<PositionalEncoding>(c.max_len, c.d_model,
-                                                                             c.positions == "learned", &g));
+                                                                             c.positions == Positions::learned, &g));
   transformer = register_module("transformer", std::make_shared<Transformer>(c.layer_options(), c.num_encoder_layers,
                                                                             c.num_decoder_layers, gen));
   // Initialization as torch.nn.Transformer (Xavier-uniform for every matrix of the layers) and
@@ -167,14 +164,10 @@ Seq2SeqTransformer::Seq2SeqTransformer(const Seq2SeqConfig& c, Generator* gen) :
   init::normal_(e, g, 0.f, 1.f / std::sqrt(static_cast<float>(c.d_model)));
 }
 
-Tensor Seq2SeqTransformer::padding_mask(const Tensor& ids) const {
-  QKV_CHECK(ids.dim() == 2 && ids.dtype() == DType::i32, "Transformer: token ids must be i32 [B, L], got ",
-            shape_str(ids.shape()));
-  Tensor c = ids.contiguous();
-  const int32_t* p = c.data<int32_t>();
-  std::vector<bool> m(static_cast<size_t>(c.numel()));
-  for (size_t i = 0; i < m.size(); ++i) m[i] = p[i] == config.pad_id;
-  return Tensor::from_bools(m, ids.shape());
+Tensor Seq2SeqTransformer::source_mask(const Tensor& src) const {
+  QKV_CHECK(src.dim() == 2 && src.dtype() == DType::i32, "Transformer: token ids must be i32 [B, S], got ",
+            shape_str(src.shape()));
+  return attention_mask_from_padding(eq(src, static_cast<float>(config.pad_id)));  // [B, 1, 1, S]
 }
 
 Tensor Seq2SeqTransformer::embed(const Tensor& ids, int64_t pos0) const {
@@ -184,20 +177,19 @@ Tensor Seq2SeqTransformer::embed(const Tensor& ids, int64_t pos0) const {
   return dropout(x + pos->forward(ids.size(1), pos0), config.dropout, is_training(), gen_);
 }
 
-Tensor Seq2SeqTransformer::encode(const Tensor& src, Tensor* kpm_out, std::vector<Tensor>* weights) const {
-  Tensor kpm = padding_mask(src);
-  Tensor memory = transformer->encoder->forward(embed(src, 0), kpm, weights);
-  if (kpm_out) *kpm_out = kpm;
-  return memory;
+Seq2SeqTransformer::Encoded Seq2SeqTransformer::encode(const Tensor& src, std::vector<Tensor>* weights) const {
+  Encoded e;
+  e.mask = source_mask(src);
+  e.memory = transformer->encoder->forward_masked(embed(src, 0), e.mask, weights);
+  return e;
 }
 
 Tensor Seq2SeqTransformer::forward(const Tensor& src, const Tensor& tgt_in, AttentionMaps* maps) const {
   QKV_CHECK(src.dim() == 2 && tgt_in.dim() == 2 && src.size(0) == tgt_in.size(0), "Transformer: src ",
             shape_str(src.shape()), " and tgt ", shape_str(tgt_in.shape()), " must be [B, S] and [B, T]");
-  Tensor kpm;
-  Tensor memory = encode(src, &kpm, maps ? &maps->encoder_self : nullptr);
-  Tensor h = transformer->decoder->forward(embed(tgt_in, 0), memory, kpm, maps ? &maps->decoder_self : nullptr,
-                                           maps ? &maps->cross : nullptr);
+  const Encoded e = encode(src, maps ? &maps->encoder_self : nullptr);
+  Tensor h = transformer->decoder->forward_masked(embed(tgt_in, 0), e.memory, e.mask,
+                                                  maps ? &maps->decoder_self : nullptr, maps ? &maps->cross : nullptr);
   return linear(h, embedding->weight);  // logits = h Eᵀ
 }
 
@@ -210,44 +202,41 @@ Tensor Seq2SeqTransformer::loss(const Tensor& src, const Tensor& tgt_in, const T
 
 // ---- decoding ------------------------------------------------------------------------------------
 
-Tensor gather_rows(const Tensor& t, const std::vector<int64_t>& index) {
-  Tensor src = t.contiguous();
-  const int64_t n = src.size(0);
-  const size_t row_bytes = static_cast<size_t>(src.numel() / std::max<int64_t>(n, 1)) * dtype_size(src.dtype());
-  Shape shape = src.shape();
-  shape[0] = static_cast<int64_t>(index.size());
-  Tensor out = Tensor::empty(shape, src.dtype());
-  // data<T>() offsets in elements: take the first element's address with an element-sized T
-  auto bytes = [](const Tensor& x) -> uint8_t* {
-    switch (dtype_size(x.dtype())) {
-      case 4: return reinterpret_cast<uint8_t*>(x.data<float>());
-      case 2: return reinterpret_cast<uint8_t*>(x.data<uint16_t>());
-      default: return x.data<uint8_t>();
-    }
-  };
-  const uint8_t* from = bytes(src);
-  uint8_t* to = bytes(out);
-  for (size_t i = 0; i < index.size(); ++i) {
-    QKV_CHECK(index[i] >= 0 && index[i] < n, "gather_rows: row ", index[i], " out of range for ", n, " rows");
-    std::memcpy(to + i * row_bytes, from + static_cast<size_t>(index[i]) * row_bytes, row_bytes);
-  }
-  return out;
+int64_t Seq2SeqTransformer::DecoderState::rows() const { return memory_mask.defined() ? memory_mask.size(0) : 0; }
+
+int64_t Seq2SeqTransformer::DecoderState::length() const {
+  if (!use_cache) return prefix.empty() ? 0 : static_cast<int64_t>(prefix[0].size());
+  return self.empty() ? 0 : self[0].length;
 }
 
-void DecoderState::reorder(const std::vector<int64_t>& index, bool sources_changed) {
-  for (auto& c : self) c.reorder(index);
+void Seq2SeqTransformer::DecoderState::reorder(const std::vector<int64_t>& index, bool sources_changed) {
+  if (use_cache) {
+    for (auto& c : self) c.reorder(index);
+  } else {
+    std::vector<std::vector<int32_t>> p;
+    for (int64_t i : index) p.push_back(prefix[static_cast<size_t>(i)]);
+    prefix = std::move(p);
+  }
   if (!sources_changed) return;
   for (auto& c : cross) c.reorder(index);
-  memory_key_padding_mask = gather_rows(memory_key_padding_mask, index);
+  memory_mask = index_select(memory_mask, 0, index);
+  if (memory.defined()) memory = index_select(memory, 0, index);  // the rows follow their hypotheses
 }
 
-DecoderState Seq2SeqTransformer::start_decoding(const Tensor& memory, const Tensor& kpm) const {
+Seq2SeqTransformer::DecoderState Seq2SeqTransformer::start_decoding(const Tensor& src, bool use_cache) const {
   NoGradGuard no_grad;
+  const Encoded e = encode(src);
   DecoderState s;
-  s.memory_key_padding_mask = kpm.contiguous();
+  s.use_cache = use_cache;
+  s.memory_mask = e.mask;
+  if (!use_cache) {  // the baseline: keep the memory, recompute the decoder over each row's prefix
+    s.memory = e.memory;
+    s.prefix.assign(static_cast<size_t>(src.size(0)), {});
+    return s;
+  }
   const auto& layers = transformer->decoder->layers;
   s.self.assign(layers.size(), KVCache{});
-  for (auto& layer : layers) s.cross.push_back(layer->multihead_attn->project_kv(memory, memory));
+  for (auto& layer : layers) s.cross.push_back(layer->multihead_attn->project_kv(e.memory, e.memory));
   return s;
 }
 
@@ -255,18 +244,26 @@ Tensor Seq2SeqTransformer::step(const std::vector<int32_t>& tokens, DecoderState
   NoGradGuard no_grad;
   const auto n = static_cast<int64_t>(tokens.size());
   QKV_CHECK(n == s.rows(), "Transformer::step: ", n, " tokens for ", s.rows(), " decoder rows");
+  if (!s.use_cache) {
+    // Recompute: run the decoder over every row's whole prefix, keep the last position.
+    for (size_t r = 0; r < s.prefix.size(); ++r) s.prefix[r].push_back(tokens[r]);  // the first step feeds BOS
+    const auto T = static_cast<int64_t>(s.prefix[0].size());
+    std::vector<int32_t> flat;
+    for (auto& p : s.prefix) flat.insert(flat.end(), p.begin(), p.end());
+    Tensor h = transformer->decoder->forward_masked(embed(Tensor::from_ints(flat, {n, T}), 0), s.memory, s.memory_mask);
+    return log_softmax(linear(h.select(1, T - 1), embedding->weight), -1);
+  }
   Tensor x = embed(Tensor::from_ints(tokens, {n, 1}), s.self[0].length);
   const auto& layers = transformer->decoder->layers;
-  for (size_t i = 0; i < layers.size(); ++i)
-    x = layers[i]->forward_cached(x, s.self[i], s.cross[i], s.memory_key_padding_mask);
+  for (size_t i = 0; i < layers.size(); ++i) x = layers[i]->forward_cached(x, s.self[i], s.cross[i], s.memory_mask);
   Tensor h = transformer->decoder->norm->forward(x.select(1, 0));
   return log_softmax(linear_inference(h, embedding->weight, embedding_bf16), -1);
 }
 
-void Seq2SeqTransformer::set_inference_dtype(DType dtype) {
-  for (auto& l : transformer->encoder->layers) l->set_inference_dtype(dtype);
-  for (auto& l : transformer->decoder->layers) l->set_inference_dtype(dtype);
-  embedding_bf16 = dtype == DType::bf16 ? embedding->weight.detach().to(DType::bf16) : Tensor();
+void Seq2SeqTransformer::set_inference_weights(InferenceWeights weights) {
+  for (auto& l : transformer->encoder->layers) l->set_inference_weights(weights);
+  for (auto& l : transformer->decoder->layers) l->set_inference_weights(weights);
+  embedding_bf16 = weights == InferenceWeights::bf16 ? embedding->weight.detach().to(DType::bf16) : Tensor();
 }
 
 }  // namespace qkv::nn

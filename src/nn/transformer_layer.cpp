@@ -13,13 +13,15 @@ void check_options(const TransformerLayerOptions& o, const char* who) {
             " must be a positive multiple of nhead ", o.nhead);
   QKV_CHECK(o.dim_feedforward > 0, who, ": dim_feedforward must be positive, got ", o.dim_feedforward);
   QKV_CHECK(o.dropout >= 0.f && o.dropout < 1.f, who, ": dropout must be in [0, 1), got ", o.dropout);
-  QKV_CHECK(o.activation == "relu" || o.activation == "gelu" || o.activation == "gelu_tanh", who,
-            ": activation must be relu, gelu or gelu_tanh, got \"", o.activation, "\"");
 }
 
-Tensor activate(const Tensor& x, const std::string& act) {
-  if (act == "relu") return relu(x);
-  return gelu(x, act == "gelu_tanh" ? "tanh" : "none");
+Tensor activate(const Tensor& x, Activation act) {
+  switch (act) {
+    case Activation::relu: return relu(x);
+    case Activation::gelu: return gelu(x, "none");
+    case Activation::gelu_tanh: return gelu(x, "tanh");
+  }
+  return x;
 }
 
 // The [B, L, E] view the layers compute on, and back.
@@ -30,14 +32,14 @@ Tensor to_batch_first(const Tensor& x, bool batch_first) {
 }  // namespace
 
 // FFN(x) = W₂ Dropout(act(W₁ x + b₁)) + b₂
-Tensor feed_forward(const Tensor& x, const Linear& linear1, const Linear& linear2, const std::string& activation,
+Tensor feed_forward(const Tensor& x, const Linear& linear1, const Linear& linear2, Activation activation,
                     float p, bool training, Generator* gen) {
   return linear2.forward(dropout(activate(linear1.forward(x), activation), p, training, gen));
 }
 
 // FFN while decoding: no dropout, no tape, bf16 weight copies when the layer has them.
 static Tensor feed_forward_inference(const Tensor& x, const Linear& linear1, const Linear& linear2,
-                                     const std::string& activation) {
+                                     Activation activation) {
   return linear2.forward_inference(activate(linear1.forward_inference(x), activation));
 }
 
@@ -58,10 +60,18 @@ Tensor TransformerEncoderLayer::drop(const Tensor& x) const { return dropout(x, 
 
 Tensor TransformerEncoderLayer::forward(const Tensor& src, const Tensor& src_mask, const Tensor& kpm, bool is_causal,
                                         Tensor* weights_out) const {
+  const Tensor x = to_batch_first(src, opt.batch_first);
+  const int64_t B = x.dim() == 3 ? x.size(0) : 1, L = x.size(-2);
+  const Tensor kpm_b = x.dim() == 3 || !kpm.defined() ? kpm : kpm.unsqueeze(0);
+  return forward_masked(src, mha_attention_mask(src_mask, kpm_b, B, opt.nhead, L, L), is_causal, weights_out);
+}
+
+Tensor TransformerEncoderLayer::forward_masked(const Tensor& src, const Tensor& mask, bool is_causal,
+                                               Tensor* weights_out) const {
   Tensor x = to_batch_first(src, opt.batch_first);
   // SA(x) = Dropout(MultiHead(x, x, x))
   auto sa = [&](const Tensor& h) {
-    auto r = self_attn->forward(h, h, h, kpm, weights_out != nullptr, src_mask, false, is_causal);
+    auto r = self_attn->forward_masked(h, h, h, mask, weights_out != nullptr, false, is_causal);
     if (weights_out) *weights_out = r.weights;
     return drop(r.output);
   };
@@ -106,17 +116,17 @@ TransformerDecoderLayer::TransformerDecoderLayer(const TransformerLayerOptions& 
   norm3 = register_module("norm3", std::make_shared<LayerNorm>(o.d_model, o.layer_norm_eps, true, o.bias));
 }
 
-void TransformerEncoderLayer::set_inference_dtype(DType dtype) {
-  self_attn->set_inference_dtype(dtype);
-  linear1->set_inference_dtype(dtype);
-  linear2->set_inference_dtype(dtype);
+void TransformerEncoderLayer::set_inference_weights(InferenceWeights weights) {
+  self_attn->set_inference_weights(weights);
+  linear1->set_inference_weights(weights);
+  linear2->set_inference_weights(weights);
 }
 
-void TransformerDecoderLayer::set_inference_dtype(DType dtype) {
-  self_attn->set_inference_dtype(dtype);
-  multihead_attn->set_inference_dtype(dtype);
-  linear1->set_inference_dtype(dtype);
-  linear2->set_inference_dtype(dtype);
+void TransformerDecoderLayer::set_inference_weights(InferenceWeights weights) {
+  self_attn->set_inference_weights(weights);
+  multihead_attn->set_inference_weights(weights);
+  linear1->set_inference_weights(weights);
+  linear2->set_inference_weights(weights);
 }
 
 Tensor TransformerDecoderLayer::drop(const Tensor& x) const { return dropout(x, opt.dropout, is_training(), gen_); }
@@ -124,17 +134,29 @@ Tensor TransformerDecoderLayer::drop(const Tensor& x) const { return dropout(x, 
 Tensor TransformerDecoderLayer::forward(const Tensor& tgt, const Tensor& memory_in, const Tensor& tgt_mask,
                                         const Tensor& memory_mask, const Tensor& tgt_kpm, const Tensor& memory_kpm,
                                         bool tgt_is_causal, Tensor* self_w, Tensor* cross_w) const {
+  const Tensor x = to_batch_first(tgt, opt.batch_first), memory = to_batch_first(memory_in, opt.batch_first);
+  const bool batched = x.dim() == 3;
+  const int64_t B = batched ? x.size(0) : 1, T = x.size(-2), S = memory.size(-2);
+  auto batch = [&](const Tensor& kpm) { return batched || !kpm.defined() ? kpm : kpm.unsqueeze(0); };
+  return forward_masked(tgt, memory_in, mha_attention_mask(tgt_mask, batch(tgt_kpm), B, opt.nhead, T, T),
+                        mha_attention_mask(memory_mask, batch(memory_kpm), B, opt.nhead, T, S), tgt_is_causal, self_w,
+                        cross_w);
+}
+
+Tensor TransformerDecoderLayer::forward_masked(const Tensor& tgt, const Tensor& memory_in, const Tensor& self_mask,
+                                               const Tensor& cross_mask, bool tgt_is_causal, Tensor* self_w,
+                                               Tensor* cross_w) const {
   Tensor x = to_batch_first(tgt, opt.batch_first);
   Tensor memory = to_batch_first(memory_in, opt.batch_first);
   // SA(x) = Dropout(MaskedMultiHead(x, x, x))
   auto sa = [&](const Tensor& h) {
-    auto r = self_attn->forward(h, h, h, tgt_kpm, self_w != nullptr, tgt_mask, false, tgt_is_causal);
+    auto r = self_attn->forward_masked(h, h, h, self_mask, self_w != nullptr, false, tgt_is_causal);
     if (self_w) *self_w = r.weights;
     return drop(r.output);
   };
   // CA(x) = Dropout(MultiHead(x, memory, memory))
   auto ca = [&](const Tensor& h) {
-    auto r = multihead_attn->forward(h, memory, memory, memory_kpm, cross_w != nullptr, memory_mask, false);
+    auto r = multihead_attn->forward_masked(h, memory, memory, cross_mask, cross_w != nullptr, false);
     if (cross_w) *cross_w = r.weights;
     return drop(r.output);
   };
@@ -154,16 +176,16 @@ Tensor TransformerDecoderLayer::forward(const Tensor& tgt, const Tensor& memory_
 }
 
 Tensor TransformerDecoderLayer::forward_cached(const Tensor& x, KVCache& self_cache, const KVCache& cross,
-                                               const Tensor& memory_kpm) const {
+                                               const Tensor& memory_mask) const {
   NoGradGuard no_grad;
   auto ff = [&](const Tensor& h) { return feed_forward_inference(h, *linear1, *linear2, opt.activation); };
   if (opt.norm_first) {
     Tensor y = x + self_attn->forward_cached(norm1->forward(x), self_cache);
-    y = y + multihead_attn->forward_cross_cached(norm2->forward(y), cross, memory_kpm);
+    y = y + multihead_attn->forward_cross_cached(norm2->forward(y), cross, memory_mask);
     return y + ff(norm3->forward(y));
   }
   Tensor y = norm1->forward(x + self_attn->forward_cached(x, self_cache));
-  y = norm2->forward(y + multihead_attn->forward_cross_cached(y, cross, memory_kpm));
+  y = norm2->forward(y + multihead_attn->forward_cross_cached(y, cross, memory_mask));
   return norm3->forward(y + ff(y));
 }
 

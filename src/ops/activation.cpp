@@ -1,25 +1,28 @@
 #include "qkv/ops/activation.h"
 
+#include "dispatch.h"
+#include "kernels/cpu/activation.h"
 #include "qkv/autograd/node.h"
-#include "qkv/kernels/cpu/activation.h"
 
 namespace qkv {
 
 using autograd::record;
-namespace k = kernels::cpu;
+using ops_detail::device_of;
 
 static Tensor dense_f32(const Tensor& x, const char* op) {
   QKV_CHECK(x.dtype() == DType::f32, op, ": expected an f32 tensor, got ", dtype_name(x.dtype()));
   return x.is_contiguous() ? x.detach() : x.contiguous_copy();
 }
 
+// y = max(x, 0);  dx = dy · [x > 0]
 Tensor relu(const Tensor& x) {
+  const Device d = device_of("relu", {&x});
   Tensor xc = dense_f32(x, "relu");
-  Tensor out = Tensor::empty(x.shape());
-  k::relu_forward(xc.data(), out.data(), x.numel());
-  return record(out, "relu", {x}, [xc](const Tensor& g) {
-    Tensor gc = g.contiguous(), dx = Tensor::empty(xc.shape());
-    k::relu_backward(xc.data(), gc.data(), dx.data(), xc.numel());
+  Tensor out = Tensor::empty(x.shape(), DType::f32, d);
+  QKV_DISPATCH("relu", d, k::relu_forward(xc.data(), out.data(), x.numel()));
+  return record(out, "relu", {x}, [xc, d](const Tensor& g) {
+    Tensor gc = g.contiguous(), dx = Tensor::empty(xc.shape(), DType::f32, d);
+    QKV_DISPATCH("relu", d, k::relu_backward(xc.data(), gc.data(), dx.data(), xc.numel()));
     return std::vector<Tensor>{dx};
   });
 }
@@ -28,14 +31,17 @@ Tensor gelu(const Tensor& x, const std::string& approximate) {
   QKV_CHECK(approximate == "none" || approximate == "tanh", "gelu: approximate must be \"none\" or \"tanh\", got \"",
             approximate, "\"");
   const bool tanh_approx = approximate == "tanh";
+  const Device d = device_of("gelu", {&x});
   Tensor xc = dense_f32(x, "gelu");
-  Tensor out = Tensor::empty(x.shape());
+  Tensor out = Tensor::empty(x.shape(), DType::f32, d);
   // Φ(x) is kept for the backward when there will be one (exact GELU only)
-  Tensor cdf = autograd::needs_grad({x}) && !tanh_approx ? Tensor::empty(x.shape()) : Tensor();
-  k::gelu_forward(xc.data(), out.data(), x.numel(), tanh_approx, cdf.defined() ? cdf.data() : nullptr);
-  return record(out, "gelu", {x}, [xc, cdf, tanh_approx](const Tensor& g) {
-    Tensor gc = g.contiguous(), dx = Tensor::empty(xc.shape());
-    k::gelu_backward(xc.data(), gc.data(), dx.data(), xc.numel(), tanh_approx, cdf.defined() ? cdf.data() : nullptr);
+  Tensor cdf = autograd::needs_grad({x}) && !tanh_approx ? Tensor::empty(x.shape(), DType::f32, d) : Tensor();
+  QKV_DISPATCH("gelu", d,
+               k::gelu_forward(xc.data(), out.data(), x.numel(), tanh_approx, cdf.defined() ? cdf.data() : nullptr));
+  return record(out, "gelu", {x}, [xc, cdf, tanh_approx, d](const Tensor& g) {
+    Tensor gc = g.contiguous(), dx = Tensor::empty(xc.shape(), DType::f32, d);
+    QKV_DISPATCH("gelu", d, k::gelu_backward(xc.data(), gc.data(), dx.data(), xc.numel(), tanh_approx,
+                                             cdf.defined() ? cdf.data() : nullptr));
     return std::vector<Tensor>{dx};
   });
 }
@@ -44,14 +50,15 @@ Tensor gelu(const Tensor& x, const std::string& approximate) {
 Tensor dropout(const Tensor& x, float p, bool training, Generator* gen) {
   QKV_CHECK(p >= 0.f && p <= 1.f, "dropout: probability has to be between 0 and 1, but got ", p);
   if (!training || p == 0.f) return x;
+  const Device d = device_of("dropout", {&x});
   Generator& g = gen ? *gen : default_generator();
   const uint64_t seed = g.seed(), counter = g.reserve(static_cast<uint64_t>(x.numel()));
   Tensor xc = dense_f32(x, "dropout");
-  Tensor out = Tensor::empty(x.shape());
-  k::dropout_apply(xc.data(), out.data(), x.numel(), p, seed, counter);
-  return record(out, "dropout", {x}, [p, seed, counter](const Tensor& gr) {
-    Tensor gc = gr.contiguous(), dx = Tensor::empty(gr.shape());
-    k::dropout_apply(gc.data(), dx.data(), gc.numel(), p, seed, counter);
+  Tensor out = Tensor::empty(x.shape(), DType::f32, d);
+  QKV_DISPATCH("dropout", d, k::dropout_apply(xc.data(), out.data(), x.numel(), p, seed, counter));
+  return record(out, "dropout", {x}, [p, seed, counter, d](const Tensor& gr) {
+    Tensor gc = gr.contiguous(), dx = Tensor::empty(gr.shape(), DType::f32, d);
+    QKV_DISPATCH("dropout", d, k::dropout_apply(gc.data(), dx.data(), gc.numel(), p, seed, counter));
     return std::vector<Tensor>{dx};
   });
 }

@@ -3,13 +3,16 @@
 #include <algorithm>
 #include <cmath>
 
+#include "dispatch.h"
+#include "kernels/cpu/elementwise.h"
+#include "kernels/functors.h"
 #include "qkv/autograd/node.h"
-#include "qkv/kernels/cpu/elementwise.h"
 
 namespace qkv {
 
 using autograd::record;
-namespace k = kernels::cpu;
+using ops_detail::device_of;
+namespace fn = kernels;  // the elementwise functions (kernels/functors.h)
 
 namespace {
 
@@ -18,21 +21,25 @@ void check_f32(const Tensor& t, const char* op) {
             shape_str(t.shape()));
 }
 
+// out = f(a, b), broadcast, a new dense tensor on the operands' device.
 template <typename F>
 Tensor binary_op(const Tensor& a, const Tensor& b, const char* op, F f) {
   check_f32(a, op);
   check_f32(b, op);
+  const Device d = device_of(op, {&a, &b});
   Shape shape = broadcast_shapes(a.shape(), b.shape(), op);
-  Tensor out = Tensor::empty(shape);
-  k::binary(shape, out.data(), a.data(), broadcast_strides(a, shape), b.data(), broadcast_strides(b, shape), f);
+  Tensor out = Tensor::empty(shape, DType::f32, d);
+  QKV_DISPATCH(op, d, k::binary(shape, out.data(), a.data(), broadcast_strides(a, shape), b.data(),
+                                broadcast_strides(b, shape), f));
   return out;
 }
 
 template <typename F>
 Tensor unary_op(const Tensor& a, const char* op, F f) {
   check_f32(a, op);
-  Tensor out = Tensor::empty(a.shape());
-  k::unary(a.shape(), out.data(), a.data(), a.strides(), f);
+  const Device d = device_of(op, {&a});
+  Tensor out = Tensor::empty(a.shape(), DType::f32, d);
+  QKV_DISPATCH(op, d, k::unary(a.shape(), out.data(), a.data(), a.strides(), f));
   return out;
 }
 
@@ -40,15 +47,46 @@ Tensor unary_op(const Tensor& a, const char* op, F f) {
 
 Tensor sum_to(const Tensor& a, const Shape& shape) {
   if (a.shape() == shape) return a;
+  const Device d = device_of("sum_to", {&a});
   Tensor src = a.contiguous_copy();
-  Tensor out = Tensor::empty(shape);
-  k::sum_to(src.shape(), src.data(), shape, out.data());
+  Tensor out = Tensor::empty(shape, DType::f32, d);
+  QKV_DISPATCH("sum_to", d, k::sum_to(src.shape(), src.data(), shape, out.data()));
   return out;
+}
+
+// a += b in place (b broadcast to a), no tape: gradient accumulation.
+Tensor& add_(Tensor& a, const Tensor& b) {
+  check_f32(a, "add_");
+  check_f32(b, "add_");
+  const Device d = device_of("add_", {&a, &b});
+  QKV_CHECK(a.is_contiguous(), "add_: the tensor added to must be dense, got strides ", shape_str(a.strides()));
+  QKV_DISPATCH("add_", d, k::binary(a.shape(), a.data(), a.data(), a.strides(), b.data(), broadcast_strides(b, a.shape()),
+                                    fn::Add{}));
+  return a;
+}
+
+// a *= s in place, no tape.
+Tensor& mul_(Tensor& a, float s) {
+  check_f32(a, "mul_");
+  const Device d = device_of("mul_", {&a});
+  QKV_CHECK(a.is_contiguous(), "mul_: the tensor must be dense, got strides ", shape_str(a.strides()));
+  QKV_DISPATCH("mul_", d, k::scale_inplace(a.data(), a.numel(), s));
+  return a;
+}
+
+// Σ a², accumulated in double, to the host.
+double sum_of_squares(const Tensor& a) {
+  check_f32(a, "sum_of_squares");
+  const Device d = device_of("sum_of_squares", {&a});
+  Tensor c = a.is_contiguous() ? a : a.contiguous_copy();
+  double s = 0;
+  QKV_DISPATCH("sum_of_squares", d, s = k::sum_squares_f64(c.data(), c.numel()));
+  return s;
 }
 
 // z = a + b:  da = dz, db = dz
 Tensor add(const Tensor& a, const Tensor& b) {
-  Tensor out = binary_op(a, b, "add", [](float x, float y) { return x + y; });
+  Tensor out = binary_op(a, b, "add", fn::Add{});
   Shape sa = a.shape(), sb = b.shape();
   return record(out, "add", {a, b}, [sa, sb](const Tensor& g) {
     return std::vector<Tensor>{sum_to(g, sa), sum_to(g, sb)};
@@ -57,7 +95,7 @@ Tensor add(const Tensor& a, const Tensor& b) {
 
 // z = a − b:  da = dz, db = −dz
 Tensor sub(const Tensor& a, const Tensor& b) {
-  Tensor out = binary_op(a, b, "sub", [](float x, float y) { return x - y; });
+  Tensor out = binary_op(a, b, "sub", fn::Sub{});
   Shape sa = a.shape(), sb = b.shape();
   return record(out, "sub", {a, b}, [sa, sb](const Tensor& g) {
     return std::vector<Tensor>{sum_to(g, sa), sum_to(neg(g), sb)};
@@ -66,7 +104,7 @@ Tensor sub(const Tensor& a, const Tensor& b) {
 
 // z = a · b:  da = dz · b, db = dz · a
 Tensor mul(const Tensor& a, const Tensor& b) {
-  Tensor out = binary_op(a, b, "mul", [](float x, float y) { return x * y; });
+  Tensor out = binary_op(a, b, "mul", fn::Mul{});
   Tensor sa = a.detach(), sb = b.detach();
   bool ga = a.requires_grad(), gb = b.requires_grad();
   return record(out, "mul", {a, b}, [sa, sb, ga, gb](const Tensor& g) {
@@ -77,12 +115,12 @@ Tensor mul(const Tensor& a, const Tensor& b) {
 
 // z = a / b:  da = dz / b, db = −dz · a / b²
 Tensor div(const Tensor& a, const Tensor& b) {
-  Tensor out = binary_op(a, b, "div", [](float x, float y) { return x / y; });
+  Tensor out = binary_op(a, b, "div", fn::Div{});
   Tensor sa = a.detach(), sb = b.detach();
   bool ga = a.requires_grad(), gb = b.requires_grad();
   return record(out, "div", {a, b}, [sa, sb, ga, gb](const Tensor& g) {
     Tensor gb_full;
-    if (gb) gb_full = binary_op(mul(g, sa), mul(sb, sb), "div", [](float x, float y) { return -x / y; });
+    if (gb) gb_full = binary_op(mul(g, sa), mul(sb, sb), "div", fn::NegDiv{});
     return std::vector<Tensor>{ga ? sum_to(div(g, sb), sa.shape()) : Tensor(),
                                gb ? sum_to(gb_full, sb.shape()) : Tensor()};
   });
@@ -90,13 +128,13 @@ Tensor div(const Tensor& a, const Tensor& b) {
 
 // z = a + s:  da = dz
 Tensor add(const Tensor& a, float s) {
-  Tensor out = unary_op(a, "add", [s](float x) { return x + s; });
+  Tensor out = unary_op(a, "add", fn::AddScalar{s});
   return record(out, "add_scalar", {a}, [](const Tensor& g) { return std::vector<Tensor>{g}; });
 }
 
 // z = a · s:  da = s · dz
 Tensor mul(const Tensor& a, float s) {
-  Tensor out = unary_op(a, "mul", [s](float x) { return x * s; });
+  Tensor out = unary_op(a, "mul", fn::MulScalar{s});
   return record(out, "mul_scalar", {a}, [s](const Tensor& g) { return std::vector<Tensor>{mul(g, s)}; });
 }
 
@@ -104,42 +142,42 @@ Tensor neg(const Tensor& a) { return mul(a, -1.f); }
 
 // z = eᵃ:  da = dz · z
 Tensor exp(const Tensor& a) {
-  Tensor out = unary_op(a, "exp", [](float x) { return std::exp(x); });
+  Tensor out = unary_op(a, "exp", fn::Exp{});
   Tensor so = out.detach();
   return record(out, "exp", {a}, [so](const Tensor& g) { return std::vector<Tensor>{mul(g, so)}; });
 }
 
 // z = log a:  da = dz / a
 Tensor log(const Tensor& a) {
-  Tensor out = unary_op(a, "log", [](float x) { return std::log(x); });
+  Tensor out = unary_op(a, "log", fn::Log{});
   Tensor sa = a.detach();
   return record(out, "log", {a}, [sa](const Tensor& g) { return std::vector<Tensor>{div(g, sa)}; });
 }
 
 // z = tanh a:  da = dz · (1 − z²)
 Tensor tanh(const Tensor& a) {
-  Tensor out = unary_op(a, "tanh", [](float x) { return std::tanh(x); });
+  Tensor out = unary_op(a, "tanh", fn::Tanh{});
   Tensor so = out.detach();
   return record(out, "tanh", {a}, [so](const Tensor& g) {
-    return std::vector<Tensor>{binary_op(g, so, "tanh", [](float d, float z) { return d * (1.f - z * z); })};
+    return std::vector<Tensor>{binary_op(g, so, "tanh", fn::TanhGrad{})};
   });
 }
 
 // z = 1 / (1 + e⁻ᵃ):  da = dz · z (1 − z)
 Tensor sigmoid(const Tensor& a) {
-  Tensor out = unary_op(a, "sigmoid", [](float x) { return 1.f / (1.f + std::exp(-x)); });
+  Tensor out = unary_op(a, "sigmoid", fn::Sigmoid{});
   Tensor so = out.detach();
   return record(out, "sigmoid", {a}, [so](const Tensor& g) {
-    return std::vector<Tensor>{binary_op(g, so, "sigmoid", [](float d, float z) { return d * z * (1.f - z); })};
+    return std::vector<Tensor>{binary_op(g, so, "sigmoid", fn::SigmoidGrad{})};
   });
 }
 
 // z = √a:  da = dz / (2z)
 Tensor sqrt(const Tensor& a) {
-  Tensor out = unary_op(a, "sqrt", [](float x) { return std::sqrt(x); });
+  Tensor out = unary_op(a, "sqrt", fn::Sqrt{});
   Tensor so = out.detach();
   return record(out, "sqrt", {a}, [so](const Tensor& g) {
-    return std::vector<Tensor>{binary_op(g, so, "sqrt", [](float d, float z) { return d / (2.f * z); })};
+    return std::vector<Tensor>{binary_op(g, so, "sqrt", fn::SqrtGrad{})};
   });
 }
 
@@ -153,17 +191,17 @@ Tensor sum(const Tensor& a, const std::vector<int64_t>& dims_in, bool keepdim) {
     if (reduce[d]) kept[d] = 1;
     if (!reduce[d] || keepdim) out_shape.push_back(kept[d]);
   }
-  Tensor r = Tensor::empty(kept);
+  const Device dev = device_of("sum", {&a});
+  Tensor r = Tensor::empty(kept, DType::f32, dev);
   {
     Tensor src = a.is_contiguous() ? a : a.contiguous_copy();
     if (a.numel() > 0 && numel_of(kept) == 1) {
       // Whole-tensor sum in double, so long reductions stay exact to f32.
       double s = 0;
-      const float* p = src.data();
-      for (int64_t i = 0, n = src.numel(); i < n; ++i) s += p[i];
-      r.data()[0] = static_cast<float>(s);
+      QKV_DISPATCH("sum", dev, s = k::sum_f64(src.data(), src.numel()));
+      r.fill_(static_cast<float>(s));
     } else {
-      k::sum_to(src.shape(), src.data(), kept, r.data());
+      QKV_DISPATCH("sum", dev, k::sum_to(src.shape(), src.data(), kept, r.data()));
     }
   }
   Tensor out = r.detach().as_strided(out_shape, contiguous_strides(out_shape), 0);
@@ -188,10 +226,10 @@ Tensor masked_fill(const Tensor& a, const Tensor& mask, float value) {
   check_f32(a, "masked_fill");
   QKV_CHECK(mask.dtype() == DType::boolean, "masked_fill: the mask must be boolean, got ", dtype_name(mask.dtype()));
   Tensor m = mask.to(DType::f32);
-  Tensor out = binary_op(a, m, "masked_fill", [value](float x, float mm) { return mm != 0.f ? value : x; });
+  Tensor out = binary_op(a, m, "masked_fill", fn::MaskedFill{value});
   Shape sa = a.shape();
   return record(out, "masked_fill", {a}, [m, sa](const Tensor& g) {
-    return std::vector<Tensor>{sum_to(binary_op(g, m, "masked_fill", [](float d, float mm) { return mm != 0.f ? 0.f : d; }), sa)};
+    return std::vector<Tensor>{sum_to(binary_op(g, m, "masked_fill", fn::MaskedFill{0.f}), sa)};
   });
 }
 

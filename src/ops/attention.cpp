@@ -2,15 +2,16 @@
 
 #include <cmath>
 
+#include "dispatch.h"
+#include "kernels/cpu/attention.h"
+#include "kernels/cpu/gemm_bf16.h"
 #include "qkv/autograd/node.h"
-#include "qkv/kernels/cpu/attention.h"
-#include "qkv/kernels/cpu/gemm_bf16.h"
 #include "qkv/ops/arith.h"
 
 namespace qkv {
 
 using autograd::record;
-namespace k = kernels::cpu;
+using ops_detail::device_of;
 
 namespace {
 
@@ -37,14 +38,14 @@ Tensor to_4d(const Tensor& t) {
 // rather than copies (as PyTorch gives gradients the layout of their inputs).
 bool heads_inner(const Tensor& t) { return t.dim() == 4 && t.size(1) > 1 && t.stride(1) < t.stride(2); }
 
-// Fresh [B, H, L, d] storage, laid out as [B, L, H, d] when `inner`, else dense.
-Tensor empty_heads(const Shape& shape, bool inner) {
-  if (!inner) return Tensor::empty(shape);
-  return Tensor::empty({shape[0], shape[2], shape[1], shape[3]}).transpose(1, 2);
+// Fresh [B, H, L, d] storage on `d`, laid out as [B, L, H, d] when `inner`, else dense.
+Tensor empty_heads(const Shape& shape, bool inner, Device d) {
+  if (!inner) return Tensor::empty(shape, DType::f32, d);
+  return Tensor::empty({shape[0], shape[2], shape[1], shape[3]}, DType::f32, d).transpose(1, 2);
 }
 
 // The kernels' view of a 4-D tensor with unit stride along its last dim.
-k::HeadLayout layout_of(const Tensor& t4) { return {t4.stride(0), t4.stride(1), t4.stride(2)}; }
+kernels::HeadLayout layout_of(const Tensor& t4) { return {t4.stride(0), t4.stride(1), t4.stride(2)}; }
 
 // q, k, v for the kernels: 4-D with a unit stride along the head dim.
 Tensor as_bhld(const Tensor& t) {
@@ -54,7 +55,8 @@ Tensor as_bhld(const Tensor& t) {
 }
 
 struct Prepared {
-  k::AttnProblem p;
+  kernels::AttnProblem p;
+  Device device;
   Tensor q4, k4, v4, mask4;   // keep the viewed storage alive
   Shape out_shape, scores_shape;  // q's leading dims + [Lq, dv] / [Lq, Lk]
 };
@@ -84,10 +86,11 @@ Prepared prepare(const Tensor& q, const Tensor& kk, const Tensor& v, const Atten
   QKV_CHECK(opt.dropout_p >= 0.f && opt.dropout_p < 1.f, op, ": dropout_p must be in [0, 1), got ", opt.dropout_p);
 
   Prepared r;
+  r.device = device_of(op, {&q, &kk, &v, &opt.attn_mask});
   r.q4 = as_bhld(q);
   r.k4 = as_bhld(kk);
   r.v4 = as_bhld(v);
-  k::AttnProblem& p = r.p;
+  kernels::AttnProblem& p = r.p;
   p.B = r.q4.size(0);
   p.H = r.q4.size(1);
   p.Hkv = r.k4.size(1);
@@ -101,10 +104,10 @@ Prepared prepare(const Tensor& q, const Tensor& kk, const Tensor& v, const Atten
   p.k_sb = r.k4.stride(0), p.k_sh = r.k4.stride(1), p.k_sl = std::max<int64_t>(r.k4.stride(2), p.D);
   p.v = r.v4.data();
   p.v_sb = r.v4.stride(0), p.v_sh = r.v4.stride(1), p.v_sl = std::max<int64_t>(r.v4.stride(2), p.Dv);
-  p.out_l = p.dout_l = k::HeadLayout::dense(p.H, p.Lq, p.Dv);
-  p.dq_l = k::HeadLayout::dense(p.H, p.Lq, p.D);
-  p.dk_l = k::HeadLayout::dense(p.Hkv, p.Lk, p.D);
-  p.dv_l = k::HeadLayout::dense(p.Hkv, p.Lk, p.Dv);
+  p.out_l = p.dout_l = kernels::HeadLayout::dense(p.H, p.Lq, p.Dv);
+  p.dq_l = kernels::HeadLayout::dense(p.H, p.Lq, p.D);
+  p.dk_l = kernels::HeadLayout::dense(p.Hkv, p.Lk, p.D);
+  p.dv_l = kernels::HeadLayout::dense(p.Hkv, p.Lk, p.Dv);
   p.causal = opt.is_causal;
   p.scale = opt.scale ? *opt.scale : 1.0f / std::sqrt(static_cast<float>(p.D));
 
@@ -128,7 +131,7 @@ Prepared prepare(const Tensor& q, const Tensor& kk, const Tensor& v, const Atten
     }
     r.mask4 = to_4d(m.detach().as_strided(r.scores_shape, st, m.offset()));
     const Tensor& mv = r.mask4;
-    p.mask.kind = m.dtype() == DType::boolean ? k::AttnMask::Kind::boolean : k::AttnMask::Kind::additive;
+    p.mask.kind = m.dtype() == DType::boolean ? kernels::AttnMask::Kind::boolean : kernels::AttnMask::Kind::additive;
     p.mask.data = m.dtype() == DType::boolean ? static_cast<const void*>(mv.data<uint8_t>())
                                               : static_cast<const void*>(mv.data<float>());
     p.mask.sb = mv.stride(0), p.mask.sh = mv.stride(1), p.mask.sq = mv.stride(2), p.mask.sk = mv.stride(3);
@@ -144,28 +147,29 @@ Prepared prepare(const Tensor& q, const Tensor& kk, const Tensor& v, const Atten
 
 AttentionResult sdpa(const Tensor& q, const Tensor& kk, const Tensor& v, const AttentionOptions& opt,
                      bool need_weights) {
-  QKV_CHECK(opt.compute_dtype == DType::f32 || opt.compute_dtype == DType::bf16,
-            "scaled_dot_product_attention: compute_dtype must be f32 or bf16, got ", dtype_name(opt.compute_dtype));
-  if (opt.compute_dtype == DType::bf16) {
+  if (opt.compute_dtype == AttentionCompute::bf16) {
     QKV_CHECK(!autograd::needs_grad({q, kk, v, opt.attn_mask}),
               "scaled_dot_product_attention: bf16 compute is forward-only (inference); run under NoGradGuard or use f32");
     QKV_CHECK(!need_weights && opt.backend != AttentionBackend::reference,
               "scaled_dot_product_attention: bf16 compute runs on the flash backend only (no attention weights)");
-    if (!k::has_avx512_bf16()) {
+    bool bf16_kernel = false;
+    QKV_DISPATCH("scaled_dot_product_attention", device_of("scaled_dot_product_attention", {&q}),
+                 bf16_kernel = k::has_avx512_bf16());
+    if (!bf16_kernel) {
       // No AVX512_BF16 in this build: round the inputs to bf16 and compute in f32 (same rounding
       // of the inputs, f32 products).
       AttentionOptions o = opt;
-      o.compute_dtype = DType::f32;
+      o.compute_dtype = AttentionCompute::f32;
       auto round = [](const Tensor& t) {  // one pass in place (.to(bf16).to(f32) would make two)
         Tensor r = t.contiguous_copy();
-        k::round_to_bf16(r.data(), r.data(), r.numel());
+        QKV_DISPATCH("scaled_dot_product_attention", r.device(), k::round_to_bf16(r.data(), r.data(), r.numel()));
         return r;
       };
       return sdpa(round(q), round(kk), round(v), o, false);
     }
   }
   Prepared r = prepare(q, kk, v, opt);
-  const k::AttnProblem& p = r.p;
+  const kernels::AttnProblem& p = r.p;
   const bool grad = autograd::needs_grad({q, kk, v, opt.attn_mask});
   const bool mask_grad = grad && opt.attn_mask.defined() && opt.attn_mask.requires_grad();
   QKV_CHECK(!(opt.backend == AttentionBackend::flash && (need_weights || mask_grad)),
@@ -176,13 +180,14 @@ AttentionResult sdpa(const Tensor& q, const Tensor& kk, const Tensor& v, const A
   Shape q_shape = q.shape(), k_shape = kk.shape(), v_shape = v.shape();
   // The f32 flash kernel writes the output in q's layout when q's heads are split off a
   // projection; the bf16 and reference kernels write dense.
-  const bool q_in = flash && opt.compute_dtype == DType::f32 && heads_inner(q);
-  Tensor out = empty_heads(r.out_shape, q_in);
+  const bool q_in = flash && opt.compute_dtype == AttentionCompute::f32 && heads_inner(q);
+  const Device d = r.device;
+  Tensor out = empty_heads(r.out_shape, q_in, d);
   if (q_in) r.p.out_l = layout_of(out);
   AttentionResult res;
 
-  if (opt.compute_dtype == DType::bf16) {
-    k::attention_forward_flash_bf16(p, out.data());
+  if (opt.compute_dtype == AttentionCompute::bf16) {
+    QKV_DISPATCH("scaled_dot_product_attention", d, k::attention_forward_flash_bf16(p, out.data()));
     res.output = out;
     return res;
   }
@@ -190,35 +195,37 @@ AttentionResult sdpa(const Tensor& q, const Tensor& kk, const Tensor& v, const A
   if (flash) {
     const bool k_in = heads_inner(kk), v_in = heads_inner(v);
     Shape lse_shape(r.scores_shape.begin(), r.scores_shape.end() - 1);
-    Tensor lse = grad ? Tensor::empty(lse_shape) : Tensor();
-    k::attention_forward_flash(p, out.data(), grad ? lse.data() : nullptr);
+    Tensor lse = grad ? Tensor::empty(lse_shape, DType::f32, d) : Tensor();
+    QKV_DISPATCH("scaled_dot_product_attention", d, k::attention_forward_flash(p, out.data(), grad ? lse.data() : nullptr));
     if (!grad) {
       res.output = out;
       return res;
     }
     Tensor saved_out = out.detach();
     res.output = record(out, "scaled_dot_product_attention", {q, kk, v, opt.attn_mask},
-                        [r, saved_out, lse, q_shape, k_shape, v_shape, q_in, k_in, v_in](const Tensor& g) {
-                          k::AttnProblem p = r.p;
+                        [r, saved_out, lse, q_shape, k_shape, v_shape, q_in, k_in, v_in, d](const Tensor& g) {
+                          kernels::AttnProblem p = r.p;
                           Tensor g4 = to_4d(g.stride(-1) == 1 ? g : g.contiguous());
-                          Tensor dq = empty_heads(q_shape, q_in), dk = empty_heads(k_shape, k_in),
-                                 dv = empty_heads(v_shape, v_in);
+                          Tensor dq = empty_heads(q_shape, q_in, d), dk = empty_heads(k_shape, k_in, d),
+                                 dv = empty_heads(v_shape, v_in, d);
                           p.dout_l = layout_of(g4);
                           if (q_in) p.dq_l = layout_of(dq);
                           if (k_in) p.dk_l = layout_of(dk);
                           if (v_in) p.dv_l = layout_of(dv);
-                          k::attention_backward_flash(p, saved_out.data(), lse.data(), g4.data(), dq.data(), dk.data(),
-                                                      dv.data());
+                          QKV_DISPATCH("scaled_dot_product_attention", d,
+                                       k::attention_backward_flash(p, saved_out.data(), lse.data(), g4.data(), dq.data(),
+                                                                   dk.data(), dv.data()));
                           return std::vector<Tensor>{dq, dk, dv, Tensor()};
                         });
     return res;
   }
 
-  Tensor probs = grad ? Tensor::empty(r.scores_shape) : Tensor();
+  Tensor probs = grad ? Tensor::empty(r.scores_shape, DType::f32, d) : Tensor();
   Tensor weights;
-  if (need_weights) weights = grad && p.dropout_p == 0.f ? probs : Tensor::empty(r.scores_shape);
-  k::attention_forward_reference(p, out.data(), grad ? probs.data() : nullptr,
-                                 need_weights && !(grad && p.dropout_p == 0.f) ? weights.data() : nullptr);
+  if (need_weights) weights = grad && p.dropout_p == 0.f ? probs : Tensor::empty(r.scores_shape, DType::f32, d);
+  QKV_DISPATCH("scaled_dot_product_attention", d,
+               k::attention_forward_reference(p, out.data(), grad ? probs.data() : nullptr,
+                                              need_weights && !(grad && p.dropout_p == 0.f) ? weights.data() : nullptr));
   res.weights = need_weights ? weights.detach() : Tensor();
   if (!grad) {
     res.output = out;
@@ -226,13 +233,15 @@ AttentionResult sdpa(const Tensor& q, const Tensor& kk, const Tensor& v, const A
   }
   Shape mask_shape = mask_grad ? opt.attn_mask.shape() : Shape{};
   res.output = record(out, "scaled_dot_product_attention", {q, kk, v, opt.attn_mask},
-                      [r, probs, q_shape, k_shape, v_shape, mask_grad, mask_shape](const Tensor& g) {
-                        const k::AttnProblem& p = r.p;
+                      [r, probs, q_shape, k_shape, v_shape, mask_grad, mask_shape, d](const Tensor& g) {
+                        const kernels::AttnProblem& p = r.p;
                         Tensor gc = g.contiguous();
-                        Tensor dq = Tensor::empty(q_shape), dk = Tensor::empty(k_shape), dv = Tensor::empty(v_shape);
-                        Tensor ds = mask_grad ? Tensor::empty(r.scores_shape) : Tensor();
-                        k::attention_backward_reference(p, probs.data(), gc.data(), dq.data(), dk.data(), dv.data(),
-                                                        mask_grad ? ds.data() : nullptr);
+                        Tensor dq = Tensor::empty(q_shape, DType::f32, d), dk = Tensor::empty(k_shape, DType::f32, d),
+                               dv = Tensor::empty(v_shape, DType::f32, d);
+                        Tensor ds = mask_grad ? Tensor::empty(r.scores_shape, DType::f32, d) : Tensor();
+                        QKV_DISPATCH("scaled_dot_product_attention", d,
+                                     k::attention_backward_reference(p, probs.data(), gc.data(), dq.data(), dk.data(),
+                                                                     dv.data(), mask_grad ? ds.data() : nullptr));
                         return std::vector<Tensor>{dq, dk, dv, mask_grad ? sum_to(ds, mask_shape) : Tensor()};
                       });
   return res;

@@ -1,12 +1,13 @@
 #include "qkv/ops/layer_norm.h"
 
+#include "dispatch.h"
+#include "kernels/cpu/layer_norm.h"
 #include "qkv/autograd/node.h"
-#include "qkv/kernels/cpu/layer_norm.h"
 
 namespace qkv {
 
 using autograd::record;
-namespace k = kernels::cpu;
+using ops_detail::device_of;
 
 Tensor layer_norm(const Tensor& x, const Shape& normalized_shape, const Tensor& weight, const Tensor& bias,
                   float eps) {
@@ -20,19 +21,24 @@ Tensor layer_norm(const Tensor& x, const Shape& normalized_shape, const Tensor& 
             " does not match normalized_shape ", shape_str(normalized_shape));
   QKV_CHECK(!bias.defined() || bias.shape() == normalized_shape, "layer_norm: bias ", shape_str(bias.shape()),
             " does not match normalized_shape ", shape_str(normalized_shape));
+  const Device d = device_of("layer_norm", {&x, &weight, &bias});
   const int64_t n = numel_of(normalized_shape), rows = n ? x.numel() / n : 0;
   Tensor xc = x.is_contiguous() ? x.detach() : x.contiguous_copy();
   Tensor w = weight.defined() ? weight.contiguous_copy() : Tensor();
   Tensor b = bias.defined() ? bias.contiguous_copy() : Tensor();
-  Tensor out = Tensor::empty(x.shape()), mean = Tensor::empty({rows}), rstd = Tensor::empty({rows});
-  k::layer_norm_forward(xc.data(), w.defined() ? w.data() : nullptr, b.defined() ? b.data() : nullptr, out.data(),
-                        mean.data(), rstd.data(), rows, n, eps);
+  Tensor out = Tensor::empty(x.shape(), DType::f32, d), mean = Tensor::empty({rows}, DType::f32, d),
+         rstd = Tensor::empty({rows}, DType::f32, d);
+  QKV_DISPATCH("layer_norm", d,
+               k::layer_norm_forward(xc.data(), w.defined() ? w.data() : nullptr, b.defined() ? b.data() : nullptr,
+                                     out.data(), mean.data(), rstd.data(), rows, n, eps));
   bool gw = weight.defined() && weight.requires_grad(), gb = bias.defined() && bias.requires_grad();
-  return record(out, "layer_norm", {x, weight, bias}, [xc, w, mean, rstd, rows, n, gw, gb](const Tensor& g) {
-    Tensor gc = g.contiguous(), dx = Tensor::empty(xc.shape());
-    Tensor dw = gw ? Tensor::empty(w.shape()) : Tensor(), db = gb ? Tensor::empty(w.defined() ? w.shape() : Shape{n}) : Tensor();
-    k::layer_norm_backward(xc.data(), w.defined() ? w.data() : nullptr, mean.data(), rstd.data(), gc.data(), dx.data(),
-                           gw ? dw.data() : nullptr, gb ? db.data() : nullptr, rows, n);
+  return record(out, "layer_norm", {x, weight, bias}, [xc, w, mean, rstd, rows, n, gw, gb, d](const Tensor& g) {
+    Tensor gc = g.contiguous(), dx = Tensor::empty(xc.shape(), DType::f32, d);
+    Tensor dw = gw ? Tensor::empty(w.shape(), DType::f32, d) : Tensor(),
+           db = gb ? Tensor::empty(w.defined() ? w.shape() : Shape{n}, DType::f32, d) : Tensor();
+    QKV_DISPATCH("layer_norm", d,
+                 k::layer_norm_backward(xc.data(), w.defined() ? w.data() : nullptr, mean.data(), rstd.data(),
+                                        gc.data(), dx.data(), gw ? dw.data() : nullptr, gb ? db.data() : nullptr, rows, n));
     return std::vector<Tensor>{dx, dw, db};
   });
 }

@@ -2,18 +2,20 @@
 
 #include <cstring>
 
+#include "dispatch.h"
+#include "kernels/cpu/elementwise.h"
+#include "kernels/cpu/gemm.h"
+#include "kernels/cpu/gemm_bf16.h"
+#include "kernels/cpu/gemv_bf16.h"
 #include "qkv/autograd/node.h"
 #include "qkv/core/parallel.h"
-#include "qkv/kernels/cpu/gemm.h"
-#include "qkv/kernels/cpu/gemm_bf16.h"
-#include "qkv/kernels/cpu/gemv_bf16.h"
 #include "qkv/ops/arith.h"
 #include "qkv/ops/autocast.h"
 
 namespace qkv {
 
 using autograd::record;
-namespace k = kernels::cpu;
+using ops_detail::device_of;
 
 namespace {
 
@@ -40,7 +42,8 @@ Tensor matmul_nd(Tensor a, Tensor b) {
   Shape out_shape = batch;
   out_shape.push_back(M);
   out_shape.push_back(N);
-  Tensor out = Tensor::empty(out_shape);
+  const Device d = device_of("matmul", {&a, &b});
+  Tensor out = Tensor::empty(out_shape, DType::f32, d);
   if (out.numel() == 0) return out;
 
   MatView va = as_gemm_operand(M, K, a.stride(-2), a.stride(-1));
@@ -64,7 +67,8 @@ Tensor matmul_nd(Tensor a, Tensor b) {
       expect *= a.size(d);
     }
     if (foldable) {
-      k::sgemm(false, vb.trans, numel_of(batch) * M, N, K, 1.f, a.data(), va.ld, b.data(), vb.ld, 0.f, out.data(), N);
+      QKV_DISPATCH("matmul", d, k::sgemm(false, vb.trans, numel_of(batch) * M, N, K, 1.f, a.data(), va.ld, b.data(),
+                                         vb.ld, 0.f, out.data(), N));
       return out;
     }
   }
@@ -87,15 +91,19 @@ Tensor matmul_nd(Tensor a, Tensor b) {
   const float* pa = a.data();
   const float* pb = b.data();
   float* pc = out.data();
-  auto one = [&](int64_t i) {
-    k::sgemm(va.trans, vb.trans, M, N, K, 1.f, pa + off_a[i], va.ld, pb + off_b[i], vb.ld, 0.f, pc + i * M * N, N);
-  };
-  if (nb > 1 && 2.0 * M * N * K < 4e6 && num_threads() > 1 && !in_parallel_region()) {
-#pragma omp parallel for schedule(static)
-    for (int64_t i = 0; i < nb; ++i) one(i);
-  } else {
-    for (int64_t i = 0; i < nb; ++i) one(i);
-  }
+  // Small products in parallel over the batch (each GEMM then runs on one thread), large ones in turn.
+  const bool parallel = nb > 1 && 2.0 * M * N * K < 4e6 && num_threads() > 1 && !in_parallel_region();
+  QKV_DISPATCH("matmul", d, {
+    auto one = [&](int64_t i) {
+      k::sgemm(va.trans, vb.trans, M, N, K, 1.f, pa + off_a[i], va.ld, pb + off_b[i], vb.ld, 0.f, pc + i * M * N, N);
+    };
+    if (parallel) {
+      _Pragma("omp parallel for schedule(static)")  // (#pragma cannot stand inside a macro argument)
+      for (int64_t i = 0; i < nb; ++i) one(i);
+    } else {
+      for (int64_t i = 0; i < nb; ++i) one(i);
+    }
+  });
   return out;
 }
 
@@ -134,14 +142,14 @@ Tensor matmul(const Tensor& a_in, const Tensor& b_in) {
 static float fill_bias_rows(Tensor& out, const Tensor& bias, int64_t rows, int64_t out_f) {
   if (!bias.defined()) return 0.f;
   Tensor bc = bias.contiguous_copy();
-  for (int64_t r = 0; r < rows; ++r) std::memcpy(out.data() + r * out_f, bc.data(), out_f * sizeof(float));
+  QKV_DISPATCH("linear", out.device(), k::broadcast_rows(out.data(), bc.data(), rows, out_f));
   return 1.f;
 }
 
 static Tensor to_bf16_dense(const Tensor& t) {
   Tensor tc = t.is_contiguous() ? t.detach() : t.contiguous_copy();
-  Tensor out = Tensor::empty(t.shape(), DType::bf16);
-  k::convert_to_bf16(tc.data(), out.data<bf16>(), t.numel());
+  Tensor out = Tensor::empty(t.shape(), DType::bf16, t.device());
+  QKV_DISPATCH("linear", t.device(), k::convert_to_bf16(tc.data(), out.data<bf16>(), t.numel()));
   return out;
 }
 
@@ -150,25 +158,29 @@ static Tensor to_bf16_dense(const Tensor& t) {
 // The tape keeps the bf16 copies of x and W (half the memory of f32 ones).
 static Tensor linear_bf16(const Tensor& x, const Tensor& weight, const Tensor& bias, int64_t rows, int64_t in_f,
                           int64_t out_f) {
+  const Device d = device_of("linear", {&x, &weight, &bias});
   Tensor xb = to_bf16_dense(x), wb = to_bf16_dense(weight);
   Shape out_shape = x.shape();
   out_shape.back() = out_f;
-  Tensor out = Tensor::empty(out_shape);
+  Tensor out = Tensor::empty(out_shape, DType::f32, d);
   const float beta = fill_bias_rows(out, bias, rows, out_f);
-  k::gemm_bf16(false, true, rows, out_f, in_f, xb.data<bf16>(), in_f, wb.data<bf16>(), in_f, beta, out.data(), out_f);
+  QKV_DISPATCH("linear", d, k::gemm_bf16(false, true, rows, out_f, in_f, xb.data<bf16>(), in_f, wb.data<bf16>(), in_f,
+                                         beta, out.data(), out_f));
 
   bool gx = x.requires_grad(), gw = weight.requires_grad(), gbias = bias.defined() && bias.requires_grad();
   Shape x_shape = x.shape();
-  return record(out, "linear", {x, weight, bias}, [xb, wb, gx, gw, gbias, rows, in_f, out_f, x_shape](const Tensor& g) {
+  return record(out, "linear", {x, weight, bias}, [xb, wb, gx, gw, gbias, rows, in_f, out_f, x_shape, d](const Tensor& g) {
     Tensor gb = to_bf16_dense(g);
     Tensor dx, dw, db;
     if (gx) {
-      dx = Tensor::empty(x_shape);
-      k::gemm_bf16(false, false, rows, in_f, out_f, gb.data<bf16>(), out_f, wb.data<bf16>(), in_f, 0.f, dx.data(), in_f);
+      dx = Tensor::empty(x_shape, DType::f32, d);
+      QKV_DISPATCH("linear", d, k::gemm_bf16(false, false, rows, in_f, out_f, gb.data<bf16>(), out_f, wb.data<bf16>(),
+                                             in_f, 0.f, dx.data(), in_f));
     }
     if (gw) {
-      dw = Tensor::empty({out_f, in_f});
-      k::gemm_bf16(true, false, out_f, in_f, rows, gb.data<bf16>(), out_f, xb.data<bf16>(), in_f, 0.f, dw.data(), in_f);
+      dw = Tensor::empty({out_f, in_f}, DType::f32, d);
+      QKV_DISPATCH("linear", d, k::gemm_bf16(true, false, out_f, in_f, rows, gb.data<bf16>(), out_f, xb.data<bf16>(),
+                                             in_f, 0.f, dw.data(), in_f));
     }
     if (gbias) db = sum_to(g.reshape({rows, out_f}), {out_f});
     return std::vector<Tensor>{dx, dw, db};
@@ -186,27 +198,31 @@ Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias) {
   QKV_CHECK(x.dtype() == DType::f32 && weight.dtype() == DType::f32, "linear: expected f32 input and weight, got ",
             dtype_name(x.dtype()), " and ", dtype_name(weight.dtype()));
   const int64_t rows = x.numel() / std::max<int64_t>(in_f, 1);
-  if (autocast_dtype() == DType::bf16) return linear_bf16(x, weight, bias, rows, in_f, out_f);
+  if (autocast_dtype() == AutocastDType::bf16) return linear_bf16(x, weight, bias, rows, in_f, out_f);
+  const Device d = device_of("linear", {&x, &weight, &bias});
   Tensor xc = x.is_contiguous() ? x.detach() : x.contiguous_copy();
   Tensor w = weight.is_contiguous() ? weight.detach() : weight.contiguous_copy();
   Shape out_shape = x.shape();
   out_shape.back() = out_f;
-  Tensor out = Tensor::empty(out_shape);
+  Tensor out = Tensor::empty(out_shape, DType::f32, d);
   const float beta = fill_bias_rows(out, bias, rows, out_f);
-  k::sgemm(false, true, rows, out_f, in_f, 1.f, xc.data(), in_f, w.data(), in_f, beta, out.data(), out_f);
+  QKV_DISPATCH("linear", d,
+               k::sgemm(false, true, rows, out_f, in_f, 1.f, xc.data(), in_f, w.data(), in_f, beta, out.data(), out_f));
 
   bool gx = x.requires_grad(), gw = weight.requires_grad(), gbias = bias.defined() && bias.requires_grad();
   Shape x_shape = x.shape();
-  return record(out, "linear", {x, weight, bias}, [xc, w, gx, gw, gbias, rows, in_f, out_f, x_shape](const Tensor& g) {
+  return record(out, "linear", {x, weight, bias}, [xc, w, gx, gw, gbias, rows, in_f, out_f, x_shape, d](const Tensor& g) {
     Tensor gc = g.is_contiguous() ? g : g.contiguous_copy();
     Tensor dx, dw, db;
     if (gx) {  // dx = dy W
-      dx = Tensor::empty(x_shape);
-      k::sgemm(false, false, rows, in_f, out_f, 1.f, gc.data(), out_f, w.data(), in_f, 0.f, dx.data(), in_f);
+      dx = Tensor::empty(x_shape, DType::f32, d);
+      QKV_DISPATCH("linear", d, k::sgemm(false, false, rows, in_f, out_f, 1.f, gc.data(), out_f, w.data(), in_f, 0.f,
+                                         dx.data(), in_f));
     }
     if (gw) {  // dW = dyᵀ x
-      dw = Tensor::empty({out_f, in_f});
-      k::sgemm(true, false, out_f, in_f, rows, 1.f, gc.data(), out_f, xc.data(), in_f, 0.f, dw.data(), in_f);
+      dw = Tensor::empty({out_f, in_f}, DType::f32, d);
+      QKV_DISPATCH("linear", d, k::sgemm(true, false, out_f, in_f, rows, 1.f, gc.data(), out_f, xc.data(), in_f, 0.f,
+                                         dw.data(), in_f));
     }
     if (gbias) db = sum_to(gc.reshape({rows, out_f}), {out_f});  // db = Σ_rows dy
     return std::vector<Tensor>{dx, dw, db};
@@ -221,13 +237,15 @@ Tensor linear_inference(const Tensor& x, const Tensor& weight, const Tensor& wei
             "linear_inference: weight_bf16 must be a dense bf16 copy of weight ", shape_str(weight.shape()));
   QKV_CHECK(x.size(-1) == in_f, "linear_inference: input ", shape_str(x.shape()), " x weight ",
             shape_str(weight.shape()), ": in_features differ");
+  const Device d = device_of("linear_inference", {&x, &weight_bf16, &bias});
   Tensor xc = x.is_contiguous() ? x.detach() : x.contiguous_copy();
   Shape out_shape = x.shape();
   out_shape.back() = out_f;
-  Tensor out = Tensor::empty(out_shape);
+  Tensor out = Tensor::empty(out_shape, DType::f32, d);
   Tensor bc = bias.defined() ? bias.contiguous() : Tensor();
-  k::gemv_bf16(rows, out_f, in_f, xc.data(), in_f, weight_bf16.data<bf16>(), bc.defined() ? bc.data() : nullptr,
-               out.data(), out_f);
+  QKV_DISPATCH("linear_inference", d,
+               k::gemv_bf16(rows, out_f, in_f, xc.data(), in_f, weight_bf16.data<bf16>(),
+                            bc.defined() ? bc.data() : nullptr, out.data(), out_f));
   return out;
 }
 

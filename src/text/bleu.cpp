@@ -11,38 +11,16 @@
 #include <utility>
 
 #include "qkv/core/error.h"
+#include "qkv/core/utf8.h"
 
 namespace qkv::text {
 namespace {
 
-constexpr char32_t kInvalid = 0x110000;  // an invalid UTF-8 byte: one non-space "character"
-
-// Decodes the code point starting at byte i; returns it and its length in bytes (1 for an invalid
-// byte).
+// The code point starting at byte i and its length in bytes (an invalid byte: utf8::kInvalid, one
+// non-space "character").
 std::pair<char32_t, size_t> next_cp(std::string_view s, size_t i) {
-  const auto b0 = static_cast<unsigned char>(s[i]);
-  if (b0 < 0x80) return {b0, 1};
-  size_t len;
-  char32_t cp;
-  if ((b0 & 0xE0) == 0xC0) {
-    len = 2;
-    cp = b0 & 0x1F;
-  } else if ((b0 & 0xF0) == 0xE0) {
-    len = 3;
-    cp = b0 & 0x0F;
-  } else if ((b0 & 0xF8) == 0xF0) {
-    len = 4;
-    cp = b0 & 0x07;
-  } else {
-    return {kInvalid, 1};
-  }
-  if (i + len > s.size()) return {kInvalid, 1};
-  for (size_t k = 1; k < len; ++k) {
-    const auto b = static_cast<unsigned char>(s[i + k]);
-    if ((b & 0xC0) != 0x80) return {kInvalid, 1};
-    cp = (cp << 6) | (b & 0x3F);
-  }
-  return {cp, len};
+  const utf8::CodePoint c = utf8::decode_one(s, i);
+  return {c.value, c.length};
 }
 
 // Python's str.isspace(), which is what str.split() and str.rstrip() use.

@@ -7,7 +7,9 @@
 #include "qkv/core/error.h"
 #include "qkv/io/file.h"
 #include "qkv/ops.h"
-#include "qkv/train/checkpoint.h"
+#include "qkv/core/utf8.h"
+#include "qkv/models/model_file.h"
+#include "qkv/models/registry.h"
 
 namespace qkv::train {
 
@@ -29,24 +31,54 @@ std::pair<Tensor, Tensor> lm_batch(const std::vector<int32_t>& data, int64_t B, 
   return {Tensor::from_ints(x, {B, T}), Tensor::from_ints(y, {B, T})};
 }
 
+const io::Fields<LMTokenizerSpec>& LMTokenizerSpec::fields() {
+  using F = io::Fields<LMTokenizerSpec>;
+  static const F f("lm task: data.tokenizer", {
+                                                  F::text("type", &LMTokenizerSpec::type),
+                                                  F::integer("vocab_size", &LMTokenizerSpec::vocab_size, 2, 1 << 20),
+                                                  F::text("model_type", &LMTokenizerSpec::model_type),
+                                              });
+  return f;
+}
+
+LMTokenizerSpec LMTokenizerSpec::from_json(const json& j) {
+  LMTokenizerSpec t;
+  if (j.is_string()) t.type = j.get<std::string>();
+  else t = fields().from_json(j);
+  QKV_CHECK(t.type == "char" || t.type == "sentencepiece",
+            "lm task: data.tokenizer must be \"char\" or {\"type\": \"sentencepiece\", \"vocab_size\": N}, got ", j.dump());
+  return t;
+}
+
+const io::Fields<LMDataConfig>& LMDataConfig::fields() {
+  using F = io::Fields<LMDataConfig>;
+  static const F f("lm task: data", {
+                                        F::text("path", &LMDataConfig::path),
+                                        F::number("val_fraction", &LMDataConfig::val_fraction, 0, 1, /*hi_open=*/true),
+                                        F::any("tokenizer", &LMDataConfig::tokenizer),
+                                    });
+  return f;
+}
+
 LMTask::LMTask(const json& config, const std::string& base_dir, const std::string& out_dir, bool resume) {
   QKV_CHECK(config.value("task", "") == "lm", "lm task: the config's \"task\" must be \"lm\"");
   QKV_CHECK(config.contains("data") && config.contains("model") && config.contains("train"),
             "lm task: the config needs \"data\", \"model\" and \"train\" sections");
+  for (auto& [k, v] : config.items())
+    QKV_CHECK(k == "task" || k == "data" || k == "model" || k == "train" || k == "_comment" || k == "description",
+              "lm task: unknown section \"", k, "\" (known: task, data, model, train, description)");
   cfg_ = TrainConfig::from_json(config.at("train"));
-  const json& d = config.at("data");
-  QKV_CHECK(d.contains("path") && d.at("path").is_string(), "lm task: data.path (the text file) is missing");
-  fs::path path = d.at("path").get<std::string>();
+  const LMDataConfig d = LMDataConfig::fields().from_json(config.at("data"));
+  QKV_CHECK(!d.path.empty(), "lm task: data.path (the text file) is missing");
+  fs::path path = d.path;
   if (path.is_relative() && !base_dir.empty()) path = fs::path(base_dir) / path;
-  const double val_fraction = d.value("val_fraction", 0.1);
+  const double val_fraction = d.val_fraction;
   QKV_CHECK(val_fraction > 0 && val_fraction < 1, "lm task: data.val_fraction must be in (0, 1), got ", val_fraction);
-  for (auto& [k, v] : d.items())
-    QKV_CHECK(k == "path" || k == "val_fraction" || k == "tokenizer", "lm task: unknown data key \"", k, "\"");
 
   const std::string text = io::read_file(path.string());
   QKV_CHECK(!text.empty(), "lm task: '", path.string(), "' is empty");
-  const json tk = d.value("tokenizer", json("char"));
-  if (tk == "char" || (tk.is_object() && tk.value("type", "") == "char")) {
+  const LMTokenizerSpec tk = LMTokenizerSpec::from_json(d.tokenizer);
+  if (tk.type == "char") {
     // Characters: the vocabulary of the whole text (nanoGPT's prepare.py), ids split 90/10.
     tok_ = text::LMTokenizer::chars(text);
     std::vector<int32_t> ids = tok_.encode(text);
@@ -56,14 +88,7 @@ LMTask::LMTask(const json& config, const std::string& base_dir, const std::strin
   } else {
     // Subwords: the text split 90/10 first (as nanoGPT's GPT-2 BPE prepare.py), SentencePiece
     // trained on the training part only, then each part encoded.
-    QKV_CHECK(tk.is_object() && tk.value("type", "") == "sentencepiece",
-              "lm task: data.tokenizer must be \"char\" or {\"type\": \"sentencepiece\", \"vocab_size\": N}, got ",
-              tk.dump());
-    for (auto& [k, v] : tk.items())
-      QKV_CHECK(k == "type" || k == "vocab_size" || k == "model_type", "lm task: unknown data.tokenizer key \"", k,
-                "\"");
-    size_t cut = static_cast<size_t>(static_cast<double>(text.size()) * (1.0 - val_fraction));
-    while (cut < text.size() && (static_cast<unsigned char>(text[cut]) & 0xC0) == 0x80) ++cut;  // a UTF-8 boundary
+    const size_t cut = utf8::boundary_at_or_after(text, static_cast<size_t>(static_cast<double>(text.size()) * (1.0 - val_fraction)));
     const std::string_view train_text(text.data(), cut), val_text(text.data() + cut, text.size() - cut);
     // The model goes to out_dir/spm.model; without an out_dir, to a temporary prefix removed at once
     // (the model file carries the tokenizer anyway).
@@ -76,8 +101,7 @@ LMTask::LMTask(const json& config, const std::string& base_dir, const std::strin
     if (resume && fs::exists(prefix + ".model")) {
       tok_ = text::LMTokenizer::sentencepiece(text::SentencePiece::load(prefix + ".model"));
     } else {
-      tok_ = text::LMTokenizer::train_sentencepiece(train_text, prefix, tk.value("vocab_size", 2000),
-                                                    tk.value("model_type", std::string("unigram")));
+      tok_ = text::LMTokenizer::train_sentencepiece(train_text, prefix, static_cast<int>(tk.vocab_size), tk.model_type);
       if (out_dir.empty()) {
         fs::remove(prefix + ".model", ec);
         fs::remove(prefix + ".vocab", ec);
@@ -87,21 +111,19 @@ LMTask::LMTask(const json& config, const std::string& base_dir, const std::strin
     data_.val = tok_.encode(val_text);
   }
 
-  json m = config.at("model");
-  QKV_CHECK(m.is_object(), "lm task: \"model\" must be an object");
+  auto [type, m] = model_section(config.at("model"), "gpt");
   QKV_CHECK(!m.contains("vocab_size") || m["vocab_size"] == tok_.vocab_size(), "lm task: model.vocab_size ",
             m["vocab_size"].dump(), " differs from the tokenizer's ", tok_.vocab_size(), " (leave it out)");
   m["vocab_size"] = tok_.vocab_size();
-  nn::GPTConfig gc = nn::GPTConfig::from_json(m);
   gen_ = Generator(cfg_.seed);
-  gpt_ = std::make_unique<nn::GPT>(gc, &gen_);
+  model_ = models::build_language_model(type, m, &gen_);
 }
 
 StepStats LMTask::train_micro_step(int64_t step, int64_t micro, int64_t accum) {
-  const int64_t B = cfg_.batch_size, T = gpt_->config.block_size;
+  const int64_t B = cfg_.batch_size, T = model_->block_size();
   const auto counter = static_cast<uint64_t>((step * accum + micro) * B);
   auto [x, y] = lm_batch(data_.train, B, T, cfg_.seed, counter);
-  Tensor loss = gpt_->loss(x, y);
+  Tensor loss = model_->loss(x, y);
   const double value = loss.item();
   (accum > 1 ? mul(loss, 1.f / static_cast<float>(accum)) : loss).backward();
   return {value, B * T};
@@ -109,37 +131,19 @@ StepStats LMTask::train_micro_step(int64_t step, int64_t micro, int64_t accum) {
 
 std::vector<std::pair<std::string, double>> LMTask::evaluate(int64_t) {
   NoGradGuard no_grad;
-  const int64_t B = cfg_.batch_size, T = gpt_->config.block_size;
+  const int64_t B = cfg_.batch_size, T = model_->block_size();
   std::vector<std::pair<std::string, double>> out;
   for (auto [name, data] : {std::pair{"train_loss", &data_.train}, std::pair{"val_loss", &data_.val}}) {
     double sum = 0;
     for (int64_t i = 0; i < cfg_.eval_iters; ++i) {  // the same batches at every evaluation
       auto [x, y] = lm_batch(*data, B, T, cfg_.seed ^ 0x5EEDE7A1ull, static_cast<uint64_t>(i * B));
-      sum += gpt_->loss(x, y).item();
+      sum += model_->loss(x, y).item();
     }
     out.emplace_back(name, sum / static_cast<double>(cfg_.eval_iters));
   }
   return out;
 }
 
-json LMTask::model_metadata() const {
-  return {{"model_type", "gpt"}, {"model", gpt_->config.to_json()}, {"tokenizer", tok_.to_json()}};
-}
-
-LoadedGPT load_gpt(const std::string& path) {
-  ModelFile f = load_model_file(path);
-  QKV_CHECK(f.meta["model_type"] == "gpt", "'", path, "' holds a ", f.meta["model_type"].dump(),
-            " model, not a GPT language model");
-  LoadedGPT g;
-  g.meta = f.meta;
-  g.tokenizer = text::LMTokenizer::from_json(f.meta.at("tokenizer"));
-  nn::GPTConfig c = nn::GPTConfig::from_json(f.meta.at("model"));
-  QKV_CHECK(c.vocab_size == g.tokenizer.vocab_size(), "'", path, "': the model's vocab_size ", c.vocab_size,
-            " does not match its tokenizer's ", g.tokenizer.vocab_size());
-  g.model = std::make_unique<nn::GPT>(c);
-  load_parameters(*g.model, f);
-  g.model->eval();
-  return g;
-}
+json LMTask::model_metadata() const { return models::metadata(*model_, tok_.to_json()); }
 
 }  // namespace qkv::train

@@ -3,8 +3,8 @@
 #include <cmath>
 
 #include "qkv/core/error.h"
-#include "qkv/core/parallel.h"
-#include "qkv/kernels/cpu/simd.h"
+#include "qkv/ops/adam.h"
+#include "qkv/ops/arith.h"
 
 namespace qkv::train {
 
@@ -20,46 +20,13 @@ Adam::Adam(std::vector<ParamGroup> groups, AdamOptions opt) : opt_(opt) {
 
 void Adam::step() {
   ++t_;
-  const float b1 = opt_.beta1, b2 = opt_.beta2, lr = opt_.lr, eps = opt_.eps;
-  const double bc1 = 1.0 - std::pow(static_cast<double>(b1), static_cast<double>(t_));
-  const double bc2 = 1.0 - std::pow(static_cast<double>(b2), static_cast<double>(t_));
-  const float step_size = static_cast<float>(lr / bc1);
-  const float inv_sqrt_bc2 = static_cast<float>(1.0 / std::sqrt(bc2));
   for (Slot& s : slots_) {
     Tensor g = s.param.grad();
     if (!g.defined()) continue;
-    g = g.contiguous();
-    float* p = s.param.data();
-    const float* gp = g.data();
-    float* m = s.m.data();
-    float* v = s.v.data();
-    const float decay = opt_.decoupled_weight_decay ? 1.f - lr * s.weight_decay : 1.f;
-    const float l2 = opt_.decoupled_weight_decay ? 0.f : s.weight_decay;
-    parallel_for(s.param.numel(), 1 << 14, [&](int64_t lo, int64_t hi) {
-      int64_t i = lo;
-#if QKV_SIMD
-      namespace simd = kernels::cpu::simd;
-      const simd::vf vb1 = simd::set1(b1), vb2 = simd::set1(b2), vc1 = simd::set1(1.f - b1),
-                     vc2 = simd::set1(1.f - b2), vdecay = simd::set1(decay), vl2 = simd::set1(l2),
-                     vstep = simd::set1(step_size), vinv = simd::set1(inv_sqrt_bc2), veps = simd::set1(eps);
-      for (; i + simd::kLanes <= hi; i += simd::kLanes) {
-        const simd::vf pi = simd::load(p + i);
-        const simd::vf gi = simd::fmadd(vl2, pi, simd::load(gp + i));
-        const simd::vf mi = simd::fmadd(vb1, simd::load(m + i), simd::mul(vc1, gi));
-        const simd::vf vi = simd::fmadd(vb2, simd::load(v + i), simd::mul(vc2, simd::mul(gi, gi)));
-        const simd::vf denom = simd::fmadd(simd::sqrt(vi), vinv, veps);
-        simd::store(m + i, mi);
-        simd::store(v + i, vi);
-        simd::store(p + i, simd::fnmadd(vstep, simd::div(mi, denom), simd::mul(pi, vdecay)));
-      }
-#endif
-      for (; i < hi; ++i) {
-        const float gi = gp[i] + l2 * p[i];
-        m[i] = b1 * m[i] + (1.f - b1) * gi;
-        v[i] = b2 * v[i] + (1.f - b2) * gi * gi;
-        p[i] = p[i] * decay - step_size * m[i] / (std::sqrt(v[i]) * inv_sqrt_bc2 + eps);
-      }
-    });
+    AdamUpdate u;
+    u.lr = opt_.lr, u.beta1 = opt_.beta1, u.beta2 = opt_.beta2, u.eps = opt_.eps;
+    u.weight_decay = s.weight_decay, u.decoupled_weight_decay = opt_.decoupled_weight_decay, u.step = t_;
+    adam_update_(s.param, g, s.m, s.v, u);
   }
 }
 
@@ -101,24 +68,14 @@ double clip_grad_norm_(const std::vector<Tensor>& params, double max_norm) {
     Tensor g = p.grad();
     if (!g.defined()) continue;
     QKV_CHECK(g.is_contiguous(), "clip_grad_norm_: gradients must be dense");
-    const float* d = g.data();
-    const int64_t n = g.numel();
-    double s = 0;
-#pragma omp simd reduction(+ : s)
-    for (int64_t i = 0; i < n; ++i) s += static_cast<double>(d[i]) * d[i];
-    total += s;
+    total += sum_of_squares(g);
   }
   const double norm = std::sqrt(total);
   const double coef = max_norm / (norm + 1e-6);
   if (coef < 1.0) {
     for (const Tensor& p : params) {
       Tensor g = p.grad();
-      if (!g.defined()) continue;
-      float* d = g.data();
-      const int64_t n = g.numel();
-      const auto c = static_cast<float>(coef);
-#pragma omp simd
-      for (int64_t i = 0; i < n; ++i) d[i] *= c;
+      if (g.defined()) mul_(g, static_cast<float>(coef));
     }
   }
   return norm;
@@ -126,14 +83,13 @@ double clip_grad_norm_(const std::vector<Tensor>& params, double max_norm) {
 
 double LrSchedule::at(int64_t step) const {
   const double s = static_cast<double>(step + 1);
-  if (kind == "inverse_sqrt") {
+  if (kind == Schedule::inverse_sqrt) {
     QKV_CHECK(warmup_steps > 0, "lr schedule inverse_sqrt needs warmup_steps > 0");
     return lr / std::sqrt(static_cast<double>(d_model)) *
            std::min(1.0 / std::sqrt(s), s * std::pow(static_cast<double>(warmup_steps), -1.5));
   }
   if (warmup_steps > 0 && step < warmup_steps) return lr * s / static_cast<double>(warmup_steps);
-  if (kind == "constant") return lr;
-  QKV_CHECK(kind == "cosine", "unknown lr schedule \"", kind, "\" (constant, cosine, inverse_sqrt)");
+  if (kind == Schedule::constant) return lr;
   if (step >= decay_steps) return min_lr;
   const double progress =
       static_cast<double>(step - warmup_steps) / static_cast<double>(std::max<int64_t>(1, decay_steps - warmup_steps));

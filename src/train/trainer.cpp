@@ -12,8 +12,8 @@
 #include "qkv/core/error.h"
 #include "qkv/io/file.h"
 #include "qkv/ops/autocast.h"
-#include "qkv/train/checkpoint.h"
-#include "qkv/train/progress.h"
+#include "qkv/models/model_file.h"
+#include "qkv/io/progress.h"
 #include "qkv/viz/png.h"
 #include "qkv/viz/svg.h"
 
@@ -24,89 +24,53 @@ using nlohmann::json;
 
 // ---- config ------------------------------------------------------------------------------------
 
-TrainConfig TrainConfig::from_json(const json& j) {
-  QKV_CHECK(j.is_object(), "train config: expected a JSON object, got ", j.dump());
-  TrainConfig c;
-  for (auto& [key, v] : j.items()) {
-    auto integer = [&](int64_t& dst, int64_t min) {
-      QKV_CHECK(v.is_number_integer() && v.get<int64_t>() >= min, "train config: \"", key, "\" must be an integer ≥ ",
-                min, ", got ", v.dump());
-      dst = v.get<int64_t>();
-    };
-    auto real = [&](double& dst, double min, double max) {
-      QKV_CHECK(v.is_number() && v.get<double>() >= min && v.get<double>() <= max, "train config: \"", key,
-                "\" must be a number in [", min, ", ", max, "], got ", v.dump());
-      dst = v.get<double>();
-    };
-    auto choice = [&](std::string& dst, std::initializer_list<const char*> options) {
-      std::string all;
-      bool ok = false;
-      for (const char* o : options) {
-        all += std::string(all.empty() ? "" : ", ") + o;
-        ok = ok || (v.is_string() && v.get<std::string>() == o);
-      }
-      QKV_CHECK(ok, "train config: \"", key, "\" must be one of ", all, ", got ", v.dump());
-      dst = v.get<std::string>();
-    };
-    if (key == "max_iters") integer(c.max_iters, 0);
-    else if (key == "batch_size") integer(c.batch_size, 1);
-    else if (key == "gradient_accumulation_steps") integer(c.gradient_accumulation_steps, 1);
-    else if (key == "optimizer") choice(c.optimizer, {"adamw", "adam"});
-    else if (key == "learning_rate") real(c.learning_rate, 0, 10);
-    else if (key == "min_lr") real(c.min_lr, 0, 10);
-    else if (key == "schedule") choice(c.schedule, {"cosine", "constant", "inverse_sqrt"});
-    else if (key == "warmup_iters") integer(c.warmup_iters, 0);
-    else if (key == "lr_decay_iters") integer(c.lr_decay_iters, 0);
-    else if (key == "beta1") real(c.beta1, 0, 0.999999);
-    else if (key == "beta2") real(c.beta2, 0, 0.999999);
-    else if (key == "eps") real(c.eps, 0, 1);
-    else if (key == "weight_decay") real(c.weight_decay, 0, 10);
-    else if (key == "grad_clip") real(c.grad_clip, 0, 1e30);
-    else if (key == "eval_interval") integer(c.eval_interval, 0);
-    else if (key == "eval_iters") integer(c.eval_iters, 1);
-    else if (key == "log_interval") integer(c.log_interval, 1);
-    else if (key == "checkpoint_interval") integer(c.checkpoint_interval, 0);
-    else if (key == "keep_checkpoints") integer(c.keep_checkpoints, 0);
-    else if (key == "seed") {
-      QKV_CHECK(v.is_number_unsigned() || (v.is_number_integer() && v.get<int64_t>() >= 0),
-                "train config: \"seed\" must be a non-negative integer, got ", v.dump());
-      c.seed = v.get<uint64_t>();
-    } else if (key == "dtype") choice(c.dtype, {"f32", "bf16"});
-    else if (key == "label_smoothing") real(c.label_smoothing, 0, 0.999);
-    else if (key == "model_dtype") choice(c.model_dtype, {"f32", "f16", "bf16"});
-    else
-      QKV_CHECK(false, "train config: unknown key \"", key, "\" (known: ", TrainConfig().to_json().dump(), ")");
+const io::Fields<TrainConfig>& TrainConfig::fields() {
+  using F = io::Fields<TrainConfig>;
+  using C = TrainConfig;
+  static const F f("train config",
+                   {
+                       F::integer("max_iters", &C::max_iters, 0),
+                       F::integer("batch_size", &C::batch_size, 1),
+                       F::integer("gradient_accumulation_steps", &C::gradient_accumulation_steps, 1),
+                       F::choice("optimizer", &C::optimizer),
+                       F::number("learning_rate", &C::learning_rate, 0, 10),
+                       F::number("min_lr", &C::min_lr, 0, 10),
+                       F::choice("schedule", &C::schedule),
+                       F::integer("warmup_iters", &C::warmup_iters, 0),
+                       F::integer("lr_decay_iters", &C::lr_decay_iters, 0),
+                       F::number("beta1", &C::beta1, 0, 0.999999),
+                       F::number("beta2", &C::beta2, 0, 0.999999),
+                       F::number("eps", &C::eps, 0, 1),
+                       F::number("weight_decay", &C::weight_decay, 0, 10),
+                       F::number("grad_clip", &C::grad_clip, 0, 1e30),
+                       F::integer("eval_interval", &C::eval_interval, 0),
+                       F::integer("eval_iters", &C::eval_iters, 1),
+                       F::integer("log_interval", &C::log_interval, 1),
+                       F::integer("checkpoint_interval", &C::checkpoint_interval, 0),
+                       F::integer("keep_checkpoints", &C::keep_checkpoints, 0),
+                       F::unsigned_integer("seed", &C::seed),
+                       F::choice("dtype", &C::autocast),
+                       F::number("label_smoothing", &C::label_smoothing, 0, 0.999),
+                       F::choice("model_dtype", &C::model_dtype, {io::StoreAs::kF32, io::StoreAs::kF16, io::StoreAs::kBF16}),
+                   });
+  return f;
+}
+
+std::pair<std::string, json> model_section(const json& model, const std::string& default_type) {
+  QKV_CHECK(model.is_object(), "the config's \"model\" must be an object, got ", model.dump());
+  json hyper = model;
+  std::string type = default_type;
+  if (hyper.contains("type")) {
+    QKV_CHECK(hyper["type"].is_string(), "model.type must be a model type's name, got ", hyper["type"].dump());
+    type = hyper["type"].get<std::string>();
+    hyper.erase("type");
   }
-  return c;
+  return {type, hyper};
 }
 
-json TrainConfig::to_json() const {
-  return {{"max_iters", max_iters},
-          {"batch_size", batch_size},
-          {"gradient_accumulation_steps", gradient_accumulation_steps},
-          {"optimizer", optimizer},
-          {"learning_rate", learning_rate},
-          {"min_lr", min_lr},
-          {"schedule", schedule},
-          {"warmup_iters", warmup_iters},
-          {"lr_decay_iters", lr_decay_iters},
-          {"beta1", beta1},
-          {"beta2", beta2},
-          {"eps", eps},
-          {"weight_decay", weight_decay},
-          {"grad_clip", grad_clip},
-          {"eval_interval", eval_interval},
-          {"eval_iters", eval_iters},
-          {"log_interval", log_interval},
-          {"checkpoint_interval", checkpoint_interval},
-          {"keep_checkpoints", keep_checkpoints},
-          {"seed", seed},
-          {"dtype", dtype},
-          {"label_smoothing", label_smoothing},
-          {"model_dtype", model_dtype}};
+std::vector<ParamGroup> TrainingTask::param_groups(float wd) {
+  return decay_matrices_only(model().module().named_parameters(), wd);
 }
-
-std::vector<ParamGroup> TrainingTask::param_groups(float wd) { return decay_matrices_only(model().named_parameters(), wd); }
 
 // ---- metrics -----------------------------------------------------------------------------------
 
@@ -215,16 +179,16 @@ TrainResult run_training(TrainingTask& task, const TrainConfig& cfg, const Train
   const std::string ckpt_path = (fs::path(opt.out_dir) / "checkpoint.safetensors").string();
   const std::string model_path = (fs::path(opt.out_dir) / "model.safetensors").string();
 
-  nn::Module& model = task.model();
+nn::Module& model = task.model().module();
   AdamOptions ao;
   ao.lr = static_cast<float>(cfg.learning_rate), ao.beta1 = static_cast<float>(cfg.beta1);
   ao.beta2 = static_cast<float>(cfg.beta2), ao.eps = static_cast<float>(cfg.eps);
-  ao.decoupled_weight_decay = cfg.optimizer == "adamw";
+  ao.decoupled_weight_decay = cfg.optimizer == Optimizer::adamw;
   Adam adam(task.param_groups(static_cast<float>(cfg.weight_decay)), ao);
   LrSchedule sched;
   sched.kind = cfg.schedule, sched.lr = cfg.learning_rate, sched.min_lr = cfg.min_lr;
   sched.warmup_steps = cfg.warmup_iters, sched.decay_steps = cfg.lr_decay_iters;
-  if (cfg.schedule == "inverse_sqrt") sched.d_model = task.model_metadata()["model"].value("d_model", int64_t{512});
+  sched.d_model = task.model().width();  // inverse_sqrt: d_model for a Transformer, n_embd for a GPT
 
   json meta = task.model_metadata();
   meta["config"] = opt.full_config;
@@ -234,13 +198,13 @@ TrainResult run_training(TrainingTask& task, const TrainConfig& cfg, const Train
   int64_t tokens_seen = 0;
   if (opt.resume) {
     QKV_CHECK(fs::exists(ckpt_path), "train --resume: no checkpoint at '", ckpt_path, "'");
-    ModelFile ck = load_model_file(ckpt_path);
+    models::ModelFile ck = models::load_model_file(ckpt_path);
     QKV_CHECK(ck.meta.contains("train_state"), "'", ckpt_path, "' is a model file without training state");
     QKV_CHECK(ck.meta["model_type"] == meta["model_type"] && ck.meta["model"] == meta["model"] &&
                   ck.meta["tokenizer"] == meta["tokenizer"],
               "train --resume: the checkpoint was trained with another model or tokenizer (checkpoint: ",
               ck.meta["model"].dump(), "; config: ", meta["model"].dump(), ")");
-    load_parameters(model, ck);
+    models::load_parameters(model, ck);
     const json& st = ck.meta["train_state"];
     start = st.at("step").get<int64_t>();
     adam.load_state(ck.optimizer, st.at("optimizer_steps").get<int64_t>());
@@ -253,7 +217,8 @@ TrainResult run_training(TrainingTask& task, const TrainConfig& cfg, const Train
 
   // model-<step>.safetensors (f32) for checkpoint averaging; only the newest keep_checkpoints stay.
   auto keep_numbered = [&](int64_t step, const json& mm) {
-    save_model_file((fs::path(opt.out_dir) / ("model-" + std::to_string(step) + ".safetensors")).string(), model, mm);
+    models::save_model_file((fs::path(opt.out_dir) / ("model-" + std::to_string(step) + ".safetensors")).string(), model,
+                            mm);
     std::vector<std::pair<int64_t, fs::path>> kept;
     for (auto& e : fs::directory_iterator(opt.out_dir)) {
       const std::string name = e.path().filename().string();
@@ -270,16 +235,16 @@ TrainResult run_training(TrainingTask& task, const TrainConfig& cfg, const Train
     json m = meta;
     m["train_state"] = {{"step", step},          {"optimizer_steps", adam.steps()}, {"rng", task.rng_state()},
                         {"elapsed_s", elapsed},  {"tokens", tokens_seen}};
-    save_model_file(ckpt_path, model, m, io::StoreAs::kF32, adam.state());
+    models::save_model_file(ckpt_path, model, m, io::StoreAs::kF32, adam.state());
     json mm = meta;
     mm["trained_steps"] = step;
-    save_model_file(model_path, model, mm, io::store_as(cfg.model_dtype));
+    models::save_model_file(model_path, model, mm, cfg.model_dtype);
     if (cfg.keep_checkpoints > 0) keep_numbered(step, mm);
     metrics.write();
   };
 
   TrainResult res;
-  ProgressBar bar("train", cfg.max_iters, start);
+  io::ProgressBar bar("train", cfg.max_iters, start);
   auto t_start = std::chrono::steady_clock::now();
   auto elapsed = [&] {
     return elapsed_before + std::chrono::duration<double>(std::chrono::steady_clock::now() - t_start).count();
@@ -312,7 +277,7 @@ TrainResult run_training(TrainingTask& task, const TrainConfig& cfg, const Train
     int64_t tokens = 0;
     for (int64_t micro = 0; micro < cfg.gradient_accumulation_steps; ++micro) {
       // dtype bf16: mixed precision (bf16 GEMMs in forward and backward, f32 master weights)
-      Autocast autocast(cfg.dtype);
+      Autocast autocast(cfg.autocast);
       StepStats s = task.train_micro_step(step, micro, cfg.gradient_accumulation_steps);
       loss += s.loss / static_cast<double>(cfg.gradient_accumulation_steps);
       tokens += s.tokens;
@@ -330,7 +295,7 @@ TrainResult run_training(TrainingTask& task, const TrainConfig& cfg, const Train
     if (step % cfg.log_interval == 0 || step + 1 == cfg.max_iters)
       metrics.add({{"step", step}, {"loss", loss}, {"lr", lr}, {"grad_norm", norm}, {"tokens_per_s", rate},
                    {"elapsed_s", elapsed()}});
-    bar.set_postfix({{"loss", fmt(loss, "%.4f")}, {"lr", fmt(lr, "%.2e")}, {"tok/s", ProgressBar::format_rate(tok_rate)}});
+    bar.set_postfix({{"loss", fmt(loss, "%.4f")}, {"lr", fmt(lr, "%.2e")}, {"tok/s", io::ProgressBar::format_rate(tok_rate)}});
     bar.update(1);
     if (cfg.checkpoint_interval > 0 && (step + 1) % cfg.checkpoint_interval == 0 && step + 1 < cfg.max_iters)
       save(step + 1, elapsed());

@@ -8,6 +8,7 @@
 #include <sstream>
 
 #include "qkv/core/error.h"
+#include "qkv/core/utf8.h"
 
 namespace qkv::viz {
 
@@ -41,22 +42,11 @@ std::string xml_escape(std::string_view s) {
       ++i;
       continue;
     }
-    // A multi-byte UTF-8 sequence: validate it (no overlongs, no surrogates, ≤ U+10FFFF).
-    size_t len = 0;
-    uint32_t cp = 0;
-    if (c >= 0xC2 && c <= 0xDF) { len = 2; cp = c & 0x1F; }
-    else if (c >= 0xE0 && c <= 0xEF) { len = 3; cp = c & 0x0F; }
-    else if (c >= 0xF0 && c <= 0xF4) { len = 4; cp = c & 0x07; }
-    bool ok = len > 0 && i + len <= n;
-    for (size_t k = 1; ok && k < len; ++k) {
-      if ((p[i + k] & 0xC0) != 0x80) ok = false;
-      else cp = (cp << 6) | (p[i + k] & 0x3F);
-    }
-    if (ok) {
-      if (len == 3 && (cp < 0x800 || (cp >= 0xD800 && cp <= 0xDFFF))) ok = false;
-      if (len == 4 && (cp < 0x10000 || cp > 0x10FFFF)) ok = false;
-      if (cp == 0xFFFE || cp == 0xFFFF) ok = false;  // not XML characters
-    }
+    // A multi-byte UTF-8 sequence: validate it (no overlongs, no surrogates, ≤ U+10FFFF), and keep
+    // out the two non-characters XML forbids.
+    const utf8::CodePoint cp = utf8::decode_one(s, i);
+    const size_t len = cp.length;
+    const bool ok = cp.valid() && cp.value != 0xFFFE && cp.value != 0xFFFF;
     if (ok) {
       out.append(s.data() + i, len);
       i += len;
@@ -70,11 +60,7 @@ std::string xml_escape(std::string_view s) {
 
 namespace detail {
 
-size_t utf8_length(std::string_view s) {
-  size_t n = 0;
-  for (unsigned char c : s) n += (c & 0xC0) != 0x80;
-  return n;
-}
+size_t utf8_length(std::string_view s) { return utf8::length(s); }
 
 double nice_step(double raw) {
   if (!(raw > 0) || !std::isfinite(raw)) return 1.0;

@@ -1,3 +1,4 @@
+#include "qkv/autograd/node.h"
 #include "testing.h"
 
 namespace qkv {
@@ -108,7 +109,8 @@ TEST(Gradcheck, CatchesAWrongBackwardRule) {
     Tensor out = Tensor::empty(x.shape());
     for (int64_t i = 0; i < x.numel(); ++i) out.data()[i] = x.data()[i] * x.data()[i];
     Tensor saved = x.detach();
-    return autograd::record(out, "wrong_square", {x}, [saved](const Tensor& g) { return std::vector<Tensor>{g * saved}; });
+    return autograd::record(out, "wrong_square", std::vector<Tensor>{x},
+                            [saved](const Tensor& g) { return std::vector<Tensor>{g * saved}; });
   };
   Tensor x = testing::param({5}, 3);
   auto r = autograd::gradcheck(wrong_square, {x});

@@ -279,7 +279,7 @@ TEST(Cli, TranslateWithAnEnsemble) {
   EXPECT_EQ(std::count(two.out.begin(), two.out.end(), '\n'), 2) << two.out;
   CliRun bad = run("translate -m " + m + " -m " + std::string(QKV_SOURCE_DIR) + "/models/shakespeare-char.safetensors hello");
   EXPECT_NE(bad.code, 0);
-  EXPECT_NE(bad.out.find("not a translation Transformer"), std::string::npos) << bad.out;
+  EXPECT_NE(bad.out.find("not a sequence-to-sequence (translation) model"), std::string::npos) << bad.out;
 }
 
 // --n-best prints Marian's "LINE ||| translation ||| F0= log p ||| score" lines, best first: the first

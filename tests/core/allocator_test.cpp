@@ -70,7 +70,7 @@ TEST(Allocator, TensorsCountTheirBytesNotTheirClass) {
   empty_cache();
   const int64_t before = allocated_bytes();
   {
-    Tensor t = Tensor::empty({(1 << 20) + 1});  // 4 MiB + 4 bytes of data
+    TensorBase t = TensorBase::empty({(1 << 20) + 1});  // 4 MiB + 4 bytes of data
     EXPECT_EQ(allocated_bytes() - before, 4 * ((1 << 20) + 1));
     t.fill_(2.f);
     EXPECT_EQ(t.to_vector().back(), 2.f);

@@ -78,23 +78,25 @@ TEST(SamplingTest, SampleFromInvertsTheCdfAndSeedsReproduce) {
   for (int i = 0; i < 20; ++i) EXPECT_EQ(k1.next(logits), 3);
 }
 
-nn::GPT tiny_gpt(int64_t block) {
+// A small GPT as the models floor sees it (built by the registry, as a model file would be).
+std::unique_ptr<models::LanguageModel> tiny_gpt(int64_t block) {
   nn::GPTConfig c;
   c.vocab_size = 11, c.block_size = block, c.n_layer = 2, c.n_head = 2, c.n_embd = 16;
   Generator g(3);
-  nn::GPT m(c, &g);
+  auto m = models::build_language_model("gpt", c.to_json(), &g);
   // larger weights than the 0.02 init so that greedy choices are not all the same token
-  for (auto& [n, p] : m.named_parameters()) {
+  for (auto& [n, p] : m->module().named_parameters()) {
     Tensor t = p.detach();
     if (p.dim() >= 2) t.copy_(Tensor::randn(p.shape(), g, 0.f, 0.5f));
   }
-  m.eval();
+  m->module().eval();
   return m;
 }
 
 TEST(GenerateTest, CachedAndUncachedChooseTheSameTokens) {
   for (int64_t block : {64, 8}) {  // 8: the window restarts several times
-    nn::GPT m = tiny_gpt(block);
+    auto model = tiny_gpt(block);
+    const models::LanguageModel& m = *model;
     for (double temperature : {0.0, 0.9}) {
       GenerateOptions o;
       o.max_new_tokens = 40;
@@ -118,7 +120,8 @@ TEST(GenerateTest, CachedAndUncachedChooseTheSameTokens) {
 }
 
 TEST(GenerateTest, BadPromptsAreRejected) {
-  nn::GPT m = tiny_gpt(16);
+  auto model = tiny_gpt(16);
+  const models::LanguageModel& m = *model;
   GenerateOptions o;
   EXPECT_THROW(generate(m, {}, o), Error);
   EXPECT_THROW(generate(m, {1, 99}, o), Error);
@@ -171,17 +174,17 @@ TEST(Bf16Decoding, LinearInferenceEqualsLinearOnRoundedWeights) {
 }
 
 TEST(Bf16Decoding, GptLogitsStayCloseToF32) {
-  nn::GPT m = tiny_gpt(64);
-  std::vector<nn::KVCache> c32, c16;
+  auto m = tiny_gpt(64);
+  auto c32 = m->start_decoding(), c16 = m->start_decoding();
   Tensor ids = Tensor::from_ints({1, 2, 3, 4, 5}, {1, 5});
-  Tensor a = m.forward_cached(ids, c32);  // prefill: 5 rows, also on the bf16 path
-  m.set_inference_dtype(DType::bf16);
-  Tensor b = m.forward_cached(ids, c16);
+  Tensor a = m->step(ids, *c32);  // prefill: 5 rows, also on the bf16 path
+  m->set_inference_weights(nn::InferenceWeights::bf16);
+  Tensor b = m->step(ids, *c16);
   EXPECT_TENSOR_NEAR(b, a, 2e-2);
   EXPECT_GT(testing::rel_error(b.to_vector(), a.to_vector()), 0.0) << "the bf16 copies were not used";
-  m.set_inference_dtype(DType::f32);
-  std::vector<nn::KVCache> c;
-  EXPECT_TENSOR_NEAR(m.forward_cached(ids, c), a, 0.0);
+  m->set_inference_weights(nn::InferenceWeights::f32);
+  auto c = m->start_decoding();
+  EXPECT_TENSOR_NEAR(m->step(ids, *c), a, 0.0);
 }
 
 }  // namespace

@@ -223,7 +223,7 @@ TEST(Safetensors, ReadsFileWrittenByPythonSafetensors) {
   EXPECT_EQ(f.metadata,
             (std::map<std::string, std::string>{{"format", "pt"}, {"source", "make_safetensors_golden.py"}}));
   ASSERT_EQ(f.tensors.size(), 8u);
-  const Tensor* t = f.find("f32");
+  const TensorBase* t = f.find("f32");
   ASSERT_NE(t, nullptr);
   EXPECT_EQ(t->dtype(), DType::f32);
   EXPECT_EQ(t->shape(), (Shape{2, 3}));

@@ -5,8 +5,8 @@
 #include <cmath>
 
 #include "qkv/core/rng.h"
-#include "qkv/kernels/cpu/activation.h"
-#include "qkv/kernels/cpu/vec.h"
+#include "kernels/cpu/activation.h"
+#include "kernels/cpu/vec.h"
 
 namespace qkv::kernels::cpu {
 namespace {

@@ -7,8 +7,8 @@
 #include <limits>
 #include <vector>
 
-#include "qkv/kernels/cpu/activation.h"
-#include "qkv/kernels/cpu/vec.h"
+#include "kernels/cpu/activation.h"
+#include "kernels/cpu/vec.h"
 
 namespace qkv::kernels::cpu {
 namespace {

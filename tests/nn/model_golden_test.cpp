@@ -87,7 +87,8 @@ TEST(ModelGolden, TransformerLayersMatchPyTorch) {
     const json& p = c.at("params");
     nn::TransformerLayerOptions o;
     o.d_model = p.at("d_model"), o.nhead = p.at("nhead"), o.dim_feedforward = p.at("dim_feedforward");
-    o.activation = p.at("activation"), o.norm_first = p.at("norm_first"), o.dropout = 0.f;
+    o.activation = parse_enum<nn::Activation>(p.at("activation").get<std::string>());
+    o.norm_first = p.at("norm_first"), o.dropout = 0.f;
     const json& in = c.at("inputs");
     Tensor x = json_tensor(in.at("x")).requires_grad_();
     Tensor kpm = in.contains("key_padding_mask") ? json_tensor(in.at("key_padding_mask")) : Tensor();

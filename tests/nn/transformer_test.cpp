@@ -57,8 +57,7 @@ TEST(Transformer, CachedDecodingStepsEqualTheFullForward) {
     Tensor src = Tensor::from_ints({5, 6, 7, 8, 3, 9, 4, 3, 0, 0}, {2, 5});
     Tensor tin = Tensor::from_ints({2, 10, 11, 5, 12, 2, 7, 13, 14, 15}, {2, 5});
     Tensor full = log_softmax(m.forward(src, tin), -1);
-    Tensor kpm;
-    nn::DecoderState st = m.start_decoding(m.encode(src, &kpm), kpm);
+    nn::Seq2SeqTransformer::DecoderState st = m.start_decoding(src);
     for (int64_t t = 0; t < 5; ++t) {
       std::vector<int32_t> tok{tin.data<int32_t>()[t], tin.data<int32_t>()[5 + t]};
       Tensor lp = m.step(tok, st);
@@ -148,8 +147,7 @@ TEST(Transformer, LearnsToReverseSequences) {
   m.eval();
   Tensor src, tin, tout;
   make(7, 100, src, tin, tout);
-  Tensor kpm;
-  nn::DecoderState st = m.start_decoding(m.encode(src, &kpm), kpm);
+  nn::Seq2SeqTransformer::DecoderState st = m.start_decoding(src);
   std::vector<int32_t> tok(100, 2);
   std::vector<std::vector<int32_t>> out(100);
   for (int t = 0; t < 8; ++t) {

@@ -186,7 +186,7 @@ void check_bf16(int64_t B, int64_t H, int64_t Hkv, int64_t Lq, int64_t Lk, int64
   }
   NoGradGuard ng;
   Tensor ref = scaled_dot_product_attention(q, k, v, opt);
-  opt.compute_dtype = DType::bf16;
+  opt.compute_dtype = AttentionCompute::bf16;
   Tensor half = scaled_dot_product_attention(q, k, v, opt);
   EXPECT_LE(testing::rel_error(half.to_vector(), ref.to_vector(), 1.0), kBf16Tolerance);
   // ...and it is not secretly the f32 kernel: bf16 rounding shows.
@@ -205,7 +205,7 @@ TEST(FlashAttentionBf16, CloseToF32) {
 TEST(FlashAttentionBf16, ForwardOnly) {
   Tensor q = Tensor::zeros({1, 1, 4, 8}).requires_grad_();
   AttentionOptions opt;
-  opt.compute_dtype = DType::bf16;
+  opt.compute_dtype = AttentionCompute::bf16;
   EXPECT_THROW(scaled_dot_product_attention(q, q, q, opt), Error);
 }
 

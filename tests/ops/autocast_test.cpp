@@ -7,7 +7,7 @@
 #include <cmath>
 #include <limits>
 
-#include "qkv/kernels/cpu/gemm_bf16.h"
+#include "kernels/cpu/gemm_bf16.h"
 #include "qkv/qkv.h"
 #include "testing.h"
 
@@ -109,12 +109,12 @@ TEST(Autocast, LinearUsesRoundedOperandsForwardAndBackward) {
   Tensor g = rounded(testing::param({2, 5, 40}, 24)).detach();
   Tensor y;
   {
-    Autocast autocast(DType::bf16);
-    EXPECT_EQ(autocast_dtype(), DType::bf16);
+    Autocast autocast(AutocastDType::bf16);
+    EXPECT_EQ(autocast_dtype(), AutocastDType::bf16);
     y = linear(x, w, b);
     sum(mul(y, g)).backward();
   }
-  EXPECT_EQ(autocast_dtype(), DType::f32) << "the guard restores f32";
+  EXPECT_EQ(autocast_dtype(), AutocastDType::f32) << "the guard restores f32";
   EXPECT_EQ(y.dtype(), DType::f32);
 
   Tensor xr = rounded(x), wr = rounded(w), br = b.detach().clone().requires_grad_(true);
@@ -132,7 +132,13 @@ TEST(Autocast, LinearUsesRoundedOperandsForwardAndBackward) {
   EXPECT_LT(err, 2e-2);
 }
 
-TEST(Autocast, OnlyF32AndBf16) { EXPECT_THROW(Autocast(DType::i32), Error); }
+// Configs and the command line name the autocast dtype; only f32 and bf16 exist.
+TEST(Autocast, OnlyF32AndBf16ByName) {
+  EXPECT_EQ(parse_enum<AutocastDType>("bf16"), AutocastDType::bf16);
+  EXPECT_EQ(parse_enum<AutocastDType>("f32"), AutocastDType::f32);
+  EXPECT_NE(testing::error_of([] { parse_enum<AutocastDType>("i32", "train.dtype"); }).find("train.dtype"),
+            std::string::npos);
+}
 
 }  // namespace
 }  // namespace qkv

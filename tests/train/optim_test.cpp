@@ -85,19 +85,20 @@ TEST(ClipGradNorm, ScalesToMaxNorm) {
 }
 
 TEST(LrScheduleTest, WarmupCosineAndInverseSqrt) {
-  LrSchedule c{"cosine", 1e-3, 100, 1000, 1e-4, 0};
+  LrSchedule c{Schedule::cosine, 1e-3, 100, 1000, 1e-4, 0};
   EXPECT_NEAR(c.at(0), 1e-5, 1e-12);
   EXPECT_NEAR(c.at(99), 1e-3, 1e-12);
   EXPECT_NEAR(c.at(100), 1e-3, 1e-12);
   EXPECT_NEAR(c.at(550), 0.55e-3, 1e-9);  // half way: (lr + min_lr)/2
   EXPECT_NEAR(c.at(1000), 1e-4, 1e-12);
   EXPECT_NEAR(c.at(5000), 1e-4, 1e-12);
-  LrSchedule n{"inverse_sqrt", 1.0, 4000, 0, 0, 512};
+  LrSchedule n{Schedule::inverse_sqrt, 1.0, 4000, 0, 0, 512};
   // paper: peak at step = warmup, d^-0.5 · warmup^-0.5
   EXPECT_NEAR(n.at(3999), std::pow(512.0, -0.5) * std::pow(4000.0, -0.5), 1e-12);
   EXPECT_LT(n.at(1999), n.at(3999));
   EXPECT_LT(n.at(7999), n.at(3999));
-  EXPECT_THROW((LrSchedule{"bogus", 1, 0, 0, 0, 0}.at(5)), Error);
+  EXPECT_THROW((LrSchedule{Schedule::inverse_sqrt, 1, 0, 0, 0, 512}.at(5)), Error);  // no warm-up
+  EXPECT_THROW(parse_enum<Schedule>("bogus"), Error);
 }
 
 }  // namespace

@@ -3,12 +3,14 @@
 #include <gtest/gtest.h>
 
 #include <filesystem>
+#include <cmath>
 #include <fstream>
 #include <nlohmann/json.hpp>
 
 #include "qkv/io/file.h"
 #include "qkv/io/safetensors.h"
-#include "qkv/train/checkpoint.h"
+#include "qkv/models/load.h"
+#include "qkv/models/model_file.h"
 #include "qkv/train/lm_task.h"
 #include "testing.h"
 
@@ -52,9 +54,9 @@ TEST(Trainer, LearnsAndWritesItsFiles) {
   for (auto& e : fs::directory_iterator(d.path / "run"))
     EXPECT_EQ(e.path().string().find(".tmp"), std::string::npos) << "temporary file left: " << e.path();
   // the model file loads back into an identical model
-  LoadedGPT g = load_gpt((d.path / "run" / "model.safetensors").string());
+  models::LoadedLanguageModel g = models::load_language_model((d.path / "run" / "model.safetensors").string());
   LMTask fresh(tiny_config(d.path, 40), "");
-  EXPECT_EQ(g.model->config.n_embd, 16);
+  EXPECT_EQ(g.model->width(), 16);
   EXPECT_EQ(g.tokenizer.decode(g.tokenizer.encode("abc\n")), "abc\n");
 }
 
@@ -71,8 +73,8 @@ TEST(Trainer, ResumeReproducesTheUninterruptedLossCurve) {
   ASSERT_EQ(b.size(), 30u);
   for (size_t i = 0; i < a.size(); ++i) EXPECT_EQ(a[i], b[i]) << "step " << i;
   // and the final weights are bit-identical
-  ModelFile ma = load_model_file((d.path / "straight" / "model.safetensors").string());
-  ModelFile mb = load_model_file((d.path / "resumed" / "model.safetensors").string());
+  models::ModelFile ma = models::load_model_file((d.path / "straight" / "model.safetensors").string());
+  models::ModelFile mb = models::load_model_file((d.path / "resumed" / "model.safetensors").string());
   for (auto& [name, t] : ma.params) EXPECT_EQ(t.to_vector(), mb.params.at(name).to_vector()) << name;
 }
 
@@ -110,8 +112,9 @@ TEST(Trainer, KeepsNumberedCheckpointsAndAveragesThem) {
   EXPECT_FALSE(fs::exists(d.path / "run" / "model-10.safetensors"));
   EXPECT_FALSE(fs::exists(d.path / "run" / "model-20.safetensors"));
   const fs::path avg = d.path / "avg.safetensors";
-  average_model_files({a.string(), b.string()}, avg.string());
-  ModelFile ma = load_model_file(a.string()), mb = load_model_file(b.string()), mavg = load_model_file(avg.string());
+  models::average_model_files({a.string(), b.string()}, avg.string());
+  models::ModelFile ma = models::load_model_file(a.string()), mb = models::load_model_file(b.string()),
+                    mavg = models::load_model_file(avg.string());
   EXPECT_FALSE(mavg.meta.contains("train_state"));
   EXPECT_EQ(mavg.meta.at("averaged_from").size(), 2u);
   double moved = 0;
@@ -123,8 +126,8 @@ TEST(Trainer, KeepsNumberedCheckpointsAndAveragesThem) {
     }
   }
   EXPECT_GT(moved, 0) << "the two checkpoints should differ";
-  LoadedGPT g = load_gpt(avg.string());  // the average is a usable model file
-  EXPECT_EQ(g.model->config.n_embd, 16);
+  models::LoadedLanguageModel g = models::load_language_model(avg.string());  // the average is a usable model file
+  EXPECT_EQ(g.model->width(), 16);
   // a different model is refused, naming the file
   json other = cfg;
   other["model"]["n_embd"] = 8;
@@ -132,7 +135,7 @@ TEST(Trainer, KeepsNumberedCheckpointsAndAveragesThem) {
   train(other, d.path / "other", false);
   const std::string o = (d.path / "other" / "model.safetensors").string();
   try {
-    average_model_files({a.string(), o}, (d.path / "bad.safetensors").string());
+    models::average_model_files({a.string(), o}, (d.path / "bad.safetensors").string());
     ADD_FAILURE() << "averaging different models should fail";
   } catch (const Error& e) {
     EXPECT_NE(std::string(e.what()).find("different model"), std::string::npos) << e.what();
@@ -155,17 +158,17 @@ TEST(Trainer, BadCheckpointsAndConfigsAreClearErrors) {
   // truncated file
   std::string bytes = io::read_file(model);
   io::write_file_atomic((d.path / "trunc.safetensors").string(), bytes.substr(0, bytes.size() / 2));
-  EXPECT_THROW(load_gpt((d.path / "trunc.safetensors").string()), Error);
+  EXPECT_THROW(models::load_language_model((d.path / "trunc.safetensors").string()), Error);
   // a safetensors file without qkv metadata
   io::save_safetensors((d.path / "plain.safetensors").string(), {{"w", Tensor::ones({2})}});
   try {
-    load_gpt((d.path / "plain.safetensors").string());
+    models::load_language_model((d.path / "plain.safetensors").string());
     FAIL();
   } catch (const Error& e) {
     EXPECT_NE(std::string(e.what()).find("not a qkv model"), std::string::npos) << e.what();
   }
   // missing file
-  EXPECT_THROW(load_gpt((d.path / "missing.safetensors").string()), Error);
+  EXPECT_THROW(models::load_language_model((d.path / "missing.safetensors").string()), Error);
   // resuming with another architecture
   json other = cfg;
   other["model"]["n_embd"] = 32;
@@ -192,6 +195,25 @@ TEST(Trainer, BadCheckpointsAndConfigsAreClearErrors) {
   EXPECT_THROW(TrainConfig::from_json(json{{"seed", 1.5}}), Error);
 }
 
+// The paper's inverse-sqrt schedule scales by the model's width: n_embd for a GPT (which has no
+// "d_model"). It used to be looked up as "d_model" in the model's JSON metadata, so a GPT silently
+// got 512: lr(0) = 512^−½ · 5^−³ᐟ² instead of 16^−½ · 5^−³ᐟ².
+TEST(Trainer, InverseSqrtScalesByTheModelsWidth) {
+  TempDir d("trainer");
+  json cfg = tiny_config(d.path, 3);
+  cfg["train"]["schedule"] = "inverse_sqrt";
+  cfg["train"]["learning_rate"] = 1.0;
+  cfg["train"]["eval_interval"] = 0;
+  train(cfg, d.path / "run", false);
+  std::vector<double> lr;
+  std::ifstream in(d.path / "run" / "metrics.jsonl");
+  for (std::string line; std::getline(in, line);)
+    if (json r = json::parse(line); r.contains("lr")) lr.push_back(r["lr"].get<double>());
+  ASSERT_EQ(lr.size(), 3u);
+  for (int s = 0; s < 3; ++s)  // in warm-up: lr · d^−½ · (s+1) · warmup^−³ᐟ²
+    EXPECT_DOUBLE_EQ(lr[s], std::pow(16.0, -0.5) * (s + 1) * std::pow(5.0, -1.5)) << "step " << s;
+}
+
 TEST(Trainer, SubwordLanguageModel) {
   TempDir d("trainer");
   // Sentences of a 5-word grammar: subwords the model can learn quickly.
@@ -208,7 +230,7 @@ TEST(Trainer, SubwordLanguageModel) {
   json cfg = tiny_config(d.path, 30);
   cfg["data"] = {{"path", (d.path / "words.txt").string()}, {"tokenizer", {{"type", "sentencepiece"}, {"vocab_size", 34}}}};
   LMTask task(cfg, "", (d.path / "run").string());
-  EXPECT_EQ(task.gpt().config.vocab_size, 34);
+  EXPECT_EQ(task.language_model().vocab_size(), 34);
   EXPECT_TRUE(fs::exists(d.path / "run" / "spm.model"));
   // 34 pieces over ~25 characters leave room for a few multi-character pieces only
   EXPECT_LT(task.data().train.size(), text.size() * 9 / 10 * 9 / 10) << "subwords: fewer tokens than characters";
@@ -216,7 +238,7 @@ TEST(Trainer, SubwordLanguageModel) {
   o.out_dir = (d.path / "run").string(), o.quiet = true, o.full_config = cfg;
   TrainResult r = run_training(task, task.train_config(), o);
   EXPECT_LT(r.last_eval.back().second, 3.0) << "val loss of a 64-sentence grammar (uniform: ln 34 = 3.53)";
-  LoadedGPT g = load_gpt((d.path / "run" / "model.safetensors").string());
+  models::LoadedLanguageModel g = models::load_language_model((d.path / "run" / "model.safetensors").string());
   EXPECT_EQ(g.tokenizer.type(), "sentencepiece");
   EXPECT_EQ(g.tokenizer.decode(g.tokenizer.encode("a dog hears\nthe moon")), "a dog hears\nthe moon");
 

@@ -10,7 +10,9 @@
 #include "qkv/decode/translator.h"
 #include "qkv/io/base64.h"
 #include "qkv/io/file.h"
-#include "qkv/train/checkpoint.h"
+#include "qkv/models/load.h"
+#include "qkv/models/model_file.h"
+#include "qkv/models/registry.h"
 #include "qkv/train/translation_task.h"
 #include "testing.h"
 
@@ -68,7 +70,7 @@ TEST(TranslationTask, TrainsWritesFilesAndTheModelTranslates) {
   EXPECT_LT(r.last_eval[0].second, 1.5) << "dev cross-entropy after 60 steps";
   EXPECT_EQ(r.last_eval[1].first, "val_bleu");
   // the f16 model file carries the tokenizer: it translates by itself
-  LoadedTranslator t = load_translator((d.path / "run" / "model.safetensors").string());
+  models::LoadedSeq2Seq t = models::load_seq2seq((d.path / "run" / "model.safetensors").string());
   decode::Translator tr(*t.model, *t.tokenizer);
   decode::TranslateOptions o;
   auto out = tr.translate({"one two", "", "   ", "three"}, o);
@@ -115,7 +117,7 @@ TEST(TranslationTask, EnsemblesShareOneVocabulary) {
   TempDir d("translation");
   train(tiny_config(d.path, 40), d.path / "a", false);
   const std::string a = (d.path / "a" / "model.safetensors").string();
-  std::vector<LoadedTranslator> ts = load_translators({a, a});
+  std::vector<models::LoadedSeq2Seq> ts = models::load_seq2seq_ensemble({a, a});
   ASSERT_EQ(ts.size(), 2u);
   std::vector<std::string> src = text::read_lines((d.path / "a" / "dev.src").string());
   decode::TranslateOptions o;
@@ -134,16 +136,16 @@ TEST(TranslationTask, EnsemblesShareOneVocabulary) {
   io::write_file_atomic((d2.path / "pairs.tsv").string(), tsv);
   train(third, d2.path / "c", false);
   try {
-    load_translators({a, (d2.path / "c" / "model.safetensors").string()});
+    models::load_seq2seq_ensemble({a, (d2.path / "c" / "model.safetensors").string()});
     FAIL();
   } catch (const Error& e) {
     EXPECT_NE(std::string(e.what()).find("one vocabulary"), std::string::npos) << e.what();
   }
   // models whose configurations disagree on the vocabulary size
-  nn::Seq2SeqConfig c = ts[0].model->config;
-  c.vocab_size += 1;
-  nn::Seq2SeqTransformer bigger(c);
-  EXPECT_THROW(decode::translate_ids({ts[0].model.get(), &bigger}, {{5, 6}}, o), Error);
+  nlohmann::json c = ts[0].model->config_json();
+  c["vocab_size"] = c["vocab_size"].get<int64_t>() + 1;
+  auto bigger = models::build_seq2seq("transformer", c);
+  EXPECT_THROW(decode::translate_ids({ts[0].model.get(), bigger.get()}, {{5, 6}}, o), Error);
 }
 
 TEST(TranslationTask, ResumeReproducesTheLossCurve) {
@@ -165,18 +167,18 @@ TEST(TranslationTask, BadFilesAreClearErrors) {
   TempDir d("translation");
   train(tiny_config(d.path, 2), d.path / "run", false);
   const std::string model = (d.path / "run" / "model.safetensors").string();
-  EXPECT_THROW(load_translator((d.path / "missing.safetensors").string()), Error);
+  EXPECT_THROW(models::load_seq2seq((d.path / "missing.safetensors").string()), Error);
   std::string bytes = io::read_file(model);
   io::write_file_atomic((d.path / "trunc.safetensors").string(), bytes.substr(0, bytes.size() - 100));
-  EXPECT_THROW(load_translator((d.path / "trunc.safetensors").string()), Error);
+  EXPECT_THROW(models::load_seq2seq((d.path / "trunc.safetensors").string()), Error);
   // a tokenizer whose vocabulary does not match the model's
-  ModelFile f = load_model_file(model);
+  models::ModelFile f = models::load_model_file(model);
   json meta = f.meta;
   meta["model"]["vocab_size"] = 24;
   TranslationTask task(tiny_config(d.path, 2), "", (d.path / "run").string(), true, false);
   try {
-    save_model_file((d.path / "mismatch.safetensors").string(), task.model(), meta);
-    load_translator((d.path / "mismatch.safetensors").string());
+    models::save_model_file((d.path / "mismatch.safetensors").string(), task.model().module(), meta);
+    models::load_seq2seq((d.path / "mismatch.safetensors").string());
     FAIL();
   } catch (const Error& e) {
     EXPECT_NE(std::string(e.what()).find("vocab_size"), std::string::npos) << e.what();
@@ -192,12 +194,13 @@ TEST(TranslationTask, BadFilesAreClearErrors) {
 }
 
 TEST(TranslationTask, TokenBatchesRespectTheBudget) {
+  using text::EncodedPair;
   std::vector<EncodedPair> pairs;
   for (int n = 1; n <= 30; ++n) pairs.push_back({std::vector<int32_t>(static_cast<size_t>(n), 5),
                                                  std::vector<int32_t>(static_cast<size_t>(n % 7 + 2), 6)});
   std::vector<size_t> order(pairs.size());
   for (size_t i = 0; i < order.size(); ++i) order[i] = i;
-  auto batches = token_batches(pairs, order, 60);
+  auto batches = text::token_batches(pairs, order, 60);
   size_t seen = 0;
   for (auto& b : batches) {
     size_t longest = 0;
@@ -206,7 +209,7 @@ TEST(TranslationTask, TokenBatchesRespectTheBudget) {
     seen += b.size();
   }
   EXPECT_EQ(seen, pairs.size());
-  Batch b = make_batch(pairs, {0, 3}, 0);
+  text::Batch b = text::make_batch(pairs, {0, 3}, 0);
   EXPECT_EQ(b.src.shape(), (Shape{2, 4}));
   EXPECT_EQ(b.tgt_in.size(1), b.tgt_out.size(1));
   EXPECT_EQ(b.tgt_tokens, static_cast<int64_t>(pairs[0].tgt.size() - 1 + pairs[3].tgt.size() - 1));

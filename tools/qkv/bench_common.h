@@ -8,6 +8,8 @@
 #include <vector>
 
 #include "commands.h"
+#include "options.h"
+#include "qkv/ops/autocast.h"
 
 namespace qkv::cli {
 
@@ -30,24 +32,19 @@ inline TimeStats time_stats(std::vector<double> times) {
 }
 
 // --iters, --warmup, --dtype (f32 | bf16 mixed precision), --threads and --json of `bench … train`.
-inline void add_train_bench_options(CLI::App* tr, int64_t& iters, int64_t& warmup, std::string& dtype, int& threads,
+inline void add_train_bench_options(CLI::App* tr, int64_t& iters, int64_t& warmup, AutocastDType& dtype, int& threads,
                                     bool& json) {
   tr->add_option("--iters", iters, "timed iterations")->capture_default_str()->check(greater_than_zero());
   tr->add_option("--warmup", warmup, "untimed iterations first")->capture_default_str()->check(zero_or_more());
-  tr->add_option("--dtype", dtype, "f32, or bf16 for mixed precision (bf16 GEMMs, f32 weights; as torch.autocast)")
-      ->capture_default_str()
-      ->check(CLI::IsMember({"f32", "bf16"}));
-  tr->add_option("--threads", threads, "threads (default: all cores)")->check(greater_than_zero());
+  add_choice(tr, "--dtype", dtype, "f32, or bf16 for mixed precision (bf16 GEMMs, f32 weights; as torch.autocast)");
+  add_threads_option(tr, threads);
   tr->add_flag("--json", json, "one JSON object on stdout");
 }
 
 // --dtype (the weights the decoding steps read), --threads, --no-naive and --json of the decoding
 // benches (`bench gpt generate`, `bench seq2seq translate`).
-inline void add_decode_bench_options(CLI::App* app, std::string& dtype, int& threads, bool& no_naive, bool& json) {
-  app->add_option("--dtype", dtype, "weights read by the decoding steps: f32 or bf16")
-      ->capture_default_str()
-      ->check(CLI::IsMember({"f32", "bf16"}));
-  app->add_option("--threads", threads, "threads (default: all cores)")->check(greater_than_zero());
+inline void add_decode_bench_options(CLI::App* app, DecodeArgs& decode, bool& no_naive, bool& json) {
+  add_decode_options(app, decode, kWeights | kThreads);
   app->add_flag("--no-naive", no_naive, "skip the run without cache");
   app->add_flag("--json", json, "one JSON object on stdout");
 }

@@ -1,6 +1,7 @@
-// qkv attend — shows what a translation Transformer attends to (seed 003: "it" attends to "cat").
+// qkv attend — shows what a translation model attends to (seed 003: "it" attends to "cat").
 // Translates one sentence, runs the model once more over (source, translation) with the weights
-// kept, and writes heat maps (SVG and PNG by --format, one file per kind, a panel per layer and head):
+// kept, and writes heat maps (SVG and PNG by --format, one file per kind of attention the model has,
+// a panel per layer and head):
 //
 //   encoder-self.svg   encoder self-attention          rows: source tokens (queries), cols: source tokens
 //   decoder-self.svg   masked decoder self-attention   rows: output tokens, cols: the tokens before them
@@ -13,12 +14,12 @@
 #include <filesystem>
 
 #include "commands.h"
+#include "options.h"
 #include "qkv/autograd/grad_mode.h"
 #include "qkv/core/error.h"
-#include "qkv/core/parallel.h"
 #include "qkv/decode/translator.h"
 #include "qkv/io/file.h"
-#include "qkv/train/translation_task.h"
+#include "qkv/models/load.h"
 #include "qkv/viz/png.h"
 #include "qkv/viz/svg.h"
 
@@ -59,33 +60,29 @@ void add_attend(CLI::App& app) {
   auto* sub = app.add_subcommand("attend", "Translate a sentence and draw its attention weights as heat maps (SVG and PNG)");
   struct Args {
     std::string model = kDefaultTranslator, sentence, out = "attention", format = "both";
-    int64_t beam = 4;
-    int threads = 0;
+    DecodeArgs decode;
   };
   auto a = std::make_shared<Args>();
   sub->add_option("sentence", a->sentence, "the sentence to translate")->required();
   sub->add_option("-m,--model", a->model, "model file")->capture_default_str();
   sub->add_option("-o,--out", a->out, "folder for the pictures")->capture_default_str();
   sub->add_option("--format", a->format, "svg, png or both")->capture_default_str()->check(CLI::IsMember({"svg", "png", "both"}));
-  sub->add_option("-b,--beam", a->beam, "beam size for the translation")->capture_default_str()->check(between(1, 64));
-  sub->add_option("--threads", a->threads, "threads (default: all cores)")->check(greater_than_zero());
+  add_decode_options(sub, a->decode, kBeam | kAlpha | kMaxExtra | kThreads);
   register_runner(sub, [a] {
-    if (a->threads > 0) set_num_threads(a->threads);
-    train::LoadedTranslator t = train::load_translator(find_model(a->model));
-    const auto& c = t.model->config;
+    use_threads(a->decode.threads);
+    models::LoadedSeq2Seq t = models::load_seq2seq(find_model(a->model));
+    const models::SpecialTokens c = t.model->special_tokens();
     decode::Translator tr(*t.model, *t.tokenizer);
     std::vector<int32_t> src = tr.encode(a->sentence);
     QKV_CHECK(!src.empty(), "qkv attend: the sentence is empty");
-    decode::TranslateOptions o;
-    o.beam_size = a->beam;
-    decode::Hypothesis h = decode::translate_ids(*t.model, {src}, o)[0];
+    decode::Hypothesis h = decode::translate_ids(*t.model, {src}, a->decode.translate_options())[0];
     std::printf("%s\n", tr.decode(h.tokens).c_str());
 
     // once more with the weights kept: source + EOS, BOS + translation → translation + EOS
-    src.push_back(c.eos_id);
-    std::vector<int32_t> tgt_in{c.bos_id}, tgt_out = h.tokens;
+    src.push_back(c.eos);
+    std::vector<int32_t> tgt_in{c.bos}, tgt_out = h.tokens;
     tgt_in.insert(tgt_in.end(), h.tokens.begin(), h.tokens.end());
-    tgt_out.push_back(c.eos_id);
+    tgt_out.push_back(c.eos);
     if (!h.finished) tgt_in.pop_back(), tgt_out.pop_back();  // stopped at max length: no EOS to show
     nn::AttentionMaps maps;
     {
@@ -112,24 +109,33 @@ void add_attend(CLI::App& app) {
         std::fprintf(stderr, "wrote %s\n", png.c_str());
       }
     };
-    const int H = static_cast<int>(c.nhead);
+    // One picture per kind of attention the model has (a panel per layer and head; a model without
+    // self-attention draws cross-attention only), heads per row read off the weights' shape.
+    auto heads = [](const std::vector<Tensor>& layers) { return static_cast<int>(layers.front().size(1)); };
+    QKV_CHECK(!maps.cross.empty(), "qkv attend: the model returned no cross-attention weights");
     viz::HeatmapOptions ho;
     ho.cell = 18;
-    ho.title = "Encoder self-attention: \"" + a->sentence + "\"", ho.x_label = "key (source)", ho.y_label = "query (source)";
-    write("encoder-self.svg", viz::heatmap_grid_svg(panels(maps.encoder_self, "encoder"), H, src_labels, src_labels, ho));
-    ho.title = "Decoder self-attention (masked)", ho.x_label = "key (output so far)", ho.y_label = "writing";
+    if (!maps.encoder_self.empty()) {
+      ho.title = "Encoder self-attention: \"" + a->sentence + "\"", ho.x_label = "key (source)", ho.y_label = "query (source)";
+      write("encoder-self.svg", viz::heatmap_grid_svg(panels(maps.encoder_self, "encoder"), heads(maps.encoder_self),
+                                                      src_labels, src_labels, ho));
+    }
     std::vector<std::string> in_labels;
-    for (int id : tgt_in) in_labels.push_back(id == c.bos_id ? "<s>" : label(*t.tokenizer, id));
-    write("decoder-self.svg", viz::heatmap_grid_svg(panels(maps.decoder_self, "decoder"), H, out_labels, in_labels, ho));
+    for (int id : tgt_in) in_labels.push_back(id == c.bos ? "<s>" : label(*t.tokenizer, id));
+    if (!maps.decoder_self.empty()) {
+      ho.title = "Decoder self-attention (masked)", ho.x_label = "key (output so far)", ho.y_label = "writing";
+      write("decoder-self.svg", viz::heatmap_grid_svg(panels(maps.decoder_self, "decoder"), heads(maps.decoder_self),
+                                                      out_labels, in_labels, ho));
+    }
     ho.title = "Cross-attention: output → source", ho.x_label = "source", ho.y_label = "writing";
-    write("cross.svg", viz::heatmap_grid_svg(panels(maps.cross, "cross"), H, out_labels, src_labels, ho));
+    write("cross.svg", viz::heatmap_grid_svg(panels(maps.cross, "cross"), heads(maps.cross), out_labels, src_labels, ho));
 
     // the summary: last layer, mean over heads; and, per output token, the source token it looks at most
     auto head_mean = [&](const Tensor& w) {
       Tensor c = w.contiguous();
-      const int64_t n = c.size(2) * c.size(3);
+      const int64_t n = c.size(2) * c.size(3), H = c.size(1);
       std::vector<float> m(static_cast<size_t>(n), 0.f);
-      for (int64_t hh = 0; hh < c.size(1); ++hh)
+      for (int64_t hh = 0; hh < H; ++hh)
         for (int64_t i = 0; i < n; ++i) m[static_cast<size_t>(i)] += c.data<float>()[hh * n + i] / static_cast<float>(H);
       return m;
     };
@@ -147,9 +153,11 @@ void add_attend(CLI::App& app) {
       return s;
     };
     const int64_t S = maps.cross.back().size(3), L = maps.cross.back().size(2);
-    std::vector<float> enc = head_mean(maps.encoder_self.back());
-    std::fprintf(stderr, "encoder self-attention, last layer, mean over heads: each source token's strongest other "
-                 "source token:\n%s", strongest(enc, S, S, src_labels, src_labels, true).c_str());
+    if (!maps.encoder_self.empty()) {
+      std::vector<float> enc = head_mean(maps.encoder_self.back());
+      std::fprintf(stderr, "encoder self-attention, last layer, mean over heads: each source token's strongest other "
+                   "source token:\n%s", strongest(enc, S, S, src_labels, src_labels, true).c_str());
+    }
     std::vector<float> mean = head_mean(maps.cross.back());
     viz::HeatmapOptions mo;
     mo.cell = 34, mo.show_values = false;

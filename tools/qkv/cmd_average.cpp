@@ -4,7 +4,8 @@
 #include <cstdio>
 
 #include "commands.h"
-#include "qkv/train/checkpoint.h"
+#include "options.h"
+#include "qkv/models/model_file.h"
 
 namespace qkv::cli {
 
@@ -12,20 +13,21 @@ void add_average(CLI::App& app) {
   auto* sub = app.add_subcommand("average", "average the weights of several checkpoints or model files of one model");
   struct Args {
     std::vector<std::string> inputs;
-    std::string out, dtype = "f32";
+    std::string out;
+    io::StoreAs dtype = io::StoreAs::kF32;
   };
   auto a = std::make_shared<Args>();
   sub->add_option("inputs", a->inputs, "model files or checkpoints (.safetensors) of the same model")
       ->required()
       ->check(CLI::ExistingFile);
   sub->add_option("-o,--out", a->out, "the averaged model file (written atomically)")->required();
-  sub->add_option("--dtype", a->dtype, "how the file stores the weights: f32, f16 or bf16")
-      ->capture_default_str()
-      ->check(CLI::IsMember({"f32", "f16", "bf16"}));
+  add_choice(sub, "--dtype", a->dtype, "how the file stores the weights",
+             {io::StoreAs::kF32, io::StoreAs::kF16, io::StoreAs::kBF16});
   sub->footer("Example: qkv average out/run/ckpt-10000.safetensors out/run/ckpt-11000.safetensors -o avg.safetensors");
   register_runner(sub, [a] {
-    train::average_model_files(a->inputs, a->out, io::store_as(a->dtype));
-    std::fprintf(stderr, "averaged %zu files -> %s (%s)\n", a->inputs.size(), a->out.c_str(), a->dtype.c_str());
+    models::average_model_files(a->inputs, a->out, a->dtype);
+    std::fprintf(stderr, "averaged %zu files -> %s (%s)\n", a->inputs.size(), a->out.c_str(),
+                 std::string(enum_name(a->dtype)).c_str());
     return 0;
   });
 }

@@ -9,7 +9,8 @@
 #include <vector>
 
 #include "commands.h"
-#include "qkv/qkv.h"
+#include "options.h"
+#include "qkv/ops.h"
 
 namespace qkv::cli {
 
@@ -18,7 +19,8 @@ namespace {
 struct BenchArgs {
   int64_t seq_len = 1024, kv_len = 0, batch = 1, heads = 8, kv_heads = 0, head_dim = 64;
   bool causal = false, json = false, no_backward = false;
-  std::string dtype = "f32", backend = "flash";
+  AttentionCompute dtype = AttentionCompute::f32;
+  AttentionBackend backend = AttentionBackend::flash;
   int repeats = 0, threads = 0;
 };
 
@@ -51,8 +53,8 @@ double median_ms(int reps, F&& f) {
 }
 
 int run_bench_attention(const BenchArgs& a) {
-  const bool bf16 = a.dtype == "bf16";
-  if (a.threads > 0) set_num_threads(a.threads);
+  const bool bf16 = a.dtype == AttentionCompute::bf16;
+  use_threads(a.threads);
   const int64_t Lk = a.kv_len ? a.kv_len : a.seq_len, Hkv = a.kv_heads ? a.kv_heads : a.heads;
   Generator gen(0);
   Tensor q = Tensor::randn({a.batch, a.heads, a.seq_len, a.head_dim}, gen);
@@ -65,8 +67,9 @@ int run_bench_attention(const BenchArgs& a) {
   AttentionOptions opt;
   opt.is_causal = a.causal;
   opt.enable_gqa = Hkv != a.heads;
-  if (bf16) opt.compute_dtype = DType::bf16;
-  opt.backend = a.backend == "reference" ? AttentionBackend::reference : AttentionBackend::flash;
+  opt.compute_dtype = a.dtype;
+  opt.backend = a.backend;
+  const std::string dtype(enum_name(a.dtype)), backend(enum_name(a.backend));
   const double work = 4.0 * a.batch * a.heads * a.seq_len * Lk * a.head_dim * (a.causal ? 0.5 : 1.0);
   const int reps = a.repeats > 0 ? a.repeats : (a.seq_len <= 1024 ? 10 : a.seq_len <= 4096 ? 4 : 2);
 
@@ -98,12 +101,12 @@ int run_bench_attention(const BenchArgs& a) {
         "\"forward_backward_ms\": %.3f, \"gflops\": %.1f, \"gflops_backward\": %.1f, \"peak_extra_mib\": %.1f, "
         "\"peak_rss_growth_mib\": %.1f, \"peak_tensor_mib\": %.1f, \"forward_peak_tensor_mib\": %.1f}\n",
         (long)a.seq_len, (long)Lk, (long)a.batch, (long)a.heads, (long)Hkv, (long)a.head_dim,
-        a.causal ? "true" : "false", a.dtype.c_str(), a.backend.c_str(), num_threads(), fwd, fwdbwd, work / fwd / 1e6,
+        a.causal ? "true" : "false", dtype.c_str(), backend.c_str(), num_threads(), fwd, fwdbwd, work / fwd / 1e6,
         fwdbwd > 0 ? 3 * work / fwdbwd / 1e6 : 0.0, peak_extra, peak_rss, peak_tensor, static_cast<double>(fwd_peak) / (1 << 20));
   } else {
     std::printf("attention B=%ld H=%ld Hkv=%ld Lq=%ld Lk=%ld d=%ld %s, %s %s, %d threads\n", (long)a.batch,
                 (long)a.heads, (long)Hkv, (long)a.seq_len, (long)Lk, (long)a.head_dim, a.causal ? "causal" : "full",
-                a.backend.c_str(), a.dtype.c_str(), num_threads());
+                backend.c_str(), dtype.c_str(), num_threads());
     std::printf("  forward          %9.2f ms  %7.1f GFLOP/s useful\n", fwd, work / fwd / 1e6);
     if (fwdbwd > 0)
       std::printf("  forward+backward %9.2f ms  %7.1f GFLOP/s useful\n", fwdbwd, 3 * work / fwdbwd / 1e6);
@@ -130,14 +133,11 @@ void add_bench(CLI::App& app) {
       ->check(zero_or_more());
   att->add_option("--head-dim,-d", args->head_dim, "head dimension")->capture_default_str()->check(greater_than_zero());
   att->add_flag("--causal", args->causal, "causal mask");
-  att->add_option("--dtype", args->dtype, "f32, or bf16 (forward only: bf16 products, f32 accumulation)")
-      ->capture_default_str()
-      ->check(CLI::IsMember({"f32", "bf16"}));
-  att->add_option("--backend", args->backend, "flash (tiled, the default path) or reference (materializes Lq×Lk)")
-      ->capture_default_str()
-      ->check(CLI::IsMember({"flash", "reference"}));
+  add_choice(att, "--dtype", args->dtype, "what the products compute in (bf16: forward only, f32 accumulation)");
+  add_choice(att, "--backend", args->backend, "flash: tiled, the default path; reference: materializes Lq×Lk",
+             {AttentionBackend::flash, AttentionBackend::reference});
   att->add_option("--repeats", args->repeats, "timed repetitions (median reported; default by size)");
-  att->add_option("--threads", args->threads, "threads (default: OMP_NUM_THREADS or all cores)");
+  add_threads_option(att, args->threads);
   att->add_flag("--no-backward", args->no_backward, "time the forward only");
   att->add_flag("--json", args->json, "print one JSON object");
   register_runner(att, [args] { return run_bench_attention(*args); });

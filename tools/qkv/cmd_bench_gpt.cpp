@@ -14,6 +14,7 @@
 #include "commands.h"
 #include "qkv/core/parallel.h"
 #include "qkv/decode/generate.h"
+#include "qkv/models/registry.h"
 #include "qkv/nn/gpt.h"
 #include "qkv/ops/autocast.h"
 #include "qkv/train/optim.h"
@@ -23,7 +24,9 @@ namespace qkv::cli {
 namespace {
 
 struct GptBenchArgs {
-  std::string preset = "small", dtype = "f32";
+  std::string preset = "small";
+  AutocastDType dtype = AutocastDType::f32;  // train
+  DecodeArgs decode;                         // generate: the weights the steps read, threads
   int64_t iters = 50, warmup = 5, new_tokens = 500, repeats = 3;
   int threads = 0;
   bool json = false, no_naive = false;
@@ -41,7 +44,7 @@ nn::GPTConfig preset(const std::string& name, int64_t& batch) {
 }
 
 int run_train(const GptBenchArgs& a) {
-  if (a.threads > 0) set_num_threads(a.threads);
+  use_threads(a.threads);
   int64_t B = 0;
   nn::GPTConfig c = preset(a.preset, B);
   Generator gen(1337);
@@ -80,27 +83,31 @@ int run_train(const GptBenchArgs& a) {
     nlohmann::json j = {{"preset", a.preset},          {"threads", num_threads()},     {"params", gpt.num_parameters()},
                         {"batch", B},                  {"block", T},                   {"iters", a.iters},
                         {"mean_ms", mean * 1e3},       {"median_ms", median * 1e3},    {"tokens_per_s", tok / mean},
-                        {"tokens_per_s_median", tok / median}, {"final_loss", loss_value}, {"dtype", a.dtype}};
+                        {"tokens_per_s_median", tok / median}, {"final_loss", loss_value},
+                        {"dtype", std::string(enum_name(a.dtype))}};
     std::printf("%s\n", j.dump().c_str());
   } else {
     std::printf("qkv gpt-%s %s params=%.2fM threads=%d batch=%lld block=%lld: mean %.2f ms/iter (median %.2f) -> %.0f tokens/s\n",
-                a.preset.c_str(), a.dtype.c_str(), static_cast<double>(gpt.num_parameters()) / 1e6, num_threads(),
+                a.preset.c_str(), std::string(enum_name(a.dtype)).c_str(), static_cast<double>(gpt.num_parameters()) / 1e6,
+                num_threads(),
                 static_cast<long long>(B), static_cast<long long>(T), mean * 1e3, median * 1e3, tok / mean);
   }
   return 0;
 }
 
 int run_generate(const GptBenchArgs& a) {
-  if (a.threads > 0) set_num_threads(a.threads);
+  use_threads(a.decode.threads);
   int64_t B = 0;
   nn::GPTConfig c = preset("big", B);
   c.block_size = 512;  // as decode_gpt.py: 1 + 500 tokens fit without cropping
   Generator gen(0);
-  nn::GPT gpt(c, &gen);
-  gpt.eval();
-  if (a.dtype == "bf16") gpt.set_inference_dtype(DType::bf16);
-  nlohmann::json j = {{"threads", num_threads()}, {"new_tokens", a.new_tokens}, {"params", gpt.num_parameters()},
-                      {"dtype", a.dtype}};
+  std::unique_ptr<models::LanguageModel> model = models::build_language_model("gpt", c.to_json(), &gen);
+  model->module().eval();
+  model->set_inference_weights(a.decode.weights);
+  const models::LanguageModel& gpt = *model;
+  const std::string dtype(enum_name(a.decode.weights));
+  nlohmann::json j = {{"threads", num_threads()}, {"new_tokens", a.new_tokens},
+                      {"params", gpt.module().num_parameters()}, {"dtype", dtype}};
   std::vector<int32_t> reference;
   for (bool cache : {true, false}) {
     if (!cache && a.no_naive) continue;
@@ -121,7 +128,7 @@ int run_generate(const GptBenchArgs& a) {
     const char* name = cache ? "kv_cache" : "naive";
     j[name] = {{"median_s", med}, {"tokens_per_s", static_cast<double>(a.new_tokens) / med}};
     if (!a.json)
-      std::printf("qkv decode %-8s %s threads=%d %lld tokens: median %.3f s -> %.1f tokens/s\n", name, a.dtype.c_str(), num_threads(),
+      std::printf("qkv decode %-8s %s threads=%d %lld tokens: median %.3f s -> %.1f tokens/s\n", name, dtype.c_str(), num_threads(),
                   static_cast<long long>(a.new_tokens), med, static_cast<double>(a.new_tokens) / med);
     if (cache) reference = out;
     else j["identical"] = out == reference;
@@ -145,7 +152,7 @@ void add_bench_gpt(CLI::App* bench) {
   CLI::App* ge = gpt->add_subcommand("generate", "greedy decoding tokens/s, big model, batch 1, with and without KV cache");
   ge->add_option("--new-tokens", a->new_tokens, "tokens to generate")->capture_default_str()->check(greater_than_zero());
   ge->add_option("--repeats", a->repeats, "timed runs (median)")->capture_default_str()->check(greater_than_zero());
-  add_decode_bench_options(ge, a->dtype, a->threads, a->no_naive, a->json);
+  add_decode_bench_options(ge, a->decode, a->no_naive, a->json);
   register_runner(ge, [a] { return run_generate(*a); });
 }
 

@@ -20,21 +20,22 @@
 #include "qkv/ops/autocast.h"
 #include "qkv/text/parallel_corpus.h"
 #include "qkv/train/optim.h"
-#include "qkv/train/translation_task.h"
 
 namespace qkv::cli {
 
 namespace {
 
 struct Seq2SeqBenchArgs {
-  int64_t iters = 30, warmup = 5, beam = 4, batch = 32, sentences = 256;
-  std::string model = kDefaultTranslator, input, dtype = "f32", dump_ids;
+  int64_t iters = 30, warmup = 5, sentences = 256;
+  std::string model = kDefaultTranslator, input, dump_ids;
+  AutocastDType dtype = AutocastDType::f32;  // train
+  DecodeArgs decode;                         // translate: beam, batch, the weights the steps read, threads
   int threads = 0;
   bool json = false, no_naive = false;
 };
 
 int run_train(const Seq2SeqBenchArgs& a) {
-  if (a.threads > 0) set_num_threads(a.threads);
+  use_threads(a.threads);
   nn::Seq2SeqConfig c = nn::Seq2SeqConfig::preset("small");
   c.vocab_size = 8000, c.dropout = 0.1f, c.max_len = 512;
   Generator gen(0);
@@ -78,32 +79,33 @@ int run_train(const Seq2SeqBenchArgs& a) {
     nlohmann::json j = {{"threads", num_threads()}, {"params", m.num_parameters()}, {"iters", a.iters},
                         {"mean_ms", mean * 1e3}, {"median_ms", median * 1e3}, {"tgt_tokens_per_s", tok / mean},
                         {"tgt_tokens_per_s_median", tok / median}, {"final_loss", loss_value},
-                        {"dtype", a.dtype}};
+                        {"dtype", std::string(enum_name(a.dtype))}};
     std::printf("%s\n", j.dump().c_str());
   } else {
     std::printf("qkv seq2seq %s params=%.2fM threads=%d batch=%lld len=%lld: mean %.2f ms/iter (median %.2f) -> %.0f "
                 "target tokens/s\n",
-                a.dtype.c_str(), static_cast<double>(m.num_parameters()) / 1e6, num_threads(), static_cast<long long>(B),
+                std::string(enum_name(a.dtype)).c_str(), static_cast<double>(m.num_parameters()) / 1e6, num_threads(),
+                static_cast<long long>(B),
                 static_cast<long long>(L), mean * 1e3, median * 1e3, tok / mean);
   }
   return 0;
 }
 
 int run_translate(const Seq2SeqBenchArgs& a) {
-  if (a.threads > 0) set_num_threads(a.threads);
-  const std::vector<train::LoadedTranslator> ts = load_translation_models({a.model}, a.dtype);
-  const train::LoadedTranslator& t = ts[0];
+  use_threads(a.decode.threads);
+  const std::vector<models::LoadedSeq2Seq> ts = load_translation_models({a.model}, a.decode.weights);
+  const models::LoadedSeq2Seq& t = ts[0];
   QKV_CHECK(!a.input.empty(), "bench seq2seq translate: --input (source sentences, one per line) is required");
   std::vector<std::string> lines = text::read_lines(a.input);
   if (static_cast<int64_t>(lines.size()) > a.sentences) lines.resize(static_cast<size_t>(a.sentences));
   decode::Translator tr(*t.model, *t.tokenizer);
-  nlohmann::json j = {{"threads", num_threads()}, {"sentences", lines.size()}, {"beam", a.beam}, {"batch", a.batch},
-                      {"dtype", a.dtype}};
+  nlohmann::json j = {{"threads", num_threads()}, {"sentences", lines.size()}, {"beam", a.decode.beam},
+                      {"batch", a.decode.batch_size}, {"dtype", std::string(enum_name(a.decode.weights))}};
   std::vector<decode::Hypothesis> reference;
   for (bool cache : {true, false}) {
     if (!cache && a.no_naive) continue;
-    decode::TranslateOptions o;
-    o.beam_size = a.beam, o.batch_size = a.batch, o.use_cache = cache;
+    decode::TranslateOptions o = a.decode.translate_options();
+    o.use_cache = cache;
     std::vector<decode::Hypothesis> hyps;
     const auto t0 = std::chrono::steady_clock::now();
     tr.translate(lines, o, &hyps);
@@ -115,7 +117,7 @@ int run_translate(const Seq2SeqBenchArgs& a) {
                {"sentences_per_s", static_cast<double>(lines.size()) / dt}};
     if (!a.json)
       std::printf("qkv translate %-8s beam %lld batch %lld: %zu sentences, %lld target tokens in %.2f s -> %.0f tokens/s\n",
-                  name, static_cast<long long>(a.beam), static_cast<long long>(a.batch), lines.size(),
+                  name, static_cast<long long>(a.decode.beam), static_cast<long long>(a.decode.batch_size), lines.size(),
                   static_cast<long long>(tokens), dt, static_cast<double>(tokens) / dt);
     if (cache) {
       reference = hyps;
@@ -123,7 +125,7 @@ int run_translate(const Seq2SeqBenchArgs& a) {
         std::string out;
         for (size_t i = 0; i < lines.size(); ++i) {
           std::vector<int32_t> src = tr.encode(lines[i]);
-          src.push_back(t.model->config.eos_id);
+          src.push_back(t.model->special_tokens().eos);
           for (size_t k = 0; k < src.size(); ++k) out += (k ? " " : "") + std::to_string(src[k]);
           out += "\t";
           for (size_t k = 0; k < hyps[i].tokens.size(); ++k) out += (k ? " " : "") + std::to_string(hyps[i].tokens[k]);
@@ -154,9 +156,8 @@ void add_bench_seq2seq(CLI::App* bench) {
   te->add_option("-m,--model", a->model, "model file")->capture_default_str();
   te->add_option("-i,--input", a->input, "source sentences, one per line")->required();
   te->add_option("--sentences", a->sentences, "use the first N lines")->capture_default_str()->check(greater_than_zero());
-  te->add_option("-b,--beam", a->beam, "beam size")->capture_default_str()->check(between(1, 64));
-  te->add_option("--batch-size", a->batch, "sentences per batch")->capture_default_str()->check(greater_than_zero());
-  add_decode_bench_options(te, a->dtype, a->threads, a->no_naive, a->json);
+  add_decode_options(te, a->decode, kBeam | kBatchSize);
+  add_decode_bench_options(te, a->decode, a->no_naive, a->json);
   te->add_option("--dump-ids", a->dump_ids, "write each line's source ids and chosen output ids (TSV) here");
   register_runner(te, [a] { return run_translate(*a); });
 }

@@ -12,26 +12,24 @@
 #include <unordered_map>
 
 #include "commands.h"
+#include "options.h"
 #include "translation_models.h"
 #include "qkv/core/error.h"
-#include "qkv/core/parallel.h"
 #include "qkv/decode/translator.h"
 #include "qkv/io/file.h"
 #include "qkv/text/bleu.h"
 #include "qkv/text/parallel_corpus.h"
-#include "qkv/train/translation_task.h"
 
 namespace qkv::cli {
 
 void add_eval(CLI::App& app) {
   auto* sub = app.add_subcommand("eval", "BLEU and chrF of a model's translations (or of a file) against references");
   struct Args {
-    std::string src, hyp, hyp_out, dtype = "f32";
+    std::string src, hyp, hyp_out;
     std::vector<std::string> models = {kDefaultTranslator}, refs;
-    int64_t beam = 4, batch_size = 32, limit = 0;
-    double alpha = 0.6;
+    DecodeArgs decode;
+    int64_t limit = 0;
     bool json = false, group = false;
-    int threads = 0;
   };
   auto a = std::make_shared<Args>();
   sub->add_option("-m,--model", a->models, "model file; repeat for an ensemble (as qkv translate)")
@@ -41,19 +39,13 @@ void add_eval(CLI::App& app) {
       ->required();
   sub->add_option("--hyp", a->hyp, "score these translations instead of translating --src");
   sub->add_option("--hyp-out", a->hyp_out, "also write the model's translations to this file");
-  sub->add_option("-b,--beam", a->beam, "beam size (1 = greedy)")->capture_default_str()->check(between(1, 64));
-  sub->add_option("--alpha", a->alpha, "length penalty α")->capture_default_str()->check(between(0.0, 5.0));
-  sub->add_option("--batch-size", a->batch_size, "sentences per batch")->capture_default_str()->check(between(1, 4096));
+  add_decode_options(sub, a->decode);
   sub->add_option("--limit", a->limit, "only the first N sentences (0 = all)")->check(zero_or_more());
-  sub->add_option("--dtype", a->dtype, "weights read by decoding steps: f32 or bf16")
-      ->capture_default_str()
-      ->check(CLI::IsMember({"f32", "bf16"}));
   sub->add_flag("--group-by-source", a->group,
                 "score each distinct --src sentence once, against the references of all its lines");
   sub->add_flag("--json", a->json, "print the scores as JSON");
-  sub->add_option("--threads", a->threads, "threads (default: all cores)")->check(greater_than_zero());
   register_runner(sub, [a] {
-    if (a->threads > 0) set_num_threads(a->threads);
+    use_threads(a->decode.threads);
     QKV_CHECK(!a->src.empty() || !a->hyp.empty(), "qkv eval: give --src (translate with the model) or --hyp");
     QKV_CHECK(a->hyp.empty() || a->src.empty() || a->group,
               "qkv eval: --src and --hyp together only with --group-by-source (which reads the sources of --hyp)");
@@ -94,12 +86,11 @@ void add_eval(CLI::App& app) {
     } else {
       std::vector<std::string> todo;
       for (size_t l : first_line) todo.push_back(src[l]);
-      std::vector<train::LoadedTranslator> ts = load_translation_models(a->models, a->dtype);
-      decode::TranslateOptions o;
-      o.beam_size = a->beam, o.length_penalty = static_cast<float>(a->alpha), o.batch_size = a->batch_size;
+      std::vector<models::LoadedSeq2Seq> ts = load_translation_models(a->models, a->decode.weights);
+      decode::TranslateOptions o = a->decode.translate_options();
       const auto t0 = std::chrono::steady_clock::now();
       auto bar = show_progress(o);
-      hyps = decode::Translator(model_list(ts), *ts[0].tokenizer).translate(todo, o);
+      hyps = decode::Translator(models::models_of(ts), *ts[0].tokenizer).translate(todo, o);
       bar.reset();
       seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
       if (!a->hyp_out.empty()) {  // one line per --src line, grouped or not

@@ -6,10 +6,10 @@
 #include <iostream>
 
 #include "commands.h"
+#include "options.h"
 #include "qkv/core/error.h"
-#include "qkv/core/parallel.h"
 #include "qkv/decode/generate.h"
-#include "qkv/train/lm_task.h"
+#include "qkv/models/load.h"
 
 namespace qkv::cli {
 
@@ -33,9 +33,8 @@ void add_generate(CLI::App& app) {
     int64_t max_new_tokens = 500, top_k = 0, num_samples = 1;
     double temperature = 0.8, top_p = 1.0;
     uint64_t seed = 1337;
-    bool no_cache = false, stats = false;
-    std::string dtype = "f32";
-    int threads = 0;
+    DecodeArgs decode;
+    bool stats = false;
   };
   auto a = std::make_shared<Args>();
   sub->add_option("-m,--model", a->model, "model file (model.safetensors from qkv train)")->capture_default_str();
@@ -56,16 +55,13 @@ void add_generate(CLI::App& app) {
   sub->add_option("--num-samples", a->num_samples, "samples to draw (seeds seed, seed+1, …)")
       ->capture_default_str()
       ->check(greater_than_zero());
-  sub->add_flag("--no-cache", a->no_cache, "recompute the whole context every step (slow; for comparison)");
-  sub->add_option("--dtype", a->dtype, "weights read by decoding steps: f32, or bf16 (half the memory traffic)")
-      ->capture_default_str()
-      ->check(CLI::IsMember({"f32", "bf16"}));
+  add_decode_options(sub, a->decode, kWeights | kNoCache | kThreads);
   sub->add_flag("--stats", a->stats, "print tokens/s to stderr");
-  sub->add_option("--threads", a->threads, "threads (default: all cores)")->check(greater_than_zero());
   register_runner(sub, [a] {
-    if (a->threads > 0) set_num_threads(a->threads);
-    train::LoadedGPT g = train::load_gpt(find_model(a->model));
-    if (a->dtype == "bf16") g.model->set_inference_dtype(DType::bf16);
+    use_threads(a->decode.threads);
+    models::LoadOptions lo;
+    lo.weights = a->decode.weights;
+    models::LoadedLanguageModel g = models::load_language_model(find_model(a->model), lo);
     std::vector<int32_t> prompt;
     try {
       prompt = g.tokenizer.encode(a->prompt);
@@ -75,7 +71,7 @@ void add_generate(CLI::App& app) {
     QKV_CHECK(!prompt.empty(), "--prompt is empty; give at least one character");
     for (int64_t s = 0; s < a->num_samples; ++s) {
       decode::GenerateOptions o;
-      o.max_new_tokens = a->max_new_tokens, o.use_cache = !a->no_cache;
+      o.max_new_tokens = a->max_new_tokens, o.use_cache = !a->decode.no_cache;
       o.sampling.temperature = a->temperature, o.sampling.top_k = a->top_k, o.sampling.top_p = a->top_p;
       o.sampling.seed = a->seed + static_cast<uint64_t>(s);
       std::fputs(a->prompt.c_str(), stdout);
@@ -92,7 +88,7 @@ void add_generate(CLI::App& app) {
       std::fflush(stdout);
       if (a->stats)
         std::fprintf(stderr, "generated %zu tokens in %.3f s: %.1f tokens/s (%s)\n", out.size(), dt,
-                     static_cast<double>(out.size()) / dt, a->no_cache ? "no cache" : "KV cache");
+                     static_cast<double>(out.size()) / dt, a->decode.no_cache ? "no cache" : "KV cache");
     }
     return 0;
   });

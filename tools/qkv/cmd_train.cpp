@@ -6,8 +6,8 @@
 #include <nlohmann/json.hpp>
 
 #include "commands.h"
+#include "options.h"
 #include "qkv/core/error.h"
-#include "qkv/core/parallel.h"
 #include "qkv/io/file.h"
 #include "qkv/train/lm_task.h"
 #include "qkv/train/translation_task.h"
@@ -71,10 +71,10 @@ void add_train(CLI::App& app) {
   sub->add_option("-o,--out", a->out, "output folder (default: out/<config name>)");
   sub->add_flag("--resume", a->resume, "continue from <out>/checkpoint.safetensors");
   sub->add_option("--set", a->set, "override a config value, e.g. --set train.max_iters=100 (repeatable)");
-  sub->add_option("--threads", a->threads, "threads (default: all cores)")->check(greater_than_zero());
+  add_threads_option(sub, a->threads);
   sub->add_flag("-q,--quiet", a->quiet, "no progress bar");
   register_runner(sub, [a] {
-    if (a->threads > 0) set_num_threads(a->threads);
+    use_threads(a->threads);
     json config = load_config(a->config, a->set);
     const std::string out = a->out.empty() ? (fs::path("out") / fs::path(a->config).stem()).string() : a->out;
     const std::string base = fs::path(a->config).parent_path().string();
@@ -86,25 +86,14 @@ void add_train(CLI::App& app) {
     train::TrainResult r;
     if (task == "lm") {
       train::LMTask lm(config, base, out, a->resume);
-      const auto& g = lm.gpt().config;
-      std::fprintf(stderr,
-                   "qkv train: GPT %lld layers, %lld heads, %lld dims, block %lld, vocab %lld: %.2fM parameters; "
-                   "%zu train / %zu val tokens; %d threads → %s\n",
-                   static_cast<long long>(g.n_layer), static_cast<long long>(g.n_head), static_cast<long long>(g.n_embd),
-                   static_cast<long long>(g.block_size), static_cast<long long>(g.vocab_size),
-                   static_cast<double>(lm.gpt().num_parameters()) / 1e6, lm.data().train.size(), lm.data().val.size(),
-                   num_threads(), out.c_str());
+      std::fprintf(stderr, "qkv train: %s: %.2fM parameters; %zu train / %zu val tokens; %d threads → %s\n",
+                   lm.model().describe().c_str(), static_cast<double>(lm.model().module().num_parameters()) / 1e6,
+                   lm.data().train.size(), lm.data().val.size(), num_threads(), out.c_str());
       r = train::run_training(lm, lm.train_config(), o);
     } else {
       train::TranslationTask tt(config, base, out, a->resume, !a->quiet);
-      const auto& c = tt.transformer().config;
-      std::fprintf(stderr,
-                   "qkv train: Transformer %lld+%lld layers, d_model %lld, %lld heads, d_ff %lld, vocab %lld: %.2fM "
-                   "parameters; %d threads → %s\n",
-                   static_cast<long long>(c.num_encoder_layers), static_cast<long long>(c.num_decoder_layers),
-                   static_cast<long long>(c.d_model), static_cast<long long>(c.nhead),
-                   static_cast<long long>(c.dim_feedforward), static_cast<long long>(c.vocab_size),
-                   static_cast<double>(tt.transformer().num_parameters()) / 1e6, num_threads(), out.c_str());
+      std::fprintf(stderr, "qkv train: %s: %.2fM parameters; %d threads → %s\n", tt.model().describe().c_str(),
+                   static_cast<double>(tt.model().module().num_parameters()) / 1e6, num_threads(), out.c_str());
       r = train::run_training(tt, tt.train_config(), o);
     }
     std::string ev;

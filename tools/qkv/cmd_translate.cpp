@@ -9,25 +9,22 @@
 #include <unistd.h>
 
 #include "commands.h"
+#include "options.h"
 #include "translation_models.h"
 #include "qkv/core/error.h"
-#include "qkv/core/parallel.h"
 #include "qkv/decode/translator.h"
 #include "qkv/io/file.h"
 #include "qkv/text/parallel_corpus.h"
-#include "qkv/train/translation_task.h"
 
 namespace qkv::cli {
 
 void add_translate(CLI::App& app) {
   auto* sub = app.add_subcommand("translate", "Translate sentences with a trained Transformer (stdin → stdout)");
   struct Args {
-    std::string input, output, dtype = "f32";
+    std::string input, output;
     std::vector<std::string> models = {kDefaultTranslator}, text;
-    int64_t beam = 4, batch_size = 32, max_extra = 50;
-    double alpha = 0.6;
-    bool no_cache = false, stats = false, scores = false, nbest = false;
-    int threads = 0;
+    DecodeArgs decode;
+    bool stats = false, scores = false, nbest = false;
   };
   auto a = std::make_shared<Args>();
   sub->add_option("text", a->text, "sentences to translate (default: read lines from --input or stdin)");
@@ -38,31 +35,17 @@ void add_translate(CLI::App& app) {
       ->allow_extra_args(false);  // one file per -m, so `-m a -m b "text"` leaves the text alone
   sub->add_option("-i,--input", a->input, "read sentences from this file (plain or .gz), one per line");
   sub->add_option("-o,--output", a->output, "write translations to this file (default: stdout)");
-  sub->add_option("-b,--beam", a->beam, "beam size (1 = greedy search)")->capture_default_str()->check(between(1, 64));
-  sub->add_option("--alpha", a->alpha, "length penalty α: hypotheses ranked by log p / ((5+|Y|)/6)^α")
-      ->capture_default_str()
-      ->check(between(0.0, 5.0));
-  sub->add_option("--max-extra", a->max_extra, "a translation has at most |source| + this many tokens")
-      ->capture_default_str()
-      ->check(between(1, 10000));
-  sub->add_option("--batch-size", a->batch_size, "sentences per batch")->capture_default_str()->check(between(1, 4096));
-  sub->add_flag("--no-cache", a->no_cache, "recompute the decoder over the whole prefix every step (slow; for comparison)");
-  sub->add_option("--dtype", a->dtype, "weights read by decoding steps: f32, or bf16")
-      ->capture_default_str()
-      ->check(CLI::IsMember({"f32", "bf16"}));
+  add_decode_options(sub, a->decode);
   sub->add_flag("--scores", a->scores, "print each translation's log-probability and score after a tab");
   sub->add_flag("--n-best", a->nbest,
                 "print every finished hypothesis of the beam, best first, as `LINE ||| translation ||| F0= "
                 "log-probability ||| score` (Marian's and Moses' n-best format; LINE counts from 0)");
   sub->add_flag("--stats", a->stats, "print sentences/s and tokens/s to stderr");
-  sub->add_option("--threads", a->threads, "threads (default: all cores)")->check(greater_than_zero());
   register_runner(sub, [a] {
-    if (a->threads > 0) set_num_threads(a->threads);
-    std::vector<train::LoadedTranslator> ts = load_translation_models(a->models, a->dtype);
-    decode::Translator tr(model_list(ts), *ts[0].tokenizer);
-    decode::TranslateOptions o;
-    o.beam_size = a->beam, o.length_penalty = static_cast<float>(a->alpha), o.max_extra = a->max_extra;
-    o.batch_size = a->batch_size, o.use_cache = !a->no_cache;
+    use_threads(a->decode.threads);
+    std::vector<models::LoadedSeq2Seq> ts = load_translation_models(a->models, a->decode.weights);
+    decode::Translator tr(models::models_of(ts), *ts[0].tokenizer);
+    decode::TranslateOptions o = a->decode.translate_options();
 
     std::string out;
     auto emit = [&](const std::vector<std::string>& lines, const std::vector<decode::Hypothesis>& h) {
@@ -134,7 +117,7 @@ void add_translate(CLI::App& app) {
       std::fprintf(stderr, "translated %zu sentences (%lld target tokens) in %.2f s: %.1f sentences/s, %.0f tokens/s "
                    "(beam %lld, %s)\n", lines.size(), static_cast<long long>(tokens), dt,
                    static_cast<double>(lines.size()) / dt, static_cast<double>(tokens) / dt,
-                   static_cast<long long>(a->beam), a->no_cache ? "no cache" : "KV cache");
+                   static_cast<long long>(a->decode.beam), a->decode.no_cache ? "no cache" : "KV cache");
     }
     return 0;
   });

@@ -1,4 +1,5 @@
-// The translation model(s) of qkv translate / qkv eval: one -m, or several for an ensemble.
+// The translation model(s) of qkv translate / eval / attend and the translation bench: one -m, or
+// several for an ensemble; and the progress bar their long runs show.
 #pragma once
 
 #include <memory>
@@ -7,38 +8,29 @@
 
 #include "commands.h"
 #include "qkv/decode/translator.h"
-#include "qkv/nn/transformer.h"
-#include "qkv/train/progress.h"
-#include "qkv/train/translation_task.h"
+#include "qkv/io/progress.h"
+#include "qkv/models/load.h"
 
 namespace qkv::cli {
 
 // Loads each path (shipped paths resolved by find_model); checks they share one vocabulary.
-// dtype "bf16": decoding steps read bf16 copies of the weights.
-inline std::vector<train::LoadedTranslator> load_translation_models(const std::vector<std::string>& paths,
-                                                                    const std::string& dtype) {
+inline std::vector<models::LoadedSeq2Seq> load_translation_models(const std::vector<std::string>& paths,
+                                                                  nn::InferenceWeights weights) {
   std::vector<std::string> found;
   for (const auto& p : paths) found.push_back(find_model(p));
-  std::vector<train::LoadedTranslator> ts = train::load_translators(found);
-  if (dtype == "bf16")
-    for (auto& t : ts) t.model->set_inference_dtype(DType::bf16);
-  return ts;
-}
-
-inline std::vector<const nn::Seq2SeqTransformer*> model_list(const std::vector<train::LoadedTranslator>& ts) {
-  std::vector<const nn::Seq2SeqTransformer*> m;
-  for (const auto& t : ts) m.push_back(t.model.get());
-  return m;
+  models::LoadOptions o;
+  o.weights = weights;
+  return models::load_seq2seq_ensemble(found, o);
 }
 
 // A "translate" progress bar on stderr for work of more than two batches: opt.on_batch feeds it.
 // Keep the returned holder alive while translating; it closes the bar when destroyed.
-inline std::shared_ptr<std::unique_ptr<train::ProgressBar>> show_progress(decode::TranslateOptions& opt) {
-  auto bar = std::make_shared<std::unique_ptr<train::ProgressBar>>();
+inline std::shared_ptr<std::unique_ptr<io::ProgressBar>> show_progress(decode::TranslateOptions& opt) {
+  auto bar = std::make_shared<std::unique_ptr<io::ProgressBar>>();
   const int64_t batch = opt.batch_size;
   opt.on_batch = [bar, batch](int64_t done, int64_t total) {
     if (total <= 2 * batch) return;
-    if (!*bar) *bar = std::make_unique<train::ProgressBar>("translate", total);
+    if (!*bar) *bar = std::make_unique<io::ProgressBar>("translate", total);
     (*bar)->update(done - (*bar)->n());
   };
   return bar;

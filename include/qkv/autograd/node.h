@@ -1,9 +1,13 @@
 // The tape. Each differentiable op that sees an input requiring grad records a Node on its output:
 // the inputs it needs gradients for, and its backward rule — a function from the gradient of the
 // output to the gradients of the inputs (one per input, in order; undefined = no gradient).
-// Reverse mode (engine.cpp) walks the nodes from the loss in reverse topological order,
+// Reverse mode (ops/backward.h) walks the nodes from the loss in reverse topological order,
 // accumulating gradients into leaves (parameters) and freeing each node's saved tensors unless
 // asked to retain the graph.
+//
+// This floor is the tape's data structure and nothing else: it knows tensors as TensorBase (core)
+// and computes nothing. Summing gradients takes an op, so reverse mode itself lives one floor up,
+// in ops/ (as PyTorch's engine sits above ATen).
 //
 // Most ops have one output. An op with several (split: the pieces of one tensor) records one Node
 // for all of them with record_outputs; its rule receives every output's gradient at once
@@ -24,8 +28,8 @@
 
 namespace qkv::autograd {
 
-using BackwardFn = std::function<std::vector<Tensor>(const Tensor& grad_output)>;
-using MultiBackwardFn = std::function<std::vector<Tensor>(const std::vector<Tensor>& grad_outputs)>;
+// The rule as the engine calls it: all outputs' gradients → all inputs' gradients.
+using MultiBackwardFn = std::function<std::vector<TensorBase>(const std::vector<TensorBase>& grad_outputs)>;
 
 struct Node {
   std::string name;                                  // the op, for messages ("matmul")
@@ -36,24 +40,45 @@ struct Node {
 };
 
 // True when grad mode is on and any of the inputs requires grad.
-bool needs_grad(std::initializer_list<Tensor> inputs);
-bool needs_grad(const std::vector<Tensor>& inputs);
+bool needs_grad(std::initializer_list<TensorBase> inputs);
+bool needs_grad(const std::vector<TensorBase>& inputs);
+template <class T>
+bool needs_grad(const std::vector<T>& inputs) {
+  return needs_grad(std::vector<TensorBase>(inputs.begin(), inputs.end()));
+}
 
-// Records `fn` as the backward rule of `output` (which becomes a non-leaf requiring grad) when
-// needs_grad(inputs); otherwise does nothing. Returns `output`.
-Tensor record(Tensor output, const char* name, const std::vector<Tensor>& inputs, BackwardFn fn);
+// A node for an op with these inputs (the engine's view of it), and its attachment to the outputs.
+std::shared_ptr<Node> make_node(const char* name, const std::vector<TensorBase>& inputs, MultiBackwardFn fn,
+                                int num_outputs);
+void attach(const TensorBase& output, const std::shared_ptr<Node>& node, int output_nr);
+
+// Records `fn` (const T& grad_output → std::vector<T>, one gradient per input) as the backward rule
+// of `output`, which becomes a non-leaf requiring grad, when needs_grad(inputs); otherwise does
+// nothing. Returns `output`. T is the tensor type of the caller (qkv::Tensor in ops/).
+template <class T, class F>
+T record(T output, const char* name, const std::vector<T>& inputs, F fn) {
+  std::vector<TensorBase> in(inputs.begin(), inputs.end());
+  if (!needs_grad(in)) return output;
+  auto node = make_node(name, in, [fn = std::move(fn)](const std::vector<TensorBase>& g) {
+    std::vector<T> r = fn(T(g[0]));
+    return std::vector<TensorBase>(r.begin(), r.end());
+  }, 1);
+  attach(output, node, 0);
+  return output;
+}
 
 // record for an op with several outputs: one Node whose rule gets all their gradients (output i's
 // at index i, undefined where none flowed). Returns `outputs`.
-std::vector<Tensor> record_outputs(std::vector<Tensor> outputs, const char* name, const std::vector<Tensor>& inputs,
-                                   MultiBackwardFn fn);
-
-// Runs reverse mode from `root`, seeded with `grad`; see Tensor::backward.
-void backward(const Tensor& root, const Tensor& grad, bool retain_graph);
-
-// Gradients of `outputs` (seeded with `grads`) with respect to `inputs`, returned rather than
-// accumulated into .grad (torch.autograd.grad). Inputs that do not influence the outputs get zeros.
-std::vector<Tensor> grad(const std::vector<Tensor>& outputs, const std::vector<Tensor>& grads,
-                         const std::vector<Tensor>& inputs, bool retain_graph = false);
+template <class T, class F>
+std::vector<T> record_outputs(std::vector<T> outputs, const char* name, const std::vector<T>& inputs, F fn) {
+  std::vector<TensorBase> in(inputs.begin(), inputs.end());
+  if (!needs_grad(in)) return outputs;
+  auto node = make_node(name, in, [fn = std::move(fn)](const std::vector<TensorBase>& g) {
+    std::vector<T> r = fn(std::vector<T>(g.begin(), g.end()));
+    return std::vector<TensorBase>(r.begin(), r.end());
+  }, static_cast<int>(outputs.size()));
+  for (size_t i = 0; i < outputs.size(); ++i) attach(outputs[i], node, static_cast<int>(i));
+  return outputs;
+}
 
 }  // namespace qkv::autograd

@@ -14,19 +14,36 @@
 // zeroed afresh every step: 4% of a Tatoeba step.) empty_cache() returns everything
 // (torch.cuda.empty_cache's counterpart), and QKV_CACHING_ALLOCATOR=0 in the environment turns the
 // cache off.
+//
+// Every device has one Allocator (allocator_for): the host's is this cache; a device backend
+// brings its own (a CUDA build would cache cudaMalloc blocks the same way).
 #pragma once
 
 #include <cstddef>
 #include <cstdint>
 
+#include "qkv/core/device.h"
+
 namespace qkv {
 
-// A 64-byte aligned, uninitialized block of at least n bytes; *capacity receives its real size,
-// which free_block must be given back.
+// Memory of one device for Storages.
+class Allocator {
+ public:
+  virtual ~Allocator() = default;
+  // A 64-byte aligned, uninitialized block of at least n bytes (nullptr when the device is out of
+  // memory); *capacity receives its real size, which deallocate must be given back.
+  virtual void* allocate(size_t n, size_t* capacity) = 0;
+  virtual void deallocate(void* p, size_t capacity) = 0;
+};
+
+// The allocator of `d`; a device this build has no backend for is a qkv::Error naming it.
+Allocator& allocator_for(Device d);
+
+// The host allocator's blocks (what allocator_for(Device::cpu()) hands out).
 void* alloc_block(size_t n, size_t* capacity);
 void free_block(void* p, size_t capacity);
 
-int64_t cached_bytes();  // bytes held by the cache, not by any Storage
+int64_t cached_bytes();  // host bytes held by the cache, not by any Storage
 void empty_cache();
 
 }  // namespace qkv

@@ -1,17 +1,23 @@
-// Tensor: an n-dimensional view (shape, strides, offset, dtype) onto shared storage.
+// TensorBase: an n-dimensional view (shape, strides, offset, dtype) onto shared storage on a device.
 //
-// Many tensors may share one Storage: reshape/transpose/permute/slice make views without copying;
-// contiguous() copies only when the view is not already row-major dense. A tensor also carries the
-// autograd bookkeeping PyTorch users expect (requires_grad, grad, grad_fn) — the core only stores
-// it; the tape lives in src/autograd and the differentiable functions in src/ops.
+// Many tensors may share one Storage: as_strided and detach make views without copying. This is
+// the part of a tensor the core can define on its own — memory, metadata, raw views and host
+// access to the elements of CPU tensors. The tensor users write code with is qkv::Tensor
+// (qkv/ops/tensor.h), which adds the differentiable methods (reshape, transpose, sum, backward, …)
+// on top: as PyTorch's at::TensorBase and at::Tensor. A TensorBase converts to a Tensor implicitly.
+//
+// A tensor also carries the autograd bookkeeping PyTorch users expect (requires_grad, grad,
+// grad_fn): the core only stores it; the tape lives in autograd/ and reverse mode in ops/.
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <initializer_list>
 #include <memory>
 #include <string>
 #include <vector>
 
+#include "qkv/core/device.h"
 #include "qkv/core/dtype.h"
 #include "qkv/core/error.h"
 
@@ -29,15 +35,19 @@ int64_t allocated_bytes();
 int64_t peak_allocated_bytes();
 void reset_peak_bytes();
 
-// A 64-byte aligned, uninitialized buffer (from the caching allocator, core/allocator.h).
+// A 64-byte aligned, uninitialized buffer on a device (from allocator_for(device)), or memory
+// someone else owns (from_blob: released by their deleter, never by qkv).
 struct Storage {
-  explicit Storage(size_t nbytes);
+  Storage(size_t nbytes, Device device);
+  Storage(void* data, size_t nbytes, Device device, std::function<void(void*)> deleter);
   ~Storage();
   Storage(const Storage&) = delete;
   Storage& operator=(const Storage&) = delete;
   void* data = nullptr;
   size_t nbytes = 0;
   size_t capacity = 0;  // bytes actually allocated, >= nbytes
+  Device device;
+  std::function<void(void*)> deleter;  // set: external memory
 };
 
 struct TensorImpl {
@@ -55,24 +65,31 @@ struct TensorImpl {
 
 class Generator;
 
-class Tensor {
+class TensorBase {
  public:
-  Tensor() = default;
-  explicit Tensor(std::shared_ptr<TensorImpl> impl) : impl_(std::move(impl)) {}
+  TensorBase() = default;
+  explicit TensorBase(std::shared_ptr<TensorImpl> impl) : impl_(std::move(impl)) {}
 
   // ---- factories ----------------------------------------------------------------------------
-  static Tensor empty(const Shape& shape, DType dtype = DType::f32);
-  static Tensor zeros(const Shape& shape, DType dtype = DType::f32);
-  static Tensor ones(const Shape& shape, DType dtype = DType::f32);
-  static Tensor full(const Shape& shape, float value, DType dtype = DType::f32);
-  static Tensor from_vector(const std::vector<float>& values, const Shape& shape);
-  static Tensor scalar(float value) { return from_vector({value}, {}); }
-  static Tensor arange(int64_t n);
-  static Tensor randn(const Shape& shape, Generator& gen, float mean = 0.f, float std = 1.f);
-  static Tensor rand(const Shape& shape, Generator& gen, float low = 0.f, float high = 1.f);
+  // empty allocates on any device; the others compute their values on the host (CPU tensors:
+  // .to(device) moves them).
+  static TensorBase empty(const Shape& shape, DType dtype = DType::f32, Device device = Device::cpu());
+  static TensorBase zeros(const Shape& shape, DType dtype = DType::f32);
+  static TensorBase ones(const Shape& shape, DType dtype = DType::f32);
+  static TensorBase full(const Shape& shape, float value, DType dtype = DType::f32);
+  static TensorBase from_vector(const std::vector<float>& values, const Shape& shape);
+  static TensorBase scalar(float value) { return from_vector({value}, {}); }
+  static TensorBase arange(int64_t n);
+  static TensorBase randn(const Shape& shape, Generator& gen, float mean = 0.f, float std = 1.f);
+  static TensorBase rand(const Shape& shape, Generator& gen, float low = 0.f, float high = 1.f);
   // Boolean tensors (masks) hold one byte per element, 0 or 1 (DType::boolean).
-  static Tensor from_bools(const std::vector<bool>& values, const Shape& shape);
-  static Tensor from_ints(const std::vector<int32_t>& values, const Shape& shape);
+  static TensorBase from_bools(const std::vector<bool>& values, const Shape& shape);
+  static TensorBase from_ints(const std::vector<int32_t>& values, const Shape& shape);
+  // A dense tensor over memory qkv does not own (torch.from_numpy / from_dlpack's way in): no copy;
+  // `deleter` (if any) runs when the last view of it is gone. The memory must hold numel·itemsize
+  // bytes on `device` and outlive the tensor when there is no deleter.
+  static TensorBase from_blob(void* data, const Shape& shape, DType dtype, Device device = Device::cpu(),
+                              std::function<void(void*)> deleter = nullptr);
 
   // ---- metadata -----------------------------------------------------------------------------
   bool defined() const { return impl_ != nullptr; }
@@ -84,69 +101,60 @@ class Tensor {
   int64_t numel() const;
   int64_t offset() const { return impl().offset; }
   DType dtype() const { return impl().dtype; }
+  Device device() const { return impl().storage->device; }
   bool is_contiguous() const;
   bool is_bool() const { return dtype() == DType::boolean; }
   // d in [-dim, dim) → [0, dim); throws otherwise.
   int64_t wrap_dim(int64_t d) const;
-  std::string str() const;  // "Tensor[2,3] f32"
+  std::string str() const;  // "Tensor[2,3] f32" (", cuda:0" when not on the CPU)
 
   // ---- data ---------------------------------------------------------------------------------
-  // Pointer to the first element of this view (storage + offset).
+  // Pointer to the first element of this view (storage + offset), in the device's memory.
   template <typename T = float>
   T* data() const {
     return static_cast<T*>(impl().storage->data) + impl().offset;
   }
-  // A dense row-major copy of the values (f32 and boolean).
-  std::vector<float> to_vector() const;
+  // Shares storage: same values, no autograd history.
+  TensorBase detach() const;
+  // Raw strided view (no autograd, no checks beyond storage bounds).
+  TensorBase as_strided(const Shape& shape, const Shape& strides, int64_t offset) const;
+  // A dense copy on `device` (the same tensor when it is already there): the bytes move between
+  // memories, so a strided view must be made contiguous first (Tensor::to does).
+  TensorBase to(Device device) const;
+
+  // Element access on the host. These read or write CPU tensors in place; a tensor on another
+  // device is a qkv::Error naming the method and the device, except where the values come back to
+  // the host anyway (to_vector, item, to_ints copy a dense tensor from its device first).
+  std::vector<float> to_vector() const;  // a dense row-major copy of the values (f32, bf16, boolean, i32)
   float item() const;
   std::vector<int32_t> to_ints() const;  // i32 tensors
-  // Shares storage: same values, no autograd history.
-  Tensor detach() const;
-  // Raw strided view (no autograd, no checks beyond storage bounds).
-  Tensor as_strided(const Shape& shape, const Shape& strides, int64_t offset) const;
   // Copies `src` (broadcastable to this shape) into this tensor's view, in place, no autograd.
-  void copy_(const Tensor& src);
+  void copy_(const TensorBase& src);
   void fill_(float value);
   // Dense copy with the same values (no autograd history).
-  Tensor contiguous_copy() const;
-  // This dtype → another (f32 ↔ bf16 ↔ boolean); a copy, no autograd.
-  Tensor to(DType dtype) const;
+  TensorBase contiguous_copy() const;
+  // This dtype → another (f32 ↔ bf16 ↔ boolean ↔ i32); a copy, no autograd.
+  TensorBase to(DType dtype) const;
 
-  // ---- autograd state ---------------------------------------------------------------------------
+  // ---- autograd state (stored here, used by autograd/ and ops/) ------------------------------
   bool requires_grad() const { return defined() && impl().requires_grad; }
-  Tensor& requires_grad_(bool on = true);
-  Tensor grad() const;
-  void set_grad(const Tensor& g);
+  TensorBase& requires_grad_(bool on = true);
+  TensorBase grad() const;
+  void set_grad(const TensorBase& g);
   void zero_grad();  // drops the gradient, as PyTorch's set_to_none
   void retain_grad();
   const std::shared_ptr<autograd::Node>& grad_fn() const { return impl().grad_fn; }
   bool is_leaf() const { return impl().grad_fn == nullptr; }
-  // Reverse-mode: d(this)/d(leaves), seeded with `grad` (ones for a scalar when omitted).
-  void backward(const Tensor& grad = Tensor(), bool retain_graph = false) const;
-
-  // ---- differentiable views and conveniences (defined in src/ops) ----------------------------
-  Tensor reshape(const Shape& shape) const;  // one -1 allowed; a view when strides allow
-  Tensor view(const Shape& shape) const;     // like reshape, but never copies
-  Tensor transpose(int64_t d0, int64_t d1) const;
-  Tensor permute(const Shape& dims) const;
-  Tensor slice(int64_t dim, int64_t start, int64_t end) const;  // [start, end) along dim
-  Tensor select(int64_t dim, int64_t index) const;               // drops dim
-  Tensor unsqueeze(int64_t dim) const;
-  Tensor squeeze(int64_t dim) const;
-  Tensor expand(const Shape& shape) const;  // broadcast view (stride 0), -1 keeps a size
-  Tensor contiguous() const;                // itself when already dense
-  Tensor clone() const;
-  Tensor sum() const;
-  Tensor mean() const;
 
   TensorImpl& impl() const {
     QKV_CHECK(impl_ != nullptr, "Tensor: use of an undefined tensor");
     return *impl_;
   }
   const std::shared_ptr<TensorImpl>& impl_ptr() const { return impl_; }
-  bool same(const Tensor& other) const { return impl_ == other.impl_; }
+  bool same(const TensorBase& other) const { return impl_ == other.impl_; }
 
  private:
+  void check_host(const char* method) const;
   std::shared_ptr<TensorImpl> impl_;
 };
 
@@ -156,6 +164,6 @@ int64_t numel_of(const Shape& shape);
 // Broadcast two shapes as NumPy/PyTorch do; throws naming `op` when they don't broadcast.
 Shape broadcast_shapes(const Shape& a, const Shape& b, const char* op);
 // Strides of `t` viewed at the broadcast shape `out` (0 along broadcast dims).
-Shape broadcast_strides(const Tensor& t, const Shape& out);
+Shape broadcast_strides(const TensorBase& t, const Shape& out);
 
 }  // namespace qkv

@@ -1,4 +1,4 @@
-// Autoregressive generation with a GPT (seed 004): feed the prompt once (prefill), then one token
+// Autoregressive generation with a language model (models::LanguageModel: a GPT; seed 004): feed the prompt once (prefill), then one token
 // per step. With the KV cache each step costs one position's worth of work; without it the whole
 // context is recomputed every step (the "naive" baseline the cache is measured against).
 //
@@ -11,7 +11,7 @@
 #include <vector>
 
 #include "qkv/decode/sampling.h"
-#include "qkv/nn/gpt.h"
+#include "qkv/models/model.h"
 
 namespace qkv::decode {
 
@@ -23,7 +23,8 @@ struct GenerateOptions {
 
 // Returns the new tokens; on_token (optional) sees each as it is chosen (streaming); returning
 // false from it stops early.
-std::vector<int32_t> generate(const nn::GPT& model, const std::vector<int32_t>& prompt, const GenerateOptions& opt,
+std::vector<int32_t> generate(const models::LanguageModel& model, const std::vector<int32_t>& prompt,
+                              const GenerateOptions& opt,
                               const std::function<bool(int32_t)>& on_token = nullptr);
 
 }  // namespace qkv::decode

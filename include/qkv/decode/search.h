@@ -20,7 +20,7 @@
 #include <cstdint>
 #include <vector>
 
-#include "qkv/core/tensor.h"
+#include "qkv/ops/tensor.h"
 
 namespace qkv::decode {
 

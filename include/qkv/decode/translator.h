@@ -1,11 +1,11 @@
-// Translating text with a Seq2SeqTransformer (seed 004, inference): encode the source once, then
-// decode one token at a time with greedy or beam search. The decoder's self-attention K/V grow by
-// one position per step (KVCache); the cross-attention K/V of the encoder output are computed once
-// per sentence. use_cache = false recomputes the whole prefix every step instead (the baseline the
-// cache is measured against; it chooses the same tokens).
+// Translating text with any sequence-to-sequence model (models::Seq2SeqModel; seed 004,
+// inference): encode the source once, then decode one token at a time with greedy or beam search,
+// the model keeping what it needs between steps (the Transformer: self-attention K/V growing by one
+// position per step, cross-attention K/V computed once per sentence). use_cache = false asks the
+// model to recompute instead (the baseline the cache is measured against; it chooses the same tokens).
 //
-// Text in, text out: the SentencePiece model the Transformer was trained with turns a line into
-// ids (+ EOS) and the chosen ids back into text. Sentences are batched by length (sorted, then cut
+// Text in, text out: the SentencePiece model the model was trained with turns a line into ids
+// (+ EOS) and the chosen ids back into text. Sentences are batched by length (sorted, then cut
 // into batches of batch_size) and come back in input order.
 #pragma once
 
@@ -14,7 +14,7 @@
 #include <vector>
 
 #include "qkv/decode/search.h"
-#include "qkv/nn/transformer.h"
+#include "qkv/models/model.h"
 #include "qkv/text/sentencepiece.h"
 
 namespace qkv::decode {
@@ -29,40 +29,37 @@ struct TranslateOptions {
   std::function<void(int64_t done, int64_t total)> on_batch;
 };
 
-// The search's view of a Seq2SeqTransformer for one batch of sources (rows = hypotheses).
+// The search's view of a sequence-to-sequence model for one batch of sources (rows = hypotheses).
 class Seq2SeqStepModel : public StepModel {
  public:
-  // src: i32 [B, S] padded with pad_id.
-  Seq2SeqStepModel(const nn::Seq2SeqTransformer& model, const Tensor& src, bool use_cache = true);
+  // src: i32 [B, S] padded with the model's pad id.
+  Seq2SeqStepModel(const models::Seq2SeqModel& model, const Tensor& src, bool use_cache = true);
   Tensor step(const std::vector<int32_t>& tokens) override;
   void reorder(const std::vector<int64_t>& index, bool sources_changed) override;
 
  private:
-  const nn::Seq2SeqTransformer& model_;
-  bool use_cache_;
-  nn::DecoderState state_;                  // cached decoding
-  Tensor memory_, kpm_;                     // recomputation: memory [rows, S, E] and its mask
-  std::vector<std::vector<int32_t>> prefix_;  // recomputation: each row's tokens so far
+  const models::Seq2SeqModel& model_;
+  std::unique_ptr<models::DecoderState> state_;
 };
 
 // Translates token-id sources (without EOS; it is appended here). Returns one hypothesis each.
-std::vector<Hypothesis> translate_ids(const nn::Seq2SeqTransformer& model,
+std::vector<Hypothesis> translate_ids(const models::Seq2SeqModel& model,
                                       const std::vector<std::vector<int32_t>>& sources, const TranslateOptions& opt);
 // The same with an ensemble. The models must agree on vocab_size and the pad/BOS/EOS ids
 // (qkv::Error otherwise); the longest source allowed is the smallest max_len.
-std::vector<Hypothesis> translate_ids(const std::vector<const nn::Seq2SeqTransformer*>& models,
+std::vector<Hypothesis> translate_ids(const std::vector<const models::Seq2SeqModel*>& models,
                                       const std::vector<std::vector<int32_t>>& sources, const TranslateOptions& opt);
 // Every source's n-best list: the beam's finished hypotheses, best first (beam_search_nbest); the
 // first is what translate_ids returns. Greedy search (beam_size 1) gives a list of one.
-std::vector<std::vector<Hypothesis>> translate_ids_nbest(const std::vector<const nn::Seq2SeqTransformer*>& models,
+std::vector<std::vector<Hypothesis>> translate_ids_nbest(const std::vector<const models::Seq2SeqModel*>& models,
                                                          const std::vector<std::vector<int32_t>>& sources,
                                                          const TranslateOptions& opt);
 
 class Translator {
  public:
-  Translator(const nn::Seq2SeqTransformer& model, const text::SentencePiece& sp) : models_{&model}, sp_(sp) {}
+  Translator(const models::Seq2SeqModel& model, const text::SentencePiece& sp);
   // An ensemble: every model was trained with the vocabulary of `sp`.
-  Translator(std::vector<const nn::Seq2SeqTransformer*> models, const text::SentencePiece& sp);
+  Translator(std::vector<const models::Seq2SeqModel*> models, const text::SentencePiece& sp);
   // Empty (or all-space) lines translate to empty lines. A line longer than the model's max_len
   // tokens → qkv::Error naming the line and both lengths.
   std::vector<std::string> translate(const std::vector<std::string>& lines, const TranslateOptions& opt,
@@ -75,7 +72,7 @@ class Translator {
   std::string decode(const std::vector<int32_t>& ids) const;
 
  private:
-  std::vector<const nn::Seq2SeqTransformer*> models_;
+  std::vector<const models::Seq2SeqModel*> models_;
   const text::SentencePiece& sp_;
 };
 

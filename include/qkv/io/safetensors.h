@@ -3,12 +3,14 @@
 // file, so a truncated or corrupt file is a qkv::Error, never a crash or an out-of-bounds read.
 #pragma once
 
+#include <concepts>
 #include <map>
 #include <string>
 #include <utility>
 #include <vector>
 
 #include "qkv/core/half.h"
+#include "qkv/core/names.h"
 #include "qkv/core/tensor.h"
 
 namespace qkv::io {
@@ -16,20 +18,40 @@ namespace qkv::io {
 // How floating tensors (f32 and bf16) are written: kKeep keeps their dtype (f32 → F32, bf16 → BF16);
 // the others convert (F16 and BF16 round to nearest even, overflow to ±inf, keep subnormals).
 // i32 and boolean tensors are always written as I32 and BOOL.
+// The storage dtype of a file: what a training config's "model_dtype" and `qkv average --dtype` name
+// ("f32", "f16", "bf16"; "keep" is the library's default).
 enum class StoreAs { kKeep, kF32, kF16, kBF16 };
-// "f32" | "f16" | "bf16" (as configs and the CLI name them) → StoreAs; anything else is an error.
-StoreAs store_as(const std::string& name);
+}  // namespace qkv::io
+
+namespace qkv {
+template <>
+struct EnumNames<io::StoreAs> {
+  static constexpr std::string_view what = "storage dtype";
+  static constexpr std::array<std::pair<io::StoreAs, std::string_view>, 4> names{
+      {{io::StoreAs::kF32, "f32"}, {io::StoreAs::kF16, "f16"}, {io::StoreAs::kBF16, "bf16"}, {io::StoreAs::kKeep, "keep"}}};
+};
+}  // namespace qkv
+
+namespace qkv::io {
 
 // Writes `tensors` (any strides; views are made contiguous) in the given order, with `metadata` as
 // "__metadata__" (omitted when empty). Names must be unique, non-empty and not "__metadata__"; all
 // is checked before anything is written. The file is written atomically (write_file_atomic).
-void save_safetensors(const std::string& path, const std::vector<std::pair<std::string, Tensor>>& tensors,
+void save_safetensors(const std::string& path, const std::vector<std::pair<std::string, TensorBase>>& tensors,
                       const std::map<std::string, std::string>& metadata = {}, StoreAs store = StoreAs::kKeep);
+// The same for a list of a tensor type built on TensorBase (qkv::Tensor).
+template <class T>
+  requires(std::derived_from<T, TensorBase> && !std::same_as<T, TensorBase>)
+void save_safetensors(const std::string& path, const std::vector<std::pair<std::string, T>>& tensors,
+                      const std::map<std::string, std::string>& metadata = {}, StoreAs store = StoreAs::kKeep) {
+  save_safetensors(path, std::vector<std::pair<std::string, TensorBase>>(tensors.begin(), tensors.end()), metadata,
+                   store);
+}
 
 struct SafetensorsFile {
-  std::vector<std::pair<std::string, Tensor>> tensors;  // in file order (sorted by offset)
+  std::vector<std::pair<std::string, TensorBase>> tensors;  // in file order (sorted by offset)
   std::map<std::string, std::string> metadata;
-  const Tensor* find(const std::string& name) const;  // nullptr if absent
+  const TensorBase* find(const std::string& name) const;  // nullptr if absent
 };
 
 // Reads a safetensors file: F32/F16/BF16 → f32 tensors (BF16 stays bf16 if keep_bf16), I32 → i32,

@@ -12,6 +12,7 @@
 
 #include <nlohmann/json_fwd.hpp>
 
+#include "qkv/io/config.h"
 #include "qkv/nn/transformer_layer.h"
 
 namespace qkv::nn {
@@ -21,12 +22,16 @@ struct GPTConfig {
   float dropout = 0.f;
   bool bias = false;  // biases in Linear layers and LayerNorms (nanoGPT's default: none)
 
+  static const io::Fields<GPTConfig>& fields();          // the keys of "model" in a config or model file
+  static GPTConfig from_json(const nlohmann::json& j);  // fields() plus n_embd % n_head == 0
   nlohmann::json to_json() const;
-  static GPTConfig from_json(const nlohmann::json& j);  // unknown keys and bad values: a clear error
+  int64_t width() const { return n_embd; }  // the model dimension (what inverse_sqrt scales by)
+  std::string describe() const;            // "GPT 4 layers, 4 heads, 128 dims, block 64, vocab 65"
 };
 
 class GPT : public Module {
  public:
+  using Config = GPTConfig;
   explicit GPT(const GPTConfig& config, Generator* gen = nullptr);
 
   // idx: i32 [B, T], T ≤ block_size → logits [B, T, vocab_size]
@@ -37,9 +42,20 @@ class GPT : public Module {
   // Decoding without recomputation: idx [B, T] at positions caches[0].length …; appends to the
   // caches (one per layer) and returns the logits of the last position, [B, vocab_size].
   Tensor forward_cached(const Tensor& idx, std::vector<KVCache>& caches) const;
+  // The same as a decoding state (what models::LanguageModel hands out): one KV cache per layer.
+  struct DecoderState {
+    std::vector<KVCache> caches;
+    int64_t rows() const { return caches.empty() ? 0 : caches[0].batch(); }
+    int64_t length() const { return caches.empty() ? 0 : caches[0].length; }
+    void reorder(const std::vector<int64_t>& index, bool /*sources_changed*/ = true) {
+      for (auto& c : caches) c.reorder(index);
+    }
+  };
+  DecoderState start_decoding() const { return {}; }
+  Tensor step(const Tensor& idx, DecoderState& state) const { return forward_cached(idx, state.caches); }
   // Decoding steps read bf16 copies of the weights (half the memory traffic; ~3 significant
   // digits of weight): call after loading the weights. f32 (the default) drops the copies.
-  void set_inference_dtype(DType dtype);
+  void set_inference_weights(InferenceWeights weights);
 
   GPTConfig config;
   std::shared_ptr<Embedding> wte, wpe;

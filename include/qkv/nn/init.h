@@ -2,7 +2,7 @@
 #pragma once
 
 #include "qkv/core/rng.h"
-#include "qkv/core/tensor.h"
+#include "qkv/ops/tensor.h"
 
 namespace qkv::nn::init {
 

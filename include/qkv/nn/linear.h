@@ -14,9 +14,9 @@ class Linear : public Module {
   Tensor operator()(const Tensor& x) const { return forward(x); }
 
   // Decoding (no tape): forward, reading a bf16 copy of the weight for small batches when
-  // set_inference_dtype(DType::bf16) made one (after the weights are loaded; f32 drops it).
+  // set_inference_weights(InferenceWeights::bf16) made one (after the weights are loaded; f32 drops it).
   Tensor forward_inference(const Tensor& x) const;
-  void set_inference_dtype(DType dtype);
+  void set_inference_weights(InferenceWeights weights);
   Tensor weight_bf16;
 
   int64_t in_features, out_features;

@@ -8,9 +8,15 @@
 #include <utility>
 #include <vector>
 
-#include "qkv/core/tensor.h"
+#include "qkv/core/names.h"
+#include "qkv/ops/tensor.h"
 
 namespace qkv::nn {
+
+// The weights decoding steps read: the f32 parameters, or bf16 copies of the matrices (half the
+// memory traffic; ~3 significant digits of weight). Set on a loaded model (models/load.h's
+// LoadOptions), never while training.
+enum class InferenceWeights : uint8_t { f32, bf16 };
 
 class Module {
  public:
@@ -46,3 +52,12 @@ class Module {
 };
 
 }  // namespace qkv::nn
+
+namespace qkv {
+template <>
+struct EnumNames<nn::InferenceWeights> {
+  static constexpr std::string_view what = "inference weights dtype";
+  static constexpr std::array<std::pair<nn::InferenceWeights, std::string_view>, 2> names{
+      {{nn::InferenceWeights::f32, "f32"}, {nn::InferenceWeights::bf16, "bf16"}}};
+};
+}  // namespace qkv

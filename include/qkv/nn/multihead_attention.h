@@ -8,13 +8,16 @@
 // one: in_proj_weight [3E, E] (or q_proj_weight/k_proj_weight/v_proj_weight when kdim/vdim ≠ E),
 // in_proj_bias [3E], out_proj.weight [E, E], out_proj.bias [E].
 //
-// Masks follow nn.MultiheadAttention (not F.scaled_dot_product_attention!): in a boolean
+// forward()'s masks follow nn.MultiheadAttention (not F.scaled_dot_product_attention!): in a boolean
 // attn_mask or key_padding_mask, true means "may NOT attend" (padding); a float mask is added.
-// attn_mask is [L, S] or [B·num_heads, L, S]; key_padding_mask is [B, S].
+// attn_mask is [L, S] or [B·num_heads, L, S]; key_padding_mask is [B, S]. They are converted at this
+// boundary into qkv's one convention (ops/mask.h); forward_masked takes a mask already converted,
+// as the layers of a model do.
 #pragma once
 
 #include "qkv/nn/linear.h"
 #include "qkv/ops/attention.h"
+#include "qkv/ops/mask.h"
 
 namespace qkv::nn {
 
@@ -33,6 +36,12 @@ struct KVCache {
   Tensor values() const { return v.slice(2, 0, length); }
 };
 
+// nn.MultiheadAttention's attn_mask ([L, S] or [B·H, L, S]) and key_padding_mask ([B, S]) — true =
+// masked out, or float added — as one mask in qkv's convention, broadcastable to [B, H, L, S]
+// (shapes checked, naming the mask).
+Tensor mha_attention_mask(const Tensor& attn_mask, const Tensor& key_padding_mask, int64_t B, int64_t H, int64_t L,
+                          int64_t S);
+
 class MultiheadAttention : public Module {
  public:
   MultiheadAttention(int64_t embed_dim, int64_t num_heads, float dropout = 0.f, bool bias = true, int64_t kdim = 0,
@@ -42,10 +51,16 @@ class MultiheadAttention : public Module {
     Tensor output;   // [B, L, E] (batch_first) or [L, B, E]; [L, E] for unbatched input
     Tensor weights;  // [B, L, S] averaged over heads, or [B, H, L, S]; undefined unless need_weights
   };
-  // query [B, L, E] / [L, B, E] / [L, E]; key [.., S, kdim]; value [.., S, vdim].
+  // query [B, L, E] / [L, B, E] / [L, E]; key [.., S, kdim]; value [.., S, vdim]. The masks in
+  // nn.MultiheadAttention's convention, converted here (mha_attention_mask).
   Output forward(const Tensor& query, const Tensor& key, const Tensor& value, const Tensor& key_padding_mask = Tensor(),
                  bool need_weights = true, const Tensor& attn_mask = Tensor(), bool average_attn_weights = true,
                  bool is_causal = false) const;
+  // The same with one mask already in qkv's convention (ops/mask.h: boolean true = may attend, or
+  // additive; broadcastable to [B, H, L, S]): what the Transformer layers call, with the mask their
+  // model converted once.
+  Output forward_masked(const Tensor& query, const Tensor& key, const Tensor& value, const Tensor& mask,
+                        bool need_weights = false, bool average_attn_weights = true, bool is_causal = false) const;
 
   // ---- decoding (no tape; batch_first layout [B, T, E] whatever batch_first says) --------------
   // Self-attention of x [B, T, E] at positions cache.length … cache.length+T−1: appends this step's
@@ -54,11 +69,12 @@ class MultiheadAttention : public Module {
   Tensor forward_cached(const Tensor& x, KVCache& cache) const;
   // K and V of a memory [B, S, kdim/vdim], computed once (cross-attention while decoding).
   KVCache project_kv(const Tensor& key, const Tensor& value) const;
-  // Cross-attention of query [B, T, E] over precomputed K/V; key_padding_mask [B, S] (true = pad).
-  Tensor forward_cross_cached(const Tensor& query, const KVCache& kv, const Tensor& key_padding_mask = Tensor()) const;
+  // Cross-attention of query [B, T, E] over precomputed K/V; mask in qkv's convention, e.g. the
+  // source's [B, 1, 1, S] (true = a real token), converted once per batch of sources.
+  Tensor forward_cross_cached(const Tensor& query, const KVCache& kv, const Tensor& mask = Tensor()) const;
 
-  // bf16 copies of the projection weights for decoding steps (see Linear::set_inference_dtype).
-  void set_inference_dtype(DType dtype);
+  // bf16 copies of the projection weights for decoding steps (see Linear::set_inference_weights).
+  void set_inference_weights(InferenceWeights weights);
 
   int64_t embed_dim, num_heads, head_dim, kdim, vdim;
   float dropout;

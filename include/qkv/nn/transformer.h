@@ -21,6 +21,8 @@
 #include <string>
 #include <vector>
 
+#include "qkv/io/config.h"
+#include "qkv/nn/attention_maps.h"
 #include "qkv/nn/positional_encoding.h"
 #include "qkv/nn/transformer_layer.h"
 
@@ -33,6 +35,8 @@ class TransformerEncoder : public Module {
   // self-attention weights of each layer, [B, H, S, S].
   Tensor forward(const Tensor& src, const Tensor& src_key_padding_mask = Tensor(),
                  std::vector<Tensor>* weights = nullptr) const;
+  // The same with the mask already in qkv's convention (ops/mask.h), e.g. [B, 1, 1, S].
+  Tensor forward_masked(const Tensor& src, const Tensor& mask, std::vector<Tensor>* weights = nullptr) const;
   std::vector<std::shared_ptr<TransformerEncoderLayer>> layers;
   std::shared_ptr<LayerNorm> norm;
 };
@@ -43,6 +47,9 @@ class TransformerDecoder : public Module {
   // tgt [B, T, E] (causal), memory [B, S, E]; weights per layer [B, H, T, T] and [B, H, T, S].
   Tensor forward(const Tensor& tgt, const Tensor& memory, const Tensor& memory_key_padding_mask = Tensor(),
                  std::vector<Tensor>* self_weights = nullptr, std::vector<Tensor>* cross_weights = nullptr) const;
+  // The same with the memory's mask already in qkv's convention (ops/mask.h), e.g. [B, 1, 1, S].
+  Tensor forward_masked(const Tensor& tgt, const Tensor& memory, const Tensor& memory_mask,
+                        std::vector<Tensor>* self_weights = nullptr, std::vector<Tensor>* cross_weights = nullptr) const;
   std::vector<std::shared_ptr<TransformerDecoderLayer>> layers;
   std::shared_ptr<LayerNorm> norm;
 };
@@ -59,44 +66,49 @@ struct Seq2SeqConfig {
   int64_t vocab_size = 8000;  // one joint vocabulary for source and target
   int64_t d_model = 512, nhead = 8, num_encoder_layers = 6, num_decoder_layers = 6, dim_feedforward = 2048;
   float dropout = 0.1f;
-  std::string activation = "relu";   // "relu" (the paper) | "gelu"
-  bool norm_first = false;           // false: post-LN (the paper); true: pre-LN
-  std::string positions = "sinusoidal";  // "sinusoidal" (the paper) | "learned"
-  int64_t max_len = 1024;            // longest sequence (source, or target with its BOS/EOS)
+  Activation activation = Activation::relu;     // relu (the paper) | gelu | gelu_tanh
+  bool norm_first = false;                      // false: post-LN (the paper); true: pre-LN
+  Positions positions = Positions::sinusoidal;  // sinusoidal (the paper) | learned
+  int64_t max_len = 1024;                       // longest sequence (source, or target with its BOS/EOS)
   int32_t pad_id = 0, bos_id = 2, eos_id = 3;
 
   // Named sizes: "base" (the paper's base model: N=6, d_model=512, h=8, d_ff=2048, dropout 0.1),
   // "small" (N=3, 256, 8, 1024: the size trained on this 2-core machine), "tiny" (N=2, 128, 4, 512).
   static Seq2SeqConfig preset(const std::string& name);
+  static const io::Fields<Seq2SeqConfig>& fields();  // the keys of "model"; "preset" picks the start
   // {"preset": …, other keys override the preset}; unknown keys and bad values: a clear error.
   static Seq2SeqConfig from_json(const nlohmann::json& j);
   nlohmann::json to_json() const;
   TransformerLayerOptions layer_options() const;
+  int64_t width() const { return d_model; }  // the model dimension (what inverse_sqrt scales by)
+  std::string describe() const;  // "Transformer 3+3 layers, d_model 256, 8 heads, d_ff 1024, vocab 8000"
 };
 
-// Attention weights of one forward pass, per layer: [B, H, L, S] each.
-struct AttentionMaps {
-  std::vector<Tensor> encoder_self, decoder_self, cross;
-};
-
-// What the decoder keeps between steps: the self-attention caches (growing by one position per
-// step), the cross-attention K/V of the memory (computed once), and the source padding mask.
-// Row r of every tensor is one hypothesis.
-struct DecoderState {
-  std::vector<KVCache> self, cross;
-  Tensor memory_key_padding_mask;  // [rows, S] bool
-  int64_t rows() const { return memory_key_padding_mask.defined() ? memory_key_padding_mask.size(0) : 0; }
-  // Keeps rows `index` (in that order, repeats allowed), as beam search regroups hypotheses. The
-  // cross-attention K/V are gathered only when `sources_changed` (rows of another source sentence).
-  void reorder(const std::vector<int64_t>& index, bool sources_changed = true);
-};
-
-// Rows `index` of t along dim 0 (in that order, repeats allowed), any dtype, no tape: decoding
-// regroups its per-hypothesis tensors (memory, padding masks) with it.
-Tensor gather_rows(const Tensor& t, const std::vector<int64_t>& index);
 
 class Seq2SeqTransformer : public Module {
  public:
+  using Config = Seq2SeqConfig;
+
+  // What the decoder keeps between steps. Row r of every tensor is one hypothesis.
+  //   cached (use_cache, the default): the self-attention caches (growing by one position per step) and
+  //     the cross-attention K/V of the memory (computed once)
+  //   recomputation (the baseline the cache is measured against): the memory, and each row's tokens so
+  //     far, run through the whole decoder at every step
+  // and in both, the source's mask in qkv's convention, [rows, 1, 1, S] (true = a real token).
+  struct DecoderState {
+    bool use_cache = true;
+    std::vector<KVCache> self, cross;
+    Tensor memory;
+    std::vector<std::vector<int32_t>> prefix;
+    Tensor memory_mask;
+    int64_t rows() const;
+    int64_t length() const;  // tokens fed so far
+    // Keeps rows `index` (in that order, repeats allowed), as beam search regroups hypotheses. The
+    // source side (cross-attention K/V, memory, mask) is gathered only when `sources_changed` (rows of
+    // another source sentence).
+    void reorder(const std::vector<int64_t>& index, bool sources_changed = true);
+  };
+
   explicit Seq2SeqTransformer(const Seq2SeqConfig& config, Generator* gen = nullptr);
 
   // src i32 [B, S], tgt_in i32 [B, T] (BOS y₁ … y_{T−1}, padded with pad_id) → logits [B, T, V].
@@ -105,18 +117,23 @@ class Seq2SeqTransformer : public Module {
   // padding positions ignored.
   Tensor loss(const Tensor& src, const Tensor& tgt_in, const Tensor& tgt_out, float label_smoothing = 0.f) const;
 
-  // The encoder alone: memory [B, S, d_model] and the padding mask [B, S] it was computed with.
-  Tensor encode(const Tensor& src, Tensor* src_key_padding_mask_out = nullptr,
-                std::vector<Tensor>* weights = nullptr) const;
-  // Decoding without recomputation (no tape): start from the memory, then feed one token per row per
-  // step; step() returns the log-probabilities of the next token, [rows, V].
-  DecoderState start_decoding(const Tensor& memory, const Tensor& src_key_padding_mask) const;
+  // The encoder alone: memory [B, S, d_model] and the source mask it was computed with, [B, 1, 1, S]
+  // (qkv's convention: true = a real token), which the decoder's cross-attention reads too.
+  struct Encoded {
+    Tensor memory, mask;
+  };
+  Encoded encode(const Tensor& src, std::vector<Tensor>* weights = nullptr) const;
+  // Decoding (no tape): encode the sources, then feed one token per row per step; step() returns
+  // the log-probabilities of the next token, [rows, V]. use_cache = false recomputes the decoder
+  // over each row's whole prefix every step instead (it chooses the same tokens).
+  DecoderState start_decoding(const Tensor& src, bool use_cache = true) const;
   Tensor step(const std::vector<int32_t>& tokens, DecoderState& state) const;
-  // bf16 weight copies for decoding steps (see GPT::set_inference_dtype).
-  void set_inference_dtype(DType dtype);
+  // bf16 weight copies for decoding steps (see GPT::set_inference_weights).
+  void set_inference_weights(InferenceWeights weights);
 
-  // true where ids == pad_id, [B, S] bool.
-  Tensor padding_mask(const Tensor& ids) const;
+  // The source mask in qkv's convention: [B, 1, 1, S], true where src ≠ pad_id (computed once, read
+  // by every encoder layer and every cross-attention).
+  Tensor source_mask(const Tensor& src) const;
   // x = Dropout(E[ids] · √d_model + PE[pos0 …]): ids [B, L] → [B, L, d_model]
   Tensor embed(const Tensor& ids, int64_t pos0) const;
 

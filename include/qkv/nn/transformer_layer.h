@@ -20,10 +20,25 @@
 
 namespace qkv::nn {
 
+// The feed-forward activation: ReLU (the paper), GELU (exact, erf), or GELU's tanh approximation.
+enum class Activation : uint8_t { relu, gelu, gelu_tanh };
+}  // namespace qkv::nn
+
+namespace qkv {
+template <>
+struct EnumNames<nn::Activation> {
+  static constexpr std::string_view what = "activation";
+  static constexpr std::array<std::pair<nn::Activation, std::string_view>, 3> names{
+      {{nn::Activation::relu, "relu"}, {nn::Activation::gelu, "gelu"}, {nn::Activation::gelu_tanh, "gelu_tanh"}}};
+};
+}  // namespace qkv
+
+namespace qkv::nn {
+
 struct TransformerLayerOptions {
   int64_t d_model = 512, nhead = 8, dim_feedforward = 2048;
   float dropout = 0.1f;
-  std::string activation = "relu";  // "relu" | "gelu" (exact) | "gelu_tanh"
+  Activation activation = Activation::relu;
   float layer_norm_eps = 1e-5f;
   bool batch_first = true;
   bool norm_first = false;  // false: post-LN as the paper; true: pre-LN (GPT-2 style)
@@ -31,7 +46,7 @@ struct TransformerLayerOptions {
 };
 
 // The feed-forward sublayer FFN(x) = W₂ Dropout(act(W₁ x + b₁)) + b₂ (dropout = the layer's).
-Tensor feed_forward(const Tensor& x, const Linear& linear1, const Linear& linear2, const std::string& activation,
+Tensor feed_forward(const Tensor& x, const Linear& linear1, const Linear& linear2, Activation activation,
                     float dropout_p, bool training, Generator* gen);
 
 class TransformerEncoderLayer : public Module {
@@ -43,10 +58,14 @@ class TransformerEncoderLayer : public Module {
   // given, receives the self-attention weights [B, H, L, L] (the reference kernel then runs).
   Tensor forward(const Tensor& src, const Tensor& src_mask = Tensor(), const Tensor& src_key_padding_mask = Tensor(),
                  bool is_causal = false, Tensor* weights_out = nullptr) const;
+  // The same with the self-attention mask already in qkv's convention (ops/mask.h), as
+  // TransformerEncoder and GPT call it: converted once per batch, not once per layer.
+  Tensor forward_masked(const Tensor& src, const Tensor& mask, bool is_causal = false,
+                        Tensor* weights_out = nullptr) const;
 
   // Decoding (no tape): x [B, T, E] at positions cache.length…+T−1, causal over everything cached.
   Tensor forward_cached(const Tensor& x, KVCache& cache) const;
-  void set_inference_dtype(DType dtype);  // bf16 weight copies for decoding steps
+  void set_inference_weights(InferenceWeights weights);  // bf16 weight copies for decoding steps
 
   TransformerLayerOptions opt;
   std::shared_ptr<MultiheadAttention> self_attn;
@@ -68,12 +87,17 @@ class TransformerDecoderLayer : public Module {
                  const Tensor& memory_mask = Tensor(), const Tensor& tgt_key_padding_mask = Tensor(),
                  const Tensor& memory_key_padding_mask = Tensor(), bool tgt_is_causal = false,
                  Tensor* self_weights_out = nullptr, Tensor* cross_weights_out = nullptr) const;
+  // The same with both masks already in qkv's convention (ops/mask.h), as TransformerDecoder calls it.
+  Tensor forward_masked(const Tensor& tgt, const Tensor& memory, const Tensor& self_mask, const Tensor& cross_mask,
+                        bool tgt_is_causal = false, Tensor* self_weights_out = nullptr,
+                        Tensor* cross_weights_out = nullptr) const;
 
   // Decoding (no tape): x [B, T, E]; self_cache grows by T; cross holds K/V of the memory, computed
-  // once per source by multihead_attn->project_kv(memory). memory_key_padding_mask [B, S].
+  // once per source by multihead_attn->project_kv(memory). memory_mask: the source's mask in qkv's
+  // convention ([B, 1, 1, S], true = a real token).
   Tensor forward_cached(const Tensor& x, KVCache& self_cache, const KVCache& cross,
-                        const Tensor& memory_key_padding_mask = Tensor()) const;
-  void set_inference_dtype(DType dtype);
+                        const Tensor& memory_mask = Tensor()) const;
+  void set_inference_weights(InferenceWeights weights);
 
   TransformerLayerOptions opt;
   std::shared_ptr<MultiheadAttention> self_attn, multihead_attn;

@@ -4,7 +4,7 @@
 #include <string>
 
 #include "qkv/core/rng.h"
-#include "qkv/core/tensor.h"
+#include "qkv/ops/tensor.h"
 
 namespace qkv {
 

@@ -5,7 +5,7 @@
 
 #include <vector>
 
-#include "qkv/core/tensor.h"
+#include "qkv/ops/tensor.h"
 
 namespace qkv {
 
@@ -25,6 +25,12 @@ Tensor sqrt(const Tensor& a);
 // Sum / mean over `dims` (all when empty), keeping them as size 1 when keepdim.
 Tensor sum(const Tensor& a, const std::vector<int64_t>& dims = {}, bool keepdim = false);
 Tensor mean(const Tensor& a, const std::vector<int64_t>& dims = {}, bool keepdim = false);
+// In place, no tape (gradient accumulation, clipping): a += b (b broadcast to a), a *= s.
+Tensor& add_(Tensor& a, const Tensor& b);
+Tensor& mul_(Tensor& a, float s);
+// Σ a², accumulated in double and returned to the host (a gradient's squared norm).
+double sum_of_squares(const Tensor& a);
+
 // The gradient helper: sums `a` down to `shape` (which must broadcast to a's shape).
 Tensor sum_to(const Tensor& a, const Shape& shape);
 

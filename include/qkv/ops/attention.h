@@ -12,10 +12,15 @@
 // Gradients flow to q, k, v and to a float attn_mask that requires grad.
 #pragma once
 
+#include <array>
+#include <cstdint>
 #include <optional>
+#include <string_view>
+#include <utility>
 
+#include "qkv/core/names.h"
 #include "qkv/core/rng.h"
-#include "qkv/core/tensor.h"
+#include "qkv/ops/tensor.h"
 
 namespace qkv {
 
@@ -23,6 +28,23 @@ namespace qkv {
 // the weights are asked for or a float mask needs its gradient, which take the reference kernel
 // (it materializes the Lq×Lk probabilities).
 enum class AttentionBackend { automatic, flash, reference };
+template <>
+struct EnumNames<AttentionBackend> {
+  static constexpr std::string_view what = "attention backend";
+  static constexpr std::array<std::pair<AttentionBackend, std::string_view>, 3> names{
+      {{AttentionBackend::automatic, "auto"}, {AttentionBackend::flash, "flash"}, {AttentionBackend::reference, "reference"}}};
+};
+
+// What attention's products compute in: f32, or bf16 — inference on the flash path with bf16
+// products (AVX512_BF16) and f32 accumulation and softmax; about 3 significant digits (see
+// docs/BENCHMARKS.md). Inputs and output stay f32.
+enum class AttentionCompute : uint8_t { f32, bf16 };
+template <>
+struct EnumNames<AttentionCompute> {
+  static constexpr std::string_view what = "attention compute dtype";
+  static constexpr std::array<std::pair<AttentionCompute, std::string_view>, 2> names{
+      {{AttentionCompute::f32, "f32"}, {AttentionCompute::bf16, "bf16"}}};
+};
 
 struct AttentionOptions {
   Tensor attn_mask;
@@ -32,9 +54,7 @@ struct AttentionOptions {
   bool enable_gqa = false;
   Generator* generator = nullptr;  // for dropout; default_generator() when null
   AttentionBackend backend = AttentionBackend::automatic;
-  // bf16: inference on the flash path with bf16 products (AVX512_BF16) and f32 accumulation and
-  // softmax; about 3 significant digits (see docs/BENCHMARKS.md). Inputs and output stay f32.
-  DType compute_dtype = DType::f32;
+  AttentionCompute compute_dtype = AttentionCompute::f32;
 };
 
 Tensor scaled_dot_product_attention(const Tensor& q, const Tensor& k, const Tensor& v,

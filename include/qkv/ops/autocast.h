@@ -1,30 +1,41 @@
 // Mixed precision, like torch.autocast(device_type="cpu", dtype=torch.bfloat16): inside an
-// `Autocast guard(DType::bf16)` scope, `linear` (every projection, feed-forward layer and the
+// `Autocast guard(AutocastDType::bf16)` scope, `linear` (every projection, feed-forward layer and the
 // output head) multiplies bf16-rounded operands with f32 accumulation, forward and backward, and
 // returns f32. Everything else — parameters and their gradients (the "master weights"), the
 // optimizer, layer norm, softmax, attention, the loss — stays f32. Unlike PyTorch's, qkv's
 // autocast outputs stay f32, so no op downstream sees bf16 activations. Per thread, as PyTorch's.
 #pragma once
 
-#include <string>
+#include <array>
+#include <cstdint>
+#include <string_view>
+#include <utility>
 
 #include "qkv/core/dtype.h"
+#include "qkv/core/names.h"
 
 namespace qkv {
 
-// The dtype linear layers compute in: f32 (autocast off) or bf16.
-DType autocast_dtype();
+// The dtype linear layers compute in: f32 (autocast off) or bf16 (a training config's "dtype").
+enum class AutocastDType : uint8_t { f32, bf16 };
+template <>
+struct EnumNames<AutocastDType> {
+  static constexpr std::string_view what = "autocast dtype";
+  static constexpr std::array<std::pair<AutocastDType, std::string_view>, 2> names{
+      {{AutocastDType::f32, "f32"}, {AutocastDType::bf16, "bf16"}}};
+};
+
+AutocastDType autocast_dtype();
 
 class Autocast {
  public:
-  explicit Autocast(DType dtype);
-  explicit Autocast(const std::string& dtype);  // "f32" or "bf16", as configs and the CLI name them
+  explicit Autocast(AutocastDType dtype);
   ~Autocast();
   Autocast(const Autocast&) = delete;
   Autocast& operator=(const Autocast&) = delete;
 
  private:
-  DType prev_;
+  AutocastDType prev_;
 };
 
 }  // namespace qkv

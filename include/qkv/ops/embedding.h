@@ -2,7 +2,7 @@
 // Backward scatter-adds into dweight; the padding_idx row (if ≥ 0) gets no gradient.
 #pragma once
 
-#include "qkv/core/tensor.h"
+#include "qkv/ops/tensor.h"
 
 namespace qkv {
 

@@ -1,7 +1,7 @@
 // layer_norm over the trailing dims `normalized_shape` (formulas in kernels/cpu/layer_norm.h).
 #pragma once
 
-#include "qkv/core/tensor.h"
+#include "qkv/ops/tensor.h"
 
 namespace qkv {
 

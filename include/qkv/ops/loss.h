@@ -7,7 +7,7 @@
 
 #include <string>
 
-#include "qkv/core/tensor.h"
+#include "qkv/ops/tensor.h"
 
 namespace qkv {
 

@@ -4,7 +4,7 @@
 //   linear:  y = x Wᵀ + b, W: [out, in] (PyTorch's layout). dx = dy W, dW = dyᵀ x, db = Σ dy
 #pragma once
 
-#include "qkv/core/tensor.h"
+#include "qkv/ops/tensor.h"
 
 namespace qkv {
 

@@ -1,11 +1,19 @@
-// softmax / log_softmax along a dim (formulas in kernels/cpu/softmax.h).
+// softmax / log_softmax along a dim (formulas in kernels/cpu/softmax.h), and the log of a mean of
+// exponentials (an ensemble's mean probability, from its members' log-probabilities).
 #pragma once
 
-#include "qkv/core/tensor.h"
+#include <vector>
+
+#include "qkv/ops/tensor.h"
 
 namespace qkv {
 
 Tensor softmax(const Tensor& x, int64_t dim = -1);
 Tensor log_softmax(const Tensor& x, int64_t dim = -1);
+
+// Elementwise over tensors of one shape, no tape:
+//   log((1/n) Σ_i exp(x_i)) = m + log Σ_i exp(x_i − m) − log n,   m = max_i x_i
+// One tensor comes back as it is.
+Tensor log_mean_exp(const std::vector<Tensor>& xs);
 
 }  // namespace qkv

@@ -6,7 +6,7 @@
 
 #include <vector>
 
-#include "qkv/core/tensor.h"
+#include "qkv/ops/tensor.h"
 
 namespace qkv {
 

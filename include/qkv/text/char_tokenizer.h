@@ -28,11 +28,8 @@ class CharTokenizer {
 
  private:
   std::vector<std::string> chars_;      // id → UTF-8 character
-  std::vector<uint32_t> codepoints_;    // id → code point (sorted)
+  std::vector<char32_t> codepoints_;    // id → code point (sorted)
 };
 
-// Code points of UTF-8 text (invalid sequences: an error naming the byte offset), and back.
-std::vector<uint32_t> utf8_decode(std::string_view s);
-std::string utf8_encode(uint32_t cp);
 
 }  // namespace qkv::text

@@ -10,7 +10,9 @@
 #include <memory>
 #include <string>
 
-#include "qkv/nn/gpt.h"
+#include "qkv/io/config.h"
+#include "qkv/core/rng.h"
+#include "qkv/models/model.h"
 #include "qkv/text/lm_tokenizer.h"
 #include "qkv/train/trainer.h"
 
@@ -25,17 +27,34 @@ struct TokenData {
 std::pair<Tensor, Tensor> lm_batch(const std::vector<int32_t>& data, int64_t B, int64_t T, uint64_t seed,
                                    uint64_t counter);
 
+// The "tokenizer" of an LM's data: "char", or {"type": "sentencepiece", "vocab_size": 2000,
+// "model_type": "unigram" | "bpe"} (trained on the training split).
+struct LMTokenizerSpec {
+  std::string type = "char";  // "char" | "sentencepiece"
+  int64_t vocab_size = 2000;
+  std::string model_type = "unigram";
+  static const io::Fields<LMTokenizerSpec>& fields();
+  static LMTokenizerSpec from_json(const nlohmann::json& j);  // a string is the type alone
+};
+
+// The "data" section: {"path": the text file, "val_fraction": 0.1, "tokenizer": …}.
+struct LMDataConfig {
+  std::string path;
+  double val_fraction = 0.1;  // the last fraction of the text is validation (as nanoGPT)
+  nlohmann::json tokenizer = "char";
+  static const io::Fields<LMDataConfig>& fields();
+};
+
 class LMTask : public TrainingTask {
  public:
-  // config: {"task": "lm", "data": {"path": …, "val_fraction": 0.1, "tokenizer": …}, "model": {GPT config},
-  // "train": {…}}; relative data paths are resolved against base_dir (the config file's folder).
-  // data.tokenizer: "char" (the default), or {"type": "sentencepiece", "vocab_size": 2000,
-  // "model_type": "unigram" | "bpe"}: trained on the training split and written to
-  // out_dir/spm.model (reused when resuming).
+  // config: {"task": "lm", "data": {…}, "model": {"type": "gpt" (the default), GPT config}, "train": {…}};
+  // relative data paths are resolved against base_dir (the config file's folder). A SentencePiece
+  // tokenizer is trained on the training split and written to out_dir/spm.model (reused when
+  // resuming).
   LMTask(const nlohmann::json& config, const std::string& base_dir, const std::string& out_dir = "",
          bool resume = false);
 
-  nn::Module& model() override { return *gpt_; }
+  models::Model& model() override { return *model_; }
   StepStats train_micro_step(int64_t step, int64_t micro, int64_t accum) override;
   std::vector<std::pair<std::string, double>> evaluate(int64_t step) override;
   nlohmann::json model_metadata() const override;
@@ -43,7 +62,7 @@ class LMTask : public TrainingTask {
   void set_rng_state(uint64_t c) override { gen_.set_counter(c); }
 
   const TrainConfig& train_config() const { return cfg_; }
-  const nn::GPT& gpt() const { return *gpt_; }
+  const models::LanguageModel& language_model() const { return *model_; }
   const TokenData& data() const { return data_; }
 
  private:
@@ -51,15 +70,7 @@ class LMTask : public TrainingTask {
   text::LMTokenizer tok_;
   TokenData data_;
   Generator gen_;
-  std::unique_ptr<nn::GPT> gpt_;
+  std::unique_ptr<models::LanguageModel> model_;
 };
-
-// A GPT model file (model.safetensors / checkpoint.safetensors) with its tokenizer.
-struct LoadedGPT {
-  std::unique_ptr<nn::GPT> model;
-  text::LMTokenizer tokenizer;
-  nlohmann::json meta;
-};
-LoadedGPT load_gpt(const std::string& path);
 
 }  // namespace qkv::train

@@ -10,7 +10,32 @@
 #include <string>
 #include <vector>
 
-#include "qkv/core/tensor.h"
+#include "qkv/core/names.h"
+#include "qkv/ops/tensor.h"
+
+namespace qkv::train {
+
+// Adam's weight decay: AdamW's decoupled decay (θ ← θ(1 − lr·λ)), or Adam's L2 term (g ← g + λθ, the paper's).
+enum class Optimizer : uint8_t { adamw, adam };
+// The learning-rate schedules of LrSchedule below.
+enum class Schedule : uint8_t { constant, cosine, inverse_sqrt };
+}  // namespace qkv::train
+
+namespace qkv {
+template <>
+struct EnumNames<train::Optimizer> {
+  static constexpr std::string_view what = "optimizer";
+  static constexpr std::array<std::pair<train::Optimizer, std::string_view>, 2> names{
+      {{train::Optimizer::adamw, "adamw"}, {train::Optimizer::adam, "adam"}}};
+};
+template <>
+struct EnumNames<train::Schedule> {
+  static constexpr std::string_view what = "learning-rate schedule";
+  static constexpr std::array<std::pair<train::Schedule, std::string_view>, 3> names{
+      {{train::Schedule::cosine, "cosine"}, {train::Schedule::constant, "constant"},
+       {train::Schedule::inverse_sqrt, "inverse_sqrt"}}};
+};
+}  // namespace qkv
 
 namespace qkv::train {
 
@@ -62,12 +87,12 @@ double clip_grad_norm_(const std::vector<Tensor>& params, double max_norm);
 
 // Learning-rate schedules: the rate for step `step` (0-based).
 struct LrSchedule {
-  std::string kind = "constant";  // "constant" | "cosine" | "inverse_sqrt" (the paper's "noam")
-  double lr = 1e-3;               // peak rate (cosine, constant); scale factor for inverse_sqrt
+  Schedule kind = Schedule::constant;  // inverse_sqrt is the paper's ("noam")
+  double lr = 1e-3;                    // peak rate (cosine, constant); scale factor for inverse_sqrt
   int64_t warmup_steps = 0;
-  int64_t decay_steps = 0;        // cosine: reaches min_lr here and stays
+  int64_t decay_steps = 0;             // cosine: reaches min_lr here and stays
   double min_lr = 0;
-  int64_t d_model = 512;          // inverse_sqrt
+  int64_t d_model = 512;               // inverse_sqrt: the model's width (models::Model::width())
 
   // constant:     lr · min(1, (step+1)/warmup)
   // cosine:       warm-up as above, then min_lr + ½(1 + cos(π·(step−warmup)/(decay−warmup)))·(lr − min_lr)

@@ -14,7 +14,10 @@
 
 #include <nlohmann/json.hpp>
 
-#include "qkv/nn/module.h"
+#include "qkv/io/config.h"
+#include "qkv/io/safetensors.h"
+#include "qkv/models/model.h"
+#include "qkv/ops/autocast.h"
 #include "qkv/train/optim.h"
 
 namespace qkv::train {
@@ -24,21 +27,29 @@ struct TrainConfig {
   int64_t max_iters = 2000;
   int64_t batch_size = 12;                  // sequences (LM) or the token budget per batch (translation)
   int64_t gradient_accumulation_steps = 1;
-  std::string optimizer = "adamw";          // "adamw" (decoupled decay) | "adam" (L2 decay, the paper)
+  Optimizer optimizer = Optimizer::adamw;   // adamw (decoupled decay) | adam (L2 decay, the paper)
   double learning_rate = 1e-3, min_lr = 1e-4;
-  std::string schedule = "cosine";          // "cosine" | "constant" | "inverse_sqrt" (the paper's)
+  Schedule schedule = Schedule::cosine;     // cosine | constant | inverse_sqrt (the paper's)
   int64_t warmup_iters = 100, lr_decay_iters = 2000;
   double beta1 = 0.9, beta2 = 0.99, eps = 1e-8, weight_decay = 0.1, grad_clip = 1.0;
   int64_t eval_interval = 250, eval_iters = 200, log_interval = 10, checkpoint_interval = 500;
   int64_t keep_checkpoints = 0;  // > 0: also keep model-<step>.safetensors (f32) of the last N saves, for `qkv average`
   uint64_t seed = 1337;
-  std::string dtype = "f32";                // "f32" | "bf16" (mixed precision: bf16 matmuls, f32 master weights)
+  // JSON "dtype": the dtype linear layers compute in — bf16 is mixed precision (bf16 matmuls, f32
+  // master weights), as torch.autocast
+  AutocastDType autocast = AutocastDType::f32;
   double label_smoothing = 0.0;             // ε of the cross-entropy (translation: 0.1, as the paper)
-  std::string model_dtype = "f32";          // how model.safetensors stores weights: "f32" | "f16" | "bf16"
+  // JSON "model_dtype": how model.safetensors stores the weights (f32 | f16 | bf16)
+  io::StoreAs model_dtype = io::StoreAs::kF32;
 
-  static TrainConfig from_json(const nlohmann::json& j);  // unknown keys and bad values: clear errors
-  nlohmann::json to_json() const;
+  static const io::Fields<TrainConfig>& fields();  // the keys of the "train" section
+  static TrainConfig from_json(const nlohmann::json& j) { return fields().from_json(j); }
+  nlohmann::json to_json() const { return fields().to_json(*this); }
 };
+
+// A config's "model" section: {"type": a registered model type (default `default_type`), the rest
+// its hyper-parameters}. Returns the type and the hyper-parameters (what models::build_* take).
+std::pair<std::string, nlohmann::json> model_section(const nlohmann::json& model, const std::string& default_type);
 
 struct StepStats {
   double loss = 0;     // this micro-batch's mean loss (before dividing by the accumulation steps)
@@ -48,7 +59,8 @@ struct StepStats {
 class TrainingTask {
  public:
   virtual ~TrainingTask() = default;
-  virtual nn::Module& model() = 0;
+  // The model being trained (its parameters, its width for the schedule, its metadata).
+  virtual models::Model& model() = 0;
   // Forward and backward of micro-batch `micro` (of `accum`) of step `step`, gradients accumulating;
   // the batch must depend only on (seed, step, micro), so a resumed run sees the same data.
   virtual StepStats train_micro_step(int64_t step, int64_t micro, int64_t accum) = 0;

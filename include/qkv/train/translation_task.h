@@ -21,36 +21,61 @@
 #include <memory>
 #include <string>
 
-#include "qkv/nn/transformer.h"
+#include "qkv/io/config.h"
+#include "qkv/core/rng.h"
+#include "qkv/models/model.h"
+#include "qkv/text/batching.h"
 #include "qkv/text/parallel_corpus.h"
 #include "qkv/text/sentencepiece.h"
 #include "qkv/train/trainer.h"
 
 namespace qkv::train {
 
-struct EncodedPair {
-  std::vector<int32_t> src;  // pieces + EOS
-  std::vector<int32_t> tgt;  // BOS + pieces + EOS
+// The sections of a translation config (each with its field table):
+//   data.train / dev / test:  {"tsv": PATH, "src_col": 0, "tgt_col": 1} or {"src": PATH, "tgt": PATH}
+//   data.split:               {"dev": 1000, "test": 2000, "seed": 1} (when no dev files are given)
+//   tokenizer:                {"type": "unigram", "vocab_size": 8000, "character_coverage": 1.0,
+//                              "input_sentence_size": 0}
+//   eval:                     {"bleu_sentences": 500, "beam_size": 1}
+struct PairFiles {
+  std::string tsv, src, tgt;
+  int64_t src_col = 0, tgt_col = 1;
+  static const io::Fields<PairFiles>& fields();
+  bool given() const { return !tsv.empty() || !src.empty() || !tgt.empty(); }
 };
-
-struct Batch {
-  Tensor src, tgt_in, tgt_out;  // i32 [B, S], [B, T], [B, T], padded with pad_id
-  int64_t tgt_tokens = 0;       // real target tokens (EOS included)
+struct SplitConfig {
+  int64_t dev = 1000, test = 2000;
+  uint64_t seed = 1;
+  static const io::Fields<SplitConfig>& fields();
 };
-
-// Cuts pairs (already sorted by length) into batches of at most max_tokens padded tokens.
-std::vector<std::vector<size_t>> token_batches(const std::vector<EncodedPair>& pairs, const std::vector<size_t>& order,
-                                               int64_t max_tokens);
-Batch make_batch(const std::vector<EncodedPair>& pairs, const std::vector<size_t>& index, int32_t pad_id);
+struct TranslationDataConfig {
+  PairFiles train, dev, test;
+  SplitConfig split;
+  int64_t max_tokens = 0;  // longest pair kept for training (0: the model's max_len − 1)
+  static const io::Fields<TranslationDataConfig>& fields();
+};
+struct TranslationTokenizerConfig {
+  std::string type = "unigram";  // SentencePiece's model_type: unigram | bpe | char | word
+  int64_t vocab_size = 8000;
+  double character_coverage = 1.0;
+  int64_t input_sentence_size = 0;  // 0: every line
+  static const io::Fields<TranslationTokenizerConfig>& fields();
+};
+struct TranslationEvalConfig {
+  int64_t bleu_sentences = 500, beam_size = 1;
+  static const io::Fields<TranslationEvalConfig>& fields();
+};
 
 class TranslationTask : public TrainingTask {
  public:
-  // config: {"task": "translation", "data": {…}, "tokenizer": {…}, "model": {…}, "train": {…}, "eval": {…}};
-  // relative paths resolve against base_dir; out_dir holds the SentencePiece model and split files.
+  // config: {"task": "translation", "data": {…}, "tokenizer": {…}, "model": {"type": "transformer"
+  // (the default) or another sequence-to-sequence model type, its hyper-parameters}, "train": {…},
+  // "eval": {…}}; relative paths resolve against base_dir; out_dir holds the SentencePiece model and
+  // the split files.
   TranslationTask(const nlohmann::json& config, const std::string& base_dir, const std::string& out_dir,
                   bool resume, bool verbose = true);
 
-  nn::Module& model() override { return *model_; }
+  models::Model& model() override { return *model_; }
   StepStats train_micro_step(int64_t step, int64_t micro, int64_t accum) override;
   std::vector<std::pair<std::string, double>> evaluate(int64_t step) override;
   nlohmann::json model_metadata() const override;
@@ -58,7 +83,7 @@ class TranslationTask : public TrainingTask {
   void set_rng_state(uint64_t c) override { gen_.set_counter(c); }
 
   const TrainConfig& train_config() const { return cfg_; }
-  const nn::Seq2SeqTransformer& transformer() const { return *model_; }
+  const models::Seq2SeqModel& seq2seq() const { return *model_; }
   const text::SentencePiece& tokenizer() const { return *sp_; }
   size_t train_pairs() const { return train_.size(); }
   size_t num_batches() const { return batches_.size(); }
@@ -70,24 +95,13 @@ class TranslationTask : public TrainingTask {
   TrainConfig cfg_;
   text::Split split_;
   std::unique_ptr<text::SentencePiece> sp_;
-  std::vector<EncodedPair> train_, dev_;
+  std::vector<text::EncodedPair> train_, dev_;
   std::vector<std::vector<size_t>> batches_, dev_batches_;
   int64_t epoch_cached_ = -1;
   std::vector<size_t> epoch_order_;
-  int64_t bleu_sentences_ = 500, bleu_beam_ = 1;
+  TranslationEvalConfig eval_;
   Generator gen_;
-  std::unique_ptr<nn::Seq2SeqTransformer> model_;
+  std::unique_ptr<models::Seq2SeqModel> model_;
 };
-
-// A translation model file with its SentencePiece model (carried in the file's metadata).
-struct LoadedTranslator {
-  std::unique_ptr<nn::Seq2SeqTransformer> model;
-  std::unique_ptr<text::SentencePiece> tokenizer;
-  nlohmann::json meta;
-};
-LoadedTranslator load_translator(const std::string& path);
-// Several models for an ensemble: each loaded as above, and all with the same tokenizer pieces
-// (qkv::Error naming the first model and piece that differ).
-std::vector<LoadedTranslator> load_translators(const std::vector<std::string>& paths);
 
 }  // namespace qkv::train

@@ -1,10 +1,10 @@
-#include "qkv/kernels/cpu/activation.h"
+#include "kernels/cpu/activation.h"
 
 #include <cmath>
 
 #include "qkv/core/parallel.h"
 #include "qkv/core/rng.h"
-#include "qkv/kernels/cpu/vec.h"
+#include "kernels/cpu/vec.h"
 
 namespace qkv::kernels::cpu {
 

@@ -23,10 +23,10 @@
 #include "qkv/core/error.h"
 #include "qkv/core/parallel.h"
 #include "qkv/core/rng.h"
-#include "qkv/kernels/cpu/attention.h"
-#include "qkv/kernels/cpu/gemm.h"
-#include "qkv/kernels/cpu/activation.h"
-#include "qkv/kernels/cpu/vec.h"
+#include "kernels/cpu/attention.h"
+#include "kernels/cpu/gemm.h"
+#include "kernels/cpu/activation.h"
+#include "kernels/cpu/vec.h"
 
 namespace qkv::kernels::cpu {
 

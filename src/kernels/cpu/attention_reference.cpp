@@ -3,11 +3,11 @@
 #include <vector>
 
 #include "qkv/core/parallel.h"
-#include "qkv/kernels/cpu/attention.h"
-#include "qkv/kernels/cpu/activation.h"
-#include "qkv/kernels/cpu/gemm.h"
-#include "qkv/kernels/cpu/softmax.h"
-#include "qkv/kernels/cpu/vec.h"
+#include "kernels/cpu/attention.h"
+#include "kernels/cpu/activation.h"
+#include "kernels/cpu/gemm.h"
+#include "kernels/cpu/softmax.h"
+#include "kernels/cpu/vec.h"
 
 namespace qkv::kernels::cpu {
 

@@ -1,12 +1,26 @@
-#include "qkv/kernels/cpu/cross_entropy.h"
+#include "kernels/cpu/cross_entropy.h"
 
 #include <cmath>
 #include <cstring>
 
 #include "qkv/core/parallel.h"
-#include "qkv/kernels/cpu/vec.h"
+#include "kernels/cpu/vec.h"
 
 namespace qkv::kernels::cpu {
+
+int64_t count_targets(const int32_t* y, int64_t N, int64_t C, int64_t ignore, int64_t* bad_row) {
+  int64_t count = 0;
+  *bad_row = -1;
+  for (int64_t n = 0; n < N; ++n) {
+    if (y[n] == ignore) continue;
+    if (y[n] < 0 || y[n] >= C) {
+      *bad_row = n;
+      return count;
+    }
+    ++count;
+  }
+  return count;
+}
 
 namespace {
 

@@ -1,4 +1,4 @@
-#include "qkv/kernels/cpu/elementwise.h"
+#include "kernels/cpu/elementwise.h"
 
 #include <cstring>
 
@@ -73,6 +73,28 @@ void sum_to(const std::vector<int64_t>& in_shape, const float* in, const std::ve
       for (int64_t i = 0; i < inner; ++i) o[i * st_o] += x[i * st_i];
     }
   }
+}
+
+double sum_f64(const float* x, int64_t n) {
+  double s = 0;
+  for (int64_t i = 0; i < n; ++i) s += x[i];
+  return s;
+}
+
+double sum_squares_f64(const float* x, int64_t n) {
+  double s = 0;
+#pragma omp simd reduction(+ : s)
+  for (int64_t i = 0; i < n; ++i) s += static_cast<double>(x[i]) * x[i];
+  return s;
+}
+
+void scale_inplace(float* x, int64_t n, float c) {
+#pragma omp simd
+  for (int64_t i = 0; i < n; ++i) x[i] *= c;
+}
+
+void broadcast_rows(float* out, const float* row, int64_t rows, int64_t n) {
+  for (int64_t r = 0; r < rows; ++r) std::memcpy(out + r * n, row, static_cast<size_t>(n) * sizeof(float));
 }
 
 }  // namespace qkv::kernels::cpu

@@ -1,4 +1,4 @@
-#include "qkv/kernels/cpu/embedding.h"
+#include "kernels/cpu/embedding.h"
 
 #include <cstring>
 

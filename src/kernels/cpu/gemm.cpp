@@ -1,4 +1,4 @@
-#include "qkv/kernels/cpu/gemm.h"
+#include "kernels/cpu/gemm.h"
 
 #include <oneapi/dnnl/dnnl.h>
 

@@ -1,4 +1,4 @@
-#include "qkv/kernels/cpu/gemm_bf16.h"
+#include "kernels/cpu/gemm_bf16.h"
 
 #include <cstdio>
 #include <mutex>
@@ -7,8 +7,8 @@
 
 #include "qkv/core/error.h"
 #include "qkv/core/parallel.h"
-#include "qkv/kernels/cpu/gemm.h"
-#include "qkv/kernels/cpu/vec.h"
+#include "kernels/cpu/gemm.h"
+#include "kernels/cpu/vec.h"
 
 namespace qkv::kernels::cpu {
 

@@ -1,7 +1,7 @@
-#include "qkv/kernels/cpu/gemv_bf16.h"
+#include "kernels/cpu/gemv_bf16.h"
 
 #include "qkv/core/parallel.h"
-#include "qkv/kernels/cpu/vec.h"
+#include "kernels/cpu/vec.h"
 
 namespace qkv::kernels::cpu {
 

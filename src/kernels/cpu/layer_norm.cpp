@@ -1,11 +1,11 @@
-#include "qkv/kernels/cpu/layer_norm.h"
+#include "kernels/cpu/layer_norm.h"
 
 #include <cmath>
 #include <cstring>
 #include <vector>
 
 #include "qkv/core/parallel.h"
-#include "qkv/kernels/cpu/vec.h"
+#include "kernels/cpu/vec.h"
 
 // The per-row sums are vector reductions (vec.h: 16 partial sums in the lanes of a register).
 // Written as plain loops, strict IEEE order makes the compiler emit one serial chain of adds, and

@@ -1,11 +1,11 @@
-#include "qkv/kernels/cpu/softmax.h"
+#include "kernels/cpu/softmax.h"
 
 #include <algorithm>
 #include <cmath>
 #include <cstring>
 
 #include "qkv/core/parallel.h"
-#include "qkv/kernels/cpu/vec.h"
+#include "kernels/cpu/vec.h"
 
 namespace qkv::kernels::cpu {
 

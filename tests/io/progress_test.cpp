@@ -1,4 +1,4 @@
-#include "qkv/train/progress.h"
+#include "qkv/io/progress.h"
 
 #include <gtest/gtest.h>
 
@@ -6,7 +6,7 @@
 #include <cstdio>
 #include <string>
 
-namespace qkv::train {
+namespace qkv::io {
 namespace {
 
 size_t columns(const std::string& s) {  // code points
@@ -205,4 +205,4 @@ TEST(Progress, TtyLeaveKeepsTheFinalLine) {
 }
 
 }  // namespace
-}  // namespace qkv::train
+}  // namespace qkv::io

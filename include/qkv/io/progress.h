@@ -17,7 +17,7 @@
 #include <utility>
 #include <vector>
 
-namespace qkv::train {
+namespace qkv::io {
 
 class ProgressBar {
  public:
@@ -74,4 +74,4 @@ class ProgressBar {
   int64_t sample_n_ = 0;
 };
 
-}  // namespace qkv::train
+}  // namespace qkv::io

@@ -8,7 +8,7 @@
 #include <string>
 #include <vector>
 
-#include "qkv/core/tensor.h"
+#include "qkv/ops/tensor.h"
 
 namespace qkv::autograd {
 

@@ -11,6 +11,9 @@
 
 namespace qkv::kernels::cpu {
 
+// The rows whose target is not ignore_index; *bad_row receives the first row whose target lies
+// outside [0, C) (−1 when none).
+int64_t count_targets(const int32_t* y, int64_t N, int64_t C, int64_t ignore, int64_t* bad_row);
 void cross_entropy_forward(const float* x, const int32_t* y, int64_t N, int64_t C, float eps, int64_t ignore,
                            float* lse, float* loss);
 void cross_entropy_backward(const float* x, const int32_t* y, const float* lse, const float* scale, int64_t N,

@@ -1,11 +1,15 @@
-#include "qkv/train/checkpoint.h"
+#include "qkv/models/model_file.h"
 
 #include "qkv/core/error.h"
 
-namespace qkv::train {
+namespace qkv::models {
 
 namespace {
 constexpr const char* kOptPrefix = "optimizer.";
+}
+
+nlohmann::json metadata(const Model& model, const nlohmann::json& tokenizer) {
+  return {{"model_type", model.type()}, {"model", model.config_json()}, {"tokenizer", tokenizer}};
 }
 
 void save_model_file(const std::string& path, const nn::Module& model, nlohmann::json meta, io::StoreAs store,
@@ -103,4 +107,4 @@ void average_model_files(const std::vector<std::string>& paths, const std::strin
   io::save_safetensors(out, tensors, {{"qkv", meta.dump()}}, store);
 }
 
-}  // namespace qkv::train
+}  // namespace qkv::models

@@ -1,23 +1,18 @@
-// Reverse mode over the tape of Nodes (see node.h).
+// Reverse mode over the tape of Nodes (autograd/node.h): the engine behind Tensor::backward and
+// autograd::grad. It lives in ops, not beside the tape, because summing gradients is an op (add):
+// the tape stays free of arithmetic and of devices.
+#include "qkv/ops/backward.h"
+
 #include <unordered_map>
 #include <unordered_set>
 
 #include "qkv/autograd/grad_mode.h"
 #include "qkv/autograd/node.h"
-#include "qkv/kernels/cpu/elementwise.h"
+#include "qkv/ops/arith.h"
 
 namespace qkv::autograd {
 
 namespace {
-thread_local bool g_grad_enabled = true;
-
-// a + b as a new dense tensor (b broadcast-free: same shape, any strides).
-Tensor add_dense(const Tensor& a, const Tensor& b) {
-  Tensor out = Tensor::empty(a.shape());
-  kernels::cpu::binary(a.shape(), out.data(), a.data(), a.strides(), b.data(), b.strides(),
-                       [](float x, float y) { return x + y; });
-  return out;
-}
 
 // Post-order DFS over grad_fn edges from `roots`; returns nodes with every consumer before its inputs.
 std::vector<Node*> topo_order(const std::vector<Node*>& roots) {
@@ -57,7 +52,7 @@ void run(const std::vector<Tensor>& roots, const std::vector<Tensor>& seeds, boo
   auto deliver = [&](const std::shared_ptr<TensorImpl>& impl, const Tensor& g) {
     if (capture) {
       auto it = capture->find(impl.get());
-      if (it != capture->end()) it->second = it->second.defined() ? add_dense(it->second, g) : g;
+      if (it != capture->end()) it->second = it->second.defined() ? add(it->second, g) : g;
     } else if (!impl->grad_fn || impl->retains_grad) {
       if (impl->requires_grad || impl->retains_grad) {
         if (!impl->grad) {
@@ -66,12 +61,11 @@ void run(const std::vector<Tensor>& roots, const std::vector<Tensor>& seeds, boo
         } else if (impl->grad->storage.use_count() == 1) {
           // Nobody else sees this storage: accumulate in place.
           Tensor acc(impl->grad);
-          kernels::cpu::binary(acc.shape(), acc.data(), acc.data(), acc.strides(), g.data(), g.strides(),
-                               [](float x, float y) { return x + y; });
+          add_(acc, g);
         } else {
           // The storage is shared with another gradient (say, add's backward handed the same tensor
           // to both inputs): a new sum, so the other one is left as it was.
-          impl->grad = add_dense(Tensor(impl->grad), g).impl_ptr();
+          impl->grad = add(Tensor(impl->grad), g).impl_ptr();
         }
       }
     }
@@ -79,7 +73,7 @@ void run(const std::vector<Tensor>& roots, const std::vector<Tensor>& seeds, boo
       auto& slots = pending[impl->grad_fn.get()];
       slots.resize(static_cast<size_t>(impl->grad_fn->num_outputs));
       Tensor& slot = slots[static_cast<size_t>(impl->output_nr)];
-      slot = slot.defined() ? add_dense(slot, g) : g;
+      slot = slot.defined() ? add(slot, g) : g;
     }
   };
 
@@ -102,7 +96,8 @@ void run(const std::vector<Tensor>& roots, const std::vector<Tensor>& seeds, boo
     pending.erase(it);
     QKV_CHECK(node->backward, "backward: trying to backward through the graph a second time (at ", node->name,
               "); its saved tensors were freed — pass retain_graph=true the first time");
-    std::vector<Tensor> grads = node->backward(g);
+    const std::vector<TensorBase> returned = node->backward(std::vector<TensorBase>(g.begin(), g.end()));
+    const std::vector<Tensor> grads(returned.begin(), returned.end());
     QKV_CHECK(grads.size() == node->inputs.size(), "backward of ", node->name, " returned ", grads.size(),
               " gradients for ", node->inputs.size(), " inputs");
     for (size_t i = 0; i < grads.size(); ++i) {
@@ -117,58 +112,6 @@ void run(const std::vector<Tensor>& roots, const std::vector<Tensor>& seeds, boo
   }
 }
 }  // namespace
-
-bool grad_enabled() { return g_grad_enabled; }
-void set_grad_enabled(bool on) { g_grad_enabled = on; }
-
-bool needs_grad(std::initializer_list<Tensor> inputs) {
-  if (!g_grad_enabled) return false;
-  for (const Tensor& t : inputs)
-    if (t.defined() && t.requires_grad()) return true;
-  return false;
-}
-
-bool needs_grad(const std::vector<Tensor>& inputs) {
-  if (!g_grad_enabled) return false;
-  for (const Tensor& t : inputs)
-    if (t.defined() && t.requires_grad()) return true;
-  return false;
-}
-
-namespace {
-std::shared_ptr<Node> make_node(const char* name, const std::vector<Tensor>& inputs) {
-  auto node = std::make_shared<Node>();
-  node->name = name;
-  for (const Tensor& t : inputs) {
-    node->inputs.push_back(t.defined() && t.requires_grad() ? t.impl_ptr() : nullptr);
-    node->input_shapes.push_back(t.defined() ? t.shape() : Shape{});
-  }
-  return node;
-}
-}  // namespace
-
-Tensor record(Tensor output, const char* name, const std::vector<Tensor>& inputs, BackwardFn fn) {
-  if (!needs_grad(inputs)) return output;
-  auto node = make_node(name, inputs);
-  node->backward = [fn = std::move(fn)](const std::vector<Tensor>& g) { return fn(g[0]); };
-  output.impl().grad_fn = std::move(node);
-  output.impl().requires_grad = true;
-  return output;
-}
-
-std::vector<Tensor> record_outputs(std::vector<Tensor> outputs, const char* name, const std::vector<Tensor>& inputs,
-                                   MultiBackwardFn fn) {
-  if (!needs_grad(inputs)) return outputs;
-  auto node = make_node(name, inputs);
-  node->backward = std::move(fn);
-  node->num_outputs = static_cast<int>(outputs.size());
-  for (size_t i = 0; i < outputs.size(); ++i) {
-    outputs[i].impl().grad_fn = node;
-    outputs[i].impl().output_nr = static_cast<int>(i);
-    outputs[i].impl().requires_grad = true;
-  }
-  return outputs;
-}
 
 void backward(const Tensor& root, const Tensor& grad, bool retain_graph) {
   Tensor seed = grad;

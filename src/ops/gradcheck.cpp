@@ -1,9 +1,9 @@
-#include "qkv/autograd/gradcheck.h"
+#include "qkv/ops/gradcheck.h"
 
 #include <cmath>
 
 #include "qkv/autograd/grad_mode.h"
-#include "qkv/autograd/node.h"
+#include "qkv/ops/backward.h"
 #include "qkv/core/rng.h"
 
 namespace qkv::autograd {

@@ -18,6 +18,19 @@ struct StridedLoop {
   std::vector<std::vector<int64_t>> strides;   // per operand (output first), same rank as shape
 };
 
+// Row-major strides of a dense tensor of this shape, and its element count.
+inline std::vector<int64_t> dense_strides(const std::vector<int64_t>& shape) {
+  std::vector<int64_t> st(shape.size());
+  int64_t acc = 1;
+  for (int64_t d = static_cast<int64_t>(shape.size()) - 1; d >= 0; --d) st[d] = acc, acc *= shape[d];
+  return st;
+}
+inline int64_t numel(const std::vector<int64_t>& shape) {
+  int64_t n = 1;
+  for (int64_t s : shape) n *= s;
+  return n;
+}
+
 // Merges dims i-1 and i wherever, for every operand, stride[i-1] == stride[i] * shape[i].
 StridedLoop coalesce(const std::vector<int64_t>& shape, const std::vector<std::vector<int64_t>>& strides);
 
@@ -110,8 +123,39 @@ void unary(const std::vector<int64_t>& shape, float* out, const float* a, const 
   });
 }
 
+// out = f(a) / f(a, b) for any element types (comparisons and logic on i32 and boolean tensors);
+// out dense, the operands strided. Not tuned: masks and ids, not activations.
+template <typename TO, typename TA, typename F>
+void map1(const std::vector<int64_t>& shape, TO* out, const TA* a, const std::vector<int64_t>& sa, F f) {
+  const std::vector<int64_t> so = dense_strides(shape);
+  if (numel(shape) == 0) return;
+  StridedLoop L = coalesce(shape, {so, sa});
+  for_each_row(L, [&](const int64_t* off, int64_t n, const int64_t* st) {
+    for (int64_t i = 0; i < n; ++i) out[off[0] + i * st[0]] = f(a[off[1] + i * st[1]]);
+  });
+}
+template <typename TO, typename TA, typename TB, typename F>
+void map2(const std::vector<int64_t>& shape, TO* out, const TA* a, const std::vector<int64_t>& sa, const TB* b,
+          const std::vector<int64_t>& sb, F f) {
+  const std::vector<int64_t> so = dense_strides(shape);
+  if (numel(shape) == 0) return;
+  StridedLoop L = coalesce(shape, {so, sa, sb});
+  for_each_row(L, [&](const int64_t* off, int64_t n, const int64_t* st) {
+    for (int64_t i = 0; i < n; ++i) out[off[0] + i * st[0]] = f(a[off[1] + i * st[1]], b[off[2] + i * st[2]]);
+  });
+}
+
 // Sums `in` (dense, shape `in_shape`) into `out` (dense, shape `out_shape`, broadcastable to
 // in_shape): the reduction of a broadcast, used by the backward of every broadcasting op.
 void sum_to(const std::vector<int64_t>& in_shape, const float* in, const std::vector<int64_t>& out_shape, float* out);
+
+// Σ x and Σ x² over n dense floats, accumulated in double (a whole-tensor sum stays exact to f32;
+// the squared norm is gradient clipping's).
+double sum_f64(const float* x, int64_t n);
+double sum_squares_f64(const float* x, int64_t n);
+// x ← c · x in place (gradient clipping).
+void scale_inplace(float* x, int64_t n, float c);
+// out[r, :] = row for r < rows (a bias under every row, before a GEMM accumulates onto it).
+void broadcast_rows(float* out, const float* row, int64_t rows, int64_t n);
 
 }  // namespace qkv::kernels::cpu

@@ -1,4 +1,4 @@
-#include "qkv/train/progress.h"
+#include "qkv/io/progress.h"
 
 #include <sys/ioctl.h>
 #include <unistd.h>
@@ -8,18 +8,16 @@
 #include <cstdlib>
 #include <iterator>
 
-namespace qkv::train {
+#include "qkv/core/utf8.h"
+
+namespace qkv::io {
 
 namespace {
 
 constexpr double kTtyInterval = 0.1;     // at most ~10 redraws a second
 constexpr double kEmaAlpha = 0.3;        // weight of the newest rate sample
 
-size_t display_width(const std::string& s) {  // code points; good enough for the block glyphs
-  size_t n = 0;
-  for (unsigned char c : s) n += (c & 0xC0) != 0x80;
-  return n;
-}
+size_t display_width(const std::string& s) { return utf8::length(s); }  // code points; enough for the block glyphs
 
 std::string rate_part(double rate) {
   if (!(rate > 0) || !std::isfinite(rate)) return "? it/s";
@@ -256,4 +254,4 @@ std::string ProgressBar::format_rate(double per_second) {
   }
 }
 
-}  // namespace qkv::train
+}  // namespace qkv::io

@@ -10,7 +10,7 @@
 #include <type_traits>
 
 #include "qkv/core/rng.h"
-#include "qkv/kernels/cpu/simd.h"
+#include "kernels/cpu/simd.h"
 
 namespace qkv::kernels::cpu {
 

@@ -16,9 +16,13 @@
 #include <nlohmann/json.hpp>
 
 #include "qkv/io/safetensors.h"
+#include "qkv/models/model.h"
 #include "qkv/nn/module.h"
 
-namespace qkv::train {
+namespace qkv::models {
+
+// The metadata every model file of `model` carries: {"model_type", "model", "tokenizer"}.
+nlohmann::json metadata(const Model& model, const nlohmann::json& tokenizer);
 
 struct ModelFile {
   nlohmann::json meta;                        // the "qkv" metadata object
@@ -49,4 +53,4 @@ void load_parameters(nn::Module& model, const ModelFile& file);
 void average_model_files(const std::vector<std::string>& paths, const std::string& out,
                          io::StoreAs store = io::StoreAs::kF32);
 
-}  // namespace qkv::train
+}  // namespace qkv::models

@@ -1,0 +1,47 @@
+// Loading a model file for inference: the registry builds the model its metadata names, the
+// parameters are loaded and checked, and the tokenizer it carries comes with it — one file
+// translates or generates.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "qkv/models/model.h"
+#include "qkv/text/lm_tokenizer.h"
+#include "qkv/text/sentencepiece.h"
+
+namespace qkv::models {
+
+struct LoadOptions {
+  nn::InferenceWeights weights = nn::InferenceWeights::f32;  // what decoding steps read
+};
+
+// A sequence-to-sequence model (model_type of Kind::seq2seq) and its SentencePiece vocabulary.
+struct LoadedSeq2Seq {
+  std::unique_ptr<Seq2SeqModel> model;
+  std::unique_ptr<text::SentencePiece> tokenizer;
+  nlohmann::json meta;
+  std::string path;
+};
+// A missing or corrupt file, a file of another kind of model, or one whose tensors or tokenizer do
+// not fit the model its metadata describes: a qkv::Error naming the path and the problem.
+LoadedSeq2Seq load_seq2seq(const std::string& path, const LoadOptions& options = {});
+// Several models for an ensemble: each loaded as above, and all with the same tokenizer pieces
+// (a qkv::Error naming the first model and piece that differ).
+std::vector<LoadedSeq2Seq> load_seq2seq_ensemble(const std::vector<std::string>& paths,
+                                                 const LoadOptions& options = {});
+std::vector<const Seq2SeqModel*> models_of(const std::vector<LoadedSeq2Seq>& loaded);
+
+// A language model (Kind::language_model) and its tokenizer (characters or SentencePiece).
+struct LoadedLanguageModel {
+  std::unique_ptr<LanguageModel> model;
+  text::LMTokenizer tokenizer;
+  nlohmann::json meta;
+  std::string path;
+};
+LoadedLanguageModel load_language_model(const std::string& path, const LoadOptions& options = {});
+
+}  // namespace qkv::models

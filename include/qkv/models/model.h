@@ -1,0 +1,93 @@
+// The interfaces every model of a kind implements — what training, decoding, the command line, the
+// Python module and a server see of a model, whatever its architecture:
+//
+//   Model          every kind: its parameters (an nn::Module), its hyper-parameters as a model file
+//                  stores them, typed sizes (vocabulary, width), the weights decoding reads
+//   Seq2SeqModel   source → target (translation; later image → caption): loss and logits for
+//                  training; encode-and-start, step with a cache, reorder the beam, for decoding;
+//                  attention maps
+//   LanguageModel  tokens → next token (GPT): loss and logits; step with a cache, for generation
+//
+// An architecture is an nn module (src/nn/) with the methods listed in models/network.h; one line
+// in src/models/registry.cpp makes it a model of its kind, under a type name, for model files and
+// configs. Nothing here is specific to any architecture.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "qkv/nn/attention_maps.h"
+#include "qkv/nn/module.h"
+
+namespace qkv::models {
+
+enum class Kind { seq2seq, language_model };
+
+// What a decoder keeps between steps (KV caches, recurrent states, …), one row per hypothesis.
+// Opaque to the search, which only regroups the rows.
+class DecoderState {
+ public:
+  virtual ~DecoderState() = default;
+  virtual int64_t rows() const = 0;
+  virtual int64_t length() const = 0;  // tokens fed so far
+  // Keeps rows `index` (in that order, repeats allowed). sources_changed: some row now belongs to
+  // another source than before (a sentence finished, or the beams were first expanded).
+  virtual void reorder(const std::vector<int64_t>& index, bool sources_changed) = 0;
+};
+
+class Model {
+ public:
+  virtual ~Model() = default;
+  virtual const std::string& type() const = 0;  // its registry name: "transformer", "gpt"
+  virtual Kind kind() const = 0;
+  virtual nn::Module& module() = 0;             // the parameters: trained, saved, loaded, averaged
+  virtual const nn::Module& module() const = 0;
+  virtual nlohmann::json config_json() const = 0;  // the hyper-parameters, as a model file's "model"
+  virtual std::string describe() const = 0;        // one line for people: "GPT 4 layers, 4 heads, …"
+  virtual int64_t vocab_size() const = 0;
+  virtual int64_t width() const = 0;  // the model dimension d_model (what inverse_sqrt scales by)
+  // Decoding steps read bf16 copies of the weights, or the f32 parameters (after loading them).
+  virtual void set_inference_weights(nn::InferenceWeights weights) = 0;
+};
+
+// The token ids a sequence-to-sequence model reserves.
+struct SpecialTokens {
+  int32_t pad = 0, bos = 2, eos = 3;
+};
+
+class Seq2SeqModel : public Model {
+ public:
+  Kind kind() const override { return Kind::seq2seq; }
+  virtual SpecialTokens special_tokens() const = 0;
+  virtual int64_t max_len() const = 0;  // longest source, and longest target with its BOS/EOS
+  // src i32 [B, S] (padded with pad), tgt_in i32 [B, T] (BOS y₁ … y_{T−1}) → logits [B, T, V];
+  // `maps`, when given, receives the attention weights.
+  virtual Tensor forward(const Tensor& src, const Tensor& tgt_in, nn::AttentionMaps* maps = nullptr) const = 0;
+  // Mean cross-entropy (label smoothing ε) against tgt_out [B, T] (y₁ … EOS), padding ignored.
+  virtual Tensor loss(const Tensor& src, const Tensor& tgt_in, const Tensor& tgt_out,
+                      float label_smoothing = 0.f) const = 0;
+  // Decoding (no tape): encode the sources, one row each; then feed one token per row per step and
+  // get the log-probabilities of the next, [rows, V]. use_cache = false recomputes everything each
+  // step (the baseline a cache is measured against), where the architecture has such a thing.
+  virtual std::unique_ptr<DecoderState> start_decoding(const Tensor& src, bool use_cache = true) const = 0;
+  virtual Tensor step(const std::vector<int32_t>& tokens, DecoderState& state) const = 0;
+};
+
+class LanguageModel : public Model {
+ public:
+  Kind kind() const override { return Kind::language_model; }
+  virtual int64_t block_size() const = 0;  // the longest context it knows positions for
+  // idx i32 [B, T] → logits [B, T, V]; loss: mean next-token cross-entropy against targets [B, T].
+  virtual Tensor forward(const Tensor& idx) const = 0;
+  virtual Tensor loss(const Tensor& idx, const Tensor& targets) const = 0;
+  // Generation (no tape): an empty cache; then idx [B, T] at the positions after what it holds →
+  // the logits of the last position, [B, V].
+  virtual std::unique_ptr<DecoderState> start_decoding() const = 0;
+  virtual Tensor step(const Tensor& idx, DecoderState& state) const = 0;
+};
+
+}  // namespace qkv::models

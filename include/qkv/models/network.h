@@ -1,0 +1,161 @@
+// What an nn module must provide to be a model of a kind, and the adapters that make it one.
+//
+// A new architecture is one file in src/nn/ — a module with a Config and the methods below — and
+// one line in src/models/registry.cpp:
+//
+//   seq2seq<nn::Seq2SeqTransformer>("transformer", "…")      → a Seq2SeqModel
+//   language_model<nn::GPT>("gpt", "…")                      → a LanguageModel
+//
+// The concepts state the contract; a module that misses a method fails to compile at its
+// registration, naming the requirement.
+#pragma once
+
+#include <concepts>
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "qkv/core/rng.h"
+#include "qkv/models/model.h"
+
+namespace qkv::models {
+
+// Every architecture: a typed config read from and written to JSON (a field table, io/config.h),
+// its width and a one-line description, a constructor from the config, and bf16 weight copies for
+// decoding.
+template <class Net>
+concept Network = std::derived_from<Net, nn::Module> &&
+                  requires(Net& net, const typename Net::Config& config, const nlohmann::json& j) {
+                    { Net::Config::from_json(j) } -> std::same_as<typename Net::Config>;
+                    { config.to_json() } -> std::same_as<nlohmann::json>;
+                    { config.width() } -> std::convertible_to<int64_t>;
+                    { config.describe() } -> std::convertible_to<std::string>;
+                    { config.vocab_size } -> std::convertible_to<int64_t>;
+                    { net.config } -> std::convertible_to<typename Net::Config>;
+                    requires std::constructible_from<Net, const typename Net::Config&, Generator*>;
+                    net.set_inference_weights(nn::InferenceWeights::bf16);
+                  };
+
+// A decoder state of the network's own type: rows, length, reorder.
+template <class S>
+concept NetworkDecoderState = requires(S& s, const std::vector<int64_t>& index) {
+  { s.rows() } -> std::convertible_to<int64_t>;
+  { s.length() } -> std::convertible_to<int64_t>;
+  s.reorder(index, true);
+};
+
+// Source → target: Seq2SeqModel's methods, with the network's own decoder state.
+template <class Net>
+concept Seq2SeqNetwork =
+    Network<Net> && NetworkDecoderState<typename Net::DecoderState> &&
+    requires(const Net& net, const Tensor& t, const std::vector<int32_t>& tokens, typename Net::DecoderState& state,
+             nn::AttentionMaps* maps) {
+      { net.config.max_len } -> std::convertible_to<int64_t>;
+      { net.config.pad_id } -> std::convertible_to<int32_t>;
+      { net.config.bos_id } -> std::convertible_to<int32_t>;
+      { net.config.eos_id } -> std::convertible_to<int32_t>;
+      { net.forward(t, t, maps) } -> std::same_as<Tensor>;
+      { net.loss(t, t, t, 0.f) } -> std::same_as<Tensor>;
+      { net.start_decoding(t, true) } -> std::same_as<typename Net::DecoderState>;
+      { net.step(tokens, state) } -> std::same_as<Tensor>;
+    };
+
+// Tokens → next token: LanguageModel's methods, with the network's own decoder state.
+template <class Net>
+concept LanguageModelNetwork = Network<Net> && NetworkDecoderState<typename Net::DecoderState> &&
+                               requires(const Net& net, const Tensor& t, typename Net::DecoderState& state) {
+                                 { net.config.block_size } -> std::convertible_to<int64_t>;
+                                 { net.forward(t) } -> std::same_as<Tensor>;
+                                 { net.loss(t, t) } -> std::same_as<Tensor>;
+                                 { net.start_decoding() } -> std::same_as<typename Net::DecoderState>;
+                                 { net.step(t, state) } -> std::same_as<Tensor>;
+                               };
+
+namespace detail {
+
+// A network's decoder state behind the DecoderState interface.
+template <class S>
+class StateOf final : public DecoderState {
+ public:
+  explicit StateOf(S s) : s(std::move(s)) {}
+  int64_t rows() const override { return s.rows(); }
+  int64_t length() const override { return s.length(); }
+  void reorder(const std::vector<int64_t>& index, bool sources_changed) override { s.reorder(index, sources_changed); }
+  S s;
+};
+
+template <class S>
+S& state_of(DecoderState& state, const std::string& type) {
+  auto* own = dynamic_cast<StateOf<S>*>(&state);
+  QKV_CHECK(own != nullptr, "a ", type, " model was handed the decoder state of another model");
+  return own->s;
+}
+
+// What every adapter shares: the network, its type name, the Model methods.
+template <class Net, class Base>
+class Adapter : public Base {
+ public:
+  Adapter(std::string type, const typename Net::Config& config, Generator* gen)
+      : type_(std::move(type)), net_(config, gen) {}
+  const std::string& type() const override { return type_; }
+  nn::Module& module() override { return net_; }
+  const nn::Module& module() const override { return net_; }
+  nlohmann::json config_json() const override { return net_.config.to_json(); }
+  std::string describe() const override { return net_.config.describe(); }
+  int64_t vocab_size() const override { return net_.config.vocab_size; }
+  int64_t width() const override { return net_.config.width(); }
+  void set_inference_weights(nn::InferenceWeights w) override { net_.set_inference_weights(w); }
+  Net& net() { return net_; }  // the module itself, for code that knows the architecture
+  const Net& net() const { return net_; }
+
+ protected:
+  std::string type_;
+  Net net_;
+};
+
+}  // namespace detail
+
+template <Seq2SeqNetwork Net>
+class Seq2SeqOf final : public detail::Adapter<Net, Seq2SeqModel> {
+  using State = typename Net::DecoderState;
+
+ public:
+  using detail::Adapter<Net, Seq2SeqModel>::Adapter;
+  SpecialTokens special_tokens() const override {
+    return {static_cast<int32_t>(this->net_.config.pad_id), static_cast<int32_t>(this->net_.config.bos_id),
+            static_cast<int32_t>(this->net_.config.eos_id)};
+  }
+  int64_t max_len() const override { return this->net_.config.max_len; }
+  Tensor forward(const Tensor& src, const Tensor& tgt_in, nn::AttentionMaps* maps) const override {
+    return this->net_.forward(src, tgt_in, maps);
+  }
+  Tensor loss(const Tensor& src, const Tensor& tgt_in, const Tensor& tgt_out, float label_smoothing) const override {
+    return this->net_.loss(src, tgt_in, tgt_out, label_smoothing);
+  }
+  std::unique_ptr<DecoderState> start_decoding(const Tensor& src, bool use_cache) const override {
+    return std::make_unique<detail::StateOf<State>>(this->net_.start_decoding(src, use_cache));
+  }
+  Tensor step(const std::vector<int32_t>& tokens, DecoderState& state) const override {
+    return this->net_.step(tokens, detail::state_of<State>(state, this->type_));
+  }
+};
+
+template <LanguageModelNetwork Net>
+class LanguageModelOf final : public detail::Adapter<Net, LanguageModel> {
+  using State = typename Net::DecoderState;
+
+ public:
+  using detail::Adapter<Net, LanguageModel>::Adapter;
+  int64_t block_size() const override { return this->net_.config.block_size; }
+  Tensor forward(const Tensor& idx) const override { return this->net_.forward(idx); }
+  Tensor loss(const Tensor& idx, const Tensor& targets) const override { return this->net_.loss(idx, targets); }
+  std::unique_ptr<DecoderState> start_decoding() const override {
+    return std::make_unique<detail::StateOf<State>>(this->net_.start_decoding());
+  }
+  Tensor step(const Tensor& idx, DecoderState& state) const override {
+    return this->net_.step(idx, detail::state_of<State>(state, this->type_));
+  }
+};
+
+}  // namespace qkv::models

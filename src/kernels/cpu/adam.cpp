@@ -1,0 +1,39 @@
+#include "kernels/cpu/adam.h"
+
+#include <cmath>
+
+#include "kernels/cpu/simd.h"
+#include "qkv/core/parallel.h"
+
+namespace qkv::kernels::cpu {
+
+void adam_update(float* p, const float* gp, float* m, float* v, int64_t n, const AdamCoefficients& c) {
+  const float b1 = c.beta1, b2 = c.beta2, eps = c.eps, step_size = c.step_size, inv_sqrt_bc2 = c.inv_sqrt_bc2,
+              decay = c.decay, l2 = c.l2;
+  parallel_for(n, 1 << 14, [&](int64_t lo, int64_t hi) {
+    int64_t i = lo;
+#if QKV_SIMD
+    const simd::vf vb1 = simd::set1(b1), vb2 = simd::set1(b2), vc1 = simd::set1(1.f - b1), vc2 = simd::set1(1.f - b2),
+                   vdecay = simd::set1(decay), vl2 = simd::set1(l2), vstep = simd::set1(step_size),
+                   vinv = simd::set1(inv_sqrt_bc2), veps = simd::set1(eps);
+    for (; i + simd::kLanes <= hi; i += simd::kLanes) {
+      const simd::vf pi = simd::load(p + i);
+      const simd::vf gi = simd::fmadd(vl2, pi, simd::load(gp + i));                        // g + l2·θ
+      const simd::vf mi = simd::fmadd(vb1, simd::load(m + i), simd::mul(vc1, gi));        // β₁ m + (1 − β₁) g
+      const simd::vf vi = simd::fmadd(vb2, simd::load(v + i), simd::mul(vc2, simd::mul(gi, gi)));  // β₂ v + (1 − β₂) g²
+      const simd::vf denom = simd::fmadd(simd::sqrt(vi), vinv, veps);                      // √v · inv_sqrt_bc2 + ε
+      simd::store(m + i, mi);
+      simd::store(v + i, vi);
+      simd::store(p + i, simd::fnmadd(vstep, simd::div(mi, denom), simd::mul(pi, vdecay)));
+    }
+#endif
+    for (; i < hi; ++i) {
+      const float gi = gp[i] + l2 * p[i];
+      m[i] = b1 * m[i] + (1.f - b1) * gi;
+      v[i] = b2 * v[i] + (1.f - b2) * gi * gi;
+      p[i] = p[i] * decay - step_size * m[i] / (std::sqrt(v[i]) * inv_sqrt_bc2 + eps);
+    }
+  });
+}
+
+}  // namespace qkv::kernels::cpu

@@ -1,0 +1,63 @@
+// The registry: every model type qkv can train, save, load and decode. Adding an architecture is
+// its module in src/nn/ (with the methods models/network.h lists) and one line below.
+#include "qkv/models/registry.h"
+
+#include "qkv/models/network.h"
+#include "qkv/nn/gpt.h"
+#include "qkv/nn/transformer.h"
+
+namespace qkv::models {
+
+namespace {
+
+template <Seq2SeqNetwork Net>
+ModelType seq2seq(const char* name, const char* description) {
+  return {name, Kind::seq2seq, description, [name](const nlohmann::json& config, Generator* gen) {
+            return std::unique_ptr<Model>(new Seq2SeqOf<Net>(name, Net::Config::from_json(config), gen));
+          }};
+}
+
+template <LanguageModelNetwork Net>
+ModelType language_model(const char* name, const char* description) {
+  return {name, Kind::language_model, description, [name](const nlohmann::json& config, Generator* gen) {
+            return std::unique_ptr<Model>(new LanguageModelOf<Net>(name, Net::Config::from_json(config), gen));
+          }};
+}
+
+const char* kind_name(Kind k) { return k == Kind::seq2seq ? "sequence-to-sequence" : "language"; }
+
+}  // namespace
+
+const std::vector<ModelType>& model_types() {
+  static const std::vector<ModelType> types = {
+      seq2seq<nn::Seq2SeqTransformer>("transformer", "the encoder–decoder Transformer of \"Attention Is All You Need\""),
+      language_model<nn::GPT>("gpt", "a decoder-only Transformer language model (nanoGPT's)"),
+  };
+  return types;
+}
+
+const ModelType& model_type(const std::string& name) {
+  std::string known;
+  for (const ModelType& t : model_types()) {
+    if (t.name == name) return t;
+    known += (known.empty() ? "" : ", ") + t.name;
+  }
+  throw Error(qkv::detail::concat("unknown model type \"", name, "\" (known: ", known, ")"));
+}
+
+std::unique_ptr<Seq2SeqModel> build_seq2seq(const std::string& type, const nlohmann::json& config, Generator* gen) {
+  const ModelType& t = model_type(type);
+  QKV_CHECK(t.kind == Kind::seq2seq, "a ", type, " model is a ", kind_name(t.kind),
+            " model, not a sequence-to-sequence model");
+  return std::unique_ptr<Seq2SeqModel>(static_cast<Seq2SeqModel*>(t.build(config, gen).release()));
+}
+
+std::unique_ptr<LanguageModel> build_language_model(const std::string& type, const nlohmann::json& config,
+                                                    Generator* gen) {
+  const ModelType& t = model_type(type);
+  QKV_CHECK(t.kind == Kind::language_model, "a ", type, " model is a ", kind_name(t.kind),
+            " model, not a language model");
+  return std::unique_ptr<LanguageModel>(static_cast<LanguageModel*>(t.build(config, gen).release()));
+}
+
+}  // namespace qkv::models

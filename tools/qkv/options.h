@@ -1,0 +1,96 @@
+// Option groups the commands share, declared once: --threads, the decoding options of every command
+// that translates or generates, and typed choices (a dtype, a backend) read through their
+// EnumNames (core/names.h), so the value a command gets is an enum, not a string.
+#pragma once
+
+#include <CLI/CLI.hpp>
+#include <algorithm>
+#include <string>
+#include <vector>
+
+#include "commands.h"
+#include "qkv/core/names.h"
+#include "qkv/core/parallel.h"
+#include "qkv/decode/translator.h"
+#include "qkv/nn/module.h"
+
+namespace qkv::cli {
+
+// --NAME VALUE, one of E's names (or of `allowed`): "must be f32 or bf16, got x" otherwise.
+template <NamedEnum E>
+CLI::Option* add_choice(CLI::App* app, const std::string& name, E& value, const std::string& help,
+                        std::vector<E> allowed = {}) {
+  if (allowed.empty())
+    for (const auto& [v, n] : EnumNames<E>::names) allowed.push_back(v);
+  std::string choices;
+  for (size_t i = 0; i < allowed.size(); ++i)
+    choices += (i ? (i + 1 == allowed.size() ? " or " : ", ") : "") + std::string(enum_name(allowed[i]));
+  auto* opt = app->add_option_function<std::string>(name, [&value](const std::string& s) { value = parse_enum<E>(s); },
+                                                    help + " (" + choices + ")");
+  opt->check(CLI::Validator(
+      [allowed, choices](std::string& in) -> std::string {
+        E e{};
+        const bool ok = try_parse_enum<E>(in, &e) && std::find(allowed.begin(), allowed.end(), e) != allowed.end();
+        return ok ? "" : "must be " + choices + ", got " + in;
+      },
+      "CHOICE"));
+  opt->default_str(std::string(enum_name(value)));
+  return opt;
+}
+
+// --threads N: OpenMP threads for this command (default: OMP_NUM_THREADS, or all cores).
+inline void add_threads_option(CLI::App* app, int& threads) {
+  app->add_option("--threads", threads, "threads (default: all cores)")->check(greater_than_zero());
+}
+inline void use_threads(int threads) {
+  if (threads > 0) set_num_threads(threads);
+}
+
+// The decoding options of translate, eval, attend and the translation bench.
+struct DecodeArgs {
+  int64_t beam = 4, batch_size = 32, max_extra = 50;
+  double alpha = 0.6;
+  nn::InferenceWeights weights = nn::InferenceWeights::f32;
+  bool no_cache = false;
+  int threads = 0;
+
+  decode::TranslateOptions translate_options() const {
+    decode::TranslateOptions o;
+    o.beam_size = beam, o.length_penalty = static_cast<float>(alpha), o.max_extra = max_extra;
+    o.batch_size = batch_size, o.use_cache = !no_cache;
+    return o;
+  }
+};
+
+enum DecodeOption : unsigned {
+  kBeam = 1u << 0,
+  kAlpha = 1u << 1,
+  kMaxExtra = 1u << 2,
+  kBatchSize = 1u << 3,
+  kWeights = 1u << 4,
+  kNoCache = 1u << 5,
+  kThreads = 1u << 6,
+  kAllDecodeOptions = (1u << 7) - 1,
+};
+
+inline void add_decode_options(CLI::App* app, DecodeArgs& a, unsigned which = kAllDecodeOptions) {
+  if (which & kBeam)
+    app->add_option("-b,--beam", a.beam, "beam size (1 = greedy search)")->capture_default_str()->check(between(1, 64));
+  if (which & kAlpha)
+    app->add_option("--alpha", a.alpha, "length penalty α: hypotheses ranked by log p / ((5+|Y|)/6)^α")
+        ->capture_default_str()
+        ->check(between(0.0, 5.0));
+  if (which & kMaxExtra)
+    app->add_option("--max-extra", a.max_extra, "an output has at most |source| + this many tokens")
+        ->capture_default_str()
+        ->check(between(1, 10000));
+  if (which & kBatchSize)
+    app->add_option("--batch-size", a.batch_size, "sentences per batch")->capture_default_str()->check(between(1, 4096));
+  if (which & kWeights)
+    add_choice(app, "--dtype", a.weights, "weights the decoding steps read: f32, or bf16 copies (half the memory traffic)");
+  if (which & kNoCache)
+    app->add_flag("--no-cache", a.no_cache, "recompute the decoder over the whole prefix every step (slow; for comparison)");
+  if (which & kThreads) add_threads_option(app, a.threads);
+}
+
+}  // namespace qkv::cli
