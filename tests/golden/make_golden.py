@@ -388,6 +388,56 @@ def gen_ops():
         mask = torch.rand(*sm) < 0.4
         b.add(f"masked_fill_{tag}", "masked_fill", {"value": val}, {"a": randn(*sa), "mask": mask},
               lambda a, mask, val=val: a.masked_fill(mask, val))
+
+    # -- index_select (decoding regroups its rows with it): repeats, drops, any dim; f32 with its
+    # gradient (repeats add up), i32 and bool without
+    for tag, shape, dim, index in [("rows", [5, 3], 0, [4, 0, 0, 2]), ("mid", [2, 6, 3], 1, [5, 1, 1]),
+                                   ("last", [3, 4], -1, [3, 3, 0])]:
+        b.seed()
+        b.add(f"index_select_{tag}", "index_select", {"dim": dim, "index": index}, {"a": randn(*shape)},
+              lambda a, dim=dim, index=index: torch.index_select(a, dim, torch.tensor(index)))
+    b.seed()
+    b.add("index_select_i32", "index_select", {"dim": 0, "index": [3, 1, 1]},
+          {"a": torch.randint(0, 9, (4, 5), dtype=torch.int32)},
+          lambda a: torch.index_select(a, 0, torch.tensor([3, 1, 1])))
+    b.seed()
+    b.add("index_select_bool", "index_select", {"dim": 0, "index": [1, 1, 0]}, {"a": torch.rand(2, 1, 1, 5) < 0.5},
+          lambda a: torch.index_select(a, 0, torch.tensor([1, 1, 0])))
+
+    # -- comparisons with a scalar and logic (boolean results, no gradient)
+    cmp = {"eq": torch.eq, "ne": torch.ne, "lt": torch.lt, "le": torch.le, "gt": torch.gt, "ge": torch.ge}
+    for op, fn in cmp.items():
+        b.seed()
+        a = torch.randint(-2, 3, (3, 7)).float()  # many ties with the scalar
+        b.add(f"{op}_f32", op, {"scalar": 1.0}, {"a": a}, lambda a, fn=fn: fn(a, 1.0), grad_inputs=[])
+        b.seed()
+        b.add(f"{op}_i32", op, {"scalar": 2.0}, {"a": torch.randint(0, 4, (2, 9), dtype=torch.int32)},
+              lambda a, fn=fn: fn(a, 2))
+    for op, fn in {"logical_and": torch.logical_and, "logical_or": torch.logical_or}.items():
+        b.seed()
+        b.add(f"{op}_bcast", op, {}, {"a": torch.rand(2, 1, 5) < 0.5, "b": torch.rand(3, 5) < 0.5},
+              lambda a, b, fn=fn: fn(a, b))
+    b.seed()
+    b.add("logical_not", "logical_not", {}, {"a": torch.rand(4, 6) < 0.5}, lambda a: torch.logical_not(a))
+
+    # -- attention masks in qkv's convention, SDPA's (True = may attend): a causal mask with an
+    # offset is torch.ones(Lq, Lk).tril(offset); a key padding mask [B, S] becomes [B, 1, 1, S]
+    for Lq, Lk, off in [(4, 4, 0), (3, 7, 4), (5, 3, -1), (2, 6, 0)]:
+        b.seed()
+        b.add(f"causal_mask_{Lq}x{Lk}_off{off}".replace("-", "minus"), "causal_mask",
+              {"Lq": Lq, "Lk": Lk, "offset": off}, {},
+              lambda Lq=Lq, Lk=Lk, off=off: torch.ones(Lq, Lk, dtype=torch.bool).tril(off))
+    b.seed()
+    b.add("attention_mask_from_padding", "attention_mask_from_padding", {},
+          {"key_padding_mask": torch.rand(3, 6) < 0.3}, lambda key_padding_mask: (~key_padding_mask)[:, None, None, :])
+
+    # -- log_mean_exp: an ensemble's log mean probability (no gradient)
+    for n, shape in [(2, [3, 11]), (3, [2, 5])]:
+        b.seed()
+        inputs = {f"x{i}": torch.log_softmax(randn(*shape, scale=3.0), -1) for i in range(n)}
+        b.add(f"log_mean_exp_{n}", "log_mean_exp", {"n": n}, inputs,
+              lambda **xs: torch.logsumexp(torch.stack([xs[f"x{i}"] for i in range(len(xs))]), 0) - math.log(len(xs)),
+              grad_inputs=[])
     return b.cases
 
 

@@ -70,6 +70,25 @@ TensorMap run_op(const std::string& op, const TensorMap& in, const json& p) {
   if (op == "slice")
     return one(a().slice(p.at("dim").get<int64_t>(), p.at("start").get<int64_t>(), p.at("end").get<int64_t>()));
   if (op == "masked_fill") return one(masked_fill(a(), in_at(in, "mask"), p.at("value").get<float>()));
+  if (op == "index_select")
+    return one(index_select(a(), p.at("dim").get<int64_t>(), p.at("index").get<std::vector<int64_t>>()));
+  if (op == "eq") return one(eq(a(), p.at("scalar").get<float>()));
+  if (op == "ne") return one(ne(a(), p.at("scalar").get<float>()));
+  if (op == "lt") return one(lt(a(), p.at("scalar").get<float>()));
+  if (op == "le") return one(le(a(), p.at("scalar").get<float>()));
+  if (op == "gt") return one(gt(a(), p.at("scalar").get<float>()));
+  if (op == "ge") return one(ge(a(), p.at("scalar").get<float>()));
+  if (op == "logical_and") return one(logical_and(a(), b()));
+  if (op == "logical_or") return one(logical_or(a(), b()));
+  if (op == "logical_not") return one(logical_not(a()));
+  if (op == "causal_mask")
+    return one(causal_mask(p.at("Lq").get<int64_t>(), p.at("Lk").get<int64_t>(), p.at("offset").get<int64_t>()));
+  if (op == "attention_mask_from_padding") return one(attention_mask_from_padding(in_at(in, "key_padding_mask")));
+  if (op == "log_mean_exp") {
+    std::vector<Tensor> xs;
+    for (int64_t i = 0; i < p.at("n").get<int64_t>(); ++i) xs.push_back(in_at(in, "x" + std::to_string(i)));
+    return one(log_mean_exp(xs));
+  }
   throw std::runtime_error("golden_test: no qkv call for op \"" + op + "\"");
 }
 
@@ -90,6 +109,10 @@ const std::map<std::string, std::vector<std::string>>& families() {
       {"cat", {"cat"}},
       {"view", {"transpose", "permute", "transpose_reshape", "slice"}},
       {"masked_fill", {"masked_fill"}},
+      {"index_select", {"index_select"}},
+      {"compare", {"eq", "ne", "lt", "le", "gt", "ge", "logical_and", "logical_or", "logical_not"}},
+      {"mask", {"causal_mask", "attention_mask_from_padding"}},
+      {"log_mean_exp", {"log_mean_exp"}},
   };
   return f;
 }
@@ -130,6 +153,10 @@ TEST(GoldenOps, CrossEntropy) { run_family("cross_entropy"); }
 TEST(GoldenOps, Cat) { run_family("cat"); }
 TEST(GoldenOps, View) { run_family("view"); }
 TEST(GoldenOps, MaskedFill) { run_family("masked_fill"); }
+TEST(GoldenOps, IndexSelect) { run_family("index_select"); }
+TEST(GoldenOps, Compare) { run_family("compare"); }
+TEST(GoldenOps, Mask) { run_family("mask"); }
+TEST(GoldenOps, LogMeanExp) { run_family("log_mean_exp"); }
 
 // ---- scaled_dot_product_attention (attention.json, op "sdpa") ----------------------------------
 

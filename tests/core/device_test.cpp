@@ -1,0 +1,117 @@
+// The device seam: devices by name, an allocator per device, Tensor::to(device), borrowed memory
+// (from_blob), and — what makes the seam safe — an op that meets a tensor of a device this build
+// has no kernels for is a qkv::Error naming the op and the device, and touches no memory.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <functional>
+#include <vector>
+
+#include "qkv/core/allocator.h"
+#include "qkv/ops.h"
+#include "testing.h"
+
+namespace qkv {
+namespace {
+
+using testing::error_of;
+
+TEST(Device, NamesAsPyTorch) {
+  EXPECT_EQ(Device::parse("cpu"), Device::cpu());
+  EXPECT_EQ(Device::parse("cuda"), Device::cuda(0));
+  EXPECT_EQ(Device::parse("cuda:3"), Device::cuda(3));
+  EXPECT_EQ(Device::cuda(1).str(), "cuda:1");
+  EXPECT_EQ(Device::cpu().str(), "cpu");
+  for (const char* bad : {"gpu", "cuda:", "cuda:x", "CPU", ""})
+    EXPECT_NE(error_of([&] { Device::parse(bad); }).find("unknown device"), std::string::npos) << bad;
+  EXPECT_TRUE(device_available(Device::cpu()));
+  EXPECT_FALSE(device_available(Device::cuda()));
+}
+
+TEST(Device, TensorsLiveOnTheCpuAndAnotherDeviceIsAClearError) {
+  Tensor t = Tensor::from_vector({1, 2, 3}, {3});
+  EXPECT_EQ(t.device(), Device::cpu());
+  EXPECT_TRUE(t.to(Device::cpu()).same(t)) << "to() the same device is the tensor itself";
+  const std::string e = error_of([&] { t.to(Device::cuda()); });
+  EXPECT_NE(e.find("cuda:0"), std::string::npos) << e;
+  EXPECT_NE(error_of([] { Tensor::empty({2}, DType::f32, Device::cuda(1)); }).find("cuda:1"), std::string::npos);
+  // a strided view moves too (contiguous first): its values, not its storage
+  Tensor m = Tensor::from_vector({1, 2, 3, 4, 5, 6}, {2, 3}).transpose(0, 1);
+  EXPECT_EQ(m.to(Device::cpu()).to_vector(), m.to_vector());
+}
+
+TEST(Device, FromBlobBorrowsMemoryAndCallsItsDeleterOnce) {
+  std::vector<float> host = {1, 2, 3, 4, 5, 6};
+  int deleted = 0;
+  const int64_t before = allocated_bytes();
+  {
+    Tensor t = Tensor::from_blob(host.data(), {2, 3}, DType::f32, Device::cpu(), [&](void* p) {
+      EXPECT_EQ(p, host.data());
+      ++deleted;
+    });
+    EXPECT_EQ(allocated_bytes(), before) << "borrowed memory is not qkv's";
+    EXPECT_EQ(t.to_vector(), host);
+    host[4] = 50;  // no copy: the tensor sees the change
+    EXPECT_EQ(t.to_vector()[4], 50.f);
+    Tensor v = t.transpose(0, 1);  // a view keeps the storage alive
+    t = Tensor();
+    EXPECT_EQ(deleted, 0);
+    EXPECT_EQ(mul(v, 2.f).to_vector(), (std::vector<float>{2, 8, 4, 100, 6, 12}));
+  }
+  EXPECT_EQ(deleted, 1);
+}
+
+// A tensor labelled as a GPU tensor over host memory filled with sentinels: every op must refuse it
+// before reading or writing a byte.
+TEST(Device, AnOpMeetingAnUnsupportedDeviceIsAnErrorAndTouchesNothing) {
+  std::vector<float> mem(64, 7.f);
+  std::vector<int32_t> ids(4, 1);
+  std::vector<uint8_t> flags(16, 1);
+  auto gpu = [&](const Shape& s) { return Tensor::from_blob(mem.data(), s, DType::f32, Device::cuda()); };
+  Tensor x = gpu({4, 4}), cpu_x = Tensor::ones({4, 4});
+  Tensor gpu_ids = Tensor::from_blob(ids.data(), {4}, DType::i32, Device::cuda());
+  Tensor gpu_mask = Tensor::from_blob(flags.data(), {4, 4}, DType::boolean, Device::cuda());
+  Tensor m = gpu({4, 4}), v = gpu({4, 4}), p = gpu({4, 4});
+  const std::vector<std::pair<const char*, std::function<void()>>> ops = {
+      {"relu", [&] { relu(x); }},
+      {"gelu", [&] { gelu(x); }},
+      {"dropout", [&] { dropout(x, 0.5f, true); }},
+      {"add", [&] { add(x, x); }},
+      {"mul scalar", [&] { mul(x, 2.f); }},
+      {"exp", [&] { exp(x); }},
+      {"sum", [&] { sum(x); }},
+      {"sum_to", [&] { sum_to(x, {4}); }},
+      {"add_", [&] { add_(x, x); }},
+      {"mul_", [&] { mul_(x, 2.f); }},
+      {"sum_of_squares", [&] { sum_of_squares(x); }},
+      {"matmul", [&] { matmul(x, x); }},
+      {"linear", [&] { linear(x, x); }},
+      {"softmax", [&] { softmax(x, -1); }},
+      {"log_softmax", [&] { log_softmax(x, -1); }},
+      {"log_mean_exp", [&] { log_mean_exp({x, x}); }},
+      {"layer_norm", [&] { layer_norm(x, {4}); }},
+      {"embedding", [&] { embedding(gpu_ids, x); }},
+      {"cross_entropy", [&] { cross_entropy(x, gpu_ids); }},
+      {"scaled_dot_product_attention", [&] { scaled_dot_product_attention(x, x, x); }},
+      {"index_select", [&] { index_select(x, 0, {1, 0}); }},
+      {"eq", [&] { eq(x, 7.f); }},
+      {"logical_not", [&] { logical_not(gpu_mask); }},
+      {"causal_mask", [&] { causal_mask(4, 4, 0, Device::cuda()); }},
+      {"adam_update_", [&] { adam_update_(p, x, m, v, AdamUpdate{}); }},
+      {"contiguous", [&] { x.transpose(0, 1).contiguous(); }},
+      {"copy_", [&] { x.copy_(cpu_x); }},
+      {"fill_", [&] { x.fill_(0.f); }},
+  };
+  for (const auto& [name, run] : ops) {
+    const std::string e = error_of(run);
+    EXPECT_NE(e.find("cuda:0"), std::string::npos) << name << ": " << (e.empty() ? "no error" : e);
+  }
+  for (float f : mem) ASSERT_EQ(f, 7.f) << "an op wrote to the unsupported device's memory";
+  for (int32_t i : ids) ASSERT_EQ(i, 1);
+  // operands on two devices: an error naming both
+  const std::string e = error_of([&] { add(x, cpu_x); });
+  EXPECT_NE(e.find("different devices"), std::string::npos) << e;
+}
+
+}  // namespace
+}  // namespace qkv
