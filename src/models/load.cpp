@@ -24,20 +24,23 @@ const ModelType& type_of(const ModelFile& f, Kind kind) {
   return *t;
 }
 
-// The model the file describes (before its parameters are loaded: load() does that).
-std::unique_ptr<Model> build(const ModelFile& f, const ModelType& t) {
+// The model the file describes, of the type `t` (type_of), its vocabulary checked against the
+// tokenizer's before its parameters load.
+template <class M>
+std::unique_ptr<M> model_from(const ModelFile& f, const ModelType& t, int64_t tokenizer_vocab,
+                              const LoadOptions& options) {
+  std::unique_ptr<M> m;
   try {
-    return t.build(f.meta.at("model"), nullptr);
+    m.reset(static_cast<M*>(t.build(f.meta.at("model"), nullptr).release()));
   } catch (const Error& e) {
     QKV_CHECK(false, "'", f.path, "': ", e.what());
   }
-  return nullptr;
-}
-
-void load(Model& m, const ModelFile& f, const LoadOptions& options) {
-  load_parameters(m.module(), f);
-  m.module().eval();
-  m.set_inference_weights(options.weights);
+  QKV_CHECK(m->vocab_size() == tokenizer_vocab, "'", f.path, "': the model's vocab_size ", m->vocab_size(),
+            " does not match its tokenizer's ", tokenizer_vocab);
+  load_parameters(m->module(), f);
+  m->module().eval();
+  m->set_inference_weights(options.weights);
+  return m;
 }
 
 }  // namespace
@@ -50,10 +53,7 @@ LoadedSeq2Seq load_seq2seq(const std::string& path, const LoadOptions& options) 
   r.meta = f.meta;
   r.tokenizer = std::make_unique<text::SentencePiece>(
       text::SentencePiece::from_json(f.meta.at("tokenizer"), "'" + path + "': the model file"));
-  r.model.reset(static_cast<Seq2SeqModel*>(build(f, t).release()));
-  QKV_CHECK(r.model->vocab_size() == r.tokenizer->vocab_size(), "'", path, "': the model's vocab_size ",
-            r.model->vocab_size(), " does not match its tokenizer's ", r.tokenizer->vocab_size(), " pieces");
-  load(*r.model, f, options);
+  r.model = model_from<Seq2SeqModel>(f, t, r.tokenizer->vocab_size(), options);
   return r;
 }
 
@@ -91,10 +91,7 @@ LoadedLanguageModel load_language_model(const std::string& path, const LoadOptio
   } catch (const Error& e) {
     QKV_CHECK(false, "'", path, "': the tokenizer: ", e.what());
   }
-  r.model.reset(static_cast<LanguageModel*>(build(f, t).release()));
-  QKV_CHECK(r.model->vocab_size() == r.tokenizer.vocab_size(), "'", path, "': the model's vocab_size ",
-            r.model->vocab_size(), " does not match its tokenizer's ", r.tokenizer.vocab_size());
-  load(*r.model, f, options);
+  r.model = model_from<LanguageModel>(f, t, r.tokenizer.vocab_size(), options);
   return r;
 }
 

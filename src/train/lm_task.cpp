@@ -60,15 +60,30 @@ const io::Fields<LMDataConfig>& LMDataConfig::fields() {
   return f;
 }
 
+const io::Fields<LMTaskConfig>& LMTaskConfig::fields() {
+  using F = io::Fields<LMTaskConfig>;
+  using C = LMTaskConfig;
+  static const F f("lm task", {
+                                  F::text("task", &C::task),
+                                  F::text("description", &C::description),
+                                  F::text("_comment", &C::description),
+                                  F::section("data", &C::data),
+                                  F::any("model", &C::model),
+                                  F::section("train", &C::train),
+                              });
+  return f;
+}
+
 LMTask::LMTask(const json& config, const std::string& base_dir, const std::string& out_dir, bool resume) {
   QKV_CHECK(config.value("task", "") == "lm", "lm task: the config's \"task\" must be \"lm\"");
   QKV_CHECK(config.contains("data") && config.contains("model") && config.contains("train"),
             "lm task: the config needs \"data\", \"model\" and \"train\" sections");
-  for (auto& [k, v] : config.items())
-    QKV_CHECK(k == "task" || k == "data" || k == "model" || k == "train" || k == "_comment" || k == "description",
-              "lm task: unknown section \"", k, "\" (known: task, data, model, train, description)");
-  cfg_ = TrainConfig::from_json(config.at("train"));
-  const LMDataConfig d = LMDataConfig::fields().from_json(config.at("data"));
+  const LMTaskConfig c = LMTaskConfig::fields().from_json(config);
+  cfg_ = c.train;
+  auto [type, m] = model_section(c.model, "gpt");
+  QKV_CHECK(models::model_type(type).kind == models::Kind::language_model, "lm task: model.type \"", type,
+            "\" is not a language model type");
+  const LMDataConfig& d = c.data;
   QKV_CHECK(!d.path.empty(), "lm task: data.path (the text file) is missing");
   fs::path path = d.path;
   if (path.is_relative() && !base_dir.empty()) path = fs::path(base_dir) / path;
@@ -111,7 +126,6 @@ LMTask::LMTask(const json& config, const std::string& base_dir, const std::strin
     data_.val = tok_.encode(val_text);
   }
 
-  auto [type, m] = model_section(config.at("model"), "gpt");
   QKV_CHECK(!m.contains("vocab_size") || m["vocab_size"] == tok_.vocab_size(), "lm task: model.vocab_size ",
             m["vocab_size"].dump(), " differs from the tokenizer's ", tok_.vocab_size(), " (leave it out)");
   m["vocab_size"] = tok_.vocab_size();

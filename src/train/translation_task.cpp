@@ -109,23 +109,38 @@ void write_split(const std::vector<text::SentencePair>& pairs, const std::string
 
 }  // namespace
 
+const io::Fields<TranslationTaskConfig>& TranslationTaskConfig::fields() {
+  using F = io::Fields<TranslationTaskConfig>;
+  using C = TranslationTaskConfig;
+  static const F f("translation task", {
+                                           F::text("task", &C::task),
+                                           F::text("description", &C::description),
+                                           F::text("_comment", &C::description),
+                                           F::section("data", &C::data),
+                                           F::section("tokenizer", &C::tokenizer),
+                                           F::any("model", &C::model),
+                                           F::section("train", &C::train),
+                                           F::section("eval", &C::eval),
+                                       });
+  return f;
+}
+
 TranslationTask::TranslationTask(const json& config, const std::string& base, const std::string& out_dir, bool resume,
                                  bool verbose) {
   QKV_CHECK(config.value("task", "") == "translation", "translation task: the config's \"task\" must be \"translation\"");
   for (const char* k : {"data", "model", "train"})
     QKV_CHECK(config.contains(k), "translation task: the config needs a \"", k, "\" section");
-  for (auto& [k, v] : config.items())
-    QKV_CHECK(k == "task" || k == "data" || k == "model" || k == "train" || k == "tokenizer" || k == "eval" ||
-                  k == "description" || k == "_comment",
-              "translation task: unknown section \"", k, "\" (known: task, data, tokenizer, model, train, eval, "
-              "description)");
-  cfg_ = TrainConfig::from_json(config.at("train"));
+  const TranslationTaskConfig c = TranslationTaskConfig::fields().from_json(config);
+  cfg_ = c.train;
+  auto [type, m] = model_section(c.model, "transformer");
+  QKV_CHECK(models::model_type(type).kind == models::Kind::seq2seq, "translation task: model.type \"", type,
+            "\" is not a sequence-to-sequence model type");
   auto say = [&](const std::string& s) {
     if (verbose) std::fprintf(stderr, "%s\n", s.c_str());
   };
 
   // ---- data
-  const TranslationDataConfig d = TranslationDataConfig::fields().from_json(config.at("data"));
+  const TranslationDataConfig& d = c.data;
   QKV_CHECK(d.train.given(), "translation task: data.train is missing");
   std::vector<text::SentencePair> all = read_pairs(d.train, base, "train");
   if (d.dev.given()) {
@@ -143,8 +158,7 @@ TranslationTask::TranslationTask(const json& config, const std::string& base, co
   if (!split_.test.empty()) write_split(split_.test, (fs::path(out_dir) / "test").string());
 
   // ---- tokenizer: one SentencePiece model for both languages, trained on the training pairs
-  const TranslationTokenizerConfig tk =
-      TranslationTokenizerConfig::fields().from_json(config.value("tokenizer", json::object()));
+  const TranslationTokenizerConfig& tk = c.tokenizer;
   const std::string spm_path = (fs::path(out_dir) / "spm.model").string();
   const std::string spm_stamp = (fs::path(out_dir) / "spm.json").string();
   const json stamp = {{"tokenizer", TranslationTokenizerConfig::fields().to_json(tk)},
@@ -177,7 +191,6 @@ TranslationTask::TranslationTask(const json& config, const std::string& base, co
   }
 
   // ---- model: the type the config names (a Transformer by default), sized to the tokenizer
-  auto [type, m] = model_section(config.at("model"), "transformer");
   QKV_CHECK(!m.contains("vocab_size") || m["vocab_size"] == sp_->vocab_size(), "translation task: model.vocab_size ",
             m["vocab_size"].dump(), " differs from the tokenizer's ", sp_->vocab_size(), " (leave it out)");
   m["vocab_size"] = sp_->vocab_size();
@@ -230,7 +243,7 @@ TranslationTask::TranslationTask(const json& config, const std::string& base, co
       std::to_string(split_.test.size()) + " test" +
       (dropped ? " (" + std::to_string(dropped) + " empty or over-long training pairs left out)" : ""));
 
-  eval_ = TranslationEvalConfig::fields().from_json(config.value("eval", json::object()));
+  eval_ = c.eval;
 }
 
 const std::vector<size_t>& TranslationTask::batch_for(int64_t g) {

@@ -17,14 +17,7 @@ using nlohmann::json;
 using testing::error_of;
 
 enum class Colour : uint8_t { red, green };
-}  // namespace
-template <>
-struct EnumNames<Colour> {
-  static constexpr std::string_view what = "colour";
-  static constexpr std::array<std::pair<Colour, std::string_view>, 2> names{
-      {{Colour::red, "red"}, {Colour::green, "green"}}};
-};
-namespace {
+constexpr EnumTable<Colour, 2> enum_table(Colour) { return {"colour", {{{Colour::red, "red"}, {Colour::green, "green"}}}}; }
 
 struct Sample {
   int64_t n = 3;

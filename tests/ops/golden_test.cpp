@@ -86,7 +86,11 @@ TensorMap run_op(const std::string& op, const TensorMap& in, const json& p) {
   if (op == "attention_mask_from_padding") return one(attention_mask_from_padding(in_at(in, "key_padding_mask")));
   if (op == "log_mean_exp") {
     std::vector<Tensor> xs;
-    for (int64_t i = 0; i < p.at("n").get<int64_t>(); ++i) xs.push_back(in_at(in, "x" + std::to_string(i)));
+    for (int64_t i = 0; i < p.at("n").get<int64_t>(); ++i) {
+      std::string name = "x";  // (not "x" + to_string: GCC 12's -Wrestrict misfires on it)
+      name += std::to_string(i);
+      xs.push_back(in_at(in, name));
+    }
     return one(log_mean_exp(xs));
   }
   throw std::runtime_error("golden_test: no qkv call for op \"" + op + "\"");

@@ -188,6 +188,9 @@ TEST(Trainer, BadCheckpointsAndConfigsAreClearErrors) {
   bad = cfg;
   bad["data"]["path"] = (d.path / "nope.txt").string();
   EXPECT_THROW(LMTask(bad, ""), Error);
+  bad = cfg;
+  bad["model"]["type"] = "transformer";
+  EXPECT_NE(testing::error_of([&] { LMTask(bad, ""); }).find("not a language model type"), std::string::npos);
   // a seed is any non-negative integer, signed in JSON built by code or unsigned as parsed
   EXPECT_EQ(TrainConfig::from_json(json{{"seed", int64_t{2}}}).seed, 2u);
   EXPECT_EQ(TrainConfig::from_json(json::parse(R"({"seed": 18446744073709551615})")).seed, ~uint64_t{0});

@@ -191,6 +191,18 @@ TEST(TranslationTask, BadFilesAreClearErrors) {
   bad = tiny_config(d.path, 2);
   bad["data"]["shuffle"] = true;
   EXPECT_THROW(TranslationTask(bad, "", (d.path / "x").string(), false, false), Error);
+  // the model type a config names must be a sequence-to-sequence one, and is checked first
+  bad = tiny_config(d.path, 2);
+  bad["model"]["type"] = "gpt";
+  EXPECT_NE(testing::error_of([&] { TranslationTask(bad, "", (d.path / "y").string(), false, false); })
+                .find("model.type \"gpt\" is not a sequence-to-sequence model type"),
+            std::string::npos);
+  EXPECT_FALSE(fs::exists(d.path / "y" / "spm.model")) << "refused before training a tokenizer";
+  bad = tiny_config(d.path, 2);
+  bad["evaluation"] = json::object();
+  EXPECT_NE(testing::error_of([&] { TranslationTask(bad, "", (d.path / "x").string(), false, false); })
+                .find("unknown key \"evaluation\""),
+            std::string::npos);
 }
 
 TEST(TranslationTask, TokenBatchesRespectTheBudget) {

@@ -1,6 +1,6 @@
 // Option groups the commands share, declared once: --threads, the decoding options of every command
 // that translates or generates, and typed choices (a dtype, a backend) read through their
-// EnumNames (core/names.h), so the value a command gets is an enum, not a string.
+// enum_table (core/names.h), so the value a command gets is an enum, not a string.
 #pragma once
 
 #include <CLI/CLI.hpp>
@@ -21,7 +21,7 @@ template <NamedEnum E>
 CLI::Option* add_choice(CLI::App* app, const std::string& name, E& value, const std::string& help,
                         std::vector<E> allowed = {}) {
   if (allowed.empty())
-    for (const auto& [v, n] : EnumNames<E>::names) allowed.push_back(v);
+    for (const auto& [v, n] : enum_table(E{}).names) allowed.push_back(v);
   std::string choices;
   for (size_t i = 0; i < allowed.size(); ++i)
     choices += (i ? (i + 1 == allowed.size() ? " or " : ", ") : "") + std::string(enum_name(allowed[i]));

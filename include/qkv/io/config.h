@@ -7,7 +7,7 @@
 //     using F = io::Fields<TrainConfig>;
 //     static const F f("train config", {
 //         F::integer("max_iters", &TrainConfig::max_iters, 0),
-//         F::choice("schedule", &TrainConfig::schedule),            // an enum, by its EnumNames
+//         F::choice("schedule", &TrainConfig::schedule),            // an enum, by its enum_table
 //         F::number("learning_rate", &TrainConfig::learning_rate, 0, 10),
 //     });
 //     return f;

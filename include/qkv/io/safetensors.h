@@ -21,18 +21,10 @@ namespace qkv::io {
 // The storage dtype of a file: what a training config's "model_dtype" and `qkv average --dtype` name
 // ("f32", "f16", "bf16"; "keep" is the library's default).
 enum class StoreAs { kKeep, kF32, kF16, kBF16 };
-}  // namespace qkv::io
-
-namespace qkv {
-template <>
-struct EnumNames<io::StoreAs> {
-  static constexpr std::string_view what = "storage dtype";
-  static constexpr std::array<std::pair<io::StoreAs, std::string_view>, 4> names{
-      {{io::StoreAs::kF32, "f32"}, {io::StoreAs::kF16, "f16"}, {io::StoreAs::kBF16, "bf16"}, {io::StoreAs::kKeep, "keep"}}};
-};
-}  // namespace qkv
-
-namespace qkv::io {
+constexpr EnumTable<StoreAs, 4> enum_table(StoreAs) {
+  return {"storage dtype",
+          {{{StoreAs::kF32, "f32"}, {StoreAs::kF16, "f16"}, {StoreAs::kBF16, "bf16"}, {StoreAs::kKeep, "keep"}}}};
+}
 
 // Writes `tensors` (any strides; views are made contiguous) in the given order, with `metadata` as
 // "__metadata__" (omitted when empty). Names must be unique, non-empty and not "__metadata__"; all

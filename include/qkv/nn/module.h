@@ -17,6 +17,9 @@ namespace qkv::nn {
 // memory traffic; ~3 significant digits of weight). Set on a loaded model (models/load.h's
 // LoadOptions), never while training.
 enum class InferenceWeights : uint8_t { f32, bf16 };
+constexpr EnumTable<InferenceWeights, 2> enum_table(InferenceWeights) {
+  return {"inference weights dtype", {{{InferenceWeights::f32, "f32"}, {InferenceWeights::bf16, "bf16"}}}};
+}
 
 class Module {
  public:
@@ -52,12 +55,3 @@ class Module {
 };
 
 }  // namespace qkv::nn
-
-namespace qkv {
-template <>
-struct EnumNames<nn::InferenceWeights> {
-  static constexpr std::string_view what = "inference weights dtype";
-  static constexpr std::array<std::pair<nn::InferenceWeights, std::string_view>, 2> names{
-      {{nn::InferenceWeights::f32, "f32"}, {nn::InferenceWeights::bf16, "bf16"}}};
-};
-}  // namespace qkv

@@ -15,18 +15,9 @@ namespace qkv::nn {
 
 // Which table a model adds to its embeddings: the paper's sinusoids, or a learned one.
 enum class Positions : uint8_t { sinusoidal, learned };
-}  // namespace qkv::nn
-
-namespace qkv {
-template <>
-struct EnumNames<nn::Positions> {
-  static constexpr std::string_view what = "position encoding";
-  static constexpr std::array<std::pair<nn::Positions, std::string_view>, 2> names{
-      {{nn::Positions::sinusoidal, "sinusoidal"}, {nn::Positions::learned, "learned"}}};
-};
-}  // namespace qkv
-
-namespace qkv::nn {
+constexpr EnumTable<Positions, 2> enum_table(Positions) {
+  return {"position encoding", {{{Positions::sinusoidal, "sinusoidal"}, {Positions::learned, "learned"}}}};
+}
 
 // The sinusoidal table [max_len, d_model] (d_model even).
 Tensor sinusoidal_table(int64_t max_len, int64_t d_model);

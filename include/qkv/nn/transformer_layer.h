@@ -22,18 +22,9 @@ namespace qkv::nn {
 
 // The feed-forward activation: ReLU (the paper), GELU (exact, erf), or GELU's tanh approximation.
 enum class Activation : uint8_t { relu, gelu, gelu_tanh };
-}  // namespace qkv::nn
-
-namespace qkv {
-template <>
-struct EnumNames<nn::Activation> {
-  static constexpr std::string_view what = "activation";
-  static constexpr std::array<std::pair<nn::Activation, std::string_view>, 3> names{
-      {{nn::Activation::relu, "relu"}, {nn::Activation::gelu, "gelu"}, {nn::Activation::gelu_tanh, "gelu_tanh"}}};
-};
-}  // namespace qkv
-
-namespace qkv::nn {
+constexpr EnumTable<Activation, 3> enum_table(Activation) {
+  return {"activation", {{{Activation::relu, "relu"}, {Activation::gelu, "gelu"}, {Activation::gelu_tanh, "gelu_tanh"}}}};
+}
 
 struct TransformerLayerOptions {
   int64_t d_model = 512, nhead = 8, dim_feedforward = 2048;

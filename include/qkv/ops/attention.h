@@ -28,23 +28,18 @@ namespace qkv {
 // the weights are asked for or a float mask needs its gradient, which take the reference kernel
 // (it materializes the Lq×Lk probabilities).
 enum class AttentionBackend { automatic, flash, reference };
-template <>
-struct EnumNames<AttentionBackend> {
-  static constexpr std::string_view what = "attention backend";
-  static constexpr std::array<std::pair<AttentionBackend, std::string_view>, 3> names{
-      {{AttentionBackend::automatic, "auto"}, {AttentionBackend::flash, "flash"}, {AttentionBackend::reference, "reference"}}};
-};
+constexpr EnumTable<AttentionBackend, 3> enum_table(AttentionBackend) {
+  return {"attention backend",
+          {{{AttentionBackend::automatic, "auto"}, {AttentionBackend::flash, "flash"}, {AttentionBackend::reference, "reference"}}}};
+}
 
 // What attention's products compute in: f32, or bf16 — inference on the flash path with bf16
 // products (AVX512_BF16) and f32 accumulation and softmax; about 3 significant digits (see
 // docs/BENCHMARKS.md). Inputs and output stay f32.
 enum class AttentionCompute : uint8_t { f32, bf16 };
-template <>
-struct EnumNames<AttentionCompute> {
-  static constexpr std::string_view what = "attention compute dtype";
-  static constexpr std::array<std::pair<AttentionCompute, std::string_view>, 2> names{
-      {{AttentionCompute::f32, "f32"}, {AttentionCompute::bf16, "bf16"}}};
-};
+constexpr EnumTable<AttentionCompute, 2> enum_table(AttentionCompute) {
+  return {"attention compute dtype", {{{AttentionCompute::f32, "f32"}, {AttentionCompute::bf16, "bf16"}}}};
+}
 
 struct AttentionOptions {
   Tensor attn_mask;

@@ -18,12 +18,9 @@ namespace qkv {
 
 // The dtype linear layers compute in: f32 (autocast off) or bf16 (a training config's "dtype").
 enum class AutocastDType : uint8_t { f32, bf16 };
-template <>
-struct EnumNames<AutocastDType> {
-  static constexpr std::string_view what = "autocast dtype";
-  static constexpr std::array<std::pair<AutocastDType, std::string_view>, 2> names{
-      {{AutocastDType::f32, "f32"}, {AutocastDType::bf16, "bf16"}}};
-};
+constexpr EnumTable<AutocastDType, 2> enum_table(AutocastDType) {
+  return {"autocast dtype", {{{AutocastDType::f32, "f32"}, {AutocastDType::bf16, "bf16"}}}};
+}
 
 AutocastDType autocast_dtype();
 

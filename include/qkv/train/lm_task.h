@@ -45,6 +45,15 @@ struct LMDataConfig {
   static const io::Fields<LMDataConfig>& fields();
 };
 
+// The whole config: {"task": "lm", "description" (or "_comment"): text, "data", "model", "train"}.
+struct LMTaskConfig {
+  std::string task, description;
+  LMDataConfig data;
+  nlohmann::json model;  // {"type": …, hyper-parameters}: read by the registry's builder
+  TrainConfig train;
+  static const io::Fields<LMTaskConfig>& fields();
+};
+
 class LMTask : public TrainingTask {
  public:
   // config: {"task": "lm", "data": {…}, "model": {"type": "gpt" (the default), GPT config}, "train": {…}};

@@ -19,25 +19,13 @@ namespace qkv::train {
 enum class Optimizer : uint8_t { adamw, adam };
 // The learning-rate schedules of LrSchedule below.
 enum class Schedule : uint8_t { constant, cosine, inverse_sqrt };
-}  // namespace qkv::train
-
-namespace qkv {
-template <>
-struct EnumNames<train::Optimizer> {
-  static constexpr std::string_view what = "optimizer";
-  static constexpr std::array<std::pair<train::Optimizer, std::string_view>, 2> names{
-      {{train::Optimizer::adamw, "adamw"}, {train::Optimizer::adam, "adam"}}};
-};
-template <>
-struct EnumNames<train::Schedule> {
-  static constexpr std::string_view what = "learning-rate schedule";
-  static constexpr std::array<std::pair<train::Schedule, std::string_view>, 3> names{
-      {{train::Schedule::cosine, "cosine"}, {train::Schedule::constant, "constant"},
-       {train::Schedule::inverse_sqrt, "inverse_sqrt"}}};
-};
-}  // namespace qkv
-
-namespace qkv::train {
+constexpr EnumTable<Optimizer, 2> enum_table(Optimizer) {
+  return {"optimizer", {{{Optimizer::adamw, "adamw"}, {Optimizer::adam, "adam"}}}};
+}
+constexpr EnumTable<Schedule, 3> enum_table(Schedule) {
+  return {"learning-rate schedule",
+          {{{Schedule::cosine, "cosine"}, {Schedule::constant, "constant"}, {Schedule::inverse_sqrt, "inverse_sqrt"}}}};
+}
 
 struct ParamGroup {
   std::vector<std::pair<std::string, Tensor>> params;  // named, so the state saves by name

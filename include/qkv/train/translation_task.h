@@ -66,6 +66,18 @@ struct TranslationEvalConfig {
   static const io::Fields<TranslationEvalConfig>& fields();
 };
 
+// The whole config: {"task": "translation", "description" (or "_comment"), "data", "tokenizer",
+// "model", "train", "eval"}.
+struct TranslationTaskConfig {
+  std::string task, description;
+  TranslationDataConfig data;
+  TranslationTokenizerConfig tokenizer;
+  nlohmann::json model;  // {"type": …, hyper-parameters}: read by the registry's builder
+  TrainConfig train;
+  TranslationEvalConfig eval;
+  static const io::Fields<TranslationTaskConfig>& fields();
+};
+
 class TranslationTask : public TrainingTask {
  public:
   // config: {"task": "translation", "data": {…}, "tokenizer": {…}, "model": {"type": "transformer"

@@ -75,13 +75,8 @@ void for_each_row(const StridedLoop& L, F&& f) {
 template <typename F>
 void binary(const std::vector<int64_t>& shape, float* out, const float* a, const std::vector<int64_t>& sa,
             const float* b, const std::vector<int64_t>& sb, F f) {
-  std::vector<int64_t> so(shape.size());
-  int64_t acc = 1;
-  for (int64_t d = static_cast<int64_t>(shape.size()) - 1; d >= 0; --d) {
-    so[d] = acc;
-    acc *= shape[d];
-  }
-  if (acc == 0) return;
+  const std::vector<int64_t> so = dense_strides(shape);
+  if (numel(shape) == 0) return;
   StridedLoop L = coalesce(shape, {so, sa, sb});
   for_each_row(L, [&](const int64_t* off, int64_t n, const int64_t* st) {
     float* o = out + off[0];
@@ -104,13 +99,8 @@ void binary(const std::vector<int64_t>& shape, float* out, const float* a, const
 // out = f(a) elementwise; a strided.
 template <typename F>
 void unary(const std::vector<int64_t>& shape, float* out, const float* a, const std::vector<int64_t>& sa, F f) {
-  std::vector<int64_t> so(shape.size());
-  int64_t acc = 1;
-  for (int64_t d = static_cast<int64_t>(shape.size()) - 1; d >= 0; --d) {
-    so[d] = acc;
-    acc *= shape[d];
-  }
-  if (acc == 0) return;
+  const std::vector<int64_t> so = dense_strides(shape);
+  if (numel(shape) == 0) return;
   StridedLoop L = coalesce(shape, {so, sa});
   for_each_row(L, [&](const int64_t* off, int64_t n, const int64_t* st) {
     float* o = out + off[0];
