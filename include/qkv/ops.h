@@ -16,6 +16,7 @@
 #include "qkv/ops/layer_norm.h"
 #include "qkv/ops/loss.h"
 #include "qkv/ops/mask.h"
+#include "qkv/ops/rnn.h"
 #include "qkv/ops/matmul.h"
 #include "qkv/ops/softmax.h"
 #include "qkv/ops/tensor.h"

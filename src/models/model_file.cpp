@@ -60,7 +60,8 @@ void load_parameters(nn::Module& model, const ModelFile& file) {
   try {
     model.load_state_dict(file.params, /*strict=*/true);
   } catch (const Error& e) {
-    QKV_CHECK(false, "'", file.path, "' does not fit the model it describes: ", e.what());
+    QKV_CHECK(false, "'", file.path, "' does not fit the ", file.meta.value("model_type", nlohmann::json()).dump(),
+              " model it describes: ", e.what());
   }
 }
 

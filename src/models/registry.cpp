@@ -2,18 +2,29 @@
 // its module in src/nn/ (with the methods models/network.h lists) and one line below.
 #include "qkv/models/registry.h"
 
+#include <functional>
+
 #include "qkv/models/network.h"
 #include "qkv/nn/gpt.h"
+#include "qkv/nn/rnn_seq2seq.h"
 #include "qkv/nn/transformer.h"
 
 namespace qkv::models {
 
 namespace {
 
+// A sequence-to-sequence type: `defaults` fill keys the config leaves out (several types may share
+// one module with different defaults), and `check` refuses configs that are not this type.
 template <Seq2SeqNetwork Net>
-ModelType seq2seq(const char* name, const char* description) {
-  return {name, Kind::seq2seq, description, [name](const nlohmann::json& config, Generator* gen) {
-            return std::unique_ptr<Model>(new Seq2SeqOf<Net>(name, Net::Config::from_json(config), gen));
+ModelType seq2seq(const char* name, const char* description, nlohmann::json defaults = nlohmann::json::object(),
+                  std::function<void(const typename Net::Config&)> check = nullptr) {
+  return {name, Kind::seq2seq, description, [=](const nlohmann::json& config, Generator* gen) {
+            nlohmann::json j = defaults;
+            if (config.is_object()) j.update(config);
+            else j = config;  // not an object: the config's own parser says so
+            const typename Net::Config c = Net::Config::from_json(j);
+            if (check) check(c);
+            return std::unique_ptr<Model>(new Seq2SeqOf<Net>(name, c, gen));
           }};
 }
 
@@ -31,6 +42,21 @@ const char* kind_name(Kind k) { return k == Kind::seq2seq ? "sequence-to-sequenc
 const std::vector<ModelType>& model_types() {
   static const std::vector<ModelType> types = {
       seq2seq<nn::Seq2SeqTransformer>("transformer", "the encoder–decoder Transformer of \"Attention Is All You Need\""),
+      seq2seq<nn::RNNSeq2Seq>("rnn-encdec", "a GRU encoder–decoder with one context vector (Cho et al. 2014)",
+                              {{"attention", "none"}, {"bidirectional_encoder", false}},
+                              [](const nn::RNNSeq2SeqConfig& c) {
+                                QKV_CHECK(c.attention == nn::RecurrentAttention::none,
+                                          "rnn-encdec has no attention (\"attention\": \"none\"); an attention "
+                                          "model is an rnn-attention");
+                              }),
+      seq2seq<nn::RNNSeq2Seq>("rnn-attention",
+                              "a bidirectional GRU encoder and a GRU decoder with attention (Bahdanau et al. 2015; "
+                              "Luong et al. 2015)",
+                              {{"attention", "additive"}}, [](const nn::RNNSeq2SeqConfig& c) {
+                                QKV_CHECK(c.attention != nn::RecurrentAttention::none,
+                                          "rnn-attention needs an attention (additive, dot or general); without "
+                                          "one it is an rnn-encdec");
+                              }),
       language_model<nn::GPT>("gpt", "a decoder-only Transformer language model (nanoGPT's)"),
   };
   return types;

@@ -200,8 +200,9 @@ nn::Module& model = task.model().module();
     QKV_CHECK(fs::exists(ckpt_path), "train --resume: no checkpoint at '", ckpt_path, "'");
     models::ModelFile ck = models::load_model_file(ckpt_path);
     QKV_CHECK(ck.meta.contains("train_state"), "'", ckpt_path, "' is a model file without training state");
-    QKV_CHECK(ck.meta["model_type"] == meta["model_type"] && ck.meta["model"] == meta["model"] &&
-                  ck.meta["tokenizer"] == meta["tokenizer"],
+    QKV_CHECK(ck.meta["model_type"] == meta["model_type"], "train --resume: '", ckpt_path, "' holds a ",
+              ck.meta["model_type"].dump(), " model; the config describes a ", meta["model_type"].dump(), " model");
+    QKV_CHECK(ck.meta["model"] == meta["model"] && ck.meta["tokenizer"] == meta["tokenizer"],
               "train --resume: the checkpoint was trained with another model or tokenizer (checkpoint: ",
               ck.meta["model"].dump(), "; config: ", meta["model"].dump(), ")");
     models::load_parameters(model, ck);

@@ -25,11 +25,13 @@ json tiny_transformer() {
 TEST(Registry, ListsTheModelTypes) {
   std::vector<std::string> names;
   for (const ModelType& t : model_types()) names.push_back(t.name);
-  EXPECT_EQ(names, (std::vector<std::string>{"transformer", "gpt"}));
+  EXPECT_EQ(names, (std::vector<std::string>{"transformer", "rnn-encdec", "rnn-attention", "gpt"}));
   EXPECT_EQ(model_type("transformer").kind, Kind::seq2seq);
   EXPECT_EQ(model_type("gpt").kind, Kind::language_model);
   const std::string e = error_of([] { model_type("lstm"); });
-  EXPECT_NE(e.find("unknown model type \"lstm\" (known: transformer, gpt)"), std::string::npos) << e;
+  EXPECT_NE(e.find("unknown model type \"lstm\" (known: transformer, rnn-encdec, rnn-attention, gpt)"),
+            std::string::npos)
+      << e;
 }
 
 TEST(Registry, BuildsTypedModelsAndRefusesTheWrongKind) {

@@ -205,6 +205,46 @@ TEST(TranslationTask, BadFilesAreClearErrors) {
             std::string::npos);
 }
 
+// The recurrent translators go through the same pipeline: config → training → model file →
+// translate and draw the alignment; and a file or checkpoint of one type is never taken for another.
+TEST(TranslationTask, RecurrentModelsTrainTranslateAndAreNotTakenForTransformers) {
+  TempDir d("translation-rnn");
+  json cfg = tiny_config(d.path, 40);
+  cfg["model"] = {{"type", "rnn-attention"}, {"embedding_dim", 16}, {"hidden_size", 24}, {"dropout", 0.1},
+                  {"max_len", 24}};
+  cfg["train"]["learning_rate"] = 1e-2;
+  TrainResult r = train(cfg, d.path / "run", false);
+  EXPECT_EQ(r.steps_done, 40);
+  ASSERT_FALSE(r.last_eval.empty());
+  const std::vector<double> losses = logged_losses(d.path / "run");
+  EXPECT_LT(losses.back(), 0.8 * losses.front()) << "the loss falls";
+  const std::string model = (d.path / "run" / "model.safetensors").string();
+  models::LoadedSeq2Seq t = models::load_seq2seq(model);
+  EXPECT_EQ(t.model->type(), "rnn-attention");
+  decode::Translator tr(*t.model, *t.tokenizer);
+  auto out = tr.translate({"one two", "", "three"}, decode::TranslateOptions{});
+  EXPECT_FALSE(out[0].empty());
+  EXPECT_EQ(out[1], "");
+  nn::AttentionMaps maps;
+  t.model->forward(Tensor::from_ints({5, 6, 3}, {1, 3}), Tensor::from_ints({2, 7}, {1, 2}), &maps);
+  ASSERT_EQ(maps.cross.size(), 1u);
+  EXPECT_EQ(maps.cross[0].shape(), (Shape{1, 1, 2, 3}));
+  // resuming this run with a Transformer config: an error naming both types
+  json other = cfg;
+  other["model"] = tiny_config(d.path, 40)["model"];
+  const std::string e = testing::error_of([&] { train(other, d.path / "run", true); });
+  EXPECT_NE(e.find("\"rnn-attention\" model; the config describes a \"transformer\""), std::string::npos) << e;
+  // a file that says "transformer" but holds the recurrent model's tensors: an error naming the type
+  models::ModelFile f = models::load_model_file(model);
+  json meta = f.meta;
+  meta["model_type"] = "transformer";
+  meta["model"] = tiny_config(d.path, 40)["model"];
+  meta["model"]["vocab_size"] = t.model->vocab_size();
+  models::save_model_file((d.path / "lying.safetensors").string(), t.model->module(), meta);
+  const std::string e2 = testing::error_of([&] { models::load_seq2seq((d.path / "lying.safetensors").string()); });
+  EXPECT_NE(e2.find("does not fit the \"transformer\" model it describes"), std::string::npos) << e2;
+}
+
 TEST(TranslationTask, TokenBatchesRespectTheBudget) {
   using text::EncodedPair;
   std::vector<EncodedPair> pairs;

@@ -9,9 +9,36 @@
 #include <cstdint>
 #include <vector>
 
+#include "kernels/cpu/vec.h"
+#include "kernels/functors.h"
 #include "qkv/core/parallel.h"
 
 namespace qkv::kernels::cpu {
+
+// The register form of an elementwise function where libm's scalar one would dominate a loop (tanh,
+// σ, e^x: the recurrent models' attention scores and gates): the formulas of vec.h, eight or
+// sixteen lanes at a time. unary() uses it on dense rows; other functions run as written.
+template <typename F>
+struct VectorForm {
+  static constexpr bool value = false;
+};
+#if QKV_SIMD
+template <>
+struct VectorForm<kernels::Tanh> {
+  static constexpr bool value = true;
+  static simd::vf apply(simd::vf x) { return simd::tanh(x); }
+};
+template <>
+struct VectorForm<kernels::Sigmoid> {
+  static constexpr bool value = true;
+  static simd::vf apply(simd::vf x) { return simd::sigmoid(x); }
+};
+template <>
+struct VectorForm<kernels::Exp> {
+  static constexpr bool value = true;
+  static simd::vf apply(simd::vf x) { return simd::exp(x); }
+};
+#endif
 
 struct StridedLoop {
   std::vector<int64_t> shape;                  // coalesced, at least one dim
@@ -106,7 +133,12 @@ void unary(const std::vector<int64_t>& shape, float* out, const float* a, const 
     float* o = out + off[0];
     const float* x = a + off[1];
     if (st[1] == 1) {
-      for (int64_t i = 0; i < n; ++i) o[i] = f(x[i]);
+      int64_t i = 0;
+#if QKV_SIMD
+      if constexpr (VectorForm<F>::value)
+        for (; i + simd::kLanes <= n; i += simd::kLanes) simd::store(o + i, VectorForm<F>::apply(simd::load(x + i)));
+#endif
+      for (; i < n; ++i) o[i] = f(x[i]);
     } else {
       for (int64_t i = 0; i < n; ++i) o[i] = f(x[i * st[1]]);
     }

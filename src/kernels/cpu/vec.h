@@ -42,6 +42,10 @@ inline vf exp(vf x) {
   return a[0];
 }
 
+// σ(x) = 1 / (1 + e^−x);  tanh x = 2σ(2x) − 1 (the recurrent gates)
+inline vf sigmoid(vf x) { return div(set1(1.0f), add(set1(1.0f), exp(sub(zero(), x)))); }
+inline vf tanh(vf x) { return fmadd(set1(2.0f), sigmoid(add(x, x)), set1(-1.0f)); }
+
 // Φ(x), the standard normal CDF, for GELU: Φ(x) = ½ erfc(−x/√2), with erfc(z) for z = |x|/√2 ≥ 0
 // from the Chebyshev fit of Numerical Recipes (§6.2; relative error < 1.2e-7 everywhere):
 //   t = 1/(1 + z/2),  erfc(z) ≈ t·exp(−z² − 1.26551223 + t(1.00002368 + t(0.37409196 + …)))
