@@ -9,7 +9,7 @@ Workloads (those of ../shared/pytorch-reference/train_gpt.py and decode_gpt.py, 
                with a KV cache and without (recomputing the prefix every step)
 
 qkv runs as `QKV bench gpt train|generate --json`; PyTorch as this script re-run as a worker under
-each --torch-python, at its best settings here: OPENBLAS_CORETYPE=Cooperlake OMP_WAIT_POLICY=PASSIVE
+each --torch-python, at its best settings here: OPENBLAS_CORETYPE=Cooperlake (on AVX-512 BF16 CPUs) OMP_WAIT_POLICY=PASSIVE
 OMP_NUM_THREADS=T OPENBLAS_NUM_THREADS=T and torch.set_num_threads(T). --compile adds a
 torch.compile'd PyTorch column for interpreters whose PyTorch is ≥ 2. Each measurement runs in a
 fresh process, --runs times, alternating implementations; medians are reported with the ratio.
@@ -37,7 +37,12 @@ PRESETS = {"small": dict(n_layer=4, n_head=4, n_embd=128, block_size=64, batch=1
 
 def torch_env(threads):
     env = dict(os.environ)
-    env.update(OPENBLAS_CORETYPE="Cooperlake", OMP_WAIT_POLICY="PASSIVE", OMP_NUM_THREADS=str(threads),
+    # OpenBLAS (Debian's PyTorch 1.13) picks slow kernels on Zen 5 by itself; on a CPU with AVX-512
+    # BF16 name its best ones. Elsewhere (Zen 3: AVX2) its own detection is right.
+    with open("/proc/cpuinfo") as f:
+        if "avx512_bf16" in f.read():
+            env["OPENBLAS_CORETYPE"] = "Cooperlake"
+    env.update(OMP_WAIT_POLICY="PASSIVE", OMP_NUM_THREADS=str(threads),
                OPENBLAS_NUM_THREADS=str(threads), MKL_NUM_THREADS=str(threads))
     return env
 

@@ -4,6 +4,7 @@
 
 #include "qkv/autograd/grad_mode.h"
 #include "qkv/ops/activation.h"
+#include "qkv/ops/additive_score.h"
 #include "qkv/ops/adam.h"
 #include "qkv/ops/arith.h"
 #include "qkv/ops/attention.h"

@@ -51,8 +51,7 @@ Alignment::Output Alignment::forward(const Tensor& query, const Tensor& keys, co
   Tensor e;  // [B, T, S]
   if (score == AlignmentScore::additive) {
     // e_tj = vᵀ tanh(W_q q_t + W_k k_j)
-    Tensor wq = query_proj->forward(query).unsqueeze(2);  // [B, T, 1, A]
-    e = matmul(tanh(wq + pk.unsqueeze(1)), v);            // [B, T, S, A] · [A] → [B, T, S]
+    e = additive_score(query_proj->forward(query), pk, v);  // [B, T, A], [B, S, A], [A] → [B, T, S]
   } else {
     // e_tj = q_t · (W_a k_j)  (general) or q_t · k_j (dot)
     e = matmul(query, pk.transpose(1, 2));  // [B, T, q] × [B, q, S]

@@ -73,7 +73,13 @@ void run(const std::vector<Tensor>& roots, const std::vector<Tensor>& seeds, boo
       auto& slots = pending[impl->grad_fn.get()];
       slots.resize(static_cast<size_t>(impl->grad_fn->num_outputs));
       Tensor& slot = slots[static_cast<size_t>(impl->output_nr)];
-      slot = slot.defined() ? add(slot, g) : g;
+      if (!slot.defined())
+        slot = g;
+      else if (slot.impl_ptr().use_count() == 1 && slot.impl_ptr()->storage.use_count() == 1 && slot.is_contiguous() &&
+               slot.shape() == g.shape())
+        add_(slot, g);  // a sum nothing else sees (a tensor used at every step of a loop): in place
+      else
+        slot = add(slot, g);
     }
   };
 

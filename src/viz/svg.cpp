@@ -413,7 +413,7 @@ std::string line_plot_svg(const std::vector<Series>& series, const LinePlotOptio
       size_t run = 0;
       double last_x = 0, last_y = 0;
       auto end_run = [&] {
-        if (run == 1) dots.emplace_back(last_x, last_y);
+        if (run == 1 && !opt.markers) dots.emplace_back(last_x, last_y);
         if (run >= 2) {
           if (!d.empty()) d += ' ';
           d += seg;
@@ -428,6 +428,7 @@ std::string line_plot_svg(const std::vector<Series>& series, const LinePlotOptio
           continue;
         }
         last_x = X(x), last_y = Y(y);
+        if (opt.markers) dots.emplace_back(last_x, last_y);
         seg += run == 0 ? "M" : " L";
         seg += px(last_x);
         seg += ' ';
@@ -440,7 +441,8 @@ std::string line_plot_svg(const std::vector<Series>& series, const LinePlotOptio
       o << "><title>" << xml_escape(s.name) << "</title>\n";
       if (!d.empty()) o << "<path d=\"" << d << "\"/>\n";
       for (auto [cx, cy] : dots)
-        o << "<circle cx=\"" << px(cx) << "\" cy=\"" << px(cy) << "\" r=\"2.2\" fill=\"" << color << "\"/>\n";
+        o << "<circle cx=\"" << px(cx) << "\" cy=\"" << px(cy) << "\" r=\"" << (opt.markers ? "3.5" : "2.2")
+          << "\" fill=\"" << color << "\"/>\n";
       o << "</g>\n";
     }
     o << "</g>\n";

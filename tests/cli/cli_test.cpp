@@ -1,5 +1,6 @@
 // The qkv command as a user runs it.
 #include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
 
 #include <algorithm>
 #include <array>
@@ -249,6 +250,55 @@ TEST(Cli, EvalGroupsLinesBySource) {
   bad = run("eval --ref " + d + "/ref --hyp " + d + "/hyp --group-by-source");
   EXPECT_NE(bad.code, 0);
   EXPECT_NE(bad.out.find("--group-by-source needs --src"), std::string::npos) << bad.out;
+  std::filesystem::remove_all(d);
+}
+
+// --by-length scores each bucket of source length as if its sentences were scored alone, and
+// writes them as a CSV that qkv plot draws against the source length.
+TEST(Cli, EvalByLength) {
+  const std::string d = std::filesystem::temp_directory_path().string() + "/qkv-cli-bylen-" + std::to_string(getpid());
+  std::filesystem::create_directories(d);
+  auto write = [&](const std::string& name, const char* text) {
+    std::FILE* f = std::fopen((d + "/" + name).c_str(), "w");
+    std::fputs(text, f);
+    std::fclose(f);
+  };
+  // 13a tokens: "I am tired." = 4 (bucket 0-5); the 7- and 8-token lines fall in 6-10; the 12-token one in 11-15
+  write("src", "I am tired.\nThe cat sleeps on the mat.\nThe old dog sleeps on the mat.\n"
+               "The old dog and the young cat sleep on the red mat.\n");
+  write("ref", "Je suis fatigué.\nLe chat dort sur le tapis.\nLe vieux chien dort sur le tapis.\n"
+               "Le vieux chien et le jeune chat dorment sur le tapis rouge.\n");
+  write("hyp", "Je suis fatigué.\nLe chat dort sur la natte.\nLe vieux chien dort sur le tapis.\n"
+               "Un chien et un chat dorment sur un tapis.\n");
+  write("mid.ref", "Le chat dort sur le tapis.\nLe vieux chien dort sur le tapis.\n");
+  write("mid.hyp", "Le chat dort sur la natte.\nLe vieux chien dort sur le tapis.\n");
+  CliRun r = run("eval --src " + d + "/src --ref " + d + "/ref --hyp " + d + "/hyp --by-length --by-length-csv " + d +
+                 "/bylen.csv");
+  ASSERT_EQ(r.code, 0) << r.out;
+  EXPECT_NE(r.out.find("0-5                    1  100.00"), std::string::npos) << r.out;
+  CliRun mid = run("eval --ref " + d + "/mid.ref --hyp " + d + "/mid.hyp --json");
+  ASSERT_EQ(mid.code, 0) << mid.out;
+  const double mid_bleu = nlohmann::json::parse(mid.out.substr(mid.out.find('{'))).at("bleu").get<double>();
+  CliRun js = run("eval --src " + d + "/src --ref " + d + "/ref --hyp " + d + "/hyp --by-length --json");
+  ASSERT_EQ(js.code, 0) << js.out;
+  const nlohmann::json j = nlohmann::json::parse(js.out.substr(js.out.find('{')));
+  ASSERT_EQ(j.at("by_length").size(), 3u) << js.out;
+  EXPECT_EQ(j["by_length"][1]["from"], 6);
+  EXPECT_EQ(j["by_length"][1]["to"], 10);
+  EXPECT_EQ(j["by_length"][1]["sentences"], 2);
+  EXPECT_NEAR(j["by_length"][1]["bleu"].get<double>(), mid_bleu, 1e-9);
+  EXPECT_EQ(j["by_length"][2]["from"], 11);
+  EXPECT_LT(j["by_length"][2]["bleu"].get<double>(), 50.0);
+  ASSERT_TRUE(std::filesystem::exists(d + "/bylen.csv"));
+  r = run("plot " + d + "/bylen.csv -x source_length -y bleu --markers -o " + d + "/bylen.svg");
+  EXPECT_EQ(r.code, 0) << r.out;
+  EXPECT_NE(r.out.find("3 points"), std::string::npos) << r.out;
+  r = run("plot " + d + "/bylen.csv -y bleu -o " + d + "/nostep.svg");  // no "step" column there
+  EXPECT_NE(r.code, 0);
+  EXPECT_NE(r.out.find("no \"step\" column"), std::string::npos) << r.out;
+  r = run("eval --ref " + d + "/ref --hyp " + d + "/hyp --by-length");
+  EXPECT_NE(r.code, 0);
+  EXPECT_NE(r.out.find("--by-length needs --src"), std::string::npos) << r.out;
   std::filesystem::remove_all(d);
 }
 

@@ -118,6 +118,9 @@ ALIGN = [
     ("alignment_additive", "additive", 5, 6, 4, 2, 3, 4, [[1, 1, 1, 0], [1, 1, 1, 1]]),
     ("alignment_general", "general", 5, 6, 0, 2, 3, 4, [[1, 1, 0, 0], [1, 1, 1, 1]]),
     ("alignment_dot", "dot", 5, 5, 0, 2, 1, 4, [[1, 0, 1, 1], [1, 1, 1, 1]]),
+    # wide enough for the fused score's vector loops and their tail (A = 37)
+    ("alignment_additive_wide", "additive", 12, 20, 37, 3, 4, 7,
+     [[1, 1, 1, 1, 1, 0, 0], [1, 1, 1, 1, 1, 1, 1], [1, 0, 0, 0, 0, 0, 0]]),
 ]
 
 

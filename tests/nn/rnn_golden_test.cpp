@@ -90,7 +90,7 @@ TEST(RnnGolden, AlignmentMatchesThePyTorchFormula) {
       EXPECT_TRUE(grad_close("grad " + name, x.grad(), g));
     }
   }
-  EXPECT_EQ(seen, 3);
+  EXPECT_EQ(seen, 4);
 }
 
 // The fused loops' backward rules by central differences: every input of gru_scan and lstm_scan,

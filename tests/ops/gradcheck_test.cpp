@@ -115,6 +115,32 @@ TEST(GradcheckOps, Dropout) {
       (V{a}));
 }
 
+TEST(GradcheckOps, AdditiveScore) {
+  // A = 19: the vector loops and the scalar tail; B = 3 sentences over the threads' chunks
+  Tensor q = param({3, 2, 19}, 26), k = param({3, 4, 19}, 27), v = param({19}, 28);
+  EXPECT_GRADCHECK([](const V& x) { return additive_score(x[0], x[1], x[2]); }, (V{q, k, v}));
+}
+
+TEST(AdditiveScore, EqualsTheUnfusedFormula) {
+  // e = vᵀ tanh(q_t + k_j) as tanh of a broadcast sum, then a product with v — values and gradients
+  for (int64_t A : {1, 8, 37, 64}) {
+    Tensor q = param({2, 3, A}, 30), k = param({2, 5, A}, 31), v = param({A}, 32);
+    Tensor g = Tensor::randn({2, 3, 5}, default_generator());
+    Tensor fused = additive_score(q, k, v);
+    auto grads = [&](const Tensor& e) {
+      for (Tensor* t : {&q, &k, &v}) t->zero_grad();
+      sum(e * g).backward();
+      return V{q.grad().contiguous_copy(), k.grad().contiguous_copy(), v.grad().contiguous_copy()};
+    };
+    const V gf = grads(fused);
+    Tensor plain = matmul(tanh(q.unsqueeze(2) + k.unsqueeze(1)), v);
+    const V gp = grads(plain);
+    SCOPED_TRACE("A = " + std::to_string(A));
+    EXPECT_TENSOR_NEAR(fused, plain, 1e-6);
+    for (size_t i = 0; i < 3; ++i) EXPECT_TENSOR_NEAR(gf[i], gp[i], 1e-6);
+  }
+}
+
 TEST(GradcheckOps, ScaledDotProductAttention) {
   Tensor q = param({2, 2, 3, 4}, 20), k = param({2, 2, 5, 4}, 21), v = param({2, 2, 5, 3}, 22);
   EXPECT_GRADCHECK([](const V& x) { return scaled_dot_product_attention(x[0], x[1], x[2]); }, (V{q, k, v}));

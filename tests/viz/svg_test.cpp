@@ -361,6 +361,17 @@ TEST(LinePlot, NanAndInfBreakTheLine) {
   EXPECT_EQ(all(*root, "circle").size(), 1u);  // (6,5) alone between inf and NaN
 }
 
+TEST(LinePlot, MarkersDotEveryDrawnPoint) {
+  const double nan = std::numeric_limits<double>::quiet_NaN();
+  Series s{"s", {5, 10, 15, 20}, {40, 35, nan, 20}};
+  LinePlotOptions o;
+  o.markers = true;
+  auto root = parse_ok(line_plot_svg({s}, o));
+  ASSERT_TRUE(root);
+  EXPECT_EQ(all(*root, "circle").size(), 3u);  // the NaN point is not drawn
+  EXPECT_EQ(all(*root, "path").size(), 1u);
+}
+
 TEST(LinePlot, EmptyPlotAndEmptySeriesSayNoData) {
   for (const auto& series : std::vector<std::vector<Series>>{{}, {Series{"a", {}, {}}},
                                                              {Series{"nan", {}, {std::nan("")}}}}) {

@@ -6,6 +6,12 @@
 // of all those lines (sacreBLEU with a variable number of references per sentence). Tatoeba's test
 // split has up to two dozen French translations of one English sentence, each on its own line;
 // scored line by line, one output is held against each of them in turn.
+//
+// --by-length: the scores again for the sentences in each bucket of source length (1–5, 6–10, …
+// tokens as sacreBLEU's 13a tokenizer splits the source: words and punctuation), the figure of
+// Bahdanau et al. (2015) that shows a single context vector failing on long sentences.
+// --by-length-csv writes them for `qkv plot FILE… -x source_length -y bleu`.
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <nlohmann/json.hpp>
@@ -28,8 +34,9 @@ void add_eval(CLI::App& app) {
     std::string src, hyp, hyp_out;
     std::vector<std::string> models = {kDefaultTranslator}, refs;
     DecodeArgs decode;
-    int64_t limit = 0;
-    bool json = false, group = false;
+    int64_t limit = 0, bucket = 5;
+    bool json = false, group = false, by_length = false;
+    std::string by_length_csv;
   };
   auto a = std::make_shared<Args>();
   sub->add_option("-m,--model", a->models, "model file; repeat for an ensemble (as qkv translate)")
@@ -43,13 +50,22 @@ void add_eval(CLI::App& app) {
   sub->add_option("--limit", a->limit, "only the first N sentences (0 = all)")->check(zero_or_more());
   sub->add_flag("--group-by-source", a->group,
                 "score each distinct --src sentence once, against the references of all its lines");
+  sub->add_flag("--by-length", a->by_length, "also score each bucket of source length (needs --src)");
+  sub->add_option("--bucket-width", a->bucket, "source tokens per --by-length bucket")
+      ->capture_default_str()
+      ->check(greater_than_zero());
+  sub->add_option("--by-length-csv", a->by_length_csv, "write the --by-length scores to this CSV file (for qkv plot)");
   sub->add_flag("--json", a->json, "print the scores as JSON");
+  sub->footer("Example: qkv eval -m models/en-fr.safetensors --src test.en --ref test.fr --by-length");
   register_runner(sub, [a] {
     use_threads(a->decode.threads);
     QKV_CHECK(!a->src.empty() || !a->hyp.empty(), "qkv eval: give --src (translate with the model) or --hyp");
-    QKV_CHECK(a->hyp.empty() || a->src.empty() || a->group,
-              "qkv eval: --src and --hyp together only with --group-by-source (which reads the sources of --hyp)");
+    if (!a->by_length_csv.empty()) a->by_length = true;
+    QKV_CHECK(a->hyp.empty() || a->src.empty() || a->group || a->by_length,
+              "qkv eval: --src and --hyp together only with --group-by-source or --by-length (which read the sources "
+              "of --hyp)");
     QKV_CHECK(!a->group || !a->src.empty(), "qkv eval: --group-by-source needs --src");
+    QKV_CHECK(!a->by_length || !a->src.empty(), "qkv eval: --by-length needs --src (the lengths are the sources')");
     auto limited = [&](std::vector<std::string> lines) {
       if (a->limit > 0 && static_cast<int64_t>(lines.size()) > a->limit) lines.resize(static_cast<size_t>(a->limit));
       return lines;
@@ -62,8 +78,8 @@ void add_eval(CLI::App& app) {
     for (size_t i = 0; i < refs.size(); ++i)
       QKV_CHECK(refs[i].size() == n_lines, "qkv eval: ", n_lines, " ", a->src.empty() ? "translations" : "source lines",
                 " but ", refs[i].size(), " lines in the reference '", a->refs[i], "'");
-    QKV_CHECK(a->hyp.empty() || hyp_lines.size() == n_lines, "qkv eval: ", hyp_lines.size(), " lines in --hyp '", a->hyp,
-              "' but ", n_lines, " in --src '", a->src, "'");
+    QKV_CHECK(a->hyp.empty() || a->src.empty() || hyp_lines.size() == n_lines, "qkv eval: ", hyp_lines.size(),
+              " lines in --hyp '", a->hyp, "' but ", n_lines, " in --src '", a->src, "'");
 
     // The sentences to score: every line, or the first line of each distinct source.
     std::vector<size_t> first_line;                  // sentence → its first line
@@ -100,28 +116,73 @@ void add_eval(CLI::App& app) {
       }
     }
 
-    text::BleuScore bleu;
-    text::ChrfScore chrf;
-    if (a->group) {
-      std::vector<std::vector<std::string>> by_sentence(first_line.size());
-      for (size_t i = 0; i < n_lines; ++i)
-        for (const auto& stream : refs) by_sentence[sentence_of[i]].push_back(stream[i]);
-      bleu = text::corpus_bleu_by_sentence(hyps, by_sentence);
-      chrf = text::corpus_chrf_by_sentence(hyps, by_sentence);
-      if (!a->json)
-        std::fprintf(stderr, "%zu distinct sources on %zu lines; %.2f references each on average\n", hyps.size(),
-                     n_lines, static_cast<double>(n_lines * refs.size()) / static_cast<double>(hyps.size()));
-    } else {
-      bleu = text::corpus_bleu(hyps, refs);
-      chrf = text::corpus_chrf(hyps, refs);
+    // The references of each scored sentence: all of its lines' (grouped), or its own line's.
+    std::vector<std::vector<std::string>> refs_of(first_line.size());
+    for (size_t i = 0; i < n_lines; ++i)
+      for (const auto& stream : refs) refs_of[sentence_of[i]].push_back(stream[i]);
+    auto score = [&](const std::vector<size_t>& which) {
+      std::vector<std::string> h;
+      std::vector<std::vector<std::string>> r;
+      for (size_t k : which) h.push_back(hyps[k]), r.push_back(refs_of[k]);
+      return std::pair{text::corpus_bleu_by_sentence(h, r), text::corpus_chrf_by_sentence(h, r)};
+    };
+    // the whole set: sacreBLEU's reference streams, or a variable number of references per sentence
+    const text::BleuScore bleu = a->group ? text::corpus_bleu_by_sentence(hyps, refs_of) : text::corpus_bleu(hyps, refs);
+    const text::ChrfScore chrf = a->group ? text::corpus_chrf_by_sentence(hyps, refs_of) : text::corpus_chrf(hyps, refs);
+    if (a->group && !a->json)
+      std::fprintf(stderr, "%zu distinct sources on %zu lines; %.2f references each on average\n", hyps.size(), n_lines,
+                   static_cast<double>(n_lines * refs.size()) / static_cast<double>(hyps.size()));
+
+    // --by-length: bucket b holds sources of (b·w, (b + 1)·w] tokens (bucket 0 also the empty ones)
+    struct Bucket {
+      int64_t from, to;
+      std::vector<size_t> sentences;
+      text::BleuScore bleu;
+      text::ChrfScore chrf;
+    };
+    std::vector<Bucket> buckets;
+    if (a->by_length) {
+      const int64_t w = a->bucket;
+      for (size_t k = 0; k < first_line.size(); ++k) {
+        const std::string tok = text::tokenize_13a(src[first_line[k]]);
+        const auto n = static_cast<int64_t>(std::count(tok.begin(), tok.end(), ' ') + (tok.empty() ? 0 : 1));
+        const auto b = static_cast<size_t>(n == 0 ? 0 : (n - 1) / w);
+        if (buckets.size() <= b) buckets.resize(b + 1);
+        buckets[b].sentences.push_back(k);
+      }
+      for (size_t b = 0; b < buckets.size(); ++b) {
+        buckets[b].from = b == 0 ? 0 : static_cast<int64_t>(b) * w + 1, buckets[b].to = static_cast<int64_t>(b + 1) * w;
+        if (!buckets[b].sentences.empty()) std::tie(buckets[b].bleu, buckets[b].chrf) = score(buckets[b].sentences);
+      }
+      std::erase_if(buckets, [](const Bucket& b) { return b.sentences.empty(); });
     }
+    if (!a->by_length_csv.empty()) {
+      std::string csv = "length_from,length_to,source_length,sentences,bleu,chrf\n";
+      for (const Bucket& b : buckets)
+        csv += detail::concat(b.from, ",", b.to, ",", b.to, ",", b.sentences.size(), ",", b.bleu.score, ",",
+                              b.chrf.score, "\n");
+      io::write_file_atomic(a->by_length_csv, csv);
+    }
+
     if (a->json) {
       nlohmann::json j = {{"bleu", bleu.score}, {"chrf", chrf.score}, {"sentences", hyps.size()},
                           {"bp", bleu.bp}, {"hyp_len", bleu.hyp_len}, {"ref_len", bleu.ref_len}};
       if (seconds > 0) j["seconds"] = seconds;
+      if (a->by_length) {
+        j["by_length"] = nlohmann::json::array();
+        for (const Bucket& b : buckets)
+          j["by_length"].push_back({{"from", b.from}, {"to", b.to}, {"sentences", b.sentences.size()},
+                                    {"bleu", b.bleu.score}, {"chrf", b.chrf.score}, {"bp", b.bleu.bp}});
+      }
       std::printf("%s\n", j.dump().c_str());
     } else {
       std::printf("%s\n%s\n", bleu.format().c_str(), chrf.format().c_str());
+      if (a->by_length) {
+        std::printf("\n%-14s %9s %7s %7s %6s\n", "source tokens", "sentences", "BLEU", "chrF2", "BP");
+        for (const Bucket& b : buckets)
+          std::printf("%-14s %9zu %7.2f %7.2f %6.3f\n", detail::concat(b.from, "-", b.to).c_str(), b.sentences.size(),
+                      b.bleu.score, b.chrf.score, b.bleu.bp);
+      }
       if (seconds > 0) std::fprintf(stderr, "%zu sentences translated in %.1f s\n", hyps.size(), seconds);
     }
     return 0;

@@ -3,6 +3,7 @@
 
 #include <CLI/CLI.hpp>
 #include <functional>
+#include <nlohmann/json.hpp>
 #include <sstream>
 #include <string>
 
@@ -20,7 +21,10 @@ void add_attend(CLI::App& app);
 void add_average(CLI::App& app);
 void add_plot(CLI::App& app);
 
-// Every subcommand registers its runner here; run_selected calls the one the user chose.
+// "train.max_iters=100": sets config["train"]["max_iters"] = 100 (the value parsed as JSON, else a
+// string) — what `--set` does (cmd_train.cpp).
+void apply_override(nlohmann::json& config, const std::string& kv);
+
 // A shipped model path (models/…) resolved from the working directory or the qkv checkout.
 std::string find_model(const std::string& path);
 // The default translation model shipped with qkv.
@@ -50,6 +54,7 @@ inline CLI::Validator between(double lo, double hi, bool lo_open = false) {
   return number_check([=](double v) { return (lo_open ? v > lo : v >= lo) && v <= hi; }, want.str(), want.str());
 }
 
+// Every subcommand registers its runner here; run_selected calls the one the user chose.
 void register_runner(CLI::App* sub, std::function<int()> run);
 int run_selected(CLI::App& app);
 

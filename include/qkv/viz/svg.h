@@ -22,6 +22,7 @@ struct LinePlotOptions {
   std::string title, x_label, y_label;
   bool log_y = false;  // points with y <= 0 are then skipped like NaN
   int width = 720, height = 420;
+  bool markers = false;  // a dot at every point (few points, as BLEU by sentence length)
 };
 
 // A line plot: axes with "nice" ticks (1-2-5 steps), labels, gridlines, a legend when there is more
