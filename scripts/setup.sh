@@ -9,6 +9,8 @@ pkgs=(
   zlib1g-dev
   librsvg2-dev                     # PNG pictures (viz/png: SVG rasterized by librsvg + cairo)
   libsentencepiece-dev             # subword tokenizer (text/sentencepiece), 0.1.97 on Debian 12
+  libgdk-pixbuf-2.0-dev            # reading PNG/JPEG/PGM images (vision/image)
+  dataset-fashion-mnist            # Fashion-MNIST (MIT), IDX files under /usr/share/datasets/fashion-mnist
 )
 if [ "${1:-}" = "--with-torch" ]; then
   # PyTorch 1.13, the peer for golden files and benchmarks; without OpenBLAS it runs on the netlib

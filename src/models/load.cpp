@@ -18,14 +18,13 @@ const ModelType& type_of(const ModelFile& f, Kind kind) {
   } catch (const Error& e) {
     QKV_CHECK(false, "'", f.path, "': ", e.what());
   }
-  QKV_CHECK(t->kind == kind, "'", f.path, "' holds a \"", name, "\" model (",
-            t->kind == Kind::seq2seq ? "a sequence-to-sequence model" : "a language model", "), not ",
-            kind == Kind::seq2seq ? "a sequence-to-sequence (translation) model" : "a language model");
+  QKV_CHECK(t->kind == kind, "'", f.path, "' holds a \"", name, "\" model (", kind_name(t->kind), "), not ",
+            kind == Kind::seq2seq ? "a sequence-to-sequence (translation)" : kind_name(kind), " model");
   return *t;
 }
 
 // The model the file describes, of the type `t` (type_of), its vocabulary checked against the
-// tokenizer's before its parameters load.
+// tokenizer's (tokenizer_vocab < 0: no tokenizer) before its parameters load.
 template <class M>
 std::unique_ptr<M> model_from(const ModelFile& f, const ModelType& t, int64_t tokenizer_vocab,
                               const LoadOptions& options) {
@@ -35,7 +34,7 @@ std::unique_ptr<M> model_from(const ModelFile& f, const ModelType& t, int64_t to
   } catch (const Error& e) {
     QKV_CHECK(false, "'", f.path, "': ", e.what());
   }
-  QKV_CHECK(m->vocab_size() == tokenizer_vocab, "'", f.path, "': the model's vocab_size ", m->vocab_size(),
+  QKV_CHECK(tokenizer_vocab < 0 || m->vocab_size() == tokenizer_vocab, "'", f.path, "': the model's vocab_size ", m->vocab_size(),
             " does not match its tokenizer's ", tokenizer_vocab);
   load_parameters(m->module(), f);
   m->module().eval();
@@ -92,6 +91,16 @@ LoadedLanguageModel load_language_model(const std::string& path, const LoadOptio
     QKV_CHECK(false, "'", path, "': the tokenizer: ", e.what());
   }
   r.model = model_from<LanguageModel>(f, t, r.tokenizer.vocab_size(), options);
+  return r;
+}
+
+LoadedImageClassifier load_image_classifier(const std::string& path, const LoadOptions& options) {
+  ModelFile f = load_model_file(path);
+  const ModelType& t = type_of(f, Kind::image_classifier);
+  LoadedImageClassifier r;
+  r.path = path;
+  r.meta = f.meta;
+  r.model = model_from<ImageClassifier>(f, t, -1, options);
   return r;
 }
 

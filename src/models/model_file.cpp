@@ -19,6 +19,7 @@ void save_model_file(const std::string& path, const nn::Module& model, nlohmann:
   meta["version"] = 1;
   std::vector<std::pair<std::string, Tensor>> tensors;
   for (auto& [name, p] : model.named_parameters()) tensors.emplace_back(name, p.detach());
+  for (auto& [name, b] : model.named_buffers()) tensors.emplace_back(name, b.detach());
   if (optimizer_state.empty()) {
     io::save_safetensors(path, tensors, {{"qkv", meta.dump()}}, store);
     return;

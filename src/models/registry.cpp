@@ -5,6 +5,7 @@
 #include <functional>
 
 #include "qkv/models/network.h"
+#include "qkv/nn/convnet.h"
 #include "qkv/nn/gpt.h"
 #include "qkv/nn/rnn_seq2seq.h"
 #include "qkv/nn/transformer.h"
@@ -35,9 +36,23 @@ ModelType language_model(const char* name, const char* description) {
           }};
 }
 
-const char* kind_name(Kind k) { return k == Kind::seq2seq ? "sequence-to-sequence" : "language"; }
+template <ImageClassifierNetwork Net>
+ModelType image_classifier(const char* name, const char* description) {
+  return {name, Kind::image_classifier, description, [name](const nlohmann::json& config, Generator* gen) {
+            return std::unique_ptr<Model>(new ImageClassifierOf<Net>(name, Net::Config::from_json(config), gen));
+          }};
+}
 
 }  // namespace
+
+const char* kind_name(Kind k) {
+  switch (k) {
+    case Kind::seq2seq: return "sequence-to-sequence";
+    case Kind::language_model: return "language";
+    case Kind::image_classifier: return "image classification";
+  }
+  return "?";
+}
 
 const std::vector<ModelType>& model_types() {
   static const std::vector<ModelType> types = {
@@ -58,6 +73,9 @@ const std::vector<ModelType>& model_types() {
                                           "one it is an rnn-encdec");
                               }),
       language_model<nn::GPT>("gpt", "a decoder-only Transformer language model (nanoGPT's)"),
+      image_classifier<nn::ConvNet>("convnet",
+                                    "a ResNet-style image classifier, optionally with non-local (self-attention) "
+                                    "blocks (He et al. 2016; Wang et al. 2018)"),
   };
   return types;
 }
@@ -84,6 +102,14 @@ std::unique_ptr<LanguageModel> build_language_model(const std::string& type, con
   QKV_CHECK(t.kind == Kind::language_model, "a ", type, " model is a ", kind_name(t.kind),
             " model, not a language model");
   return std::unique_ptr<LanguageModel>(static_cast<LanguageModel*>(t.build(config, gen).release()));
+}
+
+std::unique_ptr<ImageClassifier> build_image_classifier(const std::string& type, const nlohmann::json& config,
+                                                        Generator* gen) {
+  const ModelType& t = model_type(type);
+  QKV_CHECK(t.kind == Kind::image_classifier, "a ", type, " model is a ", kind_name(t.kind),
+            " model, not an image classifier");
+  return std::unique_ptr<ImageClassifier>(static_cast<ImageClassifier*>(t.build(config, gen).release()));
 }
 
 }  // namespace qkv::models

@@ -10,14 +10,26 @@ Tensor Module::register_parameter(const std::string& name, Tensor value) {
   return value;
 }
 
-void Module::collect(const std::string& prefix, std::vector<std::pair<std::string, Tensor>>& out) const {
-  for (const auto& [n, t] : params_) out.emplace_back(prefix + n, t);
-  for (const auto& [n, m] : children_) m->collect(prefix + n + ".", out);
+Tensor Module::register_buffer(const std::string& name, Tensor value) {
+  buffers_.emplace_back(name, value);
+  return value;
+}
+
+void Module::collect(const std::string& prefix, std::vector<std::pair<std::string, Tensor>>& out,
+                     bool buffers) const {
+  for (const auto& [n, t] : buffers ? buffers_ : params_) out.emplace_back(prefix + n, t);
+  for (const auto& [n, m] : children_) m->collect(prefix + n + ".", out, buffers);
 }
 
 std::vector<std::pair<std::string, Tensor>> Module::named_parameters() const {
   std::vector<std::pair<std::string, Tensor>> out;
-  collect("", out);
+  collect("", out, false);
+  return out;
+}
+
+std::vector<std::pair<std::string, Tensor>> Module::named_buffers() const {
+  std::vector<std::pair<std::string, Tensor>> out;
+  collect("", out, true);
   return out;
 }
 
@@ -36,12 +48,15 @@ int64_t Module::num_parameters() const {
 std::map<std::string, Tensor> Module::state_dict() const {
   std::map<std::string, Tensor> out;
   for (auto& [n, t] : named_parameters()) out[n] = t.detach();
+  for (auto& [n, t] : named_buffers()) out[n] = t.detach();
   return out;
 }
 
 void Module::load_state_dict(const std::map<std::string, Tensor>& state, bool strict) {
   std::set<std::string> used;
-  for (auto& [name, p] : named_parameters()) {
+  auto all = named_parameters();
+  for (auto& nb : named_buffers()) all.push_back(nb);
+  for (auto& [name, p] : all) {
     auto it = state.find(name);
     if (it == state.end()) {
       QKV_CHECK(!strict, "load_state_dict: missing parameter \"", name, "\" ", shape_str(p.shape()));

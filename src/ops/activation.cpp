@@ -1,6 +1,7 @@
 #include "qkv/ops/activation.h"
 
 #include "dispatch.h"
+#include "qkv/ops/arith.h"
 #include "kernels/cpu/activation.h"
 #include "qkv/autograd/node.h"
 
@@ -61,6 +62,17 @@ Tensor dropout(const Tensor& x, float p, bool training, Generator* gen) {
     QKV_DISPATCH("dropout", d, k::dropout_apply(gc.data(), dx.data(), gc.numel(), p, seed, counter));
     return std::vector<Tensor>{dx};
   });
+}
+
+Tensor dropout2d(const Tensor& x, float p, bool training, Generator* gen) {
+  QKV_CHECK(x.dim() == 3 || x.dim() == 4, "dropout2d: expected [N, C, H, W] or [C, H, W], got ", shape_str(x.shape()));
+  QKV_CHECK(p >= 0.f && p <= 1.f, "dropout2d: probability has to be between 0 and 1, but got ", p);
+  if (!training || p == 0.f) return x;
+  // one keep-or-drop (0 or 1 / (1 − p)) per channel, broadcast over its plane
+  Shape per_channel(x.shape().begin(), x.shape().end() - 2);
+  per_channel.insert(per_channel.end(), {1, 1});
+  const Tensor keep = dropout(Tensor::ones(per_channel), p, true, gen);
+  return mul(x, keep);
 }
 
 }  // namespace qkv

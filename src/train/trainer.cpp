@@ -296,7 +296,7 @@ nn::Module& model = task.model().module();
     if (step % cfg.log_interval == 0 || step + 1 == cfg.max_iters)
       metrics.add({{"step", step}, {"loss", loss}, {"lr", lr}, {"grad_norm", norm}, {"tokens_per_s", rate},
                    {"elapsed_s", elapsed()}});
-    bar.set_postfix({{"loss", fmt(loss, "%.4f")}, {"lr", fmt(lr, "%.2e")}, {"tok/s", io::ProgressBar::format_rate(tok_rate)}});
+    bar.set_postfix({{"loss", fmt(loss, "%.4f")}, {"lr", fmt(lr, "%.2e")}, {std::string(task.unit()) + "/s", io::ProgressBar::format_rate(tok_rate)}});
     bar.update(1);
     if (cfg.checkpoint_interval > 0 && (step + 1) % cfg.checkpoint_interval == 0 && step + 1 < cfg.max_iters)
       save(step + 1, elapsed());

@@ -121,6 +121,56 @@ TEST(GradcheckOps, AdditiveScore) {
   EXPECT_GRADCHECK([](const V& x) { return additive_score(x[0], x[1], x[2]); }, (V{q, k, v}));
 }
 
+TEST(GradcheckOps, Conv2dAndPooling) {
+  Tensor x = param({2, 4, 5, 4}, 40), w = param({4, 2, 3, 2}, 41), b = param({4}, 42);
+  EXPECT_GRADCHECK([](const V& t) { return conv2d(t[0], t[1], t[2], {2, 1}, {1, 2}, 1, 2); }, (V{x, w, b}));
+  Tensor w1 = param({2, 4, 2, 2}, 43);
+  EXPECT_GRADCHECK([](const V& t) { return conv2d(t[0], t[1], Tensor(), 1, 2, {2, 1}); }, (V{x, w1}));
+  // max pooling: values at least 0.05 apart, so that no finite-difference step changes a window's winner
+  std::vector<float> spread(160);
+  for (size_t i = 0; i < spread.size(); ++i) spread[i] = 0.05f * static_cast<float>((i * 37) % 160) - 4.f;
+  Tensor xs = Tensor::from_vector(spread, {2, 4, 5, 4}).requires_grad_();
+  EXPECT_GRADCHECK([](const V& t) { return max_pool2d(t[0], 3, 2, 1); }, (V{xs}));
+  EXPECT_GRADCHECK([](const V& t) { return max_pool2d(t[0], 2, std::nullopt, 0, 1, true); }, (V{xs}));
+  EXPECT_GRADCHECK([](const V& t) { return avg_pool2d(t[0], 3, 2, 1, true, false); }, (V{x}));
+  EXPECT_GRADCHECK([](const V& t) { return adaptive_avg_pool2d(t[0], {3, 4}); }, (V{x}));
+}
+
+TEST(GradcheckOps, BatchAndGroupNorm) {
+  Tensor x = param({3, 4, 3, 2}, 44), g = param({4}, 45), b = param({4}, 46);
+  EXPECT_GRADCHECK(
+      [](const V& t) {
+        return batch_norm(t[0], Tensor(), Tensor(), t[1], t[2], /*training=*/true);
+      },
+      (V{x, g, b}));
+  const Tensor rm = Tensor::from_vector({0.1f, -0.2f, 0.3f, 0.f}, {4}), rv = Tensor::from_vector({1.f, 0.5f, 2.f, 1.5f}, {4});
+  EXPECT_GRADCHECK([&](const V& t) { return batch_norm(t[0], rm, rv, t[1], t[2], /*training=*/false); }, (V{x, g, b}));
+  EXPECT_GRADCHECK([](const V& t) { return group_norm(t[0], 2, t[1], t[2]); }, (V{x, g, b}));
+}
+
+TEST(Dropout2d, DropsWholeChannelsAndScalesTheRest) {
+  Generator gen(3);
+  const Tensor x = Tensor::ones({8, 16, 3, 3});
+  const std::vector<float> y = dropout2d(x, 0.25f, true, &gen).to_vector();
+  int64_t dropped = 0;
+  for (int64_t c = 0; c < 8 * 16; ++c) {
+    const float first = y[static_cast<size_t>(c * 9)];
+    for (int64_t i = 0; i < 9; ++i) ASSERT_EQ(y[static_cast<size_t>(c * 9 + i)], first) << "channel " << c;
+    EXPECT_TRUE(first == 0.f || std::abs(first - 1.f / 0.75f) < 1e-6f) << first;
+    dropped += first == 0.f;
+  }
+  EXPECT_GT(dropped, 16);  // 32 expected of 128
+  EXPECT_LT(dropped, 52);
+  EXPECT_EQ(dropout2d(x, 0.5f, /*training=*/false).to_vector(), x.to_vector());
+  Tensor p = param({2, 3, 2, 2}, 47);
+  EXPECT_GRADCHECK(
+      [](const V& t) {
+        Generator g(9);
+        return dropout2d(t[0], 0.5f, true, &g);
+      },
+      (V{p}));
+}
+
 TEST(AdditiveScore, EqualsTheUnfusedFormula) {
   // e = vᵀ tanh(q_t + k_j) as tanh of a broadcast sum, then a product with v — values and gradients
   for (int64_t A : {1, 8, 37, 64}) {

@@ -1,5 +1,6 @@
 // qkv train CONFIG — trains the model a JSON config describes (configs/*.json): a GPT language
-// model ("task": "lm") or an encoder–decoder translation Transformer ("task": "translation"). Progress bar, periodic evaluation, checkpoints, metrics and a loss plot go to
+// model ("task": "lm"), a translation model ("task": "translation") or an image classifier ("task":
+// "image_classification"). Progress bar, periodic evaluation, checkpoints, metrics and a loss plot go to
 // --out; --resume continues exactly where a run stopped; Ctrl-C saves a checkpoint and exits.
 #include <cstdio>
 #include <filesystem>
@@ -9,6 +10,7 @@
 #include "options.h"
 #include "qkv/core/error.h"
 #include "qkv/io/file.h"
+#include "qkv/train/image_task.h"
 #include "qkv/train/lm_task.h"
 #include "qkv/train/translation_task.h"
 
@@ -79,8 +81,8 @@ void add_train(CLI::App& app) {
     const std::string out = a->out.empty() ? (fs::path("out") / fs::path(a->config).stem()).string() : a->out;
     const std::string base = fs::path(a->config).parent_path().string();
     const std::string task = config.value("task", "");
-    QKV_CHECK(task == "lm" || task == "translation", "config '", a->config, "': unknown \"task\" \"", task,
-              "\" (expected \"lm\" or \"translation\")");
+    QKV_CHECK(task == "lm" || task == "translation" || task == "image_classification", "config '", a->config,
+              "': unknown \"task\" \"", task, "\" (expected \"lm\", \"translation\" or \"image_classification\")");
     train::TrainerOptions o;
     o.out_dir = out, o.resume = a->resume, o.full_config = config, o.quiet = a->quiet;
     train::TrainResult r;
@@ -90,6 +92,13 @@ void add_train(CLI::App& app) {
                    lm.model().describe().c_str(), static_cast<double>(lm.model().module().num_parameters()) / 1e6,
                    lm.data().train.size(), lm.data().val.size(), num_threads(), out.c_str());
       r = train::run_training(lm, lm.train_config(), o);
+    } else if (task == "image_classification") {
+      train::ImageTask it(config, base);
+      std::fprintf(stderr, "qkv train: %s: %.2fM parameters; %lld train / %lld %s images; %d threads → %s\n",
+                   it.model().describe().c_str(), static_cast<double>(it.model().module().num_parameters()) / 1e6,
+                   static_cast<long long>(it.train_set().size()), static_cast<long long>(it.eval_set().size()),
+                   it.evaluates_on_test() ? "test" : "held-out", num_threads(), out.c_str());
+      r = train::run_training(it, it.train_config(), o);
     } else {
       train::TranslationTask tt(config, base, out, a->resume, !a->quiet);
       std::fprintf(stderr, "qkv train: %s: %.2fM parameters; %d threads → %s\n", tt.model().describe().c_str(),
@@ -98,9 +107,9 @@ void add_train(CLI::App& app) {
     }
     std::string ev;
     for (auto& [k, v] : r.last_eval) ev += " " + k + " " + std::to_string(v);
-    std::fprintf(stderr, "%s at step %lld:%s; %.0f tokens/s; model: %s/model.safetensors\n",
+    std::fprintf(stderr, "%s at step %lld:%s; %.0f %s/s; model: %s/model.safetensors\n",
                  r.interrupted ? "stopped" : "done", static_cast<long long>(r.steps_done), ev.c_str(),
-                 r.tokens_per_second, out.c_str());
+                 r.tokens_per_second, task == "image_classification" ? "images" : "tokens", out.c_str());
     return r.interrupted ? 130 : 0;
   });
 }

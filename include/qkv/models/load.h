@@ -44,4 +44,12 @@ struct LoadedLanguageModel {
 };
 LoadedLanguageModel load_language_model(const std::string& path, const LoadOptions& options = {});
 
+// An image classifier (Kind::image_classifier): its class names and input shape are its config's.
+struct LoadedImageClassifier {
+  std::unique_ptr<ImageClassifier> model;
+  nlohmann::json meta;
+  std::string path;
+};
+LoadedImageClassifier load_image_classifier(const std::string& path, const LoadOptions& options = {});
+
 }  // namespace qkv::models

@@ -7,6 +7,7 @@
 //                  training; encode-and-start, step with a cache, reorder the beam, for decoding;
 //                  attention maps
 //   LanguageModel  tokens → next token (GPT): loss and logits; step with a cache, for generation
+//   ImageClassifier  image → class (a ConvNet): loss and logits; attention maps where it attends
 //
 // An architecture is an nn module (src/nn/) with the methods listed in models/network.h; one line
 // in src/models/registry.cpp makes it a model of its kind, under a type name, for model files and
@@ -25,7 +26,7 @@
 
 namespace qkv::models {
 
-enum class Kind { seq2seq, language_model };
+enum class Kind { seq2seq, language_model, image_classifier };
 
 // What a decoder keeps between steps (KV caches, recurrent states, …), one row per hypothesis.
 // Opaque to the search, which only regroups the rows.
@@ -48,7 +49,7 @@ class Model {
   virtual const nn::Module& module() const = 0;
   virtual nlohmann::json config_json() const = 0;  // the hyper-parameters, as a model file's "model"
   virtual std::string describe() const = 0;        // one line for people: "GPT 4 layers, 4 heads, …"
-  virtual int64_t vocab_size() const = 0;
+  virtual int64_t vocab_size() const = 0;  // the output size: tokens of the vocabulary, or classes
   virtual int64_t width() const = 0;  // the model dimension d_model (what inverse_sqrt scales by)
   // Decoding steps read bf16 copies of the weights, or the f32 parameters (after loading them).
   virtual void set_inference_weights(nn::InferenceWeights weights) = 0;
@@ -88,6 +89,24 @@ class LanguageModel : public Model {
   // the logits of the last position, [B, V].
   virtual std::unique_ptr<DecoderState> start_decoding() const = 0;
   virtual Tensor step(const Tensor& idx, DecoderState& state) const = 0;
+};
+
+// The image a classifier takes: channels × height × width, pixels in [0, 1].
+struct ImageShape {
+  int64_t channels = 1, height = 0, width = 0;
+};
+
+class ImageClassifier : public Model {
+ public:
+  Kind kind() const override { return Kind::image_classifier; }
+  virtual ImageShape image_shape() const = 0;
+  virtual int64_t num_classes() const = 0;
+  virtual std::string class_name(int64_t k) const = 0;  // the config's class_names, or "k"
+  // images f32 [N, C, H, W] (pixels in [0, 1]) → logits [N, classes]; `maps`, when given, receives
+  // the attention weights (maps->image).
+  virtual Tensor forward(const Tensor& images, nn::AttentionMaps* maps = nullptr) const = 0;
+  // Mean cross-entropy (label smoothing ε) against labels i32 [N].
+  virtual Tensor loss(const Tensor& images, const Tensor& labels, float label_smoothing = 0.f) const = 0;
 };
 
 }  // namespace qkv::models

@@ -5,6 +5,7 @@
 //
 //   seq2seq<nn::Seq2SeqTransformer>("transformer", "…")      → a Seq2SeqModel
 //   language_model<nn::GPT>("gpt", "…")                      → a LanguageModel
+//   image_classifier<nn::ConvNet>("convnet", "…")             → an ImageClassifier
 //
 // The concepts state the contract; a module that misses a method fails to compile at its
 // registration, naming the requirement.
@@ -23,7 +24,7 @@ namespace qkv::models {
 
 // Every architecture: a typed config read from and written to JSON (a field table, io/config.h),
 // its width and a one-line description, a constructor from the config, and bf16 weight copies for
-// decoding.
+// decoding. (Token models add config.vocab_size, classifiers config.num_classes.)
 template <class Net>
 concept Network = std::derived_from<Net, nn::Module> &&
                   requires(Net& net, const typename Net::Config& config, const nlohmann::json& j) {
@@ -31,7 +32,6 @@ concept Network = std::derived_from<Net, nn::Module> &&
                     { config.to_json() } -> std::same_as<nlohmann::json>;
                     { config.width() } -> std::convertible_to<int64_t>;
                     { config.describe() } -> std::convertible_to<std::string>;
-                    { config.vocab_size } -> std::convertible_to<int64_t>;
                     { net.config } -> std::convertible_to<typename Net::Config>;
                     requires std::constructible_from<Net, const typename Net::Config&, Generator*>;
                     net.set_inference_weights(nn::InferenceWeights::bf16);
@@ -51,6 +51,7 @@ concept Seq2SeqNetwork =
     Network<Net> && NetworkDecoderState<typename Net::DecoderState> &&
     requires(const Net& net, const Tensor& t, const std::vector<int32_t>& tokens, typename Net::DecoderState& state,
              nn::AttentionMaps* maps) {
+      { net.config.vocab_size } -> std::convertible_to<int64_t>;
       { net.config.max_len } -> std::convertible_to<int64_t>;
       { net.config.pad_id } -> std::convertible_to<int32_t>;
       { net.config.bos_id } -> std::convertible_to<int32_t>;
@@ -65,12 +66,25 @@ concept Seq2SeqNetwork =
 template <class Net>
 concept LanguageModelNetwork = Network<Net> && NetworkDecoderState<typename Net::DecoderState> &&
                                requires(const Net& net, const Tensor& t, typename Net::DecoderState& state) {
+                                 { net.config.vocab_size } -> std::convertible_to<int64_t>;
                                  { net.config.block_size } -> std::convertible_to<int64_t>;
                                  { net.forward(t) } -> std::same_as<Tensor>;
                                  { net.loss(t, t) } -> std::same_as<Tensor>;
                                  { net.start_decoding() } -> std::same_as<typename Net::DecoderState>;
                                  { net.step(t, state) } -> std::same_as<Tensor>;
                                };
+
+// Image → class: ImageClassifier's methods.
+template <class Net>
+concept ImageClassifierNetwork = Network<Net> && requires(const Net& net, const Tensor& t, nn::AttentionMaps* maps) {
+  { net.config.in_channels } -> std::convertible_to<int64_t>;
+  { net.config.image_height } -> std::convertible_to<int64_t>;
+  { net.config.image_width } -> std::convertible_to<int64_t>;
+  { net.config.num_classes } -> std::convertible_to<int64_t>;
+  { net.config.class_name(int64_t{0}) } -> std::convertible_to<std::string>;
+  { net.forward(t, maps) } -> std::same_as<Tensor>;
+  { net.loss(t, t, 0.f) } -> std::same_as<Tensor>;
+};
 
 namespace detail {
 
@@ -103,7 +117,10 @@ class Adapter : public Base {
   const nn::Module& module() const override { return net_; }
   nlohmann::json config_json() const override { return net_.config.to_json(); }
   std::string describe() const override { return net_.config.describe(); }
-  int64_t vocab_size() const override { return net_.config.vocab_size; }
+  int64_t vocab_size() const override {
+    if constexpr (requires { net_.config.vocab_size; }) return net_.config.vocab_size;
+    else return net_.config.num_classes;
+  }
   int64_t width() const override { return net_.config.width(); }
   void set_inference_weights(nn::InferenceWeights w) override { net_.set_inference_weights(w); }
   Net& net() { return net_; }  // the module itself, for code that knows the architecture
@@ -155,6 +172,23 @@ class LanguageModelOf final : public detail::Adapter<Net, LanguageModel> {
   }
   Tensor step(const Tensor& idx, DecoderState& state) const override {
     return this->net_.step(idx, detail::state_of<State>(state, this->type_));
+  }
+};
+
+template <ImageClassifierNetwork Net>
+class ImageClassifierOf final : public detail::Adapter<Net, ImageClassifier> {
+ public:
+  using detail::Adapter<Net, ImageClassifier>::Adapter;
+  ImageShape image_shape() const override {
+    return {this->net_.config.in_channels, this->net_.config.image_height, this->net_.config.image_width};
+  }
+  int64_t num_classes() const override { return this->net_.config.num_classes; }
+  std::string class_name(int64_t k) const override { return this->net_.config.class_name(k); }
+  Tensor forward(const Tensor& images, nn::AttentionMaps* maps) const override {
+    return this->net_.forward(images, maps);
+  }
+  Tensor loss(const Tensor& images, const Tensor& labels, float label_smoothing) const override {
+    return this->net_.loss(images, labels, label_smoothing);
   }
 };
 

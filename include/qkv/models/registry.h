@@ -34,5 +34,9 @@ std::unique_ptr<Seq2SeqModel> build_seq2seq(const std::string& type, const nlohm
                                             Generator* gen = nullptr);
 std::unique_ptr<LanguageModel> build_language_model(const std::string& type, const nlohmann::json& config,
                                                     Generator* gen = nullptr);
+std::unique_ptr<ImageClassifier> build_image_classifier(const std::string& type, const nlohmann::json& config,
+                                                        Generator* gen = nullptr);
+// "sequence-to-sequence", "language", "image classification": for messages.
+const char* kind_name(Kind kind);
 
 }  // namespace qkv::models

@@ -28,11 +28,14 @@ class Module {
   std::vector<std::pair<std::string, Tensor>> named_parameters() const;
   std::vector<Tensor> parameters() const;
   int64_t num_parameters() const;
+  // State that is not trained by gradients but saved with the parameters (BatchNorm2d's running
+  // statistics), under dotted names as PyTorch's buffers.
+  std::vector<std::pair<std::string, Tensor>> named_buffers() const;
 
-  // Copies values (not storage) from `state` into parameters of the same names and shapes.
-  // strict: every parameter must be present and no extra names may appear.
+  // Copies values (not storage) from `state` into parameters and buffers of the same names and
+  // shapes. strict: every one must be present and no extra names may appear.
   void load_state_dict(const std::map<std::string, Tensor>& state, bool strict = true);
-  std::map<std::string, Tensor> state_dict() const;
+  std::map<std::string, Tensor> state_dict() const;  // parameters and buffers
 
   void train(bool on = true);
   void eval() { train(false); }
@@ -41,6 +44,7 @@ class Module {
 
  protected:
   Tensor register_parameter(const std::string& name, Tensor value);
+  Tensor register_buffer(const std::string& name, Tensor value);
   template <typename M>
   std::shared_ptr<M> register_module(const std::string& name, std::shared_ptr<M> m) {
     children_.emplace_back(name, m);
@@ -48,8 +52,8 @@ class Module {
   }
 
  private:
-  void collect(const std::string& prefix, std::vector<std::pair<std::string, Tensor>>& out) const;
-  std::vector<std::pair<std::string, Tensor>> params_;
+  void collect(const std::string& prefix, std::vector<std::pair<std::string, Tensor>>& out, bool buffers) const;
+  std::vector<std::pair<std::string, Tensor>> params_, buffers_;
   std::vector<std::pair<std::string, std::shared_ptr<Module>>> children_;
   bool training_ = true;
 };

@@ -13,5 +13,8 @@ Tensor relu(const Tensor& x);
 Tensor gelu(const Tensor& x, const std::string& approximate = "none");
 // Inverted dropout; identity when !training or p == 0. gen: default_generator() when null.
 Tensor dropout(const Tensor& x, float p, bool training = true, Generator* gen = nullptr);
+// Channel dropout (F.dropout2d): x [N, C, H, W] or [C, H, W]; each whole channel is zeroed with
+// probability p, the others scaled by 1 / (1 − p). Identity when !training or p == 0.
+Tensor dropout2d(const Tensor& x, float p, bool training = true, Generator* gen = nullptr);
 
 }  // namespace qkv

@@ -53,7 +53,7 @@ std::pair<std::string, nlohmann::json> model_section(const nlohmann::json& model
 
 struct StepStats {
   double loss = 0;     // this micro-batch's mean loss (before dividing by the accumulation steps)
-  int64_t tokens = 0;  // target tokens in it
+  int64_t tokens = 0;  // target tokens in it (images, for a classifier)
 };
 
 class TrainingTask {
@@ -73,6 +73,8 @@ class TrainingTask {
   virtual void set_rng_state(uint64_t) {}
   // Parameter groups for weight decay (default: decay on matrices only).
   virtual std::vector<ParamGroup> param_groups(float weight_decay);
+  // What StepStats::tokens counts, for the progress bar's rate: "tok", or "img" for images.
+  virtual const char* unit() const { return "tok"; }
 };
 
 struct TrainerOptions {

@@ -1,0 +1,25 @@
+// Reading one picture for a classifier: PNG, JPEG, PGM/PPM, BMP, … through gdk-pixbuf (Debian's
+// libgdk-pixbuf), converted to the model's channels and size.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace qkv::vision {
+
+struct Image {
+  int64_t channels = 1, height = 0, width = 0;
+  std::vector<float> pixels;  // [channels, height, width], in [0, 1]
+};
+
+struct ReadImageOptions {
+  int64_t channels = 1;          // 1: luminance (0.299 R + 0.587 G + 0.114 B); 3: RGB
+  int64_t height = 0, width = 0; // > 0: resized to this (bilinear); 0: as the file has it
+  bool invert = false;           // 1 − x: dark objects on light ground → light on dark (as Fashion-MNIST)
+};
+
+// Transparent pixels are composited over black. A missing or undecodable file is a qkv::Error naming it.
+Image read_image(const std::string& path, const ReadImageOptions& options = {});
+
+}  // namespace qkv::vision

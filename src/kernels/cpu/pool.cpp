@@ -1,0 +1,160 @@
+#include "kernels/cpu/pool.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <limits>
+
+#include "qkv/core/parallel.h"
+
+namespace qkv::kernels::cpu {
+
+namespace {
+
+// PyTorch's pooling_output_shape for one dimension (div_rtn: division rounding towards −∞).
+int64_t pooled(int64_t in, int64_t k, int64_t s, int64_t p, int64_t d, bool ceil_mode) {
+  const int64_t num = in + 2 * p - d * (k - 1) - 1 + (ceil_mode ? s - 1 : 0);
+  int64_t out = num / s - (num % s != 0 && num < 0 ? 1 : 0) + 1;
+  if (ceil_mode && (out - 1) * s >= in + p) --out;  // the last window would start in the padding
+  return out;
+}
+
+// Runs f(plane) over the planes, in parallel when there is enough work.
+template <typename F>
+void for_planes(int64_t planes, int64_t work_per_plane, F&& f) {
+  parallel_for(planes, std::max<int64_t>(1, 16384 / std::max<int64_t>(work_per_plane, 1)),
+               [&](int64_t lo, int64_t hi) {
+                 for (int64_t c = lo; c < hi; ++c) f(c);
+               });
+}
+
+// The avg window of output (i, j): real rows [h0, h1) and columns [w0, w1), and its divisor.
+struct AvgWindow {
+  int64_t h0, h1, w0, w1;
+  float divisor;
+};
+
+AvgWindow avg_window(const Pool2dProblem& p, int64_t i, int64_t j) {
+  int64_t h0 = i * p.stride_h - p.pad_h, w0 = j * p.stride_w - p.pad_w;
+  int64_t h1 = std::min(h0 + p.KH, p.H + p.pad_h), w1 = std::min(w0 + p.KW, p.W + p.pad_w);
+  const int64_t padded = (h1 - h0) * (w1 - w0);
+  h0 = std::max<int64_t>(h0, 0), w0 = std::max<int64_t>(w0, 0);
+  h1 = std::min(h1, p.H), w1 = std::min(w1, p.W);
+  const int64_t real = std::max<int64_t>(h1 - h0, 0) * std::max<int64_t>(w1 - w0, 0);
+  const int64_t div = p.divisor > 0 ? p.divisor : p.count_include_pad ? padded : real;
+  return {h0, h1, w0, w1, static_cast<float>(div)};
+}
+
+int64_t start_of(int64_t i, int64_t in, int64_t out) { return (i * in) / out; }
+int64_t end_of(int64_t i, int64_t in, int64_t out) { return ((i + 1) * in + out - 1) / out; }
+
+}  // namespace
+
+int64_t Pool2dProblem::out_h() const { return pooled(H, KH, stride_h, pad_h, dilation_h, ceil_mode); }
+int64_t Pool2dProblem::out_w() const { return pooled(W, KW, stride_w, pad_w, dilation_w, ceil_mode); }
+
+void max_pool2d_forward(const Pool2dProblem& p, const float* x, float* y, int32_t* argmax) {
+  const int64_t OH = p.out_h(), OW = p.out_w();
+  for_planes(p.planes, OH * OW * p.KH * p.KW, [&](int64_t c) {
+    const float* xp = x + c * p.H * p.W;
+    // the winner of one window: the largest real pixel, or the first NaN (as PyTorch)
+    auto window = [&](int64_t i, int64_t j, float& best) {
+      int64_t at = -1;
+      best = -std::numeric_limits<float>::infinity();
+      for (int64_t u = 0; u < p.KH; ++u) {
+        const int64_t h = i * p.stride_h - p.pad_h + u * p.dilation_h;
+        if (h < 0 || h >= p.H) continue;
+        for (int64_t v = 0; v < p.KW; ++v) {
+          const int64_t w = j * p.stride_w - p.pad_w + v * p.dilation_w;
+          if (w < 0 || w >= p.W) continue;
+          const float val = xp[h * p.W + w];
+          if (std::isnan(val)) {
+            best = val;
+            return h * p.W + w;
+          }
+          if (at < 0 || val > best) best = val, at = h * p.W + w;
+        }
+      }
+      return at;
+    };
+    for (int64_t i = 0; i < OH; ++i)
+      for (int64_t j = 0; j < OW; ++j) {
+        const int64_t o = (c * OH + i) * OW + j;
+        const int64_t at = window(i, j, y[o]);
+        if (argmax) argmax[o] = static_cast<int32_t>(at);
+      }
+  });
+}
+
+void max_pool2d_backward(const Pool2dProblem& p, const float* dy, const int32_t* argmax, float* dx) {
+  const int64_t OH = p.out_h(), OW = p.out_w();
+  for_planes(p.planes, p.H * p.W + OH * OW, [&](int64_t c) {
+    float* dp = dx + c * p.H * p.W;
+    std::memset(dp, 0, sizeof(float) * static_cast<size_t>(p.H * p.W));
+    for (int64_t o = c * OH * OW; o < (c + 1) * OH * OW; ++o)
+      if (argmax[o] >= 0) dp[argmax[o]] += dy[o];
+  });
+}
+
+void avg_pool2d_forward(const Pool2dProblem& p, const float* x, float* y) {
+  const int64_t OH = p.out_h(), OW = p.out_w();
+  for_planes(p.planes, OH * OW * p.KH * p.KW, [&](int64_t c) {
+    const float* xp = x + c * p.H * p.W;
+    for (int64_t i = 0; i < OH; ++i)
+      for (int64_t j = 0; j < OW; ++j) {
+        const AvgWindow a = avg_window(p, i, j);
+        float s = 0.f;
+        for (int64_t h = a.h0; h < a.h1; ++h)
+          for (int64_t w = a.w0; w < a.w1; ++w) s += xp[h * p.W + w];
+        y[(c * OH + i) * OW + j] = a.h0 < a.h1 && a.w0 < a.w1 ? s / a.divisor : 0.f;
+      }
+  });
+}
+
+void avg_pool2d_backward(const Pool2dProblem& p, const float* dy, float* dx) {
+  const int64_t OH = p.out_h(), OW = p.out_w();
+  for_planes(p.planes, p.H * p.W + OH * OW * p.KH * p.KW, [&](int64_t c) {
+    float* dp = dx + c * p.H * p.W;
+    std::memset(dp, 0, sizeof(float) * static_cast<size_t>(p.H * p.W));
+    for (int64_t i = 0; i < OH; ++i)
+      for (int64_t j = 0; j < OW; ++j) {
+        const AvgWindow a = avg_window(p, i, j);
+        if (a.h0 >= a.h1 || a.w0 >= a.w1) continue;
+        const float g = dy[(c * OH + i) * OW + j] / a.divisor;
+        for (int64_t h = a.h0; h < a.h1; ++h)
+          for (int64_t w = a.w0; w < a.w1; ++w) dp[h * p.W + w] += g;
+      }
+  });
+}
+
+void adaptive_avg_pool2d_forward(const float* x, float* y, int64_t planes, int64_t H, int64_t W, int64_t OH,
+                                 int64_t OW) {
+  for_planes(planes, H * W, [&](int64_t c) {
+    const float* xp = x + c * H * W;
+    for (int64_t i = 0; i < OH; ++i)
+      for (int64_t j = 0; j < OW; ++j) {
+        const int64_t h0 = start_of(i, H, OH), h1 = end_of(i, H, OH), w0 = start_of(j, W, OW), w1 = end_of(j, W, OW);
+        float s = 0.f;
+        for (int64_t h = h0; h < h1; ++h)
+          for (int64_t w = w0; w < w1; ++w) s += xp[h * W + w];
+        y[(c * OH + i) * OW + j] = s / static_cast<float>((h1 - h0) * (w1 - w0));
+      }
+  });
+}
+
+void adaptive_avg_pool2d_backward(const float* dy, float* dx, int64_t planes, int64_t H, int64_t W, int64_t OH,
+                                  int64_t OW) {
+  for_planes(planes, H * W, [&](int64_t c) {
+    float* dp = dx + c * H * W;
+    std::memset(dp, 0, sizeof(float) * static_cast<size_t>(H * W));
+    for (int64_t i = 0; i < OH; ++i)
+      for (int64_t j = 0; j < OW; ++j) {
+        const int64_t h0 = start_of(i, H, OH), h1 = end_of(i, H, OH), w0 = start_of(j, W, OW), w1 = end_of(j, W, OW);
+        const float g = dy[(c * OH + i) * OW + j] / static_cast<float>((h1 - h0) * (w1 - w0));
+        for (int64_t h = h0; h < h1; ++h)
+          for (int64_t w = w0; w < w1; ++w) dp[h * W + w] += g;
+      }
+  });
+}
+
+}  // namespace qkv::kernels::cpu

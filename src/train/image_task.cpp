@@ -1,0 +1,192 @@
+#include "qkv/train/image_task.h"
+
+#include <algorithm>
+#include <cmath>
+#include <filesystem>
+#include <numeric>
+
+#include "qkv/autograd/grad_mode.h"
+#include "qkv/core/error.h"
+#include "qkv/models/model_file.h"
+#include "qkv/models/registry.h"
+#include "qkv/ops.h"
+
+namespace qkv::train {
+
+namespace fs = std::filesystem;
+using nlohmann::json;
+
+const io::Fields<ImageDataConfig>& ImageDataConfig::fields() {
+  using F = io::Fields<ImageDataConfig>;
+  using C = ImageDataConfig;
+  static const F f("image_classification task: data",
+                   {
+                       F::text("dataset", &C::dataset),
+                       F::text("path", &C::path),
+                       F::text("train_images", &C::train_images),
+                       F::text("train_labels", &C::train_labels),
+                       F::text("test_images", &C::test_images),
+                       F::text("test_labels", &C::test_labels),
+                       F::integer("num_classes", &C::num_classes, 2, 256),
+                       F::integer("val_size", &C::val_size, 0),
+                       F::integer("crop_padding", &C::crop_padding, 0, 64),
+                       F::boolean("horizontal_flip", &C::horizontal_flip),
+                   });
+  return f;
+}
+
+const io::Fields<ImageTaskConfig>& ImageTaskConfig::fields() {
+  using F = io::Fields<ImageTaskConfig>;
+  using C = ImageTaskConfig;
+  static const F f("image_classification task", {
+                                                    F::text("task", &C::task),
+                                                    F::text("description", &C::description),
+                                                    F::text("_comment", &C::description),
+                                                    F::section("data", &C::data),
+                                                    F::any("model", &C::model),
+                                                    F::section("train", &C::train),
+                                                });
+  return f;
+}
+
+ImageData load_image_data(const ImageDataConfig& d, const std::string& base_dir) {
+  auto resolve = [&](const std::string& p) {
+    fs::path path = p;
+    if (path.is_relative() && !base_dir.empty()) path = fs::path(base_dir) / path;
+    return path.string();
+  };
+  ImageData r;
+  if (d.dataset == "fashion-mnist") {
+    r.train = vision::load_fashion_mnist(resolve(d.path), "train");
+    r.test = vision::load_fashion_mnist(resolve(d.path), "test");
+  } else {
+    QKV_CHECK(d.dataset == "idx", "image_classification task: data.dataset must be \"fashion-mnist\" or \"idx\", got \"",
+              d.dataset, "\"");
+    for (const std::string* f : {&d.train_images, &d.train_labels, &d.test_images, &d.test_labels})
+      QKV_CHECK(!f->empty(), "image_classification task: an \"idx\" data set needs train_images, train_labels, "
+                "test_images and test_labels");
+    r.train = vision::load_idx_images(resolve(d.train_images), resolve(d.train_labels), d.num_classes);
+    r.test = vision::load_idx_images(resolve(d.test_images), resolve(d.test_labels), d.num_classes);
+  }
+  QKV_CHECK(r.train.channels == r.test.channels && r.train.height == r.test.height && r.train.width == r.test.width,
+            "image_classification task: the train images are ", r.train.channels, "×", r.train.height, "×",
+            r.train.width, ", the test images ", r.test.channels, "×", r.test.height, "×", r.test.width);
+  return r;
+}
+
+ImageEval evaluate_images(const models::ImageClassifier& model, const vision::ImageSet& set, int64_t batch_size) {
+  NoGradGuard no_grad;
+  ImageEval r;
+  r.predictions.resize(static_cast<size_t>(set.size()));
+  const int64_t K = model.num_classes();
+  double loss_sum = 0;
+  int64_t correct = 0;
+  std::vector<float> pixels;
+  for (int64_t start = 0; start < set.size(); start += batch_size) {
+    const int64_t n = std::min(batch_size, set.size() - start);
+    std::vector<int64_t> index(static_cast<size_t>(n));
+    std::iota(index.begin(), index.end(), start);
+    pixels.resize(static_cast<size_t>(n * set.image_bytes()));
+    vision::fill_batch(set, index, {}, 0, 0, pixels.data());
+    const Tensor x = Tensor::from_vector(pixels, {n, set.channels, set.height, set.width});
+    const std::vector<int32_t> labels(set.labels.begin() + start, set.labels.begin() + start + n);
+    const Tensor logits = model.forward(x);  // [n, K]
+    loss_sum += cross_entropy(logits, Tensor::from_ints(labels, {n}), -100, 0.f, "sum").item();
+    const std::vector<float> l = logits.to_vector();
+    for (int64_t i = 0; i < n; ++i) {
+      const float* row = l.data() + i * K;
+      const auto best = static_cast<int32_t>(std::max_element(row, row + K) - row);
+      r.predictions[static_cast<size_t>(start + i)] = best;
+      correct += best == labels[static_cast<size_t>(i)];
+    }
+  }
+  r.loss = set.size() ? loss_sum / static_cast<double>(set.size()) : 0;
+  r.accuracy = set.size() ? static_cast<double>(correct) / static_cast<double>(set.size()) : 0;
+  return r;
+}
+
+ImageTask::ImageTask(const json& config, const std::string& base_dir) {
+  QKV_CHECK(config.value("task", "") == "image_classification",
+            "image_classification task: the config's \"task\" must be \"image_classification\"");
+  for (const char* k : {"data", "model", "train"})
+    QKV_CHECK(config.contains(k), "image_classification task: the config needs a \"", k, "\" section");
+  const ImageTaskConfig c = ImageTaskConfig::fields().from_json(config);
+  cfg_ = c.train, data_cfg_ = c.data;
+  auto [type, m] = model_section(c.model, "convnet");
+  QKV_CHECK(models::model_type(type).kind == models::Kind::image_classifier, "image_classification task: model.type \"",
+            type, "\" is not an image classifier");
+  ImageData data = load_image_data(c.data, base_dir);
+  // The model's input and classes follow the data (a config may state them; then they must agree).
+  const bool fashion = c.data.dataset == "fashion-mnist";
+  const json derived = {{"in_channels", data.train.channels},
+                        {"image_height", data.train.height},
+                        {"image_width", data.train.width},
+                        {"num_classes", fashion ? 10 : c.data.num_classes}};
+  for (auto& [k, v] : derived.items()) {
+    QKV_CHECK(!m.contains(k) || m[k] == v, "image_classification task: model.", k, " ", m[k].dump(),
+              " differs from the data's ", v.dump(), " (leave it out)");
+    m[k] = v;
+  }
+  if (fashion && !m.contains("class_names")) m["class_names"] = vision::fashion_mnist_classes();
+
+  const int64_t n = data.train.size(), val = c.data.val_size;
+  QKV_CHECK(val < n, "image_classification task: data.val_size ", val, " leaves no training images (", n, " in all)");
+  if (val > 0) {
+    // The last val images of the training set, held out.
+    eval_ = data.train;
+    const size_t bytes = static_cast<size_t>(data.train.image_bytes()), cut = static_cast<size_t>(n - val);
+    eval_.pixels.assign(data.train.pixels.begin() + static_cast<std::ptrdiff_t>(cut * bytes), data.train.pixels.end());
+    eval_.labels.assign(data.train.labels.begin() + static_cast<std::ptrdiff_t>(cut), data.train.labels.end());
+    data.train.pixels.resize(cut * bytes);
+    data.train.labels.resize(cut);
+  } else {
+    eval_ = std::move(data.test);
+    eval_is_test_ = true;
+  }
+  train_ = std::move(data.train);
+  gen_ = Generator(cfg_.seed);
+  model_ = models::build_image_classifier(type, m, &gen_);
+}
+
+int64_t ImageTask::sample(uint64_t k) {
+  const auto n = static_cast<uint64_t>(train_.size());
+  const auto epoch = static_cast<int64_t>(k / n);
+  if (epoch != perm_epoch_) {
+    // Fisher–Yates with the draws of (seed ^ epoch-key, i): the same order whenever the epoch recurs.
+    perm_.resize(n);
+    std::iota(perm_.begin(), perm_.end(), 0);
+    const uint64_t key = cfg_.seed ^ (0x9E3779B97F4A7C15ull * static_cast<uint64_t>(epoch + 1));
+    for (uint64_t i = n - 1; i > 0; --i) std::swap(perm_[i], perm_[Generator::bits(key, i) % (i + 1)]);
+    perm_epoch_ = epoch;
+  }
+  return perm_[k % n];
+}
+
+StepStats ImageTask::train_micro_step(int64_t step, int64_t micro, int64_t accum) {
+  const int64_t B = cfg_.batch_size;
+  const auto first = static_cast<uint64_t>((step * accum + micro) * B);
+  std::vector<int64_t> index(static_cast<size_t>(B));
+  std::vector<int32_t> labels(static_cast<size_t>(B));
+  for (int64_t i = 0; i < B; ++i) {
+    index[static_cast<size_t>(i)] = sample(first + static_cast<uint64_t>(i));
+    labels[static_cast<size_t>(i)] = train_.labels[static_cast<size_t>(index[static_cast<size_t>(i)])];
+  }
+  std::vector<float> pixels(static_cast<size_t>(B * train_.image_bytes()));
+  vision::fill_batch(train_, index, {data_cfg_.crop_padding, data_cfg_.horizontal_flip}, cfg_.seed ^ 0xA06E7ull, first,
+                     pixels.data());
+  const Tensor x = Tensor::from_vector(pixels, {B, train_.channels, train_.height, train_.width});
+  Tensor loss = model_->loss(x, Tensor::from_ints(labels, {B}), static_cast<float>(cfg_.label_smoothing));
+  const double value = loss.item();
+  (accum > 1 ? mul(loss, 1.f / static_cast<float>(accum)) : loss).backward();
+  return {value, B};
+}
+
+std::vector<std::pair<std::string, double>> ImageTask::evaluate(int64_t) {
+  const ImageEval e = evaluate_images(*model_, eval_);
+  const std::string split = eval_is_test_ ? "test" : "val";
+  return {{split + "_loss", e.loss}, {split + "_accuracy", e.accuracy}};
+}
+
+json ImageTask::model_metadata() const { return models::metadata(*model_, nullptr); }
+
+}  // namespace qkv::train

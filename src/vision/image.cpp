@@ -1,0 +1,65 @@
+#include "qkv/vision/image.h"
+
+#include <gdk-pixbuf/gdk-pixbuf.h>
+
+#include <filesystem>
+
+#include "qkv/core/error.h"
+
+namespace qkv::vision {
+
+namespace {
+
+struct Unref {
+  void operator()(void* p) const {
+    if (p) g_object_unref(p);
+  }
+};
+using Pixbuf = std::unique_ptr<GdkPixbuf, Unref>;
+
+}  // namespace
+
+Image read_image(const std::string& path, const ReadImageOptions& o) {
+  QKV_CHECK(o.channels == 1 || o.channels == 3, "read_image: ", o.channels, " channels (1 or 3)");
+  std::error_code ec;
+  QKV_CHECK(std::filesystem::is_regular_file(path, ec), "'", path, "': no such file");
+  GError* err = nullptr;
+  Pixbuf pb(gdk_pixbuf_new_from_file(path.c_str(), &err));
+  if (!pb) {
+    const std::string msg = err ? err->message : "unknown error";
+    if (err) g_error_free(err);
+    throw Error(detail::concat("'", path, "': cannot read the image (", msg, ")"));
+  }
+  if (o.height > 0 && o.width > 0 &&
+      (gdk_pixbuf_get_height(pb.get()) != o.height || gdk_pixbuf_get_width(pb.get()) != o.width)) {
+    Pixbuf scaled(gdk_pixbuf_scale_simple(pb.get(), static_cast<int>(o.width), static_cast<int>(o.height),
+                                          GDK_INTERP_BILINEAR));
+    QKV_CHECK(scaled != nullptr, "'", path, "': cannot resize the image to ", o.width, "×", o.height);
+    pb = std::move(scaled);
+  }
+  const int W = gdk_pixbuf_get_width(pb.get()), H = gdk_pixbuf_get_height(pb.get());
+  const int n = gdk_pixbuf_get_n_channels(pb.get()), stride = gdk_pixbuf_get_rowstride(pb.get());
+  const bool alpha = gdk_pixbuf_get_has_alpha(pb.get());
+  QKV_CHECK(gdk_pixbuf_get_bits_per_sample(pb.get()) == 8 && n >= 3, "'", path, "': an unsupported pixel layout");
+  const guchar* px = gdk_pixbuf_read_pixels(pb.get());
+  Image img;
+  img.channels = o.channels, img.height = H, img.width = W;
+  img.pixels.resize(static_cast<size_t>(o.channels * H * W));
+  for (int y = 0; y < H; ++y)
+    for (int x = 0; x < W; ++x) {
+      const guchar* p = px + static_cast<ptrdiff_t>(y) * stride + x * n;
+      const float a = alpha ? p[3] / 255.f : 1.f;  // over black
+      float rgb[3] = {p[0] / 255.f * a, p[1] / 255.f * a, p[2] / 255.f * a};
+      if (o.invert)
+        for (float& v : rgb) v = 1.f - v;
+      const size_t i = static_cast<size_t>(y) * W + x;
+      if (o.channels == 1) {
+        img.pixels[i] = 0.299f * rgb[0] + 0.587f * rgb[1] + 0.114f * rgb[2];
+      } else {
+        for (int c = 0; c < 3; ++c) img.pixels[static_cast<size_t>(c) * H * W + i] = rgb[c];
+      }
+    }
+  return img;
+}
+
+}  // namespace qkv::vision

@@ -1,0 +1,171 @@
+// The ConvNet and the image_classification task: a tiny ConvNet with a non-local block overfits a
+// small batch; the task trains on a small IDX data set, resumes exactly, writes a model file that
+// loads back as the same classifier (and not as a translator); configs that cannot work are clear
+// errors.
+#include <gtest/gtest.h>
+
+#include <filesystem>
+
+#include "qkv/io/file.h"
+#include "qkv/models/load.h"
+#include "qkv/models/registry.h"
+#include "qkv/nn/convnet.h"
+#include "qkv/ops.h"
+#include "qkv/train/image_task.h"
+#include "qkv/train/optim.h"
+#include "testing.h"
+
+namespace qkv::train {
+namespace {
+
+namespace fs = std::filesystem;
+using json = nlohmann::json;
+using testing::TempDir;
+
+const json kTinyNet = {{"channels", {8, 16}}, {"blocks", {1, 1}}, {"non_local", {1}}, {"non_local_heads", 2},
+                       {"mean", {0.5}}, {"std", {0.5}}};
+
+TEST(ConvNet, OverfitsASmallBatch) {
+  Generator g(5);
+  json cfg = kTinyNet;
+  cfg.update({{"in_channels", 1}, {"image_height", 8}, {"image_width", 8}, {"num_classes", 4}});
+  auto m = models::build_image_classifier("convnet", cfg, &g);
+  EXPECT_NE(m->describe().find("1 non-local block"), std::string::npos) << m->describe();
+  Generator data(9);
+  const Tensor x = Tensor::rand({16, 1, 8, 8}, data);
+  std::vector<int32_t> y(16);
+  for (int i = 0; i < 16; ++i) y[i] = i % 4;
+  const Tensor labels = Tensor::from_ints(y, {16});
+  AdamOptions ao;
+  ao.lr = 1e-2f;
+  Adam opt({{m->module().named_parameters(), 0.f}}, ao);
+  const double first = m->loss(x, labels).item();
+  double last = first;
+  for (int step = 0; step < 60; ++step) {
+    Tensor loss = m->loss(x, labels);
+    last = loss.item();
+    loss.backward();
+    opt.step();
+    opt.zero_grad();
+  }
+  EXPECT_GT(first, 1.2);
+  EXPECT_LT(last, 0.05) << "a ConvNet that cannot memorize 16 images";
+  // the attention maps: one non-local block over the 4×4 positions of stage 1, two heads
+  nn::AttentionMaps maps;
+  m->module().eval();
+  m->forward(x, &maps);
+  ASSERT_EQ(maps.image.size(), 1u);
+  EXPECT_EQ(maps.image[0].shape(), (Shape{16, 2, 16, 16}));
+}
+
+TEST(ConvNet, ConfigsThatCannotWorkAreClearErrors) {
+  auto err = [](json extra) {
+    json cfg = kTinyNet;
+    cfg.update(extra);
+    return testing::error_of([&] { models::build_image_classifier("convnet", cfg); });
+  };
+  EXPECT_NE(err({{"non_local", {2}}}).find("names stage 2"), std::string::npos);
+  EXPECT_NE(err({{"blocks", {1}}}).find("same stages"), std::string::npos);
+  EXPECT_NE(err({{"class_names", {"a", "b"}}}).find("2 class_names for 10 classes"), std::string::npos);
+  EXPECT_NE(err({{"channels", {8, 16, 32, 64, 128, 256}}, {"blocks", {1, 1, 1, 1, 1, 1}}, {"non_local", json::array()}})
+                .find("to nothing"),
+            std::string::npos);
+  EXPECT_NE(err({{"non_local_heads", 3}}).find("heads"), std::string::npos);
+  EXPECT_NE(err({{"channels", "wide"}}).find("\"channels\" must be a list"), std::string::npos);
+  EXPECT_NE(testing::error_of([] { models::build_seq2seq("convnet", json::object()); }).find("image classification"),
+            std::string::npos);
+}
+
+// A small IDX data set: class k's images are bright in quadrant k, with noise.
+void write_idx(const fs::path& path, const std::vector<uint32_t>& shape, const std::vector<uint8_t>& data) {
+  std::string s = {0, 0, 8, static_cast<char>(shape.size())};
+  for (uint32_t n : shape)
+    for (int k = 3; k >= 0; --k) s.push_back(static_cast<char>((n >> (8 * k)) & 0xFF));
+  s.append(data.begin(), data.end());
+  io::write_file_atomic(path.string(), s);
+}
+
+void write_quadrants(const fs::path& dir, const std::string& split, uint32_t n, uint64_t seed) {
+  std::vector<uint8_t> img(n * 64), lab(n);
+  for (uint32_t i = 0; i < n; ++i) {
+    lab[i] = static_cast<uint8_t>(i % 4);
+    for (int y = 0; y < 8; ++y)
+      for (int x = 0; x < 8; ++x) {
+        const int q = (y >= 4) * 2 + (x >= 4);
+        const auto noise = static_cast<int>(Generator::bits(seed, i * 64 + y * 8 + x) % 60);
+        img[i * 64 + y * 8 + x] = static_cast<uint8_t>((q == lab[i] ? 180 : 20) + noise);
+      }
+  }
+  write_idx(dir / (split + "-images"), {n, 8, 8}, img);
+  write_idx(dir / (split + "-labels"), {n}, lab);
+}
+
+json task_config(const fs::path& dir, int64_t max_iters) {
+  return {{"task", "image_classification"},
+          {"data",
+           {{"dataset", "idx"}, {"train_images", (dir / "train-images").string()},
+            {"train_labels", (dir / "train-labels").string()}, {"test_images", (dir / "test-images").string()},
+            {"test_labels", (dir / "test-labels").string()}, {"num_classes", 4}, {"val_size", 32},
+            {"crop_padding", 1}}},  // (no flips: they would swap the quadrant classes)
+          {"model", kTinyNet},
+          {"train",
+           {{"max_iters", max_iters}, {"batch_size", 16}, {"learning_rate", 1e-2}, {"min_lr", 1e-3},
+            {"warmup_iters", 2}, {"lr_decay_iters", max_iters}, {"eval_interval", 10}, {"log_interval", 1},
+            {"checkpoint_interval", 0}, {"label_smoothing", 0.1}}}};
+}
+
+TrainResult train(const json& cfg, const fs::path& out, bool resume) {
+  ImageTask task(cfg, "");
+  TrainerOptions o;
+  o.out_dir = out.string(), o.resume = resume, o.full_config = cfg, o.quiet = true;
+  return run_training(task, task.train_config(), o);
+}
+
+TEST(ImageTask, TrainsResumesAndTheModelFileClassifies) {
+  TempDir d("image-task");
+  write_quadrants(d.path, "train", 160, 1);
+  write_quadrants(d.path, "test", 40, 2);
+  TrainResult r = train(task_config(d.path, 30), d.path / "run", false);
+  EXPECT_EQ(r.steps_done, 30);
+  ASSERT_EQ(r.last_eval.size(), 2u);
+  EXPECT_EQ(r.last_eval[1].first, "val_accuracy");
+  EXPECT_GT(r.last_eval[1].second, 0.9) << "quadrant classes after 30 steps";
+  // Stopped at 12 and resumed: the same model as the run straight through.
+  json first = task_config(d.path, 30);
+  first["train"]["max_iters"] = 12;  // the schedule still that of 30 steps (lr_decay_iters)
+  train(first, d.path / "half", false);
+  train(task_config(d.path, 30), d.path / "half", true);
+  models::LoadedImageClassifier a = models::load_image_classifier((d.path / "run" / "model.safetensors").string()),
+                                b = models::load_image_classifier((d.path / "half" / "model.safetensors").string());
+  ImageData data = load_image_data(ImageDataConfig::fields().from_json(task_config(d.path, 1)["data"]), "");
+  const ImageEval ea = evaluate_images(*a.model, data.test), eb = evaluate_images(*b.model, data.test);
+  EXPECT_EQ(ea.predictions, eb.predictions);
+  EXPECT_DOUBLE_EQ(ea.loss, eb.loss);
+  EXPECT_GT(ea.accuracy, 0.9);
+  EXPECT_EQ(a.model->image_shape().height, 8);
+  EXPECT_EQ(a.model->class_name(3), "3");
+  // Not a translator, and a translator's loader says what it holds.
+  const std::string msg = testing::error_of([&] { models::load_seq2seq((d.path / "run" / "model.safetensors").string()); });
+  EXPECT_NE(msg.find("\"convnet\" model (image classification)"), std::string::npos) << msg;
+}
+
+TEST(ImageTask, DataThatCannotWorkIsAClearError) {
+  TempDir d("image-task-bad");
+  write_quadrants(d.path, "train", 40, 1);
+  write_quadrants(d.path, "test", 8, 2);
+  json cfg = task_config(d.path, 5);
+  cfg["data"]["val_size"] = 40;
+  EXPECT_NE(testing::error_of([&] { ImageTask t(cfg, ""); }).find("leaves no training images"), std::string::npos);
+  cfg = task_config(d.path, 5);
+  cfg["model"]["num_classes"] = 7;
+  EXPECT_NE(testing::error_of([&] { ImageTask t(cfg, ""); }).find("differs from the data's 4"), std::string::npos);
+  cfg = task_config(d.path, 5);
+  cfg["data"]["num_classes"] = 3;  // label 3 is out of range
+  EXPECT_NE(testing::error_of([&] { ImageTask t(cfg, ""); }).find("label 3"), std::string::npos);
+  cfg = task_config(d.path, 5);
+  cfg["model"]["type"] = "transformer";
+  EXPECT_NE(testing::error_of([&] { ImageTask t(cfg, ""); }).find("not an image classifier"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace qkv::train
