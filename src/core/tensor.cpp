@@ -29,7 +29,22 @@ int64_t allocated_bytes() { return g_allocated.load(); }
 int64_t peak_allocated_bytes() { return g_peak.load(); }
 void reset_peak_bytes() { g_peak.store(g_allocated.load()); }
 
+namespace {
+thread_local AllocationBudget* t_budget = nullptr;
+}
+
+AllocationBudget::AllocationBudget(size_t bytes, std::string what)
+    : left_(bytes), what_(std::move(what)), outer_(t_budget) {
+  t_budget = this;
+}
+AllocationBudget::~AllocationBudget() { t_budget = outer_; }
+void AllocationBudget::charge(size_t bytes) {
+  QKV_CHECK(bytes <= left_, what_, " (", bytes, " more bytes asked for, ", left_, " left of the bound)");
+  left_ -= bytes;
+}
+
 Storage::Storage(size_t n, Device d) : nbytes(n), device(d) {
+  if (t_budget) t_budget->charge(n);
   data = allocator_for(d).allocate(n ? n : 1, &capacity);
   if (!data) throw Error(detail::concat("Storage: cannot allocate ", n, " bytes on ", d.str()));
   int64_t now = g_allocated.fetch_add(static_cast<int64_t>(n)) + static_cast<int64_t>(n);
@@ -51,9 +66,22 @@ Storage::~Storage() {
 }
 
 int64_t numel_of(const Shape& shape) {
+  // Checked: a shape read from a file or a config may ask for more elements than int64 holds, and
+  // a wrapped product would allocate a small buffer for a large tensor.
   int64_t n = 1;
-  for (int64_t s : shape) n *= s;
+  for (int64_t s : shape) {
+    QKV_CHECK(s >= 0, "shape ", shape_str(shape), " has a negative size");
+    QKV_CHECK(!__builtin_mul_overflow(n, s, &n), "shape ", shape_str(shape), " has more than 2^63 elements");
+  }
   return n;
+}
+
+size_t bytes_of(const Shape& shape, DType dtype) {
+  const int64_t n = numel_of(shape);
+  size_t bytes = 0;
+  QKV_CHECK(!__builtin_mul_overflow(static_cast<size_t>(n), dtype_size(dtype), &bytes), "shape ", shape_str(shape),
+            " needs more bytes than an address space holds");
+  return bytes;
 }
 
 Shape contiguous_strides(const Shape& shape) {
@@ -93,7 +121,7 @@ Shape broadcast_strides(const TensorBase& t, const Shape& out) {
 static TensorBase make(const Shape& shape, DType dtype, Device device = Device::cpu()) {
   for (int64_t s : shape) QKV_CHECK(s >= 0, "Tensor::empty: negative size in ", shape_str(shape));
   auto impl = std::make_shared<TensorImpl>();
-  impl->storage = std::make_shared<Storage>(static_cast<size_t>(numel_of(shape)) * dtype_size(dtype), device);
+  impl->storage = std::make_shared<Storage>(bytes_of(shape, dtype), device);
   impl->shape = shape;
   impl->strides = contiguous_strides(shape);
   impl->dtype = dtype;
@@ -107,7 +135,7 @@ TensorBase TensorBase::from_blob(void* data, const Shape& shape, DType dtype, De
   for (int64_t s : shape) QKV_CHECK(s >= 0, "Tensor::from_blob: negative size in ", shape_str(shape));
   QKV_CHECK(data != nullptr || numel_of(shape) == 0, "Tensor::from_blob: null data for shape ", shape_str(shape));
   auto impl = std::make_shared<TensorImpl>();
-  impl->storage = std::make_shared<Storage>(data, static_cast<size_t>(numel_of(shape)) * dtype_size(dtype), device,
+  impl->storage = std::make_shared<Storage>(data, bytes_of(shape, dtype), device,
                                             std::move(deleter));
   impl->shape = shape;
   impl->strides = contiguous_strides(shape);

@@ -7,11 +7,18 @@ namespace qkv::models {
 
 namespace {
 
+// A key of the file's metadata, which must be there.
+const nlohmann::json& meta_field(const ModelFile& f, const char* key) {
+  QKV_CHECK(f.meta.is_object() && f.meta.contains(key), "'", f.path, "': the model file's metadata has no \"", key,
+            "\" (not written by qkv, or damaged)");
+  return f.meta.at(key);
+}
+
 // The registered type a file names, which must be of `kind`.
 const ModelType& type_of(const ModelFile& f, Kind kind) {
-  QKV_CHECK(f.meta["model_type"].is_string(), "'", f.path, "': the model type ", f.meta["model_type"].dump(),
-            " is not a name");
-  const std::string name = f.meta["model_type"].get<std::string>();
+  const nlohmann::json type = f.meta.is_object() ? f.meta.value("model_type", nlohmann::json()) : nlohmann::json();
+  QKV_CHECK(type.is_string(), "'", f.path, "': the model type ", type.dump(), " is not a name");
+  const std::string name = type.get<std::string>();
   const ModelType* t = nullptr;
   try {
     t = &model_type(name);
@@ -29,8 +36,17 @@ template <class M>
 std::unique_ptr<M> model_from(const ModelFile& f, const ModelType& t, int64_t tokenizer_vocab,
                               const LoadOptions& options) {
   std::unique_ptr<M> m;
+  // The model its config describes may take no more memory than the tensors in the file justify
+  // (twice their f32 size, for buffers such as position tables, plus 64 MiB): a crafted config
+  // ("max_len": 2^40, 10⁵ layers) is refused before it allocates, and the tensors are then checked
+  // name by name and shape by shape (load_parameters).
+  size_t file_bytes = 0;
+  for (const auto& [name, p] : f.params) file_bytes += static_cast<size_t>(p.numel()) * 4;
   try {
-    m.reset(static_cast<M*>(t.build(f.meta.at("model"), nullptr).release()));
+    AllocationBudget budget(2 * file_bytes + (size_t{64} << 20),
+                            detail::concat("its config describes a model larger than the ", f.params.size(),
+                                           " tensors it holds (", file_bytes >> 20, " MiB) justify"));
+    m.reset(static_cast<M*>(t.build(meta_field(f, "model"), nullptr).release()));
   } catch (const Error& e) {
     QKV_CHECK(false, "'", f.path, "': ", e.what());
   }
@@ -51,7 +67,7 @@ LoadedSeq2Seq load_seq2seq(const std::string& path, const LoadOptions& options) 
   r.path = path;
   r.meta = f.meta;
   r.tokenizer = std::make_unique<text::SentencePiece>(
-      text::SentencePiece::from_json(f.meta.at("tokenizer"), "'" + path + "': the model file"));
+      text::SentencePiece::from_json(meta_field(f, "tokenizer"), "'" + path + "': the model file"));
   r.model = model_from<Seq2SeqModel>(f, t, r.tokenizer->vocab_size(), options);
   return r;
 }
@@ -86,12 +102,23 @@ LoadedLanguageModel load_language_model(const std::string& path, const LoadOptio
   r.path = path;
   r.meta = f.meta;
   try {
-    r.tokenizer = text::LMTokenizer::from_json(f.meta.at("tokenizer"));
+    r.tokenizer = text::LMTokenizer::from_json(meta_field(f, "tokenizer"));
   } catch (const Error& e) {
     QKV_CHECK(false, "'", path, "': the tokenizer: ", e.what());
   }
   r.model = model_from<LanguageModel>(f, t, r.tokenizer.vocab_size(), options);
   return r;
+}
+
+Kind model_file_kind(const std::string& path) {
+  const ModelFile f = load_model_file(path);
+  const nlohmann::json type = f.meta.is_object() ? f.meta.value("model_type", nlohmann::json()) : nlohmann::json();
+  QKV_CHECK(type.is_string(), "'", path, "': the model type ", type.dump(), " is not a name");
+  try {
+    return model_type(type.get<std::string>()).kind;
+  } catch (const Error& e) {
+    throw Error(detail::concat("'", path, "': ", e.what()));
+  }
 }
 
 LoadedImageClassifier load_image_classifier(const std::string& path, const LoadOptions& options) {

@@ -78,9 +78,12 @@ void average_model_files(const std::vector<std::string>& paths, const std::strin
   nlohmann::json meta = first.meta;
   for (size_t i = 1; i < paths.size(); ++i) {
     ModelFile f = load_model_file(paths[i]);
-    QKV_CHECK(f.meta.at("model_type") == first.meta.at("model_type") && f.meta.at("model") == first.meta.at("model"),
-              "average: '", paths[i], "' is a different model from '", paths.front(), "' (", f.meta.at("model").dump(),
-              " vs ", first.meta.at("model").dump(), ")");
+    auto field = [](const ModelFile& m, const char* key) {
+      return m.meta.is_object() ? m.meta.value(key, nlohmann::json()) : nlohmann::json();
+    };
+    QKV_CHECK(field(f, "model_type") == field(first, "model_type") && field(f, "model") == field(first, "model"),
+              "average: '", paths[i], "' is a different model from '", paths.front(), "' (", field(f, "model").dump(),
+              " vs ", field(first, "model").dump(), ")");
     QKV_CHECK(f.params.size() == first.params.size(), "average: '", paths[i], "' has ", f.params.size(),
               " parameters, '", paths.front(), "' has ", first.params.size());
     for (auto& [name, t] : f.params) {

@@ -14,17 +14,18 @@ namespace {
 
 // Resolves one -1 in `shape` against numel.
 Shape infer_shape(const Shape& shape, int64_t numel, const Shape& from, const char* op) {
-  Shape out = shape;
-  int64_t known = 1, infer = -1;
+  Shape out = shape, known_dims = shape;
+  int64_t infer = -1;
   for (size_t i = 0; i < out.size(); ++i) {
     if (out[i] == -1) {
       QKV_CHECK(infer < 0, op, ": only one dimension can be -1 in ", shape_str(shape));
       infer = static_cast<int64_t>(i);
+      known_dims[i] = 1;
     } else {
       QKV_CHECK(out[i] >= 0, op, ": invalid size ", out[i], " in ", shape_str(shape));
-      known *= out[i];
     }
   }
+  const int64_t known = numel_of(known_dims);  // checked: no wrapped product
   if (infer >= 0) {
     QKV_CHECK(known != 0 && numel % known == 0, op, ": shape ", shape_str(shape), " is invalid for input of shape ",
               shape_str(from));

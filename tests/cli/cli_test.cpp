@@ -364,3 +364,82 @@ TEST(Cli, TranslateNBest) {
 }
 
 }  // namespace
+
+namespace {
+
+// An IDX file of bytes.
+void write_idx(const std::string& path, const std::vector<uint32_t>& shape, const std::vector<uint8_t>& data) {
+  std::string s = {0, 0, 8, static_cast<char>(shape.size())};
+  for (uint32_t n : shape)
+    for (int k = 3; k >= 0; --k) s.push_back(static_cast<char>((n >> (8 * k)) & 0xFF));
+  s.append(data.begin(), data.end());
+  std::ofstream(path, std::ios::binary) << s;
+}
+
+// 8×8 images whose class is the bright quadrant (0 top-left … 3 bottom-right).
+std::vector<uint8_t> quadrant_image(int q, unsigned noise_seed) {
+  std::vector<uint8_t> img(64);
+  for (int y = 0; y < 8; ++y)
+    for (int x = 0; x < 8; ++x)
+      img[y * 8 + x] = static_cast<uint8_t>(((y >= 4) * 2 + (x >= 4) == q ? 200 : 20) + (noise_seed * 31 + y * 7 + x) % 40);
+  return img;
+}
+
+}  // namespace
+
+TEST(Cli, ImageClassifierTrainsEvaluatesClassifiesAndAttends) {
+  const std::string d = tmp_dir("images");
+  for (auto [split, n] : {std::pair{"train", 160u}, std::pair{"test", 40u}}) {
+    std::vector<uint8_t> img, lab;
+    for (unsigned i = 0; i < n; ++i) {
+      auto im = quadrant_image(static_cast<int>(i % 4), i);
+      img.insert(img.end(), im.begin(), im.end());
+      lab.push_back(static_cast<uint8_t>(i % 4));
+    }
+    write_idx(d + "/" + split + "-images", {n, 8, 8}, img);
+    write_idx(d + "/" + split + "-labels", {n}, lab);
+  }
+  std::ofstream(d + "/cfg.json") << R"({"task": "image_classification",
+    "data": {"dataset": "idx", "train_images": "train-images", "train_labels": "train-labels",
+             "test_images": "test-images", "test_labels": "test-labels", "num_classes": 4, "val_size": 0},
+    "model": {"channels": [8, 16], "blocks": [1, 1], "non_local": [1], "mean": [0.5], "std": [0.5],
+              "class_names": ["top-left", "top-right", "bottom-left", "bottom-right"]},
+    "train": {"max_iters": 40, "batch_size": 16, "learning_rate": 0.01, "warmup_iters": 2, "lr_decay_iters": 40,
+              "eval_interval": 20, "checkpoint_interval": 0}})";
+  CliRun t = run("train " + d + "/cfg.json -o " + d + "/out -q");
+  ASSERT_EQ(t.code, 0) << t.out;
+  EXPECT_NE(t.out.find("test_accuracy"), std::string::npos) << t.out;
+  const std::string m = d + "/out/model.safetensors";
+  // eval: accuracy, per class, the confusion matrix
+  CliRun e = run("eval -m " + m + " --images " + d + "/test-images --labels " + d + "/test-labels --json --confusion " +
+                 d + "/confusion.svg");
+  ASSERT_EQ(e.code, 0) << e.out;
+  const size_t brace = e.out.find('{');
+  ASSERT_NE(brace, std::string::npos) << e.out;
+  const auto j = nlohmann::json::parse(e.out.substr(brace, e.out.find('\n', brace) - brace));
+  EXPECT_GT(j["accuracy"].get<double>(), 0.9) << e.out;
+  EXPECT_EQ(j["per_class"].size(), 4u);
+  EXPECT_EQ(j["per_class"][3]["class"], "bottom-right");
+  EXPECT_TRUE(std::filesystem::exists(d + "/confusion.svg"));
+  // classify a picture file (PGM, read through gdk-pixbuf), bright bottom-right
+  {
+    auto im = quadrant_image(3, 5);
+    std::ofstream(d + "/br.pgm", std::ios::binary) << "P5\n8 8\n255\n" << std::string(im.begin(), im.end());
+  }
+  CliRun c = run("classify -m " + m + " " + d + "/br.pgm --top 2");
+  ASSERT_EQ(c.code, 0) << c.out;
+  EXPECT_NE(c.out.find("br.pgm:  bottom-right"), std::string::npos) << c.out;
+  // attend: the non-local block's attention over the picture
+  CliRun a = run("attend -m " + m + " " + d + "/br.pgm --grid 2 --format svg -o " + d + "/att");
+  ASSERT_EQ(a.code, 0) << a.out;
+  EXPECT_TRUE(std::filesystem::exists(d + "/att/attention-image.svg")) << a.out;
+  // a translation-only option, a missing picture, a translator asked to classify
+  EXPECT_NE(run("classify -m " + m + " " + d + "/none.png").out.find("none.png"), std::string::npos);
+  CliRun wrong = run("classify -m " + m + " --block 3 " + d + "/br.pgm");
+  EXPECT_NE(wrong.code, 0);
+  std::ofstream(d + "/text.png") << "not a picture";
+  CliRun bad = run("classify -m " + m + " " + d + "/text.png");
+  EXPECT_NE(bad.code, 0);
+  EXPECT_NE(bad.out.find("cannot read the image"), std::string::npos) << bad.out;
+  std::filesystem::remove_all(d);
+}

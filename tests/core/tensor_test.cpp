@@ -153,3 +153,25 @@ TEST(Generator, DeterministicAndWellDistributed) {
 
 }  // namespace
 }  // namespace qkv
+
+namespace qkv {
+namespace {
+
+// Shapes from files and configs: a product past int64 (or past the address space in bytes) is an
+// error, never a wrapped, small allocation; an allocation budget bounds what may be allocated.
+TEST(Tensor, ShapeArithmeticIsChecked) {
+  const int64_t big = int64_t{1} << 40;
+  EXPECT_NE(testing::error_of([&] { Tensor::empty({big, big}); }).find("more than 2^63 elements"), std::string::npos);
+  EXPECT_NE(testing::error_of([&] { Tensor::empty({(int64_t{1} << 62) + 1}); }).find("more bytes"), std::string::npos);
+  EXPECT_NE(testing::error_of([&] { Tensor::empty({3, -2}); }).find("negative"), std::string::npos);
+  EXPECT_NE(testing::error_of([&] { Tensor::empty({4}).reshape({big, big, -1}); }).find("2^63"), std::string::npos);
+  {
+    AllocationBudget budget(1000, "the test's budget");
+    Tensor ok = Tensor::empty({200});  // 800 bytes
+    EXPECT_NE(testing::error_of([] { Tensor::empty({100}); }).find("the test's budget"), std::string::npos);
+  }
+  EXPECT_EQ(Tensor::empty({1000}).numel(), 1000);  // the budget ended with its scope
+}
+
+}  // namespace
+}  // namespace qkv

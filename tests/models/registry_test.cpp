@@ -25,11 +25,12 @@ json tiny_transformer() {
 TEST(Registry, ListsTheModelTypes) {
   std::vector<std::string> names;
   for (const ModelType& t : model_types()) names.push_back(t.name);
-  EXPECT_EQ(names, (std::vector<std::string>{"transformer", "rnn-encdec", "rnn-attention", "gpt"}));
+  EXPECT_EQ(names, (std::vector<std::string>{"transformer", "rnn-encdec", "rnn-attention", "gpt", "convnet"}));
   EXPECT_EQ(model_type("transformer").kind, Kind::seq2seq);
   EXPECT_EQ(model_type("gpt").kind, Kind::language_model);
+  EXPECT_EQ(model_type("convnet").kind, Kind::image_classifier);
   const std::string e = error_of([] { model_type("lstm"); });
-  EXPECT_NE(e.find("unknown model type \"lstm\" (known: transformer, rnn-encdec, rnn-attention, gpt)"),
+  EXPECT_NE(e.find("unknown model type \"lstm\" (known: transformer, rnn-encdec, rnn-attention, gpt, convnet)"),
             std::string::npos)
       << e;
 }

@@ -3,6 +3,8 @@
 // translates, exact resume, cached = uncached translation, ensembles, and clear errors for bad input.
 #include <gtest/gtest.h>
 
+#include <functional>
+
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
@@ -265,6 +267,40 @@ TEST(TranslationTask, TokenBatchesRespectTheBudget) {
   EXPECT_EQ(b.src.shape(), (Shape{2, 4}));
   EXPECT_EQ(b.tgt_in.size(1), b.tgt_out.size(1));
   EXPECT_EQ(b.tgt_tokens, static_cast<int64_t>(pairs[0].tgt.size() - 1 + pairs[3].tgt.size() - 1));
+}
+
+}  // namespace
+}  // namespace qkv::train
+
+namespace qkv::train {
+namespace {
+
+// Issue 25: a model file whose config is edited to describe a huge model is refused before the
+// model is built (no allocation beyond what its tensors justify), naming the file; a metadata
+// without a tokenizer names the key, not a JSON library message.
+TEST(TranslationTask, CraftedConfigsAreRefusedBeforeAllocating) {
+  TempDir d("translation-crafted");
+  train(tiny_config(d.path, 2), d.path / "run", false);
+  const std::string model = (d.path / "run" / "model.safetensors").string();
+  const models::ModelFile f = models::load_model_file(model);
+  TranslationTask task(tiny_config(d.path, 2), "", (d.path / "run").string(), true, false);
+  auto crafted = [&](const std::string& name, const std::function<void(json&)>& edit) {
+    json meta = f.meta;
+    edit(meta);
+    const std::string p = (d.path / name).string();
+    models::save_model_file(p, task.model().module(), meta);
+    return testing::error_of([&] { models::load_seq2seq(p); });
+  };
+  for (auto [key, value] : {std::pair{"max_len", int64_t{1} << 40}, std::pair{"dim_feedforward", int64_t{1} << 40},
+                            std::pair{"num_encoder_layers", int64_t{100000}}}) {
+    SCOPED_TRACE(key);
+    const std::string msg = crafted("big.safetensors", [&](json& m) { m["model"][key] = value; });
+    EXPECT_NE(msg.find("big.safetensors"), std::string::npos) << msg;
+    EXPECT_TRUE(msg.find("larger than") != std::string::npos || msg.find(key) != std::string::npos) << msg;
+  }
+  const std::string msg = crafted("notok.safetensors", [](json& m) { m.erase("tokenizer"); });
+  EXPECT_NE(msg.find("no \"tokenizer\""), std::string::npos) << msg;
+  EXPECT_EQ(msg.find("json.exception"), std::string::npos) << msg;
 }
 
 }  // namespace

@@ -15,6 +15,7 @@
 
 #include "commands.h"
 #include "options.h"
+#include "vision_commands.h"
 #include "qkv/autograd/grad_mode.h"
 #include "qkv/core/error.h"
 #include "qkv/decode/translator.h"
@@ -59,21 +60,34 @@ std::vector<viz::Panel> panels(const std::vector<Tensor>& per_layer, const char*
 void add_attend(CLI::App& app) {
   auto* sub = app.add_subcommand("attend", "Translate a sentence and draw its attention weights as heat maps (SVG and PNG)");
   struct Args {
-    std::string model = kDefaultTranslator, sentence, out = "attention", format = "both";
+    std::string model = kDefaultTranslator, out = "attention", format = "both";
+    std::vector<std::string> inputs;
     DecodeArgs decode;
+    ImageAttendArgs image;
   };
   auto a = std::make_shared<Args>();
-  sub->add_option("sentence", a->sentence, "the sentence to translate")->required();
+  sub->add_option("input", a->inputs,
+                  "the sentence to translate; for an image classifier, picture files (or --test-images)");
   sub->add_option("-m,--model", a->model, "model file")->capture_default_str();
   sub->add_option("-o,--out", a->out, "folder for the pictures")->capture_default_str();
   sub->add_option("--format", a->format, "svg, png or both")->capture_default_str()->check(CLI::IsMember({"svg", "png", "both"}));
   add_decode_options(sub, a->decode, kBeam | kAlpha | kMaxExtra | kThreads);
+  add_image_attend_options(sub, a->image);
+  sub->footer("Examples: qkv attend \"The cat sat on the mat because it was tired.\"\n"
+              "          qkv attend -m models/fashion-mnist-nonlocal.safetensors --test-images 0,1 --grid 3");
   register_runner(sub, [a] {
     use_threads(a->decode.threads);
+    if (models::model_file_kind(find_model(a->model)) == models::Kind::image_classifier) {
+      a->image.out = a->out, a->image.format = a->format;
+      return run_image_attend(find_model(a->model), a->inputs, a->image);
+    }
+    QKV_CHECK(a->inputs.size() == 1, "qkv attend: give one sentence (in quotes), got ", a->inputs.size(), " arguments");
+    QKV_CHECK(a->image.source.test_images.empty(), "qkv attend: --test-images is for image classifiers");
+    const std::string sentence = a->inputs[0];
     models::LoadedSeq2Seq t = models::load_seq2seq(find_model(a->model));
     const models::SpecialTokens c = t.model->special_tokens();
     decode::Translator tr(*t.model, *t.tokenizer);
-    std::vector<int32_t> src = tr.encode(a->sentence);
+    std::vector<int32_t> src = tr.encode(sentence);
     QKV_CHECK(!src.empty(), "qkv attend: the sentence is empty");
     decode::Hypothesis h = decode::translate_ids(*t.model, {src}, a->decode.translate_options())[0];
     std::printf("%s\n", tr.decode(h.tokens).c_str());
@@ -116,7 +130,7 @@ void add_attend(CLI::App& app) {
     viz::HeatmapOptions ho;
     ho.cell = 18;
     if (!maps.encoder_self.empty()) {
-      ho.title = "Encoder self-attention: \"" + a->sentence + "\"", ho.x_label = "key (source)", ho.y_label = "query (source)";
+      ho.title = "Encoder self-attention: \"" + sentence + "\"", ho.x_label = "key (source)", ho.y_label = "query (source)";
       write("encoder-self.svg", viz::heatmap_grid_svg(panels(maps.encoder_self, "encoder"), heads(maps.encoder_self),
                                                       src_labels, src_labels, ho));
     }

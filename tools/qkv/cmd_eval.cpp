@@ -20,6 +20,8 @@
 #include "commands.h"
 #include "options.h"
 #include "translation_models.h"
+#include "vision_commands.h"
+#include "qkv/models/load.h"
 #include "qkv/core/error.h"
 #include "qkv/decode/translator.h"
 #include "qkv/io/file.h"
@@ -37,13 +39,13 @@ void add_eval(CLI::App& app) {
     int64_t limit = 0, bucket = 5;
     bool json = false, group = false, by_length = false;
     std::string by_length_csv;
+    ImageEvalArgs image;
   };
   auto a = std::make_shared<Args>();
   sub->add_option("-m,--model", a->models, "model file; repeat for an ensemble (as qkv translate)")
       ->capture_default_str();
   sub->add_option("-s,--src", a->src, "source sentences to translate, one per line (plain or .gz)");
-  sub->add_option("-r,--ref", a->refs, "reference translations, one per line; repeat for more references")
-      ->required();
+  sub->add_option("-r,--ref", a->refs, "reference translations, one per line; repeat for more references");
   sub->add_option("--hyp", a->hyp, "score these translations instead of translating --src");
   sub->add_option("--hyp-out", a->hyp_out, "also write the model's translations to this file");
   add_decode_options(sub, a->decode);
@@ -56,9 +58,16 @@ void add_eval(CLI::App& app) {
       ->check(greater_than_zero());
   sub->add_option("--by-length-csv", a->by_length_csv, "write the --by-length scores to this CSV file (for qkv plot)");
   sub->add_flag("--json", a->json, "print the scores as JSON");
-  sub->footer("Example: qkv eval -m models/en-fr.safetensors --src test.en --ref test.fr --by-length");
+  add_image_eval_options(sub, a->image);
+  sub->footer("Examples: qkv eval -m models/en-fr.safetensors --src test.en --ref test.fr --by-length\n"
+              "          qkv eval -m models/fashion-mnist-nonlocal.safetensors --confusion confusion.png");
   register_runner(sub, [a] {
     use_threads(a->decode.threads);
+    // An image classifier: accuracy on its test images (no --ref: nothing to translate).
+    if (a->refs.empty() && a->models.size() == 1 &&
+        models::model_file_kind(find_model(a->models[0])) == models::Kind::image_classifier)
+      return run_image_eval(find_model(a->models[0]), a->image, a->json);
+    QKV_CHECK(!a->refs.empty(), "qkv eval: --ref (the reference translations) is required for a translation model");
     QKV_CHECK(!a->src.empty() || !a->hyp.empty(), "qkv eval: give --src (translate with the model) or --hyp");
     if (!a->by_length_csv.empty()) a->by_length = true;
     QKV_CHECK(a->hyp.empty() || a->src.empty() || a->group || a->by_length,

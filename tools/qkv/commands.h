@@ -14,16 +14,20 @@ void add_bench(CLI::App& app);
 void add_train(CLI::App& app);
 void add_bench_gpt(CLI::App* bench);
 void add_bench_seq2seq(CLI::App* bench);
+void add_bench_vision(CLI::App* bench);
 void add_generate(CLI::App& app);
 void add_translate(CLI::App& app);
 void add_eval(CLI::App& app);
 void add_attend(CLI::App& app);
+void add_classify(CLI::App& app);
 void add_average(CLI::App& app);
 void add_plot(CLI::App& app);
 
 // "train.max_iters=100": sets config["train"]["max_iters"] = 100 (the value parsed as JSON, else a
 // string) — what `--set` does (cmd_train.cpp).
 void apply_override(nlohmann::json& config, const std::string& kv);
+// A JSON config file with --set overrides applied; not JSON, or not an object: a qkv::Error naming it.
+nlohmann::json load_config(const std::string& path, const std::vector<std::string>& overrides);
 
 // A shipped model path (models/…) resolved from the working directory or the qkv checkout.
 std::string find_model(const std::string& path);

@@ -47,6 +47,7 @@ int main(int argc, char** argv) {
   qkv::cli::add_translate(app);
   qkv::cli::add_eval(app);
   qkv::cli::add_attend(app);
+  qkv::cli::add_classify(app);
   qkv::cli::add_average(app);
   qkv::cli::add_plot(app);
   qkv::cli::add_bench(app);

@@ -50,6 +50,24 @@ struct Storage {
   std::function<void(void*)> deleter;  // set: external memory
 };
 
+// A bound on the bytes the current thread may allocate for tensors while it lives (nested budgets:
+// the innermost counts): past it, allocation is a qkv::Error saying `what` — e.g. a model built
+// from a file's config may allocate no more than the file's tensors justify, so a crafted config
+// cannot exhaust memory before its tensors are checked.
+class AllocationBudget {
+ public:
+  AllocationBudget(size_t bytes, std::string what);
+  ~AllocationBudget();
+  AllocationBudget(const AllocationBudget&) = delete;
+  AllocationBudget& operator=(const AllocationBudget&) = delete;
+  void charge(size_t bytes);  // throws when past the bound
+
+ private:
+  size_t left_;
+  std::string what_;
+  AllocationBudget* outer_;
+};
+
 struct TensorImpl {
   std::shared_ptr<Storage> storage;
   Shape shape;
@@ -160,7 +178,10 @@ class TensorBase {
 
 // Row-major strides of a dense tensor of this shape.
 Shape contiguous_strides(const Shape& shape);
+// The elements of a shape, and the bytes of a dense tensor of it: a negative size or a product
+// past int64 / size_t is a qkv::Error (never a wrapped, small count).
 int64_t numel_of(const Shape& shape);
+size_t bytes_of(const Shape& shape, DType dtype);
 // Broadcast two shapes as NumPy/PyTorch do; throws naming `op` when they don't broadcast.
 Shape broadcast_shapes(const Shape& a, const Shape& b, const char* op);
 // Strides of `t` viewed at the broadcast shape `out` (0 along broadcast dims).

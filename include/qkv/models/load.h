@@ -52,4 +52,7 @@ struct LoadedImageClassifier {
 };
 LoadedImageClassifier load_image_classifier(const std::string& path, const LoadOptions& options = {});
 
+// The kind of model a file holds (for commands that serve several kinds); errors as above.
+Kind model_file_kind(const std::string& path);
+
 }  // namespace qkv::models

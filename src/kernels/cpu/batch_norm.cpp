@@ -17,6 +17,27 @@ void for_channels(int64_t C, int64_t per_channel, F&& f) {
   });
 }
 
+// Sums over one row of S values, vectorized in float (a row is at most a feature map); the rows'
+// sums are added in double by the caller, so a channel's total over N·S values stays exact enough.
+float row_sum(const float* p, int64_t S) {
+  float s = 0;
+#pragma omp simd reduction(+ : s)
+  for (int64_t i = 0; i < S; ++i) s += p[i];
+  return s;
+}
+float row_sq_dev(const float* p, int64_t S, float m) {  // Σ (p − m)²
+  float q = 0;
+#pragma omp simd reduction(+ : q)
+  for (int64_t i = 0; i < S; ++i) q += (p[i] - m) * (p[i] - m);
+  return q;
+}
+void row_sums_backward(const float* x, const float* g, int64_t S, float mu, float& sg, float& sgx) {  // Σ g, Σ g·(x − μ)
+  float a = 0, b = 0;
+#pragma omp simd reduction(+ : a, b)
+  for (int64_t i = 0; i < S; ++i) a += g[i], b += g[i] * (x[i] - mu);
+  sg = a, sgx = b;
+}
+
 }  // namespace
 
 void batch_norm_forward(const float* x, const float* weight, const float* bias, float* running_mean,
@@ -26,14 +47,12 @@ void batch_norm_forward(const float* x, const float* weight, const float* bias, 
   for_channels(C, M, [&](int64_t c) {
     float mu, var;
     if (training) {
-      // two passes in double: the mean, then the mean squared deviation
+      // two passes: the mean, then the mean squared deviation (rows in float, their sum in double)
       double s = 0;
-      for (int64_t n = 0; n < N; ++n)
-        for (const float* p = x + (n * C + c) * S; p < x + (n * C + c + 1) * S; ++p) s += *p;
+      for (int64_t n = 0; n < N; ++n) s += row_sum(x + (n * C + c) * S, S);
       const double m = M ? s / static_cast<double>(M) : 0.0;
       double q = 0;
-      for (int64_t n = 0; n < N; ++n)
-        for (const float* p = x + (n * C + c) * S; p < x + (n * C + c + 1) * S; ++p) q += (*p - m) * (*p - m);
+      for (int64_t n = 0; n < N; ++n) q += row_sq_dev(x + (n * C + c) * S, S, static_cast<float>(m));
       mu = static_cast<float>(m), var = static_cast<float>(M ? q / static_cast<double>(M) : 0.0);
       if (running_mean) running_mean[c] = (1.f - momentum) * running_mean[c] + momentum * mu;
       if (running_var && M > 1)
@@ -49,6 +68,7 @@ void batch_norm_forward(const float* x, const float* weight, const float* bias, 
     for (int64_t n = 0; n < N; ++n) {
       const float* xp = x + (n * C + c) * S;
       float* yp = y + (n * C + c) * S;
+#pragma omp simd
       for (int64_t s = 0; s < S; ++s) yp[s] = xp[s] * scale + shift;
     }
   });
@@ -59,11 +79,13 @@ void batch_norm_backward(const float* x, const float* dy, const float* mean, con
   const auto M = static_cast<double>(N * S);
   for_channels(C, N * S, [&](int64_t c) {
     const float mu = mean[c], r = rstd[c], g = weight ? weight[c] : 1.f;
-    double sdy = 0, sdyx = 0;  // Σ dy, Σ dy·x̂
+    double sdy = 0, sdyx = 0;  // Σ dy, Σ dy·x̂ = r·Σ dy·(x − μ)
     for (int64_t n = 0; n < N; ++n) {
-      const float *xp = x + (n * C + c) * S, *gp = dy + (n * C + c) * S;
-      for (int64_t s = 0; s < S; ++s) sdy += gp[s], sdyx += gp[s] * (xp[s] - mu) * r;
+      float a, b;
+      row_sums_backward(x + (n * C + c) * S, dy + (n * C + c) * S, S, mu, a, b);
+      sdy += a, sdyx += b;
     }
+    sdyx *= r;
     if (dbias) dbias[c] = static_cast<float>(sdy);
     if (dweight) dweight[c] = static_cast<float>(sdyx);
     if (!dx) return;
@@ -73,7 +95,9 @@ void batch_norm_backward(const float* x, const float* dy, const float* mean, con
     for (int64_t n = 0; n < N; ++n) {
       const float *xp = x + (n * C + c) * S, *gp = dy + (n * C + c) * S;
       float* dp = dx + (n * C + c) * S;
-      for (int64_t s = 0; s < S; ++s) dp[s] = k * (gp[s] - a - (xp[s] - mu) * r * b);
+      const float rb = r * b;
+#pragma omp simd
+      for (int64_t s = 0; s < S; ++s) dp[s] = k * (gp[s] - a - (xp[s] - mu) * rb);
     }
   });
 }

@@ -1,0 +1,30 @@
+// Attention over a picture (the non-local block's "non-local means", seed 001): for a query pixel,
+// where in the image its new value is drawn from. Each panel shows the image in grey with the
+// attention weights over it as a red overlay (opacity ∝ weight / the panel's largest weight), the
+// query marked by a cyan ring; panels sit in a grid (one row per image, one column per query).
+#pragma once
+
+#include <string>
+#include <vector>
+
+namespace qkv::viz {
+
+struct ImageAttentionPanel {
+  std::string caption;
+  std::vector<float> image;  // [height, width] grey levels in [0, 1]
+  int height = 0, width = 0;
+  std::vector<float> weights;  // [rows, cols]: the attention over a coarser grid covering the image
+  int rows = 0, cols = 0;
+  float query_y = 0, query_x = 0;  // the query, in image pixels (centre of its cell)
+};
+
+struct ImageAttentionOptions {
+  std::string title;
+  int pixel = 6;  // px per image pixel
+};
+
+// A qkv::Error when a panel's sizes do not match its vectors.
+std::string image_attention_svg(const std::vector<ImageAttentionPanel>& panels, int grid_cols,
+                                const ImageAttentionOptions& opt);
+
+}  // namespace qkv::viz

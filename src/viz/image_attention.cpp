@@ -1,0 +1,75 @@
+#include "qkv/viz/image_attention.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <sstream>
+
+#include "qkv/core/error.h"
+#include "qkv/viz/svg.h"
+
+namespace qkv::viz {
+
+std::string image_attention_svg(const std::vector<ImageAttentionPanel>& panels, int grid_cols,
+                                const ImageAttentionOptions& opt) {
+  QKV_CHECK(!panels.empty() && grid_cols > 0, "image_attention_svg: no panels");
+  for (const auto& p : panels)
+    QKV_CHECK(p.height > 0 && p.width > 0 && p.rows > 0 && p.cols > 0 &&
+                  p.image.size() == static_cast<size_t>(p.height) * p.width &&
+                  p.weights.size() == static_cast<size_t>(p.rows) * p.cols,
+              "image_attention_svg: panel \"", p.caption, "\" has ", p.image.size(), " pixels for ", p.height, "×",
+              p.width, " and ", p.weights.size(), " weights for ", p.rows, "×", p.cols);
+  const int px = std::max(1, opt.pixel), pad = 12, caption_h = 18, title_h = opt.title.empty() ? 0 : 28;
+  int pw = 0, ph = 0;
+  for (const auto& p : panels) pw = std::max(pw, p.width * px), ph = std::max(ph, p.height * px);
+  const int n = static_cast<int>(panels.size()), cols = std::min(grid_cols, n), rows = (n + cols - 1) / cols;
+  const int W = pad + cols * (pw + pad), H = title_h + pad + rows * (ph + caption_h + pad);
+  std::ostringstream s;
+  char buf[160];
+  s << "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"" << W
+    << "\" height=\"" << H << "\" viewBox=\"0 0 " << W << " " << H << "\" font-family=\"sans-serif\">\n"
+    << "<rect width=\"100%\" height=\"100%\" fill=\"white\"/>\n";
+  if (!opt.title.empty())
+    s << "<text x=\"" << W / 2 << "\" y=\"20\" text-anchor=\"middle\" font-size=\"15\">" << xml_escape(opt.title)
+      << "</text>\n";
+  for (int i = 0; i < n; ++i) {
+    const ImageAttentionPanel& p = panels[static_cast<size_t>(i)];
+    const int x0 = pad + (i % cols) * (pw + pad), y0 = title_h + pad + (i / cols) * (ph + caption_h + pad);
+    s << "<g transform=\"translate(" << x0 << "," << y0 << ")\">\n";
+    // the picture, one grey square per pixel
+    for (int y = 0; y < p.height; ++y)
+      for (int x = 0; x < p.width; ++x) {
+        const int g = static_cast<int>(std::lround(std::clamp(p.image[static_cast<size_t>(y) * p.width + x], 0.f, 1.f) * 255));
+        std::snprintf(buf, sizeof buf, "<rect x=\"%d\" y=\"%d\" width=\"%d\" height=\"%d\" fill=\"rgb(%d,%d,%d)\"/>",
+                      x * px, y * px, px, px, g, g, g);
+        s << buf;
+      }
+    s << "\n";
+    // the weights over it: cell (r, c) covers its share of the picture
+    const float top = *std::max_element(p.weights.begin(), p.weights.end());
+    const double cw = static_cast<double>(p.width * px) / p.cols, ch = static_cast<double>(p.height * px) / p.rows;
+    for (int r = 0; r < p.rows; ++r)
+      for (int c = 0; c < p.cols; ++c) {
+        const float w = p.weights[static_cast<size_t>(r) * p.cols + c];
+        const double a = top > 0 ? 0.85 * w / top : 0.0;
+        if (a < 0.02) continue;
+        std::snprintf(buf, sizeof buf,
+                      "<rect x=\"%.2f\" y=\"%.2f\" width=\"%.2f\" height=\"%.2f\" fill=\"#e41a1c\" fill-opacity=\"%.3f\">"
+                      "<title>%.4f</title></rect>",
+                      c * cw, r * ch, cw, ch, a, w);
+        s << buf;
+      }
+    std::snprintf(buf, sizeof buf,
+                  "\n<circle cx=\"%.2f\" cy=\"%.2f\" r=\"%.2f\" fill=\"none\" stroke=\"#00e5ff\" stroke-width=\"2.5\"/>",
+                  (p.query_x + 0.5) * px, (p.query_y + 0.5) * px, std::max(4.0, 1.2 * px));
+    s << buf;
+    s << "<rect width=\"" << p.width * px << "\" height=\"" << p.height * px
+      << "\" fill=\"none\" stroke=\"#444\" stroke-width=\"1\"/>\n";
+    s << "<text x=\"" << p.width * px / 2 << "\" y=\"" << ph + 14 << "\" text-anchor=\"middle\" font-size=\"12\">"
+      << xml_escape(p.caption) << "</text>\n</g>\n";
+  }
+  s << "</svg>\n";
+  return s.str();
+}
+
+}  // namespace qkv::viz

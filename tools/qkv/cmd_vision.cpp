@@ -1,0 +1,317 @@
+// The image classifier's commands: `qkv classify`, and what `qkv eval` and `qkv attend` do when the
+// model file holds an image classifier (cmd_eval.cpp and cmd_attend.cpp hand over to here).
+//
+//   qkv classify IMAGE…             top classes of PNG/JPEG/PGM pictures (or --test-images of
+//                                   Fashion-MNIST), probabilities from the softmax
+//   qkv eval -m CONVNET             accuracy and per-class accuracy on Fashion-MNIST's test set (or
+//                                   --images/--labels IDX files); --confusion draws the confusion matrix
+//   qkv attend -m CONVNET IMAGE…    the non-local block's attention for a grid of query pixels,
+//                                   drawn over each image (attention-image.svg/png)
+#include "vision_commands.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <filesystem>
+#include <sstream>
+
+#include "commands.h"
+#include "options.h"
+#include "qkv/autograd/grad_mode.h"
+#include "qkv/core/error.h"
+#include "qkv/io/file.h"
+#include "qkv/models/load.h"
+#include "qkv/ops.h"
+#include "qkv/train/image_task.h"
+#include "qkv/viz/image_attention.h"
+#include "qkv/viz/png.h"
+#include "qkv/viz/svg.h"
+#include "qkv/vision/dataset.h"
+#include "qkv/vision/image.h"
+
+namespace qkv::cli {
+
+namespace fs = std::filesystem;
+using nlohmann::json;
+
+namespace {
+
+// Writes an SVG document to `path` (.svg) or renders it (.png); other extensions are an error.
+void write_svg_or_png(const std::string& path, const std::string& svg) {
+  const std::string ext = fs::path(path).extension().string();
+  QKV_CHECK(ext == ".svg" || ext == ".png", "'", path, "': a picture is written as .svg or .png");
+  if (ext == ".svg") io::write_file_atomic(path, svg);
+  else viz::write_picture(path, svg);
+  std::fprintf(stderr, "wrote %s\n", path.c_str());
+}
+
+struct Inputs {
+  std::vector<std::string> names;
+  std::vector<float> pixels;  // [n, C, H, W]
+  std::vector<int32_t> labels;  // the true class where known (test images), else −1
+};
+
+// The images to run: files (converted to the model's shape) and/or Fashion-MNIST test images by index.
+Inputs read_inputs(const models::ImageClassifier& m, const std::vector<std::string>& files,
+                   const std::vector<int64_t>& test_images, bool invert, const std::string& data_dir) {
+  const models::ImageShape s = m.image_shape();
+  Inputs in;
+  for (const std::string& f : files) {
+    const vision::Image img = vision::read_image(f, {s.channels, s.height, s.width, invert});
+    in.names.push_back(fs::path(f).filename().string());
+    in.pixels.insert(in.pixels.end(), img.pixels.begin(), img.pixels.end());
+    in.labels.push_back(-1);
+  }
+  if (!test_images.empty()) {
+    const vision::ImageSet test = vision::load_fashion_mnist(data_dir, "test");
+    QKV_CHECK(test.channels == s.channels && test.height == s.height && test.width == s.width,
+              "the model takes ", s.channels, "×", s.height, "×", s.width, " images, Fashion-MNIST's are ",
+              test.channels, "×", test.height, "×", test.width);
+    for (int64_t i : test_images) {
+      QKV_CHECK(i >= 0 && i < test.size(), "--test-images: Fashion-MNIST's test set has images 0 … ", test.size() - 1,
+                ", not ", i);
+      std::vector<float> px(static_cast<size_t>(test.image_bytes()));
+      vision::fill_batch(test, {i}, {}, 0, 0, px.data());
+      in.names.push_back("test image " + std::to_string(i));
+      in.pixels.insert(in.pixels.end(), px.begin(), px.end());
+      in.labels.push_back(test.labels[static_cast<size_t>(i)]);
+    }
+  }
+  QKV_CHECK(!in.names.empty(), "no image given (image files, or --test-images)");
+  return in;
+}
+
+Tensor batch_of(const models::ImageClassifier& m, const Inputs& in) {
+  const models::ImageShape s = m.image_shape();
+  return Tensor::from_vector(in.pixels, {static_cast<int64_t>(in.names.size()), s.channels, s.height, s.width});
+}
+
+// softmax of each row of logits [n, K]
+std::vector<std::vector<float>> probabilities(const Tensor& logits) {
+  const int64_t n = logits.size(0), K = logits.size(1);
+  const std::vector<float> l = logits.to_vector();
+  std::vector<std::vector<float>> p(static_cast<size_t>(n), std::vector<float>(static_cast<size_t>(K)));
+  for (int64_t i = 0; i < n; ++i) {
+    const float* row = l.data() + i * K;
+    const float mx = *std::max_element(row, row + K);
+    double sum = 0;
+    for (int64_t k = 0; k < K; ++k) sum += std::exp(static_cast<double>(row[k] - mx));
+    for (int64_t k = 0; k < K; ++k)
+      p[static_cast<size_t>(i)][static_cast<size_t>(k)] = static_cast<float>(std::exp(static_cast<double>(row[k] - mx)) / sum);
+  }
+  return p;
+}
+
+void add_image_source_options(CLI::App* sub, ImageSourceArgs& a) {
+  sub->add_option("--test-images", a.test_images, "Fashion-MNIST test images by index, e.g. --test-images 0,1,2")
+      ->delimiter(',');
+  sub->add_flag("--invert", a.invert, "invert the pictures' grey levels (dark objects on light ground → as Fashion-MNIST)");
+  sub->add_option("--data", a.data_dir, "the Fashion-MNIST folder")->capture_default_str();
+}
+
+}  // namespace
+
+void add_image_attend_options(CLI::App* sub, ImageAttendArgs& a) {
+  add_image_source_options(sub, a.source);
+  sub->add_option("--grid", a.grid, "image classifier: G×G query points per image")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 8));
+  sub->add_option("--block", a.block, "image classifier: which non-local block to draw (0, 1, …; default: the last)");
+}
+
+ImageSourceArgs::ImageSourceArgs() : data_dir(vision::kFashionMnistDir) {}
+
+void add_image_eval_options(CLI::App* sub, ImageEvalArgs& a) {
+  sub->add_option("--images", a.images, "image classifier: IDX images to evaluate on (default: Fashion-MNIST's test set)");
+  sub->add_option("--labels", a.labels, "image classifier: their IDX labels");
+  sub->add_option("--confusion", a.confusion, "image classifier: draw the confusion matrix to this .svg or .png");
+  sub->add_option("--data", a.data_dir, "image classifier: the Fashion-MNIST folder")->capture_default_str();
+}
+
+int run_image_eval(const std::string& model_path, const ImageEvalArgs& a, bool as_json) {
+  const models::LoadedImageClassifier l = models::load_image_classifier(model_path);
+  const models::ImageClassifier& m = *l.model;
+  QKV_CHECK(a.images.empty() == a.labels.empty(), "qkv eval: --images and --labels go together");
+  const vision::ImageSet set = a.images.empty() ? vision::load_fashion_mnist(a.data_dir, "test")
+                                                : vision::load_idx_images(a.images, a.labels, m.num_classes());
+  const models::ImageShape s = m.image_shape();
+  QKV_CHECK(set.channels == s.channels && set.height == s.height && set.width == s.width, "qkv eval: '", model_path,
+            "' takes ", s.channels, "×", s.height, "×", s.width, " images, the data has ", set.channels, "×",
+            set.height, "×", set.width);
+  const auto t0 = std::chrono::steady_clock::now();
+  const train::ImageEval e = train::evaluate_images(m, set);
+  const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  const int64_t K = m.num_classes();
+  // confusion[t][p]: images of true class t predicted as p
+  std::vector<int64_t> confusion(static_cast<size_t>(K * K), 0), count(static_cast<size_t>(K), 0);
+  for (int64_t i = 0; i < set.size(); ++i) {
+    const int32_t t = set.labels[static_cast<size_t>(i)], p = e.predictions[static_cast<size_t>(i)];
+    ++confusion[static_cast<size_t>(t * K + p)];
+    ++count[static_cast<size_t>(t)];
+  }
+  json per_class = json::array();
+  for (int64_t k = 0; k < K; ++k)
+    per_class.push_back({{"class", m.class_name(k)}, {"images", count[static_cast<size_t>(k)]},
+                         {"accuracy", count[static_cast<size_t>(k)]
+                                          ? static_cast<double>(confusion[static_cast<size_t>(k * K + k)]) /
+                                                static_cast<double>(count[static_cast<size_t>(k)])
+                                          : 0.0}});
+  if (as_json) {
+    json j = {{"model", model_path}, {"images", set.size()},     {"accuracy", e.accuracy}, {"loss", e.loss},
+              {"per_class", per_class}, {"confusion", confusion}, {"images_per_s", static_cast<double>(set.size()) / secs}};
+    std::printf("%s\n", j.dump().c_str());
+  } else {
+    std::printf("accuracy %.2f%% (%lld images), loss %.4f, %.0f images/s\n", 100 * e.accuracy,
+                static_cast<long long>(set.size()), e.loss, static_cast<double>(set.size()) / secs);
+    for (const json& c : per_class)
+      std::printf("  %-14s %6.2f%%  (%lld images)\n", c["class"].get<std::string>().c_str(),
+                  100 * c["accuracy"].get<double>(), static_cast<long long>(c["images"].get<int64_t>()));
+  }
+  if (!a.confusion.empty()) {
+    // rows: the true class, columns: the prediction; each row as fractions of its class
+    std::vector<float> v(static_cast<size_t>(K * K));
+    std::vector<std::string> names;
+    for (int64_t t = 0; t < K; ++t) {
+      names.push_back(m.class_name(t));
+      for (int64_t p = 0; p < K; ++p)
+        v[static_cast<size_t>(t * K + p)] =
+            count[static_cast<size_t>(t)] ? static_cast<float>(confusion[static_cast<size_t>(t * K + p)]) /
+                                                static_cast<float>(count[static_cast<size_t>(t)])
+                                          : 0.f;
+    }
+    viz::HeatmapOptions ho;
+    char title[200];
+    std::snprintf(title, sizeof title, "Confusion matrix: %s, accuracy %.2f%%", fs::path(model_path).filename().c_str(),
+                  100 * e.accuracy);
+    ho.title = title, ho.x_label = "predicted", ho.y_label = "true class", ho.cell = 44, ho.show_values = true;
+    write_svg_or_png(a.confusion, viz::heatmap_svg(v, static_cast<int>(K), static_cast<int>(K), names, names, ho));
+  }
+  return 0;
+}
+
+int run_image_attend(const std::string& model_path, const std::vector<std::string>& files, const ImageAttendArgs& a) {
+  const models::LoadedImageClassifier l = models::load_image_classifier(model_path);
+  const models::ImageClassifier& m = *l.model;
+  const Inputs in = read_inputs(m, files, a.source.test_images, a.source.invert, a.source.data_dir);
+  nn::AttentionMaps maps;
+  Tensor logits;
+  {
+    NoGradGuard no_grad;
+    logits = m.forward(batch_of(m, in), &maps);
+  }
+  QKV_CHECK(!maps.image.empty(), "qkv attend: '", model_path, "' has no non-local block, so no attention to draw");
+  const int64_t nblocks = static_cast<int64_t>(maps.image.size());
+  const int64_t b = a.block < 0 ? nblocks - 1 : a.block;
+  QKV_CHECK(b >= 0 && b < nblocks, "qkv attend: --block ", a.block, ": the model has ", nblocks, " non-local blocks (0 … ",
+            nblocks - 1, ")");
+  const Tensor w = maps.image[static_cast<size_t>(b)].contiguous();  // [n, heads, P, P']
+  const int64_t heads = w.size(1), P = w.size(2), Pk = w.size(3);
+  const models::ImageShape s = m.image_shape();
+  // The stage's grid: the image halved (rounding up, as a stride-2 3×3 convolution) until it has P
+  // positions; the keys' grid is that one or, sub-sampled, its 2×2 max-pooled half (rounding down).
+  int64_t gh = s.height, gw = s.width;
+  while (gh * gw > P && gh > 1) gh = (gh + 1) / 2, gw = (gw + 1) / 2;
+  QKV_CHECK(gh * gw == P, "qkv attend: cannot place ", P, " positions on the ", s.height, "×", s.width, " image");
+  const int64_t kh = Pk == P ? gh : gh / 2, kw = Pk == P ? gw : gw / 2;
+  QKV_CHECK(kh * kw == Pk, "qkv attend: cannot place ", Pk, " key positions on a ", gh, "×", gw, " grid");
+  const auto probs = probabilities(logits);
+  const std::vector<float> wv = w.to_vector();
+  std::vector<viz::ImageAttentionPanel> panels;
+  const int64_t G = a.grid;
+  for (size_t i = 0; i < in.names.size(); ++i) {
+    const auto& p = probs[i];
+    const auto top = static_cast<int64_t>(std::max_element(p.begin(), p.end()) - p.begin());
+    std::printf("%s: %s (%.1f%%)%s\n", in.names[i].c_str(), m.class_name(top).c_str(), 100 * p[static_cast<size_t>(top)],
+                in.labels[i] >= 0 ? (", true class " + m.class_name(in.labels[i])).c_str() : "");
+    // the picture in grey (the channels' mean)
+    std::vector<float> grey(static_cast<size_t>(s.height * s.width), 0.f);
+    for (int64_t c = 0; c < s.channels; ++c)
+      for (int64_t k = 0; k < s.height * s.width; ++k)
+        grey[static_cast<size_t>(k)] +=
+            in.pixels[i * static_cast<size_t>(s.channels * s.height * s.width) + static_cast<size_t>(c * s.height * s.width + k)] /
+            static_cast<float>(s.channels);
+    // G×G query cells spread over the grid, the weights averaged over the heads
+    for (int64_t qy = 0; qy < G; ++qy)
+      for (int64_t qx = 0; qx < G; ++qx) {
+        const int64_t gy = (2 * qy + 1) * gh / (2 * G), gx = (2 * qx + 1) * gw / (2 * G), q = gy * gw + gx;
+        viz::ImageAttentionPanel panel;
+        panel.image = grey, panel.height = static_cast<int>(s.height), panel.width = static_cast<int>(s.width);
+        panel.rows = static_cast<int>(kh), panel.cols = static_cast<int>(kw);
+        panel.weights.assign(static_cast<size_t>(Pk), 0.f);
+        for (int64_t h = 0; h < heads; ++h)
+          for (int64_t k = 0; k < Pk; ++k)
+            panel.weights[static_cast<size_t>(k)] +=
+                wv[static_cast<size_t>(((static_cast<int64_t>(i) * heads + h) * P + q) * Pk + k)] / static_cast<float>(heads);
+        // the query cell's centre in image pixels
+        panel.query_y = static_cast<float>((static_cast<double>(gy) + 0.5) * s.height / gh - 0.5);
+        panel.query_x = static_cast<float>((static_cast<double>(gx) + 0.5) * s.width / gw - 0.5);
+        panel.caption = in.names[i] + " · query (" + std::to_string(gy) + ", " + std::to_string(gx) + ")";
+        panels.push_back(std::move(panel));
+      }
+  }
+  std::error_code ec;
+  fs::create_directories(a.out, ec);
+  QKV_CHECK(!ec, "qkv attend: cannot create '", a.out, "': ", ec.message());
+  viz::ImageAttentionOptions o;
+  o.title = "Non-local block " + std::to_string(b + 1) + " of " + std::to_string(nblocks) + " (" +
+            std::to_string(gh) + "×" + std::to_string(gw) + " positions, mean of " + std::to_string(heads) +
+            " head" + (heads > 1 ? "s" : "") + "): where each ringed position looks";
+  const std::string svg = viz::image_attention_svg(panels, static_cast<int>(G * G), o);
+  const std::string base = (fs::path(a.out) / "attention-image").string();
+  if (a.format != "png") write_svg_or_png(base + ".svg", svg);
+  if (a.format != "svg") write_svg_or_png(base + ".png", svg);
+  return 0;
+}
+
+void add_classify(CLI::App& app) {
+  auto* sub = app.add_subcommand("classify", "Classify pictures (PNG, JPEG, PGM, …) with an image classifier");
+  struct Args {
+    std::string model = kDefaultImageClassifier;
+    std::vector<std::string> files;
+    ImageSourceArgs source;
+    int64_t top = 3;
+    int threads = 0;
+    bool json = false;
+  };
+  auto a = std::make_shared<Args>();
+  sub->add_option("images", a->files, "picture files, resized and converted to the model's input");
+  sub->add_option("-m,--model", a->model, "model file")->capture_default_str();
+  add_image_source_options(sub, a->source);
+  sub->add_option("--top", a->top, "classes to show per image")->capture_default_str()->check(greater_than_zero());
+  add_threads_option(sub, a->threads);
+  sub->add_flag("--json", a->json, "one JSON object per image");
+  sub->footer("Example: qkv classify --test-images 0,1,2   |   qkv classify --invert shoe.png");
+  register_runner(sub, [a] {
+    use_threads(a->threads);
+    const models::LoadedImageClassifier l = models::load_image_classifier(find_model(a->model));
+    const models::ImageClassifier& m = *l.model;
+    const Inputs in = read_inputs(m, a->files, a->source.test_images, a->source.invert, a->source.data_dir);
+    Tensor logits;
+    {
+      NoGradGuard no_grad;
+      logits = m.forward(batch_of(m, in));
+    }
+    const auto probs = probabilities(logits);
+    for (size_t i = 0; i < in.names.size(); ++i) {
+      std::vector<int64_t> order(probs[i].size());
+      for (size_t k = 0; k < order.size(); ++k) order[k] = static_cast<int64_t>(k);
+      std::stable_sort(order.begin(), order.end(),
+                       [&](int64_t x, int64_t y) { return probs[i][static_cast<size_t>(x)] > probs[i][static_cast<size_t>(y)]; });
+      order.resize(static_cast<size_t>(std::min<int64_t>(a->top, static_cast<int64_t>(order.size()))));
+      if (a->json) {
+        json j = {{"image", in.names[i]}, {"top", json::array()}};
+        if (in.labels[i] >= 0) j["true_class"] = m.class_name(in.labels[i]);
+        for (int64_t k : order) j["top"].push_back({{"class", m.class_name(k)}, {"probability", probs[i][static_cast<size_t>(k)]}});
+        std::printf("%s\n", j.dump().c_str());
+      } else {
+        std::printf("%s%s:", in.names[i].c_str(),
+                    in.labels[i] >= 0 ? (" (true class " + m.class_name(in.labels[i]) + ")").c_str() : "");
+        for (int64_t k : order) std::printf("  %s %.1f%%", m.class_name(k).c_str(), 100 * probs[i][static_cast<size_t>(k)]);
+        std::printf("\n");
+      }
+    }
+    return 0;
+  });
+}
+
+}  // namespace qkv::cli
