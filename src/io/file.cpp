@@ -2,7 +2,10 @@
 #include "qkv/io/file.h"
 
 #include <fcntl.h>
+#include <signal.h>
 #include <unistd.h>
+
+#include <filesystem>
 
 #include <cerrno>
 #include <cstdio>
@@ -54,6 +57,44 @@ void write_file_atomic(const std::string& path, std::string_view bytes) {
     ::fsync(dfd);
     ::close(dfd);
   }
+}
+
+namespace {
+
+// Whether process `pid` runs (and so may still be writing): it exists and is not a zombie (a killed
+// process whose parent died before reaping it stays a zombie until init does).
+bool process_running(pid_t pid) {
+  if (::kill(pid, 0) != 0 && errno != EPERM) return false;
+  std::FILE* f = std::fopen(detail::concat("/proc/", pid, "/stat").c_str(), "r");
+  if (!f) return true;
+  char state = 0;
+  // "pid (comm) state …": the state follows the last ')' (comm may hold spaces and parentheses)
+  char buf[512];
+  const size_t n = std::fread(buf, 1, sizeof buf - 1, f);
+  std::fclose(f);
+  buf[n] = 0;
+  if (const char* close = std::strrchr(buf, ')'); close && close[1] == ' ') state = close[2];
+  return state != 'Z' && state != 'X';
+}
+
+}  // namespace
+
+int remove_stale_temporaries(const std::string& dir) {
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  int removed = 0;
+  for (fs::directory_iterator it(dir, ec), end; !ec && it != end; it.increment(ec)) {
+    const std::string name = it->path().filename().string();
+    const auto at = name.rfind(".tmp-");
+    if (at == std::string::npos || at + 5 >= name.size()) continue;
+    const std::string digits = name.substr(at + 5);
+    if (digits.size() > 9 || digits.find_first_not_of("0123456789") != std::string::npos) continue;
+    const auto pid = static_cast<pid_t>(std::stol(digits));
+    if (pid == ::getpid() || process_running(pid)) continue;  // it may still be writing it
+    std::error_code rm;
+    if (fs::remove(it->path(), rm)) ++removed;
+  }
+  return removed;
 }
 
 }  // namespace qkv::io

@@ -107,6 +107,14 @@ class Metrics {
       }
     }
   }
+  // The rows a checkpoint carries (every row before its step): restored on --resume, so that a kill
+  // between writing the checkpoint and writing metrics.jsonl loses nothing.
+  void restore(const json& rows, int64_t step) {
+    rows_.clear();
+    for (const json& r : rows)
+      if (r.is_object() && r.value("step", int64_t{-1}) < step) rows_.push_back(r);
+  }
+  const std::vector<json>& rows() const { return rows_; }
   void add(json row) { rows_.push_back(std::move(row)); }
 
   void write() const {
@@ -176,6 +184,9 @@ TrainResult run_training(TrainingTask& task, const TrainConfig& cfg, const Train
   std::error_code ec;
   fs::create_directories(opt.out_dir, ec);
   QKV_CHECK(!ec, "train: cannot create output directory '", opt.out_dir, "': ", ec.message());
+  if (const int n = io::remove_stale_temporaries(opt.out_dir); n > 0 && !opt.quiet)
+    std::fprintf(stderr, "train: removed %d temporary file%s left by a killed run in %s\n", n, n > 1 ? "s" : "",
+                 opt.out_dir.c_str());
   const std::string ckpt_path = (fs::path(opt.out_dir) / "checkpoint.safetensors").string();
   const std::string model_path = (fs::path(opt.out_dir) / "model.safetensors").string();
 
@@ -212,7 +223,8 @@ nn::Module& model = task.model().module();
     task.set_rng_state(st.at("rng").get<uint64_t>());
     elapsed_before = st.value("elapsed_s", 0.0);
     tokens_seen = st.value("tokens", int64_t{0});
-    metrics.load_until(start);
+    if (st.contains("metrics") && st["metrics"].is_array()) metrics.restore(st["metrics"], start);
+    else metrics.load_until(start);  // a checkpoint from before the metrics travelled with it
     std::fprintf(stderr, "resuming from %s at step %lld\n", ckpt_path.c_str(), static_cast<long long>(start));
   }
 
@@ -232,10 +244,14 @@ nn::Module& model = task.model().module();
     std::sort(kept.begin(), kept.end());
     for (size_t i = 0; i + static_cast<size_t>(cfg.keep_checkpoints) < kept.size(); ++i) fs::remove(kept[i].second);
   };
+  // The checkpoint is the run's state, all of it in one atomic file: weights, optimizer, data
+  // position, random stream and the metrics so far. model.safetensors, metrics.jsonl/.csv and the
+  // plots are derived from it after it is written, so a kill at any instant leaves the old state
+  // or the new one, and --resume rewrites whatever derived file lags.
   auto save = [&](int64_t step, double elapsed) {
     json m = meta;
-    m["train_state"] = {{"step", step},          {"optimizer_steps", adam.steps()}, {"rng", task.rng_state()},
-                        {"elapsed_s", elapsed},  {"tokens", tokens_seen}};
+    m["train_state"] = {{"step", step},         {"optimizer_steps", adam.steps()}, {"rng", task.rng_state()},
+                        {"elapsed_s", elapsed}, {"tokens", tokens_seen},           {"metrics", metrics.rows()}};
     models::save_model_file(ckpt_path, model, m, io::StoreAs::kF32, adam.state());
     json mm = meta;
     mm["trained_steps"] = step;

@@ -3,6 +3,7 @@
 #include <nlohmann/json.hpp>
 
 #include <algorithm>
+#include <filesystem>
 #include <array>
 #include <cstdio>
 #include <string>
@@ -51,6 +52,15 @@ TEST(Cli, BenchAttentionJson) {
   EXPECT_EQ(r.code, 0) << r.out;
   for (const char* key : {"\"forward_ms\"", "\"forward_backward_ms\"", "\"gflops\"", "\"peak_extra_mib\""})
     EXPECT_NE(r.out.find(key), std::string::npos) << key << " in " << r.out;
+}
+
+// Issue 25: output that cannot be written (a full disk: /dev/full) is a failure, not exit 0.
+TEST(Cli, WriteErrorsExitNonZero) {
+  if (!std::filesystem::exists("/dev/full")) GTEST_SKIP() << "no /dev/full";
+  EXPECT_EQ(run("demo > /dev/null").code, 0);
+  EXPECT_NE(run("demo > /dev/full").code, 0);
+  EXPECT_NE(run("translate \"I like tea.\" > /dev/full").code, 0);
+  EXPECT_NE(run("generate -n 20 > /dev/full").code, 0);
 }
 
 TEST(Cli, BadArgumentsGiveAClearErrorAndNonZeroExit) {
@@ -441,5 +451,62 @@ TEST(Cli, ImageClassifierTrainsEvaluatesClassifiesAndAttends) {
   CliRun bad = run("classify -m " + m + " " + d + "/text.png");
   EXPECT_NE(bad.code, 0);
   EXPECT_NE(bad.out.find("cannot read the image"), std::string::npos) << bad.out;
+  std::filesystem::remove_all(d);
+}
+
+namespace {
+
+// metrics.jsonl's rows without their clock readings (elapsed time, rate), which differ between runs.
+std::vector<std::string> metric_rows(const std::string& path) {
+  std::ifstream in(path);
+  std::vector<std::string> rows;
+  std::string line;
+  while (std::getline(in, line)) {
+    if (line.empty()) continue;
+    auto j = nlohmann::json::parse(line);
+    j.erase("elapsed_s"), j.erase("tokens_per_s");
+    rows.push_back(j.dump());
+  }
+  return rows;
+}
+
+std::string slurp(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  return std::string(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+}
+
+}  // namespace
+
+// Issue 25: a training run killed with SIGKILL at random instants — mid-step, mid-evaluation,
+// mid-write — and resumed each time ends with the same weights and the same metrics as a run that
+// was never interrupted, and leaves no temporary files behind.
+TEST(Cli, TrainKilledAtRandomInstantsResumesWithNothingLost) {
+  const std::string d = tmp_dir("sigkill");
+  const std::string cfg = tiny_lm_config(d);
+  const std::string common = " --set train.max_iters=150 --set train.checkpoint_interval=3 --set train.eval_interval=10"
+                             " --set train.log_interval=1 -q";
+  ASSERT_EQ(run("train " + cfg + " -o " + d + "/straight" + common).code, 0);
+  int kills = 0, finished = 0;
+  unsigned seed = 12345;
+  for (int attempt = 0; attempt < 60 && !finished; ++attempt) {
+    seed = seed * 1103515245u + 12345u;
+    const double after = 0.03 + static_cast<double>((seed >> 8) % 300) / 1000.0;  // 30–330 ms
+    const bool resume = std::filesystem::exists(d + "/killed/checkpoint.safetensors");
+    char t[32];
+    std::snprintf(t, sizeof t, "%.3f", after);
+    CliRun r = run("train " + cfg + " -o " + d + "/killed" + common + (resume ? " --resume" : ""),
+                   std::string("timeout -s KILL ") + t + " ");
+    if (r.code == 0) finished = 1;
+    else ++kills;
+  }
+  if (!finished) ASSERT_EQ(run("train " + cfg + " -o " + d + "/killed --resume" + common).code, 0);
+  EXPECT_GE(kills, 3) << "the runs should have been killed several times";
+  std::printf("killed %d times before the run finished\n", kills);
+  EXPECT_EQ(metric_rows(d + "/killed/metrics.jsonl"), metric_rows(d + "/straight/metrics.jsonl"));
+  EXPECT_EQ(metric_rows(d + "/straight/metrics.jsonl").size(), 150u + 16u);  // 150 steps, evaluations at 0, 10, …, 150
+  // the weights: the model files' tensors byte for byte (the metadata holds the same config and step)
+  EXPECT_EQ(slurp(d + "/killed/model.safetensors"), slurp(d + "/straight/model.safetensors"));
+  for (auto& e : std::filesystem::directory_iterator(d + "/killed"))
+    EXPECT_EQ(e.path().filename().string().find(".tmp-"), std::string::npos) << "left behind: " << e.path();
   std::filesystem::remove_all(d);
 }

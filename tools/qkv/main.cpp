@@ -1,6 +1,9 @@
 // qkv — the command line.
 #include <CLI/CLI.hpp>
+#include <cerrno>
+#include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <iostream>
 #include <vector>
 
@@ -56,13 +59,21 @@ int main(int argc, char** argv) {
   } catch (const CLI::ParseError& e) {
     return app.exit(e);
   }
+  int rc = 1;
   try {
-    return qkv::cli::run_selected(app);
+    rc = qkv::cli::run_selected(app);
   } catch (const qkv::Error& e) {
     std::cerr << "qkv: error: " << e.what() << "\n";
-    return 1;
+  } catch (const std::bad_alloc&) {
+    std::cerr << "qkv: error: out of memory\n";
   } catch (const std::exception& e) {
     std::cerr << "qkv: error: " << e.what() << "\n";
-    return 1;
   }
+  // What went to stdout must have arrived: a full disk or /dev/full is an error, not exit 0.
+  errno = 0;
+  if (std::fflush(stdout) != 0 || std::ferror(stdout)) {
+    std::cerr << "qkv: error: cannot write the output: " << std::strerror(errno ? errno : EIO) << "\n";
+    return rc ? rc : 1;
+  }
+  return rc;
 }

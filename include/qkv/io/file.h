@@ -16,4 +16,8 @@ std::string read_file(const std::string& path);
 // directories. Throws qkv::Error naming the path on failure.
 void write_file_atomic(const std::string& path, std::string_view bytes);
 
+// Removes the "<name>.tmp-<pid>" files write_file_atomic leaves in `dir` when its process was killed
+// mid-write (those of processes still running are kept). Returns how many it removed.
+int remove_stale_temporaries(const std::string& dir);
+
 }  // namespace qkv::io
