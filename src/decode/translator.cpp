@@ -1,9 +1,11 @@
 #include "qkv/decode/translator.h"
 
 #include <algorithm>
+#include <cstdio>
 #include <memory>
 #include <numeric>
 
+#include "qkv/core/utf8.h"
 #include "qkv/autograd/grad_mode.h"
 #include "qkv/core/error.h"
 #include "qkv/decode/ensemble.h"
@@ -118,13 +120,36 @@ std::string Translator::decode(const std::vector<int32_t>& ids) const { return s
 std::vector<std::vector<Hypothesis>> Translator::translate_nbest(const std::vector<std::string>& lines,
                                                                  const TranslateOptions& opt) const {
   const int64_t max_len = common_config(models_).max_len;
+  const int64_t limit = opt.max_input_length > 0 ? std::min(opt.max_input_length, max_len - 1) : max_len - 1;
+  auto warn = [&](const std::string& w) {
+    if (opt.on_warning) opt.on_warning(w);
+    else std::fprintf(stderr, "qkv translate: warning: %s\n", w.c_str());
+  };
   std::vector<std::vector<int32_t>> sources;
   std::vector<size_t> where;  // non-empty line i → sources[k]
   for (size_t i = 0; i < lines.size(); ++i) {
-    std::vector<int32_t> ids = encode(lines[i]);
+    // Invalid UTF-8 (a binary file, a Latin-1 line): the bad bytes become U+FFFD, and the user is told.
+    std::string line = lines[i];
+    size_t bad = 0;
+    for (size_t b = 0; b < line.size();) {
+      const utf8::CodePoint cp = utf8::decode_one(line, b);
+      if (!cp.valid()) {
+        line.replace(b, 1, "\xEF\xBF\xBD");
+        ++bad, b += 3;
+      } else {
+        b += cp.length;
+      }
+    }
+    if (bad) warn(detail::concat("line ", i + 1, ": ", bad, " byte", bad > 1 ? "s" : "", " of invalid UTF-8 replaced by U+FFFD"));
+    std::vector<int32_t> ids = encode(line);
     if (ids.empty()) continue;
-    QKV_CHECK(static_cast<int64_t>(ids.size()) + 1 <= max_len, "translate: line ", i + 1, " has ", ids.size(),
-              " tokens; the model takes at most ", max_len - 1);
+    if (static_cast<int64_t>(ids.size()) > limit) {
+      QKV_CHECK(opt.max_input_length >= 0, "translate: line ", i + 1, " has ", ids.size(),
+                " tokens; the model takes at most ", limit);
+      warn(detail::concat("line ", i + 1, ": ", ids.size(), " tokens, truncated to the first ", limit,
+                          " (the model's longest source)"));
+      ids.resize(static_cast<size_t>(limit));
+    }
     sources.push_back(std::move(ids));
     where.push_back(i);
   }

@@ -510,3 +510,24 @@ TEST(Cli, TrainKilledAtRandomInstantsResumesWithNothingLost) {
     EXPECT_EQ(e.path().filename().string().find(".tmp-"), std::string::npos) << "left behind: " << e.path();
   std::filesystem::remove_all(d);
 }
+
+// Issue 25: an over-long line is truncated with a warning naming it (or refused with
+// --max-input-length -1), invalid UTF-8 is repaired with a warning; the other lines translate.
+TEST(Cli, TranslateInputPolicies) {
+  const std::string d = tmp_dir("policy");
+  std::string longline;
+  for (int i = 0; i < 40; ++i) longline += "the cat sat on the mat and ";
+  std::ofstream(d + "/in.txt") << "I like tea.\n" << longline << "\nBonjour \xff\xfe mon ami.\nI like tea.\n";
+  CliRun r = run("translate -i " + d + "/in.txt --max-input-length 20 --beam 1");
+  ASSERT_EQ(r.code, 0) << r.out;
+  EXPECT_NE(r.out.find("line 2: "), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("truncated to the first 20"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("line 3: 2 bytes of invalid UTF-8"), std::string::npos) << r.out;
+  size_t thes = 0;
+  for (size_t p = r.out.find("thé"); p != std::string::npos; p = r.out.find("thé", p + 1)) ++thes;
+  EXPECT_EQ(thes, 2u) << "lines 1 and 4 translated: " << r.out;
+  CliRun strict = run("translate -i " + d + "/in.txt --max-input-length -1 --beam 1");
+  EXPECT_NE(strict.code, 0);
+  EXPECT_NE(strict.out.find("line 2 has"), std::string::npos) << strict.out;
+  std::filesystem::remove_all(d);
+}

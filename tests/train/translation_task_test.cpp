@@ -101,11 +101,20 @@ TEST(TranslationTask, TrainsWritesFilesAndTheModelTranslates) {
     }
   }
   EXPECT_TRUE(tr.translate_nbest({"one", ""}, o)[1].empty()) << "an empty line has an empty n-best list";
-  // an over-long line is a clear error naming it
+  // an over-long line is truncated with a warning naming it (the other lines translate), or, with
+  // max_input_length −1, a clear error naming it
   std::string long_line;
   for (int i = 0; i < 40; ++i) long_line += "one ";
+  std::vector<std::string> warnings;
+  decode::TranslateOptions warn = o;
+  warn.on_warning = [&](const std::string& w) { warnings.push_back(w); };
+  const std::vector<std::string> cut = tr.translate({"two", long_line}, warn);
+  ASSERT_EQ(warnings.size(), 1u);
+  EXPECT_NE(warnings[0].find("line 2: "), std::string::npos) << warnings[0];
+  EXPECT_EQ(cut[0], tr.translate({"two"}, o)[0]);
+  warn.max_input_length = -1;
   try {
-    tr.translate({"two", long_line}, o);
+    tr.translate({"two", long_line}, warn);
     FAIL();
   } catch (const Error& e) {
     EXPECT_NE(std::string(e.what()).find("line 2"), std::string::npos) << e.what();

@@ -48,7 +48,7 @@ inline void use_threads(int threads) {
 
 // The decoding options of translate, eval, attend and the translation bench.
 struct DecodeArgs {
-  int64_t beam = 4, batch_size = 32, max_extra = 50;
+  int64_t beam = 4, batch_size = 32, max_extra = 50, max_input_length = 0;
   double alpha = 0.6;
   nn::InferenceWeights weights = nn::InferenceWeights::f32;
   bool no_cache = false;
@@ -57,7 +57,7 @@ struct DecodeArgs {
   decode::TranslateOptions translate_options() const {
     decode::TranslateOptions o;
     o.beam_size = beam, o.length_penalty = static_cast<float>(alpha), o.max_extra = max_extra;
-    o.batch_size = batch_size, o.use_cache = !no_cache;
+    o.batch_size = batch_size, o.use_cache = !no_cache, o.max_input_length = max_input_length;
     return o;
   }
 };
@@ -84,6 +84,12 @@ inline void add_decode_options(CLI::App* app, DecodeArgs& a, unsigned which = kA
     app->add_option("--max-extra", a.max_extra, "an output has at most |source| + this many tokens")
         ->capture_default_str()
         ->check(between(1, 10000));
+  if (which & kMaxExtra)
+    app->add_option("--max-input-length", a.max_input_length,
+                    "truncate longer sources to this many tokens, with a warning naming the line (0: the model's "
+                    "longest; -1: an over-long line is an error)")
+        ->capture_default_str()
+        ->check(between(-1, 1000000));
   if (which & kBatchSize)
     app->add_option("--batch-size", a.batch_size, "sentences per batch")->capture_default_str()->check(between(1, 4096));
   if (which & kWeights)

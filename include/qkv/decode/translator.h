@@ -25,6 +25,13 @@ struct TranslateOptions {
   int64_t max_extra = 50;       // the output is at most |source| + max_extra tokens (the paper's +50)
   int64_t batch_size = 32;      // sentences per batch
   bool use_cache = true;
+  // Over-long sources: a line of more tokens than this (0: the model's max_len − 1, its EOS) is
+  // truncated to it, with a warning naming the line (CTranslate2's max_input_length); the other
+  // lines translate as usual. -1: an over-long line is an error instead.
+  int64_t max_input_length = 0;
+  // Told about each line the policy changed: truncated, or invalid UTF-8 (its bad bytes become
+  // U+FFFD before tokenization). Default: a line on stderr.
+  std::function<void(const std::string& warning)> on_warning;
   // Called after each batch with the sentences translated so far and in all (a progress bar).
   std::function<void(int64_t done, int64_t total)> on_batch;
 };
@@ -60,8 +67,8 @@ class Translator {
   Translator(const models::Seq2SeqModel& model, const text::SentencePiece& sp);
   // An ensemble: every model was trained with the vocabulary of `sp`.
   Translator(std::vector<const models::Seq2SeqModel*> models, const text::SentencePiece& sp);
-  // Empty (or all-space) lines translate to empty lines. A line longer than the model's max_len
-  // tokens → qkv::Error naming the line and both lengths.
+  // Empty (or all-space) lines translate to empty lines. A line longer than the model takes is
+  // truncated with a warning (opt.max_input_length); invalid UTF-8 is repaired with a warning.
   std::vector<std::string> translate(const std::vector<std::string>& lines, const TranslateOptions& opt,
                                      std::vector<Hypothesis>* hyps = nullptr) const;
   // Each line's n-best list (translate_ids_nbest); an empty line gets an empty list.
