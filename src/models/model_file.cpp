@@ -1,6 +1,7 @@
 #include "qkv/models/model_file.h"
 
 #include "qkv/core/error.h"
+#include "qkv/io/config.h"
 
 namespace qkv::models {
 
@@ -41,10 +42,10 @@ ModelFile load_model_file(const std::string& path) {
   } catch (const std::exception& e) {
     QKV_CHECK(false, "'", path, "': the qkv metadata is not valid JSON (", e.what(), ")");
   }
-  QKV_CHECK(m.meta.is_object() && m.meta.value("format", "") == "qkv" && m.meta.contains("model_type") &&
+  QKV_CHECK(m.meta.is_object() && io::get_or(m.meta, "format", "") == "qkv" && m.meta.contains("model_type") &&
                 m.meta.contains("model"),
             "'", path, "': the qkv metadata lacks format/model_type/model");
-  QKV_CHECK(m.meta.value("version", 0) == 1, "'", path, "': qkv model format version ", m.meta.value("version", 0),
+  QKV_CHECK(io::get_or(m.meta, "version", int64_t{0}) == 1, "'", path, "': qkv model format version ", io::get_or(m.meta, "version", int64_t{0}),
             " is not supported (this qkv reads version 1)");
   for (auto& [name, t] : f.tensors) {
     if (name.starts_with(kOptPrefix)) {

@@ -5,6 +5,7 @@
 
 #include "qkv/core/error.h"
 #include "qkv/core/utf8.h"
+#include "qkv/io/config.h"
 
 namespace qkv::text {
 
@@ -20,7 +21,7 @@ CharTokenizer CharTokenizer::from_text(std::string_view text) {
 }
 
 CharTokenizer CharTokenizer::from_json(const nlohmann::json& j) {
-  QKV_CHECK(j.is_object() && j.value("type", "") == "char" && j.contains("chars") && j.at("chars").is_array(),
+  QKV_CHECK(j.is_object() && io::get_or(j, "type", "") == "char" && j.contains("chars") && j.at("chars").is_array(),
             "CharTokenizer: expected {\"type\": \"char\", \"chars\": [...]}, got ", j.dump().substr(0, 200));
   CharTokenizer t;
   for (const auto& c : j.at("chars")) {

@@ -5,6 +5,7 @@
 
 #include "qkv/core/error.h"
 #include "qkv/io/file.h"
+#include "qkv/io/config.h"
 
 namespace qkv::text {
 
@@ -57,7 +58,7 @@ LMTokenizer LMTokenizer::train_sentencepiece(std::string_view text, const std::s
 }
 
 LMTokenizer LMTokenizer::from_json(const nlohmann::json& j) {
-  const std::string type = j.is_object() ? j.value("type", "") : "";
+  const std::string type = j.is_object() ? io::get_or(j, "type", "") : "";
   QKV_CHECK(type == "char" || type == "sentencepiece",
             "LM tokenizer: expected {\"type\": \"char\", …} or {\"type\": \"sentencepiece\", \"model_base64\": …}, got ",
             j.dump().substr(0, 200));

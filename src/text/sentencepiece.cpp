@@ -17,6 +17,7 @@
 
 #include "qkv/core/error.h"
 #include "qkv/io/base64.h"
+#include "qkv/io/config.h"
 
 namespace qkv::text {
 namespace {
@@ -73,7 +74,7 @@ nlohmann::json SentencePiece::to_json() const {
 }
 
 SentencePiece SentencePiece::from_json(const nlohmann::json& j, const std::string& what) {
-  QKV_CHECK(j.is_object() && j.value("type", "") == "sentencepiece" && j.contains("model_base64") &&
+  QKV_CHECK(j.is_object() && io::get_or(j, "type", "") == "sentencepiece" && j.contains("model_base64") &&
                 j.at("model_base64").is_string(),
             what, " carries no SentencePiece model (expected {\"type\": \"sentencepiece\", \"model_base64\": …})");
   return from_serialized(io::base64_decode(j.at("model_base64").get<std::string>(), what + "'s SentencePiece model"));

@@ -106,7 +106,7 @@ ImageEval evaluate_images(const models::ImageClassifier& model, const vision::Im
 }
 
 ImageTask::ImageTask(const json& config, const std::string& base_dir) {
-  QKV_CHECK(config.value("task", "") == "image_classification",
+  QKV_CHECK(io::get_or(config, "task", "") == "image_classification",
             "image_classification task: the config's \"task\" must be \"image_classification\"");
   for (const char* k : {"data", "model", "train"})
     QKV_CHECK(config.contains(k), "image_classification task: the config needs a \"", k, "\" section");

@@ -75,7 +75,7 @@ const io::Fields<LMTaskConfig>& LMTaskConfig::fields() {
 }
 
 LMTask::LMTask(const json& config, const std::string& base_dir, const std::string& out_dir, bool resume) {
-  QKV_CHECK(config.value("task", "") == "lm", "lm task: the config's \"task\" must be \"lm\"");
+  QKV_CHECK(io::get_or(config, "task", "") == "lm", "lm task: the config's \"task\" must be \"lm\"");
   QKV_CHECK(config.contains("data") && config.contains("model") && config.contains("train"),
             "lm task: the config needs \"data\", \"model\" and \"train\" sections");
   const LMTaskConfig c = LMTaskConfig::fields().from_json(config);

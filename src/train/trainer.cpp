@@ -101,7 +101,7 @@ class Metrics {
       if (line.empty()) continue;
       try {
         json r = json::parse(line);
-        if (r.value("step", int64_t{-1}) < step) rows_.push_back(r);  // the resumed run redoes step's evaluation
+        if (io::get_or(r, "step", int64_t{-1}) < step) rows_.push_back(r);  // the resumed run redoes step's evaluation
       } catch (const std::exception&) {
         // a torn last line (killed mid-write before atomic writes) is skipped
       }
@@ -112,7 +112,7 @@ class Metrics {
   void restore(const json& rows, int64_t step) {
     rows_.clear();
     for (const json& r : rows)
-      if (r.is_object() && r.value("step", int64_t{-1}) < step) rows_.push_back(r);
+      if (r.is_object() && io::get_or(r, "step", int64_t{-1}) < step) rows_.push_back(r);
   }
   const std::vector<json>& rows() const { return rows_; }
   void add(json row) { rows_.push_back(std::move(row)); }
@@ -146,7 +146,7 @@ class Metrics {
     viz::Series train{"train loss (per step)", {}, {}};
     std::map<std::string, viz::Series> evals;
     for (const json& r : rows_) {
-      const auto step = static_cast<double>(r.value("step", int64_t{0}));
+      const auto step = static_cast<double>(io::get_or(r, "step", int64_t{0}));
       if (r.contains("loss")) train.x.push_back(step), train.y.push_back(r["loss"].get<double>());
       for (auto& [k, v] : r.items())
         if (k.ends_with("_loss") && v.is_number()) {
@@ -218,11 +218,15 @@ nn::Module& model = task.model().module();
               ck.meta["model"].dump(), "; config: ", meta["model"].dump(), ")");
     models::load_parameters(model, ck);
     const json& st = ck.meta["train_state"];
-    start = st.at("step").get<int64_t>();
-    adam.load_state(ck.optimizer, st.at("optimizer_steps").get<int64_t>());
-    task.set_rng_state(st.at("rng").get<uint64_t>());
-    elapsed_before = st.value("elapsed_s", 0.0);
-    tokens_seen = st.value("tokens", int64_t{0});
+    start = io::get_or(st, "step", int64_t{-1});
+    const int64_t opt_steps = io::get_or(st, "optimizer_steps", int64_t{-1});
+    QKV_CHECK(start >= 0 && opt_steps >= 0 && st.contains("rng") && st["rng"].is_number_unsigned(), "'", ckpt_path,
+              "': a damaged training state (step, optimizer_steps and rng must be non-negative integers): ",
+              st.dump().substr(0, 200));
+    adam.load_state(ck.optimizer, opt_steps);
+    task.set_rng_state(st["rng"].get<uint64_t>());
+    elapsed_before = io::get_or(st, "elapsed_s", 0.0);
+    tokens_seen = io::get_or(st, "tokens", int64_t{0});
     if (st.contains("metrics") && st["metrics"].is_array()) metrics.restore(st["metrics"], start);
     else metrics.load_until(start);  // a checkpoint from before the metrics travelled with it
     std::fprintf(stderr, "resuming from %s at step %lld\n", ckpt_path.c_str(), static_cast<long long>(start));

@@ -127,7 +127,7 @@ const io::Fields<TranslationTaskConfig>& TranslationTaskConfig::fields() {
 
 TranslationTask::TranslationTask(const json& config, const std::string& base, const std::string& out_dir, bool resume,
                                  bool verbose) {
-  QKV_CHECK(config.value("task", "") == "translation", "translation task: the config's \"task\" must be \"translation\"");
+  QKV_CHECK(io::get_or(config, "task", "") == "translation", "translation task: the config's \"task\" must be \"translation\"");
   for (const char* k : {"data", "model", "train"})
     QKV_CHECK(config.contains(k), "translation task: the config needs a \"", k, "\" section");
   const TranslationTaskConfig c = TranslationTaskConfig::fields().from_json(config);

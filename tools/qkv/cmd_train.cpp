@@ -13,6 +13,7 @@
 #include "qkv/train/image_task.h"
 #include "qkv/train/lm_task.h"
 #include "qkv/train/translation_task.h"
+#include "qkv/io/config.h"
 
 namespace qkv::cli {
 
@@ -80,7 +81,7 @@ void add_train(CLI::App& app) {
     json config = load_config(a->config, a->set);
     const std::string out = a->out.empty() ? (fs::path("out") / fs::path(a->config).stem()).string() : a->out;
     const std::string base = fs::path(a->config).parent_path().string();
-    const std::string task = config.value("task", "");
+    const std::string task = io::get_or(config, "task", "");
     QKV_CHECK(task == "lm" || task == "translation" || task == "image_classification", "config '", a->config,
               "': unknown \"task\" \"", task, "\" (expected \"lm\", \"translation\" or \"image_classification\")");
     train::TrainerOptions o;

@@ -33,6 +33,38 @@
 
 namespace qkv::io {
 
+// j[key] when j is an object holding `key` with a value of T's JSON type (a string for
+// std::string, an integer for integral T, a number for floating T, true/false for bool), else
+// `fallback`: never nlohmann's type_error, whatever a file holds. For checks whose own message
+// says what was expected ("the config's \"task\" must be \"lm\"").
+template <class T>
+T get_or(const nlohmann::json& j, const char* key, T fallback) {
+  if (!j.is_object()) return fallback;
+  const auto it = j.find(key);
+  if (it == j.end()) return fallback;
+  if constexpr (std::is_same_v<T, bool>) {
+    return it->is_boolean() ? it->template get<bool>() : fallback;
+  } else if constexpr (std::is_integral_v<T>) {
+    if (!it->is_number_integer()) return fallback;
+    if (it->is_number_unsigned()) {
+      const auto u = it->template get<uint64_t>();
+      return u <= static_cast<uint64_t>(std::numeric_limits<T>::max()) ? static_cast<T>(u) : fallback;
+    }
+    const auto v = it->template get<int64_t>();
+    return v >= static_cast<int64_t>(std::numeric_limits<T>::min()) &&
+                   (v < 0 || static_cast<uint64_t>(v) <= static_cast<uint64_t>(std::numeric_limits<T>::max()))
+               ? static_cast<T>(v)
+               : fallback;
+  } else if constexpr (std::is_floating_point_v<T>) {
+    return it->is_number() ? it->template get<T>() : fallback;
+  } else {
+    return it->is_string() ? T(it->template get<std::string>()) : fallback;
+  }
+}
+inline std::string get_or(const nlohmann::json& j, const char* key, const char* fallback) {
+  return get_or<std::string>(j, key, std::string(fallback));
+}
+
 template <class T>
 class Fields {
  public:
