@@ -17,6 +17,9 @@ if [ "${1:-}" = "--with-torch" ]; then
   # reference BLAS (about 5 GF/s on 2 cores here, over 30x slower), so benchmarks would flatter qkv.
   pkgs+=(python3 python3-torch python3-numpy libopenblas0-pthread)
 fi
+if [ "${1:-}" = "--fuzz" ]; then
+  pkgs+=(clang libomp-14-dev)     # libFuzzer and OpenMP for clang (scripts/fuzz.sh)
+fi
 missing=()
 for p in "${pkgs[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

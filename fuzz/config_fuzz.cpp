@@ -1,0 +1,33 @@
+// The config parsers on arbitrary JSON: the train section, every task's config tables, and every
+// registered model type's hyper-parameters (built under an allocation budget, as a loader does).
+// Each ends in a value or a qkv::Error; bytes that are not JSON are skipped.
+#include <nlohmann/json.hpp>
+
+#include "qkv/core/error.h"
+#include "qkv/core/tensor.h"
+#include "qkv/models/registry.h"
+#include "qkv/train/image_task.h"
+#include "qkv/train/lm_task.h"
+#include "qkv/train/translation_task.h"
+
+extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
+  nlohmann::json j = nlohmann::json::parse(data, data + size, nullptr, /*allow_exceptions=*/false);
+  if (j.is_discarded()) return 0;
+  auto quietly = [](auto&& f) {
+    try {
+      f();
+    } catch (const qkv::Error&) {
+    }
+  };
+  quietly([&] { qkv::train::TrainConfig::from_json(j); });
+  quietly([&] { qkv::train::LMTaskConfig::fields().from_json(j); });
+  quietly([&] { qkv::train::TranslationTaskConfig::fields().from_json(j); });
+  quietly([&] { qkv::train::ImageTaskConfig::fields().from_json(j); });
+  quietly([&] { qkv::train::LMTokenizerSpec::from_json(j); });
+  for (const qkv::models::ModelType& t : qkv::models::model_types())
+    quietly([&] {
+      qkv::AllocationBudget budget(size_t{64} << 20, "fuzz: a model of more than 64 MiB");
+      t.build(j, nullptr);
+    });
+  return 0;
+}

@@ -1,0 +1,70 @@
+#!/usr/bin/env bash
+# Writes the seed corpora of fuzz/corpus/ (committed): tiny model files of every kind, made by
+# qkv itself (build/qkv), small safetensors, IDX and text files, and the configs. Rerun after a
+# change to the model-file format: bash fuzz/make_seeds.sh
+set -euo pipefail
+cd "$(dirname "$0")/.."
+Q=build/qkv
+T=$(mktemp -d)
+trap 'rm -rf "$T"' EXIT
+C=fuzz/corpus
+rm -rf $C && mkdir -p $C/safetensors $C/model_file $C/config $C/text $C/idx
+# a tiny GPT with characters
+printf 'to be or not to be\n%.0s' {1..40} > $T/text.txt
+cat > $T/gpt.json <<JSON
+{"task": "lm", "data": {"path": "$T/text.txt"}, "model": {"n_layer": 1, "n_head": 1, "n_embd": 4, "block_size": 8},
+ "train": {"max_iters": 1, "batch_size": 2, "eval_interval": 0, "checkpoint_interval": 0}}
+JSON
+$Q train $T/gpt.json -o $T/gpt -q >/dev/null 2>&1
+# tiny translators (a word-level SentencePiece vocabulary of 12 pieces)
+python3 - "$T" <<'PY'
+import itertools, sys
+en, fr = ["one", "two", "three", "four"], ["un", "deux", "trois", "quatre"]
+with open(f"{sys.argv[1]}/pairs.tsv", "w") as f:
+    for n in (1, 2, 3):
+        for p in itertools.permutations(range(4), n):
+            f.write(" ".join(en[i] for i in p) + "\t" + " ".join(fr[i] for i in p) + "\n")
+PY
+for type in transformer rnn-attention; do
+  if [ $type = transformer ]; then m='{"type": "transformer", "preset": "tiny", "d_model": 4, "nhead": 1, "num_encoder_layers": 1, "num_decoder_layers": 1, "dim_feedforward": 4, "max_len": 8}'
+  else m='{"type": "rnn-attention", "embedding_dim": 4, "hidden_size": 4, "max_len": 8}'; fi
+  cat > $T/$type.json <<JSON
+{"task": "translation", "data": {"train": {"tsv": "$T/pairs.tsv"}, "split": {"dev": 1, "test": 1, "seed": 1}},
+ "tokenizer": {"type": "word", "vocab_size": 10}, "model": $m,
+ "train": {"max_iters": 1, "batch_size": 20, "eval_interval": 0, "checkpoint_interval": 0, "model_dtype": "f16"},
+ "eval": {"bleu_sentences": 1}}
+JSON
+  $Q train $T/$type.json -o $T/$type -q >/dev/null 2>&1
+done
+# a tiny ConvNet on 4×4 IDX images, and the IDX seeds
+python3 - "$T" <<'PY'
+import gzip, struct, sys
+t = sys.argv[1]
+def idx(shape, data):
+    return bytes([0, 0, 8, len(shape)]) + b"".join(struct.pack(">I", n) for n in shape) + bytes(data)
+for split, n in (("train", 8), ("test", 4)):
+    open(f"{t}/{split}-images", "wb").write(idx((n, 4, 4), [(i * 37 + k * 11) % 256 for i in range(n) for k in range(16)]))
+    open(f"{t}/{split}-labels", "wb").write(idx((n,), [i % 2 for i in range(n)]))
+open("fuzz/corpus/idx/images.idx", "wb").write(idx((2, 3, 3), range(18)))
+open("fuzz/corpus/idx/labels.idx", "wb").write(idx((5,), range(5)))
+open("fuzz/corpus/idx/images.idx.gz", "wb").write(gzip.compress(idx((1, 2, 2), [1, 2, 3, 4])))
+PY
+cat > $T/convnet.json <<JSON
+{"task": "image_classification",
+ "data": {"dataset": "idx", "train_images": "$T/train-images", "train_labels": "$T/train-labels",
+          "test_images": "$T/test-images", "test_labels": "$T/test-labels", "num_classes": 2, "val_size": 0},
+ "model": {"channels": [2, 2], "blocks": [1, 1], "non_local": [1]},
+ "train": {"max_iters": 1, "batch_size": 4, "eval_interval": 0, "checkpoint_interval": 0}}
+JSON
+$Q train $T/convnet.json -o $T/convnet -q >/dev/null 2>&1
+for k in gpt transformer rnn-attention convnet; do cp $T/$k/model.safetensors $C/model_file/$k.safetensors; done
+cp $T/gpt/model.safetensors $C/safetensors/gpt.safetensors
+cp $T/convnet/checkpoint.safetensors $C/safetensors/checkpoint.safetensors
+for f in configs/shakespeare-char.json configs/tatoeba-en-fr.json configs/multi30k-de-en-gru-attention.json \
+         configs/fashion-mnist-nonlocal.json; do cp $f $C/config/; done
+cp $T/gpt.json $T/transformer.json $T/convnet.json $C/config/ 2>/dev/null || true
+head -c 2000 $T/text.txt > $C/text/lines.txt
+head -5 $T/pairs.tsv > $C/text/pairs.tsv
+printf 'caf\xc3\xa9 \xff\xfe broken\r\n\n  spaces   \t tab\n' > $C/text/odd.txt
+gzip -c $C/text/pairs.tsv > $C/text/pairs.tsv.gz
+du -sh $C; ls -la $C/*

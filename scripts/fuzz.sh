@@ -1,0 +1,31 @@
+#!/usr/bin/env bash
+# Builds qkv's libFuzzer targets with clang (ASan + UBSan, build-fuzz/) and runs each on its seed
+# corpus for SECONDS (default 60), with the JSON dictionary. New inputs go to build-fuzz/corpus/
+# (the committed seeds in fuzz/corpus/ stay as they are); a crash leaves its input in build-fuzz/
+# and fails the script. Usage: bash scripts/fuzz.sh [SECONDS] [TARGET…]
+set -euo pipefail
+cd "$(dirname "$0")/.."
+seconds="${1:-60}"
+shift || true
+targets=("$@")
+[ ${#targets[@]} -eq 0 ] && targets=(safetensors model_file config text idx)
+bash scripts/setup.sh --fuzz
+cmake -S . -B build-fuzz -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_CXX_COMPILER=clang++ \
+  -DQKV_FUZZ=ON -DQKV_BUILD_TESTS=OFF -DQKV_BUILD_BENCH=OFF >/dev/null
+ninja -C build-fuzz $(printf '%s_fuzz ' "${targets[@]}")
+# LeakSanitizer: leaks in libraries qkv does not own (fontconfig, glib) are not findings.
+export LSAN_OPTIONS="suppressions=$PWD/scripts/lsan.supp:print_suppressions=0"
+export ASAN_OPTIONS="detect_leaks=1:allocator_may_return_null=1"
+export OMP_NUM_THREADS=1
+status=0
+for t in "${targets[@]}"; do
+  mkdir -p "build-fuzz/corpus/$t" "build-fuzz/crashes/$t"
+  echo "== $t: ${seconds}s"
+  if ! "build-fuzz/fuzz/${t}_fuzz" "build-fuzz/corpus/$t" "fuzz/corpus/$t" -dict=fuzz/json.dict \
+      -max_total_time="$seconds" -rss_limit_mb=4096 -max_len=1048576 -timeout=30 -print_final_stats=1 \
+      -artifact_prefix="build-fuzz/crashes/$t/" 2>"build-fuzz/$t.log"; then
+    echo "!! $t found a crash: build-fuzz/crashes/$t/ (log: build-fuzz/$t.log)"; status=1
+  fi
+  grep -E "stat::number_of_executed_units|stat::peak_rss_mb" "build-fuzz/$t.log" | sed "s/^/   /"
+done
+exit $status
