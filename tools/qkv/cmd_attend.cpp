@@ -175,7 +175,10 @@ void add_attend(CLI::App& app) {
     std::vector<float> mean = head_mean(maps.cross.back());
     viz::HeatmapOptions mo;
     mo.cell = 34, mo.show_values = false;
-    mo.title = "Cross-attention, last layer, mean over heads";
+    // one layer with one head (a recurrent model's attention): the alignment of Bahdanau et al.
+    const bool alignment = maps.cross.size() == 1 && maps.cross.back().size(1) == 1;
+    mo.title = alignment ? "Alignment: the decoder's attention over the source"
+                         : "Cross-attention, last layer, mean over heads";
     mo.x_label = "source", mo.y_label = "writing";
     write("cross-mean.svg", viz::heatmap_svg(mean, static_cast<int>(L), static_cast<int>(S), out_labels, src_labels, mo));
     std::fprintf(stderr, "cross-attention, last layer, mean over heads: the source token each output token looks at "
