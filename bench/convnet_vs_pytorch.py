@@ -20,13 +20,12 @@ import argparse
 import json
 import os
 import statistics
-import subprocess
 import sys
 import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
-from gpt_vs_pytorch import torch_env  # noqa: E402  (PyTorch at its best settings here)
+from gpt_vs_pytorch import run_json, torch_env  # noqa: E402  (PyTorch at its best settings here)
 
 CONV_SHAPES = [(32, 32, 28), (64, 64, 14), (128, 128, 7)]  # (in, out, size): the stages' 3×3 convolutions
 
@@ -147,13 +146,6 @@ def worker(args):
     print(json.dumps(out))
 
 
-def run(cmd, env=None):
-    r = subprocess.run(cmd, capture_output=True, text=True, env=env)
-    if r.returncode != 0:
-        sys.exit(f"failed: {' '.join(cmd)}\n{r.stderr[-2000:]}")
-    return r.stdout
-
-
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--qkv", default=os.path.join(HERE, "..", "build", "qkv"))
@@ -179,19 +171,19 @@ def main():
     for _ in range(args.runs):
         for w in whats:
             if w == "train":
-                j = json.loads(run([args.qkv, "bench", "convnet", "train", "--json", "--config", args.config] + common))
+                j = run_json([args.qkv, "bench", "convnet", "train", "--json", "--config", args.config] + common)
                 res[w]["qkv"].append(j["images_per_s"])
                 info["qkv"] = j
             else:
                 conv = {}
                 for cin, cout, size in CONV_SHAPES:
-                    j = json.loads(run([args.qkv, "bench", "conv2d", "--json", "--in", str(cin), "--out", str(cout),
+                    j = run_json([args.qkv, "bench", "conv2d", "--json", "--in", str(cin), "--out", str(cout),
                                         "--size", str(size), "--threads", T, "--iters", str(args.iters),
-                                        "--batch", str(args.batch)]))
+                                        "--batch", str(args.batch)])
                     conv[f"{cin}x{size}"] = j
                 res[w]["qkv"].append(conv)
             for p in pythons:
-                out = json.loads(run([p, __file__, "--worker", w, "--config", args.config] + common, env=env))
+                out = run_json([p, __file__, "--worker", w, "--config", args.config] + common, env=env)
                 res[w].setdefault(p, []).append(out)
                 info[p] = out["torch"]
     q = statistics.median(res["train"]["qkv"])
