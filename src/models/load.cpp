@@ -14,20 +14,23 @@ const nlohmann::json& meta_field(const ModelFile& f, const char* key) {
   return f.meta.at(key);
 }
 
-// The registered type a file names, which must be of `kind`.
-const ModelType& type_of(const ModelFile& f, Kind kind) {
+// The registered type a file names (an unknown or missing name: an error naming the file).
+const ModelType& named_type(const ModelFile& f) {
   const nlohmann::json type = f.meta.is_object() ? f.meta.value("model_type", nlohmann::json()) : nlohmann::json();
   QKV_CHECK(type.is_string(), "'", f.path, "': the model type ", type.dump(), " is not a name");
-  const std::string name = type.get<std::string>();
-  const ModelType* t = nullptr;
   try {
-    t = &model_type(name);
+    return model_type(type.get<std::string>());
   } catch (const Error& e) {
-    QKV_CHECK(false, "'", f.path, "': ", e.what());
+    throw Error(detail::concat("'", f.path, "': ", e.what()));
   }
-  QKV_CHECK(t->kind == kind, "'", f.path, "' holds a \"", name, "\" model (", kind_name(t->kind), "), not ",
+}
+
+// The registered type a file names, which must be of `kind`.
+const ModelType& type_of(const ModelFile& f, Kind kind) {
+  const ModelType& t = named_type(f);
+  QKV_CHECK(t.kind == kind, "'", f.path, "' holds a \"", t.name, "\" model (", kind_name(t.kind), "), not ",
             kind == Kind::seq2seq ? "a sequence-to-sequence (translation)" : kind_name(kind), " model");
-  return *t;
+  return t;
 }
 
 // The model the file describes, of the type `t` (type_of), its vocabulary checked against the
@@ -110,16 +113,7 @@ LoadedLanguageModel load_language_model(const std::string& path, const LoadOptio
   return r;
 }
 
-Kind model_file_kind(const std::string& path) {
-  const ModelFile f = load_model_file(path);
-  const nlohmann::json type = f.meta.is_object() ? f.meta.value("model_type", nlohmann::json()) : nlohmann::json();
-  QKV_CHECK(type.is_string(), "'", path, "': the model type ", type.dump(), " is not a name");
-  try {
-    return model_type(type.get<std::string>()).kind;
-  } catch (const Error& e) {
-    throw Error(detail::concat("'", path, "': ", e.what()));
-  }
-}
+Kind model_file_kind(const std::string& path) { return named_type(load_model_file(path)).kind; }
 
 LoadedImageClassifier load_image_classifier(const std::string& path, const LoadOptions& options) {
   ModelFile f = load_model_file(path);
