@@ -24,13 +24,12 @@ import argparse
 import json
 import os
 import statistics
-import subprocess
 import sys
 import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
-from gpt_vs_pytorch import torch_env  # noqa: E402  (PyTorch at its best settings here)
+from gpt_vs_pytorch import run_json, torch_env  # noqa: E402  (PyTorch at its best settings here)
 
 
 # ---- the PyTorch twin ------------------------------------------------------------------------
@@ -120,13 +119,6 @@ def worker(args):
 
 # ---- the driver ------------------------------------------------------------------------------
 
-def run(cmd, env=None):
-    r = subprocess.run(cmd, capture_output=True, text=True, env=env)
-    if r.returncode != 0:
-        sys.exit(f"failed: {' '.join(cmd)}\n{r.stderr[-2000:]}")
-    return r.stdout
-
-
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--qkv", default=os.path.join(HERE, "..", "build", "qkv"))
@@ -158,13 +150,13 @@ def main():
         qkv_cmd += ["--set", "attention=general", "--set", "input_feeding=true"]
     qkv, torch_runs, info = [], {(p, c): [] for p in pythons for c in args.cell}, {}
     for _ in range(args.runs):
-        j = json.loads(run(qkv_cmd))
+        j = run_json(qkv_cmd)
         qkv.append(j["tgt_tokens_per_s"])
         info["qkv"] = j
         for (p, c) in torch_runs:
-            out = json.loads(run([p, __file__, "--worker", "--threads", T, "--iters", str(args.iters), "--warmup",
-                                  str(args.warmup), "--hidden", str(args.hidden), "--embedding", str(args.embedding),
-                                  "--cell", c] + shape + (["--luong"] if args.luong else []), env=env))
+            out = run_json([p, __file__, "--worker", "--threads", T, "--iters", str(args.iters), "--warmup",
+                            str(args.warmup), "--hidden", str(args.hidden), "--embedding", str(args.embedding),
+                            "--cell", c] + shape + (["--luong"] if args.luong else []), env=env)
             torch_runs[(p, c)].append(out["tgt_tokens_per_s"])
             info[(p, c)] = out
     q = statistics.median(qkv)

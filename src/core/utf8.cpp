@@ -69,4 +69,20 @@ size_t boundary_at_or_after(std::string_view s, size_t i) {
   return i;
 }
 
+size_t replace_invalid(std::string& s) {
+  size_t i = 0;  // the valid prefix, untouched
+  for (CodePoint cp; i < s.size() && (cp = decode_one(s, i)).valid();) i += cp.length;
+  if (i == s.size()) return 0;
+  std::string out(s, 0, i);
+  size_t bad = 0;
+  while (i < s.size()) {
+    const CodePoint cp = decode_one(s, i);
+    if (cp.valid()) out.append(s, i, cp.length);
+    else out += "\xEF\xBF\xBD", ++bad;
+    i += cp.length;
+  }
+  s = std::move(out);
+  return bad;
+}
+
 }  // namespace qkv::utf8

@@ -5,9 +5,9 @@
 #include <memory>
 #include <numeric>
 
-#include "qkv/core/utf8.h"
 #include "qkv/autograd/grad_mode.h"
 #include "qkv/core/error.h"
+#include "qkv/core/utf8.h"
 #include "qkv/decode/ensemble.h"
 #include "qkv/ops.h"
 #include "qkv/text/parallel_corpus.h"
@@ -130,17 +130,8 @@ std::vector<std::vector<Hypothesis>> Translator::translate_nbest(const std::vect
   for (size_t i = 0; i < lines.size(); ++i) {
     // Invalid UTF-8 (a binary file, a Latin-1 line): the bad bytes become U+FFFD, and the user is told.
     std::string line = lines[i];
-    size_t bad = 0;
-    for (size_t b = 0; b < line.size();) {
-      const utf8::CodePoint cp = utf8::decode_one(line, b);
-      if (!cp.valid()) {
-        line.replace(b, 1, "\xEF\xBF\xBD");
-        ++bad, b += 3;
-      } else {
-        b += cp.length;
-      }
-    }
-    if (bad) warn(detail::concat("line ", i + 1, ": ", bad, " byte", bad > 1 ? "s" : "", " of invalid UTF-8 replaced by U+FFFD"));
+    if (const size_t bad = utf8::replace_invalid(line))
+      warn(detail::concat("line ", i + 1, ": ", bad, " byte", bad > 1 ? "s" : "", " of invalid UTF-8 replaced by U+FFFD"));
     std::vector<int32_t> ids = encode(line);
     if (ids.empty()) continue;
     if (static_cast<int64_t>(ids.size()) > limit) {

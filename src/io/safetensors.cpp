@@ -169,7 +169,10 @@ const TensorBase* SafetensorsFile::find(const std::string& name) const {
   return nullptr;
 }
 
-SafetensorsFile load_safetensors(const std::string& path, bool keep_bf16) {
+namespace {
+
+// The whole file checked; the tensors read when with_data (else only the metadata is returned).
+SafetensorsFile read_safetensors(const std::string& path, bool keep_bf16, bool with_data) {
   auto bad = [&](const auto&... args) { return Error(detail::concat("load_safetensors: '", path, "': ", args...)); };
 
   std::unique_ptr<std::FILE, FileCloser> f(std::fopen(path.c_str(), "rb"));
@@ -275,6 +278,7 @@ SafetensorsFile load_safetensors(const std::string& path, bool keep_bf16) {
   if (expected != data_size)
     throw bad("the tensors end at byte ", expected, " of the data but the file holds ", data_size,
               " data bytes (a gap at the end)");
+  if (!with_data) return out;
 
   // The data, in file order: sequential reads.
   for (const Entry& e : entries) {
@@ -329,6 +333,16 @@ SafetensorsFile load_safetensors(const std::string& path, bool keep_bf16) {
     out.tensors.emplace_back(e.name, std::move(t));
   }
   return out;
+}
+
+}  // namespace
+
+SafetensorsFile load_safetensors(const std::string& path, bool keep_bf16) {
+  return read_safetensors(path, keep_bf16, /*with_data=*/true);
+}
+
+std::map<std::string, std::string> load_safetensors_metadata(const std::string& path) {
+  return read_safetensors(path, false, /*with_data=*/false).metadata;
 }
 
 }  // namespace qkv::io

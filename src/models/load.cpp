@@ -7,27 +7,28 @@ namespace qkv::models {
 
 namespace {
 
-// A key of the file's metadata, which must be there.
+// A key of the file's metadata, which must be there (load_model_file checked only model_type and model).
 const nlohmann::json& meta_field(const ModelFile& f, const char* key) {
-  QKV_CHECK(f.meta.is_object() && f.meta.contains(key), "'", f.path, "': the model file's metadata has no \"", key,
+  QKV_CHECK(f.meta.contains(key), "'", f.path, "': the model file's metadata has no \"", key,
             "\" (not written by qkv, or damaged)");
   return f.meta.at(key);
 }
 
-// The registered type a file names (an unknown or missing name: an error naming the file).
-const ModelType& named_type(const ModelFile& f) {
-  const nlohmann::json type = f.meta.is_object() ? f.meta.value("model_type", nlohmann::json()) : nlohmann::json();
-  QKV_CHECK(type.is_string(), "'", f.path, "': the model type ", type.dump(), " is not a name");
+// The registered type a file's metadata names (checked by load_model_file / load_model_metadata to
+// hold "model_type"); not a registered name: an error naming the file.
+const ModelType& named_type(const nlohmann::json& meta, const std::string& path) {
+  const nlohmann::json& type = meta.at("model_type");
+  QKV_CHECK(type.is_string(), "'", path, "': the model type ", type.dump(), " is not a name");
   try {
     return model_type(type.get<std::string>());
   } catch (const Error& e) {
-    throw Error(detail::concat("'", f.path, "': ", e.what()));
+    throw Error(detail::concat("'", path, "': ", e.what()));
   }
 }
 
 // The registered type a file names, which must be of `kind`.
 const ModelType& type_of(const ModelFile& f, Kind kind) {
-  const ModelType& t = named_type(f);
+  const ModelType& t = named_type(f.meta, f.path);
   QKV_CHECK(t.kind == kind, "'", f.path, "' holds a \"", t.name, "\" model (", kind_name(t.kind), "), not ",
             kind == Kind::seq2seq ? "a sequence-to-sequence (translation)" : kind_name(kind), " model");
   return t;
@@ -49,7 +50,7 @@ std::unique_ptr<M> model_from(const ModelFile& f, const ModelType& t, int64_t to
     AllocationBudget budget(2 * file_bytes + (size_t{64} << 20),
                             detail::concat("its config describes a model larger than the ", f.params.size(),
                                            " tensors it holds (", file_bytes >> 20, " MiB) justify"));
-    m.reset(static_cast<M*>(t.build(meta_field(f, "model"), nullptr).release()));
+    m.reset(static_cast<M*>(t.build(f.meta.at("model"), nullptr).release()));
   } catch (const Error& e) {
     QKV_CHECK(false, "'", f.path, "': ", e.what());
   }
@@ -113,7 +114,7 @@ LoadedLanguageModel load_language_model(const std::string& path, const LoadOptio
   return r;
 }
 
-Kind model_file_kind(const std::string& path) { return named_type(load_model_file(path)).kind; }
+Kind model_file_kind(const std::string& path) { return named_type(load_model_metadata(path), path).kind; }
 
 LoadedImageClassifier load_image_classifier(const std::string& path, const LoadOptions& options) {
   ModelFile f = load_model_file(path);

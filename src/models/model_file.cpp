@@ -31,22 +31,39 @@ void save_model_file(const std::string& path, const nn::Module& model, nlohmann:
   io::save_safetensors(path, tensors, {{"qkv", meta.dump()}}, io::StoreAs::kF32);
 }
 
-ModelFile load_model_file(const std::string& path) {
-  io::SafetensorsFile f = io::load_safetensors(path);
-  auto it = f.metadata.find("qkv");
-  QKV_CHECK(it != f.metadata.end(), "'", path, "' is a safetensors file but not a qkv model (no \"qkv\" metadata)");
-  ModelFile m;
-  m.path = path;
+namespace {
+
+// The "qkv" metadata of a safetensors file's metadata, checked: an object with format "qkv",
+// version 1, a model_type and a model.
+nlohmann::json qkv_metadata(const std::string& path, const std::map<std::string, std::string>& metadata) {
+  auto it = metadata.find("qkv");
+  QKV_CHECK(it != metadata.end(), "'", path, "' is a safetensors file but not a qkv model (no \"qkv\" metadata)");
+  nlohmann::json meta;
   try {
-    m.meta = nlohmann::json::parse(it->second);
+    meta = nlohmann::json::parse(it->second);
   } catch (const std::exception& e) {
     QKV_CHECK(false, "'", path, "': the qkv metadata is not valid JSON (", e.what(), ")");
   }
-  QKV_CHECK(m.meta.is_object() && io::get_or(m.meta, "format", "") == "qkv" && m.meta.contains("model_type") &&
-                m.meta.contains("model"),
+  QKV_CHECK(meta.is_object() && io::get_or(meta, "format", "") == "qkv" && meta.contains("model_type") &&
+                meta.contains("model"),
             "'", path, "': the qkv metadata lacks format/model_type/model");
-  QKV_CHECK(io::get_or(m.meta, "version", int64_t{0}) == 1, "'", path, "': qkv model format version ", io::get_or(m.meta, "version", int64_t{0}),
+  const int64_t version = io::get_or(meta, "version", int64_t{0});
+  QKV_CHECK(version == 1, "'", path, "': qkv model format version ", version,
             " is not supported (this qkv reads version 1)");
+  return meta;
+}
+
+}  // namespace
+
+nlohmann::json load_model_metadata(const std::string& path) {
+  return qkv_metadata(path, io::load_safetensors_metadata(path));
+}
+
+ModelFile load_model_file(const std::string& path) {
+  io::SafetensorsFile f = io::load_safetensors(path);
+  ModelFile m;
+  m.path = path;
+  m.meta = qkv_metadata(path, f.metadata);
   for (auto& [name, t] : f.tensors) {
     if (name.starts_with(kOptPrefix)) {
       m.optimizer[name.substr(std::string(kOptPrefix).size())] = t;
@@ -62,7 +79,7 @@ void load_parameters(nn::Module& model, const ModelFile& file) {
   try {
     model.load_state_dict(file.params, /*strict=*/true);
   } catch (const Error& e) {
-    QKV_CHECK(false, "'", file.path, "' does not fit the ", file.meta.value("model_type", nlohmann::json()).dump(),
+    QKV_CHECK(false, "'", file.path, "' does not fit the ", file.meta.at("model_type").dump(),
               " model it describes: ", e.what());
   }
 }
@@ -79,12 +96,10 @@ void average_model_files(const std::vector<std::string>& paths, const std::strin
   nlohmann::json meta = first.meta;
   for (size_t i = 1; i < paths.size(); ++i) {
     ModelFile f = load_model_file(paths[i]);
-    auto field = [](const ModelFile& m, const char* key) {
-      return m.meta.is_object() ? m.meta.value(key, nlohmann::json()) : nlohmann::json();
-    };
-    QKV_CHECK(field(f, "model_type") == field(first, "model_type") && field(f, "model") == field(first, "model"),
-              "average: '", paths[i], "' is a different model from '", paths.front(), "' (", field(f, "model").dump(),
-              " vs ", field(first, "model").dump(), ")");
+    // load_model_file guarantees both keys
+    QKV_CHECK(f.meta.at("model_type") == first.meta.at("model_type") && f.meta.at("model") == first.meta.at("model"),
+              "average: '", paths[i], "' is a different model from '", paths.front(), "' (", f.meta.at("model").dump(),
+              " vs ", first.meta.at("model").dump(), ")");
     QKV_CHECK(f.params.size() == first.params.size(), "average: '", paths[i], "' has ", f.params.size(),
               " parameters, '", paths.front(), "' has ", first.params.size());
     for (auto& [name, t] : f.params) {

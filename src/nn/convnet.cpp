@@ -157,7 +157,12 @@ Tensor ConvNet::forward(const Tensor& images, AttentionMaps* maps) const {
     if (non_local[s]) {
       Tensor w;
       x = non_local[s]->forward(x, maps ? &w : nullptr);
-      if (maps) maps->image.push_back(w.detach());
+      if (maps) {
+        // the keys: every position, or sub-sampled by the block's 2×2 max pooling (rounding down)
+        const int64_t h = x.size(2), wd = x.size(3), kd = non_local[s]->options.sub_sample ? 2 : 1;
+        maps->image.push_back(w.detach());
+        maps->image_grids.push_back({h, wd, h / kd, wd / kd});
+      }
     }
   }
   // [N, c_last, h, w] → [N, c_last] → [N, classes]

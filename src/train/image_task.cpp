@@ -81,14 +81,12 @@ ImageEval evaluate_images(const models::ImageClassifier& model, const vision::Im
   const int64_t K = model.num_classes();
   double loss_sum = 0;
   int64_t correct = 0;
-  std::vector<float> pixels;
   for (int64_t start = 0; start < set.size(); start += batch_size) {
     const int64_t n = std::min(batch_size, set.size() - start);
     std::vector<int64_t> index(static_cast<size_t>(n));
     std::iota(index.begin(), index.end(), start);
-    pixels.resize(static_cast<size_t>(n * set.image_bytes()));
-    vision::fill_batch(set, index, {}, 0, 0, pixels.data());
-    const Tensor x = Tensor::from_vector(pixels, {n, set.channels, set.height, set.width});
+    Tensor x = Tensor::empty({n, set.channels, set.height, set.width});
+    vision::fill_batch(set, index, {}, 0, 0, x.data());
     const std::vector<int32_t> labels(set.labels.begin() + start, set.labels.begin() + start + n);
     const Tensor logits = model.forward(x);  // [n, K]
     loss_sum += cross_entropy(logits, Tensor::from_ints(labels, {n}), -100, 0.f, "sum").item();
@@ -133,7 +131,7 @@ ImageTask::ImageTask(const json& config, const std::string& base_dir) {
   QKV_CHECK(val < n, "image_classification task: data.val_size ", val, " leaves no training images (", n, " in all)");
   if (val > 0) {
     // The last val images of the training set, held out.
-    eval_ = data.train;
+    eval_.channels = data.train.channels, eval_.height = data.train.height, eval_.width = data.train.width;
     const size_t bytes = static_cast<size_t>(data.train.image_bytes()), cut = static_cast<size_t>(n - val);
     eval_.pixels.assign(data.train.pixels.begin() + static_cast<std::ptrdiff_t>(cut * bytes), data.train.pixels.end());
     eval_.labels.assign(data.train.labels.begin() + static_cast<std::ptrdiff_t>(cut), data.train.labels.end());
@@ -171,10 +169,9 @@ StepStats ImageTask::train_micro_step(int64_t step, int64_t micro, int64_t accum
     index[static_cast<size_t>(i)] = sample(first + static_cast<uint64_t>(i));
     labels[static_cast<size_t>(i)] = train_.labels[static_cast<size_t>(index[static_cast<size_t>(i)])];
   }
-  std::vector<float> pixels(static_cast<size_t>(B * train_.image_bytes()));
+  Tensor x = Tensor::empty({B, train_.channels, train_.height, train_.width});
   vision::fill_batch(train_, index, {data_cfg_.crop_padding, data_cfg_.horizontal_flip}, cfg_.seed ^ 0xA06E7ull, first,
-                     pixels.data());
-  const Tensor x = Tensor::from_vector(pixels, {B, train_.channels, train_.height, train_.width});
+                     x.data());
   Tensor loss = model_->loss(x, Tensor::from_ints(labels, {B}), static_cast<float>(cfg_.label_smoothing));
   const double value = loss.item();
   (accum > 1 ? mul(loss, 1.f / static_cast<float>(accum)) : loss).backward();

@@ -10,9 +10,9 @@
 #include "vision_commands.h"
 
 #include <algorithm>
-#include <cmath>
 #include <cstdio>
 #include <filesystem>
+#include <numeric>
 #include <sstream>
 
 #include "commands.h"
@@ -86,21 +86,8 @@ Tensor batch_of(const models::ImageClassifier& m, const Inputs& in) {
   return Tensor::from_vector(in.pixels, {static_cast<int64_t>(in.names.size()), s.channels, s.height, s.width});
 }
 
-// softmax of each row of logits [n, K]
-std::vector<std::vector<float>> probabilities(const Tensor& logits) {
-  const int64_t n = logits.size(0), K = logits.size(1);
-  const std::vector<float> l = logits.to_vector();
-  std::vector<std::vector<float>> p(static_cast<size_t>(n), std::vector<float>(static_cast<size_t>(K)));
-  for (int64_t i = 0; i < n; ++i) {
-    const float* row = l.data() + i * K;
-    const float mx = *std::max_element(row, row + K);
-    double sum = 0;
-    for (int64_t k = 0; k < K; ++k) sum += std::exp(static_cast<double>(row[k] - mx));
-    for (int64_t k = 0; k < K; ++k)
-      p[static_cast<size_t>(i)][static_cast<size_t>(k)] = static_cast<float>(std::exp(static_cast<double>(row[k] - mx)) / sum);
-  }
-  return p;
-}
+// softmax of each row of logits [n, K], row-major
+std::vector<float> probabilities(const Tensor& logits) { return softmax(logits, -1).to_vector(); }
 
 void add_image_source_options(CLI::App* sub, ImageSourceArgs& a) {
   sub->add_option("--test-images", a.test_images, "Fashion-MNIST test images by index, e.g. --test-images 0,1,2")
@@ -204,24 +191,21 @@ int run_image_attend(const std::string& model_path, const std::vector<std::strin
   const int64_t b = a.block < 0 ? nblocks - 1 : a.block;
   QKV_CHECK(b >= 0 && b < nblocks, "qkv attend: --block ", a.block, ": the model has ", nblocks, " non-local blocks (0 … ",
             nblocks - 1, ")");
-  const Tensor w = maps.image[static_cast<size_t>(b)].contiguous();  // [n, heads, P, P']
-  const int64_t heads = w.size(1), P = w.size(2), Pk = w.size(3);
+  const Tensor& w = maps.image[static_cast<size_t>(b)];  // [n, heads, P, P']
+  const int64_t heads = w.size(1), P = w.size(2), Pk = w.size(3), K = m.num_classes();
+  const nn::ImageGrid grid = maps.image_grids.at(static_cast<size_t>(b));
+  const int64_t gh = grid.height, gw = grid.width, kh = grid.key_height, kw = grid.key_width;
+  QKV_CHECK(gh * gw == P && kh * kw == Pk, "qkv attend: the map's ", P, " × ", Pk, " positions do not fit its ", gh, "×",
+            gw, " and ", kh, "×", kw, " grids");
   const models::ImageShape s = m.image_shape();
-  // The stage's grid: the image halved (rounding up, as a stride-2 3×3 convolution) until it has P
-  // positions; the keys' grid is that one or, sub-sampled, its 2×2 max-pooled half (rounding down).
-  int64_t gh = s.height, gw = s.width;
-  while (gh * gw > P && gh > 1) gh = (gh + 1) / 2, gw = (gw + 1) / 2;
-  QKV_CHECK(gh * gw == P, "qkv attend: cannot place ", P, " positions on the ", s.height, "×", s.width, " image");
-  const int64_t kh = Pk == P ? gh : gh / 2, kw = Pk == P ? gw : gw / 2;
-  QKV_CHECK(kh * kw == Pk, "qkv attend: cannot place ", Pk, " key positions on a ", gh, "×", gw, " grid");
-  const auto probs = probabilities(logits);
-  const std::vector<float> wv = w.to_vector();
+  const std::vector<float> probs = probabilities(logits);
+  const std::vector<float> wv = mean(w, {1}).to_vector();  // the heads' mean: [n, P, P']
   std::vector<viz::ImageAttentionPanel> panels;
   const int64_t G = a.grid;
   for (size_t i = 0; i < in.names.size(); ++i) {
-    const auto& p = probs[i];
-    const auto top = static_cast<int64_t>(std::max_element(p.begin(), p.end()) - p.begin());
-    std::printf("%s: %s (%.1f%%)%s\n", in.names[i].c_str(), m.class_name(top).c_str(), 100 * p[static_cast<size_t>(top)],
+    const float* p = probs.data() + i * static_cast<size_t>(K);
+    const auto top = static_cast<int64_t>(std::max_element(p, p + K) - p);
+    std::printf("%s: %s (%.1f%%)%s\n", in.names[i].c_str(), m.class_name(top).c_str(), 100 * p[top],
                 in.labels[i] >= 0 ? (", true class " + m.class_name(in.labels[i])).c_str() : "");
     // the picture in grey (the channels' mean)
     std::vector<float> grey(static_cast<size_t>(s.height * s.width), 0.f);
@@ -237,11 +221,8 @@ int run_image_attend(const std::string& model_path, const std::vector<std::strin
         viz::ImageAttentionPanel panel;
         panel.image = grey, panel.height = static_cast<int>(s.height), panel.width = static_cast<int>(s.width);
         panel.rows = static_cast<int>(kh), panel.cols = static_cast<int>(kw);
-        panel.weights.assign(static_cast<size_t>(Pk), 0.f);
-        for (int64_t h = 0; h < heads; ++h)
-          for (int64_t k = 0; k < Pk; ++k)
-            panel.weights[static_cast<size_t>(k)] +=
-                wv[static_cast<size_t>(((static_cast<int64_t>(i) * heads + h) * P + q) * Pk + k)] / static_cast<float>(heads);
+        const auto row = wv.begin() + static_cast<std::ptrdiff_t>((static_cast<int64_t>(i) * P + q) * Pk);
+        panel.weights.assign(row, row + Pk);
         // the query cell's centre in image pixels
         panel.query_y = static_cast<float>((static_cast<double>(gy) + 0.5) * s.height / gh - 0.5);
         panel.query_x = static_cast<float>((static_cast<double>(gx) + 0.5) * s.width / gw - 0.5);
@@ -291,22 +272,23 @@ void add_classify(CLI::App& app) {
       NoGradGuard no_grad;
       logits = m.forward(batch_of(m, in));
     }
-    const auto probs = probabilities(logits);
+    const std::vector<float> probs = probabilities(logits);
+    const int64_t K = m.num_classes();
     for (size_t i = 0; i < in.names.size(); ++i) {
-      std::vector<int64_t> order(probs[i].size());
-      for (size_t k = 0; k < order.size(); ++k) order[k] = static_cast<int64_t>(k);
-      std::stable_sort(order.begin(), order.end(),
-                       [&](int64_t x, int64_t y) { return probs[i][static_cast<size_t>(x)] > probs[i][static_cast<size_t>(y)]; });
-      order.resize(static_cast<size_t>(std::min<int64_t>(a->top, static_cast<int64_t>(order.size()))));
+      const float* p = probs.data() + i * static_cast<size_t>(K);
+      std::vector<int64_t> order(static_cast<size_t>(K));
+      std::iota(order.begin(), order.end(), 0);
+      std::stable_sort(order.begin(), order.end(), [&](int64_t x, int64_t y) { return p[x] > p[y]; });
+      order.resize(static_cast<size_t>(std::min(a->top, K)));
       if (a->json) {
         json j = {{"image", in.names[i]}, {"top", json::array()}};
         if (in.labels[i] >= 0) j["true_class"] = m.class_name(in.labels[i]);
-        for (int64_t k : order) j["top"].push_back({{"class", m.class_name(k)}, {"probability", probs[i][static_cast<size_t>(k)]}});
+        for (int64_t k : order) j["top"].push_back({{"class", m.class_name(k)}, {"probability", p[k]}});
         std::printf("%s\n", j.dump().c_str());
       } else {
         std::printf("%s%s:", in.names[i].c_str(),
                     in.labels[i] >= 0 ? (" (true class " + m.class_name(in.labels[i]) + ")").c_str() : "");
-        for (int64_t k : order) std::printf("  %s %.1f%%", m.class_name(k).c_str(), 100 * probs[i][static_cast<size_t>(k)]);
+        for (int64_t k : order) std::printf("  %s %.1f%%", m.class_name(k).c_str(), 100 * p[k]);
         std::printf("\n");
       }
     }

@@ -30,5 +30,8 @@ std::string encode(char32_t cp);
 size_t length(std::string_view s);
 // The first code-point boundary at or after byte i (a cut there never splits a character).
 size_t boundary_at_or_after(std::string_view s, size_t i);
+// Replaces each invalid byte of s by U+FFFD, in one pass; returns how many were replaced (s is left
+// untouched, and not copied, when it is valid).
+size_t replace_invalid(std::string& s);
 
 }  // namespace qkv::utf8

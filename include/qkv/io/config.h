@@ -158,42 +158,22 @@ class Fields {
   }
   // A list of at most max_count integers, each in [lo, hi].
   static Field integers(const char* name, std::vector<int64_t> T::*m, int64_t lo, int64_t hi, size_t max_count) {
-    return {name,
-            [=](T& c, const nlohmann::json& v, const std::string& what) {
-              bool ok = v.is_array() && v.size() <= max_count;
-              for (size_t i = 0; ok && i < v.size(); ++i)
-                ok = v[i].is_number_integer() && v[i].get<int64_t>() >= lo && v[i].get<int64_t>() <= hi;
-              QKV_CHECK(ok, what, ": \"", name, "\" must be a list of at most ", max_count, " integers ",
-                        range_text(lo, hi), ", got ", v.dump());
-              c.*m = v.get<std::vector<int64_t>>();
-            },
-            [=](const T& c) { return nlohmann::json(c.*m); }};
+    return list(name, m, max_count, detail::concat("integers ", range_text(lo, hi)), [=](const nlohmann::json& e) {
+      return e.is_number_integer() && e.get<int64_t>() >= lo && e.get<int64_t>() <= hi;
+    });
   }
   // A list of at most max_count numbers, each in [lo, hi].
   static Field numbers(const char* name, std::vector<double> T::*m, double lo, double hi, size_t max_count) {
-    return {name,
-            [=](T& c, const nlohmann::json& v, const std::string& what) {
-              bool ok = v.is_array() && v.size() <= max_count;
-              for (size_t i = 0; ok && i < v.size(); ++i)
-                ok = v[i].is_number() && v[i].get<double>() >= lo && v[i].get<double>() <= hi;
-              QKV_CHECK(ok, what, ": \"", name, "\" must be a list of at most ", max_count, " numbers in [", lo, ", ",
-                        hi, "], got ", v.dump());
-              c.*m = v.get<std::vector<double>>();
-            },
-            [=](const T& c) { return nlohmann::json(c.*m); }};
+    return list(name, m, max_count, detail::concat("numbers in [", lo, ", ", hi, "]"), [=](const nlohmann::json& e) {
+      return e.is_number() && e.get<double>() >= lo && e.get<double>() <= hi;
+    });
   }
   // A list of at most max_count strings, each at most max_length bytes.
   static Field texts(const char* name, std::vector<std::string> T::*m, size_t max_count, size_t max_length = 256) {
-    return {name,
-            [=](T& c, const nlohmann::json& v, const std::string& what) {
-              bool ok = v.is_array() && v.size() <= max_count;
-              for (size_t i = 0; ok && i < v.size(); ++i)
-                ok = v[i].is_string() && v[i].template get_ref<const std::string&>().size() <= max_length;
-              QKV_CHECK(ok, what, ": \"", name, "\" must be a list of at most ", max_count, " strings of at most ",
-                        max_length, " bytes, got ", v.dump().substr(0, 200));
-              c.*m = v.get<std::vector<std::string>>();
-            },
-            [=](const T& c) { return nlohmann::json(c.*m); }};
+    return list(name, m, max_count, detail::concat("strings of at most ", max_length, " bytes"),
+                [=](const nlohmann::json& e) {
+                  return e.is_string() && e.template get_ref<const std::string&>().size() <= max_length;
+                });
   }
   // One of an enum's names (core/names.h), or of `allowed` when given.
   template <NamedEnum E>
@@ -239,6 +219,19 @@ class Fields {
   }
 
  private:
+  // A list of at most max_count elements, each passing `element` ("a list of at most N <elements>").
+  template <class E>
+  static Field list(const char* name, std::vector<E> T::*m, size_t max_count, std::string elements,
+                    std::function<bool(const nlohmann::json&)> element) {
+    return {name,
+            [=](T& c, const nlohmann::json& v, const std::string& what) {
+              const bool ok = v.is_array() && v.size() <= max_count && std::all_of(v.begin(), v.end(), element);
+              QKV_CHECK(ok, what, ": \"", name, "\" must be a list of at most ", max_count, " ", elements, ", got ",
+                        v.dump().substr(0, 200));
+              c.*m = v.template get<std::vector<E>>();
+            },
+            [=](const T& c) { return nlohmann::json(c.*m); }};
+  }
   static std::string range_text(int64_t lo, int64_t hi) {
     constexpr int64_t kMin = std::numeric_limits<int64_t>::min(), kMax = std::numeric_limits<int64_t>::max();
     if (lo == kMin && hi == kMax) return "";

@@ -52,5 +52,7 @@ struct SafetensorsFile {
 // beyond the file, JSON that does not parse, an entry without dtype/shape/data_offsets, offsets out of
 // range, reversed, overlapping or leaving gaps, a byte size ≠ product(shape)·itemsize, negative dims.
 SafetensorsFile load_safetensors(const std::string& path, bool keep_bf16 = false);
+// The header's __metadata__ alone, after the same checks of the whole header (no tensor is read).
+std::map<std::string, std::string> load_safetensors_metadata(const std::string& path);
 
 }  // namespace qkv::io

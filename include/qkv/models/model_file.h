@@ -40,6 +40,9 @@ void save_model_file(const std::string& path, const nn::Module& model, nlohmann:
 // Reads and checks a file written by save_model_file: a missing file, a file that is not
 // safetensors, or one without qkv metadata is an error naming the path.
 ModelFile load_model_file(const std::string& path);
+// The same file's checked "qkv" metadata alone (format, version, model_type, model present), its
+// tensors not read: what a command needs to know which kind of model a file holds.
+nlohmann::json load_model_metadata(const std::string& path);
 
 // Loads `file`'s parameters into `model`: every parameter must be present with its shape; an
 // unexpected name is an error too (a vocabulary or size mismatch names the tensor and both shapes).

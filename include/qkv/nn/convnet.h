@@ -64,7 +64,8 @@ class ConvNet : public Module {
   explicit ConvNet(const ConvNetConfig& config, Generator* gen = nullptr);
 
   // images [N, C, H, W], pixels in [0, 1] → logits [N, classes]. maps, when given, receives each
-  // non-local block's attention in maps->image ([N, heads, H·W, H'·W'], no gradient).
+  // non-local block's attention in maps->image ([N, heads, H·W, H'·W'], no gradient) and its grids
+  // in maps->image_grids.
   Tensor forward(const Tensor& images, AttentionMaps* maps = nullptr) const;
   // Mean cross-entropy (label smoothing ε) against labels i32 [N].
   Tensor loss(const Tensor& images, const Tensor& labels, float label_smoothing = 0.f) const;
