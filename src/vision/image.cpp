@@ -2,9 +2,12 @@
 
 #include <gdk-pixbuf/gdk-pixbuf.h>
 
+#include <algorithm>
+#include <cmath>
 #include <filesystem>
 
 #include "qkv/core/error.h"
+#include "qkv/io/file.h"
 
 namespace qkv::vision {
 
@@ -60,6 +63,38 @@ Image read_image(const std::string& path, const ReadImageOptions& o) {
       }
     }
   return img;
+}
+
+void write_png(const std::string& path, const Image& img) {
+  QKV_CHECK((img.channels == 1 || img.channels == 3) && img.height > 0 && img.width > 0 &&
+                img.height <= 1 << 15 && img.width <= 1 << 15 &&
+                img.pixels.size() == static_cast<size_t>(img.channels * img.height * img.width),
+            "write_png: '", path, "': an image of ", img.channels, "×", img.height, "×", img.width, " with ",
+            img.pixels.size(), " values");
+  const int H = static_cast<int>(img.height), W = static_cast<int>(img.width);
+  Pixbuf pb(gdk_pixbuf_new(GDK_COLORSPACE_RGB, FALSE, 8, W, H));
+  QKV_CHECK(pb != nullptr, "write_png: '", path, "': cannot allocate a ", W, "×", H, " picture");
+  guchar* px = gdk_pixbuf_get_pixels(pb.get());
+  const int stride = gdk_pixbuf_get_rowstride(pb.get());
+  const size_t plane = static_cast<size_t>(H) * W;
+  for (int y = 0; y < H; ++y)
+    for (int x = 0; x < W; ++x)
+      for (int c = 0; c < 3; ++c) {
+        const float v = img.pixels[(img.channels == 1 ? 0 : c * plane) + static_cast<size_t>(y) * W + x];
+        px[static_cast<ptrdiff_t>(y) * stride + x * 3 + c] =
+            static_cast<guchar>(std::lround(std::clamp(v, 0.f, 1.f) * 255.f));
+      }
+  gchar* buf = nullptr;
+  gsize size = 0;
+  GError* err = nullptr;
+  if (!gdk_pixbuf_save_to_buffer(pb.get(), &buf, &size, "png", &err, nullptr)) {
+    const std::string msg = err ? err->message : "unknown error";
+    if (err) g_error_free(err);
+    throw Error(detail::concat("write_png: '", path, "': ", msg));
+  }
+  const std::string bytes(buf, size);
+  g_free(buf);
+  io::write_file_atomic(path, bytes);
 }
 
 }  // namespace qkv::vision

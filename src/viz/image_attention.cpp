@@ -14,14 +14,29 @@ std::string image_attention_svg(const std::vector<ImageAttentionPanel>& panels, 
                                 const ImageAttentionOptions& opt) {
   QKV_CHECK(!panels.empty() && grid_cols > 0, "image_attention_svg: no panels");
   for (const auto& p : panels)
-    QKV_CHECK(p.height > 0 && p.width > 0 && p.rows > 0 && p.cols > 0 &&
+    QKV_CHECK(p.height > 0 && p.width > 0 && p.rows >= 0 && p.cols >= 0 &&
                   p.image.size() == static_cast<size_t>(p.height) * p.width &&
                   p.weights.size() == static_cast<size_t>(p.rows) * p.cols,
               "image_attention_svg: panel \"", p.caption, "\" has ", p.image.size(), " pixels for ", p.height, "×",
               p.width, " and ", p.weights.size(), " weights for ", p.rows, "×", p.cols);
-  const int px = std::max(1, opt.pixel), pad = 12, caption_h = 18, title_h = opt.title.empty() ? 0 : 28;
+  const int px = std::max(1, opt.pixel), pad = 12, line_h = 15, title_h = opt.title.empty() ? 0 : 28;
   int pw = 0, ph = 0;
   for (const auto& p : panels) pw = std::max(pw, p.width * px), ph = std::max(ph, p.height * px);
+  // captions wrapped at word boundaries to the panel's width (≈ 6.5 px per character at 12 px)
+  const size_t line_chars = static_cast<size_t>(std::max(8, (pw + pad) * 2 / 13));
+  std::vector<std::vector<std::string>> captions;
+  size_t most_lines = 1;
+  for (const auto& p : panels) {
+    std::vector<std::string> lines(1);
+    std::istringstream words(p.caption);
+    for (std::string w; words >> w;) {
+      if (!lines.back().empty() && lines.back().size() + 1 + w.size() > line_chars) lines.emplace_back();
+      lines.back() += (lines.back().empty() ? "" : " ") + w;
+    }
+    most_lines = std::max(most_lines, lines.size());
+    captions.push_back(std::move(lines));
+  }
+  const int caption_h = 4 + line_h * static_cast<int>(most_lines);
   const int n = static_cast<int>(panels.size()), cols = std::min(grid_cols, n), rows = (n + cols - 1) / cols;
   const int W = pad + cols * (pw + pad), H = title_h + pad + rows * (ph + caption_h + pad);
   std::ostringstream s;
@@ -46,8 +61,9 @@ std::string image_attention_svg(const std::vector<ImageAttentionPanel>& panels, 
       }
     s << "\n";
     // the weights over it: cell (r, c) covers its share of the picture
-    const float top = *std::max_element(p.weights.begin(), p.weights.end());
-    const double cw = static_cast<double>(p.width * px) / p.cols, ch = static_cast<double>(p.height * px) / p.rows;
+    const float top = p.weights.empty() ? 0.f : *std::max_element(p.weights.begin(), p.weights.end());
+    const double cw = static_cast<double>(p.width * px) / std::max(1, p.cols),
+                 ch = static_cast<double>(p.height * px) / std::max(1, p.rows);
     for (int r = 0; r < p.rows; ++r)
       for (int c = 0; c < p.cols; ++c) {
         const float w = p.weights[static_cast<size_t>(r) * p.cols + c];
@@ -59,14 +75,26 @@ std::string image_attention_svg(const std::vector<ImageAttentionPanel>& panels, 
                       c * cw, r * ch, cw, ch, a, w);
         s << buf;
       }
-    std::snprintf(buf, sizeof buf,
-                  "\n<circle cx=\"%.2f\" cy=\"%.2f\" r=\"%.2f\" fill=\"none\" stroke=\"#00e5ff\" stroke-width=\"2.5\"/>",
-                  (p.query_x + 0.5) * px, (p.query_y + 0.5) * px, std::max(4.0, 1.2 * px));
-    s << buf;
+    for (const auto& b : p.boxes) {
+      std::snprintf(buf, sizeof buf,
+                    "\n<rect x=\"%.2f\" y=\"%.2f\" width=\"%.2f\" height=\"%.2f\" fill=\"none\" stroke=\"#4daf4a\" "
+                    "stroke-width=\"2\"/>",
+                    b.x0 * px, b.y0 * px, (b.x1 - b.x0) * px, (b.y1 - b.y0) * px);
+      s << buf;
+    }
+    if (p.show_query) {
+      std::snprintf(buf, sizeof buf,
+                    "\n<circle cx=\"%.2f\" cy=\"%.2f\" r=\"%.2f\" fill=\"none\" stroke=\"#00e5ff\" stroke-width=\"2.5\"/>",
+                    (p.query_x + 0.5) * px, (p.query_y + 0.5) * px, std::max(4.0, 1.2 * px));
+      s << buf;
+    }
     s << "<rect width=\"" << p.width * px << "\" height=\"" << p.height * px
       << "\" fill=\"none\" stroke=\"#444\" stroke-width=\"1\"/>\n";
-    s << "<text x=\"" << p.width * px / 2 << "\" y=\"" << ph + 14 << "\" text-anchor=\"middle\" font-size=\"12\">"
-      << xml_escape(p.caption) << "</text>\n</g>\n";
+    const auto& lines = captions[static_cast<size_t>(i)];
+    for (size_t l = 0; l < lines.size(); ++l)
+      s << "<text x=\"" << p.width * px / 2 << "\" y=\"" << ph + 14 + line_h * static_cast<int>(l)
+        << "\" text-anchor=\"middle\" font-size=\"12\">" << xml_escape(lines[l]) << "</text>\n";
+    s << "</g>\n";
   }
   s << "</svg>\n";
   return s.str();

@@ -12,6 +12,8 @@
 
 #include <sched.h>
 
+#include "qkv/vision/image.h"
+
 namespace {
 
 struct CliRun {
@@ -454,6 +456,53 @@ TEST(Cli, ImageClassifierTrainsEvaluatesClassifiesAndAttends) {
   std::filesystem::remove_all(d);
 }
 
+TEST(Cli, ScenesWritesPicturesCaptionsAndBoxes) {
+  // a stand-in for Fashion-MNIST: 40 items per split (labels i % 10), each a bright rectangle
+  const std::string d = tmp_dir("scenes");
+  for (auto [stem, n] : {std::pair{"train", 40u}, std::pair{"t10k", 40u}}) {
+    std::vector<uint8_t> img(n * 28 * 28, 0), lab;
+    for (unsigned i = 0; i < n; ++i) {
+      for (unsigned y = 4; y < 24; ++y)
+        for (unsigned x = 6 + i % 5; x < 22; ++x) img[(i * 28 + y) * 28 + x] = static_cast<uint8_t>(100 + i);
+      lab.push_back(static_cast<uint8_t>(i % 10));
+    }
+    write_idx(d + "/" + stem + "-images-idx3-ubyte", {n, 28, 28}, img);
+    write_idx(d + "/" + stem + "-labels-idx1-ubyte", {n}, lab);
+  }
+  CliRun r = run("scenes --fashion-mnist " + d + " --split test -n 3 --first 5 -o " + d + "/out");
+  ASSERT_EQ(r.code, 0) << r.out;
+  std::ifstream lines(d + "/out/scenes.jsonl");
+  int n = 0;
+  for (std::string line; std::getline(lines, line); ++n) {
+    const auto j = nlohmann::json::parse(line);
+    EXPECT_EQ(j["index"], 5 + n);
+    EXPECT_NE(r.out.find(j["image"].get<std::string>() + "\t" + j["caption"].get<std::string>()), std::string::npos)
+        << r.out;
+    EXPECT_GE(j["items"].size(), 2u);  // a test scene joins a held-out pair
+    // the PNG holds the scene: its item boxes are bright, outside them it is black
+    const qkv::vision::Image img = qkv::vision::read_image(d + "/out/" + j["image"].get<std::string>());
+    ASSERT_EQ(img.height, 96);
+    double inside = 0, outside = 0;
+    std::vector<bool> in_box(96 * 96, false);
+    for (const auto& it : j["items"]) {
+      const auto b = it["box"].get<std::vector<int>>();
+      for (int y = b[1]; y < b[3]; ++y)
+        for (int x = b[0]; x < b[2]; ++x) in_box[static_cast<size_t>(y * 96 + x)] = true;
+    }
+    for (size_t p = 0; p < in_box.size(); ++p) (in_box[p] ? inside : outside) += img.pixels[p];
+    EXPECT_GT(inside, 100.0);
+    EXPECT_EQ(outside, 0.0);
+  }
+  EXPECT_EQ(n, 3);
+  EXPECT_TRUE(std::filesystem::exists(d + "/out/sheet.png"));
+  // no data, a split that does not exist
+  CliRun missing = run("scenes --fashion-mnist " + d + "/none -o " + d + "/out2");
+  EXPECT_NE(missing.code, 0);
+  EXPECT_NE(missing.out.find("dataset-fashion-mnist"), std::string::npos) << missing.out;
+  EXPECT_NE(run("scenes --split dev -o " + d + "/out2").code, 0);
+  std::filesystem::remove_all(d);
+}
+
 namespace {
 
 // metrics.jsonl's rows without their clock readings (elapsed time, rate), which differ between runs.
@@ -499,7 +548,9 @@ TEST(Cli, TrainKilledAtRandomInstantsResumesWithNothingLost) {
     if (r.code == 0) finished = 1;
     else ++kills;
   }
-  if (!finished) ASSERT_EQ(run("train " + cfg + " -o " + d + "/killed --resume" + common).code, 0);
+  if (!finished) {
+    ASSERT_EQ(run("train " + cfg + " -o " + d + "/killed --resume" + common).code, 0);
+  }
   EXPECT_GE(kills, 3) << "the runs should have been killed several times";
   std::printf("killed %d times before the run finished\n", kills);
   EXPECT_EQ(metric_rows(d + "/killed/metrics.jsonl"), metric_rows(d + "/straight/metrics.jsonl"));

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "qkv/core/error.h"
+#include "qkv/viz/image_attention.h"
 
 namespace qkv::viz {
 namespace {
@@ -515,6 +516,40 @@ TEST(Heatmap, GridOfPanels) {
   int n_the = 0;
   for (const auto& t : texts(*root)) n_the += t == "the";
   EXPECT_EQ(n_the, 2 + 3);
+}
+
+TEST(ImageAttention, WeightsRingBoxesAndWrappedCaptions) {
+  ImageAttentionPanel p;
+  p.caption = "a pair of trousers below and to the right of a sandal and a dress in the middle";
+  p.height = 4, p.width = 6;
+  p.image.assign(24, 0.5f);
+  p.rows = 2, p.cols = 3;
+  p.weights = {0.f, 0.1f, 0.2f, 0.f, 0.f, 0.7f};
+  p.query_y = 1, p.query_x = 2;
+  p.boxes = {{1, 0, 3, 2}};
+  ImageAttentionOptions opt;
+  opt.pixel = 4;
+  auto root = parse_ok(image_attention_svg({p}, 1, opt));
+  ASSERT_TRUE(root);
+  // 24 pixels, 3 weighted cells (0 is not drawn), the frame, one box; one ring
+  EXPECT_EQ(all(*root, "rect").size(), 1u + 24 + 3 + 1 + 1);
+  EXPECT_EQ(all(*root, "circle").size(), 1u);
+  // the 81-character caption wraps onto lines that fit the 24-pixel-wide panel's share
+  const auto t = texts(*root);
+  EXPECT_GT(t.size(), 3u);
+  std::string joined;
+  for (const auto& line : t) joined += (joined.empty() ? "" : " ") + line;
+  EXPECT_EQ(joined, p.caption);
+  // no query, no weights: the picture, its frame and the box
+  p.show_query = false;
+  p.rows = p.cols = 0;
+  p.weights.clear();
+  root = parse_ok(image_attention_svg({p}, 1, opt));
+  ASSERT_TRUE(root);
+  EXPECT_EQ(all(*root, "circle").size(), 0u);
+  EXPECT_EQ(all(*root, "rect").size(), 1u + 24 + 1 + 1);
+  p.weights = {1.f};  // weights for a 0×0 grid
+  EXPECT_THROW(image_attention_svg({p}, 1, opt), Error);
 }
 
 }  // namespace

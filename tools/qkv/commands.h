@@ -22,6 +22,7 @@ void add_attend(CLI::App& app);
 void add_classify(CLI::App& app);
 void add_average(CLI::App& app);
 void add_plot(CLI::App& app);
+void add_scenes(CLI::App& app);
 
 // "train.max_iters=100": sets config["train"]["max_iters"] = 100 (the value parsed as JSON, else a
 // string) — what `--set` does (cmd_train.cpp).

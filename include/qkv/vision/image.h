@@ -1,5 +1,5 @@
 // Reading one picture for a classifier: PNG, JPEG, PGM/PPM, BMP, … through gdk-pixbuf (Debian's
-// libgdk-pixbuf), converted to the model's channels and size.
+// libgdk-pixbuf), converted to the model's channels and size; writing one as PNG.
 #pragma once
 
 #include <cstdint>
@@ -21,5 +21,9 @@ struct ReadImageOptions {
 
 // Transparent pixels are composited over black. A missing or undecodable file is a qkv::Error naming it.
 Image read_image(const std::string& path, const ReadImageOptions& options = {});
+
+// Writes a 1- or 3-channel image (values clamped to [0, 1]) as an 8-bit PNG, atomically (a
+// temporary file, then rename); read_image gives the same pixels back, to 1/255.
+void write_png(const std::string& path, const Image& image);
 
 }  // namespace qkv::vision
