@@ -5,6 +5,7 @@
 #include <functional>
 
 #include "qkv/models/network.h"
+#include "qkv/nn/captioner.h"
 #include "qkv/nn/convnet.h"
 #include "qkv/nn/gpt.h"
 #include "qkv/nn/rnn_seq2seq.h"
@@ -39,7 +40,10 @@ ModelType language_model(const char* name, const char* description) {
 template <ImageClassifierNetwork Net>
 ModelType image_classifier(const char* name, const char* description) {
   return {name, Kind::image_classifier, description, [name](const nlohmann::json& config, Generator* gen) {
-            return std::unique_ptr<Model>(new ImageClassifierOf<Net>(name, Net::Config::from_json(config), gen));
+            const typename Net::Config c = Net::Config::from_json(config);
+            QKV_CHECK(c.num_classes >= 2, "a ", name, " image classifier needs \"num_classes\" ≥ 2, got ",
+                      c.num_classes);
+            return std::unique_ptr<Model>(new ImageClassifierOf<Net>(name, c, gen));
           }};
 }
 
@@ -72,6 +76,9 @@ const std::vector<ModelType>& model_types() {
                                           "rnn-attention needs an attention (additive, dot or general); without "
                                           "one it is an rnn-encdec");
                               }),
+      seq2seq<nn::Captioner>("captioner",
+                             "an image captioner: a ConvNet grid, a GRU decoder with additive attention over it "
+                             "(Xu et al. 2015, Show, Attend and Tell)"),
       language_model<nn::GPT>("gpt", "a decoder-only Transformer language model (nanoGPT's)"),
       image_classifier<nn::ConvNet>("convnet",
                                     "a ResNet-style image classifier, optionally with non-local (self-attention) "

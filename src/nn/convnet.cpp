@@ -20,7 +20,7 @@ const io::Fields<ConvNetConfig>& ConvNetConfig::fields() {
                                          F::integer("in_channels", &C::in_channels, 1, 64),
                                          F::integer("image_height", &C::image_height, 1, 4096),
                                          F::integer("image_width", &C::image_width, 1, 4096),
-                                         F::integer("num_classes", &C::num_classes, 2, 100000),
+                                         F::integer("num_classes", &C::num_classes, 0, 100000),
                                          F::integers("channels", &C::channels, 1, 4096, 8),
                                          F::integers("blocks", &C::blocks, 1, 64, 8),
                                          F::integers("non_local", &C::non_local, 0, 7, 8),
@@ -50,6 +50,8 @@ ConvNetConfig ConvNetConfig::from_json(const json& j) {
   for (const auto* v : {&c.mean, &c.std})
     QKV_CHECK(v->size() == 1 || static_cast<int64_t>(v->size()) == c.in_channels, "convnet config: \"mean\" and \"std\" need one value or one per channel (",
               c.in_channels, "), got ", v->size());
+  QKV_CHECK(c.num_classes != 1, "convnet config: \"num_classes\" must be at least 2 (or 0: a feature trunk "
+            "without a classifier, as a captioner's encoder), got 1");
   QKV_CHECK(c.class_names.empty() || static_cast<int64_t>(c.class_names.size()) == c.num_classes,
             "convnet config: ", c.class_names.size(), " class_names for ", c.num_classes, " classes");
   // Each stage after the first halves the resolution; the last must keep at least one pixel.
@@ -134,7 +136,7 @@ ConvNet::ConvNet(const ConvNetConfig& c, Generator* gen) : config(ConvNetConfig:
                                  NonLocalOptions{in, 0, c.non_local_heads, c.non_local_sub_sample}, gen));
     non_local.push_back(nl);
   }
-  fc = register_module("fc", std::make_shared<Linear>(in, c.num_classes, true, gen));
+  if (c.num_classes > 0) fc = register_module("fc", std::make_shared<Linear>(in, c.num_classes, true, gen));
   std::vector<float> scale(static_cast<size_t>(c.in_channels)), shift(scale.size());
   for (size_t i = 0; i < scale.size(); ++i) {
     const double m = c.mean.size() == 1 ? c.mean[0] : c.mean[i], sd = c.std.size() == 1 ? c.std[0] : c.std[i];
@@ -145,6 +147,14 @@ ConvNet::ConvNet(const ConvNetConfig& c, Generator* gen) : config(ConvNetConfig:
 }
 
 Tensor ConvNet::forward(const Tensor& images, AttentionMaps* maps) const {
+  QKV_CHECK(fc, "ConvNet: a feature extractor (num_classes 0) has no classifier head");
+  // [N, c_last, h, w] → [N, c_last] → [N, classes]
+  Tensor x = features(images, maps);
+  x = adaptive_avg_pool2d(x, {1, 1}).reshape({x.size(0), x.size(1)});
+  return fc->forward(dropout(x, static_cast<float>(config.dropout), is_training(), gen_));
+}
+
+Tensor ConvNet::features(const Tensor& images, AttentionMaps* maps) const {
   QKV_CHECK(images.dim() == 4 && images.size(1) == config.in_channels && images.size(2) == config.image_height &&
                 images.size(3) == config.image_width,
             "ConvNet: expected images [N, ", config.in_channels, ", ", config.image_height, ", ", config.image_width,
@@ -165,9 +175,7 @@ Tensor ConvNet::forward(const Tensor& images, AttentionMaps* maps) const {
       }
     }
   }
-  // [N, c_last, h, w] → [N, c_last] → [N, classes]
-  x = adaptive_avg_pool2d(x, {1, 1}).reshape({x.size(0), x.size(1)});
-  return fc->forward(dropout(x, static_cast<float>(config.dropout), is_training(), gen_));
+  return x;  // [N, c_last, h, w]
 }
 
 Tensor ConvNet::loss(const Tensor& images, const Tensor& labels, float label_smoothing) const {

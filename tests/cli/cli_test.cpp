@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <filesystem>
 #include <array>
+#include <chrono>
 #include <cstdio>
 #include <string>
 #include <utility>
@@ -534,22 +535,25 @@ TEST(Cli, TrainKilledAtRandomInstantsResumesWithNothingLost) {
   const std::string cfg = tiny_lm_config(d);
   const std::string common = " --set train.max_iters=150 --set train.checkpoint_interval=3 --set train.eval_interval=10"
                              " --set train.log_interval=1 -q";
+  const auto t0 = std::chrono::steady_clock::now();
   ASSERT_EQ(run("train " + cfg + " -o " + d + "/straight" + common).code, 0);
+  // the kill instants spread over the uninterrupted run's duration (≈ 0.35 s; more under ASan)
+  const double straight_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   int kills = 0, finished = 0;
   unsigned seed = 12345;
+  auto resume = [&] { return std::filesystem::exists(d + "/killed/checkpoint.safetensors") ? " --resume" : ""; };
   for (int attempt = 0; attempt < 60 && !finished; ++attempt) {
     seed = seed * 1103515245u + 12345u;
-    const double after = 0.03 + static_cast<double>((seed >> 8) % 300) / 1000.0;  // 30–330 ms
-    const bool resume = std::filesystem::exists(d + "/killed/checkpoint.safetensors");
+    const double after = straight_s * (0.05 + static_cast<double>((seed >> 8) % 450) / 1000.0);  // 5–50%
     char t[32];
     std::snprintf(t, sizeof t, "%.3f", after);
-    CliRun r = run("train " + cfg + " -o " + d + "/killed" + common + (resume ? " --resume" : ""),
+    CliRun r = run("train " + cfg + " -o " + d + "/killed" + common + resume(),
                    std::string("timeout -s KILL ") + t + " ");
     if (r.code == 0) finished = 1;
     else ++kills;
   }
   if (!finished) {
-    ASSERT_EQ(run("train " + cfg + " -o " + d + "/killed --resume" + common).code, 0);
+    ASSERT_EQ(run("train " + cfg + " -o " + d + "/killed" + resume() + common).code, 0);
   }
   EXPECT_GE(kills, 3) << "the runs should have been killed several times";
   std::printf("killed %d times before the run finished\n", kills);

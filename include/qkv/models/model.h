@@ -55,6 +55,11 @@ class Model {
   virtual void set_inference_weights(nn::InferenceWeights weights) = 0;
 };
 
+// The image a classifier or a captioner takes: channels × height × width, pixels in [0, 1].
+struct ImageShape {
+  int64_t channels = 1, height = 0, width = 0;
+};
+
 // The token ids a sequence-to-sequence model reserves.
 struct SpecialTokens {
   int32_t pad = 0, bos = 2, eos = 3;
@@ -65,6 +70,9 @@ class Seq2SeqModel : public Model {
   Kind kind() const override { return Kind::seq2seq; }
   virtual SpecialTokens special_tokens() const = 0;
   virtual int64_t max_len() const = 0;  // longest source, and longest target with its BOS/EOS
+  // What the source is: token ids i32 [B, S] (height 0: a translator), or images f32 [B, C, H, W]
+  // of this shape, pixels in [0, 1] (a captioner).
+  virtual ImageShape source_image() const { return {}; }
   // src i32 [B, S] (padded with pad), tgt_in i32 [B, T] (BOS y₁ … y_{T−1}) → logits [B, T, V];
   // `maps`, when given, receives the attention weights.
   virtual Tensor forward(const Tensor& src, const Tensor& tgt_in, nn::AttentionMaps* maps = nullptr) const = 0;
@@ -91,10 +99,6 @@ class LanguageModel : public Model {
   virtual Tensor step(const Tensor& idx, DecoderState& state) const = 0;
 };
 
-// The image a classifier takes: channels × height × width, pixels in [0, 1].
-struct ImageShape {
-  int64_t channels = 1, height = 0, width = 0;
-};
 
 class ImageClassifier : public Model {
  public:

@@ -144,6 +144,14 @@ class Seq2SeqOf final : public detail::Adapter<Net, Seq2SeqModel> {
             static_cast<int32_t>(this->net_.config.eos_id)};
   }
   int64_t max_len() const override { return this->net_.config.max_len; }
+  ImageShape source_image() const override {
+    if constexpr (requires { this->net_.config.image_height; }) {
+      const auto& c = this->net_.config;
+      return {c.in_channels, c.image_height, c.image_width};
+    } else {
+      return {};
+    }
+  }
   Tensor forward(const Tensor& src, const Tensor& tgt_in, nn::AttentionMaps* maps) const override {
     return this->net_.forward(src, tgt_in, maps);
   }

@@ -67,6 +67,9 @@ class ConvNet : public Module {
   // non-local block's attention in maps->image ([N, heads, H·W, H'·W'], no gradient) and its grids
   // in maps->image_grids.
   Tensor forward(const Tensor& images, AttentionMaps* maps = nullptr) const;
+  // The trunk alone: images → the last stage's feature map [N, c_last, H/2^(S−1), W/2^(S−1)], the grid
+  // a captioner attends over (nn/captioner.h builds its encoder with num_classes 0: no head).
+  Tensor features(const Tensor& images, AttentionMaps* maps = nullptr) const;
   // Mean cross-entropy (label smoothing ε) against labels i32 [N].
   Tensor loss(const Tensor& images, const Tensor& labels, float label_smoothing = 0.f) const;
   void set_inference_weights(InferenceWeights) {}  // convolutions read the f32 weights
