@@ -192,9 +192,7 @@ Tensor Captioner::loss(const Tensor& images, const Tensor& tgt_in, const Tensor&
 
 void Captioner::DecoderState::reorder(const std::vector<int64_t>& index, bool sources_changed) {
   if (!use_cache) {
-    std::vector<std::vector<int32_t>> p;
-    for (int64_t i : index) p.push_back(prefix[static_cast<size_t>(i)]);
-    prefix = std::move(p);
+    prefix.reorder(index);
     if (sources_changed) images = index_select(images, 0, index);
     return;
   }
@@ -210,7 +208,7 @@ Captioner::DecoderState Captioner::start_decoding(const Tensor& images, bool use
   st.use_cache = use_cache;
   if (!use_cache) {  // the baseline: run the whole teacher-forced decoder over each prefix, every step
     st.images = images;
-    st.prefix.assign(static_cast<size_t>(images.size(0)), {});
+    st.prefix = Prefixes(images.size(0));
     return st;
   }
   Encoded e = encode(images);
@@ -224,11 +222,8 @@ Tensor Captioner::step(const std::vector<int32_t>& tokens, DecoderState& st) con
   QKV_CHECK(n == st.rows(), "captioner: ", n, " tokens for ", st.rows(), " decoder rows");
   ++st.fed;
   if (!st.use_cache) {
-    for (size_t r = 0; r < st.prefix.size(); ++r) st.prefix[r].push_back(tokens[r]);
-    const auto T = static_cast<int64_t>(st.prefix[0].size());
-    std::vector<int32_t> flat;
-    for (auto& p : st.prefix) flat.insert(flat.end(), p.begin(), p.end());
-    return log_softmax(forward(st.images, Tensor::from_ints(flat, {n, T})).select(1, T - 1), -1);
+    const Tensor prefix = st.prefix.append(tokens);  // [n, T]
+    return log_softmax(forward(st.images, prefix).select(1, prefix.size(1) - 1), -1);
   }
   Encoded e;
   e.memory = st.memory, e.keys = st.keys, e.mean = st.mean;

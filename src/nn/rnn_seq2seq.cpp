@@ -188,9 +188,7 @@ int64_t RNNSeq2Seq::DecoderState::rows() const { return mask.defined() ? mask.si
 
 void RNNSeq2Seq::DecoderState::reorder(const std::vector<int64_t>& index, bool sources_changed) {
   if (!use_cache) {
-    std::vector<std::vector<int32_t>> p;
-    for (int64_t i : index) p.push_back(prefix[static_cast<size_t>(i)]);
-    prefix = std::move(p);
+    prefix.reorder(index);
   } else {
     s = index_select(s, 1, index);
     if (feed.defined()) feed = index_select(feed, 0, index);
@@ -207,7 +205,7 @@ RNNSeq2Seq::DecoderState RNNSeq2Seq::start_decoding(const Tensor& src, bool use_
   if (!use_cache) {  // the baseline: run the whole teacher-forced decoder over each prefix, every step
     st.src = src;
     st.mask = ne(src, static_cast<float>(config.pad_id)).view({src.size(0), 1, src.size(1)});
-    st.prefix.assign(static_cast<size_t>(src.size(0)), {});
+    st.prefix = Prefixes(src.size(0));
     return st;
   }
   Encoded e = encode(src);
@@ -223,11 +221,8 @@ Tensor RNNSeq2Seq::step(const std::vector<int32_t>& tokens, DecoderState& st) co
   QKV_CHECK(n == st.rows(), "recurrent translator: ", n, " tokens for ", st.rows(), " decoder rows");
   ++st.fed;
   if (!st.use_cache) {
-    for (size_t r = 0; r < st.prefix.size(); ++r) st.prefix[r].push_back(tokens[r]);
-    const auto T = static_cast<int64_t>(st.prefix[0].size());
-    std::vector<int32_t> flat;
-    for (auto& p : st.prefix) flat.insert(flat.end(), p.begin(), p.end());
-    return log_softmax(forward(st.src, Tensor::from_ints(flat, {n, T})).select(1, T - 1), -1);
+    const Tensor prefix = st.prefix.append(tokens);  // [n, T]
+    return log_softmax(forward(st.src, prefix).select(1, prefix.size(1) - 1), -1);
   }
   Encoded e;
   e.memory = st.memory, e.keys = st.keys, e.mask = st.mask, e.z = st.feed;

@@ -330,6 +330,21 @@ TEST(Cli, AttendDrawsHeatMapsAsSvgAndPng) {
   std::filesystem::remove_all(d);
 }
 
+// The shipped recurrent translator (issue 22): it translates right after the build, and attend draws
+// its one alignment (no self-attention maps: a GRU has none).
+TEST(Cli, ShippedRecurrentTranslatorTranslatesAndDrawsItsAlignment) {
+  const std::string m = std::string(QKV_SOURCE_DIR) + "/models/en-fr-gru.safetensors";
+  CliRun t = run("translate -m " + m + " \"I think it is going to rain tomorrow.\"");
+  ASSERT_EQ(t.code, 0) << t.out;
+  EXPECT_NE(t.out.find("pleuvoir demain"), std::string::npos) << t.out;
+  const std::string d = std::filesystem::temp_directory_path().string() + "/qkv-cli-attend-gru-" + std::to_string(getpid());
+  CliRun a = run("attend \"The cat is tired.\" -m " + m + " --format svg -o " + d);
+  EXPECT_EQ(a.code, 0) << a.out;
+  EXPECT_GT(std::filesystem::file_size(d + "/cross.svg"), 1000u);
+  EXPECT_FALSE(std::filesystem::exists(d + "/encoder-self.svg"));
+  std::filesystem::remove_all(d);
+}
+
 // Repeated -m translate with an ensemble; the sentences after them stay sentences. The shipped model
 // twice is the shipped model; a model of another kind is a clear error.
 TEST(Cli, TranslateWithAnEnsemble) {

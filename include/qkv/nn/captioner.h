@@ -35,6 +35,7 @@
 #include "qkv/nn/attention_maps.h"
 #include "qkv/nn/convnet.h"
 #include "qkv/nn/embedding.h"
+#include "qkv/nn/prefixes.h"
 #include "qkv/nn/rnn.h"
 
 namespace qkv::nn {
@@ -84,8 +85,8 @@ class Captioner : public Module {
     Tensor keys;    // [rows, L, A] its projection for the scores (attention)
     Tensor mean;    // [rows, D] ā
     int64_t fed = 0;
-    Tensor images;                              // recomputation (use_cache = false): the images
-    std::vector<std::vector<int32_t>> prefix;   // … and each row's tokens so far
+    Tensor images;    // recomputation (use_cache = false): the images
+    Prefixes prefix;  // … and each row's tokens so far
     int64_t rows() const { return use_cache ? s.size(1) : images.size(0); }
     int64_t length() const { return fed; }
     void reorder(const std::vector<int64_t>& index, bool sources_changed = true);

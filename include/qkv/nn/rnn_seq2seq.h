@@ -40,6 +40,7 @@
 #include "qkv/nn/alignment.h"
 #include "qkv/nn/attention_maps.h"
 #include "qkv/nn/embedding.h"
+#include "qkv/nn/prefixes.h"
 #include "qkv/nn/rnn.h"
 
 namespace qkv::nn {
@@ -85,7 +86,7 @@ class RNNSeq2Seq : public Module {
     Tensor mask;         // [rows, 1, S] true at real source tokens
     int64_t fed = 0;     // tokens fed so far
     Tensor src;                                 // recomputation (use_cache = false): the sources
-    std::vector<std::vector<int32_t>> prefix;   // … and each row's tokens so far
+    Prefixes prefix;                            // … and each row's tokens so far
     int64_t rows() const;
     int64_t length() const { return fed; }
     void reorder(const std::vector<int64_t>& index, bool sources_changed = true);
