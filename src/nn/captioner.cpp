@@ -54,10 +54,8 @@ std::array<int64_t, 2> CaptionerConfig::grid() const {
 CaptionerConfig CaptionerConfig::from_json(const nlohmann::json& j) {
   CaptionerConfig c = fields().from_json(j);
   // the encoder's own checks (stages, mean/std per channel, the image not halved to nothing)
-  nlohmann::json e = c.encoder_config().to_json();
-  e["num_classes"] = 2;  // any valid count: the trunk has no head
   try {
-    ConvNetConfig::from_json(e);
+    ConvNetConfig::from_json(c.encoder_config().to_json());
   } catch (const Error& err) {
     throw Error(detail::concat("captioner config: its encoder's ", err.what()));  // "… convnet config: …"
   }
