@@ -32,6 +32,9 @@ struct Common {
 };
 Common common_config(const std::vector<const models::Seq2SeqModel*>& models) {
   QKV_CHECK(!models.empty(), "translate: no model");
+  for (const auto* m : models)
+    QKV_CHECK(m->source_image().height == 0, "translate: a ", m->type(),
+              " model takes images, not text (caption images with `qkv caption`)");
   Common c{models[0]->vocab_size(), models[0]->max_len(), models[0]->special_tokens()};
   for (size_t i = 1; i < models.size(); ++i) {
     const models::SpecialTokens t = models[i]->special_tokens();

@@ -20,14 +20,16 @@ namespace {
 template <Seq2SeqNetwork Net>
 ModelType seq2seq(const char* name, const char* description, nlohmann::json defaults = nlohmann::json::object(),
                   std::function<void(const typename Net::Config&)> check = nullptr) {
-  return {name, Kind::seq2seq, description, [=](const nlohmann::json& config, Generator* gen) {
+  return {name, Kind::seq2seq, description,
+          [=](const nlohmann::json& config, Generator* gen) {
             nlohmann::json j = defaults;
             if (config.is_object()) j.update(config);
             else j = config;  // not an object: the config's own parser says so
             const typename Net::Config c = Net::Config::from_json(j);
             if (check) check(c);
             return std::unique_ptr<Model>(new Seq2SeqOf<Net>(name, c, gen));
-          }};
+          },
+          requires(const typename Net::Config& c) { c.image_height; }};
 }
 
 template <LanguageModelNetwork Net>

@@ -367,6 +367,16 @@ BleuScore bleu(const std::vector<std::string>& hyps, const SentenceRefs& refs) {
 
 }  // namespace
 
+double BleuScore::bleu_n(int n) const {
+  QKV_CHECK(n >= 1 && n <= kOrder, "BLEU-n: n must be 1 … ", kOrder, ", got ", n);
+  // A hypothesis with no matching word scores 0 at every order (compute_bleu's first test); the
+  // "exp" smoothing of order k depends only on orders ≤ k, so the precisions are those of BLEU-4.
+  if (counts[0] == 0) return 0.0;
+  double log_sum = 0.0;
+  for (int k = 0; k < n; ++k) log_sum += precisions[k] == 0.0 ? -9999999999.0 : std::log(precisions[k]);
+  return bp * std::exp(log_sum / n);
+}
+
 BleuScore corpus_bleu(const std::vector<std::string>& hyps, const std::vector<std::vector<std::string>>& refs) {
   return bleu(hyps, from_streams("corpus_bleu", hyps, refs));
 }

@@ -66,14 +66,24 @@ Image read_image(const std::string& path, const ReadImageOptions& o) {
 }
 
 void write_png(const std::string& path, const Image& img) {
+  std::string bytes;
+  try {
+    bytes = encode_png(img);
+  } catch (const Error& e) {
+    throw Error(detail::concat("write_png: '", path, "': ", e.what()));
+  }
+  io::write_file_atomic(path, bytes);
+}
+
+std::string encode_png(const Image& img) {
   QKV_CHECK((img.channels == 1 || img.channels == 3) && img.height > 0 && img.width > 0 &&
                 img.height <= 1 << 15 && img.width <= 1 << 15 &&
                 img.pixels.size() == static_cast<size_t>(img.channels * img.height * img.width),
-            "write_png: '", path, "': an image of ", img.channels, "×", img.height, "×", img.width, " with ",
+            "PNG: an image of ", img.channels, "×", img.height, "×", img.width, " with ",
             img.pixels.size(), " values");
   const int H = static_cast<int>(img.height), W = static_cast<int>(img.width);
   Pixbuf pb(gdk_pixbuf_new(GDK_COLORSPACE_RGB, FALSE, 8, W, H));
-  QKV_CHECK(pb != nullptr, "write_png: '", path, "': cannot allocate a ", W, "×", H, " picture");
+  QKV_CHECK(pb != nullptr, "PNG: cannot allocate a ", W, "×", H, " picture");
   guchar* px = gdk_pixbuf_get_pixels(pb.get());
   const int stride = gdk_pixbuf_get_rowstride(pb.get());
   const size_t plane = static_cast<size_t>(H) * W;
@@ -90,11 +100,11 @@ void write_png(const std::string& path, const Image& img) {
   if (!gdk_pixbuf_save_to_buffer(pb.get(), &buf, &size, "png", &err, nullptr)) {
     const std::string msg = err ? err->message : "unknown error";
     if (err) g_error_free(err);
-    throw Error(detail::concat("write_png: '", path, "': ", msg));
+    throw Error(detail::concat("PNG: ", msg));
   }
-  const std::string bytes(buf, size);
+  std::string bytes(buf, size);
   g_free(buf);
-  io::write_file_atomic(path, bytes);
+  return bytes;
 }
 
 }  // namespace qkv::vision

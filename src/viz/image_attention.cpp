@@ -6,6 +6,7 @@
 #include <sstream>
 
 #include "qkv/core/error.h"
+#include "qkv/io/base64.h"
 #include "qkv/viz/svg.h"
 
 namespace qkv::viz {
@@ -15,7 +16,7 @@ std::string image_attention_svg(const std::vector<ImageAttentionPanel>& panels, 
   QKV_CHECK(!panels.empty() && grid_cols > 0, "image_attention_svg: no panels");
   for (const auto& p : panels)
     QKV_CHECK(p.height > 0 && p.width > 0 && p.rows >= 0 && p.cols >= 0 &&
-                  p.image.size() == static_cast<size_t>(p.height) * p.width &&
+                  (p.image.size() == static_cast<size_t>(p.height) * p.width || !p.png.empty()) &&
                   p.weights.size() == static_cast<size_t>(p.rows) * p.cols,
               "image_attention_svg: panel \"", p.caption, "\" has ", p.image.size(), " pixels for ", p.height, "×",
               p.width, " and ", p.weights.size(), " weights for ", p.rows, "×", p.cols);
@@ -41,7 +42,7 @@ std::string image_attention_svg(const std::vector<ImageAttentionPanel>& panels, 
   const int W = pad + cols * (pw + pad), H = title_h + pad + rows * (ph + caption_h + pad);
   std::ostringstream s;
   char buf[160];
-  s << "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"" << W
+  s << "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n<svg xmlns=\"http://www.w3.org/2000/svg\" xmlns:xlink=\"http://www.w3.org/1999/xlink\" width=\"" << W
     << "\" height=\"" << H << "\" viewBox=\"0 0 " << W << " " << H << "\" font-family=\"sans-serif\">\n"
     << "<rect width=\"100%\" height=\"100%\" fill=\"white\"/>\n";
   if (!opt.title.empty())
@@ -51,14 +52,21 @@ std::string image_attention_svg(const std::vector<ImageAttentionPanel>& panels, 
     const ImageAttentionPanel& p = panels[static_cast<size_t>(i)];
     const int x0 = pad + (i % cols) * (pw + pad), y0 = title_h + pad + (i / cols) * (ph + caption_h + pad);
     s << "<g transform=\"translate(" << x0 << "," << y0 << ")\">\n";
-    // the picture, one grey square per pixel
-    for (int y = 0; y < p.height; ++y)
-      for (int x = 0; x < p.width; ++x) {
-        const int g = static_cast<int>(std::lround(std::clamp(p.image[static_cast<size_t>(y) * p.width + x], 0.f, 1.f) * 255));
-        std::snprintf(buf, sizeof buf, "<rect x=\"%d\" y=\"%d\" width=\"%d\" height=\"%d\" fill=\"rgb(%d,%d,%d)\"/>",
-                      x * px, y * px, px, px, g, g, g);
-        s << buf;
-      }
+    // the picture: its PNG, or one grey square per pixel
+    if (!p.png.empty()) {
+      s << "<image x=\"0\" y=\"0\" width=\"" << p.width * px << "\" height=\"" << p.height * px
+        << "\" preserveAspectRatio=\"none\" style=\"image-rendering:pixelated\" xlink:href=\"data:image/png;base64,"
+        << io::base64_encode(p.png) << "\"/>";
+    } else {
+      for (int y = 0; y < p.height; ++y)
+        for (int x = 0; x < p.width; ++x) {
+          const int g =
+              static_cast<int>(std::lround(std::clamp(p.image[static_cast<size_t>(y) * p.width + x], 0.f, 1.f) * 255));
+          std::snprintf(buf, sizeof buf, "<rect x=\"%d\" y=\"%d\" width=\"%d\" height=\"%d\" fill=\"rgb(%d,%d,%d)\"/>",
+                        x * px, y * px, px, px, g, g, g);
+          s << buf;
+        }
+    }
     s << "\n";
     // the weights over it: cell (r, c) covers its share of the picture
     const float top = p.weights.empty() ? 0.f : *std::max_element(p.weights.begin(), p.weights.end());

@@ -472,9 +472,9 @@ TEST(Cli, ImageClassifierTrainsEvaluatesClassifiesAndAttends) {
   std::filesystem::remove_all(d);
 }
 
-TEST(Cli, ScenesWritesPicturesCaptionsAndBoxes) {
-  // a stand-in for Fashion-MNIST: 40 items per split (labels i % 10), each a bright rectangle
-  const std::string d = tmp_dir("scenes");
+namespace {
+// A stand-in for Fashion-MNIST in folder d: 40 items per split (labels i % 10), each a bright rectangle.
+void write_item_stand_in(const std::string& d) {
   for (auto [stem, n] : {std::pair{"train", 40u}, std::pair{"t10k", 40u}}) {
     std::vector<uint8_t> img(n * 28 * 28, 0), lab;
     for (unsigned i = 0; i < n; ++i) {
@@ -485,6 +485,12 @@ TEST(Cli, ScenesWritesPicturesCaptionsAndBoxes) {
     write_idx(d + "/" + stem + "-images-idx3-ubyte", {n, 28, 28}, img);
     write_idx(d + "/" + stem + "-labels-idx1-ubyte", {n}, lab);
   }
+}
+}  // namespace
+
+TEST(Cli, ScenesWritesPicturesCaptionsAndBoxes) {
+  const std::string d = tmp_dir("scenes");
+  write_item_stand_in(d);
   CliRun r = run("scenes --fashion-mnist " + d + " --split test -n 3 --first 5 -o " + d + "/out");
   ASSERT_EQ(r.code, 0) << r.out;
   std::ifstream lines(d + "/out/scenes.jsonl");
@@ -516,6 +522,61 @@ TEST(Cli, ScenesWritesPicturesCaptionsAndBoxes) {
   EXPECT_NE(missing.code, 0);
   EXPECT_NE(missing.out.find("dataset-fashion-mnist"), std::string::npos) << missing.out;
   EXPECT_NE(run("scenes --split dev -o " + d + "/out2").code, 0);
+  std::filesystem::remove_all(d);
+}
+
+// A captioner trained for a few steps on stand-in scenes (configs/captions.json, shrunk): caption,
+// eval and attend work end to end, and a missing, non-image or wrongly sized picture is a clear
+// error naming the file; translate refuses a model that takes images.
+TEST(Cli, CaptionerTrainsCaptionsEvaluatesAndDrawsItsAttention) {
+  const std::string d = tmp_dir("caption");
+  write_item_stand_in(d);
+  CliRun t = run("train " + std::string(QKV_SOURCE_DIR) + "/configs/captions.json -q -o " + d + "/run --set data.path=" +
+                 d + " --set train.max_iters=3 --set train.batch_size=4 --set train.eval_interval=3 --set " +
+                 "data.val_scenes=8 --set data.tokenizer_scenes=300 --set eval.scenes=4 --set model.channels=[4,4,8,8] " +
+                 "--set model.hidden_size=16 --set model.embedding_dim=8");
+  ASSERT_EQ(t.code, 0) << t.out;
+  EXPECT_NE(t.out.find("val_attention"), std::string::npos) << t.out;
+  const std::string m = d + "/run/model.safetensors";
+  CliRun c = run("caption -m " + m + " --scenes 0,1 --split test --fashion-mnist " + d + " --beam 2 --json");
+  ASSERT_EQ(c.code, 0) << c.out;
+  EXPECT_EQ(std::count(c.out.begin(), c.out.end(), '\n'), 2) << c.out;
+  EXPECT_NE(c.out.find("\"reference\":\"a "), std::string::npos) << c.out;
+  ASSERT_EQ(run("scenes --fashion-mnist " + d + " --split test -n 1 -o " + d + "/pics").code, 0);
+  CliRun f = run("caption -m " + m + " " + d + "/pics/test-0.png");
+  EXPECT_EQ(f.code, 0) << f.out;
+  EXPECT_NE(f.out.find("test-0.png\t"), std::string::npos) << f.out;
+  // hostile pictures
+  CliRun missing = run("caption -m " + m + " " + d + "/nothing.png");
+  EXPECT_NE(missing.code, 0);
+  EXPECT_NE(missing.out.find("nothing.png': no such file"), std::string::npos) << missing.out;
+  std::ofstream(d + "/text.png") << "not a picture\n";
+  CliRun text = run("caption -m " + m + " " + d + "/text.png");
+  EXPECT_NE(text.code, 0);
+  EXPECT_NE(text.out.find("text.png': cannot read the image"), std::string::npos) << text.out;
+  qkv::vision::Image small;
+  small.height = small.width = 28;
+  small.pixels.assign(28 * 28, 0.5f);
+  qkv::vision::write_png(d + "/small.png", small);
+  CliRun sized = run("caption -m " + m + " " + d + "/small.png");
+  EXPECT_NE(sized.code, 0);
+  EXPECT_NE(sized.out.find("small.png': a 28×28 picture; the captioner takes 96×96"), std::string::npos) << sized.out;
+  EXPECT_EQ(run("caption -m " + m + " --resize " + d + "/small.png").code, 0);
+  // eval: BLEU-1…4, exact match, attention correctness on test scenes
+  CliRun e = run("eval -m " + m + " --split test --scenes 6 --data " + d + " --beam 1 --json");
+  ASSERT_EQ(e.code, 0) << e.out;
+  const auto j = nlohmann::json::parse(e.out.substr(e.out.find('{')));
+  for (const char* k : {"bleu1", "bleu2", "bleu3", "bleu4", "exact"}) EXPECT_TRUE(j.contains(k)) << e.out;
+  EXPECT_EQ(j["scenes"], 6);
+  // attend: the smooth figure (PNG, SVG) and the grid of cells (SVG)
+  CliRun a = run("attend -m " + m + " --scenes 0 --split test --fashion-mnist " + d + " -o " + d + "/att");
+  ASSERT_EQ(a.code, 0) << a.out;
+  for (const char* f : {"/att/caption-test-0.png", "/att/caption-test-0.svg", "/att/caption-test-0-grid.svg"})
+    EXPECT_GT(std::filesystem::file_size(d + f), 1000u) << f;
+  // a captioner does not translate
+  CliRun tr = run("translate -m " + m + " hello");
+  EXPECT_NE(tr.code, 0);
+  EXPECT_NE(tr.out.find("takes images, not text"), std::string::npos) << tr.out;
   std::filesystem::remove_all(d);
 }
 

@@ -96,6 +96,8 @@ TEST(Bleu, CorpusScoresMatchSacrebleu) {
     EXPECT_EQ(s.hyp_len, g.at("hyp_len").get<int64_t>());
     EXPECT_EQ(s.ref_len, g.at("ref_len").get<int64_t>());
     EXPECT_EQ(s.format(), g.at("format").get<std::string>());
+    // BLEU-1 … BLEU-4: sacreBLEU's BLEU(max_ngram_order=n)
+    for (int n = 1; n <= 4; ++n) EXPECT_NEAR(s.bleu_n(n), g.at("bleu_n")[n - 1].get<double>(), kTol) << "BLEU-" << n;
   }
 }
 

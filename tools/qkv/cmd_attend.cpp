@@ -15,6 +15,7 @@
 
 #include "commands.h"
 #include "options.h"
+#include "caption_commands.h"
 #include "vision_commands.h"
 #include "qkv/autograd/grad_mode.h"
 #include "qkv/core/error.h"
@@ -64,6 +65,7 @@ void add_attend(CLI::App& app) {
     std::vector<std::string> inputs;
     DecodeArgs decode;
     ImageAttendArgs image;
+    CaptionSourceArgs caption;
   };
   auto a = std::make_shared<Args>();
   sub->add_option("input", a->inputs,
@@ -73,14 +75,19 @@ void add_attend(CLI::App& app) {
   sub->add_option("--format", a->format, "svg, png or both")->capture_default_str()->check(CLI::IsMember({"svg", "png", "both"}));
   add_decode_options(sub, a->decode, kBeam | kAlpha | kMaxExtra | kThreads);
   add_image_attend_options(sub, a->image);
+  add_caption_source_options(sub, a->caption, /*shares_invert=*/true);
   sub->footer("Examples: qkv attend \"The cat sat on the mat because it was tired.\"\n"
-              "          qkv attend -m models/fashion-mnist-nonlocal.safetensors --test-images 0,1 --grid 3");
+              "          qkv attend -m models/fashion-mnist-nonlocal.safetensors --test-images 0,1 --grid 3\n"
+              "          qkv attend -m models/captioner.safetensors scene.png   (or --scenes 0,1 --split test)");
   register_runner(sub, [a] {
     use_threads(a->decode.threads);
     if (models::model_file_kind(find_model(a->model)) == models::Kind::image_classifier) {
       a->image.out = a->out, a->image.format = a->format;
       return run_image_attend(find_model(a->model), a->inputs, a->image);
     }
+    a->caption.invert = a->image.source.invert;
+    if (is_captioner_file(find_model(a->model)))
+      return run_caption_attend(find_model(a->model), a->inputs, a->caption, a->decode.beam, a->out, a->format);
     QKV_CHECK(a->inputs.size() == 1, "qkv attend: give one sentence (in quotes), got ", a->inputs.size(), " arguments");
     QKV_CHECK(a->image.source.test_images.empty(), "qkv attend: --test-images is for image classifiers");
     const std::string sentence = a->inputs[0];

@@ -20,6 +20,7 @@
 #include "commands.h"
 #include "options.h"
 #include "translation_models.h"
+#include "caption_commands.h"
 #include "vision_commands.h"
 #include "qkv/models/load.h"
 #include "qkv/core/error.h"
@@ -40,6 +41,7 @@ void add_eval(CLI::App& app) {
     bool json = false, group = false, by_length = false;
     std::string by_length_csv;
     ImageEvalArgs image;
+    CaptionEvalArgs caption;
   };
   auto a = std::make_shared<Args>();
   sub->add_option("-m,--model", a->models, "model file; repeat for an ensemble (as qkv translate)")
@@ -59,14 +61,19 @@ void add_eval(CLI::App& app) {
   sub->add_option("--by-length-csv", a->by_length_csv, "write the --by-length scores to this CSV file (for qkv plot)");
   sub->add_flag("--json", a->json, "print the scores as JSON");
   add_image_eval_options(sub, a->image);
+  add_caption_eval_options(sub, a->caption);
   sub->footer("Examples: qkv eval -m models/en-fr.safetensors --src test.en --ref test.fr --by-length\n"
-              "          qkv eval -m models/fashion-mnist-nonlocal.safetensors --confusion confusion.png");
+              "          qkv eval -m models/fashion-mnist-nonlocal.safetensors --confusion confusion.png\n"
+              "          qkv eval -m models/captioner.safetensors --split test --scenes 2000 --beam 3");
   register_runner(sub, [a] {
     use_threads(a->decode.threads);
     // An image classifier: accuracy on its test images (no --ref: nothing to translate).
     if (a->refs.empty() && a->models.size() == 1 &&
         models::model_file_kind(find_model(a->models[0])) == models::Kind::image_classifier)
       return run_image_eval(find_model(a->models[0]), a->image, a->json);
+    // A captioner: BLEU-1…4, exact match and attention correctness on generated scenes.
+    if (a->refs.empty() && a->models.size() == 1 && is_captioner_file(find_model(a->models[0])))
+      return run_caption_eval(find_model(a->models[0]), a->caption, a->decode.beam, a->json, a->image.data_dir);
     QKV_CHECK(!a->refs.empty(), "qkv eval: --ref (the reference translations) is required for a translation model");
     QKV_CHECK(!a->src.empty() || !a->hyp.empty(), "qkv eval: give --src (translate with the model) or --hyp");
     if (!a->by_length_csv.empty()) a->by_length = true;

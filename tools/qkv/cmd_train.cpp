@@ -1,7 +1,7 @@
 // qkv train CONFIG — trains the model a JSON config describes (configs/*.json): a GPT language
-// model ("task": "lm"), a translation model ("task": "translation") or an image classifier ("task":
-// "image_classification"). Progress bar, periodic evaluation, checkpoints, metrics and a loss plot go to
-// --out; --resume continues exactly where a run stopped; Ctrl-C saves a checkpoint and exits.
+// model ("task": "lm"), a translation model ("task": "translation"), an image classifier ("task":
+// "image_classification") or an image captioner ("task": "captioning"). Progress bar, periodic
+// evaluation, checkpoints, metrics and a loss plot go to --out; --resume continues exactly where a run stopped; Ctrl-C saves a checkpoint and exits.
 #include <cstdio>
 #include <filesystem>
 #include <nlohmann/json.hpp>
@@ -10,6 +10,7 @@
 #include "options.h"
 #include "qkv/core/error.h"
 #include "qkv/io/file.h"
+#include "qkv/train/caption_task.h"
 #include "qkv/train/image_task.h"
 #include "qkv/train/lm_task.h"
 #include "qkv/train/translation_task.h"
@@ -82,8 +83,9 @@ void add_train(CLI::App& app) {
     const std::string out = a->out.empty() ? (fs::path("out") / fs::path(a->config).stem()).string() : a->out;
     const std::string base = fs::path(a->config).parent_path().string();
     const std::string task = io::get_or(config, "task", "");
-    QKV_CHECK(task == "lm" || task == "translation" || task == "image_classification", "config '", a->config,
-              "': unknown \"task\" \"", task, "\" (expected \"lm\", \"translation\" or \"image_classification\")");
+    QKV_CHECK(task == "lm" || task == "translation" || task == "image_classification" || task == "captioning",
+              "config '", a->config, "': unknown \"task\" \"", task,
+              "\" (expected \"lm\", \"translation\", \"image_classification\" or \"captioning\")");
     train::TrainerOptions o;
     o.out_dir = out, o.resume = a->resume, o.full_config = config, o.quiet = a->quiet;
     train::TrainResult r;
@@ -100,6 +102,11 @@ void add_train(CLI::App& app) {
                    static_cast<long long>(it.train_set().size()), static_cast<long long>(it.eval_set().size()),
                    it.evaluates_on_test() ? "test" : "held-out", num_threads(), out.c_str());
       r = train::run_training(it, it.train_config(), o);
+    } else if (task == "captioning") {
+      train::CaptionTask ct(config, base, out, a->resume, !a->quiet);
+      std::fprintf(stderr, "qkv train: %s: %.2fM parameters; %d threads → %s\n", ct.model().describe().c_str(),
+                   static_cast<double>(ct.model().module().num_parameters()) / 1e6, num_threads(), out.c_str());
+      r = train::run_training(ct, ct.train_config(), o);
     } else {
       train::TranslationTask tt(config, base, out, a->resume, !a->quiet);
       std::fprintf(stderr, "qkv train: %s: %.2fM parameters; %d threads → %s\n", tt.model().describe().c_str(),
@@ -110,7 +117,7 @@ void add_train(CLI::App& app) {
     for (auto& [k, v] : r.last_eval) ev += " " + k + " " + std::to_string(v);
     std::fprintf(stderr, "%s at step %lld:%s; %.0f %s/s; model: %s/model.safetensors\n",
                  r.interrupted ? "stopped" : "done", static_cast<long long>(r.steps_done), ev.c_str(),
-                 r.tokens_per_second, task == "image_classification" ? "images" : "tokens", out.c_str());
+                 r.tokens_per_second, task == "image_classification" || task == "captioning" ? "images" : "tokens", out.c_str());
     return r.interrupted ? 130 : 0;
   });
 }

@@ -15,6 +15,7 @@ void add_train(CLI::App& app);
 void add_bench_gpt(CLI::App* bench);
 void add_bench_seq2seq(CLI::App* bench);
 void add_bench_vision(CLI::App* bench);
+void add_bench_caption(CLI::App* bench);
 void add_generate(CLI::App& app);
 void add_translate(CLI::App& app);
 void add_eval(CLI::App& app);
@@ -23,6 +24,7 @@ void add_classify(CLI::App& app);
 void add_average(CLI::App& app);
 void add_plot(CLI::App& app);
 void add_scenes(CLI::App& app);
+void add_caption(CLI::App& app);
 
 // "train.max_iters=100": sets config["train"]["max_iters"] = 100 (the value parsed as JSON, else a
 // string) — what `--set` does (cmd_train.cpp).

@@ -21,6 +21,7 @@ struct ModelType {
   // A fresh model from its hyper-parameters (a model file's "model", or a config's "model" section
   // without "type"); parameters initialized from `gen` (the default generator when null).
   std::function<std::unique_ptr<Model>(const nlohmann::json& config, Generator* gen)> build;
+  bool takes_images = false;  // a sequence-to-sequence type whose source is a picture (a captioner)
 };
 
 // Every registered type, in registration order.

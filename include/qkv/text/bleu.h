@@ -31,6 +31,10 @@ struct BleuScore {
   std::array<int64_t, 4> counts{};           // matched n-grams per order (clipped)
   std::array<int64_t, 4> totals{};           // hypothesis n-grams per order
 
+  // BLEU-n (n = 1 … 4), the captioning figures: the same statistics over the first n orders only,
+  // BP · exp((1/n) Σ_{k≤n} log p_k) — sacreBLEU's BLEU(max_ngram_order=n). bleu_n(4) == score.
+  double bleu_n(int n) const;
+
   // sacreBLEU's score line:
   // "BLEU = 35.42 66.2/42.1/28.9/20.0 (BP = 0.981 ratio = 0.981 hyp_len = 1234 ref_len = 1258)"
   std::string format() const;
@@ -57,6 +61,10 @@ std::string tokenize_13a(std::string_view line);
 
 struct ChrfScore {
   double score = 0.0;  // 0..100
+  // BLEU-n (n = 1 … 4), the captioning figures: the same statistics over the first n orders only,
+  // BP · exp((1/n) Σ_{k≤n} log p_k) — sacreBLEU's BLEU(max_ngram_order=n). bleu_n(4) == score.
+  double bleu_n(int n) const;
+
   // sacreBLEU's score line: "chrF2 = 55.12"
   std::string format() const;
 };

@@ -25,5 +25,7 @@ Image read_image(const std::string& path, const ReadImageOptions& options = {});
 // Writes a 1- or 3-channel image (values clamped to [0, 1]) as an 8-bit PNG, atomically (a
 // temporary file, then rename); read_image gives the same pixels back, to 1/255.
 void write_png(const std::string& path, const Image& image);
+// The same PNG's bytes (for a picture embedded in an SVG, or sent over the wire).
+std::string encode_png(const Image& image);
 
 }  // namespace qkv::vision

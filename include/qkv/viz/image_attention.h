@@ -4,7 +4,8 @@
 // query marked by a cyan ring; panels sit in a grid (one row per image, one column per query).
 // A panel may also outline boxes (green: where the ground truth says an object is), have no query
 // (a captioner's step attends from its word, not from a pixel) or no weights (the picture alone);
-// a long caption wraps onto more lines.
+// a long caption wraps onto more lines, and a panel may bring its picture as a PNG (a captioner's
+// smooth, upsampled attention, drawn in beforehand).
 #pragma once
 
 #include <string>
@@ -15,6 +16,8 @@ namespace qkv::viz {
 struct ImageAttentionPanel {
   std::string caption;
   std::vector<float> image;  // [height, width] grey levels in [0, 1]
+  std::string png;           // or, when not empty, the picture as PNG bytes (e.g. an attention overlay
+                             //   already drawn in, vision/overlay.h), embedded as a data URI
   int height = 0, width = 0;
   std::vector<float> weights;  // [rows, cols]: the attention over a coarser grid covering the image
   int rows = 0, cols = 0;      //   (0 × 0: none)
