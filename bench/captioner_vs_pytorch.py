@@ -64,6 +64,10 @@ def make_model(torch, m, V):
             self.attend = m.get("attention", "additive") != "none"
             self.gated = self.attend and m.get("gate", True)
             self.lam = m.get("doubly_stochastic", 1.0)
+            g = m.get("image_height", 96)
+            for _ in ch[1:]:
+                g = (g + 1) // 2
+            self.pos = nn.Parameter(torch.randn(g * g, D) * 0.02) if m.get("grid_positions", False) else None
             self.embedding = nn.Embedding(V, E)
             self.init = nn.Linear(D, H)
             if self.attend:
@@ -79,6 +83,8 @@ def make_model(torch, m, V):
         def forward(self, x, tgt_in, tgt_out):
             f = self.layers(self.stem((x - 0.07) / 0.2))       # [B, D, h, w]
             a = f.flatten(2).transpose(1, 2)                     # [B, L, D]
+            if self.pos is not None:
+                a = a + self.pos                                 # the cells' learned positions
             mean = a.mean(1)
             s = torch.tanh(self.init(mean))
             keys = self.key_proj(a) if self.attend else None     # U a_j, once per picture

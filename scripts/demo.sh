@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # The README's first command: set up, build, and run the main job on the bundled default: the
-# shipped English→French Transformer translates the notes' sentences and draws what it attends to.
+# shipped English→French Transformer translates the notes' sentences and draws what it attends to,
+# the Shakespeare GPT writes, and the shipped captioner describes a scene, word by word.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh
@@ -19,3 +20,9 @@ echo "== what it attends to (heat maps per layer and head in attention/*.svg and
 echo
 echo "== the shipped character-level GPT (models/shakespeare-char.safetensors) continues a prompt:"
 ./build/qkv generate --prompt "ROMEO:" --max-new-tokens 300 --seed 1337 --stats
+echo
+echo "== image captioning with attention (models/captioner.safetensors, Show, Attend and Tell on generated scenes):"
+echo "   a test scene joins two kinds of item that never met in training; the caption, and per word the share"
+echo "   of the attention inside the named item's box (attention/caption-test-*.png: the picture once per word):"
+./build/qkv attend -m models/captioner.safetensors --scenes 7 --split test --out attention
+./build/qkv caption --scenes 7,12 --split test

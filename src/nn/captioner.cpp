@@ -21,6 +21,7 @@ const io::Fields<CaptionerConfig>& CaptionerConfig::fields() {
                                            F::integers("blocks", &C::blocks, 1, 64, 8),
                                            F::numbers("mean", &C::mean, -1e3, 1e3, 64),
                                            F::numbers("std", &C::std, 1e-6, 1e3, 64),
+                                           F::boolean("grid_positions", &C::grid_positions),
                                            F::integer("vocab_size", &C::vocab_size, 5),
                                            F::integer("embedding_dim", &C::embedding_dim, 1, 1 << 16),
                                            F::integer("hidden_size", &C::hidden_size, 1, 1 << 16),
@@ -77,7 +78,7 @@ std::string CaptionerConfig::describe() const {
                       embedding_dim, ", ");
   s += attention == CaptionAttention::none ? "no attention (mean feature)"
                                            : std::string("additive attention") + (gate ? " with gate β" : "");
-  return s + detail::concat(", vocab ", vocab_size);
+  return s + (grid_positions ? ", grid positions" : "") + detail::concat(", vocab ", vocab_size);
 }
 
 // ---- the model -----------------------------------------------------------------------------------
@@ -86,6 +87,12 @@ Captioner::Captioner(const CaptionerConfig& c, Generator* gen) : config(c), gen_
   Generator& g = gen ? *gen : default_generator();
   const int64_t E = c.embedding_dim, H = c.hidden_size, D = c.feature_dim();
   encoder = register_module("encoder", std::make_shared<ConvNet>(c.encoder_config(), gen));
+  if (c.grid_positions) {
+    const auto [h, w] = c.grid();
+    Tensor p = Tensor::empty({h * w, D});
+    nn::init::normal_(p, g, 0.f, 0.02f);  // as GPT-2's learned positions
+    positions = register_parameter("positions", p);
+  }
   embedding = register_module("embedding", std::make_shared<Embedding>(c.vocab_size, E, -1, &g));
   // N(0, E^−½): the embedding is also the output projection (tied), whose logits then have unit scale
   Tensor ew = embedding->weight.detach();
@@ -108,6 +115,10 @@ Captioner::Encoded Captioner::encode(const Tensor& images) const {
   const int64_t B = f.size(0), D = f.size(1), L = f.size(2) * f.size(3);
   Encoded e;
   e.memory = f.reshape({B, D, L}).transpose(1, 2).contiguous();
+  if (positions.defined()) {
+    QKV_CHECK(positions.size(0) == L, "captioner: a grid of ", L, " cells, positions for ", positions.size(0));
+    e.memory = add(e.memory, positions.unsqueeze(0));  // a_j + P_j
+  }
   // ā = (1/L) Σ_j a_j;  s_0 = tanh(W_init ā)
   e.mean = mean(e.memory, {1});  // [B, D]
   e.s0 = tanh(init->forward(e.mean)).unsqueeze(0).contiguous();  // [1, B, H]

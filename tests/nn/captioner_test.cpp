@@ -40,7 +40,8 @@ Tensor tgt_in() { return Tensor::from_ints({2, 5, 6, 7, 2, 8, 9, 0}, {2, 4}); }
 Tensor tgt_out() { return Tensor::from_ints({5, 6, 7, 3, 8, 9, 3, 0}, {2, 4}); }
 
 TEST(Captioner, TeacherForcingEqualsStepByStepDecodingAndAttentionIsADistribution) {
-  for (json extra : {json::object(), json{{"gate", false}}, json{{"attention", "none"}, {"gate", false}}}) {
+  for (json extra : {json::object(), json{{"gate", false}}, json{{"attention", "none"}, {"gate", false}},
+                     json{{"grid_positions", true}}}) {
     SCOPED_TRACE(extra.dump());
     Generator g(5);
     auto m = models::build_seq2seq("captioner", tiny(extra), &g);
@@ -141,6 +142,39 @@ TEST(Captioner, LossGradientPassesFiniteDifferences) {
     m->module().eval();
     EXPECT_GRADCHECK([&](const std::vector<Tensor>& in) { return m->loss(in[0], tgt_in(), tgt_out(), 0.1f); },
                      (std::vector<Tensor>{testing::param({2, 1, 8, 8}, 6, 0.5f)}));
+  }
+}
+
+// The grid's learned positions P [L, D]: a_j + P_j is what the decoder attends over, so the loss's
+// gradient in P (through attention, the mean feature and the initial state) passes finite differences.
+TEST(Captioner, GridPositionsGradientPassesFiniteDifferences) {
+  Generator g(4);
+  auto m = models::build_seq2seq("captioner", tiny(json{{"grid_positions", true}}), &g);
+  m->module().eval();
+  auto* cap = dynamic_cast<const Captioner*>(&m->module());
+  ASSERT_NE(cap, nullptr);
+  ASSERT_EQ(cap->positions.shape(), (Shape{16, 4}));  // a 4×4 grid of 4-vectors
+  const Tensor x = images(2, 3);
+  Tensor p = cap->positions;
+  {
+    Generator r(2);
+    p.copy_(Tensor::randn({16, 4}, r, 0.f, 0.3f));  // away from the 0.02 initialisation
+  }
+  m->module().zero_grad();
+  m->loss(x, tgt_in(), tgt_out()).backward();
+  const std::vector<float> grad = p.grad().to_vector();
+  NoGradGuard no_grad;
+  float* v = p.data<float>();
+  const float h = 1e-2f;
+  for (int64_t k : {0, 5, 22, 37, 63}) {
+    const float keep = v[k];
+    v[k] = keep + h;
+    const double up = m->loss(x, tgt_in(), tgt_out()).item();
+    v[k] = keep - h;
+    const double down = m->loss(x, tgt_in(), tgt_out()).item();
+    v[k] = keep;
+    const double fd = (up - down) / (2 * h);
+    EXPECT_NEAR(grad[static_cast<size_t>(k)], fd, 2e-3 + 2e-2 * std::abs(fd)) << "P[" << k << "]";
   }
 }
 

@@ -3,6 +3,8 @@
 // a time, and before each word it looks at a different part of the picture.
 //
 //   encoder:   a = ConvNet trunk (nn/convnet.h, no head)           [B, D, h, w] → [B, L = h·w, D]
+//              (+ P, a learned [L, D] embedding of the cells, with "grid_positions": where an item
+//              is must then not be inferred from the features alone; captions here say where)
 //   init:      s_0 = tanh(W_init ā),  ā = (1/L) Σ_j a_j             the mean feature
 //   attention: e_tj = vᵀ tanh(W s_{t−1} + U a_j),  α_t = softmax_j(e_t),  z_t = Σ_j α_tj a_j
 //   gate:      β_t = σ(w_β · s_{t−1} + b_β),  ẑ_t = β_t z_t          (the paper's §4.2.1 "gating scalar")
@@ -21,7 +23,7 @@
 // Decoding goes through the same step interface as the translators (decode/search.h): the cache is
 // the decoder state and the grid with its projected keys, computed once per image.
 //
-// Parameters: encoder.* (nn::ConvNet names), embedding.weight, init.* (W_init), attention.*
+// Parameters: encoder.* (nn::ConvNet names), positions [L, D] (grid_positions), embedding.weight, init.* (W_init), attention.*
 // (nn::Alignment), gate.* (w_β), decoder.* (nn::GRU), readout.* (W_r).
 #pragma once
 
@@ -51,6 +53,7 @@ struct CaptionerConfig {
   std::vector<int64_t> channels = {16, 32, 64, 128};  // 96 × 96 → a 12 × 12 grid of 128-vectors
   std::vector<int64_t> blocks = {1, 1, 1, 1};
   std::vector<double> mean = {0.07}, std = {0.2};     // a scene is mostly black background
+  bool grid_positions = false;  // add a learned embedding of each grid cell to its feature
   // the decoder
   int64_t vocab_size = 64;
   int64_t embedding_dim = 128, hidden_size = 256;
@@ -115,6 +118,7 @@ class Captioner : public Module {
   std::shared_ptr<Linear> gate;      // w_β (attention with gate)
   std::shared_ptr<GRU> decoder;
   std::shared_ptr<Linear> readout;   // W_r: [e; s; ẑ] → the embedding width
+  Tensor positions;                  // P [L, D] (grid_positions)
   Tensor embedding_bf16;             // decoding's bf16 copy of Eᵀ (set_inference_weights)
 
  private:
