@@ -156,7 +156,7 @@ def main():
     ap.add_argument("--warmup", type=int, default=3)
     ap.add_argument("--batch", type=int, default=32)
     ap.add_argument("--length", type=int, default=16)
-    ap.add_argument("--vocab", type=int, default=30)
+    ap.add_argument("--vocab", type=int, default=29)
     ap.add_argument("--side", type=int, default=96)
     ap.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
     args = ap.parse_args()

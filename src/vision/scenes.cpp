@@ -166,16 +166,19 @@ Scene SceneGenerator::generate(SceneSplit split, int64_t index) const {
   for (int64_t c = train ? 0 : 2; c + 1 < n; c += 2)  // every other clause joins a pair no split holds out
     while (held_anywhere(labels[c], labels[c + 1])) labels[c + 1] = static_cast<int32_t>(d.below(kClasses));
 
-  // Distinct cells (a partial Fisher–Yates shuffle), a random image of each class, a jitter in the cell.
+  // Distinct cells (a partial Fisher–Yates shuffle) taken in reading order — item i is the i-th in
+  // reading order, so the caption is a function of the picture: the words say the items top row
+  // first, left to right — then a random image of each class and a jitter in its cell.
   std::vector<int64_t> cells(static_cast<size_t>(o.grid * o.grid));
   std::iota(cells.begin(), cells.end(), 0);
+  for (int64_t i = 0; i < n; ++i) std::swap(cells[i], cells[i + d.below(static_cast<int64_t>(cells.size()) - i)]);
+  std::sort(cells.begin(), cells.begin() + n);
   const ImageSet& set = images(split);
   const int64_t h = set.height, w = set.width;
   Scene scene;
   scene.height = scene.width = canvas_size();
   scene.pixels.assign(static_cast<size_t>(scene.height * scene.width), 0);
   for (int64_t i = 0; i < n; ++i) {
-    std::swap(cells[i], cells[i + d.below(static_cast<int64_t>(cells.size()) - i)]);
     SceneItem it;
     it.label = labels[i];
     it.row = cells[i] / o.grid;

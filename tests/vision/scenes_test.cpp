@@ -141,7 +141,22 @@ TEST(Scenes, CaptionsSayWhereTheItemsAre) {
     for (int c : named) EXPECT_EQ(c, 1);
   }
   for (size_t n = 1; n <= 4; ++n) EXPECT_GT(counts[n], 60) << n << " items";
-  EXPECT_EQ(relations.size(), 8u);  // four sides and four diagonals
+  // in reading order the first item is above or left of the second: the left side, the top side and
+  // the two upper diagonals
+  EXPECT_EQ(relations.size(), 4u);
+}
+
+// The caption is a function of the picture: items come in reading order, so a clause's first item
+// is never below or on the same row to the right of its second.
+TEST(Scenes, ItemsAreNamedInReadingOrder) {
+  Fixture f;
+  for (SceneSplit split : {SceneSplit::train, SceneSplit::val, SceneSplit::test})
+    for (int64_t i = 0; i < 300; ++i) {
+      const Scene s = f.gen.generate(split, i);
+      for (size_t k = 1; k < s.items.size(); ++k)
+        EXPECT_LT(s.items[k - 1].row * 3 + s.items[k - 1].col, s.items[k].row * 3 + s.items[k].col) << s.caption();
+      EXPECT_EQ(s.caption().find("below"), std::string::npos) << s.caption();
+    }
 }
 
 TEST(Scenes, TestSplitsHoldOutClassPairs) {

@@ -16,7 +16,7 @@ namespace {
 struct CaptionBenchArgs {
   std::string config = "configs/captions.json";
   std::vector<std::string> set;
-  int64_t batch = 32, length = 16, vocab = 30, side = 96, iters = 20, warmup = 3;
+  int64_t batch = 32, length = 16, vocab = 29, side = 96, iters = 20, warmup = 3;
   AutocastDType dtype = AutocastDType::f32;
   int threads = 0;
   bool json = false;

@@ -4,9 +4,13 @@
 // the layout by a small grammar:
 //
 //   1 item:   "a sneaker in the top left", "a bag on the right"
-//   2 items:  "a coat below and to the right of a bag"
-//   3 items:  "a pair of trousers to the left of a sandal and a dress at the top"
-//   4 items:  "a tee above a shirt and a boot to the right of a pullover"
+//   2 items:  "a bag above and to the left of a coat"
+//   3 items:  "a pair of trousers to the left of a sandal and a dress at the bottom"
+//   4 items:  "a tee above a shirt and a boot to the left of a pullover"
+//
+// The items are named in reading order (top row first, left to right; a clause joins the first two,
+// the next clause or position phrase the rest), so the caption is a function of the picture: one
+// right answer, which a model can be scored against word for word.
 //
 // Every word that names an item ("sneaker", "trousers", …) carries that item's bounding box: the
 // ground truth for where the captioner's attention should go when it writes the word.
