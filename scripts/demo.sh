@@ -24,5 +24,5 @@ echo
 echo "== image captioning with attention (models/captioner.safetensors, Show, Attend and Tell on generated scenes):"
 echo "   a test scene joins two kinds of item that never met in training; the caption, and per word the share"
 echo "   of the attention inside the named item's box (attention/caption-test-*.png: the picture once per word):"
-./build/qkv attend -m models/captioner.safetensors --scenes 7 --split test --out attention
-./build/qkv caption --scenes 7,12 --split test
+./build/qkv attend -m models/captioner.safetensors --scenes 8 --split test --out attention
+./build/qkv caption --scenes 12,14,33 --split test

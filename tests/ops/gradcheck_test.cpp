@@ -186,8 +186,11 @@ TEST(AdditiveScore, EqualsTheUnfusedFormula) {
     Tensor plain = matmul(tanh(q.unsqueeze(2) + k.unsqueeze(1)), v);
     const V gp = grads(plain);
     SCOPED_TRACE("A = " + std::to_string(A));
-    EXPECT_TENSOR_NEAR(fused, plain, 1e-6);
-    for (size_t i = 0; i < 3; ++i) EXPECT_TENSOR_NEAR(gf[i], gp[i], 1e-6);
+    // Both are f32 sums of A terms in different orders (the fused kernel's vector lanes, the GEMM's):
+    // they agree to a few units in the last place of the largest term — 1.06e-6 seen on an AVX-512
+    // Xeon, where tanh and the lanes differ from Zen 3's; a wrong formula is off by far more.
+    EXPECT_TENSOR_NEAR(fused, plain, 4e-6);
+    for (size_t i = 0; i < 3; ++i) EXPECT_TENSOR_NEAR(gf[i], gp[i], 4e-6);
   }
 }
 

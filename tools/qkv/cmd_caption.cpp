@@ -223,6 +223,7 @@ int run_caption_attend(const std::string& model_path, const std::vector<std::str
     std::printf("%s\t%s\n", pic.name.c_str(), c.text.c_str());
     // the panels: the picture with its caption, then one per step (each word, then the end)
     std::vector<viz::ImageAttentionPanel> smooth, grid;
+    const std::string plain = vision::encode_png(pic.image);  // the grid's panels: the picture once, as PNG
     viz::ImageAttentionPanel first;
     first.caption = "\"" + c.text + "\"";
     first.image = pic.image.pixels, first.height = static_cast<int>(pic.image.height);
@@ -253,8 +254,8 @@ int run_caption_attend(const std::string& model_path, const std::vector<std::str
       p.png = vision::encode_png(vision::attention_overlay(pic.image, c.attention[t], c.rows, c.cols));
       smooth.push_back(p);
       // the grid: the picture and the weights cell by cell (hover a cell for its weight)
-      p.png.clear();
-      p.image = pic.image.pixels, p.weights = c.attention[t];
+      p.png = plain;
+      p.weights = c.attention[t];
       p.rows = static_cast<int>(c.rows), p.cols = static_cast<int>(c.cols);
       grid.push_back(std::move(p));
     }
