@@ -345,6 +345,23 @@ TEST(Cli, ShippedRecurrentTranslatorTranslatesAndDrawsItsAlignment) {
   std::filesystem::remove_all(d);
 }
 
+// The shipped captioner (models/captioner.safetensors) on a test scene — a class pair no training
+// caption joins — writes the scene's own caption, and draws its attention word by word.
+TEST(Cli, ShippedCaptionerDescribesATestScene) {
+  const std::string m = std::string(QKV_SOURCE_DIR) + "/models/captioner.safetensors";
+  CliRun c = run("caption -m " + m + " --scenes 8 --split test --json");
+  ASSERT_EQ(c.code, 0) << c.out;
+  const auto j = nlohmann::json::parse(c.out.substr(c.out.find('{')));
+  EXPECT_EQ(j["caption"], "a coat above and to the left of a shirt and a boot to the left of a sandal") << c.out;
+  EXPECT_EQ(j["caption"], j["reference"]);
+  const std::string d = std::filesystem::temp_directory_path().string() + "/qkv-cli-attend-cap-" + std::to_string(getpid());
+  CliRun a = run("attend -m " + m + " --scenes 8 --split test --format png -o " + d);
+  EXPECT_EQ(a.code, 0) << a.out;
+  EXPECT_NE(a.out.find("of the attention inside its box"), std::string::npos) << a.out;
+  EXPECT_GT(std::filesystem::file_size(d + "/caption-test-8.png"), 10000u);
+  std::filesystem::remove_all(d);
+}
+
 // Repeated -m translate with an ensemble; the sentences after them stay sentences. The shipped model
 // twice is the shipped model; a model of another kind is a clear error.
 TEST(Cli, TranslateWithAnEnsemble) {
