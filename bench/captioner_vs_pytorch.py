@@ -28,25 +28,13 @@ import time
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 from gpt_vs_pytorch import run_json, torch_env  # noqa: E402  (PyTorch at its best settings here)
+from convnet_vs_pytorch import basic_block  # noqa: E402
 
 
 def make_model(torch, m, V):
     nn, F = torch.nn, torch.nn.functional
 
-    class BasicBlock(nn.Module):
-        def __init__(self, cin, cout, stride):
-            super().__init__()
-            self.conv1 = nn.Conv2d(cin, cout, 3, stride, 1, bias=False)
-            self.bn1 = nn.BatchNorm2d(cout)
-            self.conv2 = nn.Conv2d(cout, cout, 3, 1, 1, bias=False)
-            self.bn2 = nn.BatchNorm2d(cout)
-            self.down = None
-            if stride != 1 or cin != cout:
-                self.down = nn.Sequential(nn.Conv2d(cin, cout, 1, stride, bias=False), nn.BatchNorm2d(cout))
-
-        def forward(self, x):
-            y = self.bn2(self.conv2(F.relu(self.bn1(self.conv1(x)))))
-            return F.relu(y + (self.down(x) if self.down is not None else x))
+    BasicBlock = basic_block(torch)  # the ConvNet twin's (bench/convnet_vs_pytorch.py)
 
     class Captioner(nn.Module):
         def __init__(self):

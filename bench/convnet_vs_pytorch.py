@@ -30,7 +30,8 @@ from gpt_vs_pytorch import run_json, torch_env  # noqa: E402  (PyTorch at its be
 CONV_SHAPES = [(32, 32, 28), (64, 64, 14), (128, 128, 7)]  # (in, out, size): the stages' 3×3 convolutions
 
 
-def make_model(torch, m):
+def basic_block(torch):
+    """torchvision's BasicBlock: conv-BN-ReLU-conv-BN plus a 1×1 conv-BN shortcut where the shape changes."""
     nn, F = torch.nn, torch.nn.functional
 
     class BasicBlock(nn.Module):
@@ -47,6 +48,13 @@ def make_model(torch, m):
         def forward(self, x):
             y = self.bn2(self.conv2(F.relu(self.bn1(self.conv1(x)))))
             return F.relu(y + (self.down(x) if self.down is not None else x))
+
+    return BasicBlock
+
+
+def make_model(torch, m):
+    nn, F = torch.nn, torch.nn.functional
+    BasicBlock = basic_block(torch)
 
     class NonLocal(nn.Module):
         def __init__(self, c, heads, sub):
