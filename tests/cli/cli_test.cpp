@@ -7,6 +7,7 @@
 #include <array>
 #include <chrono>
 #include <cstdio>
+#include <sstream>
 #include <string>
 #include <utility>
 #include <vector>
@@ -359,6 +360,28 @@ TEST(Cli, ShippedCaptionerDescribesATestScene) {
   EXPECT_EQ(a.code, 0) << a.out;
   EXPECT_NE(a.out.find("of the attention inside its box"), std::string::npos) << a.out;
   EXPECT_GT(std::filesystem::file_size(d + "/caption-test-8.png"), 10000u);
+  std::filesystem::remove_all(d);
+}
+
+// The shipped image classifier (models/fashion-mnist-nonlocal.safetensors, the default of classify)
+// names the first Fashion-MNIST test images right and draws its non-local block's attention.
+TEST(Cli, ShippedImageClassifierClassifiesAndAttends) {
+  const std::string m = std::string(QKV_SOURCE_DIR) + "/models/fashion-mnist-nonlocal.safetensors";
+  CliRun c = run("classify -m " + m + " --test-images 0,1,2 --json");
+  ASSERT_EQ(c.code, 0) << c.out;
+  std::istringstream lines(c.out);
+  int n = 0;
+  for (std::string line; std::getline(lines, line);) {
+    if (line.empty() || line[0] != '{') continue;
+    const auto j = nlohmann::json::parse(line);
+    EXPECT_EQ(j["top"][0]["class"], j["true_class"]) << line;
+    ++n;
+  }
+  EXPECT_EQ(n, 3) << c.out;
+  const std::string d = std::filesystem::temp_directory_path().string() + "/qkv-cli-attend-fm-" + std::to_string(getpid());
+  CliRun a = run("attend -m " + m + " --test-images 0 --grid 2 --format svg -o " + d);
+  EXPECT_EQ(a.code, 0) << a.out;
+  EXPECT_TRUE(std::filesystem::exists(d + "/attention-image.svg")) << a.out;
   std::filesystem::remove_all(d);
 }
 
