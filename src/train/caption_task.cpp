@@ -136,6 +136,7 @@ CaptionScores score_captions(const decode::ImageCaptioner& captioner, const visi
   o.attention = true;
   o.on_batch = nullptr;
   const int64_t chunk = std::max<int64_t>(opt.batch_size, 1);
+  std::vector<float> flat;  // the uniform attention, made once
   for (int64_t b0 = 0; b0 < count; b0 += chunk) {
     std::vector<vision::Scene> batch;
     for (int64_t i = b0; i < std::min(count, b0 + chunk); ++i) batch.push_back(gen.generate(split, first + i));
@@ -148,6 +149,9 @@ CaptionScores score_captions(const decode::ImageCaptioner& captioner, const visi
       hyps.push_back(c.text), refs.push_back(ref);
       if (c.attention.empty()) continue;
       s.has_attention = true;
+      // a uniform attention over this grid: what it puts in the boxes is their area share
+      if (flat.size() != static_cast<size_t>(c.rows * c.cols))
+        flat.assign(static_cast<size_t>(c.rows * c.cols), 1.f / static_cast<float>(c.rows * c.cols));
       for (size_t t = 0; t < c.words.size() && t < c.attention.size(); ++t) {
         const int32_t k = class_of_word(c.words[t]);
         if (k < 0) continue;
@@ -158,9 +162,7 @@ CaptionScores score_captions(const decode::ImageCaptioner& captioner, const visi
           ++s.unseen_words;
           continue;
         }
-        // the union's area, for the uniform baseline: the same mass function with weights all 1/L
-        const std::vector<float> flat(static_cast<size_t>(c.rows * c.cols), 1.f / static_cast<float>(c.rows * c.cols));
-        uniform += mass_in_boxes(flat, c.rows, c.cols, sc.height, sc.width, boxes);
+        uniform += mass_in_boxes(flat, c.rows, c.cols, sc.height, sc.width, boxes);  // the boxes' area share
         in_box += mass_in_boxes(c.attention[t], c.rows, c.cols, sc.height, sc.width, boxes);
         ++s.named_words;
       }

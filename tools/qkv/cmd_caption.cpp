@@ -18,6 +18,7 @@
 #include "qkv/io/file.h"
 #include "qkv/models/load.h"
 #include "qkv/models/model_file.h"
+#include "qkv/models/registry.h"
 #include "qkv/train/caption_task.h"
 #include "qkv/vision/image.h"
 #include "qkv/vision/overlay.h"
@@ -31,8 +32,9 @@ namespace fs = std::filesystem;
 using nlohmann::json;
 
 bool is_captioner_file(const std::string& path) {
-  if (models::model_file_kind(path) != models::Kind::seq2seq) return false;
-  return models::load_seq2seq(path).model->source_image().height > 0;
+  // the registry knows from the type name alone; the tensors are not read (the command loads them once)
+  const models::ModelType& t = models::model_type(models::load_model_metadata(path).at("model_type").get<std::string>());
+  return t.kind == models::Kind::seq2seq && t.takes_images;
 }
 
 void add_caption_source_options(CLI::App* sub, CaptionSourceArgs& a, bool shares_invert) {
