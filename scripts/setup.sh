@@ -12,14 +12,20 @@ pkgs=(
   libgdk-pixbuf-2.0-dev            # reading PNG/JPEG/PGM images (vision/image)
   dataset-fashion-mnist            # Fashion-MNIST (MIT), IDX files under /usr/share/datasets/fashion-mnist
 )
-if [ "${1:-}" = "--with-torch" ]; then
+for flag in "$@"; do
+case "$flag" in
+--with-torch)
   # PyTorch 1.13, the peer for golden files and benchmarks; without OpenBLAS it runs on the netlib
   # reference BLAS (about 5 GF/s on 2 cores here, over 30x slower), so benchmarks would flatter qkv.
-  pkgs+=(python3 python3-torch python3-numpy libopenblas0-pthread)
-fi
-if [ "${1:-}" = "--fuzz" ]; then
-  pkgs+=(clang libomp-14-dev)     # libFuzzer and OpenMP for clang (scripts/fuzz.sh)
-fi
+  pkgs+=(python3 python3-torch python3-numpy libopenblas0-pthread) ;;
+--python)
+  # the Python module (scripts/test_python.sh): headers, venv, NumPy, pytest, PyTorch 1.13 for the bridge
+  pkgs+=(python3 python3-dev python3-venv python3-numpy python3-pytest python3-torch libopenblas0-pthread) ;;
+--fuzz)
+  pkgs+=(clang libomp-14-dev) ;;  # libFuzzer and OpenMP for clang (scripts/fuzz.sh)
+*) echo "setup: unknown option $flag (--with-torch, --python, --fuzz)" >&2; exit 2 ;;
+esac
+done
 missing=()
 for p in "${pkgs[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

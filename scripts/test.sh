@@ -1,12 +1,14 @@
 #!/usr/bin/env bash
-# The README's second command: set up, build, and run the whole test suite, then a short
-# libFuzzer run of every fuzz target (scripts/fuzz.sh).
+# The README's second command: set up, build, and run the whole test suite (C++ with ctest, the
+# Python module with pytest), then a short libFuzzer run of every fuzz target (scripts/fuzz.sh).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh
 bash scripts/build.sh
 export OMP_NUM_THREADS="${OMP_NUM_THREADS:-2}"
 ctest --test-dir build --output-on-failure -j2 --timeout 600
+# the Python module: pip install into build/venv, then pytest (scripts/test_python.sh)
+bash scripts/test_python.sh
 # libFuzzer smoke run: each fuzz target for QKV_FUZZ_SECONDS (default 60; 0 skips), docs/FUZZING.md
 if [ "${QKV_FUZZ_SECONDS:-60}" != "0" ]; then
   bash scripts/fuzz.sh "${QKV_FUZZ_SECONDS:-60}"

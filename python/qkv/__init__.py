@@ -1,0 +1,18 @@
+"""qkv from Python: attention and the models built on it, computed by qkv's C++ library.
+
+    import numpy as np, qkv
+    q = qkv.from_numpy(np.random.rand(2, 4, 5, 8).astype(np.float32))   # no copy
+    out = qkv.nn.functional.scaled_dot_product_attention(q, q, q, is_causal=True)
+    out.numpy()                                                         # no copy
+
+PyTorch's names where a PyTorch user looks for them: qkv.tensor / as_tensor / from_numpy /
+from_dlpack, Tensor.shape / dtype / requires_grad / grad / backward(), qkv.nn.functional,
+qkv.autograd.grad; qkv.torch.scaled_dot_product_attention is a drop-in for PyTorch's on CPU.
+"""
+from ._qkv import (Error, Tensor, as_tensor, from_dlpack, from_numpy, get_num_threads, manual_seed, ones, randn,
+                   set_num_threads, tensor, zeros)
+from . import autograd, nn
+
+__version__ = "0.1.0"
+__all__ = ["Error", "Tensor", "as_tensor", "from_dlpack", "from_numpy", "get_num_threads", "manual_seed", "ones",
+           "randn", "set_num_threads", "tensor", "zeros", "autograd", "nn"]

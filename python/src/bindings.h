@@ -1,0 +1,14 @@
+// The parts of the qkv._qkv extension module, one function per file (python/src/*.cpp).
+#pragma once
+
+#include <nanobind/nanobind.h>
+
+namespace qkv::python {
+
+namespace nb = nanobind;
+using namespace nb::literals;
+
+void bind_tensor(nb::module_& m);      // tensor.cpp: qkv.Tensor and the ways in and out
+void bind_functional(nb::module_& m);  // functional.cpp: qkv.nn.functional, qkv.autograd
+
+}  // namespace qkv::python

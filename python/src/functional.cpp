@@ -1,0 +1,100 @@
+// qkv.nn.functional (PyTorch's signatures) and qkv.autograd.grad. Every function takes qkv
+// tensors or anything array-like (converted without a copy where the layout allows) and releases
+// the GIL while qkv computes.
+#include <nanobind/stl/optional.h>
+#include <nanobind/stl/pair.h>
+#include <nanobind/stl/string.h>
+#include <nanobind/stl/vector.h>
+
+#include <optional>
+#include <vector>
+
+#include "bindings.h"
+#include "convert.h"
+#include "qkv/ops.h"
+
+namespace qkv::python {
+
+namespace {
+
+Tensor optional_tensor(nb::handle obj) { return obj.is_none() ? Tensor() : to_tensor(obj); }
+
+std::vector<Tensor> tensor_list(nb::handle obj) {
+  std::vector<Tensor> out;
+  if (nb::isinstance<Tensor>(obj)) return {nb::cast<Tensor>(obj)};
+  for (nb::handle x : obj) out.push_back(to_tensor(x));
+  return out;
+}
+
+}  // namespace
+
+void bind_functional(nb::module_& m) {
+  nb::module_ f = m.def_submodule("functional", "torch.nn.functional's names over qkv's ops (qkv/ops.h)");
+
+  //   Attention(Q, K, V) = softmax(Q Kᵀ · scale + M) V,    scale = 1/√d by default
+  // q [..., L, E], k [..., S, E], v [..., S, Ev] → [..., L, Ev]
+  f.def(
+      "scaled_dot_product_attention",
+      [](nb::handle query, nb::handle key, nb::handle value, nb::handle attn_mask, double dropout_p, bool is_causal,
+         std::optional<double> scale, bool enable_gqa) {
+        const Tensor q = to_tensor(query), k = to_tensor(key), v = to_tensor(value), mask = optional_tensor(attn_mask);
+        std::optional<float> s;
+        if (scale) s = static_cast<float>(*scale);
+        nb::gil_scoped_release release;
+        return scaled_dot_product_attention(q, k, v, mask, static_cast<float>(dropout_p), is_causal, s, enable_gqa);
+      },
+      "query"_a, "key"_a, "value"_a, "attn_mask"_a = nb::none(), "dropout_p"_a = 0.0, "is_causal"_a = false,
+      "scale"_a = nb::none(), nb::kw_only(), "enable_gqa"_a = false,
+      "softmax(Q Kᵀ · scale + attn_mask) V with torch.nn.functional.scaled_dot_product_attention's semantics:\n"
+      "a boolean attn_mask marks the keys a query may attend to (True), a float one is added to the scores;\n"
+      "is_causal masks key j > query i; scale defaults to 1/√E; enable_gqa lets key/value have fewer heads.\n"
+      "Runs qkv's flash kernel (O(L) memory) forward and backward.");
+  f.def(
+      "scaled_dot_product_attention_with_weights",
+      [](nb::handle query, nb::handle key, nb::handle value, nb::handle attn_mask, bool is_causal,
+         std::optional<double> scale) {
+        AttentionOptions o;
+        o.attn_mask = optional_tensor(attn_mask), o.is_causal = is_causal;
+        if (scale) o.scale = static_cast<float>(*scale);
+        const Tensor q = to_tensor(query), k = to_tensor(key), v = to_tensor(value);
+        nb::gil_scoped_release release;
+        AttentionResult r = scaled_dot_product_attention_with_weights(q, k, v, o);
+        return std::make_pair(r.output, r.weights);
+      },
+      "query"_a, "key"_a, "value"_a, "attn_mask"_a = nb::none(), "is_causal"_a = false, "scale"_a = nb::none(),
+      "(output, weights): attention and its weights softmax(Q Kᵀ · scale + M) [..., L, S], to look at\n"
+      "(the weights carry no gradient).");
+  f.def("softmax", [](nb::handle x, int64_t dim) { return softmax(to_tensor(x), dim); }, "input"_a, "dim"_a);
+  f.def("log_softmax", [](nb::handle x, int64_t dim) { return log_softmax(to_tensor(x), dim); }, "input"_a, "dim"_a);
+  f.def("relu", [](nb::handle x) { return relu(to_tensor(x)); }, "input"_a);
+  f.def("gelu", [](nb::handle x, const std::string& approximate) { return gelu(to_tensor(x), approximate); }, "input"_a,
+        "approximate"_a = "none");
+  f.def("matmul", [](nb::handle a, nb::handle b) {
+    const Tensor x = to_tensor(a), y = to_tensor(b);
+    nb::gil_scoped_release release;
+    return matmul(x, y);
+  }, "input"_a, "other"_a);
+
+  nb::module_ ag = m.def_submodule("autograd", "reverse mode (torch.autograd's names)");
+  ag.def(
+      "grad",
+      [](nb::handle outputs, nb::handle inputs, nb::handle grad_outputs, bool retain_graph) {
+        const std::vector<Tensor> outs = tensor_list(outputs), ins = tensor_list(inputs);
+        std::vector<Tensor> seeds = grad_outputs.is_none() ? std::vector<Tensor>(outs.size()) : tensor_list(grad_outputs);
+        QKV_CHECK(seeds.size() == outs.size(), "autograd.grad: ", outs.size(), " outputs but ", seeds.size(),
+                  " grad_outputs");
+        for (size_t i = 0; i < outs.size(); ++i)  // a scalar output's seed is 1, as in torch.autograd.grad
+          if (!seeds[i].defined()) {
+            QKV_CHECK(outs[i].numel() == 1, "autograd.grad: output ", i, " (", outs[i].str(),
+                      ") is not a scalar: give its grad_outputs");
+            seeds[i] = Tensor::ones(outs[i].shape());
+          }
+        nb::gil_scoped_release release;
+        return autograd::grad(outs, seeds, ins, retain_graph);
+      },
+      "outputs"_a, "inputs"_a, "grad_outputs"_a = nb::none(), "retain_graph"_a = false,
+      "d(outputs)/d(inputs), seeded with grad_outputs (ones for scalar outputs), returned instead of\n"
+      "accumulated into .grad (torch.autograd.grad).");
+}
+
+}  // namespace qkv::python

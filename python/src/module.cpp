@@ -1,0 +1,19 @@
+// The qkv._qkv extension module; python/qkv/__init__.py re-exports it under PyTorch's names.
+#include <nanobind/nanobind.h>
+
+#include "bindings.h"
+#include "qkv/core/error.h"
+#include "qkv/core/parallel.h"
+#include "qkv/core/rng.h"
+
+NB_MODULE(_qkv, m) {
+  using namespace qkv::python;
+  m.doc() = "qkv: attention and the models built on it (C++), from Python";
+  // qkv's errors (a wrong shape, a bad file) arrive as qkv.Error, a RuntimeError, with qkv's message.
+  nb::exception<qkv::Error>(m, "Error", PyExc_RuntimeError);
+  m.def("set_num_threads", &qkv::set_num_threads, "n"_a, "Threads qkv's parallel loops use (torch.set_num_threads).");
+  m.def("get_num_threads", &qkv::num_threads);
+  m.def("manual_seed", &qkv::manual_seed, "seed"_a, "Seeds qkv's default generator (torch.manual_seed).");
+  bind_tensor(m);
+  bind_functional(m);
+}
