@@ -8,11 +8,15 @@
 PyTorch's names where a PyTorch user looks for them: qkv.tensor / as_tensor / from_numpy /
 from_dlpack, Tensor.shape / dtype / requires_grad / grad / backward(), qkv.nn.functional,
 qkv.autograd.grad; qkv.torch.scaled_dot_product_attention is a drop-in for PyTorch's on CPU.
+Model files: qkv.Translator(path).translate_batch(…), qkv.LanguageModel(path).generate(…),
+qkv.ImageClassifier, qkv.ImageCaptioner, or qkv.load(path) for any of them; qkv.train(config).
 """
-from ._qkv import (Error, Tensor, as_tensor, from_dlpack, from_numpy, get_num_threads, manual_seed, ones, randn,
-                   set_num_threads, tensor, zeros)
+from ._qkv import (Error, ImageCaptioner, ImageClassifier, LanguageModel, Tensor, TranslationResult, Translator,
+                   as_tensor, from_dlpack, from_numpy, get_num_threads, load, manual_seed, ones, randn,
+                   set_num_threads, tensor, train, zeros)
 from . import autograd, nn
 
 __version__ = "0.1.0"
-__all__ = ["Error", "Tensor", "as_tensor", "from_dlpack", "from_numpy", "get_num_threads", "manual_seed", "ones",
+__all__ = ["Error", "ImageCaptioner", "ImageClassifier", "LanguageModel", "TranslationResult", "Translator", "load",
+           "train", "Tensor", "as_tensor", "from_dlpack", "from_numpy", "get_num_threads", "manual_seed", "ones",
            "randn", "set_num_threads", "tensor", "zeros", "autograd", "nn"]

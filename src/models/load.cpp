@@ -114,7 +114,9 @@ LoadedLanguageModel load_language_model(const std::string& path, const LoadOptio
   return r;
 }
 
-Kind model_file_kind(const std::string& path) { return named_type(load_model_metadata(path), path).kind; }
+Kind model_file_kind(const std::string& path) { return model_file_type(path).kind; }
+
+const ModelType& model_file_type(const std::string& path) { return named_type(load_model_metadata(path), path); }
 
 LoadedImageClassifier load_image_classifier(const std::string& path, const LoadOptions& options) {
   ModelFile f = load_model_file(path);

@@ -265,6 +265,11 @@ nn::Module& model = task.model().module();
   };
 
   TrainResult res;
+  bool stop = false;  // on_metrics asked to stop
+  auto add_row = [&](const json& row) {
+    metrics.add(row);
+    if (opt.on_metrics && !opt.on_metrics(row)) stop = true;
+  };
   io::ProgressBar bar("train", cfg.max_iters, start);
   auto t_start = std::chrono::steady_clock::now();
   auto elapsed = [&] {
@@ -281,7 +286,7 @@ nn::Module& model = task.model().module();
       line += " " + k + " " + fmt(v, "%.4f");
     }
     row["elapsed_s"] = elapsed();
-    metrics.add(row);
+    add_row(row);
     if (!opt.quiet) bar.write(line);
     res.last_eval = ev;
   };
@@ -314,13 +319,13 @@ nn::Module& model = task.model().module();
     tok_rate = tok_rate == 0 ? rate : 0.9 * tok_rate + 0.1 * rate;
     res.last_loss = loss;
     if (step % cfg.log_interval == 0 || step + 1 == cfg.max_iters)
-      metrics.add({{"step", step}, {"loss", loss}, {"lr", lr}, {"grad_norm", norm}, {"tokens_per_s", rate},
-                   {"elapsed_s", elapsed()}});
+      add_row({{"step", step}, {"loss", loss}, {"lr", lr}, {"grad_norm", norm}, {"tokens_per_s", rate},
+               {"elapsed_s", elapsed()}});
     bar.set_postfix({{"loss", fmt(loss, "%.4f")}, {"lr", fmt(lr, "%.2e")}, {std::string(task.unit()) + "/s", io::ProgressBar::format_rate(tok_rate)}});
     bar.update(1);
     if (cfg.checkpoint_interval > 0 && (step + 1) % cfg.checkpoint_interval == 0 && step + 1 < cfg.max_iters)
       save(step + 1, elapsed());
-    if (g_interrupted) {
+    if (g_interrupted || stop) {
       ++step;
       res.interrupted = true;
       break;

@@ -33,7 +33,7 @@ using nlohmann::json;
 
 bool is_captioner_file(const std::string& path) {
   // the registry knows from the type name alone; the tensors are not read (the command loads them once)
-  const models::ModelType& t = models::model_type(models::load_model_metadata(path).at("model_type").get<std::string>());
+  const models::ModelType& t = models::model_file_type(path);
   return t.kind == models::Kind::seq2seq && t.takes_images;
 }
 

@@ -10,11 +10,8 @@
 #include "options.h"
 #include "qkv/core/error.h"
 #include "qkv/io/file.h"
-#include "qkv/train/caption_task.h"
-#include "qkv/train/image_task.h"
-#include "qkv/train/lm_task.h"
-#include "qkv/train/translation_task.h"
 #include "qkv/io/config.h"
+#include "qkv/train/from_config.h"
 
 namespace qkv::cli {
 
@@ -82,42 +79,15 @@ void add_train(CLI::App& app) {
     json config = load_config(a->config, a->set);
     const std::string out = a->out.empty() ? (fs::path("out") / fs::path(a->config).stem()).string() : a->out;
     const std::string base = fs::path(a->config).parent_path().string();
-    const std::string task = io::get_or(config, "task", "");
-    QKV_CHECK(task == "lm" || task == "translation" || task == "image_classification" || task == "captioning",
-              "config '", a->config, "': unknown \"task\" \"", task,
-              "\" (expected \"lm\", \"translation\", \"image_classification\" or \"captioning\")");
     train::TrainerOptions o;
     o.out_dir = out, o.resume = a->resume, o.full_config = config, o.quiet = a->quiet;
-    train::TrainResult r;
-    if (task == "lm") {
-      train::LMTask lm(config, base, out, a->resume);
-      std::fprintf(stderr, "qkv train: %s: %.2fM parameters; %zu train / %zu val tokens; %d threads → %s\n",
-                   lm.model().describe().c_str(), static_cast<double>(lm.model().module().num_parameters()) / 1e6,
-                   lm.data().train.size(), lm.data().val.size(), num_threads(), out.c_str());
-      r = train::run_training(lm, lm.train_config(), o);
-    } else if (task == "image_classification") {
-      train::ImageTask it(config, base);
-      std::fprintf(stderr, "qkv train: %s: %.2fM parameters; %lld train / %lld %s images; %d threads → %s\n",
-                   it.model().describe().c_str(), static_cast<double>(it.model().module().num_parameters()) / 1e6,
-                   static_cast<long long>(it.train_set().size()), static_cast<long long>(it.eval_set().size()),
-                   it.evaluates_on_test() ? "test" : "held-out", num_threads(), out.c_str());
-      r = train::run_training(it, it.train_config(), o);
-    } else if (task == "captioning") {
-      train::CaptionTask ct(config, base, out, a->resume, !a->quiet);
-      std::fprintf(stderr, "qkv train: %s: %.2fM parameters; %d threads → %s\n", ct.model().describe().c_str(),
-                   static_cast<double>(ct.model().module().num_parameters()) / 1e6, num_threads(), out.c_str());
-      r = train::run_training(ct, ct.train_config(), o);
-    } else {
-      train::TranslationTask tt(config, base, out, a->resume, !a->quiet);
-      std::fprintf(stderr, "qkv train: %s: %.2fM parameters; %d threads → %s\n", tt.model().describe().c_str(),
-                   static_cast<double>(tt.model().module().num_parameters()) / 1e6, num_threads(), out.c_str());
-      r = train::run_training(tt, tt.train_config(), o);
-    }
+    const train::TrainResult r = train::train_from_config(
+        config, a->config, base, o, [](const std::string& line) { std::fprintf(stderr, "qkv train: %s\n", line.c_str()); });
     std::string ev;
     for (auto& [k, v] : r.last_eval) ev += " " + k + " " + std::to_string(v);
     std::fprintf(stderr, "%s at step %lld:%s; %.0f %s/s; model: %s/model.safetensors\n",
                  r.interrupted ? "stopped" : "done", static_cast<long long>(r.steps_done), ev.c_str(),
-                 r.tokens_per_second, task == "image_classification" || task == "captioning" ? "images" : "tokens", out.c_str());
+                 r.tokens_per_second, train::rate_unit(config), out.c_str());
     return r.interrupted ? 130 : 0;
   });
 }

@@ -10,6 +10,7 @@
 #include <nlohmann/json.hpp>
 
 #include "qkv/models/model.h"
+#include "qkv/models/registry.h"
 #include "qkv/text/lm_tokenizer.h"
 #include "qkv/text/sentencepiece.h"
 
@@ -54,5 +55,8 @@ LoadedImageClassifier load_image_classifier(const std::string& path, const LoadO
 
 // The kind of model a file holds (for commands that serve several kinds); errors as above.
 Kind model_file_kind(const std::string& path);
+// The registry's entry for the type a file names (kind, takes_images …): its metadata is read,
+// not its tensors; errors as above.
+const ModelType& model_file_type(const std::string& path);
 
 }  // namespace qkv::models

@@ -8,6 +8,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -82,6 +83,10 @@ struct TrainerOptions {
   bool resume = false;        // continue from out_dir/checkpoint.safetensors
   nlohmann::json full_config; // stored in the model files
   bool quiet = false;         // no progress bar
+  // Sees every row written to metrics.jsonl as it is written — the logged steps ({"step", "loss",
+  // "lr", "grad_norm", "tokens_per_s", "elapsed_s"}) and the evaluations ({"step", metrics…}).
+  // Returning false stops the run as Ctrl-C does (a checkpoint is saved; TrainResult::interrupted).
+  std::function<bool(const nlohmann::json& row)> on_metrics;
 };
 
 struct TrainResult {

@@ -1,0 +1,508 @@
+// Models and jobs from Python: qkv.Translator, qkv.LanguageModel (generate, streaming),
+// qkv.ImageClassifier, qkv.ImageCaptioner, qkv.load (any model file the registry knows) and
+// qkv.train (a config, with a callback per logged step). Every long call releases the GIL.
+#include <nanobind/stl/function.h>
+#include <nanobind/stl/optional.h>
+#include <nanobind/stl/string.h>
+#include <nanobind/stl/vector.h>
+
+#include <condition_variable>
+#include <deque>
+#include <exception>
+#include <filesystem>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "bindings.h"
+#include "convert.h"
+#include "qkv/autograd/grad_mode.h"
+#include "qkv/decode/caption.h"
+#include "qkv/decode/generate.h"
+#include "qkv/decode/translator.h"
+#include "qkv/io/file.h"
+#include "qkv/models/load.h"
+#include "qkv/nn/attention_maps.h"
+#include "qkv/ops.h"
+#include "qkv/train/from_config.h"
+
+namespace qkv::python {
+
+namespace {
+
+namespace fs = std::filesystem;
+
+nn::InferenceWeights weights_of(const std::string& name) { return parse_enum<nn::InferenceWeights>(name); }
+
+// A model file's metadata as a Python dict.
+nb::object meta_dict(const nlohmann::json& meta) { return nb::module_::import_("json").attr("loads")(meta.dump()); }
+
+// ---- translation ----------------------------------------------------------------------------
+
+struct TranslationResult {
+  std::vector<std::string> hypotheses;  // best first
+  std::vector<double> scores;           // the search's score of each (log p / length penalty)
+  std::vector<std::string> source_tokens, target_tokens;  // with return_attention: the pieces + </s>
+  Tensor attention;                     // [target, source]: last layer, mean over heads
+  std::vector<Tensor> cross_attention;  // per layer: [heads, target, source]
+};
+
+class PyTranslator {
+ public:
+  PyTranslator(const std::string& path, const std::string& weights) {
+    models::LoadOptions o;
+    o.weights = weights_of(weights);
+    m_ = models::load_seq2seq(path, o);
+    tr_ = std::make_unique<decode::Translator>(*m_.model, *m_.tokenizer);
+  }
+
+  std::vector<TranslationResult> translate_batch(const std::vector<std::string>& lines,
+                                                 const decode::TranslateOptions& opt, int64_t num_hypotheses,
+                                                 bool return_attention) const {
+    QKV_CHECK(num_hypotheses >= 1 && num_hypotheses <= std::max<int64_t>(opt.beam_size, 1),
+              "translate_batch: num_hypotheses must be between 1 and beam_size (", opt.beam_size, "), got ",
+              num_hypotheses);
+    std::vector<TranslationResult> out(lines.size());
+    const std::vector<std::vector<decode::Hypothesis>> nbest = tr_->translate_nbest(lines, opt);
+    for (size_t i = 0; i < lines.size(); ++i) {
+      for (size_t k = 0; k < nbest[i].size() && static_cast<int64_t>(k) < num_hypotheses; ++k) {
+        out[i].hypotheses.push_back(tr_->decode(nbest[i][k].tokens));
+        out[i].scores.push_back(nbest[i][k].score);
+      }
+      if (out[i].hypotheses.empty()) out[i].hypotheses.push_back(""), out[i].scores.push_back(0.0);
+      if (return_attention && !nbest[i].empty()) attend(lines[i], nbest[i][0], out[i]);
+    }
+    return out;
+  }
+
+  const models::LoadedSeq2Seq& loaded() const { return m_; }
+
+ private:
+  // The best hypothesis once more, teacher-forced, with the weights kept (as `qkv attend`):
+  // source + EOS attended by BOS + translation → translation + EOS.
+  void attend(const std::string& line, const decode::Hypothesis& h, TranslationResult& r) const {
+    const models::SpecialTokens c = m_.model->special_tokens();
+    std::vector<int32_t> src = tr_->encode(line);
+    if (src.empty()) return;
+    src.push_back(c.eos);
+    std::vector<int32_t> tgt_in{c.bos}, tgt_out = h.tokens;
+    tgt_in.insert(tgt_in.end(), h.tokens.begin(), h.tokens.end());
+    tgt_out.push_back(c.eos);
+    if (!h.finished) tgt_in.pop_back(), tgt_out.pop_back();  // stopped at max length: no EOS
+    nn::AttentionMaps maps;
+    {
+      NoGradGuard no_grad;
+      m_.model->forward(Tensor::from_ints(src, {1, static_cast<int64_t>(src.size())}),
+                        Tensor::from_ints(tgt_in, {1, static_cast<int64_t>(tgt_in.size())}), &maps);
+    }
+    for (int32_t id : src) r.source_tokens.push_back(m_.tokenizer->id_to_piece(id));
+    for (int32_t id : tgt_out) r.target_tokens.push_back(m_.tokenizer->id_to_piece(id));
+    for (const Tensor& layer : maps.cross) r.cross_attention.push_back(layer.select(0, 0).contiguous());  // [H, T, S]
+    if (!maps.cross.empty()) r.attention = mean(maps.cross.back().select(0, 0), {0});                     // [T, S]
+  }
+
+  models::LoadedSeq2Seq m_;
+  std::unique_ptr<decode::Translator> tr_;
+};
+
+// ---- generation -----------------------------------------------------------------------------
+
+// Generation on a worker thread, its text handed over piece by piece: a Python iterator
+// (LanguageModel.generate(stream=True)). Dropping it stops the worker at its next token.
+class TextStream {
+ public:
+  TextStream(std::shared_ptr<models::LoadedLanguageModel> lm, std::vector<int32_t> prompt, decode::GenerateOptions opt)
+      : lm_(std::move(lm)) {
+    worker_ = std::thread([this, prompt = std::move(prompt), opt] {
+      try {
+        decode::generate(*lm_->model, prompt, opt, [this](int32_t id) {
+          std::lock_guard<std::mutex> lock(mu_);
+          if (stop_) return false;
+          pieces_.push_back(lm_->tokenizer.decode_one(id));
+          cv_.notify_all();
+          return true;
+        });
+      } catch (...) {
+        std::lock_guard<std::mutex> lock(mu_);
+        error_ = std::current_exception();
+      }
+      std::lock_guard<std::mutex> lock(mu_);
+      done_ = true;
+      cv_.notify_all();
+    });
+  }
+  ~TextStream() {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      stop_ = true;
+    }
+    nb::gil_scoped_release release;
+    if (worker_.joinable()) worker_.join();
+  }
+  std::string next() {
+    std::unique_lock<std::mutex> lock(mu_);
+    {
+      nb::gil_scoped_release release;
+      cv_.wait(lock, [this] { return !pieces_.empty() || done_; });
+    }
+    if (!pieces_.empty()) {
+      std::string s = std::move(pieces_.front());
+      pieces_.pop_front();
+      return s;
+    }
+    if (error_) std::rethrow_exception(std::exchange(error_, nullptr));
+    throw nb::stop_iteration();
+  }
+
+ private:
+  std::shared_ptr<models::LoadedLanguageModel> lm_;
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::deque<std::string> pieces_;
+  bool done_ = false, stop_ = false;
+  std::exception_ptr error_;
+  std::thread worker_;
+};
+
+class PyLanguageModel {
+ public:
+  PyLanguageModel(const std::string& path, const std::string& weights) {
+    models::LoadOptions o;
+    o.weights = weights_of(weights);
+    lm_ = std::make_shared<models::LoadedLanguageModel>(models::load_language_model(path, o));
+  }
+  std::vector<int32_t> encode(const std::string& prompt) const {
+    std::vector<int32_t> ids = lm_->tokenizer.encode(prompt);
+    QKV_CHECK(!ids.empty(), "generate: the prompt is empty; give at least one character");
+    return ids;
+  }
+  std::string generate(const std::string& prompt, const decode::GenerateOptions& opt) const {
+    const std::vector<int32_t> ids = encode(prompt);
+    std::vector<int32_t> out;
+    {
+      nb::gil_scoped_release release;
+      out = decode::generate(*lm_->model, ids, opt);
+    }
+    return lm_->tokenizer.decode(out);
+  }
+  TextStream* stream(const std::string& prompt, const decode::GenerateOptions& opt) const {
+    return new TextStream(lm_, encode(prompt), opt);
+  }
+  const models::LoadedLanguageModel& loaded() const { return *lm_; }
+
+ private:
+  std::shared_ptr<models::LoadedLanguageModel> lm_;
+};
+
+decode::GenerateOptions generate_options(int64_t max_new_tokens, double temperature, int64_t top_k, double top_p,
+                                         uint64_t seed, bool use_cache) {
+  QKV_CHECK(max_new_tokens >= 0, "generate: max_new_tokens must be ≥ 0, got ", max_new_tokens);
+  QKV_CHECK(temperature >= 0, "generate: temperature must be ≥ 0, got ", temperature);
+  QKV_CHECK(top_k >= 0, "generate: top_k must be ≥ 0, got ", top_k);
+  QKV_CHECK(top_p > 0 && top_p <= 1, "generate: top_p must be in (0, 1], got ", top_p);
+  decode::GenerateOptions o;
+  o.max_new_tokens = max_new_tokens, o.use_cache = use_cache;
+  o.sampling.temperature = temperature, o.sampling.top_k = top_k, o.sampling.top_p = top_p, o.sampling.seed = seed;
+  return o;
+}
+
+// ---- images -----------------------------------------------------------------------------------
+
+// Pictures as the models take them: f32 [N, C, H, W] in [0, 1]. uint8 arrays (0…255, as the IDX
+// files and PNGs hold them) are scaled; [N, H, W] gains the channel; [H, W] is one picture.
+Tensor images_of(nb::handle obj, const models::ImageShape& want, const char* who) {
+  Tensor x = to_tensor(obj);
+  const bool bytes = x.dtype() == DType::i32;  // integers (uint8 pixels) were copied to int32
+  if (x.dtype() != DType::f32) x = x.to(DType::f32);
+  if (bytes) x = x * (1.f / 255.f);
+  if (x.dim() == 2) x = x.unsqueeze(0);
+  if (x.dim() == 3) x = x.unsqueeze(1);
+  QKV_CHECK(x.dim() == 4 && x.size(1) == want.channels && x.size(2) == want.height && x.size(3) == want.width, who,
+            ": the model takes pictures of ", want.channels, "×", want.height, "×", want.width,
+            " ([N, C, H, W], [N, H, W] or [H, W]), got ", shape_str(x.shape()));
+  return x.contiguous();
+}
+
+class PyImageClassifier {
+ public:
+  explicit PyImageClassifier(const std::string& path) : m_(models::load_image_classifier(path)) {}
+  // → (class names of the most likely class, probabilities [N, classes])
+  std::pair<std::vector<std::string>, Tensor> classify(nb::handle images) const {
+    const Tensor x = images_of(images, m_.model->image_shape(), "ImageClassifier.classify");
+    Tensor p;
+    {
+      nb::gil_scoped_release release;
+      NoGradGuard no_grad;
+      p = softmax(m_.model->forward(x), -1);
+    }
+    std::vector<std::string> names;
+    const int64_t K = p.size(1);
+    const std::vector<float> v = p.to_vector();
+    for (int64_t i = 0; i < p.size(0); ++i) {
+      int64_t best = 0;
+      for (int64_t k = 1; k < K; ++k)
+        if (v[static_cast<size_t>(i * K + k)] > v[static_cast<size_t>(i * K + best)]) best = k;
+      names.push_back(m_.model->class_name(best));
+    }
+    return {names, p};
+  }
+  const models::LoadedImageClassifier& loaded() const { return m_; }
+
+ private:
+  models::LoadedImageClassifier m_;
+};
+
+class PyImageCaptioner {
+ public:
+  explicit PyImageCaptioner(const std::string& path) : m_(models::load_seq2seq(path)) {
+    cap_ = std::make_unique<decode::ImageCaptioner>(*m_.model, *m_.tokenizer);
+  }
+  std::vector<decode::Caption> caption(nb::handle images, const decode::CaptionOptions& opt) const {
+    const Tensor x = images_of(images, cap_->image_shape(), "ImageCaptioner.caption");
+    nb::gil_scoped_release release;
+    return cap_->caption(x, opt);
+  }
+  const models::LoadedSeq2Seq& loaded() const { return m_; }
+  const models::ImageShape& image_shape() const { return cap_->image_shape(); }
+
+ private:
+  models::LoadedSeq2Seq m_;
+  std::unique_ptr<decode::ImageCaptioner> cap_;
+};
+
+}  // namespace
+
+void bind_models(nb::module_& m) {
+  nb::class_<TranslationResult>(m, "TranslationResult", "One sentence's translation (CTranslate2's names).")
+      .def_ro("hypotheses", &TranslationResult::hypotheses, "The translations, best first.")
+      .def_ro("scores", &TranslationResult::scores, "The search's score of each (log p / length penalty).")
+      .def_ro("source_tokens", &TranslationResult::source_tokens)
+      .def_ro("target_tokens", &TranslationResult::target_tokens)
+      .def_prop_ro("attention", [](const TranslationResult& r) -> nb::object {
+            if (!r.attention.defined()) return nb::none();
+            return nb::cast(to_array<nb::numpy>(r.attention), nb::rv_policy::reference);
+          },
+          "With return_attention: the last layer's cross-attention, mean over heads, as a NumPy array\n"
+          "[target_tokens, source_tokens] (rows sum to 1); None otherwise.")
+      .def_prop_ro("cross_attention", [](const TranslationResult& r) {
+            nb::list l;
+            for (const Tensor& t : r.cross_attention) l.append(nb::cast(to_array<nb::numpy>(t), nb::rv_policy::reference));
+            return l;
+          },
+          "With return_attention: every layer's cross-attention [heads, target_tokens, source_tokens].")
+      .def("__repr__", [](const TranslationResult& r) {
+        return "TranslationResult(hypotheses=" + std::string(nb::repr(nb::cast(r.hypotheses)).c_str()) + ")";
+      });
+
+  nb::class_<PyTranslator>(m, "Translator",
+                           "A translation model file (any sequence-to-sequence type: Transformer, rnn-attention …)\n"
+                           "with the SentencePiece vocabulary it carries.")
+      .def(nb::init<const std::string&, const std::string&>(), "model_path"_a, "weights"_a = "f32",
+           "weights: what the decoding steps read: f32, or bf16 (AVX512-BF16 products).", nb::call_guard<nb::gil_scoped_release>())
+      .def(
+          "translate_batch",
+          [](const PyTranslator& t, const std::vector<std::string>& sentences, int64_t beam_size, double length_penalty,
+             int64_t max_extra_length, int64_t max_batch_size, int64_t num_hypotheses, bool return_attention,
+             bool use_cache) {
+            QKV_CHECK(beam_size >= 1, "translate_batch: beam_size must be ≥ 1, got ", beam_size);
+            QKV_CHECK(max_batch_size >= 1, "translate_batch: max_batch_size must be ≥ 1, got ", max_batch_size);
+            decode::TranslateOptions o;
+            o.beam_size = beam_size, o.length_penalty = static_cast<float>(length_penalty);
+            o.max_extra = max_extra_length, o.batch_size = max_batch_size, o.use_cache = use_cache;
+            nb::gil_scoped_release release;
+            return t.translate_batch(sentences, o, num_hypotheses, return_attention);
+          },
+          "sentences"_a, "beam_size"_a = 4, "length_penalty"_a = 0.6, "max_extra_length"_a = 50,
+          "max_batch_size"_a = 32, "num_hypotheses"_a = 1, "return_attention"_a = false, "use_cache"_a = true,
+          "Translates sentences (plain text; the model's tokenizer splits them) with beam search (greedy at\n"
+          "beam_size 1): one TranslationResult each, in order. An output is at most its source's length +\n"
+          "max_extra_length tokens; length_penalty is α of ((5 + n) / 6)^α.")
+      .def(
+          "translate",
+          [](const PyTranslator& t, nb::handle text, int64_t beam_size, double length_penalty) -> nb::object {
+            decode::TranslateOptions o;
+            o.beam_size = beam_size, o.length_penalty = static_cast<float>(length_penalty);
+            const bool one = nb::isinstance<nb::str>(text);
+            const std::vector<std::string> lines =
+                one ? std::vector<std::string>{nb::cast<std::string>(text)} : nb::cast<std::vector<std::string>>(text);
+            std::vector<TranslationResult> r;
+            {
+              nb::gil_scoped_release release;
+              r = t.translate_batch(lines, o, 1, false);
+            }
+            if (one) return nb::str(r[0].hypotheses[0].c_str());
+            nb::list l;
+            for (auto& x : r) l.append(nb::str(x.hypotheses[0].c_str()));
+            return l;
+          },
+          "text"_a, "beam_size"_a = 4, "length_penalty"_a = 0.6,
+          "A sentence's translation (a str), or each sentence's of a list.")
+      .def_prop_ro("metadata", [](const PyTranslator& t) { return meta_dict(t.loaded().meta); },
+                   "The model file's metadata (type, hyper-parameters, training config).")
+      .def("__repr__", [](const PyTranslator& t) { return "qkv.Translator('" + t.loaded().path + "')"; });
+
+  nb::class_<TextStream>(m, "TextStream", "Generated text as it is written (an iterator of pieces).")
+      .def("__iter__", [](nb::handle self) { return self; })
+      .def("__next__", &TextStream::next);
+
+  nb::class_<PyLanguageModel>(m, "LanguageModel", "A language model file (a GPT) with the tokenizer it carries.")
+      .def(nb::init<const std::string&, const std::string&>(), "model_path"_a, "weights"_a = "f32",
+           nb::call_guard<nb::gil_scoped_release>())
+      .def(
+          "generate",
+          [](const PyLanguageModel& lm, const std::string& prompt, int64_t max_new_tokens, double temperature,
+             int64_t top_k, double top_p, uint64_t seed, bool use_cache, bool stream) -> nb::object {
+            const decode::GenerateOptions o = generate_options(max_new_tokens, temperature, top_k, top_p, seed, use_cache);
+            if (stream) return nb::cast(lm.stream(prompt, o), nb::rv_policy::take_ownership);
+            return nb::str(lm.generate(prompt, o).c_str());
+          },
+          "prompt"_a, "max_new_tokens"_a = 500, "temperature"_a = 0.8, "top_k"_a = 0, "top_p"_a = 1.0,
+          "seed"_a = 1337, "use_cache"_a = true, "stream"_a = false,
+          "Continues `prompt` with up to max_new_tokens sampled tokens (temperature 0: greedy; top_k,\n"
+          "top_p: truncation) and returns the new text — or, with stream=True, an iterator over its pieces as\n"
+          "they are chosen. The same seed gives the same text as `qkv generate --seed`.")
+      .def_prop_ro("metadata", [](const PyLanguageModel& lm) { return meta_dict(lm.loaded().meta); })
+      .def("__repr__", [](const PyLanguageModel& lm) { return "qkv.LanguageModel('" + lm.loaded().path + "')"; });
+
+  nb::class_<PyImageClassifier>(m, "ImageClassifier", "An image classifier file (a ConvNet, with or without non-local blocks).")
+      .def(nb::init<const std::string&>(), "model_path"_a, nb::call_guard<nb::gil_scoped_release>())
+      .def(
+          "classify",
+          [](const PyImageClassifier& c, nb::handle images) {
+            auto [names, p] = c.classify(images);
+            return nb::make_tuple(names, to_array<nb::numpy>(p));
+          },
+          "images"_a,
+          "(class names, probabilities [N, classes]) of pictures: float [N, C, H, W] in [0, 1], or uint8\n"
+          "0…255 as [N, H, W] or one [H, W].")
+      .def_prop_ro("classes", [](const PyImageClassifier& c) {
+        std::vector<std::string> names;
+        for (int64_t k = 0; k < c.loaded().model->num_classes(); ++k) names.push_back(c.loaded().model->class_name(k));
+        return names;
+      })
+      .def_prop_ro("image_shape", [](const PyImageClassifier& c) {
+            const models::ImageShape s = c.loaded().model->image_shape();
+            return nb::make_tuple(s.channels, s.height, s.width);
+          }, "(channels, height, width) of the pictures it takes.")
+      .def_prop_ro("metadata", [](const PyImageClassifier& c) { return meta_dict(c.loaded().meta); })
+      .def("__repr__", [](const PyImageClassifier& c) { return "qkv.ImageClassifier('" + c.loaded().path + "')"; });
+
+  nb::class_<PyImageCaptioner>(m, "ImageCaptioner", "An image captioner file (a ConvNet encoder, an attending decoder).")
+      .def(nb::init<const std::string&>(), "model_path"_a, nb::call_guard<nb::gil_scoped_release>())
+      .def(
+          "caption",
+          [](const PyImageCaptioner& c, nb::handle images, int64_t beam_size, bool return_attention) -> nb::object {
+            QKV_CHECK(beam_size >= 1, "caption: beam_size must be ≥ 1, got ", beam_size);
+            decode::CaptionOptions o;
+            o.beam_size = beam_size, o.attention = return_attention;
+            const std::vector<decode::Caption> caps = c.caption(images, o);
+            nb::list l;
+            for (const decode::Caption& cap : caps) {
+              if (!return_attention) {
+                l.append(nb::str(cap.text.c_str()));
+                continue;
+              }
+              std::vector<float> flat;
+              for (const auto& step : cap.attention) flat.insert(flat.end(), step.begin(), step.end());
+              const auto steps = static_cast<int64_t>(cap.attention.size());
+              Tensor a = Tensor::from_vector(flat, {steps, cap.rows, cap.cols});
+              nb::dict d;
+              d["caption"] = cap.text, d["words"] = cap.words;
+              d["attention"] = nb::cast(to_array<nb::numpy>(a), nb::rv_policy::reference);
+              l.append(d);
+            }
+            return l;
+          },
+          "images"_a, "beam_size"_a = 3, "return_attention"_a = false,
+          "A caption (str) per picture; with return_attention, a dict per picture: caption, words, and\n"
+          "attention [steps, grid rows, grid cols] — where the decoder looked while writing each word and </s>.")
+      .def_prop_ro("image_shape", [](const PyImageCaptioner& c) {
+            const models::ImageShape& s = c.image_shape();
+            return nb::make_tuple(s.channels, s.height, s.width);
+          }, "(channels, height, width) of the pictures it takes.")
+      .def_prop_ro("metadata", [](const PyImageCaptioner& c) { return meta_dict(c.loaded().meta); })
+      .def("__repr__", [](const PyImageCaptioner& c) { return "qkv.ImageCaptioner('" + c.loaded().path + "')"; });
+
+  m.def(
+      "load",
+      [](const std::string& path) -> nb::object {
+        const models::ModelType& t = models::model_file_type(path);
+        switch (t.kind) {
+          case models::Kind::seq2seq:
+            if (t.takes_images) return nb::cast(new PyImageCaptioner(path), nb::rv_policy::take_ownership);
+            return nb::cast(new PyTranslator(path, "f32"), nb::rv_policy::take_ownership);
+          case models::Kind::language_model:
+            return nb::cast(new PyLanguageModel(path, "f32"), nb::rv_policy::take_ownership);
+          case models::Kind::image_classifier:
+            return nb::cast(new PyImageClassifier(path), nb::rv_policy::take_ownership);
+        }
+        return nb::none();
+      },
+      "model_path"_a,
+      "Any model file the registry knows, as what serves its kind: a Translator, LanguageModel,\n"
+      "ImageClassifier or ImageCaptioner.");
+
+  m.def(
+      "train",
+      [](nb::handle config, std::optional<std::string> out_dir, bool resume, nb::object callback, bool quiet,
+         std::optional<std::string> base_dir) {
+        nlohmann::json cfg;
+        std::string name = "(dict)", base = base_dir.value_or(".");
+        if (nb::isinstance<nb::str>(config) || nb::hasattr(config, "__fspath__")) {
+          name = nb::cast<std::string>(nb::str(config));
+          const std::string text = io::read_file(name);
+          try {
+            cfg = nlohmann::json::parse(text);
+          } catch (const nlohmann::json::exception& e) {
+            QKV_CHECK(false, "config '", name, "' is not valid JSON: ", e.what());
+          }
+          if (!base_dir) base = fs::path(name).parent_path().string();
+        } else {
+          cfg = nlohmann::json::parse(nb::cast<std::string>(nb::module_::import_("json").attr("dumps")(config)));
+        }
+        QKV_CHECK(cfg.is_object(), "config '", name, "' must be a JSON object");
+        train::TrainerOptions o;
+        o.out_dir = out_dir.value_or((fs::path("out") / (name == "(dict)" ? "python" : fs::path(name).stem().string())).string());
+        o.resume = resume, o.full_config = cfg, o.quiet = quiet;
+        std::exception_ptr raised;  // a callback's exception stops the run and is re-raised after it
+        if (!callback.is_none())
+          o.on_metrics = [&](const nlohmann::json& row) {
+            nb::gil_scoped_acquire gil;
+            try {
+              nb::object r = callback(nb::module_::import_("json").attr("loads")(row.dump()));
+              return r.is_none() || nb::cast<bool>(r);
+            } catch (...) {
+              raised = std::current_exception();
+              return false;
+            }
+          };
+        train::TrainResult r;
+        {
+          nb::gil_scoped_release release;
+          r = train::train_from_config(cfg, name, base, o, [quiet](const std::string& line) {
+            if (!quiet) std::fprintf(stderr, "qkv.train: %s\n", line.c_str());
+          });
+        }
+        if (raised) std::rethrow_exception(raised);
+        nb::dict d;
+        d["steps"] = r.steps_done, d["interrupted"] = r.interrupted, d["loss"] = r.last_loss;
+        d["rate"] = r.tokens_per_second, d["rate_unit"] = train::rate_unit(cfg);
+        nb::dict ev;
+        for (const auto& [k, v] : r.last_eval) ev[k.c_str()] = v;
+        d["eval"] = ev;
+        d["model"] = (fs::path(o.out_dir) / "model.safetensors").string();
+        d["out_dir"] = o.out_dir;
+        return d;
+      },
+      "config"_a, "out_dir"_a = nb::none(), "resume"_a = false, "callback"_a = nb::none(), "quiet"_a = true,
+      "base_dir"_a = nb::none(),
+      "Trains what a config describes (a path to a configs/*.json file, or the same as a dict), as\n"
+      "`qkv train` does: checkpoints, metrics.jsonl and model.safetensors go to out_dir (default\n"
+      "out/<config name>). callback(row) sees every metrics row as it is written (logged steps: step,\n"
+      "loss, lr, grad_norm, tokens_per_s, elapsed_s; evaluations: step and the metrics); returning False\n"
+      "stops the run (a checkpoint is saved). Returns a dict: steps, interrupted, loss, rate, eval, model.");
+}
+
+}  // namespace qkv::python

@@ -1,0 +1,153 @@
+"""Model files and jobs from Python give what the command line gives: translation (with attention),
+generation (streamed too), classification, loading any kind, and training from a config."""
+import gzip
+import json
+import os
+import subprocess
+
+import numpy as np
+import pytest
+
+import qkv
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+CLI = os.path.join(ROOT, "build", "qkv")
+MODELS = os.path.join(ROOT, "models")
+FASHION = "/usr/share/datasets/fashion-mnist"
+
+
+def cli(*args):
+    if not os.path.exists(CLI):
+        pytest.fail(f"{CLI} is missing: build qkv first (scripts/build.sh)")
+    return subprocess.run([CLI, *args], check=True, capture_output=True, text=True, cwd=ROOT).stdout
+
+
+SENTENCES = ["I think it is going to rain tomorrow.", "The cat sat on the mat.", "", "Where is the station?"]
+
+
+@pytest.mark.parametrize("model", ["en-fr.safetensors", "en-fr-gru.safetensors"])
+def test_translator_equals_the_cli(model, tmp_path):
+    path = os.path.join(MODELS, model)
+    t = qkv.Translator(path)
+    mine = [r.hypotheses[0] for r in t.translate_batch(SENTENCES, beam_size=4)]
+    src = tmp_path / "src.txt"
+    src.write_text("\n".join(SENTENCES) + "\n")
+    theirs = cli("translate", "-m", path, "-i", str(src), "--beam", "4").splitlines()
+    assert mine == theirs
+    assert t.translate(SENTENCES[0]) == theirs[0] and t.translate(SENTENCES[:2]) == theirs[:2]
+
+
+def test_translator_n_best_scores_and_attention():
+    t = qkv.Translator(os.path.join(MODELS, "en-fr.safetensors"))
+    (r,) = t.translate_batch(["The cat sat on the mat."], beam_size=4, num_hypotheses=3, return_attention=True)
+    assert len(r.hypotheses) == 3 and r.scores == sorted(r.scores, reverse=True)
+    assert r.attention.shape == (len(r.target_tokens), len(r.source_tokens))
+    np.testing.assert_allclose(r.attention.sum(axis=1), 1.0, rtol=1e-5)
+    assert r.source_tokens[-1] == "</s>" and r.target_tokens[-1] == "</s>"
+    heads = r.cross_attention[-1]
+    np.testing.assert_allclose(heads.mean(axis=0), r.attention, rtol=1e-5, atol=1e-7)
+    with pytest.raises(qkv.Error, match="num_hypotheses"):
+        t.translate_batch(["x"], beam_size=2, num_hypotheses=3)
+
+
+def test_generate_equals_the_cli_and_streams_the_same_text():
+    path = os.path.join(MODELS, "shakespeare-char.safetensors")
+    lm = qkv.LanguageModel(path)
+    text = lm.generate("ROMEO:", max_new_tokens=60, seed=7)
+    assert cli("generate", "-m", path, "-p", "ROMEO:", "-n", "60", "-s", "7") == "ROMEO:" + text + "\n"
+    pieces = list(lm.generate("ROMEO:", max_new_tokens=60, seed=7, stream=True))
+    assert len(pieces) == 60 and "".join(pieces) == text
+    stream = lm.generate("ROMEO:", max_new_tokens=10_000, stream=True)
+    next(stream)
+    del stream  # dropping a stream stops its worker
+    with pytest.raises(qkv.Error, match="prompt is empty"):
+        lm.generate("")
+
+
+def fashion_test_images(n):
+    with gzip.open(os.path.join(FASHION, "t10k-images-idx3-ubyte.gz")) as f:
+        data = f.read()
+    return np.frombuffer(data, dtype=np.uint8, offset=16)[: n * 784].reshape(n, 28, 28)
+
+
+def test_classifier_equals_the_cli():
+    path = os.path.join(MODELS, "fashion-mnist-nonlocal.safetensors")
+    c = qkv.load(path)
+    assert isinstance(c, qkv.ImageClassifier) and len(c.classes) == 10
+    names, probs = c.classify(fashion_test_images(4))
+    rows = [json.loads(line) for line in cli("classify", "-m", path, "--test-images", "0,1,2,3", "--json").splitlines()]
+    assert names == [r["top"][0]["class"] for r in rows]
+    np.testing.assert_allclose(probs.max(axis=1), [r["top"][0]["probability"] for r in rows], rtol=1e-5)
+    with pytest.raises(qkv.Error, match="28×28"):
+        c.classify(np.zeros((2, 32, 32), dtype=np.uint8))
+
+
+def test_load_knows_every_kind_and_names_bad_files(tmp_path):
+    assert isinstance(qkv.load(os.path.join(MODELS, "en-fr.safetensors")), qkv.Translator)
+    assert isinstance(qkv.load(os.path.join(MODELS, "shakespeare-char.safetensors")), qkv.LanguageModel)
+    assert isinstance(qkv.load(os.path.join(MODELS, "captioner.safetensors")), qkv.ImageCaptioner)
+    bad = tmp_path / "bad.safetensors"
+    bad.write_bytes(b"\x10\x00\x00\x00\x00\x00\x00\x00{not json at all")
+    with pytest.raises(qkv.Error, match="bad.safetensors"):
+        qkv.load(str(bad))
+    with pytest.raises(qkv.Error, match="missing.safetensors"):
+        qkv.Translator(str(tmp_path / "missing.safetensors"))
+    with pytest.raises(qkv.Error):
+        qkv.Translator(os.path.join(MODELS, "shakespeare-char.safetensors"))  # a language model is no translator
+
+
+def test_captioner_returns_words_and_attention():
+    cap = qkv.ImageCaptioner(os.path.join(MODELS, "captioner.safetensors"))
+    c, h, w = cap.image_shape
+    pictures = np.random.default_rng(0).random((2, c, h, w), dtype=np.float32)
+    texts = cap.caption(pictures)
+    out = cap.caption(pictures, return_attention=True)
+    assert [d["caption"] for d in out] == texts
+    for d in out:
+        steps = d["attention"].shape[0]
+        assert steps in (len(d["words"]), len(d["words"]) + 1)  # + the </s> step when it ended with one
+        np.testing.assert_allclose(d["attention"].reshape(steps, -1).sum(axis=1), 1.0, rtol=1e-4)
+    with pytest.raises(qkv.Error, match="ImageCaptioner.caption"):
+        cap.caption(np.zeros((1, c, h + 1, w), dtype=np.float32))
+
+
+def tiny_lm_config():
+    with open(os.path.join(ROOT, "configs", "shakespeare-char.json")) as f:
+        cfg = json.load(f)
+    cfg["model"].update(n_layer=1, n_head=2, n_embd=32, block_size=32)
+    cfg["train"].update(max_iters=12, batch_size=4, warmup_iters=2, lr_decay_iters=12, eval_interval=6, eval_iters=2,
+                        log_interval=3, checkpoint_interval=0)
+    return cfg
+
+
+def test_train_from_python_reproduces_the_cli(tmp_path):
+    cfg = tiny_lm_config()
+    config_file = tmp_path / "tiny.json"
+    config_file.write_text(json.dumps(cfg))
+    rows = []
+    result = qkv.train(cfg, out_dir=str(tmp_path / "py"), base_dir=os.path.join(ROOT, "configs"), callback=rows.append)
+    assert result["steps"] == 12 and not result["interrupted"] and os.path.exists(result["model"])
+    # the CLI reads the same config from a file next to nothing: its data path is made absolute
+    cfg_cli = dict(cfg, data=dict(cfg["data"], path=os.path.join(ROOT, "data", "tinyshakespeare", "input.txt")))
+    config_file.write_text(json.dumps(cfg_cli))
+    cli("train", str(config_file), "-q", "-o", str(tmp_path / "cli"))
+    with open(tmp_path / "cli" / "metrics.jsonl") as f:
+        cli_rows = [json.loads(line) for line in f]
+    losses = [(r["step"], r["loss"]) for r in rows if "loss" in r]
+    cli_losses = [(r["step"], r["loss"]) for r in cli_rows if "loss" in r]
+    assert losses == cli_losses and len(losses) >= 4
+    assert [r["val_loss"] for r in rows if "val_loss" in r] == [r["val_loss"] for r in cli_rows if "val_loss" in r]
+
+
+def test_train_callback_stops_and_raises(tmp_path):
+    cfg = tiny_lm_config()
+    result = qkv.train(cfg, out_dir=str(tmp_path / "stop"), base_dir=os.path.join(ROOT, "configs"),
+                       callback=lambda row: row["step"] < 3)
+    assert result["interrupted"] and result["steps"] <= 6
+
+    def boom(row):
+        raise ValueError("from the callback")
+    with pytest.raises(ValueError, match="from the callback"):
+        qkv.train(cfg, out_dir=str(tmp_path / "boom"), base_dir=os.path.join(ROOT, "configs"), callback=boom)
+    with pytest.raises(qkv.Error, match="unknown \"task\""):
+        qkv.train(dict(cfg, task="poetry"), out_dir=str(tmp_path / "x"))
