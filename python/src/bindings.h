@@ -10,6 +10,7 @@ using namespace nb::literals;
 
 void bind_tensor(nb::module_& m);      // tensor.cpp: qkv.Tensor and the ways in and out
 void bind_functional(nb::module_& m);  // functional.cpp: qkv.nn.functional, qkv.autograd
+void bind_nn(nb::module_& m);          // nn.cpp: qkv.nn modules, functional.multi_head_attention
 void bind_models(nb::module_& m);      // models.cpp: Translator, LanguageModel, image models, load, train
 
 }  // namespace qkv::python

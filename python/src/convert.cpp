@@ -156,6 +156,9 @@ DType dtype_from_str(const std::string& name) {
 
 Tensor to_tensor(nb::handle obj) {
   if (nb::isinstance<Tensor>(obj)) return nb::cast<Tensor>(obj);
+  nb::object held;  // a torch tensor that requires grad exports only its detached view
+  if (nb::hasattr(obj, "requires_grad") && nb::hasattr(obj, "detach") && nb::cast<bool>(obj.attr("requires_grad")))
+    held = obj.attr("detach")(), obj = held;
   {
     nb::ndarray<> a;  // writable: may be viewed
     if (nb::try_cast(obj, a, false)) return from_ndarray(a, true);

@@ -16,5 +16,6 @@ NB_MODULE(_qkv, m) {
   m.def("manual_seed", &qkv::manual_seed, "seed"_a, "Seeds qkv's default generator (torch.manual_seed).");
   bind_tensor(m);
   bind_functional(m);
+  bind_nn(m);
   bind_models(m);
 }

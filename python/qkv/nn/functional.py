@@ -9,6 +9,7 @@ log_softmax = _f.log_softmax
 relu = _f.relu
 gelu = _f.gelu
 matmul = _f.matmul
+multi_head_attention = _f.multi_head_attention
 
 __all__ = ["scaled_dot_product_attention", "scaled_dot_product_attention_with_weights", "softmax", "log_softmax",
-           "relu", "gelu", "matmul"]
+           "relu", "gelu", "matmul", "multi_head_attention"]
