@@ -88,7 +88,9 @@ TEST(CaptionTask, BatchesDependOnlyOnTheStepAndEvaluationReportsTheFigures) {
   EXPECT_EQ(s.captions.size(), 4u);
   EXPECT_EQ(s.captions[0].rows, 12);
   EXPECT_TRUE(s.has_attention);
-  if (s.named_words) EXPECT_GT(s.uniform_in_box, 0.0);
+  if (s.named_words) {
+    EXPECT_GT(s.uniform_in_box, 0.0);
+  }
   // the scene batch is the canvases' bytes / 255
   const vision::Scene sc = a.scenes().generate(vision::SceneSplit::val, 0);
   const std::vector<float> px = scene_images({sc}).to_vector();
