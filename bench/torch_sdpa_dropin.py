@@ -168,13 +168,15 @@ def main():
             r = run(a.torch_python, a, impl, a.steps, a.warmup)
             speed[impl].append(r["tokens_per_s"])
             version = r["torch"]
-    t, q = statistics.median(speed["torch"]), statistics.median(speed["qkv"])
-    own = "F.scaled_dot_product_attention" if not version.startswith("1.") else "the softmax formula"
-    print(f"  PyTorch {version}, {own:32s} {t:9,.0f} tokens/s per training step")
-    print(f"  PyTorch {version}, qkv.torch.scaled_dot_product_attention {q:9,.0f} tokens/s   ×{q / t:.2f}")
+    if a.runs:
+        t, q = statistics.median(speed["torch"]), statistics.median(speed["qkv"])
+        own = "F.scaled_dot_product_attention" if not version.startswith("1.") else "the softmax formula"
+        print(f"  PyTorch {version}, {own:32s} {t:9,.0f} tokens/s per training step")
+        print(f"  PyTorch {version}, qkv.torch.scaled_dot_product_attention {q:9,.0f} tokens/s   ×{q / t:.2f}")
     if a.curve_steps:
-        ct = run(a.torch_python, a, "torch", a.curve_steps, 0)["losses"]
-        cq = run(a.torch_python, a, "qkv", a.curve_steps, 0)["losses"]
+        rt = run(a.torch_python, a, "torch", a.curve_steps, 0)
+        ct, cq, version = rt["losses"], run(a.torch_python, a, "qkv", a.curve_steps, 0)["losses"], rt["torch"]
+        own = "F.scaled_dot_product_attention" if not version.startswith("1.") else "the softmax formula"
         diff = max(abs(x - y) for x, y in zip(ct, cq))
         print(f"  loss curves over {a.curve_steps} steps: first {ct[0]:.4f} / {cq[0]:.4f}, last {ct[-1]:.4f} / "
               f"{cq[-1]:.4f}, largest difference {diff:.2e}")
