@@ -43,6 +43,17 @@ std::vector<int64_t> lengths_of(nb::handle obj) {
   return out;
 }
 
+// torch.nn.Transformer{Encoder,Decoder}Layer's constructor arguments → qkv's options.
+nn::TransformerLayerOptions layer_options(int64_t d_model, int64_t nhead, int64_t dim_feedforward, float dropout,
+                                          const std::string& activation, float layer_norm_eps, bool batch_first,
+                                          bool norm_first, bool bias) {
+  nn::TransformerLayerOptions o;
+  o.d_model = d_model, o.nhead = nhead, o.dim_feedforward = dim_feedforward, o.dropout = dropout;
+  o.activation = parse_enum<nn::Activation>(activation), o.layer_norm_eps = layer_norm_eps;
+  o.batch_first = batch_first, o.norm_first = norm_first, o.bias = bias;
+  return o;
+}
+
 }  // namespace
 
 void bind_nn(nb::module_& m) {
@@ -115,11 +126,8 @@ void bind_nn(nb::module_& m) {
           "__init__",
           [](nn::TransformerEncoderLayer* self, int64_t d_model, int64_t nhead, int64_t dim_feedforward, float dropout,
              const std::string& activation, float layer_norm_eps, bool batch_first, bool norm_first, bool bias) {
-            nn::TransformerLayerOptions o;
-            o.d_model = d_model, o.nhead = nhead, o.dim_feedforward = dim_feedforward, o.dropout = dropout;
-            o.activation = parse_enum<nn::Activation>(activation), o.layer_norm_eps = layer_norm_eps;
-            o.batch_first = batch_first, o.norm_first = norm_first, o.bias = bias;
-            new (self) nn::TransformerEncoderLayer(o);
+            new (self) nn::TransformerEncoderLayer(layer_options(d_model, nhead, dim_feedforward, dropout, activation,
+                                                                 layer_norm_eps, batch_first, norm_first, bias));
           },
           "d_model"_a, "nhead"_a, "dim_feedforward"_a = 2048, "dropout"_a = 0.1f, "activation"_a = "relu",
           "layer_norm_eps"_a = 1e-5f, "batch_first"_a = false, "norm_first"_a = false, "bias"_a = true)
@@ -138,11 +146,8 @@ void bind_nn(nb::module_& m) {
           "__init__",
           [](nn::TransformerDecoderLayer* self, int64_t d_model, int64_t nhead, int64_t dim_feedforward, float dropout,
              const std::string& activation, float layer_norm_eps, bool batch_first, bool norm_first, bool bias) {
-            nn::TransformerLayerOptions o;
-            o.d_model = d_model, o.nhead = nhead, o.dim_feedforward = dim_feedforward, o.dropout = dropout;
-            o.activation = parse_enum<nn::Activation>(activation), o.layer_norm_eps = layer_norm_eps;
-            o.batch_first = batch_first, o.norm_first = norm_first, o.bias = bias;
-            new (self) nn::TransformerDecoderLayer(o);
+            new (self) nn::TransformerDecoderLayer(layer_options(d_model, nhead, dim_feedforward, dropout, activation,
+                                                                 layer_norm_eps, batch_first, norm_first, bias));
           },
           "d_model"_a, "nhead"_a, "dim_feedforward"_a = 2048, "dropout"_a = 0.1f, "activation"_a = "relu",
           "layer_norm_eps"_a = 1e-5f, "batch_first"_a = false, "norm_first"_a = false, "bias"_a = true)

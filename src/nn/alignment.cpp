@@ -53,8 +53,9 @@ Alignment::Output Alignment::forward(const Tensor& query, const Tensor& keys, co
     // e_tj = vᵀ tanh(W_q q_t + W_k k_j)
     e = additive_score(query_proj->forward(query), pk, v);  // [B, T, A], [B, S, A], [A] → [B, T, S]
   } else {
-    // e_tj = q_t · (W_a k_j)  (general) or q_t · k_j (dot)
+    // e_tj = scale · q_t · (W_a k_j)  (general) or scale · q_t · k_j (dot)
     e = matmul(query, pk.transpose(1, 2));  // [B, T, q] × [B, q, S]
+    if (scale != 1.f) e = e * scale;
   }
   Output out;
   if (mask.defined()) {

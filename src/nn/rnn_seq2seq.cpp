@@ -24,6 +24,7 @@ const io::Fields<RNNSeq2SeqConfig>& RNNSeq2SeqConfig::fields() {
                        F::choice("attention", &C::attention),
                        F::integer("attention_dim", &C::attention_dim, 0, 1 << 16),
                        F::boolean("input_feeding", &C::input_feeding),
+                       F::boolean("scaled_score", &C::scaled_score),
                        F::number("dropout", &C::dropout, 0, 1, /*hi_open=*/true),
                        F::integer("max_len", &C::max_len, 2),
                        F::integer("pad_id", &C::pad_id, 0, INT32_MAX),
@@ -87,6 +88,7 @@ RNNSeq2Seq::RNNSeq2Seq(const RNNSeq2SeqConfig& c, Generator* gen) : config(c), g
                                                  c.attention == RecurrentAttention::dot ? AlignmentScore::dot
                                                                                         : AlignmentScore::general,
                                                  H, K, 0, &g));
+    if (c.scaled_score) attention->scale = 1.f / std::sqrt(static_cast<float>(H));
     combine = register_module("combine", std::make_shared<Linear>(K + H, H, /*bias=*/false, &g));
   }
   readout = register_module("readout", std::make_shared<Linear>(luong ? H : E + H + K, E, true, &g));

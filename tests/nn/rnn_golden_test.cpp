@@ -10,6 +10,7 @@
 #include "golden_util.h"
 #include "qkv/nn/alignment.h"
 #include "qkv/nn/rnn.h"
+#include "qkv/nn/rnn_seq2seq.h"
 #include "qkv/ops.h"
 #include "testing.h"
 
@@ -91,6 +92,28 @@ TEST(RnnGolden, AlignmentMatchesThePyTorchFormula) {
     }
   }
   EXPECT_EQ(seen, 4);
+}
+
+// Luong's scaled score: scale · qᵀ W k is the unscaled score of the weight scale · W, forward and in
+// the query's gradient; and the scale reaches the model (rnn-attention's scaled_score, on by default).
+TEST(RnnGolden, ScaledGeneralScoreIsTheUnscaledOfAScaledWeight) {
+  Generator g(5);
+  nn::Alignment scaled(nn::AlignmentScore::general, 4, 6, 0, &g), plain(nn::AlignmentScore::general, 4, 6, 0, &g);
+  scaled.scale = 0.5f;
+  plain.load_state_dict({{"weight", scaled.weight.detach() * 0.5f}});
+  Tensor q = Tensor::randn({2, 3, 4}, g).requires_grad_(), k = Tensor::randn({2, 5, 6}, g);
+  Tensor q2 = q.detach().clone().requires_grad_();
+  const auto a = scaled.forward(q, k, scaled.project_keys(k), Tensor());
+  const auto b = plain.forward(q2, k, plain.project_keys(k), Tensor());
+  EXPECT_TENSOR_NEAR(a.weights, b.weights, 1e-6);
+  sum(a.context * a.context).backward();
+  sum(b.context * b.context).backward();
+  EXPECT_TENSOR_NEAR(q.grad(), q2.grad(), 1e-5);
+  nn::RNNSeq2SeqConfig c;
+  c.vocab_size = 20, c.embedding_dim = 8, c.hidden_size = 16, c.attention = nn::RecurrentAttention::general;
+  EXPECT_FLOAT_EQ(nn::RNNSeq2Seq(c).attention->scale, 0.25f);
+  c.scaled_score = false;
+  EXPECT_FLOAT_EQ(nn::RNNSeq2Seq(c).attention->scale, 1.f);
 }
 
 // The fused loops' backward rules by central differences: every input of gru_scan and lstm_scan,

@@ -45,6 +45,9 @@ class Alignment : public Module {
 
   AlignmentScore score;
   int64_t query_dim, key_dim, attention_dim;
+  // dot and general: the scores are multiplied by this (1: Luong's; 1/√q: scaled as the
+  // Transformer's dot products, so that a softmax over wide states does not start saturated).
+  float scale = 1.f;
   std::shared_ptr<Linear> query_proj, key_proj;  // additive
   Tensor v;                                      // additive: [A]
   Tensor weight;                                 // general: [q, k]

@@ -60,6 +60,10 @@ struct RNNSeq2SeqConfig {
   RecurrentAttention attention = RecurrentAttention::additive;
   int64_t attention_dim = 0;   // additive scores: the width of W s + U h (0: hidden_size)
   bool input_feeding = false;  // Luong: h̃_{i−1} joins the decoder's input
+  // Luong's scores (dot, general) ÷ √hidden_size. Unscaled, the scores of 512-wide GRU states start
+  // with a spread of ~6, the softmax saturates at once (one source word at 100%) and the alignment
+  // freezes one word behind (docs/RESULTS.md); false gives the paper's unscaled score.
+  bool scaled_score = true;
   float dropout = 0.3f;        // on embeddings, between layers, and before the output layer
   int64_t max_len = 256;       // longest sequence decoded (source, or target with its BOS/EOS)
   int32_t pad_id = 0, bos_id = 2, eos_id = 3;
