@@ -225,6 +225,8 @@ Tensor images_of(nb::handle obj, const models::ImageShape& want, const char* who
   return x.contiguous();
 }
 
+nb::tuple shape_tuple(const models::ImageShape& s) { return nb::make_tuple(s.channels, s.height, s.width); }
+
 class PyImageClassifier {
  public:
   explicit PyImageClassifier(const std::string& path) : m_(models::load_image_classifier(path)) {}
@@ -382,10 +384,8 @@ void bind_models(nb::module_& m) {
         for (int64_t k = 0; k < c.loaded().model->num_classes(); ++k) names.push_back(c.loaded().model->class_name(k));
         return names;
       })
-      .def_prop_ro("image_shape", [](const PyImageClassifier& c) {
-            const models::ImageShape s = c.loaded().model->image_shape();
-            return nb::make_tuple(s.channels, s.height, s.width);
-          }, "(channels, height, width) of the pictures it takes.")
+      .def_prop_ro("image_shape", [](const PyImageClassifier& c) { return shape_tuple(c.loaded().model->image_shape()); },
+                   "(channels, height, width) of the pictures it takes.")
       .def_prop_ro("metadata", [](const PyImageClassifier& c) { return meta_dict(c.loaded().meta); })
       .def("__repr__", [](const PyImageClassifier& c) { return "qkv.ImageClassifier('" + c.loaded().path + "')"; });
 
@@ -418,10 +418,8 @@ void bind_models(nb::module_& m) {
           "images"_a, "beam_size"_a = 3, "return_attention"_a = false,
           "A caption (str) per picture; with return_attention, a dict per picture: caption, words, and\n"
           "attention [steps, grid rows, grid cols] — where the decoder looked while writing each word and </s>.")
-      .def_prop_ro("image_shape", [](const PyImageCaptioner& c) {
-            const models::ImageShape& s = c.image_shape();
-            return nb::make_tuple(s.channels, s.height, s.width);
-          }, "(channels, height, width) of the pictures it takes.")
+      .def_prop_ro("image_shape", [](const PyImageCaptioner& c) { return shape_tuple(c.image_shape()); },
+                   "(channels, height, width) of the pictures it takes.")
       .def_prop_ro("metadata", [](const PyImageCaptioner& c) { return meta_dict(c.loaded().meta); })
       .def("__repr__", [](const PyImageCaptioner& c) { return "qkv.ImageCaptioner('" + c.loaded().path + "')"; });
 

@@ -43,15 +43,15 @@ std::vector<int64_t> lengths_of(nb::handle obj) {
   return out;
 }
 
-// torch.nn.Transformer{Encoder,Decoder}Layer's constructor arguments → qkv's options.
-nn::TransformerLayerOptions layer_options(int64_t d_model, int64_t nhead, int64_t dim_feedforward, float dropout,
-                                          const std::string& activation, float layer_norm_eps, bool batch_first,
-                                          bool norm_first, bool bias) {
+// torch.nn.Transformer{Encoder,Decoder}Layer's constructor: its arguments → qkv's options.
+template <typename Layer>
+void init_layer(Layer* self, int64_t d_model, int64_t nhead, int64_t dim_feedforward, float dropout,
+                const std::string& activation, float layer_norm_eps, bool batch_first, bool norm_first, bool bias) {
   nn::TransformerLayerOptions o;
   o.d_model = d_model, o.nhead = nhead, o.dim_feedforward = dim_feedforward, o.dropout = dropout;
   o.activation = parse_enum<nn::Activation>(activation), o.layer_norm_eps = layer_norm_eps;
   o.batch_first = batch_first, o.norm_first = norm_first, o.bias = bias;
-  return o;
+  new (self) Layer(o);
 }
 
 }  // namespace
@@ -124,11 +124,7 @@ void bind_nn(nb::module_& m) {
   nb::class_<nn::TransformerEncoderLayer, nn::Module>(nnm, "TransformerEncoderLayer", "torch.nn.TransformerEncoderLayer")
       .def(
           "__init__",
-          [](nn::TransformerEncoderLayer* self, int64_t d_model, int64_t nhead, int64_t dim_feedforward, float dropout,
-             const std::string& activation, float layer_norm_eps, bool batch_first, bool norm_first, bool bias) {
-            new (self) nn::TransformerEncoderLayer(layer_options(d_model, nhead, dim_feedforward, dropout, activation,
-                                                                 layer_norm_eps, batch_first, norm_first, bias));
-          },
+          &init_layer<nn::TransformerEncoderLayer>,
           "d_model"_a, "nhead"_a, "dim_feedforward"_a = 2048, "dropout"_a = 0.1f, "activation"_a = "relu",
           "layer_norm_eps"_a = 1e-5f, "batch_first"_a = false, "norm_first"_a = false, "bias"_a = true)
       .def(
@@ -144,11 +140,7 @@ void bind_nn(nb::module_& m) {
   nb::class_<nn::TransformerDecoderLayer, nn::Module>(nnm, "TransformerDecoderLayer", "torch.nn.TransformerDecoderLayer")
       .def(
           "__init__",
-          [](nn::TransformerDecoderLayer* self, int64_t d_model, int64_t nhead, int64_t dim_feedforward, float dropout,
-             const std::string& activation, float layer_norm_eps, bool batch_first, bool norm_first, bool bias) {
-            new (self) nn::TransformerDecoderLayer(layer_options(d_model, nhead, dim_feedforward, dropout, activation,
-                                                                 layer_norm_eps, batch_first, norm_first, bias));
-          },
+          &init_layer<nn::TransformerDecoderLayer>,
           "d_model"_a, "nhead"_a, "dim_feedforward"_a = 2048, "dropout"_a = 0.1f, "activation"_a = "relu",
           "layer_norm_eps"_a = 1e-5f, "batch_first"_a = false, "norm_first"_a = false, "bias"_a = true)
       .def(

@@ -29,6 +29,11 @@ Shape shape_of(nb::handle dims) {
   return s;
 }
 
+// t.reshape(2, 3) or t.reshape((2, 3)), as torch takes them.
+Shape dims_of(nb::args dims) {
+  return dims.size() == 1 && !nb::isinstance<nb::int_>(dims[0]) ? shape_of(dims[0]) : shape_of(dims);
+}
+
 // A Python number or array-like on the other side of an arithmetic operator.
 Tensor operand(nb::handle other) { return to_tensor(other); }
 
@@ -122,16 +127,10 @@ void bind_tensor(nb::module_& m) {
       .def("detach", [](const Tensor& x) { return x.detach(); })
       .def("retain_grad", &Tensor::retain_grad)
       // ---- views, copies, reductions (differentiable) ------------------------------------------
-      .def("reshape", [](const Tensor& x, nb::args dims) {
-        return x.reshape(dims.size() == 1 && !nb::isinstance<nb::int_>(dims[0]) ? shape_of(dims[0]) : shape_of(dims));
-      })
-      .def("view", [](const Tensor& x, nb::args dims) {
-        return x.view(dims.size() == 1 && !nb::isinstance<nb::int_>(dims[0]) ? shape_of(dims[0]) : shape_of(dims));
-      })
+      .def("reshape", [](const Tensor& x, nb::args dims) { return x.reshape(dims_of(dims)); })
+      .def("view", [](const Tensor& x, nb::args dims) { return x.view(dims_of(dims)); })
       .def("transpose", &Tensor::transpose, "dim0"_a, "dim1"_a)
-      .def("permute", [](const Tensor& x, nb::args dims) {
-        return x.permute(dims.size() == 1 && !nb::isinstance<nb::int_>(dims[0]) ? shape_of(dims[0]) : shape_of(dims));
-      })
+      .def("permute", [](const Tensor& x, nb::args dims) { return x.permute(dims_of(dims)); })
       .def("unsqueeze", &Tensor::unsqueeze, "dim"_a)
       .def("squeeze", &Tensor::squeeze, "dim"_a)
       .def("contiguous", &Tensor::contiguous)
