@@ -2,5 +2,6 @@
 # Configures and builds qkv (Release) into ./build. Extra arguments go to cmake.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=Release "$@" >/dev/null
+# MPI (data-parallel training) is on: scripts/setup.sh installs Open MPI. -DQKV_MPI=OFF builds without.
+cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=Release -DQKV_MPI=ON "$@" >/dev/null
 ninja -C build -j"$(nproc)"

@@ -11,6 +11,7 @@ pkgs=(
   libsentencepiece-dev             # subword tokenizer (text/sentencepiece), 0.1.97 on Debian 12
   libgdk-pixbuf-2.0-dev            # reading PNG/JPEG/PGM images (vision/image)
   dataset-fashion-mnist            # Fashion-MNIST (MIT), IDX files under /usr/share/datasets/fashion-mnist
+  openmpi-bin libopenmpi-dev       # data-parallel training (mpirun -np N qkv train; -DQKV_MPI=ON)
 )
 for flag in "$@"; do
 case "$flag" in

@@ -9,6 +9,8 @@
 #include <string>
 #include <vector>
 
+#include <nlohmann/json.hpp>
+
 #include "qkv/qkv.h"
 
 namespace qkv::testing {
@@ -41,6 +43,10 @@ struct TempDir {
   explicit TempDir(const std::string& prefix);
   ~TempDir();
 };
+
+// A translation config over a tiny word-for-word corpus ("one two three" → "un deux trois", 600
+// pairs written to DIR/pairs.tsv): a 32-dim Transformer that trains in seconds.
+nlohmann::json tiny_translation_config(const std::filesystem::path& dir, int64_t max_iters);
 
 // The per-step "loss" values a training run logged in DIR/metrics.jsonl, in order.
 std::vector<double> logged_losses(const std::filesystem::path& dir);

@@ -488,4 +488,18 @@ void TensorBase::zero_grad() { impl().grad.reset(); }
 
 void TensorBase::retain_grad() { impl().retains_grad = true; }
 
+int TensorBase::register_post_accumulate_grad_hook(std::function<void()> hook) {
+  QKV_CHECK(is_leaf() && requires_grad(), "register_post_accumulate_grad_hook: only a leaf tensor that requires grad ",
+            "accumulates into .grad");
+  auto& hooks = impl().post_accumulate_grad_hooks;
+  const int handle = hooks.empty() ? 0 : hooks.back().first + 1;
+  hooks.emplace_back(handle, std::move(hook));
+  return handle;
+}
+
+void TensorBase::remove_post_accumulate_grad_hook(int handle) {
+  auto& hooks = impl().post_accumulate_grad_hooks;
+  std::erase_if(hooks, [handle](const auto& h) { return h.first == handle; });
+}
+
 }  // namespace qkv

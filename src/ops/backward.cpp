@@ -94,10 +94,41 @@ void run(const std::vector<Tensor>& roots, const std::vector<Tensor>& seeds, boo
     deliver(r.impl_ptr(), s);
     if (r.grad_fn()) root_nodes.push_back(r.grad_fn().get());
   }
+  // (a leaf that is itself a root gets its whole gradient here)
+  if (!capture)
+    for (const Tensor& r : roots)
+      if (r.is_leaf())
+        for (auto& hook : r.impl().post_accumulate_grad_hooks) hook.second();
 
-  for (Node* node : topo_order(root_nodes)) {
+  const std::vector<Node*> order = topo_order(root_nodes);
+  // Leaves with post-accumulate-grad hooks: the inputs slots of the walk's nodes that still lead to
+  // each (its deliveries to come), and whether any gradient reached it. When the last slot is
+  // passed, its .grad is final for this pass and its hooks run — in the middle of the walk, which
+  // is what lets the data-parallel reducer send early gradients while later ones are computed.
+  struct Awaited {
+    int slots = 0;
+    bool reached = false;
+  };
+  std::unordered_map<TensorImpl*, Awaited> awaited;
+  if (!capture)
+    for (Node* n : order)
+      for (const auto& in : n->inputs)
+        if (in && !in->grad_fn && !in->post_accumulate_grad_hooks.empty()) ++awaited[in.get()].slots;
+  auto passed = [&](const std::shared_ptr<TensorImpl>& impl, bool reached) {
+    auto it = awaited.find(impl.get());
+    if (it == awaited.end()) return;
+    it->second.reached |= reached;
+    if (--it->second.slots == 0 && it->second.reached)
+      for (auto& hook : impl->post_accumulate_grad_hooks) hook.second();
+  };
+
+  for (Node* node : order) {
     auto it = pending.find(node);
-    if (it == pending.end()) continue;  // nothing flowed here
+    if (it == pending.end()) {  // nothing flowed here
+      for (const auto& in : node->inputs)
+        if (in) passed(in, false);
+      continue;
+    }
     std::vector<Tensor> g = std::move(it->second);
     pending.erase(it);
     QKV_CHECK(node->backward, "backward: trying to backward through the graph a second time (at ", node->name,
@@ -107,10 +138,13 @@ void run(const std::vector<Tensor>& roots, const std::vector<Tensor>& seeds, boo
     QKV_CHECK(grads.size() == node->inputs.size(), "backward of ", node->name, " returned ", grads.size(),
               " gradients for ", node->inputs.size(), " inputs");
     for (size_t i = 0; i < grads.size(); ++i) {
-      if (!node->inputs[i] || !grads[i].defined()) continue;
-      QKV_CHECK(grads[i].shape() == node->input_shapes[i], "backward of ", node->name, ": gradient ", i,
-                " has shape ", shape_str(grads[i].shape()), ", input has ", shape_str(node->input_shapes[i]));
-      deliver(node->inputs[i], grads[i]);
+      if (!node->inputs[i]) continue;
+      if (grads[i].defined()) {
+        QKV_CHECK(grads[i].shape() == node->input_shapes[i], "backward of ", node->name, ": gradient ", i,
+                  " has shape ", shape_str(grads[i].shape()), ", input has ", shape_str(node->input_shapes[i]));
+        deliver(node->inputs[i], grads[i]);
+      }
+      passed(node->inputs[i], grads[i].defined());
     }
     if (!retain_graph) {
       node->backward = nullptr;  // frees the saved tensors

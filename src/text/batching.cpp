@@ -24,8 +24,9 @@ std::vector<std::vector<size_t>> token_batches(const std::vector<EncodedPair>& p
   return out;
 }
 
-Batch make_batch(const std::vector<EncodedPair>& pairs, const std::vector<size_t>& index, int32_t pad) {
-  size_t S = 0, T = 0;
+Batch make_batch(const std::vector<EncodedPair>& pairs, const std::vector<size_t>& index, int32_t pad, size_t pad_src,
+                 size_t pad_tgt) {
+  size_t S = pad_src, T = pad_tgt;
   for (size_t i : index) S = std::max(S, pairs[i].src.size()), T = std::max(T, pairs[i].tgt.size() - 1);
   const auto B = static_cast<int64_t>(index.size());
   std::vector<int32_t> src(B * S, pad), tin(B * T, pad), tout(B * T, pad);

@@ -161,8 +161,12 @@ int64_t ImageTask::sample(uint64_t k) {
 }
 
 StepStats ImageTask::train_micro_step(int64_t step, int64_t micro, int64_t accum) {
-  const int64_t B = cfg_.batch_size;
-  const auto first = static_cast<uint64_t>((step * accum + micro) * B);
+  // this process's rows [b0, b0 + B) of the batch (all of it in one process)
+  const int64_t batch = cfg_.batch_size, b0 = shard_.first(batch), B = shard_.count(batch);
+  QKV_CHECK(B > 0, "image task: batch_size ", batch, " cannot be split over ", shard_.world, " processes");
+  const auto first = static_cast<uint64_t>((step * accum + micro) * batch + b0);
+  if (shard_.world > 1)
+    gen_.set_shard(static_cast<uint64_t>(b0), static_cast<uint64_t>(B), static_cast<uint64_t>(batch));
   std::vector<int64_t> index(static_cast<size_t>(B));
   std::vector<int32_t> labels(static_cast<size_t>(B));
   for (int64_t i = 0; i < B; ++i) {
@@ -174,8 +178,10 @@ StepStats ImageTask::train_micro_step(int64_t step, int64_t micro, int64_t accum
                      x.data());
   Tensor loss = model_->loss(x, Tensor::from_ints(labels, {B}), static_cast<float>(cfg_.label_smoothing));
   const double value = loss.item();
-  (accum > 1 ? mul(loss, 1.f / static_cast<float>(accum)) : loss).backward();
-  return {value, B};
+  const double share = static_cast<double>(B) / static_cast<double>(batch);
+  const double scale = share / static_cast<double>(accum);
+  (scale != 1.0 ? mul(loss, static_cast<float>(scale)) : loss).backward();
+  return {value, B, share};
 }
 
 std::vector<std::pair<std::string, double>> ImageTask::evaluate(int64_t) {

@@ -14,6 +14,7 @@
 #include "qkv/ops/autocast.h"
 #include "qkv/models/model_file.h"
 #include "qkv/io/progress.h"
+#include "qkv/train/data_parallel.h"
 #include "qkv/viz/png.h"
 #include "qkv/viz/svg.h"
 
@@ -52,6 +53,7 @@ const io::Fields<TrainConfig>& TrainConfig::fields() {
                        F::choice("dtype", &C::autocast),
                        F::number("label_smoothing", &C::label_smoothing, 0, 0.999),
                        F::choice("model_dtype", &C::model_dtype, {io::StoreAs::kF32, io::StoreAs::kF16, io::StoreAs::kBF16}),
+                       F::number("bucket_cap_mb", &C::bucket_cap_mb, 0.001, 1e6),
                    });
   return f;
 }
@@ -81,6 +83,14 @@ std::atomic<bool> g_interrupted{false};
 extern "C" void on_sigint(int) {
   g_interrupted = true;
   std::signal(SIGINT, SIG_DFL);  // a second Ctrl-C kills at once
+}
+
+// Data-parallel: mpirun turns Ctrl-C (and a rank that died) into SIGTERM for every rank. The ranks
+// agree at the end of the step to stop, and rank 0 saves — if mpirun waits that long; either way the
+// last checkpoint on disk is whole (written atomically).
+extern "C" void on_sigterm(int) {
+  g_interrupted = true;
+  std::signal(SIGTERM, SIG_DFL);
 }
 
 std::string fmt(double v, const char* f = "%.4g") {
@@ -175,18 +185,33 @@ class Metrics {
 
 TrainResult run_training(TrainingTask& task, const TrainConfig& cfg, const TrainerOptions& opt) {
   QKV_CHECK(!opt.out_dir.empty(), "train: no output directory");
+  // Data-parallel: every rank runs this loop on its shard; rank 0 (the lead) alone writes and prints.
+  dist::Communicator* comm = opt.comm && opt.comm->size() > 1 ? opt.comm : nullptr;
+  const bool lead = !comm || comm->rank() == 0;
+  const bool quiet = opt.quiet || !lead;
+  if (comm) {
+    QKV_CHECK(task.supports_data_parallel(), "train: this task cannot be split over processes (it does not ",
+              "implement TrainingTask::supports_data_parallel)");
+    task.set_data_shard({comm->rank(), comm->size()});
+  }
   g_interrupted = false;
   // from here on, Ctrl-C means "save and stop"; the previous handler comes back however we leave
-  struct RestoreSigint {
+  struct RestoreSignal {
+    int sig;
     void (*prev)(int);
-    ~RestoreSigint() { std::signal(SIGINT, prev); }
-  } restore{std::signal(SIGINT, on_sigint)};
+    ~RestoreSignal() {
+      if (prev != SIG_ERR) std::signal(sig, prev);
+    }
+  } restore{SIGINT, std::signal(SIGINT, on_sigint)},
+      restore_term{SIGTERM, comm ? std::signal(SIGTERM, on_sigterm) : SIG_ERR};
   std::error_code ec;
-  fs::create_directories(opt.out_dir, ec);
-  QKV_CHECK(!ec, "train: cannot create output directory '", opt.out_dir, "': ", ec.message());
-  if (const int n = io::remove_stale_temporaries(opt.out_dir); n > 0 && !opt.quiet)
-    std::fprintf(stderr, "train: removed %d temporary file%s left by a killed run in %s\n", n, n > 1 ? "s" : "",
-                 opt.out_dir.c_str());
+  if (lead) {
+    fs::create_directories(opt.out_dir, ec);
+    QKV_CHECK(!ec, "train: cannot create output directory '", opt.out_dir, "': ", ec.message());
+    if (const int n = io::remove_stale_temporaries(opt.out_dir); n > 0 && !quiet)
+      std::fprintf(stderr, "train: removed %d temporary file%s left by a killed run in %s\n", n, n > 1 ? "s" : "",
+                   opt.out_dir.c_str());
+  }
   const std::string ckpt_path = (fs::path(opt.out_dir) / "checkpoint.safetensors").string();
   const std::string model_path = (fs::path(opt.out_dir) / "model.safetensors").string();
 
@@ -207,29 +232,59 @@ nn::Module& model = task.model().module();
   int64_t start = 0;
   double elapsed_before = 0;
   int64_t tokens_seen = 0;
+  // Every rank must have built the same model and tokenizer as rank 0 (the same config, data and
+  // deterministic tokenizer training); a difference would otherwise show as silently wrong sums.
+  if (comm) {
+    std::string lead_meta = lead ? meta.dump() : "";
+    dist::broadcast_string(*comm, lead_meta, 0);
+    QKV_CHECK(lead_meta == meta.dump(), "train: rank ", comm->rank(), " built a different model or tokenizer than ",
+              "rank 0 (are all ranks running the same qkv, config and data files?)");
+  }
   if (opt.resume) {
-    QKV_CHECK(fs::exists(ckpt_path), "train --resume: no checkpoint at '", ckpt_path, "'");
-    models::ModelFile ck = models::load_model_file(ckpt_path);
-    QKV_CHECK(ck.meta.contains("train_state"), "'", ckpt_path, "' is a model file without training state");
-    QKV_CHECK(ck.meta["model_type"] == meta["model_type"], "train --resume: '", ckpt_path, "' holds a ",
-              ck.meta["model_type"].dump(), " model; the config describes a ", meta["model_type"].dump(), " model");
-    QKV_CHECK(ck.meta["model"] == meta["model"] && ck.meta["tokenizer"] == meta["tokenizer"],
-              "train --resume: the checkpoint was trained with another model or tokenizer (checkpoint: ",
-              ck.meta["model"].dump(), "; config: ", meta["model"].dump(), ")");
-    models::load_parameters(model, ck);
-    const json& st = ck.meta["train_state"];
-    start = io::get_or(st, "step", int64_t{-1});
-    const int64_t opt_steps = io::get_or(st, "optimizer_steps", int64_t{-1});
-    QKV_CHECK(start >= 0 && opt_steps >= 0 && st.contains("rng") && st["rng"].is_number_unsigned(), "'", ckpt_path,
-              "': a damaged training state (step, optimizer_steps and rng must be non-negative integers): ",
-              st.dump().substr(0, 200));
-    adam.load_state(ck.optimizer, opt_steps);
+    // Rank 0 reads the checkpoint; the others receive its weights, optimizer state and training
+    // state (the checkpoint need not be on their machines).
+    json st;
+    if (lead) {
+      QKV_CHECK(fs::exists(ckpt_path), "train --resume: no checkpoint at '", ckpt_path, "'");
+      models::ModelFile ck = models::load_model_file(ckpt_path);
+      QKV_CHECK(ck.meta.contains("train_state"), "'", ckpt_path, "' is a model file without training state");
+      QKV_CHECK(ck.meta["model_type"] == meta["model_type"], "train --resume: '", ckpt_path, "' holds a ",
+                ck.meta["model_type"].dump(), " model; the config describes a ", meta["model_type"].dump(), " model");
+      QKV_CHECK(ck.meta["model"] == meta["model"] && ck.meta["tokenizer"] == meta["tokenizer"],
+                "train --resume: the checkpoint was trained with another model or tokenizer (checkpoint: ",
+                ck.meta["model"].dump(), "; config: ", meta["model"].dump(), ")");
+      models::load_parameters(model, ck);
+      st = ck.meta["train_state"];
+      start = io::get_or(st, "step", int64_t{-1});
+      const int64_t opt_steps = io::get_or(st, "optimizer_steps", int64_t{-1});
+      QKV_CHECK(start >= 0 && opt_steps >= 0 && st.contains("rng") && st["rng"].is_number_unsigned(), "'", ckpt_path,
+                "': a damaged training state (step, optimizer_steps and rng must be non-negative integers): ",
+                st.dump().substr(0, 200));
+      adam.load_state(ck.optimizer, opt_steps);
+    }
+    if (comm) {
+      std::string state = lead ? st.dump() : "";
+      dist::broadcast_string(*comm, state, 0);
+      st = json::parse(state);
+      for (auto& [name, t] : adam.state())
+        comm->broadcast(t.data(), t.numel() * static_cast<int64_t>(sizeof(float)), 0);
+      adam.set_steps(io::get_or(st, "optimizer_steps", int64_t{0}));
+      start = io::get_or(st, "step", int64_t{0});
+    }
     task.set_rng_state(st["rng"].get<uint64_t>());
     elapsed_before = io::get_or(st, "elapsed_s", 0.0);
     tokens_seen = io::get_or(st, "tokens", int64_t{0});
     if (st.contains("metrics") && st["metrics"].is_array()) metrics.restore(st["metrics"], start);
-    else metrics.load_until(start);  // a checkpoint from before the metrics travelled with it
-    std::fprintf(stderr, "resuming from %s at step %lld\n", ckpt_path.c_str(), static_cast<long long>(start));
+    else if (lead) metrics.load_until(start);  // a checkpoint from before the metrics travelled with it
+    if (lead) std::fprintf(stderr, "resuming from %s at step %lld\n", ckpt_path.c_str(), static_cast<long long>(start));
+  }
+  // Data-parallel: rank 0's weights everywhere (the same as each rank's own when they were built
+  // from the same seed, and the checkpoint's on --resume), and a reducer for the gradients.
+  std::unique_ptr<GradientReducer> reducer;
+  if (comm) {
+    broadcast_parameters(model.parameters(), *comm, 0);
+    reducer = std::make_unique<GradientReducer>(model.parameters(), *comm,
+                                                static_cast<int64_t>(cfg.bucket_cap_mb * 1024 * 1024));
   }
 
   // model-<step>.safetensors (f32) for checkpoint averaging; only the newest keep_checkpoints stay.
@@ -253,6 +308,7 @@ nn::Module& model = task.model().module();
   // plots are derived from it after it is written, so a kill at any instant leaves the old state
   // or the new one, and --resume rewrites whatever derived file lags.
   auto save = [&](int64_t step, double elapsed) {
+    if (!lead) return;
     json m = meta;
     m["train_state"] = {{"step", step},         {"optimizer_steps", adam.steps()}, {"rng", task.rng_state()},
                         {"elapsed_s", elapsed}, {"tokens", tokens_seen},           {"metrics", metrics.rows()}};
@@ -267,10 +323,12 @@ nn::Module& model = task.model().module();
   TrainResult res;
   bool stop = false;  // on_metrics asked to stop
   auto add_row = [&](const json& row) {
+    if (!lead) return;
     metrics.add(row);
     if (opt.on_metrics && !opt.on_metrics(row)) stop = true;
   };
   io::ProgressBar bar("train", cfg.max_iters, start);
+  if (quiet) bar.mute();
   auto t_start = std::chrono::steady_clock::now();
   auto elapsed = [&] {
     return elapsed_before + std::chrono::duration<double>(std::chrono::steady_clock::now() - t_start).count();
@@ -287,7 +345,7 @@ nn::Module& model = task.model().module();
     }
     row["elapsed_s"] = elapsed();
     add_row(row);
-    if (!opt.quiet) bar.write(line);
+    if (!quiet) bar.write(line);
     res.last_eval = ev;
   };
 
@@ -302,11 +360,21 @@ nn::Module& model = task.model().module();
     double loss = 0;
     int64_t tokens = 0;
     for (int64_t micro = 0; micro < cfg.gradient_accumulation_steps; ++micro) {
+      // data-parallel: the last micro-batch's backward also sums the gradients over the ranks
+      if (reducer) reducer->sync_next_backward(micro + 1 == cfg.gradient_accumulation_steps);
       // dtype bf16: mixed precision (bf16 GEMMs in forward and backward, f32 master weights)
       Autocast autocast(cfg.autocast);
       StepStats s = task.train_micro_step(step, micro, cfg.gradient_accumulation_steps);
-      loss += s.loss / static_cast<double>(cfg.gradient_accumulation_steps);
+      loss += s.share * s.loss / static_cast<double>(cfg.gradient_accumulation_steps);
       tokens += s.tokens;
+    }
+    bool stop_all = g_interrupted || stop;
+    if (comm) {
+      reducer->finish();  // the summed gradients are in .grad
+      // the global loss and tokens for the log, and whether any rank was asked to stop
+      double sums[3] = {loss, static_cast<double>(tokens), stop_all ? 1.0 : 0.0};
+      comm->all_reduce_sum(sums, 3);
+      loss = sums[0], tokens = static_cast<int64_t>(sums[1]), stop_all = sums[2] > 0;
     }
     QKV_CHECK(std::isfinite(loss), "train: the loss became ", loss, " at step ", step,
               " (try a lower learning_rate or grad_clip)");
@@ -325,7 +393,7 @@ nn::Module& model = task.model().module();
     bar.update(1);
     if (cfg.checkpoint_interval > 0 && (step + 1) % cfg.checkpoint_interval == 0 && step + 1 < cfg.max_iters)
       save(step + 1, elapsed());
-    if (g_interrupted || stop) {
+    if (stop_all) {
       ++step;
       res.interrupted = true;
       break;
@@ -336,7 +404,7 @@ nn::Module& model = task.model().module();
   save(step, elapsed());
   res.steps_done = step;
   res.tokens_per_second = tok_rate;
-  if (res.interrupted)
+  if (res.interrupted && lead)
     std::fprintf(stderr, "interrupted: saved %s at step %lld; continue with --resume\n", ckpt_path.c_str(),
                  static_cast<long long>(step));
   return res;

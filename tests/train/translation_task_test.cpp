@@ -26,32 +26,7 @@ using testing::logged_losses;
 using testing::TempDir;
 using nlohmann::json;
 
-// "one two three" → "un deux trois": word-for-word pairs over a 10-word lexicon.
-json tiny_config(const fs::path& dir, int64_t max_iters) {
-  const char* en[] = {"one", "two", "three", "four", "five", "six", "seven", "eight", "nine", "ten"};
-  const char* fr[] = {"un", "deux", "trois", "quatre", "cinq", "six", "sept", "huit", "neuf", "dix"};
-  std::string tsv;
-  for (uint64_t i = 0; i < 600; ++i) {
-    std::string s, t;
-    const int n = 1 + static_cast<int>(Generator::bits(5, i * 10) % 4);
-    for (int k = 0; k < n; ++k) {
-      const auto w = Generator::bits(5, i * 10 + static_cast<uint64_t>(k) + 1) % 10;
-      s += std::string(k ? " " : "") + en[w], t += std::string(k ? " " : "") + fr[w];
-    }
-    tsv += s + "\t" + t + "\n";
-  }
-  std::ofstream(dir / "pairs.tsv") << tsv;
-  return {{"task", "translation"},
-          {"data", {{"train", {{"tsv", (dir / "pairs.tsv").string()}}}, {"split", {{"dev", 20}, {"test", 20}, {"seed", 1}}}}},
-          {"tokenizer", {{"type", "word"}, {"vocab_size", 23}}},
-          {"model", {{"preset", "tiny"}, {"d_model", 32}, {"nhead", 4}, {"dim_feedforward", 64}, {"dropout", 0.1}, {"max_len", 24}}},
-          {"train",
-           {{"max_iters", max_iters}, {"batch_size", 200}, {"optimizer", "adam"}, {"learning_rate", 2e-3},
-            {"schedule", "constant"}, {"warmup_iters", 5}, {"beta2", 0.98}, {"eps", 1e-9}, {"weight_decay", 0.0},
-            {"label_smoothing", 0.1}, {"eval_interval", 10}, {"log_interval", 1}, {"checkpoint_interval", 0},
-            {"model_dtype", "f16"}}},
-          {"eval", {{"bleu_sentences", 10}}}};
-}
+json tiny_config(const fs::path& dir, int64_t max_iters) { return testing::tiny_translation_config(dir, max_iters); }
 
 TrainResult train(const json& cfg, const fs::path& out, bool resume) {
   TranslationTask task(cfg, "", out.string(), resume, false);

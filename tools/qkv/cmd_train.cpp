@@ -2,13 +2,20 @@
 // model ("task": "lm"), a translation model ("task": "translation"), an image classifier ("task":
 // "image_classification") or an image captioner ("task": "captioning"). Progress bar, periodic
 // evaluation, checkpoints, metrics and a loss plot go to --out; --resume continues exactly where a run stopped; Ctrl-C saves a checkpoint and exits.
+// Under mpirun -np N it trains one model data-parallel on N processes (train/data_parallel.h).
+#include <omp.h>
+
+#include <algorithm>
 #include <cstdio>
+#include <cstdlib>
+#include <thread>
 #include <filesystem>
 #include <nlohmann/json.hpp>
 
 #include "commands.h"
 #include "options.h"
 #include "qkv/core/error.h"
+#include "qkv/dist/communicator.h"
 #include "qkv/io/file.h"
 #include "qkv/io/config.h"
 #include "qkv/train/from_config.h"
@@ -57,15 +64,39 @@ json load_config(const std::string& path, const std::vector<std::string>& overri
   return config;
 }
 
+namespace {
+
+struct TrainArgs {
+  std::string config, out;
+  bool resume = false, quiet = false;
+  std::vector<std::string> set;
+  int threads = 0;
+};
+
+// One process's run; `comm`: the job it is part of (mpirun), or null alone.
+int run_train(const TrainArgs& a, dist::Communicator* comm) {
+  json config = load_config(a.config, a.set);
+  const std::string out = a.out.empty() ? (fs::path("out") / fs::path(a.config).stem()).string() : a.out;
+  const std::string base = fs::path(a.config).parent_path().string();
+  train::TrainerOptions o;
+  o.out_dir = out, o.resume = a.resume, o.full_config = config, o.quiet = a.quiet, o.comm = comm;
+  const train::TrainResult r = train::train_from_config(
+      config, a.config, base, o, [](const std::string& line) { std::fprintf(stderr, "qkv train: %s\n", line.c_str()); });
+  if (comm && comm->rank() != 0) return r.interrupted ? 130 : 0;
+  std::string ev;
+  for (auto& [k, v] : r.last_eval) ev += " " + k + " " + std::to_string(v);
+  std::fprintf(stderr, "%s at step %lld:%s; %.0f %s/s; model: %s/model.safetensors\n",
+               r.interrupted ? "stopped" : "done", static_cast<long long>(r.steps_done), ev.c_str(),
+               r.tokens_per_second, train::rate_unit(config), out.c_str());
+  return r.interrupted ? 130 : 0;
+}
+
+}  // namespace
+
 void add_train(CLI::App& app) {
-  auto* sub = app.add_subcommand("train", "Train a model from a JSON config (see configs/)");
-  struct Args {
-    std::string config, out;
-    bool resume = false, quiet = false;
-    std::vector<std::string> set;
-    int threads = 0;
-  };
-  auto a = std::make_shared<Args>();
+  auto* sub = app.add_subcommand(
+      "train", "Train a model from a JSON config (see configs/); under mpirun -np N, one model on N processes");
+  auto a = std::make_shared<TrainArgs>();
   sub->add_option("config", a->config, "the config file, e.g. configs/shakespeare-char.json")
       ->required()
       ->check(CLI::ExistingFile);
@@ -75,20 +106,27 @@ void add_train(CLI::App& app) {
   add_threads_option(sub, a->threads);
   sub->add_flag("-q,--quiet", a->quiet, "no progress bar");
   register_runner(sub, [a] {
+    // Under mpirun the processes of one machine share its cores (unless the launcher bound each to
+    // cores of its own), and an error on one rank ends them all, with its message.
+    dist::Communicator& world = dist::world();
+    if (world.size() == 1) {
+      use_threads(a->threads);
+      return run_train(*a, nullptr);
+    }
+    if (a->threads == 0 && !std::getenv("OMP_NUM_THREADS")) {
+      const int cores = omp_get_num_procs();  // the cores this process may run on
+      const int all = static_cast<int>(std::thread::hardware_concurrency());
+      a->threads = cores < all ? cores : std::max(1, cores / world.local_size());
+    }
     use_threads(a->threads);
-    json config = load_config(a->config, a->set);
-    const std::string out = a->out.empty() ? (fs::path("out") / fs::path(a->config).stem()).string() : a->out;
-    const std::string base = fs::path(a->config).parent_path().string();
-    train::TrainerOptions o;
-    o.out_dir = out, o.resume = a->resume, o.full_config = config, o.quiet = a->quiet;
-    const train::TrainResult r = train::train_from_config(
-        config, a->config, base, o, [](const std::string& line) { std::fprintf(stderr, "qkv train: %s\n", line.c_str()); });
-    std::string ev;
-    for (auto& [k, v] : r.last_eval) ev += " " + k + " " + std::to_string(v);
-    std::fprintf(stderr, "%s at step %lld:%s; %.0f %s/s; model: %s/model.safetensors\n",
-                 r.interrupted ? "stopped" : "done", static_cast<long long>(r.steps_done), ev.c_str(),
-                 r.tokens_per_second, train::rate_unit(config), out.c_str());
-    return r.interrupted ? 130 : 0;
+    try {
+      return run_train(*a, &world);
+    } catch (const std::exception& e) {
+      std::fprintf(stderr, "qkv: error (rank %d of %d): %s\n", world.rank(), world.size(), e.what());
+      std::fflush(stderr);
+      world.abort(1);
+    }
+    return 1;  // (abort does not return)
   });
 }
 

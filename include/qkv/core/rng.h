@@ -6,6 +6,8 @@
 
 #include <cstdint>
 
+#include "qkv/core/error.h"
+
 namespace qkv {
 
 class Generator {
@@ -17,11 +19,29 @@ class Generator {
     counter_ = 0;
   }
   // Reserves n consecutive counters and returns the first.
+  //
+  // Sharded (data-parallel training): this process holds rows [row_begin, row_begin + rows) of a
+  // batch of total_rows, and every draw is of a batch-major tensor (dropout's masks), so its n
+  // counters are its rows' slice of the whole batch's n · total_rows / rows: it gets the slice's
+  // first counter, and the stream moves past the whole batch. Each row then sees the very numbers
+  // it would in one process — and every process's counter stays the same.
   uint64_t reserve(uint64_t n) {
-    uint64_t base = counter_;
-    counter_ += n;
+    if (shard_rows_ == 0) {
+      uint64_t base = counter_;
+      counter_ += n;
+      return base;
+    }
+    const uint64_t per_row = n / shard_rows_;
+    QKV_CHECK(per_row * shard_rows_ == n, "Generator: a sharded draw of ", n, " numbers is not ", shard_rows_,
+              " equal rows (data-parallel dropout draws batch-major tensors)");
+    const uint64_t base = counter_ + shard_begin_ * per_row;
+    counter_ += per_row * shard_total_;
     return base;
   }
+  void set_shard(uint64_t row_begin, uint64_t rows, uint64_t total_rows) {
+    shard_begin_ = row_begin, shard_rows_ = rows, shard_total_ = total_rows;
+  }
+  void clear_shard() { shard_begin_ = shard_rows_ = shard_total_ = 0; }
   uint64_t counter() const { return counter_; }
   void set_counter(uint64_t c) { counter_ = c; }
 
@@ -55,6 +75,7 @@ class Generator {
  private:
   uint64_t seed_;
   uint64_t counter_ = 0;
+  uint64_t shard_begin_ = 0, shard_rows_ = 0, shard_total_ = 0;  // rows 0: not sharded
 };
 
 // The process-wide default generator (torch.manual_seed's counterpart).

@@ -79,6 +79,10 @@ struct TensorImpl {
   std::shared_ptr<autograd::Node> grad_fn;  // the op that produced this tensor (non-leaves)
   int output_nr = 0;                        // which of grad_fn's outputs this is (split has several)
   bool retains_grad = false;
+  // Run by reverse mode once it has accumulated this leaf's last gradient of the pass
+  // (torch.Tensor.register_post_accumulate_grad_hook): the data-parallel reducer starts sending a
+  // gradient while the rest of the backward pass still runs. Keyed by handle, for removal.
+  std::vector<std::pair<int, std::function<void()>>> post_accumulate_grad_hooks;
 };
 
 class Generator;
@@ -161,6 +165,10 @@ class TensorBase {
   void set_grad(const TensorBase& g);
   void zero_grad();  // drops the gradient, as PyTorch's set_to_none
   void retain_grad();
+  // `hook` runs after each backward pass that accumulated into this leaf's .grad, once its last
+  // contribution of the pass is in. Returns a handle for remove_post_accumulate_grad_hook.
+  int register_post_accumulate_grad_hook(std::function<void()> hook);
+  void remove_post_accumulate_grad_hook(int handle);
   const std::shared_ptr<autograd::Node>& grad_fn() const { return impl().grad_fn; }
   bool is_leaf() const { return impl().grad_fn == nullptr; }
 

@@ -36,6 +36,8 @@ class ProgressBar {
   void set_log_every_seconds(double seconds);
   // Terminal mode: keep the final bar on screen at close instead of clearing it (default false).
   void set_leave(bool leave);
+  // Prints nothing from now on (counting goes on): --quiet, or a data-parallel rank other than 0.
+  void mute() { set_stream_for_testing(nullptr, false); }
   int64_t n() const;
 
   // For tests: the line that would be printed at `elapsed_seconds`, `width` columns wide,

@@ -29,6 +29,8 @@ struct Batch {
 // alone makes a batch of one).
 std::vector<std::vector<size_t>> token_batches(const std::vector<EncodedPair>& pairs, const std::vector<size_t>& order,
                                                int64_t max_tokens);
-Batch make_batch(const std::vector<EncodedPair>& pairs, const std::vector<size_t>& index, int32_t pad_id);
+// pad_src / pad_tgt: pad to at least these lengths (a data-parallel shard padded as its whole batch).
+Batch make_batch(const std::vector<EncodedPair>& pairs, const std::vector<size_t>& index, int32_t pad_id,
+                 size_t pad_src = 0, size_t pad_tgt = 0);
 
 }  // namespace qkv::text

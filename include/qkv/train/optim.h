@@ -47,6 +47,7 @@ class Adam {
   void set_lr(float lr) { opt_.lr = lr; }
   float lr() const { return opt_.lr; }
   int64_t steps() const { return t_; }
+  void set_steps(int64_t t) { t_ = t; }  // a data-parallel rank whose state came from rank 0
 
   // The moments by name ("exp_avg.<param>", "exp_avg_sq.<param>") and the step count, for checkpoints.
   std::vector<std::pair<std::string, Tensor>> state() const;

@@ -15,6 +15,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "qkv/dist/communicator.h"
 #include "qkv/io/config.h"
 #include "qkv/io/safetensors.h"
 #include "qkv/models/model.h"
@@ -42,6 +43,10 @@ struct TrainConfig {
   double label_smoothing = 0.0;             // ε of the cross-entropy (translation: 0.1, as the paper)
   // JSON "model_dtype": how model.safetensors stores the weights (f32 | f16 | bf16)
   io::StoreAs model_dtype = io::StoreAs::kF32;
+  // Data-parallel runs (mpirun): gradients are summed over the ranks in buckets of about this many
+  // MB, each sent as soon as backward has filled it (DistributedDataParallel's bucket_cap_mb; its
+  // 25 MB default would make a small CPU model one or two buckets and hide little)
+  double bucket_cap_mb = 4;
 
   static const io::Fields<TrainConfig>& fields();  // the keys of the "train" section
   static TrainConfig from_json(const nlohmann::json& j) { return fields().from_json(j); }
@@ -55,6 +60,18 @@ std::pair<std::string, nlohmann::json> model_section(const nlohmann::json& model
 struct StepStats {
   double loss = 0;     // this micro-batch's mean loss (before dividing by the accumulation steps)
   int64_t tokens = 0;  // target tokens in it (images, for a classifier)
+  // Data-parallel: this rank's shard's share of the whole micro-batch's loss (its fraction of the
+  // rows or target tokens); backward ran on share · loss, so the ranks' gradients sum to one
+  // process's. 1 in one process.
+  double share = 1;
+};
+
+// Which rows of every global batch this process trains on: rank `rank` of `world` takes rows
+// [first(B), first(B) + count(B)) of a batch of B — contiguous, as even as B allows.
+struct DataShard {
+  int rank = 0, world = 1;
+  int64_t first(int64_t B) const { return B * rank / world; }
+  int64_t count(int64_t B) const { return B * (rank + 1) / world - first(B); }
 };
 
 class TrainingTask {
@@ -76,6 +93,17 @@ class TrainingTask {
   virtual std::vector<ParamGroup> param_groups(float weight_decay);
   // What StepStats::tokens counts, for the progress bar's rate: "tok", or "img" for images.
   virtual const char* unit() const { return "tok"; }
+
+  // Data-parallel training (train/data_parallel.h): from now on train_micro_step runs on `shard`'s
+  // rows of each micro-batch, scales its loss by the rows' share (StepStats::share), and draws its
+  // dropout as those rows would in one process (Generator::set_shard). A task that overrides
+  // neither cannot be sharded, and the trainer refuses to run it on more than one process.
+  virtual bool supports_data_parallel() const { return false; }
+  void set_data_shard(DataShard shard) { shard_ = shard; }
+  const DataShard& data_shard() const { return shard_; }
+
+ protected:
+  DataShard shard_;
 };
 
 struct TrainerOptions {
@@ -87,6 +115,10 @@ struct TrainerOptions {
   // "lr", "grad_norm", "tokens_per_s", "elapsed_s"}) and the evaluations ({"step", metrics…}).
   // Returning false stops the run as Ctrl-C does (a checkpoint is saved; TrainResult::interrupted).
   std::function<bool(const nlohmann::json& row)> on_metrics;
+  // The processes training together (dist/communicator.h; `qkv train` passes dist::world() when
+  // mpirun started it). Null: this process alone. With several, rank 0 alone writes files, prints
+  // and calls on_metrics; every rank must run the same config.
+  dist::Communicator* comm = nullptr;
 };
 
 struct TrainResult {

@@ -1,0 +1,201 @@
+// Data-parallel `qkv train` under mpirun, end to end over loopback TCP (--mca btl tcp,self): 2, 3
+// and 4 processes reproduce one process's loss curve and weights (GPT and translation, dropout on,
+// gradient accumulation, an uneven split), only rank 0 writes, a resumed 2-process run continues
+// the same curve, and a rank killed mid-run stops the job with a message and a loadable checkpoint.
+// Skipped when the build has no MPI (-DQKV_MPI=OFF) or mpirun is missing.
+#include <gtest/gtest.h>
+
+#include <signal.h>
+
+#include <array>
+#include <chrono>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <set>
+#include <thread>
+
+#include "qkv/io/file.h"
+#include "qkv/models/model_file.h"
+#include "testing.h"
+
+namespace qkv {
+namespace {
+
+namespace fs = std::filesystem;
+using testing::logged_losses;
+using testing::TempDir;
+
+#ifdef QKV_TEST_MPIEXEC
+constexpr const char* kMpiexec = QKV_TEST_MPIEXEC;
+#else
+constexpr const char* kMpiexec = "";
+#endif
+
+struct Shell {
+  int code;
+  std::string out;
+};
+
+Shell shell(const std::string& cmd) {
+  std::FILE* p = popen((cmd + " 2>&1").c_str(), "r");
+  std::string out;
+  std::array<char, 4096> buf{};
+  size_t n;
+  while ((n = std::fread(buf.data(), 1, buf.size(), p)) > 0) out.append(buf.data(), n);
+  const int status = pclose(p);
+  return {WEXITSTATUS(status), out};
+}
+
+// `qkv train ARGS` on `np` processes (0: plain, no mpirun), one thread each.
+std::string train_cmd(int np, const std::string& args) {
+  const std::string qkv = std::string(QKV_CLI_PATH) + " train " + args + " -q";
+  if (np == 0) return "env OMP_NUM_THREADS=1 " + qkv;
+  return "env OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_rmaps_base_oversubscribe=1 " +
+         std::string(kMpiexec) + " -np " + std::to_string(np) + " --mca btl tcp,self -x OMP_NUM_THREADS=1 " + qkv;
+}
+
+class MpiTrain : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if (std::string(kMpiexec).empty() || !fs::exists(kMpiexec))
+      GTEST_SKIP() << "built without MPI (-DQKV_MPI=ON) or mpirun missing";
+  }
+};
+
+// The f32 parameters of a checkpoint (not its optimizer state).
+std::map<std::string, std::vector<float>> weights(const fs::path& dir) {
+  std::map<std::string, std::vector<float>> w;
+  for (auto& [name, t] : models::load_model_file((dir / "checkpoint.safetensors").string()).params)
+    w[name] = t.to_vector();
+  return w;
+}
+
+// One process and N processes agree: per-step loss within rel_tol, weights within abs_tol.
+void expect_same_run(const fs::path& one, const fs::path& many, double rel_tol, double abs_tol) {
+  const auto la = logged_losses(one), lb = logged_losses(many);
+  ASSERT_FALSE(la.empty());
+  ASSERT_EQ(la.size(), lb.size());
+  for (size_t i = 0; i < la.size(); ++i) EXPECT_NEAR(lb[i], la[i], rel_tol * std::abs(la[i])) << "step " << i;
+  const auto wa = weights(one), wb = weights(many);
+  ASSERT_EQ(wa.size(), wb.size());
+  double worst = 0;
+  std::string where;
+  for (auto& [name, v] : wa)
+    for (size_t i = 0; i < v.size(); ++i) {
+      // The key bias shifts every score of a query's row alike, which softmax ignores: its gradient
+      // is zero in exact arithmetic and rounding noise in practice — noise Adam turns into full
+      // steps of either sign, in one process as in many. It is no measure of agreement.
+      if (name.ends_with("in_proj_bias") && i >= v.size() / 3 && i < 2 * v.size() / 3) continue;
+      if (const double e = std::abs(v[i] - wb.at(name)[i]); e > worst)
+        worst = e, where = name + "[" + std::to_string(i) + "] " + std::to_string(v[i]) + " vs " + std::to_string(wb.at(name)[i]);
+    }
+  EXPECT_LE(worst, abs_tol) << where;
+}
+
+std::set<std::string> files_in(const fs::path& dir) {
+  std::set<std::string> s;
+  for (auto& e : fs::directory_iterator(dir)) s.insert(e.path().filename().string());
+  return s;
+}
+
+// A small GPT on the bundled Shakespeare, dropout on, two micro-batches per step.
+std::string gpt_args(const fs::path& out, int steps) {
+  return std::string(QKV_SOURCE_DIR) + "/configs/shakespeare-char.json -o " + out.string() +
+         " --set model.n_layer=2 --set model.n_embd=64 --set model.block_size=32 --set model.dropout=0.1"
+         " --set train.batch_size=12 --set train.gradient_accumulation_steps=2 --set train.max_iters=" +
+         std::to_string(steps) +
+         " --set train.lr_decay_iters=20 --set train.warmup_iters=2 --set train.eval_interval=0"
+         " --set train.log_interval=1 --set train.checkpoint_interval=0";
+}
+
+TEST_F(MpiTrain, GptOnTwoAndFourProcessesIsOneProcessRun) {
+  TempDir d("mpi-gpt");
+  const Shell one = shell(train_cmd(0, gpt_args(d.path / "one", 12)));
+  ASSERT_EQ(one.code, 0) << one.out;
+  for (int np : {2, 4}) {
+    const fs::path out = d.path / ("np" + std::to_string(np));
+    const Shell r = shell(train_cmd(np, gpt_args(out, 12)));
+    ASSERT_EQ(r.code, 0) << r.out;
+    expect_same_run(d.path / "one", out, 1e-5, 1e-5);
+    // only rank 0 writes and speaks: the same files as one process, one announcement
+    EXPECT_EQ(files_in(out), files_in(d.path / "one"));
+    size_t said = 0;
+    for (size_t at = 0; (at = r.out.find("qkv train: GPT", at)) != std::string::npos; ++at) ++said;
+    EXPECT_EQ(said, 1u) << r.out;
+    EXPECT_NE(r.out.find(std::to_string(np) + " processes"), std::string::npos) << r.out;
+  }
+}
+
+TEST_F(MpiTrain, TranslationOnTwoAndThreeProcessesIsOneProcessRun) {
+  // token batches of ~30 sentences of different lengths: 3 processes split them unevenly
+  TempDir d("mpi-translation");
+  nlohmann::json c = testing::tiny_translation_config(d.path, 8);
+  c["train"]["eval_interval"] = 0, c["train"]["model_dtype"] = "f32";
+  io::write_file_atomic((d.path / "tiny.json").string(), c.dump());
+  auto args = [&](const std::string& name) { return (d.path / "tiny.json").string() + " -o " + (d.path / name).string(); };
+  const Shell one = shell(train_cmd(0, args("one")));
+  ASSERT_EQ(one.code, 0) << one.out;
+  for (int np : {2, 3}) {
+    const Shell r = shell(train_cmd(np, args("np" + std::to_string(np))));
+    ASSERT_EQ(r.code, 0) << r.out;
+    expect_same_run(d.path / "one", d.path / ("np" + std::to_string(np)), 1e-5, 1e-5);
+  }
+}
+
+TEST_F(MpiTrain, ResumedTwoProcessRunContinuesTheCurve) {
+  TempDir d("mpi-resume");
+  ASSERT_EQ(shell(train_cmd(2, gpt_args(d.path / "full", 10))).code, 0);
+  ASSERT_EQ(shell(train_cmd(2, gpt_args(d.path / "part", 5))).code, 0);
+  const Shell r = shell(train_cmd(2, gpt_args(d.path / "part", 10) + " --resume"));
+  ASSERT_EQ(r.code, 0) << r.out;
+  EXPECT_NE(r.out.find("resuming from"), std::string::npos) << r.out;
+  expect_same_run(d.path / "full", d.path / "part", 1e-6, 1e-6);
+}
+
+// The pid of rank `rank` of the run writing to `out` (its command line names the folder).
+int find_rank(const fs::path& out, int rank) {
+  for (auto& e : fs::directory_iterator("/proc")) {
+    const std::string pid = e.path().filename().string();
+    if (pid.find_first_not_of("0123456789") != std::string::npos) continue;
+    std::string cmdline, environ;
+    try {
+      cmdline = io::read_file((e.path() / "cmdline").string());
+      environ = io::read_file((e.path() / "environ").string());
+    } catch (const std::exception&) {
+      continue;
+    }
+    std::replace(environ.begin(), environ.end(), '\0', '\n');
+    if (cmdline.find(out.string()) != std::string::npos && cmdline.find("mpirun") == std::string::npos &&
+        environ.find("\nOMPI_COMM_WORLD_RANK=" + std::to_string(rank) + "\n") != std::string::npos)
+      return std::stoi(pid);
+  }
+  return -1;
+}
+
+TEST_F(MpiTrain, AKilledRankStopsTheJobAndLeavesTheLastCheckpoint) {
+  TempDir d("mpi-kill");
+  const fs::path out = d.path / "run";
+  std::string args = gpt_args(out, 100000);
+  args.replace(args.find("checkpoint_interval=0"), 21, "checkpoint_interval=3");
+  Shell r{};
+  std::thread job([&] { r = shell("timeout 120 " + train_cmd(2, args)); });
+  const auto t0 = std::chrono::steady_clock::now();
+  const fs::path ckpt = out / "checkpoint.safetensors";
+  int pid = -1;
+  while (std::chrono::steady_clock::now() - t0 < std::chrono::seconds(60)) {
+    if (fs::exists(ckpt) && (pid = find_rank(out, 1)) > 0) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  ASSERT_GT(pid, 0) << "rank 1 not found, or no checkpoint within 60 s";
+  ::kill(pid, SIGKILL);
+  job.join();
+  EXPECT_NE(r.code, 0) << r.out;
+  EXPECT_NE(r.code, 124) << "the surviving rank did not stop: " << r.out;  // timeout's code
+  EXPECT_NE(r.out.find("rank 1"), std::string::npos) << r.out;
+  const models::ModelFile f = models::load_model_file(ckpt.string());
+  EXPECT_GE(f.meta["train_state"]["step"].get<int64_t>(), 3);
+}
+
+}  // namespace
+}  // namespace qkv
