@@ -5,11 +5,15 @@
 // (the loop waits for the reducer before its own collectives).
 #ifdef QKV_HAVE_MPI
 #include <mpi.h>
+#include <pthread.h>
+#include <signal.h>
 
 #include <algorithm>
 #include <climits>
 #include <cstdio>
+#include <chrono>
 #include <string>
+#include <thread>
 
 #include "qkv/core/error.h"
 #include "mpi_world.h"
@@ -18,12 +22,24 @@ namespace qkv::dist {
 
 namespace {
 
+// A failed call almost always means another process of the job has died, and after that MPI's
+// state is not to be trusted ("may hang or crash", Open MPI says — and buffers of an unfinished
+// collective may still be written). So no exception to unwind through: the message, then the whole
+// job ends at once (MPI_Abort; mpirun also names the process that died). Checkpoints on disk are
+// whole, being written atomically.
 void check(int rc, const char* call) {
   if (rc == MPI_SUCCESS) return;
   char msg[MPI_MAX_ERROR_STRING];
   int len = 0;
   MPI_Error_string(rc, msg, &len);
-  QKV_CHECK(false, call, " failed: ", std::string(msg, static_cast<size_t>(len)));
+  int rank = -1, size = 0;
+  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  MPI_Comm_size(MPI_COMM_WORLD, &size);
+  std::fprintf(stderr, "qkv: error (rank %d of %d): %s failed: %.*s — another process of the job has probably stopped; "
+               "ending the job\n", rank, size, call, len, msg);
+  std::fflush(stderr);
+  MPI_Abort(MPI_COMM_WORLD, 1);
+  std::_Exit(1);
 }
 
 // MPI counts are ints: larger buffers go in pieces of at most INT_MAX elements.
@@ -33,8 +49,19 @@ void in_chunks(int64_t n, F f) {
 }
 
 class Mpi final : public Communicator {
+  static constexpr int kPoliteFrom = 1 << 16;  // floats (256 KB)
+
  public:
   Mpi() {
+    // SIGINT and SIGTERM (mpirun's way of stopping a job) are blocked here, before MPI and OpenMP
+    // start their threads, so every thread inherits the mask: a handler that interrupts MPI's
+    // progress loop or malloc at a random instant was seen to corrupt the heap. The training loop
+    // takes them with sigtimedwait instead (stop_signal_received()).
+    sigset_t stop;
+    sigemptyset(&stop);
+    sigaddset(&stop, SIGINT);
+    sigaddset(&stop, SIGTERM);
+    pthread_sigmask(SIG_BLOCK, &stop, nullptr);
     int provided = 0;
     check(MPI_Init_thread(nullptr, nullptr, MPI_THREAD_SERIALIZED, &provided), "MPI_Init_thread");
     QKV_CHECK(provided >= MPI_THREAD_SERIALIZED, "MPI: this MPI library gives thread level ", provided,
@@ -62,9 +89,23 @@ class Mpi final : public Communicator {
   int rank() const override { return rank_; }
   int size() const override { return size_; }
   int local_size() const override { return local_size_; }
-  void all_reduce_sum(float* data, int64_t n) override {
+  // A blocking MPI_Allreduce spins in its progress loop: beside a backward pass that needs every
+  // core, that spinning takes one from it. So while `*yield` holds, a large sum is a nonblocking
+  // one tested every ~50 µs, the core free in between; then (backward done, nothing else to run)
+  // it is tested without pause.
+  void all_reduce_sum(float* data, int64_t n, const std::atomic<bool>* yield) override {
     in_chunks(n, [&](int64_t off, int c) {
-      check(MPI_Allreduce(MPI_IN_PLACE, data + off, c, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD), "MPI_Allreduce");
+      if (!yield || c < kPoliteFrom) {
+        check(MPI_Allreduce(MPI_IN_PLACE, data + off, c, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD), "MPI_Allreduce");
+        return;
+      }
+      MPI_Request req;
+      check(MPI_Iallreduce(MPI_IN_PLACE, data + off, c, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD, &req), "MPI_Iallreduce");
+      for (int done = 0;;) {
+        check(MPI_Test(&req, &done, MPI_STATUS_IGNORE), "MPI_Test");
+        if (done) break;
+        if (yield->load(std::memory_order_relaxed)) std::this_thread::sleep_for(std::chrono::microseconds(50));
+      }
     });
   }
   void all_reduce_sum(double* data, int64_t n) override {
@@ -80,6 +121,16 @@ class Mpi final : public Communicator {
   [[noreturn]] void abort(int code) override {
     MPI_Abort(MPI_COMM_WORLD, code);
     std::_Exit(code);
+  }
+  bool stop_signal_received() override {
+    sigset_t stop;
+    sigemptyset(&stop);
+    sigaddset(&stop, SIGINT);
+    sigaddset(&stop, SIGTERM);
+    const timespec now{0, 0};
+    bool got = false;
+    while (sigtimedwait(&stop, nullptr, &now) > 0) got = true;  // take every pending one
+    return got;
   }
   std::string describe() const override {
     return library_ + ", " + std::to_string(size_) + " processes";

@@ -15,7 +15,7 @@ class SingleProcess final : public Communicator {
   int rank() const override { return 0; }
   int size() const override { return 1; }
   int local_size() const override { return 1; }
-  void all_reduce_sum(float*, int64_t) override {}
+  void all_reduce_sum(float*, int64_t, const std::atomic<bool>*) override {}
   void all_reduce_sum(double*, int64_t) override {}
   void broadcast(void*, int64_t, int) override {}
   void barrier() override {}

@@ -18,12 +18,31 @@ GradientReducer::GradientReducer(std::vector<Tensor> params, dist::Communicator&
     : params_(std::move(params)), comm_(comm), mode_(mode) {
   QKV_CHECK(bucket_bytes > 0, "GradientReducer: bucket size must be positive, got ", bucket_bytes);
   const size_t n = params_.size();
-  bucket_of_.resize(n), slot_of_.resize(n), handed_.assign(n, 0);
-  // Buckets in reverse registration order: roughly the order backward finishes the gradients.
-  for (size_t k = n; k-- > 0;) {
-    const Tensor& p = params_[k];
-    QKV_CHECK(p.dtype() == DType::f32 && p.is_contiguous() && p.requires_grad(),
+  for (size_t k = 0; k < n; ++k)
+    QKV_CHECK(params_[k].dtype() == DType::f32 && params_[k].is_contiguous() && params_[k].requires_grad(),
               "GradientReducer: parameter ", k, " must be a dense f32 tensor that requires grad");
+  // Until a backward pass has shown the order: reverse registration order, roughly backward's.
+  std::vector<size_t> order(n);
+  for (size_t k = 0; k < n; ++k) order[k] = n - 1 - k;
+  build_buckets(order, bucket_bytes);
+  bucket_bytes_ = bucket_bytes;
+  if (mode_ == Mode::overlap)
+    for (size_t k = 0; k < n; ++k)
+      hook_.push_back(params_[k].register_post_accumulate_grad_hook([this, k] {
+        if (!sync_) return;
+        if (!rebuilt_) seen_order_.push_back(k);
+        hand_over(k);
+      }));
+  thread_ = std::thread([this] { run(); });
+}
+
+// Buckets of about bucket_bytes, filled with the parameters in `order`.
+void GradientReducer::build_buckets(const std::vector<size_t>& order, int64_t bucket_bytes) {
+  const size_t n = params_.size();
+  buckets_.clear(), bytes_ = 0;
+  bucket_of_.assign(n, 0), slot_of_.assign(n, 0), handed_.assign(n, 0);
+  for (size_t k : order) {
+    const Tensor& p = params_[k];
     const int64_t b = p.numel() * static_cast<int64_t>(sizeof(float));
     if (buckets_.empty() || (!buckets_.back().params.empty() &&
                              static_cast<int64_t>(buckets_.back().buf.size() * sizeof(float)) + b > bucket_bytes))
@@ -38,12 +57,6 @@ GradientReducer::GradientReducer(std::vector<Tensor> params, dist::Communicator&
     bk.buf.resize(bk.buf.size() + bk.params.size());  // the flags
     bytes_ += static_cast<int64_t>(bk.buf.size() * sizeof(float));
   }
-  if (mode_ == Mode::overlap)
-    for (size_t k = 0; k < n; ++k)
-      hook_.push_back(params_[k].register_post_accumulate_grad_hook([this, k] {
-        if (sync_) hand_over(k);
-      }));
-  thread_ = std::thread([this] { run(); });
 }
 
 GradientReducer::~GradientReducer() {
@@ -91,7 +104,7 @@ void GradientReducer::run() {
     }
     const auto t0 = std::chrono::steady_clock::now();
     try {
-      comm_.all_reduce_sum(buckets_[k].buf.data(), static_cast<int64_t>(buckets_[k].buf.size()));
+      comm_.all_reduce_sum(buckets_[k].buf.data(), static_cast<int64_t>(buckets_[k].buf.size()), &computing_);
     } catch (...) {
       std::lock_guard lock(mu_);
       if (!error_) error_ = std::current_exception();
@@ -107,6 +120,7 @@ void GradientReducer::run() {
 
 void GradientReducer::finish() {
   const auto t0 = std::chrono::steady_clock::now();
+  computing_ = false;  // backward is over: the reducer may spin
   for (size_t k = params_.size(); k-- > 0;) hand_over(k);  // what the backward pass did not reach
   {
     std::unique_lock lock(mu_);
@@ -136,6 +150,26 @@ void GradientReducer::finish() {
   }
   sync_ = false;
   if (err) std::rethrow_exception(err);
+  // After the first synced pass, as DDP: the buckets again, in the order the gradients actually
+  // came (the registration order can be far from it — a shared embedding, a decoder registered
+  // before its encoder — and the reducer sends bucket k only after bucket k − 1). Rank 0's order,
+  // so that every rank's buckets are the same.
+  if (mode_ == Mode::overlap && !rebuilt_) {
+    rebuilt_ = true;
+    const size_t n = params_.size();
+    std::vector<char> seen(n, 0);
+    std::vector<int64_t> order;
+    for (size_t k : seen_order_)
+      if (!seen[k]) seen[k] = 1, order.push_back(static_cast<int64_t>(k));
+    for (size_t k = n; k-- > 0;)
+      if (!seen[k]) order.push_back(static_cast<int64_t>(k));  // not reached: last
+    comm_.broadcast(order.data(), static_cast<int64_t>(order.size() * sizeof(int64_t)), 0);
+    seen_order_.clear();
+    std::vector<size_t> o(order.begin(), order.end());
+    for (size_t k : o) QKV_CHECK(k < n, "GradientReducer: rank 0 sent a parameter order of another model");
+    std::lock_guard lock(mu_);  // the reducer thread reads buckets_ when it wakes
+    build_buckets(o, bucket_bytes_);
+  }
 }
 
 void broadcast_parameters(const std::vector<Tensor>& params, dist::Communicator& comm, int root) {

@@ -54,6 +54,7 @@ const io::Fields<TrainConfig>& TrainConfig::fields() {
                        F::number("label_smoothing", &C::label_smoothing, 0, 0.999),
                        F::choice("model_dtype", &C::model_dtype, {io::StoreAs::kF32, io::StoreAs::kF16, io::StoreAs::kBF16}),
                        F::number("bucket_cap_mb", &C::bucket_cap_mb, 0.001, 1e6),
+                       F::choice("gradient_sync", &C::gradient_sync),
                    });
   return f;
 }
@@ -85,13 +86,6 @@ extern "C" void on_sigint(int) {
   std::signal(SIGINT, SIG_DFL);  // a second Ctrl-C kills at once
 }
 
-// Data-parallel: mpirun turns Ctrl-C (and a rank that died) into SIGTERM for every rank. The ranks
-// agree at the end of the step to stop, and rank 0 saves — if mpirun waits that long; either way the
-// last checkpoint on disk is whole (written atomically).
-extern "C" void on_sigterm(int) {
-  g_interrupted = true;
-  std::signal(SIGTERM, SIG_DFL);
-}
 
 std::string fmt(double v, const char* f = "%.4g") {
   char b[64];
@@ -196,14 +190,12 @@ TrainResult run_training(TrainingTask& task, const TrainConfig& cfg, const Train
   }
   g_interrupted = false;
   // from here on, Ctrl-C means "save and stop"; the previous handler comes back however we leave
-  struct RestoreSignal {
-    int sig;
+  // (data-parallel: the job's processes keep SIGINT and SIGTERM blocked, and the loop asks the
+  // communicator for them every step — dist/communicator.h)
+  struct RestoreSigint {
     void (*prev)(int);
-    ~RestoreSignal() {
-      if (prev != SIG_ERR) std::signal(sig, prev);
-    }
-  } restore{SIGINT, std::signal(SIGINT, on_sigint)},
-      restore_term{SIGTERM, comm ? std::signal(SIGTERM, on_sigterm) : SIG_ERR};
+    ~RestoreSigint() { std::signal(SIGINT, prev); }
+  } restore{std::signal(SIGINT, on_sigint)};
   std::error_code ec;
   if (lead) {
     fs::create_directories(opt.out_dir, ec);
@@ -283,8 +275,11 @@ nn::Module& model = task.model().module();
   std::unique_ptr<GradientReducer> reducer;
   if (comm) {
     broadcast_parameters(model.parameters(), *comm, 0);
-    reducer = std::make_unique<GradientReducer>(model.parameters(), *comm,
-                                                static_cast<int64_t>(cfg.bucket_cap_mb * 1024 * 1024));
+    if (cfg.gradient_sync != GradientSync::none)
+      reducer = std::make_unique<GradientReducer>(
+          model.parameters(), *comm, static_cast<int64_t>(cfg.bucket_cap_mb * 1024 * 1024),
+          cfg.gradient_sync == GradientSync::overlap ? GradientReducer::Mode::overlap
+                                                     : GradientReducer::Mode::after_backward);
   }
 
   // model-<step>.safetensors (f32) for checkpoint averaging; only the newest keep_checkpoints stay.
@@ -370,7 +365,11 @@ nn::Module& model = task.model().module();
     }
     bool stop_all = g_interrupted || stop;
     if (comm) {
-      reducer->finish();  // the summed gradients are in .grad
+      // Ctrl-C, or mpirun stopping the job (SIGTERM to every rank): the ranks agree, through the
+      // sum below, to stop after this step, and rank 0 saves — if mpirun waits that long; either
+      // way the last checkpoint on disk is whole.
+      stop_all = comm->stop_signal_received() || stop_all;
+      if (reducer) reducer->finish();  // the summed gradients are in .grad
       // the global loss and tokens for the log, and whether any rank was asked to stop
       double sums[3] = {loss, static_cast<double>(tokens), stop_all ? 1.0 : 0.0};
       comm->all_reduce_sum(sums, 3);
@@ -386,9 +385,15 @@ nn::Module& model = task.model().module();
     const double rate = static_cast<double>(tokens) / std::max(dt, 1e-9);
     tok_rate = tok_rate == 0 ? rate : 0.9 * tok_rate + 0.1 * rate;
     res.last_loss = loss;
-    if (step % cfg.log_interval == 0 || step + 1 == cfg.max_iters)
-      add_row({{"step", step}, {"loss", loss}, {"lr", lr}, {"grad_norm", norm}, {"tokens_per_s", rate},
-               {"elapsed_s", elapsed()}});
+    if (step % cfg.log_interval == 0 || step + 1 == cfg.max_iters) {
+      json row = {{"step", step}, {"loss", loss}, {"lr", lr}, {"grad_norm", norm}, {"tokens_per_s", rate},
+                  {"elapsed_s", elapsed()}};
+      if (comm) row["step_s"] = dt;
+      if (reducer) {  // seconds in collectives, and of those, waited for after backward
+        row["allreduce_s"] = reducer->last_comm_seconds(), row["allreduce_wait_s"] = reducer->last_wait_seconds();
+      }
+      add_row(row);
+    }
     bar.set_postfix({{"loss", fmt(loss, "%.4f")}, {"lr", fmt(lr, "%.2e")}, {std::string(task.unit()) + "/s", io::ProgressBar::format_rate(tok_rate)}});
     bar.update(1);
     if (cfg.checkpoint_interval > 0 && (step + 1) % cfg.checkpoint_interval == 0 && step + 1 < cfg.max_iters)

@@ -1,7 +1,8 @@
 // Data-parallel `qkv train` under mpirun, end to end over loopback TCP (--mca btl tcp,self): 2, 3
 // and 4 processes reproduce one process's loss curve and weights (GPT and translation, dropout on,
 // gradient accumulation, an uneven split), only rank 0 writes, a resumed 2-process run continues
-// the same curve, and a rank killed mid-run stops the job with a message and a loadable checkpoint.
+// the same curve, Ctrl-C stops every rank after the same step with rank 0's checkpoint, and a rank
+// killed mid-run stops the job with a message and a loadable checkpoint.
 // Skipped when the build has no MPI (-DQKV_MPI=OFF) or mpirun is missing.
 #include <gtest/gtest.h>
 
@@ -99,11 +100,11 @@ std::set<std::string> files_in(const fs::path& dir) {
   return s;
 }
 
-// A small GPT on the bundled Shakespeare, dropout on, two micro-batches per step.
+// configs/shakespeare-char.json (the "done when"), with dropout on and two micro-batches
+// per step, for a few steps.
 std::string gpt_args(const fs::path& out, int steps) {
   return std::string(QKV_SOURCE_DIR) + "/configs/shakespeare-char.json -o " + out.string() +
-         " --set model.n_layer=2 --set model.n_embd=64 --set model.block_size=32 --set model.dropout=0.1"
-         " --set train.batch_size=12 --set train.gradient_accumulation_steps=2 --set train.max_iters=" +
+         " --set model.dropout=0.1 --set train.gradient_accumulation_steps=2 --set train.max_iters=" +
          std::to_string(steps) +
          " --set train.lr_decay_iters=20 --set train.warmup_iters=2 --set train.eval_interval=0"
          " --set train.log_interval=1 --set train.checkpoint_interval=0";
@@ -195,6 +196,28 @@ TEST_F(MpiTrain, AKilledRankStopsTheJobAndLeavesTheLastCheckpoint) {
   EXPECT_NE(r.out.find("rank 1"), std::string::npos) << r.out;
   const models::ModelFile f = models::load_model_file(ckpt.string());
   EXPECT_GE(f.meta["train_state"]["step"].get<int64_t>(), 3);
+}
+
+TEST_F(MpiTrain, CtrlCStopsEveryRankAfterTheSameStepAndRankZeroSaves) {
+  TempDir d("mpi-interrupt");
+  const fs::path out = d.path / "run";
+  std::string args = gpt_args(out, 100000);
+  args.replace(args.find("checkpoint_interval=0"), 21, "checkpoint_interval=3");
+  Shell r{};
+  std::thread job([&] { r = shell("timeout 120 " + train_cmd(2, args)); });
+  const auto t0 = std::chrono::steady_clock::now();
+  while (!fs::exists(out / "checkpoint.safetensors") && std::chrono::steady_clock::now() - t0 < std::chrono::seconds(60))
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  // Ctrl-C at mpirun, which passes SIGTERM on to every rank
+  shell("pkill -INT -f '^" + std::string(kMpiexec) + ".*" + out.string() + "'");
+  job.join();
+  EXPECT_NE(r.code, 124) << "the job did not stop: " << r.out;
+  const size_t at = r.out.find("interrupted: saved");
+  ASSERT_NE(at, std::string::npos) << r.out;
+  EXPECT_EQ(r.out.find("error"), std::string::npos) << r.out;
+  const models::ModelFile f = models::load_model_file((out / "checkpoint.safetensors").string());
+  const auto step = f.meta["train_state"]["step"].get<int64_t>();
+  EXPECT_NE(r.out.find("at step " + std::to_string(step) + ";"), std::string::npos) << r.out;
 }
 
 }  // namespace

@@ -7,6 +7,7 @@
 // train/data_parallel.h) is its only user.
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <string>
 
@@ -18,8 +19,10 @@ class Communicator {
   virtual int rank() const = 0;        // 0 … size() − 1
   virtual int size() const = 0;        // processes in the job
   virtual int local_size() const = 0;  // processes of the job on this machine (to share its cores)
-  // data[i] ← Σ over ranks of data[i], on every rank (MPI_Allreduce, MPI_SUM). Blocks.
-  virtual void all_reduce_sum(float* data, int64_t n) = 0;
+  // data[i] ← Σ over ranks of data[i], on every rank (MPI_Allreduce, MPI_SUM). Blocks. While
+  // `*yield` is true (the caller's backward pass is computing beside it) a large sum waits without
+  // spinning, leaving the cores to the computation; otherwise it waits as fast as it can.
+  virtual void all_reduce_sum(float* data, int64_t n, const std::atomic<bool>* yield = nullptr) = 0;
   virtual void all_reduce_sum(double* data, int64_t n) = 0;
   // data ← root's data, on every rank (MPI_Bcast). Blocks.
   virtual void broadcast(void* data, int64_t bytes, int root) = 0;
@@ -28,6 +31,10 @@ class Communicator {
   // others do not wait forever for it.
   [[noreturn]] virtual void abort(int code) = 0;
   virtual std::string describe() const = 0;  // "Open MPI v4.1.4, 2 processes"
+  // Whether a stop signal (SIGINT, SIGTERM: Ctrl-C, or mpirun ending the job) has arrived since the
+  // last call. A job's processes keep those signals blocked — an asynchronous handler interrupting
+  // MPI was seen to corrupt the heap — and the training loop asks here once per step.
+  virtual bool stop_signal_received() { return false; }
 };
 
 // The job this program runs in: MPI's world when started by mpirun (or srun) and built with MPI,

@@ -7,7 +7,8 @@
 //   buckets (reverse order, ~4 MB)    [p₉ p₈ p₇] [p₆ p₅ p₄] [p₃ … p₀]
 //   backward produces p₉ first → bucket 0 is summed over the network while p₆ … p₀'s gradients
 //   are still being computed; the reducer thread sums bucket k only after bucket k − 1, so every
-//   rank issues its collectives in the same order.
+//   rank issues its collectives in the same order. After the first step the buckets are rebuilt
+//   in the order the gradients actually became ready (rank 0's), as DDP does.
 //
 // What is summed: each rank's loss is its share of the global batch's loss (a shard's mean loss
 // times its fraction of the batch's rows or tokens — TrainingTask::set_data_shard), so the sum of
@@ -15,6 +16,7 @@
 // sum is DDP's average.
 #pragma once
 
+#include <atomic>
 #include <condition_variable>
 #include <cstdint>
 #include <exception>
@@ -42,7 +44,10 @@ class GradientReducer {
 
   // Whether the next backward pass sums its gradients over the ranks: on for a step's last
   // micro-batch, off for the others (gradient accumulation, as DDP's no_sync()).
-  void sync_next_backward(bool on) { sync_ = on; }
+  void sync_next_backward(bool on) {
+    sync_ = on;
+    computing_ = on;  // until finish()
+  }
   // After the synced backward: hands over the gradients the pass did not reach (unused
   // parameters: zeros, flagged, so a parameter no rank reached keeps no gradient), waits for
   // every bucket and writes the sums into .grad.
@@ -62,6 +67,7 @@ class GradientReducer {
     int handed = 0;               // parameters copied in so far
     bool ready = false;           // all handed over: the reducer thread may send it
   };
+  void build_buckets(const std::vector<size_t>& order, int64_t bucket_bytes);
   void hand_over(size_t param);   // copies a gradient into its bucket (main thread)
   void mark_ready(Bucket& b);
   void run();                     // the reducer thread
@@ -73,8 +79,11 @@ class GradientReducer {
   std::vector<size_t> bucket_of_, slot_of_;
   std::vector<char> handed_;      // per parameter, in this step
   std::vector<Bucket> buckets_;
-  int64_t bytes_ = 0;
+  int64_t bytes_ = 0, bucket_bytes_ = 0;
   bool sync_ = false;
+  bool rebuilt_ = false;            // buckets rebuilt in the order of the first synced pass
+  std::vector<size_t> seen_order_;  // that order, as the hooks ran
+  std::atomic<bool> computing_{false};  // backward still running: the reducer waits without spinning
 
   std::mutex mu_;
   std::condition_variable cv_;

@@ -24,6 +24,12 @@
 
 namespace qkv::train {
 
+enum class GradientSync : uint8_t { overlap, after_backward, none };
+constexpr EnumTable<GradientSync, 3> enum_table(GradientSync) {
+  return {"gradient sync", {{{GradientSync::overlap, "overlap"}, {GradientSync::after_backward, "after_backward"},
+                             {GradientSync::none, "none"}}}};
+}
+
 // The "train" section of a config. Names follow nanoGPT's train.py where it has one.
 struct TrainConfig {
   int64_t max_iters = 2000;
@@ -47,6 +53,10 @@ struct TrainConfig {
   // MB, each sent as soon as backward has filled it (DistributedDataParallel's bucket_cap_mb; its
   // 25 MB default would make a small CPU model one or two buckets and hide little)
   double bucket_cap_mb = 4;
+  // How the gradients travel: "overlap" (buckets sent while backward runs), "after_backward" (all
+  // at once after it), or "none" — no communication at all, the ranks drifting apart: a
+  // benchmarking switch, to time what communication costs and what overlap hides.
+  GradientSync gradient_sync = GradientSync::overlap;
 
   static const io::Fields<TrainConfig>& fields();  // the keys of the "train" section
   static TrainConfig from_json(const nlohmann::json& j) { return fields().from_json(j); }
