@@ -2,7 +2,11 @@
 
 #include <unistd.h>
 
+#include <sys/wait.h>
+
 #include <algorithm>
+#include <array>
+#include <cstdio>
 #include <fstream>
 #include <nlohmann/json.hpp>
 
@@ -60,6 +64,16 @@ nlohmann::json tiny_translation_config(const std::filesystem::path& dir, int64_t
             {"label_smoothing", 0.1}, {"eval_interval", 10}, {"log_interval", 1}, {"checkpoint_interval", 0},
             {"model_dtype", "f16"}}},
           {"eval", {{"bleu_sentences", 10}}}};
+}
+
+ShellResult run_shell(const std::string& cmd) {
+  std::FILE* p = popen((cmd + " 2>&1").c_str(), "r");
+  std::string out;
+  std::array<char, 4096> buf{};
+  size_t n;
+  while ((n = std::fread(buf.data(), 1, buf.size(), p)) > 0) out.append(buf.data(), n);
+  const int status = pclose(p);
+  return {WEXITSTATUS(status), out};
 }
 
 std::vector<double> logged_losses(const std::filesystem::path& dir) {

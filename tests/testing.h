@@ -44,6 +44,13 @@ struct TempDir {
   ~TempDir();
 };
 
+// `cmd` through the shell with stderr joined to stdout: its exit status and output.
+struct ShellResult {
+  int code;
+  std::string out;
+};
+ShellResult run_shell(const std::string& cmd);
+
 // A translation config over a tiny word-for-word corpus ("one two three" → "un deux trois", 600
 // pairs written to DIR/pairs.tsv): a 32-dim Transformer that trains in seconds.
 nlohmann::json tiny_translation_config(const std::filesystem::path& dir, int64_t max_iters);

@@ -33,20 +33,8 @@ constexpr const char* kMpiexec = QKV_TEST_MPIEXEC;
 constexpr const char* kMpiexec = "";
 #endif
 
-struct Shell {
-  int code;
-  std::string out;
-};
-
-Shell shell(const std::string& cmd) {
-  std::FILE* p = popen((cmd + " 2>&1").c_str(), "r");
-  std::string out;
-  std::array<char, 4096> buf{};
-  size_t n;
-  while ((n = std::fread(buf.data(), 1, buf.size(), p)) > 0) out.append(buf.data(), n);
-  const int status = pclose(p);
-  return {WEXITSTATUS(status), out};
-}
+using Shell = testing::ShellResult;
+Shell shell(const std::string& cmd) { return testing::run_shell(cmd); }
 
 // `qkv train ARGS` on `np` processes (0: plain, no mpirun), one thread each.
 std::string train_cmd(int np, const std::string& args) {
@@ -174,48 +162,55 @@ int find_rank(const fs::path& out, int rank) {
   return -1;
 }
 
+// A 2-process run of (practically) endless steps with a checkpoint every 3, started in the
+// background; the constructor returns once the first checkpoint is on disk.
+struct LongJob {
+  fs::path out, ckpt;
+  Shell result{};
+  std::thread job;
+  explicit LongJob(const fs::path& dir) : out(dir / "run"), ckpt(out / "checkpoint.safetensors") {
+    std::string args = gpt_args(out, 100000);
+    args.replace(args.find("checkpoint_interval=0"), 21, "checkpoint_interval=3");
+    job = std::thread([this, args] { result = shell("timeout 120 " + train_cmd(2, args)); });
+    const auto t0 = std::chrono::steady_clock::now();
+    while (!fs::exists(ckpt) && std::chrono::steady_clock::now() - t0 < std::chrono::seconds(60))
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  const Shell& wait() {
+    job.join();
+    return result;
+  }
+  ~LongJob() {
+    if (job.joinable()) job.join();
+  }
+};
+
 TEST_F(MpiTrain, AKilledRankStopsTheJobAndLeavesTheLastCheckpoint) {
   TempDir d("mpi-kill");
-  const fs::path out = d.path / "run";
-  std::string args = gpt_args(out, 100000);
-  args.replace(args.find("checkpoint_interval=0"), 21, "checkpoint_interval=3");
-  Shell r{};
-  std::thread job([&] { r = shell("timeout 120 " + train_cmd(2, args)); });
-  const auto t0 = std::chrono::steady_clock::now();
-  const fs::path ckpt = out / "checkpoint.safetensors";
+  LongJob job(d.path);
   int pid = -1;
-  while (std::chrono::steady_clock::now() - t0 < std::chrono::seconds(60)) {
-    if (fs::exists(ckpt) && (pid = find_rank(out, 1)) > 0) break;
+  for (int tries = 0; tries < 100 && (pid = find_rank(job.out, 1)) <= 0; ++tries)
     std::this_thread::sleep_for(std::chrono::milliseconds(50));
-  }
-  ASSERT_GT(pid, 0) << "rank 1 not found, or no checkpoint within 60 s";
+  ASSERT_GT(pid, 0) << "rank 1 not found";
   ::kill(pid, SIGKILL);
-  job.join();
+  const Shell& r = job.wait();
   EXPECT_NE(r.code, 0) << r.out;
   EXPECT_NE(r.code, 124) << "the surviving rank did not stop: " << r.out;  // timeout's code
   EXPECT_NE(r.out.find("rank 1"), std::string::npos) << r.out;
-  const models::ModelFile f = models::load_model_file(ckpt.string());
+  const models::ModelFile f = models::load_model_file(job.ckpt.string());
   EXPECT_GE(f.meta["train_state"]["step"].get<int64_t>(), 3);
 }
 
 TEST_F(MpiTrain, CtrlCStopsEveryRankAfterTheSameStepAndRankZeroSaves) {
   TempDir d("mpi-interrupt");
-  const fs::path out = d.path / "run";
-  std::string args = gpt_args(out, 100000);
-  args.replace(args.find("checkpoint_interval=0"), 21, "checkpoint_interval=3");
-  Shell r{};
-  std::thread job([&] { r = shell("timeout 120 " + train_cmd(2, args)); });
-  const auto t0 = std::chrono::steady_clock::now();
-  while (!fs::exists(out / "checkpoint.safetensors") && std::chrono::steady_clock::now() - t0 < std::chrono::seconds(60))
-    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  LongJob job(d.path);
   // Ctrl-C at mpirun, which passes SIGTERM on to every rank
-  shell("pkill -INT -f '^" + std::string(kMpiexec) + ".*" + out.string() + "'");
-  job.join();
+  shell("pkill -INT -f '^" + std::string(kMpiexec) + ".*" + job.out.string() + "'");
+  const Shell& r = job.wait();
   EXPECT_NE(r.code, 124) << "the job did not stop: " << r.out;
-  const size_t at = r.out.find("interrupted: saved");
-  ASSERT_NE(at, std::string::npos) << r.out;
+  ASSERT_NE(r.out.find("interrupted: saved"), std::string::npos) << r.out;
   EXPECT_EQ(r.out.find("error"), std::string::npos) << r.out;
-  const models::ModelFile f = models::load_model_file((out / "checkpoint.safetensors").string());
+  const models::ModelFile f = models::load_model_file(job.ckpt.string());
   const auto step = f.meta["train_state"]["step"].get<int64_t>();
   EXPECT_NE(r.out.find("at step " + std::to_string(step) + ";"), std::string::npos) << r.out;
 }

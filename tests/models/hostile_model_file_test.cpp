@@ -15,19 +15,8 @@
 namespace qkv::models {
 namespace {
 
-struct CliResult {
-  int code;
-  std::string out;
-};
-CliResult run_cli(const std::string& args) {
-  std::FILE* p = popen((std::string(QKV_CLI_PATH) + " " + args + " 2>&1").c_str(), "r");
-  std::string out;
-  std::array<char, 4096> buf{};
-  size_t n;
-  while ((n = std::fread(buf.data(), 1, buf.size(), p)) > 0) out.append(buf.data(), n);
-  const int status = pclose(p);
-  return {WEXITSTATUS(status), out};
-}
+using CliResult = testing::ShellResult;
+CliResult run_cli(const std::string& args) { return testing::run_shell(std::string(QKV_CLI_PATH) + " " + args); }
 
 TEST(HostileModelFile, EditedMetadataIsAClearErrorNamingTheFile) {
   testing::TempDir d("hostile-meta");
