@@ -86,7 +86,6 @@ extern "C" void on_sigint(int) {
   std::signal(SIGINT, SIG_DFL);  // a second Ctrl-C kills at once
 }
 
-
 std::string fmt(double v, const char* f = "%.4g") {
   char b[64];
   std::snprintf(b, sizeof b, f, v);

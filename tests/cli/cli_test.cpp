@@ -658,18 +658,25 @@ TEST(Cli, TrainKilledAtRandomInstantsResumesWithNothingLost) {
   int kills = 0, finished = 0;
   unsigned seed = 12345;
   auto resume = [&] { return std::filesystem::exists(d + "/killed/checkpoint.safetensors") ? " --resume" : ""; };
-  for (int attempt = 0; attempt < 60 && !finished; ++attempt) {
-    seed = seed * 1103515245u + 12345u;
-    const double after = straight_s * (0.05 + static_cast<double>((seed >> 8) % 450) / 1000.0);  // 5–50%
-    char t[32];
-    std::snprintf(t, sizeof t, "%.3f", after);
-    CliRun r = run("train " + cfg + " -o " + d + "/killed" + common + resume(),
-                   std::string("timeout -s KILL ") + t + " ");
-    if (r.code == 0) finished = 1;
-    else ++kills;
-  }
-  if (!finished) {
-    ASSERT_EQ(run("train " + cfg + " -o " + d + "/killed" + resume() + common).code, 0);
+  // The uninterrupted run's time is only a guide when the machine's load changes (ctest runs
+  // other tests beside this one): a sequence that finished before 3 kills starts again from
+  // nothing with kill instants half as late.
+  for (double scale = 1.0; kills < 3 && scale > 0.1; scale /= 2) {
+    std::filesystem::remove_all(d + "/killed");
+    kills = 0, finished = 0;
+    for (int attempt = 0; attempt < 60 && !finished; ++attempt) {
+      seed = seed * 1103515245u + 12345u;
+      const double after = scale * straight_s * (0.05 + static_cast<double>((seed >> 8) % 450) / 1000.0);  // 5–50%
+      char t[32];
+      std::snprintf(t, sizeof t, "%.3f", after);
+      CliRun r = run("train " + cfg + " -o " + d + "/killed" + common + resume(),
+                     std::string("timeout -s KILL ") + t + " ");
+      if (r.code == 0) finished = 1;
+      else ++kills;
+    }
+    if (!finished) {
+      ASSERT_EQ(run("train " + cfg + " -o " + d + "/killed" + resume() + common).code, 0);
+    }
   }
   EXPECT_GE(kills, 3) << "the runs should have been killed several times";
   std::printf("killed %d times before the run finished\n", kills);
