@@ -33,7 +33,7 @@ class ServeProcess {
     pid_ = std::stoi(io::read_file(pid_file));
     const auto t0 = std::chrono::steady_clock::now();
     while (port_ == 0 && std::chrono::steady_clock::now() - t0 < std::chrono::seconds(60)) {
-      const std::string log = io::read_file(log_);
+      const std::string log = fs::exists(log_) ? io::read_file(log_) : "";  // (the shell may not have made it yet)
       const auto at = log.find("listening on http://127.0.0.1:");
       if (at != std::string::npos) port_ = std::atoi(log.c_str() + at + 30);
       else std::this_thread::sleep_for(std::chrono::milliseconds(20));
@@ -41,7 +41,7 @@ class ServeProcess {
   }
   ~ServeProcess() { stop(); }
   int port() const { return port_; }
-  std::string log() const { return io::read_file(log_); }
+  std::string log() const { return fs::exists(log_) ? io::read_file(log_) : "(no log)"; }
   // SIGTERM; true when the process ended within 30 s
   bool stop() {
     if (pid_ <= 0) return true;
@@ -171,7 +171,13 @@ TEST(Serve, SigtermFinishesTheRequestInFlight) {
     json r = post(s.port(), json{{"sentences", many}, {"beam_size", 8}}.dump(), &status);
     return std::make_pair(status, r);
   });
-  std::this_thread::sleep_for(std::chrono::milliseconds(200));  // the request is being translated
+  // SIGTERM once the request is in the server's hands
+  httplib::Client c("127.0.0.1", s.port());
+  for (int i = 0; i < 3000; ++i) {
+    auto m = c.Get("/metrics");
+    if (m && m->body.find("qkv_requests_in_flight 1") != std::string::npos) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
   EXPECT_TRUE(s.stop()) << s.log();
   auto [status, r] = answer.get();
   EXPECT_EQ(status, 200) << r.dump();

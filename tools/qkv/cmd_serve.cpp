@@ -182,6 +182,8 @@ class Metrics {
     latency_sum_[route] += seconds;
     ++latency_count_[route];
   }
+  void begin() { ++in_flight_; }
+  void end() { --in_flight_; }
   void translated(int64_t sentences, int64_t tokens) {
     sentences_ += sentences;
     tokens_ += tokens;
@@ -202,6 +204,8 @@ class Metrics {
     s += "# HELP qkv_target_tokens_total Target tokens produced (best hypotheses).\n"
          "# TYPE qkv_target_tokens_total counter\nqkv_target_tokens_total " +
          std::to_string(tokens_.load()) + "\n";
+    s += "# HELP qkv_requests_in_flight Requests being answered.\n# TYPE qkv_requests_in_flight gauge\n"
+         "qkv_requests_in_flight " + std::to_string(in_flight_.load()) + "\n";
     s += "# HELP qkv_queue_requests Requests waiting for a batch, per model.\n# TYPE qkv_queue_requests gauge\n";
     for (auto& sv : services)
       s += "qkv_queue_requests{model=\"" + sv->name() + "\"} " + std::to_string(sv->queued()) + "\n";
@@ -213,7 +217,7 @@ class Metrics {
   std::map<std::pair<std::string, int>, int64_t> requests_;
   std::map<std::string, double> latency_sum_;
   std::map<std::string, int64_t> latency_count_;
-  std::atomic<int64_t> sentences_{0}, tokens_{0};
+  std::atomic<int64_t> sentences_{0}, tokens_{0}, in_flight_{0};
 };
 
 // ---- the server --------------------------------------------------------------------------------
@@ -264,6 +268,7 @@ class Server {
   template <class F>
   void timed(const httplib::Request& req, httplib::Response& res, F f) {
     const auto t0 = Clock::now();
+    metrics_.begin();
     try {
       f();
       if (res.status == -1) res.status = 200;  // (httplib fills it in after the handler otherwise)
@@ -272,6 +277,7 @@ class Server {
     } catch (const std::exception& e) {
       error(res, {500, e.what()});
     }
+    metrics_.end();
     metrics_.request(req.path, res.status, std::chrono::duration<double>(Clock::now() - t0).count());
   }
 
