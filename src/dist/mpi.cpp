@@ -42,6 +42,15 @@ void check(int rc, const char* call) {
   std::_Exit(1);
 }
 
+// SIGINT and SIGTERM: Ctrl-C, and mpirun's way of stopping a job.
+sigset_t stop_signals() {
+  sigset_t s;
+  sigemptyset(&s);
+  sigaddset(&s, SIGINT);
+  sigaddset(&s, SIGTERM);
+  return s;
+}
+
 // MPI counts are ints: larger buffers go in pieces of at most INT_MAX elements.
 template <class F>
 void in_chunks(int64_t n, F f) {
@@ -57,10 +66,7 @@ class Mpi final : public Communicator {
     // start their threads, so every thread inherits the mask: a handler that interrupts MPI's
     // progress loop or malloc at a random instant was seen to corrupt the heap. The training loop
     // takes them with sigtimedwait instead (stop_signal_received()).
-    sigset_t stop;
-    sigemptyset(&stop);
-    sigaddset(&stop, SIGINT);
-    sigaddset(&stop, SIGTERM);
+    const sigset_t stop = stop_signals();
     pthread_sigmask(SIG_BLOCK, &stop, nullptr);
     int provided = 0;
     check(MPI_Init_thread(nullptr, nullptr, MPI_THREAD_SERIALIZED, &provided), "MPI_Init_thread");
@@ -123,10 +129,7 @@ class Mpi final : public Communicator {
     std::_Exit(code);
   }
   bool stop_signal_received() override {
-    sigset_t stop;
-    sigemptyset(&stop);
-    sigaddset(&stop, SIGINT);
-    sigaddset(&stop, SIGTERM);
+    const sigset_t stop = stop_signals();
     const timespec now{0, 0};
     bool got = false;
     while (sigtimedwait(&stop, nullptr, &now) > 0) got = true;  // take every pending one

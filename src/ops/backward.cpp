@@ -115,6 +115,7 @@ void run(const std::vector<Tensor>& roots, const std::vector<Tensor>& seeds, boo
       for (const auto& in : n->inputs)
         if (in && !in->grad_fn && !in->post_accumulate_grad_hooks.empty()) ++awaited[in.get()].slots;
   auto passed = [&](const std::shared_ptr<TensorImpl>& impl, bool reached) {
+    if (awaited.empty()) return;  // no hooks: no lookups
     auto it = awaited.find(impl.get());
     if (it == awaited.end()) return;
     it->second.reached |= reached;

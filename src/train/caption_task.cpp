@@ -276,12 +276,10 @@ std::pair<Tensor, Tensor> CaptionTask::targets(const std::vector<vision::Scene>&
 }
 
 StepStats CaptionTask::train_micro_step(int64_t step, int64_t micro, int64_t accum) {
-  // this process's rows [b0, b0 + B) of the batch (all of it in one process)
-  const int64_t all = cfg_.batch_size, b0 = shard_.first(all), B = shard_.count(all);
-  QKV_CHECK(B > 0, "captioning task: batch_size ", all, " cannot be split over ", shard_.world, " processes");
-  const int64_t first = (step * accum + micro) * all + b0;
-  if (shard_.world > 1)
-    gen_.set_shard(static_cast<uint64_t>(b0), static_cast<uint64_t>(B), static_cast<uint64_t>(all));
+  // this process's scenes of the batch (all of it in one process)
+  const int64_t all = cfg_.batch_size;
+  const Rows rows = shard_rows(all, gen_, "captioning task");
+  const int64_t B = rows.count, first = (step * accum + micro) * all + rows.first;
   std::vector<vision::Scene> batch;
   for (int64_t i = 0; i < B; ++i) batch.push_back(scenes_->generate(vision::SceneSplit::train, first + i));
   int64_t tokens = 0;
@@ -289,8 +287,7 @@ StepStats CaptionTask::train_micro_step(int64_t step, int64_t micro, int64_t acc
   Tensor loss = model_->loss(scene_images(batch), tgt_in, tgt_out, static_cast<float>(cfg_.label_smoothing));
   const double value = loss.item();
   const double share = static_cast<double>(B) / static_cast<double>(all);
-  const double scale = share / static_cast<double>(accum);
-  (scale != 1.0 ? mul(loss, static_cast<float>(scale)) : loss).backward();
+  backward_share(loss, share, accum);
   return {value, B, share};
 }
 

@@ -80,7 +80,7 @@ void GradientReducer::hand_over(size_t k) {
   const auto n = static_cast<size_t>(params_[k].numel());
   if (g.defined()) std::memcpy(dst, g.contiguous().data(), n * sizeof(float));
   else std::memset(dst, 0, n * sizeof(float));
-  b.buf[b.buf.size() - b.params.size() + slot] = g.defined() ? 1.f : 0.f;
+  b.flag(slot) = g.defined() ? 1.f : 0.f;
   if (++b.handed == static_cast<int>(b.params.size())) mark_ready(b);
 }
 
@@ -127,15 +127,19 @@ void GradientReducer::finish() {
     cv_.wait(lock, [&] { return next_ == buckets_.size(); });
   }
   wait_s_ = seconds_since(t0);
-  // Write back into fresh tensors: a .grad may share its storage with another tensor.
+  // Write the sums back: into the .grad itself when nobody else sees its storage (as reverse mode
+  // accumulates), into a fresh tensor otherwise (add's backward can hand one tensor to two leaves).
   for (Bucket& b : buckets_) {
     for (size_t slot = 0; slot < b.params.size(); ++slot) {
       Tensor& p = params_[b.params[slot]];
       handed_[b.params[slot]] = 0;
-      if (b.buf[b.buf.size() - b.params.size() + slot] == 0.f) continue;  // no rank had a gradient
-      Tensor g = Tensor::empty(p.shape());
+      if (b.flag(slot) == 0.f) continue;  // no rank had a gradient
+      Tensor g = p.grad();
+      if (!g.defined() || g.impl_ptr()->storage.use_count() != 1 || !g.is_contiguous()) {
+        g = Tensor::empty(p.shape());
+        p.set_grad(g);
+      }
       std::memcpy(g.data(), b.buf.data() + b.offset[slot], static_cast<size_t>(p.numel()) * sizeof(float));
-      p.set_grad(g);
     }
     b.handed = 0, b.ready = false;
   }

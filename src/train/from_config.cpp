@@ -73,6 +73,10 @@ TrainResult train_from_config(const nlohmann::json& config, const std::string& c
     const TrainConfig* cfg = nullptr;
     std::string about;
   };
+  auto built = [](auto task, std::string about) {
+    const TrainConfig* cfg = &task->train_config();
+    return Built{std::move(task), cfg, std::move(about)};
+  };
   auto build = [&](const std::string& out, bool resume, bool verbose) -> Built {
     const std::string threads = std::to_string(num_threads()) + " threads" +
                                 (comm ? " × " + std::to_string(comm->size()) + " processes (" + comm->describe() + ")" : "");
@@ -80,8 +84,7 @@ TrainResult train_from_config(const nlohmann::json& config, const std::string& c
       auto lm = std::make_unique<LMTask>(config, base_dir, out, resume);
       std::string about = detail::concat(lm->model().describe(), ": ", parameters(*lm), "; ", lm->data().train.size(),
                                          " train / ", lm->data().val.size(), " val tokens; ", threads, " → ", opt.out_dir);
-      const TrainConfig* c = &lm->train_config();
-      return {std::move(lm), c, about};
+      return built(std::move(lm), about);
     }
     if (task == "image_classification") {
       auto it = std::make_unique<ImageTask>(config, base_dir);
@@ -89,19 +92,16 @@ TrainResult train_from_config(const nlohmann::json& config, const std::string& c
                                          " train / ", it->eval_set().size(), " ",
                                          it->evaluates_on_test() ? "test" : "held-out", " images; ", threads, " → ",
                                          opt.out_dir);
-      const TrainConfig* c = &it->train_config();
-      return {std::move(it), c, about};
+      return built(std::move(it), about);
     }
     if (task == "captioning") {
       auto ct = std::make_unique<CaptionTask>(config, base_dir, out, resume, verbose);
       std::string about = detail::concat(ct->model().describe(), ": ", parameters(*ct), "; ", threads, " → ", opt.out_dir);
-      const TrainConfig* c = &ct->train_config();
-      return {std::move(ct), c, about};
+      return built(std::move(ct), about);
     }
     auto tt = std::make_unique<TranslationTask>(config, base_dir, out, resume, verbose);
     std::string about = detail::concat(tt->model().describe(), ": ", parameters(*tt), "; ", threads, " → ", opt.out_dir);
-    const TrainConfig* c = &tt->train_config();
-    return {std::move(tt), c, about};
+    return built(std::move(tt), about);
   };
 
   Built t;

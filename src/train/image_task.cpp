@@ -161,12 +161,11 @@ int64_t ImageTask::sample(uint64_t k) {
 }
 
 StepStats ImageTask::train_micro_step(int64_t step, int64_t micro, int64_t accum) {
-  // this process's rows [b0, b0 + B) of the batch (all of it in one process)
-  const int64_t batch = cfg_.batch_size, b0 = shard_.first(batch), B = shard_.count(batch);
-  QKV_CHECK(B > 0, "image task: batch_size ", batch, " cannot be split over ", shard_.world, " processes");
-  const auto first = static_cast<uint64_t>((step * accum + micro) * batch + b0);
-  if (shard_.world > 1)
-    gen_.set_shard(static_cast<uint64_t>(b0), static_cast<uint64_t>(B), static_cast<uint64_t>(batch));
+  // this process's images of the batch (all of it in one process)
+  const int64_t batch = cfg_.batch_size;
+  const Rows rows = shard_rows(batch, gen_, "image task");
+  const int64_t B = rows.count;
+  const auto first = static_cast<uint64_t>((step * accum + micro) * batch + rows.first);
   std::vector<int64_t> index(static_cast<size_t>(B));
   std::vector<int32_t> labels(static_cast<size_t>(B));
   for (int64_t i = 0; i < B; ++i) {
@@ -179,8 +178,7 @@ StepStats ImageTask::train_micro_step(int64_t step, int64_t micro, int64_t accum
   Tensor loss = model_->loss(x, Tensor::from_ints(labels, {B}), static_cast<float>(cfg_.label_smoothing));
   const double value = loss.item();
   const double share = static_cast<double>(B) / static_cast<double>(batch);
-  const double scale = share / static_cast<double>(accum);
-  (scale != 1.0 ? mul(loss, static_cast<float>(scale)) : loss).backward();
+  backward_share(loss, share, accum);
   return {value, B, share};
 }
 

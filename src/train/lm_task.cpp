@@ -134,19 +134,17 @@ LMTask::LMTask(const json& config, const std::string& base_dir, const std::strin
 }
 
 StepStats LMTask::train_micro_step(int64_t step, int64_t micro, int64_t accum) {
-  // this process's rows [b0, b0 + nb) of the batch of B windows (all of them in one process)
-  const int64_t B = cfg_.batch_size, T = model_->block_size(), b0 = shard_.first(B), nb = shard_.count(B);
-  QKV_CHECK(nb > 0, "lm task: batch_size ", B, " cannot be split over ", shard_.world, " processes");
-  const auto counter = static_cast<uint64_t>((step * accum + micro) * B + b0);
-  auto [x, y] = lm_batch(data_.train, nb, T, cfg_.seed, counter);
-  if (shard_.world > 1) gen_.set_shard(static_cast<uint64_t>(b0), static_cast<uint64_t>(nb), static_cast<uint64_t>(B));
+  // this process's windows of the batch of B (all of them in one process)
+  const int64_t B = cfg_.batch_size, T = model_->block_size();
+  const Rows rows = shard_rows(B, gen_, "lm task");
+  const auto counter = static_cast<uint64_t>((step * accum + micro) * B + rows.first);
+  auto [x, y] = lm_batch(data_.train, rows.count, T, cfg_.seed, counter);
   Tensor loss = model_->loss(x, y);
   const double value = loss.item();
-  // every window has T targets: the shard's share of the batch's mean loss is nb / B
-  const double share = static_cast<double>(nb) / static_cast<double>(B);
-  const double scale = share / static_cast<double>(accum);
-  (scale != 1.0 ? mul(loss, static_cast<float>(scale)) : loss).backward();
-  return {value, nb * T, share};
+  // every window has T targets: the shard's share of the batch's mean loss is its share of windows
+  const double share = static_cast<double>(rows.count) / static_cast<double>(B);
+  backward_share(loss, share, accum);
+  return {value, rows.count * T, share};
 }
 
 std::vector<std::pair<std::string, double>> LMTask::evaluate(int64_t) {

@@ -11,6 +11,7 @@
 
 #include "qkv/core/error.h"
 #include "qkv/io/file.h"
+#include "qkv/ops/arith.h"
 #include "qkv/ops/autocast.h"
 #include "qkv/models/model_file.h"
 #include "qkv/io/progress.h"
@@ -69,6 +70,19 @@ std::pair<std::string, json> model_section(const json& model, const std::string&
     hyper.erase("type");
   }
   return {type, hyper};
+}
+
+TrainingTask::Rows TrainingTask::shard_rows(int64_t B, Generator& gen, const char* task) const {
+  const Rows r{shard_.first(B), shard_.count(B)};
+  QKV_CHECK(r.count > 0, task, ": batch_size ", B, " cannot be split over ", shard_.world, " processes");
+  if (shard_.world > 1)
+    gen.set_shard(static_cast<uint64_t>(r.first), static_cast<uint64_t>(r.count), static_cast<uint64_t>(B));
+  return r;
+}
+
+void TrainingTask::backward_share(const Tensor& loss, double share, int64_t accum) {
+  if (share == 1.0 && accum == 1) return loss.backward();
+  mul(loss, static_cast<float>(share) / static_cast<float>(accum)).backward();
 }
 
 std::vector<ParamGroup> TrainingTask::param_groups(float wd) {

@@ -263,16 +263,9 @@ const std::vector<size_t>& TranslationTask::batch_for(int64_t g) {
 
 StepStats TranslationTask::train_micro_step(int64_t step, int64_t micro, int64_t accum) {
   const std::vector<size_t>& all = batch_for(step * accum + micro);
-  if (shard_.world == 1) {
-    text::Batch b = text::make_batch(train_, all, model_->special_tokens().pad);
-    Tensor loss = model_->loss(b.src, b.tgt_in, b.tgt_out, static_cast<float>(cfg_.label_smoothing));
-    const double value = loss.item();
-    (accum > 1 ? mul(loss, 1.f / static_cast<float>(accum)) : loss).backward();
-    return {value, b.tgt_tokens};
-  }
-  // Data-parallel: this process's sentences [b0, b0 + nb) of the batch, padded to the whole batch's
-  // lengths (so each row, and its dropout, is what it is in one process); the loss is a per-token
-  // mean, so the shard's share is its fraction of the batch's target tokens.
+  // This process's sentences [b0, b0 + nb) of the batch (all of them in one process), padded to the
+  // whole batch's lengths (so each row, and its dropout, is what it is in one process); the loss is
+  // a per-token mean, so the shard's share is its fraction of the batch's target tokens.
   const auto B = static_cast<int64_t>(all.size()), b0 = shard_.first(B), nb = shard_.count(B);
   size_t S = 0, T = 0;
   int64_t batch_tokens = 0;
@@ -284,12 +277,12 @@ StepStats TranslationTask::train_micro_step(int64_t step, int64_t micro, int64_t
   // run the first row with weight 0, which keeps their dropout stream in step with the others.
   const std::vector<size_t> rows = nb > 0 ? std::vector<size_t>(all.begin() + b0, all.begin() + b0 + nb)
                                           : std::vector<size_t>{all[0]};
-  gen_.set_shard(nb > 0 ? static_cast<uint64_t>(b0) : 0, rows.size(), static_cast<uint64_t>(B));
+  if (shard_.world > 1) gen_.set_shard(nb > 0 ? static_cast<uint64_t>(b0) : 0, rows.size(), static_cast<uint64_t>(B));
   text::Batch b = text::make_batch(train_, rows, model_->special_tokens().pad, S, T);
   Tensor loss = model_->loss(b.src, b.tgt_in, b.tgt_out, static_cast<float>(cfg_.label_smoothing));
   const double value = loss.item();
   const double share = nb > 0 ? static_cast<double>(b.tgt_tokens) / static_cast<double>(batch_tokens) : 0.0;
-  mul(loss, static_cast<float>(share / static_cast<double>(accum))).backward();
+  backward_share(loss, share, accum);
   return {nb > 0 ? value : 0.0, nb > 0 ? b.tgt_tokens : 0, share};
 }
 

@@ -8,11 +8,8 @@
 
 #include <signal.h>
 
-#include <array>
 #include <chrono>
-#include <cstdio>
 #include <filesystem>
-#include <fstream>
 #include <set>
 #include <thread>
 

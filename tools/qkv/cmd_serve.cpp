@@ -344,7 +344,7 @@ class Server {
         throw HttpError{400, "\"length_penalty\" must be a number from 0 to 10"};
       o.length_penalty = body["length_penalty"].get<float>();
     }
-    auto f = s.submit(lines, o);
+    auto f = s.submit(std::move(lines), o);
     if (f.wait_for(std::chrono::duration<double>(a_.timeout_s)) != std::future_status::ready)
       throw HttpError{503, "not translated within --timeout " + std::to_string(a_.timeout_s) + " s (the server is overloaded)"};
     const TranslationService::Result r = f.get();

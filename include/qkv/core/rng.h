@@ -41,7 +41,6 @@ class Generator {
   void set_shard(uint64_t row_begin, uint64_t rows, uint64_t total_rows) {
     shard_begin_ = row_begin, shard_rows_ = rows, shard_total_ = total_rows;
   }
-  void clear_shard() { shard_begin_ = shard_rows_ = shard_total_ = 0; }
   uint64_t counter() const { return counter_; }
   void set_counter(uint64_t c) { counter_ = c; }
 

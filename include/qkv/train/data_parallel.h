@@ -64,6 +64,7 @@ class GradientReducer {
     std::vector<size_t> params;   // indices into params_
     std::vector<int64_t> offset;  // where each one's gradient starts in buf
     std::vector<float> buf;       // the gradients, then one flag per parameter (1: this rank has one)
+    float& flag(size_t slot) { return buf[buf.size() - params.size() + slot]; }
     int handed = 0;               // parameters copied in so far
     bool ready = false;           // all handed over: the reducer thread may send it
   };

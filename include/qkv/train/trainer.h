@@ -15,6 +15,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "qkv/core/rng.h"
 #include "qkv/dist/communicator.h"
 #include "qkv/io/config.h"
 #include "qkv/io/safetensors.h"
@@ -114,6 +115,17 @@ class TrainingTask {
 
  protected:
   DataShard shard_;
+
+  // This process's rows [first, first + count) of a micro-batch of B — all of them in one process
+  // — with `gen`, the task's dropout stream, set to draw as those rows would in one process
+  // (Generator::set_shard). A batch too small to give every process a row is an error naming `task`.
+  struct Rows {
+    int64_t first, count;
+  };
+  Rows shard_rows(int64_t B, Generator& gen, const char* task) const;
+  // Backward of loss · share / accum: this micro-batch's part of the step's gradient (share: the
+  // shard's fraction of the micro-batch's loss, 1 in one process).
+  static void backward_share(const Tensor& loss, double share, int64_t accum);
 };
 
 struct TrainerOptions {
