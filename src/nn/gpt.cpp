@@ -71,9 +71,13 @@ Tensor GPT::embed(const Tensor& idx, int64_t pos0) const {
   return dropout(wte->forward(idx) + pos, config.dropout, is_training(), gen_);
 }
 
-Tensor GPT::forward(const Tensor& idx) const {
+Tensor GPT::forward(const Tensor& idx, AttentionMaps* maps) const {
   Tensor x = embed(idx, 0);
-  for (auto& block : h) x = block->forward(x, Tensor(), Tensor(), /*is_causal=*/true);
+  for (auto& block : h) {
+    Tensor w;
+    x = block->forward(x, Tensor(), Tensor(), /*is_causal=*/true, maps ? &w : nullptr);
+    if (maps) maps->decoder_self.push_back(w);
+  }
   // logits = LN_f(x) wteᵀ
   return linear(ln_f->forward(x), wte->weight);
 }

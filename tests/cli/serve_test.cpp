@@ -1,6 +1,8 @@
-// qkv serve over loopback: the JSON API's round trips against the CLI's translations, an error
-// status naming the problem for each bad request, concurrent requests (batched together) equal to
-// sequential ones, the metrics, and SIGTERM finishing the request in flight.
+// qkv serve over loopback: the JSON API's round trips against the CLI's translations and
+// generations (streamed and not), the attention views (shapes, rows summing to 1, causal masks, the
+// head search's formula), an error status naming the problem for each bad request, concurrent
+// requests (batched together) equal to sequential ones, the metrics, and SIGTERM finishing the
+// request in flight. The viewer page in a real browser: tests/browser/viewer_test.py.
 #include <gtest/gtest.h>
 #include <httplib.h>
 #include <signal.h>
@@ -64,10 +66,10 @@ class ServeProcess {
   int pid_ = 0, port_ = 0;
 };
 
-json post(int port, const std::string& body, int* status = nullptr) {
+json post(int port, const std::string& body, int* status = nullptr, const char* path = "/v1/translate") {
   httplib::Client c("127.0.0.1", port);
   c.set_read_timeout(120, 0);
-  auto r = c.Post("/v1/translate", body, "application/json");
+  auto r = c.Post(path, body, "application/json");
   if (!r) return json{{"transport_error", httplib::to_string(r.error())}};
   if (status) *status = r->status;
   return json::parse(r->body);
@@ -75,7 +77,11 @@ json post(int port, const std::string& body, int* status = nullptr) {
 
 std::vector<std::string> cli_translations(const std::vector<std::string>& lines) {
   std::string cmd = "cd " + std::string(QKV_SOURCE_DIR) + " && " + QKV_CLI_PATH + " translate";
-  for (auto& l : lines) cmd += " '" + l + "'";
+  for (auto& l : lines) {
+    std::string quoted;  // ' → '\''
+    for (char ch : l) quoted += ch == '\'' ? std::string("'\\''") : std::string(1, ch);
+    cmd += " '" + quoted + "'";
+  }
   testing::ShellResult r = testing::run_shell(cmd + " 2>/dev/null");
   std::vector<std::string> out;
   for (size_t at = 0, nl; (nl = r.out.find('\n', at)) != std::string::npos; at = nl + 1) out.push_back(r.out.substr(at, nl - at));
@@ -183,6 +189,198 @@ TEST(Serve, SigtermFinishesTheRequestInFlight) {
   EXPECT_EQ(status, 200) << r.dump();
   EXPECT_EQ(r["translations"].size(), 32u);
   EXPECT_NE(s.log().find("stopped"), std::string::npos) << s.log();
+}
+
+// `qkv generate`'s text for the same prompt, seed and settings (it prints the prompt first)
+std::string cli_generation(const std::string& prompt, int64_t n, uint64_t seed) {
+  testing::ShellResult r = testing::run_shell("cd " + std::string(QKV_SOURCE_DIR) + " && " + QKV_CLI_PATH +
+                                              " generate -m models/shakespeare-char.safetensors --prompt '" + prompt +
+                                              "' --max-new-tokens " + std::to_string(n) + " --seed " +
+                                              std::to_string(seed) + " --temperature 0.8 2>/dev/null");
+  EXPECT_EQ(r.out.rfind(prompt, 0), 0u) << r.out;
+  return r.out.substr(prompt.size(), r.out.size() - prompt.size() - 1);  // without the prompt and the final newline
+}
+
+TEST(Serve, GeneratesAsTheCliDoesStreamedOrNot) {
+  ServeProcess s("");
+  ASSERT_GT(s.port(), 0) << s.log();
+  const std::string expected = cli_generation("ROMEO:", 60, 7);
+  ASSERT_EQ(expected.size(), 60u);  // characters: one per token
+  int status = 0;
+  const json r = post(s.port(), R"({"prompt": "ROMEO:", "max_new_tokens": 60, "seed": 7, "temperature": 0.8})", &status,
+                      "/v1/generate");
+  ASSERT_EQ(status, 200) << r.dump();
+  EXPECT_EQ(r["text"], expected);
+  EXPECT_EQ(r["tokens"], 60);
+  EXPECT_EQ(r["model"], "shakespeare-char");
+
+  // streamed: server-sent events, one per token as it is chosen, then the whole text
+  httplib::Client c("127.0.0.1", s.port());
+  std::string stream;
+  std::vector<std::string> chunks;
+  httplib::Request req;
+  req.method = "POST", req.path = "/v1/generate";
+  req.body = R"({"prompt": "ROMEO:", "max_new_tokens": 60, "seed": 7, "temperature": 0.8, "stream": true})";
+  req.set_header("Content-Type", "application/json");
+  req.content_receiver = [&](const char* data, size_t n, uint64_t, uint64_t) {
+    chunks.emplace_back(data, n);
+    stream.append(data, n);
+    return true;
+  };
+  auto res = c.send(req);
+  ASSERT_TRUE(res);
+  EXPECT_EQ(res->status, 200);
+  EXPECT_EQ(res->get_header_value("Content-Type"), "text/event-stream");
+  EXPECT_GE(chunks.size(), 10u) << "sent in pieces as generated, not at the end";
+  std::string joined;
+  json done;
+  int events = 0;
+  for (size_t at = 0, end; (end = stream.find("\n\n", at)) != std::string::npos; at = end + 2) {
+    const std::string e = stream.substr(at, end - at);
+    ASSERT_EQ(e.rfind("data: ", 0), 0u) << e;
+    const json j = json::parse(e.substr(6));
+    if (j.contains("done")) done = j;
+    else joined += j["text"].get<std::string>(), ++events;
+  }
+  EXPECT_EQ(events, 60);
+  EXPECT_EQ(joined, expected);
+  EXPECT_EQ(done["text"], expected);
+  EXPECT_EQ(done["finish_reason"], "length");
+  auto m = c.Get("/metrics");
+  ASSERT_TRUE(m);
+  EXPECT_NE(m->body.find("qkv_generated_tokens_total 120"), std::string::npos) << m->body;
+}
+
+// every row of every head sums to 1; causal kinds put no weight on later keys
+void expect_weights(const json& kind, bool causal, size_t layers) {
+  const size_t Lq = kind["queries"]["tokens"].size(), Lk = kind["keys"]["tokens"].size();
+  ASSERT_EQ(kind["layers"].size(), layers) << kind["name"];
+  for (const json& heads : kind["layers"])
+    for (const json& w : heads) {
+      ASSERT_EQ(w.size(), Lq);
+      for (size_t i = 0; i < Lq; ++i) {
+        ASSERT_EQ(w[i].size(), Lk);
+        double sum = 0;
+        for (size_t j = 0; j < Lk; ++j) {
+          sum += w[i][j].get<double>();
+          if (causal && j > i) EXPECT_EQ(w[i][j].get<double>(), 0.0) << kind["name"] << " " << i << "," << j;
+        }
+        EXPECT_NEAR(sum, 1.0, 1e-4) << kind["name"];
+      }
+    }
+}
+
+TEST(Serve, AttentionOfATranslationEveryLayerAndHeadAndTheHeadSearch) {
+  ServeProcess s("");
+  ASSERT_GT(s.port(), 0) << s.log();
+  const std::string sentence = "The cat didn't cross the street because it was too tired.";
+  int status = 0;
+  const json r = post(s.port(), json{{"model", "en-fr"}, {"text", sentence}, {"search", {{"query", "it"}, {"key", "Cat"}}}}.dump(),
+                      &status, "/v1/attention");
+  ASSERT_EQ(status, 200) << r.dump().substr(0, 300);
+  EXPECT_EQ(r["output"], cli_translations({sentence})[0]);
+  ASSERT_EQ(r["kinds"].size(), 3u);
+  EXPECT_EQ(r["kinds"][0]["name"], "encoder_self");
+  EXPECT_EQ(r["kinds"][1]["name"], "decoder_self");
+  EXPECT_EQ(r["kinds"][2]["name"], "cross");
+  for (const json& k : r["kinds"]) {
+    expect_weights(k, k["name"] == "decoder_self", 3);
+    EXPECT_EQ(k["layers"][0].size(), 8u);  // heads
+  }
+  const json& enc = r["kinds"][0];
+  EXPECT_EQ(enc["queries"]["tokens"].back(), "</s>");
+  EXPECT_EQ(enc["queries"]["words"][1], "cat");
+  EXPECT_EQ(r["kinds"][1]["keys"]["tokens"][0], "<s>");
+  EXPECT_EQ(r["kinds"][2]["keys"], enc["keys"]);  // cross: keys are the source
+
+  // the search: "it" and "cat" are in the source only, so every encoder layer and head is ranked,
+  // best first, each by the mean over "it"'s tokens of the weight summed over "cat"'s tokens
+  const json& ranked = r["search"];
+  ASSERT_EQ(ranked.size(), 3u * 8u);
+  for (size_t i = 0; i < ranked.size(); ++i) {
+    const json& h = ranked[i];
+    EXPECT_EQ(h["kind"], "encoder_self");
+    if (i > 0) EXPECT_LE(h["weight"].get<double>(), ranked[i - 1]["weight"].get<double>());
+    const json& w = enc["layers"][h["layer"].get<size_t>()][h["head"].get<size_t>()];
+    double sum = 0;
+    int n = 0;
+    for (size_t q = 0; q < w.size(); ++q) {
+      if (enc["queries"]["word"][q] != h["query_word"]) continue;
+      ++n;
+      for (size_t k = 0; k < w[q].size(); ++k)
+        if (enc["keys"]["word"][k] == h["key_word"]) sum += w[q][k].get<double>();
+    }
+    EXPECT_EQ(enc["queries"]["words"][h["query_word"].get<size_t>()], "it");
+    EXPECT_EQ(enc["keys"]["words"][h["key_word"].get<size_t>()], "cat");
+    EXPECT_NEAR(h["weight"].get<double>(), sum / n, 1e-4);
+  }
+}
+
+TEST(Serve, AttentionOfALanguageModelIsCausal) {
+  ServeProcess s("-m models/shakespeare-char.safetensors");
+  ASSERT_GT(s.port(), 0) << s.log();
+  int status = 0;
+  const json r = post(s.port(), R"({"text": "ROMEO: what light"})", &status, "/v1/attention");
+  ASSERT_EQ(status, 200) << r.dump().substr(0, 300);
+  EXPECT_EQ(r["kind"], "language_model");
+  ASSERT_EQ(r["kinds"].size(), 1u);
+  EXPECT_EQ(r["kinds"][0]["queries"]["tokens"].size(), 17u);  // characters
+  EXPECT_EQ(r["kinds"][0]["queries"]["words"], json::array({"ROMEO:", "what", "light"}));
+  expect_weights(r["kinds"][0], true, 4);
+}
+
+TEST(Serve, BadGenerationAndAttentionRequestsGetAnErrorNamingTheProblem) {
+  ServeProcess s("--max-sentence-bytes 60 --max-new-tokens 100");
+  ASSERT_GT(s.port(), 0) << s.log();
+  struct Case {
+    const char* path;
+    std::string body;
+    int status;
+    std::string says;
+  };
+  const std::vector<Case> cases = {
+      {"/v1/generate", "{", 400, "not JSON"},
+      {"/v1/generate", R"({"prompt": ""})", 400, "is empty"},
+      {"/v1/generate", R"({"prompt": 5})", 400, "must be a string"},
+      {"/v1/generate", R"({"prompt": "ROMEO: \u00e9t\u00e9"})", 400, "\"prompt\""},  // not in the vocabulary
+      {"/v1/generate", R"({"prompt": "A", "max_new_tokens": 101})", 400, "max_new_tokens"},
+      {"/v1/generate", R"({"prompt": "A", "temperature": -1})", 400, "temperature"},
+      {"/v1/generate", R"({"prompt": "A", "stream": "yes"})", 400, "true or false"},
+      {"/v1/generate", R"({"prompt": "A", "model": "en-fr"})", 400, "translation model"},
+      {"/v1/generate", R"({"prompt": "A", "file": "/etc/passwd"})", 400, "unknown field"},
+      {"/v1/generate", R"({"prompt": ")" + std::string(70, 'A') + R"("})", 413, "--max-sentence-bytes 60"},
+      {"/v1/attention", R"({"text": "The cat."})", 400, "\"model\" is required"},
+      {"/v1/attention", R"({"model": "en-fr", "text": ""})", 400, "is empty"},
+      {"/v1/attention", R"({"model": "en-fr", "text": ")" + std::string(70, 'a') + R"("})", 413, "--max-sentence-bytes 60"},
+      {"/v1/attention", R"({"model": "en-fr", "text": "Hi.", "search": {"query": "a"}})", 400, "\"search\""},
+      {"/v1/attention", R"({"model": "shakespeare-char", "text": "Hi", "beam_size": 2})", 400, "translation models"},
+      {"/v1/attention", R"({"model": "nope", "text": "Hi"})", 404, "unknown model"},
+      {"/v1/translate", R"({"sentences": ["Hi"], "model": "shakespeare-char"})", 400, "language model"},
+  };
+  for (const Case& k : cases) {
+    int status = 0;
+    const json r = post(s.port(), k.body, &status, k.path);
+    EXPECT_EQ(status, k.status) << k.path << " " << k.body.substr(0, 80) << " → " << r.dump();
+    ASSERT_TRUE(r.contains("error")) << r.dump();
+    EXPECT_NE(r["error"]["message"].get<std::string>().find(k.says), std::string::npos) << k.path << " " << r.dump();
+  }
+  int status = 0;
+  post(s.port(), R"({"prompt": "A", "max_new_tokens": 3})", &status, "/v1/generate");
+  EXPECT_EQ(status, 200);
+}
+
+TEST(Serve, TheViewerPageIsSelfContained) {
+  ServeProcess s("");
+  ASSERT_GT(s.port(), 0) << s.log();
+  httplib::Client c("127.0.0.1", s.port());
+  auto page = c.Get("/");
+  ASSERT_TRUE(page);
+  EXPECT_EQ(page->status, 200);
+  EXPECT_EQ(page->get_header_value("Content-Type"), "text/html; charset=utf-8");
+  EXPECT_EQ(page->body, io::read_file(std::string(QKV_SOURCE_DIR) + "/tools/qkv/viewer/index.html"));
+  EXPECT_EQ(page->body.find("http://"), page->body.find("http://www.w3.org/2000/svg"));  // no other address
+  EXPECT_EQ(page->body.find("https://"), std::string::npos);
+  EXPECT_NE(page->get_header_value("Content-Security-Policy").find("default-src 'none'"), std::string::npos);
 }
 
 }  // namespace

@@ -19,7 +19,7 @@
 #include "vision_commands.h"
 #include "qkv/autograd/grad_mode.h"
 #include "qkv/core/error.h"
-#include "qkv/decode/translator.h"
+#include "qkv/decode/inspect.h"
 #include "qkv/io/file.h"
 #include "qkv/models/load.h"
 #include "qkv/viz/png.h"
@@ -31,19 +31,12 @@ namespace {
 
 namespace fs = std::filesystem;
 
-// "▁cat" → "cat", "</s>" stays: SentencePiece marks a word start with U+2581.
-std::string label(const text::SentencePiece& sp, int id) {
-  std::string p = sp.id_to_piece(id);
-  if (p.rfind("\xE2\x96\x81", 0) == 0) p = p.substr(3);
-  return p.empty() ? "▁" : p;
-}
-
-// weights [1, H, L, S] of each layer → one panel per (layer, head)
+// weights [H, L, S] of each layer → one panel per (layer, head)
 std::vector<viz::Panel> panels(const std::vector<Tensor>& per_layer, const char* name) {
   std::vector<viz::Panel> out;
   for (size_t l = 0; l < per_layer.size(); ++l) {
-    Tensor w = per_layer[l].contiguous();
-    const int64_t H = w.size(1), L = w.size(2), S = w.size(3);
+    const Tensor& w = per_layer[l];
+    const int64_t H = w.size(0), L = w.size(1), S = w.size(2);
     for (int64_t h = 0; h < H; ++h) {
       viz::Panel p;
       p.caption = std::string(name) + " layer " + std::to_string(l + 1) + ", head " + std::to_string(h + 1);
@@ -92,28 +85,9 @@ void add_attend(CLI::App& app) {
     QKV_CHECK(a->image.source.test_images.empty(), "qkv attend: --test-images is for image classifiers");
     const std::string sentence = a->inputs[0];
     models::LoadedSeq2Seq t = models::load_seq2seq(find_model(a->model));
-    const models::SpecialTokens c = t.model->special_tokens();
-    decode::Translator tr(*t.model, *t.tokenizer);
-    std::vector<int32_t> src = tr.encode(sentence);
-    QKV_CHECK(!src.empty(), "qkv attend: the sentence is empty");
-    decode::Hypothesis h = decode::translate_ids(*t.model, {src}, a->decode.translate_options())[0];
-    std::printf("%s\n", tr.decode(h.tokens).c_str());
-
-    // once more with the weights kept: source + EOS, BOS + translation → translation + EOS
-    src.push_back(c.eos);
-    std::vector<int32_t> tgt_in{c.bos}, tgt_out = h.tokens;
-    tgt_in.insert(tgt_in.end(), h.tokens.begin(), h.tokens.end());
-    tgt_out.push_back(c.eos);
-    if (!h.finished) tgt_in.pop_back(), tgt_out.pop_back();  // stopped at max length: no EOS to show
-    nn::AttentionMaps maps;
-    {
-      NoGradGuard no_grad;
-      t.model->forward(Tensor::from_ints(src, {1, static_cast<int64_t>(src.size())}),
-                       Tensor::from_ints(tgt_in, {1, static_cast<int64_t>(tgt_in.size())}), &maps);
-    }
-    std::vector<std::string> src_labels, out_labels;
-    for (int id : src) src_labels.push_back(label(*t.tokenizer, id));
-    for (int id : tgt_out) out_labels.push_back(label(*t.tokenizer, id));
+    const decode::AttentionView view =
+        decode::translation_attention(*t.model, *t.tokenizer, sentence, a->decode.translate_options());
+    std::printf("%s\n", view.output.c_str());
 
     std::error_code ec;
     fs::create_directories(a->out, ec);
@@ -132,32 +106,32 @@ void add_attend(CLI::App& app) {
     };
     // One picture per kind of attention the model has (a panel per layer and head; a model without
     // self-attention draws cross-attention only), heads per row read off the weights' shape.
-    auto heads = [](const std::vector<Tensor>& layers) { return static_cast<int>(layers.front().size(1)); };
-    QKV_CHECK(!maps.cross.empty(), "qkv attend: the model returned no cross-attention weights");
+    auto heads = [](const decode::AttentionKind& k) { return static_cast<int>(k.layers.front().size(0)); };
+    const decode::AttentionKind* enc = view.find("encoder_self");
+    const decode::AttentionKind* dec = view.find("decoder_self");
+    const decode::AttentionKind& cross = *view.find("cross");
     viz::HeatmapOptions ho;
     ho.cell = 18;
-    if (!maps.encoder_self.empty()) {
+    if (enc) {
       ho.title = "Encoder self-attention: \"" + sentence + "\"", ho.x_label = "key (source)", ho.y_label = "query (source)";
-      write("encoder-self.svg", viz::heatmap_grid_svg(panels(maps.encoder_self, "encoder"), heads(maps.encoder_self),
-                                                      src_labels, src_labels, ho));
+      write("encoder-self.svg", viz::heatmap_grid_svg(panels(enc->layers, "encoder"), heads(*enc), enc->queries.tokens,
+                                                      enc->keys.tokens, ho));
     }
-    std::vector<std::string> in_labels;
-    for (int id : tgt_in) in_labels.push_back(id == c.bos ? "<s>" : label(*t.tokenizer, id));
-    if (!maps.decoder_self.empty()) {
+    if (dec) {
       ho.title = "Decoder self-attention (masked)", ho.x_label = "key (output so far)", ho.y_label = "writing";
-      write("decoder-self.svg", viz::heatmap_grid_svg(panels(maps.decoder_self, "decoder"), heads(maps.decoder_self),
-                                                      out_labels, in_labels, ho));
+      write("decoder-self.svg", viz::heatmap_grid_svg(panels(dec->layers, "decoder"), heads(*dec), dec->queries.tokens,
+                                                      dec->keys.tokens, ho));
     }
     ho.title = "Cross-attention: output → source", ho.x_label = "source", ho.y_label = "writing";
-    write("cross.svg", viz::heatmap_grid_svg(panels(maps.cross, "cross"), heads(maps.cross), out_labels, src_labels, ho));
+    write("cross.svg", viz::heatmap_grid_svg(panels(cross.layers, "cross"), heads(cross), cross.queries.tokens,
+                                             cross.keys.tokens, ho));
 
     // the summary: last layer, mean over heads; and, per output token, the source token it looks at most
     auto head_mean = [&](const Tensor& w) {
-      Tensor c = w.contiguous();
-      const int64_t n = c.size(2) * c.size(3), H = c.size(1);
+      const int64_t n = w.size(1) * w.size(2), H = w.size(0);
       std::vector<float> m(static_cast<size_t>(n), 0.f);
       for (int64_t hh = 0; hh < H; ++hh)
-        for (int64_t i = 0; i < n; ++i) m[static_cast<size_t>(i)] += c.data<float>()[hh * n + i] / static_cast<float>(H);
+        for (int64_t i = 0; i < n; ++i) m[static_cast<size_t>(i)] += w.data<float>()[hh * n + i] / static_cast<float>(H);
       return m;
     };
     auto strongest = [](const std::vector<float>& m, int64_t rows, int64_t cols, const std::vector<std::string>& rl,
@@ -173,17 +147,19 @@ void add_attend(CLI::App& app) {
       }
       return s;
     };
-    const int64_t S = maps.cross.back().size(3), L = maps.cross.back().size(2);
-    if (!maps.encoder_self.empty()) {
-      std::vector<float> enc = head_mean(maps.encoder_self.back());
+    const std::vector<std::string>& src_labels = cross.keys.tokens;
+    const std::vector<std::string>& out_labels = cross.queries.tokens;
+    const int64_t S = cross.layers.back().size(2), L = cross.layers.back().size(1);
+    if (enc) {
+      std::vector<float> e = head_mean(enc->layers.back());
       std::fprintf(stderr, "encoder self-attention, last layer, mean over heads: each source token's strongest other "
-                   "source token:\n%s", strongest(enc, S, S, src_labels, src_labels, true).c_str());
+                   "source token:\n%s", strongest(e, S, S, src_labels, src_labels, true).c_str());
     }
-    std::vector<float> mean = head_mean(maps.cross.back());
+    std::vector<float> mean = head_mean(cross.layers.back());
     viz::HeatmapOptions mo;
     mo.cell = 34, mo.show_values = false;
     // one layer with one head (a recurrent model's attention): the alignment of Bahdanau et al.
-    const bool alignment = maps.cross.size() == 1 && maps.cross.back().size(1) == 1;
+    const bool alignment = cross.layers.size() == 1 && cross.layers.back().size(0) == 1;
     mo.title = alignment ? "Alignment: the decoder's attention over the source"
                          : "Cross-attention, last layer, mean over heads";
     mo.x_label = "source", mo.y_label = "writing";

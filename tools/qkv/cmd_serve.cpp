@@ -1,230 +1,145 @@
-// qkv serve -m MODEL… --port 8080 — translation models over HTTP (cpp-httplib from Debian):
+// qkv serve -m MODEL… --port 8080 — translation and language models over HTTP (cpp-httplib from
+// Debian), and a page to explore their attention:
 //
-//   POST /v1/translate  {"sentences": [...], "model"?, "beam_size"?, "length_penalty"?, "n_best"?}
-//                       → {"model", "translations": [{"text", "hypotheses", "scores"}]}
-//   GET  /v1/models     the loaded models        GET /health      {"status": "ok"}
-//   GET  /metrics       Prometheus text: requests by route and status, latency, sentences and
-//                       target tokens translated, queue length
+//   GET  /               the attention viewer (tools/qkv/viewer/index.html, built into the binary)
+//   POST /v1/translate   {"sentences": [...], "model"?, "beam_size"?, "length_penalty"?, "n_best"?}
+//                        → {"model", "translations": [{"text", "hypotheses", "scores"}]}
+//   POST /v1/generate    {"prompt", "model"?, "max_new_tokens"?, "temperature"?, "top_k"?, "top_p"?,
+//                        "seed"?, "stream"?} → {"model", "text", "tokens", "finish_reason"}; with
+//                        "stream": true, server-sent events: data: {"token", "text"} per token, then
+//                        data: {"done": true, "text", "tokens", "finish_reason"}
+//   POST /v1/attention   {"text", "model"?, "beam_size"?, "length_penalty"?, "search"?: {"query", "key"}}
+//                        → {"model", "kind", "input", "output", "kinds": [{"name", "queries", "keys",
+//                        "layers": [layer][head][query][key]}], "search"?: [{"kind", "layer", "head",
+//                        "query_word", "key_word", "weight"}, … best first]}   (decode/inspect.h)
+//   GET  /v1/models      the loaded models        GET /health      {"status": "ok"}
+//   GET  /metrics        Prometheus text: requests by route and status, latency, sentences and
+//                        tokens produced (rate() of them is tokens/s), queue length, in flight
 //
-// Requests that arrive together are translated as one batch: each model has a queue, and its
-// worker takes every waiting request with the same decoding options — waiting up to --max-wait-ms
-// for more — up to --max-batch sentences, so throughput under load approaches the batched CLI's.
-// Limits are checked before any work and answered with a JSON error naming the limit (4xx); the
-// server reads no file a request names. SIGINT/SIGTERM stop accepting, finish what is in flight,
-// and exit 0.
+// Batching and the per-model lock: serve_services.h. Limits are checked before any work and
+// answered with a JSON error naming the limit (4xx); the server reads no file a request names.
+// SIGINT/SIGTERM stop accepting, finish what is in flight, and exit 0.
 #include <httplib.h>
 #include <pthread.h>
 #include <signal.h>
 
-#include <atomic>
-#include <chrono>
-#include <condition_variable>
+#include <cmath>
 #include <cstdio>
-#include <deque>
 #include <filesystem>
-#include <future>
-#include <map>
-#include <mutex>
-#include <thread>
 
 #include "commands.h"
 #include "options.h"
+#include "serve_services.h"
 #include "qkv/core/error.h"
-#include "qkv/decode/translator.h"
-#include "qkv/models/load.h"
+#include "qkv/decode/generate.h"
+#include "qkv/decode/inspect.h"
 
 namespace qkv::cli {
+
+extern const char* const kViewerPage;  // tools/qkv/viewer/index.html (viewer_page.cpp.in)
 
 namespace {
 
 using nlohmann::json;
-using Clock = std::chrono::steady_clock;
 
 struct ServeArgs {
-  std::vector<std::string> models = {kDefaultTranslator};
+  std::vector<std::string> models = {kDefaultTranslator, "models/shakespeare-char.safetensors"};
   std::string host = "127.0.0.1";
   int port = 8080;
   int64_t max_request_bytes = 1 << 20, max_sentences = 64, max_sentence_bytes = 2000, max_batch = 64;
-  int64_t max_beam = 16;
+  int64_t max_beam = 16, max_new_tokens = 2000;
   double max_wait_ms = 5, timeout_s = 60;
   int http_threads = 16, threads = 0;
 };
 
-// A request's error: its HTTP status and a message naming what was wrong.
-struct HttpError {
-  int status;
-  std::string message;
-};
-
-// ---- batching ----------------------------------------------------------------------------------
-
-// One translation model and the queue in front of it.
-class TranslationService {
+// A request body: a JSON object with known fields, read with checks that answer 400 naming the field.
+class Body {
  public:
-  struct Options {
-    int64_t beam_size = 4;
-    float length_penalty = 0.6f;
-    bool operator==(const Options&) const = default;
-  };
-  using Result = std::vector<std::vector<decode::Hypothesis>>;  // per sentence, best first
-
-  TranslationService(std::string name, models::LoadedSeq2Seq loaded, int64_t max_batch, double max_wait_ms)
-      : name_(std::move(name)), loaded_(std::move(loaded)), translator_(*loaded_.model, *loaded_.tokenizer),
-        max_batch_(max_batch), max_wait_(std::chrono::microseconds(static_cast<int64_t>(max_wait_ms * 1000))) {
-    worker_ = std::thread([this] { run(); });
-  }
-  ~TranslationService() {
-    {
-      std::lock_guard lock(mu_);
-      stop_ = true;
+  Body(const std::string& text, std::initializer_list<const char*> fields) {
+    try {
+      j_ = json::parse(text);
+    } catch (const json::exception& e) {
+      throw HttpError{400, std::string("the body is not JSON: ") + e.what()};
     }
-    cv_.notify_all();
-    worker_.join();
+    if (!j_.is_object()) throw HttpError{400, "the body must be a JSON object"};
+    std::string known;
+    for (const char* f : fields) known += (known.empty() ? "" : ", ") + std::string(f);
+    for (auto& [k, v] : j_.items())
+      if (std::find_if(fields.begin(), fields.end(), [&](const char* f) { return k == f; }) == fields.end())
+        throw HttpError{400, "unknown field \"" + k + "\" (" + known + ")"};
   }
-  const std::string& name() const { return name_; }
-  const models::LoadedSeq2Seq& loaded() const { return loaded_; }
-  const decode::Translator& translator() const { return translator_; }
-  size_t queued() const {
-    std::lock_guard lock(mu_);
-    return queue_.size();
+  bool has(const char* key) const { return j_.contains(key); }
+  const json& operator[](const char* key) const { return j_.at(key); }
+  int64_t integer(const char* key, int64_t def, int64_t lo, int64_t hi) const {
+    if (!has(key)) return def;
+    if (!j_[key].is_number_integer() || j_[key].get<int64_t>() < lo || j_[key].get<int64_t>() > hi)
+      throw HttpError{400, std::string("\"") + key + "\" must be an integer from " + std::to_string(lo) + " to " +
+                               std::to_string(hi)};
+    return j_[key].get<int64_t>();
   }
-
-  // Queues the sentences and returns when their batch is translated.
-  std::future<Result> submit(std::vector<std::string> lines, Options opt) {
-    auto job = std::make_shared<Job>(Job{std::move(lines), opt, {}});
-    auto f = job->done.get_future();
-    {
-      std::lock_guard lock(mu_);
-      queue_.push_back(job);
-    }
-    cv_.notify_all();
-    return f;
+  double number(const char* key, double def, double lo, double hi) const {
+    if (!has(key)) return def;
+    if (!j_[key].is_number() || j_[key].get<double>() < lo || j_[key].get<double>() > hi)
+      throw HttpError{400, std::string("\"") + key + "\" must be a number from " + trimmed(lo) + " to " + trimmed(hi)};
+    return j_[key].get<double>();
   }
-
- private:
-  struct Job {
-    std::vector<std::string> lines;
-    Options opt;
-    std::promise<Result> done;
-  };
-
-  // Sentences waiting with options `o`.
-  int64_t waiting(const Options& o) const {
-    int64_t n = 0;
-    for (auto& j : queue_)
-      if (j->opt == o) n += static_cast<int64_t>(j->lines.size());
-    return n;
+  bool boolean(const char* key, bool def) const {
+    if (!has(key)) return def;
+    if (!j_[key].is_boolean()) throw HttpError{400, std::string("\"") + key + "\" must be true or false"};
+    return j_[key].get<bool>();
   }
-
-  void run() {
-    for (;;) {
-      std::vector<std::shared_ptr<Job>> batch;
-      {
-        std::unique_lock lock(mu_);
-        cv_.wait(lock, [&] { return stop_ || !queue_.empty(); });
-        if (queue_.empty()) return;  // stopping, nothing left
-        const Options o = queue_.front()->opt;
-        // the first request waits at most max_wait for others to join it
-        const auto deadline = Clock::now() + max_wait_;
-        cv_.wait_until(lock, deadline, [&] { return stop_ || waiting(o) >= max_batch_; });
-        int64_t n = 0;
-        for (auto it = queue_.begin(); it != queue_.end();) {
-          const auto k = static_cast<int64_t>((*it)->lines.size());
-          if ((*it)->opt == o && (batch.empty() || n + k <= max_batch_)) {
-            n += k;
-            batch.push_back(*it);
-            it = queue_.erase(it);
-          } else {
-            ++it;
-          }
-        }
-      }
-      std::vector<std::string> lines;
-      for (auto& j : batch) lines.insert(lines.end(), j->lines.begin(), j->lines.end());
-      try {
-        decode::TranslateOptions to;
-        to.beam_size = batch[0]->opt.beam_size, to.length_penalty = batch[0]->opt.length_penalty;
-        to.batch_size = std::max<int64_t>(1, static_cast<int64_t>(lines.size()));
-        to.on_warning = [](const std::string&) {};  // over-long lines were refused before
-        Result all = translator_.translate_nbest(lines, to);
-        size_t at = 0;
-        for (auto& j : batch) {
-          Result mine(all.begin() + static_cast<std::ptrdiff_t>(at),
-                      all.begin() + static_cast<std::ptrdiff_t>(at + j->lines.size()));
-          at += j->lines.size();
-          j->done.set_value(std::move(mine));
-        }
-      } catch (...) {
-        for (auto& j : batch) j->done.set_exception(std::current_exception());
-      }
-    }
-  }
-
-  std::string name_;
-  models::LoadedSeq2Seq loaded_;
-  decode::Translator translator_;
-  int64_t max_batch_;
-  Clock::duration max_wait_;
-  mutable std::mutex mu_;
-  std::condition_variable cv_;
-  std::deque<std::shared_ptr<Job>> queue_;
-  bool stop_ = false;
-  std::thread worker_;
-};
-
-// ---- metrics (Prometheus text format) ----------------------------------------------------------
-
-class Metrics {
- public:
-  void request(const std::string& route, int status, double seconds) {
-    std::lock_guard lock(mu_);
-    ++requests_[{route, status}];
-    latency_sum_[route] += seconds;
-    ++latency_count_[route];
-  }
-  void begin() { ++in_flight_; }
-  void end() { --in_flight_; }
-  void translated(int64_t sentences, int64_t tokens) {
-    sentences_ += sentences;
-    tokens_ += tokens;
-  }
-  std::string text(const std::vector<std::unique_ptr<TranslationService>>& services) const {
-    std::lock_guard lock(mu_);
-    std::string s = "# HELP qkv_requests_total HTTP requests by route and status.\n# TYPE qkv_requests_total counter\n";
-    for (auto& [k, n] : requests_)
-      s += "qkv_requests_total{route=\"" + k.first + "\",status=\"" + std::to_string(k.second) + "\"} " +
-           std::to_string(n) + "\n";
-    s += "# HELP qkv_request_seconds Time from request to response.\n# TYPE qkv_request_seconds summary\n";
-    for (auto& [route, sum] : latency_sum_) {
-      s += "qkv_request_seconds_sum{route=\"" + route + "\"} " + std::to_string(sum) + "\n";
-      s += "qkv_request_seconds_count{route=\"" + route + "\"} " + std::to_string(latency_count_.at(route)) + "\n";
-    }
-    s += "# HELP qkv_sentences_total Sentences translated.\n# TYPE qkv_sentences_total counter\nqkv_sentences_total " +
-         std::to_string(sentences_.load()) + "\n";
-    s += "# HELP qkv_target_tokens_total Target tokens produced (best hypotheses).\n"
-         "# TYPE qkv_target_tokens_total counter\nqkv_target_tokens_total " +
-         std::to_string(tokens_.load()) + "\n";
-    s += "# HELP qkv_requests_in_flight Requests being answered.\n# TYPE qkv_requests_in_flight gauge\n"
-         "qkv_requests_in_flight " + std::to_string(in_flight_.load()) + "\n";
-    s += "# HELP qkv_queue_requests Requests waiting for a batch, per model.\n# TYPE qkv_queue_requests gauge\n";
-    for (auto& sv : services)
-      s += "qkv_queue_requests{model=\"" + sv->name() + "\"} " + std::to_string(sv->queued()) + "\n";
+  // A required string of at most max_bytes bytes (413 beyond), not empty.
+  std::string text(const char* key, int64_t max_bytes, const char* limit) const {
+    if (!has(key) || !j_[key].is_string()) throw HttpError{400, std::string("\"") + key + "\" must be a string"};
+    std::string s = j_[key].get<std::string>();
+    if (s.empty()) throw HttpError{400, std::string("\"") + key + "\" is empty"};
+    if (static_cast<int64_t>(s.size()) > max_bytes)
+      throw HttpError{413, std::string("\"") + key + "\" has " + std::to_string(s.size()) + " bytes, more than " + limit +
+                               " " + std::to_string(max_bytes)};
     return s;
   }
 
  private:
-  mutable std::mutex mu_;
-  std::map<std::pair<std::string, int>, int64_t> requests_;
-  std::map<std::string, double> latency_sum_;
-  std::map<std::string, int64_t> latency_count_;
-  std::atomic<int64_t> sentences_{0}, tokens_{0}, in_flight_{0};
+  static std::string trimmed(double v) {
+    char b[32];
+    std::snprintf(b, sizeof b, "%g", v);
+    return b;
+  }
+  json j_;
 };
 
-// ---- the server --------------------------------------------------------------------------------
+// weights [H, Lq, Lk] per layer → [layer][head][query][key], to 5 decimals (a view, not a checkpoint)
+json layers_json(const std::vector<Tensor>& layers) {
+  json out = json::array();
+  for (const Tensor& w : layers) {
+    const int64_t H = w.size(0), Lq = w.size(1), Lk = w.size(2);
+    json heads = json::array();
+    for (int64_t h = 0; h < H; ++h) {
+      json rows = json::array();
+      for (int64_t i = 0; i < Lq; ++i) {
+        json row = json::array();
+        const float* p = w.data<float>() + (h * Lq + i) * Lk;
+        for (int64_t k = 0; k < Lk; ++k) row.push_back(std::round(static_cast<double>(p[k]) * 1e5) / 1e5);
+        rows.push_back(std::move(row));
+      }
+      heads.push_back(std::move(rows));
+    }
+    out.push_back(std::move(heads));
+  }
+  return out;
+}
+
+json axis_json(const decode::TokenAxis& a) { return {{"tokens", a.tokens}, {"word", a.word}, {"words", a.words}}; }
+
+// One server-sent event: "data: <json>\n\n".
+bool send_event(httplib::DataSink& sink, const json& j) {
+  const std::string e = "data: " + j.dump() + "\n\n";
+  return sink.write(e.data(), e.size());
+}
 
 class Server {
  public:
-  Server(const ServeArgs& a, std::vector<std::unique_ptr<TranslationService>> services)
+  Server(const ServeArgs& a, std::vector<std::unique_ptr<ModelService>> services)
       : a_(a), services_(std::move(services)) {
     http_.new_task_queue = [n = a.http_threads] { return new httplib::ThreadPool(static_cast<size_t>(n)); };
     http_.set_payload_max_length(static_cast<size_t>(a.max_request_bytes));
@@ -240,12 +155,23 @@ class Server {
                                                   : "HTTP " + std::to_string(res.status);
       error(res, {res.status, why});
     });
+    http_.Get("/", [](const httplib::Request&, httplib::Response& res) {
+      // the page is self-contained: nothing may load from elsewhere
+      res.set_header("Content-Security-Policy",
+                     "default-src 'none'; script-src 'unsafe-inline'; style-src 'unsafe-inline'; connect-src 'self'; "
+                     "img-src data:");
+      res.set_content(kViewerPage, "text/html; charset=utf-8");
+    });
     http_.Get("/health", [](const httplib::Request&, httplib::Response& res) {
       res.set_content(R"({"status": "ok"})", "application/json");
     });
     http_.Get("/v1/models", [this](const httplib::Request& req, httplib::Response& res) { timed(req, res, [&] { models(res); }); });
     http_.Post("/v1/translate",
                [this](const httplib::Request& req, httplib::Response& res) { timed(req, res, [&] { translate(req, res); }); });
+    http_.Post("/v1/generate",
+               [this](const httplib::Request& req, httplib::Response& res) { timed(req, res, [&] { generate(req, res); }); });
+    http_.Post("/v1/attention",
+               [this](const httplib::Request& req, httplib::Response& res) { timed(req, res, [&] { attention(req, res); }); });
     http_.Get("/metrics", [this](const httplib::Request&, httplib::Response& res) {
       res.set_content(metrics_.text(services_), "text/plain; version=0.0.4");
     });
@@ -280,40 +206,55 @@ class Server {
     metrics_.end();
     metrics_.request(req.path, res.status, std::chrono::duration<double>(Clock::now() - t0).count());
   }
+  std::chrono::duration<double> timeout() const { return std::chrono::duration<double>(a_.timeout_s); }
 
   void models(httplib::Response& res) {
     json list = json::array();
-    for (auto& s : services_)
-      list.push_back({{"id", s->name()}, {"kind", "translation"}, {"type", s->loaded().meta.value("model_type", "")},
-                      {"path", s->loaded().path}, {"model", s->loaded().meta.value("model", json::object())}});
+    for (auto& s : services_) {
+      json m = {{"id", s->name()}, {"kind", s->kind()}, {"type", s->meta().value("model_type", "")},
+                {"path", s->path()}, {"model", s->meta().value("model", json::object())}};
+      list.push_back(std::move(m));
+    }
     res.set_content(json{{"models", list}}.dump(), "application/json");
   }
 
-  TranslationService& service(const json& body) {
-    if (!body.contains("model")) {
-      if (services_.size() == 1) return *services_[0];
-      throw HttpError{400, "\"model\" is required: this server has " + std::to_string(services_.size()) + " models"};
+  // The model a request names (or the only one of the kinds it may use).
+  ModelService& service(const Body& body, std::initializer_list<const char*> kinds, const char* route) {
+    auto fits = [&](const ModelService& s) {
+      return std::find_if(kinds.begin(), kinds.end(), [&](const char* k) { return s.kind() == k; }) != kinds.end();
+    };
+    if (!body.has("model")) {
+      ModelService* only = nullptr;
+      int n = 0;
+      for (auto& s : services_)
+        if (fits(*s)) only = s.get(), ++n;
+      if (n == 1) return *only;
+      throw HttpError{400, n == 0 ? std::string("this server has no model for ") + route
+                                  : "\"model\" is required: this server has " + std::to_string(n) + " models for " + route};
     }
     if (!body["model"].is_string()) throw HttpError{400, "\"model\" must be a string"};
     const std::string name = body["model"].get<std::string>();
     for (auto& s : services_)
-      if (s->name() == name) return *s;
+      if (s->name() == name) {
+        if (!fits(*s))
+          throw HttpError{400, "model \"" + name + "\" is a " + (s->kind() == "translation" ? "translation" : "language") +
+                                   " model: " + route + " cannot use it"};
+        return *s;
+      }
     throw HttpError{404, "unknown model \"" + name + "\" (GET /v1/models lists them)"};
   }
 
+  TranslationService::Options decoding(const Body& body) const {
+    TranslationService::Options o;
+    o.beam_size = body.integer("beam_size", 4, 1, a_.max_beam);
+    o.length_penalty = static_cast<float>(body.number("length_penalty", 0.6, 0, 10));
+    return o;
+  }
+
   void translate(const httplib::Request& req, httplib::Response& res) {
-    json body;
-    try {
-      body = json::parse(req.body);
-    } catch (const json::exception& e) {
-      throw HttpError{400, std::string("the body is not JSON: ") + e.what()};
-    }
-    if (!body.is_object()) throw HttpError{400, "the body must be a JSON object"};
-    for (auto& [k, v] : body.items())
-      if (k != "sentences" && k != "model" && k != "beam_size" && k != "length_penalty" && k != "n_best")
-        throw HttpError{400, "unknown field \"" + k + "\" (sentences, model, beam_size, length_penalty, n_best)"};
-    TranslationService& s = service(body);
-    if (!body.contains("sentences") || !body["sentences"].is_array())
+    const Body body(req.body, {"sentences", "model", "beam_size", "length_penalty", "n_best"});
+    auto& s = static_cast<TranslationService&>(service(body, {"translation"}, "/v1/translate"));
+    if (!body.has("sentences") || !body["sentences"].is_array())
       throw HttpError{400, "\"sentences\" must be an array of strings"};
     const json& in = body["sentences"];
     if (in.empty()) throw HttpError{400, "\"sentences\" is empty"};
@@ -328,24 +269,10 @@ class Server {
         throw HttpError{413, "sentence " + std::to_string(i) + " has " + std::to_string(lines.back().size()) +
                                  " bytes, more than --max-sentence-bytes " + std::to_string(a_.max_sentence_bytes)};
     }
-    TranslationService::Options o;
-    auto integer = [&](const char* key, int64_t def, int64_t lo, int64_t hi) {
-      if (!body.contains(key)) return def;
-      if (!body[key].is_number_integer() || body[key].get<int64_t>() < lo || body[key].get<int64_t>() > hi)
-        throw HttpError{400, std::string("\"") + key + "\" must be an integer from " + std::to_string(lo) + " to " +
-                                 std::to_string(hi)};
-      return body[key].get<int64_t>();
-    };
-    o.beam_size = integer("beam_size", 4, 1, a_.max_beam);
-    const int64_t n_best = integer("n_best", 1, 1, o.beam_size);
-    if (body.contains("length_penalty")) {
-      if (!body["length_penalty"].is_number() || body["length_penalty"].get<double>() < 0 ||
-          body["length_penalty"].get<double>() > 10)
-        throw HttpError{400, "\"length_penalty\" must be a number from 0 to 10"};
-      o.length_penalty = body["length_penalty"].get<float>();
-    }
+    const TranslationService::Options o = decoding(body);
+    const int64_t n_best = body.integer("n_best", 1, 1, o.beam_size);
     auto f = s.submit(std::move(lines), o);
-    if (f.wait_for(std::chrono::duration<double>(a_.timeout_s)) != std::future_status::ready)
+    if (f.wait_for(timeout()) != std::future_status::ready)
       throw HttpError{503, "not translated within --timeout " + std::to_string(a_.timeout_s) + " s (the server is overloaded)"};
     const TranslationService::Result r = f.get();
     json out = json::array();
@@ -363,8 +290,112 @@ class Server {
     res.set_content(json{{"model", s.name()}, {"translations", out}}.dump(), "application/json");
   }
 
+  void generate(const httplib::Request& req, httplib::Response& res) {
+    const Body body(req.body, {"prompt", "model", "max_new_tokens", "temperature", "top_k", "top_p", "seed", "stream"});
+    auto& s = static_cast<LanguageModelService&>(service(body, {"language_model"}, "/v1/generate"));
+    const std::string prompt_text = body.text("prompt", a_.max_sentence_bytes, "--max-sentence-bytes");
+    std::vector<int32_t> prompt;
+    try {
+      prompt = s.loaded().tokenizer.encode(prompt_text);
+    } catch (const Error& e) {
+      throw HttpError{400, std::string("\"prompt\": ") + e.what()};
+    }
+    decode::GenerateOptions o;
+    o.max_new_tokens = body.integer("max_new_tokens", 200, 1, a_.max_new_tokens);
+    o.sampling.temperature = body.number("temperature", 0.8, 0, 10);
+    o.sampling.top_k = body.integer("top_k", 0, 0, s.loaded().tokenizer.vocab_size());
+    o.sampling.top_p = body.number("top_p", 1.0, 1e-6, 1.0);
+    o.sampling.seed = static_cast<uint64_t>(body.integer("seed", 1337, 0, std::numeric_limits<int64_t>::max()));
+    const bool stream = body.boolean("stream", false);
+    // the model is held from here until the last token is sent (503 if it stays busy too long)
+    auto held = std::make_shared<std::unique_lock<std::timed_mutex>>(s.hold(timeout()));
+    if (!stream) {
+      std::string text;
+      const auto out = decode::generate(*s.loaded().model, prompt, o, [&](int32_t id) {
+        text += s.loaded().tokenizer.decode_one(id);
+        return true;
+      });
+      metrics_.generated(static_cast<int64_t>(out.size()));
+      res.set_content(json{{"model", s.name()}, {"text", text}, {"tokens", out.size()}, {"finish_reason", "length"}}.dump(),
+                      "application/json");
+      return;
+    }
+    res.set_header("Cache-Control", "no-cache");
+    res.set_chunked_content_provider("text/event-stream", [this, &s, prompt, o, held](size_t, httplib::DataSink& sink) {
+      std::string text;
+      bool open = true;
+      int64_t n = 0;
+      try {
+        decode::generate(*s.loaded().model, prompt, o, [&](int32_t id) {
+          const std::string piece = s.loaded().tokenizer.decode_one(id);
+          text += piece, ++n;
+          return open = send_event(sink, {{"token", id}, {"text", piece}});
+        });
+        if (open) send_event(sink, {{"done", true}, {"text", text}, {"tokens", n}, {"finish_reason", "length"}});
+      } catch (const std::exception& e) {
+        if (open) send_event(sink, {{"error", {{"code", 500}, {"message", e.what()}}}});
+      }
+      metrics_.generated(n);
+      held->unlock();
+      sink.done();
+      return true;
+    });
+  }
+
+  void attention(const httplib::Request& req, httplib::Response& res) {
+    const Body body(req.body, {"text", "model", "beam_size", "length_penalty", "search"});
+    ModelService& s = service(body, {"translation", "language_model"}, "/v1/attention");
+    const std::string text = body.text("text", a_.max_sentence_bytes, "--max-sentence-bytes");
+    std::string query, key;
+    if (body.has("search")) {
+      const json& q = body["search"];
+      if (!q.is_object() || !q.contains("query") || !q.contains("key") || !q["query"].is_string() ||
+          !q["key"].is_string() || q.size() != 2)
+        throw HttpError{400, "\"search\" must be {\"query\": word, \"key\": word}"};
+      query = q["query"].get<std::string>(), key = q["key"].get<std::string>();
+    }
+    decode::AttentionView view;
+    if (s.kind() == "translation") {
+      auto& t = static_cast<TranslationService&>(s);
+      const TranslationService::Options o = decoding(body);
+      decode::TranslateOptions to;
+      to.beam_size = o.beam_size, to.length_penalty = o.length_penalty;
+      if (t.translator().encode(text).empty()) throw HttpError{400, "\"text\" has no tokens"};
+      auto held = s.hold(timeout());
+      view = decode::translation_attention(*t.loaded().model, *t.loaded().tokenizer, text, to);
+    } else {
+      auto& g = static_cast<LanguageModelService&>(s);
+      if (body.has("beam_size") || body.has("length_penalty"))
+        throw HttpError{400, "\"beam_size\" and \"length_penalty\" are for translation models"};
+      std::vector<int32_t> ids;
+      try {
+        ids = g.loaded().tokenizer.encode(text);
+      } catch (const Error& e) {
+        throw HttpError{400, std::string("\"text\": ") + e.what()};
+      }
+      if (static_cast<int64_t>(ids.size()) > g.loaded().model->block_size())
+        throw HttpError{413, "\"text\" has " + std::to_string(ids.size()) + " tokens, more than the model's context of " +
+                                 std::to_string(g.loaded().model->block_size())};
+      auto held = s.hold(timeout());
+      view = decode::language_model_attention(*g.loaded().model, g.loaded().tokenizer, text);
+    }
+    json kinds = json::array();
+    for (const decode::AttentionKind& k : view.kinds)
+      kinds.push_back({{"name", k.name}, {"queries", axis_json(k.queries)}, {"keys", axis_json(k.keys)},
+                       {"layers", layers_json(k.layers)}});
+    json out = {{"model", s.name()}, {"kind", s.kind()}, {"input", view.input}, {"output", view.output}, {"kinds", kinds}};
+    if (body.has("search")) {
+      json ranked = json::array();
+      for (const decode::HeadScore& h : decode::rank_heads(view, query, key))
+        ranked.push_back({{"kind", h.kind}, {"layer", h.layer}, {"head", h.head}, {"query_word", h.query_word},
+                          {"key_word", h.key_word}, {"weight", h.weight}});
+      out["search"] = std::move(ranked);
+    }
+    res.set_content(out.dump(), "application/json");
+  }
+
   const ServeArgs& a_;
-  std::vector<std::unique_ptr<TranslationService>> services_;
+  std::vector<std::unique_ptr<ModelService>> services_;
   httplib::Server http_;
   Metrics metrics_;
 };
@@ -379,20 +410,25 @@ int run_serve(const ServeArgs& a) {
   pthread_sigmask(SIG_BLOCK, &stop_signals, nullptr);
   use_threads(a.threads);
 
-  std::vector<std::unique_ptr<TranslationService>> services;
+  std::vector<std::unique_ptr<ModelService>> services;
   for (const std::string& m : a.models) {
     const std::string path = find_model(m);
-    QKV_CHECK(models::model_file_kind(path) == models::Kind::seq2seq, "serve: '", path,
-              "' is not a translation model (qkv serve serves translation models)");
+    const models::Kind kind = models::model_file_kind(path);
+    QKV_CHECK(kind == models::Kind::seq2seq || kind == models::Kind::language_model, "serve: '", path,
+              "' is neither a translation model nor a language model (what qkv serve serves)");
     std::string name = std::filesystem::path(path).stem().string();
     for (auto& s : services)
-      QKV_CHECK(s->name() != name, "serve: two models named \"", name, "\" (", s->loaded().path, " and ", path, ")");
-    services.push_back(std::make_unique<TranslationService>(name, models::load_seq2seq(path), a.max_batch, a.max_wait_ms));
+      QKV_CHECK(s->name() != name, "serve: two models named \"", name, "\" (", s->path(), " and ", path, ")");
+    if (kind == models::Kind::seq2seq)
+      services.push_back(std::make_unique<TranslationService>(name, models::load_seq2seq(path), a.threads, a.max_batch,
+                                                              a.max_wait_ms));
+    else
+      services.push_back(std::make_unique<LanguageModelService>(name, models::load_language_model(path), a.threads));
   }
   Server server(a, std::move(services));
   const int port = server.bind();
-  std::fprintf(stderr, "qkv serve: listening on http://%s:%d (%zu model%s; Ctrl-C stops)\n", a.host.c_str(), port,
-               a.models.size(), a.models.size() > 1 ? "s" : "");
+  std::fprintf(stderr, "qkv serve: listening on http://%s:%d (%zu model%s; the attention viewer at /; Ctrl-C stops)\n",
+               a.host.c_str(), port, a.models.size(), a.models.size() > 1 ? "s" : "");
   std::fflush(stderr);
   std::thread watcher([&] {
     int sig = 0;
@@ -412,21 +448,31 @@ int run_serve(const ServeArgs& a) {
 }  // namespace
 
 void add_serve(CLI::App& app) {
-  auto* sub = app.add_subcommand("serve", "Serve translation models over HTTP (JSON API, batching of concurrent requests)");
+  auto* sub = app.add_subcommand(
+      "serve", "Serve translation and language models over HTTP (JSON API, batching, streaming, attention viewer at /)");
   auto a = std::make_shared<ServeArgs>();
-  sub->add_option("-m,--model", a->models, "translation model file(s); each is served under its file name's stem")
+  sub->add_option("-m,--model", a->models,
+                  "translation or language model file(s); each is served under its file name's stem")
       ->capture_default_str()
       ->allow_extra_args(false);
   sub->add_option("--host", a->host, "address to listen on (default 127.0.0.1: this machine only)")->capture_default_str();
   sub->add_option("-p,--port", a->port, "port (0: any free port, printed at start)")->capture_default_str()->check(CLI::Range(0, 65535));
   sub->add_option("--max-request-bytes", a->max_request_bytes, "largest request body")->capture_default_str()->check(greater_than_zero());
   sub->add_option("--max-sentences", a->max_sentences, "most sentences in one request")->capture_default_str()->check(greater_than_zero());
-  sub->add_option("--max-sentence-bytes", a->max_sentence_bytes, "longest sentence, in bytes")->capture_default_str()->check(greater_than_zero());
+  sub->add_option("--max-sentence-bytes", a->max_sentence_bytes, "longest sentence, prompt or attention text, in bytes")
+      ->capture_default_str()
+      ->check(greater_than_zero());
+  sub->add_option("--max-new-tokens", a->max_new_tokens, "most tokens one /v1/generate request may ask for")
+      ->capture_default_str()
+      ->check(greater_than_zero());
   sub->add_option("--max-batch", a->max_batch, "most sentences translated together (across requests)")->capture_default_str()->check(greater_than_zero());
   sub->add_option("--max-wait-ms", a->max_wait_ms, "how long a request waits for others to share its batch")->capture_default_str()->check(CLI::Range(0.0, 10000.0));
-  sub->add_option("--timeout", a->timeout_s, "seconds a request may wait for its translation (503 after)")->capture_default_str()->check(CLI::Range(0.1, 3600.0));
+  sub->add_option("--timeout", a->timeout_s, "seconds a request may wait for its model (503 after)")->capture_default_str()->check(CLI::Range(0.1, 3600.0));
   sub->add_option("--http-threads", a->http_threads, "connections handled at once")->capture_default_str()->check(CLI::Range(1, 1024));
   add_threads_option(sub, a->threads);
+  sub->footer("Examples: qkv serve                       (the shipped en-fr translator and Shakespeare GPT; open http://127.0.0.1:8080/)\n"
+              "          curl -s localhost:8080/v1/translate -d '{\"sentences\": [\"The cat sleeps.\"]}'\n"
+              "          curl -sN localhost:8080/v1/generate -d '{\"prompt\": \"ROMEO:\", \"stream\": true}'");
   register_runner(sub, [a] { return run_serve(*a); });
 }
 

@@ -90,8 +90,9 @@ class LanguageModel : public Model {
  public:
   Kind kind() const override { return Kind::language_model; }
   virtual int64_t block_size() const = 0;  // the longest context it knows positions for
-  // idx i32 [B, T] → logits [B, T, V]; loss: mean next-token cross-entropy against targets [B, T].
-  virtual Tensor forward(const Tensor& idx) const = 0;
+  // idx i32 [B, T] → logits [B, T, V] (`maps`, when given, receives the self-attention weights:
+  // maps->decoder_self, [B, H, T, T] per layer); loss: mean next-token cross-entropy against targets [B, T].
+  virtual Tensor forward(const Tensor& idx, nn::AttentionMaps* maps = nullptr) const = 0;
   virtual Tensor loss(const Tensor& idx, const Tensor& targets) const = 0;
   // Generation (no tape): an empty cache; then idx [B, T] at the positions after what it holds →
   // the logits of the last position, [B, V].

@@ -65,10 +65,11 @@ concept Seq2SeqNetwork =
 // Tokens → next token: LanguageModel's methods, with the network's own decoder state.
 template <class Net>
 concept LanguageModelNetwork = Network<Net> && NetworkDecoderState<typename Net::DecoderState> &&
-                               requires(const Net& net, const Tensor& t, typename Net::DecoderState& state) {
+                               requires(const Net& net, const Tensor& t, typename Net::DecoderState& state,
+                                        nn::AttentionMaps* maps) {
                                  { net.config.vocab_size } -> std::convertible_to<int64_t>;
                                  { net.config.block_size } -> std::convertible_to<int64_t>;
-                                 { net.forward(t) } -> std::same_as<Tensor>;
+                                 { net.forward(t, maps) } -> std::same_as<Tensor>;
                                  { net.loss(t, t) } -> std::same_as<Tensor>;
                                  { net.start_decoding() } -> std::same_as<typename Net::DecoderState>;
                                  { net.step(t, state) } -> std::same_as<Tensor>;
@@ -173,7 +174,9 @@ class LanguageModelOf final : public detail::Adapter<Net, LanguageModel> {
  public:
   using detail::Adapter<Net, LanguageModel>::Adapter;
   int64_t block_size() const override { return this->net_.config.block_size; }
-  Tensor forward(const Tensor& idx) const override { return this->net_.forward(idx); }
+  Tensor forward(const Tensor& idx, nn::AttentionMaps* maps = nullptr) const override {
+    return this->net_.forward(idx, maps);
+  }
   Tensor loss(const Tensor& idx, const Tensor& targets) const override { return this->net_.loss(idx, targets); }
   std::unique_ptr<DecoderState> start_decoding() const override {
     return std::make_unique<detail::StateOf<State>>(this->net_.start_decoding());

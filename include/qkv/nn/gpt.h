@@ -13,6 +13,7 @@
 #include <nlohmann/json_fwd.hpp>
 
 #include "qkv/io/config.h"
+#include "qkv/nn/attention_maps.h"
 #include "qkv/nn/transformer_layer.h"
 
 namespace qkv::nn {
@@ -34,8 +35,9 @@ class GPT : public Module {
   using Config = GPTConfig;
   explicit GPT(const GPTConfig& config, Generator* gen = nullptr);
 
-  // idx: i32 [B, T], T ≤ block_size → logits [B, T, vocab_size]
-  Tensor forward(const Tensor& idx) const;
+  // idx: i32 [B, T], T ≤ block_size → logits [B, T, vocab_size]; `maps`, when given, receives
+  // each block's causal self-attention weights [B, H, T, T] (maps->decoder_self).
+  Tensor forward(const Tensor& idx, AttentionMaps* maps = nullptr) const;
   // Mean next-token cross-entropy of forward(idx) against targets [B, T] (i32).
   Tensor loss(const Tensor& idx, const Tensor& targets) const;
 

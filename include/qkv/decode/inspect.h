@@ -1,0 +1,71 @@
+// What a model attends to for one input, ready to show (qkv attend, qkv serve's /v1/attention and
+// its viewer): the tokens on each axis and every layer's and head's weights, per kind of attention.
+//
+//   translation:     encoder_self  source → source          (queries: source tokens)
+//                    decoder_self  output → output so far   (rows: the token written there;
+//                                                             columns: the decoder's inputs, <s> …)
+//                    cross         output → source
+//   language model:  decoder_self  text → text before it    (causal)
+//
+// A translation is decoded first (beam search as TranslateOptions say), then the model runs once
+// more over (source + EOS, BOS + translation) with the weights kept — teacher forcing on its own
+// output gives exactly the weights it used while decoding.
+//
+// Head search (seed 000: does "it" attend to "cat"?): every layer and head of every kind is scored
+// by how much a query word attends to a key word — the mean over the query word's tokens of the
+// summed weight on the key word's tokens (a word split into pieces counts as one) — at the
+// occurrence pair where that is largest, and the heads are ranked by it.
+#pragma once
+
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "qkv/decode/translator.h"
+#include "qkv/models/model.h"
+#include "qkv/text/lm_tokenizer.h"
+#include "qkv/text/sentencepiece.h"
+
+namespace qkv::decode {
+
+// The tokens along one side of a map, and the words they make.
+struct TokenAxis {
+  std::vector<std::string> tokens;  // each token's text ("cat", "</s>"; SentencePiece's ▁ dropped)
+  std::vector<int> word;            // the word each token belongs to (−1: whitespace, no word)
+  std::vector<std::string> words;   // each word's text (its tokens joined)
+};
+
+struct AttentionKind {
+  std::string name;           // "encoder_self", "decoder_self" or "cross"
+  TokenAxis queries, keys;
+  std::vector<Tensor> layers; // per layer: f32 [H, queries, keys], every row sums to 1
+};
+
+struct AttentionView {
+  std::string input, output;  // the text given, and (translation) the translation
+  std::vector<AttentionKind> kinds;
+  const AttentionKind* find(std::string_view name) const;
+};
+
+// Translates `sentence` (opt: beam size, length penalty, max_extra) and returns its attention.
+AttentionView translation_attention(const models::Seq2SeqModel& model, const text::SentencePiece& tokenizer,
+                                    const std::string& sentence, const TranslateOptions& opt = {});
+// The language model's causal self-attention over `text` (at most block_size tokens: longer is an error).
+AttentionView language_model_attention(const models::LanguageModel& model, const text::LMTokenizer& tokenizer,
+                                       const std::string& text);
+
+// Token texts → axis: a token starting with a space or ▁ (or one after a whitespace token) starts
+// a new word; whitespace-only tokens belong to no word; "<s>"/"</s>" are words of their own.
+TokenAxis make_axis(const std::vector<std::string>& pieces);
+
+struct HeadScore {
+  std::string kind;
+  int64_t layer = 0, head = 0;  // from 0
+  int query_word = 0, key_word = 0;  // the occurrence pair scored (indices into the axes' words)
+  float weight = 0;
+};
+// Every (kind, layer, head) whose query axis has `query` and key axis has `key` (words compared
+// ignoring ASCII case and leading/trailing punctuation), best first; empty if a word is absent.
+std::vector<HeadScore> rank_heads(const AttentionView& view, std::string_view query, std::string_view key);
+
+}  // namespace qkv::decode

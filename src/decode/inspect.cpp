@@ -1,0 +1,181 @@
+// Attention views for showing (decode/inspect.h): the tokens, the weights, the head search.
+#include "qkv/decode/inspect.h"
+
+#include <algorithm>
+#include <cctype>
+
+#include "qkv/autograd/grad_mode.h"
+#include "qkv/core/error.h"
+
+namespace qkv::decode {
+
+namespace {
+
+constexpr std::string_view kWordMark = "\xE2\x96\x81";  // SentencePiece's ▁ (U+2581)
+
+// Leading whitespace of a token: spaces, tabs, newlines and ▁.
+size_t leading_space(std::string_view p) {
+  size_t i = 0;
+  for (;;) {
+    if (i < p.size() && (p[i] == ' ' || p[i] == '\t' || p[i] == '\n' || p[i] == '\r')) ++i;
+    else if (p.substr(i, kWordMark.size()) == kWordMark) i += kWordMark.size();
+    else return i;
+  }
+}
+
+bool ends_in_space(std::string_view p) {
+  return !p.empty() && (p.back() == ' ' || p.back() == '\t' || p.back() == '\n' ||
+                        (p.size() >= 3 && p.substr(p.size() - 3) == kWordMark));
+}
+
+// A word as the head search compares it: ASCII lower case, no punctuation around it.
+std::string normalized(std::string_view w) {
+  size_t b = 0, e = w.size();
+  while (b < e && std::ispunct(static_cast<unsigned char>(w[b]))) ++b;
+  while (e > b && std::ispunct(static_cast<unsigned char>(w[e - 1]))) --e;
+  std::string s(w.substr(b, e - b));
+  for (char& c : s) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  return s.empty() ? std::string(w) : s;  // "." stays findable as "."
+}
+
+// weights [1, H, Lq, Lk] → [H, Lq, Lk], contiguous f32
+std::vector<Tensor> squeezed(const std::vector<Tensor>& layers) {
+  std::vector<Tensor> out;
+  for (const Tensor& w : layers) {
+    QKV_CHECK(w.dim() == 4 && w.size(0) == 1, "attention weights should be [1, H, Lq, Lk], got ", shape_str(w.shape()));
+    out.push_back(w.select(0, 0).contiguous());
+  }
+  return out;
+}
+
+}  // namespace
+
+TokenAxis make_axis(const std::vector<std::string>& pieces) {
+  TokenAxis a;
+  bool new_word = true;
+  for (const std::string& p : pieces) {
+    const bool special = p == "<s>" || p == "</s>" || p == "<unk>" || p == "<pad>";
+    const size_t lead = special ? 0 : leading_space(p);
+    std::string body = p.substr(lead);
+    // ▁ alone is shown as itself; any other piece without its leading ▁ ("▁cat" → "cat")
+    const bool sp_marked = lead > 0 && std::string_view(p).substr(0, lead).find(kWordMark) != std::string_view::npos;
+    a.tokens.push_back(sp_marked ? (body.empty() ? std::string(kWordMark) : body) : p);
+    while (!body.empty() && (body.back() == ' ' || body.back() == '\t' || body.back() == '\n' || body.back() == '\r'))
+      body.pop_back();
+    if (body.empty()) {  // whitespace: no word; the next token starts one
+      a.word.push_back(-1);
+      new_word = true;
+      continue;
+    }
+    if (special || lead > 0 || new_word || a.words.empty()) a.words.emplace_back();
+    a.words.back() += body;
+    a.word.push_back(static_cast<int>(a.words.size()) - 1);
+    new_word = special || ends_in_space(p);
+  }
+  return a;
+}
+
+const AttentionKind* AttentionView::find(std::string_view name) const {
+  for (const AttentionKind& k : kinds)
+    if (k.name == name) return &k;
+  return nullptr;
+}
+
+AttentionView translation_attention(const models::Seq2SeqModel& model, const text::SentencePiece& tokenizer,
+                                    const std::string& sentence, const TranslateOptions& opt) {
+  const models::SpecialTokens c = model.special_tokens();
+  Translator tr(model, tokenizer);
+  std::vector<int32_t> src = tr.encode(sentence);
+  QKV_CHECK(!src.empty(), "the sentence is empty");
+  const Hypothesis h = translate_ids(model, {src}, opt)[0];
+
+  AttentionView v;
+  v.input = sentence;
+  v.output = tr.decode(h.tokens);
+  // once more with the weights kept: source + EOS, BOS + translation → translation + EOS
+  src.push_back(c.eos);
+  std::vector<int32_t> tgt_in{c.bos}, tgt_out = h.tokens;
+  tgt_in.insert(tgt_in.end(), h.tokens.begin(), h.tokens.end());
+  tgt_out.push_back(c.eos);
+  if (!h.finished) tgt_in.pop_back(), tgt_out.pop_back();  // stopped at max length: no EOS to show
+  nn::AttentionMaps maps;
+  {
+    NoGradGuard no_grad;
+    model.forward(Tensor::from_ints(src, {1, static_cast<int64_t>(src.size())}),
+                  Tensor::from_ints(tgt_in, {1, static_cast<int64_t>(tgt_in.size())}), &maps);
+  }
+  auto pieces = [&](const std::vector<int32_t>& ids) {
+    std::vector<std::string> p;
+    for (int32_t id : ids) p.push_back(id == c.bos ? "<s>" : id == c.eos ? "</s>" : tokenizer.id_to_piece(id));
+    return make_axis(p);
+  };
+  const TokenAxis source = pieces(src), in = pieces(tgt_in), out = pieces(tgt_out);
+  QKV_CHECK(!maps.cross.empty(), "the model returned no cross-attention weights");
+  if (!maps.encoder_self.empty()) v.kinds.push_back({"encoder_self", source, source, squeezed(maps.encoder_self)});
+  if (!maps.decoder_self.empty()) v.kinds.push_back({"decoder_self", out, in, squeezed(maps.decoder_self)});
+  v.kinds.push_back({"cross", out, source, squeezed(maps.cross)});
+  return v;
+}
+
+AttentionView language_model_attention(const models::LanguageModel& model, const text::LMTokenizer& tokenizer,
+                                       const std::string& text) {
+  const std::vector<int32_t> ids = tokenizer.encode(text);
+  QKV_CHECK(!ids.empty(), "the text is empty");
+  QKV_CHECK(static_cast<int64_t>(ids.size()) <= model.block_size(), "the text has ", ids.size(),
+            " tokens, more than the model's context of ", model.block_size());
+  nn::AttentionMaps maps;
+  {
+    NoGradGuard no_grad;
+    model.forward(Tensor::from_ints(ids, {1, static_cast<int64_t>(ids.size())}), &maps);
+  }
+  QKV_CHECK(!maps.decoder_self.empty(), "the model returned no attention weights");
+  std::vector<std::string> p;
+  for (int32_t id : ids) p.push_back(tokenizer.decode_one(id));
+  const TokenAxis axis = make_axis(p);
+  AttentionView v;
+  v.input = text;
+  v.kinds.push_back({"decoder_self", axis, axis, squeezed(maps.decoder_self)});
+  return v;
+}
+
+std::vector<HeadScore> rank_heads(const AttentionView& view, std::string_view query, std::string_view key) {
+  const std::string q = normalized(query), k = normalized(key);
+  auto occurrences = [](const TokenAxis& a, const std::string& w) {
+    std::vector<int> o;
+    for (size_t i = 0; i < a.words.size(); ++i)
+      if (normalized(a.words[i]) == w) o.push_back(static_cast<int>(i));
+    return o;
+  };
+  std::vector<HeadScore> out;
+  for (const AttentionKind& kind : view.kinds) {
+    const std::vector<int> qs = occurrences(kind.queries, q), ks = occurrences(kind.keys, k);
+    if (qs.empty() || ks.empty()) continue;
+    for (size_t l = 0; l < kind.layers.size(); ++l) {
+      const Tensor& w = kind.layers[l];
+      const int64_t H = w.size(0), Lq = w.size(1), Lk = w.size(2);
+      for (int64_t h = 0; h < H; ++h) {
+        HeadScore best{kind.name, static_cast<int64_t>(l), h, 0, 0, -1.f};
+        for (int qw : qs)
+          for (int kw : ks) {
+            // mean over the query word's tokens of the weight summed over the key word's tokens
+            double sum = 0;
+            int n = 0;
+            for (int64_t i = 0; i < Lq; ++i) {
+              if (kind.queries.word[static_cast<size_t>(i)] != qw) continue;
+              ++n;
+              const float* row = w.data<float>() + (h * Lq + i) * Lk;
+              for (int64_t j = 0; j < Lk; ++j)
+                if (kind.keys.word[static_cast<size_t>(j)] == kw) sum += row[j];
+            }
+            const float s = static_cast<float>(sum / n);
+            if (s > best.weight) best.query_word = qw, best.key_word = kw, best.weight = s;
+          }
+        out.push_back(best);
+      }
+    }
+  }
+  std::stable_sort(out.begin(), out.end(), [](const HeadScore& a, const HeadScore& b) { return a.weight > b.weight; });
+  return out;
+}
+
+}  // namespace qkv::decode

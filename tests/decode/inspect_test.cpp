@@ -1,0 +1,123 @@
+// Attention views (decode/inspect.h): words from tokens, the head search's formula and order, and
+// the views of the shipped models (weights that are distributions, causal where they must be,
+// logits unchanged by asking for the weights).
+#include "qkv/decode/inspect.h"
+
+#include <gtest/gtest.h>
+
+#include "qkv/autograd/grad_mode.h"
+#include "qkv/models/load.h"
+#include "testing.h"
+
+namespace qkv::decode {
+namespace {
+
+TEST(Inspect, SentencePieceTokensMakeWords) {
+  const TokenAxis a = make_axis({"<s>", "\xE2\x96\x81The", "\xE2\x96\x81" "cat", "\xE2\x96\x81" "did", "n", "'", "t",
+                                 "\xE2\x96\x81", "tired", ".", "</s>"});
+  EXPECT_EQ(a.tokens, (std::vector<std::string>{"<s>", "The", "cat", "did", "n", "'", "t", "\xE2\x96\x81", "tired", ".", "</s>"}));
+  EXPECT_EQ(a.words, (std::vector<std::string>{"<s>", "The", "cat", "didn't", "tired.", "</s>"}));
+  EXPECT_EQ(a.word, (std::vector<int>{0, 1, 2, 3, 3, 3, 3, -1, 4, 4, 5}));
+}
+
+TEST(Inspect, CharacterTokensMakeWordsBetweenSpaces) {
+  const TokenAxis a = make_axis({"R", "O", ":", " ", "w", "h", "\n", "\n", "x", " "});
+  EXPECT_EQ(a.words, (std::vector<std::string>{"RO:", "wh", "x"}));
+  EXPECT_EQ(a.word, (std::vector<int>{0, 0, 0, -1, 1, 1, -1, -1, 2, -1}));
+  EXPECT_EQ(a.tokens[3], " ");  // shown as it is
+  // subword pieces of running text: a leading space starts a word
+  const TokenAxis b = make_axis({"But", " soft", ",", " what", "\n"});
+  EXPECT_EQ(b.words, (std::vector<std::string>{"But", "soft,", "what"}));
+}
+
+// A view of one kind, queries "it was" (tokens i|t, was), keys "the cat" (the, c|at), weights given.
+AttentionView small_view(const std::vector<std::vector<float>>& per_head) {
+  AttentionView v;
+  AttentionKind k;
+  k.name = "encoder_self";
+  k.queries = make_axis({"\xE2\x96\x81i", "t", "\xE2\x96\x81was"});
+  k.keys = make_axis({"\xE2\x96\x81the", "\xE2\x96\x81" "c", "at"});
+  Tensor w = Tensor::zeros({static_cast<int64_t>(per_head.size()), 3, 3});
+  for (size_t h = 0; h < per_head.size(); ++h)
+    for (size_t i = 0; i < 9; ++i) w.data<float>()[h * 9 + i] = per_head[h][i];
+  k.layers = {w};
+  v.kinds.push_back(k);
+  return v;
+}
+
+TEST(Inspect, HeadSearchAveragesOverQueryTokensAndSumsOverKeyTokens) {
+  // head 0: "i" puts .2+.3 on c|at, "t" .1+.1 → mean .35; head 1: .4+.4 and .3+.5 → .8
+  const AttentionView v = small_view({{0.5f, 0.2f, 0.3f, 0.8f, 0.1f, 0.1f, 1, 0, 0},  //
+                                      {0.2f, 0.4f, 0.4f, 0.2f, 0.3f, 0.5f, 0, 0, 1}});
+  const std::vector<HeadScore> r = rank_heads(v, "It", "CAT!");  // case and punctuation ignored
+  ASSERT_EQ(r.size(), 2u);
+  EXPECT_EQ(r[0].head, 1);
+  EXPECT_NEAR(r[0].weight, 0.8f, 1e-6);
+  EXPECT_EQ(r[1].head, 0);
+  EXPECT_NEAR(r[1].weight, 0.35f, 1e-6);
+  EXPECT_EQ(r[0].query_word, 0);
+  EXPECT_EQ(r[0].key_word, 1);
+  EXPECT_TRUE(rank_heads(v, "it", "dog").empty());
+  EXPECT_TRUE(rank_heads(v, "cat", "it").empty());  // queries and keys are not interchangeable
+}
+
+TEST(Inspect, TranslationViewOfTheShippedModel) {
+  models::LoadedSeq2Seq t = models::load_seq2seq(std::string(QKV_SOURCE_DIR) + "/models/en-fr.safetensors");
+  const std::string sentence = "The cat sat on the mat.";
+  const AttentionView v = translation_attention(*t.model, *t.tokenizer, sentence);
+  EXPECT_EQ(v.output, Translator(*t.model, *t.tokenizer).translate({sentence}, TranslateOptions{})[0]);
+  ASSERT_EQ(v.kinds.size(), 3u);
+  const AttentionKind& cross = *v.find("cross");
+  EXPECT_EQ(cross.queries.tokens.back(), "</s>");
+  for (const AttentionKind& k : v.kinds)
+    for (const Tensor& w : k.layers) {
+      ASSERT_EQ(w.size(1), static_cast<int64_t>(k.queries.tokens.size()));
+      ASSERT_EQ(w.size(2), static_cast<int64_t>(k.keys.tokens.size()));
+      for (int64_t r = 0; r < w.size(0) * w.size(1); ++r) {
+        double sum = 0;
+        for (int64_t j = 0; j < w.size(2); ++j) sum += w.data<float>()[r * w.size(2) + j];
+        EXPECT_NEAR(sum, 1.0, 1e-5);
+      }
+    }
+}
+
+TEST(Inspect, LanguageModelViewIsCausalAndLeavesTheLogitsAlone) {
+  models::LoadedLanguageModel g =
+      models::load_language_model(std::string(QKV_SOURCE_DIR) + "/models/shakespeare-char.safetensors");
+  const std::string text = "ROMEO: what light";
+  const AttentionView v = language_model_attention(*g.model, g.tokenizer, text);
+  ASSERT_EQ(v.kinds.size(), 1u);
+  const AttentionKind& k = v.kinds[0];
+  EXPECT_EQ(k.queries.words, (std::vector<std::string>{"ROMEO:", "what", "light"}));
+  for (const Tensor& w : k.layers)
+    for (int64_t h = 0; h < w.size(0); ++h)
+      for (int64_t i = 0; i < w.size(1); ++i) {
+        double sum = 0;
+        for (int64_t j = 0; j < w.size(2); ++j) {
+          const float x = w.data<float>()[(h * w.size(1) + i) * w.size(2) + j];
+          sum += x;
+          if (j > i) EXPECT_EQ(x, 0.f);
+        }
+        EXPECT_NEAR(sum, 1.0, 1e-5);
+      }
+  // the same logits with and without the weights kept
+  NoGradGuard no_grad;
+  const std::vector<int32_t> ids = g.tokenizer.encode(text);
+  const Tensor idx = Tensor::from_ints(ids, {1, static_cast<int64_t>(ids.size())});
+  nn::AttentionMaps maps;
+  const Tensor with = g.model->forward(idx, &maps), without = g.model->forward(idx);
+  EXPECT_TENSOR_NEAR(with, without, 1e-4);  // (the weights come from the reference kernel, not the flash one)
+  EXPECT_EQ(maps.decoder_self.size(), k.layers.size());
+}
+
+TEST(Inspect, EmptyAndOverlongInputsAreErrors) {
+  models::LoadedLanguageModel g =
+      models::load_language_model(std::string(QKV_SOURCE_DIR) + "/models/shakespeare-char.safetensors");
+  EXPECT_NE(testing::error_of([&] { language_model_attention(*g.model, g.tokenizer, ""); }).find("empty"), std::string::npos);
+  const std::string msg =
+      testing::error_of([&] { language_model_attention(*g.model, g.tokenizer, std::string(5000, 'a')); });
+  EXPECT_NE(msg.find("context"), std::string::npos) << msg;
+}
+
+}  // namespace
+}  // namespace qkv::decode

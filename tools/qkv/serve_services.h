@@ -1,0 +1,256 @@
+// What `qkv serve` serves (cmd_serve.cpp holds the HTTP side): one service per loaded model, and the
+// server's Prometheus metrics.
+//
+//   TranslationService     a translation model behind a queue: requests that arrive together are
+//                          translated as one batch (its worker takes every waiting request with the
+//                          same decoding options, waiting up to max_wait for more, up to max_batch
+//                          sentences), so throughput under load approaches the batched CLI's
+//   LanguageModelService   a language model: generations one at a time, token by token
+//
+// Every computation on a model (a batch, an attention view, a generation) holds the model's
+// `compute` lock: one at a time per model, each on the server's --threads.
+#pragma once
+
+#include <httplib.h>
+
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <deque>
+#include <future>
+#include <map>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "qkv/core/parallel.h"
+#include "qkv/decode/translator.h"
+#include "qkv/models/load.h"
+
+namespace qkv::cli {
+
+using Clock = std::chrono::steady_clock;
+
+// A request's error: its HTTP status and a message naming what was wrong.
+struct HttpError {
+  int status;
+  std::string message;
+};
+
+// OpenMP's thread count is per calling thread: each thread that computes sets it (0: the default).
+inline void compute_threads(int threads) {
+  if (threads > 0) set_num_threads(threads);
+}
+
+class ModelService {
+ public:
+  ModelService(std::string name, std::string kind, std::string path, nlohmann::json meta, int threads)
+      : name_(std::move(name)), kind_(std::move(kind)), path_(std::move(path)), meta_(std::move(meta)), threads_(threads) {}
+  virtual ~ModelService() = default;
+  const std::string& name() const { return name_; }
+  const std::string& kind() const { return kind_; }  // "translation" or "language_model"
+  const std::string& path() const { return path_; }
+  const nlohmann::json& meta() const { return meta_; }
+  virtual size_t queued() const { return 0; }
+
+  // The model to compute on, after waiting at most `timeout` for it (else a 503 naming it); the
+  // calling thread computes on the server's --threads.
+  std::unique_lock<std::timed_mutex> hold(std::chrono::duration<double> timeout) {
+    std::unique_lock lock(compute_, std::defer_lock);
+    if (!lock.try_lock_for(timeout))
+      throw HttpError{503, "model \"" + name_ + "\" busy for longer than --timeout " +
+                               std::to_string(static_cast<int>(timeout.count())) + " s (the server is overloaded)"};
+    compute_threads(threads_);
+    return lock;
+  }
+
+ protected:
+  std::timed_mutex compute_;
+  std::string name_, kind_, path_;
+  nlohmann::json meta_;
+  int threads_;
+};
+
+class TranslationService : public ModelService {
+ public:
+  struct Options {
+    int64_t beam_size = 4;
+    float length_penalty = 0.6f;
+    bool operator==(const Options&) const = default;
+  };
+  using Result = std::vector<std::vector<decode::Hypothesis>>;  // per sentence, best first
+
+  TranslationService(std::string name, models::LoadedSeq2Seq loaded, int threads, int64_t max_batch, double max_wait_ms)
+      : ModelService(std::move(name), "translation", loaded.path, loaded.meta, threads),
+        loaded_(std::move(loaded)),
+        translator_(*loaded_.model, *loaded_.tokenizer),
+        max_batch_(max_batch),
+        max_wait_(std::chrono::microseconds(static_cast<int64_t>(max_wait_ms * 1000))) {
+    worker_ = std::thread([this] { run(); });
+  }
+  ~TranslationService() override {
+    {
+      std::lock_guard lock(mu_);
+      stop_ = true;
+    }
+    cv_.notify_all();
+    worker_.join();
+  }
+  const models::LoadedSeq2Seq& loaded() const { return loaded_; }
+  const decode::Translator& translator() const { return translator_; }
+  size_t queued() const override {
+    std::lock_guard lock(mu_);
+    return queue_.size();
+  }
+
+  // Queues the sentences; the future is ready when their batch is translated.
+  std::future<Result> submit(std::vector<std::string> lines, Options opt) {
+    auto job = std::make_shared<Job>(Job{std::move(lines), opt, {}});
+    auto f = job->done.get_future();
+    {
+      std::lock_guard lock(mu_);
+      queue_.push_back(job);
+    }
+    cv_.notify_all();
+    return f;
+  }
+
+ private:
+  struct Job {
+    std::vector<std::string> lines;
+    Options opt;
+    std::promise<Result> done;
+  };
+
+  // Sentences waiting with options `o`.
+  int64_t waiting(const Options& o) const {
+    int64_t n = 0;
+    for (auto& j : queue_)
+      if (j->opt == o) n += static_cast<int64_t>(j->lines.size());
+    return n;
+  }
+
+  void run() {
+    for (;;) {
+      std::vector<std::shared_ptr<Job>> batch;
+      {
+        std::unique_lock lock(mu_);
+        cv_.wait(lock, [&] { return stop_ || !queue_.empty(); });
+        if (queue_.empty()) return;  // stopping, nothing left
+        const Options o = queue_.front()->opt;
+        // the first request waits at most max_wait for others to join it
+        const auto deadline = Clock::now() + max_wait_;
+        cv_.wait_until(lock, deadline, [&] { return stop_ || waiting(o) >= max_batch_; });
+        int64_t n = 0;
+        for (auto it = queue_.begin(); it != queue_.end();) {
+          const auto k = static_cast<int64_t>((*it)->lines.size());
+          if ((*it)->opt == o && (batch.empty() || n + k <= max_batch_)) {
+            n += k;
+            batch.push_back(*it);
+            it = queue_.erase(it);
+          } else {
+            ++it;
+          }
+        }
+      }
+      std::vector<std::string> lines;
+      for (auto& j : batch) lines.insert(lines.end(), j->lines.begin(), j->lines.end());
+      try {
+        decode::TranslateOptions to;
+        to.beam_size = batch[0]->opt.beam_size, to.length_penalty = batch[0]->opt.length_penalty;
+        to.batch_size = std::max<int64_t>(1, static_cast<int64_t>(lines.size()));
+        to.on_warning = [](const std::string&) {};  // over-long lines were refused before
+        Result all;
+        {
+          auto held = hold(std::chrono::hours(24));
+          all = translator_.translate_nbest(lines, to);
+        }
+        size_t at = 0;
+        for (auto& j : batch) {
+          Result mine(all.begin() + static_cast<std::ptrdiff_t>(at),
+                      all.begin() + static_cast<std::ptrdiff_t>(at + j->lines.size()));
+          at += j->lines.size();
+          j->done.set_value(std::move(mine));
+        }
+      } catch (...) {
+        for (auto& j : batch) j->done.set_exception(std::current_exception());
+      }
+    }
+  }
+
+  models::LoadedSeq2Seq loaded_;
+  decode::Translator translator_;
+  int64_t max_batch_;
+  Clock::duration max_wait_;
+  mutable std::mutex mu_;
+  std::condition_variable cv_;
+  std::deque<std::shared_ptr<Job>> queue_;
+  bool stop_ = false;
+  std::thread worker_;
+};
+
+class LanguageModelService : public ModelService {
+ public:
+  LanguageModelService(std::string name, models::LoadedLanguageModel loaded, int threads)
+      : ModelService(std::move(name), "language_model", loaded.path, loaded.meta, threads), loaded_(std::move(loaded)) {}
+  const models::LoadedLanguageModel& loaded() const { return loaded_; }
+
+ private:
+  models::LoadedLanguageModel loaded_;
+};
+
+// ---- metrics (Prometheus text format) ----------------------------------------------------------
+
+class Metrics {
+ public:
+  void request(const std::string& route, int status, double seconds) {
+    std::lock_guard lock(mu_);
+    ++requests_[{route, status}];
+    latency_sum_[route] += seconds;
+    ++latency_count_[route];
+  }
+  void begin() { ++in_flight_; }
+  void end() { --in_flight_; }
+  void translated(int64_t sentences, int64_t tokens) {
+    sentences_ += sentences;
+    tokens_ += tokens;
+  }
+  void generated(int64_t tokens) { generated_ += tokens; }
+  std::string text(const std::vector<std::unique_ptr<ModelService>>& services) const {
+    std::lock_guard lock(mu_);
+    std::string s = "# HELP qkv_requests_total HTTP requests by route and status.\n# TYPE qkv_requests_total counter\n";
+    for (auto& [k, n] : requests_)
+      s += "qkv_requests_total{route=\"" + k.first + "\",status=\"" + std::to_string(k.second) + "\"} " +
+           std::to_string(n) + "\n";
+    s += "# HELP qkv_request_seconds Time from request to response.\n# TYPE qkv_request_seconds summary\n";
+    for (auto& [route, sum] : latency_sum_) {
+      s += "qkv_request_seconds_sum{route=\"" + route + "\"} " + std::to_string(sum) + "\n";
+      s += "qkv_request_seconds_count{route=\"" + route + "\"} " + std::to_string(latency_count_.at(route)) + "\n";
+    }
+    auto counter = [&](const char* name, const char* help, int64_t v) {
+      s += std::string("# HELP ") + name + " " + help + "\n# TYPE " + name + " counter\n" + name + " " +
+           std::to_string(v) + "\n";
+    };
+    counter("qkv_sentences_total", "Sentences translated.", sentences_.load());
+    counter("qkv_target_tokens_total", "Target tokens produced (best hypotheses).", tokens_.load());
+    counter("qkv_generated_tokens_total", "Tokens generated by language models.", generated_.load());
+    s += "# HELP qkv_requests_in_flight Requests being answered.\n# TYPE qkv_requests_in_flight gauge\n"
+         "qkv_requests_in_flight " + std::to_string(in_flight_.load()) + "\n";
+    s += "# HELP qkv_queue_requests Requests waiting for a batch, per model.\n# TYPE qkv_queue_requests gauge\n";
+    for (auto& sv : services)
+      s += "qkv_queue_requests{model=\"" + sv->name() + "\"} " + std::to_string(sv->queued()) + "\n";
+    return s;
+  }
+
+ private:
+  mutable std::mutex mu_;
+  std::map<std::pair<std::string, int>, int64_t> requests_;
+  std::map<std::string, double> latency_sum_;
+  std::map<std::string, int64_t> latency_count_;
+  std::atomic<int64_t> sentences_{0}, tokens_{0}, generated_{0}, in_flight_{0};
+};
+
+}  // namespace qkv::cli
