@@ -27,7 +27,10 @@ case "$flag" in
         libopenblas0-pthread) ;;
 --fuzz)
   pkgs+=(clang libomp-14-dev) ;;  # libFuzzer and OpenMP for clang (scripts/fuzz.sh)
-*) echo "setup: unknown option $flag (--with-torch, --python, --fuzz)" >&2; exit 2 ;;
+--browser)
+  # qkv serve's viewer under test in a real browser (tests/browser/viewer_test.py)
+  pkgs+=(python3 chromium chromium-driver python3-selenium) ;;
+*) echo "setup: unknown option $flag (--with-torch, --python, --fuzz, --browser)" >&2; exit 2 ;;
 esac
 done
 missing=()

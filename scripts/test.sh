@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # The README's second command: set up, build, and run the whole test suite (C++ with ctest, the
-# Python module with pytest), then a short libFuzzer run of every fuzz target (scripts/fuzz.sh).
+# attention viewer in chromium among them; the Python module with pytest), then a short libFuzzer
+# run of every fuzz target (scripts/fuzz.sh).
 set -euo pipefail
 cd "$(dirname "$0")/.."
-bash scripts/setup.sh
+bash scripts/setup.sh --browser  # chromium for the attention viewer's browser test
 bash scripts/build.sh
 export OMP_NUM_THREADS="${OMP_NUM_THREADS:-2}"
 ctest --test-dir build --output-on-failure -j2 --timeout 600
