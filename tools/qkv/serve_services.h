@@ -55,6 +55,7 @@ class ModelService {
   const std::string& path() const { return path_; }
   const nlohmann::json& meta() const { return meta_; }
   virtual size_t queued() const { return 0; }
+  virtual int64_t batches() const { return 0; }  // translate calls made (sentences / batches: the mean batch)
 
   // The model to compute on, after waiting at most `timeout` for it (else a 503 naming it); the
   // calling thread computes on the server's --threads.
@@ -105,6 +106,7 @@ class TranslationService : public ModelService {
     std::lock_guard lock(mu_);
     return queue_.size();
   }
+  int64_t batches() const override { return batches_; }
 
   // Queues the sentences; the future is ready when their batch is translated.
   std::future<Result> submit(std::vector<std::string> lines, Options opt) {
@@ -168,6 +170,7 @@ class TranslationService : public ModelService {
           auto held = hold(std::chrono::hours(24));
           all = translator_.translate_nbest(lines, to);
         }
+        ++batches_;
         size_t at = 0;
         for (auto& j : batch) {
           Result mine(all.begin() + static_cast<std::ptrdiff_t>(at),
@@ -189,6 +192,7 @@ class TranslationService : public ModelService {
   std::condition_variable cv_;
   std::deque<std::shared_ptr<Job>> queue_;
   bool stop_ = false;
+  std::atomic<int64_t> batches_{0};
   std::thread worker_;
 };
 
@@ -242,6 +246,11 @@ class Metrics {
     s += "# HELP qkv_queue_requests Requests waiting for a batch, per model.\n# TYPE qkv_queue_requests gauge\n";
     for (auto& sv : services)
       s += "qkv_queue_requests{model=\"" + sv->name() + "\"} " + std::to_string(sv->queued()) + "\n";
+    s += "# HELP qkv_batches_total Batches translated, per model (sentences / batches: the mean batch).\n"
+         "# TYPE qkv_batches_total counter\n";
+    for (auto& sv : services)
+      if (sv->kind() == "translation")
+        s += "qkv_batches_total{model=\"" + sv->name() + "\"} " + std::to_string(sv->batches()) + "\n";
     return s;
   }
 
