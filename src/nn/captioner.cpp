@@ -237,12 +237,12 @@ Tensor Captioner::step(const std::vector<int32_t>& tokens, DecoderState& st) con
   Encoded e;
   e.memory = st.memory, e.keys = st.keys, e.mean = st.mean;
   const Tensor o = decode_step(embedding->forward(Tensor::from_ints(tokens, {n})), e, st.s, nullptr);
-  return log_softmax(linear_inference(tanh(readout->forward_inference(o)), embedding->weight, embedding_bf16), -1);
+  return log_softmax(linear_inference(tanh(readout->forward_inference(o)), embedding->weight, embedding_inference), -1);
 }
 
 void Captioner::set_inference_weights(InferenceWeights weights) {
   readout->set_inference_weights(weights);
-  embedding_bf16 = weights == InferenceWeights::bf16 ? embedding->weight.detach().to(DType::bf16) : Tensor();
+  embedding_inference = InferenceWeight(embedding->weight, weights);
 }
 
 }  // namespace qkv::nn

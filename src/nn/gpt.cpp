@@ -95,12 +95,12 @@ Tensor GPT::forward_cached(const Tensor& idx, std::vector<KVCache>& caches) cons
   Tensor x = embed(idx, caches[0].length);
   for (size_t i = 0; i < h.size(); ++i) x = h[i]->forward_cached(x, caches[i]);
   const int64_t T = idx.size(1);
-  return linear_inference(ln_f->forward(x.select(1, T - 1)), wte->weight, wte_bf16);  // the last position only
+  return linear_inference(ln_f->forward(x.select(1, T - 1)), wte->weight, wte_inference);  // the last position only
 }
 
 void GPT::set_inference_weights(InferenceWeights weights) {
   for (auto& block : h) block->set_inference_weights(weights);
-  wte_bf16 = weights == InferenceWeights::bf16 ? wte->weight.detach().to(DType::bf16) : Tensor();
+  wte_inference = InferenceWeight(wte->weight, weights);
 }
 
 }  // namespace qkv::nn

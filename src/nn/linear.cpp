@@ -23,10 +23,10 @@ Linear::Linear(int64_t in, int64_t out, bool has_bias, Generator* gen) : in_feat
 
 Tensor Linear::forward(const Tensor& x) const { return linear(x, weight, bias); }
 
-Tensor Linear::forward_inference(const Tensor& x) const { return linear_inference(x, weight, weight_bf16, bias); }
+Tensor Linear::forward_inference(const Tensor& x) const { return linear_inference(x, weight, weight_inference, bias); }
 
 void Linear::set_inference_weights(InferenceWeights weights) {
-  weight_bf16 = weights == InferenceWeights::bf16 ? weight.detach().to(DType::bf16) : Tensor();
+  weight_inference = InferenceWeight(weight, weights);
 }
 
 }  // namespace qkv::nn

@@ -175,19 +175,17 @@ void grow(KVCache& c, int64_t B, int64_t H, int64_t D, int64_t Dv, int64_t extra
 
 void MultiheadAttention::set_inference_weights(InferenceWeights weights) {
   out_proj->set_inference_weights(weights);
-  in_proj_weight_bf16 =
-      weights == InferenceWeights::bf16 && in_proj_weight.defined() ? in_proj_weight.detach().to(DType::bf16) : Tensor();
+  in_proj_inference = in_proj_weight.defined() ? InferenceWeight(in_proj_weight, weights) : InferenceWeight();
 }
 
 // x W_iᵀ + b_i for i = 0 (Q), 1 (K), 2 (V): a row block of in_proj_weight, or q/k/v_proj_weight.
-// inference: read the bf16 copy of the weight when set_inference_weights made one.
+// inference: read what set_inference_weights made (bf16 copy, int8 rows) for the weight.
 Tensor MultiheadAttention::project(const Tensor& x, int i, bool inference) const {
   const int64_t E = embed_dim;
   Tensor b = in_proj_bias.defined() ? in_proj_bias.slice(0, i * E, (i + 1) * E) : Tensor();
   if (!in_proj_weight.defined()) return linear(x, i == 0 ? q_proj_weight : i == 1 ? k_proj_weight : v_proj_weight, b);
   Tensor w = in_proj_weight.slice(0, i * E, (i + 1) * E);
-  if (inference && in_proj_weight_bf16.defined())
-    return linear_inference(x, w, in_proj_weight_bf16.slice(0, i * E, (i + 1) * E), b);
+  if (inference) return linear_inference(x, w, in_proj_inference.slice_rows(i * E, (i + 1) * E), b);
   return linear(x, w, b);
 }
 
@@ -207,7 +205,7 @@ Tensor MultiheadAttention::forward_cached(const Tensor& x, KVCache& cache) const
   const int64_t B = x.size(0), T = x.size(1), H = num_heads, D = head_dim;
   Tensor Q, K, V;
   if (in_proj_weight.defined()) {
-    std::vector<Tensor> qkv = chunk(linear_inference(x, in_proj_weight, in_proj_weight_bf16, in_proj_bias), 3, -1);
+    std::vector<Tensor> qkv = chunk(linear_inference(x, in_proj_weight, in_proj_inference, in_proj_bias), 3, -1);
     Q = qkv[0], K = qkv[1], V = qkv[2];
   } else {
     Q = project(x, 0, true), K = project(x, 1, true), V = project(x, 2, true);

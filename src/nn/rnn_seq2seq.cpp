@@ -231,12 +231,12 @@ Tensor RNNSeq2Seq::step(const std::vector<int32_t>& tokens, DecoderState& st) co
   Tensor feed = st.feed;
   const Tensor o = decode_step(embedding->forward(Tensor::from_ints(tokens, {n})), e, st.s, feed, nullptr);
   if (config.input_feeding) st.feed = feed;
-  return log_softmax(linear_inference(tanh(readout->forward_inference(o)), embedding->weight, embedding_bf16), -1);
+  return log_softmax(linear_inference(tanh(readout->forward_inference(o)), embedding->weight, embedding_inference), -1);
 }
 
 void RNNSeq2Seq::set_inference_weights(InferenceWeights weights) {
   readout->set_inference_weights(weights);
-  embedding_bf16 = weights == InferenceWeights::bf16 ? embedding->weight.detach().to(DType::bf16) : Tensor();
+  embedding_inference = InferenceWeight(embedding->weight, weights);
 }
 
 }  // namespace qkv::nn

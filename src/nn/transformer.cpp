@@ -257,13 +257,13 @@ Tensor Seq2SeqTransformer::step(const std::vector<int32_t>& tokens, DecoderState
   const auto& layers = transformer->decoder->layers;
   for (size_t i = 0; i < layers.size(); ++i) x = layers[i]->forward_cached(x, s.self[i], s.cross[i], s.memory_mask);
   Tensor h = transformer->decoder->norm->forward(x.select(1, 0));
-  return log_softmax(linear_inference(h, embedding->weight, embedding_bf16), -1);
+  return log_softmax(linear_inference(h, embedding->weight, embedding_inference), -1);
 }
 
 void Seq2SeqTransformer::set_inference_weights(InferenceWeights weights) {
   for (auto& l : transformer->encoder->layers) l->set_inference_weights(weights);
   for (auto& l : transformer->decoder->layers) l->set_inference_weights(weights);
-  embedding_bf16 = weights == InferenceWeights::bf16 ? embedding->weight.detach().to(DType::bf16) : Tensor();
+  embedding_inference = InferenceWeight(embedding->weight, weights);
 }
 
 }  // namespace qkv::nn

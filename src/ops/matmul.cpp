@@ -6,6 +6,7 @@
 #include "kernels/cpu/elementwise.h"
 #include "kernels/cpu/gemm.h"
 #include "kernels/cpu/gemm_bf16.h"
+#include "kernels/cpu/gemm_int8.h"
 #include "kernels/cpu/gemv_bf16.h"
 #include "qkv/autograd/node.h"
 #include "qkv/core/parallel.h"
@@ -229,22 +230,32 @@ Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias) {
   });
 }
 
-Tensor linear_inference(const Tensor& x, const Tensor& weight, const Tensor& weight_bf16, const Tensor& bias) {
+Tensor linear_inference(const Tensor& x, const Tensor& weight, const InferenceWeight& w, const Tensor& bias) {
   const int64_t in_f = weight.size(1), out_f = weight.size(0);
   const int64_t rows = x.numel() / std::max<int64_t>(in_f, 1);
-  if (!weight_bf16.defined() || rows > 16) return linear(x, weight, bias);
-  QKV_CHECK(weight_bf16.dtype() == DType::bf16 && weight_bf16.shape() == weight.shape() && weight_bf16.is_contiguous(),
-            "linear_inference: weight_bf16 must be a dense bf16 copy of weight ", shape_str(weight.shape()));
+  const QuantizedRows* q = w.int8();
+  const bool use_bf16 = w.bf16().defined() && rows <= 16;
+  if (!q && !use_bf16) return linear(x, weight, bias);
   QKV_CHECK(x.size(-1) == in_f, "linear_inference: input ", shape_str(x.shape()), " x weight ",
             shape_str(weight.shape()), ": in_features differ");
-  const Device d = device_of("linear_inference", {&x, &weight_bf16, &bias});
+  QKV_CHECK(w.rows() == out_f && (!q || q->cols == in_f) && (!use_bf16 || w.bf16().shape() == weight.shape()),
+            "linear_inference: the inference copy does not match weight ", shape_str(weight.shape()));
+  const Device d = device_of("linear_inference", {&x, &weight, &bias});
   Tensor xc = x.is_contiguous() ? x.detach() : x.contiguous_copy();
   Shape out_shape = x.shape();
   out_shape.back() = out_f;
   Tensor out = Tensor::empty(out_shape, DType::f32, d);
   Tensor bc = bias.defined() ? bias.contiguous() : Tensor();
+  if (q) {
+    QKV_DISPATCH("linear_inference", d,
+                 k::linear_int8(rows, out_f, in_f, xc.data(), in_f, q->values.data() + w.row_begin() * in_f, in_f,
+                                q->scales.data() + w.row_begin(), bc.defined() ? bc.data() : nullptr, out.data(), out_f));
+    return out;
+  }
+  QKV_CHECK(w.bf16().dtype() == DType::bf16 && w.bf16().is_contiguous(),
+            "linear_inference: the bf16 copy must be dense bf16 ", shape_str(weight.shape()));
   QKV_DISPATCH("linear_inference", d,
-               k::gemv_bf16(rows, out_f, in_f, xc.data(), in_f, weight_bf16.data<bf16>(),
+               k::gemv_bf16(rows, out_f, in_f, xc.data(), in_f, w.bf16().data<bf16>(),
                             bc.defined() ? bc.data() : nullptr, out.data(), out_f));
   return out;
 }

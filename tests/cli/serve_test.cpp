@@ -156,10 +156,18 @@ TEST(Serve, ConcurrentRequestsEqualSequentialOnesAndAreCounted) {
   std::vector<std::future<json>> answers;
   for (int i = 0; i < 16; ++i)
     answers.push_back(std::async(std::launch::async, [&, i] {
-      return post(s.port(), json{{"sentences", {kSentences[static_cast<size_t>(i) % kSentences.size()]}}}.dump());
+      const std::string body = json{{"sentences", {kSentences[static_cast<size_t>(i) % kSentences.size()]}}}.dump();
+      json r = post(s.port(), body);
+      // a connection the loaded CI machine failed to make (it never reached the server: the
+      // request counts below would show it) is made again once
+      if (r.contains("transport_error")) r = post(s.port(), body);
+      return r;
     }));
-  for (int i = 0; i < 16; ++i)
-    EXPECT_EQ(answers[static_cast<size_t>(i)].get()["translations"][0]["text"], sequential[static_cast<size_t>(i) % 4]);
+  for (int i = 0; i < 16; ++i) {
+    const json r = answers[static_cast<size_t>(i)].get();
+    ASSERT_TRUE(r.contains("translations")) << r.dump() << "\n" << s.log();
+    EXPECT_EQ(r["translations"][0]["text"], sequential[static_cast<size_t>(i) % 4]);
+  }
   httplib::Client c("127.0.0.1", s.port());
   auto m = c.Get("/metrics");
   ASSERT_TRUE(m);

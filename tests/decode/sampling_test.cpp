@@ -163,7 +163,8 @@ namespace {
 TEST(Bf16Decoding, LinearInferenceEqualsLinearOnRoundedWeights) {
   Generator g(5);
   Tensor w = Tensor::randn({37, 70}, g), b = Tensor::randn({37}, g);
-  Tensor w_bf16 = w.to(DType::bf16), w_rounded = w_bf16.to(DType::f32);
+  InferenceWeight w_bf16(w, InferenceWeights::bf16);
+  Tensor w_rounded = w_bf16.bf16().to(DType::f32);
   for (int64_t rows : {1, 3, 16}) {
     Tensor x = Tensor::randn({rows, 70}, g);
     EXPECT_TENSOR_NEAR(linear_inference(x, w, w_bf16, b), linear(x, w_rounded, b), 1e-5);

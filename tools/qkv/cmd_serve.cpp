@@ -50,6 +50,7 @@ struct ServeArgs {
   int64_t max_beam = 16, max_new_tokens = 2000;
   double max_wait_ms = 5, timeout_s = 60;
   int http_threads = 16, threads = 0;
+  InferenceWeights weights = InferenceWeights::f32;
 };
 
 // A request body: a JSON object with known fields, read with checks that answer 400 naming the field.
@@ -419,11 +420,13 @@ int run_serve(const ServeArgs& a) {
     std::string name = std::filesystem::path(path).stem().string();
     for (auto& s : services)
       QKV_CHECK(s->name() != name, "serve: two models named \"", name, "\" (", s->path(), " and ", path, ")");
+    models::LoadOptions lo;
+    lo.weights = a.weights;
     if (kind == models::Kind::seq2seq)
-      services.push_back(std::make_unique<TranslationService>(name, models::load_seq2seq(path), a.threads, a.max_batch,
-                                                              a.max_wait_ms));
+      services.push_back(std::make_unique<TranslationService>(name, models::load_seq2seq(path, lo), a.threads,
+                                                              a.max_batch, a.max_wait_ms));
     else
-      services.push_back(std::make_unique<LanguageModelService>(name, models::load_language_model(path), a.threads));
+      services.push_back(std::make_unique<LanguageModelService>(name, models::load_language_model(path, lo), a.threads));
   }
   Server server(a, std::move(services));
   const int port = server.bind();
@@ -470,6 +473,8 @@ void add_serve(CLI::App& app) {
   sub->add_option("--timeout", a->timeout_s, "seconds a request may wait for its model (503 after)")->capture_default_str()->check(CLI::Range(0.1, 3600.0));
   sub->add_option("--http-threads", a->http_threads, "connections handled at once")->capture_default_str()->check(CLI::Range(1, 1024));
   add_threads_option(sub, a->threads);
+  add_choice(sub, "--dtype", a->weights,
+             "weights decoding reads: f32, bf16 copies or int8 rows (a quarter of the bytes; activations quantized per row)");
   sub->footer("Examples: qkv serve                       (the shipped en-fr translator and Shakespeare GPT; open http://127.0.0.1:8080/)\n"
               "          curl -s localhost:8080/v1/translate -d '{\"sentences\": [\"The cat sleeps.\"]}'\n"
               "          curl -sN localhost:8080/v1/generate -d '{\"prompt\": \"ROMEO:\", \"stream\": true}'");

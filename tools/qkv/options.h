@@ -93,7 +93,9 @@ inline void add_decode_options(CLI::App* app, DecodeArgs& a, unsigned which = kA
   if (which & kBatchSize)
     app->add_option("--batch-size", a.batch_size, "sentences per batch")->capture_default_str()->check(between(1, 4096));
   if (which & kWeights)
-    add_choice(app, "--dtype", a.weights, "weights the decoding steps read: f32, or bf16 copies (half the memory traffic)");
+    add_choice(app, "--dtype", a.weights,
+               "weights the decoding steps read: f32, bf16 copies (half the memory traffic) or int8 rows with a scale "
+               "each (a quarter; activations quantized per row)");
   if (which & kNoCache)
     app->add_flag("--no-cache", a.no_cache, "recompute the decoder over the whole prefix every step (slow; for comparison)");
   if (which & kThreads) add_threads_option(app, a.threads);

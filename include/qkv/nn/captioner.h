@@ -119,7 +119,7 @@ class Captioner : public Module {
   std::shared_ptr<GRU> decoder;
   std::shared_ptr<Linear> readout;   // W_r: [e; s; ẑ] → the embedding width
   Tensor positions;                  // P [L, D] (grid_positions)
-  Tensor embedding_bf16;             // decoding's bf16 copy of Eᵀ (set_inference_weights)
+  InferenceWeight embedding_inference;             // what decoding reads for Eᵀ (set_inference_weights)
 
  private:
   struct Encoded {

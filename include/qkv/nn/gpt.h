@@ -63,7 +63,7 @@ class GPT : public Module {
   std::shared_ptr<Embedding> wte, wpe;
   std::vector<std::shared_ptr<TransformerEncoderLayer>> h;
   std::shared_ptr<LayerNorm> ln_f;
-  Tensor wte_bf16;
+  InferenceWeight wte_inference;
 
  private:
   Tensor embed(const Tensor& idx, int64_t pos0) const;

@@ -13,11 +13,12 @@ class Linear : public Module {
   Tensor forward(const Tensor& x) const;
   Tensor operator()(const Tensor& x) const { return forward(x); }
 
-  // Decoding (no tape): forward, reading a bf16 copy of the weight for small batches when
-  // set_inference_weights(InferenceWeights::bf16) made one (after the weights are loaded; f32 drops it).
+  // Decoding (no tape): forward, reading what set_inference_weights made for the weight — a bf16
+  // copy (small batches) or int8 rows (ops/inference_weight.h); after the weights are loaded; f32
+  // drops them.
   Tensor forward_inference(const Tensor& x) const;
   void set_inference_weights(InferenceWeights weights);
-  Tensor weight_bf16;
+  InferenceWeight weight_inference;
 
   int64_t in_features, out_features;
   Tensor weight, bias;

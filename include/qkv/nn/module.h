@@ -9,17 +9,15 @@
 #include <vector>
 
 #include "qkv/core/names.h"
+#include "qkv/ops/inference_weight.h"
 #include "qkv/ops/tensor.h"
 
 namespace qkv::nn {
 
-// The weights decoding steps read: the f32 parameters, or bf16 copies of the matrices (half the
-// memory traffic; ~3 significant digits of weight). Set on a loaded model (models/load.h's
-// LoadOptions), never while training.
-enum class InferenceWeights : uint8_t { f32, bf16 };
-constexpr EnumTable<InferenceWeights, 2> enum_table(InferenceWeights) {
-  return {"inference weights dtype", {{{InferenceWeights::f32, "f32"}, {InferenceWeights::bf16, "bf16"}}}};
-}
+// The weights decoding steps read: the f32 parameters, bf16 copies or int8 rows
+// (ops/inference_weight.h). Set on a loaded model (models/load.h's LoadOptions), never while training.
+using qkv::InferenceWeight;
+using qkv::InferenceWeights;
 
 class Module {
  public:

@@ -81,7 +81,7 @@ class MultiheadAttention : public Module {
   bool batch_first;
   Tensor in_proj_weight, q_proj_weight, k_proj_weight, v_proj_weight, in_proj_bias;
   std::shared_ptr<Linear> out_proj;
-  Tensor in_proj_weight_bf16;
+  InferenceWeight in_proj_inference;  // what decoding reads for in_proj_weight (set_inference_weights)
 
  private:
   Tensor project(const Tensor& x, int i, bool inference) const;  // x W_iᵀ + b_i, i = 0 (Q), 1 (K), 2 (V)

@@ -114,7 +114,7 @@ class RNNSeq2Seq : public Module {
   std::shared_ptr<Alignment> attention;
   std::shared_ptr<Linear> combine;   // Luong: h̃ = tanh(W_c [c; s])
   std::shared_ptr<Linear> readout;   // W_r: o_i → the embedding width
-  Tensor embedding_bf16;             // decoding's bf16 copy of Eᵀ (set_inference_weights)
+  InferenceWeight embedding_inference;             // what decoding reads for Eᵀ (set_inference_weights)
 
  private:
   struct Encoded {

@@ -141,7 +141,7 @@ class Seq2SeqTransformer : public Module {
   std::shared_ptr<Embedding> embedding;
   std::shared_ptr<PositionalEncoding> pos;
   std::shared_ptr<Transformer> transformer;
-  Tensor embedding_bf16;
+  InferenceWeight embedding_inference;
 
  private:
   Generator* gen_;

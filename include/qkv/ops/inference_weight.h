@@ -1,0 +1,55 @@
+// The weights decoding steps read (issue 27): the f32 parameter itself, a bf16 copy, or int8 rows
+// with a scale each — chosen once for a loaded model (models/load.h's LoadOptions, the CLI's
+// --dtype), never while training; the f32 parameters stay what training and `forward` use.
+//
+//   bf16   W rounded to bf16 (~3 significant digits), read by the matrix–vector kernel for small
+//          batches (kernels/cpu/gemv_bf16.h: half the bytes)
+//   int8   per output row n: s[n] = max_k |W[n,k]| / 127, W8[n,k] = round(W[n,k] / s[n]); the
+//          activations quantized per row on the fly, integer products summed exactly in int32
+//          (kernels/cpu/gemm_int8.h); a quarter of the bytes, ~2 significant digits of weight
+#pragma once
+
+#include <memory>
+#include <vector>
+
+#include "qkv/core/names.h"
+#include "qkv/ops/tensor.h"
+
+namespace qkv {
+
+enum class InferenceWeights : uint8_t { f32, bf16, int8 };
+constexpr EnumTable<InferenceWeights, 3> enum_table(InferenceWeights) {
+  return {"inference weights dtype",
+          {{{InferenceWeights::f32, "f32"}, {InferenceWeights::bf16, "bf16"}, {InferenceWeights::int8, "int8"}}}};
+}
+
+// A weight matrix [N, K] quantized to int8 per row: W ≈ s[n] · W8[n, :].
+struct QuantizedRows {
+  int64_t rows = 0, cols = 0;
+  std::vector<int8_t> values;  // W8, [rows, cols] row-major
+  std::vector<float> scales;   // s, [rows]
+  static QuantizedRows quantize(const Tensor& weight);  // f32 [N, K]
+  Tensor dequantize() const;                            // s[n] · W8[n, k], f32 [N, K]
+};
+
+// What a decoding step reads for one weight matrix: nothing extra (f32), a bf16 copy, or int8 rows
+// (shared, so rows(b, e) — q, k and v of a fused projection — is a view, not a copy).
+class InferenceWeight {
+ public:
+  InferenceWeight() = default;
+  InferenceWeight(const Tensor& weight, InferenceWeights kind);
+  InferenceWeights kind() const { return kind_; }
+  const Tensor& bf16() const { return bf16_; }
+  const QuantizedRows* int8() const { return int8_.get(); }
+  int64_t row_begin() const { return row0_; }
+  int64_t rows() const { return rows_; }
+  InferenceWeight slice_rows(int64_t begin, int64_t end) const;  // rows [begin, end)
+
+ private:
+  InferenceWeights kind_ = InferenceWeights::f32;
+  Tensor bf16_;
+  std::shared_ptr<const QuantizedRows> int8_;
+  int64_t row0_ = 0, rows_ = 0;
+};
+
+}  // namespace qkv

@@ -1,0 +1,26 @@
+// int8 products for decoding (issue 27): weights quantized per output row, activations per input
+// row, products summed exactly in int32 by oneDNN's integer GEMM, one f32 multiply at the end.
+//
+//   weights   (once)     s_w[n] = max_k |W[n,k]| / 127,   W8[n,k] = round(W[n,k] / s_w[n])  ∈ [−127, 127]
+//   activations (each)   s_x[m] = max_k |x[m,k]| / 63,    X8[m,k] = round(x[m,k] / s_x[m]) ∈ [−63, 63]
+//   y[m,n] = s_x[m] · s_w[n] · Σ_k X8[m,k] · W8[n,k]  (+ b[n])
+//
+// Why 63 for activations: CPUs without VNNI multiply u8 × s8 pairs into a saturating int16
+// (vpmaddubsw); oneDNN feeds it X8 + 64 ∈ [1, 127] (its u8 operand, the 64 taken back out as a zero
+// point), and 2 · 127 · 127 < 2¹⁵ can never saturate. The same numbers on every CPU: a machine
+// with VNNI computes the identical integer sums.
+#pragma once
+
+#include <cstdint>
+
+namespace qkv::kernels::cpu {
+
+// W: f32 [N, K] → W8 [N, K] and s_w [N] as above (an all-zero row gets scale 1).
+void quantize_rows_int8(int64_t N, int64_t K, const float* W, int8_t* W8, float* scale);
+
+// x: f32 [M, K] (row stride ldx), W8: int8 [N, K] (row stride ldw), scale: s_w [N], bias: f32 [N]
+// or null → y: f32 [M, N] (row stride ldy).
+void linear_int8(int64_t M, int64_t N, int64_t K, const float* x, int64_t ldx, const int8_t* W8, int64_t ldw,
+                 const float* scale, const float* bias, float* y, int64_t ldy);
+
+}  // namespace qkv::kernels::cpu
