@@ -73,6 +73,19 @@ TEST(Int8, LinearEqualsTheExactIntegerSumAndStaysNearF32) {
   }
 }
 
+// A decoding step's few rows take the matrix–vector kernel, a batch oneDNN's GEMM: the same integers,
+// so the same numbers, bit for bit.
+TEST(Int8, FewRowsAndManyRowsGiveTheSameNumbers) {
+  Generator g(14);
+  Tensor w = Tensor::randn({300, 200}, g), b = Tensor::randn({300}, g), x = Tensor::randn({40, 200}, g);
+  const InferenceWeight iw(w, InferenceWeights::int8);
+  const Tensor all = linear_inference(x, w, iw, b);
+  for (int64_t m0 : {0, 7, 39}) {
+    const Tensor few = linear_inference(x.slice(0, m0, std::min<int64_t>(m0 + 3, 40)).contiguous(), w, iw, b);
+    EXPECT_TENSOR_NEAR(few, all.slice(0, m0, std::min<int64_t>(m0 + 3, 40)).contiguous(), 0.0);
+  }
+}
+
 TEST(Int8, SlicedRowsAreTheRowsOfTheWhole) {
   Generator g(13);
   Tensor w = Tensor::randn({3 * 16, 40}, g), x = Tensor::randn({4, 40}, g);

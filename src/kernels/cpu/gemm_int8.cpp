@@ -52,6 +52,49 @@ float quantize_row(const float* r, int64_t K, uint8_t* q) {
   return s;
 }
 
+// A decoding step's few rows (M ≤ kGemvRows): one pass over the weights, each row of W8 read once
+// for all M activation rows (oneDNN's GEMM packs the weights first, which a handful of rows does
+// not repay). acc[m, n] = Σ_k (xq[m,k] − 64) · W8[n,k] = Σ_k xq·W8 − 64 · Σ_k W8.
+constexpr int64_t kGemvRows = 8;
+
+void gemv_u8s8(int64_t M, int64_t N, int64_t K, const uint8_t* xq, const int8_t* W8, int64_t ldw, int32_t* acc) {
+  parallel_for(N, 64, [&](int64_t n0, int64_t n1) {
+    for (int64_t n = n0; n < n1; ++n) {
+      const int8_t* w = W8 + n * ldw;
+      int32_t sums[kGemvRows] = {}, wsum = 0;
+      int64_t k = 0;
+#if defined(__AVX2__)
+      // _mm256_maddubs_epi16: u8 · s8 pairs summed into int16 — never saturating here, since
+      // xq ≤ 127 and |W8| ≤ 127 (2 · 127 · 127 < 2¹⁵); _mm256_madd_epi16 by 1 widens to int32
+      const __m256i ones16 = _mm256_set1_epi16(1), ones8 = _mm256_set1_epi8(1);
+      __m256i vacc[kGemvRows], vw = _mm256_setzero_si256();
+      for (int64_t m = 0; m < M; ++m) vacc[m] = _mm256_setzero_si256();
+      for (; k + 32 <= K; k += 32) {
+        const __m256i wv = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(w + k));
+        vw = _mm256_add_epi32(vw, _mm256_madd_epi16(_mm256_maddubs_epi16(ones8, wv), ones16));
+        for (int64_t m = 0; m < M; ++m) {
+          const __m256i xv = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(xq + m * K + k));
+          vacc[m] = _mm256_add_epi32(vacc[m], _mm256_madd_epi16(_mm256_maddubs_epi16(xv, wv), ones16));
+        }
+      }
+      auto hsum = [](__m256i v) {
+        __m128i s = _mm_add_epi32(_mm256_castsi256_si128(v), _mm256_extracti128_si256(v, 1));
+        s = _mm_add_epi32(s, _mm_shuffle_epi32(s, 0x4E));
+        s = _mm_add_epi32(s, _mm_shuffle_epi32(s, 0xB1));
+        return _mm_cvtsi128_si32(s);
+      };
+      wsum = hsum(vw);
+      for (int64_t m = 0; m < M; ++m) sums[m] = hsum(vacc[m]);
+#endif
+      for (; k < K; ++k) {
+        wsum += w[k];
+        for (int64_t m = 0; m < M; ++m) sums[m] += static_cast<int32_t>(xq[m * K + k]) * w[k];
+      }
+      for (int64_t m = 0; m < M; ++m) acc[m * N + n] = sums[m] - static_cast<int32_t>(kZeroPoint) * wsum;
+    }
+  });
+}
+
 }  // namespace
 
 void quantize_rows_int8(int64_t N, int64_t K, const float* W, int8_t* W8, float* scale) {
@@ -91,12 +134,17 @@ void linear_int8(int64_t M, int64_t N, int64_t K, const float* x, int64_t ldx, c
       sx_p[m] = s;
     }
   });
-  // acc = (Xq − 64) · W8ᵀ, exact in int32 (K · 63 · 127 < 2³¹ for K < 268,000)
-  const int32_t co = 0;
-  const dnnl_status_t st = dnnl_gemm_u8s8s32('N', 'T', 'F', M, N, K, 1.f, xq_p, K, kZeroPoint, W8, ldw, 0, 0.f, acc_p,
-                                             N, &co);
-  QKV_CHECK(st == dnnl_success, "linear_int8: oneDNN's dnnl_gemm_u8s8s32 failed (status ", static_cast<int>(st),
-            ") for M=", M, " N=", N, " K=", K);
+  // acc = (Xq − 64) · W8ᵀ, exact in int32 (K · 63 · 127 < 2³¹ for K < 268,000): the same integers
+  // either way, so a decoding step gives the same numbers whichever path its batch takes
+  if (M <= kGemvRows) {
+    gemv_u8s8(M, N, K, xq_p, W8, ldw, acc_p);
+  } else {
+    const int32_t co = 0;
+    const dnnl_status_t st = dnnl_gemm_u8s8s32('N', 'T', 'F', M, N, K, 1.f, xq_p, K, kZeroPoint, W8, ldw, 0, 0.f,
+                                               acc_p, N, &co);
+    QKV_CHECK(st == dnnl_success, "linear_int8: oneDNN's dnnl_gemm_u8s8s32 failed (status ", static_cast<int>(st),
+              ") for M=", M, " N=", N, " K=", K);
+  }
   // y = s_x[m] · s_w[n] · acc (+ b)
   parallel_for(M, 4, [&](int64_t m0, int64_t m1) {
     for (int64_t m = m0; m < m1; ++m) {
