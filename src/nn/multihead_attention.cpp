@@ -185,7 +185,8 @@ Tensor MultiheadAttention::project(const Tensor& x, int i, bool inference) const
   Tensor b = in_proj_bias.defined() ? in_proj_bias.slice(0, i * E, (i + 1) * E) : Tensor();
   if (!in_proj_weight.defined()) return linear(x, i == 0 ? q_proj_weight : i == 1 ? k_proj_weight : v_proj_weight, b);
   Tensor w = in_proj_weight.slice(0, i * E, (i + 1) * E);
-  if (inference) return linear_inference(x, w, in_proj_inference.slice_rows(i * E, (i + 1) * E), b);
+  if (inference && in_proj_inference.kind() != InferenceWeights::f32)
+    return linear_inference(x, w, in_proj_inference.slice_rows(i * E, (i + 1) * E), b);
   return linear(x, w, b);
 }
 

@@ -33,11 +33,6 @@ double rss_mib() {
   }
   return static_cast<double>(resident) * 4096.0 / (1 << 20);
 }
-double max_rss_mib() {
-  rusage ru{};
-  getrusage(RUSAGE_SELF, &ru);
-  return static_cast<double>(ru.ru_maxrss) / 1024.0;
-}
 
 template <typename F>
 double median_ms(int reps, F&& f) {
@@ -87,7 +82,7 @@ int run_bench_attention(const BenchArgs& a) {
       q.zero_grad(), k.zero_grad(), v.zero_grad();
     });
   }
-  const double peak_rss = max_rss_mib() - base_rss;
+  const double peak_rss = peak_rss_mib() - base_rss;
   // What the op needs beyond its inputs and outputs (the output, and dq, dk, dv with a backward).
   const double out_mib = 4.0 * a.batch * a.heads * a.seq_len * a.head_dim / (1 << 20);
   const double in_kv_mib = 4.0 * a.batch * Hkv * Lk * a.head_dim / (1 << 20);

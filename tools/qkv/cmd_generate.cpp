@@ -56,7 +56,7 @@ void add_generate(CLI::App& app) {
       ->capture_default_str()
       ->check(greater_than_zero());
   add_decode_options(sub, a->decode, kWeights | kNoCache | kThreads);
-  sub->add_flag("--stats", a->stats, "print tokens/s to stderr");
+  sub->add_flag("--stats", a->stats, "print tokens/s and the peak resident memory to stderr");
   register_runner(sub, [a] {
     use_threads(a->decode.threads);
     models::LoadOptions lo;
@@ -87,8 +87,8 @@ void add_generate(CLI::App& app) {
       if (a->num_samples > 1) std::fputs("---------------\n", stdout);
       std::fflush(stdout);
       if (a->stats)
-        std::fprintf(stderr, "generated %zu tokens in %.3f s: %.1f tokens/s (%s)\n", out.size(), dt,
-                     static_cast<double>(out.size()) / dt, a->decode.no_cache ? "no cache" : "KV cache");
+        std::fprintf(stderr, "generated %zu tokens in %.3f s: %.1f tokens/s (%s); peak RSS %.0f MiB\n", out.size(), dt,
+                     static_cast<double>(out.size()) / dt, a->decode.no_cache ? "no cache" : "KV cache", peak_rss_mib());
     }
     return 0;
   });

@@ -40,7 +40,7 @@ void add_translate(CLI::App& app) {
   sub->add_flag("--n-best", a->nbest,
                 "print every finished hypothesis of the beam, best first, as `LINE ||| translation ||| F0= "
                 "log-probability ||| score` (Marian's and Moses' n-best format; LINE counts from 0)");
-  sub->add_flag("--stats", a->stats, "print sentences/s and tokens/s to stderr");
+  sub->add_flag("--stats", a->stats, "print sentences/s, tokens/s and the peak resident memory to stderr");
   register_runner(sub, [a] {
     use_threads(a->decode.threads);
     std::vector<models::LoadedSeq2Seq> ts = load_translation_models(a->models, a->decode.weights);
@@ -115,9 +115,10 @@ void add_translate(CLI::App& app) {
       for (auto& list : nbest)
         if (!list.empty()) tokens += static_cast<int64_t>(list[0].tokens.size()) + (list[0].finished ? 1 : 0);
       std::fprintf(stderr, "translated %zu sentences (%lld target tokens) in %.2f s: %.1f sentences/s, %.0f tokens/s "
-                   "(beam %lld, %s)\n", lines.size(), static_cast<long long>(tokens), dt,
+                   "(beam %lld, %s, %s weights); peak RSS %.0f MiB\n", lines.size(), static_cast<long long>(tokens), dt,
                    static_cast<double>(lines.size()) / dt, static_cast<double>(tokens) / dt,
-                   static_cast<long long>(a->decode.beam), a->decode.no_cache ? "no cache" : "KV cache");
+                   static_cast<long long>(a->decode.beam), a->decode.no_cache ? "no cache" : "KV cache",
+                   std::string(enum_name(a->decode.weights)).c_str(), peak_rss_mib());
     }
     return 0;
   });

@@ -1,6 +1,8 @@
 // The qkv subcommands: each cmd_*.cpp adds one to the app and runs it when selected.
 #pragma once
 
+#include <sys/resource.h>
+
 #include <CLI/CLI.hpp>
 #include <functional>
 #include <nlohmann/json.hpp>
@@ -35,6 +37,12 @@ nlohmann::json load_config(const std::string& path, const std::vector<std::strin
 
 // A shipped model path (models/…) resolved from the working directory or the qkv checkout.
 std::string find_model(const std::string& path);
+// The process's peak resident memory so far (getrusage's ru_maxrss), in MiB: what --stats reports.
+inline double peak_rss_mib() {
+  rusage ru{};
+  getrusage(RUSAGE_SELF, &ru);
+  return static_cast<double>(ru.ru_maxrss) / 1024.0;
+}
 // The default translation model shipped with qkv.
 inline constexpr const char* kDefaultTranslator = "models/en-fr.safetensors";
 
