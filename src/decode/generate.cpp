@@ -1,7 +1,10 @@
 #include "qkv/decode/generate.h"
 
+#include <optional>
+
 #include "qkv/autograd/grad_mode.h"
 #include "qkv/core/error.h"
+#include "qkv/core/thread_budget.h"
 #include "qkv/ops.h"
 
 namespace qkv::decode {
@@ -32,7 +35,9 @@ std::vector<int32_t> generate(const models::LanguageModel& model, const std::vec
   // same windows, so they choose the same tokens.
   size_t window = context.size() > block ? context.size() - block : 0;
   std::unique_ptr<models::DecoderState> cache = model.start_decoding();
+  std::optional<ThreadBudget> threads;  // free cores, asked again every 16 tokens (core/thread_budget.h)
   for (int64_t n = 0; n < opt.max_new_tokens; ++n) {
+    if (n % 16 == 0) threads.reset(), threads.emplace();
     if (context.size() - window > block) {
       window = context.size() - std::max<size_t>(1, block / 2);
       cache = model.start_decoding();

@@ -7,6 +7,7 @@
 
 #include "qkv/autograd/grad_mode.h"
 #include "qkv/core/error.h"
+#include "qkv/core/thread_budget.h"
 #include "qkv/core/utf8.h"
 #include "qkv/decode/ensemble.h"
 #include "qkv/ops.h"
@@ -74,6 +75,7 @@ std::vector<std::vector<Hypothesis>> translate_ids_nbest(const std::vector<const
   SearchOptions so;
   so.beam_size = opt.beam_size, so.length_penalty = opt.length_penalty, so.bos_id = c.ids.bos, so.eos_id = c.ids.eos;
   for (size_t b0 = 0; b0 < order.size(); b0 += static_cast<size_t>(opt.batch_size)) {
+    const ThreadBudget threads;  // as many threads as there are free cores now (core/thread_budget.h)
     const size_t b1 = std::min(order.size(), b0 + static_cast<size_t>(opt.batch_size));
     const auto S = static_cast<int64_t>(sources[order[b0]].size()) + 1;
     QKV_CHECK(S <= c.max_len, "translate: a source of ", S, " tokens (EOS included) exceeds the model's max_len ",

@@ -1,0 +1,86 @@
+// Decoding on a busy machine (issue 27, core/thread_budget.h): with a sibling thread spinning on
+// one core, the thread budget counts it, and greedy decoding on 2 threads is not more than 1.5×
+// slower than on 1 (without the budget it was 13–17× slower: docs/BENCHMARKS.md).
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <thread>
+
+#include "qkv/core/parallel.h"
+#include "qkv/core/thread_budget.h"
+#include "qkv/decode/translator.h"
+#include "qkv/models/load.h"
+#include "testing.h"
+
+namespace qkv {
+namespace {
+
+// A thread that keeps one core busy until destroyed.
+class Spinner {
+ public:
+  Spinner() : t_([this] {
+      volatile uint64_t x = 0;
+      while (!stop_.load(std::memory_order_relaxed)) x = x + 1;
+    }) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  ~Spinner() {
+    stop_ = true;
+    t_.join();
+  }
+
+ private:
+  std::atomic<bool> stop_{false};
+  std::thread t_;
+};
+
+int cores() {
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  sched_getaffinity(0, sizeof set, &set);
+  return CPU_COUNT(&set);
+}
+
+TEST(ThreadBudget, CountsABusySiblingAndGivesItsCoreUp) {
+  const int n = cores();
+  if (n < 2) GTEST_SKIP() << "one core: nothing to share";
+  Spinner busy;
+  EXPECT_LE(threads_free_now(n), n - 1);
+  EXPECT_GE(threads_free_now(n), 1);
+  EXPECT_EQ(threads_free_now(1), 1);
+  const int before = num_threads();
+  {
+    ThreadBudget budget;
+    EXPECT_LE(num_threads(), std::max(1, before - 1));
+  }
+  EXPECT_EQ(num_threads(), before) << "the count is put back";
+}
+
+TEST(ThreadBudget, TwoThreadsHoldTheirLatencyBesideABusyCore) {
+  if (cores() != 2) GTEST_SKIP() << "the issue's case is a 2-core machine";
+  models::LoadedSeq2Seq t = models::load_seq2seq(std::string(QKV_SOURCE_DIR) + "/models/en-fr.safetensors");
+  const decode::Translator tr(*t.model, *t.tokenizer);
+  const std::vector<std::string> lines = {"The cat sat on the mat.", "Where is the station?", "I love you.",
+                                          "She reads a book every week.", "We have to go home now."};
+  decode::TranslateOptions o;
+  o.beam_size = 1, o.batch_size = 1;
+  Spinner busy;
+  auto seconds = [&](int threads) {
+    set_num_threads(threads);
+    const auto t0 = std::chrono::steady_clock::now();
+    for (const auto& l : lines) tr.translate({l}, o);
+    return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  };
+  seconds(2);  // warm up
+  std::vector<double> one, two;
+  for (int r = 0; r < 3; ++r) one.push_back(seconds(1)), two.push_back(seconds(2));
+  std::sort(one.begin(), one.end());
+  std::sort(two.begin(), two.end());
+  set_num_threads(2);
+  EXPECT_LE(two[1], 1.5 * one[1]) << "median of 3: 1 thread " << one[1] << " s, 2 threads " << two[1] << " s";
+}
+
+}  // namespace
+}  // namespace qkv
