@@ -1,5 +1,7 @@
 #include "qkv/nn/multihead_attention.h"
 
+#include <cstring>
+
 #include <algorithm>
 #include <cmath>
 
@@ -141,14 +143,56 @@ MultiheadAttention::Output MultiheadAttention::forward_masked(const Tensor& quer
 
 void KVCache::reorder(const std::vector<int64_t>& index) {
   if (!k.defined()) return;
-  const int64_t B = k.size(0);
-  Tensor nk = Tensor::empty({static_cast<int64_t>(index.size()), k.size(1), k.size(2), k.size(3)});
-  Tensor nv = Tensor::empty({static_cast<int64_t>(index.size()), v.size(1), v.size(2), v.size(3)});
-  for (size_t i = 0; i < index.size(); ++i) {
-    QKV_CHECK(index[i] >= 0 && index[i] < B, "KVCache::reorder: index ", index[i], " out of range for batch ", B);
-    const auto j = static_cast<int64_t>(i);
-    nk.select(0, j).slice(1, 0, length).copy_(k.select(0, index[i]).slice(1, 0, length));
-    nv.select(0, j).slice(1, 0, length).copy_(v.select(0, index[i]).slice(1, 0, length));
+  const int64_t B = k.size(0), n = static_cast<int64_t>(index.size());
+  for (int64_t r : index) QKV_CHECK(r >= 0 && r < B, "KVCache::reorder: index ", r, " out of range for batch ", B);
+  const auto plain = [](const Tensor& t) {
+    return t.is_contiguous() && t.device().type == DeviceType::cpu && (t.dtype() == DType::f32 || t.dtype() == DType::bf16);
+  };
+  if (n <= B && plain(k) && plain(v)) {
+    // In place (beam search's every step): row i takes row index[i]; rows that keep their place are
+    // not touched, a source that is also overwritten is set aside first, and a batch that shrinks
+    // (finished sentences dropped) keeps its storage as a view of its first n rows.
+    auto move_rows = [&](Tensor& t) {
+      const int64_t H = t.size(1), cap = t.size(2), D = t.size(3);
+      const size_t esz = dtype_size(t.dtype()), head = static_cast<size_t>(cap * D) * esz,
+                   used = static_cast<size_t>(length * D) * esz;
+      char* base = t.dtype() == DType::bf16 ? reinterpret_cast<char*>(t.data<bf16>()) : reinterpret_cast<char*>(t.data<float>());
+      auto row = [&](int64_t r) { return base + static_cast<size_t>(r * H) * head; };
+      std::vector<char> aside;
+      std::vector<int64_t> aside_at(static_cast<size_t>(B), -1);
+      for (int64_t i = 0; i < n; ++i) {
+        const int64_t src = index[static_cast<size_t>(i)];
+        if (src == i || aside_at[static_cast<size_t>(src)] >= 0) continue;
+        if (src < n && index[static_cast<size_t>(src)] != src) {  // src is overwritten too: keep a copy
+          aside_at[static_cast<size_t>(src)] = static_cast<int64_t>(aside.size());
+          aside.resize(aside.size() + static_cast<size_t>(H) * used);
+          for (int64_t h = 0; h < H; ++h)
+            std::memcpy(aside.data() + aside_at[static_cast<size_t>(src)] + static_cast<size_t>(h) * used,
+                        row(src) + static_cast<size_t>(h) * head, used);
+        }
+      }
+      for (int64_t i = 0; i < n; ++i) {
+        const int64_t src = index[static_cast<size_t>(i)];
+        if (src == i) continue;
+        for (int64_t h = 0; h < H; ++h) {
+          const char* from = aside_at[static_cast<size_t>(src)] >= 0
+                                 ? aside.data() + aside_at[static_cast<size_t>(src)] + static_cast<size_t>(h) * used
+                                 : row(src) + static_cast<size_t>(h) * head;
+          std::memcpy(row(i) + static_cast<size_t>(h) * head, from, used);
+        }
+      }
+      if (n < B) t = t.slice(0, 0, n);
+    };
+    move_rows(k);
+    move_rows(v);
+    return;
+  }
+  // more rows than before (a batch expanded into beams), or caches that are views: new storage
+  Tensor nk = Tensor::empty({n, k.size(1), k.size(2), k.size(3)}, k.dtype());
+  Tensor nv = Tensor::empty({n, v.size(1), v.size(2), v.size(3)}, v.dtype());
+  for (int64_t i = 0; i < n; ++i) {
+    nk.select(0, i).slice(1, 0, length).copy_(k.select(0, index[static_cast<size_t>(i)]).slice(1, 0, length));
+    nv.select(0, i).slice(1, 0, length).copy_(v.select(0, index[static_cast<size_t>(i)]).slice(1, 0, length));
   }
   k = nk, v = nv;
 }

@@ -124,5 +124,29 @@ TEST(Linear, MatchesTheFormula) {
   for (float w : W) EXPECT_LE(std::fabs(w), 1 / std::sqrt(3.f));
 }
 
+// Beam search's cache reorder: row i becomes old row index[i] (repeats, swaps, cycles), in place
+// when the batch does not grow, with new storage when it does; the filled part is what counts.
+TEST(KVCacheReorder, RowsFollowTheIndexInPlaceOrNot) {
+  Generator g(21);
+  for (const std::vector<int64_t>& index : std::vector<std::vector<int64_t>>{
+           {5, 0, 0, 3, 2, 2}, {1, 2, 3, 4, 5, 0}, {0, 1, 2, 3, 4, 5}, {4, 1, 1}, {3}, {0, 0, 1, 1, 2, 2, 5, 5, 4, 4}}) {
+    for (DType dt : {DType::f32, DType::bf16}) {
+      nn::KVCache c;
+      c.k = Tensor::randn({6, 2, 8, 3}, g).to(dt), c.v = Tensor::randn({6, 2, 8, 3}, g).to(dt);
+      c.length = 5;
+      const std::vector<float> k0 = c.keys().to_vector(), v0 = c.values().to_vector();
+      c.reorder(index);
+      ASSERT_EQ(c.batch(), static_cast<int64_t>(index.size()));
+      const std::vector<float> k1 = c.keys().to_vector(), v1 = c.values().to_vector();
+      const size_t row = 2 * 5 * 3;  // H · length · D
+      for (size_t i = 0; i < index.size(); ++i)
+        for (size_t e = 0; e < row; ++e) {
+          ASSERT_EQ(k1[i * row + e], k0[static_cast<size_t>(index[i]) * row + e]) << "row " << i;
+          ASSERT_EQ(v1[i * row + e], v0[static_cast<size_t>(index[i]) * row + e]) << "row " << i;
+        }
+    }
+  }
+}
+
 }  // namespace
 }  // namespace qkv
