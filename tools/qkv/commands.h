@@ -28,6 +28,7 @@ void add_plot(CLI::App& app);
 void add_scenes(CLI::App& app);
 void add_caption(CLI::App& app);
 void add_serve(CLI::App& app);
+void add_export(CLI::App& app);
 
 // "train.max_iters=100": sets config["train"]["max_iters"] = 100 (the value parsed as JSON, else a
 // string) — what `--set` does (cmd_train.cpp).

@@ -56,6 +56,7 @@ int main(int argc, char** argv) {
   qkv::cli::add_scenes(app);
   qkv::cli::add_caption(app);
   qkv::cli::add_serve(app);
+  qkv::cli::add_export(app);
   qkv::cli::add_bench(app);
   try {
     app.parse(argc, argv);
