@@ -121,12 +121,31 @@ std::vector<std::vector<Hypothesis>> beam_search_nbest(StepModel& model, const s
         const double base = bs[static_cast<size_t>(k)].log_prob;
         if (base == kNegInf) continue;
         const float* row = p + (static_cast<int64_t>(a) * K + k) * V;
-        for (int64_t v = 0; v < V; ++v) {
-          const Cand c{base + static_cast<double>(row[v]), k, static_cast<int32_t>(v)};
-          if (heap.size() < want) heap.push(c);
-          else if (better(c, heap.top())) {
-            heap.pop();
-            heap.push(c);
+        // Most of the V candidates cannot enter a full heap: a block of 16 is skipped when all its
+        // log-probabilities are below `floor`, a float under (worst kept score − base) by more
+        // than the rounding of base + x, so a skipped x is one `better` would have refused too.
+        float floor = -std::numeric_limits<float>::infinity();
+        auto set_floor = [&] {
+          if (heap.size() < want) return;
+          const double top = heap.top().score, margin = 1e-9 * (1.0 + std::fabs(top) + std::fabs(base));
+          floor = std::nextafter(static_cast<float>(top - base - margin), -std::numeric_limits<float>::infinity());
+        };
+        set_floor();
+        for (int64_t v0 = 0; v0 < V; v0 += 16) {
+          const int64_t v1 = std::min<int64_t>(V, v0 + 16);
+          if (heap.size() >= want) {
+            bool any = false;
+            for (int64_t v = v0; v < v1; ++v) any |= !(row[v] < floor);
+            if (!any) continue;
+          }
+          for (int64_t v = v0; v < v1; ++v) {
+            const Cand c{base + static_cast<double>(row[v]), k, static_cast<int32_t>(v)};
+            if (heap.size() < want) heap.push(c), set_floor();
+            else if (better(c, heap.top())) {
+              heap.pop();
+              heap.push(c);
+              set_floor();
+            }
           }
         }
       }

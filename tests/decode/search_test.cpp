@@ -5,6 +5,7 @@
 // distributions.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <functional>
 #include <limits>
@@ -235,6 +236,65 @@ TEST(BeamSearch, StopsAtMaxLength) {
   auto gr = greedy_search(g, {4, 2}, o);
   EXPECT_EQ(gr[0].tokens.size(), 4u);
   EXPECT_EQ(gr[1].tokens.size(), 2u);
+}
+
+// A vocabulary of thousands with many exactly tied scores: the search skips blocks of candidates that
+// cannot enter its heap, and must still keep exactly what a full sort would. Two steps (max_len 2,
+// EOS impossible): the K beams after step 1 are the K best first tokens (ties: lower token), and
+// the n-best list is the K best (beam's score + step-2 score) over all K·V continuations, ties
+// broken by beam rank, then token.
+TEST(BeamSearch, LargeVocabularyWithTiesKeepsWhatAFullSortKeeps) {
+  constexpr int64_t V = 3000, K = 5;
+  auto dist = [](int64_t s, const std::vector<int32_t>& prefix) {
+    std::vector<float> p(static_cast<size_t>(V));
+    uint64_t h = 1469598103934665603ull ^ static_cast<uint64_t>(s);
+    for (int32_t t : prefix) h = (h ^ static_cast<uint64_t>(t)) * 1099511628211ull;
+    for (int64_t v = 0; v < V; ++v) {
+      h = h * 6364136223846793005ull + 1442695040888963407ull;
+      p[static_cast<size_t>(v)] = 0.001f * static_cast<float>(1 + (h >> 33) % 7);  // 7 values: ties everywhere
+    }
+    p[kEos] = 0.f;  // log 0 = −∞: never chosen
+    if (s == 1) p[2999] = 0.05f, p[17] = 0.05f;  // a tied pair far apart
+    return p;
+  };
+  SearchOptions o;
+  o.beam_size = K;
+  o.length_penalty = 0.f;
+  TableModel m(2, dist);
+  auto nbest = beam_search_nbest(m, {2, 2}, o);
+  for (int64_t s = 0; s < 2; ++s) {
+    struct C {
+      double score;
+      int64_t beam;
+      int32_t t1, t2;
+    };
+    auto order = [](const C& a, const C& b) {
+      if (a.score != b.score) return a.score > b.score;
+      if (a.beam != b.beam) return a.beam < b.beam;
+      return a.t2 < b.t2;
+    };
+    std::vector<C> first;
+    const std::vector<float> p1 = dist(s, {kBos});
+    for (int32_t v = 0; v < V; ++v) first.push_back({static_cast<double>(std::log(p1[static_cast<size_t>(v)])), 0, v, 0});
+    std::sort(first.begin(), first.end(), [](const C& a, const C& b) {
+      return a.score != b.score ? a.score > b.score : a.t1 < b.t1;
+    });
+    std::vector<C> second;
+    for (int64_t k = 0; k < K; ++k) {
+      const C& b = first[static_cast<size_t>(k)];
+      const std::vector<float> p2 = dist(s, {kBos, b.t1});
+      for (int32_t v = 0; v < V; ++v)
+        second.push_back({b.score + static_cast<double>(std::log(p2[static_cast<size_t>(v)])), k, b.t1, v});
+    }
+    std::sort(second.begin(), second.end(), order);
+    ASSERT_EQ(nbest[static_cast<size_t>(s)].size(), static_cast<size_t>(K)) << s;
+    for (int64_t i = 0; i < K; ++i) {
+      const Hypothesis& h = nbest[static_cast<size_t>(s)][static_cast<size_t>(i)];
+      const C& want = second[static_cast<size_t>(i)];
+      EXPECT_EQ(h.tokens, (std::vector<int32_t>{want.t1, want.t2})) << "sentence " << s << ", hypothesis " << i;
+      EXPECT_NEAR(h.log_prob, want.score, 1e-6) << "sentence " << s << ", hypothesis " << i;
+    }
+  }
 }
 
 // log p̄ = log((p1 + p2) / 2) elementwise, an impossible token under one member is half as likely
