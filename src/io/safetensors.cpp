@@ -172,7 +172,11 @@ const TensorBase* SafetensorsFile::find(const std::string& name) const {
 namespace {
 
 // The whole file checked; the tensors read when with_data (else only the metadata is returned).
-SafetensorsFile read_safetensors(const std::string& path, bool keep_bf16, bool with_data) {
+// Reads and checks the header (out.metadata; `on_header` sees every entry), then, if with_data, the
+// tensors `wanted` names (all when it is empty), each converted and handed to `each`.
+SafetensorsFile read_safetensors(const std::string& path, bool keep_bf16, bool with_data,
+                                 const SafetensorsHeaderFn& on_header = {}, const SafetensorsWantedFn& wanted = {},
+                                 const SafetensorsTensorFn& each = {}) {
   auto bad = [&](const auto&... args) { return Error(detail::concat("load_safetensors: '", path, "': ", args...)); };
 
   std::unique_ptr<std::FILE, FileCloser> f(std::fopen(path.c_str(), "rb"));
@@ -278,11 +282,21 @@ SafetensorsFile read_safetensors(const std::string& path, bool keep_bf16, bool w
   if (expected != data_size)
     throw bad("the tensors end at byte ", expected, " of the data but the file holds ", data_size,
               " data bytes (a gap at the end)");
+  if (on_header) {
+    std::vector<SafetensorsEntry> listed;
+    for (const Entry& e : entries) listed.push_back({e.name, e.shape});
+    on_header(out.metadata, listed);
+  }
   if (!with_data) return out;
 
-  // The data, in file order: sequential reads.
+  // The data, in file order: sequential reads (a tensor not wanted is skipped over).
   for (const Entry& e : entries) {
     const size_t nbytes = static_cast<size_t>(e.end - e.begin);
+    if (wanted && !wanted(e.name)) {
+      if (std::fseek(f.get(), static_cast<long>(nbytes), SEEK_CUR) != 0)
+        throw bad("cannot skip tensor '", e.name, "': ", std::strerror(errno));
+      continue;
+    }
     const size_t n = static_cast<size_t>(numel_of(e.shape));
     const std::string what = detail::concat("tensor '", e.name, "'");
     TensorBase t;
@@ -330,7 +344,8 @@ SafetensorsFile read_safetensors(const std::string& path, bool keep_bf16, bool w
         break;
       }
     }
-    out.tensors.emplace_back(e.name, std::move(t));
+    if (each) each(e.name, std::move(t));
+    else out.tensors.emplace_back(e.name, std::move(t));
   }
   return out;
 }
@@ -339,6 +354,12 @@ SafetensorsFile read_safetensors(const std::string& path, bool keep_bf16, bool w
 
 SafetensorsFile load_safetensors(const std::string& path, bool keep_bf16) {
   return read_safetensors(path, keep_bf16, /*with_data=*/true);
+}
+
+void stream_safetensors(const std::string& path, bool keep_bf16, const SafetensorsHeaderFn& header,
+                        const SafetensorsWantedFn& wanted, const SafetensorsTensorFn& each) {
+  QKV_CHECK(static_cast<bool>(each), "stream_safetensors: no function to hand the tensors to");
+  read_safetensors(path, keep_bf16, /*with_data=*/true, header, wanted, each);
 }
 
 std::map<std::string, std::string> load_safetensors_metadata(const std::string& path) {

@@ -2,16 +2,17 @@
 
 #include "qkv/models/model_file.h"
 #include "qkv/models/registry.h"
+#include "qkv/nn/init.h"
 
 namespace qkv::models {
 
 namespace {
 
 // A key of the file's metadata, which must be there (load_model_file checked only model_type and model).
-const nlohmann::json& meta_field(const ModelFile& f, const char* key) {
-  QKV_CHECK(f.meta.contains(key), "'", f.path, "': the model file's metadata has no \"", key,
+const nlohmann::json& meta_field(const nlohmann::json& meta, const std::string& path, const char* key) {
+  QKV_CHECK(meta.contains(key), "'", path, "': the model file's metadata has no \"", key,
             "\" (not written by qkv, or damaged)");
-  return f.meta.at(key);
+  return meta.at(key);
 }
 
 // The registered type a file's metadata names (checked by load_model_file / load_model_metadata to
@@ -26,37 +27,38 @@ const ModelType& named_type(const nlohmann::json& meta, const std::string& path)
   }
 }
 
-// The registered type a file names, which must be of `kind`.
-const ModelType& type_of(const ModelFile& f, Kind kind) {
-  const ModelType& t = named_type(f.meta, f.path);
-  QKV_CHECK(t.kind == kind, "'", f.path, "' holds a \"", t.name, "\" model (", kind_name(t.kind), "), not ",
-            kind == Kind::seq2seq ? "a sequence-to-sequence (translation)" : kind_name(kind), " model");
-  return t;
-}
-
-// The model the file describes, of the type `t` (type_of), its vocabulary checked against the
-// tokenizer's (tokenizer_vocab < 0: no tokenizer) before its parameters load.
+// The model a file describes, of `kind` (its registered type checked as type_of does), its
+// vocabulary checked against the tokenizer's (tokenizer_vocab(meta) < 0: no tokenizer) before its
+// parameters stream in (load_model_streaming: the model is built without drawing initial values,
+// and the file's tensors are never all held beside it). Returns the model and fills `meta`.
 template <class M>
-std::unique_ptr<M> model_from(const ModelFile& f, const ModelType& t, int64_t tokenizer_vocab,
-                              const LoadOptions& options) {
+std::unique_ptr<M> model_from(const std::string& path, Kind kind,
+                              const std::function<int64_t(const nlohmann::json& meta)>& tokenizer_vocab,
+                              const LoadOptions& options, nlohmann::json& meta) {
   std::unique_ptr<M> m;
-  // The model its config describes may take no more memory than the tensors in the file justify
-  // (twice their f32 size, for buffers such as position tables, plus 64 MiB): a crafted config
-  // ("max_len": 2^40, 10⁵ layers) is refused before it allocates, and the tensors are then checked
-  // name by name and shape by shape (load_parameters).
-  size_t file_bytes = 0;
-  for (const auto& [name, p] : f.params) file_bytes += static_cast<size_t>(p.numel()) * 4;
-  try {
-    AllocationBudget budget(2 * file_bytes + (size_t{64} << 20),
-                            detail::concat("its config describes a model larger than the ", f.params.size(),
-                                           " tensors it holds (", file_bytes >> 20, " MiB) justify"));
-    m.reset(static_cast<M*>(t.build(f.meta.at("model"), nullptr).release()));
-  } catch (const Error& e) {
-    QKV_CHECK(false, "'", f.path, "': ", e.what());
-  }
-  QKV_CHECK(tokenizer_vocab < 0 || m->vocab_size() == tokenizer_vocab, "'", f.path, "': the model's vocab_size ", m->vocab_size(),
-            " does not match its tokenizer's ", tokenizer_vocab);
-  load_parameters(m->module(), f);
+  auto build = [&](const nlohmann::json& file_meta, size_t param_bytes) -> nn::Module& {
+    const ModelType& t = named_type(file_meta, path);
+    QKV_CHECK(t.kind == kind, "'", path, "' holds a \"", t.name, "\" model (", kind_name(t.kind), "), not ",
+              kind == Kind::seq2seq ? "a sequence-to-sequence (translation)" : kind_name(kind), " model");
+    // The model its config describes may take no more memory than the tensors in the file justify
+    // (twice their f32 size, for buffers such as position tables, plus 64 MiB): a crafted config
+    // ("max_len": 2^40, 10⁵ layers) is refused before it allocates, and the tensors are then checked
+    // name by name and shape by shape before any is read.
+    try {
+      AllocationBudget budget(2 * param_bytes + (size_t{64} << 20),
+                              detail::concat("its config describes a model larger than the tensors it holds (",
+                                             param_bytes >> 20, " MiB) justify"));
+      nn::init::SkipInit no_init;
+      m.reset(static_cast<M*>(t.build(file_meta.at("model"), nullptr).release()));
+    } catch (const Error& e) {
+      QKV_CHECK(false, "'", path, "': ", e.what());
+    }
+    const int64_t vocab = tokenizer_vocab(file_meta);
+    QKV_CHECK(vocab < 0 || m->vocab_size() == vocab, "'", path, "': the model's vocab_size ", m->vocab_size(),
+              " does not match its tokenizer's ", vocab);
+    return m->module();
+  };
+  meta = load_model_streaming(path, build);
   m->module().eval();
   m->set_inference_weights(options.weights);
   return m;
@@ -65,14 +67,14 @@ std::unique_ptr<M> model_from(const ModelFile& f, const ModelType& t, int64_t to
 }  // namespace
 
 LoadedSeq2Seq load_seq2seq(const std::string& path, const LoadOptions& options) {
-  ModelFile f = load_model_file(path);
-  const ModelType& t = type_of(f, Kind::seq2seq);
   LoadedSeq2Seq r;
   r.path = path;
-  r.meta = f.meta;
-  r.tokenizer = std::make_unique<text::SentencePiece>(
-      text::SentencePiece::from_json(meta_field(f, "tokenizer"), "'" + path + "': the model file"));
-  r.model = model_from<Seq2SeqModel>(f, t, r.tokenizer->vocab_size(), options);
+  auto vocab = [&](const nlohmann::json& meta) -> int64_t {
+    r.tokenizer = std::make_unique<text::SentencePiece>(
+        text::SentencePiece::from_json(meta_field(meta, path, "tokenizer"), "'" + path + "': the model file"));
+    return r.tokenizer->vocab_size();
+  };
+  r.model = model_from<Seq2SeqModel>(path, Kind::seq2seq, vocab, options, r.meta);
   return r;
 }
 
@@ -100,17 +102,17 @@ std::vector<const Seq2SeqModel*> models_of(const std::vector<LoadedSeq2Seq>& loa
 }
 
 LoadedLanguageModel load_language_model(const std::string& path, const LoadOptions& options) {
-  ModelFile f = load_model_file(path);
-  const ModelType& t = type_of(f, Kind::language_model);
   LoadedLanguageModel r;
   r.path = path;
-  r.meta = f.meta;
-  try {
-    r.tokenizer = text::LMTokenizer::from_json(meta_field(f, "tokenizer"));
-  } catch (const Error& e) {
-    QKV_CHECK(false, "'", path, "': the tokenizer: ", e.what());
-  }
-  r.model = model_from<LanguageModel>(f, t, r.tokenizer.vocab_size(), options);
+  auto vocab = [&](const nlohmann::json& meta) -> int64_t {
+    try {
+      r.tokenizer = text::LMTokenizer::from_json(meta_field(meta, path, "tokenizer"));
+    } catch (const Error& e) {
+      QKV_CHECK(false, "'", path, "': the tokenizer: ", e.what());
+    }
+    return r.tokenizer.vocab_size();
+  };
+  r.model = model_from<LanguageModel>(path, Kind::language_model, vocab, options, r.meta);
   return r;
 }
 
@@ -119,12 +121,10 @@ Kind model_file_kind(const std::string& path) { return model_file_type(path).kin
 const ModelType& model_file_type(const std::string& path) { return named_type(load_model_metadata(path), path); }
 
 LoadedImageClassifier load_image_classifier(const std::string& path, const LoadOptions& options) {
-  ModelFile f = load_model_file(path);
-  const ModelType& t = type_of(f, Kind::image_classifier);
   LoadedImageClassifier r;
   r.path = path;
-  r.meta = f.meta;
-  r.model = model_from<ImageClassifier>(f, t, -1, options);
+  r.model = model_from<ImageClassifier>(path, Kind::image_classifier, [](const nlohmann::json&) { return int64_t{-1}; },
+                                        options, r.meta);
   return r;
 }
 

@@ -75,6 +75,47 @@ ModelFile load_model_file(const std::string& path) {
   return m;
 }
 
+nlohmann::json load_model_streaming(const std::string& path,
+                                    const std::function<nn::Module&(const nlohmann::json& meta, size_t param_bytes)>& build) {
+  nlohmann::json meta;
+  nn::Module* model = nullptr;
+  std::map<std::string, Tensor> slots;  // the model's parameters and buffers by name, not yet loaded
+  std::string type;
+  auto misfit = [&](const auto&... what) {
+    return Error(detail::concat("'", path, "' does not fit the ", type, " model it describes: load_state_dict: ", what...));
+  };
+  auto header = [&](const std::map<std::string, std::string>& metadata, const std::vector<io::SafetensorsEntry>& entries) {
+    meta = qkv_metadata(path, metadata);
+    type = meta.at("model_type").dump();
+    size_t bytes = 0;
+    for (const auto& e : entries)
+      if (!e.name.starts_with(kOptPrefix)) bytes += static_cast<size_t>(numel_of(e.shape)) * sizeof(float);
+    model = &build(meta, bytes);
+    for (auto& [name, p] : model->named_parameters()) slots.emplace(name, p);
+    for (auto& [name, b] : model->named_buffers()) slots.emplace(name, b);
+    for (const auto& e : entries) {  // every name and shape checked before any data is read
+      if (e.name.starts_with(kOptPrefix)) continue;
+      auto it = slots.find(e.name);
+      if (it == slots.end()) throw misfit("unexpected parameter \"", e.name, "\" ", shape_str(e.shape));
+      if (it->second.shape() != e.shape)
+        throw misfit("parameter \"", e.name, "\" has shape ", shape_str(it->second.shape()), " but the state has ",
+                     shape_str(e.shape));
+    }
+  };
+  auto wanted = [](const std::string& name) { return !name.starts_with(kOptPrefix); };
+  auto each = [&](const std::string& name, TensorBase&& t) {
+    auto it = slots.find(name);  // checked by `header`
+    if (it == slots.end()) throw misfit("unexpected parameter \"", name, "\"");
+    if (t.dtype() != DType::f32) throw Error(detail::concat("'", path, "': parameter ", name, " is not a floating-point tensor"));
+    it->second.detach().copy_(Tensor(std::move(t)));
+    slots.erase(it);
+  };
+  io::stream_safetensors(path, /*keep_bf16=*/false, header, wanted, each);
+  if (!slots.empty())
+    throw misfit("missing parameter \"", slots.begin()->first, "\" ", shape_str(slots.begin()->second.shape()));
+  return meta;
+}
+
 void load_parameters(nn::Module& model, const ModelFile& file) {
   try {
     model.load_state_dict(file.params, /*strict=*/true);

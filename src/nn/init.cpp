@@ -4,9 +4,20 @@
 
 namespace qkv::nn::init {
 
-void uniform_(Tensor& t, Generator& gen, float low, float high) { t.copy_(Tensor::rand(t.shape(), gen, low, high)); }
+namespace {
+thread_local bool skipping = false;  // a SkipInit lives on this thread
+}
 
-void normal_(Tensor& t, Generator& gen, float mean, float std) { t.copy_(Tensor::randn(t.shape(), gen, mean, std)); }
+SkipInit::SkipInit() : outer_(skipping) { skipping = true; }
+SkipInit::~SkipInit() { skipping = outer_; }
+
+void uniform_(Tensor& t, Generator& gen, float low, float high) {
+  if (!skipping) t.copy_(Tensor::rand(t.shape(), gen, low, high));
+}
+
+void normal_(Tensor& t, Generator& gen, float mean, float std) {
+  if (!skipping) t.copy_(Tensor::randn(t.shape(), gen, mean, std));
+}
 
 void xavier_uniform_(Tensor& t, Generator& gen, float gain) {
   QKV_CHECK(t.dim() >= 2, "xavier_uniform_: needs a tensor of rank ≥ 2, got ", shape_str(t.shape()));
@@ -17,7 +28,11 @@ void xavier_uniform_(Tensor& t, Generator& gen, float gain) {
   uniform_(t, gen, -a, a);
 }
 
-void zeros_(Tensor& t) { t.fill_(0.f); }
-void ones_(Tensor& t) { t.fill_(1.f); }
+void zeros_(Tensor& t) {
+  if (!skipping) t.fill_(0.f);
+}
+void ones_(Tensor& t) {
+  if (!skipping) t.fill_(1.f);
+}
 
 }  // namespace qkv::nn::init

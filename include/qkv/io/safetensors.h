@@ -4,6 +4,7 @@
 #pragma once
 
 #include <concepts>
+#include <functional>
 #include <map>
 #include <string>
 #include <utility>
@@ -52,6 +53,21 @@ struct SafetensorsFile {
 // beyond the file, JSON that does not parse, an entry without dtype/shape/data_offsets, offsets out of
 // range, reversed, overlapping or leaving gaps, a byte size ≠ product(shape)·itemsize, negative dims.
 SafetensorsFile load_safetensors(const std::string& path, bool keep_bf16 = false);
+// Streaming, for loading a model without holding the file's tensors beside it: the header is
+// read and checked as above and `header` sees its metadata and every entry (name and shape, in
+// file order) before any data is read; then each tensor `wanted` names (all, when `wanted` is
+// empty) is read, converted as above and handed to `each`, which may keep it or let it go — at
+// most one tensor is held here at a time. Errors as load_safetensors'.
+struct SafetensorsEntry {
+  std::string name;
+  Shape shape;
+};
+using SafetensorsHeaderFn =
+    std::function<void(const std::map<std::string, std::string>& metadata, const std::vector<SafetensorsEntry>& entries)>;
+using SafetensorsWantedFn = std::function<bool(const std::string& name)>;
+using SafetensorsTensorFn = std::function<void(const std::string& name, TensorBase&& tensor)>;
+void stream_safetensors(const std::string& path, bool keep_bf16, const SafetensorsHeaderFn& header,
+                        const SafetensorsWantedFn& wanted, const SafetensorsTensorFn& each);
 // The header's __metadata__ alone, after the same checks of the whole header (no tensor is read).
 std::map<std::string, std::string> load_safetensors_metadata(const std::string& path);
 

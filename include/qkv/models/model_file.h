@@ -10,6 +10,7 @@
 // (a crash never leaves a half-written file) and validated on load.
 #pragma once
 
+#include <functional>
 #include <map>
 #include <string>
 
@@ -47,6 +48,14 @@ nlohmann::json load_model_metadata(const std::string& path);
 // Loads `file`'s parameters into `model`: every parameter must be present with its shape; an
 // unexpected name is an error too (a vocabulary or size mismatch names the tensor and both shapes).
 void load_parameters(nn::Module& model, const ModelFile& file);
+
+// Loading for inference without holding the file's tensors beside the model: the file's metadata is
+// read and checked (as load_model_file), `build` makes the model it describes — told how many
+// bytes the file's parameters take as f32, to bound what its config may allocate — and the
+// parameters then stream into that model one tensor at a time (optimizer state is skipped unread),
+// with load_parameters' checks. Peak memory: the model plus its largest tensor. Returns the metadata.
+nlohmann::json load_model_streaming(const std::string& path,
+                                    const std::function<nn::Module&(const nlohmann::json& meta, size_t param_bytes)>& build);
 
 // Checkpoint averaging (as fairseq's average_checkpoints.py; Marian's exponential smoothing is the
 // running cousin): θ = (1/n) Σ_i θ_i over model files or checkpoints of the same model, written

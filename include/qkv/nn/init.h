@@ -14,4 +14,18 @@ void normal_(Tensor& t, Generator& gen, float mean, float std);
 void zeros_(Tensor& t);
 void ones_(Tensor& t);
 
+// While one lives on this thread, the initializers above do nothing: a model about to be loaded
+// from a file is built without drawing the values the file overwrites (as torch.nn.utils.skip_init
+// and Hugging Face's no_init_weights), and its parameters' pages stay untouched until they load.
+class SkipInit {
+ public:
+  SkipInit();
+  ~SkipInit();
+  SkipInit(const SkipInit&) = delete;
+  SkipInit& operator=(const SkipInit&) = delete;
+
+ private:
+  bool outer_;
+};
+
 }  // namespace qkv::nn::init
