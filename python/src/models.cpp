@@ -65,7 +65,9 @@ class PyTranslator {
               "translate_batch: num_hypotheses must be between 1 and beam_size (", opt.beam_size, "), got ",
               num_hypotheses);
     std::vector<TranslationResult> out(lines.size());
-    const std::vector<std::vector<decode::Hypothesis>> nbest = tr_->translate_nbest(lines, opt);
+    decode::TranslateOptions o = opt;
+    o.num_hypotheses = num_hypotheses;
+    const std::vector<std::vector<decode::Hypothesis>> nbest = tr_->translate_nbest(lines, o);
     for (size_t i = 0; i < lines.size(); ++i) {
       for (size_t k = 0; k < nbest[i].size() && static_cast<int64_t>(k) < num_hypotheses; ++k) {
         out[i].hypotheses.push_back(tr_->decode(nbest[i][k].tokens));

@@ -16,9 +16,27 @@ double length_penalty(int64_t n, float alpha) {
 
 namespace {
 
+struct Beam {  // a live hypothesis of beam search
+  std::vector<int32_t> tokens;
+  double log_prob = 0;
+};
+
 void check_rows(const Tensor& lp, int64_t rows) {
   QKV_CHECK(lp.dim() == 2 && lp.size(0) == rows && lp.dtype() == DType::f32, "search: the model returned ",
             shape_str(lp.shape()), " log-probabilities for ", rows, " rows");
+}
+
+// Whether a sentence's `wanted` best finished hypotheses are final. A live beam's log-probability
+// only falls as it grows (each step adds a log p ≤ 0) and lp(n) grows with n, so whatever it
+// becomes scores at most log p / lp(max_len) (≤ 0 over the largest penalty); the best live beam,
+// nb[0] (candidates come best first), bounds them all. A tie loses to the hypothesis already
+// finished (ties keep the order found), so ≥ settles.
+bool settled(const std::vector<Hypothesis>& fin, const std::vector<Beam>& nb, int64_t wanted, double lp_max) {
+  if (static_cast<int64_t>(fin.size()) < wanted || nb.empty()) return false;
+  std::vector<double> scores;
+  for (const Hypothesis& h : fin) scores.push_back(h.score);
+  std::nth_element(scores.begin(), scores.begin() + (wanted - 1), scores.end(), std::greater<double>());
+  return scores[static_cast<size_t>(wanted - 1)] >= std::min(nb[0].log_prob, 0.0) / lp_max;
 }
 
 }  // namespace
@@ -64,17 +82,17 @@ std::vector<Hypothesis> greedy_search(StepModel& model, const std::vector<int64_
   return out;
 }
 
+
 std::vector<std::vector<Hypothesis>> beam_search_nbest(StepModel& model, const std::vector<int64_t>& max_len,
                                                        const SearchOptions& opt) {
   const int64_t K = opt.beam_size;
   QKV_CHECK(K >= 1, "beam search: beam size must be at least 1, got ", K);
+  const int64_t wanted = opt.num_hypotheses == 0 ? K : opt.num_hypotheses;
+  QKV_CHECK(wanted >= 1 && wanted <= K, "beam search: num_hypotheses must be between 1 and the beam size ", K, ", got ",
+            opt.num_hypotheses);
   const auto n = static_cast<int64_t>(max_len.size());
   constexpr double kNegInf = -std::numeric_limits<double>::infinity();
 
-  struct Beam {
-    std::vector<int32_t> tokens;
-    double log_prob = 0;
-  };
   std::vector<std::vector<Hypothesis>> finished(static_cast<size_t>(n));
   std::vector<int64_t> active(static_cast<size_t>(n));  // sentences still searching, in row order
   std::vector<std::vector<Beam>> beams(static_cast<size_t>(n));
@@ -173,6 +191,7 @@ std::vector<std::vector<Hypothesis>> beam_search_nbest(StepModel& model, const s
         }
       }
       if (static_cast<int64_t>(fin.size()) >= K) continue;  // done
+      if (settled(fin, nb, wanted, length_penalty(max_len[static_cast<size_t>(s)], opt.length_penalty))) continue;
       if (at_limit || nb.empty()) {                          // out of length: the beams end here
         for (auto& b : nb)
           fin.push_back({b.tokens, b.log_prob,
@@ -209,7 +228,9 @@ std::vector<std::vector<Hypothesis>> beam_search_nbest(StepModel& model, const s
 
 std::vector<Hypothesis> beam_search(StepModel& model, const std::vector<int64_t>& max_len, const SearchOptions& opt) {
   std::vector<Hypothesis> out;
-  for (auto& fin : beam_search_nbest(model, max_len, opt)) out.push_back(std::move(fin.front()));
+  SearchOptions one = opt;
+  one.num_hypotheses = 1;
+  for (auto& fin : beam_search_nbest(model, max_len, one)) out.push_back(std::move(fin.front()));
   return out;
 }
 

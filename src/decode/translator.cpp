@@ -59,7 +59,9 @@ std::vector<Hypothesis> translate_ids(const models::Seq2SeqModel& model,
 std::vector<Hypothesis> translate_ids(const std::vector<const models::Seq2SeqModel*>& models,
                                       const std::vector<std::vector<int32_t>>& sources, const TranslateOptions& opt) {
   std::vector<Hypothesis> out;
-  for (auto& n : translate_ids_nbest(models, sources, opt)) out.push_back(std::move(n.front()));
+  TranslateOptions best = opt;
+  best.num_hypotheses = 1;
+  for (auto& n : translate_ids_nbest(models, sources, best)) out.push_back(std::move(n.front()));
   return out;
 }
 
@@ -74,6 +76,7 @@ std::vector<std::vector<Hypothesis>> translate_ids_nbest(const std::vector<const
   std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) { return sources[a].size() > sources[b].size(); });
   SearchOptions so;
   so.beam_size = opt.beam_size, so.length_penalty = opt.length_penalty, so.bos_id = c.ids.bos, so.eos_id = c.ids.eos;
+  so.num_hypotheses = opt.beam_size > 1 ? std::min(opt.num_hypotheses, opt.beam_size) : 0;
   for (size_t b0 = 0; b0 < order.size(); b0 += static_cast<size_t>(opt.batch_size)) {
     const ThreadBudget threads;  // as many threads as there are free cores now (core/thread_budget.h)
     const size_t b1 = std::min(order.size(), b0 + static_cast<size_t>(opt.batch_size));
@@ -157,7 +160,9 @@ std::vector<std::vector<Hypothesis>> Translator::translate_nbest(const std::vect
 
 std::vector<std::string> Translator::translate(const std::vector<std::string>& lines, const TranslateOptions& opt,
                                                std::vector<Hypothesis>* hyps_out) const {
-  std::vector<std::vector<Hypothesis>> nbest = translate_nbest(lines, opt);
+  TranslateOptions best = opt;
+  best.num_hypotheses = 1;
+  std::vector<std::vector<Hypothesis>> nbest = translate_nbest(lines, best);
   std::vector<std::string> out(lines.size());
   if (hyps_out) hyps_out->assign(lines.size(), Hypothesis{});
   for (size_t i = 0; i < lines.size(); ++i) {

@@ -40,6 +40,7 @@ class TableModel : public StepModel {
       V = static_cast<int64_t>(p.size());
     }
     ++steps;
+    rows_stepped += static_cast<int64_t>(rows_.size());
     return Tensor::from_vector(lp, {static_cast<int64_t>(rows_.size()), V});
   }
   void reorder(const std::vector<int64_t>& index, bool sources_changed) override {
@@ -50,7 +51,7 @@ class TableModel : public StepModel {
     EXPECT_EQ(changed, sources_changed) << "sources_changed must say whether a row changed sentence";
     rows_ = std::move(n);
   }
-  int64_t V = 0, steps = 0;
+  int64_t V = 0, steps = 0, rows_stepped = 0;
 
  private:
   Dist dist_;
@@ -196,6 +197,41 @@ TEST(BeamSearch, NBestListsTheFinishedHypothesesBestFirst) {
     }
   }
   EXPECT_EQ(lists[3].size(), 3u);  // a long limit: three hypotheses ended with EOS
+}
+
+// Wanting fewer hypotheses than the beam lets a sentence stop once its best finished ones can no
+// longer be beaten (a live beam's score can only reach log p / lp(max_len)): the lists' heads are
+// the full search's for every α, and with α = 0 the search takes fewer steps.
+TEST(BeamSearch, StopsOnceTheWantedHypothesesAreSettled) {
+  const std::vector<int64_t> max_len{3, 9, 5, 12, 1, 7, 20, 15, 11, 30};
+  for (float alpha : {0.f, 0.6f, 2.f}) {
+    SCOPED_TRACE(alpha);
+    SearchOptions o;
+    o.beam_size = 4;
+    o.length_penalty = alpha;
+    TableModel full(10, random_dist);
+    auto all = beam_search_nbest(full, max_len, o);
+    for (int64_t wanted : {1, 2}) {
+      o.num_hypotheses = wanted;
+      TableModel early(10, random_dist);
+      auto some = beam_search_nbest(early, max_len, o);
+      // α = 0 bounds tightly (a live beam can at best keep its log p); α > 0 divides by lp(max_len),
+      // a bound loose enough that these short searches rarely settle sooner — but never wrongly
+      if (alpha == 0.f) EXPECT_LT(early.rows_stepped, full.rows_stepped) << "wanted " << wanted << ": never stopped early";
+      EXPECT_LE(early.rows_stepped, full.rows_stepped) << "wanted " << wanted;
+      for (size_t i = 0; i < max_len.size(); ++i) {
+        ASSERT_GE(some[i].size(), std::min<size_t>(static_cast<size_t>(wanted), all[i].size())) << i;
+        for (size_t k = 0; k < static_cast<size_t>(wanted) && k < all[i].size(); ++k) {
+          EXPECT_EQ(some[i][k].tokens, all[i][k].tokens) << i << " " << k;
+          EXPECT_EQ(some[i][k].score, all[i][k].score) << i << " " << k;
+        }
+      }
+    }
+  }
+  SearchOptions bad;
+  bad.beam_size = 2, bad.num_hypotheses = 3;
+  TableModel m(1, random_dist);
+  EXPECT_THROW(beam_search_nbest(m, {4}, bad), Error);
 }
 
 // lp(n) = ((5 + n)/6)^α. Short "a" EOS has p = 0.3; long "b b b" EOS has p = 0.25·0.9·0.9·0.9 ≈ 0.18:

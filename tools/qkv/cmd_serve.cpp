@@ -270,8 +270,9 @@ class Server {
         throw HttpError{413, "sentence " + std::to_string(i) + " has " + std::to_string(lines.back().size()) +
                                  " bytes, more than --max-sentence-bytes " + std::to_string(a_.max_sentence_bytes)};
     }
-    const TranslationService::Options o = decoding(body);
+    TranslationService::Options o = decoding(body);
     const int64_t n_best = body.integer("n_best", 1, 1, o.beam_size);
+    o.num_hypotheses = n_best;
     auto f = s.submit(std::move(lines), o);
     if (f.wait_for(timeout()) != std::future_status::ready)
       throw HttpError{503, "not translated within --timeout " + std::to_string(a_.timeout_s) + " s (the server is overloaded)"};

@@ -46,6 +46,7 @@ void add_translate(CLI::App& app) {
     std::vector<models::LoadedSeq2Seq> ts = load_translation_models(a->models, a->decode.weights);
     decode::Translator tr(models::models_of(ts), *ts[0].tokenizer);
     decode::TranslateOptions o = a->decode.translate_options();
+    o.num_hypotheses = a->nbest ? 0 : 1;  // the whole beam's list, or the best alone (a sentence stops once settled)
 
     std::string out;
     auto emit = [&](const std::vector<std::string>& lines, const std::vector<decode::Hypothesis>& h) {

@@ -80,6 +80,7 @@ class TranslationService : public ModelService {
   struct Options {
     int64_t beam_size = 4;
     float length_penalty = 0.6f;
+    int64_t num_hypotheses = 1;  // the n-best list's length asked for
     bool operator==(const Options&) const = default;
   };
   using Result = std::vector<std::vector<decode::Hypothesis>>;  // per sentence, best first
@@ -163,6 +164,7 @@ class TranslationService : public ModelService {
       try {
         decode::TranslateOptions to;
         to.beam_size = batch[0]->opt.beam_size, to.length_penalty = batch[0]->opt.length_penalty;
+        to.num_hypotheses = batch[0]->opt.num_hypotheses;
         to.batch_size = std::max<int64_t>(1, static_cast<int64_t>(lines.size()));
         to.on_warning = [](const std::string&) {};  // over-long lines were refused before
         Result all;

@@ -38,6 +38,11 @@ struct SearchOptions {
   int64_t beam_size = 4;
   float length_penalty = 0.6f;  // α; 0 ranks by Σ log p
   int32_t bos_id = 2, eos_id = 3;
+  // Hypotheses each sentence needs (beam search; 0: beam_size). Fewer than beam_size lets a
+  // sentence stop as soon as its num_hypotheses best finished hypotheses can no longer be beaten:
+  // log-probabilities only fall as a hypothesis grows, so a live beam's final score is at most
+  // log p / lp(max_len) — the same results, fewer steps (CTranslate2 and fairseq stop so too).
+  int64_t num_hypotheses = 0;
 };
 
 struct Hypothesis {
@@ -55,8 +60,9 @@ double length_penalty(int64_t n, float alpha);
 std::vector<Hypothesis> greedy_search(StepModel& model, const std::vector<int64_t>& max_len, const SearchOptions& opt);
 std::vector<Hypothesis> beam_search(StepModel& model, const std::vector<int64_t>& max_len, const SearchOptions& opt);
 // Every sentence's n-best list: the K best of its finished hypotheses (those that ended with EOS,
-// and the beams that ran out of length), best score first, ties in the order they finished.
-// beam_search returns the first of each.
+// and the beams that ran out of length), best score first, ties in the order they finished — at
+// least opt.num_hypotheses of them (all K when 0), more where they finished before the search could
+// stop. beam_search returns the first of each (num_hypotheses 1).
 std::vector<std::vector<Hypothesis>> beam_search_nbest(StepModel& model, const std::vector<int64_t>& max_len,
                                                        const SearchOptions& opt);
 

@@ -24,6 +24,9 @@ struct TranslateOptions {
   float length_penalty = 0.6f;  // α (beam search)
   int64_t max_extra = 50;       // the output is at most |source| + max_extra tokens (the paper's +50)
   int64_t batch_size = 32;      // sentences per batch
+  // Hypotheses each sentence's n-best list must hold (beam search; 0: beam_size): 1 when only the
+  // best is wanted lets a sentence stop as soon as it is settled (SearchOptions::num_hypotheses).
+  int64_t num_hypotheses = 0;
   bool use_cache = true;
   // Over-long sources: a line of more tokens than this (0: the model's max_len − 1, its EOS) is
   // truncated to it, with a warning naming the line (CTranslate2's max_input_length); the other
