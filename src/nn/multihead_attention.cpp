@@ -286,12 +286,17 @@ KVCache MultiheadAttention::project_kv(const Tensor& key, const Tensor& value) c
 
 Tensor MultiheadAttention::forward_cross_cached(const Tensor& query, const KVCache& kv, const Tensor& mask) const {
   NoGradGuard no_grad;
-  QKV_CHECK(query.dim() == 3 && query.size(2) == embed_dim && query.size(0) == kv.batch(),
-            "MultiheadAttention::forward_cross_cached: query ", shape_str(query.shape()), " should be [", kv.batch(),
+  QKV_CHECK(query.dim() == 3 && query.size(2) == embed_dim && kv.batch() > 0 && query.size(0) % kv.batch() == 0,
+            "MultiheadAttention::forward_cross_cached: query ", shape_str(query.shape()), " should be [G·", kv.batch(),
             ", T, ", embed_dim, "]");
+  // G rows per memory row (a beam's hypotheses of one source): cross-attention has no mask between
+  // queries, so the G·T queries of a group attend to their memory row as one sequence of queries —
+  // [B·G, T, E] viewed [B, G·T, E] — and K/V are stored once per source, not once per hypothesis.
+  const int64_t B = kv.batch(), G = query.size(0) / B, T = query.size(1);
   AttentionOptions opt;
   opt.attn_mask = mask;
-  return attend_inference(project(query, 0, true), kv.keys(), kv.values(), opt);
+  Tensor q = project(query, 0, true).reshape({B, G * T, embed_dim});
+  return attend_inference(q, kv.keys(), kv.values(), opt).view({B * G, T, embed_dim});
 }
 
 }  // namespace qkv::nn

@@ -202,7 +202,10 @@ Tensor Seq2SeqTransformer::loss(const Tensor& src, const Tensor& tgt_in, const T
 
 // ---- decoding ------------------------------------------------------------------------------------
 
-int64_t Seq2SeqTransformer::DecoderState::rows() const { return memory_mask.defined() ? memory_mask.size(0) : 0; }
+int64_t Seq2SeqTransformer::DecoderState::rows() const {
+  if (use_cache) return static_cast<int64_t>(row_source.size());
+  return memory_mask.defined() ? memory_mask.size(0) : 0;
+}
 
 int64_t Seq2SeqTransformer::DecoderState::length() const {
   if (!use_cache) return prefix.empty() ? 0 : static_cast<int64_t>(prefix[0].size());
@@ -210,17 +213,50 @@ int64_t Seq2SeqTransformer::DecoderState::length() const {
 }
 
 void Seq2SeqTransformer::DecoderState::reorder(const std::vector<int64_t>& index, bool sources_changed) {
-  if (use_cache) {
-    for (auto& c : self) c.reorder(index);
-  } else {
+  if (!use_cache) {
     std::vector<std::vector<int32_t>> p;
     for (int64_t i : index) p.push_back(prefix[static_cast<size_t>(i)]);
     prefix = std::move(p);
+    if (!sources_changed) return;
+    memory_mask = index_select(memory_mask, 0, index);
+    memory = index_select(memory, 0, index);  // the rows follow their hypotheses
+    return;
   }
+  for (auto& c : self) c.reorder(index);
+  std::vector<int64_t> rs;
+  for (int64_t i : index) {
+    QKV_CHECK(0 <= i && i < static_cast<int64_t>(row_source.size()), "DecoderState::reorder: row ", i, " of ",
+              row_source.size());
+    rs.push_back(row_source[static_cast<size_t>(i)]);
+  }
+  row_source = std::move(rs);
   if (!sources_changed) return;
-  for (auto& c : cross) c.reorder(index);
-  memory_mask = index_select(memory_mask, 0, index);
-  if (memory.defined()) memory = index_select(memory, 0, index);  // the rows follow their hypotheses
+  // Keep the sources still decoded, in the order their rows first appear; the source side moves
+  // only when that is not already its order (a sentence finished, or rows changed source).
+  std::vector<int64_t> kept, renumber(static_cast<size_t>(memory_mask.size(0)), -1);
+  for (int64_t& s : row_source) {
+    int64_t& n = renumber[static_cast<size_t>(s)];
+    if (n < 0) n = static_cast<int64_t>(kept.size()), kept.push_back(s);
+    s = n;
+  }
+  bool same = static_cast<int64_t>(kept.size()) == memory_mask.size(0);
+  for (size_t j = 0; same && j < kept.size(); ++j) same = kept[j] == static_cast<int64_t>(j);
+  if (same) return;
+  for (auto& c : cross) c.reorder(kept);
+  memory_mask = index_select(memory_mask, 0, kept);
+}
+
+// Whether rows come in equal consecutive groups per source, in source order (row r of G per group
+// reads source r / G): the shared source side serves them as is. Otherwise it is expanded, once,
+// to one row per hypothesis.
+void Seq2SeqTransformer::DecoderState::group_sources() {
+  const auto R = static_cast<int64_t>(row_source.size()), B = memory_mask.size(0);
+  bool grouped = B > 0 && R % B == 0;
+  for (int64_t r = 0; grouped && r < R; ++r) grouped = row_source[static_cast<size_t>(r)] == r / (R / B);
+  if (grouped) return;
+  for (auto& c : cross) c.reorder(row_source);
+  memory_mask = index_select(memory_mask, 0, row_source);
+  for (int64_t r = 0; r < R; ++r) row_source[static_cast<size_t>(r)] = r;
 }
 
 Seq2SeqTransformer::DecoderState Seq2SeqTransformer::start_decoding(const Tensor& src, bool use_cache) const {
@@ -237,6 +273,8 @@ Seq2SeqTransformer::DecoderState Seq2SeqTransformer::start_decoding(const Tensor
   const auto& layers = transformer->decoder->layers;
   s.self.assign(layers.size(), KVCache{});
   for (auto& layer : layers) s.cross.push_back(layer->multihead_attn->project_kv(e.memory, e.memory));
+  s.row_source.resize(static_cast<size_t>(src.size(0)));
+  for (size_t r = 0; r < s.row_source.size(); ++r) s.row_source[r] = static_cast<int64_t>(r);
   return s;
 }
 
@@ -253,6 +291,7 @@ Tensor Seq2SeqTransformer::step(const std::vector<int32_t>& tokens, DecoderState
     Tensor h = transformer->decoder->forward_masked(embed(Tensor::from_ints(flat, {n, T}), 0), s.memory, s.memory_mask);
     return log_softmax(linear(h.select(1, T - 1), embedding->weight), -1);
   }
+  s.group_sources();
   Tensor x = embed(Tensor::from_ints(tokens, {n, 1}), s.self[0].length);
   const auto& layers = transformer->decoder->layers;
   for (size_t i = 0; i < layers.size(); ++i) x = layers[i]->forward_cached(x, s.self[i], s.cross[i], s.memory_mask);

@@ -73,6 +73,59 @@ TEST(Transformer, CachedDecodingStepsEqualTheFullForward) {
   }
 }
 
+// Beam search's hypotheses of one source share one copy of its cross-attention keys and values
+// (DecoderState::row_source): every row's step equals the full forward of its own source and
+// prefix while rows stay grouped, after an order that breaks the groups (the source side expands
+// to one row per hypothesis), and after a sentence's rows are dropped (the source side shrinks).
+TEST(Transformer, BeamRowsShareTheirSourcesCrossAttention) {
+  Generator g(11);
+  nn::Seq2SeqTransformer m(tiny_config(false), &g);
+  m.eval();
+  NoGradGuard no_grad;
+  const std::vector<std::vector<int32_t>> sources{{5, 6, 7, 8, 3}, {9, 4, 3, 0, 0}, {10, 11, 12, 3, 0}};
+  std::vector<int32_t> flat;
+  for (const auto& s : sources) flat.insert(flat.end(), s.begin(), s.end());
+  nn::Seq2SeqTransformer::DecoderState st = m.start_decoding(Tensor::from_ints(flat, {3, 5}));
+  std::vector<std::pair<size_t, std::vector<int32_t>>> rows;  // (source, tokens fed) per row
+  for (size_t s = 0; s < 3; ++s) rows.push_back({s, {}});
+  auto reorder = [&](const std::vector<int64_t>& index) {
+    std::vector<std::pair<size_t, std::vector<int32_t>>> r;
+    for (int64_t i : index) r.push_back(rows[static_cast<size_t>(i)]);
+    rows = std::move(r);
+    st.reorder(index, true);
+  };
+  auto step_and_check = [&](int32_t salt, const char* when) {
+    std::vector<int32_t> tok;
+    for (size_t r = 0; r < rows.size(); ++r) {
+      tok.push_back(static_cast<int32_t>(rows[r].second.empty() ? 2 : 4 + (salt + r) % 12));
+      rows[r].second.push_back(tok.back());
+    }
+    Tensor lp = m.step(tok, st);
+    for (size_t r = 0; r < rows.size(); ++r) {
+      const auto& [s, fed] = rows[r];
+      Tensor full = log_softmax(m.forward(Tensor::from_ints(sources[s], {1, 5}),
+                                          Tensor::from_ints(fed, {1, static_cast<int64_t>(fed.size())})), -1);
+      SCOPED_TRACE(std::string(when) + ", row " + std::to_string(r));
+      EXPECT_TENSOR_NEAR(lp.select(0, static_cast<int64_t>(r)),
+                         full.select(0, 0).select(0, static_cast<int64_t>(fed.size()) - 1), 2e-5);
+    }
+  };
+  reorder({0, 0, 0, 1, 1, 1, 2, 2, 2});  // beam 3: grouped, the source side stays at 3 rows
+  step_and_check(0, "grouped");
+  EXPECT_EQ(st.cross[0].batch(), 3);
+  step_and_check(1, "grouped");
+  reorder({0, 2, 1, 4, 3, 5, 8, 7, 6});  // hypotheses regroup within their sentences
+  step_and_check(2, "regrouped");
+  EXPECT_EQ(st.cross[0].batch(), 3);
+  reorder({6, 7, 8, 3, 4, 5});  // sentence 0 finished; 1 and 2 swap places: the source side follows
+  step_and_check(3, "a sentence dropped");
+  EXPECT_EQ(st.cross[0].batch(), 2);
+  reorder({0, 3, 1, 4});  // two per sentence, but interleaved: expanded to one source row per hypothesis
+  step_and_check(4, "ungrouped");
+  EXPECT_EQ(st.cross[0].batch(), 4);
+  step_and_check(5, "ungrouped");
+}
+
 // PE(pos, 2i) = sin(pos / 10000^(2i/d)), PE(pos, 2i+1) = cos(…)
 TEST(Transformer, SinusoidalPositionsFollowTheFormula) {
   Tensor pe = nn::sinusoidal_table(50, 8);

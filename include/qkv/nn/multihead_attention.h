@@ -69,8 +69,9 @@ class MultiheadAttention : public Module {
   Tensor forward_cached(const Tensor& x, KVCache& cache) const;
   // K and V of a memory [B, S, kdim/vdim], computed once (cross-attention while decoding).
   KVCache project_kv(const Tensor& key, const Tensor& value) const;
-  // Cross-attention of query [B, T, E] over precomputed K/V; mask in qkv's convention, e.g. the
-  // source's [B, 1, 1, S] (true = a real token), converted once per batch of sources.
+  // Cross-attention of query [B·G, T, E] over precomputed K/V of B memory rows (rows g·… of a group
+  // of G consecutive query rows share memory row b: beam search's hypotheses of one source); mask in
+  // qkv's convention, e.g. the sources' [B, 1, 1, S] (true = a real token), converted once per batch.
   Tensor forward_cross_cached(const Tensor& query, const KVCache& kv, const Tensor& mask = Tensor()) const;
 
   // bf16 copies of the projection weights for decoding steps (see Linear::set_inference_weights).

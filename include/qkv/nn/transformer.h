@@ -101,12 +101,19 @@ class Seq2SeqTransformer : public Module {
     Tensor memory;
     std::vector<std::vector<int32_t>> prefix;
     Tensor memory_mask;
+    // With the cache, the source side (cross K/V, memory_mask) holds one row per source sentence and
+    // row r decodes for source row_source[r]: beam search's K hypotheses of a sentence share one
+    // copy. While the rows come in equal consecutive groups of each source in order (as beam
+    // search keeps them) the cross-attention reads the shared copy; any other order expands it to
+    // one row per hypothesis, once. Without the cache, every row has its own.
+    std::vector<int64_t> row_source;
     int64_t rows() const;
     int64_t length() const;  // tokens fed so far
     // Keeps rows `index` (in that order, repeats allowed), as beam search regroups hypotheses. The
     // source side (cross-attention K/V, memory, mask) is gathered only when `sources_changed` (rows of
     // another source sentence).
     void reorder(const std::vector<int64_t>& index, bool sources_changed = true);
+    void group_sources();  // before a step: the source side as the rows read it (see row_source)
   };
 
   explicit Seq2SeqTransformer(const Seq2SeqConfig& config, Generator* gen = nullptr);
