@@ -74,11 +74,18 @@ int threads_free_now(int requested) {
     return e && (std::strcmp(e, "off") == 0 || std::strcmp(e, "0") == 0);
   }();
   if (off || requested <= 1 || omp_in_parallel()) return std::max(1, requested);
+  // The team first (its first use starts its threads, which then spin a while), then the count
+  // between two looks at the team: a worker counts as ours only if it was runnable in both, so
+  // one that woke or fell asleep around the count leaves others counted, never hidden.
+  const std::vector<long>& tids = team(requested);
+  const long self = syscall(SYS_gettid);
+  std::vector<char> before(tids.size());
+  for (size_t i = 0; i < tids.size(); ++i) before[i] = tids[i] != self && running(tids[i]);
   const int all = procs_running();
   if (all < 0) return requested;
-  int own = 0;
-  for (long tid : team(requested))
-    if (tid == syscall(SYS_gettid) || running(tid)) ++own;
+  int own = 1;  // this thread, running the count
+  for (size_t i = 0; i < tids.size(); ++i)
+    if (before[i] && running(tids[i])) ++own;
   const int others = std::max(0, all - own);
   return std::clamp(usable_cores() - others, 1, requested);
 }
