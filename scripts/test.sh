@@ -11,6 +11,12 @@ python3 -m pip install -q --disable-pip-version-check ctranslate2 sentencepiece 
   echo "test: could not pip install ctranslate2 sentencepiece; the export test will skip" >&2
 export OMP_NUM_THREADS="${OMP_NUM_THREADS:-2}"
 ctest --test-dir build --output-on-failure -j2 --timeout 600
+# The CUDA backend (docs/CUDA.md): built with nvcc so that it cannot rot — no GPU needed — and its
+# device tests run there (they skip, saying so, without a GPU). Without a CUDA toolkit this says so.
+bash scripts/build_cuda.sh
+if [ -x build-cuda/tests/qkv_tests ]; then
+  build-cuda/tests/qkv_tests --gtest_filter='Device.*:Cuda.*' --gtest_brief=1
+fi
 # the Python module: pip install into build/venv, then pytest (scripts/test_python.sh)
 bash scripts/test_python.sh
 # libFuzzer smoke run: each fuzz target for QKV_FUZZ_SECONDS (default 60; 0 skips), docs/FUZZING.md

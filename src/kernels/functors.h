@@ -5,12 +5,9 @@
 #pragma once
 
 #include <cmath>
+#include <cstdint>
 
-#ifdef __CUDACC__
-#define QKV_HOST_DEVICE __host__ __device__
-#else
-#define QKV_HOST_DEVICE
-#endif
+#include "qkv/core/host_device.h"
 
 namespace qkv::kernels {
 
@@ -84,5 +81,22 @@ QKV_HOST_DEVICE inline bool compare(Compare c, T x, T y) {
   }
   return false;
 }
+
+// x ∘ s against a scalar of x's type (eq, lt, … of ops/compare.h), and the boolean logic.
+template <typename T>
+struct CompareScalar {
+  Compare c;
+  T s;
+  QKV_HOST_DEVICE uint8_t operator()(T x) const { return compare(c, x, s); }
+};
+struct LogicalNot {
+  QKV_HOST_DEVICE uint8_t operator()(uint8_t x) const { return !x; }
+};
+struct LogicalAnd {
+  QKV_HOST_DEVICE uint8_t operator()(uint8_t x, uint8_t y) const { return x && y; }
+};
+struct LogicalOr {
+  QKV_HOST_DEVICE uint8_t operator()(uint8_t x, uint8_t y) const { return x || y; }
+};
 
 }  // namespace qkv::kernels

@@ -159,7 +159,7 @@ void backward(const Tensor& root, const Tensor& grad, bool retain_graph) {
   if (!seed.defined()) {
     QKV_CHECK(root.numel() == 1, "backward: grad can be implicitly created only for scalar outputs; ", root.str(),
               " needs an explicit gradient");
-    seed = Tensor::ones(root.shape());
+    seed = Tensor::ones(root.shape()).to(root.device());
   }
   run({root}, {seed}, retain_graph, nullptr);
 }
@@ -174,7 +174,7 @@ std::vector<Tensor> grad(const std::vector<Tensor>& outputs, const std::vector<T
   std::vector<Tensor> out;
   for (const Tensor& t : inputs) {
     Tensor g = capture[t.impl_ptr().get()];
-    out.push_back(g.defined() ? g.contiguous_copy() : Tensor::zeros(t.shape()));
+    out.push_back(g.defined() ? g.contiguous_copy() : Tensor::zeros(t.shape(), DType::f32, t.device()));
   }
   return out;
 }

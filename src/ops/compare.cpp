@@ -18,17 +18,17 @@ Tensor compare_scalar(const Tensor& x, float s, Compare c, const char* op) {
   uint8_t* o = out.data<uint8_t>();
   switch (x.dtype()) {
     case DType::f32:
-      QKV_DISPATCH(op, d, k::map1(x.shape(), o, x.data<float>(), x.strides(), [=](float v) { return kernels::compare(c, v, s); }));
+      QKV_DISPATCH(op, d, k::map1(x.shape(), o, x.data<float>(), x.strides(), kernels::CompareScalar<float>{c, s}));
       break;
     case DType::i32: {
       const auto si = static_cast<int32_t>(s);
       QKV_CHECK(static_cast<float>(si) == s, op, ": comparing an i32 tensor with ", s, ", which is not an integer");
-      QKV_DISPATCH(op, d, k::map1(x.shape(), o, x.data<int32_t>(), x.strides(), [=](int32_t v) { return kernels::compare(c, v, si); }));
+      QKV_DISPATCH(op, d, k::map1(x.shape(), o, x.data<int32_t>(), x.strides(), kernels::CompareScalar<int32_t>{c, si}));
       break;
     }
     case DType::boolean: {
       const uint8_t sb = s != 0.f;
-      QKV_DISPATCH(op, d, k::map1(x.shape(), o, x.data<uint8_t>(), x.strides(), [=](uint8_t v) { return kernels::compare(c, v, sb); }));
+      QKV_DISPATCH(op, d, k::map1(x.shape(), o, x.data<uint8_t>(), x.strides(), kernels::CompareScalar<uint8_t>{c, sb}));
       break;
     }
     default: QKV_CHECK(false, op, ": expected an f32, i32 or boolean tensor, got ", x.str());
@@ -46,9 +46,12 @@ Tensor logic(const Tensor& a, const Tensor& b, bool is_and, const char* op) {
   const Device d = device_of(op, {&a, &b});
   const Shape shape = broadcast_shapes(a.shape(), b.shape(), op);
   Tensor out = Tensor::empty(shape, DType::boolean, d);
-  QKV_DISPATCH(op, d, k::map2(shape, out.data<uint8_t>(), a.data<uint8_t>(), broadcast_strides(a, shape),
-                              b.data<uint8_t>(), broadcast_strides(b, shape),
-                              [=](uint8_t x, uint8_t y) -> uint8_t { return is_and ? (x && y) : (x || y); }));
+  if (is_and)
+    QKV_DISPATCH(op, d, k::map2(shape, out.data<uint8_t>(), a.data<uint8_t>(), broadcast_strides(a, shape),
+                                b.data<uint8_t>(), broadcast_strides(b, shape), kernels::LogicalAnd{}));
+  else
+    QKV_DISPATCH(op, d, k::map2(shape, out.data<uint8_t>(), a.data<uint8_t>(), broadcast_strides(a, shape),
+                                b.data<uint8_t>(), broadcast_strides(b, shape), kernels::LogicalOr{}));
   return out;
 }
 
@@ -66,7 +69,7 @@ Tensor logical_not(const Tensor& m) {
   const Device d = device_of("logical_not", {&m});
   Tensor out = Tensor::empty(m.shape(), DType::boolean, d);
   QKV_DISPATCH("logical_not", d,
-               k::map1(m.shape(), out.data<uint8_t>(), m.data<uint8_t>(), m.strides(), [](uint8_t v) -> uint8_t { return !v; }));
+               k::map1(m.shape(), out.data<uint8_t>(), m.data<uint8_t>(), m.strides(), kernels::LogicalNot{}));
   return out;
 }
 

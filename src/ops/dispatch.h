@@ -5,10 +5,17 @@
 //   Tensor out = Tensor::empty(x.shape(), DType::f32, d);
 //   QKV_DISPATCH("relu", d, k::relu_forward(x.data(), out.data(), n));
 //
-// Inside the statement, `k` names the kernels of the operands' device: kernels::cpu today. A new
-// device adds its namespace (kernels::cuda, with the same functions) as one more case below; an op
-// whose operands live on a device without kernels in this build gets a qkv::Error naming the op and
-// the device, before any memory is touched.
+// Inside the statement, `k` names the kernels of the operands' device: kernels::cpu, and
+// kernels::cuda in a build with the CUDA backend (-DQKV_CUDA=ON defines QKV_WITH_CUDA). An op whose
+// operands live on a device without kernels in this build gets a qkv::Error naming the op and the
+// device, before any memory is touched.
+//
+// The CUDA backend is being built kernel by kernel (docs/ARCHITECTURE.md, "Adding a device"). An op
+// whose kernels exist for the CPU alone says so at its two seams: `cpu_device_of` in place of
+// `device_of` (so a GPU tensor stops there, before the op reads anything on the host) and
+// QKV_DISPATCH_CPU in place of QKV_DISPATCH; a GPU tensor reaching it is a qkv::Error naming the op
+// ("conv2d: no CUDA kernel yet …"). Porting an op is writing its kernels in kernels::cuda and
+// switching both back.
 #pragma once
 
 #include <initializer_list>
@@ -20,20 +27,27 @@ namespace qkv::ops_detail {
 // The device all defined operands share; a qkv::Error naming the op when they differ, or when it is
 // a device this build has no kernels for.
 Device device_of(const char* op, std::initializer_list<const TensorBase*> operands);
+// The same for an op with CPU kernels only: any other device is a qkv::Error naming the op.
+Device cpu_device_of(const char* op, std::initializer_list<const TensorBase*> operands);
+// That this build has kernels for `d` and this machine has it: a qkv::Error naming op and device if not.
+void check_device(const char* op, Device d);
 [[noreturn]] void no_kernels(const char* op, Device d);
 
 }  // namespace qkv::ops_detail
 
 // A build with a CUDA backend defines QKV_WITH_CUDA and compiles src/kernels/cuda/: its case.
 #ifdef QKV_WITH_CUDA
-#define QKV_DISPATCH_CUDA_CASE(...)                \
+#include "kernels/cuda/kernels.h"
+#include "qkv/core/cuda.h"
+#define QKV_DISPATCH_CUDA_CASE(DEVICE_INDEX, ...)  \
   case ::qkv::DeviceType::cuda: {                  \
     namespace k = ::qkv::kernels::cuda;            \
+    ::qkv::cuda::DeviceGuard qkv_device_guard_(DEVICE_INDEX); \
     __VA_ARGS__;                                   \
     break;                                         \
   }
 #else
-#define QKV_DISPATCH_CUDA_CASE(...)
+#define QKV_DISPATCH_CUDA_CASE(DEVICE_INDEX, ...)
 #endif
 
 #define QKV_DISPATCH(OP, DEVICE, ...)                       \
@@ -44,7 +58,15 @@ Device device_of(const char* op, std::initializer_list<const TensorBase*> operan
         __VA_ARGS__;                                        \
         break;                                              \
       }                                                     \
-      QKV_DISPATCH_CUDA_CASE(__VA_ARGS__)                   \
+      QKV_DISPATCH_CUDA_CASE((DEVICE).index, __VA_ARGS__)   \
       default: ::qkv::ops_detail::no_kernels(OP, DEVICE);   \
     }                                                       \
+  } while (0)
+
+// An op whose kernels exist for the CPU alone (see above).
+#define QKV_DISPATCH_CPU(OP, DEVICE, ...)                   \
+  do {                                                      \
+    if ((DEVICE).type != ::qkv::DeviceType::cpu) ::qkv::ops_detail::no_kernels(OP, DEVICE); \
+    namespace k = ::qkv::kernels::cpu;                      \
+    __VA_ARGS__;                                            \
   } while (0)

@@ -23,7 +23,7 @@ Tensor embedding(const Tensor& ids, const Tensor& weight, int64_t padding_idx) {
   Tensor out = Tensor::empty(out_shape, DType::f32, d);
   QKV_DISPATCH("embedding", d, k::embedding_forward(w.data(), V, E, idc.data<int32_t>(), ids.numel(), out.data()));
   return record(out, "embedding", {ids, weight}, [idc, V, E, padding_idx, d](const Tensor& g) {
-    Tensor gc = g.contiguous(), dw = Tensor::zeros({V, E}).to(d);
+    Tensor gc = g.contiguous(), dw = Tensor::zeros({V, E}, DType::f32, d);
     QKV_DISPATCH("embedding", d,
                  k::embedding_backward(gc.data(), idc.data<int32_t>(), idc.numel(), E, padding_idx, dw.data()));
     return std::vector<Tensor>{Tensor(), dw};

@@ -31,7 +31,7 @@ Tensor index_select(const Tensor& t, int64_t dim, const std::vector<int64_t>& in
   if (t.dtype() != DType::f32) return out;
   const Shape in_shape = t.shape();
   return record(out, "index_select", {t}, [in_shape, index, outer, n, inner, n_index, d](const Tensor& g) {
-    Tensor gc = g.contiguous(), dt = Tensor::zeros(in_shape);
+    Tensor gc = g.contiguous(), dt = Tensor::zeros(in_shape, DType::f32, d);
     QKV_DISPATCH("index_select", d, k::index_add(dt.data(), outer, n, inner, index.data(), n_index, gc.data()));
     return std::vector<Tensor>{dt};
   });

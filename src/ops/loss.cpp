@@ -32,7 +32,7 @@ Tensor cross_entropy(const Tensor& logits, const Tensor& target, int64_t ignore_
             " is outside [0, ", C, ")");
   // Fused: the forward keeps each row's log-sum-exp; the backward recomputes p from it.
   Tensor lse = Tensor::empty({N}, DType::f32, d);
-  Tensor per_row = Tensor::zeros({N}).to(d);
+  Tensor per_row = Tensor::zeros({N}, DType::f32, d);
   const float eps = label_smoothing;
   QKV_DISPATCH("cross_entropy", d,
                k::cross_entropy_forward(x.data(), y.data<int32_t>(), N, C, eps, ignore_index, lse.data(), per_row.data()));

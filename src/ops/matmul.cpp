@@ -93,7 +93,7 @@ Tensor matmul_nd(Tensor a, Tensor b) {
   const float* pb = b.data();
   float* pc = out.data();
   // Small products in parallel over the batch (each GEMM then runs on one thread), large ones in turn.
-  const bool parallel = nb > 1 && 2.0 * M * N * K < 4e6 && num_threads() > 1 && !in_parallel_region();
+  const bool parallel = d.is_cpu() && nb > 1 && 2.0 * M * N * K < 4e6 && num_threads() > 1 && !in_parallel_region();
   QKV_DISPATCH("matmul", d, {
     auto one = [&](int64_t i) {
       k::sgemm(va.trans, vb.trans, M, N, K, 1.f, pa + off_a[i], va.ld, pb + off_b[i], vb.ld, 0.f, pc + i * M * N, N);
@@ -240,21 +240,21 @@ Tensor linear_inference(const Tensor& x, const Tensor& weight, const InferenceWe
             shape_str(weight.shape()), ": in_features differ");
   QKV_CHECK(w.rows() == out_f && (!q || q->cols == in_f) && (!use_bf16 || w.bf16().shape() == weight.shape()),
             "linear_inference: the inference copy does not match weight ", shape_str(weight.shape()));
-  const Device d = device_of("linear_inference", {&x, &weight, &bias});
+  const Device d = ops_detail::cpu_device_of("linear_inference", {&x, &weight, &bias});
   Tensor xc = x.is_contiguous() ? x.detach() : x.contiguous_copy();
   Shape out_shape = x.shape();
   out_shape.back() = out_f;
   Tensor out = Tensor::empty(out_shape, DType::f32, d);
   Tensor bc = bias.defined() ? bias.contiguous() : Tensor();
   if (q) {
-    QKV_DISPATCH("linear_inference", d,
+    QKV_DISPATCH_CPU("linear_inference", d,
                  k::linear_int8(rows, out_f, in_f, xc.data(), in_f, q->values.data() + w.row_begin() * in_f, in_f,
                                 q->scales.data() + w.row_begin(), bc.defined() ? bc.data() : nullptr, out.data(), out_f));
     return out;
   }
   QKV_CHECK(w.bf16().dtype() == DType::bf16 && w.bf16().is_contiguous(),
             "linear_inference: the bf16 copy must be dense bf16 ", shape_str(weight.shape()));
-  QKV_DISPATCH("linear_inference", d,
+  QKV_DISPATCH_CPU("linear_inference", d,
                k::gemv_bf16(rows, out_f, in_f, xc.data(), in_f, w.bf16().data<bf16>(),
                             bc.defined() ? bc.data() : nullptr, out.data(), out_f));
   return out;

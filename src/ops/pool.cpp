@@ -7,7 +7,7 @@
 namespace qkv {
 
 using autograd::record;
-using ops_detail::device_of;
+using ops_detail::cpu_device_of;
 
 namespace {
 
@@ -44,16 +44,16 @@ Tensor max_pool2d(const Tensor& input, Size2 kernel_size, std::optional<Size2> s
   const Tensor xb = batched("max_pool2d", input);
   const auto p = problem("max_pool2d", xb, kernel_size, stride, padding, dilation, ceil_mode);
   QKV_CHECK(p.H * p.W <= INT32_MAX, "max_pool2d: a plane of ", p.H, "×", p.W, " is too large");
-  const Device d = device_of("max_pool2d", {&input});
+  const Device d = cpu_device_of("max_pool2d", {&input});
   const Tensor x = xb.contiguous().detach();
   const Shape out_shape = {xb.size(0), xb.size(1), p.out_h(), p.out_w()};
   Tensor y = Tensor::empty(out_shape, DType::f32, d), argmax = Tensor::empty(out_shape, DType::i32, d);
-  QKV_DISPATCH("max_pool2d", d, k::max_pool2d_forward(p, x.data(), y.data(), argmax.data<int32_t>()));
+  QKV_DISPATCH_CPU("max_pool2d", d, k::max_pool2d_forward(p, x.data(), y.data(), argmax.data<int32_t>()));
   const Shape in_shape = xb.shape();
   Tensor out = record(y, "max_pool2d", {xb}, [p, argmax, in_shape, d](const Tensor& g) {
     const Tensor dy = g.contiguous();
     Tensor dx = Tensor::empty(in_shape, DType::f32, d);
-    QKV_DISPATCH("max_pool2d", d, k::max_pool2d_backward(p, dy.data(), argmax.data<int32_t>(), dx.data()));
+    QKV_DISPATCH_CPU("max_pool2d", d, k::max_pool2d_backward(p, dy.data(), argmax.data<int32_t>(), dx.data()));
     return std::vector<Tensor>{dx};
   });
   return unbatched_like(input, out);
@@ -65,15 +65,15 @@ Tensor avg_pool2d(const Tensor& input, Size2 kernel_size, std::optional<Size2> s
   auto p = problem("avg_pool2d", xb, kernel_size, stride, padding, 1, ceil_mode);
   QKV_CHECK(!divisor_override || *divisor_override != 0, "avg_pool2d: divisor_override must be non-zero");
   p.count_include_pad = count_include_pad, p.divisor = divisor_override.value_or(0);
-  const Device d = device_of("avg_pool2d", {&input});
+  const Device d = cpu_device_of("avg_pool2d", {&input});
   const Tensor x = xb.contiguous().detach();
   Tensor y = Tensor::empty({xb.size(0), xb.size(1), p.out_h(), p.out_w()}, DType::f32, d);
-  QKV_DISPATCH("avg_pool2d", d, k::avg_pool2d_forward(p, x.data(), y.data()));
+  QKV_DISPATCH_CPU("avg_pool2d", d, k::avg_pool2d_forward(p, x.data(), y.data()));
   const Shape in_shape = xb.shape();
   Tensor out = record(y, "avg_pool2d", {xb}, [p, in_shape, d](const Tensor& g) {
     const Tensor dy = g.contiguous();
     Tensor dx = Tensor::empty(in_shape, DType::f32, d);
-    QKV_DISPATCH("avg_pool2d", d, k::avg_pool2d_backward(p, dy.data(), dx.data()));
+    QKV_DISPATCH_CPU("avg_pool2d", d, k::avg_pool2d_backward(p, dy.data(), dx.data()));
     return std::vector<Tensor>{dx};
   });
   return unbatched_like(input, out);
@@ -85,15 +85,15 @@ Tensor adaptive_avg_pool2d(const Tensor& input, Size2 output_size) {
                 OW = output_size.w;
   QKV_CHECK(OH >= 1 && OW >= 1, "adaptive_avg_pool2d: output_size must be positive, got ", OH, "×", OW);
   QKV_CHECK(H >= 1 && W >= 1, "adaptive_avg_pool2d: input ", shape_str(input.shape()), " has an empty plane");
-  const Device d = device_of("adaptive_avg_pool2d", {&input});
+  const Device d = cpu_device_of("adaptive_avg_pool2d", {&input});
   const Tensor x = xb.contiguous().detach();
   Tensor y = Tensor::empty({xb.size(0), xb.size(1), OH, OW}, DType::f32, d);
-  QKV_DISPATCH("adaptive_avg_pool2d", d, k::adaptive_avg_pool2d_forward(x.data(), y.data(), planes, H, W, OH, OW));
+  QKV_DISPATCH_CPU("adaptive_avg_pool2d", d, k::adaptive_avg_pool2d_forward(x.data(), y.data(), planes, H, W, OH, OW));
   const Shape in_shape = xb.shape();
   Tensor out = record(y, "adaptive_avg_pool2d", {xb}, [=](const Tensor& g) {
     const Tensor dy = g.contiguous();
     Tensor dx = Tensor::empty(in_shape, DType::f32, d);
-    QKV_DISPATCH("adaptive_avg_pool2d", d,
+    QKV_DISPATCH_CPU("adaptive_avg_pool2d", d,
                  k::adaptive_avg_pool2d_backward(dy.data(), dx.data(), planes, H, W, OH, OW));
     return std::vector<Tensor>{dx};
   });

@@ -7,6 +7,7 @@
 #include <cstdint>
 
 #include "qkv/core/error.h"
+#include "qkv/core/host_device.h"
 
 namespace qkv {
 
@@ -51,19 +52,19 @@ class Generator {
                             kMix2 = 0x94D049BB133111EBull;
 
   // 64 random bits for (seed, counter): splitmix64 finalizer over a keyed counter.
-  static uint64_t bits(uint64_t seed, uint64_t counter) {
+  QKV_HOST_DEVICE static uint64_t bits(uint64_t seed, uint64_t counter) {
     uint64_t z = counter * kCounterMul + seed * kSeedMul + kOffset;
     z = (z ^ (z >> 30)) * kMix1;
     z = (z ^ (z >> 27)) * kMix2;
     return z ^ (z >> 31);
   }
   // Uniform in [0, 1) with 24 bits of precision.
-  static float uniform(uint64_t seed, uint64_t counter) {
+  QKV_HOST_DEVICE static float uniform(uint64_t seed, uint64_t counter) {
     return static_cast<float>(bits(seed, counter) >> 40) * (1.0f / 16777216.0f);
   }
   // Uniform in [0, 1) with 24 bits, two draws per hash: counters 2k and 2k+1 take bits 40–63 and
   // 8–31 of bits(seed, k). Dropout's decisions use it (half the hashing of uniform()).
-  static float paired_uniform(uint64_t seed, uint64_t counter) {
+  QKV_HOST_DEVICE static float paired_uniform(uint64_t seed, uint64_t counter) {
     const uint64_t h = bits(seed, counter >> 1);
     const uint64_t u = (counter & 1) ? (h >> 8) & 0xFFFFFF : h >> 40;
     return static_cast<float>(u) * (1.0f / 16777216.0f);

@@ -29,6 +29,7 @@ class Tensor : public TensorBase {
     return TensorBase::empty(shape, dtype, device);
   }
   static Tensor zeros(const Shape& shape, DType dtype = DType::f32) { return TensorBase::zeros(shape, dtype); }
+  static Tensor zeros(const Shape& shape, DType dtype, Device device);  // zeroed on `device`
   static Tensor ones(const Shape& shape, DType dtype = DType::f32) { return TensorBase::ones(shape, dtype); }
   static Tensor full(const Shape& shape, float value, DType dtype = DType::f32) {
     return TensorBase::full(shape, value, dtype);
@@ -60,8 +61,11 @@ class Tensor : public TensorBase {
   Tensor as_strided(const Shape& shape, const Shape& strides, int64_t offset) const {
     return TensorBase::as_strided(shape, strides, offset);
   }
-  Tensor contiguous_copy() const { return TensorBase::contiguous_copy(); }
-  Tensor to(DType dtype) const { return TensorBase::to(dtype); }
+  // On the tensor's own device (src/ops/device_copy.cpp): a dense copy, an element type conversion,
+  // and filling in place (TensorBase's work on the host; these dispatch to a GPU's kernels).
+  Tensor contiguous_copy() const;
+  Tensor to(DType dtype) const;
+  Tensor& fill_(float value);
   // A copy on `device` (contiguous first when it is a strided view); itself when already there.
   Tensor to(Device device) const;
   Tensor grad() const { return TensorBase::grad(); }

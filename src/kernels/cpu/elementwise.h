@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "kernels/cpu/vec.h"
+#include "kernels/strided.h"
 #include "kernels/functors.h"
 #include "qkv/core/parallel.h"
 
@@ -39,27 +40,6 @@ struct VectorForm<kernels::Exp> {
   static simd::vf apply(simd::vf x) { return simd::exp(x); }
 };
 #endif
-
-struct StridedLoop {
-  std::vector<int64_t> shape;                  // coalesced, at least one dim
-  std::vector<std::vector<int64_t>> strides;   // per operand (output first), same rank as shape
-};
-
-// Row-major strides of a dense tensor of this shape, and its element count.
-inline std::vector<int64_t> dense_strides(const std::vector<int64_t>& shape) {
-  std::vector<int64_t> st(shape.size());
-  int64_t acc = 1;
-  for (int64_t d = static_cast<int64_t>(shape.size()) - 1; d >= 0; --d) st[d] = acc, acc *= shape[d];
-  return st;
-}
-inline int64_t numel(const std::vector<int64_t>& shape) {
-  int64_t n = 1;
-  for (int64_t s : shape) n *= s;
-  return n;
-}
-
-// Merges dims i-1 and i wherever, for every operand, stride[i-1] == stride[i] * shape[i].
-StridedLoop coalesce(const std::vector<int64_t>& shape, const std::vector<std::vector<int64_t>>& strides);
 
 // Calls f(offsets[0..k), inner_count, inner_strides[0..k)) for every innermost row of the loop,
 // splitting the outer iterations across threads when the work is large.

@@ -1,0 +1,95 @@
+// The CUDA runtime as qkv's core sees it (torch.cuda's counterpart): whether GPUs are there, the
+// stream work is queued on, waiting for it, and the device allocator's figures. Declared in every
+// build; in a build without the CUDA backend (-DQKV_CUDA=OFF, the default) there are no devices and
+// the rest says so.
+//
+// Streams: every device has one default stream of qkv's own (non-blocking, so it does not
+// serialize with other libraries' work on CUDA's legacy stream); kernels, GEMMs and copies of a
+// thread go to its current stream, which a StreamGuard replaces for a scope. Device memory is
+// cached per (device, stream) the way PyTorch's CUDA caching allocator does it: a freed block is
+// handed out again only to work on the stream it was allocated for.
+//
+// Errors: a failing CUDA call is a qkv::Error naming the call, its file and line, and CUDA's own
+// name and text for the error ("cudaMalloc(&p, bytes) failed (src/core/cuda/allocator.cpp:88):
+// cudaErrorMemoryAllocation, out of memory").
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+struct CUstream_st;  // cudaStream_t is CUstream_st* (cuda_runtime_api.h); named here without it
+
+namespace qkv::cuda {
+
+using StreamHandle = CUstream_st*;
+
+bool is_built();        // whether this build has the CUDA backend
+int device_count();     // GPUs the driver shows (0 without the backend, a driver or a GPU)
+bool is_available();    // device_count() > 0
+
+// Waits for all work queued on `device`'s streams.
+void synchronize(int device = 0);
+
+// The calling thread's current stream on `device` (qkv's default stream for it unless a
+// StreamGuard says otherwise).
+StreamHandle current_stream(int device);
+
+// A stream of its own (torch.cuda.Stream): created on `device`, destroyed with the object.
+class Stream {
+ public:
+  explicit Stream(int device = 0);
+  ~Stream();
+  Stream(const Stream&) = delete;
+  Stream& operator=(const Stream&) = delete;
+  StreamHandle handle() const { return handle_; }
+  int device() const { return device_; }
+  void synchronize() const;
+
+ private:
+  StreamHandle handle_ = nullptr;
+  int device_ = 0;
+};
+
+// Makes `stream` the calling thread's current stream on its device for this scope.
+class StreamGuard {
+ public:
+  explicit StreamGuard(const Stream& stream);
+  ~StreamGuard();
+  StreamGuard(const StreamGuard&) = delete;
+  StreamGuard& operator=(const StreamGuard&) = delete;
+
+ private:
+  int device_;
+  StreamHandle previous_;
+};
+
+// Makes `device` the calling thread's current CUDA device for this scope (cudaSetDevice), and
+// restores the previous one: ops run their kernels under one for their operands' device.
+class DeviceGuard {
+ public:
+  explicit DeviceGuard(int device);
+  ~DeviceGuard();
+  DeviceGuard(const DeviceGuard&) = delete;
+  DeviceGuard& operator=(const DeviceGuard&) = delete;
+
+ private:
+  int previous_ = -1;
+};
+
+// The device allocator (torch.cuda.memory_allocated / memory_reserved / empty_cache).
+int64_t memory_allocated(int device = 0);  // bytes in blocks held by tensors
+int64_t memory_reserved(int device = 0);   // bytes taken from the driver: held + cached
+int64_t max_memory_allocated(int device = 0);
+void empty_cache();                        // returns every cached, unused block to the driver
+
+// A failing CUDA runtime call → qkv::Error (used through QKV_CUDA_CHECK by core and the kernels).
+[[noreturn]] void fail(int code, const char* call, const char* file, int line);
+
+}  // namespace qkv::cuda
+
+// QKV_CUDA_CHECK(cudaMalloc(&p, n)): the call, and a qkv::Error naming it if it did not succeed.
+#define QKV_CUDA_CHECK(call)                                                        \
+  do {                                                                              \
+    const int qkv_cuda_status_ = static_cast<int>(call);                            \
+    if (qkv_cuda_status_ != 0) ::qkv::cuda::fail(qkv_cuda_status_, #call, __FILE__, __LINE__); \
+  } while (0)

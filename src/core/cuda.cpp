@@ -1,0 +1,321 @@
+// The CUDA runtime seam of core (qkv/core/cuda.h): devices, streams, the caching device allocator
+// and byte copies. Everything here is compiled only with -DQKV_CUDA=ON (QKV_WITH_CUDA); without it,
+// the functions at the end answer that this build has no GPU backend.
+#include "qkv/core/cuda.h"
+
+#include <cstring>
+#include <map>
+#include <mutex>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "cuda_backend.h"
+#include "qkv/core/error.h"
+
+#ifdef QKV_WITH_CUDA
+#include <cuda_runtime_api.h>
+#endif
+
+namespace qkv::cuda {
+
+#ifdef QKV_WITH_CUDA
+
+void fail(int code, const char* call, const char* file, int line) {
+  const auto e = static_cast<cudaError_t>(code);
+  throw Error(detail::concat(call, " failed (", file, ":", line, "): ", cudaGetErrorName(e), ", ",
+                             cudaGetErrorString(e)));
+}
+
+bool is_built() { return true; }
+
+int device_count() {
+  // Asked once: without a driver or a GPU this is 0, not an error (the CUDA build runs anywhere).
+  static const int n = [] {
+    int count = 0;
+    if (cudaGetDeviceCount(&count) != cudaSuccess) {
+      cudaGetLastError();  // clear the sticky "no device" error
+      return 0;
+    }
+    return count;
+  }();
+  return n;
+}
+
+bool is_available() { return device_count() > 0; }
+
+namespace {
+
+void check_device(int device) {
+  QKV_CHECK(device >= 0 && device < device_count(), "cuda:", device, ": no such device (",
+            device_count() == 0 ? std::string("this machine shows no CUDA GPU")
+                                : detail::concat("this machine has ", device_count(), " CUDA GPU(s)"),
+            ")");
+}
+
+// qkv's own default stream of each device, created on first use and kept for the process.
+StreamHandle default_stream(int device) {
+  static std::mutex mu;
+  static std::vector<cudaStream_t> streams;
+  std::lock_guard<std::mutex> lock(mu);
+  if (streams.empty()) streams.assign(device_count(), nullptr);
+  if (!streams[device]) {
+    DeviceGuard guard(device);
+    QKV_CUDA_CHECK(cudaStreamCreateWithFlags(&streams[device], cudaStreamNonBlocking));
+  }
+  return streams[device];
+}
+
+// The calling thread's current stream per device (nullptr: the device's default stream).
+thread_local std::vector<StreamHandle> t_current;
+
+}  // namespace
+
+StreamHandle current_stream(int device) {
+  check_device(device);
+  if (static_cast<int>(t_current.size()) > device && t_current[device]) return t_current[device];
+  return default_stream(device);
+}
+
+void synchronize(int device) {
+  check_device(device);
+  DeviceGuard guard(device);
+  QKV_CUDA_CHECK(cudaDeviceSynchronize());
+}
+
+Stream::Stream(int device) : device_(device) {
+  check_device(device);
+  DeviceGuard guard(device);
+  QKV_CUDA_CHECK(cudaStreamCreateWithFlags(&handle_, cudaStreamNonBlocking));
+}
+Stream::~Stream() {
+  if (handle_) cudaStreamDestroy(handle_);  // never throws: a destructor
+}
+void Stream::synchronize() const { QKV_CUDA_CHECK(cudaStreamSynchronize(handle_)); }
+
+StreamGuard::StreamGuard(const Stream& stream) : device_(stream.device()) {
+  if (static_cast<int>(t_current.size()) <= device_) t_current.resize(device_ + 1, nullptr);
+  previous_ = t_current[device_];
+  t_current[device_] = stream.handle();
+}
+StreamGuard::~StreamGuard() { t_current[device_] = previous_; }
+
+DeviceGuard::DeviceGuard(int device) {
+  QKV_CUDA_CHECK(cudaGetDevice(&previous_));
+  if (previous_ != device) QKV_CUDA_CHECK(cudaSetDevice(device));
+}
+DeviceGuard::~DeviceGuard() {
+  int now = -1;
+  if (cudaGetDevice(&now) == cudaSuccess && now != previous_) cudaSetDevice(previous_);
+}
+
+// ---- the caching device allocator ----------------------------------------------------------------
+//
+// cudaMalloc and cudaFree are slow (cudaFree synchronizes the whole device), and training frees
+// and re-allocates the same activation buffers every step. Freed blocks are therefore kept, per
+// device and per stream, and handed out again to the next request of their stream that they fit
+// best, if they are at most 1.5× its size class: the scheme of PyTorch's CUDA caching allocator,
+// without its block splitting. Sizes are rounded up to 512 bytes below 1 MiB and to classes 1/8 of
+// a power of two apart above it. When cudaMalloc fails, the cache is returned to the driver and the
+// allocation tried once more; if it fails again the error says how the device's memory is used.
+
+namespace {
+
+size_t round_size(size_t n) {
+  if (n < (size_t{1} << 20)) return (n + 511) / 512 * 512;
+  const size_t p = size_t{1} << (63 - __builtin_clzll(n));
+  const size_t step = p / 8;
+  return (n + step - 1) / step * step;
+}
+
+class DeviceCache final : public Allocator {
+ public:
+  explicit DeviceCache(int device) : device_(device) {}
+
+  void* allocate(size_t n, size_t* capacity) override {
+    const size_t c = round_size(n ? n : 1);
+    StreamHandle stream = current_stream(device_);
+    std::lock_guard<std::mutex> lock(mu_);
+    auto& free = free_[stream];
+    auto it = free.lower_bound(c);
+    if (it != free.end() && it->first <= c + c / 2) {
+      const size_t got = it->first;
+      void* p = it->second;
+      free.erase(it);
+      cached_ -= got;
+      take(p, got, stream);
+      *capacity = got;
+      return p;
+    }
+    DeviceGuard guard(device_);
+    void* p = nullptr;
+    if (cudaMalloc(&p, c) != cudaSuccess) {
+      cudaGetLastError();
+      release_locked();
+      if (cudaMalloc(&p, c) != cudaSuccess) {
+        cudaGetLastError();
+        size_t free_b = 0, total_b = 0;
+        cudaMemGetInfo(&free_b, &total_b);
+        throw Error(detail::concat("cuda:", device_, ": out of memory allocating ", c >> 20, " MiB (",
+                                   allocated_ >> 20, " MiB held by tensors, ", free_b >> 20, " MiB free of ",
+                                   total_b >> 20, " MiB)"));
+      }
+    }
+    reserved_ += c;
+    take(p, c, stream);
+    *capacity = c;
+    return p;
+  }
+
+  void deallocate(void* p, size_t capacity) override {
+    std::lock_guard<std::mutex> lock(mu_);
+    auto it = live_.find(p);
+    if (it == live_.end()) return;  // not ours: nothing to do (never throws: called by destructors)
+    StreamHandle stream = it->second;
+    live_.erase(it);
+    allocated_ -= capacity;
+    free_[stream].emplace(capacity, p);
+    cached_ += capacity;
+  }
+
+  void empty() {
+    std::lock_guard<std::mutex> lock(mu_);
+    release_locked();
+  }
+
+  int64_t allocated() {
+    std::lock_guard<std::mutex> lock(mu_);
+    return static_cast<int64_t>(allocated_);
+  }
+  int64_t reserved() {
+    std::lock_guard<std::mutex> lock(mu_);
+    return static_cast<int64_t>(reserved_);
+  }
+  int64_t peak() {
+    std::lock_guard<std::mutex> lock(mu_);
+    return static_cast<int64_t>(peak_);
+  }
+
+ private:
+  void take(void* p, size_t c, StreamHandle stream) {
+    live_.emplace(p, stream);
+    allocated_ += c;
+    if (allocated_ > peak_) peak_ = allocated_;
+  }
+  void release_locked() {
+    if (cached_ == 0) return;
+    DeviceGuard guard(device_);
+    cudaDeviceSynchronize();  // a cached block may still be read by queued work of its stream
+    for (auto& [stream, blocks] : free_)
+      for (auto& [c, p] : blocks) {
+        cudaFree(p);
+        reserved_ -= c;
+      }
+    free_.clear();
+    cached_ = 0;
+  }
+
+  int device_;
+  std::mutex mu_;
+  std::map<StreamHandle, std::multimap<size_t, void*>> free_;  // stream → (capacity → block)
+  std::unordered_map<void*, StreamHandle> live_;               // block → the stream it serves
+  size_t allocated_ = 0, reserved_ = 0, cached_ = 0, peak_ = 0;
+};
+
+DeviceCache& cache_of(int device) {
+  check_device(device);
+  static std::mutex mu;
+  static std::vector<DeviceCache*>* caches = new std::vector<DeviceCache*>;  // never destroyed
+  std::lock_guard<std::mutex> lock(mu);
+  if (caches->empty()) caches->assign(device_count(), nullptr);
+  if (!(*caches)[device]) (*caches)[device] = new DeviceCache(device);
+  return *(*caches)[device];
+}
+
+}  // namespace
+
+int64_t memory_allocated(int device) { return cache_of(device).allocated(); }
+int64_t memory_reserved(int device) { return cache_of(device).reserved(); }
+int64_t max_memory_allocated(int device) { return cache_of(device).peak(); }
+void empty_cache() {
+  for (int d = 0; d < device_count(); ++d) cache_of(d).empty();
+}
+
+#else  // ---- a build without the CUDA backend ------------------------------------------------------
+
+namespace {
+[[noreturn]] void not_built(const char* what) {
+  throw Error(detail::concat(what, ": this build of qkv has no CUDA backend (configure with -DQKV_CUDA=ON; "
+                             "docs/ARCHITECTURE.md, \"Adding a device\")"));
+}
+}  // namespace
+
+void fail(int code, const char* call, const char* file, int line) {
+  throw Error(detail::concat(call, " failed (", file, ":", line, "): CUDA error ", code));
+}
+bool is_built() { return false; }
+int device_count() { return 0; }
+bool is_available() { return false; }
+void synchronize(int) { not_built("cuda::synchronize"); }
+StreamHandle current_stream(int) { not_built("cuda::current_stream"); }
+Stream::Stream(int) { not_built("cuda::Stream"); }
+Stream::~Stream() = default;
+void Stream::synchronize() const { not_built("cuda::Stream::synchronize"); }
+StreamGuard::StreamGuard(const Stream&) : device_(0), previous_(nullptr) { not_built("cuda::StreamGuard"); }
+StreamGuard::~StreamGuard() = default;
+DeviceGuard::DeviceGuard(int) { not_built("cuda::DeviceGuard"); }
+DeviceGuard::~DeviceGuard() = default;
+int64_t memory_allocated(int) { return 0; }
+int64_t memory_reserved(int) { return 0; }
+int64_t max_memory_allocated(int) { return 0; }
+void empty_cache() {}
+
+#endif
+
+}  // namespace qkv::cuda
+
+namespace qkv::cuda_detail {
+
+#ifdef QKV_WITH_CUDA
+
+Allocator& allocator(int device) { return cuda::cache_of(device); }
+
+void copy(void* dst, Device dst_device, const void* src, Device src_device, size_t n) {
+  if (n == 0) return;
+  if (dst_device.is_cpu() && src_device.is_cpu()) {
+    std::memcpy(dst, src, n);
+    return;
+  }
+  // The GPU end's stream orders the copy after the kernels that wrote the source.
+  const int gpu = src_device.is_cpu() ? dst_device.index : src_device.index;
+  cuda::DeviceGuard guard(gpu);
+  cudaStream_t stream = cuda::current_stream(gpu);
+  if (src_device.is_cpu()) {
+    QKV_CUDA_CHECK(cudaMemcpyAsync(dst, src, n, cudaMemcpyHostToDevice, stream));
+    QKV_CUDA_CHECK(cudaStreamSynchronize(stream));  // the host buffer may go once we return
+  } else if (dst_device.is_cpu()) {
+    QKV_CUDA_CHECK(cudaMemcpyAsync(dst, src, n, cudaMemcpyDeviceToHost, stream));
+    QKV_CUDA_CHECK(cudaStreamSynchronize(stream));  // the host reads it next
+  } else if (src_device.index == dst_device.index) {
+    QKV_CUDA_CHECK(cudaMemcpyAsync(dst, src, n, cudaMemcpyDeviceToDevice, stream));
+  } else {
+    QKV_CUDA_CHECK(cudaMemcpyPeerAsync(dst, dst_device.index, src, src_device.index, n, stream));
+    QKV_CUDA_CHECK(cudaStreamSynchronize(stream));  // the destination's own stream knows nothing of it
+  }
+}
+
+#else
+
+Allocator& allocator(int device) {
+  throw Error(detail::concat("no allocator for device cuda:", device, ": this build of qkv has no CUDA backend "
+                             "(configure with -DQKV_CUDA=ON; docs/ARCHITECTURE.md, \"Adding a device\")"));
+}
+
+void copy(void*, Device dst_device, const void*, Device src_device, size_t) {
+  throw Error(detail::concat("copy from ", src_device.str(), " to ", dst_device.str(),
+                             ": this build of qkv has no CUDA backend (configure with -DQKV_CUDA=ON)"));
+}
+
+#endif
+
+}  // namespace qkv::cuda_detail

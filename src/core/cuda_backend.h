@@ -1,0 +1,18 @@
+// What core's device-neutral code (allocator.cpp: allocator_for, device_available, copy_bytes)
+// asks of the CUDA backend (cuda.cpp). Private to core; compiled in every build, and in one
+// without -DQKV_CUDA these say there is no backend.
+#pragma once
+
+#include <cstddef>
+
+#include "qkv/core/allocator.h"
+
+namespace qkv::cuda_detail {
+
+Allocator& allocator(int device);  // the caching allocator of GPU `device`
+// n bytes between any two of: the host, GPU i, GPU j (the host end is pageable memory; the call
+// returns once the bytes are where they go, except device-to-device on one GPU, which is queued on
+// the current stream in order with the kernels that read them).
+void copy(void* dst, Device dst_device, const void* src, Device src_device, size_t n);
+
+}  // namespace qkv::cuda_detail

@@ -1,0 +1,17 @@
+// The attention kernels of the CUDA backend (kernels/cuda/attention.cu): kernels/cpu/attention.h's
+// four, with its layouts and semantics (the flash pair honours p.out_l … p.dv_l; the reference pair
+// writes dense, and keeps P and W as the CPU's does).
+#pragma once
+
+#include "kernels/attention.h"
+
+namespace qkv::kernels::cuda {
+
+void attention_forward_reference(const AttnProblem& p, float* out, float* probs, float* weights);
+void attention_backward_reference(const AttnProblem& p, const float* probs, const float* dout, float* dq, float* dk,
+                                  float* dv, float* dscores);
+void attention_forward_flash(const AttnProblem& p, float* out, float* lse);
+void attention_backward_flash(const AttnProblem& p, const float* out, const float* lse, const float* dout, float* dq,
+                              float* dk, float* dv);
+
+}  // namespace qkv::kernels::cuda

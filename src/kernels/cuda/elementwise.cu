@@ -1,0 +1,333 @@
+// Elementwise kernels over strided, broadcast operands (kernels/cpu/elementwise.h's contract): the
+// shape is coalesced on the host (kernels/strided.h), then each thread maps its dense output index
+// to every operand's offset through at most kMaxDims dims passed by value. Dense same-shape
+// operands (one coalesced dim, unit strides) take a plain grid-stride loop.
+#include <cuda_bf16.h>
+
+#include "kernels/cuda/kernels.h"
+#include "kernels/cuda/launch.h"
+#include "kernels/strided.h"
+#include "qkv/core/error.h"
+
+namespace qkv::kernels::cuda {
+namespace {
+
+constexpr int kMaxDims = 8;
+
+// The loop of up to 3 operands (output first), coalesced.
+template <int K>
+struct Loop {
+  int nd;
+  int64_t shape[kMaxDims];
+  int64_t strides[K][kMaxDims];
+};
+
+template <int K>
+Loop<K> make_loop(const std::vector<int64_t>& shape, const std::vector<std::vector<int64_t>>& strides,
+                  const char* op) {
+  const StridedLoop L = coalesce(shape, strides);
+  QKV_CHECK(L.shape.size() <= kMaxDims, op, ": ", L.shape.size(), " dims after merging; the CUDA kernels take at most ",
+            kMaxDims);
+  Loop<K> out{};
+  out.nd = static_cast<int>(L.shape.size());
+  for (int d = 0; d < out.nd; ++d) {
+    out.shape[d] = L.shape[d];
+    for (int o = 0; o < K; ++o) out.strides[o][d] = L.strides[o][d];
+  }
+  return out;
+}
+
+// Offsets of dense index i in operands 1..K-1 (the output, operand 0, is dense: i itself).
+template <int K>
+__device__ inline void offsets(const Loop<K>& L, int64_t i, int64_t* off) {
+  for (int o = 1; o < K; ++o) off[o] = 0;
+  for (int d = L.nd - 1; d >= 0; --d) {
+    const int64_t idx = i % L.shape[d];
+    i /= L.shape[d];
+    for (int o = 1; o < K; ++o) off[o] += idx * L.strides[o][d];
+  }
+}
+
+template <typename TO, typename TA, typename F>
+__global__ void map1_kernel(Loop<2> L, int64_t n, TO* out, const TA* a, F f) {
+  for (int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; i < n; i += int64_t{gridDim.x} * blockDim.x) {
+    int64_t off[2];
+    offsets(L, i, off);
+    out[i] = f(a[off[1]]);
+  }
+}
+
+template <typename TO, typename TA, typename F>
+__global__ void map1_dense_kernel(int64_t n, TO* out, const TA* a, F f) {
+  for (int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; i < n; i += int64_t{gridDim.x} * blockDim.x)
+    out[i] = f(a[i]);
+}
+
+template <typename TO, typename TA, typename TB, typename F>
+__global__ void map2_kernel(Loop<3> L, int64_t n, TO* out, const TA* a, const TB* b, F f) {
+  for (int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; i < n; i += int64_t{gridDim.x} * blockDim.x) {
+    int64_t off[3];
+    offsets(L, i, off);
+    out[i] = f(a[off[1]], b[off[2]]);
+  }
+}
+
+template <typename TO, typename TA, typename TB, typename F>
+__global__ void map2_dense_kernel(int64_t n, TO* out, const TA* a, const TB* b, F f) {
+  for (int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; i < n; i += int64_t{gridDim.x} * blockDim.x)
+    out[i] = f(a[i], b[i]);
+}
+
+bool dense(const std::vector<int64_t>& shape, const std::vector<int64_t>& st) { return st == dense_strides(shape); }
+
+struct Identity {
+  template <typename T>
+  __device__ T operator()(T x) const { return x; }
+};
+
+}  // namespace
+
+template <typename TO, typename TA, typename F>
+void map1(const std::vector<int64_t>& shape, TO* out, const TA* a, const std::vector<int64_t>& sa, F f) {
+  const int64_t n = numel(shape);
+  if (n == 0) return;
+  if (dense(shape, sa)) {
+    map1_dense_kernel<<<blocks_for(n), 256, 0, stream()>>>(n, out, a, f);
+  } else {
+    const Loop<2> L = make_loop<2>(shape, {dense_strides(shape), sa}, "map1");
+    map1_kernel<<<blocks_for(n), 256, 0, stream()>>>(L, n, out, a, f);
+  }
+  QKV_CUDA_LAUNCHED(map1_kernel);
+}
+
+template <typename TO, typename TA, typename TB, typename F>
+void map2(const std::vector<int64_t>& shape, TO* out, const TA* a, const std::vector<int64_t>& sa, const TB* b,
+          const std::vector<int64_t>& sb, F f) {
+  const int64_t n = numel(shape);
+  if (n == 0) return;
+  if (dense(shape, sa) && dense(shape, sb)) {
+    map2_dense_kernel<<<blocks_for(n), 256, 0, stream()>>>(n, out, a, b, f);
+  } else {
+    const Loop<3> L = make_loop<3>(shape, {dense_strides(shape), sa, sb}, "map2");
+    map2_kernel<<<blocks_for(n), 256, 0, stream()>>>(L, n, out, a, b, f);
+  }
+  QKV_CUDA_LAUNCHED(map2_kernel);
+}
+
+template <typename F>
+void binary(const std::vector<int64_t>& shape, float* out, const float* a, const std::vector<int64_t>& sa,
+            const float* b, const std::vector<int64_t>& sb, F f) {
+  map2(shape, out, a, sa, b, sb, f);
+}
+
+template <typename F>
+void unary(const std::vector<int64_t>& shape, float* out, const float* a, const std::vector<int64_t>& sa, F f) {
+  map1(shape, out, a, sa, f);
+}
+
+// The functors ops pass (ops/arith.cpp, ops/compare.cpp).
+#define QKV_BINARY(F)                                                                                          \
+  template void binary<F>(const std::vector<int64_t>&, float*, const float*, const std::vector<int64_t>&, \
+                          const float*, const std::vector<int64_t>&, F);
+#define QKV_UNARY(F) \
+  template void unary<F>(const std::vector<int64_t>&, float*, const float*, const std::vector<int64_t>&, F);
+QKV_BINARY(Add) QKV_BINARY(Sub) QKV_BINARY(Mul) QKV_BINARY(Div) QKV_BINARY(NegDiv) QKV_BINARY(TanhGrad)
+QKV_BINARY(SigmoidGrad) QKV_BINARY(SqrtGrad) QKV_BINARY(MaskedFill)
+QKV_UNARY(AddScalar) QKV_UNARY(MulScalar) QKV_UNARY(Exp) QKV_UNARY(Log) QKV_UNARY(Tanh) QKV_UNARY(Sigmoid)
+QKV_UNARY(Sqrt)
+#undef QKV_BINARY
+#undef QKV_UNARY
+template void map1<uint8_t, float, CompareScalar<float>>(const std::vector<int64_t>&, uint8_t*, const float*,
+                                                         const std::vector<int64_t>&, CompareScalar<float>);
+template void map1<uint8_t, int32_t, CompareScalar<int32_t>>(const std::vector<int64_t>&, uint8_t*, const int32_t*,
+                                                             const std::vector<int64_t>&, CompareScalar<int32_t>);
+template void map1<uint8_t, uint8_t, CompareScalar<uint8_t>>(const std::vector<int64_t>&, uint8_t*, const uint8_t*,
+                                                             const std::vector<int64_t>&, CompareScalar<uint8_t>);
+template void map1<uint8_t, uint8_t, LogicalNot>(const std::vector<int64_t>&, uint8_t*, const uint8_t*,
+                                                 const std::vector<int64_t>&, LogicalNot);
+template void map2<uint8_t, uint8_t, uint8_t, LogicalAnd>(const std::vector<int64_t>&, uint8_t*, const uint8_t*,
+                                                          const std::vector<int64_t>&, const uint8_t*,
+                                                          const std::vector<int64_t>&, LogicalAnd);
+template void map2<uint8_t, uint8_t, uint8_t, LogicalOr>(const std::vector<int64_t>&, uint8_t*, const uint8_t*,
+                                                         const std::vector<int64_t>&, const uint8_t*,
+                                                         const std::vector<int64_t>&, LogicalOr);
+
+void copy_strided(const std::vector<int64_t>& shape, void* out, const void* src, const std::vector<int64_t>& strides,
+                  size_t elem_size) {
+  switch (elem_size) {
+    case 1: map1(shape, static_cast<uint8_t*>(out), static_cast<const uint8_t*>(src), strides, Identity{}); break;
+    case 2: map1(shape, static_cast<uint16_t*>(out), static_cast<const uint16_t*>(src), strides, Identity{}); break;
+    case 4: map1(shape, static_cast<uint32_t*>(out), static_cast<const uint32_t*>(src), strides, Identity{}); break;
+    case 8: map1(shape, static_cast<uint64_t*>(out), static_cast<const uint64_t*>(src), strides, Identity{}); break;
+    default: QKV_CHECK(false, "copy_strided: elements of ", elem_size, " bytes");
+  }
+}
+
+// ---- conversions -----------------------------------------------------------------------------------
+
+namespace {
+// f32 → bf16 bits, round to nearest even; NaN stays a quiet NaN (dtype.h's f32_to_bf16).
+__device__ inline uint16_t to_bf16_bits(float f) {
+  const uint32_t u = __float_as_uint(f);
+  const uint32_t r = (u & 0x7fffffffu) > 0x7f800000u ? u | 0x00400000u : u + 0x7fffu + ((u >> 16) & 1u);
+  return static_cast<uint16_t>(r >> 16);
+}
+struct ToBf16 {
+  __device__ uint16_t operator()(float x) const { return to_bf16_bits(x); }
+};
+struct RoundBf16 {
+  __device__ float operator()(float x) const { return __uint_as_float(static_cast<uint32_t>(to_bf16_bits(x)) << 16); }
+};
+struct FromBf16 {
+  __device__ float operator()(uint16_t h) const { return __uint_as_float(static_cast<uint32_t>(h) << 16); }
+};
+struct ToF32 {
+  template <typename T>
+  __device__ float operator()(T x) const { return static_cast<float>(x); }
+};
+template <typename TO, typename TA, typename F>
+void dense_map(const TA* src, TO* dst, int64_t n, F f) {
+  if (n == 0) return;
+  map1_dense_kernel<<<blocks_for(n), 256, 0, stream()>>>(n, dst, src, f);
+  QKV_CUDA_LAUNCHED(map1_dense_kernel);
+}
+}  // namespace
+
+void convert_to_bf16(const float* src, bf16* dst, int64_t n) { dense_map(src, reinterpret_cast<uint16_t*>(dst), n, ToBf16{}); }
+void round_to_bf16(const float* src, float* dst, int64_t n) { dense_map(src, dst, n, RoundBf16{}); }
+void bf16_to_f32(const bf16* src, float* dst, int64_t n) {
+  dense_map(reinterpret_cast<const uint16_t*>(src), dst, n, FromBf16{});
+}
+void bool_to_f32(const uint8_t* src, float* dst, int64_t n) { dense_map(src, dst, n, ToF32{}); }
+void i32_to_f32(const int32_t* src, float* dst, int64_t n) { dense_map(src, dst, n, ToF32{}); }
+
+void fill_zero(void* p, size_t bytes) {
+  if (bytes) QKV_CUDA_CHECK(cudaMemsetAsync(p, 0, bytes, stream()));
+}
+
+namespace {
+struct Constant {
+  float v;
+  __device__ float operator()(float) const { return v; }
+};
+}  // namespace
+
+void fill_f32(float* p, int64_t n, float value) {
+  if (n) dense_map(p, p, n, Constant{value});
+}
+
+void scale_inplace(float* x, int64_t n, float c) {
+  if (n) dense_map(x, x, n, MulScalar{c});
+}
+
+namespace {
+__global__ void broadcast_rows_kernel(float* out, const float* row, int64_t total, int64_t n) {
+  for (int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; i < total; i += int64_t{gridDim.x} * blockDim.x)
+    out[i] = row[i % n];
+}
+}  // namespace
+
+void broadcast_rows(float* out, const float* row, int64_t rows, int64_t n) {
+  if (rows * n == 0) return;
+  broadcast_rows_kernel<<<blocks_for(rows * n), 256, 0, stream()>>>(out, row, rows * n, n);
+  QKV_CUDA_LAUNCHED(broadcast_rows_kernel);
+}
+
+// ---- reductions -----------------------------------------------------------------------------------
+
+namespace {
+
+// sum_to: out (dense, out_shape) = Σ of in (dense, in_shape) over the broadcast dims. Each thread
+// owns one output element and walks the reduced elements: out_shape is padded on the left to
+// in_shape's rank; the reduced dims are enumerated by a second index space.
+struct ReduceShape {
+  int nd;
+  int64_t in_shape[kMaxDims];
+  int64_t in_strides[kMaxDims];
+  bool reduced[kMaxDims];
+};
+
+__global__ void sum_to_kernel(ReduceShape R, int64_t n_out, int64_t n_red, const float* in, float* out) {
+  for (int64_t o = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; o < n_out; o += int64_t{gridDim.x} * blockDim.x) {
+    // The input offset of output o with every reduced index at 0.
+    int64_t base = 0, rem = o;
+    for (int d = R.nd - 1; d >= 0; --d) {
+      if (R.reduced[d]) continue;
+      base += (rem % R.in_shape[d]) * R.in_strides[d];
+      rem /= R.in_shape[d];
+    }
+    double acc = 0;
+    for (int64_t r = 0; r < n_red; ++r) {
+      int64_t off = base, rr = r;
+      for (int d = R.nd - 1; d >= 0; --d) {
+        if (!R.reduced[d]) continue;
+        off += (rr % R.in_shape[d]) * R.in_strides[d];
+        rr /= R.in_shape[d];
+      }
+      acc += in[off];
+    }
+    out[o] = static_cast<float>(acc);
+  }
+}
+
+template <bool Square>
+__global__ void sum_kernel(const float* x, int64_t n, double* partial) {
+  double acc = 0;
+  for (int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; i < n; i += int64_t{gridDim.x} * blockDim.x) {
+    const double v = x[i];
+    acc += Square ? v * v : v;
+  }
+  acc = block_reduce(acc, SumOp{}, 0.0);
+  if (threadIdx.x == 0) partial[blockIdx.x] = acc;
+}
+
+template <bool Square>
+double sum_impl(const float* x, int64_t n) {
+  if (n == 0) return 0;
+  const unsigned blocks = blocks_for(n, 256, 16) > 1024 ? 1024 : blocks_for(n, 256, 16);
+  double* partial = nullptr;
+  cudaStream_t s = stream();
+  QKV_CUDA_CHECK(cudaMallocAsync(reinterpret_cast<void**>(&partial), blocks * sizeof(double), s));
+  sum_kernel<Square><<<blocks, 256, 0, s>>>(x, n, partial);
+  QKV_CUDA_LAUNCHED(sum_kernel);
+  std::vector<double> host(blocks);
+  QKV_CUDA_CHECK(cudaMemcpyAsync(host.data(), partial, blocks * sizeof(double), cudaMemcpyDeviceToHost, s));
+  QKV_CUDA_CHECK(cudaFreeAsync(partial, s));
+  QKV_CUDA_CHECK(cudaStreamSynchronize(s));
+  double total = 0;
+  for (double v : host) total += v;
+  return total;
+}
+
+}  // namespace
+
+void sum_to(const std::vector<int64_t>& in_shape, const float* in, const std::vector<int64_t>& out_shape, float* out) {
+  const int nd = static_cast<int>(in_shape.size());
+  QKV_CHECK(nd <= kMaxDims, "sum_to: ", nd, " dims; the CUDA kernel takes at most ", kMaxDims);
+  QKV_CHECK(out_shape.size() <= in_shape.size(), "sum_to: cannot reduce to a higher rank");
+  ReduceShape R{};
+  R.nd = nd;
+  const std::vector<int64_t> st = dense_strides(in_shape);
+  const int lead = nd - static_cast<int>(out_shape.size());
+  int64_t n_out = 1, n_red = 1;
+  for (int d = 0; d < nd; ++d) {
+    R.in_shape[d] = in_shape[d];
+    R.in_strides[d] = st[d];
+    const int64_t o = d < lead ? 1 : out_shape[d - lead];
+    QKV_CHECK(o == in_shape[d] || o == 1, "sum_to: ", in_shape[d], " does not reduce to ", o);
+    R.reduced[d] = d < lead || o != in_shape[d];
+    (R.reduced[d] ? n_red : n_out) *= in_shape[d];
+  }
+  if (n_out == 0) return;
+  if (n_red == 0) {
+    fill_zero(out, static_cast<size_t>(n_out) * sizeof(float));
+    return;
+  }
+  sum_to_kernel<<<blocks_for(n_out), 256, 0, stream()>>>(R, n_out, n_red, in, out);
+  QKV_CUDA_LAUNCHED(sum_to_kernel);
+}
+
+double sum_f64(const float* x, int64_t n) { return sum_impl<false>(x, n); }
+double sum_squares_f64(const float* x, int64_t n) { return sum_impl<true>(x, n); }
+
+}  // namespace qkv::kernels::cuda

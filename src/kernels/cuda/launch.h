@@ -1,0 +1,59 @@
+// What every CUDA kernel file shares: the current stream, launch sizes, and the check after each
+// launch (a launch error names the kernel, its file and line).
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <cstdint>
+
+#include "qkv/core/cuda.h"
+#include "qkv/core/error.h"
+
+namespace qkv::kernels::cuda {
+
+inline cudaStream_t stream() {
+  int device = 0;
+  QKV_CUDA_CHECK(cudaGetDevice(&device));
+  return ::qkv::cuda::current_stream(device);
+}
+
+// Blocks for n elements at `threads` per block and `per_thread` elements each, capped so that
+// grid-stride loops cover the rest (a grid of at most 65,535 × 16 blocks).
+inline unsigned blocks_for(int64_t n, int threads = 256, int per_thread = 1) {
+  const int64_t b = (n + int64_t{threads} * per_thread - 1) / (int64_t{threads} * per_thread);
+  return static_cast<unsigned>(b < 1 ? 1 : b > 1048560 ? 1048560 : b);
+}
+
+// Σ over a block of `v` (every thread gets the result): warp shuffles, then one value per warp
+// through shared memory. blockDim.x a multiple of 32, at most 1024.
+template <typename T, typename Op>
+__device__ inline T block_reduce(T v, Op op, T identity) {
+  __shared__ T partial[32];
+  for (int o = 16; o > 0; o >>= 1) v = op(v, __shfl_xor_sync(0xffffffffu, v, o));
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  __syncthreads();  // `partial` may still be read by a previous call
+  if (lane == 0) partial[warp] = v;
+  __syncthreads();
+  const int warps = (blockDim.x + 31) >> 5;
+  v = lane < warps ? partial[lane] : identity;
+  for (int o = 16; o > 0; o >>= 1) v = op(v, __shfl_xor_sync(0xffffffffu, v, o));
+  return v;
+}
+
+struct SumOp {
+  template <typename T>
+  __device__ T operator()(T a, T b) const { return a + b; }
+};
+struct MaxOp {
+  __device__ float operator()(float a, float b) const { return fmaxf(a, b); }
+};
+
+}  // namespace qkv::kernels::cuda
+
+// After a launch: the launch's own error (bad configuration, no kernel image for this GPU).
+#define QKV_CUDA_LAUNCHED(name)                                                          \
+  do {                                                                                   \
+    const cudaError_t qkv_launch_status_ = cudaPeekAtLastError();                         \
+    if (qkv_launch_status_ != cudaSuccess)                                               \
+      ::qkv::cuda::fail(static_cast<int>(qkv_launch_status_), "launch of " #name, __FILE__, __LINE__); \
+  } while (0)

@@ -1,0 +1,90 @@
+// Softmax and log-softmax over rows on the GPU (formulas: kernels/cpu/softmax.h): one block of 256
+// threads per row; max and sum by block reductions, the row read from global memory each pass (it
+// stays in L1/L2 for the row lengths of attention and vocabularies).
+#include <cfloat>
+
+#include "kernels/cuda/kernels.h"
+#include "kernels/cuda/launch.h"
+
+namespace qkv::kernels::cuda {
+namespace {
+
+constexpr int kThreads = 256;
+
+template <bool Log>
+__global__ void softmax_forward_kernel(const float* x, float* y, int64_t n) {
+  const float* xr = x + blockIdx.x * n;
+  float* yr = y + blockIdx.x * n;
+  float m = -INFINITY;
+  for (int64_t j = threadIdx.x; j < n; j += blockDim.x) m = fmaxf(m, xr[j]);
+  m = block_reduce(m, MaxOp{}, -INFINITY);
+  if (m == -INFINITY) {  // every position masked: zeros (softmax), −inf (log-softmax)
+    for (int64_t j = threadIdx.x; j < n; j += blockDim.x) yr[j] = Log ? -INFINITY : 0.f;
+    return;
+  }
+  float s = 0.f;
+  for (int64_t j = threadIdx.x; j < n; j += blockDim.x) s += expf(xr[j] - m);
+  s = block_reduce(s, SumOp{}, 0.f);
+  if (Log) {
+    const float lse = m + logf(s);
+    for (int64_t j = threadIdx.x; j < n; j += blockDim.x) yr[j] = xr[j] - lse;
+  } else {
+    const float inv = 1.f / s;
+    for (int64_t j = threadIdx.x; j < n; j += blockDim.x) yr[j] = expf(xr[j] - m) * inv;
+  }
+}
+
+// softmax: dx = y (dy − Σ dy·y);  log-softmax: dx = dy − e^y Σ dy
+template <bool Log>
+__global__ void softmax_backward_kernel(const float* y, const float* dy, float* dx, int64_t n) {
+  const float* yr = y + blockIdx.x * n;
+  const float* gr = dy + blockIdx.x * n;
+  float* dr = dx + blockIdx.x * n;
+  float s = 0.f;
+  for (int64_t j = threadIdx.x; j < n; j += blockDim.x) s += Log ? gr[j] : gr[j] * yr[j];
+  s = block_reduce(s, SumOp{}, 0.f);
+  for (int64_t j = threadIdx.x; j < n; j += blockDim.x)
+    dr[j] = Log ? gr[j] - expf(yr[j]) * s : yr[j] * (gr[j] - s);
+}
+
+// Rows beyond the grid's 2³¹ − 1 limit go in further launches.
+template <typename Launch>
+void over_rows(int64_t rows, Launch launch) {
+  constexpr int64_t kMaxGrid = 2147483647;
+  for (int64_t r = 0; r < rows; r += kMaxGrid) launch(r, rows - r < kMaxGrid ? rows - r : kMaxGrid);
+}
+
+}  // namespace
+
+void softmax_forward(const float* x, float* y, int64_t rows, int64_t n) {
+  if (rows * n == 0) return;
+  over_rows(rows, [&](int64_t r, int64_t count) {
+    softmax_forward_kernel<false><<<static_cast<unsigned>(count), kThreads, 0, stream()>>>(x + r * n, y + r * n, n);
+  });
+  QKV_CUDA_LAUNCHED(softmax_forward_kernel);
+}
+void log_softmax_forward(const float* x, float* y, int64_t rows, int64_t n) {
+  if (rows * n == 0) return;
+  over_rows(rows, [&](int64_t r, int64_t count) {
+    softmax_forward_kernel<true><<<static_cast<unsigned>(count), kThreads, 0, stream()>>>(x + r * n, y + r * n, n);
+  });
+  QKV_CUDA_LAUNCHED(softmax_forward_kernel);
+}
+void softmax_backward(const float* y, const float* dy, float* dx, int64_t rows, int64_t n) {
+  if (rows * n == 0) return;
+  over_rows(rows, [&](int64_t r, int64_t count) {
+    softmax_backward_kernel<false>
+        <<<static_cast<unsigned>(count), kThreads, 0, stream()>>>(y + r * n, dy + r * n, dx + r * n, n);
+  });
+  QKV_CUDA_LAUNCHED(softmax_backward_kernel);
+}
+void log_softmax_backward(const float* y, const float* dy, float* dx, int64_t rows, int64_t n) {
+  if (rows * n == 0) return;
+  over_rows(rows, [&](int64_t r, int64_t count) {
+    softmax_backward_kernel<true>
+        <<<static_cast<unsigned>(count), kThreads, 0, stream()>>>(y + r * n, dy + r * n, dx + r * n, n);
+  });
+  QKV_CUDA_LAUNCHED(softmax_backward_kernel);
+}
+
+}  // namespace qkv::kernels::cuda
