@@ -287,6 +287,8 @@ void copy(void* dst, Device dst_device, const void* src, Device src_device, size
     return;
   }
   // The GPU end's stream orders the copy after the kernels that wrote the source.
+  if (!src_device.is_cpu()) cuda::check_device(src_device.index);
+  if (!dst_device.is_cpu()) cuda::check_device(dst_device.index);
   const int gpu = src_device.is_cpu() ? dst_device.index : src_device.index;
   cuda::DeviceGuard guard(gpu);
   cudaStream_t stream = cuda::current_stream(gpu);

@@ -401,8 +401,16 @@ static void copy_strided_f32(float* dst, Shape ds, const float* src, Shape ss, S
 }
 
 void TensorBase::copy_(const TensorBase& src) {
-  check_host("copy_");
-  src.check_host("copy_");
+  if (!device().is_cpu() || !src.device().is_cpu()) {
+    // Across devices (a checkpoint's values into a GPU model): the bytes of a dense tensor move as
+    // they are; anything that reads elements (a conversion, a strided layout) is an op's work.
+    QKV_CHECK(dtype() == src.dtype() && shape() == src.shape() && is_contiguous() && src.is_contiguous(), "Tensor::copy_: ",
+              src.str(), " into ", str(), ": between devices only dense tensors of one dtype and shape are copied");
+    copy_bytes(static_cast<char*>(impl().storage->data) + offset() * dtype_size(dtype()), device(),
+               static_cast<const char*>(src.impl().storage->data) + src.offset() * dtype_size(src.dtype()), src.device(),
+               static_cast<size_t>(numel()) * dtype_size(dtype()));
+    return;
+  }
   Shape bst = broadcast_strides(src, shape());
   const void* sbase = static_cast<const char*>(src.impl().storage->data) + src.offset() * dtype_size(src.dtype());
   void* dbase = static_cast<char*>(impl().storage->data) + offset() * dtype_size(dtype());

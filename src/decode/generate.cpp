@@ -13,9 +13,10 @@ namespace {
 
 std::vector<float> row(const Tensor& logits) { return logits.reshape({-1}).to_vector(); }
 
-Tensor ids_tensor(const std::vector<int32_t>& ids, size_t from) {
+// ids[from …] as [1, n] on the model's device
+Tensor ids_tensor(const std::vector<int32_t>& ids, size_t from, Device device) {
   std::vector<int32_t> v(ids.begin() + static_cast<std::ptrdiff_t>(from), ids.end());
-  return Tensor::from_ints(v, {1, static_cast<int64_t>(v.size())});
+  return Tensor::from_ints(v, {1, static_cast<int64_t>(v.size())}).to(device);
 }
 
 }  // namespace
@@ -29,6 +30,8 @@ std::vector<int32_t> generate(const models::LanguageModel& model, const std::vec
     QKV_CHECK(id >= 0 && id < model.vocab_size(), "generate: token id ", id, " outside the vocabulary of ",
               model.vocab_size());
   Sampler sampler(opt.sampling);
+  const std::vector<Tensor> params = model.module().parameters();
+  const Device device = params.empty() ? Device::cpu() : params.front().device();  // (nn::Module::to)
   std::vector<int32_t> context = prompt, out;
   // The model sees context[window …]: the last block_size tokens of the prompt at first; when the
   // window would exceed block_size it restarts at the last block_size/2 tokens. Both modes use the
@@ -45,9 +48,9 @@ std::vector<int32_t> generate(const models::LanguageModel& model, const std::vec
     Tensor logits;
     if (opt.use_cache) {  // feed what the cache has not seen yet
       const auto seen = static_cast<size_t>(cache->length());
-      logits = model.step(ids_tensor(context, window + seen), *cache);
+      logits = model.step(ids_tensor(context, window + seen, device), *cache);
     } else {  // recompute the whole window
-      Tensor all = model.forward(ids_tensor(context, window));
+      Tensor all = model.forward(ids_tensor(context, window, device));
       logits = all.select(1, all.size(1) - 1);
     }
     const auto next = static_cast<int32_t>(sampler.next(row(logits)));

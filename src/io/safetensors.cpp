@@ -75,7 +75,8 @@ void encode(const TensorBase& t, FileType ft, char* dst) {
                     (ft == FileType::I32 && t.dtype() == DType::i32) ||
                     (ft == FileType::BOOL && t.dtype() == DType::boolean);
   if (same) {
-    TensorBase c = t.is_contiguous() ? t : t.contiguous_copy();
+    // (a GPU tensor's bytes come to the host first: TensorBase::to names a strided one)
+    TensorBase c = !t.device().is_cpu() ? t.to(Device::cpu()) : t.is_contiguous() ? t : t.contiguous_copy();
     std::memcpy(dst, c.data<char>(), n * dtype_size(t.dtype()));
     if (ft == FileType::BOOL)
       for (size_t i = 0; i < n; ++i) dst[i] = dst[i] != 0;

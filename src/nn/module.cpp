@@ -1,5 +1,7 @@
 #include "qkv/nn/module.h"
 
+#include <map>
+#include <memory>
 #include <set>
 
 namespace qkv::nn {
@@ -31,6 +33,27 @@ std::vector<std::pair<std::string, Tensor>> Module::named_buffers() const {
   std::vector<std::pair<std::string, Tensor>> out;
   collect("", out, true);
   return out;
+}
+
+void Module::to(Device device) {
+  QKV_CHECK(device_available(device), "Module::to(", device.str(), "): ", device.str(),
+            " is not available in this build of qkv or on this machine");
+  std::map<const Storage*, std::shared_ptr<Storage>> moved;  // old storage → its copy on `device`
+  auto move = [&](const Tensor& t) {
+    TensorImpl& impl = t.impl();
+    impl.grad.reset();
+    if (impl.storage->device == device) return;
+    auto it = moved.find(impl.storage.get());
+    if (it == moved.end()) {
+      const Storage& old = *impl.storage;
+      auto fresh = std::make_shared<Storage>(old.nbytes, device);
+      copy_bytes(fresh->data, device, old.data, old.device, old.nbytes);
+      it = moved.emplace(&old, std::move(fresh)).first;
+    }
+    impl.storage = it->second;
+  };
+  for (const auto& [name, t] : named_parameters()) move(t);
+  for (const auto& [name, t] : named_buffers()) move(t);
 }
 
 std::vector<Tensor> Module::parameters() const {

@@ -188,8 +188,8 @@ void KVCache::reorder(const std::vector<int64_t>& index) {
     return;
   }
   // more rows than before (a batch expanded into beams), or caches that are views: new storage
-  Tensor nk = Tensor::empty({n, k.size(1), k.size(2), k.size(3)}, k.dtype());
-  Tensor nv = Tensor::empty({n, v.size(1), v.size(2), v.size(3)}, v.dtype());
+  Tensor nk = Tensor::empty({n, k.size(1), k.size(2), k.size(3)}, k.dtype(), k.device());
+  Tensor nv = Tensor::empty({n, v.size(1), v.size(2), v.size(3)}, v.dtype(), v.device());
   for (int64_t i = 0; i < n; ++i) {
     nk.select(0, i).slice(1, 0, length).copy_(k.select(0, index[static_cast<size_t>(i)]).slice(1, 0, length));
     nv.select(0, i).slice(1, 0, length).copy_(v.select(0, index[static_cast<size_t>(i)]).slice(1, 0, length));
@@ -199,15 +199,15 @@ void KVCache::reorder(const std::vector<int64_t>& index) {
 
 namespace {
 
-// Makes room for `extra` more positions, doubling the capacity when full.
-void grow(KVCache& c, int64_t B, int64_t H, int64_t D, int64_t Dv, int64_t extra) {
+// Makes room for `extra` more positions, doubling the capacity when full (on `device`, the keys').
+void grow(KVCache& c, int64_t B, int64_t H, int64_t D, int64_t Dv, int64_t extra, Device device) {
   if (c.k.defined()) {
     QKV_CHECK(c.k.size(0) == B && c.k.size(1) == H && c.k.size(3) == D, "KVCache: cache ", shape_str(c.k.shape()),
               " does not match batch ", B, ", heads ", H, ", head_dim ", D);
     if (c.length + extra <= c.capacity()) return;
   }
   const int64_t cap = std::max<int64_t>({c.length + extra, 2 * c.capacity(), int64_t{16}});
-  Tensor k = Tensor::empty({B, H, cap, D}), v = Tensor::empty({B, H, cap, Dv});
+  Tensor k = Tensor::empty({B, H, cap, D}, DType::f32, device), v = Tensor::empty({B, H, cap, Dv}, DType::f32, device);
   if (c.length > 0) {
     k.slice(2, 0, c.length).copy_(c.keys());
     v.slice(2, 0, c.length).copy_(c.values());
@@ -255,7 +255,7 @@ Tensor MultiheadAttention::forward_cached(const Tensor& x, KVCache& cache) const
   } else {
     Q = project(x, 0, true), K = project(x, 1, true), V = project(x, 2, true);
   }
-  grow(cache, B, H, D, D, T);
+  grow(cache, B, H, D, D, T, x.device());
   const int64_t past = cache.length;
   cache.k.slice(2, past, past + T).copy_(K.view({B, T, H, D}).transpose(1, 2));
   cache.v.slice(2, past, past + T).copy_(V.view({B, T, H, D}).transpose(1, 2));

@@ -87,4 +87,23 @@ Tensor& Tensor::fill_(float value) {
 #endif
 }
 
+Tensor& Tensor::copy_(const TensorBase& src) {
+  if ((device().is_cpu() && src.device().is_cpu()) || device() != src.device()) {
+    TensorBase::copy_(src);  // on the host, or dense bytes between devices
+    return *this;
+  }
+  ops_detail::check_device("copy_", device());
+  QKV_CHECK(dtype() == src.dtype(), "copy_: ", src.str(), " into ", str(), ": on ", device().str(),
+            " both must have one dtype (convert with .to(dtype) first)");
+  const Shape src_strides = broadcast_strides(src, shape());
+#ifdef QKV_WITH_CUDA
+  cuda::DeviceGuard guard(device().index);
+  kernels::cuda::copy_strided_to(shape(), static_cast<char*>(impl().storage->data) + offset() * dtype_size(dtype()),
+                                 strides(), first_byte(src), src_strides, dtype_size(dtype()));
+  return *this;
+#else
+  ops_detail::no_kernels("copy_", device());
+#endif
+}
+
 }  // namespace qkv

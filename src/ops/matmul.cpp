@@ -235,7 +235,9 @@ Tensor linear_inference(const Tensor& x, const Tensor& weight, const InferenceWe
   const int64_t rows = x.numel() / std::max<int64_t>(in_f, 1);
   const QuantizedRows* q = w.int8();
   const bool use_bf16 = w.bf16().defined() && rows <= 16;
-  if (!q && !use_bf16) return linear(x, weight, bias);
+  // The bf16 and int8 copies are the CPU's (made at load time, kernels/cpu); on a GPU the f32
+  // weights go through cuBLAS.
+  if ((!q && !use_bf16) || !x.device().is_cpu()) return linear(x, weight, bias);
   QKV_CHECK(x.size(-1) == in_f, "linear_inference: input ", shape_str(x.shape()), " x weight ",
             shape_str(weight.shape()), ": in_features differ");
   QKV_CHECK(w.rows() == out_f && (!q || q->cols == in_f) && (!use_bf16 || w.bf16().shape() == weight.shape()),

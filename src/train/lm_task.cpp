@@ -139,7 +139,7 @@ StepStats LMTask::train_micro_step(int64_t step, int64_t micro, int64_t accum) {
   const Rows rows = shard_rows(B, gen_, "lm task");
   const auto counter = static_cast<uint64_t>((step * accum + micro) * B + rows.first);
   auto [x, y] = lm_batch(data_.train, rows.count, T, cfg_.seed, counter);
-  Tensor loss = model_->loss(x, y);
+  Tensor loss = model_->loss(x.to(device_), y.to(device_));
   const double value = loss.item();
   // every window has T targets: the shard's share of the batch's mean loss is its share of windows
   const double share = static_cast<double>(rows.count) / static_cast<double>(B);
@@ -155,7 +155,7 @@ std::vector<std::pair<std::string, double>> LMTask::evaluate(int64_t) {
     double sum = 0;
     for (int64_t i = 0; i < cfg_.eval_iters; ++i) {  // the same batches at every evaluation
       auto [x, y] = lm_batch(*data, B, T, cfg_.seed ^ 0x5EEDE7A1ull, static_cast<uint64_t>(i * B));
-      sum += model_->loss(x, y).item();
+      sum += model_->loss(x.to(device_), y.to(device_)).item();
     }
     out.emplace_back(name, sum / static_cast<double>(cfg_.eval_iters));
   }

@@ -14,7 +14,8 @@ Adam::Adam(std::vector<ParamGroup> groups, AdamOptions opt) : opt_(opt) {
   for (auto& g : groups)
     for (auto& [name, p] : g.params) {
       QKV_CHECK(p.dtype() == DType::f32 && p.is_contiguous(), "Adam: parameter ", name, " must be a dense f32 tensor");
-      slots_.push_back({name, p, Tensor::zeros(p.shape()), Tensor::zeros(p.shape()), g.weight_decay});
+      slots_.push_back({name, p, Tensor::zeros(p.shape(), DType::f32, p.device()),
+                        Tensor::zeros(p.shape(), DType::f32, p.device()), g.weight_decay});
     }
 }
 

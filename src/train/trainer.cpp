@@ -220,7 +220,17 @@ TrainResult run_training(TrainingTask& task, const TrainConfig& cfg, const Train
   const std::string ckpt_path = (fs::path(opt.out_dir) / "checkpoint.safetensors").string();
   const std::string model_path = (fs::path(opt.out_dir) / "model.safetensors").string();
 
-nn::Module& model = task.model().module();
+  nn::Module& model = task.model().module();
+  if (!opt.device.is_cpu()) {
+    // The parameters move before the optimizer makes its state beside them (and before --resume
+    // copies a checkpoint's values into them).
+    QKV_CHECK(task.supports_device(opt.device), "train: this task cannot train on ", opt.device.str(),
+              " yet (the language-model task can; docs/CUDA.md)");
+    QKV_CHECK(!comm, "train: data-parallel training (mpirun) runs on the CPU only so far, not on ",
+              opt.device.str());
+    model.to(opt.device);
+    task.set_device(opt.device);
+  }
   AdamOptions ao;
   ao.lr = static_cast<float>(cfg.learning_rate), ao.beta1 = static_cast<float>(cfg.beta1);
   ao.beta2 = static_cast<float>(cfg.beta2), ao.eps = static_cast<float>(cfg.eps);

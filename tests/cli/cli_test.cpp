@@ -14,6 +14,7 @@
 
 #include <sched.h>
 
+#include "qkv/core/device.h"
 #include "qkv/vision/image.h"
 
 namespace {
@@ -206,6 +207,11 @@ TEST(Cli, TrainAndGenerateHelp) {
   CliRun r = run("train /nonexistent.json");
   EXPECT_NE(r.code, 0);
   EXPECT_NE(r.out.find("nonexistent"), std::string::npos) << r.out;
+  if (!qkv::device_available(qkv::Device::cuda())) {  // --device cuda where there is none: a clear refusal
+    CliRun g = run("train " + std::string(QKV_SOURCE_DIR) + "/configs/shakespeare-char.json --device cuda -o /nonexistent/x");
+    EXPECT_NE(g.code, 0);
+    EXPECT_NE(g.out.find("--device cuda"), std::string::npos) << g.out;
+  }
 }
 
 // qkv plot draws one metric of several runs; qkv average refuses what it cannot average.

@@ -308,6 +308,10 @@ TEST_F(Cuda, AttentionMatchesTheCpuForwardAndBackward) {
       {2, 3, 3, 33, 33, 40, true, 2, 0.f, AttentionBackend::flash},
       {1, 2, 1, 65, 129, 64, true, 1, 0.f, AttentionBackend::flash},
       {2, 2, 2, 20, 31, 24, false, 0, 0.25f, AttentionBackend::flash},
+      // few query rows against many keys: the split-KV (flash-decoding) forward
+      {2, 4, 4, 1, 2000, 64, false, 1, 0.f, AttentionBackend::flash},
+      {1, 8, 2, 3, 1500, 128, false, 2, 0.1f, AttentionBackend::flash},
+      {1, 2, 2, 2, 700, 32, true, 0, 0.f, AttentionBackend::flash},
       {2, 4, 2, 19, 23, 64, true, 2, 0.f, AttentionBackend::reference},
       {1, 2, 2, 17, 29, 32, false, 1, 0.2f, AttentionBackend::reference},
   };

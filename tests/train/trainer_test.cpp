@@ -7,6 +7,7 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 
+#include "qkv/decode/generate.h"
 #include "qkv/io/file.h"
 #include "qkv/io/safetensors.h"
 #include "qkv/models/load.h"
@@ -36,10 +37,10 @@ json tiny_config(const fs::path& dir, int64_t max_iters) {
             {"log_interval", 1}, {"checkpoint_interval", 0}, {"gradient_accumulation_steps", 2}}}};
 }
 
-TrainResult train(const json& cfg, const fs::path& out, bool resume) {
+TrainResult train(const json& cfg, const fs::path& out, bool resume, Device device = Device::cpu()) {
   LMTask task(cfg, "");
   TrainerOptions o;
-  o.out_dir = out.string(), o.resume = resume, o.full_config = cfg, o.quiet = true;
+  o.out_dir = out.string(), o.resume = resume, o.full_config = cfg, o.quiet = true, o.device = device;
   return run_training(task, task.train_config(), o);
 }
 
@@ -250,6 +251,43 @@ TEST(Trainer, SubwordLanguageModel) {
   EXPECT_THROW(LMTask(bad, "", (d.path / "bad").string()), Error);
   bad["data"]["tokenizer"] = "bytes";
   EXPECT_THROW(LMTask(bad, "", (d.path / "bad").string()), Error);
+}
+
+// --device: a device this build or machine lacks is refused before anything is written; on a GPU
+// (a CUDA build on a lent machine) the run follows the CPU's loss curve — dropout draws the same
+// masks, the GEMMs run in TF32 — and its checkpoint resumes on the CPU.
+TEST(Trainer, TrainsOnAGpuAlongTheCpusLossCurve) {
+  TempDir d("trainer-gpu");
+  if (!device_available(Device::cuda())) {
+    LMTask task(tiny_config(d.path, 4), "");
+    TrainerOptions o;
+    o.out_dir = (d.path / "run").string(), o.quiet = true, o.device = Device::cuda();
+    EXPECT_THROW(run_training(task, task.train_config(), o), Error);
+    GTEST_SKIP() << "no CUDA GPU here (or no CUDA backend in this build)";
+  }
+  json cfg = tiny_config(d.path, 20);
+  cfg["train"]["eval_interval"] = 0;
+  train(cfg, d.path / "cpu", false);
+  train(cfg, d.path / "gpu", false, Device::cuda());
+  const std::vector<double> cpu = logged_losses(d.path / "cpu"), gpu = logged_losses(d.path / "gpu");
+  ASSERT_EQ(cpu.size(), gpu.size());
+  for (size_t i = 0; i < cpu.size(); ++i) EXPECT_NEAR(gpu[i], cpu[i], 1e-2 + 1e-2 * cpu[i]) << "step " << i + 1;
+  // the GPU's checkpoint (the CPU's format) resumes on the CPU
+  json more = cfg;
+  more["train"]["max_iters"] = 24;
+  TrainResult r = train(more, d.path / "gpu", true);
+  EXPECT_EQ(r.steps_done, 24);
+  // the trained model generates on the GPU with its KV cache as on the CPU (greedy, a periodic text:
+  // the same continuation), and with the cache as without
+  models::LoadedLanguageModel g = models::load_language_model((d.path / "gpu" / "model.safetensors").string());
+  decode::GenerateOptions o;
+  o.max_new_tokens = 12, o.sampling.temperature = 0;
+  const std::vector<int32_t> prompt = g.tokenizer.encode("abcd");
+  const std::vector<int32_t> on_cpu = decode::generate(*g.model, prompt, o);
+  g.model->module().to(Device::cuda());
+  EXPECT_EQ(decode::generate(*g.model, prompt, o), on_cpu);
+  o.use_cache = false;
+  EXPECT_EQ(decode::generate(*g.model, prompt, o), on_cpu);
 }
 
 }  // namespace

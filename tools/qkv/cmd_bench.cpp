@@ -22,6 +22,7 @@ struct BenchArgs {
   AttentionCompute dtype = AttentionCompute::f32;
   AttentionBackend backend = AttentionBackend::flash;
   int repeats = 0, threads = 0;
+  std::string device = "cpu";
 };
 
 double rss_mib() {
@@ -34,12 +35,15 @@ double rss_mib() {
   return static_cast<double>(resident) * 4096.0 / (1 << 20);
 }
 
+// On a GPU the work is queued: each run waits for it (cuda::synchronize) before the clock is read.
 template <typename F>
-double median_ms(int reps, F&& f) {
+double median_ms(int reps, Device device, F&& f) {
   std::vector<double> ts;
   for (int i = 0; i < reps + 1; ++i) {  // the first run warms up
+    if (!device.is_cpu()) cuda::synchronize(device.index);
     auto t0 = std::chrono::steady_clock::now();
     f();
+    if (!device.is_cpu()) cuda::synchronize(device.index);
     double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
     if (i > 0) ts.push_back(ms);
   }
@@ -50,12 +54,13 @@ double median_ms(int reps, F&& f) {
 int run_bench_attention(const BenchArgs& a) {
   const bool bf16 = a.dtype == AttentionCompute::bf16;
   use_threads(a.threads);
+  const Device device = device_from(a.device, "bench attention");
   const int64_t Lk = a.kv_len ? a.kv_len : a.seq_len, Hkv = a.kv_heads ? a.kv_heads : a.heads;
   Generator gen(0);
-  Tensor q = Tensor::randn({a.batch, a.heads, a.seq_len, a.head_dim}, gen);
-  Tensor k = Tensor::randn({a.batch, Hkv, Lk, a.head_dim}, gen);
-  Tensor v = Tensor::randn({a.batch, Hkv, Lk, a.head_dim}, gen);
-  Tensor dout = Tensor::randn({a.batch, a.heads, a.seq_len, a.head_dim}, gen);
+  Tensor q = Tensor::randn({a.batch, a.heads, a.seq_len, a.head_dim}, gen).to(device);
+  Tensor k = Tensor::randn({a.batch, Hkv, Lk, a.head_dim}, gen).to(device);
+  Tensor v = Tensor::randn({a.batch, Hkv, Lk, a.head_dim}, gen).to(device);
+  Tensor dout = Tensor::randn({a.batch, a.heads, a.seq_len, a.head_dim}, gen).to(device);
   const double base_rss = rss_mib();
   const int64_t base_bytes = allocated_bytes();
   reset_peak_bytes();
@@ -68,7 +73,7 @@ int run_bench_attention(const BenchArgs& a) {
   const double work = 4.0 * a.batch * a.heads * a.seq_len * Lk * a.head_dim * (a.causal ? 0.5 : 1.0);
   const int reps = a.repeats > 0 ? a.repeats : (a.seq_len <= 1024 ? 10 : a.seq_len <= 4096 ? 4 : 2);
 
-  double fwd = median_ms(reps, [&] {
+  double fwd = median_ms(reps, device, [&] {
     NoGradGuard g;
     scaled_dot_product_attention(q, k, v, opt);
   });
@@ -76,7 +81,7 @@ int run_bench_attention(const BenchArgs& a) {
   double fwdbwd = 0;
   if (!a.no_backward && !bf16) {  // bf16 is forward-only
     q.requires_grad_(), k.requires_grad_(), v.requires_grad_();
-    fwdbwd = median_ms(reps, [&] {
+    fwdbwd = median_ms(reps, device, [&] {
       Tensor o = scaled_dot_product_attention(q, k, v, opt);
       o.backward(dout);
       q.zero_grad(), k.zero_grad(), v.zero_grad();
@@ -88,20 +93,23 @@ int run_bench_attention(const BenchArgs& a) {
   const double in_kv_mib = 4.0 * a.batch * Hkv * Lk * a.head_dim / (1 << 20);
   const double outputs_mib = out_mib + (fwdbwd > 0 ? out_mib + 2 * in_kv_mib : 0.0);
   const double peak_extra = std::max(0.0, peak_rss - outputs_mib);
-  const double peak_tensor = static_cast<double>(peak_allocated_bytes() - base_bytes) / (1 << 20);
+  const double peak_tensor =
+      device.is_cpu() ? static_cast<double>(peak_allocated_bytes() - base_bytes) / (1 << 20)
+                      : static_cast<double>(cuda::max_memory_allocated(device.index)) / (1 << 20);  // (GPU: all of it)
   if (a.json) {
     std::printf(
         "{\"impl\": \"qkv\", \"seq_len\": %ld, \"kv_len\": %ld, \"batch\": %ld, \"heads\": %ld, \"kv_heads\": %ld, "
         "\"head_dim\": %ld, \"causal\": %s, \"dtype\": \"%s\", \"backend\": \"%s\", \"threads\": %d, \"forward_ms\": %.3f, "
         "\"forward_backward_ms\": %.3f, \"gflops\": %.1f, \"gflops_backward\": %.1f, \"peak_extra_mib\": %.1f, "
-        "\"peak_rss_growth_mib\": %.1f, \"peak_tensor_mib\": %.1f, \"forward_peak_tensor_mib\": %.1f}\n",
+        "\"peak_rss_growth_mib\": %.1f, \"peak_tensor_mib\": %.1f, \"forward_peak_tensor_mib\": %.1f, \"device\": \"%s\"}\n",
         (long)a.seq_len, (long)Lk, (long)a.batch, (long)a.heads, (long)Hkv, (long)a.head_dim,
         a.causal ? "true" : "false", dtype.c_str(), backend.c_str(), num_threads(), fwd, fwdbwd, work / fwd / 1e6,
-        fwdbwd > 0 ? 3 * work / fwdbwd / 1e6 : 0.0, peak_extra, peak_rss, peak_tensor, static_cast<double>(fwd_peak) / (1 << 20));
+        fwdbwd > 0 ? 3 * work / fwdbwd / 1e6 : 0.0, peak_extra, peak_rss, peak_tensor, static_cast<double>(fwd_peak) / (1 << 20),
+        device.str().c_str());
   } else {
-    std::printf("attention B=%ld H=%ld Hkv=%ld Lq=%ld Lk=%ld d=%ld %s, %s %s, %d threads\n", (long)a.batch,
+    std::printf("attention B=%ld H=%ld Hkv=%ld Lq=%ld Lk=%ld d=%ld %s, %s %s, on %s (%d threads)\n", (long)a.batch,
                 (long)a.heads, (long)Hkv, (long)a.seq_len, (long)Lk, (long)a.head_dim, a.causal ? "causal" : "full",
-                backend.c_str(), dtype.c_str(), num_threads());
+                backend.c_str(), dtype.c_str(), device.str().c_str(), num_threads());
     std::printf("  forward          %9.2f ms  %7.1f GFLOP/s useful\n", fwd, work / fwd / 1e6);
     if (fwdbwd > 0)
       std::printf("  forward+backward %9.2f ms  %7.1f GFLOP/s useful\n", fwdbwd, 3 * work / fwdbwd / 1e6);
@@ -137,6 +145,7 @@ void add_bench(CLI::App& app) {
   add_threads_option(att, args->threads);
   att->add_flag("--no-backward", args->no_backward, "time the forward only");
   att->add_flag("--json", args->json, "print one JSON object");
+  add_device_option(att, args->device, "run (cuda: time the GPU's kernels, waiting for each run)");
   register_runner(att, [args] { return run_bench_attention(*args); });
 }
 

@@ -71,6 +71,7 @@ struct TrainArgs {
   bool resume = false, quiet = false;
   std::vector<std::string> set;
   int threads = 0;
+  std::string device = "cpu";
 };
 
 // One process's run; `comm`: the job it is part of (mpirun), or null alone.
@@ -80,6 +81,7 @@ int run_train(const TrainArgs& a, dist::Communicator* comm) {
   const std::string base = fs::path(a.config).parent_path().string();
   train::TrainerOptions o;
   o.out_dir = out, o.resume = a.resume, o.full_config = config, o.quiet = a.quiet, o.comm = comm;
+  o.device = device_from(a.device, "train");
   const train::TrainResult r = train::train_from_config(
       config, a.config, base, o, [](const std::string& line) { std::fprintf(stderr, "qkv train: %s\n", line.c_str()); });
   if (comm && comm->rank() != 0) return r.interrupted ? 130 : 0;
@@ -104,6 +106,7 @@ void add_train(CLI::App& app) {
   sub->add_flag("--resume", a->resume, "continue from <out>/checkpoint.safetensors");
   sub->add_option("--set", a->set, "override a config value, e.g. --set train.max_iters=100 (repeatable)");
   add_threads_option(sub, a->threads);
+  add_device_option(sub, a->device, "train (a GPU: the language-model task so far)");
   sub->add_flag("-q,--quiet", a->quiet, "no progress bar");
   register_runner(sub, [a] {
     // Under mpirun the processes of one machine share its cores (unless the launcher bound each to

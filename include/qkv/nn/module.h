@@ -35,6 +35,12 @@ class Module {
   void load_state_dict(const std::map<std::string, Tensor>& state, bool strict = true);
   std::map<std::string, Tensor> state_dict() const;  // parameters and buffers
 
+  // Moves every parameter and buffer to `device` in place (torch's module.to(device)): each keeps
+  // its TensorImpl — so the modules' own handles (Linear::weight, …) follow — and gets a storage
+  // on the device with the same bytes; tensors that shared a storage (tied weights) still share
+  // one. Gradients are dropped. A device this build or machine lacks is a qkv::Error.
+  void to(Device device);
+
   void train(bool on = true);
   void eval() { train(false); }
   bool is_training() const { return training_; }

@@ -66,6 +66,9 @@ class Tensor : public TensorBase {
   Tensor contiguous_copy() const;
   Tensor to(DType dtype) const;
   Tensor& fill_(float value);
+  // Copies src's values (broadcast to this shape) into this view, on the tensor's device; between
+  // two devices, dense tensors of one dtype (TensorBase::copy_).
+  Tensor& copy_(const TensorBase& src);
   // A copy on `device` (contiguous first when it is a strided view); itself when already there.
   Tensor to(Device device) const;
   Tensor grad() const { return TensorBase::grad(); }

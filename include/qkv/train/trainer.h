@@ -110,11 +110,17 @@ class TrainingTask {
   // dropout as those rows would in one process (Generator::set_shard). A task that overrides
   // neither cannot be sharded, and the trainer refuses to run it on more than one process.
   virtual bool supports_data_parallel() const { return false; }
+  // The device the model trains on (TrainerOptions::device), set by the trainer after it moved the
+  // model there; a task that supports one moves its batches to device() (CPU unless overridden).
+  virtual bool supports_device(Device d) const { return d.is_cpu(); }
+  void set_device(Device d) { device_ = d; }
+  Device device() const { return device_; }
   void set_data_shard(DataShard shard) { shard_ = shard; }
   const DataShard& data_shard() const { return shard_; }
 
  protected:
   DataShard shard_;
+  Device device_ = Device::cpu();
 
   // This process's rows [first, first + count) of a micro-batch of B — all of them in one process
   // — with `gen`, the task's dropout stream, set to draw as those rows would in one process
@@ -141,6 +147,10 @@ struct TrainerOptions {
   // mpirun started it). Null: this process alone. With several, rank 0 alone writes files, prints
   // and calls on_metrics; every rank must run the same config.
   dist::Communicator* comm = nullptr;
+  // Where the model trains (`qkv train --device cuda`): the trainer moves its parameters there (the
+  // optimizer's state is made there), the task its batches; checkpoints and model files are the
+  // CPU's format either way. A task says which devices it can use (TrainingTask::supports_device).
+  Device device = Device::cpu();
 };
 
 struct TrainResult {

@@ -12,6 +12,8 @@
 //   dQ pass (a warp per query row):  dS_ij = P_ij (Z_ij/(1−p) · dO_i·V_j − D_i),  dQ_i = scale Σ_j dS_ij K_j
 //   dK/dV pass (a warp per key row of a key/value head, over its group's query heads):
 //                                    dV_j = Σ_i P_ij Z_ij/(1−p) dO_i,  dK_j = scale Σ_i dS_ij Q_i
+// A few query rows against many keys (decoding against a long KV cache) split the keys instead, a
+// warp per (row, chunk of 256 keys), and combine the chunks' softmax statistics after (flash-decoding).
 // The reference kernels materialize P (and W, dS) as the CPU's do, for the attention weights and a
 // float mask's gradient.
 #include <cfloat>
@@ -79,27 +81,23 @@ __device__ inline bool warp_row(int64_t heads, int64_t L, int64_t rows, RowOf* r
   return true;
 }
 
-// ---- flash forward -----------------------------------------------------------------------------------
+// ---- flash forward ----------------------------------------------------------------------------------
 
-__global__ void __launch_bounds__(kWarps * 32) flash_forward_kernel(AttnProblem p, float* out, float* lse) {
-  __shared__ float qs[kWarps][kMaxDim];
-  RowOf r;
-  if (!warp_row(p.H, p.Lq, p.B * p.H * p.Lq, &r)) return;
-  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
-  const int64_t b = r.b, h = r.h, i = r.i, hk = h / (p.H / p.Hkv);
-  const float* q = p.q + b * p.q_sb + h * p.q_sh + i * p.q_sl;
+// The online softmax of query row (b, h, i) over keys [j_begin, j_end), by one warp: its running max
+// m, sum l and unnormalized output o (lane's dims lane, lane + 32, …). qs: the query row in shared memory.
+__device__ inline void flash_row(const AttnProblem& p, int64_t b, int64_t h, int64_t i, int64_t j_begin,
+                                 int64_t j_end, const float* qs, float& m, float& l, float (&o)[kChunks]) {
+  const int lane = threadIdx.x % 32;
+  const int64_t hk = h / (p.H / p.Hkv);
   const float* k = p.k + b * p.k_sb + hk * p.k_sh;
   const float* v = p.v + b * p.v_sb + hk * p.v_sh;
-  for (int64_t d = lane; d < p.D; d += 32) qs[warp][d] = q[d];
-  __syncwarp();
-  float m = -INFINITY, l = 0.f, o[kChunks];
+  m = -INFINITY, l = 0.f;
 #pragma unroll
   for (int t = 0; t < kChunks; ++t) o[t] = 0.f;
-  const int64_t j_end = p.causal ? (i + 1 < p.Lk ? i + 1 : p.Lk) : p.Lk;
-  for (int64_t j0 = 0; j0 < j_end; j0 += 32) {
+  for (int64_t j0 = j_begin; j0 < j_end; j0 += 32) {
     const int64_t j = j0 + lane;
     float s = -INFINITY;
-    if (j < j_end) s = masked_score(p, b, h, i, j, p.scale * dot_shared(qs[warp], k + j * p.k_sl, p.D));
+    if (j < j_end) s = masked_score(p, b, h, i, j, p.scale * dot_shared(qs, k + j * p.k_sl, p.D));
     const float m_new = fmaxf(m, warp_max(s));
     if (m_new == -INFINITY) continue;  // nothing visible yet (the whole warp agrees)
     const float alpha = m == -INFINITY ? 0.f : expf(m - m_new);
@@ -121,6 +119,23 @@ __global__ void __launch_bounds__(kWarps * 32) flash_forward_kernel(AttnProblem 
     }
     m = m_new;
   }
+}
+
+__device__ inline int64_t visible_end(const AttnProblem& p, int64_t i) {
+  return p.causal ? (i + 1 < p.Lk ? i + 1 : p.Lk) : p.Lk;
+}
+
+__global__ void __launch_bounds__(kWarps * 32) flash_forward_kernel(AttnProblem p, float* out, float* lse) {
+  __shared__ float qs[kWarps][kMaxDim];
+  RowOf r;
+  if (!warp_row(p.H, p.Lq, p.B * p.H * p.Lq, &r)) return;
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  const int64_t b = r.b, h = r.h, i = r.i;
+  const float* q = p.q + b * p.q_sb + h * p.q_sh + i * p.q_sl;
+  for (int64_t d = lane; d < p.D; d += 32) qs[warp][d] = q[d];
+  __syncwarp();
+  float m, l, o[kChunks];
+  flash_row(p, b, h, i, 0, visible_end(p, i), qs[warp], m, l, o);
   float* orow = out + at(p.out_l, b, h, i);
   const float inv = l > 0.f ? 1.f / l : 0.f;
 #pragma unroll
@@ -129,6 +144,71 @@ __global__ void __launch_bounds__(kWarps * 32) flash_forward_kernel(AttnProblem 
     if (d < p.Dv) orow[d] = o[t] * inv;
   }
   if (lse && lane == 0) lse[(b * p.H + h) * p.Lq + i] = l > 0.f ? m + logf(l) : -INFINITY;
+}
+
+// ---- split-KV decoding (flash-decoding) -------------------------------------------------------------
+//
+// A few query rows against a long KV cache would leave all but a few warps idle, each walking every
+// key: the keys are split in `splits` chunks, one warp per (row, chunk) computes its chunk's
+// (m_s, l_s, o_s), and a second pass combines them:
+//   M = max_s m_s,  l = Σ_s l_s e^(m_s − M),  O = Σ_s o_s e^(m_s − M) / l,  lse = M + log l.
+
+__global__ void __launch_bounds__(kWarps * 32) split_kv_partial_kernel(AttnProblem p, int64_t splits, int64_t chunk,
+                                                                       float* part_m, float* part_l, float* part_o) {
+  __shared__ float qs[kWarps][kMaxDim];
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  const int64_t item = blockIdx.x * int64_t{kWarps} + warp, rows = p.B * p.H * p.Lq;
+  if (item >= rows * splits) return;
+  const int64_t row = item / splits, split = item % splits;
+  const int64_t i = row % p.Lq, h = row / p.Lq % p.H, b = row / (p.Lq * p.H);
+  const float* q = p.q + b * p.q_sb + h * p.q_sh + i * p.q_sl;
+  for (int64_t d = lane; d < p.D; d += 32) qs[warp][d] = q[d];
+  __syncwarp();
+  const int64_t end = visible_end(p, i), j_begin = split * chunk, j_end = j_begin + chunk < end ? j_begin + chunk : end;
+  float m, l, o[kChunks];
+  flash_row(p, b, h, i, j_begin, j_end, qs[warp], m, l, o);  // an empty range: m = −∞, l = 0
+  if (lane == 0) part_m[item] = m, part_l[item] = l;
+#pragma unroll
+  for (int t = 0; t < kChunks; ++t) {
+    const int64_t d = lane + 32 * t;
+    if (d < p.Dv) part_o[item * p.Dv + d] = o[t];
+  }
+}
+
+__global__ void __launch_bounds__(kWarps * 32) split_kv_combine_kernel(AttnProblem p, int64_t splits,
+                                                                       const float* part_m, const float* part_l,
+                                                                       const float* part_o, float* out, float* lse) {
+  RowOf r;
+  if (!warp_row(p.H, p.Lq, p.B * p.H * p.Lq, &r)) return;
+  const int lane = threadIdx.x % 32;
+  const int64_t row = (r.b * p.H + r.h) * p.Lq + r.i;
+  float M = -INFINITY;
+  for (int64_t s = 0; s < splits; ++s) M = fmaxf(M, part_m[row * splits + s]);
+  float l = 0.f, o[kChunks];
+#pragma unroll
+  for (int t = 0; t < kChunks; ++t) o[t] = 0.f;
+  if (M != -INFINITY) {
+    for (int64_t s = 0; s < splits; ++s) {
+      const float ms = part_m[row * splits + s];
+      if (ms == -INFINITY) continue;
+      const float f = expf(ms - M);
+      l += part_l[row * splits + s] * f;
+      const float* os = part_o + (row * splits + s) * p.Dv;
+#pragma unroll
+      for (int t = 0; t < kChunks; ++t) {
+        const int64_t d = lane + 32 * t;
+        if (d < p.Dv) o[t] += os[d] * f;
+      }
+    }
+  }
+  float* orow = out + at(p.out_l, r.b, r.h, r.i);
+  const float inv = l > 0.f ? 1.f / l : 0.f;
+#pragma unroll
+  for (int t = 0; t < kChunks; ++t) {
+    const int64_t d = lane + 32 * t;
+    if (d < p.Dv) orow[d] = o[t] * inv;
+  }
+  if (lse && lane == 0) lse[row] = l > 0.f ? M + logf(l) : -INFINITY;
 }
 
 // ---- flash backward ----------------------------------------------------------------------------------
@@ -415,11 +495,30 @@ struct Scratch {
 
 }  // namespace
 
+// Rows × keys below which one warp per row keeps the GPU busy enough: fewer rows than this many
+// warps, against at least kSplitMinKeys keys, go through the split-KV pair.
+constexpr int64_t kSplitRows = 4 * 132;  // four warps per multiprocessor of an H100
+constexpr int64_t kSplitMinKeys = 512, kSplitChunk = 256;
+
 void attention_forward_flash(const AttnProblem& p, float* out, float* lse) {
   check_dims(p);
   const int64_t rows = p.B * p.H * p.Lq;
   if (rows == 0 || p.Dv == 0) return;
-  flash_forward_kernel<<<warps_grid(rows), kWarps * 32, 0, stream()>>>(p, out, lse);
+  cudaStream_t s = stream();
+  if (rows < kSplitRows && p.Lk >= kSplitMinKeys) {
+    const int64_t splits = (p.Lk + kSplitChunk - 1) / kSplitChunk;
+    Scratch part(rows * splits * (2 + p.Dv), s);
+    float* part_m = part.p;
+    float* part_l = part_m + rows * splits;
+    float* part_o = part_l + rows * splits;
+    split_kv_partial_kernel<<<warps_grid(rows * splits), kWarps * 32, 0, s>>>(p, splits, kSplitChunk, part_m, part_l,
+                                                                              part_o);
+    QKV_CUDA_LAUNCHED(split_kv_partial_kernel);
+    split_kv_combine_kernel<<<warps_grid(rows), kWarps * 32, 0, s>>>(p, splits, part_m, part_l, part_o, out, lse);
+    QKV_CUDA_LAUNCHED(split_kv_combine_kernel);
+    return;
+  }
+  flash_forward_kernel<<<warps_grid(rows), kWarps * 32, 0, s>>>(p, out, lse);
   QKV_CUDA_LAUNCHED(flash_forward_kernel);
 }
 

@@ -78,6 +78,21 @@ __global__ void map2_dense_kernel(int64_t n, TO* out, const TA* a, const TB* b, 
     out[i] = f(a[i], b[i]);
 }
 
+// out[off0] = a[off1], both operands strided.
+template <typename T>
+__global__ void copy_to_kernel(Loop<2> L, int64_t n, T* out, const T* a) {
+  for (int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; i < n; i += int64_t{gridDim.x} * blockDim.x) {
+    int64_t o0 = 0, o1 = 0, rem = i;
+    for (int d = L.nd - 1; d >= 0; --d) {
+      const int64_t idx = rem % L.shape[d];
+      rem /= L.shape[d];
+      o0 += idx * L.strides[0][d];
+      o1 += idx * L.strides[1][d];
+    }
+    out[o0] = a[o1];
+  }
+}
+
 bool dense(const std::vector<int64_t>& shape, const std::vector<int64_t>& st) { return st == dense_strides(shape); }
 
 struct Identity {
@@ -161,6 +176,23 @@ void copy_strided(const std::vector<int64_t>& shape, void* out, const void* src,
     case 8: map1(shape, static_cast<uint64_t*>(out), static_cast<const uint64_t*>(src), strides, Identity{}); break;
     default: QKV_CHECK(false, "copy_strided: elements of ", elem_size, " bytes");
   }
+}
+
+void copy_strided_to(const std::vector<int64_t>& shape, void* out, const std::vector<int64_t>& out_strides,
+                     const void* src, const std::vector<int64_t>& src_strides, size_t elem_size) {
+  const int64_t n = numel(shape);
+  if (n == 0) return;
+  const Loop<2> L = make_loop<2>(shape, {out_strides, src_strides}, "copy_");
+  const unsigned blocks = blocks_for(n);
+  cudaStream_t s = stream();
+  switch (elem_size) {
+    case 1: copy_to_kernel<<<blocks, 256, 0, s>>>(L, n, static_cast<uint8_t*>(out), static_cast<const uint8_t*>(src)); break;
+    case 2: copy_to_kernel<<<blocks, 256, 0, s>>>(L, n, static_cast<uint16_t*>(out), static_cast<const uint16_t*>(src)); break;
+    case 4: copy_to_kernel<<<blocks, 256, 0, s>>>(L, n, static_cast<uint32_t*>(out), static_cast<const uint32_t*>(src)); break;
+    case 8: copy_to_kernel<<<blocks, 256, 0, s>>>(L, n, static_cast<uint64_t*>(out), static_cast<const uint64_t*>(src)); break;
+    default: QKV_CHECK(false, "copy_: elements of ", elem_size, " bytes");
+  }
+  QKV_CUDA_LAUNCHED(copy_to_kernel);
 }
 
 // ---- conversions -----------------------------------------------------------------------------------

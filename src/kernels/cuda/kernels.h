@@ -35,6 +35,10 @@ void map2(const std::vector<int64_t>& shape, TO* out, const TA* a, const std::ve
 // A dense copy of a strided tensor of `elem_size`-byte elements (1, 2, 4 or 8): Tensor::contiguous.
 void copy_strided(const std::vector<int64_t>& shape, void* out, const void* src, const std::vector<int64_t>& strides,
                   size_t elem_size);
+// The same into a strided view (Tensor::copy_): out and src each with their own strides (src's 0
+// along broadcast dims).
+void copy_strided_to(const std::vector<int64_t>& shape, void* out, const std::vector<int64_t>& out_strides,
+                     const void* src, const std::vector<int64_t>& src_strides, size_t elem_size);
 // Element type conversions of dense buffers (Tensor::to(DType)): f32 ↔ bf16 (round to nearest
 // even, as f32_to_bf16), boolean → f32, i32 → f32.
 void convert_to_bf16(const float* src, bf16* dst, int64_t n);

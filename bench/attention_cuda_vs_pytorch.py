@@ -1,0 +1,122 @@
+#!/usr/bin/env python3
+"""qkv's attention on a GPU side by side with PyTorch's F.scaled_dot_product_attention (issue 29).
+
+Run it on a lent GPU machine (docs/CUDA.md), after `bash scripts/gpu_pack.sh` here:
+
+    python3 bench/attention_cuda_vs_pytorch.py --qkv "bash .gpu/run.sh qkv" [--lens 512 1024 … 16384]
+
+For each (L, d, causal) of FlashAttention's own benchmark grid (batch·L = 16k tokens, heads·d =
+2048, so B = 16384 / L and H = 2048 / d):
+  * qkv:     `QKV bench attention --device cuda --json -B B --heads H -L L -d d [--causal]` in a fresh
+             process (its kernels today: f32 on the CUDA cores, the correctness baseline);
+  * PyTorch: this process, bf16 inputs, each SDPA backend PyTorch has on this GPU (flash, cuDNN,
+             efficient) picked with torch.nn.attention.sdpa_kernel, and f32 through the default.
+Times are medians of CUDA-event-timed calls after warm-up, forward under no-grad and
+forward+backward with q, k, v requiring grad. TFLOP/s counts the useful work as FlashAttention's
+benchmark does: forward 4·B·H·L²·d (halved when causal), backward 2.5× that. The fraction of the
+GPU's dense bf16 peak (--peak, TFLOP/s; 989 for an H100 SXM) is printed beside each figure.
+"""
+import argparse
+import contextlib
+import json
+import shlex
+import statistics
+import subprocess
+import sys
+
+
+def flops(B, H, L, d, causal):
+    f = 4.0 * B * H * L * L * d
+    return f / 2 if causal else f
+
+
+def time_ms(fn, reps, torch):
+    for _ in range(3):
+        fn()
+    torch.cuda.synchronize()
+    times = []
+    for _ in range(reps):
+        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        start.record()
+        fn()
+        end.record()
+        torch.cuda.synchronize()
+        times.append(start.elapsed_time(end))
+    return statistics.median(times)
+
+
+def torch_rows(B, H, L, d, causal, reps):
+    import torch
+    import torch.nn.functional as F
+    from torch.nn.attention import SDPBackend, sdpa_kernel
+
+    rows = []
+    backends = [("flash", SDPBackend.FLASH_ATTENTION), ("cudnn", SDPBackend.CUDNN_ATTENTION),
+                ("efficient", SDPBackend.EFFICIENT_ATTENTION)]
+    for dtype_name, dtype in (("bf16", torch.bfloat16), ("f32", torch.float32)):
+        g = torch.Generator(device="cuda").manual_seed(0)
+        q, k, v = (torch.randn(B, H, L, d, device="cuda", dtype=dtype, generator=g) for _ in range(3))
+        dout = torch.randn(B, H, L, d, device="cuda", dtype=dtype, generator=g)
+        for name, backend in backends if dtype_name == "bf16" else [("default", None)]:
+            try:
+                ctx = sdpa_kernel(backend) if backend is not None else contextlib.nullcontext()
+                with ctx:
+                    with torch.no_grad():
+                        fwd = time_ms(lambda: F.scaled_dot_product_attention(q, k, v, is_causal=causal), reps, torch)
+                    qg, kg, vg = (t.detach().requires_grad_() for t in (q, k, v))
+
+                    def fb():
+                        o = F.scaled_dot_product_attention(qg, kg, vg, is_causal=causal)
+                        o.backward(dout)
+
+                    fwdbwd = time_ms(fb, reps, torch)
+                rows.append((f"torch {name} {dtype_name}", fwd, fwdbwd))
+            except RuntimeError as e:  # a backend this GPU or shape does not have
+                rows.append((f"torch {name} {dtype_name}: {str(e).splitlines()[0][:60]}", float("nan"), float("nan")))
+    return rows
+
+
+def qkv_row(qkv, B, H, L, d, causal, reps):
+    cmd = shlex.split(qkv) + ["bench", "attention", "--device", "cuda", "--json", "-B", str(B), "--heads", str(H),
+                              "-L", str(L), "-d", str(d), "--repeats", str(reps)] + (["--causal"] if causal else [])
+    out = subprocess.run(cmd, capture_output=True, text=True)
+    if out.returncode != 0:
+        return ("qkv f32: " + (out.stderr.strip().splitlines() or ["failed"])[-1][:70], float("nan"), float("nan"))
+    j = json.loads(out.stdout.strip().splitlines()[-1])
+    return ("qkv f32 (CUDA cores)", j["forward_ms"], j["forward_backward_ms"])
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--qkv", default="build-cuda/qkv", help="how to run the qkv command")
+    ap.add_argument("--lens", type=int, nargs="+", default=[512, 1024, 2048, 4096, 8192, 16384])
+    ap.add_argument("--dims", type=int, nargs="+", default=[64, 128])
+    ap.add_argument("--reps", type=int, default=10)
+    ap.add_argument("--peak", type=float, default=989.0, help="the GPU's dense bf16 peak, TFLOP/s")
+    ap.add_argument("--json-out", help="write every row here")
+    a = ap.parse_args()
+    import torch
+    print(f"# {torch.cuda.get_device_name()}, PyTorch {torch.__version__}", flush=True)
+    results = []
+    for d in a.dims:
+        for causal in (False, True):
+            for L in a.lens:
+                B, H = max(1, 16384 // L), 2048 // d
+                f = flops(B, H, L, d, causal)
+                rows = [qkv_row(a.qkv, B, H, L, d, causal, a.reps)] + torch_rows(B, H, L, d, causal, a.reps)
+                print(f"\nL={L} d={d} {'causal' if causal else 'full'} (B={B}, H={H})", flush=True)
+                for name, fwd, fb in rows:
+                    tf = f / fwd / 1e9 if fwd == fwd else float("nan")
+                    tfb = 3.5 * f / fb / 1e9 if fb == fb else float("nan")
+                    print(f"  {name:34s} fwd {fwd:9.3f} ms {tf:7.1f} TFLOP/s ({100 * tf / a.peak:4.1f}%)"
+                          f"   fwd+bwd {fb:9.3f} ms {tfb:7.1f} TFLOP/s ({100 * tfb / a.peak:4.1f}%)", flush=True)
+                    results.append({"L": L, "d": d, "causal": causal, "B": B, "H": H, "impl": name,
+                                    "forward_ms": fwd, "forward_backward_ms": fb, "forward_tflops": tf,
+                                    "forward_backward_tflops": tfb})
+    if a.json_out:
+        with open(a.json_out, "w") as fh:
+            json.dump(results, fh, indent=1)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
