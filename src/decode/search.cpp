@@ -48,7 +48,7 @@ std::vector<Hypothesis> greedy_search(StepModel& model, const std::vector<int64_
   for (int64_t i = 0; i < n; ++i) active[static_cast<size_t>(i)] = i;
   std::vector<int32_t> tokens(static_cast<size_t>(n), opt.bos_id);
   for (int64_t t = 0;; ++t) {
-    Tensor lp = model.step(tokens).contiguous();
+    Tensor lp = model.step(tokens).contiguous().to(Device::cpu());  // (the scan runs on the host)
     check_rows(lp, static_cast<int64_t>(active.size()));
     const int64_t V = lp.size(1);
     const float* p = lp.data<float>();
@@ -123,7 +123,7 @@ std::vector<std::vector<Hypothesis>> beam_search_nbest(StepModel& model, const s
   };
 
   for (int64_t t = 0; !active.empty(); ++t) {
-    Tensor lp = model.step(tokens).contiguous();
+    Tensor lp = model.step(tokens).contiguous().to(Device::cpu());  // (the scan runs on the host)
     check_rows(lp, static_cast<int64_t>(active.size()) * K);
     const int64_t V = lp.size(1);
     const float* p = lp.data<float>();

@@ -1,5 +1,6 @@
 #include "qkv/nn/module.h"
 
+#include <functional>
 #include <map>
 #include <memory>
 #include <set>
@@ -14,6 +15,11 @@ Tensor Module::register_parameter(const std::string& name, Tensor value) {
 
 Tensor Module::register_buffer(const std::string& name, Tensor value) {
   buffers_.emplace_back(name, value);
+  return value;
+}
+
+Tensor Module::register_constant(Tensor value) {
+  constants_.push_back(value);
   return value;
 }
 
@@ -54,6 +60,12 @@ void Module::to(Device device) {
   };
   for (const auto& [name, t] : named_parameters()) move(t);
   for (const auto& [name, t] : named_buffers()) move(t);
+  move_constants(move);
+}
+
+void Module::move_constants(const std::function<void(const Tensor&)>& move) {
+  for (const Tensor& t : constants_) move(t);
+  for (const auto& [name, m] : children_) m->move_constants(move);
 }
 
 std::vector<Tensor> Module::parameters() const {

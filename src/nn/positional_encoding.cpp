@@ -34,7 +34,7 @@ PositionalEncoding::PositionalEncoding(int64_t n, int64_t d, bool learn, Generat
     init::normal_(weight, gen ? *gen : default_generator(), 0.f, 0.02f);
     weight = register_parameter("weight", weight);
   } else {
-    weight = sinusoidal_table(n, d);
+    weight = register_constant(sinusoidal_table(n, d));  // (computed, not saved; moved by Module::to)
   }
 }
 

@@ -173,14 +173,16 @@ Tensor Seq2SeqTransformer::source_mask(const Tensor& src) const {
 Tensor Seq2SeqTransformer::embed(const Tensor& ids, int64_t pos0) const {
   QKV_CHECK(ids.dim() == 2 && ids.dtype() == DType::i32, "Transformer: token ids must be i32 [B, L], got ",
             shape_str(ids.shape()));
-  Tensor x = mul(embedding->forward(ids), std::sqrt(static_cast<float>(config.d_model)));
+  // (ids follow the model: a batch made on the host meets weights on a GPU here)
+  Tensor x = mul(embedding->forward(ids.to(embedding->weight.device())), std::sqrt(static_cast<float>(config.d_model)));
   return dropout(x + pos->forward(ids.size(1), pos0), config.dropout, is_training(), gen_);
 }
 
 Seq2SeqTransformer::Encoded Seq2SeqTransformer::encode(const Tensor& src, std::vector<Tensor>* weights) const {
   Encoded e;
-  e.mask = source_mask(src);
-  e.memory = transformer->encoder->forward_masked(embed(src, 0), e.mask, weights);
+  const Tensor on_device = src.to(embedding->weight.device());  // the sources follow the model
+  e.mask = source_mask(on_device);
+  e.memory = transformer->encoder->forward_masked(embed(on_device, 0), e.mask, weights);
   return e;
 }
 
@@ -197,7 +199,8 @@ Tensor Seq2SeqTransformer::loss(const Tensor& src, const Tensor& tgt_in, const T
   QKV_CHECK(tgt_out.shape() == tgt_in.shape(), "Transformer::loss: tgt_out ", shape_str(tgt_out.shape()),
             " should match tgt_in ", shape_str(tgt_in.shape()));
   Tensor logits = forward(src, tgt_in);
-  return cross_entropy(logits.reshape({-1, config.vocab_size}), tgt_out.reshape({-1}), config.pad_id, eps);
+  return cross_entropy(logits.reshape({-1, config.vocab_size}), tgt_out.to(logits.device()).reshape({-1}),
+                       config.pad_id, eps);
 }
 
 // ---- decoding ------------------------------------------------------------------------------------

@@ -225,7 +225,7 @@ TrainResult run_training(TrainingTask& task, const TrainConfig& cfg, const Train
     // The parameters move before the optimizer makes its state beside them (and before --resume
     // copies a checkpoint's values into them).
     QKV_CHECK(task.supports_device(opt.device), "train: this task cannot train on ", opt.device.str(),
-              " yet (the language-model task can; docs/CUDA.md)");
+              " yet (the language-model and translation tasks can; docs/CUDA.md)");
     QKV_CHECK(!comm, "train: data-parallel training (mpirun) runs on the CPU only so far, not on ",
               opt.device.str());
     model.to(opt.device);

@@ -2,6 +2,7 @@
 // dotted paths ("self_attn.out_proj.weight") so a PyTorch state_dict maps one to one.
 #pragma once
 
+#include <functional>
 #include <map>
 #include <memory>
 #include <string>
@@ -49,6 +50,9 @@ class Module {
  protected:
   Tensor register_parameter(const std::string& name, Tensor value);
   Tensor register_buffer(const std::string& name, Tensor value);
+  // A constant the module computes rather than loads (a sinusoidal table): not saved or loaded, but
+  // moved by to(device) with the rest (PyTorch's register_buffer(…, persistent=False)).
+  Tensor register_constant(Tensor value);
   template <typename M>
   std::shared_ptr<M> register_module(const std::string& name, std::shared_ptr<M> m) {
     children_.emplace_back(name, m);
@@ -57,7 +61,9 @@ class Module {
 
  private:
   void collect(const std::string& prefix, std::vector<std::pair<std::string, Tensor>>& out, bool buffers) const;
+  void move_constants(const std::function<void(const Tensor&)>& move);
   std::vector<std::pair<std::string, Tensor>> params_, buffers_;
+  std::vector<Tensor> constants_;
   std::vector<std::pair<std::string, std::shared_ptr<Module>>> children_;
   bool training_ = true;
 };
