@@ -1,0 +1,173 @@
+#!/usr/bin/env python3
+"""GPT training on a GPU: qkv against PyTorch (eager and torch.compile) on nanoGPT's shakespeare_char
+GPU recipe (configs/shakespeare-char-gpu.json: 6 layers, 6 heads, 384 dims, block 256, batch 64,
+dropout 0.2, AdamW, lr 1e-3 cosine to 1e-4, grad clip 1.0) — issue 29's training benchmark.
+
+Run on a lent GPU machine (docs/CUDA.md), after `bash scripts/gpu_pack.sh` here:
+
+    python3 bench/gpt_cuda_vs_pytorch.py --qkv "bash .gpu/run.sh qkv" [--iters 300] [--loss-iters 2000]
+
+Throughput: tokens/s over --iters training steps after warm-up (qkv: `qkv train … --device cuda`'s
+own tokens/s with evaluation pushed past the end; PyTorch: this script's nanoGPT twin — the same
+model as qkv's GPT: pre-LayerNorm blocks without biases, exact GELU, tied embeddings — timed with
+CUDA synchronisation), for PyTorch eager and torch.compile, in f32 (TF32 matmuls, as qkv's) and
+under bf16 autocast (nanoGPT's own GPU default). --loss-iters N also trains both for N steps and
+prints their validation losses (nanoGPT reaches 1.47 after 5000).
+"""
+import argparse
+import math
+import os
+import re
+import shlex
+import subprocess
+import sys
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+DATA = os.path.join(HERE, "..", "data", "tinyshakespeare", "input.txt")
+CFG = dict(n_layer=6, n_head=6, n_embd=384, block_size=256, batch=64, dropout=0.2, lr=1e-3, min_lr=1e-4,
+           warmup=100, decay=5000, wd=0.1, beta2=0.99, clip=1.0)
+
+
+def torch_gpt(vocab, torch):
+    nn, F = torch.nn, torch.nn.functional
+    c = CFG
+
+    class Block(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.ln_1, self.ln_2 = nn.LayerNorm(c["n_embd"], bias=False), nn.LayerNorm(c["n_embd"], bias=False)
+            self.c_attn = nn.Linear(c["n_embd"], 3 * c["n_embd"], bias=False)
+            self.c_proj = nn.Linear(c["n_embd"], c["n_embd"], bias=False)
+            self.fc = nn.Linear(c["n_embd"], 4 * c["n_embd"], bias=False)
+            self.proj = nn.Linear(4 * c["n_embd"], c["n_embd"], bias=False)
+            self.drop = nn.Dropout(c["dropout"])
+
+        def forward(self, x):
+            B, T, E = x.shape
+            q, k, v = self.c_attn(self.ln_1(x)).split(E, dim=2)
+            q, k, v = (t.view(B, T, c["n_head"], E // c["n_head"]).transpose(1, 2) for t in (q, k, v))
+            y = F.scaled_dot_product_attention(q, k, v, dropout_p=c["dropout"] if self.training else 0.0,
+                                               is_causal=True)
+            x = x + self.drop(self.c_proj(y.transpose(1, 2).reshape(B, T, E)))
+            return x + self.drop(self.proj(F.gelu(self.fc(self.ln_2(x)))))
+
+    class GPT(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.wte, self.wpe = nn.Embedding(vocab, c["n_embd"]), nn.Embedding(c["block_size"], c["n_embd"])
+            self.drop = nn.Dropout(c["dropout"])
+            self.h = nn.ModuleList(Block() for _ in range(c["n_layer"]))
+            self.ln_f = nn.LayerNorm(c["n_embd"], bias=False)
+
+        def forward(self, idx, targets):
+            pos = torch.arange(idx.size(1), device=idx.device)
+            x = self.drop(self.wte(idx) + self.wpe(pos))
+            for b in self.h:
+                x = b(x)
+            logits = self.ln_f(x) @ self.wte.weight.t()
+            return F.cross_entropy(logits.view(-1, logits.size(-1)), targets.view(-1))
+
+    return GPT()
+
+
+def lr_at(it):
+    c = CFG
+    if it < c["warmup"]:
+        return c["lr"] * (it + 1) / (c["warmup"] + 1)
+    r = min(1.0, (it - c["warmup"]) / (c["decay"] - c["warmup"]))
+    return c["min_lr"] + 0.5 * (1 + math.cos(math.pi * r)) * (c["lr"] - c["min_lr"])
+
+
+def run_torch(compile_, bf16, iters, warmup, loss_iters=0):
+    import torch
+    torch.backends.cuda.matmul.allow_tf32 = True
+    torch.backends.cudnn.allow_tf32 = True
+    text = open(DATA).read()
+    chars = sorted(set(text))
+    data = torch.tensor([chars.index(ch) for ch in text], dtype=torch.long)
+    n = int(0.9 * len(data))
+    train, val = data[:n].cuda(), data[n:].cuda()
+    torch.manual_seed(1337)
+    model = torch_gpt(len(chars), torch).cuda()
+    decay = [p for p in model.parameters() if p.dim() >= 2]
+    other = [p for p in model.parameters() if p.dim() < 2]
+    opt = torch.optim.AdamW([{"params": decay, "weight_decay": CFG["wd"]}, {"params": other, "weight_decay": 0.0}],
+                            lr=CFG["lr"], betas=(0.9, CFG["beta2"]), fused=True)
+    step_model = torch.compile(model) if compile_ else model
+    T, B = CFG["block_size"], CFG["batch"]
+
+    def batch(d):
+        ix = torch.randint(len(d) - T - 1, (B,), device="cuda")
+        return torch.stack([d[i:i + T] for i in ix]), torch.stack([d[i + 1:i + 1 + T] for i in ix])
+
+    def step(it):
+        for g in opt.param_groups:
+            g["lr"] = lr_at(it)
+        x, y = batch(train)
+        with torch.autocast("cuda", dtype=torch.bfloat16, enabled=bf16):
+            loss = step_model(x, y)
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(model.parameters(), CFG["clip"])
+        opt.step()
+        opt.zero_grad(set_to_none=True)
+        return loss
+
+    model.train()
+    for it in range(warmup):
+        step(it)
+    torch.cuda.synchronize()
+    t0 = time.perf_counter()
+    for it in range(warmup, warmup + iters):
+        step(it)
+    torch.cuda.synchronize()
+    tok_s = iters * B * T / (time.perf_counter() - t0)
+    val_loss = float("nan")
+    if loss_iters:
+        for it in range(warmup + iters, loss_iters):
+            step(it)
+        model.eval()
+        with torch.no_grad(), torch.autocast("cuda", dtype=torch.bfloat16, enabled=bf16):
+            val_loss = sum(step_model(*batch(val)).item() for _ in range(200)) / 200
+    return tok_s, val_loss
+
+
+def run_qkv(qkv, iters, loss_iters, out):
+    n = loss_iters or iters
+    cmd = shlex.split(qkv) + ["train", os.path.join(HERE, "..", "configs", "shakespeare-char-gpu.json"), "--device",
+                              "cuda", "-q", "-o", out, "--set", f"train.max_iters={n}",
+                              "--set", f"train.eval_interval={n}", "--set",
+                              f"train.eval_iters={200 if loss_iters else 1}", "--set", f"train.checkpoint_interval={n}"]
+    r = subprocess.run(cmd, capture_output=True, text=True)
+    tail = (r.stderr.strip().splitlines() or ["(no output)"])[-1]
+    if r.returncode != 0:
+        return float("nan"), float("nan"), tail
+    tok = re.search(r"([0-9.]+) tok/s", tail)
+    val = re.search(r"val_loss ([0-9.]+)", tail)
+    return float(tok.group(1)) if tok else float("nan"), float(val.group(1)) if val else float("nan"), tail
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--qkv", default=os.path.join(HERE, "..", "build-cuda", "qkv"))
+    ap.add_argument("--iters", type=int, default=300)
+    ap.add_argument("--warmup", type=int, default=20)
+    ap.add_argument("--loss-iters", type=int, default=0)
+    ap.add_argument("--out", default="/tmp/qkv-gpt-cuda")
+    a = ap.parse_args()
+    import torch
+    print(f"# {torch.cuda.get_device_name()}, PyTorch {torch.__version__}; nanoGPT shakespeare_char GPU recipe", flush=True)
+    tok, val, tail = run_qkv(a.qkv, a.iters, a.loss_iters, a.out)
+    print(f"  qkv f32 (TF32 GEMMs)       {tok:10.0f} tok/s   val loss {val:.4f}   [{tail[:90]}]", flush=True)
+    for compile_ in (False, True):
+        for bf16 in (False, True):
+            name = f"torch {'compile' if compile_ else 'eager'} {'bf16' if bf16 else 'f32 (TF32)'}"
+            try:
+                t, v = run_torch(compile_, bf16, a.iters, a.warmup, a.loss_iters)
+                print(f"  {name:26s} {t:10.0f} tok/s   val loss {v:.4f}   qkv/torch {tok / t:.3f}", flush=True)
+            except Exception as e:  # torch.compile may be unavailable (no compiler in the image)
+                print(f"  {name:26s} failed: {str(e).splitlines()[0][:90]}", flush=True)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
