@@ -7,8 +7,9 @@ Run it on a lent GPU machine (docs/CUDA.md), after `bash scripts/gpu_pack.sh` he
 
 For each (L, d, causal) of FlashAttention's own benchmark grid (batch·L = 16k tokens, heads·d =
 2048, so B = 16384 / L and H = 2048 / d):
-  * qkv:     `QKV bench attention --device cuda --json -B B --heads H -L L -d d [--causal]` in a fresh
-             process (its kernels today: f32 on the CUDA cores, the correctness baseline);
+  * qkv:     `QKV bench attention --device cuda --json -B B --heads H -L L -d d [--causal] --dtype f32|bf16`
+             in a fresh process: f32 forward and backward on the CUDA cores (the correctness baseline),
+             and the bf16 forward on the tensor cores (WMMA tiles; inference: no backward yet);
   * PyTorch: this process, bf16 inputs, each SDPA backend PyTorch has on this GPU (flash, cuDNN,
              efficient) picked with torch.nn.attention.sdpa_kernel, and f32 through the default.
 Times are medians of CUDA-event-timed calls after warm-up, forward under no-grad and
@@ -76,14 +77,16 @@ def torch_rows(B, H, L, d, causal, reps):
     return rows
 
 
-def qkv_row(qkv, B, H, L, d, causal, reps):
+def qkv_row(qkv, B, H, L, d, causal, reps, dtype):
     cmd = shlex.split(qkv) + ["bench", "attention", "--device", "cuda", "--json", "-B", str(B), "--heads", str(H),
-                              "-L", str(L), "-d", str(d), "--repeats", str(reps)] + (["--causal"] if causal else [])
+                              "-L", str(L), "-d", str(d), "--repeats", str(reps), "--dtype", dtype]
+    cmd += (["--causal"] if causal else []) + (["--no-backward"] if dtype == "bf16" else [])
+    name = "qkv f32 (CUDA cores)" if dtype == "f32" else "qkv bf16 fwd (wmma tiles)"
     out = subprocess.run(cmd, capture_output=True, text=True)
     if out.returncode != 0:
-        return ("qkv f32: " + (out.stderr.strip().splitlines() or ["failed"])[-1][:70], float("nan"), float("nan"))
+        return (name + ": " + (out.stderr.strip().splitlines() or ["failed"])[-1][:60], float("nan"), float("nan"))
     j = json.loads(out.stdout.strip().splitlines()[-1])
-    return ("qkv f32 (CUDA cores)", j["forward_ms"], j["forward_backward_ms"])
+    return (name, j["forward_ms"], j["forward_backward_ms"] or float("nan"))
 
 
 def main():
@@ -103,7 +106,8 @@ def main():
             for L in a.lens:
                 B, H = max(1, 16384 // L), 2048 // d
                 f = flops(B, H, L, d, causal)
-                rows = [qkv_row(a.qkv, B, H, L, d, causal, a.reps)] + torch_rows(B, H, L, d, causal, a.reps)
+                rows = [qkv_row(a.qkv, B, H, L, d, causal, a.reps, t) for t in ("f32", "bf16")]
+                rows += torch_rows(B, H, L, d, causal, a.reps)
                 print(f"\nL={L} d={d} {'causal' if causal else 'full'} (B={B}, H={H})", flush=True)
                 for name, fwd, fb in rows:
                     tf = f / fwd / 1e9 if fwd == fwd else float("nan")

@@ -152,8 +152,10 @@ AttentionResult sdpa(const Tensor& q, const Tensor& kk, const Tensor& v, const A
               "scaled_dot_product_attention: bf16 compute is forward-only (inference); run under NoGradGuard or use f32");
     QKV_CHECK(!need_weights && opt.backend != AttentionBackend::reference,
               "scaled_dot_product_attention: bf16 compute runs on the flash backend only (no attention weights)");
-    // The bf16 kernel is the CPU's (AVX512_BF16); elsewhere the rounding below stands in for it.
-    const bool bf16_kernel = device_of("scaled_dot_product_attention", {&q}).is_cpu() && kernels::cpu::has_avx512_bf16();
+    // A bf16 kernel: the GPU's (tensor cores) always, the CPU's with AVX512_BF16; elsewhere the
+    // rounding below stands in for it.
+    const bool bf16_kernel =
+        !device_of("scaled_dot_product_attention", {&q}).is_cpu() || kernels::cpu::has_avx512_bf16();
     if (!bf16_kernel) {
       // No AVX512_BF16 in this build: round the inputs to bf16 and compute in f32 (same rounding
       // of the inputs, f32 products).
@@ -186,7 +188,7 @@ AttentionResult sdpa(const Tensor& q, const Tensor& kk, const Tensor& v, const A
   AttentionResult res;
 
   if (opt.compute_dtype == AttentionCompute::bf16) {
-    QKV_DISPATCH_CPU("scaled_dot_product_attention", d, k::attention_forward_flash_bf16(p, out.data()));  // (CPU only)
+    QKV_DISPATCH("scaled_dot_product_attention", d, k::attention_forward_flash_bf16(p, out.data()));
     res.output = out;
     return res;
   }

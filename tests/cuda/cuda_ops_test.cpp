@@ -362,6 +362,38 @@ TEST_F(Cuda, AttentionMatchesTheCpuForwardAndBackward) {
   EXPECT_EQ(host(out), std::vector<float>(24, 0.f)) << "a row with no visible key is zeros, not NaN";
 }
 
+// bf16 inference attention on the tensor cores (head dims 64 and 128 on the tiles; 40 on the f32
+// kernels over rounded inputs) against the CPU in f32: within bf16's rounding of q, k, v and P.
+TEST_F(Cuda, Bf16AttentionOnTheTensorCoresMatchesTheCpu) {
+  struct Case {
+    int64_t B, H, Hkv, Lq, Lk, D;
+    bool causal;
+    int mask;
+  };
+  const std::vector<Case> cases = {{2, 4, 4, 100, 100, 64, false, 0}, {1, 8, 2, 65, 200, 128, false, 1},
+                                   {2, 2, 2, 130, 130, 64, true, 2}, {1, 4, 4, 1, 300, 128, false, 0},
+                                   {1, 2, 2, 33, 47, 40, true, 1}};
+  uint64_t seed = 300;
+  for (const Case& c : cases) {
+    SCOPED_TRACE(::testing::Message() << "Lq" << c.Lq << " Lk" << c.Lk << " D" << c.D << " H" << c.H << "/" << c.Hkv
+                                      << (c.causal ? " causal" : "") << " mask" << c.mask);
+    Tensor q = randn({c.B, c.H, c.Lq, c.D}, seed++), k = randn({c.B, c.Hkv, c.Lk, c.D}, seed++),
+           v = randn({c.B, c.Hkv, c.Lk, c.D}, seed++);
+    AttentionOptions o;
+    o.is_causal = c.causal;
+    o.enable_gqa = c.H != c.Hkv;
+    if (c.mask == 1) o.attn_mask = gt(randn({c.B, 1, c.Lq, c.Lk}, seed++), -1.f);
+    if (c.mask == 2) o.attn_mask = randn({1, c.H, c.Lq, c.Lk}, seed++);
+    Tensor ref = scaled_dot_product_attention(q, k, v, o);  // f32 on the CPU
+    AttentionOptions go = o;
+    if (o.attn_mask.defined()) go.attn_mask = gpu(o.attn_mask);
+    go.compute_dtype = AttentionCompute::bf16;
+    NoGradGuard no_grad;
+    Tensor out = scaled_dot_product_attention(gpu(q), gpu(k), gpu(v), go);
+    EXPECT_SAME_ON_GPU(ref, out, 2e-2);
+  }
+}
+
 // A small MLP classifier trained for 30 steps on each device follows the same loss curve (TF32
 // products: within a few thousandths).
 TEST_F(Cuda, AnMlpTrainsOnTheGpuAlongTheCpusLossCurve) {

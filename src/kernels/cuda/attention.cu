@@ -19,8 +19,8 @@
 #include <cfloat>
 
 #include "kernels/cuda/attention.h"
+#include "kernels/cuda/attention_device.cuh"
 #include "kernels/cuda/launch.h"
-#include "qkv/core/rng.h"
 
 namespace qkv::kernels::cuda {
 namespace {
@@ -29,34 +29,6 @@ constexpr int kWarps = 4;            // warps (rows) per block
 constexpr int kMaxDim = 256;         // D and Dv at most this
 constexpr int kChunks = kMaxDim / 32;
 constexpr unsigned kFull = 0xffffffffu;
-
-__device__ inline float warp_max(float v) {
-  for (int o = 16; o > 0; o >>= 1) v = fmaxf(v, __shfl_xor_sync(kFull, v, o));
-  return v;
-}
-__device__ inline float warp_sum(float v) {
-  for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(kFull, v, o);
-  return v;
-}
-
-// scale·q·k + M for query i and key j of head (b, h): −∞ where the boolean mask or causality hides j.
-__device__ inline float masked_score(const AttnProblem& p, int64_t b, int64_t h, int64_t i, int64_t j, float s) {
-  if (p.causal && j > i) return -INFINITY;
-  const int64_t off = b * p.mask.sb + h * p.mask.sh + i * p.mask.sq + j * p.mask.sk;
-  if (p.mask.kind == AttnMask::Kind::boolean) {
-    if (!static_cast<const uint8_t*>(p.mask.data)[off]) return -INFINITY;
-  } else if (p.mask.kind == AttnMask::Kind::additive) {
-    s += static_cast<const float*>(p.mask.data)[off];
-  }
-  return s;
-}
-
-// Z_ij / (1 − p): the CPU's draw for element (b, h, i, j) (Generator::paired_uniform).
-__device__ inline float keep(const AttnProblem& p, int64_t b, int64_t h, int64_t i, int64_t j) {
-  if (p.dropout_p == 0.f) return 1.f;
-  const uint64_t idx = static_cast<uint64_t>(((b * p.H + h) * p.Lq + i) * p.Lk + j);
-  return Generator::paired_uniform(p.seed, p.counter + idx) >= p.dropout_p ? 1.f / (1.f - p.dropout_p) : 0.f;
-}
 
 __device__ inline float dot_shared(const float* s, const float* g, int64_t n) {
   float acc = 0.f;

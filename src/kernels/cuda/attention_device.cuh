@@ -1,0 +1,41 @@
+// Device functions both attention kernel files share (attention.cu, attention_bf16.cu): the mask
+// and causality of one score, dropout's keep factor, warp reductions. nvcc only.
+#pragma once
+
+#include <cstdint>
+
+#include "kernels/attention.h"
+#include "qkv/core/rng.h"
+
+namespace qkv::kernels::cuda {
+
+__device__ inline float warp_max(float v) {
+  for (int o = 16; o > 0; o >>= 1) v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, o));
+  return v;
+}
+__device__ inline float warp_sum(float v) {
+  for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
+  return v;
+}
+
+// scale·q·k + M for query i and key j of head (b, h): −∞ where a key past Lk, the boolean mask or
+// causality (j ≤ i visible, top-left aligned as PyTorch) hides j.
+__device__ inline float masked_score(const AttnProblem& p, int64_t b, int64_t h, int64_t i, int64_t j, float s) {
+  if (j >= p.Lk || (p.causal && j > i)) return -INFINITY;
+  const int64_t off = b * p.mask.sb + h * p.mask.sh + i * p.mask.sq + j * p.mask.sk;
+  if (p.mask.kind == AttnMask::Kind::boolean) {
+    if (!static_cast<const uint8_t*>(p.mask.data)[off]) return -INFINITY;
+  } else if (p.mask.kind == AttnMask::Kind::additive) {
+    s += static_cast<const float*>(p.mask.data)[off];
+  }
+  return s;
+}
+
+// Z_ij / (1 − p): the CPU's draw for element (b, h, i, j) (Generator::paired_uniform).
+__device__ inline float keep(const AttnProblem& p, int64_t b, int64_t h, int64_t i, int64_t j) {
+  if (p.dropout_p == 0.f) return 1.f;
+  const uint64_t idx = static_cast<uint64_t>(((b * p.H + h) * p.Lq + i) * p.Lk + j);
+  return Generator::paired_uniform(p.seed, p.counter + idx) >= p.dropout_p ? 1.f / (1.f - p.dropout_p) : 0.f;
+}
+
+}  // namespace qkv::kernels::cuda
