@@ -15,8 +15,17 @@ from ._qkv import (Error, ImageCaptioner, ImageClassifier, LanguageModel, Tensor
                    as_tensor, from_dlpack, from_numpy, get_num_threads, load, manual_seed, ones, randn,
                    set_num_threads, tensor, train, zeros)
 from . import autograd, nn
+from ._qkv import _cuda_device_count, _cuda_is_available
+
+
+class cuda:  # noqa: N801 — torch.cuda's name
+    """qkv.cuda.is_available() / device_count(), as torch.cuda's: a GPU needs a build with the CUDA
+    backend (docs/CUDA.md); tensors go there with t.to("cuda") or t.cuda()."""
+    is_available = staticmethod(_cuda_is_available)
+    device_count = staticmethod(_cuda_device_count)
+
 
 __version__ = "0.1.0"
 __all__ = ["Error", "ImageCaptioner", "ImageClassifier", "LanguageModel", "TranslationResult", "Translator", "load",
            "train", "Tensor", "as_tensor", "from_dlpack", "from_numpy", "get_num_threads", "manual_seed", "ones",
-           "randn", "set_num_threads", "tensor", "zeros", "autograd", "nn"]
+           "randn", "set_num_threads", "tensor", "zeros", "autograd", "nn", "cuda"]

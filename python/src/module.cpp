@@ -2,6 +2,7 @@
 #include <nanobind/nanobind.h>
 
 #include "bindings.h"
+#include "qkv/core/cuda.h"
 #include "qkv/core/error.h"
 #include "qkv/core/parallel.h"
 #include "qkv/core/rng.h"
@@ -14,6 +15,9 @@ NB_MODULE(_qkv, m) {
   m.def("set_num_threads", &qkv::set_num_threads, "n"_a, "Threads qkv's parallel loops use (torch.set_num_threads).");
   m.def("get_num_threads", &qkv::num_threads);
   m.def("manual_seed", &qkv::manual_seed, "seed"_a, "Seeds qkv's default generator (torch.manual_seed).");
+  // qkv.cuda.is_available() / device_count() (torch.cuda's): false / 0 without the CUDA backend or a GPU.
+  m.def("_cuda_is_available", &qkv::cuda::is_available);
+  m.def("_cuda_device_count", &qkv::cuda::device_count);
   bind_tensor(m);
   bind_functional(m);
   bind_nn(m);

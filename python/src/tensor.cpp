@@ -67,7 +67,7 @@ void bind_tensor(nb::module_& m) {
       })
       .def_prop_ro("dtype", [](const Tensor& x) { return dtype_str(x.dtype()); },
                    "'float32', 'bfloat16', 'int32' or 'bool'.")
-      .def_prop_ro("device", [](const Tensor& x) { return x.device().is_cpu() ? std::string("cpu") : x.str(); })
+      .def_prop_ro("device", [](const Tensor& x) { return x.device().str(); }, "'cpu' or 'cuda:N'.")
       .def("is_contiguous", &Tensor::is_contiguous)
       .def("__repr__", [](const Tensor& x) {
         std::string s = "qkv." + x.str();
@@ -144,10 +144,15 @@ void bind_tensor(nb::module_& m) {
            },
            "dim"_a = nb::none(), "keepdim"_a = false)
       .def("float", [](const Tensor& x) { return x.dtype() == DType::f32 ? x : x.to(DType::f32); })
-      .def("to", [](const Tensor& x, const std::string& dtype) {
-        const DType d = dtype_from_str(dtype);
+      .def("to", [](const Tensor& x, const std::string& what) {
+        // a device ("cpu", "cuda", "cuda:1") or a dtype, as torch.Tensor.to takes either
+        if (what == "cpu" || what.starts_with("cuda")) return x.to(Device::parse(what));
+        const DType d = dtype_from_str(what);
         return d == x.dtype() ? x : x.to(d);
-      }, "dtype"_a)
+      }, "device_or_dtype"_a)
+      .def("cuda", [](const Tensor& x, int device) { return x.to(Device::cuda(device)); }, "device"_a = 0,
+           "A copy on GPU `device` (a build with the CUDA backend: docs/CUDA.md).")
+      .def("cpu", [](const Tensor& x) { return x.to(Device::cpu()); })
       .def("__add__", [](const Tensor& a, nb::handle b) { return add(a, operand(b)); })
       .def("__radd__", [](const Tensor& a, nb::handle b) { return add(operand(b), a); })
       .def("__sub__", [](const Tensor& a, nb::handle b) { return sub(a, operand(b)); })

@@ -106,3 +106,18 @@ def test_views_and_reductions():
     assert r.sum().item() == 15.0 and r.mean([1]).tolist() == [1.0, 4.0]
     assert r.unsqueeze(0).shape == (1, 2, 3) and r.permute(1, 0).shape == (3, 2)
     assert len(r) == 2 and r.size(1) == 3 and r.ndim == 2 and r.numel() == 6
+
+
+def test_devices_as_torch_spells_them():
+    t = qkv.tensor(np.arange(4, dtype=np.float32))
+    assert t.to("cpu").tolist() == [0.0, 1.0, 2.0, 3.0] and t.cpu().device == "cpu"
+    assert t.to("bfloat16").dtype == "bfloat16"  # a dtype still works
+    if not qkv.cuda.is_available():
+        assert qkv.cuda.device_count() == 0
+        with pytest.raises(qkv.Error, match="cuda"):  # no backend or no GPU: a clear error
+            t.to("cuda")
+        with pytest.raises(qkv.Error, match="cuda:0"):
+            t.cuda()
+    else:
+        g = t.to("cuda")
+        assert g.device == "cuda:0" and (g * 2).cpu().tolist() == [0.0, 2.0, 4.0, 6.0]
