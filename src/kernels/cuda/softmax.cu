@@ -56,35 +56,37 @@ void over_rows(int64_t rows, Launch launch) {
 
 }  // namespace
 
-void softmax_forward(const float* x, float* y, int64_t rows, int64_t n) {
+namespace {
+
+// One block per row, `rows` of them in grids of at most 2³¹ − 1 (one stream, looked up once).
+template <bool Log>
+void forward(const float* x, float* y, int64_t rows, int64_t n) {
   if (rows * n == 0) return;
+  cudaStream_t s = stream();
   over_rows(rows, [&](int64_t r, int64_t count) {
-    softmax_forward_kernel<false><<<static_cast<unsigned>(count), kThreads, 0, stream()>>>(x + r * n, y + r * n, n);
+    softmax_forward_kernel<Log><<<static_cast<unsigned>(count), kThreads, 0, s>>>(x + r * n, y + r * n, n);
   });
   QKV_CUDA_LAUNCHED(softmax_forward_kernel);
 }
-void log_softmax_forward(const float* x, float* y, int64_t rows, int64_t n) {
+template <bool Log>
+void backward(const float* y, const float* dy, float* dx, int64_t rows, int64_t n) {
   if (rows * n == 0) return;
+  cudaStream_t s = stream();
   over_rows(rows, [&](int64_t r, int64_t count) {
-    softmax_forward_kernel<true><<<static_cast<unsigned>(count), kThreads, 0, stream()>>>(x + r * n, y + r * n, n);
-  });
-  QKV_CUDA_LAUNCHED(softmax_forward_kernel);
-}
-void softmax_backward(const float* y, const float* dy, float* dx, int64_t rows, int64_t n) {
-  if (rows * n == 0) return;
-  over_rows(rows, [&](int64_t r, int64_t count) {
-    softmax_backward_kernel<false>
-        <<<static_cast<unsigned>(count), kThreads, 0, stream()>>>(y + r * n, dy + r * n, dx + r * n, n);
+    softmax_backward_kernel<Log><<<static_cast<unsigned>(count), kThreads, 0, s>>>(y + r * n, dy + r * n, dx + r * n, n);
   });
   QKV_CUDA_LAUNCHED(softmax_backward_kernel);
+}
+
+}  // namespace
+
+void softmax_forward(const float* x, float* y, int64_t rows, int64_t n) { forward<false>(x, y, rows, n); }
+void log_softmax_forward(const float* x, float* y, int64_t rows, int64_t n) { forward<true>(x, y, rows, n); }
+void softmax_backward(const float* y, const float* dy, float* dx, int64_t rows, int64_t n) {
+  backward<false>(y, dy, dx, rows, n);
 }
 void log_softmax_backward(const float* y, const float* dy, float* dx, int64_t rows, int64_t n) {
-  if (rows * n == 0) return;
-  over_rows(rows, [&](int64_t r, int64_t count) {
-    softmax_backward_kernel<true>
-        <<<static_cast<unsigned>(count), kThreads, 0, stream()>>>(y + r * n, dy + r * n, dx + r * n, n);
-  });
-  QKV_CUDA_LAUNCHED(softmax_backward_kernel);
+  backward<true>(y, dy, dx, rows, n);
 }
 
 }  // namespace qkv::kernels::cuda
