@@ -9,7 +9,8 @@ For each (L, d, causal) of FlashAttention's own benchmark grid (batch·L = 16k t
 2048, so B = 16384 / L and H = 2048 / d):
   * qkv:     `QKV bench attention --device cuda --json -B B --heads H -L L -d d [--causal] --dtype f32|bf16`
              in a fresh process: f32 forward and backward on the CUDA cores (the correctness baseline),
-             and the bf16 forward on the tensor cores (WMMA tiles; inference: no backward yet);
+             and bf16 forward and backward on the tensor cores (WMMA tiles; f32 in memory, rounded
+             to bf16 as the tiles load);
   * PyTorch: this process, bf16 inputs, each SDPA backend PyTorch has on this GPU (flash, cuDNN,
              efficient) picked with torch.nn.attention.sdpa_kernel, and f32 through the default.
 Times are medians of CUDA-event-timed calls after warm-up, forward under no-grad and
@@ -80,8 +81,8 @@ def torch_rows(B, H, L, d, causal, reps):
 def qkv_row(qkv, B, H, L, d, causal, reps, dtype):
     cmd = shlex.split(qkv) + ["bench", "attention", "--device", "cuda", "--json", "-B", str(B), "--heads", str(H),
                               "-L", str(L), "-d", str(d), "--repeats", str(reps), "--dtype", dtype]
-    cmd += (["--causal"] if causal else []) + (["--no-backward"] if dtype == "bf16" else [])
-    name = "qkv f32 (CUDA cores)" if dtype == "f32" else "qkv bf16 fwd (wmma tiles)"
+    cmd += ["--causal"] if causal else []
+    name = "qkv f32 (CUDA cores)" if dtype == "f32" else "qkv bf16 (wmma tiles)"
     out = subprocess.run(cmd, capture_output=True, text=True)
     if out.returncode != 0:
         return (name + ": " + (out.stderr.strip().splitlines() or ["failed"])[-1][:60], float("nan"), float("nan"))

@@ -4,7 +4,7 @@
 
 #include "dispatch.h"
 #include "kernels/cpu/attention.h"
-#include "kernels/cpu/gemm_bf16.h"
+#include "qkv/ops/autocast.h"
 #include "qkv/autograd/node.h"
 #include "qkv/ops/arith.h"
 
@@ -147,32 +147,22 @@ Prepared prepare(const Tensor& q, const Tensor& kk, const Tensor& v, const Atten
 
 AttentionResult sdpa(const Tensor& q, const Tensor& kk, const Tensor& v, const AttentionOptions& opt,
                      bool need_weights) {
-  if (opt.compute_dtype == AttentionCompute::bf16) {
-    QKV_CHECK(!autograd::needs_grad({q, kk, v, opt.attn_mask}),
-              "scaled_dot_product_attention: bf16 compute is forward-only (inference); run under NoGradGuard or use f32");
+  const bool grad = autograd::needs_grad({q, kk, v, opt.attn_mask});
+  const bool mask_grad = grad && opt.attn_mask.defined() && opt.attn_mask.requires_grad();
+  // Under Autocast(bf16) attention computes in bf16, as under torch.autocast, wherever the flash
+  // path serves: not when the weights or a float mask's gradient are asked for.
+  AttentionCompute compute = opt.compute_dtype;
+  if (compute == AttentionCompute::f32 && autocast_dtype() == AutocastDType::bf16 && !need_weights && !mask_grad &&
+      opt.backend != AttentionBackend::reference)
+    compute = AttentionCompute::bf16;
+  const bool bf16 = compute == AttentionCompute::bf16;
+  if (bf16) {
     QKV_CHECK(!need_weights && opt.backend != AttentionBackend::reference,
               "scaled_dot_product_attention: bf16 compute runs on the flash backend only (no attention weights)");
-    // A bf16 kernel: the GPU's (tensor cores) always, the CPU's with AVX512_BF16; elsewhere the
-    // rounding below stands in for it.
-    const bool bf16_kernel =
-        !device_of("scaled_dot_product_attention", {&q}).is_cpu() || kernels::cpu::has_avx512_bf16();
-    if (!bf16_kernel) {
-      // No AVX512_BF16 in this build: round the inputs to bf16 and compute in f32 (same rounding
-      // of the inputs, f32 products).
-      AttentionOptions o = opt;
-      o.compute_dtype = AttentionCompute::f32;
-      auto round = [](const Tensor& t) {  // one pass in place (.to(bf16).to(f32) would make two)
-        Tensor r = t.contiguous_copy();
-        QKV_DISPATCH("scaled_dot_product_attention", r.device(), k::round_to_bf16(r.data(), r.data(), r.numel()));
-        return r;
-      };
-      return sdpa(round(q), round(kk), round(v), o, false);
-    }
+    QKV_CHECK(!mask_grad, "scaled_dot_product_attention: bf16 compute gives no gradient to a float mask; use f32");
   }
   Prepared r = prepare(q, kk, v, opt);
   const kernels::AttnProblem& p = r.p;
-  const bool grad = autograd::needs_grad({q, kk, v, opt.attn_mask});
-  const bool mask_grad = grad && opt.attn_mask.defined() && opt.attn_mask.requires_grad();
   QKV_CHECK(!(opt.backend == AttentionBackend::flash && (need_weights || mask_grad)),
             "scaled_dot_product_attention: the flash backend cannot return attention weights or the gradient of a "
             "float mask; use the reference backend");
@@ -181,30 +171,32 @@ AttentionResult sdpa(const Tensor& q, const Tensor& kk, const Tensor& v, const A
   Shape q_shape = q.shape(), k_shape = kk.shape(), v_shape = v.shape();
   // The f32 flash kernel writes the output in q's layout when q's heads are split off a
   // projection; the bf16 and reference kernels write dense.
-  const bool q_in = flash && opt.compute_dtype == AttentionCompute::f32 && heads_inner(q);
+  const bool q_in = flash && !bf16 && heads_inner(q);
   const Device d = r.device;
   Tensor out = empty_heads(r.out_shape, q_in, d);
   if (q_in) r.p.out_l = layout_of(out);
   AttentionResult res;
 
-  if (opt.compute_dtype == AttentionCompute::bf16) {
-    QKV_DISPATCH("scaled_dot_product_attention", d, k::attention_forward_flash_bf16(p, out.data()));
-    res.output = out;
-    return res;
-  }
-
   if (flash) {
+    // bf16: q, k, v (and the output's gradient) rounded to bf16 for the products, f32 sums and
+    // softmax (kernels/<device>/attention.h); the gradients reach q, k, v in f32, as through
+    // autocast's casts.
     const bool k_in = heads_inner(kk), v_in = heads_inner(v);
     Shape lse_shape(r.scores_shape.begin(), r.scores_shape.end() - 1);
     Tensor lse = grad ? Tensor::empty(lse_shape, DType::f32, d) : Tensor();
-    QKV_DISPATCH("scaled_dot_product_attention", d, k::attention_forward_flash(p, out.data(), grad ? lse.data() : nullptr));
+    float* lse_data = grad ? lse.data() : nullptr;
+    if (bf16) {
+      QKV_DISPATCH("scaled_dot_product_attention", d, k::attention_forward_flash_bf16(p, out.data(), lse_data));
+    } else {
+      QKV_DISPATCH("scaled_dot_product_attention", d, k::attention_forward_flash(p, out.data(), lse_data));
+    }
     if (!grad) {
       res.output = out;
       return res;
     }
     Tensor saved_out = out.detach();
     res.output = record(out, "scaled_dot_product_attention", {q, kk, v, opt.attn_mask},
-                        [r, saved_out, lse, q_shape, k_shape, v_shape, q_in, k_in, v_in, d](const Tensor& g) {
+                        [r, saved_out, lse, q_shape, k_shape, v_shape, q_in, k_in, v_in, d, bf16](const Tensor& g) {
                           kernels::AttnProblem p = r.p;
                           Tensor g4 = to_4d(g.stride(-1) == 1 ? g : g.contiguous());
                           Tensor dq = empty_heads(q_shape, q_in, d), dk = empty_heads(k_shape, k_in, d),
@@ -213,9 +205,15 @@ AttentionResult sdpa(const Tensor& q, const Tensor& kk, const Tensor& v, const A
                           if (q_in) p.dq_l = layout_of(dq);
                           if (k_in) p.dk_l = layout_of(dk);
                           if (v_in) p.dv_l = layout_of(dv);
-                          QKV_DISPATCH("scaled_dot_product_attention", d,
-                                       k::attention_backward_flash(p, saved_out.data(), lse.data(), g4.data(), dq.data(),
-                                                                   dk.data(), dv.data()));
+                          if (bf16) {
+                            QKV_DISPATCH("scaled_dot_product_attention", d,
+                                         k::attention_backward_flash_bf16(p, saved_out.data(), lse.data(), g4.data(),
+                                                                          dq.data(), dk.data(), dv.data()));
+                          } else {
+                            QKV_DISPATCH("scaled_dot_product_attention", d,
+                                         k::attention_backward_flash(p, saved_out.data(), lse.data(), g4.data(),
+                                                                     dq.data(), dk.data(), dv.data()));
+                          }
                           return std::vector<Tensor>{dq, dk, dv, Tensor()};
                         });
     return res;

@@ -394,6 +394,73 @@ TEST_F(Cuda, Bf16AttentionOnTheTensorCoresMatchesTheCpu) {
   }
 }
 
+// bf16 training attention on the tensor cores (head dims 64 and 128 on the tiles; 40 on the f32
+// kernels over rounded operands) against the CPU's bf16 (the f32 kernels at the same rounded q, k,
+// v and dO): the GPU also rounds P and dS to bf16, so within a few bf16 ulps of the values; and
+// against f32 within bf16's rounding. Lq ≠ Lk both ways, causal, boolean and additive masks, GQA,
+// dropout, rows that see no key, heads split off one projection.
+TEST_F(Cuda, Bf16AttentionTrainsOnTheTensorCoresAsOnTheCpu) {
+  struct Case {
+    int64_t B, H, Hkv, Lq, Lk, D;
+    bool causal;
+    int mask;  // 0 none, 1 boolean, 2 additive, 3 every fifth query row sees nothing
+    float dropout;
+    bool strided;
+  };
+  const std::vector<Case> cases = {
+      {2, 4, 4, 100, 100, 64, false, 0, 0.f, false}, {1, 8, 2, 65, 200, 128, false, 1, 0.f, false},
+      {2, 2, 2, 130, 130, 64, true, 2, 0.f, false},  {1, 4, 4, 190, 70, 128, true, 0, 0.f, false},
+      {1, 2, 1, 70, 300, 64, true, 3, 0.f, false},   {2, 2, 2, 64, 64, 128, false, 0, 0.2f, false},
+      {2, 4, 4, 77, 77, 64, true, 0, 0.f, true},     {1, 2, 2, 33, 47, 40, true, 1, 0.f, false},
+  };
+  uint64_t seed = 500;
+  for (const Case& c : cases) {
+    SCOPED_TRACE(::testing::Message() << "B" << c.B << " H" << c.H << "/" << c.Hkv << " Lq" << c.Lq << " Lk" << c.Lk
+                                      << " D" << c.D << (c.causal ? " causal" : "") << " mask" << c.mask << " p"
+                                      << c.dropout << (c.strided ? " strided" : ""));
+    auto make = [&](int64_t heads, int64_t L) {
+      if (!c.strided) return randn({c.B, heads, L, c.D}, seed++);
+      return randn({c.B, L, heads, c.D}, seed++).transpose(1, 2);
+    };
+    Tensor q = make(c.H, c.Lq), k = make(c.Hkv, c.Lk), v = make(c.Hkv, c.Lk), r = make(c.H, c.Lq);
+    AttentionOptions o;
+    o.is_causal = c.causal;
+    o.enable_gqa = c.H != c.Hkv;
+    o.dropout_p = c.dropout;
+    if (c.mask == 1) o.attn_mask = gt(randn({c.B, 1, c.Lq, c.Lk}, seed++), -1.f);
+    if (c.mask == 2) o.attn_mask = randn({1, c.H, c.Lq, c.Lk}, seed++);
+    if (c.mask == 3) {
+      std::vector<bool> see(c.Lq * c.Lk, true);
+      for (int64_t i = 0; i < c.Lq; i += 5) std::fill(see.begin() + i * c.Lk, see.begin() + (i + 1) * c.Lk, false);
+      o.attn_mask = Tensor::from_bools(see, {c.Lq, c.Lk});
+    }
+    // out, dq, dk, dv of one run on device d in compute dtype dt
+    auto run = [&](Device d, AttentionCompute dt) {
+      Tensor lq = q.to(d).detach().requires_grad_(), lk = k.to(d).detach().requires_grad_(),
+             lv = v.to(d).detach().requires_grad_();
+      AttentionOptions od = o;
+      if (o.attn_mask.defined()) od.attn_mask = o.attn_mask.to(d);
+      od.compute_dtype = dt;
+      Generator drop(77);
+      od.generator = &drop;
+      Tensor out = scaled_dot_product_attention(lq, lk, lv, od);
+      sum(mul(out, r.to(d))).backward();
+      return std::vector<Tensor>{out, lq.grad(), lk.grad(), lv.grad()};
+    };
+    const auto gpu_bf16 = run(Device::cuda(), AttentionCompute::bf16);
+    const auto cpu_bf16 = run(Device::cpu(), AttentionCompute::bf16);
+    const auto cpu_f32 = run(Device::cpu(), AttentionCompute::f32);
+    const char* what[] = {"out", "dq", "dk", "dv"};
+    for (int t = 0; t < 4; ++t) {
+      SCOPED_TRACE(what[t]);
+      EXPECT_SAME_ON_GPU(cpu_bf16[t], gpu_bf16[t], 2e-2);
+      EXPECT_SAME_ON_GPU(cpu_f32[t], gpu_bf16[t], 4e-2);
+      const std::vector<float> g = host(gpu_bf16[t]);
+      EXPECT_TRUE(std::none_of(g.begin(), g.end(), [](float x) { return std::isnan(x); }));
+    }
+  }
+}
+
 // A small MLP classifier trained for 30 steps on each device follows the same loss curve (TF32
 // products: within a few thousandths).
 TEST_F(Cuda, AnMlpTrainsOnTheGpuAlongTheCpusLossCurve) {

@@ -52,7 +52,6 @@ double median_ms(int reps, Device device, F&& f) {
 }
 
 int run_bench_attention(const BenchArgs& a) {
-  const bool bf16 = a.dtype == AttentionCompute::bf16;
   use_threads(a.threads);
   const Device device = device_from(a.device, "bench attention");
   const int64_t Lk = a.kv_len ? a.kv_len : a.seq_len, Hkv = a.kv_heads ? a.kv_heads : a.heads;
@@ -79,7 +78,7 @@ int run_bench_attention(const BenchArgs& a) {
   });
   const int64_t fwd_peak = peak_allocated_bytes() - base_bytes;
   double fwdbwd = 0;
-  if (!a.no_backward && !bf16) {  // bf16 is forward-only
+  if (!a.no_backward) {
     q.requires_grad_(), k.requires_grad_(), v.requires_grad_();
     fwdbwd = median_ms(reps, device, [&] {
       Tensor o = scaled_dot_product_attention(q, k, v, opt);
@@ -138,7 +137,7 @@ void add_bench(CLI::App& app) {
       ->check(zero_or_more());
   att->add_option("--head-dim,-d", args->head_dim, "head dimension")->capture_default_str()->check(greater_than_zero());
   att->add_flag("--causal", args->causal, "causal mask");
-  add_choice(att, "--dtype", args->dtype, "what the products compute in (bf16: forward only, f32 accumulation)");
+  add_choice(att, "--dtype", args->dtype, "what the products compute in (bf16: operands rounded to bf16, f32 accumulation)");
   add_choice(att, "--backend", args->backend, "flash: tiled, the default path; reference: materializes Lq×Lk",
              {AttentionBackend::flash, AttentionBackend::reference});
   att->add_option("--repeats", args->repeats, "timed repetitions (median reported; default by size)");

@@ -1,8 +1,10 @@
 // Mixed precision, like torch.autocast(device_type="cpu", dtype=torch.bfloat16): inside an
 // `Autocast guard(AutocastDType::bf16)` scope, `linear` (every projection, feed-forward layer and the
 // output head) multiplies bf16-rounded operands with f32 accumulation, forward and backward, and
-// returns f32. Everything else — parameters and their gradients (the "master weights"), the
-// optimizer, layer norm, softmax, attention, the loss — stays f32. Unlike PyTorch's, qkv's
+// returns f32, and scaled_dot_product_attention computes in bf16 (AttentionCompute::bf16, forward
+// and backward; f32 where the attention weights or a float mask's gradient are asked for).
+// Everything else — parameters and their gradients (the "master weights"), the optimizer, layer
+// norm, softmax, the loss — stays f32. Unlike PyTorch's, qkv's
 // autocast outputs stay f32, so no op downstream sees bf16 activations. Per thread, as PyTorch's.
 #pragma once
 

@@ -41,9 +41,17 @@ void attention_forward_flash(const AttnProblem& p, float* out, float* lse);
 void attention_backward_flash(const AttnProblem& p, const float* out, const float* lse, const float* dout, float* dq,
                               float* dk, float* dv);
 
-// bf16 forward (inference): q, k, v rounded to bf16, both products on AVX512_BF16 dot products
-// with f32 accumulation; softmax in f32. out: dense f32 [B, H, Lq, Dv].
-void attention_forward_flash_bf16(const AttnProblem& p, float* out);
-bool has_avx512_bf16();  // whether this build has the bf16 kernel
+// bf16 compute (attention_bf16.cpp), the flash pair's layouts: q, k, v (and dout) rounded to bf16.
+// Forward for inference (lse null) on the AVX512_BF16 kernel below where this build has it, P
+// rounded too; otherwise — training (lse wanted), dropout, no AVX512_BF16 — and for the backward,
+// the f32 flash kernels over bf16-rounded copies (the GPU's tensor-core kernels round P and dS too).
+void attention_forward_flash_bf16(const AttnProblem& p, float* out, float* lse);
+void attention_backward_flash_bf16(const AttnProblem& p, const float* out, const float* lse, const float* dout,
+                                   float* dq, float* dk, float* dv);
+
+// The AVX512_BF16 forward (inference): both products on bf16 dot products with f32 accumulation,
+// softmax in f32; no dropout. out: dense f32 [B, H, Lq, Dv].
+void attention_forward_flash_bf16_avx512(const AttnProblem& p, float* out);
+bool has_avx512_bf16();  // whether this build has it
 
 }  // namespace qkv::kernels::cpu

@@ -385,7 +385,7 @@ void pv_rows(const uint32_t* pp, int64_t ldp, const uint32_t* vp, int64_t ldv, i
 
 }  // namespace
 
-void attention_forward_flash_bf16(const AttnProblem& p, float* out) {
+void attention_forward_flash_bf16_avx512(const AttnProblem& p, float* out) {
   const int64_t dpairs = (p.D + 1) / 2;
   const int64_t lk_pad = (p.Lk + kPadKeys - 1) / kPadKeys * kPadKeys;
   const int64_t dv_pad = (p.Dv + 15) / 16 * 16;
@@ -474,8 +474,8 @@ void attention_forward_flash_bf16(const AttnProblem& p, float* out) {
   }
 }
 #else
-void attention_forward_flash_bf16(const AttnProblem&, float*) {
-  throw Error("attention_forward_flash_bf16: this build has no AVX512_BF16 (build with -DQKV_NATIVE=ON on a CPU that has it)");
+void attention_forward_flash_bf16_avx512(const AttnProblem&, float*) {
+  throw Error("attention_forward_flash_bf16_avx512: this build has no AVX512_BF16 (build with -DQKV_NATIVE=ON on a CPU that has it)");
 }
 #endif
 

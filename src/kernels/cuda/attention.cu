@@ -36,10 +36,6 @@ __device__ inline float dot_shared(const float* s, const float* g, int64_t n) {
   return acc;
 }
 
-__device__ inline int64_t at(const HeadLayout& l, int64_t b, int64_t h, int64_t i) {
-  return b * l.sb + h * l.sh + i * l.sl;
-}
-
 // The warp's row: (b, h, i) of `rows` = B·heads·L, or false past the end.
 struct RowOf {
   int64_t b, h, i;
@@ -455,16 +451,6 @@ void check_dims(const AttnProblem& p) {
             "; the CUDA kernels take at most ", kMaxDim);
 }
 
-// A scratch buffer on the current stream, freed in stream order.
-struct Scratch {
-  float* p = nullptr;
-  cudaStream_t s;
-  Scratch(int64_t floats, cudaStream_t stream) : s(stream) {
-    QKV_CUDA_CHECK(cudaMallocAsync(reinterpret_cast<void**>(&p), (floats ? floats : 1) * sizeof(float), s));
-  }
-  ~Scratch() { cudaFreeAsync(p, s); }
-};
-
 }  // namespace
 
 // Rows × keys below which one warp per row keeps the GPU busy enough: fewer rows than this many
@@ -494,6 +480,13 @@ void attention_forward_flash(const AttnProblem& p, float* out, float* lse) {
   QKV_CUDA_LAUNCHED(flash_forward_kernel);
 }
 
+void attention_row_dot(const AttnProblem& p, const float* out, const float* dout, float* Dsum) {
+  const int64_t qrows = p.B * p.H * p.Lq;
+  if (qrows == 0) return;
+  row_dot_kernel<<<warps_grid(qrows), kWarps * 32, 0, stream()>>>(p, out, dout, Dsum);
+  QKV_CUDA_LAUNCHED(row_dot_kernel);
+}
+
 void attention_backward_flash(const AttnProblem& p, const float* out, const float* lse, const float* dout, float* dq,
                               float* dk, float* dv) {
   check_dims(p);
@@ -501,8 +494,7 @@ void attention_backward_flash(const AttnProblem& p, const float* out, const floa
   const int64_t qrows = p.B * p.H * p.Lq, krows = p.B * p.Hkv * p.Lk;
   Scratch Dsum(qrows, s);
   if (qrows > 0) {
-    row_dot_kernel<<<warps_grid(qrows), kWarps * 32, 0, s>>>(p, out, dout, Dsum.p);
-    QKV_CUDA_LAUNCHED(row_dot_kernel);
+    attention_row_dot(p, out, dout, Dsum.p);
     flash_dq_kernel<<<warps_grid(qrows), kWarps * 32, 0, s>>>(p, lse, Dsum.p, dout, dq);
     QKV_CUDA_LAUNCHED(flash_dq_kernel);
   }

@@ -11,10 +11,14 @@ void attention_forward_reference(const AttnProblem& p, float* out, float* probs,
 void attention_backward_reference(const AttnProblem& p, const float* probs, const float* dout, float* dq, float* dk,
                                   float* dv, float* dscores);
 void attention_forward_flash(const AttnProblem& p, float* out, float* lse);
-// bf16 inference (attention_bf16.cu): q, k, v rounded to bf16, tensor-core products with f32
-// accumulation; out laid out as p.out_l. Head dims 64/128 on the tiles, other shapes on the f32
-// kernels over rounded copies.
-void attention_forward_flash_bf16(const AttnProblem& p, float* out);
+// bf16 (attention_bf16.cu): q, k, v (and dout) rounded to bf16, tensor-core products with f32
+// accumulation, forward (lse for the backward when not null) and backward; the flash pair's layouts.
+// Head dims 64/128 on the tiles, other shapes on the f32 kernels over rounded copies.
+void attention_forward_flash_bf16(const AttnProblem& p, float* out, float* lse);
+void attention_backward_flash_bf16(const AttnProblem& p, const float* out, const float* lse, const float* dout,
+                                   float* dq, float* dk, float* dv);
+// D_i = dout_i · out_i for every query row (the flash backward's first pass)
+void attention_row_dot(const AttnProblem& p, const float* out, const float* dout, float* Dsum);
 void attention_backward_flash(const AttnProblem& p, const float* out, const float* lse, const float* dout, float* dq,
                               float* dk, float* dv);
 

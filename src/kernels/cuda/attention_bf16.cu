@@ -1,19 +1,32 @@
-// The bf16 attention forward on the GPU's tensor cores (inference: AttentionCompute::bf16), the
-// counterpart of the CPU's AVX512-BF16 kernel (kernels/cpu/attention.h): q, k, v rounded to bf16,
-// S = scale·Q Kᵀ and O = P V on the tensor cores with f32 accumulation, the softmax in f32 (P
-// rounded to bf16 for the second product). The flash algorithm of attention.cu, by tiles:
+// bf16 attention on the GPU's tensor cores, forward and backward (AttentionCompute::bf16, and what
+// Autocast(bf16) trains with): q, k, v and dO rounded to bf16, every product on the tensor cores
+// with f32 accumulation, the softmax in f32, P and dS rounded to bf16 for the products they feed.
+// FlashAttention-2's algorithm, by tiles of 64 (the formulas: attention.cu and kernels/cpu/attention.h).
 //
-//   a block of 4 warps owns 64 query rows of one head (16 per warp) and walks the keys in tiles of 64:
+// Forward: a block of 4 warps owns 64 query rows of one head (16 per warp) and walks the keys in tiles of 64:
 //     K_j, V_j → shared memory (bf16)                                 all warps
 //     S_w = Q_w K_jᵀ          (16 × 64, wmma 16×16×16 tiles)          each warp, its rows
 //     m' = max(m, rowmax S_w), P = e^(S_w − m'), l = l·e^(m − m') + rowsum P, O_w ·= e^(m − m')
-//     O_w += P V_j            (16 × D, wmma; O_w kept in shared memory in f32)
-//   end: O_w / l → out, lse = m + log l
+//     O_w += (P ∘ Z/(1−p)) V_j  (16 × D, wmma; O_w kept in shared memory in f32)
+//   end: O_w / l → out, lse = m + log l (for the backward)
+//
+// Backward: a block of 4 warps owns 64 keys of one key/value head (16 per warp) and walks the query
+// rows of every query head of its group in tiles of 64 (causal: from its own first key on), with
+// D_i = rowsum(dO_i ∘ O_i) from a first pass:
+//     Q_i, dO_i → shared memory (bf16)                                all warps
+//     S = Q_i K_jᵀ,  dP = dO_i V_jᵀ                                   each warp, its 16 query rows
+//     P = e^(scale·S + M − lse_i),  W = P ∘ Z/(1−p),  dS' = scale · P ∘ (dP ∘ Z/(1−p) − D_i)   (f32 → bf16)
+//     dV_j += Wᵀ dO_i,  dK_j += dS'ᵀ Q_i                               each warp, its 16 keys (registers)
+//     dQ_i += dS' K_j                                                 each warp, its 16 query rows: f32
+//                                                                     atomics into dq (zeroed first)
+// dq's atomics make its last bits depend on the order the key blocks finish in (as FlashAttention's
+// and PyTorch's flash backward); dk and dv are deterministic.
 //
 // Written with the portable WMMA API (mma.sync on sm_80/sm_90): the first tensor-core version, to be
 // measured on a lent GPU against PyTorch's flash / cuDNN SDPA and then rewritten on Hopper's wgmma
-// and the bulk copy engine where the figures say so (docs/CUDA.md). Head dims 64 and 128 with D = Dv;
-// other shapes, and dropout, take the f32 kernels over bf16-rounded copies (the same rounding).
+// and the bulk copy engine where the figures say so (docs/CUDA.md). Head dims 64 and 128 with D = Dv
+// take the tiles; other shapes take the f32 kernels over bf16-rounded copies (the same rounding of
+// the inputs, f32 products).
 #include <cuda_bf16.h>
 #include <mma.h>
 
@@ -28,72 +41,84 @@ namespace qkv::kernels::cuda {
 namespace {
 
 using namespace nvcuda;
+using bf16_t = __nv_bfloat16;
 
 constexpr int kWarpsBf16 = 4;
 constexpr int kRowsPerWarp = 16;
-constexpr int kTileQ = kWarpsBf16 * kRowsPerWarp;  // 64 query rows per block
-constexpr int kTileK = 64;                           // keys per tile
+constexpr int kTile = kWarpsBf16 * kRowsPerWarp;  // 64 query rows (forward) or keys (backward) per block
+constexpr int kTileK = 64;                         // keys per tile (forward), query rows per step (backward)
+constexpr int kThreads = kWarpsBf16 * 32;
 
-// Shared memory of one block for head dim D (bytes): Q, K, V tiles in bf16; S in f32 and P in bf16
-// per warp; O in f32 per warp.
+template <typename Layout>
+using FragA = wmma::fragment<wmma::matrix_a, 16, 16, 16, bf16_t, Layout>;
+template <typename Layout>
+using FragB = wmma::fragment<wmma::matrix_b, 16, 16, 16, bf16_t, Layout>;
+using FragAcc = wmma::fragment<wmma::accumulator, 16, 16, 16, float>;
+
+// Rows [r0, r0 + kTile) of a [L, D] operand (row stride sl) → bf16 tile in shared memory; rows past L are zeros.
 template <int D>
-constexpr size_t smem_bytes() {
-  return sizeof(__nv_bfloat16) * (kTileQ * D + 2 * kTileK * D + kTileQ * kTileK) +
-         sizeof(float) * (kTileQ * kTileK + kTileQ * D);
+__device__ inline void load_tile(bf16_t* dst, const float* src, int64_t sl, int64_t r0, int64_t L) {
+  for (int e = threadIdx.x; e < kTile * D; e += blockDim.x) {
+    const int r = e / D, c = e % D;
+    dst[e] = __float2bfloat16_rn(r0 + r < L ? src[(r0 + r) * sl + c] : 0.f);
+  }
+}
+
+// ---- forward ----------------------------------------------------------------------------------------
+
+// Shared memory of one forward block for head dim D (bytes): Q, K, V tiles in bf16; S in f32 and P
+// in bf16 per warp; O in f32 per warp.
+template <int D>
+constexpr size_t forward_smem_bytes() {
+  return sizeof(bf16_t) * (kTile * D + 2 * kTileK * D + kTile * kTileK) + sizeof(float) * (kTile * kTileK + kTile * D);
 }
 
 template <int D>
-__global__ void __launch_bounds__(kWarpsBf16 * 32) flash_bf16_kernel(AttnProblem p, float* out) {
+__global__ void __launch_bounds__(kThreads) flash_bf16_forward_kernel(AttnProblem p, float* out, float* lse) {
   extern __shared__ __align__(128) unsigned char smem[];
-  __nv_bfloat16* Qs = reinterpret_cast<__nv_bfloat16*>(smem);   // [kTileQ][D]
-  __nv_bfloat16* Ks = Qs + kTileQ * D;                           // [kTileK][D]
-  __nv_bfloat16* Vs = Ks + kTileK * D;                           // [kTileK][D]
-  __nv_bfloat16* Ps = Vs + kTileK * D;                           // [kTileQ][kTileK]
-  float* Ss = reinterpret_cast<float*>(Ps + kTileQ * kTileK);    // [kTileQ][kTileK]
-  float* Os = Ss + kTileQ * kTileK;                              // [kTileQ][D]
+  bf16_t* Qs = reinterpret_cast<bf16_t*>(smem);   // [kTile][D]
+  bf16_t* Ks = Qs + kTile * D;                     // [kTileK][D]
+  bf16_t* Vs = Ks + kTileK * D;                    // [kTileK][D]
+  bf16_t* Ps = Vs + kTileK * D;                    // [kTile][kTileK]
+  float* Ss = reinterpret_cast<float*>(Ps + kTile * kTileK);  // [kTile][kTileK]
+  float* Os = Ss + kTile * kTileK;                             // [kTile][D]
 
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   const int64_t bh = blockIdx.y, b = bh / p.H, h = bh % p.H, hk = h / (p.H / p.Hkv);
-  const int64_t i0 = int64_t{blockIdx.x} * kTileQ;
+  const int64_t i0 = int64_t{blockIdx.x} * kTile;
   const float* q = p.q + b * p.q_sb + h * p.q_sh;
   const float* k = p.k + b * p.k_sb + hk * p.k_sh;
   const float* v = p.v + b * p.v_sb + hk * p.v_sh;
 
-  // Q tile (rows past Lq are zeros), O = 0
-  for (int e = threadIdx.x; e < kTileQ * D; e += blockDim.x) {
-    const int r = e / D, c = e % D;
-    Qs[e] = __float2bfloat16_rn(i0 + r < p.Lq ? q[(i0 + r) * p.q_sl + c] : 0.f);
-    Os[e] = 0.f;
-  }
+  load_tile<D>(Qs, q, p.q_sl, i0, p.Lq);
+  for (int e = threadIdx.x; e < kTile * D; e += blockDim.x) Os[e] = 0.f;
   // Row statistics: lanes 2r and 2r+1 of a warp share row r of its 16 (each takes half the columns).
-  const int row = lane / 2, half = lane % 2;
+  // Each lane starts its columns at its own offset (`skew`), so that the 32 lanes reading a row-major
+  // f32 tile with rows 64 or 128 floats apart hit 32 different shared-memory banks.
+  const int row = lane / 2, half = lane % 2, skew = lane;
   const int64_t i = i0 + warp * kRowsPerWarp + row;
   float m = -INFINITY, l = 0.f;
   __syncthreads();
 
-  const int64_t last_row = i0 + kTileQ - 1 < p.Lq - 1 ? i0 + kTileQ - 1 : p.Lq - 1;
+  const int64_t last_row = i0 + kTile - 1 < p.Lq - 1 ? i0 + kTile - 1 : p.Lq - 1;
   const int64_t k_end = p.causal ? (last_row + 1 < p.Lk ? last_row + 1 : p.Lk) : p.Lk;
-  __nv_bfloat16* Pw = Ps + warp * kRowsPerWarp * kTileK;
+  bf16_t* Pw = Ps + warp * kRowsPerWarp * kTileK;
   float* Sw = Ss + warp * kRowsPerWarp * kTileK;
   float* Ow = Os + warp * kRowsPerWarp * D;
-  const __nv_bfloat16* Qw = Qs + warp * kRowsPerWarp * D;
+  const bf16_t* Qw = Qs + warp * kRowsPerWarp * D;
 
   for (int64_t j0 = 0; j0 < k_end; j0 += kTileK) {
-    for (int e = threadIdx.x; e < kTileK * D; e += blockDim.x) {
-      const int r = e / D, c = e % D;
-      const bool in = j0 + r < p.Lk;
-      Ks[e] = __float2bfloat16_rn(in ? k[(j0 + r) * p.k_sl + c] : 0.f);
-      Vs[e] = __float2bfloat16_rn(in ? v[(j0 + r) * p.v_sl + c] : 0.f);
-    }
+    load_tile<D>(Ks, k, p.k_sl, j0, p.Lk);
+    load_tile<D>(Vs, v, p.v_sl, j0, p.Lk);
     __syncthreads();
 
     // S_w = Q_w K_jᵀ: four 16×16 output tiles, D/16 steps each
     for (int n = 0; n < kTileK / 16; ++n) {
-      wmma::fragment<wmma::accumulator, 16, 16, 16, float> acc;
+      FragAcc acc;
       wmma::fill_fragment(acc, 0.f);
       for (int kk = 0; kk < D / 16; ++kk) {
-        wmma::fragment<wmma::matrix_a, 16, 16, 16, __nv_bfloat16, wmma::row_major> a;
-        wmma::fragment<wmma::matrix_b, 16, 16, 16, __nv_bfloat16, wmma::col_major> bt;  // K rows as Kᵀ's columns
+        FragA<wmma::row_major> a;
+        FragB<wmma::col_major> bt;  // K rows as Kᵀ's columns
         wmma::load_matrix_sync(a, Qw + kk * 16, D);
         wmma::load_matrix_sync(bt, Ks + n * 16 * D + kk * 16, D);
         wmma::mma_sync(acc, a, bt, acc);
@@ -105,7 +130,8 @@ __global__ void __launch_bounds__(kWarpsBf16 * 32) flash_bf16_kernel(AttnProblem
     // Online softmax over this tile, in f32: each lane its row's half of the 64 columns.
     float* srow = Sw + row * kTileK;
     float tile_max = -INFINITY;
-    for (int c = half * 32; c < half * 32 + 32; ++c) {
+    for (int t = 0; t < 32; ++t) {
+      const int c = half * 32 + (t + skew) % 32;
       const float s = i < p.Lq ? masked_score(p, b, h, i, j0 + c, p.scale * srow[c]) : -INFINITY;
       srow[c] = s;
       tile_max = fmaxf(tile_max, s);
@@ -114,24 +140,25 @@ __global__ void __launch_bounds__(kWarpsBf16 * 32) flash_bf16_kernel(AttnProblem
     const float m_new = fmaxf(m, tile_max);
     const float alpha = m == -INFINITY ? (m_new == -INFINITY ? 1.f : 0.f) : expf(m - m_new);
     float sum = 0.f;
-    for (int c = half * 32; c < half * 32 + 32; ++c) {
+    for (int t = 0; t < 32; ++t) {
+      const int c = half * 32 + (t + skew) % 32;
       const float e = m_new == -INFINITY || srow[c] == -INFINITY ? 0.f : expf(srow[c] - m_new);
-      sum += e;
-      Pw[row * kTileK + c] = __float2bfloat16_rn(e);
+      sum += e;  // l sums P before dropout; O takes P ∘ Z/(1−p)
+      Pw[row * kTileK + c] = __float2bfloat16_rn(e == 0.f ? 0.f : e * keep(p, b, h, i, j0 + c));
     }
     sum += __shfl_xor_sync(0xffffffffu, sum, 1);
     l = l * alpha + sum;
     m = m_new;
-    for (int c = half * (D / 2); c < (half + 1) * (D / 2); ++c) Ow[row * D + c] *= alpha;
+    for (int t = 0; t < D / 2; ++t) Ow[row * D + half * (D / 2) + (t + skew) % (D / 2)] *= alpha;
     __syncwarp();
 
     // O_w += P V_j: D/16 output tiles, four steps over the tile's keys
     for (int dt = 0; dt < D / 16; ++dt) {
-      wmma::fragment<wmma::accumulator, 16, 16, 16, float> acc;
+      FragAcc acc;
       wmma::load_matrix_sync(acc, Ow + dt * 16, D, wmma::mem_row_major);
       for (int kk = 0; kk < kTileK / 16; ++kk) {
-        wmma::fragment<wmma::matrix_a, 16, 16, 16, __nv_bfloat16, wmma::row_major> a;
-        wmma::fragment<wmma::matrix_b, 16, 16, 16, __nv_bfloat16, wmma::row_major> bv;
+        FragA<wmma::row_major> a;
+        FragB<wmma::row_major> bv;
         wmma::load_matrix_sync(a, Pw + kk * 16, kTileK);
         wmma::load_matrix_sync(bv, Vs + kk * 16 * D + dt * 16, D);
         wmma::mma_sync(acc, a, bv, acc);
@@ -142,50 +169,260 @@ __global__ void __launch_bounds__(kWarpsBf16 * 32) flash_bf16_kernel(AttnProblem
   }
 
   if (i < p.Lq) {
-    float* orow = out + b * p.out_l.sb + h * p.out_l.sh + i * p.out_l.sl;
+    float* orow = out + at(p.out_l, b, h, i);
     const float inv = l > 0.f ? 1.f / l : 0.f;
-    for (int c = half * (D / 2); c < (half + 1) * (D / 2); ++c) orow[c] = Ow[row * D + c] * inv;
+    for (int t = 0; t < D / 2; ++t) {
+      const int c = half * (D / 2) + (t + skew) % (D / 2);
+      orow[c] = Ow[row * D + c] * inv;
+    }
+    if (lse && half == 0) lse[(b * p.H + h) * p.Lq + i] = l > 0.f ? m + logf(l) : -INFINITY;
+  }
+}
+
+// ---- backward ---------------------------------------------------------------------------------------
+
+// Shared memory of one backward block (bytes): K, V, Q, dO tiles and W, dS' in bf16; S, dP in f32
+// (at the end, the four warps' 16 × D rows of dK and dV pass through them); lse and D of the step's rows.
+template <int D>
+constexpr size_t backward_smem_bytes() {
+  return sizeof(bf16_t) * (4 * kTile * D + 2 * kTileK * kTile) + sizeof(float) * (2 * kTileK * kTile + 2 * kTileK);
+}
+static_assert(2 * kTileK * kTile >= kTile * 128, "S and dP stage the warps' dK/dV rows at D = 128");
+
+template <int D>
+__global__ void __launch_bounds__(kThreads)
+    flash_bf16_backward_kernel(AttnProblem p, const float* lse, const float* Dsum, const float* dout, float* dq,
+                               float* dk, float* dv) {
+  extern __shared__ __align__(128) unsigned char smem[];
+  bf16_t* Ks = reinterpret_cast<bf16_t*>(smem);  // [kTile keys][D]
+  bf16_t* Vs = Ks + kTile * D;                    // [kTile keys][D]
+  bf16_t* Qs = Vs + kTile * D;                    // [kTileK rows][D]
+  bf16_t* Gs = Qs + kTileK * D;                   // [kTileK rows][D]  dO
+  bf16_t* Wb = Gs + kTileK * D;                   // [kTileK rows][kTile keys]  P ∘ Z/(1−p)
+  bf16_t* dSb = Wb + kTileK * kTile;              // [kTileK rows][kTile keys]  scale · dS
+  float* Ss = reinterpret_cast<float*>(dSb + kTileK * kTile);  // [kTileK][kTile]
+  float* dPs = Ss + kTileK * kTile;                             // [kTileK][kTile]
+  float* rowL = dPs + kTileK * kTile;                           // [kTileK]
+  float* rowD = rowL + kTileK;                                  // [kTileK]
+
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  const int64_t bhk = blockIdx.y, b = bhk / p.Hkv, hk = bhk % p.Hkv, group = p.H / p.Hkv;
+  const int64_t j0 = int64_t{blockIdx.x} * kTile;
+  load_tile<D>(Ks, p.k + b * p.k_sb + hk * p.k_sh, p.k_sl, j0, p.Lk);
+  load_tile<D>(Vs, p.v + b * p.v_sb + hk * p.v_sh, p.v_sl, j0, p.Lk);
+
+  FragAcc dV[D / 16], dK[D / 16];  // the warp's 16 keys × D
+#pragma unroll
+  for (int t = 0; t < D / 16; ++t) wmma::fill_fragment(dV[t], 0.f), wmma::fill_fragment(dK[t], 0.f);
+
+  const int wr = warp * kRowsPerWarp;  // the warp's first row (a step's query rows) or key (the block's keys)
+  for (int64_t h = hk * group; h < (hk + 1) * group; ++h) {
+    const float* q = p.q + b * p.q_sb + h * p.q_sh;
+    const int64_t stats = (b * p.H + h) * p.Lq;
+    for (int64_t i0 = p.causal ? j0 : 0; i0 < p.Lq; i0 += kTileK) {  // causal: rows i < j0 see none of these keys
+      __syncthreads();  // the previous step's readers of Q, dO, W, dS' are done
+      load_tile<D>(Qs, q, p.q_sl, i0, p.Lq);
+      for (int e = threadIdx.x; e < kTileK * D; e += blockDim.x) {
+        const int r = e / D, c = e % D;
+        Gs[e] = __float2bfloat16_rn(i0 + r < p.Lq ? dout[at(p.dout_l, b, h, i0 + r) + c] : 0.f);
+      }
+      if (threadIdx.x < kTileK) {
+        const int64_t i = i0 + threadIdx.x;
+        rowL[threadIdx.x] = i < p.Lq ? lse[stats + i] : -INFINITY;  // −∞: past Lq, or a row that sees no key
+        rowD[threadIdx.x] = i < p.Lq ? Dsum[stats + i] : 0.f;
+      }
+      __syncthreads();
+
+      // S = Q_w K_jᵀ and dP = dO_w V_jᵀ for the warp's 16 rows: four 16×16 tiles each, D/16 steps
+      for (int n = 0; n < kTile / 16; ++n) {
+        FragAcc s, dp;
+        wmma::fill_fragment(s, 0.f);
+        wmma::fill_fragment(dp, 0.f);
+        for (int kk = 0; kk < D / 16; ++kk) {
+          FragA<wmma::row_major> a;
+          FragB<wmma::col_major> bt;
+          wmma::load_matrix_sync(a, Qs + wr * D + kk * 16, D);
+          wmma::load_matrix_sync(bt, Ks + n * 16 * D + kk * 16, D);
+          wmma::mma_sync(s, a, bt, s);
+          wmma::load_matrix_sync(a, Gs + wr * D + kk * 16, D);
+          wmma::load_matrix_sync(bt, Vs + n * 16 * D + kk * 16, D);
+          wmma::mma_sync(dp, a, bt, dp);
+        }
+        wmma::store_matrix_sync(Ss + wr * kTile + n * 16, s, kTile, wmma::mem_row_major);
+        wmma::store_matrix_sync(dPs + wr * kTile + n * 16, dp, kTile, wmma::mem_row_major);
+      }
+      __syncwarp();
+
+      // W and dS' of the warp's rows, in f32: a row at a time, the lanes along its 64 keys
+      for (int r = wr; r < wr + kRowsPerWarp; ++r) {
+        const int64_t i = i0 + r;
+        const float L = rowL[r], Di = rowD[r];
+        for (int c = lane; c < kTile; c += 32) {
+          const int e = r * kTile + c;
+          const int64_t j = j0 + c;
+          const float s = L == -INFINITY ? -INFINITY : masked_score(p, b, h, i, j, p.scale * Ss[e]);
+          const float P = s == -INFINITY ? 0.f : expf(s - L);
+          const float z = P == 0.f ? 0.f : keep(p, b, h, i, j);
+          Wb[e] = __float2bfloat16_rn(P * z);
+          dSb[e] = __float2bfloat16_rn(p.scale * P * (dPs[e] * z - Di));
+        }
+      }
+      __syncthreads();  // every warp reads all 64 rows of W and dS' below
+
+      // dV_w += Wᵀ dO and dK_w += dS'ᵀ Q over the step's 64 rows (Wᵀ, dS'ᵀ: column-major loads of W, dS')
+      for (int kk = 0; kk < kTileK / 16; ++kk) {
+        FragA<wmma::col_major> wt, dst;
+        wmma::load_matrix_sync(wt, Wb + kk * 16 * kTile + wr, kTile);
+        wmma::load_matrix_sync(dst, dSb + kk * 16 * kTile + wr, kTile);
+#pragma unroll
+        for (int dt = 0; dt < D / 16; ++dt) {
+          FragB<wmma::row_major> g, qf;
+          wmma::load_matrix_sync(g, Gs + kk * 16 * D + dt * 16, D);
+          wmma::mma_sync(dV[dt], wt, g, dV[dt]);
+          wmma::load_matrix_sync(qf, Qs + kk * 16 * D + dt * 16, D);
+          wmma::mma_sync(dK[dt], dst, qf, dK[dt]);
+        }
+      }
+
+      // dQ += dS' K_j for the warp's 16 rows, four 16-column tiles at a time through the warp's rows
+      // of S (free now), then added into dq — a row at a time, the lanes along its columns.
+      float* stage = Ss + wr * kTile;
+      for (int dt0 = 0; dt0 < D / 16; dt0 += 4) {
+        for (int t = 0; t < 4; ++t) {
+          FragAcc acc;
+          wmma::fill_fragment(acc, 0.f);
+          for (int kk = 0; kk < kTile / 16; ++kk) {
+            FragA<wmma::row_major> a;
+            FragB<wmma::row_major> kf;
+            wmma::load_matrix_sync(a, dSb + wr * kTile + kk * 16, kTile);
+            wmma::load_matrix_sync(kf, Ks + kk * 16 * D + (dt0 + t) * 16, D);
+            wmma::mma_sync(acc, a, kf, acc);
+          }
+          wmma::store_matrix_sync(stage + t * 16, acc, kTile, wmma::mem_row_major);
+        }
+        __syncwarp();
+        for (int r = 0; r < kRowsPerWarp; ++r) {
+          const int64_t i = i0 + wr + r;
+          if (i >= p.Lq || rowL[wr + r] == -INFINITY) continue;  // (warp-uniform)
+          float* dst_row = dq + at(p.dq_l, b, h, i) + dt0 * 16;
+          for (int c = lane; c < 64; c += 32) atomicAdd(dst_row + c, stage[r * kTile + c]);
+        }
+        __syncwarp();
+      }
+    }
+  }
+
+  // dK, dV of the warp's 16 keys → global, through shared memory (S and dP hold 4 warps × 16 × D floats)
+  __syncthreads();
+  float* stage = Ss + wr * D;
+  auto write_rows = [&](FragAcc(&acc)[D / 16], float* base, const HeadLayout& l) {
+#pragma unroll
+    for (int dt = 0; dt < D / 16; ++dt) wmma::store_matrix_sync(stage + dt * 16, acc[dt], D, wmma::mem_row_major);
+    __syncwarp();
+    for (int r = 0; r < kRowsPerWarp && j0 + wr + r < p.Lk; ++r) {
+      float* dst_row = base + at(l, b, hk, j0 + wr + r);
+      for (int c = lane; c < D; c += 32) dst_row[c] = stage[r * D + c];
+    }
+    __syncwarp();
+  };
+  write_rows(dV, dv, p.dv_l);
+  write_rows(dK, dk, p.dk_l);
+}
+
+// x[row (b, h, i) of layout l][0, d) = 0 for every row of a [B, H, L, d] tensor
+__global__ void zero_rows_kernel(HeadLayout l, int64_t H, int64_t L, int64_t d, int64_t n, float* x) {
+  for (int64_t e = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; e < n; e += int64_t{gridDim.x} * blockDim.x) {
+    const int64_t c = e % d, row = e / d, i = row % L, h = row / L % H, b = row / (L * H);
+    x[at(l, b, h, i) + c] = 0.f;
   }
 }
 
 template <int D>
-void launch_bf16(const AttnProblem& p, float* out, cudaStream_t s) {
-  constexpr size_t bytes = smem_bytes<D>();  // over the default 48 KB: raised for the kernel (each launch's device)
-  QKV_CUDA_CHECK(cudaFuncSetAttribute(flash_bf16_kernel<D>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+void launch_forward(const AttnProblem& p, float* out, float* lse, cudaStream_t s) {
+  constexpr size_t bytes = forward_smem_bytes<D>();  // over the default 48 KB: raised for the kernel
+  QKV_CUDA_CHECK(cudaFuncSetAttribute(flash_bf16_forward_kernel<D>, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                       static_cast<int>(bytes)));
-  const dim3 grid(static_cast<unsigned>((p.Lq + kTileQ - 1) / kTileQ), static_cast<unsigned>(p.B * p.H));
-  flash_bf16_kernel<D><<<grid, kWarpsBf16 * 32, bytes, s>>>(p, out);
-  QKV_CUDA_LAUNCHED(flash_bf16_kernel);
+  const dim3 grid(static_cast<unsigned>((p.Lq + kTile - 1) / kTile), static_cast<unsigned>(p.B * p.H));
+  flash_bf16_forward_kernel<D><<<grid, kThreads, bytes, s>>>(p, out, lse);
+  QKV_CUDA_LAUNCHED(flash_bf16_forward_kernel);
+}
+
+template <int D>
+void launch_backward(const AttnProblem& p, const float* out, const float* lse, const float* dout, float* dq,
+                     float* dk, float* dv, cudaStream_t s) {
+  const int64_t n = p.B * p.H * p.Lq * D;
+  zero_rows_kernel<<<blocks_for(n), 256, 0, s>>>(p.dq_l, p.H, p.Lq, D, n, dq);
+  QKV_CUDA_LAUNCHED(zero_rows_kernel);
+  Scratch Dsum(p.B * p.H * p.Lq, s);
+  attention_row_dot(p, out, dout, Dsum.p);
+  constexpr size_t bytes = backward_smem_bytes<D>();
+  QKV_CUDA_CHECK(cudaFuncSetAttribute(flash_bf16_backward_kernel<D>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                      static_cast<int>(bytes)));
+  const dim3 grid(static_cast<unsigned>((p.Lk + kTile - 1) / kTile), static_cast<unsigned>(p.B * p.Hkv));
+  flash_bf16_backward_kernel<D><<<grid, kThreads, bytes, s>>>(p, lse, Dsum.p, dout, dq, dk, dv);
+  QKV_CUDA_LAUNCHED(flash_bf16_backward_kernel);
+}
+
+bool on_tiles(const AttnProblem& p) { return p.D == p.Dv && (p.D == 64 || p.D == 128); }
+
+// Other shapes: dense bf16-rounded copies of q, k, v (and dout) for the f32 kernels.
+struct Rounded {
+  AttnProblem p;
+  const float* dout = nullptr;
+  Scratch buf;
+  Rounded(const AttnProblem& src, const float* dout_src, cudaStream_t s)
+      : p(src),
+        buf(src.B * (src.H * src.Lq * src.D + src.Hkv * src.Lk * (src.D + src.Dv) + (dout_src ? src.H * src.Lq * src.Dv : 0)),
+            s) {
+    float* at = buf.p;
+    auto dense = [&](const float* from, int64_t heads, int64_t L, int64_t d, int64_t sb, int64_t sh, int64_t sl) {
+      copy_strided_to({src.B, heads, L, d}, at, {heads * L * d, L * d, d, 1}, from, {sb, sh, sl, 1}, sizeof(float));
+      round_to_bf16(at, at, src.B * heads * L * d);
+      float* made = at;
+      at += src.B * heads * L * d;
+      return made;
+    };
+    p.q = dense(src.q, src.H, src.Lq, src.D, src.q_sb, src.q_sh, src.q_sl);
+    p.q_sb = src.H * src.Lq * src.D, p.q_sh = src.Lq * src.D, p.q_sl = src.D;
+    p.k = dense(src.k, src.Hkv, src.Lk, src.D, src.k_sb, src.k_sh, src.k_sl);
+    p.k_sb = src.Hkv * src.Lk * src.D, p.k_sh = src.Lk * src.D, p.k_sl = src.D;
+    p.v = dense(src.v, src.Hkv, src.Lk, src.Dv, src.v_sb, src.v_sh, src.v_sl);
+    p.v_sb = src.Hkv * src.Lk * src.Dv, p.v_sh = src.Lk * src.Dv, p.v_sl = src.Dv;
+    if (dout_src) {
+      const HeadLayout& g = src.dout_l;
+      dout = dense(dout_src, src.H, src.Lq, src.Dv, g.sb, g.sh, g.sl);
+      p.dout_l = HeadLayout::dense(src.H, src.Lq, src.Dv);
+    }
+  }
+};
+
+void check_grid(int64_t heads) {
+  QKV_CHECK(heads <= 65535, "scaled_dot_product_attention (bf16): ", heads,
+            " heads × batch exceed the CUDA grid's 65535 (run in smaller batches)");
 }
 
 }  // namespace
 
-void attention_forward_flash_bf16(const AttnProblem& p, float* out) {
+void attention_forward_flash_bf16(const AttnProblem& p, float* out, float* lse) {
   if (p.B * p.H * p.Lq == 0 || p.Dv == 0) return;
-  QKV_CHECK(p.B * p.H <= 65535, "scaled_dot_product_attention (bf16): B·H = ", p.B * p.H,
-            " exceeds the CUDA grid's 65535 (run in smaller batches)");
+  check_grid(p.B * p.H);
   cudaStream_t s = stream();
-  const bool tiles = p.D == p.Dv && (p.D == 64 || p.D == 128) && p.dropout_p == 0.f;
-  if (tiles && p.D == 64) return launch_bf16<64>(p, out, s);
-  if (tiles && p.D == 128) return launch_bf16<128>(p, out, s);
-  // Other shapes: the f32 kernels over bf16-rounded dense copies of q, k, v (the same rounding).
-  AttnProblem r = p;
-  const int64_t nq = p.B * p.H * p.Lq * p.D, nk = p.B * p.Hkv * p.Lk * p.D, nv = p.B * p.Hkv * p.Lk * p.Dv;
-  float* buf = nullptr;
-  QKV_CUDA_CHECK(cudaMallocAsync(reinterpret_cast<void**>(&buf), (nq + nk + nv) * sizeof(float), s));
-  auto dense = [&](const float* src, int64_t heads, int64_t L, int64_t d, int64_t sb, int64_t sh, int64_t sl,
-                   float* dst) {
-    copy_strided_to({p.B, heads, L, d}, dst, {heads * L * d, L * d, d, 1}, src, {sb, sh, sl, 1}, sizeof(float));
-    round_to_bf16(dst, dst, p.B * heads * L * d);
-  };
-  dense(p.q, p.H, p.Lq, p.D, p.q_sb, p.q_sh, p.q_sl, buf);
-  dense(p.k, p.Hkv, p.Lk, p.D, p.k_sb, p.k_sh, p.k_sl, buf + nq);
-  dense(p.v, p.Hkv, p.Lk, p.Dv, p.v_sb, p.v_sh, p.v_sl, buf + nq + nk);
-  r.q = buf, r.q_sb = p.H * p.Lq * p.D, r.q_sh = p.Lq * p.D, r.q_sl = p.D;
-  r.k = buf + nq, r.k_sb = p.Hkv * p.Lk * p.D, r.k_sh = p.Lk * p.D, r.k_sl = p.D;
-  r.v = buf + nq + nk, r.v_sb = p.Hkv * p.Lk * p.Dv, r.v_sh = p.Lk * p.Dv, r.v_sl = p.Dv;
-  attention_forward_flash(r, out, nullptr);
-  QKV_CUDA_CHECK(cudaFreeAsync(buf, s));
+  if (on_tiles(p) && p.D == 64) return launch_forward<64>(p, out, lse, s);
+  if (on_tiles(p) && p.D == 128) return launch_forward<128>(p, out, lse, s);
+  Rounded r(p, nullptr, s);
+  attention_forward_flash(r.p, out, lse);
+}
+
+void attention_backward_flash_bf16(const AttnProblem& p, const float* out, const float* lse, const float* dout,
+                                   float* dq, float* dk, float* dv) {
+  check_grid(p.B * p.Hkv);
+  cudaStream_t s = stream();
+  if (on_tiles(p) && p.Lq > 0 && p.Lk > 0) {
+    if (p.D == 64) return launch_backward<64>(p, out, lse, dout, dq, dk, dv, s);
+    return launch_backward<128>(p, out, lse, dout, dq, dk, dv, s);
+  }
+  Rounded r(p, dout, s);
+  attention_backward_flash(r.p, out, lse, r.dout, dq, dk, dv);
 }
 
 }  // namespace qkv::kernels::cuda
