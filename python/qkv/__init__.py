@@ -7,7 +7,8 @@
 
 PyTorch's names where a PyTorch user looks for them: qkv.tensor / as_tensor / from_numpy /
 from_dlpack, Tensor.shape / dtype / requires_grad / grad / backward(), qkv.nn.functional,
-qkv.autograd.grad; qkv.torch.scaled_dot_product_attention is a drop-in for PyTorch's on CPU.
+qkv.autograd.grad, qkv.no_grad / enable_grad / set_grad_enabled, qkv.autocast (bf16 mixed
+precision); qkv.torch.scaled_dot_product_attention is a drop-in for PyTorch's on CPU.
 Model files: qkv.Translator(path).translate_batch(…), qkv.LanguageModel(path).generate(…),
 qkv.ImageClassifier, qkv.ImageCaptioner, or qkv.load(path) for any of them; qkv.train(config).
 """
@@ -16,6 +17,7 @@ from ._qkv import (Error, ImageCaptioner, ImageClassifier, LanguageModel, Tensor
                    set_num_threads, tensor, train, zeros)
 from . import autograd, nn
 from ._qkv import _cuda_device_count, _cuda_is_available
+from .modes import autocast, enable_grad, is_autocast_enabled, is_grad_enabled, no_grad, set_grad_enabled
 
 
 class cuda:  # noqa: N801 — torch.cuda's name
@@ -28,4 +30,5 @@ class cuda:  # noqa: N801 — torch.cuda's name
 __version__ = "0.1.0"
 __all__ = ["Error", "ImageCaptioner", "ImageClassifier", "LanguageModel", "TranslationResult", "Translator", "load",
            "train", "Tensor", "as_tensor", "from_dlpack", "from_numpy", "get_num_threads", "manual_seed", "ones",
-           "randn", "set_num_threads", "tensor", "zeros", "autograd", "nn", "cuda"]
+           "randn", "set_num_threads", "tensor", "zeros", "autograd", "nn", "cuda", "no_grad", "enable_grad",
+           "set_grad_enabled", "is_grad_enabled", "autocast", "is_autocast_enabled"]

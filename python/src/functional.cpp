@@ -69,6 +69,16 @@ void bind_functional(nb::module_& m) {
   f.def("relu", [](nb::handle x) { return relu(to_tensor(x)); }, "input"_a);
   f.def("gelu", [](nb::handle x, const std::string& approximate) { return gelu(to_tensor(x), approximate); }, "input"_a,
         "approximate"_a = "none");
+  f.def(
+      "linear",
+      [](nb::handle input, nb::handle weight, nb::handle bias) {
+        const Tensor x = to_tensor(input), w = to_tensor(weight), b = optional_tensor(bias);
+        nb::gil_scoped_release release;
+        return linear(x, w, b);
+      },
+      "input"_a, "weight"_a, "bias"_a = nb::none(),
+      "y = x Wᵀ + b, W: [out_features, in_features] (torch.nn.functional.linear); under qkv.autocast its\n"
+      "products take bf16 operands with f32 sums.");
   f.def("matmul", [](nb::handle a, nb::handle b) {
     const Tensor x = to_tensor(a), y = to_tensor(b);
     nb::gil_scoped_release release;

@@ -6,6 +6,8 @@
 #include "qkv/core/error.h"
 #include "qkv/core/parallel.h"
 #include "qkv/core/rng.h"
+#include "qkv/autograd/grad_mode.h"
+#include "qkv/ops/autocast.h"
 
 NB_MODULE(_qkv, m) {
   using namespace qkv::python;
@@ -18,6 +20,14 @@ NB_MODULE(_qkv, m) {
   // qkv.cuda.is_available() / device_count() (torch.cuda's): false / 0 without the CUDA backend or a GPU.
   m.def("_cuda_is_available", &qkv::cuda::is_available);
   m.def("_cuda_device_count", &qkv::cuda::device_count);
+  // The per-thread modes behind qkv.no_grad / enable_grad / set_grad_enabled and qkv.autocast
+  // (python/qkv/__init__.py makes them context managers, as torch's).
+  m.def("_grad_enabled", &qkv::autograd::grad_enabled);
+  m.def("_set_grad_enabled", &qkv::autograd::set_grad_enabled, "mode"_a);
+  m.def("_autocast_bf16", [] { return qkv::autocast_dtype() == qkv::AutocastDType::bf16; });
+  m.def("_set_autocast_bf16", [](bool on) {
+    qkv::set_autocast_dtype(on ? qkv::AutocastDType::bf16 : qkv::AutocastDType::f32);
+  }, "on"_a);
   bind_tensor(m);
   bind_functional(m);
   bind_nn(m);

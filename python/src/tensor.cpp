@@ -35,7 +35,15 @@ Shape dims_of(nb::args dims) {
 }
 
 // A Python number or array-like on the other side of an arithmetic operator.
-Tensor operand(nb::handle other) { return to_tensor(other); }
+// The other operand of an arithmetic operator: a Python number is an f32 scalar on `self`'s device
+// (t * 2 is f32, as in torch, on a GPU too); anything else, a tensor as qkv.as_tensor makes it.
+Tensor operand(const Tensor& self, nb::handle other) {
+  if ((nb::isinstance<nb::int_>(other) && !nb::isinstance<nb::bool_>(other)) || nb::isinstance<nb::float_>(other)) {
+    Tensor s = Tensor::scalar(nb::cast<float>(other));
+    return self.device().is_cpu() ? s : s.to(self.device());
+  }
+  return to_tensor(other);
+}
 
 }  // namespace
 
@@ -153,21 +161,21 @@ void bind_tensor(nb::module_& m) {
       .def("cuda", [](const Tensor& x, int device) { return x.to(Device::cuda(device)); }, "device"_a = 0,
            "A copy on GPU `device` (a build with the CUDA backend: docs/CUDA.md).")
       .def("cpu", [](const Tensor& x) { return x.to(Device::cpu()); })
-      .def("__add__", [](const Tensor& a, nb::handle b) { return add(a, operand(b)); })
-      .def("__radd__", [](const Tensor& a, nb::handle b) { return add(operand(b), a); })
-      .def("__sub__", [](const Tensor& a, nb::handle b) { return sub(a, operand(b)); })
-      .def("__rsub__", [](const Tensor& a, nb::handle b) { return sub(operand(b), a); })
-      .def("__mul__", [](const Tensor& a, nb::handle b) { return mul(a, operand(b)); })
-      .def("__rmul__", [](const Tensor& a, nb::handle b) { return mul(operand(b), a); })
-      .def("__truediv__", [](const Tensor& a, nb::handle b) { return div(a, operand(b)); })
-      .def("__rtruediv__", [](const Tensor& a, nb::handle b) { return div(operand(b), a); })
+      .def("__add__", [](const Tensor& a, nb::handle b) { return add(a, operand(a, b)); })
+      .def("__radd__", [](const Tensor& a, nb::handle b) { return add(operand(a, b), a); })
+      .def("__sub__", [](const Tensor& a, nb::handle b) { return sub(a, operand(a, b)); })
+      .def("__rsub__", [](const Tensor& a, nb::handle b) { return sub(operand(a, b), a); })
+      .def("__mul__", [](const Tensor& a, nb::handle b) { return mul(a, operand(a, b)); })
+      .def("__rmul__", [](const Tensor& a, nb::handle b) { return mul(operand(a, b), a); })
+      .def("__truediv__", [](const Tensor& a, nb::handle b) { return div(a, operand(a, b)); })
+      .def("__rtruediv__", [](const Tensor& a, nb::handle b) { return div(operand(a, b), a); })
       .def("__matmul__", [](const Tensor& a, nb::handle b) {
-        Tensor bt = operand(b);
+        Tensor bt = operand(a, b);
         nb::gil_scoped_release release;
         return matmul(a, bt);
       })
       .def("__rmatmul__", [](const Tensor& a, nb::handle b) {
-        Tensor at = operand(b);
+        Tensor at = operand(a, b);
         nb::gil_scoped_release release;
         return matmul(at, a);
       })

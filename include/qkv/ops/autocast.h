@@ -25,6 +25,7 @@ constexpr EnumTable<AutocastDType, 2> enum_table(AutocastDType) {
 }
 
 AutocastDType autocast_dtype();
+void set_autocast_dtype(AutocastDType dtype);  // this thread's, until changed (Autocast restores it)
 
 class Autocast {
  public:

@@ -9,7 +9,8 @@ log_softmax = _f.log_softmax
 relu = _f.relu
 gelu = _f.gelu
 matmul = _f.matmul
+linear = _f.linear
 multi_head_attention = _f.multi_head_attention
 
 __all__ = ["scaled_dot_product_attention", "scaled_dot_product_attention_with_weights", "softmax", "log_softmax",
-           "relu", "gelu", "matmul", "multi_head_attention"]
+           "relu", "gelu", "matmul", "linear", "multi_head_attention"]
