@@ -142,8 +142,8 @@ ConvNet::ConvNet(const ConvNetConfig& c, Generator* gen) : config(ConvNetConfig:
     const double m = c.mean.size() == 1 ? c.mean[0] : c.mean[i], sd = c.std.size() == 1 ? c.std[0] : c.std[i];
     scale[i] = static_cast<float>(1.0 / sd), shift[i] = static_cast<float>(-m / sd);
   }
-  scale_ = Tensor::from_vector(scale, {1, c.in_channels, 1, 1});
-  shift_ = Tensor::from_vector(shift, {1, c.in_channels, 1, 1});
+  scale_ = register_constant(Tensor::from_vector(scale, {1, c.in_channels, 1, 1}));  // (moved by Module::to)
+  shift_ = register_constant(Tensor::from_vector(shift, {1, c.in_channels, 1, 1}));
 }
 
 Tensor ConvNet::forward(const Tensor& images, AttentionMaps* maps) const {
@@ -159,8 +159,8 @@ Tensor ConvNet::features(const Tensor& images, AttentionMaps* maps) const {
                 images.size(3) == config.image_width,
             "ConvNet: expected images [N, ", config.in_channels, ", ", config.image_height, ", ", config.image_width,
             "], got ", shape_str(images.shape()));
-  // x̂ = (x − mean) / std
-  Tensor x = add(mul(images, scale_), shift_);
+  // x̂ = (x − mean) / std, the images on the weights' device (they follow the model, as the Transformer's)
+  Tensor x = add(mul(images.to(scale_.device()), scale_), shift_);
   x = relu(stem_bn->forward(stem->forward(x)));  // [N, c₀, H, W]
   for (size_t s = 0; s < stages.size(); ++s) {
     for (const auto& block : stages[s]) x = block->forward(x);  // [N, c_s, H/2^s, W/2^s]
@@ -181,7 +181,8 @@ Tensor ConvNet::features(const Tensor& images, AttentionMaps* maps) const {
 Tensor ConvNet::loss(const Tensor& images, const Tensor& labels, float label_smoothing) const {
   QKV_CHECK(labels.dim() == 1 && labels.size(0) == images.size(0), "ConvNet::loss: labels ",
             shape_str(labels.shape()), " for ", images.size(0), " images");
-  return cross_entropy(forward(images), labels, -100, label_smoothing);
+  const Tensor logits = forward(images);
+  return cross_entropy(logits, labels.to(logits.device()), -100, label_smoothing);
 }
 
 }  // namespace qkv::nn

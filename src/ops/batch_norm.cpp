@@ -8,7 +8,7 @@
 namespace qkv {
 
 using autograd::record;
-using ops_detail::cpu_device_of;
+using ops_detail::device_of;
 
 namespace {
 
@@ -41,11 +41,11 @@ Tensor batch_norm(const Tensor& input, const Tensor& running_mean, const Tensor&
   QKV_CHECK(!training || N * S > 1, "batch_norm: training needs more than one value per channel, got input ",
             shape_str(input.shape()));
   QKV_CHECK(eps > 0.f || !training, "batch_norm: eps must be positive");
-  const Device d = cpu_device_of("batch_norm", {&input, &weight, &bias, &running_mean, &running_var});
+  const Device d = device_of("batch_norm", {&input, &weight, &bias, &running_mean, &running_var});
   const Tensor x = input.contiguous().detach(), w = dense_or_none(weight), b = dense_or_none(bias);
   Tensor y = Tensor::empty(input.shape(), DType::f32, d), mean = Tensor::empty({C}, DType::f32, d),
          rstd = Tensor::empty({C}, DType::f32, d);
-  QKV_DISPATCH_CPU("batch_norm", d,
+  QKV_DISPATCH("batch_norm", d,
                k::batch_norm_forward(x.data(), ptr(w), ptr(b), running_mean.defined() ? running_mean.data() : nullptr,
                                      running_var.defined() ? running_var.data() : nullptr, training, momentum, eps, N,
                                      C, S, y.data(), mean.data(), rstd.data()));
@@ -55,7 +55,7 @@ Tensor batch_norm(const Tensor& input, const Tensor& running_mean, const Tensor&
     const Tensor dy = g.contiguous();
     Tensor dx = gx ? Tensor::empty(x.shape(), DType::f32, d) : Tensor();
     Tensor dw = gw ? Tensor::empty({C}, DType::f32, d) : Tensor(), db = gb ? Tensor::empty({C}, DType::f32, d) : Tensor();
-    QKV_DISPATCH_CPU("batch_norm", d,
+    QKV_DISPATCH("batch_norm", d,
                  k::batch_norm_backward(x.data(), dy.data(), mean.data(), rstd.data(), ptr(w), training, N, C, S,
                                         gx ? dx.data() : nullptr, gw ? dw.data() : nullptr, gb ? db.data() : nullptr));
     return std::vector<Tensor>{dx, dw, db};
@@ -66,11 +66,11 @@ Tensor group_norm(const Tensor& input, int64_t num_groups, const Tensor& weight,
   check_nc("group_norm", input, weight, bias);
   const int64_t N = input.size(0), C = input.size(1), S = N ? input.numel() / (N * C) : 0, G = num_groups;
   QKV_CHECK(G >= 1 && C % G == 0, "group_norm: ", C, " channels cannot be split into ", G, " groups");
-  const Device d = cpu_device_of("group_norm", {&input, &weight, &bias});
+  const Device d = device_of("group_norm", {&input, &weight, &bias});
   const Tensor x = input.contiguous().detach(), w = dense_or_none(weight), b = dense_or_none(bias);
   Tensor y = Tensor::empty(input.shape(), DType::f32, d), mean = Tensor::empty({N, G}, DType::f32, d),
          rstd = Tensor::empty({N, G}, DType::f32, d);
-  QKV_DISPATCH_CPU("group_norm", d,
+  QKV_DISPATCH("group_norm", d,
                k::group_norm_forward(x.data(), ptr(w), ptr(b), eps, N, C, S, G, y.data(), mean.data(), rstd.data()));
   const bool gx = input.requires_grad(), gw = weight.defined() && weight.requires_grad(),
              gb = bias.defined() && bias.requires_grad();
@@ -78,7 +78,7 @@ Tensor group_norm(const Tensor& input, int64_t num_groups, const Tensor& weight,
     const Tensor dy = g.contiguous();
     Tensor dx = gx ? Tensor::empty(x.shape(), DType::f32, d) : Tensor();
     Tensor dw = gw ? Tensor::empty({C}, DType::f32, d) : Tensor(), db = gb ? Tensor::empty({C}, DType::f32, d) : Tensor();
-    QKV_DISPATCH_CPU("group_norm", d,
+    QKV_DISPATCH("group_norm", d,
                  k::group_norm_backward(x.data(), dy.data(), mean.data(), rstd.data(), ptr(w), N, C, S, G,
                                         gx ? dx.data() : nullptr, gw ? dw.data() : nullptr, gb ? db.data() : nullptr));
     return std::vector<Tensor>{dx, dw, db};

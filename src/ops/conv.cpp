@@ -8,7 +8,7 @@
 namespace qkv {
 
 using autograd::record;
-using ops_detail::cpu_device_of;
+using ops_detail::device_of;
 
 Tensor conv2d(const Tensor& input, const Tensor& weight, const Tensor& bias, Size2 stride, Size2 padding,
               Size2 dilation, int64_t groups) {
@@ -29,28 +29,28 @@ Tensor conv2d(const Tensor& input, const Tensor& weight, const Tensor& bias, Siz
   QKV_CHECK(padding.h >= 0 && padding.w >= 0, "conv2d: padding must be non-negative, got ", padding.h, "×", padding.w);
   QKV_CHECK(dilation.h >= 1 && dilation.w >= 1, "conv2d: dilation must be positive, got ", dilation.h, "×",
             dilation.w);
-  kernels::cpu::Conv2dProblem p;
+  kernels::Conv2dProblem p;
   p.N = N, p.C = C, p.H = input.size(2), p.W = input.size(3), p.O = O, p.KH = weight.size(2), p.KW = weight.size(3);
   p.stride_h = stride.h, p.stride_w = stride.w, p.pad_h = padding.h, p.pad_w = padding.w;
   p.dilation_h = dilation.h, p.dilation_w = dilation.w, p.groups = groups, p.bias = bias.defined();
   QKV_CHECK(p.KH >= 1 && p.KW >= 1 && p.out_h() >= 1 && p.out_w() >= 1, "conv2d: input ", shape_str(input.shape()),
             " padded by ", padding.h, "×", padding.w, " is smaller than the dilated kernel (", weight.size(2), "×",
             weight.size(3), ", dilation ", dilation.h, "×", dilation.w, ")");
-  const Device d = cpu_device_of("conv2d", {&input, &weight, &bias});
+  const Device d = device_of("conv2d", {&input, &weight, &bias});
   const Tensor x = input.contiguous().detach(), w = weight.contiguous().detach();
   const Tensor b = bias.defined() ? bias.contiguous().detach() : Tensor();
   Tensor y = Tensor::empty({N, O, p.out_h(), p.out_w()}, DType::f32, d);
-  QKV_DISPATCH_CPU("conv2d", d, k::conv2d_forward(p, x.data(), w.data(), b.defined() ? b.data() : nullptr, y.data()));
+  QKV_DISPATCH("conv2d", d, k::conv2d_forward(p, x.data(), w.data(), b.defined() ? b.data() : nullptr, y.data()));
   const bool gx = input.requires_grad(), gw = weight.requires_grad(), gb = bias.defined() && bias.requires_grad();
   return record(y, "conv2d", {input, weight, bias}, [x, w, p, gx, gw, gb, d](const Tensor& g) {
     const Tensor dy = g.contiguous();
     Tensor dx = gx ? Tensor::empty(x.shape(), DType::f32, d) : Tensor();
     Tensor dw = gw ? Tensor::empty(w.shape(), DType::f32, d) : Tensor();
     Tensor db = gb ? Tensor::empty({p.O}, DType::f32, d) : Tensor();
-    if (gx) QKV_DISPATCH_CPU("conv2d", d, k::conv2d_backward_data(p, dy.data(), w.data(), dx.data()));
+    if (gx) QKV_DISPATCH("conv2d", d, k::conv2d_backward_data(p, dy.data(), w.data(), dx.data()));
     if (gw || gb) {
       Tensor dw_all = gw ? dw : Tensor::empty(w.shape(), DType::f32, d);  // oneDNN computes both at once
-      QKV_DISPATCH_CPU("conv2d", d, k::conv2d_backward_weights(p, x.data(), dy.data(), dw_all.data(), gb ? db.data() : nullptr));
+      QKV_DISPATCH("conv2d", d, k::conv2d_backward_weights(p, x.data(), dy.data(), dw_all.data(), gb ? db.data() : nullptr));
     }
     return std::vector<Tensor>{dx, dw, db};
   });

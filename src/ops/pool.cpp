@@ -7,7 +7,7 @@
 namespace qkv {
 
 using autograd::record;
-using ops_detail::cpu_device_of;
+using ops_detail::device_of;
 
 namespace {
 
@@ -18,7 +18,7 @@ Tensor batched(const char* op, const Tensor& input) {
   return input.dim() == 3 ? input.unsqueeze(0) : input;
 }
 
-kernels::cpu::Pool2dProblem problem(const char* op, const Tensor& x, Size2 k, std::optional<Size2> stride, Size2 pad,
+kernels::Pool2dProblem problem(const char* op, const Tensor& x, Size2 k, std::optional<Size2> stride, Size2 pad,
                                     Size2 dil, bool ceil_mode) {
   const Size2 s = stride.value_or(k);
   QKV_CHECK(k.h >= 1 && k.w >= 1, op, ": kernel_size must be positive, got ", k.h, "×", k.w);
@@ -26,7 +26,7 @@ kernels::cpu::Pool2dProblem problem(const char* op, const Tensor& x, Size2 k, st
   QKV_CHECK(dil.h >= 1 && dil.w >= 1, op, ": dilation must be positive, got ", dil.h, "×", dil.w);
   QKV_CHECK(pad.h >= 0 && pad.w >= 0 && 2 * pad.h <= dil.h * (k.h - 1) + 1 && 2 * pad.w <= dil.w * (k.w - 1) + 1, op,
             ": padding ", pad.h, "×", pad.w, " must be at most half the kernel (", k.h, "×", k.w, ")");
-  kernels::cpu::Pool2dProblem p;
+  kernels::Pool2dProblem p;
   p.planes = x.size(0) * x.size(1), p.H = x.size(2), p.W = x.size(3);
   p.KH = k.h, p.KW = k.w, p.stride_h = s.h, p.stride_w = s.w, p.pad_h = pad.h, p.pad_w = pad.w;
   p.dilation_h = dil.h, p.dilation_w = dil.w, p.ceil_mode = ceil_mode;
@@ -44,16 +44,16 @@ Tensor max_pool2d(const Tensor& input, Size2 kernel_size, std::optional<Size2> s
   const Tensor xb = batched("max_pool2d", input);
   const auto p = problem("max_pool2d", xb, kernel_size, stride, padding, dilation, ceil_mode);
   QKV_CHECK(p.H * p.W <= INT32_MAX, "max_pool2d: a plane of ", p.H, "×", p.W, " is too large");
-  const Device d = cpu_device_of("max_pool2d", {&input});
+  const Device d = device_of("max_pool2d", {&input});
   const Tensor x = xb.contiguous().detach();
   const Shape out_shape = {xb.size(0), xb.size(1), p.out_h(), p.out_w()};
   Tensor y = Tensor::empty(out_shape, DType::f32, d), argmax = Tensor::empty(out_shape, DType::i32, d);
-  QKV_DISPATCH_CPU("max_pool2d", d, k::max_pool2d_forward(p, x.data(), y.data(), argmax.data<int32_t>()));
+  QKV_DISPATCH("max_pool2d", d, k::max_pool2d_forward(p, x.data(), y.data(), argmax.data<int32_t>()));
   const Shape in_shape = xb.shape();
   Tensor out = record(y, "max_pool2d", {xb}, [p, argmax, in_shape, d](const Tensor& g) {
     const Tensor dy = g.contiguous();
     Tensor dx = Tensor::empty(in_shape, DType::f32, d);
-    QKV_DISPATCH_CPU("max_pool2d", d, k::max_pool2d_backward(p, dy.data(), argmax.data<int32_t>(), dx.data()));
+    QKV_DISPATCH("max_pool2d", d, k::max_pool2d_backward(p, dy.data(), argmax.data<int32_t>(), dx.data()));
     return std::vector<Tensor>{dx};
   });
   return unbatched_like(input, out);
@@ -65,15 +65,15 @@ Tensor avg_pool2d(const Tensor& input, Size2 kernel_size, std::optional<Size2> s
   auto p = problem("avg_pool2d", xb, kernel_size, stride, padding, 1, ceil_mode);
   QKV_CHECK(!divisor_override || *divisor_override != 0, "avg_pool2d: divisor_override must be non-zero");
   p.count_include_pad = count_include_pad, p.divisor = divisor_override.value_or(0);
-  const Device d = cpu_device_of("avg_pool2d", {&input});
+  const Device d = device_of("avg_pool2d", {&input});
   const Tensor x = xb.contiguous().detach();
   Tensor y = Tensor::empty({xb.size(0), xb.size(1), p.out_h(), p.out_w()}, DType::f32, d);
-  QKV_DISPATCH_CPU("avg_pool2d", d, k::avg_pool2d_forward(p, x.data(), y.data()));
+  QKV_DISPATCH("avg_pool2d", d, k::avg_pool2d_forward(p, x.data(), y.data()));
   const Shape in_shape = xb.shape();
   Tensor out = record(y, "avg_pool2d", {xb}, [p, in_shape, d](const Tensor& g) {
     const Tensor dy = g.contiguous();
     Tensor dx = Tensor::empty(in_shape, DType::f32, d);
-    QKV_DISPATCH_CPU("avg_pool2d", d, k::avg_pool2d_backward(p, dy.data(), dx.data()));
+    QKV_DISPATCH("avg_pool2d", d, k::avg_pool2d_backward(p, dy.data(), dx.data()));
     return std::vector<Tensor>{dx};
   });
   return unbatched_like(input, out);
@@ -85,15 +85,15 @@ Tensor adaptive_avg_pool2d(const Tensor& input, Size2 output_size) {
                 OW = output_size.w;
   QKV_CHECK(OH >= 1 && OW >= 1, "adaptive_avg_pool2d: output_size must be positive, got ", OH, "×", OW);
   QKV_CHECK(H >= 1 && W >= 1, "adaptive_avg_pool2d: input ", shape_str(input.shape()), " has an empty plane");
-  const Device d = cpu_device_of("adaptive_avg_pool2d", {&input});
+  const Device d = device_of("adaptive_avg_pool2d", {&input});
   const Tensor x = xb.contiguous().detach();
   Tensor y = Tensor::empty({xb.size(0), xb.size(1), OH, OW}, DType::f32, d);
-  QKV_DISPATCH_CPU("adaptive_avg_pool2d", d, k::adaptive_avg_pool2d_forward(x.data(), y.data(), planes, H, W, OH, OW));
+  QKV_DISPATCH("adaptive_avg_pool2d", d, k::adaptive_avg_pool2d_forward(x.data(), y.data(), planes, H, W, OH, OW));
   const Shape in_shape = xb.shape();
   Tensor out = record(y, "adaptive_avg_pool2d", {xb}, [=](const Tensor& g) {
     const Tensor dy = g.contiguous();
     Tensor dx = Tensor::empty(in_shape, DType::f32, d);
-    QKV_DISPATCH_CPU("adaptive_avg_pool2d", d,
+    QKV_DISPATCH("adaptive_avg_pool2d", d,
                  k::adaptive_avg_pool2d_backward(dy.data(), dx.data(), planes, H, W, OH, OW));
     return std::vector<Tensor>{dx};
   });

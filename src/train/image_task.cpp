@@ -89,8 +89,8 @@ ImageEval evaluate_images(const models::ImageClassifier& model, const vision::Im
     vision::fill_batch(set, index, {}, 0, 0, x.data());
     const std::vector<int32_t> labels(set.labels.begin() + start, set.labels.begin() + start + n);
     const Tensor logits = model.forward(x);  // [n, K]
-    loss_sum += cross_entropy(logits, Tensor::from_ints(labels, {n}), -100, 0.f, "sum").item();
-    const std::vector<float> l = logits.to_vector();
+    loss_sum += cross_entropy(logits, Tensor::from_ints(labels, {n}).to(logits.device()), -100, 0.f, "sum").item();
+    const std::vector<float> l = logits.to(Device::cpu()).to_vector();
     for (int64_t i = 0; i < n; ++i) {
       const float* row = l.data() + i * K;
       const auto best = static_cast<int32_t>(std::max_element(row, row + K) - row);

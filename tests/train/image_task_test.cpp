@@ -114,10 +114,10 @@ json task_config(const fs::path& dir, int64_t max_iters) {
             {"checkpoint_interval", 0}, {"label_smoothing", 0.1}}}};
 }
 
-TrainResult train(const json& cfg, const fs::path& out, bool resume) {
+TrainResult train(const json& cfg, const fs::path& out, bool resume, Device device = Device::cpu()) {
   ImageTask task(cfg, "");
   TrainerOptions o;
-  o.out_dir = out.string(), o.resume = resume, o.full_config = cfg, o.quiet = true;
+  o.out_dir = out.string(), o.resume = resume, o.full_config = cfg, o.quiet = true, o.device = device;
   return run_training(task, task.train_config(), o);
 }
 
@@ -147,6 +147,26 @@ TEST(ImageTask, TrainsResumesAndTheModelFileClassifies) {
   // Not a translator, and a translator's loader says what it holds.
   const std::string msg = testing::error_of([&] { models::load_seq2seq((d.path / "run" / "model.safetensors").string()); });
   EXPECT_NE(msg.find("\"convnet\" model (image classification)"), std::string::npos) << msg;
+}
+
+// The ConvNet with a non-local block trains on a GPU along the CPU's loss curve (TF32 convolutions
+// and GEMMs: within a few hundredths), and the model it writes classifies on the CPU.
+TEST(ImageTask, TrainsOnAGpuAlongTheCpusLossCurve) {
+  if (!device_available(Device::cuda())) GTEST_SKIP() << "no CUDA GPU here (or no CUDA backend in this build)";
+  TempDir d("image-task-gpu");
+  write_quadrants(d.path, "train", 160, 1);
+  write_quadrants(d.path, "test", 40, 2);
+  json cfg = task_config(d.path, 20);
+  cfg["train"]["eval_interval"] = 0;
+  train(cfg, d.path / "cpu", false);
+  train(cfg, d.path / "gpu", false, Device::cuda());
+  const std::vector<double> cpu = testing::logged_losses(d.path / "cpu"), gpu = testing::logged_losses(d.path / "gpu");
+  ASSERT_EQ(cpu.size(), gpu.size());
+  ASSERT_GE(cpu.size(), 10u);
+  for (size_t i = 0; i < 10; ++i) EXPECT_NEAR(gpu[i], cpu[i], 2e-2 + 2e-2 * cpu[i]) << "step " << i + 1;
+  models::LoadedImageClassifier m = models::load_image_classifier((d.path / "gpu" / "model.safetensors").string());
+  ImageData data = load_image_data(ImageDataConfig::fields().from_json(cfg["data"]), "");
+  EXPECT_GT(evaluate_images(*m.model, data.test).accuracy, 0.8) << "on the CPU, from the GPU's model file";
 }
 
 TEST(ImageTask, DataThatCannotWorkIsAClearError) {

@@ -14,16 +14,10 @@
 
 #include <cstdint>
 
+#include "kernels/conv.h"
+
 namespace qkv::kernels::cpu {
 
-struct Conv2dProblem {
-  int64_t N = 0, C = 0, H = 0, W = 0;  // input [N, C, H, W]
-  int64_t O = 0, KH = 0, KW = 0;       // weight [O, C / groups, KH, KW]
-  int64_t stride_h = 1, stride_w = 1, pad_h = 0, pad_w = 0, dilation_h = 1, dilation_w = 1, groups = 1;
-  bool bias = true;
-  int64_t out_h() const { return (H + 2 * pad_h - dilation_h * (KH - 1) - 1) / stride_h + 1; }
-  int64_t out_w() const { return (W + 2 * pad_w - dilation_w * (KW - 1) - 1) / stride_w + 1; }
-};
 
 // x [N, C, H, W], w, b [O] (when p.bias) → y [N, O, OH, OW].
 void conv2d_forward(const Conv2dProblem& p, const float* x, const float* w, const float* b, float* y);

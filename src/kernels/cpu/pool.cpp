@@ -11,14 +11,6 @@ namespace qkv::kernels::cpu {
 
 namespace {
 
-// PyTorch's pooling_output_shape for one dimension (div_rtn: division rounding towards −∞).
-int64_t pooled(int64_t in, int64_t k, int64_t s, int64_t p, int64_t d, bool ceil_mode) {
-  const int64_t num = in + 2 * p - d * (k - 1) - 1 + (ceil_mode ? s - 1 : 0);
-  int64_t out = num / s - (num % s != 0 && num < 0 ? 1 : 0) + 1;
-  if (ceil_mode && (out - 1) * s >= in + p) --out;  // the last window would start in the padding
-  return out;
-}
-
 // Runs f(plane) over the planes, in parallel when there is enough work.
 template <typename F>
 void for_planes(int64_t planes, int64_t work_per_plane, F&& f) {
@@ -49,9 +41,6 @@ int64_t start_of(int64_t i, int64_t in, int64_t out) { return (i * in) / out; }
 int64_t end_of(int64_t i, int64_t in, int64_t out) { return ((i + 1) * in + out - 1) / out; }
 
 }  // namespace
-
-int64_t Pool2dProblem::out_h() const { return pooled(H, KH, stride_h, pad_h, dilation_h, ceil_mode); }
-int64_t Pool2dProblem::out_w() const { return pooled(W, KW, stride_w, pad_w, dilation_w, ceil_mode); }
 
 void max_pool2d_forward(const Pool2dProblem& p, const float* x, float* y, int32_t* argmax) {
   const int64_t OH = p.out_h(), OW = p.out_w();

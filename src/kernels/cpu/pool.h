@@ -14,17 +14,10 @@
 
 #include <cstdint>
 
+#include "kernels/pool.h"
+
 namespace qkv::kernels::cpu {
 
-struct Pool2dProblem {
-  int64_t planes = 0, H = 0, W = 0;  // N·C planes of H × W
-  int64_t KH = 1, KW = 1, stride_h = 1, stride_w = 1, pad_h = 0, pad_w = 0, dilation_h = 1, dilation_w = 1;
-  bool ceil_mode = false;
-  bool count_include_pad = true;  // avg
-  int64_t divisor = 0;            // avg: divisor_override when > 0
-  int64_t out_h() const;
-  int64_t out_w() const;
-};
 
 // x [planes, H, W] → y [planes, OH, OW], argmax [planes, OH, OW] (index h·W + w in the plane; may be null).
 void max_pool2d_forward(const Pool2dProblem& p, const float* x, float* y, int32_t* argmax);

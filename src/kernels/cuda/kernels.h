@@ -14,8 +14,10 @@
 #include <vector>
 
 #include "kernels/adam.h"
+#include "kernels/conv.h"
 #include "kernels/cuda/attention.h"
 #include "kernels/functors.h"
+#include "kernels/pool.h"
 #include "qkv/core/dtype.h"
 
 namespace qkv::kernels::cuda {
@@ -92,6 +94,29 @@ void causal_mask(uint8_t* out, int64_t Lq, int64_t Lk, int64_t offset);
 // ---- optimizer (adam.cu) ------------------------------------------------------------------------------
 void adam_update(float* param, const float* grad, float* exp_avg, float* exp_avg_sq, int64_t n,
                  const AdamCoefficients& c);
+
+// ---- images: convolution (conv.cu: im2col + cuBLAS), pooling (pool.cu), batch and group norm
+// (batch_norm.cu); NCHW, kernels/cpu/{conv,pool,batch_norm,group_norm}.h's contracts -------------
+void conv2d_forward(const Conv2dProblem& p, const float* x, const float* w, const float* b, float* y);
+void conv2d_backward_data(const Conv2dProblem& p, const float* dy, const float* w, float* dx);
+void conv2d_backward_weights(const Conv2dProblem& p, const float* x, const float* dy, float* dw, float* db);
+void max_pool2d_forward(const Pool2dProblem& p, const float* x, float* y, int32_t* argmax);
+void max_pool2d_backward(const Pool2dProblem& p, const float* dy, const int32_t* argmax, float* dx);
+void avg_pool2d_forward(const Pool2dProblem& p, const float* x, float* y);
+void avg_pool2d_backward(const Pool2dProblem& p, const float* dy, float* dx);
+void adaptive_avg_pool2d_forward(const float* x, float* y, int64_t planes, int64_t H, int64_t W, int64_t OH,
+                                 int64_t OW);
+void adaptive_avg_pool2d_backward(const float* dy, float* dx, int64_t planes, int64_t H, int64_t W, int64_t OH,
+                                  int64_t OW);
+void batch_norm_forward(const float* x, const float* weight, const float* bias, float* running_mean,
+                        float* running_var, bool training, float momentum, float eps, int64_t N, int64_t C, int64_t S,
+                        float* y, float* mean, float* rstd);
+void batch_norm_backward(const float* x, const float* dy, const float* mean, const float* rstd, const float* weight,
+                         bool training, int64_t N, int64_t C, int64_t S, float* dx, float* dweight, float* dbias);
+void group_norm_forward(const float* x, const float* weight, const float* bias, float eps, int64_t N, int64_t C,
+                        int64_t S, int64_t G, float* y, float* mean, float* rstd);
+void group_norm_backward(const float* x, const float* dy, const float* mean, const float* rstd, const float* weight,
+                         int64_t N, int64_t C, int64_t S, int64_t G, float* dx, float* dweight, float* dbias);
 
 // ---- GEMM through cuBLAS (gemm.cu) -------------------------------------------------------------------
 // Row-major, as kernels/cpu/gemm.h. f32 GEMMs use TF32 tensor cores (torch's

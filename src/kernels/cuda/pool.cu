@@ -1,0 +1,200 @@
+// 2-D pooling on the GPU, NCHW (semantics: kernels/cpu/pool.h, PyTorch's). A thread per output
+// (forward) or per input pixel (backward): each input pixel gathers the gradients of the windows that
+// hold it, in the order the CPU adds them (output row, then column), so the backward needs no atomics
+// and matches the CPU bit for bit.
+#include <cmath>
+
+#include "kernels/cuda/kernels.h"
+#include "kernels/cuda/launch.h"
+
+namespace qkv::kernels::cuda {
+namespace {
+
+constexpr int kThreads = 256;
+
+// The output rows (or columns) whose windows may hold input row h: i with i·s − p ≤ h − u·d for some
+// tap u < k, i.e. ⌈(h + p − d(k − 1)) / s⌉ ≤ i ≤ ⌊(h + p) / s⌋, clipped to [0, out).
+__device__ inline void windows_holding(int64_t h, int64_t k, int64_t s, int64_t p, int64_t d, int64_t out,
+                                       int64_t& lo, int64_t& hi) {
+  const int64_t top = h + p - d * (k - 1);
+  lo = top <= 0 ? 0 : (top + s - 1) / s;
+  hi = (h + p) / s;
+  if (hi > out - 1) hi = out - 1;
+}
+
+__global__ void max_pool_forward_kernel(Pool2dProblem p, int64_t OH, int64_t OW, const float* x, float* y,
+                                        int32_t* argmax) {
+  const int64_t n = p.planes * OH * OW;
+  for (int64_t o = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; o < n; o += int64_t{gridDim.x} * blockDim.x) {
+    const int64_t j = o % OW, i = o / OW % OH, c = o / (OH * OW);
+    const float* xp = x + c * p.H * p.W;
+    int64_t at = -1;
+    float best = -INFINITY;
+    bool nan = false;
+    for (int64_t u = 0; u < p.KH && !nan; ++u) {
+      const int64_t h = i * p.stride_h - p.pad_h + u * p.dilation_h;
+      if (h < 0 || h >= p.H) continue;
+      for (int64_t v = 0; v < p.KW; ++v) {
+        const int64_t w = j * p.stride_w - p.pad_w + v * p.dilation_w;
+        if (w < 0 || w >= p.W) continue;
+        const float val = xp[h * p.W + w];
+        if (isnan(val)) {  // the first NaN wins, as PyTorch
+          best = val, at = h * p.W + w, nan = true;
+          break;
+        }
+        if (at < 0 || val > best) best = val, at = h * p.W + w;
+      }
+    }
+    y[o] = best;
+    if (argmax) argmax[o] = static_cast<int32_t>(at);
+  }
+}
+
+__global__ void max_pool_backward_kernel(Pool2dProblem p, int64_t OH, int64_t OW, const float* dy,
+                                         const int32_t* argmax, float* dx) {
+  const int64_t n = p.planes * p.H * p.W;
+  for (int64_t e = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; e < n; e += int64_t{gridDim.x} * blockDim.x) {
+    const int64_t w = e % p.W, h = e / p.W % p.H, c = e / (p.H * p.W), at = h * p.W + w;
+    int64_t i0, i1, j0, j1;
+    windows_holding(h, p.KH, p.stride_h, p.pad_h, p.dilation_h, OH, i0, i1);
+    windows_holding(w, p.KW, p.stride_w, p.pad_w, p.dilation_w, OW, j0, j1);
+    float g = 0.f;
+    for (int64_t i = i0; i <= i1; ++i)
+      for (int64_t j = j0; j <= j1; ++j) {
+        const int64_t o = (c * OH + i) * OW + j;
+        if (argmax[o] == at) g += dy[o];
+      }
+    dx[e] = g;
+  }
+}
+
+// The avg window of output (i, j): real rows [h0, h1), columns [w0, w1), and its divisor (as the CPU's).
+struct AvgWindow {
+  int64_t h0, h1, w0, w1;
+  float divisor;
+};
+__device__ inline AvgWindow avg_window(const Pool2dProblem& p, int64_t i, int64_t j) {
+  int64_t h0 = i * p.stride_h - p.pad_h, w0 = j * p.stride_w - p.pad_w;
+  int64_t h1 = h0 + p.KH < p.H + p.pad_h ? h0 + p.KH : p.H + p.pad_h;
+  int64_t w1 = w0 + p.KW < p.W + p.pad_w ? w0 + p.KW : p.W + p.pad_w;
+  const int64_t padded = (h1 - h0) * (w1 - w0);
+  h0 = h0 < 0 ? 0 : h0, w0 = w0 < 0 ? 0 : w0;
+  h1 = h1 < p.H ? h1 : p.H, w1 = w1 < p.W ? w1 : p.W;
+  const int64_t real = (h1 > h0 ? h1 - h0 : 0) * (w1 > w0 ? w1 - w0 : 0);
+  const int64_t div = p.divisor > 0 ? p.divisor : p.count_include_pad ? padded : real;
+  return {h0, h1, w0, w1, static_cast<float>(div)};
+}
+
+__global__ void avg_pool_forward_kernel(Pool2dProblem p, int64_t OH, int64_t OW, const float* x, float* y) {
+  const int64_t n = p.planes * OH * OW;
+  for (int64_t o = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; o < n; o += int64_t{gridDim.x} * blockDim.x) {
+    const int64_t j = o % OW, i = o / OW % OH, c = o / (OH * OW);
+    const float* xp = x + c * p.H * p.W;
+    const AvgWindow a = avg_window(p, i, j);
+    float s = 0.f;
+    for (int64_t h = a.h0; h < a.h1; ++h)
+      for (int64_t w = a.w0; w < a.w1; ++w) s += xp[h * p.W + w];
+    y[o] = a.h0 < a.h1 && a.w0 < a.w1 ? s / a.divisor : 0.f;
+  }
+}
+
+__global__ void avg_pool_backward_kernel(Pool2dProblem p, int64_t OH, int64_t OW, const float* dy, float* dx) {
+  const int64_t n = p.planes * p.H * p.W;
+  for (int64_t e = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; e < n; e += int64_t{gridDim.x} * blockDim.x) {
+    const int64_t w = e % p.W, h = e / p.W % p.H, c = e / (p.H * p.W);
+    int64_t i0, i1, j0, j1;
+    windows_holding(h, p.KH, p.stride_h, p.pad_h, 1, OH, i0, i1);
+    windows_holding(w, p.KW, p.stride_w, p.pad_w, 1, OW, j0, j1);
+    float g = 0.f;
+    for (int64_t i = i0; i <= i1; ++i)
+      for (int64_t j = j0; j <= j1; ++j) {
+        const AvgWindow a = avg_window(p, i, j);
+        if (h >= a.h0 && h < a.h1 && w >= a.w0 && w < a.w1) g += dy[(c * OH + i) * OW + j] / a.divisor;
+      }
+    dx[e] = g;
+  }
+}
+
+__device__ inline int64_t start_of(int64_t i, int64_t in, int64_t out) { return (i * in) / out; }
+__device__ inline int64_t end_of(int64_t i, int64_t in, int64_t out) { return ((i + 1) * in + out - 1) / out; }
+
+__global__ void adaptive_forward_kernel(const float* x, float* y, int64_t planes, int64_t H, int64_t W, int64_t OH,
+                                        int64_t OW) {
+  const int64_t n = planes * OH * OW;
+  for (int64_t o = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; o < n; o += int64_t{gridDim.x} * blockDim.x) {
+    const int64_t j = o % OW, i = o / OW % OH, c = o / (OH * OW);
+    const float* xp = x + c * H * W;
+    const int64_t h0 = start_of(i, H, OH), h1 = end_of(i, H, OH), w0 = start_of(j, W, OW), w1 = end_of(j, W, OW);
+    float s = 0.f;
+    for (int64_t h = h0; h < h1; ++h)
+      for (int64_t w = w0; w < w1; ++w) s += xp[h * W + w];
+    y[o] = s / static_cast<float>((h1 - h0) * (w1 - w0));
+  }
+}
+
+__global__ void adaptive_backward_kernel(const float* dy, float* dx, int64_t planes, int64_t H, int64_t W, int64_t OH,
+                                         int64_t OW) {
+  const int64_t n = planes * H * W;
+  for (int64_t e = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; e < n; e += int64_t{gridDim.x} * blockDim.x) {
+    const int64_t w = e % W, h = e / W % H, c = e / (H * W);
+    float g = 0.f;
+    for (int64_t i = 0; i < OH; ++i) {
+      const int64_t h0 = start_of(i, H, OH), h1 = end_of(i, H, OH);
+      if (h < h0 || h >= h1) continue;
+      for (int64_t j = 0; j < OW; ++j) {
+        const int64_t w0 = start_of(j, W, OW), w1 = end_of(j, W, OW);
+        if (w >= w0 && w < w1) g += dy[(c * OH + i) * OW + j] / static_cast<float>((h1 - h0) * (w1 - w0));
+      }
+    }
+    dx[e] = g;
+  }
+}
+
+}  // namespace
+
+void max_pool2d_forward(const Pool2dProblem& p, const float* x, float* y, int32_t* argmax) {
+  const int64_t OH = p.out_h(), OW = p.out_w(), n = p.planes * OH * OW;
+  if (n == 0) return;
+  max_pool_forward_kernel<<<blocks_for(n, kThreads), kThreads, 0, stream()>>>(p, OH, OW, x, y, argmax);
+  QKV_CUDA_LAUNCHED(max_pool_forward_kernel);
+}
+
+void max_pool2d_backward(const Pool2dProblem& p, const float* dy, const int32_t* argmax, float* dx) {
+  const int64_t n = p.planes * p.H * p.W;
+  if (n == 0) return;
+  max_pool_backward_kernel<<<blocks_for(n, kThreads), kThreads, 0, stream()>>>(p, p.out_h(), p.out_w(), dy, argmax,
+                                                                               dx);
+  QKV_CUDA_LAUNCHED(max_pool_backward_kernel);
+}
+
+void avg_pool2d_forward(const Pool2dProblem& p, const float* x, float* y) {
+  const int64_t OH = p.out_h(), OW = p.out_w(), n = p.planes * OH * OW;
+  if (n == 0) return;
+  avg_pool_forward_kernel<<<blocks_for(n, kThreads), kThreads, 0, stream()>>>(p, OH, OW, x, y);
+  QKV_CUDA_LAUNCHED(avg_pool_forward_kernel);
+}
+
+void avg_pool2d_backward(const Pool2dProblem& p, const float* dy, float* dx) {
+  const int64_t n = p.planes * p.H * p.W;
+  if (n == 0) return;
+  avg_pool_backward_kernel<<<blocks_for(n, kThreads), kThreads, 0, stream()>>>(p, p.out_h(), p.out_w(), dy, dx);
+  QKV_CUDA_LAUNCHED(avg_pool_backward_kernel);
+}
+
+void adaptive_avg_pool2d_forward(const float* x, float* y, int64_t planes, int64_t H, int64_t W, int64_t OH,
+                                 int64_t OW) {
+  const int64_t n = planes * OH * OW;
+  if (n == 0) return;
+  adaptive_forward_kernel<<<blocks_for(n, kThreads), kThreads, 0, stream()>>>(x, y, planes, H, W, OH, OW);
+  QKV_CUDA_LAUNCHED(adaptive_forward_kernel);
+}
+
+void adaptive_avg_pool2d_backward(const float* dy, float* dx, int64_t planes, int64_t H, int64_t W, int64_t OH,
+                                  int64_t OW) {
+  const int64_t n = planes * H * W;
+  if (n == 0) return;
+  adaptive_backward_kernel<<<blocks_for(n, kThreads), kThreads, 0, stream()>>>(dy, dx, planes, H, W, OH, OW);
+  QKV_CUDA_LAUNCHED(adaptive_backward_kernel);
+}
+
+}  // namespace qkv::kernels::cuda
