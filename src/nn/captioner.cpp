@@ -150,7 +150,7 @@ std::pair<Tensor, Tensor> Captioner::run(const Tensor& images, const Tensor& tgt
             " must be [B, C, H, W] and i32 [B, T]");
   const Encoded enc = encode(images);
   const int64_t T = tgt_in.size(1);
-  const Tensor emb = dropout(embedding->forward(tgt_in), config.dropout, is_training(), gen_);  // [B, T, E]
+  const Tensor emb = dropout(embedding->forward(tgt_in.to(device())), config.dropout, is_training(), gen_);  // [B, T, E]
   // the context of step t depends on the state of step t − 1: the decoder runs step by step
   Tensor s = enc.s0;
   std::vector<Tensor> os, as;
@@ -189,9 +189,10 @@ Tensor Captioner::loss(const Tensor& images, const Tensor& tgt_in, const Tensor&
   QKV_CHECK(tgt_out.shape() == tgt_in.shape(), "captioner: tgt_out ", shape_str(tgt_out.shape()),
             " should match tgt_in ", shape_str(tgt_in.shape()));
   auto [logits, alpha] = run(images, tgt_in);
-  Tensor l = cross_entropy(logits.reshape({-1, config.vocab_size}), tgt_out.reshape({-1}), config.pad_id, eps);
+  const Tensor target = tgt_out.to(device());  // the captions follow the model, as the images do
+  Tensor l = cross_entropy(logits.reshape({-1, config.vocab_size}), target.reshape({-1}), config.pad_id, eps);
   if (alpha.defined() && config.doubly_stochastic > 0) {
-    const Tensor real = ne(tgt_out, static_cast<float>(config.pad_id)).to(DType::f32);  // [B, T]
+    const Tensor real = ne(target, static_cast<float>(config.pad_id)).to(DType::f32);  // [B, T]
     l = add(l, mul(doubly_stochastic_penalty(alpha, real), static_cast<float>(config.doubly_stochastic)));
   }
   return l;
@@ -236,7 +237,7 @@ Tensor Captioner::step(const std::vector<int32_t>& tokens, DecoderState& st) con
   }
   Encoded e;
   e.memory = st.memory, e.keys = st.keys, e.mean = st.mean;
-  const Tensor o = decode_step(embedding->forward(Tensor::from_ints(tokens, {n})), e, st.s, nullptr);
+  const Tensor o = decode_step(embedding->forward(Tensor::from_ints(tokens, {n}).to(device())), e, st.s, nullptr);
   return log_softmax(linear_inference(tanh(readout->forward_inference(o)), embedding->weight, embedding_inference), -1);
 }
 

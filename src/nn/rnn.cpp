@@ -38,8 +38,8 @@ namespace {
 
 // The [B, T, F] view the layers run on; the per-layer/direction initial state [B, H] of `h0`.
 Tensor batch_major(const Tensor& x, bool batch_first) { return batch_first ? x : x.transpose(0, 1); }
-Tensor initial(const Tensor& h0, int64_t i, int64_t B, int64_t H) {
-  return h0.defined() ? h0.select(0, i) : Tensor::zeros({B, H});
+Tensor initial(const Tensor& h0, int64_t i, int64_t B, int64_t H, Device d) {
+  return h0.defined() ? h0.select(0, i) : Tensor::zeros({B, H}, DType::f32, d);  // zeros on the input's device
 }
 
 void check_input(const char* who, const RNNOptions& o, int64_t D, const Tensor& input,
@@ -72,7 +72,7 @@ GRU::Output GRU::forward(const Tensor& input, const Tensor& h0, const std::vecto
     for (int64_t d = 0; d < D; ++d) {
       const Weights& w = weights_[static_cast<size_t>(l * D + d)];
       // X_proj = X W_ihᵀ + b_ih for every step at once; then the fused time loop
-      std::vector<Tensor> r = gru_scan(linear(x, w.w_ih, w.b_ih), initial(h0, l * D + d, B, H), w.w_hh, w.b_hh,
+      std::vector<Tensor> r = gru_scan(linear(x, w.w_ih, w.b_ih), initial(h0, l * D + d, B, H, x.device()), w.w_hh, w.b_hh,
                                        lengths, /*reverse=*/d == 1);
       ys.push_back(r[0]);
       h_n.push_back(r[1]);
@@ -96,8 +96,8 @@ LSTM::Output LSTM::forward(const Tensor& input, const Tensor& h0, const Tensor& 
     std::vector<Tensor> ys;
     for (int64_t d = 0; d < D; ++d) {
       const Weights& w = weights_[static_cast<size_t>(l * D + d)];
-      std::vector<Tensor> r = lstm_scan(linear(x, w.w_ih, w.b_ih), initial(h0, l * D + d, B, H),
-                                        initial(c0, l * D + d, B, H), w.w_hh, w.b_hh, lengths, d == 1);
+      std::vector<Tensor> r = lstm_scan(linear(x, w.w_ih, w.b_ih), initial(h0, l * D + d, B, H, x.device()),
+                                        initial(c0, l * D + d, B, H, x.device()), w.w_hh, w.b_hh, lengths, d == 1);
       ys.push_back(r[0]);
       h_n.push_back(r[1]);
       c_n.push_back(r[2]);

@@ -94,13 +94,14 @@ RNNSeq2Seq::RNNSeq2Seq(const RNNSeq2SeqConfig& c, Generator* gen) : config(c), g
   readout = register_module("readout", std::make_shared<Linear>(luong ? H : E + H + K, E, true, &g));
 }
 
-RNNSeq2Seq::Encoded RNNSeq2Seq::encode(const Tensor& src) const {
-  QKV_CHECK(src.dim() == 2 && src.dtype() == DType::i32, "recurrent translator: token ids must be i32 [B, S], got ",
-            shape_str(src.shape()));
+RNNSeq2Seq::Encoded RNNSeq2Seq::encode(const Tensor& source) const {
+  QKV_CHECK(source.dim() == 2 && source.dtype() == DType::i32, "recurrent translator: token ids must be i32 [B, S], got ",
+            shape_str(source.shape()));
+  const Tensor src = source.to(device());  // the sources follow the model (as the Transformer's)
   const int64_t B = src.size(0), S = src.size(1), H = config.hidden_size;
   const Tensor real = ne(src, static_cast<float>(config.pad_id));  // [B, S] true at real tokens
-  std::vector<int64_t> lengths;
-  for (float n : sum(real.to(DType::f32), {1}).to_vector()) lengths.push_back(static_cast<int64_t>(n));
+  std::vector<int64_t> lengths;  // (on the host: the scans' row lengths)
+  for (float n : sum(real.to(DType::f32), {1}).to(Device::cpu()).to_vector()) lengths.push_back(static_cast<int64_t>(n));
   Encoded e;
   e.mask = real.view({B, 1, S});  // qkv's convention (true = may attend), [B, 1, S]
   auto r = encoder->forward(dropout(embedding->forward(src), config.dropout, is_training(), gen_), Tensor(), lengths);
@@ -147,7 +148,7 @@ Tensor RNNSeq2Seq::forward(const Tensor& src, const Tensor& tgt_in, AttentionMap
             shape_str(src.shape()), " and tgt ", shape_str(tgt_in.shape()), " must be [B, S] and [B, T]");
   const Encoded enc = encode(src);
   const int64_t B = tgt_in.size(0), T = tgt_in.size(1), H = config.hidden_size;
-  const Tensor emb = dropout(embedding->forward(tgt_in), config.dropout, is_training(), gen_);  // [B, T, E]
+  const Tensor emb = dropout(embedding->forward(tgt_in.to(device())), config.dropout, is_training(), gen_);  // [B, T, E]
   Tensor o, w;  // the output layer's input [B, T, ·] and the alignments [B, T, S]
   const bool luong = config.attention == RecurrentAttention::dot || config.attention == RecurrentAttention::general;
   if (config.attention == RecurrentAttention::none) {
@@ -163,7 +164,7 @@ Tensor RNNSeq2Seq::forward(const Tensor& src, const Tensor& tgt_in, AttentionMap
     w = a.weights;
   } else {
     // the context of step i depends on the state of step i − 1: the decoder runs step by step
-    Tensor s = enc.s0.contiguous(), feed = config.input_feeding ? Tensor::zeros({B, H}) : Tensor();
+    Tensor s = enc.s0.contiguous(), feed = config.input_feeding ? Tensor::zeros({B, H}, DType::f32, device()) : Tensor();
     std::vector<Tensor> os, ws;
     for (int64_t t = 0; t < T; ++t) {
       Tensor wt;
@@ -181,7 +182,8 @@ Tensor RNNSeq2Seq::forward(const Tensor& src, const Tensor& tgt_in, AttentionMap
 Tensor RNNSeq2Seq::loss(const Tensor& src, const Tensor& tgt_in, const Tensor& tgt_out, float eps) const {
   QKV_CHECK(tgt_out.shape() == tgt_in.shape(), "recurrent translator: tgt_out ", shape_str(tgt_out.shape()),
             " should match tgt_in ", shape_str(tgt_in.shape()));
-  return cross_entropy(forward(src, tgt_in).reshape({-1, config.vocab_size}), tgt_out.reshape({-1}), config.pad_id, eps);
+  return cross_entropy(forward(src, tgt_in).reshape({-1, config.vocab_size}), tgt_out.to(device()).reshape({-1}),
+                       config.pad_id, eps);
 }
 
 // ---- decoding ------------------------------------------------------------------------------------
@@ -206,14 +208,14 @@ RNNSeq2Seq::DecoderState RNNSeq2Seq::start_decoding(const Tensor& src, bool use_
   st.use_cache = use_cache;
   if (!use_cache) {  // the baseline: run the whole teacher-forced decoder over each prefix, every step
     st.src = src;
-    st.mask = ne(src, static_cast<float>(config.pad_id)).view({src.size(0), 1, src.size(1)});
+    st.mask = ne(src.to(device()), static_cast<float>(config.pad_id)).view({src.size(0), 1, src.size(1)});
     st.prefix = Prefixes(src.size(0));
     return st;
   }
   Encoded e = encode(src);
   st.s = e.s0.contiguous(), st.memory = e.memory, st.keys = e.keys, st.mask = e.mask;
   if (config.attention == RecurrentAttention::none) st.feed = e.z;
-  if (config.input_feeding) st.feed = Tensor::zeros({src.size(0), config.hidden_size});
+  if (config.input_feeding) st.feed = Tensor::zeros({src.size(0), config.hidden_size}, DType::f32, device());
   return st;
 }
 
@@ -229,7 +231,7 @@ Tensor RNNSeq2Seq::step(const std::vector<int32_t>& tokens, DecoderState& st) co
   Encoded e;
   e.memory = st.memory, e.keys = st.keys, e.mask = st.mask, e.z = st.feed;
   Tensor feed = st.feed;
-  const Tensor o = decode_step(embedding->forward(Tensor::from_ints(tokens, {n})), e, st.s, feed, nullptr);
+  const Tensor o = decode_step(embedding->forward(Tensor::from_ints(tokens, {n}).to(device())), e, st.s, feed, nullptr);
   if (config.input_feeding) st.feed = feed;
   return log_softmax(linear_inference(tanh(readout->forward_inference(o)), embedding->weight, embedding_inference), -1);
 }

@@ -7,7 +7,7 @@
 namespace qkv {
 
 using autograd::record;
-using ops_detail::cpu_device_of;
+using ops_detail::device_of;
 
 Tensor additive_score(const Tensor& q, const Tensor& keys, const Tensor& v) {
   const Tensor& k = keys;  // (k:: below names the kernels' namespace)
@@ -17,18 +17,18 @@ Tensor additive_score(const Tensor& q, const Tensor& keys, const Tensor& v) {
             shape_str(k.shape()), ", ", shape_str(v.shape()));
   QKV_CHECK(q.dtype() == DType::f32 && k.dtype() == DType::f32 && v.dtype() == DType::f32,
             "additive_score: expected f32 tensors");
-  const Device d = cpu_device_of("additive_score", {&q, &k, &v});
+  const Device d = device_of("additive_score", {&q, &k, &v});
   const int64_t B = q.size(0), T = q.size(1), S = k.size(1), A = q.size(2);
   const Tensor qc = q.contiguous().detach(), kc = k.contiguous().detach(), vc = v.contiguous().detach();
   Tensor e = Tensor::empty({B, T, S}, DType::f32, d);
-  QKV_DISPATCH_CPU("additive_score", d, k::additive_score_forward(qc.data(), kc.data(), vc.data(), e.data(), B, T, S, A));
+  QKV_DISPATCH("additive_score", d, k::additive_score_forward(qc.data(), kc.data(), vc.data(), e.data(), B, T, S, A));
   const bool gq = q.requires_grad(), gk = k.requires_grad(), gv = v.requires_grad();
   return record(e, "additive_score", {q, k, v}, [qc, kc, vc, B, T, S, A, gq, gk, gv, d](const Tensor& g) {
     const Tensor gc = g.contiguous();
     Tensor dq = gq ? Tensor::empty(qc.shape(), DType::f32, d) : Tensor();
     Tensor dk = gk ? Tensor::empty(kc.shape(), DType::f32, d) : Tensor();
     Tensor dv = gv ? Tensor::empty(vc.shape(), DType::f32, d) : Tensor();
-    QKV_DISPATCH_CPU("additive_score", d,
+    QKV_DISPATCH("additive_score", d,
                  k::additive_score_backward(qc.data(), kc.data(), vc.data(), gc.data(), gq ? dq.data() : nullptr,
                                             gk ? dk.data() : nullptr, gv ? dv.data() : nullptr, B, T, S, A));
     return std::vector<Tensor>{dq, dk, dv};

@@ -9,7 +9,7 @@
 namespace qkv {
 
 using autograd::record_outputs;
-using ops_detail::cpu_device_of;
+using ops_detail::device_of;
 
 namespace {
 
@@ -38,8 +38,8 @@ Scan prepare(const char* op, int64_t gates, const Tensor& x_proj, const std::vec
   QKV_CHECK(lengths.empty() || static_cast<int64_t>(lengths.size()) == B, op, ": ", lengths.size(),
             " lengths for a batch of ", B);
   Scan sc;
-  sc.device = cpu_device_of(op, {&x_proj, &w_hh, &b_hh});
-  for (const Tensor* s : states) cpu_device_of(op, {&x_proj, s});
+  sc.device = device_of(op, {&x_proj, &w_hh, &b_hh});
+  for (const Tensor* s : states) device_of(op, {&x_proj, s});
   sc.lengths = std::make_shared<std::vector<int64_t>>(lengths.empty() ? std::vector<int64_t>(B, T) : lengths);
   for (int64_t len : *sc.lengths)
     QKV_CHECK(len >= 0 && len <= T, op, ": length ", len, " is outside [0, ", T, "]");
@@ -68,7 +68,7 @@ std::vector<Tensor> gru_scan(const Tensor& x_proj, const Tensor& h0, const Tenso
   Tensor h0c = dense(h0), y = Tensor::empty({p.B, p.T, p.H}, DType::f32, d), h_n = Tensor::empty({p.B, p.H}, DType::f32, d);
   Tensor gates = grad ? Tensor::empty({p.T, p.B, 4 * p.H}, DType::f32, d) : Tensor();
   Tensor states = grad ? Tensor::empty({p.T, p.B, p.H}, DType::f32, d) : Tensor();
-  QKV_DISPATCH_CPU("gru_scan", d,
+  QKV_DISPATCH("gru_scan", d,
                k::gru_forward(p, h0c.data(), y.data(), h_n.data(), grad ? gates.data() : nullptr,
                               grad ? states.data() : nullptr));
   const bool with_bias = b_hh.defined();
@@ -80,7 +80,7 @@ std::vector<Tensor> gru_scan(const Tensor& x_proj, const Tensor& h0, const Tenso
                                  dh0 = Tensor::empty({p.B, p.H}, DType::f32, sc.device),
                                  dw = Tensor::empty({3 * p.H, p.H}, DType::f32, sc.device),
                                  db = with_bias ? Tensor::empty({3 * p.H}, DType::f32, sc.device) : Tensor();
-                          QKV_DISPATCH_CPU("gru_scan", sc.device,
+                          QKV_DISPATCH("gru_scan", sc.device,
                                        k::gru_backward(p, gates.data(), states.data(), maybe(g[0], dy_keep),
                                                        maybe(g[1], dh_keep), dx.data(), dh0.data(), dw.data(),
                                                        with_bias ? db.data() : nullptr));
@@ -104,7 +104,7 @@ std::vector<Tensor> lstm_scan(const Tensor& x_proj, const Tensor& h0, const Tens
     cs = Tensor::empty({p.T, p.B, p.H}, DType::f32, d);
     tcs = Tensor::empty({p.T, p.B, p.H}, DType::f32, d);
   }
-  QKV_DISPATCH_CPU("lstm_scan", d,
+  QKV_DISPATCH("lstm_scan", d,
                k::lstm_forward(p, h0c.data(), c0c.data(), y.data(), h_n.data(), c_n.data(),
                                grad ? gates.data() : nullptr, grad ? hs.data() : nullptr, grad ? cs.data() : nullptr,
                                grad ? tcs.data() : nullptr));
@@ -118,7 +118,7 @@ std::vector<Tensor> lstm_scan(const Tensor& x_proj, const Tensor& h0, const Tens
                dh0 = Tensor::empty({p.B, p.H}, DType::f32, sc.device), dc0 = Tensor::empty({p.B, p.H}, DType::f32, sc.device),
                dw = Tensor::empty({4 * p.H, p.H}, DType::f32, sc.device),
                db = with_bias ? Tensor::empty({4 * p.H}, DType::f32, sc.device) : Tensor();
-        QKV_DISPATCH_CPU("lstm_scan", sc.device,
+        QKV_DISPATCH("lstm_scan", sc.device,
                      k::lstm_backward(p, gates.data(), hs.data(), cs.data(), tcs.data(), maybe(g[0], dy_keep),
                                       maybe(g[1], dh_keep), maybe(g[2], dc_keep), dx.data(), dh0.data(), dc0.data(),
                                       dw.data(), with_bias ? db.data() : nullptr));

@@ -558,6 +558,60 @@ TEST_F(Cuda, ImageOpsMatchTheCpuForwardAndBackward) {
   EXPECT_SAME_ON_GPU(bb.grad(), gbb.grad(), kF32);
 }
 
+// The recurrent scans and the additive scores against the CPU, forward and backward: GRU and LSTM,
+// both directions, rows of their own lengths (one empty), with and without b_hh; Bahdanau's scores
+// with a masked (zero-gradient) position.
+TEST_F(Cuda, RecurrentScansAndAdditiveScoresMatchTheCpu) {
+  const int64_t B = 3, T = 6, H = 20;
+  const std::vector<int64_t> lengths = {6, 0, 4};
+  uint64_t seed = 900;
+  for (int gates : {3, 4})
+    for (bool reverse : {false, true})
+      for (bool bias : {true, false}) {
+        SCOPED_TRACE(::testing::Message() << (gates == 3 ? "gru" : "lstm") << (reverse ? " reverse" : "")
+                                          << (bias ? " bias" : ""));
+        auto [x, gx] = pair({B, T, gates * H}, seed++);
+        auto [h0, gh0] = pair({B, H}, seed++);
+        auto [c0, gc0] = pair({B, H}, seed++);
+        auto [w, gw] = pair({gates * H, H}, seed++, 0.3f);
+        auto [b, gb] = pair({gates * H}, seed++);
+        const Tensor bb = bias ? b : Tensor(), gbb = bias ? gb : Tensor();
+        std::vector<Tensor> y = gates == 3 ? gru_scan(x, h0, w, bb, lengths, reverse)
+                                           : lstm_scan(x, h0, c0, w, bb, lengths, reverse);
+        std::vector<Tensor> gy = gates == 3 ? gru_scan(gx, gh0, gw, gbb, lengths, reverse)
+                                            : lstm_scan(gx, gh0, gc0, gw, gbb, lengths, reverse);
+        ASSERT_EQ(y.size(), gy.size());
+        Tensor loss = Tensor::scalar(0.f), gloss = gpu(Tensor::scalar(0.f));
+        for (size_t i = 0; i < y.size(); ++i) {
+          EXPECT_SAME_ON_GPU(y[i], gy[i], kTf32);
+          Tensor r = randn(y[i].shape(), seed++);
+          loss = add(loss, sum(mul(y[i], r)));
+          gloss = add(gloss, sum(mul(gy[i], gpu(r))));
+        }
+        loss.backward();
+        gloss.backward();
+        EXPECT_SAME_ON_GPU(x.grad(), gx.grad(), kTf32);
+        EXPECT_SAME_ON_GPU(h0.grad(), gh0.grad(), kTf32);
+        if (gates == 4) EXPECT_SAME_ON_GPU(c0.grad(), gc0.grad(), kTf32);
+        EXPECT_SAME_ON_GPU(w.grad(), gw.grad(), kTf32);
+        if (bias) EXPECT_SAME_ON_GPU(b.grad(), gb.grad(), kTf32);
+      }
+
+  auto [q, gq] = pair({2, 5, 24}, seed++);
+  auto [k, gk] = pair({2, 7, 24}, seed++);
+  auto [v, gv] = pair({24}, seed++);
+  Tensor e = additive_score(q, k, v), ge = additive_score(gq, gk, gv);
+  EXPECT_SAME_ON_GPU(e, ge, kF32);
+  std::vector<float> rv = randn({2, 5, 7}, seed++).to_vector();
+  rv[3] = 0.f;  // a masked position passes no gradient
+  Tensor r = Tensor::from_vector(rv, {2, 5, 7});
+  sum(mul(e, r)).backward();
+  sum(mul(ge, gpu(r))).backward();
+  EXPECT_SAME_ON_GPU(q.grad(), gq.grad(), 1e-4);
+  EXPECT_SAME_ON_GPU(k.grad(), gk.grad(), 1e-4);
+  EXPECT_SAME_ON_GPU(v.grad(), gv.grad(), 1e-4);
+}
+
 // A small MLP classifier trained for 30 steps on each device follows the same loss curve (TF32
 // products: within a few thousandths).
 TEST_F(Cuda, AnMlpTrainsOnTheGpuAlongTheCpusLossCurve) {

@@ -226,6 +226,34 @@ TEST(TranslationTask, BadFilesAreClearErrors) {
 
 // The recurrent translators go through the same pipeline: config → training → model file →
 // translate and draw the alignment; and a file or checkpoint of one type is never taken for another.
+// The recurrent translator with Bahdanau's attention (GRU scans, additive scores on CUDA kernels)
+// trains on a GPU along the CPU's loss curve and translates there as on the CPU.
+TEST(TranslationTask, RecurrentModelsTrainAndTranslateOnAGpuAsOnTheCpu) {
+  if (!device_available(Device::cuda())) GTEST_SKIP() << "no CUDA GPU here (or no CUDA backend in this build)";
+  TempDir d("translation-rnn-gpu");
+  json cfg = tiny_config(d.path, 20);
+  cfg["model"] = {{"type", "rnn-attention"}, {"embedding_dim", 16}, {"hidden_size", 24}, {"dropout", 0.1},
+                  {"max_len", 24}};
+  cfg["train"]["learning_rate"] = 1e-2;
+  train(cfg, d.path / "cpu", false);
+  train(cfg, d.path / "gpu", false, Device::cuda());
+  const std::vector<double> cpu = logged_losses(d.path / "cpu"), gpu = logged_losses(d.path / "gpu");
+  ASSERT_EQ(cpu.size(), gpu.size());
+  ASSERT_GE(cpu.size(), 10u);
+  for (size_t i = 0; i < 10; ++i) EXPECT_NEAR(gpu[i], cpu[i], 2e-2 + 2e-2 * cpu[i]) << "step " << i + 1;
+  models::LoadedSeq2Seq t = models::load_seq2seq((d.path / "gpu" / "model.safetensors").string());
+  const std::vector<std::string> src = text::read_lines((d.path / "gpu" / "dev.src").string());
+  decode::TranslateOptions o;
+  o.beam_size = 4;
+  const std::vector<std::string> on_cpu = decode::Translator(*t.model, *t.tokenizer).translate(src, o);
+  t.model->module().to(Device::cuda());
+  const std::vector<std::string> on_gpu = decode::Translator(*t.model, *t.tokenizer).translate(src, o);
+  ASSERT_EQ(on_gpu.size(), on_cpu.size());
+  int same = 0;
+  for (size_t i = 0; i < src.size(); ++i) same += on_gpu[i] == on_cpu[i];
+  EXPECT_GE(same, static_cast<int>(src.size()) - 1) << "(TF32 may tip one near tie)";
+}
+
 TEST(TranslationTask, RecurrentModelsTrainTranslateAndAreNotTakenForTransformers) {
   TempDir d("translation-rnn");
   json cfg = tiny_config(d.path, 40);

@@ -126,6 +126,7 @@ class Captioner : public Module {
     Tensor memory, keys, mean, s0;
   };
   Encoded encode(const Tensor& images) const;
+  Device device() const { return embedding->weight.device(); }  // where the weights are (inputs follow)
   // One step for every row: e [B, E] the embedded previous tokens; s [1, B, H] updated in place;
   // returns the output layer's input [B, E + H + D] and α_t [B, L] (undefined without attention).
   Tensor decode_step(const Tensor& e, const Encoded& enc, Tensor& s, Tensor* alpha) const;

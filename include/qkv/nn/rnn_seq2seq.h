@@ -121,6 +121,7 @@ class RNNSeq2Seq : public Module {
     Tensor memory, mask, keys, s0, z;  // z: the context vector (no attention)
   };
   Encoded encode(const Tensor& src) const;
+  Device device() const { return embedding->weight.device(); }  // where the weights are (ids follow)
   // One decoder step for every row: e [B, E] (the embedded previous tokens, dropout applied), the
   // state in `s`/`feed` updated in place; returns o_i [B, ·] and the alignment weights [B, S]
   // (undefined without attention).

@@ -18,6 +18,7 @@
 #include "kernels/cuda/attention.h"
 #include "kernels/functors.h"
 #include "kernels/pool.h"
+#include "kernels/rnn.h"
 #include "qkv/core/dtype.h"
 
 namespace qkv::kernels::cuda {
@@ -117,6 +118,21 @@ void group_norm_forward(const float* x, const float* weight, const float* bias, 
                         int64_t S, int64_t G, float* y, float* mean, float* rstd);
 void group_norm_backward(const float* x, const float* dy, const float* mean, const float* rstd, const float* weight,
                          int64_t N, int64_t C, int64_t S, int64_t G, float* dx, float* dweight, float* dbias);
+
+// ---- recurrent layers (rnn.cu) and additive scores (additive_score.cu): kernels/cpu/rnn.h's and
+// additive_score.h's contracts; RnnProblem::lengths stays on the host ---------------------------
+void gru_forward(const RnnProblem& p, const float* h0, float* y, float* h_n, float* saved_gates, float* saved_h);
+void gru_backward(const RnnProblem& p, const float* saved_gates, const float* saved_h, const float* dy,
+                  const float* dh_n, float* dx_proj, float* dh0, float* dw_hh, float* db_hh);
+void lstm_forward(const RnnProblem& p, const float* h0, const float* c0, float* y, float* h_n, float* c_n,
+                  float* saved_gates, float* saved_h, float* saved_c, float* saved_tanh_c);
+void lstm_backward(const RnnProblem& p, const float* saved_gates, const float* saved_h, const float* saved_c,
+                   const float* saved_tanh_c, const float* dy, const float* dh_n, const float* dc_n, float* dx_proj,
+                   float* dh0, float* dc0, float* dw_hh, float* db_hh);
+void additive_score_forward(const float* q, const float* k, const float* v, float* e, int64_t B, int64_t T, int64_t S,
+                            int64_t A);
+void additive_score_backward(const float* q, const float* k, const float* v, const float* de, float* dq, float* dk,
+                             float* dv, int64_t B, int64_t T, int64_t S, int64_t A);
 
 // ---- GEMM through cuBLAS (gemm.cu) -------------------------------------------------------------------
 // Row-major, as kernels/cpu/gemm.h. f32 GEMMs use TF32 tensor cores (torch's
