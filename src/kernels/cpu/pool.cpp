@@ -20,25 +20,7 @@ void for_planes(int64_t planes, int64_t work_per_plane, F&& f) {
                });
 }
 
-// The avg window of output (i, j): real rows [h0, h1) and columns [w0, w1), and its divisor.
-struct AvgWindow {
-  int64_t h0, h1, w0, w1;
-  float divisor;
-};
 
-AvgWindow avg_window(const Pool2dProblem& p, int64_t i, int64_t j) {
-  int64_t h0 = i * p.stride_h - p.pad_h, w0 = j * p.stride_w - p.pad_w;
-  int64_t h1 = std::min(h0 + p.KH, p.H + p.pad_h), w1 = std::min(w0 + p.KW, p.W + p.pad_w);
-  const int64_t padded = (h1 - h0) * (w1 - w0);
-  h0 = std::max<int64_t>(h0, 0), w0 = std::max<int64_t>(w0, 0);
-  h1 = std::min(h1, p.H), w1 = std::min(w1, p.W);
-  const int64_t real = std::max<int64_t>(h1 - h0, 0) * std::max<int64_t>(w1 - w0, 0);
-  const int64_t div = p.divisor > 0 ? p.divisor : p.count_include_pad ? padded : real;
-  return {h0, h1, w0, w1, static_cast<float>(div)};
-}
-
-int64_t start_of(int64_t i, int64_t in, int64_t out) { return (i * in) / out; }
-int64_t end_of(int64_t i, int64_t in, int64_t out) { return ((i + 1) * in + out - 1) / out; }
 
 }  // namespace
 
@@ -122,7 +104,8 @@ void adaptive_avg_pool2d_forward(const float* x, float* y, int64_t planes, int64
     const float* xp = x + c * H * W;
     for (int64_t i = 0; i < OH; ++i)
       for (int64_t j = 0; j < OW; ++j) {
-        const int64_t h0 = start_of(i, H, OH), h1 = end_of(i, H, OH), w0 = start_of(j, W, OW), w1 = end_of(j, W, OW);
+        const int64_t h0 = adaptive_start(i, H, OH), h1 = adaptive_end(i, H, OH);
+        const int64_t w0 = adaptive_start(j, W, OW), w1 = adaptive_end(j, W, OW);
         float s = 0.f;
         for (int64_t h = h0; h < h1; ++h)
           for (int64_t w = w0; w < w1; ++w) s += xp[h * W + w];
@@ -138,7 +121,8 @@ void adaptive_avg_pool2d_backward(const float* dy, float* dx, int64_t planes, in
     std::memset(dp, 0, sizeof(float) * static_cast<size_t>(H * W));
     for (int64_t i = 0; i < OH; ++i)
       for (int64_t j = 0; j < OW; ++j) {
-        const int64_t h0 = start_of(i, H, OH), h1 = end_of(i, H, OH), w0 = start_of(j, W, OW), w1 = end_of(j, W, OW);
+        const int64_t h0 = adaptive_start(i, H, OH), h1 = adaptive_end(i, H, OH);
+        const int64_t w0 = adaptive_start(j, W, OW), w1 = adaptive_end(j, W, OW);
         const float g = dy[(c * OH + i) * OW + j] / static_cast<float>((h1 - h0) * (w1 - w0));
         for (int64_t h = h0; h < h1; ++h)
           for (int64_t w = w0; w < w1; ++w) dp[h * W + w] += g;

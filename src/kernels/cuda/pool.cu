@@ -68,22 +68,6 @@ __global__ void max_pool_backward_kernel(Pool2dProblem p, int64_t OH, int64_t OW
   }
 }
 
-// The avg window of output (i, j): real rows [h0, h1), columns [w0, w1), and its divisor (as the CPU's).
-struct AvgWindow {
-  int64_t h0, h1, w0, w1;
-  float divisor;
-};
-__device__ inline AvgWindow avg_window(const Pool2dProblem& p, int64_t i, int64_t j) {
-  int64_t h0 = i * p.stride_h - p.pad_h, w0 = j * p.stride_w - p.pad_w;
-  int64_t h1 = h0 + p.KH < p.H + p.pad_h ? h0 + p.KH : p.H + p.pad_h;
-  int64_t w1 = w0 + p.KW < p.W + p.pad_w ? w0 + p.KW : p.W + p.pad_w;
-  const int64_t padded = (h1 - h0) * (w1 - w0);
-  h0 = h0 < 0 ? 0 : h0, w0 = w0 < 0 ? 0 : w0;
-  h1 = h1 < p.H ? h1 : p.H, w1 = w1 < p.W ? w1 : p.W;
-  const int64_t real = (h1 > h0 ? h1 - h0 : 0) * (w1 > w0 ? w1 - w0 : 0);
-  const int64_t div = p.divisor > 0 ? p.divisor : p.count_include_pad ? padded : real;
-  return {h0, h1, w0, w1, static_cast<float>(div)};
-}
 
 __global__ void avg_pool_forward_kernel(Pool2dProblem p, int64_t OH, int64_t OW, const float* x, float* y) {
   const int64_t n = p.planes * OH * OW;
@@ -115,8 +99,6 @@ __global__ void avg_pool_backward_kernel(Pool2dProblem p, int64_t OH, int64_t OW
   }
 }
 
-__device__ inline int64_t start_of(int64_t i, int64_t in, int64_t out) { return (i * in) / out; }
-__device__ inline int64_t end_of(int64_t i, int64_t in, int64_t out) { return ((i + 1) * in + out - 1) / out; }
 
 __global__ void adaptive_forward_kernel(const float* x, float* y, int64_t planes, int64_t H, int64_t W, int64_t OH,
                                         int64_t OW) {
@@ -124,7 +106,8 @@ __global__ void adaptive_forward_kernel(const float* x, float* y, int64_t planes
   for (int64_t o = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; o < n; o += int64_t{gridDim.x} * blockDim.x) {
     const int64_t j = o % OW, i = o / OW % OH, c = o / (OH * OW);
     const float* xp = x + c * H * W;
-    const int64_t h0 = start_of(i, H, OH), h1 = end_of(i, H, OH), w0 = start_of(j, W, OW), w1 = end_of(j, W, OW);
+    const int64_t h0 = adaptive_start(i, H, OH), h1 = adaptive_end(i, H, OH);
+    const int64_t w0 = adaptive_start(j, W, OW), w1 = adaptive_end(j, W, OW);
     float s = 0.f;
     for (int64_t h = h0; h < h1; ++h)
       for (int64_t w = w0; w < w1; ++w) s += xp[h * W + w];
@@ -139,10 +122,10 @@ __global__ void adaptive_backward_kernel(const float* dy, float* dx, int64_t pla
     const int64_t w = e % W, h = e / W % H, c = e / (H * W);
     float g = 0.f;
     for (int64_t i = 0; i < OH; ++i) {
-      const int64_t h0 = start_of(i, H, OH), h1 = end_of(i, H, OH);
+      const int64_t h0 = adaptive_start(i, H, OH), h1 = adaptive_end(i, H, OH);
       if (h < h0 || h >= h1) continue;
       for (int64_t j = 0; j < OW; ++j) {
-        const int64_t w0 = start_of(j, W, OW), w1 = end_of(j, W, OW);
+        const int64_t w0 = adaptive_start(j, W, OW), w1 = adaptive_end(j, W, OW);
         if (w >= w0 && w < w1) g += dy[(c * OH + i) * OW + j] / static_cast<float>((h1 - h0) * (w1 - w0));
       }
     }
