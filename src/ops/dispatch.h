@@ -14,7 +14,7 @@
 // whose kernels exist for the CPU alone says so at its two seams: `cpu_device_of` in place of
 // `device_of` (so a GPU tensor stops there, before the op reads anything on the host) and
 // QKV_DISPATCH_CPU in place of QKV_DISPATCH; a GPU tensor reaching it is a qkv::Error naming the op
-// ("conv2d: no CUDA kernel yet …"). Porting an op is writing its kernels in kernels::cuda and
+// ("quantize: no cuda:0 kernel yet …"). Porting an op is writing its kernels in kernels::cuda and
 // switching both back.
 #pragma once
 

@@ -43,7 +43,7 @@ Tensor log_softmax(const Tensor& x, int64_t dim) { return along_dim(x, dim, true
 Tensor log_mean_exp(const std::vector<Tensor>& xs) {
   QKV_CHECK(!xs.empty(), "log_mean_exp: no tensors");
   if (xs.size() == 1) return xs[0];
-  const Device d = ops_detail::cpu_device_of("log_mean_exp", {&xs[0]});
+  const Device d = device_of("log_mean_exp", {&xs[0]});
   std::vector<Tensor> dense;
   for (const Tensor& t : xs) {
     QKV_CHECK(t.dtype() == DType::f32 && t.shape() == xs[0].shape(), "log_mean_exp: tensors ", xs[0].str(), " and ",
@@ -54,7 +54,7 @@ Tensor log_mean_exp(const std::vector<Tensor>& xs) {
   Tensor out = Tensor::empty(xs[0].shape(), DType::f32, d);
   std::vector<const float*> in;
   for (const Tensor& t : dense) in.push_back(t.data<float>());
-  QKV_DISPATCH_CPU("log_mean_exp", d,
+  QKV_DISPATCH("log_mean_exp", d,
                k::log_mean_exp(in.data(), static_cast<int64_t>(in.size()), out.data<float>(), out.numel()));
   return out;
 }

@@ -116,8 +116,8 @@ TEST_F(Cuda, OutOfMemoryAndMissingDevicesAreClearErrors) {
   const std::string e = error_of([&] { Tensor::empty({4}, DType::f32, missing); });
   EXPECT_NE(e.find(missing.str()), std::string::npos) << e;
   // an op without CUDA kernels yet names itself; operands on two devices are refused
-  const std::string c = error_of([&] { log_mean_exp({gpu(randn({2, 3}, 2)), gpu(randn({2, 3}, 3))}); });
-  EXPECT_NE(c.find("log_mean_exp"), std::string::npos) << c;
+  const std::string c = error_of([&] { InferenceWeight(gpu(randn({4, 8}, 2)), InferenceWeights::int8); });
+  EXPECT_NE(c.find("quantize"), std::string::npos) << c;
   EXPECT_NE(c.find("cuda:0"), std::string::npos) << c;
   EXPECT_NE(error_of([&] { add(gpu(randn({3}, 4)), randn({3}, 5)); }).find("different devices"), std::string::npos);
 }
@@ -610,6 +610,12 @@ TEST_F(Cuda, RecurrentScansAndAdditiveScoresMatchTheCpu) {
   EXPECT_SAME_ON_GPU(q.grad(), gq.grad(), 1e-4);
   EXPECT_SAME_ON_GPU(k.grad(), gk.grad(), 1e-4);
   EXPECT_SAME_ON_GPU(v.grad(), gv.grad(), 1e-4);
+
+  // an ensemble's average of probabilities in log space, with a position every member rules out
+  const Tensor la = randn({3, 50}, seed++, 4.f), lb = randn({3, 50}, seed++, 4.f), lc = randn({3, 50}, seed++, 4.f);
+  EXPECT_SAME_ON_GPU(log_mean_exp({la, lb, lc}), log_mean_exp({gpu(la), gpu(lb), gpu(lc)}), kF32);
+  const Tensor ruled_out = Tensor::full({2}, -INFINITY);
+  EXPECT_EQ(host(log_mean_exp({gpu(ruled_out), gpu(ruled_out)})), std::vector<float>(2, -INFINITY));
 }
 
 // A small MLP classifier trained for 30 steps on each device follows the same loss curve (TF32

@@ -119,6 +119,9 @@ void group_norm_forward(const float* x, const float* weight, const float* bias, 
 void group_norm_backward(const float* x, const float* dy, const float* mean, const float* rstd, const float* weight,
                          int64_t N, int64_t C, int64_t S, int64_t G, float* dx, float* dweight, float* dbias);
 
+// ---- ensembles (softmax.cu): y = log mean_i exp(x_i), k inputs (host array of device pointers) -----
+void log_mean_exp(const float* const* x, int64_t k, float* y, int64_t n);
+
 // ---- recurrent layers (rnn.cu) and additive scores (additive_score.cu): kernels/cpu/rnn.h's and
 // additive_score.h's contracts; RnnProblem::lengths stays on the host ---------------------------
 void gru_forward(const RnnProblem& p, const float* h0, float* y, float* h_n, float* saved_gates, float* saved_h);

@@ -54,6 +54,21 @@ void over_rows(int64_t rows, Launch launch) {
   for (int64_t r = 0; r < rows; r += kMaxGrid) launch(r, rows - r < kMaxGrid ? rows - r : kMaxGrid);
 }
 
+// y_j = m_j + log Σ_i exp(x_ij − m_j) − log k, m_j = max_i x_ij (−∞ where every x_ij is): a thread per j
+__global__ void log_mean_exp_kernel(const float* const* x, int64_t k, float* y, int64_t n, float log_k) {
+  for (int64_t j = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; j < n; j += int64_t{gridDim.x} * blockDim.x) {
+    float m = x[0][j];
+    for (int64_t i = 1; i < k; ++i) m = fmaxf(m, x[i][j]);
+    if (m == -INFINITY) {
+      y[j] = m;
+      continue;
+    }
+    float s = 0.f;
+    for (int64_t i = 0; i < k; ++i) s += expf(x[i][j] - m);
+    y[j] = m + (logf(s) - log_k);
+  }
+}
+
 }  // namespace
 
 namespace {
@@ -87,6 +102,19 @@ void softmax_backward(const float* y, const float* dy, float* dx, int64_t rows, 
 }
 void log_softmax_backward(const float* y, const float* dy, float* dx, int64_t rows, int64_t n) {
   backward<true>(y, dy, dx, rows, n);
+}
+
+// x: k pointers on the host (as ops pass them) to device arrays of n; the pointer array is copied to
+// the device on the current stream and freed in stream order.
+void log_mean_exp(const float* const* x, int64_t k, float* y, int64_t n) {
+  if (n == 0) return;
+  cudaStream_t s = stream();
+  const float** xd = nullptr;
+  QKV_CUDA_CHECK(cudaMallocAsync(reinterpret_cast<void**>(&xd), sizeof(float*) * k, s));
+  QKV_CUDA_CHECK(cudaMemcpyAsync(xd, x, sizeof(float*) * k, cudaMemcpyHostToDevice, s));
+  log_mean_exp_kernel<<<blocks_for(n, kThreads), kThreads, 0, s>>>(xd, k, y, n, logf(static_cast<float>(k)));
+  QKV_CUDA_LAUNCHED(log_mean_exp_kernel);
+  QKV_CUDA_CHECK(cudaFreeAsync(xd, s));
 }
 
 }  // namespace qkv::kernels::cuda
