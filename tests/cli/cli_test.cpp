@@ -211,6 +211,9 @@ TEST(Cli, TrainAndGenerateHelp) {
     CliRun g = run("train " + std::string(QKV_SOURCE_DIR) + "/configs/shakespeare-char.json --device cuda -o /nonexistent/x");
     EXPECT_NE(g.code, 0);
     EXPECT_NE(g.out.find("--device cuda"), std::string::npos) << g.out;
+    CliRun s = run("serve -m /nonexistent.safetensors --device cuda");  // refused before any file is read
+    EXPECT_NE(s.code, 0);
+    EXPECT_NE(s.out.find("serve --device cuda"), std::string::npos) << s.out;
   }
 }
 

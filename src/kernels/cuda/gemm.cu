@@ -8,7 +8,6 @@
 #include <cublas_v2.h>
 
 #include <cstdlib>
-#include <mutex>
 #include <vector>
 
 #include "kernels/cuda/kernels.h"
@@ -35,23 +34,19 @@ bool tf32_enabled() {
   return on;
 }
 
-// One cuBLAS handle per device (created on first use, kept for the process), bound to the calling
-// thread's current stream before each call.
+// One cuBLAS handle per device and host thread, created on first use (a cuBLAS handle must not be
+// used by two threads at once — qkv serve decodes for several models on several threads), bound to
+// the current stream before each call. Never destroyed, as PyTorch's handle pool: destroying at
+// exit could race the CUDA runtime's own teardown, and the threads that use them are few and long-lived.
 cublasHandle_t handle() {
-  static std::mutex mu;
-  static std::vector<cublasHandle_t> handles;
+  thread_local std::vector<cublasHandle_t> handles;
   int device = 0;
   QKV_CUDA_CHECK(cudaGetDevice(&device));
-  cublasHandle_t h;
-  {
-    std::lock_guard<std::mutex> lock(mu);
-    if (static_cast<int>(handles.size()) <= device) handles.resize(device + 1, nullptr);
-    if (!handles[device]) {
-      QKV_CUBLAS_CHECK(cublasCreate(&handles[device]));
-      QKV_CUBLAS_CHECK(cublasSetMathMode(handles[device], tf32_enabled() ? CUBLAS_TF32_TENSOR_OP_MATH
-                                                                         : CUBLAS_DEFAULT_MATH));
-    }
-    h = handles[device];
+  if (static_cast<int>(handles.size()) <= device) handles.resize(device + 1, nullptr);
+  cublasHandle_t& h = handles[device];
+  if (!h) {
+    QKV_CUBLAS_CHECK(cublasCreate(&h));
+    QKV_CUBLAS_CHECK(cublasSetMathMode(h, tf32_enabled() ? CUBLAS_TF32_TENSOR_OP_MATH : CUBLAS_DEFAULT_MATH));
   }
   QKV_CUBLAS_CHECK(cublasSetStream(h, stream()));
   return h;
