@@ -76,6 +76,34 @@ void bind_nn(nb::module_& m) {
           "state_dict"_a, "strict"_a = true,
           "Copies values from a dict of arrays (NumPy, torch, qkv) into the parameters of the same names and\n"
           "shapes; strict: every name must be there and no other (qkv.Error naming the first that is not).")
+      .def(
+          "to",
+          [](nn::Module& mod, const std::string& what) -> nn::Module& {
+            // a device ("cpu", "cuda", "cuda:1"), in place, returning the module (torch.nn.Module.to);
+            // qkv's modules hold f32, so "float32" is the one dtype, and a no-op
+            if (what == "float32" || what == "torch.float32") return mod;
+            QKV_CHECK(what == "cpu" || what.starts_with("cuda"), "Module.to: expected a device (cpu, cuda, cuda:N) or ",
+                      "float32, got '", what, "'");
+            mod.to(Device::parse(what));
+            return mod;
+          },
+          "device"_a, nb::rv_policy::reference,
+          "Moves every parameter and buffer to the device in place and returns the module (torch's\n"
+          "module.to(device)); tied weights stay tied.")
+      .def(
+          "cuda",
+          [](nn::Module& mod, int device) -> nn::Module& {
+            mod.to(Device::cuda(device));
+            return mod;
+          },
+          "device"_a = 0, nb::rv_policy::reference)
+      .def(
+          "cpu",
+          [](nn::Module& mod) -> nn::Module& {
+            mod.to(Device::cpu());
+            return mod;
+          },
+          nb::rv_policy::reference)
       .def("train", [](nn::Module& mod, bool on) { mod.train(on); }, "mode"_a = true)
       .def("eval", &nn::Module::eval)
       .def_prop_ro("training", &nn::Module::is_training)

@@ -121,3 +121,22 @@ def test_devices_as_torch_spells_them():
     else:
         g = t.to("cuda")
         assert g.device == "cuda:0" and (g * 2).cpu().tolist() == [0.0, 2.0, 4.0, 6.0]
+
+
+def test_modules_move_in_place_as_torchs():
+    m = qkv.nn.Linear(4, 3)
+    assert m.to("cpu") is m and m.cpu() is m and m.to("float32") is m  # the module itself, as torch's
+    with pytest.raises(qkv.Error, match="expected a device"):
+        m.to("float16")
+    x = qkv.tensor(np.ones((2, 4), dtype=np.float32))
+    if not qkv.cuda.is_available():
+        with pytest.raises(qkv.Error, match="cuda"):
+            m.cuda()
+        assert m.weight.device == "cpu"  # nothing moved
+    else:
+        want = m(x).numpy().copy()
+        assert m.cuda() is m and m.weight.device == "cuda:0"
+        got = m(x.cuda()).cpu().numpy()
+        assert np.abs(got - want).max() < 1e-2 * np.abs(want).max() + 1e-6  # (TF32 products)
+        m.cpu()
+    assert tuple(m(x).shape) == (2, 3)
