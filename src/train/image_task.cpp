@@ -90,7 +90,7 @@ ImageEval evaluate_images(const models::ImageClassifier& model, const vision::Im
     const std::vector<int32_t> labels(set.labels.begin() + start, set.labels.begin() + start + n);
     const Tensor logits = model.forward(x);  // [n, K]
     loss_sum += cross_entropy(logits, Tensor::from_ints(labels, {n}).to(logits.device()), -100, 0.f, "sum").item();
-    const std::vector<float> l = logits.to(Device::cpu()).to_vector();
+    const std::vector<float> l = logits.to_vector();  // (copied to the host from a GPU)
     for (int64_t i = 0; i < n; ++i) {
       const float* row = l.data() + i * K;
       const auto best = static_cast<int32_t>(std::max_element(row, row + K) - row);

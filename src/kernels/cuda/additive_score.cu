@@ -5,7 +5,6 @@
 //            dk_ja = Σ_t g_tja                  a thread per (b, j, a), over t
 //            dv_a  = Σ_{b,t,j} de_tj τ_tja      a block per a
 // with g_tja = de_tj v_a (1 − τ_tja²); zero de (masked positions) contributes nothing. No atomics.
-#include "kernels/cuda/attention_device.cuh"  // warp_sum
 #include "kernels/cuda/kernels.h"
 #include "kernels/cuda/launch.h"
 

@@ -1,6 +1,5 @@
 // Device functions both attention kernel files share (attention.cu, attention_bf16.cu): row offsets,
-// the mask and causality of one score, dropout's keep factor, warp reductions, scratch memory.
-// nvcc only.
+// the mask and causality of one score, dropout's keep factor. nvcc only.
 #pragma once
 
 #include <cstdint>
@@ -10,15 +9,6 @@
 #include "qkv/core/rng.h"
 
 namespace qkv::kernels::cuda {
-
-__device__ inline float warp_max(float v) {
-  for (int o = 16; o > 0; o >>= 1) v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, o));
-  return v;
-}
-__device__ inline float warp_sum(float v) {
-  for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
-  return v;
-}
 
 // Where row (b, h, i) of an output or gradient laid out as `l` starts (HeadLayout::offset, on the device).
 __device__ inline int64_t at(const HeadLayout& l, int64_t b, int64_t h, int64_t i) {
@@ -44,17 +34,5 @@ __device__ inline float keep(const AttnProblem& p, int64_t b, int64_t h, int64_t
   const uint64_t idx = static_cast<uint64_t>(((b * p.H + h) * p.Lq + i) * p.Lk + j);
   return Generator::paired_uniform(p.seed, p.counter + idx) >= p.dropout_p ? 1.f / (1.f - p.dropout_p) : 0.f;
 }
-
-// A scratch buffer of f32 on the current stream, freed in stream order.
-struct Scratch {
-  float* p = nullptr;
-  cudaStream_t s;
-  Scratch(int64_t floats, cudaStream_t stream) : s(stream) {
-    QKV_CUDA_CHECK(cudaMallocAsync(reinterpret_cast<void**>(&p), (floats ? floats : 1) * sizeof(float), s));
-  }
-  ~Scratch() { cudaFreeAsync(p, s); }
-  Scratch(const Scratch&) = delete;
-  Scratch& operator=(const Scratch&) = delete;
-};
 
 }  // namespace qkv::kernels::cuda

@@ -11,7 +11,6 @@
 // same result every run. cuDNN would be faster on large convolutions; these are qkv's own, with no
 // library beyond cuBLAS to carry to a GPU (docs/CUDA.md).
 #include "kernels/conv.h"
-#include "kernels/cuda/attention_device.cuh"  // Scratch
 #include "kernels/cuda/kernels.h"
 #include "kernels/cuda/launch.h"
 

@@ -1,5 +1,5 @@
-// What every CUDA kernel file shares: the current stream, launch sizes, and the check after each
-// launch (a launch error names the kernel, its file and line).
+// What every CUDA kernel file shares: the current stream, launch sizes, scratch memory, warp and
+// block reductions, and the check after each launch (a launch error names the kernel, its file and line).
 #pragma once
 
 #include <cuda_runtime.h>
@@ -39,6 +39,27 @@ __device__ inline T block_reduce(T v, Op op, T identity) {
   for (int o = 16; o > 0; o >>= 1) v = op(v, __shfl_xor_sync(0xffffffffu, v, o));
   return v;
 }
+
+__device__ inline float warp_max(float v) {
+  for (int o = 16; o > 0; o >>= 1) v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, o));
+  return v;
+}
+__device__ inline float warp_sum(float v) {
+  for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
+  return v;
+}
+
+// A scratch buffer of f32 on the current stream, freed in stream order.
+struct Scratch {
+  float* p = nullptr;
+  cudaStream_t s;
+  Scratch(int64_t floats, cudaStream_t stream) : s(stream) {
+    QKV_CUDA_CHECK(cudaMallocAsync(reinterpret_cast<void**>(&p), (floats ? floats : 1) * sizeof(float), s));
+  }
+  ~Scratch() { cudaFreeAsync(p, s); }
+  Scratch(const Scratch&) = delete;
+  Scratch& operator=(const Scratch&) = delete;
+};
 
 struct SumOp {
   template <typename T>

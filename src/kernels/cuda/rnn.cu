@@ -6,7 +6,6 @@
 #include <algorithm>
 #include <vector>
 
-#include "kernels/cuda/attention_device.cuh"  // Scratch
 #include "kernels/cuda/kernels.h"
 #include "kernels/cuda/launch.h"
 #include "kernels/rnn.h"
