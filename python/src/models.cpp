@@ -51,9 +51,10 @@ struct TranslationResult {
 
 class PyTranslator {
  public:
-  PyTranslator(const std::string& path, const std::string& weights) {
+  PyTranslator(const std::string& path, const std::string& weights, const std::string& device) {
     models::LoadOptions o;
     o.weights = weights_of(weights);
+    o.device = Device::parse(device);
     m_ = models::load_seq2seq(path, o);
     tr_ = std::make_unique<decode::Translator>(*m_.model, *m_.tokenizer);
   }
@@ -101,8 +102,9 @@ class PyTranslator {
     }
     for (int32_t id : src) r.source_tokens.push_back(m_.tokenizer->id_to_piece(id));
     for (int32_t id : tgt_out) r.target_tokens.push_back(m_.tokenizer->id_to_piece(id));
-    for (const Tensor& layer : maps.cross) r.cross_attention.push_back(layer.select(0, 0).contiguous());  // [H, T, S]
-    if (!maps.cross.empty()) r.attention = mean(maps.cross.back().select(0, 0), {0});                     // [T, S]
+    for (const Tensor& layer : maps.cross)  // [H, T, S], on the host
+      r.cross_attention.push_back(layer.select(0, 0).contiguous().to(Device::cpu()));
+    if (!maps.cross.empty()) r.attention = mean(r.cross_attention.back(), {0});  // [T, S]
   }
 
   models::LoadedSeq2Seq m_;
@@ -170,9 +172,10 @@ class TextStream {
 
 class PyLanguageModel {
  public:
-  PyLanguageModel(const std::string& path, const std::string& weights) {
+  PyLanguageModel(const std::string& path, const std::string& weights, const std::string& device) {
     models::LoadOptions o;
     o.weights = weights_of(weights);
+    o.device = Device::parse(device);
     lm_ = std::make_shared<models::LoadedLanguageModel>(models::load_language_model(path, o));
   }
   std::vector<int32_t> encode(const std::string& prompt) const {
@@ -303,8 +306,12 @@ void bind_models(nb::module_& m) {
   nb::class_<PyTranslator>(m, "Translator",
                            "A translation model file (any sequence-to-sequence type: Transformer, rnn-attention …)\n"
                            "with the SentencePiece vocabulary it carries.")
-      .def(nb::init<const std::string&, const std::string&>(), "model_path"_a, "weights"_a = "f32",
-           "weights: what the decoding steps read: f32, or bf16 (AVX512-BF16 products).", nb::call_guard<nb::gil_scoped_release>())
+      .def(nb::init<const std::string&, const std::string&, const std::string&>(), "model_path"_a, "weights"_a = "f32",
+           "device"_a = "cpu",
+           "weights: what the decoding steps read: f32, bf16 (AVX512-BF16 products on the CPU, the tensor\n"
+           "cores on a GPU) or int8 (the CPU). device: 'cpu', 'cuda' or 'cuda:N' (CTranslate2's name), where\n"
+           "the model decodes.",
+           nb::call_guard<nb::gil_scoped_release>())
       .def(
           "translate_batch",
           [](const PyTranslator& t, const std::vector<std::string>& sentences, int64_t beam_size, double length_penalty,
@@ -352,7 +359,8 @@ void bind_models(nb::module_& m) {
       .def("__next__", &TextStream::next);
 
   nb::class_<PyLanguageModel>(m, "LanguageModel", "A language model file (a GPT) with the tokenizer it carries.")
-      .def(nb::init<const std::string&, const std::string&>(), "model_path"_a, "weights"_a = "f32",
+      .def(nb::init<const std::string&, const std::string&, const std::string&>(), "model_path"_a, "weights"_a = "f32",
+           "device"_a = "cpu", "weights: f32, bf16 or int8 (the CPU); device: 'cpu', 'cuda' or 'cuda:N'.",
            nb::call_guard<nb::gil_scoped_release>())
       .def(
           "generate",

@@ -50,6 +50,28 @@ def test_translator_n_best_scores_and_attention():
         t.translate_batch(["x"], beam_size=2, num_hypotheses=3)
 
 
+def test_models_load_onto_the_device_named_as_ctranslate2_names_it():
+    path = os.path.join(MODELS, "en-fr.safetensors")
+    lm_path = os.path.join(MODELS, "shakespeare-char.safetensors")
+    on_cpu = qkv.Translator(path, device="cpu").translate(SENTENCES[:2])
+    assert on_cpu == qkv.Translator(path).translate(SENTENCES[:2])
+    with pytest.raises(qkv.Error, match="tpu"):
+        qkv.Translator(path, device="tpu")
+    if not qkv.cuda.is_available():
+        for make in (lambda: qkv.Translator(path, device="cuda"),
+                     lambda: qkv.LanguageModel(lm_path, weights="bf16", device="cuda:0")):
+            with pytest.raises(qkv.Error, match="cannot decode on cuda:0"):
+                make()
+        return
+    # on a GPU, bf16 weights: the products on the tensor cores, the CPU's f32 translations
+    on_gpu = qkv.Translator(path, weights="bf16", device="cuda")
+    assert on_gpu.translate(SENTENCES[:2]) == on_cpu
+    (r,) = on_gpu.translate_batch(SENTENCES[:1], return_attention=True)
+    np.testing.assert_allclose(r.attention.sum(axis=1), 1.0, rtol=1e-5)
+    with pytest.raises(qkv.Error, match="int8 weights are read by the CPU's kernels only"):
+        qkv.LanguageModel(lm_path, weights="int8", device="cuda")
+
+
 def test_generate_equals_the_cli_and_streams_the_same_text():
     path = os.path.join(MODELS, "shakespeare-char.safetensors")
     lm = qkv.LanguageModel(path)

@@ -88,8 +88,19 @@ Stream::Stream(int device) : device_(device) {
   DeviceGuard guard(device);
   QKV_CUDA_CHECK(cudaStreamCreateWithFlags(&handle_, cudaStreamNonBlocking));
 }
-Stream::~Stream() {
-  if (handle_) cudaStreamDestroy(handle_);  // never throws: a destructor
+namespace {
+void forget_stream(int device, StreamHandle stream);  // (the allocator's, below)
+}  // namespace
+
+// The stream's work is waited for, and the blocks the allocator keeps or lent for it go to the
+// device's default stream — none is waiting on it any more — so that neither sits unused under a
+// dead handle, nor serves a new stream that happens to get the same handle while the old one's
+// work still runs.
+Stream::~Stream() {  // never throws: a destructor
+  if (!handle_) return;
+  cudaStreamSynchronize(handle_);
+  forget_stream(device_, handle_);
+  cudaStreamDestroy(handle_);
 }
 void Stream::synchronize() const { QKV_CUDA_CHECK(cudaStreamSynchronize(handle_)); }
 
@@ -183,6 +194,20 @@ class DeviceCache final : public Allocator {
     release_locked();
   }
 
+  // `stream` is done with (synchronized, about to be destroyed): its blocks, kept or lent, belong to
+  // the default stream from now on.
+  void forget(StreamHandle stream) {
+    std::lock_guard<std::mutex> lock(mu_);
+    const StreamHandle to = default_stream(device_);
+    if (stream == to) return;
+    for (auto& [p, s] : live_)
+      if (s == stream) s = to;
+    auto it = free_.find(stream);
+    if (it == free_.end()) return;
+    free_[to].merge(it->second);
+    free_.erase(it);
+  }
+
   int64_t allocated() {
     std::lock_guard<std::mutex> lock(mu_);
     return static_cast<int64_t>(allocated_);
@@ -230,6 +255,13 @@ DeviceCache& cache_of(int device) {
   if (caches->empty()) caches->assign(device_count(), nullptr);
   if (!(*caches)[device]) (*caches)[device] = new DeviceCache(device);
   return *(*caches)[device];
+}
+
+void forget_stream(int device, StreamHandle stream) {
+  try {
+    cache_of(device).forget(stream);
+  } catch (...) {  // (called by a destructor: a device that vanished has nothing to forget)
+  }
 }
 
 }  // namespace
@@ -301,6 +333,18 @@ void copy(void* dst, Device dst_device, const void* src, Device src_device, size
   } else if (src_device.index == dst_device.index) {
     QKV_CUDA_CHECK(cudaMemcpyAsync(dst, src, n, cudaMemcpyDeviceToDevice, stream));
   } else {
+    // The destination block may have come from the destination's cache while that GPU's stream still
+    // has work reading its previous tensor (blocks are reused in stream order): the copy, on the
+    // source's stream, waits for that stream first.
+    cudaEvent_t ready = nullptr;
+    {
+      cuda::DeviceGuard on_dst(dst_device.index);
+      QKV_CUDA_CHECK(cudaEventCreateWithFlags(&ready, cudaEventDisableTiming));
+      QKV_CUDA_CHECK(cudaEventRecord(ready, cuda::current_stream(dst_device.index)));
+    }
+    const cudaError_t waited = cudaStreamWaitEvent(stream, ready, 0);
+    cudaEventDestroy(ready);  // (released once the wait is done)
+    QKV_CUDA_CHECK(waited);
     QKV_CUDA_CHECK(cudaMemcpyPeerAsync(dst, dst_device.index, src, src_device.index, n, stream));
     QKV_CUDA_CHECK(cudaStreamSynchronize(stream));  // the destination's own stream knows nothing of it
   }

@@ -1,5 +1,6 @@
 #include "qkv/models/load.h"
 
+#include "qkv/core/cuda.h"
 #include "qkv/models/model_file.h"
 #include "qkv/models/registry.h"
 #include "qkv/nn/init.h"
@@ -35,6 +36,11 @@ template <class M>
 std::unique_ptr<M> model_from(const std::string& path, Kind kind,
                               const std::function<int64_t(const nlohmann::json& meta)>& tokenizer_vocab,
                               const LoadOptions& options, nlohmann::json& meta) {
+  QKV_CHECK(device_available(options.device), "'", path, "': cannot decode on ", options.device.str(), ": ",
+            cuda::is_built() ? "this machine shows no such CUDA GPU" : "this build of qkv has no CUDA backend");
+  QKV_CHECK(options.device.is_cpu() || options.weights != nn::InferenceWeights::int8, "'", path,
+            "': int8 weights are read by the CPU's kernels only (kernels/cpu/gemm_int8); on ", options.device.str(),
+            " decode with f32 or bf16 weights");
   std::unique_ptr<M> m;
   auto build = [&](const nlohmann::json& file_meta, size_t param_bytes) -> nn::Module& {
     const ModelType& t = named_type(file_meta, path);
@@ -60,7 +66,8 @@ std::unique_ptr<M> model_from(const std::string& path, Kind kind,
   };
   meta = load_model_streaming(path, build);
   m->module().eval();
-  m->set_inference_weights(options.weights);
+  if (!options.device.is_cpu()) m->module().to(options.device);
+  m->set_inference_weights(options.weights);  // (made from the parameters where they now live)
   return m;
 }
 

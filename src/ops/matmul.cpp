@@ -230,14 +230,41 @@ Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias) {
   });
 }
 
+// On a GPU: the f32 weights through cuBLAS (TF32), or the bf16 copy — made on the GPU at load
+// (models::LoadOptions::device) — through cuBLAS's bf16 GEMM at every batch size:
+//   y = bf16(x) W_bf16ᵀ + b   (f32 sums, f32 out)
+// The int8 copies are the CPU's kernels' (a model loaded for a GPU never has one).
+static Tensor linear_inference_gpu(const Tensor& x, const Tensor& weight, const InferenceWeight& w, const Tensor& bias,
+                                   int64_t rows, int64_t in_f, int64_t out_f) {
+  QKV_CHECK(!w.int8(), "linear_inference: int8 weights are the CPU's; on ", x.device().str(),
+            " load the model with f32 or bf16 weights");
+  if (!w.bf16().defined()) return linear(x, weight, bias);
+  QKV_CHECK(w.bf16().device() == x.device(), "linear_inference: the bf16 weight copy is on ", w.bf16().device().str(),
+            ", the input on ", x.device().str(), " (load the model onto its device: models::LoadOptions::device)");
+  QKV_CHECK(x.size(-1) == in_f && w.rows() == out_f && w.bf16().shape() == weight.shape() &&
+                w.bf16().dtype() == DType::bf16 && w.bf16().is_contiguous(),
+            "linear_inference: input ", shape_str(x.shape()), ", weight ", shape_str(weight.shape()), " and its bf16 copy ",
+            shape_str(w.bf16().shape()), " do not fit");
+  const Device d = device_of("linear_inference", {&x, &weight, &bias});
+  Tensor xb = to_bf16_dense(x);  // [rows, in_f]
+  Shape out_shape = x.shape();
+  out_shape.back() = out_f;
+  Tensor out = Tensor::empty(out_shape, DType::f32, d);  // [rows, out_f]
+  const float beta = fill_bias_rows(out, bias, rows, out_f);
+  QKV_DISPATCH("linear_inference", d, k::gemm_bf16(false, true, rows, out_f, in_f, xb.data<bf16>(), in_f,
+                                                   w.bf16().data<bf16>(), in_f, beta, out.data(), out_f));
+  return out;
+}
+
 Tensor linear_inference(const Tensor& x, const Tensor& weight, const InferenceWeight& w, const Tensor& bias) {
   const int64_t in_f = weight.size(1), out_f = weight.size(0);
   const int64_t rows = x.numel() / std::max<int64_t>(in_f, 1);
   const QuantizedRows* q = w.int8();
+  if (!x.device().is_cpu()) return linear_inference_gpu(x, weight, w, bias, rows, in_f, out_f);
+  // On the CPU the bf16 copy feeds the matrix–vector kernel (small batches: memory-bound); larger
+  // batches read the f32 weights, whose GEMM is faster there than a bf16 one.
   const bool use_bf16 = w.bf16().defined() && rows <= 16;
-  // The bf16 and int8 copies are the CPU's (made at load time, kernels/cpu); on a GPU the f32
-  // weights go through cuBLAS.
-  if ((!q && !use_bf16) || !x.device().is_cpu()) return linear(x, weight, bias);
+  if (!q && !use_bf16) return linear(x, weight, bias);
   QKV_CHECK(x.size(-1) == in_f, "linear_inference: input ", shape_str(x.shape()), " x weight ",
             shape_str(weight.shape()), ": in_features differ");
   QKV_CHECK(w.rows() == out_f && (!q || q->cols == in_f) && (!use_bf16 || w.bf16().shape() == weight.shape()),

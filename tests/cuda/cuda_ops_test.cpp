@@ -13,6 +13,7 @@
 
 #include "qkv/core/cuda.h"
 #include "qkv/ops.h"
+#include "qkv/ops/inference_weight.h"
 
 namespace qkv {
 namespace {
@@ -198,6 +199,12 @@ TEST_F(Cuda, SoftmaxAndLayerNormMatchTheCpuForwardAndBackward) {
   // a fully masked row: zeros, not NaN
   Tensor masked = Tensor::full({2, 5}, -INFINITY);
   EXPECT_EQ(host(softmax(gpu(masked), -1)), std::vector<float>(10, 0.f));
+  // log-softmax there: log 0/0 = NaN, as the CPU (and PyTorch); of logits near 1000, to the last
+  // bits of the CPU's (x − m) − log s (x − (m + log s) would round to the precision of |m|)
+  EXPECT_LE(rel_error(host(log_softmax(gpu(masked), -1)), host(log_softmax(masked, -1))), 0.0);
+  EXPECT_TRUE(std::isnan(host(log_softmax(gpu(masked), -1))[0]));
+  Tensor large = add(randn({3, 257}, 42), 1000.f);
+  EXPECT_SAME_ON_GPU(log_softmax(large, -1), log_softmax(gpu(large), -1), 1e-6);
 
   auto [x, gx] = pair({9, 3, 300}, 50, 2.f);
   auto [w, gw] = pair({300}, 51);
@@ -262,9 +269,35 @@ TEST_F(Cuda, MatmulAndLinearMatchTheCpuAtTf32AndBf16) {
   auto [bias, gbias] = pair({130}, 76);
   Tensor o = linear(x, w, bias), go = linear(gx, gw, gbias);
   EXPECT_SAME_ON_GPU(o, go, kTf32);
+  // an empty inner dimension: zeros, as the CPU (cuBLAS is not asked: it refuses a leading dimension 0)
+  for (const Shape& sa : {Shape{3, 0}, Shape{2, 3, 0}}) {
+    Tensor e = matmul(gpu(Tensor::zeros(sa)), gpu(Tensor::zeros({0, 4})));
+    EXPECT_EQ(host(e), std::vector<float>(static_cast<size_t>(e.numel()), 0.f)) << shape_str(sa);
+  }
   {
     Autocast bf16(AutocastDType::bf16);  // bf16 operands, f32 sums on both devices
     EXPECT_SAME_ON_GPU(linear(x, w, bias), linear(gx, gw, gbias), 1e-4);
+  }
+  {
+    // Decoding's bf16 weights on a GPU (a model loaded onto it with bf16 weights: the copy is made
+    // there): cuBLAS's bf16 GEMM at every batch size, bf16(x) W_bf16ᵀ + b with f32 sums — what linear
+    // computes under bf16 autocast on the CPU.
+    NoGradGuard no_grad;
+    const InferenceWeight on_cpu(w, InferenceWeights::bf16), on_gpu(gw, InferenceWeights::bf16);
+    ASSERT_EQ(on_gpu.bf16().device(), Device::cuda());
+    Tensor one = x.slice(0, 0, 1).slice(1, 0, 1), gone = gpu(one);  // a decoding step's single row
+    for (auto [cx, g] : {std::pair{x.detach(), gx.detach()}, std::pair{one, gone}}) {
+      Tensor expect;
+      {
+        Autocast bf16(AutocastDType::bf16);
+        expect = linear(cx, w, bias);
+      }
+      EXPECT_SAME_ON_GPU(expect, linear_inference(g, gw, on_gpu, gbias), 1e-4);
+      EXPECT_GT(rel_error(host(linear_inference(g, gw, on_gpu, gbias)), host(linear(cx, w, bias))), 1e-6)
+          << "the bf16 copy was read";
+    }
+    EXPECT_NE(error_of([&] { linear_inference(gx, gw, on_cpu, gbias); }).find("load the model onto its device"),
+              std::string::npos);
   }
   sum(mul(o, o)).backward();
   sum(mul(go, go)).backward();
@@ -474,7 +507,10 @@ TEST_F(Cuda, ImageOpsMatchTheCpuForwardAndBackward) {
   const std::vector<ConvCase> convs = {{{2, 3, 9, 11}, {5, 3, 3, 3}, 1, 1, 1, 1, true},
                                        {{3, 4, 13, 10}, {6, 2, 3, 2}, {2, 1}, {1, 0}, {1, 2}, 2, false},
                                        {{1, 8, 7, 7}, {8, 1, 3, 3}, 1, 1, 1, 8, true},  // depthwise
-                                       {{4, 16, 6, 6}, {32, 16, 1, 1}, 2, 0, 1, 1, true}};
+                                       {{4, 16, 6, 6}, {32, 16, 1, 1}, 2, 0, 1, 1, true},
+                                       // 27 × 1200² column floats a sample: one sample a chunk, three chunks
+                                       // (the chunks' offsets, dW accumulated over them)
+                                       {{3, 3, 1200, 1200}, {4, 3, 3, 3}, 1, 1, 1, 1, true}};
   uint64_t seed = 700;
   for (const ConvCase& c : convs) {
     SCOPED_TRACE(::testing::Message() << "conv x" << shape_str(c.x) << " w" << shape_str(c.w) << " groups " << c.groups);

@@ -58,14 +58,14 @@ void add_generate(CLI::App& app) {
       ->check(greater_than_zero());
   add_decode_options(sub, a->decode, kWeights | kNoCache | kThreads);
   sub->add_flag("--stats", a->stats, "print tokens/s and the peak resident memory to stderr");
-  add_device_option(sub, a->device, "generate (a GPU reads the f32 weights)");
+  add_device_option(sub, a->device, "generate (a GPU: the weights --dtype names, f32 or bf16)");
   register_runner(sub, [a] {
     use_threads(a->decode.threads);
     const Device device = device_from(a->device, "generate");
     models::LoadOptions lo;
     lo.weights = a->decode.weights;
+    lo.device = device;
     models::LoadedLanguageModel g = models::load_language_model(find_model(a->model), lo);
-    if (!device.is_cpu()) g.model->module().to(device);
     std::vector<int32_t> prompt;
     try {
       prompt = g.tokenizer.encode(a->prompt);

@@ -425,14 +425,13 @@ int run_serve(const ServeArgs& a) {
       QKV_CHECK(s->name() != name, "serve: two models named \"", name, "\" (", s->path(), " and ", path, ")");
     models::LoadOptions lo;
     lo.weights = a.weights;
+    lo.device = device;
     // On a GPU the model's weights, KV caches and beams live there; requests still batch as on the CPU.
     if (kind == models::Kind::seq2seq) {
       models::LoadedSeq2Seq t = models::load_seq2seq(path, lo);
-      if (!device.is_cpu()) t.model->module().to(device);
       services.push_back(std::make_unique<TranslationService>(name, std::move(t), a.threads, a.max_batch, a.max_wait_ms));
     } else {
       models::LoadedLanguageModel g = models::load_language_model(path, lo);
-      if (!device.is_cpu()) g.model->module().to(device);
       services.push_back(std::make_unique<LanguageModelService>(name, std::move(g), a.threads));
     }
   }
@@ -466,7 +465,7 @@ void add_serve(CLI::App& app) {
                   "translation or language model file(s); each is served under its file name's stem")
       ->capture_default_str()
       ->allow_extra_args(false);
-  add_device_option(sub, a->device, "decode (a GPU reads the f32 weights)");
+  add_device_option(sub, a->device, "decode (a GPU: the weights --dtype names, f32 or bf16)");
   sub->add_option("--host", a->host, "address to listen on (default 127.0.0.1: this machine only)")->capture_default_str();
   sub->add_option("-p,--port", a->port, "port (0: any free port, printed at start)")->capture_default_str()->check(CLI::Range(0, 65535));
   sub->add_option("--max-request-bytes", a->max_request_bytes, "largest request body")->capture_default_str()->check(greater_than_zero());

@@ -42,13 +42,11 @@ void add_translate(CLI::App& app) {
                 "print every finished hypothesis of the beam, best first, as `LINE ||| translation ||| F0= "
                 "log-probability ||| score` (Marian's and Moses' n-best format; LINE counts from 0)");
   sub->add_flag("--stats", a->stats, "print sentences/s, tokens/s and the peak resident memory to stderr");
-  add_device_option(sub, a->device, "translate (a GPU: the Transformer, reading its f32 weights)");
+  add_device_option(sub, a->device, "translate (a GPU: the weights --dtype names, f32 or bf16)");
   register_runner(sub, [a] {
     use_threads(a->decode.threads);
     const Device device = device_from(a->device, "translate");
-    std::vector<models::LoadedSeq2Seq> ts = load_translation_models(a->models, a->decode.weights);
-    if (!device.is_cpu())
-      for (auto& t : ts) t.model->module().to(device);
+    std::vector<models::LoadedSeq2Seq> ts = load_translation_models(a->models, a->decode.weights, device);
     decode::Translator tr(models::models_of(ts), *ts[0].tokenizer);
     decode::TranslateOptions o = a->decode.translate_options();
     o.num_hypotheses = a->nbest ? 0 : 1;  // the whole beam's list, or the best alone (a sentence stops once settled)

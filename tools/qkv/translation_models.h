@@ -15,11 +15,13 @@ namespace qkv::cli {
 
 // Loads each path (shipped paths resolved by find_model); checks they share one vocabulary.
 inline std::vector<models::LoadedSeq2Seq> load_translation_models(const std::vector<std::string>& paths,
-                                                                  nn::InferenceWeights weights) {
+                                                                  nn::InferenceWeights weights,
+                                                                  Device device = Device::cpu()) {
   std::vector<std::string> found;
   for (const auto& p : paths) found.push_back(find_model(p));
   models::LoadOptions o;
   o.weights = weights;
+  o.device = device;
   return models::load_seq2seq_ensemble(found, o);
 }
 

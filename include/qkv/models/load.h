@@ -18,6 +18,9 @@ namespace qkv::models {
 
 struct LoadOptions {
   nn::InferenceWeights weights = nn::InferenceWeights::f32;  // what decoding steps read
+  // Where the model decodes: its parameters move there before the inference copies are made, so a
+  // bf16 copy lives on the GPU beside them (int8 copies are the CPU's kernels': refused on a GPU).
+  Device device = Device::cpu();
 };
 
 // A sequence-to-sequence model (model_type of Kind::seq2seq) and its SentencePiece vocabulary.

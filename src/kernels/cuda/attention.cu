@@ -461,7 +461,7 @@ constexpr int64_t kSplitMinKeys = 512, kSplitChunk = 256;
 void attention_forward_flash(const AttnProblem& p, float* out, float* lse) {
   check_dims(p);
   const int64_t rows = p.B * p.H * p.Lq;
-  if (rows == 0 || p.Dv == 0) return;
+  if (rows == 0) return;  // (Dv = 0 still writes lse: the backward reads it)
   cudaStream_t s = stream();
   if (rows < kSplitRows && p.Lk >= kSplitMinKeys) {
     const int64_t splits = (p.Lk + kSplitChunk - 1) / kSplitChunk;

@@ -404,20 +404,21 @@ void check_grid(int64_t heads) {
 }  // namespace
 
 void attention_forward_flash_bf16(const AttnProblem& p, float* out, float* lse) {
-  if (p.B * p.H * p.Lq == 0 || p.Dv == 0) return;
-  check_grid(p.B * p.H);
+  if (p.B * p.H * p.Lq == 0) return;
   cudaStream_t s = stream();
-  if (on_tiles(p) && p.D == 64) return launch_forward<64>(p, out, lse, s);
-  if (on_tiles(p) && p.D == 128) return launch_forward<128>(p, out, lse, s);
+  if (on_tiles(p)) {
+    check_grid(p.B * p.H);
+    return p.D == 64 ? launch_forward<64>(p, out, lse, s) : launch_forward<128>(p, out, lse, s);
+  }
   Rounded r(p, nullptr, s);
   attention_forward_flash(r.p, out, lse);
 }
 
 void attention_backward_flash_bf16(const AttnProblem& p, const float* out, const float* lse, const float* dout,
                                    float* dq, float* dk, float* dv) {
-  check_grid(p.B * p.Hkv);
   cudaStream_t s = stream();
-  if (on_tiles(p) && p.Lq > 0 && p.Lk > 0) {
+  if (on_tiles(p) && p.B * p.Hkv > 0 && p.Lq > 0 && p.Lk > 0) {
+    check_grid(p.B * p.Hkv);
     if (p.D == 64) return launch_backward<64>(p, out, lse, dout, dq, dk, dv, s);
     return launch_backward<128>(p, out, lse, dout, dq, dk, dv, s);
   }

@@ -1,5 +1,6 @@
 // Embedding lookup and its scatter-add backward, cross-entropy with label smoothing, row gathers
 // and the causal mask, on the GPU (formulas: kernels/cpu/embedding.h, cross_entropy.h, index.h).
+#include <algorithm>
 #include <cfloat>
 
 #include "kernels/cuda/kernels.h"
@@ -28,15 +29,16 @@ struct FirstBad {
 
 __global__ void embedding_forward_kernel(const float* weight, int64_t vocab, int64_t dim, const int32_t* ids,
                                          int64_t n, float* out, int64_t* bad) {
-  for (int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; i < n * dim; i += int64_t{gridDim.x} * blockDim.x) {
-    const int64_t row = i / dim, col = i % dim;
+  const int64_t width = dim > 0 ? dim : 1;  // (dim 0: nothing to copy, but every id is still checked)
+  for (int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; i < n * width; i += int64_t{gridDim.x} * blockDim.x) {
+    const int64_t row = i / width, col = i % width;
     const int32_t id = ids[row];
     if (id < 0 || id >= vocab) {
       if (col == 0) atomicMin(reinterpret_cast<unsigned long long*>(bad), static_cast<unsigned long long>(row));
-      out[i] = 0.f;
+      if (dim > 0) out[i] = 0.f;
       continue;
     }
-    out[i] = weight[static_cast<int64_t>(id) * dim + col];
+    if (dim > 0) out[i] = weight[static_cast<int64_t>(id) * dim + col];
   }
 }
 
@@ -143,8 +145,9 @@ struct DeviceIndex {
   cudaStream_t s;
   DeviceIndex(const int64_t* host, int64_t n, cudaStream_t stream) : s(stream) {
     QKV_CUDA_CHECK(cudaMallocAsync(reinterpret_cast<void**>(&p), (n ? n : 1) * sizeof(int64_t), s));
+    // (`host` is pageable: the copy has taken it into a staging buffer when the call returns, so it
+    // may go then — no stream synchronization, which would stall every beam reorder of a KV cache)
     if (n) QKV_CUDA_CHECK(cudaMemcpyAsync(p, host, n * sizeof(int64_t), cudaMemcpyHostToDevice, s));
-    QKV_CUDA_CHECK(cudaStreamSynchronize(s));  // `host` is pageable and may go once we return
   }
   ~DeviceIndex() { cudaFreeAsync(p, s); }
 };
@@ -152,10 +155,10 @@ struct DeviceIndex {
 }  // namespace
 
 void embedding_forward(const float* weight, int64_t vocab, int64_t dim, const int32_t* ids, int64_t n, float* out) {
-  if (n * dim == 0) return;
+  if (n == 0) return;
   cudaStream_t s = stream();
   FirstBad bad(s);
-  embedding_forward_kernel<<<blocks_for(n * dim), 256, 0, s>>>(weight, vocab, dim, ids, n, out, bad.device);
+  embedding_forward_kernel<<<blocks_for(n * std::max<int64_t>(dim, 1)), 256, 0, s>>>(weight, vocab, dim, ids, n, out, bad.device);
   QKV_CUDA_LAUNCHED(embedding_forward_kernel);
   const int64_t row = bad.read();
   if (row != INT64_MAX) {

@@ -57,11 +57,26 @@ int checked_int(int64_t v, const char* what) {
   return static_cast<int>(v);
 }
 
+// K = 0: C = beta·C, as the CPU's gemm (no product to add; cuBLAS is not asked, since the empty
+// operands' leading dimensions may be 0, which it refuses).
+void scale_only(int64_t M, int64_t N, float beta, float* C, int64_t ldc) {
+  if (beta == 1.f) return;
+  if (beta == 0.f) {  // (C is not read: NaN there does not survive, as BLAS's beta = 0)
+    QKV_CUDA_CHECK(cudaMemset2DAsync(C, static_cast<size_t>(ldc) * sizeof(float), 0,
+                                     static_cast<size_t>(N) * sizeof(float), static_cast<size_t>(M), stream()));
+    return;
+  }
+  const float zero = 0.f;  // column-major Cᵀ [N, M] = beta·Cᵀ, in place (B unused at beta 0)
+  QKV_CUBLAS_CHECK(cublasSgeam(handle(), CUBLAS_OP_N, CUBLAS_OP_N, checked_int(N, "N"), checked_int(M, "M"), &beta, C,
+                               checked_int(ldc, "ldc"), &zero, C, checked_int(ldc, "ldc"), C, checked_int(ldc, "ldc")));
+}
+
 }  // namespace
 
 void sgemm(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, float alpha, const float* A, int64_t lda,
            const float* B, int64_t ldb, float beta, float* C, int64_t ldc) {
   if (M == 0 || N == 0) return;
+  if (K == 0) return scale_only(M, N, beta, C, ldc);
   // Row-major C = op(A) op(B)  ≡  column-major Cᵀ = op(B)ᵀ op(A)ᵀ, with B's and A's stored forms.
   QKV_CUBLAS_CHECK(cublasSgemm(handle(), trans_b ? CUBLAS_OP_T : CUBLAS_OP_N, trans_a ? CUBLAS_OP_T : CUBLAS_OP_N,
                                checked_int(N, "N"), checked_int(M, "M"), checked_int(K, "K"), &alpha, B,
@@ -72,6 +87,7 @@ void sgemm(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, float al
 void gemm_bf16(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, const bf16* A, int64_t lda,
                const bf16* B, int64_t ldb, float beta, float* C, int64_t ldc) {
   if (M == 0 || N == 0) return;
+  if (K == 0) return scale_only(M, N, beta, C, ldc);
   const float alpha = 1.f;
   QKV_CUBLAS_CHECK(cublasGemmEx(handle(), trans_b ? CUBLAS_OP_T : CUBLAS_OP_N, trans_a ? CUBLAS_OP_T : CUBLAS_OP_N,
                                 checked_int(N, "N"), checked_int(M, "M"), checked_int(K, "K"), &alpha, B,

@@ -18,16 +18,17 @@ __global__ void softmax_forward_kernel(const float* x, float* y, int64_t n) {
   float m = -INFINITY;
   for (int64_t j = threadIdx.x; j < n; j += blockDim.x) m = fmaxf(m, xr[j]);
   m = block_reduce(m, MaxOp{}, -INFINITY);
-  if (m == -INFINITY) {  // every position masked: zeros (softmax), −inf (log-softmax)
-    for (int64_t j = threadIdx.x; j < n; j += blockDim.x) yr[j] = Log ? -INFINITY : 0.f;
+  if (m == -INFINITY) {  // every position masked: zeros (softmax), NaN (log-softmax: log 0/0, as the CPU and PyTorch)
+    for (int64_t j = threadIdx.x; j < n; j += blockDim.x) yr[j] = Log ? NAN : 0.f;
     return;
   }
   float s = 0.f;
   for (int64_t j = threadIdx.x; j < n; j += blockDim.x) s += expf(xr[j] - m);
   s = block_reduce(s, SumOp{}, 0.f);
   if (Log) {
-    const float lse = m + logf(s);
-    for (int64_t j = threadIdx.x; j < n; j += blockDim.x) yr[j] = xr[j] - lse;
+    // (x − m) − log s, not x − (m + log s): m + log s would round to the precision of |m| (as the CPU)
+    const float log_s = logf(s);
+    for (int64_t j = threadIdx.x; j < n; j += blockDim.x) yr[j] = (xr[j] - m) - log_s;
   } else {
     const float inv = 1.f / s;
     for (int64_t j = threadIdx.x; j < n; j += blockDim.x) yr[j] = expf(xr[j] - m) * inv;
