@@ -4,15 +4,16 @@
 Run it on a lent GPU machine (docs/CUDA.md), after `bash scripts/gpu_pack.sh` here:
 
     python3 bench/attention_cuda_vs_pytorch.py --qkv "bash .gpu/run.sh qkv" [--lens 512 1024 … 16384]
+        [--dims 64 128] [--dtypes bf16 f16 f32]     (one --dims a call keeps a call within 10 minutes)
 
 For each (L, d, causal) of FlashAttention's own benchmark grid (batch·L = 16k tokens, heads·d =
 2048, so B = 16384 / L and H = 2048 / d):
-  * qkv:     `QKV bench attention --device cuda --json -B B --heads H -L L -d d [--causal] --dtype f32|bf16`
+  * qkv:     `QKV bench attention --device cuda --json -B B --heads H -L L -d d [--causal] --dtype f32|bf16|f16`
              in a fresh process: f32 forward and backward on the CUDA cores (the correctness baseline),
-             and bf16 forward and backward on the tensor cores (WMMA tiles; f32 in memory, rounded
-             to bf16 as the tiles load);
-  * PyTorch: this process, bf16 inputs, each SDPA backend PyTorch has on this GPU (flash, cuDNN,
-             efficient) picked with torch.nn.attention.sdpa_kernel, and f32 through the default.
+             and bf16 / f16 forward and backward on the tensor cores (WMMA tiles; f32 in memory,
+             rounded to the 16-bit format as the tiles load);
+  * PyTorch: this process, bf16 / f16 inputs, each SDPA backend PyTorch has on this GPU (flash,
+             cuDNN, efficient) picked with torch.nn.attention.sdpa_kernel, and f32 through the default.
 Times are medians of CUDA-event-timed calls after warm-up, forward under no-grad and
 forward+backward with q, k, v requiring grad. TFLOP/s counts the useful work as FlashAttention's
 benchmark does: forward 4·B·H·L²·d (halved when causal), backward 2.5× that. The fraction of the
@@ -47,7 +48,7 @@ def time_ms(fn, reps, torch):
     return statistics.median(times)
 
 
-def torch_rows(B, H, L, d, causal, reps):
+def torch_rows(B, H, L, d, causal, reps, dtypes):
     import torch
     import torch.nn.functional as F
     from torch.nn.attention import SDPBackend, sdpa_kernel
@@ -55,11 +56,13 @@ def torch_rows(B, H, L, d, causal, reps):
     rows = []
     backends = [("flash", SDPBackend.FLASH_ATTENTION), ("cudnn", SDPBackend.CUDNN_ATTENTION),
                 ("efficient", SDPBackend.EFFICIENT_ATTENTION)]
-    for dtype_name, dtype in (("bf16", torch.bfloat16), ("f32", torch.float32)):
+    torch_dtypes = {"bf16": torch.bfloat16, "f16": torch.float16, "f32": torch.float32}
+    for dtype_name in dtypes:
+        dtype = torch_dtypes[dtype_name]
         g = torch.Generator(device="cuda").manual_seed(0)
         q, k, v = (torch.randn(B, H, L, d, device="cuda", dtype=dtype, generator=g) for _ in range(3))
         dout = torch.randn(B, H, L, d, device="cuda", dtype=dtype, generator=g)
-        for name, backend in backends if dtype_name == "bf16" else [("default", None)]:
+        for name, backend in backends if dtype_name != "f32" else [("default", None)]:
             try:
                 ctx = sdpa_kernel(backend) if backend is not None else contextlib.nullcontext()
                 with ctx:
@@ -82,7 +85,7 @@ def qkv_row(qkv, B, H, L, d, causal, reps, dtype):
     cmd = shlex.split(qkv) + ["bench", "attention", "--device", "cuda", "--json", "-B", str(B), "--heads", str(H),
                               "-L", str(L), "-d", str(d), "--repeats", str(reps), "--dtype", dtype]
     cmd += ["--causal"] if causal else []
-    name = "qkv f32 (CUDA cores)" if dtype == "f32" else "qkv bf16 (wmma tiles)"
+    name = "qkv f32 (CUDA cores)" if dtype == "f32" else f"qkv {dtype} (wmma tiles)"
     out = subprocess.run(cmd, capture_output=True, text=True)
     if out.returncode != 0:
         return (name + ": " + (out.stderr.strip().splitlines() or ["failed"])[-1][:60], float("nan"), float("nan"))
@@ -95,6 +98,7 @@ def main():
     ap.add_argument("--qkv", default="build-cuda/qkv", help="how to run the qkv command")
     ap.add_argument("--lens", type=int, nargs="+", default=[512, 1024, 2048, 4096, 8192, 16384])
     ap.add_argument("--dims", type=int, nargs="+", default=[64, 128])
+    ap.add_argument("--dtypes", nargs="+", default=["bf16", "f16", "f32"], choices=["bf16", "f16", "f32"])
     ap.add_argument("--reps", type=int, default=10)
     ap.add_argument("--peak", type=float, default=989.0, help="the GPU's dense bf16 peak, TFLOP/s")
     ap.add_argument("--json-out", help="write every row here")
@@ -107,8 +111,8 @@ def main():
             for L in a.lens:
                 B, H = max(1, 16384 // L), 2048 // d
                 f = flops(B, H, L, d, causal)
-                rows = [qkv_row(a.qkv, B, H, L, d, causal, a.reps, t) for t in ("f32", "bf16")]
-                rows += torch_rows(B, H, L, d, causal, a.reps)
+                rows = [qkv_row(a.qkv, B, H, L, d, causal, a.reps, t) for t in a.dtypes]
+                rows += torch_rows(B, H, L, d, causal, a.reps, a.dtypes)
                 print(f"\nL={L} d={d} {'causal' if causal else 'full'} (B={B}, H={H})", flush=True)
                 for name, fwd, fb in rows:
                     tf = f / fwd / 1e9 if fwd == fwd else float("nan")

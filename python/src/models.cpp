@@ -440,9 +440,9 @@ void bind_models(nb::module_& m) {
         switch (t.kind) {
           case models::Kind::seq2seq:
             if (t.takes_images) return nb::cast(new PyImageCaptioner(path), nb::rv_policy::take_ownership);
-            return nb::cast(new PyTranslator(path, "f32"), nb::rv_policy::take_ownership);
+            return nb::cast(new PyTranslator(path, "f32", "cpu"), nb::rv_policy::take_ownership);
           case models::Kind::language_model:
-            return nb::cast(new PyLanguageModel(path, "f32"), nb::rv_policy::take_ownership);
+            return nb::cast(new PyLanguageModel(path, "f32", "cpu"), nb::rv_policy::take_ownership);
           case models::Kind::image_classifier:
             return nb::cast(new PyImageClassifier(path), nb::rv_policy::take_ownership);
         }

@@ -155,11 +155,12 @@ AttentionResult sdpa(const Tensor& q, const Tensor& kk, const Tensor& v, const A
   if (compute == AttentionCompute::f32 && autocast_dtype() == AutocastDType::bf16 && !need_weights && !mask_grad &&
       opt.backend != AttentionBackend::reference)
     compute = AttentionCompute::bf16;
-  const bool bf16 = compute == AttentionCompute::bf16;
-  if (bf16) {
-    QKV_CHECK(!need_weights && opt.backend != AttentionBackend::reference,
-              "scaled_dot_product_attention: bf16 compute runs on the flash backend only (no attention weights)");
-    QKV_CHECK(!mask_grad, "scaled_dot_product_attention: bf16 compute gives no gradient to a float mask; use f32");
+  const bool half = compute != AttentionCompute::f32;  // bf16 or f16
+  if (half) {
+    const char* name = compute == AttentionCompute::bf16 ? "bf16" : "f16";
+    QKV_CHECK(!need_weights && opt.backend != AttentionBackend::reference, "scaled_dot_product_attention: ", name,
+              " compute runs on the flash backend only (no attention weights)");
+    QKV_CHECK(!mask_grad, "scaled_dot_product_attention: ", name, " compute gives no gradient to a float mask; use f32");
   }
   Prepared r = prepare(q, kk, v, opt);
   const kernels::AttnProblem& p = r.p;
@@ -170,23 +171,25 @@ AttentionResult sdpa(const Tensor& q, const Tensor& kk, const Tensor& v, const A
                      (opt.backend == AttentionBackend::automatic && !need_weights && !mask_grad);
   Shape q_shape = q.shape(), k_shape = kk.shape(), v_shape = v.shape();
   // The f32 flash kernel writes the output in q's layout when q's heads are split off a
-  // projection; the bf16 and reference kernels write dense.
-  const bool q_in = flash && !bf16 && heads_inner(q);
+  // projection; the bf16/f16 and reference kernels write dense.
+  const bool q_in = flash && !half && heads_inner(q);
   const Device d = r.device;
   Tensor out = empty_heads(r.out_shape, q_in, d);
   if (q_in) r.p.out_l = layout_of(out);
   AttentionResult res;
 
   if (flash) {
-    // bf16: q, k, v (and the output's gradient) rounded to bf16 for the products, f32 sums and
-    // softmax (kernels/<device>/attention.h); the gradients reach q, k, v in f32, as through
-    // autocast's casts.
+    // bf16/f16: q, k, v (and the output's gradient) rounded to the 16-bit format for the products,
+    // f32 sums and softmax (kernels/<device>/attention.h); the gradients reach q, k, v in f32, as
+    // through autocast's casts.
     const bool k_in = heads_inner(kk), v_in = heads_inner(v);
     Shape lse_shape(r.scores_shape.begin(), r.scores_shape.end() - 1);
     Tensor lse = grad ? Tensor::empty(lse_shape, DType::f32, d) : Tensor();
     float* lse_data = grad ? lse.data() : nullptr;
-    if (bf16) {
+    if (compute == AttentionCompute::bf16) {
       QKV_DISPATCH("scaled_dot_product_attention", d, k::attention_forward_flash_bf16(p, out.data(), lse_data));
+    } else if (compute == AttentionCompute::f16) {
+      QKV_DISPATCH("scaled_dot_product_attention", d, k::attention_forward_flash_f16(p, out.data(), lse_data));
     } else {
       QKV_DISPATCH("scaled_dot_product_attention", d, k::attention_forward_flash(p, out.data(), lse_data));
     }
@@ -196,7 +199,7 @@ AttentionResult sdpa(const Tensor& q, const Tensor& kk, const Tensor& v, const A
     }
     Tensor saved_out = out.detach();
     res.output = record(out, "scaled_dot_product_attention", {q, kk, v, opt.attn_mask},
-                        [r, saved_out, lse, q_shape, k_shape, v_shape, q_in, k_in, v_in, d, bf16](const Tensor& g) {
+                        [r, saved_out, lse, q_shape, k_shape, v_shape, q_in, k_in, v_in, d, compute](const Tensor& g) {
                           kernels::AttnProblem p = r.p;
                           Tensor g4 = to_4d(g.stride(-1) == 1 ? g : g.contiguous());
                           Tensor dq = empty_heads(q_shape, q_in, d), dk = empty_heads(k_shape, k_in, d),
@@ -205,10 +208,14 @@ AttentionResult sdpa(const Tensor& q, const Tensor& kk, const Tensor& v, const A
                           if (q_in) p.dq_l = layout_of(dq);
                           if (k_in) p.dk_l = layout_of(dk);
                           if (v_in) p.dv_l = layout_of(dv);
-                          if (bf16) {
+                          if (compute == AttentionCompute::bf16) {
                             QKV_DISPATCH("scaled_dot_product_attention", d,
                                          k::attention_backward_flash_bf16(p, saved_out.data(), lse.data(), g4.data(),
                                                                           dq.data(), dk.data(), dv.data()));
+                          } else if (compute == AttentionCompute::f16) {
+                            QKV_DISPATCH("scaled_dot_product_attention", d,
+                                         k::attention_backward_flash_f16(p, saved_out.data(), lse.data(), g4.data(),
+                                                                         dq.data(), dk.data(), dv.data()));
                           } else {
                             QKV_DISPATCH("scaled_dot_product_attention", d,
                                          k::attention_backward_flash(p, saved_out.data(), lse.data(), g4.data(),

@@ -395,7 +395,8 @@ TEST_F(Cuda, AttentionMatchesTheCpuForwardAndBackward) {
 }
 
 // bf16 inference attention on the tensor cores (head dims 64 and 128 on the tiles; 40 on the f32
-// kernels over rounded inputs) against the CPU in f32: within bf16's rounding of q, k, v and P.
+// kernels over rounded inputs; decoding steps of ≤ 16 query rows on the f32 kernels) against the
+// CPU in f32: within bf16's rounding of q, k, v and P.
 TEST_F(Cuda, Bf16AttentionOnTheTensorCoresMatchesTheCpu) {
   struct Case {
     int64_t B, H, Hkv, Lq, Lk, D;
@@ -404,7 +405,9 @@ TEST_F(Cuda, Bf16AttentionOnTheTensorCoresMatchesTheCpu) {
   };
   const std::vector<Case> cases = {{2, 4, 4, 100, 100, 64, false, 0}, {1, 8, 2, 65, 200, 128, false, 1},
                                    {2, 2, 2, 130, 130, 64, true, 2}, {1, 4, 4, 1, 300, 128, false, 0},
-                                   {1, 2, 2, 33, 47, 40, true, 1}};
+                                   {1, 2, 2, 33, 47, 40, true, 1},
+                                   // decoding steps (f32 kernels: split-KV against the long cache)
+                                   {4, 8, 2, 1, 3000, 64, false, 1}, {2, 4, 4, 16, 700, 128, true, 0}};
   uint64_t seed = 300;
   for (const Case& c : cases) {
     SCOPED_TRACE(::testing::Message() << "Lq" << c.Lq << " Lk" << c.Lk << " D" << c.D << " H" << c.H << "/" << c.Hkv
@@ -430,7 +433,7 @@ TEST_F(Cuda, Bf16AttentionOnTheTensorCoresMatchesTheCpu) {
 // kernels over rounded operands) against the CPU's bf16 (the f32 kernels at the same rounded q, k,
 // v and dO): the GPU also rounds P and dS to bf16, so within a few bf16 ulps of the values; and
 // against f32 within bf16's rounding. Lq ≠ Lk both ways, causal, boolean and additive masks, GQA,
-// dropout, rows that see no key, heads split off one projection.
+// dropout, rows that see no key, heads split off one projection. And the same in f16.
 TEST_F(Cuda, Bf16AttentionTrainsOnTheTensorCoresAsOnTheCpu) {
   struct Case {
     int64_t B, H, Hkv, Lq, Lk, D;
@@ -479,18 +482,50 @@ TEST_F(Cuda, Bf16AttentionTrainsOnTheTensorCoresAsOnTheCpu) {
       sum(mul(out, r.to(d))).backward();
       return std::vector<Tensor>{out, lq.grad(), lk.grad(), lv.grad()};
     };
-    const auto gpu_bf16 = run(Device::cuda(), AttentionCompute::bf16);
-    const auto cpu_bf16 = run(Device::cpu(), AttentionCompute::bf16);
     const auto cpu_f32 = run(Device::cpu(), AttentionCompute::f32);
-    const char* what[] = {"out", "dq", "dk", "dv"};
-    for (int t = 0; t < 4; ++t) {
-      SCOPED_TRACE(what[t]);
-      EXPECT_SAME_ON_GPU(cpu_bf16[t], gpu_bf16[t], 2e-2);
-      EXPECT_SAME_ON_GPU(cpu_f32[t], gpu_bf16[t], 4e-2);
-      const std::vector<float> g = host(gpu_bf16[t]);
-      EXPECT_TRUE(std::none_of(g.begin(), g.end(), [](float x) { return std::isnan(x); }));
+    // f16 (11 significant bits to bf16's 8): the same kernels on __half, an eighth of the tolerances
+    for (auto [dt, tol] : {std::pair{AttentionCompute::bf16, 2e-2}, std::pair{AttentionCompute::f16, 2.5e-3}}) {
+      SCOPED_TRACE(enum_name(dt));
+      const auto on_gpu = run(Device::cuda(), dt);
+      const auto on_cpu = run(Device::cpu(), dt);
+      const char* what[] = {"out", "dq", "dk", "dv"};
+      for (int t = 0; t < 4; ++t) {
+        SCOPED_TRACE(what[t]);
+        EXPECT_SAME_ON_GPU(on_cpu[t], on_gpu[t], tol);
+        EXPECT_SAME_ON_GPU(cpu_f32[t], on_gpu[t], 2 * tol);
+        const std::vector<float> g = host(on_gpu[t]);
+        EXPECT_TRUE(std::none_of(g.begin(), g.end(), [](float x) { return std::isnan(x); }));
+      }
     }
   }
+}
+
+// Empty extents where the CPU still has something to say: attention with Dv = 0 (its lse is still
+// written and read by the backward: zero gradients, not NaN), an empty batch on the bf16 tiles, an
+// embedding of width 0 that still checks its ids.
+TEST_F(Cuda, EmptyExtentsBehaveAsOnTheCpu) {
+  for (AttentionCompute dt : {AttentionCompute::f32, AttentionCompute::bf16, AttentionCompute::f16}) {
+    SCOPED_TRACE(enum_name(dt));
+    for (const Shape& qs : {Shape{1, 2, 5, 64}, Shape{0, 2, 5, 64}}) {
+      const bool empty_batch = qs[0] == 0;
+      auto [q, gq] = pair(qs, 90);
+      auto [k, gk] = pair({qs[0], 2, 6, 64}, 91);
+      auto [v, gv] = pair({qs[0], 2, 6, empty_batch ? 64 : 0}, 92);
+      AttentionOptions o;
+      o.compute_dtype = dt;
+      Tensor out = scaled_dot_product_attention(q, k, v, o), gout = scaled_dot_product_attention(gq, gk, gv, o);
+      EXPECT_SAME_ON_GPU(out, gout, 0.0);
+      sum(out).backward();
+      sum(gout).backward();
+      EXPECT_SAME_ON_GPU(q.grad(), gq.grad(), 0.0);
+      EXPECT_SAME_ON_GPU(k.grad(), gk.grad(), 0.0);
+      EXPECT_SAME_ON_GPU(v.grad(), gv.grad(), 0.0);
+    }
+  }
+  auto [w, gw] = pair({5, 0}, 93);
+  const std::string bad = error_of([&] { embedding(gpu(Tensor::from_ints({1, 7}, {2})), gw); });
+  EXPECT_NE(bad.find("id 7 at position 1"), std::string::npos) << bad;
+  EXPECT_EQ(embedding(gpu(Tensor::from_ints({1, 4}, {2})), gw).shape(), (Shape{2, 0}));
 }
 
 // The image ops against the CPU, forward and backward: conv2d (im2col + TF32 GEMMs: stride,

@@ -202,48 +202,59 @@ TEST(FlashAttentionBf16, CloseToF32) {
   check_bf16(1, 2, 1, 33, 61, 17, 5, false, false);  // odd head dims
 }
 
-Tensor rounded(const Tensor& t) { return t.detach().to(DType::bf16).to(DType::f32); }
+// t's values in bf16 or IEEE f16 (nearest, ties to even), as f32
+Tensor rounded(const Tensor& t, AttentionCompute dt) {
+  if (dt == AttentionCompute::bf16) return t.detach().to(DType::bf16).to(DType::f32);
+  std::vector<float> v = t.detach().contiguous().to_vector();
+  for (float& x : v) x = static_cast<float>(static_cast<_Float16>(x));
+  return Tensor::from_vector(v, t.shape());
+}
 
-// bf16 training on the CPU is the f32 flash pair at q, k, v and dout rounded to bf16 (bit for bit),
-// with the gradients reaching the unrounded leaves: within bf16 rounding of f32's, and not f32's.
+// bf16 and f16 training on the CPU is the f32 flash pair at q, k, v and dout rounded to the 16-bit
+// format (bit for bit), with the gradients reaching the unrounded leaves: within its rounding of
+// f32's (bf16: 8 significant bits, f16: 11), and not f32's.
 TEST(FlashAttentionBf16, TrainsOnTheRoundedOperands) {
-  const std::vector<Case> cases = {{1, 2, 2, 70, 90, 64, 64, false, 0},       {2, 4, 2, 65, 65, 32, 32, true, 3},
-                                   {1, 2, 2, 40, 50, 24, 16, false, 1, 0.2f}, {1, 2, 1, 33, 33, 16, 16, true, 4},
-                                   {2, 2, 2, 20, 30, 8, 8, false, 0, 0.f, 7}};
-  for (const Case& c : cases) {
-    SCOPED_TRACE(name(c));
-    Generator g(c.Lq * 31 + c.D);
-    auto make = [&](int64_t heads, int64_t L, int64_t d, bool inner) {
-      if (!inner) return Tensor::randn({c.B, heads, L, d}, g);
-      return Tensor::randn({c.B, L, heads, d}, g).transpose(1, 2);  // heads split off a projection
-    };
-    Tensor q = make(c.H, c.Lq, c.D, c.inner & 1), k = make(c.Hkv, c.Lk, c.D, c.inner & 2),
-           v = make(c.Hkv, c.Lk, c.Dv, c.inner & 2), dout = make(c.H, c.Lq, c.Dv, c.inner & 4);
-    AttentionOptions opt;
-    opt.is_causal = c.causal;
-    opt.enable_gqa = c.H != c.Hkv;
-    opt.dropout_p = c.dropout;
-    opt.attn_mask = make_mask(c, g);
-    auto run = [&](const Tensor& q0, const Tensor& k0, const Tensor& v0, const Tensor& g0, AttentionCompute dt) {
-      Tensor lq = q0.detach().requires_grad_(), lk = k0.detach().requires_grad_(), lv = v0.detach().requires_grad_();
-      AttentionOptions o = opt;
-      o.compute_dtype = dt;
-      Generator drop(99);
-      o.generator = &drop;
-      Tensor out = scaled_dot_product_attention(lq, lk, lv, o);
-      out.backward(g0);
-      return std::vector<Tensor>{out.detach(), lq.grad(), lk.grad(), lv.grad()};
-    };
-    const auto half = run(q, k, v, dout, AttentionCompute::bf16);
-    const auto at_rounded = run(rounded(q), rounded(k), rounded(v), rounded(dout), AttentionCompute::f32);
-    const auto f32 = run(q, k, v, dout, AttentionCompute::f32);
-    const char* what[] = {"out", "dq", "dk", "dv"};
-    for (int t = 0; t < 4; ++t) {
-      SCOPED_TRACE(what[t]);
-      EXPECT_EQ(half[t].to_vector(), at_rounded[t].to_vector());
-      const double err = testing::rel_error(half[t].to_vector(), f32[t].to_vector(), 1.0);
-      EXPECT_LE(err, kBf16Tolerance);
-      EXPECT_GT(err, 1e-5);
+  for (AttentionCompute dt : {AttentionCompute::bf16, AttentionCompute::f16}) {
+    SCOPED_TRACE(enum_name(dt));
+    const double tolerance = dt == AttentionCompute::bf16 ? kBf16Tolerance : kBf16Tolerance / 8;
+    const std::vector<Case> cases = {{1, 2, 2, 70, 90, 64, 64, false, 0},       {2, 4, 2, 65, 65, 32, 32, true, 3},
+                                     {1, 2, 2, 40, 50, 24, 16, false, 1, 0.2f}, {1, 2, 1, 33, 33, 16, 16, true, 4},
+                                     {2, 2, 2, 20, 30, 8, 8, false, 0, 0.f, 7}};
+    for (const Case& c : cases) {
+      SCOPED_TRACE(name(c));
+      Generator g(c.Lq * 31 + c.D);
+      auto make = [&](int64_t heads, int64_t L, int64_t d, bool inner) {
+        if (!inner) return Tensor::randn({c.B, heads, L, d}, g);
+        return Tensor::randn({c.B, L, heads, d}, g).transpose(1, 2);  // heads split off a projection
+      };
+      Tensor q = make(c.H, c.Lq, c.D, c.inner & 1), k = make(c.Hkv, c.Lk, c.D, c.inner & 2),
+             v = make(c.Hkv, c.Lk, c.Dv, c.inner & 2), dout = make(c.H, c.Lq, c.Dv, c.inner & 4);
+      AttentionOptions opt;
+      opt.is_causal = c.causal;
+      opt.enable_gqa = c.H != c.Hkv;
+      opt.dropout_p = c.dropout;
+      opt.attn_mask = make_mask(c, g);
+      auto run = [&](const Tensor& q0, const Tensor& k0, const Tensor& v0, const Tensor& g0, AttentionCompute compute) {
+        Tensor lq = q0.detach().requires_grad_(), lk = k0.detach().requires_grad_(), lv = v0.detach().requires_grad_();
+        AttentionOptions o = opt;
+        o.compute_dtype = compute;
+        Generator drop(99);
+        o.generator = &drop;
+        Tensor out = scaled_dot_product_attention(lq, lk, lv, o);
+        out.backward(g0);
+        return std::vector<Tensor>{out.detach(), lq.grad(), lk.grad(), lv.grad()};
+      };
+      const auto half = run(q, k, v, dout, dt);
+      const auto at_rounded = run(rounded(q, dt), rounded(k, dt), rounded(v, dt), rounded(dout, dt), AttentionCompute::f32);
+      const auto f32 = run(q, k, v, dout, AttentionCompute::f32);
+      const char* what[] = {"out", "dq", "dk", "dv"};
+      for (int t = 0; t < 4; ++t) {
+        SCOPED_TRACE(what[t]);
+        EXPECT_EQ(half[t].to_vector(), at_rounded[t].to_vector());
+        const double err = testing::rel_error(half[t].to_vector(), f32[t].to_vector(), 1.0);
+        EXPECT_LE(err, tolerance);
+        EXPECT_GT(err, 1e-6);
+      }
     }
   }
 }

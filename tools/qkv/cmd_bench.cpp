@@ -137,7 +137,7 @@ void add_bench(CLI::App& app) {
       ->check(zero_or_more());
   att->add_option("--head-dim,-d", args->head_dim, "head dimension")->capture_default_str()->check(greater_than_zero());
   att->add_flag("--causal", args->causal, "causal mask");
-  add_choice(att, "--dtype", args->dtype, "what the products compute in (bf16: operands rounded to bf16, f32 accumulation)");
+  add_choice(att, "--dtype", args->dtype, "what the products compute in (bf16, f16: operands rounded to the 16-bit format, f32 accumulation; a GPU's tensor cores)");
   add_choice(att, "--backend", args->backend, "flash: tiled, the default path; reference: materializes Lq×Lk",
              {AttentionBackend::flash, AttentionBackend::reference});
   att->add_option("--repeats", args->repeats, "timed repetitions (median reported; default by size)");

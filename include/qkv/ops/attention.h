@@ -33,15 +33,18 @@ constexpr EnumTable<AttentionBackend, 3> enum_table(AttentionBackend) {
           {{{AttentionBackend::automatic, "auto"}, {AttentionBackend::flash, "flash"}, {AttentionBackend::reference, "reference"}}}};
 }
 
-// What attention's products compute in: f32, or bf16 — the flash path with q, k, v (and, backward,
-// the output's gradient) rounded to bf16, f32 accumulation and softmax; about 3 significant digits
-// (see docs/BENCHMARKS.md). Inputs, output and gradients stay f32. On a GPU both directions run on
-// the tensor cores; on the CPU inference runs on AVX512_BF16 where present, training on the f32
-// kernels over the rounded operands. Under Autocast(bf16) (ops/autocast.h) attention computes in
-// bf16 unless the weights or a float mask's gradient are asked for, as under torch.autocast.
-enum class AttentionCompute : uint8_t { f32, bf16 };
-constexpr EnumTable<AttentionCompute, 2> enum_table(AttentionCompute) {
-  return {"attention compute dtype", {{{AttentionCompute::f32, "f32"}, {AttentionCompute::bf16, "bf16"}}}};
+// What attention's products compute in: f32, bf16 or f16 — the flash path with q, k, v (and,
+// backward, the output's gradient) rounded to the 16-bit format, f32 accumulation and softmax:
+// bf16 about 3 significant digits (see docs/BENCHMARKS.md), f16 about 4 but only within ±65504
+// (PyTorch's float16: scores or values beyond it overflow). Inputs, output and gradients stay f32.
+// On a GPU both directions run on the tensor cores; on the CPU bf16 inference runs on AVX512_BF16
+// where present, everything else on the f32 kernels over the rounded operands. Under
+// Autocast(bf16) (ops/autocast.h) attention computes in bf16 unless the weights or a float mask's
+// gradient are asked for, as under torch.autocast.
+enum class AttentionCompute : uint8_t { f32, bf16, f16 };
+constexpr EnumTable<AttentionCompute, 3> enum_table(AttentionCompute) {
+  return {"attention compute dtype",
+          {{{AttentionCompute::f32, "f32"}, {AttentionCompute::bf16, "bf16"}, {AttentionCompute::f16, "f16"}}}};
 }
 
 struct AttentionOptions {

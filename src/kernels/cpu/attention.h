@@ -48,6 +48,11 @@ void attention_backward_flash(const AttnProblem& p, const float* out, const floa
 void attention_forward_flash_bf16(const AttnProblem& p, float* out, float* lse);
 void attention_backward_flash_bf16(const AttnProblem& p, const float* out, const float* lse, const float* dout,
                                    float* dq, float* dk, float* dv);
+// f16 compute (attention_bf16.cpp): the f32 flash kernels over copies rounded to IEEE f16, both
+// directions (the GPU runs its tensor-core kernels on __half).
+void attention_forward_flash_f16(const AttnProblem& p, float* out, float* lse);
+void attention_backward_flash_f16(const AttnProblem& p, const float* out, const float* lse, const float* dout,
+                                  float* dq, float* dk, float* dv);
 
 // The AVX512_BF16 forward (inference): both products on bf16 dot products with f32 accumulation,
 // softmax in f32; no dropout. out: dense f32 [B, H, Lq, Dv].

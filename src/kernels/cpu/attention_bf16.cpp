@@ -1,7 +1,8 @@
-// bf16 attention on the CPU (AttentionCompute::bf16, and what Autocast(bf16) trains with): the
-// inference forward on AVX512_BF16 dot products where it can, everything else on the f32 flash
-// kernels over bf16-rounded dense copies of q, k, v and dout — the rounding the GPU's tensor-core
-// kernels (kernels/cuda/attention_bf16.cu) apply to their operands.
+// bf16 and f16 attention on the CPU (AttentionCompute::bf16 — what Autocast(bf16) trains with — and
+// AttentionCompute::f16): the bf16 inference forward on AVX512_BF16 dot products where it can,
+// everything else on the f32 flash kernels over dense copies of q, k, v and dout rounded to the
+// 16-bit format — the rounding the GPU's tensor-core kernels (kernels/cuda/attention_bf16.cu) apply
+// to their operands.
 #include <algorithm>
 #include <vector>
 
@@ -12,8 +13,14 @@
 namespace qkv::kernels::cpu {
 namespace {
 
-// Dense bf16-rounded copies ([B, heads, L, d], stored in f32) of q, k, v and, for the backward, dout;
+// The value of x in each 16-bit format, as an f32: bf16 (8 significant bits, f32's range) or IEEE
+// f16 (11 bits; beyond ±65504 ±inf, below 2⁻¹⁴ subnormal), rounded to nearest even.
+float round_bf16(float x) { return bf16_to_f32(f32_to_bf16(x)); }
+float round_f16(float x) { return static_cast<float>(static_cast<_Float16>(x)); }
+
+// Dense rounded copies ([B, heads, L, d], stored in f32) of q, k, v and, for the backward, dout;
 // `p` reads them.
+template <float (*Round)(float)>
 struct Rounded {
   AttnProblem p;
   std::vector<float> q, k, v, dout;
@@ -26,7 +33,7 @@ struct Rounded {
       parallel_for(src.B * heads * L, std::max<int64_t>(1, 4096 / std::max<int64_t>(d, 1)), [&](int64_t lo, int64_t hi) {
         for (int64_t row = lo; row < hi; ++row) {
           const float* f = from + row / (heads * L) * sb + row / L % heads * sh + row % L * sl;
-          for (int64_t c = 0; c < d; ++c) t[row * d + c] = bf16_to_f32(f32_to_bf16(f[c]));
+          for (int64_t c = 0; c < d; ++c) t[row * d + c] = Round(f[c]);
         }
       });
     };
@@ -52,13 +59,24 @@ bool dense_out(const AttnProblem& p) {
 
 void attention_forward_flash_bf16(const AttnProblem& p, float* out, float* lse) {
   if (!lse && p.dropout_p == 0.f && dense_out(p) && has_avx512_bf16()) return attention_forward_flash_bf16_avx512(p, out);
-  Rounded r(p, nullptr);
+  Rounded<round_bf16> r(p, nullptr);
   attention_forward_flash(r.p, out, lse);
 }
 
 void attention_backward_flash_bf16(const AttnProblem& p, const float* out, const float* lse, const float* dout,
                                    float* dq, float* dk, float* dv) {
-  Rounded r(p, dout);
+  Rounded<round_bf16> r(p, dout);
+  attention_backward_flash(r.p, out, lse, r.dout.data(), dq, dk, dv);
+}
+
+void attention_forward_flash_f16(const AttnProblem& p, float* out, float* lse) {
+  Rounded<round_f16> r(p, nullptr);
+  attention_forward_flash(r.p, out, lse);
+}
+
+void attention_backward_flash_f16(const AttnProblem& p, const float* out, const float* lse, const float* dout,
+                                  float* dq, float* dk, float* dv) {
+  Rounded<round_f16> r(p, dout);
   attention_backward_flash(r.p, out, lse, r.dout.data(), dq, dk, dv);
 }
 

@@ -17,6 +17,10 @@ void attention_forward_flash(const AttnProblem& p, float* out, float* lse);
 void attention_forward_flash_bf16(const AttnProblem& p, float* out, float* lse);
 void attention_backward_flash_bf16(const AttnProblem& p, const float* out, const float* lse, const float* dout,
                                    float* dq, float* dk, float* dv);
+// f16 (IEEE half, the same kernels on __half): AttentionCompute::f16.
+void attention_forward_flash_f16(const AttnProblem& p, float* out, float* lse);
+void attention_backward_flash_f16(const AttnProblem& p, const float* out, const float* lse, const float* dout,
+                                  float* dq, float* dk, float* dv);
 // D_i = dout_i · out_i for every query row (the flash backward's first pass)
 void attention_row_dot(const AttnProblem& p, const float* out, const float* dout, float* Dsum);
 void attention_backward_flash(const AttnProblem& p, const float* out, const float* lse, const float* dout, float* dq,

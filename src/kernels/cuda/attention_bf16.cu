@@ -1,6 +1,9 @@
-// bf16 attention on the GPU's tensor cores, forward and backward (AttentionCompute::bf16, and what
-// Autocast(bf16) trains with): q, k, v and dO rounded to bf16, every product on the tensor cores
-// with f32 accumulation, the softmax in f32, P and dS rounded to bf16 for the products they feed.
+// bf16 and f16 attention on the GPU's tensor cores, forward and backward (AttentionCompute::bf16 —
+// what Autocast(bf16) trains with — and AttentionCompute::f16): q, k, v and dO rounded to the 16-bit
+// format, every product on the tensor cores with f32 accumulation, the softmax in f32, P and dS
+// rounded to it for the products they feed. One kernel pair, templated on the element type T
+// (__nv_bfloat16: 8 significant bits, f32's range; __half: 11 bits, |x| ≤ 65504); below, "bf16"
+// stands for either.
 // FlashAttention-2's algorithm, by tiles of 64 (the formulas: attention.cu and kernels/cpu/attention.h).
 //
 // Forward: a block of 4 warps owns 64 query rows of one head (16 per warp) and walks the keys in tiles of 64:
@@ -28,9 +31,11 @@
 // take the tiles; other shapes take the f32 kernels over bf16-rounded copies (the same rounding of
 // the inputs, f32 products).
 #include <cuda_bf16.h>
+#include <cuda_fp16.h>
 #include <mma.h>
 
 #include <cfloat>
+#include <type_traits>
 
 #include "kernels/cuda/attention.h"
 #include "kernels/cuda/attention_device.cuh"
@@ -41,7 +46,18 @@ namespace qkv::kernels::cuda {
 namespace {
 
 using namespace nvcuda;
-using bf16_t = __nv_bfloat16;
+
+// f32 → T, rounded to nearest even
+template <typename T>
+__device__ inline T to_half(float x);
+template <>
+__device__ inline __nv_bfloat16 to_half<__nv_bfloat16>(float x) {
+  return __float2bfloat16_rn(x);
+}
+template <>
+__device__ inline __half to_half<__half>(float x) {
+  return __float2half_rn(x);
+}
 
 constexpr int kWarpsBf16 = 4;
 constexpr int kRowsPerWarp = 16;
@@ -49,18 +65,18 @@ constexpr int kTile = kWarpsBf16 * kRowsPerWarp;  // 64 query rows (forward) or 
 constexpr int kTileK = 64;                         // keys per tile (forward), query rows per step (backward)
 constexpr int kThreads = kWarpsBf16 * 32;
 
-template <typename Layout>
-using FragA = wmma::fragment<wmma::matrix_a, 16, 16, 16, bf16_t, Layout>;
-template <typename Layout>
-using FragB = wmma::fragment<wmma::matrix_b, 16, 16, 16, bf16_t, Layout>;
+template <typename T, typename Layout>
+using FragA = wmma::fragment<wmma::matrix_a, 16, 16, 16, T, Layout>;
+template <typename T, typename Layout>
+using FragB = wmma::fragment<wmma::matrix_b, 16, 16, 16, T, Layout>;
 using FragAcc = wmma::fragment<wmma::accumulator, 16, 16, 16, float>;
 
 // Rows [r0, r0 + kTile) of a [L, D] operand (row stride sl) → bf16 tile in shared memory; rows past L are zeros.
-template <int D>
-__device__ inline void load_tile(bf16_t* dst, const float* src, int64_t sl, int64_t r0, int64_t L) {
+template <typename T, int D>
+__device__ inline void load_tile(T* dst, const float* src, int64_t sl, int64_t r0, int64_t L) {
   for (int e = threadIdx.x; e < kTile * D; e += blockDim.x) {
     const int r = e / D, c = e % D;
-    dst[e] = __float2bfloat16_rn(r0 + r < L ? src[(r0 + r) * sl + c] : 0.f);
+    dst[e] = to_half<T>(r0 + r < L ? src[(r0 + r) * sl + c] : 0.f);
   }
 }
 
@@ -70,16 +86,16 @@ __device__ inline void load_tile(bf16_t* dst, const float* src, int64_t sl, int6
 // in bf16 per warp; O in f32 per warp.
 template <int D>
 constexpr size_t forward_smem_bytes() {
-  return sizeof(bf16_t) * (kTile * D + 2 * kTileK * D + kTile * kTileK) + sizeof(float) * (kTile * kTileK + kTile * D);
+  return 2 * (kTile * D + 2 * kTileK * D + kTile * kTileK) + sizeof(float) * (kTile * kTileK + kTile * D);
 }
 
-template <int D>
+template <typename T, int D>
 __global__ void __launch_bounds__(kThreads) flash_bf16_forward_kernel(AttnProblem p, float* out, float* lse) {
   extern __shared__ __align__(128) unsigned char smem[];
-  bf16_t* Qs = reinterpret_cast<bf16_t*>(smem);   // [kTile][D]
-  bf16_t* Ks = Qs + kTile * D;                     // [kTileK][D]
-  bf16_t* Vs = Ks + kTileK * D;                    // [kTileK][D]
-  bf16_t* Ps = Vs + kTileK * D;                    // [kTile][kTileK]
+  T* Qs = reinterpret_cast<T*>(smem);   // [kTile][D]
+  T* Ks = Qs + kTile * D;                     // [kTileK][D]
+  T* Vs = Ks + kTileK * D;                    // [kTileK][D]
+  T* Ps = Vs + kTileK * D;                    // [kTile][kTileK]
   float* Ss = reinterpret_cast<float*>(Ps + kTile * kTileK);  // [kTile][kTileK]
   float* Os = Ss + kTile * kTileK;                             // [kTile][D]
 
@@ -90,7 +106,7 @@ __global__ void __launch_bounds__(kThreads) flash_bf16_forward_kernel(AttnProble
   const float* k = p.k + b * p.k_sb + hk * p.k_sh;
   const float* v = p.v + b * p.v_sb + hk * p.v_sh;
 
-  load_tile<D>(Qs, q, p.q_sl, i0, p.Lq);
+  load_tile<T, D>(Qs, q, p.q_sl, i0, p.Lq);
   for (int e = threadIdx.x; e < kTile * D; e += blockDim.x) Os[e] = 0.f;
   // Row statistics: lanes 2r and 2r+1 of a warp share row r of its 16 (each takes half the columns).
   // Each lane starts its columns at its own offset (`skew`), so that the 32 lanes reading a row-major
@@ -102,14 +118,14 @@ __global__ void __launch_bounds__(kThreads) flash_bf16_forward_kernel(AttnProble
 
   const int64_t last_row = i0 + kTile - 1 < p.Lq - 1 ? i0 + kTile - 1 : p.Lq - 1;
   const int64_t k_end = p.causal ? (last_row + 1 < p.Lk ? last_row + 1 : p.Lk) : p.Lk;
-  bf16_t* Pw = Ps + warp * kRowsPerWarp * kTileK;
+  T* Pw = Ps + warp * kRowsPerWarp * kTileK;
   float* Sw = Ss + warp * kRowsPerWarp * kTileK;
   float* Ow = Os + warp * kRowsPerWarp * D;
-  const bf16_t* Qw = Qs + warp * kRowsPerWarp * D;
+  const T* Qw = Qs + warp * kRowsPerWarp * D;
 
   for (int64_t j0 = 0; j0 < k_end; j0 += kTileK) {
-    load_tile<D>(Ks, k, p.k_sl, j0, p.Lk);
-    load_tile<D>(Vs, v, p.v_sl, j0, p.Lk);
+    load_tile<T, D>(Ks, k, p.k_sl, j0, p.Lk);
+    load_tile<T, D>(Vs, v, p.v_sl, j0, p.Lk);
     __syncthreads();
 
     // S_w = Q_w K_jᵀ: four 16×16 output tiles, D/16 steps each
@@ -117,8 +133,8 @@ __global__ void __launch_bounds__(kThreads) flash_bf16_forward_kernel(AttnProble
       FragAcc acc;
       wmma::fill_fragment(acc, 0.f);
       for (int kk = 0; kk < D / 16; ++kk) {
-        FragA<wmma::row_major> a;
-        FragB<wmma::col_major> bt;  // K rows as Kᵀ's columns
+        FragA<T, wmma::row_major> a;
+        FragB<T, wmma::col_major> bt;  // K rows as Kᵀ's columns
         wmma::load_matrix_sync(a, Qw + kk * 16, D);
         wmma::load_matrix_sync(bt, Ks + n * 16 * D + kk * 16, D);
         wmma::mma_sync(acc, a, bt, acc);
@@ -144,7 +160,7 @@ __global__ void __launch_bounds__(kThreads) flash_bf16_forward_kernel(AttnProble
       const int c = half * 32 + (t + skew) % 32;
       const float e = m_new == -INFINITY || srow[c] == -INFINITY ? 0.f : expf(srow[c] - m_new);
       sum += e;  // l sums P before dropout; O takes P ∘ Z/(1−p)
-      Pw[row * kTileK + c] = __float2bfloat16_rn(e == 0.f ? 0.f : e * keep(p, b, h, i, j0 + c));
+      Pw[row * kTileK + c] = to_half<T>(e == 0.f ? 0.f : e * keep(p, b, h, i, j0 + c));
     }
     sum += __shfl_xor_sync(0xffffffffu, sum, 1);
     l = l * alpha + sum;
@@ -157,8 +173,8 @@ __global__ void __launch_bounds__(kThreads) flash_bf16_forward_kernel(AttnProble
       FragAcc acc;
       wmma::load_matrix_sync(acc, Ow + dt * 16, D, wmma::mem_row_major);
       for (int kk = 0; kk < kTileK / 16; ++kk) {
-        FragA<wmma::row_major> a;
-        FragB<wmma::row_major> bv;
+        FragA<T, wmma::row_major> a;
+        FragB<T, wmma::row_major> bv;
         wmma::load_matrix_sync(a, Pw + kk * 16, kTileK);
         wmma::load_matrix_sync(bv, Vs + kk * 16 * D + dt * 16, D);
         wmma::mma_sync(acc, a, bv, acc);
@@ -185,21 +201,21 @@ __global__ void __launch_bounds__(kThreads) flash_bf16_forward_kernel(AttnProble
 // (at the end, the four warps' 16 × D rows of dK and dV pass through them); lse and D of the step's rows.
 template <int D>
 constexpr size_t backward_smem_bytes() {
-  return sizeof(bf16_t) * (4 * kTile * D + 2 * kTileK * kTile) + sizeof(float) * (2 * kTileK * kTile + 2 * kTileK);
+  return 2 * (4 * kTile * D + 2 * kTileK * kTile) + sizeof(float) * (2 * kTileK * kTile + 2 * kTileK);
 }
 static_assert(2 * kTileK * kTile >= kTile * 128, "S and dP stage the warps' dK/dV rows at D = 128");
 
-template <int D>
+template <typename T, int D>
 __global__ void __launch_bounds__(kThreads)
     flash_bf16_backward_kernel(AttnProblem p, const float* lse, const float* Dsum, const float* dout, float* dq,
                                float* dk, float* dv) {
   extern __shared__ __align__(128) unsigned char smem[];
-  bf16_t* Ks = reinterpret_cast<bf16_t*>(smem);  // [kTile keys][D]
-  bf16_t* Vs = Ks + kTile * D;                    // [kTile keys][D]
-  bf16_t* Qs = Vs + kTile * D;                    // [kTileK rows][D]
-  bf16_t* Gs = Qs + kTileK * D;                   // [kTileK rows][D]  dO
-  bf16_t* Wb = Gs + kTileK * D;                   // [kTileK rows][kTile keys]  P ∘ Z/(1−p)
-  bf16_t* dSb = Wb + kTileK * kTile;              // [kTileK rows][kTile keys]  scale · dS
+  T* Ks = reinterpret_cast<T*>(smem);  // [kTile keys][D]
+  T* Vs = Ks + kTile * D;                    // [kTile keys][D]
+  T* Qs = Vs + kTile * D;                    // [kTileK rows][D]
+  T* Gs = Qs + kTileK * D;                   // [kTileK rows][D]  dO
+  T* Wb = Gs + kTileK * D;                   // [kTileK rows][kTile keys]  P ∘ Z/(1−p)
+  T* dSb = Wb + kTileK * kTile;              // [kTileK rows][kTile keys]  scale · dS
   float* Ss = reinterpret_cast<float*>(dSb + kTileK * kTile);  // [kTileK][kTile]
   float* dPs = Ss + kTileK * kTile;                             // [kTileK][kTile]
   float* rowL = dPs + kTileK * kTile;                           // [kTileK]
@@ -208,8 +224,8 @@ __global__ void __launch_bounds__(kThreads)
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   const int64_t bhk = blockIdx.y, b = bhk / p.Hkv, hk = bhk % p.Hkv, group = p.H / p.Hkv;
   const int64_t j0 = int64_t{blockIdx.x} * kTile;
-  load_tile<D>(Ks, p.k + b * p.k_sb + hk * p.k_sh, p.k_sl, j0, p.Lk);
-  load_tile<D>(Vs, p.v + b * p.v_sb + hk * p.v_sh, p.v_sl, j0, p.Lk);
+  load_tile<T, D>(Ks, p.k + b * p.k_sb + hk * p.k_sh, p.k_sl, j0, p.Lk);
+  load_tile<T, D>(Vs, p.v + b * p.v_sb + hk * p.v_sh, p.v_sl, j0, p.Lk);
 
   FragAcc dV[D / 16], dK[D / 16];  // the warp's 16 keys × D
 #pragma unroll
@@ -221,10 +237,10 @@ __global__ void __launch_bounds__(kThreads)
     const int64_t stats = (b * p.H + h) * p.Lq;
     for (int64_t i0 = p.causal ? j0 : 0; i0 < p.Lq; i0 += kTileK) {  // causal: rows i < j0 see none of these keys
       __syncthreads();  // the previous step's readers of Q, dO, W, dS' are done
-      load_tile<D>(Qs, q, p.q_sl, i0, p.Lq);
+      load_tile<T, D>(Qs, q, p.q_sl, i0, p.Lq);
       for (int e = threadIdx.x; e < kTileK * D; e += blockDim.x) {
         const int r = e / D, c = e % D;
-        Gs[e] = __float2bfloat16_rn(i0 + r < p.Lq ? dout[at(p.dout_l, b, h, i0 + r) + c] : 0.f);
+        Gs[e] = to_half<T>(i0 + r < p.Lq ? dout[at(p.dout_l, b, h, i0 + r) + c] : 0.f);
       }
       if (threadIdx.x < kTileK) {
         const int64_t i = i0 + threadIdx.x;
@@ -239,8 +255,8 @@ __global__ void __launch_bounds__(kThreads)
         wmma::fill_fragment(s, 0.f);
         wmma::fill_fragment(dp, 0.f);
         for (int kk = 0; kk < D / 16; ++kk) {
-          FragA<wmma::row_major> a;
-          FragB<wmma::col_major> bt;
+          FragA<T, wmma::row_major> a;
+          FragB<T, wmma::col_major> bt;
           wmma::load_matrix_sync(a, Qs + wr * D + kk * 16, D);
           wmma::load_matrix_sync(bt, Ks + n * 16 * D + kk * 16, D);
           wmma::mma_sync(s, a, bt, s);
@@ -263,20 +279,20 @@ __global__ void __launch_bounds__(kThreads)
           const float s = L == -INFINITY ? -INFINITY : masked_score(p, b, h, i, j, p.scale * Ss[e]);
           const float P = s == -INFINITY ? 0.f : expf(s - L);
           const float z = P == 0.f ? 0.f : keep(p, b, h, i, j);
-          Wb[e] = __float2bfloat16_rn(P * z);
-          dSb[e] = __float2bfloat16_rn(p.scale * P * (dPs[e] * z - Di));
+          Wb[e] = to_half<T>(P * z);
+          dSb[e] = to_half<T>(p.scale * P * (dPs[e] * z - Di));
         }
       }
       __syncthreads();  // every warp reads all 64 rows of W and dS' below
 
       // dV_w += Wᵀ dO and dK_w += dS'ᵀ Q over the step's 64 rows (Wᵀ, dS'ᵀ: column-major loads of W, dS')
       for (int kk = 0; kk < kTileK / 16; ++kk) {
-        FragA<wmma::col_major> wt, dst;
+        FragA<T, wmma::col_major> wt, dst;
         wmma::load_matrix_sync(wt, Wb + kk * 16 * kTile + wr, kTile);
         wmma::load_matrix_sync(dst, dSb + kk * 16 * kTile + wr, kTile);
 #pragma unroll
         for (int dt = 0; dt < D / 16; ++dt) {
-          FragB<wmma::row_major> g, qf;
+          FragB<T, wmma::row_major> g, qf;
           wmma::load_matrix_sync(g, Gs + kk * 16 * D + dt * 16, D);
           wmma::mma_sync(dV[dt], wt, g, dV[dt]);
           wmma::load_matrix_sync(qf, Qs + kk * 16 * D + dt * 16, D);
@@ -292,8 +308,8 @@ __global__ void __launch_bounds__(kThreads)
           FragAcc acc;
           wmma::fill_fragment(acc, 0.f);
           for (int kk = 0; kk < kTile / 16; ++kk) {
-            FragA<wmma::row_major> a;
-            FragB<wmma::row_major> kf;
+            FragA<T, wmma::row_major> a;
+            FragB<T, wmma::row_major> kf;
             wmma::load_matrix_sync(a, dSb + wr * kTile + kk * 16, kTile);
             wmma::load_matrix_sync(kf, Ks + kk * 16 * D + (dt0 + t) * 16, D);
             wmma::mma_sync(acc, a, kf, acc);
@@ -337,17 +353,17 @@ __global__ void zero_rows_kernel(HeadLayout l, int64_t H, int64_t L, int64_t d, 
   }
 }
 
-template <int D>
+template <typename T, int D>
 void launch_forward(const AttnProblem& p, float* out, float* lse, cudaStream_t s) {
   constexpr size_t bytes = forward_smem_bytes<D>();  // over the default 48 KB: raised for the kernel
-  QKV_CUDA_CHECK(cudaFuncSetAttribute(flash_bf16_forward_kernel<D>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+  QKV_CUDA_CHECK(cudaFuncSetAttribute(flash_bf16_forward_kernel<T, D>, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                       static_cast<int>(bytes)));
   const dim3 grid(static_cast<unsigned>((p.Lq + kTile - 1) / kTile), static_cast<unsigned>(p.B * p.H));
-  flash_bf16_forward_kernel<D><<<grid, kThreads, bytes, s>>>(p, out, lse);
+  flash_bf16_forward_kernel<T, D><<<grid, kThreads, bytes, s>>>(p, out, lse);
   QKV_CUDA_LAUNCHED(flash_bf16_forward_kernel);
 }
 
-template <int D>
+template <typename T, int D>
 void launch_backward(const AttnProblem& p, const float* out, const float* lse, const float* dout, float* dq,
                      float* dk, float* dv, cudaStream_t s) {
   const int64_t n = p.B * p.H * p.Lq * D;
@@ -356,16 +372,17 @@ void launch_backward(const AttnProblem& p, const float* out, const float* lse, c
   Scratch Dsum(p.B * p.H * p.Lq, s);
   attention_row_dot(p, out, dout, Dsum.p);
   constexpr size_t bytes = backward_smem_bytes<D>();
-  QKV_CUDA_CHECK(cudaFuncSetAttribute(flash_bf16_backward_kernel<D>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+  QKV_CUDA_CHECK(cudaFuncSetAttribute(flash_bf16_backward_kernel<T, D>, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                       static_cast<int>(bytes)));
   const dim3 grid(static_cast<unsigned>((p.Lk + kTile - 1) / kTile), static_cast<unsigned>(p.B * p.Hkv));
-  flash_bf16_backward_kernel<D><<<grid, kThreads, bytes, s>>>(p, lse, Dsum.p, dout, dq, dk, dv);
+  flash_bf16_backward_kernel<T, D><<<grid, kThreads, bytes, s>>>(p, lse, Dsum.p, dout, dq, dk, dv);
   QKV_CUDA_LAUNCHED(flash_bf16_backward_kernel);
 }
 
 bool on_tiles(const AttnProblem& p) { return p.D == p.Dv && (p.D == 64 || p.D == 128); }
 
-// Other shapes: dense bf16-rounded copies of q, k, v (and dout) for the f32 kernels.
+// Other shapes: dense copies of q, k, v (and dout) rounded to T, for the f32 kernels.
+template <typename T>
 struct Rounded {
   AttnProblem p;
   const float* dout = nullptr;
@@ -377,7 +394,8 @@ struct Rounded {
     float* at = buf.p;
     auto dense = [&](const float* from, int64_t heads, int64_t L, int64_t d, int64_t sb, int64_t sh, int64_t sl) {
       copy_strided_to({src.B, heads, L, d}, at, {heads * L * d, L * d, d, 1}, from, {sb, sh, sl, 1}, sizeof(float));
-      round_to_bf16(at, at, src.B * heads * L * d);
+      if constexpr (std::is_same_v<T, __half>) round_to_f16(at, at, src.B * heads * L * d);
+      else round_to_bf16(at, at, src.B * heads * L * d);
       float* made = at;
       at += src.B * heads * L * d;
       return made;
@@ -397,33 +415,53 @@ struct Rounded {
 };
 
 void check_grid(int64_t heads) {
-  QKV_CHECK(heads <= 65535, "scaled_dot_product_attention (bf16): ", heads,
+  QKV_CHECK(heads <= 65535, "scaled_dot_product_attention (bf16/f16): ", heads,
             " heads × batch exceed the CUDA grid's 65535 (run in smaller batches)");
+}
+
+// A decoding step — a few query rows against the KV cache, no lse (inference) — is bound by reading
+// the f32 cache, once whichever kernel reads it; a 64-row tile would hold 1–16 of them and one block
+// per head would walk every key. The f32 kernels serve it (split-KV against a long cache: attention.cu),
+// at f32's precision, which is the 16-bit format's or finer.
+constexpr int64_t kDecodeRows = 16;
+
+template <typename T>
+void forward(const AttnProblem& p, float* out, float* lse) {
+  if (p.B * p.H * p.Lq == 0) return;
+  if (!lse && p.Lq <= kDecodeRows) return attention_forward_flash(p, out, lse);
+  cudaStream_t s = stream();
+  if (on_tiles(p)) {
+    check_grid(p.B * p.H);
+    return p.D == 64 ? launch_forward<T, 64>(p, out, lse, s) : launch_forward<T, 128>(p, out, lse, s);
+  }
+  Rounded<T> r(p, nullptr, s);
+  attention_forward_flash(r.p, out, lse);
+}
+
+template <typename T>
+void backward(const AttnProblem& p, const float* out, const float* lse, const float* dout, float* dq, float* dk,
+              float* dv) {
+  cudaStream_t s = stream();
+  if (on_tiles(p) && p.B * p.Hkv > 0 && p.Lq > 0 && p.Lk > 0) {
+    check_grid(p.B * p.Hkv);
+    if (p.D == 64) return launch_backward<T, 64>(p, out, lse, dout, dq, dk, dv, s);
+    return launch_backward<T, 128>(p, out, lse, dout, dq, dk, dv, s);
+  }
+  Rounded<T> r(p, dout, s);
+  attention_backward_flash(r.p, out, lse, r.dout, dq, dk, dv);
 }
 
 }  // namespace
 
-void attention_forward_flash_bf16(const AttnProblem& p, float* out, float* lse) {
-  if (p.B * p.H * p.Lq == 0) return;
-  cudaStream_t s = stream();
-  if (on_tiles(p)) {
-    check_grid(p.B * p.H);
-    return p.D == 64 ? launch_forward<64>(p, out, lse, s) : launch_forward<128>(p, out, lse, s);
-  }
-  Rounded r(p, nullptr, s);
-  attention_forward_flash(r.p, out, lse);
-}
-
+void attention_forward_flash_bf16(const AttnProblem& p, float* out, float* lse) { forward<__nv_bfloat16>(p, out, lse); }
 void attention_backward_flash_bf16(const AttnProblem& p, const float* out, const float* lse, const float* dout,
                                    float* dq, float* dk, float* dv) {
-  cudaStream_t s = stream();
-  if (on_tiles(p) && p.B * p.Hkv > 0 && p.Lq > 0 && p.Lk > 0) {
-    check_grid(p.B * p.Hkv);
-    if (p.D == 64) return launch_backward<64>(p, out, lse, dout, dq, dk, dv, s);
-    return launch_backward<128>(p, out, lse, dout, dq, dk, dv, s);
-  }
-  Rounded r(p, dout, s);
-  attention_backward_flash(r.p, out, lse, r.dout, dq, dk, dv);
+  backward<__nv_bfloat16>(p, out, lse, dout, dq, dk, dv);
+}
+void attention_forward_flash_f16(const AttnProblem& p, float* out, float* lse) { forward<__half>(p, out, lse); }
+void attention_backward_flash_f16(const AttnProblem& p, const float* out, const float* lse, const float* dout,
+                                  float* dq, float* dk, float* dv) {
+  backward<__half>(p, out, lse, dout, dq, dk, dv);
 }
 
 }  // namespace qkv::kernels::cuda

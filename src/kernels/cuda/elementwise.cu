@@ -2,6 +2,7 @@
 // shape is coalesced on the host (kernels/strided.h), then each thread maps its dense output index
 // to every operand's offset through at most kMaxDims dims passed by value. Dense same-shape
 // operands (one coalesced dim, unit strides) take a plain grid-stride loop.
+#include <cuda_fp16.h>
 #include <cuda_bf16.h>
 
 #include "kernels/cuda/kernels.h"
@@ -210,6 +211,9 @@ struct ToBf16 {
 struct RoundBf16 {
   __device__ float operator()(float x) const { return __uint_as_float(static_cast<uint32_t>(to_bf16_bits(x)) << 16); }
 };
+struct RoundF16 {  // to the nearest IEEE f16 (ties to even; beyond 65504: ±inf), as an f32
+  __device__ float operator()(float x) const { return __half2float(__float2half_rn(x)); }
+};
 struct FromBf16 {
   __device__ float operator()(uint16_t h) const { return __uint_as_float(static_cast<uint32_t>(h) << 16); }
 };
@@ -227,6 +231,7 @@ void dense_map(const TA* src, TO* dst, int64_t n, F f) {
 
 void convert_to_bf16(const float* src, bf16* dst, int64_t n) { dense_map(src, reinterpret_cast<uint16_t*>(dst), n, ToBf16{}); }
 void round_to_bf16(const float* src, float* dst, int64_t n) { dense_map(src, dst, n, RoundBf16{}); }
+void round_to_f16(const float* src, float* dst, int64_t n) { dense_map(src, dst, n, RoundF16{}); }
 void bf16_to_f32(const bf16* src, float* dst, int64_t n) {
   dense_map(reinterpret_cast<const uint16_t*>(src), dst, n, FromBf16{});
 }

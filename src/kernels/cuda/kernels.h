@@ -46,6 +46,7 @@ void copy_strided_to(const std::vector<int64_t>& shape, void* out, const std::ve
 // even, as f32_to_bf16), boolean → f32, i32 → f32.
 void convert_to_bf16(const float* src, bf16* dst, int64_t n);
 void round_to_bf16(const float* src, float* dst, int64_t n);
+void round_to_f16(const float* src, float* dst, int64_t n);  // (IEEE half: attention's f16 compute)
 void bf16_to_f32(const bf16* src, float* dst, int64_t n);
 void bool_to_f32(const uint8_t* src, float* dst, int64_t n);
 void i32_to_f32(const int32_t* src, float* dst, int64_t n);

@@ -1,0 +1,83 @@
+#!/usr/bin/env python3
+"""Translation throughput on a GPU against the CPU — issue 29's third figure: the shipped en→fr
+Transformer (models/en-fr.safetensors), beam 4, batches of 32, on Tatoeba sentences of every length,
+with `qkv translate --stats` on the CPU (f32 and int8, every core of the machine) and on the GPU
+(f32 on TF32 tensor cores, bf16: every product on the tensor cores). Prints sentences/s and target
+tokens/s of each, the GPU's ratios to the CPU's, and how many translations agree with the CPU's f32.
+
+Run on a lent GPU machine (docs/CUDA.md), after `bash scripts/gpu_pack.sh` here:
+
+    python3 bench/translate_cuda_vs_cpu.py --qkv "bash .gpu/run.sh qkv" [--sentences 2000]
+
+Here (no GPU) `--devices cpu` runs the CPU half alone.
+"""
+import argparse
+import gzip
+import os
+import re
+import shlex
+import subprocess
+import sys
+import tempfile
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.join(HERE, "..")
+DATA = os.path.join(ROOT, "data", "tatoeba-en-fr", "fra.txt.gz")
+MODEL = os.path.join(ROOT, "models", "en-fr.safetensors")
+STATS = re.compile(r"translated (\d+) sentences \((\d+) target tokens\) in ([\d.]+) s: ([\d.]+) sentences/s, (\d+) tokens/s")
+
+
+def sentences(n):
+    """n English sentences spread evenly over the file (it is sorted by length: short to long)."""
+    with gzip.open(DATA, "rt", encoding="utf-8") as f:
+        src = [line.split("\t")[0] for line in f if line.strip()]
+    step = max(len(src) // n, 1)
+    return src[::step][:n]
+
+
+def run(qkv, path, device, dtype, beam, batch, threads):
+    out = path + f".{device}.{dtype}.out"
+    cmd = shlex.split(qkv) + ["translate", "-m", MODEL, "-i", path, "-o", out, "--beam", str(beam), "--batch-size",
+                              str(batch), "--dtype", dtype, "--device", device, "--stats"]
+    if threads:
+        cmd += ["--threads", str(threads)]
+    p = subprocess.run(cmd, capture_output=True, text=True)
+    m = STATS.search(p.stderr)
+    if p.returncode != 0 or not m:
+        sys.exit(f"{' '.join(cmd)} failed ({p.returncode}):\n{p.stderr[-2000:]}")
+    with open(out, encoding="utf-8") as f:
+        lines = f.read().splitlines()
+    return dict(seconds=float(m.group(3)), sentences_s=float(m.group(4)), tokens_s=float(m.group(5)), lines=lines)
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--qkv", default=os.path.join(ROOT, "build", "qkv"), help="the qkv command (a shell word list)")
+    ap.add_argument("--sentences", type=int, default=2000)
+    ap.add_argument("--beam", type=int, default=4)
+    ap.add_argument("--batch-size", type=int, default=32)
+    ap.add_argument("--threads", type=int, default=0, help="CPU threads (default: every core)")
+    ap.add_argument("--devices", default="cpu,cuda", help="cpu, cuda or both")
+    a = ap.parse_args()
+    runs = []
+    for device in a.devices.split(","):
+        runs += [(device, "f32"), (device, "int8" if device == "cpu" else "bf16")]
+    with tempfile.TemporaryDirectory() as d:
+        path = os.path.join(d, "src.txt")
+        with open(path, "w", encoding="utf-8") as f:
+            f.write("\n".join(sentences(a.sentences)) + "\n")
+        results = {}
+        for device, dtype in runs:
+            results[(device, dtype)] = run(a.qkv, path, device, dtype, a.beam, a.batch_size, a.threads)
+    base = results[runs[0]]
+    print(f"{a.sentences} Tatoeba sentences, beam {a.beam}, batches of {a.batch_size}, models/en-fr.safetensors")
+    print(f"{'device':8} {'weights':8} {'sentences/s':>12} {'tokens/s':>10} {'× CPU f32':>10} {'same as CPU f32':>16}")
+    for key in runs:
+        r = results[key]
+        same = sum(x == y for x, y in zip(r["lines"], base["lines"]))
+        print(f"{key[0]:8} {key[1]:8} {r['sentences_s']:12.1f} {r['tokens_s']:10.0f} "
+              f"{r['tokens_s'] / base['tokens_s']:9.2f}× {same:9d}/{len(base['lines'])}")
+
+
+if __name__ == "__main__":
+    main()
