@@ -30,6 +30,7 @@ cat > .gpu/run.sh <<'RUN'
 # On the lent GPU machine (packed by scripts/gpu_pack.sh): unpack, then
 #   bash .gpu/run.sh tests      every CUDA test (qkv_cuda_tests), then the GPU training tests (GPT, Transformer)
 #   bash .gpu/run.sh qkv ARGS   the qkv command, e.g. qkv train configs/shakespeare-char.json --device cuda
+#   bash .gpu/run.sh sanitize [FILTER]   compute-sanitizer memcheck + racecheck on the CUDA tests FILTER names
 set -uo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 dir=/tmp/qkv-cuda
@@ -45,7 +46,15 @@ case "${1:-tests}" in
     "$dir/qkv_tests" --gtest_color=no --gtest_filter='Device.*:*OnAGpu*' 2>&1 | tee -a "$out/cuda_tests.log"
     exit $(( rc || PIPESTATUS[0] )) ;;
   qkv) shift; exec "$dir/qkv" "$@" ;;
-  *) echo "usage: bash .gpu/run.sh [tests | qkv ARGS…]" >&2; exit 2 ;;
+  sanitize)  # compute-sanitizer's memcheck, then racecheck (shared memory), on the CUDA tests FILTER names
+    filter=${2:-Cuda.*}
+    san=$(command -v compute-sanitizer || find / -name compute-sanitizer -type f -perm -u+x -not -path '/proc/*' -print -quit 2>/dev/null)
+    [ -n "$san" ] || { echo "run.sh sanitize: no compute-sanitizer on this machine" >&2; exit 2; }
+    "$san" --tool memcheck --error-exitcode 1 "$dir/qkv_cuda_tests" --gtest_filter="$filter" 2>&1 | tee "$out/sanitize.log"
+    rc=${PIPESTATUS[0]}
+    "$san" --tool racecheck --error-exitcode 1 "$dir/qkv_cuda_tests" --gtest_filter="$filter" 2>&1 | tee -a "$out/sanitize.log"
+    exit $(( rc || PIPESTATUS[0] )) ;;
+  *) echo "usage: bash .gpu/run.sh [tests | qkv ARGS… | sanitize [GTEST_FILTER]]" >&2; exit 2 ;;
 esac
 RUN
 chmod +x .gpu/run.sh
