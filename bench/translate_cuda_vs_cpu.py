@@ -2,7 +2,7 @@
 """Translation throughput on a GPU against the CPU — issue 29's third figure: the shipped en→fr
 Transformer (models/en-fr.safetensors), beam 4, batches of 32, on Tatoeba sentences of every length,
 with `qkv translate --stats` on the CPU (f32 and int8, every core of the machine) and on the GPU
-(f32 on TF32 tensor cores, bf16: every product on the tensor cores). Prints sentences/s and target
+(f32: the linears on TF32 tensor cores; bf16: bf16 weights, the linears on cuBLAS's bf16 GEMM). Prints sentences/s and target
 tokens/s of each, the GPU's ratios to the CPU's, and how many translations agree with the CPU's f32.
 
 Run on a lent GPU machine (docs/CUDA.md), after `bash scripts/gpu_pack.sh` here:

@@ -63,9 +63,12 @@ def test_models_load_onto_the_device_named_as_ctranslate2_names_it():
             with pytest.raises(qkv.Error, match="cannot decode on cuda:0"):
                 make()
         return
-    # on a GPU, bf16 weights: the products on the tensor cores, the CPU's f32 translations
+    # on a GPU, bf16 weights (the linears on the tensor cores): the CPU's f32 translations, but for
+    # a near tie that bf16 may tip
     on_gpu = qkv.Translator(path, weights="bf16", device="cuda")
-    assert on_gpu.translate(SENTENCES[:2]) == on_cpu
+    lines = SENTENCES + ["The cat didn't cross the street because it was too tired.", "I like tea."]
+    same = sum(a == b for a, b in zip(on_gpu.translate(lines), qkv.Translator(path).translate(lines)))
+    assert same >= len(lines) - 1
     (r,) = on_gpu.translate_batch(SENTENCES[:1], return_attention=True)
     np.testing.assert_allclose(r.attention.sum(axis=1), 1.0, rtol=1e-5)
     with pytest.raises(qkv.Error, match="int8 weights are read by the CPU's kernels only"):

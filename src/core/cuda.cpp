@@ -337,12 +337,13 @@ void copy(void* dst, Device dst_device, const void* src, Device src_device, size
     // has work reading its previous tensor (blocks are reused in stream order): the copy, on the
     // source's stream, waits for that stream first.
     cudaEvent_t ready = nullptr;
+    cudaError_t recorded;
     {
       cuda::DeviceGuard on_dst(dst_device.index);
       QKV_CUDA_CHECK(cudaEventCreateWithFlags(&ready, cudaEventDisableTiming));
-      QKV_CUDA_CHECK(cudaEventRecord(ready, cuda::current_stream(dst_device.index)));
+      recorded = cudaEventRecord(ready, cuda::current_stream(dst_device.index));
     }
-    const cudaError_t waited = cudaStreamWaitEvent(stream, ready, 0);
+    const cudaError_t waited = recorded == cudaSuccess ? cudaStreamWaitEvent(stream, ready, 0) : recorded;
     cudaEventDestroy(ready);  // (released once the wait is done)
     QKV_CUDA_CHECK(waited);
     QKV_CUDA_CHECK(cudaMemcpyPeerAsync(dst, dst_device.index, src, src_device.index, n, stream));

@@ -188,6 +188,14 @@ static Tensor linear_bf16(const Tensor& x, const Tensor& weight, const Tensor& b
   });
 }
 
+// The rows of x [..., in_f] (its leading dims' product: not numel / in_f, which is 0 at in_f = 0,
+// where y = b still has rows).
+static int64_t rows_of(const Tensor& x) {
+  int64_t rows = 1;
+  for (int64_t d = 0; d + 1 < x.dim(); ++d) rows *= x.size(d);
+  return rows;
+}
+
 // y = x Wᵀ + b
 Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias) {
   QKV_CHECK(weight.dim() == 2, "linear: weight must be [out_features, in_features], got ", shape_str(weight.shape()));
@@ -198,7 +206,7 @@ Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias) {
             " does not match out_features ", out_f);
   QKV_CHECK(x.dtype() == DType::f32 && weight.dtype() == DType::f32, "linear: expected f32 input and weight, got ",
             dtype_name(x.dtype()), " and ", dtype_name(weight.dtype()));
-  const int64_t rows = x.numel() / std::max<int64_t>(in_f, 1);
+  const int64_t rows = rows_of(x);
   if (autocast_dtype() == AutocastDType::bf16) return linear_bf16(x, weight, bias, rows, in_f, out_f);
   const Device d = device_of("linear", {&x, &weight, &bias});
   Tensor xc = x.is_contiguous() ? x.detach() : x.contiguous_copy();
@@ -240,7 +248,9 @@ static Tensor linear_inference_gpu(const Tensor& x, const Tensor& weight, const 
             " load the model with f32 or bf16 weights");
   if (!w.bf16().defined()) return linear(x, weight, bias);
   QKV_CHECK(w.bf16().device() == x.device(), "linear_inference: the bf16 weight copy is on ", w.bf16().device().str(),
-            ", the input on ", x.device().str(), " (load the model onto its device: models::LoadOptions::device)");
+            ", the input on ", x.device().str(),
+            " (a model moved after loading: make its inference copies again, set_inference_weights, or load it onto "
+            "its device: models::LoadOptions::device)");
   QKV_CHECK(x.size(-1) == in_f && w.rows() == out_f && w.bf16().shape() == weight.shape() &&
                 w.bf16().dtype() == DType::bf16 && w.bf16().is_contiguous(),
             "linear_inference: input ", shape_str(x.shape()), ", weight ", shape_str(weight.shape()), " and its bf16 copy ",
@@ -258,13 +268,17 @@ static Tensor linear_inference_gpu(const Tensor& x, const Tensor& weight, const 
 
 Tensor linear_inference(const Tensor& x, const Tensor& weight, const InferenceWeight& w, const Tensor& bias) {
   const int64_t in_f = weight.size(1), out_f = weight.size(0);
-  const int64_t rows = x.numel() / std::max<int64_t>(in_f, 1);
+  const int64_t rows = rows_of(x);
   const QuantizedRows* q = w.int8();
   if (!x.device().is_cpu()) return linear_inference_gpu(x, weight, w, bias, rows, in_f, out_f);
   // On the CPU the bf16 copy feeds the matrix–vector kernel (small batches: memory-bound); larger
   // batches read the f32 weights, whose GEMM is faster there than a bf16 one.
   const bool use_bf16 = w.bf16().defined() && rows <= 16;
   if (!q && !use_bf16) return linear(x, weight, bias);
+  QKV_CHECK(!use_bf16 || w.bf16().device() == x.device(), "linear_inference: the bf16 weight copy is on ",
+            w.bf16().device().str(), ", the input on ", x.device().str(),
+            " (a model moved after loading: make its inference copies again, set_inference_weights, or load it onto "
+            "its device: models::LoadOptions::device)");
   QKV_CHECK(x.size(-1) == in_f, "linear_inference: input ", shape_str(x.shape()), " x weight ",
             shape_str(weight.shape()), ": in_features differ");
   QKV_CHECK(w.rows() == out_f && (!q || q->cols == in_f) && (!use_bf16 || w.bf16().shape() == weight.shape()),

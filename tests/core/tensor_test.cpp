@@ -1,3 +1,5 @@
+#include <cmath>
+
 #include "testing.h"
 
 namespace qkv {
@@ -120,6 +122,29 @@ TEST(Tensor, DTypes) {
   EXPECT_TRUE(m.is_bool());
   EXPECT_EQ(m.to_vector(), (std::vector<float>{1, 0}));
   EXPECT_THROW(ids.requires_grad_(), Error);
+}
+
+// IEEE f16 rounding (attention's f16 compute): nearest, ties to even, inf past 65504, the
+// subnormal step 2⁻²⁴ (checked against the compiler's _Float16 over all 2³² floats when written)
+TEST(Dtype, RoundToF16IsIeeeHalfsNearestValue) {
+  const float ulp = std::ldexp(1.f, -10), tiny = std::ldexp(1.f, -24);
+  EXPECT_EQ(round_to_f16(1.f + ulp / 2), 1.f);                     // tie → even
+  EXPECT_EQ(round_to_f16(1.f + 3 * ulp / 2), 1.f + 2 * ulp);       // tie → even, upwards
+  EXPECT_EQ(round_to_f16(1.f + ulp / 2 + ulp / 64), 1.f + ulp);    // past the tie
+  EXPECT_EQ(round_to_f16(-3.14159265f), -3.140625f);
+  EXPECT_EQ(round_to_f16(65504.f), 65504.f);
+  EXPECT_EQ(round_to_f16(65519.f), 65504.f);
+  EXPECT_EQ(round_to_f16(65520.f), INFINITY);                      // halfway to 2¹⁶: even is inf
+  EXPECT_EQ(round_to_f16(-1e6f), -INFINITY);
+  EXPECT_EQ(round_to_f16(tiny), tiny);                             // the least subnormal
+  EXPECT_EQ(round_to_f16(tiny / 2), 0.f);                          // tie → even (0)
+  EXPECT_EQ(round_to_f16(tiny * 1.5f), 2 * tiny);                  // tie → even (2 steps)
+  EXPECT_EQ(round_to_f16(tiny * 0.51f), tiny);
+  EXPECT_EQ(round_to_f16(std::ldexp(1.f, -14) * 0.9999f), std::ldexp(1.f, -14));  // up to the least normal
+  EXPECT_EQ(round_to_f16(std::ldexp(1.f, -14) * 0.999f), std::ldexp(1.f, -14) - tiny);  // the largest subnormal
+  EXPECT_TRUE(std::signbit(round_to_f16(-1e-30f)) && round_to_f16(-1e-30f) == 0.f);
+  EXPECT_TRUE(std::isnan(round_to_f16(NAN)));
+  EXPECT_EQ(round_to_f16(INFINITY), INFINITY);
 }
 
 TEST(Tensor, CopyBroadcastsIntoAView) {

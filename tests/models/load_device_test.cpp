@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "qkv/core/cuda.h"
 #include "qkv/decode/translator.h"
 #include "qkv/models/load.h"
 #include "testing.h"
@@ -34,17 +35,21 @@ TEST(LoadOntoADevice, AMissingDeviceOrInt8OnAGpuIsRefusedBeforeTheFileIsRead) {
   EXPECT_NE(e.find("decode with f32 or bf16 weights"), std::string::npos) << e;
 }
 
-// The shipped translator loaded onto a GPU with bf16 weights (every product on the tensor cores:
-// linears through cuBLAS's bf16 GEMM, attention through the bf16 flash kernels) translates the
-// seeds' sentences as the CPU does in f32.
+// The shipped translator loaded onto a GPU with bf16 weights (their copies made there: the linears
+// through cuBLAS's bf16 GEMM) translates the seeds' sentences as the CPU does in f32.
 TEST(LoadOntoADevice, TheShippedTranslatorTranslatesInBf16OnAGpuAsInF32OnTheCpu) {
   if (!device_available(Device::cuda())) GTEST_SKIP() << "no CUDA GPU here (or no CUDA backend in this build)";
   LoadOptions o;
   o.device = Device::cuda();
+  const int64_t before = cuda::memory_allocated();
+  LoadedSeq2Seq gpu_f32 = load_seq2seq(kEnFr, o);
+  const int64_t f32_bytes = cuda::memory_allocated() - before;
   o.weights = nn::InferenceWeights::bf16;
   LoadedSeq2Seq gpu = load_seq2seq(kEnFr, o);
   for (const auto& [name, p] : gpu.model->module().named_parameters())
     ASSERT_EQ(p.device(), Device::cuda()) << name;
+  // the bf16 copies (half the bytes of the weight matrices, nearly all of the model) live on the GPU too
+  EXPECT_GT(cuda::memory_allocated() - before - f32_bytes, f32_bytes + f32_bytes / 5);
   LoadedSeq2Seq cpu = load_seq2seq(kEnFr);
   const std::vector<std::string> seeds = {"The cat didn't cross the street because it was too tired.",
                                           "The trophy didn't fit in the suitcase because it was too big.",

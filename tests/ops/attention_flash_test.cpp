@@ -206,7 +206,7 @@ TEST(FlashAttentionBf16, CloseToF32) {
 Tensor rounded(const Tensor& t, AttentionCompute dt) {
   if (dt == AttentionCompute::bf16) return t.detach().to(DType::bf16).to(DType::f32);
   std::vector<float> v = t.detach().contiguous().to_vector();
-  for (float& x : v) x = static_cast<float>(static_cast<_Float16>(x));
+  for (float& x : v) x = round_to_f16(x);
   return Tensor::from_vector(v, t.shape());
 }
 

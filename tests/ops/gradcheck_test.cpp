@@ -62,6 +62,13 @@ TEST(GradcheckOps, Matmul) {
   Tensor w = param({6, 4}, 11), bias = param({6}, 12);
   EXPECT_GRADCHECK([](const V& x) { return linear(x[0], x[1], x[2]); }, (V{a, w, bias}));
   EXPECT_GRADCHECK([](const V& x) { return linear(x[0].transpose(0, 1), x[1]); }, (V{a, w}));
+  // no input features: y = b on every row (as torch's), and db sums the rows' gradients
+  Tensor none = param({5, 0}, 13), w0 = param({3, 0}, 14), b3 = param({3}, 15);
+  Tensor y = linear(none, w0, b3);
+  EXPECT_EQ(y.shape(), (Shape{5, 3}));
+  for (int64_t r = 0; r < 5; ++r) EXPECT_EQ(y.select(0, r).to_vector(), b3.to_vector());
+  EXPECT_EQ(linear(none, w0).to_vector(), std::vector<float>(15, 0.f));
+  EXPECT_GRADCHECK([](const V& x) { return linear(x[0], x[1], x[2]); }, (V{none, w0, b3}));
 }
 
 TEST(GradcheckOps, SoftmaxFamily) {

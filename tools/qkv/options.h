@@ -110,8 +110,8 @@ inline void add_decode_options(CLI::App* app, DecodeArgs& a, unsigned which = kA
   if (which & kWeights)
     add_choice(app, "--dtype", a.weights,
                "weights the decoding steps read: f32, bf16 copies (half the memory traffic) or int8 rows with a scale "
-               "each (a quarter; activations quantized per row; the CPU only); on a GPU, bf16 puts every product on the "
-               "tensor cores");
+               "each (a quarter; activations quantized per row; the CPU only); on a GPU, bf16 runs the linears on the "
+               "tensor cores (cuBLAS)");
   if (which & kNoCache)
     app->add_flag("--no-cache", a.no_cache, "recompute the decoder over the whole prefix every step (slow; for comparison)");
   if (which & kThreads) add_threads_option(app, a.threads);

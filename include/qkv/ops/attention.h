@@ -35,10 +35,13 @@ constexpr EnumTable<AttentionBackend, 3> enum_table(AttentionBackend) {
 
 // What attention's products compute in: f32, bf16 or f16 — the flash path with q, k, v (and,
 // backward, the output's gradient) rounded to the 16-bit format, f32 accumulation and softmax:
-// bf16 about 3 significant digits (see docs/BENCHMARKS.md), f16 about 4 but only within ±65504
-// (PyTorch's float16: scores or values beyond it overflow). Inputs, output and gradients stay f32.
-// On a GPU both directions run on the tensor cores; on the CPU bf16 inference runs on AVX512_BF16
-// where present, everything else on the f32 kernels over the rounded operands. Under
+// bf16 about 3 significant digits (see docs/BENCHMARKS.md), f16 about 4 but only within ±65504:
+// an operand beyond it becomes ±inf and a gradient dO below 2⁻²⁴ zero (PyTorch's float16 too, which
+// training meets with a loss scale); scores and sums stay f32. Inputs, output and gradients stay f32.
+// On a GPU both directions run on the tensor cores at head dims 64 and 128 (decoding steps of ≤ 16
+// query rows, and other head dims, on the f32 kernels over the rounded operands); on the CPU bf16
+// inference runs on AVX512_BF16 where present, everything else on the f32 kernels over the rounded
+// operands. Under
 // Autocast(bf16) (ops/autocast.h) attention computes in bf16 unless the weights or a float mask's
 // gradient are asked for, as under torch.autocast.
 enum class AttentionCompute : uint8_t { f32, bf16, f16 };

@@ -16,7 +16,7 @@ namespace {
 // The value of x in each 16-bit format, as an f32: bf16 (8 significant bits, f32's range) or IEEE
 // f16 (11 bits; beyond ±65504 ±inf, below 2⁻¹⁴ subnormal), rounded to nearest even.
 float round_bf16(float x) { return bf16_to_f32(f32_to_bf16(x)); }
-float round_f16(float x) { return static_cast<float>(static_cast<_Float16>(x)); }
+float round_f16(float x) { return round_to_f16(x); }
 
 // Dense rounded copies ([B, heads, L, d], stored in f32) of q, k, v and, for the backward, dout;
 // `p` reads them.

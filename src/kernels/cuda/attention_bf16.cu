@@ -420,17 +420,16 @@ void check_grid(int64_t heads) {
 }
 
 // A decoding step — a few query rows against the KV cache, no lse (inference) — is bound by reading
-// the f32 cache, once whichever kernel reads it; a 64-row tile would hold 1–16 of them and one block
-// per head would walk every key. The f32 kernels serve it (split-KV against a long cache: attention.cu),
-// at f32's precision, which is the 16-bit format's or finer.
+// the cache; a 64-row tile would hold 1–16 of them and one block per head would walk every key. The
+// f32 kernels over rounded copies serve it as they serve the shapes off the tiles (split-KV against
+// a long cache: attention.cu), with the same rounding of q, k and v.
 constexpr int64_t kDecodeRows = 16;
 
 template <typename T>
 void forward(const AttnProblem& p, float* out, float* lse) {
   if (p.B * p.H * p.Lq == 0) return;
-  if (!lse && p.Lq <= kDecodeRows) return attention_forward_flash(p, out, lse);
   cudaStream_t s = stream();
-  if (on_tiles(p)) {
+  if (on_tiles(p) && (lse || p.Lq > kDecodeRows)) {
     check_grid(p.B * p.H);
     return p.D == 64 ? launch_forward<T, 64>(p, out, lse, s) : launch_forward<T, 128>(p, out, lse, s);
   }
