@@ -38,34 +38,23 @@ inline float bf16_to_f32(bf16 h) {
 
 // The IEEE binary16 (f16) value nearest f, as an f32 — what an f16 operand holds: 11 significant
 // bits, ties to even; |f| ≥ 65520 (halfway past the largest finite, 65504) → ±inf; below 2⁻¹⁴ the
-// subnormal step 2⁻²⁴ (so |f| ≤ 2⁻²⁵ → ±0); NaN stays NaN. Integer arithmetic only: exact whatever
-// the compiler's floating-point flags (and no _Float16, which not every compiler here has).
+// subnormal step 2⁻²⁴ (so |f| ≤ 2⁻²⁵ → ±0); NaN stays NaN. No _Float16 (not every compiler here
+// has it on x86-64), and branch-free, so loops over it vectorize. Normal results keep 10 of f32's
+// 23 fraction bits by the integer add of f32_to_bf16; subnormal ones are |f| + 0.5 − 0.5, whose
+// sum rounds to a multiple of 0.5's ulp, 2⁻²⁴, ties to even (IEEE arithmetic: not under -ffast-math).
 inline float round_to_f16(float f) {
   uint32_t u;
   std::memcpy(&u, &f, 4);
-  const uint32_t sign = u & 0x80000000u, a = u & 0x7fffffffu;
+  const uint32_t a = u & 0x7fffffffu;
+  float af;
+  std::memcpy(&af, &a, 4);
+  const float small = (af + 0.5f) - 0.5f;
   uint32_t r;
-  if (a >= 0x7f800000u) {
-    r = a;  // ±inf, NaN
-  } else if (a >= 0x477ff000u) {
-    r = 0x7f800000u;  // ≥ 65520: inf
-  } else if (a >= 0x38800000u) {
-    r = (a + 0xfffu + ((a >> 13) & 1u)) & ~0x1fffu;  // normal: keep 10 of the 23 fraction bits
-  } else {
-    // subnormal in f16: a multiple q of 2⁻²⁴, q = round(m · 2^(e+1)) for f = m · 2^(e−23)
-    const int e = static_cast<int>(a >> 23) - 127;
-    const uint64_t m = (a & 0x7fffffu) | (a >= 0x00800000u ? 0x800000u : 0u);
-    const int shift = -1 - e;  // ≥ 14
-    uint64_t q = 0;
-    if (shift < 40) {
-      q = m >> shift;
-      const uint64_t rem = m & ((uint64_t{1} << shift) - 1), half = uint64_t{1} << (shift - 1);
-      q += rem > half || (rem == half && (q & 1u));
-    }
-    float v = static_cast<float>(q) * 5.9604644775390625e-8f;  // q · 2⁻²⁴, exact
-    std::memcpy(&r, &v, 4);
-  }
-  r |= sign;
+  std::memcpy(&r, &small, 4);
+  r = a >= 0x38800000u ? (a + 0xfffu + ((a >> 13) & 1u)) & ~0x1fffu : r;  // ≥ 2⁻¹⁴: normal in f16
+  r = a >= 0x477ff000u ? 0x7f800000u : r;                                   // ≥ 65520: inf
+  r = a >= 0x7f800000u ? a : r;                                             // inf, NaN: themselves
+  r |= u & 0x80000000u;
   float out;
   std::memcpy(&out, &r, 4);
   return out;
