@@ -88,20 +88,7 @@ Stream::Stream(int device) : device_(device) {
   DeviceGuard guard(device);
   QKV_CUDA_CHECK(cudaStreamCreateWithFlags(&handle_, cudaStreamNonBlocking));
 }
-namespace {
-void forget_stream(int device, StreamHandle stream);  // (the allocator's, below)
-}  // namespace
-
-// The stream's work is waited for, and the blocks the allocator keeps or lent for it go to the
-// device's default stream — none is waiting on it any more — so that neither sits unused under a
-// dead handle, nor serves a new stream that happens to get the same handle while the old one's
-// work still runs.
-Stream::~Stream() {  // never throws: a destructor
-  if (!handle_) return;
-  cudaStreamSynchronize(handle_);
-  forget_stream(device_, handle_);
-  cudaStreamDestroy(handle_);
-}
+// (~Stream: below the allocator, to which it hands its blocks)
 void Stream::synchronize() const { QKV_CUDA_CHECK(cudaStreamSynchronize(handle_)); }
 
 StreamGuard::StreamGuard(const Stream& stream) : device_(stream.device()) {
@@ -257,14 +244,22 @@ DeviceCache& cache_of(int device) {
   return *(*caches)[device];
 }
 
-void forget_stream(int device, StreamHandle stream) {
+}  // namespace
+
+// The stream's work is waited for, and the blocks the allocator keeps or lent for it go to the
+// device's default stream — none is waiting on it any more — so that neither sits unused under a
+// dead handle, nor serves a new stream that happens to get the same handle while the old one's
+// work still runs.
+Stream::~Stream() {  // never throws: a destructor
+  if (!handle_) return;
+  cudaStreamSynchronize(handle_);
   try {
-    cache_of(device).forget(stream);
-  } catch (...) {  // (called by a destructor: a device that vanished has nothing to forget)
+    cache_of(device_).forget(handle_);
+  } catch (...) {  // (a device that vanished has nothing to forget)
   }
+  cudaStreamDestroy(handle_);
 }
 
-}  // namespace
 
 int64_t memory_allocated(int device) { return cache_of(device).allocated(); }
 int64_t memory_reserved(int device) { return cache_of(device).reserved(); }

@@ -1,6 +1,5 @@
 #include "qkv/models/load.h"
 
-#include "qkv/core/cuda.h"
 #include "qkv/models/model_file.h"
 #include "qkv/models/registry.h"
 #include "qkv/nn/init.h"
@@ -36,10 +35,10 @@ template <class M>
 std::unique_ptr<M> model_from(const std::string& path, Kind kind,
                               const std::function<int64_t(const nlohmann::json& meta)>& tokenizer_vocab,
                               const LoadOptions& options, nlohmann::json& meta) {
-  QKV_CHECK(device_available(options.device), "'", path, "': cannot decode on ", options.device.str(), ": ",
-            cuda::is_built() ? "this machine shows no such CUDA GPU" : "this build of qkv has no CUDA backend");
+  QKV_CHECK(device_available(options.device), "'", path, "': cannot decode on ", options.device.str(),
+            ": it is not available in this build of qkv or on this machine");
   QKV_CHECK(options.device.is_cpu() || options.weights != nn::InferenceWeights::int8, "'", path,
-            "': int8 weights are read by the CPU's kernels only (kernels/cpu/gemm_int8); on ", options.device.str(),
+            "': int8 weights are read by the CPU's kernels only; on ", options.device.str(),
             " decode with f32 or bf16 weights");
   std::unique_ptr<M> m;
   auto build = [&](const nlohmann::json& file_meta, size_t param_bytes) -> nn::Module& {

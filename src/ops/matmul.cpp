@@ -238,6 +238,14 @@ Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias) {
   });
 }
 
+// The bf16 copy must be where the input is: a model moved after loading left its copies behind.
+static void check_copy_beside(const Tensor& x, const InferenceWeight& w) {
+  QKV_CHECK(w.bf16().device() == x.device(), "linear_inference: the bf16 weight copy is on ", w.bf16().device().str(),
+            ", the input on ", x.device().str(),
+            " (a model moved after loading: make its inference copies again, set_inference_weights, or load it onto "
+            "its device: models::LoadOptions::device)");
+}
+
 // On a GPU: the f32 weights through cuBLAS (TF32), or the bf16 copy — made on the GPU at load
 // (models::LoadOptions::device) — through cuBLAS's bf16 GEMM at every batch size:
 //   y = bf16(x) W_bf16ᵀ + b   (f32 sums, f32 out)
@@ -247,10 +255,7 @@ static Tensor linear_inference_gpu(const Tensor& x, const Tensor& weight, const 
   QKV_CHECK(!w.int8(), "linear_inference: int8 weights are the CPU's; on ", x.device().str(),
             " load the model with f32 or bf16 weights");
   if (!w.bf16().defined()) return linear(x, weight, bias);
-  QKV_CHECK(w.bf16().device() == x.device(), "linear_inference: the bf16 weight copy is on ", w.bf16().device().str(),
-            ", the input on ", x.device().str(),
-            " (a model moved after loading: make its inference copies again, set_inference_weights, or load it onto "
-            "its device: models::LoadOptions::device)");
+  check_copy_beside(x, w);
   QKV_CHECK(x.size(-1) == in_f && w.rows() == out_f && w.bf16().shape() == weight.shape() &&
                 w.bf16().dtype() == DType::bf16 && w.bf16().is_contiguous(),
             "linear_inference: input ", shape_str(x.shape()), ", weight ", shape_str(weight.shape()), " and its bf16 copy ",
@@ -275,10 +280,7 @@ Tensor linear_inference(const Tensor& x, const Tensor& weight, const InferenceWe
   // batches read the f32 weights, whose GEMM is faster there than a bf16 one.
   const bool use_bf16 = w.bf16().defined() && rows <= 16;
   if (!q && !use_bf16) return linear(x, weight, bias);
-  QKV_CHECK(!use_bf16 || w.bf16().device() == x.device(), "linear_inference: the bf16 weight copy is on ",
-            w.bf16().device().str(), ", the input on ", x.device().str(),
-            " (a model moved after loading: make its inference copies again, set_inference_weights, or load it onto "
-            "its device: models::LoadOptions::device)");
+  if (use_bf16) check_copy_beside(x, w);
   QKV_CHECK(x.size(-1) == in_f, "linear_inference: input ", shape_str(x.shape()), " x weight ",
             shape_str(weight.shape()), ": in_features differ");
   QKV_CHECK(w.rows() == out_f && (!q || q->cols == in_f) && (!use_bf16 || w.bf16().shape() == weight.shape()),

@@ -13,10 +13,8 @@
 namespace qkv::kernels::cpu {
 namespace {
 
-// The value of x in each 16-bit format, as an f32: bf16 (8 significant bits, f32's range) or IEEE
-// f16 (11 bits; beyond ±65504 ±inf, below 2⁻¹⁴ subnormal), rounded to nearest even.
+// x's bf16 value, as an f32 (IEEE f16's: core/dtype.h's round_to_f16)
 float round_bf16(float x) { return bf16_to_f32(f32_to_bf16(x)); }
-float round_f16(float x) { return round_to_f16(x); }
 
 // Dense rounded copies ([B, heads, L, d], stored in f32) of q, k, v and, for the backward, dout;
 // `p` reads them.
@@ -70,13 +68,13 @@ void attention_backward_flash_bf16(const AttnProblem& p, const float* out, const
 }
 
 void attention_forward_flash_f16(const AttnProblem& p, float* out, float* lse) {
-  Rounded<round_f16> r(p, nullptr);
+  Rounded<round_to_f16> r(p, nullptr);
   attention_forward_flash(r.p, out, lse);
 }
 
 void attention_backward_flash_f16(const AttnProblem& p, const float* out, const float* lse, const float* dout,
                                   float* dq, float* dk, float* dv) {
-  Rounded<round_f16> r(p, dout);
+  Rounded<round_to_f16> r(p, dout);
   attention_backward_flash(r.p, out, lse, r.dout.data(), dq, dk, dv);
 }
 
