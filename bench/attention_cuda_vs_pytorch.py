@@ -4,14 +4,16 @@
 Run it on a lent GPU machine (docs/CUDA.md), after `bash scripts/gpu_pack.sh` here:
 
     python3 bench/attention_cuda_vs_pytorch.py --qkv "bash .gpu/run.sh qkv" [--lens 512 1024 … 16384]
-        [--dims 64 128] [--dtypes bf16 f16 f32]     (one --dims a call keeps a call within 10 minutes)
+        [--dims 64 128] [--dtypes bf16 [f16 f32]] [--kernels mma wmma]
 
 For each (L, d, causal) of FlashAttention's own benchmark grid (batch·L = 16k tokens, heads·d =
 2048, so B = 16384 / L and H = 2048 / d):
   * qkv:     `QKV bench attention --device cuda --json -B B --heads H -L L -d d [--causal] --dtype f32|bf16|f16`
-             in a fresh process: f32 forward and backward on the CUDA cores (the correctness baseline),
-             and bf16 / f16 forward and backward on the tensor cores (WMMA tiles; f32 in memory,
-             rounded to the 16-bit format as the tiles load);
+             in a fresh process: bf16 / f16 forward and backward on the tensor cores (f32 in memory,
+             rounded to the 16-bit format: the mma.sync pair by a pre-pass, the WMMA pair as its tiles
+             load), each tensor-core pair of --kernels (mma: the products' accumulators in registers,
+             the default; wmma: QKV_CUDA_ATTENTION=wmma, the first), and with --dtypes f32 the f32
+             pair on the CUDA cores (the correctness baseline: slow at long L);
   * PyTorch: this process, bf16 / f16 inputs, each SDPA backend PyTorch has on this GPU (flash,
              cuDNN, efficient) picked with torch.nn.attention.sdpa_kernel, and f32 through the default.
 Times are medians of CUDA-event-timed calls after warm-up, forward under no-grad and
@@ -22,6 +24,7 @@ GPU's dense bf16 peak (--peak, TFLOP/s; 989 for an H100 SXM) is printed beside e
 import argparse
 import contextlib
 import json
+import os
 import shlex
 import statistics
 import subprocess
@@ -81,12 +84,16 @@ def torch_rows(B, H, L, d, causal, reps, dtypes):
     return rows
 
 
-def qkv_row(qkv, B, H, L, d, causal, reps, dtype):
+def qkv_row(qkv, B, H, L, d, causal, reps, dtype, kernel="mma"):
     cmd = shlex.split(qkv) + ["bench", "attention", "--device", "cuda", "--json", "-B", str(B), "--heads", str(H),
                               "-L", str(L), "-d", str(d), "--repeats", str(reps), "--dtype", dtype]
     cmd += ["--causal"] if causal else []
-    name = "qkv f32 (CUDA cores)" if dtype == "f32" else f"qkv {dtype} (wmma tiles)"
-    out = subprocess.run(cmd, capture_output=True, text=True)
+    name = "qkv f32 (CUDA cores)" if dtype == "f32" else f"qkv {dtype} ({kernel} tiles)"
+    env = dict(os.environ)
+    env.pop("QKV_CUDA_ATTENTION", None)
+    if kernel == "wmma":
+        env["QKV_CUDA_ATTENTION"] = "wmma"
+    out = subprocess.run(cmd, capture_output=True, text=True, env=env)
     if out.returncode != 0:
         return (name + ": " + (out.stderr.strip().splitlines() or ["failed"])[-1][:60], float("nan"), float("nan"))
     j = json.loads(out.stdout.strip().splitlines()[-1])
@@ -98,7 +105,9 @@ def main():
     ap.add_argument("--qkv", default="build-cuda/qkv", help="how to run the qkv command")
     ap.add_argument("--lens", type=int, nargs="+", default=[512, 1024, 2048, 4096, 8192, 16384])
     ap.add_argument("--dims", type=int, nargs="+", default=[64, 128])
-    ap.add_argument("--dtypes", nargs="+", default=["bf16", "f16", "f32"], choices=["bf16", "f16", "f32"])
+    ap.add_argument("--dtypes", nargs="+", default=["bf16"], choices=["bf16", "f16", "f32"])
+    ap.add_argument("--kernels", nargs="+", default=["mma", "wmma"], choices=["mma", "wmma"],
+                    help="qkv's tensor-core kernel pairs to time (mma: the default; wmma: QKV_CUDA_ATTENTION=wmma)")
     ap.add_argument("--reps", type=int, default=10)
     ap.add_argument("--peak", type=float, default=989.0, help="the GPU's dense bf16 peak, TFLOP/s")
     ap.add_argument("--json-out", help="write every row here")
@@ -111,7 +120,8 @@ def main():
             for L in a.lens:
                 B, H = max(1, 16384 // L), 2048 // d
                 f = flops(B, H, L, d, causal)
-                rows = [qkv_row(a.qkv, B, H, L, d, causal, a.reps, t) for t in a.dtypes]
+                rows = [qkv_row(a.qkv, B, H, L, d, causal, a.reps, t, kernel)
+                        for t in a.dtypes for kernel in (a.kernels if t != "f32" else ["mma"])]
                 rows += torch_rows(B, H, L, d, causal, a.reps, a.dtypes)
                 print(f"\nL={L} d={d} {'causal' if causal else 'full'} (B={B}, H={H})", flush=True)
                 for name, fwd, fb in rows:

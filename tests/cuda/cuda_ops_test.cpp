@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstdlib>
 #include <algorithm>
 #include <functional>
 #include <string>
@@ -71,6 +72,19 @@ constexpr double kTf32 = 3e-3;
     ASSERT_EQ((cpu_tensor).shape(), (gpu_tensor).shape());                                      \
     EXPECT_LE(rel_error(host(gpu_tensor), host(cpu_tensor)), (tol)) << #gpu_tensor;             \
   } while (0)
+
+// The tiles' bf16/f16 attention pair: "mma" (the default: attention_mma.cu, the products'
+// accumulators in registers) or "wmma" (the first pair, QKV_CUDA_ATTENTION=wmma) for the scope of one.
+class TileKernels {
+ public:
+  explicit TileKernels(const char* name) {
+    if (std::string(name) == "wmma") setenv("QKV_CUDA_ATTENTION", "wmma", 1);
+    else unsetenv("QKV_CUDA_ATTENTION");
+  }
+  ~TileKernels() { unsetenv("QKV_CUDA_ATTENTION"); }
+  TileKernels(const TileKernels&) = delete;
+  TileKernels& operator=(const TileKernels&) = delete;
+};
 
 TEST_F(Cuda, TransfersRoundTripEveryTypeAndAStridedView) {
   Tensor x = randn({37, 129}, 1);
@@ -407,6 +421,8 @@ TEST_F(Cuda, Bf16AttentionOnTheTensorCoresMatchesTheCpu) {
   const std::vector<Case> cases = {{2, 4, 4, 100, 100, 64, false, 0}, {1, 8, 2, 65, 200, 128, false, 1},
                                    {2, 2, 2, 130, 130, 64, true, 2},  {1, 4, 4, 17, 300, 128, false, 0},
                                    {1, 2, 2, 33, 47, 40, true, 1},
+                                   // many key tiles (the double-buffered copies), row blocks, causal
+                                   {1, 2, 2, 300, 1000, 64, false, 0}, {1, 2, 1, 400, 450, 128, true, 1},
                                    // decoding steps
                                    {1, 4, 4, 1, 300, 128, false, 0},  {4, 8, 2, 1, 3000, 64, false, 1},
                                    {2, 4, 4, 16, 700, 128, true, 0}};
@@ -436,10 +452,14 @@ TEST_F(Cuda, Bf16AttentionOnTheTensorCoresMatchesTheCpu) {
       AttentionOptions go = o;
       if (o.attn_mask.defined()) go.attn_mask = gpu(o.attn_mask);
       go.compute_dtype = dt;
-      const Tensor out = scaled_dot_product_attention(gpu(q), gpu(k), gpu(v), go);
-      EXPECT_SAME_ON_GPU(ref, out, tol);
-      if (tiles) EXPECT_GT(rel_error(host(out), host(at_rounded)), 1e-6) << "P rounded on the tiles";
-      else EXPECT_SAME_ON_GPU(at_rounded, out, 1e-4);
+      for (const char* kernel : {"mma", "wmma"}) {
+        SCOPED_TRACE(kernel);
+        TileKernels use(kernel);
+        const Tensor out = scaled_dot_product_attention(gpu(q), gpu(k), gpu(v), go);
+        EXPECT_SAME_ON_GPU(ref, out, tol);
+        if (tiles) EXPECT_GT(rel_error(host(out), host(at_rounded)), 1e-6) << "P rounded on the tiles";
+        else EXPECT_SAME_ON_GPU(at_rounded, out, 1e-4);
+      }
     }
   }
 }
@@ -462,6 +482,9 @@ TEST_F(Cuda, Bf16AttentionTrainsOnTheTensorCoresAsOnTheCpu) {
       {2, 2, 2, 130, 130, 64, true, 2, 0.f, false},  {1, 4, 4, 190, 70, 128, true, 0, 0.f, false},
       {1, 2, 1, 70, 300, 64, true, 3, 0.f, false},   {2, 2, 2, 64, 64, 128, false, 0, 0.2f, false},
       {2, 4, 4, 77, 77, 64, true, 0, 0.f, true},     {1, 2, 2, 33, 47, 40, true, 1, 0.f, false},
+      // whole tiles (no element-wise masking but the causal diagonal's), several key blocks and row steps
+      {2, 2, 2, 256, 256, 64, false, 0, 0.f, false}, {1, 2, 2, 256, 256, 128, true, 0, 0.f, false},
+      {1, 4, 2, 200, 330, 128, true, 0, 0.f, false},
   };
   uint64_t seed = 500;
   for (const Case& c : cases) {
@@ -501,15 +524,19 @@ TEST_F(Cuda, Bf16AttentionTrainsOnTheTensorCoresAsOnTheCpu) {
     // f16 (11 significant bits to bf16's 8): the same kernels on __half, an eighth of the tolerances
     for (auto [dt, tol] : {std::pair{AttentionCompute::bf16, 2e-2}, std::pair{AttentionCompute::f16, 2.5e-3}}) {
       SCOPED_TRACE(enum_name(dt));
-      const auto on_gpu = run(Device::cuda(), dt);
       const auto on_cpu = run(Device::cpu(), dt);
-      const char* what[] = {"out", "dq", "dk", "dv"};
-      for (int t = 0; t < 4; ++t) {
-        SCOPED_TRACE(what[t]);
-        EXPECT_SAME_ON_GPU(on_cpu[t], on_gpu[t], tol);
-        EXPECT_SAME_ON_GPU(cpu_f32[t], on_gpu[t], 2 * tol);
-        const std::vector<float> g = host(on_gpu[t]);
-        EXPECT_TRUE(std::none_of(g.begin(), g.end(), [](float x) { return std::isnan(x); }));
+      for (const char* kernel : {"mma", "wmma"}) {
+        SCOPED_TRACE(kernel);
+        TileKernels use(kernel);
+        const auto on_gpu = run(Device::cuda(), dt);
+        const char* what[] = {"out", "dq", "dk", "dv"};
+        for (int t = 0; t < 4; ++t) {
+          SCOPED_TRACE(what[t]);
+          EXPECT_SAME_ON_GPU(on_cpu[t], on_gpu[t], tol);
+          EXPECT_SAME_ON_GPU(cpu_f32[t], on_gpu[t], 2 * tol);
+          const std::vector<float> g = host(on_gpu[t]);
+          EXPECT_TRUE(std::none_of(g.begin(), g.end(), [](float x) { return std::isnan(x); }));
+        }
       }
     }
   }

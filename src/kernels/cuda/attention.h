@@ -21,6 +21,17 @@ void attention_backward_flash_bf16(const AttnProblem& p, const float* out, const
 void attention_forward_flash_f16(const AttnProblem& p, float* out, float* lse);
 void attention_backward_flash_f16(const AttnProblem& p, const float* out, const float* lse, const float* dout,
                                   float* dq, float* dk, float* dv);
+// The tiles' pair on mma.sync with S, P, O (forward) and S, dP, dK, dV (backward) in registers
+// (attention_mma.cu; head dims 64 and 128, D = Dv), which the bf16/f16 pair above takes for those
+// shapes unless QKV_CUDA_ATTENTION=wmma selects the first, WMMA pair (attention_uses_wmma: for
+// side-by-side measurement and the tests). The backward takes D_i (attention_row_dot) and a zeroed dq.
+void attention_forward_mma_bf16(const AttnProblem& p, float* out, float* lse);
+void attention_forward_mma_f16(const AttnProblem& p, float* out, float* lse);
+void attention_backward_mma_bf16(const AttnProblem& p, const float* lse, const float* Dsum, const float* dout,
+                                 float* dq, float* dk, float* dv);
+void attention_backward_mma_f16(const AttnProblem& p, const float* lse, const float* Dsum, const float* dout,
+                                float* dq, float* dk, float* dv);
+bool attention_uses_wmma();
 // D_i = dout_i · out_i for every query row (the flash backward's first pass)
 void attention_row_dot(const AttnProblem& p, const float* out, const float* dout, float* Dsum);
 void attention_backward_flash(const AttnProblem& p, const float* out, const float* lse, const float* dout, float* dq,

@@ -371,6 +371,10 @@ void launch_backward(const AttnProblem& p, const float* out, const float* lse, c
   QKV_CUDA_LAUNCHED(zero_rows_kernel);
   Scratch Dsum(p.B * p.H * p.Lq, s);
   attention_row_dot(p, out, dout, Dsum.p);
+  if (!attention_uses_wmma()) {  // the register-resident kernel (attention_mma.cu)
+    if constexpr (std::is_same_v<T, __half>) return attention_backward_mma_f16(p, lse, Dsum.p, dout, dq, dk, dv);
+    else return attention_backward_mma_bf16(p, lse, Dsum.p, dout, dq, dk, dv);
+  }
   constexpr size_t bytes = backward_smem_bytes<D>();
   QKV_CUDA_CHECK(cudaFuncSetAttribute(flash_bf16_backward_kernel<T, D>, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                       static_cast<int>(bytes)));
@@ -431,6 +435,10 @@ void forward(const AttnProblem& p, float* out, float* lse) {
   cudaStream_t s = stream();
   if (on_tiles(p) && (lse || p.Lq > kDecodeRows)) {
     check_grid(p.B * p.H);
+    if (!attention_uses_wmma()) {  // the register-resident kernel (attention_mma.cu)
+      if constexpr (std::is_same_v<T, __half>) return attention_forward_mma_f16(p, out, lse);
+      else return attention_forward_mma_bf16(p, out, lse);
+    }
     return p.D == 64 ? launch_forward<T, 64>(p, out, lse, s) : launch_forward<T, 128>(p, out, lse, s);
   }
   Rounded<T> r(p, nullptr, s);

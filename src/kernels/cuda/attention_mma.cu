@@ -1,0 +1,610 @@
+// bf16 / f16 flash attention forward on the tensor cores with S, P and O in registers: FlashAttention-2's
+// kernel layout, written on mma.sync m16n8k16 (sm_80 and later) with PTX's documented fragment
+// layouts, where the WMMA kernel (attention_bf16.cu) round-trips S, P and O through shared memory
+// because WMMA's fragments are opaque. Same formulas and semantics as the WMMA forward and the f32
+// flash forward (attention.cu): q, k, v rounded to T (bf16 or f16), products on the tensor cores with
+// f32 sums, the online softmax in f32, P rounded to T for P·V.
+//
+// Pre-pass: q [B, H, Lq, D], k, v [B, Hkv, Lk, D] (any strides) → dense T copies, so that the kernel
+// reads half the bytes from L2 (every block of a head rereads all of k and v) and copies whole 16-byte
+// pieces with cp.async.
+//
+// Block: 4 warps, 64 query rows of one head (16 per warp); keys in tiles of 64, double-buffered in
+// shared memory (tile j+1 copied by cp.async while tile j is computed). Per warp and key tile, in
+// registers:
+//     S = Q_w K_jᵀ                  (16 × 64: 8 m16n8 accumulators; Q_w's fragments loaded once)
+//     s = scale·S + M               (masks, causality, keys past Lk → −∞; only on tiles that need it)
+//     m' = max(m, rowmax s),  P = e^(s − m'),  l = l·e^(m − m') + rowsum P,  O ·= e^(m − m')
+//     O += (P ∘ Z/(1−p)) V_j        (P's accumulators are P's A fragments: no shuffle, no memory)
+// end: out = O / l,  lse = m + ln l.  (e^x as 2^(x·log2 e) — ex2 is one instruction — with x = s − m'
+// formed first, so that scores near −FLT_MAX, HuggingFace's additive mask, stay finite.)
+//
+// Fragment layouts (PTX ISA, mma.m16n8k16, g = lane / 4, t = lane % 4): A (16 × 16, row-major) reg
+// 0..3 = (row g, cols 2t, 2t+1), (g+8, 2t..), (g, 2t+8..), (g+8, 2t+8..); B (16 × 8) reg 0, 1 = (k 2t,
+// 2t+1; col g), (k 2t+8, 2t+9; col g); C (16 × 8, f32) = (g; 2t, 2t+1), (g+8; 2t, 2t+1). ldmatrix.x4 hands
+// lane l the (l/4, 2(l%4)) pair of each of four 8 × 8 matrices whose row addresses lanes 8i…8i+7 give.
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+
+#include <cstdint>
+#include <cstdlib>
+#include <cstring>
+
+#include "kernels/cuda/attention.h"
+#include "kernels/cuda/attention_device.cuh"
+#include "kernels/cuda/launch.h"
+
+namespace qkv::kernels::cuda {
+namespace {
+
+constexpr int kWarps = 4;
+constexpr int kRows = 16 * kWarps;  // query rows per block
+constexpr int kKeys = 64;           // keys per tile
+constexpr int kThreads = 32 * kWarps;
+constexpr float kLog2e = 1.4426950408889634f;
+
+// Two floats → one 32-bit register of two T, `lo` in the low half (the lower-indexed element).
+template <typename T>
+__device__ inline uint32_t pack2(float lo, float hi);
+template <>
+__device__ inline uint32_t pack2<__nv_bfloat16>(float lo, float hi) {
+  const __nv_bfloat162 v = __floats2bfloat162_rn(lo, hi);
+  return *reinterpret_cast<const uint32_t*>(&v);
+}
+template <>
+__device__ inline uint32_t pack2<__half>(float lo, float hi) {
+  const __half2 v = __floats2half2_rn(lo, hi);
+  return *reinterpret_cast<const uint32_t*>(&v);
+}
+
+// c += a·b on the tensor cores: a 16 × 16, b 16 × 8 (T), c 16 × 8 (f32)
+template <typename T>
+__device__ inline void mma(float (&c)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1);
+template <>
+__device__ inline void mma<__nv_bfloat16>(float (&c)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1) {
+  asm volatile(
+      "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\n"
+      : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+}
+template <>
+__device__ inline void mma<__half>(float (&c)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1) {
+  asm volatile(
+      "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\n"
+      : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+}
+
+__device__ inline uint32_t smem_address(const void* p) { return static_cast<uint32_t>(__cvta_generic_to_shared(p)); }
+
+// Four 8 × 8 matrices of 16-bit elements from shared memory; lane l gives the address of row l % 8 of
+// matrix l / 8. .trans hands each lane the transposed pair (rows 2(l%4), 2(l%4)+1 of column l/4).
+__device__ inline void ldmatrix_x4(uint32_t (&r)[4], const void* p) {
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+               : "r"(smem_address(p))
+               : "memory");
+}
+__device__ inline void ldmatrix_x4_trans(uint32_t (&r)[4], const void* p) {
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+               : "r"(smem_address(p))
+               : "memory");
+}
+
+// 16 bytes global → shared without passing through registers; `valid` false writes 16 zero bytes.
+__device__ inline void cp_async16(void* dst, const void* src, bool valid) {
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(smem_address(dst)), "l"(src),
+               "r"(valid ? 16 : 0)
+               : "memory");
+}
+__device__ inline void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::: "memory"); }
+template <int N>
+__device__ inline void cp_async_wait() {  // until at most N of this thread's groups are in flight
+  asm volatile("cp.async.wait_group %0;\n" ::"n"(N) : "memory");
+}
+
+// ---- pre-pass: strided f32 rows → dense T rows --------------------------------------------------------
+
+// dst[(b·heads + h)·L + i][c] = T(src[b·sb + h·sh + i·sl + c]) for c < D (D a multiple of 8): a thread
+// per 8 elements, one 16-byte store; float4 loads when the source allows them (Vec).
+template <typename T, bool Vec>
+__global__ void round_rows_kernel(const float* src, int64_t sb, int64_t sh, int64_t sl, int64_t heads, int64_t L,
+                                  int64_t D, int64_t pieces, T* dst) {
+  for (int64_t e = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; e < pieces; e += int64_t{gridDim.x} * blockDim.x) {
+    const int64_t c = e % (D / 8) * 8, row = e / (D / 8), i = row % L, h = row / L % heads, b = row / (L * heads);
+    const float* s = src + b * sb + h * sh + i * sl + c;
+    float x[8];
+    if constexpr (Vec) {
+      const float4 lo = *reinterpret_cast<const float4*>(s), hi = *reinterpret_cast<const float4*>(s + 4);
+      x[0] = lo.x, x[1] = lo.y, x[2] = lo.z, x[3] = lo.w, x[4] = hi.x, x[5] = hi.y, x[6] = hi.z, x[7] = hi.w;
+    } else {
+#pragma unroll
+      for (int u = 0; u < 8; ++u) x[u] = s[u];
+    }
+    reinterpret_cast<uint4*>(dst)[e] =
+        make_uint4(pack2<T>(x[0], x[1]), pack2<T>(x[2], x[3]), pack2<T>(x[4], x[5]), pack2<T>(x[6], x[7]));
+  }
+}
+
+template <typename T>
+void round_rows(const float* src, int64_t sb, int64_t sh, int64_t sl, int64_t B, int64_t heads, int64_t L, int64_t D,
+                T* dst, cudaStream_t s) {
+  const int64_t pieces = B * heads * L * D / 8;
+  if (pieces == 0) return;
+  const bool vec = reinterpret_cast<uintptr_t>(src) % 16 == 0 && sb % 4 == 0 && sh % 4 == 0 && sl % 4 == 0;
+  if (vec) round_rows_kernel<T, true><<<blocks_for(pieces), 256, 0, s>>>(src, sb, sh, sl, heads, L, D, pieces, dst);
+  else round_rows_kernel<T, false><<<blocks_for(pieces), 256, 0, s>>>(src, sb, sh, sl, heads, L, D, pieces, dst);
+  QKV_CUDA_LAUNCHED(round_rows_kernel);
+}
+
+// ---- the forward kernel -------------------------------------------------------------------------------
+
+// Shared-memory row stride (elements): D + 8 puts the 8 rows an ldmatrix reads 16 bytes apart in
+// banks, so that no two of them collide.
+template <int D>
+constexpr int kStride = D + 8;
+
+// Rows [r0, r0 + n) of a dense [L, D] operand → shared memory [n][kStride<D>], by cp.async (the
+// caller commits and waits); rows past L are zeros (a key past Lk must hold a finite value: P is 0
+// there, and 0 · NaN is not).
+template <typename T, int D>
+__device__ inline void copy_tile(T* dst, const T* src, int64_t r0, int64_t L, int n) {
+  constexpr int pieces = D / 8;  // 16-byte pieces a row
+  for (int e = threadIdx.x; e < n * pieces; e += kThreads) {
+    const int r = e / pieces, c = e % pieces * 8;
+    const bool ok = r0 + r < L;
+    cp_async16(dst + r * kStride<D> + c, ok ? src + (r0 + r) * D + c : src, ok);
+  }
+}
+
+template <int D>
+constexpr size_t forward_smem_bytes() {
+  return 2 * size_t{kStride<D>} * (kRows + 4 * kKeys);  // Q tile, K and V tiles twice, in T
+}
+
+template <typename T, int D>
+__global__ void __launch_bounds__(kThreads)
+    flash_mma_forward_kernel(AttnProblem p, const T* qh, const T* kh, const T* vh, float* out, float* lse) {
+  constexpr int S = kStride<D>;
+  extern __shared__ __align__(128) unsigned char smem[];
+  T* Qs = reinterpret_cast<T*>(smem);  // [kRows][S]
+  T* Ks = Qs + kRows * S;              // [2][kKeys][S]
+  T* Vs = Ks + 2 * kKeys * S;          // [2][kKeys][S]
+
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
+  const int64_t bh = blockIdx.y, b = bh / p.H, h = bh % p.H, hk = h / (p.H / p.Hkv);
+  // the last row blocks first: under causality they walk the most keys, and finish last otherwise
+  const int64_t i0 = int64_t{gridDim.x - 1 - blockIdx.x} * kRows;
+  const T* q = qh + bh * p.Lq * D;                   // dense [B, H, Lq, D]
+  const T* k = kh + (b * p.Hkv + hk) * p.Lk * D;     // dense [B, Hkv, Lk, D]
+  const T* v = vh + (b * p.Hkv + hk) * p.Lk * D;
+
+  const int64_t last_row = (i0 + kRows < p.Lq ? i0 + kRows : p.Lq) - 1;
+  const int64_t k_end = p.causal ? (last_row + 1 < p.Lk ? last_row + 1 : p.Lk) : p.Lk;
+  const int64_t tiles = (k_end + kKeys - 1) / kKeys;
+  copy_tile<T, D>(Qs, q, i0, p.Lq, kRows);
+  if (tiles > 0) copy_tile<T, D>(Ks, k, 0, p.Lk, kKeys), copy_tile<T, D>(Vs, v, 0, p.Lk, kKeys);
+  cp_async_commit();
+
+  const int64_t iw = i0 + warp * 16;                 // the warp's first row
+  const int64_t row[2] = {iw + g, iw + g + 8};       // this lane's two rows
+  const bool has_mask = p.mask.kind != AttnMask::Kind::none;
+  uint32_t qf[D / 16][4];                            // Q_w's A fragments, D/16 steps of 16
+  float o[D / 8][4];                                 // O_w: 16 × D, D/8 accumulators
+  float m[2] = {-INFINITY, -INFINITY}, l[2] = {0.f, 0.f};  // l: this lane's part of the row sums
+#pragma unroll
+  for (int dt = 0; dt < D / 8; ++dt) o[dt][0] = o[dt][1] = o[dt][2] = o[dt][3] = 0.f;
+
+  for (int64_t j = 0; j < tiles; ++j) {
+    const int64_t j0 = j * kKeys;
+    const T* Kt = Ks + (j % 2) * kKeys * S;
+    const T* Vt = Vs + (j % 2) * kKeys * S;
+    if (j + 1 < tiles) {  // the next tile into the other buffer (read last in step j − 1: synced below)
+      copy_tile<T, D>(Ks + ((j + 1) % 2) * kKeys * S, k, j0 + kKeys, p.Lk, kKeys);
+      copy_tile<T, D>(Vs + ((j + 1) % 2) * kKeys * S, v, j0 + kKeys, p.Lk, kKeys);
+      cp_async_commit();
+      cp_async_wait<1>();
+    } else {
+      cp_async_wait<0>();
+    }
+    __syncthreads();
+    if (j == 0) {
+#pragma unroll
+      for (int kk = 0; kk < D / 16; ++kk)
+        ldmatrix_x4(qf[kk], Qs + (warp * 16 + lane % 8 + (lane / 8 % 2) * 8) * S + kk * 16 + (lane / 16) * 8);
+    }
+
+    // a warp whose rows are past Lq, or (causal) all before the tile's first key, has nothing here
+    if (iw < p.Lq && !(p.causal && j0 > iw + 15)) {
+      // S = Q_w K_jᵀ: n-tiles of 8 keys in pairs (one ldmatrix.x4 = B fragments of 16 keys × 16 dims)
+      float s[kKeys / 8][4];
+#pragma unroll
+      for (int n = 0; n < kKeys / 8; ++n) s[n][0] = s[n][1] = s[n][2] = s[n][3] = 0.f;
+#pragma unroll
+      for (int np = 0; np < kKeys / 16; ++np) {
+#pragma unroll
+        for (int kk = 0; kk < D / 16; ++kk) {
+          uint32_t kb[4];
+          ldmatrix_x4(kb, Kt + (np * 16 + lane % 8 + (lane / 16) * 8) * S + kk * 16 + (lane / 8 % 2) * 8);
+          mma<T>(s[2 * np], qf[kk], kb[0], kb[1]);
+          mma<T>(s[2 * np + 1], qf[kk], kb[2], kb[3]);
+        }
+      }
+
+      // s = scale·S + M: element-wise masking only on tiles that need it (a mask, keys past Lk, or
+      // causality cutting through the warp's rows)
+      const bool plain = !has_mask && j0 + kKeys <= p.Lk && !(p.causal && j0 + kKeys - 1 > iw);
+#pragma unroll
+      for (int n = 0; n < kKeys / 8; ++n) {
+#pragma unroll
+        for (int e = 0; e < 4; ++e) {
+          if (plain) {
+            s[n][e] *= p.scale;
+          } else {
+            const int64_t i = row[e / 2], jj = j0 + n * 8 + 2 * t + e % 2;
+            s[n][e] = i < p.Lq ? masked_score(p, b, h, i, jj, p.scale * s[n][e]) : -INFINITY;
+          }
+        }
+      }
+
+      // online softmax, rows g (r = 0) and g + 8 (r = 1); a row's 64 values lie across a quad's 4 lanes
+      float alpha[2], base[2];
+#pragma unroll
+      for (int r = 0; r < 2; ++r) {
+        float mx = m[r];
+#pragma unroll
+        for (int n = 0; n < kKeys / 8; ++n) mx = fmaxf(mx, fmaxf(s[n][2 * r], s[n][2 * r + 1]));
+        mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
+        mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
+        base[r] = mx == -INFINITY ? 0.f : mx;  // a row that has seen no key yet: 2^(−∞ − 0) = 0
+        alpha[r] = exp2f((m[r] - base[r]) * kLog2e);
+        m[r] = mx;
+        l[r] *= alpha[r];
+      }
+#pragma unroll
+      for (int n = 0; n < kKeys / 8; ++n) {
+#pragma unroll
+        for (int e = 0; e < 4; ++e) {
+          s[n][e] = exp2f((s[n][e] - base[e / 2]) * kLog2e);
+        }
+        l[0] += s[n][0] + s[n][1];  // l sums P before dropout
+        l[1] += s[n][2] + s[n][3];
+      }
+      if (p.dropout_p > 0.f) {
+#pragma unroll
+        for (int n = 0; n < kKeys / 8; ++n)
+#pragma unroll
+          for (int e = 0; e < 4; ++e)
+            if (s[n][e] != 0.f) s[n][e] *= keep(p, b, h, row[e / 2], j0 + n * 8 + 2 * t + e % 2);
+      }
+#pragma unroll
+      for (int dt = 0; dt < D / 8; ++dt) {
+        o[dt][0] *= alpha[0], o[dt][1] *= alpha[0];
+        o[dt][2] *= alpha[1], o[dt][3] *= alpha[1];
+      }
+
+      // O += P V_j: P's accumulators for keys 16kk…16kk+15 are the A fragment (rounded to T); V's B
+      // fragments by transposed ldmatrix, 16 keys × 16 dims at a time
+#pragma unroll
+      for (int kk = 0; kk < kKeys / 16; ++kk) {
+        const uint32_t pa[4] = {pack2<T>(s[2 * kk][0], s[2 * kk][1]), pack2<T>(s[2 * kk][2], s[2 * kk][3]),
+                                pack2<T>(s[2 * kk + 1][0], s[2 * kk + 1][1]),
+                                pack2<T>(s[2 * kk + 1][2], s[2 * kk + 1][3])};
+#pragma unroll
+        for (int dp = 0; dp < D / 16; ++dp) {
+          uint32_t vb[4];
+          ldmatrix_x4_trans(vb, Vt + (kk * 16 + lane % 8 + (lane / 8 % 2) * 8) * S + dp * 16 + (lane / 16) * 8);
+          mma<T>(o[2 * dp], pa, vb[0], vb[1]);
+          mma<T>(o[2 * dp + 1], pa, vb[2], vb[3]);
+        }
+      }
+    }
+    __syncthreads();  // every warp is done with this buffer before step j + 1 copies tile j + 2 into it
+  }
+  cp_async_wait<0>();  // no key tile (Lk = 0): Q's copy is still to be waited for before the block ends
+
+  // the quad's four parts of each row sum
+#pragma unroll
+  for (int r = 0; r < 2; ++r) {
+    l[r] += __shfl_xor_sync(0xffffffffu, l[r], 1);
+    l[r] += __shfl_xor_sync(0xffffffffu, l[r], 2);
+  }
+#pragma unroll
+  for (int r = 0; r < 2; ++r) {
+    if (row[r] >= p.Lq) continue;
+    const float inv = l[r] > 0.f ? 1.f / l[r] : 0.f;  // a row that sees no key: 0, as the CPU
+    float* orow = out + at(p.out_l, b, h, row[r]);
+#pragma unroll
+    for (int dt = 0; dt < D / 8; ++dt) {
+      orow[dt * 8 + 2 * t] = o[dt][2 * r] * inv;
+      orow[dt * 8 + 2 * t + 1] = o[dt][2 * r + 1] * inv;
+    }
+    if (lse && t == 0) lse[(b * p.H + h) * p.Lq + row[r]] = l[r] > 0.f ? m[r] + logf(l[r]) : -INFINITY;
+  }
+}
+
+// ---- the backward kernel ------------------------------------------------------------------------------
+
+// Backward (FlashAttention-2's, with D_i = rowsum(dO_i ∘ O_i) from a first pass and dq zeroed): a block
+// of 4 warps owns 64 keys of one key/value head (16 per warp: dK, dV of the warp's keys stay in
+// registers) and walks the query rows of every query head of its group in steps of 64 (causal: from
+// its own first key on). Per step, Q_i and dO_i in shared memory; per warp, with the warp's keys as
+// the rows of every product (so that Pᵀ and dSᵀ are the A fragments of the next one as they stand):
+//     Sᵀ = K_w Q_iᵀ,  P = e^(scale·S + M − lse_i),  W = P ∘ Z/(1−p)        (16 keys × 64 rows, f32)
+//     dV_w += Wᵀ dO_i
+//     dPᵀ = V_w dO_iᵀ,  dS' = scale · P ∘ (dP ∘ Z/(1−p) − D_i)
+//     dK_w += dS'ᵀ Q_i
+// then dS' through shared memory ([key][row], T) for dQ_i += dS' K_j (each warp 16 of the rows, 64 dims
+// at a time), added into dq with f32 atomics (the order of the key blocks sets dq's last bits, as in
+// FlashAttention-2 and PyTorch's flash backward; dk and dv are deterministic).
+constexpr int kStrideS = kRows + 8;  // dS' rows ([key][row]) in shared memory, padded as the tiles
+
+template <int D>
+constexpr size_t backward_smem_bytes() {  // K, V, Q, dO tiles, dS', lse and D of the step's rows
+  return 2 * size_t{kStride<D>} * (2 * kKeys + 2 * kRows) + 2 * size_t{kKeys} * kStrideS + 2 * sizeof(float) * kRows;
+}
+
+template <typename T, int D>
+__global__ void __launch_bounds__(kThreads)
+    flash_mma_backward_kernel(AttnProblem p, const T* qh, const T* kh, const T* vh, const T* gh, const float* lse,
+                              const float* Dsum, float* dq, float* dk, float* dv) {
+  constexpr int S = kStride<D>;
+  extern __shared__ __align__(128) unsigned char smem[];
+  T* Ks = reinterpret_cast<T*>(smem);  // [kKeys][S]
+  T* Vs = Ks + kKeys * S;              // [kKeys][S]
+  T* Qs = Vs + kKeys * S;              // [kRows][S]
+  T* Gs = Qs + kRows * S;              // [kRows][S]  dO
+  T* dSt = Gs + kRows * S;             // [kKeys][kStrideS]  dS'ᵀ
+  float* rowL = reinterpret_cast<float*>(dSt + kKeys * kStrideS);  // [kRows] lse
+  float* rowD = rowL + kRows;                                      // [kRows] D
+
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
+  const int kw = warp * 16;  // the warp's first key in the block
+  const int64_t bhk = blockIdx.y, b = bhk / p.Hkv, hk = bhk % p.Hkv, group = p.H / p.Hkv;
+  const int64_t j0 = int64_t{blockIdx.x} * kKeys;
+  const int64_t key[2] = {j0 + kw + g, j0 + kw + g + 8};  // this lane's two keys
+  copy_tile<T, D>(Ks, kh + bhk * p.Lk * D, j0, p.Lk, kKeys);  // dense [B, Hkv, Lk, D]
+  copy_tile<T, D>(Vs, vh + bhk * p.Lk * D, j0, p.Lk, kKeys);
+  cp_async_commit();
+
+  const bool has_mask = p.mask.kind != AttnMask::Kind::none;
+  float dK[D / 8][4], dV[D / 8][4];  // the warp's 16 keys × D
+#pragma unroll
+  for (int n = 0; n < D / 8; ++n)
+#pragma unroll
+    for (int e = 0; e < 4; ++e) dK[n][e] = dV[n][e] = 0.f;
+
+  for (int64_t h = hk * group; h < (hk + 1) * group; ++h) {
+    const T* q = qh + (b * p.H + h) * p.Lq * D;  // dense [B, H, Lq, D]
+    const T* gq = gh + (b * p.H + h) * p.Lq * D;
+    const int64_t stats = (b * p.H + h) * p.Lq;
+    for (int64_t i0 = p.causal ? j0 : 0; i0 < p.Lq; i0 += kRows) {  // causal: rows i < j0 see none of these keys
+      __syncthreads();  // the last step's readers of Q, dO, dS', lse and D are done
+      copy_tile<T, D>(Qs, q, i0, p.Lq, kRows);
+      copy_tile<T, D>(Gs, gq, i0, p.Lq, kRows);
+      cp_async_commit();
+      if (threadIdx.x < kRows) {
+        const int64_t i = i0 + threadIdx.x;
+        rowL[threadIdx.x] = i < p.Lq ? lse[stats + i] : -INFINITY;  // −∞: past Lq, or a row that sees no key
+        rowD[threadIdx.x] = i < p.Lq ? Dsum[stats + i] : 0.f;
+      }
+      cp_async_wait<0>();
+      __syncthreads();
+
+      // Sᵀ = K_w Q_iᵀ: s[n][e] is key key[e / 2], row n·8 + 2t + e % 2 of the step
+      float s[kRows / 8][4];
+#pragma unroll
+      for (int n = 0; n < kRows / 8; ++n) s[n][0] = s[n][1] = s[n][2] = s[n][3] = 0.f;
+#pragma unroll
+      for (int kk = 0; kk < D / 16; ++kk) {
+        uint32_t a[4];
+        ldmatrix_x4(a, Ks + (kw + lane % 8 + (lane / 8 % 2) * 8) * S + kk * 16 + (lane / 16) * 8);
+#pragma unroll
+        for (int np = 0; np < kRows / 16; ++np) {
+          uint32_t bq[4];
+          ldmatrix_x4(bq, Qs + (np * 16 + lane % 8 + (lane / 16) * 8) * S + kk * 16 + (lane / 8 % 2) * 8);
+          mma<T>(s[2 * np], a, bq[0], bq[1]);
+          mma<T>(s[2 * np + 1], a, bq[2], bq[3]);
+        }
+      }
+
+      // P = e^(scale·S + M − lse): element-wise masking only where the step needs it
+      const bool plain = !has_mask && j0 + kKeys <= p.Lk && i0 + kRows <= p.Lq && !(p.causal && j0 + kKeys - 1 > i0);
+#pragma unroll
+      for (int n = 0; n < kRows / 8; ++n) {
+#pragma unroll
+        for (int e = 0; e < 4; ++e) {
+          const int r = n * 8 + 2 * t + e % 2;
+          const float L = rowL[r];
+          const float x = plain           ? p.scale * s[n][e]
+                          : L == -INFINITY ? -INFINITY
+                                           : masked_score(p, b, h, i0 + r, key[e / 2], p.scale * s[n][e]);
+          s[n][e] = x == -INFINITY ? 0.f : expf(x - L);
+        }
+      }
+      const bool dropout = p.dropout_p > 0.f;
+      auto z = [&](int n, int e) {  // Z/(1−p) of element (n, e); 1 without dropout
+        return dropout ? keep(p, b, h, i0 + n * 8 + 2 * t + e % 2, key[e / 2]) : 1.f;
+      };
+
+      // dV_w += Wᵀ dO_i: W's accumulators for rows 16kk…16kk+15 are the A fragment; dO's B fragments by
+      // transposed ldmatrix
+#pragma unroll
+      for (int kk = 0; kk < kRows / 16; ++kk) {
+        const int n0 = 2 * kk, n1 = 2 * kk + 1;
+        const uint32_t wa[4] = {pack2<T>(s[n0][0] * z(n0, 0), s[n0][1] * z(n0, 1)),
+                                pack2<T>(s[n0][2] * z(n0, 2), s[n0][3] * z(n0, 3)),
+                                pack2<T>(s[n1][0] * z(n1, 0), s[n1][1] * z(n1, 1)),
+                                pack2<T>(s[n1][2] * z(n1, 2), s[n1][3] * z(n1, 3))};
+#pragma unroll
+        for (int dp = 0; dp < D / 16; ++dp) {
+          uint32_t gb[4];
+          ldmatrix_x4_trans(gb, Gs + (kk * 16 + lane % 8 + (lane / 8 % 2) * 8) * S + dp * 16 + (lane / 16) * 8);
+          mma<T>(dV[2 * dp], wa, gb[0], gb[1]);
+          mma<T>(dV[2 * dp + 1], wa, gb[2], gb[3]);
+        }
+      }
+
+      // dPᵀ = V_w dO_iᵀ, then dS' = scale · P ∘ (dP ∘ Z/(1−p) − D_i) in its place
+      float ds[kRows / 8][4];
+#pragma unroll
+      for (int n = 0; n < kRows / 8; ++n) ds[n][0] = ds[n][1] = ds[n][2] = ds[n][3] = 0.f;
+#pragma unroll
+      for (int kk = 0; kk < D / 16; ++kk) {
+        uint32_t a[4];
+        ldmatrix_x4(a, Vs + (kw + lane % 8 + (lane / 8 % 2) * 8) * S + kk * 16 + (lane / 16) * 8);
+#pragma unroll
+        for (int np = 0; np < kRows / 16; ++np) {
+          uint32_t bg[4];
+          ldmatrix_x4(bg, Gs + (np * 16 + lane % 8 + (lane / 16) * 8) * S + kk * 16 + (lane / 8 % 2) * 8);
+          mma<T>(ds[2 * np], a, bg[0], bg[1]);
+          mma<T>(ds[2 * np + 1], a, bg[2], bg[3]);
+        }
+      }
+#pragma unroll
+      for (int n = 0; n < kRows / 8; ++n)
+#pragma unroll
+        for (int e = 0; e < 4; ++e) {
+          const float P = s[n][e];
+          ds[n][e] = P == 0.f ? 0.f : p.scale * P * (ds[n][e] * z(n, e) - rowD[n * 8 + 2 * t + e % 2]);
+        }
+
+      // dK_w += dS'ᵀ Q_i (as dV), and dS'ᵀ → shared memory for dQ (two rows' values a 32-bit store)
+#pragma unroll
+      for (int kk = 0; kk < kRows / 16; ++kk) {
+        const int n0 = 2 * kk, n1 = 2 * kk + 1;
+        const uint32_t da[4] = {pack2<T>(ds[n0][0], ds[n0][1]), pack2<T>(ds[n0][2], ds[n0][3]),
+                                pack2<T>(ds[n1][0], ds[n1][1]), pack2<T>(ds[n1][2], ds[n1][3])};
+        *reinterpret_cast<uint32_t*>(dSt + (kw + g) * kStrideS + n0 * 8 + 2 * t) = da[0];
+        *reinterpret_cast<uint32_t*>(dSt + (kw + g + 8) * kStrideS + n0 * 8 + 2 * t) = da[1];
+        *reinterpret_cast<uint32_t*>(dSt + (kw + g) * kStrideS + n1 * 8 + 2 * t) = da[2];
+        *reinterpret_cast<uint32_t*>(dSt + (kw + g + 8) * kStrideS + n1 * 8 + 2 * t) = da[3];
+#pragma unroll
+        for (int dp = 0; dp < D / 16; ++dp) {
+          uint32_t qb[4];
+          ldmatrix_x4_trans(qb, Qs + (kk * 16 + lane % 8 + (lane / 8 % 2) * 8) * S + dp * 16 + (lane / 16) * 8);
+          mma<T>(dK[2 * dp], da, qb[0], qb[1]);
+          mma<T>(dK[2 * dp + 1], da, qb[2], qb[3]);
+        }
+      }
+      __syncthreads();  // every warp's dS' columns are in place
+
+      // dQ_i += dS' K_j for rows 16·warp…16·warp+15 of the step, 64 dims at a time: A = dS' (row-major
+      // from dS'ᵀ by transposed ldmatrix), B = K (transposed ldmatrix, as V in the forward)
+      const int rw = warp * 16;
+#pragma unroll
+      for (int c0 = 0; c0 < D; c0 += 64) {
+        float acc[8][4];
+#pragma unroll
+        for (int n = 0; n < 8; ++n) acc[n][0] = acc[n][1] = acc[n][2] = acc[n][3] = 0.f;
+#pragma unroll
+        for (int kk = 0; kk < kKeys / 16; ++kk) {
+          uint32_t a[4];
+          ldmatrix_x4_trans(a, dSt + (kk * 16 + lane % 8 + (lane / 16) * 8) * kStrideS + rw + (lane / 8 % 2) * 8);
+#pragma unroll
+          for (int dp = 0; dp < 4; ++dp) {
+            uint32_t kb[4];
+            ldmatrix_x4_trans(kb, Ks + (kk * 16 + lane % 8 + (lane / 8 % 2) * 8) * S + c0 + dp * 16 + (lane / 16) * 8);
+            mma<T>(acc[2 * dp], a, kb[0], kb[1]);
+            mma<T>(acc[2 * dp + 1], a, kb[2], kb[3]);
+          }
+        }
+#pragma unroll
+        for (int r = 0; r < 2; ++r) {
+          const int row = rw + g + 8 * r;
+          if (i0 + row >= p.Lq || rowL[row] == -INFINITY) continue;  // past Lq, or a row that sees no key
+          float* dst = dq + at(p.dq_l, b, h, i0 + row) + c0 + 2 * t;
+#pragma unroll
+          for (int n = 0; n < 8; ++n) {
+            atomicAdd(dst + n * 8, acc[n][2 * r]);
+            atomicAdd(dst + n * 8 + 1, acc[n][2 * r + 1]);
+          }
+        }
+      }
+    }
+  }
+
+  cp_async_wait<0>();  // a block with no step (causal, its first key past Lq): K, V's copies to be waited for
+
+  // dK, dV of the lane's two keys: dims n·8 + 2t, n·8 + 2t + 1
+#pragma unroll
+  for (int r = 0; r < 2; ++r) {
+    if (key[r] >= p.Lk) continue;
+    float* k_row = dk + at(p.dk_l, b, hk, key[r]) + 2 * t;
+    float* v_row = dv + at(p.dv_l, b, hk, key[r]) + 2 * t;
+#pragma unroll
+    for (int n = 0; n < D / 8; ++n) {
+      k_row[n * 8] = dK[n][2 * r], k_row[n * 8 + 1] = dK[n][2 * r + 1];
+      v_row[n * 8] = dV[n][2 * r], v_row[n * 8 + 1] = dV[n][2 * r + 1];
+    }
+  }
+}
+
+template <typename T, int D>
+void launch_forward(const AttnProblem& p, float* out, float* lse, cudaStream_t s) {
+  // dense T copies of q, k, v in one scratch buffer (each a multiple of 16 bytes: D is 64 or 128)
+  const int64_t nq = p.B * p.H * p.Lq * D, nk = p.B * p.Hkv * p.Lk * D;
+  Scratch buf((nq + 2 * nk) / 2, s);
+  T* qh = reinterpret_cast<T*>(buf.p);
+  T* kh = qh + nq;
+  T* vh = kh + nk;
+  round_rows<T>(p.q, p.q_sb, p.q_sh, p.q_sl, p.B, p.H, p.Lq, D, qh, s);
+  round_rows<T>(p.k, p.k_sb, p.k_sh, p.k_sl, p.B, p.Hkv, p.Lk, D, kh, s);
+  round_rows<T>(p.v, p.v_sb, p.v_sh, p.v_sl, p.B, p.Hkv, p.Lk, D, vh, s);
+  constexpr size_t bytes = forward_smem_bytes<D>();
+  QKV_CUDA_CHECK(cudaFuncSetAttribute(flash_mma_forward_kernel<T, D>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                      static_cast<int>(bytes)));
+  const dim3 grid(static_cast<unsigned>((p.Lq + kRows - 1) / kRows), static_cast<unsigned>(p.B * p.H));
+  flash_mma_forward_kernel<T, D><<<grid, kThreads, bytes, s>>>(p, qh, kh, vh, out, lse);
+  QKV_CUDA_LAUNCHED(flash_mma_forward_kernel);
+}
+
+template <typename T, int D>
+void launch_backward(const AttnProblem& p, const float* lse, const float* Dsum, const float* dout, float* dq,
+                     float* dk, float* dv, cudaStream_t s) {
+  const int64_t nq = p.B * p.H * p.Lq * D, nk = p.B * p.Hkv * p.Lk * D;
+  Scratch buf(nq + nk, s);  // q, dO, k, v in T: (2·nq + 2·nk) · 2 bytes
+  T* qh = reinterpret_cast<T*>(buf.p);
+  T* gh = qh + nq;
+  T* kh = gh + nq;
+  T* vh = kh + nk;
+  round_rows<T>(p.q, p.q_sb, p.q_sh, p.q_sl, p.B, p.H, p.Lq, D, qh, s);
+  round_rows<T>(dout, p.dout_l.sb, p.dout_l.sh, p.dout_l.sl, p.B, p.H, p.Lq, D, gh, s);
+  round_rows<T>(p.k, p.k_sb, p.k_sh, p.k_sl, p.B, p.Hkv, p.Lk, D, kh, s);
+  round_rows<T>(p.v, p.v_sb, p.v_sh, p.v_sl, p.B, p.Hkv, p.Lk, D, vh, s);
+  constexpr size_t bytes = backward_smem_bytes<D>();
+  QKV_CUDA_CHECK(cudaFuncSetAttribute(flash_mma_backward_kernel<T, D>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                      static_cast<int>(bytes)));
+  const dim3 grid(static_cast<unsigned>((p.Lk + kKeys - 1) / kKeys), static_cast<unsigned>(p.B * p.Hkv));
+  flash_mma_backward_kernel<T, D><<<grid, kThreads, bytes, s>>>(p, qh, kh, vh, gh, lse, Dsum, dq, dk, dv);
+  QKV_CUDA_LAUNCHED(flash_mma_backward_kernel);
+}
+
+}  // namespace
+
+bool attention_uses_wmma() {
+  const char* e = std::getenv("QKV_CUDA_ATTENTION");
+  return e && std::strcmp(e, "wmma") == 0;
+}
+
+void attention_forward_mma_bf16(const AttnProblem& p, float* out, float* lse) {
+  if (p.D == 64) return launch_forward<__nv_bfloat16, 64>(p, out, lse, stream());
+  launch_forward<__nv_bfloat16, 128>(p, out, lse, stream());
+}
+void attention_forward_mma_f16(const AttnProblem& p, float* out, float* lse) {
+  if (p.D == 64) return launch_forward<__half, 64>(p, out, lse, stream());
+  launch_forward<__half, 128>(p, out, lse, stream());
+}
+void attention_backward_mma_bf16(const AttnProblem& p, const float* lse, const float* Dsum, const float* dout,
+                                 float* dq, float* dk, float* dv) {
+  if (p.D == 64) return launch_backward<__nv_bfloat16, 64>(p, lse, Dsum, dout, dq, dk, dv, stream());
+  launch_backward<__nv_bfloat16, 128>(p, lse, Dsum, dout, dq, dk, dv, stream());
+}
+void attention_backward_mma_f16(const AttnProblem& p, const float* lse, const float* Dsum, const float* dout,
+                                float* dq, float* dk, float* dv) {
+  if (p.D == 64) return launch_backward<__half, 64>(p, lse, Dsum, dout, dq, dk, dv, stream());
+  launch_backward<__half, 128>(p, lse, Dsum, dout, dq, dk, dv, stream());
+}
+
+}  // namespace qkv::kernels::cuda
