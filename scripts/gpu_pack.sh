@@ -28,7 +28,8 @@ rm -rf .gpu/stage
 cat > .gpu/run.sh <<'RUN'
 #!/usr/bin/env bash
 # On the lent GPU machine (packed by scripts/gpu_pack.sh): unpack, then
-#   bash .gpu/run.sh tests      every CUDA test (qkv_cuda_tests), then the GPU training tests (GPT, Transformer)
+#   bash .gpu/run.sh tests      every CUDA test (qkv_cuda_tests), then the GPU training tests (GPT, Transformer), a
+#                               process each (a crash gets cuda-gdb's backtrace); a line per test, the log to $OUT
 #   bash .gpu/run.sh qkv ARGS   the qkv command, e.g. qkv train configs/shakespeare-char.json --device cuda
 #   bash .gpu/run.sh sanitize [FILTER]   compute-sanitizer memcheck + racecheck on the CUDA tests FILTER names
 set -uo pipefail
@@ -39,12 +40,22 @@ cublas=$(dirname "$(find / -name 'libcublas.so.13*' -not -path '/proc/*' -print 
 export LD_LIBRARY_PATH="$dir/lib:$cublas:${LD_LIBRARY_PATH:-}"
 out=${OUT:-/tmp}
 case "${1:-tests}" in
-  tests)
+  tests)  # each test in a process of its own, so that one that crashes stops only itself (and gets a backtrace)
     nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader
-    "$dir/qkv_cuda_tests" --gtest_color=no 2>&1 | tee "$out/cuda_tests.log"
-    rc=${PIPESTATUS[0]}
-    "$dir/qkv_tests" --gtest_color=no --gtest_filter='Device.*:*OnAGpu*' 2>&1 | tee -a "$out/cuda_tests.log"
-    exit $(( rc || PIPESTATUS[0] )) ;;
+    : >"$out/cuda_tests.log"
+    failed=0
+    for spec in "qkv_cuda_tests *" "qkv_tests Device.*:*OnAGpu*:LoadOntoADevice.*"; do
+      bin=${spec%% *} filter=${spec#* }
+      for t in $("$dir/$bin" --gtest_list_tests --gtest_filter="$filter" | awk '/^[^ ]/ {s=$1} /^  / {print s $1}'); do
+        "$dir/$bin" --gtest_color=no --gtest_brief=1 --gtest_filter="$t" >>"$out/cuda_tests.log" 2>&1
+        rc=$?
+        if [ $rc -eq 0 ]; then echo "ok      $t"; else echo "FAILED  $t (exit $rc)"; failed=1; fi
+        if [ $rc -ge 128 ] && command -v cuda-gdb >/dev/null; then  # killed by a signal: where
+          cuda-gdb -batch -ex run -ex bt --args "$dir/$bin" --gtest_filter="$t" 2>&1 | tail -n 25 | tee -a "$out/cuda_tests.log"
+        fi
+      done
+    done
+    exit $failed ;;
   qkv) shift; exec "$dir/qkv" "$@" ;;
   sanitize)  # compute-sanitizer's memcheck, then racecheck (shared memory), on the CUDA tests FILTER names
     filter=${2:-Cuda.*}

@@ -412,6 +412,7 @@ void TensorBase::copy_(const TensorBase& src) {
     return;
   }
   Shape bst = broadcast_strides(src, shape());
+  if (numel() == 0) return;  // (an empty extent: nothing to read, and no row length to divide by)
   const void* sbase = static_cast<const char*>(src.impl().storage->data) + src.offset() * dtype_size(src.dtype());
   void* dbase = static_cast<char*>(impl().storage->data) + offset() * dtype_size(dtype());
   DType st = src.dtype(), dt = dtype();

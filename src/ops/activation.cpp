@@ -71,7 +71,7 @@ Tensor dropout2d(const Tensor& x, float p, bool training, Generator* gen) {
   // one keep-or-drop (0 or 1 / (1 − p)) per channel, broadcast over its plane
   Shape per_channel(x.shape().begin(), x.shape().end() - 2);
   per_channel.insert(per_channel.end(), {1, 1});
-  const Tensor keep = dropout(Tensor::ones(per_channel), p, true, gen);
+  const Tensor keep = dropout(Tensor::ones(per_channel).to(x.device()), p, true, gen);
   return mul(x, keep);
 }
 

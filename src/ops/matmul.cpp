@@ -44,6 +44,7 @@ Tensor matmul_nd(Tensor a, Tensor b) {
   out_shape.push_back(M);
   out_shape.push_back(N);
   const Device d = device_of("matmul", {&a, &b});
+  if (K == 0) return Tensor::zeros(out_shape, DType::f32, d);  // an empty sum (and no 0-d view of empty storage)
   Tensor out = Tensor::empty(out_shape, DType::f32, d);
   if (out.numel() == 0) return out;
 

@@ -125,7 +125,7 @@ Tensor Tensor::slice(int64_t d, int64_t start, int64_t end) const {
   Shape in_shape = shape();
   return record(make_view(*this, shp, strides(), offset() + start * strides()[d]), "slice", {*this},
                 [in_shape, d, start, end](const Tensor& g) {
-                  Tensor full = Tensor::zeros(in_shape);
+                  Tensor full = Tensor::zeros(in_shape, DType::f32, g.device());
                   full.detach().slice(d, start, end).copy_(g);
                   return std::vector<Tensor>{full};
                 });
@@ -190,13 +190,14 @@ Tensor cat(const std::vector<Tensor>& ts, int64_t dim) {
   int64_t total = 0;
   for (const Tensor& t : ts) {
     QKV_CHECK(t.dim() == first.dim(), "cat: tensors of rank ", first.dim(), " and ", t.dim());
+    QKV_CHECK(t.device() == first.device(), "cat: tensors on ", first.device().str(), " and ", t.device().str());
     for (int64_t d = 0; d < t.dim(); ++d)
       QKV_CHECK(d == dim || t.shape()[d] == first.shape()[d], "cat: shapes ", shape_str(first.shape()), " and ",
                 shape_str(t.shape()), " differ outside dim ", dim);
     total += t.shape()[dim];
   }
   out_shape[dim] = total;
-  Tensor out = Tensor::empty(out_shape);
+  Tensor out = Tensor::empty(out_shape, DType::f32, first.device());
   std::vector<int64_t> sizes;
   int64_t at = 0;
   for (const Tensor& t : ts) {
@@ -237,15 +238,15 @@ std::vector<Tensor> split(const Tensor& t, int64_t size, int64_t dim) {
     out.push_back(make_view(t, shp, t.strides(), t.offset() + at * t.strides()[dim]));
   }
   return autograd::record_outputs(std::move(out), "split", {t},
-                                  [in_shape = t.shape(), size, dim, n](const std::vector<Tensor>& g) {
-                                    Tensor full = Tensor::empty(in_shape);
+                                  [in_shape = t.shape(), device = t.device(), size, dim, n](const std::vector<Tensor>& g) {
+                                    // zeros where a piece got no gradient (zeroed as a whole: a piece of
+                                    // it is a strided view, which a GPU fills only densely)
+                                    const bool all = std::all_of(g.begin(), g.end(), [](const Tensor& x) { return x.defined(); });
+                                    Tensor full = all ? Tensor::empty(in_shape, DType::f32, device)
+                                                      : Tensor::zeros(in_shape, DType::f32, device);
                                     for (size_t i = 0; i < g.size(); ++i) {
                                       const int64_t at = static_cast<int64_t>(i) * size;
-                                      Tensor piece = full.slice(dim, at, std::min(at + size, n));
-                                      if (g[i].defined())
-                                        piece.copy_(g[i]);
-                                      else
-                                        piece.fill_(0.f);
+                                      if (g[i].defined()) full.slice(dim, at, std::min(at + size, n)).copy_(g[i]);
                                     }
                                     return std::vector<Tensor>{full};
                                   });

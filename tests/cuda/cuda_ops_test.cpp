@@ -310,7 +310,7 @@ TEST_F(Cuda, MatmulAndLinearMatchTheCpuAtTf32AndBf16) {
       EXPECT_GT(rel_error(host(linear_inference(g, gw, on_gpu, gbias)), host(linear(cx, w, bias))), 1e-6)
           << "the bf16 copy was read";
     }
-    EXPECT_NE(error_of([&] { linear_inference(gx, gw, on_cpu, gbias); }).find("load the model onto its device"),
+    EXPECT_NE(error_of([&] { linear_inference(gx, gw, on_cpu, gbias); }).find("load it onto its device"),
               std::string::npos);
   }
   sum(mul(o, o)).backward();

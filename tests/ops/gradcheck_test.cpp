@@ -29,6 +29,12 @@ TEST(GradcheckOps, Reductions) {
   EXPECT_GRADCHECK([](const V& x) { return sum(x[0]); }, (V{a}));
   EXPECT_GRADCHECK([](const V& x) { return sum(x[0], {1}, true); }, (V{a}));
   EXPECT_GRADCHECK([](const V& x) { return mean(x[0], {0, 2}); }, (V{a}));
+  // an empty extent: the sum is 0 and its gradient (a broadcast of the seed, made dense) empty
+  Tensor e = param({2, 0, 3}, 16);
+  Tensor s = sum(e);
+  EXPECT_EQ(s.item(), 0.f);
+  s.backward();
+  EXPECT_EQ(e.grad().shape(), (Shape{2, 0, 3}));
 }
 
 TEST(GradcheckOps, ViewsAndCopies) {
@@ -69,6 +75,14 @@ TEST(GradcheckOps, Matmul) {
   for (int64_t r = 0; r < 5; ++r) EXPECT_EQ(y.select(0, r).to_vector(), b3.to_vector());
   EXPECT_EQ(linear(none, w0).to_vector(), std::vector<float>(15, 0.f));
   EXPECT_GRADCHECK([](const V& x) { return linear(x[0], x[1], x[2]); }, (V{none, w0, b3}));
+  // an empty inner dimension in matmul: zeros (torch.matmul's empty sum), batched or not
+  for (const Shape& sa : {Shape{3, 0}, Shape{2, 3, 0}}) {
+    Tensor z = matmul(Tensor::zeros(sa), Tensor::zeros({0, 4}));
+    Shape expect = sa;
+    expect.back() = 4;
+    EXPECT_EQ(z.shape(), expect);
+    EXPECT_EQ(z.to_vector(), std::vector<float>(static_cast<size_t>(z.numel()), 0.f));
+  }
 }
 
 TEST(GradcheckOps, SoftmaxFamily) {

@@ -164,9 +164,13 @@ TEST(ImageTask, TrainsOnAGpuAlongTheCpusLossCurve) {
   ASSERT_EQ(cpu.size(), gpu.size());
   ASSERT_GE(cpu.size(), 10u);
   for (size_t i = 0; i < 10; ++i) EXPECT_NEAR(gpu[i], cpu[i], 2e-2 + 2e-2 * cpu[i]) << "step " << i + 1;
-  models::LoadedImageClassifier m = models::load_image_classifier((d.path / "gpu" / "model.safetensors").string());
+  // (20 steps: the CPU's own model classifies 0.475 of the test images, the GPU's run on the CPU 0.45)
+  models::LoadedImageClassifier on_cpu = models::load_image_classifier((d.path / "cpu" / "model.safetensors").string()),
+                                from_gpu = models::load_image_classifier((d.path / "gpu" / "model.safetensors").string());
   ImageData data = load_image_data(ImageDataConfig::fields().from_json(cfg["data"]), "");
-  EXPECT_GT(evaluate_images(*m.model, data.test).accuracy, 0.8) << "on the CPU, from the GPU's model file";
+  EXPECT_NEAR(evaluate_images(*from_gpu.model, data.test).accuracy, evaluate_images(*on_cpu.model, data.test).accuracy,
+              0.1)
+      << "on the CPU, from the GPU's model file";
 }
 
 TEST(ImageTask, DataThatCannotWorkIsAClearError) {
