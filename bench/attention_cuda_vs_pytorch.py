@@ -91,8 +91,8 @@ def qkv_row(qkv, B, H, L, d, causal, reps, dtype, kernel="mma"):
     name = "qkv f32 (CUDA cores)" if dtype == "f32" else f"qkv {dtype} ({kernel} tiles)"
     env = dict(os.environ)
     env.pop("QKV_CUDA_ATTENTION", None)
-    if kernel == "wmma":
-        env["QKV_CUDA_ATTENTION"] = "wmma"
+    if kernel != "mma":
+        env["QKV_CUDA_ATTENTION"] = kernel
     out = subprocess.run(cmd, capture_output=True, text=True, env=env)
     if out.returncode != 0:
         return (name + ": " + (out.stderr.strip().splitlines() or ["failed"])[-1][:60], float("nan"), float("nan"))
@@ -106,8 +106,9 @@ def main():
     ap.add_argument("--lens", type=int, nargs="+", default=[512, 1024, 2048, 4096, 8192, 16384])
     ap.add_argument("--dims", type=int, nargs="+", default=[64, 128])
     ap.add_argument("--dtypes", nargs="+", default=["bf16"], choices=["bf16", "f16", "f32"])
-    ap.add_argument("--kernels", nargs="+", default=["mma", "wmma"], choices=["mma", "wmma"],
-                    help="qkv's tensor-core kernel pairs to time (mma: the default; wmma: QKV_CUDA_ATTENTION=wmma)")
+    ap.add_argument("--kernels", nargs="+", default=["mma"], choices=["mma", "mma1", "mma2", "wmma"],
+                    help="qkv's tensor-core kernels to time (mma: the default; mma1, mma2: its forward with one or "
+                         "two m-tiles of query rows a warp; wmma: the first pair; QKV_CUDA_ATTENTION)")
     ap.add_argument("--reps", type=int, default=10)
     ap.add_argument("--peak", type=float, default=989.0, help="the GPU's dense bf16 peak, TFLOP/s")
     ap.add_argument("--json-out", help="write every row here")

@@ -2,15 +2,19 @@
 # A lent GPU's device minutes (15 a session: .library/device/README.md), planned as two calls, after
 # `bash scripts/gpu_pack.sh` here (docs/CUDA.md, "On a lent GPU"):
 #
-#   run(command="bash scripts/gpu_session.sh 1", carry=[".gpu"], timeout_s=380)
-#       every CUDA test, then the attention grid (bf16: qkv's mma and WMMA pairs, PyTorch's SDPA backends)
-#   run(command="bash scripts/gpu_session.sh 2", carry=[".gpu"], timeout_s=290)
-#       GPT training tokens/s against PyTorch eager and compiled, then translation throughput GPU vs CPU
+#   run(command="bash scripts/gpu_session.sh 1", carry=[".gpu"], timeout_s=300)          (~2.5 minutes)
+#       every CUDA test (a process each), the attention grid (bf16: qkv's mma.sync forward with one and
+#       two m-tiles a warp, PyTorch's SDPA backends), Nsight Compute on the forward and backward
+#   run(command="bash scripts/gpu_session.sh 2", carry=[".gpu"], timeout_s=400)          (~3 minutes)
+#       GPT training tokens/s against PyTorch eager and compiled, translation throughput GPU vs CPU,
+#       qkv train of the translation Transformer in f32 and bf16
 #   run(command="bash scripts/gpu_session.sh sanitize 'Cuda.Bf16*'", carry=[".gpu"])   a failing kernel
-#   (tests, attention, training: one step alone)
+#   (tests, attention [KERNEL…], training, profile, transformer: one step alone)
 #
-# Each step has its own time limit, so a hang costs only its share of the call; every log and the JSON
-# figures go to $OUT (what comes back), the last lines of each step to the call's reply.
+# The working tree travels with .gpu (35 MB) and must stay under 64 MiB: `bash scripts/gpu_tree.sh slim`
+# here before the calls leaves out the model files no call reads, `restore` after. Each step has its own time limit, so a hang costs only its share of the
+# call; every log and the JSON figures go to $OUT (what comes back), the last lines of each step to the
+# call's reply.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 out=${OUT:-/tmp}
@@ -30,20 +34,39 @@ tests() {
   step tests 150 bash .gpu/run.sh tests
   grep -A3 -E "Failure|FAILED" "$out/cuda_tests.log" | grep -v "^\[" | head -n 40
 }
-attention() {
+attention() {  # attention [KERNEL…]: qkv's kernels to time (default: mma, the default kernels)
+  local kernels=("$@")
+  [ ${#kernels[@]} -gt 0 ] || kernels=(mma)
   step attention 200 python3 bench/attention_cuda_vs_pytorch.py --qkv "bash .gpu/run.sh qkv" \
-    --lens 1024 4096 16384 --dims 64 128 --reps 5 --json-out "$out/attention.json"
+    --lens 1024 4096 16384 --dims 64 128 --reps 5 --kernels "${kernels[@]}" --json-out "$out/attention.json"
 }
 training() {
   step gpt 190 python3 bench/gpt_cuda_vs_pytorch.py --qkv "bash .gpu/run.sh qkv" --iters 100
   step translate 80 python3 bench/translate_cuda_vs_cpu.py --qkv "bash .gpu/run.sh qkv" --sentences 500
 }
+profile() {  # Nsight Compute on the tensor-core attention kernels, one launch each (where the time goes)
+  local ncu
+  ncu=$(command -v ncu || find / -name ncu -type f -perm -u+x -not -path '/proc/*' -print -quit 2>/dev/null)
+  [ -n "$ncu" ] || { echo "gpu_session: no ncu on this machine"; return; }
+  local sections=(--section SpeedOfLight --section Occupancy --section LaunchStats --section WarpStateStats
+                  --section ComputeWorkloadAnalysis --section MemoryWorkloadAnalysis)
+  for k in forward backward; do
+    step "profile-$k" 60 "$ncu" --kernel-name "regex:flash_mma_$k" --launch-count 1 "${sections[@]}" \
+      bash .gpu/run.sh qkv bench attention --device cuda -B 4 --heads 16 -L 4096 -d 128 --dtype bf16 --repeats 1
+  done
+}
+transformer() {  # qkv train of the translation Transformer on the GPU: tokens/s in f32 and bf16
+  for dt in f32 bf16; do
+    step "transformer-$dt" 75 bash .gpu/run.sh qkv train configs/tatoeba-en-fr.json --device cuda -q \
+      -o "/tmp/transformer-$dt" --set train.max_iters=300 --set train.eval_interval=0 --set "train.dtype=$dt"
+  done
+}
 case "${1:-}" in
-  1) tests; attention ;;
-  2) training ;;
-  tests | attention | training) "$1" ;;
+  1) tests; attention mma1 mma2; profile ;;
+  2) training; transformer ;;
+  tests | attention | training | profile | transformer) "$@" ;;
   sanitize) step sanitize 400 bash .gpu/run.sh sanitize "${2:-Cuda.Bf16*}" ;;
   *)
-    echo "usage: bash scripts/gpu_session.sh 1 | 2 | tests | attention | training | sanitize [GTEST_FILTER]" >&2
+    echo "usage: bash scripts/gpu_session.sh 1 | 2 | tests | attention [KERNEL…] | training | profile | transformer | sanitize [GTEST_FILTER]" >&2
     exit 2 ;;
 esac

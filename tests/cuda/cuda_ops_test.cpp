@@ -73,13 +73,14 @@ constexpr double kTf32 = 3e-3;
     EXPECT_LE(rel_error(host(gpu_tensor), host(cpu_tensor)), (tol)) << #gpu_tensor;             \
   } while (0)
 
-// The tiles' bf16/f16 attention pair: "mma" (the default: attention_mma.cu, the products'
-// accumulators in registers) or "wmma" (the first pair, QKV_CUDA_ATTENTION=wmma) for the scope of one.
+// The tiles' bf16/f16 attention pair for the scope of one of these: "mma1" or "mma2" (attention_mma.cu,
+// the products' accumulators in registers, its forward with one or two m-tiles of query rows a warp;
+// the default takes one at head dim 64, two at 128) or "wmma" (the first pair) — QKV_CUDA_ATTENTION.
 class TileKernels {
  public:
   explicit TileKernels(const char* name) {
-    if (std::string(name) == "wmma") setenv("QKV_CUDA_ATTENTION", "wmma", 1);
-    else unsetenv("QKV_CUDA_ATTENTION");
+    if (std::string(name) == "mma") unsetenv("QKV_CUDA_ATTENTION");
+    else setenv("QKV_CUDA_ATTENTION", name, 1);
   }
   ~TileKernels() { unsetenv("QKV_CUDA_ATTENTION"); }
   TileKernels(const TileKernels&) = delete;
@@ -452,7 +453,7 @@ TEST_F(Cuda, Bf16AttentionOnTheTensorCoresMatchesTheCpu) {
       AttentionOptions go = o;
       if (o.attn_mask.defined()) go.attn_mask = gpu(o.attn_mask);
       go.compute_dtype = dt;
-      for (const char* kernel : {"mma", "wmma"}) {
+      for (const char* kernel : {"mma1", "mma2", "wmma"}) {
         SCOPED_TRACE(kernel);
         TileKernels use(kernel);
         const Tensor out = scaled_dot_product_attention(gpu(q), gpu(k), gpu(v), go);
@@ -525,7 +526,7 @@ TEST_F(Cuda, Bf16AttentionTrainsOnTheTensorCoresAsOnTheCpu) {
     for (auto [dt, tol] : {std::pair{AttentionCompute::bf16, 2e-2}, std::pair{AttentionCompute::f16, 2.5e-3}}) {
       SCOPED_TRACE(enum_name(dt));
       const auto on_cpu = run(Device::cpu(), dt);
-      for (const char* kernel : {"mma", "wmma"}) {
+      for (const char* kernel : {"mma1", "mma2", "wmma"}) {
         SCOPED_TRACE(kernel);
         TileKernels use(kernel);
         const auto on_gpu = run(Device::cuda(), dt);

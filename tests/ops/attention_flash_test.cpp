@@ -1,5 +1,8 @@
 // The tiled flash kernel against the reference kernel (which golden_test.cpp ties to PyTorch):
 // forward and every gradient, over a grid of shapes, masks, causal, GQA and dropout.
+#include <algorithm>
+#include <tuple>
+
 #include "testing.h"
 
 namespace qkv {
@@ -286,4 +289,32 @@ TEST(FlashAttentionBf16, AutocastComputesInBf16) {
 }
 
 }  // namespace
+// Empty extents (found by the GPU's test of the same, which runs the CPU beside it): a value dim of
+// 0 gives an empty output whose backward still gives dq = dk = 0, an empty batch empty gradients,
+// and no keys an output of zeros and zero gradients — in every compute dtype, without a division by
+// the zero extent.
+TEST(FlashAttention, EmptyExtentsGiveEmptyOrZeroGradients) {
+  for (AttentionCompute dt : {AttentionCompute::f32, AttentionCompute::bf16, AttentionCompute::f16}) {
+    SCOPED_TRACE(enum_name(dt));
+    // (batch, keys, value dim): no value dims, an empty batch, no keys (out = 0)
+    for (auto [B, Lk, Dv] : {std::tuple{1, 6, 0}, std::tuple{0, 6, 64}, std::tuple{1, 0, 64}}) {
+      Generator g(90);
+      Tensor q = Tensor::randn({B, 2, 5, 64}, g).requires_grad_(), k = Tensor::randn({B, 2, Lk, 64}, g).requires_grad_(),
+             v = Tensor::randn({B, 2, Lk, Dv}, g).requires_grad_();
+      AttentionOptions o;
+      o.compute_dtype = dt;
+      Tensor out = scaled_dot_product_attention(q, k, v, o);
+      EXPECT_EQ(out.shape(), (Shape{B, 2, 5, Dv}));
+      const std::vector<float> ov = out.to_vector();
+      EXPECT_TRUE(std::all_of(ov.begin(), ov.end(), [](float x) { return x == 0.f; }) || Lk > 0);
+      sum(out).backward();
+      for (const Tensor* t : {&q, &k, &v}) {
+        ASSERT_EQ(t->grad().shape(), t->shape());
+        const std::vector<float> gr = t->grad().to_vector();
+        EXPECT_TRUE(std::all_of(gr.begin(), gr.end(), [](float x) { return x == 0.f; }));
+      }
+    }
+  }
+}
+
 }  // namespace qkv

@@ -157,7 +157,7 @@ void attention_forward_flash(const AttnProblem& p, float* out, float* lse) {
   // Decode-shaped problems (few query blocks, long keys): also split the keys across threads and
   // merge the partial softmaxes.
   int64_t ksplit = 1;
-  if (items < nt && p.Lk >= 2 * kBc) ksplit = std::min<int64_t>((nt + items - 1) / items, (p.Lk + kBc - 1) / kBc);
+  if (items > 0 && items < nt && p.Lk >= 2 * kBc) ksplit = std::min<int64_t>((nt + items - 1) / items, (p.Lk + kBc - 1) / kBc);
   const int64_t total = items * ksplit;
   const size_t per_item = static_cast<size_t>(kBr * p.Dv + 2 * kBr);
 
@@ -226,9 +226,11 @@ void attention_backward_flash(const AttnProblem& p, const float* out, const floa
   };
 
   const int64_t heads = p.B * p.Hkv;
+  if (heads == 0) return;  // an empty batch: no gradient has an element
   const int64_t nkb = (p.Lk + kBc - 1) / kBc;
-  // Fewer key/value heads than threads: split each head's key blocks, each split with its own dQ.
-  const int64_t ksplit = heads < nt ? std::min<int64_t>((nt + heads - 1) / heads, nkb) : 1;
+  // Fewer key/value heads than threads: split each head's key blocks, each split with its own dQ
+  // (at least one split: with no key, the one zeroes dQ).
+  const int64_t ksplit = heads < nt ? std::max<int64_t>(1, std::min<int64_t>((nt + heads - 1) / heads, nkb)) : 1;
   const size_t dq_head = static_cast<size_t>(group * p.Lq * p.D);
   std::vector<float> dq_split(ksplit > 1 ? static_cast<size_t>(heads * ksplit) * dq_head : 0, 0.f);
 

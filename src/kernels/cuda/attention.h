@@ -32,6 +32,9 @@ void attention_backward_mma_bf16(const AttnProblem& p, const float* lse, const f
 void attention_backward_mma_f16(const AttnProblem& p, const float* lse, const float* Dsum, const float* dout,
                                 float* dq, float* dk, float* dv);
 bool attention_uses_wmma();
+// m16 tiles of query rows a warp in the mma.sync forward at head dim D: 2 at 128, 1 at 64 (the faster
+// on an H200), or as QKV_CUDA_ATTENTION=mma1 / mma2 says (for measurement side by side and the tests).
+int attention_forward_tiles(int64_t D);
 // D_i = dout_i · out_i for every query row (the flash backward's first pass)
 void attention_row_dot(const AttnProblem& p, const float* out, const float* dout, float* Dsum);
 void attention_backward_flash(const AttnProblem& p, const float* out, const float* lse, const float* dout, float* dq,

@@ -1,18 +1,21 @@
-// bf16 / f16 flash attention forward on the tensor cores with S, P and O in registers: FlashAttention-2's
-// kernel layout, written on mma.sync m16n8k16 (sm_80 and later) with PTX's documented fragment
-// layouts, where the WMMA kernel (attention_bf16.cu) round-trips S, P and O through shared memory
-// because WMMA's fragments are opaque. Same formulas and semantics as the WMMA forward and the f32
-// flash forward (attention.cu): q, k, v rounded to T (bf16 or f16), products on the tensor cores with
-// f32 sums, the online softmax in f32, P rounded to T for P·V.
+// bf16 / f16 flash attention forward and backward on the tensor cores with every product's
+// accumulators in registers: FlashAttention-2's kernels, written on mma.sync m16n8k16 (sm_80 and
+// later) with PTX's documented fragment layouts, where the WMMA pair (attention_bf16.cu) round-trips
+// S, P and O through shared memory because WMMA's fragments are opaque. Same formulas and semantics
+// as the WMMA pair and the f32 flash pair (attention.cu): q, k, v rounded to T (bf16 or f16), products
+// on the tensor cores with f32 sums, the online softmax in f32, P (and dS) rounded to T for the
+// products they feed.
 //
 // Pre-pass: q [B, H, Lq, D], k, v [B, Hkv, Lk, D] (any strides) → dense T copies, so that the kernel
 // reads half the bytes from L2 (every block of a head rereads all of k and v) and copies whole 16-byte
 // pieces with cp.async.
 //
-// Block: 4 warps, 64 query rows of one head (16 per warp); keys in tiles of 64, double-buffered in
-// shared memory (tile j+1 copied by cp.async while tile j is computed). Per warp and key tile, in
-// registers:
-//     S = Q_w K_jᵀ                  (16 × 64: 8 m16n8 accumulators; Q_w's fragments loaded once)
+// Forward block: 4 warps and MT m16 tiles of query rows per warp — MT = 1 at head dim 64 (64 rows a
+// block, Q_w's fragments held in registers), MT = 2 at 128 (128 rows a block: each K and V fragment
+// read from shared memory feeds both tiles; keys in tiles of 32 there, where 64 would spill) —
+// keys in tiles of KN (64, or 32), double-buffered in shared memory (tile j+1 copied by cp.async
+// while tile j is computed). Per warp and key tile, in registers:
+//     S = Q_w K_jᵀ                  (16·MT × KN: m16n8 accumulators)
 //     s = scale·S + M               (masks, causality, keys past Lk → −∞; only on tiles that need it)
 //     m' = max(m, rowmax s),  P = e^(s − m'),  l = l·e^(m − m') + rowsum P,  O ·= e^(m − m')
 //     O += (P ∘ Z/(1−p)) V_j        (P's accumulators are P's A fragments: no shuffle, no memory)
@@ -158,145 +161,194 @@ __device__ inline void copy_tile(T* dst, const T* src, int64_t r0, int64_t L, in
   }
 }
 
-template <int D>
+// Query rows of a forward block: 16 per m16 tile, MT tiles a warp (MT = 2: each K and V fragment read
+// from shared memory feeds two products, half the shared-memory traffic per product of MT = 1)
+template <int MT>
+constexpr int kFwdRows = 16 * MT * kWarps;
+
+template <int D, int MT, int KN>
 constexpr size_t forward_smem_bytes() {
-  return 2 * size_t{kStride<D>} * (kRows + 4 * kKeys);  // Q tile, K and V tiles twice, in T
+  return 2 * size_t{kStride<D>} * (kFwdRows<MT> + 4 * KN);  // Q tile, K and V tiles twice, in T
 }
 
-template <typename T, int D>
+template <typename T, int D, int MT, int KN, bool General>
 __global__ void __launch_bounds__(kThreads)
     flash_mma_forward_kernel(AttnProblem p, const T* qh, const T* kh, const T* vh, float* out, float* lse) {
-  constexpr int S = kStride<D>;
+  constexpr int S = kStride<D>, R = kFwdRows<MT>;
   extern __shared__ __align__(128) unsigned char smem[];
-  T* Qs = reinterpret_cast<T*>(smem);  // [kRows][S]
-  T* Ks = Qs + kRows * S;              // [2][kKeys][S]
-  T* Vs = Ks + 2 * kKeys * S;          // [2][kKeys][S]
+  T* Qs = reinterpret_cast<T*>(smem);  // [R][S]
+  T* Ks = Qs + R * S;                  // [2][KN][S]
+  T* Vs = Ks + 2 * KN * S;             // [2][KN][S]
 
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
   const int64_t bh = blockIdx.y, b = bh / p.H, h = bh % p.H, hk = h / (p.H / p.Hkv);
   // the last row blocks first: under causality they walk the most keys, and finish last otherwise
-  const int64_t i0 = int64_t{gridDim.x - 1 - blockIdx.x} * kRows;
+  const int64_t i0 = int64_t{gridDim.x - 1 - blockIdx.x} * R;
   const T* q = qh + bh * p.Lq * D;                   // dense [B, H, Lq, D]
   const T* k = kh + (b * p.Hkv + hk) * p.Lk * D;     // dense [B, Hkv, Lk, D]
   const T* v = vh + (b * p.Hkv + hk) * p.Lk * D;
 
-  const int64_t last_row = (i0 + kRows < p.Lq ? i0 + kRows : p.Lq) - 1;
+  const int64_t last_row = (i0 + R < p.Lq ? i0 + R : p.Lq) - 1;
   const int64_t k_end = p.causal ? (last_row + 1 < p.Lk ? last_row + 1 : p.Lk) : p.Lk;
-  const int64_t tiles = (k_end + kKeys - 1) / kKeys;
-  copy_tile<T, D>(Qs, q, i0, p.Lq, kRows);
-  if (tiles > 0) copy_tile<T, D>(Ks, k, 0, p.Lk, kKeys), copy_tile<T, D>(Vs, v, 0, p.Lk, kKeys);
+  const int64_t tiles = (k_end + KN - 1) / KN;
+  copy_tile<T, D>(Qs, q, i0, p.Lq, R);
+  if (tiles > 0) copy_tile<T, D>(Ks, k, 0, p.Lk, KN), copy_tile<T, D>(Vs, v, 0, p.Lk, KN);
   cp_async_commit();
 
-  const int64_t iw = i0 + warp * 16;                 // the warp's first row
-  const int64_t row[2] = {iw + g, iw + g + 8};       // this lane's two rows
-  const bool has_mask = p.mask.kind != AttnMask::Kind::none;
-  uint32_t qf[D / 16][4];                            // Q_w's A fragments, D/16 steps of 16
-  float o[D / 8][4];                                 // O_w: 16 × D, D/8 accumulators
-  float m[2] = {-INFINITY, -INFINITY}, l[2] = {0.f, 0.f};  // l: this lane's part of the row sums
+  const int qw = warp * 16 * MT;                     // the warp's first row in the block
+  const int64_t iw = i0 + qw, iw_last = iw + 16 * MT - 1;
+  int64_t row[MT][2];                                // this lane's rows: g and g + 8 of each m-tile
 #pragma unroll
-  for (int dt = 0; dt < D / 8; ++dt) o[dt][0] = o[dt][1] = o[dt][2] = o[dt][3] = 0.f;
+  for (int mt = 0; mt < MT; ++mt) row[mt][0] = iw + 16 * mt + g, row[mt][1] = iw + 16 * mt + g + 8;
+  uint32_t qf[MT == 1 ? D / 16 : 1][4];             // MT = 1: Q_w's A fragments, held across the tiles
+  float o[MT][D / 8][4];                             // O_w: 16·MT × D
+  float m[MT][2], l[MT][2];                          // l: this lane's part of each row sum
+#pragma unroll
+  for (int mt = 0; mt < MT; ++mt) {
+    m[mt][0] = m[mt][1] = -INFINITY, l[mt][0] = l[mt][1] = 0.f;
+#pragma unroll
+    for (int dt = 0; dt < D / 8; ++dt) o[mt][dt][0] = o[mt][dt][1] = o[mt][dt][2] = o[mt][dt][3] = 0.f;
+  }
+  // A fragment of Q rows qw + 16·mt …, dims 16·kk …
+  auto q_fragment = [&](uint32_t(&a)[4], int mt, int kk) {
+    ldmatrix_x4(a, Qs + (qw + 16 * mt + lane % 8 + (lane / 8 % 2) * 8) * S + kk * 16 + (lane / 16) * 8);
+  };
 
   for (int64_t j = 0; j < tiles; ++j) {
-    const int64_t j0 = j * kKeys;
-    const T* Kt = Ks + (j % 2) * kKeys * S;
-    const T* Vt = Vs + (j % 2) * kKeys * S;
+    const int64_t j0 = j * KN;
+    const T* Kt = Ks + (j % 2) * KN * S;
+    const T* Vt = Vs + (j % 2) * KN * S;
     if (j + 1 < tiles) {  // the next tile into the other buffer (read last in step j − 1: synced below)
-      copy_tile<T, D>(Ks + ((j + 1) % 2) * kKeys * S, k, j0 + kKeys, p.Lk, kKeys);
-      copy_tile<T, D>(Vs + ((j + 1) % 2) * kKeys * S, v, j0 + kKeys, p.Lk, kKeys);
+      copy_tile<T, D>(Ks + ((j + 1) % 2) * KN * S, k, j0 + KN, p.Lk, KN);
+      copy_tile<T, D>(Vs + ((j + 1) % 2) * KN * S, v, j0 + KN, p.Lk, KN);
       cp_async_commit();
       cp_async_wait<1>();
     } else {
       cp_async_wait<0>();
     }
     __syncthreads();
-    if (j == 0) {
+    if constexpr (MT == 1) {
+      if (j == 0) {
 #pragma unroll
-      for (int kk = 0; kk < D / 16; ++kk)
-        ldmatrix_x4(qf[kk], Qs + (warp * 16 + lane % 8 + (lane / 8 % 2) * 8) * S + kk * 16 + (lane / 16) * 8);
+        for (int kk = 0; kk < D / 16; ++kk) q_fragment(qf[kk], 0, kk);
+      }
     }
 
     // a warp whose rows are past Lq, or (causal) all before the tile's first key, has nothing here
-    if (iw < p.Lq && !(p.causal && j0 > iw + 15)) {
-      // S = Q_w K_jᵀ: n-tiles of 8 keys in pairs (one ldmatrix.x4 = B fragments of 16 keys × 16 dims)
-      float s[kKeys / 8][4];
+    if (iw < p.Lq && !(p.causal && j0 > iw_last)) {
+      // S = Q_w K_jᵀ: n-tiles of 8 keys in pairs (one ldmatrix.x4 = B fragments of 16 keys × 16 dims),
+      // each pair of fragments into the MT m-tiles' products
+      float s[MT][KN / 8][4];
 #pragma unroll
-      for (int n = 0; n < kKeys / 8; ++n) s[n][0] = s[n][1] = s[n][2] = s[n][3] = 0.f;
+      for (int mt = 0; mt < MT; ++mt)
 #pragma unroll
-      for (int np = 0; np < kKeys / 16; ++np) {
+        for (int n = 0; n < KN / 8; ++n) s[mt][n][0] = s[mt][n][1] = s[mt][n][2] = s[mt][n][3] = 0.f;
 #pragma unroll
-        for (int kk = 0; kk < D / 16; ++kk) {
+      for (int kk = 0; kk < D / 16; ++kk) {
+        uint32_t qa[MT][4];
+#pragma unroll
+        for (int mt = 0; mt < MT; ++mt) {
+          if constexpr (MT == 1) {
+#pragma unroll
+            for (int e = 0; e < 4; ++e) qa[mt][e] = qf[kk][e];
+          } else {
+            q_fragment(qa[mt], mt, kk);
+          }
+        }
+#pragma unroll
+        for (int np = 0; np < KN / 16; ++np) {
           uint32_t kb[4];
           ldmatrix_x4(kb, Kt + (np * 16 + lane % 8 + (lane / 16) * 8) * S + kk * 16 + (lane / 8 % 2) * 8);
-          mma<T>(s[2 * np], qf[kk], kb[0], kb[1]);
-          mma<T>(s[2 * np + 1], qf[kk], kb[2], kb[3]);
+#pragma unroll
+          for (int mt = 0; mt < MT; ++mt) {
+            mma<T>(s[mt][2 * np], qa[mt], kb[0], kb[1]);
+            mma<T>(s[mt][2 * np + 1], qa[mt], kb[2], kb[3]);
+          }
         }
       }
 
       // s = scale·S + M: element-wise masking only on tiles that need it (a mask, keys past Lk, or
       // causality cutting through the warp's rows)
-      const bool plain = !has_mask && j0 + kKeys <= p.Lk && !(p.causal && j0 + kKeys - 1 > iw);
+      const bool plain = (!General || p.mask.kind == AttnMask::Kind::none) && j0 + KN <= p.Lk &&
+                         !(p.causal && j0 + KN - 1 > iw);
 #pragma unroll
-      for (int n = 0; n < kKeys / 8; ++n) {
+      for (int mt = 0; mt < MT; ++mt) {
 #pragma unroll
-        for (int e = 0; e < 4; ++e) {
-          if (plain) {
-            s[n][e] *= p.scale;
-          } else {
-            const int64_t i = row[e / 2], jj = j0 + n * 8 + 2 * t + e % 2;
-            s[n][e] = i < p.Lq ? masked_score(p, b, h, i, jj, p.scale * s[n][e]) : -INFINITY;
+        for (int n = 0; n < KN / 8; ++n) {
+#pragma unroll
+          for (int e = 0; e < 4; ++e) {
+            if (plain) {
+              s[mt][n][e] *= p.scale;
+            } else {
+              const int64_t i = row[mt][e / 2], jj = j0 + n * 8 + 2 * t + e % 2;
+              if constexpr (General)
+                s[mt][n][e] = i < p.Lq ? masked_score(p, b, h, i, jj, p.scale * s[mt][n][e]) : -INFINITY;
+              else  // keys past Lk and the causal diagonal only
+                s[mt][n][e] = jj < p.Lk && !(p.causal && jj > i) ? p.scale * s[mt][n][e] : -INFINITY;
+            }
           }
         }
       }
 
-      // online softmax, rows g (r = 0) and g + 8 (r = 1); a row's 64 values lie across a quad's 4 lanes
-      float alpha[2], base[2];
+      // online softmax of each m-tile's rows g (r = 0) and g + 8 (r = 1); a row's KN values lie
+      // across a quad's 4 lanes
 #pragma unroll
-      for (int r = 0; r < 2; ++r) {
-        float mx = m[r];
+      for (int mt = 0; mt < MT; ++mt) {
+        float alpha[2], base[2];
 #pragma unroll
-        for (int n = 0; n < kKeys / 8; ++n) mx = fmaxf(mx, fmaxf(s[n][2 * r], s[n][2 * r + 1]));
-        mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
-        mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
-        base[r] = mx == -INFINITY ? 0.f : mx;  // a row that has seen no key yet: 2^(−∞ − 0) = 0
-        alpha[r] = exp2f((m[r] - base[r]) * kLog2e);
-        m[r] = mx;
-        l[r] *= alpha[r];
-      }
+        for (int r = 0; r < 2; ++r) {
+          float mx = m[mt][r];
 #pragma unroll
-      for (int n = 0; n < kKeys / 8; ++n) {
-#pragma unroll
-        for (int e = 0; e < 4; ++e) {
-          s[n][e] = exp2f((s[n][e] - base[e / 2]) * kLog2e);
+          for (int n = 0; n < KN / 8; ++n) mx = fmaxf(mx, fmaxf(s[mt][n][2 * r], s[mt][n][2 * r + 1]));
+          mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
+          mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
+          base[r] = mx == -INFINITY ? 0.f : mx;  // a row that has seen no key yet: 2^(−∞ − 0) = 0
+          alpha[r] = exp2f((m[mt][r] - base[r]) * kLog2e);
+          m[mt][r] = mx;
+          l[mt][r] *= alpha[r];
         }
-        l[0] += s[n][0] + s[n][1];  // l sums P before dropout
-        l[1] += s[n][2] + s[n][3];
-      }
-      if (p.dropout_p > 0.f) {
 #pragma unroll
-        for (int n = 0; n < kKeys / 8; ++n)
+        for (int n = 0; n < KN / 8; ++n) {
 #pragma unroll
-          for (int e = 0; e < 4; ++e)
-            if (s[n][e] != 0.f) s[n][e] *= keep(p, b, h, row[e / 2], j0 + n * 8 + 2 * t + e % 2);
-      }
+          for (int e = 0; e < 4; ++e) s[mt][n][e] = exp2f((s[mt][n][e] - base[e / 2]) * kLog2e);
+          l[mt][0] += s[mt][n][0] + s[mt][n][1];  // l sums P before dropout
+          l[mt][1] += s[mt][n][2] + s[mt][n][3];
+        }
+        if (General && p.dropout_p > 0.f) {
 #pragma unroll
-      for (int dt = 0; dt < D / 8; ++dt) {
-        o[dt][0] *= alpha[0], o[dt][1] *= alpha[0];
-        o[dt][2] *= alpha[1], o[dt][3] *= alpha[1];
+          for (int n = 0; n < KN / 8; ++n)
+#pragma unroll
+            for (int e = 0; e < 4; ++e)
+              if (s[mt][n][e] != 0.f) s[mt][n][e] *= keep(p, b, h, row[mt][e / 2], j0 + n * 8 + 2 * t + e % 2);
+        }
+#pragma unroll
+        for (int dt = 0; dt < D / 8; ++dt) {
+          o[mt][dt][0] *= alpha[0], o[mt][dt][1] *= alpha[0];
+          o[mt][dt][2] *= alpha[1], o[mt][dt][3] *= alpha[1];
+        }
       }
 
       // O += P V_j: P's accumulators for keys 16kk…16kk+15 are the A fragment (rounded to T); V's B
-      // fragments by transposed ldmatrix, 16 keys × 16 dims at a time
+      // fragments by transposed ldmatrix, 16 keys × 16 dims at a time, into the MT m-tiles' products
 #pragma unroll
-      for (int kk = 0; kk < kKeys / 16; ++kk) {
-        const uint32_t pa[4] = {pack2<T>(s[2 * kk][0], s[2 * kk][1]), pack2<T>(s[2 * kk][2], s[2 * kk][3]),
-                                pack2<T>(s[2 * kk + 1][0], s[2 * kk + 1][1]),
-                                pack2<T>(s[2 * kk + 1][2], s[2 * kk + 1][3])};
+      for (int kk = 0; kk < KN / 16; ++kk) {
+        uint32_t pa[MT][4];
+#pragma unroll
+        for (int mt = 0; mt < MT; ++mt) {
+          pa[mt][0] = pack2<T>(s[mt][2 * kk][0], s[mt][2 * kk][1]);
+          pa[mt][1] = pack2<T>(s[mt][2 * kk][2], s[mt][2 * kk][3]);
+          pa[mt][2] = pack2<T>(s[mt][2 * kk + 1][0], s[mt][2 * kk + 1][1]);
+          pa[mt][3] = pack2<T>(s[mt][2 * kk + 1][2], s[mt][2 * kk + 1][3]);
+        }
 #pragma unroll
         for (int dp = 0; dp < D / 16; ++dp) {
           uint32_t vb[4];
           ldmatrix_x4_trans(vb, Vt + (kk * 16 + lane % 8 + (lane / 8 % 2) * 8) * S + dp * 16 + (lane / 16) * 8);
-          mma<T>(o[2 * dp], pa, vb[0], vb[1]);
-          mma<T>(o[2 * dp + 1], pa, vb[2], vb[3]);
+#pragma unroll
+          for (int mt = 0; mt < MT; ++mt) {
+            mma<T>(o[mt][2 * dp], pa[mt], vb[0], vb[1]);
+            mma<T>(o[mt][2 * dp + 1], pa[mt], vb[2], vb[3]);
+          }
         }
       }
     }
@@ -304,23 +356,24 @@ __global__ void __launch_bounds__(kThreads)
   }
   cp_async_wait<0>();  // no key tile (Lk = 0): Q's copy is still to be waited for before the block ends
 
-  // the quad's four parts of each row sum
 #pragma unroll
-  for (int r = 0; r < 2; ++r) {
-    l[r] += __shfl_xor_sync(0xffffffffu, l[r], 1);
-    l[r] += __shfl_xor_sync(0xffffffffu, l[r], 2);
-  }
+  for (int mt = 0; mt < MT; ++mt) {
 #pragma unroll
-  for (int r = 0; r < 2; ++r) {
-    if (row[r] >= p.Lq) continue;
-    const float inv = l[r] > 0.f ? 1.f / l[r] : 0.f;  // a row that sees no key: 0, as the CPU
-    float* orow = out + at(p.out_l, b, h, row[r]);
+    for (int r = 0; r < 2; ++r) {
+      float sum = l[mt][r];  // the quad's four parts of the row sum
+      sum += __shfl_xor_sync(0xffffffffu, sum, 1);
+      sum += __shfl_xor_sync(0xffffffffu, sum, 2);
+      if (row[mt][r] >= p.Lq) continue;
+      const float inv = sum > 0.f ? 1.f / sum : 0.f;  // a row that sees no key: 0, as the CPU
+      float* orow = out + at(p.out_l, b, h, row[mt][r]);
 #pragma unroll
-    for (int dt = 0; dt < D / 8; ++dt) {
-      orow[dt * 8 + 2 * t] = o[dt][2 * r] * inv;
-      orow[dt * 8 + 2 * t + 1] = o[dt][2 * r + 1] * inv;
+      for (int dt = 0; dt < D / 8; ++dt) {
+        orow[dt * 8 + 2 * t] = o[mt][dt][2 * r] * inv;
+        orow[dt * 8 + 2 * t + 1] = o[mt][dt][2 * r + 1] * inv;
+      }
+      if (lse && t == 0)
+        lse[(b * p.H + h) * p.Lq + row[mt][r]] = sum > 0.f ? m[mt][r] + logf(sum) : -INFINITY;
     }
-    if (lse && t == 0) lse[(b * p.H + h) * p.Lq + row[r]] = l[r] > 0.f ? m[r] + logf(l[r]) : -INFINITY;
   }
 }
 
@@ -345,7 +398,7 @@ constexpr size_t backward_smem_bytes() {  // K, V, Q, dO tiles, dS', lse and D o
   return 2 * size_t{kStride<D>} * (2 * kKeys + 2 * kRows) + 2 * size_t{kKeys} * kStrideS + 2 * sizeof(float) * kRows;
 }
 
-template <typename T, int D>
+template <typename T, int D, bool General>
 __global__ void __launch_bounds__(kThreads)
     flash_mma_backward_kernel(AttnProblem p, const T* qh, const T* kh, const T* vh, const T* gh, const float* lse,
                               const float* Dsum, float* dq, float* dk, float* dv) {
@@ -368,7 +421,6 @@ __global__ void __launch_bounds__(kThreads)
   copy_tile<T, D>(Vs, vh + bhk * p.Lk * D, j0, p.Lk, kKeys);
   cp_async_commit();
 
-  const bool has_mask = p.mask.kind != AttnMask::Kind::none;
   float dK[D / 8][4], dV[D / 8][4];  // the warp's 16 keys × D
 #pragma unroll
   for (int n = 0; n < D / 8; ++n)
@@ -410,20 +462,28 @@ __global__ void __launch_bounds__(kThreads)
       }
 
       // P = e^(scale·S + M − lse): element-wise masking only where the step needs it
-      const bool plain = !has_mask && j0 + kKeys <= p.Lk && i0 + kRows <= p.Lq && !(p.causal && j0 + kKeys - 1 > i0);
+      const bool plain = (!General || p.mask.kind == AttnMask::Kind::none) && j0 + kKeys <= p.Lk &&
+                         i0 + kRows <= p.Lq && !(p.causal && j0 + kKeys - 1 > i0);
 #pragma unroll
       for (int n = 0; n < kRows / 8; ++n) {
 #pragma unroll
         for (int e = 0; e < 4; ++e) {
           const int r = n * 8 + 2 * t + e % 2;
           const float L = rowL[r];
-          const float x = plain           ? p.scale * s[n][e]
-                          : L == -INFINITY ? -INFINITY
-                                           : masked_score(p, b, h, i0 + r, key[e / 2], p.scale * s[n][e]);
+          float x;
+          if (plain) {
+            x = p.scale * s[n][e];
+          } else if (L == -INFINITY) {
+            x = -INFINITY;
+          } else if constexpr (General) {
+            x = masked_score(p, b, h, i0 + r, key[e / 2], p.scale * s[n][e]);
+          } else {  // keys past Lk and the causal diagonal only
+            x = key[e / 2] < p.Lk && !(p.causal && key[e / 2] > i0 + r) ? p.scale * s[n][e] : -INFINITY;
+          }
           s[n][e] = x == -INFINITY ? 0.f : expf(x - L);
         }
       }
-      const bool dropout = p.dropout_p > 0.f;
+      const bool dropout = General && p.dropout_p > 0.f;
       auto z = [&](int n, int e) {  // Z/(1−p) of element (n, e); 1 without dropout
         return dropout ? keep(p, b, h, i0 + n * 8 + 2 * t + e % 2, key[e / 2]) : 1.f;
       };
@@ -541,6 +601,30 @@ __global__ void __launch_bounds__(kThreads)
   }
 }
 
+
+template <typename T, int D, int MT, int KN, bool General>
+void launch_forward_tiles(const AttnProblem& p, const T* qh, const T* kh, const T* vh, float* out, float* lse,
+                          cudaStream_t s) {
+  constexpr size_t bytes = forward_smem_bytes<D, MT, KN>();
+  QKV_CUDA_CHECK(cudaFuncSetAttribute(flash_mma_forward_kernel<T, D, MT, KN, General>,
+                                      cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(bytes)));
+  const dim3 grid(static_cast<unsigned>((p.Lq + kFwdRows<MT> - 1) / kFwdRows<MT>), static_cast<unsigned>(p.B * p.H));
+  flash_mma_forward_kernel<T, D, MT, KN, General><<<grid, kThreads, bytes, s>>>(p, qh, kh, vh, out, lse);
+  QKV_CUDA_LAUNCHED(flash_mma_forward_kernel);
+}
+
+// A mask or dropout: the kernels with their element-wise code (General); without, the kernels whose
+// tiles check only keys past Lk and the causal diagonal — less code, which the fully unrolled loops
+// would otherwise multiply (Nsight Compute: instruction-fetch stalls a third of the forward's).
+inline bool general(const AttnProblem& p) { return p.mask.kind != AttnMask::Kind::none || p.dropout_p > 0.f; }
+
+template <typename T, int D, int MT, int KN>
+void launch_forward_tiles(const AttnProblem& p, const T* qh, const T* kh, const T* vh, float* out, float* lse,
+                          cudaStream_t s) {
+  if (general(p)) return launch_forward_tiles<T, D, MT, KN, true>(p, qh, kh, vh, out, lse, s);
+  launch_forward_tiles<T, D, MT, KN, false>(p, qh, kh, vh, out, lse, s);
+}
+
 template <typename T, int D>
 void launch_forward(const AttnProblem& p, float* out, float* lse, cudaStream_t s) {
   // dense T copies of q, k, v in one scratch buffer (each a multiple of 16 bytes: D is 64 or 128)
@@ -552,12 +636,8 @@ void launch_forward(const AttnProblem& p, float* out, float* lse, cudaStream_t s
   round_rows<T>(p.q, p.q_sb, p.q_sh, p.q_sl, p.B, p.H, p.Lq, D, qh, s);
   round_rows<T>(p.k, p.k_sb, p.k_sh, p.k_sl, p.B, p.Hkv, p.Lk, D, kh, s);
   round_rows<T>(p.v, p.v_sb, p.v_sh, p.v_sl, p.B, p.Hkv, p.Lk, D, vh, s);
-  constexpr size_t bytes = forward_smem_bytes<D>();
-  QKV_CUDA_CHECK(cudaFuncSetAttribute(flash_mma_forward_kernel<T, D>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                      static_cast<int>(bytes)));
-  const dim3 grid(static_cast<unsigned>((p.Lq + kRows - 1) / kRows), static_cast<unsigned>(p.B * p.H));
-  flash_mma_forward_kernel<T, D><<<grid, kThreads, bytes, s>>>(p, qh, kh, vh, out, lse);
-  QKV_CUDA_LAUNCHED(flash_mma_forward_kernel);
+  if (attention_forward_tiles(D) == 2) return launch_forward_tiles<T, D, 2, D == 128 ? 32 : 64>(p, qh, kh, vh, out, lse, s);
+  launch_forward_tiles<T, D, 1, 64>(p, qh, kh, vh, out, lse, s);
 }
 
 template <typename T, int D>
@@ -574,10 +654,12 @@ void launch_backward(const AttnProblem& p, const float* lse, const float* Dsum, 
   round_rows<T>(p.k, p.k_sb, p.k_sh, p.k_sl, p.B, p.Hkv, p.Lk, D, kh, s);
   round_rows<T>(p.v, p.v_sb, p.v_sh, p.v_sl, p.B, p.Hkv, p.Lk, D, vh, s);
   constexpr size_t bytes = backward_smem_bytes<D>();
-  QKV_CUDA_CHECK(cudaFuncSetAttribute(flash_mma_backward_kernel<T, D>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                      static_cast<int>(bytes)));
+  const bool gen = general(p);
+  QKV_CUDA_CHECK(cudaFuncSetAttribute(gen ? flash_mma_backward_kernel<T, D, true> : flash_mma_backward_kernel<T, D, false>,
+                                      cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(bytes)));
   const dim3 grid(static_cast<unsigned>((p.Lk + kKeys - 1) / kKeys), static_cast<unsigned>(p.B * p.Hkv));
-  flash_mma_backward_kernel<T, D><<<grid, kThreads, bytes, s>>>(p, qh, kh, vh, gh, lse, Dsum, dq, dk, dv);
+  if (gen) flash_mma_backward_kernel<T, D, true><<<grid, kThreads, bytes, s>>>(p, qh, kh, vh, gh, lse, Dsum, dq, dk, dv);
+  else flash_mma_backward_kernel<T, D, false><<<grid, kThreads, bytes, s>>>(p, qh, kh, vh, gh, lse, Dsum, dq, dk, dv);
   QKV_CUDA_LAUNCHED(flash_mma_backward_kernel);
 }
 
@@ -586,6 +668,14 @@ void launch_backward(const AttnProblem& p, const float* lse, const float* Dsum, 
 bool attention_uses_wmma() {
   const char* e = std::getenv("QKV_CUDA_ATTENTION");
   return e && std::strcmp(e, "wmma") == 0;
+}
+// Measured on an H200 (docs/BENCHMARKS.md, bf16, L = 1k…16k): at head dim 128 two m-tiles a warp
+// (keys in tiles of 32) run the forward 1.1–1.2× faster than one; at 64, one is as fast or faster.
+int attention_forward_tiles(int64_t D) {
+  const char* e = std::getenv("QKV_CUDA_ATTENTION");
+  if (e && std::strcmp(e, "mma1") == 0) return 1;
+  if (e && std::strcmp(e, "mma2") == 0) return 2;
+  return D == 128 ? 2 : 1;
 }
 
 void attention_forward_mma_bf16(const AttnProblem& p, float* out, float* lse) {
