@@ -393,6 +393,30 @@ __global__ void __launch_bounds__(kThreads)
 // FlashAttention-2 and PyTorch's flash backward; dk and dv are deterministic).
 constexpr int kStrideS = kRows + 8;  // dS' rows ([key][row]) in shared memory, padded as the tiles
 
+// c = X_w Yᵀ for one warp: X_w = rows x0 … x0+15 of X, Y = rows 0 … kRows−1, both [row][kStride<D>] in
+// shared memory, the sum over D (A fragments of X_w, B fragments of Y's rows, 16 rows × 16 dims an
+// ldmatrix.x4). c [kRows / 8][4]: m16n8 accumulators, element (n, e) at row x0 + g (+8 for e ≥ 2) and
+// column n·8 + 2t + e % 2.
+template <typename T, int D>
+__device__ inline void rows_times_rows_t(float (&c)[kRows / 8][4], const T* X, int x0, const T* Y) {
+  constexpr int S = kStride<D>;
+  const int lane = threadIdx.x % 32;
+#pragma unroll
+  for (int n = 0; n < kRows / 8; ++n) c[n][0] = c[n][1] = c[n][2] = c[n][3] = 0.f;
+#pragma unroll
+  for (int kk = 0; kk < D / 16; ++kk) {
+    uint32_t a[4];
+    ldmatrix_x4(a, X + (x0 + lane % 8 + (lane / 8 % 2) * 8) * S + kk * 16 + (lane / 16) * 8);
+#pragma unroll
+    for (int np = 0; np < kRows / 16; ++np) {
+      uint32_t b[4];
+      ldmatrix_x4(b, Y + (np * 16 + lane % 8 + (lane / 16) * 8) * S + kk * 16 + (lane / 8 % 2) * 8);
+      mma<T>(c[2 * np], a, b[0], b[1]);
+      mma<T>(c[2 * np + 1], a, b[2], b[3]);
+    }
+  }
+}
+
 template <int D>
 constexpr size_t backward_smem_bytes() {  // K, V, Q, dO tiles, dS', lse and D of the step's rows
   return 2 * size_t{kStride<D>} * (2 * kKeys + 2 * kRows) + 2 * size_t{kKeys} * kStrideS + 2 * sizeof(float) * kRows;
@@ -446,20 +470,7 @@ __global__ void __launch_bounds__(kThreads)
 
       // Sᵀ = K_w Q_iᵀ: s[n][e] is key key[e / 2], row n·8 + 2t + e % 2 of the step
       float s[kRows / 8][4];
-#pragma unroll
-      for (int n = 0; n < kRows / 8; ++n) s[n][0] = s[n][1] = s[n][2] = s[n][3] = 0.f;
-#pragma unroll
-      for (int kk = 0; kk < D / 16; ++kk) {
-        uint32_t a[4];
-        ldmatrix_x4(a, Ks + (kw + lane % 8 + (lane / 8 % 2) * 8) * S + kk * 16 + (lane / 16) * 8);
-#pragma unroll
-        for (int np = 0; np < kRows / 16; ++np) {
-          uint32_t bq[4];
-          ldmatrix_x4(bq, Qs + (np * 16 + lane % 8 + (lane / 16) * 8) * S + kk * 16 + (lane / 8 % 2) * 8);
-          mma<T>(s[2 * np], a, bq[0], bq[1]);
-          mma<T>(s[2 * np + 1], a, bq[2], bq[3]);
-        }
-      }
+      rows_times_rows_t<T, D>(s, Ks, kw, Qs);
 
       // P = e^(scale·S + M − lse): element-wise masking only where the step needs it
       const bool plain = (!General || p.mask.kind == AttnMask::Kind::none) && j0 + kKeys <= p.Lk &&
@@ -508,20 +519,7 @@ __global__ void __launch_bounds__(kThreads)
 
       // dPᵀ = V_w dO_iᵀ, then dS' = scale · P ∘ (dP ∘ Z/(1−p) − D_i) in its place
       float ds[kRows / 8][4];
-#pragma unroll
-      for (int n = 0; n < kRows / 8; ++n) ds[n][0] = ds[n][1] = ds[n][2] = ds[n][3] = 0.f;
-#pragma unroll
-      for (int kk = 0; kk < D / 16; ++kk) {
-        uint32_t a[4];
-        ldmatrix_x4(a, Vs + (kw + lane % 8 + (lane / 8 % 2) * 8) * S + kk * 16 + (lane / 16) * 8);
-#pragma unroll
-        for (int np = 0; np < kRows / 16; ++np) {
-          uint32_t bg[4];
-          ldmatrix_x4(bg, Gs + (np * 16 + lane % 8 + (lane / 16) * 8) * S + kk * 16 + (lane / 8 % 2) * 8);
-          mma<T>(ds[2 * np], a, bg[0], bg[1]);
-          mma<T>(ds[2 * np + 1], a, bg[2], bg[3]);
-        }
-      }
+      rows_times_rows_t<T, D>(ds, Vs, kw, Gs);
 #pragma unroll
       for (int n = 0; n < kRows / 8; ++n)
 #pragma unroll
