@@ -363,23 +363,15 @@ void launch_forward(const AttnProblem& p, float* out, float* lse, cudaStream_t s
   QKV_CUDA_LAUNCHED(flash_bf16_forward_kernel);
 }
 
+// (dq zeroed and Dsum = D_i by the caller, as the mma.sync backward takes them)
 template <typename T, int D>
-void launch_backward(const AttnProblem& p, const float* out, const float* lse, const float* dout, float* dq,
+void launch_backward(const AttnProblem& p, const float* lse, const float* Dsum, const float* dout, float* dq,
                      float* dk, float* dv, cudaStream_t s) {
-  const int64_t n = p.B * p.H * p.Lq * D;
-  zero_rows_kernel<<<blocks_for(n), 256, 0, s>>>(p.dq_l, p.H, p.Lq, D, n, dq);
-  QKV_CUDA_LAUNCHED(zero_rows_kernel);
-  Scratch Dsum(p.B * p.H * p.Lq, s);
-  attention_row_dot(p, out, dout, Dsum.p);
-  if (!attention_uses_wmma()) {  // the register-resident kernel (attention_mma.cu)
-    if constexpr (std::is_same_v<T, __half>) return attention_backward_mma_f16(p, lse, Dsum.p, dout, dq, dk, dv);
-    else return attention_backward_mma_bf16(p, lse, Dsum.p, dout, dq, dk, dv);
-  }
   constexpr size_t bytes = backward_smem_bytes<D>();
   QKV_CUDA_CHECK(cudaFuncSetAttribute(flash_bf16_backward_kernel<T, D>, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                       static_cast<int>(bytes)));
   const dim3 grid(static_cast<unsigned>((p.Lk + kTile - 1) / kTile), static_cast<unsigned>(p.B * p.Hkv));
-  flash_bf16_backward_kernel<T, D><<<grid, kThreads, bytes, s>>>(p, lse, Dsum.p, dout, dq, dk, dv);
+  flash_bf16_backward_kernel<T, D><<<grid, kThreads, bytes, s>>>(p, lse, Dsum, dout, dq, dk, dv);
   QKV_CUDA_LAUNCHED(flash_bf16_backward_kernel);
 }
 
@@ -451,8 +443,18 @@ void backward(const AttnProblem& p, const float* out, const float* lse, const fl
   cudaStream_t s = stream();
   if (on_tiles(p) && p.B * p.Hkv > 0 && p.Lq > 0 && p.Lk > 0) {
     check_grid(p.B * p.Hkv);
-    if (p.D == 64) return launch_backward<T, 64>(p, out, lse, dout, dq, dk, dv, s);
-    return launch_backward<T, 128>(p, out, lse, dout, dq, dk, dv, s);
+    // both tile kernels add dQ into a zeroed dq with atomics and take D_i = rowsum(dO ∘ O)
+    const int64_t n = p.B * p.H * p.Lq * p.D;
+    zero_rows_kernel<<<blocks_for(n), 256, 0, s>>>(p.dq_l, p.H, p.Lq, p.D, n, dq);
+    QKV_CUDA_LAUNCHED(zero_rows_kernel);
+    Scratch Dsum(p.B * p.H * p.Lq, s);
+    attention_row_dot(p, out, dout, Dsum.p);
+    if (!attention_uses_wmma()) {  // the register-resident kernels (attention_mma.cu)
+      if constexpr (std::is_same_v<T, __half>) return attention_backward_mma_f16(p, lse, Dsum.p, dout, dq, dk, dv);
+      else return attention_backward_mma_bf16(p, lse, Dsum.p, dout, dq, dk, dv);
+    }
+    if (p.D == 64) return launch_backward<T, 64>(p, lse, Dsum.p, dout, dq, dk, dv, s);
+    return launch_backward<T, 128>(p, lse, Dsum.p, dout, dq, dk, dv, s);
   }
   Rounded<T> r(p, dout, s);
   attention_backward_flash(r.p, out, lse, r.dout, dq, dk, dv);

@@ -495,7 +495,9 @@ __global__ void __launch_bounds__(kThreads)
         }
       }
       const bool dropout = General && p.dropout_p > 0.f;
-      auto z = [&](int n, int e) {  // Z/(1−p) of element (n, e); 1 without dropout
+      // Z/(1−p) of element (n, e); 1 without dropout. Drawn again for dS' rather than kept beside P
+      // (32 more registers in a kernel at 255): a hash, not a memory read.
+      auto z = [&](int n, int e) {
         return dropout ? keep(p, b, h, i0 + n * 8 + 2 * t + e % 2, key[e / 2]) : 1.f;
       };
 
