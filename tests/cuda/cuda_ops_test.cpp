@@ -78,10 +78,7 @@ constexpr double kTf32 = 3e-3;
 // the default takes one at head dim 64, two at 128) or "wmma" (the first pair) — QKV_CUDA_ATTENTION.
 class TileKernels {
  public:
-  explicit TileKernels(const char* name) {
-    if (std::string(name) == "mma") unsetenv("QKV_CUDA_ATTENTION");
-    else setenv("QKV_CUDA_ATTENTION", name, 1);
-  }
+  explicit TileKernels(const char* name) { setenv("QKV_CUDA_ATTENTION", name, 1); }
   ~TileKernels() { unsetenv("QKV_CUDA_ATTENTION"); }
   TileKernels(const TileKernels&) = delete;
   TileKernels& operator=(const TileKernels&) = delete;
