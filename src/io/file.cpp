@@ -2,6 +2,7 @@
 #include "qkv/io/file.h"
 
 #include <fcntl.h>
+#include <sys/stat.h>
 #include <signal.h>
 #include <unistd.h>
 
@@ -9,7 +10,9 @@
 
 #include <cerrno>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
+#include <utility>
 
 #include "qkv/core/error.h"
 
@@ -29,34 +32,135 @@ std::string read_file(const std::string& path) {
   return out;
 }
 
-void write_file_atomic(const std::string& path, std::string_view bytes) {
-  const std::string tmp = detail::concat(path, ".tmp-", ::getpid());
-  auto fail = [&](const char* what, int err) {
-    std::remove(tmp.c_str());
-    throw Error(detail::concat("cannot write '", path, "': ", what, ": ", std::strerror(err)));
+namespace {
+
+[[noreturn]] void write_error(const std::string& path, const std::string& what, int err) {
+  throw Error(detail::concat("cannot write '", path, "': ", what, err ? ": " : "", err ? std::strerror(err) : ""));
+}
+
+// write(2) until every byte is out (a device or a pipe may take them in pieces; EINTR is retried).
+bool write_all(int fd, std::string_view bytes) {
+  while (!bytes.empty()) {
+    const ssize_t n = ::write(fd, bytes.data(), bytes.size());
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) return false;
+    bytes.remove_prefix(static_cast<size_t>(n));
+  }
+  return true;
+}
+
+std::string parent_of(const std::string& path) {
+  const size_t slash = path.find_last_of('/');
+  return slash == std::string::npos ? "." : slash == 0 ? "/" : path.substr(0, slash);
+}
+
+// Whether following `path`'s symbolic links passes through a folder of /proc: /dev/stdout →
+// /proc/self/fd/1, /dev/fd/N, /proc/self/fd/N name a descriptor this process already holds, whose
+// file the caller (the shell's `>` or `>>`) opened for us.
+bool names_a_descriptor(std::string p) {
+  for (int hop = 0; hop < 40; ++hop) {
+    struct stat st;
+    if (::lstat(p.c_str(), &st) != 0 || !S_ISLNK(st.st_mode)) return false;
+    const std::string dir = parent_of(p);
+    if (char* real = ::realpath(dir.c_str(), nullptr)) {
+      const bool proc = std::strncmp(real, "/proc/", 6) == 0;
+      std::free(real);
+      if (proc) return true;
+    }
+    char target[4096];
+    const ssize_t n = ::readlink(p.c_str(), target, sizeof target - 1);
+    if (n <= 0) return false;
+    target[n] = 0;
+    p = target[0] == '/' ? std::string(target) : dir + "/" + target;
+  }
+  return false;
+}
+
+// Into what is there: a device, a FIFO (this waits for its reader, as `cat > fifo` does) or a
+// descriptor's file, appended to after what the redirection left.
+void write_in_place(const std::string& path, std::string_view bytes, bool append) {
+  const int fd = ::open(path.c_str(), O_WRONLY | O_NOCTTY | O_CLOEXEC | (append ? O_APPEND : 0));
+  if (fd < 0) write_error(path, "cannot open", errno);
+  if (!write_all(fd, bytes)) {
+    const int err = errno;
+    ::close(fd);
+    write_error(path, "write", err);
+  }
+  if (::close(fd) != 0 && errno != EINTR) write_error(path, "close", errno);
+}
+
+// A fresh temporary file beside `target`, opened O_EXCL | O_NOFOLLOW: a file or a symbolic link
+// someone planted at the name is never opened (nor written through); the next name is tried.
+// Names are "<target>.tmp-<pid>" then "<target>.tmp-<pid>-<k>" (what remove_stale_temporaries knows).
+std::pair<int, std::string> create_temporary(const std::string& path, const std::string& target) {
+  for (int k = 0; k < 100; ++k) {
+    std::string tmp = k == 0 ? detail::concat(target, ".tmp-", ::getpid())
+                             : detail::concat(target, ".tmp-", ::getpid(), "-", k);
+    const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0666);
+    if (fd >= 0) return {fd, std::move(tmp)};
+    if (errno != EEXIST) write_error(path, detail::concat("cannot create '", tmp, "'"), errno);
+  }
+  write_error(path, detail::concat("cannot create a temporary file beside '", target, "': 100 names taken"), 0);
+}
+
+// temp + fsync + rename over `target` (a regular file or nothing yet), then fsync its folder.
+void write_replacing(const std::string& path, const std::string& target, std::string_view bytes,
+                     const struct stat* existing) {
+  auto [fd, tmp] = create_temporary(path, target);
+  auto fail = [&, fd = fd, tmp = tmp](const char* what, int err, bool close_fd) {
+    if (close_fd) ::close(fd);
+    ::unlink(tmp.c_str());
+    write_error(path, what, err);
   };
-  std::FILE* f = std::fopen(tmp.c_str(), "wb");
-  if (!f) throw Error(detail::concat("cannot write '", path, "': cannot create '", tmp, "': ", std::strerror(errno)));
-  if (!bytes.empty() && std::fwrite(bytes.data(), 1, bytes.size(), f) != bytes.size()) {
-    int err = errno;
-    std::fclose(f);
-    fail("write", err);
-  }
-  if (std::fflush(f) != 0 || ::fsync(::fileno(f)) != 0) {
-    int err = errno;
-    std::fclose(f);
-    fail("flush", err);
-  }
-  if (std::fclose(f) != 0) fail("close", errno);
-  if (std::rename(tmp.c_str(), path.c_str()) != 0) fail("rename", errno);
+  // The new file keeps the old one's permission bits (a new one gets 0666 less the umask).
+  if (existing) ::fchmod(fd, existing->st_mode & 07777);
+  if (!write_all(fd, bytes)) fail("write", errno, true);
+  if (::fsync(fd) != 0) fail("flush", errno, true);
+  if (::close(fd) != 0) fail("close", errno, false);
+  if (std::rename(tmp.c_str(), target.c_str()) != 0) fail("rename", errno, false);
   // Make the rename itself durable (best effort: some file systems refuse to fsync a directory).
-  size_t slash = path.find_last_of('/');
-  std::string dir = slash == std::string::npos ? "." : slash == 0 ? "/" : path.substr(0, slash);
-  int dfd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  const int dfd = ::open(parent_of(target).c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
   if (dfd >= 0) {
     ::fsync(dfd);
     ::close(dfd);
   }
+}
+
+}  // namespace
+
+// Every output file of qkv comes here; what `path` names decides how it is written:
+//  - nothing yet, or a regular file: a temporary file beside it, fsync'ed and renamed over it, so
+//    the path holds the old bytes or all the new ones, never part of them;
+//  - a symbolic link to a regular file: that file is replaced the same way in its own folder, and
+//    the link is kept (so `-o link` updates what the link points to, as `>` would);
+//  - a device, a FIFO, or a link to one (/dev/null, /dev/stdout onto a pipe): written in place —
+//    renaming over it would replace the special file with a regular one;
+//  - /dev/stdout, /dev/fd/N or /proc/self/fd/N onto a regular file: appended to through that name
+//    (the caller's `>` or `>>` chose truncation);
+//  - a directory, or a link to nothing: refused.
+void write_file_atomic(const std::string& path, std::string_view bytes) {
+  struct stat st;
+  if (::stat(path.c_str(), &st) != 0) {
+    const int err = errno;
+    struct stat lst;
+    if (err == ENOENT && ::lstat(path.c_str(), &lst) == 0 && S_ISLNK(lst.st_mode))
+      write_error(path, "it is a symbolic link to a file that does not exist", 0);
+    if (err != ENOENT) write_error(path, "cannot look at it", err);
+    write_replacing(path, path, bytes, nullptr);
+    return;
+  }
+  if (S_ISDIR(st.st_mode)) write_error(path, "it is a directory", 0);
+  if (!S_ISREG(st.st_mode)) return write_in_place(path, bytes, false);
+  if (names_a_descriptor(path)) return write_in_place(path, bytes, true);
+  struct stat lst;
+  if (::lstat(path.c_str(), &lst) == 0 && S_ISLNK(lst.st_mode)) {
+    char* real = ::realpath(path.c_str(), nullptr);
+    if (!real) write_error(path, "cannot resolve the symbolic link", errno);
+    const std::string target(real);
+    std::free(real);
+    return write_replacing(path, target, bytes, &st);
+  }
+  write_replacing(path, path, bytes, &st);
 }
 
 namespace {
@@ -87,8 +191,12 @@ int remove_stale_temporaries(const std::string& dir) {
     const std::string name = it->path().filename().string();
     const auto at = name.rfind(".tmp-");
     if (at == std::string::npos || at + 5 >= name.size()) continue;
-    const std::string digits = name.substr(at + 5);
-    if (digits.size() > 9 || digits.find_first_not_of("0123456789") != std::string::npos) continue;
+    // "<pid>" or "<pid>-<k>" (a second name when the first was taken)
+    const std::string digits = name.substr(at + 5, name.find('-', at + 5) - (at + 5));
+    if (const auto dash = name.find('-', at + 5); dash != std::string::npos &&
+        (dash + 1 >= name.size() || name.find_first_not_of("0123456789", dash + 1) != std::string::npos))
+      continue;
+    if (digits.empty() || digits.size() > 9 || digits.find_first_not_of("0123456789") != std::string::npos) continue;
     const auto pid = static_cast<pid_t>(std::stol(digits));
     if (pid == ::getpid() || process_running(pid)) continue;  // it may still be writing it
     std::error_code rm;

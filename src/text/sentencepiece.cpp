@@ -2,10 +2,13 @@
 
 #include <sentencepiece_processor.h>
 #include <sentencepiece_trainer.h>
+#include <stdlib.h>
 #include <unistd.h>
 
-#include <atomic>
+#include <cerrno>
 #include <cstdio>
+#include <cstdlib>
+#include <cstring>
 #include <filesystem>
 #include <sstream>
 #include <string>
@@ -18,6 +21,7 @@
 #include "qkv/core/error.h"
 #include "qkv/io/base64.h"
 #include "qkv/io/config.h"
+#include "qkv/io/file.h"
 
 namespace qkv::text {
 namespace {
@@ -102,9 +106,15 @@ void SentencePiece::train(const std::vector<std::string>& input_files,
     inputs += f;
   }
 
-  static std::atomic<int> counter{0};
-  const std::string tmp_prefix = model_prefix + ".tmp" + std::to_string(::getpid()) + "_" +
-                                 std::to_string(counter.fetch_add(1));
+  // SentencePiece writes "<prefix>.model" and ".vocab" itself, with a plain open: it writes into a
+  // private folder (mkdtemp: 0700, a fresh name) and qkv's one writer (io::write_file_atomic) puts
+  // the two files in place, so a link planted at a predictable name is never written through.
+  const char* tmp_root = std::getenv("TMPDIR");
+  std::string tmp_template = std::string(tmp_root && *tmp_root ? tmp_root : "/tmp") + "/qkv-spm-XXXXXX";
+  QKV_CHECK(::mkdtemp(tmp_template.data()) != nullptr, "SentencePiece::train: ", model_prefix,
+            ": cannot create a temporary folder: ", std::strerror(errno));
+  const std::string tmp_dir = tmp_template;
+  const std::string tmp_prefix = tmp_dir + "/spm";
   std::ostringstream coverage;
   coverage.precision(17);
   coverage << character_coverage;
@@ -134,21 +144,20 @@ void SentencePiece::train(const std::vector<std::string>& input_files,
   const auto st = sentencepiece::SentencePieceTrainer::Train(kwargs);
   auto cleanup = [&] {
     std::error_code ec;
-    fs::remove(tmp_prefix + ".model", ec);
-    fs::remove(tmp_prefix + ".vocab", ec);
+    fs::remove_all(tmp_dir, ec);
   };
   if (!st.ok()) {
     cleanup();
     throw Error(detail::concat("SentencePiece::train: ", model_prefix, ": ", status_message(st)));
   }
-  std::error_code ec;
-  fs::rename(tmp_prefix + ".vocab", model_prefix + ".vocab", ec);
-  if (!ec) fs::rename(tmp_prefix + ".model", model_prefix + ".model", ec);
-  if (ec) {
+  try {
+    io::write_file_atomic(model_prefix + ".vocab", io::read_file(tmp_prefix + ".vocab"));
+    io::write_file_atomic(model_prefix + ".model", io::read_file(tmp_prefix + ".model"));
+  } catch (const Error& e) {
     cleanup();
-    throw Error(detail::concat("SentencePiece::train: cannot write ", model_prefix,
-                               ".model/.vocab: ", ec.message()));
+    throw Error(detail::concat("SentencePiece::train: ", e.what()));
   }
+  cleanup();
 }
 
 std::vector<int> SentencePiece::encode(std::string_view text) const {
