@@ -36,8 +36,10 @@ PY_EXC = {"TypeError", "ValueError", "RuntimeError", "OverflowError", "MemoryErr
           "RecursionError", "KeyError", "NotImplementedError"}
 
 
-def limits(mem_bytes):
+def limits(mem_bytes, plant=()):
     def apply():
+        for target, victim in plant:  # a link at the name qkv's atomic write picks (<target>.tmp-<pid>)
+            os.symlink(victim, f"{target}.tmp-{os.getpid()}")
         resource.setrlimit(resource.RLIMIT_AS, (mem_bytes, mem_bytes))
         resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
         os.setsid()
@@ -79,7 +81,7 @@ def run_one(case, qkv, python, timeout, mem):
     env.update(case["env"])
     t0 = time.monotonic()
     p = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
-                         env=env, cwd=REPO, preexec_fn=limits(mem))
+                         env=env, cwd=REPO, preexec_fn=limits(mem, case["plant"]))
     timed_out = False
     try:
         _, err = p.communicate(timeout=case["timeout"] or timeout)
@@ -127,7 +129,7 @@ def run_one(case, qkv, python, timeout, mem):
     for path, want in case["kinds"].items():
         if want.startswith("content:"):
             try:
-                got = open(path).read()
+                got = open(path, "rb").read().decode("utf-8", "replace")
             except OSError as e:
                 got = str(e)
             if got != want[8:]:
@@ -136,6 +138,11 @@ def run_one(case, qkv, python, timeout, mem):
             got = file_kind(path)
             if got != want:
                 problems.append(f"{os.path.basename(path)} became {got} (was {want})")
+    for base in case["no_temps"]:  # no temporary file left beside an output (planted links aside)
+        d, stem = os.path.split(base)
+        left = [n for n in os.listdir(d) if n.startswith(stem + ".tmp") and not os.path.islink(os.path.join(d, n))]
+        if left:
+            problems.append(f"left {left[0]} behind")
     return dict(case=case, rc=rc, line=line, problems=problems, secs=secs, argv=argv)
 
 
