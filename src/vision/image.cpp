@@ -1,13 +1,18 @@
 #include "qkv/vision/image.h"
 
 #include <gdk-pixbuf/gdk-pixbuf.h>
+#include <sys/stat.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <cmath>
+#include <cstring>
+#include <memory>
 #include <filesystem>
 
 #include "qkv/core/error.h"
 #include "qkv/io/file.h"
+#include "qkv/vision/picture_header.h"
 
 namespace qkv::vision {
 
@@ -20,19 +25,67 @@ struct Unref {
 };
 using Pixbuf = std::unique_ptr<GdkPixbuf, Unref>;
 
+// What a path that is not a regular file is, for the refusal: opening a FIFO would wait for a
+// writer, a device would be read forever.
+std::string not_a_file(const struct stat& st) {
+  if (S_ISDIR(st.st_mode)) return "a directory";
+  if (S_ISFIFO(st.st_mode)) return "a FIFO";
+  if (S_ISCHR(st.st_mode) || S_ISBLK(st.st_mode)) return "a device";
+  if (S_ISSOCK(st.st_mode)) return "a socket";
+  return "not a regular file";
+}
+
+// The bytes through gdk-pixbuf's loader of that one format, never the one its content sniffing
+// would pick.
+Pixbuf decode(const std::string& path, const std::string& bytes, PictureFormat format) {
+  GError* err = nullptr;
+  auto failure = [&](const char* what) {
+    const std::string msg = err ? err->message : what;
+    if (err) g_error_free(err);
+    return Error(detail::concat("'", path, "': cannot read the image (", msg, ")"));
+  };
+  std::unique_ptr<GdkPixbufLoader, Unref> loader(
+      gdk_pixbuf_loader_new_with_type(format == PictureFormat::png ? "png" : "jpeg", &err));
+  if (!loader) throw failure("no loader");
+  const bool wrote = gdk_pixbuf_loader_write(loader.get(), reinterpret_cast<const guchar*>(bytes.data()),
+                                             bytes.size(), &err);
+  if (!wrote) {
+    GError* ignored = nullptr;
+    gdk_pixbuf_loader_close(loader.get(), &ignored);  // a loader must be closed before it is freed
+    if (ignored) g_error_free(ignored);
+    throw failure("unknown error");
+  }
+  if (!gdk_pixbuf_loader_close(loader.get(), &err)) throw failure("unknown error");
+  GdkPixbuf* pb = gdk_pixbuf_loader_get_pixbuf(loader.get());
+  if (!pb) throw failure("the picture is incomplete");
+  return Pixbuf(GDK_PIXBUF(g_object_ref(pb)));
+}
+
 }  // namespace
 
 Image read_image(const std::string& path, const ReadImageOptions& o) {
   QKV_CHECK(o.channels == 1 || o.channels == 3, "read_image: ", o.channels, " channels (1 or 3)");
-  std::error_code ec;
-  QKV_CHECK(std::filesystem::is_regular_file(path, ec), "'", path, "': no such file");
-  GError* err = nullptr;
-  Pixbuf pb(gdk_pixbuf_new_from_file(path.c_str(), &err));
-  if (!pb) {
-    const std::string msg = err ? err->message : "unknown error";
-    if (err) g_error_free(err);
-    throw Error(detail::concat("'", path, "': cannot read the image (", msg, ")"));
+  struct stat st;
+  if (::stat(path.c_str(), &st) != 0) {
+    const int err = errno;
+    throw Error(err == ENOENT ? detail::concat("'", path, "': no such file")
+                              : detail::concat("'", path, "': ", std::strerror(err)));
   }
+  QKV_CHECK(S_ISREG(st.st_mode), "'", path, "': ", not_a_file(st), ", not a picture file");
+  QKV_CHECK(st.st_size <= kMaxPictureFileBytes, "'", path, "': cannot read the image (a file of ", st.st_size,
+            " bytes, more than the ", kMaxPictureFileBytes, " a picture may have)");
+  const std::string bytes = io::read_file(path);
+  // The header first: format and size are checked before a decoder allocates anything.
+  PictureHeader header;
+  try {
+    header = read_picture_header(bytes);
+  } catch (const Error& e) {
+    throw Error(detail::concat("'", path, "': cannot read the image (", e.what(), ")"));
+  }
+  Pixbuf pb = decode(path, bytes, header.format);
+  QKV_CHECK(gdk_pixbuf_get_width(pb.get()) == header.width && gdk_pixbuf_get_height(pb.get()) == header.height,
+            "'", path, "': cannot read the image (decoded as ", gdk_pixbuf_get_width(pb.get()), "×",
+            gdk_pixbuf_get_height(pb.get()), ", its header says ", header.width, "×", header.height, ")");
   if (o.height > 0 && o.width > 0 &&
       (gdk_pixbuf_get_height(pb.get()) != o.height || gdk_pixbuf_get_width(pb.get()) != o.width)) {
     Pixbuf scaled(gdk_pixbuf_scale_simple(pb.get(), static_cast<int>(o.width), static_cast<int>(o.height),

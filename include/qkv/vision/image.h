@@ -1,5 +1,5 @@
-// Reading one picture for a classifier: PNG, JPEG, PGM/PPM, BMP, … through gdk-pixbuf (Debian's
-// libgdk-pixbuf), converted to the model's channels and size; writing one as PNG.
+// Reading one picture for a classifier: PNG or JPEG (by its magic bytes; vision/picture_header.h
+// checks its size first) through gdk-pixbuf's loader of that format (Debian's libgdk-pixbuf), converted to the model's channels and size; writing one as PNG.
 #pragma once
 
 #include <cstdint>
@@ -19,7 +19,9 @@ struct ReadImageOptions {
   bool invert = false;           // 1 − x: dark objects on light ground → light on dark (as Fashion-MNIST)
 };
 
-// Transparent pixels are composited over black. A missing or undecodable file is a qkv::Error naming it.
+// Transparent pixels are composited over black. A missing file, a directory, FIFO or device, a
+// picture of another format, one larger than vision::kMaxPicturePixels or an undecodable one is a
+// qkv::Error naming it.
 Image read_image(const std::string& path, const ReadImageOptions& options = {});
 
 // Writes a 1- or 3-channel image (values clamped to [0, 1]) as an 8-bit PNG, atomically (a
