@@ -25,8 +25,9 @@ std::string other_kind(std::string_view b) {
   if (starts_with(b, "BM")) return "a BMP picture";
   if (starts_with(b, std::string_view("II*\0", 4)) || starts_with(b, std::string_view("MM\0*", 4)))
     return "a TIFF picture";
-  if (starts_with(b, "RIFF") && b.substr(8, 4) == "WEBP") return "a WebP picture";
-  if (starts_with(b, "RIFF") && b.substr(8, 4) == "ACON") return "an animated cursor (ANI)";
+  const std::string_view riff = b.size() >= 12 && starts_with(b, "RIFF") ? b.substr(8, 4) : "";
+  if (riff == "WEBP") return "a WebP picture";
+  if (riff == "ACON") return "an animated cursor (ANI)";
   if (starts_with(b, "icns")) return "an Apple icon (ICNS)";
   if (starts_with(b, std::string_view("\0\0\1\0", 4))) return "a Windows icon (ICO)";
   if (starts_with(b, "/* XPM */")) return "an XPM picture";

@@ -102,6 +102,7 @@ TEST(PictureHeader, OtherFormatsBehindAPngNameAreRefusedByWhatTheyAre) {
       {"a PNM", "P5\n100000 100000\n255\n"},
       {"an animated cursor", std::string("RIFF\0\0\0\0ACON", 12)},
       {"an empty file", ""},
+      {"unknown kind", "RIFF&M"},  // found by fuzzing: shorter than a RIFF header
       {"unknown kind", std::string(64, '\x17')},
   };
   for (const auto& [kind, bytes] : cases) {
