@@ -544,7 +544,7 @@ def add_train_cases(m, cfgs):
                           ("through-number", "train.max_iters.x=3"), ("long-key", "a." * 5000 + "b=1")):
         out = m.out("train-set")
         m.add(f"train/set-syntax/{label}", ["{qkv}", "train", base, "-o", out, "-q", "--set", setarg],
-              names=["--set", setarg[:40], "max_iters"], gone=[os.path.join(out, "model.safetensors")])
+              names=["--set", setarg[:40], "max_iters", '"a"' if label == "long-key" else "--set"], gone=[os.path.join(out, "model.safetensors")])
     # config paths that are special files
     fifo = m.path("configs/a-fifo.json")
     if not os.path.exists(fifo):
@@ -660,7 +660,8 @@ def add_flag_cases(m, files, pics):
         ("attend", ["-m", conv, "-o", "{out}", pics["convnet"]], ["--grid"], ["0", "9", "-1", "1000000"]),
         ("attend", ["-m", conv, "-o", "{out}", pics["convnet"]], ["--block"], ["-1", "99", "9223372036854775807"]),
         ("classify", ["-m", conv, pics["convnet"]], ["--top"], ["0", "-1", "9223372036854775807"]),
-        ("classify", ["-m", conv], ["--test-images"], ["-1", "9223372036854775807", "10000"]),
+        ("classify", ["-m", os.path.join(MODELS, "fashion-mnist-nonlocal.safetensors")], ["--test-images"],
+         ["-1", "9223372036854775807", "10000"]),
         ("eval", ["-m", tr, "--src", inp, "--ref", inp], ["--limit"], ["-1"]),
         ("eval", ["-m", tr, "--src", inp, "--ref", inp], ["--bucket-width", "--by-length"], ["0"]),
         ("eval", ["-m", cap], ["--scenes"], ["0", "1000001", "-1"]),
@@ -689,6 +690,34 @@ def add_flag_cases(m, files, pics):
                 continue  # a valid (large) request
             m.add(f"flag/{cmd}/{flag}={v}", argv, expect=expect, names=flags + [v], usage=True,
                   gone=[out] if cmd in ("attend", "train", "scenes") and expect == "fail" else [])
+    # text inputs (-i, --src, --ref, --hyp) that are not text files
+    import gzip
+    bomb = m.path("inputs/bomb.txt.gz")
+    if not os.path.exists(bomb):
+        with gzip.open(bomb, "wb", compresslevel=1) as g:  # 512 MiB of zeros, no newline: one endless line
+            z = b"\0" * (1 << 20)
+            for _ in range(512):
+                g.write(z)
+    fifo_in = m.path("inputs/a-fifo.txt")
+    if not os.path.exists(fifo_in):
+        os.mkfifo(fifo_in)
+    inputs = {"dev-zero": "/dev/zero", "fifo": fifo_in, "directory": m.path("inputs"),
+              "missing": m.path("inputs/missing.txt"), "gzip-bomb": bomb,
+              "bad-gzip": m.write("inputs/bad.txt.gz", gzip.compress(b"one two\n" * 100)[:-20]),
+              "not-gzip": m.write("inputs/plain.txt.gz", "one two\n"),
+              "invalid-utf8": m.write("inputs/invalid.txt", b"one \xff\xfe two \xc3\n"),
+              "long-line": m.write("inputs/long-line.txt", "one two " * 200000 + "\n")}
+    one = m.write("inputs/one.txt", "one two\n")  # the other side: one line, as the hostile ones hold
+    for label, p in inputs.items():
+        kinds = {p: "fifo"} if label == "fifo" else {}
+        # replaced bytes / a truncated line with a warning are documented; plain text named .gz is read as such
+        valid = label in ("invalid-utf8", "long-line", "not-gzip")
+        for cmd, argv in (("translate-i", ["{qkv}", "translate", "--threads", "1", "-m", tr, "-i", p]),
+                          ("eval-src", ["{qkv}", "eval", "--threads", "1", "-m", tr, "--src", p, "--ref", one]),
+                          ("eval-ref", ["{qkv}", "eval", "--threads", "1", "-m", tr, "--src", one, "--ref", p]),
+                          ("eval-hyp", ["{qkv}", "eval", "--hyp", p, "--ref", one])):
+            m.add(f"input/{cmd}/{label}", argv, expect="any" if valid else "fail", names=[p], kinds=kinds)
+
     # OMP_NUM_THREADS and friends
     for var, val in (("OMP_NUM_THREADS", "1000000"), ("OMP_NUM_THREADS", "-1"), ("OMP_NUM_THREADS", "x"),
                      ("OMP_NUM_THREADS", "99999999999999999999"), ("OMP_STACKSIZE", "100G"),
@@ -747,6 +776,8 @@ def add_flag_cases(m, files, pics):
             elif cmd == "train":
                 argv = ["{qkv}", "train", os.path.join(m.tmp, "configs", "gpt.json"), "-q", "--threads", "1", "-o", base]
             elif cmd == "export":
+                if label in ("dangling-link", "directory"):
+                    continue  # a valid OUT_DIR: the export itself needs Python with ctranslate2
                 argv = ["{qkv}", "export", "--to", "ctranslate2", tr, base]
             else:
                 continue
