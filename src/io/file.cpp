@@ -54,30 +54,45 @@ std::string parent_of(const std::string& path) {
   return slash == std::string::npos ? "." : slash == 0 ? "/" : path.substr(0, slash);
 }
 
-// Whether following `path`'s symbolic links passes through a folder of /proc: /dev/stdout →
-// /proc/self/fd/1, /dev/fd/N, /proc/self/fd/N name a descriptor this process already holds, whose
-// file the caller (the shell's `>` or `>>`) opened for us.
-bool names_a_descriptor(std::string p) {
+// What following `path`'s symbolic links finds in /proc: /dev/stdout → /proc/self/fd/1, /dev/fd/N and
+// /proc/self/fd/N name a descriptor this process already holds (`own_fd`), whose file the caller (the
+// shell's `>` or `>>`) opened for us; another folder of /proc (`through_proc`) names one of another
+// process.
+struct ProcLink {
+  bool through_proc = false;
+  int own_fd = -1;
+};
+
+ProcLink proc_link(std::string p) {
+  const std::string own = detail::concat("/proc/", ::getpid(), "/fd");
   for (int hop = 0; hop < 40; ++hop) {
     struct stat st;
-    if (::lstat(p.c_str(), &st) != 0 || !S_ISLNK(st.st_mode)) return false;
-    const std::string dir = parent_of(p);
+    if (::lstat(p.c_str(), &st) != 0 || !S_ISLNK(st.st_mode)) return {};
+    const std::string dir = parent_of(p), name = p.substr(p.find_last_of('/') + 1);
     if (char* real = ::realpath(dir.c_str(), nullptr)) {
-      const bool proc = std::strncmp(real, "/proc/", 6) == 0;
+      const std::string r(real);
       std::free(real);
-      if (proc) return true;
+      if (r == own && !name.empty() && name.size() < 9 && name.find_first_not_of("0123456789") == std::string::npos)
+        return {true, std::stoi(name)};
+      if (r.starts_with("/proc/")) return {true, -1};
     }
     char target[4096];
     const ssize_t n = ::readlink(p.c_str(), target, sizeof target - 1);
-    if (n <= 0) return false;
+    if (n <= 0) return {};
     target[n] = 0;
     p = target[0] == '/' ? std::string(target) : dir + "/" + target;
   }
-  return false;
+  return {};
 }
 
-// Into what is there: a device, a FIFO (this waits for its reader, as `cat > fifo` does) or a
-// descriptor's file, appended to after what the redirection left.
+// Straight into a descriptor this process holds (its offset, its O_APPEND: what `>` or `>>` chose),
+// left open.
+void write_to_descriptor(const std::string& path, int fd, std::string_view bytes) {
+  if (!write_all(fd, bytes)) write_error(path, "write", errno);
+}
+
+// Into what is there: a device, a FIFO (this waits for its reader, as `cat > fifo` does) or another
+// process's descriptor's file, appended to.
 void write_in_place(const std::string& path, std::string_view bytes, bool append) {
   const int fd = ::open(path.c_str(), O_WRONLY | O_NOCTTY | O_CLOEXEC | (append ? O_APPEND : 0));
   if (fd < 0) write_error(path, "cannot open", errno);
@@ -135,8 +150,8 @@ void write_replacing(const std::string& path, const std::string& target, std::st
 //    the link is kept (so `-o link` updates what the link points to, as `>` would);
 //  - a device, a FIFO, or a link to one (/dev/null, /dev/stdout onto a pipe): written in place —
 //    renaming over it would replace the special file with a regular one;
-//  - /dev/stdout, /dev/fd/N or /proc/self/fd/N onto a regular file: appended to through that name
-//    (the caller's `>` or `>>` chose truncation);
+//  - /dev/stdout, /dev/fd/N or /proc/self/fd/N: written to that descriptor of this process (at its
+//    offset: the caller's `>` or `>>` chose where), whatever it is open on;
 //  - a directory, or a link to nothing: refused.
 void write_file_atomic(const std::string& path, std::string_view bytes) {
   struct stat st;
@@ -150,8 +165,10 @@ void write_file_atomic(const std::string& path, std::string_view bytes) {
     return;
   }
   if (S_ISDIR(st.st_mode)) write_error(path, "it is a directory", 0);
+  const ProcLink link = proc_link(path);
+  if (link.own_fd >= 0) return write_to_descriptor(path, link.own_fd, bytes);
   if (!S_ISREG(st.st_mode)) return write_in_place(path, bytes, false);
-  if (names_a_descriptor(path)) return write_in_place(path, bytes, true);
+  if (link.through_proc) return write_in_place(path, bytes, true);
   struct stat lst;
   if (::lstat(path.c_str(), &lst) == 0 && S_ISLNK(lst.st_mode)) {
     char* real = ::realpath(path.c_str(), nullptr);

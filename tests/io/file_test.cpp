@@ -71,16 +71,19 @@ TEST(WriteFile, DevicesAndFifosAreWrittenInPlaceNeverReplaced) {
     EXPECT_EQ(e.path().string().find(".tmp-"), std::string::npos) << e.path();
 }
 
-TEST(WriteFile, DescriptorNamesAppendToTheFileTheCallerOpened) {
+TEST(WriteFile, DescriptorNamesWriteIntoTheDescriptorAtItsOffset) {
   TempDir dir("write-file");
   const fs::path file = dir.path / "stdout.txt";
-  const int fd = ::open(file.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_APPEND, 0644);
+  // as the shell's `>`: no O_APPEND, so what follows must start where qkv's bytes ended
+  const int fd = ::open(file.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
   ASSERT_GE(fd, 0);
   ASSERT_EQ(::write(fd, "before ", 7), 7);
   const ino_t inode = stat_of(file).st_ino;
   io::write_file_atomic("/dev/fd/" + std::to_string(fd), "after");
+  io::write_file_atomic("/proc/self/fd/" + std::to_string(fd), " again");
+  ASSERT_EQ(::write(fd, " more", 5), 5);
   ::close(fd);
-  EXPECT_EQ(io::read_file(file.string()), "before after");
+  EXPECT_EQ(io::read_file(file.string()), "before after again more");
   EXPECT_EQ(stat_of(file).st_ino, inode);  // the same file, not a new one renamed over it
 }
 
