@@ -231,7 +231,13 @@ def main():
             per[k] = per.get(k, 0.0) + r["secs"]
         print("\nseconds per group: " + ", ".join(f"{k} {v:.0f}" for k, v in sorted(per.items(), key=lambda x: -x[1])))
         print(f"slowest: " + ", ".join(f"{r['case']['name']} {r['secs']:.1f} s" for r in slow))
-        print(f"{len(results) - len(failed)} passed, {len(failed)} failed  ({time.monotonic() - t0:.0f} s)")
+        cats = {}
+        for r in results:
+            c = cats.setdefault(r["case"]["name"].split("/")[0], [0, 0])
+            c[bool(r["problems"])] += 1
+        print(f"{time.monotonic() - t0:.0f} s; by category (passed/failed): "
+              + ", ".join(f"{k} {p}/{f}" for k, (p, f) in sorted(cats.items())))
+        print(f"{len(results) - len(failed)} passed, {len(failed)} failed")
         for r in failed:
             print(describe(r, tmp, qkv, python))
         return 1 if failed else 0
