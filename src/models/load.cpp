@@ -134,4 +134,14 @@ LoadedImageClassifier load_image_classifier(const std::string& path, const LoadO
   return r;
 }
 
+// The loader of the file's kind, run for its checks alone (what is loaded is let go).
+void check_loadable(const std::string& path) {
+  switch (model_file_kind(path)) {
+    case Kind::seq2seq: load_seq2seq(path); return;
+    case Kind::language_model: load_language_model(path); return;
+    case Kind::image_classifier: load_image_classifier(path); return;
+  }
+  throw Error(detail::concat("'", path, "': a model of a kind no loader reads"));
+}
+
 }  // namespace qkv::models

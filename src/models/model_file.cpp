@@ -2,6 +2,7 @@
 
 #include "qkv/core/error.h"
 #include "qkv/io/config.h"
+#include "qkv/models/load.h"
 
 namespace qkv::models {
 
@@ -125,9 +126,48 @@ void load_parameters(nn::Module& model, const ModelFile& file) {
   }
 }
 
+namespace {
+
+// A JSON value in a message: at most 80 characters of it.
+std::string shown(const nlohmann::json& v) {
+  std::string s = v.dump();
+  return s.size() <= 80 ? s : detail::concat(s.substr(0, 80), "… (", s.size(), " bytes)");
+}
+
+// Where two files' model metadata differ: "model_type \"gpt\" vs \"transformer\"", "model.n_embd 16 vs 8", …
+std::string differences(const nlohmann::json& a, const nlohmann::json& b) {
+  std::string out;
+  auto add = [&](const std::string& key, const nlohmann::json& x, const nlohmann::json& y) {
+    out += detail::concat(out.empty() ? "" : ", ", key, " ", x.is_null() ? "(none)" : shown(x), " vs ",
+                          y.is_null() ? "(none)" : shown(y));
+  };
+  if (a.at("model_type") != b.at("model_type")) add("model_type", a.at("model_type"), b.at("model_type"));
+  const nlohmann::json &ma = a.at("model"), &mb = b.at("model");
+  if (ma.is_object() && mb.is_object()) {
+    for (const auto& [k, v] : ma.items())
+      if (!mb.contains(k) || mb.at(k) != v) add("model." + k, v, mb.contains(k) ? mb.at(k) : nlohmann::json());
+    for (const auto& [k, v] : mb.items())
+      if (!ma.contains(k)) add("model." + k, nlohmann::json(), v);
+  } else if (ma != mb) {
+    add("model", ma, mb);
+  }
+  return out;
+}
+
+}  // namespace
+
 // θ = (1/n) Σ_i θ_i, summed in double
 void average_model_files(const std::vector<std::string>& paths, const std::string& out, io::StoreAs store) {
   QKV_CHECK(!paths.empty(), "average: no model files given");
+  // Each input passes the loader's checks first (config, tokenizer, tensors): a file whose config
+  // lies would otherwise be averaged into a model file no command can load.
+  for (const std::string& p : paths) {
+    try {
+      check_loadable(p);
+    } catch (const Error& e) {
+      throw Error(detail::concat("average: ", e.what()));
+    }
+  }
   ModelFile first = load_model_file(paths.front());
   std::map<std::string, std::vector<double>> sum;
   for (auto& [name, t] : first.params) {
@@ -139,8 +179,8 @@ void average_model_files(const std::vector<std::string>& paths, const std::strin
     ModelFile f = load_model_file(paths[i]);
     // load_model_file guarantees both keys
     QKV_CHECK(f.meta.at("model_type") == first.meta.at("model_type") && f.meta.at("model") == first.meta.at("model"),
-              "average: '", paths[i], "' is a different model from '", paths.front(), "' (", f.meta.at("model").dump(),
-              " vs ", first.meta.at("model").dump(), ")");
+              "average: '", paths[i], "' is a different model from '", paths.front(), "' (",
+              differences(f.meta, first.meta), ")");
     QKV_CHECK(f.params.size() == first.params.size(), "average: '", paths[i], "' has ", f.params.size(),
               " parameters, '", paths.front(), "' has ", first.params.size());
     for (auto& [name, t] : f.params) {

@@ -58,6 +58,11 @@ LoadedImageClassifier load_image_classifier(const std::string& path, const LoadO
 
 // The kind of model a file holds (for commands that serve several kinds); errors as above.
 Kind model_file_kind(const std::string& path);
+// Loads `path` as the loader of its kind does and lets it go: the file's config, tokenizer and
+// tensors pass every check loading makes (qkv::Error as above otherwise). For commands that write
+// a model file from others (qkv average) and must not write one no command can load.
+void check_loadable(const std::string& path);
+
 // The registry's entry for the type a file names (kind, takes_images …): its metadata is read,
 // not its tensors; errors as above.
 const ModelType& model_file_type(const std::string& path);

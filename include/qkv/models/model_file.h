@@ -60,8 +60,9 @@ nlohmann::json load_model_streaming(const std::string& path,
 // Checkpoint averaging (as fairseq's average_checkpoints.py; Marian's exponential smoothing is the
 // running cousin): θ = (1/n) Σ_i θ_i over model files or checkpoints of the same model, written
 // to `out` as a model file (no optimizer state) with the last file's metadata plus
-// "averaged_from": [paths]. Files whose model type, hyper-parameters or tensors differ are an error
-// naming the file and the tensor.
+// "averaged_from": [paths]. Each file must first load as its kind's loader loads it (check_loadable);
+// files whose model type, hyper-parameters or tensors differ are an error naming the file and the
+// keys or the tensor that differ. Nothing is written unless all of it holds.
 void average_model_files(const std::vector<std::string>& paths, const std::string& out,
                          io::StoreAs store = io::StoreAs::kF32);
 
