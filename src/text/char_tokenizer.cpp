@@ -4,6 +4,7 @@
 #include <nlohmann/json.hpp>
 
 #include "qkv/core/error.h"
+#include "qkv/core/message.h"
 #include "qkv/core/utf8.h"
 #include "qkv/io/config.h"
 
@@ -22,14 +23,14 @@ CharTokenizer CharTokenizer::from_text(std::string_view text) {
 
 CharTokenizer CharTokenizer::from_json(const nlohmann::json& j) {
   QKV_CHECK(j.is_object() && io::get_or(j, "type", "") == "char" && j.contains("chars") && j.at("chars").is_array(),
-            "CharTokenizer: expected {\"type\": \"char\", \"chars\": [...]}, got ", j.dump().substr(0, 200));
+            "CharTokenizer: expected {\"type\": \"char\", \"chars\": [...]}, got ", excerpt(j.dump(), 200));
   CharTokenizer t;
   for (const auto& c : j.at("chars")) {
-    QKV_CHECK(c.is_string(), "CharTokenizer: vocabulary entries must be strings, got ", c.dump());
+    QKV_CHECK(c.is_string(), "CharTokenizer: vocabulary entries must be strings, got ", excerpt(c.dump()));
     std::vector<char32_t> cp = utf8::decode(c.get<std::string>());
-    QKV_CHECK(cp.size() == 1, "CharTokenizer: vocabulary entry ", c.dump(), " is not one character");
+    QKV_CHECK(cp.size() == 1, "CharTokenizer: vocabulary entry ", excerpt(c.dump()), " is not one character");
     QKV_CHECK(t.codepoints_.empty() || t.codepoints_.back() < cp[0], "CharTokenizer: vocabulary is not sorted and unique at ",
-              c.dump());
+              excerpt(c.dump()));
     t.codepoints_.push_back(cp[0]);
     t.chars_.push_back(c.get<std::string>());
   }

@@ -4,6 +4,7 @@
 #include <unistd.h>
 
 #include "qkv/core/error.h"
+#include "qkv/core/message.h"
 #include "qkv/io/file.h"
 #include "qkv/io/config.h"
 
@@ -85,7 +86,7 @@ std::vector<int32_t> LMTokenizer::encode(std::string_view text) const {
       if (ids[i] == sp_->unk_id()) {
         // Name the text the vocabulary lacks: the surface of the unknown piece.
         const std::vector<std::string> pieces = sp_->encode_pieces(line);
-        throw Error(detail::concat("LM tokenizer: \"", i < pieces.size() ? pieces[i] : std::string("?"), "\" (line ",
+        throw Error(detail::concat("LM tokenizer: \"", i < pieces.size() ? excerpt(pieces[i]) : std::string("?"), "\" (line ",
                                    line_no, ") is not in the SentencePiece vocabulary of this model"));
       }
     }

@@ -54,8 +54,10 @@ SentencePiece& SentencePiece::operator=(const SentencePiece& other) {
 
 SentencePiece SentencePiece::load(const std::string& model_path) {
   std::error_code ec;
-  QKV_CHECK(fs::is_regular_file(model_path, ec), "SentencePiece::load: ", model_path,
-            ": no such file");
+  const fs::file_status kind = fs::status(model_path, ec);
+  QKV_CHECK(fs::exists(kind), "SentencePiece::load: ", model_path, ": no such file");
+  QKV_CHECK(fs::is_regular_file(kind), "SentencePiece::load: ", model_path, ": ",
+            fs::is_directory(kind) ? "a directory" : "not a regular file", ", not a SentencePiece model");
   SentencePiece out;
   const auto st = out.sp_->Load(model_path);
   QKV_CHECK(st.ok(), "SentencePiece::load: ", model_path,
@@ -81,7 +83,13 @@ SentencePiece SentencePiece::from_json(const nlohmann::json& j, const std::strin
   QKV_CHECK(j.is_object() && io::get_or(j, "type", "") == "sentencepiece" && j.contains("model_base64") &&
                 j.at("model_base64").is_string(),
             what, " carries no SentencePiece model (expected {\"type\": \"sentencepiece\", \"model_base64\": …})");
-  return from_serialized(io::base64_decode(j.at("model_base64").get<std::string>(), what + "'s SentencePiece model"));
+  // SentencePiece's own errors name no file: `what` (the model file) is said before them.
+  std::string bytes = io::base64_decode(j.at("model_base64").get<std::string>(), what + "'s SentencePiece model");
+  try {
+    return from_serialized(std::move(bytes));
+  } catch (const Error& e) {
+    throw Error(detail::concat(what, ": ", e.what()));
+  }
 }
 
 void SentencePiece::train(const std::vector<std::string>& input_files,

@@ -31,6 +31,7 @@
 #include "options.h"
 #include "serve_services.h"
 #include "qkv/core/error.h"
+#include "qkv/core/message.h"
 #include "qkv/decode/generate.h"
 #include "qkv/decode/inspect.h"
 
@@ -61,7 +62,7 @@ class Body {
     try {
       j_ = json::parse(text);
     } catch (const json::exception& e) {
-      throw HttpError{400, std::string("the body is not JSON: ") + e.what()};
+      throw HttpError{400, "the body is not JSON: " + plain_message(e.what())};
     }
     if (!j_.is_object()) throw HttpError{400, "the body must be a JSON object"};
     std::string known;
@@ -203,7 +204,7 @@ class Server {
     } catch (const HttpError& e) {
       error(res, e);
     } catch (const std::exception& e) {
-      error(res, {500, e.what()});
+      error(res, {500, plain_message(e.what())});
     }
     metrics_.end();
     metrics_.request(req.path, res.status, std::chrono::duration<double>(Clock::now() - t0).count());

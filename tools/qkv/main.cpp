@@ -13,6 +13,7 @@
 
 #include "commands.h"
 #include "qkv/core/error.h"
+#include "qkv/core/message.h"
 
 // OpenMP threads that wait spin for a while before sleeping. libgomp's default spin (300k
 // iterations) is fastest on an idle machine, but when another busy process shares the cores the
@@ -39,6 +40,18 @@ static void bound_openmp_spinning(char** argv) {
   execv("/proc/self/exe", argv);  // returns only on failure: then run with the default
 }
 
+// What went to stdout must have arrived: a full disk or /dev/full is an error, not exit 0 — after a
+// command and after --help alike. `rc` is returned when it did (or when it is already a failure).
+static int stdout_arrived(int rc) {
+  errno = 0;
+  std::cout.flush();
+  if (std::fflush(stdout) != 0 || std::ferror(stdout) || !std::cout) {
+    std::cerr << "qkv: error: cannot write the output: " << std::strerror(errno ? errno : EIO) << "\n";
+    return rc ? rc : 1;
+  }
+  return rc;
+}
+
 int main(int argc, char** argv) {
   bound_openmp_spinning(argv);
   CLI::App app{"qkv: the attention mechanism and the Transformer, in C++"};
@@ -61,23 +74,17 @@ int main(int argc, char** argv) {
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
-    return app.exit(e);
+    return stdout_arrived(app.exit(e));  // --help, --version: printed to stdout
   }
   int rc = 1;
   try {
     rc = qkv::cli::run_selected(app);
   } catch (const qkv::Error& e) {
-    std::cerr << "qkv: error: " << e.what() << "\n";
+    std::cerr << "qkv: error: " << qkv::plain_message(e.what()) << "\n";
   } catch (const std::bad_alloc&) {
     std::cerr << "qkv: error: out of memory\n";
   } catch (const std::exception& e) {
-    std::cerr << "qkv: error: " << e.what() << "\n";
+    std::cerr << "qkv: error: " << qkv::plain_message(e.what()) << "\n";
   }
-  // What went to stdout must have arrived: a full disk or /dev/full is an error, not exit 0.
-  errno = 0;
-  if (std::fflush(stdout) != 0 || std::ferror(stdout)) {
-    std::cerr << "qkv: error: cannot write the output: " << std::strerror(errno ? errno : EIO) << "\n";
-    return rc ? rc : 1;
-  }
-  return rc;
+  return stdout_arrived(rc);
 }
