@@ -7,6 +7,7 @@
 
 #include "qkv/core/error.h"
 #include "qkv/io/base64.h"
+#include "qkv/viz/png.h"
 #include "qkv/viz/svg.h"
 
 namespace qkv::viz {
@@ -52,21 +53,11 @@ std::string image_attention_svg(const std::vector<ImageAttentionPanel>& panels, 
     const ImageAttentionPanel& p = panels[static_cast<size_t>(i)];
     const int x0 = pad + (i % cols) * (pw + pad), y0 = title_h + pad + (i / cols) * (ph + caption_h + pad);
     s << "<g transform=\"translate(" << x0 << "," << y0 << ")\">\n";
-    // the picture: its PNG, or one grey square per pixel
-    if (!p.png.empty()) {
-      s << "<image x=\"0\" y=\"0\" width=\"" << p.width * px << "\" height=\"" << p.height * px
-        << "\" preserveAspectRatio=\"none\" style=\"image-rendering:pixelated\" xlink:href=\"data:image/png;base64,"
-        << io::base64_encode(p.png) << "\"/>";
-    } else {
-      for (int y = 0; y < p.height; ++y)
-        for (int x = 0; x < p.width; ++x) {
-          const int g =
-              static_cast<int>(std::lround(std::clamp(p.image[static_cast<size_t>(y) * p.width + x], 0.f, 1.f) * 255));
-          std::snprintf(buf, sizeof buf, "<rect x=\"%d\" y=\"%d\" width=\"%d\" height=\"%d\" fill=\"rgb(%d,%d,%d)\"/>",
-                        x * px, y * px, px, px, g, g, g);
-          s << buf;
-        }
-    }
+    // the picture: its PNG, or its grey levels made one (an <image>, not a <rect> per pixel: librsvg
+    // refuses documents of more than 1,000,000 elements)
+    s << "<image x=\"0\" y=\"0\" width=\"" << p.width * px << "\" height=\"" << p.height * px
+      << "\" preserveAspectRatio=\"none\" style=\"image-rendering:pixelated\" xlink:href=\"data:image/png;base64,"
+      << io::base64_encode(p.png.empty() ? grey_png(p.image, p.height, p.width) : p.png) << "\"/>";
     s << "\n";
     // the weights over it: cell (r, c) covers its share of the picture
     const float top = p.weights.empty() ? 0.f : *std::max_element(p.weights.begin(), p.weights.end());

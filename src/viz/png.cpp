@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cctype>
 #include <cmath>
+#include <cstdint>
 #include <memory>
 
 #include "qkv/core/error.h"
@@ -28,6 +29,29 @@ std::string take_message(GError* err) {
 
 }  // namespace
 
+std::string grey_png(const std::vector<float>& image, int height, int width) {
+  QKV_CHECK(height > 0 && width > 0 && image.size() == static_cast<size_t>(height) * width, "grey_png: ",
+            image.size(), " values for a ", height, "×", width, " picture");
+  std::unique_ptr<cairo_surface_t, decltype(&cairo_surface_destroy)> surface(
+      cairo_image_surface_create(CAIRO_FORMAT_RGB24, width, height), cairo_surface_destroy);
+  QKV_CHECK(cairo_surface_status(surface.get()) == CAIRO_STATUS_SUCCESS, "grey_png: cannot create a ", width, "×",
+            height, " picture: ", cairo_status_to_string(cairo_surface_status(surface.get())));
+  cairo_surface_flush(surface.get());
+  unsigned char* data = cairo_image_surface_get_data(surface.get());
+  const int stride = cairo_image_surface_get_stride(surface.get());
+  for (int y = 0; y < height; ++y)
+    for (int x = 0; x < width; ++x) {
+      const auto g = static_cast<uint32_t>(
+          std::lround(std::clamp(image[static_cast<size_t>(y) * width + x], 0.f, 1.f) * 255.f));
+      reinterpret_cast<uint32_t*>(data + static_cast<ptrdiff_t>(y) * stride)[x] = g << 16 | g << 8 | g;  // xRGB
+    }
+  cairo_surface_mark_dirty(surface.get());
+  std::string png;
+  QKV_CHECK(cairo_surface_write_to_png_stream(surface.get(), append_to_string, &png) == CAIRO_STATUS_SUCCESS,
+            "grey_png: cannot encode a ", width, "×", height, " picture");
+  return png;
+}
+
 std::string svg_to_png(const std::string& svg, double scale) {
   QKV_CHECK(scale > 0 && scale <= 16, "svg_to_png: scale must be in (0, 16], got ", scale);
   GError* err = nullptr;
@@ -37,8 +61,11 @@ std::string svg_to_png(const std::string& svg, double scale) {
   gdouble w = 0, h = 0;
   QKV_CHECK(rsvg_handle_get_intrinsic_size_in_pixels(handle.get(), &w, &h) && w > 0 && h > 0,
             "svg_to_png: the SVG has no size in pixels (width/height attributes)");
-  const int pw = static_cast<int>(std::ceil(w * scale)), ph = static_cast<int>(std::ceil(h * scale));
-  QKV_CHECK(static_cast<double>(pw) * ph <= 400e6, "svg_to_png: ", pw, "×", ph, " pixels is too large a picture");
+  // A document too large for the scale is drawn smaller: cairo's surfaces hold at most 32767 pixels a
+  // side (a contact sheet of 300 scenes was 40280 tall), and 2^26 pixels (256 MiB) is plenty for a
+  // picture meant to be looked at.
+  scale = std::min({scale, 32767 / w, 32767 / h, std::sqrt(double(1 << 26) / (w * h))});
+  const int pw = std::max(1, static_cast<int>(w * scale)), ph = std::max(1, static_cast<int>(h * scale));
 
   std::unique_ptr<cairo_surface_t, decltype(&cairo_surface_destroy)> surface(
       cairo_image_surface_create(CAIRO_FORMAT_ARGB32, pw, ph), cairo_surface_destroy);

@@ -12,6 +12,7 @@
 
 #include "qkv/core/error.h"
 #include "qkv/viz/image_attention.h"
+#include "qkv/viz/png.h"
 
 namespace qkv::viz {
 namespace {
@@ -26,7 +27,8 @@ struct Node {
 };
 
 const std::set<std::string> kKnownTags = {"svg",  "g",    "rect", "line",     "path",           "circle",
-                                          "text", "title", "defs", "clipPath", "linearGradient", "stop"};
+                                          "text", "title", "defs", "clipPath", "linearGradient", "stop",
+                                          "image"};
 
 class XmlParser {
  public:
@@ -531,8 +533,9 @@ TEST(ImageAttention, WeightsRingBoxesAndWrappedCaptions) {
   opt.pixel = 4;
   auto root = parse_ok(image_attention_svg({p}, 1, opt));
   ASSERT_TRUE(root);
-  // 24 pixels, 3 weighted cells (0 is not drawn), the frame, one box; one ring
-  EXPECT_EQ(all(*root, "rect").size(), 1u + 24 + 3 + 1 + 1);
+  // the picture as one <image>; 3 weighted cells (0 is not drawn), the frame, one box; one ring
+  EXPECT_EQ(all(*root, "image").size(), 1u);
+  EXPECT_EQ(all(*root, "rect").size(), 1u + 3 + 1 + 1);
   EXPECT_EQ(all(*root, "circle").size(), 1u);
   // the 81-character caption wraps onto lines that fit the 24-pixel-wide panel's share
   const auto t = texts(*root);
@@ -547,9 +550,43 @@ TEST(ImageAttention, WeightsRingBoxesAndWrappedCaptions) {
   root = parse_ok(image_attention_svg({p}, 1, opt));
   ASSERT_TRUE(root);
   EXPECT_EQ(all(*root, "circle").size(), 0u);
-  EXPECT_EQ(all(*root, "rect").size(), 1u + 24 + 1 + 1);
+  EXPECT_EQ(all(*root, "rect").size(), 1u + 1 + 1);
   p.weights = {1.f};  // weights for a 0×0 grid
   EXPECT_THROW(image_attention_svg({p}, 1, opt), Error);
+}
+
+// qkv scenes -n 300 drew its contact sheet with a <rect> per pixel: 1.2 million elements, past
+// librsvg's limit of 1,000,000, so sheet.png failed after the scenes were written. 250 pictures of
+// 64×64 (1.02 million pixels) must render.
+TEST(ImageAttention, ASheetOfManyPicturesRenders) {
+  std::vector<ImageAttentionPanel> panels(250);
+  for (size_t i = 0; i < panels.size(); ++i) {
+    ImageAttentionPanel& p = panels[i];
+    p.caption = "scene " + std::to_string(i);
+    p.height = p.width = 64;
+    p.image.assign(64 * 64, static_cast<float>(i % 7) / 7.f);
+    p.show_query = false;
+  }
+  ImageAttentionOptions opt;
+  opt.pixel = 1;
+  const std::string svg = image_attention_svg(panels, 4, opt);
+  EXPECT_NO_THROW(svg_to_png(svg, 0.25));
+}
+
+// A document taller than cairo's 32767-pixel surfaces (the 300-scene sheet at 4 columns was 40280)
+// is drawn smaller, not refused.
+TEST(ImageAttention, APictureTallerThanCairoHoldsIsDrawnSmaller) {
+  const std::string png =
+      svg_to_png("<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"100\" height=\"40000\"><rect width=\"100\" "
+                 "height=\"40000\" fill=\"#888\"/></svg>");
+  ASSERT_GT(png.size(), 24u);
+  const auto be32 = [&](size_t at) {
+    return uint32_t{static_cast<unsigned char>(png[at])} << 24 | uint32_t{static_cast<unsigned char>(png[at + 1])} << 16 |
+           uint32_t{static_cast<unsigned char>(png[at + 2])} << 8 | static_cast<unsigned char>(png[at + 3]);
+  };
+  EXPECT_LE(be32(20), 32767u);  // IHDR's height
+  EXPECT_GE(be32(20), 32000u);
+  EXPECT_GE(be32(16), 80u);     // and its width, to scale
 }
 
 }  // namespace

@@ -7,6 +7,8 @@
 //     scenes/scenes.jsonl               {"image", "split", "index", "caption", "words", "items": [{"class",
 //                                        "word", "row", "col", "box": [x0, y0, x1, y1]}], "word_item"}
 //     scenes/sheet.svg, sheet.png       every scene with its caption and boxes
+#include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <filesystem>
 #include <memory>
@@ -94,7 +96,9 @@ void add_scenes(CLI::App& app) {
     viz::ImageAttentionOptions vo;
     vo.pixel = 2;
     vo.title = "captioned scenes (" + a->split + "), item boxes in green";
-    const std::string svg = viz::image_attention_svg(panels, 4, vo);
+    // 4 columns, or about as many as rows for many scenes (a sheet 75 scenes tall is hard to look at)
+    const int columns = std::max(4, static_cast<int>(std::ceil(std::sqrt(static_cast<double>(panels.size())))));
+    const std::string svg = viz::image_attention_svg(panels, columns, vo);
     io::write_file_atomic((fs::path(a->out) / "sheet.svg").string(), svg);
     viz::write_picture((fs::path(a->out) / "sheet.png").string(), svg);
     std::fprintf(stderr, "wrote %lld scenes, scenes.jsonl and sheet.svg/png to %s\n",
