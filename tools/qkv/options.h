@@ -44,7 +44,9 @@ inline void add_threads_option(CLI::App* app, int& threads) {
   app->add_option("--threads", threads, "threads (default: all cores)")->check(greater_than_zero());
 }
 inline void use_threads(int threads) {
-  if (threads > 0) set_num_threads(threads);
+  if (threads == 0) return;  // not given
+  check_thread_count(threads, "--threads");
+  set_num_threads(threads);
 }
 
 // The decoding options of translate, eval, attend and the translation bench.

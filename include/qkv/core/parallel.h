@@ -9,7 +9,13 @@
 namespace qkv {
 
 int num_threads();              // threads a parallel region will use
-void set_num_threads(int n);    // torch.set_num_threads's counterpart
+int max_threads();              // the most a count may ask for: 4 × the machine's hardware threads
+// Throws qkv::Error "<what>: N threads asked for; qkv runs 1 to M …" unless 1 ≤ n ≤ max_threads().
+void check_thread_count(int64_t n, const char* what);
+void set_num_threads(int n);    // torch.set_num_threads's counterpart (n checked as above)
+// OMP_NUM_THREADS, which libgomp obeys at a process's first parallel region, checked the same way
+// (each level of a list): the command line and the Python module call it before any region runs.
+void check_omp_num_threads();
 bool in_parallel_region();
 
 // Runs f(begin, end) over [0, n) split into contiguous chunks, one per thread; serial when n is
