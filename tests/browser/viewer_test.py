@@ -372,13 +372,14 @@ class Viewer(unittest.TestCase):
             print("  %-24s %6s  %s" % (name, "—" if ms is None else "%.0f" % ms,
                                        ", ".join("%s %.0f" % kv for kv in (parts.get(name) or {}).items())),
                   file=sys.stderr)
-        s = self.state()
-        self.assertEqual(len(s["keys"]), 234)  # the unit is tokens again
         for name, ms in times.items():
             if ms is not None and not name.startswith("show") and not name.startswith(" "):
                 self.assertLessEqual(ms, SWITCH_LIMIT_MS, name)
-        # the view's own drawing (what is not the request) within the limit too
+        # the view's own drawing (what is not the request) within the limit too: the request itself is
+        # the server's (its answer's compression: docs/BENCHMARKS.md, "Attention viewer")
         self.assertLessEqual(shown_ms[0] - shown_ms[1], SWITCH_LIMIT_MS)
+        s = self.state()
+        self.assertEqual(len(s["keys"]), 234)  # the unit is tokens again
         self.assertEqual(self.errors(), [])
 
     def test_language_model_shows_causal_self_attention(self):
