@@ -21,7 +21,9 @@ std::vector<Caption> ImageCaptioner::caption(const Tensor& images, const Caption
                 images.size(3) == shape_.width,
             "caption: images of shape ", shape_str(images.shape()), "; the model takes [N, ", shape_.channels, ", ",
             shape_.height, ", ", shape_.width, "]");
-  QKV_CHECK(opt.beam_size >= 1 && opt.batch_size >= 1, "caption: beam_size and batch_size must be ≥ 1");
+  QKV_CHECK(opt.beam_size >= 1 && opt.beam_size <= kMaxBeamSize, "caption: beam_size must be between 1 and ",
+            kMaxBeamSize, ", got ", opt.beam_size);
+  QKV_CHECK(opt.batch_size >= 1, "caption: batch_size must be ≥ 1, got ", opt.batch_size);
   NoGradGuard no_grad;
   const models::SpecialTokens ids = model_.special_tokens();
   SearchOptions so;

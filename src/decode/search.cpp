@@ -86,7 +86,7 @@ std::vector<Hypothesis> greedy_search(StepModel& model, const std::vector<int64_
 std::vector<std::vector<Hypothesis>> beam_search_nbest(StepModel& model, const std::vector<int64_t>& max_len,
                                                        const SearchOptions& opt) {
   const int64_t K = opt.beam_size;
-  QKV_CHECK(K >= 1, "beam search: beam size must be at least 1, got ", K);
+  QKV_CHECK(K >= 1 && K <= kMaxBeamSize, "beam search: beam_size must be between 1 and ", kMaxBeamSize, ", got ", K);
   const int64_t wanted = opt.num_hypotheses == 0 ? K : opt.num_hypotheses;
   QKV_CHECK(wanted >= 1 && wanted <= K, "beam search: num_hypotheses must be between 1 and the beam size ", K, ", got ",
             opt.num_hypotheses);

@@ -68,6 +68,8 @@ std::vector<Hypothesis> translate_ids(const std::vector<const models::Seq2SeqMod
 std::vector<std::vector<Hypothesis>> translate_ids_nbest(const std::vector<const models::Seq2SeqModel*>& models,
                                                          const std::vector<std::vector<int32_t>>& sources,
                                                          const TranslateOptions& opt) {
+  QKV_CHECK(opt.beam_size >= 1 && opt.beam_size <= kMaxBeamSize, "translate: beam_size must be between 1 and ",
+            kMaxBeamSize, ", got ", opt.beam_size);
   const Common c = common_config(models);
   std::vector<std::vector<Hypothesis>> out(sources.size());
   // longest first, so each batch holds sentences of similar length (little padding)

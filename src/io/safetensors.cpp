@@ -14,6 +14,7 @@
 #include <set>
 
 #include "qkv/io/file.h"
+#include "qkv/io/json.h"
 
 namespace qkv::io {
 
@@ -203,9 +204,11 @@ SafetensorsFile read_safetensors(const std::string& path, bool keep_bf16, bool w
 
   nlohmann::json header;
   try {
-    header = nlohmann::json::parse(header_text);
+    header = parse_json(header_text, "header");
   } catch (const nlohmann::json::exception& e) {
     throw bad("header is not valid JSON: ", e.what());
+  } catch (const Error& e) {
+    throw bad(e.what());
   }
   if (!header.is_object()) throw bad("header JSON is not an object");
 

@@ -30,7 +30,9 @@ const io::Fields<CaptionerConfig>& CaptionerConfig::fields() {
                                            F::boolean("gate", &C::gate),
                                            F::number("doubly_stochastic", &C::doubly_stochastic, 0, 1e3),
                                            F::number("dropout", &C::dropout, 0, 1, /*hi_open=*/true),
-                                           F::integer("max_len", &C::max_len, 2),
+                                           // a GRU has no position table to bound it: 4096 tokens, far past any
+                                           // caption; 10⁹ with no EOS decoded for days (issue 43)
+                                           F::integer("max_len", &C::max_len, 2, 4096),
                                            F::integer("pad_id", &C::pad_id, 0, INT32_MAX),
                                            F::integer("bos_id", &C::bos_id, 0, INT32_MAX),
                                            F::integer("eos_id", &C::eos_id, 0, INT32_MAX),
@@ -64,6 +66,8 @@ CaptionerConfig CaptionerConfig::from_json(const nlohmann::json& j) {
             "captioner config: the gate β scales the attention's context; without attention set \"gate\": false");
   for (auto [name, id] : {std::pair{"pad_id", c.pad_id}, std::pair{"bos_id", c.bos_id}, std::pair{"eos_id", c.eos_id}})
     QKV_CHECK(id < c.vocab_size, "captioner config: ", name, " ", id, " is outside the vocabulary of ", c.vocab_size);
+  // EOS is what ends a search; one that is also the padding is masked as padding and never ends it
+  QKV_CHECK(c.eos_id != c.pad_id, "captioner config: eos_id ", c.eos_id, " is also the pad_id");
   return c;
 }
 

@@ -26,7 +26,8 @@ const io::Fields<RNNSeq2SeqConfig>& RNNSeq2SeqConfig::fields() {
                        F::boolean("input_feeding", &C::input_feeding),
                        F::boolean("scaled_score", &C::scaled_score),
                        F::number("dropout", &C::dropout, 0, 1, /*hi_open=*/true),
-                       F::integer("max_len", &C::max_len, 2),
+                       // a GRU has no position table to bound it: 4096 tokens, far past any sentence
+                       F::integer("max_len", &C::max_len, 2, 4096),
                        F::integer("pad_id", &C::pad_id, 0, INT32_MAX),
                        F::integer("bos_id", &C::bos_id, 0, INT32_MAX),
                        F::integer("eos_id", &C::eos_id, 0, INT32_MAX),
@@ -45,6 +46,8 @@ RNNSeq2SeqConfig RNNSeq2SeqConfig::from_json(const nlohmann::json& j) {
   for (auto [name, id] : {std::pair{"pad_id", c.pad_id}, std::pair{"bos_id", c.bos_id}, std::pair{"eos_id", c.eos_id}})
     QKV_CHECK(id < c.vocab_size, "recurrent translator config: ", name, " ", id, " is outside the vocabulary of ",
               c.vocab_size);
+  // EOS is what ends a search; one that is also the padding is masked as padding and never ends it
+  QKV_CHECK(c.eos_id != c.pad_id, "recurrent translator config: eos_id ", c.eos_id, " is also the pad_id");
   return c;
 }
 

@@ -130,6 +130,8 @@ Seq2SeqConfig Seq2SeqConfig::from_json(const nlohmann::json& j) {
             "Transformer config: sinusoidal positions need an even d_model");
   for (auto [name, id] : {std::pair{"pad_id", c.pad_id}, std::pair{"bos_id", c.bos_id}, std::pair{"eos_id", c.eos_id}})
     QKV_CHECK(id < c.vocab_size, "Transformer config: ", name, " ", id, " is outside the vocabulary of ", c.vocab_size);
+  // EOS is what ends a search; one that is also the padding is masked as padding and never ends it
+  QKV_CHECK(c.eos_id != c.pad_id, "Transformer config: eos_id ", c.eos_id, " is also the pad_id");
   return c;
 }
 

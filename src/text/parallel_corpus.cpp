@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "qkv/core/error.h"
+#include "qkv/io/data_file.h"
 #include "qkv/io/file.h"
 
 namespace qkv::text {
@@ -51,7 +52,7 @@ std::string inflate_gzip(const std::string& raw, const std::string& path) {
 
 // The whole file (read once), decompressed when it starts with the gzip magic bytes 1f 8b.
 std::string read_file_bytes(const std::string& path) {
-  std::string raw = io::read_file(path);
+  std::string raw = io::read_data_file(path, "parallel corpus");
   const bool gzip = raw.size() >= 2 && static_cast<unsigned char>(raw[0]) == 0x1f &&
                     static_cast<unsigned char>(raw[1]) == 0x8b;
   return gzip ? inflate_gzip(raw, path) : raw;

@@ -5,10 +5,12 @@
 #include <filesystem>
 
 #include "qkv/autograd/grad_mode.h"
+#include "qkv/core/checked.h"
 #include "qkv/core/error.h"
 #include "qkv/io/file.h"
 #include "qkv/models/model_file.h"
 #include "qkv/models/registry.h"
+#include "qkv/train/memory_plan.h"
 #include "qkv/ops.h"
 
 namespace qkv::train {
@@ -240,8 +242,18 @@ CaptionTask::CaptionTask(const json& config, const std::string& base, const std:
               v.dump(), " (leave it out)");
     m[k] = v;
   }
+  // Sizes first (train/memory_plan.h): the model, then a batch of pictures B·C·H·W floats.
+  const int64_t params = check_model_fits(
+      "captioning task", m, [&] { return models::build_seq2seq(type, m, nullptr)->module().num_parameters(); });
   gen_ = Generator(cfg_.seed);
   model_ = models::build_seq2seq(type, m, &gen_);
+  {
+    const models::ImageShape s = model_->source_image();
+    const char* keys = "captioning task: train.batch_size × pixels × 4 bytes";
+    const int64_t B = cfg_.batch_size, pixels = checked_mul(checked_mul(s.channels, s.height, keys), s.width, keys);
+    check_batch_fits("captioning task", params, checked_mul(checked_mul(B, pixels, keys), 4, keys),
+                     detail::concat("train.batch_size ", B, " pictures of ", pixels, " floats"));
+  }
   say("data: scenes of " + std::to_string(c.data.grid) + "×" + std::to_string(c.data.grid) + " cells (" +
       std::to_string(side) + "×" + std::to_string(side) + " px, " + std::to_string(c.data.min_items) + "–" +
       std::to_string(c.data.max_items) + " items) made on the fly; " + std::to_string(c.data.val_scenes) +

@@ -6,9 +6,11 @@
 #include <numeric>
 
 #include "qkv/autograd/grad_mode.h"
+#include "qkv/core/checked.h"
 #include "qkv/core/error.h"
 #include "qkv/models/model_file.h"
 #include "qkv/models/registry.h"
+#include "qkv/train/memory_plan.h"
 #include "qkv/ops.h"
 
 namespace qkv::train {
@@ -142,8 +144,15 @@ ImageTask::ImageTask(const json& config, const std::string& base_dir) {
     eval_is_test_ = true;
   }
   train_ = std::move(data.train);
+  // Sizes first (train/memory_plan.h): the model, then a batch of images B·C·H·W floats.
+  const int64_t params = check_model_fits(
+      "image task", m, [&] { return models::build_image_classifier(type, m, nullptr)->module().num_parameters(); });
   gen_ = Generator(cfg_.seed);
   model_ = models::build_image_classifier(type, m, &gen_);
+  const int64_t B = cfg_.batch_size, pixels = train_.channels * train_.height * train_.width;
+  const char* keys = "image task: train.batch_size × pixels × 4 bytes";
+  check_batch_fits("image task", params, checked_mul(checked_mul(B, pixels, keys), 4, keys),
+                   detail::concat("train.batch_size ", B, " images of ", pixels, " floats"));
 }
 
 int64_t ImageTask::sample(uint64_t k) {

@@ -4,12 +4,15 @@
 #include <unistd.h>
 
 #include "qkv/autograd/grad_mode.h"
+#include "qkv/core/checked.h"
 #include "qkv/core/error.h"
+#include "qkv/io/data_file.h"
 #include "qkv/io/file.h"
 #include "qkv/ops.h"
 #include "qkv/core/utf8.h"
 #include "qkv/models/model_file.h"
 #include "qkv/models/registry.h"
+#include "qkv/train/memory_plan.h"
 
 namespace qkv::train {
 
@@ -19,8 +22,10 @@ using nlohmann::json;
 std::pair<Tensor, Tensor> lm_batch(const std::vector<int32_t>& data, int64_t B, int64_t T, uint64_t seed,
                                    uint64_t counter) {
   const auto n = static_cast<int64_t>(data.size());
-  QKV_CHECK(n > T + 1, "lm: the text has ", n, " tokens, too few for windows of block_size ", T, " + 1");
-  std::vector<int32_t> x(static_cast<size_t>(B * T)), y(static_cast<size_t>(B * T));
+  QKV_CHECK(B >= 1 && T >= 1, "lm: batch_size ", B, " and block_size ", T, " must be ≥ 1");
+  QKV_CHECK(n - 1 > T, "lm: the text has ", n, " tokens, too few for windows of block_size ", T, " + 1");
+  const int64_t BT = checked_mul(B, T, "lm: batch_size × block_size");  // (wrapped, it allocated 0 bytes)
+  std::vector<int32_t> x(static_cast<size_t>(BT)), y(static_cast<size_t>(BT));
   for (int64_t b = 0; b < B; ++b) {
     // start ∈ [0, n − T − 1), as nanoGPT's torch.randint(len(data) − block_size)
     const auto start = static_cast<int64_t>(Generator::bits(seed, counter + static_cast<uint64_t>(b)) %
@@ -90,7 +95,7 @@ LMTask::LMTask(const json& config, const std::string& base_dir, const std::strin
   const double val_fraction = d.val_fraction;
   QKV_CHECK(val_fraction > 0 && val_fraction < 1, "lm task: data.val_fraction must be in (0, 1), got ", val_fraction);
 
-  const std::string text = io::read_file(path.string());
+  const std::string text = io::read_data_file(path.string(), "lm task: data.path");
   QKV_CHECK(!text.empty(), "lm task: '", path.string(), "' is empty");
   const LMTokenizerSpec tk = LMTokenizerSpec::from_json(d.tokenizer);
   if (tk.type == "char") {
@@ -129,15 +134,25 @@ LMTask::LMTask(const json& config, const std::string& base_dir, const std::strin
   QKV_CHECK(!m.contains("vocab_size") || m["vocab_size"] == tok_.vocab_size(), "lm task: model.vocab_size ",
             m["vocab_size"].dump(), " differs from the tokenizer's ", tok_.vocab_size(), " (leave it out)");
   m["vocab_size"] = tok_.vocab_size();
+  // Sizes first (train/memory_plan.h): the model, then one step's logits B·T·V and their gradient.
+  const int64_t params = check_model_fits(
+      "lm task", m, [&] { return models::build_language_model(type, m, nullptr)->module().num_parameters(); });
   gen_ = Generator(cfg_.seed);
   model_ = models::build_language_model(type, m, &gen_);
+  const int64_t B = cfg_.batch_size, T = model_->block_size(), V = model_->vocab_size();
+  const char* keys = "lm task: train.batch_size × model.block_size × vocab_size × 8 bytes";
+  check_batch_fits("lm task", params, checked_mul(checked_mul(checked_mul(B, T, keys), V, keys), 8, keys),
+                   detail::concat("train.batch_size ", B, " × model.block_size ", T, " × vocab_size ", V,
+                                  " logits and their gradient"));
 }
 
 StepStats LMTask::train_micro_step(int64_t step, int64_t micro, int64_t accum) {
   // this process's windows of the batch of B (all of them in one process)
   const int64_t B = cfg_.batch_size, T = model_->block_size();
   const Rows rows = shard_rows(B, gen_, "lm task");
-  const auto counter = static_cast<uint64_t>((step * accum + micro) * B + rows.first);
+  // (unsigned: a counter for the random windows, which may wrap)
+  const uint64_t counter = (static_cast<uint64_t>(step) * static_cast<uint64_t>(accum) + static_cast<uint64_t>(micro)) *
+                               static_cast<uint64_t>(B) + static_cast<uint64_t>(rows.first);
   auto [x, y] = lm_batch(data_.train, rows.count, T, cfg_.seed, counter);
   Tensor loss = model_->loss(x.to(device_), y.to(device_));
   const double value = loss.item();
@@ -154,7 +169,7 @@ std::vector<std::pair<std::string, double>> LMTask::evaluate(int64_t) {
   for (auto [name, data] : {std::pair{"train_loss", &data_.train}, std::pair{"val_loss", &data_.val}}) {
     double sum = 0;
     for (int64_t i = 0; i < cfg_.eval_iters; ++i) {  // the same batches at every evaluation
-      auto [x, y] = lm_batch(*data, B, T, cfg_.seed ^ 0x5EEDE7A1ull, static_cast<uint64_t>(i * B));
+      auto [x, y] = lm_batch(*data, B, T, cfg_.seed ^ 0x5EEDE7A1ull, static_cast<uint64_t>(i) * static_cast<uint64_t>(B));
       sum += model_->loss(x.to(device_), y.to(device_)).item();
     }
     out.emplace_back(name, sum / static_cast<double>(cfg_.eval_iters));

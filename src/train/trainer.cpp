@@ -11,6 +11,7 @@
 
 #include "qkv/core/error.h"
 #include "qkv/io/file.h"
+#include "qkv/io/json.h"
 #include "qkv/ops/arith.h"
 #include "qkv/ops/autocast.h"
 #include "qkv/models/model_file.h"
@@ -33,7 +34,9 @@ const io::Fields<TrainConfig>& TrainConfig::fields() {
                    {
                        F::integer("max_iters", &C::max_iters, 0),
                        F::integer("batch_size", &C::batch_size, 1),
-                       F::integer("gradient_accumulation_steps", &C::gradient_accumulation_steps, 1),
+                       // at most 1024 micro-batches a step: nanoGPT's GPT-2 recipe takes 40 (5 × 8 GPUs);
+                       // 10⁹ made one optimizer step take days (issue 43)
+                       F::integer("gradient_accumulation_steps", &C::gradient_accumulation_steps, 1, 1024),
                        F::choice("optimizer", &C::optimizer),
                        F::number("learning_rate", &C::learning_rate, 0, 10),
                        F::number("min_lr", &C::min_lr, 0, 10),
@@ -117,7 +120,7 @@ class Metrics {
     while (std::getline(in, line)) {
       if (line.empty()) continue;
       try {
-        json r = json::parse(line);
+        json r = io::parse_json(line, path("metrics.jsonl"));
         if (io::get_or(r, "step", int64_t{-1}) < step) rows_.push_back(r);  // the resumed run redoes step's evaluation
       } catch (const std::exception&) {
         // a torn last line (killed mid-write before atomic writes) is skipped
@@ -280,7 +283,7 @@ TrainResult run_training(TrainingTask& task, const TrainConfig& cfg, const Train
     if (comm) {
       std::string state = lead ? st.dump() : "";
       dist::broadcast_string(*comm, state, 0);
-      st = json::parse(state);
+      st = io::parse_json(state, "the training state");
       for (auto& [name, t] : adam.state())
         comm->broadcast(t.data(), t.numel() * static_cast<int64_t>(sizeof(float)), 0);
       adam.set_steps(io::get_or(st, "optimizer_steps", int64_t{0}));

@@ -7,13 +7,16 @@
 #include <numeric>
 
 #include "qkv/autograd/grad_mode.h"
+#include "qkv/core/checked.h"
 #include "qkv/core/error.h"
 #include "qkv/decode/translator.h"
 #include "qkv/io/file.h"
+#include "qkv/io/json.h"
 #include "qkv/ops.h"
 #include "qkv/text/bleu.h"
 #include "qkv/models/model_file.h"
 #include "qkv/models/registry.h"
+#include "qkv/train/memory_plan.h"
 
 namespace qkv::train {
 
@@ -167,8 +170,8 @@ TranslationTask::TranslationTask(const json& config, const std::string& base, co
   bool reuse = false;
   if (fs::exists(spm_path) && fs::exists(spm_stamp)) {
     try {
-      reuse = json::parse(io::read_file(spm_stamp)) == stamp;
-    } catch (const json::exception&) {
+      reuse = io::parse_json(io::read_file(spm_stamp), spm_stamp) == stamp;
+    } catch (const std::exception&) {
       reuse = false;  // a damaged stamp: train again
     }
   }
@@ -195,8 +198,17 @@ TranslationTask::TranslationTask(const json& config, const std::string& base, co
             m["vocab_size"].dump(), " differs from the tokenizer's ", sp_->vocab_size(), " (leave it out)");
   m["vocab_size"] = sp_->vocab_size();
   m["pad_id"] = sp_->pad_id(), m["bos_id"] = sp_->bos_id(), m["eos_id"] = sp_->eos_id();
+  // Sizes first (train/memory_plan.h): the model, then a batch's logits (≤ batch_size tokens × V).
+  const int64_t params = check_model_fits(
+      "translation task", m, [&] { return models::build_seq2seq(type, m, nullptr)->module().num_parameters(); });
   gen_ = Generator(cfg_.seed);
   model_ = models::build_seq2seq(type, m, &gen_);
+  {
+    const int64_t B = cfg_.batch_size, V = model_->vocab_size();
+    const char* keys = "translation task: train.batch_size × vocab_size × 8 bytes";
+    check_batch_fits("translation task", params, checked_mul(checked_mul(B, V, keys), 8, keys),
+                     detail::concat("train.batch_size ", B, " tokens × vocab_size ", V, " logits and their gradient"));
+  }
   const models::SpecialTokens ids = model_->special_tokens();
 
   // ---- encode and batch

@@ -17,6 +17,7 @@
 #include "qkv/core/error.h"
 #include "qkv/dist/communicator.h"
 #include "qkv/io/file.h"
+#include "qkv/io/json.h"
 #include "qkv/io/config.h"
 #include "qkv/train/from_config.h"
 
@@ -38,8 +39,8 @@ void apply_override(json& config, const std::string& kv) {
     QKV_CHECK(!part.empty(), "--set: bad key \"", key, "\"");
     if (dot == std::string::npos) {
       try {
-        (*node)[part] = json::parse(value);
-      } catch (const std::exception&) {
+        (*node)[part] = io::parse_json(value, "--set " + key);
+      } catch (const json::exception&) {
         (*node)[part] = value;
       }
       return;
@@ -55,7 +56,7 @@ void apply_override(json& config, const std::string& kv) {
 json load_config(const std::string& path, const std::vector<std::string>& overrides) {
   json config;
   try {
-    config = json::parse(io::read_file(path));
+    config = io::parse_json(io::read_file(path), "config '" + path + "'");
   } catch (const json::exception& e) {
     QKV_CHECK(false, "config '", path, "' is not valid JSON: ", e.what());
   }

@@ -34,6 +34,11 @@ class StepModel {
   virtual void reorder(const std::vector<int64_t>& index, bool sources_changed) = 0;
 };
 
+// The widest beam any front end may ask for (the command line's --beam, Python's beam_size, the
+// server's): each sentence keeps K hypotheses and scores 2K continuations a step, so a beam of 10⁶
+// took gigabytes before its first step (issue 43); past 64 no published recipe goes.
+constexpr int64_t kMaxBeamSize = 64;
+
 struct SearchOptions {
   int64_t beam_size = 4;
   float length_penalty = 0.6f;  // α; 0 ranks by Σ log p
