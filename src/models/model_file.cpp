@@ -2,6 +2,7 @@
 
 #include "qkv/core/error.h"
 #include "qkv/io/config.h"
+#include "qkv/io/json.h"
 #include "qkv/models/load.h"
 
 namespace qkv::models {
@@ -41,7 +42,7 @@ nlohmann::json qkv_metadata(const std::string& path, const std::map<std::string,
   QKV_CHECK(it != metadata.end(), "'", path, "' is a safetensors file but not a qkv model (no \"qkv\" metadata)");
   nlohmann::json meta;
   try {
-    meta = nlohmann::json::parse(it->second);
+    meta = io::parse_json(it->second, "qkv metadata");
   } catch (const std::exception& e) {
     QKV_CHECK(false, "'", path, "': the qkv metadata is not valid JSON (", e.what(), ")");
   }

@@ -14,6 +14,7 @@
 #include "commands.h"
 #include "qkv/core/error.h"
 #include "qkv/core/message.h"
+#include "qkv/core/parallel.h"
 
 // OpenMP threads that wait spin for a while before sleeping. libgomp's default spin (300k
 // iterations) is fastest on an idle machine, but when another busy process shares the cores the
@@ -54,6 +55,13 @@ static int stdout_arrived(int rc) {
 
 int main(int argc, char** argv) {
   bound_openmp_spinning(argv);
+  // OMP_NUM_THREADS past the bound is refused before any parallel region starts its threads.
+  try {
+    qkv::check_omp_num_threads();
+  } catch (const qkv::Error& e) {
+    std::cerr << "qkv: error: " << e.what() << "\n";
+    return 1;
+  }
   CLI::App app{"qkv: the attention mechanism and the Transformer, in C++"};
   app.require_subcommand(1);
   app.set_version_flag("--version", "qkv 0.1.0");
