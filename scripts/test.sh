@@ -9,8 +9,11 @@ bash scripts/build.sh
 # CTranslate2 from PyPI for `qkv export --to ctranslate2`'s test (it skips, saying so, without them)
 python3 -m pip install -q --disable-pip-version-check ctranslate2 sentencepiece ||
   echo "test: could not pip install ctranslate2 sentencepiece; the export test will skip" >&2
-export OMP_NUM_THREADS="${OMP_NUM_THREADS:-2}"
-ctest --test-dir build --output-on-failure -j2 --timeout 600
+# Two tests at once on 1 OpenMP thread each (tests/CMakeLists.txt's QKV_TEST_THREADS): jobs × threads
+# ≤ cores, so no test's threads wait for a core another test holds.
+jobs=$(( $(nproc) < 2 ? 1 : 2 ))
+export OMP_NUM_THREADS=1
+ctest --test-dir build --output-on-failure -j"$jobs" --timeout 600
 # The CUDA backend (docs/CUDA.md): built with nvcc so that it cannot rot — no GPU needed — and its
 # device tests run there (they skip, saying so, without a GPU). Without a CUDA toolkit this says so.
 bash scripts/build_cuda.sh

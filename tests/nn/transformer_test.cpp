@@ -8,6 +8,7 @@
 #include <set>
 
 #include "golden_util.h"
+#include "qkv/core/thread_budget.h"
 #include "qkv/nn/transformer.h"
 #include "qkv/ops.h"
 #include "qkv/train/optim.h"
@@ -188,6 +189,11 @@ TEST(Transformer, LearnsToReverseSequences) {
   train::Adam adam({{m.named_parameters(), 0.f}}, ao);
   m.train();
   for (int step = 0; step < 1200; ++step) {
+    // A step is thousands of small parallel regions, each split evenly over the threads and ended
+    // by a barrier that waits for the slowest: on a busy host the thread that shares a core with
+    // another process runs a fraction of the time and every region waits for it (22 s on 1 thread,
+    // > 300 s on 2 under load). So each step runs on the cores free now (core/thread_budget.h).
+    const ThreadBudget threads;
     adam.set_lr(step < 50 ? 3e-3f * static_cast<float>(step + 1) / 50.f : step < 900 ? 3e-3f : 5e-4f);
     Tensor src, tin, tout;
     make(1000 + step, 32, src, tin, tout);
