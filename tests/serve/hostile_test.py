@@ -12,6 +12,7 @@ import argparse
 import http.client
 import json
 import os
+import re
 import signal
 import socket
 import subprocess
@@ -246,7 +247,7 @@ def case_sigterm_under_load(qkv):
     done event, exit 0."""
     srv = Server(qkv)
     results, streams = [], []
-    body = json.dumps({"sentences": [SENTENCE] * 4, "beam_size": 4}).encode()
+    body = json.dumps({"sentences": [SENTENCE] * 16, "beam_size": 8}).encode()
 
     def translate():
         try:
@@ -257,7 +258,7 @@ def case_sigterm_under_load(qkv):
     def stream():
         try:
             c = http.client.HTTPConnection(HOST, srv.port, timeout=120)
-            c.request("POST", "/v1/generate", body=json.dumps({"prompt": "ROMEO:", "max_new_tokens": 300,
+            c.request("POST", "/v1/generate", body=json.dumps({"prompt": "ROMEO:", "max_new_tokens": 1500,
                                                                  "stream": True}).encode())
             streams.append(c.getresponse().read())
         except OSError as e:
@@ -267,7 +268,12 @@ def case_sigterm_under_load(qkv):
               [threading.Thread(target=stream) for _ in range(3)]
     for t in threads:
         t.start()
-    time.sleep(1.0)
+    # SIGTERM once the server holds them: the streams count as in flight while they stream
+    in_flight, deadline = 0, time.monotonic() + 30
+    while in_flight < 19 and time.monotonic() < deadline:
+        m = request(srv.port, "GET", "/metrics")[2].decode()
+        in_flight = int(re.search(r"^qkv_requests_in_flight (\d+)", m, re.M).group(1))
+    check(in_flight >= 19, f"only {in_flight} requests in flight")
     srv.proc.send_signal(signal.SIGTERM)
     for t in threads:
         t.join(150)
