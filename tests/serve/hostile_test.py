@@ -202,11 +202,16 @@ def case_keep_alive_fairness(srv, seconds=20, clients=64):
     def client(i):
         c = http.client.HTTPConnection(HOST, srv.port, timeout=seconds + 30)
         while time.monotonic() < stop:
-            c.request("POST", "/v1/translate", body=body, headers={"Content-Type": "application/json"})
-            r = c.getresponse()
-            r.read()
-            if r.status == 200:
-                counts[i] += 1
+            try:
+                c.request("POST", "/v1/translate", body=body, headers={"Content-Type": "application/json"})
+                r = c.getresponse()
+                r.read()
+                if r.status == 200:
+                    counts[i] += 1
+            except (OSError, http.client.HTTPException):  # refused or dropped: not served, try again
+                c.close()
+                c = http.client.HTTPConnection(HOST, srv.port, timeout=seconds + 30)
+                time.sleep(0.1)
         c.close()
 
     threads = [threading.Thread(target=client, args=(i,)) for i in range(clients)]
@@ -286,8 +291,39 @@ def case_sigterm_under_load(qkv):
     check(rc == 0, f"exit status {rc}\n{log}")
 
 
+def case_second_signal(qkv):
+    """A second SIGTERM while a long stream is being finished: exit at once (128 + 15)."""
+    srv = Server(qkv)
+
+    def stream():
+        try:
+            c = http.client.HTTPConnection(HOST, srv.port, timeout=60)
+            c.request("POST", "/v1/generate", body=json.dumps({"prompt": "ROMEO:", "max_new_tokens": 2000,
+                                                                 "stream": True}).encode())
+            c.getresponse().read()
+        except (OSError, http.client.HTTPException):
+            pass
+
+    t = threading.Thread(target=stream)
+    t.start()
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline and "in_flight 1" not in request(srv.port, "GET", "/metrics")[2].decode():
+        time.sleep(0.02)
+    srv.proc.send_signal(signal.SIGTERM)
+    time.sleep(0.3)
+    t0 = time.monotonic()
+    srv.proc.send_signal(signal.SIGTERM)
+    try:
+        rc = srv.proc.wait(5)
+    except subprocess.TimeoutExpired:
+        rc = None
+    srv.stop()
+    t.join(60)
+    check(rc == 128 + signal.SIGTERM and time.monotonic() - t0 < 2, f"after a second SIGTERM: exit {rc}")
+
+
 CASES = ["bad_bytes", "limits", "chunked_body", "pipelined", "compression", "slowloris", "keep_alive_fairness",
-         "sigterm_under_load"]
+         "sigterm_under_load", "second_signal"]
 
 
 def main():
@@ -296,12 +332,12 @@ def main():
     ap.add_argument("--only", nargs="*", default=CASES)
     a = ap.parse_args()
     failed = []
-    srv = Server(a.qkv, "--max-wait-ms", "10") if any(c != "sigterm_under_load" for c in a.only) else None
+    srv = Server(a.qkv, "--max-wait-ms", "10") if any(c not in ("sigterm_under_load", "second_signal") for c in a.only) else None
     for name in a.only:
         t0 = time.monotonic()
         try:
-            if name == "sigterm_under_load":
-                case_sigterm_under_load(a.qkv)
+            if name in ("sigterm_under_load", "second_signal"):
+                globals()["case_" + name](a.qkv)
             else:
                 check(srv.alive(), "the server is gone:\n" + srv.text())
                 globals()["case_" + name](srv)
