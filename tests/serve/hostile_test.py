@@ -135,6 +135,8 @@ def case_limits(srv):
     check(status_of(reply) == 413 and time.monotonic() - t0 < 2, (reply[:200], time.monotonic() - t0))
     reply = raw(srv.port, b"GET /health HTTP/1.1\r\nHost: x\r\nX-Big: " + b"a" * 40000 + b"\r\n\r\n")
     check(status_of(reply) == 431, reply[:200])
+    m = request(srv.port, "GET", "/metrics")[2]
+    check(b'route="none",status="413"' in m and b'route="none",status="431"' in m, m)  # counted
     body = json.dumps({"sentences": [SENTENCE] * 2, "beam_size": 1})
     body = body[:-1] + "," + " " * 20000 + "\"n_best\": 1}"
     st, _, b = request(srv.port, "POST", "/v1/translate", body.encode(),

@@ -3,6 +3,7 @@
 // a request read under the limits, routed, answered (on the I/O thread or a worker), the next one.
 #include "http_server.h"
 
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <zlib.h>
 
@@ -265,7 +266,7 @@ class Session : public std::enable_shared_from_this<Session>, public StreamSink 
   auto executor() { return stream_.get_executor(); }
   // On the strand: a connection waiting for its next request is closed (the server is stopping).
   void drain() {
-    if (idle_) close();
+    if (idle_ || lingering_) close();
   }
 
   // StreamSink, called by a worker: queue the chunk, waiting while 8 are unsent (a slow reader
@@ -465,6 +466,8 @@ class Session : public std::enable_shared_from_this<Session>, public StreamSink 
     beast::error_code ec;
     stream_.socket().shutdown(tcp::socket::shutdown_send, ec);
     if (ec) return close();
+    lingering_ = true;
+    if (s_.draining) return close();
     stream_.expires_after(std::chrono::seconds(2));
     auto sink = std::make_shared<std::array<char, 65536>>();
     drop(sink, 0);
@@ -487,7 +490,7 @@ class Session : public std::enable_shared_from_this<Session>, public StreamSink 
   std::optional<Parser> parser_;
   Clock::time_point t0_ = Clock::now();
   int64_t served_ = 0;
-  bool idle_ = false, keep_alive_ = true, gzip_ok_ = false, worker_ = false, writing_ = false, finished_ = false;
+  bool idle_ = false, lingering_ = false, keep_alive_ = true, gzip_ok_ = false, worker_ = false, writing_ = false, finished_ = false;
   int status_ = 0;
   std::string route_;
   std::deque<std::string> out_;
@@ -507,8 +510,13 @@ void HttpServer::Impl::start(tcp::socket socket) {
 void HttpServer::Impl::accept() {
   acceptor.async_accept(asio::make_strand(ioc), [this](beast::error_code ec, tcp::socket socket) {
     if (ec == asio::error::operation_aborted || !acceptor.is_open()) return;
-    if (!ec) start(std::move(socket));
-    accept();
+    if (!ec) return start(std::move(socket)), accept();
+    // out of file descriptors (or another passing error): accepting again at once would spin; the
+    // connections waiting stay in the backlog until one closes
+    auto timer = std::make_shared<asio::steady_timer>(ioc, std::chrono::milliseconds(50));
+    timer->async_wait([this, timer](beast::error_code) {
+      if (acceptor.is_open()) accept();
+    });
   });
 }
 
@@ -538,6 +546,12 @@ const HttpServer::Handler* HttpServer::find(const std::string& method, const std
 }
 
 int HttpServer::bind(const std::string& host, int port) {
+  // a connection is a file descriptor: allow as many as the hard limit lets (often 1024 soft)
+  rlimit files{};
+  if (getrlimit(RLIMIT_NOFILE, &files) == 0 && files.rlim_cur < files.rlim_max) {
+    files.rlim_cur = files.rlim_max;
+    setrlimit(RLIMIT_NOFILE, &files);
+  }
   beast::error_code ec;
   const auto address = asio::ip::make_address(host, ec);
   if (ec) return -1;
