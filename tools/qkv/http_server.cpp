@@ -203,14 +203,14 @@ std::optional<HttpRequest> parse_request(const std::string& bytes, const HttpLim
   while (!p.is_done()) {
     const size_t n = p.put(asio::buffer(bytes.data() + at, bytes.size() - at), ec);
     at += n;
-    if (ec == http::error::need_more && (n == 0 || at == bytes.size())) {
-      ec = {};
-      p.put_eof(ec);
-      if (!ec && !p.is_done()) ec = http::error::partial_message;
-      break;
-    }
+    // the bytes end before the request does (a request is never ended by the end of its bytes: one
+    // without a length has no body, and is done at its header)
     if (ec == http::error::need_more) ec = {};
     if (ec) break;
+    if (!p.is_done() && (n == 0 || at == bytes.size())) {
+      ec = http::error::partial_message;
+      break;
+    }
   }
   if (ec) {
     if (refused) *refused = refusal(ec, limits);
