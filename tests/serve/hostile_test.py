@@ -249,6 +249,34 @@ def case_compression(srv):
     check(json.loads(gzip.decompress(b))["kinds"], "gzip answer")
 
 
+def case_stream_metrics(srv):
+    """A streamed generation is in flight while it streams and timed to its end (it read 0.16 s of
+    2.4 s before)."""
+    def seconds():
+        m = request(srv.port, "GET", "/metrics")[2].decode()
+        found = re.search(r'^qkv_request_seconds_sum\{route="/v1/generate"\} ([\d.]+)', m, re.M)
+        return float(found.group(1)) if found else 0.0
+
+    before = seconds()
+    c = http.client.HTTPConnection(HOST, srv.port, timeout=60)
+    t0 = time.monotonic()
+    c.request("POST", "/v1/generate", body=json.dumps({"prompt": "ROMEO:", "max_new_tokens": 600, "stream": True}))
+    r = c.getresponse()
+    r.read(200)  # the first events: it is streaming now
+    m = request(srv.port, "GET", "/metrics")[2].decode()
+    streaming = int(re.search(r"^qkv_requests_in_flight (\d+)", m, re.M).group(1))
+    body = r.read()
+    took = time.monotonic() - t0
+    c.close()
+    check(b'"done":true' in body, body[-200:])
+    check(streaming == 1, f"in flight while streaming: {streaming}")
+    timed, deadline = 0.0, time.monotonic() + 2  # (the server counts it once its last write completes)
+    while timed == 0.0 and time.monotonic() < deadline:
+        timed = seconds() - before
+        time.sleep(0.02)
+    check(timed >= 0.7 * took, f"a stream of {took:.2f} s timed as {timed:.2f} s")
+
+
 def case_sigterm_under_load(qkv):
     """SIGTERM with 16 translations and 3 streams accepted: every one answered, streams end with their
     done event, exit 0."""
@@ -324,7 +352,7 @@ def case_second_signal(qkv):
     check(rc == 128 + signal.SIGTERM and time.monotonic() - t0 < 2, f"after a second SIGTERM: exit {rc}")
 
 
-CASES = ["bad_bytes", "limits", "chunked_body", "pipelined", "compression", "slowloris", "keep_alive_fairness",
+CASES = ["bad_bytes", "limits", "chunked_body", "pipelined", "compression", "stream_metrics", "slowloris", "keep_alive_fairness",
          "sigterm_under_load", "second_signal"]
 
 
