@@ -431,6 +431,9 @@ class Session : public std::enable_shared_from_this<Session>, public StreamSink 
       if (finished_) done();
       return;
     }
+    // counted as the answer's last bytes go out, before the client can read them (a client that
+    // reads /metrics right after its answer sees it counted)
+    if (finished_ && out_.size() == 1) record();
     writing_ = true;
     stream_.expires_after(s_.limits.write_timeout);
     asio::async_write(stream_, asio::buffer(out_.front()), [self = shared_from_this()](beast::error_code ec, size_t) {
@@ -450,11 +453,15 @@ class Session : public std::enable_shared_from_this<Session>, public StreamSink 
     });
   }
   // the answer's last byte is written (or the client is gone)
-  void done() {
-    finished_ = false;
+  void record() {
+    if (recorded_) return;
+    recorded_ = true;
     if (s_.observer.end)
       s_.observer.end(route_, status_, std::chrono::duration<double>(Clock::now() - t0_).count(), worker_);
-    worker_ = false;
+  }
+  void done() {
+    record();
+    finished_ = recorded_ = worker_ = false;
     route_.clear();
     if (keep_alive_ && !broken()) return next();
     linger();
@@ -490,7 +497,7 @@ class Session : public std::enable_shared_from_this<Session>, public StreamSink 
   std::optional<Parser> parser_;
   Clock::time_point t0_ = Clock::now();
   int64_t served_ = 0;
-  bool idle_ = false, lingering_ = false, keep_alive_ = true, gzip_ok_ = false, worker_ = false, writing_ = false, finished_ = false;
+  bool idle_ = false, lingering_ = false, recorded_ = false, keep_alive_ = true, gzip_ok_ = false, worker_ = false, writing_ = false, finished_ = false;
   int status_ = 0;
   std::string route_;
   std::deque<std::string> out_;
