@@ -192,6 +192,22 @@ struct Route {
   bool work;
 };
 
+// The handler for method + path; else nullptr, with 404 (no such path) or 405 (another method's).
+const HttpServer::Handler* find_route(const std::vector<Route>& routes, const std::string& method,
+                                      const std::string& path, bool* work, int* status) {
+  *status = 404;
+  for (const Route& r : routes)
+    if (r.path == path) {
+      if (r.method != method) {
+        *status = 405;
+        continue;
+      }
+      *work = r.work, *status = 200;
+      return &r.handler;
+    }
+  return nullptr;
+}
+
 }  // namespace
 
 std::optional<HttpRequest> parse_request(const std::string& bytes, const HttpLimits& limits, HttpResponse* refused) {
@@ -341,14 +357,9 @@ class Session : public std::enable_shared_from_this<Session>, public StreamSink 
     gzip_ok_ = accepts_gzip(req.header("accept-encoding"));
     bool work = false;
     int status = 0;
-    const HttpServer::Handler* h = nullptr;
-    for (const Route& r : s_.routes)
-      if (r.path == req.path) {
-        if (r.method == req.method) h = &r.handler, work = r.work, route_ = r.path;
-        else status = 405;
-      }
+    const HttpServer::Handler* h = find_route(s_.routes, req.method, req.path, &work, &status);
+    route_ = h ? req.path : "";
     if (!h) {
-      route_.clear();
       return respond(status == 405 ? error_response(405, "method " + req.method + " not allowed on " + req.path)
                                    : error_response(404, "no route " + req.method + " " + req.path),
                      keep_alive_);
@@ -539,17 +550,7 @@ void HttpServer::route(const std::string& method, const std::string& path, Handl
 
 const HttpServer::Handler* HttpServer::find(const std::string& method, const std::string& path, bool* work,
                                             int* status) const {
-  *status = 404;
-  for (const Route& r : impl_->routes)
-    if (r.path == path) {
-      if (r.method != method) {
-        *status = 405;
-        continue;
-      }
-      *work = r.work, *status = 200;
-      return &r.handler;
-    }
-  return nullptr;
+  return find_route(impl_->routes, method, path, work, status);
 }
 
 int HttpServer::bind(const std::string& host, int port) {
