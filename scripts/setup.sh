@@ -12,7 +12,8 @@ pkgs=(
   libgdk-pixbuf-2.0-dev            # reading PNG/JPEG/PGM images (vision/image)
   dataset-fashion-mnist            # Fashion-MNIST (MIT), IDX files under /usr/share/datasets/fashion-mnist
   openmpi-bin libopenmpi-dev       # data-parallel training (mpirun -np N qkv train; -DQKV_MPI=ON)
-  libcpp-httplib-dev               # qkv serve (HTTP)
+  libboost-dev                     # qkv serve (HTTP: Boost.Beast + Asio, header-only)
+  libcpp-httplib-dev               # the HTTP client of tests/cli/serve_test
 )
 for flag in "$@"; do
 case "$flag" in

@@ -148,6 +148,33 @@ TEST(Serve, BadRequestsGetAnErrorNamingTheProblem) {
   EXPECT_EQ(status, 200);
 }
 
+// A sentence longer than the model takes is translated truncated, as the CLI does, and the answer
+// says so (the CLI says it on stderr); attention over such a text is refused naming the model's limit
+// (it was a 500), for a translation model and a language model alike.
+TEST(Serve, OverLongTextIsTruncatedWithAWarningOrRefusedNamingTheModelsLimit) {
+  ServeProcess s("--max-sentence-bytes 20000 --max-request-bytes 100000");
+  ASSERT_GT(s.port(), 0) << s.log();
+  std::string longer;
+  for (int i = 0; i < 300; ++i) longer += "the cat sleeps ";
+  int status = 0;
+  json r = post(s.port(), json{{"sentences", {"Hello.", longer}}, {"beam_size", 1}}.dump(), &status);
+  ASSERT_EQ(status, 200) << r.dump().substr(0, 300);
+  ASSERT_TRUE(r.contains("warnings")) << r.dump().substr(0, 300);
+  ASSERT_EQ(r["warnings"].size(), 1u) << r["warnings"].dump();
+  const std::string w = r["warnings"][0];
+  EXPECT_NE(w.find("sentence 1: "), std::string::npos) << w;
+  EXPECT_NE(w.find("truncated to the first"), std::string::npos) << w;
+  EXPECT_EQ(r["translations"].size(), 2u);
+  r = post(s.port(), json{{"sentences", {"Hello."}}}.dump(), &status);
+  EXPECT_EQ(r["warnings"], json::array()) << r.dump();
+  r = post(s.port(), json{{"text", longer}, {"model", "en-fr"}}.dump(), &status, "/v1/attention");
+  EXPECT_EQ(status, 413) << r.dump();
+  EXPECT_NE(r.dump().find("the model's longest source"), std::string::npos) << r.dump();
+  r = post(s.port(), json{{"text", longer}, {"model", "shakespeare-char"}}.dump(), &status, "/v1/attention");
+  EXPECT_EQ(status, 413) << r.dump();
+  EXPECT_NE(r.dump().find("the model's context"), std::string::npos) << r.dump();
+}
+
 TEST(Serve, ConcurrentRequestsEqualSequentialOnesAndAreCounted) {
   ServeProcess s("--max-wait-ms 20");
   ASSERT_GT(s.port(), 0) << s.log();

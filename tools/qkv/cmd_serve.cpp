@@ -1,9 +1,12 @@
-// qkv serve -m MODEL… --port 8080 — translation and language models over HTTP (cpp-httplib from
-// Debian), and a page to explore their attention:
+// qkv serve -m MODEL… --port 8080 — translation and language models over HTTP (http_server.h:
+// Boost.Beast + Asio, event-driven, with the limits a hostile client meets), and a page to explore
+// their attention:
 //
 //   GET  /               the attention viewer (tools/qkv/viewer/index.html, built into the binary)
 //   POST /v1/translate   {"sentences": [...], "model"?, "beam_size"?, "length_penalty"?, "n_best"?}
-//                        → {"model", "translations": [{"text", "hypotheses", "scores"}]}
+//                        → {"model", "translations": [{"text", "hypotheses", "scores"}], "warnings":
+//                        [what the translator did to a sentence: truncated to the model's longest
+//                        source, invalid UTF-8 replaced — the CLI's warnings, per sentence]}
 //   POST /v1/generate    {"prompt", "model"?, "max_new_tokens"?, "temperature"?, "top_k"?, "top_p"?,
 //                        "seed"?, "stream"?} → {"model", "text", "tokens", "finish_reason"}; with
 //                        "stream": true, server-sent events: data: {"token", "text"} per token, then
@@ -16,18 +19,24 @@
 //   GET  /metrics        Prometheus text: requests by route and status, latency, sentences and
 //                        tokens produced (rate() of them is tokens/s), queue length, in flight
 //
-// Batching and the per-model lock: serve_services.h. Limits are checked before any work and
-// answered with a JSON error naming the limit (4xx); the server reads no file a request names.
-// SIGINT/SIGTERM stop accepting, finish what is in flight, and exit 0.
-#include <httplib.h>
+// Batching and the per-model lock: serve_services.h; bodies: serve_body.h. The HTTP limits (header
+// bytes and time, body bytes and time whatever the transfer encoding, keep-alive, connections) are
+// enforced while reading (http_server.h); the request's own limits (sentences, bytes, tokens, the
+// model's longest input) are checked before any work; each is answered with a JSON error naming
+// the limit (4xx), and counted in /metrics. Model work is queued first come, first served across
+// connections. The server reads no file a request names. SIGINT/SIGTERM stop accepting, finish
+// every accepted request and stream (its `done` event included), and exit 0; a second exits at once.
 #include <pthread.h>
 #include <signal.h>
 
+#include <atomic>
 #include <cmath>
+#include <cstdlib>
 #include <cstdio>
 #include <filesystem>
 
 #include "commands.h"
+#include "http_server.h"
 #include "options.h"
 #include "serve_services.h"
 #include "qkv/core/error.h"
@@ -41,8 +50,6 @@ extern const char* const kViewerPage;  // tools/qkv/viewer/index.html (viewer_pa
 
 namespace {
 
-using nlohmann::json;
-
 struct ServeArgs {
   std::vector<std::string> models = {kDefaultTranslator, "models/shakespeare-char.safetensors"};
   std::string host = "127.0.0.1";
@@ -50,65 +57,12 @@ struct ServeArgs {
   int64_t max_request_bytes = 1 << 20, max_sentences = 64, max_sentence_bytes = 2000, max_batch = 64;
   int64_t max_beam = 16, max_new_tokens = 2000;
   double max_wait_ms = 5, timeout_s = 60;
-  int http_threads = 16, threads = 0;
+  int http_threads = 64, threads = 0;
+  // the HTTP limits (http_server.h's HttpLimits), with nginx-like defaults
+  int64_t max_header_bytes = 16 * 1024, max_connections = 1024, keep_alive_requests = 1000;
+  double header_timeout_s = 10, body_timeout_s = 30, keep_alive_timeout_s = 75;
   InferenceWeights weights = InferenceWeights::f32;
   std::string device = "cpu";
-};
-
-// A request body: a JSON object with known fields, read with checks that answer 400 naming the field.
-class Body {
- public:
-  Body(const std::string& text, std::initializer_list<const char*> fields) {
-    try {
-      j_ = json::parse(text);
-    } catch (const json::exception& e) {
-      throw HttpError{400, "the body is not JSON: " + plain_message(e.what())};
-    }
-    if (!j_.is_object()) throw HttpError{400, "the body must be a JSON object"};
-    std::string known;
-    for (const char* f : fields) known += (known.empty() ? "" : ", ") + std::string(f);
-    for (auto& [k, v] : j_.items())
-      if (std::find_if(fields.begin(), fields.end(), [&](const char* f) { return k == f; }) == fields.end())
-        throw HttpError{400, "unknown field \"" + k + "\" (" + known + ")"};
-  }
-  bool has(const char* key) const { return j_.contains(key); }
-  const json& operator[](const char* key) const { return j_.at(key); }
-  int64_t integer(const char* key, int64_t def, int64_t lo, int64_t hi) const {
-    if (!has(key)) return def;
-    if (!j_[key].is_number_integer() || j_[key].get<int64_t>() < lo || j_[key].get<int64_t>() > hi)
-      throw HttpError{400, std::string("\"") + key + "\" must be an integer from " + std::to_string(lo) + " to " +
-                               std::to_string(hi)};
-    return j_[key].get<int64_t>();
-  }
-  double number(const char* key, double def, double lo, double hi) const {
-    if (!has(key)) return def;
-    if (!j_[key].is_number() || j_[key].get<double>() < lo || j_[key].get<double>() > hi)
-      throw HttpError{400, std::string("\"") + key + "\" must be a number from " + trimmed(lo) + " to " + trimmed(hi)};
-    return j_[key].get<double>();
-  }
-  bool boolean(const char* key, bool def) const {
-    if (!has(key)) return def;
-    if (!j_[key].is_boolean()) throw HttpError{400, std::string("\"") + key + "\" must be true or false"};
-    return j_[key].get<bool>();
-  }
-  // A required string of at most max_bytes bytes (413 beyond), not empty.
-  std::string text(const char* key, int64_t max_bytes, const char* limit) const {
-    if (!has(key) || !j_[key].is_string()) throw HttpError{400, std::string("\"") + key + "\" must be a string"};
-    std::string s = j_[key].get<std::string>();
-    if (s.empty()) throw HttpError{400, std::string("\"") + key + "\" is empty"};
-    if (static_cast<int64_t>(s.size()) > max_bytes)
-      throw HttpError{413, std::string("\"") + key + "\" has " + std::to_string(s.size()) + " bytes, more than " + limit +
-                               " " + std::to_string(max_bytes)};
-    return s;
-  }
-
- private:
-  static std::string trimmed(double v) {
-    char b[32];
-    std::snprintf(b, sizeof b, "%g", v);
-    return b;
-  }
-  json j_;
 };
 
 // weights [H, Lq, Lk] per layer → [layer][head][query][key], to 5 decimals (a view, not a checkpoint)
@@ -134,91 +88,103 @@ json layers_json(const std::vector<Tensor>& layers) {
 
 json axis_json(const decode::TokenAxis& a) { return {{"tokens", a.tokens}, {"word", a.word}, {"words", a.words}}; }
 
-// One server-sent event: "data: <json>\n\n".
-bool send_event(httplib::DataSink& sink, const json& j) {
-  const std::string e = "data: " + j.dump() + "\n\n";
-  return sink.write(e.data(), e.size());
+// One server-sent event: "data: <json>\n\n" (a token's text may end inside a character: replaced).
+bool send_event(StreamSink& sink, const json& j) {
+  return sink.write("data: " + j.dump(-1, ' ', false, json::error_handler_t::replace) + "\n\n");
+}
+
+HttpResponse json_response(const json& j) {
+  HttpResponse r;
+  r.body = j.dump(-1, ' ', false, json::error_handler_t::replace);
+  return r;
+}
+
+HttpLimits limits_of(const ServeArgs& a) {
+  HttpLimits l;
+  l.max_body_bytes = static_cast<uint64_t>(a.max_request_bytes);
+  l.max_header_bytes = static_cast<size_t>(a.max_header_bytes);
+  l.header_timeout = std::chrono::milliseconds(static_cast<int64_t>(a.header_timeout_s * 1000));
+  l.body_timeout = std::chrono::milliseconds(static_cast<int64_t>(a.body_timeout_s * 1000));
+  l.idle_timeout = std::chrono::milliseconds(static_cast<int64_t>(a.keep_alive_timeout_s * 1000));
+  l.max_connections = a.max_connections;
+  l.max_requests_per_connection = a.keep_alive_requests;
+  l.workers = a.http_threads;
+  return l;
 }
 
 class Server {
  public:
   Server(const ServeArgs& a, std::vector<std::unique_ptr<ModelService>> services)
-      : a_(a), services_(std::move(services)) {
-    http_.new_task_queue = [n = a.http_threads] { return new httplib::ThreadPool(static_cast<size_t>(n)); };
-    http_.set_payload_max_length(static_cast<size_t>(a.max_request_bytes));
-    http_.set_read_timeout(10, 0);
-    http_.set_write_timeout(10, 0);
-    http_.set_keep_alive_max_count(1000);
-    // httplib's own refusals (too large, unknown route, bad method) as JSON errors too
-    http_.set_error_handler([this](const httplib::Request& req, httplib::Response& res) {
-      if (!res.body.empty()) return;
-      const std::string why = res.status == 413 ? "request larger than --max-request-bytes " +
-                                                      std::to_string(a_.max_request_bytes)
-                              : res.status == 404 ? "no route " + req.method + " " + req.path
-                                                  : "HTTP " + std::to_string(res.status);
-      error(res, {res.status, why});
-    });
-    http_.Get("/", [](const httplib::Request&, httplib::Response& res) {
+      : a_(a),
+        services_(std::move(services)),
+        http_(limits_of(a), HttpObserver{[this] { metrics_.begin(); },
+                                         [this](const std::string& route, int status, double seconds, bool worker) {
+                                           // the server's own refusals count too; a path that matched no
+                                           // route is "none" (any bytes a client sends must not become a label)
+                                           metrics_.request(route.empty() ? "none" : route, status, seconds);
+                                           if (worker) metrics_.end();
+                                         }}) {
+    // cheap routes answer on the I/O thread; model work goes to the workers' FIFO
+    http_.route("GET", "/", [](const HttpRequest&) {
+      HttpResponse res;
       // the page is self-contained: nothing may load from elsewhere
-      res.set_header("Content-Security-Policy",
-                     "default-src 'none'; script-src 'unsafe-inline'; style-src 'unsafe-inline'; connect-src 'self'; "
-                     "img-src data:");
-      res.set_content(kViewerPage, "text/html; charset=utf-8");
-    });
-    http_.Get("/health", [](const httplib::Request&, httplib::Response& res) {
-      res.set_content(R"({"status": "ok"})", "application/json");
-    });
-    http_.Get("/v1/models", [this](const httplib::Request& req, httplib::Response& res) { timed(req, res, [&] { models(res); }); });
-    http_.Post("/v1/translate",
-               [this](const httplib::Request& req, httplib::Response& res) { timed(req, res, [&] { translate(req, res); }); });
-    http_.Post("/v1/generate",
-               [this](const httplib::Request& req, httplib::Response& res) { timed(req, res, [&] { generate(req, res); }); });
-    http_.Post("/v1/attention",
-               [this](const httplib::Request& req, httplib::Response& res) { timed(req, res, [&] { attention(req, res); }); });
-    http_.Get("/metrics", [this](const httplib::Request&, httplib::Response& res) {
-      res.set_content(metrics_.text(services_), "text/plain; version=0.0.4");
-    });
+      res.headers.emplace_back("Content-Security-Policy",
+                               "default-src 'none'; script-src 'unsafe-inline'; style-src 'unsafe-inline'; "
+                               "connect-src 'self'; img-src data:");
+      res.content_type = "text/html; charset=utf-8";
+      res.body = kViewerPage;
+      return res;
+    }, false);
+    http_.route("GET", "/health", [](const HttpRequest&) {
+      HttpResponse res;
+      res.body = R"({"status": "ok"})";
+      return res;
+    }, false);
+    http_.route("GET", "/metrics", [this](const HttpRequest&) {
+      HttpResponse res;
+      res.content_type = "text/plain; version=0.0.4";
+      res.body = metrics_.text(services_);
+      return res;
+    }, false);
+    http_.route("GET", "/v1/models", answer([this](const HttpRequest&) { return models(); }), false);
+    http_.route("POST", "/v1/translate", answer([this](const HttpRequest& r) { return translate(r); }), true);
+    http_.route("POST", "/v1/generate", answer([this](const HttpRequest& r) { return generate(r); }), true);
+    http_.route("POST", "/v1/attention", answer([this](const HttpRequest& r) { return attention(r); }), true);
   }
 
-  // Binds (port 0: any free port) and returns the port; then listen() serves until stop().
+  // Binds (port 0: any free port) and returns the port; then run() serves until stop().
   int bind() {
-    const int port = a_.port == 0 ? http_.bind_to_any_port(a_.host) : (http_.bind_to_port(a_.host, a_.port) ? a_.port : -1);
+    const int port = http_.bind(a_.host, a_.port);
     QKV_CHECK(port > 0, "serve: cannot listen on ", a_.host, ":", a_.port, " (in use, or not an address of this machine)");
     return port;
   }
-  void listen() { http_.listen_after_bind(); }  // returns after stop(), once in-flight requests are done
-  void stop() { http_.stop(); }
+  void run() { http_.run(); }     // returns after stop(), once every accepted request is answered
+  void stop() { http_.drain(); }  // (thread-safe)
 
  private:
-  static void error(httplib::Response& res, const HttpError& e) {
-    res.status = e.status;
-    res.set_content(json{{"error", {{"code", e.status}, {"message", e.message}}}}.dump(), "application/json");
-  }
+  // A route's errors as JSON: HttpError's status, anything else a 500.
   template <class F>
-  void timed(const httplib::Request& req, httplib::Response& res, F f) {
-    const auto t0 = Clock::now();
-    metrics_.begin();
-    try {
-      f();
-      if (res.status == -1) res.status = 200;  // (httplib fills it in after the handler otherwise)
-    } catch (const HttpError& e) {
-      error(res, e);
-    } catch (const std::exception& e) {
-      error(res, {500, plain_message(e.what())});
-    }
-    metrics_.end();
-    metrics_.request(req.path, res.status, std::chrono::duration<double>(Clock::now() - t0).count());
+  static HttpServer::Handler answer(F f) {
+    return [f](const HttpRequest& req) {
+      try {
+        return f(req);
+      } catch (const HttpError& e) {
+        return error_response(e.status, e.message);
+      } catch (const std::exception& e) {
+        return error_response(500, plain_message(e.what()));
+      }
+    };
   }
   std::chrono::duration<double> timeout() const { return std::chrono::duration<double>(a_.timeout_s); }
 
-  void models(httplib::Response& res) {
+  HttpResponse models() {
     json list = json::array();
     for (auto& s : services_) {
       json m = {{"id", s->name()}, {"kind", s->kind()}, {"type", s->meta().value("model_type", "")},
                 {"path", s->path()}, {"model", s->meta().value("model", json::object())}};
       list.push_back(std::move(m));
     }
-    res.set_content(json{{"models", list}}.dump(), "application/json");
+    return json_response(json{{"models", list}});
   }
 
   // The model a request names (or the only one of the kinds it may use).
@@ -254,8 +220,8 @@ class Server {
     return o;
   }
 
-  void translate(const httplib::Request& req, httplib::Response& res) {
-    const Body body(req.body, {"sentences", "model", "beam_size", "length_penalty", "n_best"});
+  HttpResponse translate(const HttpRequest& req) {
+    const Body body(req.body, kTranslateFields);
     auto& s = static_cast<TranslationService&>(service(body, {"translation"}, "/v1/translate"));
     if (!body.has("sentences") || !body["sentences"].is_array())
       throw HttpError{400, "\"sentences\" must be an array of strings"};
@@ -271,6 +237,20 @@ class Server {
       if (static_cast<int64_t>(lines.back().size()) > a_.max_sentence_bytes)
         throw HttpError{413, "sentence " + std::to_string(i) + " has " + std::to_string(lines.back().size()) +
                                  " bytes, more than --max-sentence-bytes " + std::to_string(a_.max_sentence_bytes)};
+    }
+    // what the translator's policy will do to a sentence, said in the answer (the CLI says it on
+    // stderr): invalid UTF-8 replaced by U+FFFD, a source over the model's longest truncated
+    json warnings = json::array();
+    const int64_t longest = s.loaded().model->max_len() - 1;  // (its EOS takes a position)
+    for (size_t i = 0; i < lines.size(); ++i) {
+      std::string line = lines[i];
+      if (const size_t bad = utf8::replace_invalid(line))
+        warnings.push_back("sentence " + std::to_string(i) + ": " + std::to_string(bad) +
+                           " bytes of invalid UTF-8 replaced by U+FFFD");
+      const size_t n = s.translator().encode(line).size();
+      if (static_cast<int64_t>(n) > longest)
+        warnings.push_back("sentence " + std::to_string(i) + ": " + std::to_string(n) + " tokens, truncated to the first " +
+                           std::to_string(longest) + " (the model's longest source)");
     }
     TranslationService::Options o = decoding(body);
     const int64_t n_best = body.integer("n_best", 1, 1, o.beam_size);
@@ -291,11 +271,11 @@ class Server {
       out.push_back({{"text", hyps.empty() ? "" : hyps[0].get<std::string>()}, {"hypotheses", hyps}, {"scores", scores}});
     }
     metrics_.translated(static_cast<int64_t>(r.size()), tokens);
-    res.set_content(json{{"model", s.name()}, {"translations", out}}.dump(), "application/json");
+    return json_response(json{{"model", s.name()}, {"translations", out}, {"warnings", warnings}});
   }
 
-  void generate(const httplib::Request& req, httplib::Response& res) {
-    const Body body(req.body, {"prompt", "model", "max_new_tokens", "temperature", "top_k", "top_p", "seed", "stream"});
+  HttpResponse generate(const HttpRequest& req) {
+    const Body body(req.body, kGenerateFields);
     auto& s = static_cast<LanguageModelService&>(service(body, {"language_model"}, "/v1/generate"));
     const std::string prompt_text = body.text("prompt", a_.max_sentence_bytes, "--max-sentence-bytes");
     std::vector<int32_t> prompt;
@@ -320,12 +300,13 @@ class Server {
         return true;
       });
       metrics_.generated(static_cast<int64_t>(out.size()));
-      res.set_content(json{{"model", s.name()}, {"text", text}, {"tokens", out.size()}, {"finish_reason", "length"}}.dump(),
-                      "application/json");
-      return;
+      return json_response(json{{"model", s.name()}, {"text", text}, {"tokens", out.size()}, {"finish_reason", "length"}});
     }
-    res.set_header("Cache-Control", "no-cache");
-    res.set_chunked_content_provider("text/event-stream", [this, &s, prompt, o, held](size_t, httplib::DataSink& sink) {
+    // streamed by the worker that holds the model, chunk by chunk; the server times it to its end
+    HttpResponse res;
+    res.content_type = "text/event-stream";
+    res.headers.emplace_back("Cache-Control", "no-cache");
+    res.stream = [this, &s, prompt, o, held](StreamSink& sink) {
       std::string text;
       bool open = true;
       int64_t n = 0;
@@ -341,13 +322,12 @@ class Server {
       }
       metrics_.generated(n);
       held->unlock();
-      sink.done();
-      return true;
-    });
+    };
+    return res;
   }
 
-  void attention(const httplib::Request& req, httplib::Response& res) {
-    const Body body(req.body, {"text", "model", "beam_size", "length_penalty", "search"});
+  HttpResponse attention(const HttpRequest& req) {
+    const Body body(req.body, kAttentionFields);
     ModelService& s = service(body, {"translation", "language_model"}, "/v1/attention");
     const std::string text = body.text("text", a_.max_sentence_bytes, "--max-sentence-bytes");
     std::string query, key;
@@ -364,7 +344,12 @@ class Server {
       const TranslationService::Options o = decoding(body);
       decode::TranslateOptions to;
       to.beam_size = o.beam_size, to.length_penalty = o.length_penalty;
-      if (t.translator().encode(text).empty()) throw HttpError{400, "\"text\" has no tokens"};
+      const size_t n = t.translator().encode(text).size();
+      if (n == 0) throw HttpError{400, "\"text\" has no tokens"};
+      const int64_t longest = t.loaded().model->max_len() - 1;  // (its EOS takes a position)
+      if (static_cast<int64_t>(n) > longest)
+        throw HttpError{413, "\"text\" has " + std::to_string(n) + " tokens, more than the model's longest source of " +
+                                 std::to_string(longest)};
       auto held = s.hold(timeout());
       view = decode::translation_attention(*t.loaded().model, *t.loaded().tokenizer, text, to);
     } else {
@@ -395,13 +380,13 @@ class Server {
                           {"key_word", h.key_word}, {"weight", h.weight}});
       out["search"] = std::move(ranked);
     }
-    res.set_content(out.dump(), "application/json");
+    return json_response(out);
   }
 
   const ServeArgs& a_;
   std::vector<std::unique_ptr<ModelService>> services_;
-  httplib::Server http_;
-  Metrics metrics_;
+  Metrics metrics_;  // (before http_: its observer counts into it)
+  HttpServer http_;
 };
 
 int run_serve(const ServeArgs& a) {
@@ -441,14 +426,22 @@ int run_serve(const ServeArgs& a) {
   std::fprintf(stderr, "qkv serve: listening on http://%s:%d (%zu model%s; the attention viewer at /; Ctrl-C stops)\n",
                a.host.c_str(), port, a.models.size(), a.models.size() > 1 ? "s" : "");
   std::fflush(stderr);
+  std::atomic<bool> stopped{false};
   std::thread watcher([&] {
     int sig = 0;
     sigwait(&stop_signals, &sig);
-    std::fprintf(stderr, "qkv serve: %s — finishing the requests in flight\n", sig == SIGINT ? "interrupted" : "terminated");
+    if (stopped) return;
+    std::fprintf(stderr, "qkv serve: %s — finishing every accepted request and stream (a second signal: exit now)\n",
+                 sig == SIGINT ? "interrupted" : "terminated");
     server.stop();
+    sigwait(&stop_signals, &sig);
+    if (stopped) return;
+    std::fprintf(stderr, "qkv serve: second signal — exiting at once\n");
+    std::_Exit(128 + sig);
   });
-  server.listen();
-  // listen() returned: either a signal stopped it (the watcher is done) or it failed; wake the
+  server.run();
+  stopped = true;
+  // run() returned: either a signal stopped it (the watcher is done) or it failed; wake the
   // watcher in the second case so it can be joined
   pthread_kill(watcher.native_handle(), SIGTERM);
   watcher.join();
@@ -480,7 +473,28 @@ void add_serve(CLI::App& app) {
   sub->add_option("--max-batch", a->max_batch, "most sentences translated together (across requests)")->capture_default_str()->check(greater_than_zero());
   sub->add_option("--max-wait-ms", a->max_wait_ms, "how long a request waits for others to share its batch")->capture_default_str()->check(CLI::Range(0.0, 10000.0));
   sub->add_option("--timeout", a->timeout_s, "seconds a request may wait for its model (503 after)")->capture_default_str()->check(CLI::Range(0.1, 3600.0));
-  sub->add_option("--http-threads", a->http_threads, "connections handled at once")->capture_default_str()->check(CLI::Range(1, 1024));
+  sub->add_option("--http-threads", a->http_threads,
+                  "requests doing model work at once (workers; more connections wait in one FIFO queue)")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 1024));
+  sub->add_option("--max-connections", a->max_connections, "connections open at once (503 beyond)")
+      ->capture_default_str()
+      ->check(greater_than_zero());
+  sub->add_option("--max-header-bytes", a->max_header_bytes, "largest request header (431 beyond)")
+      ->capture_default_str()
+      ->check(CLI::Range(int64_t{1024}, int64_t{1} << 20));
+  sub->add_option("--header-timeout", a->header_timeout_s, "seconds a request's whole header may take (then closed)")
+      ->capture_default_str()
+      ->check(CLI::Range(0.1, 3600.0));
+  sub->add_option("--body-timeout", a->body_timeout_s, "seconds a request's whole body may take (then closed)")
+      ->capture_default_str()
+      ->check(CLI::Range(0.1, 3600.0));
+  sub->add_option("--keep-alive-timeout", a->keep_alive_timeout_s, "seconds an idle kept-alive connection stays open")
+      ->capture_default_str()
+      ->check(CLI::Range(0.1, 3600.0));
+  sub->add_option("--keep-alive-requests", a->keep_alive_requests, "requests on one connection before it is closed")
+      ->capture_default_str()
+      ->check(greater_than_zero());
   add_threads_option(sub, a->threads);
   add_choice(sub, "--dtype", a->weights,
              "weights decoding reads: f32, bf16 copies or int8 rows (a quarter of the bytes; activations quantized per row)");

@@ -11,8 +11,6 @@
 // `compute` lock: one at a time per model, each on the server's --threads.
 #pragma once
 
-#include <httplib.h>
-
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
@@ -27,18 +25,13 @@
 #include <nlohmann/json.hpp>
 
 #include "qkv/core/parallel.h"
+#include "serve_body.h"
 #include "qkv/decode/translator.h"
 #include "qkv/models/load.h"
 
 namespace qkv::cli {
 
 using Clock = std::chrono::steady_clock;
-
-// A request's error: its HTTP status and a message naming what was wrong.
-struct HttpError {
-  int status;
-  std::string message;
-};
 
 // OpenMP's thread count is per calling thread: each thread that computes sets it (0: the default).
 inline void compute_threads(int threads) {

@@ -1,0 +1,75 @@
+// qkv serve's request handling on arbitrary bytes, up to (not including) model work: the server's
+// own parser and limits (http_server.h: parse_request), the route table (404/405), then the route's
+// body through Body (UTF-8, JSON, known fields, the typed getters' ranges), and every error answer
+// rendered as JSON. Each ends in a request or an HttpError/refusal whose JSON renders; never a throw.
+#include <cstdint>
+#include <string>
+
+#include "http_server.h"
+#include "serve_body.h"
+
+namespace {
+
+using namespace qkv::cli;
+
+// The routes as cmd_serve.cpp registers them (handlers unused: no model work here).
+HttpServer& server() {
+  static HttpServer* s = [] {
+    auto* h = new HttpServer(HttpLimits{}, HttpObserver{});
+    auto none = [](const HttpRequest&) { return HttpResponse{}; };
+    for (const char* p : {"/", "/health", "/metrics", "/v1/models"}) h->route("GET", p, none, false);
+    for (const char* p : {"/v1/translate", "/v1/generate", "/v1/attention"}) h->route("POST", p, none, true);
+    return h;
+  }();
+  return *s;
+}
+
+// What each route checks before it takes a model.
+void validate(const std::string& path, const std::string& body) {
+  if (path == "/v1/translate") {
+    const Body b(body, kTranslateFields);
+    b.integer("beam_size", 4, 1, 16);
+    b.number("length_penalty", 0.6, 0, 10);
+    b.integer("n_best", 1, 1, 16);
+    if (b.has("sentences") && b["sentences"].is_array())
+      for (const auto& s : b["sentences"])
+        if (s.is_string()) {
+          std::string line = s.get<std::string>();
+          qkv::utf8::replace_invalid(line);
+        }
+  } else if (path == "/v1/generate") {
+    const Body b(body, kGenerateFields);
+    b.text("prompt", 2000, "--max-sentence-bytes");
+    b.integer("max_new_tokens", 200, 1, 2000);
+    b.number("temperature", 0.8, 0, 10);
+    b.number("top_p", 1.0, 1e-6, 1.0);
+    b.boolean("stream", false);
+  } else if (path == "/v1/attention") {
+    const Body b(body, kAttentionFields);
+    b.text("text", 2000, "--max-sentence-bytes");
+    b.integer("beam_size", 4, 1, 16);
+  }
+}
+
+}  // namespace
+
+extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
+  HttpLimits limits;
+  limits.max_body_bytes = 64 * 1024;
+  HttpResponse refused;
+  const auto req = parse_request(std::string(reinterpret_cast<const char*>(data), size), limits, &refused);
+  if (!req) return refused.body.empty() ? __builtin_trap(), 0 : 0;
+  bool work = false;
+  int status = 0;
+  if (!server().find(req->method, req->path, &work, &status)) {
+    error_json(status, "no route " + req->method + " " + req->path);  // the path's bytes, whatever they are
+    return 0;
+  }
+  try {
+    validate(req->path, req->body);
+  } catch (const HttpError& e) {
+    error_json(e.status, e.message);
+  }
+  accepts_gzip(req->header("accept-encoding"));
+  return 0;
+}

@@ -1,0 +1,100 @@
+// A request body of `qkv serve` (cmd_serve.cpp): bytes that must be valid UTF-8 and a JSON object
+// with known fields, read through typed getters that answer 400 naming the field. Its own header so
+// that the fuzz target (fuzz/http_fuzz.cpp) checks bodies exactly as the server does.
+#pragma once
+
+#include <algorithm>
+#include <cstdint>
+#include <cstdio>
+#include <initializer_list>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "qkv/core/message.h"
+#include "qkv/core/utf8.h"
+
+namespace qkv::cli {
+
+// A request's error: its HTTP status and a message naming what was wrong.
+struct HttpError {
+  int status;
+  std::string message;
+};
+
+using nlohmann::json;
+
+// A request body: a JSON object with known fields, read with checks that answer 400 naming the field.
+class Body {
+ public:
+  Body(const std::string& text, const std::vector<const char*>& fields) {
+    // JSON is UTF-8 (RFC 8259 §8.1): a body that is not is refused naming the first bad byte, before
+    // the parser (whose own message would quote the bad bytes)
+    for (size_t i = 0; i < text.size();) {
+      const utf8::CodePoint c = utf8::decode_one(text, i);
+      if (!c.valid()) throw HttpError{400, "the body is not valid UTF-8 (byte " + std::to_string(i) + ")"};
+      i += c.length;
+    }
+    try {
+      j_ = json::parse(text);
+    } catch (const json::exception& e) {
+      throw HttpError{400, "the body is not JSON: " + plain_message(e.what())};
+    }
+    if (!j_.is_object()) throw HttpError{400, "the body must be a JSON object"};
+    std::string known;
+    for (const char* f : fields) known += (known.empty() ? "" : ", ") + std::string(f);
+    for (auto it = j_.begin(); it != j_.end(); ++it) {
+      const std::string& k = it.key();  // (not a structured binding: clang 14, the fuzz build, cannot capture one)
+      if (std::find_if(fields.begin(), fields.end(), [&](const char* f) { return k == f; }) == fields.end())
+        throw HttpError{400, "unknown field \"" + k + "\" (" + known + ")"};
+    }
+  }
+  bool has(const char* key) const { return j_.contains(key); }
+  const json& operator[](const char* key) const { return j_.at(key); }
+  int64_t integer(const char* key, int64_t def, int64_t lo, int64_t hi) const {
+    if (!has(key)) return def;
+    if (!j_[key].is_number_integer() || j_[key].get<int64_t>() < lo || j_[key].get<int64_t>() > hi)
+      throw HttpError{400, std::string("\"") + key + "\" must be an integer from " + std::to_string(lo) + " to " +
+                               std::to_string(hi)};
+    return j_[key].get<int64_t>();
+  }
+  double number(const char* key, double def, double lo, double hi) const {
+    if (!has(key)) return def;
+    if (!j_[key].is_number() || j_[key].get<double>() < lo || j_[key].get<double>() > hi)
+      throw HttpError{400, std::string("\"") + key + "\" must be a number from " + trimmed(lo) + " to " + trimmed(hi)};
+    return j_[key].get<double>();
+  }
+  bool boolean(const char* key, bool def) const {
+    if (!has(key)) return def;
+    if (!j_[key].is_boolean()) throw HttpError{400, std::string("\"") + key + "\" must be true or false"};
+    return j_[key].get<bool>();
+  }
+  // A required string of at most max_bytes bytes (413 beyond), not empty.
+  std::string text(const char* key, int64_t max_bytes, const char* limit) const {
+    if (!has(key) || !j_[key].is_string()) throw HttpError{400, std::string("\"") + key + "\" must be a string"};
+    std::string s = j_[key].get<std::string>();
+    if (s.empty()) throw HttpError{400, std::string("\"") + key + "\" is empty"};
+    if (static_cast<int64_t>(s.size()) > max_bytes)
+      throw HttpError{413, std::string("\"") + key + "\" has " + std::to_string(s.size()) + " bytes, more than " + limit +
+                               " " + std::to_string(max_bytes)};
+    return s;
+  }
+
+ private:
+  static std::string trimmed(double v) {
+    char b[32];
+    std::snprintf(b, sizeof b, "%g", v);
+    return b;
+  }
+  json j_;
+};
+
+
+// The fields each route's body may hold (cmd_serve.cpp's routes; the fuzz target reads them too).
+inline const std::vector<const char*> kTranslateFields = {"sentences", "model", "beam_size", "length_penalty", "n_best"};
+inline const std::vector<const char*> kGenerateFields = {"prompt", "model", "max_new_tokens", "temperature",
+                                                         "top_k", "top_p", "seed", "stream"};
+inline const std::vector<const char*> kAttentionFields = {"text", "model", "beam_size", "length_penalty", "search"};
+
+}  // namespace qkv::cli
