@@ -627,6 +627,9 @@ def add_picture_cases(m):
 
 # -- flags and output paths --
 
+VALID_FLAG_VALUES = {("--threads", "1000000"), ("--top-k", "9223372036854775807"), ("--top", "9223372036854775807"),
+                     ("--scenes", "4294967296"), ("--temperature", "inf"), ("--temperature", "1e300")}
+
 def add_flag_cases(m, files, pics):
     tr = files.get("transformer")
     gpt = files.get("gpt")
@@ -677,9 +680,12 @@ def add_flag_cases(m, files, pics):
             argv += [flag, v]
             if flag != "--threads" and "--threads" not in argv:
                 argv += ["--threads", "1"] if cmd not in ("scenes", "average", "export", "eval") else []
-            # --threads 1000000 is a value one may pass: qkv may clamp it (exit 0) or refuse it
-            expect = "any" if (flag == "--threads" and v == "1000000") or (
-                flag == "--max-new-tokens" and v == "1000000000000") else "fail"
+            # values one may pass: --threads 1000000 (qkv may clamp it or refuse it), more top-k / top
+            # classes than there are (clamped), a scene index past 2^32 (scenes are made from their index),
+            # an infinite temperature (uniform sampling)
+            expect = "any" if (flag, v) in VALID_FLAG_VALUES else "fail"
+            if flag == "--num-samples" and v == "1000000000000":
+                continue  # a valid (large) request: it would sample for the whole timeout
             if flag == "-n" and cmd == "generate" and v in ("9223372036854775807", "1000000000000"):
                 expect = "any"  # a legitimate request for a long text: it runs; the timeout catches a hang
                 continue  # would generate for the whole timeout; not a hostile-input check
