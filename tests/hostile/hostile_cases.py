@@ -855,6 +855,17 @@ PY_CASES = [
     ("LanguageModel-generate-n--1", "L = qkv.LanguageModel(GPT)\nL.generate('to', max_new_tokens=-1)", "exc"),
     ("LanguageModel-generate-temp-nan", "L = qkv.LanguageModel(GPT)\nL.generate('to', max_new_tokens=2, temperature=float('nan'))", "exc"),
     ("LanguageModel-generate-top_k--1", "L = qkv.LanguageModel(GPT)\nL.generate('to', max_new_tokens=2, top_k=-1)", "exc"),
+    ("ImageCaptioner-caption-string", "C = qkv.ImageCaptioner(CAP)\nC.caption('picture.png')", "exc"),
+    ("ImageCaptioner-caption-none", "C = qkv.ImageCaptioner(CAP)\nC.caption(None)", "exc"),
+    ("ImageCaptioner-caption-wrong-shape", "C = qkv.ImageCaptioner(CAP)\nC.caption(qkv.zeros([1, 1, 7, 7]))", "exc"),
+    ("ImageCaptioner-caption-empty-batch", "C = qkv.ImageCaptioner(CAP)\nC.caption(qkv.zeros([0, 1, 96, 96]))", "any"),
+    ("ImageCaptioner-caption-nan", "C = qkv.ImageCaptioner(CAP)\nC.caption(qkv.tensor([[[[float('nan')] * 96] * 96]]))", "any"),
+    ("ImageCaptioner-caption-beam-10^6", "C = qkv.ImageCaptioner(CAP)\nC.caption(qkv.zeros([1, 1, 96, 96]), beam_size=10**6)", "exc"),
+    ("ImageCaptioner-caption-beam-2^63", "C = qkv.ImageCaptioner(CAP)\nC.caption(qkv.zeros([1, 1, 96, 96]), beam_size=2**63)", "exc"),
+    ("ImageCaptioner-gpt-file", "qkv.ImageCaptioner(GPT)", "exc"),
+    ("ImageClassifier-classify-rank-200", "C = qkv.ImageClassifier(CONV)\nC.classify(qkv.zeros([1] * 200))", "exc"),
+    ("ImageClassifier-classify-list", "C = qkv.ImageClassifier(CONV)\nC.classify([[1, 2], [3]])", "exc"),
+    ("ImageClassifier-translator-file", "qkv.ImageClassifier(TR)", "exc"),
     ("LanguageModel-generate-surrogate", "L = qkv.LanguageModel(GPT)\nL.generate('\\ud800', max_new_tokens=2)", "exc"),
 ]
 
@@ -879,7 +890,8 @@ PY_TRAIN = [
 
 def add_python_cases(m, files):
     tr, gpt = files.get("transformer"), files.get("gpt")
-    prelude = (f"import sys\nimport qkv\nTMP = {m.tmp!r}\nTR = {tr!r}\nGPT = {gpt!r}\n"
+    cap, conv = os.path.join(MODELS, "captioner.safetensors"), files.get("convnet")
+    prelude = (f"import sys\nimport qkv\nTMP = {m.tmp!r}\nTR = {tr!r}\nGPT = {gpt!r}\nCAP = {cap!r}\nCONV = {conv!r}\n"
                "T = qkv.Translator(TR) if 'T.' in CODE else None\n")
     runner = ("try:\n    exec(compile(CODE, 'case', 'exec'))\n"
               "except BaseException as e:\n"
