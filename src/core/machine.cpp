@@ -30,6 +30,10 @@ int64_t machine_memory_bytes() {
     int64_t phys = pages > 0 && page > 0 ? static_cast<int64_t>(pages) * page : int64_t{1} << 30;
     const int64_t cg = cgroup_memory_max();
     if (cg > 0) phys = std::min(phys, cg);
+    if (const char* e = std::getenv("QKV_MEMORY_BYTES")) {
+      const long long v = std::strtoll(e, nullptr, 10);
+      if (v > 0) phys = std::min<int64_t>(phys, v);
+    }
     return phys;
   }();
   return bytes;

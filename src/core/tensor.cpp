@@ -44,7 +44,11 @@ void AllocationBudget::charge(size_t bytes) {
 }
 
 Storage::Storage(size_t n, Device d) : nbytes(n), device(d) {
-  if (t_budget) t_budget->charge(n);
+  // A tensor costs more than its bytes: its Storage, TensorImpl, the module's name for it and its
+  // handles (about 800 bytes measured per parameter of a GPT block). Charged 1 KiB each, so that a
+  // config of 10⁵ tiny layers is bounded by the budget like one of large ones (issue 43: n_layer
+  // 100000 × n_embd 8 passed a 16 MiB budget with 1 GB of bookkeeping).
+  if (t_budget) t_budget->charge(n + 1024);
   data = allocator_for(d).allocate(n ? n : 1, &capacity);
   if (!data) throw Error(detail::concat("Storage: cannot allocate ", n, " bytes on ", d.str()));
   int64_t now = g_allocated.fetch_add(static_cast<int64_t>(n)) + static_cast<int64_t>(n);

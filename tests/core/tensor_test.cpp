@@ -191,8 +191,8 @@ TEST(Tensor, ShapeArithmeticIsChecked) {
   EXPECT_NE(testing::error_of([&] { Tensor::empty({3, -2}); }).find("negative"), std::string::npos);
   EXPECT_NE(testing::error_of([&] { Tensor::empty({4}).reshape({big, big, -1}); }).find("2^63"), std::string::npos);
   {
-    AllocationBudget budget(1000, "the test's budget");
-    Tensor ok = Tensor::empty({200});  // 800 bytes
+    AllocationBudget budget(3000, "the test's budget");  // each tensor is charged its bytes + 1 KiB
+    Tensor ok = Tensor::empty({200});                      // 800 + 1024 bytes
     EXPECT_NE(testing::error_of([] { Tensor::empty({100}); }).find("the test's budget"), std::string::npos);
   }
   EXPECT_EQ(Tensor::empty({1000}).numel(), 1000);  // the budget ended with its scope

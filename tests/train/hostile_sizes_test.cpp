@@ -7,6 +7,7 @@
 #include "qkv/decode/translator.h"
 #include "qkv/io/data_file.h"
 #include "qkv/io/file.h"
+#include "qkv/ops/tensor.h"
 #include "qkv/nn/captioner.h"
 #include "qkv/nn/rnn_seq2seq.h"
 #include "qkv/nn/transformer.h"
@@ -61,6 +62,20 @@ TEST(HostileSizes, ModelTooLargeForTheMachineNamesItsKeys) {
   }
   testing::ShellResult r = train_with("model.n_layer=100000");
   EXPECT_TRUE(has(r.out, "of memory for 4 copies")) << r.out;
+}
+
+TEST(HostileSizes, ManyTinyTensorsChargeTheirBookkeeping) {
+  // 10⁵ layers of width 8 passed a 16 MiB budget holding 1 GB of Storage/TensorImpl bookkeeping:
+  // each tensor is charged 1 KiB beyond its bytes
+  {
+    AllocationBudget budget(size_t{100} << 10, "tiny tensors");
+    std::vector<Tensor> keep;
+    const std::string e = testing::error_of([&] {
+      for (int i = 0; i < 1000; ++i) keep.push_back(Tensor::empty({1}));
+    });
+    EXPECT_NE(e.find("tiny tensors"), std::string::npos) << e;
+    EXPECT_LT(keep.size(), 101u);
+  }
 }
 
 TEST(HostileSizes, GradientAccumulationBounded) {

@@ -10,7 +10,9 @@
 namespace qkv {
 
 // Bytes of memory this process can have: the machine's physical memory (sysconf), or the cgroup's
-// memory.max when that is smaller (a container). At least 1 GiB is assumed when neither answers.
+// memory.max when that is smaller (a container), or QKV_MEMORY_BYTES when that is smaller still
+// (read once: the fuzz targets plan for a small machine so that nothing they accept is large).
+// 1 GiB is assumed when nothing answers.
 int64_t machine_memory_bytes();
 
 // Hardware threads of the machine (std::thread::hardware_concurrency; 1 when unknown).
