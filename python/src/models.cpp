@@ -23,6 +23,7 @@
 #include "qkv/decode/generate.h"
 #include "qkv/decode/translator.h"
 #include "qkv/io/file.h"
+#include "qkv/io/json.h"
 #include "qkv/models/load.h"
 #include "qkv/nn/attention_maps.h"
 #include "qkv/ops.h"
@@ -462,13 +463,13 @@ void bind_models(nb::module_& m) {
           name = nb::cast<std::string>(nb::str(config));
           const std::string text = io::read_file(name);
           try {
-            cfg = nlohmann::json::parse(text);
+            cfg = io::parse_json(text, "config '" + name + "'");
           } catch (const nlohmann::json::exception& e) {
             QKV_CHECK(false, "config '", name, "' is not valid JSON: ", e.what());
           }
           if (!base_dir) base = fs::path(name).parent_path().string();
         } else {
-          cfg = nlohmann::json::parse(nb::cast<std::string>(nb::module_::import_("json").attr("dumps")(config)));
+          cfg = io::parse_json(nb::cast<std::string>(nb::module_::import_("json").attr("dumps")(config)), "config (dict)");
         }
         QKV_CHECK(cfg.is_object(), "config '", name, "' must be a JSON object");
         train::TrainerOptions o;

@@ -4,6 +4,7 @@
 #include "bindings.h"
 #include "qkv/core/cuda.h"
 #include "qkv/core/error.h"
+#include "qkv/core/machine.h"
 #include "qkv/core/parallel.h"
 #include "qkv/core/rng.h"
 #include "qkv/autograd/grad_mode.h"
@@ -14,6 +15,15 @@ NB_MODULE(_qkv, m) {
   m.doc() = "qkv: attention and the models built on it (C++), from Python";
   // qkv's errors (a wrong shape, a bad file) arrive as qkv.Error, a RuntimeError, with qkv's message.
   nb::exception<qkv::Error>(m, "Error", PyExc_RuntimeError);
+  // OMP_NUM_THREADS past qkv's bound (qkv::max_threads): the import goes on with the machine's
+  // hardware threads and says so, rather than libgomp failing at the first parallel region.
+  try {
+    qkv::check_omp_num_threads();
+  } catch (const qkv::Error& e) {
+    qkv::set_num_threads(qkv::hardware_threads());
+    const std::string msg = std::string(e.what()) + "; qkv uses " + std::to_string(qkv::hardware_threads());
+    if (PyErr_WarnEx(PyExc_RuntimeWarning, msg.c_str(), 1) != 0) throw nb::python_error();
+  }
   m.def("set_num_threads", &qkv::set_num_threads, "n"_a, "Threads qkv's parallel loops use (torch.set_num_threads).");
   m.def("get_num_threads", &qkv::num_threads);
   m.def("manual_seed", &qkv::manual_seed, "seed"_a, "Seeds qkv's default generator (torch.manual_seed).");
