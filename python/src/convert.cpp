@@ -1,6 +1,7 @@
 #include "convert.h"
 
 #include <cstring>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
@@ -86,7 +87,14 @@ void copy_strided(const uint8_t* base, const std::vector<int64_t>& shape, const 
       const double v = read_element(src, t);
       switch (out.dtype()) {
         case DType::f32: reinterpret_cast<float*>(dst)[i] = static_cast<float>(v); break;
-        case DType::i32: reinterpret_cast<int32_t*>(dst)[i] = static_cast<int32_t>(v); break;
+        case DType::i32:
+          // qkv has no int64: a value int32 cannot hold is an OverflowError, never a wrapped number.
+          if (!(v >= -2147483648.0 && v <= 2147483647.0))
+            throw std::overflow_error(detail::concat("qkv: element ", i, " (in order) of an ", dlpack_name(t),
+                                                     " array is ", static_cast<int64_t>(v),
+                                                     ", which qkv's int32 cannot hold (qkv has no int64 tensors)"));
+          reinterpret_cast<int32_t*>(dst)[i] = static_cast<int32_t>(v);
+          break;
         case DType::boolean: dst[i] = v != 0.0; break;
         case DType::bf16: reinterpret_cast<bf16*>(dst)[i] = f32_to_bf16(static_cast<float>(v)); break;
       }
@@ -154,6 +162,20 @@ DType dtype_from_str(const std::string& name) {
   throw nb::value_error(("qkv: unknown dtype '" + name + "' (float32, bfloat16, int32 or bool)").c_str());
 }
 
+std::string utf8_arg(nb::handle obj, const char* what) {
+  if (!nb::isinstance<nb::str>(obj))
+    throw nb::type_error(detail::concat("qkv: ", what, " must be a str, not ", nb::type_name(obj.type()).c_str()).c_str());
+  Py_ssize_t size = 0;
+  const char* utf8 = PyUnicode_AsUTF8AndSize(obj.ptr(), &size);
+  if (!utf8) {  // a lone surrogate ("\ud800"): Python's UnicodeEncodeError, said for this argument
+    nb::python_error e;
+    throw nb::value_error(detail::concat("qkv: ", what, " is not valid Unicode: ", e.value().is_valid()
+                                                                                        ? nb::str(e.value()).c_str()
+                                                                                        : "a lone surrogate").c_str());
+  }
+  return std::string(utf8, static_cast<size_t>(size));
+}
+
 Tensor to_tensor(nb::handle obj) {
   if (nb::isinstance<Tensor>(obj)) return nb::cast<Tensor>(obj);
   nb::object held;  // a torch tensor that requires grad exports only its detached view
@@ -182,6 +204,10 @@ Tensor to_tensor(nb::handle obj) {
 template <typename... F>
 nb::ndarray<F...> to_array(const Tensor& t) {
   QKV_CHECK(t.device().is_cpu(), "qkv: ", t.str(), " is not on the CPU; .to('cpu') it first");
+  // NumPy 1.x holds at most 32 dimensions; nanobind aborts the interpreter on an array it cannot make.
+  if (t.dim() > kMaxArrayDims)
+    throw nb::value_error(detail::concat("qkv: a tensor of ", t.dim(), " dimensions cannot become an array (at most ",
+                                         kMaxArrayDims, ")").c_str());
   std::vector<size_t> shape(static_cast<size_t>(t.dim()));
   for (int64_t d = 0; d < t.dim(); ++d) shape[static_cast<size_t>(d)] = static_cast<size_t>(t.size(d));
   const Shape& strides = t.strides();

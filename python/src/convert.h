@@ -14,6 +14,8 @@
 #include <nanobind/nanobind.h>
 #include <nanobind/ndarray.h>
 
+#include <string>
+
 #include "qkv/ops/tensor.h"
 
 namespace qkv::python {
@@ -24,6 +26,13 @@ namespace nb = nanobind;
 nb::dlpack::dtype dlpack_dtype(DType t);
 const char* dtype_str(DType t);
 DType dtype_from_str(const std::string& name);
+
+// The UTF-8 of a str argument: a TypeError naming `what` for another type, a ValueError naming it
+// for a str UTF-8 cannot encode (a lone surrogate), never nanobind's bare std::bad_cast.
+std::string utf8_arg(nb::handle obj, const char* what);
+
+// The most dimensions an array made of a tensor may have (NumPy 1.x's NPY_MAXDIMS).
+inline constexpr int64_t kMaxArrayDims = 32;
 
 // Any array-like Python object (a qkv.Tensor is returned as is) → a qkv tensor.
 Tensor to_tensor(nb::handle obj);

@@ -337,8 +337,15 @@ void bind_models(nb::module_& m) {
             decode::TranslateOptions o;
             o.beam_size = beam_size, o.length_penalty = static_cast<float>(length_penalty);
             const bool one = nb::isinstance<nb::str>(text);
-            const std::vector<std::string> lines =
-                one ? std::vector<std::string>{nb::cast<std::string>(text)} : nb::cast<std::vector<std::string>>(text);
+            std::vector<std::string> lines;
+            if (one) {
+              lines.push_back(utf8_arg(text, "translate: text"));
+            } else if (nb::isinstance<nb::list>(text) || nb::isinstance<nb::tuple>(text)) {
+              for (nb::handle line : text) lines.push_back(utf8_arg(line, "translate: each sentence of text"));
+            } else {
+              throw nb::type_error(detail::concat("qkv: translate: text must be a str or a list of str, not ",
+                                                  nb::type_name(text.type()).c_str()).c_str());
+            }
             std::vector<TranslationResult> r;
             {
               nb::gil_scoped_release release;

@@ -1,9 +1,13 @@
 // The qkv._qkv extension module; python/qkv/__init__.py re-exports it under PyTorch's names.
 #include <nanobind/nanobind.h>
+#include <nlohmann/json.hpp>
+
+#include <exception>
 
 #include "bindings.h"
 #include "qkv/core/cuda.h"
 #include "qkv/core/error.h"
+#include "qkv/core/message.h"
 #include "qkv/core/machine.h"
 #include "qkv/core/parallel.h"
 #include "qkv/core/rng.h"
@@ -14,7 +18,21 @@ NB_MODULE(_qkv, m) {
   using namespace qkv::python;
   m.doc() = "qkv: attention and the models built on it (C++), from Python";
   // qkv's errors (a wrong shape, a bad file) arrive as qkv.Error, a RuntimeError, with qkv's message.
-  nb::exception<qkv::Error>(m, "Error", PyExc_RuntimeError);
+  nb::exception<qkv::Error> error_type(m, "Error", PyExc_RuntimeError);
+  // Translators registered later are tried first. qkv's messages pass through plain_message (no
+  // JSON library tags); a Python value nanobind could not convert inside a binding (nb::cast) is a
+  // TypeError, not the bare "std::bad_cast" its default translation gives.
+  nb::register_exception_translator([](const std::exception_ptr& p, void* error_type) {
+    try {
+      std::rethrow_exception(p);
+    } catch (const qkv::Error& e) {
+      PyErr_SetString(static_cast<PyObject*>(error_type), qkv::plain_message(e.what()).c_str());
+    } catch (const nb::cast_error&) {
+      PyErr_SetString(PyExc_TypeError, "qkv: an argument of a type this function cannot take (see its signature)");
+    } catch (const nlohmann::json::exception& e) {  // without the library's "[json.exception.…]" tag
+      PyErr_SetString(PyExc_ValueError, ("qkv: " + qkv::plain_message(e.what())).c_str());
+    }
+  }, error_type.ptr());
   // OMP_NUM_THREADS past qkv's bound (qkv::max_threads): the import goes on with the machine's
   // hardware threads and says so, rather than libgomp failing at the first parallel region.
   try {

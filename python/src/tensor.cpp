@@ -80,7 +80,7 @@ void bind_tensor(nb::module_& m) {
       .def("__repr__", [](const Tensor& x) {
         std::string s = "qkv." + x.str();
         if (x.requires_grad()) s += ", requires_grad=True";
-        if (x.device().is_cpu() && x.numel() <= 64 && x.dtype() != DType::bf16) {
+        if (x.device().is_cpu() && x.numel() <= 64 && x.dtype() != DType::bf16 && x.dim() <= kMaxArrayDims) {
           nb::object arr = nb::cast(to_array<nb::numpy>(x), nb::rv_policy::reference);
           s += "\n" + std::string(nb::str(arr).c_str());
         }

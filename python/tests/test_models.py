@@ -176,3 +176,13 @@ def test_train_callback_stops_and_raises(tmp_path):
         qkv.train(cfg, out_dir=str(tmp_path / "boom"), base_dir=os.path.join(ROOT, "configs"), callback=boom)
     with pytest.raises(qkv.Error, match="unknown \"task\""):
         qkv.train(dict(cfg, task="poetry"), out_dir=str(tmp_path / "x"))
+
+
+def test_translate_names_a_wrong_argument_instead_of_bad_cast():
+    t = qkv.Translator(os.path.join(MODELS, "en-fr.safetensors"))
+    with pytest.raises(TypeError, match="translate: text must be a str or a list of str, not int"):
+        t.translate(5)
+    with pytest.raises(TypeError, match="each sentence of text must be a str, not int"):
+        t.translate(["fine", 5])
+    with pytest.raises(ValueError, match=r"translate: text is not valid Unicode: .*surrogate"):
+        t.translate("\ud800")

@@ -140,3 +140,22 @@ def test_modules_move_in_place_as_torchs():
         assert np.abs(got - want).max() < 1e-2 * np.abs(want).max() + 1e-6  # (TF32 products)
         m.cpu()
     assert tuple(m(x).shape) == (2, 3)
+
+
+def test_integers_int32_cannot_hold_are_an_overflow_error_not_wrapped():
+    # qkv has no int64: torch would make int64 of these; qkv refuses rather than wrap to -2**31
+    with pytest.raises(OverflowError, match=r"element 0 .* 1099511627776"):
+        qkv.as_tensor([2**40, -2**40, 3, 2**31])
+    with pytest.raises(OverflowError, match="element 1"):
+        qkv.as_tensor(np.array([1, 2**31], dtype=np.int64))
+    with pytest.raises(OverflowError, match="uint32"):
+        qkv.as_tensor(np.array([4000000000], dtype=np.uint32))
+    assert qkv.as_tensor([2**31 - 1, -2**31]).tolist() == [2**31 - 1, -2**31]
+
+
+def test_repr_of_a_tensor_of_many_dimensions():
+    t = qkv.zeros([1] * 200)
+    assert "200" in repr(t) or "1, 1, 1" in repr(t)  # no "Critical nanobind error" abort
+    with pytest.raises(ValueError, match="200 dimensions"):
+        t.numpy()
+    assert qkv.zeros([1] * 32).numpy().ndim == 32
