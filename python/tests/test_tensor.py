@@ -155,7 +155,7 @@ def test_integers_int32_cannot_hold_are_an_overflow_error_not_wrapped():
 
 def test_repr_of_a_tensor_of_many_dimensions():
     t = qkv.zeros([1] * 200)
-    assert "200" in repr(t) or "1, 1, 1" in repr(t)  # no "Critical nanobind error" abort
+    assert repr(t).startswith("qkv.Tensor[1,1,1,")  # not "Critical nanobind error" and an abort
     with pytest.raises(ValueError, match="200 dimensions"):
         t.numpy()
     assert qkv.zeros([1] * 32).numpy().ndim == 32
