@@ -85,10 +85,18 @@ TEST(Cli, BadArgumentsGiveAClearErrorAndNonZeroExit) {
            {"translate --beam 65", "--beam: must be in [1, 64], got 65"},
            {"translate --threads x", "--threads: must be a number greater than 0, got x"}}) {
     r = run(args);
-    EXPECT_NE(r.code, 0) << args;
+    // a usage error: exit 2 (as getopt's tools), one line naming the command and the flag — not
+    // CLI11's own exit codes (105, 106) and its second "Run with --help" line
+    EXPECT_EQ(r.code, 2) << args << ": " << r.out;
     EXPECT_NE(r.out.find(says), std::string::npos) << args << ": " << r.out;
+    EXPECT_EQ(std::count(r.out.begin(), r.out.end(), '\n'), 1) << args << ": " << r.out;
+    EXPECT_EQ(r.out.rfind("qkv " + args.substr(0, args.find(' ')) + ": error: ", 0), 0u) << args << ": " << r.out;
     EXPECT_LT(r.out.size(), 200u) << args << ": " << r.out;
   }
+  // a file argument that is not there, or is a folder, is bad input: exit 1, naming it
+  r = run("train /no/such/config.json");
+  EXPECT_EQ(r.code, 1) << r.out;
+  EXPECT_NE(r.out.find("/no/such/config.json"), std::string::npos) << r.out;
 }
 
 TEST(Cli, OpenMpBindingKeepsEveryCpu) {
@@ -498,21 +506,24 @@ TEST(Cli, ImageClassifierTrainsEvaluatesClassifiesAndAttends) {
   EXPECT_EQ(j["per_class"].size(), 4u);
   EXPECT_EQ(j["per_class"][3]["class"], "bottom-right");
   EXPECT_TRUE(std::filesystem::exists(d + "/confusion.svg"));
-  // classify a picture file (PGM, read through gdk-pixbuf), bright bottom-right
+  // classify a picture file (PNG: qkv reads PNG and JPEG only), bright bottom-right
   {
     auto im = quadrant_image(3, 5);
-    std::ofstream(d + "/br.pgm", std::ios::binary) << "P5\n8 8\n255\n" << std::string(im.begin(), im.end());
+    qkv::vision::Image pic;
+    pic.height = pic.width = 8;
+    for (const auto v : im) pic.pixels.push_back(static_cast<float>(v) / 255.f);
+    qkv::vision::write_png(d + "/br.png", pic);
   }
-  CliRun c = run("classify -m " + m + " " + d + "/br.pgm --top 2");
+  CliRun c = run("classify -m " + m + " " + d + "/br.png --top 2");
   ASSERT_EQ(c.code, 0) << c.out;
-  EXPECT_NE(c.out.find("br.pgm:  bottom-right"), std::string::npos) << c.out;
+  EXPECT_NE(c.out.find("br.png:  bottom-right"), std::string::npos) << c.out;
   // attend: the non-local block's attention over the picture
-  CliRun a = run("attend -m " + m + " " + d + "/br.pgm --grid 2 --format svg -o " + d + "/att");
+  CliRun a = run("attend -m " + m + " " + d + "/br.png --grid 2 --format svg -o " + d + "/att");
   ASSERT_EQ(a.code, 0) << a.out;
   EXPECT_TRUE(std::filesystem::exists(d + "/att/attention-image.svg")) << a.out;
   // a translation-only option, a missing picture, a translator asked to classify
   EXPECT_NE(run("classify -m " + m + " " + d + "/none.png").out.find("none.png"), std::string::npos);
-  CliRun wrong = run("classify -m " + m + " --block 3 " + d + "/br.pgm");
+  CliRun wrong = run("classify -m " + m + " --block 3 " + d + "/br.png");
   EXPECT_NE(wrong.code, 0);
   std::ofstream(d + "/text.png") << "not a picture";
   CliRun bad = run("classify -m " + m + " " + d + "/text.png");

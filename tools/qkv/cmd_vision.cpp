@@ -1,7 +1,7 @@
 // The image classifier's commands: `qkv classify`, and what `qkv eval` and `qkv attend` do when the
 // model file holds an image classifier (cmd_eval.cpp and cmd_attend.cpp hand over to here).
 //
-//   qkv classify IMAGE…             top classes of PNG/JPEG/PGM pictures (or --test-images of
+//   qkv classify IMAGE…             top classes of PNG/JPEG pictures (or --test-images of
 //                                   Fashion-MNIST), probabilities from the softmax
 //   qkv eval -m CONVNET             accuracy and per-class accuracy on Fashion-MNIST's test set (or
 //                                   --images/--labels IDX files); --confusion draws the confusion matrix
@@ -245,7 +245,7 @@ int run_image_attend(const std::string& model_path, const std::vector<std::strin
 }
 
 void add_classify(CLI::App& app) {
-  auto* sub = app.add_subcommand("classify", "Classify pictures (PNG, JPEG, PGM, …) with an image classifier");
+  auto* sub = app.add_subcommand("classify", "Classify pictures (PNG or JPEG) with an image classifier");
   struct Args {
     std::string model = kDefaultImageClassifier;
     std::vector<std::string> files;
