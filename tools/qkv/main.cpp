@@ -5,6 +5,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <iostream>
+#include <string>
 #include <vector>
 
 #include <omp.h>
@@ -82,7 +83,25 @@ int main(int argc, char** argv) {
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
-    return stdout_arrived(app.exit(e));  // --help, --version: printed to stdout
+    if (e.get_exit_code() == 0) return stdout_arrived(app.exit(e));  // --help, --version: printed to stdout
+    // A bad flag is a usage error: one line naming the command and the flag (CLI11's message names
+    // it: "--beam: Value 0 not in range [1 - 64]"), exit 2 as getopt's and argparse's tools do —
+    // not CLI11's own codes (105, 106, …) and its second "Run with --help" line.
+    std::string command = "qkv";
+    for (const CLI::App* sub = &app; sub;) {
+      const auto parsed = sub->get_subcommands();
+      sub = parsed.empty() ? nullptr : parsed.front();
+      if (sub) command += " " + sub->get_name();
+    }
+    // A file argument that is missing or a folder (CLI::ExistingFile/ExistingPath's "File does not
+    // exist: X", "File is actually a directory: X") is bad input rather than bad usage: exit 1.
+    const std::string what = e.what();
+    const bool bad_file = dynamic_cast<const CLI::ValidationError*>(&e) &&
+                          (what.find("File does not exist") != std::string::npos ||
+                           what.find("File is actually a directory") != std::string::npos ||
+                           what.find("Path does not exist") != std::string::npos);
+    std::cerr << command << ": error: " << qkv::excerpt(what, 300) << " (" << command << " --help)\n";
+    return bad_file ? 1 : 2;
   }
   int rc = 1;
   try {
