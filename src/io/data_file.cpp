@@ -9,10 +9,13 @@
 
 #include "qkv/core/error.h"
 #include "qkv/core/machine.h"
+#include "qkv/io/file.h"
 
 namespace qkv::io {
 
 std::string read_data_file(const std::string& path, const std::string& what) {
+  // stat() before the open: opening a FIFO with no writer would block. Data is read to its size.
+  require_regular_file(path, what, "a regular file (a device, a pipe or a folder): data is read from files");
   std::unique_ptr<std::FILE, int (*)(std::FILE*)> f(std::fopen(path.c_str(), "rb"), &std::fclose);
   if (!f) throw Error(detail::concat(what, ": cannot open '", path, "': ", std::strerror(errno)));
   struct stat st {};

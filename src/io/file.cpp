@@ -18,18 +18,51 @@
 
 namespace qkv::io {
 
-std::string read_file(const std::string& path) {
+std::string read_file(const std::string& path) { return read_file(path, -1, ""); }
+
+std::string read_file(const std::string& path, int64_t max_bytes, const std::string& what) {
   std::FILE* f = std::fopen(path.c_str(), "rb");
   if (!f) throw Error(detail::concat("cannot open '", path, "': ", std::strerror(errno)));
   std::string out;
   char buf[1 << 16];
   size_t n;
-  while ((n = std::fread(buf, 1, sizeof buf, f)) > 0) out.append(buf, n);
+  while ((n = std::fread(buf, 1, sizeof buf, f)) > 0) {
+    out.append(buf, n);
+    if (max_bytes >= 0 && static_cast<int64_t>(out.size()) > max_bytes) {
+      std::fclose(f);
+      const bool mib = max_bytes % (int64_t{1} << 20) == 0;
+      throw Error(detail::concat(what, what.empty() ? "" : " ", "'", path, "' holds more than ",
+                                 mib ? max_bytes >> 20 : max_bytes, mib ? " MiB" : " bytes", ", the most read from it"));
+    }
+  }
   int err = std::ferror(f) ? errno : 0;
   std::fclose(f);
   // fopen succeeds on a directory; the read then fails (EISDIR).
   if (err) throw Error(detail::concat("cannot read '", path, "': ", std::strerror(err)));
   return out;
+}
+
+const char* file_kind_name(unsigned mode) {
+  if (S_ISREG(mode)) return "a regular file";
+  if (S_ISFIFO(mode)) return "a FIFO";
+  if (S_ISDIR(mode)) return "a directory";
+  if (S_ISCHR(mode)) return "a character device";
+  if (S_ISBLK(mode)) return "a block device";
+  if (S_ISSOCK(mode)) return "a socket";
+  return "not a regular file";
+}
+
+void require_regular_file(const std::string& path, const std::string& what, const std::string& needed) {
+  const std::string prefix = what.empty() ? std::string() : what + " ";
+  struct stat st {};
+  if (::stat(path.c_str(), &st) != 0) {
+    const int err = errno;
+    std::string w = what;
+    if (!w.empty() && w.back() == ':') w.pop_back();
+    throw Error(detail::concat(w, w.empty() ? "" : ": ", "cannot open '", path, "': ", std::strerror(err)));
+  }
+  if (!S_ISREG(st.st_mode))
+    throw Error(detail::concat(prefix, "'", path, "' is ", file_kind_name(st.st_mode), ", not ", needed));
 }
 
 namespace {

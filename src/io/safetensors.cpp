@@ -181,6 +181,8 @@ SafetensorsFile read_safetensors(const std::string& path, bool keep_bf16, bool w
                                  const SafetensorsTensorFn& each = {}) {
   auto bad = [&](const auto&... args) { return Error(detail::concat("load_safetensors: '", path, "': ", args...)); };
 
+  // stat() before the open: opening a FIFO with no writer would block (a model file is read at random).
+  require_regular_file(path, "load_safetensors:", "a model file");
   std::unique_ptr<std::FILE, FileCloser> f(std::fopen(path.c_str(), "rb"));
   if (!f) throw Error(detail::concat("load_safetensors: cannot open '", path, "': ", std::strerror(errno)));
   struct stat st;

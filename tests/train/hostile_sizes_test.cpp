@@ -89,10 +89,10 @@ TEST(HostileSizes, GradientAccumulationBounded) {
 TEST(HostileSizes, DataPathMustBeARegularFile) {
   // item 6: /dev/zero was read on to 2 GB
   EXPECT_TRUE(has(testing::error_of([] { io::read_data_file("/dev/zero", "lm task: data.path"); }),
-                  "lm task: data.path '/dev/zero' is not a regular file"));
+                  "lm task: data.path '/dev/zero' is a character device, not a regular file"));
   testing::ShellResult r = train_with("data.path=/dev/zero", "ulimit -v 4000000; ");
   EXPECT_EQ(r.code, 1) << r.out;
-  EXPECT_TRUE(has(r.out, "qkv: error: lm task: data.path '/dev/zero' is not a regular file")) << r.out;
+  EXPECT_TRUE(has(r.out, "qkv: error: lm task: data.path '/dev/zero' is a character device, not a regular file")) << r.out;
   testing::TempDir dir("hostile-sizes");
   io::write_file_atomic((dir.path / "t.txt").string(), "hello");
   EXPECT_EQ(io::read_data_file((dir.path / "t.txt").string(), "x"), "hello");

@@ -1,6 +1,7 @@
 // Whole-file reads and atomic whole-file writes.
 #pragma once
 
+#include <cstdint>
 #include <string>
 #include <string_view>
 
@@ -9,6 +10,21 @@ namespace qkv::io {
 // The whole file as bytes. Throws qkv::Error("cannot open 'PATH': <strerror>") when it is missing or
 // unreadable.
 std::string read_file(const std::string& path);
+// The same, reading no more than `max_bytes` (a config: io::kMaxConfigBytes): a file that holds
+// more — /dev/zero, a data set given where a config goes — is a qkv::Error
+// "<what> 'PATH' holds more than 4 MiB, the most read from it" as soon as its bytes pass the limit
+// (issue 43: a config of /dev/zero read on until the memory ran out). Read as a stream: a pipe works.
+std::string read_file(const std::string& path, int64_t max_bytes, const std::string& what);
+
+// What a file of this st_mode is, in words: "a regular file", "a FIFO", "a directory", "a character
+// device", "a block device", "a socket".
+const char* file_kind_name(unsigned mode);
+
+// Refuses at once, before any open (stat() never blocks, an open of a FIFO with no writer does),
+// anything at `path` but a regular file: "<what> 'PATH' is a FIFO, not <needed>", or
+// "<what>: cannot open 'PATH': <strerror>" when stat() fails. For files read at random or to their
+// size: model files, training data. Text inputs and configs may be pipes and are not checked.
+void require_regular_file(const std::string& path, const std::string& what, const std::string& needed);
 
 // Writes `bytes` so that `path` is always either the old file or the complete new one, never a
 // half-written one: the bytes go to a fresh "<path>.tmp-<pid>" in the same directory (created
