@@ -6,12 +6,18 @@ Everything is made deterministically in one folder (`make_cases(tmp, ...)`); eac
   name     unique, "<category>/<kind>/<what>"
   argv     the command ("{qkv}" and "{python}" are filled in by the runner)
   expect   "fail": exit 1 with a last stderr line naming the input; "any": exit 0 is also right
-           (the value is legitimately valid) — a failure must still be exit 1 naming the input
+           (the value is legitimately valid) — a failure must still be exit 1 naming the input;
+           "pass": exit 0 only
   names    strings of which the last stderr line must hold one (the file, the key, the flag)
   gone     paths that must not exist afterwards (nothing half-written)
   kinds    {path: file type} that must hold afterwards ("chr", "fifo", "link:<target>", "dir")
   python   True: a Python snippet; its last stderr line is "EXC <Type>: ..." or "OK ..."
   usage    True: a flag case where CLI11's usage error (exit 2) is also accepted
+  partner  a FIFO's other end, started right after the command (a FIFO is read and written in place,
+           as `cat` and the shell's `>` do: opening one waits for the other end):
+           {"write": path, "data": bytes} writes data into it; {"read": path} drains it, and the
+           drained bytes must be non-empty
+  stdout_lines  the number of lines stdout must hold (exit 0)
 """
 import copy
 import json
@@ -125,11 +131,12 @@ class Maker:
         return p
 
     def add(self, name, argv, expect="fail", names=(), gone=(), kinds=None, python=False, usage=False,
-            env=None, timeout=None, plant=(), no_temps=()):
+            env=None, timeout=None, plant=(), no_temps=(), partner=None, stdout_lines=None):
         assert not any(c["name"] == name for c in self.cases), name
         self.cases.append(dict(name=name, argv=list(argv), expect=expect, names=list(names), gone=list(gone),
                                kinds=dict(kinds or {}), python=python, usage=usage, env=dict(env or {}),
-                               plant=list(plant), no_temps=list(no_temps),
+                               plant=list(plant), no_temps=list(no_temps), partner=partner,
+                               stdout_lines=stdout_lines,
                                timeout=timeout or (8 if "fifo" in name else None)))
 
     def out(self, stem):
@@ -549,8 +556,11 @@ def add_train_cases(m, cfgs):
     for label, p in (("fifo", fifo), ("dev-zero", "/dev/zero"), ("directory", m.path("configs/dir.json/x")[:-2])):
         os.makedirs(m.path("configs/dir.json"), exist_ok=True)
         out = m.out("train-special")
+        # a config may be a pipe (`qkv train <(cmd)`): the FIFO is read in place; what comes through it is
+        # not JSON, an error naming it
         m.add(f"train/config-file/{label}", ["{qkv}", "train", p, "-o", out, "-q"], names=[p],
-              gone=[os.path.join(out, "model.safetensors")], kinds={fifo: "fifo"} if label == "fifo" else {})
+              gone=[os.path.join(out, "model.safetensors")], kinds={fifo: "fifo"} if label == "fifo" else {},
+              partner={"write": fifo, "data": b'{"task": "lm", not json\n'} if label == "fifo" else None)
 
 
 # -- pictures --
@@ -701,25 +711,34 @@ def add_flag_cases(m, files, pics):
             z = b"\0" * (1 << 20)
             for _ in range(512):
                 g.write(z)
-    fifo_in = m.path("inputs/a-fifo.txt")
-    if not os.path.exists(fifo_in):
-        os.mkfifo(fifo_in)
-    inputs = {"dev-zero": "/dev/zero", "fifo": fifo_in, "directory": m.path("inputs"),
+    inputs = {"dev-zero": "/dev/zero", "fifo": None, "directory": m.path("inputs"),
               "missing": m.path("inputs/missing.txt"), "gzip-bomb": bomb,
               "bad-gzip": m.write("inputs/bad.txt.gz", gzip.compress(b"one two\n" * 100)[:-20]),
               "not-gzip": m.write("inputs/plain.txt.gz", "one two\n"),
               "invalid-utf8": m.write("inputs/invalid.txt", b"one \xff\xfe two \xc3\n"),
               "long-line": m.write("inputs/long-line.txt", "one two " * 200000 + "\n")}
     one = m.write("inputs/one.txt", "one two\n")  # the other side: one line, as the hostile ones hold
+    two_lines = "one two\nthree four\n"
+    two = m.write("inputs/two.txt", two_lines)  # the other side of a FIFO's two lines
     for label, p in inputs.items():
-        kinds = {p: "fifo"} if label == "fifo" else {}
         # replaced bytes / a truncated line with a warning are documented; plain text named .gz is read as such
         valid = label in ("invalid-utf8", "long-line", "not-gzip")
-        for cmd, argv in (("translate-i", ["{qkv}", "translate", "--threads", "1", "-m", tr, "-i", p]),
-                          ("eval-src", ["{qkv}", "eval", "--threads", "1", "-m", tr, "--src", p, "--ref", one]),
-                          ("eval-ref", ["{qkv}", "eval", "--threads", "1", "-m", tr, "--src", one, "--ref", p]),
-                          ("eval-hyp", ["{qkv}", "eval", "--hyp", p, "--ref", one])):
-            m.add(f"input/{cmd}/{label}", argv, expect="any" if valid else "fail", names=[p], kinds=kinds)
+        for cmd in ("translate-i", "eval-src", "eval-ref", "eval-hyp"):
+            kinds, partner, other, lines = {}, None, one, None
+            if label == "fifo":
+                # a text input may be a pipe (`-i <(cmd)`): a FIFO of its own per case (cases run side by
+                # side), read in place as `cat` does; a partner writes two plain lines, all processed
+                p = m.path(f"inputs/a-fifo-{cmd}.txt")
+                if not os.path.exists(p):
+                    os.mkfifo(p)
+                kinds, partner, other = {p: "fifo"}, {"write": p, "data": two_lines.encode()}, two
+                lines = 2 if cmd == "translate-i" else None
+            argv = {"translate-i": ["{qkv}", "translate", "--threads", "1", "-m", tr, "-i", p],
+                    "eval-src": ["{qkv}", "eval", "--threads", "1", "-m", tr, "--src", p, "--ref", other],
+                    "eval-ref": ["{qkv}", "eval", "--threads", "1", "-m", tr, "--src", other, "--ref", p],
+                    "eval-hyp": ["{qkv}", "eval", "--hyp", p, "--ref", other]}[cmd]
+            m.add(f"input/{cmd}/{label}", argv, expect="pass" if label == "fifo" else "any" if valid else "fail",
+                  names=[p], kinds=kinds, partner=partner, stdout_lines=lines)
 
     # OMP_NUM_THREADS and friends
     for var, val in (("OMP_NUM_THREADS", "1000000"), ("OMP_NUM_THREADS", "-1"), ("OMP_NUM_THREADS", "x"),
@@ -786,8 +805,12 @@ def add_flag_cases(m, files, pics):
                 continue
             # writing to /dev/null or through a link to a regular file could be defended either way;
             # what must hold: exit 0 or a clean exit 1 naming the path, and the file type unchanged
-            m.add(f"output/{cmd}/{label}", argv, expect="any", names=[base, "-o", "--out"], kinds=kinds,
-                  plant=[(base, own_victim)] if label == "temp-name-link" else [], no_temps=[base])
+            # a FIFO is written in place, as the shell's `>` does (opening it waits for a reader): a partner
+            # drains it; the command must succeed and the output must have gone through the FIFO
+            fifo_out = label == "fifo" and cmd in ("translate", "average", "eval-hyp-out", "eval-csv")  # files, not folders
+            m.add(f"output/{cmd}/{label}", argv, expect="pass" if fifo_out else "any", names=[base, "-o", "--out"],
+                  kinds=kinds, plant=[(base, own_victim)] if label == "temp-name-link" else [], no_temps=[base],
+                  partner={"read": base} if fifo_out else None)
 
 
 # -- Python --

@@ -15,9 +15,11 @@ A Python case must end in a Python exception (or a correct result where the valu
 """
 import argparse
 import concurrent.futures
+import errno
 import fnmatch
 import os
 import resource
+import select
 import shutil
 import signal
 import stat
@@ -75,23 +77,88 @@ def run_case(case, qkv, python, timeout, mem):
                     argv=[a for a in case["argv"]])
 
 
+class Partner(threading.Thread):
+    """A FIFO's other end, for a command that reads or writes one in place: {"write": path, "data": bytes}
+    opens it for writing once the command has opened it for reading and writes data; {"read": path} opens it
+    for reading and drains it until the command has exited. Non-blocking opens and polls throughout, so a
+    command that never opens the FIFO leaves the partner waiting for nothing (`stop`)."""
+
+    def __init__(self, spec):
+        super().__init__(daemon=True)
+        self.spec, self.got, self.wrote, self.error = spec, b"", False, None
+        self.done = threading.Event()  # set once the command has exited
+        self.fd = None
+        if "read" in spec:  # a reader is there before the command starts: its open for writing goes through
+            self.fd = os.open(spec["read"], os.O_RDONLY | os.O_NONBLOCK)
+
+    def run(self):
+        try:
+            self.read() if "read" in self.spec else self.write()
+        except Exception as e:
+            self.error = f"{type(e).__name__}: {e}"
+        finally:
+            if self.fd is not None:
+                os.close(self.fd)
+
+    def write(self):
+        path, data = self.spec["write"], self.spec["data"]
+        while self.fd is None:  # ENXIO until the command opens its end for reading
+            try:
+                self.fd = os.open(path, os.O_WRONLY | os.O_NONBLOCK)
+            except OSError as e:
+                if e.errno != errno.ENXIO:
+                    raise
+                if self.done.wait(0.01):
+                    return
+        os.set_blocking(self.fd, True)
+        try:
+            os.write(self.fd, data)  # a few bytes: well within the pipe's buffer
+            self.wrote = True
+        except BrokenPipeError:
+            pass
+
+    def read(self):
+        while True:
+            exited = self.done.is_set()
+            r, _, _ = select.select([self.fd], [], [], 0.02)
+            chunk = b""
+            if r:
+                try:
+                    chunk = os.read(self.fd, 1 << 16)
+                except BlockingIOError:
+                    pass
+                self.got += chunk
+            if exited and not chunk:
+                return
+            if r and not chunk:
+                time.sleep(0.01)  # no writer (yet, or any more): EOF until the command opens it
+
+
 def run_one(case, qkv, python, timeout, mem):
     argv = [qkv if a == "{qkv}" else python if a == "{python}" else a for a in case["argv"]]
     env = dict(os.environ, OMP_NUM_THREADS="1", GOMP_SPINCOUNT="30000", LC_ALL="C.UTF-8")
     env.update(case["env"])
     t0 = time.monotonic()
-    p = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
-                         env=env, cwd=REPO, preexec_fn=limits(mem, case["plant"]))
+    partner = Partner(case["partner"]) if case["partner"] else None
+    want_out = case["stdout_lines"] is not None
+    p = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE if want_out else subprocess.DEVNULL,
+                         stderr=subprocess.PIPE, env=env, cwd=REPO, preexec_fn=limits(mem, case["plant"]))
+    if partner:
+        partner.start()
     timed_out = False
+    out = b""
     try:
-        _, err = p.communicate(timeout=case["timeout"] or timeout)
+        out, err = p.communicate(timeout=case["timeout"] or timeout)
     except subprocess.TimeoutExpired:
         timed_out = True
         try:
             os.killpg(p.pid, signal.SIGKILL)
         except ProcessLookupError:
             pass
-        _, err = p.communicate()
+        out, err = p.communicate()
+    if partner:
+        partner.done.set()
+        partner.join(10)
     secs = time.monotonic() - t0
     err = err.decode("utf-8", "replace")
     rc = p.returncode
@@ -114,9 +181,11 @@ def run_one(case, qkv, python, timeout, mem):
         else:
             problems.append(f"exit {rc} without a Python exception")
     else:
-        ok_codes = {1} | ({0} if case["expect"] == "any" else set()) | ({2} if case["usage"] else set())
+        ok_codes = ({0} if case["expect"] == "pass" else
+                    {1} | ({0} if case["expect"] == "any" else set()) | ({2} if case["usage"] else set()))
         if rc not in ok_codes:
-            problems.append(f"exit {rc}" + (" (expected 1)" if rc != 0 else " (the input was accepted)"))
+            problems.append(f"exit {rc}" + (" (expected 0)" if case["expect"] == "pass" else
+                                             " (expected 1)" if rc != 0 else " (the input was accepted)"))
         if rc != 0 and rc in ok_codes | {105, 106, 107, 108, 109} and case["names"]:
             if not any(n and n in line for n in case["names"]):
                 problems.append("last stderr line names no input")
@@ -126,6 +195,19 @@ def run_one(case, qkv, python, timeout, mem):
             for g in case["gone"]:
                 if os.path.lexists(g):
                     problems.append(f"left {os.path.relpath(g, os.path.dirname(os.path.dirname(g)))} behind")
+    if partner and not timed_out:
+        if partner.is_alive():
+            problems.append("the FIFO's partner did not finish")
+        elif partner.error:
+            problems.append(f"the FIFO's partner: {partner.error}")
+        elif "read" in case["partner"] and rc == 0 and not partner.got:
+            problems.append("nothing came out through the FIFO")
+        elif "write" in case["partner"] and not partner.wrote:
+            problems.append("the command never opened the FIFO for reading")
+    if want_out and rc == 0 and not timed_out:
+        n = len(out.decode("utf-8", "replace").splitlines())
+        if n != case["stdout_lines"]:
+            problems.append(f"{n} lines on stdout (expected {case['stdout_lines']})")
     for path, want in case["kinds"].items():
         if want.startswith("content:"):
             try:
