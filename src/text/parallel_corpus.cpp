@@ -1,5 +1,6 @@
 #include "qkv/text/parallel_corpus.h"
 
+#include <sys/stat.h>
 #include <zlib.h>
 
 #include <algorithm>
@@ -14,48 +15,117 @@
 #include <vector>
 
 #include "qkv/core/error.h"
+#include "qkv/core/machine.h"
 #include "qkv/io/data_file.h"
 #include "qkv/io/file.h"
 
 namespace qkv::text {
 namespace {
 
+std::string mib_str(int64_t bytes) {
+  return bytes % (int64_t{1} << 20) == 0 ? std::to_string(bytes >> 20) + " MiB" : std::to_string(bytes) + " bytes";
+}
 
-// Inflates gzip bytes (all members, as gzip -d does). A stream that ends before its trailer — a
-// truncated download — or that fails its CRC is an error naming the file.
-std::string inflate_gzip(const std::string& raw, const std::string& path) {
-  std::string data;
+// Lines as the bytes come (from the file, or from zlib as it inflates), held within the limits:
+// a line longer than limits.max_line_bytes, or lines (and the file's own bytes, `held` at the
+// start) taking more than the budget, stop the reading there with an error naming the file — a
+// gzip file that inflates to gigabytes is refused after the first line too long or the first
+// budget's worth, never inflated whole (issue 43).
+class LineCollector {
+ public:
+  LineCollector(const std::string& path, const std::string& what, const LineLimits& limits, int64_t held, bool gzip)
+      : path_(path), what_(what), limits_(limits), held_(held), gzip_(gzip) {
+    budget_ = limits.max_bytes > 0 ? limits.max_bytes : machine_memory_bytes() / 2;
+    check_budget();
+  }
+
+  void feed(const char* p, size_t n) {
+    while (n > 0) {
+      const char* nl = static_cast<const char*>(std::memchr(p, '\n', n));
+      const size_t take = nl ? static_cast<size_t>(nl - p) : n;
+      // (a '\r' before the '\n' is not the line's: one byte of slack)
+      QKV_CHECK(partial_.size() + take <= static_cast<size_t>(limits_.max_line_bytes) + 1, what_, " '", path_, "': line ",
+                lines_.size() + 1, " is longer than ", mib_str(limits_.max_line_bytes), gzip_ ? " (decompressed)" : "",
+                ": the lines of a text file are sentences");
+      partial_.append(p, take);
+      if (!nl) return;
+      end_line();
+      p += take + 1, n -= take + 1;
+    }
+  }
+
+  // The last line, when the text does not end with '\n'.
+  std::vector<std::string> finish() {
+    if (!partial_.empty()) end_line();
+    return std::move(lines_);
+  }
+
+ private:
+  void end_line() {
+    if (!partial_.empty() && partial_.back() == '\r') partial_.pop_back();
+    QKV_CHECK(partial_.size() <= static_cast<size_t>(limits_.max_line_bytes), what_, " '", path_, "': line ",
+              lines_.size() + 1, " is longer than ", mib_str(limits_.max_line_bytes), gzip_ ? " (decompressed)" : "",
+              ": the lines of a text file are sentences");
+    held_ += static_cast<int64_t>(partial_.size() + sizeof(std::string));
+    check_budget();
+    lines_.emplace_back(partial_);  // a copy of its own size; partial_ keeps its buffer for the next line
+    partial_.clear();
+  }
+
+  void check_budget() const {
+    if (held_ <= budget_) return;
+    const std::string whose = limits_.max_bytes > 0 ? std::string("the limit")
+                                                    : "half of this machine's " + memory_str(machine_memory_bytes()) +
+                                                          " of memory";
+    QKV_CHECK(false, what_, " '", path_, "': its lines", gzip_ ? " (decompressed)" : "", " take more than ",
+              memory_str(budget_), " (", whose, ")");
+  }
+
+  const std::string& path_;
+  const std::string& what_;
+  const LineLimits& limits_;
+  int64_t held_, budget_ = 0;
+  bool gzip_;
+  std::string partial_;
+  std::vector<std::string> lines_;
+};
+
+// Inflates gzip bytes (all members, as gzip -d does) into `lines`, a piece at a time. A stream
+// that ends before its trailer — a truncated download — or that fails its CRC is an error naming
+// the file.
+void inflate_gzip(const std::string& raw, const std::string& path, const std::string& what, LineCollector& lines) {
   std::vector<char> out(1 << 20);
   size_t pos = 0;
   while (pos < raw.size()) {
     z_stream zs{};
-    QKV_CHECK(inflateInit2(&zs, 16 + MAX_WBITS) == Z_OK, "read_lines: ", path, ": zlib init failed");
+    QKV_CHECK(inflateInit2(&zs, 16 + MAX_WBITS) == Z_OK, what, " '", path, "': zlib init failed");
+    struct End {
+      z_stream* zs;
+      ~End() { inflateEnd(zs); }
+    } end{&zs};
     zs.next_in = reinterpret_cast<Bytef*>(const_cast<char*>(raw.data() + pos));
-    zs.avail_in = static_cast<uInt>(raw.size() - pos);
+    const char* const end_of_raw = raw.data() + raw.size();
+    auto next_in = [&] { return reinterpret_cast<const char*>(zs.next_in); };
+    // (a file past 4 GiB goes to zlib in pieces its 32-bit counts can hold)
+    auto give = [&] { zs.avail_in = static_cast<uInt>(std::min<size_t>(end_of_raw - next_in(), size_t{1} << 30)); };
+    give();
     int rc = Z_OK;
     while (rc == Z_OK) {
+      if (zs.avail_in == 0) give();
       zs.next_out = reinterpret_cast<Bytef*>(out.data());
       zs.avail_out = static_cast<uInt>(out.size());
       rc = inflate(&zs, Z_NO_FLUSH);
-      data.append(out.data(), out.size() - zs.avail_out);
-      if (rc == Z_BUF_ERROR && zs.avail_in == 0) break;  // input exhausted before the end of the stream
+      lines.feed(out.data(), out.size() - zs.avail_out);
+      if (rc == Z_BUF_ERROR && zs.avail_in == 0) {
+        if (next_in() == end_of_raw) break;  // input exhausted before the end of the stream
+        rc = Z_OK;                           // the next piece of a large file
+      }
     }
     const std::string why = zs.msg ? zs.msg : (rc == Z_BUF_ERROR ? "unexpected end of file (truncated?)" : "corrupt data");
-    const size_t used = raw.size() - pos - zs.avail_in;
-    inflateEnd(&zs);
-    QKV_CHECK(rc == Z_STREAM_END, "read_lines: ", path, ": gzip error: ", why);
-    pos += used;
+    QKV_CHECK(rc == Z_STREAM_END, what, " '", path, "': gzip error: ", why);
+    pos = static_cast<size_t>(next_in() - raw.data());
     while (pos < raw.size() && raw[pos] == 0) ++pos;  // padding after the last member
   }
-  return data;
-}
-
-// The whole file (read once), decompressed when it starts with the gzip magic bytes 1f 8b.
-std::string read_file_bytes(const std::string& path) {
-  std::string raw = io::read_data_file(path, "parallel corpus");
-  const bool gzip = raw.size() >= 2 && static_cast<unsigned char>(raw[0]) == 0x1f &&
-                    static_cast<unsigned char>(raw[1]) == 0x8b;
-  return gzip ? inflate_gzip(raw, path) : raw;
 }
 
 uint64_t splitmix64(uint64_t& state) {
@@ -76,25 +146,80 @@ uint64_t uniform_below(uint64_t& state, uint64_t n) {
 
 }  // namespace
 
-std::vector<std::string> read_lines(const std::string& path) {
-  const std::string data = read_file_bytes(path);
-  std::vector<std::string> lines;
-  size_t pos = 0;
-  while (pos < data.size()) {
-    size_t end = data.find('\n', pos);
-    const size_t next = end == std::string::npos ? data.size() : end + 1;
-    if (end == std::string::npos) end = data.size();
-    if (end > pos && data[end - 1] == '\r') --end;
-    lines.emplace_back(data, pos, end - pos);
-    pos = next;
+namespace {
+
+// A pipe, a FIFO or a device (`-i <(cmd)`, /dev/stdin) read as a stream, as `cat` does: opening a
+// FIFO waits for its writer. Plain lines are collected as they come (a line past the limit — /dev/zero —
+// stops the reading there); gzip bytes are held, within the budget, then inflated.
+std::vector<std::string> read_stream_lines(const std::string& path, const std::string& what, const LineLimits& limits) {
+  std::unique_ptr<std::FILE, int (*)(std::FILE*)> f(std::fopen(path.c_str(), "rb"), &std::fclose);
+  if (!f) throw Error(detail::concat(what, ": cannot open '", path, "': ", std::strerror(errno)));
+  const int64_t budget = limits.max_bytes > 0 ? limits.max_bytes : machine_memory_bytes() / 2;
+  std::vector<char> buf(1 << 16);
+  std::string raw;  // gzip only
+  int gzip = -1;    // unknown until the first two bytes
+  std::unique_ptr<LineCollector> lines;
+  std::string head;
+  size_t n;
+  while ((n = std::fread(buf.data(), 1, buf.size(), f.get())) > 0) {
+    if (gzip < 0) {
+      head.append(buf.data(), n);
+      if (head.size() < 2) continue;
+      gzip = static_cast<unsigned char>(head[0]) == 0x1f && static_cast<unsigned char>(head[1]) == 0x8b;
+      if (gzip) raw = std::move(head);
+      else {
+        lines = std::make_unique<LineCollector>(path, what, limits, 0, false);
+        lines->feed(head.data(), head.size());
+      }
+      head.clear();
+      continue;
+    }
+    if (gzip) {
+      raw.append(buf.data(), n);
+      QKV_CHECK(static_cast<int64_t>(raw.size()) <= budget, what, " '", path, "': more than ", memory_str(budget),
+                " of gzip bytes");
+    } else {
+      lines->feed(buf.data(), n);
+    }
   }
-  return lines;
+  QKV_CHECK(!std::ferror(f.get()), what, ": cannot read '", path, "': ", std::strerror(errno));
+  if (gzip < 0) {  // fewer than two bytes
+    LineCollector few(path, what, limits, 0, false);
+    few.feed(head.data(), head.size());
+    return few.finish();
+  }
+  if (gzip) {
+    LineCollector inflated(path, what, limits, static_cast<int64_t>(raw.size()), true);
+    inflate_gzip(raw, path, what, inflated);
+    return inflated.finish();
+  }
+  return lines->finish();
+}
+
+}  // namespace
+
+std::vector<std::string> read_lines(const std::string& path, const std::string& what, const LineLimits& limits) {
+  struct stat st {};
+  if (::stat(path.c_str(), &st) == 0 && !S_ISREG(st.st_mode) && !S_ISDIR(st.st_mode))
+    return read_stream_lines(path, what, limits);
+  // A regular file no larger than half the memory (io/data_file.h), read once; gzip (its magic
+  // bytes 1f 8b) inflated as its lines are collected.
+  const std::string raw = io::read_data_file(path, what);
+  const bool gzip = raw.size() >= 2 && static_cast<unsigned char>(raw[0]) == 0x1f &&
+                    static_cast<unsigned char>(raw[1]) == 0x8b;
+  // The lines of a plain file are held beside its bytes; a gzip file's beside its compressed bytes.
+  LineCollector lines(path, what, limits, static_cast<int64_t>(raw.size()), gzip);
+  if (gzip) inflate_gzip(raw, path, what, lines);
+  else lines.feed(raw.data(), raw.size());
+  return lines.finish();
 }
 
 std::vector<SentencePair> read_tsv_pairs(const std::string& path, int src_col, int tgt_col) {
   QKV_CHECK(src_col >= 0 && tgt_col >= 0, "read_tsv_pairs: ", path, ": negative column (",
             src_col, ", ", tgt_col, ")");
-  const std::vector<std::string> lines = read_lines(path);
+  // training data: a regular file (a pipe would not be read at random, and is refused before it is opened)
+  io::require_regular_file(path, "parallel corpus", "a regular file: training data is read from files");
+  const std::vector<std::string> lines = read_lines(path, "parallel corpus");
   const size_t need = static_cast<size_t>(std::max(src_col, tgt_col)) + 1;
   std::vector<SentencePair> pairs;
   pairs.reserve(lines.size());
@@ -122,8 +247,10 @@ std::vector<SentencePair> read_tsv_pairs(const std::string& path, int src_col, i
 
 std::vector<SentencePair> read_file_pairs(const std::string& src_path,
                                           const std::string& tgt_path) {
-  std::vector<std::string> src = read_lines(src_path);
-  std::vector<std::string> tgt = read_lines(tgt_path);
+  io::require_regular_file(src_path, "parallel corpus", "a regular file: training data is read from files");
+  io::require_regular_file(tgt_path, "parallel corpus", "a regular file: training data is read from files");
+  std::vector<std::string> src = read_lines(src_path, "parallel corpus");
+  std::vector<std::string> tgt = read_lines(tgt_path, "parallel corpus");
   QKV_CHECK(src.size() == tgt.size(), "read_file_pairs: ", src_path, " has ", src.size(),
             " lines but ", tgt_path, " has ", tgt.size());
   std::vector<SentencePair> pairs(src.size());

@@ -15,10 +15,25 @@ struct SentencePair {
   std::string src, tgt;
 };
 
+// What read_lines holds. A line is a sentence, at most max_line_bytes (16 MiB: a sentence is
+// kilobytes, and tokenizing a line takes tens of bytes per byte); the lines together — their bytes
+// and a std::string each — and the file's own bytes at most max_bytes (0: half of the machine's
+// memory, core/machine.h). Both bound what a gzip file inflates to: a "bomb" of 512 MiB of zeros
+// ran qkv out of memory (issue 43); it is refused after its first 16 MiB.
+struct LineLimits {
+  int64_t max_line_bytes = int64_t{16} << 20;
+  int64_t max_bytes = 0;
+};
+
 // The lines of a text file, plain or gzip-compressed (recognized by its magic bytes, not its
 // name). Lines end at '\n'; a trailing '\r' is removed; a final line without '\n' counts, the
-// empty "line" after a final '\n' does not. qkv::Error naming the path when it cannot be read.
-std::vector<std::string> read_lines(const std::string& path);
+// empty "line" after a final '\n' does not. A regular file is read to its size, no larger than
+// half the memory (io/data_file.h); a pipe, FIFO or device (`-i <(cmd)`) is read as a stream, as
+// `cat` does (opening a FIFO waits for its writer). read_tsv_pairs and read_file_pairs (training
+// data) take regular files only. qkv::Error "<what> '<path>': …" when it cannot be read, is not gzip
+// it claims to be, or passes the limits (naming the line, or the limit).
+std::vector<std::string> read_lines(const std::string& path, const std::string& what = "text file",
+                                    const LineLimits& limits = {});
 
 // Tab-separated pairs: column src_col is the source, tgt_col the target (0-based). A line with
 // too few columns (an empty line included) → qkv::Error "PATH:LINE: ...".
