@@ -1,5 +1,6 @@
 #include "qkv/core/machine.h"
 
+#include <sys/resource.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -30,6 +31,10 @@ int64_t machine_memory_bytes() {
     int64_t phys = pages > 0 && page > 0 ? static_cast<int64_t>(pages) * page : int64_t{1} << 30;
     const int64_t cg = cgroup_memory_max();
     if (cg > 0) phys = std::min(phys, cg);
+    // the process's address-space limit (ulimit -v) bounds what it can allocate as surely
+    rlimit as{};
+    if (getrlimit(RLIMIT_AS, &as) == 0 && as.rlim_cur != RLIM_INFINITY)
+      phys = std::min<int64_t>(phys, static_cast<int64_t>(as.rlim_cur));
     if (const char* e = std::getenv("QKV_MEMORY_BYTES")) {
       const long long v = std::strtoll(e, nullptr, 10);
       if (v > 0) phys = std::min<int64_t>(phys, v);

@@ -1,4 +1,5 @@
 #include "qkv/autograd/node.h"
+#include "qkv/core/parallel.h"
 #include "testing.h"
 
 namespace qkv {
@@ -116,6 +117,24 @@ TEST(Gradcheck, CatchesAWrongBackwardRule) {
   auto r = autograd::gradcheck(wrong_square, {x});
   EXPECT_FALSE(r.ok);
   EXPECT_NE(r.message.find("element"), std::string::npos) << r.message;
+}
+
+// Freeing a deep graph: each op's node owned its input, which owned the node before it, and the
+// default destructors freed them as one nested call per op — a chain of 10^5 thin layers
+// (`qkv train --set model.n_layer=100000`) overflowed the stack. ~Node frees iteratively.
+TEST(Autograd, ADeepGraphIsFreedWithoutRecursion) {
+  Tensor x = Tensor::from_vector({1}, {1}).requires_grad_();
+  Tensor y = x;
+  for (int i = 0; i < 300000; ++i) y = y * 1.f;  // 300k nodes: far past an 8 MiB stack when nested
+  EXPECT_TRUE(y.requires_grad());
+  y = Tensor();  // frees the chain here
+  SUCCEED();
+}
+
+// An exception inside an OpenMP region is thrown after it (libgomp would call std::terminate).
+TEST(Autograd, AnErrorInsideAParallelRegionIsThrownAfterIt) {
+  set_num_threads(2);
+  EXPECT_THROW(parallel_for(1000, 1, [](int64_t b, int64_t) { QKV_CHECK(b != 0, "the first chunk fails"); }), Error);
 }
 
 }  // namespace

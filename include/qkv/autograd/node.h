@@ -37,6 +37,9 @@ struct Node {
   std::vector<Shape> input_shapes;                   // to check what backward returns
   MultiBackwardFn backward;                          // outputs' gradients → inputs'; empty once freed
   int num_outputs = 1;
+  // Frees the graph behind it without recursion (tape.cpp): a chain of 10^5 layers overflowed the
+  // stack through one nested destructor per op.
+  ~Node();
 };
 
 // True when grad mode is on and any of the inputs requires grad.

@@ -4,7 +4,10 @@
 
 #include <omp.h>
 
+#include <atomic>
 #include <cstdint>
+#include <exception>
+#include <mutex>
 
 namespace qkv {
 
@@ -18,8 +21,36 @@ void set_num_threads(int n);    // torch.set_num_threads's counterpart (n checke
 void check_omp_num_threads();
 bool in_parallel_region();
 
+// An exception may not leave an OpenMP region (libgomp calls std::terminate: a oneDNN GEMM that
+// ran out of memory inside attention's region aborted `qkv train`), nor skip a worksharing loop
+// that the region's other threads reach. So a region runs its bodies through run(), which keeps the
+// first exception and skips every body after it, and its owner calls rethrow() after the region.
+class RegionErrors {
+ public:
+  template <typename F>
+  void run(F&& f) noexcept {
+    if (failed_.load(std::memory_order_relaxed)) return;
+    try {
+      f();
+    } catch (...) {
+      std::lock_guard<std::mutex> lock(m_);
+      if (!first_) first_ = std::current_exception();
+      failed_.store(true, std::memory_order_relaxed);
+    }
+  }
+  void rethrow() {
+    if (first_) std::rethrow_exception(first_);
+  }
+
+ private:
+  std::atomic<bool> failed_{false};
+  std::mutex m_;
+  std::exception_ptr first_;
+};
+
 // Runs f(begin, end) over [0, n) split into contiguous chunks, one per thread; serial when n is
-// smaller than `grain` or when already inside a parallel region.
+// smaller than `grain` or when already inside a parallel region. An exception from f is thrown
+// here, after the region.
 template <typename F>
 void parallel_for(int64_t n, int64_t grain, F&& f) {
   if (n <= 0) return;
@@ -27,14 +58,16 @@ void parallel_for(int64_t n, int64_t grain, F&& f) {
     f(int64_t{0}, n);
     return;
   }
+  RegionErrors errors;
 #pragma omp parallel
   {
     int nt = omp_get_num_threads();
     int t = omp_get_thread_num();
     int64_t chunk = (n + nt - 1) / nt;
     int64_t b = t * chunk, e = b + chunk < n ? b + chunk : n;
-    if (b < e) f(b, e);
+    if (b < e) errors.run([&] { f(b, e); });
   }
+  errors.rethrow();
 }
 
 }  // namespace qkv

@@ -175,12 +175,15 @@ void attention_forward_flash(const AttnProblem& p, float* out, float* lse) {
     forward_block(p, b, h, i0, br, kb0 * kBc, std::min(kb1 * kBc, kv_end), acc, S);
     if (ksplit == 1) finish_rows(p, b, h, i0, br, acc, out, lse);
   };
+  RegionErrors errors;  // (sgemm or a buffer failing inside the region: thrown after it)
 #pragma omp parallel num_threads(nt) if (nt > 1)
   {
-    std::vector<float> S(static_cast<size_t>(kBr * kBc)), own(per_item);
+    std::vector<float> S, own;
+    errors.run([&] { S.resize(static_cast<size_t>(kBr * kBc)), own.resize(per_item); });
 #pragma omp for schedule(dynamic, 1)
-    for (int64_t it = 0; it < total; ++it) run_item(it, S.data(), own.data());
+    for (int64_t it = 0; it < total; ++it) errors.run([&] { run_item(it, S.data(), own.data()); });
   }
+  errors.rethrow();
   if (ksplit == 1) return;
   // Merge the key splits: m = max m_s, l = Σ e^(m_s − m) l_s, O = Σ e^(m_s − m) O_s.
   std::vector<float> O(static_cast<size_t>(kBr * p.Dv)), m(kBr), l(kBr);
@@ -286,12 +289,15 @@ void attention_backward_flash(const AttnProblem& p, const float* out, const floa
       }
     }
   };
+  RegionErrors errors;  // (sgemm or a buffer failing inside the region: thrown after it)
 #pragma omp parallel num_threads(nt) if (nt > 1)
   {
-    std::vector<float> S(static_cast<size_t>(kBr * kBc)), dP(static_cast<size_t>(kBr * kBc));
+    std::vector<float> S, dP;
+    errors.run([&] { S.resize(static_cast<size_t>(kBr * kBc)), dP.resize(static_cast<size_t>(kBr * kBc)); });
 #pragma omp for schedule(dynamic, 1)
-    for (int64_t it = 0; it < heads * ksplit; ++it) run_item(it, S.data(), dP.data());
+    for (int64_t it = 0; it < heads * ksplit; ++it) errors.run([&] { run_item(it, S.data(), dP.data()); });
   }
+  errors.rethrow();
   if (ksplit > 1) {
     for (int64_t bhk = 0; bhk < heads; ++bhk) {
       const int64_t b = bhk / p.Hkv, hk = bhk % p.Hkv;

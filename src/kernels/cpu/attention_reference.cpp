@@ -44,12 +44,15 @@ template <typename F>
 void for_each_head(int64_t B, int64_t heads, size_t scratch_floats, F&& f) {
   const int64_t count = B * heads;
   if (count >= num_threads() && num_threads() > 1 && !in_parallel_region()) {
+    RegionErrors errors;  // (a GEMM or the scratch failing inside the region: thrown after it)
 #pragma omp parallel
     {
-      std::vector<float> scratch(scratch_floats);
+      std::vector<float> scratch;
+      errors.run([&] { scratch.resize(scratch_floats); });
 #pragma omp for schedule(dynamic, 1)
-      for (int64_t i = 0; i < count; ++i) f(i / heads, i % heads, scratch.data());
+      for (int64_t i = 0; i < count; ++i) errors.run([&] { f(i / heads, i % heads, scratch.data()); });
     }
+    errors.rethrow();
   } else {
     std::vector<float> scratch(scratch_floats);
     for (int64_t i = 0; i < count; ++i) f(i / heads, i % heads, scratch.data());
