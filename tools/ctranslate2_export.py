@@ -81,15 +81,40 @@ def read_header(path):
         size = os.path.getsize(path)
         if n > size - 8:
             raise ExportError(f"'{path}' is not a safetensors file (header of {n} bytes in a {size}-byte file)")
+        def unique(pairs):  # json keeps the last of a key given twice; a tensor listed twice is refused
+            seen = set()
+            for k, _ in pairs:
+                if k in seen:
+                    raise ExportError(f"'{path}': its header names {k[:80]!r} twice")
+                seen.add(k)
+            return dict(pairs)
+
         try:
-            header = json.loads(f.read(n))
-        except (UnicodeDecodeError, ValueError) as e:
-            raise ExportError(f"'{path}' is not a safetensors file (its header is not JSON: {e})")
+            header = json.loads(f.read(n), object_pairs_hook=unique)
+        except (UnicodeDecodeError, ValueError, RecursionError) as e:
+            raise ExportError(f"'{path}' is not a safetensors file (its header is not JSON qkv reads: "
+                              f"{type(e).__name__}: {str(e)[:200]})")
+    if not isinstance(header, dict):
+        raise ExportError(f"'{path}' is not a safetensors file (its header is not a JSON object)")
     meta = header.pop("__metadata__", {}) or {}
     try:
         qkv = json.loads(meta["qkv"])
-    except (KeyError, TypeError, ValueError):
+    except (KeyError, TypeError, ValueError, RecursionError):
         raise ExportError(f"'{path}' has no qkv metadata (not a model file written by qkv train)")
+    if not isinstance(qkv, dict):
+        raise ExportError(f"'{path}' has no qkv metadata (not a model file written by qkv train)")
+    size = os.path.getsize(path) - 8 - n
+    for name, t in header.items():  # (qkv's loader checks the same before `qkv export` runs this)
+        try:
+            begin, end = t["data_offsets"]
+            shape = [int(d) for d in t["shape"]]
+            item = {"F32": 4, "F16": 2, "BF16": 2, "I32": 4, "I64": 8, "BOOL": 1}[t["dtype"]]
+            ok = 0 <= begin <= end <= size and all(d >= 0 for d in shape) and math.prod(shape) * item == end - begin
+        except (KeyError, TypeError, ValueError):
+            ok = False
+        if not ok:
+            raise ExportError(f"'{path}': tensor {name[:80]!r} has a dtype, shape or data_offsets that do not fit "
+                              f"the file ({size} data bytes)")
     return header, qkv, 8 + n
 
 

@@ -22,6 +22,7 @@
 #include "qkv/decode/caption.h"
 #include "qkv/decode/generate.h"
 #include "qkv/decode/translator.h"
+#include "qkv/io/config.h"
 #include "qkv/io/file.h"
 #include "qkv/io/json.h"
 #include "qkv/models/load.h"
@@ -330,7 +331,8 @@ void bind_models(nb::module_& m) {
           "max_batch_size"_a = 32, "num_hypotheses"_a = 1, "return_attention"_a = false, "use_cache"_a = true,
           "Translates sentences (plain text; the model's tokenizer splits them) with beam search (greedy at\n"
           "beam_size 1): one TranslationResult each, in order. An output is at most its source's length +\n"
-          "max_extra_length tokens; length_penalty is α of ((5 + n) / 6)^α.")
+          "max_extra_length tokens (1 … 10000); length_penalty is α of ((5 + n) / 6)^α (0 … 5), as the\n"
+          "command line's --max-extra and --alpha take them.")
       .def(
           "translate",
           [](const PyTranslator& t, nb::handle text, int64_t beam_size, double length_penalty) -> nb::object {
@@ -468,7 +470,7 @@ void bind_models(nb::module_& m) {
         std::string name = "(dict)", base = base_dir.value_or(".");
         if (nb::isinstance<nb::str>(config) || nb::hasattr(config, "__fspath__")) {
           name = nb::cast<std::string>(nb::str(config));
-          const std::string text = io::read_file(name);
+          const std::string text = io::read_file(name, io::kMaxConfigBytes, "config");
           try {
             cfg = io::parse_json(text, "config '" + name + "'");
           } catch (const nlohmann::json::exception& e) {

@@ -24,6 +24,7 @@ std::vector<Caption> ImageCaptioner::caption(const Tensor& images, const Caption
   QKV_CHECK(opt.beam_size >= 1 && opt.beam_size <= kMaxBeamSize, "caption: beam_size must be between 1 and ",
             kMaxBeamSize, ", got ", opt.beam_size);
   QKV_CHECK(opt.batch_size >= 1, "caption: batch_size must be ≥ 1, got ", opt.batch_size);
+  check_length_penalty(opt.length_penalty, "caption");
   NoGradGuard no_grad;
   const models::SpecialTokens ids = model_.special_tokens();
   SearchOptions so;

@@ -6,6 +6,7 @@
 
 #include "qkv/autograd/grad_mode.h"
 #include "qkv/core/error.h"
+#include "qkv/models/registry.h"
 
 namespace qkv::decode {
 
@@ -82,7 +83,8 @@ const AttentionKind* AttentionView::find(std::string_view name) const {
 }
 
 AttentionView translation_attention(const models::Seq2SeqModel& model, const text::SentencePiece& tokenizer,
-                                    const std::string& sentence, const TranslateOptions& opt) {
+                                    const std::string& sentence, const TranslateOptions& opt,
+                                    const std::string& name) {
   const models::SpecialTokens c = model.special_tokens();
   Translator tr(model, tokenizer);
   std::vector<int32_t> src = tr.encode(sentence);
@@ -110,7 +112,8 @@ AttentionView translation_attention(const models::Seq2SeqModel& model, const tex
     return make_axis(p);
   };
   const TokenAxis source = pieces(src), in = pieces(tgt_in), out = pieces(tgt_out);
-  QKV_CHECK(!maps.cross.empty(), "the model returned no cross-attention weights");
+  QKV_CHECK(!maps.cross.empty(), name.empty() ? std::string("the model") : name, ": its type, ", model.type(), " (",
+            models::model_type(model.type()).description, "), has no cross-attention to show");
   if (!maps.encoder_self.empty()) v.kinds.push_back({"encoder_self", source, source, squeezed(maps.encoder_self)});
   if (!maps.decoder_self.empty()) v.kinds.push_back({"decoder_self", out, in, squeezed(maps.decoder_self)});
   v.kinds.push_back({"cross", out, source, squeezed(maps.cross)});

@@ -14,6 +14,11 @@ double length_penalty(int64_t n, float alpha) {
   return alpha == 0.f ? 1.0 : std::pow((5.0 + static_cast<double>(n)) / 6.0, static_cast<double>(alpha));
 }
 
+void check_length_penalty(float alpha, const char* what) {
+  QKV_CHECK(alpha >= 0.f && alpha <= kMaxLengthPenalty, what, ": length_penalty (α) must be between 0 and ",
+            kMaxLengthPenalty, ", got ", alpha);
+}
+
 namespace {
 
 struct Beam {  // a live hypothesis of beam search
@@ -87,6 +92,7 @@ std::vector<std::vector<Hypothesis>> beam_search_nbest(StepModel& model, const s
                                                        const SearchOptions& opt) {
   const int64_t K = opt.beam_size;
   QKV_CHECK(K >= 1 && K <= kMaxBeamSize, "beam search: beam_size must be between 1 and ", kMaxBeamSize, ", got ", K);
+  check_length_penalty(opt.length_penalty, "beam search");
   const int64_t wanted = opt.num_hypotheses == 0 ? K : opt.num_hypotheses;
   QKV_CHECK(wanted >= 1 && wanted <= K, "beam search: num_hypotheses must be between 1 and the beam size ", K, ", got ",
             opt.num_hypotheses);

@@ -51,6 +51,20 @@ Common common_config(const std::vector<const models::Seq2SeqModel*>& models) {
 
 }  // namespace
 
+void check_options(const TranslateOptions& opt) {
+  QKV_CHECK(opt.beam_size >= 1 && opt.beam_size <= kMaxBeamSize, "translate: beam_size must be between 1 and ",
+            kMaxBeamSize, ", got ", opt.beam_size);
+  check_length_penalty(opt.length_penalty, "translate");
+  QKV_CHECK(opt.max_extra >= 1 && opt.max_extra <= kMaxExtraTokens,
+            "translate: max_extra (the tokens an output may have past its source's length) must be between 1 and ",
+            kMaxExtraTokens, ", got ", opt.max_extra);
+  QKV_CHECK(opt.batch_size >= 1, "translate: batch_size must be ≥ 1, got ", opt.batch_size);
+  QKV_CHECK(opt.num_hypotheses >= 0, "translate: num_hypotheses must be ≥ 0 (0: the whole beam), got ",
+            opt.num_hypotheses);
+  QKV_CHECK(opt.max_input_length >= -1, "translate: max_input_length must be ≥ −1 (−1: an over-long line is an error; 0: ",
+            "the model's longest source), got ", opt.max_input_length);
+}
+
 std::vector<Hypothesis> translate_ids(const models::Seq2SeqModel& model,
                                       const std::vector<std::vector<int32_t>>& sources, const TranslateOptions& opt) {
   return translate_ids(std::vector<const models::Seq2SeqModel*>{&model}, sources, opt);
@@ -68,8 +82,7 @@ std::vector<Hypothesis> translate_ids(const std::vector<const models::Seq2SeqMod
 std::vector<std::vector<Hypothesis>> translate_ids_nbest(const std::vector<const models::Seq2SeqModel*>& models,
                                                          const std::vector<std::vector<int32_t>>& sources,
                                                          const TranslateOptions& opt) {
-  QKV_CHECK(opt.beam_size >= 1 && opt.beam_size <= kMaxBeamSize, "translate: beam_size must be between 1 and ",
-            kMaxBeamSize, ", got ", opt.beam_size);
+  check_options(opt);
   const Common c = common_config(models);
   std::vector<std::vector<Hypothesis>> out(sources.size());
   // longest first, so each batch holds sentences of similar length (little padding)
@@ -129,6 +142,7 @@ std::string Translator::decode(const std::vector<int32_t>& ids) const { return s
 
 std::vector<std::vector<Hypothesis>> Translator::translate_nbest(const std::vector<std::string>& lines,
                                                                  const TranslateOptions& opt) const {
+  check_options(opt);
   const int64_t max_len = common_config(models_).max_len;
   const int64_t limit = opt.max_input_length > 0 ? std::min(opt.max_input_length, max_len - 1) : max_len - 1;
   auto warn = [&](const std::string& w) {

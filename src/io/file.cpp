@@ -31,8 +31,8 @@ std::string read_file(const std::string& path, int64_t max_bytes, const std::str
     if (max_bytes >= 0 && static_cast<int64_t>(out.size()) > max_bytes) {
       std::fclose(f);
       const bool mib = max_bytes % (int64_t{1} << 20) == 0;
-      throw Error(detail::concat(what, what.empty() ? "" : " ", "'", path, "' holds more than ",
-                                 mib ? max_bytes >> 20 : max_bytes, mib ? " MiB" : " bytes", ", the most read from it"));
+      throw Error(detail::concat(what, what.empty() ? "" : " ", "'", path, "' is larger than the limit of ",
+                                 mib ? max_bytes >> 20 : max_bytes, mib ? " MiB" : " bytes"));
     }
   }
   int err = std::ferror(f) ? errno : 0;

@@ -7,6 +7,7 @@
 
 #include "qkv/autograd/grad_mode.h"
 #include "qkv/models/load.h"
+#include "qkv/models/registry.h"
 #include "testing.h"
 
 namespace qkv::decode {
@@ -79,6 +80,24 @@ TEST(Inspect, TranslationViewOfTheShippedModel) {
         EXPECT_NEAR(sum, 1.0, 1e-5);
       }
     }
+}
+
+// A model without cross-attention (rnn-encdec: one context vector) has none to show: the error
+// names the model as the caller names it (qkv attend: its file) and its type.
+TEST(Inspect, TranslationViewOfAModelWithoutCrossAttentionNamesItsType) {
+  models::LoadedSeq2Seq t = models::load_seq2seq(std::string(QKV_SOURCE_DIR) + "/models/en-fr.safetensors");
+  Generator g(1);
+  const nlohmann::json cfg = {{"vocab_size", t.tokenizer->vocab_size()}, {"embedding_dim", 8}, {"hidden_size", 8},
+                              {"dropout", 0.0}, {"max_len", 16}};
+  auto m = models::build_seq2seq("rnn-encdec", cfg, &g);
+  m->module().eval();
+  TranslateOptions o;
+  o.max_extra = 3;
+  std::string e = testing::error_of([&] { translation_attention(*m, *t.tokenizer, "The cat.", o, "'encdec.safetensors'"); });
+  EXPECT_NE(e.find("'encdec.safetensors': its type, rnn-encdec ("), std::string::npos) << e;
+  EXPECT_NE(e.find("has no cross-attention to show"), std::string::npos) << e;
+  e = testing::error_of([&] { translation_attention(*m, *t.tokenizer, "The cat.", o); });
+  EXPECT_NE(e.find("the model: its type, rnn-encdec"), std::string::npos) << e;
 }
 
 TEST(Inspect, LanguageModelViewIsCausalAndLeavesTheLogitsAlone) {

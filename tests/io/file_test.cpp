@@ -124,3 +124,23 @@ TEST(WriteFile, StaleTemporariesOfEitherNameAreRemoved) {
 
 }  // namespace
 }  // namespace qkv
+
+namespace qkv {
+namespace {
+
+// read_file with a limit (configs): /dev/zero is refused once past the limit, not read until the
+// memory runs out (issue 43); a file at the limit is read whole.
+TEST(ReadFile, ALimitStopsTheReadAndNamesTheFile) {
+  const std::string e = testing::error_of([] { io::read_file("/dev/zero", int64_t{4} << 20, "config"); });
+  EXPECT_NE(e.find("config '/dev/zero' is larger than the limit of 4 MiB"), std::string::npos) << e;
+  testing::TempDir dir("read-file");
+  const std::string path = (dir.path / "c.json").string();
+  io::write_file_atomic(path, std::string(100, 'x'));
+  EXPECT_EQ(io::read_file(path, 100, "config").size(), 100u);
+  EXPECT_NE(testing::error_of([&] { io::read_file(path, 99, "config"); }).find("limit of 99 bytes"), std::string::npos);
+  EXPECT_NE(testing::error_of([&] { io::read_file((dir.path / "none").string(), 10, "config"); }).find("cannot open"),
+            std::string::npos);
+}
+
+}  // namespace
+}  // namespace qkv

@@ -28,6 +28,24 @@ TEST(JsonDepth, ParseRefusesDeepNesting) {
   EXPECT_EQ(io::json_depth("{\"a\": [1, {\"b\": []}]}"), 4);
 }
 
+// A key twice in one object (nlohmann keeps the last): an error naming the input, the key and the
+// path of the object holding it; the same key in different objects is fine.
+TEST(JsonDuplicateKeys, ParseRefusesAKeyTwiceInOneObject) {
+  EXPECT_EQ(io::parse_json(R"({"a": {"x": 1}, "b": {"x": 2}, "c": [{"x": 3}, {"x": 4}]})", "x")["c"][1]["x"], 4);
+  std::string e = testing::error_of([] { io::parse_json(R"({"lr": 1, "lr": 2})", "config 'c.json'"); });
+  EXPECT_NE(e.find("config 'c.json': key \"lr\" appears twice"), std::string::npos) << e;
+  EXPECT_EQ(e.find("(in"), std::string::npos) << e;  // the top level: no path
+  e = testing::error_of([] {
+    io::parse_json(R"({"model": {"layers": [{"d": 1}, 5, [], {"d": 2, "d": 3}]}, "d": 0})", "config 'c.json'");
+  });
+  EXPECT_NE(e.find("key \"d\" appears twice (in \"model\".\"layers\"[3])"), std::string::npos) << e;
+  // a key spelled differently (an escape) is the same key once decoded
+  e = testing::error_of([] { io::parse_json(R"({"a": 1, "\u0061": 2})", "x"); });
+  EXPECT_NE(e.find("key \"a\" appears twice"), std::string::npos) << e;
+  // malformed JSON is still nlohmann's parse error, for the callers' messages
+  EXPECT_THROW(io::parse_json(R"({"a": 1, "b")", "x"), nlohmann::json::parse_error);
+}
+
 TEST(JsonDepth, SafetensorsHeaderTooDeep) {
   testing::TempDir dir("json-depth");
   const std::string path = (dir.path / "deep.safetensors").string();

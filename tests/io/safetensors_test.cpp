@@ -7,6 +7,7 @@
 #include <cmath>
 #include <cstring>
 #include <filesystem>
+#include <functional>
 #include <limits>
 #include <nlohmann/json.hpp>
 
@@ -313,6 +314,32 @@ TEST(Safetensors, CorruptFilesAreErrorsNamingTheFileAndTheProblem) {
   EXPECT_NE(msg.find("No such file"), std::string::npos) << msg;
   msg = error_of([&] { io::load_safetensors(dir); });
   EXPECT_NE(msg.find(dir), std::string::npos) << msg;
+}
+
+// A tensor listed twice (nlohmann kept the last, so the file read as the other tensor's bytes with
+// no word said; issue 43): refused by every reader, naming the file and the name, before any data
+// is read; a duplicate metadata key the same.
+TEST(Safetensors, DuplicateNamesInTheHeaderAreRefused) {
+  ScratchDir scratch;
+  const std::string path = scratch.str() + "dup.safetensors";
+  const std::string data16(16, '\0');
+  io::write_file_atomic(path, raw_safetensors(R"({"w":{"dtype":"F32","shape":[2],"data_offsets":[0,8]},
+                                                  "w":{"dtype":"F32","shape":[2],"data_offsets":[8,16]}})",
+                                              data16));
+  for (const std::function<void()>& read : std::vector<std::function<void()>>{
+           [&] { io::load_safetensors(path); }, [&] { io::load_safetensors_metadata(path); },
+           [&] { io::stream_safetensors(path, false, {}, {}, [](const std::string&, TensorBase&&) {}); }}) {
+    const std::string msg = error_of(read);
+    EXPECT_NE(msg.find(path), std::string::npos) << msg;
+    EXPECT_NE(msg.find("key \"w\" appears twice"), std::string::npos) << msg;
+  }
+  const std::string meta = scratch.str() + "dup-meta.safetensors";
+  io::write_file_atomic(meta, raw_safetensors(R"({"__metadata__":{"qkv":"{}","qkv":"{}"},
+                                                  "w":{"dtype":"F32","shape":[2],"data_offsets":[0,8]}})",
+                                              std::string(8, '\0')));
+  const std::string msg = error_of([&] { io::load_safetensors(meta); });
+  EXPECT_NE(msg.find(meta), std::string::npos) << msg;
+  EXPECT_NE(msg.find("key \"qkv\" appears twice (in \"__metadata__\")"), std::string::npos) << msg;
 }
 
 TEST(Safetensors, SaveValidatesBeforeTouchingTheFile) {

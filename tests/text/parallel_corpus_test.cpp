@@ -91,6 +91,40 @@ TEST(ParallelCorpus, ReadLinesErrors) {
   EXPECT_NE(msg2.find(gz), std::string::npos) << msg2;
 }
 
+// What read_lines holds is bounded (issue 43): a gzip "bomb" (one endless line of zeros) is refused
+// after its first max_line_bytes, never inflated whole; lines past the budget stop the read; both
+// errors name the input and the limit. A line of exactly the limit (plus its '\r') is read.
+TEST(ParallelCorpus, ReadLinesLimitsWhatItHolds) {
+  qkv::text::LineLimits small;
+  small.max_line_bytes = 1 << 20;
+  const std::string bomb = write_gzip("bomb.gz", std::string(8 << 20, '\0'));
+  EXPECT_LT(fs::file_size(bomb), 100000u);
+  std::string msg = error_of([&] { read_lines(bomb, "--input", small); });
+  EXPECT_NE(msg.find("--input '" + bomb + "': line 1 is longer than 1 MiB (decompressed)"), std::string::npos) << msg;
+  // the default: 16 MiB a line
+  const std::string big_bomb = write_gzip("big-bomb.gz", std::string(17 << 20, 'x'));
+  msg = error_of([&] { read_lines(big_bomb); });
+  EXPECT_NE(msg.find("text file '" + big_bomb + "': line 1 is longer than 16 MiB"), std::string::npos) << msg;
+  // plain text the same; the line's number is named
+  msg = error_of([&] { read_lines(write_plain("long.txt", "a\nb\n" + std::string((1 << 20) + 1, 'x')), "x", small); });
+  EXPECT_NE(msg.find("line 3 is longer than 1 MiB"), std::string::npos) << msg;
+  const std::vector<std::string> edge =
+      read_lines(write_gzip("edge.gz", std::string(1 << 20, 'y') + "\r\nz"), "x", small);
+  ASSERT_EQ(edge.size(), 2u);
+  EXPECT_EQ(edge[0].size(), size_t{1} << 20);
+  EXPECT_EQ(edge[1], "z");
+  // the budget: many short lines take a std::string each
+  qkv::text::LineLimits budget;
+  budget.max_bytes = 1 << 20;
+  std::string many;
+  for (int i = 0; i < 100000; ++i) many += "a\n";
+  const std::string many_gz = write_gzip("many.gz", many);
+  msg = error_of([&] { read_lines(many_gz, "--ref", budget); });
+  EXPECT_NE(msg.find("--ref '" + many_gz + "': its lines (decompressed) take more than"), std::string::npos) << msg;
+  budget.max_bytes = 8 << 20;
+  EXPECT_EQ(read_lines(many_gz, "--ref", budget).size(), 100000u);
+}
+
 TEST(ParallelCorpus, ReadTsvPairs) {
   const std::string path = write_gzip(
       "fra.txt.gz",

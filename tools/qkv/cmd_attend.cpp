@@ -85,8 +85,8 @@ void add_attend(CLI::App& app) {
     QKV_CHECK(a->image.source.test_images.empty(), "qkv attend: --test-images is for image classifiers");
     const std::string sentence = a->inputs[0];
     models::LoadedSeq2Seq t = models::load_seq2seq(find_model(a->model));
-    const decode::AttentionView view =
-        decode::translation_attention(*t.model, *t.tokenizer, sentence, a->decode.translate_options());
+    const decode::AttentionView view = decode::translation_attention(*t.model, *t.tokenizer, sentence,
+                                                                     a->decode.translate_options(), "'" + t.path + "'");
     std::printf("%s\n", view.output.c_str());
 
     std::error_code ec;

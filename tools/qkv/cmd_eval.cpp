@@ -87,9 +87,9 @@ void add_eval(CLI::App& app) {
       return lines;
     };
     std::vector<std::vector<std::string>> refs;
-    for (auto& r : a->refs) refs.push_back(limited(text::read_lines(r)));
-    const std::vector<std::string> src = a->src.empty() ? std::vector<std::string>{} : limited(text::read_lines(a->src));
-    std::vector<std::string> hyp_lines = a->hyp.empty() ? std::vector<std::string>{} : limited(text::read_lines(a->hyp));
+    for (auto& r : a->refs) refs.push_back(limited(text::read_lines(r, "--ref")));
+    const std::vector<std::string> src = a->src.empty() ? std::vector<std::string>{} : limited(text::read_lines(a->src, "--src"));
+    std::vector<std::string> hyp_lines = a->hyp.empty() ? std::vector<std::string>{} : limited(text::read_lines(a->hyp, "--hyp"));
     const size_t n_lines = a->src.empty() ? hyp_lines.size() : src.size();
     for (size_t i = 0; i < refs.size(); ++i)
       QKV_CHECK(refs[i].size() == n_lines, "qkv eval: ", n_lines, " ", a->src.empty() ? "translations" : "source lines",

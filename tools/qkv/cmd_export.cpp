@@ -2,8 +2,9 @@
 // `--to ctranslate2`, a CTranslate2 model directory made from a qkv translation Transformer (train
 // with qkv, serve with CTranslate2). The conversion is CTranslate2's own Python spec API, so it is
 // done by tools/ctranslate2_export.py (the mapping, weight for weight, is at its top); this command
-// finds that script in the qkv checkout, runs it with python3 (QKV_PYTHON overrides) and returns
-// its exit status. Arguments go to the interpreter as an argv (posix_spawnp), never through a shell.
+// loads the model file as every command does (so a broken file is refused here, before Python
+// runs), finds that script in the qkv checkout, runs it with python3 (QKV_PYTHON overrides) and
+// returns its exit status. Arguments go to the interpreter as an argv (posix_spawnp), never through a shell.
 #include <spawn.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -18,6 +19,7 @@
 
 #include "commands.h"
 #include "qkv/core/error.h"
+#include "qkv/models/load.h"
 
 extern char** environ;
 
@@ -123,6 +125,9 @@ void add_export(CLI::App& app) {
     }
     model = find_model(model);  // models/… also from outside the checkout
     QKV_CHECK(fs::exists(model), "export: model file '", model, "' not found");
+    // The file is read by qkv's own loader first — every check loading makes (its header, offsets, shapes, names,
+    // metadata, tokenizer) — so a broken file is qkv's one-line error naming it, not the exporter's traceback.
+    models::check_loadable(model);
     const char* python = std::getenv("QKV_PYTHON");
     std::vector<std::string> args = {python && *python ? python : "python3", find_script(), "--quantization",
                                      a->quantization};

@@ -1,6 +1,7 @@
 // qkv generate — samples text from a trained GPT (a model.safetensors written by `qkv train`),
 // streaming each character as it is chosen, with a KV cache.
 #include <chrono>
+#include <limits>
 #include <filesystem>
 #include <cstdio>
 #include <iostream>
@@ -52,7 +53,9 @@ void add_generate(CLI::App& app) {
   sub->add_option("--top-p", a->top_p, "nucleus sampling: keep the most likely tokens up to this probability")
       ->capture_default_str()
       ->check(between(0.0, 1.0, true));
-  sub->add_option("-s,--seed", a->seed, "random seed (the same seed gives the same text)")->capture_default_str();
+  sub->add_option("-s,--seed", a->seed, "random seed (the same seed gives the same text)")
+      ->capture_default_str()
+      ->check(unsigned_64());
   sub->add_option("--num-samples", a->num_samples, "samples to draw (seeds seed, seed+1, …)")
       ->capture_default_str()
       ->check(greater_than_zero());
@@ -61,6 +64,9 @@ void add_generate(CLI::App& app) {
   add_device_option(sub, a->device, "generate (a GPU: the weights --dtype names, f32 or bf16)");
   register_runner(sub, [a] {
     use_threads(a->decode.threads);
+    QKV_CHECK(static_cast<uint64_t>(a->num_samples - 1) <= std::numeric_limits<uint64_t>::max() - a->seed,
+              "generate: --seed ", a->seed, " with --num-samples ", a->num_samples,
+              ": the samples' seeds (seed, seed + 1, …) would pass 2^64 − 1");
     const Device device = device_from(a->device, "generate");
     models::LoadOptions lo;
     lo.weights = a->decode.weights;

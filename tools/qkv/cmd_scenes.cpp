@@ -42,7 +42,8 @@ void add_scenes(CLI::App& app) {
   sub->add_option("--first", a->first, "index of the first scene")->capture_default_str()->check(zero_or_more());
   sub->add_option("-n,--count", a->count, "how many scenes")->capture_default_str()->check(between(1, 10000));
   sub->add_option("--seed", a->seed, "the scene set's seed (scene i of a split is a function of it)")
-      ->capture_default_str();
+      ->capture_default_str()
+      ->check(unsigned_64());
   sub->add_option("--grid", a->grid, "grid × grid cells (2 or 3)")->capture_default_str()->check(between(2, 3));
   sub->add_option("--cell", a->cell, "cell side in pixels (≥ 28)")->capture_default_str()->check(between(28, 256));
   sub->add_option("--min-items", a->min_items, "fewest items in a scene")->capture_default_str()->check(between(1, 4));

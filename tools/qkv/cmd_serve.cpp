@@ -216,7 +216,7 @@ class Server {
   TranslationService::Options decoding(const Body& body) const {
     TranslationService::Options o;
     o.beam_size = body.integer("beam_size", 4, 1, a_.max_beam);
-    o.length_penalty = static_cast<float>(body.number("length_penalty", 0.6, 0, 10));
+    o.length_penalty = static_cast<float>(body.number("length_penalty", 0.6, 0, decode::kMaxLengthPenalty));
     return o;
   }
 

@@ -56,7 +56,7 @@ void apply_override(json& config, const std::string& kv) {
 json load_config(const std::string& path, const std::vector<std::string>& overrides) {
   json config;
   try {
-    config = io::parse_json(io::read_file(path), "config '" + path + "'");
+    config = io::parse_json(io::read_file(path, io::kMaxConfigBytes, "config"), "config '" + path + "'");
   } catch (const json::exception& e) {
     QKV_CHECK(false, "config '", path, "' is not valid JSON: ", e.what());
   }

@@ -93,7 +93,7 @@ void add_translate(CLI::App& app) {
       return 0;
     }
     std::vector<std::string> lines = a->text;
-    if (!a->input.empty()) lines = text::read_lines(a->input);
+    if (!a->input.empty()) lines = text::read_lines(a->input, "--input");
     else if (a->text.empty())
       for (std::string line; std::getline(std::cin, line);) {
         if (!line.empty() && line.back() == '\r') line.pop_back();

@@ -103,7 +103,8 @@ void add_image_attend_options(CLI::App* sub, ImageAttendArgs& a) {
   sub->add_option("--grid", a.grid, "image classifier: G×G query points per image")
       ->capture_default_str()
       ->check(CLI::Range(1, 8));
-  sub->add_option("--block", a.block, "image classifier: which non-local block to draw (0, 1, …; default: the last)");
+  sub->add_option("--block", a.block, "image classifier: which non-local block to draw (0, 1, …; default: the last)")
+      ->check(zero_or_more());
 }
 
 ImageSourceArgs::ImageSourceArgs() : data_dir(vision::kFashionMnistDir) {}

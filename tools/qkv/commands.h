@@ -4,6 +4,8 @@
 #include <sys/resource.h>
 
 #include <CLI/CLI.hpp>
+#include <charconv>
+#include <cstdint>
 #include <functional>
 #include <nlohmann/json.hpp>
 #include <sstream>
@@ -69,6 +71,19 @@ inline CLI::Validator between(double lo, double hi, bool lo_open = false) {
   std::ostringstream want;
   want << "in " << (lo_open ? "(" : "[") << lo << ", " << hi << "]";
   return number_check([=](double v) { return (lo_open ? v > lo : v >= lo) && v <= hi; }, want.str(), want.str());
+}
+// A decimal integer 0 … 2^64 − 1, read exactly (a double cannot tell 2^64 − 1 from 2^64, and
+// CLI11 took "-1" and 18446744073709551616 for a uint64_t and wrapped them): a seed.
+inline CLI::Validator unsigned_64() {
+  return CLI::Validator(
+      [](std::string& in) -> std::string {
+        uint64_t v = 0;
+        const char* end = in.data() + in.size();
+        const auto [ptr, ec] = std::from_chars(in.data(), end, v);
+        const bool ok = !in.empty() && in[0] >= '0' && in[0] <= '9' && ec == std::errc() && ptr == end;
+        return ok ? "" : "must be an integer from 0 to 18446744073709551615, got " + in;
+      },
+      "UINT64");
 }
 
 // Every subcommand registers its runner here; run_selected calls the one the user chose.

@@ -96,11 +96,11 @@ inline void add_decode_options(CLI::App* app, DecodeArgs& a, unsigned which = kA
   if (which & kAlpha)
     app->add_option("--alpha", a.alpha, "length penalty α: hypotheses ranked by log p / ((5+|Y|)/6)^α")
         ->capture_default_str()
-        ->check(between(0.0, 5.0));
+        ->check(between(0.0, decode::kMaxLengthPenalty));
   if (which & kMaxExtra) {  // the lengths: of an output, and of a source
     app->add_option("--max-extra", a.max_extra, "an output has at most |source| + this many tokens")
         ->capture_default_str()
-        ->check(between(1, 10000));
+        ->check(between(1, decode::kMaxExtraTokens));
     app->add_option("--max-input-length", a.max_input_length,
                     "truncate longer sources to this many tokens, with a warning naming the line (0: the model's "
                     "longest; -1: an over-long line is an error)")

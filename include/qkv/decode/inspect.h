@@ -47,9 +47,13 @@ struct AttentionView {
   const AttentionKind* find(std::string_view name) const;
 };
 
-// Translates `sentence` (opt: beam size, length penalty, max_extra) and returns its attention.
+// Translates `sentence` (opt: beam size, length penalty, max_extra) and returns its attention. A
+// model with no cross-attention (an rnn-encdec: its decoder reads one context vector) is a
+// qkv::Error "<name>: its type, rnn-encdec (…), has no cross-attention to show" — `name`
+// says which model to the user (its file), "the model" when empty.
 AttentionView translation_attention(const models::Seq2SeqModel& model, const text::SentencePiece& tokenizer,
-                                    const std::string& sentence, const TranslateOptions& opt = {});
+                                    const std::string& sentence, const TranslateOptions& opt = {},
+                                    const std::string& name = {});
 // The language model's causal self-attention over `text` (at most block_size tokens: longer is an error).
 AttentionView language_model_attention(const models::LanguageModel& model, const text::LMTokenizer& tokenizer,
                                        const std::string& text);

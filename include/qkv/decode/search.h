@@ -39,6 +39,14 @@ class StepModel {
 // took gigabytes before its first step (issue 43); past 64 no published recipe goes.
 constexpr int64_t kMaxBeamSize = 64;
 
+// The largest length penalty α any front end takes (--alpha, Python's length_penalty, the
+// server's): 0 ranks by Σ log p, published recipes use 0.6–1, and past 5 the ranking is by length
+// alone. NaN or ∞ made every score NaN, so no hypothesis ranked above another (issue 43: Python's
+// length_penalty=nan and 1e300 were taken).
+constexpr float kMaxLengthPenalty = 5.0f;
+// A qkv::Error "<what>: length_penalty (α) must be between 0 and 5, got nan" unless 0 ≤ α ≤ 5.
+void check_length_penalty(float alpha, const char* what);
+
 struct SearchOptions {
   int64_t beam_size = 4;
   float length_penalty = 0.6f;  // α; 0 ranks by Σ log p

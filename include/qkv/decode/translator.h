@@ -39,6 +39,18 @@ struct TranslateOptions {
   std::function<void(int64_t done, int64_t total)> on_batch;
 };
 
+// The most tokens an output may have past its source's length (TranslateOptions::max_extra,
+// --max-extra, Python's max_extra_length): the paper's 50 is the default; a sum past the model's
+// max_len is cut to it anyway, but 2^63 − 1 wrapped the sum negative (issue 43).
+constexpr int64_t kMaxExtraTokens = 10000;
+
+// Every option checked against the range each front end takes (the command line's flags are
+// these): beam_size 1 … kMaxBeamSize, length_penalty 0 … kMaxLengthPenalty (not NaN), max_extra
+// 1 … kMaxExtraTokens, batch_size ≥ 1, num_hypotheses ≥ 0, max_input_length ≥ −1. A
+// qkv::Error "translate: <option> must be …, got …" naming the first one out of range; the
+// translators below check before they tokenize or decode anything.
+void check_options(const TranslateOptions& opt);
+
 // The search's view of a sequence-to-sequence model for one batch of sources (rows = hypotheses).
 class Seq2SeqStepModel : public StepModel {
  public:

@@ -33,6 +33,11 @@
 
 namespace qkv::io {
 
+// The most of a config file read (qkv train CONFIG, qkv.train(path)): configs are kilobytes; a
+// larger file — /dev/zero, a data set named by mistake — is refused once it passes this
+// (io::read_file with a limit), not read on until the memory runs out.
+constexpr int64_t kMaxConfigBytes = int64_t{4} << 20;
+
 // j[key] when j is an object holding `key` with a value of T's JSON type (a string for
 // std::string, an integer for integral T, a number for floating T, true/false for bool), else
 // `fallback`: never nlohmann's type_error, whatever a file holds. For checks whose own message

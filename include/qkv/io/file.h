@@ -12,7 +12,7 @@ namespace qkv::io {
 std::string read_file(const std::string& path);
 // The same, reading no more than `max_bytes` (a config: io::kMaxConfigBytes): a file that holds
 // more — /dev/zero, a data set given where a config goes — is a qkv::Error
-// "<what> 'PATH' holds more than 4 MiB, the most read from it" as soon as its bytes pass the limit
+// "<what> 'PATH' is larger than the limit of 4 MiB" as soon as its bytes pass the limit
 // (issue 43: a config of /dev/zero read on until the memory ran out). Read as a stream: a pipe works.
 std::string read_file(const std::string& path, int64_t max_bytes, const std::string& what);
 

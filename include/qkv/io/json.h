@@ -3,6 +3,10 @@
 // parser itself is iterative, but the values it builds are copied, compared, printed and destroyed
 // by recursion: a config or a metadata key nested 100,000 deep overflowed the stack (issue 43).
 // Real configs nest 3 or 4 levels; 256 is far past any of them and far within any thread's stack.
+//
+// A key given twice in one object is refused too: nlohmann keeps the last of them, so a safetensors
+// header that listed a tensor twice, or a config with "lr" twice, was read as one of its meanings
+// with no word said (issue 43).
 #pragma once
 
 #include <string>
@@ -15,8 +19,10 @@ namespace qkv::io {
 constexpr int kMaxJsonDepth = 256;
 
 // `text` parsed as JSON. Nesting deeper than kMaxJsonDepth is a qkv::Error
-// "<what>: JSON nested deeper than 256 levels"; malformed JSON throws nlohmann::json::parse_error as
-// json::parse does (callers name the file in their own message).
+// "<what>: JSON nested deeper than 256 levels"; a key twice in one object a qkv::Error
+// "<what>: key \"lr\" appears twice (in \"train\")" (the path of the object holding it: keys, and
+// [i] for array elements; none at the top level). Malformed JSON throws nlohmann::json::parse_error
+// as json::parse does (callers name the file in their own message).
 nlohmann::json parse_json(std::string_view text, const std::string& what);
 
 // The deepest nesting of arrays and objects in `text` (brackets inside strings not counted), at
