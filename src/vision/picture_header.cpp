@@ -4,7 +4,10 @@
 // 57-byte one with a tEXt chunk saying 2^31 bytes cost 2 GB).
 #include "qkv/vision/picture_header.h"
 
+#include <zlib.h>
+
 #include <cstring>
+#include <vector>
 
 #include "qkv/core/error.h"
 
@@ -43,12 +46,49 @@ void check_size(int64_t width, int64_t height) {
             " (and ", kMaxPictureSide, " on a side) qkv decodes");
 }
 
+// The bytes a PNG's image data inflates to (the filter byte of each row + its packed pixels), per
+// Adam7 pass when interlaced: width × height pixels of `bits` bits each.
+int64_t png_data_bytes(int64_t width, int64_t height, int64_t bits, bool interlaced) {
+  auto rows = [&](int64_t w, int64_t h) { return w > 0 && h > 0 ? h * (1 + (w * bits + 7) / 8) : int64_t{0}; };
+  if (!interlaced) return rows(width, height);
+  static const int pass[7][4] = {{0, 0, 8, 8}, {4, 0, 8, 8}, {0, 4, 4, 8}, {2, 0, 4, 4},
+                                 {0, 2, 2, 4}, {1, 0, 2, 2}, {0, 1, 1, 2}};  // x0, y0, dx, dy
+  int64_t n = 0;
+  for (const auto& q : pass) n += rows((width - q[0] + q[2] - 1) / q[2], (height - q[1] + q[3] - 1) / q[3]);
+  return n;
+}
+
+// How many bytes the IDAT stream inflates to (at most `cap` + 1: a stream longer than the picture
+// is wrong already), −1 when it is not a complete zlib stream. gdk-pixbuf's PNG loader fills a
+// picture whose data stops short with zeros and says nothing: a 96×96 picture of 50 bytes was read.
+int64_t inflated_bytes(const std::string& z, int64_t cap) {
+  z_stream s{};
+  if (inflateInit(&s) != Z_OK) return -1;
+  std::vector<unsigned char> out(1 << 16);
+  s.next_in = reinterpret_cast<Bytef*>(const_cast<char*>(z.data()));
+  s.avail_in = static_cast<uInt>(z.size());
+  int64_t n = 0;
+  int rc = Z_OK;
+  while (rc == Z_OK && n <= cap) {
+    s.next_out = out.data(), s.avail_out = static_cast<uInt>(out.size());
+    rc = inflate(&s, Z_NO_FLUSH);
+    n += static_cast<int64_t>(out.size() - s.avail_out);
+    if (rc == Z_OK && s.avail_in == 0 && s.avail_out != 0) break;  // input used up, stream not ended
+  }
+  inflateEnd(&s);
+  return rc == Z_STREAM_END ? n : -1;
+}
+
 // PNG: signature, then chunks (length, type, data, CRC); IHDR first, IEND last. Each chunk must lie
-// within the file: libpng allocates a chunk's stated length before reading it.
+// within the file: libpng allocates a chunk's stated length before reading it. The image data must
+// inflate to exactly what IHDR's size, colour type and bit depth take.
 PictureHeader png_header(std::string_view b) {
   const auto* p = reinterpret_cast<const unsigned char*>(b.data());
   size_t at = 8;
   PictureHeader h{PictureFormat::png};
+  int64_t bits = 0;
+  bool interlaced = false;
+  std::string idat;
   for (bool first = true;; first = false) {
     QKV_CHECK(b.size() - at >= 12, "a PNG cut short at byte ", at, " (no IEND chunk)");
     const uint32_t length = be32(p + at);
@@ -59,8 +99,21 @@ PictureHeader png_header(std::string_view b) {
       QKV_CHECK(type == "IHDR" && length == 13, "a PNG whose first chunk is not a 13-byte IHDR");
       h.width = be32(p + at + 8), h.height = be32(p + at + 12);
       check_size(h.width, h.height);
+      const int depth = p[at + 16], colour = p[at + 17];
+      const int channels = colour == 0 ? 1 : colour == 2 ? 3 : colour == 3 ? 1 : colour == 4 ? 2 : colour == 6 ? 4 : 0;
+      QKV_CHECK(channels > 0 && (depth == 1 || depth == 2 || depth == 4 || depth == 8 || depth == 16),
+                "a PNG of colour type ", colour, " and bit depth ", depth, " (not a PNG's)");
+      bits = int64_t{channels} * depth;
+      interlaced = p[at + 20] != 0;
     }
-    if (type == "IEND") return h;
+    if (type == "IDAT") idat.append(b.substr(at + 8, length));
+    if (type == "IEND") {
+      const int64_t want = png_data_bytes(h.width, h.height, bits, interlaced);
+      const int64_t got = inflated_bytes(idat, want);
+      QKV_CHECK(got == want, "a PNG whose image data ", got < 0 ? "is not a complete zlib stream" : "inflates to ",
+                got < 0 ? "" : std::to_string(got) + " bytes", " (", h.width, "×", h.height, " pixels take ", want, ")");
+      return h;
+    }
     at += 12 + size_t{length};
   }
 }

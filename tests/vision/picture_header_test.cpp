@@ -63,6 +63,20 @@ TEST(PictureHeader, SizeAndFormatComeFromTheBytes) {
   EXPECT_EQ(h.height, 8);
 }
 
+// gdk-pixbuf's PNG loader fills a picture whose image data stops short with zeros, silently: the
+// data must inflate to exactly what the header's size takes (a filter byte and the pixels of each row).
+TEST(PictureHeader, APngWhoseDataDoesNotFillItIsRefused) {
+  EXPECT_NO_THROW(read_picture_header(png(96, 96, std::string(96 * 97, '\0'))));
+  for (size_t n : {size_t{50}, size_t{96 * 97 - 1}, size_t{96 * 97 + 1}}) {
+    try {
+      read_picture_header(png(96, 96, std::string(n, '\0')));
+      ADD_FAILURE() << n << " bytes of image data for 96×96 were accepted";
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find("9312"), std::string::npos) << e.what();  // what 96×96 takes
+    }
+  }
+}
+
 TEST(PictureHeader, HugeOrLyingPicturesAreRefusedBeforeDecoding) {
   testing::TempDir dir("picture");
   const auto refusal = [&](const std::string& name, const std::string& bytes) {
