@@ -122,6 +122,11 @@ def case_bad_bytes(srv):
     check(st == 400 and b"UTF-8" in b, (st, b))
     st, _, b = request(srv.port, "POST", "/v1/translate", b'{"sentences": [')
     check(st == 400 and b"not JSON" in b, (st, b))
+    # JSON as every reader of qkv takes it (io::parse_json): nesting bounded, a key twice refused
+    st, _, b = request(srv.port, "POST", "/v1/translate", b'{"sentences": ' + b"[" * 100000 + b"]" * 100000 + b"}")
+    check(st == 400 and b"nested deeper" in b, (st, b[:200]))
+    st, _, b = request(srv.port, "POST", "/v1/translate", b'{"sentences": ["Hi."], "sentences": ["Ho."]}')
+    check(st == 400 and b"appears twice" in b, (st, b[:200]))
     st, _, b = request(srv.port, "GET", "/metrics")
     check(b'route="none",status="404"' in b, b)  # the server's own refusals are counted
     check(srv.alive(), "the server died")

@@ -12,7 +12,9 @@
 
 #include <nlohmann/json.hpp>
 
+#include "qkv/core/error.h"
 #include "qkv/core/message.h"
+#include "qkv/io/json.h"
 #include "qkv/core/utf8.h"
 
 namespace qkv::cli {
@@ -36,10 +38,13 @@ class Body {
       if (!c.valid()) throw HttpError{400, "the body is not valid UTF-8 (byte " + std::to_string(i) + ")"};
       i += c.length;
     }
+    // io::parse_json as for every JSON qkv reads: nesting bounded, a key given twice refused
     try {
-      j_ = json::parse(text);
+      j_ = io::parse_json(text, "the body");
     } catch (const json::exception& e) {
       throw HttpError{400, "the body is not JSON: " + plain_message(e.what())};
+    } catch (const Error& e) {
+      throw HttpError{400, plain_message(e.what())};
     }
     if (!j_.is_object()) throw HttpError{400, "the body must be a JSON object"};
     std::string known;
