@@ -244,7 +244,7 @@ CaptionTask::CaptionTask(const json& config, const std::string& base, const std:
   }
   // Sizes first (train/memory_plan.h): the model, then a batch of pictures B·C·H·W floats.
   const int64_t params = check_model_fits(
-      "captioning task", m, [&] { return models::build_seq2seq(type, m, nullptr)->module().num_parameters(); });
+      "captioning task", m, [&type = type, &m = m] { return models::build_seq2seq(type, m, nullptr)->module().num_parameters(); });
   gen_ = Generator(cfg_.seed);
   model_ = models::build_seq2seq(type, m, &gen_);
   {

@@ -146,7 +146,7 @@ ImageTask::ImageTask(const json& config, const std::string& base_dir) {
   train_ = std::move(data.train);
   // Sizes first (train/memory_plan.h): the model, then a batch of images B·C·H·W floats.
   const int64_t params = check_model_fits(
-      "image task", m, [&] { return models::build_image_classifier(type, m, nullptr)->module().num_parameters(); });
+      "image task", m, [&type = type, &m = m] { return models::build_image_classifier(type, m, nullptr)->module().num_parameters(); });
   gen_ = Generator(cfg_.seed);
   model_ = models::build_image_classifier(type, m, &gen_);
   const int64_t B = cfg_.batch_size, pixels = train_.channels * train_.height * train_.width;

@@ -137,7 +137,7 @@ LMTask::LMTask(const json& config, const std::string& base_dir, const std::strin
   m["vocab_size"] = tok_.vocab_size();
   // Sizes first (train/memory_plan.h): the model, then one step's logits B·T·V and their gradient.
   const int64_t params = check_model_fits(
-      "lm task", m, [&] { return models::build_language_model(type, m, nullptr)->module().num_parameters(); });
+      "lm task", m, [&type = type, &m = m] { return models::build_language_model(type, m, nullptr)->module().num_parameters(); });
   gen_ = Generator(cfg_.seed);
   model_ = models::build_language_model(type, m, &gen_);
   const int64_t B = cfg_.batch_size, T = model_->block_size(), V = model_->vocab_size();

@@ -200,7 +200,7 @@ TranslationTask::TranslationTask(const json& config, const std::string& base, co
   m["pad_id"] = sp_->pad_id(), m["bos_id"] = sp_->bos_id(), m["eos_id"] = sp_->eos_id();
   // Sizes first (train/memory_plan.h): the model, then a batch's logits (≤ batch_size tokens × V).
   const int64_t params = check_model_fits(
-      "translation task", m, [&] { return models::build_seq2seq(type, m, nullptr)->module().num_parameters(); });
+      "translation task", m, [&type = type, &m = m] { return models::build_seq2seq(type, m, nullptr)->module().num_parameters(); });
   gen_ = Generator(cfg_.seed);
   model_ = models::build_seq2seq(type, m, &gen_);
   {
