@@ -7,7 +7,7 @@
 #include <zlib.h>
 
 #include <cstring>
-#include <vector>
+#include <optional>
 
 #include "qkv/core/error.h"
 
@@ -58,26 +58,41 @@ int64_t png_data_bytes(int64_t width, int64_t height, int64_t bits, bool interla
   return n;
 }
 
-// How many bytes the IDAT stream inflates to (at most `cap` + 1: a stream longer than the picture
-// is wrong already), −1 when it is not a complete zlib stream. gdk-pixbuf's PNG loader fills a
-// picture whose data stops short with zeros and says nothing: a 96×96 picture of 50 bytes was read.
-int64_t inflated_bytes(const std::string& z, int64_t cap) {
-  z_stream s{};
-  if (inflateInit(&s) != Z_OK) return -1;
-  std::vector<unsigned char> out(1 << 16);
-  s.next_in = reinterpret_cast<Bytef*>(const_cast<char*>(z.data()));
-  s.avail_in = static_cast<uInt>(z.size());
-  int64_t n = 0;
-  int rc = Z_OK;
-  while (rc == Z_OK && n <= cap) {
-    s.next_out = out.data(), s.avail_out = static_cast<uInt>(out.size());
-    rc = inflate(&s, Z_NO_FLUSH);
-    n += static_cast<int64_t>(out.size() - s.avail_out);
-    if (rc == Z_OK && s.avail_in == 0 && s.avail_out != 0) break;  // input used up, stream not ended
+// Counts what the IDAT stream inflates to, fed chunk by chunk as the header walk meets them (no
+// copy of the data): at most `cap` + 1 bytes (a stream longer than the picture is wrong already);
+// bytes() is −1 unless the zlib stream ended. gdk-pixbuf's PNG loader fills a picture whose data
+// stops short with zeros and says nothing: a 96×96 picture of 50 bytes was read.
+class InflatedSize {
+ public:
+  explicit InflatedSize(int64_t cap) : cap_(cap) { ok_ = inflateInit(&s_) == Z_OK; }
+  ~InflatedSize() {
+    if (ok_) inflateEnd(&s_);
   }
-  inflateEnd(&s);
-  return rc == Z_STREAM_END ? n : -1;
-}
+  InflatedSize(const InflatedSize&) = delete;
+  InflatedSize& operator=(const InflatedSize&) = delete;
+  void feed(std::string_view z) {
+    s_.next_in = reinterpret_cast<Bytef*>(const_cast<char*>(z.data()));
+    s_.avail_in = static_cast<uInt>(z.size());
+    // until the chunk is used up and zlib holds no more output (a full buffer may leave some)
+    bool full = true;
+    while (ok_ && rc_ == Z_OK && n_ <= cap_ && (s_.avail_in > 0 || full)) {
+      s_.next_out = out_, s_.avail_out = sizeof out_;
+      rc_ = inflate(&s_, Z_NO_FLUSH);
+      n_ += static_cast<int64_t>(sizeof out_ - s_.avail_out);
+      full = s_.avail_out == 0;
+      if (rc_ == Z_BUF_ERROR && s_.avail_in == 0) rc_ = Z_OK;  // nothing left to do: wait for the next chunk
+      if (s_.avail_in == 0 && !full) break;
+    }
+  }
+  int64_t bytes() const { return ok_ && rc_ == Z_STREAM_END ? n_ : -1; }
+
+ private:
+  z_stream s_{};
+  bool ok_ = false;
+  int rc_ = Z_OK;
+  int64_t cap_, n_ = 0;
+  unsigned char out_[1 << 16];
+};
 
 // PNG: signature, then chunks (length, type, data, CRC); IHDR first, IEND last. Each chunk must lie
 // within the file: libpng allocates a chunk's stated length before reading it. The image data must
@@ -86,9 +101,8 @@ PictureHeader png_header(std::string_view b) {
   const auto* p = reinterpret_cast<const unsigned char*>(b.data());
   size_t at = 8;
   PictureHeader h{PictureFormat::png};
-  int64_t bits = 0;
-  bool interlaced = false;
-  std::string idat;
+  int64_t want = 0;  // the bytes the image data must inflate to (IHDR's size, colour type, depth)
+  std::optional<InflatedSize> idat;  // made once IHDR has said how much the data must be
   for (bool first = true;; first = false) {
     QKV_CHECK(b.size() - at >= 12, "a PNG cut short at byte ", at, " (no IEND chunk)");
     const uint32_t length = be32(p + at);
@@ -103,13 +117,12 @@ PictureHeader png_header(std::string_view b) {
       const int channels = colour == 0 ? 1 : colour == 2 ? 3 : colour == 3 ? 1 : colour == 4 ? 2 : colour == 6 ? 4 : 0;
       QKV_CHECK(channels > 0 && (depth == 1 || depth == 2 || depth == 4 || depth == 8 || depth == 16),
                 "a PNG of colour type ", colour, " and bit depth ", depth, " (not a PNG's)");
-      bits = int64_t{channels} * depth;
-      interlaced = p[at + 20] != 0;
+      want = png_data_bytes(h.width, h.height, int64_t{channels} * depth, p[at + 20] != 0);
+      idat.emplace(want);
     }
-    if (type == "IDAT") idat.append(b.substr(at + 8, length));
+    if (type == "IDAT") idat->feed(b.substr(at + 8, length));
     if (type == "IEND") {
-      const int64_t want = png_data_bytes(h.width, h.height, bits, interlaced);
-      const int64_t got = inflated_bytes(idat, want);
+      const int64_t got = idat->bytes();
       QKV_CHECK(got == want, "a PNG whose image data ", got < 0 ? "is not a complete zlib stream" : "inflates to ",
                 got < 0 ? "" : std::to_string(got) + " bytes", " (", h.width, "×", h.height, " pixels take ", want, ")");
       return h;
