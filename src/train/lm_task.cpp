@@ -1,6 +1,5 @@
 #include "qkv/train/lm_task.h"
 
-#include <algorithm>
 #include <filesystem>
 #include <unistd.h>
 
@@ -142,15 +141,12 @@ LMTask::LMTask(const json& config, const std::string& base_dir, const std::strin
   model_ = models::build_language_model(type, m, &gen_);
   const int64_t B = cfg_.batch_size, T = model_->block_size(), V = model_->vocab_size();
   const char* keys = "lm task: train.batch_size × model.block_size × vocab_size × 8 bytes";
-  // The step's graph holds a few dozen tensors per layer, each with its bookkeeping (shape,
-  // strides, storage, node): ~40 KB a layer measured on a GPT of width 4, where values are nothing
-  // — what a model of 10^5 thin layers needs however small its batch (32 KiB a layer counted here,
-  // and 3 KiB per weight tensor for models that do not say n_layer).
+  // one step's logits and its graph (graph_bytes: what 10^5 thin layers need however small the batch)
   const int64_t weight_tensors = static_cast<int64_t>(model_->module().parameters().size());
   const int64_t layers = m.contains("n_layer") && m["n_layer"].is_number_integer() ? m["n_layer"].get<int64_t>() : 0;
-  const int64_t graph_bytes = std::max(checked_mul(layers, 32 << 10, keys), checked_mul(weight_tensors, 3 << 10, keys));
   check_batch_fits("lm task", params,
-                   checked_add(checked_mul(checked_mul(checked_mul(B, T, keys), V, keys), 8, keys), graph_bytes, keys),
+                   checked_add(checked_mul(checked_mul(checked_mul(B, T, keys), V, keys), 8, keys),
+                               graph_bytes(layers, weight_tensors, keys), keys),
                    detail::concat("train.batch_size ", B, " × model.block_size ", T, " × vocab_size ", V,
                                   " logits and their gradient, and the graph of its ", weight_tensors,
                                   " weight tensors (model.n_layer ", m.value("n_layer", json(0)).dump(), ")"));

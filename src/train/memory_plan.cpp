@@ -1,7 +1,9 @@
 #include "qkv/train/memory_plan.h"
 
+#include <algorithm>
 #include <new>
 
+#include "qkv/core/checked.h"
 #include "qkv/core/error.h"
 #include "qkv/core/machine.h"
 #include "qkv/core/tensor.h"
@@ -48,6 +50,10 @@ void check_batch_fits(const std::string& task, int64_t parameters, int64_t activ
             memory_str(activation_bytes), ", more than the ", memory_str(memory - weights), " this machine's ",
             memory_str(memory), " of memory leaves beside the model's ", memory_str(weights),
             " (lower the batch size)");
+}
+
+int64_t graph_bytes(int64_t layers, int64_t weight_tensors, const char* what) {
+  return std::max(checked_mul(layers, 32 << 10, what), checked_mul(weight_tensors, 3 << 10, what));
 }
 
 }  // namespace qkv::train

@@ -28,4 +28,11 @@ int64_t check_model_fits(const std::string& task, const nlohmann::json& model,
 // `what` names the keys and values the activations come from.
 void check_batch_fits(const std::string& task, int64_t parameters, int64_t activation_bytes, const std::string& what);
 
+// A lower bound on what one step's autograd graph holds beyond its values: a few dozen tensors a
+// layer, each with its bookkeeping (shape, strides, storage, node) — ~40 KB a layer measured on a GPT
+// of width 4, where the values are nothing, so what 10^5 thin layers need however small the batch.
+// 32 KiB a layer (`layers`: the model section's n_layer, 0 when it has none), or 3 KiB per weight
+// tensor, whichever is more. `what` names the keys for an overflow's message.
+int64_t graph_bytes(int64_t layers, int64_t weight_tensors, const char* what);
+
 }  // namespace qkv::train
