@@ -20,6 +20,9 @@ const io::Fields<GPTConfig>& GPTConfig::fields() {
                                      F::integer("n_embd", &GPTConfig::n_embd, 1),
                                      F::number("dropout", &GPTConfig::dropout, 0, 1, /*hi_open=*/true),
                                      F::boolean("bias", &GPTConfig::bias),
+                                     F::choice("activation", &GPTConfig::activation),
+                                     F::number("layer_norm_eps", &GPTConfig::layer_norm_eps, 1e-12, 1),
+                                     F::integer("n_inner", &GPTConfig::n_inner, 0),
                                  });
   return f;
 }
@@ -42,11 +45,12 @@ GPT::GPT(const GPTConfig& c, Generator* gen) : config(c), gen_(gen) {
   wte = register_module("wte", std::make_shared<Embedding>(c.vocab_size, c.n_embd, -1, &g));
   wpe = register_module("wpe", std::make_shared<Embedding>(c.block_size, c.n_embd, -1, &g));
   TransformerLayerOptions o;
-  o.d_model = c.n_embd, o.nhead = c.n_head, o.dim_feedforward = 4 * c.n_embd, o.dropout = c.dropout;
-  o.activation = Activation::gelu, o.norm_first = true, o.bias = c.bias, o.batch_first = true;
+  o.d_model = c.n_embd, o.nhead = c.n_head, o.dim_feedforward = c.n_inner > 0 ? c.n_inner : 4 * c.n_embd;
+  o.dropout = c.dropout, o.activation = c.activation, o.layer_norm_eps = c.layer_norm_eps;
+  o.norm_first = true, o.bias = c.bias, o.batch_first = true;
   for (int64_t i = 0; i < c.n_layer; ++i)
     h.push_back(register_module("h." + std::to_string(i), std::make_shared<TransformerEncoderLayer>(o, gen)));
-  ln_f = register_module("ln_f", std::make_shared<LayerNorm>(c.n_embd, 1e-5f, true, c.bias));
+  ln_f = register_module("ln_f", std::make_shared<LayerNorm>(c.n_embd, c.layer_norm_eps, true, c.bias));
 
   // nanoGPT's initialization: N(0, 0.02) for every weight matrix and embedding, zero biases, and
   // N(0, 0.02/√(2·n_layer)) for the projections that write into the residual stream.

@@ -22,6 +22,10 @@ struct GPTConfig {
   int64_t vocab_size = 65, block_size = 64, n_layer = 4, n_head = 4, n_embd = 128;
   float dropout = 0.f;
   bool bias = false;  // biases in Linear layers and LayerNorms (nanoGPT's default: none)
+  // GPT-2 (Hugging Face's GPT2LMHeadModel, imported by models/hf_convert) differs only in these:
+  Activation activation = Activation::gelu;  // GPT-2: gelu_tanh ("gelu_new")
+  float layer_norm_eps = 1e-5f;
+  int64_t n_inner = 0;                       // the MLP's hidden width; 0: 4 · n_embd
 
   static const io::Fields<GPTConfig>& fields();          // the keys of "model" in a config or model file
   static GPTConfig from_json(const nlohmann::json& j);  // fields() plus n_embd % n_head == 0

@@ -1,0 +1,79 @@
+// Hugging Face model folders → qkv model files: what `qkv convert --from hf DIR -o MODEL` and Python's
+// qkv.convert do. A folder as `save_pretrained` / `huggingface-cli download` leave it:
+//
+//   config.json                         "architectures": ["GPT2LMHeadModel"], the hyper-parameters
+//   model.safetensors                   the weights (f32, f16 or bf16), or, for a sharded checkpoint,
+//   model.safetensors.index.json        {"weight_map": {tensor → shard file}} and the shards
+//   tokenizer.json, tokenizer_config.json …   the tokenizer (stored inside the qkv file as it is)
+//
+// Each supported architecture is one entry of hf_architectures() (src/models/hf/<name>.cpp): how its
+// config becomes a qkv model type and config, and how its tensor names (and layouts: GPT-2's Conv1D
+// weights are [in, out], qkv's Linear weights [out, in]) become the qkv model's parameters. A config
+// field the architecture does not know is refused by name, never ignored; a tensor that maps to no
+// parameter, a parameter no tensor fills, or a shape that differs is an error naming the file, the
+// tensor and both shapes. Nothing is written unless the whole conversion holds.
+#pragma once
+
+#include <functional>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "qkv/core/tensor.h"
+#include "qkv/io/safetensors.h"
+
+namespace qkv::models {
+
+// A Hugging Face model folder, opened and checked: its config and where each tensor lives.
+struct HfFolder {
+  std::string dir;
+  nlohmann::json config;                 // config.json
+  std::string architecture;              // config["architectures"][0]
+  std::vector<std::string> shards;       // the safetensors files, paths inside dir
+  std::string tokenizer_json;            // tokenizer.json's text ("" when the folder has none)
+  nlohmann::json tokenizer_config;       // tokenizer_config.json (null when absent)
+};
+// A missing folder or config.json, weights only as pytorch_model.bin (with how to re-save them as
+// safetensors), an index naming a shard outside the folder or missing: a qkv::Error naming the path.
+HfFolder open_hf_folder(const std::string& dir);
+
+// Where a Hugging Face tensor goes in the qkv model.
+struct HfTensorTarget {
+  std::string name;        // the qkv parameter; "" : the tensor is known and not needed (a tied copy, a buffer)
+  bool transpose = false;  // a [in, out] Conv1D weight becoming a [out, in] Linear weight
+};
+
+// One supported architecture.
+struct HfArchitecture {
+  std::string name;        // config.json's architectures[0]: "GPT2LMHeadModel"
+  std::string model_type;  // the qkv registry type it becomes: "gpt"
+  // config.json → the qkv model's config; refuses (qkv::Error) a field or value qkv does not support,
+  // naming it.
+  std::function<nlohmann::json(const nlohmann::json& hf_config)> config;
+  // A tensor name of the checkpoint → its target; nullopt: a name this architecture does not have.
+  std::function<std::optional<HfTensorTarget>(const std::string& hf_name)> map;
+};
+const std::vector<HfArchitecture>& hf_architectures();
+// The entry for `name`; an unknown architecture is a qkv::Error listing the supported ones.
+const HfArchitecture& hf_architecture(const std::string& name);
+
+// The config fields every architecture may carry without changing what the model computes (ids,
+// dropout rates for training, bookkeeping): read by none of the converters and not refused.
+bool hf_field_is_bookkeeping(const std::string& key);
+// Refuses any key of `hf_config` that is neither in `known` nor bookkeeping: "config.json: field
+// 'x' (= value) is not supported for ARCH; qkv supports …".
+void hf_refuse_unknown_fields(const nlohmann::json& hf_config, const std::string& architecture,
+                              const std::vector<std::string>& known);
+
+struct HfConvertOptions {
+  io::StoreAs store = io::StoreAs::kF32;  // the stored weights' dtype (f32, f16, bf16)
+};
+
+// Converts the folder to a qkv model file at `out` (written atomically) with its tokenizer inside,
+// and returns the file's metadata. The model is built with the registry and loaded tensor by tensor
+// (the checkpoint's tensors are never all held at once), then saved.
+nlohmann::json convert_hf(const std::string& dir, const std::string& out, const HfConvertOptions& options = {});
+
+}  // namespace qkv::models

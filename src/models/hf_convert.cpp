@@ -1,0 +1,214 @@
+// Hugging Face folders → qkv model files (models/hf_convert.h): the folder, the architecture table,
+// and the conversion every architecture shares — build, stream, map, check, save.
+#include "qkv/models/hf_convert.h"
+
+#include <sys/stat.h>
+
+#include <map>
+#include <set>
+
+#include "hf/architectures.h"
+#include "qkv/core/error.h"
+#include "qkv/core/message.h"
+#include "qkv/io/file.h"
+#include "qkv/io/json.h"
+#include "qkv/models/model_file.h"
+#include "qkv/models/registry.h"
+#include "qkv/ops.h"
+
+namespace qkv::models {
+
+namespace {
+
+constexpr int64_t kMaxConfigBytes = 4 << 20;      // config.json, tokenizer_config.json, the index
+constexpr int64_t kMaxTokenizerBytes = 64 << 20;  // tokenizer.json (Llama 3's: 9 MB)
+
+bool exists(const std::string& path) {
+  struct stat st;
+  return ::stat(path.c_str(), &st) == 0;
+}
+
+nlohmann::json read_json(const std::string& path, int64_t max_bytes) {
+  io::require_regular_file(path, "the model folder's file", "a JSON file");
+  const std::string text = io::read_file(path, max_bytes, "the JSON file");
+  try {
+    return io::parse_json(text, "'" + path + "'");
+  } catch (const nlohmann::json::exception& e) {
+    throw Error(detail::concat("'", path, "' is not valid JSON: ", e.what()));
+  }
+}
+
+// A shard named by the index must be a plain file name inside the folder: no "..", no "/".
+void check_shard_name(const std::string& index_path, const std::string& shard) {
+  QKV_CHECK(!shard.empty() && shard.find('/') == std::string::npos && shard.find('\\') == std::string::npos &&
+                shard != "." && shard != "..",
+            "'", index_path, "': weight_map names the shard '", excerpt(shard),
+            "', which is not a file name inside the folder");
+}
+
+}  // namespace
+
+HfFolder open_hf_folder(const std::string& dir_in) {
+  std::string dir = dir_in;
+  while (dir.size() > 1 && dir.back() == '/') dir.pop_back();
+  struct stat st;
+  QKV_CHECK(::stat(dir.c_str(), &st) == 0, "the Hugging Face model folder '", dir, "' does not exist");
+  QKV_CHECK(S_ISDIR(st.st_mode), "'", dir, "' is ", io::file_kind_name(st.st_mode),
+            ", not a Hugging Face model folder (a directory with config.json and *.safetensors)");
+  HfFolder f;
+  f.dir = dir;
+  const std::string config = dir + "/config.json";
+  QKV_CHECK(exists(config), "'", dir, "' has no config.json: not a Hugging Face model folder");
+  f.config = read_json(config, kMaxConfigBytes);
+  QKV_CHECK(f.config.is_object(), "'", config, "' is not a JSON object");
+  auto arch = f.config.find("architectures");
+  QKV_CHECK(arch != f.config.end() && arch->is_array() && arch->size() == 1 && (*arch)[0].is_string(),
+            "'", config, "': \"architectures\" must name the model class, e.g. [\"GPT2LMHeadModel\"]");
+  f.architecture = (*arch)[0].get<std::string>();
+
+  const std::string single = dir + "/model.safetensors", index = dir + "/model.safetensors.index.json";
+  if (exists(index)) {
+    const nlohmann::json j = read_json(index, kMaxConfigBytes);
+    auto map = j.is_object() ? j.find("weight_map") : j.end();
+    QKV_CHECK(map != j.end() && map->is_object() && !map->empty(), "'", index,
+              "': no \"weight_map\" object naming each tensor's shard");
+    std::set<std::string> seen;
+    for (auto& [tensor, shard] : map->items()) {
+      QKV_CHECK(shard.is_string(), "'", index, "': weight_map[\"", excerpt(tensor), "\"] is not a file name");
+      const std::string name = shard.get<std::string>();
+      check_shard_name(index, name);
+      if (seen.insert(name).second) {
+        QKV_CHECK(exists(dir + "/" + name), "'", index, "' names the shard '", name, "', which is not in '", dir, "'");
+        f.shards.push_back(dir + "/" + name);
+      }
+    }
+  } else if (exists(single)) {
+    f.shards.push_back(single);
+  } else {
+    const bool bin = exists(dir + "/pytorch_model.bin") || exists(dir + "/pytorch_model.bin.index.json");
+    QKV_CHECK(!bin, "'", dir, "' holds its weights as pytorch_model.bin (a pickle, which qkv does not read); "
+                    "re-save them as safetensors with transformers first:\n  python3 -c \"from transformers import "
+                    "AutoModel; AutoModel.from_pretrained('", dir, "').save_pretrained('", dir,
+                    "-st', safe_serialization=True)\"\nthen copy the tokenizer files beside them and convert '", dir,
+                    "-st'");
+    QKV_CHECK(false, "'", dir, "' has neither model.safetensors nor model.safetensors.index.json");
+  }
+  if (exists(dir + "/tokenizer.json")) {
+    io::require_regular_file(dir + "/tokenizer.json", "the tokenizer", "a JSON file");
+    f.tokenizer_json = io::read_file(dir + "/tokenizer.json", kMaxTokenizerBytes, "the tokenizer");
+  }
+  if (exists(dir + "/tokenizer_config.json")) f.tokenizer_config = read_json(dir + "/tokenizer_config.json", kMaxConfigBytes);
+  return f;
+}
+
+// ---- the architecture table ----------------------------------------------------------------------
+
+const std::vector<HfArchitecture>& hf_architectures() {
+  static const std::vector<HfArchitecture> archs = {hf::gpt2()};
+  return archs;
+}
+
+const HfArchitecture& hf_architecture(const std::string& name) {
+  std::string known;
+  for (const auto& a : hf_architectures()) {
+    if (a.name == name) return a;
+    known += (known.empty() ? "" : ", ") + a.name;
+  }
+  throw Error(detail::concat("the Hugging Face architecture '", excerpt(name), "' is not supported; qkv converts ",
+                             known));
+}
+
+bool hf_field_is_bookkeeping(const std::string& key) {
+  static const std::set<std::string> keys = {
+      "_name_or_path", "architectures", "model_type", "transformers_version", "torch_dtype", "dtype", "use_cache",
+      "initializer_range", "bos_token_id", "eos_token_id", "pad_token_id", "sep_token_id", "decoder_start_token_id",
+      "task_specific_params", "id2label", "label2id", "gradient_checkpointing", "output_attentions",
+      "output_hidden_states", "return_dict", "problem_type", "tokenizer_class", "prefix", "finetuning_task",
+      "torchscript", "use_return_dict", "max_length", "num_beams", "bad_words_ids", "forced_eos_token_id",
+      "forced_bos_token_id", "num_labels", "is_decoder", "is_encoder_decoder", "chunk_size_feed_forward",
+      "pruned_heads", "attn_implementation", "_attn_implementation_autoset"};
+  return keys.count(key) > 0;
+}
+
+void hf_refuse_unknown_fields(const nlohmann::json& hf_config, const std::string& architecture,
+                              const std::vector<std::string>& known) {
+  const std::set<std::string> k(known.begin(), known.end());
+  for (auto& [key, value] : hf_config.items()) {
+    if (k.count(key) || hf_field_is_bookkeeping(key)) continue;
+    throw Error(detail::concat("config.json: the field '", excerpt(key), "' (= ", excerpt(value.dump(), 60),
+                               ") is not one qkv supports for ", architecture,
+                               "; refusing rather than computing something else (docs/PRETRAINED.md lists the "
+                               "supported fields)"));
+  }
+}
+
+// ---- the conversion ------------------------------------------------------------------------------
+
+nlohmann::json convert_hf(const std::string& dir, const std::string& out, const HfConvertOptions& options) {
+  const HfFolder f = open_hf_folder(dir);
+  const HfArchitecture& arch = hf_architecture(f.architecture);
+  nlohmann::json config;
+  try {
+    config = arch.config(f.config);
+  } catch (const Error& e) {
+    throw Error(detail::concat("'", f.dir, "/config.json' (", arch.name, "): ", e.what()));
+  }
+  std::unique_ptr<Model> model;
+  try {
+    model = model_type(arch.model_type).build(config, nullptr);
+  } catch (const Error& e) {
+    throw Error(detail::concat("'", f.dir, "/config.json' (", arch.name, "): ", e.what()));
+  }
+  std::map<std::string, Tensor> params;
+  for (auto& [name, p] : model->module().named_parameters()) params.emplace(name, p.detach());
+  std::map<std::string, std::string> filled_from;  // qkv parameter → the checkpoint tensor that filled it
+
+  for (const std::string& shard : f.shards) {
+    std::map<std::string, HfTensorTarget> targets;
+    io::stream_safetensors(
+        shard, /*keep_bf16=*/false,
+        [&](const std::map<std::string, std::string>&, const std::vector<io::SafetensorsEntry>& entries) {
+          // Every name is checked before any data is read: a checkpoint of another architecture, or
+          // a config that lies about the layer count, fails at once.
+          for (const auto& e : entries) {
+            std::optional<HfTensorTarget> t = arch.map(e.name);
+            QKV_CHECK(t.has_value(), "'", shard, "': the tensor '", excerpt(e.name), "' is not part of ", arch.name,
+                      " as its config.json describes it (", model->describe(), ")");
+            if (t->name.empty()) continue;
+            auto p = params.find(t->name);
+            QKV_CHECK(p != params.end(), "'", shard, "': the tensor '", excerpt(e.name), "' has no place in the model ",
+                      "config.json describes (", model->describe(), "; it would be ", t->name, ")");
+            Shape want = p->second.shape();
+            if (t->transpose && want.size() == 2) std::swap(want[0], want[1]);
+            QKV_CHECK(e.shape == want, "'", shard, "': the tensor '", e.name, "' is ", shape_str(e.shape),
+                      " but config.json makes it ", shape_str(want));
+            QKV_CHECK(!filled_from.count(t->name), "'", shard, "': the tensors '", filled_from[t->name], "' and '",
+                      e.name, "' both fill ", t->name);
+            filled_from[t->name] = e.name;
+            targets.emplace(e.name, *t);
+          }
+        },
+        [&](const std::string& name) { return targets.count(name) > 0; },
+        [&](const std::string& name, TensorBase&& t) {
+          const HfTensorTarget& target = targets.at(name);
+          Tensor src(std::move(t));
+          if (target.transpose) src = src.transpose(0, 1);
+          params.at(target.name).copy_(src);
+        });
+  }
+  for (auto& [name, p] : params)
+    QKV_CHECK(filled_from.count(name), "'", f.dir, "': no tensor of the checkpoint fills the parameter ", name, " of ",
+              arch.name, " (a truncated or partial checkpoint?)");
+
+  nlohmann::json tokenizer = nullptr;
+  if (!f.tokenizer_json.empty()) {
+    tokenizer = {{"type", "hf"}, {"tokenizer_json", f.tokenizer_json}};
+    if (!f.tokenizer_config.is_null()) tokenizer["tokenizer_config"] = f.tokenizer_config;
+  }
+  nlohmann::json meta = metadata(*model, tokenizer);
+  meta["converted_from"] = {{"format", "huggingface"}, {"architecture", arch.name}, {"config", f.config}};
+  save_model_file(out, model->module(), meta, options.store);
+  return meta;
+}
+
+}  // namespace qkv::models

@@ -1,0 +1,74 @@
+"""Golden files for the Hugging Face importers (tests/models/hf_convert_test.cpp): tiny random models
+built by `transformers`, saved with save_pretrained as a user's downloaded folder would be, and what
+`transformers` computes with them.
+
+    python3 tests/golden/make_hf_golden.py     # pyenv python3: pip install torch transformers tokenizers
+
+Writes tests/golden/hf/<case>/ — config.json, model.safetensors (or shards and their index), and
+reference.json: the input ids, the f32 logits of every position, and 64 greedily generated tokens —
+each case under ~1 MB. Seeded: reruns give the same files on the same versions.
+"""
+import json
+import os
+import shutil
+import sys
+
+import torch
+import transformers
+
+HERE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "hf")
+torch.manual_seed(0)
+
+
+def randomize(model, std):
+    """transformers' init leaves biases and LayerNorms at 0/1; random values exercise every mapping."""
+    with torch.no_grad():
+        for name, p in model.named_parameters():
+            p.copy_(torch.randn_like(p) * (std if p.dim() >= 2 else 0.1) + (1.0 if name.endswith("ln_1.weight")
+                    or name.endswith("ln_2.weight") or name.endswith("ln_f.weight") or "norm" in name
+                    and name.endswith("weight") else 0.0))
+
+
+def save_case(name, model, vocab, max_shard_size=None, dtype=None):
+    out = os.path.join(HERE, name)
+    shutil.rmtree(out, ignore_errors=True)
+    model.eval()
+    g = torch.Generator().manual_seed(1)
+    ids = torch.randint(0, vocab, (2, 12), generator=g)
+    with torch.no_grad():
+        logits = model(ids).logits.float()
+        gen = model.generate(ids[:1, :5], max_new_tokens=64, do_sample=False, pad_token_id=0,
+                             eos_token_id=None)
+    kwargs = {"safe_serialization": True}
+    if max_shard_size:
+        kwargs["max_shard_size"] = max_shard_size
+    if dtype is not None:
+        model = model.to(dtype)
+    model.save_pretrained(out, **kwargs)
+    ref = {"transformers": transformers.__version__, "torch": torch.__version__,
+           "input_ids": ids.tolist(), "logits_shape": list(logits.shape),
+           "logits": [round(v, 7) for v in logits.flatten().tolist()],
+           "prompt": ids[0, :5].tolist(), "greedy": gen[0, 5:].tolist(),
+           "stored_dtype": str(dtype or torch.float32)}
+    with open(os.path.join(out, "reference.json"), "w") as f:
+        json.dump(ref, f)
+    size = sum(os.path.getsize(os.path.join(out, x)) for x in os.listdir(out))
+    print(f"{name}: {size / 1024:.0f} KiB", file=sys.stderr)
+
+
+def gpt2_cases():
+    base = dict(vocab_size=512, n_positions=96, n_embd=48, n_layer=2, n_head=4)
+    m = transformers.GPT2LMHeadModel(transformers.GPT2Config(**base))
+    randomize(m, 0.5)
+    save_case("gpt2", m, 512)
+    # another activation, an explicit MLP width, a different epsilon; sharded and stored in f16
+    c = transformers.GPT2Config(**base, activation_function="gelu", n_inner=80, layer_norm_epsilon=1e-6)
+    m = transformers.GPT2LMHeadModel(c)
+    randomize(m, 0.5)
+    m = m.half().float()  # the reference computes with the f16-rounded weights the folder holds
+    save_case("gpt2-sharded-f16", m, 512, max_shard_size="100KB", dtype=torch.float16)
+
+
+if __name__ == "__main__":
+    os.makedirs(HERE, exist_ok=True)
+    gpt2_cases()

@@ -1,0 +1,174 @@
+// Hugging Face folders → qkv model files (models/hf_convert.h), against what `transformers` computes
+// with the same tiny random models: tests/golden/hf/<case>/ written by tests/golden/make_hf_golden.py
+// (logits of every position ≤ 1e-4 relative, 64 greedy tokens identical); and hostile folders.
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+
+#include "qkv/decode/generate.h"
+#include "qkv/io/file.h"
+#include "qkv/models/hf_convert.h"
+#include "qkv/models/model_file.h"
+#include "qkv/models/registry.h"
+#include "testing.h"
+
+namespace qkv::models {
+namespace {
+
+namespace fs = std::filesystem;
+const fs::path kGolden = fs::path(QKV_GOLDEN_DIR) / "hf";
+
+nlohmann::json reference(const std::string& name) {
+  return nlohmann::json::parse(io::read_file((kGolden / name / "reference.json").string()));
+}
+
+// The converted file, loaded as a language model.
+std::unique_ptr<LanguageModel> convert_and_load(const std::string& name, const fs::path& dir) {
+  const std::string out = (dir / (name + ".safetensors")).string();
+  convert_hf((kGolden / name).string(), out);
+  ModelFile f = load_model_file(out);
+  EXPECT_EQ(f.meta["converted_from"]["architecture"], "GPT2LMHeadModel");
+  auto m = model_type(f.meta["model_type"].get<std::string>()).build(f.meta["model"], nullptr);
+  load_parameters(m->module(), f);
+  m->module().eval();
+  return std::unique_ptr<LanguageModel>(dynamic_cast<LanguageModel*>(m.release()));
+}
+
+void check_against_transformers(const std::string& name) {
+  SCOPED_TRACE(name);
+  testing::TempDir dir("hf");
+  auto model = convert_and_load(name, dir.path);
+  ASSERT_TRUE(model);
+  const nlohmann::json ref = reference(name);
+  const auto ids = ref["input_ids"].get<std::vector<std::vector<int32_t>>>();
+  std::vector<int32_t> flat;
+  for (auto& row : ids) flat.insert(flat.end(), row.begin(), row.end());
+  Tensor idx = Tensor::from_ints(flat, {static_cast<int64_t>(ids.size()), static_cast<int64_t>(ids[0].size())});
+  Tensor logits = model->forward(idx);
+  EXPECT_EQ(logits.shape(), ref["logits_shape"].get<Shape>());
+  EXPECT_LE(testing::rel_error(logits.to_vector(), ref["logits"].get<std::vector<float>>()), 1e-4);
+
+  decode::GenerateOptions opt;
+  opt.max_new_tokens = 64;
+  opt.sampling.temperature = 0;  // greedy, as generate(do_sample=False)
+  EXPECT_EQ(decode::generate(*model, ref["prompt"].get<std::vector<int32_t>>(), opt),
+            ref["greedy"].get<std::vector<int32_t>>());
+}
+
+TEST(HfConvert, Gpt2EqualsTransformers) { check_against_transformers("gpt2"); }
+TEST(HfConvert, Gpt2ShardedF16EqualsTransformers) { check_against_transformers("gpt2-sharded-f16"); }
+
+// ---- hostile folders: a clear message naming the file and the field or tensor ---------------------
+
+// A copy of a golden folder to spoil.
+fs::path copy_case(const std::string& name, const fs::path& dir) {
+  const fs::path to = dir / name;
+  fs::create_directories(dir);
+  fs::copy(kGolden / name, to, fs::copy_options::recursive);
+  return to;
+}
+void write(const fs::path& p, const std::string& text) { std::ofstream(p, std::ios::binary) << text; }
+nlohmann::json read_json(const fs::path& p) { return nlohmann::json::parse(io::read_file(p.string())); }
+std::string convert_error(const fs::path& folder, const fs::path& dir) {
+  const fs::path out = dir / "out.safetensors";
+  std::string e = testing::error_of([&] { convert_hf(folder.string(), out.string()); });
+  EXPECT_FALSE(fs::exists(out)) << "a failed conversion wrote " << out;
+  return e;
+}
+
+TEST(HfConvert, HostileFolders) {
+  testing::TempDir dir("hf-hostile");
+  EXPECT_NE(convert_error(dir.path / "nowhere", dir.path).find("does not exist"), std::string::npos);
+  {  // no config.json
+    fs::path f = copy_case("gpt2", dir.path / "a");
+    fs::remove(f / "config.json");
+    EXPECT_NE(convert_error(f, dir.path).find("has no config.json"), std::string::npos);
+  }
+  {  // weights only as a pickle: how to re-save them
+    fs::path f = copy_case("gpt2", dir.path / "b");
+    fs::rename(f / "model.safetensors", f / "pytorch_model.bin");
+    const std::string e = convert_error(f, dir.path);
+    EXPECT_NE(e.find("pytorch_model.bin"), std::string::npos) << e;
+    EXPECT_NE(e.find("safe_serialization=True"), std::string::npos) << e;
+  }
+  {  // an unknown architecture
+    fs::path f = copy_case("gpt2", dir.path / "c");
+    auto c = read_json(f / "config.json");
+    c["architectures"] = {"FancyNewModel"};
+    write(f / "config.json", c.dump());
+    const std::string e = convert_error(f, dir.path);
+    EXPECT_NE(e.find("'FancyNewModel' is not supported"), std::string::npos) << e;
+    EXPECT_NE(e.find("GPT2LMHeadModel"), std::string::npos) << e;
+  }
+  {  // a field qkv does not support is refused by name; a known field with an unsupported value too
+    fs::path f = copy_case("gpt2", dir.path / "d");
+    auto c = read_json(f / "config.json");
+    c["rotary_pct"] = 0.25;
+    write(f / "config.json", c.dump());
+    std::string e = convert_error(f, dir.path);
+    EXPECT_NE(e.find("config.json"), std::string::npos) << e;
+    EXPECT_NE(e.find("'rotary_pct'"), std::string::npos) << e;
+    c.erase("rotary_pct");
+    c["scale_attn_by_inverse_layer_idx"] = true;
+    write(f / "config.json", c.dump());
+    e = convert_error(f, dir.path);
+    EXPECT_NE(e.find("scale_attn_by_inverse_layer_idx"), std::string::npos) << e;
+    c["scale_attn_by_inverse_layer_idx"] = false;
+    c["activation_function"] = "swish";
+    write(f / "config.json", c.dump());
+    e = convert_error(f, dir.path);
+    EXPECT_NE(e.find("activation_function 'swish'"), std::string::npos) << e;
+  }
+  {  // a config that lies: one layer fewer than the weights hold; a wider model than they are
+    fs::path f = copy_case("gpt2", dir.path / "e");
+    auto c = read_json(f / "config.json");
+    c["n_layer"] = 1;
+    write(f / "config.json", c.dump());
+    std::string e = convert_error(f, dir.path);
+    EXPECT_NE(e.find("model.safetensors"), std::string::npos) << e;
+    EXPECT_NE(e.find("h.1."), std::string::npos) << e;
+    c["n_layer"] = 3;
+    write(f / "config.json", c.dump());
+    e = convert_error(f, dir.path);
+    EXPECT_NE(e.find("no tensor of the checkpoint fills the parameter h.2."), std::string::npos) << e;
+    c["n_layer"] = 2;
+    c["n_embd"] = 64;
+    write(f / "config.json", c.dump());
+    e = convert_error(f, dir.path);
+    EXPECT_NE(e.find("but config.json makes it"), std::string::npos) << e;
+    c["n_embd"] = "48";
+    write(f / "config.json", c.dump());
+    e = convert_error(f, dir.path);
+    EXPECT_NE(e.find("'n_embd'"), std::string::npos) << e;
+  }
+  {  // an index that names a shard outside the folder, or one that is missing
+    fs::path f = copy_case("gpt2-sharded-f16", dir.path / "g");
+    auto idx = read_json(f / "model.safetensors.index.json");
+    auto& map = idx["weight_map"];
+    map[map.begin().key()] = "../../etc/passwd";
+    write(f / "model.safetensors.index.json", idx.dump());
+    std::string e = convert_error(f, dir.path);
+    EXPECT_NE(e.find("not a file name inside the folder"), std::string::npos) << e;
+    fs::remove(f / "model-00002-of-00002.safetensors");
+    idx = read_json(kGolden / "gpt2-sharded-f16" / "model.safetensors.index.json");
+    write(f / "model.safetensors.index.json", idx.dump());
+    e = convert_error(f, dir.path);
+    EXPECT_NE(e.find("model-00002-of-00002.safetensors"), std::string::npos) << e;
+  }
+  {  // a truncated weights file
+    fs::path f = copy_case("gpt2", dir.path / "h");
+    fs::resize_file(f / "model.safetensors", fs::file_size(f / "model.safetensors") / 2);
+    EXPECT_NE(convert_error(f, dir.path).find("model.safetensors"), std::string::npos);
+  }
+  {  // config.json that is not JSON, or not an object
+    fs::path f = copy_case("gpt2", dir.path / "i");
+    write(f / "config.json", "{\"architectures\": [\"GPT2LMHeadModel\"],");
+    EXPECT_NE(convert_error(f, dir.path).find("config.json"), std::string::npos);
+    write(f / "config.json", "[1, 2]");
+    EXPECT_NE(convert_error(f, dir.path).find("not a JSON object"), std::string::npos);
+  }
+}
+
+}  // namespace
+}  // namespace qkv::models

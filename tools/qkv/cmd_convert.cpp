@@ -1,0 +1,42 @@
+// qkv convert — a Hugging Face model folder (GPT-2, …: models/hf_convert.h) to a qkv model file with
+// its tokenizer inside, which every other command then takes with -m.
+#include <cstdio>
+
+#include "commands.h"
+#include "options.h"
+#include "qkv/models/hf_convert.h"
+
+namespace qkv::cli {
+
+void add_convert(CLI::App& app) {
+  auto* sub = app.add_subcommand("convert", "convert a Hugging Face model folder (config.json, *.safetensors, "
+                                            "tokenizer.json) to a qkv model file");
+  struct Args {
+    std::string from = "hf", dir, out;
+    io::StoreAs dtype = io::StoreAs::kF32;
+  };
+  auto a = std::make_shared<Args>();
+  sub->add_option("dir", a->dir, "the model folder, as save_pretrained or huggingface-cli download leave it")
+      ->required();
+  sub->add_option("--from", a->from, "the folder's format (hf: Hugging Face transformers)")
+      ->check(CLI::IsMember({"hf"}))
+      ->capture_default_str();
+  sub->add_option("-o,--out", a->out, "the qkv model file to write (atomically)")->required();
+  add_choice(sub, "--dtype", a->dtype, "how the file stores the weights",
+             {io::StoreAs::kF32, io::StoreAs::kF16, io::StoreAs::kBF16});
+  std::string archs;
+  for (const auto& arch : models::hf_architectures()) archs += (archs.empty() ? "" : ", ") + arch.name;
+  sub->footer("Architectures: " + archs +
+              ".\nExample (the folder downloaded on a machine that reaches the hub):\n"
+              "  huggingface-cli download gpt2 --local-dir gpt2\n"
+              "  qkv convert --from hf gpt2 -o gpt2.safetensors && qkv generate -m gpt2.safetensors \"Hello\"");
+  register_runner(sub, [a] {
+    const nlohmann::json meta = models::convert_hf(a->dir, a->out, {a->dtype});
+    std::fprintf(stderr, "%s (%s) -> %s as %s (%s)\n", a->dir.c_str(),
+                 meta["converted_from"]["architecture"].get<std::string>().c_str(), a->out.c_str(),
+                 meta["model_type"].get<std::string>().c_str(), std::string(enum_name(a->dtype)).c_str());
+    return 0;
+  });
+}
+
+}  // namespace qkv::cli
