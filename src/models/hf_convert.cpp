@@ -104,7 +104,7 @@ HfFolder open_hf_folder(const std::string& dir_in) {
 // ---- the architecture table ----------------------------------------------------------------------
 
 const std::vector<HfArchitecture>& hf_architectures() {
-  static const std::vector<HfArchitecture> archs = {hf::gpt2()};
+  static const std::vector<HfArchitecture> archs = {hf::gpt2(), hf::llama(), hf::qwen2(), hf::mistral()};
   return archs;
 }
 
@@ -176,6 +176,7 @@ nlohmann::json convert_hf(const std::string& dir, const std::string& out, const 
                       " as its config.json describes it (", model->describe(), ")");
             if (t->name.empty()) continue;
             auto p = params.find(t->name);
+            if (p == params.end() && t->tied_copy) continue;  // the tied head's copy of the embedding
             QKV_CHECK(p != params.end(), "'", shard, "': the tensor '", excerpt(e.name), "' has no place in the model ",
                       "config.json describes (", model->describe(), "; it would be ", t->name, ")");
             Shape want = p->second.shape();

@@ -8,6 +8,7 @@
 #include "qkv/nn/captioner.h"
 #include "qkv/nn/convnet.h"
 #include "qkv/nn/gpt.h"
+#include "qkv/nn/llama.h"
 #include "qkv/nn/rnn_seq2seq.h"
 #include "qkv/nn/transformer.h"
 
@@ -82,6 +83,8 @@ const std::vector<ModelType>& model_types() {
                              "an image captioner: a ConvNet grid, a GRU decoder with additive attention over it "
                              "(Xu et al. 2015, Show, Attend and Tell)"),
       language_model<nn::GPT>("gpt", "a decoder-only Transformer language model (nanoGPT's)"),
+      language_model<nn::Llama>("llama", "a Llama-family language model: RMSNorm, rotary positions, SwiGLU, "
+                                         "grouped-query attention (Llama 2/3, Qwen2, Mistral)"),
       image_classifier<nn::ConvNet>("convnet",
                                     "a ResNet-style image classifier, optionally with non-local (self-attention) "
                                     "blocks (He et al. 2016; Wang et al. 2018)"),

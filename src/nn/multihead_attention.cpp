@@ -217,6 +217,16 @@ void grow(KVCache& c, int64_t B, int64_t H, int64_t D, int64_t Dv, int64_t extra
 
 }  // namespace
 
+void KVCache::append(const Tensor& new_k, const Tensor& new_v) {
+  QKV_CHECK(new_k.dim() == 4 && new_v.dim() == 4 && new_k.size(2) == new_v.size(2), "KVCache::append: k ",
+            shape_str(new_k.shape()), " / v ", shape_str(new_v.shape()), " should be [B, H, T, D]");
+  const int64_t T = new_k.size(2);
+  grow(*this, new_k.size(0), new_k.size(1), new_k.size(3), new_v.size(3), T, new_k.device());
+  k.slice(2, length, length + T).copy_(new_k);
+  v.slice(2, length, length + T).copy_(new_v);
+  length += T;
+}
+
 void MultiheadAttention::set_inference_weights(InferenceWeights weights) {
   out_proj->set_inference_weights(weights);
   in_proj_inference = in_proj_weight.defined() ? InferenceWeight(in_proj_weight, weights) : InferenceWeight();
@@ -255,11 +265,8 @@ Tensor MultiheadAttention::forward_cached(const Tensor& x, KVCache& cache) const
   } else {
     Q = project(x, 0, true), K = project(x, 1, true), V = project(x, 2, true);
   }
-  grow(cache, B, H, D, D, T, x.device());
   const int64_t past = cache.length;
-  cache.k.slice(2, past, past + T).copy_(K.view({B, T, H, D}).transpose(1, 2));
-  cache.v.slice(2, past, past + T).copy_(V.view({B, T, H, D}).transpose(1, 2));
-  cache.length = past + T;
+  cache.append(K.view({B, T, H, D}).transpose(1, 2), V.view({B, T, H, D}).transpose(1, 2));
 
   AttentionOptions opt;
   if (T > 1 && past == 0) {

@@ -28,6 +28,10 @@ Tensor relu(const Tensor& x) {
   });
 }
 
+// y = x · σ(x);  dx = dy · σ(x) · (1 + x · (1 − σ(x))) — composed of sigmoid and mul, whose backward
+// rules give exactly this.
+Tensor silu(const Tensor& x) { return mul(x, sigmoid(x)); }
+
 Tensor gelu(const Tensor& x, const std::string& approximate) {
   QKV_CHECK(approximate == "none" || approximate == "tanh", "gelu: approximate must be \"none\" or \"tanh\", got \"",
             approximate, "\"");

@@ -24,9 +24,8 @@ def randomize(model, std):
     """transformers' init leaves biases and LayerNorms at 0/1; random values exercise every mapping."""
     with torch.no_grad():
         for name, p in model.named_parameters():
-            p.copy_(torch.randn_like(p) * (std if p.dim() >= 2 else 0.1) + (1.0 if name.endswith("ln_1.weight")
-                    or name.endswith("ln_2.weight") or name.endswith("ln_f.weight") or "norm" in name
-                    and name.endswith("weight") else 0.0))
+            is_norm = p.dim() == 1 and ("ln_" in name or "norm" in name) and name.endswith("weight")
+            p.copy_(torch.randn_like(p) * (std if p.dim() >= 2 else 0.1) + (1.0 if is_norm else 0.0))
 
 
 def save_case(name, model, vocab, max_shard_size=None, dtype=None):
@@ -69,6 +68,44 @@ def gpt2_cases():
     save_case("gpt2-sharded-f16", m, 512, max_shard_size="100KB", dtype=torch.float16)
 
 
+def llama_cases():
+    T = transformers
+    small = dict(vocab_size=512, hidden_size=64, intermediate_size=96, num_hidden_layers=2,
+                 num_attention_heads=4, max_position_embeddings=128)
+    cases = [
+        # grouped-query attention 4/2, untied head
+        ("llama-gqa", T.LlamaForCausalLM, T.LlamaConfig(**small, num_key_value_heads=2)),
+        # multi-query, tied head, every bias, llama3 rope scaling that bites within 76 positions
+        ("llama3-mqa-tied-bias", T.LlamaForCausalLM,
+         T.LlamaConfig(**small, num_key_value_heads=1, tie_word_embeddings=True, attention_bias=True,
+                       mlp_bias=True, rope_theta=500000.0,
+                       rope_scaling={"rope_type": "llama3", "factor": 8.0, "low_freq_factor": 1.0,
+                                     "high_freq_factor": 4.0, "original_max_position_embeddings": 16})),
+        # linear rope scaling, a head_dim other than hidden/heads
+        ("llama-linear-headdim", T.LlamaForCausalLM,
+         T.LlamaConfig(**small, num_key_value_heads=4, head_dim=24, rope_scaling={"rope_type": "linear", "factor": 2.0})),
+        # Qwen2: q/k/v biases, tied head
+        ("qwen2", T.Qwen2ForCausalLM, T.Qwen2Config(**small, num_key_value_heads=2, tie_word_embeddings=True)),
+        # Mistral: a sliding window of 8 keys, shorter than the inputs and the generation
+        ("mistral-window", T.MistralForCausalLM, T.MistralConfig(**small, num_key_value_heads=2, sliding_window=8)),
+    ]
+    for name, cls, config in cases:
+        m = cls(config)
+        randomize(m, 0.5)
+        save_case(name, m, 512)
+    # transformers 4's way of writing rope: rope_theta and rope_scaling beside the other fields (what
+    # most downloaded folders hold), for the same model
+    path = os.path.join(HERE, "llama3-mqa-tied-bias", "config.json")
+    with open(path) as f:
+        c = json.load(f)
+    rope = c.pop("rope_parameters")
+    c["rope_theta"] = rope.pop("rope_theta")
+    c["rope_scaling"] = rope
+    with open(path, "w") as f:
+        json.dump(c, f, indent=2)
+
+
 if __name__ == "__main__":
     os.makedirs(HERE, exist_ok=True)
     gpt2_cases()
+    llama_cases()

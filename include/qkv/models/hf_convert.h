@@ -43,6 +43,7 @@ HfFolder open_hf_folder(const std::string& dir);
 struct HfTensorTarget {
   std::string name;        // the qkv parameter; "" : the tensor is known and not needed (a tied copy, a buffer)
   bool transpose = false;  // a [in, out] Conv1D weight becoming a [out, in] Linear weight
+  bool tied_copy = false;  // an output head a tied model does not have (lm_head.weight): skipped then
 };
 
 // One supported architecture.

@@ -31,6 +31,8 @@ struct KVCache {
   int64_t capacity() const { return k.defined() ? k.size(2) : 0; }
   // Keeps batch rows `index` (in that order, repeats allowed): beam search reorders hypotheses.
   void reorder(const std::vector<int64_t>& index);
+  // Appends T positions, k/v [B, Hkv, T, D] (any strides), growing the capacity (doubling) as needed.
+  void append(const Tensor& k, const Tensor& v);
   // The filled part, [B, H, length, D] views.
   Tensor keys() const { return k.slice(2, 0, length); }
   Tensor values() const { return v.slice(2, 0, length); }

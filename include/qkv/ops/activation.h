@@ -11,6 +11,8 @@ namespace qkv {
 Tensor relu(const Tensor& x);
 // approximate: "none" (exact erf, the default, as PyTorch) or "tanh".
 Tensor gelu(const Tensor& x, const std::string& approximate = "none");
+// SiLU (swish): x · σ(x), as F.silu — Llama's MLP gate.
+Tensor silu(const Tensor& x);
 // Inverted dropout; identity when !training or p == 0. gen: default_generator() when null.
 Tensor dropout(const Tensor& x, float p, bool training = true, Generator* gen = nullptr);
 // Channel dropout (F.dropout2d): x [N, C, H, W] or [C, H, W]; each whole channel is zeroed with

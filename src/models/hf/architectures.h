@@ -4,13 +4,18 @@
 
 #include <string>
 
+#include "qkv/core/error.h"
+
 #include <nlohmann/json.hpp>
 
 #include "qkv/models/hf_convert.h"
 
 namespace qkv::models::hf {
 
-HfArchitecture gpt2();  // GPT2LMHeadModel → "gpt"
+HfArchitecture gpt2();     // GPT2LMHeadModel → "gpt"
+HfArchitecture llama();    // LlamaForCausalLM → "llama"
+HfArchitecture qwen2();    // Qwen2ForCausalLM → "llama"
+HfArchitecture mistral();  // MistralForCausalLM → "llama"
 
 // config[key] when present and not null, else `fallback` (Hugging Face's default for a field that
 // save_pretrained left out because it equals the default).

@@ -1,0 +1,125 @@
+// Llama: the decoder-only Transformer of Llama 2/3, Qwen2, Mistral and SmolLM — GPT's causal language
+// model with RMSNorm, rotary positions, a gated SiLU MLP and grouped-query attention:
+//
+//   x₀ = embed_tokens[idx]                                         no position embedding
+//   h  = xₗ₋₁ + o_proj(Attn(RoPE(q_proj(n)), RoPE(k_proj(n)), v_proj(n))),  n = RMSNorm₁(xₗ₋₁)
+//   xₗ = h + down_proj(SiLU(gate_proj(m)) ⊙ up_proj(m)),                   m = RMSNorm₂(h)
+//   logits = RMSNorm(x_L) lm_headᵀ                                  lm_head tied to embed_tokens or not
+//
+// Attn is causal scaled dot-product attention with H query heads sharing Hkv key/value heads
+// (H % Hkv == 0; Hkv = H is plain multi-head, 1 is multi-query), optionally limited to the last
+// `sliding_window` keys (Mistral). RoPE rotates each head's first rot = head_dim · partial_rotary_factor
+// features by position t at angles t·θᵢ, θᵢ = rope_theta^(−2i/rot), with rope_scaling's variants.
+//
+// Parameter names are Hugging Face's, without the "model." prefix: embed_tokens.weight,
+// layers.{i}.self_attn.(q|k|v|o)_proj.*, layers.{i}.mlp.(gate|up|down)_proj.*,
+// layers.{i}.(input|post_attention)_layernorm.weight, norm.weight, lm_head.weight (untied only).
+#pragma once
+
+#include <nlohmann/json_fwd.hpp>
+
+#include "qkv/io/config.h"
+#include "qkv/nn/attention_maps.h"
+#include "qkv/nn/embedding.h"
+#include "qkv/nn/linear.h"
+#include "qkv/nn/multihead_attention.h"
+
+namespace qkv::nn {
+
+enum class RopeScaling : uint8_t { none, linear, llama3 };
+constexpr EnumTable<RopeScaling, 3> enum_table(RopeScaling) {
+  return {"rope scaling", {{{RopeScaling::none, "none"}, {RopeScaling::linear, "linear"}, {RopeScaling::llama3, "llama3"}}}};
+}
+
+struct LlamaConfig {
+  int64_t vocab_size = 32000, hidden_size = 256, intermediate_size = 688, num_hidden_layers = 4,
+          num_attention_heads = 4, num_key_value_heads = 0 /* 0: = num_attention_heads */,
+          head_dim = 0 /* 0: hidden_size / num_attention_heads */, block_size = 2048 /* max_position_embeddings */;
+  double rms_norm_eps = 1e-6, rope_theta = 10000, partial_rotary_factor = 1;
+  RopeScaling rope_scaling = RopeScaling::none;
+  double rope_factor = 1, rope_low_freq_factor = 1, rope_high_freq_factor = 4;
+  int64_t rope_original_max_position_embeddings = 8192;
+  bool qkv_bias = false, o_bias = false, mlp_bias = false, tie_word_embeddings = false;
+  int64_t sliding_window = 0;  // 0: none; else query t sees keys t − window + 1 … t
+  float dropout = 0.f;         // on the attention weights and the residual branches, while training
+
+  static const io::Fields<LlamaConfig>& fields();
+  static LlamaConfig from_json(const nlohmann::json& j);  // fields() plus the divisibility checks
+  nlohmann::json to_json() const;
+  int64_t width() const { return hidden_size; }
+  int64_t kv_heads() const { return num_key_value_heads > 0 ? num_key_value_heads : num_attention_heads; }
+  int64_t head_size() const { return head_dim > 0 ? head_dim : hidden_size / num_attention_heads; }
+  int64_t rotary_dim() const;  // head_size · partial_rotary_factor, even
+  std::string describe() const;  // "Llama 4 layers, 4 heads (2 key/value), 256 dims, block 2048, vocab 32000"
+};
+
+// The rotation angles' cosines and sines, [T, rot] for positions pos0 … pos0+T−1 (computed in double,
+// stored f32; cached up to the longest length asked so far).
+class RotaryEmbedding {
+ public:
+  explicit RotaryEmbedding(const LlamaConfig& c);
+  std::pair<Tensor, Tensor> tables(int64_t pos0, int64_t T, Device device) const;
+  std::vector<double> inv_freq;  // θᵢ, i < rot/2, after rope_scaling
+
+ private:
+  mutable Tensor cos_, sin_;  // [n, rot] for positions 0 … n−1 (CPU)
+};
+
+class LlamaDecoderLayer : public Module {
+ public:
+  LlamaDecoderLayer(const LlamaConfig& c, Generator* gen);
+  // x [B, T, E] at positions given by cos/sin [T, rot] → [B, T, E]; weights_out: [B, H, T, S].
+  Tensor forward(const Tensor& x, const Tensor& cos, const Tensor& sin, const Tensor& mask, bool is_causal,
+                 Tensor* weights_out = nullptr) const;
+  // Decoding: appends this layer's keys and values for x's T positions to `cache` and attends over
+  // all it holds, with `mask` [T, S] (or is_causal) as Llama::step makes it.
+  Tensor forward_cached(const Tensor& x, const Tensor& cos, const Tensor& sin, const Tensor& mask, bool is_causal,
+                        KVCache& cache) const;
+  void set_inference_weights(InferenceWeights weights);
+
+  LlamaConfig config;
+  std::shared_ptr<Linear> q_proj, k_proj, v_proj, o_proj, gate_proj, up_proj, down_proj;
+  Tensor input_layernorm, post_attention_layernorm;  // the RMSNorms' γ [E]
+
+ private:
+  Tensor mlp(const Tensor& h, bool inference) const;
+  Generator* gen_;
+};
+
+class Llama : public Module {
+ public:
+  using Config = LlamaConfig;
+  explicit Llama(const LlamaConfig& config, Generator* gen = nullptr);
+
+  // idx i32 [B, T], T ≤ block_size → logits [B, T, vocab_size]; maps->decoder_self gets [B, H, T, T] per layer.
+  Tensor forward(const Tensor& idx, AttentionMaps* maps = nullptr) const;
+  Tensor loss(const Tensor& idx, const Tensor& targets) const;
+
+  struct DecoderState {
+    std::vector<KVCache> caches;
+    int64_t rows() const { return caches.empty() ? 0 : caches[0].batch(); }
+    int64_t length() const { return caches.empty() ? 0 : caches[0].length; }
+    void reorder(const std::vector<int64_t>& index, bool /*sources_changed*/ = true) {
+      for (auto& c : caches) c.reorder(index);
+    }
+  };
+  DecoderState start_decoding() const { return {}; }
+  // idx [B, T] at positions state.length() … → the logits of the last position, [B, vocab_size].
+  Tensor step(const Tensor& idx, DecoderState& state) const;
+  void set_inference_weights(InferenceWeights weights);
+
+  LlamaConfig config;
+  std::shared_ptr<Embedding> embed_tokens;
+  std::vector<std::shared_ptr<LlamaDecoderLayer>> layers;
+  Tensor norm;     // the final RMSNorm's γ [E]
+  std::shared_ptr<Linear> lm_head;  // null when tied to embed_tokens
+  InferenceWeight head_inference;
+
+ private:
+  Tensor head(const Tensor& x, bool inference) const;  // RMSNorm then the output projection
+  Tensor sliding_mask(int64_t T, int64_t past, Device device) const;  // undefined when no window applies
+  RotaryEmbedding rope_;
+  Generator* gen_;
+};
+
+}  // namespace qkv::nn

@@ -1,0 +1,268 @@
+#include "qkv/nn/llama.h"
+
+#include <cmath>
+#include <numbers>
+#include <nlohmann/json.hpp>
+
+#include "qkv/autograd/grad_mode.h"
+#include "qkv/core/error.h"
+#include "qkv/nn/init.h"
+#include "qkv/ops.h"
+
+namespace qkv::nn {
+
+// ---- the config ----------------------------------------------------------------------------------
+
+const io::Fields<LlamaConfig>& LlamaConfig::fields() {
+  using F = io::Fields<LlamaConfig>;
+  using C = LlamaConfig;
+  static const F f("Llama config", {
+      F::integer("vocab_size", &C::vocab_size, 1),
+      F::integer("hidden_size", &C::hidden_size, 1),
+      F::integer("intermediate_size", &C::intermediate_size, 1),
+      F::integer("num_hidden_layers", &C::num_hidden_layers, 1),
+      F::integer("num_attention_heads", &C::num_attention_heads, 1),
+      F::integer("num_key_value_heads", &C::num_key_value_heads, 0),
+      F::integer("head_dim", &C::head_dim, 0),
+      F::integer("max_position_embeddings", &C::block_size, 1),
+      F::number("rms_norm_eps", &C::rms_norm_eps, 1e-12, 1),
+      F::number("rope_theta", &C::rope_theta, 1, 1e12),
+      F::number("partial_rotary_factor", &C::partial_rotary_factor, 0, 1),
+      F::choice("rope_scaling", &C::rope_scaling),
+      F::number("rope_factor", &C::rope_factor, 1e-6, 1e6),
+      F::number("rope_low_freq_factor", &C::rope_low_freq_factor, 1e-6, 1e6),
+      F::number("rope_high_freq_factor", &C::rope_high_freq_factor, 1e-6, 1e6),
+      F::integer("rope_original_max_position_embeddings", &C::rope_original_max_position_embeddings, 1),
+      F::boolean("qkv_bias", &C::qkv_bias),
+      F::boolean("o_bias", &C::o_bias),
+      F::boolean("mlp_bias", &C::mlp_bias),
+      F::boolean("tie_word_embeddings", &C::tie_word_embeddings),
+      F::integer("sliding_window", &C::sliding_window, 0),
+      F::number("dropout", &C::dropout, 0, 1, /*hi_open=*/true),
+  });
+  return f;
+}
+
+LlamaConfig LlamaConfig::from_json(const nlohmann::json& j) {
+  LlamaConfig c = fields().from_json(j);
+  QKV_CHECK(c.head_dim > 0 || c.hidden_size % c.num_attention_heads == 0, "Llama config: hidden_size ", c.hidden_size,
+            " must be a multiple of num_attention_heads ", c.num_attention_heads, " (or head_dim given)");
+  QKV_CHECK(c.num_attention_heads % c.kv_heads() == 0, "Llama config: num_attention_heads ", c.num_attention_heads,
+            " must be a multiple of num_key_value_heads ", c.kv_heads());
+  QKV_CHECK(c.rotary_dim() >= 2, "Llama config: partial_rotary_factor ", c.partial_rotary_factor,
+            " leaves fewer than 2 rotary features of head_dim ", c.head_size());
+  QKV_CHECK(c.rope_scaling != RopeScaling::llama3 || c.rope_high_freq_factor > c.rope_low_freq_factor,
+            "Llama config: llama3 rope scaling needs rope_high_freq_factor > rope_low_freq_factor");
+  return c;
+}
+
+nlohmann::json LlamaConfig::to_json() const { return fields().to_json(*this); }
+
+int64_t LlamaConfig::rotary_dim() const {
+  const auto rot = static_cast<int64_t>(static_cast<double>(head_size()) * partial_rotary_factor);
+  return rot - rot % 2;
+}
+
+std::string LlamaConfig::describe() const {
+  return detail::concat("Llama ", num_hidden_layers, " layers, ", num_attention_heads, " heads (", kv_heads(),
+                        " key/value), ", hidden_size, " dims, block ", block_size, ", vocab ", vocab_size);
+}
+
+// ---- rotary positions ----------------------------------------------------------------------------
+
+// θᵢ = rope_theta^(−2i/rot), i < rot/2, then rope_scaling:
+//   linear:  θᵢ / factor   (positions stretched by factor)
+//   llama3:  wavelengths λᵢ = 2π/θᵢ longer than L/low_freq_factor are divided by factor, shorter
+//            than L/high_freq_factor kept, and those between interpolated:
+//            s = (L/λᵢ − low) / (high − low),  θᵢ' = (1 − s)·θᵢ/factor + s·θᵢ   (L: the original context)
+RotaryEmbedding::RotaryEmbedding(const LlamaConfig& c) {
+  const int64_t rot = c.rotary_dim();
+  for (int64_t i = 0; i < rot / 2; ++i) {
+    double theta = 1.0 / std::pow(c.rope_theta, static_cast<double>(2 * i) / static_cast<double>(rot));
+    if (c.rope_scaling == RopeScaling::linear) {
+      theta /= c.rope_factor;
+    } else if (c.rope_scaling == RopeScaling::llama3) {
+      const double L = static_cast<double>(c.rope_original_max_position_embeddings);
+      const double wavelen = 2 * std::numbers::pi / theta;
+      const double low_wavelen = L / c.rope_low_freq_factor, high_wavelen = L / c.rope_high_freq_factor;
+      if (wavelen > low_wavelen) {
+        theta /= c.rope_factor;
+      } else if (wavelen >= high_wavelen) {
+        const double s = (L / wavelen - c.rope_low_freq_factor) / (c.rope_high_freq_factor - c.rope_low_freq_factor);
+        theta = (1 - s) * theta / c.rope_factor + s * theta;
+      }
+    }
+    inv_freq.push_back(theta);
+  }
+}
+
+// cos/sin[t, i] = cos/sin(t · θ_{i mod rot/2}): the angles repeated over both halves.
+std::pair<Tensor, Tensor> RotaryEmbedding::tables(int64_t pos0, int64_t T, Device device) const {
+  const int64_t half = static_cast<int64_t>(inv_freq.size()), rot = 2 * half, need = pos0 + T;
+  if (!cos_.defined() || cos_.size(0) < need) {
+    const int64_t n = std::max<int64_t>(need, cos_.defined() ? 2 * cos_.size(0) : 64);
+    std::vector<float> c(static_cast<size_t>(n * rot)), s(c.size());
+    for (int64_t t = 0; t < n; ++t)
+      for (int64_t i = 0; i < rot; ++i) {
+        // HF computes the angle in f32 (t · θ rounded to f32, then cos); so do we, to match it
+        const float angle = static_cast<float>(t) * static_cast<float>(inv_freq[static_cast<size_t>(i % half)]);
+        c[static_cast<size_t>(t * rot + i)] = static_cast<float>(std::cos(static_cast<double>(angle)));
+        s[static_cast<size_t>(t * rot + i)] = static_cast<float>(std::sin(static_cast<double>(angle)));
+      }
+    cos_ = Tensor::from_vector(c, {n, rot}), sin_ = Tensor::from_vector(s, {n, rot});
+  }
+  return {cos_.slice(0, pos0, need).to(device), sin_.slice(0, pos0, need).to(device)};
+}
+
+// ---- one decoder layer ---------------------------------------------------------------------------
+
+LlamaDecoderLayer::LlamaDecoderLayer(const LlamaConfig& c, Generator* gen) : config(c), gen_(gen) {
+  const int64_t E = c.hidden_size, H = c.num_attention_heads, Hkv = c.kv_heads(), D = c.head_size();
+  q_proj = register_module("self_attn.q_proj", std::make_shared<Linear>(E, H * D, c.qkv_bias, gen));
+  k_proj = register_module("self_attn.k_proj", std::make_shared<Linear>(E, Hkv * D, c.qkv_bias, gen));
+  v_proj = register_module("self_attn.v_proj", std::make_shared<Linear>(E, Hkv * D, c.qkv_bias, gen));
+  o_proj = register_module("self_attn.o_proj", std::make_shared<Linear>(H * D, E, c.o_bias, gen));
+  gate_proj = register_module("mlp.gate_proj", std::make_shared<Linear>(E, c.intermediate_size, c.mlp_bias, gen));
+  up_proj = register_module("mlp.up_proj", std::make_shared<Linear>(E, c.intermediate_size, c.mlp_bias, gen));
+  down_proj = register_module("mlp.down_proj", std::make_shared<Linear>(c.intermediate_size, E, c.mlp_bias, gen));
+  input_layernorm = register_parameter("input_layernorm.weight", Tensor::ones({E}));
+  post_attention_layernorm = register_parameter("post_attention_layernorm.weight", Tensor::ones({E}));
+}
+
+// down_proj(SiLU(gate_proj(m)) ⊙ up_proj(m))
+Tensor LlamaDecoderLayer::mlp(const Tensor& m, bool inference) const {
+  if (inference)
+    return down_proj->forward_inference(mul(silu(gate_proj->forward_inference(m)), up_proj->forward_inference(m)));
+  return down_proj->forward(mul(silu(gate_proj->forward(m)), up_proj->forward(m)));
+}
+
+Tensor LlamaDecoderLayer::forward(const Tensor& x, const Tensor& cos, const Tensor& sin, const Tensor& mask,
+                                  bool is_causal, Tensor* weights_out) const {
+  const int64_t B = x.size(0), T = x.size(1), H = config.num_attention_heads, Hkv = config.kv_heads(),
+                D = config.head_size();
+  const float eps = static_cast<float>(config.rms_norm_eps), p = is_training() ? config.dropout : 0.f;
+  // n = RMSNorm₁(x); Q, K rotated by position: [B, H, T, D], [B, Hkv, T, D]
+  Tensor n = rms_norm(x, input_layernorm, eps);
+  Tensor q = apply_rotary_pos_emb(q_proj->forward(n).view({B, T, H, D}).transpose(1, 2), cos, sin);
+  Tensor k = apply_rotary_pos_emb(k_proj->forward(n).view({B, T, Hkv, D}).transpose(1, 2), cos, sin);
+  Tensor v = v_proj->forward(n).view({B, T, Hkv, D}).transpose(1, 2);
+  AttentionOptions opt;
+  opt.attn_mask = mask, opt.is_causal = is_causal, opt.enable_gqa = Hkv != H, opt.dropout_p = p, opt.generator = gen_;
+  Tensor a;
+  if (weights_out) {
+    AttentionResult r = scaled_dot_product_attention_with_weights(q, k, v, opt);
+    a = r.output, *weights_out = r.weights;
+  } else {
+    a = scaled_dot_product_attention(q, k, v, opt);
+  }
+  // h = x + o_proj(heads concatenated);  x' = h + MLP(RMSNorm₂(h))
+  Tensor h = x + dropout(o_proj->forward(a.transpose(1, 2).reshape({B, T, H * D})), p, is_training(), gen_);
+  return h + dropout(mlp(rms_norm(h, post_attention_layernorm, eps), false), p, is_training(), gen_);
+}
+
+Tensor LlamaDecoderLayer::forward_cached(const Tensor& x, const Tensor& cos, const Tensor& sin, const Tensor& mask,
+                                         bool is_causal, KVCache& cache) const {
+  const int64_t B = x.size(0), T = x.size(1), H = config.num_attention_heads, Hkv = config.kv_heads(),
+                D = config.head_size();
+  const float eps = static_cast<float>(config.rms_norm_eps);
+  Tensor n = rms_norm(x, input_layernorm, eps);
+  Tensor q = apply_rotary_pos_emb(q_proj->forward_inference(n).view({B, T, H, D}).transpose(1, 2), cos, sin);
+  Tensor k = apply_rotary_pos_emb(k_proj->forward_inference(n).view({B, T, Hkv, D}).transpose(1, 2), cos, sin);
+  Tensor v = v_proj->forward_inference(n).view({B, T, Hkv, D}).transpose(1, 2);
+  cache.append(k, v);
+  AttentionOptions opt;
+  opt.attn_mask = mask, opt.is_causal = is_causal, opt.enable_gqa = Hkv != H;
+  Tensor a = scaled_dot_product_attention(q, cache.keys(), cache.values(), opt);
+  Tensor h = x + o_proj->forward_inference(a.transpose(1, 2).reshape({B, T, H * D}));
+  return h + mlp(rms_norm(h, post_attention_layernorm, eps), true);
+}
+
+void LlamaDecoderLayer::set_inference_weights(InferenceWeights weights) {
+  for (auto* l : {&q_proj, &k_proj, &v_proj, &o_proj, &gate_proj, &up_proj, &down_proj}) (*l)->set_inference_weights(weights);
+}
+
+// ---- the model -----------------------------------------------------------------------------------
+
+Llama::Llama(const LlamaConfig& c, Generator* gen) : config(c), rope_(c), gen_(gen) {
+  Generator& g = gen ? *gen : default_generator();
+  embed_tokens = register_module("embed_tokens", std::make_shared<Embedding>(c.vocab_size, c.hidden_size, -1, &g));
+  for (int64_t i = 0; i < c.num_hidden_layers; ++i)
+    layers.push_back(register_module("layers." + std::to_string(i), std::make_shared<LlamaDecoderLayer>(c, &g)));
+  norm = register_parameter("norm.weight", Tensor::ones({c.hidden_size}));
+  if (!c.tie_word_embeddings)
+    lm_head = register_module("lm_head", std::make_shared<Linear>(c.hidden_size, c.vocab_size, false, &g));
+  // Hugging Face's initialization (initializer_range 0.02): N(0, 0.02) for every matrix and
+  // embedding, zero biases, RMSNorm scales at 1.
+  for (auto& [name, p] : named_parameters()) {
+    if (name.ends_with("layernorm.weight") || name == "norm.weight") continue;
+    Tensor t = p.detach();
+    if (p.dim() >= 2) init::normal_(t, g, 0.f, 0.02f);
+    else init::zeros_(t);
+  }
+}
+
+// [T, past + T], true where query i (position past + i) may see key j: j ≤ past + i, and within the
+// window, past + i − j < W. Undefined where plain causal attention is the same (no window, or all
+// keys within it), so that the callers can pass is_causal instead.
+Tensor Llama::sliding_mask(int64_t T, int64_t past, Device device) const {
+  const int64_t W = config.sliding_window, S = past + T;
+  if (W <= 0 || S <= W) return Tensor();
+  std::vector<bool> m(static_cast<size_t>(T * S));
+  for (int64_t i = 0; i < T; ++i)
+    for (int64_t j = 0; j < S; ++j) m[static_cast<size_t>(i * S + j)] = j <= past + i && past + i - j < W;
+  return Tensor::from_bools(m, {T, S}).to(device);
+}
+
+// logits = RMSNorm(x) Wᵀ, W = lm_head's weight or (tied) embed_tokens'
+Tensor Llama::head(const Tensor& x, bool inference) const {
+  Tensor h = rms_norm(x, norm, static_cast<float>(config.rms_norm_eps));
+  const Tensor& w = lm_head ? lm_head->weight : embed_tokens->weight;
+  return inference ? linear_inference(h, w, head_inference) : linear(h, w);
+}
+
+Tensor Llama::forward(const Tensor& idx, AttentionMaps* maps) const {
+  QKV_CHECK(idx.dim() == 2 && idx.dtype() == DType::i32, "Llama: idx must be i32 [B, T], got ", shape_str(idx.shape()));
+  const int64_t T = idx.size(1);
+  QKV_CHECK(T >= 1 && T <= config.block_size, "Llama: ", T, " positions exceed max_position_embeddings ",
+            config.block_size);
+  Tensor x = embed_tokens->forward(idx);  // [B, T, E]
+  auto [cos, sin] = rope_.tables(0, T, x.device());
+  Tensor mask = sliding_mask(T, 0, x.device());
+  for (auto& layer : layers) {
+    Tensor w;
+    x = layer->forward(x, cos, sin, mask, /*is_causal=*/!mask.defined(), maps ? &w : nullptr);
+    if (maps) maps->decoder_self.push_back(w);
+  }
+  return head(x, false);
+}
+
+Tensor Llama::loss(const Tensor& idx, const Tensor& targets) const {
+  Tensor logits = forward(idx);
+  QKV_CHECK(targets.shape() == idx.shape(), "Llama::loss: targets ", shape_str(targets.shape()), " should match idx ",
+            shape_str(idx.shape()));
+  return cross_entropy(logits.reshape({-1, config.vocab_size}), targets.reshape({-1}));
+}
+
+Tensor Llama::step(const Tensor& idx, DecoderState& state) const {
+  NoGradGuard no_grad;
+  QKV_CHECK(idx.dim() == 2 && idx.dtype() == DType::i32, "Llama: idx must be i32 [B, T], got ", shape_str(idx.shape()));
+  if (state.caches.size() != layers.size()) state.caches.assign(layers.size(), KVCache{});
+  const int64_t T = idx.size(1), pos0 = state.length();
+  QKV_CHECK(T >= 1 && pos0 + T <= config.block_size, "Llama: positions ", pos0, " … ", pos0 + T - 1,
+            " exceed max_position_embeddings ", config.block_size);
+  Tensor x = embed_tokens->forward(idx);
+  auto [cos, sin] = rope_.tables(pos0, T, x.device());
+  // the new positions see the cached ones and their own past: causal aligned bottom-right
+  Tensor mask = sliding_mask(T, pos0, x.device());
+  const bool is_causal = !mask.defined() && T > 1 && pos0 == 0;
+  if (!mask.defined() && T > 1 && pos0 > 0) mask = causal_mask(T, pos0 + T, pos0, x.device());
+  for (size_t i = 0; i < layers.size(); ++i) x = layers[i]->forward_cached(x, cos, sin, mask, is_causal, state.caches[i]);
+  return head(x.select(1, T - 1), true);  // the last position only
+}
+
+void Llama::set_inference_weights(InferenceWeights weights) {
+  for (auto& layer : layers) layer->set_inference_weights(weights);
+  head_inference = InferenceWeight(lm_head ? lm_head->weight : embed_tokens->weight, weights);
+}
+
+}  // namespace qkv::nn
