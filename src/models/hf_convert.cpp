@@ -104,7 +104,7 @@ HfFolder open_hf_folder(const std::string& dir_in) {
 // ---- the architecture table ----------------------------------------------------------------------
 
 const std::vector<HfArchitecture>& hf_architectures() {
-  static const std::vector<HfArchitecture> archs = {hf::gpt2(), hf::llama(), hf::qwen2(), hf::mistral()};
+  static const std::vector<HfArchitecture> archs = {hf::gpt2(), hf::llama(), hf::qwen2(), hf::mistral(), hf::marian()};
   return archs;
 }
 
@@ -161,7 +161,9 @@ nlohmann::json convert_hf(const std::string& dir, const std::string& out, const 
   }
   std::map<std::string, Tensor> params;
   for (auto& [name, p] : model->module().named_parameters()) params.emplace(name, p.detach());
-  std::map<std::string, std::string> filled_from;  // qkv parameter → the checkpoint tensor that filled it
+  // qkv parameter (and row block, "name#part") → the checkpoint tensor that filled it
+  std::map<std::string, std::string> filled_from;
+  std::map<std::string, int> parts_of;  // qkv parameter → how many row blocks fill it
 
   for (const std::string& shard : f.shards) {
     std::map<std::string, HfTensorTarget> targets;
@@ -180,12 +182,15 @@ nlohmann::json convert_hf(const std::string& dir, const std::string& out, const 
             QKV_CHECK(p != params.end(), "'", shard, "': the tensor '", excerpt(e.name), "' has no place in the model ",
                       "config.json describes (", model->describe(), "; it would be ", t->name, ")");
             Shape want = p->second.shape();
+            if (t->parts > 1) want[0] /= t->parts;
             if (t->transpose && want.size() == 2) std::swap(want[0], want[1]);
             QKV_CHECK(e.shape == want, "'", shard, "': the tensor '", e.name, "' is ", shape_str(e.shape),
                       " but config.json makes it ", shape_str(want));
-            QKV_CHECK(!filled_from.count(t->name), "'", shard, "': the tensors '", filled_from[t->name], "' and '",
-                      e.name, "' both fill ", t->name);
-            filled_from[t->name] = e.name;
+            const std::string key = t->parts > 1 ? t->name + "#" + std::to_string(t->part) : t->name;
+            QKV_CHECK(!filled_from.count(key), "'", shard, "': the tensors '", filled_from[key], "' and '", e.name,
+                      "' both fill ", t->name);
+            filled_from[key] = e.name;
+            parts_of[t->name] = t->parts;
             targets.emplace(e.name, *t);
           }
         },
@@ -194,12 +199,21 @@ nlohmann::json convert_hf(const std::string& dir, const std::string& out, const 
           const HfTensorTarget& target = targets.at(name);
           Tensor src(std::move(t));
           if (target.transpose) src = src.transpose(0, 1);
-          params.at(target.name).copy_(src);
+          Tensor dst = params.at(target.name);
+          if (target.parts > 1) {
+            const int64_t n = dst.size(0) / target.parts;
+            dst = dst.slice(0, target.part * n, (target.part + 1) * n);
+          }
+          dst.copy_(src);
         });
   }
-  for (auto& [name, p] : params)
-    QKV_CHECK(filled_from.count(name), "'", f.dir, "': no tensor of the checkpoint fills the parameter ", name, " of ",
-              arch.name, " (a truncated or partial checkpoint?)");
+  for (auto& [name, p] : params) {
+    const int parts = parts_of.count(name) ? parts_of[name] : 1;
+    for (int i = 0; i < parts; ++i)
+      QKV_CHECK(filled_from.count(parts > 1 ? name + "#" + std::to_string(i) : name), "'", f.dir,
+                "': no tensor of the checkpoint fills the parameter ", name, parts > 1 ? " (row block " : "",
+                parts > 1 ? std::to_string(i) + ")" : "", " of ", arch.name, " (a truncated or partial checkpoint?)");
+  }
 
   nlohmann::json tokenizer = nullptr;
   if (!f.tokenizer_json.empty()) {

@@ -14,11 +14,12 @@ namespace qkv::nn {
 
 // ---- encoder, decoder, Transformer -----------------------------------------------------------------
 
-TransformerEncoder::TransformerEncoder(const TransformerLayerOptions& opt, int64_t n, Generator* gen) {
+TransformerEncoder::TransformerEncoder(const TransformerLayerOptions& opt, int64_t n, Generator* gen, bool final_norm) {
   QKV_CHECK(n >= 1, "TransformerEncoder: num_layers must be at least 1, got ", n);
   for (int64_t i = 0; i < n; ++i)
     layers.push_back(register_module("layers." + std::to_string(i), std::make_shared<TransformerEncoderLayer>(opt, gen)));
-  norm = register_module("norm", std::make_shared<LayerNorm>(opt.d_model, opt.layer_norm_eps, true, opt.bias));
+  if (final_norm)
+    norm = register_module("norm", std::make_shared<LayerNorm>(opt.d_model, opt.layer_norm_eps, true, opt.bias));
 }
 
 Tensor TransformerEncoder::forward(const Tensor& src, const Tensor& kpm, std::vector<Tensor>* weights) const {
@@ -36,14 +37,15 @@ Tensor TransformerEncoder::forward_masked(const Tensor& src, const Tensor& mask,
     x = layer->forward_masked(x, mask, false, weights ? &w : nullptr);
     if (weights) weights->push_back(w);
   }
-  return norm->forward(x);
+  return norm ? norm->forward(x) : x;
 }
 
-TransformerDecoder::TransformerDecoder(const TransformerLayerOptions& opt, int64_t n, Generator* gen) {
+TransformerDecoder::TransformerDecoder(const TransformerLayerOptions& opt, int64_t n, Generator* gen, bool final_norm) {
   QKV_CHECK(n >= 1, "TransformerDecoder: num_layers must be at least 1, got ", n);
   for (int64_t i = 0; i < n; ++i)
     layers.push_back(register_module("layers." + std::to_string(i), std::make_shared<TransformerDecoderLayer>(opt, gen)));
-  norm = register_module("norm", std::make_shared<LayerNorm>(opt.d_model, opt.layer_norm_eps, true, opt.bias));
+  if (final_norm)
+    norm = register_module("norm", std::make_shared<LayerNorm>(opt.d_model, opt.layer_norm_eps, true, opt.bias));
 }
 
 // Target padding needs no mask here: padding only follows a sentence's EOS, and the causal mask
@@ -68,12 +70,12 @@ Tensor TransformerDecoder::forward_masked(const Tensor& tgt, const Tensor& memor
     if (self_w) self_w->push_back(sw);
     if (cross_w) cross_w->push_back(cw);
   }
-  return norm->forward(x);
+  return norm ? norm->forward(x) : x;
 }
 
-Transformer::Transformer(const TransformerLayerOptions& opt, int64_t ne, int64_t nd, Generator* gen) {
-  encoder = register_module("encoder", std::make_shared<TransformerEncoder>(opt, ne, gen));
-  decoder = register_module("decoder", std::make_shared<TransformerDecoder>(opt, nd, gen));
+Transformer::Transformer(const TransformerLayerOptions& opt, int64_t ne, int64_t nd, Generator* gen, bool final_norm) {
+  encoder = register_module("encoder", std::make_shared<TransformerEncoder>(opt, ne, gen, final_norm));
+  decoder = register_module("decoder", std::make_shared<TransformerDecoder>(opt, nd, gen, final_norm));
 }
 
 // ---- config --------------------------------------------------------------------------------------
@@ -112,6 +114,9 @@ const io::Fields<Seq2SeqConfig>& Seq2SeqConfig::fields() {
                        F::integer("pad_id", &Seq2SeqConfig::pad_id, 0, INT32_MAX),
                        F::integer("bos_id", &Seq2SeqConfig::bos_id, 0, INT32_MAX),
                        F::integer("eos_id", &Seq2SeqConfig::eos_id, 0, INT32_MAX),
+                       F::boolean("final_norm", &Seq2SeqConfig::final_norm),
+                       F::boolean("logits_bias", &Seq2SeqConfig::logits_bias),
+                       F::boolean("scale_embedding", &Seq2SeqConfig::scale_embedding),
                    });
   return f;
 }
@@ -152,10 +157,9 @@ TransformerLayerOptions Seq2SeqConfig::layer_options() const {
 Seq2SeqTransformer::Seq2SeqTransformer(const Seq2SeqConfig& c, Generator* gen) : config(c), gen_(gen) {
   Generator& g = gen ? *gen : default_generator();
   embedding = register_module("embedding", std::make_shared<Embedding>(c.vocab_size, c.d_model, -1, &g));
-  pos = register_module("pos_embedding", std::make_shared<PositionalEncoding>(c.max_len, c.d_model,
-                                                                             c.positions == Positions::learned, &g));
+  pos = register_module("pos_embedding", std::make_shared<PositionalEncoding>(c.max_len, c.d_model, c.positions, &g));
   transformer = register_module("transformer", std::make_shared<Transformer>(c.layer_options(), c.num_encoder_layers,
-                                                                            c.num_decoder_layers, gen));
+                                                                            c.num_decoder_layers, gen, c.final_norm));
   // Initialization as torch.nn.Transformer (Xavier-uniform for every matrix of the layers) and
   // N(0, d_model^−½) for the shared embedding, so that E·√d_model has unit scale.
   for (auto& [name, p] : transformer->named_parameters()) {
@@ -164,6 +168,12 @@ Seq2SeqTransformer::Seq2SeqTransformer(const Seq2SeqConfig& c, Generator* gen) :
   }
   Tensor e = embedding->weight.detach();
   init::normal_(e, g, 0.f, 1.f / std::sqrt(static_cast<float>(c.d_model)));
+  if (c.logits_bias) final_logits_bias = register_parameter("final_logits_bias", Tensor::zeros({1, c.vocab_size}));
+}
+
+Tensor Seq2SeqTransformer::logits(const Tensor& h, bool inference) const {
+  Tensor b = final_logits_bias.defined() ? final_logits_bias.view({config.vocab_size}) : Tensor();
+  return inference ? linear_inference(h, embedding->weight, embedding_inference, b) : linear(h, embedding->weight, b);
 }
 
 Tensor Seq2SeqTransformer::source_mask(const Tensor& src) const {
@@ -176,7 +186,8 @@ Tensor Seq2SeqTransformer::embed(const Tensor& ids, int64_t pos0) const {
   QKV_CHECK(ids.dim() == 2 && ids.dtype() == DType::i32, "Transformer: token ids must be i32 [B, L], got ",
             shape_str(ids.shape()));
   // (ids follow the model: a batch made on the host meets weights on a GPU here)
-  Tensor x = mul(embedding->forward(ids.to(embedding->weight.device())), std::sqrt(static_cast<float>(config.d_model)));
+  Tensor x = embedding->forward(ids.to(embedding->weight.device()));
+  if (config.scale_embedding) x = mul(x, std::sqrt(static_cast<float>(config.d_model)));
   return dropout(x + pos->forward(ids.size(1), pos0), config.dropout, is_training(), gen_);
 }
 
@@ -194,7 +205,7 @@ Tensor Seq2SeqTransformer::forward(const Tensor& src, const Tensor& tgt_in, Atte
   const Encoded e = encode(src, maps ? &maps->encoder_self : nullptr);
   Tensor h = transformer->decoder->forward_masked(embed(tgt_in, 0), e.memory, e.mask,
                                                   maps ? &maps->decoder_self : nullptr, maps ? &maps->cross : nullptr);
-  return linear(h, embedding->weight);  // logits = h Eᵀ
+  return logits(h, false);  // logits = h Eᵀ (+ bias)
 }
 
 Tensor Seq2SeqTransformer::loss(const Tensor& src, const Tensor& tgt_in, const Tensor& tgt_out, float eps) const {
@@ -294,14 +305,14 @@ Tensor Seq2SeqTransformer::step(const std::vector<int32_t>& tokens, DecoderState
     std::vector<int32_t> flat;
     for (auto& p : s.prefix) flat.insert(flat.end(), p.begin(), p.end());
     Tensor h = transformer->decoder->forward_masked(embed(Tensor::from_ints(flat, {n, T}), 0), s.memory, s.memory_mask);
-    return log_softmax(linear(h.select(1, T - 1), embedding->weight), -1);
+    return log_softmax(logits(h.select(1, T - 1), false), -1);
   }
   s.group_sources();
   Tensor x = embed(Tensor::from_ints(tokens, {n, 1}), s.self[0].length);
   const auto& layers = transformer->decoder->layers;
   for (size_t i = 0; i < layers.size(); ++i) x = layers[i]->forward_cached(x, s.self[i], s.cross[i], s.memory_mask);
-  Tensor h = transformer->decoder->norm->forward(x.select(1, 0));
-  return log_softmax(linear_inference(h, embedding->weight, embedding_inference), -1);
+  Tensor h = transformer->decoder->final_norm(x.select(1, 0));
+  return log_softmax(logits(h, true), -1);
 }
 
 void Seq2SeqTransformer::set_inference_weights(InferenceWeights weights) {

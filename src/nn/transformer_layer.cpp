@@ -20,6 +20,7 @@ Tensor activate(const Tensor& x, Activation act) {
     case Activation::relu: return relu(x);
     case Activation::gelu: return gelu(x, "none");
     case Activation::gelu_tanh: return gelu(x, "tanh");
+    case Activation::silu: return silu(x);
   }
   return x;
 }

@@ -24,6 +24,8 @@ def randomize(model, std):
     """transformers' init leaves biases and LayerNorms at 0/1; random values exercise every mapping."""
     with torch.no_grad():
         for name, p in model.named_parameters():
+            if "embed_positions" in name:  # Marian's sinusoids: a frozen parameter, computed, never saved
+                continue
             is_norm = p.dim() == 1 and ("ln_" in name or "norm" in name) and name.endswith("weight")
             p.copy_(torch.randn_like(p) * (std if p.dim() >= 2 else 0.1) + (1.0 if is_norm else 0.0))
 
@@ -105,7 +107,53 @@ def llama_cases():
         json.dump(c, f, indent=2)
 
 
+def marian_cases():
+    """OPUS-MT's form: swish, scaled embeddings, pad = the last id = decoder start, EOS 0."""
+    V = 300
+    c = transformers.MarianConfig(vocab_size=V, decoder_vocab_size=V, d_model=64, encoder_layers=2, decoder_layers=2,
+                                  encoder_attention_heads=4, decoder_attention_heads=4, encoder_ffn_dim=96,
+                                  decoder_ffn_dim=96, max_position_embeddings=128, activation_function="swish",
+                                  scale_embedding=True, pad_token_id=V - 1, decoder_start_token_id=V - 1,
+                                  eos_token_id=0, forced_eos_token_id=0, architectures=["MarianMTModel"])
+    m = transformers.MarianMTModel(c)
+    randomize(m, 0.8)
+    with torch.no_grad():  # a buffer, not a parameter: randomize() leaves it at 0
+        m.final_logits_bias.copy_(torch.randn_like(m.final_logits_bias) * 0.5)
+    m.eval()
+    out = os.path.join(HERE, "marian")
+    shutil.rmtree(out, ignore_errors=True)
+    g = torch.Generator().manual_seed(2)
+    lengths = [9, 6]
+    src = torch.full((2, 10), V - 1)
+    for r, n in enumerate(lengths):
+        src[r, :n] = torch.randint(1, V - 1, (n,), generator=g)
+        src[r, n] = 0  # EOS
+    mask = (src != V - 1).long()
+    tgt_in = torch.randint(1, V - 1, (2, 8), generator=g)
+    tgt_in[:, 0] = V - 1  # the decoder starts from the pad token
+    with torch.no_grad():
+        logits = m(input_ids=src, attention_mask=mask, decoder_input_ids=tgt_in).logits.float()
+        greedy = m.generate(input_ids=src, attention_mask=mask, num_beams=1, do_sample=False, max_new_tokens=30,
+                            bad_words_ids=[[V - 1]])
+        beam = m.generate(input_ids=src, attention_mask=mask, num_beams=4, do_sample=False, max_new_tokens=30,
+                          bad_words_ids=[[V - 1]])
+    m.save_pretrained(out, safe_serialization=True)
+
+    def strip(seq):  # without the start token, up to (not including) EOS and padding
+        seq = seq[1:].tolist()
+        return seq[:seq.index(0)] if 0 in seq else seq
+    ref = {"transformers": transformers.__version__, "torch": torch.__version__,
+           "sources": [src[r, :n].tolist() for r, n in enumerate(lengths)], "src": src.tolist(),
+           "tgt_in": tgt_in.tolist(), "logits_shape": list(logits.shape),
+           "logits": [round(v, 7) for v in logits.flatten().tolist()],
+           "greedy": [strip(x) for x in greedy], "beam4": [strip(x) for x in beam], "max_new_tokens": 30}
+    with open(os.path.join(out, "reference.json"), "w") as f:
+        json.dump(ref, f)
+    print("marian:", ref["greedy"], ref["beam4"], file=sys.stderr)
+
+
 if __name__ == "__main__":
     os.makedirs(HERE, exist_ok=True)
     gpt2_cases()
     llama_cases()
+    marian_cases()

@@ -7,6 +7,7 @@
 #include <fstream>
 
 #include "qkv/decode/generate.h"
+#include "qkv/decode/translator.h"
 #include "qkv/io/file.h"
 #include "qkv/models/hf_convert.h"
 #include "qkv/models/model_file.h"
@@ -63,6 +64,60 @@ TEST(HfConvert, Llama3RopeMqaTiedBiasEqualsTransformers) { check_against_transfo
 TEST(HfConvert, LlamaLinearRopeHeadDimEqualsTransformers) { check_against_transformers("llama-linear-headdim"); }
 TEST(HfConvert, Qwen2EqualsTransformers) { check_against_transformers("qwen2"); }
 TEST(HfConvert, MistralSlidingWindowEqualsTransformers) { check_against_transformers("mistral-window"); }
+
+// Marian (OPUS-MT's form): the logits of teacher-forced targets; the same log-probabilities step by
+// step through the decoder's KV caches; greedy translations of the token ids.
+TEST(HfConvert, MarianEqualsTransformers) {
+  testing::TempDir dir("hf-marian");
+  const std::string out = (dir.path / "marian.safetensors").string();
+  convert_hf((kGolden / "marian").string(), out);
+  ModelFile f = load_model_file(out);
+  auto built = model_type(f.meta["model_type"].get<std::string>()).build(f.meta["model"], nullptr);
+  load_parameters(built->module(), f);
+  built->module().eval();
+  auto* model = dynamic_cast<Seq2SeqModel*>(built.get());
+  ASSERT_TRUE(model);
+  const nlohmann::json ref = reference("marian");
+  auto matrix = [](const nlohmann::json& j) {
+    const auto rows = j.get<std::vector<std::vector<int32_t>>>();
+    std::vector<int32_t> flat;
+    for (auto& r : rows) flat.insert(flat.end(), r.begin(), r.end());
+    return Tensor::from_ints(flat, {static_cast<int64_t>(rows.size()), static_cast<int64_t>(rows[0].size())});
+  };
+  const Tensor src = matrix(ref["src"]), tgt_in = matrix(ref["tgt_in"]);
+  const auto want = ref["logits"].get<std::vector<float>>();
+  Tensor logits = model->forward(src, tgt_in);
+  EXPECT_EQ(logits.shape(), ref["logits_shape"].get<Shape>());
+  EXPECT_LE(testing::rel_error(logits.to_vector(), want), 1e-4);
+
+  // Decoding with the caches: step t's log-probabilities are log_softmax of the logits at t.
+  const int64_t B = tgt_in.size(0), T = tgt_in.size(1), V = model->vocab_size();
+  const std::vector<float> want_logp = log_softmax(Tensor::from_vector(want, {B, T, V}), -1).to_vector();
+  auto state = model->start_decoding(src);
+  const std::vector<int32_t> tin = tgt_in.to_ints();
+  for (int64_t t = 0; t < T; ++t) {
+    std::vector<int32_t> tokens;
+    for (int64_t b = 0; b < B; ++b) tokens.push_back(tin[static_cast<size_t>(b * T + t)]);
+    const std::vector<float> got = model->step(tokens, *state).to_vector();
+    std::vector<float> expect;
+    for (int64_t b = 0; b < B; ++b)
+      expect.insert(expect.end(), want_logp.begin() + (b * T + t) * V, want_logp.begin() + (b * T + t + 1) * V);
+    EXPECT_LE(testing::rel_error(got, expect), 1e-4) << "step " << t;
+  }
+
+  decode::TranslateOptions opt;
+  opt.beam_size = 1;
+  opt.max_extra = 30;
+  const auto hyps = decode::translate_ids(*model, ref["sources"].get<std::vector<std::vector<int32_t>>>(), opt);
+  const auto greedy = ref["greedy"].get<std::vector<std::vector<int32_t>>>();
+  ASSERT_EQ(hyps.size(), greedy.size());
+  for (size_t i = 0; i < hyps.size(); ++i) {
+    const size_t n = std::min(hyps[i].tokens.size(), greedy[i].size());
+    EXPECT_GE(n, 20u);
+    EXPECT_EQ(std::vector<int32_t>(hyps[i].tokens.begin(), hyps[i].tokens.begin() + static_cast<int64_t>(n)),
+              std::vector<int32_t>(greedy[i].begin(), greedy[i].begin() + static_cast<int64_t>(n)));
+  }
+}
 
 // ---- hostile folders: a clear message naming the file and the field or tensor ---------------------
 

@@ -139,8 +139,16 @@ TEST(Transformer, SinusoidalPositionsFollowTheFormula) {
   nn::PositionalEncoding p(10, 8);
   EXPECT_EQ(p.num_parameters(), 0);
   EXPECT_THROW(p.forward(5, 6), Error);  // past max_len
-  nn::PositionalEncoding learned(10, 8, true);
+  nn::PositionalEncoding learned(10, 8, nn::Positions::learned);
   EXPECT_EQ(learned.num_parameters(), 80);
+  // Marian's layout: the same sinusoids, sines in the first half and cosines in the second
+  const std::vector<float> inter = nn::sinusoidal_table(10, 8).to_vector(), split = nn::sinusoidal_table(10, 8, true).to_vector();
+  for (int64_t pos = 0; pos < 10; ++pos)
+    for (int64_t i = 0; i < 4; ++i) {
+      EXPECT_NEAR(split[static_cast<size_t>(pos * 8 + i)], inter[static_cast<size_t>(pos * 8 + 2 * i)], 1e-6);
+      EXPECT_NEAR(split[static_cast<size_t>(pos * 8 + 4 + i)], inter[static_cast<size_t>(pos * 8 + 2 * i + 1)], 1e-6);
+    }
+  EXPECT_EQ(nn::PositionalEncoding(10, 8, nn::Positions::sinusoidal_split).num_parameters(), 0);
 }
 
 TEST(Transformer, PresetsAndBadConfigs) {

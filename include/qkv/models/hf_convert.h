@@ -44,6 +44,9 @@ struct HfTensorTarget {
   std::string name;        // the qkv parameter; "" : the tensor is known and not needed (a tied copy, a buffer)
   bool transpose = false;  // a [in, out] Conv1D weight becoming a [out, in] Linear weight
   bool tied_copy = false;  // an output head a tied model does not have (lm_head.weight): skipped then
+  // One of `parts` equal row blocks of the parameter: separate q/k/v projections (Marian, BERT)
+  // filling a fused in_proj_weight [3E, E] — block `part` is rows part·E … (part+1)·E − 1.
+  int part = 0, parts = 1;
 };
 
 // One supported architecture.

@@ -30,7 +30,9 @@ namespace qkv::nn {
 
 class TransformerEncoder : public Module {
  public:
-  TransformerEncoder(const TransformerLayerOptions& opt, int64_t num_layers, Generator* gen = nullptr);
+  // final_norm = false: no LayerNorm after the last layer (Marian's post-LN models have none).
+  TransformerEncoder(const TransformerLayerOptions& opt, int64_t num_layers, Generator* gen = nullptr,
+                     bool final_norm = true);
   // src [B, S, E]; src_key_padding_mask [B, S] (true = padding). weights, when given, receives the
   // self-attention weights of each layer, [B, H, S, S].
   Tensor forward(const Tensor& src, const Tensor& src_key_padding_mask = Tensor(),
@@ -38,12 +40,14 @@ class TransformerEncoder : public Module {
   // The same with the mask already in qkv's convention (ops/mask.h), e.g. [B, 1, 1, S].
   Tensor forward_masked(const Tensor& src, const Tensor& mask, std::vector<Tensor>* weights = nullptr) const;
   std::vector<std::shared_ptr<TransformerEncoderLayer>> layers;
-  std::shared_ptr<LayerNorm> norm;
+  std::shared_ptr<LayerNorm> norm;  // null without a final norm
 };
 
 class TransformerDecoder : public Module {
  public:
-  TransformerDecoder(const TransformerLayerOptions& opt, int64_t num_layers, Generator* gen = nullptr);
+  TransformerDecoder(const TransformerLayerOptions& opt, int64_t num_layers, Generator* gen = nullptr,
+                     bool final_norm = true);
+  Tensor final_norm(const Tensor& x) const { return norm ? norm->forward(x) : x; }
   // tgt [B, T, E] (causal), memory [B, S, E]; weights per layer [B, H, T, T] and [B, H, T, S].
   Tensor forward(const Tensor& tgt, const Tensor& memory, const Tensor& memory_key_padding_mask = Tensor(),
                  std::vector<Tensor>* self_weights = nullptr, std::vector<Tensor>* cross_weights = nullptr) const;
@@ -57,7 +61,7 @@ class TransformerDecoder : public Module {
 class Transformer : public Module {
  public:
   Transformer(const TransformerLayerOptions& opt, int64_t num_encoder_layers, int64_t num_decoder_layers,
-              Generator* gen = nullptr);
+              Generator* gen = nullptr, bool final_norm = true);
   std::shared_ptr<TransformerEncoder> encoder;
   std::shared_ptr<TransformerDecoder> decoder;
 };
@@ -71,6 +75,10 @@ struct Seq2SeqConfig {
   Positions positions = Positions::sinusoidal;  // sinusoidal (the paper) | learned
   int64_t max_len = 1024;                       // longest sequence (source, or target with its BOS/EOS)
   int32_t pad_id = 0, bos_id = 2, eos_id = 3;
+  // Marian / OPUS-MT (imported by models/hf_convert): no LayerNorm after the last encoder and decoder
+  // layers (post-LN), and a bias added to the logits ("final_logits_bias" [1, vocab_size]).
+  bool final_norm = true, logits_bias = false;
+  bool scale_embedding = true;  // E[ids] · √d_model (§3.4); false: E[ids] (Marian's scale_embedding = false)
 
   // Named sizes: "base" (the paper's base model: N=6, d_model=512, h=8, d_ff=2048, dropout 0.1),
   // "small" (N=3, 256, 8, 1024: the size trained on this 2-core machine), "tiny" (N=2, 128, 4, 512).
@@ -149,8 +157,11 @@ class Seq2SeqTransformer : public Module {
   std::shared_ptr<PositionalEncoding> pos;
   std::shared_ptr<Transformer> transformer;
   InferenceWeight embedding_inference;
+  Tensor final_logits_bias;  // [1, vocab_size] with config.logits_bias; undefined otherwise
 
  private:
+  // logits = h Eᵀ (+ final_logits_bias)
+  Tensor logits(const Tensor& h, bool inference) const;
   Generator* gen_;
 };
 

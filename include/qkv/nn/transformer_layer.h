@@ -21,9 +21,10 @@
 namespace qkv::nn {
 
 // The feed-forward activation: ReLU (the paper), GELU (exact, erf), or GELU's tanh approximation.
-enum class Activation : uint8_t { relu, gelu, gelu_tanh };
-constexpr EnumTable<Activation, 3> enum_table(Activation) {
-  return {"activation", {{{Activation::relu, "relu"}, {Activation::gelu, "gelu"}, {Activation::gelu_tanh, "gelu_tanh"}}}};
+enum class Activation : uint8_t { relu, gelu, gelu_tanh, silu };
+constexpr EnumTable<Activation, 4> enum_table(Activation) {
+  return {"activation",
+          {{{Activation::relu, "relu"}, {Activation::gelu, "gelu"}, {Activation::gelu_tanh, "gelu_tanh"}, {Activation::silu, "silu"}}}};
 }
 
 struct TransformerLayerOptions {

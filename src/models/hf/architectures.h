@@ -16,6 +16,7 @@ HfArchitecture gpt2();     // GPT2LMHeadModel → "gpt"
 HfArchitecture llama();    // LlamaForCausalLM → "llama"
 HfArchitecture qwen2();    // Qwen2ForCausalLM → "llama"
 HfArchitecture mistral();  // MistralForCausalLM → "llama"
+HfArchitecture marian();   // MarianMTModel → "transformer"
 
 // config[key] when present and not null, else `fallback` (Hugging Face's default for a field that
 // save_pretrained left out because it equals the default).
