@@ -11,9 +11,10 @@ qkv.autograd.grad, qkv.no_grad / enable_grad / set_grad_enabled, qkv.autocast (b
 precision); qkv.torch.scaled_dot_product_attention is a drop-in for PyTorch's on CPU.
 Model files: qkv.Translator(path).translate_batch(…), qkv.LanguageModel(path).generate(…),
 qkv.ImageClassifier, qkv.ImageCaptioner, or qkv.load(path) for any of them; qkv.train(config).
+Hugging Face folders (GPT-2, Llama, Qwen2, Mistral, Marian): qkv.convert(folder, out) or qkv.load(folder).
 """
 from ._qkv import (Error, ImageCaptioner, ImageClassifier, LanguageModel, Tensor, TranslationResult, Translator,
-                   as_tensor, from_dlpack, from_numpy, get_num_threads, load, manual_seed, ones, randn,
+                   as_tensor, convert, from_dlpack, from_numpy, get_num_threads, load, manual_seed, ones, randn,
                    set_num_threads, tensor, train, zeros)
 from . import autograd, nn
 from ._qkv import _cuda_device_count, _cuda_is_available
@@ -29,6 +30,7 @@ class cuda:  # noqa: N801 — torch.cuda's name
 
 __version__ = "0.1.0"
 __all__ = ["Error", "ImageCaptioner", "ImageClassifier", "LanguageModel", "TranslationResult", "Translator", "load",
+           "convert",
            "train", "Tensor", "as_tensor", "from_dlpack", "from_numpy", "get_num_threads", "manual_seed", "ones",
            "randn", "set_num_threads", "tensor", "zeros", "autograd", "nn", "cuda", "no_grad", "enable_grad",
            "set_grad_enabled", "is_grad_enabled", "autocast", "is_autocast_enabled"]

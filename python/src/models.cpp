@@ -6,6 +6,8 @@
 #include <nanobind/stl/string.h>
 #include <nanobind/stl/vector.h>
 
+#include <unistd.h>
+
 #include <condition_variable>
 #include <deque>
 #include <exception>
@@ -25,6 +27,7 @@
 #include "qkv/io/config.h"
 #include "qkv/io/file.h"
 #include "qkv/io/json.h"
+#include "qkv/models/hf_convert.h"
 #include "qkv/models/load.h"
 #include "qkv/nn/attention_maps.h"
 #include "qkv/ops.h"
@@ -444,8 +447,40 @@ void bind_models(nb::module_& m) {
       .def("__repr__", [](const PyImageCaptioner& c) { return "qkv.ImageCaptioner('" + c.loaded().path + "')"; });
 
   m.def(
+      "convert",
+      [](const std::string& folder, const std::string& out, const std::string& dtype) {
+        models::HfConvertOptions o;
+        o.store = parse_enum<io::StoreAs>(dtype);
+        QKV_CHECK(o.store != io::StoreAs::kKeep, "convert: dtype must be f32, f16 or bf16, got \"keep\"");
+        nb::gil_scoped_release release;
+        models::convert_hf(folder, out, o);
+      },
+      "folder"_a, "out"_a, "dtype"_a = "f32",
+      "Converts a Hugging Face model folder (config.json, *.safetensors, tokenizer.json: GPT-2, Llama,\n"
+      "Qwen2, Mistral, Marian/OPUS-MT) to a qkv model file, as `qkv convert --from hf FOLDER -o OUT`.");
+
+  m.def(
       "load",
-      [](const std::string& path) -> nb::object {
+      [](const std::string& path_in) -> nb::object {
+        // A Hugging Face folder: converted to a temporary model file, loaded, and the file removed.
+        std::string path = path_in;
+        std::optional<fs::path> tmp;
+        if (fs::is_directory(path_in)) {
+          tmp = fs::temp_directory_path() / ("qkv-load-" + std::to_string(::getpid()) + "-" +
+                                             std::to_string(reinterpret_cast<uintptr_t>(&path)) + ".safetensors");
+          {
+            nb::gil_scoped_release release;
+            models::convert_hf(path_in, tmp->string());
+          }
+          path = tmp->string();
+        }
+        struct Remove {
+          std::optional<fs::path>& p;
+          ~Remove() {
+            std::error_code ec;
+            if (p) fs::remove(*p, ec);
+          }
+        } remove{tmp};
         const models::ModelType& t = models::model_file_type(path);
         switch (t.kind) {
           case models::Kind::seq2seq:
@@ -460,7 +495,7 @@ void bind_models(nb::module_& m) {
       },
       "model_path"_a,
       "Any model file the registry knows, as what serves its kind: a Translator, LanguageModel,\n"
-      "ImageClassifier or ImageCaptioner.");
+      "ImageClassifier or ImageCaptioner; or a Hugging Face model folder (converted as qkv.convert does).");
 
   m.def(
       "train",

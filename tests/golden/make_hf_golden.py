@@ -17,7 +17,43 @@ import torch
 import transformers
 
 HERE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "hf")
+SHARED = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "..", "shared", "data")
 torch.manual_seed(0)
+PROMPT = "The cat didn't cross the street because it was"
+
+LLAMA3_SPLIT = (r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*"
+                r"|\s*[\r\n]+|\s+(?!\S)|\s+")
+
+
+def train_tokenizer(style, vocab):
+    """A byte-level BPE of at most `vocab` tokens trained on Shakespeare: GPT-2's form (its regex,
+    <|endoftext|>) or Llama 3's (its split regex, <|begin_of_text|> prepended by the post-processor)."""
+    from tokenizers import Regex, Tokenizer, decoders, models, pre_tokenizers, processors, trainers
+    with open(os.path.join(SHARED, "tinyshakespeare", "input.txt"), encoding="utf-8") as f:
+        lines = f.read().splitlines()[:20000]
+    tok = Tokenizer(models.BPE())
+    if style == "gpt2":
+        special = ["<|endoftext|>"]
+        tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    else:
+        special = ["<|begin_of_text|>", "<|end_of_text|>"]
+        tok.pre_tokenizer = pre_tokenizers.Sequence([
+            pre_tokenizers.Split(Regex(LLAMA3_SPLIT), behavior="isolated"),
+            pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False)])
+    tok.decoder = decoders.ByteLevel()
+    trainer = trainers.BpeTrainer(vocab_size=vocab, special_tokens=special, show_progress=False,
+                                  initial_alphabet=pre_tokenizers.ByteLevel.alphabet())
+    tok.train_from_iterator(lines, trainer)
+    if style != "gpt2":
+        tok.post_processor = processors.TemplateProcessing(
+            single="<|begin_of_text|> $A", pair="<|begin_of_text|> $A <|begin_of_text|> $B",
+            special_tokens=[("<|begin_of_text|>", tok.token_to_id("<|begin_of_text|>"))])
+    fast = transformers.PreTrainedTokenizerFast(tokenizer_object=tok)
+    if style == "gpt2":
+        fast.bos_token = fast.eos_token = "<|endoftext|>"
+    else:
+        fast.bos_token, fast.eos_token = "<|begin_of_text|>", "<|end_of_text|>"
+    return fast
 
 
 def randomize(model, std):
@@ -30,7 +66,7 @@ def randomize(model, std):
             p.copy_(torch.randn_like(p) * (std if p.dim() >= 2 else 0.1) + (1.0 if is_norm else 0.0))
 
 
-def save_case(name, model, vocab, max_shard_size=None, dtype=None):
+def save_case(name, model, vocab, max_shard_size=None, dtype=None, tokenizer=None):
     out = os.path.join(HERE, name)
     shutil.rmtree(out, ignore_errors=True)
     model.eval()
@@ -46,7 +82,16 @@ def save_case(name, model, vocab, max_shard_size=None, dtype=None):
     if dtype is not None:
         model = model.to(dtype)
     model.save_pretrained(out, **kwargs)
-    ref = {"transformers": transformers.__version__, "torch": torch.__version__,
+    text = {}
+    if tokenizer is not None:
+        tokenizer.save_pretrained(out)
+        prompt_ids = tokenizer(PROMPT)["input_ids"]
+        with torch.no_grad():
+            gen_ids = model.float().generate(torch.tensor([prompt_ids]), max_new_tokens=20, do_sample=False,
+                                             pad_token_id=0, eos_token_id=None)[0, len(prompt_ids):].tolist()
+        text = {"text_prompt": PROMPT, "text_prompt_ids": prompt_ids, "text_greedy_ids": gen_ids,
+                "text_greedy": tokenizer.decode(gen_ids)}
+    ref = {**text, "transformers": transformers.__version__, "torch": torch.__version__,
            "input_ids": ids.tolist(), "logits_shape": list(logits.shape),
            "logits": [round(v, 7) for v in logits.flatten().tolist()],
            "prompt": ids[0, :5].tolist(), "greedy": gen[0, 5:].tolist(),
@@ -61,7 +106,7 @@ def gpt2_cases():
     base = dict(vocab_size=512, n_positions=96, n_embd=48, n_layer=2, n_head=4)
     m = transformers.GPT2LMHeadModel(transformers.GPT2Config(**base))
     randomize(m, 0.5)
-    save_case("gpt2", m, 512)
+    save_case("gpt2", m, 512, tokenizer=train_tokenizer("gpt2", 512))
     # another activation, an explicit MLP width, a different epsilon; sharded and stored in f16
     c = transformers.GPT2Config(**base, activation_function="gelu", n_inner=80, layer_norm_epsilon=1e-6)
     m = transformers.GPT2LMHeadModel(c)
@@ -91,10 +136,11 @@ def llama_cases():
         # Mistral: a sliding window of 8 keys, shorter than the inputs and the generation
         ("mistral-window", T.MistralForCausalLM, T.MistralConfig(**small, num_key_value_heads=2, sliding_window=8)),
     ]
+    tokenizer = train_tokenizer("llama3", 512)
     for name, cls, config in cases:
         m = cls(config)
         randomize(m, 0.5)
-        save_case(name, m, 512)
+        save_case(name, m, 512, tokenizer=tokenizer)
     # transformers 4's way of writing rope: rope_theta and rope_scaling beside the other fields (what
     # most downloaded folders hold), for the same model
     path = os.path.join(HERE, "llama3-mqa-tied-bias", "config.json")
