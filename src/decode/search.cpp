@@ -44,6 +44,14 @@ bool settled(const std::vector<Hypothesis>& fin, const std::vector<Beam>& nb, in
   return scores[static_cast<size_t>(wanted - 1)] >= std::min(nb[0].log_prob, 0.0) / lp_max;
 }
 
+// log p(banned) = −∞ in every row of lp [rows, V] (a host tensor of its own: the step's output).
+void ban(Tensor& lp, int32_t banned) {
+  const int64_t V = lp.size(1);
+  if (banned < 0 || banned >= V) return;
+  float* p = lp.data<float>();
+  for (int64_t r = 0; r < lp.size(0); ++r) p[r * V + banned] = -std::numeric_limits<float>::infinity();
+}
+
 }  // namespace
 
 std::vector<Hypothesis> greedy_search(StepModel& model, const std::vector<int64_t>& max_len, const SearchOptions& opt) {
@@ -55,6 +63,7 @@ std::vector<Hypothesis> greedy_search(StepModel& model, const std::vector<int64_
   for (int64_t t = 0;; ++t) {
     Tensor lp = model.step(tokens).contiguous().to(Device::cpu());  // (the scan runs on the host)
     check_rows(lp, static_cast<int64_t>(active.size()));
+    ban(lp, opt.banned_id);
     const int64_t V = lp.size(1);
     const float* p = lp.data<float>();
     std::vector<int64_t> keep;
@@ -131,6 +140,7 @@ std::vector<std::vector<Hypothesis>> beam_search_nbest(StepModel& model, const s
   for (int64_t t = 0; !active.empty(); ++t) {
     Tensor lp = model.step(tokens).contiguous().to(Device::cpu());  // (the scan runs on the host)
     check_rows(lp, static_cast<int64_t>(active.size()) * K);
+    ban(lp, opt.banned_id);
     const int64_t V = lp.size(1);
     const float* p = lp.data<float>();
     std::vector<int64_t> rows, still;

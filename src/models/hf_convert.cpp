@@ -15,6 +15,7 @@
 #include "qkv/models/model_file.h"
 #include "qkv/models/registry.h"
 #include "qkv/ops.h"
+#include "qkv/text/sentencepiece.h"
 
 namespace qkv::models {
 
@@ -96,6 +97,17 @@ HfFolder open_hf_folder(const std::string& dir_in) {
   if (exists(dir + "/tokenizer.json")) {
     io::require_regular_file(dir + "/tokenizer.json", "the tokenizer", "a JSON file");
     f.tokenizer_json = io::read_file(dir + "/tokenizer.json", kMaxTokenizerBytes, "the tokenizer");
+  }
+  if (exists(dir + "/source.spm") || exists(dir + "/target.spm") || exists(dir + "/vocab.json")) {
+    for (const char* name : {"source.spm", "target.spm", "vocab.json"}) {
+      const std::string p = dir + "/" + name;
+      QKV_CHECK(exists(p), "'", dir, "' has Marian's tokenizer files but not ", name,
+                " (source.spm, target.spm and vocab.json go together)");
+      io::require_regular_file(p, "the tokenizer", "a file");
+    }
+    f.source_spm = io::read_file(dir + "/source.spm", kMaxTokenizerBytes, "the tokenizer");
+    f.target_spm = io::read_file(dir + "/target.spm", kMaxTokenizerBytes, "the tokenizer");
+    f.vocab_json = io::read_file(dir + "/vocab.json", kMaxTokenizerBytes, "the tokenizer");
   }
   if (exists(dir + "/tokenizer_config.json")) f.tokenizer_config = read_json(dir + "/tokenizer_config.json", kMaxConfigBytes);
   return f;
@@ -216,7 +228,12 @@ nlohmann::json convert_hf(const std::string& dir, const std::string& out, const 
   }
 
   nlohmann::json tokenizer = nullptr;
-  if (!f.tokenizer_json.empty()) {
+  if (!f.vocab_json.empty()) {  // Marian: its own tokenizer files, not tokenizer.json
+    text::SentencePiece sp = text::SentencePiece::marian(f.source_spm, f.target_spm, f.vocab_json, "'" + f.dir + "'");
+    QKV_CHECK(sp.vocab_size() == model->vocab_size(), "'", f.dir, "/vocab.json' has ", sp.vocab_size(),
+              " pieces but config.json's vocab_size is ", model->vocab_size());
+    tokenizer = sp.to_json();
+  } else if (!f.tokenizer_json.empty()) {
     tokenizer = {{"type", "hf"}, {"tokenizer_json", f.tokenizer_json}};
     if (!f.tokenizer_config.is_null()) tokenizer["tokenizer_config"] = f.tokenizer_config;
   }

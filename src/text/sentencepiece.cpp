@@ -39,17 +39,72 @@ void check_id(const sentencepiece::SentencePieceProcessor& sp, int id, const cha
 
 }  // namespace
 
+// The target model and vocab.json's numbering of the pieces.
+struct SentencePiece::Marian {
+  std::unique_ptr<sentencepiece::SentencePieceProcessor> target = std::make_unique<sentencepiece::SentencePieceProcessor>();
+  std::string source_bytes, target_bytes;
+  std::vector<std::string> pieces;                // id → piece
+  std::unordered_map<std::string, int> ids;       // piece → id
+  int eos = -1, unk = -1, pad = -1;
+};
+
 SentencePiece::SentencePiece() : sp_(std::make_unique<sentencepiece::SentencePieceProcessor>()) {}
 SentencePiece::~SentencePiece() = default;
 SentencePiece::SentencePiece(SentencePiece&&) noexcept = default;
 SentencePiece& SentencePiece::operator=(SentencePiece&&) noexcept = default;
 
-SentencePiece::SentencePiece(const SentencePiece& other)
-    : SentencePiece(from_serialized(other.serialized())) {}
+SentencePiece::SentencePiece(const SentencePiece& other) : SentencePiece(from_serialized(other.serialized())) {
+  marian_ = other.marian_;
+}
 
 SentencePiece& SentencePiece::operator=(const SentencePiece& other) {
-  if (this != &other) *this = from_serialized(other.serialized());
+  if (this != &other) {
+    *this = from_serialized(other.serialized());
+    marian_ = other.marian_;
+  }
   return *this;
+}
+
+SentencePiece SentencePiece::marian(std::string source_model, std::string target_model, std::string_view vocab_json,
+                                    const std::string& what) {
+  SentencePiece out;
+  try {
+    out = from_serialized(source_model);
+  } catch (const Error& e) {
+    throw Error(detail::concat(what, "/source.spm: ", e.what()));
+  }
+  auto m = std::make_shared<Marian>();
+  auto st = m->target->LoadFromSerializedProto(target_model);
+  QKV_CHECK(st.ok(), what, "/target.spm: not a SentencePiece model (", status_message(st), ")");
+  nlohmann::json vocab;
+  try {
+    vocab = nlohmann::json::parse(vocab_json);
+  } catch (const nlohmann::json::exception& e) {
+    throw Error(detail::concat(what, "/vocab.json is not valid JSON: ", e.what()));
+  }
+  QKV_CHECK(vocab.is_object() && !vocab.empty() && vocab.size() <= (1u << 24), what,
+            "/vocab.json must be a non-empty object {piece: id}");
+  m->pieces.assign(vocab.size(), std::string());
+  std::vector<bool> seen(vocab.size(), false);
+  for (auto& [piece, id] : vocab.items()) {
+    QKV_CHECK(id.is_number_integer() && id.get<int64_t>() >= 0 && id.get<int64_t>() < static_cast<int64_t>(vocab.size()),
+              what, "/vocab.json: the id of \"", piece.substr(0, 40), "\" must be an integer in 0 … ", vocab.size() - 1,
+              ", got ", id.dump().substr(0, 40));
+    const auto i = static_cast<size_t>(id.get<int64_t>());
+    QKV_CHECK(!seen[i], what, "/vocab.json: the id ", i, " is given to two pieces");
+    seen[i] = true;
+    m->pieces[i] = piece;
+    m->ids.emplace(piece, static_cast<int>(i));
+  }
+  auto special = [&](const char* piece) {
+    auto it = m->ids.find(piece);
+    QKV_CHECK(it != m->ids.end(), what, "/vocab.json has no \"", piece, "\"");
+    return it->second;
+  };
+  m->eos = special("</s>"), m->unk = special("<unk>"), m->pad = special("<pad>");
+  m->source_bytes = std::move(source_model), m->target_bytes = std::move(target_model);
+  out.marian_ = std::move(m);
+  return out;
 }
 
 SentencePiece SentencePiece::load(const std::string& model_path) {
@@ -76,10 +131,28 @@ SentencePiece SentencePiece::from_serialized(std::string bytes) {
 std::string SentencePiece::serialized() const { return sp_->serialized_model_proto(); }
 
 nlohmann::json SentencePiece::to_json() const {
+  if (marian_)
+    return {{"type", "marian"},
+            {"source_base64", io::base64_encode(marian_->source_bytes)},
+            {"target_base64", io::base64_encode(marian_->target_bytes)},
+            {"vocab", marian_->pieces}};
   return {{"type", "sentencepiece"}, {"model_base64", io::base64_encode(serialized())}};
 }
 
 SentencePiece SentencePiece::from_json(const nlohmann::json& j, const std::string& what) {
+  if (j.is_object() && io::get_or(j, "type", "") == "marian") {
+    QKV_CHECK(j.contains("source_base64") && j["source_base64"].is_string() && j.contains("target_base64") &&
+                  j["target_base64"].is_string() && j.contains("vocab") && j["vocab"].is_array(),
+              what, " carries a Marian vocabulary without source_base64, target_base64 and vocab");
+    nlohmann::json ids = nlohmann::json::object();
+    for (size_t i = 0; i < j["vocab"].size(); ++i) {
+      QKV_CHECK(j["vocab"][i].is_string(), what, ": the Marian vocabulary's piece ", i, " is not a string");
+      ids[j["vocab"][i].get<std::string>()] = i;
+    }
+    QKV_CHECK(ids.size() == j["vocab"].size(), what, ": the Marian vocabulary lists a piece twice");
+    return marian(io::base64_decode(j["source_base64"].get<std::string>(), what + "'s source model"),
+                  io::base64_decode(j["target_base64"].get<std::string>(), what + "'s target model"), ids.dump(), what);
+  }
   QKV_CHECK(j.is_object() && io::get_or(j, "type", "") == "sentencepiece" && j.contains("model_base64") &&
                 j.at("model_base64").is_string(),
             what, " carries no SentencePiece model (expected {\"type\": \"sentencepiece\", \"model_base64\": …})");
@@ -169,6 +242,26 @@ void SentencePiece::train(const std::vector<std::string>& input_files,
 }
 
 std::vector<int> SentencePiece::encode(std::string_view text) const {
+  if (marian_) {
+    // A language code (">>fra<<") first is a piece of its own; the rest goes through the source model.
+    std::vector<int> ids;
+    if (text.starts_with(">>")) {
+      const size_t end = text.find("<<");
+      if (end != std::string_view::npos) {
+        const auto it = marian_->ids.find(std::string(text.substr(0, end + 2)));
+        if (it != marian_->ids.end()) {
+          ids.push_back(it->second);
+          text.remove_prefix(end + 2);
+          while (!text.empty() && text.front() == ' ') text.remove_prefix(1);
+        }
+      }
+    }
+    for (const std::string& piece : encode_pieces(text)) {
+      const auto it = marian_->ids.find(piece);
+      ids.push_back(it == marian_->ids.end() ? marian_->unk : it->second);
+    }
+    return ids;
+  }
   std::vector<int> ids;
   const auto st = sp_->Encode(text, &ids);
   QKV_CHECK(st.ok(), "SentencePiece::encode: ", status_message(st));
@@ -183,6 +276,18 @@ std::vector<std::string> SentencePiece::encode_pieces(std::string_view text) con
 }
 
 std::string SentencePiece::decode(const std::vector<int>& ids) const {
+  if (marian_) {  // the pieces spelled by the target model; </s>, <pad> and <unk> skipped (skip_special_tokens)
+    std::vector<std::string> pieces;
+    for (int id : ids) {
+      QKV_CHECK(id >= 0 && id < static_cast<int>(marian_->pieces.size()), "SentencePiece::decode: id ", id,
+                " out of range [0, ", marian_->pieces.size(), ")");
+      if (id != marian_->eos && id != marian_->pad && id != marian_->unk) pieces.push_back(marian_->pieces[static_cast<size_t>(id)]);
+    }
+    std::string text;
+    const auto st = marian_->target->Decode(pieces, &text);
+    QKV_CHECK(st.ok(), "SentencePiece::decode: ", status_message(st));
+    return text;
+  }
   for (int id : ids) check_id(*sp_, id, "decode");
   std::string text;
   const auto st = sp_->Decode(ids, &text);
@@ -191,15 +296,27 @@ std::string SentencePiece::decode(const std::vector<int>& ids) const {
 }
 
 std::string SentencePiece::id_to_piece(int id) const {
+  if (marian_) {
+    QKV_CHECK(id >= 0 && id < static_cast<int>(marian_->pieces.size()), "SentencePiece::id_to_piece: id ", id,
+              " out of range [0, ", marian_->pieces.size(), ")");
+    return marian_->pieces[static_cast<size_t>(id)];
+  }
   check_id(*sp_, id, "id_to_piece");
   return sp_->IdToPiece(id);
 }
 
-int SentencePiece::piece_to_id(std::string_view piece) const { return sp_->PieceToId(piece); }
-int SentencePiece::vocab_size() const { return sp_->GetPieceSize(); }
-int SentencePiece::pad_id() const { return sp_->pad_id(); }
-int SentencePiece::unk_id() const { return sp_->unk_id(); }
-int SentencePiece::bos_id() const { return sp_->bos_id(); }
-int SentencePiece::eos_id() const { return sp_->eos_id(); }
+int SentencePiece::piece_to_id(std::string_view piece) const {
+  if (marian_) {
+    const auto it = marian_->ids.find(std::string(piece));
+    return it == marian_->ids.end() ? marian_->unk : it->second;
+  }
+  return sp_->PieceToId(piece);
+}
+int SentencePiece::vocab_size() const { return marian_ ? static_cast<int>(marian_->pieces.size()) : sp_->GetPieceSize(); }
+int SentencePiece::pad_id() const { return marian_ ? marian_->pad : sp_->pad_id(); }
+int SentencePiece::unk_id() const { return marian_ ? marian_->unk : sp_->unk_id(); }
+// Marian decoding starts from <pad> (decoder_start_token_id); there is no <s>.
+int SentencePiece::bos_id() const { return marian_ ? marian_->pad : sp_->bos_id(); }
+int SentencePiece::eos_id() const { return marian_ ? marian_->eos : sp_->eos_id(); }
 
 }  // namespace qkv::text

@@ -153,9 +153,49 @@ def llama_cases():
         json.dump(c, f, indent=2)
 
 
+def marian_tokenizer(out):
+    """OPUS-MT's tokenizer files: source.spm (English) and target.spm (French) trained on Tatoeba,
+    vocab.json numbering both models' pieces (</s> 0, <unk> 1, …, <pad> last), as MarianTokenizer
+    reads them; returns the tokenizer."""
+    import gzip
+    import tempfile
+
+    import sentencepiece as spm
+    with gzip.open(os.path.join(SHARED, "tatoeba-en-fr", "fra.txt.gz"), "rt", encoding="utf-8") as f:
+        pairs = [line.rstrip("\n").split("\t")[:2] for _, line in zip(range(20000), f)]
+    os.makedirs(out, exist_ok=True)
+    with tempfile.TemporaryDirectory() as tmp:
+        for side, name in ((0, "source"), (1, "target")):
+            text = os.path.join(tmp, name + ".txt")
+            with open(text, "w", encoding="utf-8") as f:
+                f.write("\n".join(p[side] for p in pairs) + "\n")
+            spm.SentencePieceTrainer.train(input=text, model_prefix=os.path.join(tmp, name), vocab_size=150,
+                                           character_coverage=1.0, model_type="unigram", bos_id=-1, eos_id=0,
+                                           unk_id=1, pad_id=-1, minloglevel=2)
+            shutil.copy(os.path.join(tmp, name + ".model"), os.path.join(out, name + ".spm"))
+    pieces = ["</s>", "<unk>"]
+    for name in ("source", "target"):
+        sp = spm.SentencePieceProcessor(model_file=os.path.join(out, name + ".spm"))
+        pieces += [sp.id_to_piece(i) for i in range(sp.get_piece_size()) if sp.id_to_piece(i) not in pieces]
+    pieces.append("<pad>")
+    with open(os.path.join(out, "vocab.json"), "w", encoding="utf-8") as f:
+        json.dump({p: i for i, p in enumerate(pieces)}, f, ensure_ascii=False)
+    tok = transformers.MarianTokenizer(os.path.join(out, "source.spm"), os.path.join(out, "target.spm"),
+                                       os.path.join(out, "vocab.json"))
+    tok.save_pretrained(out)
+    return tok
+
+
+SENTENCES = ["The cat didn't cross the street because it was too tired.", "I like tea.",
+             "Tom is reading a book, isn't he?"]
+
+
 def marian_cases():
     """OPUS-MT's form: swish, scaled embeddings, pad = the last id = decoder start, EOS 0."""
-    V = 300
+    out = os.path.join(HERE, "marian")
+    shutil.rmtree(out, ignore_errors=True)
+    tokenizer = marian_tokenizer(out)
+    V = len(tokenizer.get_vocab())
     c = transformers.MarianConfig(vocab_size=V, decoder_vocab_size=V, d_model=64, encoder_layers=2, decoder_layers=2,
                                   encoder_attention_heads=4, decoder_attention_heads=4, encoder_ffn_dim=96,
                                   decoder_ffn_dim=96, max_position_embeddings=128, activation_function="swish",
@@ -166,8 +206,6 @@ def marian_cases():
     with torch.no_grad():  # a buffer, not a parameter: randomize() leaves it at 0
         m.final_logits_bias.copy_(torch.randn_like(m.final_logits_bias) * 0.5)
     m.eval()
-    out = os.path.join(HERE, "marian")
-    shutil.rmtree(out, ignore_errors=True)
     g = torch.Generator().manual_seed(2)
     lengths = [9, 6]
     src = torch.full((2, 10), V - 1)
@@ -183,6 +221,8 @@ def marian_cases():
                             bad_words_ids=[[V - 1]])
         beam = m.generate(input_ids=src, attention_mask=mask, num_beams=4, do_sample=False, max_new_tokens=30,
                           bad_words_ids=[[V - 1]])
+        batch = tokenizer(SENTENCES, return_tensors="pt", padding=True)
+        text_out = m.generate(**batch, num_beams=1, do_sample=False, max_new_tokens=30, bad_words_ids=[[V - 1]])
     m.save_pretrained(out, safe_serialization=True)
 
     def strip(seq):  # without the start token, up to (not including) EOS and padding
@@ -192,7 +232,9 @@ def marian_cases():
            "sources": [src[r, :n].tolist() for r, n in enumerate(lengths)], "src": src.tolist(),
            "tgt_in": tgt_in.tolist(), "logits_shape": list(logits.shape),
            "logits": [round(v, 7) for v in logits.flatten().tolist()],
-           "greedy": [strip(x) for x in greedy], "beam4": [strip(x) for x in beam], "max_new_tokens": 30}
+           "greedy": [strip(x) for x in greedy], "beam4": [strip(x) for x in beam], "max_new_tokens": 30,
+           "sentences": SENTENCES, "sentence_ids": [tokenizer(x)["input_ids"] for x in SENTENCES],
+           "translations": tokenizer.batch_decode(text_out, skip_special_tokens=True)}
     with open(os.path.join(out, "reference.json"), "w") as f:
         json.dump(ref, f)
     print("marian:", ref["greedy"], ref["beam4"], file=sys.stderr)

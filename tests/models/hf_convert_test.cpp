@@ -10,6 +10,7 @@
 #include "qkv/decode/translator.h"
 #include "qkv/io/file.h"
 #include "qkv/models/hf_convert.h"
+#include "qkv/models/load.h"
 #include "qkv/models/model_file.h"
 #include "qkv/models/registry.h"
 #include "testing.h"
@@ -119,6 +120,38 @@ TEST(HfConvert, MarianEqualsTransformers) {
   }
 }
 
+// Marian's tokenizer (source.spm, target.spm, vocab.json) comes into the model file: sentences encode
+// to MarianTokenizer's ids, and the text translations equal transformers' greedy ones.
+TEST(HfConvert, MarianTranslatesTextAsTransformers) {
+  testing::TempDir dir("hf-marian-text");
+  const std::string out = (dir.path / "marian.safetensors").string();
+  convert_hf((kGolden / "marian").string(), out);
+  LoadedSeq2Seq m = load_seq2seq(out);
+  ASSERT_TRUE(m.tokenizer->is_marian());
+  const nlohmann::json ref = reference("marian");
+  const auto sentences = ref["sentences"].get<std::vector<std::string>>();
+  const auto ids = ref["sentence_ids"].get<std::vector<std::vector<int32_t>>>();
+  decode::Translator tr(*m.model, *m.tokenizer);
+  for (size_t i = 0; i < sentences.size(); ++i) {
+    std::vector<int32_t> want = ids[i];
+    want.pop_back();  // MarianTokenizer appends </s>; qkv's translators append it to the ids
+    EXPECT_EQ(tr.encode(sentences[i]), want) << sentences[i];
+  }
+  decode::TranslateOptions opt;
+  opt.beam_size = 1;
+  opt.max_extra = 30;
+  opt.on_warning = [](const std::string&) {};
+  const auto got = tr.translate(sentences, opt);
+  const auto want = ref["translations"].get<std::vector<std::string>>();
+  ASSERT_EQ(got.size(), want.size());
+  for (size_t i = 0; i < got.size(); ++i) {
+    // transformers stops at 30 new tokens; qkv at |source| + 30: compare what both wrote
+    const size_t n = std::min(got[i].size(), want[i].size());
+    EXPECT_GE(n, 10u);
+    EXPECT_EQ(got[i].substr(0, n), want[i].substr(0, n)) << sentences[i];
+  }
+}
+
 // ---- hostile folders: a clear message naming the file and the field or tensor ---------------------
 
 // A copy of a golden folder to spoil.
@@ -220,6 +253,26 @@ TEST(HfConvert, HostileFolders) {
     fs::path f = copy_case("gpt2", dir.path / "h");
     fs::resize_file(f / "model.safetensors", fs::file_size(f / "model.safetensors") / 2);
     EXPECT_NE(convert_error(f, dir.path).find("model.safetensors"), std::string::npos);
+  }
+  {  // Marian tokenizer files that are incomplete, or a vocab.json that lies
+    fs::path f = copy_case("marian", dir.path / "j");
+    fs::remove(f / "target.spm");
+    std::string e = convert_error(f, dir.path);
+    EXPECT_NE(e.find("not target.spm"), std::string::npos) << e;
+    fs::copy(kGolden / "marian" / "target.spm", f / "target.spm");
+    auto v = read_json(f / "vocab.json");
+    v["</s>"] = 5;  // two pieces with id 5
+    write(f / "vocab.json", v.dump());
+    e = convert_error(f, dir.path);
+    EXPECT_NE(e.find("vocab.json: the id 5 is given to two pieces"), std::string::npos) << e;
+    v = read_json(kGolden / "marian" / "vocab.json");
+    v["extra-piece"] = v.size();
+    write(f / "vocab.json", v.dump());
+    e = convert_error(f, dir.path);
+    EXPECT_NE(e.find("but config.json's vocab_size is"), std::string::npos) << e;
+    write(f / "source.spm", "not a model");
+    e = convert_error(f, dir.path);
+    EXPECT_NE(e.find("source.spm"), std::string::npos) << e;
   }
   {  // config.json that is not JSON, or not an object
     fs::path f = copy_case("gpt2", dir.path / "i");

@@ -56,6 +56,10 @@ struct SearchOptions {
   // log-probabilities only fall as a hypothesis grows, so a live beam's final score is at most
   // log p / lp(max_len) — the same results, fewer steps (CTranslate2 and fairseq stop so too).
   int64_t num_hypotheses = 0;
+  // A token never chosen (−1: none): the translators pass the pad, which no hypothesis may hold —
+  // a model rarely puts weight on it, but a random or converted one may (OPUS-MT's
+  // generation_config bans it the same way, bad_words_ids = [[pad]]).
+  int32_t banned_id = -1;
 };
 
 struct Hypothesis {

@@ -34,6 +34,8 @@ struct HfFolder {
   std::vector<std::string> shards;       // the safetensors files, paths inside dir
   std::string tokenizer_json;            // tokenizer.json's text ("" when the folder has none)
   nlohmann::json tokenizer_config;       // tokenizer_config.json (null when absent)
+  // Marian's tokenizer files (all three or none): the SentencePiece models' bytes, vocab.json's text.
+  std::string source_spm, target_spm, vocab_json;
 };
 // A missing folder or config.json, weights only as pytorch_model.bin (with how to re-save them as
 // safetensors), an index naming a shard outside the folder or missing: a qkv::Error naming the path.

@@ -6,6 +6,12 @@
 // and the "nmt_nfkc" normalization (NFKC plus NMT clean-ups), which among other things maps the
 // no-break spaces U+00A0 and U+202F to a plain space, so "a\u00a0b" and "a b" encode the same.
 // encode() adds no bos/eos: callers add bos_id()/eos_id() themselves.
+//
+// A Marian vocabulary (OPUS-MT: source.spm, target.spm and vocab.json) is one of these too: the
+// source model cuts the text into pieces, vocab.json numbers them (a piece it lacks is <unk>), and
+// decoding spells the numbered pieces with the target model — as Hugging Face's MarianTokenizer
+// does, language codes (">>fra<<" at the start of a source) included. Model files carry it as
+// {"type": "marian", "source_base64", "target_base64", "vocab": [piece of id 0, 1, …]}.
 #pragma once
 
 #include <cstdint>
@@ -35,6 +41,12 @@ class SentencePiece {
   // starts with `what` (e.g. "'model.safetensors': the model file").
   nlohmann::json to_json() const;
   static SentencePiece from_json(const nlohmann::json& j, const std::string& what);
+  // A Marian vocabulary from the two models' bytes and vocab.json's text (`what` names the folder
+  // in errors: a vocab.json that is not a {piece: id} object of ids 0 … n−1, each once, or that lacks
+  // </s>, <unk> or <pad>).
+  static SentencePiece marian(std::string source_model, std::string target_model, std::string_view vocab_json,
+                              const std::string& what);
+  bool is_marian() const { return marian_ != nullptr; }
 
   // Trains a model on the lines of `input_files` (plain text, one sentence per line) and writes
   // model_prefix + ".model" and ".vocab". Training writes to a temporary prefix next to them and
@@ -71,7 +83,9 @@ class SentencePiece {
 
  private:
   SentencePiece();
-  std::unique_ptr<sentencepiece::SentencePieceProcessor> sp_;
+  std::unique_ptr<sentencepiece::SentencePieceProcessor> sp_;  // (Marian: the source model)
+  struct Marian;
+  std::shared_ptr<const Marian> marian_;  // set: a Marian vocabulary (immutable, shared by copies)
 };
 
 }  // namespace qkv::text
