@@ -1,0 +1,43 @@
+// `qkv convert --from hf` as a user runs it: a folder in, a model file out that the other commands
+// take; a bad folder is one line and exit status 1, with nothing written.
+#include <gtest/gtest.h>
+
+#include <filesystem>
+
+#include "testing.h"
+
+namespace qkv {
+namespace {
+
+namespace fs = std::filesystem;
+const std::string kQkv = QKV_CLI_PATH;
+const fs::path kGolden = fs::path(QKV_GOLDEN_DIR) / "hf";
+
+TEST(CliConvert, ConvertsAndTheOtherCommandsTakeTheFile) {
+  testing::TempDir dir("cli-convert");
+  const std::string out = (dir.path / "opus.safetensors").string();
+  auto r = testing::run_shell(kQkv + " convert --from hf " + (kGolden / "marian").string() + " -o " + out +
+                              " --dtype bf16");
+  ASSERT_EQ(r.code, 0) << r.out;
+  EXPECT_NE(r.out.find("(MarianMTModel) -> "), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("as transformer (bf16)"), std::string::npos) << r.out;
+  r = testing::run_shell(kQkv + " translate -m " + out + " --beam 2 \"I like tea.\"");
+  EXPECT_EQ(r.code, 0) << r.out;
+  EXPECT_FALSE(r.out.empty());
+}
+
+TEST(CliConvert, ABadFolderIsOneLineAndNothingWritten) {
+  testing::TempDir dir("cli-convert-bad");
+  const std::string out = (dir.path / "x.safetensors").string();
+  auto r = testing::run_shell(kQkv + " convert " + dir.path.string() + " -o " + out);
+  EXPECT_EQ(r.code, 1) << r.out;
+  EXPECT_NE(r.out.find("has no config.json"), std::string::npos) << r.out;
+  EXPECT_EQ(std::count(r.out.begin(), r.out.end(), '\n'), 1) << r.out;
+  EXPECT_FALSE(fs::exists(out));
+  r = testing::run_shell(kQkv + " convert --from onnx " + (kGolden / "gpt2").string() + " -o " + out);
+  EXPECT_EQ(r.code, 2) << r.out;  // a bad flag value: the usage error
+  EXPECT_FALSE(fs::exists(out));
+}
+
+}  // namespace
+}  // namespace qkv
