@@ -438,6 +438,64 @@ def gen_ops():
         b.add(f"log_mean_exp_{n}", "log_mean_exp", {"n": n}, inputs,
               lambda **xs: torch.logsumexp(torch.stack([xs[f"x{i}"] for i in range(len(xs))]), 0) - math.log(len(xs)),
               grad_inputs=[])
+
+    # (New ops from here on: appended, so that every case above keeps its seed.)
+    # -- silu (F.silu): x · σ(x)
+    for shape in ([7], [3, 17], [2, 3, 5]):
+        b.seed()
+        b.add(f"silu_{'x'.join(map(str, shape))}", "silu", {}, {"a": randn(*shape, scale=3.0)}, lambda a: F.silu(a))
+
+    # -- rms_norm over the last dim, as torch.nn.functional.rms_norm(x, (n,), weight, eps) (PyTorch ≥ 2.4;
+    # 1.13 has none, so its formula): x / √(mean(x²) + ε) · γ
+    rms_cases = [
+        ("2d", [4, 19], True, 1e-6),
+        ("3d", [2, 3, 20], True, 1e-5),
+        ("noweight", [5, 8], False, 1e-6),
+        ("offset_input", [3, 33], True, 1e-6),
+        ("large_eps", [2, 7], True, 0.5),
+    ]
+    for tag, sx, w, eps in rms_cases:
+        b.seed()
+        x = randn(*sx)
+        if tag == "offset_input":
+            x = (x * 0.5 + 4.0).float()
+        inputs = {"x": x}
+        if w:
+            inputs["weight"] = (1.0 + randn(sx[-1], scale=0.3)).float()
+
+        def fn(x, weight=None, eps=eps):
+            y = x / torch.sqrt((x * x).mean(-1, keepdim=True) + eps)
+            return y * weight if weight is not None else y
+
+        b.add(f"rms_norm_{tag}", "rms_norm", {"eps": eps}, inputs, fn)
+
+    # -- apply_rotary_pos_emb: Hugging Face's rotate-half RoPE on the first rot features of x [B, H, T, D],
+    # cos/sin [T, rot] (θ repeated over both halves, positions from `start`); the rest of x unchanged.
+    # Gradient for x only (cos/sin are constants of the positions).
+    def rope_tables(T, rot, start, base):
+        inv = 1.0 / (base ** (torch.arange(0, rot, 2, dtype=torch.float64) / rot))
+        ang = torch.arange(start, start + T, dtype=torch.float64)[:, None] * inv[None, :]
+        ang = torch.cat([ang, ang], -1)
+        return ang.cos().float(), ang.sin().float()
+
+    def rope_reference(x, cos, sin):
+        rot = cos.shape[-1]
+        xr = x[..., :rot]
+        x1, x2 = xr[..., : rot // 2], xr[..., rot // 2:]
+        return torch.cat([xr * cos + torch.cat([-x2, x1], -1) * sin, x[..., rot:]], -1)
+
+    rope_cases = [
+        ("full", [2, 3, 5, 8], 8, 0, 10000.0),
+        ("partial_half", [1, 2, 6, 10], 4, 0, 10000.0),
+        ("partial_2", [2, 1, 4, 6], 2, 3, 10000.0),
+        ("offset_positions", [1, 2, 7, 16], 16, 100, 500.0),
+        ("partial_odd_rest", [2, 2, 3, 12], 6, 5, 10000.0),
+    ]
+    for tag, sx, rot, start, base in rope_cases:
+        b.seed()
+        cos, sin = rope_tables(sx[2], rot, start, base)
+        b.add(f"apply_rotary_pos_emb_{tag}", "apply_rotary_pos_emb", {},
+              {"x": randn(*sx), "cos": cos, "sin": sin}, rope_reference, grad_inputs=["x"])
     return b.cases
 
 

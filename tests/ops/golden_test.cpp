@@ -1,11 +1,11 @@
-// Every op, forward and backward, against PyTorch: the golden cases of tests/golden/ops.json and the
-// scaled_dot_product_attention cases of tests/golden/attention.json (written by
-// tests/golden/make_golden.py). One TEST per op family; each case runs under SCOPED_TRACE(its name).
+// Every op, forward and backward, against PyTorch: the golden cases of tests/golden/ops.json, one
+// test per entry of the op table (tests/ops/op_table.h), and the scaled_dot_product_attention cases
+// of tests/golden/attention.json (written by tests/golden/make_golden.py). Each case runs under
+// SCOPED_TRACE(its name).
 #include <gtest/gtest.h>
 
-#include <set>
-
 #include "golden_util.h"
+#include "ops/op_table.h"
 #include "qkv/ops.h"
 
 namespace qkv::golden {
@@ -22,145 +22,37 @@ Tensor in_opt(const TensorMap& in, const std::string& name) {
 }
 TensorMap one(Tensor t) { return {{"out", std::move(t)}}; }
 
-// The qkv call for each op name of ops.json.
-TensorMap run_op(const std::string& op, const TensorMap& in, const json& p) {
-  auto a = [&] { return in_at(in, "a"); };
-  auto b = [&] { return in_at(in, "b"); };
-  if (op == "add") return one(add(a(), b()));
-  if (op == "sub") return one(sub(a(), b()));
-  if (op == "mul") return one(mul(a(), b()));
-  if (op == "div") return one(div(a(), b()));
-  if (op == "mul_scalar") return one(mul(a(), p.at("scalar").get<float>()));
-  if (op == "add_scalar") return one(add(a(), p.at("scalar").get<float>()));
-  if (op == "neg") return one(neg(a()));
-  if (op == "exp") return one(exp(a()));
-  if (op == "log") return one(log(a()));
-  if (op == "tanh") return one(tanh(a()));
-  if (op == "sigmoid") return one(sigmoid(a()));
-  if (op == "sqrt") return one(sqrt(a()));
-  if (op == "relu") return one(relu(a()));
-  if (op == "gelu") return one(gelu(a(), p.at("approximate").get<std::string>()));
-  if (op == "sum") return one(sum(a(), p.at("dims").get<std::vector<int64_t>>(), p.at("keepdim").get<bool>()));
-  if (op == "mean") return one(mean(a(), p.at("dims").get<std::vector<int64_t>>(), p.at("keepdim").get<bool>()));
-  if (op == "matmul") return one(matmul(a(), b()));
-  if (op == "linear") return one(linear(in_at(in, "x"), in_at(in, "weight"), in_opt(in, "bias")));
-  if (op == "softmax") return one(softmax(a(), p.at("dim").get<int64_t>()));
-  if (op == "log_softmax") return one(log_softmax(a(), p.at("dim").get<int64_t>()));
-  if (op == "layer_norm")
-    return one(layer_norm(in_at(in, "x"), p.at("normalized_shape").get<Shape>(), in_opt(in, "weight"),
-                          in_opt(in, "bias"), p.at("eps").get<float>()));
-  if (op == "embedding")
-    return one(embedding(in_at(in, "ids"), in_at(in, "weight"), p.at("padding_idx").get<int64_t>()));
-  if (op == "cross_entropy")
-    return one(cross_entropy(in_at(in, "logits"), in_at(in, "target"), p.at("ignore_index").get<int64_t>(),
-                             p.at("label_smoothing").get<float>(), p.at("reduction").get<std::string>()));
-  if (op == "cat") {
-    std::vector<Tensor> xs;
-    for (int64_t i = 0; i < p.at("n").get<int64_t>(); ++i) {
-      std::string name = "x";
-      name += std::to_string(i);
-      xs.push_back(in_at(in, name));
-    }
-    return one(cat(xs, p.at("dim").get<int64_t>()));
-  }
-  if (op == "transpose") return one(a().transpose(p.at("d0").get<int64_t>(), p.at("d1").get<int64_t>()).contiguous());
-  if (op == "permute") return one(a().permute(p.at("dims").get<Shape>()).contiguous());
-  if (op == "transpose_reshape")
-    return one(a().transpose(p.at("d0").get<int64_t>(), p.at("d1").get<int64_t>()).reshape(p.at("shape").get<Shape>()));
-  if (op == "slice")
-    return one(a().slice(p.at("dim").get<int64_t>(), p.at("start").get<int64_t>(), p.at("end").get<int64_t>()));
-  if (op == "masked_fill") return one(masked_fill(a(), in_at(in, "mask"), p.at("value").get<float>()));
-  if (op == "index_select")
-    return one(index_select(a(), p.at("dim").get<int64_t>(), p.at("index").get<std::vector<int64_t>>()));
-  if (op == "eq") return one(eq(a(), p.at("scalar").get<float>()));
-  if (op == "ne") return one(ne(a(), p.at("scalar").get<float>()));
-  if (op == "lt") return one(lt(a(), p.at("scalar").get<float>()));
-  if (op == "le") return one(le(a(), p.at("scalar").get<float>()));
-  if (op == "gt") return one(gt(a(), p.at("scalar").get<float>()));
-  if (op == "ge") return one(ge(a(), p.at("scalar").get<float>()));
-  if (op == "logical_and") return one(logical_and(a(), b()));
-  if (op == "logical_or") return one(logical_or(a(), b()));
-  if (op == "logical_not") return one(logical_not(a()));
-  if (op == "causal_mask")
-    return one(causal_mask(p.at("Lq").get<int64_t>(), p.at("Lk").get<int64_t>(), p.at("offset").get<int64_t>()));
-  if (op == "attention_mask_from_padding") return one(attention_mask_from_padding(in_at(in, "key_padding_mask")));
-  if (op == "log_mean_exp") {
-    std::vector<Tensor> xs;
-    for (int64_t i = 0; i < p.at("n").get<int64_t>(); ++i) {
-      std::string name = "x";  // (not "x" + to_string: GCC 12's -Wrestrict misfires on it)
-      name += std::to_string(i);
-      xs.push_back(in_at(in, name));
-    }
-    return one(log_mean_exp(xs));
-  }
-  throw std::runtime_error("golden_test: no qkv call for op \"" + op + "\"");
-}
+// ---- the op table's golden cases (ops.json) ------------------------------------------------------
+// Each entry of tests/ops/op_table.cpp with golden cases is one test, GoldenOps/Table.MatchesPyTorch/<op>,
+// running every case of that op under SCOPED_TRACE(its name).
 
-// The op families: one TEST each. Every op of ops.json must be in one (GoldenOps.EveryOpIsTested).
-const std::map<std::string, std::vector<std::string>>& families() {
-  static const std::map<std::string, std::vector<std::string>> f = {
-      {"binary", {"add", "sub", "mul", "div"}},
-      {"scalar", {"mul_scalar", "add_scalar"}},
-      {"unary", {"neg", "exp", "log", "tanh", "sigmoid", "sqrt"}},
-      {"activation", {"relu", "gelu"}},
-      {"reduction", {"sum", "mean"}},
-      {"matmul", {"matmul"}},
-      {"linear", {"linear"}},
-      {"softmax", {"softmax", "log_softmax"}},
-      {"layer_norm", {"layer_norm"}},
-      {"embedding", {"embedding"}},
-      {"cross_entropy", {"cross_entropy"}},
-      {"cat", {"cat"}},
-      {"view", {"transpose", "permute", "transpose_reshape", "slice"}},
-      {"masked_fill", {"masked_fill"}},
-      {"index_select", {"index_select"}},
-      {"compare", {"eq", "ne", "lt", "le", "gt", "ge", "logical_and", "logical_or", "logical_not"}},
-      {"mask", {"causal_mask", "attention_mask_from_padding"}},
-      {"log_mean_exp", {"log_mean_exp"}},
-  };
-  return f;
-}
+class Table : public ::testing::TestWithParam<std::string> {};
 
-void run_family(const std::string& family) {
-  const std::vector<json> cases = golden_cases("ops.json", families().at(family));
-  ASSERT_FALSE(cases.empty()) << "ops.json has no cases for family " << family;
+TEST_P(Table, MatchesPyTorch) {
+  const optable::OpInfo& op = *optable::find_op(GetParam());
+  const std::vector<json> cases = golden_cases("ops.json", {op.name});
+  ASSERT_FALSE(cases.empty()) << "ops.json has no cases for op " << op.name
+                              << " (add them to tests/golden/make_golden.py, or mark the entry golden = false)";
   for (const json& c : cases) {
-    SCOPED_TRACE("case " + c.at("name").get<std::string>() + " (op " + c.at("op").get<std::string>() + ")");
-    const std::string op = c.at("op").get<std::string>();
-    run_golden_case(c, [&](const TensorMap& in, const json& p) { return run_op(op, in, p); });
+    SCOPED_TRACE("case " + c.at("name").get<std::string>());
+    run_golden_case(
+        c, [&](const TensorMap& in, const json& p) { return op.run(in, p, Device::cpu()); }, "out", op.golden_tol);
   }
 }
 
+INSTANTIATE_TEST_SUITE_P(GoldenOps, Table,
+                         ::testing::ValuesIn(optable::op_names([](const optable::OpInfo& o) { return o.golden; })),
+                         [](const ::testing::TestParamInfo<std::string>& info) { return info.param; });
+
+// Every op of ops.json has an entry with golden = true (so its cases run above).
 TEST(GoldenOps, EveryOpIsTested) {
-  std::set<std::string> known;
-  for (const auto& [fam, ops] : families()) known.insert(ops.begin(), ops.end());
-  std::set<std::string> seen;
   for (const json& c : golden_file("ops.json").at("cases")) {
     const std::string op = c.at("op").get<std::string>();
-    EXPECT_TRUE(known.count(op)) << "op " << op << " (case " << c.at("name") << ") belongs to no test family";
-    seen.insert(op);
+    const optable::OpInfo* entry = optable::find_op(op);
+    EXPECT_TRUE(entry && entry->golden) << "op " << op << " (case " << c.at("name")
+                                        << ") has no golden entry in tests/ops/op_table.cpp";
   }
-  for (const std::string& op : known) EXPECT_TRUE(seen.count(op)) << "no golden case for op " << op;
 }
-
-TEST(GoldenOps, Binary) { run_family("binary"); }
-TEST(GoldenOps, Scalar) { run_family("scalar"); }
-TEST(GoldenOps, Unary) { run_family("unary"); }
-TEST(GoldenOps, Activation) { run_family("activation"); }
-TEST(GoldenOps, Reduction) { run_family("reduction"); }
-TEST(GoldenOps, Matmul) { run_family("matmul"); }
-TEST(GoldenOps, Linear) { run_family("linear"); }
-TEST(GoldenOps, Softmax) { run_family("softmax"); }
-TEST(GoldenOps, LayerNorm) { run_family("layer_norm"); }
-TEST(GoldenOps, Embedding) { run_family("embedding"); }
-TEST(GoldenOps, CrossEntropy) { run_family("cross_entropy"); }
-TEST(GoldenOps, Cat) { run_family("cat"); }
-TEST(GoldenOps, View) { run_family("view"); }
-TEST(GoldenOps, MaskedFill) { run_family("masked_fill"); }
-TEST(GoldenOps, IndexSelect) { run_family("index_select"); }
-TEST(GoldenOps, Compare) { run_family("compare"); }
-TEST(GoldenOps, Mask) { run_family("mask"); }
-TEST(GoldenOps, LogMeanExp) { run_family("log_mean_exp"); }
 
 // ---- scaled_dot_product_attention (attention.json, op "sdpa") ----------------------------------
 
