@@ -172,8 +172,8 @@ def qkv_run(model, dtype, threads, task, n, inp):
         prompt = open(inp, encoding="utf-8").read().splitlines()[0]
         _, err, rss = timed([QKV, "generate", "-m", model, "-p", prompt, "-n", str(n), "-t", "0", "--dtype", dtype,
                              "--threads", str(threads), "--stats"], env)
-        m = re.search(r"([\d.]+) tokens/s", err)
-        return n / float(m.group(1)), n, rss
+        m = re.search(r"generated (\d+) tokens in ([\d.]+) s", err)
+        return float(m.group(2)), int(m.group(1)), rss
     outp = inp + ".qkv.out"
     _, err, rss = timed([QKV, "translate", "-m", model, "-i", inp, "-o", outp, "--beam", "1", "--batch-size", "32",
                          "--dtype", dtype, "--threads", str(threads), "--stats"], env)

@@ -188,16 +188,18 @@ class PyLanguageModel {
     QKV_CHECK(!ids.empty(), "generate: the prompt is empty; give at least one character");
     return ids;
   }
-  std::string generate(const std::string& prompt, const decode::GenerateOptions& opt) const {
+  std::string generate(const std::string& prompt, decode::GenerateOptions opt) const {
     const std::vector<int32_t> ids = encode(prompt);
     std::vector<int32_t> out;
+    opt.stop_ids = lm_->stop_ids;  // a converted model's end of text
     {
       nb::gil_scoped_release release;
       out = decode::generate(*lm_->model, ids, opt);
     }
     return lm_->tokenizer.decode(out);
   }
-  TextStream* stream(const std::string& prompt, const decode::GenerateOptions& opt) const {
+  TextStream* stream(const std::string& prompt, decode::GenerateOptions opt) const {
+    opt.stop_ids = lm_->stop_ids;
     return new TextStream(lm_, encode(prompt), opt);
   }
   const models::LoadedLanguageModel& loaded() const { return *lm_; }

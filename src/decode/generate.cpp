@@ -1,5 +1,6 @@
 #include "qkv/decode/generate.h"
 
+#include <algorithm>
 #include <optional>
 
 #include "qkv/autograd/grad_mode.h"
@@ -54,6 +55,7 @@ std::vector<int32_t> generate(const models::LanguageModel& model, const std::vec
       logits = all.select(1, all.size(1) - 1);
     }
     const auto next = static_cast<int32_t>(sampler.next(row(logits)));
+    if (std::find(opt.stop_ids.begin(), opt.stop_ids.end(), next) != opt.stop_ids.end()) break;
     out.push_back(next);
     context.push_back(next);
     if (on_token && !on_token(next)) break;

@@ -238,6 +238,18 @@ nlohmann::json convert_hf(const std::string& dir, const std::string& out, const 
     if (!f.tokenizer_config.is_null()) tokenizer["tokenizer_config"] = f.tokenizer_config;
   }
   nlohmann::json meta = metadata(*model, tokenizer);
+  // Where a language model's text ends: generation_config.json's eos_token_id, else config.json's.
+  if (model->kind() == Kind::language_model) {
+    nlohmann::json eos = f.config.value("eos_token_id", nlohmann::json());
+    if (exists(f.dir + "/generation_config.json")) {
+      const nlohmann::json g = read_json(f.dir + "/generation_config.json", kMaxConfigBytes);
+      if (g.is_object() && g.contains("eos_token_id")) eos = g["eos_token_id"];
+    }
+    nlohmann::json ids = nlohmann::json::array();
+    for (const auto& id : eos.is_array() ? eos : nlohmann::json::array({eos}))
+      if (id.is_number_integer() && id.get<int64_t>() >= 0 && id.get<int64_t>() < model->vocab_size()) ids.push_back(id);
+    if (!ids.empty()) meta["generation"] = {{"eos_token_id", ids}};
+  }
   meta["converted_from"] = {{"format", "huggingface"}, {"architecture", arch.name}, {"config", f.config}};
   save_model_file(out, model->module(), meta, options.store);
   return meta;

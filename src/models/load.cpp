@@ -119,6 +119,14 @@ LoadedLanguageModel load_language_model(const std::string& path, const LoadOptio
     return r.tokenizer.vocab_size();
   };
   r.model = model_from<LanguageModel>(path, Kind::language_model, vocab, options, r.meta);
+  if (auto g = r.meta.find("generation"); g != r.meta.end() && g->is_object() && g->contains("eos_token_id")) {
+    const nlohmann::json& e = (*g)["eos_token_id"];
+    for (const auto& id : e.is_array() ? e : nlohmann::json::array({e})) {
+      QKV_CHECK(id.is_number_integer() && id.get<int64_t>() >= 0 && id.get<int64_t>() < r.model->vocab_size(), "'",
+                path, "': generation.eos_token_id ", id.dump().substr(0, 40), " is not a token id of the model");
+      r.stop_ids.push_back(id.get<int32_t>());
+    }
+  }
   return r;
 }
 

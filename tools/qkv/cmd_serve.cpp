@@ -286,6 +286,7 @@ class Server {
     }
     decode::GenerateOptions o;
     o.max_new_tokens = body.integer("max_new_tokens", 200, 1, a_.max_new_tokens);
+    o.stop_ids = s.loaded().stop_ids;  // a converted model's end of text
     o.sampling.temperature = body.number("temperature", 0.8, 0, 10);
     o.sampling.top_k = body.integer("top_k", 0, 0, s.loaded().tokenizer.vocab_size());
     o.sampling.top_p = body.number("top_p", 1.0, 1e-6, 1.0);

@@ -19,6 +19,9 @@ struct GenerateOptions {
   int64_t max_new_tokens = 500;
   SamplingOptions sampling;
   bool use_cache = true;
+  // Tokens that end the text (a converted model's eos_token_id, as transformers' generate stops):
+  // the first one chosen stops generation and is not returned. Empty: generate max_new_tokens.
+  std::vector<int32_t> stop_ids;
 };
 
 // Returns the new tokens; on_token (optional) sees each as it is chosen (streaming); returning

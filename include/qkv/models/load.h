@@ -43,6 +43,9 @@ std::vector<const Seq2SeqModel*> models_of(const std::vector<LoadedSeq2Seq>& loa
 struct LoadedLanguageModel {
   std::unique_ptr<LanguageModel> model;
   text::LMTokenizer tokenizer;
+  // The tokens that end a text (a converted model's "generation": {"eos_token_id"}; none for qkv's
+  // own models, which generate on): what decode::GenerateOptions::stop_ids takes.
+  std::vector<int32_t> stop_ids;
   nlohmann::json meta;
   std::string path;
 };

@@ -76,6 +76,10 @@ void layer_norm_forward(const float* x, const float* gamma, const float* beta, f
                         int64_t rows, int64_t n, float eps);
 void layer_norm_backward(const float* x, const float* gamma, const float* mean, const float* rstd, const float* dy,
                          float* dx, float* dgamma, float* dbeta, int64_t rows, int64_t n);
+// (rms_norm.cu)
+void rms_norm_forward(const float* x, const float* gamma, float* y, float* rstd, int64_t rows, int64_t n, float eps);
+void rms_norm_backward(const float* x, const float* gamma, const float* rstd, const float* dy, float* dx,
+                       float* dgamma, int64_t rows, int64_t n);
 
 // ---- embedding, cross-entropy, indexing (embedding.cu, cross_entropy.cu, index.cu) ----------------
 // Throws qkv::Error naming the first bad id (the check waits for the kernel).

@@ -1,0 +1,123 @@
+// nn::Llama and its blocks: the RMSNorm kernels against the formula composed of plain ops (forward
+// and backward), finite differences through a whole tiny Llama, and decoding with the KV cache
+// (GQA, a sliding window) against the full forward. Its numbers against transformers are
+// tests/models/hf_convert_test.cpp's.
+#include <gtest/gtest.h>
+
+#include "qkv/decode/generate.h"
+#include "qkv/models/registry.h"
+#include "qkv/ops.h"
+#include "qkv/nn/llama.h"
+#include "qkv/ops/gradcheck.h"
+#include "testing.h"
+
+namespace qkv {
+namespace {
+
+using testing::param;
+
+// rms_norm's fused kernels against x / √(mean(x²) + ε) · γ written with the ops it replaces.
+TEST(Llama, RmsNormKernelsMatchTheFormula) {
+  for (int64_t n : {2, 7, 64, 129}) {  // (n = 1: dx ≈ r·g·ε/(x² + ε), all rounding)
+    SCOPED_TRACE(n);
+    Tensor x = param({3, 5, n}, 1), w = param({n}, 2);
+    Tensor y = rms_norm(x, w, 1e-6f);
+    Tensor ref = mul(div(x, sqrt(add(mean(mul(x, x), {-1}, true), 1e-6f))), w);
+    EXPECT_TENSOR_NEAR(y, ref, 1e-6);
+    Tensor g = param({3, 5, n}, 3);
+    auto grads = [&](const Tensor& out) {
+      x.zero_grad(), w.zero_grad();
+      sum(mul(out, g)).backward();
+      return std::pair{x.grad(), w.grad()};
+    };
+    auto [dx, dw] = grads(rms_norm(x, w, 1e-6f));
+    auto [rx, rw] = grads(mul(div(x, sqrt(add(mean(mul(x, x), {-1}, true), 1e-6f))), w));
+    EXPECT_TENSOR_NEAR(dx, rx, 1e-5);
+    EXPECT_TENSOR_NEAR(dw, rw, 1e-5);
+    EXPECT_TENSOR_NEAR(rms_norm(x, Tensor(), 1e-5f), div(x, sqrt(add(mean(mul(x, x), {-1}, true), 1e-5f))), 1e-6);
+  }
+  EXPECT_GRADCHECK([](const std::vector<Tensor>& in) { return rms_norm(in[0], in[1], 1e-5f); },
+                   (std::vector<Tensor>{param({4, 6}, 4), param({6}, 5)}));
+  EXPECT_NE(testing::error_of([] { rms_norm(Tensor::zeros({2, 3}), Tensor::zeros({4}), 1e-5f); }).find("rms_norm: weight"),
+            std::string::npos);
+}
+
+TEST(Llama, RotaryAndSiluGradcheck) {
+  Tensor cos = param({5, 4}, 6).detach(), sin = param({5, 4}, 7).detach();
+  // partial rotary: 4 of 6 features rotate
+  EXPECT_GRADCHECK([&](const std::vector<Tensor>& in) { return apply_rotary_pos_emb(in[0], cos, sin); },
+                   (std::vector<Tensor>{param({2, 3, 5, 6}, 8)}));
+  EXPECT_GRADCHECK([](const std::vector<Tensor>& in) { return silu(in[0]); }, (std::vector<Tensor>{param({17}, 9)}));
+}
+
+nn::LlamaConfig tiny(int64_t window = 0) {
+  nn::LlamaConfig c;
+  c.vocab_size = 50, c.hidden_size = 16, c.intermediate_size = 24, c.num_hidden_layers = 2;
+  c.num_attention_heads = 4, c.num_key_value_heads = 2, c.block_size = 32, c.sliding_window = window;
+  c.qkv_bias = true, c.rope_scaling = nn::RopeScaling::llama3, c.rope_factor = 4, c.rope_original_max_position_embeddings = 8;
+  return c;
+}
+
+TEST(Llama, LossGradientsMatchFiniteDifferences) {
+  Generator g(3);
+  nn::Llama m(tiny(4), &g);
+  Tensor idx = Tensor::from_ints({1, 4, 9, 16, 25, 36, 49, 0}, {1, 8});
+  Tensor tgt = Tensor::from_ints({4, 9, 16, 25, 36, 49, 0, 1}, {1, 8});
+  // the gradient of every parameter of the first layer's attention and MLP, and the final norm
+  std::vector<std::string> names = {"layers.0.self_attn.q_proj.weight", "layers.0.self_attn.k_proj.bias",
+                                    "layers.0.mlp.gate_proj.weight", "layers.1.input_layernorm.weight", "norm.weight"};
+  for (const auto& name : names) {
+    SCOPED_TRACE(name);
+    Tensor p;
+    for (auto& [n, t] : m.named_parameters())
+      if (n == name) p = t;
+    ASSERT_TRUE(p.defined());
+    autograd::GradcheckOptions o;
+    o.eps = 1e-2, o.atol = 3e-3, o.rtol = 3e-2;
+    // the input is the parameter itself: gradcheck perturbs it in place and the model reads it
+    auto r = autograd::gradcheck([&](const std::vector<Tensor>&) { return m.loss(idx, tgt); }, {p}, o);
+    EXPECT_TRUE(r.ok) << r.message;
+  }
+}
+
+// Decoding in pieces through the KV cache gives the full forward's logits at every position —
+// with grouped-query attention, llama3 rope, and a window shorter than the sequence.
+TEST(Llama, CachedStepsMatchTheFullForward) {
+  for (int64_t window : {0, 3}) {
+    SCOPED_TRACE(window);
+    Generator g(5);
+    nn::Llama m(tiny(window), &g);
+    m.eval();
+    std::vector<int32_t> ids = {3, 1, 4, 1, 5, 9, 2, 6, 5, 3};
+    Tensor full = m.forward(Tensor::from_ints(ids, {1, 10}));  // [1, 10, V]
+    auto state = m.start_decoding();
+    // a prefill of 4, then one token at a time
+    Tensor last = m.step(Tensor::from_ints({ids.begin(), ids.begin() + 4}, {1, 4}), state);
+    EXPECT_TENSOR_NEAR(last, full.select(1, 3), 1e-5);
+    for (int64_t t = 4; t < 10; ++t) {
+      last = m.step(Tensor::from_ints({ids[static_cast<size_t>(t)]}, {1, 1}), state);
+      EXPECT_TENSOR_NEAR(last, full.select(1, t), 1e-5);
+    }
+    EXPECT_EQ(state.length(), 10);
+  }
+}
+
+// Generation ends at a stop token (a converted model's eos_token_id), which is not returned.
+TEST(Llama, GenerationStopsAtAStopToken) {
+  Generator g(7);
+  auto m = models::build_language_model("llama", tiny().to_json(), &g);
+  m->module().eval();
+  decode::GenerateOptions o;
+  o.max_new_tokens = 12;
+  o.sampling.temperature = 0;
+  const std::vector<int32_t> all = decode::generate(*m, {1, 2, 3}, o);
+  ASSERT_EQ(all.size(), 12u);
+  o.stop_ids = {7, all[5]};
+  const auto first = static_cast<size_t>(std::find(all.begin(), all.end(), all[5]) - all.begin());
+  const std::vector<int32_t> cut = decode::generate(*m, {1, 2, 3}, o);
+  EXPECT_LE(cut.size(), first);
+  EXPECT_EQ(cut, std::vector<int32_t>(all.begin(), all.begin() + static_cast<int64_t>(cut.size())));
+}
+
+}  // namespace
+}  // namespace qkv
