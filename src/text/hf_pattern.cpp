@@ -1,0 +1,92 @@
+// The patterns of Split, Replace and the ByteLevel pre-tokenizer: a literal string, or a regex run by
+// PCRE2 in UTF + UCP mode (Hugging Face runs Oniguruma: the same backtracking leftmost-first
+// semantics for the patterns tokenizers use, \p{L} \p{N} \s as Unicode properties, lookahead).
+#define PCRE2_CODE_UNIT_WIDTH 8
+#include <pcre2.h>
+
+#include "hf_components.h"
+#include "qkv/core/error.h"
+
+namespace qkv::text::hf {
+
+namespace {
+
+pcre2_code* compile(const std::string& re, const Field& f) {
+  int err = 0;
+  PCRE2_SIZE at = 0;
+  pcre2_code* code = pcre2_compile(reinterpret_cast<PCRE2_SPTR>(re.data()), re.size(), PCRE2_UTF | PCRE2_UCP, &err,
+                                   &at, nullptr);
+  if (!code) {
+    PCRE2_UCHAR msg[256];
+    pcre2_get_error_message(err, msg, sizeof msg);
+    f.fail("regex " + json(re).dump() + " does not compile at offset " + std::to_string(at) + ": " +
+           reinterpret_cast<const char*>(msg));
+  }
+  pcre2_jit_compile(code, PCRE2_JIT_COMPLETE);  // (without JIT, it is interpreted)
+  return code;
+}
+
+}  // namespace
+
+Pattern::Pattern(const json& j, const Field& f) {
+  if (const json* s = find(j, "String")) {
+    literal_ = as_string(*s, f.at("String"));
+    if (literal_.empty()) f.at("String").fail("an empty pattern");
+  } else if (const json* r = find(j, "Regex")) {
+    code_ = compile(as_string(*r, f.at("Regex")), f.at("Regex"));
+  } else {
+    f.fail("expected {\"String\": …} or {\"Regex\": …}");
+  }
+}
+
+Pattern Pattern::regex(const std::string& re, const Field& f) {
+  Pattern p;
+  p.code_ = compile(re, f);
+  return p;
+}
+
+Pattern::~Pattern() {
+  if (code_) pcre2_code_free(static_cast<pcre2_code*>(code_));
+}
+Pattern::Pattern(Pattern&& o) noexcept : literal_(std::move(o.literal_)), code_(o.code_) { o.code_ = nullptr; }
+Pattern& Pattern::operator=(Pattern&& o) noexcept {
+  std::swap(literal_, o.literal_);
+  std::swap(code_, o.code_);
+  return *this;
+}
+
+std::vector<std::pair<size_t, size_t>> Pattern::matches(std::string_view s) const {
+  std::vector<std::pair<size_t, size_t>> out;
+  if (!code_) {
+    for (size_t at = s.find(literal_); at != std::string_view::npos; at = s.find(literal_, at + literal_.size()))
+      out.emplace_back(at, at + literal_.size());
+    return out;
+  }
+  auto* code = static_cast<pcre2_code*>(code_);
+  pcre2_match_data* md = pcre2_match_data_create_from_pattern(code, nullptr);
+  const auto* subject = reinterpret_cast<PCRE2_SPTR>(s.data());
+  size_t start = 0;
+  while (start <= s.size()) {
+    const int rc = pcre2_match(code, subject, s.size(), start, PCRE2_NO_UTF_CHECK, md, nullptr);
+    if (rc == PCRE2_ERROR_NOMATCH) break;
+    if (rc < 0) {
+      pcre2_match_data_free(md);
+      PCRE2_UCHAR msg[256];
+      pcre2_get_error_message(rc, msg, sizeof msg);
+      throw Error(std::string("tokenizer: regex match failed: ") + reinterpret_cast<const char*>(msg));
+    }
+    const PCRE2_SIZE* ov = pcre2_get_ovector_pointer(md);
+    const size_t b = ov[0], e = ov[1];
+    if (e > b) {
+      out.emplace_back(b, e);
+      start = e;
+    } else {  // an empty match: on to the next character
+      start = b + 1;
+      while (start < s.size() && (static_cast<unsigned char>(s[start]) & 0xC0) == 0x80) ++start;
+    }
+  }
+  pcre2_match_data_free(md);
+  return out;
+}
+
+}  // namespace qkv::text::hf

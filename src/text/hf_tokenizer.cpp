@@ -1,0 +1,409 @@
+// HfTokenizer: tokenizer.json read into its stages (hf_components.h), and the pipeline that runs
+// them as `tokenizers`' Tokenizer::encode and ::decode do.
+#include "qkv/text/hf_tokenizer.h"
+
+#include <algorithm>
+#include <filesystem>
+#include <map>
+#include <set>
+
+#include "hf_components.h"
+#include "hf_unicode.h"
+#include "qkv/core/error.h"
+#include "qkv/io/file.h"
+#include "qkv/io/json.h"
+
+namespace qkv::text {
+
+using namespace hf;
+
+namespace {
+
+constexpr int64_t kMaxTokenizerBytes = 64 << 20;  // tokenizer.json, vocab.txt (Llama 3's: 9 MB)
+constexpr int64_t kMaxConfigBytes = 4 << 20;      // tokenizer_config.json
+
+struct AddedToken {
+  std::string content;
+  int32_t id;
+  bool single_word, lstrip, rstrip, normalized, special;
+};
+
+// The added tokens that match one form of the text (the raw text, or the normalized text): the
+// leftmost match, the longest among those that start there (Aho-Corasick's leftmost-longest).
+class AddedMatcher {
+ public:
+  void add(std::string pattern, const AddedToken* token) {
+    if (pattern.empty()) return;
+    auto& list = by_first_[static_cast<unsigned char>(pattern[0])];
+    list.push_back({std::move(pattern), token});
+    std::stable_sort(list.begin(), list.end(), [](const auto& a, const auto& b) { return a.first.size() > b.first.size(); });
+    any_ = true;
+  }
+  // `tokenizers`' AddedVocabulary::split_with_indices on each piece that is not a token yet:
+  // single_word tokens only between non-word characters, lstrip/rstrip take the whitespace beside
+  // them into the token.
+  void split(Pieces& pieces) const {
+    if (!any_) return;
+    Pieces out;
+    for (auto& p : pieces) {
+      if (p.id >= 0) {
+        out.push_back(std::move(p));
+        continue;
+      }
+      const std::string& s = p.text;
+      size_t from = 0;  // where the last piece ended
+      size_t at = 0;    // where the search goes on
+      while (at < s.size()) {
+        const AddedToken* tok = nullptr;
+        size_t b = 0, e = 0;
+        for (size_t i = at; i < s.size() && !tok; ++i) {
+          for (const auto& [pat, t] : by_first_[static_cast<unsigned char>(s[i])])
+            if (s.compare(i, pat.size(), pat) == 0) {
+              tok = t, b = i, e = i + pat.size();
+              break;
+            }
+        }
+        if (!tok) break;
+        at = e;
+        if (tok->single_word && ((b > 0 && word_char_before(s, b)) || (e < s.size() && word_char_at(s, e)))) continue;
+        if (tok->lstrip) {
+          size_t nb = b;
+          while (nb > 0) {
+            size_t k = nb - 1;
+            while (k > 0 && (static_cast<unsigned char>(s[k]) & 0xC0) == 0x80) --k;
+            size_t n = 0;
+            if (!is_whitespace(decode_at(s, k, &n))) break;
+            nb = k;
+          }
+          b = std::max(nb, from);
+        }
+        if (tok->rstrip) {
+          size_t n = 0;
+          while (e < s.size() && is_whitespace(decode_at(s, e, &n))) e += n;
+          at = e;
+        }
+        if (b > from) out.push_back({s.substr(from, b - from), -1, p.at_start && from == 0});
+        out.push_back({s.substr(b, e - b), tok->id, false});
+        from = e;
+      }
+      if (from < s.size()) out.push_back({s.substr(from), -1, p.at_start && from == 0});
+    }
+    pieces = std::move(out);
+  }
+
+ private:
+  static bool word_char(char32_t c) { return c == '_' || is_alphanumeric(c) || is_mark(c); }
+  static bool word_char_at(const std::string& s, size_t i) {
+    size_t n = 0;
+    return word_char(decode_at(s, i, &n));
+  }
+  static bool word_char_before(const std::string& s, size_t i) {
+    size_t k = i - 1;
+    while (k > 0 && (static_cast<unsigned char>(s[k]) & 0xC0) == 0x80) --k;
+    return word_char_at(s, k);
+  }
+  std::vector<std::pair<std::string, const AddedToken*>> by_first_[256];
+  bool any_ = false;
+};
+
+}  // namespace
+
+struct HfTokenizer::Impl {
+  std::string file;  // for errors
+  std::string json_text, config_text;
+  std::vector<AddedToken> added;  // (its address is kept by the matchers: filled before them)
+  std::map<int32_t, const AddedToken*> added_by_id;
+  std::unordered_map<std::string, int32_t> added_by_content;
+  std::set<int32_t> special_ids;
+  AddedMatcher raw_matcher, normalized_matcher;
+  std::unique_ptr<Normalizer> normalizer;
+  std::unique_ptr<PreTokenizer> pre_tokenizer;
+  std::unique_ptr<Model> model;
+  std::unique_ptr<PostProcessor> post_processor;
+  std::unique_ptr<Decoder> decoder;
+  int32_t bos = -1, eos = -1, pad = -1, unk = -1, cls = -1, sep = -1, mask = -1;
+
+  int32_t token_to_id(std::string_view t) const {
+    auto it = added_by_content.find(std::string(t));
+    return it != added_by_content.end() ? it->second : model->vocab().find(t);
+  }
+
+  // The tokens of one sequence: added tokens, normalizer, added tokens again, pre-tokenizer, model.
+  std::vector<int32_t> tokenize(std::string_view input) const {
+    const std::string text = valid_utf8(input);
+    Pieces pieces;
+    if (!text.empty()) pieces.push_back({text, -1, true});
+    raw_matcher.split(pieces);
+    if (normalizer) {
+      Pieces kept;
+      for (auto& p : pieces) {
+        if (p.id < 0) p.text = normalizer->normalize(std::move(p.text));
+        if (p.id >= 0 || !p.text.empty()) kept.push_back(std::move(p));
+      }
+      pieces = std::move(kept);
+    }
+    normalized_matcher.split(pieces);
+    if (pre_tokenizer) pre_tokenizer->pre_tokenize(pieces);
+    std::vector<int32_t> ids;
+    for (const auto& p : pieces) {
+      if (p.id >= 0) ids.push_back(p.id);
+      else model->tokenize(p.text, ids);
+    }
+    return ids;
+  }
+
+  HfEncoding encode(std::string_view a, const std::string_view* b, bool add_special_tokens) const {
+    std::vector<Encoded> seqs;
+    auto ids = tokenize(a);
+    seqs.push_back({ids, std::vector<int32_t>(ids.size(), 0)});
+    if (b) {
+      auto ids_b = tokenize(*b);
+      seqs.push_back({ids_b, std::vector<int32_t>(ids_b.size(), 1)});
+    }
+    if (post_processor) seqs = post_processor->process(std::move(seqs), add_special_tokens);
+    HfEncoding out;
+    for (const auto& s : seqs) {
+      out.ids.insert(out.ids.end(), s.ids.begin(), s.ids.end());
+      out.token_type_ids.insert(out.token_type_ids.end(), s.type_ids.begin(), s.type_ids.end());
+    }
+    return out;
+  }
+};
+
+namespace {
+
+AddedToken read_added_token(const json& j, const Field& f) {
+  AddedToken t;
+  t.id = static_cast<int32_t>(get_int(j, "id", -1, 0, (int64_t{1} << 31) - 1, f));
+  if (t.id < 0) f.at("id").fail("missing");
+  t.content = need_string(j, "content", f);
+  if (t.content.empty()) f.at("content").fail("an empty token");
+  if (valid_utf8(t.content) != t.content) f.at("content").fail("not valid UTF-8");
+  t.special = get_bool(j, "special", false, f);
+  t.single_word = get_bool(j, "single_word", false, f);
+  t.lstrip = get_bool(j, "lstrip", false, f);
+  t.rstrip = get_bool(j, "rstrip", false, f);
+  t.normalized = get_bool(j, "normalized", !t.special, f);
+  return t;
+}
+
+// A special token's name in tokenizer_config.json: "<s>" or {"content": "<s>", …}.
+std::string config_token(const json& config, const char* key, const std::string& file) {
+  const json* v = find(config, key);
+  if (!v) return {};
+  if (v->is_string()) return v->get<std::string>();
+  if (v->is_object()) return need_string(*v, "content", Field{file, key});
+  Field{file, key}.fail("expected a string or {\"content\": …}");
+}
+
+std::shared_ptr<const HfTokenizer::Impl> build(std::string_view text, std::string_view config_text, const std::string& what) {
+  auto impl = std::make_shared<HfTokenizer::Impl>();
+  HfTokenizer::Impl& t = *impl;
+  t.file = what;
+  t.json_text = std::string(text);
+  t.config_text = std::string(config_text);
+  const Field root{t.file, ""};
+  json j;
+  try {
+    j = io::parse_json(text, what);
+  } catch (const nlohmann::json::exception& e) {
+    throw Error(what + ": not JSON: " + e.what());
+  }
+  if (!j.is_object()) root.fail("expected a JSON object, got " + std::string(j.type_name()));
+  static const std::set<std::string> known = {"version", "truncation", "padding", "added_tokens", "normalizer",
+                                              "pre_tokenizer", "post_processor", "decoder", "model"};
+  for (auto it = j.begin(); it != j.end(); ++it)
+    if (!known.count(it.key())) root.at(it.key()).fail("unknown field");
+  // the model
+  const json& m = need(j, "model", root);
+  const std::string type = type_of(m, root.at("model"));
+  if (type == "BPE") t.model = make_bpe(m, root.at("model"));
+  else if (type == "WordPiece") t.model = make_wordpiece(m, root.at("model"));
+  else root.at("model").at("type").fail("model \"" + type + "\" is not supported (BPE and WordPiece are)");
+  if (const json* n = find(j, "normalizer")) t.normalizer = make_normalizer(*n, root.at("normalizer"));
+  if (const json* p = find(j, "pre_tokenizer")) t.pre_tokenizer = make_pre_tokenizer(*p, root.at("pre_tokenizer"));
+  if (const json* p = find(j, "post_processor")) t.post_processor = make_post_processor(*p, root.at("post_processor"));
+  if (const json* d = find(j, "decoder")) t.decoder = make_decoder(*d, root.at("decoder"));
+  // the added tokens
+  if (const json* a = find(j, "added_tokens")) {
+    if (!a->is_array()) root.at("added_tokens").fail("expected an array");
+    for (size_t i = 0; i < a->size(); ++i) t.added.push_back(read_added_token((*a)[i], root.at("added_tokens").at(i)));
+  }
+  for (const AddedToken& a : t.added) {
+    t.added_by_id[a.id] = &a;
+    t.added_by_content[a.content] = a.id;
+    if (a.special) t.special_ids.insert(a.id);
+    if (a.normalized) t.normalized_matcher.add(t.normalizer ? t.normalizer->normalize(a.content) : a.content, &a);
+    else t.raw_matcher.add(a.content, &a);
+  }
+  // the special tokens' ids
+  json config;
+  if (!config_text.empty()) {
+    const std::string cfile = "tokenizer_config.json";
+    try {
+      config = io::parse_json(config_text, cfile);
+    } catch (const nlohmann::json::exception& e) {
+      throw Error(cfile + ": not JSON: " + e.what());
+    }
+    if (!config.is_object()) Field{cfile, ""}.fail("expected a JSON object");
+  }
+  auto resolve = [&](const char* key, std::initializer_list<const char*> usual) {
+    const std::string name = config.is_object() ? config_token(config, key, "tokenizer_config.json") : std::string();
+    if (!name.empty()) return t.token_to_id(name);
+    if (config.is_object() && find(config, key)) return -1;
+    for (const char* u : usual) {
+      auto it = t.added_by_content.find(u);
+      if (it != t.added_by_content.end() && t.special_ids.count(it->second)) return it->second;
+    }
+    return -1;
+  };
+  t.bos = resolve("bos_token", {"<s>", "<|begin_of_text|>", "<bos>", "<|endoftext|>"});
+  t.eos = resolve("eos_token", {"</s>", "<|end_of_text|>", "<eos>", "<|endoftext|>"});
+  t.pad = resolve("pad_token", {"<pad>", "[PAD]", "<|finetune_right_pad_id|>"});
+  t.unk = resolve("unk_token", {"<unk>", "[UNK]"});
+  if (t.unk < 0 && !t.model->unk_token.empty()) t.unk = t.token_to_id(t.model->unk_token);
+  t.cls = resolve("cls_token", {"[CLS]", "<cls>"});
+  t.sep = resolve("sep_token", {"[SEP]", "<sep>"});
+  t.mask = resolve("mask_token", {"[MASK]", "<mask>"});
+  return impl;
+}
+
+// vocab.txt (+ tokenizer_config.json) as the tokenizer.json transformers' BertConverter writes.
+std::string bert_json_from_vocab(const std::string& vocab_txt, const std::string& config_text, const std::string& what) {
+  json config = json::object();
+  if (!config_text.empty()) {
+    try {
+      config = io::parse_json(config_text, "tokenizer_config.json");
+    } catch (const nlohmann::json::exception& e) {
+      throw Error(std::string("tokenizer_config.json: not JSON: ") + e.what());
+    }
+    if (!config.is_object()) Field{"tokenizer_config.json", ""}.fail("expected a JSON object");
+  }
+  const std::string cfile = "tokenizer_config.json";
+  const Field cf{cfile, ""};
+  json vocab = json::object();
+  size_t line = 0, start = 0;
+  while (start < vocab_txt.size()) {
+    size_t end = vocab_txt.find('\n', start);
+    if (end == std::string::npos) end = vocab_txt.size();
+    std::string token = vocab_txt.substr(start, end - start);
+    if (!token.empty() && token.back() == '\r') token.pop_back();
+    if (valid_utf8(token) != token) throw Error(what + ": line " + std::to_string(line + 1) + " is not valid UTF-8");
+    vocab[token] = line++;
+    start = end + 1;
+  }
+  auto name = [&](const char* key, const char* fallback) {
+    std::string n = config_token(config, key, cfile);
+    return n.empty() ? std::string(fallback) : n;
+  };
+  const std::string unk = name("unk_token", "[UNK]"), cls = name("cls_token", "[CLS]"), sep = name("sep_token", "[SEP]"),
+                    pad = name("pad_token", "[PAD]"), mask = name("mask_token", "[MASK]");
+  const bool lower = get_bool(config, "do_lower_case", true, cf);
+  json strip = nullptr;
+  if (find(config, "strip_accents")) strip = get_bool(config, "strip_accents", false, cf);
+  json added = json::array();
+  for (const auto& s : {pad, unk, cls, sep, mask}) {
+    auto it = vocab.find(s);
+    if (it == vocab.end()) throw Error(what + ": the special token \"" + s + "\" is not in it");
+    added.push_back({{"id", *it}, {"content", s}, {"single_word", false}, {"lstrip", false}, {"rstrip", false},
+                     {"normalized", false}, {"special", true}});
+  }
+  json j = {
+      {"version", "1.0"},
+      {"added_tokens", added},
+      {"normalizer", {{"type", "BertNormalizer"}, {"clean_text", true},
+                      {"handle_chinese_chars", get_bool(config, "tokenize_chinese_chars", true, cf)},
+                      {"strip_accents", strip}, {"lowercase", lower}}},
+      {"pre_tokenizer", {{"type", "BertPreTokenizer"}}},
+      {"post_processor",
+       {{"type", "TemplateProcessing"},
+        {"single", json::array({{{"SpecialToken", {{"id", cls}, {"type_id", 0}}}}, {{"Sequence", {{"id", "A"}, {"type_id", 0}}}},
+                                {{"SpecialToken", {{"id", sep}, {"type_id", 0}}}}})},
+        {"pair", json::array({{{"SpecialToken", {{"id", cls}, {"type_id", 0}}}}, {{"Sequence", {{"id", "A"}, {"type_id", 0}}}},
+                              {{"SpecialToken", {{"id", sep}, {"type_id", 0}}}}, {{"Sequence", {{"id", "B"}, {"type_id", 1}}}},
+                              {{"SpecialToken", {{"id", sep}, {"type_id", 1}}}}})},
+        {"special_tokens", {{cls, {{"id", cls}, {"ids", {vocab[cls]}}, {"tokens", {cls}}}},
+                            {sep, {{"id", sep}, {"ids", {vocab[sep]}}, {"tokens", {sep}}}}}}}},
+      {"decoder", {{"type", "WordPiece"}, {"prefix", "##"}, {"cleanup", true}}},
+      {"model", {{"type", "WordPiece"}, {"unk_token", unk}, {"continuing_subword_prefix", "##"},
+                 {"max_input_chars_per_word", 100}, {"vocab", vocab}}}};
+  return j.dump();
+}
+
+}  // namespace
+
+HfTokenizer HfTokenizer::from_json(std::string_view tokenizer_json, std::string_view tokenizer_config_json, const std::string& what) {
+  HfTokenizer t;
+  t.impl_ = build(tokenizer_json, tokenizer_config_json, what);
+  return t;
+}
+
+HfTokenizer HfTokenizer::from_folder(const std::string& dir) {
+  namespace fs = std::filesystem;
+  const std::string json_path = dir + "/tokenizer.json", config_path = dir + "/tokenizer_config.json",
+                    vocab_path = dir + "/vocab.txt";
+  std::error_code ec;
+  const std::string config = fs::exists(config_path, ec) ? io::read_file(config_path, kMaxConfigBytes, "the tokenizer config")
+                                                         : std::string();
+  if (fs::exists(json_path, ec))
+    return from_json(io::read_file(json_path, kMaxTokenizerBytes, "the tokenizer"), config, json_path);
+  if (fs::exists(vocab_path, ec)) {
+    const std::string built = bert_json_from_vocab(io::read_file(vocab_path, kMaxTokenizerBytes, "the vocabulary"), config, vocab_path);
+    return from_json(built, config, vocab_path);
+  }
+  throw Error("'" + dir + "' has no tokenizer.json and no vocab.txt");
+}
+
+std::vector<int32_t> HfTokenizer::encode(std::string_view text, bool add_special_tokens) const {
+  return impl_->encode(text, nullptr, add_special_tokens).ids;
+}
+
+HfEncoding HfTokenizer::encode_pair(std::string_view text, std::string_view pair, bool add_special_tokens) const {
+  return impl_->encode(text, &pair, add_special_tokens);
+}
+
+std::string HfTokenizer::decode(const std::vector<int32_t>& ids, bool skip_special_tokens) const {
+  std::vector<std::string> tokens;
+  tokens.reserve(ids.size());
+  for (int32_t id : ids) {
+    if (skip_special_tokens && impl_->special_ids.count(id)) continue;
+    std::string t = id_to_token(id);
+    if (!t.empty() || (id >= 0 && impl_->model->vocab().find("") == id)) tokens.push_back(std::move(t));
+  }
+  if (!impl_->decoder) {
+    std::string out;
+    for (size_t i = 0; i < tokens.size(); ++i) out += (i ? " " : "") + tokens[i];
+    return out;
+  }
+  std::string out;
+  for (const auto& s : impl_->decoder->decode_chain(std::move(tokens))) out += s;
+  return out;
+}
+
+int32_t HfTokenizer::token_to_id(std::string_view token) const { return impl_->token_to_id(token); }
+
+std::string HfTokenizer::id_to_token(int32_t id) const {
+  auto it = impl_->added_by_id.find(id);
+  if (it != impl_->added_by_id.end()) return it->second->content;
+  const auto& tokens = impl_->model->vocab().tokens;
+  return id >= 0 && static_cast<size_t>(id) < tokens.size() ? tokens[static_cast<size_t>(id)] : std::string();
+}
+
+int64_t HfTokenizer::vocab_size() const {
+  int64_t n = static_cast<int64_t>(impl_->model->vocab().tokens.size());
+  if (!impl_->added_by_id.empty()) n = std::max<int64_t>(n, impl_->added_by_id.rbegin()->first + 1);
+  return n;
+}
+
+bool HfTokenizer::is_special(int32_t id) const { return impl_->special_ids.count(id) > 0; }
+int32_t HfTokenizer::bos_token_id() const { return impl_->bos; }
+int32_t HfTokenizer::eos_token_id() const { return impl_->eos; }
+int32_t HfTokenizer::pad_token_id() const { return impl_->pad; }
+int32_t HfTokenizer::unk_token_id() const { return impl_->unk; }
+int32_t HfTokenizer::cls_token_id() const { return impl_->cls; }
+int32_t HfTokenizer::sep_token_id() const { return impl_->sep; }
+int32_t HfTokenizer::mask_token_id() const { return impl_->mask; }
+const std::string& HfTokenizer::tokenizer_json() const { return impl_->json_text; }
+const std::string& HfTokenizer::tokenizer_config_json() const { return impl_->config_text; }
+
+}  // namespace qkv::text

@@ -1,0 +1,254 @@
+#!/usr/bin/env python3
+"""Golden files for qkv's Hugging Face tokenizers (tests/text/hf_tokenizer_test.cpp).
+
+Trains five small tokenizers with the `tokenizers` package on Tatoeba text and synthetic lines, saves
+each one's tokenizer.json (and BERT's vocab.txt) under tests/golden/tokenizers/<name>/, and writes
+tests/golden/tokenizers/corpus.jsonl.gz: 10,000 test lines (seeded: several scripts, emoji with ZWJ
+sequences, combining marks, control characters, whitespace runs, digits, added tokens, and invalid
+UTF-8) and, per line and tokenizer, what `tokenizers` answers:
+
+  {"b": base64 of the line's bytes, "r": (invalid UTF-8 only) the text after the replacement,
+   "<name>": [ids without special tokens,
+              ids with them: [prefix, suffix] around the former, or {"ids": [...]} where not that,
+              decode(with, skip_special_tokens=True), null where it is the line's text,
+              (every tenth line) decode(with, skip_special_tokens=False)],
+   "<bert name>_pair" (every 20th line): the pair (line, next line) as [ids, type_ids]}
+
+Invalid UTF-8 reaches `tokenizers` as Python's bytes.decode("utf-8", errors="replace") makes it (a
+U+FFFD per maximal invalid subpart); qkv's tokenizer replaces it the same way.
+
+  python3 tests/golden/make_tokenizer_golden.py   (tokenizers 0.23, transformers not needed)
+"""
+import base64
+import gzip
+import json
+import os
+import random
+import shutil
+
+from tokenizers import AddedToken, Regex, Tokenizer, decoders, models, normalizers, pre_tokenizers, processors, trainers
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+OUT = os.path.join(HERE, "tokenizers")
+TATOEBA = os.path.join(HERE, "..", "..", "..", "shared", "data", "tatoeba-en-fr", "fra.txt.gz")
+
+GPT2_PATTERN = r"""'s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+"""
+LLAMA3_PATTERN = (r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*"
+                  r"|\s*[\r\n]+|\s+(?!\S)|\s+")
+
+# Snippets of other scripts, emoji and marks, mixed into the synthetic lines.
+WORDS = {
+    "latin": ["café", "naïve", "résumé", "Ångström", "façade", "Straße", "ÉCOLE", "über", "İstanbul", "coöperate",
+              "jalapeño", "Œuvre", "ǅemal", "ﬁne", "Ｆｕｌｌ"],
+    "cyrillic": ["Привет", "мир", "ЁЖИК", "съешь", "ещё", "этих", "мягких", "булок"],
+    "greek": ["Καλημέρα", "κόσμε", "ΣΟΦΙΑ", "ψυχή", "ἀρχή", "Ὀδυσσεύς"],
+    "cjk": ["你好", "世界", "東京都", "日本語の文章", "한국어", "ひらがな", "カタカナ", "漢字テスト", "𠀀𠀁"],
+    "arabic": ["مرحبا", "بالعالم", "العربية", "٣٤٥"],
+    "devanagari": ["नमस्ते", "दुनिया", "हिन्दी", "१२३"],
+    "emoji": ["😀", "👍🏽", "👨‍👩‍👧‍👦", "🏳️‍🌈", "❤️", "🇫🇷", "🤖", "✨", "👩🏻‍💻"],
+    "marks": ["e\u0301", "a\u0308\u0304", "n\u0303", "\u0301x", "Z\u0335\u0321", "o\u0328\u0304"],
+    "control": ["\x00", "\x01", "\x07", "\x1b[0m", "\x7f", "\x85", "\u200b", "\u200d", "\u00ad", "\ufeff", "\u2028",
+                "\ue000", "\ufffd"],
+    "space": ["\t", "\n", "  ", "   ", "\r\n", "\u00a0", "\u3000", " \t ", "\n\n"],
+    "digits": ["0", "42", "2024", "3.14159", "1,000,000", "007", "12345678901234567890", "½", "²"],
+    "punct": ["!", "?", "...", "—", "«", "»", "“", "”", "'s", "'LL", "(", ")", "[", "]", "#", "@", "$", "%", "&",
+              "*", "<", ">", "/", "\\", "_", "~"],
+}
+INVALID = [b"\xff", b"\xc3", b"\xe2\x82", b"\xf0\x9f\x98", b"\x80\x80", b"\xed\xa0\x80", b"\xc0\xaf", b"\xf5\x80"]
+
+# Added tokens per tokenizer: the strings that appear in the synthetic lines.
+SPECIAL_STRINGS = ["<|endoftext|>", "<|begin_of_text|>", "<|eot_id|>", "<s>", "</s>", "<unk>", "[CLS]", "[SEP]",
+                   "[MASK]", "[PAD]", "[UNK]", "<mask>", "qkv-added", " padded "]
+
+
+def tatoeba_lines(n, rng):
+    with gzip.open(TATOEBA, "rt", encoding="utf-8") as f:
+        pairs = [line.rstrip("\n").split("\t") for line in f]
+    rng.shuffle(pairs)
+    out = []
+    for p in pairs[:n]:
+        out.append(p[0] if rng.random() < 0.5 else p[1])
+    return out
+
+
+def synthetic_line(rng, base):
+    """A line of bytes: words of a sentence with snippets of other kinds put between them."""
+    parts = base.split(" ")[:5] if base else []
+    kinds = list(WORDS)
+    for _ in range(rng.randint(1, 4)):
+        r = rng.random()
+        if r < 0.08:
+            piece = rng.choice(SPECIAL_STRINGS)
+        else:
+            piece = rng.choice(WORDS[rng.choice(kinds)])
+        parts.insert(rng.randint(0, len(parts)), piece)
+    seps = [" "] * 8 + ["", "  ", "\t", "\n"]
+    text = parts[0] if parts else ""
+    for p in parts[1:]:
+        text += rng.choice(seps) + p
+    data = text.encode("utf-8")
+    if rng.random() < 0.12:  # invalid UTF-8 somewhere (on a character boundary or not)
+        at = rng.randint(0, len(data))
+        data = data[:at] + rng.choice(INVALID) + data[at:]
+    return data
+
+
+def make_corpus():
+    rng = random.Random(46)
+    sentences = tatoeba_lines(12000, rng)
+    lines = []
+    for i in range(10000):
+        r = rng.random()
+        if r < 0.4:
+            lines.append(sentences[i].encode("utf-8"))
+        elif r < 0.95:
+            lines.append(synthetic_line(rng, sentences[i]))
+        else:
+            lines.append(synthetic_line(rng, ""))
+    lines[0] = b""  # the empty line
+    lines[1] = b" "
+    return lines, sentences[10000:]
+
+
+def training_text(sentences, rng):
+    text = list(sentences)
+    for _ in range(1500):
+        kind = rng.choice(list(WORDS))
+        text.append(" ".join(rng.choice(WORDS[kind]) for _ in range(3)))
+    return text
+
+
+def gpt2(text):
+    tok = Tokenizer(models.BPE())
+    tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    tok.decoder = decoders.ByteLevel()
+    tok.post_processor = processors.ByteLevel(trim_offsets=False)
+    trainer = trainers.BpeTrainer(vocab_size=1000, special_tokens=["<|endoftext|>"],
+                                  initial_alphabet=pre_tokenizers.ByteLevel.alphabet())
+    tok.train_from_iterator(text, trainer)
+    # added tokens with each flag: lstrip+rstrip special, a normalized non-special word, single_word
+    tok.add_special_tokens([AddedToken("<mask>", lstrip=True, rstrip=True)])
+    tok.add_tokens([AddedToken("qkv-added", normalized=True), AddedToken(" padded ", normalized=False),
+                    AddedToken("café", single_word=True, normalized=False)])
+    return tok
+
+
+def llama3(text):
+    tok = Tokenizer(models.BPE(ignore_merges=True))
+    tok.pre_tokenizer = pre_tokenizers.Sequence([
+        pre_tokenizers.Split(Regex(LLAMA3_PATTERN), behavior="isolated", invert=False),
+        pre_tokenizers.ByteLevel(add_prefix_space=False, trim_offsets=True, use_regex=False)])
+    tok.decoder = decoders.ByteLevel()
+    trainer = trainers.BpeTrainer(vocab_size=1200, special_tokens=["<|begin_of_text|>", "<|end_of_text|>"],
+                                  initial_alphabet=pre_tokenizers.ByteLevel.alphabet())
+    tok.train_from_iterator(text, trainer)
+    tok.add_special_tokens([AddedToken("<|eot_id|>", rstrip=True)])
+    bos = tok.token_to_id("<|begin_of_text|>")
+    tok.post_processor = processors.Sequence([
+        processors.ByteLevel(trim_offsets=False),
+        processors.TemplateProcessing(single="<|begin_of_text|> $A", pair="<|begin_of_text|> $A <|begin_of_text|> $B:1",
+                                      special_tokens=[("<|begin_of_text|>", bos)])])
+    return tok
+
+
+def byte_fallback(text):
+    """Llama 2's form: Prepend + Replace normalizer, no pre-tokenizer, byte_fallback with <0xXX> pieces."""
+    tok = Tokenizer(models.BPE(unk_token="<unk>", fuse_unk=True))
+    tok.normalizer = normalizers.Sequence([normalizers.Prepend("▁"), normalizers.Replace(" ", "▁")])
+    trainer = trainers.BpeTrainer(vocab_size=800, special_tokens=["<unk>", "<s>", "</s>"], limit_alphabet=120)
+    tok.train_from_iterator(text, trainer)
+    # the 256 byte pieces after the specials, as SentencePiece's Llama 2 vocabulary has them
+    j = json.loads(tok.to_str())
+    vocab = j["model"]["vocab"]
+    ordered = sorted(vocab.items(), key=lambda kv: kv[1])
+    new = {}
+    for piece, _ in ordered[:3]:
+        new[piece] = len(new)
+    for b in range(256):
+        new[f"<0x{b:02X}>"] = len(new)
+    for piece, _ in ordered[3:]:
+        if piece not in new:
+            new[piece] = len(new)
+    j["model"]["vocab"] = new
+    j["model"]["byte_fallback"] = True
+    for t in j["added_tokens"]:
+        t["id"] = new[t["content"]]
+    tok = Tokenizer.from_str(json.dumps(j))
+    tok.decoder = decoders.Sequence([decoders.Replace("▁", " "), decoders.ByteFallback(), decoders.Fuse(),
+                                     decoders.Strip(" ", 1, 0)])
+    tok.post_processor = processors.TemplateProcessing(single="<s> $A", pair="<s> $A <s> $B",
+                                                       special_tokens=[("<s>", tok.token_to_id("<s>"))])
+    return tok
+
+
+def bert(text, lowercase):
+    tok = Tokenizer(models.WordPiece(unk_token="[UNK]", max_input_chars_per_word=100))
+    tok.normalizer = normalizers.BertNormalizer(clean_text=True, handle_chinese_chars=True,
+                                                strip_accents=None if lowercase else False, lowercase=lowercase)
+    tok.pre_tokenizer = pre_tokenizers.BertPreTokenizer()
+    tok.decoder = decoders.WordPiece(prefix="##")
+    trainer = trainers.WordPieceTrainer(vocab_size=1500, special_tokens=["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"],
+                                        limit_alphabet=300)
+    tok.train_from_iterator(text, trainer)
+    cls, sep = tok.token_to_id("[CLS]"), tok.token_to_id("[SEP]")
+    if lowercase:
+        tok.post_processor = processors.TemplateProcessing(
+            single="[CLS] $A [SEP]", pair="[CLS] $A [SEP] $B:1 [SEP]:1", special_tokens=[("[CLS]", cls), ("[SEP]", sep)])
+    else:
+        tok.post_processor = processors.BertProcessing(("[SEP]", sep), ("[CLS]", cls))
+    return tok
+
+
+def main():
+    lines, rest = make_corpus()
+    text = training_text(rest, random.Random(7))
+    toks = {
+        "gpt2": gpt2(text),
+        "llama3": llama3(text),
+        "byte_fallback": byte_fallback(text),
+        "bert_uncased": bert(text, True),
+        "bert_cased": bert(text, False),
+    }
+    shutil.rmtree(OUT, ignore_errors=True)
+    for name, tok in toks.items():
+        d = os.path.join(OUT, name)
+        os.makedirs(d)
+        tok.save(os.path.join(d, "tokenizer.json"), pretty=False)
+        if name.startswith("bert"):
+            vocab = json.loads(tok.to_str())["model"]["vocab"]
+            with open(os.path.join(d, "vocab.txt"), "w", encoding="utf-8") as f:
+                for piece, _ in sorted(vocab.items(), key=lambda kv: kv[1]):
+                    f.write(piece + "\n")
+    texts = [b.decode("utf-8", errors="replace") for b in lines]
+    records = []
+    for i, b in enumerate(lines):
+        records.append({"b": base64.b64encode(b).decode("ascii")})
+        if texts[i].encode("utf-8") != b:  # invalid UTF-8: the text `tokenizers` was given
+            records[-1]["r"] = texts[i]
+    for name, tok in toks.items():
+        plain = tok.encode_batch(texts, add_special_tokens=False)
+        special = tok.encode_batch(texts, add_special_tokens=True)
+        for i, rec in enumerate(records):
+            ids, ids_sp = plain[i].ids, special[i].ids
+            # the ids with special tokens as [prefix, suffix] around the plain ids where they are that
+            k = len(ids_sp) - len(ids)
+            wrapped = next(([ids_sp[:a], ids_sp[a + len(ids):]] for a in range(k + 1)
+                            if k >= 0 and ids_sp[a:a + len(ids)] == ids), None)
+            skip = tok.decode(ids_sp, skip_special_tokens=True)
+            entry = [ids, wrapped if wrapped is not None else {"ids": ids_sp}, None if skip == texts[i] else skip]
+            if i % 10 == 0:  # decode keeping the special tokens, on every tenth line
+                entry.append(tok.decode(ids_sp, skip_special_tokens=False))
+            rec[name] = entry
+            if name.startswith("bert") and i % 20 == 0:
+                e = tok.encode(texts[i], texts[(i + 1) % len(texts)])
+                rec[name + "_pair"] = [e.ids, e.type_ids]
+    with gzip.GzipFile(os.path.join(OUT, "corpus.jsonl.gz"), "wb", mtime=0, compresslevel=9) as f:
+        for rec in records:
+            f.write((json.dumps(rec, ensure_ascii=False, separators=(",", ":")) + "\n").encode("utf-8"))
+    for root, _, files in os.walk(OUT):
+        for fn in files:
+            print(os.path.relpath(os.path.join(root, fn), OUT), os.path.getsize(os.path.join(root, fn)))
+
+
+if __name__ == "__main__":
+    main()
