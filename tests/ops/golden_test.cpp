@@ -23,12 +23,12 @@ Tensor in_opt(const TensorMap& in, const std::string& name) {
 TensorMap one(Tensor t) { return {{"out", std::move(t)}}; }
 
 // ---- the op table's golden cases (ops.json) ------------------------------------------------------
-// Each entry of tests/ops/op_table.cpp with golden cases is one test, GoldenOps/Table.MatchesPyTorch/<op>,
+// Each entry of tests/ops/op_table.cpp with golden cases is one test, GoldenOps/OpGolden.MatchesPyTorch/<op>,
 // running every case of that op under SCOPED_TRACE(its name).
 
-class Table : public ::testing::TestWithParam<std::string> {};
+class OpGolden : public ::testing::TestWithParam<std::string> {};
 
-TEST_P(Table, MatchesPyTorch) {
+TEST_P(OpGolden, MatchesPyTorch) {
   const optable::OpInfo& op = *optable::find_op(GetParam());
   const std::vector<json> cases = golden_cases("ops.json", {op.name});
   ASSERT_FALSE(cases.empty()) << "ops.json has no cases for op " << op.name
@@ -40,7 +40,7 @@ TEST_P(Table, MatchesPyTorch) {
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(GoldenOps, Table,
+INSTANTIATE_TEST_SUITE_P(GoldenOps, OpGolden,
                          ::testing::ValuesIn(optable::op_names([](const optable::OpInfo& o) { return o.golden; })),
                          [](const ::testing::TestParamInfo<std::string>& info) { return info.param; });
 

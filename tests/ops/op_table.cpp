@@ -210,6 +210,7 @@ std::vector<OpInfo> build() {
         {"a"});
     d.golden = false;  // random
     d.cuda_tol = 0;
+    d.cuda_grad_tol = 2e-5;
     t.push_back(d);
   }
 
