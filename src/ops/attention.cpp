@@ -3,7 +3,7 @@
 #include <cmath>
 
 #include "dispatch.h"
-#include "kernels/cpu/attention.h"
+#include "kernels/cpu/attention_kernels.h"
 #include "qkv/ops/autocast.h"
 #include "qkv/autograd/node.h"
 #include "qkv/ops/arith.h"
@@ -180,7 +180,7 @@ AttentionResult sdpa(const Tensor& q, const Tensor& kk, const Tensor& v, const A
 
   if (flash) {
     // bf16/f16: q, k, v (and the output's gradient) rounded to the 16-bit format for the products,
-    // f32 sums and softmax (kernels/<device>/attention.h); the gradients reach q, k, v in f32, as
+    // f32 sums and softmax (kernels/<device>/attention_kernels.h); the gradients reach q, k, v in f32, as
     // through autocast's casts.
     const bool k_in = heads_inner(kk), v_in = heads_inner(v);
     Shape lse_shape(r.scores_shape.begin(), r.scores_shape.end() - 1);

@@ -13,7 +13,7 @@ double seconds_since(std::chrono::steady_clock::time_point t0) {
 }
 }  // namespace
 
-GradientReducer::GradientReducer(std::vector<Tensor> params, dist::Communicator& comm, int64_t bucket_bytes,
+GradientReducer::GradientReducer(std::vector<Tensor> params, distributed::Communicator& comm, int64_t bucket_bytes,
                                  Mode mode)
     : params_(std::move(params)), comm_(comm), mode_(mode) {
   QKV_CHECK(bucket_bytes > 0, "GradientReducer: bucket size must be positive, got ", bucket_bytes);
@@ -176,7 +176,7 @@ void GradientReducer::finish() {
   }
 }
 
-void broadcast_parameters(const std::vector<Tensor>& params, dist::Communicator& comm, int root) {
+void broadcast_parameters(const std::vector<Tensor>& params, distributed::Communicator& comm, int root) {
   for (const Tensor& p : params) {
     QKV_CHECK(p.dtype() == DType::f32 && p.is_contiguous(), "broadcast_parameters: a parameter is not dense f32");
     comm.broadcast(const_cast<float*>(p.data()), p.numel() * static_cast<int64_t>(sizeof(float)), root);

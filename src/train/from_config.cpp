@@ -65,7 +65,7 @@ TrainResult train_from_config(const nlohmann::json& config, const std::string& c
   QKV_CHECK(task == "lm" || task == "translation" || task == "image_classification" || task == "captioning",
             "config '", config_name, "': unknown \"task\" \"", task,
             "\" (expected \"lm\", \"translation\", \"image_classification\" or \"captioning\")");
-  dist::Communicator* comm = opt.comm && opt.comm->size() > 1 ? opt.comm : nullptr;
+  distributed::Communicator* comm = opt.comm && opt.comm->size() > 1 ? opt.comm : nullptr;
   const bool lead = !comm || comm->rank() == 0;
   // Builds the task with its output folder; says what it trains.
   struct Built {
@@ -113,7 +113,7 @@ TrainResult train_from_config(const nlohmann::json& config, const std::string& c
     for (const char* name : kTokenizerFiles) {
       const fs::path from = fs::path(opt.out_dir) / name;
       std::string bytes = lead && fs::exists(from) ? io::read_file(from.string()) : std::string();
-      dist::broadcast_string(*comm, bytes, 0);
+      distributed::broadcast_string(*comm, bytes, 0);
       if (!lead && !bytes.empty()) {
         io::write_file_atomic((own->path / name).string(), bytes);
         have_model |= std::string(name) == "spm.model";

@@ -196,7 +196,7 @@ class Metrics {
 TrainResult run_training(TrainingTask& task, const TrainConfig& cfg, const TrainerOptions& opt) {
   QKV_CHECK(!opt.out_dir.empty(), "train: no output directory");
   // Data-parallel: every rank runs this loop on its shard; rank 0 (the lead) alone writes and prints.
-  dist::Communicator* comm = opt.comm && opt.comm->size() > 1 ? opt.comm : nullptr;
+  distributed::Communicator* comm = opt.comm && opt.comm->size() > 1 ? opt.comm : nullptr;
   const bool lead = !comm || comm->rank() == 0;
   const bool quiet = opt.quiet || !lead;
   if (comm) {
@@ -207,7 +207,7 @@ TrainResult run_training(TrainingTask& task, const TrainConfig& cfg, const Train
   g_interrupted = false;
   // from here on, Ctrl-C means "save and stop"; the previous handler comes back however we leave
   // (data-parallel: the job's processes keep SIGINT and SIGTERM blocked, and the loop asks the
-  // communicator for them every step — dist/communicator.h)
+  // communicator for them every step — distributed/communicator.h)
   struct RestoreSigint {
     void (*prev)(int);
     ~RestoreSigint() { std::signal(SIGINT, prev); }
@@ -254,7 +254,7 @@ TrainResult run_training(TrainingTask& task, const TrainConfig& cfg, const Train
   // deterministic tokenizer training); a difference would otherwise show as silently wrong sums.
   if (comm) {
     std::string lead_meta = lead ? meta.dump() : "";
-    dist::broadcast_string(*comm, lead_meta, 0);
+    distributed::broadcast_string(*comm, lead_meta, 0);
     QKV_CHECK(lead_meta == meta.dump(), "train: rank ", comm->rank(), " built a different model or tokenizer than ",
               "rank 0 (are all ranks running the same qkv, config and data files?)");
   }
@@ -282,7 +282,7 @@ TrainResult run_training(TrainingTask& task, const TrainConfig& cfg, const Train
     }
     if (comm) {
       std::string state = lead ? st.dump() : "";
-      dist::broadcast_string(*comm, state, 0);
+      distributed::broadcast_string(*comm, state, 0);
       st = io::parse_json(state, "the training state");
       for (auto& [name, t] : adam.state())
         comm->broadcast(t.data(), t.numel() * static_cast<int64_t>(sizeof(float)), 0);

@@ -1,7 +1,7 @@
 // The pieces of data-parallel training that run in one process: the post-accumulate-grad hook the
 // reducer listens to, the sharded random stream (each shard's dropout = its rows of one process's),
 // the shard arithmetic, and the gradient reducer's buckets over stand-in communicators.
-// tests/dist/mpi_train_test.cpp runs the real thing under mpirun.
+// tests/distributed/mpi_train_test.cpp runs the real thing under mpirun.
 #include <gtest/gtest.h>
 
 #include <atomic>
@@ -93,7 +93,7 @@ TEST(ShardedGenerator, EachShardDrawsItsRowsOfOneProcessDraws) {
 }
 
 // A stand-in for N identical ranks: the sum of N copies is N times each value.
-class Replicated final : public dist::Communicator {
+class Replicated final : public distributed::Communicator {
  public:
   explicit Replicated(int n) : n_(n) {}
   int rank() const override { return 0; }

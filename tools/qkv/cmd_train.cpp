@@ -15,7 +15,7 @@
 #include "commands.h"
 #include "options.h"
 #include "qkv/core/error.h"
-#include "qkv/dist/communicator.h"
+#include "qkv/distributed/communicator.h"
 #include "qkv/io/file.h"
 #include "qkv/io/json.h"
 #include "qkv/io/config.h"
@@ -76,7 +76,7 @@ struct TrainArgs {
 };
 
 // One process's run; `comm`: the job it is part of (mpirun), or null alone.
-int run_train(const TrainArgs& a, dist::Communicator* comm) {
+int run_train(const TrainArgs& a, distributed::Communicator* comm) {
   json config = load_config(a.config, a.set);
   const std::string out = a.out.empty() ? (fs::path("out") / fs::path(a.config).stem()).string() : a.out;
   const std::string base = fs::path(a.config).parent_path().string();
@@ -112,7 +112,7 @@ void add_train(CLI::App& app) {
   register_runner(sub, [a] {
     // Under mpirun the processes of one machine share its cores (unless the launcher bound each to
     // cores of its own), and an error on one rank ends them all, with its message.
-    dist::Communicator& world = dist::world();
+    distributed::Communicator& world = distributed::world();
     if (world.size() == 1) {
       use_threads(a->threads);
       return run_train(*a, nullptr);

@@ -1,4 +1,4 @@
-// Data parallelism over the communicator seam (dist/communicator.h), as PyTorch's
+// Data parallelism over the communicator seam (distributed/communicator.h), as PyTorch's
 // DistributedDataParallel: every rank holds the whole model and runs forward and backward on its
 // shard of the global batch; the gradients are summed over the ranks in buckets *while the
 // backward pass is still running*; every rank then takes the same optimizer step.
@@ -24,7 +24,7 @@
 #include <thread>
 #include <vector>
 
-#include "qkv/dist/communicator.h"
+#include "qkv/distributed/communicator.h"
 #include "qkv/ops/tensor.h"
 
 namespace qkv::train {
@@ -36,7 +36,7 @@ class GradientReducer {
     after_backward,  // everything goes out after backward (for measuring what overlap hides)
   };
   // `params`: the model's parameters in registration order; buckets of about bucket_bytes each.
-  GradientReducer(std::vector<Tensor> params, dist::Communicator& comm, int64_t bucket_bytes = 4 << 20,
+  GradientReducer(std::vector<Tensor> params, distributed::Communicator& comm, int64_t bucket_bytes = 4 << 20,
                   Mode mode = Mode::overlap);
   ~GradientReducer();
   GradientReducer(const GradientReducer&) = delete;
@@ -74,7 +74,7 @@ class GradientReducer {
   void run();                     // the reducer thread
 
   std::vector<Tensor> params_;
-  dist::Communicator& comm_;
+  distributed::Communicator& comm_;
   Mode mode_;
   std::vector<int> hook_;         // hook handles, removed by the destructor
   std::vector<size_t> bucket_of_, slot_of_;
@@ -96,6 +96,6 @@ class GradientReducer {
 };
 
 // Every rank's parameters ← root's (the initial weights of a data-parallel run).
-void broadcast_parameters(const std::vector<Tensor>& params, dist::Communicator& comm, int root = 0);
+void broadcast_parameters(const std::vector<Tensor>& params, distributed::Communicator& comm, int root = 0);
 
 }  // namespace qkv::train

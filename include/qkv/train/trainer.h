@@ -16,7 +16,7 @@
 #include <nlohmann/json.hpp>
 
 #include "qkv/core/rng.h"
-#include "qkv/dist/communicator.h"
+#include "qkv/distributed/communicator.h"
 #include "qkv/io/config.h"
 #include "qkv/io/safetensors.h"
 #include "qkv/models/model.h"
@@ -143,10 +143,10 @@ struct TrainerOptions {
   // "lr", "grad_norm", "tokens_per_s", "elapsed_s"}) and the evaluations ({"step", metrics…}).
   // Returning false stops the run as Ctrl-C does (a checkpoint is saved; TrainResult::interrupted).
   std::function<bool(const nlohmann::json& row)> on_metrics;
-  // The processes training together (dist/communicator.h; `qkv train` passes dist::world() when
+  // The processes training together (distributed/communicator.h; `qkv train` passes distributed::world() when
   // mpirun started it). Null: this process alone. With several, rank 0 alone writes files, prints
   // and calls on_metrics; every rank must run the same config.
-  dist::Communicator* comm = nullptr;
+  distributed::Communicator* comm = nullptr;
   // Where the model trains (`qkv train --device cuda`): the trainer moves its parameters there (the
   // optimizer's state is made there), the task its batches; checkpoints and model files are the
   // CPU's format either way. A task says which devices it can use (TrainingTask::supports_device).

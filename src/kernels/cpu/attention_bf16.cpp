@@ -8,7 +8,7 @@
 
 #include "qkv/core/dtype.h"
 #include "qkv/core/parallel.h"
-#include "kernels/cpu/attention.h"
+#include "kernels/cpu/attention_kernels.h"
 
 namespace qkv::kernels::cpu {
 namespace {

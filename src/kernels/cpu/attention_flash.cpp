@@ -23,7 +23,7 @@
 #include "qkv/core/error.h"
 #include "qkv/core/parallel.h"
 #include "qkv/core/rng.h"
-#include "kernels/cpu/attention.h"
+#include "kernels/cpu/attention_kernels.h"
 #include "kernels/cpu/gemm.h"
 #include "kernels/cpu/activation.h"
 #include "kernels/cpu/vec.h"

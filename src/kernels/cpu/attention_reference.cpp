@@ -3,7 +3,7 @@
 #include <vector>
 
 #include "qkv/core/parallel.h"
-#include "kernels/cpu/attention.h"
+#include "kernels/cpu/attention_kernels.h"
 #include "kernels/cpu/activation.h"
 #include "kernels/cpu/gemm.h"
 #include "kernels/cpu/softmax.h"

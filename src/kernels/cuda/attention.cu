@@ -1,5 +1,5 @@
-// Scaled dot-product attention on the GPU (the problem: kernels/attention.h; the formulas:
-// kernels/cpu/attention.h and attention_flash.cpp), f32 in and out, f32 arithmetic on the CUDA
+// Scaled dot-product attention on the GPU (the problem: kernels/attention_problem.h; the formulas:
+// kernels/cpu/attention_kernels.h and attention_flash.cpp), f32 in and out, f32 arithmetic on the CUDA
 // cores: the correctness baseline of the CUDA backend, which the tensor-core kernels are to be
 // measured and tested against (docs/CUDA.md).
 //
@@ -18,7 +18,7 @@
 // float mask's gradient.
 #include <cfloat>
 
-#include "kernels/cuda/attention.h"
+#include "kernels/cuda/attention_kernels.h"
 #include "kernels/cuda/attention_device.cuh"
 #include "kernels/cuda/launch.h"
 

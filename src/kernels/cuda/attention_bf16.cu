@@ -4,7 +4,7 @@
 // rounded to it for the products they feed. One kernel pair, templated on the element type T
 // (__nv_bfloat16: 8 significant bits, f32's range; __half: 11 bits, |x| ≤ 65504); below, "bf16"
 // stands for either.
-// FlashAttention-2's algorithm, by tiles of 64 (the formulas: attention.cu and kernels/cpu/attention.h).
+// FlashAttention-2's algorithm, by tiles of 64 (the formulas: attention.cu and kernels/cpu/attention_kernels.h).
 //
 // Forward: a block of 4 warps owns 64 query rows of one head (16 per warp) and walks the keys in tiles of 64:
 //     K_j, V_j → shared memory (bf16)                                 all warps
@@ -37,7 +37,7 @@
 #include <cfloat>
 #include <type_traits>
 
-#include "kernels/cuda/attention.h"
+#include "kernels/cuda/attention_kernels.h"
 #include "kernels/cuda/attention_device.cuh"
 #include "kernels/cuda/kernels.h"
 #include "kernels/cuda/launch.h"

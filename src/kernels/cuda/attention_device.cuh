@@ -4,7 +4,7 @@
 
 #include <cstdint>
 
-#include "kernels/attention.h"
+#include "kernels/attention_problem.h"
 #include "kernels/cuda/launch.h"
 #include "qkv/core/rng.h"
 

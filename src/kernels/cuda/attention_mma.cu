@@ -33,7 +33,7 @@
 #include <cstdlib>
 #include <cstring>
 
-#include "kernels/cuda/attention.h"
+#include "kernels/cuda/attention_kernels.h"
 #include "kernels/cuda/attention_device.cuh"
 #include "kernels/cuda/launch.h"
 

@@ -15,7 +15,7 @@
 
 #include "kernels/adam.h"
 #include "kernels/conv.h"
-#include "kernels/cuda/attention.h"
+#include "kernels/cuda/attention_kernels.h"
 #include "kernels/functors.h"
 #include "kernels/pool.h"
 #include "kernels/rnn.h"

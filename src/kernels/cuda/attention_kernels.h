@@ -1,9 +1,9 @@
-// The attention kernels of the CUDA backend (kernels/cuda/attention.cu): kernels/cpu/attention.h's
+// The attention kernels of the CUDA backend (kernels/cuda/attention.cu): kernels/cpu/attention_kernels.h's
 // four, with its layouts and semantics (the flash pair honours p.out_l … p.dv_l; the reference pair
 // writes dense, and keeps P and W as the CPU's does).
 #pragma once
 
-#include "kernels/attention.h"
+#include "kernels/attention_problem.h"
 
 namespace qkv::kernels::cuda {
 

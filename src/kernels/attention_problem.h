@@ -1,4 +1,4 @@
-// The attention problem every device's attention kernels solve (kernels/<device>/attention.h
+// The attention problem every device's attention kernels solve (kernels/<device>/attention_kernels.h
 // declares the kernels; the formulas are there): the operands' shapes, strides and pointers, the
 // mask, causality, scale, dropout, and the layouts the outputs and gradients are written in.
 #pragma once

@@ -18,7 +18,7 @@
 #include "qkv/core/error.h"
 #include "mpi_world.h"
 
-namespace qkv::dist {
+namespace qkv::distributed {
 
 namespace {
 
@@ -151,5 +151,5 @@ Communicator& mpi_world() {
   return mpi;
 }
 
-}  // namespace qkv::dist
+}  // namespace qkv::distributed
 #endif  // QKV_HAVE_MPI

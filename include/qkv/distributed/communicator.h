@@ -1,6 +1,6 @@
 // The communicator seam: what data-parallel training asks of the processes it runs on — sum a
 // buffer over all of them, send one process's bytes to all, wait for all. MPI implements it
-// (src/dist/mpi.cpp, built with -DQKV_MPI=ON); one process implements it trivially. NCCL can sit
+// (src/distributed/mpi.cpp, built with -DQKV_MPI=ON); one process implements it trivially. NCCL can sit
 // behind the same seam when the CUDA backend exists.
 //
 // This floor knows buffers, not tensors: it sits beside core, and train/ (the gradient reducer of
@@ -11,7 +11,7 @@
 #include <cstdint>
 #include <string>
 
-namespace qkv::dist {
+namespace qkv::distributed {
 
 class Communicator {
  public:
@@ -49,4 +49,4 @@ bool launched_as_job();
 // A string from root to every rank (its length first, then its bytes).
 void broadcast_string(Communicator& comm, std::string& s, int root);
 
-}  // namespace qkv::dist
+}  // namespace qkv::distributed

@@ -19,7 +19,7 @@
 
 #include <cstdint>
 
-#include "kernels/attention.h"
+#include "kernels/attention_problem.h"
 
 namespace qkv::kernels::cpu {
 

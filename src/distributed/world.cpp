@@ -2,10 +2,10 @@
 #include <string>
 
 #include "qkv/core/error.h"
-#include "qkv/dist/communicator.h"
+#include "qkv/distributed/communicator.h"
 #include "mpi_world.h"
 
-namespace qkv::dist {
+namespace qkv::distributed {
 
 namespace {
 
@@ -54,4 +54,4 @@ void broadcast_string(Communicator& comm, std::string& s, int root) {
   if (n > 0) comm.broadcast(s.data(), n, root);
 }
 
-}  // namespace qkv::dist
+}  // namespace qkv::distributed

@@ -1,10 +1,10 @@
 // The MPI communicator (mpi.cpp), for world() alone; built only with -DQKV_MPI=ON.
 #pragma once
 
-#include "qkv/dist/communicator.h"
+#include "qkv/distributed/communicator.h"
 
-namespace qkv::dist {
+namespace qkv::distributed {
 #ifdef QKV_HAVE_MPI
 Communicator& mpi_world();
 #endif
-}  // namespace qkv::dist
+}  // namespace qkv::distributed
