@@ -9,6 +9,7 @@
 
 #include <gtest/gtest.h>
 
+#include <filesystem>
 #include <fstream>
 #include <string>
 #include <vector>
@@ -100,6 +101,137 @@ TEST(HfTokenizer, BertUncasedEqualsTokenizers) {
   check_corpus(HfTokenizer::from_folder(kDir + "/bert_uncased"), "bert_uncased");
 }
 TEST(HfTokenizer, BertCasedEqualsTokenizers) { check_corpus(HfTokenizer::from_folder(kDir + "/bert_cased"), "bert_cased"); }
+
+// A folder with BERT's vocab.txt and tokenizer_config.json only is built as transformers'
+// BertTokenizerFast builds it: the same as the trained uncased tokenizer on the whole corpus.
+TEST(HfTokenizer, VocabTxtFolderEqualsTokenizers) {
+  TempDir dir("qkv-hf-vocab");
+  io::write_file_atomic((dir.path / "vocab.txt").string(), io::read_file(kDir + "/bert_uncased/vocab.txt"));
+  io::write_file_atomic((dir.path / "tokenizer_config.json").string(), R"({"do_lower_case": true, "unk_token": "[UNK]"})");
+  const auto tok = HfTokenizer::from_folder(dir.path.string());
+  EXPECT_EQ(tok.cls_token_id(), tok.token_to_id("[CLS]"));
+  EXPECT_EQ(tok.mask_token_id(), tok.token_to_id("[MASK]"));
+  check_corpus(tok, "bert_uncased");
+}
+
+// The tokenizers of the golden model folders (trained on Shakespeare): transformers' ids for the
+// prompt, and its text for the greedy ids.
+TEST(HfTokenizer, GoldenModelFoldersEqualTransformers) {
+  int folders = 0;
+  for (const auto& entry : std::filesystem::directory_iterator(std::string(QKV_GOLDEN_DIR) + "/hf")) {
+    if (!std::filesystem::exists(entry.path() / "tokenizer.json")) continue;
+    const json ref = json::parse(io::read_file((entry.path() / "reference.json").string()));
+    if (!ref.contains("text_prompt")) continue;
+    SCOPED_TRACE(entry.path().string());
+    const auto tok = HfTokenizer::from_folder(entry.path().string());
+    EXPECT_EQ(tok.encode(ref["text_prompt"].get<std::string>()), ref["text_prompt_ids"].get<std::vector<int32_t>>());
+    EXPECT_EQ(tok.decode(ref["text_greedy_ids"].get<std::vector<int32_t>>()), ref["text_greedy"].get<std::string>());
+    ++folders;
+  }
+  EXPECT_GE(folders, 2);
+}
+
+TEST(HfTokenizer, VocabularyAndSpecialTokens) {
+  const auto gpt2 = HfTokenizer::from_folder(kDir + "/gpt2");
+  EXPECT_EQ(gpt2.vocab_size(), 1004);  // 1000 trained + <mask>, qkv-added, " padded ", café
+  EXPECT_EQ(gpt2.token_to_id("<|endoftext|>"), 0);
+  EXPECT_EQ(gpt2.id_to_token(0), "<|endoftext|>");
+  EXPECT_EQ(gpt2.token_to_id("<mask>"), 1000);
+  EXPECT_EQ(gpt2.id_to_token(1003), "café");
+  EXPECT_EQ(gpt2.token_to_id("no such token"), -1);
+  EXPECT_EQ(gpt2.id_to_token(123456), "");
+  EXPECT_TRUE(gpt2.is_special(1000));
+  EXPECT_FALSE(gpt2.is_special(1001));
+  EXPECT_EQ(gpt2.bos_token_id(), 0);  // <|endoftext|>, named by no config
+  EXPECT_EQ(gpt2.unk_token_id(), -1);
+  const auto bert = HfTokenizer::from_folder(kDir + "/bert_uncased");
+  EXPECT_EQ(bert.unk_token_id(), bert.token_to_id("[UNK]"));
+  EXPECT_EQ(bert.sep_token_id(), bert.token_to_id("[SEP]"));
+  EXPECT_EQ(bert.pad_token_id(), 0);
+  // the text stored in a model file loads the same tokenizer
+  const auto again = HfTokenizer::from_json(gpt2.tokenizer_json());
+  EXPECT_EQ(again.encode("Hello <mask> world qkv-added"), gpt2.encode("Hello <mask> world qkv-added"));
+  // ids it does not know are left out of decode
+  EXPECT_EQ(gpt2.decode({gpt2.token_to_id("H"), -5, 99999, gpt2.token_to_id("i")}), "Hi");
+  // a tokenizer_config.json names the special tokens
+  const auto named = HfTokenizer::from_json(gpt2.tokenizer_json(), R"({"eos_token": {"content": "<mask>"}, "bos_token": null})");
+  EXPECT_EQ(named.eos_token_id(), 1000);
+}
+
+// Invalid UTF-8 becomes U+FFFD as Python's bytes.decode("utf-8", errors="replace"): one per maximal
+// invalid subpart (a truncated sequence is one, a surrogate's three bytes are three).
+TEST(HfTokenizer, InvalidUtf8IsReplacedAsPythonDoes) {
+  const auto tok = HfTokenizer::from_folder(kDir + "/gpt2");
+  const std::string r = "\xEF\xBF\xBD";
+  EXPECT_EQ(tok.encode("a\xE2\x82 b"), tok.encode("a" + r + " b"));
+  EXPECT_EQ(tok.encode("a\xED\xA0\x80"), tok.encode("a" + r + r + r));
+  EXPECT_EQ(tok.encode("\xF0\x9F\x98"), tok.encode(r));
+  EXPECT_EQ(tok.encode("\xC0\xAF\xFF"), tok.encode(r + r + r));
+  EXPECT_EQ(tok.decode(tok.encode("x\xF5y")), "x" + r + "y");
+  // a decoded byte sequence that is not UTF-8 is replaced the same way
+  EXPECT_EQ(tok.decode({tok.token_to_id("\xC3\xA2")}), r);  // "â": the byte 0xE2 alone
+}
+
+// WordPiece: a word longer than max_input_chars_per_word (100) is [UNK] as a whole.
+TEST(HfTokenizer, WordPieceLongWordIsUnknown) {
+  const auto tok = HfTokenizer::from_folder(kDir + "/bert_uncased");
+  EXPECT_EQ(tok.encode(std::string(101, 'a'), false), std::vector<int32_t>{tok.unk_token_id()});
+  EXPECT_NE(tok.encode(std::string(100, 'a'), false), std::vector<int32_t>{tok.unk_token_id()});
+}
+
+// The golden gpt2 tokenizer.json with one field replaced; the error of loading it.
+std::string error_with(const std::string& pointer, const json& value, const std::string& base = "gpt2") {
+  json j = json::parse(io::read_file(kDir + "/" + base + "/tokenizer.json"));
+  const json::json_pointer ptr(pointer);
+  if (value.is_discarded()) j[ptr.parent_pointer()].erase(ptr.back());
+  else j[ptr] = value;
+  return error_of([&] { HfTokenizer::from_json(j.dump(), "", "bad/tokenizer.json"); });
+}
+
+TEST(HfTokenizer, HostileTokenizerJsonNamesFileAndField) {
+  auto expect = [](const std::string& err, const std::string& part) {
+    EXPECT_NE(err.find("bad/tokenizer.json"), std::string::npos) << err;
+    EXPECT_NE(err.find(part), std::string::npos) << "expected \"" << part << "\" in: " << err;
+  };
+  expect(error_with("/model", json::value_t::discarded), "model: missing");
+  expect(error_with("/model", 3), "model: expected an object");
+  expect(error_with("/model/type", "Unigram"), "model.type: model \"Unigram\" is not supported");
+  expect(error_with("/model/vocab", json::array()), "model.vocab: expected an object");
+  expect(error_with("/model/vocab/a", "seven"), "model.vocab.a: expected an id");
+  expect(error_with("/model/vocab/a", -1), "model.vocab.a: expected an id");
+  expect(error_with("/model/vocab/a", 18446744073709551615ull), "model.vocab.a: expected an id");
+  expect(error_with("/model/vocab/a", 2000000000), "model.vocab.a: id 2000000000 is far past");
+  expect(error_with("/model/merges/0", json::array({"zzz", "q"})), "model.merges[0]: \"zzz\" is not in model.vocab");
+  expect(error_with("/model/merges/0", "a b c"), "model.merges[0]: expected \"a b\"");
+  expect(error_with("/model/merges/0", 7), "model.merges[0]: expected");
+  expect(error_with("/model/merges/0", json::array({"a", "a"})), "model.merges[0]: the merged token \"aa\"");
+  expect(error_with("/model/dropout", 0.1), "model.dropout: BPE dropout is not supported");
+  expect(error_with("/model/unk_token", "<nope>"), "model.unk_token: \"<nope>\" is not in model.vocab");
+  expect(error_with("/model/byte_fallback", "yes"), "model.byte_fallback: expected true or false");
+  expect(error_with("/normalizer", json{{"type", "Precompiled"}}), "normalizer.type: normalizer \"Precompiled\"");
+  expect(error_with("/pre_tokenizer/type", "UnicodeScripts"), "pre_tokenizer.type: pre-tokenizer \"UnicodeScripts\"");
+  expect(error_with("/pre_tokenizer", json{{"type", "Split"}, {"pattern", {{"Regex", "(unclosed"}}}, {"behavior", "Isolated"}}),
+         "pre_tokenizer.pattern.Regex: regex \"(unclosed\" does not compile");
+  expect(error_with("/pre_tokenizer", json{{"type", "Split"}, {"pattern", {{"Regex", "a"}}}, {"behavior", "Sideways"}}),
+         "pre_tokenizer.behavior: unknown split behavior");
+  expect(error_with("/decoder/type", "CTC"), "decoder.type: decoder \"CTC\"");
+  expect(error_with("/post_processor/type", "RobertaProcessing"), "post_processor.type: post-processor \"RobertaProcessing\"");
+  expect(error_with("/added_tokens/0/id", 1e30), "added_tokens[0].id: expected an integer");
+  expect(error_with("/added_tokens/0/id", 99999999999), "added_tokens[0].id: 99999999999 is out of range");
+  expect(error_with("/added_tokens/0/content", json::value_t::discarded), "added_tokens[0].content: missing");
+  expect(error_with("/added_tokens", "none"), "added_tokens: expected an array");
+  expect(error_with("/surprise", 1), "surprise: unknown field");
+  expect(error_with("/post_processor/processors/1/single/0/SpecialToken/id", "<nope>", "llama3"),
+         "post_processor.processors[1].single[0].SpecialToken.id: \"<nope>\" is not in special_tokens");
+  expect(error_with("/model/unk_token", "[NOPE]", "bert_uncased"), "model.unk_token: \"[NOPE]\" is not in model.vocab");
+  expect(error_with("/model/max_input_chars_per_word", -3, "bert_uncased"), "model.max_input_chars_per_word: -3 is out of range");
+  expect(error_of([] { HfTokenizer::from_json("{\"model\": ", "", "bad/tokenizer.json"); }), "not JSON");
+  expect(error_of([] { HfTokenizer::from_json("[1, 2]", "", "bad/tokenizer.json"); }), "expected a JSON object");
+  // a folder with neither file
+  TempDir empty("qkv-hf-empty");
+  const std::string err = error_of([&] { HfTokenizer::from_folder(empty.path.string()); });
+  EXPECT_NE(err.find("has no tokenizer.json and no vocab.txt"), std::string::npos) << err;
+}
 
 }  // namespace
 }  // namespace qkv::text
