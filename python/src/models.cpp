@@ -126,13 +126,16 @@ class TextStream {
       : lm_(std::move(lm)) {
     worker_ = std::thread([this, prompt = std::move(prompt), opt] {
       try {
-        decode::generate(*lm_->model, prompt, opt, [this](int32_t id) {
+        text::TextStreamer streamer(lm_->tokenizer);
+        decode::generate(*lm_->model, prompt, opt, [this, &streamer](int32_t id) {
           std::lock_guard<std::mutex> lock(mu_);
           if (stop_) return false;
-          pieces_.push_back(lm_->tokenizer.decode_one(id));
+          pieces_.push_back(streamer.push(id));
           cv_.notify_all();
           return true;
         });
+        std::lock_guard<std::mutex> lock(mu_);
+        if (std::string rest = streamer.flush(); !rest.empty()) pieces_.push_back(rest);
       } catch (...) {
         std::lock_guard<std::mutex> lock(mu_);
         error_ = std::current_exception();

@@ -116,9 +116,13 @@ LoadedLanguageModel load_language_model(const std::string& path, const LoadOptio
     } catch (const Error& e) {
       QKV_CHECK(false, "'", path, "': the tokenizer: ", e.what());
     }
-    return r.tokenizer.vocab_size();
+    // A converted model's embedding may be padded past its tokenizer (Qwen2's 151,936 rows for
+    // 151,665 tokens): checked below, as at most the model's.
+    return r.tokenizer.hf() ? int64_t{-1} : r.tokenizer.vocab_size();
   };
   r.model = model_from<LanguageModel>(path, Kind::language_model, vocab, options, r.meta);
+  QKV_CHECK(r.tokenizer.vocab_size() <= r.model->vocab_size(), "'", path, "': the tokenizer has ",
+            r.tokenizer.vocab_size(), " tokens, more than the model's vocab_size ", r.model->vocab_size());
   if (auto g = r.meta.find("generation"); g != r.meta.end() && g->is_object() && g->contains("eos_token_id")) {
     const nlohmann::json& e = (*g)["eos_token_id"];
     for (const auto& id : e.is_array() ? e : nlohmann::json::array({e})) {

@@ -60,20 +60,36 @@ LMTokenizer LMTokenizer::train_sentencepiece(std::string_view text, const std::s
 
 LMTokenizer LMTokenizer::from_json(const nlohmann::json& j) {
   const std::string type = j.is_object() ? io::get_or(j, "type", "") : "";
-  QKV_CHECK(type == "char" || type == "sentencepiece",
-            "LM tokenizer: expected {\"type\": \"char\", …} or {\"type\": \"sentencepiece\", \"model_base64\": …}, got ",
-            j.dump().substr(0, 200));
+  QKV_CHECK(type == "char" || type == "sentencepiece" || type == "hf",
+            "LM tokenizer: expected {\"type\": \"char\", …}, {\"type\": \"sentencepiece\", \"model_base64\": …} or ",
+            "{\"type\": \"hf\", \"tokenizer_json\": …}, got ", j.dump().substr(0, 200));
+  if (type == "hf") {
+    QKV_CHECK(j.contains("tokenizer_json") && j["tokenizer_json"].is_string(),
+              "LM tokenizer: a Hugging Face tokenizer without its tokenizer_json text");
+    const nlohmann::json cfg = j.value("tokenizer_config", nlohmann::json());
+    LMTokenizer t;
+    t.hf_ = std::make_shared<const HfTokenizer>(HfTokenizer::from_json(
+        j["tokenizer_json"].get_ref<const std::string&>(), cfg.is_object() ? cfg.dump() : std::string(),
+        "the model file's tokenizer.json"));
+    t.hf_json_ = j;
+    return t;
+  }
   if (type == "sentencepiece") return sentencepiece(SentencePiece::from_json(j, "the LM tokenizer"));
   LMTokenizer t;
   t.chars_ = CharTokenizer::from_json(j);
   return t;
 }
 
-nlohmann::json LMTokenizer::to_json() const { return sp_ ? sp_->to_json() : chars_.to_json(); }
+nlohmann::json LMTokenizer::to_json() const {
+  return hf_ ? hf_json_ : sp_ ? sp_->to_json() : chars_.to_json();
+}
 
-int64_t LMTokenizer::vocab_size() const { return sp_ ? sp_->vocab_size() : chars_.vocab_size(); }
+int64_t LMTokenizer::vocab_size() const {
+  return hf_ ? hf_->vocab_size() : sp_ ? sp_->vocab_size() : chars_.vocab_size();
+}
 
 std::vector<int32_t> LMTokenizer::encode(std::string_view text) const {
+  if (hf_) return hf_->encode(text, /*add_special_tokens=*/true);
   if (!sp_) return chars_.encode(text);
   // Line by line, with the "\n" piece between lines (SentencePiece sees each line as a sentence).
   std::vector<int32_t> out;
@@ -100,13 +116,36 @@ std::vector<int32_t> LMTokenizer::encode(std::string_view text) const {
 }
 
 std::string LMTokenizer::decode(const std::vector<int32_t>& ids) const {
+  if (hf_) return hf_->decode(ids, /*skip_special_tokens=*/false);
   if (!sp_) return chars_.decode(ids);
   return sp_->decode(std::vector<int>(ids.begin(), ids.end()));  // "\n" is a piece of its own
 }
 
 std::string LMTokenizer::decode_one(int32_t id) const {
+  if (hf_) return hf_->decode({id}, false);
   if (!sp_) return chars_.decode_one(id);
   return sp_->decode({id});
+}
+
+std::string TextStreamer::push(int32_t id) {
+  if (!t_.hf()) return t_.decode_one(id);
+  ids_.push_back(id);
+  const std::string text = t_.decode(ids_);
+  // U+FFFD last: a character whose bytes are not all here yet (hold it back); a decoder that
+  // rewrote what was already returned (text no longer extends it): return nothing until it does.
+  constexpr std::string_view kReplacement = "\xEF\xBF\xBD";
+  if (text.ends_with(kReplacement) || text.size() < emitted_) return {};
+  std::string out = text.substr(emitted_);
+  emitted_ = text.size();
+  return out;
+}
+
+std::string TextStreamer::flush() {
+  if (!t_.hf()) return {};
+  const std::string text = t_.decode(ids_);
+  std::string out = text.size() > emitted_ ? text.substr(emitted_) : std::string();
+  emitted_ = text.size();
+  return out;
 }
 
 }  // namespace qkv::text

@@ -87,8 +87,14 @@ def save_case(name, model, vocab, max_shard_size=None, dtype=None, tokenizer=Non
         tokenizer.save_pretrained(out)
         prompt_ids = tokenizer(PROMPT)["input_ids"]
         with torch.no_grad():
-            gen_ids = model.float().generate(torch.tensor([prompt_ids]), max_new_tokens=20, do_sample=False,
-                                             pad_token_id=0, eos_token_id=None)[0, len(prompt_ids):].tolist()
+            # the model's own end of text (generation_config's eos_token_id), as a user's generate() stops
+            # (an explicit attention mask: with pad_token_id 0, generate() would mask Llama 3's BOS, id 0)
+            gen_ids = model.float().generate(torch.tensor([prompt_ids]), attention_mask=torch.ones(1, len(prompt_ids),
+                                             dtype=torch.long), max_new_tokens=20, do_sample=False,
+                                             pad_token_id=vocab - 1)[0, len(prompt_ids):].tolist()
+            eos = model.generation_config.eos_token_id
+            if gen_ids and gen_ids[-1] in (eos if isinstance(eos, list) else [eos]):
+                gen_ids = gen_ids[:-1]  # qkv returns the text without its end token
         text = {"text_prompt": PROMPT, "text_prompt_ids": prompt_ids, "text_greedy_ids": gen_ids,
                 "text_greedy": tokenizer.decode(gen_ids)}
     ref = {**text, "transformers": transformers.__version__, "torch": torch.__version__,
@@ -171,7 +177,7 @@ def marian_tokenizer(out):
                 f.write("\n".join(p[side] for p in pairs) + "\n")
             spm.SentencePieceTrainer.train(input=text, model_prefix=os.path.join(tmp, name), vocab_size=150,
                                            character_coverage=1.0, model_type="unigram", bos_id=-1, eos_id=0,
-                                           unk_id=1, pad_id=-1, minloglevel=2)
+                                           unk_id=1, pad_id=-1, minloglevel=2, num_threads=1)
             shutil.copy(os.path.join(tmp, name + ".model"), os.path.join(out, name + ".spm"))
     pieces = ["</s>", "<unk>"]
     for name in ("source", "target"):

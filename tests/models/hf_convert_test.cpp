@@ -57,14 +57,53 @@ void check_against_transformers(const std::string& name) {
             ref["greedy"].get<std::vector<int32_t>>());
 }
 
-TEST(HfConvert, Gpt2EqualsTransformers) { check_against_transformers("gpt2"); }
+// The tokenizer inside the converted file, and text generation as a user runs it: the prompt's ids
+// equal transformers' tokenizer(prompt), the greedy continuation equals generate()'s, decoded.
+void check_text(const std::string& name) {
+  SCOPED_TRACE(name);
+  testing::TempDir dir("hf-text");
+  const std::string out = (dir.path / (name + ".safetensors")).string();
+  convert_hf((kGolden / name).string(), out);
+  LoadedLanguageModel m = load_language_model(out);
+  const nlohmann::json ref = reference(name);
+  const std::vector<int32_t> prompt = m.tokenizer.encode(ref["text_prompt"].get<std::string>());
+  EXPECT_EQ(prompt, ref["text_prompt_ids"].get<std::vector<int32_t>>());
+  decode::GenerateOptions opt;
+  opt.max_new_tokens = 20;
+  opt.sampling.temperature = 0;
+  opt.stop_ids = m.stop_ids;
+  std::string streamed;
+  text::TextStreamer streamer(m.tokenizer);
+  const auto ids = decode::generate(*m.model, prompt, opt, [&](int32_t id) {
+    streamed += streamer.push(id);
+    return true;
+  });
+  streamed += streamer.flush();
+  EXPECT_EQ(ids, ref["text_greedy_ids"].get<std::vector<int32_t>>());
+  EXPECT_EQ(m.tokenizer.decode(ids), ref["text_greedy"].get<std::string>());
+  EXPECT_EQ(streamed, m.tokenizer.decode(ids));  // streaming writes the same text
+}
+
+TEST(HfConvert, Gpt2EqualsTransformers) {
+  check_against_transformers("gpt2");
+  check_text("gpt2");
+}
 TEST(HfConvert, Gpt2ShardedF16EqualsTransformers) { check_against_transformers("gpt2-sharded-f16"); }
-TEST(HfConvert, LlamaGqaEqualsTransformers) { check_against_transformers("llama-gqa"); }
+TEST(HfConvert, LlamaGqaEqualsTransformers) {
+  check_against_transformers("llama-gqa");
+  check_text("llama-gqa");
+}
 // transformers 4's rope_theta + rope_scaling fields (the folder's config.json is in that form)
 TEST(HfConvert, Llama3RopeMqaTiedBiasEqualsTransformers) { check_against_transformers("llama3-mqa-tied-bias"); }
 TEST(HfConvert, LlamaLinearRopeHeadDimEqualsTransformers) { check_against_transformers("llama-linear-headdim"); }
-TEST(HfConvert, Qwen2EqualsTransformers) { check_against_transformers("qwen2"); }
-TEST(HfConvert, MistralSlidingWindowEqualsTransformers) { check_against_transformers("mistral-window"); }
+TEST(HfConvert, Qwen2EqualsTransformers) {
+  check_against_transformers("qwen2");
+  check_text("qwen2");
+}
+TEST(HfConvert, MistralSlidingWindowEqualsTransformers) {
+  check_against_transformers("mistral-window");
+  check_text("mistral-window");
+}
 
 // Marian (OPUS-MT's form): the logits of teacher-forced targets; the same log-probabilities step by
 // step through the decoder's KV caches; greedy translations of the token ids.

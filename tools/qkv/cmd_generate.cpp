@@ -86,12 +86,15 @@ void add_generate(CLI::App& app) {
       o.sampling.seed = a->seed + static_cast<uint64_t>(s);
       std::fputs(a->prompt.c_str(), stdout);
       const auto t0 = std::chrono::steady_clock::now();
+      text::TextStreamer streamer(g.tokenizer);
       auto out = decode::generate(*g.model, prompt, o, [&](int32_t id) {
-        const std::string c = g.tokenizer.decode_one(id);
+        const std::string c = streamer.push(id);
         std::fwrite(c.data(), 1, c.size(), stdout);
         std::fflush(stdout);
         return true;
       });
+      const std::string rest = streamer.flush();
+      std::fwrite(rest.data(), 1, rest.size(), stdout);
       const double dt = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
       std::fputs("\n", stdout);
       if (a->num_samples > 1) std::fputs("---------------\n", stdout);

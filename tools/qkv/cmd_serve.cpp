@@ -296,10 +296,12 @@ class Server {
     auto held = std::make_shared<std::unique_lock<std::timed_mutex>>(s.hold(timeout()));
     if (!stream) {
       std::string text;
+      text::TextStreamer streamer(s.loaded().tokenizer);
       const auto out = decode::generate(*s.loaded().model, prompt, o, [&](int32_t id) {
-        text += s.loaded().tokenizer.decode_one(id);
+        text += streamer.push(id);
         return true;
       });
+      text += streamer.flush();
       metrics_.generated(static_cast<int64_t>(out.size()));
       return json_response(json{{"model", s.name()}, {"text", text}, {"tokens", out.size()}, {"finish_reason", "length"}});
     }
@@ -312,11 +314,13 @@ class Server {
       bool open = true;
       int64_t n = 0;
       try {
+        text::TextStreamer streamer(s.loaded().tokenizer);
         decode::generate(*s.loaded().model, prompt, o, [&](int32_t id) {
-          const std::string piece = s.loaded().tokenizer.decode_one(id);
+          const std::string piece = streamer.push(id);
           text += piece, ++n;
           return open = send_event(sink, {{"token", id}, {"text", piece}});
         });
+        text += streamer.flush();
         if (open) send_event(sink, {{"done", true}, {"text", text}, {"tokens", n}, {"finish_reason", "length"}});
       } catch (const std::exception& e) {
         if (open) send_event(sink, {{"error", {{"code", 500}, {"message", e.what()}}}});

@@ -1,8 +1,13 @@
-// The tokenizer of a language model: characters (nanoGPT's shakespeare_char) or SentencePiece
-// subwords, behind one interface, stored in the model file's metadata.
+// The tokenizer of a language model: characters (nanoGPT's shakespeare_char), SentencePiece
+// subwords, or a converted model's Hugging Face tokenizer, behind one interface, stored in the model
+// file's metadata.
 //
 //   {"type": "char", "chars": ["\n", " ", "!", …]}
 //   {"type": "sentencepiece", "model_base64": "…"}
+//   {"type": "hf", "tokenizer_json": "<tokenizer.json's text>", "tokenizer_config": {…}}   (qkv convert)
+//
+// A Hugging Face tokenizer encodes with its special tokens (Llama 3's <|begin_of_text|> first), as
+// transformers' tokenizer(prompt) does, and decodes them too (tokenizer.decode's default).
 //
 // Subword LMs see running text, not sentences, so their SentencePiece model is trained with
 // identity normalization, no dummy prefix and no whitespace clean-up, and "\n" as a piece of its
@@ -19,6 +24,7 @@
 #include <nlohmann/json.hpp>
 
 #include "qkv/text/char_tokenizer.h"
+#include "qkv/text/hf_tokenizer.h"
 #include "qkv/text/sentencepiece.h"
 
 namespace qkv::text {
@@ -35,7 +41,7 @@ class LMTokenizer {
   static LMTokenizer from_json(const nlohmann::json& j);
   nlohmann::json to_json() const;
 
-  std::string type() const { return sp_ ? "sentencepiece" : "char"; }
+  std::string type() const { return hf_ ? "hf" : sp_ ? "sentencepiece" : "char"; }
   int64_t vocab_size() const;
   // Text the vocabulary cannot represent (a character outside it): an error naming it and where.
   std::vector<int32_t> encode(std::string_view text) const;
@@ -43,11 +49,31 @@ class LMTokenizer {
   // The text of one token, for streaming: printing decode_one of each token in turn prints
   // decode() of them all (pieces are whole characters and "▁" is a space; no piece is trimmed).
   std::string decode_one(int32_t id) const;
+  const HfTokenizer* hf() const { return hf_.get(); }  // the Hugging Face tokenizer, or null
 
  private:
   CharTokenizer chars_;
   std::shared_ptr<const SentencePiece> sp_;  // set: SentencePiece; unset: characters
   int32_t newline_id_ = -1;                  // the "\n" piece (SentencePiece only)
+  std::shared_ptr<const HfTokenizer> hf_;    // set: a converted model's tokenizer
+  nlohmann::json hf_json_;                   // … and how the model file stores it
+};
+
+// Text as it is generated, token by token: push(id) returns the text that token adds, which a
+// stream prints as it comes. For characters and qkv's SentencePiece models each token's own text;
+// for a Hugging Face tokenizer (byte-level pieces may end inside a character, and decoders such as
+// Strip look at neighbours) the whole sequence is decoded again and what is new is returned once
+// its last character is complete — the concatenated pushes equal decode(all ids).
+class TextStreamer {
+ public:
+  explicit TextStreamer(const LMTokenizer& tokenizer) : t_(tokenizer) {}
+  std::string push(int32_t id);
+  std::string flush();  // what is held back (an incomplete character at the very end)
+
+ private:
+  const LMTokenizer& t_;
+  std::vector<int32_t> ids_;
+  size_t emitted_ = 0;  // bytes of decode(ids_) returned so far
 };
 
 }  // namespace qkv::text
