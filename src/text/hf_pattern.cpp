@@ -1,6 +1,7 @@
 // The patterns of Split, Replace and the ByteLevel pre-tokenizer: a literal string, or a regex run by
-// PCRE2 in UTF + UCP mode (Hugging Face runs Oniguruma: the same backtracking leftmost-first
-// semantics for the patterns tokenizers use, \p{L} \p{N} \s as Unicode properties, lookahead).
+// PCRE2 in UTF + UCP mode. Hugging Face runs Oniguruma: the same backtracking leftmost-first
+// semantics, \p{L} \p{N} and lookahead, but its own classes: \s is White_Space (PCRE2's also holds
+// U+180E) and \w is L|M|N|Pc (PCRE2's only L|N|_). Those escapes are spelled out before compiling.
 #define PCRE2_CODE_UNIT_WIDTH 8
 #include <pcre2.h>
 
@@ -11,7 +12,36 @@ namespace qkv::text::hf {
 
 namespace {
 
-pcre2_code* compile(const std::string& re, const Field& f) {
+// Oniguruma's \s \S \w (and \W outside a class) in PCRE2's words, inside and outside [...].
+std::string from_oniguruma(const std::string& re) {
+  std::string out;
+  bool in_class = false;
+  for (size_t i = 0; i < re.size(); ++i) {
+    const char c = re[i];
+    if (c == '\\' && i + 1 < re.size()) {
+      const char e = re[++i];
+      if (e == 's') out += "\\p{White_Space}";
+      else if (e == 'S') out += "\\P{White_Space}";
+      else if (e == 'w') out += in_class ? "\\p{L}\\p{M}\\p{N}\\p{Pc}" : "[\\p{L}\\p{M}\\p{N}\\p{Pc}]";
+      else if (e == 'W' && !in_class) out += "[^\\p{L}\\p{M}\\p{N}\\p{Pc}]";
+      else out += {c, e};
+      continue;
+    }
+    if (!in_class && c == '[') {
+      in_class = true;
+      out += c;
+      if (i + 1 < re.size() && re[i + 1] == '^') out += re[++i];
+      if (i + 1 < re.size() && re[i + 1] == ']') out += re[++i];  // a leading ']' is literal
+      continue;
+    }
+    if (in_class && c == ']') in_class = false;
+    out += c;
+  }
+  return out;
+}
+
+pcre2_code* compile(const std::string& pattern, const Field& f) {
+  const std::string re = from_oniguruma(pattern);
   int err = 0;
   PCRE2_SIZE at = 0;
   pcre2_code* code = pcre2_compile(reinterpret_cast<PCRE2_SPTR>(re.data()), re.size(), PCRE2_UTF | PCRE2_UCP, &err,
@@ -19,7 +49,7 @@ pcre2_code* compile(const std::string& re, const Field& f) {
   if (!code) {
     PCRE2_UCHAR msg[256];
     pcre2_get_error_message(err, msg, sizeof msg);
-    f.fail("regex " + json(re).dump() + " does not compile at offset " + std::to_string(at) + ": " +
+    f.fail("regex " + json(pattern).dump() + " does not compile at offset " + std::to_string(at) + ": " +
            reinterpret_cast<const char*>(msg));
   }
   pcre2_jit_compile(code, PCRE2_JIT_COMPLETE);  // (without JIT, it is interpreted)

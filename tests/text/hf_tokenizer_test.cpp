@@ -172,6 +172,20 @@ TEST(HfTokenizer, InvalidUtf8IsReplacedAsPythonDoes) {
   EXPECT_EQ(tok.decode({tok.token_to_id("\xC3\xA2")}), r);  // "â": the byte 0xE2 alone
 }
 
+// Regexes run as Oniguruma runs them (tokenizers' engine), not as PCRE2 would: \s is White_Space
+// (not U+180E, which PCRE2's \s holds), \w is L|M|N|Pc (marks and other digits included).
+TEST(HfTokenizer, RegexClassesAreOniguruma) {
+  const auto gpt2 = HfTokenizer::from_folder(kDir + "/gpt2");
+  EXPECT_EQ(gpt2.encode("a\u180e b\u180e\u180e" "c"), (std::vector<int32_t>{65, 158, 255, 237, 290, 158, 255, 237, 158, 255, 237, 67}));
+  EXPECT_EQ(gpt2.encode("x \u180e"), (std::vector<int32_t>{88, 465, 255, 237}));
+  json j = json::parse(io::read_file(kDir + "/bert_cased/tokenizer.json"));
+  j["normalizer"] = nullptr;
+  j["pre_tokenizer"] = {{"type", "Whitespace"}};
+  const auto ws = HfTokenizer::from_json(j.dump());
+  EXPECT_EQ(ws.encode("ne\u0301" "e n\u0303o_x2 \u0661\u0662! a\u180e" "b", false),
+            (std::vector<int32_t>{448, 396, 267, 1, 1, 5, 63, 1, 64}));
+}
+
 // WordPiece: a word longer than max_input_chars_per_word (100) is [UNK] as a whole.
 TEST(HfTokenizer, WordPieceLongWordIsUnknown) {
   const auto tok = HfTokenizer::from_folder(kDir + "/bert_uncased");
