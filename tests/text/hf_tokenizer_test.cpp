@@ -186,6 +186,24 @@ TEST(HfTokenizer, RegexClassesAreOniguruma) {
             (std::vector<int32_t>{448, 396, 267, 1, 1, 5, 63, 1, 64}));
 }
 
+// Metaspace (Llama 2's tokenizer.json as transformers writes it now: no normalizer, "▁" prepended
+// to the input's first piece only, no split; and the older always/split form with its decoder).
+TEST(HfTokenizer, MetaspaceEqualsTokenizers) {
+  json j = json::parse(io::read_file(kDir + "/byte_fallback/tokenizer.json"));
+  j["normalizer"] = nullptr;
+  j["pre_tokenizer"] = {{"type", "Metaspace"}, {"replacement", "▁"}, {"prepend_scheme", "first"}, {"split", false}};
+  const auto first = HfTokenizer::from_json(j.dump());
+  EXPECT_EQ(first.encode("Hello  world <s>again"), (std::vector<int32_t>{1, 507, 574, 304, 381, 312, 418, 604, 375, 1, 622, 563}));
+  EXPECT_EQ(first.decode(first.encode("Hello  world <s>again"), true), "Hello  world again");
+  EXPECT_EQ(first.encode(" x"), (std::vector<int32_t>{1, 375, 313}));
+  j["pre_tokenizer"] = {{"type", "Metaspace"}, {"replacement", "▁"}, {"prepend_scheme", "always"}, {"split", true}};
+  j["decoder"] = {{"type", "Metaspace"}, {"replacement", "▁"}, {"prepend_scheme", "always"}, {"split", true}};
+  const auto always = HfTokenizer::from_json(j.dump());
+  const auto ids = always.encode("Hello  world <s>again");
+  EXPECT_EQ(ids, (std::vector<int32_t>{1, 507, 574, 304, 375, 416, 418, 604, 375, 1, 392, 296, 563}));
+  EXPECT_EQ(always.decode(ids, true), "Hello  world  again");
+}
+
 // WordPiece: a word longer than max_input_chars_per_word (100) is [UNK] as a whole.
 TEST(HfTokenizer, WordPieceLongWordIsUnknown) {
   const auto tok = HfTokenizer::from_folder(kDir + "/bert_uncased");

@@ -12,10 +12,33 @@
 // Invalid UTF-8 input is not an error: each maximal invalid stretch becomes one U+FFFD first, as
 // Python's bytes.decode("utf-8", errors="replace") makes it before `tokenizers` sees a str.
 //
-// A component qkv does not implement (a normalizer, pre-tokenizer, model, post-processor or decoder
-// type; BPE dropout) is a qkv::Error naming it and its field; so is every malformed field. The
-// "truncation" and "padding" fields are read past, not applied: encode() returns the whole
-// sequence unpadded, as `tokenizers` does after no_truncation() and no_padding().
+// What it reads (anything else is a qkv::Error naming the file, the field and the kinds it knows;
+// so is every malformed field, an id outside [0, 2^31) or far past the vocabulary's size, a merge of
+// tokens not in the vocabulary, a regex that does not compile, an unknown top-level field):
+//   model           BPE (byte_fallback, fuse_unk, ignore_merges, continuing_subword_prefix,
+//                   end_of_word_suffix, unk_token; dropout only null or 0), WordPiece — not Unigram,
+//                   WordLevel
+//   normalizer      BertNormalizer, Lowercase, NFC, NFD, NFKC, NFKD, StripAccents, Strip, Replace,
+//                   Prepend, Sequence — not Precompiled (T5's and SentencePiece conversions' charsmap)
+//   pre_tokenizer   ByteLevel, Split (string or regex; Removed, Isolated, MergedWithPrevious,
+//                   MergedWithNext, Contiguous; invert), BertPreTokenizer, Whitespace, WhitespaceSplit,
+//                   Digits, Metaspace, Sequence — not Punctuation, UnicodeScripts, CharDelimiterSplit
+//   post_processor  TemplateProcessing, BertProcessing, ByteLevel, Sequence — not RobertaProcessing
+//   decoder         ByteLevel, WordPiece, Metaspace, Replace, ByteFallback, Fuse, Strip, Sequence —
+//                   not BPEDecoder, CTC
+// The "truncation" and "padding" fields are read past, not applied: encode() returns the whole
+// sequence unpadded, as `tokenizers` does after no_truncation() and no_padding(); transformers'
+// clean_up_tokenization_spaces is not applied by decode() (tokenizers' Tokenizer.decode is matched).
+//
+// Regexes run on PCRE2 (UTF + UCP), with Oniguruma's \s and \w (tokenizers' engine) spelled out;
+// Unicode questions go to utf8proc. Characters assigned after Unicode 14 (PCRE2 10.42's tables) or
+// 15 (utf8proc 2.8's) may be classed differently than `tokenizers`' own tables class them, and
+// BERT's punctuation there follows Unicode 9 (U+2E4E is punctuation here, not there).
+//
+// Speed (one thread, this repository's 2-core Xeon, the 10,000-line golden corpus, encode with
+// special tokens): qkv 115k–200k lines/s against tokenizers 0.23 (called per line from Python)
+// 26k–58k lines/s: GPT-2 form 140k vs 51k, Llama 3 148k vs 33k, byte fallback 159k vs 51k, BERT
+// uncased 115k vs 26k, cased 200k vs 58k.
 #pragma once
 
 #include <cstdint>
