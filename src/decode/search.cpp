@@ -99,6 +99,7 @@ std::vector<Hypothesis> greedy_search(StepModel& model, const std::vector<int64_
 
 std::vector<std::vector<Hypothesis>> beam_search_nbest(StepModel& model, const std::vector<int64_t>& max_len,
                                                        const SearchOptions& opt) {
+  if (opt.transformers_rule) return transformers_beam_search_nbest(model, max_len, opt);
   const int64_t K = opt.beam_size;
   QKV_CHECK(K >= 1 && K <= kMaxBeamSize, "beam search: beam_size must be between 1 and ", kMaxBeamSize, ", got ", K);
   check_length_penalty(opt.length_penalty, "beam search");

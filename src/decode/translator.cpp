@@ -91,7 +91,7 @@ std::vector<std::vector<Hypothesis>> translate_ids_nbest(const std::vector<const
   std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) { return sources[a].size() > sources[b].size(); });
   SearchOptions so;
   so.beam_size = opt.beam_size, so.length_penalty = opt.length_penalty, so.bos_id = c.ids.bos, so.eos_id = c.ids.eos;
-  so.banned_id = c.ids.pad;
+  so.banned_id = c.ids.pad, so.transformers_rule = opt.transformers_beam;
   so.num_hypotheses = opt.beam_size > 1 ? std::min(opt.num_hypotheses, opt.beam_size) : 0;
   for (size_t b0 = 0; b0 < order.size(); b0 += static_cast<size_t>(opt.batch_size)) {
     const ThreadBudget threads;  // as many threads as there are free cores now (core/thread_budget.h)

@@ -145,10 +145,21 @@ TEST(HfConvert, MarianEqualsTransformers) {
     EXPECT_LE(testing::rel_error(got, expect), 1e-4) << "step " << t;
   }
 
+  // Beam 4 under transformers' rule (log p / n, its stopping heuristic, EOS forced at the limit):
+  // the same tokens as generate(num_beams=4, max_new_tokens=30).
+  const auto sources = ref["sources"].get<std::vector<std::vector<int32_t>>>();
+  const auto beam4 = ref["beam4"].get<std::vector<std::vector<int32_t>>>();
+  for (size_t i = 0; i < sources.size(); ++i) {
+    decode::TranslateOptions bo;
+    bo.beam_size = 4, bo.length_penalty = 1.0f, bo.transformers_beam = true;
+    bo.max_extra = 30 - static_cast<int64_t>(sources[i].size()) - 1;  // qkv's limit |source| + 1 + max_extra = 30
+    EXPECT_EQ(decode::translate_ids(*model, {sources[i]}, bo)[0].tokens, beam4[i]) << "source " << i;
+  }
+
   decode::TranslateOptions opt;
   opt.beam_size = 1;
   opt.max_extra = 30;
-  const auto hyps = decode::translate_ids(*model, ref["sources"].get<std::vector<std::vector<int32_t>>>(), opt);
+  const auto hyps = decode::translate_ids(*model, sources, opt);
   const auto greedy = ref["greedy"].get<std::vector<std::vector<int32_t>>>();
   ASSERT_EQ(hyps.size(), greedy.size());
   for (size_t i = 0; i < hyps.size(); ++i) {

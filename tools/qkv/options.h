@@ -56,10 +56,12 @@ struct DecodeArgs {
   nn::InferenceWeights weights = nn::InferenceWeights::f32;
   bool no_cache = false;
   int threads = 0;
+  std::string beam_rule = "qkv";
 
   decode::TranslateOptions translate_options() const {
     decode::TranslateOptions o;
     o.beam_size = beam, o.length_penalty = static_cast<float>(alpha), o.max_extra = max_extra;
+    o.transformers_beam = beam_rule == "transformers";
     o.batch_size = batch_size, o.use_cache = !no_cache, o.max_input_length = max_input_length;
     return o;
   }
@@ -97,6 +99,13 @@ inline void add_decode_options(CLI::App* app, DecodeArgs& a, unsigned which = kA
     app->add_option("--alpha", a.alpha, "length penalty α: hypotheses ranked by log p / ((5+|Y|)/6)^α")
         ->capture_default_str()
         ->check(between(0.0, decode::kMaxLengthPenalty));
+  if (which & kAlpha)
+    app->add_option("--beam-rule", a.beam_rule,
+                    "qkv: rank by log p / ((5+|Y|)/6)^α and stop when settled; transformers: rank by log p / |Y|^α "
+                    "and stop as Hugging Face's generate(num_beams=…) does, EOS forced at the limit (a converted "
+                    "model's translations equal transformers' with --alpha 1)")
+        ->capture_default_str()
+        ->check(CLI::IsMember({"qkv", "transformers"}));
   if (which & kMaxExtra) {  // the lengths: of an output, and of a source
     app->add_option("--max-extra", a.max_extra, "an output has at most |source| + this many tokens")
         ->capture_default_str()

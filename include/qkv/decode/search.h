@@ -60,6 +60,10 @@ struct SearchOptions {
   // a model rarely puts weight on it, but a random or converted one may (OPUS-MT's
   // generation_config bans it the same way, bad_words_ids = [[pad]]).
   int32_t banned_id = -1;
+  // Rank and stop as Hugging Face transformers' generate(num_beams=…) does (transformers_beam.cpp):
+  // score = log p / n^length_penalty, its stopping heuristic, EOS forced at the length limit. For
+  // converted models whose outputs should equal transformers'. Beam search only.
+  bool transformers_rule = false;
 };
 
 struct Hypothesis {
@@ -82,5 +86,9 @@ std::vector<Hypothesis> beam_search(StepModel& model, const std::vector<int64_t>
 // stop. beam_search returns the first of each (num_hypotheses 1).
 std::vector<std::vector<Hypothesis>> beam_search_nbest(StepModel& model, const std::vector<int64_t>& max_len,
                                                        const SearchOptions& opt);
+// The same search under transformers' rule (SearchOptions::transformers_rule; beam_search_nbest
+// comes here when it is set).
+std::vector<std::vector<Hypothesis>> transformers_beam_search_nbest(StepModel& model, const std::vector<int64_t>& max_len,
+                                                                    const SearchOptions& opt);
 
 }  // namespace qkv::decode

@@ -28,6 +28,9 @@ struct TranslateOptions {
   // best is wanted lets a sentence stop as soon as it is settled (SearchOptions::num_hypotheses).
   int64_t num_hypotheses = 0;
   bool use_cache = true;
+  // Beam search ranks and stops as transformers' generate() (SearchOptions::transformers_rule), with
+  // length_penalty as its exponent: a converted model's translations equal transformers'.
+  bool transformers_beam = false;
   // Over-long sources: a line of more tokens than this (0: the model's max_len − 1, its EOS) is
   // truncated to it, with a warning naming the line (CTranslate2's max_input_length); the other
   // lines translate as usual. -1: an over-long line is an error instead.
