@@ -107,7 +107,7 @@ void add_train(CLI::App& app) {
   sub->add_flag("--resume", a->resume, "continue from <out>/checkpoint.safetensors");
   sub->add_option("--set", a->set, "override a config value, e.g. --set train.max_iters=100 (repeatable)");
   add_threads_option(sub, a->threads);
-  add_device_option(sub, a->device, "train (a GPU: the language-model task so far)");
+  add_device_option(sub, a->device, "train (any task)");
   sub->add_flag("-q,--quiet", a->quiet, "no progress bar");
   register_runner(sub, [a] {
     // Under mpirun the processes of one machine share its cores (unless the launcher bound each to

@@ -100,8 +100,6 @@ class CaptionTask : public TrainingTask {
   nlohmann::json model_metadata() const override;
   uint64_t rng_state() const override { return gen_.counter(); }
   // (each shard's loss is its own per-token mean, weighted by its rows, as DDP averages)
-  bool supports_data_parallel() const override { return true; }
-  bool supports_device(Device) const override { return true; }  // the captioner moves images and captions
   void set_rng_state(uint64_t c) override { gen_.set_counter(c); }
   const char* unit() const override { return "img"; }
 

@@ -66,8 +66,6 @@ class ImageTask : public TrainingTask {
   nlohmann::json model_metadata() const override;
   uint64_t rng_state() const override { return gen_.counter(); }
   // (batch norm's statistics stay per process, as DDP without SyncBatchNorm)
-  bool supports_data_parallel() const override { return true; }
-  bool supports_device(Device) const override { return true; }  // the ConvNet moves its images (nn/convnet)
   void set_rng_state(uint64_t c) override { gen_.set_counter(c); }
   const char* unit() const override { return "img"; }
 

@@ -1,5 +1,5 @@
-// The training loop shared by every model qkv trains (the GPT language model, the encoder–decoder
-// translator): optimizer and schedule, gradient accumulation and clipping, a progress bar with loss,
+// The training loop shared by every model qkv trains (language models, translators, image
+// classifiers, captioners): optimizer and schedule, gradient accumulation and clipping, a progress bar with loss,
 // tokens/s, learning rate and ETA, periodic evaluation, metrics (JSONL + CSV) and a loss-curve plot
 // (SVG), atomic checkpoints, exact --resume, and Ctrl-C that saves and exits cleanly.
 //
@@ -105,16 +105,14 @@ class TrainingTask {
   // What StepStats::tokens counts, for the progress bar's rate: "tok", or "img" for images.
   virtual const char* unit() const { return "tok"; }
 
-  // Data-parallel training (train/data_parallel.h): from now on train_micro_step runs on `shard`'s
-  // rows of each micro-batch, scales its loss by the rows' share (StepStats::share), and draws its
-  // dropout as those rows would in one process (Generator::set_shard). A task that overrides
-  // neither cannot be sharded, and the trainer refuses to run it on more than one process.
-  virtual bool supports_data_parallel() const { return false; }
   // The device the model trains on (TrainerOptions::device), set by the trainer after it moved the
-  // model there; a task that supports one moves its batches to device() (CPU unless overridden).
-  virtual bool supports_device(Device d) const { return d.is_cpu(); }
+  // model there; the task moves its batches to device() (or its model moves its inputs to its
+  // weights'). Every task trains on every device a build has.
   void set_device(Device d) { device_ = d; }
   Device device() const { return device_; }
+  // Data-parallel training (train/data_parallel.h): from now on train_micro_step runs on `shard`'s
+  // rows of each micro-batch (shard_rows), scales its loss by the rows' share (StepStats::share,
+  // backward_share), and draws its dropout as those rows would in one process. Every task does.
   void set_data_shard(DataShard shard) { shard_ = shard; }
   const DataShard& data_shard() const { return shard_; }
 
@@ -149,7 +147,7 @@ struct TrainerOptions {
   distributed::Communicator* comm = nullptr;
   // Where the model trains (`qkv train --device cuda`): the trainer moves its parameters there (the
   // optimizer's state is made there), the task its batches; checkpoints and model files are the
-  // CPU's format either way. A task says which devices it can use (TrainingTask::supports_device).
+  // CPU's format either way.
   Device device = Device::cpu();
 };
 

@@ -92,8 +92,6 @@ class TranslationTask : public TrainingTask {
   std::vector<std::pair<std::string, double>> evaluate(int64_t step) override;
   nlohmann::json model_metadata() const override;
   uint64_t rng_state() const override { return gen_.counter(); }
-  bool supports_data_parallel() const override { return true; }
-  bool supports_device(Device) const override { return true; }  // the model moves its batches (nn/transformer)
   void set_rng_state(uint64_t c) override { gen_.set_counter(c); }
 
   const TrainConfig& train_config() const { return cfg_; }
