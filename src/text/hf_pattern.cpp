@@ -1,7 +1,8 @@
 // The patterns of Split, Replace and the ByteLevel pre-tokenizer: a literal string, or a regex run by
 // PCRE2 in UTF + UCP mode. Hugging Face runs Oniguruma: the same backtracking leftmost-first
 // semantics, \p{L} \p{N} and lookahead, but its own classes: \s is White_Space (PCRE2's also holds
-// U+180E) and \w is L|M|N|Pc (PCRE2's only L|N|_). Those escapes are spelled out before compiling.
+// U+180E) and \w is Unicode's word class, Alphabetic|M|Nd|Pc|Join_Control (PCRE2's is L|N|_: it
+// takes ½ and leaves out marks). Those escapes are spelled out before compiling.
 #define PCRE2_CODE_UNIT_WIDTH 8
 #include <pcre2.h>
 
@@ -11,6 +12,8 @@
 namespace qkv::text::hf {
 
 namespace {
+
+constexpr const char* kWord = "\\p{Alphabetic}\\p{M}\\p{Nd}\\p{Pc}\\p{Join_Control}";
 
 // Oniguruma's \s \S \w (and \W outside a class) in PCRE2's words, inside and outside [...].
 std::string from_oniguruma(const std::string& re) {
@@ -22,8 +25,8 @@ std::string from_oniguruma(const std::string& re) {
       const char e = re[++i];
       if (e == 's') out += "\\p{White_Space}";
       else if (e == 'S') out += "\\P{White_Space}";
-      else if (e == 'w') out += in_class ? "\\p{L}\\p{M}\\p{N}\\p{Pc}" : "[\\p{L}\\p{M}\\p{N}\\p{Pc}]";
-      else if (e == 'W' && !in_class) out += "[^\\p{L}\\p{M}\\p{N}\\p{Pc}]";
+      else if (e == 'w') out += in_class ? kWord : "[" + std::string(kWord) + "]";
+      else if (e == 'W' && !in_class) out += "[^" + std::string(kWord) + "]";
       else out += {c, e};
       continue;
     }

@@ -173,7 +173,8 @@ TEST(HfTokenizer, InvalidUtf8IsReplacedAsPythonDoes) {
 }
 
 // Regexes run as Oniguruma runs them (tokenizers' engine), not as PCRE2 would: \s is White_Space
-// (not U+180E, which PCRE2's \s holds), \w is L|M|N|Pc (marks and other digits included).
+// (not U+180E, which PCRE2's \s holds), \w is Alphabetic|M|Nd|Pc|Join_Control (marks, other
+// scripts' digits, Ⅻ and the ZWJ in; ② out).
 TEST(HfTokenizer, RegexClassesAreOniguruma) {
   const auto gpt2 = HfTokenizer::from_folder(kDir + "/gpt2");
   EXPECT_EQ(gpt2.encode("a\u180e b\u180e\u180e" "c"), (std::vector<int32_t>{65, 158, 255, 237, 290, 158, 255, 237, 158, 255, 237, 67}));
@@ -184,6 +185,7 @@ TEST(HfTokenizer, RegexClassesAreOniguruma) {
   const auto ws = HfTokenizer::from_json(j.dump());
   EXPECT_EQ(ws.encode("ne\u0301" "e n\u0303o_x2 \u0661\u0662! a\u180e" "b", false),
             (std::vector<int32_t>{448, 396, 267, 1, 1, 5, 63, 1, 64}));
+  EXPECT_EQ(ws.encode("a\u2461b a\u216bb a\u200d" "b", false), (std::vector<int32_t>{63, 1, 64, 1, 1}));
 }
 
 // Metaspace (Llama 2's tokenizer.json as transformers writes it now: no normalizer, "▁" prepended

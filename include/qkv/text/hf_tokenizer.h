@@ -33,7 +33,10 @@
 // Regexes run on PCRE2 (UTF + UCP), with Oniguruma's \s and \w (tokenizers' engine) spelled out;
 // Unicode questions go to utf8proc. Characters assigned after Unicode 14 (PCRE2 10.42's tables) or
 // 15 (utf8proc 2.8's) may be classed differently than `tokenizers`' own tables class them, and
-// BERT's punctuation there follows Unicode 9 (U+2E4E is punctuation here, not there).
+// BERT's punctuation there follows Unicode 9 (U+2E4E is punctuation here, not there). On 20,000
+// lines of random code points from all planes, the golden tokenizers differed from `tokenizers` on
+// ≤ 1.2 % of lines (all at characters of newer Unicode versions); the Whitespace pre-tokenizer
+// (\w+|[^\w\s]+, not in the golden corpus) on 12 %, not yet explained: treat it as unverified.
 //
 // Speed (one thread, this repository's 2-core Xeon, the 10,000-line golden corpus, encode with
 // special tokens): qkv 115k–200k lines/s against tokenizers 0.23 (called per line from Python)
