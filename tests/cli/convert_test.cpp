@@ -26,6 +26,20 @@ TEST(CliConvert, ConvertsAndTheOtherCommandsTakeTheFile) {
   EXPECT_FALSE(r.out.empty());
 }
 
+// A converted language model's attention: qkv attend draws its causal self-attention and names,
+// for each token, the earlier token it looks at most.
+TEST(CliConvert, AttendShowsAConvertedLanguageModelsSelfAttention) {
+  testing::TempDir dir("cli-attend-lm");
+  const std::string model = (dir.path / "llama.safetensors").string(), out = (dir.path / "att").string();
+  ASSERT_EQ(testing::run_shell(kQkv + " convert " + (kGolden / "llama-gqa").string() + " -o " + model).code, 0);
+  auto r = testing::run_shell(kQkv + " attend -m " + model + " \"The cat sat because it was tired.\" --out " + out +
+                              " --format svg");
+  ASSERT_EQ(r.code, 0) << r.out;
+  EXPECT_NE(r.out.find("the earlier token each token looks at most"), std::string::npos) << r.out;
+  EXPECT_TRUE(fs::exists(dir.path / "att" / "self.svg"));
+  EXPECT_TRUE(fs::exists(dir.path / "att" / "self-mean.svg"));
+}
+
 TEST(CliConvert, ABadFolderIsOneLineAndNothingWritten) {
   testing::TempDir dir("cli-convert-bad");
   const std::string out = (dir.path / "x.safetensors").string();

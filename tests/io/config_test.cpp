@@ -94,7 +94,7 @@ TEST(Config, ModelAndTrainingConfigsRoundTrip) {
   EXPECT_EQ(nn::Seq2SeqConfig::from_json(small.to_json()).to_json(), small.to_json());
   EXPECT_FALSE(small.to_json().contains("preset")) << "a model file stores the sizes, not the preset's name";
   EXPECT_NE(error_of([] { nn::Seq2SeqConfig::from_json(json{{"positions", "rotary"}}); })
-                .find("\"positions\" must be sinusoidal or learned"),
+                .find("\"positions\" must be sinusoidal, learned or sinusoidal_split"),
             std::string::npos);
   EXPECT_NE(error_of([] { nn::Seq2SeqConfig::from_json(json{{"preset", "huge"}}); }).find("unknown preset"),
             std::string::npos);

@@ -84,10 +84,19 @@ void add_attend(CLI::App& app) {
     QKV_CHECK(a->inputs.size() == 1, "qkv attend: give one sentence (in quotes), got ", a->inputs.size(), " arguments");
     QKV_CHECK(a->image.source.test_images.empty(), "qkv attend: --test-images is for image classifiers");
     const std::string sentence = a->inputs[0];
-    models::LoadedSeq2Seq t = models::load_seq2seq(find_model(a->model));
-    const decode::AttentionView view = decode::translation_attention(*t.model, *t.tokenizer, sentence,
-                                                                     a->decode.translate_options(), "'" + t.path + "'");
-    std::printf("%s\n", view.output.c_str());
+    // A language model (qkv's GPT, a converted GPT-2 or Llama): its causal self-attention over the
+    // text; a translator: its attention while translating the sentence.
+    const bool lm = models::model_file_kind(find_model(a->model)) == models::Kind::language_model;
+    decode::AttentionView view;
+    if (lm) {
+      models::LoadedLanguageModel g = models::load_language_model(find_model(a->model));
+      view = decode::language_model_attention(*g.model, g.tokenizer, sentence);
+    } else {
+      models::LoadedSeq2Seq t = models::load_seq2seq(find_model(a->model));
+      view = decode::translation_attention(*t.model, *t.tokenizer, sentence, a->decode.translate_options(),
+                                           "'" + t.path + "'");
+      std::printf("%s\n", view.output.c_str());
+    }
 
     std::error_code ec;
     fs::create_directories(a->out, ec);
@@ -109,7 +118,7 @@ void add_attend(CLI::App& app) {
     auto heads = [](const decode::AttentionKind& k) { return static_cast<int>(k.layers.front().size(0)); };
     const decode::AttentionKind* enc = view.find("encoder_self");
     const decode::AttentionKind* dec = view.find("decoder_self");
-    const decode::AttentionKind& cross = *view.find("cross");
+    const decode::AttentionKind* cross = view.find("cross");
     viz::HeatmapOptions ho;
     ho.cell = 18;
     if (enc) {
@@ -117,14 +126,20 @@ void add_attend(CLI::App& app) {
       write("encoder-self.svg", viz::heatmap_grid_svg(panels(enc->layers, "encoder"), heads(*enc), enc->queries.tokens,
                                                       enc->keys.tokens, ho));
     }
-    if (dec) {
+    if (dec && lm) {
+      ho.title = "Self-attention (causal): \"" + sentence + "\"", ho.x_label = "key (text before)", ho.y_label = "query";
+      write("self.svg", viz::heatmap_grid_svg(panels(dec->layers, "layer"), heads(*dec), dec->queries.tokens,
+                                              dec->keys.tokens, ho));
+    } else if (dec) {
       ho.title = "Decoder self-attention (masked)", ho.x_label = "key (output so far)", ho.y_label = "writing";
       write("decoder-self.svg", viz::heatmap_grid_svg(panels(dec->layers, "decoder"), heads(*dec), dec->queries.tokens,
                                                       dec->keys.tokens, ho));
     }
-    ho.title = "Cross-attention: output → source", ho.x_label = "source", ho.y_label = "writing";
-    write("cross.svg", viz::heatmap_grid_svg(panels(cross.layers, "cross"), heads(cross), cross.queries.tokens,
-                                             cross.keys.tokens, ho));
+    if (cross) {
+      ho.title = "Cross-attention: output → source", ho.x_label = "source", ho.y_label = "writing";
+      write("cross.svg", viz::heatmap_grid_svg(panels(cross->layers, "cross"), heads(*cross), cross->queries.tokens,
+                                               cross->keys.tokens, ho));
+    }
 
     // the summary: last layer, mean over heads; and, per output token, the source token it looks at most
     auto head_mean = [&](const Tensor& w) {
@@ -147,19 +162,31 @@ void add_attend(CLI::App& app) {
       }
       return s;
     };
-    const std::vector<std::string>& src_labels = cross.keys.tokens;
-    const std::vector<std::string>& out_labels = cross.queries.tokens;
-    const int64_t S = cross.layers.back().size(2), L = cross.layers.back().size(1);
+    if (lm) {  // the seed's question: which earlier token each token looks at most (last layer, mean over heads)
+      const std::vector<std::string>& labels = dec->keys.tokens;
+      const int64_t T = dec->layers.back().size(2);
+      std::vector<float> m = head_mean(dec->layers.back());
+      viz::HeatmapOptions mo;
+      mo.cell = 34, mo.show_values = false, mo.title = "Self-attention, last layer, mean over heads";
+      mo.x_label = "key (text before)", mo.y_label = "query";
+      write("self-mean.svg", viz::heatmap_svg(m, static_cast<int>(T), static_cast<int>(T), labels, labels, mo));
+      std::fprintf(stderr, "self-attention, last layer, mean over heads: the earlier token each token looks at most:\n%s",
+                   strongest(m, T, T, labels, labels, false).c_str());
+      return 0;
+    }
+    const std::vector<std::string>& src_labels = cross->keys.tokens;
+    const std::vector<std::string>& out_labels = cross->queries.tokens;
+    const int64_t S = cross->layers.back().size(2), L = cross->layers.back().size(1);
     if (enc) {
       std::vector<float> e = head_mean(enc->layers.back());
       std::fprintf(stderr, "encoder self-attention, last layer, mean over heads: each source token's strongest other "
                    "source token:\n%s", strongest(e, S, S, src_labels, src_labels, true).c_str());
     }
-    std::vector<float> mean = head_mean(cross.layers.back());
+    std::vector<float> mean = head_mean(cross->layers.back());
     viz::HeatmapOptions mo;
     mo.cell = 34, mo.show_values = false;
     // one layer with one head (a recurrent model's attention): the alignment of Bahdanau et al.
-    const bool alignment = cross.layers.size() == 1 && cross.layers.back().size(0) == 1;
+    const bool alignment = cross->layers.size() == 1 && cross->layers.back().size(0) == 1;
     mo.title = alignment ? "Alignment: the decoder's attention over the source"
                          : "Cross-attention, last layer, mean over heads";
     mo.x_label = "source", mo.y_label = "writing";
