@@ -97,6 +97,13 @@ std::vector<Hypothesis> greedy_search(StepModel& model, const std::vector<int64_
 }
 
 
+void expand_to_beams(StepModel& model, int64_t n, int64_t K) {
+  std::vector<int64_t> expand;  // one row per beam: sentence s occupies rows s·K … s·K + K − 1
+  for (int64_t i = 0; i < n; ++i)
+    for (int64_t k = 0; k < K; ++k) expand.push_back(i);
+  if (K > 1) model.reorder(expand, true);
+}
+
 std::vector<std::vector<Hypothesis>> beam_search_nbest(StepModel& model, const std::vector<int64_t>& max_len,
                                                        const SearchOptions& opt) {
   if (opt.transformers_rule) return transformers_beam_search_nbest(model, max_len, opt);
@@ -119,12 +126,7 @@ std::vector<std::vector<Hypothesis>> beam_search_nbest(StepModel& model, const s
     beams[static_cast<size_t>(i)].assign(static_cast<size_t>(K), Beam{});
     for (int64_t k = 1; k < K; ++k) beams[static_cast<size_t>(i)][static_cast<size_t>(k)].log_prob = kNegInf;
   }
-  {  // one row per beam: sentence s occupies rows s·K … s·K + K − 1
-    std::vector<int64_t> expand;
-    for (int64_t i = 0; i < n; ++i)
-      for (int64_t k = 0; k < K; ++k) expand.push_back(i);
-    if (K > 1) model.reorder(expand, true);
-  }
+  expand_to_beams(model, n, K);
   std::vector<int32_t> tokens(static_cast<size_t>(n * K), opt.bos_id);
 
   struct Cand {

@@ -58,12 +58,7 @@ std::vector<std::vector<Hypothesis>> transformers_beam_search_nbest(StepModel& m
     s.scores.assign(static_cast<size_t>(K), kNone);
     s.scores[0] = 0;  // only beam 0 is real at first
   }
-  {  // one row per beam: sentence s occupies rows s·K … s·K + K − 1
-    std::vector<int64_t> expand;
-    for (int64_t i = 0; i < n; ++i)
-      for (int64_t k = 0; k < K; ++k) expand.push_back(i);
-    if (K > 1) model.reorder(expand, true);
-  }
+  expand_to_beams(model, n, K);
   std::vector<int32_t> tokens(static_cast<size_t>(n * K), opt.bos_id);
   for (int64_t t = 0; !active.empty(); ++t) {
     Tensor lp = model.step(tokens).contiguous().to(Device::cpu());

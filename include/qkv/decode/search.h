@@ -86,6 +86,9 @@ std::vector<Hypothesis> beam_search(StepModel& model, const std::vector<int64_t>
 // stop. beam_search returns the first of each (num_hypotheses 1).
 std::vector<std::vector<Hypothesis>> beam_search_nbest(StepModel& model, const std::vector<int64_t>& max_len,
                                                        const SearchOptions& opt);
+// The model's n rows (one per sentence) become n·K (one per beam, sentence s at rows s·K …): what
+// both beam searches do before their first step.
+void expand_to_beams(StepModel& model, int64_t n, int64_t K);
 // The same search under transformers' rule (SearchOptions::transformers_rule; beam_search_nbest
 // comes here when it is set).
 std::vector<std::vector<Hypothesis>> transformers_beam_search_nbest(StepModel& model, const std::vector<int64_t>& max_len,
