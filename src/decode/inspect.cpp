@@ -6,6 +6,7 @@
 
 #include "qkv/autograd/grad_mode.h"
 #include "qkv/core/error.h"
+#include "qkv/core/message.h"
 #include "qkv/models/registry.h"
 
 namespace qkv::decode {
@@ -138,6 +139,39 @@ AttentionView language_model_attention(const models::LanguageModel& model, const
   AttentionView v;
   v.input = text;
   v.kinds.push_back({"decoder_self", axis, axis, squeezed(maps.decoder_self)});
+  return v;
+}
+
+AttentionView masked_language_model_attention(const models::MaskedLanguageModel& model,
+                                              const text::LMTokenizer& tokenizer, const std::string& text) {
+  QKV_CHECK(tokenizer.hf(), "a masked language model's attention needs its Hugging Face tokenizer");
+  const text::HfTokenizer& tok = *tokenizer.hf();
+  const std::vector<int32_t> ids = tok.encode(text, /*add_special_tokens=*/true);
+  QKV_CHECK(!ids.empty(), "the text is empty");
+  QKV_CHECK(static_cast<int64_t>(ids.size()) <= model.max_positions(), "the text '", excerpt(text), "' has ",
+            ids.size(), " tokens, more than the model's ", model.max_positions(), " positions");
+  nn::AttentionMaps maps;
+  {
+    NoGradGuard no_grad;
+    model.encode(Tensor::from_ints(ids, {1, static_cast<int64_t>(ids.size())}), Tensor(), Tensor(), &maps);
+  }
+  QKV_CHECK(!maps.encoder_self.empty(), "the model returned no attention weights");
+  // WordPiece's tokens as they are ("##s" continues the word before it; [CLS], [SEP] are words of
+  // their own).
+  TokenAxis axis;
+  bool after_special = true;
+  for (int32_t id : ids) {
+    const std::string t = tok.id_to_token(id);
+    const bool special = tok.is_special(id), continues = !special && !after_special && t.starts_with("##");
+    axis.tokens.push_back(t);
+    if (!continues) axis.words.emplace_back();
+    axis.words.back() += continues ? t.substr(2) : t;
+    axis.word.push_back(static_cast<int>(axis.words.size()) - 1);
+    after_special = special;
+  }
+  AttentionView v;
+  v.input = text;
+  v.kinds.push_back({"encoder_self", axis, axis, squeezed(maps.encoder_self)});
   return v;
 }
 

@@ -15,6 +15,7 @@
 #include "qkv/models/model_file.h"
 #include "qkv/models/registry.h"
 #include "qkv/ops.h"
+#include "qkv/text/hf_tokenizer.h"
 #include "qkv/text/sentencepiece.h"
 
 namespace qkv::models {
@@ -116,7 +117,8 @@ HfFolder open_hf_folder(const std::string& dir_in) {
 // ---- the architecture table ----------------------------------------------------------------------
 
 const std::vector<HfArchitecture>& hf_architectures() {
-  static const std::vector<HfArchitecture> archs = {hf::gpt2(), hf::llama(), hf::qwen2(), hf::mistral(), hf::marian()};
+  static const std::vector<HfArchitecture> archs = {hf::gpt2(), hf::llama(), hf::qwen2(), hf::mistral(), hf::marian(),
+                                                       hf::bert_for_masked_lm(), hf::bert_model()};
   return archs;
 }
 
@@ -236,6 +238,22 @@ nlohmann::json convert_hf(const std::string& dir, const std::string& out, const 
   } else if (!f.tokenizer_json.empty()) {
     tokenizer = {{"type", "hf"}, {"tokenizer_json", f.tokenizer_json}};
     if (!f.tokenizer_config.is_null()) tokenizer["tokenizer_config"] = f.tokenizer_config;
+  } else if (exists(f.dir + "/vocab.txt")) {  // BERT's older folders: vocab.txt + tokenizer_config.json
+    const text::HfTokenizer t = text::HfTokenizer::from_folder(f.dir);
+    tokenizer = {{"type", "hf"}, {"tokenizer_json", t.tokenizer_json()}};
+    if (!f.tokenizer_config.is_null()) tokenizer["tokenizer_config"] = f.tokenizer_config;
+  }
+  // A masked language model is read with its tokenizer only (fill-mask finds [MASK] through it).
+  QKV_CHECK(model->kind() != Kind::masked_language_model || !tokenizer.is_null(), "'", f.dir,
+            "' has no tokenizer (tokenizer.json, or vocab.txt with tokenizer_config.json): ", arch.name,
+            " needs its own");
+  if (model->kind() == Kind::masked_language_model) {
+    // The tokenizer must load, and give no id past the model's embedding.
+    const text::HfTokenizer t = text::HfTokenizer::from_json(
+        tokenizer["tokenizer_json"].get_ref<const std::string&>(),
+        f.tokenizer_config.is_object() ? f.tokenizer_config.dump() : std::string(), "'" + f.dir + "/tokenizer.json'");
+    QKV_CHECK(t.vocab_size() <= model->vocab_size(), "'", f.dir,
+              "/tokenizer.json' has ", t.vocab_size(), " tokens but config.json's vocab_size is ", model->vocab_size());
   }
   nlohmann::json meta = metadata(*model, tokenizer);
   // Where a language model's text ends: generation_config.json's eos_token_id, else config.json's.

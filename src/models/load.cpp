@@ -44,7 +44,10 @@ std::unique_ptr<M> model_from(const std::string& path, Kind kind,
   auto build = [&](const nlohmann::json& file_meta, size_t param_bytes) -> nn::Module& {
     const ModelType& t = named_type(file_meta, path);
     QKV_CHECK(t.kind == kind, "'", path, "' holds a \"", t.name, "\" model (", kind_name(t.kind), "), not ",
-              kind == Kind::seq2seq ? "a sequence-to-sequence (translation)" : kind_name(kind), " model");
+              kind == Kind::seq2seq                 ? "a sequence-to-sequence (translation)"
+              : kind == Kind::masked_language_model ? "a masked language"
+                                                    : kind_name(kind),
+              " model");
     // The model its config describes may take no more memory than the tensors in the file justify
     // (twice their f32 size, for buffers such as position tables, plus 64 MiB): a crafted config
     // ("max_len": 2^40, 10⁵ layers) is refused before it allocates, and the tensors are then checked
@@ -146,12 +149,32 @@ LoadedImageClassifier load_image_classifier(const std::string& path, const LoadO
   return r;
 }
 
+LoadedMaskedLanguageModel load_masked_language_model(const std::string& path, const LoadOptions& options) {
+  LoadedMaskedLanguageModel r;
+  r.path = path;
+  auto vocab = [&](const nlohmann::json& meta) -> int64_t {
+    try {
+      r.tokenizer = text::LMTokenizer::from_json(meta_field(meta, path, "tokenizer"));
+    } catch (const Error& e) {
+      QKV_CHECK(false, "'", path, "': the tokenizer: ", e.what());
+    }
+    return int64_t{-1};  // checked below: at most the model's (an embedding may be padded past it)
+  };
+  r.model = model_from<MaskedLanguageModel>(path, Kind::masked_language_model, vocab, options, r.meta);
+  QKV_CHECK(r.tokenizer.hf(), "'", path, "': a masked language model needs its Hugging Face tokenizer (",
+            r.tokenizer.type(), " found)");
+  QKV_CHECK(r.tokenizer.vocab_size() <= r.model->vocab_size(), "'", path, "': the tokenizer has ",
+            r.tokenizer.vocab_size(), " tokens, more than the model's vocab_size ", r.model->vocab_size());
+  return r;
+}
+
 // The loader of the file's kind, run for its checks alone (what is loaded is let go).
 void check_loadable(const std::string& path) {
   switch (model_file_kind(path)) {
     case Kind::seq2seq: load_seq2seq(path); return;
     case Kind::language_model: load_language_model(path); return;
     case Kind::image_classifier: load_image_classifier(path); return;
+    case Kind::masked_language_model: load_masked_language_model(path); return;
   }
   throw Error(detail::concat("'", path, "': a model of a kind no loader reads"));
 }

@@ -5,6 +5,7 @@
 #include <functional>
 
 #include "qkv/models/network.h"
+#include "qkv/nn/bert.h"
 #include "qkv/nn/captioner.h"
 #include "qkv/nn/convnet.h"
 #include "qkv/nn/gpt.h"
@@ -50,6 +51,13 @@ ModelType image_classifier(const char* name, const char* description) {
           }};
 }
 
+template <MaskedLanguageModelNetwork Net>
+ModelType masked_language_model(const char* name, const char* description) {
+  return {name, Kind::masked_language_model, description, [name](const nlohmann::json& config, Generator* gen) {
+            return std::unique_ptr<Model>(new MaskedLanguageModelOf<Net>(name, Net::Config::from_json(config), gen));
+          }};
+}
+
 }  // namespace
 
 const char* kind_name(Kind k) {
@@ -57,6 +65,7 @@ const char* kind_name(Kind k) {
     case Kind::seq2seq: return "sequence-to-sequence";
     case Kind::language_model: return "language";
     case Kind::image_classifier: return "image classification";
+    case Kind::masked_language_model: return "masked language";
   }
   return "?";
 }
@@ -88,6 +97,8 @@ const std::vector<ModelType>& model_types() {
       image_classifier<nn::ConvNet>("convnet",
                                     "a ResNet-style image classifier, optionally with non-local (self-attention) "
                                     "blocks (He et al. 2016; Wang et al. 2018)"),
+      masked_language_model<nn::Bert>("bert", "a bidirectional Transformer encoder with a masked-token head "
+                                              "(Devlin et al. 2019: BERT)"),
   };
   return types;
 }
@@ -122,6 +133,14 @@ std::unique_ptr<ImageClassifier> build_image_classifier(const std::string& type,
   QKV_CHECK(t.kind == Kind::image_classifier, "a ", type, " model is a ", kind_name(t.kind),
             " model, not an image classifier");
   return std::unique_ptr<ImageClassifier>(static_cast<ImageClassifier*>(t.build(config, gen).release()));
+}
+
+std::unique_ptr<MaskedLanguageModel> build_masked_language_model(const std::string& type, const nlohmann::json& config,
+                                                                Generator* gen) {
+  const ModelType& t = model_type(type);
+  QKV_CHECK(t.kind == Kind::masked_language_model, "a ", type, " model is a ", kind_name(t.kind),
+            " model, not a masked language model");
+  return std::unique_ptr<MaskedLanguageModel>(static_cast<MaskedLanguageModel*>(t.build(config, gen).release()));
 }
 
 }  // namespace qkv::models

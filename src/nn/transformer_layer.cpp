@@ -15,6 +15,13 @@ void check_options(const TransformerLayerOptions& o, const char* who) {
   QKV_CHECK(o.dropout >= 0.f && o.dropout < 1.f, who, ": dropout must be in [0, 1), got ", o.dropout);
 }
 
+// The [B, L, E] view the layers compute on, and back.
+Tensor to_batch_first(const Tensor& x, bool batch_first) {
+  return batch_first || x.dim() != 3 ? x : x.transpose(0, 1);
+}
+
+}  // namespace
+
 Tensor activate(const Tensor& x, Activation act) {
   switch (act) {
     case Activation::relu: return relu(x);
@@ -24,13 +31,6 @@ Tensor activate(const Tensor& x, Activation act) {
   }
   return x;
 }
-
-// The [B, L, E] view the layers compute on, and back.
-Tensor to_batch_first(const Tensor& x, bool batch_first) {
-  return batch_first || x.dim() != 3 ? x : x.transpose(0, 1);
-}
-
-}  // namespace
 
 // FFN(x) = W₂ Dropout(act(W₁ x + b₁)) + b₂
 Tensor feed_forward(const Tensor& x, const Linear& linear1, const Linear& linear2, Activation activation,

@@ -2,7 +2,7 @@
 built by `transformers`, saved with save_pretrained as a user's downloaded folder would be, and what
 `transformers` computes with them.
 
-    python3 tests/golden/make_hf_golden.py     # pyenv python3: pip install torch transformers tokenizers
+    python3 tests/golden/make_hf_golden.py [gpt2|llama|marian|bert …]   # pyenv python3: pip install torch transformers tokenizers
 
 Writes tests/golden/hf/<case>/ — config.json, model.safetensors (or shards and their index), and
 reference.json: the input ids, the f32 logits of every position, and 64 greedily generated tokens —
@@ -246,8 +246,98 @@ def marian_cases():
     print("marian:", ref["greedy"], ref["beam4"], file=sys.stderr)
 
 
+FILL_MASK = ["The cat [MASK] on the mat.", "To be, or not to [MASK], that is the [MASK].",
+             "My LORD, the King [MASK] come!"]
+
+
+def wordpiece_tokenizer(lowercase, vocab):
+    """BERT's tokenizer made with `tokenizers` (WordPiece trained on Shakespeare; BertNormalizer with
+    lower-casing as asked, BertPreTokenizer, [CLS] $A [SEP] with token types), wrapped as transformers
+    wraps a tokenizer.json."""
+    from tokenizers import Tokenizer, decoders, models, normalizers, pre_tokenizers, processors, trainers
+    with open(os.path.join(SHARED, "tinyshakespeare", "input.txt"), encoding="utf-8") as f:
+        lines = f.read().splitlines()[:20000]
+    special = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]
+    tok = Tokenizer(models.WordPiece(unk_token="[UNK]"))
+    tok.normalizer = normalizers.BertNormalizer(lowercase=lowercase, strip_accents=None if lowercase else False)
+    tok.pre_tokenizer = pre_tokenizers.BertPreTokenizer()
+    tok.decoder = decoders.WordPiece(prefix="##")
+    tok.train_from_iterator(lines, trainers.WordPieceTrainer(vocab_size=vocab, special_tokens=special,
+                                                             show_progress=False))
+    cls, sep = tok.token_to_id("[CLS]"), tok.token_to_id("[SEP]")
+    tok.post_processor = processors.TemplateProcessing(
+        single="[CLS] $A [SEP]", pair="[CLS] $A [SEP] $B:1 [SEP]:1", special_tokens=[("[CLS]", cls), ("[SEP]", sep)])
+    return transformers.PreTrainedTokenizerFast(tokenizer_object=tok, unk_token="[UNK]", pad_token="[PAD]",
+                                                cls_token="[CLS]", sep_token="[SEP]", mask_token="[MASK]",
+                                                model_input_names=["input_ids", "token_type_ids", "attention_mask"])
+
+
+def bert_cases():
+    """BertForMaskedLM (token types, type_vocab_size 2, padding) with a lower-casing and a cased
+    WordPiece tokenizer, and a BertModel (no MLM head, a pooler). Appended with a seed of their own:
+    the cases above keep their bytes."""
+    torch.manual_seed(46)
+    cases = [("bert-uncased", True, transformers.BertForMaskedLM, dict(hidden_act="gelu")),
+             ("bert-cased", False, transformers.BertForMaskedLM, dict(hidden_act="gelu_new", layer_norm_eps=1e-7)),
+             ("bert-model", True, transformers.BertModel, dict(hidden_act="gelu"))]
+    for name, lowercase, cls, extra in cases:
+        tokenizer = wordpiece_tokenizer(lowercase, 400)
+        V = len(tokenizer)
+        c = transformers.BertConfig(vocab_size=V, hidden_size=48, num_hidden_layers=2, num_attention_heads=4,
+                                    intermediate_size=80, max_position_embeddings=40, type_vocab_size=2,
+                                    pad_token_id=tokenizer.pad_token_id, **extra)
+        m = cls(c)
+        randomize(m, 0.5)
+        with torch.no_grad():  # randomize() knows "norm", not BERT's "LayerNorm": its weights about 1 too
+            for pname, p in m.named_parameters():
+                if pname.endswith("LayerNorm.weight"):
+                    p.add_(1.0)
+        m.eval()
+        out = os.path.join(HERE, name)
+        shutil.rmtree(out, ignore_errors=True)
+        g = torch.Generator().manual_seed(3)
+        ids = torch.randint(5, V, (2, 12), generator=g)
+        types = torch.zeros(2, 12, dtype=torch.long)
+        types[0, 6:] = 1  # a sentence pair: the second sentence's token type is 1
+        mask = torch.ones(2, 12, dtype=torch.long)
+        mask[1, 8:] = 0  # row 1 is padded after 8 tokens
+        ids[1, 8:] = tokenizer.pad_token_id
+        with torch.no_grad():
+            o = m(input_ids=ids, token_type_ids=types, attention_mask=mask)
+            out_t = (o.logits if cls is transformers.BertForMaskedLM else o.last_hidden_state).float()
+        m.save_pretrained(out, safe_serialization=True)
+        tokenizer.save_pretrained(out)
+        ref = {"transformers": transformers.__version__, "torch": torch.__version__, "input_ids": ids.tolist(),
+               "token_type_ids": types.tolist(), "attention_mask": mask.tolist(),
+               "output": "logits" if cls is transformers.BertForMaskedLM else "last_hidden_state",
+               "logits_shape": list(out_t.shape), "logits": [round(v, 7) for v in out_t.flatten().tolist()]}
+        if cls is transformers.BertForMaskedLM:
+            fill = transformers.pipeline("fill-mask", model=m, tokenizer=tokenizer, top_k=5)
+            ref["fill_mask"] = []
+            for text in FILL_MASK:
+                r = fill(text)
+                if isinstance(r[0], dict):
+                    r = [r]
+                ref["fill_mask"].append({"text": text, "ids": tokenizer(text)["input_ids"], "masks": [
+                    [{"token": x["token"], "token_str": x["token_str"], "score": x["score"],
+                      "sequence": x["sequence"]} for x in per_mask] for per_mask in r]})
+            pair = tokenizer("The cat sat.", "It was [MASK].")
+            ref["pair"] = {"text": "The cat sat.", "text_pair": "It was [MASK].", "ids": pair["input_ids"],
+                           "token_type_ids": pair["token_type_ids"]}
+        with open(os.path.join(out, "reference.json"), "w") as f:
+            json.dump(ref, f)
+        size = sum(os.path.getsize(os.path.join(out, x)) for x in os.listdir(out))
+        print(f"{name}: {size / 1024:.0f} KiB", ref.get("fill_mask", [{}])[0], file=sys.stderr)
+
+
 if __name__ == "__main__":
     os.makedirs(HERE, exist_ok=True)
-    gpt2_cases()
-    llama_cases()
-    marian_cases()
+    only = sys.argv[1:]  # e.g. "bert": those cases alone
+    if not only or "gpt2" in only:
+        gpt2_cases()
+    if not only or "llama" in only:
+        llama_cases()
+    if not only or "marian" in only:
+        marian_cases()
+    if not only or "bert" in only:
+        bert_cases()

@@ -6,6 +6,7 @@
 #include <filesystem>
 #include <fstream>
 
+#include "qkv/decode/fill_mask.h"
 #include "qkv/decode/generate.h"
 #include "qkv/decode/translator.h"
 #include "qkv/io/file.h"
@@ -202,6 +203,104 @@ TEST(HfConvert, MarianTranslatesTextAsTransformers) {
   }
 }
 
+// ---- BERT -------------------------------------------------------------------------------------------
+
+Tensor int_matrix(const nlohmann::json& j) {
+  const auto rows = j.get<std::vector<std::vector<int32_t>>>();
+  std::vector<int32_t> flat;
+  for (auto& r : rows) flat.insert(flat.end(), r.begin(), r.end());
+  return Tensor::from_ints(flat, {static_cast<int64_t>(rows.size()), static_cast<int64_t>(rows[0].size())});
+}
+
+// The logits of every position (BertModel: the last hidden states) of a batch whose first row is a
+// sentence pair (token types 0 then 1) and whose second row is padded (attention_mask 0).
+void check_bert(const std::string& name) {
+  SCOPED_TRACE(name);
+  testing::TempDir dir("hf-bert");
+  const std::string out = (dir.path / (name + ".safetensors")).string();
+  convert_hf((kGolden / name).string(), out);
+  EXPECT_EQ(model_file_kind(out), Kind::masked_language_model);
+  LoadedMaskedLanguageModel m = load_masked_language_model(out);
+  const nlohmann::json ref = reference(name);
+  const Tensor ids = int_matrix(ref["input_ids"]), types = int_matrix(ref["token_type_ids"]),
+               mask = int_matrix(ref["attention_mask"]);
+  const bool logits = ref["output"] == "logits";
+  EXPECT_EQ(m.model->has_mlm_head(), logits);
+  Tensor got = logits ? m.model->forward(ids, types, mask) : m.model->encode(ids, types, mask);
+  EXPECT_EQ(got.shape(), ref["logits_shape"].get<Shape>());
+  EXPECT_LE(testing::rel_error(got.to_vector(), ref["logits"].get<std::vector<float>>()), 1e-4);
+  // the token types matter: all-zero types give other outputs
+  Tensor zero_types = logits ? m.model->forward(ids, Tensor(), mask) : m.model->encode(ids, Tensor(), mask);
+  EXPECT_GT(testing::rel_error(zero_types.to_vector(), ref["logits"].get<std::vector<float>>()), 1e-3);
+}
+
+TEST(HfConvert, BertUncasedEqualsTransformers) { check_bert("bert-uncased"); }
+TEST(HfConvert, BertCasedGeluTanhEqualsTransformers) { check_bert("bert-cased"); }
+TEST(HfConvert, BertModelHiddenStatesEqualTransformers) { check_bert("bert-model"); }
+
+// fill-mask as pipeline("fill-mask", top_k=5): the text's ids equal the tokenizer's, and for each
+// [MASK] the same five tokens in the same order, their probabilities (≤ 1e-4 relative), texts and
+// filled-in sequences; a sentence pair's ids and token types equal tokenizer(text, text_pair)'s.
+TEST(HfConvert, BertFillMaskEqualsThePipeline) {
+  for (const std::string name : {"bert-uncased", "bert-cased"}) {
+    SCOPED_TRACE(name);
+    testing::TempDir dir("hf-bert-fill");
+    const std::string out = (dir.path / "bert.safetensors").string();
+    convert_hf((kGolden / name).string(), out);
+    LoadedMaskedLanguageModel m = load_masked_language_model(out);
+    ASSERT_NE(m.tokenizer.hf(), nullptr);
+    const text::HfTokenizer& tok = *m.tokenizer.hf();
+    const nlohmann::json ref = reference(name);
+    for (const auto& fm : ref["fill_mask"]) {
+      const std::string text = fm["text"].get<std::string>();
+      SCOPED_TRACE(text);
+      EXPECT_EQ(tok.encode(text), fm["ids"].get<std::vector<int32_t>>());
+      const auto got = decode::fill_mask(*m.model, tok, text, {.top_k = 5});
+      ASSERT_EQ(got.size(), fm["masks"].size());
+      for (size_t i = 0; i < got.size(); ++i) {
+        const auto& want = fm["masks"][i];
+        ASSERT_EQ(got[i].size(), want.size());
+        for (size_t j = 0; j < got[i].size(); ++j) {
+          EXPECT_EQ(got[i][j].token, want[j]["token"].get<int32_t>()) << "mask " << i << ", rank " << j;
+          EXPECT_NEAR(got[i][j].score, want[j]["score"].get<double>(), 1e-4 * want[j]["score"].get<double>());
+          EXPECT_EQ(got[i][j].token_str, want[j]["token_str"].get<std::string>());
+          EXPECT_EQ(got[i][j].sequence, want[j]["sequence"].get<std::string>());
+        }
+      }
+    }
+    const auto& pair = ref["pair"];
+    const text::HfEncoding e = tok.encode_pair(pair["text"].get<std::string>(), pair["text_pair"].get<std::string>());
+    EXPECT_EQ(e.ids, pair["ids"].get<std::vector<int32_t>>());
+    EXPECT_EQ(e.token_type_ids, pair["token_type_ids"].get<std::vector<int32_t>>());
+    EXPECT_EQ(decode::fill_mask(*m.model, tok, pair["text"].get<std::string>(),
+                                {.top_k = 3, .text_pair = pair["text_pair"].get<std::string>()})[0].size(), 3u);
+  }
+}
+
+// Hostile input: no mask, a text longer than the positions, a model without the head.
+TEST(HfConvert, BertFillMaskRefusesHostileInput) {
+  testing::TempDir dir("hf-bert-hostile-input");
+  const std::string out = (dir.path / "bert.safetensors").string();
+  convert_hf((kGolden / "bert-uncased").string(), out);
+  LoadedMaskedLanguageModel m = load_masked_language_model(out);
+  const text::HfTokenizer& tok = *m.tokenizer.hf();
+  std::string e = testing::error_of([&] { decode::fill_mask(*m.model, tok, "The cat sat on the mat."); });
+  EXPECT_NE(e.find("'The cat sat on the mat.' has no [MASK] token"), std::string::npos) << e;
+  std::string longer = "[MASK]";
+  for (int i = 0; i < 50; ++i) longer += " the cat";
+  e = testing::error_of([&] { decode::fill_mask(*m.model, tok, longer); });
+  EXPECT_NE(e.find("more than the model's 40 positions"), std::string::npos) << e;
+  EXPECT_NE(e.find("'[MASK] the cat"), std::string::npos) << e;
+  const std::string plain = (dir.path / "plain.safetensors").string();
+  convert_hf((kGolden / "bert-model").string(), plain);
+  LoadedMaskedLanguageModel p = load_masked_language_model(plain);
+  e = testing::error_of([&] { decode::fill_mask(*p.model, *p.tokenizer.hf(), "The [MASK] sat."); });
+  EXPECT_NE(e.find("no masked-language-model head"), std::string::npos) << e;
+  // a masked language model is not a language model, nor the reverse
+  e = testing::error_of([&] { load_language_model(out); });
+  EXPECT_NE(e.find("\"bert\" model (masked language)"), std::string::npos) << e;
+}
+
 // ---- hostile folders: a clear message naming the file and the field or tensor ---------------------
 
 // A copy of a golden folder to spoil.
@@ -323,6 +422,37 @@ TEST(HfConvert, HostileFolders) {
     write(f / "source.spm", "not a model");
     e = convert_error(f, dir.path);
     EXPECT_NE(e.find("source.spm"), std::string::npos) << e;
+  }
+  {  // BERT: an unknown field, an unsupported position embedding, a shape that differs, no tokenizer
+    fs::path f = copy_case("bert-uncased", dir.path / "k");
+    auto c = read_json(f / "config.json");
+    c["use_rotary"] = true;
+    write(f / "config.json", c.dump());
+    std::string e = convert_error(f, dir.path);
+    EXPECT_NE(e.find("config.json"), std::string::npos) << e;
+    EXPECT_NE(e.find("'use_rotary'"), std::string::npos) << e;
+    EXPECT_NE(e.find("BertForMaskedLM"), std::string::npos) << e;
+    c.erase("use_rotary");
+    c["position_embedding_type"] = "relative_key";
+    write(f / "config.json", c.dump());
+    e = convert_error(f, dir.path);
+    EXPECT_NE(e.find("position_embedding_type 'relative_key'"), std::string::npos) << e;
+    c.erase("position_embedding_type");
+    c["type_vocab_size"] = 3;
+    write(f / "config.json", c.dump());
+    e = convert_error(f, dir.path);
+    EXPECT_NE(e.find("model.safetensors': the tensor 'bert.embeddings.token_type_embeddings.weight' is [2,48] but "
+                     "config.json makes it [3,48]"), std::string::npos) << e;
+    c["type_vocab_size"] = 2;
+    c["num_hidden_layers"] = 1;
+    write(f / "config.json", c.dump());
+    e = convert_error(f, dir.path);
+    EXPECT_NE(e.find("'bert.encoder.layer.1."), std::string::npos) << e;
+    c["num_hidden_layers"] = 2;
+    write(f / "config.json", c.dump());
+    fs::remove(f / "tokenizer.json");
+    e = convert_error(f, dir.path);
+    EXPECT_NE(e.find("has no tokenizer"), std::string::npos) << e;
   }
   {  // config.json that is not JSON, or not an object
     fs::path f = copy_case("gpt2", dir.path / "i");

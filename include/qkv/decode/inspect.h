@@ -6,6 +6,8 @@
 //                                                             columns: the decoder's inputs, <s> …)
 //                    cross         output → source
 //   language model:  decoder_self  text → text before it    (causal)
+//   masked language model (BERT):  encoder_self  text → the whole text, [CLS] and [SEP] included
+//                                  (bidirectional; WordPiece's "##" pieces continue a word)
 //
 // A translation is decoded first (beam search as TranslateOptions say), then the model runs once
 // more over (source + EOS, BOS + translation) with the weights kept — teacher forcing on its own
@@ -57,6 +59,11 @@ AttentionView translation_attention(const models::Seq2SeqModel& model, const tex
 // The language model's causal self-attention over `text` (at most block_size tokens: longer is an error).
 AttentionView language_model_attention(const models::LanguageModel& model, const text::LMTokenizer& tokenizer,
                                        const std::string& text);
+
+// The masked language model's bidirectional self-attention over `text` (with its tokenizer's
+// special tokens; at most max_positions tokens: longer is an error naming the text).
+AttentionView masked_language_model_attention(const models::MaskedLanguageModel& model,
+                                              const text::LMTokenizer& tokenizer, const std::string& text);
 
 // Token texts → axis: a token starting with a space or ▁ (or one after a whitespace token) starts
 // a new word; whitespace-only tokens belong to no word; "<s>"/"</s>" are words of their own.

@@ -59,6 +59,16 @@ struct LoadedImageClassifier {
 };
 LoadedImageClassifier load_image_classifier(const std::string& path, const LoadOptions& options = {});
 
+// A masked language model (Kind::masked_language_model: BERT) and its tokenizer (a converted
+// model's Hugging Face tokenizer: tokenizer.hf() has the [MASK], [CLS] and [SEP] ids).
+struct LoadedMaskedLanguageModel {
+  std::unique_ptr<MaskedLanguageModel> model;
+  text::LMTokenizer tokenizer;
+  nlohmann::json meta;
+  std::string path;
+};
+LoadedMaskedLanguageModel load_masked_language_model(const std::string& path, const LoadOptions& options = {});
+
 // The kind of model a file holds (for commands that serve several kinds); errors as above.
 Kind model_file_kind(const std::string& path);
 // Loads `path` as the loader of its kind does and lets it go: the file's config, tokenizer and

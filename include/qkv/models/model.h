@@ -8,6 +8,8 @@
 //                  attention maps
 //   LanguageModel  tokens → next token (GPT): loss and logits; step with a cache, for generation
 //   ImageClassifier  image → class (a ConvNet): loss and logits; attention maps where it attends
+//   MaskedLanguageModel  tokens → every token, read in both directions (BERT): hidden states and
+//                  the masked-token logits; attention maps
 //
 // An architecture is an nn module (src/nn/) with the methods listed in models/network.h; one line
 // in src/models/registry.cpp makes it a model of its kind, under a type name, for model files and
@@ -26,7 +28,7 @@
 
 namespace qkv::models {
 
-enum class Kind { seq2seq, language_model, image_classifier };
+enum class Kind { seq2seq, language_model, image_classifier, masked_language_model };
 
 // What a decoder keeps between steps (KV caches, recurrent states, …), one row per hypothesis.
 // Opaque to the search, which only regroups the rows.
@@ -112,6 +114,23 @@ class ImageClassifier : public Model {
   virtual Tensor forward(const Tensor& images, nn::AttentionMaps* maps = nullptr) const = 0;
   // Mean cross-entropy (label smoothing ε) against labels i32 [N].
   virtual Tensor loss(const Tensor& images, const Tensor& labels, float label_smoothing = 0.f) const = 0;
+};
+
+// An encoder read in both directions (BERT): no generation, every position sees every other token.
+class MaskedLanguageModel : public Model {
+ public:
+  Kind kind() const override { return Kind::masked_language_model; }
+  virtual int64_t max_positions() const = 0;    // the longest input it knows positions for
+  virtual int64_t type_vocab_size() const = 0;  // the token types (segments) it knows
+  virtual bool has_mlm_head() const = 0;        // false: an encoder only (hidden states, no token logits)
+  // input_ids i32 [B, T]; token_type_ids i32 [B, T] (undefined: all 0); attention_mask i32 [B, T]
+  // (1: a token, 0: padding; undefined: none) → the hidden states [B, T, E]; `maps`, when given,
+  // receives the self-attention weights (maps->encoder_self, [B, H, T, T] per layer).
+  virtual Tensor encode(const Tensor& input_ids, const Tensor& token_type_ids = Tensor(),
+                        const Tensor& attention_mask = Tensor(), nn::AttentionMaps* maps = nullptr) const = 0;
+  // The same through the masked-language-model head → logits [B, T, V]; without a head: qkv::Error.
+  virtual Tensor forward(const Tensor& input_ids, const Tensor& token_type_ids = Tensor(),
+                         const Tensor& attention_mask = Tensor(), nn::AttentionMaps* maps = nullptr) const = 0;
 };
 
 }  // namespace qkv::models

@@ -6,6 +6,7 @@
 //   seq2seq<nn::Seq2SeqTransformer>("transformer", "…")      → a Seq2SeqModel
 //   language_model<nn::GPT>("gpt", "…")                      → a LanguageModel
 //   image_classifier<nn::ConvNet>("convnet", "…")             → an ImageClassifier
+//   masked_language_model<nn::Bert>("bert", "…")              → a MaskedLanguageModel
 //
 // The concepts state the contract; a module that misses a method fails to compile at its
 // registration, naming the requirement.
@@ -85,6 +86,17 @@ concept ImageClassifierNetwork = Network<Net> && requires(const Net& net, const 
   { net.config.class_name(int64_t{0}) } -> std::convertible_to<std::string>;
   { net.forward(t, maps) } -> std::same_as<Tensor>;
   { net.loss(t, t, 0.f) } -> std::same_as<Tensor>;
+};
+
+// Tokens → every token, both directions: MaskedLanguageModel's methods.
+template <class Net>
+concept MaskedLanguageModelNetwork = Network<Net> && requires(const Net& net, const Tensor& t, nn::AttentionMaps* maps) {
+  { net.config.vocab_size } -> std::convertible_to<int64_t>;
+  { net.config.max_position_embeddings } -> std::convertible_to<int64_t>;
+  { net.config.type_vocab_size } -> std::convertible_to<int64_t>;
+  { net.config.mlm_head } -> std::convertible_to<bool>;
+  { net.encode(t, t, t, maps) } -> std::same_as<Tensor>;
+  { net.forward(t, t, t, maps) } -> std::same_as<Tensor>;
 };
 
 namespace detail {
@@ -200,6 +212,21 @@ class ImageClassifierOf final : public detail::Adapter<Net, ImageClassifier> {
   }
   Tensor loss(const Tensor& images, const Tensor& labels, float label_smoothing) const override {
     return this->net_.loss(images, labels, label_smoothing);
+  }
+};
+
+template <MaskedLanguageModelNetwork Net>
+class MaskedLanguageModelOf final : public detail::Adapter<Net, MaskedLanguageModel> {
+ public:
+  using detail::Adapter<Net, MaskedLanguageModel>::Adapter;
+  int64_t max_positions() const override { return this->net_.config.max_position_embeddings; }
+  int64_t type_vocab_size() const override { return this->net_.config.type_vocab_size; }
+  bool has_mlm_head() const override { return this->net_.config.mlm_head; }
+  Tensor encode(const Tensor& ids, const Tensor& types, const Tensor& mask, nn::AttentionMaps* maps) const override {
+    return this->net_.encode(ids, types, mask, maps);
+  }
+  Tensor forward(const Tensor& ids, const Tensor& types, const Tensor& mask, nn::AttentionMaps* maps) const override {
+    return this->net_.forward(ids, types, mask, maps);
   }
 };
 

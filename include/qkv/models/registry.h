@@ -37,7 +37,9 @@ std::unique_ptr<LanguageModel> build_language_model(const std::string& type, con
                                                     Generator* gen = nullptr);
 std::unique_ptr<ImageClassifier> build_image_classifier(const std::string& type, const nlohmann::json& config,
                                                         Generator* gen = nullptr);
-// "sequence-to-sequence", "language", "image classification": for messages.
+std::unique_ptr<MaskedLanguageModel> build_masked_language_model(const std::string& type, const nlohmann::json& config,
+                                                                Generator* gen = nullptr);
+// "sequence-to-sequence", "language", "image classification", "masked language": for messages.
 const char* kind_name(Kind kind);
 
 }  // namespace qkv::models

@@ -37,6 +37,9 @@ struct TransformerLayerOptions {
   bool bias = true;         // biases of the linear layers, attention projections and LayerNorms
 };
 
+// act(x) for the activation chosen (relu, gelu, gelu_tanh, silu).
+Tensor activate(const Tensor& x, Activation activation);
+
 // The feed-forward sublayer FFN(x) = W₂ Dropout(act(W₁ x + b₁)) + b₂ (dropout = the layer's).
 Tensor feed_forward(const Tensor& x, const Linear& linear1, const Linear& linear2, Activation activation,
                     float dropout_p, bool training, Generator* gen);

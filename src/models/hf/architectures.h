@@ -17,6 +17,8 @@ HfArchitecture llama();    // LlamaForCausalLM → "llama"
 HfArchitecture qwen2();    // Qwen2ForCausalLM → "llama"
 HfArchitecture mistral();  // MistralForCausalLM → "llama"
 HfArchitecture marian();   // MarianMTModel → "transformer"
+HfArchitecture bert_for_masked_lm();  // BertForMaskedLM → "bert"
+HfArchitecture bert_model();          // BertModel → "bert" without the MLM head
 
 // config[key] when present and not null, else `fallback` (Hugging Face's default for a field that
 // save_pretrained left out because it equals the default).

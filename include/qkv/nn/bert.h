@@ -1,0 +1,68 @@
+// BERT (Devlin et al. 2019): a Transformer encoder read in both directions, trained to fill in
+// masked tokens — Hugging Face's BertModel / BertForMaskedLM:
+//
+//   x₀ = LN(word[ids] + position[t] + token_type[types])        learned positions, segments 0/1
+//   xₗ = EncoderLayer(xₗ₋₁, padding mask),  l = 1 … L             post-LN, bidirectional, GELU FFN
+//   h  = LN_t(act(transform(x_L)))                                the MLM head's transform
+//   logits = h word_embeddingsᵀ + decoder_bias                    decoder tied to the word embedding
+//
+// The layers are torch.nn's TransformerEncoderLayer (norm_first = false), the one block qkv's
+// encoder–decoder and GPT are built from; a padded key (attention_mask 0) gets no weight.
+// Parameter names: word_embeddings.weight, position_embeddings.weight, token_type_embeddings.weight,
+// embeddings_norm.*, layers.{i}.(self_attn|linear1|linear2|norm1|norm2).*, and with the head
+// transform.*, transform_norm.*, decoder_bias (models/hf/bert.cpp maps Hugging Face's names).
+#pragma once
+
+#include <nlohmann/json_fwd.hpp>
+
+#include "qkv/io/config.h"
+#include "qkv/nn/attention_maps.h"
+#include "qkv/nn/transformer_layer.h"
+
+namespace qkv::nn {
+
+struct BertConfig {
+  int64_t vocab_size = 30522, hidden_size = 768, num_hidden_layers = 12, num_attention_heads = 12,
+          intermediate_size = 3072, max_position_embeddings = 512, type_vocab_size = 2;
+  Activation hidden_act = Activation::gelu;  // the FFN's and the MLM transform's
+  float layer_norm_eps = 1e-12f;
+  float dropout = 0.f;    // hidden_dropout_prob (embeddings, residual branches, attention weights)
+  bool mlm_head = true;   // BertForMaskedLM's head; false: BertModel, hidden states only
+
+  static const io::Fields<BertConfig>& fields();
+  static BertConfig from_json(const nlohmann::json& j);  // fields() plus hidden_size % heads == 0
+  nlohmann::json to_json() const;
+  int64_t width() const { return hidden_size; }
+  std::string describe() const;  // "BERT 12 layers, 12 heads, 768 dims, 512 positions, vocab 30522"
+};
+
+class Bert : public Module {
+ public:
+  using Config = BertConfig;
+  explicit Bert(const BertConfig& config, Generator* gen = nullptr);
+
+  // input_ids i32 [B, T] (T ≤ max_position_embeddings); token_type_ids i32 [B, T] (undefined: all
+  // 0); attention_mask i32 [B, T] (1: a token, 0: padding; undefined: no padding) → the last
+  // layer's hidden states [B, T, E]. `maps`, when given, receives each layer's self-attention
+  // weights [B, H, T, T] (maps->encoder_self).
+  Tensor encode(const Tensor& input_ids, const Tensor& token_type_ids = Tensor(),
+                const Tensor& attention_mask = Tensor(), AttentionMaps* maps = nullptr) const;
+  // The same through the MLM head → logits [B, T, vocab_size]; a model without it: qkv::Error.
+  Tensor forward(const Tensor& input_ids, const Tensor& token_type_ids = Tensor(),
+                 const Tensor& attention_mask = Tensor(), AttentionMaps* maps = nullptr) const;
+  // (Inference reads the f32 parameters: nothing to copy.)
+  void set_inference_weights(InferenceWeights) {}
+
+  BertConfig config;
+  std::shared_ptr<Embedding> word_embeddings, position_embeddings, token_type_embeddings;
+  std::shared_ptr<LayerNorm> embeddings_norm;
+  std::vector<std::shared_ptr<TransformerEncoderLayer>> layers;
+  std::shared_ptr<Linear> transform;          // the MLM head (null without it)
+  std::shared_ptr<LayerNorm> transform_norm;
+  Tensor decoder_bias;                        // [vocab_size]
+
+ private:
+  Generator* gen_;
+};
+
+}  // namespace qkv::nn

@@ -1,0 +1,123 @@
+#include "qkv/nn/bert.h"
+
+#include <nlohmann/json.hpp>
+
+#include "qkv/core/error.h"
+#include "qkv/nn/init.h"
+#include "qkv/ops.h"
+
+namespace qkv::nn {
+
+const io::Fields<BertConfig>& BertConfig::fields() {
+  using F = io::Fields<BertConfig>;
+  static const F f("BERT config", {
+                                      F::integer("vocab_size", &BertConfig::vocab_size, 1),
+                                      F::integer("hidden_size", &BertConfig::hidden_size, 1),
+                                      F::integer("num_hidden_layers", &BertConfig::num_hidden_layers, 1),
+                                      F::integer("num_attention_heads", &BertConfig::num_attention_heads, 1),
+                                      F::integer("intermediate_size", &BertConfig::intermediate_size, 1),
+                                      F::integer("max_position_embeddings", &BertConfig::max_position_embeddings, 1),
+                                      F::integer("type_vocab_size", &BertConfig::type_vocab_size, 1),
+                                      F::choice("hidden_act", &BertConfig::hidden_act),
+                                      F::number("layer_norm_eps", &BertConfig::layer_norm_eps, 1e-30, 1),
+                                      F::number("dropout", &BertConfig::dropout, 0, 1, /*hi_open=*/true),
+                                      F::boolean("mlm_head", &BertConfig::mlm_head),
+                                  });
+  return f;
+}
+
+BertConfig BertConfig::from_json(const nlohmann::json& j) {
+  BertConfig c = fields().from_json(j);
+  QKV_CHECK(c.hidden_size % c.num_attention_heads == 0, "BERT config: hidden_size ", c.hidden_size,
+            " must be a multiple of num_attention_heads ", c.num_attention_heads);
+  return c;
+}
+
+nlohmann::json BertConfig::to_json() const { return fields().to_json(*this); }
+
+std::string BertConfig::describe() const {
+  return detail::concat("BERT ", num_hidden_layers, " layers, ", num_attention_heads, " heads, ", hidden_size,
+                        " dims, ", max_position_embeddings, " positions, ", type_vocab_size, " token types, vocab ",
+                        vocab_size, mlm_head ? ", MLM head" : ", no MLM head");
+}
+
+Bert::Bert(const BertConfig& c, Generator* gen) : config(c), gen_(gen) {
+  Generator& g = gen ? *gen : default_generator();
+  word_embeddings = register_module("word_embeddings", std::make_shared<Embedding>(c.vocab_size, c.hidden_size, -1, &g));
+  position_embeddings = register_module(
+      "position_embeddings", std::make_shared<Embedding>(c.max_position_embeddings, c.hidden_size, -1, &g));
+  token_type_embeddings = register_module(
+      "token_type_embeddings", std::make_shared<Embedding>(c.type_vocab_size, c.hidden_size, -1, &g));
+  embeddings_norm = register_module("embeddings_norm", std::make_shared<LayerNorm>(c.hidden_size, c.layer_norm_eps));
+  TransformerLayerOptions o;
+  o.d_model = c.hidden_size, o.nhead = c.num_attention_heads, o.dim_feedforward = c.intermediate_size;
+  o.dropout = c.dropout, o.activation = c.hidden_act, o.layer_norm_eps = c.layer_norm_eps;
+  o.norm_first = false, o.bias = true, o.batch_first = true;
+  for (int64_t i = 0; i < c.num_hidden_layers; ++i)
+    layers.push_back(register_module("layers." + std::to_string(i), std::make_shared<TransformerEncoderLayer>(o, &g)));
+  if (c.mlm_head) {
+    transform = register_module("transform", std::make_shared<Linear>(c.hidden_size, c.hidden_size, true, &g));
+    transform_norm = register_module("transform_norm", std::make_shared<LayerNorm>(c.hidden_size, c.layer_norm_eps));
+    decoder_bias = register_parameter("decoder_bias", Tensor::zeros({c.vocab_size}));
+  }
+  // BERT's initialization (initializer_range 0.02): N(0, 0.02) for every matrix and embedding, zero
+  // biases, LayerNorms at 1 / 0.
+  for (auto& [name, p] : named_parameters()) {
+    Tensor t = p.detach();
+    if (name.find("norm") != std::string::npos) continue;
+    if (p.dim() >= 2) init::normal_(t, g, 0.f, 0.02f);
+    else init::zeros_(t);
+  }
+}
+
+Tensor Bert::encode(const Tensor& ids, const Tensor& types, const Tensor& attention_mask, AttentionMaps* maps) const {
+  QKV_CHECK(ids.dim() == 2 && ids.dtype() == DType::i32, "BERT: input_ids must be i32 [B, T], got ",
+            shape_str(ids.shape()));
+  const int64_t B = ids.size(0), T = ids.size(1);
+  QKV_CHECK(T >= 1 && T <= config.max_position_embeddings, "BERT: ", T,
+            " tokens, more than max_position_embeddings ", config.max_position_embeddings);
+  for (const Tensor* t : {&types, &attention_mask})
+    QKV_CHECK(!t->defined() || (t->shape() == ids.shape() && t->dtype() == DType::i32), "BERT: ",
+              t == &types ? "token_type_ids" : "attention_mask", " must be i32 ", shape_str(ids.shape()),
+              " as input_ids, got ", shape_str(t->shape()));
+  // x₀ = Dropout(LN(word[ids] + position[0 … T−1] + token_type[types]))
+  Tensor x = word_embeddings->forward(ids) + position_embeddings->weight.slice(0, 0, T);
+  x = types.defined() ? x + token_type_embeddings->forward(types) : x + token_type_embeddings->weight.select(0, 0);
+  x = dropout(embeddings_norm->forward(x), config.dropout, is_training(), gen_);
+
+  // The padding mask [B, 1, 1, T], true = key j may be attended to (attention_mask 1).
+  Tensor mask;
+  if (attention_mask.defined()) {
+    const std::vector<int32_t> m = attention_mask.to_ints();
+    std::vector<bool> keep(m.size());
+    for (int64_t b = 0; b < B; ++b) {
+      bool any = false;
+      for (int64_t t = 0; t < T; ++t) {
+        const int32_t v = m[static_cast<size_t>(b * T + t)];
+        QKV_CHECK(v == 0 || v == 1, "BERT: attention_mask holds ", v, " (row ", b, "); 1 marks a token, 0 padding");
+        keep[static_cast<size_t>(b * T + t)] = v == 1;
+        any = any || v == 1;
+      }
+      QKV_CHECK(any, "BERT: row ", b, " of attention_mask has no token (all padding)");
+    }
+    mask = Tensor::from_bools(keep, {B, 1, 1, T}).to(x.device());
+  }
+  // xₗ = LN(h + FFN(h)), h = LN(xₗ₋₁ + SelfAttention(xₗ₋₁))   (post-LN, every key but padding)
+  for (const auto& layer : layers) {
+    Tensor w;
+    x = layer->forward_masked(x, mask, /*is_causal=*/false, maps ? &w : nullptr);
+    if (maps) maps->encoder_self.push_back(w);
+  }
+  return x;  // [B, T, E]
+}
+
+Tensor Bert::forward(const Tensor& ids, const Tensor& types, const Tensor& attention_mask, AttentionMaps* maps) const {
+  QKV_CHECK(config.mlm_head, "BERT: this model has no masked-language-model head (a BertModel: hidden states only; "
+                             "fill-mask needs a BertForMaskedLM)");
+  const Tensor x = encode(ids, types, attention_mask, maps);
+  // h = LN_t(act(transform(x)));  logits = h word_embeddingsᵀ + decoder_bias
+  const Tensor h = transform_norm->forward(activate(transform->forward(x), config.hidden_act));
+  return linear(h, word_embeddings->weight, decoder_bias);  // [B, T, V]
+}
+
+}  // namespace qkv::nn
