@@ -268,6 +268,19 @@ std::vector<int> SentencePiece::encode(std::string_view text) const {
   return ids;
 }
 
+std::vector<int> SentencePiece::encode_target(std::string_view text) const {
+  if (!marian_) return encode(text);
+  std::vector<std::string> pieces;
+  const auto st = marian_->target->Encode(text, &pieces);
+  QKV_CHECK(st.ok(), "SentencePiece::encode_target: ", status_message(st));
+  std::vector<int> ids;
+  for (const std::string& piece : pieces) {
+    const auto it = marian_->ids.find(piece);
+    ids.push_back(it == marian_->ids.end() ? marian_->unk : it->second);
+  }
+  return ids;
+}
+
 std::vector<std::string> SentencePiece::encode_pieces(std::string_view text) const {
   std::vector<std::string> pieces;
   const auto st = sp_->Encode(text, &pieces);

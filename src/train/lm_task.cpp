@@ -12,6 +12,8 @@
 #include "qkv/core/utf8.h"
 #include "qkv/models/model_file.h"
 #include "qkv/models/registry.h"
+#include "qkv/nn/init.h"
+#include "qkv/train/init_from.h"
 #include "qkv/train/memory_plan.h"
 
 namespace qkv::train {
@@ -61,6 +63,7 @@ const io::Fields<LMDataConfig>& LMDataConfig::fields() {
                                         F::text("path", &LMDataConfig::path),
                                         F::number("val_fraction", &LMDataConfig::val_fraction, 0, 1, /*hi_open=*/true),
                                         F::any("tokenizer", &LMDataConfig::tokenizer),
+                                        F::integer("block_size", &LMDataConfig::block_size, 0, 1 << 24),
                                     });
   return f;
 }
@@ -72,6 +75,7 @@ const io::Fields<LMTaskConfig>& LMTaskConfig::fields() {
                                   F::text("task", &C::task),
                                   F::text("description", &C::description),
                                   F::text("_comment", &C::description),
+                                  F::text("init_from", &C::init_from),
                                   F::section("data", &C::data),
                                   F::any("model", &C::model),
                                   F::section("train", &C::train),
@@ -81,11 +85,23 @@ const io::Fields<LMTaskConfig>& LMTaskConfig::fields() {
 
 LMTask::LMTask(const json& config, const std::string& base_dir, const std::string& out_dir, bool resume) {
   QKV_CHECK(io::get_or(config, "task", "") == "lm", "lm task: the config's \"task\" must be \"lm\"");
-  QKV_CHECK(config.contains("data") && config.contains("model") && config.contains("train"),
-            "lm task: the config needs \"data\", \"model\" and \"train\" sections");
+  const bool fine_tune = config.is_object() && config.contains("init_from");
+  QKV_CHECK(config.contains("data") && (config.contains("model") || fine_tune) && config.contains("train"),
+            "lm task: the config needs \"data\", \"model\" (or \"init_from\") and \"train\" sections");
   const LMTaskConfig c = LMTaskConfig::fields().from_json(config);
   cfg_ = c.train;
-  auto [type, m] = model_section(c.model, "gpt");
+  // Fine-tuning (train/init_from.h): the file's model type, hyper-parameters and tokenizer.
+  std::unique_ptr<Pretrained> pre;
+  if (fine_tune) {
+    QKV_CHECK(!c.init_from.empty(), "lm task: init_from is empty (a model file to fine-tune)");
+    pre = std::make_unique<Pretrained>(load_pretrained(c.init_from, base_dir, models::Kind::language_model,
+                                                       config.value("model", json()), "lm task"));
+    QKV_CHECK(!config["data"].is_object() || !config["data"].contains("tokenizer"), "lm task: data.tokenizer ",
+              config["data"].is_object() ? config["data"].value("tokenizer", json()).dump() : "",
+              " would make a new tokenizer, but a model fine-tuned from init_from '", pre->path,
+              "' reads its data with the file's own: leave data.tokenizer out");
+  }
+  auto [type, m] = pre ? std::pair{pre->type, pre->model} : model_section(c.model, "gpt");
   QKV_CHECK(models::model_type(type).kind == models::Kind::language_model, "lm task: model.type \"", type,
             "\" is not a language model type");
   const LMDataConfig& d = c.data;
@@ -97,8 +113,20 @@ LMTask::LMTask(const json& config, const std::string& base_dir, const std::strin
 
   const std::string text = io::read_data_file(path.string(), "lm task: data.path");
   QKV_CHECK(!text.empty(), "lm task: '", path.string(), "' is empty");
-  const LMTokenizerSpec tk = LMTokenizerSpec::from_json(d.tokenizer);
-  if (tk.type == "char") {
+  const LMTokenizerSpec tk = pre ? LMTokenizerSpec{} : LMTokenizerSpec::from_json(d.tokenizer);
+  if (pre) {
+    // The file's tokenizer: the text split 90/10 (at a character boundary), each part encoded.
+    try {
+      tok_ = text::LMTokenizer::from_json(pre->tokenizer);
+    } catch (const Error& e) {
+      QKV_CHECK(false, "lm task: init_from '", pre->path, "': its tokenizer: ", e.what());
+    }
+    tokenizer_meta_ = pre->tokenizer;
+    carried_ = pre->carried;
+    const size_t cut = utf8::boundary_at_or_after(text, static_cast<size_t>(static_cast<double>(text.size()) * (1.0 - val_fraction)));
+    data_.train = tok_.encode(std::string_view(text.data(), cut));
+    data_.val = tok_.encode(std::string_view(text.data() + cut, text.size() - cut));
+  } else if (tk.type == "char") {
     // Characters: the vocabulary of the whole text (nanoGPT's prepare.py), ids split 90/10.
     tok_ = text::LMTokenizer::chars(text);
     std::vector<int32_t> ids = tok_.encode(text);
@@ -131,15 +159,35 @@ LMTask::LMTask(const json& config, const std::string& base_dir, const std::strin
     data_.val = tok_.encode(val_text);
   }
 
-  QKV_CHECK(!m.contains("vocab_size") || m["vocab_size"] == tok_.vocab_size(), "lm task: model.vocab_size ",
-            m["vocab_size"].dump(), " differs from the tokenizer's ", tok_.vocab_size(), " (leave it out)");
-  m["vocab_size"] = tok_.vocab_size();
+  if (pre) {
+    // (a converted model's embedding may have rows past its tokenizer's, as Qwen2's)
+    QKV_CHECK(m.contains("vocab_size") && m["vocab_size"].is_number_integer() &&
+                  m["vocab_size"].get<int64_t>() >= tok_.vocab_size(),
+              "lm task: init_from '", pre->path, "': its tokenizer has ", tok_.vocab_size(),
+              " tokens, more than the model's vocab_size ", m.value("vocab_size", json()).dump());
+  } else {
+    QKV_CHECK(!m.contains("vocab_size") || m["vocab_size"] == tok_.vocab_size(), "lm task: model.vocab_size ",
+              m["vocab_size"].dump(), " differs from the tokenizer's ", tok_.vocab_size(), " (leave it out)");
+    m["vocab_size"] = tok_.vocab_size();
+  }
   // Sizes first (train/memory_plan.h): the model, then one step's logits B·T·V and their gradient.
   const int64_t params = check_model_fits(
       "lm task", m, [&type = type, &m = m] { return models::build_language_model(type, m, nullptr)->module().num_parameters(); });
   gen_ = Generator(cfg_.seed);
-  model_ = models::build_language_model(type, m, &gen_);
-  const int64_t B = cfg_.batch_size, T = model_->block_size(), V = model_->vocab_size();
+  if (pre) {
+    {
+      nn::init::SkipInit no_init;  // (the file's values replace them)
+      model_ = models::build_language_model(type, m, &gen_);
+    }
+    pre->load_into(model_->module());
+  } else {
+    model_ = models::build_language_model(type, m, &gen_);
+  }
+  // Windows of data.block_size tokens, or the model's whole context.
+  QKV_CHECK(d.block_size <= model_->block_size(), "lm task: data.block_size ", d.block_size,
+            " is longer than the model's context of ", model_->block_size(), " tokens");
+  block_ = d.block_size > 0 ? d.block_size : model_->block_size();
+  const int64_t B = cfg_.batch_size, T = block_, V = model_->vocab_size();
   const char* keys = "lm task: train.batch_size × model.block_size × vocab_size × 8 bytes";
   // one step's logits and its graph (graph_bytes: what 10^5 thin layers need however small the batch)
   const int64_t weight_tensors = static_cast<int64_t>(model_->module().parameters().size());
@@ -154,7 +202,7 @@ LMTask::LMTask(const json& config, const std::string& base_dir, const std::strin
 
 StepStats LMTask::train_micro_step(int64_t step, int64_t micro, int64_t accum) {
   // this process's windows of the batch of B (all of them in one process)
-  const int64_t B = cfg_.batch_size, T = model_->block_size();
+  const int64_t B = cfg_.batch_size, T = block_;
   const Rows rows = shard_rows(B, gen_, "lm task");
   // (unsigned: a counter for the random windows, which may wrap)
   const uint64_t counter = (static_cast<uint64_t>(step) * static_cast<uint64_t>(accum) + static_cast<uint64_t>(micro)) *
@@ -170,7 +218,7 @@ StepStats LMTask::train_micro_step(int64_t step, int64_t micro, int64_t accum) {
 
 std::vector<std::pair<std::string, double>> LMTask::evaluate(int64_t) {
   NoGradGuard no_grad;
-  const int64_t B = cfg_.batch_size, T = model_->block_size();
+  const int64_t B = cfg_.batch_size, T = block_;
   std::vector<std::pair<std::string, double>> out;
   for (auto [name, data] : {std::pair{"train_loss", &data_.train}, std::pair{"val_loss", &data_.val}}) {
     double sum = 0;
@@ -183,6 +231,10 @@ std::vector<std::pair<std::string, double>> LMTask::evaluate(int64_t) {
   return out;
 }
 
-json LMTask::model_metadata() const { return models::metadata(*model_, tok_.to_json()); }
+json LMTask::model_metadata() const {
+  json meta = models::metadata(*model_, tokenizer_meta_.is_null() ? tok_.to_json() : tokenizer_meta_);
+  for (const auto& [key, value] : carried_.items()) meta[key] = value;  // init_from's "generation", …
+  return meta;
+}
 
 }  // namespace qkv::train

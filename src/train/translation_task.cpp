@@ -16,6 +16,8 @@
 #include "qkv/text/bleu.h"
 #include "qkv/models/model_file.h"
 #include "qkv/models/registry.h"
+#include "qkv/nn/init.h"
+#include "qkv/train/init_from.h"
 #include "qkv/train/memory_plan.h"
 
 namespace qkv::train {
@@ -119,6 +121,7 @@ const io::Fields<TranslationTaskConfig>& TranslationTaskConfig::fields() {
                                            F::text("task", &C::task),
                                            F::text("description", &C::description),
                                            F::text("_comment", &C::description),
+                                           F::text("init_from", &C::init_from),
                                            F::section("data", &C::data),
                                            F::section("tokenizer", &C::tokenizer),
                                            F::any("model", &C::model),
@@ -131,11 +134,24 @@ const io::Fields<TranslationTaskConfig>& TranslationTaskConfig::fields() {
 TranslationTask::TranslationTask(const json& config, const std::string& base, const std::string& out_dir, bool resume,
                                  bool verbose) {
   QKV_CHECK(io::get_or(config, "task", "") == "translation", "translation task: the config's \"task\" must be \"translation\"");
+  const bool fine_tune = config.is_object() && config.contains("init_from");
   for (const char* k : {"data", "model", "train"})
-    QKV_CHECK(config.contains(k), "translation task: the config needs a \"", k, "\" section");
+    QKV_CHECK(config.contains(k) || (fine_tune && std::string(k) == "model"), "translation task: the config needs a \"", k,
+              "\" section");
   const TranslationTaskConfig c = TranslationTaskConfig::fields().from_json(config);
   cfg_ = c.train;
-  auto [type, m] = model_section(c.model, "transformer");
+  // Fine-tuning (train/init_from.h): the file's model type, hyper-parameters and SentencePiece.
+  std::unique_ptr<Pretrained> pre;
+  if (fine_tune) {
+    QKV_CHECK(!c.init_from.empty(), "translation task: init_from is empty (a model file to fine-tune)");
+    pre = std::make_unique<Pretrained>(load_pretrained(c.init_from, base, models::Kind::seq2seq,
+                                                       config.value("model", json()), "translation task"));
+    QKV_CHECK(!config.contains("tokenizer"), "translation task: \"tokenizer\" would train a new SentencePiece model, ",
+              "but a model fine-tuned from init_from '", pre->path, "' reads its data with the file's own: leave ",
+              "\"tokenizer\" out");
+    carried_ = pre->carried;
+  }
+  auto [type, m] = pre ? std::pair{pre->type, pre->model} : model_section(c.model, "transformer");
   QKV_CHECK(models::model_type(type).kind == models::Kind::seq2seq, "translation task: model.type \"", type,
             "\" is not a sequence-to-sequence model type");
   auto say = [&](const std::string& s) {
@@ -175,8 +191,12 @@ TranslationTask::TranslationTask(const json& config, const std::string& base, co
       reuse = false;  // a damaged stamp: train again
     }
   }
-  QKV_CHECK(!resume || fs::exists(spm_path), "train --resume: '", spm_path, "' is missing");
-  if (resume || reuse) {
+  QKV_CHECK(pre || !resume || fs::exists(spm_path), "train --resume: '", spm_path, "' is missing");
+  if (pre) {
+    sp_ = std::make_unique<text::SentencePiece>(
+        text::SentencePiece::from_json(pre->tokenizer, "translation task: init_from '" + pre->path + "'"));
+    say("tokenizer: the one in " + pre->path);
+  } else if (resume || reuse) {
     sp_ = std::make_unique<text::SentencePiece>(text::SentencePiece::load(spm_path));
     say("tokenizer: " + spm_path + " (reused)");
   } else {
@@ -195,14 +215,25 @@ TranslationTask::TranslationTask(const json& config, const std::string& base, co
 
   // ---- model: the type the config names (a Transformer by default), sized to the tokenizer
   QKV_CHECK(!m.contains("vocab_size") || m["vocab_size"] == sp_->vocab_size(), "translation task: model.vocab_size ",
-            m["vocab_size"].dump(), " differs from the tokenizer's ", sp_->vocab_size(), " (leave it out)");
-  m["vocab_size"] = sp_->vocab_size();
-  m["pad_id"] = sp_->pad_id(), m["bos_id"] = sp_->bos_id(), m["eos_id"] = sp_->eos_id();
+            m["vocab_size"].dump(), " differs from the tokenizer's ", sp_->vocab_size(),
+            pre ? " in init_from '" + pre->path + "'" : std::string(" (leave it out)"));
+  if (!pre) {  // (a file's model keeps its own special ids: Marian starts decoding from <pad>)
+    m["vocab_size"] = sp_->vocab_size();
+    m["pad_id"] = sp_->pad_id(), m["bos_id"] = sp_->bos_id(), m["eos_id"] = sp_->eos_id();
+  }
   // Sizes first (train/memory_plan.h): the model, then a batch's logits (≤ batch_size tokens × V).
   const int64_t params = check_model_fits(
       "translation task", m, [&type = type, &m = m] { return models::build_seq2seq(type, m, nullptr)->module().num_parameters(); });
   gen_ = Generator(cfg_.seed);
-  model_ = models::build_seq2seq(type, m, &gen_);
+  if (pre) {
+    {
+      nn::init::SkipInit no_init;  // (the file's values replace them)
+      model_ = models::build_seq2seq(type, m, &gen_);
+    }
+    pre->load_into(model_->module());
+  } else {
+    model_ = models::build_seq2seq(type, m, &gen_);
+  }
   {
     const int64_t B = cfg_.batch_size, V = model_->vocab_size();
     const char* keys = "translation task: train.batch_size × vocab_size × 8 bytes";
@@ -221,7 +252,7 @@ TranslationTask::TranslationTask(const json& config, const std::string& base, co
       for (int id : sp_->encode(p.src)) e.src.push_back(id);
       e.src.push_back(ids.eos);
       e.tgt.push_back(ids.bos);
-      for (int id : sp_->encode(p.tgt)) e.tgt.push_back(id);
+      for (int id : sp_->encode_target(p.tgt)) e.tgt.push_back(id);
       e.tgt.push_back(ids.eos);
       if (e.src.size() < 2 || e.tgt.size() < 3 || static_cast<int64_t>(e.src.size()) > max_tokens ||
           static_cast<int64_t>(e.tgt.size()) - 1 > max_tokens) {
@@ -322,6 +353,10 @@ std::vector<std::pair<std::string, double>> TranslationTask::evaluate(int64_t) {
   return out;
 }
 
-json TranslationTask::model_metadata() const { return models::metadata(*model_, sp_->to_json()); }
+json TranslationTask::model_metadata() const {
+  json meta = models::metadata(*model_, sp_->to_json());
+  for (const auto& [key, value] : carried_.items()) meta[key] = value;  // init_from's "converted_from", …
+  return meta;
+}
 
 }  // namespace qkv::train

@@ -7,12 +7,16 @@
 // split has up to two dozen French translations of one English sentence, each on its own line;
 // scored line by line, one output is held against each of them in turn.
 //
+// A language model (qkv's GPT, a converted GPT-2 / Llama / Qwen2 / Mistral): its perplexity over
+// --text, read with the model's own tokenizer.
+//
 // --by-length: the scores again for the sentences in each bucket of source length (1–5, 6–10, …
 // tokens as sacreBLEU's 13a tokenizer splits the source: words and punctuation), the figure of
 // Bahdanau et al. (2015) that shows a single context vector failing on long sentences.
 // --by-length-csv writes them for `qkv plot FILE… -x source_length -y bleu`.
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <cstdio>
 #include <nlohmann/json.hpp>
 #include <unordered_map>
@@ -23,13 +27,55 @@
 #include "caption_commands.h"
 #include "vision_commands.h"
 #include "qkv/models/load.h"
+#include "qkv/autograd/grad_mode.h"
 #include "qkv/core/error.h"
 #include "qkv/decode/translator.h"
+#include "qkv/io/data_file.h"
 #include "qkv/io/file.h"
 #include "qkv/text/bleu.h"
 #include "qkv/text/parallel_corpus.h"
 
 namespace qkv::cli {
+
+namespace {
+
+// perplexity = exp((1/N) Σ_t −log p(x_t | x_<t)) over the text's tokens after its first, read in
+// consecutive windows of `block` + 1 tokens that share one token (each window's first token is
+// context only): transformers' perplexity guide with stride = max_length.
+int run_lm_eval(const std::string& path, const std::string& text_path, int64_t block, bool json) {
+  QKV_CHECK(!text_path.empty(), "qkv eval: '", path, "' is a language model: give --text (a text file to score)");
+  models::LoadedLanguageModel lm = models::load_language_model(path);
+  const std::vector<int32_t> ids = lm.tokenizer.encode(io::read_data_file(text_path, "qkv eval: --text"));
+  const auto n = static_cast<int64_t>(ids.size());
+  QKV_CHECK(n >= 2, "qkv eval: '", text_path, "' holds ", n, " token(s); perplexity needs at least 2");
+  // windows: the model's context, at most 1024 tokens unless --block-size says otherwise
+  const int64_t T = block > 0 ? std::min(block, lm.model->block_size()) : std::min<int64_t>(lm.model->block_size(), 1024);
+  NoGradGuard no_grad;
+  double nll = 0;  // Σ −log p over the scored tokens
+  const auto t0 = std::chrono::steady_clock::now();
+  for (int64_t start = 0; start + 1 < n; start += T) {
+    const int64_t len = std::min(T, n - 1 - start);
+    // x [1, len] = ids[start …], y [1, len] = ids[start + 1 …]; loss: their mean cross-entropy
+    const std::vector<int32_t> x(ids.begin() + start, ids.begin() + start + len),
+        y(ids.begin() + start + 1, ids.begin() + start + 1 + len);
+    nll += lm.model->loss(Tensor::from_ints(x, {1, len}), Tensor::from_ints(y, {1, len})).item() *
+           static_cast<double>(len);
+  }
+  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  const double loss = nll / static_cast<double>(n - 1), ppl = std::exp(loss);
+  if (json) {
+    std::printf("%s\n", nlohmann::json({{"perplexity", ppl}, {"loss", loss}, {"tokens", n - 1}, {"block_size", T},
+                                        {"seconds", seconds}})
+                            .dump()
+                            .c_str());
+  } else {
+    std::printf("perplexity %.3f (cross-entropy %.4f nats per token over %lld tokens, windows of %lld)\n", ppl, loss,
+                static_cast<long long>(n - 1), static_cast<long long>(T));
+  }
+  return 0;
+}
+
+}  // namespace
 
 void add_eval(CLI::App& app) {
   auto* sub = app.add_subcommand("eval", "BLEU and chrF of a model's translations (or of a file) against references");
@@ -39,7 +85,8 @@ void add_eval(CLI::App& app) {
     DecodeArgs decode;
     int64_t limit = 0, bucket = 5;
     bool json = false, group = false, by_length = false;
-    std::string by_length_csv;
+    std::string by_length_csv, text;
+    int64_t block = 0;
     ImageEvalArgs image;
     CaptionEvalArgs caption;
   };
@@ -60,13 +107,22 @@ void add_eval(CLI::App& app) {
       ->check(greater_than_zero());
   sub->add_option("--by-length-csv", a->by_length_csv, "write the --by-length scores to this CSV file (for qkv plot)");
   sub->add_flag("--json", a->json, "print the scores as JSON");
+  sub->add_option("--text", a->text, "a language model: the text file whose perplexity to measure (plain or .gz)");
+  sub->add_option("--block-size", a->block,
+                  "a language model: tokens per window (default: its context, at most 1024)")
+      ->check(zero_or_more());
   add_image_eval_options(sub, a->image);
   add_caption_eval_options(sub, a->caption);
   sub->footer("Examples: qkv eval -m models/en-fr.safetensors --src test.en --ref test.fr --by-length\n"
               "          qkv eval -m models/fashion-mnist-nonlocal.safetensors --confusion confusion.png\n"
+              "          qkv eval -m qwen.safetensors --text held-out.txt\n"
               "          qkv eval -m models/captioner.safetensors --split test --scenes 2000 --beam 3");
   register_runner(sub, [a] {
     use_threads(a->decode.threads);
+    // A language model: perplexity over --text.
+    if (a->refs.empty() && a->models.size() == 1 &&
+        models::model_file_kind(find_model(a->models[0])) == models::Kind::language_model)
+      return run_lm_eval(find_model(a->models[0]), a->text, a->block, a->json);
     // An image classifier: accuracy on its test images (no --ref: nothing to translate).
     if (a->refs.empty() && a->models.size() == 1 &&
         models::model_file_kind(find_model(a->models[0])) == models::Kind::image_classifier)

@@ -62,6 +62,9 @@ class SentencePiece {
                     const std::unordered_map<std::string, std::string>& extra = {});
 
   std::vector<int> encode(std::string_view text) const;
+  // A target sentence (what a translator is trained to write): a Marian vocabulary cuts it with the
+  // target model (MarianTokenizer's text_target); any other is encode().
+  std::vector<int> encode_target(std::string_view text) const;
   std::vector<std::string> encode_pieces(std::string_view text) const;
   // Ids out of range → qkv::Error. pad/bos/eos (control symbols) decode to nothing.
   std::string decode(const std::vector<int>& ids) const;

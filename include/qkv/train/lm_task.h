@@ -37,17 +37,22 @@ struct LMTokenizerSpec {
   static LMTokenizerSpec from_json(const nlohmann::json& j);  // a string is the type alone
 };
 
-// The "data" section: {"path": the text file, "val_fraction": 0.1, "tokenizer": …}.
+// The "data" section: {"path": the text file, "val_fraction": 0.1, "tokenizer": …, "block_size": 0}.
 struct LMDataConfig {
   std::string path;
   double val_fraction = 0.1;  // the last fraction of the text is validation (as nanoGPT)
   nlohmann::json tokenizer = "char";
+  // Tokens per training window (0: the model's block_size). A fine-tuned model's context
+  // (max_position_embeddings 32768) is more than a window needs.
+  int64_t block_size = 0;
   static const io::Fields<LMDataConfig>& fields();
 };
 
-// The whole config: {"task": "lm", "description" (or "_comment"): text, "data", "model", "train"}.
+// The whole config: {"task": "lm", "description" (or "_comment"): text, "init_from", "data", "model",
+// "train"}. "init_from": a model file to fine-tune (train/init_from.h): its weights, hyper-parameters
+// and tokenizer; "model" may then be absent and "data.tokenizer" must be.
 struct LMTaskConfig {
-  std::string task, description;
+  std::string task, description, init_from;
   LMDataConfig data;
   nlohmann::json model;  // {"type": …, hyper-parameters}: read by the registry's builder
   TrainConfig train;
@@ -59,7 +64,8 @@ class LMTask : public TrainingTask {
   // config: {"task": "lm", "data": {…}, "model": {"type": "gpt" (the default), GPT config}, "train": {…}};
   // relative data paths are resolved against base_dir (the config file's folder). A SentencePiece
   // tokenizer is trained on the training split and written to out_dir/spm.model (reused when
-  // resuming).
+  // resuming). With "init_from", the file's model and tokenizer (the text split 90/10, then each
+  // part encoded).
   LMTask(const nlohmann::json& config, const std::string& base_dir, const std::string& out_dir = "",
          bool resume = false);
 
@@ -80,6 +86,9 @@ class LMTask : public TrainingTask {
   TokenData data_;
   Generator gen_;
   std::unique_ptr<models::LanguageModel> model_;
+  int64_t block_ = 0;                  // tokens per window
+  nlohmann::json tokenizer_meta_;      // init_from: the file's tokenizer, as it stores it
+  nlohmann::json carried_;             // init_from: the metadata its trained files keep
 };
 
 }  // namespace qkv::train

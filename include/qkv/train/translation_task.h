@@ -66,10 +66,13 @@ struct TranslationEvalConfig {
   static const io::Fields<TranslationEvalConfig>& fields();
 };
 
-// The whole config: {"task": "translation", "description" (or "_comment"), "data", "tokenizer",
-// "model", "train", "eval"}.
+// The whole config: {"task": "translation", "description" (or "_comment"), "init_from", "data",
+// "tokenizer", "model", "train", "eval"}. "init_from": a model file to fine-tune (train/init_from.h;
+// a converted OPUS-MT model, or a translator qkv trained): its weights, hyper-parameters and
+// SentencePiece (Marian: sources cut by source.spm, targets by target.spm); "model" may then be
+// absent and "tokenizer" must be.
 struct TranslationTaskConfig {
-  std::string task, description;
+  std::string task, description, init_from;
   TranslationDataConfig data;
   TranslationTokenizerConfig tokenizer;
   nlohmann::json model;  // {"type": …, hyper-parameters}: read by the registry's builder
@@ -114,6 +117,7 @@ class TranslationTask : public TrainingTask {
   TranslationEvalConfig eval_;
   Generator gen_;
   std::unique_ptr<models::Seq2SeqModel> model_;
+  nlohmann::json carried_;  // init_from: the metadata its trained files keep
 };
 
 }  // namespace qkv::train

@@ -1,0 +1,101 @@
+#include "qkv/train/init_from.h"
+
+#include <algorithm>
+#include <cmath>
+#include <filesystem>
+
+#include "qkv/core/error.h"
+#include "qkv/models/registry.h"
+
+namespace qkv::train {
+
+namespace fs = std::filesystem;
+using nlohmann::json;
+
+namespace {
+
+// A field a fine-tuning run may set to its own value: the dropout rates (training only; the
+// weights mean the same without them).
+bool settable(const std::string& key) { return key.find("dropout") != std::string::npos; }
+
+// Equal as a config means them: numbers by value (2 == 2.0; a float the file stored as f32 —
+// 0.1 read back as 0.10000000149 — within 1e-6 relative), the rest exactly.
+bool same_value(const json& a, const json& b) {
+  if (a.is_number() && b.is_number()) {
+    const double x = a.get<double>(), y = b.get<double>();
+    return x == y || std::abs(x - y) <= 1e-6 * std::max(std::abs(x), std::abs(y));
+  }
+  return a == b;
+}
+
+std::string shown(const json& v) {
+  const std::string s = v.dump();
+  return s.size() <= 60 ? s : s.substr(0, 60) + "…";
+}
+
+}  // namespace
+
+Pretrained load_pretrained(const std::string& path, const std::string& base_dir, models::Kind kind,
+                           const json& model_section, const std::string& task) {
+  Pretrained p;
+  fs::path resolved = path;
+  if (resolved.is_relative() && !base_dir.empty()) resolved = fs::path(base_dir) / resolved;
+  p.path = resolved.string();
+  const std::string where = detail::concat(task, ": init_from '", p.path, "'");
+  try {
+    // The kind first, from the metadata alone (a translator's tensors are not read for an LM task).
+    const json meta = models::load_model_metadata(p.path);
+    QKV_CHECK(meta["model_type"].is_string(), "the model type ", shown(meta["model_type"]), " is not a name");
+    const models::ModelType& t = models::model_type(meta["model_type"].get<std::string>());
+    QKV_CHECK(t.kind == kind, "it holds a \"", t.name, "\" model (", models::kind_name(t.kind), "), not the ",
+              models::kind_name(kind), " model this task trains");
+    p.file = models::load_model_file(p.path);
+  } catch (const Error& e) {
+    throw Error(detail::concat(where, ": ", e.what()));
+  }
+  const json& meta = p.file.meta;
+  p.type = meta["model_type"].get<std::string>();
+  p.model = meta["model"];
+  QKV_CHECK(p.model.is_object(), where, ": its \"model\" metadata is not an object");
+  QKV_CHECK(meta.contains("tokenizer") && !meta["tokenizer"].is_null(), where,
+            ": the file carries no tokenizer (a fine-tuning run reads its data with the model's own)");
+  p.tokenizer = meta["tokenizer"];
+  for (const char* key : {"generation", "converted_from"})
+    if (meta.contains(key)) p.carried[key] = meta[key];
+  p.carried["init_from"] = p.path;
+
+  // The config's "model" section, where given: the file's values, or a dropout rate of its own.
+  if (!model_section.is_null()) {
+    QKV_CHECK(model_section.is_object(), task, ": \"model\" must be an object, got ", shown(model_section));
+    for (const auto& [key, value] : model_section.items()) {
+      if (key == "type") {
+        QKV_CHECK(value == json(p.type), task, ": model.type ", shown(value), " differs from the \"", p.type,
+                  "\" model in init_from '", p.path, "' (leave \"model\" out: the file's hyper-parameters are used)");
+        continue;
+      }
+      QKV_CHECK(p.model.contains(key), task, ": model.", key, " is not a hyper-parameter of the \"", p.type,
+                "\" model in init_from '", p.path, "' (leave \"model\" out: the file's are used)");
+      if (settable(key)) {
+        p.model[key] = value;  // checked by the model's own config when it is built
+        continue;
+      }
+      QKV_CHECK(same_value(value, p.model[key]), task, ": model.", key, " ", shown(value), " differs from ",
+                shown(p.model[key]), " in init_from '", p.path,
+                "' (a fine-tuned model keeps the file's hyper-parameters; only the dropout rates may be set)");
+    }
+  }
+  return p;
+}
+
+void Pretrained::load_into(nn::Module& module) {
+  models::load_parameters(module, file);
+  file.params.clear();
+  file.optimizer.clear();
+}
+
+json Pretrained::with_carried(json meta) const {
+  for (const auto& [key, value] : carried.items()) meta[key] = value;
+  return meta;
+}
+
+}  // namespace qkv::train

@@ -1,0 +1,95 @@
+// Converted Hugging Face models through the command line as a user runs them: `qkv train` with
+// "init_from" fine-tunes one, `qkv generate` runs on the result, and `qkv eval` scores both kinds —
+// a language model's perplexity over a text file (its own tokenizer), a translator's BLEU.
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+
+#include <nlohmann/json.hpp>
+
+#include "qkv/io/file.h"
+#include "testing.h"
+
+namespace qkv {
+namespace {
+
+namespace fs = std::filesystem;
+const std::string kQkv = QKV_CLI_PATH;
+const fs::path kGolden = fs::path(QKV_GOLDEN_DIR) / "hf";
+
+void write_text(const fs::path& p, size_t bytes) {
+  const std::string text = io::read_file((fs::path(QKV_SOURCE_DIR) / "data" / "tinyshakespeare" / "input.txt").string());
+  std::ofstream(p) << text.substr(0, bytes);
+}
+
+TEST(CliFineTune, TrainFromAConvertedLlamaThenGenerateAndEval) {
+  testing::TempDir dir("cli-fine-tune");
+  ASSERT_EQ(testing::run_shell(kQkv + " convert " + (kGolden / "llama-gqa").string() + " -o " +
+                               (dir.path / "llama.safetensors").string())
+                .code,
+            0);
+  write_text(dir.path / "text.txt", 8000);
+  // relative paths: from the config's folder
+  const nlohmann::json cfg = {{"task", "lm"},
+                              {"init_from", "llama.safetensors"},
+                              {"data", {{"path", "text.txt"}, {"block_size", 32}}},
+                              {"train",
+                               {{"max_iters", 20}, {"batch_size", 4}, {"learning_rate", 3e-3}, {"warmup_iters", 2},
+                                {"lr_decay_iters", 20}, {"eval_interval", 10}, {"eval_iters", 2}, {"log_interval", 5},
+                                {"checkpoint_interval", 0}}}};
+  std::ofstream(dir.path / "fine-tune.json") << cfg.dump(2);
+  const std::string out = (dir.path / "run").string(), model = out + "/model.safetensors";
+  auto r = testing::run_shell(kQkv + " train " + (dir.path / "fine-tune.json").string() + " -o " + out + " -q");
+  ASSERT_EQ(r.code, 0) << r.out;
+  EXPECT_NE(r.out.find("Llama"), std::string::npos) << r.out;
+  r = testing::run_shell(kQkv + " generate -m " + model + " -p \"ROMEO:\" -t 0 -n 8");
+  EXPECT_EQ(r.code, 0) << r.out;
+  EXPECT_NE(r.out.find("ROMEO:"), std::string::npos) << r.out;
+
+  // perplexity of the text, before and after fine-tuning on it
+  auto ppl = [&](const std::string& m) {
+    auto e = testing::run_shell(kQkv + " eval -m " + m + " --text " + (dir.path / "text.txt").string() + " --json");
+    EXPECT_EQ(e.code, 0) << e.out;
+    const nlohmann::json j = nlohmann::json::parse(e.out.substr(e.out.find('{')));
+    EXPECT_GT(j["tokens"].get<int64_t>(), 1000);
+    EXPECT_EQ(j["block_size"], 128);  // the model's context
+    return j["perplexity"].get<double>();
+  };
+  const double before = ppl((dir.path / "llama.safetensors").string()), after = ppl(model);
+  EXPECT_GT(before, 100.0);  // a random model over 512 tokens
+  EXPECT_LT(after, before * 0.8);
+  r = testing::run_shell(kQkv + " eval -m " + model + " --text " + (dir.path / "text.txt").string() + " --block-size 16");
+  EXPECT_EQ(r.code, 0) << r.out;
+  EXPECT_NE(r.out.find("perplexity "), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("windows of 16"), std::string::npos) << r.out;
+  r = testing::run_shell(kQkv + " eval -m " + model);
+  EXPECT_EQ(r.code, 1) << r.out;
+  EXPECT_NE(r.out.find("give --text"), std::string::npos) << r.out;
+
+  // a config whose model differs from the file's: one line naming the field
+  nlohmann::json bad = cfg;
+  bad["model"] = {{"num_hidden_layers", 4}};
+  std::ofstream(dir.path / "bad.json") << bad.dump(2);
+  r = testing::run_shell(kQkv + " train " + (dir.path / "bad.json").string() + " -o " + out + "-bad -q");
+  EXPECT_EQ(r.code, 1) << r.out;
+  EXPECT_NE(r.out.find("model.num_hidden_layers 4 differs from 2"), std::string::npos) << r.out;
+}
+
+TEST(CliFineTune, EvalScoresAConvertedMarianTranslator) {
+  testing::TempDir dir("cli-eval-marian");
+  const std::string model = (dir.path / "opus.safetensors").string();
+  ASSERT_EQ(testing::run_shell(kQkv + " convert " + (kGolden / "marian").string() + " -o " + model).code, 0);
+  std::ofstream(dir.path / "src.txt") << "I like tea.\nThe cat sleeps.\n";
+  std::ofstream(dir.path / "ref.txt") << "J'aime le thé.\nLe chat dort.\n";
+  auto r = testing::run_shell(kQkv + " eval -m " + model + " --src " + (dir.path / "src.txt").string() + " --ref " +
+                              (dir.path / "ref.txt").string() + " --beam 2 --json");
+  ASSERT_EQ(r.code, 0) << r.out;
+  const nlohmann::json j = nlohmann::json::parse(r.out.substr(r.out.find('{')));
+  EXPECT_EQ(j["sentences"], 2);
+  EXPECT_GE(j["bleu"].get<double>(), 0.0);
+  EXPECT_GT(j["hyp_len"].get<int64_t>(), 0);
+}
+
+}  // namespace
+}  // namespace qkv
