@@ -4,6 +4,9 @@
 
 #include <filesystem>
 
+#include <nlohmann/json.hpp>
+
+#include "qkv/io/file.h"
 #include "testing.h"
 
 namespace qkv {
@@ -36,6 +39,50 @@ TEST(CliConvert, AttendShowsAConvertedLanguageModelsSelfAttention) {
                               " --format svg");
   ASSERT_EQ(r.code, 0) << r.out;
   EXPECT_NE(r.out.find("the earlier token each token looks at most"), std::string::npos) << r.out;
+  EXPECT_TRUE(fs::exists(dir.path / "att" / "self.svg"));
+  EXPECT_TRUE(fs::exists(dir.path / "att" / "self-mean.svg"));
+}
+
+// A converted BertForMaskedLM: qkv fill-mask prints pipeline("fill-mask")'s top-k for each [MASK]
+// (as text and as JSON); a text without a mask or longer than the model's positions is one line
+// naming the text; qkv attend draws its bidirectional self-attention.
+TEST(CliConvert, FillMaskAndAttendTakeAConvertedBert) {
+  testing::TempDir dir("cli-bert");
+  const std::string model = (dir.path / "bert.safetensors").string();
+  ASSERT_EQ(testing::run_shell(kQkv + " convert --from hf " + (kGolden / "bert-uncased").string() + " -o " + model).code,
+            0);
+  const nlohmann::json ref =
+      nlohmann::json::parse(io::read_file((kGolden / "bert-uncased" / "reference.json").string()));
+  const auto& want = ref["fill_mask"][0]["masks"][0];  // "The cat [MASK] on the mat."
+  auto r = testing::run_shell(kQkv + " fill-mask " + model + " \"The cat [MASK] on the mat.\"");
+  ASSERT_EQ(r.code, 0) << r.out;
+  EXPECT_NE(r.out.find(want[0]["token_str"].get<std::string>()), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find(want[0]["sequence"].get<std::string>()), std::string::npos) << r.out;
+  r = testing::run_shell(kQkv + " fill-mask -m " + model + " --top-k 5 --json \"The cat [MASK] on the mat.\" 2>/dev/null");
+  ASSERT_EQ(r.code, 0) << r.out;
+  const nlohmann::json got = nlohmann::json::parse(r.out);
+  ASSERT_EQ(got["masks"].size(), 1u);
+  ASSERT_EQ(got["masks"][0].size(), want.size());
+  for (size_t j = 0; j < want.size(); ++j) {
+    EXPECT_EQ(got["masks"][0][j]["token"], want[j]["token"]);
+    EXPECT_NEAR(got["masks"][0][j]["score"].get<double>(), want[j]["score"].get<double>(), 1e-5);
+  }
+  r = testing::run_shell(kQkv + " fill-mask " + model + " \"The cat sat on the mat.\"");
+  EXPECT_EQ(r.code, 1) << r.out;
+  EXPECT_NE(r.out.find("'The cat sat on the mat.' has no [MASK] token"), std::string::npos) << r.out;
+  EXPECT_EQ(std::count(r.out.begin(), r.out.end(), '\n'), 1) << r.out;
+  std::string longer = "[MASK]";
+  for (int i = 0; i < 30; ++i) longer += " the cat";
+  r = testing::run_shell(kQkv + " fill-mask " + model + " \"" + longer + "\"");
+  EXPECT_EQ(r.code, 1) << r.out;
+  EXPECT_NE(r.out.find("more than the model's 40 positions"), std::string::npos) << r.out;
+
+  const std::string out = (dir.path / "att").string();
+  r = testing::run_shell(kQkv + " attend -m " + model + " \"The cat sat because it was tired.\" --out " + out +
+                         " --format svg");
+  ASSERT_EQ(r.code, 0) << r.out;
+  EXPECT_NE(r.out.find("the other token each token looks at most"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("[CLS] → "), std::string::npos) << r.out;
   EXPECT_TRUE(fs::exists(dir.path / "att" / "self.svg"));
   EXPECT_TRUE(fs::exists(dir.path / "att" / "self-mean.svg"));
 }

@@ -8,6 +8,9 @@
 //   cross.svg          decoder → encoder attention     rows: output tokens, cols: source tokens
 //   cross-mean.svg     cross-attention of the last layer, averaged over heads (the one-picture summary)
 //
+// A language model draws self.svg and self-mean.svg (its causal self-attention over the text); a
+// masked language model (BERT) the same for its bidirectional self-attention, [CLS] and [SEP] included.
+//
 // A row is labelled with the token produced at that position (the decoder's input there is the
 // token before it), so row "chat" of cross.svg shows where the model looked while writing "chat".
 #include <cstdio>
@@ -86,9 +89,13 @@ void add_attend(CLI::App& app) {
     const std::string sentence = a->inputs[0];
     // A language model (qkv's GPT, a converted GPT-2 or Llama): its causal self-attention over the
     // text; a translator: its attention while translating the sentence.
-    const bool lm = models::model_file_kind(find_model(a->model)) == models::Kind::language_model;
+    const models::Kind kind = models::model_file_kind(find_model(a->model));
+    const bool lm = kind == models::Kind::language_model, mlm = kind == models::Kind::masked_language_model;
     decode::AttentionView view;
-    if (lm) {
+    if (mlm) {
+      models::LoadedMaskedLanguageModel b = models::load_masked_language_model(find_model(a->model));
+      view = decode::masked_language_model_attention(*b.model, b.tokenizer, sentence);
+    } else if (lm) {
       models::LoadedLanguageModel g = models::load_language_model(find_model(a->model));
       view = decode::language_model_attention(*g.model, g.tokenizer, sentence);
     } else {
@@ -121,7 +128,11 @@ void add_attend(CLI::App& app) {
     const decode::AttentionKind* cross = view.find("cross");
     viz::HeatmapOptions ho;
     ho.cell = 18;
-    if (enc) {
+    if (enc && mlm) {
+      ho.title = "Self-attention (bidirectional): \"" + sentence + "\"", ho.x_label = "key", ho.y_label = "query";
+      write("self.svg", viz::heatmap_grid_svg(panels(enc->layers, "layer"), heads(*enc), enc->queries.tokens,
+                                              enc->keys.tokens, ho));
+    } else if (enc) {
       ho.title = "Encoder self-attention: \"" + sentence + "\"", ho.x_label = "key (source)", ho.y_label = "query (source)";
       write("encoder-self.svg", viz::heatmap_grid_svg(panels(enc->layers, "encoder"), heads(*enc), enc->queries.tokens,
                                                       enc->keys.tokens, ho));
@@ -162,6 +173,18 @@ void add_attend(CLI::App& app) {
       }
       return s;
     };
+    if (mlm) {  // which other token each token looks at most (last layer, mean over heads)
+      const std::vector<std::string>& labels = enc->keys.tokens;
+      const int64_t T = enc->layers.back().size(2);
+      std::vector<float> m = head_mean(enc->layers.back());
+      viz::HeatmapOptions mo;
+      mo.cell = 34, mo.show_values = false, mo.title = "Self-attention, last layer, mean over heads";
+      mo.x_label = "key", mo.y_label = "query";
+      write("self-mean.svg", viz::heatmap_svg(m, static_cast<int>(T), static_cast<int>(T), labels, labels, mo));
+      std::fprintf(stderr, "self-attention, last layer, mean over heads: the other token each token looks at most:\n%s",
+                   strongest(m, T, T, labels, labels, true).c_str());
+      return 0;
+    }
     if (lm) {  // the seed's question: which earlier token each token looks at most (last layer, mean over heads)
       const std::vector<std::string>& labels = dec->keys.tokens;
       const int64_t T = dec->layers.back().size(2);
