@@ -27,6 +27,7 @@ void add_attend(CLI::App& app);
 void add_classify(CLI::App& app);
 void add_average(CLI::App& app);
 void add_convert(CLI::App& app);
+void add_fill_mask(CLI::App& app);
 void add_plot(CLI::App& app);
 void add_scenes(CLI::App& app);
 void add_caption(CLI::App& app);
