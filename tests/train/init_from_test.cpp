@@ -223,6 +223,45 @@ TEST(InitFrom, FineTunesAConvertedMarianTranslator) {
   ASSERT_EQ(out.size(), 1u);
 }
 
+// A model qkv trained itself (a character GPT) continues from where it stopped: its first step's
+// loss is the loss its file computes, and its characters read the new text.
+TEST(InitFrom, ContinuesAModelQkvTrained) {
+  TempDir d("init-from-qkv");
+  std::string text;
+  for (int i = 0; i < 400; ++i) text += "abcdefgh\n";
+  std::ofstream(d.path / "text.txt") << text;
+  const json first = {{"task", "lm"},
+                      {"data", {{"path", (d.path / "text.txt").string()}}},
+                      {"model", {{"n_layer", 1}, {"n_head", 2}, {"n_embd", 16}, {"block_size", 16}, {"dropout", 0.0}}},
+                      {"train",
+                       {{"max_iters", 10}, {"batch_size", 4}, {"learning_rate", 1e-2}, {"eval_interval", 0},
+                        {"log_interval", 1}, {"checkpoint_interval", 0}}}};
+  train_lm(first, d.path / "a");
+  const std::string model = (d.path / "a" / "model.safetensors").string();
+  json next = first;
+  next.erase("model");
+  next["data"].erase("tokenizer");
+  next["init_from"] = model;
+  next["train"]["seed"] = 7;
+  models::LoadedLanguageModel a = models::load_language_model(model);
+  double before = 0;
+  {
+    LMTask task(next, "", (d.path / "probe").string());
+    auto [x, y] = lm_batch(task.data().train, 4, 16, 7, 0);
+    NoGradGuard no_grad;
+    before = a.model->loss(x, y).item();
+  }
+  train_lm(next, d.path / "b");
+  const std::vector<double> losses = logged_losses(d.path / "b");
+  ASSERT_EQ(losses.size(), 10u);
+  EXPECT_NEAR(losses[0], before, 1e-5 * before);
+  models::LoadedLanguageModel b = models::load_language_model((d.path / "b" / "model.safetensors").string());
+  EXPECT_EQ(b.tokenizer.type(), "char");
+  EXPECT_EQ(b.meta["tokenizer"], a.meta["tokenizer"]);
+  EXPECT_FALSE(b.meta.contains("converted_from"));
+  EXPECT_EQ(b.meta["init_from"], model);
+}
+
 TEST(InitFrom, HostileFilesAndConfigs) {
   TempDir d("init-from-hostile");
   const std::string text = shakespeare(d.path), gpt = converted("gpt2", d.path), marian = converted("marian", d.path);
