@@ -14,7 +14,9 @@ QuantizedRows QuantizedRows::quantize(const Tensor& weight) {
   q.rows = w.size(0), q.cols = w.size(1);
   q.values.resize(static_cast<size_t>(q.rows * q.cols));
   q.scales.resize(static_cast<size_t>(q.rows));
-  QKV_DISPATCH_CPU("quantize", w.device(), k::quantize_rows_int8(q.rows, q.cols, w.data(), q.values.data(), q.scales.data()));
+  q.sums.resize(static_cast<size_t>(q.rows));
+  QKV_DISPATCH_CPU("quantize", w.device(),
+                   k::quantize_rows_int8(q.rows, q.cols, w.data(), q.values.data(), q.scales.data(), q.sums.data()));
   return q;
 }
 

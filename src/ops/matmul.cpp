@@ -295,7 +295,7 @@ Tensor linear_inference(const Tensor& x, const Tensor& weight, const InferenceWe
   if (q) {
     QKV_DISPATCH_CPU("linear_inference", d,
                  k::linear_int8(rows, out_f, in_f, xc.data(), in_f, q->values.data() + w.row_begin() * in_f, in_f,
-                                q->scales.data() + w.row_begin(), bc.defined() ? bc.data() : nullptr, out.data(), out_f));
+                                q->scales.data() + w.row_begin(), q->sums.data() + w.row_begin(), bc.defined() ? bc.data() : nullptr, out.data(), out_f));
     return out;
   }
   QKV_CHECK(w.bf16().dtype() == DType::bf16 && w.bf16().is_contiguous(),

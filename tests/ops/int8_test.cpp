@@ -62,7 +62,10 @@ Tensor reference(const Tensor& x, const QuantizedRows& q, int64_t row0, int64_t 
 
 TEST(Int8, LinearEqualsTheExactIntegerSumAndStaysNearF32) {
   Generator g(12);
-  for (auto [M, N, K] : {std::tuple<int64_t, int64_t, int64_t>{1, 37, 70}, {5, 64, 256}, {128, 768, 256}, {33, 8000, 256}}) {
+  for (auto [M, N, K] : {std::tuple<int64_t, int64_t, int64_t>{1, 37, 70}, {5, 64, 256}, {128, 768, 256}, {33, 8000, 256},
+                                 // the matrix–vector kernel's blocks: 4 rows and 2 activation rows at a time,
+                                 // 64-byte steps, a masked or scalar tail
+                                 {1, 203, 768}, {2, 130, 100}, {3, 67, 129}, {7, 9, 63}, {8, 300, 2048}}) {
     Tensor w = Tensor::randn({N, K}, g), b = Tensor::randn({N}, g), x = Tensor::randn({M, K}, g);
     const InferenceWeight iw(w, InferenceWeights::int8);
     const Tensor y = linear_inference(x, w, iw, b);

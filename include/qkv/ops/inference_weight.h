@@ -28,6 +28,7 @@ struct QuantizedRows {
   int64_t rows = 0, cols = 0;
   std::vector<int8_t> values;  // W8, [rows, cols] row-major
   std::vector<float> scales;   // s, [rows]
+  std::vector<int32_t> sums;   // Σ_k W8[n, k], [rows] (the kernel takes the activations' zero point out with it)
   static QuantizedRows quantize(const Tensor& weight);  // f32 [N, K]
   Tensor dequantize() const;                            // s[n] · W8[n, k], f32 [N, K]
 };

@@ -15,12 +15,13 @@
 
 namespace qkv::kernels::cpu {
 
-// W: f32 [N, K] → W8 [N, K] and s_w [N] as above (an all-zero row gets scale 1).
-void quantize_rows_int8(int64_t N, int64_t K, const float* W, int8_t* W8, float* scale);
+// W: f32 [N, K] → W8 [N, K], s_w [N] as above (an all-zero row gets scale 1), and row_sums [N] =
+// Σ_k W8[n,k] (what the activations' zero point contributes, taken back out by linear_int8).
+void quantize_rows_int8(int64_t N, int64_t K, const float* W, int8_t* W8, float* scale, int32_t* row_sums);
 
-// x: f32 [M, K] (row stride ldx), W8: int8 [N, K] (row stride ldw), scale: s_w [N], bias: f32 [N]
-// or null → y: f32 [M, N] (row stride ldy).
+// x: f32 [M, K] (row stride ldx), W8: int8 [N, K] (row stride ldw), scale: s_w [N], row_sums: [N]
+// from quantize_rows_int8, bias: f32 [N] or null → y: f32 [M, N] (row stride ldy).
 void linear_int8(int64_t M, int64_t N, int64_t K, const float* x, int64_t ldx, const int8_t* W8, int64_t ldw,
-                 const float* scale, const float* bias, float* y, int64_t ldy);
+                 const float* scale, const int32_t* row_sums, const float* bias, float* y, int64_t ldy);
 
 }  // namespace qkv::kernels::cpu
