@@ -364,6 +364,40 @@ TEST(Serve, AttentionOfALanguageModelIsCausal) {
   expect_weights(r["kinds"][0], true, 4);
 }
 
+// A converted BERT: its self-attention reads both ways ([CLS] and [SEP] included; a token attends to
+// tokens after it), and the head search ranks its heads; an over-long text is a 413 naming the limit.
+TEST(Serve, AttentionOfAMaskedLanguageModelIsBidirectional) {
+  testing::TempDir dir("serve-bert");
+  const std::string model = (dir.path / "bert.safetensors").string();
+  ASSERT_EQ(testing::run_shell(std::string(QKV_CLI_PATH) + " convert --from hf " + QKV_GOLDEN_DIR +
+                               "/hf/bert-uncased -o " + model).code, 0);
+  ServeProcess s("-m " + model);
+  ASSERT_GT(s.port(), 0) << s.log();
+  int status = 0;
+  const json r = post(s.port(), json{{"text", "The cat sat because it was tired."}, {"search", {{"query", "it"}, {"key", "cat"}}}}.dump(),
+                      &status, "/v1/attention");
+  ASSERT_EQ(status, 200) << r.dump().substr(0, 300);
+  EXPECT_EQ(r["kind"], "masked_language_model");
+  ASSERT_EQ(r["kinds"].size(), 1u);
+  EXPECT_EQ(r["kinds"][0]["name"], "encoder_self");
+  const json& tokens = r["kinds"][0]["queries"]["tokens"];
+  EXPECT_EQ(tokens.front(), "[CLS]");
+  EXPECT_EQ(tokens.back(), "[SEP]");
+  EXPECT_EQ(r["kinds"][0]["queries"]["words"][2], "cat");  // "ca" "##t": one word
+  expect_weights(r["kinds"][0], false, 2);
+  double later = 0;  // weight on keys after the query: none in a causal model
+  for (const json& heads : r["kinds"][0]["layers"])
+    for (const json& w : heads)
+      for (size_t i = 0; i < w.size(); ++i)
+        for (size_t j = i + 1; j < w[i].size(); ++j) later += w[i][j].get<double>();
+  EXPECT_GT(later, 1.0);
+  ASSERT_EQ(r["search"].size(), 8u);  // 2 layers × 4 heads
+  std::string longer;
+  for (int i = 0; i < 30; ++i) longer += "the cat ";
+  post(s.port(), json{{"text", longer}}.dump(), &status, "/v1/attention");
+  EXPECT_EQ(status, 413);
+}
+
 TEST(Serve, BadGenerationAndAttentionRequestsGetAnErrorNamingTheProblem) {
   ServeProcess s("--max-sentence-bytes 60 --max-new-tokens 100");
   ASSERT_GT(s.port(), 0) << s.log();

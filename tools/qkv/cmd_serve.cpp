@@ -12,6 +12,8 @@
 //                        "stream": true, server-sent events: data: {"token", "text"} per token, then
 //                        data: {"done": true, "text", "tokens", "finish_reason"}
 //   POST /v1/attention   {"text", "model"?, "beam_size"?, "length_penalty"?, "search"?: {"query", "key"}}
+//                        (a translator, a language model, or a masked language model: BERT's
+//                        bidirectional self-attention, [CLS] and [SEP] included)
 //                        → {"model", "kind", "input", "output", "kinds": [{"name", "queries", "keys",
 //                        "layers": [layer][head][query][key]}], "search"?: [{"kind", "layer", "head",
 //                        "query_word", "key_word", "weight"}, … best first]}   (decode/inspect.h)
@@ -206,7 +208,10 @@ class Server {
     for (auto& s : services_)
       if (s->name() == name) {
         if (!fits(*s))
-          throw HttpError{400, "model \"" + name + "\" is a " + (s->kind() == "translation" ? "translation" : "language") +
+          throw HttpError{400, "model \"" + name + "\" is a " +
+                                   (s->kind() == "translation"             ? "translation"
+                                    : s->kind() == "masked_language_model" ? "masked language"
+                                                                           : "language") +
                                    " model: " + route + " cannot use it"};
         return *s;
       }
@@ -333,7 +338,7 @@ class Server {
 
   HttpResponse attention(const HttpRequest& req) {
     const Body body(req.body, kAttentionFields);
-    ModelService& s = service(body, {"translation", "language_model"}, "/v1/attention");
+    ModelService& s = service(body, {"translation", "language_model", "masked_language_model"}, "/v1/attention");
     const std::string text = body.text("text", a_.max_sentence_bytes, "--max-sentence-bytes");
     std::string query, key;
     if (body.has("search")) {
@@ -357,6 +362,21 @@ class Server {
                                  std::to_string(longest)};
       auto held = s.hold(timeout());
       view = decode::translation_attention(*t.loaded().model, *t.loaded().tokenizer, text, to);
+    } else if (s.kind() == "masked_language_model") {
+      auto& b = static_cast<MaskedLanguageModelService&>(s);
+      if (body.has("beam_size") || body.has("length_penalty"))
+        throw HttpError{400, "\"beam_size\" and \"length_penalty\" are for translation models"};
+      size_t n = 0;
+      try {
+        n = b.loaded().tokenizer.hf()->encode(text).size();
+      } catch (const Error& e) {
+        throw HttpError{400, std::string("\"text\": ") + e.what()};
+      }
+      if (static_cast<int64_t>(n) > b.loaded().model->max_positions())
+        throw HttpError{413, "\"text\" has " + std::to_string(n) + " tokens, more than the model's " +
+                                 std::to_string(b.loaded().model->max_positions()) + " positions"};
+      auto held = s.hold(timeout());
+      view = decode::masked_language_model_attention(*b.loaded().model, b.loaded().tokenizer, text);
     } else {
       auto& g = static_cast<LanguageModelService&>(s);
       if (body.has("beam_size") || body.has("length_penalty"))
@@ -409,8 +429,9 @@ int run_serve(const ServeArgs& a) {
   for (const std::string& m : a.models) {
     const std::string path = find_model(m);
     const models::Kind kind = models::model_file_kind(path);
-    QKV_CHECK(kind == models::Kind::seq2seq || kind == models::Kind::language_model, "serve: '", path,
-              "' is neither a translation model nor a language model (what qkv serve serves)");
+    QKV_CHECK(kind == models::Kind::seq2seq || kind == models::Kind::language_model ||
+                  kind == models::Kind::masked_language_model,
+              "serve: '", path, "' is neither a translation model nor a language model (what qkv serve serves)");
     std::string name = std::filesystem::path(path).stem().string();
     for (auto& s : services)
       QKV_CHECK(s->name() != name, "serve: two models named \"", name, "\" (", s->path(), " and ", path, ")");
@@ -421,6 +442,9 @@ int run_serve(const ServeArgs& a) {
     if (kind == models::Kind::seq2seq) {
       models::LoadedSeq2Seq t = models::load_seq2seq(path, lo);
       services.push_back(std::make_unique<TranslationService>(name, std::move(t), a.threads, a.max_batch, a.max_wait_ms));
+    } else if (kind == models::Kind::masked_language_model) {  // (its attention: /v1/attention)
+      models::LoadedMaskedLanguageModel b = models::load_masked_language_model(path, lo);
+      services.push_back(std::make_unique<MaskedLanguageModelService>(name, std::move(b), a.threads));
     } else {
       models::LoadedLanguageModel g = models::load_language_model(path, lo);
       services.push_back(std::make_unique<LanguageModelService>(name, std::move(g), a.threads));

@@ -44,7 +44,7 @@ class ModelService {
       : name_(std::move(name)), kind_(std::move(kind)), path_(std::move(path)), meta_(std::move(meta)), threads_(threads) {}
   virtual ~ModelService() = default;
   const std::string& name() const { return name_; }
-  const std::string& kind() const { return kind_; }  // "translation" or "language_model"
+  const std::string& kind() const { return kind_; }  // "translation", "language_model" or "masked_language_model"
   const std::string& path() const { return path_; }
   const nlohmann::json& meta() const { return meta_; }
   virtual size_t queued() const { return 0; }
@@ -199,6 +199,18 @@ class LanguageModelService : public ModelService {
 
  private:
   models::LoadedLanguageModel loaded_;
+};
+
+// A masked language model (BERT): its attention (every request computes under the model's lock).
+class MaskedLanguageModelService : public ModelService {
+ public:
+  MaskedLanguageModelService(std::string name, models::LoadedMaskedLanguageModel loaded, int threads)
+      : ModelService(std::move(name), "masked_language_model", loaded.path, loaded.meta, threads),
+        loaded_(std::move(loaded)) {}
+  const models::LoadedMaskedLanguageModel& loaded() const { return loaded_; }
+
+ private:
+  models::LoadedMaskedLanguageModel loaded_;
 };
 
 // ---- metrics (Prometheus text format) ----------------------------------------------------------
