@@ -5,6 +5,7 @@
 #include <filesystem>
 
 #include "qkv/core/error.h"
+#include "qkv/models/model_file.h"
 #include "qkv/models/registry.h"
 
 namespace qkv::train {
@@ -38,22 +39,23 @@ std::string shown(const json& v) {
 Pretrained load_pretrained(const std::string& path, const std::string& base_dir, models::Kind kind,
                            const json& model_section, const std::string& task) {
   Pretrained p;
+  p.task = task;
   fs::path resolved = path;
   if (resolved.is_relative() && !base_dir.empty()) resolved = fs::path(base_dir) / resolved;
   p.path = resolved.string();
   const std::string where = detail::concat(task, ": init_from '", p.path, "'");
+  // The metadata alone (format, version, model type, hyper-parameters: checked); the tensors are read
+  // by load_into, into the model built from it.
+  json meta;
   try {
-    // The kind first, from the metadata alone (a translator's tensors are not read for an LM task).
-    const json meta = models::load_model_metadata(p.path);
+    meta = models::load_model_metadata(p.path);
     QKV_CHECK(meta["model_type"].is_string(), "the model type ", shown(meta["model_type"]), " is not a name");
     const models::ModelType& t = models::model_type(meta["model_type"].get<std::string>());
     QKV_CHECK(t.kind == kind, "it holds a \"", t.name, "\" model (", models::kind_name(t.kind), "), not the ",
               models::kind_name(kind), " model this task trains");
-    p.file = models::load_model_file(p.path);
   } catch (const Error& e) {
     throw Error(detail::concat(where, ": ", e.what()));
   }
-  const json& meta = p.file.meta;
   p.type = meta["model_type"].get<std::string>();
   p.model = meta["model"];
   QKV_CHECK(p.model.is_object(), where, ": its \"model\" metadata is not an object");
@@ -87,15 +89,12 @@ Pretrained load_pretrained(const std::string& path, const std::string& base_dir,
   return p;
 }
 
-void Pretrained::load_into(nn::Module& module) {
-  models::load_parameters(module, file);
-  file.params.clear();
-  file.optimizer.clear();
-}
-
-json Pretrained::with_carried(json meta) const {
-  for (const auto& [key, value] : carried.items()) meta[key] = value;
-  return meta;
+void Pretrained::load_into(nn::Module& module) const {
+  try {
+    models::load_model_streaming(path, [&](const json&, size_t) -> nn::Module& { return module; });
+  } catch (const Error& e) {
+    throw Error(detail::concat(task, ": init_from: ", e.what()));  // (the message names the file)
+  }
 }
 
 }  // namespace qkv::train

@@ -278,6 +278,15 @@ TEST(InitFrom, HostileFilesAndConfigs) {
   e = error(c);
   EXPECT_NE(e.find("junk.safetensors"), std::string::npos) << e;
 
+  {  // a file cut short: its header holds, its tensors do not
+    const std::string bytes = io::read_file(gpt);
+    std::ofstream(d.path / "cut.safetensors", std::ios::binary) << bytes.substr(0, bytes.size() - 1000);
+  }
+  c["init_from"] = (d.path / "cut.safetensors").string();
+  e = error(c);
+  EXPECT_NE(e.find("init_from"), std::string::npos) << e;
+  EXPECT_NE(e.find("cut.safetensors"), std::string::npos) << e;
+
   c["init_from"] = marian;  // a translator in an LM task
   e = error(c);
   EXPECT_NE(e.find(marian), std::string::npos) << e;

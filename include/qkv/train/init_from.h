@@ -19,7 +19,6 @@
 #include <nlohmann/json.hpp>
 
 #include "qkv/models/model.h"
-#include "qkv/models/model_file.h"
 
 namespace qkv::train {
 
@@ -30,13 +29,12 @@ struct Pretrained {
   nlohmann::json tokenizer;                           // its tokenizer, as the file stores it
   nlohmann::json carried = nlohmann::json::object();  // the metadata the trained files keep
 
-  // The file's weights into `module` (built from `type` and `model`); the file's tensors are then
-  // let go. A missing or misshapen tensor is a qkv::Error naming the file.
-  void load_into(nn::Module& module);
-  // `meta` (models::metadata of the model being trained) with the carried fields added.
-  nlohmann::json with_carried(nlohmann::json meta) const;
+  std::string task;                                   // "lm task", for messages
 
-  models::ModelFile file;  // (held until load_into)
+  // The file's weights streamed into `module` (built from `type` and `model`), one tensor at a
+  // time (models::load_model_streaming: never the whole file beside the model). A missing,
+  // unexpected or misshapen tensor is a qkv::Error naming the file.
+  void load_into(nn::Module& module) const;
 };
 
 // The model file at `path` (relative paths start at base_dir), which must hold a model of `kind`;
