@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <type_traits>
 #include <vector>
 
 #include "qkv/core/error.h"
@@ -19,9 +20,8 @@ namespace {
 constexpr float kWeightLevels = 127.f, kActivationLevels = 63.f;
 constexpr uint8_t kZeroPoint = 64;  // X8 + 64 ∈ [1, 127]: oneDNN's u8 operand
 
-// One row of activations: returns s = max|r| / 63 and writes round(r / s) + 64 (round half to even,
-// as nearbyint; eight lanes at a time where the build has AVX2).
-float quantize_row(const float* r, int64_t K, uint8_t* q) {
+// max_k |r[k]| (eight lanes at a time where the build has AVX2).
+float abs_max(const float* r, int64_t K) {
   int64_t k = 0;
   float amax = 0.f;
 #if defined(__AVX2__)
@@ -33,22 +33,35 @@ float quantize_row(const float* r, int64_t K, uint8_t* q) {
   for (float v : lanes) amax = std::max(amax, v);
 #endif
   for (; k < K; ++k) amax = std::max(amax, std::fabs(r[k]));
-  const float s = amax > 0.f ? amax / kActivationLevels : 1.f, inv = 1.f / s;
-  k = 0;
+  return amax;
+}
+
+// q[k] = clamp(round(r[k] · inv), −levels, levels) + offset (round half to even, as nearbyint),
+// stored as T: uint8_t for activations (offset 64), int8_t for weights (offset 0).
+template <typename T>
+void round_row(const float* r, int64_t K, float inv, float levels, int32_t offset, T* q) {
+  int64_t k = 0;
 #if defined(__AVX2__)
-  const __m256 vinv = _mm256_set1_ps(inv), lo = _mm256_set1_ps(-kActivationLevels), hi = _mm256_set1_ps(kActivationLevels);
-  const __m256i zp = _mm256_set1_epi32(kZeroPoint);
+  const __m256 vinv = _mm256_set1_ps(inv), lo = _mm256_set1_ps(-levels), hi = _mm256_set1_ps(levels);
+  const __m256i zp = _mm256_set1_epi32(offset);
   for (; k + 8 <= K; k += 8) {
     __m256 v = _mm256_min_ps(_mm256_max_ps(_mm256_mul_ps(_mm256_loadu_ps(r + k), vinv), lo), hi);
     __m256i i = _mm256_add_epi32(_mm256_cvtps_epi32(_mm256_round_ps(v, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC)), zp);
-    // 8 int32 in [1, 127] → 8 bytes
+    // 8 int32 within [−127, 127] → 8 bytes (unsigned or signed saturation: nothing saturates)
     __m128i p16 = _mm_packs_epi32(_mm256_castsi256_si128(i), _mm256_extracti128_si256(i, 1));
-    _mm_storel_epi64(reinterpret_cast<__m128i*>(q + k), _mm_packus_epi16(p16, p16));
+    const __m128i p8 = std::is_signed_v<T> ? _mm_packs_epi16(p16, p16) : _mm_packus_epi16(p16, p16);
+    _mm_storel_epi64(reinterpret_cast<__m128i*>(q + k), p8);
   }
 #endif
   for (; k < K; ++k)
-    q[k] = static_cast<uint8_t>(
-        static_cast<int>(std::clamp(std::nearbyint(r[k] * inv), -kActivationLevels, kActivationLevels)) + kZeroPoint);
+    q[k] = static_cast<T>(static_cast<int32_t>(std::clamp(std::nearbyint(r[k] * inv), -levels, levels)) + offset);
+}
+
+// One row of activations: returns s = max|r| / 63 and writes round(r / s) + 64.
+float quantize_row(const float* r, int64_t K, uint8_t* q) {
+  const float amax = abs_max(r, K);
+  const float s = amax > 0.f ? amax / kActivationLevels : 1.f;
+  round_row(r, K, 1.f / s, kActivationLevels, kZeroPoint, q);
   return s;
 }
 
@@ -192,16 +205,13 @@ void quantize_rows_int8(int64_t N, int64_t K, const float* W, int8_t* W8, float*
   parallel_for(N, 16, [&](int64_t n0, int64_t n1) {
     for (int64_t n = n0; n < n1; ++n) {
       const float* w = W + n * K;
-      float amax = 0.f;
-      for (int64_t k = 0; k < K; ++k) amax = std::max(amax, std::fabs(w[k]));
+      int8_t* q = W8 + n * K;
       // s_w = max|W[n,:]| / 127; W8 = round(W / s_w)
+      const float amax = abs_max(w, K);
       const float s = amax > 0.f ? amax / kWeightLevels : 1.f;
-      const float inv = 1.f / s;
+      round_row(w, K, 1.f / s, kWeightLevels, 0, q);
       int32_t sum = 0;  // Σ_k W8[n,k]: the zero point's share of every product with this row
-      for (int64_t k = 0; k < K; ++k) {
-        W8[n * K + k] = static_cast<int8_t>(std::clamp(std::nearbyint(w[k] * inv), -kWeightLevels, kWeightLevels));
-        sum += W8[n * K + k];
-      }
+      for (int64_t k = 0; k < K; ++k) sum += q[k];
       scale[n] = s;
       row_sums[n] = sum;
     }
