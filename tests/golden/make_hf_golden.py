@@ -251,19 +251,27 @@ FILL_MASK = ["The cat [MASK] on the mat.", "To be, or not to [MASK], that is the
 
 
 def wordpiece_tokenizer(lowercase, vocab):
-    """BERT's tokenizer made with `tokenizers` (WordPiece trained on Shakespeare; BertNormalizer with
-    lower-casing as asked, BertPreTokenizer, [CLS] $A [SEP] with token types), wrapped as transformers
-    wraps a tokenizer.json."""
-    from tokenizers import Tokenizer, decoders, models, normalizers, pre_tokenizers, processors, trainers
+    """BERT's tokenizer made with `tokenizers`: a WordPiece vocabulary of `vocab` entries from
+    Shakespeare (the special tokens, every character alone and as a "##" continuation, then the most
+    frequent words, ties in alphabetical order — chosen here, not by WordPieceTrainer, whose ties fall
+    differently from run to run), BertNormalizer with lower-casing as asked, BertPreTokenizer,
+    [CLS] $A [SEP] with token types; wrapped as transformers wraps a tokenizer.json."""
+    import collections
+    import re
+
+    from tokenizers import Tokenizer, decoders, models, normalizers, pre_tokenizers, processors
     with open(os.path.join(SHARED, "tinyshakespeare", "input.txt"), encoding="utf-8") as f:
         lines = f.read().splitlines()[:20000]
     special = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]
-    tok = Tokenizer(models.WordPiece(unk_token="[UNK]"))
+    words = collections.Counter(w for line in lines for w in re.findall(r"\w+|[^\w\s]", line.lower() if lowercase
+                                                                         else line))
+    chars = sorted({c for w in words for c in w})
+    pieces = special + chars + ["##" + c for c in chars]
+    pieces += [w for w, _ in sorted(words.items(), key=lambda x: (-x[1], x[0])) if len(w) > 1][:vocab - len(pieces)]
+    tok = Tokenizer(models.WordPiece({p: i for i, p in enumerate(pieces)}, unk_token="[UNK]"))
     tok.normalizer = normalizers.BertNormalizer(lowercase=lowercase, strip_accents=None if lowercase else False)
     tok.pre_tokenizer = pre_tokenizers.BertPreTokenizer()
     tok.decoder = decoders.WordPiece(prefix="##")
-    tok.train_from_iterator(lines, trainers.WordPieceTrainer(vocab_size=vocab, special_tokens=special,
-                                                             show_progress=False))
     cls, sep = tok.token_to_id("[CLS]"), tok.token_to_id("[SEP]")
     tok.post_processor = processors.TemplateProcessing(
         single="[CLS] $A [SEP]", pair="[CLS] $A [SEP] $B:1 [SEP]:1", special_tokens=[("[CLS]", cls), ("[SEP]", sep)])
