@@ -11,11 +11,12 @@ qkv.autograd.grad, qkv.no_grad / enable_grad / set_grad_enabled, qkv.autocast (b
 precision); qkv.torch.scaled_dot_product_attention is a drop-in for PyTorch's on CPU.
 Model files: qkv.Translator(path).translate_batch(…), qkv.LanguageModel(path).generate(…),
 qkv.ImageClassifier, qkv.ImageCaptioner, or qkv.load(path) for any of them; qkv.train(config).
-Hugging Face folders (GPT-2, Llama, Qwen2, Mistral, Marian): qkv.convert(folder, out) or qkv.load(folder).
+Hugging Face folders (GPT-2, Llama, Qwen2, Mistral, Marian, BERT): qkv.convert(folder, out) or qkv.load(folder)
+(a BERT: qkv.MaskedLanguageModel, with fill_mask(text, top_k) as pipeline("fill-mask")).
 """
-from ._qkv import (Error, ImageCaptioner, ImageClassifier, LanguageModel, Tensor, TranslationResult, Translator,
-                   as_tensor, convert, from_dlpack, from_numpy, get_num_threads, load, manual_seed, ones, randn,
-                   set_num_threads, tensor, train, zeros)
+from ._qkv import (Error, ImageCaptioner, ImageClassifier, LanguageModel, MaskedLanguageModel, Tensor,
+                   TranslationResult, Translator, as_tensor, convert, from_dlpack, from_numpy, get_num_threads, load,
+                   manual_seed, ones, randn, set_num_threads, tensor, train, zeros)
 from . import autograd, nn
 from ._qkv import _cuda_device_count, _cuda_is_available
 from .modes import autocast, enable_grad, is_autocast_enabled, is_grad_enabled, no_grad, set_grad_enabled
@@ -29,7 +30,8 @@ class cuda:  # noqa: N801 — torch.cuda's name
 
 
 __version__ = "0.1.0"
-__all__ = ["Error", "ImageCaptioner", "ImageClassifier", "LanguageModel", "TranslationResult", "Translator", "load",
+__all__ = ["Error", "ImageCaptioner", "ImageClassifier", "LanguageModel", "MaskedLanguageModel", "TranslationResult",
+           "Translator", "load",
            "convert",
            "train", "Tensor", "as_tensor", "from_dlpack", "from_numpy", "get_num_threads", "manual_seed", "ones",
            "randn", "set_num_threads", "tensor", "zeros", "autograd", "nn", "cuda", "no_grad", "enable_grad",

@@ -22,6 +22,7 @@
 #include "convert.h"
 #include "qkv/autograd/grad_mode.h"
 #include "qkv/decode/caption.h"
+#include "qkv/decode/fill_mask.h"
 #include "qkv/decode/generate.h"
 #include "qkv/decode/translator.h"
 #include "qkv/io/config.h"
@@ -211,6 +212,24 @@ class PyLanguageModel {
   std::shared_ptr<models::LoadedLanguageModel> lm_;
 };
 
+// A masked language model (a converted BERT) and its tokenizer.
+class PyMaskedLanguageModel {
+ public:
+  explicit PyMaskedLanguageModel(const std::string& path)
+      : m_(std::make_shared<models::LoadedMaskedLanguageModel>(models::load_masked_language_model(path))) {}
+  std::vector<std::vector<decode::FillMaskCandidate>> fill_mask(const std::string& text, int64_t top_k,
+                                                                const std::string& pair) const {
+    decode::FillMaskOptions o;
+    o.top_k = top_k, o.text_pair = pair;
+    nb::gil_scoped_release release;
+    return decode::fill_mask(*m_->model, *m_->tokenizer.hf(), text, o);
+  }
+  const models::LoadedMaskedLanguageModel& loaded() const { return *m_; }
+
+ private:
+  std::shared_ptr<models::LoadedMaskedLanguageModel> m_;
+};
+
 decode::GenerateOptions generate_options(int64_t max_new_tokens, double temperature, int64_t top_k, double top_p,
                                          uint64_t seed, bool use_cache) {
   QKV_CHECK(max_new_tokens >= 0, "generate: max_new_tokens must be ≥ 0, got ", max_new_tokens);
@@ -396,6 +415,34 @@ void bind_models(nb::module_& m) {
       .def_prop_ro("metadata", [](const PyLanguageModel& lm) { return meta_dict(lm.loaded().meta); })
       .def("__repr__", [](const PyLanguageModel& lm) { return "qkv.LanguageModel('" + lm.loaded().path + "')"; });
 
+  nb::class_<PyMaskedLanguageModel>(m, "MaskedLanguageModel",
+                                    "A masked language model file (a converted BERT) with the tokenizer it carries.")
+      .def(nb::init<const std::string&>(), "model_path"_a, nb::call_guard<nb::gil_scoped_release>())
+      .def(
+          "fill_mask",
+          [](const PyMaskedLanguageModel& b, const std::string& text, int64_t top_k,
+             std::optional<std::string> text_pair) -> nb::object {
+            const auto masks = b.fill_mask(text, top_k, text_pair.value_or(""));
+            nb::list out;
+            for (const auto& cands : masks) {
+              nb::list l;
+              for (const auto& c : cands) {
+                nb::dict d;
+                d["score"] = c.score, d["token"] = c.token, d["token_str"] = c.token_str, d["sequence"] = c.sequence;
+                l.append(d);
+              }
+              out.append(l);
+            }
+            if (masks.size() == 1) return out[0];
+            return out;
+          },
+          "text"_a, "top_k"_a = 5, "text_pair"_a = nb::none(),
+          "The top_k tokens for each [MASK] of `text`, as transformers' pipeline(\"fill-mask\") gives them:\n"
+          "[{'score', 'token', 'token_str', 'sequence'}, …] for one mask, a list of such lists for several.")
+      .def_prop_ro("metadata", [](const PyMaskedLanguageModel& b) { return meta_dict(b.loaded().meta); })
+      .def("__repr__",
+           [](const PyMaskedLanguageModel& b) { return "qkv.MaskedLanguageModel('" + b.loaded().path + "')"; });
+
   nb::class_<PyImageClassifier>(m, "ImageClassifier", "An image classifier file (a ConvNet, with or without non-local blocks).")
       .def(nb::init<const std::string&>(), "model_path"_a, nb::call_guard<nb::gil_scoped_release>())
       .def(
@@ -495,12 +542,14 @@ void bind_models(nb::module_& m) {
             return nb::cast(new PyLanguageModel(path, "f32", "cpu"), nb::rv_policy::take_ownership);
           case models::Kind::image_classifier:
             return nb::cast(new PyImageClassifier(path), nb::rv_policy::take_ownership);
+          case models::Kind::masked_language_model:
+            return nb::cast(new PyMaskedLanguageModel(path), nb::rv_policy::take_ownership);
         }
         return nb::none();
       },
       "model_path"_a,
       "Any model file the registry knows, as what serves its kind: a Translator, LanguageModel,\n"
-      "ImageClassifier or ImageCaptioner; or a Hugging Face model folder (converted as qkv.convert does).");
+      "MaskedLanguageModel, ImageClassifier or ImageCaptioner; or a Hugging Face model folder (converted as qkv.convert does).");
 
   m.def(
       "train",

@@ -44,3 +44,21 @@ def test_a_bad_folder_is_a_clear_error(tmp_path):
     with pytest.raises(qkv.Error, match="nowhere"):
         qkv.load(str(tmp_path / "nowhere"))
     assert not (tmp_path / "x.safetensors").exists()
+
+
+def test_load_a_bert_folder_and_fill_mask_as_the_pipeline():
+    ref = reference("bert-uncased")
+    bert = qkv.load(os.path.join(GOLDEN, "bert-uncased"))
+    assert isinstance(bert, qkv.MaskedLanguageModel)
+    for case in ref["fill_mask"]:
+        got = bert.fill_mask(case["text"], top_k=5)
+        want = case["masks"]
+        if len(want) == 1:  # one mask: a list of candidates, as pipeline("fill-mask") returns
+            got = [got]
+        assert [[c["token"] for c in m] for m in got] == [[c["token"] for c in m] for m in want]
+        assert [[c["sequence"] for c in m] for m in got] == [[c["sequence"] for c in m] for m in want]
+        for gm, wm in zip(got, want):
+            for g, w in zip(gm, wm):
+                assert g["score"] == pytest.approx(w["score"], rel=1e-4)
+    with pytest.raises(qkv.Error, match="has no \\[MASK\\] token"):
+        bert.fill_mask("The cat sat.")

@@ -277,6 +277,28 @@ TEST(HfConvert, BertFillMaskEqualsThePipeline) {
   }
 }
 
+// An older BERT folder: vocab.txt and tokenizer_config.json, no tokenizer.json — built as
+// BertTokenizerFast builds it (lower-casing by default), the same ids.
+TEST(HfConvert, BertFolderWithVocabTxtOnly) {
+  testing::TempDir dir("hf-bert-vocab");
+  const fs::path f = dir.path / "bert";
+  fs::create_directories(f);
+  for (const char* name : {"config.json", "model.safetensors", "tokenizer_config.json"})
+    fs::copy(kGolden / "bert-uncased" / name, f / name);
+  const auto tj = nlohmann::json::parse(io::read_file((kGolden / "bert-uncased" / "tokenizer.json").string()));
+  std::vector<std::string> vocab(tj["model"]["vocab"].size());
+  for (auto& [piece, id] : tj["model"]["vocab"].items()) vocab.at(id.get<size_t>()) = piece;
+  std::string text;
+  for (const auto& v : vocab) text += v + "\n";
+  std::ofstream(f / "vocab.txt", std::ios::binary) << text;
+  const std::string out = (dir.path / "bert.safetensors").string();
+  convert_hf(f.string(), out);
+  LoadedMaskedLanguageModel m = load_masked_language_model(out);
+  const nlohmann::json ref = reference("bert-uncased");
+  for (const auto& fm : ref["fill_mask"])
+    EXPECT_EQ(m.tokenizer.hf()->encode(fm["text"].get<std::string>()), fm["ids"].get<std::vector<int32_t>>());
+}
+
 // Hostile input: no mask, a text longer than the positions, a model without the head.
 TEST(HfConvert, BertFillMaskRefusesHostileInput) {
   testing::TempDir dir("hf-bert-hostile-input");
