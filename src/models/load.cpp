@@ -44,9 +44,9 @@ std::unique_ptr<M> model_from(const std::string& path, Kind kind,
   auto build = [&](const nlohmann::json& file_meta, size_t param_bytes) -> nn::Module& {
     const ModelType& t = named_type(file_meta, path);
     QKV_CHECK(t.kind == kind, "'", path, "' holds a \"", t.name, "\" model (", kind_name(t.kind), "), not ",
-              kind == Kind::seq2seq                 ? "a sequence-to-sequence (translation)"
-              : kind == Kind::masked_language_model ? "a masked language"
-                                                    : kind_name(kind),
+              kind == Kind::seq2seq ? "a sequence-to-sequence (translation)"
+              : kind == Kind::image_classifier ? "an image classification"
+                                               : std::string("a ") + kind_name(kind),
               " model");
     // The model its config describes may take no more memory than the tensors in the file justify
     // (twice their f32 size, for buffers such as position tables, plus 64 MiB): a crafted config
