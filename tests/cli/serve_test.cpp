@@ -364,9 +364,9 @@ TEST(Serve, AttentionOfALanguageModelIsCausal) {
   expect_weights(r["kinds"][0], true, 4);
 }
 
-// A converted BERT: its self-attention reads both ways ([CLS] and [SEP] included; a token attends to
+// A converted BERT: /v1/fill-mask answers as pipeline("fill-mask"); its self-attention reads both ways ([CLS] and [SEP] included; a token attends to
 // tokens after it), and the head search ranks its heads; an over-long text is a 413 naming the limit.
-TEST(Serve, AttentionOfAMaskedLanguageModelIsBidirectional) {
+TEST(Serve, FillMaskAndAttentionOfAMaskedLanguageModel) {
   testing::TempDir dir("serve-bert");
   const std::string model = (dir.path / "bert.safetensors").string();
   ASSERT_EQ(testing::run_shell(std::string(QKV_CLI_PATH) + " convert --from hf " + QKV_GOLDEN_DIR +
@@ -396,6 +396,30 @@ TEST(Serve, AttentionOfAMaskedLanguageModelIsBidirectional) {
   for (int i = 0; i < 30; ++i) longer += "the cat ";
   post(s.port(), json{{"text", longer}}.dump(), &status, "/v1/attention");
   EXPECT_EQ(status, 413);
+
+  // /v1/fill-mask: pipeline("fill-mask")'s candidates, as the CLI prints them
+  const json ref = json::parse(io::read_file(std::string(QKV_GOLDEN_DIR) + "/hf/bert-uncased/reference.json"));
+  for (const json& fm : ref["fill_mask"]) {
+    const json f = post(s.port(), json{{"text", fm["text"]}, {"top_k", 5}}.dump(), &status, "/v1/fill-mask");
+    ASSERT_EQ(status, 200) << f.dump().substr(0, 300);
+    ASSERT_EQ(f["masks"].size(), fm["masks"].size());
+    for (size_t i = 0; i < fm["masks"].size(); ++i)
+      for (size_t j = 0; j < fm["masks"][i].size(); ++j) {
+        EXPECT_EQ(f["masks"][i][j]["token"], fm["masks"][i][j]["token"]);
+        EXPECT_EQ(f["masks"][i][j]["sequence"], fm["masks"][i][j]["sequence"]);
+        EXPECT_NEAR(f["masks"][i][j]["score"].get<double>(), fm["masks"][i][j]["score"].get<double>(), 1e-5);
+      }
+  }
+  json e = post(s.port(), json{{"text", "The cat sat."}}.dump(), &status, "/v1/fill-mask");
+  EXPECT_EQ(status, 400);
+  EXPECT_NE(e.dump().find("has no [MASK] token"), std::string::npos) << e.dump();
+  post(s.port(), json{{"text", "[MASK] " + longer}}.dump(), &status, "/v1/fill-mask");
+  EXPECT_EQ(status, 413);
+  e = post(s.port(), json{{"text", "The [MASK] sat."}, {"top_k", 0}}.dump(), &status, "/v1/fill-mask");
+  EXPECT_EQ(status, 400);
+  EXPECT_NE(e.dump().find("top_k"), std::string::npos) << e.dump();
+  e = post(s.port(), json{{"text", "The [MASK] sat."}}.dump(), &status, "/v1/generate");
+  EXPECT_EQ(status, 400);  // no language model here
 }
 
 TEST(Serve, BadGenerationAndAttentionRequestsGetAnErrorNamingTheProblem) {

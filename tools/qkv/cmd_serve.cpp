@@ -17,6 +17,9 @@
 //                        → {"model", "kind", "input", "output", "kinds": [{"name", "queries", "keys",
 //                        "layers": [layer][head][query][key]}], "search"?: [{"kind", "layer", "head",
 //                        "query_word", "key_word", "weight"}, … best first]}   (decode/inspect.h)
+//   POST /v1/fill-mask   {"text", "model"?, "top_k"?, "text_pair"?} (a masked language model: BERT)
+//                        → {"model", "masks": [[{"score", "token", "token_str", "sequence"}, … top_k]
+//                        per [MASK] of the text]}   (decode/fill_mask.h: pipeline("fill-mask")'s)
 //   GET  /v1/models      the loaded models        GET /health      {"status": "ok"}
 //   GET  /metrics        Prometheus text: requests by route and status, latency, sentences and
 //                        tokens produced (rate() of them is tokens/s), queue length, in flight
@@ -40,6 +43,7 @@
 #include "commands.h"
 #include "http_server.h"
 #include "options.h"
+#include "qkv/decode/fill_mask.h"
 #include "serve_services.h"
 #include "qkv/core/error.h"
 #include "qkv/core/message.h"
@@ -152,6 +156,7 @@ class Server {
     http_.route("POST", "/v1/translate", answer([this](const HttpRequest& r) { return translate(r); }), true);
     http_.route("POST", "/v1/generate", answer([this](const HttpRequest& r) { return generate(r); }), true);
     http_.route("POST", "/v1/attention", answer([this](const HttpRequest& r) { return attention(r); }), true);
+    http_.route("POST", "/v1/fill-mask", answer([this](const HttpRequest& r) { return fill_mask(r); }), true);
   }
 
   // Binds (port 0: any free port) and returns the port; then run() serves until stop().
@@ -336,6 +341,37 @@ class Server {
     return res;
   }
 
+  HttpResponse fill_mask(const HttpRequest& req) {
+    const Body body(req.body, kFillMaskFields);
+    auto& s = static_cast<MaskedLanguageModelService&>(service(body, {"masked_language_model"}, "/v1/fill-mask"));
+    decode::FillMaskOptions o;
+    const std::string text = body.text("text", a_.max_sentence_bytes, "--max-sentence-bytes");
+    o.top_k = body.integer("top_k", 5, 1, s.loaded().model->vocab_size());
+    if (body.has("text_pair")) o.text_pair = body.text("text_pair", a_.max_sentence_bytes, "--max-sentence-bytes");
+    const text::HfTokenizer& tok = *s.loaded().tokenizer.hf();
+    const size_t n = o.text_pair.empty() ? tok.encode(text).size() : tok.encode_pair(text, o.text_pair).ids.size();
+    if (static_cast<int64_t>(n) > s.loaded().model->max_positions())
+      throw HttpError{413, "\"text\" has " + std::to_string(n) + " tokens, more than the model's " +
+                               std::to_string(s.loaded().model->max_positions()) + " positions"};
+    std::vector<std::vector<decode::FillMaskCandidate>> masks;
+    {
+      auto held = s.hold(timeout());
+      try {
+        masks = decode::fill_mask(*s.loaded().model, tok, text, o);
+      } catch (const Error& e) {  // no mask in the text (the model's own faults were refused at load)
+        throw HttpError{400, plain_message(e.what())};
+      }
+    }
+    json out = json::array();
+    for (const auto& cands : masks) {
+      json list = json::array();
+      for (const auto& c : cands)
+        list.push_back({{"score", c.score}, {"token", c.token}, {"token_str", c.token_str}, {"sequence", c.sequence}});
+      out.push_back(std::move(list));
+    }
+    return json_response(json{{"model", s.name()}, {"masks", std::move(out)}});
+  }
+
   HttpResponse attention(const HttpRequest& req) {
     const Body body(req.body, kAttentionFields);
     ModelService& s = service(body, {"translation", "language_model", "masked_language_model"}, "/v1/attention");
@@ -442,7 +478,7 @@ int run_serve(const ServeArgs& a) {
     if (kind == models::Kind::seq2seq) {
       models::LoadedSeq2Seq t = models::load_seq2seq(path, lo);
       services.push_back(std::make_unique<TranslationService>(name, std::move(t), a.threads, a.max_batch, a.max_wait_ms));
-    } else if (kind == models::Kind::masked_language_model) {  // (its attention: /v1/attention)
+    } else if (kind == models::Kind::masked_language_model) {  // /v1/fill-mask, /v1/attention
       models::LoadedMaskedLanguageModel b = models::load_masked_language_model(path, lo);
       services.push_back(std::make_unique<MaskedLanguageModelService>(name, std::move(b), a.threads));
     } else {
