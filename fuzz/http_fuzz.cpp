@@ -18,7 +18,7 @@ HttpServer& server() {
     auto* h = new HttpServer(HttpLimits{}, HttpObserver{});
     auto none = [](const HttpRequest&) { return HttpResponse{}; };
     for (const char* p : {"/", "/health", "/metrics", "/v1/models"}) h->route("GET", p, none, false);
-    for (const char* p : {"/v1/translate", "/v1/generate", "/v1/attention"}) h->route("POST", p, none, true);
+    for (const char* p : {"/v1/translate", "/v1/generate", "/v1/attention", "/v1/fill-mask"}) h->route("POST", p, none, true);
     return h;
   }();
   return *s;
@@ -48,6 +48,11 @@ void validate(const std::string& path, const std::string& body) {
     const Body b(body, kAttentionFields);
     b.text("text", 2000, "--max-sentence-bytes");
     b.integer("beam_size", 4, 1, 16);
+  } else if (path == "/v1/fill-mask") {
+    const Body b(body, kFillMaskFields);
+    b.text("text", 2000, "--max-sentence-bytes");
+    b.integer("top_k", 5, 1, 30522);
+    if (b.has("text_pair")) b.text("text_pair", 2000, "--max-sentence-bytes");
   }
 }
 
