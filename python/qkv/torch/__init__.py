@@ -246,6 +246,6 @@ def scaled_dot_product_attention(query, key, value, attn_mask=None, dropout_p=0.
                                             bool(enable_gqa))
 
 
-# from . import nn
+from . import nn  # noqa: E402  (qkv.torch.nn: torch.nn modules whose attention is qkv's)
 
-__all__ = ["scaled_dot_product_attention"]
+__all__ = ["scaled_dot_product_attention", "nn"]
