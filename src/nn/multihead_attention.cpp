@@ -230,17 +230,19 @@ void KVCache::append(const Tensor& new_k, const Tensor& new_v) {
 void MultiheadAttention::set_inference_weights(InferenceWeights weights) {
   out_proj->set_inference_weights(weights);
   in_proj_inference = in_proj_weight.defined() ? InferenceWeight(in_proj_weight, weights) : InferenceWeight();
+  for (int i = 0; i < 3; ++i)
+    in_proj_slices[static_cast<size_t>(i)] =
+        in_proj_weight.defined() ? in_proj_inference.slice_rows(i * embed_dim, (i + 1) * embed_dim) : InferenceWeight();
 }
 
 // x W_iᵀ + b_i for i = 0 (Q), 1 (K), 2 (V): a row block of in_proj_weight, or q/k/v_proj_weight.
-// inference: read what set_inference_weights made (bf16 copy, int8 rows) for the weight.
+// inference: read what set_inference_weights made (bf16 copy, int8 rows, packed copy) for the weight.
 Tensor MultiheadAttention::project(const Tensor& x, int i, bool inference) const {
   const int64_t E = embed_dim;
   Tensor b = in_proj_bias.defined() ? in_proj_bias.slice(0, i * E, (i + 1) * E) : Tensor();
   if (!in_proj_weight.defined()) return linear(x, i == 0 ? q_proj_weight : i == 1 ? k_proj_weight : v_proj_weight, b);
   Tensor w = in_proj_weight.slice(0, i * E, (i + 1) * E);
-  if (inference && in_proj_inference.kind() != InferenceWeights::f32)
-    return linear_inference(x, w, in_proj_inference.slice_rows(i * E, (i + 1) * E), b);
+  if (inference) return linear_inference(x, w, in_proj_slices[static_cast<size_t>(i)], b);
   return linear(x, w, b);
 }
 

@@ -8,6 +8,8 @@
 #include "kernels/cpu/gemm_bf16.h"
 #include "kernels/cpu/gemm_int8.h"
 #include "kernels/cpu/gemv_bf16.h"
+#include "packed_copy.h"
+#include "qkv/autograd/grad_mode.h"
 #include "qkv/autograd/node.h"
 #include "qkv/core/parallel.h"
 #include "qkv/ops/arith.h"
@@ -280,7 +282,10 @@ Tensor linear_inference(const Tensor& x, const Tensor& weight, const InferenceWe
   // On the CPU the bf16 copy feeds the matrix–vector kernel (small batches: memory-bound); larger
   // batches read the f32 weights, whose GEMM is faster there than a bf16 one.
   const bool use_bf16 = w.bf16().defined() && rows <= 16;
-  if (!q && !use_bf16) return linear(x, weight, bias);
+  // f32 weights: batches of rows read the packed copy (made on a weight's second batch) once there
+  // is one; a single row (a generation step) and the training path (the tape on) take `linear`
+  const PackedCopy* packed_f32 = !q && !use_bf16 && rows >= 2 && !autograd::grad_enabled() ? w.packed(weight) : nullptr;
+  if (!q && !use_bf16 && !packed_f32) return linear(x, weight, bias);
   if (use_bf16) check_copy_beside(x, w);
   QKV_CHECK(x.size(-1) == in_f, "linear_inference: input ", shape_str(x.shape()), " x weight ",
             shape_str(weight.shape()), ": in_features differ");
@@ -293,10 +298,20 @@ Tensor linear_inference(const Tensor& x, const Tensor& weight, const InferenceWe
   Tensor out = Tensor::empty(out_shape, DType::f32, d);
   Tensor bc = bias.defined() ? bias.contiguous() : Tensor();
   if (q) {
+    const PackedCopy* packed = rows > kernels::cpu::kInt8GemvRows ? w.packed(weight) : nullptr;
     QKV_DISPATCH_CPU("linear_inference", d,
-                 k::linear_int8(rows, out_f, in_f, xc.data(), in_f, q->values.data() + w.row_begin() * in_f, in_f,
-                                q->scales.data() + w.row_begin(), q->sums.data() + w.row_begin(), bc.defined() ? bc.data() : nullptr, out.data(), out_f));
+                     k::linear_int8(rows, out_f, in_f, xc.data(), in_f, q->values.data() + w.row_begin() * in_f, in_f,
+                                    q->scales.data() + w.row_begin(), q->sums.data() + w.row_begin(),
+                                    bc.defined() ? bc.data() : nullptr, out.data(), out_f,
+                                    packed ? packed->linear.get() : nullptr));
     return out;
+  }
+  if (packed_f32) {  // y = x Wᵀ (+ b) through the packed copy, or `linear` where it has no kernel
+    bool done = false;
+    QKV_DISPATCH_CPU("linear_inference", d,
+                     done = k::packed_linear_f32(*packed_f32->linear, rows, xc.data(),
+                                                 bc.defined() ? bc.data() : nullptr, out.data()));
+    return done ? out : linear(x, weight, bias);
   }
   QKV_CHECK(w.bf16().dtype() == DType::bf16 && w.bf16().is_contiguous(),
             "linear_inference: the bf16 copy must be dense bf16 ", shape_str(weight.shape()));

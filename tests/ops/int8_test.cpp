@@ -6,6 +6,7 @@
 
 #include <cmath>
 
+#include "qkv/autograd/grad_mode.h"
 #include "qkv/decode/translator.h"
 #include "qkv/models/load.h"
 #include "qkv/ops/matmul.h"
@@ -73,6 +74,36 @@ TEST(Int8, LinearEqualsTheExactIntegerSumAndStaysNearF32) {
     EXPECT_TENSOR_NEAR(linear_inference(x, w, iw), reference(x, *iw.int8(), 0, N, Tensor()), 1e-6);
     // against f32: |error| a few % of the output's scale (7-bit activations, 8-bit weights)
     EXPECT_LT(testing::rel_error(y.to_vector(), linear(x, w, b).to_vector()), 0.03) << M << "x" << N << "x" << K;
+  }
+}
+
+// Batches of rows read the weights' packed copy (kernels/cpu/packed_linear.h) from a weight's second
+// batch on: int8 gives the same integers, so the same numbers, as the first (unpacked) call; f32
+// equals `linear` to rounding. Batch sizes the packed primitive was not laid out for (9, 17, 100)
+// and a slice of a fused projection included.
+TEST(Int8, PackedCopiesGiveTheSameNumbers) {
+  autograd::NoGradGuard no_grad;  // decoding: the f32 packed copy is never read with the tape on
+  Generator g(15);
+  Tensor w = Tensor::randn({96, 200}, g), b = Tensor::randn({96}, g);
+  for (const int64_t M : {9, 17, 32, 100}) {
+    Tensor x = Tensor::randn({M, 200}, g);
+    for (const auto kind : {InferenceWeights::int8, InferenceWeights::f32}) {
+      const InferenceWeight whole(w, kind), slice = whole.slice_rows(32, 64);
+      const Tensor w_slice = w.slice(0, 32, 64).contiguous(), b_slice = b.slice(0, 32, 64).contiguous();
+      const Tensor first = linear_inference(x, w, whole, b);  // before any packing
+      for (int call = 0; call < 3; ++call) {
+        const Tensor again = linear_inference(x, w, whole, b);
+        if (kind == InferenceWeights::int8)
+          EXPECT_EQ(again.to_vector(), first.to_vector()) << "M=" << M << " call " << call;
+        else
+          EXPECT_TENSOR_NEAR(again, linear(x, w, b), 1e-5);
+        const Tensor part = linear_inference(x, w_slice, slice, b_slice);
+        if (kind == InferenceWeights::int8)
+          EXPECT_TENSOR_NEAR(part, reference(x, *whole.int8(), 32, 32, b_slice), 1e-6);
+        else
+          EXPECT_TENSOR_NEAR(part, linear(x, w_slice, b_slice), 1e-5);
+      }
+    }
   }
 }
 

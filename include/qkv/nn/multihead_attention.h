@@ -15,6 +15,8 @@
 // as the layers of a model do.
 #pragma once
 
+#include <array>
+
 #include "qkv/nn/linear.h"
 #include "qkv/ops/attention.h"
 #include "qkv/ops/mask.h"
@@ -85,6 +87,8 @@ class MultiheadAttention : public Module {
   Tensor in_proj_weight, q_proj_weight, k_proj_weight, v_proj_weight, in_proj_bias;
   std::shared_ptr<Linear> out_proj;
   InferenceWeight in_proj_inference;  // what decoding reads for in_proj_weight (set_inference_weights)
+  // its row blocks for Q, K and V, each with its own packed copy (made once, kept)
+  std::array<InferenceWeight, 3> in_proj_slices;
 
  private:
   Tensor project(const Tensor& x, int i, bool inference) const;  // x W_iᵀ + b_i, i = 0 (Q), 1 (K), 2 (V)

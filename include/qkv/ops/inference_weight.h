@@ -7,9 +7,15 @@
 //   int8   per output row n: s[n] = max_k |W[n,k]| / 127, W8[n,k] = round(W[n,k] / s[n]); the
 //          activations quantized per row on the fly, integer products summed exactly in int32
 //          (kernels/cpu/gemm_int8.h); a quarter of the bytes, ~2 significant digits of weight
+//
+// On the CPU, f32 and int8 weights also get a copy reordered for oneDNN's matmul primitive
+// (kernels/cpu/packed_linear.h), made on the first batch of more than a few rows and kept: a
+// translation step's GEMM no longer packs the weights on every call. f32 results then equal the
+// training path's `linear` to rounding (another summation order), int8 results exactly.
 #pragma once
 
 #include <memory>
+#include <mutex>
 #include <vector>
 
 #include "qkv/core/names.h"
@@ -33,8 +39,13 @@ struct QuantizedRows {
   Tensor dequantize() const;                            // s[n] · W8[n, k], f32 [N, K]
 };
 
+// The kernels' packed copy of a weight (or of its int8 rows), made once on first use (thread-safe);
+// defined in src/ops/inference_weight.cpp.
+struct PackedCopy;
+
 // What a decoding step reads for one weight matrix: nothing extra (f32), a bf16 copy, or int8 rows
-// (shared, so rows(b, e) — q, k and v of a fused projection — is a view, not a copy).
+// (shared, so rows(b, e) — q, k and v of a fused projection — is a view, not a copy); and, for
+// batches of rows on the CPU, the packed copy of those rows.
 class InferenceWeight {
  public:
   InferenceWeight() = default;
@@ -45,11 +56,16 @@ class InferenceWeight {
   int64_t row_begin() const { return row0_; }
   int64_t rows() const { return rows_; }
   InferenceWeight slice_rows(int64_t begin, int64_t end) const;  // rows [begin, end)
+  // This weight's rows packed for the kernels (made on the first call from `weight`, the f32
+  // parameter, or from the int8 rows); null for a bf16 copy, off the CPU, or without an inference
+  // kind set (a default-constructed InferenceWeight: the training path).
+  const PackedCopy* packed(const Tensor& weight) const;
 
  private:
   InferenceWeights kind_ = InferenceWeights::f32;
   Tensor bf16_;
   std::shared_ptr<const QuantizedRows> int8_;
+  std::shared_ptr<PackedCopy> packed_;  // this slice's own (a slice gets a new one)
   int64_t row0_ = 0, rows_ = 0;
 };
 

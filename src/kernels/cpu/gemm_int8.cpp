@@ -77,7 +77,7 @@ float quantize_row(const float* r, int64_t K, uint8_t* q) {
 // are summed into int32 lanes by VNNI's vpdpbusd where the CPU has it (AVX-512 or AVX-VNNI), by
 // vpmaddubsw + vpmaddwd otherwise (never saturating: xq ≤ 127, |W8| ≤ 127, 2 · 127 · 127 < 2¹⁵).
 // Every path sums the same integers exactly.
-constexpr int64_t kGemvRows = 8;
+constexpr int64_t kGemvRows = kInt8GemvRows;
 // How far ahead the weights are prefetched, in blocks of rows (the model's weights stream through
 // once a step: the hardware prefetcher alone leaves the loads waiting).
 constexpr int64_t kPrefetchBlocks = 1;
@@ -219,7 +219,8 @@ void quantize_rows_int8(int64_t N, int64_t K, const float* W, int8_t* W8, float*
 }
 
 void linear_int8(int64_t M, int64_t N, int64_t K, const float* x, int64_t ldx, const int8_t* W8, int64_t ldw,
-                 const float* scale, const int32_t* row_sums, const float* bias, float* y, int64_t ldy) {
+                 const float* scale, const int32_t* row_sums, const float* bias, float* y, int64_t ldy,
+                 const PackedLinear* packed) {
   if (M <= 0 || N <= 0) return;
   // per thread, reused across calls: the quantized activations, their scales, the int32 sums
   thread_local std::vector<uint8_t> xq;
@@ -243,6 +244,12 @@ void linear_int8(int64_t M, int64_t N, int64_t K, const float* x, int64_t ldx, c
   // either way, so a decoding step gives the same numbers whichever path its batch takes
   if (M <= kGemvRows) {
     gemv_u8s8(M, N, K, xq_p, W8, ldw, row_sums, acc_p);
+  } else if (packed && packed_linear_u8s8(*packed, M, xq_p, acc_p)) {
+    // acc = Xq · W8ᵀ, then the zero point's share out: − 64 · Σ_k W8[n,k]
+    parallel_for(M, 4, [&](int64_t m0, int64_t m1) {
+      for (int64_t m = m0; m < m1; ++m)
+        for (int64_t n = 0; n < N; ++n) acc_p[m * N + n] -= static_cast<int32_t>(kZeroPoint) * row_sums[n];
+    });
   } else {
     const int32_t co = 0;
     const dnnl_status_t st = dnnl_gemm_u8s8s32('N', 'T', 'F', M, N, K, 1.f, xq_p, K, kZeroPoint, W8, ldw, 0, 0.f,

@@ -13,6 +13,8 @@
 
 #include <cstdint>
 
+#include "kernels/cpu/packed_linear.h"
+
 namespace qkv::kernels::cpu {
 
 // W: f32 [N, K] → W8 [N, K], s_w [N] as above (an all-zero row gets scale 1), and row_sums [N] =
@@ -20,8 +22,15 @@ namespace qkv::kernels::cpu {
 void quantize_rows_int8(int64_t N, int64_t K, const float* W, int8_t* W8, float* scale, int32_t* row_sums);
 
 // x: f32 [M, K] (row stride ldx), W8: int8 [N, K] (row stride ldw), scale: s_w [N], row_sums: [N]
-// from quantize_rows_int8, bias: f32 [N] or null → y: f32 [M, N] (row stride ldy).
+// from quantize_rows_int8, bias: f32 [N] or null → y: f32 [M, N] (row stride ldy). packed: W8's
+// packed copy (kernels/cpu/packed_linear.h) or null; batches of more than a few rows read it when
+// given, and oneDNN's GEMM (which packs W8 on each call) otherwise.
 void linear_int8(int64_t M, int64_t N, int64_t K, const float* x, int64_t ldx, const int8_t* W8, int64_t ldw,
-                 const float* scale, const int32_t* row_sums, const float* bias, float* y, int64_t ldy);
+                 const float* scale, const int32_t* row_sums, const float* bias, float* y, int64_t ldy,
+                 const PackedLinear* packed = nullptr);
+
+// Batches of at most this many rows take the matrix–vector kernel (one pass over W8), larger ones
+// a GEMM.
+constexpr int64_t kInt8GemvRows = 8;
 
 }  // namespace qkv::kernels::cpu
