@@ -15,6 +15,23 @@ const nlohmann::json& meta_field(const nlohmann::json& meta, const std::string& 
   return meta.at(key);
 }
 
+// The language-model tokenizer a file carries (characters, SentencePiece or Hugging Face's): a
+// qkv::Error naming the file otherwise.
+text::LMTokenizer read_lm_tokenizer(const nlohmann::json& meta, const std::string& path) {
+  try {
+    return text::LMTokenizer::from_json(meta_field(meta, path, "tokenizer"));
+  } catch (const Error& e) {
+    QKV_CHECK(false, "'", path, "': the tokenizer: ", e.what());
+  }
+  return {};
+}
+
+// Every token id the tokenizer can give must be a row of the model's embedding.
+void check_tokenizer_fits(const text::LMTokenizer& tokenizer, int64_t model_vocab, const std::string& path) {
+  QKV_CHECK(tokenizer.vocab_size() <= model_vocab, "'", path, "': the tokenizer has ", tokenizer.vocab_size(),
+            " tokens, more than the model's vocab_size ", model_vocab);
+}
+
 // The registered type a file's metadata names (checked by load_model_file / load_model_metadata to
 // hold "model_type"); not a registered name: an error naming the file.
 const ModelType& named_type(const nlohmann::json& meta, const std::string& path) {
@@ -114,18 +131,13 @@ LoadedLanguageModel load_language_model(const std::string& path, const LoadOptio
   LoadedLanguageModel r;
   r.path = path;
   auto vocab = [&](const nlohmann::json& meta) -> int64_t {
-    try {
-      r.tokenizer = text::LMTokenizer::from_json(meta_field(meta, path, "tokenizer"));
-    } catch (const Error& e) {
-      QKV_CHECK(false, "'", path, "': the tokenizer: ", e.what());
-    }
+    r.tokenizer = read_lm_tokenizer(meta, path);
     // A converted model's embedding may be padded past its tokenizer (Qwen2's 151,936 rows for
     // 151,665 tokens): checked below, as at most the model's.
     return r.tokenizer.hf() ? int64_t{-1} : r.tokenizer.vocab_size();
   };
   r.model = model_from<LanguageModel>(path, Kind::language_model, vocab, options, r.meta);
-  QKV_CHECK(r.tokenizer.vocab_size() <= r.model->vocab_size(), "'", path, "': the tokenizer has ",
-            r.tokenizer.vocab_size(), " tokens, more than the model's vocab_size ", r.model->vocab_size());
+  check_tokenizer_fits(r.tokenizer, r.model->vocab_size(), path);
   if (auto g = r.meta.find("generation"); g != r.meta.end() && g->is_object() && g->contains("eos_token_id")) {
     const nlohmann::json& e = (*g)["eos_token_id"];
     for (const auto& id : e.is_array() ? e : nlohmann::json::array({e})) {
@@ -153,18 +165,13 @@ LoadedMaskedLanguageModel load_masked_language_model(const std::string& path, co
   LoadedMaskedLanguageModel r;
   r.path = path;
   auto vocab = [&](const nlohmann::json& meta) -> int64_t {
-    try {
-      r.tokenizer = text::LMTokenizer::from_json(meta_field(meta, path, "tokenizer"));
-    } catch (const Error& e) {
-      QKV_CHECK(false, "'", path, "': the tokenizer: ", e.what());
-    }
+    r.tokenizer = read_lm_tokenizer(meta, path);
     return int64_t{-1};  // checked below: at most the model's (an embedding may be padded past it)
   };
   r.model = model_from<MaskedLanguageModel>(path, Kind::masked_language_model, vocab, options, r.meta);
   QKV_CHECK(r.tokenizer.hf(), "'", path, "': a masked language model needs its Hugging Face tokenizer (",
             r.tokenizer.type(), " found)");
-  QKV_CHECK(r.tokenizer.vocab_size() <= r.model->vocab_size(), "'", path, "': the tokenizer has ",
-            r.tokenizer.vocab_size(), " tokens, more than the model's vocab_size ", r.model->vocab_size());
+  check_tokenizer_fits(r.tokenizer, r.model->vocab_size(), path);
   return r;
 }
 
