@@ -175,6 +175,44 @@ AttentionView masked_language_model_attention(const models::MaskedLanguageModel&
   return v;
 }
 
+Tensor attention_rollout(const std::vector<Tensor>& layers) {
+  QKV_CHECK(!layers.empty(), "attention_rollout: no layers");
+  const int64_t T = layers.front().size(1);
+  std::vector<double> roll(static_cast<size_t>(T * T), 0.0), a(roll.size()), next(roll.size());
+  for (int64_t i = 0; i < T; ++i) roll[static_cast<size_t>(i * T + i)] = 1.0;  // rollout of no layers: I
+  for (const Tensor& w : layers) {
+    QKV_CHECK(w.dim() == 3 && w.size(1) == T && w.size(2) == T, "attention_rollout: each layer must be [heads, ", T,
+              ", ", T, "] (self-attention), got ", w.size(0), "×", w.size(1), "×", w.size(2));
+    const int64_t H = w.size(0);
+    const float* p = w.data<float>();
+    // Â = 0.5 · mean over heads + 0.5 · I, rows renormalised
+    for (int64_t i = 0; i < T; ++i) {
+      double sum = 0;
+      for (int64_t j = 0; j < T; ++j) {
+        double m = 0;
+        for (int64_t h = 0; h < H; ++h) m += p[(h * T + i) * T + j];
+        const double v = 0.5 * m / static_cast<double>(H) + (i == j ? 0.5 : 0.0);
+        a[static_cast<size_t>(i * T + j)] = v, sum += v;
+      }
+      for (int64_t j = 0; j < T; ++j) a[static_cast<size_t>(i * T + j)] /= sum;
+    }
+    // rollout ← Â_l · rollout (the later layer on the left)
+    std::fill(next.begin(), next.end(), 0.0);
+    for (int64_t i = 0; i < T; ++i)
+      for (int64_t k = 0; k < T; ++k) {
+        const double aik = a[static_cast<size_t>(i * T + k)];
+        if (aik == 0.0) continue;  // (a causal map's upper triangle)
+        const double* r = roll.data() + k * T;
+        double* o = next.data() + i * T;
+        for (int64_t j = 0; j < T; ++j) o[j] += aik * r[j];
+      }
+    roll.swap(next);
+  }
+  Tensor out = Tensor::zeros({T, T});
+  for (size_t i = 0; i < roll.size(); ++i) out.data<float>()[i] = static_cast<float>(roll[i]);
+  return out;
+}
+
 std::vector<HeadScore> rank_heads(const AttentionView& view, std::string_view query, std::string_view key) {
   const std::string q = normalized(query), k = normalized(key);
   auto occurrences = [](const TokenAxis& a, const std::string& w) {

@@ -41,6 +41,8 @@ TEST(CliConvert, AttendShowsAConvertedLanguageModelsSelfAttention) {
   EXPECT_NE(r.out.find("the earlier token each token looks at most"), std::string::npos) << r.out;
   EXPECT_TRUE(fs::exists(dir.path / "att" / "self.svg"));
   EXPECT_TRUE(fs::exists(dir.path / "att" / "self-mean.svg"));
+  EXPECT_NE(io::read_file((dir.path / "att" / "rollout.svg").string()).find("Attention rollout (causal)"),
+            std::string::npos);
 }
 
 // A converted BertForMaskedLM: qkv fill-mask prints pipeline("fill-mask")'s top-k for each [MASK]
@@ -85,6 +87,8 @@ TEST(CliConvert, FillMaskAndAttendTakeAConvertedBert) {
   EXPECT_NE(r.out.find("[CLS] → "), std::string::npos) << r.out;
   EXPECT_TRUE(fs::exists(dir.path / "att" / "self.svg"));
   EXPECT_TRUE(fs::exists(dir.path / "att" / "self-mean.svg"));
+  EXPECT_NE(io::read_file((dir.path / "att" / "rollout.svg").string()).find("Attention rollout over 2 layers"),
+            std::string::npos);
 }
 
 TEST(CliConvert, ABadFolderIsOneLineAndNothingWritten) {

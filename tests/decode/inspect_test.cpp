@@ -138,5 +138,46 @@ TEST(Inspect, EmptyAndOverlongInputsAreErrors) {
   EXPECT_NE(msg.find("context"), std::string::npos) << msg;
 }
 
+// Attention rollout by hand: two layers of two tokens, one head each.
+//   A1 = [[1, 0], [.5, .5]] → Â1 = .5·A1 + .5·I = [[1, 0], [.25, .75]]
+//   A2 = [[0, 1], [0, 1]]   → Â2 = [[.5, .5], [0, 1]]
+//   rollout = Â2 · Â1 = [[.5 + .125, .375], [.25, .75]]
+TEST(Inspect, RolloutIsTheProductOfHalfResidualLayers) {
+  Tensor a1 = Tensor::zeros({1, 2, 2}), a2 = Tensor::zeros({1, 2, 2});
+  const float v1[] = {1, 0, 0.5f, 0.5f}, v2[] = {0, 1, 0, 1};
+  std::copy(v1, v1 + 4, a1.data<float>());
+  std::copy(v2, v2 + 4, a2.data<float>());
+  const Tensor r = attention_rollout({a1, a2});
+  ASSERT_EQ(r.size(0), 2);
+  const float want[] = {0.625f, 0.375f, 0.25f, 0.75f};
+  for (int i = 0; i < 4; ++i) EXPECT_NEAR(r.data<float>()[i], want[i], 1e-6) << i;
+  // heads are averaged first: two heads [[1,0],[1,0]] and [[0,1],[0,1]] make one of [[.5,.5],[.5,.5]]
+  Tensor two = Tensor::zeros({2, 2, 2});
+  const float v3[] = {1, 0, 1, 0, 0, 1, 0, 1};
+  std::copy(v3, v3 + 8, two.data<float>());
+  const Tensor m = attention_rollout({two});
+  const float want1[] = {0.75f, 0.25f, 0.25f, 0.75f};
+  for (int i = 0; i < 4; ++i) EXPECT_NEAR(m.data<float>()[i], want1[i], 1e-6) << i;
+  EXPECT_NE(testing::error_of([&] { attention_rollout({Tensor::zeros({1, 2, 3})}); }).find("self-attention"),
+            std::string::npos);
+}
+
+// On the shipped character GPT: rows are distributions and the rollout stays causal.
+TEST(Inspect, RolloutOfACausalModelIsCausal) {
+  models::LoadedLanguageModel g =
+      models::load_language_model(std::string(QKV_SOURCE_DIR) + "/models/shakespeare-char.safetensors");
+  const AttentionView v = language_model_attention(*g.model, g.tokenizer, "ROMEO: what light");
+  const Tensor r = attention_rollout(v.kinds[0].layers);
+  const int64_t T = r.size(0);
+  for (int64_t i = 0; i < T; ++i) {
+    double sum = 0;
+    for (int64_t j = 0; j < T; ++j) {
+      sum += r.data<float>()[i * T + j];
+      if (j > i) EXPECT_EQ(r.data<float>()[i * T + j], 0.f);
+    }
+    EXPECT_NEAR(sum, 1.0, 1e-5);
+  }
+}
+
 }  // namespace
 }  // namespace qkv::decode

@@ -11,6 +11,10 @@
 // A language model draws self.svg and self-mean.svg (its causal self-attention over the text); a
 // masked language model (BERT) the same for its bidirectional self-attention, [CLS] and [SEP] included.
 //
+//   rollout.svg (encoder-rollout.svg for a translator)   attention rollout across every layer
+//                (Abnar & Zuidema 2020; decode/inspect.h's attention_rollout): rows: tokens after
+//                the last layer, cols: the input tokens they draw on, the residual counted
+//
 // A row is labelled with the token produced at that position (the decoder's input there is the
 // token before it), so row "chat" of cross.svg shows where the model looked while writing "chat".
 #include <cstdio>
@@ -151,6 +155,27 @@ void add_attend(CLI::App& app) {
       write("cross.svg", viz::heatmap_grid_svg(panels(cross->layers, "cross"), heads(*cross), cross->queries.tokens,
                                                cross->keys.tokens, ho));
     }
+
+    // attention rollout across the layers of each self-attention kind (decode/inspect.h: Abnar &
+    // Zuidema, the residual counted as half of each layer): how much of each token's last-layer
+    // representation comes from each input token
+    auto rollout = [&](const decode::AttentionKind& k, const char* file, const std::string& title, const char* x,
+                       const char* y) {
+      const Tensor r = decode::attention_rollout(k.layers);
+      viz::HeatmapOptions ro;
+      ro.cell = 34, ro.show_values = false, ro.title = title, ro.x_label = x, ro.y_label = y;
+      write(file, viz::heatmap_svg(std::vector<float>(r.data<float>(), r.data<float>() + r.numel()),
+                                   static_cast<int>(r.size(0)), static_cast<int>(r.size(1)), k.queries.tokens,
+                                   k.keys.tokens, ro));
+    };
+    if (enc)
+      rollout(*enc, mlm ? "rollout.svg" : "encoder-rollout.svg",
+              std::string(mlm ? "Attention rollout" : "Encoder attention rollout") + " over " +
+                  std::to_string(enc->layers.size()) + " layers",
+              mlm ? "input token" : "source token", mlm ? "token" : "source token");
+    if (dec && lm)
+      rollout(*dec, "rollout.svg", "Attention rollout (causal) over " + std::to_string(dec->layers.size()) + " layers",
+              "input token (text before)", "token");
 
     // the summary: last layer, mean over heads; and, per output token, the source token it looks at most
     auto head_mean = [&](const Tensor& w) {

@@ -11,7 +11,9 @@
 //                        "seed"?, "stream"?} → {"model", "text", "tokens", "finish_reason"}; with
 //                        "stream": true, server-sent events: data: {"token", "text"} per token, then
 //                        data: {"done": true, "text", "tokens", "finish_reason"}
-//   POST /v1/attention   {"text", "model"?, "beam_size"?, "length_penalty"?, "search"?: {"query", "key"}}
+//   POST /v1/attention   {"text", "model"?, "beam_size"?, "length_penalty"?, "search"?: {"query", "key"},
+//                         "detail"?: "rollout" (each self-attention kind gets "rollout": [query][key],
+//                         Abnar & Zuidema's attention rollout across its layers)}
 //                        (a translator, a language model, or a masked language model: BERT's
 //                        bidirectional self-attention, [CLS] and [SEP] included)
 //                        → {"model", "kind", "input", "output", "kinds": [{"name", "queries", "keys",
@@ -90,6 +92,18 @@ json layers_json(const std::vector<Tensor>& layers) {
     out.push_back(std::move(heads));
   }
   return out;
+}
+
+// f32 [rows, cols] → [[…], …], rounded as layers_json rounds
+json rows_json(const Tensor& m) {
+  json rows = json::array();
+  for (int64_t i = 0; i < m.size(0); ++i) {
+    json row = json::array();
+    const float* p = m.data<float>() + i * m.size(1);
+    for (int64_t k = 0; k < m.size(1); ++k) row.push_back(std::round(static_cast<double>(p[k]) * 1e5) / 1e5);
+    rows.push_back(std::move(row));
+  }
+  return rows;
 }
 
 json axis_json(const decode::TokenAxis& a) { return {{"tokens", a.tokens}, {"word", a.word}, {"words", a.words}}; }
@@ -384,6 +398,12 @@ class Server {
         throw HttpError{400, "\"search\" must be {\"query\": word, \"key\": word}"};
       query = q["query"].get<std::string>(), key = q["key"].get<std::string>();
     }
+    std::string detail;  // "rollout": each self-attention kind's attention rollout as well
+    if (body.has("detail")) {
+      if (!body["detail"].is_string() || body["detail"].get<std::string>() != "rollout")
+        throw HttpError{400, "\"detail\" must be \"rollout\""};
+      detail = body["detail"].get<std::string>();
+    }
     decode::AttentionView view;
     if (s.kind() == "translation") {
       auto& t = static_cast<TranslationService&>(s);
@@ -430,9 +450,14 @@ class Server {
       view = decode::language_model_attention(*g.loaded().model, g.loaded().tokenizer, text);
     }
     json kinds = json::array();
-    for (const decode::AttentionKind& k : view.kinds)
-      kinds.push_back({{"name", k.name}, {"queries", axis_json(k.queries)}, {"keys", axis_json(k.keys)},
-                       {"layers", layers_json(k.layers)}});
+    for (const decode::AttentionKind& k : view.kinds) {
+      json kj = {{"name", k.name}, {"queries", axis_json(k.queries)}, {"keys", axis_json(k.keys)},
+                 {"layers", layers_json(k.layers)}};
+      // attention rollout (decode/inspect.h) of a self-attention kind: [queries][keys], as one head
+      if (detail == "rollout" && k.name != "cross")
+        kj["rollout"] = rows_json(decode::attention_rollout(k.layers));
+      kinds.push_back(std::move(kj));
+    }
     json out = {{"model", s.name()}, {"kind", s.kind()}, {"input", view.input}, {"output", view.output}, {"kinds", kinds}};
     if (body.has("search")) {
       json ranked = json::array();

@@ -69,6 +69,14 @@ AttentionView masked_language_model_attention(const models::MaskedLanguageModel&
 // a new word; whitespace-only tokens belong to no word; "<s>"/"</s>" are words of their own.
 TokenAxis make_axis(const std::vector<std::string>& pieces);
 
+// Attention rollout (Abnar & Zuidema 2020), for a self-attention kind (square maps, queries and
+// keys the same tokens): per layer the heads' mean with the residual counted as they do,
+//   Â_l = 0.5 · mean_h A_l[h] + 0.5 · I,   rows renormalised to sum to 1,
+// and rollout = Â_L · … · Â_1 (row i: how much of token i's last-layer representation comes from
+// each input token). A causal map stays causal (a product of lower-triangular matrices). Computed
+// in double; f32 [T, T], every row sums to 1. Not square, or layers of unequal shape: qkv::Error.
+Tensor attention_rollout(const std::vector<Tensor>& layers);
+
 struct HeadScore {
   std::string kind;
   int64_t layer = 0, head = 0;  // from 0
