@@ -201,16 +201,13 @@ Llama::Llama(const LlamaConfig& c, Generator* gen) : config(c), rope_(c), gen_(g
   }
 }
 
-// [T, past + T], true where query i (position past + i) may see key j: j ≤ past + i, and within the
-// window, past + i − j < W. Undefined where plain causal attention is the same (no window, or all
-// keys within it), so that the callers can pass is_causal instead.
+// [T, past + T]: ops/mask.h's sliding window over the past and these T positions. Undefined where
+// plain causal attention is the same (no window, or all keys within it), so that the callers can
+// pass is_causal instead.
 Tensor Llama::sliding_mask(int64_t T, int64_t past, Device device) const {
   const int64_t W = config.sliding_window, S = past + T;
   if (W <= 0 || S <= W) return Tensor();
-  std::vector<bool> m(static_cast<size_t>(T * S));
-  for (int64_t i = 0; i < T; ++i)
-    for (int64_t j = 0; j < S; ++j) m[static_cast<size_t>(i * S + j)] = j <= past + i && past + i - j < W;
-  return Tensor::from_bools(m, {T, S}).to(device);
+  return sliding_window_mask(T, S, W, past, device);
 }
 
 // logits = RMSNorm(x) Wᵀ, W = lm_head's weight or (tied) embed_tokens'

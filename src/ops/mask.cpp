@@ -40,6 +40,12 @@ Tensor causal_mask(int64_t Lq, int64_t Lk, int64_t offset, Device device) {
   return m;
 }
 
+// j ≤ i + offset and not j ≤ i + offset − W: the causal mask less the one W keys further back.
+Tensor sliding_window_mask(int64_t Lq, int64_t Lk, int64_t window, int64_t offset, Device device) {
+  QKV_CHECK(window >= 1, "sliding_window_mask: the window must hold at least one key, got ", window);
+  return logical_and(causal_mask(Lq, Lk, offset, device), logical_not(causal_mask(Lq, Lk, offset - window, device)));
+}
+
 namespace {
 // true → 0, false → −∞; a float mask stays as it is.
 Tensor additive(const Tensor& m) {

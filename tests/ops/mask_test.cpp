@@ -41,6 +41,18 @@ TEST(Masks, CausalWithAnOffset) {
   }
 }
 
+// Mistral's sliding window: query i (position i + offset) sees key j when j ≤ i + offset and
+// i + offset − j < W — the loop Llama used to build on the host.
+TEST(Masks, SlidingWindow) {
+  for (auto [Lq, Lk, W, off] : {std::tuple{6, 6, 3, 0}, {1, 12, 8, 11}, {4, 10, 2, 6}, {5, 5, 9, 0}, {3, 7, 1, 4}}) {
+    std::vector<float> want;
+    for (int i = 0; i < Lq; ++i)
+      for (int j = 0; j < Lk; ++j) want.push_back(j <= i + off && i + off - j < W ? 1.f : 0.f);
+    EXPECT_EQ(bools(sliding_window_mask(Lq, Lk, W, off)), want) << Lq << "x" << Lk << " W " << W << " offset " << off;
+  }
+  EXPECT_NE(error_of([] { sliding_window_mask(2, 2, 0); }).find("window"), std::string::npos);
+}
+
 TEST(Masks, MergeKeepsBooleansBooleanAndAddsFloats) {
   Tensor a = Tensor::from_bools({true, false, true, true}, {2, 2});
   Tensor b = attention_mask_from_padding(Tensor::from_bools({false, true, false, false}, {2, 2}));  // [2,1,1,2]

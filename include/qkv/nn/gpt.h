@@ -49,14 +49,7 @@ class GPT : public Module {
   // caches (one per layer) and returns the logits of the last position, [B, vocab_size].
   Tensor forward_cached(const Tensor& idx, std::vector<KVCache>& caches) const;
   // The same as a decoding state (what models::LanguageModel hands out): one KV cache per layer.
-  struct DecoderState {
-    std::vector<KVCache> caches;
-    int64_t rows() const { return caches.empty() ? 0 : caches[0].batch(); }
-    int64_t length() const { return caches.empty() ? 0 : caches[0].length; }
-    void reorder(const std::vector<int64_t>& index, bool /*sources_changed*/ = true) {
-      for (auto& c : caches) c.reorder(index);
-    }
-  };
+  using DecoderState = KVCacheState;  // one KV cache per layer
   DecoderState start_decoding() const { return {}; }
   Tensor step(const Tensor& idx, DecoderState& state) const { return forward_cached(idx, state.caches); }
   // Decoding steps read bf16 copies of the weights (half the memory traffic; ~3 significant

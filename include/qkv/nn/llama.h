@@ -95,14 +95,7 @@ class Llama : public Module {
   Tensor forward(const Tensor& idx, AttentionMaps* maps = nullptr) const;
   Tensor loss(const Tensor& idx, const Tensor& targets) const;
 
-  struct DecoderState {
-    std::vector<KVCache> caches;
-    int64_t rows() const { return caches.empty() ? 0 : caches[0].batch(); }
-    int64_t length() const { return caches.empty() ? 0 : caches[0].length; }
-    void reorder(const std::vector<int64_t>& index, bool /*sources_changed*/ = true) {
-      for (auto& c : caches) c.reorder(index);
-    }
-  };
+  using DecoderState = KVCacheState;  // one KV cache per layer
   DecoderState start_decoding() const { return {}; }
   // idx [B, T] at positions state.length() … → the logits of the last position, [B, vocab_size].
   Tensor step(const Tensor& idx, DecoderState& state) const;

@@ -16,6 +16,7 @@
 #pragma once
 
 #include <array>
+#include <vector>
 
 #include "qkv/nn/linear.h"
 #include "qkv/ops/attention.h"
@@ -38,6 +39,17 @@ struct KVCache {
   // The filled part, [B, H, length, D] views.
   Tensor keys() const { return k.slice(2, 0, length); }
   Tensor values() const { return v.slice(2, 0, length); }
+};
+
+// A decoder-only model's decoding state (what models::LanguageModel hands out for GPT and Llama):
+// one KV cache per layer; beam search reorders its rows.
+struct KVCacheState {
+  std::vector<KVCache> caches;
+  int64_t rows() const { return caches.empty() ? 0 : caches[0].batch(); }
+  int64_t length() const { return caches.empty() ? 0 : caches[0].length; }
+  void reorder(const std::vector<int64_t>& index, bool /*sources_changed*/ = true) {
+    for (auto& c : caches) c.reorder(index);
+  }
 };
 
 // nn.MultiheadAttention's attn_mask ([L, S] or [B·H, L, S]) and key_padding_mask ([B, S]) — true =

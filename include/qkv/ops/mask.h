@@ -24,6 +24,9 @@ Tensor attention_mask_from_mha(const Tensor& attn_mask);
 // [Lq, Lk], true where query i may see key j: j ≤ i + offset. offset 0 is PyTorch's is_causal (top-left
 // aligned); offset Lk − Lq aligns the last query with the last key (new positions after a cached past).
 Tensor causal_mask(int64_t Lq, int64_t Lk, int64_t offset = 0, Device device = Device::cpu());
+// [Lq, Lk], true where query i may see key j within a window of W keys: j ≤ i + offset and
+// i + offset − j < W (Mistral's and Qwen2's sliding window; offset as above).
+Tensor sliding_window_mask(int64_t Lq, int64_t Lk, int64_t window, int64_t offset = 0, Device device = Device::cpu());
 // Two masks in our convention as one (either may be undefined): boolean ∧ boolean stays boolean
 // (broadcast to both shapes); otherwise both become additive (true → 0, false → −∞) and are added.
 Tensor merge_attention_masks(const Tensor& a, const Tensor& b);
