@@ -26,8 +26,8 @@ void add_average(CLI::App& app) {
   sub->footer("Example: qkv average out/run/ckpt-10000.safetensors out/run/ckpt-11000.safetensors -o avg.safetensors");
   register_runner(sub, [a] {
     models::average_model_files(a->inputs, a->out, a->dtype);
-    std::fprintf(stderr, "averaged %zu files -> %s (%s)\n", a->inputs.size(), a->out.c_str(),
-                 std::string(enum_name(a->dtype)).c_str());
+    std::fprintf(stderr, "averaged %zu file%s -> %s (%s)\n", a->inputs.size(), a->inputs.size() == 1 ? "" : "s",
+                 a->out.c_str(), std::string(enum_name(a->dtype)).c_str());
     return 0;
   });
 }
