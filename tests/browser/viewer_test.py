@@ -19,7 +19,9 @@ attention, and checks what the page drew against what the API says:
     ("Self (causal)" for a language model);
   - a 234-token input (the translator's encoder): switching kind, head and unit each draws in at
     most 2 s (the times are printed: docs/BENCHMARKS.md, "Attention viewer");
-  - a language model's page shows its causal self-attention (the upper triangle white).
+  - a language model's page shows its causal self-attention (the upper triangle white);
+  - attention rollout ("detail": "rollout") equals NumPy's from the same per-layer weights, and the
+    layer list's "rollout" entry draws it (tokens and words, the head list disabled).
 
 A screenshot of the page goes to --screenshot (and of the word-grouped view beside it, -words.png).
 Run by ctest (tests/CMakeLists.txt); fails, never skips, when the browser is missing: the README's
@@ -38,6 +40,7 @@ import tempfile
 import time
 import unittest
 import urllib.request
+import urllib.error
 
 from selenium import webdriver
 from selenium.webdriver.chrome.service import Service
@@ -395,6 +398,51 @@ class Viewer(unittest.TestCase):
         later = [(i, j) for i in range(17) for j in range(17) if j > i]
         self.assertEqual({s["weights"][i * 17 + j] for i, j in later}, {0.0})
         self.assertEqual({sums[i * 17 + j] for i, j in later}, {247 + 251 + 255})
+
+    def test_rollout_matches_numpy_and_is_drawn(self):
+        # /v1/attention's rollout against NumPy's, computed here from the same per-layer weights:
+        #   Â_l = 0.5 · mean_h A_l[h] + 0.5 · I, rows renormalised; rollout = Â_L ··· Â_1
+        import numpy as np
+        for model, text, name in (("en-fr", SENTENCE, "encoder_self"), ("shakespeare-char", "ROMEO: what light", "decoder_self")):
+            api = post(self.port, "/v1/attention", {"model": model, "text": text, "detail": "rollout"})
+            k = next(k for k in api["kinds"] if k["name"] == name)
+            self.assertNotIn("rollout", next((c for c in api["kinds"] if c["name"] == "cross"), {}))
+            want = None
+            for layer in k["layers"]:
+                a = 0.5 * np.asarray(layer, dtype=np.float64).mean(axis=0) + 0.5 * np.eye(len(layer[0]))
+                a /= a.sum(axis=1, keepdims=True)
+                want = a if want is None else a @ want
+            got = np.asarray(k["rollout"])
+            self.assertEqual(got.shape, want.shape)
+            self.assertLess(np.abs(got - want).max(), 2e-4, model)
+            if name == "decoder_self":
+                self.assertEqual(np.abs(np.triu(got, 1)).max(), 0.0)  # causal stays causal
+            # the page: the layer list's "rollout" entry draws the same matrix, head list disabled
+            self.show(model, text)
+            if model == "en-fr":
+                self.driver.find_element(By.ID, "kind-" + name).click()
+            Select(self.driver.find_element(By.ID, "layer")).select_by_value("rollout")
+            s = self.state(True)
+            self.assertTrue(s["rollout"])
+            self.assertWeights(s["weights"], k["rollout"])
+            self.assertFalse(self.driver.find_element(By.ID, "head").is_enabled())
+            self.assertIn("attention rollout across %d layers" % len(k["layers"]), self.driver.find_element(By.ID, "legend").text)
+            self.driver.find_element(By.ID, "unit-words").click()  # words: rows still sum to 1
+            w = self.state(True)
+            self.assertTrue(w["rollout"])
+            n = len(w["keys"])
+            for i in range(len(w["queries"])):
+                self.assertAlmostEqual(sum(w["weights"][i * n:(i + 1) * n]), 1.0, places=3)
+            Select(self.driver.find_element(By.ID, "layer")).select_by_value("0")  # back to a head
+            self.assertFalse(self.state()["rollout"])
+            self.assertTrue(self.driver.find_element(By.ID, "head").is_enabled())
+            self.assertEqual(self.errors(), [])
+        bad = urllib.request.Request(f"http://127.0.0.1:{self.port}/v1/attention", method="POST",
+                                     data=json.dumps({"text": SENTENCE, "detail": "everything"}).encode(),
+                                     headers={"Content-Type": "application/json"})
+        with self.assertRaises(urllib.error.HTTPError) as e:
+            urllib.request.urlopen(bad)
+        self.assertEqual(e.exception.code, 400)
 
 
 if __name__ == "__main__":
