@@ -255,7 +255,7 @@ TEST(HfConvert, BertFillMaskEqualsThePipeline) {
       const std::string text = fm["text"].get<std::string>();
       SCOPED_TRACE(text);
       EXPECT_EQ(tok.encode(text), fm["ids"].get<std::vector<int32_t>>());
-      const auto got = decode::fill_mask(*m.model, tok, text, {.top_k = 5});
+      const auto got = decode::fill_mask(*m.model, tok, text, {.top_k = 5, .text_pair = {}});
       ASSERT_EQ(got.size(), fm["masks"].size());
       for (size_t i = 0; i < got.size(); ++i) {
         const auto& want = fm["masks"][i];
