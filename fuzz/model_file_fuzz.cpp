@@ -13,6 +13,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
       case Kind::seq2seq: load_seq2seq(path); break;
       case Kind::language_model: load_language_model(path); break;
       case Kind::image_classifier: load_image_classifier(path); break;
+      case Kind::masked_language_model: load_masked_language_model(path); break;
     }
   } catch (const qkv::Error&) {
   }
