@@ -198,28 +198,17 @@ void add_attend(CLI::App& app) {
       }
       return s;
     };
-    if (mlm) {  // which other token each token looks at most (last layer, mean over heads)
-      const std::vector<std::string>& labels = enc->keys.tokens;
-      const int64_t T = enc->layers.back().size(2);
-      std::vector<float> m = head_mean(enc->layers.back());
+    if (mlm || lm) {  // the seed's question: which token each token looks at most (last layer, mean over heads)
+      const decode::AttentionKind* self = mlm ? enc : dec;  // a BERT's bidirectional self-attention, or an LM's causal one
+      const std::vector<std::string>& labels = self->keys.tokens;
+      const int64_t T = self->layers.back().size(2);
+      std::vector<float> m = head_mean(self->layers.back());
       viz::HeatmapOptions mo;
       mo.cell = 34, mo.show_values = false, mo.title = "Self-attention, last layer, mean over heads";
-      mo.x_label = "key", mo.y_label = "query";
+      mo.x_label = mlm ? "key" : "key (text before)", mo.y_label = "query";
       write("self-mean.svg", viz::heatmap_svg(m, static_cast<int>(T), static_cast<int>(T), labels, labels, mo));
-      std::fprintf(stderr, "self-attention, last layer, mean over heads: the other token each token looks at most:\n%s",
-                   strongest(m, T, T, labels, labels, true).c_str());
-      return 0;
-    }
-    if (lm) {  // the seed's question: which earlier token each token looks at most (last layer, mean over heads)
-      const std::vector<std::string>& labels = dec->keys.tokens;
-      const int64_t T = dec->layers.back().size(2);
-      std::vector<float> m = head_mean(dec->layers.back());
-      viz::HeatmapOptions mo;
-      mo.cell = 34, mo.show_values = false, mo.title = "Self-attention, last layer, mean over heads";
-      mo.x_label = "key (text before)", mo.y_label = "query";
-      write("self-mean.svg", viz::heatmap_svg(m, static_cast<int>(T), static_cast<int>(T), labels, labels, mo));
-      std::fprintf(stderr, "self-attention, last layer, mean over heads: the earlier token each token looks at most:\n%s",
-                   strongest(m, T, T, labels, labels, false).c_str());
+      std::fprintf(stderr, "self-attention, last layer, mean over heads: the %s token each token looks at most:\n%s",
+                   mlm ? "other" : "earlier", strongest(m, T, T, labels, labels, mlm).c_str());
       return 0;
     }
     const std::vector<std::string>& src_labels = cross->keys.tokens;
