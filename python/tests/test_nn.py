@@ -38,6 +38,23 @@ def test_linear_and_state_dict_names():
         m.load_state_dict({"weight": np.zeros((3, 5), np.float32)})  # strict: the bias is missing
 
 
+def test_load_state_dict_returns_missing_and_unexpected_keys_as_torch():
+    m, t = qkv.nn.Linear(5, 3), torch.nn.Linear(5, 3)
+    full = {"weight": np.ones((3, 5), np.float32), "bias": np.ones(3, np.float32)}
+    r = m.load_state_dict(full)
+    assert r == t.load_state_dict({k: torch.from_numpy(v) for k, v in full.items()})
+    assert r.missing_keys == [] and r.unexpected_keys == [] and repr(r) == "<All keys matched successfully>"
+    partial = {"weight": np.zeros((3, 5), np.float32), "extra": np.zeros(2, np.float32)}
+    r = m.load_state_dict(partial, strict=False)
+    theirs = t.load_state_dict({k: torch.from_numpy(v) for k, v in partial.items()}, strict=False)
+    assert (r.missing_keys, r.unexpected_keys) == (theirs.missing_keys, theirs.unexpected_keys) == (["bias"], ["extra"])
+    missing, unexpected = r  # a named tuple, as torch's
+    assert missing == ["bias"] and unexpected == ["extra"]
+    assert float(np.asarray(m.state_dict()["weight"]).sum()) == 0  # what matched was loaded
+    mha = qkv.nn.MultiheadAttention(8, 2)  # a subclass: the same method
+    assert mha.load_state_dict({}, strict=False).missing_keys == [k for k, _ in mha.named_parameters()]
+
+
 @pytest.mark.parametrize("batch_first", [False, True])
 def test_multihead_attention_forward_backward(batch_first):
     torch.manual_seed(1)

@@ -7,6 +7,8 @@ dtype=None), LSTM(…, proj_size=0)). What qkv's modules do not compute — add_
 add_zero_attn=True, proj_size > 0, a device other than the CPU or a dtype other than float32 at
 construction — is refused by name (qkv.torch.nn's modules, over torch tensors, take the first two).
 GRU and LSTM take unbatched input ([L, H_in], hx [layers·directions, H]) as torch does."""
+from collections import namedtuple
+
 from .._qkv import nn as _nn
 from .._qkv.nn import Embedding, LayerNorm, Linear, Module
 from . import functional
@@ -55,6 +57,37 @@ class TransformerDecoderLayer(_nn.TransformerDecoderLayer):
         _refuse_placement("TransformerDecoderLayer", device, dtype)
         super().__init__(d_model, nhead, dim_feedforward, dropout, _activation(activation), layer_norm_eps,
                          batch_first, norm_first, bias)
+
+
+class IncompatibleKeys(namedtuple("IncompatibleKeys", ["missing_keys", "unexpected_keys"])):
+    """What Module.load_state_dict returns, as torch's: the module's names the dict lacked and the
+    dict's names the module has not (both empty under strict=True, which raises otherwise)."""
+    __slots__ = ()
+
+    def __repr__(self):
+        if not self.missing_keys and not self.unexpected_keys:
+            return "<All keys matched successfully>"
+        return super().__repr__()
+
+    __str__ = __repr__
+
+
+_load_state_dict = Module.load_state_dict
+
+
+def _load_state_dict_keys(self, state_dict, strict=True):
+    names = [k for k, _ in self.named_parameters()] + [k for k, _ in self.named_buffers()]
+    known = set(names)
+    missing = [k for k in names if k not in state_dict]
+    unexpected = [k for k in state_dict if k not in known]
+    _load_state_dict(self, state_dict, strict)  # strict: a qkv.Error naming the first mismatch
+    return IncompatibleKeys(missing, unexpected)
+
+
+_load_state_dict_keys.__doc__ = (_load_state_dict.__doc__ or "") + (
+    "\nReturns (missing_keys, unexpected_keys) as torch does.")
+_load_state_dict_keys.__name__ = "load_state_dict"
+Module.load_state_dict = _load_state_dict_keys  # every module (qkv's bound classes derive from Module)
 
 
 def _activation(a):
@@ -115,5 +148,5 @@ class LSTM(_nn.LSTM):
     forward = __call__
 
 
-__all__ = ["GRU", "LSTM", "Embedding", "LayerNorm", "Linear", "Module", "MultiheadAttention",
+__all__ = ["GRU", "LSTM", "Embedding", "IncompatibleKeys", "LayerNorm", "Linear", "Module", "MultiheadAttention",
            "TransformerDecoderLayer", "TransformerEncoderLayer", "functional"]
