@@ -16,6 +16,7 @@ namespace {
 
 constexpr double kTtyInterval = 0.1;     // at most ~10 redraws a second
 constexpr double kEmaAlpha = 0.3;        // weight of the newest rate sample
+std::atomic<bool> g_muted{false};        // ProgressBar::mute_all
 
 size_t display_width(const std::string& s) { return utf8::length(s); }  // code points; enough for the block glyphs
 
@@ -27,16 +28,19 @@ std::string rate_part(double rate) {
 
 }  // namespace
 
-ProgressBar::ProgressBar(std::string desc, int64_t total, int64_t initial)
+bool ProgressBar::mute_all(bool muted) { return g_muted.exchange(muted); }
+
+ProgressBar::ProgressBar(std::string desc, int64_t total, int64_t initial, double delay_seconds)
     : desc_(std::move(desc)),
       total_(std::max<int64_t>(total, 0)),
       initial_(initial),
       n_(initial),
       start_(Clock::now()),
-      out_(stderr),
-      tty_(isatty(fileno(stderr)) != 0),
+      out_(g_muted.load() ? nullptr : stderr),
+      tty_(out_ != nullptr && isatty(fileno(stderr)) != 0),
+      delay_(std::max(0.0, delay_seconds)),
       sample_n_(initial) {
-  if (tty_) {
+  if (tty_ && delay_ <= 0) {
     std::lock_guard<std::mutex> lock(mu_);
     print_locked(false);
   }
@@ -80,6 +84,13 @@ void ProgressBar::set_postfix(std::vector<std::pair<std::string, std::string>> k
   postfix_ = std::move(kv);
 }
 
+void ProgressBar::exclude(double seconds) {
+  if (!(seconds > 0)) return;
+  std::lock_guard<std::mutex> lock(mu_);
+  excluded_ += seconds;
+  sample_t_ += seconds;  // the excluded time came after the last rate sample
+}
+
 void ProgressBar::sample_rate_locked(double t) {
   const double dt = t - sample_t_;
   if (dt <= 0) return;
@@ -95,6 +106,7 @@ void ProgressBar::update(int64_t n) {
   n_ += n;
   if (closed_ || out_ == nullptr) return;
   const double t = now();
+  if (t < delay_) return;
   if (t - last_print_ >= (tty_ ? kTtyInterval : log_every_)) {
     sample_rate_locked(t);  // the EMA is fed once per printed line, as tqdm does
     print_locked(false);
@@ -110,7 +122,7 @@ void ProgressBar::write(const std::string& line) {
   }
   std::fputs(line.c_str(), out_);
   std::fputc('\n', out_);
-  if (tty_ && !closed_) print_locked(false);
+  if (tty_ && !closed_ && now() >= delay_) print_locked(false);
   std::fflush(out_);
 }
 
@@ -119,6 +131,7 @@ void ProgressBar::close() {
   if (closed_) return;
   closed_ = true;
   if (out_ == nullptr) return;
+  if (now() < delay_ && !drawn_) return;  // over before the delay: never shown
   print_locked(true);
 }
 
@@ -166,7 +179,8 @@ std::string ProgressBar::render(double elapsed_seconds, int width) const {
 std::string ProgressBar::render_locked(double elapsed, int width) const {
   const int64_t done = n_ - initial_;  // the work of this run (a resumed run starts at `initial`)
   double rate = ema_rate_;
-  if (!(rate > 0) && elapsed > 0) rate = static_cast<double>(done) / elapsed;
+  const double active = elapsed - excluded_;  // the bar's own work time
+  if (!(rate > 0) && active > 0) rate = static_cast<double>(done) / active;
 
   std::string post;
   for (const auto& [k, v] : postfix_) {

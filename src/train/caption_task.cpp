@@ -8,6 +8,7 @@
 #include "qkv/core/checked.h"
 #include "qkv/core/error.h"
 #include "qkv/io/file.h"
+#include "qkv/io/progress.h"
 #include "qkv/models/model_file.h"
 #include "qkv/models/registry.h"
 #include "qkv/train/memory_plan.h"
@@ -308,6 +309,7 @@ std::vector<std::pair<std::string, double>> CaptionTask::evaluate(int64_t) {
   // val_loss: the loss (no smoothing) per caption token, over the validation scenes
   double sum = 0;
   int64_t count = 0;
+  io::ProgressBar loss_bar("eval loss", data_cfg_.val_scenes, 0, /*delay_seconds=*/2);  // scenes
   for (int64_t b0 = 0; b0 < data_cfg_.val_scenes; b0 += 100) {
     std::vector<vision::Scene> batch;
     for (int64_t i = b0; i < std::min(data_cfg_.val_scenes, b0 + 100); ++i)
@@ -316,11 +318,15 @@ std::vector<std::pair<std::string, double>> CaptionTask::evaluate(int64_t) {
     auto [tgt_in, tgt_out] = targets(batch, &tokens);
     sum += model_->loss(scene_images(batch), tgt_in, tgt_out).item() * static_cast<double>(tokens);
     count += tokens;
+    loss_bar.update(static_cast<int64_t>(batch.size()));
   }
+  loss_bar.close();
   std::vector<std::pair<std::string, double>> out{{"val_loss", sum / static_cast<double>(count)}};
   if (eval_.scenes > 0) {
     decode::CaptionOptions o;
     o.beam_size = eval_.beam_size;
+    io::ProgressBar bar("eval captions", std::min(eval_.scenes, data_cfg_.val_scenes), 0, /*delay_seconds=*/2);
+    o.on_batch = [&bar](int64_t done, int64_t) { bar.update(done - bar.n()); };
     const CaptionScores s = score_captions(decode::ImageCaptioner(*model_, *sp_), *scenes_, vision::SceneSplit::val, 0,
                                            std::min(eval_.scenes, data_cfg_.val_scenes), o);
     out.emplace_back("val_bleu4", s.bleu.score);

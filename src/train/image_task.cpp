@@ -8,6 +8,7 @@
 #include "qkv/autograd/grad_mode.h"
 #include "qkv/core/checked.h"
 #include "qkv/core/error.h"
+#include "qkv/io/progress.h"
 #include "qkv/models/model_file.h"
 #include "qkv/models/registry.h"
 #include "qkv/train/memory_plan.h"
@@ -83,6 +84,7 @@ ImageEval evaluate_images(const models::ImageClassifier& model, const vision::Im
   const int64_t K = model.num_classes();
   double loss_sum = 0;
   int64_t correct = 0;
+  io::ProgressBar bar("eval", set.size(), 0, /*delay_seconds=*/2);  // images; shown when it runs long
   for (int64_t start = 0; start < set.size(); start += batch_size) {
     const int64_t n = std::min(batch_size, set.size() - start);
     std::vector<int64_t> index(static_cast<size_t>(n));
@@ -99,7 +101,9 @@ ImageEval evaluate_images(const models::ImageClassifier& model, const vision::Im
       r.predictions[static_cast<size_t>(start + i)] = best;
       correct += best == labels[static_cast<size_t>(i)];
     }
+    bar.update(n);
   }
+  bar.close();
   r.loss = set.size() ? loss_sum / static_cast<double>(set.size()) : 0;
   r.accuracy = set.size() ? static_cast<double>(correct) / static_cast<double>(set.size()) : 0;
   return r;

@@ -8,6 +8,7 @@
 #include "qkv/core/error.h"
 #include "qkv/io/data_file.h"
 #include "qkv/io/file.h"
+#include "qkv/io/progress.h"
 #include "qkv/ops.h"
 #include "qkv/core/utf8.h"
 #include "qkv/models/model_file.h"
@@ -220,11 +221,13 @@ std::vector<std::pair<std::string, double>> LMTask::evaluate(int64_t) {
   NoGradGuard no_grad;
   const int64_t B = cfg_.batch_size, T = block_;
   std::vector<std::pair<std::string, double>> out;
+  io::ProgressBar bar("eval", 2 * cfg_.eval_iters, 0, /*delay_seconds=*/2);  // batches; shown when it runs long
   for (auto [name, data] : {std::pair{"train_loss", &data_.train}, std::pair{"val_loss", &data_.val}}) {
     double sum = 0;
     for (int64_t i = 0; i < cfg_.eval_iters; ++i) {  // the same batches at every evaluation
       auto [x, y] = lm_batch(*data, B, T, cfg_.seed ^ 0x5EEDE7A1ull, static_cast<uint64_t>(i) * static_cast<uint64_t>(B));
       sum += model_->loss(x.to(device_), y.to(device_)).item();
+      bar.update(1);
     }
     out.emplace_back(name, sum / static_cast<double>(cfg_.eval_iters));
   }

@@ -12,6 +12,7 @@
 #include "qkv/decode/translator.h"
 #include "qkv/io/file.h"
 #include "qkv/io/json.h"
+#include "qkv/io/progress.h"
 #include "qkv/ops.h"
 #include "qkv/text/bleu.h"
 #include "qkv/models/model_file.h"
@@ -334,10 +335,14 @@ std::vector<std::pair<std::string, double>> TranslationTask::evaluate(int64_t) {
   // val_loss: token-weighted cross-entropy (no smoothing) over the whole dev set
   double sum = 0;
   int64_t count = 0;
-  for (auto& idx : dev_batches_) {
-    text::Batch b = text::make_batch(dev_, idx, model_->special_tokens().pad);
-    sum += model_->loss(b.src, b.tgt_in, b.tgt_out).item() * static_cast<double>(b.tgt_tokens);
-    count += b.tgt_tokens;
+  {
+    io::ProgressBar bar("eval loss", static_cast<int64_t>(dev_batches_.size()), 0, /*delay_seconds=*/2);  // batches
+    for (auto& idx : dev_batches_) {
+      text::Batch b = text::make_batch(dev_, idx, model_->special_tokens().pad);
+      sum += model_->loss(b.src, b.tgt_in, b.tgt_out).item() * static_cast<double>(b.tgt_tokens);
+      count += b.tgt_tokens;
+      bar.update(1);
+    }
   }
   std::vector<std::pair<std::string, double>> out{{"val_loss", sum / static_cast<double>(count)}};
   if (eval_.bleu_sentences > 0) {
@@ -347,6 +352,8 @@ std::vector<std::pair<std::string, double>> TranslationTask::evaluate(int64_t) {
     for (size_t i = 0; i < n; ++i) src.push_back(split_.dev[i].src), ref.push_back(split_.dev[i].tgt);
     decode::TranslateOptions to;
     to.beam_size = eval_.beam_size;
+    io::ProgressBar bar("eval BLEU", static_cast<int64_t>(n), 0, /*delay_seconds=*/2);  // sentences
+    to.on_batch = [&bar](int64_t done, int64_t) { bar.update(done - bar.n()); };
     std::vector<std::string> hyp = decode::Translator(*model_, *sp_).translate(src, to);
     out.emplace_back("val_bleu", text::corpus_bleu(hyp, {ref}).score);
   }

@@ -204,5 +204,57 @@ TEST(Progress, TtyLeaveKeepsTheFinalLine) {
   EXPECT_NE(out.rfind("\rtrain 100%|"), std::string::npos) << out;
 }
 
+// The trainer's step-0 evaluation (57 s) before step 1 (1 s): the ETA is the steps', not 57 s/it.
+TEST(Progress, ExcludedTimeLeavesTheRateAndEta) {
+  Quiet q;
+  ProgressBar pb("train", 30);
+  pb.set_stream_for_testing(q.f, false);
+  pb.exclude(57.0);
+  pb.update(1);
+  const std::string s = pb.render(58.0);
+  EXPECT_NE(s.find("1/30 [00:58<00:29, 1.00 it/s]"), std::string::npos) << s;  // elapsed: the wall time
+  pb.exclude(-3);  // nothing
+  EXPECT_EQ(pb.render(58.0), s);
+}
+
+TEST(Progress, DelayedBarIsNeverShownWhenQuick) {
+  Quiet q;
+  {
+    ProgressBar pb("eval", 10, 0, /*delay_seconds=*/1000);
+    pb.set_stream_for_testing(q.f, true);
+    pb.update(3);
+    pb.write("step 0: val_loss 1.5");  // lines still print
+    pb.update(7);
+  }
+  EXPECT_EQ(read_all(q.f), "step 0: val_loss 1.5\n");
+  Quiet q2;
+  {
+    ProgressBar pb("eval", 10, 0, /*delay_seconds=*/0);
+    pb.set_stream_for_testing(q2.f, false);
+    pb.update(10);
+  }
+  EXPECT_NE(read_all(q2.f).find("eval 100%|"), std::string::npos);
+}
+
+TEST(Progress, MuteAllSilencesBarsMadeMeanwhile) {
+  const bool before = ProgressBar::mute_all(true);
+  EXPECT_FALSE(before);
+  testing::internal::CaptureStderr();
+  {
+    ProgressBar pb("eval", 2);
+    pb.set_log_every_seconds(0);
+    pb.update(2);
+    pb.write("a line");
+  }
+  EXPECT_EQ(testing::internal::GetCapturedStderr(), "");
+  EXPECT_TRUE(ProgressBar::mute_all(false));
+  testing::internal::CaptureStderr();
+  {
+    ProgressBar pb("eval", 2);
+    pb.update(2);
+  }
+  EXPECT_NE(testing::internal::GetCapturedStderr().find("eval 100%|"), std::string::npos);
+}
+
 }  // namespace
 }  // namespace qkv::io

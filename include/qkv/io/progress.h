@@ -7,7 +7,13 @@
 // used for the ETA is an exponential moving average of the rate between redraws/samples (the plain
 // average until there is one). total = 0 means unknown: no percentage, bar or ETA, just count and
 // rate ("train 740it [00:12, 61.3 it/s] …").
+//
+// delay_seconds (tqdm's `delay`): nothing is printed until the bar is that old, so a phase that may be
+// quick (an evaluation of a few batches) shows a bar only when it runs long. exclude(s) leaves s
+// seconds out of the rate and ETA (the trainer's evaluations between steps: the ETA is the steps').
 #pragma once
+
+#include <atomic>
 
 #include <chrono>
 #include <cstdint>
@@ -21,7 +27,8 @@ namespace qkv::io {
 
 class ProgressBar {
  public:
-  ProgressBar(std::string desc, int64_t total, int64_t initial = 0);  // initial: for a resumed run
+  // initial: for a resumed run; delay_seconds: print nothing before then
+  ProgressBar(std::string desc, int64_t total, int64_t initial = 0, double delay_seconds = 0);
   ~ProgressBar();                                                     // calls close()
   ProgressBar(const ProgressBar&) = delete;
   ProgressBar& operator=(const ProgressBar&) = delete;
@@ -39,6 +46,12 @@ class ProgressBar {
   // Prints nothing from now on (counting goes on): --quiet, or a data-parallel rank other than 0.
   void mute() { set_stream_for_testing(nullptr, false); }
   int64_t n() const;
+  // Leaves `seconds` of the time so far out of the rate and ETA (work between updates that is not
+  // the bar's: the trainer's evaluations). The elapsed time shown stays the wall time.
+  void exclude(double seconds);
+  // Process-wide: bars constructed while muted print nothing (a data-parallel rank other than 0,
+  // --quiet: the evaluation bars inside a training task). Returns the previous setting.
+  static bool mute_all(bool muted);
 
   // For tests: the line that would be printed at `elapsed_seconds`, `width` columns wide,
   // without touching the stream.
@@ -69,6 +82,8 @@ class ProgressBar {
   bool leave_ = false;
   bool drawn_ = false;  // tty: a bar is on the current line
   double log_every_ = 10.0;
+  double delay_ = 0.0;     // print nothing before this age
+  double excluded_ = 0.0;  // seconds left out of the rate (exclude())
   double last_print_ = 0.0;
   // rate EMA
   double ema_rate_ = 0.0;  // 0: no sample yet
