@@ -186,7 +186,7 @@ TEST(Cli, TrainCtrlCSavesAndResumes) {
   const pid_t pid = fork();
   ASSERT_GE(pid, 0);
   if (pid == 0) {
-    freopen("/dev/null", "w", stderr);
+    freopen((d + "/stderr.txt").c_str(), "w", stderr);
     execl(QKV_CLI_PATH, QKV_CLI_PATH, "train", cfg.c_str(), "-o", (d + "/out").c_str(), "--set",
           "train.max_iters=1000000", (char*)nullptr);
     _exit(127);
@@ -200,6 +200,21 @@ TEST(Cli, TrainCtrlCSavesAndResumes) {
   ASSERT_TRUE(WIFEXITED(status)) << "killed by the signal instead of saving";
   EXPECT_EQ(WEXITSTATUS(status), 130);
   ASSERT_TRUE(std::filesystem::exists(d + "/out/checkpoint.safetensors"));
+  // the summary: the step it stopped at with that step's loss; the last evaluation named with its own
+  // step (not step 0's losses as if they were the stopping step's)
+  std::stringstream err_text;
+  err_text << std::ifstream(d + "/stderr.txt").rdbuf();
+  const std::string err = err_text.str();
+  const size_t at = err.find("stopped at step ");
+  ASSERT_NE(at, std::string::npos) << err;
+  const std::string summary = err.substr(at, err.find('\n', at) - at);
+  const long stopped = std::stol(summary.substr(16));
+  EXPECT_NE(summary.find(": loss "), std::string::npos) << summary;
+  const size_t ev = summary.find("last evaluation (step ");
+  ASSERT_NE(ev, std::string::npos) << summary;  // step 0 at least was evaluated
+  const long evaluated = std::stol(summary.substr(ev + 22));
+  EXPECT_EQ(evaluated % 30, 0) << summary;  // eval_interval 30
+  EXPECT_LT(evaluated, stopped) << summary;
   CliRun r = run("train " + cfg + " -o " + d + "/out --resume --set train.max_iters=1");
   // already past max_iters: resumes, evaluates, saves, exits cleanly
   EXPECT_EQ(r.code, 0) << r.out;

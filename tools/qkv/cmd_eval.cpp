@@ -14,6 +14,10 @@
 // tokens as sacreBLEU's 13a tokenizer splits the source: words and punctuation), the figure of
 // Bahdanau et al. (2015) that shows a single context vector failing on long sentences.
 // --by-length-csv writes them for `qkv plot FILE… -x source_length -y bleu`.
+//
+// --limit N, every kind: a sample of N lines (images, perplexity windows) drawn with --seed, not the
+// first N (Tatoeba's test file is sorted by length: its first 300 lines are its 300 shortest); the
+// captioner's scenes are random draws already, so it scores the first N of --scenes.
 #include <algorithm>
 #include <chrono>
 #include <cmath>
@@ -32,6 +36,8 @@
 #include "qkv/decode/translator.h"
 #include "qkv/io/data_file.h"
 #include "qkv/io/file.h"
+#include "qkv/io/progress.h"
+#include "qkv/io/sample.h"
 #include "qkv/text/bleu.h"
 #include "qkv/text/parallel_corpus.h"
 
@@ -42,7 +48,8 @@ namespace {
 // perplexity = exp((1/N) Σ_t −log p(x_t | x_<t)) over the text's tokens after its first, read in
 // consecutive windows of `block` + 1 tokens that share one token (each window's first token is
 // context only): transformers' perplexity guide with stride = max_length.
-int run_lm_eval(const std::string& path, const std::string& text_path, int64_t block, bool json) {
+int run_lm_eval(const std::string& path, const std::string& text_path, int64_t block, int64_t limit, uint64_t seed,
+                bool json) {
   QKV_CHECK(!text_path.empty(), "qkv eval: '", path, "' is a language model: give --text (a text file to score)");
   models::LoadedLanguageModel lm = models::load_language_model(path);
   const std::vector<int32_t> ids = lm.tokenizer.encode(io::read_data_file(text_path, "qkv eval: --text"));
@@ -53,24 +60,37 @@ int run_lm_eval(const std::string& path, const std::string& text_path, int64_t b
   NoGradGuard no_grad;
   double nll = 0;  // Σ −log p over the scored tokens
   const auto t0 = std::chrono::steady_clock::now();
-  for (int64_t start = 0; start + 1 < n; start += T) {
+  // the windows: all, or --limit of them drawn with --seed
+  const int64_t windows = (n - 1 + T - 1) / T;
+  const std::vector<int64_t> which = io::sample_indices(windows, limit, seed);
+  if (limit > 0 && limit < windows && !json)
+    std::fprintf(stderr, "--limit %lld: %lld of the %lld windows, drawn with seed %llu\n",
+                 static_cast<long long>(limit), static_cast<long long>(limit), static_cast<long long>(windows),
+                 static_cast<unsigned long long>(seed));
+  io::ProgressBar bar("perplexity", static_cast<int64_t>(which.size()), 0, /*delay_seconds=*/2);
+  int64_t scored = 0;  // tokens
+  for (int64_t w : which) {
+    const int64_t start = w * T;
     const int64_t len = std::min(T, n - 1 - start);
     // x [1, len] = ids[start …], y [1, len] = ids[start + 1 …]; loss: their mean cross-entropy
     const std::vector<int32_t> x(ids.begin() + start, ids.begin() + start + len),
         y(ids.begin() + start + 1, ids.begin() + start + 1 + len);
     nll += lm.model->loss(Tensor::from_ints(x, {1, len}), Tensor::from_ints(y, {1, len})).item() *
            static_cast<double>(len);
+    scored += len;
+    bar.update(1);
   }
+  bar.close();
   const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  const double loss = nll / static_cast<double>(n - 1), ppl = std::exp(loss);
+  const double loss = nll / static_cast<double>(scored), ppl = std::exp(loss);
   if (json) {
-    std::printf("%s\n", nlohmann::json({{"perplexity", ppl}, {"loss", loss}, {"tokens", n - 1}, {"block_size", T},
+    std::printf("%s\n", nlohmann::json({{"perplexity", ppl}, {"loss", loss}, {"tokens", scored}, {"block_size", T},
                                         {"seconds", seconds}})
                             .dump()
                             .c_str());
   } else {
     std::printf("perplexity %.3f (cross-entropy %.4f nats per token over %lld tokens, windows of %lld)\n", ppl, loss,
-                static_cast<long long>(n - 1), static_cast<long long>(T));
+                static_cast<long long>(scored), static_cast<long long>(T));
   }
   return 0;
 }
@@ -84,6 +104,7 @@ void add_eval(CLI::App& app) {
     std::vector<std::string> models = {kDefaultTranslator}, refs;
     DecodeArgs decode;
     int64_t limit = 0, bucket = 5;
+    uint64_t seed = 0;
     bool json = false, group = false, by_length = false;
     std::string by_length_csv, text;
     int64_t block = 0;
@@ -98,7 +119,11 @@ void add_eval(CLI::App& app) {
   sub->add_option("--hyp", a->hyp, "score these translations instead of translating --src");
   sub->add_option("--hyp-out", a->hyp_out, "also write the model's translations to this file");
   add_decode_options(sub, a->decode);
-  sub->add_option("--limit", a->limit, "only the first N sentences (0 = all)")->check(zero_or_more());
+  sub->add_option("--limit", a->limit,
+                  "only N sentences (images, perplexity windows) drawn at random with --seed, in file order "
+                  "(0 = all); a captioner: at most N scenes")
+      ->check(zero_or_more());
+  sub->add_option("--seed", a->seed, "the seed of --limit's sample")->capture_default_str();
   sub->add_flag("--group-by-source", a->group,
                 "score each distinct --src sentence once, against the references of all its lines");
   sub->add_flag("--by-length", a->by_length, "also score each bucket of source length (needs --src)");
@@ -122,14 +147,18 @@ void add_eval(CLI::App& app) {
     // A language model: perplexity over --text.
     if (a->refs.empty() && a->models.size() == 1 &&
         models::model_file_kind(find_model(a->models[0])) == models::Kind::language_model)
-      return run_lm_eval(find_model(a->models[0]), a->text, a->block, a->json);
+      return run_lm_eval(find_model(a->models[0]), a->text, a->block, a->limit, a->seed, a->json);
     // An image classifier: accuracy on its test images (no --ref: nothing to translate).
     if (a->refs.empty() && a->models.size() == 1 &&
-        models::model_file_kind(find_model(a->models[0])) == models::Kind::image_classifier)
+        models::model_file_kind(find_model(a->models[0])) == models::Kind::image_classifier) {
+      a->image.limit = a->limit, a->image.seed = a->seed;
       return run_image_eval(find_model(a->models[0]), a->image, a->json);
+    }
     // A captioner: BLEU-1…4, exact match and attention correctness on generated scenes.
-    if (a->refs.empty() && a->models.size() == 1 && is_captioner_file(find_model(a->models[0])))
+    if (a->refs.empty() && a->models.size() == 1 && is_captioner_file(find_model(a->models[0]))) {
+      if (a->limit > 0) a->caption.count = std::min(a->caption.count, a->limit);  // scenes are random draws already
       return run_caption_eval(find_model(a->models[0]), a->caption, a->decode.beam, a->json, a->image.data_dir);
+    }
     QKV_CHECK(!a->refs.empty(), "qkv eval: --ref (the reference translations) is required for a translation model");
     QKV_CHECK(!a->src.empty() || !a->hyp.empty(), "qkv eval: give --src (translate with the model) or --hyp");
     if (!a->by_length_csv.empty()) a->by_length = true;
@@ -138,14 +167,27 @@ void add_eval(CLI::App& app) {
               "of --hyp)");
     QKV_CHECK(!a->group || !a->src.empty(), "qkv eval: --group-by-source needs --src");
     QKV_CHECK(!a->by_length || !a->src.empty(), "qkv eval: --by-length needs --src (the lengths are the sources')");
-    auto limited = [&](std::vector<std::string> lines) {
-      if (a->limit > 0 && static_cast<int64_t>(lines.size()) > a->limit) lines.resize(static_cast<size_t>(a->limit));
-      return lines;
-    };
     std::vector<std::vector<std::string>> refs;
-    for (auto& r : a->refs) refs.push_back(limited(text::read_lines(r, "--ref")));
-    const std::vector<std::string> src = a->src.empty() ? std::vector<std::string>{} : limited(text::read_lines(a->src, "--src"));
-    std::vector<std::string> hyp_lines = a->hyp.empty() ? std::vector<std::string>{} : limited(text::read_lines(a->hyp, "--hyp"));
+    for (auto& r : a->refs) refs.push_back(text::read_lines(r, "--ref"));
+    std::vector<std::string> src = a->src.empty() ? std::vector<std::string>{} : text::read_lines(a->src, "--src");
+    std::vector<std::string> hyp_lines = a->hyp.empty() ? std::vector<std::string>{} : text::read_lines(a->hyp, "--hyp");
+    // --limit: a sample of the lines drawn with --seed (the same lines of every file), in file order
+    if (a->limit > 0) {
+      const size_t n_all = a->src.empty() ? hyp_lines.size() : src.size();
+      bool same = true;
+      for (const auto& r : refs) same = same && r.size() == n_all;
+      if (!a->hyp.empty() && !a->src.empty()) same = same && hyp_lines.size() == n_all;
+      if (same && static_cast<int64_t>(n_all) > a->limit) {  // (unequal files: the check below names them)
+        const std::vector<int64_t> keep = io::sample_indices(static_cast<int64_t>(n_all), a->limit, a->seed);
+        for (auto& r : refs) r = io::take(r, keep);
+        if (!src.empty()) src = io::take(src, keep);
+        if (!hyp_lines.empty()) hyp_lines = io::take(hyp_lines, keep);
+        if (!a->json)
+          std::fprintf(stderr, "--limit %lld: %lld of the %zu lines, drawn with seed %llu\n",
+                       static_cast<long long>(a->limit), static_cast<long long>(a->limit), n_all,
+                       static_cast<unsigned long long>(a->seed));
+      }
+    }
     const size_t n_lines = a->src.empty() ? hyp_lines.size() : src.size();
     for (size_t i = 0; i < refs.size(); ++i)
       QKV_CHECK(refs[i].size() == n_lines, "qkv eval: ", n_lines, " ", a->src.empty() ? "translations" : "source lines",

@@ -3,9 +3,16 @@
 // "image_classification") or an image captioner ("task": "captioning"). Progress bar, periodic
 // evaluation, checkpoints, metrics and a loss plot go to --out; --resume continues exactly where a run stopped; Ctrl-C saves a checkpoint and exits.
 // Under mpirun -np N it trains one model data-parallel on N processes (train/data_parallel.h).
+//
+// qkv data prepare CONFIG — the data half of a training run, without the training: a translation
+// config's dev/test split (dev.src/.ref, test.src/.ref) and its SentencePiece model in the output
+// folder, in seconds; `qkv eval --src out/<config>/test.src …` works after it, and a later
+// `qkv train` of the same config and folder reuses the tokenizer. (Registered by add_train: the
+// two share the config handling.)
 #include <omp.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <thread>
@@ -20,6 +27,7 @@
 #include "qkv/io/json.h"
 #include "qkv/io/config.h"
 #include "qkv/train/from_config.h"
+#include "qkv/train/task_registry.h"
 
 namespace qkv::cli {
 
@@ -75,6 +83,29 @@ struct TrainArgs {
   std::string device = "cpu";
 };
 
+// The step of the last row of <out>/metrics.jsonl that holds `key` (an evaluation's metric); −1: none.
+int64_t last_evaluation_step(const std::string& out, const std::string& key) {
+  int64_t step = -1;
+  std::error_code ec;
+  const fs::path path = fs::path(out) / "metrics.jsonl";
+  if (!fs::is_regular_file(path, ec)) return step;
+  try {
+    const std::string text = io::read_file(path.string(), io::kMaxConfigBytes * 64, "metrics");
+    size_t start = 0;
+    while (start < text.size()) {
+      size_t end = text.find('\n', start);
+      if (end == std::string::npos) end = text.size();
+      const json row = json::parse(text.substr(start, end - start), nullptr, false);
+      if (row.is_object() && row.contains(key) && row.contains("step") && row["step"].is_number_integer())
+        step = row["step"].get<int64_t>();
+      start = end + 1;
+    }
+  } catch (const std::exception&) {
+    return -1;  // only a summary line: no step rather than no summary
+  }
+  return step;
+}
+
 // One process's run; `comm`: the job it is part of (mpirun), or null alone.
 int run_train(const TrainArgs& a, distributed::Communicator* comm) {
   json config = load_config(a.config, a.set);
@@ -88,15 +119,82 @@ int run_train(const TrainArgs& a, distributed::Communicator* comm) {
   if (comm && comm->rank() != 0) return r.interrupted ? 130 : 0;
   std::string ev;
   for (auto& [k, v] : r.last_eval) ev += " " + k + " " + std::to_string(v);
-  std::fprintf(stderr, "%s at step %lld:%s; %.0f %s/s; model: %s/model.safetensors\n",
-               r.interrupted ? "stopped" : "done", static_cast<long long>(r.steps_done), ev.c_str(),
-               r.tokens_per_second, train::rate_unit(config), out.c_str());
+  if (!r.interrupted) {  // the final evaluation ran at the last step
+    std::fprintf(stderr, "done at step %lld:%s; %.0f %s/s; model: %s/model.safetensors\n",
+                 static_cast<long long>(r.steps_done), ev.c_str(), r.tokens_per_second, train::rate_unit(config),
+                 out.c_str());
+  } else {  // stopped between evaluations: the last step's loss, and the last evaluation with its own step
+    const int64_t at = r.last_eval.empty() ? -1 : last_evaluation_step(out, r.last_eval.front().first);
+    std::string last = r.last_eval.empty() ? std::string()
+                       : at >= 0            ? "; last evaluation (step " + std::to_string(at) + "):" + ev
+                                            : "; last evaluation:" + ev;
+    std::fprintf(stderr, "stopped at step %lld: loss %.4f%s; %.0f %s/s; model: %s/model.safetensors\n",
+                 static_cast<long long>(r.steps_done), r.last_loss, last.c_str(), r.tokens_per_second,
+                 train::rate_unit(config), out.c_str());
+  }
   return r.interrupted ? 130 : 0;
 }
 
 }  // namespace
 
+namespace {
+
+struct DataArgs {
+  std::string config, out;
+  std::vector<std::string> set;
+};
+
+// Builds the config's task as `qkv train` would (the data read and split, the tokenizer trained or
+// reused, the model made) and stops there; lists what the output folder holds.
+int run_data_prepare(const DataArgs& a) {
+  json config = load_config(a.config, a.set);
+  const std::string out = a.out.empty() ? (fs::path("out") / fs::path(a.config).stem()).string() : a.out;
+  const std::string base = fs::path(a.config).parent_path().string();
+  const train::TaskType& type = train::task_type(io::get_or(config, "task", ""), a.config);
+  const auto t0 = std::chrono::steady_clock::now();
+  const train::BuiltTask built = type.build(train::TaskArgs{config, base, out, false, true});
+  const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  std::vector<std::string> files;
+  std::error_code ec;
+  if (fs::is_directory(out, ec))
+    for (const auto& e : fs::directory_iterator(out, ec))
+      if (e.is_regular_file(ec)) files.push_back(e.path().filename().string());
+  std::sort(files.begin(), files.end());
+  std::printf("%s (%s)%s%s: ready in %.1f s\n", a.config.c_str(), type.description.c_str(),
+              built.data.empty() ? "" : ", ", built.data.c_str(), secs);
+  if (files.empty()) {
+    std::printf("nothing to write: the task reads its data as it is (no split files or tokenizer of its own)\n");
+  } else {
+    std::printf("%s:", out.c_str());
+    for (const auto& f : files) std::printf(" %s", f.c_str());
+    std::printf("\n");
+    if (fs::exists(fs::path(out) / "test.src"))
+      std::printf("e.g. qkv eval --src %s --ref %s\n", (fs::path(out) / "test.src").c_str(),
+                  (fs::path(out) / "test.ref").c_str());
+  }
+  return 0;
+}
+
+void add_data(CLI::App& app) {
+  auto* data = app.add_subcommand("data", "Prepare a config's data without training: qkv data prepare CONFIG");
+  data->require_subcommand(1);
+  auto* prep = data->add_subcommand(
+      "prepare", "Split a config's data and train its tokenizer (as qkv train does first), then stop");
+  auto a = std::make_shared<DataArgs>();
+  prep->add_option("config", a->config, "the config file, e.g. configs/tatoeba-en-fr.json")
+      ->required()
+      ->check(CLI::ExistingFile);
+  prep->add_option("-o,--out", a->out, "output folder (default: out/<config name>, as qkv train)");
+  prep->add_option("--set", a->set, "override a config value, e.g. --set data.split.seed=2 (repeatable)");
+  prep->footer("Example: qkv data prepare configs/tatoeba-en-fr.json   # out/tatoeba-en-fr/{dev,test}.{src,ref}, spm.model\n"
+               "         qkv eval --src out/tatoeba-en-fr/test.src --ref out/tatoeba-en-fr/test.ref");
+  register_runner(prep, [a] { return run_data_prepare(*a); });
+}
+
+}  // namespace
+
 void add_train(CLI::App& app) {
+  add_data(app);  // qkv data prepare: the same configs, stopping before training
   auto* sub = app.add_subcommand(
       "train", "Train a model from a JSON config (see configs/); under mpirun -np N, one model on N processes");
   auto a = std::make_shared<TrainArgs>();

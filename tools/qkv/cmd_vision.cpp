@@ -20,6 +20,7 @@
 #include "qkv/autograd/grad_mode.h"
 #include "qkv/core/error.h"
 #include "qkv/io/file.h"
+#include "qkv/io/sample.h"
 #include "qkv/models/load.h"
 #include "qkv/ops.h"
 #include "qkv/train/image_task.h"
@@ -120,8 +121,23 @@ int run_image_eval(const std::string& model_path, const ImageEvalArgs& a, bool a
   const models::LoadedImageClassifier l = models::load_image_classifier(model_path);
   const models::ImageClassifier& m = *l.model;
   QKV_CHECK(a.images.empty() == a.labels.empty(), "qkv eval: --images and --labels go together");
-  const vision::ImageSet set = a.images.empty() ? vision::load_fashion_mnist(a.data_dir, "test")
-                                                : vision::load_idx_images(a.images, a.labels, m.num_classes());
+  vision::ImageSet set = a.images.empty() ? vision::load_fashion_mnist(a.data_dir, "test")
+                                          : vision::load_idx_images(a.images, a.labels, m.num_classes());
+  if (a.limit > 0 && a.limit < set.size()) {  // --limit: a sample drawn with --seed, in file order
+    const int64_t all = set.size();
+    const std::vector<int64_t> keep = io::sample_indices(all, a.limit, a.seed);
+    const auto bytes = static_cast<size_t>(set.image_bytes());
+    std::vector<uint8_t> pixels(keep.size() * bytes);
+    for (size_t i = 0; i < keep.size(); ++i)
+      std::copy_n(set.pixels.begin() + static_cast<std::ptrdiff_t>(static_cast<size_t>(keep[i]) * bytes), bytes,
+                  pixels.begin() + static_cast<std::ptrdiff_t>(i * bytes));
+    set.pixels = std::move(pixels);
+    set.labels = io::take(set.labels, keep);
+    if (!as_json)
+      std::fprintf(stderr, "--limit %lld: %lld of the %lld images, drawn with seed %llu\n",
+                   static_cast<long long>(a.limit), static_cast<long long>(a.limit), static_cast<long long>(all),
+                   static_cast<unsigned long long>(a.seed));
+  }
   const models::ImageShape s = m.image_shape();
   QKV_CHECK(set.channels == s.channels && set.height == s.height && set.width == s.width, "qkv eval: '", model_path,
             "' takes ", s.channels, "×", s.height, "×", s.width, " images, the data has ", set.channels, "×",

@@ -2,6 +2,7 @@
 #pragma once
 
 #include <CLI/CLI.hpp>
+#include <cstdint>
 #include <string>
 #include <vector>
 
@@ -19,6 +20,8 @@ struct ImageSourceArgs {
 
 struct ImageEvalArgs {
   std::string images, labels, confusion, data_dir = "/usr/share/datasets/fashion-mnist";
+  int64_t limit = 0;  // qkv eval --limit: this many images drawn with `seed` (0: all)
+  uint64_t seed = 0;
 };
 void add_image_eval_options(CLI::App* sub, ImageEvalArgs& a);
 int run_image_eval(const std::string& model_path, const ImageEvalArgs& a, bool as_json);
