@@ -376,6 +376,14 @@ TEST(Cli, ShippedRecurrentTranslatorTranslatesAndDrawsItsAlignment) {
   EXPECT_EQ(a.code, 0) << a.out;
   EXPECT_GT(std::filesystem::file_size(d + "/cross.svg"), 1000u);
   EXPECT_FALSE(std::filesystem::exists(d + "/encoder-self.svg"));
+  // one attention: no "last layer, mean over heads", no "cross layer 1, head 1" (issue 49)
+  EXPECT_NE(a.out.find("the decoder's attention (one; no layers or heads): the source token"), std::string::npos)
+      << a.out;
+  EXPECT_EQ(a.out.find("mean over heads"), std::string::npos) << a.out;
+  std::stringstream svg;
+  svg << std::ifstream(d + "/cross.svg").rdbuf();
+  EXPECT_EQ(svg.str().find("cross layer 1"), std::string::npos);
+  EXPECT_NE(svg.str().find("attention (one; no layers or heads)"), std::string::npos);
   std::filesystem::remove_all(d);
 }
 

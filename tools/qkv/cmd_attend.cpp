@@ -38,15 +38,18 @@ namespace {
 
 namespace fs = std::filesystem;
 
-// weights [H, L, S] of each layer → one panel per (layer, head)
-std::vector<viz::Panel> panels(const std::vector<Tensor>& per_layer, const char* name) {
+// weights [H, L, S] of each layer → one panel per (layer, head); a single attention (one layer of
+// one head: a recurrent decoder's) is captioned `single` instead of "cross layer 1, head 1"
+std::vector<viz::Panel> panels(const std::vector<Tensor>& per_layer, const char* name, const char* single = nullptr) {
   std::vector<viz::Panel> out;
+  const bool one = single != nullptr && per_layer.size() == 1 && per_layer[0].size(0) == 1;
   for (size_t l = 0; l < per_layer.size(); ++l) {
     const Tensor& w = per_layer[l];
     const int64_t H = w.size(0), L = w.size(1), S = w.size(2);
     for (int64_t h = 0; h < H; ++h) {
       viz::Panel p;
-      p.caption = std::string(name) + " layer " + std::to_string(l + 1) + ", head " + std::to_string(h + 1);
+      p.caption = one ? std::string(single)
+                      : std::string(name) + " layer " + std::to_string(l + 1) + ", head " + std::to_string(h + 1);
       p.rows = static_cast<int>(L), p.cols = static_cast<int>(S);
       const float* src = w.data<float>() + h * L * S;
       p.values.assign(src, src + L * S);
@@ -152,8 +155,9 @@ void add_attend(CLI::App& app) {
     }
     if (cross) {
       ho.title = "Cross-attention: output → source", ho.x_label = "source", ho.y_label = "writing";
-      write("cross.svg", viz::heatmap_grid_svg(panels(cross->layers, "cross"), heads(*cross), cross->queries.tokens,
-                                               cross->keys.tokens, ho));
+      write("cross.svg",
+            viz::heatmap_grid_svg(panels(cross->layers, "cross", "the decoder's attention (one; no layers or heads)"),
+                                  heads(*cross), cross->queries.tokens, cross->keys.tokens, ho));
     }
 
     // attention rollout across the layers of each self-attention kind (decode/inspect.h: Abnar &
@@ -228,8 +232,10 @@ void add_attend(CLI::App& app) {
                          : "Cross-attention, last layer, mean over heads";
     mo.x_label = "source", mo.y_label = "writing";
     write("cross-mean.svg", viz::heatmap_svg(mean, static_cast<int>(L), static_cast<int>(S), out_labels, src_labels, mo));
-    std::fprintf(stderr, "cross-attention, last layer, mean over heads: the source token each output token looks at "
-                 "most:\n%s", strongest(mean, L, S, out_labels, src_labels, false).c_str());
+    std::fprintf(stderr, "%s: the source token each output token looks at most:\n%s",
+                 alignment ? "the decoder's attention (one; no layers or heads)"
+                           : "cross-attention, last layer, mean over heads",
+                 strongest(mean, L, S, out_labels, src_labels, false).c_str());
     return 0;
   });
 }

@@ -120,8 +120,8 @@ int run_train(const TrainArgs& a, distributed::Communicator* comm) {
   std::string ev;
   for (auto& [k, v] : r.last_eval) ev += " " + k + " " + std::to_string(v);
   if (!r.interrupted) {  // the final evaluation ran at the last step
-    std::fprintf(stderr, "done at step %lld:%s; %.0f %s/s; model: %s/model.safetensors\n",
-                 static_cast<long long>(r.steps_done), ev.c_str(), r.tokens_per_second, train::rate_unit(config),
+    std::fprintf(stderr, "done at step %lld%s%s; %.0f %s/s; model: %s/model.safetensors\n",
+                 static_cast<long long>(r.steps_done), ev.empty() ? "" : ":", ev.c_str(), r.tokens_per_second, train::rate_unit(config),
                  out.c_str());
   } else {  // stopped between evaluations: the last step's loss, and the last evaluation with its own step
     const int64_t at = r.last_eval.empty() ? -1 : last_evaluation_step(out, r.last_eval.front().first);
