@@ -30,13 +30,90 @@ def test_every_torch_default_spelled(cls):
     assert sorted(ours.state_dict()) == sorted(getattr(torch.nn, cls)(**args).state_dict())
 
 
-@pytest.mark.parametrize("cls,arg", [("MultiheadAttention", {"add_bias_kv": True}),
-                                     ("MultiheadAttention", {"add_zero_attn": True}), ("LSTM", {"proj_size": 3}),
-                                     ("GRU", {"device": "meta"}), ("LSTM", {"dtype": torch.float64})])
+@pytest.mark.parametrize("cls,arg", [("LSTM", {"proj_size": 3}), ("GRU", {"device": "meta"}),
+                                     ("LSTM", {"dtype": torch.float64})])
 def test_what_qkv_does_not_compute_is_refused_by_name(cls, arg):
     args = {"MultiheadAttention": (8, 2), "GRU": (4, 6), "LSTM": (4, 6)}[cls]
     with pytest.raises(NotImplementedError, match=next(iter(arg))):
         getattr(qkv.nn, cls)(*args, **arg)
+
+
+@pytest.mark.parametrize("extra", [{"add_bias_kv": True}, {"add_zero_attn": True},
+                                   {"add_bias_kv": True, "add_zero_attn": True}])
+@pytest.mark.parametrize("batch_first", [False, True])
+@pytest.mark.parametrize("masks", ["none", "bool", "float"])
+@pytest.mark.parametrize("kdim", [None, 6])
+def test_multihead_attention_bias_kv_zero_attn_equal_torch(extra, batch_first, masks, kdim):
+    """add_bias_kv / add_zero_attn: torch's state_dict loads (bias_k, bias_v among the names), and the
+    output, the averaged and per-head weights and every parameter's gradient equal torch's."""
+    if masks == "float" and torch.__version__.startswith("1."):
+        pytest.skip("torch 1.13's MultiheadAttention reads a float key_padding_mask otherwise (torch 2's _canonical_mask)")
+    torch.manual_seed(3)
+    E, H, L, S, N = 8, 2, 5, 7, 3
+    theirs = torch.nn.MultiheadAttention(E, H, batch_first=batch_first, kdim=kdim, vdim=kdim, **extra)
+    ours = qkv.nn.MultiheadAttention(E, H, batch_first=batch_first, kdim=kdim, vdim=kdim, **extra)
+    assert sorted(ours.state_dict()) == sorted(theirs.state_dict())
+    assert ours.num_parameters() == sum(p.numel() for p in theirs.parameters())
+    keys = ours.load_state_dict({k: v.detach().numpy() for k, v in theirs.state_dict().items()})
+    assert keys.missing_keys == [] and keys.unexpected_keys == []
+    kd = kdim or E
+    q = torch.randn(N, L, E) if batch_first else torch.randn(L, N, E)
+    k = torch.randn(N, S, kd) if batch_first else torch.randn(S, N, kd)
+    v = torch.randn_like(k)
+    kpm = am = None
+    if masks != "none":
+        kpm = torch.zeros(N, S, dtype=torch.bool)
+        kpm[0, -3:] = True
+        am = torch.rand(L, S) > 0.7
+        am[:, 0] = False
+        if masks == "float":
+            kpm = torch.zeros(N, S).masked_fill(kpm, float("-inf"))
+            am = torch.randn(L, S)
+    for average in (True, False):
+        theirs.zero_grad()
+        ours.zero_grad()
+        out_t, w_t = theirs(q, k, v, key_padding_mask=kpm, attn_mask=am, average_attn_weights=average)
+        out_q, w_q = ours(q.numpy(), k.numpy(), v.numpy(), key_padding_mask=None if kpm is None else kpm.numpy(),
+                          attn_mask=None if am is None else am.numpy(), average_attn_weights=average)
+        np.testing.assert_allclose(out_q.numpy(), out_t.detach().numpy(), atol=1e-5)
+        np.testing.assert_allclose(w_q.numpy(), w_t.detach().numpy(), atol=1e-5)
+        out_t.sum().backward()
+        out_q.sum().backward()
+        grads = dict(ours.named_parameters())
+        for name, p in theirs.named_parameters():
+            np.testing.assert_allclose(grads[name].grad.numpy(), p.grad.numpy(), atol=1e-5, err_msg=name)
+    out_t, _ = theirs(q, k, v, key_padding_mask=kpm, attn_mask=am, need_weights=False)
+    out_q, w_q = ours(q.numpy(), k.numpy(), v.numpy(), key_padding_mask=None if kpm is None else kpm.numpy(),
+                      attn_mask=None if am is None else am.numpy(), need_weights=False)
+    assert w_q is None
+    np.testing.assert_allclose(out_q.numpy(), out_t.detach().numpy(), atol=1e-5)
+
+
+def test_multihead_attention_bias_kv_unbatched_and_training():
+    torch.manual_seed(4)
+    theirs = torch.nn.MultiheadAttention(8, 4, add_bias_kv=True, add_zero_attn=True)
+    ours = qkv.nn.MultiheadAttention(8, 4, add_bias_kv=True, add_zero_attn=True)
+    ours.load_state_dict(theirs.state_dict())
+    x = torch.randn(6, 8)
+    out_t, w_t = theirs(x, x, x)
+    out_q, w_q = ours(x.numpy(), x.numpy(), x.numpy())
+    assert tuple(out_q.shape) == (6, 8) and tuple(w_q.shape) == (6, 8)  # 6 keys + bias + zero
+    np.testing.assert_allclose(out_q.numpy(), out_t.detach().numpy(), atol=1e-5)
+    np.testing.assert_allclose(w_q.numpy(), w_t.detach().numpy(), atol=1e-5)
+    # three SGD steps on qkv's gradients move every parameter (bias_k, bias_v too) as torch's do
+    opt = torch.optim.SGD(theirs.parameters(), lr=0.1)
+    params = dict(ours.named_parameters())
+    for _ in range(3):
+        opt.zero_grad()
+        ours.zero_grad()
+        theirs(x, x, x)[0].pow(2).sum().backward()
+        y = ours(x.numpy(), x.numpy(), x.numpy())[0]
+        (y * y).sum().backward()
+        opt.step()
+        for p in params.values():
+            p.numpy()[...] -= 0.1 * p.grad.numpy()  # in place: the parameter's own memory
+    for name, p in theirs.named_parameters():
+        np.testing.assert_allclose(params[name].numpy(), p.detach().numpy(), atol=1e-5, err_msg=name)
 
 
 @pytest.mark.parametrize("cls", ["GRU", "LSTM"])

@@ -138,6 +138,65 @@ def test_float64_is_computed_in_float64():
     assert (y - formula(q, k, v, is_causal=True)).abs().max().item() < 1e-13
 
 
+# TestTransformers.test_scaled_dot_product_attention: [N, L, E] and [N, N', L, E] inputs, bool masks of
+# 2, 3 or 4 dims (one row fully masked: 0 there, as torch ≥ 2.5 gives), is_causal against the
+# lower-triangular mask (and refused beside it), in float64 and float32
+@pytest.mark.parametrize("input_dim,mask_dim,causal", [(3, None, False), (3, 2, False), (3, 2, True), (3, 3, False),
+                                                       (3, 3, True), (4, None, False), (4, 2, False), (4, 2, True),
+                                                       (4, 4, False), (4, 4, True)])
+@pytest.mark.parametrize("dtype", [torch.float64, torch.float32])
+def test_bool_masks_of_every_rank(input_dim, mask_dim, causal, dtype):
+    g = torch.Generator().manual_seed(input_dim * 10 + (mask_dim or 0) + 5 * causal)
+    n, n2, lq, lk, e = 5, 2, 4, 3, 6
+    lead = (n,) if input_dim == 3 else (n, n2)
+    q = torch.randn(*lead, lq, e, generator=g, dtype=dtype)
+    k, v = (torch.randn(*lead, lk, e, generator=g, dtype=dtype) for _ in range(2))
+    mask = None
+    if mask_dim is not None:
+        shape = (lq, lk) if mask_dim == 2 else (*lead, lq, lk)
+        if causal:
+            mask = torch.ones(shape, dtype=torch.bool).tril()
+        else:
+            mask = torch.randint(0, 2, shape, generator=g).bool()
+            mask[..., 0, :] = False  # a row with nothing to attend to
+    if causal:
+        y = sdpa(q, k, v, None, 0.0, True)
+        with pytest.raises(RuntimeError, match="Explicit attn_mask should not be set when is_causal=True"):
+            sdpa(q, k, v, mask, 0.0, True)
+    else:
+        y = sdpa(q, k, v, mask)
+    assert y.dtype == dtype and y.shape == q.shape
+    assert_close(y, formula(q, k, v, mask=mask), dtype)
+    if mask is not None and not causal:
+        assert torch.equal(y[..., 0, :], torch.zeros_like(y[..., 0, :]))
+
+
+# the same test's dropout cases in float64 (the reference path draws torch's own dropout, in the order
+# torch's math does: same seed, same mask as softmax(QKᵀ/√E) then F.dropout), and gradcheck with dropout
+@pytest.mark.parametrize("p", [0.2, 0.5])
+def test_float64_dropout_is_torch_formula_stream(p):
+    g = torch.Generator().manual_seed(4)
+    q = torch.randn(5, 4, 6, generator=g, dtype=torch.float64)
+    k, v = (torch.randn(5, 3, 6, generator=g, dtype=torch.float64) for _ in range(2))
+    torch.manual_seed(21)
+    w = torch.softmax(q @ k.transpose(-2, -1) / math.sqrt(6), dim=-1)
+    expected = torch.nn.functional.dropout(w, p=p) @ v
+    torch.manual_seed(21)
+    assert torch.allclose(sdpa(q, k, v, dropout_p=p), expected, atol=1e-12, rtol=1e-12)
+
+
+def test_gradcheck_float64_with_dropout():
+    g = torch.Generator().manual_seed(5)
+    q = torch.randn(5, 4, 6, generator=g, dtype=torch.float64, requires_grad=True)
+    k, v = (torch.randn(5, 3, 6, generator=g, dtype=torch.float64, requires_grad=True) for _ in range(2))
+
+    def seeded(*args):
+        torch.manual_seed(0)
+        return sdpa(*args, None, 0.2)
+
+    assert torch.autograd.gradcheck(seeded, (q, k, v))
+
+
 # TestSDPAFailureModes (the cases that run on the CPU): torch raises RuntimeError
 def test_different_dtypes_raise():
     q = torch.randn(1, 4, 8, 16)
@@ -290,6 +349,35 @@ def test_causal_bias(variant, lq, lk):
         assert_close(t.grad, r.grad, torch.float32)
     with pytest.raises(ValueError):
         sdpa(q, k, v, attn_mask=make(lq, lk), is_causal=True)
+
+
+# TestAttnBias in float16 at two of its shapes ([B, H, Lq, Lk, E]; the odd head dim 15 among them):
+# the CausalBias mask against its materialized mask (forward 1e-3, gradients 5e-3, torch's tolerances)
+# and causal_upper_left against is_causal=True
+@has_causal_bias
+@pytest.mark.parametrize("variant", ["upper_left", "lower_right"])
+@pytest.mark.parametrize("shape", [(2, 2, 128, 256, 32), (2, 2, 256, 128, 32), (1, 1, 23, 56, 15)])
+def test_causal_bias_float16(variant, shape):
+    from torch.nn.attention import bias
+    b, h, lq, lk, e = shape
+    if variant == "lower_right" and lq > lk:
+        pytest.skip("torch's test skips it too: rows with nothing to attend to")
+    make = getattr(bias, "causal_" + variant)
+    g = torch.Generator().manual_seed(lq + lk + e)
+    q = torch.rand(b, h, lq, e, generator=g).half().requires_grad_()
+    k, v = (torch.rand(b, h, lk, e, generator=g).half().requires_grad_() for _ in range(2))
+    ref = [t.detach().clone().requires_grad_() for t in (q, k, v)]
+    y = sdpa(q, k, v, attn_mask=make(lq, lk))
+    expected = sdpa(*ref, attn_mask=make(lq, lk)._materialize(q.device))
+    torch.testing.assert_close(y, expected, atol=1e-3, rtol=1e-3)
+    d_out = torch.randn(y.shape, generator=g).half()
+    y.backward(d_out)
+    expected.backward(d_out)
+    for t, r in zip((q, k, v), ref):
+        torch.testing.assert_close(t.grad, r.grad, atol=5e-3, rtol=5e-3)
+    assert_close(y, formula(q, k, v, mask=make(lq, lk)._materialize(q.device)), torch.float16)
+    if variant == "upper_left":
+        torch.testing.assert_close(y, sdpa(q, k, v, is_causal=True), atol=1e-3, rtol=1e-3)
 
 
 @pytest.mark.skipif(not hasattr(torch, "nested") or not hasattr(torch, "jagged"), reason="jagged tensors: torch >= 2.3")
