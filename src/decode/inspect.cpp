@@ -3,11 +3,17 @@
 
 #include <algorithm>
 #include <cctype>
+#include <cmath>
+#include <limits>
 
 #include "qkv/autograd/grad_mode.h"
 #include "qkv/core/error.h"
 #include "qkv/core/message.h"
 #include "qkv/models/registry.h"
+#include "qkv/nn/bert.h"
+#include "qkv/nn/gpt.h"
+#include "qkv/ops/arith.h"
+#include "qkv/ops/matmul.h"
 
 namespace qkv::decode {
 
@@ -41,6 +47,23 @@ std::string normalized(std::string_view w) {
 }
 
 // weights [1, H, Lq, Lk] → [H, Lq, Lk], contiguous f32
+// WordPiece's tokens as they are ("##s" continues the word before it; [CLS], [SEP] are words of
+// their own).
+TokenAxis masked_language_model_axis(const text::HfTokenizer& tok, const std::vector<int32_t>& ids) {
+  TokenAxis axis;
+  bool after_special = true;
+  for (int32_t id : ids) {
+    const std::string t = tok.id_to_token(id);
+    const bool special = tok.is_special(id), continues = !special && !after_special && t.starts_with("##");
+    axis.tokens.push_back(t);
+    if (!continues) axis.words.emplace_back();
+    axis.words.back() += continues ? t.substr(2) : t;
+    axis.word.push_back(static_cast<int>(axis.words.size()) - 1);
+    after_special = special;
+  }
+  return axis;
+}
+
 std::vector<Tensor> squeezed(const std::vector<Tensor>& layers) {
   std::vector<Tensor> out;
   for (const Tensor& w : layers) {
@@ -156,22 +179,112 @@ AttentionView masked_language_model_attention(const models::MaskedLanguageModel&
     model.encode(Tensor::from_ints(ids, {1, static_cast<int64_t>(ids.size())}), Tensor(), Tensor(), &maps);
   }
   QKV_CHECK(!maps.encoder_self.empty(), "the model returned no attention weights");
-  // WordPiece's tokens as they are ("##s" continues the word before it; [CLS], [SEP] are words of
-  // their own).
-  TokenAxis axis;
-  bool after_special = true;
-  for (int32_t id : ids) {
-    const std::string t = tok.id_to_token(id);
-    const bool special = tok.is_special(id), continues = !special && !after_special && t.starts_with("##");
-    axis.tokens.push_back(t);
-    if (!continues) axis.words.emplace_back();
-    axis.words.back() += continues ? t.substr(2) : t;
-    axis.word.push_back(static_cast<int>(axis.words.size()) - 1);
-    after_special = special;
-  }
+  const TokenAxis axis = masked_language_model_axis(tok, ids);
   AttentionView v;
   v.input = text;
   v.kinds.push_back({"encoder_self", axis, axis, squeezed(maps.encoder_self)});
+  return v;
+}
+
+namespace {
+
+// The neuron view from the input x [1, T, E] of `layer` (the output of the layers below it): the
+// layer's self-attention input (LN(x) in a pre-LN layer), projected by the query and key rows of
+// in_proj, the head's columns read out, and the arithmetic of its row `query` done in double.
+NeuronView neuron_of(const nn::TransformerEncoderLayer& L, const Tensor& x, bool causal, int64_t layer, int64_t head,
+                     int64_t query) {
+  const nn::MultiheadAttention& a = *L.self_attn;
+  QKV_CHECK(a.in_proj_weight.defined(), "the neuron view needs the self-attention's fused in_proj_weight");
+  const int64_t E = a.embed_dim, d = a.head_dim, T = x.size(1);
+  QKV_CHECK(head >= 0 && head < a.num_heads, "head ", head, " is out of range: the model has heads 0 … ", a.num_heads - 1);
+  QKV_CHECK(query >= 0 && query < T, "query ", query, " is out of range: the text has tokens 0 … ", T - 1);
+  NeuronView v;
+  v.layer = layer, v.head = head, v.query = query, v.head_dim = d;
+  Tensor in = L.opt.norm_first ? L.norm1->forward(x) : x;
+  auto project = [&](int64_t block) {  // rows block·E … of in_proj → [T, E], this head's columns
+    const Tensor w = a.in_proj_weight.slice(0, block * E, (block + 1) * E).contiguous();
+    const Tensor b = a.in_proj_bias.defined() ? a.in_proj_bias.slice(0, block * E, (block + 1) * E).contiguous() : Tensor();
+    const std::vector<float> all = linear(in, w, b).contiguous().to_vector();  // [1, T, E]
+    std::vector<std::vector<float>> out(static_cast<size_t>(T));
+    for (int64_t t = 0; t < T; ++t)
+      out[static_cast<size_t>(t)].assign(all.begin() + t * E + head * d, all.begin() + t * E + (head + 1) * d);
+    return out;
+  };
+  v.queries = project(0), v.keys = project(1);
+  const std::vector<float>& q = v.queries[static_cast<size_t>(query)];
+  const double scale = 1.0 / std::sqrt(static_cast<double>(d));
+  v.products.resize(static_cast<size_t>(T));
+  v.scores.assign(static_cast<size_t>(T), -std::numeric_limits<double>::infinity());
+  v.weights.assign(static_cast<size_t>(T), 0.0);
+  double top = -std::numeric_limits<double>::infinity();
+  for (int64_t j = 0; j < T && (!causal || j <= query); ++j) {
+    const std::vector<float>& k = v.keys[static_cast<size_t>(j)];
+    std::vector<float>& p = v.products[static_cast<size_t>(j)];
+    double dot = 0;
+    for (int64_t c = 0; c < d; ++c) {
+      p.push_back(q[static_cast<size_t>(c)] * k[static_cast<size_t>(c)]);
+      dot += static_cast<double>(q[static_cast<size_t>(c)]) * k[static_cast<size_t>(c)];
+    }
+    v.scores[static_cast<size_t>(j)] = dot * scale;
+    top = std::max(top, dot * scale);
+  }
+  double sum = 0;
+  for (int64_t j = 0; j < T && (!causal || j <= query); ++j)
+    sum += v.weights[static_cast<size_t>(j)] = std::exp(v.scores[static_cast<size_t>(j)] - top);
+  for (double& w : v.weights) w /= sum;
+  return v;
+}
+
+void check_layer(int64_t layer, size_t layers) {
+  QKV_CHECK(layer >= 0 && layer < static_cast<int64_t>(layers), "layer ", layer,
+            " is out of range: the model has layers 0 … ", static_cast<int64_t>(layers) - 1);
+}
+
+}  // namespace
+
+NeuronView masked_language_model_neuron(const models::MaskedLanguageModel& model, const text::LMTokenizer& tokenizer,
+                                        const std::string& text, int64_t layer, int64_t head, int64_t query) {
+  const auto* bert = dynamic_cast<const nn::Bert*>(&model.module());
+  QKV_CHECK(bert, "the neuron view needs a BERT; the model's type is ", model.type());
+  check_layer(layer, bert->layers.size());
+  QKV_CHECK(tokenizer.hf(), "a masked language model's attention needs its Hugging Face tokenizer");
+  const text::HfTokenizer& tok = *tokenizer.hf();
+  const std::vector<int32_t> ids = tok.encode(text, /*add_special_tokens=*/true);
+  QKV_CHECK(!ids.empty(), "the text is empty");
+  QKV_CHECK(static_cast<int64_t>(ids.size()) <= model.max_positions(), "the text '", excerpt(text), "' has ",
+            ids.size(), " tokens, more than the model's ", model.max_positions(), " positions");
+  const int64_t T = static_cast<int64_t>(ids.size());
+  NoGradGuard no_grad;
+  // Bert::encode's embeddings (no padding, token type 0) and the layers below `layer`
+  Tensor x = bert->word_embeddings->forward(Tensor::from_ints(ids, {1, T})) + bert->position_embeddings->weight.slice(0, 0, T);
+  x = bert->embeddings_norm->forward(x + bert->token_type_embeddings->weight.select(0, 0));
+  for (int64_t l = 0; l < layer; ++l) x = bert->layers[static_cast<size_t>(l)]->forward_masked(x, Tensor());
+  NeuronView v = neuron_of(*bert->layers[static_cast<size_t>(layer)], x, /*causal=*/false, layer, head, query);
+  v.kind = "encoder_self";
+  v.axis = masked_language_model_axis(tok, ids);
+  return v;
+}
+
+NeuronView language_model_neuron(const models::LanguageModel& model, const text::LMTokenizer& tokenizer,
+                                 const std::string& text, int64_t layer, int64_t head, int64_t query) {
+  const auto* gpt = dynamic_cast<const nn::GPT*>(&model.module());
+  QKV_CHECK(gpt, "the neuron view needs a GPT (qkv's or GPT-2); the model's type is ", model.type());
+  check_layer(layer, gpt->h.size());
+  const std::vector<int32_t> ids = tokenizer.encode(text);
+  QKV_CHECK(!ids.empty(), "the text is empty");
+  QKV_CHECK(static_cast<int64_t>(ids.size()) <= model.block_size(), "the text has ", ids.size(),
+            " tokens, more than the model's context of ", model.block_size());
+  const int64_t T = static_cast<int64_t>(ids.size());
+  NoGradGuard no_grad;
+  // GPT::forward's embedding (no dropout: inference) and the blocks below `layer`
+  Tensor x = gpt->wte->forward(Tensor::from_ints(ids, {1, T})) + gpt->wpe->weight.slice(0, 0, T);
+  for (int64_t l = 0; l < layer; ++l)
+    x = gpt->h[static_cast<size_t>(l)]->forward(x, Tensor(), Tensor(), /*is_causal=*/true);
+  NeuronView v = neuron_of(*gpt->h[static_cast<size_t>(layer)], x, /*causal=*/true, layer, head, query);
+  v.kind = "decoder_self";
+  std::vector<std::string> p;
+  for (int32_t id : ids) p.push_back(tokenizer.decode_one(id));
+  v.axis = make_axis(p);
   return v;
 }
 

@@ -21,7 +21,12 @@ attention, and checks what the page drew against what the API says:
     most 2 s (the times are printed: docs/BENCHMARKS.md, "Attention viewer");
   - a language model's page shows its causal self-attention (the upper triangle white);
   - attention rollout ("detail": "rollout") equals NumPy's from the same per-layer weights, and the
-    layer list's "rollout" entry draws it (tokens and words, the head list disabled).
+    layer list's "rollout" entry draws it (tokens and words, the head list disabled);
+  - the neuron view ("detail": "neuron"), for the char-level GPT and a BERT converted from
+    transformers (tests/golden/hf/bert-uncased): the page's q·k/√d and softmax, redone from the
+    API's vectors, are the API's scores and weights and the chosen head's row of the map;
+  - "encoding": "u8": each byte is round(255·w) of the JSON's weight, rollout included; the page
+    asks for it for a long input and draws the same weights within 1/510.
 
 A screenshot of the page goes to --screenshot (and of the word-grouped view beside it, -words.png).
 Run by ctest (tests/CMakeLists.txt); fails, never skips, when the browser is missing: the README's
@@ -124,8 +129,14 @@ class Viewer(unittest.TestCase):
     def setUpClass(cls):
         root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
         cls.log = tempfile.NamedTemporaryFile(prefix="qkv-serve-", suffix=".log", delete=False)
-        cls.server = subprocess.Popen([ARGS.qkv, "serve", "--port", "0", "--threads", "2"], cwd=root,
-                                      stdout=cls.log, stderr=subprocess.STDOUT)
+        # the shipped translator and character GPT, and a random BERT converted from transformers
+        cls.tmp = tempfile.TemporaryDirectory(prefix="qkv-viewer-")
+        bert = os.path.join(cls.tmp.name, "bert-uncased.safetensors")
+        subprocess.run([ARGS.qkv, "convert", os.path.join(root, "tests", "golden", "hf", "bert-uncased"), "-o", bert],
+                       check=True, cwd=root, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        cls.server = subprocess.Popen([ARGS.qkv, "serve", "--port", "0", "--threads", "2", "-m",
+                                       "models/en-fr.safetensors", "-m", "models/shakespeare-char.safetensors", "-m", bert],
+                                      cwd=root, stdout=cls.log, stderr=subprocess.STDOUT)
         cls.port = 0
         deadline = time.time() + 60
         while not cls.port and time.time() < deadline:
@@ -155,6 +166,7 @@ class Viewer(unittest.TestCase):
         cls.server.wait(timeout=30)
         cls.log.close()
         os.unlink(cls.log.name)
+        cls.tmp.cleanup()
 
     def wait_state(self, state, timeout=120):
         WebDriverWait(self.driver, timeout).until(
@@ -439,6 +451,105 @@ class Viewer(unittest.TestCase):
             self.assertEqual(self.errors(), [])
         bad = urllib.request.Request(f"http://127.0.0.1:{self.port}/v1/attention", method="POST",
                                      data=json.dumps({"text": SENTENCE, "detail": "everything"}).encode(),
+                                     headers={"Content-Type": "application/json"})
+        with self.assertRaises(urllib.error.HTTPError) as e:
+            urllib.request.urlopen(bad)
+        self.assertEqual(e.exception.code, 400)
+
+    def test_neuron_view_is_the_heads_row_step_by_step(self):
+        import numpy as np
+        for model, text, (layer, head, query), name in (
+                ("shakespeare-char", "ROMEO: what light", (1, 2, 9), "decoder_self"),
+                ("bert-uncased", "The cat sat on the mat because it was tired.", (1, 3, 4), "encoder_self")):
+            maps = post(self.port, "/v1/attention", {"model": model, "text": text})
+            api = post(self.port, "/v1/attention", {"model": model, "text": text, "detail": "neuron",
+                                                    "neuron": {"layer": layer, "head": head, "query": query}})
+            self.assertNotIn("kinds", api)
+            n = api["neuron"]
+            self.assertEqual((n["kind"], n["layer"], n["head"], n["query"]), (name, layer, head, query))
+            q, keys = np.asarray(n["queries"][query], dtype=np.float64), n["keys"]
+            T = len(n["tokens"])
+            causal = name == "decoder_self"
+            seen = [j for j in range(T) if not causal or j <= query]
+            # by hand: q·k/√d, then the softmax, is the returned weights and the map's row
+            s = np.array([q @ np.asarray(keys[j], dtype=np.float64) / np.sqrt(n["head_dim"]) for j in seen])
+            w = np.exp(s - s.max()) / np.exp(s - s.max()).sum()
+            self.assertLess(np.abs(np.array([n["scores"][j] for j in seen]) - s).max(), 1e-5)
+            self.assertLess(np.abs(np.array([n["weights"][j] for j in seen]) - w).max(), 1e-6)
+            row = next(k for k in maps["kinds"] if k["name"] == name)["layers"][layer][head][query]
+            self.assertLess(max(abs(a - b) for a, b in zip(n["weights"], row)), 1e-4)
+            if causal:
+                self.assertEqual([n["scores"][j] for j in range(query + 1, T)], [None] * (T - query - 1))
+                self.assertEqual([n["products"][j] for j in range(query + 1, T)], [[]] * (T - query - 1))
+            self.assertLess(np.abs(np.asarray(n["products"][seen[-1]]) - q * np.asarray(keys[seen[-1]])).max(), 1e-5)
+            # the page: the same choice, its own arithmetic from the vectors, the API's answer
+            self.show(model, text)
+            d = self.driver
+            Select(d.find_element(By.ID, "neuron-layer")).select_by_value(str(layer))
+            Select(d.find_element(By.ID, "neuron-head")).select_by_value(str(head))
+            Select(d.find_element(By.ID, "neuron-query")).select_by_value(str(query))
+            d.find_element(By.ID, "neuron-go").click()
+            WebDriverWait(d, 60).until(lambda d: d.execute_script("return document.body.dataset.neuron") in ("ready", "error"))
+            self.assertEqual(d.execute_script("return document.body.dataset.neuron"), "ready",
+                             d.find_element(By.ID, "neuron-status").text)
+            page = d.execute_script("return window.qkvViewer.neuron()")
+            self.assertEqual(page["tokens"], n["tokens"])
+            for j in range(T):
+                if j in seen:
+                    self.assertAlmostEqual(page["page"]["scores"][j], n["scores"][j], places=5)
+                else:
+                    self.assertIsNone(page["page"]["scores"][j])
+                self.assertAlmostEqual(page["page"]["weights"][j], n["weights"][j], places=6)
+            canvas = d.find_element(By.ID, "neuron")
+            self.assertGreater(canvas.size["height"], T * 18)  # a row per key
+            self.assertEqual(self.errors(), [])
+            if ARGS.screenshot and model == "bert-uncased":
+                path = re.sub(r"(\.png)?$", "-neuron.png", ARGS.screenshot, count=1)
+                d.execute_script("document.getElementById('neuron-section').scrollIntoView()")
+                d.save_screenshot(path)
+                print("screenshot:", path, file=sys.stderr)
+        # refusals: a translator, a head out of range, "neuron" without its detail
+        for body in ({"model": "en-fr", "text": SENTENCE, "detail": "neuron", "neuron": {"layer": 0, "head": 0, "query": 0}},
+                     {"model": "bert-uncased", "text": "a cat", "detail": "neuron", "neuron": {"layer": 0, "head": 99, "query": 0}},
+                     {"model": "bert-uncased", "text": "a cat", "detail": "neuron", "neuron": {"layer": 0, "head": 0}},
+                     {"model": "bert-uncased", "text": "a cat", "neuron": {"layer": 0, "head": 0, "query": 0}}):
+            bad = urllib.request.Request(f"http://127.0.0.1:{self.port}/v1/attention", method="POST",
+                                         data=json.dumps(body).encode(), headers={"Content-Type": "application/json"})
+            with self.assertRaises(urllib.error.HTTPError) as e:
+                urllib.request.urlopen(bad)
+            self.assertEqual(e.exception.code, 400, body)
+
+    def test_u8_encoding_is_the_weights_as_bytes(self):
+        import base64
+        import numpy as np
+        exact = post(self.port, "/v1/attention", {"model": "en-fr", "text": SENTENCE, "detail": "rollout"})
+        u8 = post(self.port, "/v1/attention", {"model": "en-fr", "text": SENTENCE, "detail": "rollout", "encoding": "u8"})
+        self.assertEqual(u8["output"], exact["output"])
+        for e, c in zip(exact["kinds"], u8["kinds"]):
+            want = np.asarray(e["layers"], dtype=np.float64)
+            self.assertEqual(c["layers"]["encoding"], "u8")
+            self.assertEqual(c["layers"]["shape"], list(want.shape))
+            got = np.frombuffer(base64.b64decode(c["layers"]["data"]), dtype=np.uint8).reshape(want.shape)
+            self.assertLessEqual(np.abs(got - np.round(want * 255)).max(), 1)  # (JSON's 5 decimals)
+            self.assertLessEqual(np.abs(got / 255 - want).max(), 1 / 510 + 1e-5)
+            if "rollout" in e:
+                r = np.asarray(e["rollout"])
+                gr = np.frombuffer(base64.b64decode(c["rollout"]["data"]), dtype=np.uint8).reshape(r.shape)
+                self.assertLessEqual(np.abs(gr / 255 - r).max(), 1 / 510 + 1e-5)
+        # the page asks for it for a long input, and draws the API's weights within 1/510
+        api = post(self.port, "/v1/attention", {"model": "en-fr", "text": LONG, "beam_size": 4})
+        self.show("en-fr", LONG)
+        s = self.state(True)
+        self.assertEqual(s["encoding"], "u8")
+        enc = next(k for k in api["kinds"] if k["name"] == "encoder_self")
+        flat = [v for row in enc["layers"][0][0] for v in row]
+        self.assertEqual(len(s["weights"]), len(flat))
+        self.assertLessEqual(max(abs(a - b) for a, b in zip(s["weights"], flat)), 1 / 510 + 1e-5)
+        self.search("it", "cat", "click")  # the head search runs on the unpacked maps
+        self.assertTrue(self.driver.find_element(By.ID, "search-best").text.startswith("best:"))
+        self.assertEqual(self.errors(), [])
+        bad = urllib.request.Request(f"http://127.0.0.1:{self.port}/v1/attention", method="POST",
+                                     data=json.dumps({"text": SENTENCE, "encoding": "f64"}).encode(),
                                      headers={"Content-Type": "application/json"})
         with self.assertRaises(urllib.error.HTTPError) as e:
             urllib.request.urlopen(bad)

@@ -5,7 +5,11 @@
 
 #include <gtest/gtest.h>
 
+#include <array>
+#include <cmath>
+
 #include "qkv/autograd/grad_mode.h"
+#include "qkv/models/hf_convert.h"
 #include "qkv/models/load.h"
 #include "qkv/models/registry.h"
 #include "testing.h"
@@ -176,6 +180,84 @@ TEST(Inspect, RolloutOfACausalModelIsCausal) {
       if (j > i) EXPECT_EQ(r.data<float>()[i * T + j], 0.f);
     }
     EXPECT_NEAR(sum, 1.0, 1e-5);
+  }
+}
+
+// The neuron view by hand: every score is q·k/√d from the returned vectors (summed in double here,
+// not read from the view), their softmax is the returned weights, and those are the head's row of
+// the attention map the model itself records — for `query`, in `layer` and `head`.
+void check_neuron(const NeuronView& n, const AttentionKind& k, bool causal) {
+  const int64_t T = static_cast<int64_t>(n.axis.tokens.size()), d = n.head_dim;
+  ASSERT_EQ(n.axis.tokens, k.queries.tokens);
+  ASSERT_EQ(static_cast<int64_t>(n.queries.size()), T);
+  ASSERT_EQ(static_cast<int64_t>(n.keys.size()), T);
+  const std::vector<float>& q = n.queries[static_cast<size_t>(n.query)];
+  ASSERT_EQ(static_cast<int64_t>(q.size()), d);
+  std::vector<double> s(static_cast<size_t>(T)), w(static_cast<size_t>(T), 0.0);
+  double top = -1e300, z = 0;
+  const int64_t last = causal ? n.query : T - 1;
+  for (int64_t j = 0; j <= last; ++j) {
+    double dot = 0;
+    for (int64_t c = 0; c < d; ++c) {
+      const double p = static_cast<double>(q[static_cast<size_t>(c)]) * n.keys[static_cast<size_t>(j)][static_cast<size_t>(c)];
+      EXPECT_NEAR(n.products[static_cast<size_t>(j)][static_cast<size_t>(c)], p, 1e-6 * (1 + std::abs(p)));
+      dot += p;
+    }
+    s[static_cast<size_t>(j)] = dot / std::sqrt(static_cast<double>(d));
+    EXPECT_NEAR(n.scores[static_cast<size_t>(j)], s[static_cast<size_t>(j)], 1e-6 * (1 + std::abs(dot))) << j;
+    top = std::max(top, s[static_cast<size_t>(j)]);
+  }
+  for (int64_t j = 0; j <= last; ++j) z += w[static_cast<size_t>(j)] = std::exp(s[static_cast<size_t>(j)] - top);
+  const Tensor& map = k.layers[static_cast<size_t>(n.layer)];  // [H, T, T]
+  const float* row = map.data<float>() + (n.head * T + n.query) * T;
+  for (int64_t j = 0; j < T; ++j) {
+    EXPECT_NEAR(n.weights[static_cast<size_t>(j)], w[static_cast<size_t>(j)] / z, 1e-9) << j;
+    EXPECT_NEAR(n.weights[static_cast<size_t>(j)], row[j], 2e-5) << "key " << j << " of the recorded map";
+    if (j > last) {
+      EXPECT_TRUE(std::isinf(n.scores[static_cast<size_t>(j)]) && n.scores[static_cast<size_t>(j)] < 0) << j;
+      EXPECT_TRUE(n.products[static_cast<size_t>(j)].empty()) << j;
+    }
+  }
+}
+
+TEST(Inspect, NeuronViewOfAGptIsItsAttentionRowByHand) {
+  models::LoadedLanguageModel g =
+      models::load_language_model(std::string(QKV_SOURCE_DIR) + "/models/shakespeare-char.safetensors");
+  const std::string text = "ROMEO: what light";
+  const AttentionView v = language_model_attention(*g.model, g.tokenizer, text);
+  const int64_t L = static_cast<int64_t>(v.kinds[0].layers.size()), H = v.kinds[0].layers[0].size(0);
+  for (const auto& [layer, head, query] : std::vector<std::array<int64_t, 3>>{{0, 0, 0}, {L - 1, H - 1, 9}, {1, 2, 16}}) {
+    SCOPED_TRACE(::testing::Message() << "layer " << layer << " head " << head << " query " << query);
+    const NeuronView n = language_model_neuron(*g.model, g.tokenizer, text, layer, head, query);
+    EXPECT_EQ(n.kind, "decoder_self");
+    EXPECT_EQ(n.head_dim, g.model->width() / H);
+    check_neuron(n, v.kinds[0], /*causal=*/true);
+  }
+  EXPECT_NE(testing::error_of([&] { language_model_neuron(*g.model, g.tokenizer, text, L, 0, 0); }).find("layer"),
+            std::string::npos);
+  EXPECT_NE(testing::error_of([&] { language_model_neuron(*g.model, g.tokenizer, text, 0, H, 0); }).find("head"),
+            std::string::npos);
+  EXPECT_NE(testing::error_of([&] { language_model_neuron(*g.model, g.tokenizer, text, 0, 0, 17); }).find("query 17"),
+            std::string::npos);
+}
+
+// A BERT converted from transformers (tests/golden/hf/bert-uncased): bidirectional, post-LN.
+TEST(Inspect, NeuronViewOfBertIsItsAttentionRowByHand) {
+  testing::TempDir dir("neuron-bert");
+  const std::string out = (dir.path / "bert.safetensors").string();
+  models::convert_hf(std::string(QKV_GOLDEN_DIR) + "/hf/bert-uncased", out);
+  models::LoadedMaskedLanguageModel m = models::load_masked_language_model(out);
+  const std::string text = "The cat sat on the mat because it was tired.";
+  const AttentionView v = masked_language_model_attention(*m.model, m.tokenizer, text);
+  const AttentionKind& k = v.kinds[0];
+  const int64_t L = static_cast<int64_t>(k.layers.size()), H = k.layers[0].size(0);
+  const int64_t T = static_cast<int64_t>(k.queries.tokens.size());
+  for (const auto& [layer, head, query] : std::vector<std::array<int64_t, 3>>{{0, 1, 0}, {L - 1, H - 1, T - 1}, {L - 1, 0, 3}}) {
+    SCOPED_TRACE(::testing::Message() << "layer " << layer << " head " << head << " query " << query);
+    const NeuronView n = masked_language_model_neuron(*m.model, m.tokenizer, text, layer, head, query);
+    EXPECT_EQ(n.kind, "encoder_self");
+    EXPECT_EQ(n.axis.words, k.queries.words);
+    check_neuron(n, k, /*causal=*/false);
   }
 }
 

@@ -13,7 +13,15 @@
 //                        data: {"done": true, "text", "tokens", "finish_reason"}
 //   POST /v1/attention   {"text", "model"?, "beam_size"?, "length_penalty"?, "search"?: {"query", "key"},
 //                         "detail"?: "rollout" (each self-attention kind gets "rollout": [query][key],
-//                         Abnar & Zuidema's attention rollout across its layers)}
+//                         Abnar & Zuidema's attention rollout across its layers) or "neuron" (with
+//                         "neuron": {"layer", "head", "query"}, from 0; BERT or a GPT: the answer is
+//                         {"model", "kind", "input", "neuron": {"kind", "layer", "head", "query",
+//                         "head_dim", "scale", "tokens", "words", "word", "queries": [token][d],
+//                         "keys": [token][d], "products": [key][d] (q ⊙ k), "scores": [key] (q·k·scale;
+//                         null: a causal model's later key), "weights": [key] (their softmax)}}: the
+//                         arithmetic of one row of the map, decode/inspect.h's NeuronView),
+//                         "encoding"?: "json" (default) or "u8" (each "layers" and "rollout" is
+//                         {"encoding": "u8", "shape", "data": base64 of a byte a weight, w ≈ b/255})}
 //                        (a translator, a language model, or a masked language model: BERT's
 //                        bidirectional self-attention, [CLS] and [SEP] included)
 //                        → {"model", "kind", "input", "output", "kinds": [{"name", "queries", "keys",
@@ -36,6 +44,7 @@
 #include <pthread.h>
 #include <signal.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cmath>
 #include <cstdlib>
@@ -51,6 +60,7 @@
 #include "qkv/core/message.h"
 #include "qkv/decode/generate.h"
 #include "qkv/decode/inspect.h"
+#include "qkv/io/base64.h"
 
 namespace qkv::cli {
 
@@ -104,6 +114,40 @@ json rows_json(const Tensor& m) {
     rows.push_back(std::move(row));
   }
   return rows;
+}
+
+// "encoding": "u8" — the compact form of a map (issue 50: a 256-token, 12 × 12-head answer is
+// 9.4 MB of bytes instead of ~70 MB of JSON numbers): every weight as one byte b = round(255·w),
+// so w ≈ b / 255 within 1/510 — the viewer's own 256 colour levels (a weight's colour is
+// round(255·w)) — row-major in the shape's order, base64. → {"encoding": "u8", "shape": […],
+// "data": "…"}. One scale for every row rather than a row's maximum: the server's gzip then
+// shrinks a near-uniform map (a random model's) ~11× where per-row scales leave ~8 bits of noise a
+// weight (docs/BENCHMARKS.md, "/v1/attention on the wire").
+json u8_json(const std::vector<Tensor>& maps, std::vector<int64_t> shape) {
+  int64_t n = 1;
+  for (int64_t d : shape) n *= d;
+  std::string bytes(static_cast<size_t>(n), '\0');
+  size_t at = 0;
+  for (const Tensor& m : maps) {
+    const float* p = m.data<float>();
+    uint8_t* out = reinterpret_cast<uint8_t*>(bytes.data()) + at;
+    const int64_t e = m.numel();
+    for (int64_t i = 0; i < e; ++i)  // round half up (w ≥ 0), vectorised: lround's call was 9% of a request
+      out[i] = static_cast<uint8_t>(std::clamp(p[i], 0.f, 1.f) * 255.f + 0.5f);
+    at += static_cast<size_t>(e);
+  }
+  QKV_CHECK(at == bytes.size(), "u8_json: ", at, " weights for a shape of ", n);
+  return {{"encoding", "u8"}, {"shape", shape}, {"data", io::base64_encode(bytes)}};
+}
+
+// The neuron view (decode/inspect.h's NeuronView) as JSON: −inf scores (a causal query's later keys) are null.
+json neuron_json(const decode::NeuronView& v) {
+  json scores = json::array();
+  for (double x : v.scores) scores.push_back(std::isfinite(x) ? json(x) : json(nullptr));
+  return {{"kind", v.kind}, {"layer", v.layer}, {"head", v.head}, {"query", v.query}, {"head_dim", v.head_dim},
+          {"scale", 1.0 / std::sqrt(static_cast<double>(v.head_dim))}, {"tokens", v.axis.tokens},
+          {"words", v.axis.words}, {"word", v.axis.word}, {"queries", v.queries}, {"keys", v.keys},
+          {"products", v.products}, {"scores", scores}, {"weights", v.weights}};
 }
 
 json axis_json(const decode::TokenAxis& a) { return {{"tokens", a.tokens}, {"word", a.word}, {"words", a.words}}; }
@@ -398,11 +442,35 @@ class Server {
         throw HttpError{400, "\"search\" must be {\"query\": word, \"key\": word}"};
       query = q["query"].get<std::string>(), key = q["key"].get<std::string>();
     }
-    std::string detail;  // "rollout": each self-attention kind's attention rollout as well
+    // "rollout": each self-attention kind's attention rollout as well; "neuron": the neuron view of
+    // "neuron": {"layer", "head", "query"} instead of the maps
+    std::string detail;
     if (body.has("detail")) {
-      if (!body["detail"].is_string() || body["detail"].get<std::string>() != "rollout")
-        throw HttpError{400, "\"detail\" must be \"rollout\""};
+      if (!body["detail"].is_string() || (body["detail"].get<std::string>() != "rollout" &&
+                                          body["detail"].get<std::string>() != "neuron"))
+        throw HttpError{400, "\"detail\" must be \"rollout\" or \"neuron\""};
       detail = body["detail"].get<std::string>();
+    }
+    int64_t n_layer = 0, n_head = 0, n_query = 0;
+    if (detail == "neuron") {
+      const char* shape = "\"neuron\" must be {\"layer\": int, \"head\": int, \"query\": int} (from 0) with \"detail\": \"neuron\"";
+      if (!body.has("neuron") || !body["neuron"].is_object() || body["neuron"].size() != 3) throw HttpError{400, shape};
+      const json& nj = body["neuron"];
+      for (const char* f : {"layer", "head", "query"})
+        if (!nj.contains(f) || !nj[f].is_number_integer()) throw HttpError{400, shape};
+      n_layer = nj["layer"].get<int64_t>(), n_head = nj["head"].get<int64_t>(), n_query = nj["query"].get<int64_t>();
+      if (s.kind() == "translation")
+        throw HttpError{400, "the neuron view is for a masked language model (BERT) or a language model (GPT)"};
+      if (body.has("search")) throw HttpError{400, "\"search\" is not asked with \"detail\": \"neuron\""};
+    } else if (body.has("neuron")) {
+      throw HttpError{400, "\"neuron\" goes with \"detail\": \"neuron\""};
+    }
+    bool u8 = false;  // "encoding": "u8": the maps and the rollout as bytes (u8_json)
+    if (body.has("encoding")) {
+      if (!body["encoding"].is_string() || (body["encoding"].get<std::string>() != "u8" &&
+                                            body["encoding"].get<std::string>() != "json"))
+        throw HttpError{400, "\"encoding\" must be \"json\" (numbers, the default) or \"u8\" (a byte a weight, base64)"};
+      u8 = body["encoding"].get<std::string>() == "u8";
     }
     decode::AttentionView view;
     if (s.kind() == "translation") {
@@ -432,6 +500,9 @@ class Server {
         throw HttpError{413, "\"text\" has " + std::to_string(n) + " tokens, more than the model's " +
                                  std::to_string(b.loaded().model->max_positions()) + " positions"};
       auto held = s.hold(timeout());
+      if (detail == "neuron") return neuron_response(s, text, [&] {
+          return decode::masked_language_model_neuron(*b.loaded().model, b.loaded().tokenizer, text, n_layer, n_head, n_query);
+        });
       view = decode::masked_language_model_attention(*b.loaded().model, b.loaded().tokenizer, text);
     } else {
       auto& g = static_cast<LanguageModelService&>(s);
@@ -447,15 +518,22 @@ class Server {
         throw HttpError{413, "\"text\" has " + std::to_string(ids.size()) + " tokens, more than the model's context of " +
                                  std::to_string(g.loaded().model->block_size())};
       auto held = s.hold(timeout());
+      if (detail == "neuron") return neuron_response(s, text, [&] {
+          return decode::language_model_neuron(*g.loaded().model, g.loaded().tokenizer, text, n_layer, n_head, n_query);
+        });
       view = decode::language_model_attention(*g.loaded().model, g.loaded().tokenizer, text);
     }
     json kinds = json::array();
     for (const decode::AttentionKind& k : view.kinds) {
-      json kj = {{"name", k.name}, {"queries", axis_json(k.queries)}, {"keys", axis_json(k.keys)},
-                 {"layers", layers_json(k.layers)}};
+      json kj = {{"name", k.name}, {"queries", axis_json(k.queries)}, {"keys", axis_json(k.keys)}};
+      const int64_t Lq = static_cast<int64_t>(k.queries.tokens.size()), Lk = static_cast<int64_t>(k.keys.tokens.size());
+      kj["layers"] = u8 ? u8_json(k.layers, {static_cast<int64_t>(k.layers.size()), k.layers.front().size(0), Lq, Lk})
+                        : layers_json(k.layers);
       // attention rollout (decode/inspect.h) of a self-attention kind: [queries][keys], as one head
-      if (detail == "rollout" && k.name != "cross")
-        kj["rollout"] = rows_json(decode::attention_rollout(k.layers));
+      if (detail == "rollout" && k.name != "cross") {
+        const Tensor r = decode::attention_rollout(k.layers);
+        kj["rollout"] = u8 ? u8_json({r}, {Lq, Lk}) : rows_json(r);
+      }
       kinds.push_back(std::move(kj));
     }
     json out = {{"model", s.name()}, {"kind", s.kind()}, {"input", view.input}, {"output", view.output}, {"kinds", kinds}};
@@ -467,6 +545,19 @@ class Server {
       out["search"] = std::move(ranked);
     }
     return json_response(out);
+  }
+
+  // /v1/attention with "detail": "neuron": {"model", "kind", "input", "neuron": neuron_json}; the
+  // model's refusals (not a BERT or a GPT, a layer, head or query out of range) are 400s.
+  template <class F>
+  HttpResponse neuron_response(ModelService& s, const std::string& text, F&& make) {
+    decode::NeuronView v;
+    try {
+      v = make();
+    } catch (const Error& e) {
+      throw HttpError{400, std::string("\"neuron\": ") + e.what()};
+    }
+    return json_response(json{{"model", s.name()}, {"kind", s.kind()}, {"input", text}, {"neuron", neuron_json(v)}});
   }
 
   const ServeArgs& a_;

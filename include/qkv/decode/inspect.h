@@ -77,6 +77,31 @@ TokenAxis make_axis(const std::vector<std::string>& pieces);
 // in double; f32 [T, T], every row sums to 1. Not square, or layers of unequal shape: qkv::Error.
 Tensor attention_rollout(const std::vector<Tensor>& layers);
 
+// The neuron view (bertviz's third view; seed 002's steps 3–4): how one query token's weights in
+// one head of one layer come about. Its query vector q and every key vector k_j (the head's slice
+// of the self-attention's input projections, biases included, before any scaling), their
+// element-wise products q ⊙ k_j, the scaled dot products s_j = Σ(q ⊙ k_j) / √d and the softmax
+// w_j = exp(s_j) / Σ exp(s) — which is that head's row of the attention map. A causal model's
+// query sees the keys up to itself only: s_j for a later key is −inf and w_j is 0. Computed in
+// double from the layer's input (the model runs up to that layer, no further).
+struct NeuronView {
+  std::string kind;                   // "encoder_self" (BERT) or "decoder_self" (a GPT)
+  TokenAxis axis;                     // the tokens (queries and keys are the same)
+  int64_t layer = 0, head = 0, query = 0;  // from 0
+  int64_t head_dim = 0;               // d
+  std::vector<std::vector<float>> queries, keys;  // every token's q and k in this head: [T][d]
+  std::vector<std::vector<float>> products;       // q_query ⊙ k_j: [T][d] (causal: later keys empty)
+  std::vector<double> scores;         // s_j = q_query · k_j / √d (causal: −inf after the query)
+  std::vector<double> weights;        // softmax(s): [T], sums to 1
+};
+// For a masked language model (BERT) or a language model built on qkv's GPT (GPT-2 converted, or
+// trained by qkv); any other (Llama's rotary positions, a translator): qkv::Error naming its type.
+// A layer, head or query out of range: qkv::Error naming it and the range.
+NeuronView masked_language_model_neuron(const models::MaskedLanguageModel& model, const text::LMTokenizer& tokenizer,
+                                        const std::string& text, int64_t layer, int64_t head, int64_t query);
+NeuronView language_model_neuron(const models::LanguageModel& model, const text::LMTokenizer& tokenizer,
+                                 const std::string& text, int64_t layer, int64_t head, int64_t query);
+
 struct HeadScore {
   std::string kind;
   int64_t layer = 0, head = 0;  // from 0
