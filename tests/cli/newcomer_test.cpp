@@ -90,6 +90,27 @@ TEST(Newcomer, ImageEvalHonoursTheLimit) {
   EXPECT_EQ(json_line(run("eval -m " + m + " --limit 10 --json").out)["accuracy"], j["accuracy"]);
 }
 
+// A language model's perplexity samples --limit windows; a captioner scores at most --limit scenes.
+TEST(Newcomer, LanguageModelAndCaptionerEvalHonourTheLimit) {
+  const std::string src = QKV_SOURCE_DIR;
+  TempDir d;
+  {
+    std::ofstream text(d.path + "/text.txt");
+    for (int i = 0; i < 200; ++i) text << "ROMEO: What light through yonder window breaks?\n";
+  }
+  const std::string lm = "eval -m " + src + "/models/shakespeare-char.safetensors --text " + d.path + "/text.txt";
+  CliRun all = run(lm + " --json");
+  ASSERT_EQ(all.code, 0) << all.out;
+  CliRun some = run(lm + " --limit 3 --json");
+  ASSERT_EQ(some.code, 0) << some.out;
+  const int64_t block = json_line(some.out)["block_size"].get<int64_t>();
+  EXPECT_LE(json_line(some.out)["tokens"].get<int64_t>(), 3 * block) << some.out;
+  EXPECT_GT(json_line(all.out)["tokens"].get<int64_t>(), 3 * block) << all.out;
+  CliRun cap = run("eval -m " + src + "/models/captioner.safetensors --split test --beam 1 --limit 3 --json");
+  ASSERT_EQ(cap.code, 0) << cap.out;
+  EXPECT_EQ(json_line(cap.out)["scenes"], 3);
+}
+
 // qkv data prepare: the split files and the tokenizer, no training; qkv eval reads them after it,
 // and a later qkv train of the same folder reuses the tokenizer.
 TEST(Newcomer, DataPrepareWritesTheSplitAndTokenizerWithoutTraining) {
