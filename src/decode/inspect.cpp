@@ -5,6 +5,7 @@
 #include <cctype>
 #include <cmath>
 #include <limits>
+#include <tuple>
 
 #include "qkv/autograd/grad_mode.h"
 #include "qkv/core/error.h"
@@ -364,6 +365,95 @@ std::vector<HeadScore> rank_heads(const AttentionView& view, std::string_view qu
   }
   std::stable_sort(out.begin(), out.end(), [](const HeadScore& a, const HeadScore& b) { return a.weight > b.weight; });
   return out;
+}
+
+const std::vector<CoreferenceItem>& winograd_pairs() {
+  // Winograd schemas (Levesque et al. 2012's collection, a few adapted so each candidate is one word
+  // that occurs once): each pair's second sentence changes one word and swaps the answer.
+  static const std::vector<CoreferenceItem> items = {
+      {"The trophy doesn't fit in the suitcase because it is too big.", "it", "trophy", "suitcase"},
+      {"The trophy doesn't fit in the suitcase because it is too small.", "it", "suitcase", "trophy"},
+      {"The cat didn't cross the street because it was too tired.", "it", "cat", "street"},
+      {"The cat didn't cross the street because it was too wide.", "it", "street", "cat"},
+      {"The councilmen refused the demonstrators a permit because they feared violence.", "they", "councilmen", "demonstrators"},
+      {"The councilmen refused the demonstrators a permit because they advocated violence.", "they", "demonstrators", "councilmen"},
+      {"The ball broke the table because it was made of steel.", "it", "ball", "table"},
+      {"The ball broke the table because it was made of glass.", "it", "table", "ball"},
+      {"Joan made sure to thank Susan for all the help she had given.", "she", "Susan", "Joan"},
+      {"Joan made sure to thank Susan for all the help she had received.", "she", "Joan", "Susan"},
+      {"The fish ate the worm because it was hungry.", "it", "fish", "worm"},
+      {"The fish ate the worm because it was tasty.", "it", "worm", "fish"},
+      {"The man couldn't lift his son because he was so weak.", "he", "man", "son"},
+      {"The man couldn't lift his son because he was so heavy.", "he", "son", "man"},
+      {"The bottle did not fit in the box because it was too large.", "it", "bottle", "box"},
+      {"The bottle did not fit in the box because it was too small.", "it", "box", "bottle"},
+      {"The sculpture rolled off the shelf because it wasn't anchored.", "it", "sculpture", "shelf"},
+      {"The sculpture rolled off the shelf because it wasn't level.", "it", "shelf", "sculpture"},
+      {"Paul tried to call George on the phone, but he wasn't successful.", "he", "Paul", "George"},
+      {"Paul tried to call George on the phone, but he wasn't available.", "he", "George", "Paul"},
+      {"The lawyer asked the witness a question, but he was reluctant to repeat it.", "he", "lawyer", "witness"},
+      {"The lawyer asked the witness a question, but he was reluctant to answer it.", "he", "witness", "lawyer"},
+      {"The truck zoomed by the bus because it was going so fast.", "it", "truck", "bus"},
+      {"The truck zoomed by the bus because it was going so slow.", "it", "bus", "truck"},
+      {"The firemen arrived after the police because they were coming from so far away.", "they", "firemen", "police"},
+      {"The firemen arrived before the police because they were coming from so far away.", "they", "police", "firemen"},
+      {"The dog chased the cat, which ran up a tree. It waited at the top.", "it", "cat", "dog"},
+      {"The dog chased the cat, which ran up a tree. It waited at the bottom.", "it", "dog", "cat"},
+  };
+  return items;
+}
+
+std::vector<CoreferenceItem> parse_coreference_items(std::string_view tsv) {
+  std::vector<CoreferenceItem> out;
+  size_t at = 0;
+  for (int line = 1; at < tsv.size(); ++line) {
+    size_t end = tsv.find('\n', at);
+    if (end == std::string_view::npos) end = tsv.size();
+    std::string_view l = tsv.substr(at, end - at);
+    at = end + 1;
+    if (!l.empty() && l.back() == '\r') l.remove_suffix(1);
+    if (l.empty() || l.front() == '#') continue;
+    std::vector<std::string> f;
+    size_t b = 0;
+    for (size_t t; (t = l.find('\t', b)) != std::string_view::npos; b = t + 1) f.emplace_back(l.substr(b, t - b));
+    f.emplace_back(l.substr(b));
+    QKV_CHECK(f.size() == 4, "coreference items: line ", line, " has ", f.size(),
+              " tab-separated fields; want text, pronoun, antecedent, other");
+    out.push_back({f[0], f[1], f[2], f[3]});
+  }
+  return out;
+}
+
+std::vector<CoreferenceScore> coreference_probe(const std::vector<CoreferenceItem>& items,
+                                                const std::vector<AttentionView>& views) {
+  QKV_CHECK(items.size() == views.size(), "coreference_probe: ", items.size(), " items but ", views.size(), " views");
+  std::vector<CoreferenceScore> scores;
+  auto find = [&](const HeadScore& h) -> CoreferenceScore& {
+    for (CoreferenceScore& s : scores)
+      if (s.kind == h.kind && s.layer == h.layer && s.head == h.head) return s;
+    scores.push_back({h.kind, h.layer, h.head});
+    return scores.back();
+  };
+  for (size_t i = 0; i < items.size(); ++i) {
+    const CoreferenceItem& it = items[i];
+    std::vector<HeadScore> right = rank_heads(views[i], it.pronoun, it.antecedent),
+                           wrong = rank_heads(views[i], it.pronoun, it.other);
+    auto key = [](const HeadScore& h) { return std::make_tuple(h.kind, h.layer, h.head); };
+    for (const HeadScore& r : right)
+      for (const HeadScore& w : wrong)
+        if (key(r) == key(w)) {
+          CoreferenceScore& s = find(r);
+          ++s.items;
+          s.right += r.weight > w.weight;
+          s.antecedent += r.weight, s.other += w.weight;
+        }
+  }
+  for (CoreferenceScore& s : scores) s.antecedent /= s.items, s.other /= s.items;
+  std::stable_sort(scores.begin(), scores.end(), [](const CoreferenceScore& a, const CoreferenceScore& b) {
+    if (a.accuracy() != b.accuracy()) return a.accuracy() > b.accuracy();
+    return a.antecedent - a.other > b.antecedent - b.other;
+  });
+  return scores;
 }
 
 }  // namespace qkv::decode

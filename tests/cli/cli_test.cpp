@@ -364,6 +364,24 @@ TEST(Cli, AttendDrawsHeatMapsAsSvgAndPng) {
   std::filesystem::remove_all(d);
 }
 
+// qkv probe (issue 50): the coreference probe's table for the shipped translator, on items from a
+// file (one pair), every head of every kind that has the pronoun and both candidates scored.
+TEST(Cli, ProbeScoresEveryHeadOnPronounPairs) {
+  const std::string items = std::filesystem::temp_directory_path().string() + "/qkv-cli-probe-" + std::to_string(getpid()) + ".tsv";
+  std::ofstream(items) << "# text, pronoun, antecedent, other\n"
+                           "The cat didn't cross the street because it was too tired.\tit\tcat\tstreet\n"
+                           "The cat didn't cross the street because it was too wide.\tit\tstreet\tcat\n";
+  CliRun r = run("probe -m " + std::string(QKV_SOURCE_DIR) + "/models/en-fr.safetensors --items " + items + " --top 3");
+  std::filesystem::remove(items);
+  ASSERT_EQ(r.code, 0) << r.out;
+  EXPECT_NE(r.out.find("(translator): 2 of 2 items scored, 24 heads; chance is 50%"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("| rank | attention | layer | head | right | accuracy |"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("| 3 | "), std::string::npos) << r.out;
+  EXPECT_EQ(r.out.find("| 4 | "), std::string::npos) << r.out;  // --top 3
+  CliRun bad = run("probe -m " + std::string(QKV_SOURCE_DIR) + "/models/en-fr.safetensors --items /nonexistent.tsv");
+  EXPECT_NE(bad.code, 0);
+}
+
 // The shipped recurrent translator (issue 22): it translates right after the build, and attend draws
 // its one alignment (no self-attention maps: a GRU has none).
 TEST(Cli, ShippedRecurrentTranslatorTranslatesAndDrawsItsAlignment) {

@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include <array>
+#include <cctype>
 #include <cmath>
 
 #include "qkv/autograd/grad_mode.h"
@@ -259,6 +260,85 @@ TEST(Inspect, NeuronViewOfBertIsItsAttentionRowByHand) {
     EXPECT_EQ(n.axis.words, k.queries.words);
     check_neuron(n, k, /*causal=*/false);
   }
+}
+
+// The coreference probe by hand: two items over "it … trophy … suitcase" axes (one token a word), the
+// second with the answer swapped. Head 0 follows the answer (100%), head 1 always looks at "trophy"
+// (50%: right once, wrong once), head 2 at neither (0%: ties are not right).
+TEST(Inspect, CoreferenceProbeScoresEachHeadOnThePairs) {
+  auto view = [](const std::vector<std::array<float, 3>>& it_row) {  // "it"'s weights on (it, trophy, suitcase) per head
+    AttentionView v;
+    AttentionKind k;
+    k.name = "encoder_self";
+    k.queries = k.keys = make_axis({"\xE2\x96\x81it", "\xE2\x96\x81trophy", "\xE2\x96\x81suitcase"});
+    Tensor w = Tensor::zeros({static_cast<int64_t>(it_row.size()), 3, 3});
+    for (size_t h = 0; h < it_row.size(); ++h)
+      for (int j = 0; j < 3; ++j) w.data<float>()[h * 9 + j] = it_row[h][static_cast<size_t>(j)];
+    k.layers = {w};
+    v.kinds.push_back(k);
+    return v;
+  };
+  const std::vector<CoreferenceItem> items = {{"it trophy suitcase", "it", "trophy", "suitcase"},
+                                              {"it trophy suitcase", "It", "suitcase", "trophy"}};
+  const std::vector<AttentionView> views = {view({{0.1f, 0.8f, 0.1f}, {0.2f, 0.7f, 0.1f}, {1, 0, 0}}),
+                                            view({{0.1f, 0.1f, 0.8f}, {0.2f, 0.6f, 0.2f}, {1, 0, 0}})};
+  const std::vector<CoreferenceScore> s = coreference_probe(items, views);
+  ASSERT_EQ(s.size(), 3u);
+  EXPECT_EQ(s[0].head, 0);
+  EXPECT_EQ(s[0].items, 2);
+  EXPECT_EQ(s[0].right, 2);
+  EXPECT_NEAR(s[0].antecedent, 0.8, 1e-6);
+  EXPECT_NEAR(s[0].other, 0.1, 1e-6);
+  EXPECT_EQ(s[1].head, 1);
+  EXPECT_DOUBLE_EQ(s[1].accuracy(), 0.5);
+  EXPECT_NEAR(s[1].antecedent, (0.7 + 0.2) / 2, 1e-6);
+  EXPECT_NEAR(s[1].other, (0.1 + 0.6) / 2, 1e-6);
+  EXPECT_EQ(s[2].head, 2);
+  EXPECT_EQ(s[2].right, 0);
+  // an item whose words a view lacks is not scored
+  const std::vector<CoreferenceScore> none =
+      coreference_probe({{"x", "he", "trophy", "suitcase"}}, {view({{0.1f, 0.8f, 0.1f}})});
+  EXPECT_TRUE(none.empty());
+  EXPECT_NE(testing::error_of([&] { coreference_probe(items, {views[0]}); }).find("2 items but 1 views"), std::string::npos);
+}
+
+// The built-in pairs: each item's pronoun and candidates are words of its text (once each), and
+// each pair swaps the answer; the TSV reader reads the same fields and names a bad line.
+TEST(Inspect, WinogradPairsAreWellFormedAndTsvItemsParse) {
+  const std::vector<CoreferenceItem>& items = winograd_pairs();
+  ASSERT_EQ(items.size() % 2, 0u);
+  EXPECT_GE(items.size(), 28u);
+  auto count = [](const std::string& text, const std::string& word) {  // words as rank_heads compares them
+    auto norm = [](const std::string& w) {
+      std::string x;
+      for (char c : w)
+        if (!std::ispunct(static_cast<unsigned char>(c))) x += static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+      return x;
+    };
+    int n = 0;
+    size_t b = 0;
+    for (size_t e = 0; e != std::string::npos; b = e + 1) {
+      e = text.find(' ', b);
+      n += norm(text.substr(b, e == std::string::npos ? std::string::npos : e - b)) == norm(word);
+    }
+    return n;
+  };
+  for (size_t i = 0; i < items.size(); ++i) {
+    SCOPED_TRACE(items[i].text);
+    EXPECT_EQ(count(items[i].text, items[i].pronoun), 1);
+    EXPECT_EQ(count(items[i].text, items[i].antecedent), 1);
+    EXPECT_EQ(count(items[i].text, items[i].other), 1);
+    const CoreferenceItem& pair = items[i ^ 1];
+    EXPECT_EQ(pair.antecedent, items[i].other);
+    EXPECT_EQ(pair.other, items[i].antecedent);
+    EXPECT_NE(pair.text, items[i].text);
+  }
+  const std::vector<CoreferenceItem> t = parse_coreference_items("# text, pronoun, antecedent, other\n\nA b it.\tit\tA\tb\r\n");
+  ASSERT_EQ(t.size(), 1u);
+  EXPECT_EQ(t[0].text, "A b it.");
+  EXPECT_EQ(t[0].other, "b");
+  EXPECT_NE(testing::error_of([] { parse_coreference_items("ok\tit\ta\tb\nbad\tit\n"); }).find("line 2 has 2"),
+            std::string::npos);
 }
 
 }  // namespace

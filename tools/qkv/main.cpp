@@ -54,6 +54,11 @@ static int stdout_arrived(int rc) {
   return rc;
 }
 
+namespace qkv::cli {
+// (declared here rather than in commands.h, which every command includes: tools/qkv/cmd_probe.cpp)
+void add_probe(CLI::App& app);
+}  // namespace qkv::cli
+
 int main(int argc, char** argv) {
   bound_openmp_spinning(argv);
   // OMP_NUM_THREADS past the bound is refused before any parallel region starts its threads.
@@ -72,6 +77,7 @@ int main(int argc, char** argv) {
   qkv::cli::add_translate(app);
   qkv::cli::add_eval(app);
   qkv::cli::add_attend(app);
+  qkv::cli::add_probe(app);
   qkv::cli::add_classify(app);
   qkv::cli::add_average(app);
   qkv::cli::add_convert(app);

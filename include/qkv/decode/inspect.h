@@ -112,4 +112,31 @@ struct HeadScore {
 // ignoring ASCII case and leading/trailing punctuation), best first; empty if a word is absent.
 std::vector<HeadScore> rank_heads(const AttentionView& view, std::string_view query, std::string_view key);
 
+// The coreference probe (issue 50; Winograd-style pairs, Levesque et al. 2012): which heads resolve
+// pronouns. An item is a sentence, its pronoun, the antecedent the pronoun refers to and the other
+// candidate ("The trophy doesn't fit in the suitcase because it is too big." it → trophy, not
+// suitcase); the built-in set comes in pairs that differ in one word and swap the answer ("… too
+// small." it → suitcase), so a head that always looks at the first noun scores 50%, chance.
+struct CoreferenceItem {
+  std::string text, pronoun, antecedent, other;
+};
+const std::vector<CoreferenceItem>& winograd_pairs();  // 28 items: 14 pairs
+// Tab-separated lines "text<TAB>pronoun<TAB>antecedent<TAB>other" ('#' lines and blank lines skipped);
+// another field count: qkv::Error naming the line.
+std::vector<CoreferenceItem> parse_coreference_items(std::string_view tsv);
+
+// A head's score over the items whose three words its kind's axes have (rank_heads' word weight:
+// the pronoun's tokens' mean of the summed weight on a candidate's tokens).
+struct CoreferenceScore {
+  std::string kind;
+  int64_t layer = 0, head = 0;  // from 0
+  int items = 0, right = 0;     // items scored; those where the antecedent got more than the other
+  double antecedent = 0, other = 0;  // the mean weight on the antecedent and on the other candidate
+  double accuracy() const { return items ? static_cast<double>(right) / items : 0.0; }
+};
+// views[i] is items[i]'s attention view. Every (kind, layer, head) scored on at least one item, best
+// first: accuracy, then the mean margin (antecedent − other), then kind, layer, head order.
+std::vector<CoreferenceScore> coreference_probe(const std::vector<CoreferenceItem>& items,
+                                                const std::vector<AttentionView>& views);
+
 }  // namespace qkv::decode
