@@ -502,6 +502,19 @@ class Viewer(unittest.TestCase):
                 self.assertAlmostEqual(page["page"]["weights"][j], n["weights"][j], places=6)
             canvas = d.find_element(By.ID, "neuron")
             self.assertGreater(canvas.size["height"], T * 18)  # a row per key
+            # a click on a heat-map cell of the head shown (layer 1, head 1) shows its row's neuron view
+            heat = d.find_element(By.ID, "heatmap")
+            left, top, cell = (float(heat.get_attribute("data-" + a)) for a in ("left", "top", "cell"))
+            row = 2
+            d.execute_script("""
+                const c = arguments[0], b = c.getBoundingClientRect();
+                c.dispatchEvent(new MouseEvent('click', {clientX: b.left + arguments[1], clientY: b.top + arguments[2], bubbles: true}));""",
+                heat, left + 0.5 * cell, top + (row + 0.5) * cell)
+            WebDriverWait(d, 60).until(lambda d: (d.execute_script("return window.qkvViewer.neuron()") or {}).get("query") == row)
+            clicked = d.execute_script("return window.qkvViewer.neuron()")
+            self.assertEqual((clicked["layer"], clicked["head"], clicked["query"]), (0, 0, row))
+            shown = self.state(True)["weights"][row * T:(row + 1) * T]
+            self.assertLess(max(abs(a - b) for a, b in zip(clicked["weights"], shown)), 1e-4)
             self.assertEqual(self.errors(), [])
             if ARGS.screenshot and model == "bert-uncased":
                 path = re.sub(r"(\.png)?$", "-neuron.png", ARGS.screenshot, count=1)
