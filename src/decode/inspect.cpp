@@ -13,6 +13,7 @@
 #include "qkv/models/registry.h"
 #include "qkv/nn/bert.h"
 #include "qkv/nn/gpt.h"
+#include "qkv/nn/transformer.h"
 #include "qkv/ops/arith.h"
 #include "qkv/ops/matmul.h"
 
@@ -285,6 +286,32 @@ NeuronView language_model_neuron(const models::LanguageModel& model, const text:
   v.kind = "decoder_self";
   std::vector<std::string> p;
   for (int32_t id : ids) p.push_back(tokenizer.decode_one(id));
+  v.axis = make_axis(p);
+  return v;
+}
+
+NeuronView translation_neuron(const models::Seq2SeqModel& model, const text::SentencePiece& tokenizer,
+                              const std::string& sentence, int64_t layer, int64_t head, int64_t query) {
+  const auto* seq = dynamic_cast<const nn::Seq2SeqTransformer*>(&model.module());
+  QKV_CHECK(seq, "the neuron view needs a Transformer translator (its encoder's self-attention); the model's type is ",
+            model.type());
+  const auto& layers = seq->transformer->encoder->layers;
+  check_layer(layer, layers.size());
+  // the source as translation_attention shows it: its pieces and EOS
+  Translator tr(model, tokenizer);
+  std::vector<int32_t> src = tr.encode(sentence);
+  QKV_CHECK(!src.empty(), "the sentence is empty");
+  src.push_back(model.special_tokens().eos);
+  const int64_t S = static_cast<int64_t>(src.size());
+  QKV_CHECK(S <= model.max_len(), "the sentence has ", S - 1, " tokens, more than the model's longest source of ",
+            model.max_len() - 1);
+  NoGradGuard no_grad;
+  Tensor x = seq->embed(Tensor::from_ints(src, {1, S}), 0);  // Seq2SeqTransformer::encode's, no padding
+  for (int64_t l = 0; l < layer; ++l) x = layers[static_cast<size_t>(l)]->forward_masked(x, Tensor());
+  NeuronView v = neuron_of(*layers[static_cast<size_t>(layer)], x, /*causal=*/false, layer, head, query);
+  v.kind = "encoder_self";
+  std::vector<std::string> p;
+  for (int32_t id : src) p.push_back(id == model.special_tokens().eos ? "</s>" : tokenizer.id_to_piece(id));
   v.axis = make_axis(p);
   return v;
 }

@@ -22,9 +22,10 @@ attention, and checks what the page drew against what the API says:
   - a language model's page shows its causal self-attention (the upper triangle white);
   - attention rollout ("detail": "rollout") equals NumPy's from the same per-layer weights, and the
     layer list's "rollout" entry draws it (tokens and words, the head list disabled);
-  - the neuron view ("detail": "neuron"), for the char-level GPT and a BERT converted from
-    transformers (tests/golden/hf/bert-uncased): the page's q·k/√d and softmax, redone from the
-    API's vectors, are the API's scores and weights and the chosen head's row of the map;
+  - the neuron view ("detail": "neuron"), for the char-level GPT, a BERT converted from
+    transformers (tests/golden/hf/bert-uncased) and the translator's encoder: the page's q·k/√d
+    and softmax, redone from the API's vectors, are the API's scores and weights and the chosen
+    head's row of the map; a click on a heat-map cell shows its row's;
   - "encoding": "u8": each byte is round(255·w) of the JSON's weight, rollout included; the page
     asks for it for a long input and draws the same weights within 1/510.
 
@@ -460,7 +461,8 @@ class Viewer(unittest.TestCase):
         import numpy as np
         for model, text, (layer, head, query), name in (
                 ("shakespeare-char", "ROMEO: what light", (1, 2, 9), "decoder_self"),
-                ("bert-uncased", "The cat sat on the mat because it was tired.", (1, 3, 4), "encoder_self")):
+                ("bert-uncased", "The cat sat on the mat because it was tired.", (1, 3, 4), "encoder_self"),
+                ("en-fr", SENTENCE, (2, 5, 8), "encoder_self")):
             maps = post(self.port, "/v1/attention", {"model": model, "text": text})
             api = post(self.port, "/v1/attention", {"model": model, "text": text, "detail": "neuron",
                                                     "neuron": {"layer": layer, "head": head, "query": query}})
@@ -521,8 +523,8 @@ class Viewer(unittest.TestCase):
                 d.execute_script("document.getElementById('neuron-section').scrollIntoView()")
                 d.save_screenshot(path)
                 print("screenshot:", path, file=sys.stderr)
-        # refusals: a translator, a head out of range, "neuron" without its detail
-        for body in ({"model": "en-fr", "text": SENTENCE, "detail": "neuron", "neuron": {"layer": 0, "head": 0, "query": 0}},
+        # refusals: a query out of range, a head out of range, a missing field, "neuron" without its detail
+        for body in ({"model": "en-fr", "text": SENTENCE, "detail": "neuron", "neuron": {"layer": 0, "head": 0, "query": 99}},
                      {"model": "bert-uncased", "text": "a cat", "detail": "neuron", "neuron": {"layer": 0, "head": 99, "query": 0}},
                      {"model": "bert-uncased", "text": "a cat", "detail": "neuron", "neuron": {"layer": 0, "head": 0}},
                      {"model": "bert-uncased", "text": "a cat", "neuron": {"layer": 0, "head": 0, "query": 0}}):

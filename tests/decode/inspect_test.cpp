@@ -262,6 +262,27 @@ TEST(Inspect, NeuronViewOfBertIsItsAttentionRowByHand) {
   }
 }
 
+// The shipped Transformer translator's encoder (post-LN, sinusoids, the source and EOS); a recurrent
+// translator has no self-attention to show: an error naming its type.
+TEST(Inspect, NeuronViewOfATranslatorsEncoderIsItsAttentionRowByHand) {
+  models::LoadedSeq2Seq t = models::load_seq2seq(std::string(QKV_SOURCE_DIR) + "/models/en-fr.safetensors");
+  const std::string text = "The cat didn't cross the street because it was too tired.";
+  const AttentionView v = translation_attention(*t.model, *t.tokenizer, text);
+  const AttentionKind& k = *v.find("encoder_self");
+  const int64_t L = static_cast<int64_t>(k.layers.size()), H = k.layers[0].size(0);
+  const int64_t T = static_cast<int64_t>(k.queries.tokens.size());
+  for (const auto& [layer, head, query] : std::vector<std::array<int64_t, 3>>{{0, 0, 0}, {L - 1, H - 1, T - 1}, {L - 1, 5, 8}}) {
+    SCOPED_TRACE(::testing::Message() << "layer " << layer << " head " << head << " query " << query);
+    const NeuronView n = translation_neuron(*t.model, *t.tokenizer, text, layer, head, query);
+    EXPECT_EQ(n.kind, "encoder_self");
+    EXPECT_EQ(n.axis.words, k.queries.words);
+    check_neuron(n, k, /*causal=*/false);
+  }
+  models::LoadedSeq2Seq gru = models::load_seq2seq(std::string(QKV_SOURCE_DIR) + "/models/en-fr-gru.safetensors");
+  EXPECT_NE(testing::error_of([&] { translation_neuron(*gru.model, *gru.tokenizer, text, 0, 0, 0); }).find("Transformer translator"),
+            std::string::npos);
+}
+
 // The coreference probe by hand: two items over "it … trophy … suitcase" axes (one token a word), the
 // second with the answer swapped. Head 0 follows the answer (100%), head 1 always looks at "trophy"
 // (50%: right once, wrong once), head 2 at neither (0%: ties are not right).

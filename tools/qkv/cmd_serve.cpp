@@ -14,7 +14,8 @@
 //   POST /v1/attention   {"text", "model"?, "beam_size"?, "length_penalty"?, "search"?: {"query", "key"},
 //                         "detail"?: "rollout" (each self-attention kind gets "rollout": [query][key],
 //                         Abnar & Zuidema's attention rollout across its layers) or "neuron" (with
-//                         "neuron": {"layer", "head", "query"}, from 0; BERT or a GPT: the answer is
+//                         "neuron": {"layer", "head", "query"}, from 0; BERT, a GPT or a Transformer
+//                         translator's encoder self-attention: the answer is
 //                         {"model", "kind", "input", "neuron": {"kind", "layer", "head", "query",
 //                         "head_dim", "scale", "tokens", "words", "word", "queries": [token][d],
 //                         "keys": [token][d], "products": [key][d] (q ⊙ k), "scores": [key] (q·k·scale;
@@ -459,8 +460,6 @@ class Server {
       for (const char* f : {"layer", "head", "query"})
         if (!nj.contains(f) || !nj[f].is_number_integer()) throw HttpError{400, shape};
       n_layer = nj["layer"].get<int64_t>(), n_head = nj["head"].get<int64_t>(), n_query = nj["query"].get<int64_t>();
-      if (s.kind() == "translation")
-        throw HttpError{400, "the neuron view is for a masked language model (BERT) or a language model (GPT)"};
       if (body.has("search")) throw HttpError{400, "\"search\" is not asked with \"detail\": \"neuron\""};
     } else if (body.has("neuron")) {
       throw HttpError{400, "\"neuron\" goes with \"detail\": \"neuron\""};
@@ -485,6 +484,9 @@ class Server {
         throw HttpError{413, "\"text\" has " + std::to_string(n) + " tokens, more than the model's longest source of " +
                                  std::to_string(longest)};
       auto held = s.hold(timeout());
+      if (detail == "neuron") return neuron_response(s, text, [&] {
+          return decode::translation_neuron(*t.loaded().model, *t.loaded().tokenizer, text, n_layer, n_head, n_query);
+        });
       view = decode::translation_attention(*t.loaded().model, *t.loaded().tokenizer, text, to);
     } else if (s.kind() == "masked_language_model") {
       auto& b = static_cast<MaskedLanguageModelService&>(s);

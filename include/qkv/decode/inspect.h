@@ -85,7 +85,7 @@ Tensor attention_rollout(const std::vector<Tensor>& layers);
 // query sees the keys up to itself only: s_j for a later key is −inf and w_j is 0. Computed in
 // double from the layer's input (the model runs up to that layer, no further).
 struct NeuronView {
-  std::string kind;                   // "encoder_self" (BERT) or "decoder_self" (a GPT)
+  std::string kind;                   // "encoder_self" (BERT, a translator's encoder) or "decoder_self" (a GPT)
   TokenAxis axis;                     // the tokens (queries and keys are the same)
   int64_t layer = 0, head = 0, query = 0;  // from 0
   int64_t head_dim = 0;               // d
@@ -94,13 +94,17 @@ struct NeuronView {
   std::vector<double> scores;         // s_j = q_query · k_j / √d (causal: −inf after the query)
   std::vector<double> weights;        // softmax(s): [T], sums to 1
 };
-// For a masked language model (BERT) or a language model built on qkv's GPT (GPT-2 converted, or
-// trained by qkv); any other (Llama's rotary positions, a translator): qkv::Error naming its type.
+// For a masked language model (BERT), a language model built on qkv's GPT (GPT-2 converted, or
+// trained by qkv) or a Transformer translator's encoder (qkv's, Marian); any other (Llama's rotary
+// positions, a recurrent translator): qkv::Error naming its type.
 // A layer, head or query out of range: qkv::Error naming it and the range.
 NeuronView masked_language_model_neuron(const models::MaskedLanguageModel& model, const text::LMTokenizer& tokenizer,
                                         const std::string& text, int64_t layer, int64_t head, int64_t query);
 NeuronView language_model_neuron(const models::LanguageModel& model, const text::LMTokenizer& tokenizer,
                                  const std::string& text, int64_t layer, int64_t head, int64_t query);
+// A Transformer translator's encoder self-attention over `sentence` and EOS (no translation is made).
+NeuronView translation_neuron(const models::Seq2SeqModel& model, const text::SentencePiece& tokenizer,
+                              const std::string& sentence, int64_t layer, int64_t head, int64_t query);
 
 struct HeadScore {
   std::string kind;
