@@ -85,6 +85,13 @@ int32_t class_of_word(const std::string& word) {
   return -1;
 }
 
+size_t noun_phrase_start(const std::vector<std::string>& words, size_t t) {
+  // the grammar's phrases are "a CLASS" and "a pair of CLASS": look back three words at most
+  for (size_t u = std::min(t, words.size()); u-- > 0 && u + 3 >= t;)  // t − 1 … t − 3
+    if (words[u] == "a") return u;
+  return t;
+}
+
 double mass_in_boxes(const std::vector<float>& w, int64_t rows, int64_t cols, int64_t height, int64_t width,
                      const std::vector<vision::Box>& boxes) {
   QKV_CHECK(rows > 0 && cols > 0 && height > 0 && width > 0 && w.size() == static_cast<size_t>(rows * cols),
@@ -166,8 +173,20 @@ CaptionScores score_captions(const decode::ImageCaptioner& captioner, const visi
           continue;
         }
         uniform += mass_in_boxes(flat, c.rows, c.cols, sc.height, sc.width, boxes);  // the boxes' area share
-        in_box += mass_in_boxes(c.attention[t], c.rows, c.cols, sc.height, sc.width, boxes);
+        auto at = [&](size_t u) { return mass_in_boxes(c.attention[u], c.rows, c.cols, sc.height, sc.width, boxes); };
+        const double own = at(t);
+        in_box += own;
         ++s.named_words;
+        // the steps around it: the one before (t = 0 has none: its own), the one after (the EOS step
+        // when the caption ends with it; none when the caption ran out of length: its own)
+        double phrase = 0;
+        for (size_t u = noun_phrase_start(c.words, t); u <= t; ++u) phrase = std::max(phrase, u == t ? own : at(u));
+        const double before = t > 0 ? at(t - 1) : own, after = t + 1 < c.attention.size() ? at(t + 1) : own;
+        if (s.by_class.empty()) s.by_class.resize(vision::scene_class_words().size());
+        for (CaptionScores::ByStep* b : {&s.by_step, &s.by_class[static_cast<size_t>(k)]}) {
+          ++b->words;
+          b->before += before, b->own += own, b->after += after, b->phrase += phrase;
+        }
       }
     }
     for (auto& c : caps) s.captions.push_back(std::move(c));
@@ -175,6 +194,13 @@ CaptionScores score_captions(const decode::ImageCaptioner& captioner, const visi
   }
   s.bleu = text::corpus_bleu(hyps, {refs});
   s.exact = static_cast<double>(exact) / static_cast<double>(count);
+  auto mean_of = [](CaptionScores::ByStep& b) {
+    if (!b.words) return;
+    const auto n = static_cast<double>(b.words);
+    b.before /= n, b.own /= n, b.after /= n, b.phrase /= n;
+  };
+  mean_of(s.by_step);
+  for (CaptionScores::ByStep& b : s.by_class) mean_of(b);
   if (s.named_words) {
     s.attention_in_box = in_box / static_cast<double>(s.named_words);
     s.uniform_in_box = uniform / static_cast<double>(s.named_words);

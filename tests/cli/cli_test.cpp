@@ -419,6 +419,23 @@ TEST(Cli, ShippedCaptionerDescribesATestScene) {
   EXPECT_EQ(a.code, 0) << a.out;
   EXPECT_NE(a.out.find("of the attention inside its box"), std::string::npos) << a.out;
   EXPECT_GT(std::filesystem::file_size(d + "/caption-test-8.png"), 10000u);
+  // issue 49: test scene 0's "a pair of trousers" — the model looks at the trousers while writing
+  // "a" and "pair" (where it chooses the class); attend marks those words with the trousers' box
+  CliRun t = run("attend -m " + m + " --scenes 0 --split test --format png -o " + d);
+  EXPECT_EQ(t.code, 0) << t.out;
+  const size_t pair = t.out.find("  pair ");
+  ASSERT_NE(pair, std::string::npos) << t.out;
+  const std::string line = t.out.substr(pair, t.out.find('\n', pair) - pair);
+  EXPECT_NE(line.find("inside the box of the trousers its phrase names"), std::string::npos) << line;
+  EXPECT_GT(std::stod(line.substr(6)), 50.0) << line;
+  // eval reports the same words' attention at the steps around them and over their phrase
+  CliRun e = run("eval -m " + m + " --split test --scenes 4 --beam 1 --json");
+  ASSERT_EQ(e.code, 0) << e.out;
+  const auto ej = nlohmann::json::parse(e.out.substr(e.out.find('{')));
+  ASSERT_TRUE(ej.contains("attention_by_step")) << e.out;
+  EXPECT_NEAR(ej["attention_by_step"]["own"].get<double>(), ej["attention_in_box"].get<double>(), 1e-9);
+  EXPECT_GE(ej["attention_by_step"]["phrase"].get<double>(), ej["attention_in_box"].get<double>());
+  EXPECT_TRUE(ej["attention_by_step_per_class"].contains("trousers")) << e.out;
   std::filesystem::remove_all(d);
 }
 

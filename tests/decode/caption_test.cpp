@@ -4,6 +4,8 @@
 // wrong shape, and a captioner given to the translator.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <cmath>
 #include <numeric>
 
 #include "qkv/decode/caption.h"
@@ -72,6 +74,52 @@ TEST(Caption, EveryImageGetsItsCaptionAndOneDistributionPerStep) {
       }
     }
   }
+}
+
+// Issue 49: which step's attention is drawn under which word. attention[t] is the α the decoder
+// computed while predicting words[t] — the step fed BOS, y₁ … y_{t−1}, whose output chose y_t — not
+// the one after y_t was emitted. Pinned against the model's own step-by-step forward: the last
+// attention row of the prefix BOS … y_{t−1} equals attention[t], and that position's logits pick y_t
+// (greedy) — the EOS for the step after the last word.
+TEST(Caption, EachWordsAttentionIsTheStepThatPredictedIt) {
+  Fixture f;
+  const ImageCaptioner c(*f.model, *f.sp);
+  CaptionOptions o;
+  o.attention = true, o.beam_size = 1;  // greedy: each step's token is its logits' argmax
+  const Tensor img = images(3);
+  const std::vector<Caption> caps = c.caption(img, o);
+  const models::SpecialTokens ids = f.model->special_tokens();
+  int64_t checked = 0;
+  for (int64_t i = 0; i < 3; ++i) {
+    const Caption& k = caps[static_cast<size_t>(i)];
+    const Tensor one = img.slice(0, i, i + 1).contiguous();
+    for (size_t t = 0; t < k.attention.size(); ++t) {
+      SCOPED_TRACE(::testing::Message() << "image " << i << ", step " << t);
+      std::vector<int32_t> prefix = {ids.bos};
+      prefix.insert(prefix.end(), k.hypothesis.tokens.begin(), k.hypothesis.tokens.begin() + static_cast<long>(t));
+      nn::AttentionMaps maps;
+      const Tensor logits = f.model->forward(one, Tensor::from_ints(prefix, {1, static_cast<int64_t>(prefix.size())}), &maps);
+      ASSERT_EQ(maps.cross.size(), 1u);
+      const Tensor& a = maps.cross[0];  // [1, 1, t + 1, L]
+      ASSERT_EQ(a.size(2), static_cast<int64_t>(t + 1));
+      const std::vector<float> row = a.select(2, static_cast<int64_t>(t)).contiguous().to_vector();
+      ASSERT_EQ(row.size(), k.attention[t].size());
+      for (size_t j = 0; j < row.size(); ++j) EXPECT_NEAR(row[j], k.attention[t][j], 1e-6f);
+      // the same position's logits chose this step's token
+      const std::vector<float> lg = logits.select(1, static_cast<int64_t>(t)).contiguous().to_vector();
+      const auto best = static_cast<int32_t>(std::max_element(lg.begin(), lg.end()) - lg.begin());
+      EXPECT_EQ(best, t < k.hypothesis.tokens.size() ? k.hypothesis.tokens[t] : ids.eos);
+      ++checked;
+    }
+    // and it is not the step after: the step after the first word attends differently (a shift by
+    // one would draw attention[t + 1] under word t)
+    if (k.attention.size() >= 2) {
+      double diff = 0;
+      for (size_t j = 0; j < k.attention[0].size(); ++j) diff += std::abs(k.attention[0][j] - k.attention[1][j]);
+      EXPECT_GT(diff, 1e-4);
+    }
+  }
+  EXPECT_GT(checked, 3);
 }
 
 TEST(Caption, MeanFeatureCaptionerHasNoAttentionToReturn) {

@@ -65,6 +65,15 @@ json tiny_config(const std::filesystem::path& data) {
           {"eval", {{"scenes", 4}}}};
 }
 
+// A class word's noun phrase starts at its "a": "a bag" one word back, "a pair of trousers" three.
+TEST(CaptionTask, NounPhrasesStartAtTheirArticle) {
+  const std::vector<std::string> w = {"a", "pair", "of", "trousers", "to", "the", "left", "of", "a", "bag"};
+  EXPECT_EQ(noun_phrase_start(w, 3), 0u);
+  EXPECT_EQ(noun_phrase_start(w, 9), 8u);
+  EXPECT_EQ(noun_phrase_start(w, 0), 0u);                              // no word before: itself
+  EXPECT_EQ(noun_phrase_start({"to", "the", "left", "of", "bag"}, 4), 4u);  // no "a" within three words
+}
+
 TEST(CaptionTask, BatchesDependOnlyOnTheStepAndEvaluationReportsTheFigures) {
   testing::TempDir d("caption-task");
   write_items(d.path);
@@ -90,6 +99,14 @@ TEST(CaptionTask, BatchesDependOnlyOnTheStepAndEvaluationReportsTheFigures) {
   EXPECT_TRUE(s.has_attention);
   if (s.named_words) {
     EXPECT_GT(s.uniform_in_box, 0.0);
+    // the by-step figures (issue 49): the own step is attention_in_box; the noun phrase's best
+    // step is at least it; every class's words add up to all of them
+    EXPECT_EQ(s.by_step.words, s.named_words);
+    EXPECT_NEAR(s.by_step.own, s.attention_in_box, 1e-9);
+    EXPECT_GE(s.by_step.phrase, s.by_step.own - 1e-12);
+    int64_t words = 0;
+    for (const CaptionScores::ByStep& b : s.by_class) words += b.words;
+    EXPECT_EQ(words, s.named_words);
   }
   // the scene batch is the canvases' bytes / 255
   const vision::Scene sc = a.scenes().generate(vision::SceneSplit::val, 0);

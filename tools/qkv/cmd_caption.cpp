@@ -191,11 +191,21 @@ int run_caption_eval(const std::string& model_path, const CaptionEvalArgs& a, in
     json j = {{"split", a.split},       {"scenes", s.scenes},     {"beam", beam},
               {"bleu1", s.bleu.bleu_n(1)}, {"bleu2", s.bleu.bleu_n(2)}, {"bleu3", s.bleu.bleu_n(3)},
               {"bleu4", s.bleu.bleu_n(4)}, {"exact", s.exact}};
-    if (s.has_attention)
+    if (s.has_attention) {
       j.update({{"attention_in_box", s.attention_in_box},
                 {"uniform_in_box", s.uniform_in_box},
                 {"named_words", s.named_words},
                 {"unseen_words", s.unseen_words}});
+      // the same words' attention at the step before and after, and the best step of their phrase
+      auto steps = [](const train::CaptionScores::ByStep& b) {
+        return json{{"words", b.words}, {"before", b.before}, {"own", b.own}, {"after", b.after}, {"phrase", b.phrase}};
+      };
+      j["attention_by_step"] = steps(s.by_step);
+      json by_class = json::object();
+      for (size_t k = 0; k < s.by_class.size(); ++k)
+        if (s.by_class[k].words) by_class[vision::scene_class_words()[k]] = steps(s.by_class[k]);
+      j["attention_by_step_per_class"] = by_class;
+    }
     std::printf("%s\n", j.dump().c_str());
   } else {
     std::printf("%lld %s scenes, beam %lld\n%s\nBLEU-1 %.2f  BLEU-2 %.2f  BLEU-3 %.2f  BLEU-4 %.2f\nexact match %.2f%%\n",
@@ -206,7 +216,11 @@ int run_caption_eval(const std::string& model_path, const CaptionEvalArgs& a, in
                   "class words; %lld class words named an item not in the scene\n",
                   s.attention_in_box, s.uniform_in_box, static_cast<long long>(s.named_words),
                   static_cast<long long>(s.unseen_words));
-    else
+    if (s.has_attention && s.by_step.words)
+      std::printf("  the same words at the step before: %.3f, after: %.3f; the best step of their noun phrase "
+                  "(\"a\", \"a pair of\"): %.3f\n",
+                  s.by_step.before, s.by_step.after, s.by_step.phrase);
+    if (!s.has_attention)
       std::printf("no attention (a mean-feature decoder): no attention correctness to measure\n");
   }
   return 0;
@@ -239,7 +253,15 @@ int run_caption_attend(const std::string& model_path, const std::vector<std::str
       const std::string word = t < c.words.size() ? c.words[t] : "<end>";
       viz::ImageAttentionPanel p;
       p.caption = word, p.height = first.height, p.width = first.width, p.show_query = false;
-      const int32_t k = train::class_of_word(word);
+      // the item this step's word helps name: its own class word, or for "a", "pair", "of" the class
+      // word that ends their noun phrase (the model may look at the item while writing those)
+      int32_t k = train::class_of_word(word);
+      std::string named = word;
+      for (size_t u = t + 1; k < 0 && t < c.words.size() && u < std::min(c.words.size(), t + 4); ++u)
+        if (train::class_of_word(c.words[u]) >= 0) {
+          if (train::noun_phrase_start(c.words, u) <= t) k = train::class_of_word(c.words[u]), named = c.words[u];
+          break;
+        }
       std::string share;
       if (pic.scene && k >= 0) {
         std::vector<vision::Box> boxes;
@@ -251,8 +273,14 @@ int run_caption_attend(const std::string& model_path, const std::vector<std::str
           }
         if (!boxes.empty()) {
           const double m = train::mass_in_boxes(c.attention[t], c.rows, c.cols, pic.image.height, pic.image.width, boxes);
-          share = detail::concat(" (", static_cast<int>(m * 100 + 0.5), "% in box)");
-          std::printf("  %-10s %5.1f%% of the attention inside its box\n", word.c_str(), 100 * m);
+          if (named == word) {
+            share = detail::concat(" (", static_cast<int>(m * 100 + 0.5), "% in box)");
+            std::printf("  %-10s %5.1f%% of the attention inside its box\n", word.c_str(), 100 * m);
+          } else {
+            share = detail::concat(" (", static_cast<int>(m * 100 + 0.5), "% in ", named, ")");
+            std::printf("  %-10s %5.1f%% of the attention inside the box of the %s its phrase names\n", word.c_str(),
+                        100 * m, named.c_str());
+          }
         }
       }
       p.caption += share;

@@ -70,8 +70,24 @@ struct CaptionScores {
   double attention_in_box = 0;     // mean attention mass inside the named items' boxes
   double uniform_in_box = 0;       // the same for a uniform attention (area share)
   bool has_attention = false;      // false: a model without attention (the two figures are 0)
+  // Which step looks at the item (issue 49): for the same class words, the mass inside the box at
+  // the step before the word (computed while writing the word before it), at the word's own step
+  // (attention_in_box), at the step after (while writing the next word), and the largest over the
+  // steps of the word's noun phrase ("a … pair of trousers": a, pair, of, trousers). Attention
+  // α_t is computed from the decoder state before word t is written and feeds word t's output; it
+  // is drawn and scored under word t.
+  struct ByStep {
+    int64_t words = 0;
+    double before = 0, own = 0, after = 0, phrase = 0;  // means over `words`
+  };
+  ByStep by_step;                 // every named class word
+  std::vector<ByStep> by_class;   // the same per class (vision::scene_class_words() order)
   std::vector<decode::Caption> captions;
 };
+
+// The first word of the noun phrase that ends at caption word `t` ("a" of "a pair of trousers"):
+// the nearest "a" among the three words before t (t itself when none).
+size_t noun_phrase_start(const std::vector<std::string>& words, size_t t);
 
 // The class a caption word names (−1: none): the scene grammar's class words ("sneaker", …).
 int32_t class_of_word(const std::string& word);
