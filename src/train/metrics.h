@@ -3,6 +3,7 @@
 // output folder. Private to the trainer.
 #pragma once
 
+#include <chrono>
 #include <cstdint>
 #include <string>
 #include <utility>
@@ -14,7 +15,9 @@ namespace qkv::train {
 
 class Metrics {
  public:
-  explicit Metrics(std::string dir) : dir_(std::move(dir)) {}
+  explicit Metrics(std::string dir)
+      : dir_(std::move(dir)),
+        start_time_(std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count()) {}
 
   // A resumed run keeps the rows of metrics.jsonl before its first step (the checkpoint's rows
   // are preferred: restore); a torn last line is skipped.
@@ -24,14 +27,20 @@ class Metrics {
   void restore(const nlohmann::json& rows, int64_t step);
   const std::vector<nlohmann::json>& rows() const { return rows_; }
   void add(nlohmann::json row) { rows_.push_back(std::move(row)); }
-  // metrics.jsonl, metrics.csv (a column per key, in order of appearance), loss.svg and loss.png.
+  // metrics.jsonl, metrics.csv (a column per key, in order of appearance), a TensorBoard event file
+  // (events.out.tfevents.qkv: every numeric key a scalar, by step), loss.svg and loss.png.
   void write() const;
 
  private:
   std::string plot() const;
   std::string path(const char* name) const;
   std::string dir_;
+  double start_time_;  // Unix seconds: the events' wall_time is this + the row's elapsed_s
   std::vector<nlohmann::json> rows_;
 };
+
+// The rows as a TensorBoard event file (TFRecord of Event protos, written by hand): a version
+// event, then one event a row at its step with every numeric key but "step" as a scalar.
+std::string tensorboard_events(const std::vector<nlohmann::json>& rows, double start_time);
 
 }  // namespace qkv::train

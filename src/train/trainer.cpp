@@ -9,6 +9,7 @@
 #include "metrics.h"
 #include "qkv/core/error.h"
 #include "qkv/io/progress.h"
+#include "qkv/models/model_file.h"
 #include "qkv/ops/arith.h"
 #include "qkv/ops/autocast.h"
 #include "qkv/train/checkpoint.h"
@@ -54,6 +55,11 @@ const io::Fields<TrainConfig>& TrainConfig::fields() {
                        F::choice("model_dtype", &C::model_dtype, {io::StoreAs::kF32, io::StoreAs::kF16, io::StoreAs::kBF16}),
                        F::number("bucket_cap_mb", &C::bucket_cap_mb, 0.001, 1e6),
                        F::choice("gradient_sync", &C::gradient_sync),
+                       F::text("metric_for_best_model", &C::metric_for_best_model),
+                       F::any("greater_is_better", &C::greater_is_better),
+                       F::number("early_stopping_threshold", &C::early_stopping_threshold, 0, 1e30),
+                       F::integer("early_stopping_patience", &C::early_stopping_patience, 0),
+                       F::boolean("keep_best", &C::keep_best),
                    });
   return f;
 }
@@ -177,6 +183,56 @@ StepResult train_step(TrainingTask& task, const TrainConfig& cfg, const RunConte
   return r;
 }
 
+// The best evaluation so far and how many evaluations since have not beaten it (issue 49).
+class BestModel {
+ public:
+  explicit BestModel(const TrainConfig& cfg) : metric_(cfg.metric_for_best_model), cfg_(cfg) {
+    QKV_CHECK(!metric_.empty(), "train: metric_for_best_model must name an evaluation metric (val_loss, val_bleu, …)");
+    QKV_CHECK(cfg.greater_is_better.is_null() || cfg.greater_is_better.is_boolean(),
+              "train: greater_is_better must be true, false or null (the metric's name decides), got ",
+              cfg.greater_is_better.dump());
+    auto ends = [&](const char* e) { return metric_.ends_with(e); };
+    greater_ = cfg.greater_is_better.is_boolean() ? cfg.greater_is_better.get<bool>()
+                                                  : !(ends("loss") || ends("perplexity") || ends("ppl"));
+  }
+  bool active() const { return cfg_.keep_best || cfg_.early_stopping_patience > 0; }
+  const std::string& metric() const { return metric_; }
+  bool greater() const { return greater_; }
+  // An evaluation's row: true when it improved on the best (the first evaluation always does). A
+  // row without the metric is an error naming the metrics there are — from the first evaluation.
+  bool add(const json& row) {
+    if (!row.contains(metric_) || !row[metric_].is_number()) {
+      std::string have;
+      for (auto& [k, v] : row.items())
+        if (k != "step" && k != "elapsed_s") have += (have.empty() ? "" : ", ") + k;
+      throw Error(detail::concat("train: metric_for_best_model \"", metric_, "\" is not among this task's evaluation "
+                                 "metrics (", have, ")"));
+    }
+    const double v = row[metric_].get<double>();
+    const bool better = step_ < 0 || (greater_ ? v > value_ + cfg_.early_stopping_threshold
+                                               : v < value_ - cfg_.early_stopping_threshold);
+    if (better) value_ = v, step_ = row.value("step", int64_t{0}), stalls_ = 0;
+    else ++stalls_;
+    return better;
+  }
+  // A resumed run: the evaluations before its step, in order.
+  void replay(const std::vector<json>& rows) {
+    for (const json& r : rows)
+      if (r.contains(metric_) && r[metric_].is_number()) add(r);
+  }
+  bool exhausted() const { return cfg_.early_stopping_patience > 0 && stalls_ >= cfg_.early_stopping_patience; }
+  int64_t step() const { return step_; }
+  double value() const { return value_; }
+  int64_t stalls() const { return stalls_; }
+
+ private:
+  std::string metric_;
+  const TrainConfig& cfg_;
+  bool greater_ = false;
+  double value_ = 0;
+  int64_t step_ = -1, stalls_ = 0;
+};
+
 }  // namespace
 
 TrainResult run_training(TrainingTask& task, const TrainConfig& cfg, const TrainerOptions& opt) {
@@ -206,6 +262,9 @@ TrainResult run_training(TrainingTask& task, const TrainConfig& cfg, const Train
                    static_cast<long long>(state.step));
   }
   std::unique_ptr<GradientReducer> reducer = start_data_parallel(model, run, cfg);
+  BestModel best(cfg);
+  if (best.active()) best.replay(metrics.rows());
+  bool early_stop = false;  // the lead's verdict, agreed on by every rank at the next evaluation
 
   const double elapsed_before = state.elapsed_s;
   const auto t_start = std::chrono::steady_clock::now();
@@ -251,14 +310,39 @@ TrainResult run_training(TrainingTask& task, const TrainConfig& cfg, const Train
     for (auto& [k, v] : res.last_eval) row[k] = v, line += " " + k + " " + fmt(v, "%.4f");
     row["elapsed_s"] = elapsed();
     add_row(row);
+    // the best model so far and early stopping: the lead decides, every rank stops with it
+    bool stop = false;
+    if (best.active() && run.lead()) {
+      if (best.add(row)) {
+        json mm = checkpoint.meta();
+        mm["trained_steps"] = step;
+        mm["best"] = {{"metric", best.metric()}, {"value", best.value()}, {"step", step}};
+        models::save_model_file(run.path("best.safetensors"), model, mm, cfg.model_dtype);
+        line += "  (best " + best.metric() + ": best.safetensors)";
+      } else if (cfg.early_stopping_patience > 0) {
+        line += detail::concat("  (", best.metric(), " not better than ", fmt(best.value(), "%.4f"), " at step ",
+                               best.step(), ": ", best.stalls(), " of ", cfg.early_stopping_patience,
+                               " evaluations of patience)");
+      }
+      stop = best.exhausted();
+    }
     if (!run.quiet()) bar.write(line);
+    if (best.active() && run.comm()) {
+      uint8_t s = stop ? 1 : 0;
+      run.comm()->broadcast(&s, 1, 0);
+      stop = s != 0;
+    }
+    early_stop = stop;
   };
 
   model.train();
   double tok_rate = 0;
   int64_t step = state.step;
   for (; step < cfg.max_iters; ++step) {
-    if (cfg.eval_interval > 0 && step % cfg.eval_interval == 0) evaluate(step);
+    if (cfg.eval_interval > 0 && step % cfg.eval_interval == 0) {
+      evaluate(step);
+      if (early_stop) break;  // this step's weights were evaluated: nothing to train or evaluate again
+    }
     const StepResult r = train_step(task, cfg, run, adam, sched, reducer.get(), step, stop_requested);
     state.tokens += r.tokens;
     const double rate = static_cast<double>(r.tokens) / std::max(r.seconds, 1e-9);
@@ -283,11 +367,20 @@ TrainResult run_training(TrainingTask& task, const TrainConfig& cfg, const Train
       break;
     }
   }
-  if (!res.interrupted && cfg.eval_interval > 0) evaluate(step);
+  if (!res.interrupted && !early_stop && cfg.eval_interval > 0) evaluate(step);
   bar.close();
   save(step);
   res.steps_done = step;
   res.tokens_per_second = tok_rate;
+  res.early_stopped = early_stop;
+  if (best.step() >= 0) res.best_step = best.step(), res.best_value = best.value();
+  if (early_stop && run.lead())  // said even with -q, as an interruption is
+    std::fprintf(stderr,
+                 "early stopping at step %lld: %s has not improved (by more than %g) for %lld evaluations; the best, "
+                 "%.4f at step %lld, is %s\n",
+                 static_cast<long long>(step), best.metric().c_str(), cfg.early_stopping_threshold,
+                 static_cast<long long>(best.stalls()), best.value(), static_cast<long long>(best.step()),
+                 run.path("best.safetensors").c_str());
   if (res.interrupted && run.lead())
     std::fprintf(stderr, "interrupted: saved %s at step %lld; continue with --resume\n", checkpoint.path().c_str(),
                  static_cast<long long>(step));

@@ -10,8 +10,11 @@
 
 #include <chrono>
 #include <filesystem>
+#include <fstream>
 #include <set>
 #include <thread>
+
+#include <nlohmann/json.hpp>
 
 #include "qkv/io/file.h"
 #include "qkv/models/model_file.h"
@@ -111,6 +114,41 @@ TEST_F(MpiTrain, GptOnTwoAndFourProcessesIsOneProcessRun) {
     EXPECT_EQ(said, 1u) << r.out;
     EXPECT_NE(r.out.find(std::to_string(np) + " processes"), std::string::npos) << r.out;
   }
+}
+
+// Early stopping (issue 49): rank 0 decides and every rank stops at the same evaluation, as one
+// process does; one message, one best.safetensors.
+TEST_F(MpiTrain, EarlyStoppingStopsEveryRankAtTheSameEvaluation) {
+  TempDir d("mpi-early");
+  std::string text;
+  for (int i = 0; i < 400; ++i) text += "abcdefgh\n";
+  io::write_file_atomic((d.path / "text.txt").string(), text);
+  const nlohmann::json cfg = {
+      {"task", "lm"},
+      {"data", {{"path", (d.path / "text.txt").string()}}},
+      {"model", {{"n_layer", 1}, {"n_head", 2}, {"n_embd", 16}, {"block_size", 16}, {"dropout", 0.1}}},
+      {"train",
+       {{"max_iters", 300}, {"batch_size", 4}, {"learning_rate", 1e-2}, {"min_lr", 1e-3}, {"warmup_iters", 5},
+        {"lr_decay_iters", 300}, {"eval_interval", 10}, {"eval_iters", 2}, {"log_interval", 10},
+        {"checkpoint_interval", 0}, {"early_stopping_patience", 3}, {"early_stopping_threshold", 0.01}}}};
+  io::write_file_atomic((d.path / "tiny.json").string(), cfg.dump());
+  auto last_step = [](const fs::path& dir) {
+    int64_t step = -1;
+    std::ifstream in(dir / "metrics.jsonl");
+    for (std::string line; std::getline(in, line);) step = nlohmann::json::parse(line)["step"].get<int64_t>();
+    return step;
+  };
+  const std::string args = (d.path / "tiny.json").string() + " -o ";
+  const Shell one = shell(train_cmd(0, args + (d.path / "one").string()));
+  ASSERT_EQ(one.code, 0) << one.out;
+  const Shell two = shell(train_cmd(2, args + (d.path / "two").string()));
+  ASSERT_EQ(two.code, 0) << two.out;
+  EXPECT_LT(last_step(d.path / "one"), 300);  // it stopped early
+  EXPECT_EQ(last_step(d.path / "two"), last_step(d.path / "one"));
+  EXPECT_TRUE(fs::exists(d.path / "two" / "best.safetensors"));
+  size_t said = 0;
+  for (size_t at = 0; (at = two.out.find("early stopping at step", at)) != std::string::npos; ++at) ++said;
+  EXPECT_EQ(said, 1u) << two.out;
 }
 
 TEST_F(MpiTrain, TranslationOnTwoAndThreeProcessesIsOneProcessRun) {

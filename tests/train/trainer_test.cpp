@@ -4,7 +4,10 @@
 
 #include <filesystem>
 #include <cmath>
+#include <cstring>
 #include <fstream>
+#include <iterator>
+#include <map>
 #include <nlohmann/json.hpp>
 
 #include "qkv/decode/generate.h"
@@ -308,6 +311,215 @@ TEST(Trainer, TrainsInBf16OnAGpuAlongTheCpusLossCurve) {
   // has had time to move the two runs apart by more than their noise)
   for (size_t i = 0; i < 10; ++i) EXPECT_NEAR(gpu[i], cpu[i], 2e-2 + 4e-2 * cpu[i]) << "step " << i + 1;
   EXPECT_LT(gpu.back(), 0.25 * gpu.front()) << "it learns (the CPU: 2.41 → 0.03 in 20 steps)";
+}
+
+// ---- the best model, early stopping and TensorBoard (issue 49) -----------------------------------
+
+std::vector<json> metric_rows(const fs::path& dir) {
+  std::vector<json> rows;
+  std::ifstream in(dir / "metrics.jsonl");
+  for (std::string line; std::getline(in, line);) rows.push_back(json::parse(line));
+  return rows;
+}
+
+std::vector<json> evaluations(const fs::path& dir) {
+  std::vector<json> e;
+  for (const json& r : metric_rows(dir))
+    if (r.contains("val_loss")) e.push_back(r);
+  return e;
+}
+
+// keep_best writes best.safetensors at each improvement: at the end it holds the evaluation with the
+// lowest val_loss, says so in its metadata, and loads as a model.
+TEST(Trainer, KeepBestSavesTheModelOfTheBestEvaluation) {
+  TempDir d("trainer");
+  json cfg = tiny_config(d.path, 30);
+  cfg["train"]["keep_best"] = true;
+  TrainResult r = train(cfg, d.path / "run", false);
+  EXPECT_EQ(r.steps_done, 30);
+  EXPECT_FALSE(r.early_stopped);
+  const std::vector<json> ev = evaluations(d.path / "run");
+  ASSERT_EQ(ev.size(), 4u);  // steps 0, 10, 20, 30
+  size_t lo = 0;
+  for (size_t i = 1; i < ev.size(); ++i)
+    if (ev[i]["val_loss"].get<double>() < ev[lo]["val_loss"].get<double>()) lo = i;
+  EXPECT_EQ(r.best_step, ev[lo]["step"].get<int64_t>());
+  EXPECT_DOUBLE_EQ(r.best_value, ev[lo]["val_loss"].get<double>());
+  const fs::path best = d.path / "run" / "best.safetensors";
+  ASSERT_TRUE(fs::exists(best));
+  models::ModelFile m = models::load_model_file(best.string());
+  EXPECT_EQ(m.meta["best"]["metric"], "val_loss");
+  EXPECT_EQ(m.meta["best"]["step"].get<int64_t>(), r.best_step);
+  EXPECT_EQ(m.meta["trained_steps"].get<int64_t>(), r.best_step);
+  EXPECT_FALSE(m.meta.contains("train_state"));
+  EXPECT_EQ(models::load_language_model(best.string()).model->width(), 16);
+  // the best was the last evaluation here (the loss falls): the same weights as model.safetensors
+  if (r.best_step == 30) {
+    models::ModelFile last = models::load_model_file((d.path / "run" / "model.safetensors").string());
+    for (auto& [name, t] : m.params) EXPECT_EQ(t.to_vector(), last.params.at(name).to_vector()) << name;
+  }
+  // without keep_best (or patience) no best.safetensors
+  json plain = tiny_config(d.path, 10);
+  train(plain, d.path / "plain", false);
+  EXPECT_FALSE(fs::exists(d.path / "plain" / "best.safetensors"));
+}
+
+// early_stopping_patience = 2 with a threshold no evaluation can beat: the first evaluation is the
+// best, the next two are not better by the threshold, and the run stops at the second of them —
+// without training that step — keeping the step-0 weights as best.safetensors.
+TEST(Trainer, EarlyStoppingStopsAfterPatienceEvaluationsWithoutImprovement) {
+  TempDir d("trainer");
+  json cfg = tiny_config(d.path, 200);
+  cfg["train"]["eval_interval"] = 3;
+  cfg["train"]["early_stopping_patience"] = 2;
+  cfg["train"]["early_stopping_threshold"] = 100.0;  // the loss cannot fall by 100 nats
+  TrainResult r = train(cfg, d.path / "run", false);
+  EXPECT_TRUE(r.early_stopped);
+  EXPECT_FALSE(r.interrupted);
+  EXPECT_EQ(r.steps_done, 6);
+  EXPECT_EQ(r.best_step, 0);
+  const std::vector<json> ev = evaluations(d.path / "run");
+  ASSERT_EQ(ev.size(), 3u);  // steps 0, 3, 6: no second evaluation of step 6
+  EXPECT_EQ(ev.back()["step"].get<int64_t>(), 6);
+  EXPECT_EQ(logged_losses(d.path / "run").size(), 6u);  // steps 0 … 5 trained
+  models::ModelFile best = models::load_model_file((d.path / "run" / "best.safetensors").string());
+  EXPECT_EQ(best.meta["best"]["step"].get<int64_t>(), 0);
+  // the checkpoint is at the stopping step, and --resume stops again (still no improvement)
+  models::ModelFile ck = models::load_model_file((d.path / "run" / "checkpoint.safetensors").string());
+  EXPECT_EQ(ck.meta["train_state"]["step"].get<int64_t>(), 6);
+  TrainResult again = train(cfg, d.path / "run", true);
+  EXPECT_TRUE(again.early_stopped);
+  EXPECT_EQ(again.steps_done, 6);
+
+  // A metric where higher is better: greater_is_better = true on val_loss reads a falling loss
+  // as getting worse, and stops after `patience` evaluations (the name alone would say lower).
+  json up = tiny_config(d.path, 200);
+  up["train"]["eval_interval"] = 5;
+  up["train"]["early_stopping_patience"] = 1;
+  up["train"]["greater_is_better"] = true;
+  TrainResult u = train(up, d.path / "up", false);
+  EXPECT_TRUE(u.early_stopped);
+  EXPECT_EQ(u.steps_done, 5);
+  EXPECT_EQ(u.best_step, 0);
+
+  // A metric the task does not report is an error naming the ones it does, at the first evaluation
+  json bad = tiny_config(d.path, 20);
+  bad["train"]["keep_best"] = true;
+  bad["train"]["metric_for_best_model"] = "val_bleu";
+  const std::string e = testing::error_of([&] { train(bad, d.path / "bad", false); });
+  EXPECT_NE(e.find("metric_for_best_model \"val_bleu\""), std::string::npos) << e;
+  EXPECT_NE(e.find("val_loss"), std::string::npos) << e;
+  json worse = tiny_config(d.path, 20);
+  worse["train"]["greater_is_better"] = "yes";
+  EXPECT_NE(testing::error_of([&] { train(worse, d.path / "worse", false); }).find("greater_is_better"),
+            std::string::npos);
+}
+
+// A TensorBoard event file beside metrics.jsonl: TFRecord framing with masked CRC-32C, a version
+// event, then one event a row whose scalars are the row's numbers.
+uint32_t crc32c_of(const std::string& b) {
+  uint32_t c = 0xFFFFFFFFu;
+  for (unsigned char ch : b) {
+    c ^= ch;
+    for (int k = 0; k < 8; ++k) c = c & 1 ? (c >> 1) ^ 0x82F63B78u : c >> 1;
+  }
+  return ~c;
+}
+
+uint64_t varint(const std::string& s, size_t& i) {
+  uint64_t v = 0;
+  for (int shift = 0;; shift += 7) {
+    const auto b = static_cast<unsigned char>(s.at(i++));
+    v |= static_cast<uint64_t>(b & 0x7F) << shift;
+    if (!(b & 0x80)) return v;
+  }
+}
+
+struct Event {
+  int64_t step = 0;
+  double wall_time = 0;
+  std::string version;
+  std::map<std::string, float> scalars;
+};
+
+// The fields this test needs of an Event, by the protobuf wire format.
+Event parse_event(const std::string& e) {
+  Event ev;
+  for (size_t i = 0; i < e.size();) {
+    const uint64_t key = varint(e, i);
+    const uint32_t field = static_cast<uint32_t>(key >> 3), wire = key & 7;
+    if (wire == 1) {
+      std::memcpy(&ev.wall_time, e.data() + i, 8), i += 8;
+    } else if (wire == 0) {
+      const uint64_t v = varint(e, i);
+      if (field == 2) ev.step = static_cast<int64_t>(v);
+    } else {
+      EXPECT_EQ(wire, 2u);
+      const uint64_t n = varint(e, i);
+      const std::string body = e.substr(i, n);
+      i += n;
+      if (field == 3) ev.version = body;
+      if (field != 5) continue;
+      for (size_t j = 0; j < body.size();) {  // Summary: repeated Value (field 1)
+        EXPECT_EQ(varint(body, j), (1u << 3) | 2);
+        const uint64_t m = varint(body, j);
+        const std::string v = body.substr(j, m);
+        j += m;
+        size_t k = 0;
+        EXPECT_EQ(varint(v, k), (1u << 3) | 2);
+        const uint64_t tl = varint(v, k);
+        const std::string tag = v.substr(k, tl);
+        k += tl;
+        EXPECT_EQ(varint(v, k), (2u << 3) | 5);
+        float f;
+        std::memcpy(&f, v.data() + k, 4);
+        ev.scalars[tag] = f;
+      }
+    }
+  }
+  return ev;
+}
+
+TEST(Trainer, WritesATensorBoardEventFileOfItsMetrics) {
+  TempDir d("trainer");
+  train(tiny_config(d.path, 12), d.path / "run", false);
+  std::ifstream in(d.path / "run" / "events.out.tfevents.qkv", std::ios::binary);
+  ASSERT_TRUE(in.good());
+  const std::string file((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  auto masked = [](uint32_t c) { return ((c >> 15) | (c << 17)) + 0xA282EAD8u; };
+  std::vector<Event> events;
+  for (size_t i = 0; i < file.size();) {
+    ASSERT_LE(i + 12, file.size());
+    const std::string len = file.substr(i, 8);
+    uint64_t n;
+    uint32_t c1, c2;
+    std::memcpy(&n, len.data(), 8);
+    std::memcpy(&c1, file.data() + i + 8, 4);
+    EXPECT_EQ(c1, masked(crc32c_of(len)));
+    ASSERT_LE(i + 12 + n + 4, file.size());
+    const std::string data = file.substr(i + 12, n);
+    std::memcpy(&c2, file.data() + i + 12 + n, 4);
+    EXPECT_EQ(c2, masked(crc32c_of(data)));
+    events.push_back(parse_event(data));
+    i += 12 + n + 4;
+  }
+  EXPECT_EQ(crc32c_of("123456789"), 0xE3069283u);  // the CRC-32C check value
+  const std::vector<json> rows = metric_rows(d.path / "run");
+  ASSERT_EQ(events.size(), rows.size() + 1);
+  EXPECT_EQ(events[0].version, "brain.Event:2");
+  for (size_t i = 0; i < rows.size(); ++i) {
+    const Event& e = events[i + 1];
+    EXPECT_EQ(e.step, rows[i]["step"].get<int64_t>());
+    EXPECT_GE(e.wall_time, events[0].wall_time);
+    for (auto& [k, v] : rows[i].items()) {
+      if (k == "step") continue;
+      ASSERT_TRUE(e.scalars.count(k)) << k << " at row " << i;
+      EXPECT_FLOAT_EQ(e.scalars.at(k), static_cast<float>(v.get<double>())) << k;
+    }
+  }
+  // the loss rows and the evaluations are both there
+  EXPECT_TRUE(events[1].scalars.count("val_loss"));
+  EXPECT_TRUE(events[2].scalars.count("loss"));
 }
 
 }  // namespace

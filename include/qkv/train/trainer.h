@@ -58,6 +58,19 @@ struct TrainConfig {
   // at once after it), or "none" — no communication at all, the ranks drifting apart: a
   // benchmarking switch, to time what communication costs and what overlap hides.
   GradientSync gradient_sync = GradientSync::overlap;
+  // The best model and early stopping (the HF Trainer's names; Marian's --keep-best and
+  // --early-stopping): at each evaluation, metric_for_best_model (a key of the evaluation's row:
+  // val_loss, val_bleu, val_acc, …) improves when it beats the best so far by more than
+  // early_stopping_threshold — lower is better for names ending in "loss", "perplexity" or "ppl",
+  // higher otherwise, unless greater_is_better (true | false; null: that rule) says. keep_best
+  // writes best.safetensors (a model file like model.safetensors, with "best": {metric, value,
+  // step}) at each improvement; early_stopping_patience = N > 0 stops the run after N evaluations
+  // in a row without one (and keeps the best as well). A resumed run picks up both from its rows.
+  std::string metric_for_best_model = "val_loss";
+  nlohmann::json greater_is_better;  // null (the name decides) | true | false
+  double early_stopping_threshold = 0;
+  int64_t early_stopping_patience = 0;
+  bool keep_best = false;
 
   static const io::Fields<TrainConfig>& fields();  // the keys of the "train" section
   static TrainConfig from_json(const nlohmann::json& j) { return fields().from_json(j); }
@@ -154,6 +167,10 @@ struct TrainerOptions {
 struct TrainResult {
   int64_t steps_done = 0;
   bool interrupted = false;
+  bool early_stopped = false;  // early_stopping_patience evaluations passed without an improvement
+  // the best evaluation of metric_for_best_model (best_step −1: no evaluation had it)
+  int64_t best_step = -1;
+  double best_value = 0;
   double last_loss = 0, tokens_per_second = 0;
   std::vector<std::pair<std::string, double>> last_eval;
 };
