@@ -149,6 +149,26 @@ std::string tiny_lm_config(const std::string& dir) {
   return dir + "/cfg.json";
 }
 
+// --set train.keep_best / early_stopping_patience (issue 49): the best model's file and step are
+// said at the end, and the TensorBoard event file sits beside metrics.jsonl; best.safetensors
+// generates as model.safetensors does.
+TEST(Cli, TrainKeepsTheBestModelAndStopsEarly) {
+  const std::string d = tmp_dir("train-best");
+  const std::string cfg = tiny_lm_config(d);
+  CliRun t = run("train " + cfg + " -o " + d + "/out -q --set train.keep_best=true --set train.eval_interval=20");
+  ASSERT_EQ(t.code, 0) << t.out;
+  EXPECT_NE(t.out.find("best evaluation: step "), std::string::npos) << t.out;
+  EXPECT_TRUE(std::filesystem::exists(d + "/out/events.out.tfevents.qkv"));
+  EXPECT_EQ(run("generate -m " + d + "/out/best.safetensors -p 'to be' -n 5 --seed 1").code, 0);
+  // a threshold no evaluation can beat: stopped at the second evaluation with patience 1
+  CliRun e = run("train " + cfg + " -o " + d + "/early -q --set train.eval_interval=20"
+                 " --set train.early_stopping_patience=1 --set train.early_stopping_threshold=100");
+  ASSERT_EQ(e.code, 0) << e.out;
+  EXPECT_NE(e.out.find("early stopping at step 20: val_loss has not improved"), std::string::npos) << e.out;
+  EXPECT_NE(e.out.find("best evaluation: step 0"), std::string::npos) << e.out;
+  std::filesystem::remove_all(d);
+}
+
 TEST(Cli, TrainThenGenerate) {
   const std::string d = tmp_dir("train");
   const std::string cfg = tiny_lm_config(d);

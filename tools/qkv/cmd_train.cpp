@@ -123,6 +123,9 @@ int run_train(const TrainArgs& a, distributed::Communicator* comm) {
     std::fprintf(stderr, "done at step %lld%s%s; %.0f %s/s; model: %s/model.safetensors\n",
                  static_cast<long long>(r.steps_done), ev.empty() ? "" : ":", ev.c_str(), r.tokens_per_second, train::rate_unit(config),
                  out.c_str());
+    if (r.best_step >= 0)  // keep_best or early stopping (issue 49)
+      std::fprintf(stderr, "best evaluation: step %lld (%.4f); model: %s/best.safetensors\n",
+                   static_cast<long long>(r.best_step), r.best_value, out.c_str());
   } else {  // stopped between evaluations: the last step's loss, and the last evaluation with its own step
     const int64_t at = r.last_eval.empty() ? -1 : last_evaluation_step(out, r.last_eval.front().first);
     std::string last = r.last_eval.empty() ? std::string()
