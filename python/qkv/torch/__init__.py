@@ -23,7 +23,17 @@ torch.nn.functional.scaled_dot_product_attention's signature and contract:
 - backward is qkv's (once differentiable: a double backward is refused, as torch's CPU flash
   attention refuses it); backward may run again with retain_graph=True;
 - nested (jagged) tensors are handed to torch's own implementation (torch ≥ 2: torch._C._nn), which
-  is what they get in torch.
+  is what they get in torch;
+- torch.compile runs it with graph breaks around qkv's call (dynamo does not trace into qkv): the
+  results and gradients are the same, the compiled function has more than one frame.
+
+PyTorch's own CPU tests of scaled_dot_product_attention (test/test_transformers.py, run with this
+function patched in; the cases are ported to python/tests/test_torch_sdpa.py) pass but for: the
+float32 dropout cases of test_scaled_dot_product_attention (torch's math backend's mask stream, see
+above; float64 takes the reference path and matches it), test_causal_variants_compile's frame count
+(the graph breaks above), test_fused_sdp_choice_cpu (which backend torch picks; it never calls this
+function, so it passes, checking nothing of qkv's), and the random-mask cases that the torch
+release the test file comes from also fails (a fully masked row: NaN there, 0 in torch ≥ 2.5 and here).
 """
 import math
 
