@@ -4,15 +4,16 @@
 Run it on a lent GPU machine (docs/CUDA.md), after `bash scripts/gpu_pack.sh` here:
 
     python3 bench/attention_cuda_vs_pytorch.py --qkv "bash .gpu/run.sh qkv" [--lens 512 1024 … 16384]
-        [--dims 64 128] [--dtypes bf16 [f16 f32]] [--kernels mma wmma]
+        [--dims 64 128] [--dtypes bf16 [f16 f32]] [--kernels wgmma mma wmma]
 
 For each (L, d, causal) of FlashAttention's own benchmark grid (batch·L = 16k tokens, heads·d =
 2048, so B = 16384 / L and H = 2048 / d):
   * qkv:     `QKV bench attention --device cuda --json -B B --heads H -L L -d d [--causal] --dtype f32|bf16|f16`
              in a fresh process: bf16 / f16 forward and backward on the tensor cores (f32 in memory,
              rounded to the 16-bit format: the mma.sync pair by a pre-pass, the WMMA pair as its tiles
-             load), each tensor-core pair of --kernels (mma: the products' accumulators in registers,
-             the default; wmma: QKV_CUDA_ATTENTION=wmma, the first), and with --dtypes f32 the f32
+             load), each tensor-core kernel of --kernels (wgmma: Hopper's warpgroup products, the default
+             forward there; mma: mma.sync with the products' accumulators in registers; wmma:
+             QKV_CUDA_ATTENTION=wmma, the first), and with --dtypes f32 the f32
              pair on the CUDA cores (the correctness baseline: slow at long L);
   * PyTorch: this process, bf16 / f16 inputs, each SDPA backend PyTorch has on this GPU (flash,
              cuDNN, efficient) picked with torch.nn.attention.sdpa_kernel, and f32 through the default.
@@ -84,15 +85,13 @@ def torch_rows(B, H, L, d, causal, reps, dtypes):
     return rows
 
 
-def qkv_row(qkv, B, H, L, d, causal, reps, dtype, kernel="mma"):
+def qkv_row(qkv, B, H, L, d, causal, reps, dtype, kernel="wgmma"):
     cmd = shlex.split(qkv) + ["bench", "attention", "--device", "cuda", "--json", "-B", str(B), "--heads", str(H),
                               "-L", str(L), "-d", str(d), "--repeats", str(reps), "--dtype", dtype]
     cmd += ["--causal"] if causal else []
     name = "qkv f32 (CUDA cores)" if dtype == "f32" else f"qkv {dtype} ({kernel} tiles)"
     env = dict(os.environ)
-    env.pop("QKV_CUDA_ATTENTION", None)
-    if kernel != "mma":
-        env["QKV_CUDA_ATTENTION"] = kernel
+    env["QKV_CUDA_ATTENTION"] = kernel
     out = subprocess.run(cmd, capture_output=True, text=True, env=env)
     if out.returncode != 0:
         return (name + ": " + (out.stderr.strip().splitlines() or ["failed"])[-1][:60], float("nan"), float("nan"))
@@ -106,9 +105,12 @@ def main():
     ap.add_argument("--lens", type=int, nargs="+", default=[512, 1024, 2048, 4096, 8192, 16384])
     ap.add_argument("--dims", type=int, nargs="+", default=[64, 128])
     ap.add_argument("--dtypes", nargs="+", default=["bf16"], choices=["bf16", "f16", "f32"])
-    ap.add_argument("--kernels", nargs="+", default=["mma"], choices=["mma", "mma1", "mma2", "wmma"],
-                    help="qkv's tensor-core kernels to time (mma: the default; mma1, mma2: its forward with one or "
-                         "two m-tiles of query rows a warp; wmma: the first pair; QKV_CUDA_ATTENTION)")
+    ap.add_argument("--kernels", nargs="+", default=["wgmma"], choices=["wgmma", "wgmma64", "wgmma128", "mma", "mma1", "mma2", "wmma"],
+                    help="qkv's tensor-core kernels to time (wgmma: the forward on Hopper's wgmma, the default on "
+                         "an H100/H200, with the mma.sync backward; wgmma64, wgmma128: its one-tile-at-a-time "
+                         "kernels with key tiles of 64 and 128; mma: the mma.sync pair, the default elsewhere; "
+                         "mma1, mma2: its forward with one or two m-tiles of query rows a warp; wmma: the first "
+                         "pair; QKV_CUDA_ATTENTION)")
     ap.add_argument("--reps", type=int, default=10)
     ap.add_argument("--peak", type=float, default=989.0, help="the GPU's dense bf16 peak, TFLOP/s")
     ap.add_argument("--json-out", help="write every row here")
@@ -122,7 +124,7 @@ def main():
                 B, H = max(1, 16384 // L), 2048 // d
                 f = flops(B, H, L, d, causal)
                 rows = [qkv_row(a.qkv, B, H, L, d, causal, a.reps, t, kernel)
-                        for t in a.dtypes for kernel in (a.kernels if t != "f32" else ["mma"])]
+                        for t in a.dtypes for kernel in (a.kernels if t != "f32" else ["wgmma"])]
                 rows += torch_rows(B, H, L, d, causal, a.reps, a.dtypes)
                 print(f"\nL={L} d={d} {'causal' if causal else 'full'} (B={B}, H={H})", flush=True)
                 for name, fwd, fb in rows:

@@ -3,6 +3,7 @@
 `qkv translate` (the CLI, batched) on the same sentences, in one run.
 
     python3 bench/serve_load.py [--requests 1000] [--clients 64] [--repeats 3] [--threads 2]
+        [--device cuda] [--qkv "bash .gpu/run.sh qkv"]   (on a lent GPU: docs/CUDA.md)
 
 The sentences: --requests English sentences of data/tatoeba-en-fr drawn with a fixed seed. Each
 round runs the CLI on all of them (`qkv translate --batch-size 32 --stats`, beam 4: its batched
@@ -22,6 +23,7 @@ import json
 import os
 import random
 import re
+import shlex
 import signal
 import statistics
 import subprocess
@@ -31,7 +33,8 @@ import threading
 import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-QKV = os.path.join(ROOT, "build", "qkv")
+QKV = [os.path.join(ROOT, "build", "qkv")]  # the command (--qkv)
+DEVICE = []                                  # --device DEV for both, where asked
 
 
 def sentences(n, seed=2026):
@@ -45,8 +48,8 @@ def run_cli(lines, threads, beam, batch):
         f.write("\n".join(lines) + "\n")
         path = f.name
     env = dict(os.environ, OMP_NUM_THREADS=str(threads))
-    out = subprocess.run([QKV, "translate", "--input", path, "--beam", str(beam), "--batch-size", str(batch),
-                          "--threads", str(threads), "--stats"], cwd=ROOT, env=env, capture_output=True, text=True,
+    out = subprocess.run(QKV + ["translate", "--input", path, "--beam", str(beam), "--batch-size", str(batch),
+                                "--threads", str(threads), "--stats"] + DEVICE, cwd=ROOT, env=env, capture_output=True, text=True,
                          check=True)
     os.unlink(path)
     # the translating time as the CLI reports it (without starting the process and loading the model,
@@ -59,9 +62,9 @@ def run_cli(lines, threads, beam, batch):
 
 def start_server(threads, clients, max_batch, max_wait_ms):
     log = tempfile.NamedTemporaryFile(prefix="qkv-serve-", suffix=".log", delete=False)
-    p = subprocess.Popen([QKV, "serve", "-m", "models/en-fr.safetensors", "--port", "0", "--threads", str(threads),
-                          "--http-threads", str(clients + 4), "--max-batch", str(max_batch),
-                          "--max-wait-ms", str(max_wait_ms)], cwd=ROOT, stdout=log, stderr=subprocess.STDOUT)
+    p = subprocess.Popen(QKV + ["serve", "-m", "models/en-fr.safetensors", "--port", "0", "--threads", str(threads),
+                                "--http-threads", str(clients + 4), "--max-batch", str(max_batch),
+                                "--max-wait-ms", str(max_wait_ms)] + DEVICE, cwd=ROOT, stdout=log, stderr=subprocess.STDOUT)
     deadline = time.time() + 60
     while time.time() < deadline:
         with open(log.name) as f:
@@ -142,7 +145,14 @@ def main():
     ap.add_argument("--max-wait-ms", type=float, default=5)
     ap.add_argument("--timeout", type=float, default=300)
     ap.add_argument("--json", help="write the figures here")
+    ap.add_argument("--qkv", help="how to run the qkv command (default: build/qkv)")
+    ap.add_argument("--device", help="--device for both the CLI and the server (cpu, cuda)")
     a = ap.parse_args()
+    global QKV, DEVICE
+    if a.qkv:
+        QKV = shlex.split(a.qkv)
+    if a.device:
+        DEVICE = ["--device", a.device]
     lines = sentences(a.requests)
     cli_times, server_times, latencies = [], [], []
     reference, mismatches, failures_all, mean_batches = None, 0, [], []
@@ -177,7 +187,8 @@ def main():
         "latency_p99_ms": 1000 * percentile(latencies, 0.99), "failed": len(failures_all),
         "differ_from_cli": mismatches, "responses": len(latencies), "mean_batch": statistics.median(mean_batches),
     }
-    print(f"\n{len(lines)} requests x {a.repeats} rounds, {a.clients} clients, beam {a.beam}, {a.threads} threads")
+    print(f"\n{len(lines)} requests x {a.repeats} rounds, {a.clients} clients, beam {a.beam}, {a.threads} threads"
+          + (f", --device {a.device}" if a.device else ""))
     print(f"CLI (qkv translate --batch-size {a.batch_size}): {cli:.1f} sentences/s (median)")
     print(f"server (qkv serve --max-batch {a.max_batch}):   {srv:.1f} sentences/s (median) = {srv / cli:.2f}x the CLI "
           f"(goal >= 0.80)")

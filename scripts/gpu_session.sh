@@ -3,8 +3,8 @@
 # `bash scripts/gpu_pack.sh` here (docs/CUDA.md, "On a lent GPU"):
 #
 #   run(command="bash scripts/gpu_session.sh 1", carry=[".gpu"], timeout_s=300)          (~2.5 minutes)
-#       every CUDA test (a process each), the attention grid (bf16: qkv's mma.sync forward with one and
-#       two m-tiles a warp, PyTorch's SDPA backends), Nsight Compute on the forward and backward
+#       every CUDA test (a process each), the attention grid (bf16, L = 2k and 16k: qkv's wgmma forward
+#       with key tiles of 64 and 128, the mma.sync pair, PyTorch's SDPA backends)
 #   run(command="bash scripts/gpu_session.sh 2", carry=[".gpu"], timeout_s=400)          (~3 minutes)
 #       GPT training tokens/s against PyTorch eager and compiled, translation throughput GPU vs CPU,
 #       qkv train of the translation Transformer in f32 and bf16
@@ -31,14 +31,14 @@ step() {  # step NAME LIMIT_S COMMAND…: the command's output to $OUT/NAME.log,
   echo "== $name: exit $rc after $((SECONDS - t0))s"
 }
 tests() {
-  step tests 150 bash .gpu/run.sh tests
+  step tests 240 bash .gpu/run.sh tests
   grep -A3 -E "Failure|FAILED" "$out/cuda_tests.log" | grep -v "^\[" | head -n 40
 }
-attention() {  # attention [KERNEL…]: qkv's kernels to time (default: mma, the default kernels)
+attention() {  # attention [KERNEL…]: qkv's kernels to time (default: wgmma, the default on Hopper)
   local kernels=("$@")
-  [ ${#kernels[@]} -gt 0 ] || kernels=(mma)
-  step attention 200 python3 bench/attention_cuda_vs_pytorch.py --qkv "bash .gpu/run.sh qkv" \
-    --lens 1024 4096 16384 --dims 64 128 --reps 5 --kernels "${kernels[@]}" --json-out "$out/attention.json"
+  [ ${#kernels[@]} -gt 0 ] || kernels=(wgmma)
+  step attention 240 python3 bench/attention_cuda_vs_pytorch.py --qkv "bash .gpu/run.sh qkv" \
+    --lens ${ATTENTION_LENS:-2048 16384} --dims 64 128 --reps 5 --kernels "${kernels[@]}" --json-out "$out/attention.json"
 }
 training() {
   step gpt 190 python3 bench/gpt_cuda_vs_pytorch.py --qkv "bash .gpu/run.sh qkv" --iters 100
@@ -50,10 +50,17 @@ profile() {  # Nsight Compute on the tensor-core attention kernels, one launch e
   [ -n "$ncu" ] || { echo "gpu_session: no ncu on this machine"; return; }
   local sections=(--section SpeedOfLight --section Occupancy --section LaunchStats --section WarpStateStats
                   --section ComputeWorkloadAnalysis --section MemoryWorkloadAnalysis)
+  local -A name=([forward]="regex:flash_(wgmma_overlap|mma_forward)" [backward]="regex:flash_mma_backward")
   for k in forward backward; do
-    step "profile-$k" 60 "$ncu" --kernel-name "regex:flash_mma_$k" --launch-count 1 "${sections[@]}" \
+    step "profile-$k" 60 "$ncu" --kernel-name "${name[$k]}" --launch-count 1 "${sections[@]}" \
       bash .gpu/run.sh qkv bench attention --device cuda -B 4 --heads 16 -L 4096 -d 128 --dtype bf16 --repeats 1
   done
+}
+serve() {  # qkv serve --device cuda under load (500 requests, 32 clients) against the CLI on the GPU and on the 16 CPU cores
+  step serve-cuda 90 python3 bench/serve_load.py --qkv "bash .gpu/run.sh qkv" --device cuda --requests 500 --clients 32 \
+    --repeats 1 --threads 4 --json "$out/serve-cuda.json"
+  step serve-cpu 90 python3 bench/serve_load.py --qkv "bash .gpu/run.sh qkv" --device cpu --requests 500 --clients 32 \
+    --repeats 1 --threads 16 --json "$out/serve-cpu.json"
 }
 transformer() {  # qkv train of the translation Transformer on the GPU: tokens/s in f32 and bf16
   for dt in f32 bf16; do
@@ -62,11 +69,11 @@ transformer() {  # qkv train of the translation Transformer on the GPU: tokens/s
   done
 }
 case "${1:-}" in
-  1) tests; attention mma1 mma2; profile ;;
+  1) tests; attention wgmma wgmma64 wgmma128 mma ;;
   2) training; transformer ;;
-  tests | attention | training | profile | transformer) "$@" ;;
+  tests | attention | training | profile | serve | transformer) "$@" ;;
   sanitize) step sanitize 400 bash .gpu/run.sh sanitize "${2:-Cuda.Bf16*}" ;;
   *)
-    echo "usage: bash scripts/gpu_session.sh 1 | 2 | tests | attention [KERNEL…] | training | profile | transformer | sanitize [GTEST_FILTER]" >&2
+    echo "usage: bash scripts/gpu_session.sh 1 | 2 | tests | attention [KERNEL…] | training | profile | serve | transformer | sanitize [GTEST_FILTER]" >&2
     exit 2 ;;
 esac

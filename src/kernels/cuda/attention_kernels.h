@@ -32,6 +32,11 @@ void attention_backward_mma_bf16(const AttnProblem& p, const float* lse, const f
 void attention_backward_mma_f16(const AttnProblem& p, const float* lse, const float* Dsum, const float* dout,
                                 float* dq, float* dk, float* dv);
 bool attention_uses_wmma();
+// The forward on Hopper's wgmma (sm90a/attention_wgmma.cu; head dims 64 and 128, D = Dv): runs and
+// returns true on a compute capability 9.0 GPU unless QKV_CUDA_ATTENTION names another kernel
+// (mma, mma1, mma2, wmma); false — nothing done — where it does not serve the problem.
+bool attention_forward_wgmma_bf16(const AttnProblem& p, float* out, float* lse);
+bool attention_forward_wgmma_f16(const AttnProblem& p, float* out, float* lse);
 // m16 tiles of query rows a warp in the mma.sync forward at head dim D: 2 at 128, 1 at 64 (the faster
 // on an H200), or as QKV_CUDA_ATTENTION=mma1 / mma2 says (for measurement side by side and the tests).
 int attention_forward_tiles(int64_t D);

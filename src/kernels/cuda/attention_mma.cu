@@ -35,30 +35,19 @@
 
 #include "kernels/cuda/attention_kernels.h"
 #include "kernels/cuda/attention_device.cuh"
+#include "kernels/cuda/attention_tiles.cuh"
 #include "kernels/cuda/launch.h"
 
 namespace qkv::kernels::cuda {
 namespace {
+
+using namespace tiles;
 
 constexpr int kWarps = 4;
 constexpr int kRows = 16 * kWarps;  // query rows per block
 constexpr int kKeys = 64;           // keys per tile
 constexpr int kThreads = 32 * kWarps;
 constexpr float kLog2e = 1.4426950408889634f;
-
-// Two floats → one 32-bit register of two T, `lo` in the low half (the lower-indexed element).
-template <typename T>
-__device__ inline uint32_t pack2(float lo, float hi);
-template <>
-__device__ inline uint32_t pack2<__nv_bfloat16>(float lo, float hi) {
-  const __nv_bfloat162 v = __floats2bfloat162_rn(lo, hi);
-  return *reinterpret_cast<const uint32_t*>(&v);
-}
-template <>
-__device__ inline uint32_t pack2<__half>(float lo, float hi) {
-  const __half2 v = __floats2half2_rn(lo, hi);
-  return *reinterpret_cast<const uint32_t*>(&v);
-}
 
 // c += a·b on the tensor cores: a 16 × 16, b 16 × 8 (T), c 16 × 8 (f32)
 template <typename T>
@@ -78,8 +67,6 @@ __device__ inline void mma<__half>(float (&c)[4], const uint32_t (&a)[4], uint32
       : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
 }
 
-__device__ inline uint32_t smem_address(const void* p) { return static_cast<uint32_t>(__cvta_generic_to_shared(p)); }
-
 // Four 8 × 8 matrices of 16-bit elements from shared memory; lane l gives the address of row l % 8 of
 // matrix l / 8. .trans hands each lane the transposed pair (rows 2(l%4), 2(l%4)+1 of column l/4).
 __device__ inline void ldmatrix_x4(uint32_t (&r)[4], const void* p) {
@@ -93,52 +80,6 @@ __device__ inline void ldmatrix_x4_trans(uint32_t (&r)[4], const void* p) {
                : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
                : "r"(smem_address(p))
                : "memory");
-}
-
-// 16 bytes global → shared without passing through registers; `valid` false writes 16 zero bytes.
-__device__ inline void cp_async16(void* dst, const void* src, bool valid) {
-  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(smem_address(dst)), "l"(src),
-               "r"(valid ? 16 : 0)
-               : "memory");
-}
-__device__ inline void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::: "memory"); }
-template <int N>
-__device__ inline void cp_async_wait() {  // until at most N of this thread's groups are in flight
-  asm volatile("cp.async.wait_group %0;\n" ::"n"(N) : "memory");
-}
-
-// ---- pre-pass: strided f32 rows → dense T rows --------------------------------------------------------
-
-// dst[(b·heads + h)·L + i][c] = T(src[b·sb + h·sh + i·sl + c]) for c < D (D a multiple of 8): a thread
-// per 8 elements, one 16-byte store; float4 loads when the source allows them (Vec).
-template <typename T, bool Vec>
-__global__ void round_rows_kernel(const float* src, int64_t sb, int64_t sh, int64_t sl, int64_t heads, int64_t L,
-                                  int64_t D, int64_t pieces, T* dst) {
-  for (int64_t e = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; e < pieces; e += int64_t{gridDim.x} * blockDim.x) {
-    const int64_t c = e % (D / 8) * 8, row = e / (D / 8), i = row % L, h = row / L % heads, b = row / (L * heads);
-    const float* s = src + b * sb + h * sh + i * sl + c;
-    float x[8];
-    if constexpr (Vec) {
-      const float4 lo = *reinterpret_cast<const float4*>(s), hi = *reinterpret_cast<const float4*>(s + 4);
-      x[0] = lo.x, x[1] = lo.y, x[2] = lo.z, x[3] = lo.w, x[4] = hi.x, x[5] = hi.y, x[6] = hi.z, x[7] = hi.w;
-    } else {
-#pragma unroll
-      for (int u = 0; u < 8; ++u) x[u] = s[u];
-    }
-    reinterpret_cast<uint4*>(dst)[e] =
-        make_uint4(pack2<T>(x[0], x[1]), pack2<T>(x[2], x[3]), pack2<T>(x[4], x[5]), pack2<T>(x[6], x[7]));
-  }
-}
-
-template <typename T>
-void round_rows(const float* src, int64_t sb, int64_t sh, int64_t sl, int64_t B, int64_t heads, int64_t L, int64_t D,
-                T* dst, cudaStream_t s) {
-  const int64_t pieces = B * heads * L * D / 8;
-  if (pieces == 0) return;
-  const bool vec = reinterpret_cast<uintptr_t>(src) % 16 == 0 && sb % 4 == 0 && sh % 4 == 0 && sl % 4 == 0;
-  if (vec) round_rows_kernel<T, true><<<blocks_for(pieces), 256, 0, s>>>(src, sb, sh, sl, heads, L, D, pieces, dst);
-  else round_rows_kernel<T, false><<<blocks_for(pieces), 256, 0, s>>>(src, sb, sh, sl, heads, L, D, pieces, dst);
-  QKV_CUDA_LAUNCHED(round_rows_kernel);
 }
 
 // ---- the forward kernel -------------------------------------------------------------------------------
@@ -679,10 +620,12 @@ int attention_forward_tiles(int64_t D) {
 }
 
 void attention_forward_mma_bf16(const AttnProblem& p, float* out, float* lse) {
+  if (attention_forward_wgmma_bf16(p, out, lse)) return;  // Hopper
   if (p.D == 64) return launch_forward<__nv_bfloat16, 64>(p, out, lse, stream());
   launch_forward<__nv_bfloat16, 128>(p, out, lse, stream());
 }
 void attention_forward_mma_f16(const AttnProblem& p, float* out, float* lse) {
+  if (attention_forward_wgmma_f16(p, out, lse)) return;  // Hopper
   if (p.D == 64) return launch_forward<__half, 64>(p, out, lse, stream());
   launch_forward<__half, 128>(p, out, lse, stream());
 }
