@@ -1,5 +1,5 @@
 // qkv serve over loopback: the JSON API's round trips against the CLI's translations and
-// generations (streamed and not), the attention views (shapes, rows summing to 1, causal masks, the
+// generations (streamed and not; OpenAI's /v1/completions and /v1/chat/completions too), the attention views (shapes, rows summing to 1, causal masks, the
 // head search's formula), an error status naming the problem for each bad request, concurrent
 // requests (batched together) equal to sequential ones, the metrics, and SIGTERM finishing the
 // request in flight. The viewer page in a real browser: tests/browser/viewer_test.py.
@@ -284,6 +284,166 @@ TEST(Serve, GeneratesAsTheCliDoesStreamedOrNot) {
   auto m = c.Get("/metrics");
   ASSERT_TRUE(m);
   EXPECT_NE(m->body.find("qkv_generated_tokens_total 120"), std::string::npos) << m->body;
+}
+
+// A streamed POST's server-sent events: the JSON of each "data: " line; `done` is set by "data: [DONE]".
+std::vector<json> sse_events(int port, const char* path, const std::string& body, bool* done, int* status) {
+  httplib::Client c("127.0.0.1", port);
+  c.set_read_timeout(120, 0);
+  auto res = c.Post(path, body, "application/json");
+  std::vector<json> out;
+  *done = false;
+  if (!res) return out;
+  *status = res->status;
+  EXPECT_EQ(res->get_header_value("Content-Type"), "text/event-stream");
+  const std::string& stream = res->body;
+  for (size_t at = 0, end; (end = stream.find("\n\n", at)) != std::string::npos; at = end + 2) {
+    const std::string e = stream.substr(at, end - at);
+    EXPECT_EQ(e.rfind("data: ", 0), 0u) << e;
+    if (e == "data: [DONE]") *done = true;
+    else {
+      EXPECT_FALSE(*done) << "an event after [DONE]";
+      out.push_back(json::parse(e.substr(6)));
+    }
+  }
+  return out;
+}
+
+TEST(Serve, OpenAiCompletionsAndChatCompletionsStreamedOrNot) {
+  ServeProcess s("");
+  ASSERT_GT(s.port(), 0) << s.log();
+  const std::string expected = cli_generation("ROMEO:", 60, 7);
+  // /v1/completions: the CLI's text for the same seed and temperature; unknown fields and nulls ignored
+  int status = 0;
+  json r = post(s.port(),
+                R"({"model": "shakespeare-char", "prompt": "ROMEO:", "max_tokens": 60, "seed": 7, "temperature": 0.8,
+                    "logprobs": null, "echo": false, "frequency_penalty": 0, "user": "me", "stop": null})",
+                &status, "/v1/completions");
+  ASSERT_EQ(status, 200) << r.dump();
+  EXPECT_EQ(r["object"], "text_completion");
+  EXPECT_EQ(r["model"], "shakespeare-char");
+  ASSERT_EQ(r["choices"].size(), 1u);
+  EXPECT_EQ(r["choices"][0]["text"], expected);
+  EXPECT_EQ(r["choices"][0]["finish_reason"], "length");
+  EXPECT_EQ(r["usage"]["prompt_tokens"], 6);
+  EXPECT_EQ(r["usage"]["completion_tokens"], 60);
+  EXPECT_EQ(r["usage"]["total_tokens"], 66);
+  // a stop string cuts the text before it, finish_reason "stop"; a list of prompts: a choice each
+  const std::string stop = expected.substr(10, 2);
+  r = post(s.port(), json{{"prompt", {"ROMEO:", "ROMEO:"}}, {"max_tokens", 60}, {"seed", 7}, {"temperature", 0.8},
+                          {"stop", {stop, "\x01"}}}.dump(), &status, "/v1/completions");
+  ASSERT_EQ(status, 200) << r.dump();
+  ASSERT_EQ(r["choices"].size(), 2u);
+  for (const json& c : r["choices"]) {
+    EXPECT_EQ(c["text"], expected.substr(0, expected.find(stop)));
+    EXPECT_EQ(c["finish_reason"], "stop");
+  }
+  EXPECT_EQ(r["choices"][1]["index"], 1);
+
+  // streamed: text_completion chunks joining to the same text, the finish_reason, then [DONE]
+  bool done = false;
+  std::vector<json> events = sse_events(s.port(), "/v1/completions",
+                                        R"({"prompt": "ROMEO:", "max_tokens": 60, "seed": 7, "temperature": 0.8, "stream": true})",
+                                        &done, &status);
+  EXPECT_EQ(status, 200);
+  EXPECT_TRUE(done);
+  ASSERT_GE(events.size(), 2u);
+  std::string joined;
+  for (const json& e : events) {
+    EXPECT_EQ(e["object"], "text_completion");
+    joined += e["choices"][0]["text"].get<std::string>();
+  }
+  EXPECT_EQ(joined, expected);
+  EXPECT_EQ(events.back()["choices"][0]["finish_reason"], "length");
+  EXPECT_TRUE(events.front()["choices"][0]["finish_reason"].is_null());
+
+  // /v1/chat/completions: messages joined as "role: content" lines, then "assistant:"
+  const std::string chat_prompt = "system: Speak.\nuser: ROMEO:\nassistant:";
+  const std::string chat_expected = cli_generation(chat_prompt, 40, 3);
+  const std::string messages =
+      R"("messages": [{"role": "system", "content": "Speak."}, {"role": "user", "content": [{"type": "text", "text": "ROMEO:"}]}])";
+  r = post(s.port(), R"({)" + messages + R"(, "max_tokens": 40, "seed": 3, "temperature": 0.8, "n": 1})", &status,
+           "/v1/chat/completions");
+  ASSERT_EQ(status, 200) << r.dump();
+  EXPECT_EQ(r["object"], "chat.completion");
+  EXPECT_EQ(r["choices"][0]["message"]["role"], "assistant");
+  EXPECT_EQ(r["choices"][0]["message"]["content"], chat_expected);
+  EXPECT_EQ(r["choices"][0]["finish_reason"], "length");
+  EXPECT_EQ(r["usage"]["prompt_tokens"], static_cast<int64_t>(chat_prompt.size()));  // characters: one per token
+  EXPECT_EQ(r["usage"]["completion_tokens"], 40);
+  events = sse_events(s.port(), "/v1/chat/completions",
+                      R"({)" + messages + R"(, "max_tokens": 40, "seed": 3, "temperature": 0.8, "stream": true})", &done,
+                      &status);
+  EXPECT_EQ(status, 200);
+  EXPECT_TRUE(done);
+  ASSERT_GE(events.size(), 3u);
+  EXPECT_EQ(events.front()["choices"][0]["delta"]["role"], "assistant");
+  joined.clear();
+  for (const json& e : events) {
+    EXPECT_EQ(e["object"], "chat.completion.chunk");
+    if (e["choices"][0]["delta"].contains("content")) joined += e["choices"][0]["delta"]["content"].get<std::string>();
+  }
+  EXPECT_EQ(joined, chat_expected);
+  EXPECT_EQ(events.back()["choices"][0]["finish_reason"], "length");
+
+  // GET /v1/models in OpenAI's shape too
+  httplib::Client c("127.0.0.1", s.port());
+  auto m = c.Get("/v1/models");
+  ASSERT_TRUE(m);
+  const json models = json::parse(m->body);
+  EXPECT_EQ(models["object"], "list");
+  bool found = false;
+  for (const json& d : models["data"]) found |= d["id"] == "shakespeare-char" && d["object"] == "model";
+  EXPECT_TRUE(found) << m->body;
+}
+
+TEST(Serve, OpenAiRoutesAnswerBadRequestsInOpenAisErrorShape) {
+  ServeProcess s("--max-sentence-bytes 60 --max-new-tokens 100");
+  ASSERT_GT(s.port(), 0) << s.log();
+  struct Case {
+    const char* path;
+    std::string body;
+    int status;
+    const char* param;  // nullptr: a null param
+    std::string says;
+  };
+  const std::vector<Case> cases = {
+      {"/v1/completions", "{", 400, nullptr, "not JSON"},
+      {"/v1/completions", R"({"prompt": "A", "max_tokens": -1})", 400, "max_tokens", "max_tokens"},
+      {"/v1/completions", R"({"prompt": "A", "max_tokens": 101})", 400, "max_tokens", "from 1 to 100"},
+      {"/v1/completions", R"({"prompt": "A", "max_tokens": "10"})", 400, "max_tokens", "integer"},
+      {"/v1/completions", R"({"prompt": 5})", 400, "prompt", "string"},
+      {"/v1/completions", R"({"prompt": [1, 2]})", 400, "prompt", "token arrays"},
+      {"/v1/completions", R"({})", 400, "prompt", "must be"},
+      {"/v1/completions", R"({"prompt": "A", "temperature": 3})", 400, "temperature", "from 0 to 2"},
+      {"/v1/completions", R"({"prompt": "A", "top_p": 1.5})", 400, "top_p", "top_p"},
+      {"/v1/completions", R"({"prompt": "A", "n": 2})", 400, "n", "\"n\""},
+      {"/v1/completions", R"({"prompt": "A", "stop": 5})", 400, "stop", "\"stop\""},
+      {"/v1/completions", R"({"prompt": "A", "stop": ["a", "b", "c", "d", "e"]})", 400, "stop", "at most 4"},
+      {"/v1/completions", R"({"prompt": "A", "stream": "yes"})", 400, "stream", "true or false"},
+      {"/v1/completions", R"({"prompt": "A", "model": "en-fr"})", 400, nullptr, "translation model"},
+      {"/v1/completions", R"({"prompt": "A", "model": "gpt-4"})", 404, nullptr, "unknown model"},
+      {"/v1/completions", R"({"prompt": ")" + std::string(70, 'A') + R"("})", 413, "prompt", "--max-sentence-bytes 60"},
+      {"/v1/chat/completions", R"({"model": "shakespeare-char"})", 400, "messages", "\"messages\""},
+      {"/v1/chat/completions", R"({"messages": [{"content": "hi"}]})", 400, "messages", "role"},
+      {"/v1/chat/completions", R"({"messages": [{"role": "user", "content": 5}]})", 400, "messages", "content"},
+      {"/v1/chat/completions", R"({"messages": [{"role": "user", "content": "A"}], "max_tokens": -5})", 400, "max_tokens",
+       "max_tokens"},
+  };
+  for (const Case& k : cases) {
+    int status = 0;
+    const json r = post(s.port(), k.body, &status, k.path);
+    EXPECT_EQ(status, k.status) << k.path << " " << k.body.substr(0, 80) << " → " << r.dump();
+    ASSERT_TRUE(r.contains("error") && r["error"].is_object()) << r.dump();
+    const json& e = r["error"];
+    EXPECT_EQ(e["type"], "invalid_request_error") << r.dump();
+    if (k.param) EXPECT_EQ(e["param"], k.param) << r.dump();
+    else EXPECT_TRUE(e["param"].is_null()) << r.dump();
+    EXPECT_NE(e["message"].get<std::string>().find(k.says), std::string::npos) << k.path << " " << r.dump();
+  }
+  int status = 0;
+  post(s.port(), R"({"prompt": "A", "max_tokens": 3})", &status, "/v1/completions");
+  EXPECT_EQ(status, 200);
 }
 
 // every row of every head sums to 1; causal kinds put no weight on later keys

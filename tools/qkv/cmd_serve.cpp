@@ -31,7 +31,13 @@
 //   POST /v1/fill-mask   {"text", "model"?, "top_k"?, "text_pair"?} (a masked language model: BERT)
 //                        → {"model", "masks": [[{"score", "token", "token_str", "sequence"}, … top_k]
 //                        per [MASK] of the text]}   (decode/fill_mask.h: pipeline("fill-mask")'s)
-//   GET  /v1/models      the loaded models        GET /health      {"status": "ok"}
+//   POST /v1/completions, /v1/chat/completions   OpenAI's API for the language models: model,
+//                        prompt (a string or strings: a choice each) or messages (joined as
+//                        "role: content" lines then "assistant:"; no chat template), max_tokens,
+//                        temperature, top_p, n (1), stop, stream (data: {chunk} … data: [DONE]),
+//                        seed; other fields ignored; errors as {"error": {"message", "type", "param"}}
+//   GET  /v1/models      the loaded models ("models", and OpenAI's "object": "list", "data")
+//   GET  /health         {"status": "ok"}
 //   GET  /metrics        Prometheus text: requests by route and status, latency, sentences and
 //                        tokens produced (rate() of them is tokens/s), queue length, in flight
 //
@@ -51,6 +57,9 @@
 #include <cstdlib>
 #include <cstdio>
 #include <filesystem>
+#include <ctime>
+#include <functional>
+#include <random>
 
 #include "commands.h"
 #include "http_server.h"
@@ -216,6 +225,8 @@ class Server {
     http_.route("POST", "/v1/generate", answer([this](const HttpRequest& r) { return generate(r); }), true);
     http_.route("POST", "/v1/attention", answer([this](const HttpRequest& r) { return attention(r); }), true);
     http_.route("POST", "/v1/fill-mask", answer([this](const HttpRequest& r) { return fill_mask(r); }), true);
+    http_.route("POST", "/v1/completions", openai_answer([this](const HttpRequest& r) { return openai(r, false); }), true);
+    http_.route("POST", "/v1/chat/completions", openai_answer([this](const HttpRequest& r) { return openai(r, true); }), true);
   }
 
   // Binds (port 0: any free port) and returns the port; then run() serves until stop().
@@ -241,6 +252,35 @@ class Server {
       }
     };
   }
+  // The OpenAI-compatible routes' errors in OpenAI's shape: {"error": {"message", "type", "param",
+  // "code"}}, param the field a message starts by naming ("\"max_tokens\" must be …").
+  template <class F>
+  static HttpServer::Handler openai_answer(F f) {
+    return [f](const HttpRequest& req) {
+      auto shaped = [](int status, const std::string& message) {
+        json param = nullptr;
+        if (message.size() > 2 && message[0] == '"') {
+          const size_t end = message.find('"', 1);
+          if (end != std::string::npos) param = message.substr(1, end - 1);
+        }
+        HttpResponse r;
+        r.status = status;
+        r.body = json{{"error", {{"message", message},
+                                 {"type", status >= 500 ? "server_error" : "invalid_request_error"},
+                                 {"param", param},
+                                 {"code", status == 404 ? json("model_not_found") : json(nullptr)}}}}
+                     .dump(-1, ' ', false, json::error_handler_t::replace);
+        return r;
+      };
+      try {
+        return f(req);
+      } catch (const HttpError& e) {
+        return shaped(e.status, e.message);
+      } catch (const std::exception& e) {
+        return shaped(500, plain_message(e.what()));
+      }
+    };
+  }
   std::chrono::duration<double> timeout() const { return std::chrono::duration<double>(a_.timeout_s); }
 
   HttpResponse models() {
@@ -250,7 +290,11 @@ class Server {
                 {"path", s->path()}, {"model", s->meta().value("model", json::object())}};
       list.push_back(std::move(m));
     }
-    return json_response(json{{"models", list}});
+    // OpenAI's list ({"object": "list", "data": [{"id", "object": "model", "created", "owned_by"}]})
+    // beside qkv's own "models"
+    json data = json::array();
+    for (auto& s : services_) data.push_back({{"id", s->name()}, {"object", "model"}, {"created", 0}, {"owned_by", "qkv"}});
+    return json_response(json{{"object", "list"}, {"data", data}, {"models", list}});
   }
 
   // The model a request names (or the only one of the kinds it may use).
@@ -395,6 +439,192 @@ class Server {
         if (open) send_event(sink, {{"error", {{"code", 500}, {"message", e.what()}}}});
       }
       metrics_.generated(n);
+      held->unlock();
+    };
+    return res;
+  }
+
+  // ---- OpenAI-compatible /v1/completions and /v1/chat/completions -------------------------------
+  // One text generated from `prompt`, cut at the first of `stops` (not included); emit (streaming)
+  // gets the text as it is settled: the last bytes that could begin a stop string are held back.
+  struct Completion {
+    std::string text, finish_reason;
+    int64_t prompt_tokens = 0, completion_tokens = 0;
+  };
+  Completion complete(LanguageModelService& s, const std::vector<int32_t>& prompt, const decode::GenerateOptions& o,
+                      const std::vector<std::string>& stops, const std::function<bool(const std::string&)>& emit) {
+    Completion c;
+    c.prompt_tokens = static_cast<int64_t>(prompt.size());
+    size_t hold = 0;
+    for (const auto& st : stops) hold = std::max(hold, st.size() - 1);
+    std::string& text = c.text;
+    size_t sent = 0;
+    bool stopped = false, open = true;
+    auto settle = [&](size_t end) {
+      if (end <= sent) return;
+      const std::string piece = text.substr(sent, end - sent);
+      sent = end;
+      if (emit && !emit(piece)) open = false;
+    };
+    auto push = [&](const std::string& piece) {
+      text += piece;
+      size_t best = std::string::npos;
+      for (const auto& st : stops) best = std::min(best, text.find(st, sent));  // (a stop begins at or after `sent`)
+      if (best != std::string::npos) {
+        text.resize(best);
+        settle(best);
+        stopped = true;
+        return false;
+      }
+      size_t end = text.size() > hold ? text.size() - hold : 0;
+      while (end > sent && end < text.size() && (static_cast<unsigned char>(text[end]) & 0xC0) == 0x80) --end;  // whole characters
+      settle(end);
+      return open;
+    };
+    text::TextStreamer streamer(s.loaded().tokenizer);
+    decode::generate(*s.loaded().model, prompt, o, [&](int32_t id) {
+      ++c.completion_tokens;
+      return push(streamer.push(id));
+    });
+    if (!stopped && open && push(streamer.flush())) settle(text.size());
+    if (!stopped && open) settle(text.size());
+    metrics_.generated(c.completion_tokens);
+    // the model's own end of text (a converted model's eos) also stops before max_tokens
+    c.finish_reason = stopped || c.completion_tokens < o.max_new_tokens ? "stop" : "length";
+    return c;
+  }
+
+  HttpResponse openai(const HttpRequest& req, bool chat) {
+    static const std::vector<const char*> fields = {"model", "prompt", "messages", "max_tokens", "max_completion_tokens",
+                                                    "temperature", "top_p", "n", "stop", "stream", "seed"};
+    const Body body(req.body, fields, /*lenient=*/true);
+    const char* route = chat ? "/v1/chat/completions" : "/v1/completions";
+    auto& s = static_cast<LanguageModelService&>(service(body, {"language_model"}, route));
+    // the prompts: completions take a string or a list of strings (a choice each); chat joins its
+    // messages as "role: content" lines and asks for the assistant's (qkv's models have no chat template)
+    std::vector<std::string> texts;
+    if (chat) {
+      if (!body.has("messages") || !body["messages"].is_array() || body["messages"].empty())
+        throw HttpError{400, "\"messages\" must be a non-empty array of {\"role\", \"content\"}"};
+      std::string joined;
+      for (const json& m : body["messages"]) {
+        if (!m.is_object() || !m.contains("role") || !m["role"].is_string() || !m.contains("content"))
+          throw HttpError{400, "\"messages\": each must be {\"role\": string, \"content\": string or [{\"type\": \"text\", \"text\"}]}"};
+        std::string content;
+        if (m["content"].is_string()) content = m["content"].get<std::string>();
+        else if (m["content"].is_array()) {
+          for (const json& part : m["content"]) {
+            if (!part.is_object() || !part.contains("text") || !part["text"].is_string())
+              throw HttpError{400, "\"messages\": a content part must be {\"type\": \"text\", \"text\": string}"};
+            content += part["text"].get<std::string>();
+          }
+        } else if (!m["content"].is_null())
+          throw HttpError{400, "\"messages\": \"content\" must be a string or an array of text parts"};
+        joined += m["role"].get<std::string>() + ": " + content + "\n";
+      }
+      texts.push_back(joined + "assistant:");
+    } else {
+      const char* shape = "\"prompt\" must be a string or an array of strings";
+      if (!body.has("prompt")) throw HttpError{400, shape};
+      const json& p = body["prompt"];
+      if (p.is_string()) texts.push_back(p.get<std::string>());
+      else if (p.is_array() && !p.empty()) {
+        for (const json& t : p) {
+          if (!t.is_string()) throw HttpError{400, std::string(shape) + " (token arrays are not taken)"};
+          texts.push_back(t.get<std::string>());
+        }
+      } else throw HttpError{400, shape};
+      if (static_cast<int64_t>(texts.size()) > a_.max_sentences)
+        throw HttpError{413, "\"prompt\" has " + std::to_string(texts.size()) + " prompts, more than --max-sentences " +
+                                 std::to_string(a_.max_sentences)};
+    }
+    std::vector<std::vector<int32_t>> prompts;
+    const char* field = chat ? "messages" : "prompt";
+    for (const std::string& t : texts) {
+      if (t.empty()) throw HttpError{400, std::string("\"") + field + "\" is empty"};
+      if (static_cast<int64_t>(t.size()) > a_.max_sentence_bytes)
+        throw HttpError{413, std::string("\"") + field + "\" has " + std::to_string(t.size()) +
+                                 " bytes, more than --max-sentence-bytes " + std::to_string(a_.max_sentence_bytes)};
+      try {
+        prompts.push_back(s.loaded().tokenizer.encode(t));
+      } catch (const Error& e) {
+        throw HttpError{400, std::string("\"") + field + "\": " + plain_message(e.what())};
+      }
+    }
+    decode::GenerateOptions o;
+    const char* max_field = body.has("max_completion_tokens") ? "max_completion_tokens" : "max_tokens";
+    o.max_new_tokens = body.integer(max_field, chat ? std::min<int64_t>(200, a_.max_new_tokens) : std::min<int64_t>(16, a_.max_new_tokens),
+                                    1, a_.max_new_tokens);
+    o.stop_ids = s.loaded().stop_ids;
+    o.sampling.temperature = body.number("temperature", 1.0, 0, 2);
+    o.sampling.top_p = std::max(body.number("top_p", 1.0, 0, 1.0), 1e-6);
+    if (body.integer("n", 1, 1, 1) != 1) throw HttpError{400, "\"n\" must be 1"};
+    o.sampling.seed = body.has("seed") ? static_cast<uint64_t>(body.integer("seed", 0, std::numeric_limits<int64_t>::min(),
+                                                                            std::numeric_limits<int64_t>::max()))
+                                       : static_cast<uint64_t>(std::random_device{}()) << 32 | std::random_device{}();
+    std::vector<std::string> stops;
+    if (body.has("stop")) {
+      const json& st = body["stop"];
+      const char* shape = "\"stop\" must be a string or an array of at most 4 non-empty strings";
+      if (st.is_string()) stops.push_back(st.get<std::string>());
+      else if (st.is_array() && st.size() <= 4) {
+        for (const json& x : st) {
+          if (!x.is_string()) throw HttpError{400, shape};
+          stops.push_back(x.get<std::string>());
+        }
+      } else throw HttpError{400, shape};
+      for (const auto& x : stops)
+        if (x.empty() || static_cast<int64_t>(x.size()) > a_.max_sentence_bytes) throw HttpError{400, shape};
+    }
+    const bool stream = body.boolean("stream", false);
+    static std::atomic<uint64_t> counter{0};
+    const std::string id = (chat ? "chatcmpl-" : "cmpl-") + std::to_string(++counter);
+    const int64_t created = static_cast<int64_t>(std::time(nullptr));
+    const std::string object = chat ? "chat.completion" : "text_completion";
+    auto held = std::make_shared<std::unique_lock<std::timed_mutex>>(s.hold(timeout()));
+    if (!stream) {
+      json choices = json::array();
+      int64_t prompt_tokens = 0, completion_tokens = 0;
+      for (size_t i = 0; i < prompts.size(); ++i) {
+        const Completion c = complete(s, prompts[i], o, stops, nullptr);
+        prompt_tokens += c.prompt_tokens, completion_tokens += c.completion_tokens;
+        json choice = {{"index", i}, {"finish_reason", c.finish_reason}, {"logprobs", nullptr}};
+        if (chat) choice["message"] = {{"role", "assistant"}, {"content", c.text}};
+        else choice["text"] = c.text;
+        choices.push_back(std::move(choice));
+      }
+      return json_response(json{{"id", id}, {"object", object}, {"created", created}, {"model", s.name()},
+                                {"choices", choices},
+                                {"usage", {{"prompt_tokens", prompt_tokens}, {"completion_tokens", completion_tokens},
+                                           {"total_tokens", prompt_tokens + completion_tokens}}}});
+    }
+    // server-sent events as OpenAI sends them: data: {chunk} per piece of text, a last chunk with the
+    // finish_reason, then data: [DONE]
+    HttpResponse res;
+    res.content_type = "text/event-stream";
+    res.headers.emplace_back("Cache-Control", "no-cache");
+    res.stream = [this, &s, prompts, o, stops, held, chat, id, created, name = s.name()](StreamSink& sink) {
+      const std::string chunk_object = chat ? "chat.completion.chunk" : "text_completion";
+      auto chunk = [&](size_t i, const json& piece, const json& finish) {
+        json choice = {{"index", i}, {"finish_reason", finish}, {"logprobs", nullptr}};
+        if (chat) choice["delta"] = piece;
+        else choice["text"] = piece;
+        return json{{"id", id}, {"object", chunk_object}, {"created", created}, {"model", name}, {"choices", {choice}}};
+      };
+      bool open = true;
+      try {
+        for (size_t i = 0; i < prompts.size() && open; ++i) {
+          if (chat) open = send_event(sink, chunk(i, {{"role", "assistant"}, {"content", ""}}, nullptr));
+          if (!open) break;
+          const Completion c = complete(s, prompts[i], o, stops, [&](const std::string& piece) {
+            return open = send_event(sink, chunk(i, chat ? json{{"content", piece}} : json(piece), nullptr));
+          });
+          if (open) open = send_event(sink, chunk(i, chat ? json::object() : json(""), c.finish_reason));
+        }
+        if (open) sink.write("data: [DONE]\n\n");
+      } catch (const std::exception& e) {
+        if (open) send_event(sink, {{"error", {{"message", plain_message(e.what())}, {"type", "server_error"}, {"param", nullptr}, {"code", nullptr}}}});
+      }
       held->unlock();
     };
     return res;

@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <cstdio>
 #include <initializer_list>
+#include <iterator>
 #include <string>
 #include <vector>
 
@@ -30,7 +31,9 @@ using nlohmann::json;
 // A request body: a JSON object with known fields, read with checks that answer 400 naming the field.
 class Body {
  public:
-  Body(const std::string& text, const std::vector<const char*>& fields) {
+  // lenient (the OpenAI-compatible routes): fields not in `fields` are ignored and a null counts as
+  // absent, as OpenAI's API takes them (its clients send many optional fields)
+  Body(const std::string& text, const std::vector<const char*>& fields, bool lenient = false) {
     // JSON is UTF-8 (RFC 8259 §8.1): a body that is not is refused naming the first bad byte, before
     // the parser (whose own message would quote the bad bytes)
     for (size_t i = 0; i < text.size();) {
@@ -47,6 +50,10 @@ class Body {
       throw HttpError{400, plain_message(e.what())};
     }
     if (!j_.is_object()) throw HttpError{400, "the body must be a JSON object"};
+    if (lenient) {
+      for (auto it = j_.begin(); it != j_.end();) it = it->is_null() ? j_.erase(it) : std::next(it);
+      return;
+    }
     std::string known;
     for (const char* f : fields) known += (known.empty() ? "" : ", ") + std::string(f);
     for (auto it = j_.begin(); it != j_.end(); ++it) {
