@@ -390,3 +390,77 @@ def test_nested_tensors_get_torch_attention():
         pytest.skip(f"torch refuses: {e}")
     for o, p in zip(out.unbind(), parts):
         assert_close(o, formula(p, p, p), torch.float32)
+
+
+# torch.compile: the call is one custom op (qkv::scaled_dot_product_attention, torch >= 2.4), so dynamo
+# keeps one graph (test_causal_variants_compile counts one frame); results and gradients equal eager's
+needs_custom_op = pytest.mark.skipif(not hasattr(getattr(torch, "library", None), "custom_op"),
+                                     reason="torch.library.custom_op needs torch >= 2.4")
+
+
+def attend_packed(x, w, causal, p):
+    q, k, v = (x @ w).view(x.shape[0], x.shape[1], 3, 2, 8).unbind(2)  # strided [B, H, L, E] views
+    q, k, v = (t.transpose(1, 2) for t in (q, k, v))
+    return sdpa(q, k, v, is_causal=causal, dropout_p=p).relu().sum(dim=-1)
+
+
+@needs_custom_op
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.float64])
+def test_compile_fullgraph_equals_eager(dtype):
+    torch._dynamo.reset()
+    g = torch.Generator().manual_seed(11)
+    x = torch.randn(2, 5, 16, generator=g).to(dtype)
+    w = torch.randn(16, 48, generator=g).to(dtype).requires_grad_()
+    compiled = torch.compile(attend_packed, fullgraph=True)  # inductor: a graph break would raise
+    y = compiled(x, w, True, 0.0)
+    (gw,) = torch.autograd.grad(y.square().sum(), w)
+    ye = attend_packed(x, w, True, 0.0)
+    (gwe,) = torch.autograd.grad(ye.square().sum(), w)
+    atol, rtol = TOL[dtype]
+    torch.testing.assert_close(y, ye, atol=atol, rtol=rtol)
+    torch.testing.assert_close(gw, gwe, atol=atol * 10, rtol=rtol * 10)
+
+
+@needs_custom_op
+def test_compile_dropout_same_mask_forward_and_backward():
+    import torch._dynamo.testing
+    torch._dynamo.reset()
+    counter = torch._dynamo.testing.CompileCounterWithBackend("aot_eager")  # torch's RNG, as eager's
+    g = torch.Generator().manual_seed(12)
+    x, w = torch.randn(2, 5, 16, generator=g), torch.randn(16, 48, generator=g).requires_grad_()
+    compiled = torch.compile(attend_packed, backend=counter, fullgraph=True)
+    torch.manual_seed(3)
+    y = compiled(x, w, False, 0.4)
+    (gw,) = torch.autograd.grad(y.sum(), w)
+    torch.manual_seed(3)
+    ye = attend_packed(x, w, False, 0.4)
+    (gwe,) = torch.autograd.grad(ye.sum(), w)
+    assert counter.frame_count == 1
+    torch.testing.assert_close(y, ye, atol=1e-5, rtol=5e-6)
+    torch.testing.assert_close(gw, gwe, atol=1e-5, rtol=5e-6)
+
+
+@needs_custom_op
+@has_causal_bias
+@pytest.mark.parametrize("variant", ["upper_left", "lower_right", "float", "bool"])
+@pytest.mark.parametrize("lq,lk", [(4, 4), (4, 6)])
+def test_compile_masks_one_frame(variant, lq, lk):  # test_causal_variants_compile, plus plain masks
+    import torch._dynamo.testing
+    from torch.nn.attention import bias
+    torch._dynamo.reset()
+    counter = torch._dynamo.testing.CompileCounterWithBackend("aot_eager")
+    g = torch.Generator().manual_seed(lq * 10 + lk)
+    q = torch.randn(2, 3, lq, 8, generator=g).requires_grad_()
+    k, v = (torch.randn(2, 3, lk, 8, generator=g).requires_grad_() for _ in range(2))
+    mask = {"upper_left": lambda: bias.causal_upper_left(lq, lk), "lower_right": lambda: bias.causal_lower_right(lq, lk),
+            "float": lambda: torch.randn(lq, lk, generator=g).requires_grad_(),
+            "bool": lambda: torch.rand(lq, lk, generator=g) > 0.3}[variant]()
+    wrt = [q, k, v] + ([mask] if variant == "float" else [])
+    y = torch.compile(sdpa, backend=counter, fullgraph=True)(q, k, v, attn_mask=mask)
+    grads = torch.autograd.grad(y.sum(), wrt)
+    ye = sdpa(q, k, v, attn_mask=mask)
+    grads_eager = torch.autograd.grad(ye.sum(), wrt)
+    assert counter.frame_count == 1
+    torch.testing.assert_close(y, ye, atol=1e-5, rtol=5e-6)
+    for a, b in zip(grads, grads_eager):
+        torch.testing.assert_close(a, b, atol=1e-5, rtol=5e-6)

@@ -24,15 +24,18 @@ torch.nn.functional.scaled_dot_product_attention's signature and contract:
   attention refuses it); backward may run again with retain_graph=True;
 - nested (jagged) tensors are handed to torch's own implementation (torch ≥ 2: torch._C._nn), which
   is what they get in torch;
-- torch.compile runs it with graph breaks around qkv's call (dynamo does not trace into qkv): the
-  results and gradients are the same, the compiled function has more than one frame.
+- torch.compile (torch ≥ 2.4) sees it as one op, `torch.ops.qkv.scaled_dot_product_attention`
+  (torch.library.custom_op with a fake kernel and registered autograd), so `fullgraph=True` holds
+  and a compiled function is one frame; its backward is a second op that recomputes qkv's forward
+  (same dropout seed, passed as a tensor drawn from torch's generator) and runs qkv's backward.
+  float64 under compile is the reference formula, traced as torch's ops. Eager calls (every torch)
+  take the autograd.Function below (no recomputation); torch 2.0–2.3 compile it with graph breaks.
 
 PyTorch's own CPU tests of scaled_dot_product_attention (test/test_transformers.py, run with this
 function patched in; the cases are ported to python/tests/test_torch_sdpa.py) pass but for: the
 float32 dropout cases of test_scaled_dot_product_attention (torch's math backend's mask stream, see
-above; float64 takes the reference path and matches it), test_causal_variants_compile's frame count
-(the graph breaks above), test_fused_sdp_choice_cpu (which backend torch picks; it never calls this
-function, so it passes, checking nothing of qkv's), and the random-mask cases that the torch
+above; float64 takes the reference path and matches it), test_fused_sdp_choice_cpu (which backend
+torch picks; it never calls this function, so it passes, checking nothing of qkv's), and the random-mask cases that the torch
 release the test file comes from also fails (a fully masked row: NaN there, 0 in torch ≥ 2.5 and here).
 """
 import math
@@ -222,6 +225,85 @@ class _ScaledDotProductAttention(_torch.autograd.Function):
         return (*result, None, None, None, None)
 
 
+# ---- torch.compile: the call as one custom op (torch ≥ 2.4), so dynamo keeps one graph ----------------
+
+def _op_forward(query, key, value, attn_mask, dropout_p, is_causal, scale, enable_gqa, seed, wants):
+    """qkv's forward on the op's (real) tensors: (qkv output, qkv leaves, layouts)."""
+    converted = [_into_qkv(t) for t in (query, key, value)]
+    inputs = [c[0] for c in converted]
+    mask = None if attn_mask is None else _mask_into_qkv(attn_mask)
+    for t, w in zip(inputs + [mask], wants):
+        if t is not None:
+            t.requires_grad = bool(w)
+    views = [t if c[1] is None else t.permute(*c[1][1]) for t, c in zip(inputs, converted)]
+    if dropout_p > 0.0:  # the seed travels as an input: the backward's recomputation draws the same mask
+        _qkv.manual_seed(int(seed.reshape(-1)[0].item()))
+    out = _qkv.functional.scaled_dot_product_attention(views[0], views[1], views[2], mask, dropout_p, is_causal,
+                                                       scale, enable_gqa=enable_gqa)
+    return out, inputs + [mask], [c[1] for c in converted] + [None]
+
+
+_compiled_op = None
+if hasattr(getattr(_torch, "library", None), "custom_op") and hasattr(getattr(_torch, "compiler", None),
+                                                                       "is_compiling"):
+    from typing import Optional as _Optional
+
+    @_torch.library.custom_op("qkv::scaled_dot_product_attention", mutates_args=())
+    def _compiled_op(query: _torch.Tensor, key: _torch.Tensor, value: _torch.Tensor,
+                     attn_mask: _Optional[_torch.Tensor], dropout_p: float, is_causal: bool,
+                     scale: _Optional[float], enable_gqa: bool, seed: _torch.Tensor) -> _torch.Tensor:
+        out, _, _ = _op_forward(query, key, value, attn_mask, dropout_p, is_causal, scale, enable_gqa, seed,
+                                (False,) * 4)
+        y = _torch.from_dlpack(out.detach())
+        return (y if y.dtype == query.dtype else y.to(query.dtype)).contiguous()
+
+    @_compiled_op.register_fake
+    def _(query, key, value, attn_mask, dropout_p, is_causal, scale, enable_gqa, seed):
+        return query.new_empty((*query.shape[:-1], value.shape[-1]))
+
+    @_torch.library.custom_op("qkv::scaled_dot_product_attention_backward", mutates_args=())
+    def _compiled_backward(grad: _torch.Tensor, query: _torch.Tensor, key: _torch.Tensor, value: _torch.Tensor,
+                           attn_mask: _Optional[_torch.Tensor], dropout_p: float, is_causal: bool,
+                           scale: _Optional[float], enable_gqa: bool, seed: _torch.Tensor,
+                           mask_grad: bool) -> tuple[_torch.Tensor, _torch.Tensor, _torch.Tensor, _torch.Tensor]:
+        """qkv's backward after recomputing its forward (same seed, same dropout mask)."""
+        wants = (True, True, True, mask_grad)
+        out, inputs, layouts = _op_forward(query, key, value, attn_mask, dropout_p, is_causal, scale, enable_gqa,
+                                           seed, wants)
+        g, layout = _into_qkv(grad)
+        if layout is not None:
+            g = g.permute(*layout[1])
+        sources = [t for t, w in zip(inputs, wants) if w]
+        grads = list(_qkv.autograd.grad([out], sources, [g]))
+        result = [_torch_grad(d, lay, t.dtype).contiguous()
+                  for d, lay, t in zip(grads, layouts, (query, key, value, attn_mask))]
+        if not mask_grad:
+            result.append(query.new_empty((0,)))
+        return tuple(result)
+
+    @_compiled_backward.register_fake
+    def _(grad, query, key, value, attn_mask, dropout_p, is_causal, scale, enable_gqa, seed, mask_grad):
+        m = attn_mask.new_empty(attn_mask.shape) if mask_grad else query.new_empty((0,))
+        return query.new_empty(query.shape), key.new_empty(key.shape), value.new_empty(value.shape), m
+
+    def _setup_context(ctx, inputs, output):
+        query, key, value, attn_mask, dropout_p, is_causal, scale, enable_gqa, seed = inputs
+        ctx.save_for_backward(query, key, value, attn_mask, seed)
+        ctx.options = (dropout_p, is_causal, scale, enable_gqa)
+
+    def _backward(ctx, grad):
+        query, key, value, attn_mask, seed = ctx.saved_tensors
+        mask_grad = bool(attn_mask is not None and attn_mask.dtype != _torch.bool and ctx.needs_input_grad[3])
+        gq, gk, gv, gm = _compiled_backward(grad, query, key, value, attn_mask, *ctx.options, seed, mask_grad)
+        return gq, gk, gv, (gm if mask_grad else None), None, None, None, None, None
+
+    _compiled_op.register_autograd(_backward, setup_context=_setup_context)
+
+
+def _compiling():
+    return _compiled_op is not None and _torch.compiler.is_compiling()
+
+
 def _causal_bias(query, key, value, attn_mask, dropout_p, is_causal, scale, enable_gqa):
     """torch's CausalBias._dispatch, through qkv."""
     if is_causal:
@@ -252,6 +334,12 @@ def scaled_dot_product_attention(query, key, value, attn_mask=None, dropout_p=0.
     L, S = query.shape[-2], key.shape[-2]
     if L == 0 or S == 0 or query.shape[-1] == 0 or query.numel() == 0 or key.numel() == 0:  # nothing to attend
         return _reference(query, key, value, attn_mask, dropout_p, is_causal, scale, enable_gqa)
+    if _compiling():  # torch.compile: one op in the graph (float64 by the reference formula, traced as is)
+        if query.dtype == _torch.float64:
+            return _reference(query, key, value, attn_mask, dropout_p, is_causal, scale, enable_gqa)
+        seed = (_torch.randint(0, 2**62, (1,)) if dropout_p > 0.0 else _torch.zeros(1, dtype=_torch.int64))
+        return _compiled_op(query, key, value, attn_mask, float(dropout_p), bool(is_causal),
+                            None if scale is None else float(scale), bool(enable_gqa), seed)
     return _ScaledDotProductAttention.apply(query, key, value, attn_mask, float(dropout_p), bool(is_causal), scale,
                                             bool(enable_gqa))
 
