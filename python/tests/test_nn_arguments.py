@@ -30,7 +30,7 @@ def test_every_torch_default_spelled(cls):
     assert sorted(ours.state_dict()) == sorted(getattr(torch.nn, cls)(**args).state_dict())
 
 
-@pytest.mark.parametrize("cls,arg", [("LSTM", {"proj_size": 3}), ("GRU", {"device": "meta"}),
+@pytest.mark.parametrize("cls,arg", [("GRU", {"device": "meta"}),
                                      ("LSTM", {"dtype": torch.float64})])
 def test_what_qkv_does_not_compute_is_refused_by_name(cls, arg):
     args = {"MultiheadAttention": (8, 2), "GRU": (4, 6), "LSTM": (4, 6)}[cls]
@@ -134,3 +134,38 @@ def test_recurrent_unbatched_input_equals_torch(cls, batch_first, bidirectional)
     for a, b in zip(state_q if cls == "LSTM" else (state_q,), state_t if cls == "LSTM" else (state_t,)):
         assert tuple(a.shape) == tuple(b.shape)
         np.testing.assert_allclose(a.numpy(), b.detach().numpy(), atol=1e-5)
+
+
+@pytest.mark.parametrize("layers,bidirectional,batch_first,bias", [(1, False, False, True), (2, True, True, True),
+                                                                   (2, False, False, False)])
+@pytest.mark.parametrize("given_state", [False, True])
+def test_lstm_proj_size_equals_torch(layers, bidirectional, batch_first, bias, given_state):
+    torch.manual_seed(layers + 2 * bidirectional + 4 * batch_first)
+    theirs = torch.nn.LSTM(5, 6, layers, bias=bias, batch_first=batch_first, bidirectional=bidirectional, proj_size=3)
+    ours = qkv.nn.LSTM(5, 6, layers, bias=bias, batch_first=batch_first, bidirectional=bidirectional, proj_size=3)
+    assert sorted(ours.state_dict()) == sorted(theirs.state_dict())
+    assert ours.num_parameters() == sum(p.numel() for p in theirs.parameters())
+    ours.load_state_dict(theirs.state_dict())
+    x = torch.randn(2, 4, 5)
+    directions, batch = layers * (2 if bidirectional else 1), (2 if batch_first else 4)
+    hx = (torch.randn(directions, batch, 3), torch.randn(directions, batch, 6)) if given_state else None
+    y, (h, c) = theirs(x, hx)
+    yq, (hq, cq) = ours(qkv.tensor(x.numpy()), None if hx is None else tuple(qkv.tensor(t.numpy()) for t in hx))
+    for a, b in ((yq, y), (hq, h), (cq, c)):
+        np.testing.assert_allclose(a.numpy(), b.detach().numpy(), atol=1e-5, rtol=1e-5)
+    (y.sum() + h.sum() * 2 + c.sum()).backward()
+    (yq.sum() + hq.sum() * 2.0 + cq.sum()).backward()
+    grads = dict(theirs.named_parameters())
+    for name, t in ours.named_parameters():
+        np.testing.assert_allclose(t.grad.numpy(), grads[name].grad.numpy(), atol=1e-5, rtol=1e-5, err_msg=name)
+    yu, (hu, cu) = ours(qkv.tensor(x[0].numpy()))  # unbatched [L, H_in]
+    ytu, (htu, ctu) = theirs(x[0])
+    np.testing.assert_allclose(yu.numpy(), ytu.detach().numpy(), atol=1e-5, rtol=1e-5)
+    np.testing.assert_allclose(hu.numpy(), htu.detach().numpy(), atol=1e-5, rtol=1e-5)
+
+
+def test_lstm_proj_size_refusals():
+    with pytest.raises(ValueError, match="proj_size"):
+        qkv.nn.LSTM(4, 6, proj_size=6)
+    with pytest.raises(NotImplementedError, match="lengths"):
+        qkv.nn.LSTM(4, 6, proj_size=3)(qkv.tensor(np.zeros((3, 2, 4), np.float32)), lengths=[3, 2])
