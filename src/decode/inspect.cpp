@@ -75,6 +75,21 @@ std::vector<Tensor> squeezed(const std::vector<Tensor>& layers) {
   return out;
 }
 
+// A masked language model's tokenizer (its Hugging Face one) and the ids of `text` with the
+// special tokens, checked to fit the model's positions.
+const text::HfTokenizer& masked_language_model_tokenizer(const text::LMTokenizer& tokenizer) {
+  QKV_CHECK(tokenizer.hf(), "a masked language model's attention needs its Hugging Face tokenizer");
+  return *tokenizer.hf();
+}
+std::vector<int32_t> masked_language_model_ids(const models::MaskedLanguageModel& model,
+                                               const text::HfTokenizer& tok, const std::string& text) {
+  std::vector<int32_t> ids = tok.encode(text, /*add_special_tokens=*/true);
+  QKV_CHECK(!ids.empty(), "the text is empty");
+  QKV_CHECK(static_cast<int64_t>(ids.size()) <= model.max_positions(), "the text '", excerpt(text), "' has ",
+            ids.size(), " tokens, more than the model's ", model.max_positions(), " positions");
+  return ids;
+}
+
 }  // namespace
 
 TokenAxis make_axis(const std::vector<std::string>& pieces) {
@@ -169,12 +184,8 @@ AttentionView language_model_attention(const models::LanguageModel& model, const
 
 AttentionView masked_language_model_attention(const models::MaskedLanguageModel& model,
                                               const text::LMTokenizer& tokenizer, const std::string& text) {
-  QKV_CHECK(tokenizer.hf(), "a masked language model's attention needs its Hugging Face tokenizer");
-  const text::HfTokenizer& tok = *tokenizer.hf();
-  const std::vector<int32_t> ids = tok.encode(text, /*add_special_tokens=*/true);
-  QKV_CHECK(!ids.empty(), "the text is empty");
-  QKV_CHECK(static_cast<int64_t>(ids.size()) <= model.max_positions(), "the text '", excerpt(text), "' has ",
-            ids.size(), " tokens, more than the model's ", model.max_positions(), " positions");
+  const text::HfTokenizer& tok = masked_language_model_tokenizer(tokenizer);
+  const std::vector<int32_t> ids = masked_language_model_ids(model, tok, text);
   nn::AttentionMaps maps;
   {
     NoGradGuard no_grad;
@@ -249,12 +260,8 @@ NeuronView masked_language_model_neuron(const models::MaskedLanguageModel& model
   const auto* bert = dynamic_cast<const nn::Bert*>(&model.module());
   QKV_CHECK(bert, "the neuron view needs a BERT; the model's type is ", model.type());
   check_layer(layer, bert->layers.size());
-  QKV_CHECK(tokenizer.hf(), "a masked language model's attention needs its Hugging Face tokenizer");
-  const text::HfTokenizer& tok = *tokenizer.hf();
-  const std::vector<int32_t> ids = tok.encode(text, /*add_special_tokens=*/true);
-  QKV_CHECK(!ids.empty(), "the text is empty");
-  QKV_CHECK(static_cast<int64_t>(ids.size()) <= model.max_positions(), "the text '", excerpt(text), "' has ",
-            ids.size(), " tokens, more than the model's ", model.max_positions(), " positions");
+  const text::HfTokenizer& tok = masked_language_model_tokenizer(tokenizer);
+  const std::vector<int32_t> ids = masked_language_model_ids(model, tok, text);
   const int64_t T = static_cast<int64_t>(ids.size());
   NoGradGuard no_grad;
   // Bert::encode's embeddings (no padding, token type 0) and the layers below `layer`

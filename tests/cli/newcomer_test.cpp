@@ -3,32 +3,19 @@
 // phases show a progress bar.
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
-#include <sys/wait.h>
-#include <unistd.h>
 
-#include <array>
-#include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <string>
 
+#include "testing.h"
+
 namespace {
 
-struct CliRun {
-  int code;
-  std::string out;  // stdout and stderr
-};
+using CliRun = qkv::testing::ShellResult;
 
-CliRun run(const std::string& args) {
-  const std::string cmd = std::string(QKV_CLI_PATH) + " " + args + " 2>&1";
-  std::FILE* p = popen(cmd.c_str(), "r");
-  std::string out;
-  std::array<char, 4096> buf{};
-  size_t n;
-  while ((n = std::fread(buf.data(), 1, buf.size(), p)) > 0) out.append(buf.data(), n);
-  const int status = pclose(p);
-  return {WEXITSTATUS(status), out};
-}
+// the qkv command with ARGS (stderr joined to stdout)
+CliRun run(const std::string& args) { return qkv::testing::run_shell(std::string(QKV_CLI_PATH) + " " + args); }
 
 // The JSON line of a --json run's output.
 nlohmann::json json_line(const std::string& out) {
@@ -43,12 +30,6 @@ nlohmann::json json_line(const std::string& out) {
   return {};
 }
 
-struct TempDir {
-  std::string path = std::filesystem::temp_directory_path().string() + "/qkv-newcomer-" + std::to_string(getpid());
-  TempDir() { std::filesystem::create_directories(path); }
-  ~TempDir() { std::filesystem::remove_all(path); }
-};
-
 const std::string kWords[] = {"alpha", "bravo", "charlie", "delta", "echo", "foxtrot", "golf", "hotel"};
 
 }  // namespace
@@ -56,15 +37,16 @@ const std::string kWords[] = {"alpha", "bravo", "charlie", "delta", "echo", "fox
 // A file sorted by length (as Tatoeba's test split): --limit N scores N lines drawn with --seed from
 // the whole file, not its N shortest; the same seed draws the same lines.
 TEST(Newcomer, EvalLimitDrawsASeededSampleNotTheFirstLines) {
-  TempDir d;
+  const qkv::testing::TempDir tmp("newcomer");
+  const std::string dir = tmp.path.string();
   {
-    std::ofstream ref(d.path + "/ref");
+    std::ofstream ref(dir + "/ref");
     for (int i = 1; i <= 200; ++i) {  // line i: i words
       for (int w = 0; w < i; ++w) ref << (w ? " " : "") << kWords[(i + w) % 8];
       ref << "\n";
     }
   }
-  const std::string files = "--hyp " + d.path + "/ref --ref " + d.path + "/ref";
+  const std::string files = "--hyp " + dir + "/ref --ref " + dir + "/ref";
   CliRun r = run("eval " + files + " --limit 20 --json");
   ASSERT_EQ(r.code, 0) << r.out;
   const nlohmann::json j = json_line(r.out);
@@ -93,12 +75,13 @@ TEST(Newcomer, ImageEvalHonoursTheLimit) {
 // A language model's perplexity samples --limit windows; a captioner scores at most --limit scenes.
 TEST(Newcomer, LanguageModelAndCaptionerEvalHonourTheLimit) {
   const std::string src = QKV_SOURCE_DIR;
-  TempDir d;
+  const qkv::testing::TempDir tmp("newcomer");
+  const std::string dir = tmp.path.string();
   {
-    std::ofstream text(d.path + "/text.txt");
+    std::ofstream text(dir + "/text.txt");
     for (int i = 0; i < 200; ++i) text << "ROMEO: What light through yonder window breaks?\n";
   }
-  const std::string lm = "eval -m " + src + "/models/shakespeare-char.safetensors --text " + d.path + "/text.txt";
+  const std::string lm = "eval -m " + src + "/models/shakespeare-char.safetensors --text " + dir + "/text.txt";
   CliRun all = run(lm + " --json");
   ASSERT_EQ(all.code, 0) << all.out;
   CliRun some = run(lm + " --limit 3 --json");
@@ -114,13 +97,14 @@ TEST(Newcomer, LanguageModelAndCaptionerEvalHonourTheLimit) {
 // qkv data prepare: the split files and the tokenizer, no training; qkv eval reads them after it,
 // and a later qkv train of the same folder reuses the tokenizer.
 TEST(Newcomer, DataPrepareWritesTheSplitAndTokenizerWithoutTraining) {
-  TempDir d;
+  const qkv::testing::TempDir tmp("newcomer");
+  const std::string dir = tmp.path.string();
   {
-    std::ofstream pairs(d.path + "/pairs.tsv");
+    std::ofstream pairs(dir + "/pairs.tsv");
     for (int i = 0; i < 60; ++i)
       pairs << kWords[i % 8] << " " << kWords[(i / 8) % 8] << "\t" << kWords[(i + 3) % 8] << " " << kWords[(i / 8) % 8]
             << "\n";
-    std::ofstream(d.path + "/cfg.json") << R"({"task": "translation",
+    std::ofstream(dir + "/cfg.json") << R"({"task": "translation",
       "data": {"train": {"tsv": "pairs.tsv"}, "split": {"dev": 5, "test": 5, "seed": 1}},
       "tokenizer": {"type": "word", "vocab_size": 10},
       "model": {"type": "transformer", "preset": "tiny", "d_model": 4, "nhead": 1, "num_encoder_layers": 1,
@@ -128,8 +112,8 @@ TEST(Newcomer, DataPrepareWritesTheSplitAndTokenizerWithoutTraining) {
       "train": {"max_iters": 2, "batch_size": 20, "eval_interval": 0, "checkpoint_interval": 0},
       "eval": {"bleu_sentences": 1}})";
   }
-  const std::string out = d.path + "/out";
-  CliRun p = run("data prepare " + d.path + "/cfg.json -o " + out);
+  const std::string out = dir + "/out";
+  CliRun p = run("data prepare " + dir + "/cfg.json -o " + out);
   ASSERT_EQ(p.code, 0) << p.out;
   for (const char* f : {"dev.src", "dev.ref", "test.src", "test.ref", "spm.model"})
     EXPECT_TRUE(std::filesystem::exists(out + "/" + f)) << f << "\n" << p.out;
@@ -138,11 +122,11 @@ TEST(Newcomer, DataPrepareWritesTheSplitAndTokenizerWithoutTraining) {
   EXPECT_NE(p.out.find("qkv eval --src " + out + "/test.src --ref " + out + "/test.ref"), std::string::npos) << p.out;
   CliRun e = run("eval --hyp " + out + "/test.ref --ref " + out + "/test.ref --json");
   EXPECT_EQ(e.code, 0) << e.out;
-  CliRun t = run("train " + d.path + "/cfg.json -o " + out);
+  CliRun t = run("train " + dir + "/cfg.json -o " + out);
   EXPECT_EQ(t.code, 0) << t.out;
   EXPECT_NE(t.out.find("(reused)"), std::string::npos) << t.out;
   // the help, and a config that is not there
   EXPECT_EQ(run("data prepare --help").code, 0);
-  EXPECT_NE(run("data prepare " + d.path + "/nothing.json").code, 0);
+  EXPECT_NE(run("data prepare " + dir + "/nothing.json").code, 0);
   EXPECT_NE(run("data").code, 0);
 }

@@ -118,6 +118,12 @@ def _into_qkv(t):
     return _qkv.from_dlpack(block), (order, inverse)
 
 
+def _grad_into_qkv(g):
+    """An output gradient into qkv in the output's order (a permuted block travels as the block)."""
+    t, layout = _into_qkv(g)
+    return t if layout is None else t.permute(*layout[1])
+
+
 def _mask_into_qkv(m):
     m = m.detach()
     if m.dtype not in (_torch.float32, _torch.bool):
@@ -185,19 +191,11 @@ class _ScaledDotProductAttention(_torch.autograd.Function):
             ctx.graph = ("torch", out, leaves, wants, None)
             y = out.detach()
         else:
-            converted = [_into_qkv(t) for t in (query, key, value)]
-            inputs = [c[0] for c in converted]
-            mask = None if attn_mask is None else _mask_into_qkv(attn_mask)
-            for t, w in zip(inputs + [mask], wants):
-                if t is not None:
-                    t.requires_grad = bool(w)
-            # the views that put a permuted block back in order are the op's operands (no copies)
-            views = [t if c[1] is None else t.permute(*c[1][1]) for t, c in zip(inputs, converted)]
-            if dropout_p > 0.0:  # torch's generator picks the seed: torch.manual_seed reproduces the mask
-                _qkv.manual_seed(int(_torch.randint(0, 2**62, (1,)).item()))
-            out = _qkv.functional.scaled_dot_product_attention(views[0], views[1], views[2], mask, dropout_p,
-                                                               is_causal, scale, enable_gqa=enable_gqa)
-            ctx.graph = ("qkv", out, inputs + [mask], wants, [c[1] for c in converted] + [None])
+            # torch's generator picks the seed: torch.manual_seed reproduces the mask
+            seed = int(_torch.randint(0, 2**62, (1,)).item()) if dropout_p > 0.0 else 0
+            out, leaves, layouts = _op_forward(query, key, value, attn_mask, dropout_p, is_causal, scale,
+                                               enable_gqa, seed, wants)
+            ctx.graph = ("qkv", out, leaves, wants, layouts)
             y = _torch.from_dlpack(out.detach())
             if y.dtype != query.dtype:
                 y = y.to(query.dtype)
@@ -216,10 +214,7 @@ class _ScaledDotProductAttention(_torch.autograd.Function):
             grads = iter(_torch.autograd.grad([out], sources, [grad_output], retain_graph=True, allow_unused=True))
             result = [next(grads) if w else None for w in wants]
         else:
-            g, _ = _into_qkv(grad_output)
-            if _ is not None:
-                g = g.permute(*_[1])
-            grads = iter(_qkv.autograd.grad([out], sources, [g], retain_graph=True))
+            grads = iter(_qkv.autograd.grad([out], sources, [_grad_into_qkv(grad_output)], retain_graph=True))
             result = [_torch_grad(next(grads), layout, ctx.out_dtype) if w else None
                       for w, layout in zip(wants, layouts)]
         return (*result, None, None, None, None)
@@ -228,16 +223,18 @@ class _ScaledDotProductAttention(_torch.autograd.Function):
 # ---- torch.compile: the call as one custom op (torch ≥ 2.4), so dynamo keeps one graph ----------------
 
 def _op_forward(query, key, value, attn_mask, dropout_p, is_causal, scale, enable_gqa, seed, wants):
-    """qkv's forward on the op's (real) tensors: (qkv output, qkv leaves, layouts)."""
+    """qkv's forward on torch tensors: (qkv output, qkv leaves, layouts). `seed` (an int, or a tensor
+    holding it: the compiled op's input) seeds dropout; `wants` says which leaves require grad."""
     converted = [_into_qkv(t) for t in (query, key, value)]
     inputs = [c[0] for c in converted]
     mask = None if attn_mask is None else _mask_into_qkv(attn_mask)
     for t, w in zip(inputs + [mask], wants):
         if t is not None:
             t.requires_grad = bool(w)
+    # the views that put a permuted block back in order are the op's operands (no copies)
     views = [t if c[1] is None else t.permute(*c[1][1]) for t, c in zip(inputs, converted)]
-    if dropout_p > 0.0:  # the seed travels as an input: the backward's recomputation draws the same mask
-        _qkv.manual_seed(int(seed.reshape(-1)[0].item()))
+    if dropout_p > 0.0:  # (compiled: the seed travels as an input, so the backward's recomputation draws the same mask)
+        _qkv.manual_seed(int(seed.reshape(-1)[0].item()) if isinstance(seed, _torch.Tensor) else seed)
     out = _qkv.functional.scaled_dot_product_attention(views[0], views[1], views[2], mask, dropout_p, is_causal,
                                                        scale, enable_gqa=enable_gqa)
     return out, inputs + [mask], [c[1] for c in converted] + [None]
@@ -270,11 +267,8 @@ if hasattr(getattr(_torch, "library", None), "custom_op") and hasattr(getattr(_t
         wants = (True, True, True, mask_grad)
         out, inputs, layouts = _op_forward(query, key, value, attn_mask, dropout_p, is_causal, scale, enable_gqa,
                                            seed, wants)
-        g, layout = _into_qkv(grad)
-        if layout is not None:
-            g = g.permute(*layout[1])
         sources = [t for t, w in zip(inputs, wants) if w]
-        grads = list(_qkv.autograd.grad([out], sources, [g]))
+        grads = list(_qkv.autograd.grad([out], sources, [_grad_into_qkv(grad)]))
         result = [_torch_grad(d, lay, t.dtype).contiguous()
                   for d, lay, t in zip(grads, layouts, (query, key, value, attn_mask))]
         if not mask_grad:

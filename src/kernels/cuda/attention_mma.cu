@@ -47,7 +47,6 @@ constexpr int kWarps = 4;
 constexpr int kRows = 16 * kWarps;  // query rows per block
 constexpr int kKeys = 64;           // keys per tile
 constexpr int kThreads = 32 * kWarps;
-constexpr float kLog2e = 1.4426950408889634f;
 
 // c += a·b on the tensor cores: a 16 × 16, b 16 × 8 (T), c 16 × 8 (f32)
 template <typename T>

@@ -12,6 +12,9 @@
 
 namespace qkv::kernels::cuda::tiles {
 
+// e^x is computed as 2^(x·log2 e): ex2 is one instruction
+constexpr float kLog2e = 1.4426950408889634f;
+
 // Two floats → one 32-bit register of two T, `lo` in the low half (the lower-indexed element).
 template <typename T>
 __device__ inline uint32_t pack2(float lo, float hi);
