@@ -282,6 +282,61 @@ def case_stream_metrics(srv):
     check(timed >= 0.7 * took, f"a stream of {took:.2f} s timed as {timed:.2f} s")
 
 
+def case_openai_and_inspection_routes(srv):
+    """The OpenAI-compatible routes and /v1/attention's neuron view and u8 encoding under hostile values:
+    each is answered (200 or a 4xx with a message), never a crash; a stream the client drops mid-way
+    leaves the server serving."""
+    big = 10 ** 30
+    bodies = [
+        ("/v1/completions", b'{"prompt": "caf\xe9 \xff", "max_tokens": 4}'),
+        ("/v1/completions", b'{"prompt": ' + b"[" * 100000 + b"]" * 100000 + b"}"),
+        ("/v1/completions", json.dumps({"prompt": [""] * 100000, "max_tokens": 1}).encode()),
+        ("/v1/completions", json.dumps({"prompt": "ROMEO:", "max_tokens": big}).encode()),
+        ("/v1/completions", json.dumps({"prompt": "ROMEO:", "max_tokens": -1}).encode()),
+        ("/v1/completions", json.dumps({"prompt": "ROMEO:", "max_tokens": 2.5}).encode()),
+        ("/v1/completions", json.dumps({"prompt": "ROMEO:", "temperature": float("1e308") * 10}).encode()),
+        ("/v1/completions", b'{"prompt": "ROMEO:", "temperature": NaN}'),
+        ("/v1/completions", json.dumps({"prompt": "ROMEO:", "stop": ["a"] * 5}).encode()),
+        ("/v1/completions", json.dumps({"prompt": "ROMEO:", "stop": "x" * 1000000, "max_tokens": 2}).encode()),
+        ("/v1/completions", json.dumps({"prompt": "ROMEO:", "seed": -big, "max_tokens": 2}).encode()),
+        ("/v1/completions", json.dumps({"model": "../../etc/passwd", "prompt": "x"}).encode()),
+        ("/v1/chat/completions", json.dumps({"messages": [{"role": "user", "content": [{"type": "text",
+                                              "text": {"a": [1, 2]}}]}]}).encode()),
+        ("/v1/chat/completions", json.dumps({"messages": [{"role": "\u0000" * 1000, "content": "hi"}] * 1000,
+                                             "max_tokens": 1}).encode()),
+        ("/v1/chat/completions", json.dumps({"messages": "hi"}).encode()),
+        ("/v1/chat/completions", json.dumps({"messages": []}).encode()),
+        ("/v1/attention", json.dumps({"model": "shakespeare-char", "text": "ROMEO: hi", "detail": "neuron",
+                                      "neuron": {"layer": big, "head": 0, "query": 0}}).encode()),
+        ("/v1/attention", json.dumps({"model": "shakespeare-char", "text": "ROMEO: hi", "detail": "neuron",
+                                      "neuron": {"layer": 0, "head": -1, "query": -big}}).encode()),
+        ("/v1/attention", json.dumps({"model": "shakespeare-char", "text": "ROMEO: hi", "detail": "neuron",
+                                      "neuron": {"layer": 99, "head": 99, "query": 99}}).encode()),
+        ("/v1/attention", json.dumps({"model": "shakespeare-char", "text": "ROMEO: hi", "detail": "neuron",
+                                      "neuron": {"layer": 0, "head": 0, "query": 2}, "encoding": "u8"}).encode()),
+        ("/v1/attention", json.dumps({"model": "shakespeare-char", "text": "ROMEO: hi", "detail": "neuron", "neuron": [0, 0, 0]}).encode()),
+        ("/v1/attention", json.dumps({"model": "shakespeare-char", "text": "ROMEO: hi", "encoding": "u8" * 1000}).encode()),
+        ("/v1/attention", json.dumps({"model": "shakespeare-char", "text": "ROMEO: hi", "encoding": ["u8"]}).encode()),
+    ]
+    for path, body in bodies:
+        st, _, b = request(srv.port, "POST", path, body, {"Content-Type": "application/json"})
+        check(st == 200 or 400 <= st < 500, f"{path} {body[:80]!r}: status {st}")
+        check(st == 200 or b"message" in b, f"{path} {body[:80]!r}: {st} without a message: {b[:200]!r}")
+        check(srv.alive(), f"the server died on {path} {body[:80]!r}:\n" + srv.text())
+    # a stream dropped by its client after the first chunk, five times over
+    for _ in range(5):
+        s = socket.create_connection((HOST, srv.port), timeout=30)
+        body = json.dumps({"prompt": "ROMEO:", "max_tokens": 400, "stream": True}).encode()
+        s.sendall(b"POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+                  b"Content-Length: " + str(len(body)).encode() + b"\r\n\r\n" + body)
+        first = s.recv(65536)
+        check(first.startswith(b"HTTP/1.1 200"), f"a stream's first bytes: {first[:200]!r}")
+        s.close()
+    st, _, b = request(srv.port, "POST", "/v1/completions", json.dumps({"prompt": "ROMEO:", "max_tokens": 3}).encode(),
+                       {"Content-Type": "application/json"})
+    check(st == 200 and b"text_completion" in b, f"after dropped streams: {st} {b[:200]!r}")
+
+
 def case_sigterm_under_load(qkv):
     """SIGTERM with 16 translations and 3 streams accepted: every one answered, streams end with their
     done event, exit 0."""
@@ -357,7 +412,8 @@ def case_second_signal(qkv):
     check(rc == 128 + signal.SIGTERM and time.monotonic() - t0 < 2, f"after a second SIGTERM: exit {rc}")
 
 
-CASES = ["bad_bytes", "limits", "chunked_body", "pipelined", "compression", "stream_metrics", "slowloris", "keep_alive_fairness",
+CASES = ["bad_bytes", "limits", "chunked_body", "pipelined", "compression", "stream_metrics", "openai_and_inspection_routes",
+         "slowloris", "keep_alive_fairness",
          "sigterm_under_load", "second_signal"]
 
 
