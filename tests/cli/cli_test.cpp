@@ -400,6 +400,11 @@ TEST(Cli, ProbeScoresEveryHeadOnPronounPairs) {
   EXPECT_EQ(r.out.find("| 4 | "), std::string::npos) << r.out;  // --top 3
   CliRun bad = run("probe -m " + std::string(QKV_SOURCE_DIR) + "/models/en-fr.safetensors --items /nonexistent.tsv");
   EXPECT_NE(bad.code, 0);
+  // an endless input stops at the limit, named, instead of reading until the memory runs out
+  CliRun endless = run("probe -m " + std::string(QKV_SOURCE_DIR) + "/models/en-fr.safetensors --items /dev/zero");
+  EXPECT_NE(endless.code, 0);
+  EXPECT_NE(endless.out.find("qkv probe --items '/dev/zero' is larger than the limit of 16 MiB"), std::string::npos)
+      << endless.out;
 }
 
 // The shipped recurrent translator (issue 22): it translates right after the build, and attend draws

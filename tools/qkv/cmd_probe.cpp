@@ -19,6 +19,9 @@
 
 namespace qkv::cli {
 
+// A probe set is sentences: 16 MiB is far past any (the built-in one is 2 KB); /dev/zero stops there.
+constexpr int64_t kMaxItemsBytes = int64_t{16} << 20;
+
 void add_probe(CLI::App& app) {
   auto* sub = app.add_subcommand("probe", "Score every attention head on Winograd-style pronoun pairs (the coreference probe)");
   struct Args {
@@ -38,7 +41,7 @@ void add_probe(CLI::App& app) {
   register_runner(sub, [a] {
     use_threads(a->decode.threads);
     const std::vector<decode::CoreferenceItem> items =
-        a->items.empty() ? decode::winograd_pairs() : decode::parse_coreference_items(io::read_file(a->items));
+        a->items.empty() ? decode::winograd_pairs() : decode::parse_coreference_items(io::read_file(a->items, kMaxItemsBytes, "qkv probe --items"));
     QKV_CHECK(!items.empty(), "qkv probe: '", a->items, "' has no items");
     for (const std::string& name : a->models) {
       const std::string path = find_model(name);
