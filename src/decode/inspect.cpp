@@ -13,9 +13,13 @@
 #include "qkv/models/registry.h"
 #include "qkv/nn/bert.h"
 #include "qkv/nn/gpt.h"
+#include "qkv/nn/llama.h"
 #include "qkv/nn/transformer.h"
 #include "qkv/ops/arith.h"
+#include "qkv/ops/mask.h"
 #include "qkv/ops/matmul.h"
+#include "qkv/ops/rms_norm.h"
+#include "qkv/ops/rotary.h"
 
 namespace qkv::decode {
 
@@ -201,36 +205,50 @@ AttentionView masked_language_model_attention(const models::MaskedLanguageModel&
 
 namespace {
 
-// The neuron view from the input x [1, T, E] of `layer` (the output of the layers below it): the
-// layer's self-attention input (LN(x) in a pre-LN layer), projected by the query and key rows of
-// in_proj, the head's columns read out, and the arithmetic of its row `query` done in double.
-NeuronView neuron_of(const nn::TransformerEncoderLayer& L, const Tensor& x, bool causal, int64_t layer, int64_t head,
-                     int64_t query) {
-  const nn::MultiheadAttention& a = *L.self_attn;
-  QKV_CHECK(a.in_proj_weight.defined(), "the neuron view needs the self-attention's fused in_proj_weight");
-  const int64_t E = a.embed_dim, d = a.head_dim, T = x.size(1);
-  QKV_CHECK(head >= 0 && head < a.num_heads, "head ", head, " is out of range: the model has heads 0 … ", a.num_heads - 1);
+using Rows = std::vector<std::vector<float>>;
+
+// [1, T, n·d] (or [T, n·d]) → head `head`'s d columns of each of the T rows
+Rows head_rows(const Tensor& projected, int64_t head, int64_t d) {
+  const int64_t T = projected.size(-2), width = projected.size(-1);
+  const std::vector<float> all = projected.contiguous().to_vector();
+  Rows out(static_cast<size_t>(T));
+  for (int64_t t = 0; t < T; ++t)
+    out[static_cast<size_t>(t)].assign(all.begin() + t * width + head * d, all.begin() + t * width + (head + 1) * d);
+  return out;
+}
+
+// A MultiheadAttention's query (block 0) or key (block 1) projection of `in` [1, T, E], head `head`'s
+// columns: the rows block·E … of the fused in_proj (or q_proj_weight / k_proj_weight when separate).
+Rows mha_rows(const nn::MultiheadAttention& a, int block, const Tensor& in, int64_t head) {
+  const int64_t E = a.embed_dim;
+  const Tensor w = a.in_proj_weight.defined() ? a.in_proj_weight.slice(0, block * E, (block + 1) * E).contiguous()
+                                              : (block == 0 ? a.q_proj_weight : a.k_proj_weight);
+  const Tensor b = a.in_proj_bias.defined() ? a.in_proj_bias.slice(0, block * E, (block + 1) * E).contiguous() : Tensor();
+  return head_rows(linear(in, w, b), head, a.head_dim);
+}
+
+void check_head(int64_t head, int64_t heads) {
+  QKV_CHECK(head >= 0 && head < heads, "head ", head, " is out of range: the model has heads 0 … ", heads - 1);
+}
+void check_query(int64_t query, int64_t T) {
   QKV_CHECK(query >= 0 && query < T, "query ", query, " is out of range: the text has tokens 0 … ", T - 1);
+}
+
+// The arithmetic of row `query` in double, from every token's q and k in the head: the query sees
+// keys first … last (the rest: −inf, weight 0).
+NeuronView neuron_arithmetic(Rows queries, Rows keys, int64_t layer, int64_t head, int64_t query, int64_t first,
+                             int64_t last) {
   NeuronView v;
-  v.layer = layer, v.head = head, v.query = query, v.head_dim = d;
-  Tensor in = L.opt.norm_first ? L.norm1->forward(x) : x;
-  auto project = [&](int64_t block) {  // rows block·E … of in_proj → [T, E], this head's columns
-    const Tensor w = a.in_proj_weight.slice(0, block * E, (block + 1) * E).contiguous();
-    const Tensor b = a.in_proj_bias.defined() ? a.in_proj_bias.slice(0, block * E, (block + 1) * E).contiguous() : Tensor();
-    const std::vector<float> all = linear(in, w, b).contiguous().to_vector();  // [1, T, E]
-    std::vector<std::vector<float>> out(static_cast<size_t>(T));
-    for (int64_t t = 0; t < T; ++t)
-      out[static_cast<size_t>(t)].assign(all.begin() + t * E + head * d, all.begin() + t * E + (head + 1) * d);
-    return out;
-  };
-  v.queries = project(0), v.keys = project(1);
+  const int64_t Tk = static_cast<int64_t>(keys.size()), d = static_cast<int64_t>(queries.front().size());
+  v.layer = layer, v.head = head, v.kv_head = head, v.query = query, v.head_dim = d;
+  v.queries = std::move(queries), v.keys = std::move(keys);
   const std::vector<float>& q = v.queries[static_cast<size_t>(query)];
   const double scale = 1.0 / std::sqrt(static_cast<double>(d));
-  v.products.resize(static_cast<size_t>(T));
-  v.scores.assign(static_cast<size_t>(T), -std::numeric_limits<double>::infinity());
-  v.weights.assign(static_cast<size_t>(T), 0.0);
+  v.products.resize(static_cast<size_t>(Tk));
+  v.scores.assign(static_cast<size_t>(Tk), -std::numeric_limits<double>::infinity());
+  v.weights.assign(static_cast<size_t>(Tk), 0.0);
   double top = -std::numeric_limits<double>::infinity();
-  for (int64_t j = 0; j < T && (!causal || j <= query); ++j) {
+  for (int64_t j = first; j <= last; ++j) {
     const std::vector<float>& k = v.keys[static_cast<size_t>(j)];
     std::vector<float>& p = v.products[static_cast<size_t>(j)];
     double dot = 0;
@@ -242,15 +260,57 @@ NeuronView neuron_of(const nn::TransformerEncoderLayer& L, const Tensor& x, bool
     top = std::max(top, dot * scale);
   }
   double sum = 0;
-  for (int64_t j = 0; j < T && (!causal || j <= query); ++j)
-    sum += v.weights[static_cast<size_t>(j)] = std::exp(v.scores[static_cast<size_t>(j)] - top);
+  for (int64_t j = first; j <= last; ++j) sum += v.weights[static_cast<size_t>(j)] = std::exp(v.scores[static_cast<size_t>(j)] - top);
   for (double& w : v.weights) w /= sum;
   return v;
+}
+
+// The neuron view of a Transformer encoder layer's (or a GPT block's) self-attention from its input
+// x [1, T, E] (the output of the layers below it): the attention's input (LN(x) in a pre-LN layer),
+// projected by the query and key rows of in_proj, the head's columns read out.
+NeuronView neuron_of(const nn::TransformerEncoderLayer& L, const Tensor& x, bool causal, int64_t layer, int64_t head,
+                     int64_t query) {
+  const nn::MultiheadAttention& a = *L.self_attn;
+  const int64_t T = x.size(1);
+  check_head(head, a.num_heads);
+  check_query(query, T);
+  const Tensor in = L.opt.norm_first ? L.norm1->forward(x) : x;
+  return neuron_arithmetic(mha_rows(a, 0, in, head), mha_rows(a, 1, in, head), layer, head, query, 0,
+                           causal ? query : T - 1);
 }
 
 void check_layer(int64_t layer, size_t layers) {
   QKV_CHECK(layer >= 0 && layer < static_cast<int64_t>(layers), "layer ", layer,
             " is out of range: the model has layers 0 … ", static_cast<int64_t>(layers) - 1);
+}
+
+// A Llama's layer `layer` over ids: n = RMSNorm₁(x), q = RoPE(q_proj(n)) of the head, k = RoPE(k_proj(n))
+// of the key/value head it reads (head / (H / Hkv)); causal, within the sliding window if any.
+NeuronView llama_neuron(const nn::Llama& m, const std::vector<int32_t>& ids, int64_t layer, int64_t head, int64_t query) {
+  const nn::LlamaConfig& c = m.config;
+  check_layer(layer, m.layers.size());
+  const int64_t T = static_cast<int64_t>(ids.size()), H = c.num_attention_heads, Hkv = c.kv_heads(), D = c.head_size();
+  check_head(head, H);
+  check_query(query, T);
+  // Llama::forward's embedding, rotary tables and mask, and the layers below `layer`
+  Tensor x = m.embed_tokens->forward(Tensor::from_ints(ids, {1, T}));
+  auto [cos, sin] = m.rotary().tables(0, T, x.device());
+  const int64_t W = c.sliding_window;
+  const Tensor mask = W > 0 && T > W ? sliding_window_mask(T, T, W, 0, x.device()) : Tensor();
+  for (int64_t l = 0; l < layer; ++l)
+    x = m.layers[static_cast<size_t>(l)]->forward(x, cos, sin, mask, /*is_causal=*/!mask.defined());
+  const nn::LlamaDecoderLayer& L = *m.layers[static_cast<size_t>(layer)];
+  const Tensor n = rms_norm(x, L.input_layernorm, static_cast<float>(c.rms_norm_eps));
+  const int64_t kv = head / (H / Hkv);
+  // [1, T, n·D] → [1, n, T, D], rotated, → head's [T, D]
+  auto rotated = [&](const nn::Linear& proj, int64_t heads, int64_t h) {
+    const Tensor r = apply_rotary_pos_emb(proj.forward(n).view({1, T, heads, D}).transpose(1, 2), cos, sin);
+    return head_rows(r.select(0, 0).select(0, h), 0, D);
+  };
+  NeuronView v = neuron_arithmetic(rotated(*L.q_proj, H, head), rotated(*L.k_proj, Hkv, kv), layer, head, query,
+                                   W > 0 ? std::max<int64_t>(0, query - W + 1) : 0, query);
+  v.kv_head = kv;
+  return v;
 }
 
 }  // namespace
@@ -270,56 +330,104 @@ NeuronView masked_language_model_neuron(const models::MaskedLanguageModel& model
   for (int64_t l = 0; l < layer; ++l) x = bert->layers[static_cast<size_t>(l)]->forward_masked(x, Tensor());
   NeuronView v = neuron_of(*bert->layers[static_cast<size_t>(layer)], x, /*causal=*/false, layer, head, query);
   v.kind = "encoder_self";
-  v.axis = masked_language_model_axis(tok, ids);
+  v.axis = v.key_axis = masked_language_model_axis(tok, ids);
   return v;
 }
 
 NeuronView language_model_neuron(const models::LanguageModel& model, const text::LMTokenizer& tokenizer,
                                  const std::string& text, int64_t layer, int64_t head, int64_t query) {
   const auto* gpt = dynamic_cast<const nn::GPT*>(&model.module());
-  QKV_CHECK(gpt, "the neuron view needs a GPT (qkv's or GPT-2); the model's type is ", model.type());
-  check_layer(layer, gpt->h.size());
+  const auto* llama = dynamic_cast<const nn::Llama*>(&model.module());
+  QKV_CHECK(gpt || llama, "the neuron view needs a GPT (qkv's or GPT-2) or a Llama; the model's type is ", model.type());
+  if (gpt) check_layer(layer, gpt->h.size());
   const std::vector<int32_t> ids = tokenizer.encode(text);
   QKV_CHECK(!ids.empty(), "the text is empty");
   QKV_CHECK(static_cast<int64_t>(ids.size()) <= model.block_size(), "the text has ", ids.size(),
             " tokens, more than the model's context of ", model.block_size());
   const int64_t T = static_cast<int64_t>(ids.size());
   NoGradGuard no_grad;
-  // GPT::forward's embedding (no dropout: inference) and the blocks below `layer`
-  Tensor x = gpt->wte->forward(Tensor::from_ints(ids, {1, T})) + gpt->wpe->weight.slice(0, 0, T);
-  for (int64_t l = 0; l < layer; ++l)
-    x = gpt->h[static_cast<size_t>(l)]->forward(x, Tensor(), Tensor(), /*is_causal=*/true);
-  NeuronView v = neuron_of(*gpt->h[static_cast<size_t>(layer)], x, /*causal=*/true, layer, head, query);
+  NeuronView v;
+  if (llama) {
+    v = llama_neuron(*llama, ids, layer, head, query);
+  } else {
+    // GPT::forward's embedding (no dropout: inference) and the blocks below `layer`
+    Tensor x = gpt->wte->forward(Tensor::from_ints(ids, {1, T})) + gpt->wpe->weight.slice(0, 0, T);
+    for (int64_t l = 0; l < layer; ++l)
+      x = gpt->h[static_cast<size_t>(l)]->forward(x, Tensor(), Tensor(), /*is_causal=*/true);
+    v = neuron_of(*gpt->h[static_cast<size_t>(layer)], x, /*causal=*/true, layer, head, query);
+  }
   v.kind = "decoder_self";
   std::vector<std::string> p;
   for (int32_t id : ids) p.push_back(tokenizer.decode_one(id));
-  v.axis = make_axis(p);
+  v.axis = v.key_axis = make_axis(p);
   return v;
 }
 
 NeuronView translation_neuron(const models::Seq2SeqModel& model, const text::SentencePiece& tokenizer,
-                              const std::string& sentence, int64_t layer, int64_t head, int64_t query) {
+                              const std::string& sentence, int64_t layer, int64_t head, int64_t query,
+                              const std::string& kind, const TranslateOptions& opt) {
+  QKV_CHECK(kind == "encoder_self" || kind == "decoder_self" || kind == "cross", "the neuron view's kind '", kind,
+            "' is none of a translator's: encoder_self, decoder_self or cross");
   const auto* seq = dynamic_cast<const nn::Seq2SeqTransformer*>(&model.module());
-  QKV_CHECK(seq, "the neuron view needs a Transformer translator (its encoder's self-attention); the model's type is ",
+  QKV_CHECK(seq, "the neuron view needs a Transformer translator (its attention's queries and keys); the model's type is ",
             model.type());
-  const auto& layers = seq->transformer->encoder->layers;
-  check_layer(layer, layers.size());
+  const models::SpecialTokens c = model.special_tokens();
+  const auto& encoder = seq->transformer->encoder->layers;
+  const auto& decoder = seq->transformer->decoder->layers;
+  check_layer(layer, kind == "encoder_self" ? encoder.size() : decoder.size());
   // the source as translation_attention shows it: its pieces and EOS
   Translator tr(model, tokenizer);
   std::vector<int32_t> src = tr.encode(sentence);
   QKV_CHECK(!src.empty(), "the sentence is empty");
-  src.push_back(model.special_tokens().eos);
-  const int64_t S = static_cast<int64_t>(src.size());
+  const int64_t S = static_cast<int64_t>(src.size()) + 1;
   QKV_CHECK(S <= model.max_len(), "the sentence has ", S - 1, " tokens, more than the model's longest source of ",
             model.max_len() - 1);
+  auto axis = [&](const std::vector<int32_t>& ids) {
+    std::vector<std::string> p;
+    for (int32_t id : ids) p.push_back(id == c.bos ? "<s>" : id == c.eos ? "</s>" : tokenizer.id_to_piece(id));
+    return make_axis(p);
+  };
+  if (kind == "encoder_self") {
+    src.push_back(c.eos);
+    NoGradGuard no_grad;
+    Tensor x = seq->embed(Tensor::from_ints(src, {1, S}), 0);  // Seq2SeqTransformer::encode's, no padding
+    for (int64_t l = 0; l < layer; ++l) x = encoder[static_cast<size_t>(l)]->forward_masked(x, Tensor());
+    NeuronView v = neuron_of(*encoder[static_cast<size_t>(layer)], x, /*causal=*/false, layer, head, query);
+    v.kind = kind;
+    v.axis = v.key_axis = axis(src);
+    return v;
+  }
+  // the decoder's: translated first, then teacher-forced on its own output (translation_attention's
+  // tgt_in and tgt_out)
+  const Hypothesis h = translate_ids(model, {src}, opt)[0];
+  src.push_back(c.eos);
+  std::vector<int32_t> tgt_in{c.bos}, tgt_out = h.tokens;
+  tgt_in.insert(tgt_in.end(), h.tokens.begin(), h.tokens.end());
+  tgt_out.push_back(c.eos);
+  if (!h.finished) tgt_in.pop_back(), tgt_out.pop_back();
+  const int64_t T = static_cast<int64_t>(tgt_in.size());
+  const nn::TransformerDecoderLayer& L = *decoder[static_cast<size_t>(layer)];
+  const nn::MultiheadAttention& a = kind == "cross" ? *L.multihead_attn : *L.self_attn;
+  check_head(head, a.num_heads);
+  check_query(query, T);
   NoGradGuard no_grad;
-  Tensor x = seq->embed(Tensor::from_ints(src, {1, S}), 0);  // Seq2SeqTransformer::encode's, no padding
-  for (int64_t l = 0; l < layer; ++l) x = layers[static_cast<size_t>(l)]->forward_masked(x, Tensor());
-  NeuronView v = neuron_of(*layers[static_cast<size_t>(layer)], x, /*causal=*/false, layer, head, query);
-  v.kind = "encoder_self";
-  std::vector<std::string> p;
-  for (int32_t id : src) p.push_back(id == model.special_tokens().eos ? "</s>" : tokenizer.id_to_piece(id));
-  v.axis = make_axis(p);
+  const nn::Seq2SeqTransformer::Encoded e = seq->encode(Tensor::from_ints(src, {1, S}));
+  Tensor x = seq->embed(Tensor::from_ints(tgt_in, {1, T}), 0);  // TransformerDecoder::forward_masked's layers below
+  for (int64_t l = 0; l < layer; ++l)
+    x = decoder[static_cast<size_t>(l)]->forward_masked(x, e.memory, Tensor(), e.mask, /*tgt_is_causal=*/true);
+  // self-attention's input: LN₁(x) (pre-LN) or x; cross-attention's: the sublayer after it
+  const Tensor self_in = L.opt.norm_first ? L.norm1->forward(x) : x;
+  NeuronView v;
+  if (kind == "decoder_self") {
+    v = neuron_arithmetic(mha_rows(a, 0, self_in, head), mha_rows(a, 1, self_in, head), layer, head, query, 0, query);
+  } else {
+    const Tensor sa = L.self_attn->forward_masked(self_in, self_in, self_in, Tensor(), false, true, /*is_causal=*/true).output;
+    const Tensor cross_in = L.opt.norm_first ? L.norm2->forward(x + sa) : L.norm1->forward(x + sa);
+    v = neuron_arithmetic(mha_rows(a, 0, cross_in, head), mha_rows(a, 1, e.memory, head), layer, head, query, 0, S - 1);
+  }
+  v.kind = kind;
+  v.axis = axis(tgt_out);
+  v.key_axis = kind == "cross" ? axis(src) : axis(tgt_in);
   return v;
 }
 

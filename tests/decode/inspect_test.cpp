@@ -8,6 +8,7 @@
 #include <array>
 #include <cctype>
 #include <cmath>
+#include <tuple>
 
 #include "qkv/autograd/grad_mode.h"
 #include "qkv/models/hf_convert.h"
@@ -186,18 +187,21 @@ TEST(Inspect, RolloutOfACausalModelIsCausal) {
 
 // The neuron view by hand: every score is q·k/√d from the returned vectors (summed in double here,
 // not read from the view), their softmax is the returned weights, and those are the head's row of
-// the attention map the model itself records — for `query`, in `layer` and `head`.
-void check_neuron(const NeuronView& n, const AttentionKind& k, bool causal) {
-  const int64_t T = static_cast<int64_t>(n.axis.tokens.size()), d = n.head_dim;
+// the attention map the model itself records — for `query`, in `layer` and `head`. The query sees
+// keys first … last: causal, last = query (a sliding window's first = query − window + 1); else all.
+void check_neuron(const NeuronView& n, const AttentionKind& k, bool causal, int64_t window = 0) {
+  const int64_t Tq = static_cast<int64_t>(n.axis.tokens.size()), Tk = static_cast<int64_t>(n.key_axis.tokens.size());
+  const int64_t d = n.head_dim;
   ASSERT_EQ(n.axis.tokens, k.queries.tokens);
-  ASSERT_EQ(static_cast<int64_t>(n.queries.size()), T);
-  ASSERT_EQ(static_cast<int64_t>(n.keys.size()), T);
+  ASSERT_EQ(n.key_axis.tokens, k.keys.tokens);
+  ASSERT_EQ(static_cast<int64_t>(n.queries.size()), Tq);
+  ASSERT_EQ(static_cast<int64_t>(n.keys.size()), Tk);
   const std::vector<float>& q = n.queries[static_cast<size_t>(n.query)];
   ASSERT_EQ(static_cast<int64_t>(q.size()), d);
-  std::vector<double> s(static_cast<size_t>(T)), w(static_cast<size_t>(T), 0.0);
+  std::vector<double> s(static_cast<size_t>(Tk)), w(static_cast<size_t>(Tk), 0.0);
   double top = -1e300, z = 0;
-  const int64_t last = causal ? n.query : T - 1;
-  for (int64_t j = 0; j <= last; ++j) {
+  const int64_t last = causal ? n.query : Tk - 1, first = window > 0 ? std::max<int64_t>(0, n.query - window + 1) : 0;
+  for (int64_t j = first; j <= last; ++j) {
     double dot = 0;
     for (int64_t c = 0; c < d; ++c) {
       const double p = static_cast<double>(q[static_cast<size_t>(c)]) * n.keys[static_cast<size_t>(j)][static_cast<size_t>(c)];
@@ -208,13 +212,13 @@ void check_neuron(const NeuronView& n, const AttentionKind& k, bool causal) {
     EXPECT_NEAR(n.scores[static_cast<size_t>(j)], s[static_cast<size_t>(j)], 1e-6 * (1 + std::abs(dot))) << j;
     top = std::max(top, s[static_cast<size_t>(j)]);
   }
-  for (int64_t j = 0; j <= last; ++j) z += w[static_cast<size_t>(j)] = std::exp(s[static_cast<size_t>(j)] - top);
-  const Tensor& map = k.layers[static_cast<size_t>(n.layer)];  // [H, T, T]
-  const float* row = map.data<float>() + (n.head * T + n.query) * T;
-  for (int64_t j = 0; j < T; ++j) {
+  for (int64_t j = first; j <= last; ++j) z += w[static_cast<size_t>(j)] = std::exp(s[static_cast<size_t>(j)] - top);
+  const Tensor& map = k.layers[static_cast<size_t>(n.layer)];  // [H, Tq, Tk]
+  const float* row = map.data<float>() + (n.head * Tq + n.query) * Tk;
+  for (int64_t j = 0; j < Tk; ++j) {
     EXPECT_NEAR(n.weights[static_cast<size_t>(j)], w[static_cast<size_t>(j)] / z, 1e-9) << j;
     EXPECT_NEAR(n.weights[static_cast<size_t>(j)], row[j], 2e-5) << "key " << j << " of the recorded map";
-    if (j > last) {
+    if (j > last || j < first) {
       EXPECT_TRUE(std::isinf(n.scores[static_cast<size_t>(j)]) && n.scores[static_cast<size_t>(j)] < 0) << j;
       EXPECT_TRUE(n.products[static_cast<size_t>(j)].empty()) << j;
     }
@@ -281,6 +285,70 @@ TEST(Inspect, NeuronViewOfATranslatorsEncoderIsItsAttentionRowByHand) {
   models::LoadedSeq2Seq gru = models::load_seq2seq(std::string(QKV_SOURCE_DIR) + "/models/en-fr-gru.safetensors");
   EXPECT_NE(testing::error_of([&] { translation_neuron(*gru.model, *gru.tokenizer, text, 0, 0, 0); }).find("Transformer translator"),
             std::string::npos);
+}
+
+// Llama-family folders converted from transformers (tests/golden/hf): grouped-query attention (4
+// heads reading 2 key/value heads), multi-query with biases (1), and Mistral's sliding window of 8.
+// q and k are rotated by position; each head's row is the map the model records.
+TEST(Inspect, NeuronViewOfALlamaIsItsAttentionRowByHand) {
+  testing::TempDir dir("neuron-llama");
+  const std::string text = "The cat didn't cross the street because it was too tired.";
+  for (const auto& [name, kv_heads, window] : std::vector<std::tuple<std::string, int64_t, int64_t>>{
+           {"llama-gqa", 2, 0}, {"llama3-mqa-tied-bias", 1, 0}, {"mistral-window", 2, 8}}) {
+    SCOPED_TRACE(name);
+    const std::string out = (dir.path / (name + ".safetensors")).string();
+    models::convert_hf(std::string(QKV_GOLDEN_DIR) + "/hf/" + name, out);
+    models::LoadedLanguageModel g = models::load_language_model(out);
+    const AttentionView v = language_model_attention(*g.model, g.tokenizer, text);
+    const AttentionKind& k = v.kinds[0];
+    const int64_t L = static_cast<int64_t>(k.layers.size()), H = k.layers[0].size(0);
+    const int64_t T = static_cast<int64_t>(k.queries.tokens.size());
+    ASSERT_GT(T, 12);  // (past the window)
+    for (const auto& [layer, head, query] : std::vector<std::array<int64_t, 3>>{{0, 0, 0}, {L - 1, H - 1, T - 1}, {1, 1, 11}}) {
+      SCOPED_TRACE(::testing::Message() << "layer " << layer << " head " << head << " query " << query);
+      const NeuronView n = language_model_neuron(*g.model, g.tokenizer, text, layer, head, query);
+      EXPECT_EQ(n.kind, "decoder_self");
+      EXPECT_EQ(n.kv_head, head / (H / kv_heads));
+      check_neuron(n, k, /*causal=*/true, window);
+    }
+    EXPECT_NE(testing::error_of([&] { language_model_neuron(*g.model, g.tokenizer, text, 0, H, 0); }).find("head 4"),
+              std::string::npos);
+    EXPECT_NE(testing::error_of([&] { language_model_neuron(*g.model, g.tokenizer, text, L, 0, 0); }).find("layer 2"),
+              std::string::npos);
+  }
+}
+
+// A translator's decoder: its self-attention (queries the translation and EOS, keys <s> and the
+// translation, causal) and its cross-attention (keys the source and EOS, from the encoder's
+// output) — for the shipped Transformer (post-LN) and a Marian converted from transformers.
+TEST(Inspect, NeuronViewOfATranslatorsDecoderIsItsAttentionRowByHand) {
+  testing::TempDir dir("neuron-marian");
+  const std::string marian = (dir.path / "marian.safetensors").string();
+  models::convert_hf(std::string(QKV_GOLDEN_DIR) + "/hf/marian", marian);
+  const std::string text = "The cat didn't cross the street because it was too tired.";
+  for (const std::string& path : {std::string(QKV_SOURCE_DIR) + "/models/en-fr.safetensors", marian}) {
+    SCOPED_TRACE(path);
+    models::LoadedSeq2Seq t = models::load_seq2seq(path);
+    const AttentionView v = translation_attention(*t.model, *t.tokenizer, text);
+    for (const std::string kind : {"decoder_self", "cross"}) {
+      SCOPED_TRACE(kind);
+      const AttentionKind& k = *v.find(kind);
+      const int64_t L = static_cast<int64_t>(k.layers.size()), H = k.layers[0].size(0);
+      const int64_t T = static_cast<int64_t>(k.queries.tokens.size());
+      ASSERT_GT(T, 2);
+      for (const auto& [layer, head, query] : std::vector<std::array<int64_t, 3>>{{0, 0, 0}, {L - 1, H - 1, T - 1}, {L - 1, 1, 2}}) {
+        SCOPED_TRACE(::testing::Message() << "layer " << layer << " head " << head << " query " << query);
+        const NeuronView n = translation_neuron(*t.model, *t.tokenizer, text, layer, head, query, kind);
+        EXPECT_EQ(n.kind, kind);
+        check_neuron(n, k, /*causal=*/kind == "decoder_self");
+      }
+      EXPECT_NE(testing::error_of([&] { translation_neuron(*t.model, *t.tokenizer, text, 0, 0, T, kind); })
+                    .find("query " + std::to_string(T)),
+                std::string::npos);
+    }
+    EXPECT_NE(testing::error_of([&] { translation_neuron(*t.model, *t.tokenizer, text, 0, 0, 0, "self"); }).find("encoder_self, decoder_self or cross"),
+              std::string::npos);
+  }
 }
 
 // The coreference probe by hand: two items over "it … trophy … suitcase" axes (one token a word), the

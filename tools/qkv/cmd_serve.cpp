@@ -14,12 +14,15 @@
 //   POST /v1/attention   {"text", "model"?, "beam_size"?, "length_penalty"?, "search"?: {"query", "key"},
 //                         "detail"?: "rollout" (each self-attention kind gets "rollout": [query][key],
 //                         Abnar & Zuidema's attention rollout across its layers) or "neuron" (with
-//                         "neuron": {"layer", "head", "query"}, from 0; BERT, a GPT or a Transformer
-//                         translator's encoder self-attention: the answer is
-//                         {"model", "kind", "input", "neuron": {"kind", "layer", "head", "query",
-//                         "head_dim", "scale", "tokens", "words", "word", "queries": [token][d],
-//                         "keys": [token][d], "products": [key][d] (q ⊙ k), "scores": [key] (q·k·scale;
-//                         null: a causal model's later key), "weights": [key] (their softmax)}}: the
+//                         "neuron": {"layer", "head", "query"}, from 0, and a translator's "kind"?:
+//                         "encoder_self" (default), "decoder_self" or "cross"; BERT, a GPT, a Llama or
+//                         a Transformer translator: the answer is
+//                         {"model", "kind", "input", "neuron": {"kind", "layer", "head", "kv_head"
+//                         (the key/value head it reads: grouped-query attention), "query",
+//                         "head_dim", "scale", "tokens", "words", "word" (the queries' axis),
+//                         "key_tokens", "key_words", "key_word" (the keys'), "queries": [query][d],
+//                         "keys": [key][d], "products": [key][d] (q ⊙ k), "scores": [key] (q·k·scale;
+//                         null: a key not seen, causal), "weights": [key] (their softmax)}}: the
 //                         arithmetic of one row of the map, decode/inspect.h's NeuronView),
 //                         "encoding"?: "json" (default) or "u8" (each "layers" and "rollout" is
 //                         {"encoding": "u8", "shape", "data": base64 of a byte a weight, w ≈ b/255})}
@@ -156,7 +159,9 @@ json neuron_json(const decode::NeuronView& v) {
   for (double x : v.scores) scores.push_back(std::isfinite(x) ? json(x) : json(nullptr));
   return {{"kind", v.kind}, {"layer", v.layer}, {"head", v.head}, {"query", v.query}, {"head_dim", v.head_dim},
           {"scale", 1.0 / std::sqrt(static_cast<double>(v.head_dim))}, {"tokens", v.axis.tokens},
-          {"words", v.axis.words}, {"word", v.axis.word}, {"queries", v.queries}, {"keys", v.keys},
+          {"words", v.axis.words}, {"word", v.axis.word}, {"key_tokens", v.key_axis.tokens},
+          {"key_words", v.key_axis.words}, {"key_word", v.key_axis.word}, {"kv_head", v.kv_head},
+          {"queries", v.queries}, {"keys", v.keys},
           {"products", v.products}, {"scores", scores}, {"weights", v.weights}};
 }
 
@@ -683,13 +688,21 @@ class Server {
       detail = body["detail"].get<std::string>();
     }
     int64_t n_layer = 0, n_head = 0, n_query = 0;
+    std::string n_kind = "encoder_self";  // a translator's kind of attention ("kind" is for translators)
     if (detail == "neuron") {
-      const char* shape = "\"neuron\" must be {\"layer\": int, \"head\": int, \"query\": int} (from 0) with \"detail\": \"neuron\"";
-      if (!body.has("neuron") || !body["neuron"].is_object() || body["neuron"].size() != 3) throw HttpError{400, shape};
+      const char* shape = "\"neuron\" must be {\"layer\": int, \"head\": int, \"query\": int} (from 0, and for a "
+                          "translator \"kind\": \"encoder_self\", \"decoder_self\" or \"cross\") with \"detail\": \"neuron\"";
+      if (!body.has("neuron") || !body["neuron"].is_object()) throw HttpError{400, shape};
       const json& nj = body["neuron"];
+      if (nj.size() != (nj.contains("kind") ? 4u : 3u)) throw HttpError{400, shape};
       for (const char* f : {"layer", "head", "query"})
         if (!nj.contains(f) || !nj[f].is_number_integer()) throw HttpError{400, shape};
       n_layer = nj["layer"].get<int64_t>(), n_head = nj["head"].get<int64_t>(), n_query = nj["query"].get<int64_t>();
+      if (nj.contains("kind")) {
+        if (!nj["kind"].is_string() || s.kind() != "translation")
+          throw HttpError{400, "\"neuron\": \"kind\" is a translator's (a string: encoder_self, decoder_self or cross)"};
+        n_kind = nj["kind"].get<std::string>();
+      }
       if (body.has("search")) throw HttpError{400, "\"search\" is not asked with \"detail\": \"neuron\""};
     } else if (body.has("neuron")) {
       throw HttpError{400, "\"neuron\" goes with \"detail\": \"neuron\""};
@@ -715,7 +728,8 @@ class Server {
                                  std::to_string(longest)};
       auto held = s.hold(timeout());
       if (detail == "neuron") return neuron_response(s, text, [&] {
-          return decode::translation_neuron(*t.loaded().model, *t.loaded().tokenizer, text, n_layer, n_head, n_query);
+          return decode::translation_neuron(*t.loaded().model, *t.loaded().tokenizer, text, n_layer, n_head, n_query,
+                                            n_kind, to);
         });
       view = decode::translation_attention(*t.loaded().model, *t.loaded().tokenizer, text, to);
     } else if (s.kind() == "masked_language_model") {

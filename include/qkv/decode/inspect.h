@@ -79,32 +79,45 @@ Tensor attention_rollout(const std::vector<Tensor>& layers);
 
 // The neuron view (bertviz's third view; seed 002's steps 3–4): how one query token's weights in
 // one head of one layer come about. Its query vector q and every key vector k_j (the head's slice
-// of the self-attention's input projections, biases included, before any scaling), their
-// element-wise products q ⊙ k_j, the scaled dot products s_j = Σ(q ⊙ k_j) / √d and the softmax
-// w_j = exp(s_j) / Σ exp(s) — which is that head's row of the attention map. A causal model's
-// query sees the keys up to itself only: s_j for a later key is −inf and w_j is 0. Computed in
-// double from the layer's input (the model runs up to that layer, no further).
+// of the attention's input projections, biases included, before any scaling; a Llama's after the
+// rotary positions), their element-wise products q ⊙ k_j, the scaled dot products
+// s_j = Σ(q ⊙ k_j) / √d and the softmax w_j = exp(s_j) / Σ exp(s) — which is that head's row of the
+// attention map. A causal model's query sees the keys up to itself only (a sliding window's, the
+// last `window` of them): s_j for a key it does not see is −inf and w_j is 0. Computed in double
+// from the layer's input (the model runs up to that layer, no further).
 struct NeuronView {
-  std::string kind;                   // "encoder_self" (BERT, a translator's encoder) or "decoder_self" (a GPT)
-  TokenAxis axis;                     // the tokens (queries and keys are the same)
+  std::string kind;                   // "encoder_self" (BERT, a translator's encoder), "decoder_self"
+                                      // (a GPT, a Llama, a translator's decoder) or "cross"
+  TokenAxis axis;                     // the query tokens (the rows of the kind's map)
+  TokenAxis key_axis;                 // the key tokens (its columns; self-attention: the same tokens,
+                                      // a translator's decoder: <s> and the translation before them)
   int64_t layer = 0, head = 0, query = 0;  // from 0
+  int64_t kv_head = 0;                // the key/value head `head` reads (grouped-query attention:
+                                      // head / (heads / key-value heads); else = head)
   int64_t head_dim = 0;               // d
-  std::vector<std::vector<float>> queries, keys;  // every token's q and k in this head: [T][d]
-  std::vector<std::vector<float>> products;       // q_query ⊙ k_j: [T][d] (causal: later keys empty)
-  std::vector<double> scores;         // s_j = q_query · k_j / √d (causal: −inf after the query)
-  std::vector<double> weights;        // softmax(s): [T], sums to 1
+  std::vector<std::vector<float>> queries, keys;  // every token's q and k in this head: [Tq][d], [Tk][d]
+  std::vector<std::vector<float>> products;       // q_query ⊙ k_j: [Tk][d] (keys not seen: empty)
+  std::vector<double> scores;         // s_j = q_query · k_j / √d (keys not seen: −inf)
+  std::vector<double> weights;        // softmax(s): [Tk], sums to 1
 };
 // For a masked language model (BERT), a language model built on qkv's GPT (GPT-2 converted, or
-// trained by qkv) or a Transformer translator's encoder (qkv's, Marian); any other (Llama's rotary
-// positions, a recurrent translator): qkv::Error naming its type.
+// trained by qkv) or on Llama (Llama, Qwen2, Mistral converted: q and k rotated by position; heads
+// sharing a key/value head read its keys), or a Transformer translator (qkv's, Marian); any other
+// (a recurrent translator): qkv::Error naming its type.
 // A layer, head or query out of range: qkv::Error naming it and the range.
 NeuronView masked_language_model_neuron(const models::MaskedLanguageModel& model, const text::LMTokenizer& tokenizer,
                                         const std::string& text, int64_t layer, int64_t head, int64_t query);
 NeuronView language_model_neuron(const models::LanguageModel& model, const text::LMTokenizer& tokenizer,
                                  const std::string& text, int64_t layer, int64_t head, int64_t query);
-// A Transformer translator's encoder self-attention over `sentence` and EOS (no translation is made).
+// A Transformer translator, one kind of its attention as translation_attention shows it:
+//   "encoder_self": the source and EOS (no translation is made);
+//   "decoder_self": the sentence is translated first (opt, as translation_attention), then the
+//                   queries are the translation and EOS, the keys <s> and the translation (causal);
+//   "cross":        the same queries; the keys are the source and EOS, from the encoder's output.
+// Another kind: qkv::Error naming the three.
 NeuronView translation_neuron(const models::Seq2SeqModel& model, const text::SentencePiece& tokenizer,
-                              const std::string& sentence, int64_t layer, int64_t head, int64_t query);
+                              const std::string& sentence, int64_t layer, int64_t head, int64_t query,
+                              const std::string& kind = "encoder_self", const TranslateOptions& opt = {});
 
 struct HeadScore {
   std::string kind;

@@ -100,6 +100,8 @@ class Llama : public Module {
   // idx [B, T] at positions state.length() … → the logits of the last position, [B, vocab_size].
   Tensor step(const Tensor& idx, DecoderState& state) const;
   void set_inference_weights(InferenceWeights weights);
+  // The rotary tables forward uses (decode/inspect.cpp's neuron view rotates q and k with them).
+  const RotaryEmbedding& rotary() const { return rope_; }
 
   LlamaConfig config;
   std::shared_ptr<Embedding> embed_tokens;
