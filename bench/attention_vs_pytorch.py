@@ -33,6 +33,8 @@ import subprocess
 import sys
 import time
 
+import bench_progress
+
 B, H, D = 1, 8, 64
 DEFAULT_LENS = [128, 256, 512, 1024, 2048, 4096]
 
@@ -188,15 +190,18 @@ def main():
     raw = []
     rows = []
     labels = []
+    bench_progress.start(len(masks) * len(lens) * args.runs * ((not args.skip_qkv) + len(pythons)), "attention")
     for causal in masks:
         for L in lens:
             reps = args.repeats or default_repeats(L)
             qr, tr = [], {py: [] for py in pythons}
             for _ in range(args.runs):
                 if not args.skip_qkv:
-                    qr.append(qkv_run(args, L, causal, reps))
+                    with bench_progress.measuring(f"qkv L={L}{' causal' if causal else ''}"):
+                        qr.append(qkv_run(args, L, causal, reps))
                 for py in list(pythons):
-                    r = torch_run(args, py, L, causal, reps)
+                    with bench_progress.measuring(f"torch {py[1]} L={L}{' causal' if causal else ''}"):
+                        r = torch_run(args, py, L, causal, reps)
                     if "unsupported" in r:
                         print(f"# skipping {py[0]} {py[1]}: {r['unsupported']}", file=sys.stderr)
                         pythons.remove(py)
@@ -208,9 +213,10 @@ def main():
             row = format_row(L, causal, qr, tr, pythons)
             if not labels:
                 labels = header(pythons, tr)
-                print(labels[0])
-                print(labels[1])
-            print(row, flush=True)
+                bench_progress.write(labels[0])
+                bench_progress.write(labels[1])
+            bench_progress.write(row)
+    bench_progress.close()
     if args.json_out:
         with open(args.json_out, "w") as f:
             json.dump(raw, f, indent=1)

@@ -29,6 +29,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 from gpt_vs_pytorch import run_json, torch_env  # noqa: E402  (PyTorch at its best settings here)
 from convnet_vs_pytorch import basic_block  # noqa: E402
+import bench_progress  # noqa: E402
 
 
 def make_model(torch, m, V):
@@ -157,14 +158,18 @@ def main():
               "--length", str(args.length), "--vocab", str(args.vocab), "--side", str(args.side)]
     sets = sum((["--set", kv] for kv in args.set or []), [])
     res, info = {"qkv": []}, {}
+    bench_progress.start(args.runs * (1 + len(pythons)), "captioner")
     for _ in range(args.runs):
-        j = run_json([args.qkv, "bench", "captioner", "--json", "--config", args.config] + common + sets)
+        with bench_progress.measuring("qkv"):
+            j = run_json([args.qkv, "bench", "captioner", "--json", "--config", args.config] + common + sets)
         res["qkv"].append(j["images_per_s"])
         info["qkv"] = j
         for p in pythons:
-            out = run_json([p, __file__, "--worker", "--config", args.config] + common + sets, env=env)
+            with bench_progress.measuring(f"torch ({p})"):
+                out = run_json([p, __file__, "--worker", "--config", args.config] + common + sets, env=env)
             res.setdefault(p, []).append(out)
             info[p] = out["torch"]
+    bench_progress.close()
     q = statistics.median(res["qkv"])
     print(f"Captioner training step ({info['qkv']['model']}; {info['qkv']['params'] / 1e6:.2f}M parameters), "
           f"batch {args.batch} × {args.length} words, {T} threads (median of {args.runs}):")

@@ -26,6 +26,7 @@ import time
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 from gpt_vs_pytorch import run_json, torch_env  # noqa: E402  (PyTorch at its best settings here)
+import bench_progress  # noqa: E402  (a bar over the measurements, on stderr)
 
 CONV_SHAPES = [(32, 32, 28), (64, 64, 14), (128, 128, 7)]  # (in, out, size): the stages' 3×3 convolutions
 
@@ -176,24 +177,30 @@ def main():
     whats = ["train"] + ([] if args.skip_conv else ["conv"])
     res = {w: {"qkv": []} for w in whats}
     info = {}
+    bench_progress.start(args.runs * sum((1 if w == "train" else len(CONV_SHAPES)) + len(pythons) for w in whats),
+                         "convnet")
     for _ in range(args.runs):
         for w in whats:
             if w == "train":
-                j = run_json([args.qkv, "bench", "convnet", "train", "--json", "--config", args.config] + common)
+                with bench_progress.measuring("qkv train"):
+                    j = run_json([args.qkv, "bench", "convnet", "train", "--json", "--config", args.config] + common)
                 res[w]["qkv"].append(j["images_per_s"])
                 info["qkv"] = j
             else:
                 conv = {}
                 for cin, cout, size in CONV_SHAPES:
-                    j = run_json([args.qkv, "bench", "conv2d", "--json", "--in", str(cin), "--out", str(cout),
-                                        "--size", str(size), "--threads", T, "--iters", str(args.iters),
-                                        "--batch", str(args.batch)])
+                    with bench_progress.measuring(f"qkv conv {cin}x{size}"):
+                        j = run_json([args.qkv, "bench", "conv2d", "--json", "--in", str(cin), "--out", str(cout),
+                                      "--size", str(size), "--threads", T, "--iters", str(args.iters),
+                                      "--batch", str(args.batch)])
                     conv[f"{cin}x{size}"] = j
                 res[w]["qkv"].append(conv)
             for p in pythons:
-                out = run_json([p, __file__, "--worker", w, "--config", args.config] + common, env=env)
+                with bench_progress.measuring(f"torch {w} ({p})"):
+                    out = run_json([p, __file__, "--worker", w, "--config", args.config] + common, env=env)
                 res[w].setdefault(p, []).append(out)
                 info[p] = out["torch"]
+    bench_progress.close()
     q = statistics.median(res["train"]["qkv"])
     print(f"ConvNet training step ({info['qkv']['model']}; {info['qkv']['params'] / 1e6:.2f}M parameters), "
           f"batch {args.batch}, {T} threads (median of {args.runs}):")

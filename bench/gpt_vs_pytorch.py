@@ -28,6 +28,7 @@ import statistics
 import subprocess
 import sys
 import time
+import bench_progress  # noqa: E402  (a bar over the measurements, on stderr)
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 REF = os.path.normpath(os.path.join(HERE, "..", "..", "shared", "pytorch-reference"))
@@ -187,9 +188,11 @@ def main():
         figures = {name: [] for name, _ in qkv_runs}
         for name, py, comp, ac in run_peers:
             figures[name] = []
+        bench_progress.start(args.runs * (len(qkv_runs) + len(run_peers)), f"gpt {what}")
         for r in range(args.runs):
             for name, cmd in qkv_runs:
-                figures[name].append(run_json(cmd))
+                with bench_progress.measuring(name):
+                    figures[name].append(run_json(cmd))
             for name, py, comp, ac in run_peers:
                 cmd = [py, os.path.abspath(__file__), "--worker", what, "--threads", str(args.threads),
                        "--iters", str(iters), "--new-tokens", str(args.new_tokens), "--repeats", str(args.repeats)]
@@ -199,7 +202,9 @@ def main():
                     cmd.append("--autocast")
                 if args.no_naive:
                     cmd.append("--no-naive")
-                figures[name].append(run_json(cmd, torch_env(args.threads)))
+                with bench_progress.measuring(name):
+                    figures[name].append(run_json(cmd, torch_env(args.threads)))
+        bench_progress.close()
         results[what] = figures
         keys = ["tokens_per_s"] if what.startswith("train-") else \
             (["kv_cache"] if args.no_naive else ["kv_cache", "naive"])

@@ -30,6 +30,7 @@ import time
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 from gpt_vs_pytorch import run_json, torch_env  # noqa: E402  (PyTorch at its best settings here)
+import bench_progress  # noqa: E402  (a bar over the measurements, on stderr)
 
 
 # ---- the PyTorch twin ------------------------------------------------------------------------
@@ -149,16 +150,20 @@ def main():
     if args.luong:
         qkv_cmd += ["--set", "attention=general", "--set", "input_feeding=true"]
     qkv, torch_runs, info = [], {(p, c): [] for p in pythons for c in args.cell}, {}
+    bench_progress.start(args.runs * (1 + len(torch_runs)), "rnn")
     for _ in range(args.runs):
-        j = run_json(qkv_cmd)
+        with bench_progress.measuring("qkv"):
+            j = run_json(qkv_cmd)
         qkv.append(j["tgt_tokens_per_s"])
         info["qkv"] = j
         for (p, c) in torch_runs:
-            out = run_json([p, __file__, "--worker", "--threads", T, "--iters", str(args.iters), "--warmup",
-                            str(args.warmup), "--hidden", str(args.hidden), "--embedding", str(args.embedding),
-                            "--cell", c] + shape + (["--luong"] if args.luong else []), env=env)
+            with bench_progress.measuring(f"torch {c} ({p})"):
+                out = run_json([p, __file__, "--worker", "--threads", T, "--iters", str(args.iters), "--warmup",
+                                str(args.warmup), "--hidden", str(args.hidden), "--embedding", str(args.embedding),
+                                "--cell", c] + shape + (["--luong"] if args.luong else []), env=env)
             torch_runs[(p, c)].append(out["tgt_tokens_per_s"])
             info[(p, c)] = out
+    bench_progress.close()
     q = statistics.median(qkv)
     print(f"rnn-attention training ({info['qkv']['model']}; {info['qkv']['params'] / 1e6:.2f}M parameters), "
           f"batch {args.batch} x {args.len}, {T} threads (median of {args.runs}):")

@@ -33,6 +33,7 @@ import time
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 from gpt_vs_pytorch import torch_env  # noqa: E402  (PyTorch at its best settings here)
+import bench_progress  # noqa: E402  (a bar over the measurements, on stderr)
 REF = os.path.normpath(os.path.join(HERE, "..", "..", "shared", "pytorch-reference"))
 
 
@@ -239,19 +240,23 @@ def main():
     if "train" in args.what:
         for dtype in args.dtype:
             qkv, torch_runs = [], {p: [] for p in pythons}
+            bench_progress.start(args.runs * (1 + len(pythons)), f"seq2seq train {dtype}")
             for _ in range(args.runs):
-                j = json.loads(run([args.qkv, "bench", "seq2seq", "train", "--json", "--threads", T, "--iters",
-                                    str(args.iters), "--dtype", dtype]))
+                with bench_progress.measuring("qkv"):
+                    j = json.loads(run([args.qkv, "bench", "seq2seq", "train", "--json", "--threads", T, "--iters",
+                                        str(args.iters), "--dtype", dtype]))
                 qkv.append(j["tgt_tokens_per_s"])
                 for p in pythons:
-                    if dtype == "f32":
-                        out = run([p, os.path.join(REF, "seq2seq_train.py"), T, str(args.iters), "5"], env=env)
-                        rate = float(re.search(r"-> ([\d,]+) target tokens/s", out).group(1).replace(",", ""))
-                    else:
-                        out = run([p, __file__, "--worker", "train-bf16", "--threads", T, "--iters", str(args.iters)],
-                                  env=env)
-                        rate = json.loads(out)["tgt_tokens_per_s"]
+                    with bench_progress.measuring(f"torch ({p})"):
+                        if dtype == "f32":
+                            out = run([p, os.path.join(REF, "seq2seq_train.py"), T, str(args.iters), "5"], env=env)
+                            rate = float(re.search(r"-> ([\d,]+) target tokens/s", out).group(1).replace(",", ""))
+                        else:
+                            out = run([p, __file__, "--worker", "train-bf16", "--threads", T, "--iters",
+                                       str(args.iters)], env=env)
+                            rate = json.loads(out)["tgt_tokens_per_s"]
                     torch_runs[p].append(rate)
+            bench_progress.close()
             q = statistics.median(qkv)
             print(f"seq2seq training {dtype}, d_model 256, 3+3 layers, vocab 8000, batch 64 x 24, {T} threads "
                   f"(median of {args.runs}):")
@@ -268,6 +273,7 @@ def main():
         with tempfile.TemporaryDirectory() as tmp:
             ids = os.path.join(tmp, "ids.tsv")
             qkv = []
+            bench_progress.start(args.runs + len(pythons) * max(1, args.runs - 1), "seq2seq translate")
             for r in range(args.runs):
                 cmd = [args.qkv, "bench", "seq2seq", "translate", "--json", "--threads", T, "-m", args.model, "-i",
                        args.input, "--sentences", str(args.sentences), "--beam", str(args.beam), "--batch-size",
@@ -276,20 +282,26 @@ def main():
                     cmd += ["--dump-ids", ids]
                 else:
                     cmd += ["--no-naive"]
-                qkv.append(json.loads(run(cmd)))
+                with bench_progress.measuring("qkv"):
+                    qkv.append(json.loads(run(cmd)))
             q = statistics.median(j["kv_cache"]["tgt_tokens_per_s"] for j in qkv)
             naive = qkv[0]["naive"]["tgt_tokens_per_s"]
-            print(f"translation, beam {args.beam}, batch {args.batch}, {qkv[0]['sentences']} sentences, {T} threads:")
-            print(f"  qkv, KV cache        {q:9,.0f} target tokens/s")
-            print(f"  qkv, recomputing     {naive:9,.0f} target tokens/s   (cache {q / naive:.2f}x; same output: "
-                  f"{qkv[0]['identical']})")
+            bench_progress.write(f"translation, beam {args.beam}, batch {args.batch}, {qkv[0]['sentences']} sentences, "
+                                 f"{T} threads:")
+            bench_progress.write(f"  qkv, KV cache        {q:9,.0f} target tokens/s")
+            bench_progress.write(f"  qkv, recomputing     {naive:9,.0f} target tokens/s   (cache {q / naive:.2f}x; "
+                                 f"same output: {qkv[0]['identical']})")
             for p in pythons:
-                res = [json.loads(run([p, __file__, "--worker", "translate", "--model", args.model, "--ids", ids,
-                                       "--beam", str(args.beam), "--batch", str(args.batch), "--threads", T], env=env))
-                       for _ in range(max(1, args.runs - 1))]
+                res = []
+                for _ in range(max(1, args.runs - 1)):
+                    with bench_progress.measuring(f"torch ({p})"):
+                        res.append(json.loads(run([p, __file__, "--worker", "translate", "--model", args.model, "--ids",
+                                                   ids, "--beam", str(args.beam), "--batch", str(args.batch),
+                                                   "--threads", T], env=env)))
                 t = statistics.median(r["tgt_tokens_per_s"] for r in res)
-                print(f"  PyTorch {res[0]['torch']:12s} {t:9,.0f} target tokens/s   qkv {q / t:.2f}x "
-                      f"(same translation as qkv: {res[0]['same_as_qkv']}/{res[0]['sentences']})")
+                bench_progress.write(f"  PyTorch {res[0]['torch']:12s} {t:9,.0f} target tokens/s   qkv {q / t:.2f}x "
+                                     f"(same translation as qkv: {res[0]['same_as_qkv']}/{res[0]['sentences']})")
+            bench_progress.close()
 
 
 if __name__ == "__main__":

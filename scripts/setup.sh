@@ -21,7 +21,7 @@ case "$flag" in
 --with-torch)
   # PyTorch 1.13, the peer for golden files and benchmarks; without OpenBLAS it runs on the netlib
   # reference BLAS (about 5 GF/s on 2 cores here, over 30x slower), so benchmarks would flatter qkv.
-  pkgs+=(python3 python3-torch python3-numpy libopenblas0-pthread) ;;
+  pkgs+=(python3 python3-torch python3-numpy python3-tqdm libopenblas0-pthread) ;;  # tqdm: the bench scripts' bar
 --python)
   # the Python module (scripts/test_python.sh): headers, venv, NumPy, pytest, matplotlib (the example),
   # PyTorch 1.13 for the bridge

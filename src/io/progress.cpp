@@ -268,4 +268,78 @@ std::string ProgressBar::format_rate(double per_second) {
   }
 }
 
+// ---- StatusLine -----------------------------------------------------------------------------------
+
+StatusLine::StatusLine(std::string desc, double delay_seconds, double log_every_seconds)
+    : desc_(std::move(desc)),
+      delay_(std::max(0.0, delay_seconds)),
+      log_every_(std::max(0.1, log_every_seconds)),
+      start_(Clock::now()),
+      out_(g_muted.load() ? nullptr : stderr),
+      tty_(out_ != nullptr && isatty(fileno(stderr)) != 0) {
+  if (out_ != nullptr) thread_ = std::thread([this] { run(); });
+}
+
+StatusLine::~StatusLine() {
+  try {
+    close();
+  } catch (...) {
+  }
+}
+
+void StatusLine::set_stream_for_testing(std::FILE* f, bool is_tty) {
+  std::lock_guard<std::mutex> lock(mu_);
+  out_ = f;
+  tty_ = is_tty;
+}
+
+std::string StatusLine::render(double elapsed) const {
+  return desc_ + " [" + ProgressBar::format_duration(elapsed) + "]";
+}
+
+void StatusLine::run() {
+  std::unique_lock<std::mutex> lock(mu_);
+  while (!closed_) {
+    const double t = std::chrono::duration<double>(Clock::now() - start_).count();
+    if (out_ != nullptr && t >= delay_ && (tty_ || !shown_ || t - last_print_ >= log_every_)) draw_locked(t, false);
+    // a terminal's clock ticks visibly; a log gets a line every log_every_ seconds
+    const double next = t < delay_ ? delay_ - t : tty_ ? 0.2 : log_every_ - (t - last_print_);
+    wake_.wait_for(lock, std::chrono::duration<double>(std::max(0.01, next)));
+  }
+}
+
+void StatusLine::draw_locked(double t, bool final) {
+  std::string line = render(t);
+  if (final) {
+    char took[48];
+    std::snprintf(took, sizeof took, " done in %.1f s", t);
+    line = desc_ + took;
+  }
+  if (tty_) {
+    std::fputs("\r", out_);
+    std::fputs(line.c_str(), out_);
+    std::fputs("\x1b[K", out_);
+    drawn_ = !final;
+    if (final) std::fputc('\n', out_);
+  } else {
+    std::fputs(line.c_str(), out_);
+    std::fputc('\n', out_);
+  }
+  std::fflush(out_);
+  shown_ = true;
+  last_print_ = t;
+}
+
+void StatusLine::close() {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (closed_) return;
+    closed_ = true;
+    if (out_ != nullptr && shown_)
+      draw_locked(std::chrono::duration<double>(Clock::now() - start_).count(), true);
+  }
+  wake_.notify_all();
+  if (thread_.joinable()) thread_.join();
+}
+
 }  // namespace qkv::io

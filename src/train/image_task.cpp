@@ -9,6 +9,7 @@
 #include "qkv/core/checked.h"
 #include "qkv/core/error.h"
 #include "qkv/io/progress.h"
+#include "qkv/io/sample.h"
 #include "qkv/models/model_file.h"
 #include "qkv/models/registry.h"
 #include "qkv/train/memory_plan.h"
@@ -32,6 +33,7 @@ const io::Fields<ImageDataConfig>& ImageDataConfig::fields() {
                        F::text("test_labels", &C::test_labels),
                        F::integer("num_classes", &C::num_classes, 2, 256),
                        F::integer("val_size", &C::val_size, 0),
+                       F::integer("eval_images", &C::eval_images, 0),
                        F::integer("crop_padding", &C::crop_padding, 0, 64),
                        F::boolean("horizontal_flip", &C::horizontal_flip),
                    });
@@ -146,6 +148,22 @@ ImageTask::ImageTask(const json& config, const std::string& base_dir) {
   } else {
     eval_ = std::move(data.test);
     eval_is_test_ = true;
+  }
+  if (c.data.eval_images > 0 && c.data.eval_images < eval_.size()) {
+    // eval_images of them, drawn once (seeded by train.seed): every evaluation scores the same images
+    const std::vector<int64_t> keep = io::sample_indices(eval_.size(), c.data.eval_images, cfg_.seed ^ 0xE7A1ull);
+    const size_t bytes = static_cast<size_t>(eval_.image_bytes());
+    vision::ImageSet kept;
+    kept.channels = eval_.channels, kept.height = eval_.height, kept.width = eval_.width;
+    kept.pixels.reserve(keep.size() * bytes);
+    kept.labels.reserve(keep.size());
+    for (const int64_t i : keep) {
+      const auto from = eval_.pixels.begin() + static_cast<std::ptrdiff_t>(static_cast<size_t>(i) * bytes);
+      kept.pixels.insert(kept.pixels.end(), from, from + static_cast<std::ptrdiff_t>(bytes));
+      kept.labels.push_back(eval_.labels[static_cast<size_t>(i)]);
+    }
+    eval_sampled_from_ = eval_.size();
+    eval_ = std::move(kept);
   }
   train_ = std::move(data.train);
   // Sizes first (train/memory_plan.h): the model, then a batch of images B·C·H·W floats.

@@ -150,12 +150,15 @@ LMTask::LMTask(const json& config, const std::string& base_dir, const std::strin
     if (resume && fs::exists(prefix + ".model")) {
       tok_ = text::LMTokenizer::sentencepiece(text::SentencePiece::load(prefix + ".model"));
     } else {
+      io::StatusLine busy("tokenizer: training SentencePiece (" + tk.model_type + ", " + std::to_string(tk.vocab_size) +
+                          " pieces)");  // (the library reports no progress)
       tok_ = text::LMTokenizer::train_sentencepiece(train_text, prefix, static_cast<int>(tk.vocab_size), tk.model_type);
       if (out_dir.empty()) {
         fs::remove(prefix + ".model", ec);
         fs::remove(prefix + ".vocab", ec);
       }
     }
+    io::StatusLine encoding("data: encoding the text with the tokenizer");
     data_.train = tok_.encode(train_text);
     data_.val = tok_.encode(val_text);
   }

@@ -5,6 +5,7 @@
 #include <string>
 
 #include "qkv/core/error.h"
+#include "qkv/io/progress.h"
 #include "qkv/train/caption_task.h"
 #include "qkv/train/image_task.h"
 #include "qkv/train/lm_task.h"
@@ -18,7 +19,18 @@ namespace {
 template <class Task, class Make, class Data>
 TaskType task(const char* name, const char* description, const char* rate_unit, Make make, Data data) {
   return {name, description, rate_unit, [make, data](const TaskArgs& a) {
-            std::unique_ptr<Task> t = make(a);
+            // The data preparation's progress (tokenizer training, encoding) is shown where the
+            // task is verbose: not under --quiet nor on a data-parallel rank other than the first.
+            const bool was_muted = io::ProgressBar::mute_all(false);
+            io::ProgressBar::mute_all(was_muted || !a.verbose);
+            std::unique_ptr<Task> t;
+            try {
+              t = make(a);
+            } catch (...) {
+              io::ProgressBar::mute_all(was_muted);
+              throw;
+            }
+            io::ProgressBar::mute_all(was_muted);
             const TrainConfig* cfg = &t->train_config();
             std::string about = data(*t);
             return BuiltTask{std::move(t), cfg, std::move(about)};
@@ -48,6 +60,7 @@ const std::vector<TaskType>& task_types() {
           [](const TaskArgs& a) { return std::make_unique<ImageTask>(a.config, a.base_dir); },
           [](const ImageTask& t) {
             return detail::concat(t.train_set().size(), " train / ", t.eval_set().size(), " ",
+                                  t.eval_sampled_from() ? detail::concat("(of ", t.eval_sampled_from(), ") ") : "",
                                   t.evaluates_on_test() ? "test" : "held-out", " images");
           }),
       task<CaptionTask>(

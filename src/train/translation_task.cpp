@@ -207,6 +207,7 @@ TranslationTask::TranslationTask(const json& config, const std::string& base, co
     io::write_file_atomic(corpus, lines);
     say("tokenizer: training SentencePiece (" + tk.type + ", " + std::to_string(tk.vocab_size) + " pieces) on " +
         std::to_string(2 * split_.train.size()) + " lines …");
+    io::StatusLine busy("tokenizer: training SentencePiece");  // (the library reports no progress)
     text::SentencePiece::train({corpus}, (fs::path(out_dir) / "spm").string(), static_cast<int>(tk.vocab_size), tk.type,
                                tk.character_coverage, tk.input_sentence_size);
     fs::remove(corpus, ec);
@@ -246,9 +247,12 @@ TranslationTask::TranslationTask(const json& config, const std::string& base, co
   // ---- encode and batch
   const int64_t max_tokens = d.max_tokens > 0 ? d.max_tokens : model_->max_len() - 1;
   size_t dropped = 0, dropped_dev = 0;
+  io::ProgressBar encoding("data: encoding", static_cast<int64_t>(split_.train.size() + split_.dev.size()), 0,
+                           /*delay_seconds=*/2);  // pairs
   auto encode_all = [&](const std::vector<text::SentencePair>& pairs, size_t* drop) {
     std::vector<text::EncodedPair> out;
     for (auto& p : pairs) {
+      encoding.update();
       text::EncodedPair e;
       for (int id : sp_->encode(p.src)) e.src.push_back(id);
       e.src.push_back(ids.eos);
@@ -266,6 +270,7 @@ TranslationTask::TranslationTask(const json& config, const std::string& base, co
   };
   train_ = encode_all(split_.train, &dropped);
   dev_ = encode_all(split_.dev, &dropped_dev);
+  encoding.close();
   QKV_CHECK(!train_.empty() && !dev_.empty(), "translation task: every pair was empty or longer than ", max_tokens,
             " tokens");
   auto sorted = [&](const std::vector<text::EncodedPair>& v, uint64_t seed) {

@@ -2,9 +2,12 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <string>
+#include <thread>
 
 namespace qkv::io {
 namespace {
@@ -254,6 +257,45 @@ TEST(Progress, MuteAllSilencesBarsMadeMeanwhile) {
     pb.update(2);
   }
   EXPECT_NE(testing::internal::GetCapturedStderr().find("eval 100%|"), std::string::npos);
+}
+
+// Work with no count: nothing while it is quick, then the description and the time so far — a
+// line every interval in a log, one redrawn line on a terminal — and the total at the end.
+TEST(Progress, StatusLineIsQuietWhenQuick) {
+  Quiet q;
+  {
+    StatusLine s("tokenizer: training", /*delay_seconds=*/5);
+    s.set_stream_for_testing(q.f, false);
+  }
+  EXPECT_EQ(read_all(q.f), "");
+}
+
+TEST(Progress, StatusLineLogsTheTimeSoFarThenTheTotal) {
+  Quiet q;
+  {
+    StatusLine s("tokenizer: training", /*delay_seconds=*/0.3, /*log_every_seconds=*/0.2);
+    s.set_stream_for_testing(q.f, false);
+    std::this_thread::sleep_for(std::chrono::milliseconds(900));
+  }
+  const std::string out = read_all(q.f);
+  EXPECT_EQ(out.rfind("tokenizer: training [00:00]\n", 0), 0u) << out;
+  EXPECT_GE(std::count(out.begin(), out.end(), '\n'), 3) << out;  // ≥ 2 lines while it ran, then the total
+  EXPECT_NE(out.find("tokenizer: training done in 0."), std::string::npos) << out;
+  EXPECT_EQ(out.find('\r'), std::string::npos) << out;
+  EXPECT_EQ(StatusLine("x").render(75), "x [01:15]");
+}
+
+TEST(Progress, StatusLineRedrawsOneTerminalLine) {
+  Quiet q;
+  {
+    StatusLine s("loading", /*delay_seconds=*/0.2);
+    s.set_stream_for_testing(q.f, true);
+    std::this_thread::sleep_for(std::chrono::milliseconds(700));
+  }
+  const std::string out = read_all(q.f);
+  EXPECT_GE(std::count(out.begin(), out.end(), '\r'), 2) << out;    // redrawn in place
+  EXPECT_EQ(std::count(out.begin(), out.end(), '\n'), 1) << out;    // one line left at the end
+  EXPECT_NE(out.find("loading done in 0."), std::string::npos) << out;
 }
 
 }  // namespace

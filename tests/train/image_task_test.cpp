@@ -5,6 +5,8 @@
 #include <gtest/gtest.h>
 
 #include <filesystem>
+#include <set>
+#include <vector>
 
 #include "qkv/io/file.h"
 #include "qkv/models/load.h"
@@ -147,6 +149,45 @@ TEST(ImageTask, TrainsResumesAndTheModelFileClassifies) {
   // Not a translator, and a translator's loader says what it holds.
   const std::string msg = testing::error_of([&] { models::load_seq2seq((d.path / "run" / "model.safetensors").string()); });
   EXPECT_NE(msg.find("\"convnet\" model (image classification)"), std::string::npos) << msg;
+}
+
+// data.eval_images caps what each evaluation during training scores: a seeded sample of the
+// held-out images, the same at every evaluation and for the same seed, whose loss is the model's
+// loss over exactly those images.
+TEST(ImageTask, EvalImagesScoresTheSameSeededSample) {
+  TempDir d("image-eval-cap");
+  write_quadrants(d.path, "train", 160, 1);
+  write_quadrants(d.path, "test", 40, 2);
+  json cfg = task_config(d.path, 1);
+  cfg["data"]["eval_images"] = 10;
+  ImageTask capped(cfg, ""), again(cfg, "");
+  ASSERT_EQ(capped.eval_set().size(), 10);
+  EXPECT_EQ(capped.eval_sampled_from(), 32);
+  EXPECT_EQ(capped.eval_set().pixels, again.eval_set().pixels);
+  EXPECT_EQ(capped.eval_set().labels, again.eval_set().labels);
+  cfg["data"]["eval_images"] = 0;
+  ImageTask all(cfg, "");
+  ASSERT_EQ(all.eval_set().size(), 32);
+  EXPECT_EQ(all.eval_sampled_from(), 0);
+  // every sampled image is one of the held-out ones, each at most once
+  std::set<std::vector<uint8_t>> held;
+  const size_t bytes = static_cast<size_t>(all.eval_set().image_bytes());
+  for (int64_t i = 0; i < 32; ++i)
+    held.insert(std::vector<uint8_t>(all.eval_set().pixels.begin() + i * bytes, all.eval_set().pixels.begin() + (i + 1) * bytes));
+  std::set<std::vector<uint8_t>> picked;
+  for (int64_t i = 0; i < 10; ++i) {
+    std::vector<uint8_t> img(capped.eval_set().pixels.begin() + i * bytes, capped.eval_set().pixels.begin() + (i + 1) * bytes);
+    EXPECT_TRUE(held.count(img)) << "image " << i << " is not a held-out image";
+    picked.insert(img);
+  }
+  EXPECT_EQ(picked.size(), 10u);
+  // the evaluation scores those 10: its loss is the loss over the sample
+  const auto e = capped.evaluate(0);
+  const ImageEval direct = evaluate_images(capped.classifier(), capped.eval_set());
+  EXPECT_DOUBLE_EQ(e[0].second, direct.loss);
+  EXPECT_NE(direct.loss, evaluate_images(all.classifier(), all.eval_set()).loss);
+  cfg["data"]["eval_images"] = -1;
+  EXPECT_NE(testing::error_of([&] { ImageTask t(cfg, ""); }).find("eval_images"), std::string::npos);
 }
 
 // The ConvNet with a non-local block trains on a GPU along the CPU's loss curve (TF32 convolutions

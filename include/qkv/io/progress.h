@@ -14,12 +14,13 @@
 #pragma once
 
 #include <atomic>
-
 #include <chrono>
+#include <condition_variable>
 #include <cstdint>
 #include <cstdio>
 #include <mutex>
 #include <string>
+#include <thread>
 #include <utility>
 #include <vector>
 
@@ -89,6 +90,42 @@ class ProgressBar {
   double ema_rate_ = 0.0;  // 0: no sample yet
   double sample_t_ = 0.0;
   int64_t sample_n_ = 0;
+};
+
+// A status line for work that cannot be counted — a library call that reports no progress
+// (SentencePiece's training) — so that it is not silence: the description and the time so far,
+//   tokenizer: training SentencePiece (unigram, 8000 pieces) on 309620 lines … [00:07]
+// kept current by a thread of its own (a terminal: redrawn ~5 times a second; a log: a line every
+// log_every_seconds). Like a delayed bar it shows nothing for the first delay_seconds, so quick
+// work stays quiet; once shown, close() ends it with the total ("… done in 12.3 s"). Muted as
+// ProgressBar is (mute_all: --quiet, a data-parallel rank other than 0).
+class StatusLine {
+ public:
+  explicit StatusLine(std::string desc, double delay_seconds = 2, double log_every_seconds = 10);
+  ~StatusLine();  // calls close()
+  StatusLine(const StatusLine&) = delete;
+  StatusLine& operator=(const StatusLine&) = delete;
+  void close();   // idempotent; stops the thread
+
+  // For tests: write to f (is_tty: redraw one line) — call before the delay runs out.
+  void set_stream_for_testing(std::FILE* f, bool is_tty);
+  std::string render(double elapsed_seconds) const;  // "desc [00:07]"
+
+ private:
+  using Clock = std::chrono::steady_clock;
+  void run();                          // the thread: sleep, draw, until close()
+  void draw_locked(double t, bool final);
+
+  std::string desc_;
+  double delay_, log_every_;
+  Clock::time_point start_;
+  std::FILE* out_;
+  bool tty_;
+  bool shown_ = false, drawn_ = false, closed_ = false;
+  double last_print_ = 0;
+  mutable std::mutex mu_;
+  std::condition_variable wake_;
+  std::thread thread_;  // last: started once the members above are set
 };
 
 }  // namespace qkv::io

@@ -27,6 +27,10 @@ struct ImageDataConfig {
   std::string train_images, train_labels, test_images, test_labels;  // "idx": the files
   int64_t num_classes = 10;        // "idx": the classes (Fashion-MNIST: 10)
   int64_t val_size = 5000;         // the last val_size training images, held out; 0: evaluate on test
+  // Images scored at each evaluation during training (an eval_iters for images): a seeded sample
+  // of the held-out or test images, the same one at every evaluation; 0: all of them. `qkv eval`
+  // of the trained model always scores all.
+  int64_t eval_images = 0;
   int64_t crop_padding = 0;        // random crops after zero padding by this many pixels
   bool horizontal_flip = false;    // random left–right flips
   static const io::Fields<ImageDataConfig>& fields();
@@ -74,6 +78,7 @@ class ImageTask : public TrainingTask {
   const vision::ImageSet& train_set() const { return train_; }
   const vision::ImageSet& eval_set() const { return eval_; }
   bool evaluates_on_test() const { return eval_is_test_; }
+  int64_t eval_sampled_from() const { return eval_sampled_from_; }  // 0: eval_set() is the whole set
 
  private:
   // The dataset index of the k-th image drawn (k counts from 0 over the whole run).
@@ -83,6 +88,7 @@ class ImageTask : public TrainingTask {
   ImageDataConfig data_cfg_;
   vision::ImageSet train_, eval_;
   bool eval_is_test_ = false;
+  int64_t eval_sampled_from_ = 0;  // data.eval_images: the size of the set eval_ was drawn from
   Generator gen_;
   std::unique_ptr<models::ImageClassifier> model_;
   int64_t perm_epoch_ = -1;
