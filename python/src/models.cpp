@@ -8,10 +8,12 @@
 
 #include <unistd.h>
 
+#include <cmath>
 #include <condition_variable>
 #include <deque>
 #include <exception>
 #include <filesystem>
+#include <limits>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -24,6 +26,7 @@
 #include "qkv/decode/caption.h"
 #include "qkv/decode/fill_mask.h"
 #include "qkv/decode/generate.h"
+#include "qkv/decode/inspect.h"
 #include "qkv/decode/translator.h"
 #include "qkv/io/config.h"
 #include "qkv/io/file.h"
@@ -261,6 +264,52 @@ Tensor images_of(nb::handle obj, const models::ImageShape& want, const char* who
 
 nb::tuple shape_tuple(const models::ImageShape& s) { return nb::make_tuple(s.channels, s.height, s.width); }
 
+// ---- the neuron view ------------------------------------------------------------------------
+
+// decode/inspect.h's NeuronView as a dict with /v1/attention's field names ("detail": "neuron"):
+// kind, layer, head, kv_head, query, head_dim, scale, tokens, words, word, key_tokens, key_words,
+// key_word, and as NumPy arrays queries [Tq, d], keys [Tk, d], products [Tk, d] (f32; a row of NaN
+// for a key the query does not see, where the JSON has []), scores [Tk] (f64; −inf where the JSON
+// has null) and weights [Tk] (f64).
+nb::dict neuron_dict(const decode::NeuronView& v) {
+  const int64_t d = v.head_dim;
+  auto matrix = [d](const std::vector<std::vector<float>>& rows) {
+    std::vector<float> flat;
+    for (const auto& r : rows)
+      if (r.empty()) flat.insert(flat.end(), static_cast<size_t>(d), std::numeric_limits<float>::quiet_NaN());
+      else flat.insert(flat.end(), r.begin(), r.end());
+    return nb::cast(to_array<nb::numpy>(Tensor::from_vector(flat, {static_cast<int64_t>(rows.size()), d})),
+                    nb::rv_policy::reference);
+  };
+  nb::object np_array = nb::module_::import_("numpy").attr("array");
+  auto vector = [&](const std::vector<double>& x) { return np_array(nb::cast(x), "float64"); };
+  nb::dict out;
+  out["kind"] = v.kind, out["layer"] = v.layer, out["head"] = v.head, out["kv_head"] = v.kv_head;
+  out["query"] = v.query, out["head_dim"] = v.head_dim, out["scale"] = 1.0 / std::sqrt(static_cast<double>(d));
+  out["tokens"] = v.axis.tokens, out["words"] = v.axis.words, out["word"] = v.axis.word;
+  out["key_tokens"] = v.key_axis.tokens, out["key_words"] = v.key_axis.words, out["key_word"] = v.key_axis.word;
+  out["queries"] = matrix(v.queries), out["keys"] = matrix(v.keys), out["products"] = matrix(v.products);
+  out["scores"] = vector(v.scores), out["weights"] = vector(v.weights);
+  return out;
+}
+
+constexpr const char* kNeuronDoc =
+    "The neuron view (bertviz's; decode/inspect.h): how head `head` of layer `layer` (from 0) weighs the\n"
+    "keys for query token `query` — its query vector, every key vector, their element-wise products, the\n"
+    "scaled dot products and their softmax (that head's row of the attention map). A dict with\n"
+    "/v1/attention's field names (\"detail\": \"neuron\"): kind, layer, head, kv_head, query, head_dim, scale,\n"
+    "tokens, words, word (the queries), key_tokens, key_words, key_word (the keys), and NumPy arrays\n"
+    "queries [Tq, d], keys [Tk, d], products [Tk, d] (NaN rows: keys the query does not see), scores [Tk]\n"
+    "(-inf: not seen) and weights [Tk].";
+// (static: the bindings keep a pointer to their docstrings)
+const std::string kTranslatorNeuronDoc = std::string(kNeuronDoc) +
+    "\nkind: 'encoder_self' (the source and </s>), 'decoder_self' or 'cross' (the sentence is translated\n"
+    "first with beam_size and length_penalty; queries: the translation and </s>; keys: <s> and the\n"
+    "translation, or the source and </s>).";
+const std::string kLanguageModelNeuronDoc = std::string(kNeuronDoc) +
+    "\nA GPT or a Llama (q and k after the rotary positions; kv_head: the key/value head read).";
+const std::string kMaskedNeuronDoc = std::string(kNeuronDoc) + "\nBERT: [CLS] and [SEP] included.";
+
 class PyImageClassifier {
  public:
   explicit PyImageClassifier(const std::string& path) : m_(models::load_image_classifier(path)) {}
@@ -387,6 +436,22 @@ void bind_models(nb::module_& m) {
           },
           "text"_a, "beam_size"_a = 4, "length_penalty"_a = 0.6,
           "A sentence's translation (a str), or each sentence's of a list.")
+      .def(
+          "neuron",
+          [](const PyTranslator& t, const std::string& text, int64_t layer, int64_t head, int64_t query,
+             const std::string& kind, int64_t beam_size, double length_penalty) {
+            decode::TranslateOptions o;
+            o.beam_size = beam_size, o.length_penalty = static_cast<float>(length_penalty);
+            decode::NeuronView v;
+            {
+              nb::gil_scoped_release release;
+              v = decode::translation_neuron(*t.loaded().model, *t.loaded().tokenizer, text, layer, head, query, kind, o);
+            }
+            return neuron_dict(v);
+          },
+          "text"_a, "layer"_a, "head"_a, "query"_a, "kind"_a = "encoder_self", "beam_size"_a = 4,
+          "length_penalty"_a = 0.6,
+          kTranslatorNeuronDoc.c_str())
       .def_prop_ro("metadata", [](const PyTranslator& t) { return meta_dict(t.loaded().meta); },
                    "The model file's metadata (type, hyper-parameters, training config).")
       .def("__repr__", [](const PyTranslator& t) { return "qkv.Translator('" + t.loaded().path + "')"; });
@@ -412,6 +477,18 @@ void bind_models(nb::module_& m) {
           "Continues `prompt` with up to max_new_tokens sampled tokens (temperature 0: greedy; top_k,\n"
           "top_p: truncation) and returns the new text — or, with stream=True, an iterator over its pieces as\n"
           "they are chosen. The same seed gives the same text as `qkv generate --seed`.")
+      .def(
+          "neuron",
+          [](const PyLanguageModel& lm, const std::string& text, int64_t layer, int64_t head, int64_t query) {
+            decode::NeuronView v;
+            {
+              nb::gil_scoped_release release;
+              v = decode::language_model_neuron(*lm.loaded().model, lm.loaded().tokenizer, text, layer, head, query);
+            }
+            return neuron_dict(v);
+          },
+          "text"_a, "layer"_a, "head"_a, "query"_a,
+          kLanguageModelNeuronDoc.c_str())
       .def_prop_ro("metadata", [](const PyLanguageModel& lm) { return meta_dict(lm.loaded().meta); })
       .def("__repr__", [](const PyLanguageModel& lm) { return "qkv.LanguageModel('" + lm.loaded().path + "')"; });
 
@@ -439,6 +516,17 @@ void bind_models(nb::module_& m) {
           "text"_a, "top_k"_a = 5, "text_pair"_a = nb::none(),
           "The top_k tokens for each [MASK] of `text`, as transformers' pipeline(\"fill-mask\") gives them:\n"
           "[{'score', 'token', 'token_str', 'sequence'}, …] for one mask, a list of such lists for several.")
+      .def(
+          "neuron",
+          [](const PyMaskedLanguageModel& b, const std::string& text, int64_t layer, int64_t head, int64_t query) {
+            decode::NeuronView v;
+            {
+              nb::gil_scoped_release release;
+              v = decode::masked_language_model_neuron(*b.loaded().model, b.loaded().tokenizer, text, layer, head, query);
+            }
+            return neuron_dict(v);
+          },
+          "text"_a, "layer"_a, "head"_a, "query"_a, kMaskedNeuronDoc.c_str())
       .def_prop_ro("metadata", [](const PyMaskedLanguageModel& b) { return meta_dict(b.loaded().meta); })
       .def("__repr__",
            [](const PyMaskedLanguageModel& b) { return "qkv.MaskedLanguageModel('" + b.loaded().path + "')"; });
