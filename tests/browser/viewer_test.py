@@ -25,11 +25,23 @@ attention, and checks what the page drew against what the API says:
   - the neuron view ("detail": "neuron"), for the char-level GPT, a BERT converted from
     transformers (tests/golden/hf/bert-uncased) and the translator's encoder: the page's q·k/√d
     and softmax, redone from the API's vectors, are the API's scores and weights and the chosen
-    head's row of the map; a click on a heat-map cell shows its row's;
+    head's row of the map; a click on a heat-map cell shows its row's; the same for a Llama
+    converted from transformers (tests/golden/hf/llama-gqa: rotary positions, 4 heads on 2
+    key/value heads) and the translator's decoder self-attention and cross-attention (the kind
+    chosen above the heat map: queries the translation, keys <s> + translation or the source);
+  - the head search across every loaded model ("in every loaded model"): one list, best first, that
+    is the API's per-model rankings merged; a click on another model's head shows that model's view
+    at that head;
+  - a 256-token input (the translator's encoder: 255 source tokens and EOS, its longest; beam 1):
+    the ms from the answer's arrival to the view drawn (issue 50's goal: 1 s) is printed, the
+    median of three held to 2 s;
   - "encoding": "u8": each byte is round(255·w) of the JSON's weight, rollout included; the page
     asks for it for a long input and draws the same weights within 1/510.
 
-A screenshot of the page goes to --screenshot (and of the word-grouped view beside it, -words.png).
+A screenshot of the page goes to --screenshot (and of the word-grouped view beside it, -words.png),
+and test_pictures saves the README's pictures beside it: the neuron view (-neuron.png), the
+rollout (-rollout.png) and every head (-heads.png) of the BERT's "it" → "cat" best head — or, with
+--picture-model FILE, of that model (a real checkpoint converted with `qkv convert`).
 Run by ctest (tests/CMakeLists.txt); fails, never skips, when the browser is missing: the README's
 test command installs it.
 
@@ -63,6 +75,8 @@ _S = ["The cat didn't cross the street because it was too tired.",
       "She said that the weather would be better tomorrow, so we decided to wait.",
       "My brother works in a small office near the station."]
 LONG = " ".join(_S * 3) + " " + _S[0] + " The old man walked slowly to the market, where he bought."
+# 256 encoder tokens for the en-fr translator (255 pieces, its longest source, and EOS)
+LONG256 = LONG + " She said that the weather would be better tomorrow, so we decided to wait for him. My brother works"
 SWITCH_LIMIT_MS = 2000
 
 # The page's errors, kept by the page itself (an error thrown in an event handler included).
@@ -132,11 +146,15 @@ class Viewer(unittest.TestCase):
         cls.log = tempfile.NamedTemporaryFile(prefix="qkv-serve-", suffix=".log", delete=False)
         # the shipped translator and character GPT, and a random BERT converted from transformers
         cls.tmp = tempfile.TemporaryDirectory(prefix="qkv-viewer-")
-        bert = os.path.join(cls.tmp.name, "bert-uncased.safetensors")
-        subprocess.run([ARGS.qkv, "convert", os.path.join(root, "tests", "golden", "hf", "bert-uncased"), "-o", bert],
-                       check=True, cwd=root, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        converted = []
+        for name in ("bert-uncased", "llama-gqa"):  # (and a Llama: rotary positions, grouped-query heads)
+            converted.append(os.path.join(cls.tmp.name, name + ".safetensors"))
+            subprocess.run([ARGS.qkv, "convert", os.path.join(root, "tests", "golden", "hf", name), "-o", converted[-1]],
+                           check=True, cwd=root, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        extra = ["-m", os.path.abspath(ARGS.picture_model)] if ARGS.picture_model else []
         cls.server = subprocess.Popen([ARGS.qkv, "serve", "--port", "0", "--threads", "2", "-m",
-                                       "models/en-fr.safetensors", "-m", "models/shakespeare-char.safetensors", "-m", bert],
+                                       "models/en-fr.safetensors", "-m", "models/shakespeare-char.safetensors",
+                                       "-m", converted[0], "-m", converted[1]] + extra,
                                       cwd=root, stdout=cls.log, stderr=subprocess.STDOUT)
         cls.port = 0
         deadline = time.time() + 60
@@ -518,11 +536,6 @@ class Viewer(unittest.TestCase):
             shown = self.state(True)["weights"][row * T:(row + 1) * T]
             self.assertLess(max(abs(a - b) for a, b in zip(clicked["weights"], shown)), 1e-4)
             self.assertEqual(self.errors(), [])
-            if ARGS.screenshot and model == "bert-uncased":
-                path = re.sub(r"(\.png)?$", "-neuron.png", ARGS.screenshot, count=1)
-                d.execute_script("document.getElementById('neuron-section').scrollIntoView()")
-                d.save_screenshot(path)
-                print("screenshot:", path, file=sys.stderr)
         # refusals: a query out of range, a head out of range, a missing field, "neuron" without its detail
         for body in ({"model": "en-fr", "text": SENTENCE, "detail": "neuron", "neuron": {"layer": 0, "head": 0, "query": 99}},
                      {"model": "bert-uncased", "text": "a cat", "detail": "neuron", "neuron": {"layer": 0, "head": 99, "query": 0}},
@@ -533,6 +546,173 @@ class Viewer(unittest.TestCase):
             with self.assertRaises(urllib.error.HTTPError) as e:
                 urllib.request.urlopen(bad)
             self.assertEqual(e.exception.code, 400, body)
+
+    def neuron_on_page(self, layer, head, query):
+        """Chooses layer, head and query in the page's neuron view, shows it: the page's answer."""
+        d = self.driver
+        Select(d.find_element(By.ID, "neuron-layer")).select_by_value(str(layer))
+        Select(d.find_element(By.ID, "neuron-head")).select_by_value(str(head))
+        Select(d.find_element(By.ID, "neuron-query")).select_by_value(str(query))
+        d.find_element(By.ID, "neuron-go").click()
+        WebDriverWait(d, 60).until(lambda d: d.execute_script("return document.body.dataset.neuron") in ("ready", "error"))
+        self.assertEqual(d.execute_script("return document.body.dataset.neuron"), "ready",
+                         d.find_element(By.ID, "neuron-status").text)
+        return d.execute_script("return window.qkvViewer.neuron()")
+
+    def test_neuron_view_of_a_llama_and_a_translators_decoder(self):
+        import numpy as np
+        for model, text, name, (layer, head, query) in (
+                ("llama-gqa", "The cat didn't cross the street because it was", "decoder_self", (1, 3, 11)),
+                ("en-fr", SENTENCE, "decoder_self", (2, 5, 6)),
+                ("en-fr", SENTENCE, "cross", (2, 5, 6))):
+            with self.subTest(model=model, kind=name):
+                body = {"model": model, "text": text}
+                maps = post(self.port, "/v1/attention", body)
+                nb = {"layer": layer, "head": head, "query": query}
+                if model == "en-fr":
+                    nb["kind"] = name
+                n = post(self.port, "/v1/attention", dict(body, detail="neuron", neuron=nb))["neuron"]
+                k = next(k for k in maps["kinds"] if k["name"] == name)
+                self.assertEqual((n["kind"], n["layer"], n["head"], n["query"]), (name, layer, head, query))
+                self.assertEqual(n["tokens"], k["queries"]["tokens"])
+                self.assertEqual(n["key_tokens"], k["keys"]["tokens"])
+                if model == "llama-gqa":
+                    self.assertEqual(n["kv_head"], head // 2)  # 4 heads on 2 key/value heads
+                causal = name == "decoder_self"
+                Tk = len(n["key_tokens"])
+                seen = [j for j in range(Tk) if not causal or j <= query]
+                q = np.asarray(n["queries"][query], dtype=np.float64)
+                s = np.array([q @ np.asarray(n["keys"][j], dtype=np.float64) / np.sqrt(n["head_dim"]) for j in seen])
+                w = np.exp(s - s.max()) / np.exp(s - s.max()).sum()
+                self.assertLess(np.abs(np.array([n["weights"][j] for j in seen]) - w).max(), 1e-6)
+                self.assertLess(max(abs(a - b) for a, b in zip(n["weights"], k["layers"][layer][head][query])), 1e-4)
+                # the page: the kind chosen above the heat map is the neuron view's
+                self.show(model, text)
+                if model == "en-fr":
+                    self.driver.find_element(By.ID, "kind-" + name).click()
+                page = self.neuron_on_page(layer, head, query)
+                self.assertEqual((page["kind"], page["key_tokens"]), (name, n["key_tokens"]))
+                for j in range(Tk):
+                    self.assertAlmostEqual(page["page"]["weights"][j], n["weights"][j], places=6)
+                self.assertGreater(self.driver.find_element(By.ID, "neuron").size["height"], Tk * 18)
+                self.assertEqual(self.errors(), [])
+        bad = {"model": "llama-gqa", "text": "a cat", "detail": "neuron", "neuron": {"layer": 0, "head": 0, "query": 0, "kind": "cross"}}
+        with self.assertRaises(urllib.error.HTTPError) as e:
+            post(self.port, "/v1/attention", bad)
+        self.assertEqual(e.exception.code, 400)
+
+    def test_head_search_across_every_loaded_model(self):
+        ids = [m["id"] for m in json.load(urllib.request.urlopen(f"http://127.0.0.1:{self.port}/v1/models"))["models"]]
+        want = []
+        for m in ids:
+            body = {"model": m, "text": SENTENCE, "search": {"query": "it", "key": "cat"}}
+            if m == "en-fr":
+                body["beam_size"] = 4
+            for r in post(self.port, "/v1/attention", body)["search"]:
+                want.append((m, r["kind"], r["layer"], r["head"], r["weight"]))
+        want.sort(key=lambda r: -r[4])
+        self.show("en-fr", SENTENCE)
+        d = self.driver
+        d.find_element(By.ID, "search-all").click()
+        self.search("it", "cat", "click")
+        WebDriverWait(d, 120).until(lambda d: d.execute_script("return document.body.dataset.search") == "ready")
+        got = d.execute_script("return searchAll.ranked.map((r) => [r.model, r.kind, r.layer, r.head, r.weight])")
+        self.assertEqual(len(got), len(want))
+        self.assertEqual({g[0] for g in got}, set(ids))  # every model's heads
+        for g, w in zip(got, want):
+            self.assertAlmostEqual(g[4], w[4], places=5)
+        self.assertEqual([tuple(g[:4]) for g in got[:3]], [w[:4] for w in want[:3]])
+        items = d.find_elements(By.CSS_SELECTOR, "#search-results li")
+        self.assertEqual(len(items), 10)
+        self.assertIn("best of %d heads in %d models" % (len(want), len(ids)), d.find_element(By.ID, "search-best").text)
+        # a click on the first head of another model shows that model's view there
+        other = next(i for i, g in enumerate(got[:10]) if g[0] != "en-fr") if any(g[0] != "en-fr" for g in got[:10]) else None
+        if other is not None:
+            items[other].click()
+            WebDriverWait(d, 120).until(lambda d: d.execute_script(
+                "return document.getElementById('model').value === arguments[0] && document.body.dataset.state === 'ready'", got[other][0]))
+            s = self.state()
+            self.assertEqual((s["kind"], s["layer"], s["head"]), tuple(got[other][1:4]))
+            self.assertEqual(len(d.find_elements(By.CSS_SELECTOR, "#search-results li")), 10)  # the list stays
+        self.assertEqual(self.errors(), [])
+
+    def test_256_tokens_view_latency_after_the_answer(self):
+        # Issue 50's measure: the view of a 256-token input drawn within 1 s of the answer's arrival
+        # (from the resource timing's responseEnd to the frame after the view is drawn), three times;
+        # the median is printed against the goal and held to SWITCH_LIMIT_MS (2 s): the test machine
+        # is 2 shared cores, and the goal is reported rather than made a flaky failure.
+        d = self.driver
+        self.load()
+        Select(d.find_element(By.ID, "model")).select_by_value("en-fr")
+        d.execute_script("document.getElementById('text').value = arguments[0]; document.getElementById('beam').value = '1'", LONG256)
+        runs = []
+        for _ in range(3):
+            ms = d.execute_async_script("""
+                const done = arguments[arguments.length - 1], t0 = performance.now();
+                performance.clearResourceTimings();
+                document.getElementById('go').click();
+                const wait = () => document.body.dataset.state === 'busy' ? setTimeout(wait, 1)
+                  : requestAnimationFrame(() => setTimeout(() => {
+                      const t = performance.now(), r = performance.getEntriesByType('resource').filter((e) => e.name.endsWith('/v1/attention')).pop();
+                      done([t - t0, r ? r.responseEnd - r.startTime : -1, r ? t - r.responseEnd : -1, r ? r.encodedBodySize : -1]);
+                    }, 0));
+                setTimeout(wait, 1);""")
+            self.wait_state("ready")
+            s = self.state()
+            self.assertEqual(len(s["keys"]), 256)
+            self.assertGreater(ms[2], 0)
+            runs.append(ms[2])
+            print("\n256-token input (en-fr, encoder self-attention %d×256, %s): request %.0f ms (%d bytes), view drawn "
+                  "%.0f ms after the answer arrived (%s); total %.0f ms"
+                  % (len(s["queries"]), s["encoding"], ms[1], ms[3], ms[2],
+                     ", ".join("%s %.0f" % kv for kv in list((s.get("show") or {}).items()) + list(s["timings"].items())), ms[0]),
+                  file=sys.stderr)
+        median = sorted(runs)[1]
+        print("256-token view latency after the answer: median %.0f ms of %s (issue 50's goal: 1000 ms: %s)"
+              % (median, ", ".join("%.0f" % r for r in runs), "met" if median <= 1000 else "NOT met"), file=sys.stderr)
+        self.assertLessEqual(median, SWITCH_LIMIT_MS)
+        self.assertEqual(self.errors(), [])
+
+    def test_pictures(self):
+        """The README's pictures of the newer views, from --picture-model or the random BERT: the head
+        grid (bertviz's model view), the rollout and the neuron view of "it"'s row in the head where
+        "it" looks at "cat" most. Saved only with --screenshot; what is drawn is checked either way."""
+        d = self.driver
+        model = os.path.splitext(os.path.basename(ARGS.picture_model))[0] if ARGS.picture_model else "bert-uncased"
+        api = post(self.port, "/v1/attention", {"model": model, "text": SENTENCE, "search": {"query": "it", "key": "cat"}})
+        self.show(model, SENTENCE)
+        self.search("it", "cat", "click")
+        best = api["search"][0]
+        s = self.state()
+        self.assertEqual((s["kind"], s["layer"], s["head"]), (best["kind"], best["layer"], best["head"]))
+        k = next(k for k in api["kinds"] if k["name"] == best["kind"])
+        it = k["queries"]["word"].index(best["query_word"])  # "it"'s first token
+        saved = []
+
+        def save(element_id, suffix):
+            if ARGS.screenshot:
+                path = re.sub(r"(\.png)?$", suffix, ARGS.screenshot, count=1)
+                el = d.find_element(By.ID, element_id)
+                # the whole heat map, not the part its scroll box shows
+                d.execute_script("arguments[0].parentElement.style.maxHeight = 'none'; arguments[0].scrollIntoView()", el)
+                el.screenshot(path)
+                saved.append(path)
+        # every head (the model view), the chosen one outlined
+        self.assertEqual(len(d.find_elements(By.CSS_SELECTOR, "#grid canvas.thumb")), len(k["layers"]) * len(k["layers"][0]))
+        save("grid", "-heads.png")
+        # the rollout across the layers
+        Select(d.find_element(By.ID, "layer")).select_by_value("rollout")
+        self.assertTrue(self.state()["rollout"])
+        save("heatmap", "-rollout.png")
+        Select(d.find_element(By.ID, "layer")).select_by_value(str(best["layer"]))
+        # the neuron view of "it" in that head
+        page = self.neuron_on_page(best["layer"], best["head"], it)
+        self.assertEqual(page["query"], it)
+        self.assertAlmostEqual(sum(page["weights"]), 1.0, places=6)
+        save("neuron-section", "-neuron.png")
+        self.assertEqual(self.errors(), [])
+        for p in saved:
+            print("screenshot:", p, "(%d bytes)" % os.path.getsize(p), file=sys.stderr)
 
     def test_u8_encoding_is_the_weights_as_bytes(self):
         import base64
@@ -575,5 +755,6 @@ if __name__ == "__main__":
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--qkv", required=True, help="the qkv binary")
     parser.add_argument("--screenshot", help="where to save a screenshot of the page")
+    parser.add_argument("--picture-model", help="a model file test_pictures draws (default: the random BERT)")
     ARGS, rest = parser.parse_known_args()
     unittest.main(argv=[sys.argv[0]] + rest, verbosity=2)
