@@ -211,15 +211,19 @@ void bind_nn(nb::module_& m) {
             return std::make_pair(o.output, o.h_n);
           },
           "input"_a, "hx"_a = nb::none(), "lengths"_a = nb::none(), "(output, h_n), as torch.nn.GRU.");
-  nb::class_<nn::LSTM, nn::Module>(nnm, "LSTM", "torch.nn.LSTM; lengths: per-sequence lengths (pack_padded_sequence's)")
+  nb::class_<nn::LSTM, nn::Module>(nnm, "LSTM",
+                                   "torch.nn.LSTM (proj_size included); lengths: per-sequence lengths "
+                                   "(pack_padded_sequence's)")
       .def(
           "__init__",
           [rnn_options](nn::LSTM* self, int64_t input_size, int64_t hidden_size, int64_t num_layers, bool bias,
-                        bool batch_first, float dropout, bool bidirectional) {
-            new (self) nn::LSTM(rnn_options(input_size, hidden_size, num_layers, bias, batch_first, dropout, bidirectional));
+                        bool batch_first, float dropout, bool bidirectional, int64_t proj_size) {
+            nn::RNNOptions o = rnn_options(input_size, hidden_size, num_layers, bias, batch_first, dropout, bidirectional);
+            o.proj_size = proj_size;  // h_t = W_hr (o_t ⊙ tanh c_t): weight_hr_l{k}, h and output of proj_size
+            new (self) nn::LSTM(o);
           },
           "input_size"_a, "hidden_size"_a, "num_layers"_a = 1, "bias"_a = true, "batch_first"_a = false,
-          "dropout"_a = 0.f, "bidirectional"_a = false)
+          "dropout"_a = 0.f, "bidirectional"_a = false, "proj_size"_a = 0)
       .def(
           "__call__",
           [](const nn::LSTM& l, nb::handle input, nb::handle hx, nb::handle lengths) {

@@ -164,8 +164,53 @@ def test_lstm_proj_size_equals_torch(layers, bidirectional, batch_first, bias, g
     np.testing.assert_allclose(hu.numpy(), htu.detach().numpy(), atol=1e-5, rtol=1e-5)
 
 
+@pytest.mark.parametrize("bidirectional", [False, True])
+@pytest.mark.parametrize("batch_first", [False, True])
+def test_lstm_proj_size_lengths_equal_torch_packed(bidirectional, batch_first):
+    """Per-sequence lengths with proj_size: torch's pack_padded_sequence (outputs 0 past each length,
+    h_n/c_n at each sequence's own end), forward and the parameters' gradients."""
+    torch.manual_seed(11 + bidirectional + 2 * batch_first)
+    theirs = torch.nn.LSTM(4, 6, 2, batch_first=batch_first, bidirectional=bidirectional, proj_size=3)
+    ours = qkv.nn.LSTM(4, 6, 2, batch_first=batch_first, bidirectional=bidirectional, proj_size=3)
+    ours.load_state_dict(theirs.state_dict())
+    lengths = [5, 2, 4]
+    x = torch.randn(3, 5, 4) if batch_first else torch.randn(5, 3, 4)
+    packed = torch.nn.utils.rnn.pack_padded_sequence(x, lengths, batch_first=batch_first, enforce_sorted=False)
+    y_p, (h, c) = theirs(packed)
+    y, _ = torch.nn.utils.rnn.pad_packed_sequence(y_p, batch_first=batch_first, total_length=5)
+    yq, (hq, cq) = ours(x.numpy(), lengths=np.array(lengths, dtype=np.int64))
+    for a, b in ((yq, y), (hq, h), (cq, c)):
+        assert tuple(a.shape) == tuple(b.shape)
+        np.testing.assert_allclose(a.numpy(), b.detach().numpy(), atol=1e-5, rtol=1e-5)
+    (y.sum() + h.sum() * 2 + c.sum()).backward()
+    (yq.sum() + hq.sum() * 2.0 + cq.sum()).backward()
+    grads = dict(theirs.named_parameters())
+    for name, t in ours.named_parameters():
+        np.testing.assert_allclose(t.grad.numpy(), grads[name].grad.numpy(), atol=1e-5, rtol=1e-5, err_msg=name)
+
+
+def test_lstm_proj_size_parameters_are_the_modules():
+    """weight_hr_l{k} is a parameter of the C++ module: state_dict shares its memory, .to() moves it with
+    the rest (one set of parameters, no Python-side copies)."""
+    m = qkv.nn.LSTM(4, 6, 2, bidirectional=True, proj_size=3)
+    assert m.proj_size == 3
+    names = [n for n, _ in m.named_parameters()]
+    assert names.count("weight_hr_l1_reverse") == 1 and len(names) == 20
+    assert m.to("cpu") is m
+    assert [n for n, _ in m.named_parameters()] == names
+    sd = m.state_dict()
+    sd["weight_hr_l0"].numpy()[...] = 0.5  # shares memory with the parameter, as torch's state_dict
+    assert float(dict(m.named_parameters())["weight_hr_l0"].numpy()[0, 0]) == 0.5
+    if qkv.cuda.is_available():
+        m.to("cuda")
+        assert all(str(t.device).startswith("cuda") for _, t in m.named_parameters())
+        with pytest.raises(qkv.Error, match="proj_size 3 runs on the cpu only"):
+            m(qkv.tensor(np.zeros((3, 2, 4), np.float32)).to("cuda"))
+
+
 def test_lstm_proj_size_refusals():
     with pytest.raises(ValueError, match="proj_size"):
         qkv.nn.LSTM(4, 6, proj_size=6)
-    with pytest.raises(NotImplementedError, match="lengths"):
-        qkv.nn.LSTM(4, 6, proj_size=3)(qkv.tensor(np.zeros((3, 2, 4), np.float32)), lengths=[3, 2])
+    with pytest.raises(qkv.Error, match="initial state must be"):  # h0 has proj_size features, not hidden_size
+        h = qkv.tensor(np.zeros((1, 2, 6), np.float32))
+        qkv.nn.LSTM(4, 6, proj_size=3)(qkv.tensor(np.zeros((3, 2, 4), np.float32)), (h, h))

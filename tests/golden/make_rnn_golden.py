@@ -11,7 +11,8 @@ options, draws its parameters and inputs as float32 (seeded by the case's index)
 in float64: the padded batch goes through pack_padded_sequence(enforce_sorted=False) when the case
 has lengths, and the output comes back through pad_packed_sequence (zeros past each length). The
 loss is sum(output · go) + sum(h_n · gh) [+ sum(c_n · gc)]; "grads" holds its gradient with respect
-to the input, the initial states and every parameter (PyTorch's names).
+to the input, the initial states and every parameter (PyTorch's names). The "lstm_proj_*" cases are
+torch.nn.LSTM(…, proj_size=P) (weight_hr_l{k} among the parameters; options carry proj_size).
 
 The alignment cases ("kind": "alignment") compute the scores' formulas directly in PyTorch (it has
 no such module): additive vᵀ tanh(W_q q + W_k k + b_k), general qᵀ W_a k, dot qᵀ k, a softmax over
@@ -45,11 +46,25 @@ CASES = [
     ("lstm_nobias_full", "lstm", 4, 5, 1, False, True, False, 2, 5, None, True),
 ]
 
+# LSTM(…, proj_size=P): h_t = W_hr (o_t ⊙ tanh c_t); h0 and the output have P features, c0 has H.
+# name, input_size, hidden, proj, layers, bidirectional, batch_first, bias, B, T, lengths, with_h0
+PROJ_CASES = [
+    ("lstm_proj_uni_1layer_full", 5, 6, 3, 1, False, False, True, 3, 4, None, True),
+    ("lstm_proj_bi_2layers_ragged", 4, 6, 3, 2, True, True, True, 3, 5, [5, 2, 4], True),
+    ("lstm_proj_uni_2layers_ragged_seq_first_nobias", 3, 5, 2, 2, False, False, False, 4, 4, [1, 4, 3, 4], False),
+    ("lstm_proj_bi_1layer_ragged_zero_state", 4, 7, 4, 1, True, True, True, 2, 6, [3, 6], False),
+]
 
-def case(i, name, kind, inp, hid, layers, bidi, batch_first, bias, B, T, lengths, with_h0):
+
+def case(i, name, kind, inp, hid, layers, bidi, batch_first, bias, B, T, lengths, with_h0, proj=0):
     torch.manual_seed(3000 + i)
-    cls = torch.nn.GRU if kind == "gru" else torch.nn.LSTM
-    m = cls(inp, hid, num_layers=layers, bias=bias, batch_first=batch_first, bidirectional=bidi)
+    if kind == "gru":
+        m = torch.nn.GRU(inp, hid, num_layers=layers, bias=bias, batch_first=batch_first, bidirectional=bidi)
+    elif proj:
+        m = torch.nn.LSTM(inp, hid, num_layers=layers, bias=bias, batch_first=batch_first, bidirectional=bidi,
+                          proj_size=proj)
+    else:
+        m = torch.nn.LSTM(inp, hid, num_layers=layers, bias=bias, batch_first=batch_first, bidirectional=bidi)
     params32 = {k: v.detach().clone() for k, v in m.state_dict().items()}
     D = 2 if bidi else 1
     x32 = torch.randn(B, T, inp) if batch_first else torch.randn(T, B, inp)
@@ -59,7 +74,7 @@ def case(i, name, kind, inp, hid, layers, bidi, batch_first, bias, B, T, lengths
                 x32[b, n:] = 0
             else:
                 x32[n:, b] = 0
-    h032 = torch.randn(layers * D, B, hid) if with_h0 else None
+    h032 = torch.randn(layers * D, B, proj or hid) if with_h0 else None
     c032 = torch.randn(layers * D, B, hid) if (with_h0 and kind == "lstm") else None
     md = m.double()
     x = x32.double().requires_grad_(True)
@@ -100,10 +115,13 @@ def case(i, name, kind, inp, hid, layers, bidi, batch_first, bias, B, T, lengths
         inputs["h0"] = enc(h032)
     if c032 is not None:
         inputs["c0"] = enc(c032)
+    options = {"input_size": inp, "hidden_size": hid, "num_layers": layers, "bidirectional": bidi,
+               "batch_first": batch_first, "bias": bias}
+    if proj:
+        options["proj_size"] = proj
     return {
         "name": name, "kind": kind,
-        "options": {"input_size": inp, "hidden_size": hid, "num_layers": layers, "bidirectional": bidi,
-                    "batch_first": batch_first, "bias": bias},
+        "options": options,
         "lengths": lengths,
         "parameters": {k: enc(v) for k, v in params32.items()},
         "inputs": inputs,
@@ -161,6 +179,8 @@ def main():
     torch.set_num_threads(1)
     cases = [case(i, *c) for i, c in enumerate(CASES)]
     cases += [alignment_case(i, *c) for i, c in enumerate(ALIGN)]
+    cases += [case(100 + i, name, "lstm", inp, hid, *rest, proj=proj)
+              for i, (name, inp, hid, proj, *rest) in enumerate(PROJ_CASES)]
     path = os.path.join(HERE, "rnn.json")
     with open(path, "w") as f:
         header = {"generator": "tests/golden/make_rnn_golden.py", "torch": torch.__version__}

@@ -2,7 +2,8 @@
 // tests/golden/make_rnn_golden.py): outputs, final states and every gradient — input, initial
 // states, each parameter by its PyTorch name — at ≤ 1e-5, for uni- and bidirectional layers, one and
 // two layers, batch-first and sequence-first, with and without biases, and ragged lengths
-// (PyTorch's pack_padded_sequence). Finite differences check the fused time loops themselves.
+// (PyTorch's pack_padded_sequence), and LSTM(…, proj_size) (its weight_hr_l{k} loaded from torch's
+// state_dict). Finite differences check the fused time loops themselves.
 #include <gtest/gtest.h>
 
 #include <map>
@@ -20,6 +21,7 @@ namespace {
 TEST(RnnGolden, GruAndLstmMatchPyTorch) {
   const json& file = golden_file("rnn.json");
   ASSERT_GE(file.at("cases").size(), 8u);
+  int projected = 0;
   for (const json& c : file.at("cases")) {
     if (c.at("kind") == "alignment") continue;  // AlignmentMatchesThePyTorchFormula
     SCOPED_TRACE("case " + c.at("name").get<std::string>());
@@ -27,6 +29,8 @@ TEST(RnnGolden, GruAndLstmMatchPyTorch) {
     nn::RNNOptions opt;
     opt.input_size = o.at("input_size"), opt.hidden_size = o.at("hidden_size"), opt.num_layers = o.at("num_layers");
     opt.bidirectional = o.at("bidirectional"), opt.batch_first = o.at("batch_first"), opt.bias = o.at("bias");
+    opt.proj_size = o.value("proj_size", int64_t{0});
+    projected += opt.proj_size > 0;
     const bool lstm = c.at("kind") == "lstm";
     std::unique_ptr<nn::RecurrentBase> m;
     if (lstm) m = std::make_unique<nn::LSTM>(opt);
@@ -60,6 +64,7 @@ TEST(RnnGolden, GruAndLstmMatchPyTorch) {
       EXPECT_TRUE(grad_close("grad " + name, x.grad(), g));
     }
   }
+  EXPECT_EQ(projected, 4);  // the lstm_proj_* cases
 }
 
 TEST(RnnGolden, AlignmentMatchesThePyTorchFormula) {
@@ -138,6 +143,61 @@ TEST(RnnScan, GradientsByFiniteDifferences) {
           return r[0].sum() + mul(r[1], 0.7f).sum() + mul(r[2], -0.4f).sum();
         },
         (std::vector<Tensor>{xl, h0, c0, wl, bl}));
+    // the projected LSTM (H = 3, P = 2): h0 [B, P], w_hh [4H, P], w_hr [P, H]
+    Tensor hp = testing::param({4, 2}, 49), wp = testing::param({12, 2}, 50, 0.5f), wr = testing::param({2, 3}, 51, 0.5f);
+    EXPECT_GRADCHECK(
+        [&](const std::vector<Tensor>& in) {
+          auto r = lstm_proj_scan(in[0], in[1], in[2], in[3], in[4], in[5], lengths, reverse);
+          return r[0].sum() + mul(r[1], 0.7f).sum() + mul(r[2], -0.4f).sum();
+        },
+        (std::vector<Tensor>{xl, hp, c0, wp, bl, wr}));
+    EXPECT_GRADCHECK(  // no bias, the full lengths
+        [&](const std::vector<Tensor>& in) {
+          auto r = lstm_proj_scan(in[0], in[1], in[2], in[3], Tensor(), in[4], {}, reverse);
+          return mul(r[0], r[0]).sum() + mul(r[1], 0.3f).sum() + mul(r[2], 0.9f).sum();
+        },
+        (std::vector<Tensor>{xl, hp, c0, wp, wr}));
+  }
+}
+
+// proj_size: torch's shapes and names, its refusals, the P = 0 module unchanged, the loop's shape
+// checks, and a CUDA tensor named (lstm_proj_scan has CPU kernels only).
+TEST(RnnScan, ProjectedLstmShapesAndRefusals) {
+  Generator g(7);
+  nn::RNNOptions o;
+  o.input_size = 5, o.hidden_size = 6, o.num_layers = 2, o.bidirectional = true, o.proj_size = 3;
+  nn::LSTM lstm(o, &g);
+  std::map<std::string, Shape> shapes;
+  for (const auto& [name, p] : lstm.named_parameters()) shapes[name] = p.shape();
+  EXPECT_EQ(shapes.size(), 20u);
+  EXPECT_EQ(shapes.at("weight_ih_l0"), (Shape{24, 5}));
+  EXPECT_EQ(shapes.at("weight_hh_l0"), (Shape{24, 3}));
+  EXPECT_EQ(shapes.at("weight_hr_l0_reverse"), (Shape{3, 6}));
+  EXPECT_EQ(shapes.at("weight_ih_l1"), (Shape{24, 6}));  // P · directions
+  Tensor x = Tensor::randn({4, 2, 5}, g);
+  auto r = lstm.forward(x, Tensor::randn({4, 2, 3}, g), Tensor::randn({4, 2, 6}, g));
+  EXPECT_EQ(r.output.shape(), (Shape{4, 2, 6}));
+  EXPECT_EQ(r.h_n.shape(), (Shape{4, 2, 3}));
+  EXPECT_EQ(r.c_n.shape(), (Shape{4, 2, 6}));
+  EXPECT_NE(testing::error_of([&] { lstm.forward(x, Tensor::zeros({4, 2, 6}), Tensor()); }).find("initial state must be [4, 2, 3]"),
+            std::string::npos);
+  nn::RNNOptions bad = o;
+  bad.proj_size = 6;
+  EXPECT_NE(testing::error_of([&] { nn::LSTM l(bad); }).find("proj_size 6"), std::string::npos);
+  EXPECT_NE(testing::error_of([&] { nn::GRU l(o); }).find("LSTM only"), std::string::npos);
+  EXPECT_NE(testing::error_of([&] {
+              lstm_proj_scan(Tensor::zeros({2, 3, 24}), Tensor::zeros({2, 3}), Tensor::zeros({2, 6}),
+                             Tensor::zeros({24, 6}), Tensor(), Tensor::zeros({3, 6}));
+            }).find("w_hh must be f32 [24, 3]"),
+            std::string::npos);
+  // P = 0 is the plain LSTM: no weight_hr, w_hh [4H, H]
+  o.proj_size = 0;
+  nn::LSTM plain(o, &g);
+  EXPECT_EQ(plain.named_parameters().size(), 16u);
+  if (device_available(Device::cuda(0))) {
+    lstm.to(Device::cuda(0));
+    EXPECT_NE(testing::error_of([&] { lstm.forward(x.to(Device::cuda(0))); }).find("proj_size 3 runs on the cpu only"),
+              std::string::npos);
   }
 }
 

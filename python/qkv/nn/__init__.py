@@ -8,9 +8,10 @@ parameters under torch's names, in state_dict and parameters()) and add_zero_att
 qkv's ops in Python (the in-projection by linear, the extra key/value positions appended by a linear
 over the sequence — O(S²·E) more work than the C++ module, which computes the default case). What
 qkv's modules do not compute — a device other than the CPU or a dtype other than float32 at
-construction — is refused by name. LSTM(…, proj_size=P > 0) is composed of qkv's ops in Python
-(weight_hr_l{k} under torch's names; O(L²) picking of time steps, no lengths). GRU and LSTM take unbatched input ([L, H_in], hx
-[layers·directions, H]) as torch does."""
+construction — is refused by name. LSTM(…, proj_size=P > 0) is the C++ module's (h_t = W_hr
+(o_t ⊙ tanh c_t), weight_hr_l{k} under torch's names, the fused time loop lstm_proj_scan, lengths
+included; CPU only). GRU and LSTM take unbatched input ([L, H_in], hx [layers·directions, H]) as
+torch does."""
 from collections import namedtuple
 
 from .._qkv import nn as _nn
@@ -316,71 +317,15 @@ class LSTM(_nn.LSTM):
     def __init__(self, input_size, hidden_size, num_layers=1, bias=True, batch_first=False, dropout=0.0,
                  bidirectional=False, proj_size=0, device=None, dtype=None):
         _refuse_placement("LSTM", device, dtype)
-        if proj_size < 0 or (proj_size and proj_size >= hidden_size):
+        if proj_size < 0 or (proj_size and proj_size >= hidden_size):  # torch's ValueError, before C++'s check
             raise ValueError("proj_size has to be a positive integer smaller than hidden_size" if proj_size >= 0
                              else "proj_size should be a positive integer or zero to disable projections")
-        super().__init__(input_size, hidden_size, num_layers, bias, batch_first, dropout, bidirectional)
+        super().__init__(input_size, hidden_size, num_layers, bias, batch_first, dropout, bidirectional,
+                         int(proj_size))
         self._batch_first = batch_first
         self.proj_size = int(proj_size)
-        self._proj = None
-        if proj_size:
-            self._proj = _ProjectedLSTM(input_size, hidden_size, num_layers, bias, dropout, bidirectional, proj_size)
-
-    # with proj_size > 0 the parameters are the Python composition's (torch's names, weight_hr_l{k} added)
-    def named_parameters(self):
-        return super().named_parameters() if self._proj is None else list(self._proj.params.items())
-
-    def parameters(self):
-        return super().parameters() if self._proj is None else list(self._proj.params.values())
-
-    def num_parameters(self):
-        return super().num_parameters() if self._proj is None else sum(t.numel() for t in self._proj.params.values())
-
-    def state_dict(self):
-        return super().state_dict() if self._proj is None else dict(self._proj.params)
-
-    def load_state_dict(self, state_dict, strict=True):
-        if self._proj is None:
-            return super().load_state_dict(state_dict, strict)
-        import numpy as np
-        from .._qkv import Error
-        names = list(self._proj.params)
-        missing = [k for k in names if k not in state_dict]
-        unexpected = [k for k in state_dict if k not in set(names)]
-        if strict and (missing or unexpected):
-            raise Error(f"load_state_dict: missing {missing}, unexpected {unexpected}")
-        for name, t in self._proj.params.items():
-            if name in state_dict:
-                src = state_dict[name]
-                src = np.asarray(src.detach().cpu().numpy() if hasattr(src, "detach") and hasattr(src, "cpu")
-                                 else src, dtype=np.float32)
-                if src.shape != tuple(t.shape):
-                    raise Error(f"load_state_dict: {name} is {src.shape} in the state dict, {tuple(t.shape)} here")
-                np.copyto(t.numpy(), src)
-        return IncompatibleKeys(missing, unexpected)
-
-    def zero_grad(self):
-        super().zero_grad()
-        if self._proj is not None:
-            for t in self._proj.params.values():
-                t.grad = None
 
     def __call__(self, input, hx=None, lengths=None):
-        if self._proj is not None:
-            if lengths is not None:
-                raise NotImplementedError("qkv.nn.LSTM: lengths with proj_size > 0 is not supported")
-            from .. import as_tensor
-            x = as_tensor(input)
-            batched = x.dim() == 3
-            if not batched:
-                x = x.unsqueeze(1)
-                hx = None if hx is None else (_unbatched(hx[0], 1), _unbatched(hx[1], 1))
-            elif self._batch_first:
-                x = x.transpose(0, 1)
-            out, (h_n, c_n) = self._proj(x, hx, self.training)
-            if not batched:
-                return out.squeeze(1), (h_n.squeeze(1), c_n.squeeze(1))
-            return (out.transpose(0, 1) if self._batch_first else out), (h_n, c_n)
         if len(getattr(input, "shape", ())) != 2:
             return super().__call__(input, hx, lengths)
         x = _unbatched(input, 0 if self._batch_first else 1)
@@ -389,108 +334,6 @@ class LSTM(_nn.LSTM):
         return out.squeeze(0 if self._batch_first else 1), (h_n.squeeze(1), c_n.squeeze(1))
 
     forward = __call__
-
-
-class _ProjectedLSTM:
-    """torch.nn.LSTM with proj_size > 0 (h_t = W_hr (o_t ⊙ tanh c_t), P = proj_size), composed of qkv's
-    ops step by step, autograd through all of them: gates by linear, sigmoid(z) as the first entry of
-    softmax([z, 0]), tanh(z) = 2·sigmoid(2z) − 1, time steps, gates and directions picked and joined
-    by products with constant 0/1 matrices (qkv's tensors have no slicing). O(L²) in the sequence
-    length for the picking: meant for the shapes torch models use it with, not for speed."""
-
-    def __init__(self, input_size, hidden_size, num_layers, bias, dropout, bidirectional, proj_size):
-        import numpy as np
-        from .. import tensor
-        self.H, self.P, self.layers, self.dirs = hidden_size, proj_size, num_layers, 2 if bidirectional else 1
-        self.bias, self.dropout = bool(bias), float(dropout)
-        rng, k = np.random.default_rng(), 1.0 / hidden_size ** 0.5  # torch's init: U(−1/√H, 1/√H)
-        self.params = {}
-        for layer in range(num_layers):
-            width = input_size if layer == 0 else proj_size * self.dirs
-            for sfx in ([""] if self.dirs == 1 else ["", "_reverse"]):
-                shapes = [("weight_ih", (4 * hidden_size, width)), ("weight_hh", (4 * hidden_size, proj_size))]
-                if bias:
-                    shapes += [("bias_ih", (4 * hidden_size,)), ("bias_hh", (4 * hidden_size,))]
-                shapes += [("weight_hr", (proj_size, hidden_size))]
-                for name, shape in shapes:
-                    self.params[f"{name}_l{layer}{sfx}"] = tensor(
-                        rng.uniform(-k, k, shape).astype(np.float32), requires_grad=True)
-        eye = np.eye(4 * hidden_size, dtype=np.float32)
-        self.gate = [tensor(eye[g * hidden_size:(g + 1) * hidden_size]) for g in range(4)]  # [H, 4H] each
-        self.pad = tensor(np.array([[1.0], [0.0]], dtype=np.float32))  # z → [z, 0]
-        self.first = tensor(np.array([[1.0, 0.0]], dtype=np.float32))  # [a, b] → a
-
-    def _sigmoid(self, z):
-        F = functional
-        return F.linear(F.softmax(F.linear(z.unsqueeze(-1), self.pad), -1), self.first).squeeze(-1)
-
-    def _tanh(self, z):
-        return self._sigmoid(z * 2.0) * 2.0 - 1.0
-
-    @staticmethod
-    def _unit(n, i, column=True):
-        import numpy as np
-        from .. import tensor
-        e = np.zeros((n, 1), dtype=np.float32)
-        e[i, 0] = 1.0
-        return tensor(e if column else e.reshape(1, n))
-
-    def _pick(self, x, i):
-        """x[i] of x [n, ...] (2 trailing dims): x.permute(1, 2, 0) @ e_i."""
-        return (x.permute(1, 2, 0) @ self._unit(x.shape[0], i)).squeeze(-1)
-
-    def _stack(self, items):
-        """torch.stack(items) of [A, B] tensors: Σ item.unsqueeze(-1) @ e_iᵀ, then [n, A, B]."""
-        n = len(items)
-        total = None
-        for i, t in enumerate(items):
-            term = t.unsqueeze(-1) @ self._unit(n, i, column=False)
-            total = term if total is None else total + term
-        return total.permute(2, 0, 1).contiguous()
-
-    def _cat_last(self, a, b):
-        import numpy as np
-        from .. import tensor
-        P = a.shape[-1]
-        left = tensor(np.vstack([np.eye(P), np.zeros((P, P))]).astype(np.float32))
-        right = tensor(np.vstack([np.zeros((P, P)), np.eye(P)]).astype(np.float32))
-        return functional.linear(a, left) + functional.linear(b, right)
-
-    def __call__(self, x, hx, training):
-        import numpy as np
-        from .. import as_tensor, tensor, zeros
-        F = functional
-        L, N = x.shape[0], x.shape[1]
-        if hx is None:
-            h0 = zeros([self.layers * self.dirs, N, self.P])
-            c0 = zeros([self.layers * self.dirs, N, self.H])
-        else:
-            h0, c0 = as_tensor(hx[0]), as_tensor(hx[1])
-        hs, cs = [], []
-        for layer in range(self.layers):
-            outs = []
-            for d, sfx in enumerate([""] if self.dirs == 1 else ["", "_reverse"]):
-                p = {n: self.params[f"{n}_l{layer}{sfx}"] for n in ("weight_ih", "weight_hh", "weight_hr")}
-                b_ih = self.params[f"bias_ih_l{layer}{sfx}"] if self.bias else None
-                b_hh = self.params[f"bias_hh_l{layer}{sfx}"] if self.bias else None
-                xp = F.linear(x, p["weight_ih"], b_ih)  # [L, N, 4H]
-                j = layer * self.dirs + d
-                h, c = self._pick(h0, j), self._pick(c0, j)
-                steps = [None] * L
-                for t in (range(L) if d == 0 else reversed(range(L))):
-                    z = self._pick(xp, t) + F.linear(h, p["weight_hh"], b_hh)  # [N, 4H]
-                    i, f, g, o = (F.linear(z, sel) for sel in self.gate)
-                    c = self._sigmoid(f) * c + self._sigmoid(i) * self._tanh(g)
-                    h = F.linear(self._sigmoid(o) * self._tanh(c), p["weight_hr"])
-                    steps[t] = h
-                outs.append(self._stack(steps))
-                hs.append(h)
-                cs.append(c)
-            x = outs[0] if self.dirs == 1 else self._cat_last(outs[0], outs[1])
-            if training and self.dropout > 0.0 and layer < self.layers - 1:
-                keep = np.random.default_rng().random(tuple(x.shape)) >= self.dropout
-                x = x * tensor((keep / (1.0 - self.dropout)).astype(np.float32))
-        return x, (self._stack(hs), self._stack(cs))
 
 
 __all__ = ["GRU", "LSTM", "Embedding", "IncompatibleKeys", "LayerNorm", "Linear", "Module", "MultiheadAttention",

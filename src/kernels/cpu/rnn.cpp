@@ -125,13 +125,14 @@ void lstm_cell_backward(int64_t H, const float* sv, const float* cp, const float
   }
 }
 
-// dW_hh = Σ_s dhh_sᵀ h_s (one GEMM over all steps), db_hh = Σ_s dhh_s
+// dW_hh = Σ_s dhh_sᵀ h_s (one GEMM over all steps), db_hh = Σ_s dhh_s; h_s has K features (H, or P
+// for the projected LSTM)
 void weight_grads(const RnnProblem& p, int64_t steps, const float* dhh, const float* saved_h, float* dw_hh,
-                  float* db_hh) {
+                  float* db_hh, int64_t K) {
   const int64_t GH = p.gates * p.H, rows = steps * p.B;
   if (dw_hh) {
-    if (rows == 0) std::fill(dw_hh, dw_hh + GH * p.H, 0.f);
-    else sgemm(true, false, GH, p.H, rows, 1.f, dhh, GH, saved_h, p.H, 0.f, dw_hh, p.H);
+    if (rows == 0) std::fill(dw_hh, dw_hh + GH * K, 0.f);
+    else sgemm(true, false, GH, K, rows, 1.f, dhh, GH, saved_h, K, 0.f, dw_hh, K);
   }
   if (db_hh) {
     std::fill(db_hh, db_hh + GH, 0.f);
@@ -185,7 +186,7 @@ void gru_backward(const RnnProblem& p, const float* saved_gates, const float* sa
     sgemm(false, false, B, H, G, 1.f, dhh_s, G, p.w_hh, H, 1.f, dh.data(), H);
   }
   if (dh0) std::copy(dh.begin(), dh.end(), dh0);
-  weight_grads(p, steps, dhh.data(), saved_h, dw_hh, db_hh);
+  weight_grads(p, steps, dhh.data(), saved_h, dw_hh, db_hh, p.H);
 }
 
 void lstm_forward(const RnnProblem& p, const float* h0, const float* c0, float* y, float* h_n, float* c_n,
@@ -243,7 +244,97 @@ void lstm_backward(const RnnProblem& p, const float* saved_gates, const float* s
   }
   if (dh0) std::copy(dh.begin(), dh.end(), dh0);
   if (dc0) std::copy(dc.begin(), dc.end(), dc0);
-  weight_grads(p, steps, dhh.data(), saved_h, dw_hh, db_hh);
+  weight_grads(p, steps, dhh.data(), saved_h, dw_hh, db_hh, p.H);
+}
+
+// ---- LSTM with a projection (proj_size P) ---------------------------------------------------------
+// Per step: hh = h W_hhᵀ (K = P), the cell writes m' = o ∘ tanh c' (in place of its h'), then
+// h' = m' W_hrᵀ, one GEMM for all rows; rows past their length keep h.
+
+void lstm_proj_forward(const RnnProblem& p, int64_t P, const float* w_hr, const float* h0, const float* c0, float* y,
+                       float* h_n, float* c_n, float* saved_gates, float* saved_h, float* saved_c, float* saved_tanh_c) {
+  const int64_t B = p.B, T = p.T, H = p.H, G = 4 * H;
+  std::vector<float> h(h0, h0 + B * P), c(c0, c0 + B * H), hh(static_cast<size_t>(B * G)),
+      m(static_cast<size_t>(B * H), 0.f), hr(static_cast<size_t>(B * P)), zero_bias(static_cast<size_t>(G), 0.f);
+  const float* bias = p.b_hh ? p.b_hh : zero_bias.data();
+  std::fill(y, y + B * T * P, 0.f);
+  const int64_t steps = steps_of(p);
+  for (int64_t s = 0; s < steps; ++s) {
+    // hh = h W_hhᵀ   [B, P] × [P, 4H]
+    sgemm(false, true, B, G, P, 1.f, h.data(), P, p.w_hh, P, 0.f, hh.data(), G);
+    if (saved_h) std::memcpy(saved_h + s * B * P, h.data(), static_cast<size_t>(B * P) * sizeof(float));
+    if (saved_c) std::memcpy(saved_c + s * B * H, c.data(), static_cast<size_t>(B * H) * sizeof(float));
+    for_rows(B, H, [&](int64_t b) {
+      const int64_t t = p.time(b, s);
+      float* sv = saved_gates ? saved_gates + (s * B + b) * G : nullptr;
+      float* tc = saved_tanh_c ? saved_tanh_c + (s * B + b) * H : nullptr;
+      if (t < 0) {
+        if (sv) std::fill(sv, sv + G, 0.f);
+        if (tc) std::fill(tc, tc + H, 0.f);
+        return;
+      }
+      float* mb = m.data() + b * H;  // m' = o ∘ tanh c'
+      lstm_cell(H, p.x_proj + (b * T + t) * G, hh.data() + b * G, bias, mb, c.data() + b * H, mb, sv, tc);
+    });
+    // h' = m' W_hrᵀ   [B, H] × [H, P]
+    sgemm(false, true, B, P, H, 1.f, m.data(), H, w_hr, H, 0.f, hr.data(), P);
+    for (int64_t b = 0; b < B; ++b) {
+      const int64_t t = p.time(b, s);
+      if (t < 0) continue;
+      std::copy(hr.begin() + b * P, hr.begin() + (b + 1) * P, h.begin() + b * P);
+      std::copy(hr.begin() + b * P, hr.begin() + (b + 1) * P, y + (b * T + t) * P);
+    }
+  }
+  std::copy(h.begin(), h.end(), h_n);
+  std::copy(c.begin(), c.end(), c_n);
+}
+
+void lstm_proj_backward(const RnnProblem& p, int64_t P, const float* w_hr, const float* saved_gates,
+                        const float* saved_h, const float* saved_c, const float* saved_tanh_c, const float* dy,
+                        const float* dh_n, const float* dc_n, float* dx_proj, float* dh0, float* dc0, float* dw_hh,
+                        float* db_hh, float* dw_hr) {
+  const int64_t B = p.B, T = p.T, H = p.H, G = 4 * H, steps = steps_of(p), S = std::max<int64_t>(steps, 1);
+  std::vector<float> dh(static_cast<size_t>(B * P), 0.f), dc(static_cast<size_t>(B * H), 0.f),
+      dm(static_cast<size_t>(B * H)), dhh(static_cast<size_t>(S * B * G), 0.f), dhr(static_cast<size_t>(S * B * P), 0.f),
+      ms(static_cast<size_t>(S * B * H), 0.f);
+  if (dh_n) std::copy(dh_n, dh_n + B * P, dh.begin());
+  if (dc_n) std::copy(dc_n, dc_n + B * H, dc.begin());
+  std::fill(dx_proj, dx_proj + B * T * G, 0.f);
+  for (int64_t s = steps - 1; s >= 0; --s) {
+    float *dhh_s = dhh.data() + s * B * G, *dhr_s = dhr.data() + s * B * P, *m_s = ms.data() + s * B * H;
+    // dh' of the rows this step updated (0 for the others: their dh is carried), and m' = o ∘ tanh c'
+    for (int64_t b = 0; b < B; ++b) {
+      const int64_t t = p.time(b, s);
+      if (t < 0) continue;
+      float* d = dh.data() + b * P;
+      if (dy)
+        for (int64_t j = 0; j < P; ++j) d[j] += dy[(b * T + t) * P + j];
+      std::copy(d, d + P, dhr_s + b * P);
+      std::fill(d, d + P, 0.f);  // all of dh' goes through W_hr
+      const float *sv = saved_gates + (s * B + b) * G, *tc = saved_tanh_c + (s * B + b) * H;
+      for (int64_t j = 0; j < H; ++j) m_s[b * H + j] = sv[3 * H + j] * tc[j];
+    }
+    // dm' = dh' W_hr   [B, P] × [P, H]
+    sgemm(false, false, B, H, P, 1.f, dhr_s, P, w_hr, H, 0.f, dm.data(), H);
+    for_rows(B, H, [&](int64_t b) {
+      const int64_t t = p.time(b, s);
+      if (t < 0) return;  // carried: dh and dc pass through
+      float* dx = dx_proj + (b * T + t) * G;
+      lstm_cell_backward(H, saved_gates + (s * B + b) * G, saved_c + (s * B + b) * H, saved_tanh_c + (s * B + b) * H,
+                         dm.data() + b * H, dc.data() + b * H, dx);
+      std::copy(dx, dx + G, dhh_s + b * G);
+    });
+    // dh (of the state before step s) += dhh W_hh   [B, 4H] × [4H, P]
+    sgemm(false, false, B, P, G, 1.f, dhh_s, G, p.w_hh, P, 1.f, dh.data(), P);
+  }
+  if (dh0) std::copy(dh.begin(), dh.end(), dh0);
+  if (dc0) std::copy(dc.begin(), dc.end(), dc0);
+  weight_grads(p, steps, dhh.data(), saved_h, dw_hh, db_hh, P);
+  // dW_hr = Σ_s dh'_sᵀ m'_s   [P, H]
+  if (dw_hr) {
+    if (steps == 0) std::fill(dw_hr, dw_hr + P * H, 0.f);
+    else sgemm(true, false, P, H, steps * B, 1.f, dhr.data(), P, ms.data(), H, 0.f, dw_hr, H);
+  }
 }
 
 }  // namespace qkv::kernels::cpu
