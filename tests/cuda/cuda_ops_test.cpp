@@ -47,7 +47,7 @@ std::string error_of(const std::function<void()>& f) {
 class Cuda : public ::testing::Test {
  protected:
   void SetUp() override {
-    if (!cuda::is_built()) GTEST_SKIP() << "this build has no CUDA backend (scripts/build_cuda.sh builds one)";
+    if (!cuda::is_built()) GTEST_SKIP() << "this build has no CUDA backend (scripts/build.sh builds one where the CUDA toolkit is)";
     if (!cuda::is_available()) GTEST_SKIP() << "this machine shows no CUDA GPU";
   }
   static Tensor gpu(const Tensor& t) { return t.to(Device::cuda()); }
@@ -122,7 +122,7 @@ class TileKernels {
 class OpOnCuda : public ::testing::TestWithParam<std::string> {
  protected:
   void SetUp() override {
-    if (!cuda::is_built()) GTEST_SKIP() << "this build has no CUDA backend (scripts/build_cuda.sh builds one)";
+    if (!cuda::is_built()) GTEST_SKIP() << "this build has no CUDA backend (scripts/build.sh builds one where the CUDA toolkit is)";
     if (!cuda::is_available()) GTEST_SKIP() << "this machine shows no CUDA GPU";
   }
 };

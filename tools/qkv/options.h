@@ -68,7 +68,7 @@ struct DecodeArgs {
 };
 
 // --device: cpu (default), cuda or cuda:N, as PyTorch spells them; a GPU needs a build with the CUDA
-// backend (scripts/build_cuda.sh, docs/CUDA.md). device_from refuses one this build or machine lacks.
+// backend (scripts/build.sh builds it where the CUDA toolkit is; docs/CUDA.md). device_from refuses one this build or machine lacks.
 inline void add_device_option(CLI::App* app, std::string& device, const std::string& what) {
   app->add_option("--device", device, "where to " + what + ": cpu, cuda or cuda:N (a build with the CUDA backend)")
       ->capture_default_str();
@@ -77,7 +77,7 @@ inline Device device_from(const std::string& name, const char* command) {
   const Device d = Device::parse(name);
   QKV_CHECK(device_available(d), command, " --device ", name, ": ",
             cuda::is_built() ? "this machine shows no such CUDA GPU"
-                             : "this build of qkv has no CUDA backend (scripts/build_cuda.sh builds one)");
+                             : "this build of qkv has no CUDA backend (scripts/build.sh builds one where the CUDA toolkit is)");
   return d;
 }
 
