@@ -280,7 +280,7 @@ TEST(Progress, StatusLineLogsTheTimeSoFarThenTheTotal) {
   const std::string out = read_all(q.f);
   EXPECT_EQ(out.rfind("tokenizer: training [00:00]\n", 0), 0u) << out;
   EXPECT_GE(std::count(out.begin(), out.end(), '\n'), 3) << out;  // ≥ 2 lines while it ran, then the total
-  EXPECT_NE(out.find("tokenizer: training done in 0."), std::string::npos) << out;
+  EXPECT_NE(out.find("tokenizer: training done in "), std::string::npos) << out;
   EXPECT_EQ(out.find('\r'), std::string::npos) << out;
   EXPECT_EQ(StatusLine("x").render(75), "x [01:15]");
 }
@@ -295,7 +295,7 @@ TEST(Progress, StatusLineRedrawsOneTerminalLine) {
   const std::string out = read_all(q.f);
   EXPECT_GE(std::count(out.begin(), out.end(), '\r'), 2) << out;    // redrawn in place
   EXPECT_EQ(std::count(out.begin(), out.end(), '\n'), 1) << out;    // one line left at the end
-  EXPECT_NE(out.find("loading done in 0."), std::string::npos) << out;
+  EXPECT_NE(out.find("loading done in "), std::string::npos) << out;
 }
 
 }  // namespace
