@@ -12,6 +12,7 @@
 #include "qkv/core/message.h"
 #include "qkv/io/file.h"
 #include "qkv/io/json.h"
+#include "qkv/io/progress.h"
 #include "qkv/models/model_file.h"
 #include "qkv/models/registry.h"
 #include "qkv/ops.h"
@@ -178,6 +179,9 @@ nlohmann::json convert_hf(const std::string& dir, const std::string& out, const 
   // qkv parameter (and row block, "name#part") → the checkpoint tensor that filled it
   std::map<std::string, std::string> filled_from;
   std::map<std::string, int> parts_of;  // qkv parameter → how many row blocks fill it
+  std::map<std::string, int> parts_done;
+  // a checkpoint of gigabytes takes minutes: a bar over the parameters filled (shown after 2 s)
+  io::ProgressBar bar("convert", static_cast<int64_t>(params.size()), 0, /*delay_seconds=*/2);
 
   for (const std::string& shard : f.shards) {
     std::map<std::string, HfTensorTarget> targets;
@@ -219,8 +223,10 @@ nlohmann::json convert_hf(const std::string& dir, const std::string& out, const 
             dst = dst.slice(0, target.part * n, (target.part + 1) * n);
           }
           dst.copy_(src);
+          if (++parts_done[target.name] == target.parts) bar.update();
         });
   }
+  bar.close();
   for (auto& [name, p] : params) {
     const int parts = parts_of.count(name) ? parts_of[name] : 1;
     for (int i = 0; i < parts; ++i)
@@ -269,7 +275,10 @@ nlohmann::json convert_hf(const std::string& dir, const std::string& out, const 
     if (!ids.empty()) meta["generation"] = {{"eos_token_id", ids}};
   }
   meta["converted_from"] = {{"format", "huggingface"}, {"architecture", arch.name}, {"config", f.config}};
-  save_model_file(out, model->module(), meta, options.store);
+  {
+    io::StatusLine writing("convert: writing " + out);
+    save_model_file(out, model->module(), meta, options.store);
+  }
   return meta;
 }
 
