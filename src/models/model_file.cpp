@@ -1,8 +1,11 @@
 #include "qkv/models/model_file.h"
 
+#include <memory>
+
 #include "qkv/core/error.h"
 #include "qkv/io/config.h"
 #include "qkv/io/json.h"
+#include "qkv/io/progress.h"
 #include "qkv/models/load.h"
 
 namespace qkv::models {
@@ -83,6 +86,7 @@ nlohmann::json load_model_streaming(const std::string& path,
   nn::Module* model = nullptr;
   std::map<std::string, Tensor> slots;  // the model's parameters and buffers by name, not yet loaded
   std::string type;
+  std::unique_ptr<io::ProgressBar> bar;  // over the tensors read: shown when a big file takes over 2 s
   auto misfit = [&](const auto&... what) {
     return Error(detail::concat("'", path, "' does not fit the ", type, " model it describes: load_state_dict: ", what...));
   };
@@ -103,6 +107,7 @@ nlohmann::json load_model_streaming(const std::string& path,
         throw misfit("parameter \"", e.name, "\" has shape ", shape_str(it->second.shape()), " but the state has ",
                      shape_str(e.shape));
     }
+    bar = std::make_unique<io::ProgressBar>("load", static_cast<int64_t>(slots.size()), 0, /*delay_seconds=*/2);
   };
   auto wanted = [](const std::string& name) { return !name.starts_with(kOptPrefix); };
   auto each = [&](const std::string& name, TensorBase&& t) {
@@ -111,8 +116,10 @@ nlohmann::json load_model_streaming(const std::string& path,
     if (t.dtype() != DType::f32) throw Error(detail::concat("'", path, "': parameter ", name, " is not a floating-point tensor"));
     it->second.detach().copy_(Tensor(std::move(t)));
     slots.erase(it);
+    bar->update();
   };
   io::stream_safetensors(path, /*keep_bf16=*/false, header, wanted, each);
+  if (bar) bar->close();
   if (!slots.empty())
     throw misfit("missing parameter \"", slots.begin()->first, "\" ", shape_str(slots.begin()->second.shape()));
   return meta;
