@@ -370,7 +370,8 @@ NeuronView translation_neuron(const models::Seq2SeqModel& model, const text::Sen
             "' is none of a translator's: encoder_self, decoder_self or cross");
   const auto* seq = dynamic_cast<const nn::Seq2SeqTransformer*>(&model.module());
   QKV_CHECK(seq, "the neuron view needs a Transformer translator (its attention's queries and keys); the model's type is ",
-            model.type());
+            model.type(), " (", models::model_type(model.type()).description,
+            "), whose one attention, the decoder's over the source, is shown as the \"cross\" kind's 1 layer × 1 head");
   const models::SpecialTokens c = model.special_tokens();
   const auto& encoder = seq->transformer->encoder->layers;
   const auto& decoder = seq->transformer->decoder->layers;

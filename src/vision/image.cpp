@@ -42,7 +42,7 @@ Pixbuf decode(const std::string& path, const std::string& bytes, PictureFormat f
   auto failure = [&](const char* what) {
     const std::string msg = err ? err->message : what;
     if (err) g_error_free(err);
-    return Error(detail::concat("'", path, "': cannot read the image (", msg, ")"));
+    return Error(detail::concat(path, ": cannot read the image (", msg, ")"));
   };
   std::unique_ptr<GdkPixbufLoader, Unref> loader(
       gdk_pixbuf_loader_new_with_type(format == PictureFormat::png ? "png" : "jpeg", &err));
@@ -74,29 +74,35 @@ Image read_image(const std::string& path, const ReadImageOptions& o) {
   QKV_CHECK(S_ISREG(st.st_mode), "'", path, "': ", not_a_file(st), ", not a picture file");
   QKV_CHECK(st.st_size <= kMaxPictureFileBytes, "'", path, "': cannot read the image (a file of ", st.st_size,
             " bytes, more than the ", kMaxPictureFileBytes, " a picture may have)");
-  const std::string bytes = io::read_file(path);
+  return decode_image(io::read_file(path), "'" + path + "'", o);
+}
+
+Image decode_image(const std::string& bytes, const std::string& name, const ReadImageOptions& o) {
+  QKV_CHECK(o.channels == 1 || o.channels == 3, "decode_image: ", o.channels, " channels (1 or 3)");
+  QKV_CHECK(static_cast<int64_t>(bytes.size()) <= kMaxPictureFileBytes, name, ": cannot read the image (",
+            bytes.size(), " bytes, more than the ", kMaxPictureFileBytes, " a picture may have)");
   // The header first: format and size are checked before a decoder allocates anything.
   PictureHeader header;
   try {
     header = read_picture_header(bytes);
   } catch (const Error& e) {
-    throw Error(detail::concat("'", path, "': cannot read the image (", e.what(), ")"));
+    throw Error(detail::concat(name, ": cannot read the image (", e.what(), ")"));
   }
-  Pixbuf pb = decode(path, bytes, header.format);
+  Pixbuf pb = decode(name, bytes, header.format);
   QKV_CHECK(gdk_pixbuf_get_width(pb.get()) == header.width && gdk_pixbuf_get_height(pb.get()) == header.height,
-            "'", path, "': cannot read the image (decoded as ", gdk_pixbuf_get_width(pb.get()), "×",
+            name, ": cannot read the image (decoded as ", gdk_pixbuf_get_width(pb.get()), "×",
             gdk_pixbuf_get_height(pb.get()), ", its header says ", header.width, "×", header.height, ")");
   if (o.height > 0 && o.width > 0 &&
       (gdk_pixbuf_get_height(pb.get()) != o.height || gdk_pixbuf_get_width(pb.get()) != o.width)) {
     Pixbuf scaled(gdk_pixbuf_scale_simple(pb.get(), static_cast<int>(o.width), static_cast<int>(o.height),
                                           GDK_INTERP_BILINEAR));
-    QKV_CHECK(scaled != nullptr, "'", path, "': cannot resize the image to ", o.width, "×", o.height);
+    QKV_CHECK(scaled != nullptr, name, ": cannot resize the image to ", o.width, "×", o.height);
     pb = std::move(scaled);
   }
   const int W = gdk_pixbuf_get_width(pb.get()), H = gdk_pixbuf_get_height(pb.get());
   const int n = gdk_pixbuf_get_n_channels(pb.get()), stride = gdk_pixbuf_get_rowstride(pb.get());
   const bool alpha = gdk_pixbuf_get_has_alpha(pb.get());
-  QKV_CHECK(gdk_pixbuf_get_bits_per_sample(pb.get()) == 8 && n >= 3, "'", path, "': an unsupported pixel layout");
+  QKV_CHECK(gdk_pixbuf_get_bits_per_sample(pb.get()) == 8 && n >= 3, name, ": an unsupported pixel layout");
   const guchar* px = gdk_pixbuf_read_pixels(pb.get());
   Image img;
   img.channels = o.channels, img.height = H, img.width = W;

@@ -37,6 +37,10 @@ attention, and checks what the page drew against what the API says:
     median of three held to 2 s;
   - "encoding": "u8": each byte is round(255·w) of the JSON's weight, rollout included; the page
     asks for it for a long input and draws the same weights within 1/510.
+  - every kind (a server of its own with the GRU translator and the captioner): the recurrent
+    translator's alignment is its one "cross" head, the API's weights, with no rollout entry and the
+    neuron view off; the captioner, given a picture file (`qkv scenes`), shows the API's caption,
+    its word × grid-cell map, and the picture once per word with that word's attention over it.
 
 A screenshot of the page goes to --screenshot (and of the word-grouped view beside it, -words.png),
 and test_pictures saves the README's pictures beside it: the neuron view (-neuron.png), the
@@ -339,7 +343,8 @@ class Viewer(unittest.TestCase):
             print("screenshot:", path, file=sys.stderr)
         # back to tokens: the token view again
         d.find_element(By.ID, "unit-tokens").click()
-        self.assertEqual(len(self.state()["queries"]), len(kinds["encoder_self"]["queries"]["tokens"]))
+        s = self.state()  # (the kind shown last: cross, or the encoder after the screenshot)
+        self.assertEqual(len(s["queries"]), len(kinds[s["kind"]]["queries"]["tokens"]))
 
         # the char-level GPT: spaces belong to no word, and stay a unit of their own (rows sum to 1)
         text = "ROMEO: what light"
@@ -749,6 +754,63 @@ class Viewer(unittest.TestCase):
         with self.assertRaises(urllib.error.HTTPError) as e:
             urllib.request.urlopen(bad)
         self.assertEqual(e.exception.code, 400)
+
+    def test_recurrent_translator_and_captioner(self):
+        import base64
+        root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+        subprocess.run([ARGS.qkv, "scenes", "--split", "test", "-n", "1", "-o", self.tmp.name], check=True, cwd=root,
+                       stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        picture = os.path.join(self.tmp.name, "test-0.png")
+        log = open(os.path.join(self.tmp.name, "serve-every-kind.log"), "w")
+        server = subprocess.Popen([ARGS.qkv, "serve", "--port", "0", "--threads", "2", "-m", "models/en-fr-gru.safetensors",
+                                   "-m", "models/captioner.safetensors"], cwd=root, stdout=log, stderr=subprocess.STDOUT)
+        try:
+            port, deadline = 0, time.time() + 60
+            while not port and time.time() < deadline:
+                with open(log.name) as f:
+                    m = re.search(r"listening on http://127\.0\.0\.1:(\d+)", f.read())
+                port = int(m.group(1)) if m else time.sleep(0.05) or 0
+            self.assertTrue(port, "qkv serve did not start (its log: %s)" % log.name)
+            d = self.driver
+            d.get(f"http://127.0.0.1:{port}/")
+            d.execute_script(CATCH_ERRORS)
+            self.wait_state("models")
+            # the GRU translator: one cross-attention head, no rollout, no neuron view
+            api = post(port, "/v1/attention", {"model": "en-fr-gru", "text": SENTENCE, "beam_size": 4})
+            self.show("en-fr-gru", SENTENCE, load=False)
+            s = self.state(True)
+            self.assertEqual((s["kind"], s["layer"], s["head"], s["rollout"]), ("cross", 0, 0, False))
+            self.assertWeights(s["weights"], api["kinds"][0]["layers"][0][0])
+            self.assertEqual([o.get_attribute("value") for o in Select(d.find_element(By.ID, "layer")).options], ["0"])
+            self.assertFalse(d.find_element(By.ID, "neuron-go").is_enabled())
+            # the captioner: a picture file, the API's caption and map, the picture once per step
+            with open(picture, "rb") as f:
+                api = post(port, "/v1/attention", {"model": "captioner", "image": base64.b64encode(f.read()).decode(),
+                                                   "beam_size": 4})
+            Select(d.find_element(By.ID, "model")).select_by_value("captioner")
+            self.assertFalse(d.find_element(By.ID, "text").is_displayed())
+            d.find_element(By.ID, "image").send_keys(picture)
+            d.find_element(By.ID, "go").click()
+            self.wait_state("ready")
+            self.assertEqual(d.find_element(By.ID, "output").text, "→ " + api["output"])
+            s = self.state(True)
+            k = api["kinds"][0]
+            self.assertEqual(s["kind"], "image")
+            self.assertEqual(len(s["keys"]), k["grid"][0] * k["grid"][1])
+            self.assertWeights(s["weights"], k["layers"][0][0])
+            WebDriverWait(d, 30).until(lambda d: d.execute_script("return document.body.dataset.picture") == "ready")
+            steps = d.find_elements(By.CSS_SELECTOR, "#picture canvas.picture-step")
+            self.assertEqual(len(steps), len(k["queries"]["tokens"]))
+            self.assertEqual([c.text for c in d.find_elements(By.CSS_SELECTOR, "#picture figcaption")], k["queries"]["tokens"])
+            if ARGS.screenshot:
+                path = re.sub(r"(\.png)?$", "-captioner.png", ARGS.screenshot, count=1)
+                d.find_element(By.ID, "picture").screenshot(path)
+                print("screenshot:", path, file=sys.stderr)
+            self.assertEqual(self.errors(), [])
+        finally:
+            server.send_signal(signal.SIGTERM)
+            server.wait(timeout=30)
+            log.close()
 
 
 if __name__ == "__main__":

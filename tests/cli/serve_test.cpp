@@ -14,6 +14,7 @@
 #include <nlohmann/json.hpp>
 #include <thread>
 
+#include "qkv/io/base64.h"
 #include "qkv/io/file.h"
 #include "testing.h"
 
@@ -522,6 +523,88 @@ TEST(Serve, AttentionOfALanguageModelIsCausal) {
   EXPECT_EQ(r["kinds"][0]["queries"]["tokens"].size(), 17u);  // characters
   EXPECT_EQ(r["kinds"][0]["queries"]["words"], json::array({"ROMEO:", "what", "light"}));
   expect_weights(r["kinds"][0], true, 4);
+}
+
+// Every kind of model (issue 50 item 4): a recurrent translator's alignment is the "cross" kind with
+// 1 layer × 1 head; the captioner answers a picture (base64 PNG) with its caption and each word's
+// attention over the ConvNet grid ("image": words × grid cells, "grid": [rows, cols], the picture
+// as the model saw it); what a kind has nothing to show for (rollout or the neuron view of a
+// recurrent model, text or a detail for the captioner) is a 400 saying why by its type.
+TEST(Serve, AttentionOfARecurrentTranslatorAndOfTheCaptioner) {
+  testing::TempDir dir("serve-captioner");
+  ASSERT_EQ(testing::run_shell("cd " + std::string(QKV_SOURCE_DIR) + " && " + QKV_CLI_PATH +
+                               " scenes --split test -n 1 -o " + dir.path.string()).code, 0);
+  const std::string png = io::read_file((dir.path / "test-0.png").string());
+  const testing::ShellResult cli = testing::run_shell("cd " + std::string(QKV_SOURCE_DIR) + " && " + QKV_CLI_PATH +
+                                                      " caption --json -b 3 " + (dir.path / "test-0.png").string());
+  ASSERT_EQ(cli.code, 0) << cli.out;
+  ServeProcess s("-m models/en-fr-gru.safetensors -m models/captioner.safetensors");
+  ASSERT_GT(s.port(), 0) << s.log();
+  int status = 0;
+
+  // the GRU translator: its translation, and its alignment as one cross-attention head
+  const std::string sentence = "The cat sat on the mat.";
+  json r = post(s.port(), json{{"model", "en-fr-gru"}, {"text", sentence}}.dump(), &status, "/v1/attention");
+  ASSERT_EQ(status, 200) << r.dump().substr(0, 300);
+  testing::ShellResult t = testing::run_shell("cd " + std::string(QKV_SOURCE_DIR) + " && " + QKV_CLI_PATH +
+                                              " translate -m models/en-fr-gru.safetensors '" + sentence + "' 2>/dev/null");
+  EXPECT_EQ(r["output"].get<std::string>() + "\n", t.out);
+  ASSERT_EQ(r["kinds"].size(), 1u);
+  EXPECT_EQ(r["kinds"][0]["name"], "cross");
+  expect_weights(r["kinds"][0], false, 1);
+  EXPECT_EQ(r["kinds"][0]["layers"][0].size(), 1u);  // one head
+  EXPECT_EQ(r["kinds"][0]["keys"]["tokens"].back(), "</s>");
+  for (const char* detail : {"rollout", "neuron"}) {
+    json body = {{"model", "en-fr-gru"}, {"text", sentence}, {"detail", detail}};
+    if (std::string(detail) == "neuron") body["neuron"] = {{"layer", 0}, {"head", 0}, {"query", 0}, {"kind", "cross"}};
+    r = post(s.port(), body.dump(), &status, "/v1/attention");
+    EXPECT_EQ(status, 400) << detail;
+    const std::string m = r["error"]["message"].get<std::string>();
+    EXPECT_NE(m.find("rnn-attention ("), std::string::npos) << m;
+    EXPECT_NE(m.find("1 layer × 1 head"), std::string::npos) << m;
+  }
+
+  // the captioner: the CLI's caption, a map per word (and the end) over the 12 × 12 grid
+  r = post(s.port(), json{{"model", "captioner"}, {"image", io::base64_encode(png)}}.dump(), &status, "/v1/attention");
+  ASSERT_EQ(status, 200) << r.dump().substr(0, 300);
+  EXPECT_EQ(r["kind"], "captioner");
+  EXPECT_EQ(r["output"], json::parse(cli.out)["caption"]);
+  ASSERT_EQ(r["kinds"].size(), 1u);
+  const json& k = r["kinds"][0];
+  EXPECT_EQ(k["name"], "image");
+  const int64_t rows = k["grid"][0], cols = k["grid"][1];
+  EXPECT_EQ(k["keys"]["tokens"].size(), static_cast<size_t>(rows * cols));
+  EXPECT_EQ(k["keys"]["tokens"][1], "0,1");
+  const json words = k["queries"]["tokens"];
+  EXPECT_EQ(words.back(), "</s>");
+  std::string joined;
+  for (size_t i = 0; i + 1 < words.size(); ++i) joined += (i ? " " : "") + words[i].get<std::string>();
+  EXPECT_EQ(joined, r["output"]);
+  expect_weights(k, false, 1);
+  EXPECT_EQ(r["picture"]["height"], 96);
+  EXPECT_EQ(io::base64_decode(r["picture"]["png"].get<std::string>()).substr(1, 3), "PNG");
+  r = post(s.port(), json{{"model", "captioner"}, {"image", io::base64_encode(png)}, {"encoding", "u8"}}.dump(), &status,
+           "/v1/attention");
+  ASSERT_EQ(status, 200);
+  EXPECT_EQ(r["kinds"][0]["layers"]["shape"], json::array({1, 1, words.size(), rows * cols}));
+
+  struct Case {
+    json body;
+    const char* says;
+  } cases[] = {
+      {{{"model", "captioner"}, {"image", io::base64_encode(png)}, {"detail", "rollout"}}, "no layers of self-attention"},
+      {{{"model", "captioner"}, {"text", "a cat"}}, "it reads \"image\""},
+      {{{"model", "captioner"}}, "\"image\" (base64 of a PNG or JPEG) is required"},
+      {{{"model", "captioner"}, {"image", io::base64_encode("not a picture")}}, "cannot read the image"},
+      {{{"model", "en-fr-gru"}, {"text", "Hi."}, {"image", io::base64_encode(png)}}, "an image captioner's input"},
+  };
+  for (const Case& c : cases) {
+    r = post(s.port(), c.body.dump(), &status, "/v1/attention");
+    EXPECT_EQ(status, 400) << c.body.dump().substr(0, 100);
+    EXPECT_NE(r["error"]["message"].get<std::string>().find(c.says), std::string::npos) << r.dump();
+  }
+  post(s.port(), json{{"model", "captioner"}, {"sentences", {"a"}}}.dump(), &status, "/v1/translate");
+  EXPECT_EQ(status, 400);  // a captioner translates nothing
 }
 
 // A converted BERT: /v1/fill-mask answers as pipeline("fill-mask"); its self-attention reads both ways ([CLS] and [SEP] included; a token attends to

@@ -1,4 +1,5 @@
-// qkv serve -m MODEL… --port 8080 — translation and language models over HTTP (http_server.h:
+// qkv serve -m MODEL… --port 8080 — translation and language models (and an image captioner's
+// attention) over HTTP (http_server.h:
 // Boost.Beast + Asio, event-driven, with the limits a hostile client meets), and a page to explore
 // their attention:
 //
@@ -31,6 +32,13 @@
 //                        → {"model", "kind", "input", "output", "kinds": [{"name", "queries", "keys",
 //                        "layers": [layer][head][query][key]}], "search"?: [{"kind", "layer", "head",
 //                        "query_word", "key_word", "weight"}, … best first]}   (decode/inspect.h)
+//                        A recurrent translator (rnn-attention) has one kind, "cross": its alignment,
+//                        1 layer × 1 head (its "rollout" and "neuron": 400, saying why by its type).
+//                        An image captioner takes {"image": base64 of a PNG or JPEG (resized to its
+//                        input), "model"?, "beam_size"?, "encoding"?} → {"model", "kind": "captioner",
+//                        "output": the caption, "picture": {"png", "height", "width"} (as the model saw
+//                        it), "kinds": [{"name": "image", "queries": each word then </s>, "keys": the
+//                        grid's cells "r,c" row by row, "grid": [rows, cols], "layers": [1][1][word][cell]}]}
 //   POST /v1/fill-mask   {"text", "model"?, "top_k"?, "text_pair"?} (a masked language model: BERT)
 //                        → {"model", "masks": [[{"score", "token", "token_str", "sequence"}, … top_k]
 //                        per [MASK] of the text]}   (decode/fill_mask.h: pipeline("fill-mask")'s)
@@ -67,6 +75,7 @@
 #include "commands.h"
 #include "http_server.h"
 #include "options.h"
+#include "qkv/decode/caption.h"
 #include "qkv/decode/fill_mask.h"
 #include "serve_services.h"
 #include "qkv/core/error.h"
@@ -74,6 +83,8 @@
 #include "qkv/decode/generate.h"
 #include "qkv/decode/inspect.h"
 #include "qkv/io/base64.h"
+#include "qkv/models/registry.h"
+#include "qkv/vision/image.h"
 
 namespace qkv::cli {
 
@@ -324,6 +335,7 @@ class Server {
           throw HttpError{400, "model \"" + name + "\" is a " +
                                    (s->kind() == "translation"             ? "translation"
                                     : s->kind() == "masked_language_model" ? "masked language"
+                                    : s->kind() == "captioner"             ? "image captioning"
                                                                            : "language") +
                                    " model: " + route + " cannot use it"};
         return *s;
@@ -668,7 +680,11 @@ class Server {
 
   HttpResponse attention(const HttpRequest& req) {
     const Body body(req.body, kAttentionFields);
-    ModelService& s = service(body, {"translation", "language_model", "masked_language_model"}, "/v1/attention");
+    ModelService& s =
+        service(body, {"translation", "language_model", "masked_language_model", "captioner"}, "/v1/attention");
+    if (s.kind() == "captioner") return caption_attention(static_cast<CaptionerService&>(s), body);
+    if (body.has("image"))
+      throw HttpError{400, "\"image\" is an image captioner's input; model \"" + s.name() + "\" reads \"text\""};
     const std::string text = body.text("text", a_.max_sentence_bytes, "--max-sentence-bytes");
     std::string query, key;
     if (body.has("search")) {
@@ -731,7 +747,12 @@ class Server {
           return decode::translation_neuron(*t.loaded().model, *t.loaded().tokenizer, text, n_layer, n_head, n_query,
                                             n_kind, to);
         });
-      view = decode::translation_attention(*t.loaded().model, *t.loaded().tokenizer, text, to);
+      try {  // a model with no attention over the source (rnn-encdec) is refused by its type
+        view = decode::translation_attention(*t.loaded().model, *t.loaded().tokenizer, text, to,
+                                             "model \"" + s.name() + "\"");
+      } catch (const Error& e) {
+        throw HttpError{400, plain_message(e.what())};
+      }
     } else if (s.kind() == "masked_language_model") {
       auto& b = static_cast<MaskedLanguageModelService&>(s);
       if (body.has("beam_size") || body.has("length_penalty"))
@@ -769,6 +790,13 @@ class Server {
         });
       view = decode::language_model_attention(*g.loaded().model, g.loaded().tokenizer, text);
     }
+    // rollout runs through layers of self-attention: a recurrent translator has one attention, the
+    // decoder's over the source (its "cross" kind), and nothing to roll out
+    if (detail == "rollout" && std::none_of(view.kinds.begin(), view.kinds.end(),
+                                            [](const decode::AttentionKind& k) { return k.name != "cross"; }))
+      throw HttpError{400, "\"detail\": \"" + detail + "\": model \"" + s.name() + "\", of type " + type_of(s) +
+                               ", has no self-attention to roll out across layers; its one attention is the "
+                               "decoder's over the source (the \"cross\" kind, 1 layer × 1 head)"};
     json kinds = json::array();
     for (const decode::AttentionKind& k : view.kinds) {
       json kj = {{"name", k.name}, {"queries", axis_json(k.queries)}, {"keys", axis_json(k.keys)}};
@@ -791,6 +819,83 @@ class Server {
       out["search"] = std::move(ranked);
     }
     return json_response(out);
+  }
+
+  // A model's type and what it is ("rnn-attention (a GRU encoder–decoder with …)"), for a refusal.
+  static std::string type_of(const ModelService& s) {
+    const std::string t = s.meta().value("model_type", std::string());
+    try {
+      return t + " (" + models::model_type(t).description + ")";
+    } catch (const Error&) {
+      return t;
+    }
+  }
+
+  // /v1/attention of an image captioner: {"image": base64 of a PNG or JPEG, "model"?, "beam_size"?,
+  // "encoding"?} → the caption and, for each step (each word, then the end), its attention over
+  // the ConvNet grid: one kind "image", 1 layer × 1 head, queries the words, keys the grid's cells
+  // row by row ("r,c"), "grid": [rows, cols]; "picture": the picture as the model saw it (its size,
+  // grey levels; base64 PNG, "height", "width"). A picture of another size is resized (bilinear).
+  HttpResponse caption_attention(CaptionerService& s, const Body& body) {
+    const std::string why = "model \"" + s.name() + "\", an image captioner of type " + type_of(s);
+    for (const char* f : {"text", "search", "neuron", "length_penalty"})
+      if (body.has(f))
+        throw HttpError{400, std::string("\"") + f + "\" is not asked of " + why + ": it reads \"image\" (base64 of a PNG or JPEG)"};
+    if (body.has("detail"))
+      throw HttpError{400, "\"detail\" is not asked of " + why +
+                               ": its one attention, a GRU decoder's additive attention over the ConvNet grid, has no "
+                               "layers of self-attention (rollout, flow) and no query and key vectors (neuron)"};
+    if (!body.has("image") || !body["image"].is_string())
+      throw HttpError{400, "\"image\" (base64 of a PNG or JPEG) is required: " + why};
+    bool u8 = false;
+    if (body.has("encoding")) {
+      if (!body["encoding"].is_string() || (body["encoding"].get<std::string>() != "u8" &&
+                                            body["encoding"].get<std::string>() != "json"))
+        throw HttpError{400, "\"encoding\" must be \"json\" (numbers, the default) or \"u8\" (a byte a weight, base64)"};
+      u8 = body["encoding"].get<std::string>() == "u8";
+    }
+    const int64_t beam = body.integer("beam_size", 3, 1, a_.max_beam);
+    const models::Seq2SeqModel& model = *s.loaded().model;
+    const models::ImageShape shape = model.source_image();
+    vision::Image img;
+    try {
+      vision::ReadImageOptions o;
+      o.channels = shape.channels, o.height = shape.height, o.width = shape.width;
+      img = vision::decode_image(io::base64_decode(body["image"].get<std::string>(), "\"image\""), "\"image\"", o);
+    } catch (const Error& e) {
+      throw HttpError{400, plain_message(e.what())};
+    }
+    Tensor x = Tensor::empty({1, shape.channels, shape.height, shape.width});
+    std::copy(img.pixels.begin(), img.pixels.end(), x.data<float>());
+    decode::Caption c;
+    {
+      auto held = s.hold(timeout());
+      decode::CaptionOptions o;
+      o.beam_size = beam, o.attention = true;
+      c = decode::ImageCaptioner(model, *s.loaded().tokenizer).caption(x, o)[0];
+    }
+    if (c.attention.empty())
+      throw HttpError{400, why + " without attention (a mean-feature captioner): there is no map to show"};
+    // the axes: each word, then the end (when the caption reached it); each grid cell "r,c"
+    decode::TokenAxis words, cells;
+    for (size_t t = 0; t < c.attention.size(); ++t) {
+      words.tokens.push_back(t < c.words.size() ? c.words[t] : "</s>");
+      words.word.push_back(static_cast<int>(t)), words.words.push_back(words.tokens.back());
+    }
+    for (int64_t r = 0; r < c.rows; ++r)
+      for (int64_t col = 0; col < c.cols; ++col) {
+        cells.tokens.push_back(std::to_string(r) + "," + std::to_string(col));
+        cells.word.push_back(static_cast<int>(cells.words.size())), cells.words.push_back(cells.tokens.back());
+      }
+    // α_t over the grid, [1 head, words, cells]
+    const int64_t Lq = static_cast<int64_t>(c.attention.size()), Lk = c.rows * c.cols;
+    Tensor w = Tensor::empty({1, Lq, Lk});
+    for (int64_t t = 0; t < Lq; ++t) std::copy(c.attention[t].begin(), c.attention[t].end(), w.data<float>() + t * Lk);
+    json kind = {{"name", "image"}, {"queries", axis_json(words)}, {"keys", axis_json(cells)}, {"grid", {c.rows, c.cols}}};
+    kind["layers"] = u8 ? u8_json({w}, {1, 1, Lq, Lk}) : layers_json({w});
+    json picture = {{"png", io::base64_encode(vision::encode_png(img))}, {"height", img.height}, {"width", img.width}};
+    return json_response(json{{"model", s.name()}, {"kind", s.kind()}, {"input", ""}, {"output", c.text},
+                              {"picture", std::move(picture)}, {"kinds", json::array({std::move(kind)})}});
   }
 
   // /v1/attention with "detail": "neuron": {"model", "kind", "input", "neuron": neuron_json}; the
@@ -837,7 +942,10 @@ int run_serve(const ServeArgs& a) {
     lo.weights = a.weights;
     lo.device = device;
     // On a GPU the model's weights, KV caches and beams live there; requests still batch as on the CPU.
-    if (kind == models::Kind::seq2seq) {
+    if (kind == models::Kind::seq2seq && models::model_file_type(path).takes_images) {  // /v1/attention only
+      models::LoadedSeq2Seq c = models::load_seq2seq(path, lo);
+      services.push_back(std::make_unique<CaptionerService>(name, std::move(c), a.threads));
+    } else if (kind == models::Kind::seq2seq) {
       models::LoadedSeq2Seq t = models::load_seq2seq(path, lo);
       services.push_back(std::make_unique<TranslationService>(name, std::move(t), a.threads, a.max_batch, a.max_wait_ms));
     } else if (kind == models::Kind::masked_language_model) {  // /v1/fill-mask, /v1/attention

@@ -108,7 +108,7 @@ inline const std::vector<const char*> kTranslateFields = {"sentences", "model", 
 inline const std::vector<const char*> kGenerateFields = {"prompt", "model", "max_new_tokens", "temperature",
                                                          "top_k", "top_p", "seed", "stream"};
 inline const std::vector<const char*> kAttentionFields = {"text", "model", "beam_size", "length_penalty", "search", "detail",
-                                                          "encoding", "neuron"};
+                                                          "encoding", "neuron", "image"};
 inline const std::vector<const char*> kFillMaskFields = {"text", "model", "top_k", "text_pair"};
 
 }  // namespace qkv::cli

@@ -6,6 +6,8 @@
 //                          same decoding options, waiting up to max_wait for more, up to max_batch
 //                          sentences), so throughput under load approaches the batched CLI's
 //   LanguageModelService   a language model: generations one at a time, token by token
+//   CaptionerService       an image captioner: /v1/attention only (a picture's words and where
+//                          each looked on the ConvNet grid)
 //
 // Every computation on a model (a batch, an attention view, a generation) holds the model's
 // `compute` lock: one at a time per model, each on the server's --threads.
@@ -211,6 +213,18 @@ class MaskedLanguageModelService : public ModelService {
 
  private:
   models::LoadedMaskedLanguageModel loaded_;
+};
+
+// An image captioner (a sequence-to-sequence model whose source is a picture): its attention over
+// the ConvNet grid as it writes each word (every request computes under the model's lock).
+class CaptionerService : public ModelService {
+ public:
+  CaptionerService(std::string name, models::LoadedSeq2Seq loaded, int threads)
+      : ModelService(std::move(name), "captioner", loaded.path, loaded.meta, threads), loaded_(std::move(loaded)) {}
+  const models::LoadedSeq2Seq& loaded() const { return loaded_; }
+
+ private:
+  models::LoadedSeq2Seq loaded_;
 };
 
 // ---- metrics (Prometheus text format) ----------------------------------------------------------

@@ -23,6 +23,9 @@ struct ReadImageOptions {
 // picture of another format, one larger than vision::kMaxPicturePixels or an undecodable one is a
 // qkv::Error naming it.
 Image read_image(const std::string& path, const ReadImageOptions& options = {});
+// The same from a picture's bytes (a PNG or JPEG sent over the wire); `name` says which picture in
+// an error ("\"image\"").
+Image decode_image(const std::string& bytes, const std::string& name, const ReadImageOptions& options = {});
 
 // Writes a 1- or 3-channel image (values clamped to [0, 1]) as an 8-bit PNG, atomically (a
 // temporary file, then rename); read_image gives the same pixels back, to 1/255.
