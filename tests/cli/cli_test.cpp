@@ -392,12 +392,40 @@ TEST(Cli, ProbeScoresEveryHeadOnPronounPairs) {
                            "The cat didn't cross the street because it was too tired.\tit\tcat\tstreet\n"
                            "The cat didn't cross the street because it was too wide.\tit\tstreet\tcat\n";
   CliRun r = run("probe -m " + std::string(QKV_SOURCE_DIR) + "/models/en-fr.safetensors --items " + items + " --top 3");
-  std::filesystem::remove(items);
   ASSERT_EQ(r.code, 0) << r.out;
   EXPECT_NE(r.out.find("(translator): 2 of 2 items scored, 24 heads; chance is 50%"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("| rank | attention | layer | head | right | accuracy |"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("| 3 | "), std::string::npos) << r.out;
   EXPECT_EQ(r.out.find("| 4 | "), std::string::npos) << r.out;  // --top 3
+  // two models: each its table, then every head of both ranked together (the head search across
+  // models), as many rows as both tables have heads, best accuracy first
+  CliRun both = run("probe -m " + std::string(QKV_SOURCE_DIR) + "/models/en-fr.safetensors -m " +
+                    std::string(QKV_SOURCE_DIR) + "/models/shakespeare-char.safetensors --items " + items + " --top 0");
+  ASSERT_EQ(both.code, 0) << both.out;
+  const size_t at = both.out.find("### Every head of every model, ranked together: ");
+  ASSERT_NE(at, std::string::npos) << both.out;
+  EXPECT_NE(both.out.find("| rank | model | attention | layer | head | right | accuracy |", at), std::string::npos);
+  size_t rows = 0, per_model = 0, gpt = 0;
+  double last = 101;
+  bool together = false;  // (past the heading of the table across models)
+  std::istringstream lines(both.out);
+  for (std::string line; std::getline(lines, line);) {
+    together = together || line.rfind("### Every head of every model", 0) == 0;
+    if (line.rfind("| ", 0) != 0 || line.size() < 3 || !std::isdigit(static_cast<unsigned char>(line[2]))) continue;
+    if (!together) {
+      ++per_model;
+      continue;
+    }
+    ++rows;
+    gpt += line.find("shakespeare-char.safetensors | decoder_self |") != std::string::npos;
+    const size_t pct = line.find('%');
+    const double acc = std::stod(line.substr(line.rfind(' ', pct) + 1));
+    EXPECT_LE(acc, last) << line;
+    last = acc;
+  }
+  EXPECT_EQ(rows, per_model) << both.out;
+  EXPECT_GT(gpt, 0u) << both.out;
+  EXPECT_GT(rows, 24u) << both.out;  // the translator's 24 heads and the GPT's
   CliRun bad = run("probe -m " + std::string(QKV_SOURCE_DIR) + "/models/en-fr.safetensors --items /nonexistent.tsv");
   EXPECT_NE(bad.code, 0);
   // an endless input stops at the limit, named, instead of reading until the memory runs out
@@ -405,6 +433,7 @@ TEST(Cli, ProbeScoresEveryHeadOnPronounPairs) {
   EXPECT_NE(endless.code, 0);
   EXPECT_NE(endless.out.find("qkv probe --items '/dev/zero' is larger than the limit of 16 MiB"), std::string::npos)
       << endless.out;
+  std::filesystem::remove(items);
 }
 
 // The shipped recurrent translator (issue 22): it translates right after the build, and attend draws

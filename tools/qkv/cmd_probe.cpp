@@ -4,9 +4,11 @@
 // pronoun attends more to its antecedent than to the other candidate (decode/inspect.h's
 // coreference_probe, over the same views as `qkv attend` and /v1/attention; rank_heads' word
 // weight). The pairs swap the answer, so a head that always looks at the same noun scores 50%.
-// Prints one Markdown table per model, best heads first.
+// Prints one Markdown table per model, best heads first; with several models, then one table of
+// every head of every model ranked together (issue 50's "head search across models").
 //
 //   qkv probe -m models/en-fr.safetensors -m models/shakespeare-char.safetensors [--items pairs.tsv] [--top 10]
+#include <algorithm>
 #include <cstdio>
 #include <memory>
 
@@ -35,7 +37,7 @@ void add_probe(CLI::App& app) {
       ->capture_default_str();
   sub->add_option("--items", a->items,
                   "tab-separated lines: text, pronoun, antecedent, other candidate (default: the built-in 14 pairs)");
-  sub->add_option("--top", a->top, "heads shown per model (0: all)")->capture_default_str()->check(CLI::NonNegativeNumber);
+  sub->add_option("--top", a->top, "heads shown per model, and in the table across models (0: all)")->capture_default_str()->check(CLI::NonNegativeNumber);
   add_decode_options(sub, a->decode, kBeam | kAlpha | kThreads);
   sub->footer("Example: qkv probe -m models/en-fr.safetensors -m models/shakespeare-char.safetensors --top 5");
   register_runner(sub, [a] {
@@ -43,6 +45,11 @@ void add_probe(CLI::App& app) {
     const std::vector<decode::CoreferenceItem> items =
         a->items.empty() ? decode::winograd_pairs() : decode::parse_coreference_items(io::read_file(a->items, kMaxItemsBytes, "qkv probe --items"));
     QKV_CHECK(!items.empty(), "qkv probe: '", a->items, "' has no items");
+    struct ModelScore {
+      std::string model;
+      decode::CoreferenceScore score;
+    };
+    std::vector<ModelScore> every;  // every model's heads, for the table across models
     for (const std::string& name : a->models) {
       const std::string path = find_model(name);
       const models::Kind kind = models::model_file_kind(path);
@@ -79,6 +86,7 @@ void add_probe(CLI::App& app) {
       }
       QKV_CHECK(!kept.empty(), "qkv probe: '", path, "' took none of the items: ", skipped);
       const std::vector<decode::CoreferenceScore> scores = decode::coreference_probe(kept, views);
+      for (const decode::CoreferenceScore& s : scores) every.push_back({path, s});
       int scored = 0;  // items whose three words some kind of attention has
       for (size_t i = 0; i < kept.size(); ++i) {
         const auto r = decode::rank_heads(views[i], kept[i].pronoun, kept[i].antecedent);
@@ -103,6 +111,28 @@ void add_probe(CLI::App& app) {
         std::printf("(%zu items skipped: the model does not take them; the first: %s)\n", items.size() - kept.size(),
                     skipped.c_str());
       std::printf("\n");
+    }
+    if (a->models.size() < 2) return 0;
+    // every head of every model in one ranking: by accuracy, then the mean margin (antecedent −
+    // other), as each model's table; ties keep the models' order, then each table's
+    std::stable_sort(every.begin(), every.end(), [](const ModelScore& x, const ModelScore& y) {
+      if (x.score.accuracy() != y.score.accuracy()) return x.score.accuracy() > y.score.accuracy();
+      return x.score.antecedent - x.score.other > y.score.antecedent - y.score.other;
+    });
+    std::printf("### Every head of every model, ranked together: %zu heads in %zu models\n\n", every.size(),
+                a->models.size());
+    if (every.empty()) {
+      std::printf("No model has a kind of attention with a pronoun among its queries and both candidates among its keys.\n");
+      return 0;
+    }
+    std::printf("| rank | model | attention | layer | head | right | accuracy | weight on the antecedent | on the other |\n");
+    std::printf("|---:|---|---|---:|---:|---:|---:|---:|---:|\n");
+    const size_t n = a->top == 0 ? every.size() : std::min(every.size(), static_cast<size_t>(a->top));
+    for (size_t i = 0; i < n; ++i) {
+      const decode::CoreferenceScore& s = every[i].score;
+      std::printf("| %zu | %s | %s | %lld | %lld | %d/%d | %.1f%% | %.3f | %.3f |\n", i + 1, every[i].model.c_str(),
+                  s.kind.c_str(), static_cast<long long>(s.layer + 1), static_cast<long long>(s.head + 1), s.right,
+                  s.items, 100 * s.accuracy(), s.antecedent, s.other);
     }
     return 0;
   });
