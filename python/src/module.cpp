@@ -60,4 +60,5 @@ NB_MODULE(_qkv, m) {
   bind_functional(m);
   bind_nn(m);
   bind_models(m);
+  bind_metrics(m);
 }

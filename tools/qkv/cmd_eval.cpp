@@ -23,7 +23,6 @@
 #include <cmath>
 #include <cstdio>
 #include <nlohmann/json.hpp>
-#include <unordered_map>
 
 #include "commands.h"
 #include "options.h"
@@ -39,6 +38,7 @@
 #include "qkv/io/progress.h"
 #include "qkv/io/sample.h"
 #include "qkv/text/bleu.h"
+#include "qkv/text/translation_scores.h"
 #include "qkv/text/parallel_corpus.h"
 
 namespace qkv::cli {
@@ -196,26 +196,15 @@ void add_eval(CLI::App& app) {
               " lines in --hyp '", a->hyp, "' but ", n_lines, " in --src '", a->src, "'");
 
     // The sentences to score: every line, or the first line of each distinct source.
-    std::vector<size_t> first_line;                  // sentence → its first line
-    std::vector<size_t> sentence_of(n_lines);        // line → its sentence
-    if (a->group) {
-      std::unordered_map<std::string, size_t> seen;
-      for (size_t i = 0; i < n_lines; ++i) {
-        auto [it, fresh] = seen.emplace(src[i], first_line.size());
-        if (fresh) first_line.push_back(i);
-        sentence_of[i] = it->second;
-      }
-    } else {
-      for (size_t i = 0; i < n_lines; ++i) first_line.push_back(i), sentence_of[i] = i;
-    }
+    const text::SentenceGroups groups = text::group_by_source(src, n_lines, a->group);
 
     std::vector<std::string> hyps;
     double seconds = 0;
     if (!a->hyp.empty()) {
-      for (size_t l : first_line) hyps.push_back(hyp_lines[l]);
+      for (size_t l : groups.first_line) hyps.push_back(hyp_lines[l]);
     } else {
       std::vector<std::string> todo;
-      for (size_t l : first_line) todo.push_back(src[l]);
+      for (size_t l : groups.first_line) todo.push_back(src[l]);
       std::vector<models::LoadedSeq2Seq> ts = load_translation_models(a->models, a->decode.weights);
       decode::TranslateOptions o = a->decode.translate_options();
       const auto t0 = std::chrono::steady_clock::now();
@@ -225,56 +214,24 @@ void add_eval(CLI::App& app) {
       seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
       if (!a->hyp_out.empty()) {  // one line per --src line, grouped or not
         std::string s;
-        for (size_t i = 0; i < n_lines; ++i) s += hyps[sentence_of[i]] + "\n";
+        for (size_t i = 0; i < n_lines; ++i) s += hyps[groups.sentence_of[i]] + "\n";
         io::write_file_atomic(a->hyp_out, s);
       }
     }
 
-    // The references of each scored sentence: all of its lines' (grouped), or its own line's.
-    std::vector<std::vector<std::string>> refs_of(first_line.size());
-    for (size_t i = 0; i < n_lines; ++i)
-      for (const auto& stream : refs) refs_of[sentence_of[i]].push_back(stream[i]);
-    auto score = [&](const std::vector<size_t>& which) {
-      std::vector<std::string> h;
-      std::vector<std::vector<std::string>> r;
-      for (size_t k : which) h.push_back(hyps[k]), r.push_back(refs_of[k]);
-      return std::pair{text::corpus_bleu_by_sentence(h, r), text::corpus_chrf_by_sentence(h, r)};
-    };
-    // the whole set: sacreBLEU's reference streams, or a variable number of references per sentence
-    const text::BleuScore bleu = a->group ? text::corpus_bleu_by_sentence(hyps, refs_of) : text::corpus_bleu(hyps, refs);
-    const text::ChrfScore chrf = a->group ? text::corpus_chrf_by_sentence(hyps, refs_of) : text::corpus_chrf(hyps, refs);
+    const text::TranslationScores scores =
+        text::score_translations(groups, hyps, refs, src, a->by_length ? a->bucket : 0);
+    const text::BleuScore& bleu = scores.bleu;
+    const text::ChrfScore& chrf = scores.chrf;
+    const std::vector<text::LengthBucket>& buckets = scores.by_length;
     if (a->group && !a->json)
       std::fprintf(stderr, "%zu distinct sources on %zu lines; %.2f references each on average\n", hyps.size(), n_lines,
                    static_cast<double>(n_lines * refs.size()) / static_cast<double>(hyps.size()));
-
-    // --by-length: bucket b holds sources of (b·w, (b + 1)·w] tokens (bucket 0 also the empty ones)
-    struct Bucket {
-      int64_t from, to;
-      std::vector<size_t> sentences;
-      text::BleuScore bleu;
-      text::ChrfScore chrf;
-    };
-    std::vector<Bucket> buckets;
-    if (a->by_length) {
-      const int64_t w = a->bucket;
-      for (size_t k = 0; k < first_line.size(); ++k) {
-        const std::string tok = text::tokenize_13a(src[first_line[k]]);
-        const auto n = static_cast<int64_t>(std::count(tok.begin(), tok.end(), ' ') + (tok.empty() ? 0 : 1));
-        const auto b = static_cast<size_t>(n == 0 ? 0 : (n - 1) / w);
-        if (buckets.size() <= b) buckets.resize(b + 1);
-        buckets[b].sentences.push_back(k);
-      }
-      for (size_t b = 0; b < buckets.size(); ++b) {
-        buckets[b].from = b == 0 ? 0 : static_cast<int64_t>(b) * w + 1, buckets[b].to = static_cast<int64_t>(b + 1) * w;
-        if (!buckets[b].sentences.empty()) std::tie(buckets[b].bleu, buckets[b].chrf) = score(buckets[b].sentences);
-      }
-      std::erase_if(buckets, [](const Bucket& b) { return b.sentences.empty(); });
-    }
     if (!a->by_length_csv.empty()) {
       std::string csv = "length_from,length_to,source_length,sentences,bleu,chrf\n";
-      for (const Bucket& b : buckets)
-        csv += detail::concat(b.from, ",", b.to, ",", b.to, ",", b.sentences.size(), ",", b.bleu.score, ",",
-                              b.chrf.score, "\n");
+      for (const text::LengthBucket& b : buckets)
+        csv += detail::concat(b.from, ",", b.to, ",", b.to, ",", b.sentences, ",", b.bleu.score, ",", b.chrf.score,
+                              "\n");
       io::write_file_atomic(a->by_length_csv, csv);
     }
 
@@ -284,8 +241,8 @@ void add_eval(CLI::App& app) {
       if (seconds > 0) j["seconds"] = seconds;
       if (a->by_length) {
         j["by_length"] = nlohmann::json::array();
-        for (const Bucket& b : buckets)
-          j["by_length"].push_back({{"from", b.from}, {"to", b.to}, {"sentences", b.sentences.size()},
+        for (const text::LengthBucket& b : buckets)
+          j["by_length"].push_back({{"from", b.from}, {"to", b.to}, {"sentences", b.sentences},
                                     {"bleu", b.bleu.score}, {"chrf", b.chrf.score}, {"bp", b.bleu.bp}});
       }
       std::printf("%s\n", j.dump().c_str());
@@ -293,8 +250,8 @@ void add_eval(CLI::App& app) {
       std::printf("%s\n%s\n", bleu.format().c_str(), chrf.format().c_str());
       if (a->by_length) {
         std::printf("\n%-14s %9s %7s %7s %6s\n", "source tokens", "sentences", "BLEU", "chrF2", "BP");
-        for (const Bucket& b : buckets)
-          std::printf("%-14s %9zu %7.2f %7.2f %6.3f\n", detail::concat(b.from, "-", b.to).c_str(), b.sentences.size(),
+        for (const text::LengthBucket& b : buckets)
+          std::printf("%-14s %9zu %7.2f %7.2f %6.3f\n", detail::concat(b.from, "-", b.to).c_str(), b.sentences,
                       b.bleu.score, b.chrf.score, b.bleu.bp);
       }
       if (seconds > 0) std::fprintf(stderr, "%zu sentences translated in %.1f s\n", hyps.size(), seconds);
