@@ -894,6 +894,16 @@ PY_CASES = [
     ("ImageClassifier-classify-list", "C = qkv.ImageClassifier(CONV)\nC.classify([[1, 2], [3]])", "exc"),
     ("ImageClassifier-translator-file", "qkv.ImageClassifier(TR)", "exc"),
     ("LanguageModel-generate-surrogate", "L = qkv.LanguageModel(GPT)\nL.generate('\\ud800', max_new_tokens=2)", "exc"),
+    ("evaluate_translations-bucket--1", "qkv.evaluate_translations(['a'], [['a']], sources=['a'], bucket_width=-1)", "exc"),
+    ("evaluate_translations-bucket-2^64", "qkv.evaluate_translations(['a'], [['a']], sources=['a'], bucket_width=2**64)", "exc"),
+    ("evaluate_translations-bucket-2^62", "qkv.evaluate_translations(['a'], [['a']], sources=['a'], bucket_width=2**62)", "any"),
+    ("evaluate_translations-bucket-1-long", "s = ['x ' * 200000]\nqkv.evaluate_translations(s, [s], sources=s, bucket_width=1)", "any"),
+    ("evaluate_translations-not-strings", "qkv.evaluate_translations([1, 2], [[3, 4]])", "exc"),
+    ("evaluate_translations-flat-refs", "qkv.evaluate_translations(['a'], ['a'])", "exc"),
+    ("evaluate_translations-none", "qkv.evaluate_translations(None, None)", "exc"),
+    ("evaluate_translations-mismatch", "qkv.evaluate_translations(['a', 'b'], [['a']], sources=['a'], group=True)", "exc"),
+    ("evaluate_translations-surrogate", "qkv.evaluate_translations(['\\ud800'], [['a']])", "exc"),
+    ("evaluate_translations-empty", "qkv.evaluate_translations([], [[]])", "any"),
 ]
 
 PY_TRAIN = [
