@@ -432,27 +432,33 @@ NeuronView translation_neuron(const models::Seq2SeqModel& model, const text::Sen
   return v;
 }
 
+std::vector<double> residual_attention(const Tensor& w, int64_t T, const char* who) {
+  QKV_CHECK(w.dim() == 3 && w.size(1) == T && w.size(2) == T, who, ": each layer must be [heads, ", T, ", ", T,
+            "] (self-attention), got ", w.size(0), "×", w.size(1), "×", w.size(2));
+  const int64_t H = w.size(0);
+  const float* p = w.data<float>();
+  std::vector<double> a(static_cast<size_t>(T * T));
+  // Â = 0.5 · mean over heads + 0.5 · I, rows renormalised
+  for (int64_t i = 0; i < T; ++i) {
+    double sum = 0;
+    for (int64_t j = 0; j < T; ++j) {
+      double m = 0;
+      for (int64_t h = 0; h < H; ++h) m += p[(h * T + i) * T + j];
+      const double v = 0.5 * m / static_cast<double>(H) + (i == j ? 0.5 : 0.0);
+      a[static_cast<size_t>(i * T + j)] = v, sum += v;
+    }
+    for (int64_t j = 0; j < T; ++j) a[static_cast<size_t>(i * T + j)] /= sum;
+  }
+  return a;
+}
+
 Tensor attention_rollout(const std::vector<Tensor>& layers) {
   QKV_CHECK(!layers.empty(), "attention_rollout: no layers");
   const int64_t T = layers.front().size(1);
-  std::vector<double> roll(static_cast<size_t>(T * T), 0.0), a(roll.size()), next(roll.size());
+  std::vector<double> roll(static_cast<size_t>(T * T), 0.0), next(roll.size());
   for (int64_t i = 0; i < T; ++i) roll[static_cast<size_t>(i * T + i)] = 1.0;  // rollout of no layers: I
   for (const Tensor& w : layers) {
-    QKV_CHECK(w.dim() == 3 && w.size(1) == T && w.size(2) == T, "attention_rollout: each layer must be [heads, ", T,
-              ", ", T, "] (self-attention), got ", w.size(0), "×", w.size(1), "×", w.size(2));
-    const int64_t H = w.size(0);
-    const float* p = w.data<float>();
-    // Â = 0.5 · mean over heads + 0.5 · I, rows renormalised
-    for (int64_t i = 0; i < T; ++i) {
-      double sum = 0;
-      for (int64_t j = 0; j < T; ++j) {
-        double m = 0;
-        for (int64_t h = 0; h < H; ++h) m += p[(h * T + i) * T + j];
-        const double v = 0.5 * m / static_cast<double>(H) + (i == j ? 0.5 : 0.0);
-        a[static_cast<size_t>(i * T + j)] = v, sum += v;
-      }
-      for (int64_t j = 0; j < T; ++j) a[static_cast<size_t>(i * T + j)] /= sum;
-    }
+    const std::vector<double> a = residual_attention(w, T, "attention_rollout");
     // rollout ← Â_l · rollout (the later layer on the left)
     std::fill(next.begin(), next.end(), 0.0);
     for (int64_t i = 0; i < T; ++i)

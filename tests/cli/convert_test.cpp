@@ -43,6 +43,7 @@ TEST(CliConvert, AttendShowsAConvertedLanguageModelsSelfAttention) {
   EXPECT_TRUE(fs::exists(dir.path / "att" / "self-mean.svg"));
   EXPECT_NE(io::read_file((dir.path / "att" / "rollout.svg").string()).find("Attention rollout (causal)"),
             std::string::npos);
+  EXPECT_NE(io::read_file((dir.path / "att" / "flow.svg").string()).find("Attention flow (causal)"), std::string::npos);
 }
 
 // A converted BertForMaskedLM: qkv fill-mask prints pipeline("fill-mask")'s top-k for each [MASK]
@@ -88,6 +89,8 @@ TEST(CliConvert, FillMaskAndAttendTakeAConvertedBert) {
   EXPECT_TRUE(fs::exists(dir.path / "att" / "self.svg"));
   EXPECT_TRUE(fs::exists(dir.path / "att" / "self-mean.svg"));
   EXPECT_NE(io::read_file((dir.path / "att" / "rollout.svg").string()).find("Attention rollout over 2 layers"),
+            std::string::npos);
+  EXPECT_NE(io::read_file((dir.path / "att" / "flow.svg").string()).find("Attention flow through 2 layers"),
             std::string::npos);
 }
 

@@ -525,6 +525,41 @@ TEST(Serve, AttentionOfALanguageModelIsCausal) {
   expect_weights(r["kinds"][0], true, 4);
 }
 
+// "detail": "flow" (attention flow, decode/inspect.h's attention_flow): each self-attention kind
+// gets "flow", rows summing to 1, causal for a language model, beside the maps; a text of more than
+// 128 tokens is a 413 naming the limit (rollout has none).
+TEST(Serve, AttentionFlowOfALanguageModel) {
+  ServeProcess s("-m models/shakespeare-char.safetensors -m models/en-fr.safetensors");
+  ASSERT_GT(s.port(), 0) << s.log();
+  int status = 0;
+  const json r = post(s.port(), R"({"model": "shakespeare-char", "text": "ROMEO: what light", "detail": "flow"})",
+                      &status, "/v1/attention");
+  ASSERT_EQ(status, 200) << r.dump().substr(0, 300);
+  const json& f = r["kinds"][0]["flow"];
+  ASSERT_EQ(f.size(), 17u);
+  for (size_t i = 0; i < f.size(); ++i) {
+    double sum = 0;
+    for (size_t j = 0; j < f[i].size(); ++j) {
+      sum += f[i][j].get<double>();
+      if (j > i) EXPECT_EQ(f[i][j].get<double>(), 0.0);
+    }
+    EXPECT_NEAR(sum, 1.0, 1e-4);
+  }
+  EXPECT_FALSE(r["kinds"][0].contains("rollout"));
+  const json u = post(s.port(), R"({"model": "shakespeare-char", "text": "ROMEO: what light", "detail": "flow",
+                                     "encoding": "u8"})", &status, "/v1/attention");
+  ASSERT_EQ(status, 200);
+  EXPECT_EQ(u["kinds"][0]["flow"]["shape"], json::array({17, 17}));
+  std::string longer;  // over 128 source tokens for the translator's encoder (the GPT's context is 64)
+  for (int i = 0; i < 6; ++i)
+    for (const std::string& sentence : kSentences) longer += sentence + " ";
+  const json e = post(s.port(), json{{"model", "en-fr"}, {"text", longer}, {"detail", "flow"}, {"beam_size", 1}}.dump(),
+                      &status, "/v1/attention");
+  EXPECT_EQ(status, 413);
+  EXPECT_NE(e["error"]["message"].get<std::string>().find("tokens, more than the 128 attention flow"), std::string::npos)
+      << e.dump();
+}
+
 // Every kind of model (issue 50 item 4): a recurrent translator's alignment is the "cross" kind with
 // 1 layer × 1 head; the captioner answers a picture (base64 PNG) with its caption and each word's
 // attention over the ConvNet grid ("image": words × grid cells, "grid": [rows, cols], the picture
@@ -554,7 +589,7 @@ TEST(Serve, AttentionOfARecurrentTranslatorAndOfTheCaptioner) {
   expect_weights(r["kinds"][0], false, 1);
   EXPECT_EQ(r["kinds"][0]["layers"][0].size(), 1u);  // one head
   EXPECT_EQ(r["kinds"][0]["keys"]["tokens"].back(), "</s>");
-  for (const char* detail : {"rollout", "neuron"}) {
+  for (const char* detail : {"rollout", "flow", "neuron"}) {
     json body = {{"model", "en-fr-gru"}, {"text", sentence}, {"detail", detail}};
     if (std::string(detail) == "neuron") body["neuron"] = {{"layer", 0}, {"head", 0}, {"query", 0}, {"kind", "cross"}};
     r = post(s.port(), body.dump(), &status, "/v1/attention");

@@ -3,11 +3,13 @@
 // logits unchanged by asking for the weights).
 #include "qkv/decode/inspect.h"
 
+#include <random>
 #include <gtest/gtest.h>
 
 #include <array>
 #include <cctype>
 #include <cmath>
+#include <random>
 #include <tuple>
 
 #include "qkv/autograd/grad_mode.h"
@@ -166,6 +168,82 @@ TEST(Inspect, RolloutIsTheProductOfHalfResidualLayers) {
   for (int i = 0; i < 4; ++i) EXPECT_NEAR(m.data<float>()[i], want1[i], 1e-6) << i;
   EXPECT_NE(testing::error_of([&] { attention_rollout({Tensor::zeros({1, 2, 3})}); }).find("self-attention"),
             std::string::npos);
+}
+
+// Attention flow (Abnar & Zuidema 2020): by hand on two layers of two tokens, where it differs from
+// rollout; against the minimum cut found by trying every cut on random 3-layer, 3-token graphs
+// (max-flow = min-cut); one layer is its Â; causal stays causal; over kMaxFlowTokens is refused.
+TEST(Inspect, AttentionFlowIsTheMaxFlowThroughTheLayers) {
+  // Â_1 = [[1, 0], [.25, .75]], Â_2 = [[.5, .5], [0, 1]] (the rollout test's layers). From the
+  // last layer's token 0: to input 0 through (1,0): min(.5, 1), through (1,1): min(.5, .25) — .75;
+  // to input 1 through (1,1): min(.5, .75) — .5; renormalised [.6, .4] (rollout: [.625, .375]).
+  // From token 1: all through (1,1), split .25 / .75.
+  Tensor a1 = Tensor::zeros({1, 2, 2}), a2 = Tensor::zeros({1, 2, 2});
+  const float v1[] = {1, 0, 0.5f, 0.5f}, v2[] = {0, 1, 0, 1};
+  std::copy(v1, v1 + 4, a1.data<float>());
+  std::copy(v2, v2 + 4, a2.data<float>());
+  const Tensor f = attention_flow({a1, a2});
+  const float want[] = {0.6f, 0.4f, 0.25f, 0.75f};
+  for (int i = 0; i < 4; ++i) EXPECT_NEAR(f.data<float>()[i], want[i], 1e-6) << i;
+
+  // random layers of 2 heads: every cut between (L, i) and (0, j) tried; the smallest is the flow
+  std::mt19937 g(7);
+  std::uniform_real_distribution<double> u01(0.0, 1.0);
+  const int64_t L = 3, T = 3, H = 2;
+  std::vector<Tensor> layers;
+  std::vector<std::vector<double>> hat;  // Â_l
+  for (int64_t l = 0; l < L; ++l) {
+    Tensor w = Tensor::zeros({H, T, T});
+    for (int64_t r = 0; r < H * T; ++r) {
+      double sum = 0;
+      std::vector<double> row(static_cast<size_t>(T));
+      for (double& x : row) sum += x = std::exp(3.0 * (u01(g) - 0.5));
+      for (int64_t j = 0; j < T; ++j) w.data<float>()[r * T + j] = static_cast<float>(row[static_cast<size_t>(j)] / sum);
+    }
+    layers.push_back(w);
+    hat.push_back(residual_attention(w, T, "test"));
+  }
+  const Tensor flow = attention_flow(layers);
+  const int64_t N = (L + 1) * T;  // node l·T + t
+  for (int64_t i = 0; i < T; ++i) {
+    std::vector<double> cut(static_cast<size_t>(T));
+    for (int64_t j = 0; j < T; ++j) {
+      const int64_t s = L * T + i, t = j;
+      double best = 1e300;
+      for (int64_t mask = 0; mask < (int64_t{1} << N); ++mask) {
+        if (!(mask >> s & 1) || (mask >> t & 1)) continue;  // s on the source side, t on the other
+        double c = 0;
+        for (int64_t l = 1; l <= L; ++l)
+          for (int64_t a = 0; a < T; ++a)
+            for (int64_t b = 0; b < T; ++b)
+              if ((mask >> (l * T + a) & 1) && !(mask >> ((l - 1) * T + b) & 1))
+                c += hat[static_cast<size_t>(l - 1)][static_cast<size_t>(a * T + b)];
+        best = std::min(best, c);
+      }
+      cut[static_cast<size_t>(j)] = best;
+    }
+    double sum = 0;
+    for (double c : cut) sum += c;
+    for (int64_t j = 0; j < T; ++j)
+      EXPECT_NEAR(flow.data<float>()[i * T + j], cut[static_cast<size_t>(j)] / sum, 1e-5) << i << "," << j;
+  }
+  // one layer: the flow is the edge itself, Â's row (as rollout)
+  const Tensor one = attention_flow({layers[0]}), roll = attention_rollout({layers[0]});
+  for (int64_t k = 0; k < T * T; ++k) EXPECT_NEAR(one.data<float>()[k], roll.data<float>()[k], 1e-6);
+
+  models::LoadedLanguageModel gpt =
+      models::load_language_model(std::string(QKV_SOURCE_DIR) + "/models/shakespeare-char.safetensors");
+  const Tensor c = attention_flow(language_model_attention(*gpt.model, gpt.tokenizer, "ROMEO: what").kinds[0].layers);
+  for (int64_t i = 0; i < c.size(0); ++i) {
+    double sum = 0;
+    for (int64_t j = 0; j < c.size(1); ++j) {
+      sum += c.data<float>()[i * c.size(1) + j];
+      if (j > i) EXPECT_EQ(c.data<float>()[i * c.size(1) + j], 0.f);
+    }
+    EXPECT_NEAR(sum, 1.0, 1e-5);
+  }
+  const std::string e = testing::error_of([&] { attention_flow({Tensor::zeros({1, 129, 129})}); });
+  EXPECT_NE(e.find("129 tokens, more than the 128"), std::string::npos) << e;
 }
 
 // On the shipped character GPT: rows are distributions and the rollout stays causal.

@@ -14,6 +14,9 @@
 //   rollout.svg (encoder-rollout.svg for a translator)   attention rollout across every layer
 //                (Abnar & Zuidema 2020; decode/inspect.h's attention_rollout): rows: tokens after
 //                the last layer, cols: the input tokens they draw on, the residual counted
+//   flow.svg (encoder-flow.svg)   attention flow (their other measure; attention_flow): each row
+//                the max-flow from that token after the last layer to each input token through the
+//                layers' graph, rows renormalised (at most 128 tokens: longer inputs draw none)
 //
 // A row is labelled with the token produced at that position (the decoder's input there is the
 // token before it), so row "chat" of cross.svg shows where the model looked while writing "chat".
@@ -163,23 +166,38 @@ void add_attend(CLI::App& app) {
     // attention rollout across the layers of each self-attention kind (decode/inspect.h: Abnar &
     // Zuidema, the residual counted as half of each layer): how much of each token's last-layer
     // representation comes from each input token
+    // and attention flow beside it (the max-flow through the layers; at most kMaxFlowTokens tokens)
     auto rollout = [&](const decode::AttentionKind& k, const char* file, const std::string& title, const char* x,
                        const char* y) {
-      const Tensor r = decode::attention_rollout(k.layers);
+      const bool flow = std::string(file).find("flow") != std::string::npos;
+      if (flow && k.layers.front().size(1) > decode::kMaxFlowTokens) {
+        std::fprintf(stderr, "no %s: %lld tokens, more than the %lld attention flow is computed for\n", file,
+                     static_cast<long long>(k.layers.front().size(1)), static_cast<long long>(decode::kMaxFlowTokens));
+        return;
+      }
+      const Tensor r = flow ? decode::attention_flow(k.layers) : decode::attention_rollout(k.layers);
       viz::HeatmapOptions ro;
       ro.cell = 34, ro.show_values = false, ro.title = title, ro.x_label = x, ro.y_label = y;
       write(file, viz::heatmap_svg(std::vector<float>(r.data<float>(), r.data<float>() + r.numel()),
                                    static_cast<int>(r.size(0)), static_cast<int>(r.size(1)), k.queries.tokens,
                                    k.keys.tokens, ro));
     };
-    if (enc)
+    if (enc) {
       rollout(*enc, mlm ? "rollout.svg" : "encoder-rollout.svg",
               std::string(mlm ? "Attention rollout" : "Encoder attention rollout") + " over " +
                   std::to_string(enc->layers.size()) + " layers",
               mlm ? "input token" : "source token", mlm ? "token" : "source token");
-    if (dec && lm)
+      rollout(*enc, mlm ? "flow.svg" : "encoder-flow.svg",
+              std::string(mlm ? "Attention flow" : "Encoder attention flow") + " through " +
+                  std::to_string(enc->layers.size()) + " layers",
+              mlm ? "input token" : "source token", mlm ? "token" : "source token");
+    }
+    if (dec && lm) {
       rollout(*dec, "rollout.svg", "Attention rollout (causal) over " + std::to_string(dec->layers.size()) + " layers",
               "input token (text before)", "token");
+      rollout(*dec, "flow.svg", "Attention flow (causal) through " + std::to_string(dec->layers.size()) + " layers",
+              "input token (text before)", "token");
+    }
 
     // the summary: last layer, mean over heads; and, per output token, the source token it looks at most
     auto head_mean = [&](const Tensor& w) {

@@ -14,7 +14,10 @@
 //                        data: {"done": true, "text", "tokens", "finish_reason"}
 //   POST /v1/attention   {"text", "model"?, "beam_size"?, "length_penalty"?, "search"?: {"query", "key"},
 //                         "detail"?: "rollout" (each self-attention kind gets "rollout": [query][key],
-//                         Abnar & Zuidema's attention rollout across its layers) or "neuron" (with
+//                         Abnar & Zuidema's attention rollout across its layers), "flow" (each gets
+//                         "flow": [query][key], their attention flow: per output token the max-flow
+//                         to each input token through the layers, rows renormalised; at most 128
+//                         tokens, more is a 413) or "neuron" (with
 //                         "neuron": {"layer", "head", "query"}, from 0, and a translator's "kind"?:
 //                         "encoder_self" (default), "decoder_self" or "cross"; BERT, a GPT, a Llama or
 //                         a Transformer translator: the answer is
@@ -25,7 +28,7 @@
 //                         "keys": [key][d], "products": [key][d] (q ⊙ k), "scores": [key] (q·k·scale;
 //                         null: a key not seen, causal), "weights": [key] (their softmax)}}: the
 //                         arithmetic of one row of the map, decode/inspect.h's NeuronView),
-//                         "encoding"?: "json" (default) or "u8" (each "layers" and "rollout" is
+//                         "encoding"?: "json" (default) or "u8" (each "layers", "rollout" and "flow" is
 //                         {"encoding": "u8", "shape", "data": base64 of a byte a weight, w ≈ b/255})}
 //                        (a translator, a language model, or a masked language model: BERT's
 //                        bidirectional self-attention, [CLS] and [SEP] included)
@@ -699,10 +702,19 @@ class Server {
     std::string detail;
     if (body.has("detail")) {
       if (!body["detail"].is_string() || (body["detail"].get<std::string>() != "rollout" &&
+                                          body["detail"].get<std::string>() != "flow" &&
                                           body["detail"].get<std::string>() != "neuron"))
-        throw HttpError{400, "\"detail\" must be \"rollout\" or \"neuron\""};
+        throw HttpError{400, "\"detail\" must be \"rollout\", \"flow\" or \"neuron\""};
       detail = body["detail"].get<std::string>();
     }
+    // attention flow's limit, checked before the model runs: `tokens` on the self-attention's axis
+    auto flow_fits = [&](int64_t tokens, const char* kind) {
+      if (detail == "flow" && tokens > decode::kMaxFlowTokens)
+        throw HttpError{413, "\"detail\": \"flow\": the " + std::string(kind) + " attention has " +
+                                 std::to_string(tokens) + " tokens, more than the " +
+                                 std::to_string(decode::kMaxFlowTokens) +
+                                 " attention flow is computed for (T² exact max-flows); \"rollout\" has no limit"};
+    };
     int64_t n_layer = 0, n_head = 0, n_query = 0;
     std::string n_kind = "encoder_self";  // a translator's kind of attention ("kind" is for translators)
     if (detail == "neuron") {
@@ -742,6 +754,7 @@ class Server {
       if (static_cast<int64_t>(n) > longest)
         throw HttpError{413, "\"text\" has " + std::to_string(n) + " tokens, more than the model's longest source of " +
                                  std::to_string(longest)};
+      flow_fits(static_cast<int64_t>(n) + 1, "encoder_self");  // (the source and EOS)
       auto held = s.hold(timeout());
       if (detail == "neuron") return neuron_response(s, text, [&] {
           return decode::translation_neuron(*t.loaded().model, *t.loaded().tokenizer, text, n_layer, n_head, n_query,
@@ -766,6 +779,7 @@ class Server {
       if (static_cast<int64_t>(n) > b.loaded().model->max_positions())
         throw HttpError{413, "\"text\" has " + std::to_string(n) + " tokens, more than the model's " +
                                  std::to_string(b.loaded().model->max_positions()) + " positions"};
+      flow_fits(static_cast<int64_t>(n), "encoder_self");
       auto held = s.hold(timeout());
       if (detail == "neuron") return neuron_response(s, text, [&] {
           return decode::masked_language_model_neuron(*b.loaded().model, b.loaded().tokenizer, text, n_layer, n_head, n_query);
@@ -784,19 +798,22 @@ class Server {
       if (static_cast<int64_t>(ids.size()) > g.loaded().model->block_size())
         throw HttpError{413, "\"text\" has " + std::to_string(ids.size()) + " tokens, more than the model's context of " +
                                  std::to_string(g.loaded().model->block_size())};
+      flow_fits(static_cast<int64_t>(ids.size()), "decoder_self");
       auto held = s.hold(timeout());
       if (detail == "neuron") return neuron_response(s, text, [&] {
           return decode::language_model_neuron(*g.loaded().model, g.loaded().tokenizer, text, n_layer, n_head, n_query);
         });
       view = decode::language_model_attention(*g.loaded().model, g.loaded().tokenizer, text);
     }
-    // rollout runs through layers of self-attention: a recurrent translator has one attention, the
+    // rollout and flow run through layers of self-attention: a recurrent translator has one attention, the
     // decoder's over the source (its "cross" kind), and nothing to roll out
-    if (detail == "rollout" && std::none_of(view.kinds.begin(), view.kinds.end(),
+    if ((detail == "rollout" || detail == "flow") && std::none_of(view.kinds.begin(), view.kinds.end(),
                                             [](const decode::AttentionKind& k) { return k.name != "cross"; }))
       throw HttpError{400, "\"detail\": \"" + detail + "\": model \"" + s.name() + "\", of type " + type_of(s) +
                                ", has no self-attention to roll out across layers; its one attention is the "
                                "decoder's over the source (the \"cross\" kind, 1 layer × 1 head)"};
+    for (const decode::AttentionKind& k : view.kinds)  // (a translation's decoder: its length known only now)
+      if (k.name != "cross") flow_fits(static_cast<int64_t>(k.queries.tokens.size()), k.name.c_str());
     json kinds = json::array();
     for (const decode::AttentionKind& k : view.kinds) {
       json kj = {{"name", k.name}, {"queries", axis_json(k.queries)}, {"keys", axis_json(k.keys)}};
@@ -807,6 +824,11 @@ class Server {
       if (detail == "rollout" && k.name != "cross") {
         const Tensor r = decode::attention_rollout(k.layers);
         kj["rollout"] = u8 ? u8_json({r}, {Lq, Lk}) : rows_json(r);
+      }
+      // attention flow (decode/inspect.h: exact max-flows through the layers), the same way
+      if (detail == "flow" && k.name != "cross") {
+        const Tensor f = decode::attention_flow(k.layers);
+        kj["flow"] = u8 ? u8_json({f}, {Lq, Lk}) : rows_json(f);
       }
       kinds.push_back(std::move(kj));
     }

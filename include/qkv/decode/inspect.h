@@ -77,6 +77,18 @@ TokenAxis make_axis(const std::vector<std::string>& pieces);
 // in double; f32 [T, T], every row sums to 1. Not square, or layers of unequal shape: qkv::Error.
 Tensor attention_rollout(const std::vector<Tensor>& layers);
 
+// One layer's Â as rollout and flow count it (T×T, row-major, in double): the heads' mean with the
+// residual, 0.5 · mean_h A[h] + 0.5 · I, rows renormalised. Not [heads, T, T]: a qkv::Error naming `who`.
+std::vector<double> residual_attention(const Tensor& layer, int64_t T, const char* who);
+
+// Attention flow (Abnar & Zuidema 2020), beside rollout, for the same kinds: the layers as a flow
+// network — nodes (l, t) for l = 0 … L, edges (l, i) → (l−1, j) of capacity Â_l[i][j] — and
+//   F[i][j] = maxflow((L, i) → (0, j)) / Σ_j' maxflow((L, i) → (0, j'))
+// (exact max-flows, Dinic's; rows renormalised as their code does). f32 [T, T], rows summing to 1.
+// T² max-flows on an L·T²-edge graph: more than kMaxFlowTokens tokens is a qkv::Error naming it.
+inline constexpr int64_t kMaxFlowTokens = 128;
+Tensor attention_flow(const std::vector<Tensor>& layers);
+
 // The neuron view (bertviz's third view; seed 002's steps 3–4): how one query token's weights in
 // one head of one layer come about. Its query vector q and every key vector k_j (the head's slice
 // of the attention's input projections, biases included, before any scaling; a Llama's after the
