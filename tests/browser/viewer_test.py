@@ -808,6 +808,7 @@ class Viewer(unittest.TestCase):
                 print("screenshot:", path, file=sys.stderr)
             self.assertEqual(self.errors(), [])
         finally:
+            self.driver.get("about:blank")  # (the page's keep-alive connections closed before the server stops)
             server.send_signal(signal.SIGTERM)
             server.wait(timeout=30)
             log.close()
