@@ -35,6 +35,8 @@ attention, and checks what the page drew against what the API says:
   - a 256-token input (the translator's encoder: 255 source tokens and EOS, its longest; beam 1):
     the ms from the answer's arrival to the view drawn (issue 50's goal: 1 s) is printed, the
     median of three held to 2 s;
+  - attention flow: the layer list's "flow" entry asks for "detail": "flow" and draws the API's
+    (the GPT's and the translator's encoder), and a kind over 128 tokens has no such entry;
   - "encoding": "u8": each byte is round(255·w) of the JSON's weight, rollout included; the page
     asks for it for a long input and draws the same weights within 1/510.
   - every kind (a server of its own with the GRU translator and the captioner): the recurrent
@@ -479,6 +481,35 @@ class Viewer(unittest.TestCase):
         with self.assertRaises(urllib.error.HTTPError) as e:
             urllib.request.urlopen(bad)
         self.assertEqual(e.exception.code, 400)
+
+    def test_flow_is_asked_for_and_drawn(self):
+        # the layer list's "flow" entry asks /v1/attention for "detail": "flow" once and draws each
+        # kind's attention flow (u8: within 1/510 of the JSON's), the head list disabled; a kind of
+        # more than 128 tokens has no such entry
+        d = self.driver
+        for model, text, name in (("shakespeare-char", "ROMEO: what light", "decoder_self"), ("en-fr", SENTENCE, "encoder_self")):
+            api = post(self.port, "/v1/attention", {"model": model, "text": text, "detail": "flow"})
+            k = next(k for k in api["kinds"] if k["name"] == name)
+            self.show(model, text)
+            if model == "en-fr":
+                d.find_element(By.ID, "kind-" + name).click()
+            Select(d.find_element(By.ID, "layer")).select_by_value("flow")
+            WebDriverWait(d, 120).until(lambda d: d.execute_script("return document.body.dataset.flow") in ("ready", "error"))
+            self.assertEqual(d.execute_script("return document.body.dataset.flow"), "ready", d.find_element(By.ID, "status").text)
+            s = self.state(True)
+            self.assertEqual(s["rollout"], "flow")
+            flat = [v for row in k["flow"] for v in row]
+            self.assertEqual(len(s["weights"]), len(flat))
+            self.assertLessEqual(max(abs(a - b) for a, b in zip(s["weights"], flat)), 1 / 510 + 1e-4)
+            self.assertFalse(d.find_element(By.ID, "head").is_enabled())
+            self.assertIn("attention flow through %d layers" % len(k["layers"]), d.find_element(By.ID, "legend").text)
+            Select(d.find_element(By.ID, "layer")).select_by_value("rollout")  # and back to the rollout
+            self.assertEqual(self.state()["rollout"], "rollout")
+            self.assertEqual(self.errors(), [])
+        self.show("en-fr", LONG)  # 234 encoder tokens: rollout, no flow
+        values = [o.get_attribute("value") for o in Select(d.find_element(By.ID, "layer")).options]
+        self.assertIn("rollout", values)
+        self.assertNotIn("flow", values)
 
     def test_neuron_view_is_the_heads_row_step_by_step(self):
         import numpy as np
