@@ -735,13 +735,7 @@ class Server {
     } else if (body.has("neuron")) {
       throw HttpError{400, "\"neuron\" goes with \"detail\": \"neuron\""};
     }
-    bool u8 = false;  // "encoding": "u8": the maps and the rollout as bytes (u8_json)
-    if (body.has("encoding")) {
-      if (!body["encoding"].is_string() || (body["encoding"].get<std::string>() != "u8" &&
-                                            body["encoding"].get<std::string>() != "json"))
-        throw HttpError{400, "\"encoding\" must be \"json\" (numbers, the default) or \"u8\" (a byte a weight, base64)"};
-      u8 = body["encoding"].get<std::string>() == "u8";
-    }
+    const bool u8 = u8_encoding(body);  // the maps, the rollout and the flow as bytes (u8_json)
     decode::AttentionView view;
     if (s.kind() == "translation") {
       auto& t = static_cast<TranslationService&>(s);
@@ -843,6 +837,15 @@ class Server {
     return json_response(out);
   }
 
+  // /v1/attention's "encoding": "u8" (true) or "json" (the default, false); anything else a 400.
+  static bool u8_encoding(const Body& body) {
+    if (!body.has("encoding")) return false;
+    if (!body["encoding"].is_string() || (body["encoding"].get<std::string>() != "u8" &&
+                                          body["encoding"].get<std::string>() != "json"))
+      throw HttpError{400, "\"encoding\" must be \"json\" (numbers, the default) or \"u8\" (a byte a weight, base64)"};
+    return body["encoding"].get<std::string>() == "u8";
+  }
+
   // A model's type and what it is ("rnn-attention (a GRU encoder–decoder with …)"), for a refusal.
   static std::string type_of(const ModelService& s) {
     const std::string t = s.meta().value("model_type", std::string());
@@ -869,13 +872,7 @@ class Server {
                                "layers of self-attention (rollout, flow) and no query and key vectors (neuron)"};
     if (!body.has("image") || !body["image"].is_string())
       throw HttpError{400, "\"image\" (base64 of a PNG or JPEG) is required: " + why};
-    bool u8 = false;
-    if (body.has("encoding")) {
-      if (!body["encoding"].is_string() || (body["encoding"].get<std::string>() != "u8" &&
-                                            body["encoding"].get<std::string>() != "json"))
-        throw HttpError{400, "\"encoding\" must be \"json\" (numbers, the default) or \"u8\" (a byte a weight, base64)"};
-      u8 = body["encoding"].get<std::string>() == "u8";
-    }
+    const bool u8 = u8_encoding(body);
     const int64_t beam = body.integer("beam_size", 3, 1, a_.max_beam);
     const models::Seq2SeqModel& model = *s.loaded().model;
     const models::ImageShape shape = model.source_image();
