@@ -71,9 +71,7 @@ class PyTranslator {
   std::vector<TranslationResult> translate_batch(const std::vector<std::string>& lines,
                                                  const decode::TranslateOptions& opt, int64_t num_hypotheses,
                                                  bool return_attention) const {
-    QKV_CHECK(num_hypotheses >= 1 && num_hypotheses <= std::max<int64_t>(opt.beam_size, 1),
-              "translate_batch: num_hypotheses must be between 1 and beam_size (", opt.beam_size, "), got ",
-              num_hypotheses);
+    decode::check_n_best(num_hypotheses, opt.beam_size, "translate_batch: num_hypotheses");
     std::vector<TranslationResult> out(lines.size());
     decode::TranslateOptions o = opt;
     o.num_hypotheses = num_hypotheses;
@@ -403,8 +401,8 @@ void bind_models(nb::module_& m) {
             nb::gil_scoped_release release;
             return t.translate_batch(sentences, o, num_hypotheses, return_attention);
           },
-          "sentences"_a, "beam_size"_a = 4, "length_penalty"_a = 0.6, "max_extra_length"_a = 50,
-          "max_batch_size"_a = 32, "num_hypotheses"_a = 1, "return_attention"_a = false, "use_cache"_a = true,
+          "sentences"_a, "beam_size"_a = decode::kDefaultBeamSize, "length_penalty"_a = decode::kDefaultLengthPenalty, "max_extra_length"_a = decode::TranslateOptions{}.max_extra,
+          "max_batch_size"_a = decode::TranslateOptions{}.batch_size, "num_hypotheses"_a = 1, "return_attention"_a = false, "use_cache"_a = true,
           "Translates sentences (plain text; the model's tokenizer splits them) with beam search (greedy at\n"
           "beam_size 1): one TranslationResult each, in order. An output is at most its source's length +\n"
           "max_extra_length tokens (1 … 10000); length_penalty is α of ((5 + n) / 6)^α (0 … 5), as the\n"
@@ -434,7 +432,7 @@ void bind_models(nb::module_& m) {
             for (auto& x : r) l.append(nb::str(x.hypotheses[0].c_str()));
             return l;
           },
-          "text"_a, "beam_size"_a = 4, "length_penalty"_a = 0.6,
+          "text"_a, "beam_size"_a = decode::kDefaultBeamSize, "length_penalty"_a = decode::kDefaultLengthPenalty,
           "A sentence's translation (a str), or each sentence's of a list.")
       .def(
           "neuron",
@@ -449,8 +447,8 @@ void bind_models(nb::module_& m) {
             }
             return neuron_dict(v);
           },
-          "text"_a, "layer"_a, "head"_a, "query"_a, "kind"_a = "encoder_self", "beam_size"_a = 4,
-          "length_penalty"_a = 0.6,
+          "text"_a, "layer"_a, "head"_a, "query"_a, "kind"_a = "encoder_self", "beam_size"_a = decode::kDefaultBeamSize,
+          "length_penalty"_a = decode::kDefaultLengthPenalty,
           kTranslatorNeuronDoc.c_str())
       .def_prop_ro("metadata", [](const PyTranslator& t) { return meta_dict(t.loaded().meta); },
                    "The model file's metadata (type, hyper-parameters, training config).")
@@ -578,7 +576,7 @@ void bind_models(nb::module_& m) {
             }
             return l;
           },
-          "images"_a, "beam_size"_a = 3, "return_attention"_a = false,
+          "images"_a, "beam_size"_a = decode::CaptionOptions{}.beam_size, "return_attention"_a = false,
           "A caption (str) per picture; with return_attention, a dict per picture: caption, words, and\n"
           "attention [steps, grid rows, grid cols] — where the decoder looked while writing each word and </s>.")
       .def_prop_ro("image_shape", [](const PyImageCaptioner& c) { return shape_tuple(c.image_shape()); },

@@ -65,6 +65,11 @@ void check_options(const TranslateOptions& opt) {
             "the model's longest source), got ", opt.max_input_length);
 }
 
+void check_n_best(int64_t n, int64_t beam_size, const char* what) {
+  QKV_CHECK(n >= 1 && n <= std::max<int64_t>(beam_size, 1), what, " must be between 1 and beam_size (", beam_size,
+            "), got ", n);
+}
+
 std::vector<Hypothesis> translate_ids(const models::Seq2SeqModel& model,
                                       const std::vector<std::vector<int32_t>>& sources, const TranslateOptions& opt) {
   return translate_ids(std::vector<const models::Seq2SeqModel*>{&model}, sources, opt);

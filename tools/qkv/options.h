@@ -51,8 +51,10 @@ inline void use_threads(int threads) {
 
 // The decoding options of translate, eval, attend and the translation bench.
 struct DecodeArgs {
-  int64_t beam = 4, batch_size = 32, max_extra = 50, max_input_length = 0;
-  double alpha = 0.6;
+  // (TranslateOptions' defaults)
+  int64_t beam = decode::kDefaultBeamSize, batch_size = decode::TranslateOptions{}.batch_size,
+          max_extra = decode::TranslateOptions{}.max_extra, max_input_length = decode::TranslateOptions{}.max_input_length;
+  double alpha = decode::kDefaultLengthPenalty;
   nn::InferenceWeights weights = nn::InferenceWeights::f32;
   bool no_cache = false;
   int threads = 0;

@@ -73,8 +73,8 @@ class ModelService {
 class TranslationService : public ModelService {
  public:
   struct Options {
-    int64_t beam_size = 4;
-    float length_penalty = 0.6f;
+    int64_t beam_size = decode::kDefaultBeamSize;
+    float length_penalty = static_cast<float>(decode::kDefaultLengthPenalty);
     int64_t num_hypotheses = 1;  // the n-best list's length asked for
     bool operator==(const Options&) const = default;
   };

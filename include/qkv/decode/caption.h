@@ -21,7 +21,7 @@ namespace qkv::decode {
 
 struct CaptionOptions {
   int64_t beam_size = 3;        // 1: greedy search
-  float length_penalty = 0.6f;  // α (beam search)
+  float length_penalty = static_cast<float>(kDefaultLengthPenalty);  // α (beam search)
   int64_t batch_size = 64;      // images per batch
   bool attention = false;       // also return each step's attention over the grid
   // Called after each batch with the images captioned so far and in all (a progress bar).

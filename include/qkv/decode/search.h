@@ -47,9 +47,15 @@ constexpr float kMaxLengthPenalty = 5.0f;
 // A qkv::Error "<what>: length_penalty (α) must be between 0 and 5, got nan" unless 0 ≤ α ≤ 5.
 void check_length_penalty(float alpha, const char* what);
 
+// The beam search's defaults, written once: every front end (TranslateOptions, the CLI's --beam and
+// --alpha, qkv serve's fields, Python's keyword arguments) takes them from here — the 4 and 0.6 of
+// Marian's and the Transformer paper's recipes.
+inline constexpr int64_t kDefaultBeamSize = 4;
+inline constexpr double kDefaultLengthPenalty = 0.6;
+
 struct SearchOptions {
-  int64_t beam_size = 4;
-  float length_penalty = 0.6f;  // α; 0 ranks by Σ log p
+  int64_t beam_size = kDefaultBeamSize;
+  float length_penalty = static_cast<float>(kDefaultLengthPenalty);  // α; 0 ranks by Σ log p
   int32_t bos_id = 2, eos_id = 3;
   // Hypotheses each sentence needs (beam search; 0: beam_size). Fewer than beam_size lets a
   // sentence stop as soon as its num_hypotheses best finished hypotheses can no longer be beaten:

@@ -20,8 +20,8 @@
 namespace qkv::decode {
 
 struct TranslateOptions {
-  int64_t beam_size = 4;        // 1: greedy search
-  float length_penalty = 0.6f;  // α (beam search)
+  int64_t beam_size = kDefaultBeamSize;                                // 1: greedy search
+  float length_penalty = static_cast<float>(kDefaultLengthPenalty);  // α (beam search)
   int64_t max_extra = 50;       // the output is at most |source| + max_extra tokens (the paper's +50)
   int64_t batch_size = 32;      // sentences per batch
   // Hypotheses each sentence's n-best list must hold (beam search; 0: beam_size): 1 when only the
@@ -53,6 +53,9 @@ constexpr int64_t kMaxExtraTokens = 10000;
 // qkv::Error "translate: <option> must be …, got …" naming the first one out of range; the
 // translators below check before they tokenize or decode anything.
 void check_options(const TranslateOptions& opt);
+// An n-best list's length: 1 … beam_size (1 for greedy search). A qkv::Error "<what>: … must be
+// between 1 and beam_size (4), got 9" otherwise — the server's n_best and Python's num_hypotheses.
+void check_n_best(int64_t n, int64_t beam_size, const char* what);
 
 // The search's view of a sequence-to-sequence model for one batch of sources (rows = hypotheses).
 class Seq2SeqStepModel : public StepModel {
