@@ -116,7 +116,24 @@ bool row_major(const std::vector<int64_t>& shape, const std::vector<int64_t>& st
   return true;
 }
 
-// Views (no copy) or copies a CPU array into a qkv tensor; `writable` arrays may be viewed.
+// The elements a strided view reaches from its first one, 1 + Σ (n_d − 1)·s_d, for strides ≥ 0 and
+// no empty dimension; 0 where the view cannot be taken as it is (a negative stride, an empty array,
+// an extent past int64).
+int64_t strided_extent(const std::vector<int64_t>& shape, const std::vector<int64_t>& strides) {
+  int64_t extent = 1;
+  for (size_t d = 0; d < shape.size(); ++d) {
+    if (shape[d] == 0 || strides[d] < 0) return 0;
+    int64_t span = 0;
+    if (__builtin_mul_overflow(shape[d] - 1, strides[d], &span) || __builtin_add_overflow(extent, span, &extent))
+      return 0;
+  }
+  return extent;
+}
+
+// Views (no copy) or copies a CPU array into a qkv tensor; `writable` arrays may be viewed: a dense
+// row-major one as it is, a strided one (torch's x.split(C, 2)[i].view(B, L, H, D).transpose(1, 2),
+// q, k and v of one fused projection) as a view of the memory it spans, which the array's producer
+// holds (DLPack: every element a view indexes is valid) and the storage keeps alive.
 template <typename... Args>
 Tensor from_ndarray(const nb::ndarray<Args...>& a, bool writable) {
   QKV_CHECK(a.device_type() == nb::device::cpu::value,
@@ -125,15 +142,19 @@ Tensor from_ndarray(const nb::ndarray<Args...>& a, bool writable) {
   std::vector<int64_t> shape(a.ndim()), strides(a.ndim());
   for (size_t d = 0; d < a.ndim(); ++d) shape[d] = static_cast<int64_t>(a.shape(d)), strides[d] = a.stride(d);
   DType native;
-  if (writable && native_dtype(a.dtype(), &native) && row_major(shape, strides)) {
+  const bool dense = row_major(shape, strides);
+  const int64_t extent = dense ? 0 : strided_extent(shape, strides);
+  if (writable && native_dtype(a.dtype(), &native) && (dense || extent > 0)) {
     // The tensor's storage keeps the array alive; the reference is dropped under the GIL.
     auto* keep = new nb::ndarray<Args...>(a);
-    return Tensor::from_blob(const_cast<void*>(static_cast<const void*>(a.data())), shape, native, Device::cpu(),
-                             [keep](void*) {
-                               if (!Py_IsInitialized()) return;  // interpreter gone: nothing to release
-                               nb::gil_scoped_acquire gil;
-                               delete keep;
-                             });
+    auto release = [keep](void*) {
+      if (!Py_IsInitialized()) return;  // interpreter gone: nothing to release
+      nb::gil_scoped_acquire gil;
+      delete keep;
+    };
+    void* data = const_cast<void*>(static_cast<const void*>(a.data()));
+    if (dense) return Tensor::from_blob(data, shape, native, Device::cpu(), release);
+    return Tensor::from_blob(data, {extent}, native, Device::cpu(), release).as_strided(shape, strides, 0);
   }
   Tensor out = Tensor::empty(shape, copy_dtype(a.dtype()));
   copy_strided(static_cast<const uint8_t*>(a.data()), shape, strides, a.dtype(), out);

@@ -51,7 +51,8 @@ void bind_tensor(nb::module_& m) {
   nb::class_<Tensor> t(m, "Tensor",
                        "An n-dimensional array with reverse-mode autograd (qkv/ops/tensor.h), on the CPU.\n\n"
                        "Make one with qkv.tensor (a copy), qkv.as_tensor / qkv.from_numpy / qkv.from_dlpack (no copy\n"
-                       "when the array is dense and row-major); leave with .numpy(), torch.from_dlpack(t) or\n"
+                       "for float32/int32/bool arrays: a dense or strided view of their memory, as torch's; a negative\n"
+                       "stride or another dtype is copied); leave with .numpy(), torch.from_dlpack(t) or\n"
                        "np.from_dlpack(t) (no copy).");
   t.def(
        "__init__", [](Tensor* self, nb::handle data, bool requires_grad) {

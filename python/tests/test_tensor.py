@@ -37,11 +37,19 @@ def test_numpy_view_keeps_the_tensor_alive():
     assert b.tolist() == [[3.0, 3.0], [3.0, 3.0]]
 
 
-def test_non_contiguous_and_foreign_dtypes_are_copied():
+def test_strided_arrays_are_viewed_and_foreign_dtypes_copied():
     a = np.arange(12, dtype=np.float32).reshape(3, 4)
-    t = qkv.as_tensor(a.T)  # strided: a dense copy with the same values
-    assert t.shape == (4, 3) and t.is_contiguous()
+    t = qkv.as_tensor(a.T)  # strided: a view of the same memory, as torch.as_tensor(a.T)
+    assert t.shape == (4, 3) and not t.is_contiguous() and t.stride() == (1, 4)
     np.testing.assert_array_equal(t.numpy(), a.T)
+    a[0, 1] = 100.0
+    assert t.tolist()[1][0] == 100.0  # shared, not copied
+    s = qkv.as_tensor(a[:, ::2])  # every other column: strides (4, 2)
+    assert s.stride() == (4, 2) and s.tolist() == a[:, ::2].tolist()
+    r = qkv.as_tensor(a[::-1])  # a negative stride: a dense copy
+    assert r.is_contiguous() and r.tolist() == a[::-1].tolist()
+    a[2, 0] = -1.0
+    assert r.tolist()[0][0] == 8.0
     d = qkv.as_tensor(np.array([[1.5, 2.5]], dtype=np.float64))  # float64 → float32 copy
     assert d.dtype == "float32" and d.tolist() == [[1.5, 2.5]]
     i = qkv.as_tensor(np.array([1, 2, 3], dtype=np.int64))  # int64 → int32

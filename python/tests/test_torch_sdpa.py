@@ -464,3 +464,25 @@ def test_compile_masks_one_frame(variant, lq, lk):  # test_causal_variants_compi
     torch.testing.assert_close(y, ye, atol=1e-5, rtol=5e-6)
     for a, b in zip(grads, grads_eager):
         torch.testing.assert_close(a, b, atol=1e-5, rtol=5e-6)
+
+
+def test_split_projection_views_reach_qkv_without_copies():
+    """nanoGPT's q, k, v — one fused projection split and transposed — are strided views; they reach
+    qkv as those views (the same memory), and attention and gradients through them equal the formula's."""
+    torch.manual_seed(3)
+    B, L, H, D = 2, 7, 3, 4
+    x = torch.randn(B, L, 3 * H * D, requires_grad=True)
+    q, k, v = (t.view(B, L, H, D).transpose(1, 2) for t in x.split(H * D, dim=2))
+    for t in (q, k, v):
+        view, layout = qkv.torch._into_qkv(t)
+        assert layout is None and torch.from_dlpack(view).data_ptr() == t.data_ptr()
+        assert view.stride() == t.stride()
+    out = sdpa(q, k, v, is_causal=True)
+    g = torch.randn_like(out)
+    (gx,) = torch.autograd.grad(out, x, g)
+    xr = x.detach().double().requires_grad_()
+    qr, kr, vr = (t.view(B, L, H, D).transpose(1, 2) for t in xr.split(H * D, dim=2))
+    ref = formula(qr, kr, vr, is_causal=True)
+    (gr,) = torch.autograd.grad(ref, xr, g.double())
+    assert_close(out, ref, torch.float32)
+    assert_close(gx, gr, torch.float32)

@@ -174,7 +174,9 @@ std::vector<Tensor> grad(const std::vector<Tensor>& outputs, const std::vector<T
   std::vector<Tensor> out;
   for (const Tensor& t : inputs) {
     Tensor g = capture[t.impl_ptr().get()];
-    out.push_back(g.defined() ? g.contiguous_copy() : Tensor::zeros(t.shape(), DType::f32, t.device()));
+    // as computed, without a copy (torch.autograd.grad's too): a kernel's layout stays, e.g. attention's
+    // dq in q's heads-inner layout when q's heads were split off a projection
+    out.push_back(g.defined() ? g.detach() : Tensor::zeros(t.shape(), DType::f32, t.device()));
   }
   return out;
 }

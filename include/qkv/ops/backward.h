@@ -17,7 +17,8 @@ namespace qkv::autograd {
 void backward(const Tensor& root, const Tensor& grad, bool retain_graph);
 
 // Gradients of `outputs` (seeded with `grads`) with respect to `inputs`, returned rather than
-// accumulated into .grad (torch.autograd.grad). Inputs that do not influence the outputs get zeros.
+// accumulated into .grad (torch.autograd.grad), as computed: not copied, so in the layout the
+// backward wrote (attention: q's). Inputs that do not influence the outputs get zeros.
 std::vector<Tensor> grad(const std::vector<Tensor>& outputs, const std::vector<Tensor>& grads,
                          const std::vector<Tensor>& inputs, bool retain_graph = false);
 

@@ -5,9 +5,9 @@
     y.sum().backward()                                                    # q.grad … from qkv's backward
 
 torch.nn.functional.scaled_dot_product_attention's signature and contract:
-- q, k, v reach qkv through DLPack without copies: contiguous tensors as they are, and strided ones
-  that are a permutation of a dense block (`x.view(B, L, H, E).transpose(1, 2)`) as that block, put
-  back in order by a qkv view; float16/bfloat16 are computed in float32 and returned in their dtype;
+- q, k, v reach qkv through DLPack without copies, as the views they are: contiguous, permuted
+  (`x.view(B, L, H, E).transpose(1, 2)`) or split from one fused projection (nanoGPT's
+  `qkv(x).split(C, 2)` then that transpose) — any layout whose rows have a unit stride; float16/bfloat16 are computed in float32 and returned in their dtype;
 - float64 is computed in float64 by the formula in torch's own ops (the reference path; qkv's
   kernels are float32), so torch.autograd.gradcheck works;
 - torch's errors where torch raises (RuntimeError with torch's message): q, k, v of different
@@ -108,14 +108,11 @@ def _into_qkv(t):
         t = t.to(_torch.float32)
     if t.is_contiguous():
         return _qkv.from_dlpack(t), None
-    if t.dim() < 2 or t.stride(-1) != 1:  # the kernels read rows with a unit stride
+    if t.dim() < 2 or t.stride(-1) != 1 or min(t.stride()) < 0:  # the kernels read rows with a unit stride
         return _qkv.from_dlpack(t.contiguous()), None
-    order = sorted(range(t.dim()), key=lambda d: (-t.stride(d), d))
-    block = t.permute(order)
-    if not block.is_contiguous():
-        return _qkv.from_dlpack(t.contiguous()), None
-    inverse = [order.index(d) for d in range(t.dim())]
-    return _qkv.from_dlpack(block), (order, inverse)
+    # any other layout travels as the strided view it is — nanoGPT's q, k, v, split from one fused
+    # projection and transposed, included: no copy (python/src/convert.cpp)
+    return _qkv.from_dlpack(t), None
 
 
 def _grad_into_qkv(g):
