@@ -337,6 +337,59 @@ def case_openai_and_inspection_routes(srv):
     check(st == 200 and b"text_completion" in b, f"after dropped streams: {st} {b[:200]!r}")
 
 
+def png(width, height, pixels=None, declared=None):
+    """A grey PNG (zlib + struct, no imaging library); declared: the (width, height) its header claims."""
+    import struct
+    import zlib
+    w, h = declared or (width, height)
+    raw_rows = b"".join(b"\x00" + (pixels or bytes([128]) * width) for _ in range(height))
+    def chunk(kind, data):
+        return struct.pack(">I", len(data)) + kind + data + struct.pack(">I", zlib.crc32(kind + data) & 0xFFFFFFFF)
+    return (b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", struct.pack(">IIBBBBB", w, h, 8, 0, 0, 0, 0)) +
+            chunk(b"IDAT", zlib.compress(raw_rows)) + chunk(b"IEND", b""))
+
+
+def case_captioner_pictures(qkv):
+    """/v1/attention of the image captioner under hostile pictures: not base64, not a picture, truncated,
+    a header claiming 100000 × 100000 pixels, a 1 × 1 and a 4096 × 1 picture, 20 MB of base64, and the
+    wrong JSON types — each a 200 or a 4xx with a message, the server alive and its memory bounded."""
+    import base64
+    srv = Server(qkv, "-m", "models/captioner.safetensors")
+    try:
+        good = base64.b64encode(png(96, 96)).decode()
+        bodies = [
+            {"image": "not base64 !!!"},
+            {"image": base64.b64encode(b"GIF89a" + b"\x00" * 100).decode()},
+            {"image": base64.b64encode(png(96, 96)[:60]).decode()},
+            {"image": base64.b64encode(png(8, 8, declared=(100000, 100000))).decode()},
+            {"image": base64.b64encode(png(1, 1)).decode()},
+            {"image": base64.b64encode(png(4096, 1)).decode()},
+            {"image": "A" * (20 << 20)},
+            {"image": 5},
+            {"image": [good]},
+            {"image": good, "beam_size": 10 ** 9},
+            {"image": good, "encoding": "u8", "detail": "neuron"},
+            {"text": "a pair of trousers"},
+        ]
+        for b in bodies:
+            body = json.dumps(b).encode()
+            try:
+                st, _, reply = request(srv.port, "POST", "/v1/attention", body, {"Content-Type": "application/json"})
+            except (BrokenPipeError, ConnectionResetError):
+                # a body past the request limit (qkv serve --help): refused (413), the connection closed mid-send
+                check(len(body) > (8 << 20) and srv.alive(), f"{body[:80]!r}: connection dropped:\n" + srv.text())
+                continue
+            check(st == 200 or 400 <= st < 500, f"{body[:80]!r}: status {st}")
+            check(st == 200 or b"message" in reply, f"{body[:80]!r}: {st} without a message: {reply[:200]!r}")
+            check(srv.alive(), f"the server died on {body[:80]!r}:\n" + srv.text())
+            check(srv.rss_mb() < 2048, f"RSS {srv.rss_mb():.0f} MB after {body[:80]!r}")
+        st, _, reply = request(srv.port, "POST", "/v1/attention", json.dumps({"image": good}).encode(),
+                               {"Content-Type": "application/json"})
+        check(st == 200 and b'"kind":"captioner"' in reply, f"a good picture after the hostile ones: {st} {reply[:200]!r}")
+    finally:
+        srv.stop()
+
+
 def case_sigterm_under_load(qkv):
     """SIGTERM with 16 translations and 3 streams accepted: every one answered, streams end with their
     done event, exit 0."""
@@ -414,7 +467,8 @@ def case_second_signal(qkv):
 
 CASES = ["bad_bytes", "limits", "chunked_body", "pipelined", "compression", "stream_metrics", "openai_and_inspection_routes",
          "slowloris", "keep_alive_fairness",
-         "sigterm_under_load", "second_signal"]
+         "captioner_pictures", "sigterm_under_load", "second_signal"]
+OWN_SERVER = ("captioner_pictures", "sigterm_under_load", "second_signal")  # cases that start their own
 
 
 def main():
@@ -423,11 +477,11 @@ def main():
     ap.add_argument("--only", nargs="*", default=CASES)
     a = ap.parse_args()
     failed = []
-    srv = Server(a.qkv, "--max-wait-ms", "10") if any(c not in ("sigterm_under_load", "second_signal") for c in a.only) else None
+    srv = Server(a.qkv, "--max-wait-ms", "10") if any(c not in OWN_SERVER for c in a.only) else None
     for name in a.only:
         t0 = time.monotonic()
         try:
-            if name in ("sigterm_under_load", "second_signal"):
+            if name in OWN_SERVER:
                 globals()["case_" + name](a.qkv)
             else:
                 check(srv.alive(), "the server is gone:\n" + srv.text())
