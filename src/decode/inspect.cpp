@@ -294,7 +294,10 @@ NeuronView llama_neuron(const nn::Llama& m, const std::vector<int32_t>& ids, int
   check_query(query, T);
   // Llama::forward's embedding, rotary tables and mask, and the layers below `layer`
   Tensor x = m.embed_tokens->forward(Tensor::from_ints(ids, {1, T}));
-  auto [cos, sin] = m.rotary().tables(0, T, x.device());
+  // (named, not a structured binding: the lambda below captures them, which clang 14 refuses)
+  const auto tables = m.rotary().tables(0, T, x.device());
+  const Tensor& cos = tables.first;
+  const Tensor& sin = tables.second;
   const int64_t W = c.sliding_window;
   const Tensor mask = W > 0 && T > W ? sliding_window_mask(T, T, W, 0, x.device()) : Tensor();
   for (int64_t l = 0; l < layer; ++l)
