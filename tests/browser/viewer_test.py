@@ -793,9 +793,6 @@ class Viewer(unittest.TestCase):
                        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         picture = os.path.join(self.tmp.name, "test-0.png")
         log = open(os.path.join(self.tmp.name, "serve-every-kind.log"), "w")
-        # --keep-alive-timeout 5: a connection of the browser's that the SIGTERM drain does not close
-        # (seen in 1 of 2 clean-clone runs: the server still up 30 s after SIGTERM; not yet found)
-        # ends within 5 s instead of the default 75
         server = subprocess.Popen([ARGS.qkv, "serve", "--port", "0", "--threads", "2", "-m", "models/en-fr-gru.safetensors",
                                    "-m", "models/captioner.safetensors", "--keep-alive-timeout", "5"], cwd=root,
                                   stdout=log, stderr=subprocess.STDOUT)
@@ -845,8 +842,13 @@ class Viewer(unittest.TestCase):
         finally:
             self.driver.get("about:blank")  # (the page's keep-alive connections closed before the server stops)
             server.send_signal(signal.SIGTERM)
-            server.wait(timeout=30)
-            log.close()
+            try:
+                server.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                server.kill()
+                raise
+            finally:
+                log.close()
 
 
 if __name__ == "__main__":

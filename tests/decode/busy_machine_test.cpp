@@ -74,12 +74,12 @@ TEST(ThreadBudget, TwoThreadsHoldTheirLatencyBesideABusyCore) {
     return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   };
   seconds(2);  // warm up
-  std::vector<double> one, two;
-  for (int r = 0; r < 3; ++r) one.push_back(seconds(1)), two.push_back(seconds(2));
-  std::sort(one.begin(), one.end());
-  std::sort(two.begin(), two.end());
+  // the best of 5 each, alternated: what the machine's other tenants take comes and goes, the
+  // budget's effect does not (ctest runs this test alone: tests/CMakeLists.txt)
+  double one = 1e9, two = 1e9;
+  for (int r = 0; r < 5; ++r) one = std::min(one, seconds(1)), two = std::min(two, seconds(2));
   set_num_threads(2);
-  EXPECT_LE(two[1], 1.5 * one[1]) << "median of 3: 1 thread " << one[1] << " s, 2 threads " << two[1] << " s";
+  EXPECT_LE(two, 1.5 * one) << "best of 5: 1 thread " << one << " s, 2 threads " << two << " s";
 }
 
 }  // namespace

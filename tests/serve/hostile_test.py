@@ -465,10 +465,55 @@ def case_second_signal(qkv):
     check(rc == 128 + signal.SIGTERM and time.monotonic() - t0 < 2, f"after a second SIGTERM: exit {rc}")
 
 
+def case_sigterm_as_connections_close(qkv, rounds=12, clients=6):
+    """SIGTERM while connections open and close by the hundred: the server exits 0 within 15 s, every
+    round. (Its drain once destroyed the last reference to a session that had just closed while it
+    held the lock that session's destructor takes: a deadlock, the server up forever — seen with a
+    browser's connections closing.)"""
+    for r in range(rounds):
+        srv = Server(qkv)
+        stop = threading.Event()
+
+        def client():
+            while not stop.is_set():
+                try:  # one request per connection, closed at once from either side
+                    s = socket.create_connection((HOST, srv.port), timeout=5)
+                    s.sendall(b"GET /health HTTP/1.1\r\nHost: x\r\n\r\n")
+                    s.recv(4096)
+                    s.close()
+                except OSError:
+                    time.sleep(0.001)
+
+        idle = []  # and 200 kept-alive connections waiting for their next request, for drain to close
+        for _ in range(200):
+            s = socket.create_connection((HOST, srv.port), timeout=5)
+            s.sendall(b"GET /health HTTP/1.1\r\nHost: x\r\n\r\n")
+            idle.append(s)
+        for s in idle:
+            s.recv(4096)
+        threads = [threading.Thread(target=client) for _ in range(clients)]
+        for t in threads:
+            t.start()
+        time.sleep(0.2 + 0.05 * r)
+        srv.proc.send_signal(signal.SIGTERM)
+        try:
+            rc = srv.proc.wait(15)
+        except subprocess.TimeoutExpired:
+            rc = None
+        stop.set()
+        for t in threads:
+            t.join(10)
+        for s in idle:
+            s.close()
+        log = srv.text()
+        srv.stop()  # (kills it if it is still up)
+        check(rc == 0, f"round {r}: {'still up 15 s after SIGTERM' if rc is None else f'exit {rc}'}\n{log[-2000:]}")
+
+
 CASES = ["bad_bytes", "limits", "chunked_body", "pipelined", "compression", "stream_metrics", "openai_and_inspection_routes",
          "slowloris", "keep_alive_fairness",
-         "captioner_pictures", "sigterm_under_load", "second_signal"]
-OWN_SERVER = ("captioner_pictures", "sigterm_under_load", "second_signal")  # cases that start their own
+         "captioner_pictures", "sigterm_under_load", "second_signal", "sigterm_as_connections_close"]
+OWN_SERVER = ("captioner_pictures", "sigterm_under_load", "second_signal", "sigterm_as_connections_close")  # cases that start their own
 
 
 def main():

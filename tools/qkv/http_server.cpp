@@ -598,9 +598,16 @@ void HttpServer::drain() {
       s.start(std::move(socket));
     }
     s.acceptor.close(ec);
-    std::lock_guard lock(s.sessions_mu);
-    for (auto& [p, weak] : s.sessions)
-      if (auto session = weak.lock()) asio::post(session->executor(), [session] { session->drain(); });
+    // The sessions are taken out under the lock and told outside it: the last reference to one may
+    // be ours (its final handler ran meanwhile on another thread), and its destructor takes the lock
+    // to leave the map — under the lock that was a deadlock (qkv serve up forever after SIGTERM).
+    std::vector<std::shared_ptr<Session>> open;
+    {
+      std::lock_guard lock(s.sessions_mu);
+      for (auto& [p, weak] : s.sessions)
+        if (auto session = weak.lock()) open.push_back(std::move(session));
+    }
+    for (auto& session : open) asio::post(session->executor(), [session] { session->drain(); });
   });
 }
 
