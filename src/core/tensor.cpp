@@ -122,6 +122,8 @@ Shape broadcast_strides(const TensorBase& t, const Shape& out) {
   return st;
 }
 
+static void store_from_f32(void* base, DType t, int64_t off, float v);  // (below)
+
 static TensorBase make(const Shape& shape, DType dtype, Device device = Device::cpu()) {
   for (int64_t s : shape) QKV_CHECK(s >= 0, "Tensor::empty: negative size in ", shape_str(shape));
   auto impl = std::make_shared<TensorImpl>();
@@ -155,7 +157,7 @@ TensorBase TensorBase::zeros(const Shape& shape, DType dtype) {
 
 TensorBase TensorBase::full(const Shape& shape, float value, DType dtype) {
   TensorBase t = make(shape, dtype);
-  t.fill_(value);
+  for (int64_t i = 0, n = t.numel(); i < n; ++i) store_from_f32(t.impl().storage->data, dtype, i, value);
   return t;
 }
 
@@ -189,7 +191,7 @@ TensorBase TensorBase::from_ints(const std::vector<int32_t>& values, const Shape
 std::vector<int32_t> TensorBase::to_ints() const {
   QKV_CHECK(dtype() == DType::i32, "Tensor::to_ints: tensor is ", dtype_name(dtype()), ", not i32");
   if (!device().is_cpu()) return to(Device::cpu()).to_ints();
-  TensorBase c = is_contiguous() ? *this : contiguous_copy();
+  TensorBase c = is_contiguous() ? *this : host_contiguous_copy();
   return std::vector<int32_t>(c.data<int32_t>(), c.data<int32_t>() + c.numel());
 }
 
@@ -361,119 +363,21 @@ TensorBase TensorBase::as_strided(const Shape& shp, const Shape& st, int64_t off
   return v;
 }
 
-// dst[i] = src[i] over `shape` with element strides ds / ss (ss may hold 0s: broadcast). Dims that
-// are contiguous in both are merged first, so a transpose-copy runs as a few long inner loops.
-static void copy_strided_f32(float* dst, Shape ds, const float* src, Shape ss, Shape shape) {
-  // drop size-1 dims, then merge dim d into d+1 when both strides allow it
-  Shape sh, a, b;
-  for (size_t d = 0; d < shape.size(); ++d)
-    if (shape[d] != 1) sh.push_back(shape[d]), a.push_back(ds[d]), b.push_back(ss[d]);
-  if (sh.empty()) {
-    dst[0] = src[0];
-    return;
-  }
-  Shape csh = {sh[0]}, ca = {a[0]}, cb = {b[0]};
-  for (size_t d = 1; d < sh.size(); ++d) {
-    if (ca.back() == a[d] * sh[d] && cb.back() == b[d] * sh[d]) {
-      csh.back() *= sh[d], ca.back() = a[d], cb.back() = b[d];
-    } else {
-      csh.push_back(sh[d]), ca.push_back(a[d]), cb.push_back(b[d]);
-    }
-  }
-  const int nd = static_cast<int>(csh.size());
-  const int64_t inner = csh[nd - 1], ia = ca[nd - 1], ib = cb[nd - 1];
-  const int64_t outer = numel_of(csh) / inner;
-  parallel_for(outer, std::max<int64_t>(1, (1 << 16) / std::max<int64_t>(inner, 1)), [&](int64_t lo, int64_t hi) {
-    for (int64_t o = lo; o < hi; ++o) {
-      int64_t rem = o, offa = 0, offb = 0;
-      for (int d = nd - 2; d >= 0; --d) {
-        const int64_t i = rem % csh[d];
-        rem /= csh[d];
-        offa += i * ca[d], offb += i * cb[d];
-      }
-      float* __restrict__ y = dst + offa;
-      const float* __restrict__ x = src + offb;
-      if (ia == 1 && ib == 1) {
-        std::memcpy(y, x, static_cast<size_t>(inner) * sizeof(float));
-      } else if (ia == 1 && ib == 0) {
-        std::fill(y, y + inner, x[0]);
-      } else {
-        for (int64_t i = 0; i < inner; ++i) y[i * ia] = x[i * ib];
-      }
-    }
-  });
+void TensorBase::copy_bytes_(const TensorBase& src) {
+  QKV_CHECK(dtype() == src.dtype() && shape() == src.shape() && is_contiguous() && src.is_contiguous(), "Tensor::copy_: ",
+            src.str(), " into ", str(), ": bytes are copied between dense tensors of one dtype and shape only");
+  copy_bytes(static_cast<char*>(impl().storage->data) + offset() * dtype_size(dtype()), device(),
+             static_cast<const char*>(src.impl().storage->data) + src.offset() * dtype_size(src.dtype()), src.device(),
+             static_cast<size_t>(numel()) * dtype_size(dtype()));
 }
 
-void TensorBase::copy_(const TensorBase& src) {
-  if (!device().is_cpu() || !src.device().is_cpu()) {
-    // Across devices (a checkpoint's values into a GPU model): the bytes of a dense tensor move as
-    // they are; anything that reads elements (a conversion, a strided layout) is an op's work.
-    QKV_CHECK(dtype() == src.dtype() && shape() == src.shape() && is_contiguous() && src.is_contiguous(), "Tensor::copy_: ",
-              src.str(), " into ", str(), ": between devices only dense tensors of one dtype and shape are copied");
-    copy_bytes(static_cast<char*>(impl().storage->data) + offset() * dtype_size(dtype()), device(),
-               static_cast<const char*>(src.impl().storage->data) + src.offset() * dtype_size(src.dtype()), src.device(),
-               static_cast<size_t>(numel()) * dtype_size(dtype()));
-    return;
-  }
-  Shape bst = broadcast_strides(src, shape());
-  if (numel() == 0) return;  // (an empty extent: nothing to read, and no row length to divide by)
-  const void* sbase = static_cast<const char*>(src.impl().storage->data) + src.offset() * dtype_size(src.dtype());
-  void* dbase = static_cast<char*>(impl().storage->data) + offset() * dtype_size(dtype());
-  DType st = src.dtype(), dt = dtype();
-  if (st == DType::f32 && dt == DType::f32 && is_contiguous() && src.is_contiguous() && src.shape() == shape()) {
-    std::memcpy(dbase, sbase, static_cast<size_t>(numel()) * 4);
-    return;
-  }
-  if (st == DType::f32 && dt == DType::f32) {
-    copy_strided_f32(static_cast<float*>(dbase), strides(), static_cast<const float*>(sbase), bst, shape());
-    return;
-  }
-  if (is_contiguous() && src.is_contiguous() && src.shape() == shape()) {  // a dense conversion (.to())
-    const int64_t n = numel();
-    auto convert = [n](const auto* s, auto* d, auto f) {
-      parallel_for(n, 1 << 14, [=](int64_t lo, int64_t hi) {
-        for (int64_t i = lo; i < hi; ++i) d[i] = f(s[i]);
-      });
-    };
-    if (st == DType::f32 && dt == DType::bf16)
-      convert(static_cast<const float*>(sbase), static_cast<bf16*>(dbase), f32_to_bf16);
-    else if (st == DType::bf16 && dt == DType::f32)
-      convert(static_cast<const bf16*>(sbase), static_cast<float*>(dbase), bf16_to_f32);
-    else
-      for (int64_t i = 0; i < n; ++i) store_from_f32(dbase, dt, i, load_as_f32(sbase, st, i));
-    return;
-  }
-  // Gather src offsets in our row-major order, then scatter to our own strided offsets.
-  std::vector<int64_t> soffs(static_cast<size_t>(numel()));
-  for_each_offset(shape(), bst, [&](int64_t i, int64_t off) { soffs[i] = off; });
-  for_each_offset(shape(), strides(), [&](int64_t i, int64_t off) {
-    store_from_f32(dbase, dt, off, load_as_f32(sbase, st, soffs[i]));
-  });
-}
-
-void TensorBase::fill_(float value) {
-  check_host("fill_");
-  void* dbase = static_cast<char*>(impl().storage->data) + offset() * dtype_size(dtype());
-  DType dt = dtype();
-  if (dt == DType::f32 && is_contiguous()) {
-    float* p = static_cast<float*>(dbase);
-    for (int64_t i = 0, n = numel(); i < n; ++i) p[i] = value;
-    return;
-  }
-  for_each_offset(shape(), strides(), [&](int64_t, int64_t off) { store_from_f32(dbase, dt, off, value); });
-}
-
-TensorBase TensorBase::contiguous_copy() const {
-  check_host("contiguous_copy");
+TensorBase TensorBase::host_contiguous_copy() const {
+  check_host("host_contiguous_copy");
   TensorBase out = make(shape(), dtype());
-  out.copy_(*this);
-  return out;
-}
-
-TensorBase TensorBase::to(DType t) const {
-  check_host("to");
-  TensorBase out = make(shape(), t);
-  out.copy_(*this);
+  const size_t e = dtype_size(dtype());
+  const char* src = static_cast<const char*>(impl().storage->data) + offset() * e;
+  char* dst = static_cast<char*>(out.impl().storage->data);
+  for_each_offset(shape(), strides(), [&](int64_t i, int64_t off) { std::memcpy(dst + i * e, src + off * e, e); });
   return out;
 }
 

@@ -77,7 +77,7 @@ void encode(const TensorBase& t, FileType ft, char* dst) {
                     (ft == FileType::BOOL && t.dtype() == DType::boolean);
   if (same) {
     // (a GPU tensor's bytes come to the host first: TensorBase::to names a strided one)
-    TensorBase c = !t.device().is_cpu() ? t.to(Device::cpu()) : t.is_contiguous() ? t : t.contiguous_copy();
+    TensorBase c = !t.device().is_cpu() ? t.to(Device::cpu()) : t.is_contiguous() ? t : t.host_contiguous_copy();
     std::memcpy(dst, c.data<char>(), n * dtype_size(t.dtype()));
     if (ft == FileType::BOOL)
       for (size_t i = 0; i < n; ++i) dst[i] = dst[i] != 0;

@@ -1,6 +1,6 @@
-// The attention problem every device's attention kernels solve (kernels/<device>/attention_kernels.h
-// declares the kernels; the formulas are there): the operands' shapes, strides and pointers, the
-// mask, causality, scale, dropout, and the layouts the outputs and gradients are written in.
+// The attention problem every device's attention kernels solve (kernels/attention.inc declares them
+// once, with the formulas): the operands' shapes, strides and pointers, the mask, causality, scale,
+// dropout, the precision of the products, and the layouts the outputs and gradients are written in.
 #pragma once
 
 #include <cstdint>
@@ -24,6 +24,10 @@ struct HeadLayout {
   int64_t offset(int64_t b, int64_t h, int64_t i) const { return b * sb + h * sh + i * sl; }  // of row (b, h, i)
 };
 
+// The precision of the flash pair's products: q, k, v (and dout) rounded to bf16 or IEEE f16 for
+// them, sums and softmax in f32 (the reference pair computes in f32).
+enum class AttnCompute : uint8_t { f32, bf16, f16 };
+
 struct AttnProblem {
   int64_t B = 1, H = 1, Hkv = 1, Lq = 0, Lk = 0, D = 0, Dv = 0;
   const float* q = nullptr;
@@ -37,6 +41,7 @@ struct AttnProblem {
   float scale = 1.f;
   float dropout_p = 0.f;
   uint64_t seed = 0, counter = 0;  // dropout of element (b,h,i,j) uses counter + ((b·H + h)·Lq + i)·Lk + j
+  AttnCompute compute = AttnCompute::f32;
   // Flash kernels: layouts of out and dout ([B, H, Lq, Dv]), dq ([B, H, Lq, D]), dk ([B, Hkv, Lk, D])
   // and dv ([B, Hkv, Lk, Dv]). prepare() sets them dense.
   HeadLayout out_l, dout_l, dq_l, dk_l, dv_l;

@@ -12,7 +12,7 @@ using ops_detail::device_of;
 
 static Tensor dense_f32(const Tensor& x, const char* op) {
   QKV_CHECK(x.dtype() == DType::f32, op, ": expected an f32 tensor, got ", dtype_name(x.dtype()));
-  return x.is_contiguous() ? x.detach() : x.contiguous_copy();
+  return dense(x);
 }
 
 // y = max(x, 0);  dx = dy · [x > 0]

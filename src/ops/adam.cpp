@@ -17,7 +17,7 @@ void adam_update_(Tensor& param, const Tensor& grad, Tensor& exp_avg, Tensor& ex
               "adam_update_: param, exp_avg and exp_avg_sq must be dense f32 tensors of one shape, got ", t->str());
   QKV_CHECK(grad.shape() == param.shape() && grad.dtype() == DType::f32, "adam_update_: gradient ", grad.str(),
             " for a parameter ", param.str());
-  const Tensor g = grad.is_contiguous() ? grad : grad.contiguous_copy();
+  const Tensor g = dense(grad);
   const double bc1 = 1.0 - std::pow(static_cast<double>(u.beta1), static_cast<double>(u.step));
   const double bc2 = 1.0 - std::pow(static_cast<double>(u.beta2), static_cast<double>(u.step));
   kernels::AdamCoefficients c{};

@@ -19,7 +19,7 @@ Tensor additive_score(const Tensor& q, const Tensor& keys, const Tensor& v) {
             "additive_score: expected f32 tensors");
   const Device d = device_of("additive_score", {&q, &k, &v});
   const int64_t B = q.size(0), T = q.size(1), S = k.size(1), A = q.size(2);
-  const Tensor qc = q.contiguous().detach(), kc = k.contiguous().detach(), vc = v.contiguous().detach();
+  const Tensor qc = dense(q), kc = dense(k), vc = dense(v);
   Tensor e = Tensor::empty({B, T, S}, DType::f32, d);
   QKV_DISPATCH("additive_score", d, k::additive_score_forward(qc.data(), kc.data(), vc.data(), e.data(), B, T, S, A));
   const bool gq = q.requires_grad(), gk = k.requires_grad(), gv = v.requires_grad();

@@ -78,7 +78,7 @@ Tensor& mul_(Tensor& a, float s) {
 double sum_of_squares(const Tensor& a) {
   check_f32(a, "sum_of_squares");
   const Device d = device_of("sum_of_squares", {&a});
-  Tensor c = a.is_contiguous() ? a : a.contiguous_copy();
+  Tensor c = dense(a);
   double s = 0;
   QKV_DISPATCH("sum_of_squares", d, s = k::sum_squares_f64(c.data(), c.numel()));
   return s;
@@ -194,7 +194,7 @@ Tensor sum(const Tensor& a, const std::vector<int64_t>& dims_in, bool keepdim) {
   const Device dev = device_of("sum", {&a});
   Tensor r = Tensor::empty(kept, DType::f32, dev);
   {
-    Tensor src = a.is_contiguous() ? a : a.contiguous_copy();
+    Tensor src = dense(a);
     if (a.numel() > 0 && numel_of(kept) == 1) {
       // Whole-tensor sum in double, so long reductions stay exact to f32.
       double s = 0;

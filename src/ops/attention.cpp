@@ -163,6 +163,9 @@ AttentionResult sdpa(const Tensor& q, const Tensor& kk, const Tensor& v, const A
     QKV_CHECK(!mask_grad, "scaled_dot_product_attention: ", name, " compute gives no gradient to a float mask; use f32");
   }
   Prepared r = prepare(q, kk, v, opt);
+  r.p.compute = compute == AttentionCompute::bf16  ? kernels::AttnCompute::bf16
+                : compute == AttentionCompute::f16 ? kernels::AttnCompute::f16
+                                                   : kernels::AttnCompute::f32;
   const kernels::AttnProblem& p = r.p;
   QKV_CHECK(!(opt.backend == AttentionBackend::flash && (need_weights || mask_grad)),
             "scaled_dot_product_attention: the flash backend cannot return attention weights or the gradient of a "
@@ -180,26 +183,20 @@ AttentionResult sdpa(const Tensor& q, const Tensor& kk, const Tensor& v, const A
 
   if (flash) {
     // bf16/f16: q, k, v (and the output's gradient) rounded to the 16-bit format for the products,
-    // f32 sums and softmax (kernels/<device>/attention_kernels.h); the gradients reach q, k, v in f32, as
+    // f32 sums and softmax (kernels/attention.inc); the gradients reach q, k, v in f32, as
     // through autocast's casts.
     const bool k_in = heads_inner(kk), v_in = heads_inner(v);
     Shape lse_shape(r.scores_shape.begin(), r.scores_shape.end() - 1);
     Tensor lse = grad ? Tensor::empty(lse_shape, DType::f32, d) : Tensor();
     float* lse_data = grad ? lse.data() : nullptr;
-    if (compute == AttentionCompute::bf16) {
-      QKV_DISPATCH("scaled_dot_product_attention", d, k::attention_forward_flash_bf16(p, out.data(), lse_data));
-    } else if (compute == AttentionCompute::f16) {
-      QKV_DISPATCH("scaled_dot_product_attention", d, k::attention_forward_flash_f16(p, out.data(), lse_data));
-    } else {
-      QKV_DISPATCH("scaled_dot_product_attention", d, k::attention_forward_flash(p, out.data(), lse_data));
-    }
+    QKV_DISPATCH("scaled_dot_product_attention", d, k::attention_forward_flash(p, out.data(), lse_data));
     if (!grad) {
       res.output = out;
       return res;
     }
     Tensor saved_out = out.detach();
     res.output = record(out, "scaled_dot_product_attention", {q, kk, v, opt.attn_mask},
-                        [r, saved_out, lse, q_shape, k_shape, v_shape, q_in, k_in, v_in, d, compute](const Tensor& g) {
+                        [r, saved_out, lse, q_shape, k_shape, v_shape, q_in, k_in, v_in, d](const Tensor& g) {
                           kernels::AttnProblem p = r.p;
                           Tensor g4 = to_4d(g.stride(-1) == 1 ? g : g.contiguous());
                           Tensor dq = empty_heads(q_shape, q_in, d), dk = empty_heads(k_shape, k_in, d),
@@ -208,19 +205,9 @@ AttentionResult sdpa(const Tensor& q, const Tensor& kk, const Tensor& v, const A
                           if (q_in) p.dq_l = layout_of(dq);
                           if (k_in) p.dk_l = layout_of(dk);
                           if (v_in) p.dv_l = layout_of(dv);
-                          if (compute == AttentionCompute::bf16) {
-                            QKV_DISPATCH("scaled_dot_product_attention", d,
-                                         k::attention_backward_flash_bf16(p, saved_out.data(), lse.data(), g4.data(),
-                                                                          dq.data(), dk.data(), dv.data()));
-                          } else if (compute == AttentionCompute::f16) {
-                            QKV_DISPATCH("scaled_dot_product_attention", d,
-                                         k::attention_backward_flash_f16(p, saved_out.data(), lse.data(), g4.data(),
-                                                                         dq.data(), dk.data(), dv.data()));
-                          } else {
-                            QKV_DISPATCH("scaled_dot_product_attention", d,
-                                         k::attention_backward_flash(p, saved_out.data(), lse.data(), g4.data(),
-                                                                     dq.data(), dk.data(), dv.data()));
-                          }
+                          QKV_DISPATCH("scaled_dot_product_attention", d,
+                                       k::attention_backward_flash(p, saved_out.data(), lse.data(), g4.data(),
+                                                                   dq.data(), dk.data(), dv.data()));
                           return std::vector<Tensor>{dq, dk, dv, Tensor()};
                         });
     return res;

@@ -57,7 +57,7 @@ void run(const std::vector<Tensor>& roots, const std::vector<Tensor>& seeds, boo
       if (impl->requires_grad || impl->retains_grad) {
         if (!impl->grad) {
           // Share g's storage (no copy) through a fresh TensorImpl.
-          impl->grad = (g.is_contiguous() ? g.detach() : g.contiguous_copy()).impl_ptr();
+          impl->grad = dense(g).impl_ptr();
         } else if (impl->grad->storage.use_count() == 1) {
           // Nobody else sees this storage: accumulate in place.
           Tensor acc(impl->grad);

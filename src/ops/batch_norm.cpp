@@ -21,7 +21,7 @@ void check_nc(const char* op, const Tensor& input, const Tensor& weight, const T
               ": weight and bias must be f32 [", C, "], got ", t->str());
 }
 
-Tensor dense_or_none(const Tensor& t) { return t.defined() ? t.contiguous().detach() : Tensor(); }
+Tensor dense_or_none(const Tensor& t) { return t.defined() ? dense(t) : Tensor(); }
 const float* ptr(const Tensor& t) { return t.defined() ? t.data() : nullptr; }
 
 }  // namespace
@@ -42,7 +42,7 @@ Tensor batch_norm(const Tensor& input, const Tensor& running_mean, const Tensor&
             shape_str(input.shape()));
   QKV_CHECK(eps > 0.f || !training, "batch_norm: eps must be positive");
   const Device d = device_of("batch_norm", {&input, &weight, &bias, &running_mean, &running_var});
-  const Tensor x = input.contiguous().detach(), w = dense_or_none(weight), b = dense_or_none(bias);
+  const Tensor x = dense(input), w = dense_or_none(weight), b = dense_or_none(bias);
   Tensor y = Tensor::empty(input.shape(), DType::f32, d), mean = Tensor::empty({C}, DType::f32, d),
          rstd = Tensor::empty({C}, DType::f32, d);
   QKV_DISPATCH("batch_norm", d,
@@ -67,7 +67,7 @@ Tensor group_norm(const Tensor& input, int64_t num_groups, const Tensor& weight,
   const int64_t N = input.size(0), C = input.size(1), S = N ? input.numel() / (N * C) : 0, G = num_groups;
   QKV_CHECK(G >= 1 && C % G == 0, "group_norm: ", C, " channels cannot be split into ", G, " groups");
   const Device d = device_of("group_norm", {&input, &weight, &bias});
-  const Tensor x = input.contiguous().detach(), w = dense_or_none(weight), b = dense_or_none(bias);
+  const Tensor x = dense(input), w = dense_or_none(weight), b = dense_or_none(bias);
   Tensor y = Tensor::empty(input.shape(), DType::f32, d), mean = Tensor::empty({N, G}, DType::f32, d),
          rstd = Tensor::empty({N, G}, DType::f32, d);
   QKV_DISPATCH("group_norm", d,

@@ -37,8 +37,8 @@ Tensor conv2d(const Tensor& input, const Tensor& weight, const Tensor& bias, Siz
             " padded by ", padding.h, "×", padding.w, " is smaller than the dilated kernel (", weight.size(2), "×",
             weight.size(3), ", dilation ", dilation.h, "×", dilation.w, ")");
   const Device d = device_of("conv2d", {&input, &weight, &bias});
-  const Tensor x = input.contiguous().detach(), w = weight.contiguous().detach();
-  const Tensor b = bias.defined() ? bias.contiguous().detach() : Tensor();
+  const Tensor x = dense(input), w = dense(weight);
+  const Tensor b = bias.defined() ? dense(bias) : Tensor();
   Tensor y = Tensor::empty({N, O, p.out_h(), p.out_w()}, DType::f32, d);
   QKV_DISPATCH("conv2d", d, k::conv2d_forward(p, x.data(), w.data(), b.defined() ? b.data() : nullptr, y.data()));
   const bool gx = input.requires_grad(), gw = weight.requires_grad(), gb = bias.defined() && bias.requires_grad();

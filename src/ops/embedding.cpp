@@ -16,8 +16,8 @@ Tensor embedding(const Tensor& ids, const Tensor& weight, int64_t padding_idx) {
             weight.str());
   const Device d = device_of("embedding", {&ids, &weight});
   const int64_t V = weight.size(0), E = weight.size(1);
-  Tensor idc = ids.is_contiguous() ? ids.detach() : ids.contiguous_copy();
-  Tensor w = weight.is_contiguous() ? weight.detach() : weight.contiguous_copy();
+  Tensor idc = dense(ids);
+  Tensor w = dense(weight);
   Shape out_shape = ids.shape();
   out_shape.push_back(E);
   Tensor out = Tensor::empty(out_shape, DType::f32, d);

@@ -16,7 +16,7 @@ Tensor index_select(const Tensor& t, int64_t dim, const std::vector<int64_t>& in
   for (int64_t i : index)
     QKV_CHECK(i >= 0 && i < n, "index_select: index ", i, " is out of range for dim ", dim, " of size ", n, " (",
               t.str(), ")");
-  Tensor src = t.is_contiguous() ? t.detach() : t.contiguous_copy();
+  Tensor src = dense(t);
   int64_t outer = 1, inner = 1;
   for (int64_t k = 0; k < dim; ++k) outer *= t.size(k);
   for (int64_t k = dim + 1; k < t.dim(); ++k) inner *= t.size(k);

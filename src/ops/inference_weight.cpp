@@ -13,7 +13,7 @@ namespace qkv {
 QuantizedRows QuantizedRows::quantize(const Tensor& weight) {
   QKV_CHECK(weight.dim() == 2 && weight.dtype() == DType::f32, "QuantizedRows::quantize: needs an f32 matrix, got ",
             shape_str(weight.shape()), " ", dtype_name(weight.dtype()));
-  Tensor w = weight.detach().contiguous();
+  Tensor w = dense(weight);
   QuantizedRows q;
   q.rows = w.size(0), q.cols = w.size(1);
   q.values.resize(static_cast<size_t>(q.rows * q.cols));
@@ -55,7 +55,7 @@ const PackedCopy* InferenceWeight::packed(const Tensor& weight) const {
       QKV_CHECK(weight.dim() == 2 && weight.dtype() == DType::f32 && weight.device().is_cpu() &&
                     weight.size(0) == rows_,
                 "InferenceWeight: the f32 weight ", shape_str(weight.shape()), " is not this copy's ", rows_, " rows");
-      const Tensor w = weight.detach().contiguous();
+      const Tensor w = dense(weight);
       const int64_t K = w.size(1);
       packed_->linear = kernels::cpu::pack_linear_f32(rows_, K, w.data(), K);
     }

@@ -23,7 +23,7 @@ Tensor layer_norm(const Tensor& x, const Shape& normalized_shape, const Tensor& 
             " does not match normalized_shape ", shape_str(normalized_shape));
   const Device d = device_of("layer_norm", {&x, &weight, &bias});
   const int64_t n = numel_of(normalized_shape), rows = n ? x.numel() / n : 0;
-  Tensor xc = x.is_contiguous() ? x.detach() : x.contiguous_copy();
+  Tensor xc = dense(x);
   Tensor w = weight.defined() ? weight.contiguous_copy() : Tensor();
   Tensor b = bias.defined() ? bias.contiguous_copy() : Tensor();
   Tensor out = Tensor::empty(x.shape(), DType::f32, d), mean = Tensor::empty({rows}, DType::f32, d),

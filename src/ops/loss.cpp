@@ -24,8 +24,8 @@ Tensor cross_entropy(const Tensor& logits, const Tensor& target, int64_t ignore_
             "cross_entropy: reduction must be mean, sum or none, got ", reduction);
   const Device d = device_of("cross_entropy", {&logits, &target});
   const int64_t N = logits.size(0), C = logits.size(1);
-  Tensor x = logits.is_contiguous() ? logits.detach() : logits.contiguous_copy();
-  Tensor y = target.is_contiguous() ? target.detach() : target.contiguous_copy();
+  Tensor x = dense(logits);
+  Tensor y = dense(target);
   int64_t count = 0, bad = -1;
   QKV_DISPATCH("cross_entropy", d, count = k::count_targets(y.data<int32_t>(), N, C, ignore_index, &bad));
   QKV_CHECK(bad < 0, "cross_entropy: target ", bad < 0 ? 0 : y.slice(0, bad, bad + 1).to_ints()[0], " at row ", bad,

@@ -151,7 +151,7 @@ static float fill_bias_rows(Tensor& out, const Tensor& bias, int64_t rows, int64
 }
 
 static Tensor to_bf16_dense(const Tensor& t) {
-  Tensor tc = t.is_contiguous() ? t.detach() : t.contiguous_copy();
+  Tensor tc = dense(t);
   Tensor out = Tensor::empty(t.shape(), DType::bf16, t.device());
   QKV_DISPATCH("linear", t.device(), k::convert_to_bf16(tc.data(), out.data<bf16>(), t.numel()));
   return out;
@@ -212,8 +212,8 @@ Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias) {
   const int64_t rows = rows_of(x);
   if (autocast_dtype() == AutocastDType::bf16) return linear_bf16(x, weight, bias, rows, in_f, out_f);
   const Device d = device_of("linear", {&x, &weight, &bias});
-  Tensor xc = x.is_contiguous() ? x.detach() : x.contiguous_copy();
-  Tensor w = weight.is_contiguous() ? weight.detach() : weight.contiguous_copy();
+  Tensor xc = dense(x);
+  Tensor w = dense(weight);
   Shape out_shape = x.shape();
   out_shape.back() = out_f;
   Tensor out = Tensor::empty(out_shape, DType::f32, d);
@@ -224,7 +224,7 @@ Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias) {
   bool gx = x.requires_grad(), gw = weight.requires_grad(), gbias = bias.defined() && bias.requires_grad();
   Shape x_shape = x.shape();
   return record(out, "linear", {x, weight, bias}, [xc, w, gx, gw, gbias, rows, in_f, out_f, x_shape, d](const Tensor& g) {
-    Tensor gc = g.is_contiguous() ? g : g.contiguous_copy();
+    Tensor gc = dense(g);
     Tensor dx, dw, db;
     if (gx) {  // dx = dy W
       dx = Tensor::empty(x_shape, DType::f32, d);
@@ -292,7 +292,7 @@ Tensor linear_inference(const Tensor& x, const Tensor& weight, const InferenceWe
   QKV_CHECK(w.rows() == out_f && (!q || q->cols == in_f) && (!use_bf16 || w.bf16().shape() == weight.shape()),
             "linear_inference: the inference copy does not match weight ", shape_str(weight.shape()));
   const Device d = ops_detail::cpu_device_of("linear_inference", {&x, &weight, &bias});
-  Tensor xc = x.is_contiguous() ? x.detach() : x.contiguous_copy();
+  Tensor xc = dense(x);
   Shape out_shape = x.shape();
   out_shape.back() = out_f;
   Tensor out = Tensor::empty(out_shape, DType::f32, d);

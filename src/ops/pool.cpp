@@ -45,7 +45,7 @@ Tensor max_pool2d(const Tensor& input, Size2 kernel_size, std::optional<Size2> s
   const auto p = problem("max_pool2d", xb, kernel_size, stride, padding, dilation, ceil_mode);
   QKV_CHECK(p.H * p.W <= INT32_MAX, "max_pool2d: a plane of ", p.H, "×", p.W, " is too large");
   const Device d = device_of("max_pool2d", {&input});
-  const Tensor x = xb.contiguous().detach();
+  const Tensor x = dense(xb);
   const Shape out_shape = {xb.size(0), xb.size(1), p.out_h(), p.out_w()};
   Tensor y = Tensor::empty(out_shape, DType::f32, d), argmax = Tensor::empty(out_shape, DType::i32, d);
   QKV_DISPATCH("max_pool2d", d, k::max_pool2d_forward(p, x.data(), y.data(), argmax.data<int32_t>()));
@@ -66,7 +66,7 @@ Tensor avg_pool2d(const Tensor& input, Size2 kernel_size, std::optional<Size2> s
   QKV_CHECK(!divisor_override || *divisor_override != 0, "avg_pool2d: divisor_override must be non-zero");
   p.count_include_pad = count_include_pad, p.divisor = divisor_override.value_or(0);
   const Device d = device_of("avg_pool2d", {&input});
-  const Tensor x = xb.contiguous().detach();
+  const Tensor x = dense(xb);
   Tensor y = Tensor::empty({xb.size(0), xb.size(1), p.out_h(), p.out_w()}, DType::f32, d);
   QKV_DISPATCH("avg_pool2d", d, k::avg_pool2d_forward(p, x.data(), y.data()));
   const Shape in_shape = xb.shape();
@@ -86,7 +86,7 @@ Tensor adaptive_avg_pool2d(const Tensor& input, Size2 output_size) {
   QKV_CHECK(OH >= 1 && OW >= 1, "adaptive_avg_pool2d: output_size must be positive, got ", OH, "×", OW);
   QKV_CHECK(H >= 1 && W >= 1, "adaptive_avg_pool2d: input ", shape_str(input.shape()), " has an empty plane");
   const Device d = device_of("adaptive_avg_pool2d", {&input});
-  const Tensor x = xb.contiguous().detach();
+  const Tensor x = dense(xb);
   Tensor y = Tensor::empty({xb.size(0), xb.size(1), OH, OW}, DType::f32, d);
   QKV_DISPATCH("adaptive_avg_pool2d", d, k::adaptive_avg_pool2d_forward(x.data(), y.data(), planes, H, W, OH, OW));
   const Shape in_shape = xb.shape();

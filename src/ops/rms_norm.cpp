@@ -17,7 +17,7 @@ Tensor rms_norm(const Tensor& x, const Tensor& weight, float eps) {
             shape_str(weight.shape()), " does not match the last dimension of ", shape_str(x.shape()));
   const Device d = device_of("rms_norm", {&x, &weight});
   const int64_t n = x.size(-1), rows = n ? x.numel() / n : 0;
-  Tensor xc = x.is_contiguous() ? x.detach() : x.contiguous_copy();
+  Tensor xc = dense(x);
   Tensor w = weight.defined() ? weight.contiguous_copy() : Tensor();
   Tensor out = Tensor::empty(x.shape(), DType::f32, d), rstd = Tensor::empty({rows}, DType::f32, d);
   QKV_DISPATCH("rms_norm", d,

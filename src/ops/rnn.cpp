@@ -13,8 +13,6 @@ using ops_detail::device_of;
 
 namespace {
 
-Tensor dense(const Tensor& t) { return t.is_contiguous() ? t.detach() : t.contiguous_copy(); }
-
 // The problem of one scan, after checking every operand against x_proj [B, T, G·H].
 struct Scan {
   kernels::RnnProblem p;

@@ -21,7 +21,7 @@ Tensor along_dim(const Tensor& x, int64_t dim, bool log) {
   if (dim != last) return along_dim(x.transpose(dim, last), last, log).transpose(dim, last);
   const Device d = device_of(name, {&x});
   const int64_t n = x.size(-1), rows = n ? x.numel() / n : 0;
-  Tensor xc = x.is_contiguous() ? x.detach() : x.contiguous_copy();
+  Tensor xc = dense(x);
   Tensor out = Tensor::empty(x.shape(), DType::f32, d);
   QKV_DISPATCH(name, d,
                (log ? k::log_softmax_forward : k::softmax_forward)(xc.data(), out.data(), rows, n));
@@ -44,16 +44,16 @@ Tensor log_mean_exp(const std::vector<Tensor>& xs) {
   QKV_CHECK(!xs.empty(), "log_mean_exp: no tensors");
   if (xs.size() == 1) return xs[0];
   const Device d = device_of("log_mean_exp", {&xs[0]});
-  std::vector<Tensor> dense;
+  std::vector<Tensor> operands;
   for (const Tensor& t : xs) {
     QKV_CHECK(t.dtype() == DType::f32 && t.shape() == xs[0].shape(), "log_mean_exp: tensors ", xs[0].str(), " and ",
               t.str(), " differ");
     device_of("log_mean_exp", {&xs[0], &t});
-    dense.push_back(t.is_contiguous() ? t : t.contiguous_copy());
+    operands.push_back(dense(t));
   }
   Tensor out = Tensor::empty(xs[0].shape(), DType::f32, d);
   std::vector<const float*> in;
-  for (const Tensor& t : dense) in.push_back(t.data<float>());
+  for (const Tensor& t : operands) in.push_back(t.data<float>());
   QKV_DISPATCH("log_mean_exp", d,
                k::log_mean_exp(in.data(), static_cast<int64_t>(in.size()), out.data<float>(), out.numel()));
   return out;

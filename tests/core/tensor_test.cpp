@@ -153,6 +153,58 @@ TEST(Tensor, CopyBroadcastsIntoAView) {
   EXPECT_EQ(t.to_vector(), (std::vector<float>{1, 1, 1, 2, 2, 2}));
 }
 
+// The element copies are kernels (kernels/copy.inc) the ops dispatch: every dtype pair converts as
+// the value rules say, from a strided view; copy_ broadcasts and converts into a strided view;
+// fill_ writes every element of a strided view of each dtype and nothing else; empty extents pass.
+TEST(Tensor, CopiesConversionsAndFillsOverEveryDTypeAndLayout) {
+  const DType all[] = {DType::f32, DType::bf16, DType::boolean, DType::i32};
+  // the value rules: bf16 rounds to nearest even, boolean is x ≠ 0, i32 truncates
+  auto as = [](DType t, float v) {
+    switch (t) {
+      case DType::bf16: return bf16_to_f32(f32_to_bf16(v));
+      case DType::boolean: return v != 0.f ? 1.f : 0.f;
+      case DType::i32: return static_cast<float>(static_cast<int32_t>(v));
+      default: return v;
+    }
+  };
+  const Tensor base = Tensor::from_vector({0.f, -2.75f, 3.1415926f, 1e-3f, 7.f, -0.f, 65537.f, 0.5f, -9.25f, 1.f,
+                                           2.f, -1.f},
+                                          {3, 4});
+  for (DType from : all) {
+    const Tensor src = base.to(from);
+    const Tensor view = src.transpose(0, 1);  // strided [4, 3]
+    std::vector<float> want = view.to_vector();
+    EXPECT_FALSE(view.is_contiguous());
+    const Tensor dense_copy = view.contiguous_copy();
+    EXPECT_TRUE(dense_copy.is_contiguous());
+    EXPECT_EQ(dense_copy.dtype(), from);
+    EXPECT_EQ(dense_copy.to_vector(), want) << dtype_name(from);
+    for (DType to : all) {
+      const Tensor c = view.to(to);
+      EXPECT_EQ(c.dtype(), to);
+      EXPECT_EQ(c.shape(), (Shape{4, 3}));
+      std::vector<float> expect(want.size());
+      for (size_t i = 0; i < want.size(); ++i) expect[i] = as(to, want[i]);
+      EXPECT_EQ(c.to_vector(), expect) << dtype_name(from) << " → " << dtype_name(to);
+      // copy_ of a [3] row of `from`, broadcast and converted into columns 1…3 of a [4, 4] `to` view
+      Tensor dst = Tensor::zeros({4, 4}, to);
+      Tensor cols = dst.slice(1, 1, 4);
+      cols.copy_(src.select(0, 0).slice(0, 0, 3));
+      const std::vector<float> got = dst.to_vector(), row = src.select(0, 0).to_vector();
+      for (int r = 0; r < 4; ++r) {
+        EXPECT_EQ(got[r * 4], 0.f) << "outside the view";
+        for (int j = 0; j < 3; ++j) EXPECT_EQ(got[r * 4 + 1 + j], as(to, row[j])) << dtype_name(from) << " → " << dtype_name(to);
+      }
+    }
+    Tensor f = Tensor::zeros({3, 4}, from);
+    f.slice(1, 1, 3).fill_(-2.5f);  // a strided [3, 2] view
+    const std::vector<float> got = f.to_vector();
+    for (int i = 0; i < 12; ++i) EXPECT_EQ(got[i], i % 4 == 1 || i % 4 == 2 ? as(from, -2.5f) : 0.f) << dtype_name(from);
+    EXPECT_EQ(Tensor::zeros({0, 3}, from).transpose(0, 1).contiguous_copy().numel(), 0);
+    EXPECT_EQ(Tensor::zeros({0, 3}, from).fill_(1.f).numel(), 0);
+  }
+}
+
 TEST(Tensor, AllocationCounters) {
   const int64_t before = allocated_bytes();
   {

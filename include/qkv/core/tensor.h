@@ -150,13 +150,13 @@ class TensorBase {
   std::vector<float> to_vector() const;  // a dense row-major copy of the values (f32, bf16, boolean, i32)
   float item() const;
   std::vector<int32_t> to_ints() const;  // i32 tensors
-  // Copies `src` (broadcastable to this shape) into this tensor's view, in place, no autograd.
-  void copy_(const TensorBase& src);
-  void fill_(float value);
-  // Dense copy with the same values (no autograd history).
-  TensorBase contiguous_copy() const;
-  // This dtype → another (f32 ↔ bf16 ↔ boolean ↔ i32); a copy, no autograd.
-  TensorBase to(DType dtype) const;
+  // Bytes only — what reads or writes elements as numbers (a strided or broadcast copy, a
+  // conversion, a fill) is an op's, on the tensor's device: Tensor::copy_, to(DType), fill_,
+  // contiguous_copy (src/ops/device_copy.cpp).
+  // src's bytes into this tensor, on any two devices: both dense, of one dtype and shape.
+  void copy_bytes_(const TensorBase& src);
+  // A dense copy of this CPU tensor's view, its elements' bytes gathered in row-major order.
+  TensorBase host_contiguous_copy() const;
 
   // ---- autograd state (stored here, used by autograd/ and ops/) ------------------------------
   bool requires_grad() const { return defined() && impl().requires_grad; }

@@ -61,13 +61,13 @@ class Tensor : public TensorBase {
   Tensor as_strided(const Shape& shape, const Shape& strides, int64_t offset) const {
     return TensorBase::as_strided(shape, strides, offset);
   }
-  // On the tensor's own device (src/ops/device_copy.cpp): a dense copy, an element type conversion,
-  // and filling in place (TensorBase's work on the host; these dispatch to a GPU's kernels).
+  // On the tensor's own device, each a dispatched kernel (src/ops/device_copy.cpp, kernels/copy.inc):
+  // a dense copy, an element type conversion (f32 ↔ bf16 ↔ boolean ↔ i32), and filling in place.
   Tensor contiguous_copy() const;
   Tensor to(DType dtype) const;
   Tensor& fill_(float value);
-  // Copies src's values (broadcast to this shape) into this view, on the tensor's device; between
-  // two devices, dense tensors of one dtype (TensorBase::copy_).
+  // Copies src's values (broadcast to this shape, converted to this dtype) into this view, on the
+  // tensor's device; between two devices, dense tensors of one dtype (TensorBase::copy_bytes_).
   Tensor& copy_(const TensorBase& src);
   // A copy on `device` (contiguous first when it is a strided view); itself when already there.
   Tensor to(Device device) const;
@@ -95,5 +95,9 @@ class Tensor : public TensorBase {
   // Reverse mode: d(this)/d(leaves), seeded with `grad` (ones for a scalar when omitted).
   void backward(const Tensor& grad = Tensor(), bool retain_graph = false) const;
 };
+
+// t's values, detached and dense: t's own storage when it already is, a copy on its device otherwise
+// (what an op hands its kernels).
+Tensor dense(const Tensor& t);
 
 }  // namespace qkv

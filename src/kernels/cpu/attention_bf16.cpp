@@ -58,24 +58,24 @@ bool dense_out(const AttnProblem& p) {
 void attention_forward_flash_bf16(const AttnProblem& p, float* out, float* lse) {
   if (!lse && p.dropout_p == 0.f && dense_out(p) && has_avx512_bf16()) return attention_forward_flash_bf16_avx512(p, out);
   Rounded<round_bf16> r(p, nullptr);
-  attention_forward_flash(r.p, out, lse);
+  attention_forward_flash_f32(r.p, out, lse);
 }
 
 void attention_backward_flash_bf16(const AttnProblem& p, const float* out, const float* lse, const float* dout,
                                    float* dq, float* dk, float* dv) {
   Rounded<round_bf16> r(p, dout);
-  attention_backward_flash(r.p, out, lse, r.dout.data(), dq, dk, dv);
+  attention_backward_flash_f32(r.p, out, lse, r.dout.data(), dq, dk, dv);
 }
 
 void attention_forward_flash_f16(const AttnProblem& p, float* out, float* lse) {
   Rounded<round_to_f16> r(p, nullptr);
-  attention_forward_flash(r.p, out, lse);
+  attention_forward_flash_f32(r.p, out, lse);
 }
 
 void attention_backward_flash_f16(const AttnProblem& p, const float* out, const float* lse, const float* dout,
                                   float* dq, float* dk, float* dv) {
   Rounded<round_to_f16> r(p, dout);
-  attention_backward_flash(r.p, out, lse, r.dout.data(), dq, dk, dv);
+  attention_backward_flash_f32(r.p, out, lse, r.dout.data(), dq, dk, dv);
 }
 
 }  // namespace qkv::kernels::cpu

@@ -150,7 +150,7 @@ void finish_rows(const AttnProblem& p, int64_t b, int64_t h, int64_t i0, int64_t
 
 }  // namespace
 
-void attention_forward_flash(const AttnProblem& p, float* out, float* lse) {
+void attention_forward_flash_f32(const AttnProblem& p, float* out, float* lse) {
   const int64_t nqb = (p.Lq + kBr - 1) / kBr;
   const int64_t items = p.B * p.H * nqb;
   const int nt = in_parallel_region() ? 1 : num_threads();
@@ -212,8 +212,8 @@ void attention_forward_flash(const AttnProblem& p, float* out, float* lse) {
   }
 }
 
-void attention_backward_flash(const AttnProblem& p, const float* out, const float* lse, const float* dout, float* dq,
-                              float* dk, float* dv) {
+void attention_backward_flash_f32(const AttnProblem& p, const float* out, const float* lse, const float* dout,
+                                  float* dq, float* dk, float* dv) {
   const int64_t group = p.H / p.Hkv;
   const int nt = in_parallel_region() ? 1 : num_threads();
   // D_i = rowsum(dO_i ∘ O_i)
@@ -486,5 +486,24 @@ void attention_forward_flash_bf16_avx512(const AttnProblem&, float*) {
   throw Error("attention_forward_flash_bf16_avx512: this build has no AVX512_BF16 (build with -DQKV_NATIVE=ON on a CPU that has it)");
 }
 #endif
+
+// The flash pair in p.compute's precision.
+void attention_forward_flash(const AttnProblem& p, float* out, float* lse) {
+  switch (p.compute) {
+    case AttnCompute::bf16: return attention_forward_flash_bf16(p, out, lse);
+    case AttnCompute::f16: return attention_forward_flash_f16(p, out, lse);
+    case AttnCompute::f32: break;
+  }
+  attention_forward_flash_f32(p, out, lse);
+}
+void attention_backward_flash(const AttnProblem& p, const float* out, const float* lse, const float* dout, float* dq,
+                              float* dk, float* dv) {
+  switch (p.compute) {
+    case AttnCompute::bf16: return attention_backward_flash_bf16(p, out, lse, dout, dq, dk, dv);
+    case AttnCompute::f16: return attention_backward_flash_f16(p, out, lse, dout, dq, dk, dv);
+    case AttnCompute::f32: break;
+  }
+  attention_backward_flash_f32(p, out, lse, dout, dq, dk, dv);
+}
 
 }  // namespace qkv::kernels::cpu

@@ -1,4 +1,5 @@
-// Elementwise kernels over strided, broadcast f32 operands, writing a dense output.
+// The CPU's elementwise kernels (kernels/elementwise.inc: one declaration for every device), the
+// templates defined here.
 //
 // The shape is first "coalesced" (adjacent dims merged when every operand's strides allow it), so
 // the common cases — dense same-shape operands, a bias broadcast along rows — become one or two
@@ -15,6 +16,7 @@
 #include "qkv/core/parallel.h"
 
 namespace qkv::kernels::cpu {
+#include "kernels/elementwise.inc"
 
 // The register form of an elementwise function where libm's scalar one would dominate a loop (tanh,
 // σ, e^x: the recurrent models' attention scores and gates): the formulas of vec.h, eight or
@@ -78,7 +80,6 @@ void for_each_row(const StridedLoop& L, F&& f) {
   parallel_for(outer, grain, body);
 }
 
-// out = f(a, b) elementwise; a, b broadcast to `shape` via their strides (0 on broadcast dims).
 template <typename F>
 void binary(const std::vector<int64_t>& shape, float* out, const float* a, const std::vector<int64_t>& sa,
             const float* b, const std::vector<int64_t>& sb, F f) {
@@ -103,7 +104,6 @@ void binary(const std::vector<int64_t>& shape, float* out, const float* a, const
   });
 }
 
-// out = f(a) elementwise; a strided.
 template <typename F>
 void unary(const std::vector<int64_t>& shape, float* out, const float* a, const std::vector<int64_t>& sa, F f) {
   const std::vector<int64_t> so = dense_strides(shape);
@@ -125,8 +125,6 @@ void unary(const std::vector<int64_t>& shape, float* out, const float* a, const 
   });
 }
 
-// out = f(a) / f(a, b) for any element types (comparisons and logic on i32 and boolean tensors);
-// out dense, the operands strided. Not tuned: masks and ids, not activations.
 template <typename TO, typename TA, typename F>
 void map1(const std::vector<int64_t>& shape, TO* out, const TA* a, const std::vector<int64_t>& sa, F f) {
   const std::vector<int64_t> so = dense_strides(shape);
@@ -146,18 +144,5 @@ void map2(const std::vector<int64_t>& shape, TO* out, const TA* a, const std::ve
     for (int64_t i = 0; i < n; ++i) out[off[0] + i * st[0]] = f(a[off[1] + i * st[1]], b[off[2] + i * st[2]]);
   });
 }
-
-// Sums `in` (dense, shape `in_shape`) into `out` (dense, shape `out_shape`, broadcastable to
-// in_shape): the reduction of a broadcast, used by the backward of every broadcasting op.
-void sum_to(const std::vector<int64_t>& in_shape, const float* in, const std::vector<int64_t>& out_shape, float* out);
-
-// Σ x and Σ x² over n dense floats, accumulated in double (a whole-tensor sum stays exact to f32;
-// the squared norm is gradient clipping's).
-double sum_f64(const float* x, int64_t n);
-double sum_squares_f64(const float* x, int64_t n);
-// x ← c · x in place (gradient clipping).
-void scale_inplace(float* x, int64_t n, float c);
-// out[r, :] = row for r < rows (a bias under every row, before a GEMM accumulates onto it).
-void broadcast_rows(float* out, const float* row, int64_t rows, int64_t n);
 
 }  // namespace qkv::kernels::cpu

@@ -1,15 +1,12 @@
-// GEMM through oneDNN (chosen by measurement on this machine, see docs/BENCHMARKS.md: oneDNN's
-// sgemm reaches ~500 GF/s on 2 Zen 5 cores at transformer shapes and shares our OpenMP pool).
-//
-//   C[M,N] = alpha · op(A)[M,K] · op(B)[K,N] + beta · C        (row-major; op = identity or ᵀ)
+// The CPU's GEMM (kernels/gemm.inc: the formula, one declaration for every device) through oneDNN,
+// chosen by measurement on this machine (docs/BENCHMARKS.md: oneDNN's sgemm reaches ~500 GF/s on 2
+// Zen 5 cores at transformer shapes and shares our OpenMP pool), and a batched form of the CPU's own.
 #pragma once
 
 #include <cstdint>
 
 namespace qkv::kernels::cpu {
-
-void sgemm(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, float alpha, const float* A, int64_t lda,
-           const float* B, int64_t ldb, float beta, float* C, int64_t ldc);
+#include "kernels/gemm.inc"
 
 // `batch` independent GEMMs, matrix i at A + i·stride_a etc. Small problems run in parallel over
 // the batch (each GEMM single-threaded); large ones one after another, each using every thread.

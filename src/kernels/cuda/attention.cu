@@ -458,7 +458,7 @@ void check_dims(const AttnProblem& p) {
 constexpr int64_t kSplitRows = 4 * 132;  // four warps per multiprocessor of an H100
 constexpr int64_t kSplitMinKeys = 512, kSplitChunk = 256;
 
-void attention_forward_flash(const AttnProblem& p, float* out, float* lse) {
+void attention_forward_flash_f32(const AttnProblem& p, float* out, float* lse) {
   check_dims(p);
   const int64_t rows = p.B * p.H * p.Lq;
   if (rows == 0) return;  // (Dv = 0 still writes lse: the backward reads it)
@@ -487,8 +487,8 @@ void attention_row_dot(const AttnProblem& p, const float* out, const float* dout
   QKV_CUDA_LAUNCHED(row_dot_kernel);
 }
 
-void attention_backward_flash(const AttnProblem& p, const float* out, const float* lse, const float* dout, float* dq,
-                              float* dk, float* dv) {
+void attention_backward_flash_f32(const AttnProblem& p, const float* out, const float* lse, const float* dout,
+                                  float* dq, float* dk, float* dv) {
   check_dims(p);
   cudaStream_t s = stream();
   const int64_t qrows = p.B * p.H * p.Lq, krows = p.B * p.Hkv * p.Lk;
@@ -502,6 +502,25 @@ void attention_backward_flash(const AttnProblem& p, const float* out, const floa
     flash_dkv_kernel<<<warps_grid(krows), kWarps * 32, 0, s>>>(p, lse, Dsum.p, dout, dk, dv);
     QKV_CUDA_LAUNCHED(flash_dkv_kernel);
   }
+}
+
+// The flash pair in p.compute's precision.
+void attention_forward_flash(const AttnProblem& p, float* out, float* lse) {
+  switch (p.compute) {
+    case AttnCompute::bf16: return attention_forward_flash_bf16(p, out, lse);
+    case AttnCompute::f16: return attention_forward_flash_f16(p, out, lse);
+    case AttnCompute::f32: break;
+  }
+  attention_forward_flash_f32(p, out, lse);
+}
+void attention_backward_flash(const AttnProblem& p, const float* out, const float* lse, const float* dout, float* dq,
+                              float* dk, float* dv) {
+  switch (p.compute) {
+    case AttnCompute::bf16: return attention_backward_flash_bf16(p, out, lse, dout, dq, dk, dv);
+    case AttnCompute::f16: return attention_backward_flash_f16(p, out, lse, dout, dq, dk, dv);
+    case AttnCompute::f32: break;
+  }
+  attention_backward_flash_f32(p, out, lse, dout, dq, dk, dv);
 }
 
 void attention_forward_reference(const AttnProblem& p, float* out, float* probs, float* weights) {

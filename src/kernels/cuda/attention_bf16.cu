@@ -434,7 +434,7 @@ void forward(const AttnProblem& p, float* out, float* lse) {
     return p.D == 64 ? launch_forward<T, 64>(p, out, lse, s) : launch_forward<T, 128>(p, out, lse, s);
   }
   Rounded<T> r(p, nullptr, s);
-  attention_forward_flash(r.p, out, lse);
+  attention_forward_flash_f32(r.p, out, lse);
 }
 
 template <typename T>
@@ -457,7 +457,7 @@ void backward(const AttnProblem& p, const float* out, const float* lse, const fl
     return launch_backward<T, 128>(p, lse, Dsum.p, dout, dq, dk, dv, s);
   }
   Rounded<T> r(p, dout, s);
-  attention_backward_flash(r.p, out, lse, r.dout, dq, dk, dv);
+  attention_backward_flash_f32(r.p, out, lse, r.dout, dq, dk, dv);
 }
 
 }  // namespace

@@ -1,16 +1,21 @@
-// The attention kernels of the CUDA backend (kernels/cuda/attention.cu): kernels/cpu/attention_kernels.h's
-// four, with its layouts and semantics (the flash pair honours p.out_l … p.dv_l; the reference pair
-// writes dense, and keeps P and W as the CPU's does).
+// The attention kernels of the CUDA backend: kernels/attention.inc (one declaration for every device:
+// the flash pair honours p.out_l … p.dv_l; the reference pair writes dense, and keeps P and W as the
+// CPU's does), and the kernels of its own the flash pair dispatches to (attention.cu,
+// attention_bf16.cu, attention_mma.cu, sm90a/attention_wgmma.cu).
 #pragma once
+
+#include <cstdint>
 
 #include "kernels/attention_problem.h"
 
 namespace qkv::kernels::cuda {
 
-void attention_forward_reference(const AttnProblem& p, float* out, float* probs, float* weights);
-void attention_backward_reference(const AttnProblem& p, const float* probs, const float* dout, float* dq, float* dk,
-                                  float* dv, float* dscores);
-void attention_forward_flash(const AttnProblem& p, float* out, float* lse);
+#include "kernels/attention.inc"
+
+// The precisions the flash pair dispatches to on p.compute. f32 (attention.cu):
+void attention_forward_flash_f32(const AttnProblem& p, float* out, float* lse);
+void attention_backward_flash_f32(const AttnProblem& p, const float* out, const float* lse, const float* dout,
+                                  float* dq, float* dk, float* dv);
 // bf16 (attention_bf16.cu): q, k, v (and dout) rounded to bf16, tensor-core products with f32
 // accumulation, forward (lse for the backward when not null) and backward; the flash pair's layouts.
 // Head dims 64/128 on the tiles, other shapes on the f32 kernels over rounded copies.
@@ -42,7 +47,5 @@ bool attention_forward_wgmma_f16(const AttnProblem& p, float* out, float* lse);
 int attention_forward_tiles(int64_t D);
 // D_i = dout_i · out_i for every query row (the flash backward's first pass)
 void attention_row_dot(const AttnProblem& p, const float* out, const float* dout, float* Dsum);
-void attention_backward_flash(const AttnProblem& p, const float* out, const float* lse, const float* dout, float* dq,
-                              float* dk, float* dv);
 
 }  // namespace qkv::kernels::cuda

@@ -2,6 +2,7 @@
 // shape is coalesced on the host (kernels/strided.h), then each thread maps its dense output index
 // to every operand's offset through at most kMaxDims dims passed by value. Dense same-shape
 // operands (one coalesced dim, unit strides) take a plain grid-stride loop.
+#include <cmath>
 #include <cuda_fp16.h>
 #include <cuda_bf16.h>
 
@@ -232,11 +233,23 @@ void dense_map(const TA* src, TO* dst, int64_t n, F f) {
 void convert_to_bf16(const float* src, bf16* dst, int64_t n) { dense_map(src, reinterpret_cast<uint16_t*>(dst), n, ToBf16{}); }
 void round_to_bf16(const float* src, float* dst, int64_t n) { dense_map(src, dst, n, RoundBf16{}); }
 void round_to_f16(const float* src, float* dst, int64_t n) { dense_map(src, dst, n, RoundF16{}); }
-void bf16_to_f32(const bf16* src, float* dst, int64_t n) {
-  dense_map(reinterpret_cast<const uint16_t*>(src), dst, n, FromBf16{});
+void convert(const void* src, DType from, void* dst, DType to, int64_t n) {
+  if (from == to) {
+    if (n) QKV_CUDA_CHECK(cudaMemcpyAsync(dst, src, static_cast<size_t>(n) * dtype_size(to), cudaMemcpyDeviceToDevice,
+                                          stream()));
+  } else if (from == DType::f32 && to == DType::bf16) {
+    convert_to_bf16(static_cast<const float*>(src), static_cast<bf16*>(dst), n);
+  } else if (from == DType::bf16 && to == DType::f32) {
+    dense_map(static_cast<const uint16_t*>(src), static_cast<float*>(dst), n, FromBf16{});
+  } else if (from == DType::boolean && to == DType::f32) {
+    dense_map(static_cast<const uint8_t*>(src), static_cast<float*>(dst), n, ToF32{});
+  } else if (from == DType::i32 && to == DType::f32) {
+    dense_map(static_cast<const int32_t*>(src), static_cast<float*>(dst), n, ToF32{});
+  } else {
+    QKV_CHECK(false, "to(", dtype_name(to), "): ", dtype_name(from), " → ", dtype_name(to),
+              " has no CUDA kernel yet (f32 ↔ bf16, boolean → f32 and i32 → f32 do)");
+  }
 }
-void bool_to_f32(const uint8_t* src, float* dst, int64_t n) { dense_map(src, dst, n, ToF32{}); }
-void i32_to_f32(const int32_t* src, float* dst, int64_t n) { dense_map(src, dst, n, ToF32{}); }
 
 void fill_zero(void* p, size_t bytes) {
   if (bytes) QKV_CUDA_CHECK(cudaMemsetAsync(p, 0, bytes, stream()));
@@ -251,6 +264,13 @@ struct Constant {
 
 void fill_f32(float* p, int64_t n, float value) {
   if (n) dense_map(p, p, n, Constant{value});
+}
+
+void fill(void* p, DType dtype, int64_t n, float value) {
+  if (value == 0.f && !std::signbit(value)) return fill_zero(p, static_cast<size_t>(n) * dtype_size(dtype));
+  QKV_CHECK(dtype == DType::f32, "fill_(", value, "): a ", dtype_name(dtype),
+            " tensor on a GPU is filled with 0 only so far (f32 with any value)");
+  fill_f32(static_cast<float*>(p), n, value);
 }
 
 void scale_inplace(float* x, int64_t n, float c) {
