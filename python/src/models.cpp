@@ -339,7 +339,7 @@ class PyImageClassifier {
 
 class PyImageCaptioner {
  public:
-  explicit PyImageCaptioner(const std::string& path) : m_(models::load_seq2seq(path)) {
+  explicit PyImageCaptioner(const std::string& path) : m_(models::load_image_to_text(path)) {
     cap_ = std::make_unique<decode::ImageCaptioner>(*m_.model, *m_.tokenizer);
   }
   std::vector<decode::Caption> caption(nb::handle images, const decode::CaptionOptions& opt) const {
@@ -621,8 +621,9 @@ void bind_models(nb::module_& m) {
         } remove{tmp};
         const models::ModelType& t = models::model_file_type(path);
         switch (t.kind) {
+          case models::Kind::image_to_text:
+            return nb::cast(new PyImageCaptioner(path), nb::rv_policy::take_ownership);
           case models::Kind::seq2seq:
-            if (t.takes_images) return nb::cast(new PyImageCaptioner(path), nb::rv_policy::take_ownership);
             return nb::cast(new PyTranslator(path, "f32", "cpu"), nb::rv_policy::take_ownership);
           case models::Kind::language_model:
             return nb::cast(new PyLanguageModel(path, "f32", "cpu"), nb::rv_policy::take_ownership);

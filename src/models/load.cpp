@@ -62,6 +62,7 @@ std::unique_ptr<M> model_from(const std::string& path, Kind kind,
     const ModelType& t = named_type(file_meta, path);
     QKV_CHECK(t.kind == kind, "'", path, "' holds a \"", t.name, "\" model (", kind_name(t.kind), "), not ",
               kind == Kind::seq2seq ? "a sequence-to-sequence (translation)"
+              : kind == Kind::image_to_text ? "an image-to-text (captioning)"
               : kind == Kind::image_classifier ? "an image classification"
                                                : std::string("a ") + kind_name(kind),
               " model");
@@ -92,7 +93,9 @@ std::unique_ptr<M> model_from(const std::string& path, Kind kind,
 
 }  // namespace
 
-LoadedSeq2Seq load_seq2seq(const std::string& path, const LoadOptions& options) {
+namespace {
+
+LoadedSeq2Seq load_seq2seq_of(Kind kind, const std::string& path, const LoadOptions& options) {
   LoadedSeq2Seq r;
   r.path = path;
   auto vocab = [&](const nlohmann::json& meta) -> int64_t {
@@ -100,8 +103,18 @@ LoadedSeq2Seq load_seq2seq(const std::string& path, const LoadOptions& options) 
         text::SentencePiece::from_json(meta_field(meta, path, "tokenizer"), "'" + path + "': the model file"));
     return r.tokenizer->vocab_size();
   };
-  r.model = model_from<Seq2SeqModel>(path, Kind::seq2seq, vocab, options, r.meta);
+  r.model = model_from<Seq2SeqModel>(path, kind, vocab, options, r.meta);
   return r;
+}
+
+}  // namespace
+
+LoadedSeq2Seq load_seq2seq(const std::string& path, const LoadOptions& options) {
+  return load_seq2seq_of(Kind::seq2seq, path, options);
+}
+
+LoadedSeq2Seq load_image_to_text(const std::string& path, const LoadOptions& options) {
+  return load_seq2seq_of(Kind::image_to_text, path, options);
 }
 
 std::vector<LoadedSeq2Seq> load_seq2seq_ensemble(const std::vector<std::string>& paths, const LoadOptions& options) {
@@ -179,6 +192,7 @@ LoadedMaskedLanguageModel load_masked_language_model(const std::string& path, co
 void check_loadable(const std::string& path) {
   switch (model_file_kind(path)) {
     case Kind::seq2seq: load_seq2seq(path); return;
+    case Kind::image_to_text: load_image_to_text(path); return;
     case Kind::language_model: load_language_model(path); return;
     case Kind::image_classifier: load_image_classifier(path); return;
     case Kind::masked_language_model: load_masked_language_model(path); return;

@@ -17,12 +17,14 @@ namespace qkv::models {
 
 namespace {
 
-// A sequence-to-sequence type: `defaults` fill keys the config leaves out (several types may share
-// one module with different defaults), and `check` refuses configs that are not this type.
+// A sequence-to-sequence type — image-to-text when its config has an image height (a captioner) —:
+// `defaults` fill keys the config leaves out (several types may share one module with different
+// defaults), and `check` refuses configs that are not this type.
 template <Seq2SeqNetwork Net>
 ModelType seq2seq(const char* name, const char* description, nlohmann::json defaults = nlohmann::json::object(),
                   std::function<void(const typename Net::Config&)> check = nullptr) {
-  return {name, Kind::seq2seq, description,
+  constexpr bool images = requires(const typename Net::Config& c) { c.image_height; };
+  return {name, images ? Kind::image_to_text : Kind::seq2seq, description,
           [=](const nlohmann::json& config, Generator* gen) {
             nlohmann::json j = defaults;
             if (config.is_object()) j.update(config);
@@ -30,8 +32,7 @@ ModelType seq2seq(const char* name, const char* description, nlohmann::json defa
             const typename Net::Config c = Net::Config::from_json(j);
             if (check) check(c);
             return std::unique_ptr<Model>(new Seq2SeqOf<Net>(name, c, gen));
-          },
-          requires(const typename Net::Config& c) { c.image_height; }};
+          }};
 }
 
 template <LanguageModelNetwork Net>
@@ -63,6 +64,7 @@ ModelType masked_language_model(const char* name, const char* description) {
 const char* kind_name(Kind k) {
   switch (k) {
     case Kind::seq2seq: return "sequence-to-sequence";
+    case Kind::image_to_text: return "image-to-text";
     case Kind::language_model: return "language";
     case Kind::image_classifier: return "image classification";
     case Kind::masked_language_model: return "masked language";
@@ -114,7 +116,7 @@ const ModelType& model_type(const std::string& name) {
 
 std::unique_ptr<Seq2SeqModel> build_seq2seq(const std::string& type, const nlohmann::json& config, Generator* gen) {
   const ModelType& t = model_type(type);
-  QKV_CHECK(t.kind == Kind::seq2seq, "a ", type, " model is a ", kind_name(t.kind),
+  QKV_CHECK(t.kind == Kind::seq2seq || t.kind == Kind::image_to_text, "a ", type, " model is a ", kind_name(t.kind),
             " model, not a sequence-to-sequence model");
   return std::unique_ptr<Seq2SeqModel>(static_cast<Seq2SeqModel*>(t.build(config, gen).release()));
 }

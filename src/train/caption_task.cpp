@@ -218,7 +218,7 @@ CaptionTask::CaptionTask(const json& config, const std::string& base, const std:
   const CaptionTaskConfig c = CaptionTaskConfig::fields().from_json(config);
   cfg_ = c.train, data_cfg_ = c.data, eval_ = c.eval;
   auto [type, m] = model_section(c.model, "captioner");
-  QKV_CHECK(models::model_type(type).kind == models::Kind::seq2seq && models::model_type(type).takes_images,
+  QKV_CHECK(models::model_type(type).kind == models::Kind::image_to_text,
             "captioning task: model.type \"", type, "\" does not take images (use \"captioner\")");
   auto say = [&](const std::string& s) {
     if (verbose) std::fprintf(stderr, "%s\n", s.c_str());

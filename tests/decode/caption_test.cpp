@@ -11,6 +11,7 @@
 #include "qkv/decode/caption.h"
 #include "qkv/decode/translator.h"
 #include "qkv/io/file.h"
+#include "qkv/models/load.h"
 #include "qkv/models/registry.h"
 #include "qkv/ops.h"
 #include "testing.h"
@@ -143,6 +144,26 @@ TEST(Caption, WrongModelsAndShapesAreClearErrors) {
                                    &g);
   EXPECT_NE(testing::error_of([&] { ImageCaptioner(*rnn, *f.sp); }).find("it does not caption images"), std::string::npos);
   EXPECT_NE(testing::error_of([&] { Translator(*f.model, *f.sp); }).find("takes images, not text"), std::string::npos);
+}
+
+// Image-to-text is a kind of its own (models::Kind::image_to_text): the registry and the model say
+// so, its loader reads the shipped captioner, and the translators' loader refuses it by that name
+// (as the captioners' loader refuses a translator) before a translation command would run it.
+TEST(Caption, ImageToTextIsAKindOfItsOwn) {
+  Fixture f;
+  EXPECT_EQ(f.model->kind(), models::Kind::image_to_text);
+  EXPECT_EQ(models::model_type("captioner").kind, models::Kind::image_to_text);
+  EXPECT_EQ(models::model_type("rnn-attention").kind, models::Kind::seq2seq);
+  const std::string captioner = std::string(QKV_SOURCE_DIR) + "/models/captioner.safetensors";
+  const std::string translator = std::string(QKV_SOURCE_DIR) + "/models/en-fr.safetensors";
+  EXPECT_EQ(models::model_file_kind(captioner), models::Kind::image_to_text);
+  EXPECT_EQ(models::load_image_to_text(captioner).model->kind(), models::Kind::image_to_text);
+  EXPECT_NE(testing::error_of([&] { models::load_seq2seq(captioner); })
+                .find("holds a \"captioner\" model (image-to-text), not a sequence-to-sequence (translation) model"),
+            std::string::npos);
+  EXPECT_NE(testing::error_of([&] { models::load_image_to_text(translator); })
+                .find("not an image-to-text (captioning) model"),
+            std::string::npos);
 }
 
 }  // namespace

@@ -30,7 +30,7 @@ TEST(Registry, ListsTheModelTypes) {
   EXPECT_EQ(model_type("gpt").kind, Kind::language_model);
   EXPECT_EQ(model_type("llama").kind, Kind::language_model);
   EXPECT_EQ(model_type("convnet").kind, Kind::image_classifier);
-  EXPECT_EQ(model_type("captioner").kind, Kind::seq2seq);  // images in, token ids out
+  EXPECT_EQ(model_type("captioner").kind, Kind::image_to_text);  // images in, token ids out
   EXPECT_EQ(model_type("bert").kind, Kind::masked_language_model);
   // a ConvNet of 0 classes is a captioner's trunk, not an image classifier
   EXPECT_NE(error_of([] { build_image_classifier("convnet", {{"num_classes", 0}}); }).find("\"num_classes\" ≥ 2, got 0"),

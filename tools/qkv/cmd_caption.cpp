@@ -35,7 +35,7 @@ using nlohmann::json;
 bool is_captioner_file(const std::string& path) {
   // the registry knows from the type name alone; the tensors are not read (the command loads them once)
   const models::ModelType& t = models::model_file_type(path);
-  return t.kind == models::Kind::seq2seq && t.takes_images;
+  return t.kind == models::Kind::image_to_text;
 }
 
 void add_caption_source_options(CLI::App* sub, CaptionSourceArgs& a, bool shares_invert) {
@@ -68,7 +68,7 @@ struct Loaded {
   vision::ImageSet train_items, test_items;
   std::unique_ptr<vision::SceneGenerator> scenes;
 
-  explicit Loaded(const std::string& path) : m(models::load_seq2seq(path)) {
+  explicit Loaded(const std::string& path) : m(models::load_image_to_text(path)) {
     QKV_CHECK(m.model->source_image().height > 0, "'", path, "' holds a ", m.model->type(),
               " model, which translates text; qkv caption needs a captioner");
   }

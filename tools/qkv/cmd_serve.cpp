@@ -951,8 +951,8 @@ int run_serve(const ServeArgs& a) {
   for (const std::string& m : a.models) {
     const std::string path = find_model(m);
     const models::Kind kind = models::model_file_kind(path);
-    QKV_CHECK(kind == models::Kind::seq2seq || kind == models::Kind::language_model ||
-                  kind == models::Kind::masked_language_model,
+    QKV_CHECK(kind == models::Kind::seq2seq || kind == models::Kind::image_to_text ||
+                  kind == models::Kind::language_model || kind == models::Kind::masked_language_model,
               "serve: '", path, "' is neither a translation model nor a language model (what qkv serve serves)");
     std::string name = std::filesystem::path(path).stem().string();
     for (auto& s : services)
@@ -961,8 +961,8 @@ int run_serve(const ServeArgs& a) {
     lo.weights = a.weights;
     lo.device = device;
     // On a GPU the model's weights, KV caches and beams live there; requests still batch as on the CPU.
-    if (kind == models::Kind::seq2seq && models::model_file_type(path).takes_images) {  // /v1/attention only
-      models::LoadedSeq2Seq c = models::load_seq2seq(path, lo);
+    if (kind == models::Kind::image_to_text) {  // /v1/attention only
+      models::LoadedSeq2Seq c = models::load_image_to_text(path, lo);
       services.push_back(std::make_unique<CaptionerService>(name, std::move(c), a.threads));
     } else if (kind == models::Kind::seq2seq) {
       models::LoadedSeq2Seq t = models::load_seq2seq(path, lo);

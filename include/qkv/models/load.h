@@ -23,7 +23,8 @@ struct LoadOptions {
   Device device = Device::cpu();
 };
 
-// A sequence-to-sequence model (model_type of Kind::seq2seq) and its SentencePiece vocabulary.
+// A sequence-to-sequence model (Kind::seq2seq, a translator; or Kind::image_to_text, a captioner)
+// and its SentencePiece vocabulary.
 struct LoadedSeq2Seq {
   std::unique_ptr<Seq2SeqModel> model;
   std::unique_ptr<text::SentencePiece> tokenizer;
@@ -33,6 +34,8 @@ struct LoadedSeq2Seq {
 // A missing or corrupt file, a file of another kind of model, or one whose tensors or tokenizer do
 // not fit the model its metadata describes: a qkv::Error naming the path and the problem.
 LoadedSeq2Seq load_seq2seq(const std::string& path, const LoadOptions& options = {});
+// The same for an image-to-text model (a captioner): any other kind is that error.
+LoadedSeq2Seq load_image_to_text(const std::string& path, const LoadOptions& options = {});
 // Several models for an ensemble: each loaded as above, and all with the same tokenizer pieces
 // (a qkv::Error naming the first model and piece that differ).
 std::vector<LoadedSeq2Seq> load_seq2seq_ensemble(const std::vector<std::string>& paths,
@@ -76,7 +79,7 @@ Kind model_file_kind(const std::string& path);
 // a model file from others (qkv average) and must not write one no command can load.
 void check_loadable(const std::string& path);
 
-// The registry's entry for the type a file names (kind, takes_images …): its metadata is read,
+// The registry's entry for the type a file names (its kind, its builder): its metadata is read,
 // not its tensors; errors as above.
 const ModelType& model_file_type(const std::string& path);
 

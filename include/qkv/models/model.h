@@ -28,7 +28,9 @@
 
 namespace qkv::models {
 
-enum class Kind { seq2seq, language_model, image_classifier, masked_language_model };
+// What a model does, each kind with its interface below: sequence-to-sequence (a translator) and
+// image-to-text (a captioner: its source a picture) are both Seq2SeqModels, told apart by kind.
+enum class Kind { seq2seq, image_to_text, language_model, image_classifier, masked_language_model };
 
 // What a decoder keeps between steps (KV caches, recurrent states, …), one row per hypothesis.
 // Opaque to the search, which only regroups the rows.

@@ -157,6 +157,11 @@ class Seq2SeqOf final : public detail::Adapter<Net, Seq2SeqModel> {
             static_cast<int32_t>(this->net_.config.eos_id)};
   }
   int64_t max_len() const override { return this->net_.config.max_len; }
+  // a network whose config has an image height reads pictures: a captioner
+  Kind kind() const override {
+    if constexpr (requires { this->net_.config.image_height; }) return Kind::image_to_text;
+    return Kind::seq2seq;
+  }
   ImageShape source_image() const override {
     if constexpr (requires { this->net_.config.image_height; }) {
       const auto& c = this->net_.config;

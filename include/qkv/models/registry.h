@@ -21,7 +21,6 @@ struct ModelType {
   // A fresh model from its hyper-parameters (a model file's "model", or a config's "model" section
   // without "type"); parameters initialized from `gen` (the default generator when null).
   std::function<std::unique_ptr<Model>(const nlohmann::json& config, Generator* gen)> build;
-  bool takes_images = false;  // a sequence-to-sequence type whose source is a picture (a captioner)
 };
 
 // Every registered type, in registration order.
@@ -30,7 +29,7 @@ const std::vector<ModelType>& model_types();
 const ModelType& model_type(const std::string& name);
 
 // A model of the named type, which must be of the kind asked for (a qkv::Error saying what it is
-// otherwise).
+// otherwise); build_seq2seq builds either kind with that interface (sequence-to-sequence, image-to-text).
 std::unique_ptr<Seq2SeqModel> build_seq2seq(const std::string& type, const nlohmann::json& config,
                                             Generator* gen = nullptr);
 std::unique_ptr<LanguageModel> build_language_model(const std::string& type, const nlohmann::json& config,
@@ -39,7 +38,8 @@ std::unique_ptr<ImageClassifier> build_image_classifier(const std::string& type,
                                                         Generator* gen = nullptr);
 std::unique_ptr<MaskedLanguageModel> build_masked_language_model(const std::string& type, const nlohmann::json& config,
                                                                 Generator* gen = nullptr);
-// "sequence-to-sequence", "language", "image classification", "masked language": for messages.
+// "sequence-to-sequence", "image-to-text", "language", "image classification", "masked language":
+// for messages.
 const char* kind_name(Kind kind);
 
 }  // namespace qkv::models
