@@ -27,6 +27,7 @@
 #include "qkv/decode/fill_mask.h"
 #include "qkv/decode/generate.h"
 #include "qkv/decode/inspect.h"
+#include "qkv/decode/replay.h"
 #include "qkv/decode/translator.h"
 #include "qkv/io/config.h"
 #include "qkv/io/file.h"
@@ -90,25 +91,15 @@ class PyTranslator {
   const models::LoadedSeq2Seq& loaded() const { return m_; }
 
  private:
-  // The best hypothesis once more, teacher-forced, with the weights kept (as `qkv attend`):
-  // source + EOS attended by BOS + translation → translation + EOS.
+  // The best hypothesis once more, teacher-forced, with the weights kept (decode/replay.h, as
+  // `qkv attend`).
   void attend(const std::string& line, const decode::Hypothesis& h, TranslationResult& r) const {
-    const models::SpecialTokens c = m_.model->special_tokens();
     std::vector<int32_t> src = tr_->encode(line);
     if (src.empty()) return;
-    src.push_back(c.eos);
-    std::vector<int32_t> tgt_in{c.bos}, tgt_out = h.tokens;
-    tgt_in.insert(tgt_in.end(), h.tokens.begin(), h.tokens.end());
-    tgt_out.push_back(c.eos);
-    if (!h.finished) tgt_in.pop_back(), tgt_out.pop_back();  // stopped at max length: no EOS
-    nn::AttentionMaps maps;
-    {
-      NoGradGuard no_grad;
-      m_.model->forward(Tensor::from_ints(src, {1, static_cast<int64_t>(src.size())}),
-                        Tensor::from_ints(tgt_in, {1, static_cast<int64_t>(tgt_in.size())}), &maps);
-    }
-    for (int32_t id : src) r.source_tokens.push_back(m_.tokenizer->id_to_piece(id));
-    for (int32_t id : tgt_out) r.target_tokens.push_back(m_.tokenizer->id_to_piece(id));
+    const decode::Replay rp = decode::replay(*m_.model, std::move(src), h);
+    const nn::AttentionMaps& maps = rp.maps;
+    for (int32_t id : rp.ids.src) r.source_tokens.push_back(m_.tokenizer->id_to_piece(id));
+    for (int32_t id : rp.ids.tgt_out) r.target_tokens.push_back(m_.tokenizer->id_to_piece(id));
     for (const Tensor& layer : maps.cross)  // [H, T, S], on the host
       r.cross_attention.push_back(layer.select(0, 0).contiguous().to(Device::cpu()));
     if (!maps.cross.empty()) r.attention = mean(r.cross_attention.back(), {0});  // [T, S]

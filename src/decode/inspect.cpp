@@ -10,6 +10,7 @@
 #include "qkv/autograd/grad_mode.h"
 #include "qkv/core/error.h"
 #include "qkv/core/message.h"
+#include "qkv/decode/replay.h"
 #include "qkv/models/registry.h"
 #include "qkv/nn/bert.h"
 #include "qkv/nn/gpt.h"
@@ -139,24 +140,15 @@ AttentionView translation_attention(const models::Seq2SeqModel& model, const tex
   AttentionView v;
   v.input = sentence;
   v.output = tr.decode(h.tokens);
-  // once more with the weights kept: source + EOS, BOS + translation → translation + EOS
-  src.push_back(c.eos);
-  std::vector<int32_t> tgt_in{c.bos}, tgt_out = h.tokens;
-  tgt_in.insert(tgt_in.end(), h.tokens.begin(), h.tokens.end());
-  tgt_out.push_back(c.eos);
-  if (!h.finished) tgt_in.pop_back(), tgt_out.pop_back();  // stopped at max length: no EOS to show
-  nn::AttentionMaps maps;
-  {
-    NoGradGuard no_grad;
-    model.forward(Tensor::from_ints(src, {1, static_cast<int64_t>(src.size())}),
-                  Tensor::from_ints(tgt_in, {1, static_cast<int64_t>(tgt_in.size())}), &maps);
-  }
+  // once more with the weights kept (decode/replay.h)
+  const Replay r = replay(model, std::move(src), h);
+  const nn::AttentionMaps& maps = r.maps;
   auto pieces = [&](const std::vector<int32_t>& ids) {
     std::vector<std::string> p;
     for (int32_t id : ids) p.push_back(id == c.bos ? "<s>" : id == c.eos ? "</s>" : tokenizer.id_to_piece(id));
     return make_axis(p);
   };
-  const TokenAxis source = pieces(src), in = pieces(tgt_in), out = pieces(tgt_out);
+  const TokenAxis source = pieces(r.ids.src), in = pieces(r.ids.tgt_in), out = pieces(r.ids.tgt_out);
   QKV_CHECK(!maps.cross.empty(), name.empty() ? std::string("the model") : name, ": its type, ", model.type(), " (",
             models::model_type(model.type()).description, "), has no cross-attention to show");
   if (!maps.encoder_self.empty()) v.kinds.push_back({"encoder_self", source, source, squeezed(maps.encoder_self)});
@@ -404,11 +396,9 @@ NeuronView translation_neuron(const models::Seq2SeqModel& model, const text::Sen
   // the decoder's: translated first, then teacher-forced on its own output (translation_attention's
   // tgt_in and tgt_out)
   const Hypothesis h = translate_ids(model, {src}, opt)[0];
-  src.push_back(c.eos);
-  std::vector<int32_t> tgt_in{c.bos}, tgt_out = h.tokens;
-  tgt_in.insert(tgt_in.end(), h.tokens.begin(), h.tokens.end());
-  tgt_out.push_back(c.eos);
-  if (!h.finished) tgt_in.pop_back(), tgt_out.pop_back();
+  TeacherForced t = teacher_forced(c, std::move(src), h);  // (named, not a structured binding: lambdas below)
+  src = std::move(t.src);
+  const std::vector<int32_t> tgt_in = std::move(t.tgt_in), tgt_out = std::move(t.tgt_out);
   const int64_t T = static_cast<int64_t>(tgt_in.size());
   const nn::TransformerDecoderLayer& L = *decoder[static_cast<size_t>(layer)];
   const nn::MultiheadAttention& a = kind == "cross" ? *L.multihead_attn : *L.self_attn;
