@@ -122,8 +122,6 @@ Shape broadcast_strides(const TensorBase& t, const Shape& out) {
   return st;
 }
 
-static void store_from_f32(void* base, DType t, int64_t off, float v);  // (below)
-
 static TensorBase make(const Shape& shape, DType dtype, Device device = Device::cpu()) {
   for (int64_t s : shape) QKV_CHECK(s >= 0, "Tensor::empty: negative size in ", shape_str(shape));
   auto impl = std::make_shared<TensorImpl>();
@@ -281,24 +279,6 @@ static void for_each_offset(const Shape& shape, const Shape& strides, F&& f) {
       off -= (shape[d] - 1) * strides[d];
       idx[d] = 0;
     }
-  }
-}
-
-static float load_as_f32(const void* base, DType t, int64_t off) {
-  switch (t) {
-    case DType::f32: return static_cast<const float*>(base)[off];
-    case DType::bf16: return bf16_to_f32(static_cast<const bf16*>(base)[off]);
-    case DType::boolean: return static_cast<const uint8_t*>(base)[off] ? 1.f : 0.f;
-    case DType::i32: return static_cast<float>(static_cast<const int32_t*>(base)[off]);
-  }
-  return 0.f;
-}
-static void store_from_f32(void* base, DType t, int64_t off, float v) {
-  switch (t) {
-    case DType::f32: static_cast<float*>(base)[off] = v; break;
-    case DType::bf16: static_cast<bf16*>(base)[off] = f32_to_bf16(v); break;
-    case DType::boolean: static_cast<uint8_t*>(base)[off] = v != 0.f; break;
-    case DType::i32: static_cast<int32_t*>(base)[off] = static_cast<int32_t>(v); break;
   }
 }
 

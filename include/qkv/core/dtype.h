@@ -60,4 +60,24 @@ inline float round_to_f16(float f) {
   return out;
 }
 
+// Element i of a buffer of `t`, as an f32, and an f32 stored as one: the value rules every
+// conversion follows (bf16 rounds to nearest even, boolean is x ≠ 0, i32 truncates).
+inline float load_as_f32(const void* p, DType t, int64_t i) {
+  switch (t) {
+    case DType::f32: return static_cast<const float*>(p)[i];
+    case DType::bf16: return bf16_to_f32(static_cast<const bf16*>(p)[i]);
+    case DType::boolean: return static_cast<const uint8_t*>(p)[i] ? 1.f : 0.f;
+    case DType::i32: return static_cast<float>(static_cast<const int32_t*>(p)[i]);
+  }
+  return 0.f;
+}
+inline void store_from_f32(void* p, DType t, int64_t i, float v) {
+  switch (t) {
+    case DType::f32: static_cast<float*>(p)[i] = v; break;
+    case DType::bf16: static_cast<bf16*>(p)[i] = f32_to_bf16(v); break;
+    case DType::boolean: static_cast<uint8_t*>(p)[i] = v != 0.f; break;
+    case DType::i32: static_cast<int32_t*>(p)[i] = static_cast<int32_t>(v); break;
+  }
+}
+
 }  // namespace qkv

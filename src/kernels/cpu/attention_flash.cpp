@@ -487,23 +487,6 @@ void attention_forward_flash_bf16_avx512(const AttnProblem&, float*) {
 }
 #endif
 
-// The flash pair in p.compute's precision.
-void attention_forward_flash(const AttnProblem& p, float* out, float* lse) {
-  switch (p.compute) {
-    case AttnCompute::bf16: return attention_forward_flash_bf16(p, out, lse);
-    case AttnCompute::f16: return attention_forward_flash_f16(p, out, lse);
-    case AttnCompute::f32: break;
-  }
-  attention_forward_flash_f32(p, out, lse);
-}
-void attention_backward_flash(const AttnProblem& p, const float* out, const float* lse, const float* dout, float* dq,
-                              float* dk, float* dv) {
-  switch (p.compute) {
-    case AttnCompute::bf16: return attention_backward_flash_bf16(p, out, lse, dout, dq, dk, dv);
-    case AttnCompute::f16: return attention_backward_flash_f16(p, out, lse, dout, dq, dk, dv);
-    case AttnCompute::f32: break;
-  }
-  attention_backward_flash_f32(p, out, lse, dout, dq, dk, dv);
-}
+#include "kernels/attention_precision.inc"
 
 }  // namespace qkv::kernels::cpu

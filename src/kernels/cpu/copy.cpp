@@ -44,25 +44,6 @@ void copy_elements(const std::vector<int64_t>& shape, T* out, const std::vector<
   });
 }
 
-// One element of `t` at p[i], as f32, and back (the conversions' common ground, as core's to_vector).
-float load(const void* p, DType t, int64_t i) {
-  switch (t) {
-    case DType::f32: return static_cast<const float*>(p)[i];
-    case DType::bf16: return bf16_to_f32(static_cast<const bf16*>(p)[i]);
-    case DType::boolean: return static_cast<const uint8_t*>(p)[i] ? 1.f : 0.f;
-    case DType::i32: return static_cast<float>(static_cast<const int32_t*>(p)[i]);
-  }
-  return 0.f;
-}
-void store(void* p, DType t, int64_t i, float v) {
-  switch (t) {
-    case DType::f32: static_cast<float*>(p)[i] = v; break;
-    case DType::bf16: static_cast<bf16*>(p)[i] = f32_to_bf16(v); break;
-    case DType::boolean: static_cast<uint8_t*>(p)[i] = v != 0.f; break;
-    case DType::i32: static_cast<int32_t*>(p)[i] = static_cast<int32_t>(v); break;
-  }
-}
-
 }  // namespace
 
 void copy_strided_to(const std::vector<int64_t>& shape, void* out, const std::vector<int64_t>& out_strides,
@@ -108,7 +89,7 @@ void convert(const void* src, DType from, void* dst, DType to, int64_t n) {
       for (int64_t i = lo; i < hi; ++i) d[i] = bf16_to_f32(s[i]);
     });
   }
-  for (int64_t i = 0; i < n; ++i) store(dst, to, i, load(src, from, i));
+  for (int64_t i = 0; i < n; ++i) store_from_f32(dst, to, i, load_as_f32(src, from, i));
 }
 
 void fill(void* p, DType dtype, int64_t n, float value) {
@@ -116,7 +97,7 @@ void fill(void* p, DType dtype, int64_t n, float value) {
     std::fill_n(static_cast<float*>(p), n, value);
     return;
   }
-  for (int64_t i = 0; i < n; ++i) store(p, dtype, i, value);
+  for (int64_t i = 0; i < n; ++i) store_from_f32(p, dtype, i, value);
 }
 
 }  // namespace qkv::kernels::cpu
