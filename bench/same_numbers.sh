@@ -12,7 +12,7 @@ A=$(realpath "$1"); B=$(realpath "$2"); OUT=${3:-/tmp/same-numbers}
 cd "$(dirname "$0")/.."
 export OMP_NUM_THREADS=1
 mkdir -p "$OUT"
-zcat ../shared/data/tatoeba-en-fr/fra.txt.gz | cut -f1 | awk 'NR % 300 == 0' | head -500 > "$OUT/src.txt"
+zcat ../shared/data/tatoeba-en-fr/fra.txt.gz | awk -F'\t' 'NR % 300 == 0 && n++ < 500 { print $1 }' > "$OUT/src.txt"
 figures() {  # BINARY DIR: the runs, then one line per run
   local bin=$1 d=$2
   mkdir -p "$d"
