@@ -57,6 +57,13 @@ class Server:
                 return int(line.split()[1]) / 1024
         return 0.0
 
+    def exit_status(self, seconds):
+        """Its exit status once it ends within `seconds`; None while it is still up."""
+        try:
+            return self.proc.wait(seconds)
+        except subprocess.TimeoutExpired:
+            return None
+
     def stop(self):
         if self.proc.poll() is None:
             self.proc.send_signal(signal.SIGTERM)
@@ -456,10 +463,7 @@ def case_second_signal(qkv):
     time.sleep(0.3)
     t0 = time.monotonic()
     srv.proc.send_signal(signal.SIGTERM)
-    try:
-        rc = srv.proc.wait(5)
-    except subprocess.TimeoutExpired:
-        rc = None
+    rc = srv.exit_status(5)
     srv.stop()
     t.join(60)
     check(rc == 128 + signal.SIGTERM and time.monotonic() - t0 < 2, f"after a second SIGTERM: exit {rc}")
@@ -496,10 +500,7 @@ def case_sigterm_as_connections_close(qkv, rounds=12, clients=6):
             t.start()
         time.sleep(0.2 + 0.05 * r)
         srv.proc.send_signal(signal.SIGTERM)
-        try:
-            rc = srv.proc.wait(15)
-        except subprocess.TimeoutExpired:
-            rc = None
+        rc = srv.exit_status(15)
         stop.set()
         for t in threads:
             t.join(10)
