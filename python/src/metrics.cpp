@@ -1,4 +1,4 @@
-// qkv.evaluate_translations: `qkv eval`'s scores from Python (text/translation_scores.h) — corpus
+// qkv.evaluate_translations: `qkv eval`'s scores from Python (eval/translation_scores.h, the evaluation floor the CLI and training share) — corpus
 // BLEU and chrF2 as sacreBLEU computes them, grouped by source and by source length on request.
 #include <nanobind/stl/optional.h>
 #include <nanobind/stl/string.h>
@@ -10,7 +10,7 @@
 
 #include "bindings.h"
 #include "qkv/core/error.h"
-#include "qkv/text/translation_scores.h"
+#include "qkv/eval/translation_scores.h"
 
 namespace qkv::python {
 
@@ -39,14 +39,14 @@ void bind_metrics(nb::module_& m) {
                   "evaluate_translations: group and bucket_width need the sources");
         QKV_CHECK(!sources.has_value() || src.size() == hypotheses.size(), "evaluate_translations: ",
                   hypotheses.size(), " hypotheses but ", src.size(), " sources");
-        const text::SentenceGroups g = text::group_by_source(src, hypotheses.size(), group);
+        const eval::SentenceGroups g = eval::group_by_source(src, hypotheses.size(), group);
         std::vector<std::string> hyps;  // grouped: the first line's translation of each source
         for (size_t line : g.first_line) hyps.push_back(hypotheses[line]);
-        const text::TranslationScores s = text::score_translations(g, hyps, references, src, bucket_width);
+        const eval::TranslationScores s = eval::score_translations(g, hyps, references, src, bucket_width);
         nb::dict out = scores_dict(s.bleu, s.chrf, s.sentences);
         if (bucket_width > 0) {
           nb::list buckets;
-          for (const text::LengthBucket& b : s.by_length) {
+          for (const eval::LengthBucket& b : s.by_length) {
             nb::dict d = scores_dict(b.bleu, b.chrf, b.sentences);
             d["from"] = b.from;
             d["to"] = b.to;

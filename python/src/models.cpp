@@ -29,6 +29,8 @@
 #include "qkv/decode/inspect.h"
 #include "qkv/decode/replay.h"
 #include "qkv/decode/translator.h"
+#include "qkv/eval/classification.h"
+#include "qkv/eval/perplexity.h"
 #include "qkv/io/config.h"
 #include "qkv/io/file.h"
 #include "qkv/io/json.h"
@@ -322,6 +324,12 @@ class PyImageClassifier {
     }
     return {names, p};
   }
+  // eval::score_classifier over pictures and their labels
+  eval::ClassifierScores evaluate(nb::handle images, const std::vector<int32_t>& labels, int64_t batch_size) const {
+    const Tensor x = images_of(images, m_.model->image_shape(), "ImageClassifier.evaluate");
+    nb::gil_scoped_release release;
+    return eval::score_classifier(*m_.model, x, labels, batch_size);
+  }
   const models::LoadedImageClassifier& loaded() const { return m_; }
 
  private:
@@ -478,6 +486,23 @@ void bind_models(nb::module_& m) {
           },
           "text"_a, "layer"_a, "head"_a, "query"_a,
           kLanguageModelNeuronDoc.c_str())
+      .def(
+          "perplexity",
+          [](const PyLanguageModel& lm, const std::string& text, int64_t block_size) {
+            const std::vector<int32_t> ids = lm.loaded().tokenizer.encode(text);
+            eval::Perplexity p;
+            {
+              nb::gil_scoped_release release;
+              p = eval::perplexity(*lm.loaded().model, ids, block_size);
+            }
+            nb::dict d;
+            d["perplexity"] = p.perplexity, d["loss"] = p.loss, d["tokens"] = p.tokens, d["block_size"] = p.block;
+            return d;
+          },
+          "text"_a, "block_size"_a = 0,
+          "The perplexity of `text` under the model, as `qkv eval --text` reports it: exp of the mean\n"
+          "−log p(x_t | x_<t) over its tokens after the first, read in windows of block_size tokens (0: the\n"
+          "model's context, at most 1024) that share one token. {'perplexity', 'loss', 'tokens', 'block_size'}.")
       .def_prop_ro("metadata", [](const PyLanguageModel& lm) { return meta_dict(lm.loaded().meta); })
       .def("__repr__", [](const PyLanguageModel& lm) { return "qkv.LanguageModel('" + lm.loaded().path + "')"; });
 
@@ -531,6 +556,25 @@ void bind_models(nb::module_& m) {
           "images"_a,
           "(class names, probabilities [N, classes]) of pictures: float [N, C, H, W] in [0, 1], or uint8\n"
           "0…255 as [N, H, W] or one [H, W].")
+      .def(
+          "evaluate",
+          [](const PyImageClassifier& c, nb::handle images, const std::vector<int32_t>& labels, int64_t batch_size) {
+            const eval::ClassifierScores e = c.evaluate(images, labels, batch_size);
+            nb::dict d;
+            d["accuracy"] = e.accuracy, d["loss"] = e.loss, d["images"] = e.images;
+            d["per_class_accuracy"] = e.per_class_accuracy();
+            nb::list confusion;
+            for (int64_t t = 0; t < e.classes; ++t)
+              confusion.append(std::vector<int64_t>(e.confusion.begin() + t * e.classes,
+                                                    e.confusion.begin() + (t + 1) * e.classes));
+            d["confusion"] = confusion;
+            d["predictions"] = e.predictions;
+            return d;
+          },
+          "images"_a, "labels"_a, "batch_size"_a = 500,
+          "Scores labelled pictures as `qkv eval` does (images as classify takes them, labels 0 … classes − 1):\n"
+          "{'accuracy', 'loss' (mean cross-entropy), 'images', 'per_class_accuracy', 'confusion' (rows: the\n"
+          "true class, columns: the prediction), 'predictions'}.")
       .def_prop_ro("classes", [](const PyImageClassifier& c) {
         std::vector<std::string> names;
         for (int64_t k = 0; k < c.loaded().model->num_classes(); ++k) names.push_back(c.loaded().model->class_name(k));

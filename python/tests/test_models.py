@@ -2,6 +2,7 @@
 generation (streamed too), classification, loading any kind, and training from a config."""
 import gzip
 import json
+import struct
 import os
 import subprocess
 
@@ -105,6 +106,46 @@ def test_classifier_equals_the_cli():
     np.testing.assert_allclose(probs.max(axis=1), [r["top"][0]["probability"] for r in rows], rtol=1e-5)
     with pytest.raises(qkv.Error, match="28×28"):
         c.classify(np.zeros((2, 32, 32), dtype=np.uint8))
+
+
+def test_classifier_scores_equal_qkv_eval(tmp_path):
+    path = os.path.join(MODELS, "fashion-mnist-nonlocal.safetensors")
+    c = qkv.ImageClassifier(path)
+    with gzip.open(os.path.join(FASHION, "t10k-labels-idx1-ubyte.gz")) as f:
+        labels = np.frombuffer(f.read(), dtype=np.uint8, offset=8)[:300]
+    images = fashion_test_images(300)
+    s = c.evaluate(images, [int(v) for v in labels], batch_size=128)
+    confusion = np.array(s["confusion"])
+    assert confusion.shape == (10, 10) and confusion.sum() == 300 == s["images"]
+    assert s["accuracy"] == pytest.approx(np.trace(confusion) / 300)
+    assert s["predictions"] == [c.classes.index(n) for n in c.classify(images)[0]]
+    # the same 300 pictures and labels through `qkv eval`, as IDX files
+    (tmp_path / "images").write_bytes(struct.pack(">IIII", 0x803, 300, 28, 28) + images.tobytes())
+    (tmp_path / "labels").write_bytes(struct.pack(">II", 0x801, 300) + labels.tobytes())
+    want = json.loads(cli("eval", "-m", path, "--images", str(tmp_path / "images"), "--labels", str(tmp_path / "labels"),
+                          "--json"))
+    assert want["confusion"] == confusion.reshape(-1).tolist()
+    assert s["accuracy"] == want["accuracy"] and s["loss"] == pytest.approx(want["loss"], rel=1e-6)
+    assert s["per_class_accuracy"] == [k["accuracy"] for k in want["per_class"]]
+    with pytest.raises(qkv.Error, match="300 images but 2 labels"):
+        c.evaluate(fashion_test_images(300), [0, 1])
+    with pytest.raises(qkv.Error, match="labelled 10"):
+        c.evaluate(fashion_test_images(1), [10])
+
+
+def test_perplexity_equals_qkv_eval(tmp_path):
+    path = os.path.join(MODELS, "shakespeare-char.safetensors")
+    lm = qkv.LanguageModel(path)
+    text = "ROMEO:\nBut soft, what light through yonder window breaks?\nIt is the east, and Juliet is the sun.\n" * 3
+    (tmp_path / "t.txt").write_text(text)
+    want = json.loads(cli("eval", "-m", path, "--text", str(tmp_path / "t.txt"), "--block-size", "64", "--json"))
+    got = lm.perplexity(text, block_size=64)
+    assert got["tokens"] == want["tokens"] == len(text) - 1 and got["block_size"] == 64
+    assert got["perplexity"] == pytest.approx(want["perplexity"], rel=1e-6)
+    with pytest.raises(qkv.Error, match="at least 2"):
+        lm.perplexity("a")
+    with pytest.raises(qkv.Error, match="block_size"):
+        lm.perplexity(text, block_size=10**6)
 
 
 def test_load_knows_every_kind_and_names_bad_files(tmp_path):

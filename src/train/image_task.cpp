@@ -8,6 +8,7 @@
 #include "qkv/autograd/grad_mode.h"
 #include "qkv/core/checked.h"
 #include "qkv/core/error.h"
+#include "qkv/eval/classification.h"
 #include "qkv/io/progress.h"
 #include "qkv/io/sample.h"
 #include "qkv/models/model_file.h"
@@ -76,38 +77,6 @@ ImageData load_image_data(const ImageDataConfig& d, const std::string& base_dir)
   QKV_CHECK(r.train.channels == r.test.channels && r.train.height == r.test.height && r.train.width == r.test.width,
             "image_classification task: the train images are ", r.train.channels, "×", r.train.height, "×",
             r.train.width, ", the test images ", r.test.channels, "×", r.test.height, "×", r.test.width);
-  return r;
-}
-
-ImageEval evaluate_images(const models::ImageClassifier& model, const vision::ImageSet& set, int64_t batch_size) {
-  NoGradGuard no_grad;
-  ImageEval r;
-  r.predictions.resize(static_cast<size_t>(set.size()));
-  const int64_t K = model.num_classes();
-  double loss_sum = 0;
-  int64_t correct = 0;
-  io::ProgressBar bar("eval", set.size(), 0, /*delay_seconds=*/2);  // images; shown when it runs long
-  for (int64_t start = 0; start < set.size(); start += batch_size) {
-    const int64_t n = std::min(batch_size, set.size() - start);
-    std::vector<int64_t> index(static_cast<size_t>(n));
-    std::iota(index.begin(), index.end(), start);
-    Tensor x = Tensor::empty({n, set.channels, set.height, set.width});
-    vision::fill_batch(set, index, {}, 0, 0, x.data());
-    const std::vector<int32_t> labels(set.labels.begin() + start, set.labels.begin() + start + n);
-    const Tensor logits = model.forward(x);  // [n, K]
-    loss_sum += cross_entropy(logits, Tensor::from_ints(labels, {n}).to(logits.device()), -100, 0.f, "sum").item();
-    const std::vector<float> l = logits.to_vector();  // (copied to the host from a GPU)
-    for (int64_t i = 0; i < n; ++i) {
-      const float* row = l.data() + i * K;
-      const auto best = static_cast<int32_t>(std::max_element(row, row + K) - row);
-      r.predictions[static_cast<size_t>(start + i)] = best;
-      correct += best == labels[static_cast<size_t>(i)];
-    }
-    bar.update(n);
-  }
-  bar.close();
-  r.loss = set.size() ? loss_sum / static_cast<double>(set.size()) : 0;
-  r.accuracy = set.size() ? static_cast<double>(correct) / static_cast<double>(set.size()) : 0;
   return r;
 }
 
@@ -214,7 +183,7 @@ StepStats ImageTask::train_micro_step(int64_t step, int64_t micro, int64_t accum
 }
 
 std::vector<std::pair<std::string, double>> ImageTask::evaluate(int64_t) {
-  const ImageEval e = evaluate_images(*model_, eval_);
+  const eval::ClassifierScores e = eval::score_classifier(*model_, eval_);
   const std::string split = eval_is_test_ ? "test" : "val";
   return {{split + "_loss", e.loss}, {split + "_accuracy", e.accuracy}};
 }

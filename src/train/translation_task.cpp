@@ -14,7 +14,7 @@
 #include "qkv/io/json.h"
 #include "qkv/io/progress.h"
 #include "qkv/ops.h"
-#include "qkv/text/bleu.h"
+#include "qkv/eval/translation_scores.h"
 #include "qkv/models/model_file.h"
 #include "qkv/models/registry.h"
 #include "qkv/nn/init.h"
@@ -360,7 +360,7 @@ std::vector<std::pair<std::string, double>> TranslationTask::evaluate(int64_t) {
     io::ProgressBar bar("eval BLEU", static_cast<int64_t>(n), 0, /*delay_seconds=*/2);  // sentences
     to.on_batch = [&bar](int64_t done, int64_t) { bar.update(done - bar.n()); };
     std::vector<std::string> hyp = decode::Translator(*model_, *sp_).translate(src, to);
-    out.emplace_back("val_bleu", text::corpus_bleu(hyp, {ref}).score);
+    out.emplace_back("val_bleu", eval::score_translations(eval::group_by_source({}, n, false), hyp, {ref}).bleu.score);
   }
   return out;
 }

@@ -1,6 +1,6 @@
-// The captioning task (train/caption_task.h): attention mass inside boxes against its definition,
-// the class words, scene batches as pixels / 255, a task whose batches depend only on the step, an
-// evaluation that reports the captioning figures, and clear errors for configs that cannot work.
+// The captioning task (train/caption_task.h): scene batches as pixels / 255, a task whose batches
+// depend only on the step, an evaluation that reports the captioning figures
+// (eval/caption_scores.h), and clear errors for configs that cannot work.
 #include <gtest/gtest.h>
 
 #include <fstream>
@@ -13,28 +13,6 @@ namespace qkv::train {
 namespace {
 
 using nlohmann::json;
-
-TEST(CaptionTask, AttentionMassInBoxesFollowsItsDefinition) {
-  // a 2×2 grid over an 8×8 canvas: cells of 4×4 pixels
-  const std::vector<float> uniform(4, 0.25f);
-  const vision::Box left{0, 0, 4, 8}, quarter{0, 0, 2, 2}, centre{2, 2, 6, 6};
-  EXPECT_DOUBLE_EQ(mass_in_boxes(uniform, 2, 2, 8, 8, {left}), 0.5);             // the area share
-  EXPECT_DOUBLE_EQ(mass_in_boxes({1, 0, 0, 0}, 2, 2, 8, 8, {left}), 1.0);        // all of it inside
-  EXPECT_DOUBLE_EQ(mass_in_boxes({0, 1, 0, 0}, 2, 2, 8, 8, {left}), 0.0);        // all of it outside
-  EXPECT_DOUBLE_EQ(mass_in_boxes({1, 0, 0, 0}, 2, 2, 8, 8, {quarter}), 0.25);    // 4 of the cell's 16 pixels
-  EXPECT_DOUBLE_EQ(mass_in_boxes(uniform, 2, 2, 8, 8, {centre}), 16.0 / 64);
-  EXPECT_DOUBLE_EQ(mass_in_boxes(uniform, 2, 2, 8, 8, {left, left, quarter}), 0.5);  // a pixel counts once
-  EXPECT_THROW(mass_in_boxes({1, 0, 0}, 2, 2, 8, 8, {left}), Error);
-}
-
-TEST(CaptionTask, ClassWordsAreTheGrammarsNames) {
-  EXPECT_EQ(class_of_word("tee"), 0);
-  EXPECT_EQ(class_of_word("trousers"), 1);
-  EXPECT_EQ(class_of_word("boot"), 9);
-  EXPECT_EQ(class_of_word("pair"), -1);
-  EXPECT_EQ(class_of_word("left"), -1);
-  EXPECT_EQ(class_of_word("Boot"), -1);
-}
 
 // 40 stand-in items per split (labels i % 10, bright rectangles) as Fashion-MNIST's four IDX files.
 void write_items(const std::filesystem::path& d) {
@@ -65,15 +43,6 @@ json tiny_config(const std::filesystem::path& data) {
           {"eval", {{"scenes", 4}}}};
 }
 
-// A class word's noun phrase starts at its "a": "a bag" one word back, "a pair of trousers" three.
-TEST(CaptionTask, NounPhrasesStartAtTheirArticle) {
-  const std::vector<std::string> w = {"a", "pair", "of", "trousers", "to", "the", "left", "of", "a", "bag"};
-  EXPECT_EQ(noun_phrase_start(w, 3), 0u);
-  EXPECT_EQ(noun_phrase_start(w, 9), 8u);
-  EXPECT_EQ(noun_phrase_start(w, 0), 0u);                              // no word before: itself
-  EXPECT_EQ(noun_phrase_start({"to", "the", "left", "of", "bag"}, 4), 4u);  // no "a" within three words
-}
-
 TEST(CaptionTask, BatchesDependOnlyOnTheStepAndEvaluationReportsTheFigures) {
   testing::TempDir d("caption-task");
   write_items(d.path);
@@ -93,7 +62,7 @@ TEST(CaptionTask, BatchesDependOnlyOnTheStepAndEvaluationReportsTheFigures) {
   EXPECT_LE(m["val_exact"], 1.0);
   // the scores of four validation scenes: captions for each, attention over the 12×12 grid
   const decode::ImageCaptioner cap(a.captioner(), a.tokenizer());
-  const CaptionScores s = score_captions(cap, a.scenes(), vision::SceneSplit::val, 0, 4, {});
+  const eval::CaptionScores s = eval::score_captions(cap, a.scenes(), vision::SceneSplit::val, 0, 4, {});
   EXPECT_EQ(s.captions.size(), 4u);
   EXPECT_EQ(s.captions[0].rows, 12);
   EXPECT_TRUE(s.has_attention);
@@ -105,12 +74,12 @@ TEST(CaptionTask, BatchesDependOnlyOnTheStepAndEvaluationReportsTheFigures) {
     EXPECT_NEAR(s.by_step.own, s.attention_in_box, 1e-9);
     EXPECT_GE(s.by_step.phrase, s.by_step.own - 1e-12);
     int64_t words = 0;
-    for (const CaptionScores::ByStep& b : s.by_class) words += b.words;
+    for (const eval::CaptionScores::ByStep& b : s.by_class) words += b.words;
     EXPECT_EQ(words, s.named_words);
   }
   // the scene batch is the canvases' bytes / 255
   const vision::Scene sc = a.scenes().generate(vision::SceneSplit::val, 0);
-  const std::vector<float> px = scene_images({sc}).to_vector();
+  const std::vector<float> px = eval::scene_images({sc}).to_vector();
   ASSERT_EQ(px.size(), sc.pixels.size());
   for (size_t i = 0; i < px.size(); i += 97) EXPECT_FLOAT_EQ(px[i], sc.pixels[i] / 255.f);
 }

@@ -13,7 +13,9 @@
 #include "qkv/models/registry.h"
 #include "qkv/nn/convnet.h"
 #include "qkv/ops.h"
+#include "qkv/eval/classification.h"
 #include "qkv/train/image_task.h"
+#include "qkv/eval/classification.h"
 #include "qkv/train/optim.h"
 #include "testing.h"
 
@@ -140,7 +142,7 @@ TEST(ImageTask, TrainsResumesAndTheModelFileClassifies) {
   models::LoadedImageClassifier a = models::load_image_classifier((d.path / "run" / "model.safetensors").string()),
                                 b = models::load_image_classifier((d.path / "half" / "model.safetensors").string());
   ImageData data = load_image_data(ImageDataConfig::fields().from_json(task_config(d.path, 1)["data"]), "");
-  const ImageEval ea = evaluate_images(*a.model, data.test), eb = evaluate_images(*b.model, data.test);
+  const eval::ClassifierScores ea = eval::score_classifier(*a.model, data.test), eb = eval::score_classifier(*b.model, data.test);
   EXPECT_EQ(ea.predictions, eb.predictions);
   EXPECT_DOUBLE_EQ(ea.loss, eb.loss);
   EXPECT_GT(ea.accuracy, 0.9);
@@ -183,9 +185,9 @@ TEST(ImageTask, EvalImagesScoresTheSameSeededSample) {
   EXPECT_EQ(picked.size(), 10u);
   // the evaluation scores those 10: its loss is the loss over the sample
   const auto e = capped.evaluate(0);
-  const ImageEval direct = evaluate_images(capped.classifier(), capped.eval_set());
+  const eval::ClassifierScores direct = eval::score_classifier(capped.classifier(), capped.eval_set());
   EXPECT_DOUBLE_EQ(e[0].second, direct.loss);
-  EXPECT_NE(direct.loss, evaluate_images(all.classifier(), all.eval_set()).loss);
+  EXPECT_NE(direct.loss, eval::score_classifier(all.classifier(), all.eval_set()).loss);
   cfg["data"]["eval_images"] = -1;
   EXPECT_NE(testing::error_of([&] { ImageTask t(cfg, ""); }).find("eval_images"), std::string::npos);
 }
@@ -209,7 +211,7 @@ TEST(ImageTask, TrainsOnAGpuAlongTheCpusLossCurve) {
   models::LoadedImageClassifier on_cpu = models::load_image_classifier((d.path / "cpu" / "model.safetensors").string()),
                                 from_gpu = models::load_image_classifier((d.path / "gpu" / "model.safetensors").string());
   ImageData data = load_image_data(ImageDataConfig::fields().from_json(cfg["data"]), "");
-  EXPECT_NEAR(evaluate_images(*from_gpu.model, data.test).accuracy, evaluate_images(*on_cpu.model, data.test).accuracy,
+  EXPECT_NEAR(eval::score_classifier(*from_gpu.model, data.test).accuracy, eval::score_classifier(*on_cpu.model, data.test).accuracy,
               0.1)
       << "on the CPU, from the GPU's model file";
 }

@@ -177,8 +177,8 @@ int run_caption_eval(const std::string& model_path, const CaptionEvalArgs& a, in
   const vision::SceneSplit split = vision::scene_split_from_name(a.split);
   io::ProgressBar bar("caption", a.count, 0, /*delay_seconds=*/2);  // scenes (29 s per 200 on a busy core)
   o.on_batch = [&bar](int64_t done, int64_t) { bar.update(done - bar.n()); };
-  const train::CaptionScores s =
-      train::score_captions(decode::ImageCaptioner(*l.m.model, *l.m.tokenizer), *l.scenes, split, a.first, a.count, o);
+  const eval::CaptionScores s =
+      eval::score_captions(decode::ImageCaptioner(*l.m.model, *l.m.tokenizer), *l.scenes, split, a.first, a.count, o);
   bar.close();
   if (!a.captions_out.empty()) {
     std::string tsv = "index\tcaption\treference\n";
@@ -197,7 +197,7 @@ int run_caption_eval(const std::string& model_path, const CaptionEvalArgs& a, in
                 {"named_words", s.named_words},
                 {"unseen_words", s.unseen_words}});
       // the same words' attention at the step before and after, and the best step of their phrase
-      auto steps = [](const train::CaptionScores::ByStep& b) {
+      auto steps = [](const eval::CaptionScores::ByStep& b) {
         return json{{"words", b.words}, {"before", b.before}, {"own", b.own}, {"after", b.after}, {"phrase", b.phrase}};
       };
       j["attention_by_step"] = steps(s.by_step);
@@ -255,11 +255,11 @@ int run_caption_attend(const std::string& model_path, const std::vector<std::str
       p.caption = word, p.height = first.height, p.width = first.width, p.show_query = false;
       // the item this step's word helps name: its own class word, or for "a", "pair", "of" the class
       // word that ends their noun phrase (the model may look at the item while writing those)
-      int32_t k = train::class_of_word(word);
+      int32_t k = eval::class_of_word(word);
       std::string named = word;
       for (size_t u = t + 1; k < 0 && t < c.words.size() && u < std::min(c.words.size(), t + 4); ++u)
-        if (train::class_of_word(c.words[u]) >= 0) {
-          if (train::noun_phrase_start(c.words, u) <= t) k = train::class_of_word(c.words[u]), named = c.words[u];
+        if (eval::class_of_word(c.words[u]) >= 0) {
+          if (eval::noun_phrase_start(c.words, u) <= t) k = eval::class_of_word(c.words[u]), named = c.words[u];
           break;
         }
       std::string share;
@@ -272,7 +272,7 @@ int run_caption_attend(const std::string& model_path, const std::vector<std::str
                                static_cast<float>(it.box.x1), static_cast<float>(it.box.y1)});
           }
         if (!boxes.empty()) {
-          const double m = train::mass_in_boxes(c.attention[t], c.rows, c.cols, pic.image.height, pic.image.width, boxes);
+          const double m = eval::mass_in_boxes(c.attention[t], c.rows, c.cols, pic.image.height, pic.image.width, boxes);
           if (named == word) {
             share = detail::concat(" (", static_cast<int>(m * 100 + 0.5), "% in box)");
             std::printf("  %-10s %5.1f%% of the attention inside its box\n", word.c_str(), 100 * m);

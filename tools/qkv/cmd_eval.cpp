@@ -30,24 +30,22 @@
 #include "caption_commands.h"
 #include "vision_commands.h"
 #include "qkv/models/load.h"
-#include "qkv/autograd/grad_mode.h"
 #include "qkv/core/error.h"
 #include "qkv/decode/translator.h"
+#include "qkv/eval/perplexity.h"
+#include "qkv/eval/translation_scores.h"
 #include "qkv/io/data_file.h"
 #include "qkv/io/file.h"
 #include "qkv/io/progress.h"
 #include "qkv/io/sample.h"
 #include "qkv/text/bleu.h"
-#include "qkv/text/translation_scores.h"
 #include "qkv/text/parallel_corpus.h"
 
 namespace qkv::cli {
 
 namespace {
 
-// perplexity = exp((1/N) Σ_t −log p(x_t | x_<t)) over the text's tokens after its first, read in
-// consecutive windows of `block` + 1 tokens that share one token (each window's first token is
-// context only): transformers' perplexity guide with stride = max_length.
+// A language model's perplexity over --text (eval/perplexity.h), read with the model's own tokenizer.
 int run_lm_eval(const std::string& path, const std::string& text_path, int64_t block, int64_t limit, uint64_t seed,
                 bool json) {
   QKV_CHECK(!text_path.empty(), "qkv eval: '", path, "' is a language model: give --text (a text file to score)");
@@ -57,40 +55,26 @@ int run_lm_eval(const std::string& path, const std::string& text_path, int64_t b
   QKV_CHECK(n >= 2, "qkv eval: '", text_path, "' holds ", n, " token(s); perplexity needs at least 2");
   // windows: the model's context, at most 1024 tokens unless --block-size says otherwise
   const int64_t T = block > 0 ? std::min(block, lm.model->block_size()) : std::min<int64_t>(lm.model->block_size(), 1024);
-  NoGradGuard no_grad;
-  double nll = 0;  // Σ −log p over the scored tokens
-  const auto t0 = std::chrono::steady_clock::now();
   // the windows: all, or --limit of them drawn with --seed
-  const int64_t windows = (n - 1 + T - 1) / T;
+  const int64_t windows = eval::perplexity_windows(n, T);
   const std::vector<int64_t> which = io::sample_indices(windows, limit, seed);
   if (limit > 0 && limit < windows && !json)
     std::fprintf(stderr, "--limit %lld: %lld of the %lld windows, drawn with seed %llu\n",
                  static_cast<long long>(limit), static_cast<long long>(limit), static_cast<long long>(windows),
                  static_cast<unsigned long long>(seed));
   io::ProgressBar bar("perplexity", static_cast<int64_t>(which.size()), 0, /*delay_seconds=*/2);
-  int64_t scored = 0;  // tokens
-  for (int64_t w : which) {
-    const int64_t start = w * T;
-    const int64_t len = std::min(T, n - 1 - start);
-    // x [1, len] = ids[start …], y [1, len] = ids[start + 1 …]; loss: their mean cross-entropy
-    const std::vector<int32_t> x(ids.begin() + start, ids.begin() + start + len),
-        y(ids.begin() + start + 1, ids.begin() + start + 1 + len);
-    nll += lm.model->loss(Tensor::from_ints(x, {1, len}), Tensor::from_ints(y, {1, len})).item() *
-           static_cast<double>(len);
-    scored += len;
-    bar.update(1);
-  }
+  const auto t0 = std::chrono::steady_clock::now();
+  const eval::Perplexity p = eval::perplexity(*lm.model, ids, T, which, [&] { bar.update(1); });
   bar.close();
   const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  const double loss = nll / static_cast<double>(scored), ppl = std::exp(loss);
   if (json) {
-    std::printf("%s\n", nlohmann::json({{"perplexity", ppl}, {"loss", loss}, {"tokens", scored}, {"block_size", T},
-                                        {"seconds", seconds}})
+    std::printf("%s\n", nlohmann::json({{"perplexity", p.perplexity}, {"loss", p.loss}, {"tokens", p.tokens},
+                                        {"block_size", T}, {"seconds", seconds}})
                             .dump()
                             .c_str());
   } else {
-    std::printf("perplexity %.3f (cross-entropy %.4f nats per token over %lld tokens, windows of %lld)\n", ppl, loss,
-                static_cast<long long>(scored), static_cast<long long>(T));
+    std::printf("perplexity %.3f (cross-entropy %.4f nats per token over %lld tokens, windows of %lld)\n",
+                p.perplexity, p.loss, static_cast<long long>(p.tokens), static_cast<long long>(T));
   }
   return 0;
 }
@@ -196,7 +180,7 @@ void add_eval(CLI::App& app) {
               " lines in --hyp '", a->hyp, "' but ", n_lines, " in --src '", a->src, "'");
 
     // The sentences to score: every line, or the first line of each distinct source.
-    const text::SentenceGroups groups = text::group_by_source(src, n_lines, a->group);
+    const eval::SentenceGroups groups = eval::group_by_source(src, n_lines, a->group);
 
     std::vector<std::string> hyps;
     double seconds = 0;
@@ -219,17 +203,17 @@ void add_eval(CLI::App& app) {
       }
     }
 
-    const text::TranslationScores scores =
-        text::score_translations(groups, hyps, refs, src, a->by_length ? a->bucket : 0);
+    const eval::TranslationScores scores =
+        eval::score_translations(groups, hyps, refs, src, a->by_length ? a->bucket : 0);
     const text::BleuScore& bleu = scores.bleu;
     const text::ChrfScore& chrf = scores.chrf;
-    const std::vector<text::LengthBucket>& buckets = scores.by_length;
+    const std::vector<eval::LengthBucket>& buckets = scores.by_length;
     if (a->group && !a->json)
       std::fprintf(stderr, "%zu distinct sources on %zu lines; %.2f references each on average\n", hyps.size(), n_lines,
                    static_cast<double>(n_lines * refs.size()) / static_cast<double>(hyps.size()));
     if (!a->by_length_csv.empty()) {
       std::string csv = "length_from,length_to,source_length,sentences,bleu,chrf\n";
-      for (const text::LengthBucket& b : buckets)
+      for (const eval::LengthBucket& b : buckets)
         csv += detail::concat(b.from, ",", b.to, ",", b.to, ",", b.sentences, ",", b.bleu.score, ",", b.chrf.score,
                               "\n");
       io::write_file_atomic(a->by_length_csv, csv);
@@ -241,7 +225,7 @@ void add_eval(CLI::App& app) {
       if (seconds > 0) j["seconds"] = seconds;
       if (a->by_length) {
         j["by_length"] = nlohmann::json::array();
-        for (const text::LengthBucket& b : buckets)
+        for (const eval::LengthBucket& b : buckets)
           j["by_length"].push_back({{"from", b.from}, {"to", b.to}, {"sentences", b.sentences},
                                     {"bleu", b.bleu.score}, {"chrf", b.chrf.score}, {"bp", b.bleu.bp}});
       }
@@ -250,7 +234,7 @@ void add_eval(CLI::App& app) {
       std::printf("%s\n%s\n", bleu.format().c_str(), chrf.format().c_str());
       if (a->by_length) {
         std::printf("\n%-14s %9s %7s %7s %6s\n", "source tokens", "sentences", "BLEU", "chrF2", "BP");
-        for (const text::LengthBucket& b : buckets)
+        for (const eval::LengthBucket& b : buckets)
           std::printf("%-14s %9zu %7.2f %7.2f %6.3f\n", detail::concat(b.from, "-", b.to).c_str(), b.sentences,
                       b.bleu.score, b.chrf.score, b.bleu.bp);
       }

@@ -19,11 +19,11 @@
 #include "options.h"
 #include "qkv/autograd/grad_mode.h"
 #include "qkv/core/error.h"
+#include "qkv/eval/classification.h"
 #include "qkv/io/file.h"
 #include "qkv/io/sample.h"
 #include "qkv/models/load.h"
 #include "qkv/ops.h"
-#include "qkv/train/image_task.h"
 #include "qkv/viz/image_attention.h"
 #include "qkv/viz/png.h"
 #include "qkv/viz/svg.h"
@@ -143,26 +143,18 @@ int run_image_eval(const std::string& model_path, const ImageEvalArgs& a, bool a
             "' takes ", s.channels, "×", s.height, "×", s.width, " images, the data has ", set.channels, "×",
             set.height, "×", set.width);
   const auto t0 = std::chrono::steady_clock::now();
-  const train::ImageEval e = train::evaluate_images(m, set);
+  const eval::ClassifierScores e = eval::score_classifier(m, set);
   const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   const int64_t K = m.num_classes();
-  // confusion[t][p]: images of true class t predicted as p
-  std::vector<int64_t> confusion(static_cast<size_t>(K * K), 0), count(static_cast<size_t>(K), 0);
-  for (int64_t i = 0; i < set.size(); ++i) {
-    const int32_t t = set.labels[static_cast<size_t>(i)], p = e.predictions[static_cast<size_t>(i)];
-    ++confusion[static_cast<size_t>(t * K + p)];
-    ++count[static_cast<size_t>(t)];
-  }
+  const std::vector<int64_t> count = e.per_class_images();
+  const std::vector<double> accuracy = e.per_class_accuracy();
   json per_class = json::array();
   for (int64_t k = 0; k < K; ++k)
     per_class.push_back({{"class", m.class_name(k)}, {"images", count[static_cast<size_t>(k)]},
-                         {"accuracy", count[static_cast<size_t>(k)]
-                                          ? static_cast<double>(confusion[static_cast<size_t>(k * K + k)]) /
-                                                static_cast<double>(count[static_cast<size_t>(k)])
-                                          : 0.0}});
+                         {"accuracy", accuracy[static_cast<size_t>(k)]}});
   if (as_json) {
     json j = {{"model", model_path}, {"images", set.size()},     {"accuracy", e.accuracy}, {"loss", e.loss},
-              {"per_class", per_class}, {"confusion", confusion}, {"images_per_s", static_cast<double>(set.size()) / secs}};
+              {"per_class", per_class}, {"confusion", e.confusion}, {"images_per_s", static_cast<double>(set.size()) / secs}};
     std::printf("%s\n", j.dump().c_str());
   } else {
     std::printf("accuracy %.2f%% (%lld images), loss %.4f, %.0f images/s\n", 100 * e.accuracy,
@@ -173,16 +165,9 @@ int run_image_eval(const std::string& model_path, const ImageEvalArgs& a, bool a
   }
   if (!a.confusion.empty()) {
     // rows: the true class, columns: the prediction; each row as fractions of its class
-    std::vector<float> v(static_cast<size_t>(K * K));
+    const std::vector<float> v = e.confusion_fractions();
     std::vector<std::string> names;
-    for (int64_t t = 0; t < K; ++t) {
-      names.push_back(m.class_name(t));
-      for (int64_t p = 0; p < K; ++p)
-        v[static_cast<size_t>(t * K + p)] =
-            count[static_cast<size_t>(t)] ? static_cast<float>(confusion[static_cast<size_t>(t * K + p)]) /
-                                                static_cast<float>(count[static_cast<size_t>(t)])
-                                          : 0.f;
-    }
+    for (int64_t t = 0; t < K; ++t) names.push_back(m.class_name(t));
     viz::HeatmapOptions ho;
     char title[200];
     std::snprintf(title, sizeof title, "Confusion matrix: %s, accuracy %.2f%%", fs::path(model_path).filename().c_str(),

@@ -51,14 +51,6 @@ struct ImageData {
 };
 ImageData load_image_data(const ImageDataConfig& d, const std::string& base_dir);
 
-// Loss and accuracy of `model` over `set` (no tape; batches of batch_size), and the predicted class
-// of every image.
-struct ImageEval {
-  double loss = 0, accuracy = 0;
-  std::vector<int32_t> predictions;
-};
-ImageEval evaluate_images(const models::ImageClassifier& model, const vision::ImageSet& set, int64_t batch_size = 500);
-
 class ImageTask : public TrainingTask {
  public:
   // Relative paths resolve against base_dir (the config file's folder).

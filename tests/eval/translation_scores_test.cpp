@@ -1,7 +1,7 @@
-// Translation scoring as `qkv eval` reports it (text/translation_scores.h): the plain scores are
+// Translation scoring as `qkv eval` reports it (eval/translation_scores.h): the plain scores are
 // corpus BLEU/chrF over the reference streams; grouped, each distinct source is scored once against
 // the references of all its lines; by length, each bucket is scored on its own sentences.
-#include "qkv/text/translation_scores.h"
+#include "qkv/eval/translation_scores.h"
 
 #include <gtest/gtest.h>
 
@@ -10,7 +10,7 @@
 
 #include "testing.h"
 
-namespace qkv::text {
+namespace qkv::eval {
 namespace {
 
 const std::vector<std::string> kSources = {"I like tea .", "I like tea .", "The cat sat on the mat and looked around .",
@@ -24,8 +24,8 @@ TEST(TranslationScores, PlainScoresAreTheCorpusScores) {
   const SentenceGroups g = group_by_source(kSources, 4, false);
   EXPECT_EQ(g.sentences(), 4u);
   const TranslationScores s = score_translations(g, hyps, {kRefs});
-  EXPECT_DOUBLE_EQ(s.bleu.score, corpus_bleu(hyps, {kRefs}).score);
-  EXPECT_DOUBLE_EQ(s.chrf.score, corpus_chrf(hyps, {kRefs}).score);
+  EXPECT_DOUBLE_EQ(s.bleu.score, text::corpus_bleu(hyps, {kRefs}).score);
+  EXPECT_DOUBLE_EQ(s.chrf.score, text::corpus_chrf(hyps, {kRefs}).score);
   EXPECT_EQ(s.sentences, 4u);
   EXPECT_TRUE(s.by_length.empty());
 }
@@ -38,8 +38,8 @@ TEST(TranslationScores, GroupedScoresEachSourceOnceWithAllItsReferences) {
   const std::vector<std::string> hyps = {"J'adore le thé .", "Le chat est assis sur le tapis .", "Va !"};
   const TranslationScores s = score_translations(g, hyps, {kRefs});
   const std::vector<std::vector<std::string>> refs_of = {{kRefs[0], kRefs[1]}, {kRefs[2]}, {kRefs[3]}};
-  EXPECT_DOUBLE_EQ(s.bleu.score, corpus_bleu_by_sentence(hyps, refs_of).score);
-  EXPECT_DOUBLE_EQ(s.chrf.score, corpus_chrf_by_sentence(hyps, refs_of).score);
+  EXPECT_DOUBLE_EQ(s.bleu.score, text::corpus_bleu_by_sentence(hyps, refs_of).score);
+  EXPECT_DOUBLE_EQ(s.chrf.score, text::corpus_chrf_by_sentence(hyps, refs_of).score);
   // "J'adore …" matches the second line's reference: grouped, that sentence is perfect; scored on
   // its own first line, it is not
   const std::vector<std::string> tea = {kSources[0], kSources[1]};
@@ -62,9 +62,9 @@ TEST(TranslationScores, BucketsBySourceLength) {
   EXPECT_EQ(s.by_length[1].from, 6);
   EXPECT_EQ(s.by_length[1].to, 10);
   EXPECT_EQ(s.by_length[1].sentences, 1u);
-  EXPECT_DOUBLE_EQ(s.by_length[1].bleu.score, corpus_bleu_by_sentence({hyps[2]}, {{kRefs[2]}}).score);
+  EXPECT_DOUBLE_EQ(s.by_length[1].bleu.score, text::corpus_bleu_by_sentence({hyps[2]}, {{kRefs[2]}}).score);
   EXPECT_DOUBLE_EQ(s.by_length[0].chrf.score,
-                   corpus_chrf_by_sentence({hyps[0], hyps[1], hyps[3]}, {{kRefs[0]}, {kRefs[1]}, {kRefs[3]}}).score);
+                   text::corpus_chrf_by_sentence({hyps[0], hyps[1], hyps[3]}, {{kRefs[0]}, {kRefs[1]}, {kRefs[3]}}).score);
   // a width of 20 puts everything in one bucket, 0-20
   const TranslationScores wide = score_translations(g, hyps, {kRefs}, kSources, 20);
   ASSERT_EQ(wide.by_length.size(), 1u);
@@ -85,4 +85,4 @@ TEST(TranslationScores, MismatchedInputsAreClearErrors) {
 }
 
 }  // namespace
-}  // namespace qkv::text
+}  // namespace qkv::eval

@@ -1,11 +1,11 @@
-#include "qkv/text/translation_scores.h"
+#include "qkv/eval/translation_scores.h"
 
 #include <algorithm>
 #include <unordered_map>
 
 #include "qkv/core/error.h"
 
-namespace qkv::text {
+namespace qkv::eval {
 
 SentenceGroups group_by_source(const std::vector<std::string>& sources, size_t n_lines, bool group) {
   QKV_CHECK(!group || sources.size() == n_lines, "group_by_source: ", sources.size(), " sources for ", n_lines,
@@ -49,14 +49,14 @@ TranslationScores score_translations(const SentenceGroups& groups, const std::ve
   TranslationScores s;
   s.sentences = hyps.size();
   // the whole set: sacreBLEU's reference streams, or a variable number of references per sentence
-  s.bleu = grouped ? corpus_bleu_by_sentence(hyps, refs_of) : corpus_bleu(hyps, refs);
-  s.chrf = grouped ? corpus_chrf_by_sentence(hyps, refs_of) : corpus_chrf(hyps, refs);
+  s.bleu = grouped ? text::corpus_bleu_by_sentence(hyps, refs_of) : text::corpus_bleu(hyps, refs);
+  s.chrf = grouped ? text::corpus_chrf_by_sentence(hyps, refs_of) : text::corpus_chrf(hyps, refs);
   if (bucket_width == 0) return s;
 
   // bucket b: sources of (b·w, (b + 1)·w] 13a tokens (bucket 0 also the empty ones)
   std::vector<std::vector<size_t>> members;
   for (size_t k = 0; k < groups.sentences(); ++k) {
-    const std::string tok = tokenize_13a(sources[groups.first_line[k]]);
+    const std::string tok = text::tokenize_13a(sources[groups.first_line[k]]);
     const auto n = static_cast<int64_t>(std::count(tok.begin(), tok.end(), ' ') + (tok.empty() ? 0 : 1));
     const auto b = static_cast<size_t>(n == 0 ? 0 : (n - 1) / bucket_width);
     if (members.size() <= b) members.resize(b + 1);
@@ -71,11 +71,11 @@ TranslationScores score_translations(const SentenceGroups& groups, const std::ve
     std::vector<std::string> h;
     std::vector<std::vector<std::string>> r;
     for (size_t k : members[b]) h.push_back(hyps[k]), r.push_back(refs_of[k]);
-    bucket.bleu = corpus_bleu_by_sentence(h, r);
-    bucket.chrf = corpus_chrf_by_sentence(h, r);
+    bucket.bleu = text::corpus_bleu_by_sentence(h, r);
+    bucket.chrf = text::corpus_chrf_by_sentence(h, r);
     s.by_length.push_back(std::move(bucket));
   }
   return s;
 }
 
-}  // namespace qkv::text
+}  // namespace qkv::eval

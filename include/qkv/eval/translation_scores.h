@@ -16,7 +16,7 @@
 
 #include "qkv/text/bleu.h"
 
-namespace qkv::text {
+namespace qkv::eval {
 
 // Which lines are scored: sentence k is line first_line[k]; line i belongs to sentence sentence_of[i].
 struct SentenceGroups {
@@ -31,13 +31,13 @@ SentenceGroups group_by_source(const std::vector<std::string>& sources, size_t n
 struct LengthBucket {
   int64_t from = 0, to = 0;  // source tokens, inclusive
   size_t sentences = 0;
-  BleuScore bleu;
-  ChrfScore chrf;
+  text::BleuScore bleu;
+  text::ChrfScore chrf;
 };
 
 struct TranslationScores {
-  BleuScore bleu;
-  ChrfScore chrf;
+  text::BleuScore bleu;
+  text::ChrfScore chrf;
   size_t sentences = 0;
   std::vector<LengthBucket> by_length;  // bucket_width > 0 only
 };
@@ -50,4 +50,4 @@ TranslationScores score_translations(const SentenceGroups& groups, const std::ve
                                      const std::vector<std::vector<std::string>>& refs,
                                      const std::vector<std::string>& sources = {}, int64_t bucket_width = 0);
 
-}  // namespace qkv::text
+}  // namespace qkv::eval
