@@ -61,6 +61,14 @@ struct TranslationResult {
   std::vector<Tensor> cross_attention;  // per layer: [heads, target, source]
 };
 
+// Python's beam_size and length_penalty keywords (defaults decode::kDefaultBeamSize and
+// kDefaultLengthPenalty, as every front end's) as the TranslateOptions the translators check.
+decode::TranslateOptions search_options(int64_t beam_size, double length_penalty) {
+  decode::TranslateOptions o;
+  o.beam_size = beam_size, o.length_penalty = static_cast<float>(length_penalty);
+  return o;
+}
+
 class PyTranslator {
  public:
   PyTranslator(const std::string& path, const std::string& weights, const std::string& device) {
@@ -74,6 +82,7 @@ class PyTranslator {
   std::vector<TranslationResult> translate_batch(const std::vector<std::string>& lines,
                                                  const decode::TranslateOptions& opt, int64_t num_hypotheses,
                                                  bool return_attention) const {
+    decode::check_options(opt);
     decode::check_n_best(num_hypotheses, opt.beam_size, "translate_batch: num_hypotheses");
     std::vector<TranslationResult> out(lines.size());
     decode::TranslateOptions o = opt;
@@ -392,16 +401,13 @@ void bind_models(nb::module_& m) {
           [](const PyTranslator& t, const std::vector<std::string>& sentences, int64_t beam_size, double length_penalty,
              int64_t max_extra_length, int64_t max_batch_size, int64_t num_hypotheses, bool return_attention,
              bool use_cache) {
-            QKV_CHECK(beam_size >= 1, "translate_batch: beam_size must be ≥ 1, got ", beam_size);
-            QKV_CHECK(max_batch_size >= 1, "translate_batch: max_batch_size must be ≥ 1, got ", max_batch_size);
-            decode::TranslateOptions o;
-            o.beam_size = beam_size, o.length_penalty = static_cast<float>(length_penalty);
+            decode::TranslateOptions o = search_options(beam_size, length_penalty);
             o.max_extra = max_extra_length, o.batch_size = max_batch_size, o.use_cache = use_cache;
             nb::gil_scoped_release release;
             return t.translate_batch(sentences, o, num_hypotheses, return_attention);
           },
           "sentences"_a, "beam_size"_a = decode::kDefaultBeamSize, "length_penalty"_a = decode::kDefaultLengthPenalty, "max_extra_length"_a = decode::TranslateOptions{}.max_extra,
-          "max_batch_size"_a = decode::TranslateOptions{}.batch_size, "num_hypotheses"_a = 1, "return_attention"_a = false, "use_cache"_a = true,
+          "max_batch_size"_a = decode::TranslateOptions{}.batch_size, "num_hypotheses"_a = 1, "return_attention"_a = false, "use_cache"_a = decode::TranslateOptions{}.use_cache,
           "Translates sentences (plain text; the model's tokenizer splits them) with beam search (greedy at\n"
           "beam_size 1): one TranslationResult each, in order. An output is at most its source's length +\n"
           "max_extra_length tokens (1 … 10000); length_penalty is α of ((5 + n) / 6)^α (0 … 5), as the\n"
@@ -409,8 +415,7 @@ void bind_models(nb::module_& m) {
       .def(
           "translate",
           [](const PyTranslator& t, nb::handle text, int64_t beam_size, double length_penalty) -> nb::object {
-            decode::TranslateOptions o;
-            o.beam_size = beam_size, o.length_penalty = static_cast<float>(length_penalty);
+            const decode::TranslateOptions o = search_options(beam_size, length_penalty);
             const bool one = nb::isinstance<nb::str>(text);
             std::vector<std::string> lines;
             if (one) {
@@ -437,8 +442,7 @@ void bind_models(nb::module_& m) {
           "neuron",
           [](const PyTranslator& t, const std::string& text, int64_t layer, int64_t head, int64_t query,
              const std::string& kind, int64_t beam_size, double length_penalty) {
-            decode::TranslateOptions o;
-            o.beam_size = beam_size, o.length_penalty = static_cast<float>(length_penalty);
+            const decode::TranslateOptions o = search_options(beam_size, length_penalty);
             decode::NeuronView v;
             {
               nb::gil_scoped_release release;

@@ -51,6 +51,12 @@ Common common_config(const std::vector<const models::Seq2SeqModel*>& models) {
 
 }  // namespace
 
+bool same_batch(const TranslateOptions& a, const TranslateOptions& b) {
+  return a.beam_size == b.beam_size && a.length_penalty == b.length_penalty && a.max_extra == b.max_extra &&
+         a.num_hypotheses == b.num_hypotheses && a.use_cache == b.use_cache &&
+         a.transformers_beam == b.transformers_beam && a.max_input_length == b.max_input_length;
+}
+
 void check_options(const TranslateOptions& opt) {
   QKV_CHECK(opt.beam_size >= 1 && opt.beam_size <= kMaxBeamSize, "translate: beam_size must be between 1 and ",
             kMaxBeamSize, ", got ", opt.beam_size);

@@ -93,7 +93,7 @@ void add_attend(CLI::App& app) {
     }
     a->caption.invert = a->image.source.invert;
     if (is_captioner_file(find_model(a->model)))
-      return run_caption_attend(find_model(a->model), a->inputs, a->caption, a->decode.beam, a->out, a->format);
+      return run_caption_attend(find_model(a->model), a->inputs, a->caption, a->decode.beam(), a->out, a->format);
     QKV_CHECK(a->inputs.size() == 1, "qkv attend: give one sentence (in quotes), got ", a->inputs.size(), " arguments");
     QKV_CHECK(a->image.source.test_images.empty(), "qkv attend: --test-images is for image classifiers");
     const std::string sentence = a->inputs[0];
@@ -110,7 +110,7 @@ void add_attend(CLI::App& app) {
       view = decode::language_model_attention(*g.model, g.tokenizer, sentence);
     } else {
       models::LoadedSeq2Seq t = models::load_seq2seq(find_model(a->model));
-      view = decode::translation_attention(*t.model, *t.tokenizer, sentence, a->decode.translate_options(),
+      view = decode::translation_attention(*t.model, *t.tokenizer, sentence, a->decode.translate,
                                            "'" + t.path + "'");
       std::printf("%s\n", view.output.c_str());
     }

@@ -117,12 +117,12 @@ int run_translate(const Seq2SeqBenchArgs& a) {
   std::vector<std::string> lines = text::read_lines(a.input);
   if (static_cast<int64_t>(lines.size()) > a.sentences) lines.resize(static_cast<size_t>(a.sentences));
   decode::Translator tr(*t.model, *t.tokenizer);
-  nlohmann::json j = {{"threads", num_threads()}, {"sentences", lines.size()}, {"beam", a.decode.beam},
-                      {"batch", a.decode.batch_size}, {"dtype", std::string(enum_name(a.decode.weights))}};
+  nlohmann::json j = {{"threads", num_threads()}, {"sentences", lines.size()}, {"beam", a.decode.beam()},
+                      {"batch", a.decode.translate.batch_size}, {"dtype", std::string(enum_name(a.decode.weights))}};
   std::vector<decode::Hypothesis> reference;
   for (bool cache : {true, false}) {
     if (!cache && a.no_naive) continue;
-    decode::TranslateOptions o = a.decode.translate_options();
+    decode::TranslateOptions o = a.decode.translate;
     o.use_cache = cache;
     std::vector<decode::Hypothesis> hyps;
     const auto t0 = std::chrono::steady_clock::now();
@@ -135,7 +135,7 @@ int run_translate(const Seq2SeqBenchArgs& a) {
                {"sentences_per_s", static_cast<double>(lines.size()) / dt}};
     if (!a.json)
       std::printf("qkv translate %-8s beam %lld batch %lld: %zu sentences, %lld target tokens in %.2f s -> %.0f tokens/s\n",
-                  name, static_cast<long long>(a.decode.beam), static_cast<long long>(a.decode.batch_size), lines.size(),
+                  name, static_cast<long long>(a.decode.beam()), static_cast<long long>(a.decode.translate.batch_size), lines.size(),
                   static_cast<long long>(tokens), dt, static_cast<double>(tokens) / dt);
     if (cache) {
       reference = hyps;

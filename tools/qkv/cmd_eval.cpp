@@ -141,7 +141,7 @@ void add_eval(CLI::App& app) {
     // A captioner: BLEU-1…4, exact match and attention correctness on generated scenes.
     if (a->refs.empty() && a->models.size() == 1 && is_captioner_file(find_model(a->models[0]))) {
       if (a->limit > 0) a->caption.count = std::min(a->caption.count, a->limit);  // scenes are random draws already
-      return run_caption_eval(find_model(a->models[0]), a->caption, a->decode.beam, a->json, a->image.data_dir);
+      return run_caption_eval(find_model(a->models[0]), a->caption, a->decode.beam(), a->json, a->image.data_dir);
     }
     QKV_CHECK(!a->refs.empty(), "qkv eval: --ref (the reference translations) is required for a translation model");
     QKV_CHECK(!a->src.empty() || !a->hyp.empty(), "qkv eval: give --src (translate with the model) or --hyp");
@@ -190,7 +190,7 @@ void add_eval(CLI::App& app) {
       std::vector<std::string> todo;
       for (size_t l : groups.first_line) todo.push_back(src[l]);
       std::vector<models::LoadedSeq2Seq> ts = load_translation_models(a->models, a->decode.weights);
-      decode::TranslateOptions o = a->decode.translate_options();
+      decode::TranslateOptions o = a->decode.translate;
       const auto t0 = std::chrono::steady_clock::now();
       auto bar = show_progress(o);
       hyps = decode::Translator(models::models_of(ts), *ts[0].tokenizer).translate(todo, o);

@@ -81,7 +81,7 @@ void add_generate(CLI::App& app) {
     QKV_CHECK(!prompt.empty(), "--prompt is empty; give at least one character");
     for (int64_t s = 0; s < a->num_samples; ++s) {
       decode::GenerateOptions o;
-      o.max_new_tokens = a->max_new_tokens, o.use_cache = !a->decode.no_cache, o.stop_ids = g.stop_ids;
+      o.max_new_tokens = a->max_new_tokens, o.use_cache = a->decode.use_cache(), o.stop_ids = g.stop_ids;
       o.sampling.temperature = a->temperature, o.sampling.top_k = a->top_k, o.sampling.top_p = a->top_p;
       o.sampling.seed = a->seed + static_cast<uint64_t>(s);
       std::fputs(a->prompt.c_str(), stdout);
@@ -101,7 +101,7 @@ void add_generate(CLI::App& app) {
       std::fflush(stdout);
       if (a->stats)
         std::fprintf(stderr, "generated %zu tokens in %.3f s: %.1f tokens/s (%s); peak RSS %.0f MiB\n", out.size(), dt,
-                     static_cast<double>(out.size()) / dt, a->decode.no_cache ? "no cache" : "KV cache", peak_rss_mib());
+                     static_cast<double>(out.size()) / dt, a->decode.use_cache() ? "KV cache" : "no cache", peak_rss_mib());
     }
     return 0;
   });

@@ -78,7 +78,7 @@ void add_probe(CLI::App& app) {
       } else if (kind == models::Kind::seq2seq) {
         models::LoadedSeq2Seq t = models::load_seq2seq(path);
         each([&](const std::string& s) {
-          return decode::translation_attention(*t.model, *t.tokenizer, s, a->decode.translate_options(), "'" + t.path + "'");
+          return decode::translation_attention(*t.model, *t.tokenizer, s, a->decode.translate, "'" + t.path + "'");
         });
         what = "translator";
       } else {

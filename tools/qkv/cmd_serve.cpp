@@ -346,10 +346,13 @@ class Server {
     throw HttpError{404, "unknown model \"" + name + "\" (GET /v1/models lists them)"};
   }
 
-  TranslationService::Options decoding(const Body& body) const {
-    TranslationService::Options o;
-    o.beam_size = body.integer("beam_size", 4, 1, a_.max_beam);
-    o.length_penalty = static_cast<float>(body.number("length_penalty", 0.6, 0, decode::kMaxLengthPenalty));
+  // The request's search options over decode::TranslateOptions' defaults (the CLI's and Python's),
+  // in the ranges every front end takes (--max-beam narrows the beam's).
+  decode::TranslateOptions decoding(const Body& body) const {
+    decode::TranslateOptions o;
+    o.beam_size = body.integer("beam_size", o.beam_size, 1, a_.max_beam);
+    o.length_penalty = static_cast<float>(body.number("length_penalty", o.length_penalty, 0, decode::kMaxLengthPenalty));
+    o.on_warning = [](const std::string&) {};  // (said in the answer's "warnings" instead)
     return o;
   }
 
@@ -385,7 +388,7 @@ class Server {
         warnings.push_back("sentence " + std::to_string(i) + ": " + std::to_string(n) + " tokens, truncated to the first " +
                            std::to_string(longest) + " (the model's longest source)");
     }
-    TranslationService::Options o = decoding(body);
+    decode::TranslateOptions o = decoding(body);
     const int64_t n_best = body.integer("n_best", 1, 1, o.beam_size);
     o.num_hypotheses = n_best;
     auto f = s.submit(std::move(lines), o);
@@ -739,9 +742,7 @@ class Server {
     decode::AttentionView view;
     if (s.kind() == "translation") {
       auto& t = static_cast<TranslationService&>(s);
-      const TranslationService::Options o = decoding(body);
-      decode::TranslateOptions to;
-      to.beam_size = o.beam_size, to.length_penalty = o.length_penalty;
+      const decode::TranslateOptions to = decoding(body);
       const size_t n = t.translator().encode(text).size();
       if (n == 0) throw HttpError{400, "\"text\" has no tokens"};
       const int64_t longest = t.loaded().model->max_len() - 1;  // (its EOS takes a position)
@@ -873,7 +874,7 @@ class Server {
     if (!body.has("image") || !body["image"].is_string())
       throw HttpError{400, "\"image\" (base64 of a PNG or JPEG) is required: " + why};
     const bool u8 = u8_encoding(body);
-    const int64_t beam = body.integer("beam_size", 3, 1, a_.max_beam);
+    const int64_t beam = body.integer("beam_size", decode::CaptionOptions{}.beam_size, 1, a_.max_beam);
     const models::Seq2SeqModel& model = *s.loaded().model;
     const models::ImageShape shape = model.source_image();
     vision::Image img;

@@ -48,7 +48,7 @@ void add_translate(CLI::App& app) {
     const Device device = device_from(a->device, "translate");
     std::vector<models::LoadedSeq2Seq> ts = load_translation_models(a->models, a->decode.weights, device);
     decode::Translator tr(models::models_of(ts), *ts[0].tokenizer);
-    decode::TranslateOptions o = a->decode.translate_options();
+    decode::TranslateOptions o = a->decode.translate;
     o.num_hypotheses = a->nbest ? 0 : 1;  // the whole beam's list, or the best alone (a sentence stops once settled)
 
     std::string out;
@@ -121,7 +121,7 @@ void add_translate(CLI::App& app) {
       std::fprintf(stderr, "translated %zu sentences (%lld target tokens) in %.2f s: %.1f sentences/s, %.0f tokens/s "
                    "(beam %lld, %s, %s weights); peak RSS %.0f MiB\n", lines.size(), static_cast<long long>(tokens), dt,
                    static_cast<double>(lines.size()) / dt, static_cast<double>(tokens) / dt,
-                   static_cast<long long>(a->decode.beam), a->decode.no_cache ? "no cache" : "KV cache",
+                   static_cast<long long>(a->decode.beam()), a->decode.use_cache() ? "KV cache" : "no cache",
                    std::string(enum_name(a->decode.weights)).c_str(), peak_rss_mib());
     }
     return 0;

@@ -49,24 +49,16 @@ inline void use_threads(int threads) {
   set_num_threads(threads);
 }
 
-// The decoding options of translate, eval, attend and the translation bench.
+// The decoding options of translate, eval, attend, probe, generate and the translation bench: the
+// flags bind decode::TranslateOptions' fields themselves, so their defaults are its defaults and
+// their ranges the ones decode::check_options enforces.
 struct DecodeArgs {
-  // (TranslateOptions' defaults)
-  int64_t beam = decode::kDefaultBeamSize, batch_size = decode::TranslateOptions{}.batch_size,
-          max_extra = decode::TranslateOptions{}.max_extra, max_input_length = decode::TranslateOptions{}.max_input_length;
-  double alpha = decode::kDefaultLengthPenalty;
+  decode::TranslateOptions translate;
   nn::InferenceWeights weights = nn::InferenceWeights::f32;
-  bool no_cache = false;
   int threads = 0;
-  std::string beam_rule = "qkv";
 
-  decode::TranslateOptions translate_options() const {
-    decode::TranslateOptions o;
-    o.beam_size = beam, o.length_penalty = static_cast<float>(alpha), o.max_extra = max_extra;
-    o.transformers_beam = beam_rule == "transformers";
-    o.batch_size = batch_size, o.use_cache = !no_cache, o.max_input_length = max_input_length;
-    return o;
-  }
+  int64_t beam() const { return translate.beam_size; }
+  bool use_cache() const { return translate.use_cache; }
 };
 
 // --device: cpu (default), cuda or cuda:N, as PyTorch spells them; a GPU needs a build with the CUDA
@@ -95,38 +87,43 @@ enum DecodeOption : unsigned {
 };
 
 inline void add_decode_options(CLI::App* app, DecodeArgs& a, unsigned which = kAllDecodeOptions) {
+  decode::TranslateOptions& t = a.translate;
   if (which & kBeam)
-    app->add_option("-b,--beam", a.beam, "beam size (1 = greedy search)")->capture_default_str()->check(between(1, 64));
-  if (which & kAlpha)
-    app->add_option("--alpha", a.alpha, "length penalty α: hypotheses ranked by log p / ((5+|Y|)/6)^α")
+    app->add_option("-b,--beam", t.beam_size, "beam size (1 = greedy search)")
+        ->capture_default_str()
+        ->check(between(1, decode::kMaxBeamSize));
+  if (which & kAlpha) {
+    app->add_option("--alpha", t.length_penalty, "length penalty α: hypotheses ranked by log p / ((5+|Y|)/6)^α")
         ->capture_default_str()
         ->check(between(0.0, decode::kMaxLengthPenalty));
-  if (which & kAlpha)
-    app->add_option("--beam-rule", a.beam_rule,
+    app->add_option_function<std::string>(
+           "--beam-rule", [&t](const std::string& rule) { t.transformers_beam = rule == "transformers"; },
                     "qkv: rank by log p / ((5+|Y|)/6)^α and stop when settled; transformers: rank by log p / |Y|^α "
                     "and stop as Hugging Face's generate(num_beams=…) does, EOS forced at the limit (a converted "
                     "model's translations equal transformers' with --alpha 1)")
-        ->capture_default_str()
-        ->check(CLI::IsMember({"qkv", "transformers"}));
+        ->check(CLI::IsMember({"qkv", "transformers"}))
+        ->default_str("qkv");
+  }
   if (which & kMaxExtra) {  // the lengths: of an output, and of a source
-    app->add_option("--max-extra", a.max_extra, "an output has at most |source| + this many tokens")
+    app->add_option("--max-extra", t.max_extra, "an output has at most |source| + this many tokens")
         ->capture_default_str()
         ->check(between(1, decode::kMaxExtraTokens));
-    app->add_option("--max-input-length", a.max_input_length,
+    app->add_option("--max-input-length", t.max_input_length,
                     "truncate longer sources to this many tokens, with a warning naming the line (0: the model's "
                     "longest; -1: an over-long line is an error)")
         ->capture_default_str()
         ->check(between(-1, 1000000));
   }
   if (which & kBatchSize)
-    app->add_option("--batch-size", a.batch_size, "sentences per batch")->capture_default_str()->check(between(1, 4096));
+    app->add_option("--batch-size", t.batch_size, "sentences per batch")->capture_default_str()->check(between(1, 4096));
   if (which & kWeights)
     add_choice(app, "--dtype", a.weights,
                "weights the decoding steps read: f32, bf16 copies (half the memory traffic) or int8 rows with a scale "
                "each (a quarter; activations quantized per row; the CPU only); on a GPU, bf16 runs the linears on the "
                "tensor cores (cuBLAS)");
   if (which & kNoCache)
-    app->add_flag("--no-cache", a.no_cache, "recompute the decoder over the whole prefix every step (slow; for comparison)");
+    app->add_flag_callback("--no-cache", [&t] { t.use_cache = false; },
+                           "recompute the decoder over the whole prefix every step (slow; for comparison)");
   if (which & kThreads) add_threads_option(app, a.threads);
 }
 

@@ -1,10 +1,10 @@
 // What `qkv serve` serves (cmd_serve.cpp holds the HTTP side): one service per loaded model, and the
 // server's Prometheus metrics.
 //
-//   TranslationService     a translation model behind a queue: requests that arrive together are
-//                          translated as one batch (its worker takes every waiting request with the
-//                          same decoding options, waiting up to max_wait for more, up to max_batch
-//                          sentences), so throughput under load approaches the batched CLI's
+//   TranslationService     a translation model behind decode::BatchingTranslator's queue: requests
+//                          that arrive together are translated as one batch (up to max_batch
+//                          sentences, waiting up to max_wait for more), so throughput under load
+//                          approaches the batched CLI's
 //   LanguageModelService   a language model: generations one at a time, token by token
 //   CaptionerService       an image captioner: /v1/attention only (a picture's words and where
 //                          each looked on the ConvNet grid)
@@ -28,6 +28,7 @@
 
 #include "qkv/core/parallel.h"
 #include "serve_body.h"
+#include "qkv/decode/batching_translator.h"
 #include "qkv/decode/translator.h"
 #include "qkv/models/load.h"
 
@@ -72,125 +73,31 @@ class ModelService {
 
 class TranslationService : public ModelService {
  public:
-  struct Options {
-    int64_t beam_size = decode::kDefaultBeamSize;
-    float length_penalty = static_cast<float>(decode::kDefaultLengthPenalty);
-    int64_t num_hypotheses = 1;  // the n-best list's length asked for
-    bool operator==(const Options&) const = default;
-  };
-  using Result = std::vector<std::vector<decode::Hypothesis>>;  // per sentence, best first
+  using Result = decode::BatchingTranslator::Result;  // per sentence, best first
 
   TranslationService(std::string name, models::LoadedSeq2Seq loaded, int threads, int64_t max_batch, double max_wait_ms)
       : ModelService(std::move(name), "translation", loaded.path, loaded.meta, threads),
         loaded_(std::move(loaded)),
         translator_(*loaded_.model, *loaded_.tokenizer),
-        max_batch_(max_batch),
-        max_wait_(std::chrono::microseconds(static_cast<int64_t>(max_wait_ms * 1000))) {
-    worker_ = std::thread([this] { run(); });
-  }
-  ~TranslationService() override {
-    {
-      std::lock_guard lock(mu_);
-      stop_ = true;
-    }
-    cv_.notify_all();
-    worker_.join();
-  }
+        batcher_(translator_, max_batch, std::chrono::microseconds(static_cast<int64_t>(max_wait_ms * 1000)),
+                 [this](const std::function<void()>& work) {
+                   auto held = hold(std::chrono::hours(24));  // (the model's lock, the server's --threads)
+                   work();
+                 }) {}
   const models::LoadedSeq2Seq& loaded() const { return loaded_; }
   const decode::Translator& translator() const { return translator_; }
-  size_t queued() const override {
-    std::lock_guard lock(mu_);
-    return queue_.size();
-  }
-  int64_t batches() const override { return batches_; }
+  size_t queued() const override { return batcher_.queued(); }
+  int64_t batches() const override { return batcher_.batches(); }
 
   // Queues the sentences; the future is ready when their batch is translated.
-  std::future<Result> submit(std::vector<std::string> lines, Options opt) {
-    auto job = std::make_shared<Job>(Job{std::move(lines), opt, {}});
-    auto f = job->done.get_future();
-    {
-      std::lock_guard lock(mu_);
-      queue_.push_back(job);
-    }
-    cv_.notify_all();
-    return f;
+  std::future<Result> submit(std::vector<std::string> lines, const decode::TranslateOptions& opt) {
+    return batcher_.submit(std::move(lines), opt);
   }
 
  private:
-  struct Job {
-    std::vector<std::string> lines;
-    Options opt;
-    std::promise<Result> done;
-  };
-
-  // Sentences waiting with options `o`.
-  int64_t waiting(const Options& o) const {
-    int64_t n = 0;
-    for (auto& j : queue_)
-      if (j->opt == o) n += static_cast<int64_t>(j->lines.size());
-    return n;
-  }
-
-  void run() {
-    for (;;) {
-      std::vector<std::shared_ptr<Job>> batch;
-      {
-        std::unique_lock lock(mu_);
-        cv_.wait(lock, [&] { return stop_ || !queue_.empty(); });
-        if (queue_.empty()) return;  // stopping, nothing left
-        const Options o = queue_.front()->opt;
-        // the first request waits at most max_wait for others to join it
-        const auto deadline = Clock::now() + max_wait_;
-        cv_.wait_until(lock, deadline, [&] { return stop_ || waiting(o) >= max_batch_; });
-        int64_t n = 0;
-        for (auto it = queue_.begin(); it != queue_.end();) {
-          const auto k = static_cast<int64_t>((*it)->lines.size());
-          if ((*it)->opt == o && (batch.empty() || n + k <= max_batch_)) {
-            n += k;
-            batch.push_back(*it);
-            it = queue_.erase(it);
-          } else {
-            ++it;
-          }
-        }
-      }
-      std::vector<std::string> lines;
-      for (auto& j : batch) lines.insert(lines.end(), j->lines.begin(), j->lines.end());
-      try {
-        decode::TranslateOptions to;
-        to.beam_size = batch[0]->opt.beam_size, to.length_penalty = batch[0]->opt.length_penalty;
-        to.num_hypotheses = batch[0]->opt.num_hypotheses;
-        to.batch_size = std::max<int64_t>(1, static_cast<int64_t>(lines.size()));
-        to.on_warning = [](const std::string&) {};  // over-long lines were refused before
-        Result all;
-        {
-          auto held = hold(std::chrono::hours(24));
-          all = translator_.translate_nbest(lines, to);
-        }
-        ++batches_;
-        size_t at = 0;
-        for (auto& j : batch) {
-          Result mine(all.begin() + static_cast<std::ptrdiff_t>(at),
-                      all.begin() + static_cast<std::ptrdiff_t>(at + j->lines.size()));
-          at += j->lines.size();
-          j->done.set_value(std::move(mine));
-        }
-      } catch (...) {
-        for (auto& j : batch) j->done.set_exception(std::current_exception());
-      }
-    }
-  }
-
   models::LoadedSeq2Seq loaded_;
   decode::Translator translator_;
-  int64_t max_batch_;
-  Clock::duration max_wait_;
-  mutable std::mutex mu_;
-  std::condition_variable cv_;
-  std::deque<std::shared_ptr<Job>> queue_;
-  bool stop_ = false;
-  std::atomic<int64_t> batches_{0};
-  std::thread worker_;
+  decode::BatchingTranslator batcher_;  // (last: its worker stops before the translator goes)
 };
 
 class LanguageModelService : public ModelService {

@@ -53,6 +53,9 @@ constexpr int64_t kMaxExtraTokens = 10000;
 // qkv::Error "translate: <option> must be …, got …" naming the first one out of range; the
 // translators below check before they tokenize or decode anything.
 void check_options(const TranslateOptions& opt);
+// Whether translations asked with options a and b can run as one batch (BatchingTranslator): every
+// option that changes a sentence's result is equal — all but batch_size and the callbacks.
+bool same_batch(const TranslateOptions& a, const TranslateOptions& b);
 // An n-best list's length: 1 … beam_size (1 for greedy search). A qkv::Error "<what>: … must be
 // between 1 and beam_size (4), got 9" otherwise — the server's n_best and Python's num_hypotheses.
 void check_n_best(int64_t n, int64_t beam_size, const char* what);
