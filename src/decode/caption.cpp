@@ -4,6 +4,7 @@
 
 #include "qkv/autograd/grad_mode.h"
 #include "qkv/core/error.h"
+#include "qkv/core/thread_budget.h"
 #include "qkv/decode/translator.h"
 #include "qkv/ops.h"
 
@@ -32,6 +33,7 @@ std::vector<Caption> ImageCaptioner::caption(const Tensor& images, const Caption
   const int64_t N = images.size(0);
   std::vector<Caption> out(static_cast<size_t>(N));
   for (int64_t b0 = 0; b0 < N; b0 += opt.batch_size) {
+    const ThreadBudget threads;  // the cores free now, batch by batch (core/thread_budget.h)
     const int64_t n = std::min(opt.batch_size, N - b0);
     const Tensor batch = images.slice(0, b0, b0 + n).contiguous();  // [n, C, H, W]
     // the caption, BOS excluded and EOS included, is at most max_len − 1 tokens

@@ -6,6 +6,7 @@
 
 #include "qkv/autograd/grad_mode.h"
 #include "qkv/core/error.h"
+#include "qkv/core/thread_budget.h"
 #include "qkv/io/progress.h"
 #include "qkv/ops.h"
 
@@ -59,6 +60,7 @@ ClassifierScores score_batches(const models::ImageClassifier& model, const std::
   int64_t correct = 0;
   io::ProgressBar bar("eval", N, 0, /*delay_seconds=*/2);  // images; shown when it runs long
   for (int64_t start = 0; start < N; start += batch_size) {
+    const ThreadBudget threads;  // the cores free now, batch by batch (core/thread_budget.h)
     const int64_t n = std::min(batch_size, N - start);
     // x [n, C, H, W], labels [n] → logits [n, K]
     const std::vector<int32_t> y(labels.begin() + start, labels.begin() + start + n);

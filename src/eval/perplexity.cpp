@@ -5,6 +5,7 @@
 
 #include "qkv/autograd/grad_mode.h"
 #include "qkv/core/error.h"
+#include "qkv/core/thread_budget.h"
 #include "qkv/ops.h"
 
 namespace qkv::eval {
@@ -31,6 +32,7 @@ Perplexity perplexity(const models::LanguageModel& model, const std::vector<int3
   double nll = 0;  // Σ −log p over the scored tokens
   for (int64_t w : which) {
     QKV_CHECK(w >= 0 && w < all, "perplexity: window ", w, " of a text of ", all, " windows");
+    const ThreadBudget threads;  // the cores free now, window by window (core/thread_budget.h)
     const int64_t start = w * T, len = std::min(T, n - 1 - start);
     // x [1, len] = ids[start …], y [1, len] = ids[start + 1 …]; loss: their mean cross-entropy
     const std::vector<int32_t> x(ids.begin() + start, ids.begin() + start + len),

@@ -8,6 +8,7 @@
 
 #include "metrics.h"
 #include "qkv/core/error.h"
+#include "qkv/core/thread_budget.h"
 #include "qkv/io/progress.h"
 #include "qkv/models/model_file.h"
 #include "qkv/ops/arith.h"
@@ -301,7 +302,10 @@ TrainResult run_training(TrainingTask& task, const TrainConfig& cfg, const Train
   auto evaluate = [&](int64_t step) {
     const auto t0 = std::chrono::steady_clock::now();
     model.eval();
-    res.last_eval = task.evaluate(step);
+    {
+      const ThreadBudget threads;  // the cores free now, as for a step (below)
+      res.last_eval = task.evaluate(step);
+    }
     model.train();
     // the ETA is the training steps' (the step-0 evaluation is not a step)
     bar.exclude(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
@@ -343,7 +347,16 @@ TrainResult run_training(TrainingTask& task, const TrainConfig& cfg, const Train
       evaluate(step);
       if (early_stop) break;  // this step's weights were evaluated: nothing to train or evaluate again
     }
-    const StepResult r = train_step(task, cfg, run, adam, sched, reducer.get(), step, stop_requested);
+    // Each step on the cores free as it starts (core/thread_budget.h): beside a busy core, OpenMP's
+    // even split waits at every region for the thread that shares it, and 2 threads trained at
+    // 0.4–0.6× the speed of 1. A quiet machine keeps every thread. (Sums split over another number
+    // of threads round differently: a run is reproducible bit for bit at a fixed count —
+    // QKV_THREAD_BUDGET=off, or --threads 1.)
+    StepResult r;
+    {
+      const ThreadBudget threads;
+      r = train_step(task, cfg, run, adam, sched, reducer.get(), step, stop_requested);
+    }
     state.tokens += r.tokens;
     const double rate = static_cast<double>(r.tokens) / std::max(r.seconds, 1e-9);
     tok_rate = tok_rate == 0 ? rate : 0.9 * tok_rate + 0.1 * rate;
