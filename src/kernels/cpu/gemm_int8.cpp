@@ -218,6 +218,22 @@ void quantize_rows_int8(int64_t N, int64_t K, const float* W, int8_t* W8, float*
   });
 }
 
+namespace {
+
+// out[n] = s · s_w[n] · (a[n] − zp · Σ_k W8[n,k]) (+ b[n]): a row of int32 sums to f32 in one pass
+// (ZeroPoint: the product left the activations' zero point in the sums).
+template <bool ZeroPoint>
+void dequantize_row(int64_t N, const int32_t* a, int32_t zp, const int32_t* row_sums, float s, const float* scale,
+                    const float* bias, float* out) {
+  auto sum = [&](int64_t n) { return ZeroPoint ? a[n] - zp * row_sums[n] : a[n]; };
+  if (bias)
+    for (int64_t n = 0; n < N; ++n) out[n] = static_cast<float>(sum(n)) * (s * scale[n]) + bias[n];
+  else
+    for (int64_t n = 0; n < N; ++n) out[n] = static_cast<float>(sum(n)) * (s * scale[n]);
+}
+
+}  // namespace
+
 void linear_int8(int64_t M, int64_t N, int64_t K, const float* x, int64_t ldx, const int8_t* W8, int64_t ldw,
                  const float* scale, const int32_t* row_sums, const float* bias, float* y, int64_t ldy,
                  const PackedLinear* packed) {
@@ -226,9 +242,12 @@ void linear_int8(int64_t M, int64_t N, int64_t K, const float* x, int64_t ldx, c
   thread_local std::vector<uint8_t> xq;
   thread_local std::vector<float> sx;
   thread_local std::vector<int32_t> acc;
-  xq.resize(static_cast<size_t>(M * K));
-  sx.resize(static_cast<size_t>(M));
-  acc.resize(static_cast<size_t>(M * N));
+  // (grown, never shrunk: a vector that shrank and grew back value-initialized the new part — a
+  // memset of the 4 MB of a vocabulary's sums after every smaller product of a decoding step)
+  auto grow = [](auto& v, int64_t n) {
+    if (v.size() < static_cast<size_t>(n)) v.resize(static_cast<size_t>(n));
+  };
+  grow(xq, M * K), grow(sx, M), grow(acc, M * N);
   uint8_t* xq_p = xq.data();
   float* sx_p = sx.data();
   int32_t* acc_p = acc.data();
@@ -240,16 +259,14 @@ void linear_int8(int64_t M, int64_t N, int64_t K, const float* x, int64_t ldx, c
       sx_p[m] = s;
     }
   });
+  bool zero_point_left = false;
   // acc = (Xq − 64) · W8ᵀ, exact in int32 (K · 63 · 127 < 2³¹ for K < 268,000): the same integers
   // either way, so a decoding step gives the same numbers whichever path its batch takes
   if (M <= kGemvRows) {
     gemv_u8s8(M, N, K, xq_p, W8, ldw, row_sums, acc_p);
   } else if (packed && packed_linear_u8s8(*packed, M, xq_p, acc_p)) {
-    // acc = Xq · W8ᵀ, then the zero point's share out: − 64 · Σ_k W8[n,k]
-    parallel_for(M, 4, [&](int64_t m0, int64_t m1) {
-      for (int64_t m = m0; m < m1; ++m)
-        for (int64_t n = 0; n < N; ++n) acc_p[m * N + n] -= static_cast<int32_t>(kZeroPoint) * row_sums[n];
-    });
+    // acc = Xq · W8ᵀ: the zero point's share, 64 · Σ_k W8[n,k], is taken out in the pass below
+    zero_point_left = true;
   } else {
     const int32_t co = 0;
     const dnnl_status_t st = dnnl_gemm_u8s8s32('N', 'T', 'F', M, N, K, 1.f, xq_p, K, kZeroPoint, W8, ldw, 0, 0.f,
@@ -257,16 +274,17 @@ void linear_int8(int64_t M, int64_t N, int64_t K, const float* x, int64_t ldx, c
     QKV_CHECK(st == dnnl_success, "linear_int8: oneDNN's dnnl_gemm_u8s8s32 failed (status ", static_cast<int>(st),
               ") for M=", M, " N=", N, " K=", K);
   }
-  // y = s_x[m] · s_w[n] · acc (+ b)
+  // y = s_x[m] · s_w[n] · (acc − [64 · Σ_k W8[n,k]]) (+ b), one pass over the sums (the bracket
+  // only after the packed product; the same int32 either way)
   parallel_for(M, 4, [&](int64_t m0, int64_t m1) {
     for (int64_t m = m0; m < m1; ++m) {
       const int32_t* a = acc_p + m * N;
       float* out = y + m * ldy;
       const float s = sx_p[m];
-      if (bias)
-        for (int64_t n = 0; n < N; ++n) out[n] = static_cast<float>(a[n]) * (s * scale[n]) + bias[n];
+      if (zero_point_left)
+        dequantize_row<true>(N, a, kZeroPoint, row_sums, s, scale, bias, out);
       else
-        for (int64_t n = 0; n < N; ++n) out[n] = static_cast<float>(a[n]) * (s * scale[n]);
+        dequantize_row<false>(N, a, 0, row_sums, s, scale, bias, out);
     }
   });
 }
