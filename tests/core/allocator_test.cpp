@@ -4,19 +4,49 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <utility>
+#include <vector>
 
 #include "qkv/core/tensor.h"
 
 namespace qkv {
 namespace {
 
-TEST(Allocator, SmallBlocksAreExactAndAligned) {
+TEST(Allocator, SmallBlocksAreAlignedAndKeptPerThreadByClass) {
   size_t cap = 0;
   void* p = alloc_block(1000, &cap);
   ASSERT_NE(p, nullptr);
-  EXPECT_EQ(cap, 1000u);
+  EXPECT_EQ(cap, 1024u);  // its class, a multiple of 64
   EXPECT_EQ(reinterpret_cast<uintptr_t>(p) % 64, 0u);
   free_block(p, cap);
+  // every size below the large blocks' (malloc's blocks moved up to 64 bytes, kept per thread by
+  // class up to 512 KiB): aligned, at least as large as asked, writable to the last byte, given
+  // back in any order, and a freed block of a class handed out again for the same class (the
+  // fuzz build's AddressSanitizer checks the bounds)
+  std::vector<std::pair<void*, size_t>> held;
+  for (size_t n = 0; n < (size_t{1} << 20); n = n * 3 / 2 + 7) {
+    void* q = alloc_block(n, &cap);
+    ASSERT_NE(q, nullptr) << n;
+    EXPECT_GE(cap, n);
+    EXPECT_LE(cap, n <= 4096 ? n + 63 : n + n / 8) << n;
+    EXPECT_LT(cap, size_t{1} << 20) << n;
+    EXPECT_EQ(reinterpret_cast<uintptr_t>(q) % 64, 0u) << n;
+    std::fill_n(static_cast<unsigned char*>(q), n, static_cast<unsigned char>(n));
+    held.emplace_back(q, cap);
+  }
+  for (size_t i = 0; i < held.size(); i += 2) free_block(held[i].first, held[i].second);
+  for (size_t i = 1; i < held.size(); i += 2) free_block(held[i].first, held[i].second);
+  void* a = alloc_block(1000, &cap);
+  free_block(a, cap);
+  size_t cap2 = 0;
+  EXPECT_EQ(alloc_block(990, &cap2), a) << "the same class (1,024 bytes) gets the freed block back";
+  EXPECT_EQ(cap2, cap);
+  free_block(a, cap2);
+  for (size_t n : {size_t{600} << 10, (size_t{1} << 20) - 1}) {  // past the kept classes: exact
+    void* b = alloc_block(n, &cap);
+    EXPECT_EQ(cap, n);
+    free_block(b, cap);
+  }
 }
 
 TEST(Allocator, LargeBlocksAreReusedByBestFit) {
