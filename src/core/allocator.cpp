@@ -118,20 +118,17 @@ class BlockCache {
     if (n < kMinCached) {
       if (!enabled_) {
         *capacity = n;
-        return small_alloc(n);
+        return retrying(small_alloc, n);
       }
       const size_t c = small_class(n);
       *capacity = c;
       if (SmallCache* cache = c <= kSmallMax ? small_cache() : nullptr)
         if (void* p = cache->take(c)) return p;
-      void* p = small_alloc(c);
-      if (p) return p;
-      empty();
-      return small_alloc(c);
+      return retrying(small_alloc, c);
     }
     if (!enabled_) {
       *capacity = n;
-      return retrying(n);
+      return retrying(system_alloc, n);
     }
     const size_t c = size_class(n);
     {
@@ -153,7 +150,7 @@ class BlockCache {
       note_live(c);
     }
     *capacity = c;
-    void* p = retrying(c);
+    void* p = retrying(system_alloc, c);
     if (!p) {
       std::lock_guard<std::mutex> lock(mu_);
       live_ -= c;
@@ -195,11 +192,11 @@ class BlockCache {
 
  private:
   // A failed allocation first returns the cache to the system, then tries once more.
-  void* retrying(size_t n) {
-    void* p = system_alloc(n);
+  void* retrying(void* (*alloc)(size_t), size_t n) {
+    void* p = alloc(n);
     if (p) return p;
     empty();
-    return system_alloc(n);
+    return alloc(n);
   }
 
   void note_live(size_t c) {

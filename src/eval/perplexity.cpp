@@ -10,6 +10,10 @@
 
 namespace qkv::eval {
 
+int64_t default_perplexity_block(const models::LanguageModel& model) {
+  return std::min<int64_t>(model.block_size(), 1024);
+}
+
 int64_t perplexity_windows(int64_t n, int64_t block) {
   QKV_CHECK(block >= 1, "perplexity: a window of ", block, " tokens");
   return n < 2 ? 0 : (n - 1 + block - 1) / block;
@@ -21,7 +25,7 @@ Perplexity perplexity(const models::LanguageModel& model, const std::vector<int3
   QKV_CHECK(n >= 2, "perplexity: the text holds ", n, " token(s); perplexity needs at least 2");
   QKV_CHECK(block >= 0 && block <= model.block_size(), "perplexity: block_size must be between 1 and the model's ",
             model.block_size(), " (0: its context), got ", block);
-  const int64_t T = block > 0 ? block : std::min<int64_t>(model.block_size(), 1024);
+  const int64_t T = block > 0 ? block : default_perplexity_block(model);
   const int64_t all = perplexity_windows(n, T);
   std::vector<int64_t> which = windows;
   if (which.empty())

@@ -54,7 +54,7 @@ int run_lm_eval(const std::string& path, const std::string& text_path, int64_t b
   const auto n = static_cast<int64_t>(ids.size());
   QKV_CHECK(n >= 2, "qkv eval: '", text_path, "' holds ", n, " token(s); perplexity needs at least 2");
   // windows: the model's context, at most 1024 tokens unless --block-size says otherwise
-  const int64_t T = block > 0 ? std::min(block, lm.model->block_size()) : std::min<int64_t>(lm.model->block_size(), 1024);
+  const int64_t T = block > 0 ? std::min(block, lm.model->block_size()) : eval::default_perplexity_block(*lm.model);
   // the windows: all, or --limit of them drawn with --seed
   const int64_t windows = eval::perplexity_windows(n, T);
   const std::vector<int64_t> which = io::sample_indices(windows, limit, seed);

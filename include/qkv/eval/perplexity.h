@@ -22,6 +22,8 @@ struct Perplexity {
   int64_t block = 0;      // T: tokens predicted per window
 };
 
+// The window when none is asked for: the model's context, at most 1024 tokens.
+int64_t default_perplexity_block(const models::LanguageModel& model);
 // The windows of `n` tokens read T at a time: ⌈(n − 1) / T⌉.
 int64_t perplexity_windows(int64_t n, int64_t block);
 
