@@ -10,6 +10,7 @@
 #include <cstdlib>
 #include <vector>
 
+#include "kernels/cuda/cublas_library.h"
 #include "kernels/cuda/kernels.h"
 #include "kernels/cuda/launch.h"
 
@@ -17,8 +18,8 @@ namespace qkv::kernels::cuda {
 namespace {
 
 [[noreturn]] void cublas_fail(cublasStatus_t st, const char* call, const char* file, int line) {
-  throw Error(detail::concat(call, " failed (", file, ":", line, "): ", cublasGetStatusName(st), ", ",
-                             cublasGetStatusString(st)));
+  throw Error(detail::concat(call, " failed (", file, ":", line, "): ", cublas().status_name(st), ", ",
+                             cublas().status_string(st)));
 }
 #define QKV_CUBLAS_CHECK(call)                                                   \
   do {                                                                           \
@@ -45,10 +46,10 @@ cublasHandle_t handle() {
   if (static_cast<int>(handles.size()) <= device) handles.resize(device + 1, nullptr);
   cublasHandle_t& h = handles[device];
   if (!h) {
-    QKV_CUBLAS_CHECK(cublasCreate(&h));
-    QKV_CUBLAS_CHECK(cublasSetMathMode(h, tf32_enabled() ? CUBLAS_TF32_TENSOR_OP_MATH : CUBLAS_DEFAULT_MATH));
+    QKV_CUBLAS_CHECK(cublas().create(&h));
+    QKV_CUBLAS_CHECK(cublas().set_math_mode(h, tf32_enabled() ? CUBLAS_TF32_TENSOR_OP_MATH : CUBLAS_DEFAULT_MATH));
   }
-  QKV_CUBLAS_CHECK(cublasSetStream(h, stream()));
+  QKV_CUBLAS_CHECK(cublas().set_stream(h, stream()));
   return h;
 }
 
@@ -67,7 +68,7 @@ void scale_only(int64_t M, int64_t N, float beta, float* C, int64_t ldc) {
     return;
   }
   const float zero = 0.f;  // column-major Cᵀ [N, M] = beta·Cᵀ, in place (B unused at beta 0)
-  QKV_CUBLAS_CHECK(cublasSgeam(handle(), CUBLAS_OP_N, CUBLAS_OP_N, checked_int(N, "N"), checked_int(M, "M"), &beta, C,
+  QKV_CUBLAS_CHECK(cublas().sgeam(handle(), CUBLAS_OP_N, CUBLAS_OP_N, checked_int(N, "N"), checked_int(M, "M"), &beta, C,
                                checked_int(ldc, "ldc"), &zero, C, checked_int(ldc, "ldc"), C, checked_int(ldc, "ldc")));
 }
 
@@ -78,7 +79,7 @@ void sgemm(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, float al
   if (M == 0 || N == 0) return;
   if (K == 0) return scale_only(M, N, beta, C, ldc);
   // Row-major C = op(A) op(B)  ≡  column-major Cᵀ = op(B)ᵀ op(A)ᵀ, with B's and A's stored forms.
-  QKV_CUBLAS_CHECK(cublasSgemm(handle(), trans_b ? CUBLAS_OP_T : CUBLAS_OP_N, trans_a ? CUBLAS_OP_T : CUBLAS_OP_N,
+  QKV_CUBLAS_CHECK(cublas().sgemm(handle(), trans_b ? CUBLAS_OP_T : CUBLAS_OP_N, trans_a ? CUBLAS_OP_T : CUBLAS_OP_N,
                                checked_int(N, "N"), checked_int(M, "M"), checked_int(K, "K"), &alpha, B,
                                checked_int(ldb, "ldb"), A, checked_int(lda, "lda"), &beta, C,
                                checked_int(ldc, "ldc")));
@@ -89,7 +90,7 @@ void gemm_bf16(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, cons
   if (M == 0 || N == 0) return;
   if (K == 0) return scale_only(M, N, beta, C, ldc);
   const float alpha = 1.f;
-  QKV_CUBLAS_CHECK(cublasGemmEx(handle(), trans_b ? CUBLAS_OP_T : CUBLAS_OP_N, trans_a ? CUBLAS_OP_T : CUBLAS_OP_N,
+  QKV_CUBLAS_CHECK(cublas().gemm_ex(handle(), trans_b ? CUBLAS_OP_T : CUBLAS_OP_N, trans_a ? CUBLAS_OP_T : CUBLAS_OP_N,
                                 checked_int(N, "N"), checked_int(M, "M"), checked_int(K, "K"), &alpha, B,
                                 CUDA_R_16BF, checked_int(ldb, "ldb"), A, CUDA_R_16BF, checked_int(lda, "lda"), &beta,
                                 C, CUDA_R_32F, checked_int(ldc, "ldc"), CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
