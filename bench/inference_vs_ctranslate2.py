@@ -1,6 +1,8 @@
 #!/usr/bin/env python3
 """qkv against CTranslate2 on identical weights (issue 27): translation throughput and latency,
 f32 / bf16 / int8 against CT2's float32 / int8, on a quiet machine and with a CPU hog, peak RSS.
+Engine qkv-int8file: the model file `qkv quantize` writes (int8 rows without their f32 values, as
+CT2's int8 folder), decoded with --dtype int8.
 
     pip install ctranslate2 sentencepiece      # the peer (PyPI)
     python3 bench/inference_vs_ctranslate2.py [--sentences 2000] [--threads 1 2] [--rounds 3] [--hog]
@@ -86,11 +88,14 @@ def timed(cmd, env):
     return out, err, rss
 
 
-def qkv_run(dtype, threads, beam, batch, inp, outp):
+def qkv_run(dtype, threads, beam, batch, inp, outp, int8_file=None):
     env = dict(os.environ)
     env.pop("OMP_WAIT_POLICY", None)
     env.pop("GOMP_SPINCOUNT", None)
-    cmd = [QKV, "translate", "-m", MODEL, "-i", inp, "-o", outp, "--dtype", dtype, "--threads", str(threads),
+    model = MODEL
+    if dtype == "int8file":  # the model file `qkv quantize` wrote: int8 rows, no f32 copies of them
+        model, dtype = int8_file, "int8"
+    cmd = [QKV, "translate", "-m", model, "-i", inp, "-o", outp, "--dtype", dtype, "--threads", str(threads),
            "--beam", str(beam), "--batch-size", str(batch), "--alpha", "0", "--stats"]
     _, err, rss = timed(cmd, env)
     seconds = float(re.search(r"in ([\d.]+) s:", err).group(1))
@@ -114,7 +119,7 @@ def main():
     ap.add_argument("--threads", type=int, nargs="+", default=[1, 2])
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--hog", action="store_true", help="also measure with a process spinning on one core")
-    ap.add_argument("--engines", nargs="+", default=["qkv-f32", "qkv-bf16", "qkv-int8", "ct2-float32", "ct2-int8"])
+    ap.add_argument("--engines", nargs="+", default=["qkv-f32", "qkv-bf16", "qkv-int8", "qkv-int8file", "ct2-float32", "ct2-int8"])
     ap.add_argument("--out", default=os.path.join(ROOT, "out", "vs-ctranslate2"))
     a = ap.parse_args()
     os.makedirs(a.out, exist_ok=True)
@@ -125,6 +130,8 @@ def main():
             subprocess.run([QKV, "export", "--to", "ctranslate2", MODEL, d, "--quantization", q, "--force"], check=True,
                            cwd=ROOT)
         dirs[q] = d
+    int8_file = os.path.join(a.out, "en-fr.int8.safetensors")  # qkv's counterpart of CT2's int8 folder
+    subprocess.run([QKV, "quantize", MODEL, "-o", int8_file, "--dtype", "f16"], check=True, cwd=ROOT)
     lines = sentences(a.sentences)
     inp = os.path.join(a.out, "src.en")
     with open(inp, "w", encoding="utf-8") as f:
@@ -138,7 +145,7 @@ def main():
         outp = os.path.join(a.out, f"{engine}-{workload}-t{threads}.fr")
         kind, dtype = engine.split("-", 1)
         if kind == "qkv":
-            seconds, rss = qkv_run(dtype, threads, beam, batch, src, outp)
+            seconds, rss = qkv_run(dtype, threads, beam, batch, src, outp, int8_file)
         else:
             seconds, rss = ct2_run(dirs[dtype], dtype, threads, beam, batch, src, outp)
         value = n / seconds if workload == "throughput" else 1000 * seconds / n

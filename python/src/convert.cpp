@@ -97,6 +97,7 @@ void copy_strided(const uint8_t* base, const std::vector<int64_t>& shape, const 
           break;
         case DType::boolean: dst[i] = v != 0.0; break;
         case DType::bf16: reinterpret_cast<bf16*>(dst)[i] = f32_to_bf16(static_cast<float>(v)); break;
+        case DType::i8: reinterpret_cast<int8_t*>(dst)[i] = static_cast<int8_t>(v); break;  // (never: copy_dtype gives i32)
       }
     }
     for (size_t d = nd; d-- > 0;) {  // next index, last dimension fastest
@@ -169,12 +170,17 @@ nb::dlpack::dtype dlpack_dtype(DType t) {
     case DType::i32: return nb::dtype<int32_t>();
     case DType::boolean: return nb::dtype<bool>();
     case DType::bf16: return nb::dlpack::dtype{static_cast<uint8_t>(dtype_code::Bfloat), 16, 1};
+    case DType::i8: return nb::dtype<int8_t>();
   }
   return nb::dtype<float>();
 }
 
 const char* dtype_str(DType t) {
-  return t == DType::f32 ? "float32" : t == DType::bf16 ? "bfloat16" : t == DType::i32 ? "int32" : "bool";
+  return t == DType::f32    ? "float32"
+         : t == DType::bf16 ? "bfloat16"
+         : t == DType::i32  ? "int32"
+         : t == DType::i8   ? "int8"
+                            : "bool";
 }
 
 DType dtype_from_str(const std::string& name) {
@@ -232,7 +238,7 @@ nb::ndarray<F...> to_array(const Tensor& t) {
   std::vector<size_t> shape(static_cast<size_t>(t.dim()));
   for (int64_t d = 0; d < t.dim(); ++d) shape[static_cast<size_t>(d)] = static_cast<size_t>(t.size(d));
   const Shape& strides = t.strides();
-  void* ptr = static_cast<uint8_t*>(t.impl().storage->data) + t.offset() * static_cast<int64_t>(dtype_size(t.dtype()));
+  void* ptr = static_cast<uint8_t*>(t.impl().storage->ptr()) + t.offset() * static_cast<int64_t>(dtype_size(t.dtype()));
   nb::capsule owner(new Tensor(t.detach()), [](void* p) noexcept { delete static_cast<Tensor*>(p); });
   return nb::ndarray<F...>(ptr, shape.size(), shape.data(), owner, strides.data(), dlpack_dtype(t.dtype()),
                         nb::device::cpu::value);

@@ -61,12 +61,30 @@ Storage::Storage(void* p, size_t n, Device d, std::function<void(void*)> del)
   if (!deleter) deleter = [](void*) {};  // borrowed memory: nothing to release
 }
 Storage::~Storage() {
+  if (!released.empty()) return;  // given back already
   if (deleter) {
     deleter(data);
     return;
   }
   allocator_for(device).deallocate(data, capacity);
   g_allocated.fetch_sub(static_cast<int64_t>(nbytes));
+}
+
+void Storage::release(std::string why) {
+  QKV_CHECK(!why.empty(), "Storage::release: say why the memory is gone");
+  if (!released.empty()) return;
+  if (deleter) {
+    deleter(data);
+  } else {
+    allocator_for(device).deallocate(data, capacity);
+    g_allocated.fetch_sub(static_cast<int64_t>(nbytes));
+  }
+  data = nullptr, capacity = 0, deleter = nullptr;
+  released = std::move(why);
+}
+
+void Storage::check_held() const {
+  QKV_CHECK(released.empty(), released);
 }
 
 int64_t numel_of(const Shape& shape) {
@@ -291,7 +309,7 @@ TensorBase TensorBase::to(Device d) const {
   if (device() == d) return *this;
   QKV_CHECK(is_contiguous(), "Tensor::to(", d.str(), "): ", str(), " is a strided view; make it contiguous first");
   TensorBase out = make(shape(), dtype(), d);
-  copy_bytes(out.impl().storage->data, d, static_cast<const char*>(impl().storage->data) + offset() * dtype_size(dtype()),
+  copy_bytes(out.impl().storage->data, d, static_cast<const char*>(impl().storage->ptr()) + offset() * dtype_size(dtype()),
              device(), static_cast<size_t>(numel()) * dtype_size(dtype()));
   return out;
 }
@@ -299,7 +317,7 @@ TensorBase TensorBase::to(Device d) const {
 std::vector<float> TensorBase::to_vector() const {
   if (!device().is_cpu()) return to(Device::cpu()).to_vector();
   std::vector<float> out(static_cast<size_t>(numel()));
-  const void* base = static_cast<const char*>(impl().storage->data) + offset() * dtype_size(dtype());
+  const void* base = static_cast<const char*>(impl().storage->ptr()) + offset() * dtype_size(dtype());
   DType t = dtype();
   for_each_offset(shape(), strides(), [&](int64_t i, int64_t off) { out[i] = load_as_f32(base, t, off); });
   return out;
@@ -346,8 +364,8 @@ TensorBase TensorBase::as_strided(const Shape& shp, const Shape& st, int64_t off
 void TensorBase::copy_bytes_(const TensorBase& src) {
   QKV_CHECK(dtype() == src.dtype() && shape() == src.shape() && is_contiguous() && src.is_contiguous(), "Tensor::copy_: ",
             src.str(), " into ", str(), ": bytes are copied between dense tensors of one dtype and shape only");
-  copy_bytes(static_cast<char*>(impl().storage->data) + offset() * dtype_size(dtype()), device(),
-             static_cast<const char*>(src.impl().storage->data) + src.offset() * dtype_size(src.dtype()), src.device(),
+  copy_bytes(static_cast<char*>(impl().storage->ptr()) + offset() * dtype_size(dtype()), device(),
+             static_cast<const char*>(src.impl().storage->ptr()) + src.offset() * dtype_size(src.dtype()), src.device(),
              static_cast<size_t>(numel()) * dtype_size(dtype()));
 }
 
@@ -355,7 +373,7 @@ TensorBase TensorBase::host_contiguous_copy() const {
   check_host("host_contiguous_copy");
   TensorBase out = make(shape(), dtype());
   const size_t e = dtype_size(dtype());
-  const char* src = static_cast<const char*>(impl().storage->data) + offset() * e;
+  const char* src = static_cast<const char*>(impl().storage->ptr()) + offset() * e;
   char* dst = static_cast<char*>(out.impl().storage->data);
   for_each_offset(shape(), strides(), [&](int64_t i, int64_t off) { std::memcpy(dst + i * e, src + off * e, e); });
   return out;

@@ -23,7 +23,7 @@ static_assert(std::endian::native == std::endian::little, "safetensors I/O assum
 namespace {
 
 // The dtypes qkv reads and writes, as named in the file.
-enum class FileType { F32, F16, BF16, I32, I64, BOOL };
+enum class FileType { F32, F16, BF16, I32, I64, BOOL, I8 };
 
 const char* file_type_name(FileType t) {
   switch (t) {
@@ -33,6 +33,7 @@ const char* file_type_name(FileType t) {
     case FileType::I32: return "I32";
     case FileType::I64: return "I64";
     case FileType::BOOL: return "BOOL";
+    case FileType::I8: return "I8";
   }
   return "?";
 }
@@ -41,12 +42,13 @@ size_t file_type_size(FileType t) {
     case FileType::F32: case FileType::I32: return 4;
     case FileType::F16: case FileType::BF16: return 2;
     case FileType::I64: return 8;
-    case FileType::BOOL: return 1;
+    case FileType::BOOL: case FileType::I8: return 1;
   }
   return 0;
 }
 bool parse_file_type(const std::string& s, FileType& t) {
-  for (FileType c : {FileType::F32, FileType::F16, FileType::BF16, FileType::I32, FileType::I64, FileType::BOOL}) {
+  for (FileType c : {FileType::F32, FileType::F16, FileType::BF16, FileType::I32, FileType::I64, FileType::BOOL,
+                     FileType::I8}) {
     if (s == file_type_name(c)) {
       t = c;
       return true;
@@ -58,6 +60,7 @@ bool parse_file_type(const std::string& s, FileType& t) {
 FileType stored_type(DType d, StoreAs store) {
   if (d == DType::i32) return FileType::I32;
   if (d == DType::boolean) return FileType::BOOL;
+  if (d == DType::i8) return FileType::I8;
   switch (store) {
     case StoreAs::kKeep: return d == DType::bf16 ? FileType::BF16 : FileType::F32;
     case StoreAs::kF32: return FileType::F32;
@@ -74,7 +77,8 @@ void encode(const TensorBase& t, FileType ft, char* dst) {
   const bool same = (ft == FileType::F32 && t.dtype() == DType::f32) ||
                     (ft == FileType::BF16 && t.dtype() == DType::bf16) ||
                     (ft == FileType::I32 && t.dtype() == DType::i32) ||
-                    (ft == FileType::BOOL && t.dtype() == DType::boolean);
+                    (ft == FileType::BOOL && t.dtype() == DType::boolean) ||
+                    (ft == FileType::I8 && t.dtype() == DType::i8);
   if (same) {
     // (a GPU tensor's bytes come to the host first: TensorBase::to names a strided one)
     TensorBase c = !t.device().is_cpu() ? t.to(Device::cpu()) : t.is_contiguous() ? t : t.host_contiguous_copy();
@@ -114,7 +118,8 @@ constexpr uint64_t kMaxHeaderBytes = 100'000'000;
 //                              the data; the tensors tile the data exactly, in the order given
 
 void save_safetensors(const std::string& path, const std::vector<std::pair<std::string, TensorBase>>& tensors,
-                      const std::map<std::string, std::string>& metadata, StoreAs store) {
+                      const std::map<std::string, std::string>& metadata, StoreAs store,
+                      const std::set<std::string>& keep) {
   // Everything is checked before the file is touched.
   std::set<std::string> names;
   for (const auto& [name, t] : tensors) {
@@ -133,7 +138,7 @@ void save_safetensors(const std::string& path, const std::vector<std::pair<std::
   std::vector<FileType> types;
   uint64_t offset = 0;
   for (const auto& [name, t] : tensors) {
-    FileType ft = stored_type(t.dtype(), store);
+    FileType ft = stored_type(t.dtype(), keep.contains(name) ? StoreAs::kKeep : store);
     types.push_back(ft);
     uint64_t nbytes = static_cast<uint64_t>(t.numel()) * file_type_size(ft);
     nlohmann::ordered_json e = nlohmann::ordered_json::object();
@@ -241,7 +246,7 @@ SafetensorsFile read_safetensors(const std::string& path, bool keep_bf16, bool w
     if (!jd.is_string()) throw bad("tensor '", name, "': dtype is not a string");
     if (!parse_file_type(jd.get<std::string>(), e.type))
       throw bad("tensor '", name, "': unsupported dtype '", jd.get<std::string>(),
-                "' (qkv reads F32, F16, BF16, I32, I64 and BOOL)");
+                "' (qkv reads F32, F16, BF16, I32, I64, I8 and BOOL)");
     if (!js.is_array()) throw bad("tensor '", name, "': shape is not an array");
     for (const auto& d : js) {
       if (d.is_number_unsigned()) {
@@ -309,7 +314,10 @@ SafetensorsFile read_safetensors(const std::string& path, bool keep_bf16, bool w
     switch (e.type) {
       case FileType::F32:
       case FileType::I32:
-        t = TensorBase::empty(e.shape, e.type == FileType::F32 ? DType::f32 : DType::i32);
+      case FileType::I8:
+        t = TensorBase::empty(e.shape, e.type == FileType::F32   ? DType::f32
+                                       : e.type == FileType::I32 ? DType::i32
+                                                                 : DType::i8);
         read_exact(t.data<char>(), nbytes, what.c_str());
         break;
       case FileType::BOOL: {

@@ -1,5 +1,7 @@
 #include "qkv/models/load.h"
 
+#include <set>
+
 #include "qkv/models/model_file.h"
 #include "qkv/models/registry.h"
 #include "qkv/nn/init.h"
@@ -44,6 +46,33 @@ const ModelType& named_type(const nlohmann::json& meta, const std::string& path)
   }
 }
 
+// A quantized file's int8 rows become the model's int8 inference weights as written. The matrices
+// decoding reads only through them (Model::int8_only_weights) keep no f32 values: their storage is
+// given back, and a read of it (training, a teacher-forced attention view, an export) is an error
+// saying so. Any other listed matrix gets the rows' values, s[n] · W8[n, k].
+void give_int8_rows(Model& m, const Int8Rows& rows, const std::string& path) {
+  std::map<std::string, Tensor> params;
+  for (auto& [name, p] : m.module().named_parameters()) params.emplace(name, p);
+  std::set<const Storage*> int8_only;
+  for (const Tensor& w : m.int8_only_weights()) int8_only.insert(w.impl().storage.get());
+  GivenInt8Rows::Map given;
+  std::vector<std::pair<std::string, Tensor>> released;
+  for (const auto& [name, q] : rows) {
+    Tensor p = params.at(name);  // (load_model_streaming checked the name)
+    given.emplace(p.impl().storage.get(), q);
+    if (int8_only.contains(p.impl().storage.get())) released.emplace_back(name, p);
+    else p.detach().copy_(q->dequantize());
+  }
+  {
+    GivenInt8Rows scope(std::move(given));
+    m.set_inference_weights(nn::InferenceWeights::int8);
+  }
+  for (auto& [name, p] : released)
+    p.impl().storage->release(detail::concat(
+        "'", path, "' holds '", name, "' as int8 rows for decoding (written by qkv quantize), not its f32 values: ",
+        "training, teacher-forced attention views and exports need the f32 model file it was quantized from"));
+}
+
 // The model a file describes, of `kind` (its registered type checked as type_of does), its
 // vocabulary checked against the tokenizer's (tokenizer_vocab(meta) < 0: no tokenizer) before its
 // parameters stream in (load_model_streaming: the model is built without drawing initial values,
@@ -84,10 +113,15 @@ std::unique_ptr<M> model_from(const std::string& path, Kind kind,
               " does not match its tokenizer's ", vocab);
     return m->module();
   };
-  meta = load_model_streaming(path, build);
+  Int8Rows rows;  // a quantized file's int8 rows, by name (only when decoding with int8 weights)
+  meta = load_model_streaming(path, build, options.weights == nn::InferenceWeights::int8 ? &rows : nullptr);
   m->module().eval();
   if (!options.device.is_cpu()) m->module().to(options.device);
-  m->set_inference_weights(options.weights);  // (made from the parameters where they now live)
+  if (rows.empty()) {
+    m->set_inference_weights(options.weights);  // (made from the parameters where they now live)
+    return m;
+  }
+  give_int8_rows(*m, rows, path);
   return m;
 }
 

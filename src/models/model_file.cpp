@@ -1,6 +1,7 @@
 #include "qkv/models/model_file.h"
 
 #include <memory>
+#include <set>
 
 #include "qkv/core/error.h"
 #include "qkv/io/config.h"
@@ -12,7 +13,7 @@ namespace qkv::models {
 
 namespace {
 constexpr const char* kOptPrefix = "optimizer.";
-}
+}  // namespace
 
 nlohmann::json metadata(const Model& model, const nlohmann::json& tokenizer) {
   return {{"model_type", model.type()}, {"model", model.config_json()}, {"tokenizer", tokenizer}};
@@ -69,6 +70,9 @@ ModelFile load_model_file(const std::string& path) {
   ModelFile m;
   m.path = path;
   m.meta = qkv_metadata(path, f.metadata);
+  QKV_CHECK(!m.meta.contains("quantized"), "'", path,
+            "' holds int8 weights (written by qkv quantize): it loads for decoding only; this needs the f32 model "
+            "file it was quantized from");
   for (auto& [name, t] : f.tensors) {
     if (name.starts_with(kOptPrefix)) {
       m.optimizer[name.substr(std::string(kOptPrefix).size())] = t;
@@ -80,9 +84,38 @@ ModelFile load_model_file(const std::string& path) {
   return m;
 }
 
+namespace {
+
+// The names a quantized file's "quantized" metadata lists ({"dtype": "int8", "tensors": [names]}),
+// checked: each a 2-D parameter of the model.
+std::set<std::string> quantized_names(const nlohmann::json& meta, const std::map<std::string, Tensor>& slots,
+                                      const std::string& path) {
+  std::set<std::string> names;
+  if (!meta.contains("quantized")) return names;
+  const nlohmann::json& q = meta.at("quantized");
+  QKV_CHECK(q.is_object() && q.contains("dtype") && q.at("dtype") == "int8" && q.contains("tensors") &&
+                q.at("tensors").is_array(),
+            "'", path, "': the metadata's \"quantized\" is not {\"dtype\": \"int8\", \"tensors\": [names]}");
+  for (const auto& n : q.at("tensors")) {
+    QKV_CHECK(n.is_string(), "'", path, "': \"quantized\" lists ", n.dump(), ", not a tensor name");
+    const std::string name = n.get<std::string>();
+    auto it = slots.find(name);
+    QKV_CHECK(it != slots.end() && it->second.dim() == 2, "'", path, "': \"quantized\" lists \"", name,
+              "\", which is not a matrix of the model");
+    QKV_CHECK(names.insert(name).second, "'", path, "': \"quantized\" lists \"", name, "\" twice");
+  }
+  return names;
+}
+
+}  // namespace
+
 nlohmann::json load_model_streaming(const std::string& path,
-                                    const std::function<nn::Module&(const nlohmann::json& meta, size_t param_bytes)>& build) {
+                                    const std::function<nn::Module&(const nlohmann::json& meta, size_t param_bytes)>& build,
+                                    Int8Rows* int8_rows) {
   nlohmann::json meta;
+  std::set<std::string> quantized;               // names the file holds as int8 rows + scales
+  std::map<std::string, Tensor> pending_rows;    // int8 rows or scales read, waiting for the other
+  std::map<std::string, Tensor> params;          // the model's parameters and buffers by name
   nn::Module* model = nullptr;
   std::map<std::string, Tensor> slots;  // the model's parameters and buffers by name, not yet loaded
   std::string type;
@@ -99,6 +132,10 @@ nlohmann::json load_model_streaming(const std::string& path,
     model = &build(meta, bytes);
     for (auto& [name, p] : model->named_parameters()) slots.emplace(name, p);
     for (auto& [name, b] : model->named_buffers()) slots.emplace(name, b);
+    quantized = quantized_names(meta, slots, path);
+    params = slots;
+    for (const auto& name : quantized)  // each quantized matrix [N, K] comes with its scales [N]
+      slots.emplace(name + kInt8ScaleSuffix, Tensor::empty({slots.at(name).size(0)}));  // (its shape, for the checks)
     for (const auto& e : entries) {  // every name and shape checked before any data is read
       if (e.name.starts_with(kOptPrefix)) continue;
       auto it = slots.find(e.name);
@@ -113,6 +150,25 @@ nlohmann::json load_model_streaming(const std::string& path,
   auto each = [&](const std::string& name, TensorBase&& t) {
     auto it = slots.find(name);  // checked by `header`
     if (it == slots.end()) throw misfit("unexpected parameter \"", name, "\"");
+    const bool is_scale = name.ends_with(kInt8ScaleSuffix) &&
+                          quantized.contains(name.substr(0, name.size() - std::string(kInt8ScaleSuffix).size()));
+    const std::string matrix = is_scale ? name.substr(0, name.size() - std::string(kInt8ScaleSuffix).size()) : name;
+    if (quantized.contains(matrix)) {  // int8 rows W8 [N, K] and their scales s [N], in either order
+      if (!is_scale && t.dtype() != DType::i8)
+        throw Error(detail::concat("'", path, "': parameter ", name, " is listed as quantized but is not I8"));
+      pending_rows[name] = Tensor(std::move(t));
+      slots.erase(it);
+      auto w8 = pending_rows.find(matrix), sc = pending_rows.find(matrix + kInt8ScaleSuffix);
+      if (w8 != pending_rows.end() && sc != pending_rows.end()) {
+        auto q = std::make_shared<const QuantizedRows>(QuantizedRows::from_tensors(
+            w8->second, sc->second, detail::concat("'", path, "': tensor ", matrix)));
+        if (int8_rows) (*int8_rows)[matrix] = q;  // the caller decides where f32 values are needed
+        else params.at(matrix).detach().copy_(q->dequantize());
+        pending_rows.erase(w8), pending_rows.erase(matrix + kInt8ScaleSuffix);
+      }
+      bar->update();
+      return;
+    }
     if (t.dtype() != DType::f32) throw Error(detail::concat("'", path, "': parameter ", name, " is not a floating-point tensor"));
     it->second.detach().copy_(Tensor(std::move(t)));
     slots.erase(it);

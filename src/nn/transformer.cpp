@@ -1,5 +1,7 @@
 #include "qkv/nn/transformer.h"
 
+#include "qkv/ops/embedding.h"
+
 #include <algorithm>
 #include <cmath>
 #include <cstring>
@@ -9,6 +11,7 @@
 #include "qkv/core/error.h"
 #include "qkv/nn/init.h"
 #include "qkv/ops.h"
+#include "qkv/ops/embedding.h"
 
 namespace qkv::nn {
 
@@ -182,20 +185,23 @@ Tensor Seq2SeqTransformer::source_mask(const Tensor& src) const {
   return attention_mask_from_padding(eq(src, static_cast<float>(config.pad_id)));  // [B, 1, 1, S]
 }
 
-Tensor Seq2SeqTransformer::embed(const Tensor& ids, int64_t pos0) const {
+Tensor Seq2SeqTransformer::embed(const Tensor& ids, int64_t pos0, bool inference) const {
   QKV_CHECK(ids.dim() == 2 && ids.dtype() == DType::i32, "Transformer: token ids must be i32 [B, L], got ",
             shape_str(ids.shape()));
   // (ids follow the model: a batch made on the host meets weights on a GPU here)
-  Tensor x = embedding->forward(ids.to(embedding->weight.device()));
+  const Tensor on_device = ids.to(embedding->weight.device());
+  Tensor x = inference ? qkv::embedding_inference(on_device, embedding->weight, embedding_inference)
+                       : embedding->forward(on_device);
   if (config.scale_embedding) x = mul(x, std::sqrt(static_cast<float>(config.d_model)));
   return dropout(x + pos->forward(ids.size(1), pos0), config.dropout, is_training(), gen_);
 }
 
-Seq2SeqTransformer::Encoded Seq2SeqTransformer::encode(const Tensor& src, std::vector<Tensor>* weights) const {
+Seq2SeqTransformer::Encoded Seq2SeqTransformer::encode(const Tensor& src, std::vector<Tensor>* weights,
+                                                       bool inference) const {
   Encoded e;
   const Tensor on_device = src.to(embedding->weight.device());  // the sources follow the model
   e.mask = source_mask(on_device);
-  e.memory = transformer->encoder->forward_masked(embed(on_device, 0), e.mask, weights);
+  e.memory = transformer->encoder->forward_masked(embed(on_device, 0, inference), e.mask, weights);
   return e;
 }
 
@@ -277,7 +283,7 @@ void Seq2SeqTransformer::DecoderState::group_sources() {
 
 Seq2SeqTransformer::DecoderState Seq2SeqTransformer::start_decoding(const Tensor& src, bool use_cache) const {
   NoGradGuard no_grad;
-  const Encoded e = encode(src);
+  const Encoded e = encode(src, nullptr, /*inference=*/true);
   DecoderState s;
   s.use_cache = use_cache;
   s.memory_mask = e.mask;
@@ -304,11 +310,12 @@ Tensor Seq2SeqTransformer::step(const std::vector<int32_t>& tokens, DecoderState
     const auto T = static_cast<int64_t>(s.prefix[0].size());
     std::vector<int32_t> flat;
     for (auto& p : s.prefix) flat.insert(flat.end(), p.begin(), p.end());
-    Tensor h = transformer->decoder->forward_masked(embed(Tensor::from_ints(flat, {n, T}), 0), s.memory, s.memory_mask);
+    Tensor h = transformer->decoder->forward_masked(embed(Tensor::from_ints(flat, {n, T}), 0, true), s.memory,
+                                                    s.memory_mask);
     return log_softmax(logits(h.select(1, T - 1), false), -1);
   }
   s.group_sources();
-  Tensor x = embed(Tensor::from_ints(tokens, {n, 1}), s.self[0].length);
+  Tensor x = embed(Tensor::from_ints(tokens, {n, 1}), s.self[0].length, true);
   const auto& layers = transformer->decoder->layers;
   for (size_t i = 0; i < layers.size(); ++i) x = layers[i]->forward_cached(x, s.self[i], s.cross[i], s.memory_mask);
   Tensor h = transformer->decoder->final_norm(x.select(1, 0));
@@ -316,9 +323,23 @@ Tensor Seq2SeqTransformer::step(const std::vector<int32_t>& tokens, DecoderState
 }
 
 void Seq2SeqTransformer::set_inference_weights(InferenceWeights weights) {
-  for (auto& l : transformer->encoder->layers) l->set_inference_weights(weights);
   for (auto& l : transformer->decoder->layers) l->set_inference_weights(weights);
   embedding_inference = InferenceWeight(embedding->weight, weights);
+}
+
+std::vector<Tensor> Seq2SeqTransformer::int8_only_weights() const {
+  std::vector<Tensor> out{embedding->weight};
+  for (const auto& l : transformer->decoder->layers)
+    for (const MultiheadAttention* a : {l->self_attn.get(), l->multihead_attn.get()}) {
+      if (!a->in_proj_weight.defined()) return {};  // separate q/k/v projections: not this model's decoding path
+      out.push_back(a->in_proj_weight);
+      out.push_back(a->out_proj->weight);
+    }
+  for (const auto& l : transformer->decoder->layers) {
+    out.push_back(l->linear1->weight);
+    out.push_back(l->linear2->weight);
+  }
+  return out;
 }
 
 }  // namespace qkv::nn

@@ -12,9 +12,9 @@ namespace {
 
 // The first element of t's view, as bytes.
 const void* first_byte(const TensorBase& t) {
-  return static_cast<const char*>(t.impl().storage->data) + t.offset() * dtype_size(t.dtype());
+  return static_cast<const char*>(t.impl().storage->ptr()) + t.offset() * dtype_size(t.dtype());
 }
-void* first_byte(TensorBase& t) { return static_cast<char*>(t.impl().storage->data) + t.offset() * dtype_size(t.dtype()); }
+void* first_byte(TensorBase& t) { return static_cast<char*>(t.impl().storage->ptr()) + t.offset() * dtype_size(t.dtype()); }
 
 }  // namespace
 
@@ -24,7 +24,7 @@ Tensor Tensor::zeros(const Shape& shape, DType dtype, Device device) {
   if (device.is_cpu()) return TensorBase::zeros(shape, dtype);
   ops_detail::check_device("zeros", device);
   Tensor out = empty(shape, dtype, device);
-  QKV_DISPATCH("zeros", device, k::fill(out.impl().storage->data, dtype, out.numel(), 0.f));
+  QKV_DISPATCH("zeros", device, k::fill(out.impl().storage->ptr(), dtype, out.numel(), 0.f));
   return out;
 }
 
@@ -33,7 +33,7 @@ Tensor Tensor::contiguous_copy() const {
   const Device d = ops_detail::device_of("contiguous_copy", {this});
   Tensor out = empty(shape(), dtype(), d);
   QKV_DISPATCH("contiguous_copy", d,
-               k::copy_strided(shape(), out.impl().storage->data, first_byte(*this), strides(), dtype_size(dtype())));
+               k::copy_strided(shape(), out.impl().storage->ptr(), first_byte(*this), strides(), dtype_size(dtype())));
   return out;
 }
 
@@ -43,7 +43,7 @@ Tensor Tensor::to(DType t) const {
   if (t == dtype()) return contiguous_copy();
   const Tensor src = dense(*this);
   Tensor out = empty(shape(), t, d);
-  QKV_DISPATCH("to", d, k::convert(first_byte(src), dtype(), out.impl().storage->data, t, numel()));
+  QKV_DISPATCH("to", d, k::convert(first_byte(src), dtype(), out.impl().storage->ptr(), t, numel()));
   return out;
 }
 

@@ -25,7 +25,7 @@ Tensor index_select(const Tensor& t, int64_t dim, const std::vector<int64_t>& in
   Tensor out = Tensor::empty(out_shape, t.dtype(), d);
   const int64_t row_bytes = inner * static_cast<int64_t>(dtype_size(t.dtype()));
   QKV_DISPATCH("index_select", d,
-               k::index_select(static_cast<const uint8_t*>(src.impl().storage->data) + src.offset() * dtype_size(t.dtype()),
+               k::index_select(static_cast<const uint8_t*>(src.impl().storage->ptr()) + src.offset() * dtype_size(t.dtype()),
                                outer, n, row_bytes, index.data(), n_index,
                                static_cast<uint8_t*>(out.impl().storage->data)));
   if (t.dtype() != DType::f32) return out;

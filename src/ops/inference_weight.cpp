@@ -1,5 +1,6 @@
 #include "qkv/ops/inference_weight.h"
 
+#include <cmath>
 #include <cstdlib>
 #include <string>
 
@@ -24,6 +25,54 @@ QuantizedRows QuantizedRows::quantize(const Tensor& weight) {
   return q;
 }
 
+QuantizedRows QuantizedRows::from_tensors(const Tensor& values, const Tensor& scales, const std::string& what) {
+  QKV_CHECK(values.dim() == 2 && values.dtype() == DType::i8 && values.device().is_cpu(), what,
+            ": the int8 rows must be an i8 matrix [N, K], got ", values.str());
+  QKV_CHECK(scales.dim() == 1 && scales.dtype() == DType::f32 && scales.size(0) == values.size(0), what,
+            ": the scales must be f32 [", values.size(0), "] (one per row), got ", scales.str());
+  QuantizedRows q;
+  q.rows = values.size(0), q.cols = values.size(1);
+  const Tensor v = values.is_contiguous() ? values : Tensor(values.host_contiguous_copy());
+  const auto* w8 = v.data<int8_t>();
+  q.values.assign(w8, w8 + q.rows * q.cols);
+  q.scales = scales.to_vector();
+  q.sums.assign(static_cast<size_t>(q.rows), 0);
+  for (int64_t n = 0; n < q.rows; ++n) {
+    const float s = q.scales[static_cast<size_t>(n)];
+    QKV_CHECK(std::isfinite(s) && s >= 0.f, what, ": row ", n, "'s scale is ", s, " (a scale is finite and >= 0)");
+    int32_t sum = 0;
+    for (int64_t k = 0; k < q.cols; ++k) {
+      const int8_t x = q.values[static_cast<size_t>(n * q.cols + k)];
+      // -128 is outside what quantize writes, and outside the kernels' exact-sum bound
+      QKV_CHECK(x != -128, what, ": value -128 at [", n, ", ", k, "] (int8 rows hold -127..127)");
+      sum += x;
+    }
+    q.sums[static_cast<size_t>(n)] = sum;
+  }
+  return q;
+}
+
+Tensor QuantizedRows::values_tensor() const {
+  return Tensor::from_blob(const_cast<int8_t*>(values.data()), {rows, cols}, DType::i8);
+}
+
+Tensor QuantizedRows::scales_tensor() const { return Tensor::from_vector(scales, {rows}); }
+
+namespace {
+thread_local GivenInt8Rows* t_given = nullptr;
+}
+
+GivenInt8Rows::GivenInt8Rows(Map rows) : rows_(std::move(rows)), outer_(t_given) { t_given = this; }
+GivenInt8Rows::~GivenInt8Rows() { t_given = outer_; }
+
+std::shared_ptr<const QuantizedRows> GivenInt8Rows::find(const Tensor& weight) {
+  if (!t_given || !weight.defined() || weight.dim() != 2 || weight.offset() != 0) return nullptr;
+  auto it = t_given->rows_.find(weight.impl().storage.get());
+  if (it == t_given->rows_.end() || it->second->rows != weight.size(0) || it->second->cols != weight.size(1))
+    return nullptr;
+  return it->second;
+}
+
 Tensor QuantizedRows::dequantize() const {
   Tensor out = Tensor::empty({rows, cols});
   float* o = out.data();
@@ -35,7 +84,10 @@ Tensor QuantizedRows::dequantize() const {
 
 InferenceWeight::InferenceWeight(const Tensor& weight, InferenceWeights kind) : kind_(kind), rows_(weight.size(0)) {
   if (kind == InferenceWeights::bf16) bf16_ = weight.detach().to(DType::bf16);
-  if (kind == InferenceWeights::int8) int8_ = std::make_shared<const QuantizedRows>(QuantizedRows::quantize(weight));
+  if (kind == InferenceWeights::int8) {
+    int8_ = GivenInt8Rows::find(weight);  // a quantized file's rows, or W's own
+    if (!int8_) int8_ = std::make_shared<const QuantizedRows>(QuantizedRows::quantize(weight));
+  }
   if (kind != InferenceWeights::bf16 && weight.device().is_cpu()) packed_ = std::make_shared<PackedCopy>();
 }
 

@@ -5,6 +5,35 @@
 namespace qkv {
 namespace {
 
+TEST(Storage, ReleasedMemoryKeepsTheShapeAndAReadSaysWhy) {
+  Tensor w = Tensor::full({64, 32}, 2.f);
+  Tensor view = w.slice(0, 8, 16);
+  const int64_t before = allocated_bytes();
+  w.impl().storage->release("weights gone: loaded for int8 decoding");
+  EXPECT_EQ(allocated_bytes(), before - 64 * 32 * 4);
+  EXPECT_EQ(w.shape(), (Shape{64, 32}));
+  EXPECT_EQ(view.shape(), (Shape{8, 32}));
+  Tensor again = w.slice(0, 0, 4);  // views can still be made (no value is read)
+  EXPECT_EQ(again.shape(), (Shape{4, 32}));
+  for (const Tensor& t : {w, view, again}) {
+    try {
+      (void)t.to_vector();
+      ADD_FAILURE() << "read a released tensor";
+    } catch (const Error& e) {
+      EXPECT_STREQ(e.what(), "weights gone: loaded for int8 decoding");
+    }
+  }
+  try {
+    (void)(w + 1.f);
+    ADD_FAILURE() << "an op read a released tensor";
+  } catch (const Error& e) {
+    EXPECT_STREQ(e.what(), "weights gone: loaded for int8 decoding");
+  }
+  w.impl().storage->release("twice: a no-op");  // (the first reason stays)
+  EXPECT_EQ(allocated_bytes(), before - 64 * 32 * 4);
+}
+
+
 TEST(Tensor, FactoriesAndMetadata) {
   Tensor t = Tensor::zeros({2, 3, 4});
   EXPECT_EQ(t.dim(), 3);

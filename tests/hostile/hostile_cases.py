@@ -971,6 +971,69 @@ def add_python_cases(m, files):
         m.add(f"python/{name}", ["{python}", "-c", script], expect=expect, python=True)
 
 
+# -- int8 model files (qkv quantize) --
+
+def add_quantize_cases(m, files):
+    """qkv quantize's inputs and outputs, and int8 files whose rows, scales or list lie."""
+    f = files.get("transformer")
+    if not f:
+        return
+    good = m.path("models/int8/good.safetensors")
+    r = subprocess.run([m.qkv, "quantize", f, "-o", good], capture_output=True, text=True)
+    if r.returncode != 0:
+        m.skipped.append(f"int8 files: qkv quantize of the tiny transformer failed ({r.stderr.strip()[-200:]})")
+        return
+    o = m.path("out/q-gpt.safetensors")
+    m.add("quantize/input=gpt", ["{qkv}", "quantize", files["gpt"], "-o", o], names=[files["gpt"]], gone=[o])
+    o = m.out("avg.safetensors")
+    m.add("int8-file/average/valid", ["{qkv}", "average", good, good, "-o", o], names=[good], gone=[o])
+    o = m.path("out/q-again.safetensors")
+    m.add("quantize/input=int8-file", ["{qkv}", "quantize", good, "-o", o], names=[good], gone=[o])
+    o = m.path("out/no-such-dir/q.safetensors")
+    m.add("quantize/out=missing-folder", ["{qkv}", "quantize", f, "-o", o], names=[o], gone=[o])
+    m.add("quantize/dtype=int4", ["{qkv}", "quantize", f, "-o", m.path("out/q4.safetensors"), "--dtype", "int4"],
+          names=["--dtype"], usage=True, gone=[m.path("out/q4.safetensors")])
+    for dtype in ("int8", "f32"):
+        m.add(f"int8-file/translate-{dtype}/valid", ["{qkv}", "translate", "--threads", "1", "--dtype", dtype,
+                                                     "-m", good, "one two"], expect="pass")
+    header, data = st_read(good)
+    meta = meta_of(header)
+    listed = meta["quantized"]["tensors"]
+    w = listed[-1]
+    wo = header[w]["data_offsets"][0]
+    so = header[w + "_scale"]["data_offsets"][0]
+
+    def patched(at, raw):
+        return data[:at] + raw + data[at + len(raw):]
+
+    def retyped(name, dtype):
+        h = copy.deepcopy(header)
+        h[name]["dtype"] = dtype
+        return h
+    muts = {
+        "value=-128": st_bytes(header, patched(wo + 3, b"\x80")),
+        "scale=nan": st_bytes(header, patched(so, struct.pack("<f", float("nan")))),
+        "scale=-inf": st_bytes(header, patched(so + 4, struct.pack("<f", float("-inf")))),
+        "rows-as-u8": st_bytes(retyped(w, "U8"), data),
+        "rows-as-bool": st_bytes(retyped(w, "BOOL"), data),
+        "list=not-a-list": st_bytes(with_meta(header, {**meta, "quantized": {"dtype": "int8", "tensors": w}}), data),
+        "list=number": st_bytes(with_meta(header, {**meta, "quantized": {"dtype": "int8", "tensors": [7]}}), data),
+        "list=a-norm": st_bytes(with_meta(header, {**meta, "quantized": {
+            "dtype": "int8", "tensors": listed + [n for n in tensors_of(header) if n.endswith("norm1.weight")][:1]}}), data),
+        "list=twice": st_bytes(with_meta(header, {**meta, "quantized": {"dtype": "int8", "tensors": listed + [w]}}), data),
+        "list=missing": st_bytes(with_meta(header, {**meta, "quantized": {"dtype": "int8", "tensors": listed[:-1]}}), data),
+        "dtype=int4": st_bytes(with_meta(header, {**meta, "quantized": {"dtype": "int4", "tensors": listed}}), data),
+        "quantized=null": st_bytes(with_meta(header, {**meta, "quantized": None}), data),
+    }
+    for name, blob in muts.items():
+        p = m.write(f"models/int8/{name}.safetensors", blob)
+        for dtype in ("int8", "f32"):
+            m.add(f"int8-file/translate-{dtype}/{name}", ["{qkv}", "translate", "--threads", "1", "--dtype", dtype,
+                                                        "-m", p, "one two"], names=[p])
+        o = m.out("avg.safetensors")
+        m.add(f"int8-file/average/{name}", ["{qkv}", "average", p, p, "-o", o], names=[p], gone=[o])
+
+
 def make_cases(tmp, qkv, want_python=True):
     m = Maker(tmp, qkv)
     os.makedirs(os.path.join(tmp, "out"), exist_ok=True)
@@ -980,6 +1043,7 @@ def make_cases(tmp, qkv, want_python=True):
     add_model_cases(m, files, pics)
     add_train_cases(m, cfgs)
     add_flag_cases(m, files, pics)
+    add_quantize_cases(m, files)
     if want_python:
         add_python_cases(m, files)
     return m.cases, m.skipped

@@ -129,6 +129,20 @@ TEST(Safetensors, RoundTripKeepsValuesShapesDtypesAndMetadata) {
   EXPECT_EQ(w16.find("m")->dtype(), DType::boolean);
 }
 
+TEST(Safetensors, Int8RowsRoundTripAsI8) {  // a quantized model file's rows (qkv quantize)
+  ScratchDir scratch;
+  const std::string path = scratch.str() + "int8.safetensors";
+  std::vector<int8_t> v = {-127, -1, 0, 1, 127, 42};
+  Tensor w8 = Tensor::from_blob(v.data(), {2, 3}, DType::i8);
+  io::save_safetensors(path, {{"w8", w8}, {"w8t", w8.transpose(0, 1)}}, {}, StoreAs::kF16);  // i8 stays I8
+  const std::string bytes = io::read_file(path);
+  EXPECT_NE(bytes.find(R"("dtype":"I8","shape":[2,3])"), std::string::npos) << bytes.substr(0, 200);
+  io::SafetensorsFile f = io::load_safetensors(path);
+  EXPECT_EQ(f.find("w8")->dtype(), DType::i8);
+  EXPECT_EQ(f.find("w8")->to_vector(), (std::vector<float>{-127, -1, 0, 1, 127, 42}));
+  EXPECT_EQ(f.find("w8t")->to_vector(), (std::vector<float>{-127, 1, -1, 127, 0, 42}));
+}
+
 TEST(Safetensors, HeaderIsPaddedJsonWithContiguousOffsets) {
   ScratchDir scratch;
   std::string path = scratch.str() + "t.safetensors";

@@ -11,6 +11,7 @@
 #include "commands.h"
 #include "options.h"
 #include "translation_models.h"
+#include "qkv/core/allocator.h"
 #include "qkv/core/error.h"
 #include "qkv/decode/translator.h"
 #include "qkv/io/file.h"
@@ -119,10 +120,13 @@ void add_translate(CLI::App& app) {
       for (auto& list : nbest)
         if (!list.empty()) tokens += static_cast<int64_t>(list[0].tokens.size()) + (list[0].finished ? 1 : 0);
       std::fprintf(stderr, "translated %zu sentences (%lld target tokens) in %.2f s: %.1f sentences/s, %.0f tokens/s "
-                   "(beam %lld, %s, %s weights); peak RSS %.0f MiB\n", lines.size(), static_cast<long long>(tokens), dt,
+                   "(beam %lld, %s, %s weights); peak RSS %.0f MiB (tensors at most %.0f MiB; %.0f MiB of free "
+                   "blocks cached at the end)\n", lines.size(), static_cast<long long>(tokens), dt,
                    static_cast<double>(lines.size()) / dt, static_cast<double>(tokens) / dt,
                    static_cast<long long>(a->decode.beam()), a->decode.use_cache() ? "KV cache" : "no cache",
-                   std::string(enum_name(a->decode.weights)).c_str(), peak_rss_mib());
+                   std::string(enum_name(a->decode.weights)).c_str(), peak_rss_mib(),
+                   static_cast<double>(peak_allocated_bytes()) / (1 << 20),
+                   static_cast<double>(cached_bytes()) / (1 << 20));
     }
     return 0;
   });

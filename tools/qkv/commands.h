@@ -26,6 +26,7 @@ void add_eval(CLI::App& app);
 void add_attend(CLI::App& app);
 void add_classify(CLI::App& app);
 void add_average(CLI::App& app);
+void add_quantize(CLI::App& app);
 void add_convert(CLI::App& app);
 void add_fill_mask(CLI::App& app);
 void add_plot(CLI::App& app);

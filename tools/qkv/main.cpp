@@ -80,6 +80,7 @@ int main(int argc, char** argv) {
   qkv::cli::add_probe(app);
   qkv::cli::add_classify(app);
   qkv::cli::add_average(app);
+  qkv::cli::add_quantize(app);
   qkv::cli::add_convert(app);
   qkv::cli::add_fill_mask(app);
   qkv::cli::add_plot(app);

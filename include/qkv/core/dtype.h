@@ -1,5 +1,6 @@
 // Element types. f32 is the compute type; bf16 is for storage and bf16 matmuls; boolean (1 byte,
-// 0/1) is for masks; i32 is for token ids and targets.
+// 0/1) is for masks; i32 is for token ids and targets; i8 holds int8 weight rows (a quantized model
+// file's tensors, ops/inference_weight.h) — no op computes on it.
 #pragma once
 
 #include <cstddef>
@@ -8,13 +9,17 @@
 
 namespace qkv {
 
-enum class DType : uint8_t { f32, bf16, boolean, i32 };
+enum class DType : uint8_t { f32, bf16, boolean, i32, i8 };
 
 constexpr size_t dtype_size(DType t) {
   return t == DType::f32 || t == DType::i32 ? 4 : t == DType::bf16 ? 2 : 1;
 }
 constexpr const char* dtype_name(DType t) {
-  return t == DType::f32 ? "f32" : t == DType::bf16 ? "bf16" : t == DType::i32 ? "i32" : "bool";
+  return t == DType::f32    ? "f32"
+         : t == DType::bf16 ? "bf16"
+         : t == DType::i32  ? "i32"
+         : t == DType::i8   ? "i8"
+                            : "bool";
 }
 
 // bfloat16: the top 16 bits of an IEEE f32; conversion rounds to nearest even (NaN stays NaN).
@@ -68,6 +73,7 @@ inline float load_as_f32(const void* p, DType t, int64_t i) {
     case DType::bf16: return bf16_to_f32(static_cast<const bf16*>(p)[i]);
     case DType::boolean: return static_cast<const uint8_t*>(p)[i] ? 1.f : 0.f;
     case DType::i32: return static_cast<float>(static_cast<const int32_t*>(p)[i]);
+    case DType::i8: return static_cast<float>(static_cast<const int8_t*>(p)[i]);
   }
   return 0.f;
 }
@@ -77,6 +83,9 @@ inline void store_from_f32(void* p, DType t, int64_t i, float v) {
     case DType::bf16: static_cast<bf16*>(p)[i] = f32_to_bf16(v); break;
     case DType::boolean: static_cast<uint8_t*>(p)[i] = v != 0.f; break;
     case DType::i32: static_cast<int32_t*>(p)[i] = static_cast<int32_t>(v); break;
+    case DType::i8:  // saturating (NaN → 0): no value is undefined behaviour
+      static_cast<int8_t*>(p)[i] = static_cast<int8_t>(v >= 127.f ? 127.f : v <= -128.f ? -128.f : v == v ? v : 0.f);
+      break;
   }
 }
 

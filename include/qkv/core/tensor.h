@@ -43,11 +43,26 @@ struct Storage {
   ~Storage();
   Storage(const Storage&) = delete;
   Storage& operator=(const Storage&) = delete;
+  // The memory, for reading or writing; a qkv::Error saying why once release() gave it back.
+  void* ptr() const {
+    if (!data) [[unlikely]]
+      check_held();
+    return data;
+  }
+  // Gives the memory back while the tensors over it keep their shapes (and nbytes stays, so views
+  // of them can still be made): a later read or write of their values is a qkv::Error saying
+  // `why`. A model loaded for int8 decoding releases the f32 weights only its int8 kernels read
+  // (models/load.h).
+  void release(std::string why);
   void* data = nullptr;
   size_t nbytes = 0;
   size_t capacity = 0;  // bytes actually allocated, >= nbytes
   Device device;
   std::function<void(void*)> deleter;  // set: external memory
+  std::string released;                // set by release(): why the memory is gone
+
+ private:
+  void check_held() const;  // throws when released
 };
 
 // A bound on the bytes the current thread may allocate for tensors while it lives (nested budgets:
@@ -134,7 +149,7 @@ class TensorBase {
   // Pointer to the first element of this view (storage + offset), in the device's memory.
   template <typename T = float>
   T* data() const {
-    return static_cast<T*>(impl().storage->data) + impl().offset;
+    return static_cast<T*>(impl().storage->ptr()) + impl().offset;
   }
   // Shares storage: same values, no autograd history.
   TensorBase detach() const;

@@ -6,6 +6,7 @@
 #include <concepts>
 #include <functional>
 #include <map>
+#include <set>
 #include <string>
 #include <utility>
 #include <vector>
@@ -18,7 +19,7 @@ namespace qkv::io {
 
 // How floating tensors (f32 and bf16) are written: kKeep keeps their dtype (f32 → F32, bf16 → BF16);
 // the others convert (F16 and BF16 round to nearest even, overflow to ±inf, keep subnormals).
-// i32 and boolean tensors are always written as I32 and BOOL.
+// i32, i8 and boolean tensors are always written as I32, I8 and BOOL.
 // The storage dtype of a file: what a training config's "model_dtype" and `qkv average --dtype` name
 // ("f32", "f16", "bf16"; "keep" is the library's default).
 enum class StoreAs { kKeep, kF32, kF16, kBF16 };
@@ -29,9 +30,12 @@ constexpr EnumTable<StoreAs, 4> enum_table(StoreAs) {
 
 // Writes `tensors` (any strides; views are made contiguous) in the given order, with `metadata` as
 // "__metadata__" (omitted when empty). Names must be unique, non-empty and not "__metadata__"; all
-// is checked before anything is written. The file is written atomically (write_file_atomic).
+// is checked before anything is written. The file is written atomically (write_file_atomic). The
+// tensors named in `keep` are written in their own dtype whatever `store` says (an int8 file's
+// f32 scales: qkv quantize).
 void save_safetensors(const std::string& path, const std::vector<std::pair<std::string, TensorBase>>& tensors,
-                      const std::map<std::string, std::string>& metadata = {}, StoreAs store = StoreAs::kKeep);
+                      const std::map<std::string, std::string>& metadata = {}, StoreAs store = StoreAs::kKeep,
+                      const std::set<std::string>& keep = {});
 // The same for a list of a tensor type built on TensorBase (qkv::Tensor).
 template <class T>
   requires(std::derived_from<T, TensorBase> && !std::same_as<T, TensorBase>)
@@ -47,7 +51,7 @@ struct SafetensorsFile {
   const TensorBase* find(const std::string& name) const;  // nullptr if absent
 };
 
-// Reads a safetensors file: F32/F16/BF16 → f32 tensors (BF16 stays bf16 if keep_bf16), I32 → i32,
+// Reads a safetensors file: F32/F16/BF16 → f32 tensors (BF16 stays bf16 if keep_bf16), I32 → i32, I8 → i8,
 // I64 → i32 (an error if a value does not fit), BOOL → boolean. Any other dtype is an error naming it.
 // Throws qkv::Error naming the file and the problem: a file shorter than 8 bytes, a header length
 // beyond the file, JSON that does not parse, an entry without dtype/shape/data_offsets, offsets out of

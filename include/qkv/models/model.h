@@ -57,6 +57,10 @@ class Model {
   virtual int64_t width() const = 0;  // the model dimension d_model (what inverse_sqrt scales by)
   // Decoding steps read bf16 copies of the weights, or the f32 parameters (after loading them).
   virtual void set_inference_weights(nn::InferenceWeights weights) = 0;
+  // The parameters its decoding reads only through int8 rows once set_inference_weights(int8) made
+  // them: what `qkv quantize` stores as int8, and what a model loaded for int8 decoding from such a
+  // file holds no f32 values for (models/quantize.h). Empty: this model has no int8-only decoding.
+  virtual std::vector<Tensor> int8_only_weights() const { return {}; }
 };
 
 // The image a classifier or a captioner takes: channels × height × width, pixels in [0, 1].

@@ -12,6 +12,7 @@
 
 #include <functional>
 #include <map>
+#include <memory>
 #include <string>
 
 #include <nlohmann/json.hpp>
@@ -19,6 +20,7 @@
 #include "qkv/io/safetensors.h"
 #include "qkv/models/model.h"
 #include "qkv/nn/module.h"
+#include "qkv/ops/inference_weight.h"
 
 namespace qkv::models {
 
@@ -54,8 +56,18 @@ void load_parameters(nn::Module& model, const ModelFile& file);
 // bytes the file's parameters take as f32, to bound what its config may allocate — and the
 // parameters then stream into that model one tensor at a time (optimizer state is skipped unread),
 // with load_parameters' checks. Peak memory: the model plus its largest tensor. Returns the metadata.
+//
+// A quantized file (qkv quantize: metadata "quantized": {"dtype": "int8", "tensors": [names]}) holds
+// each listed matrix as int8 rows W8 (I8 [N, K], under its name) and their scales s (F32 [N], under
+// its name + kInt8ScaleSuffix), W ≈ s[n] · W8[n, :] (ops/inference_weight.h's QuantizedRows). With
+// `int8_rows`, those rows are handed back there by name and the matrices' f32 parameters are left
+// unwritten (the caller makes int8 inference weights of them, models/load.cpp); without, the
+// parameters get the rows' values, s[n] · W8[n, k].
+inline constexpr const char* kInt8ScaleSuffix = "_scale";
+using Int8Rows = std::map<std::string, std::shared_ptr<const QuantizedRows>>;
 nlohmann::json load_model_streaming(const std::string& path,
-                                    const std::function<nn::Module&(const nlohmann::json& meta, size_t param_bytes)>& build);
+                                    const std::function<nn::Module&(const nlohmann::json& meta, size_t param_bytes)>& build,
+                                    Int8Rows* int8_rows = nullptr);
 
 // Checkpoint averaging (as fairseq's average_checkpoints.py; Marian's exponential smoothing is the
 // running cousin): θ = (1/n) Σ_i θ_i over model files or checkpoints of the same model, written

@@ -136,6 +136,10 @@ class Adapter : public Base {
   }
   int64_t width() const override { return net_.config.width(); }
   void set_inference_weights(nn::InferenceWeights w) override { net_.set_inference_weights(w); }
+  std::vector<Tensor> int8_only_weights() const override {
+    if constexpr (requires { net_.int8_only_weights(); }) return net_.int8_only_weights();
+    else return {};
+  }
   Net& net() { return net_; }  // the module itself, for code that knows the architecture
   const Net& net() const { return net_; }
 

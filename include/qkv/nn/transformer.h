@@ -137,20 +137,28 @@ class Seq2SeqTransformer : public Module {
   struct Encoded {
     Tensor memory, mask;
   };
-  Encoded encode(const Tensor& src, std::vector<Tensor>* weights = nullptr) const;
+  // inference: decoding's encoder (embed's `inference`), no tape.
+  Encoded encode(const Tensor& src, std::vector<Tensor>* weights = nullptr, bool inference = false) const;
   // Decoding (no tape): encode the sources, then feed one token per row per step; step() returns
   // the log-probabilities of the next token, [rows, V]. use_cache = false recomputes the decoder
   // over each row's whole prefix every step instead (it chooses the same tokens).
   DecoderState start_decoding(const Tensor& src, bool use_cache = true) const;
   Tensor step(const std::vector<int32_t>& tokens, DecoderState& state) const;
-  // bf16 weight copies for decoding steps (see GPT::set_inference_weights).
+  // Weight copies for decoding (see GPT::set_inference_weights): the decoder's matrices and the
+  // shared embedding (for the output projection and, int8, the lookup). The encoder runs once per
+  // sentence and reads its f32 weights (int8 activations there cost BLEU: docs/BENCHMARKS.md).
   void set_inference_weights(InferenceWeights weights);
+  // The parameters decoding reads only through their int8 rows once set_inference_weights(int8)
+  // made them (the decoder's matrices, the embedding): what `qkv quantize` stores as int8, and
+  // what a model loaded from such a file holds no f32 values for.
+  std::vector<Tensor> int8_only_weights() const;
 
   // The source mask in qkv's convention: [B, 1, 1, S], true where src ≠ pad_id (computed once, read
   // by every encoder layer and every cross-attention).
   Tensor source_mask(const Tensor& src) const;
-  // x = Dropout(E[ids] · √d_model + PE[pos0 …]): ids [B, L] → [B, L, d_model]
-  Tensor embed(const Tensor& ids, int64_t pos0) const;
+  // x = Dropout(E[ids] · √d_model + PE[pos0 …]): ids [B, L] → [B, L, d_model]. inference (decoding,
+  // no tape): E's rows from embedding_inference (its int8 rows, when it has them).
+  Tensor embed(const Tensor& ids, int64_t pos0, bool inference = false) const;
 
   Seq2SeqConfig config;
   std::shared_ptr<Embedding> embedding;

@@ -14,8 +14,10 @@
 // training path's `linear` to rounding (another summation order), int8 results exactly.
 #pragma once
 
+#include <map>
 #include <memory>
 #include <mutex>
+#include <string>
 #include <vector>
 
 #include "qkv/core/names.h"
@@ -36,7 +38,31 @@ struct QuantizedRows {
   std::vector<float> scales;   // s, [rows]
   std::vector<int32_t> sums;   // Σ_k W8[n, k], [rows] (the kernel takes the activations' zero point out with it)
   static QuantizedRows quantize(const Tensor& weight);  // f32 [N, K]
-  Tensor dequantize() const;                            // s[n] · W8[n, k], f32 [N, K]
+  // Rows as a quantized model file holds them (qkv quantize): W8 i8 [N, K] with every value in
+  // [-127, 127], s f32 [N] finite and ≥ 0 — anything else is a qkv::Error naming `what`.
+  static QuantizedRows from_tensors(const Tensor& values, const Tensor& scales, const std::string& what);
+  Tensor dequantize() const;       // s[n] · W8[n, k], f32 [N, K]
+  Tensor values_tensor() const;    // W8 as an i8 [N, K] tensor (a view of `values`: keep this alive)
+  Tensor scales_tensor() const;    // s, f32 [N] (a copy)
+};
+
+// While one lives (on this thread), InferenceWeight(weight, int8) takes the rows given here for a
+// weight — matched by its storage, and only when the rows have its shape — instead of quantizing
+// its f32 values: a quantized model file's int8 rows, used as written (models/load.cpp), so the
+// f32 values need never be there.
+class GivenInt8Rows {
+ public:
+  using Map = std::map<const Storage*, std::shared_ptr<const QuantizedRows>>;
+  explicit GivenInt8Rows(Map rows);
+  ~GivenInt8Rows();
+  GivenInt8Rows(const GivenInt8Rows&) = delete;
+  GivenInt8Rows& operator=(const GivenInt8Rows&) = delete;
+  // The rows given for `weight` in the innermost live scope, or null.
+  static std::shared_ptr<const QuantizedRows> find(const Tensor& weight);
+
+ private:
+  Map rows_;
+  GivenInt8Rows* outer_;
 };
 
 // The kernels' packed copy of a weight (or of its int8 rows), made once on first use (thread-safe);

@@ -289,4 +289,19 @@ void linear_int8(int64_t M, int64_t N, int64_t K, const float* x, int64_t ldx, c
   });
 }
 
+void embedding_int8(const int8_t* W8, const float* scale, int64_t vocab, int64_t dim, const int32_t* ids, int64_t n,
+                    float* out) {
+  for (int64_t i = 0; i < n; ++i)
+    QKV_CHECK(ids[i] >= 0 && ids[i] < vocab, "embedding: id ", ids[i], " at position ", i,
+              " is outside the vocabulary [0, ", vocab, ")");
+  parallel_for(n, 1 + 8192 / (dim + 1), [&](int64_t b, int64_t e) {
+    for (int64_t i = b; i < e; ++i) {
+      const int8_t* w = W8 + static_cast<int64_t>(ids[i]) * dim;
+      const float s = scale[ids[i]];
+      float* o = out + i * dim;
+      for (int64_t k = 0; k < dim; ++k) o[k] = s * static_cast<float>(w[k]);
+    }
+  });
+}
+
 }  // namespace qkv::kernels::cpu

@@ -29,6 +29,11 @@ void linear_int8(int64_t M, int64_t N, int64_t K, const float* x, int64_t ldx, c
                  const float* scale, const int32_t* row_sums, const float* bias, float* y, int64_t ldy,
                  const PackedLinear* packed = nullptr);
 
+// An embedding lookup from int8 rows: out[i, :] = s_w[ids[i]] · W8[ids[i], :] (W8 [vocab, dim]); an
+// id outside [0, vocab) is a qkv::Error naming it.
+void embedding_int8(const int8_t* W8, const float* scale, int64_t vocab, int64_t dim, const int32_t* ids, int64_t n,
+                    float* out);
+
 // Batches of at most this many rows take the matrix–vector kernel (one pass over W8), larger ones
 // a GEMM.
 constexpr int64_t kInt8GemvRows = 8;
