@@ -38,6 +38,19 @@ def test_translator_equals_the_cli(model, tmp_path):
     assert t.translate(SENTENCES[0]) == theirs[0] and t.translate(SENTENCES[:2]) == theirs[:2]
 
 
+def test_int8_file_translates_as_the_f32_file_with_int8_weights(tmp_path):
+    """qkv quantize's file, loaded with weights="int8", gives what the f32 file gives with int8
+    weights (its rows are those); its f32 values are not there, and asking for them says so."""
+    path = os.path.join(MODELS, "en-fr.safetensors")
+    int8 = str(tmp_path / "en-fr.int8.safetensors")
+    cli("quantize", path, "-o", int8, "--dtype", "f16")
+    a = qkv.Translator(path, weights="int8").translate_batch(SENTENCES, beam_size=4)
+    b = qkv.Translator(int8, weights="int8").translate_batch(SENTENCES, beam_size=4)
+    assert [r.hypotheses[0] for r in b] == [r.hypotheses[0] for r in a]
+    assert [r.scores[0] for r in b] == [r.scores[0] for r in a]
+    assert qkv.Translator(int8).translate(SENTENCES[1])  # f32 weights: s[n]·W8[n, k]
+
+
 def test_translator_n_best_scores_and_attention():
     t = qkv.Translator(os.path.join(MODELS, "en-fr.safetensors"))
     (r,) = t.translate_batch(["The cat sat on the mat."], beam_size=4, num_hypotheses=3, return_attention=True)

@@ -1,7 +1,5 @@
 #include "qkv/nn/transformer.h"
 
-#include "qkv/ops/embedding.h"
-
 #include <algorithm>
 #include <cmath>
 #include <cstring>

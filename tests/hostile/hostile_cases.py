@@ -989,7 +989,7 @@ def add_quantize_cases(m, files):
     m.add("int8-file/average/valid", ["{qkv}", "average", good, good, "-o", o], names=[good], gone=[o])
     o = m.path("out/q-again.safetensors")
     m.add("quantize/input=int8-file", ["{qkv}", "quantize", good, "-o", o], names=[good], gone=[o])
-    o = m.path("out/no-such-dir/q.safetensors")
+    o = os.path.join(m.tmp, "out", "no-such-dir", "q.safetensors")  # (m.path would make the folder)
     m.add("quantize/out=missing-folder", ["{qkv}", "quantize", f, "-o", o], names=[o], gone=[o])
     m.add("quantize/dtype=int4", ["{qkv}", "quantize", f, "-o", m.path("out/q4.safetensors"), "--dtype", "int4"],
           names=["--dtype"], usage=True, gone=[m.path("out/q4.safetensors")])
