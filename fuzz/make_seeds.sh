@@ -111,6 +111,8 @@ for path in sys.argv[1:]:
     h += b" " * (-len(h) % 8)
     open(path, "wb").write(struct.pack("<Q", len(h)) + h + b[8 + n:])
 PY
+# an int8 file (qkv quantize) of the same transformer: the loaders' int8-rows path
+$Q quantize $C/model_file/transformer.safetensors -o $C/model_file/transformer-int8.safetensors >/dev/null 2>&1
 cp $T/gpt/model.safetensors $C/safetensors/gpt.safetensors
 cp $T/convnet/checkpoint.safetensors $C/safetensors/checkpoint.safetensors
 for f in configs/shakespeare-char.json configs/tatoeba-en-fr.json configs/multi30k-de-en-gru-attention.json \

@@ -103,6 +103,8 @@ std::set<std::string> quantized_names(const nlohmann::json& meta, const std::map
     QKV_CHECK(it != slots.end() && it->second.dim() == 2, "'", path, "': \"quantized\" lists \"", name,
               "\", which is not a matrix of the model");
     QKV_CHECK(names.insert(name).second, "'", path, "': \"quantized\" lists \"", name, "\" twice");
+    QKV_CHECK(!slots.contains(name + kInt8ScaleSuffix), "'", path, "': \"quantized\" lists \"", name,
+              "\", whose scales' name is a parameter of the model");
   }
   return names;
 }

@@ -2,6 +2,7 @@
 
 #include <cstdio>
 #include <deque>
+#include <filesystem>
 #include <memory>
 #include <set>
 
@@ -33,6 +34,9 @@ std::unique_ptr<Model> load_any(const std::string& path, const LoadOptions& opti
 }  // namespace
 
 QuantizeReport quantize_model_file(const std::string& in, const std::string& out, io::StoreAs store) {
+  std::error_code same_error;
+  QKV_CHECK(!std::filesystem::equivalent(in, out, same_error), "qkv quantize: '", out, "' is the input file '", in,
+            "': write the int8 file beside it");
   QKV_CHECK(!load_model_metadata(in).contains("quantized"), "qkv quantize: '", in,
             "' holds int8 weights already (written by qkv quantize)");
   nlohmann::json meta;

@@ -989,6 +989,8 @@ def add_quantize_cases(m, files):
     m.add("int8-file/average/valid", ["{qkv}", "average", good, good, "-o", o], names=[good], gone=[o])
     o = m.path("out/q-again.safetensors")
     m.add("quantize/input=int8-file", ["{qkv}", "quantize", good, "-o", o], names=[good], gone=[o])
+    same = m.write("models/int8/self.safetensors", open(f, "rb").read())
+    m.add("quantize/out=the-input", ["{qkv}", "quantize", same, "-o", same], names=[same])
     o = os.path.join(m.tmp, "out", "no-such-dir", "q.safetensors")  # (m.path would make the folder)
     m.add("quantize/out=missing-folder", ["{qkv}", "quantize", f, "-o", o], names=[o], gone=[o])
     m.add("quantize/dtype=int4", ["{qkv}", "quantize", f, "-o", m.path("out/q4.safetensors"), "--dtype", "int4"],
