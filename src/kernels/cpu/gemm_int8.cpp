@@ -53,8 +53,13 @@ void round_row(const float* r, int64_t K, float inv, float levels, int32_t offse
     _mm_storel_epi64(reinterpret_cast<__m128i*>(q + k), p8);
   }
 #endif
-  for (; k < K; ++k)
-    q[k] = static_cast<T>(static_cast<int32_t>(std::clamp(std::nearbyint(r[k] * inv), -levels, levels)) + offset);
+  for (; k < K; ++k) {
+    // clamped as the vector path's max-then-min: a NaN (from a NaN or infinite input) becomes −levels,
+    // never a float→int conversion out of range (undefined behaviour; a crafted model file's weights)
+    const float v = std::nearbyint(r[k] * inv);
+    const float c = v >= -levels ? (v <= levels ? v : levels) : -levels;
+    q[k] = static_cast<T>(static_cast<int32_t>(c) + offset);
+  }
 }
 
 // One row of activations: returns s = max|r| / 63 and writes round(r / s) + 64.
