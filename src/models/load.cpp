@@ -222,16 +222,19 @@ LoadedMaskedLanguageModel load_masked_language_model(const std::string& path, co
   return r;
 }
 
-// The loader of the file's kind, run for its checks alone (what is loaded is let go).
-void check_loadable(const std::string& path) {
+LoadedModel load_any_model(const std::string& path, const LoadOptions& options) {
+  auto take = [](auto loaded) { return LoadedModel{std::move(loaded.model), std::move(loaded.meta)}; };
   switch (model_file_kind(path)) {
-    case Kind::seq2seq: load_seq2seq(path); return;
-    case Kind::image_to_text: load_image_to_text(path); return;
-    case Kind::language_model: load_language_model(path); return;
-    case Kind::image_classifier: load_image_classifier(path); return;
-    case Kind::masked_language_model: load_masked_language_model(path); return;
+    case Kind::seq2seq: return take(load_seq2seq(path, options));
+    case Kind::image_to_text: return take(load_image_to_text(path, options));
+    case Kind::language_model: return take(load_language_model(path, options));
+    case Kind::image_classifier: return take(load_image_classifier(path, options));
+    case Kind::masked_language_model: return take(load_masked_language_model(path, options));
   }
   throw Error(detail::concat("'", path, "': a model of a kind no loader reads"));
 }
+
+// The loader of the file's kind, run for its checks alone (what is loaded is let go).
+void check_loadable(const std::string& path) { (void)load_any_model(path); }
 
 }  // namespace qkv::models

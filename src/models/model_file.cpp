@@ -1,5 +1,7 @@
 #include "qkv/models/model_file.h"
 
+#include <algorithm>
+#include <cstring>
 #include <memory>
 #include <set>
 
@@ -152,9 +154,10 @@ nlohmann::json load_model_streaming(const std::string& path,
   auto each = [&](const std::string& name, TensorBase&& t) {
     auto it = slots.find(name);  // checked by `header`
     if (it == slots.end()) throw misfit("unexpected parameter \"", name, "\"");
-    const bool is_scale = name.ends_with(kInt8ScaleSuffix) &&
-                          quantized.contains(name.substr(0, name.size() - std::string(kInt8ScaleSuffix).size()));
-    const std::string matrix = is_scale ? name.substr(0, name.size() - std::string(kInt8ScaleSuffix).size()) : name;
+    // a listed matrix's int8 rows (its own name) or its scales (the name + kInt8ScaleSuffix)
+    const std::string stem = name.substr(0, name.size() - std::min(name.size(), std::strlen(kInt8ScaleSuffix)));
+    const bool is_scale = name.ends_with(kInt8ScaleSuffix) && quantized.contains(stem);
+    const std::string& matrix = is_scale ? stem : name;
     if (quantized.contains(matrix)) {  // int8 rows W8 [N, K] and their scales s [N], in either order
       if (!is_scale && t.dtype() != DType::i8)
         throw Error(detail::concat("'", path, "': parameter ", name, " is listed as quantized but is not I8"));

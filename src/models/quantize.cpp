@@ -13,34 +13,15 @@
 
 namespace qkv::models {
 
-namespace {
-
-// The model in `path`, by its kind's loader (f32 weights), and the file's metadata.
-std::unique_ptr<Model> load_any(const std::string& path, const LoadOptions& options, nlohmann::json& meta) {
-  auto take = [&](auto loaded) -> std::unique_ptr<Model> {
-    meta = loaded.meta;
-    return std::move(loaded.model);
-  };
-  switch (model_file_kind(path)) {
-    case Kind::seq2seq: return take(load_seq2seq(path, options));
-    case Kind::image_to_text: return take(load_image_to_text(path, options));
-    case Kind::language_model: return take(load_language_model(path, options));
-    case Kind::image_classifier: return take(load_image_classifier(path, options));
-    case Kind::masked_language_model: return take(load_masked_language_model(path, options));
-  }
-  throw Error(detail::concat("'", path, "': a model of a kind no loader reads"));
-}
-
-}  // namespace
-
 QuantizeReport quantize_model_file(const std::string& in, const std::string& out, io::StoreAs store) {
   std::error_code same_error;
   QKV_CHECK(!std::filesystem::equivalent(in, out, same_error), "qkv quantize: '", out, "' is the input file '", in,
             "': write the int8 file beside it");
   QKV_CHECK(!load_model_metadata(in).contains("quantized"), "qkv quantize: '", in,
             "' holds int8 weights already (written by qkv quantize)");
-  nlohmann::json meta;
-  const std::unique_ptr<Model> m = load_any(in, LoadOptions{}, meta);
+  LoadedModel loaded = load_any_model(in);
+  const std::unique_ptr<Model>& m = loaded.model;
+  nlohmann::json& meta = loaded.meta;
   std::set<const Storage*> int8_only;
   for (const Tensor& w : m->int8_only_weights()) int8_only.insert(w.impl().storage.get());
   QKV_CHECK(!int8_only.empty(), "qkv quantize: '", in, "' holds a \"", m->type(),
@@ -74,8 +55,8 @@ QuantizeReport quantize_model_file(const std::string& in, const std::string& out
   io::save_safetensors(out, std::vector<std::pair<std::string, TensorBase>>(tensors.begin(), tensors.end()),
                        {{"qkv", meta.dump()}}, store, scales);
   try {  // what was written loads for int8 decoding (no f32 copies) and for f32 decoding
-    load_any(out, LoadOptions{.weights = nn::InferenceWeights::int8}, meta);
-    load_any(out, LoadOptions{}, meta);
+    (void)load_any_model(out, LoadOptions{.weights = nn::InferenceWeights::int8});
+    check_loadable(out);
   } catch (const Error& e) {
     std::remove(out.c_str());
     throw Error(detail::concat("qkv quantize: the file written from '", in, "' does not load, so '", out,

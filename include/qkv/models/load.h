@@ -74,6 +74,12 @@ LoadedMaskedLanguageModel load_masked_language_model(const std::string& path, co
 
 // The kind of model a file holds (for commands that serve several kinds); errors as above.
 Kind model_file_kind(const std::string& path);
+// Any model file, by the loader of its kind: the model (as a Model) and the file's metadata.
+struct LoadedModel {
+  std::unique_ptr<Model> model;
+  nlohmann::json meta;
+};
+LoadedModel load_any_model(const std::string& path, const LoadOptions& options = {});
 // Loads `path` as the loader of its kind does and lets it go: the file's config, tokenizer and
 // tensors pass every check loading makes (qkv::Error as above otherwise). For commands that write
 // a model file from others (qkv average) and must not write one no command can load.
