@@ -1,10 +1,13 @@
 #include "qkv/core/allocator.h"
 
+#include <algorithm>
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
 #include <string>
 #include <malloc.h>
+#include <sys/mman.h>
+#include <list>
 #include <map>
 #include <mutex>
 #include <vector>
@@ -17,7 +20,6 @@ namespace qkv {
 namespace {
 
 constexpr size_t kMinCached = size_t{1} << 20;  // blocks below 1 MiB go to malloc directly
-constexpr size_t kMinCacheLimit = size_t{256} << 20;
 
 // The size class of a block of n >= kMinCached bytes: n rounded up to a multiple of 1/8 of the
 // largest power of two not above it (so at most 12.5% is wasted, and shapes that differ a little
@@ -28,7 +30,15 @@ size_t size_class(size_t n) {
   return (n + step - 1) / step * step;
 }
 
-void* system_alloc(size_t n) { return std::aligned_alloc(64, (n + 63) / 64 * 64); }
+// Blocks of at least kMinCached bytes are mappings of their own: what the cache gives back returns
+// to the system at once. (From glibc's heap, below its 32 MiB mmap threshold, a freed block stayed
+// resident wherever a live one sat above it: a translation run's heap grew to 46 MB with 0.4 MB in
+// use.)
+void* system_alloc(size_t n) {
+  void* p = mmap(nullptr, n, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  return p == MAP_FAILED ? nullptr : p;
+}
+void system_free(void* p, size_t n) { munmap(p, n); }
 
 // A block below kMinCached: malloc(n + 64), the pointer moved up to the next multiple of 64 and
 // the distance kept in the byte before it (glibc's aligned_alloc serves every call through
@@ -108,8 +118,8 @@ class BlockCache {
   BlockCache() {
     const char* env = std::getenv("QKV_CACHING_ALLOCATOR");
     enabled_ = !(env && env[0] == '0');
-    // Keep blocks below 32 MiB (glibc's largest allowed threshold) in the heap rather than in
-    // fresh mmaps, and do not hand freed heap memory back to the kernel eagerly.
+    // Keep malloc's blocks (all below kMinCached) in the heap rather than in fresh mmaps, and do
+    // not hand freed heap memory back to the kernel eagerly.
     mallopt(M_MMAP_THRESHOLD, 32 << 20);
     mallopt(M_TRIM_THRESHOLD, 256 << 20);
   }
@@ -140,7 +150,8 @@ class BlockCache {
       auto it = free_.lower_bound(c);
       if (it != free_.end() && it->first <= c + c / 2) {
         const size_t got = it->first;
-        void* p = it->second;
+        void* p = it->second->second;
+        recent_.erase(it->second);
         free_.erase(it);
         cached_ -= got;
         note_live(got);
@@ -166,18 +177,26 @@ class BlockCache {
       return;
     }
     if (!enabled_) {
-      std::free(p);
+      system_free(p, capacity);
       return;
     }
     std::lock_guard<std::mutex> lock(mu_);
     live_ -= capacity;
-    const size_t limit = 2 * high_water_ > kMinCacheLimit ? 2 * high_water_ : kMinCacheLimit;
-    if (cached_ + capacity > limit) {
-      std::free(p);
+    const size_t limit = limit_locked();
+    if (capacity > limit) {
+      system_free(p, capacity);
       return;
     }
-    free_.emplace(capacity, p);
+    recent_.emplace_front(capacity, p);
+    free_.emplace(capacity, recent_.begin());
     cached_ += capacity;
+    trim_locked(limit);
+  }
+
+  void set_limit(CacheLimit limit) {
+    std::lock_guard<std::mutex> lock(mu_);
+    limit_ = limit;
+    trim_locked(limit_locked());
   }
 
   int64_t cached() {
@@ -204,15 +223,33 @@ class BlockCache {
     if (live_ > high_water_) high_water_ = live_;
   }
 
-  void release_locked() {
-    for (auto& [c, p] : free_) std::free(p);
-    free_.clear();
-    cached_ = 0;
+  size_t limit_locked() const {
+    return std::max(limit_.at_least, static_cast<size_t>(limit_.peak_fraction * static_cast<double>(high_water_)));
   }
+
+  // Gives the least recently freed blocks back until the cache holds at most `limit` bytes: the
+  // blocks of the shapes a workload still asks for stay (the newest), those of shapes it has left
+  // behind go (a translation batch's longer caches, an earlier batch size).
+  void trim_locked(size_t limit) {
+    while (cached_ > limit) {
+      const auto oldest = std::prev(recent_.end());
+      auto it = free_.find(oldest->first);
+      while (it->second != oldest) ++it;
+      free_.erase(it);
+      system_free(oldest->second, oldest->first);
+      cached_ -= oldest->first;
+      recent_.pop_back();
+    }
+  }
+
+  void release_locked() { trim_locked(0); }
 
   bool enabled_ = true;
   std::mutex mu_;
-  std::multimap<size_t, void*> free_;                    // capacity -> free block
+  CacheLimit limit_;
+  using Block = std::pair<size_t, void*>;                     // capacity, address
+  std::list<Block> recent_;                                   // the free blocks, last freed first
+  std::multimap<size_t, std::list<Block>::iterator> free_;    // capacity -> its entry in recent_
   size_t cached_ = 0, live_ = 0, high_water_ = 0;        // bytes, of cached-size blocks only
 };
 
@@ -227,6 +264,7 @@ BlockCache& cache() {
 void* alloc_block(size_t n, size_t* capacity) { return cache().alloc(n, capacity); }
 void free_block(void* p, size_t capacity) { cache().free(p, capacity); }
 int64_t cached_bytes() { return cache().cached(); }
+void set_cache_limit(CacheLimit limit) { cache().set_limit(limit); }
 void empty_cache() { cache().empty(); }
 
 namespace {

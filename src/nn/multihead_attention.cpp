@@ -199,14 +199,17 @@ void KVCache::reorder(const std::vector<int64_t>& index) {
 
 namespace {
 
-// Makes room for `extra` more positions, doubling the capacity when full (on `device`, the keys').
+// Makes room for `extra` more positions when full (on `device`, the keys'): the capacity grows by a
+// quarter, at least 16 positions, rounded up to 16. Copies stay amortized O(1) a position, and what
+// a batch holds beyond its longest hypothesis — and the old and new cache side by side while one
+// layer grows, decoding's memory peak — is a quarter of the cache, not the whole of it (doubling).
 void grow(KVCache& c, int64_t B, int64_t H, int64_t D, int64_t Dv, int64_t extra, Device device) {
   if (c.k.defined()) {
     QKV_CHECK(c.k.size(0) == B && c.k.size(1) == H && c.k.size(3) == D, "KVCache: cache ", shape_str(c.k.shape()),
               " does not match batch ", B, ", heads ", H, ", head_dim ", D);
     if (c.length + extra <= c.capacity()) return;
   }
-  const int64_t cap = std::max<int64_t>({c.length + extra, 2 * c.capacity(), int64_t{16}});
+  const int64_t cap = (std::max(c.length + extra, c.capacity() + std::max<int64_t>(16, c.capacity() / 4)) + 15) / 16 * 16;
   Tensor k = Tensor::empty({B, H, cap, D}, DType::f32, device), v = Tensor::empty({B, H, cap, Dv}, DType::f32, device);
   if (c.length > 0) {
     k.slice(2, 0, c.length).copy_(c.keys());

@@ -317,7 +317,8 @@ Tensor Seq2SeqTransformer::step(const std::vector<int32_t>& tokens, DecoderState
   const auto& layers = transformer->decoder->layers;
   for (size_t i = 0; i < layers.size(); ++i) x = layers[i]->forward_cached(x, s.self[i], s.cross[i], s.memory_mask);
   Tensor h = transformer->decoder->final_norm(x.select(1, 0));
-  return log_softmax(logits(h, true), -1);
+  Tensor scores = logits(h, true);
+  return log_softmax_(scores);
 }
 
 void Seq2SeqTransformer::set_inference_weights(InferenceWeights weights) {

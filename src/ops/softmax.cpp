@@ -39,6 +39,15 @@ Tensor softmax(const Tensor& x, int64_t dim) { return along_dim(x, dim, false); 
 
 Tensor log_softmax(const Tensor& x, int64_t dim) { return along_dim(x, dim, true); }
 
+Tensor& log_softmax_(Tensor& x) {
+  QKV_CHECK(x.dtype() == DType::f32 && x.dim() > 0 && x.is_contiguous() && !x.requires_grad(),
+            "log_softmax_: expected a dense f32 tensor that does not require grad, got ", x.str());
+  const Device d = device_of("log_softmax_", {&x});
+  const int64_t n = x.size(-1), rows = n ? x.numel() / n : 0;
+  QKV_DISPATCH("log_softmax_", d, k::log_softmax_forward(x.data(), x.data(), rows, n));
+  return x;
+}
+
 // log((1/n) Σ_i exp(x_i)) = m + log Σ_i exp(x_i − m) − log n,  m = max_i x_i   (elementwise)
 Tensor log_mean_exp(const std::vector<Tensor>& xs) {
   QKV_CHECK(!xs.empty(), "log_mean_exp: no tensors");

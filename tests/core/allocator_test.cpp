@@ -97,6 +97,40 @@ TEST(Allocator, LargeBlocksAreReusedByBestFit) {
   EXPECT_EQ(cached_bytes(), 0);
 }
 
+// Over the limit, the least recently freed blocks go back to the system, the newest stay; a tighter
+// limit set later trims the cache at once; a block larger than the limit is not kept at all.
+TEST(Allocator, CacheLimitGivesBackTheLeastRecentlyFreed) {
+  empty_cache();
+  struct Restore {
+    ~Restore() { set_cache_limit(CacheLimit{}); }
+  } restore;
+  set_cache_limit({size_t{7} << 20, 0.0});  // 7 MiB, whatever the peak
+  const size_t MiB = size_t{1} << 20;
+  size_t ca = 0, cb = 0, cc = 0;
+  void* a = alloc_block(2 * MiB, &ca);
+  void* b = alloc_block(3 * MiB, &cb);
+  void* c = alloc_block(4 * MiB, &cc);
+  ASSERT_TRUE(a && b && c);
+  std::fill_n(static_cast<unsigned char*>(c), 4 * MiB, 1);  // writable to the last byte
+  free_block(a, ca);
+  free_block(b, cb);
+  EXPECT_EQ(cached_bytes(), static_cast<int64_t>(5 * MiB));
+  free_block(c, cc);  // 9 MiB cached > 7: a (the oldest) goes, b and c stay
+  EXPECT_EQ(cached_bytes(), static_cast<int64_t>(7 * MiB));
+  size_t cap = 0;
+  void* b2 = alloc_block(3 * MiB, &cap);
+  EXPECT_EQ(b2, b) << "b was kept";
+  EXPECT_EQ(cached_bytes(), static_cast<int64_t>(4 * MiB));
+  free_block(b2, cap);  // the newest now: c is the oldest
+  set_cache_limit({3 * MiB, 0.0});
+  EXPECT_EQ(cached_bytes(), static_cast<int64_t>(3 * MiB)) << "c trimmed, b kept";
+  void* d = alloc_block(5 * MiB, &cap);
+  free_block(d, cap);  // larger than the whole limit: straight back
+  EXPECT_EQ(cached_bytes(), static_cast<int64_t>(3 * MiB));
+  set_cache_limit({0, 0.0});
+  EXPECT_EQ(cached_bytes(), 0);
+}
+
 TEST(Allocator, TensorsCountTheirBytesNotTheirClass) {
   empty_cache();
   const int64_t before = allocated_bytes();

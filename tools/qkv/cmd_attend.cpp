@@ -86,7 +86,7 @@ void add_attend(CLI::App& app) {
               "          qkv attend -m models/fashion-mnist-nonlocal.safetensors --test-images 0,1 --grid 3\n"
               "          qkv attend -m models/captioner.safetensors scene.png   (or --scenes 0,1 --split test)");
   register_runner(sub, [a] {
-    use_threads(a->decode.threads);
+    use_threads_for_decoding(a->decode.threads);
     if (models::model_file_kind(find_model(a->model)) == models::Kind::image_classifier) {
       a->image.out = a->out, a->image.format = a->format;
       return run_image_attend(find_model(a->model), a->inputs, a->image);

@@ -96,7 +96,7 @@ int run_train(const GptBenchArgs& a) {
 }
 
 int run_generate(const GptBenchArgs& a) {
-  use_threads(a.decode.threads);
+  use_threads_for_decoding(a.decode.threads);
   int64_t B = 0;
   nn::GPTConfig c = preset("big", B);
   c.block_size = 512;  // as decode_gpt.py: 1 + 500 tokens fit without cropping

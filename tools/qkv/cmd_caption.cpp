@@ -149,7 +149,7 @@ void add_caption(CLI::App& app) {
   sub->footer("Examples: qkv scenes --split test -n 4 -o scenes/ && qkv caption scenes/test-0.png\n"
               "          qkv caption --scenes 0,1,2 --split test   (generated scenes, with their own captions)");
   register_runner(sub, [a] {
-    use_threads(a->threads);
+    use_threads_for_decoding(a->threads);
     Loaded l(find_model(a->model));
     const std::vector<Picture> pics = read_pictures(l, a->files, a->source);
     const std::vector<decode::Caption> caps = caption_all(l, pics, a->beam, false);

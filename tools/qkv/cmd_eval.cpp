@@ -127,7 +127,7 @@ void add_eval(CLI::App& app) {
               "          qkv eval -m qwen.safetensors --text held-out.txt\n"
               "          qkv eval -m models/captioner.safetensors --split test --scenes 2000 --beam 3");
   register_runner(sub, [a] {
-    use_threads(a->decode.threads);
+    use_threads_for_decoding(a->decode.threads);
     // A language model: perplexity over --text.
     if (a->refs.empty() && a->models.size() == 1 &&
         models::model_file_kind(find_model(a->models[0])) == models::Kind::language_model)

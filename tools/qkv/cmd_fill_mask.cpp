@@ -36,7 +36,7 @@ void add_fill_mask(CLI::App& app) {
   sub->footer("Example: qkv convert --from hf bert-base-uncased -o bert.safetensors\n"
               "         qkv fill-mask bert.safetensors \"The cat [MASK] on the mat.\"");
   register_runner(sub, [a] {
-    use_threads(a->decode.threads);
+    use_threads_for_decoding(a->decode.threads);
     std::vector<std::string> texts = a->inputs;
     std::string model = a->model;
     if (model.empty()) {

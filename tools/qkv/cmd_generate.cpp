@@ -63,7 +63,7 @@ void add_generate(CLI::App& app) {
   sub->add_flag("--stats", a->stats, "print tokens/s and the peak resident memory to stderr");
   add_device_option(sub, a->device, "generate (a GPU: the weights --dtype names, f32 or bf16)");
   register_runner(sub, [a] {
-    use_threads(a->decode.threads);
+    use_threads_for_decoding(a->decode.threads);
     QKV_CHECK(static_cast<uint64_t>(a->num_samples - 1) <= std::numeric_limits<uint64_t>::max() - a->seed,
               "generate: --seed ", a->seed, " with --num-samples ", a->num_samples,
               ": the samples' seeds (seed, seed + 1, …) would pass 2^64 − 1");

@@ -41,7 +41,7 @@ void add_probe(CLI::App& app) {
   add_decode_options(sub, a->decode, kBeam | kAlpha | kThreads);
   sub->footer("Example: qkv probe -m models/en-fr.safetensors -m models/shakespeare-char.safetensors --top 5");
   register_runner(sub, [a] {
-    use_threads(a->decode.threads);
+    use_threads_for_decoding(a->decode.threads);
     const std::vector<decode::CoreferenceItem> items =
         a->items.empty() ? decode::winograd_pairs() : decode::parse_coreference_items(io::read_file(a->items, kMaxItemsBytes, "qkv probe --items"));
     QKV_CHECK(!items.empty(), "qkv probe: '", a->items, "' has no items");

@@ -945,7 +945,7 @@ int run_serve(const ServeArgs& a) {
   sigaddset(&stop_signals, SIGINT);
   sigaddset(&stop_signals, SIGTERM);
   pthread_sigmask(SIG_BLOCK, &stop_signals, nullptr);
-  use_threads(a.threads);
+  use_threads_for_decoding(a.threads);
 
   const Device device = device_from(a.device, "serve");  // (refused before any file is read)
   std::vector<std::unique_ptr<ModelService>> services;

@@ -45,7 +45,7 @@ void add_translate(CLI::App& app) {
   sub->add_flag("--stats", a->stats, "print sentences/s, tokens/s and the peak resident memory to stderr");
   add_device_option(sub, a->device, "translate (a GPU: the weights --dtype names, f32 or bf16)");
   register_runner(sub, [a] {
-    use_threads(a->decode.threads);
+    use_threads_for_decoding(a->decode.threads);
     const Device device = device_from(a->device, "translate");
     std::vector<models::LoadedSeq2Seq> ts = load_translation_models(a->models, a->decode.weights, device);
     decode::Translator tr(models::models_of(ts), *ts[0].tokenizer);

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "commands.h"
+#include "qkv/core/allocator.h"
 #include "qkv/core/cuda.h"
 #include "qkv/core/names.h"
 #include "qkv/core/parallel.h"
@@ -47,6 +48,12 @@ inline void use_threads(int threads) {
   if (threads == 0) return;  // not given
   check_thread_count(threads, "--threads");
   set_num_threads(threads);
+}
+// A command that decodes (translate, generate, serve …): its threads, and the allocator's cache
+// bounded for decoding (a quarter of the peak; core/allocator.h) instead of training's 256 MiB.
+inline void use_threads_for_decoding(int threads) {
+  use_threads(threads);
+  set_cache_limit(decoding_cache_limit());
 }
 
 // The decoding options of translate, eval, attend, probe, generate and the translation bench: the

@@ -11,12 +11,14 @@
 // class (64-byte multiples, then 1/8 of a power of two; ≤ 32 a class, ≤ 8 MiB a thread) — a
 // decoding step makes and drops dozens of tensors of the same few sizes.
 //
-// The cache holds at most max(256 MiB, twice the most bytes ever live at once); beyond that, freed
-// blocks go back to the system. (With only once the peak, translation batches of varying shape
-// filled the cache with blocks of the other shapes, and the 80 MB logits gradient was mapped and
-// zeroed afresh every step: 4% of a Tatoeba step.) empty_cache() returns everything
-// (torch.cuda.empty_cache's counterpart), and QKV_CACHING_ALLOCATOR=0 in the environment turns the
-// cache off.
+// The cache holds at most max(256 MiB, twice the most bytes ever live at once) by default (training:
+// with only once the peak, translation batches of varying shape filled the cache with blocks of the
+// other shapes, and the 80 MB logits gradient was mapped and zeroed afresh every step: 4% of a
+// Tatoeba step). Beyond the limit the least recently freed blocks go back to the system; large
+// blocks are mappings of their own, so what goes back leaves the resident set. Decoding sets a
+// tighter limit (set_cache_limit: a quarter of its peak), where the cache's blocks were half of a
+// translation run's resident memory. empty_cache() returns everything (torch.cuda.empty_cache's
+// counterpart), and QKV_CACHING_ALLOCATOR=0 in the environment turns the cache off.
 //
 // Every device has one Allocator (allocator_for): the host's is this cache; a device backend
 // brings its own (a CUDA build would cache cudaMalloc blocks the same way).
@@ -47,6 +49,15 @@ void* alloc_block(size_t n, size_t* capacity);
 void free_block(void* p, size_t capacity);
 
 int64_t cached_bytes();  // host bytes held by the cache, not by any Storage
+
+// The host cache's bound: max(at_least, peak_fraction × the most bytes of large blocks ever live).
+struct CacheLimit {
+  size_t at_least = size_t{256} << 20;
+  double peak_fraction = 2.0;
+};
+// Training's default; decoding_cache_limit() for translation, generation and serving.
+void set_cache_limit(CacheLimit limit);
+inline CacheLimit decoding_cache_limit() { return {0, 0.25}; }
 void empty_cache();
 
 }  // namespace qkv

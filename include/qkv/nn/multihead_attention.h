@@ -26,7 +26,7 @@ namespace qkv::nn {
 
 // The keys and values of the past, per head, for decoding without recomputation (seed 004, "KV
 // caching"): k [B, H, capacity, D], v [B, H, capacity, Dv], positions 0..length−1 filled. The
-// capacity grows (doubling) as steps are appended.
+// capacity grows (by a quarter, in steps of 16 positions) as steps are appended.
 struct KVCache {
   Tensor k, v;
   int64_t length = 0;
@@ -34,7 +34,7 @@ struct KVCache {
   int64_t capacity() const { return k.defined() ? k.size(2) : 0; }
   // Keeps batch rows `index` (in that order, repeats allowed): beam search reorders hypotheses.
   void reorder(const std::vector<int64_t>& index);
-  // Appends T positions, k/v [B, Hkv, T, D] (any strides), growing the capacity (doubling) as needed.
+  // Appends T positions, k/v [B, Hkv, T, D] (any strides), growing the capacity as needed.
   void append(const Tensor& k, const Tensor& v);
   // The filled part, [B, H, length, D] views.
   Tensor keys() const { return k.slice(2, 0, length); }

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <vector>
 
 #include "qkv/core/parallel.h"
 #include "kernels/cpu/vec.h"
@@ -46,7 +47,10 @@ void log_softmax_forward(const float* x, float* y, int64_t rows, int64_t n) {
       const float* xr = x + r * n;
       float* yr = y + r * n;
       float m = max_of(xr, n);
-      float s = exp_shift_sum(xr, yr, n, m);  // yr used as scratch
+      // yr is the scratch of the exponentials; in place (x = y) a buffer of the thread's own is
+      thread_local std::vector<float> own;
+      if (x == y && own.size() < static_cast<size_t>(n)) own.resize(static_cast<size_t>(n));
+      float s = exp_shift_sum(xr, x == y ? own.data() : yr, n, m);
       // (x − m) − log s, not x − (m + log s): m + log s would round to the precision of |m|.
       const float log_s = std::log(s);
       for (int64_t j = 0; j < n; ++j) yr[j] = (xr[j] - m) - log_s;
