@@ -16,6 +16,7 @@
 #include <limits>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
@@ -46,7 +47,11 @@ namespace {
 
 namespace fs = std::filesystem;
 
-nn::InferenceWeights weights_of(const std::string& name) { return parse_enum<nn::InferenceWeights>(name); }
+// "auto": the file's own (models::decoding_weights: int8 for a file qkv quantize wrote, f32 otherwise).
+std::optional<nn::InferenceWeights> weights_of(const std::string& name) {
+  if (name == "auto") return std::nullopt;
+  return parse_enum<nn::InferenceWeights>(name);
+}
 
 // A model file's metadata as a Python dict.
 nb::object meta_dict(const nlohmann::json& meta) { return nb::module_::import_("json").attr("loads")(meta.dump()); }
@@ -390,10 +395,10 @@ void bind_models(nb::module_& m) {
   nb::class_<PyTranslator>(m, "Translator",
                            "A translation model file (any sequence-to-sequence type: Transformer, rnn-attention …)\n"
                            "with the SentencePiece vocabulary it carries.")
-      .def(nb::init<const std::string&, const std::string&, const std::string&>(), "model_path"_a, "weights"_a = "f32",
+      .def(nb::init<const std::string&, const std::string&, const std::string&>(), "model_path"_a, "weights"_a = "auto",
            "device"_a = "cpu",
            "weights: what the decoding steps read: f32, bf16 (AVX512-BF16 products on the CPU, the tensor\n"
-           "cores on a GPU) or int8 (the CPU). device: 'cpu', 'cuda' or 'cuda:N' (CTranslate2's name), where\n"
+           "cores on a GPU), int8 (the CPU) or auto (int8 for a file qkv quantize wrote, f32 otherwise). device: 'cpu', 'cuda' or 'cuda:N' (CTranslate2's name), where\n"
            "the model decodes.",
            nb::call_guard<nb::gil_scoped_release>())
       .def(
@@ -462,8 +467,8 @@ void bind_models(nb::module_& m) {
       .def("__next__", &TextStream::next);
 
   nb::class_<PyLanguageModel>(m, "LanguageModel", "A language model file (a GPT) with the tokenizer it carries.")
-      .def(nb::init<const std::string&, const std::string&, const std::string&>(), "model_path"_a, "weights"_a = "f32",
-           "device"_a = "cpu", "weights: f32, bf16 or int8 (the CPU); device: 'cpu', 'cuda' or 'cuda:N'.",
+      .def(nb::init<const std::string&, const std::string&, const std::string&>(), "model_path"_a, "weights"_a = "auto",
+           "device"_a = "cpu", "weights: f32, bf16, int8 (the CPU) or auto (int8 for a quantized file, f32 otherwise); device: 'cpu', 'cuda' or 'cuda:N'.",
            nb::call_guard<nb::gil_scoped_release>())
       .def(
           "generate",

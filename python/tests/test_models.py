@@ -48,7 +48,9 @@ def test_int8_file_translates_as_the_f32_file_with_int8_weights(tmp_path):
     b = qkv.Translator(int8, weights="int8").translate_batch(SENTENCES, beam_size=4)
     assert [r.hypotheses[0] for r in b] == [r.hypotheses[0] for r in a]
     assert [r.scores[0] for r in b] == [r.scores[0] for r in a]
-    assert qkv.Translator(int8).translate(SENTENCES[1])  # f32 weights: s[n]·W8[n, k]
+    assert qkv.Translator(int8, weights="f32").translate(SENTENCES[1])  # f32 weights: s[n]·W8[n, k]
+    # without weights= ("auto"), the file's own: int8 for a quantized file
+    assert qkv.Translator(int8).translate(SENTENCES) == [r.hypotheses[0] for r in b]
 
 
 def test_translator_n_best_scores_and_attention():

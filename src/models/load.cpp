@@ -83,7 +83,8 @@ std::unique_ptr<M> model_from(const std::string& path, Kind kind,
                               const LoadOptions& options, nlohmann::json& meta) {
   QKV_CHECK(device_available(options.device), "'", path, "': cannot decode on ", options.device.str(),
             ": it is not available in this build of qkv or on this machine");
-  QKV_CHECK(options.device.is_cpu() || options.weights != nn::InferenceWeights::int8, "'", path,
+  const nn::InferenceWeights weights = decoding_weights(path, options);
+  QKV_CHECK(options.device.is_cpu() || weights != nn::InferenceWeights::int8, "'", path,
             "': int8 weights are read by the CPU's kernels only; on ", options.device.str(),
             " decode with f32 or bf16 weights");
   std::unique_ptr<M> m;
@@ -114,11 +115,11 @@ std::unique_ptr<M> model_from(const std::string& path, Kind kind,
     return m->module();
   };
   Int8Rows rows;  // a quantized file's int8 rows, by name (only when decoding with int8 weights)
-  meta = load_model_streaming(path, build, options.weights == nn::InferenceWeights::int8 ? &rows : nullptr);
+  meta = load_model_streaming(path, build, weights == nn::InferenceWeights::int8 ? &rows : nullptr);
   m->module().eval();
   if (!options.device.is_cpu()) m->module().to(options.device);
   if (rows.empty()) {
-    m->set_inference_weights(options.weights);  // (made from the parameters where they now live)
+    m->set_inference_weights(weights);  // (made from the parameters where they now live)
     return m;
   }
   give_int8_rows(*m, rows, path);
@@ -197,6 +198,12 @@ LoadedLanguageModel load_language_model(const std::string& path, const LoadOptio
 }
 
 Kind model_file_kind(const std::string& path) { return model_file_type(path).kind; }
+
+nn::InferenceWeights decoding_weights(const std::string& path, const LoadOptions& options) {
+  if (options.weights) return *options.weights;
+  if (!options.device.is_cpu()) return nn::InferenceWeights::f32;
+  return load_model_metadata(path).contains("quantized") ? nn::InferenceWeights::int8 : nn::InferenceWeights::f32;
+}
 
 const ModelType& model_file_type(const std::string& path) { return named_type(load_model_metadata(path), path); }
 

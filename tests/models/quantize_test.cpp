@@ -25,6 +25,11 @@ LoadOptions int8() {
   o.weights = InferenceWeights::int8;
   return o;
 }
+LoadOptions f32() {
+  LoadOptions o;
+  o.weights = InferenceWeights::f32;
+  return o;
+}
 
 // The parameter `name` of a loaded model.
 Tensor param_of(const Model& m, const std::string& name) {
@@ -82,10 +87,24 @@ TEST(Quantize, TheInt8MatricesHoldNoF32ValuesAndAReadSaysWhy) {
   EXPECT_NE(fwd.find("qkv quantize"), std::string::npos) << fwd;
 }
 
+// Without a dtype asked for, a quantized file decodes with its int8 rows (on the CPU) and any other
+// file with f32; a dtype asked for wins.
+TEST(Quantize, TheFilesOwnWeightsByDefault) {
+  Quantized q;
+  EXPECT_EQ(decoding_weights(q.path, {}), InferenceWeights::int8);
+  EXPECT_EQ(decoding_weights(kShipped, {}), InferenceWeights::f32);
+  EXPECT_EQ(decoding_weights(q.path, f32()), InferenceWeights::f32);
+  EXPECT_EQ(decoding_weights(kShipped, int8()), InferenceWeights::int8);
+  EXPECT_EQ(decoding_weights(q.path, {std::nullopt, Device::cuda(0)}), InferenceWeights::f32);  // int8 is the CPU's
+  LoadedSeq2Seq m = load_seq2seq(q.path);  // int8: the matrices hold no f32 values
+  const std::string msg = testing::error_of([&] { (void)param_of(*m.model, "embedding.weight").to_vector(); });
+  EXPECT_NE(msg.find("as int8 rows"), std::string::npos) << msg;
+}
+
 TEST(Quantize, LoadedWithF32WeightsTheMatricesAreTheRowsValues) {
   Quantized q;
-  LoadedSeq2Seq m = load_seq2seq(q.path);  // f32 decoding
-  LoadedSeq2Seq f = load_seq2seq(kShipped);
+  LoadedSeq2Seq m = load_seq2seq(q.path, f32());
+  LoadedSeq2Seq f = load_seq2seq(kShipped, f32());
   for (const std::string& name : q.report.int8_tensors) {
     SCOPED_TRACE(name);
     const Tensor w = param_of(*f.model, name);
@@ -155,7 +174,7 @@ TEST(Quantize, CraftedInt8FilesAreRefusedByName) {
   for (const auto& [what, lie] : lies) {
     SCOPED_TRACE(what);
     const std::string p = crafted(q, "lie-" + std::to_string(i++) + ".safetensors", lie);
-    for (const LoadOptions& o : {int8(), LoadOptions{}}) {
+    for (const LoadOptions& o : {int8(), f32(), LoadOptions{}}) {
       const std::string msg = testing::error_of([&] { (void)load_seq2seq(p, o); });
       EXPECT_NE(msg.find("'" + p + "'"), std::string::npos) << msg;
       EXPECT_NE(msg.find(what), std::string::npos) << msg;

@@ -111,7 +111,7 @@ int run_train(const Seq2SeqBenchArgs& a) {
 
 int run_translate(const Seq2SeqBenchArgs& a) {
   use_threads_for_decoding(a.decode.threads);
-  const std::vector<models::LoadedSeq2Seq> ts = load_translation_models({a.model}, a.decode.weights);
+  const std::vector<models::LoadedSeq2Seq> ts = load_translation_models({a.model}, a.decode.requested_weights());
   const models::LoadedSeq2Seq& t = ts[0];
   QKV_CHECK(!a.input.empty(), "bench seq2seq translate: --input (source sentences, one per line) is required");
   std::vector<std::string> lines = text::read_lines(a.input);

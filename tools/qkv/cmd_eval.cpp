@@ -189,7 +189,7 @@ void add_eval(CLI::App& app) {
     } else {
       std::vector<std::string> todo;
       for (size_t l : groups.first_line) todo.push_back(src[l]);
-      std::vector<models::LoadedSeq2Seq> ts = load_translation_models(a->models, a->decode.weights);
+      std::vector<models::LoadedSeq2Seq> ts = load_translation_models(a->models, a->decode.requested_weights());
       decode::TranslateOptions o = a->decode.translate;
       const auto t0 = std::chrono::steady_clock::now();
       auto bar = show_progress(o);

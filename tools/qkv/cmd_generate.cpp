@@ -69,7 +69,7 @@ void add_generate(CLI::App& app) {
               ": the samples' seeds (seed, seed + 1, …) would pass 2^64 − 1");
     const Device device = device_from(a->device, "generate");
     models::LoadOptions lo;
-    lo.weights = a->decode.weights;
+    lo.weights = a->decode.requested_weights();
     lo.device = device;
     models::LoadedLanguageModel g = models::load_language_model(find_model(a->model), lo);
     std::vector<int32_t> prompt;

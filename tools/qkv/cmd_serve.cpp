@@ -106,7 +106,7 @@ struct ServeArgs {
   // the HTTP limits (http_server.h's HttpLimits), with nginx-like defaults
   int64_t max_header_bytes = 16 * 1024, max_connections = 1024, keep_alive_requests = 1000;
   double header_timeout_s = 10, body_timeout_s = 30, keep_alive_timeout_s = 75;
-  InferenceWeights weights = InferenceWeights::f32;
+  std::optional<InferenceWeights> weights;  // --dtype; unset: each file's own (int8 for a quantized file)
   std::string device = "cpu";
 };
 
@@ -1052,12 +1052,19 @@ void add_serve(CLI::App& app) {
       ->capture_default_str()
       ->check(greater_than_zero());
   add_threads_option(sub, a->threads);
-  add_choice(sub, "--dtype", a->weights,
-             "weights decoding reads: f32, bf16 copies or int8 rows (a quarter of the bytes; activations quantized per row)");
+  auto dtype = std::make_shared<InferenceWeights>(InferenceWeights::f32);
+  CLI::Option* dtype_option =
+      add_choice(sub, "--dtype", *dtype,
+                 "weights decoding reads: f32, bf16 copies or int8 rows (a quarter of the bytes; activations quantized "
+                 "per row). Default: int8 for a file qkv quantize wrote, f32 otherwise");
+  dtype_option->default_str("");
   sub->footer("Examples: qkv serve                       (the shipped en-fr translator and Shakespeare GPT; open http://127.0.0.1:8080/)\n"
               "          curl -s localhost:8080/v1/translate -d '{\"sentences\": [\"The cat sleeps.\"]}'\n"
               "          curl -sN localhost:8080/v1/generate -d '{\"prompt\": \"ROMEO:\", \"stream\": true}'");
-  register_runner(sub, [a] { return run_serve(*a); });
+  register_runner(sub, [a, dtype, dtype_option] {
+    if (dtype_option->count() > 0) a->weights = *dtype;
+    return run_serve(*a);
+  });
 }
 
 }  // namespace qkv::cli

@@ -47,7 +47,7 @@ void add_translate(CLI::App& app) {
   register_runner(sub, [a] {
     use_threads_for_decoding(a->decode.threads);
     const Device device = device_from(a->device, "translate");
-    std::vector<models::LoadedSeq2Seq> ts = load_translation_models(a->models, a->decode.weights, device);
+    std::vector<models::LoadedSeq2Seq> ts = load_translation_models(a->models, a->decode.requested_weights(), device);
     decode::Translator tr(models::models_of(ts), *ts[0].tokenizer);
     decode::TranslateOptions o = a->decode.translate;
     o.num_hypotheses = a->nbest ? 0 : 1;  // the whole beam's list, or the best alone (a sentence stops once settled)
@@ -124,7 +124,7 @@ void add_translate(CLI::App& app) {
                    "blocks cached at the end)\n", lines.size(), static_cast<long long>(tokens), dt,
                    static_cast<double>(lines.size()) / dt, static_cast<double>(tokens) / dt,
                    static_cast<long long>(a->decode.beam()), a->decode.use_cache() ? "KV cache" : "no cache",
-                   std::string(enum_name(a->decode.weights)).c_str(), peak_rss_mib(),
+                   std::string(enum_name(models::decoding_weights(find_model(a->models[0]), {a->decode.requested_weights(), device}))).c_str(), peak_rss_mib(),
                    static_cast<double>(peak_allocated_bytes()) / (1 << 20),
                    static_cast<double>(cached_bytes()) / (1 << 20));
     }

@@ -5,6 +5,7 @@
 
 #include <CLI/CLI.hpp>
 #include <algorithm>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -62,8 +63,14 @@ inline void use_threads_for_decoding(int threads) {
 struct DecodeArgs {
   decode::TranslateOptions translate;
   nn::InferenceWeights weights = nn::InferenceWeights::f32;
+  CLI::Option* weights_option = nullptr;  // --dtype, where the command has it
   int threads = 0;
 
+  // --dtype as given; unset (not given): each model file's own (models::decoding_weights).
+  std::optional<nn::InferenceWeights> requested_weights() const {
+    if (weights_option && weights_option->count() > 0) return weights;
+    return std::nullopt;
+  }
   int64_t beam() const { return translate.beam_size; }
   bool use_cache() const { return translate.use_cache; }
 };
@@ -123,11 +130,14 @@ inline void add_decode_options(CLI::App* app, DecodeArgs& a, unsigned which = kA
   }
   if (which & kBatchSize)
     app->add_option("--batch-size", t.batch_size, "sentences per batch")->capture_default_str()->check(between(1, 4096));
-  if (which & kWeights)
-    add_choice(app, "--dtype", a.weights,
-               "weights the decoding steps read: f32, bf16 copies (half the memory traffic) or int8 rows with a scale "
-               "each (a quarter; activations quantized per row; the CPU only); on a GPU, bf16 runs the linears on the "
-               "tensor cores (cuBLAS)");
+  if (which & kWeights) {
+    a.weights_option = add_choice(
+        app, "--dtype", a.weights,
+        "weights the decoding steps read: f32, bf16 copies (half the memory traffic) or int8 rows with a scale "
+        "each (a quarter; activations quantized per row; the CPU only); on a GPU, bf16 runs the linears on the "
+        "tensor cores (cuBLAS). Default: int8 for a file qkv quantize wrote, f32 otherwise");
+    a.weights_option->default_str("");  // (the file's own, not f32 always)
+  }
   if (which & kNoCache)
     app->add_flag_callback("--no-cache", [&t] { t.use_cache = false; },
                            "recompute the decoder over the whole prefix every step (slow; for comparison)");

@@ -13,9 +13,10 @@
 
 namespace qkv::cli {
 
-// Loads each path (shipped paths resolved by find_model); checks they share one vocabulary.
+// Loads each path (shipped paths resolved by find_model); checks they share one vocabulary. weights
+// unset: each file's own (models::decoding_weights: int8 for a file qkv quantize wrote).
 inline std::vector<models::LoadedSeq2Seq> load_translation_models(const std::vector<std::string>& paths,
-                                                                  nn::InferenceWeights weights,
+                                                                  std::optional<nn::InferenceWeights> weights,
                                                                   Device device = Device::cpu()) {
   std::vector<std::string> found;
   for (const auto& p : paths) found.push_back(find_model(p));

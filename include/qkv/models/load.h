@@ -4,6 +4,7 @@
 #pragma once
 
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -17,7 +18,8 @@
 namespace qkv::models {
 
 struct LoadOptions {
-  nn::InferenceWeights weights = nn::InferenceWeights::f32;  // what decoding steps read
+  // What decoding steps read; unset: the file's own (decoding_weights below).
+  std::optional<nn::InferenceWeights> weights;
   // Where the model decodes: its parameters move there before the inference copies are made, so a
   // bf16 copy lives on the GPU beside them (int8 copies are the CPU's kernels': refused on a GPU).
   Device device = Device::cpu();
@@ -71,6 +73,11 @@ struct LoadedMaskedLanguageModel {
   std::string path;
 };
 LoadedMaskedLanguageModel load_masked_language_model(const std::string& path, const LoadOptions& options = {});
+
+// The weights decoding reads from `path` with `options`: options.weights where set; otherwise int8
+// for a file `qkv quantize` wrote, decoded on the CPU (its matrices are int8 rows: f32 would rebuild
+// them as s·W8 in four times the memory), and f32 for any other file or device.
+nn::InferenceWeights decoding_weights(const std::string& path, const LoadOptions& options);
 
 // The kind of model a file holds (for commands that serve several kinds); errors as above.
 Kind model_file_kind(const std::string& path);
