@@ -995,9 +995,10 @@ def add_quantize_cases(m, files):
     m.add("quantize/out=missing-folder", ["{qkv}", "quantize", f, "-o", o], names=[o], gone=[o])
     m.add("quantize/dtype=int4", ["{qkv}", "quantize", f, "-o", m.path("out/q4.safetensors"), "--dtype", "int4"],
           names=["--dtype"], usage=True, gone=[m.path("out/q4.safetensors")])
-    for dtype in ("int8", "f32"):
-        m.add(f"int8-file/translate-{dtype}/valid", ["{qkv}", "translate", "--threads", "1", "--dtype", dtype,
-                                                     "-m", good, "one two"], expect="pass")
+    for dtype in ("int8", "f32", None):  # None: the file's own (int8)
+        flags = ["--dtype", dtype] if dtype else []
+        m.add(f"int8-file/translate-{dtype or 'default'}/valid",
+              ["{qkv}", "translate", "--threads", "1", *flags, "-m", good, "one two"], expect="pass")
     header, data = st_read(good)
     meta = meta_of(header)
     listed = meta["quantized"]["tensors"]
@@ -1029,9 +1030,10 @@ def add_quantize_cases(m, files):
     }
     for name, blob in muts.items():
         p = m.write(f"models/int8/{name}.safetensors", blob)
-        for dtype in ("int8", "f32"):
-            m.add(f"int8-file/translate-{dtype}/{name}", ["{qkv}", "translate", "--threads", "1", "--dtype", dtype,
-                                                        "-m", p, "one two"], names=[p])
+        for dtype in ("int8", "f32", None):  # None: the file's own (int8)
+            flags = ["--dtype", dtype] if dtype else []
+            m.add(f"int8-file/translate-{dtype or 'default'}/{name}",
+                  ["{qkv}", "translate", "--threads", "1", *flags, "-m", p, "one two"], names=[p])
         o = m.out("avg.safetensors")
         m.add(f"int8-file/average/{name}", ["{qkv}", "average", p, p, "-o", o], names=[p], gone=[o])
 
