@@ -201,8 +201,8 @@ namespace {
 
 // Makes room for `extra` more positions when full (on `device`, the keys'): the capacity grows by a
 // quarter, at least 16 positions, rounded up to 16. Copies stay amortized O(1) a position, and what
-// a batch holds beyond its longest hypothesis — and the old and new cache side by side while one
-// layer grows, decoding's memory peak — is a quarter of the cache, not the whole of it (doubling).
+// a batch holds beyond its longest hypothesis — and the new part while one layer's old and new
+// caches stand side by side — is at most a quarter of the cache, not all of it (doubling).
 void grow(KVCache& c, int64_t B, int64_t H, int64_t D, int64_t Dv, int64_t extra, Device device) {
   if (c.k.defined()) {
     QKV_CHECK(c.k.size(0) == B && c.k.size(1) == H && c.k.size(3) == D, "KVCache: cache ", shape_str(c.k.shape()),
