@@ -11,6 +11,7 @@
 #include <filesystem>
 
 #include "qkv/core/error.h"
+#include "qkv/core/shared_library.h"
 #include "qkv/io/file.h"
 #include "qkv/vision/picture_header.h"
 
@@ -18,9 +19,38 @@ namespace qkv::vision {
 
 namespace {
 
+// gdk-pixbuf, opened on the first picture read or written rather than linked
+// (core/shared_library.h: a process that never reads one does not load it and its dependencies).
+// The functions this file calls, by their own declarations; GLib's through gdk-pixbuf, which
+// depends on it.
+#define QKV_PIXBUF_FUNCTIONS(X)                                                                         \
+  X(gdk_pixbuf_loader_new_with_type) X(gdk_pixbuf_loader_write) X(gdk_pixbuf_loader_close)                \
+  X(gdk_pixbuf_loader_get_pixbuf) X(gdk_pixbuf_get_width) X(gdk_pixbuf_get_height) X(gdk_pixbuf_scale_simple) \
+  X(gdk_pixbuf_get_n_channels) X(gdk_pixbuf_get_rowstride) X(gdk_pixbuf_get_has_alpha)                     \
+  X(gdk_pixbuf_get_bits_per_sample) X(gdk_pixbuf_read_pixels) X(gdk_pixbuf_new) X(gdk_pixbuf_get_pixels)     \
+  X(gdk_pixbuf_save_to_buffer) X(g_object_ref) X(g_object_unref) X(g_error_free) X(g_free)
+struct PixbufLibrary {
+#define QKV_DECLARE(f) decltype(&::f) f;
+  QKV_PIXBUF_FUNCTIONS(QKV_DECLARE)
+#undef QKV_DECLARE
+};
+
+const PixbufLibrary& pixbuf_library() {
+  static const PixbufLibrary lib = [] {
+    static const SharedLibrary so("gdk-pixbuf (PNG and JPEG pictures)", {"libgdk_pixbuf-2.0.so.0"},
+                                  "apt-get install libgdk-pixbuf-2.0-0 (Debian)");
+    PixbufLibrary l{};
+#define QKV_BIND(f) so.bind(l.f, #f);
+    QKV_PIXBUF_FUNCTIONS(QKV_BIND)
+#undef QKV_BIND
+    return l;
+  }();
+  return lib;
+}
+
 struct Unref {
   void operator()(void* p) const {
-    if (p) g_object_unref(p);
+    if (p) pixbuf_library().g_object_unref(p);
   }
 };
 using Pixbuf = std::unique_ptr<GdkPixbuf, Unref>;
@@ -38,27 +68,29 @@ std::string not_a_file(const struct stat& st) {
 // The bytes through gdk-pixbuf's loader of that one format, never the one its content sniffing
 // would pick.
 Pixbuf decode(const std::string& path, const std::string& bytes, PictureFormat format) {
+  const PixbufLibrary& lib = pixbuf_library();
   GError* err = nullptr;
   auto failure = [&](const char* what) {
     const std::string msg = err ? err->message : what;
-    if (err) g_error_free(err);
+    if (err) lib.g_error_free(err);
     return Error(detail::concat(path, ": cannot read the image (", msg, ")"));
   };
   std::unique_ptr<GdkPixbufLoader, Unref> loader(
-      gdk_pixbuf_loader_new_with_type(format == PictureFormat::png ? "png" : "jpeg", &err));
+      lib.gdk_pixbuf_loader_new_with_type(format == PictureFormat::png ? "png" : "jpeg", &err));
   if (!loader) throw failure("no loader");
-  const bool wrote = gdk_pixbuf_loader_write(loader.get(), reinterpret_cast<const guchar*>(bytes.data()),
+  const bool wrote = lib.gdk_pixbuf_loader_write(loader.get(), reinterpret_cast<const guchar*>(bytes.data()),
                                              bytes.size(), &err);
   if (!wrote) {
     GError* ignored = nullptr;
-    gdk_pixbuf_loader_close(loader.get(), &ignored);  // a loader must be closed before it is freed
-    if (ignored) g_error_free(ignored);
+    lib.gdk_pixbuf_loader_close(loader.get(), &ignored);  // a loader must be closed before it is freed
+    if (ignored) lib.g_error_free(ignored);
     throw failure("unknown error");
   }
-  if (!gdk_pixbuf_loader_close(loader.get(), &err)) throw failure("unknown error");
-  GdkPixbuf* pb = gdk_pixbuf_loader_get_pixbuf(loader.get());
+  if (!lib.gdk_pixbuf_loader_close(loader.get(), &err)) throw failure("unknown error");
+  GdkPixbuf* pb = lib.gdk_pixbuf_loader_get_pixbuf(loader.get());
   if (!pb) throw failure("the picture is incomplete");
-  return Pixbuf(GDK_PIXBUF(g_object_ref(pb)));
+  // (lib.g_object_ref in parentheses: GLib also defines g_object_ref as a macro)
+  return Pixbuf(static_cast<GdkPixbuf*>((lib.g_object_ref)(pb)));
 }
 
 }  // namespace
@@ -88,22 +120,23 @@ Image decode_image(const std::string& bytes, const std::string& name, const Read
   } catch (const Error& e) {
     throw Error(detail::concat(name, ": cannot read the image (", e.what(), ")"));
   }
+  const PixbufLibrary& lib = pixbuf_library();
   Pixbuf pb = decode(name, bytes, header.format);
-  QKV_CHECK(gdk_pixbuf_get_width(pb.get()) == header.width && gdk_pixbuf_get_height(pb.get()) == header.height,
-            name, ": cannot read the image (decoded as ", gdk_pixbuf_get_width(pb.get()), "×",
-            gdk_pixbuf_get_height(pb.get()), ", its header says ", header.width, "×", header.height, ")");
+  QKV_CHECK(lib.gdk_pixbuf_get_width(pb.get()) == header.width && lib.gdk_pixbuf_get_height(pb.get()) == header.height,
+            name, ": cannot read the image (decoded as ", lib.gdk_pixbuf_get_width(pb.get()), "×",
+            lib.gdk_pixbuf_get_height(pb.get()), ", its header says ", header.width, "×", header.height, ")");
   if (o.height > 0 && o.width > 0 &&
-      (gdk_pixbuf_get_height(pb.get()) != o.height || gdk_pixbuf_get_width(pb.get()) != o.width)) {
-    Pixbuf scaled(gdk_pixbuf_scale_simple(pb.get(), static_cast<int>(o.width), static_cast<int>(o.height),
+      (lib.gdk_pixbuf_get_height(pb.get()) != o.height || lib.gdk_pixbuf_get_width(pb.get()) != o.width)) {
+    Pixbuf scaled(lib.gdk_pixbuf_scale_simple(pb.get(), static_cast<int>(o.width), static_cast<int>(o.height),
                                           GDK_INTERP_BILINEAR));
     QKV_CHECK(scaled != nullptr, name, ": cannot resize the image to ", o.width, "×", o.height);
     pb = std::move(scaled);
   }
-  const int W = gdk_pixbuf_get_width(pb.get()), H = gdk_pixbuf_get_height(pb.get());
-  const int n = gdk_pixbuf_get_n_channels(pb.get()), stride = gdk_pixbuf_get_rowstride(pb.get());
-  const bool alpha = gdk_pixbuf_get_has_alpha(pb.get());
-  QKV_CHECK(gdk_pixbuf_get_bits_per_sample(pb.get()) == 8 && n >= 3, name, ": an unsupported pixel layout");
-  const guchar* px = gdk_pixbuf_read_pixels(pb.get());
+  const int W = lib.gdk_pixbuf_get_width(pb.get()), H = lib.gdk_pixbuf_get_height(pb.get());
+  const int n = lib.gdk_pixbuf_get_n_channels(pb.get()), stride = lib.gdk_pixbuf_get_rowstride(pb.get());
+  const bool alpha = lib.gdk_pixbuf_get_has_alpha(pb.get());
+  QKV_CHECK(lib.gdk_pixbuf_get_bits_per_sample(pb.get()) == 8 && n >= 3, name, ": an unsupported pixel layout");
+  const guchar* px = lib.gdk_pixbuf_read_pixels(pb.get());
   Image img;
   img.channels = o.channels, img.height = H, img.width = W;
   img.pixels.resize(static_cast<size_t>(o.channels * H * W));
@@ -141,10 +174,11 @@ std::string encode_png(const Image& img) {
             "PNG: an image of ", img.channels, "×", img.height, "×", img.width, " with ",
             img.pixels.size(), " values");
   const int H = static_cast<int>(img.height), W = static_cast<int>(img.width);
-  Pixbuf pb(gdk_pixbuf_new(GDK_COLORSPACE_RGB, FALSE, 8, W, H));
+  const PixbufLibrary& lib = pixbuf_library();
+  Pixbuf pb(lib.gdk_pixbuf_new(GDK_COLORSPACE_RGB, FALSE, 8, W, H));
   QKV_CHECK(pb != nullptr, "PNG: cannot allocate a ", W, "×", H, " picture");
-  guchar* px = gdk_pixbuf_get_pixels(pb.get());
-  const int stride = gdk_pixbuf_get_rowstride(pb.get());
+  guchar* px = lib.gdk_pixbuf_get_pixels(pb.get());
+  const int stride = lib.gdk_pixbuf_get_rowstride(pb.get());
   const size_t plane = static_cast<size_t>(H) * W;
   for (int y = 0; y < H; ++y)
     for (int x = 0; x < W; ++x)
@@ -156,13 +190,13 @@ std::string encode_png(const Image& img) {
   gchar* buf = nullptr;
   gsize size = 0;
   GError* err = nullptr;
-  if (!gdk_pixbuf_save_to_buffer(pb.get(), &buf, &size, "png", &err, nullptr)) {
+  if (!lib.gdk_pixbuf_save_to_buffer(pb.get(), &buf, &size, "png", &err, nullptr)) {
     const std::string msg = err ? err->message : "unknown error";
-    if (err) g_error_free(err);
+    if (err) lib.g_error_free(err);
     throw Error(detail::concat("PNG: ", msg));
   }
   std::string bytes(buf, size);
-  g_free(buf);
+  lib.g_free(buf);
   return bytes;
 }
 
