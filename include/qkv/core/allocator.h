@@ -57,7 +57,7 @@ struct CacheLimit {
 };
 // Training's default; decoding_cache_limit() for translation, generation and serving.
 void set_cache_limit(CacheLimit limit);
-inline CacheLimit decoding_cache_limit() { return {0, 0.25}; }
+CacheLimit decoding_cache_limit();  // a tenth of the peak (src/core/allocator.cpp says why)
 void empty_cache();
 
 }  // namespace qkv
