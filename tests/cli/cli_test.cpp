@@ -211,9 +211,16 @@ TEST(Cli, TrainCtrlCSavesAndResumes) {
           "train.max_iters=1000000", (char*)nullptr);
     _exit(127);
   }
-  // wait until the trainer has started (it creates the output folder), then Ctrl-C
-  for (int i = 0; i < 600 && !std::filesystem::exists(d + "/out"); ++i) usleep(50 * 1000);
-  usleep(500 * 1000);
+  // wait until the training loop runs (its first evaluation, "step 0: …", is said after Ctrl-C's
+  // handler is in place — the output folder alone came earlier, and a busy machine took over
+  // 500 ms from there to the loop: the test's signal then found no handler), then Ctrl-C
+  auto said = [&](const std::string& what) {
+    std::stringstream text;
+    text << std::ifstream(d + "/stderr.txt").rdbuf();
+    return text.str().find(what) != std::string::npos;
+  };
+  for (int i = 0; i < 1200 && !said("step 0:"); ++i) usleep(50 * 1000);
+  usleep(300 * 1000);
   kill(pid, SIGINT);
   int status = 0;
   waitpid(pid, &status, 0);
