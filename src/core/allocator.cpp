@@ -125,6 +125,9 @@ SmallCache* small_cache() {
   return &c;
 }
 
+// UncachedFrees scopes open on this thread.
+thread_local int t_uncached_frees = 0;
+
 class BlockCache {
  public:
   BlockCache() {
@@ -195,7 +198,7 @@ class BlockCache {
     std::lock_guard<std::mutex> lock(mu_);
     live_ -= capacity;
     const size_t limit = limit_locked();
-    if (capacity > limit) {
+    if (capacity > limit || t_uncached_frees > 0) {
       system_free(p, capacity);
       return;
     }
@@ -278,13 +281,17 @@ void free_block(void* p, size_t capacity) { cache().free(p, capacity); }
 int64_t cached_bytes() { return cache().cached(); }
 void set_cache_limit(CacheLimit limit) { cache().set_limit(limit); }
 
-// Decoding's blocks: a translation step frees and asks again for the same few shapes, which a
-// tenth of the peak holds; what a larger bound kept beyond them was mostly the KV caches a batch
-// outgrew, resident for nothing. int8 beam 4 × 32 on 1,000 sentences (docs/BENCHMARKS.md, Intel
-// Xeon with AMX, 3 alternating runs): a quarter 99.4 MB peak RSS, 4.49 s; a tenth 97.0 MB, 4.45 s;
-// a twentieth 94.2 MB, 5.1 s; none 92.2 MB, 4.8 s (every block faulted in afresh).
-CacheLimit decoding_cache_limit() { return {0, 0.1}; }
+// Decoding's blocks: a quarter of the peak holds the blocks a step frees and asks for again (the
+// vocabulary's [rows, V] scores above all). Measured on int8 beam 4 × 32, 1,000 sentences (Intel
+// Xeon with AMX, docs/BENCHMARKS.md): a quarter 97.3 MB peak RSS; 0.15 96.3 MB at the same speed;
+// 0.12 93.6 MB and 0.1 93.7 MB, ~10% slower (the scores' block faulted in afresh every step). The
+// blocks of KV caches a batch outgrew leave at once instead (UncachedFrees in nn's KVCache): with
+// them cached, 99.6 MB.
+CacheLimit decoding_cache_limit() { return {0, 0.25}; }
 void empty_cache() { cache().empty(); }
+
+UncachedFrees::UncachedFrees() { ++t_uncached_frees; }
+UncachedFrees::~UncachedFrees() { --t_uncached_frees; }
 
 namespace {
 class HostAllocator final : public Allocator {

@@ -6,6 +6,7 @@
 #include <cmath>
 
 #include "qkv/autograd/grad_mode.h"
+#include "qkv/core/allocator.h"
 #include "qkv/nn/init.h"
 #include "qkv/ops.h"
 
@@ -215,6 +216,7 @@ void grow(KVCache& c, int64_t B, int64_t H, int64_t D, int64_t Dv, int64_t extra
     k.slice(2, 0, c.length).copy_(c.keys());
     v.slice(2, 0, c.length).copy_(c.values());
   }
+  UncachedFrees outgrown;  // the old caches' blocks (no step asks for their size again) leave at once
   c.k = k, c.v = v;
 }
 

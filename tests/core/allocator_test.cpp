@@ -131,6 +131,32 @@ TEST(Allocator, CacheLimitGivesBackTheLeastRecentlyFreed) {
   EXPECT_EQ(cached_bytes(), 0);
 }
 
+TEST(Allocator, UncachedFreesGiveLargeBlocksBackAtOnce) {
+  empty_cache();
+  const size_t MiB = size_t{1} << 20;
+  size_t ca = 0, cb = 0, cc = 0;
+  void* a = alloc_block(2 * MiB, &ca);
+  void* b = alloc_block(3 * MiB, &cb);
+  void* small = alloc_block(1000, &cc);  // a small block: its own per-thread cache, as before
+  ASSERT_TRUE(a && b && small);
+  {
+    UncachedFrees outgrown;
+    {
+      UncachedFrees nested;  // scopes nest
+    }
+    free_block(a, ca);
+    EXPECT_EQ(cached_bytes(), 0) << "freed inside the scope: back to the system, not cached";
+    free_block(small, cc);
+  }
+  free_block(b, cb);
+  EXPECT_EQ(cached_bytes(), static_cast<int64_t>(3 * MiB)) << "after the scope: cached again";
+  size_t cap = 0;
+  void* b2 = alloc_block(3 * MiB, &cap);
+  EXPECT_EQ(b2, b);
+  free_block(b2, cap);
+  empty_cache();
+}
+
 TEST(Allocator, TensorsCountTheirBytesNotTheirClass) {
   empty_cache();
   const int64_t before = allocated_bytes();

@@ -51,7 +51,7 @@ inline void use_threads(int threads) {
   set_num_threads(threads);
 }
 // A command that decodes (translate, generate, serve …): its threads, and the allocator's cache
-// bounded for decoding (a tenth of the peak; core/allocator.h) instead of training's 256 MiB.
+// bounded for decoding (a quarter of the peak; core/allocator.h) instead of training's 256 MiB.
 inline void use_threads_for_decoding(int threads) {
   use_threads(threads);
   set_cache_limit(decoding_cache_limit());

@@ -57,7 +57,19 @@ struct CacheLimit {
 };
 // Training's default; decoding_cache_limit() for translation, generation and serving.
 void set_cache_limit(CacheLimit limit);
-CacheLimit decoding_cache_limit();  // a tenth of the peak (src/core/allocator.cpp says why)
+CacheLimit decoding_cache_limit();  // a quarter of the peak (src/core/allocator.cpp says why)
 void empty_cache();
+
+// While one lives on this thread, large host blocks that are freed go straight back to the system
+// instead of into the cache: blocks of a size the workload has left behind for good (the KV caches
+// a decoding batch outgrew), which the cache would otherwise hold — resident — at the very moment
+// memory peaks, evicting the blocks that the next steps do ask for again.
+class UncachedFrees {
+ public:
+  UncachedFrees();
+  ~UncachedFrees();
+  UncachedFrees(const UncachedFrees&) = delete;
+  UncachedFrees& operator=(const UncachedFrees&) = delete;
+};
 
 }  // namespace qkv
