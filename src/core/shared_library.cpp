@@ -26,7 +26,6 @@ SharedLibrary::SharedLibrary(std::string what, std::initializer_list<const char*
 }
 
 void* SharedLibrary::symbol(const char* name) const {
-  dlerror();
   void* p = dlsym(handle_, name);
   QKV_CHECK(p, what_, " (", name_, ") has no ", name, ": another version than the one qkv was built against");
   return p;
