@@ -29,6 +29,14 @@ Tensor param(const Shape& shape, uint64_t seed, float scale) {
   return t;
 }
 
+Int8ActivationBits::Int8ActivationBits(int bits) : saved(int8_activation_bits()) { set_int8_activation_bits(bits); }
+Int8ActivationBits::~Int8ActivationBits() { set_int8_activation_bits(saved); }
+
+std::vector<int> int8_activation_bit_choices() {
+  if (int8_full_range_available()) return {7, 8};
+  return {7};
+}
+
 TempDir::TempDir(const std::string& prefix) {
   path = std::filesystem::temp_directory_path() /
          ("qkv-" + prefix + "-" + std::to_string(::getpid()) + "-" +

@@ -37,6 +37,17 @@ double rel_error(const std::vector<float>& a, const std::vector<float>& b, doubl
 // A random f32 tensor that requires grad.
 Tensor param(const Shape& shape, uint64_t seed, float scale = 1.f);
 
+// The int8 products' activation bits (ops/inference_weight.h) set for a scope, then restored.
+struct Int8ActivationBits {
+  explicit Int8ActivationBits(int bits);
+  ~Int8ActivationBits();
+  Int8ActivationBits(const Int8ActivationBits&) = delete;
+  Int8ActivationBits& operator=(const Int8ActivationBits&) = delete;
+  int saved;
+};
+// The bits this CPU can run: {7}, or {7, 8} where 8-bit activations are available.
+std::vector<int> int8_activation_bit_choices();
+
 // A fresh folder named after the running test (qkv-<prefix>-<pid>-<test>), removed at the end.
 struct TempDir {
   std::filesystem::path path;

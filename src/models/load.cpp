@@ -47,30 +47,31 @@ const ModelType& named_type(const nlohmann::json& meta, const std::string& path)
 }
 
 // A quantized file's int8 rows become the model's int8 inference weights as written. The matrices
-// decoding reads only through them (Model::int8_only_weights) keep no f32 values: their storage is
-// given back, and a read of it (training, a teacher-forced attention view, an export) is an error
-// saying so. Any other listed matrix gets the rows' values, s[n] · W8[n, k].
+// decoding reads only through them (Model::int8_only_weights, asked once the inference weights are
+// set: the encoder's depend on the CPU) keep no f32 values: their storage is given back, and a read
+// of it (training, a teacher-forced attention view, an export) is an error saying so. Any other
+// listed matrix gets the rows' values, s[n] · W8[n, k].
 void give_int8_rows(Model& m, const Int8Rows& rows, const std::string& path) {
   std::map<std::string, Tensor> params;
   for (auto& [name, p] : m.module().named_parameters()) params.emplace(name, p);
-  std::set<const Storage*> int8_only;
-  for (const Tensor& w : m.int8_only_weights()) int8_only.insert(w.impl().storage.get());
   GivenInt8Rows::Map given;
-  std::vector<std::pair<std::string, Tensor>> released;
-  for (const auto& [name, q] : rows) {
-    Tensor p = params.at(name);  // (load_model_streaming checked the name)
-    given.emplace(p.impl().storage.get(), q);
-    if (int8_only.contains(p.impl().storage.get())) released.emplace_back(name, p);
-    else p.detach().copy_(q->dequantize());
-  }
+  for (const auto& [name, q] : rows) given.emplace(params.at(name).impl().storage.get(), q);  // (names checked)
   {
     GivenInt8Rows scope(std::move(given));
     m.set_inference_weights(nn::InferenceWeights::int8);
   }
-  for (auto& [name, p] : released)
+  std::set<const Storage*> int8_only;
+  for (const Tensor& w : m.int8_only_weights()) int8_only.insert(w.impl().storage.get());
+  for (const auto& [name, q] : rows) {
+    Tensor p = params.at(name);
+    if (!int8_only.contains(p.impl().storage.get())) {
+      p.detach().copy_(q->dequantize());
+      continue;
+    }
     p.impl().storage->release(detail::concat(
         "'", path, "' holds '", name, "' as int8 rows for decoding (written by qkv quantize), not its f32 values: ",
         "training, teacher-forced attention views and exports need the f32 model file it was quantized from"));
+  }
 }
 
 // The model a file describes, of `kind` (its registered type checked as type_of does), its

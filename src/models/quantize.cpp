@@ -23,7 +23,7 @@ QuantizeReport quantize_model_file(const std::string& in, const std::string& out
   const std::unique_ptr<Model>& m = loaded.model;
   nlohmann::json& meta = loaded.meta;
   std::set<const Storage*> int8_only;
-  for (const Tensor& w : m->int8_only_weights()) int8_only.insert(w.impl().storage.get());
+  for (const Tensor& w : m->int8_file_weights()) int8_only.insert(w.impl().storage.get());
   QKV_CHECK(!int8_only.empty(), "qkv quantize: '", in, "' holds a \"", m->type(),
             "\" model, whose decoding has no int8-only path to store (the sequence-to-sequence transformer has: "
             "decode this one with --dtype int8 from its f32 file)");

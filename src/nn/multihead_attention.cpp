@@ -284,6 +284,26 @@ Tensor MultiheadAttention::forward_cached(const Tensor& x, KVCache& cache) const
   return attend_inference(Q, cache.keys(), cache.values(), opt);
 }
 
+Tensor MultiheadAttention::forward_inference(const Tensor& x, const Tensor& mask) const {
+  NoGradGuard no_grad;
+  QKV_CHECK(x.dim() == 3 && x.size(2) == embed_dim && kdim == embed_dim && vdim == embed_dim,
+            "MultiheadAttention::forward_inference: x ", shape_str(x.shape()), " should be [B, L, ", embed_dim,
+            "] (self-attention, kdim = vdim = embed_dim)");
+  const int64_t B = x.size(0), L = x.size(1), H = num_heads, D = head_dim;
+  // Q, K, V = x W_{Q,K,V}ᵀ + b: [B, L, E] each (one product where the projections are fused)
+  Tensor Q, K, V;
+  if (in_proj_weight.defined()) {
+    std::vector<Tensor> qkv = chunk(linear_inference(x, in_proj_weight, in_proj_inference, in_proj_bias), 3, -1);
+    Q = qkv[0], K = qkv[1], V = qkv[2];
+  } else {
+    Q = project(x, 0, true), K = project(x, 1, true), V = project(x, 2, true);
+  }
+  AttentionOptions opt;
+  opt.attn_mask = mask;
+  // K, V [B, L, E] → [B, H, L, D] (views); attend_inference splits Q and applies W_O
+  return attend_inference(Q, K.view({B, L, H, D}).transpose(1, 2), V.view({B, L, H, D}).transpose(1, 2), opt);
+}
+
 KVCache MultiheadAttention::project_kv(const Tensor& key, const Tensor& value) const {
   NoGradGuard no_grad;
   QKV_CHECK(key.dim() == 3 && value.dim() == 3 && key.size(2) == kdim && value.size(2) == vdim &&

@@ -41,6 +41,12 @@ Tensor TransformerEncoder::forward_masked(const Tensor& src, const Tensor& mask,
   return norm ? norm->forward(x) : x;
 }
 
+Tensor TransformerEncoder::forward_inference(const Tensor& src, const Tensor& mask) const {
+  Tensor x = src;
+  for (auto& layer : layers) x = layer->forward_inference(x, mask);
+  return norm ? norm->forward(x) : x;
+}
+
 TransformerDecoder::TransformerDecoder(const TransformerLayerOptions& opt, int64_t n, Generator* gen, bool final_norm) {
   QKV_CHECK(n >= 1, "TransformerDecoder: num_layers must be at least 1, got ", n);
   for (int64_t i = 0; i < n; ++i)
@@ -199,7 +205,8 @@ Seq2SeqTransformer::Encoded Seq2SeqTransformer::encode(const Tensor& src, std::v
   Encoded e;
   const Tensor on_device = src.to(embedding->weight.device());  // the sources follow the model
   e.mask = source_mask(on_device);
-  e.memory = transformer->encoder->forward_masked(embed(on_device, 0, inference), e.mask, weights);
+  e.memory = inference && !weights ? transformer->encoder->forward_inference(embed(on_device, 0, true), e.mask)
+                                   : transformer->encoder->forward_masked(embed(on_device, 0, inference), e.mask, weights);
   return e;
 }
 
@@ -321,24 +328,60 @@ Tensor Seq2SeqTransformer::step(const std::vector<int32_t>& tokens, DecoderState
   return log_softmax_(scores);
 }
 
+namespace {
+
+// An encoder layer back on the training path's f32 products (no copies, no int8 rows).
+void drop_inference_weights(TransformerEncoderLayer& l) {
+  MultiheadAttention& a = *l.self_attn;
+  a.in_proj_inference = {}, a.in_proj_slices = {}, a.out_proj->weight_inference = {};
+  l.linear1->weight_inference = {}, l.linear2->weight_inference = {};
+}
+
+}  // namespace
+
 void Seq2SeqTransformer::set_inference_weights(InferenceWeights weights) {
   for (auto& l : transformer->decoder->layers) l->set_inference_weights(weights);
   embedding_inference = InferenceWeight(embedding->weight, weights);
+  // the encoder on int8 only with 8-bit activations; otherwise (and with f32 or bf16) the training
+  // path's f32 products, no copies
+  int8_encoder_ = weights == InferenceWeights::int8 && int8_activation_bits() == 8 &&
+                  embedding->weight.device().is_cpu();
+  for (auto& l : transformer->encoder->layers) {
+    if (int8_encoder_)
+      l->set_inference_weights(InferenceWeights::int8);
+    else
+      drop_inference_weights(*l);
+  }
 }
 
-std::vector<Tensor> Seq2SeqTransformer::int8_only_weights() const {
+// The decoder's matrices and the embedding (and the encoder's, with `encoder`); none where the
+// attention has separate q/k/v projections (not this model's decoding path).
+std::vector<Tensor> Seq2SeqTransformer::int8_weights(bool encoder) const {
   std::vector<Tensor> out{embedding->weight};
-  for (const auto& l : transformer->decoder->layers)
-    for (const MultiheadAttention* a : {l->self_attn.get(), l->multihead_attn.get()}) {
-      if (!a->in_proj_weight.defined()) return {};  // separate q/k/v projections: not this model's decoding path
-      out.push_back(a->in_proj_weight);
-      out.push_back(a->out_proj->weight);
+  auto add = [&](const auto& layers, auto attentions) {
+    for (const auto& l : layers) {
+      for (const MultiheadAttention* a : attentions(*l)) {
+        if (!a->in_proj_weight.defined()) return false;
+        out.push_back(a->in_proj_weight);
+        out.push_back(a->out_proj->weight);
+      }
+      out.push_back(l->linear1->weight);
+      out.push_back(l->linear2->weight);
     }
-  for (const auto& l : transformer->decoder->layers) {
-    out.push_back(l->linear1->weight);
-    out.push_back(l->linear2->weight);
-  }
+    return true;
+  };
+  if (!add(transformer->decoder->layers, [](const TransformerDecoderLayer& l) {
+        return std::array<const MultiheadAttention*, 2>{l.self_attn.get(), l.multihead_attn.get()};
+      }))
+    return {};
+  if (encoder && !add(transformer->encoder->layers, [](const TransformerEncoderLayer& l) {
+        return std::array<const MultiheadAttention*, 1>{l.self_attn.get()};
+      }))
+    return {};
   return out;
 }
+
+std::vector<Tensor> Seq2SeqTransformer::int8_only_weights() const { return int8_weights(int8_encoder_); }
+std::vector<Tensor> Seq2SeqTransformer::int8_file_weights() const { return int8_weights(true); }
 
 }  // namespace qkv::nn

@@ -101,6 +101,17 @@ Tensor TransformerEncoderLayer::forward_cached(const Tensor& x, KVCache& cache) 
   return norm2->forward(y + ff(y));
 }
 
+Tensor TransformerEncoderLayer::forward_inference(const Tensor& x, const Tensor& mask) const {
+  NoGradGuard no_grad;
+  auto ff = [&](const Tensor& h) { return feed_forward_inference(h, *linear1, *linear2, opt.activation); };
+  if (opt.norm_first) {
+    Tensor y = x + self_attn->forward_inference(norm1->forward(x), mask);  // x + SA(LN(x))
+    return y + ff(norm2->forward(y));                                      // y + FF(LN(y))
+  }
+  Tensor y = norm1->forward(x + self_attn->forward_inference(x, mask));  // LN(x + SA(x))
+  return norm2->forward(y + ff(y));                                      // LN(y + FF(y))
+}
+
 // ---- decoder layer ------------------------------------------------------------------------------
 
 TransformerDecoderLayer::TransformerDecoderLayer(const TransformerLayerOptions& o, Generator* gen)

@@ -11,6 +11,10 @@
 
 namespace qkv {
 
+int int8_activation_bits() { return kernels::cpu::int8_activation_bits(); }
+bool int8_full_range_available() { return kernels::cpu::int8_full_range_available(); }
+void set_int8_activation_bits(int bits) { kernels::cpu::set_int8_activation_bits(bits); }
+
 QuantizedRows QuantizedRows::quantize(const Tensor& weight) {
   QKV_CHECK(weight.dim() == 2 && weight.dtype() == DType::f32, "QuantizedRows::quantize: needs an f32 matrix, got ",
             shape_str(weight.shape()), " ", dtype_name(weight.dtype()));

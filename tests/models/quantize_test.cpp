@@ -45,46 +45,69 @@ struct Quantized {
   QuantizeReport report = quantize_model_file(kShipped, path, io::StoreAs::kF16);
 };
 
+// The int8 file holds the encoder's matrices as int8 rows too, whatever the CPU that wrote it: read
+// as written with 8-bit activations, widened to f32 (s[n] · W8[n, k]) with 7.
 TEST(Quantize, TheInt8FileTranslatesAsTheF32FileWithInt8Weights) {
   Quantized q;
-  // the decoder's 18 matrices (3 layers × in/out projections of 2 attentions + 2 of the FFN) and the embedding
-  EXPECT_EQ(q.report.int8_tensors.size(), 19u);
+  // 3 + 3 layers: the decoder's 18 matrices (in/out projections of 2 attentions + 2 of the FFN),
+  // the encoder's 12 (1 attention + the FFN) and the embedding
+  EXPECT_EQ(q.report.int8_tensors.size(), 31u);
   EXPECT_EQ(q.report.type, "transformer");
-  EXPECT_LT(std::filesystem::file_size(q.path), std::filesystem::file_size(kShipped) * 3 / 4);
-  LoadedSeq2Seq from_f32 = load_seq2seq(kShipped, int8());
-  LoadedSeq2Seq from_int8 = load_seq2seq(q.path, int8());
+  EXPECT_LT(std::filesystem::file_size(q.path), std::filesystem::file_size(kShipped) * 3 / 5);
   const std::vector<std::string> sentences = {"The cat didn't cross the street because it was too tired.",
                                               "The trophy didn't fit in the suitcase because it was too big.",
                                               "Alice wrote a note and gave it to Bob.", "I don't know.",
                                               "Where is the station? My train leaves in ten minutes."};
-  for (int beam : {1, 4}) {
-    decode::TranslateOptions o;
-    o.beam_size = beam;
-    EXPECT_EQ(decode::Translator(*from_int8.model, *from_int8.tokenizer).translate(sentences, o),
-              decode::Translator(*from_f32.model, *from_f32.tokenizer).translate(sentences, o))
-        << "beam " << beam;
+  for (const int bits : testing::int8_activation_bit_choices()) {
+    SCOPED_TRACE(std::to_string(bits) + "-bit activations");
+    testing::Int8ActivationBits scope(bits);
+    LoadedSeq2Seq from_f32 = load_seq2seq(kShipped, int8());
+    LoadedSeq2Seq from_int8 = load_seq2seq(q.path, int8());
+    if (bits == 7)  // the f32 encoder reads the rows' values: so must the f32 file's, to compare
+      for (auto& [name, p] : from_f32.model->module().named_parameters())
+        if (name.starts_with("transformer.encoder.") && p.dim() == 2)
+          p.detach().copy_(QuantizedRows::quantize(p).dequantize());
+    for (int beam : {1, 4}) {
+      decode::TranslateOptions o;
+      o.beam_size = beam;
+      EXPECT_EQ(decode::Translator(*from_int8.model, *from_int8.tokenizer).translate(sentences, o),
+                decode::Translator(*from_f32.model, *from_f32.tokenizer).translate(sentences, o))
+          << "beam " << beam;
+    }
   }
 }
 
 TEST(Quantize, TheInt8MatricesHoldNoF32ValuesAndAReadSaysWhy) {
   Quantized q;
-  const int64_t before = allocated_bytes();
-  LoadedSeq2Seq m = load_seq2seq(q.path, int8());
-  const int64_t int8_file_bytes = allocated_bytes() - before;
-  LoadedSeq2Seq f = load_seq2seq(kShipped, int8());
-  const int64_t f32_file_bytes = allocated_bytes() - before - int8_file_bytes;
-  // the f32 values of every int8 matrix are gone (their int8 rows live outside the tensor memory)
-  EXPECT_LE(int8_file_bytes, f32_file_bytes - 4 * q.report.int8_params + (int64_t{1} << 20));
-  const std::string msg = testing::error_of([&] { (void)param_of(*m.model, "embedding.weight").to_vector(); });
-  EXPECT_NE(msg.find("'" + q.path + "' holds 'embedding.weight' as int8 rows"), std::string::npos) << msg;
-  EXPECT_NE(msg.find("f32 model file"), std::string::npos) << msg;
-  // the encoder reads f32 weights: they are there, equal to the f32 file's (stored f16: exactly)
-  const std::string enc = "transformer.encoder.layers.0.linear1.weight";
-  EXPECT_EQ(param_of(*m.model, enc).to_vector(), param_of(*f.model, enc).to_vector());
-  // the teacher-forced forward pass needs the decoder's f32 weights: an error, not a crash
-  const std::string fwd = testing::error_of(
-      [&] { (void)m.model->forward(Tensor::from_ints({5, 6, 3}, {1, 3}), Tensor::from_ints({2, 7}, {1, 2})); });
-  EXPECT_NE(fwd.find("qkv quantize"), std::string::npos) << fwd;
+  for (const int bits : testing::int8_activation_bit_choices()) {
+    SCOPED_TRACE(std::to_string(bits) + "-bit activations");
+    testing::Int8ActivationBits scope(bits);
+    const int64_t before = allocated_bytes();
+    LoadedSeq2Seq m = load_seq2seq(q.path, int8());
+    const int64_t int8_file_bytes = allocated_bytes() - before;
+    LoadedSeq2Seq f = load_seq2seq(kShipped, int8());
+    const int64_t f32_file_bytes = allocated_bytes() - before - int8_file_bytes;
+    // the f32 values of every int8-only matrix are gone (their int8 rows live outside the tensor memory)
+    int64_t int8_only = 0;
+    for (const Tensor& w : m.model->int8_only_weights()) int8_only += w.numel();
+    EXPECT_GT(int8_only, 0);
+    EXPECT_LE(int8_file_bytes, f32_file_bytes - 4 * int8_only + (int64_t{1} << 20));
+    const std::string msg = testing::error_of([&] { (void)param_of(*m.model, "embedding.weight").to_vector(); });
+    EXPECT_NE(msg.find("'" + q.path + "' holds 'embedding.weight' as int8 rows"), std::string::npos) << msg;
+    EXPECT_NE(msg.find("f32 model file"), std::string::npos) << msg;
+    // the encoder: int8-only with 8-bit activations; with 7 its f32 weights are the rows' values
+    const std::string enc = "transformer.encoder.layers.0.linear1.weight";
+    if (bits == 8) {
+      const std::string e = testing::error_of([&] { (void)param_of(*m.model, enc).to_vector(); });
+      EXPECT_NE(e.find("holds '" + enc + "' as int8 rows"), std::string::npos) << e;
+    } else {
+      EXPECT_TENSOR_NEAR(param_of(*m.model, enc), QuantizedRows::quantize(param_of(*f.model, enc)).dequantize(), 0.0);
+    }
+    // the teacher-forced forward pass needs the decoder's f32 weights: an error, not a crash
+    const std::string fwd = testing::error_of(
+        [&] { (void)m.model->forward(Tensor::from_ints({5, 6, 3}, {1, 3}), Tensor::from_ints({2, 7}, {1, 2})); });
+    EXPECT_NE(fwd.find("qkv quantize"), std::string::npos) << fwd;
+  }
 }
 
 // Without a dtype asked for, a quantized file decodes with its int8 rows (on the CPU) and any other

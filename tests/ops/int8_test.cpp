@@ -5,10 +5,12 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <utility>
 
 #include "qkv/autograd/grad_mode.h"
 #include "qkv/decode/translator.h"
 #include "qkv/models/load.h"
+#include "qkv/nn/transformer.h"
 #include "qkv/ops/matmul.h"
 #include "testing.h"
 
@@ -41,7 +43,8 @@ TEST(Int8, QuantizeRowsRoundTripsWithinHalfAStep) {
   }
 }
 
-// The product from the integers themselves, summed in int64: what the kernel must equal.
+// The product from the integers themselves, summed in int64: what the kernel must equal (the
+// activations with the bits chosen now: int8_activation_bits()).
 Tensor reference(const Tensor& x, const QuantizedRows& q, int64_t row0, int64_t N, const Tensor& b) {
   const int64_t M = x.size(0), K = x.size(1);
   Tensor y = Tensor::empty({M, N});
@@ -49,7 +52,8 @@ Tensor reference(const Tensor& x, const QuantizedRows& q, int64_t row0, int64_t 
     const float* r = x.data<float>() + m * K;
     float amax = 0.f;
     for (int64_t k = 0; k < K; ++k) amax = std::max(amax, std::fabs(r[k]));
-    const float sx = amax > 0 ? amax / 63.f : 1.f;
+    const float levels = int8_activation_bits() == 8 ? 127.f : 63.f;
+    const float sx = amax > 0 ? amax / levels : 1.f;
     for (int64_t n = 0; n < N; ++n) {
       int64_t acc = 0;
       for (int64_t k = 0; k < K; ++k)
@@ -62,6 +66,9 @@ Tensor reference(const Tensor& x, const QuantizedRows& q, int64_t row0, int64_t 
 }
 
 TEST(Int8, LinearEqualsTheExactIntegerSumAndStaysNearF32) {
+  for (const int bits : testing::int8_activation_bit_choices()) {
+  SCOPED_TRACE(std::to_string(bits) + "-bit activations");
+  testing::Int8ActivationBits scope(bits);
   Generator g(12);
   for (auto [M, N, K] : {std::tuple<int64_t, int64_t, int64_t>{1, 37, 70}, {5, 64, 256}, {128, 768, 256}, {33, 8000, 256},
                                  // the matrix–vector kernel's blocks: 4 rows and 2 activation rows at a time,
@@ -72,8 +79,31 @@ TEST(Int8, LinearEqualsTheExactIntegerSumAndStaysNearF32) {
     const Tensor y = linear_inference(x, w, iw, b);
     EXPECT_TENSOR_NEAR(y, reference(x, *iw.int8(), 0, N, b), 1e-6);
     EXPECT_TENSOR_NEAR(linear_inference(x, w, iw), reference(x, *iw.int8(), 0, N, Tensor()), 1e-6);
-    // against f32: |error| a few % of the output's scale (7-bit activations, 8-bit weights)
-    EXPECT_LT(testing::rel_error(y.to_vector(), linear(x, w, b).to_vector()), 0.03) << M << "x" << N << "x" << K;
+    // against f32: |error| a few % of the output's scale (7-bit activations, 8-bit weights), half
+    // that with 8-bit activations
+    EXPECT_LT(testing::rel_error(y.to_vector(), linear(x, w, b).to_vector()), bits == 8 ? 0.015 : 0.03)
+        << M << "x" << N << "x" << K;
+  }
+  }
+}
+
+// 8-bit activations reach the ends of u8 (X8 + 128 ∈ [1, 255]) on every path: rows whose largest
+// value is the sum's worst case, K long enough that Σ (X8 + 128) · W8 passes 2¹⁵ many times over.
+TEST(Int8, EightBitActivationsSumExactlyOnEveryPath) {
+  if (!int8_full_range_available()) GTEST_SKIP() << "this CPU's int8 products take 7-bit activations";
+  testing::Int8ActivationBits scope(8);
+  Generator g(16);
+  for (const int64_t M : {1, 3, 8, 9, 40}) {
+    Tensor w = Tensor::randn({64, 4096}, g), x = Tensor::randn({M, 4096}, g);
+    for (int64_t k = 0; k < 4096; ++k) {  // every weight ±127 · s, every activation ±127 · s_x: same signs
+      w.data<float>()[k] = 1.f;
+      for (int64_t m = 0; m < M; ++m) x.data<float>()[m * 4096 + k] = m % 2 ? -3.f : 3.f;
+    }
+    SCOPED_TRACE("M=" + std::to_string(M));
+    const InferenceWeight iw(w, InferenceWeights::int8);
+    for (int call = 0; call < 3; ++call)  // the third call reads the packed copy
+      EXPECT_TENSOR_NEAR(linear_inference(x, w, iw), reference(x, *iw.int8(), 0, 64, Tensor()), 1e-6);
+    EXPECT_FLOAT_EQ(linear_inference(x, w, iw).data<float>()[0], 3.f * 4096.f);
   }
 }
 
@@ -131,20 +161,52 @@ TEST(Int8, SlicedRowsAreTheRowsOfTheWhole) {
   }
 }
 
+// With 8-bit activations the encoder reads int8 rows too; with 7 it reads its f32 weights.
 TEST(Int8, ShippedTranslatorGivesTheF32TranslationsOfTheSeedsSentences) {
   const std::string path = std::string(QKV_SOURCE_DIR) + "/models/en-fr.safetensors";
   models::LoadedSeq2Seq f32 = models::load_seq2seq(path);
-  models::LoadOptions lo;
-  lo.weights = InferenceWeights::int8;
-  models::LoadedSeq2Seq i8 = models::load_seq2seq(path, lo);
   // the seeds' sentences (000, 003: "it" and its antecedent; 001: context decides)
   const std::vector<std::string> seeds = {"The cat didn't cross the street because it was too tired.",
                                           "The trophy didn't fit in the suitcase because it was too big.",
                                           "Alice wrote a note and gave it to Bob."};
   decode::TranslateOptions o;
   const auto a = decode::Translator(*f32.model, *f32.tokenizer).translate(seeds, o);
-  const auto b = decode::Translator(*i8.model, *i8.tokenizer).translate(seeds, o);
-  EXPECT_EQ(b, a);
+  for (const int bits : testing::int8_activation_bit_choices()) {
+    testing::Int8ActivationBits scope(bits);
+    models::LoadOptions lo;
+    lo.weights = InferenceWeights::int8;
+    models::LoadedSeq2Seq i8 = models::load_seq2seq(path, lo);
+    const auto& net = dynamic_cast<const nn::Seq2SeqTransformer&>(std::as_const(*i8.model).module());
+    EXPECT_EQ(net.int8_encoder(), bits == 8);
+    EXPECT_EQ(net.transformer->encoder->layers[0]->linear1->weight_inference.int8() != nullptr, bits == 8);
+    EXPECT_EQ(decode::Translator(*i8.model, *i8.tokenizer).translate(seeds, o), a) << bits << "-bit activations";
+  }
+}
+
+// Decoding's encoder (forward_inference) computes what the training path's encoder does: with f32
+// weights to rounding, with int8 rows (the embedding's always, the encoder's with 8-bit
+// activations) near it.
+TEST(Int8, TheEncodersInferencePathIsTheTrainingPaths) {
+  autograd::NoGradGuard no_grad;
+  nn::Seq2SeqConfig c;
+  c.vocab_size = 50, c.d_model = 32, c.nhead = 4, c.num_encoder_layers = 2, c.num_decoder_layers = 1;
+  c.dim_feedforward = 64, c.dropout = 0.f;
+  Generator g(17);
+  nn::Seq2SeqTransformer m(c, &g);
+  m.eval();
+  const Tensor src = Tensor::from_ints({5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 3, 4, 5, 6, 0, 0, 0, 0, 0, 0}, {2, 10});
+  const Tensor training = m.encode(src).memory;
+  EXPECT_TENSOR_NEAR(m.encode(src, nullptr, /*inference=*/true).memory, training, 1e-5);
+  for (const int bits : testing::int8_activation_bit_choices()) {
+    testing::Int8ActivationBits scope(bits);
+    m.set_inference_weights(InferenceWeights::int8);
+    EXPECT_EQ(m.int8_encoder(), bits == 8);
+    EXPECT_EQ(m.transformer->encoder->layers[1]->self_attn->in_proj_inference.int8() != nullptr, bits == 8);
+    EXPECT_LT(testing::rel_error(m.encode(src, nullptr, true).memory.to_vector(), training.to_vector()), 0.02);
+  }
+  m.set_inference_weights(InferenceWeights::f32);
+  EXPECT_FALSE(m.int8_encoder());
+  EXPECT_TENSOR_NEAR(m.encode(src, nullptr, true).memory, training, 1e-5);
 }
 
 }  // namespace

@@ -58,9 +58,12 @@ class Model {
   // Decoding steps read bf16 copies of the weights, or the f32 parameters (after loading them).
   virtual void set_inference_weights(nn::InferenceWeights weights) = 0;
   // The parameters its decoding reads only through int8 rows once set_inference_weights(int8) made
-  // them: what `qkv quantize` stores as int8, and what a model loaded for int8 decoding from such a
-  // file holds no f32 values for (models/quantize.h). Empty: this model has no int8-only decoding.
+  // them: what a model loaded for int8 decoding from a quantized file holds no f32 values for
+  // (models/quantize.h). Empty: this model has no int8-only decoding.
   virtual std::vector<Tensor> int8_only_weights() const { return {}; }
+  // What `qkv quantize` stores as int8 rows: int8_only_weights() on every CPU (the translation
+  // model's encoder is int8-only on some CPUs and widened to f32 on others).
+  virtual std::vector<Tensor> int8_file_weights() const { return int8_only_weights(); }
 };
 
 // The image a classifier or a captioner takes: channels × height × width, pixels in [0, 1].

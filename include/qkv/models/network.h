@@ -140,6 +140,10 @@ class Adapter : public Base {
     if constexpr (requires { net_.int8_only_weights(); }) return net_.int8_only_weights();
     else return {};
   }
+  std::vector<Tensor> int8_file_weights() const override {
+    if constexpr (requires { net_.int8_file_weights(); }) return net_.int8_file_weights();
+    else return int8_only_weights();
+  }
   Net& net() { return net_; }  // the module itself, for code that knows the architecture
   const Net& net() const { return net_; }
 

@@ -83,6 +83,11 @@ class MultiheadAttention : public Module {
   // keys and values to the cache and attends causally to everything cached (query i sees keys
   // 0 … cache.length+i). Equal to forward(x, x, x, is_causal) over the whole sequence, row by row.
   Tensor forward_cached(const Tensor& x, KVCache& cache) const;
+  // Self-attention of x [B, L, E] under `mask` (qkv's convention, broadcastable to [B, H, L, L];
+  // undefined: none), all at once: an encoder's while decoding, reading what set_inference_weights
+  // made (the int8 rows, when it made them). Equal to forward_masked(x, x, x, mask).output with
+  // f32 weights.
+  Tensor forward_inference(const Tensor& x, const Tensor& mask) const;
   // K and V of a memory [B, S, kdim/vdim], computed once (cross-attention while decoding).
   KVCache project_kv(const Tensor& key, const Tensor& value) const;
   // Cross-attention of query [B·G, T, E] over precomputed K/V of B memory rows (rows g·… of a group

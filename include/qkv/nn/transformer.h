@@ -39,6 +39,8 @@ class TransformerEncoder : public Module {
                  std::vector<Tensor>* weights = nullptr) const;
   // The same with the mask already in qkv's convention (ops/mask.h), e.g. [B, 1, 1, S].
   Tensor forward_masked(const Tensor& src, const Tensor& mask, std::vector<Tensor>* weights = nullptr) const;
+  // Decoding's encoder (no tape): src [B, S, E] → [B, S, E], each layer's forward_inference.
+  Tensor forward_inference(const Tensor& src, const Tensor& mask) const;
   std::vector<std::shared_ptr<TransformerEncoderLayer>> layers;
   std::shared_ptr<LayerNorm> norm;  // null without a final norm
 };
@@ -145,13 +147,19 @@ class Seq2SeqTransformer : public Module {
   DecoderState start_decoding(const Tensor& src, bool use_cache = true) const;
   Tensor step(const std::vector<int32_t>& tokens, DecoderState& state) const;
   // Weight copies for decoding (see GPT::set_inference_weights): the decoder's matrices and the
-  // shared embedding (for the output projection and, int8, the lookup). The encoder runs once per
-  // sentence and reads its f32 weights (int8 activations there cost BLEU: docs/BENCHMARKS.md).
+  // shared embedding (for the output projection and, int8, the lookup). The encoder's matrices take
+  // int8 rows too where the CPU's int8 products read 8-bit activations (int8_activation_bits() ==
+  // 8: VNNI or AMX); elsewhere the encoder reads its f32 weights (7-bit activations there cost
+  // BLEU: docs/BENCHMARKS.md).
   void set_inference_weights(InferenceWeights weights);
+  bool int8_encoder() const { return int8_encoder_; }
   // The parameters decoding reads only through their int8 rows once set_inference_weights(int8)
-  // made them (the decoder's matrices, the embedding): what `qkv quantize` stores as int8, and
-  // what a model loaded from such a file holds no f32 values for.
+  // made them (the decoder's matrices, the embedding, and the encoder's where int8_encoder()): what a
+  // model loaded from a quantized file holds no f32 values for.
   std::vector<Tensor> int8_only_weights() const;
+  // What `qkv quantize` stores as int8 rows: the above with the encoder's matrices, whatever this
+  // CPU does (the file is the same everywhere; a CPU whose encoder reads f32 widens those rows).
+  std::vector<Tensor> int8_file_weights() const;
 
   // The source mask in qkv's convention: [B, 1, 1, S], true where src ≠ pad_id (computed once, read
   // by every encoder layer and every cross-attention).
@@ -170,7 +178,9 @@ class Seq2SeqTransformer : public Module {
  private:
   // logits = h Eᵀ (+ final_logits_bias)
   Tensor logits(const Tensor& h, bool inference) const;
+  std::vector<Tensor> int8_weights(bool encoder) const;
   Generator* gen_;
+  bool int8_encoder_ = false;
 };
 
 }  // namespace qkv::nn

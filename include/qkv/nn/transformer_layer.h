@@ -60,6 +60,9 @@ class TransformerEncoderLayer : public Module {
 
   // Decoding (no tape): x [B, T, E] at positions cache.length…+T−1, causal over everything cached.
   Tensor forward_cached(const Tensor& x, KVCache& cache) const;
+  // Decoding's encoder (no tape): x [B, L, E] whole under `mask` (qkv's convention), reading what
+  // set_inference_weights made (int8 rows where the model's encoder takes them).
+  Tensor forward_inference(const Tensor& x, const Tensor& mask) const;
   void set_inference_weights(InferenceWeights weights);  // bf16 weight copies for decoding steps
 
   TransformerLayerOptions opt;

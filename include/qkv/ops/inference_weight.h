@@ -31,6 +31,15 @@ constexpr EnumTable<InferenceWeights, 3> enum_table(InferenceWeights) {
           {{{InferenceWeights::f32, "f32"}, {InferenceWeights::bf16, "bf16"}, {InferenceWeights::int8, "int8"}}}};
 }
 
+// The bits of int8 products' activations on this CPU (kernels/cpu/gemm_int8.h): 8 where every path
+// sums them exactly (VNNI or AMX), 7 elsewhere, or 7 by QKV_INT8_ACTIVATION_BITS=7. A model's
+// encoder reads int8 weights only with 8 (7-bit activations cost it BLEU: docs/BENCHMARKS.md).
+int int8_activation_bits();
+bool int8_full_range_available();  // whether 8 bits can be chosen here
+// Sets them (7, or 8 where available; a qkv::Error otherwise), for comparing both; not while an
+// int8 product runs on another thread.
+void set_int8_activation_bits(int bits);
+
 // A weight matrix [N, K] quantized to int8 per row: W ≈ s[n] · W8[n, :].
 struct QuantizedRows {
   int64_t rows = 0, cols = 0;

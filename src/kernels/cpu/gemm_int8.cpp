@@ -6,6 +6,9 @@
 #endif
 
 #include <algorithm>
+#include <atomic>
+#include <cstdlib>
+#include <string_view>
 #include <cmath>
 #include <type_traits>
 #include <vector>
@@ -17,8 +20,17 @@ namespace qkv::kernels::cpu {
 
 namespace {
 
-constexpr float kWeightLevels = 127.f, kActivationLevels = 63.f;
-constexpr uint8_t kZeroPoint = 64;  // X8 + 64 ∈ [1, 127]: oneDNN's u8 operand
+constexpr float kWeightLevels = 127.f;
+
+// Whether this build's matrix–vector kernel (dot_block below) sums u8 · s8 without vpmaddubsw's
+// saturating int16: VNNI's vpdpbusd, or the scalar loop.
+#if (defined(__AVX512VNNI__) && defined(__AVX512BW__)) || defined(__AVXVNNI__) || !defined(__AVX2__)
+constexpr bool kGemvFullRange = true;
+#else
+constexpr bool kGemvFullRange = false;
+#endif
+
+std::atomic<int> g_activation_bits{0};  // 0: not chosen yet
 
 // max_k |r[k]| (eight lanes at a time where the build has AVX2).
 float abs_max(const float* r, int64_t K) {
@@ -47,7 +59,7 @@ void round_row(const float* r, int64_t K, float inv, float levels, int32_t offse
   for (; k + 8 <= K; k += 8) {
     __m256 v = _mm256_min_ps(_mm256_max_ps(_mm256_mul_ps(_mm256_loadu_ps(r + k), vinv), lo), hi);
     __m256i i = _mm256_add_epi32(_mm256_cvtps_epi32(_mm256_round_ps(v, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC)), zp);
-    // 8 int32 within [−127, 127] → 8 bytes (unsigned or signed saturation: nothing saturates)
+    // 8 int32 within [−127, 255] → 8 bytes (unsigned or signed saturation: nothing saturates)
     __m128i p16 = _mm_packs_epi32(_mm256_castsi256_si128(i), _mm256_extracti128_si256(i, 1));
     const __m128i p8 = std::is_signed_v<T> ? _mm_packs_epi16(p16, p16) : _mm_packus_epi16(p16, p16);
     _mm_storel_epi64(reinterpret_cast<__m128i*>(q + k), p8);
@@ -62,11 +74,11 @@ void round_row(const float* r, int64_t K, float inv, float levels, int32_t offse
   }
 }
 
-// One row of activations: returns s = max|r| / 63 and writes round(r / s) + 64.
-float quantize_row(const float* r, int64_t K, uint8_t* q) {
+// One row of activations: returns s = max|r| / L and writes round(r / s) + z.
+float quantize_row(const float* r, int64_t K, Int8Activations a, uint8_t* q) {
   const float amax = abs_max(r, K);
-  const float s = amax > 0.f ? amax / kActivationLevels : 1.f;
-  round_row(r, K, 1.f / s, kActivationLevels, kZeroPoint, q);
+  const float s = amax > 0.f ? amax / a.levels : 1.f;
+  round_row(r, K, 1.f / s, a.levels, a.zero_point, q);
   return s;
 }
 
@@ -74,14 +86,14 @@ float quantize_row(const float* r, int64_t K, uint8_t* q) {
 // for all M activation rows (oneDNN's GEMM packs the weights first, which a handful of rows does
 // not repay). With Σ_k W8[n,k] known from quantization (row_sums):
 //
-//   acc[m, n] = Σ_k (xq[m,k] − 64) · W8[n,k] = Σ_k xq[m,k] · W8[n,k] − 64 · row_sums[n]
+//   acc[m, n] = Σ_k (xq[m,k] − z) · W8[n,k] = Σ_k xq[m,k] · W8[n,k] − z · row_sums[n]
 //
 // Rows of W8 go eight at a time (each activation vector loaded once for the eight, the next eight
 // prefetched meanwhile), activation rows two at a time (the eight weight rows are re-read from L1
 // for the next two); the u8 · s8 products
 // are summed into int32 lanes by VNNI's vpdpbusd where the CPU has it (AVX-512 or AVX-VNNI), by
-// vpmaddubsw + vpmaddwd otherwise (never saturating: xq ≤ 127, |W8| ≤ 127, 2 · 127 · 127 < 2¹⁵).
-// Every path sums the same integers exactly.
+// vpmaddubsw + vpmaddwd otherwise (never saturating with 7-bit activations: xq ≤ 127, |W8| ≤ 127,
+// 2 · 127 · 127 < 2¹⁵; that build never takes 8 bits). Every path sums the same integers exactly.
 constexpr int64_t kGemvRows = kInt8GemvRows;
 // How far ahead the weights are prefetched, in blocks of rows (the model's weights stream through
 // once a step: the hardware prefetcher alone leaves the loads waiting).
@@ -179,7 +191,7 @@ void dot_block(int64_t K, const uint8_t* const* xs, const int8_t* const* ws, int
 // R weight rows from n: every activation row, two at a time.
 template <int R>
 void gemv_rows(int64_t M, int64_t N, int64_t K, const uint8_t* xq, const int8_t* W8, int64_t ldw,
-               const int32_t* row_sums, int64_t n, int32_t* acc) {
+               const int32_t* row_sums, int32_t zp, int64_t n, int32_t* acc) {
   const int8_t* ws[R];
   for (int r = 0; r < R; ++r) ws[r] = W8 + (n + r) * ldw;
   int32_t dots[2][8];
@@ -191,18 +203,58 @@ void gemv_rows(int64_t M, int64_t N, int64_t K, const uint8_t* xq, const int8_t*
       dot_block<R, 1>(K, xs, ws, dots, kPrefetchBlocks * R * ldw);
     for (int64_t c = 0; c < std::min<int64_t>(2, M - m); ++c)
       for (int r = 0; r < R; ++r)
-        acc[(m + c) * N + n + r] = dots[c][r] - static_cast<int32_t>(kZeroPoint) * row_sums[n + r];
+        acc[(m + c) * N + n + r] = dots[c][r] - zp * row_sums[n + r];
   }
 }
 
 void gemv_u8s8(int64_t M, int64_t N, int64_t K, const uint8_t* xq, const int8_t* W8, int64_t ldw,
-               const int32_t* row_sums, int32_t* acc) {
+               const int32_t* row_sums, int32_t zp, int32_t* acc) {
   parallel_for(N, 64, [&](int64_t n0, int64_t n1) {
     int64_t n = n0;
-    for (; n + 8 <= n1; n += 8) gemv_rows<8>(M, N, K, xq, W8, ldw, row_sums, n, acc);
-    for (; n < n1; ++n) gemv_rows<1>(M, N, K, xq, W8, ldw, row_sums, n, acc);
+    for (; n + 8 <= n1; n += 8) gemv_rows<8>(M, N, K, xq, W8, ldw, row_sums, zp, n, acc);
+    for (; n < n1; ++n) gemv_rows<1>(M, N, K, xq, W8, ldw, row_sums, zp, n, acc);
   });
 }
+
+// oneDNN's effective ISA (what its JIT kernels use here, after ONEDNN_MAX_CPU_ISA) sums u8 · s8
+// exactly: VNNI (AVX-512 or AVX) or AMX.
+bool onednn_has_vnni() {
+  const dnnl_cpu_isa_t isa = dnnl_get_effective_cpu_isa();
+  return (isa & dnnl_cpu_isa_avx512_core_vnni) == dnnl_cpu_isa_avx512_core_vnni ||
+         (isa & dnnl_cpu_isa_avx2_vnni) == dnnl_cpu_isa_avx2_vnni;
+}
+
+}  // namespace
+
+bool int8_full_range_available() {
+  static const bool available = kGemvFullRange && onednn_has_vnni();
+  return available;
+}
+
+int int8_activation_bits() {
+  int bits = g_activation_bits.load(std::memory_order_relaxed);
+  if (bits == 0) {
+    bits = int8_full_range_available() ? 8 : 7;
+    if (const char* e = std::getenv("QKV_INT8_ACTIVATION_BITS"); e && std::string_view(e) == "7") bits = 7;
+    g_activation_bits.store(bits, std::memory_order_relaxed);
+  }
+  return bits;
+}
+
+void set_int8_activation_bits(int bits) {
+  QKV_CHECK(bits == 7 || bits == 8, "int8 activations: ", bits, " bits; 7 or 8");
+  QKV_CHECK(bits == 7 || int8_full_range_available(),
+            "int8 activations: 8 bits need VNNI or AMX (oneDNN's effective ISA here has neither, or this build's "
+            "matrix-vector kernel uses vpmaddubsw)");
+  g_activation_bits.store(bits, std::memory_order_relaxed);
+}
+
+Int8Activations int8_activations(int64_t K) {
+  if (int8_activation_bits() == 8 && K <= kInt8FullRangeMaxK) return {127.f, 128};
+  return {63.f, 64};
+}
+
+namespace {
 
 }  // namespace
 
@@ -264,40 +316,42 @@ void linear_int8(int64_t M, int64_t N, int64_t K, const float* x, int64_t ldx, c
   uint8_t* xq_p = xq.data();
   float* sx_p = sx.data();
   auto* acc_p = in_y ? reinterpret_cast<aliased_i32*>(y) : acc.data();
-  // s_x[m] = max|x[m,:]| / 63; X8 = round(x / s_x), stored + 64
+  // s_x[m] = max|x[m,:]| / L; X8 = round(x / s_x), stored + z
+  const Int8Activations a = int8_activations(K);
   parallel_for(M, 4, [&](int64_t m0, int64_t m1) {
     for (int64_t m = m0; m < m1; ++m) {
       const float* r = x + m * ldx;
-      const float s = quantize_row(r, K, xq_p + m * K);
+      const float s = quantize_row(r, K, a, xq_p + m * K);
       sx_p[m] = s;
     }
   });
   bool zero_point_left = false;
-  // acc = (Xq − 64) · W8ᵀ, exact in int32 (K · 63 · 127 < 2³¹ for K < 268,000): the same integers
-  // either way, so a decoding step gives the same numbers whichever path its batch takes
+  // acc = (Xq − z) · W8ᵀ, exact in int32 (K · 255 · 127 < 2³¹ for K ≤ kInt8FullRangeMaxK, K · 127 ·
+  // 127 for 7 bits): the same integers either way, so a decoding step gives the same numbers
+  // whichever path its batch takes
   if (M <= kGemvRows) {
-    gemv_u8s8(M, N, K, xq_p, W8, ldw, row_sums, acc_p);
+    gemv_u8s8(M, N, K, xq_p, W8, ldw, row_sums, a.zero_point, acc_p);
   } else if (packed && packed_linear_u8s8(*packed, M, xq_p, acc_p)) {
-    // acc = Xq · W8ᵀ: the zero point's share, 64 · Σ_k W8[n,k], is taken out in the pass below
+    // acc = Xq · W8ᵀ: the zero point's share, z · Σ_k W8[n,k], is taken out in the pass below
     zero_point_left = true;
   } else {
     const int32_t co = 0;
-    const dnnl_status_t st = dnnl_gemm_u8s8s32('N', 'T', 'F', M, N, K, 1.f, xq_p, K, kZeroPoint, W8, ldw, 0, 0.f,
+    const dnnl_status_t st = dnnl_gemm_u8s8s32('N', 'T', 'F', M, N, K, 1.f, xq_p, K, static_cast<uint8_t>(a.zero_point), W8, ldw, 0, 0.f,
                                                acc_p, N, &co);
     QKV_CHECK(st == dnnl_success, "linear_int8: oneDNN's dnnl_gemm_u8s8s32 failed (status ", static_cast<int>(st),
               ") for M=", M, " N=", N, " K=", K);
   }
-  // y = s_x[m] · s_w[n] · (acc − [64 · Σ_k W8[n,k]]) (+ b), one pass over the sums (the bracket
+  // y = s_x[m] · s_w[n] · (acc − [z · Σ_k W8[n,k]]) (+ b), one pass over the sums (the bracket
   // only after the packed product; the same int32 either way)
   parallel_for(M, 4, [&](int64_t m0, int64_t m1) {
     for (int64_t m = m0; m < m1; ++m) {
-      const aliased_i32* a = acc_p + m * N;
+      const aliased_i32* sums = acc_p + m * N;
       float* out = y + m * ldy;
       const float s = sx_p[m];
       if (zero_point_left)
-        dequantize_row<true>(N, a, kZeroPoint, row_sums, s, scale, bias, out);
+        dequantize_row<true>(N, sums, a.zero_point, row_sums, s, scale, bias, out);
       else
-        dequantize_row<false>(N, a, 0, row_sums, s, scale, bias, out);
+        dequantize_row<false>(N, sums, 0, row_sums, s, scale, bias, out);
     }
   });
 }

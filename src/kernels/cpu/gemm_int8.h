@@ -2,13 +2,17 @@
 // row, products summed exactly in int32 by oneDNN's integer GEMM, one f32 multiply at the end.
 //
 //   weights   (once)     s_w[n] = max_k |W[n,k]| / 127,   W8[n,k] = round(W[n,k] / s_w[n])  ∈ [−127, 127]
-//   activations (each)   s_x[m] = max_k |x[m,k]| / 63,    X8[m,k] = round(x[m,k] / s_x[m]) ∈ [−63, 63]
+//   activations (each)   s_x[m] = max_k |x[m,k]| / L,     X8[m,k] = round(x[m,k] / s_x[m]) ∈ [−L, L]
 //   y[m,n] = s_x[m] · s_w[n] · Σ_k X8[m,k] · W8[n,k]  (+ b[n])
 //
-// Why 63 for activations: CPUs without VNNI multiply u8 × s8 pairs into a saturating int16
-// (vpmaddubsw); oneDNN feeds it X8 + 64 ∈ [1, 127] (its u8 operand, the 64 taken back out as a zero
-// point), and 2 · 127 · 127 < 2¹⁵ can never saturate. The same numbers on every CPU: a machine
-// with VNNI computes the identical integer sums.
+// The activations' levels L (int8_activations below): the products take u8 × s8 pairs, X8 + z
+// (z = L + 1, the zero point taken back out with Σ_k W8[n,k]).
+//   L = 127, z = 128 (8 bits) where every path sums u8 · s8 exactly in int32: oneDNN's effective ISA
+//           has VNNI (vpdpbusd) or AMX, and this build's matrix–vector kernel uses vpdpbusd (or its
+//           scalar loop) — the encoder's products need the eighth bit (docs/BENCHMARKS.md).
+//   L = 63,  z = 64 (7 bits) elsewhere: without VNNI a u8 × s8 pair goes through vpmaddubsw's
+//           saturating int16, and 2 · 127 · 127 < 2¹⁵ is what never saturates.
+// Within one process every path (matrix–vector, packed, oneDNN's GEMM) sums the same integers.
 #pragma once
 
 #include <cstdint>
@@ -33,6 +37,24 @@ void linear_int8(int64_t M, int64_t N, int64_t K, const float* x, int64_t ldx, c
 // id outside [0, vocab) is a qkv::Error naming it.
 void embedding_int8(const int8_t* W8, const float* scale, int64_t vocab, int64_t dim, const int32_t* ids, int64_t n,
                     float* out);
+
+// The activations' quantization: levels L and zero point z = L + 1 (above).
+struct Int8Activations {
+  float levels;
+  int32_t zero_point;
+};
+// Whether this CPU and build sum 8-bit activations exactly on every path (VNNI or AMX in oneDNN's
+// effective ISA — ONEDNN_MAX_CPU_ISA lowers it — and a matrix–vector kernel without vpmaddubsw).
+bool int8_full_range_available();
+// The process's choice: 8 bits where available, unless QKV_INT8_ACTIVATION_BITS=7 (read once);
+// products with K > kInt8FullRangeMaxK take 7 bits whatever the choice (Σ (X8 + 128) · W8 must fit
+// in int32: K · 255 · 127 < 2³¹).
+Int8Activations int8_activations(int64_t K);
+int int8_activation_bits();
+// Sets the choice (7 or 8; 8 only where available, else a qkv::Error): tests compare both. Not while
+// another thread runs an int8 product.
+void set_int8_activation_bits(int bits);
+constexpr int64_t kInt8FullRangeMaxK = 66'000;
 
 // Batches of at most this many rows take the matrix–vector kernel (one pass over W8), larger ones
 // a GEMM.
