@@ -165,9 +165,11 @@ print(json.dumps({"seconds": dt, "tokens": tokens}))
 '''
 
 
-def qkv_run(model, dtype, threads, task, n, inp):
+def qkv_run(model, dtype, threads, task, n, inp, activation_bits=None):
     env = dict(os.environ)
     env.pop("OMP_WAIT_POLICY", None)
+    if activation_bits:  # int8 products with 7-bit activations: what a CPU without VNNI runs
+        env["QKV_INT8_ACTIVATION_BITS"] = activation_bits
     if task == "generate":
         prompt = open(inp, encoding="utf-8").read().splitlines()[0]
         _, err, rss = timed([QKV, "generate", "-m", model, "-p", prompt, "-n", str(n), "-t", "0", "--dtype", dtype,
@@ -199,7 +201,10 @@ def main():
     ap.add_argument("--new-tokens", type=int, default=128)
     ap.add_argument("--sentences", type=int, default=200)
     ap.add_argument("--tasks", nargs="+", default=["generate", "translate"])
-    ap.add_argument("--engines", nargs="+", default=["qkv-f32", "qkv-int8", "ct2-float32", "ct2-int8", "torch-f32"])
+    ap.add_argument("--engines", nargs="+", default=["qkv-f32", "qkv-int8", "ct2-float32", "ct2-int8", "torch-f32"],
+                    help="qkv-f32, qkv-int8 (the converted f32 file with --dtype int8), qkv-int8file (the file "
+                         "`qkv quantize` writes from it), qkv-int8-a7 (int8 with 7-bit activations, as on a CPU "
+                         "without VNNI), ct2-float32, ct2-int8, torch-f32")
     ap.add_argument("--out", default=os.path.join(ROOT, "out", "pretrained-bench"))
     a = ap.parse_args()
     os.makedirs(a.out, exist_ok=True)
@@ -210,6 +215,9 @@ def main():
             (build_llama if task == "generate" else build_marian)(folder)
         if not os.path.exists(folder + ".safetensors"):
             subprocess.run([QKV, "convert", "--from", "hf", folder, "-o", folder + ".safetensors"], check=True)
+        if task == "translate" and "qkv-int8file" in a.engines:  # (written again: it follows qkv's quantizer)
+            subprocess.run([QKV, "quantize", folder + ".safetensors", "-o", folder + ".int8.safetensors"], check=True,
+                           capture_output=True)
         for q in ("float32", "int8"):
             d = f"{folder}-ct2-{q}"
             if not os.path.exists(os.path.join(d, "model.bin")):
@@ -229,9 +237,13 @@ def main():
             for r in range(a.rounds):
                 for engine in a.engines:
                     kind, dtype = engine.split("-", 1)
+                    if dtype == "int8file" and task != "translate":
+                        continue  # qkv quantize writes translation models only
                     folder, n = folders[task], lengths[task]
                     if kind == "qkv":
-                        sec, tok, rss = qkv_run(folder + ".safetensors", dtype, threads, task, n, inputs[task])
+                        model = folder + (".int8.safetensors" if dtype == "int8file" else ".safetensors")
+                        sec, tok, rss = qkv_run(model, "int8" if dtype.startswith("int8") else dtype, threads, task, n,
+                                                inputs[task], "7" if dtype == "int8-a7" else None)
                     else:
                         ct2_dir = f"{folder}-ct2-{dtype}" if kind == "ct2" else ""
                         sec, tok, rss = peer_run(kind, folder, ct2_dir, dtype, threads, task, n, inputs[task])
@@ -243,7 +255,7 @@ def main():
     for (task, threads, engine), vals in sorted(results.items()):
         med = statistics.median(v[0] for v in vals)
         rss = max(v[1] for v in vals)
-        peer = {"qkv-f32": "ct2-float32", "qkv-int8": "ct2-int8"}.get(engine)
+        peer = "ct2-int8" if engine.startswith("qkv-int8") else {"qkv-f32": "ct2-float32"}.get(engine)
         vs_ct2 = vs_torch = ""
         if peer and (task, threads, peer) in results:
             vs_ct2 = f"{med / statistics.median(v[0] for v in results[(task, threads, peer)]):.2f}x"

@@ -750,6 +750,12 @@ def add_flag_cases(m, files, pics):
                      ("QKV_THREADS", "1000000")):
         for cmd, args in (("translate", ["-m", tr, "one"]), ("generate", ["-m", gpt, "-n", "2"])):
             m.add(f"env/{cmd}/{var}={val}", ["{qkv}", cmd] + args, expect="any", names=[var], env={var: val})
+    # the int8 products' activation bits: 7, or 8 where the CPU sums them exactly (else an error, as
+    # for anything else)
+    for val, expect in (("7", "pass"), ("8", "any"), ("9", "fail"), ("x", "fail"), ("-1", "fail"), ("8" * 30, "fail")):
+        var = "QKV_INT8_ACTIVATION_BITS"
+        m.add(f"env/translate-int8/{var}={val[:12]}", ["{qkv}", "translate", "--dtype", "int8", "-m", tr, "one"],
+              expect=expect, names=[] if expect == "pass" else [var], env={var: val})
     # output paths that are special files: /dev/null made with mknod, a FIFO, planted symlinks
     victim = m.write("flags/victim.txt", "do not touch\n")
     for label in ("chr", "fifo", "link", "dangling-link", "directory", "temp-name-link"):

@@ -235,7 +235,13 @@ int int8_activation_bits() {
   int bits = g_activation_bits.load(std::memory_order_relaxed);
   if (bits == 0) {
     bits = int8_full_range_available() ? 8 : 7;
-    if (const char* e = std::getenv("QKV_INT8_ACTIVATION_BITS"); e && std::string_view(e) == "7") bits = 7;
+    if (const char* e = std::getenv("QKV_INT8_ACTIVATION_BITS"); e && *e) {
+      const std::string_view v(e);
+      QKV_CHECK(v == "7" || v == "8", "QKV_INT8_ACTIVATION_BITS='", v, "': the int8 products' activation bits are 7 or 8");
+      QKV_CHECK(v == "7" || int8_full_range_available(), "QKV_INT8_ACTIVATION_BITS=8: this CPU's int8 products take 7-bit "
+                "activations (oneDNN's effective ISA has no VNNI or AMX, or this build's matrix-vector kernel uses vpmaddubsw)");
+      bits = v == "7" ? 7 : 8;
+    }
     g_activation_bits.store(bits, std::memory_order_relaxed);
   }
   return bits;
