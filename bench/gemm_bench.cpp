@@ -11,15 +11,25 @@
 //   OPENBLAS_CORETYPE=Cooperlake build/bench/qkv_gemm_bench --benchmark_filter='^openblas/'
 // (this environment sets OPENBLAS_CORETYPE=Haswell, which halves OpenBLAS on AVX-512 machines).
 // bench/gemm_peak.py runs the three and prints them side by side.
+//
+// decode/…: one call of a decoding step's product at the shapes a translation step runs (M = beam ×
+// batch rows; the Tatoeba model's d 256 / FFN 1,024 / vocabulary 8,000 and a Marian's d 512 / FFN
+// 2,048), y = x Wᵀ through what `linear_inference` calls: int8 rows (kernels/cpu/gemm_int8.h: the
+// activations quantized, oneDNN's packed u8·s8 matmul, the sums scaled back) and the f32 packed copy
+// (kernels/cpu/packed_linear.h). µs per call show what a call costs beyond its arithmetic:
+//   build/bench/qkv_gemm_bench --benchmark_filter='^decode/'
 #include <benchmark/benchmark.h>
 
 #include <cstdint>
 #include <random>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "qkv/core/parallel.h"
 #include "kernels/cpu/gemm.h"
+#include "kernels/cpu/gemm_int8.h"
+#include "kernels/cpu/packed_linear.h"
 
 #if QKV_BENCH_HAVE_OPENBLAS
 #include <cblas.h>
@@ -87,6 +97,46 @@ void bm_openblas(benchmark::State& state, Shape s, int threads) {
 }
 #endif
 
+// A decoding step's product y[M, N] = x[M, K] · Wᵀ (W [N, K]): int8 rows or the f32 packed copy.
+void bm_decode(benchmark::State& state, Shape s, bool int8, int threads) {
+  const int saved = qkv::num_threads();
+  qkv::set_num_threads(threads);
+  std::mt19937 rng(42);
+  std::uniform_real_distribution<float> u(-1.f, 1.f);
+  std::vector<float> x(s.M * s.K), w(s.N * s.K), bias(s.N), y(s.M * s.N);
+  for (float& v : x) v = u(rng);
+  for (float& v : w) v = u(rng);
+  for (float& v : bias) v = u(rng);
+  std::vector<int8_t> w8(w.size());
+  std::vector<float> scale(s.N);
+  std::vector<int32_t> sums(s.N);
+  namespace k = qkv::kernels::cpu;
+  k::quantize_rows_int8(s.N, s.K, w.data(), w8.data(), scale.data(), sums.data());
+  const auto packed = int8 ? k::pack_linear_s8(s.N, s.K, w8.data(), s.K) : k::pack_linear_f32(s.N, s.K, w.data(), s.K);
+  for (auto _ : state) {
+    if (int8)
+      k::linear_int8(s.M, s.N, s.K, x.data(), s.K, w8.data(), s.K, scale.data(), sums.data(), bias.data(), y.data(),
+                     s.N, packed.get());
+    else if (!k::packed_linear_f32(*packed, s.M, x.data(), bias.data(), y.data()))
+      state.SkipWithError("no packed f32 matmul for this M");
+    benchmark::ClobberMemory();
+  }
+  state.counters["GOP"] = benchmark::Counter(2.0 * s.M * s.N * s.K * 1e-9, benchmark::Counter::kIsIterationInvariantRate);
+  state.counters["act_bits"] = int8 ? k::int8_activation_bits() : 32;
+  qkv::set_num_threads(saved);
+}
+
+std::vector<Shape> decode_shapes() {
+  std::vector<Shape> out;
+  for (int64_t M : {32, 128}) {
+    for (auto [what, N, K] : {std::tuple<const char*, int64_t, int64_t>{"qkv_proj", 768, 256}, {"out_proj", 256, 256},
+                              {"ffn_up", 1024, 256}, {"ffn_down", 256, 1024}, {"logits", 8000, 256},
+                              {"marian_ffn_up", 2048, 512}, {"marian_ffn_down", 512, 2048}})
+      out.push_back(Shape{what, M, N, K, false, true});
+  }
+  return out;
+}
+
 std::vector<std::pair<Shape, int>> shapes() {
   std::vector<std::pair<Shape, int>> out;
   auto add = [&](std::string what, int64_t M, int64_t N, int64_t K, bool ta, bool tb, int threads = 0) {
@@ -149,6 +199,15 @@ int main(int argc, char** argv) {
         ->UseRealTime()
         ->Unit(benchmark::kMillisecond);
 #endif
+  for (const Shape& s : decode_shapes())
+    for (const bool int8 : {true, false})
+      benchmark::RegisterBenchmark(("decode/" + std::string(int8 ? "int8/" : "f32/") + s.what + "/M=" +
+                                    std::to_string(s.M) + ",N=" + std::to_string(s.N) + ",K=" + std::to_string(s.K) +
+                                    "/threads:1")
+                                       .c_str(),
+                                   bm_decode, s, int8, 1)
+          ->UseRealTime()
+          ->Unit(benchmark::kMicrosecond);
   benchmark::Initialize(&argc, argv);
   if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 1;
   benchmark::RunSpecifiedBenchmarks();

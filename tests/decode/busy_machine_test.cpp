@@ -1,17 +1,21 @@
 // Decoding and training on a busy machine (issues 27 and 47, core/thread_budget.h): with a sibling
 // thread spinning on one core, the thread budget counts it, greedy decoding on 2 threads is not
 // more than 1.5× slower than on 1 (without the budget it was 13–17× slower: docs/BENCHMARKS.md),
-// and the trainer runs each step and each evaluation on the cores left.
+// and the trainer runs each step and each evaluation on the cores left — oneDNN's convolutions
+// included, which keep the thread count they were made with.
 #include <gtest/gtest.h>
 
 #include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <filesystem>
 #include <fstream>
+#include <sstream>
 #include <thread>
 
 #include "qkv/core/parallel.h"
 #include "qkv/core/thread_budget.h"
+#include "qkv/ops/conv.h"
 #include "qkv/decode/translator.h"
 #include "qkv/models/load.h"
 #include "qkv/train/lm_task.h"
@@ -127,6 +131,47 @@ TEST(ThreadBudget, TrainingStepsAndEvaluationsGiveABusyCoreUp) {
   ASSERT_EQ(task.eval_threads.size(), 3u);  // steps 0, 3 and the end
   for (int t : task.step_threads) EXPECT_LE(t, n - 1) << "a step ran on the busy core too";
   for (int t : task.eval_threads) EXPECT_LE(t, n - 1) << "an evaluation ran on the busy core too";
+}
+
+// CPU time (clock ticks: utime + stime) of this process's threads other than the calling one.
+long other_threads_ticks() {
+  long sum = 0;
+  const std::string self = std::to_string(gettid());
+  for (const auto& e : std::filesystem::directory_iterator("/proc/self/task")) {
+    if (e.path().filename() == self) continue;
+    std::ifstream f(e.path() / "stat");
+    const std::string line((std::istreambuf_iterator<char>(f)), {});
+    const size_t close = line.rfind(')');  // "tid (name) S …": fields 14 and 15 are utime, stime
+    if (close == std::string::npos) continue;
+    std::istringstream rest(line.substr(close + 2));
+    std::string field;
+    for (int i = 3; i <= 15 && rest >> field; ++i)
+      if (i >= 14) sum += std::atol(field.c_str());
+  }
+  return sum;
+}
+
+// A convolution made while 2 threads were allowed runs on 1 once only 1 is (the thread budget's
+// choice beside a busy core): its primitives are kept per thread count (kernels/cpu/conv.cpp).
+// Before, the cached oneDNN convolution went on splitting its work over the 2 threads it was made
+// for, and a ConvNet trained beside a busy core at 0.80× its 1-thread speed.
+TEST(ThreadBudget, AConvolutionRunsOnTheThreadsAllowedWhenItRuns) {
+  if (cores() < 2) GTEST_SKIP() << "one core: nothing to share";
+  autograd::NoGradGuard no_grad;
+  Generator g(5);
+  const Tensor x = Tensor::randn({32, 16, 28, 28}, g), w = Tensor::randn({32, 16, 3, 3}, g);
+  const int before = num_threads();
+  set_num_threads(2);
+  const Tensor two = conv2d(x, w, Tensor(), 1, 1);  // its primitives made for 2 threads
+  set_num_threads(1);
+  std::this_thread::sleep_for(std::chrono::milliseconds(100));  // (the team's spin-wait long over)
+  const long t0 = other_threads_ticks();
+  Tensor one;
+  for (int i = 0; i < 100; ++i) one = conv2d(x, w, Tensor(), 1, 1);  // ~0.3 s on 1 thread
+  const long used = other_threads_ticks() - t0;
+  set_num_threads(before);
+  EXPECT_LE(used, 2) << "another thread ran " << used << " ticks of 100 convolutions on 1 thread";
+  EXPECT_TENSOR_NEAR(one, two, 1e-4);
 }
 
 }  // namespace

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "qkv/core/error.h"
+#include "qkv/core/parallel.h"
 
 namespace qkv::kernels::cpu {
 
@@ -70,9 +71,16 @@ struct Primitives {
 
 using Key = std::array<int64_t, 16>;
 
+// The problem and the threads a convolution may use now: oneDNN's convolutions split their work
+// over the threads there were when they were made and keep that split whatever the count when they
+// run (measured, oneDNN 2.6's jit:avx512_core: one made for 2 threads and run 200 times with 1
+// allowed kept a second thread busy), so a convolution made for 2 threads would go on using 2
+// after the thread budget (core/thread_budget.h) chose 1 beside a busy core — a ConvNet then
+// trained at 0.80× its 1-thread speed with 2 threads there (docs/BENCHMARKS.md). oneDNN's matmul
+// reads the count when it runs (the same test: no second thread).
 Key key_of(const Conv2dProblem& p) {
   return {p.N, p.C, p.H, p.W, p.O, p.KH, p.KW, p.stride_h, p.stride_w, p.pad_h, p.pad_w, p.dilation_h, p.dilation_w,
-          p.groups, p.bias ? 1 : 0, 0};
+          p.groups, p.bias ? 1 : 0, num_threads()};
 }
 
 struct Context {
