@@ -251,6 +251,14 @@ Tensor MultiheadAttention::project(const Tensor& x, int i, bool inference) const
   return linear(x, w, b);
 }
 
+// Q, K, V = x W_{Q,K,V}ᵀ + b of self-attention while decoding: x [B, T, E] → [B, T, E] each (one
+// product where the projections are fused).
+std::array<Tensor, 3> MultiheadAttention::self_projections(const Tensor& x) const {
+  if (!in_proj_weight.defined()) return {project(x, 0, true), project(x, 1, true), project(x, 2, true)};
+  std::vector<Tensor> qkv = chunk(linear_inference(x, in_proj_weight, in_proj_inference, in_proj_bias), 3, -1);
+  return {qkv[0], qkv[1], qkv[2]};
+}
+
 // Concat(head_1..head_h) W_Oᵀ + b_O while decoding: Q [B, T, E] split into heads, K/V [B, H, S, D].
 Tensor MultiheadAttention::attend_inference(const Tensor& Q, const Tensor& K, const Tensor& V,
                                             const AttentionOptions& opt) const {
@@ -265,13 +273,7 @@ Tensor MultiheadAttention::forward_cached(const Tensor& x, KVCache& cache) const
             " should be [B, T, ", embed_dim, "]");
   QKV_CHECK(kdim == embed_dim && vdim == embed_dim, "MultiheadAttention::forward_cached: self-attention needs kdim = vdim = embed_dim");
   const int64_t B = x.size(0), T = x.size(1), H = num_heads, D = head_dim;
-  Tensor Q, K, V;
-  if (in_proj_weight.defined()) {
-    std::vector<Tensor> qkv = chunk(linear_inference(x, in_proj_weight, in_proj_inference, in_proj_bias), 3, -1);
-    Q = qkv[0], K = qkv[1], V = qkv[2];
-  } else {
-    Q = project(x, 0, true), K = project(x, 1, true), V = project(x, 2, true);
-  }
+  const auto [Q, K, V] = self_projections(x);
   const int64_t past = cache.length;
   cache.append(K.view({B, T, H, D}).transpose(1, 2), V.view({B, T, H, D}).transpose(1, 2));
 
@@ -290,14 +292,7 @@ Tensor MultiheadAttention::forward_inference(const Tensor& x, const Tensor& mask
             "MultiheadAttention::forward_inference: x ", shape_str(x.shape()), " should be [B, L, ", embed_dim,
             "] (self-attention, kdim = vdim = embed_dim)");
   const int64_t B = x.size(0), L = x.size(1), H = num_heads, D = head_dim;
-  // Q, K, V = x W_{Q,K,V}ᵀ + b: [B, L, E] each (one product where the projections are fused)
-  Tensor Q, K, V;
-  if (in_proj_weight.defined()) {
-    std::vector<Tensor> qkv = chunk(linear_inference(x, in_proj_weight, in_proj_inference, in_proj_bias), 3, -1);
-    Q = qkv[0], K = qkv[1], V = qkv[2];
-  } else {
-    Q = project(x, 0, true), K = project(x, 1, true), V = project(x, 2, true);
-  }
+  const auto [Q, K, V] = self_projections(x);
   AttentionOptions opt;
   opt.attn_mask = mask;
   // K, V [B, L, E] → [B, H, L, D] (views); attend_inference splits Q and applies W_O

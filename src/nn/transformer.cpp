@@ -355,7 +355,8 @@ void Seq2SeqTransformer::set_inference_weights(InferenceWeights weights) {
 }
 
 // The decoder's matrices and the embedding (and the encoder's, with `encoder`); none where the
-// attention has separate q/k/v projections (not this model's decoding path).
+// decoder's attention has separate q/k/v projections (not this model's decoding path), and not the
+// encoder's where its attention has them (its projections then read f32: MultiheadAttention::project).
 std::vector<Tensor> Seq2SeqTransformer::int8_weights(bool encoder) const {
   std::vector<Tensor> out{embedding->weight};
   auto add = [&](const auto& layers, auto attentions) {
@@ -374,10 +375,11 @@ std::vector<Tensor> Seq2SeqTransformer::int8_weights(bool encoder) const {
         return std::array<const MultiheadAttention*, 2>{l.self_attn.get(), l.multihead_attn.get()};
       }))
     return {};
+  const size_t decoder_end = out.size();
   if (encoder && !add(transformer->encoder->layers, [](const TransformerEncoderLayer& l) {
         return std::array<const MultiheadAttention*, 1>{l.self_attn.get()};
       }))
-    return {};
+    out.resize(decoder_end);
   return out;
 }
 

@@ -109,6 +109,7 @@ class MultiheadAttention : public Module {
 
  private:
   Tensor project(const Tensor& x, int i, bool inference) const;  // x W_iᵀ + b_i, i = 0 (Q), 1 (K), 2 (V)
+  std::array<Tensor, 3> self_projections(const Tensor& x) const;  // Q, K, V of x while decoding
   Tensor attend_inference(const Tensor& Q, const Tensor& K, const Tensor& V, const AttentionOptions& opt) const;
   Generator* gen_;  // attention-weight dropout draws from it (default_generator() when null)
 };
