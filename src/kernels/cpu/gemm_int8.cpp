@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <atomic>
 #include <cstdlib>
+#include <string>
 #include <string_view>
 #include <cmath>
 #include <type_traits>
@@ -231,16 +232,25 @@ bool int8_full_range_available() {
   return available;
 }
 
+namespace {
+
+// `bits` checked (7, or 8 where available); `what` names where they came from.
+int checked_bits(int bits, const std::string& what) {
+  QKV_CHECK(bits == 7 || bits == 8, what, ": the int8 products' activation bits are 7 or 8");
+  QKV_CHECK(bits == 7 || int8_full_range_available(), what, ": this CPU's int8 products take 7-bit activations "
+            "(oneDNN's effective ISA has no VNNI or AMX, or this build's matrix-vector kernel uses vpmaddubsw)");
+  return bits;
+}
+
+}  // namespace
+
 int int8_activation_bits() {
   int bits = g_activation_bits.load(std::memory_order_relaxed);
   if (bits == 0) {
     bits = int8_full_range_available() ? 8 : 7;
     if (const char* e = std::getenv("QKV_INT8_ACTIVATION_BITS"); e && *e) {
       const std::string_view v(e);
-      QKV_CHECK(v == "7" || v == "8", "QKV_INT8_ACTIVATION_BITS='", v, "': the int8 products' activation bits are 7 or 8");
-      QKV_CHECK(v == "7" || int8_full_range_available(), "QKV_INT8_ACTIVATION_BITS=8: this CPU's int8 products take 7-bit "
-                "activations (oneDNN's effective ISA has no VNNI or AMX, or this build's matrix-vector kernel uses vpmaddubsw)");
-      bits = v == "7" ? 7 : 8;
+      bits = checked_bits(v == "7" ? 7 : v == "8" ? 8 : 0, "QKV_INT8_ACTIVATION_BITS='" + std::string(v) + "'");
     }
     g_activation_bits.store(bits, std::memory_order_relaxed);
   }
@@ -248,11 +258,8 @@ int int8_activation_bits() {
 }
 
 void set_int8_activation_bits(int bits) {
-  QKV_CHECK(bits == 7 || bits == 8, "int8 activations: ", bits, " bits; 7 or 8");
-  QKV_CHECK(bits == 7 || int8_full_range_available(),
-            "int8 activations: 8 bits need VNNI or AMX (oneDNN's effective ISA here has neither, or this build's "
-            "matrix-vector kernel uses vpmaddubsw)");
-  g_activation_bits.store(bits, std::memory_order_relaxed);
+  g_activation_bits.store(checked_bits(bits, "int8 activations: " + std::to_string(bits) + " bits"),
+                          std::memory_order_relaxed);
 }
 
 Int8Activations int8_activations(int64_t K) {
