@@ -324,8 +324,8 @@ Tensor Seq2SeqTransformer::step(const std::vector<int32_t>& tokens, DecoderState
   const auto& layers = transformer->decoder->layers;
   for (size_t i = 0; i < layers.size(); ++i) x = layers[i]->forward_cached(x, s.self[i], s.cross[i], s.memory_mask);
   Tensor h = transformer->decoder->final_norm(x.select(1, 0));
-  Tensor scores = logits(h, true);
-  return log_softmax_(scores);
+  Tensor b = final_logits_bias.defined() ? final_logits_bias.view({config.vocab_size}) : Tensor();
+  return linear_log_softmax_inference(h, embedding->weight, embedding_inference, b);  // log_softmax(h Eᵀ (+ b))
 }
 
 namespace {

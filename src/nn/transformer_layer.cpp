@@ -38,10 +38,13 @@ Tensor feed_forward(const Tensor& x, const Linear& linear1, const Linear& linear
   return linear2.forward(dropout(activate(linear1.forward(x), activation), p, training, gen));
 }
 
-// FFN while decoding: no dropout, no tape, bf16 weight copies when the layer has them.
+// FFN while decoding: no dropout, no tape, the layers' inference copies (on int8 rows the hidden
+// activations quantized in the first product: ops/matmul.h).
 static Tensor feed_forward_inference(const Tensor& x, const Linear& linear1, const Linear& linear2,
                                      Activation activation) {
-  return linear2.forward_inference(activate(linear1.forward_inference(x), activation));
+  return qkv::feed_forward_inference(x, linear1.weight, linear1.weight_inference, linear1.bias,
+                                     std::string(enum_name(activation)), linear2.weight, linear2.weight_inference,
+                                     linear2.bias);
 }
 
 // ---- encoder layer ------------------------------------------------------------------------------

@@ -1,6 +1,9 @@
 #include "qkv/ops/matmul.h"
 
+#include <algorithm>
 #include <cstring>
+#include <iterator>
+#include <utility>
 
 #include "dispatch.h"
 #include "kernels/cpu/elementwise.h"
@@ -12,13 +15,16 @@
 #include "qkv/autograd/grad_mode.h"
 #include "qkv/autograd/node.h"
 #include "qkv/core/parallel.h"
+#include "qkv/ops/activation.h"
 #include "qkv/ops/arith.h"
 #include "qkv/ops/autocast.h"
+#include "qkv/ops/softmax.h"
 
 namespace qkv {
 
 using autograd::record;
 using ops_detail::device_of;
+namespace kc = kernels::cpu;
 
 namespace {
 
@@ -274,6 +280,22 @@ static Tensor linear_inference_gpu(const Tensor& x, const Tensor& weight, const 
   return out;
 }
 
+// The kernels' view of a weight's int8 rows for a product of `rows` rows (bias dense or undefined):
+// the packed copy only for batches past the matrix–vector kernel's.
+static kc::Int8Weights int8_operand(const Tensor& weight, const InferenceWeight& w, const Tensor& bias, int64_t rows) {
+  const QuantizedRows* q = w.int8();
+  const int64_t in_f = weight.size(1);
+  const PackedCopy* packed = rows > kernels::cpu::kInt8GemvRows ? w.packed(weight) : nullptr;
+  return {w.rows(),
+          in_f,
+          q->values.data() + w.row_begin() * in_f,
+          in_f,
+          q->scales.data() + w.row_begin(),
+          q->sums.data() + w.row_begin(),
+          bias.defined() ? bias.data() : nullptr,
+          packed ? packed->linear.get() : nullptr};
+}
+
 Tensor linear_inference(const Tensor& x, const Tensor& weight, const InferenceWeight& w, const Tensor& bias) {
   const int64_t in_f = weight.size(1), out_f = weight.size(0);
   const int64_t rows = rows_of(x);
@@ -298,12 +320,10 @@ Tensor linear_inference(const Tensor& x, const Tensor& weight, const InferenceWe
   Tensor out = Tensor::empty(out_shape, DType::f32, d);
   Tensor bc = bias.defined() ? bias.contiguous() : Tensor();
   if (q) {
-    const PackedCopy* packed = rows > kernels::cpu::kInt8GemvRows ? w.packed(weight) : nullptr;
+    const kc::Int8Weights o = int8_operand(weight, w, bc, rows);
     QKV_DISPATCH_CPU("linear_inference", d,
-                     k::linear_int8(rows, out_f, in_f, xc.data(), in_f, q->values.data() + w.row_begin() * in_f, in_f,
-                                    q->scales.data() + w.row_begin(), q->sums.data() + w.row_begin(),
-                                    bc.defined() ? bc.data() : nullptr, out.data(), out_f,
-                                    packed ? packed->linear.get() : nullptr));
+                     k::linear_int8(rows, out_f, in_f, xc.data(), in_f, o.W8, o.ldw, o.scale, o.row_sums, o.bias,
+                                    out.data(), out_f, o.packed));
     return out;
   }
   if (packed_f32) {  // y = x Wᵀ (+ b) through the packed copy, or `linear` where it has no kernel
@@ -318,6 +338,72 @@ Tensor linear_inference(const Tensor& x, const Tensor& weight, const InferenceWe
   QKV_DISPATCH_CPU("linear_inference", d,
                k::gemv_bf16(rows, out_f, in_f, xc.data(), in_f, w.bf16().data<bf16>(),
                             bc.defined() ? bc.data() : nullptr, out.data(), out_f));
+  return out;
+}
+
+// y = log_softmax(x Wᵀ + b) over the last dim: on int8 rows one kernel, each row's log-softmax taken
+// as its logits are written.
+Tensor linear_log_softmax_inference(const Tensor& x, const Tensor& weight, const InferenceWeight& w,
+                                    const Tensor& bias) {
+  const bool fused = w.int8() && x.device().is_cpu() && weight.dim() == 2 && x.dim() >= 1 &&
+                     x.size(-1) == weight.size(1) && w.rows() == weight.size(0) && w.int8()->cols == weight.size(1);
+  if (!fused) {
+    Tensor logits = linear_inference(x, weight, w, bias);
+    return logits.requires_grad() ? log_softmax(logits, -1) : log_softmax_(logits);
+  }
+  QKV_CHECK(!bias.defined() || (bias.dim() == 1 && bias.size(0) == weight.size(0)), "linear_log_softmax_inference: bias ",
+            shape_str(bias.shape()), " does not match weight ", shape_str(weight.shape()));
+  const Device d = ops_detail::cpu_device_of("linear_log_softmax_inference", {&x, &weight, &bias});
+  const int64_t rows = rows_of(x);
+  Tensor xc = dense(x), bc = bias.defined() ? bias.contiguous() : Tensor();
+  Shape out_shape = x.shape();
+  out_shape.back() = weight.size(0);
+  Tensor out = Tensor::empty(out_shape, DType::f32, d);  // [..., N]
+  const kc::Int8Weights o = int8_operand(weight, w, bc, rows);
+  QKV_DISPATCH_CPU("linear_log_softmax_inference", d, k::linear_log_softmax_int8(rows, xc.data(), o, out.data()));
+  return out;
+}
+
+// h = act(x W₁ᵀ + b₁), y = h W₂ᵀ + b₂. With int8 rows for both weights on the CPU, one kernel: h is
+// quantized for the second product in the first one's epilogue, row by row, never written as f32.
+Tensor feed_forward_inference(const Tensor& x, const Tensor& w1, const InferenceWeight& iw1, const Tensor& b1,
+                              const std::string& activation, const Tensor& w2, const InferenceWeight& iw2,
+                              const Tensor& b2) {
+  static constexpr std::pair<const char*, kc::FfnActivation> kActivations[] = {
+      {"relu", kc::FfnActivation::relu}, {"gelu", kc::FfnActivation::gelu},
+      {"gelu_tanh", kc::FfnActivation::gelu_tanh}, {"silu", kc::FfnActivation::silu}};
+  const auto* act = std::find_if(std::begin(kActivations), std::end(kActivations),
+                                 [&](const auto& a) { return activation == a.first; });
+  QKV_CHECK(act != std::end(kActivations), "feed_forward_inference: activation must be relu, gelu, gelu_tanh or silu, got \"",
+            activation, "\"");
+  QKV_CHECK(w1.dim() == 2 && w2.dim() == 2 && w2.size(1) == w1.size(0), "feed_forward_inference: weights ",
+            shape_str(w1.shape()), " and ", shape_str(w2.shape()), " do not chain ([H, K] then [N, H])");
+  const int64_t rows = rows_of(x);
+  const bool fused = iw1.int8() && iw2.int8() && x.device().is_cpu() && x.dim() >= 1 && x.size(-1) == w1.size(1) &&
+                     iw1.rows() == w1.size(0) && iw1.int8()->cols == w1.size(1) && iw2.rows() == w2.size(0) &&
+                     iw2.int8()->cols == w2.size(1);
+  if (!fused) {
+    Tensor h = linear_inference(x, w1, iw1, b1);
+    switch (act->second) {
+      case kc::FfnActivation::relu: h = relu(h); break;
+      case kc::FfnActivation::gelu: h = gelu(h, "none"); break;
+      case kc::FfnActivation::gelu_tanh: h = gelu(h, "tanh"); break;
+      case kc::FfnActivation::silu: h = silu(h); break;
+    }
+    return linear_inference(h, w2, iw2, b2);
+  }
+  QKV_CHECK((!b1.defined() || (b1.dim() == 1 && b1.size(0) == w1.size(0))) &&
+                (!b2.defined() || (b2.dim() == 1 && b2.size(0) == w2.size(0))),
+            "feed_forward_inference: biases ", shape_str(b1.shape()), " and ", shape_str(b2.shape()),
+            " do not match weights ", shape_str(w1.shape()), " and ", shape_str(w2.shape()));
+  const Device d = ops_detail::cpu_device_of("feed_forward_inference", {&x, &w1, &b1, &w2, &b2});
+  Tensor xc = dense(x);
+  Tensor b1c = b1.defined() ? b1.contiguous() : Tensor(), b2c = b2.defined() ? b2.contiguous() : Tensor();
+  Shape out_shape = x.shape();
+  out_shape.back() = w2.size(0);
+  Tensor out = Tensor::empty(out_shape, DType::f32, d);  // [..., N]
+  const kc::Int8Weights l1 = int8_operand(w1, iw1, b1c, rows), l2 = int8_operand(w2, iw2, b2c, rows);
+  QKV_DISPATCH_CPU("feed_forward_inference", d, k::feed_forward_int8(rows, xc.data(), l1, act->second, l2, out.data()));
   return out;
 }
 

@@ -5,13 +5,16 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <string>
 #include <utility>
 
 #include "qkv/autograd/grad_mode.h"
 #include "qkv/decode/translator.h"
 #include "qkv/models/load.h"
 #include "qkv/nn/transformer.h"
+#include "qkv/ops/activation.h"
 #include "qkv/ops/matmul.h"
+#include "qkv/ops/softmax.h"
 #include "testing.h"
 
 namespace qkv {
@@ -158,6 +161,90 @@ TEST(Int8, SlicedRowsAreTheRowsOfTheWhole) {
   for (int64_t i = 0; i < 3; ++i) {
     const Tensor part = linear_inference(x, w.slice(0, i * 16, (i + 1) * 16), iw.slice_rows(i * 16, (i + 1) * 16));
     EXPECT_TENSOR_NEAR(part, whole.slice(1, i * 16, (i + 1) * 16).contiguous(), 0.0);
+  }
+}
+
+// The feed-forward block with the hidden activations quantized in the first product's epilogue
+// (kernels/cpu/gemm_int8.h: feed_forward_int8) gives, bit for bit, what the three ops give one after
+// the other: on the matrix–vector kernel (M ≤ 8), oneDNN's GEMM (a weight's first batch) and the
+// packed copy (its third), with each activation and both activation widths. (H = 256: every
+// element of a row and of the whole buffer takes the activation kernels' vector path.)
+TEST(Int8, FusedFeedForwardGivesTheUnfusedNumbers) {
+  autograd::NoGradGuard no_grad;
+  for (const int bits : testing::int8_activation_bit_choices()) {
+    testing::Int8ActivationBits scope(bits);
+    Generator g(17);
+    Tensor w1 = Tensor::randn({256, 96}, g), b1 = Tensor::randn({256}, g), w2 = Tensor::randn({72, 256}, g),
+           b2 = Tensor::randn({72}, g);
+    for (const char* act : {"relu", "gelu", "gelu_tanh", "silu"}) {
+      const InferenceWeight iw1(w1, InferenceWeights::int8), iw2(w2, InferenceWeights::int8);
+      for (const int64_t M : {1, 5, 8, 9, 40}) {
+        SCOPED_TRACE(std::to_string(bits) + "-bit activations, " + act + ", M=" + std::to_string(M));
+        const Tensor x = Tensor::randn({M, 96}, g);
+        for (int call = 0; call < 3; ++call) {
+          Tensor h = linear_inference(x, w1, iw1, b1);
+          h = std::string(act) == "relu"        ? relu(h)
+              : std::string(act) == "gelu"      ? gelu(h, "none")
+              : std::string(act) == "gelu_tanh" ? gelu(h, "tanh")
+                                                : silu(h);
+          const Tensor unfused = linear_inference(h, w2, iw2, b2);
+          const Tensor fused = feed_forward_inference(x, w1, iw1, b1, act, w2, iw2, b2);
+          ASSERT_EQ(fused.shape(), unfused.shape());
+          EXPECT_EQ(fused.to_vector(), unfused.to_vector()) << "call " << call;
+        }
+        // and a block without biases, over [B, T, K] input
+        const Tensor x3 = x.view({1, M, 96});
+        const Tensor plain = feed_forward_inference(x3, w1, iw1, Tensor(), act, w2, iw2, Tensor());
+        Tensor h = linear_inference(x3, w1, iw1);
+        h = std::string(act) == "relu" ? relu(h) : std::string(act) == "gelu" ? gelu(h, "none")
+            : std::string(act) == "gelu_tanh"                                 ? gelu(h, "tanh")
+                                                                              : silu(h);
+        EXPECT_EQ(plain.shape(), (Shape{1, M, 72}));
+        EXPECT_EQ(plain.to_vector(), linear_inference(h, w2, iw2).to_vector());
+      }
+    }
+  }
+}
+
+// Without int8 rows the block is the three ops (f32 weights); a wrong activation or weights that do
+// not chain are errors naming them.
+TEST(Int8, FeedForwardOnOtherWeightsAndItsErrors) {
+  autograd::NoGradGuard no_grad;
+  Generator g(18);
+  Tensor w1 = Tensor::randn({32, 16}, g), w2 = Tensor::randn({8, 32}, g), x = Tensor::randn({4, 16}, g);
+  const InferenceWeight f1(w1, InferenceWeights::f32), f2(w2, InferenceWeights::f32);
+  EXPECT_TENSOR_NEAR(feed_forward_inference(x, w1, f1, Tensor(), "relu", w2, f2, Tensor()),
+                     linear(relu(linear(x, w1)), w2), 1e-5);
+  EXPECT_NE(testing::error_of([&] { feed_forward_inference(x, w1, f1, Tensor(), "swish", w2, f2, Tensor()); })
+                .find("activation must be relu, gelu, gelu_tanh or silu, got \"swish\""),
+            std::string::npos);
+  Tensor w3 = Tensor::randn({8, 30}, g);
+  const InferenceWeight q1(w1, InferenceWeights::int8), q3(w3, InferenceWeights::int8);
+  EXPECT_NE(testing::error_of([&] { feed_forward_inference(x, w1, q1, Tensor(), "relu", w3, q3, Tensor()); })
+                .find("do not chain"),
+            std::string::npos);
+}
+
+// A step's log-probabilities with the log-softmax taken as the int8 product writes each row: the
+// numbers of linear_inference then log_softmax, bit for bit, on every path; on f32 weights the two
+// ops.
+TEST(Int8, FusedLogSoftmaxGivesTheUnfusedNumbers) {
+  autograd::NoGradGuard no_grad;
+  for (const int bits : testing::int8_activation_bit_choices()) {
+    testing::Int8ActivationBits scope(bits);
+    Generator g(19);
+    Tensor w = Tensor::randn({1000, 64}, g), b = Tensor::randn({1000}, g);
+    const InferenceWeight iw(w, InferenceWeights::int8), fw(w, InferenceWeights::f32);
+    for (const int64_t M : {1, 6, 9, 40}) {
+      SCOPED_TRACE(std::to_string(bits) + "-bit activations, M=" + std::to_string(M));
+      const Tensor x = Tensor::randn({M, 64}, g);
+      for (int call = 0; call < 3; ++call)
+        for (const Tensor& bias : {b, Tensor()}) {
+          const Tensor fused = linear_log_softmax_inference(x, w, iw, bias);
+          EXPECT_EQ(fused.to_vector(), log_softmax(linear_inference(x, w, iw, bias), -1).to_vector()) << "call " << call;
+        }
+      EXPECT_TENSOR_NEAR(linear_log_softmax_inference(x, w, fw, b), log_softmax(linear(x, w, b), -1), 1e-5);
+    }
   }
 }
 

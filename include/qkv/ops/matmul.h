@@ -4,6 +4,8 @@
 //   linear:  y = x Wᵀ + b, W: [out, in] (PyTorch's layout). dx = dy W, dW = dyᵀ x, db = Σ dy
 #pragma once
 
+#include <string>
+
 #include "qkv/ops/inference_weight.h"
 #include "qkv/ops/tensor.h"
 
@@ -17,5 +19,17 @@ Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias = Tensor
 // copy — when x has at most 16 rows, a decoding step (kernels/cpu/gemv_bf16.h: half the bytes, f32
 // accumulation); otherwise, or for f32, the f32 weight.
 Tensor linear_inference(const Tensor& x, const Tensor& weight, const InferenceWeight& w, const Tensor& bias = Tensor());
+// Inference: log_softmax(linear_inference(x, weight, w, bias), -1), a decoding step's
+// log-probabilities; on int8 rows one kernel takes each row's log-softmax as its logits are written
+// (kernels/cpu/gemm_int8.h: linear_log_softmax_int8), the same numbers.
+Tensor linear_log_softmax_inference(const Tensor& x, const Tensor& weight, const InferenceWeight& w,
+                                    const Tensor& bias = Tensor());
+// Inference: a feed-forward block, linear_inference(act(linear_inference(x, w1, iw1, b1)), w2, iw2, b2)
+// with act "relu", "gelu", "gelu_tanh" or "silu" (x [..., K], w1 [H, K], w2 [N, H] → [..., N]). With
+// int8 rows for both weights on the CPU the hidden activations are quantized in the first product's
+// epilogue (kernels/cpu/gemm_int8.h: feed_forward_int8), never written as f32; the same numbers.
+Tensor feed_forward_inference(const Tensor& x, const Tensor& w1, const InferenceWeight& iw1, const Tensor& b1,
+                              const std::string& activation, const Tensor& w2, const InferenceWeight& iw2,
+                              const Tensor& b2);
 
 }  // namespace qkv

@@ -16,6 +16,9 @@
 
 #include "qkv/core/error.h"
 #include "qkv/core/parallel.h"
+#include "kernels/cpu/activation.h"
+#include "kernels/cpu/softmax.h"
+#include "kernels/functors.h"
 
 namespace qkv::kernels::cpu {
 
@@ -267,10 +270,6 @@ Int8Activations int8_activations(int64_t K) {
   return {63.f, 64};
 }
 
-namespace {
-
-}  // namespace
-
 void quantize_rows_int8(int64_t N, int64_t K, const float* W, int8_t* W8, float* scale, int32_t* row_sums) {
   parallel_for(N, 16, [&](int64_t n0, int64_t n1) {
     for (int64_t n = n0; n < n1; ++n) {
@@ -296,14 +295,99 @@ using aliased_i32 = int32_t __attribute__((may_alias));
 
 // out[n] = s · s_w[n] · (a[n] − zp · Σ_k W8[n,k]) (+ b[n]): a row of int32 sums to f32 in one pass
 // (ZeroPoint: the product left the activations' zero point in the sums); a may be out.
+// (Eight at a time by hand: in place, the compiler's own vectorization sees a and out overlap and
+// keeps the scalar loop. Each lane loads before it stores, and rounds as the scalar tail: a product,
+// then a sum — no fused multiply-add.)
 template <bool ZeroPoint>
 void dequantize_row(int64_t N, const aliased_i32* a, int32_t zp, const int32_t* row_sums, float s, const float* scale,
                     const float* bias, float* out) {
   auto sum = [&](int64_t n) { return ZeroPoint ? a[n] - zp * row_sums[n] : a[n]; };
+  int64_t n = 0;
+#if defined(__AVX2__)
+  const __m256 vs = _mm256_set1_ps(s);
+  const __m256i vzp = _mm256_set1_epi32(zp);
+  for (; n + 8 <= N; n += 8) {
+    __m256i v = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(a + n));
+    if (ZeroPoint)
+      v = _mm256_sub_epi32(v, _mm256_mullo_epi32(vzp, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(row_sums + n))));
+    __m256 f = _mm256_mul_ps(_mm256_cvtepi32_ps(v), _mm256_mul_ps(vs, _mm256_loadu_ps(scale + n)));
+    if (bias) f = _mm256_add_ps(f, _mm256_loadu_ps(bias + n));
+    _mm256_storeu_ps(out + n, f);
+  }
+#endif
   if (bias)
-    for (int64_t n = 0; n < N; ++n) out[n] = static_cast<float>(sum(n)) * (s * scale[n]) + bias[n];
+    for (; n < N; ++n) out[n] = static_cast<float>(sum(n)) * (s * scale[n]) + bias[n];
   else
-    for (int64_t n = 0; n < N; ++n) out[n] = static_cast<float>(sum(n)) * (s * scale[n]);
+    for (; n < N; ++n) out[n] = static_cast<float>(sum(n)) * (s * scale[n]);
+}
+
+// Per thread, reused across calls: quantized rows, their scales, int32 sums. Grown, never shrunk (a
+// vector that shrank and grew back value-initialized the new part — a memset of the 4 MB of a
+// vocabulary's sums after every smaller product of a decoding step).
+template <typename T>
+T* grown(std::vector<T>& v, int64_t n) {
+  if (v.size() < static_cast<size_t>(n)) v.resize(static_cast<size_t>(n));
+  return v.data();
+}
+
+// s_x[m] = max|x[m,:]| / L; X8 = round(x / s_x), stored + z: x [M, K] (row stride ldx) → xq [M, K], sx [M].
+void quantize_activations(int64_t M, int64_t K, const float* x, int64_t ldx, Int8Activations a, uint8_t* xq, float* sx) {
+  parallel_for(M, 4, [&](int64_t m0, int64_t m1) {
+    for (int64_t m = m0; m < m1; ++m) sx[m] = quantize_row(x + m * ldx, K, a, xq + m * K);
+  });
+}
+
+// acc [M, N] = (Xq − z) · W8ᵀ, exact in int32 (K · 255 · 127 < 2³¹ for K ≤ kInt8FullRangeMaxK, K · 127 ·
+// 127 for 7 bits): the same integers on every path, so a decoding step gives the same numbers
+// whichever path its batch takes. Returns whether the zero point's share, z · Σ_k W8[n,k], is still
+// in the sums (the packed product leaves it for the dequantizing pass to take out).
+bool int8_sums(int64_t M, const uint8_t* xq, Int8Activations a, const Int8Weights& w, aliased_i32* acc) {
+  const int64_t N = w.N, K = w.K;
+  if (M <= kGemvRows) {
+    gemv_u8s8(M, N, K, xq, w.W8, w.ldw, w.row_sums, a.zero_point, acc);
+    return false;
+  }
+  if (w.packed && packed_linear_u8s8(*w.packed, M, xq, acc)) return true;
+  const int32_t co = 0;
+  const dnnl_status_t st = dnnl_gemm_u8s8s32('N', 'T', 'F', M, N, K, 1.f, xq, K, static_cast<uint8_t>(a.zero_point),
+                                             w.W8, w.ldw, 0, 0.f, acc, N, &co);
+  QKV_CHECK(st == dnnl_success, "linear_int8: oneDNN's dnnl_gemm_u8s8s32 failed (status ", static_cast<int>(st),
+            ") for M=", M, " N=", N, " K=", K);
+  return false;
+}
+
+// Row m of the sums to f32: y = s_x[m] · s_w[n] · (acc − [z · Σ_k W8[n,k]]) (+ b) (the bracket only
+// when the product left it); out may be the sums' own row.
+void dequantize_sums(const aliased_i32* sums, bool zero_point_left, int32_t zp, float sx, const Int8Weights& w,
+                     float* out) {
+  if (zero_point_left)
+    dequantize_row<true>(w.N, sums, zp, w.row_sums, sx, w.scale, w.bias, out);
+  else
+    dequantize_row<false>(w.N, sums, 0, w.row_sums, sx, w.scale, w.bias, out);
+}
+
+// The activation between a feed-forward block's products, in place on one row: the same kernels
+// (and so the same numbers) as the unfused ops.
+void activate_row(FfnActivation act, float* r, int64_t n) {
+  switch (act) {
+    case FfnActivation::relu: relu_forward(r, r, n); return;
+    case FfnActivation::gelu: gelu_forward(r, r, n, false); return;
+    case FfnActivation::gelu_tanh: gelu_forward(r, r, n, true); return;
+    case FfnActivation::silu: {  // x · σ(x), as mul(x, sigmoid(x))
+      for (int64_t i = 0; i < n; ++i) r[i] = r[i] * kernels::Sigmoid{}(r[i]);
+      return;
+    }
+  }
+}
+
+struct Int8Scratch {
+  std::vector<uint8_t> xq, hq;
+  std::vector<float> sx, sh;
+  std::vector<int32_t> acc;
+};
+Int8Scratch& scratch() {
+  thread_local Int8Scratch s;
+  return s;
 }
 
 }  // namespace
@@ -312,60 +396,73 @@ void linear_int8(int64_t M, int64_t N, int64_t K, const float* x, int64_t ldx, c
                  const float* scale, const int32_t* row_sums, const float* bias, float* y, int64_t ldy,
                  const PackedLinear* packed) {
   if (M <= 0 || N <= 0) return;
-  // per thread, reused across calls: the quantized activations, their scales, the int32 sums
-  thread_local std::vector<uint8_t> xq;
-  thread_local std::vector<float> sx;
-  thread_local std::vector<int32_t> acc;
-  // (grown, never shrunk: a vector that shrank and grew back value-initialized the new part — a
-  // memset of the 4 MB of a vocabulary's sums after every smaller product of a decoding step)
-  auto grow = [](auto& v, int64_t n) {
-    if (v.size() < static_cast<size_t>(n)) v.resize(static_cast<size_t>(n));
-  };
+  const Int8Weights w{N, K, W8, ldw, scale, row_sums, bias, packed};
+  Int8Scratch& s = scratch();
   // The sums go into y itself where it is dense ([M, N]); a buffer of their own otherwise (the
   // vocabulary's [128, 6,500] output of a beam step kept 3.3 MB per thread for good).
   const bool in_y = ldy == N;
-  grow(xq, M * K), grow(sx, M);
-  if (!in_y) grow(acc, M * N);
-  uint8_t* xq_p = xq.data();
-  float* sx_p = sx.data();
-  auto* acc_p = in_y ? reinterpret_cast<aliased_i32*>(y) : acc.data();
-  // s_x[m] = max|x[m,:]| / L; X8 = round(x / s_x), stored + z
+  uint8_t* xq = grown(s.xq, M * K);
+  float* sx = grown(s.sx, M);
+  aliased_i32* acc = in_y ? reinterpret_cast<aliased_i32*>(y) : grown(s.acc, M * N);
   const Int8Activations a = int8_activations(K);
+  quantize_activations(M, K, x, ldx, a, xq, sx);
+  const bool zero_point_left = int8_sums(M, xq, a, w, acc);
+  parallel_for(M, 4, [&](int64_t m0, int64_t m1) {
+    for (int64_t m = m0; m < m1; ++m) dequantize_sums(acc + m * N, zero_point_left, a.zero_point, sx[m], w, y + m * ldy);
+  });
+}
+
+void linear_log_softmax_int8(int64_t M, const float* x, const Int8Weights& w, float* y) {
+  if (M <= 0 || w.N <= 0) return;
+  const int64_t N = w.N, K = w.K;
+  Int8Scratch& s = scratch();
+  uint8_t* xq = grown(s.xq, M * K);
+  float* sx = grown(s.sx, M);
+  const Int8Activations a = int8_activations(K);
+  quantize_activations(M, K, x, K, a, xq, sx);
+  aliased_i32* acc = reinterpret_cast<aliased_i32*>(y);  // the sums in y itself
+  const bool zero_point_left = int8_sums(M, xq, a, w, acc);
+  // each row while in cache: the logits z = s_x s_w Σ + b, then log_softmax(z) in place
   parallel_for(M, 4, [&](int64_t m0, int64_t m1) {
     for (int64_t m = m0; m < m1; ++m) {
-      const float* r = x + m * ldx;
-      const float s = quantize_row(r, K, a, xq_p + m * K);
-      sx_p[m] = s;
+      dequantize_sums(acc + m * N, zero_point_left, a.zero_point, sx[m], w, y + m * N);
+      log_softmax_forward(y + m * N, y + m * N, 1, N);
     }
   });
-  bool zero_point_left = false;
-  // acc = (Xq − z) · W8ᵀ, exact in int32 (K · 255 · 127 < 2³¹ for K ≤ kInt8FullRangeMaxK, K · 127 ·
-  // 127 for 7 bits): the same integers either way, so a decoding step gives the same numbers
-  // whichever path its batch takes
-  if (M <= kGemvRows) {
-    gemv_u8s8(M, N, K, xq_p, W8, ldw, row_sums, a.zero_point, acc_p);
-  } else if (packed && packed_linear_u8s8(*packed, M, xq_p, acc_p)) {
-    // acc = Xq · W8ᵀ: the zero point's share, z · Σ_k W8[n,k], is taken out in the pass below
-    zero_point_left = true;
-  } else {
-    const int32_t co = 0;
-    const dnnl_status_t st = dnnl_gemm_u8s8s32('N', 'T', 'F', M, N, K, 1.f, xq_p, K, static_cast<uint8_t>(a.zero_point), W8, ldw, 0, 0.f,
-                                               acc_p, N, &co);
-    QKV_CHECK(st == dnnl_success, "linear_int8: oneDNN's dnnl_gemm_u8s8s32 failed (status ", static_cast<int>(st),
-              ") for M=", M, " N=", N, " K=", K);
-  }
-  // y = s_x[m] · s_w[n] · (acc − [z · Σ_k W8[n,k]]) (+ b), one pass over the sums (the bracket
-  // only after the packed product; the same int32 either way)
+}
+
+void feed_forward_int8(int64_t M, const float* x, const Int8Weights& l1, FfnActivation act, const Int8Weights& l2,
+                       float* y) {
+  QKV_CHECK(l2.K == l1.N, "feed_forward_int8: the second product takes ", l2.K, " inputs, the first gives ", l1.N);
+  if (M <= 0) return;
+  const int64_t K = l1.K, H = l1.N, N = l2.N;
+  Int8Scratch& s = scratch();
+  uint8_t* xq = grown(s.xq, M * K);
+  uint8_t* hq = grown(s.hq, M * H);
+  float* sx = grown(s.sx, M);
+  float* sh = grown(s.sh, M);
+  aliased_i32* acc = grown(s.acc, M * H);
+  // x [M, K] → Xq, s_x
+  const Int8Activations a = int8_activations(K);
+  quantize_activations(M, K, x, K, a, xq, sx);
+  // acc [M, H] = Σ (Xq − z) W₁8
+  const bool zero_point_left = int8_sums(M, xq, a, l1, acc);
+  // each row while in cache: h = act(s_x s_w Σ + b₁) over the sums' own row, then its quantization
+  // H8 = round(h / s_h) + z_h, s_h = max|h| / L — the f32 hidden activations are never written out
+  const Int8Activations ah = int8_activations(H);
   parallel_for(M, 4, [&](int64_t m0, int64_t m1) {
     for (int64_t m = m0; m < m1; ++m) {
-      const aliased_i32* sums = acc_p + m * N;
-      float* out = y + m * ldy;
-      const float s = sx_p[m];
-      if (zero_point_left)
-        dequantize_row<true>(N, sums, a.zero_point, row_sums, s, scale, bias, out);
-      else
-        dequantize_row<false>(N, sums, 0, row_sums, s, scale, bias, out);
+      float* h = reinterpret_cast<float*>(acc + m * H);
+      dequantize_sums(acc + m * H, zero_point_left, a.zero_point, sx[m], l1, h);
+      activate_row(act, h, H);
+      sh[m] = quantize_row(h, H, ah, hq + m * H);
     }
+  });
+  // y [M, N] = s_h s_w (Σ (H8 − z_h) W₂8) + b₂, the sums in y itself
+  aliased_i32* out = reinterpret_cast<aliased_i32*>(y);
+  const bool left2 = int8_sums(M, hq, ah, l2, out);
+  parallel_for(M, 4, [&](int64_t m0, int64_t m1) {
+    for (int64_t m = m0; m < m1; ++m) dequantize_sums(out + m * N, left2, ah.zero_point, sh[m], l2, y + m * N);
   });
 }
 

@@ -33,6 +33,44 @@ void linear_int8(int64_t M, int64_t N, int64_t K, const float* x, int64_t ldx, c
                  const float* scale, const int32_t* row_sums, const float* bias, float* y, int64_t ldy,
                  const PackedLinear* packed = nullptr);
 
+// One int8 product's weights, as quantize_rows_int8 made them: W8 [N, K] (row stride ldw), s_w [N],
+// Σ_k W8[n,k] [N], the bias [N] or null, and W8's packed copy or null.
+struct Int8Weights {
+  int64_t N, K;
+  const int8_t* W8;
+  int64_t ldw;
+  const float* scale;
+  const int32_t* row_sums;
+  const float* bias;
+  const PackedLinear* packed;
+};
+
+// A decoding step's log-probabilities from int8 weights: x [M, K] dense → y [M, N] dense,
+//
+//   y = log_softmax(x Wᵀ + b)
+//
+// the log-softmax taken on each row of logits as the dequantizing pass writes it, while it is in
+// cache (a vocabulary's [128, 8,000] logits are 4 MB: two more passes through memory unfused). The
+// same numbers as linear_int8 then log_softmax_forward.
+void linear_log_softmax_int8(int64_t M, const float* x, const Int8Weights& w, float* y);
+
+// The activation between a feed-forward block's two products (the formulas in activation.inc;
+// silu(x) = x · σ(x)).
+enum class FfnActivation : uint8_t { relu, gelu, gelu_tanh, silu };
+
+// A feed-forward block on int8 weights: x [M, K] dense, l1 [H, K], l2 [N, H] → y [M, N] dense,
+//
+//   y = act(x W₁ᵀ + b₁) W₂ᵀ + b₂
+//
+// with the hidden activations' quantization fused into the first product: each row of its int32
+// sums becomes f32 (scales, b₁), passes the activation, and is quantized for the second product
+// (max|h| / L, the rounding) while it is in cache, in the sums' own buffer — the [M, H] f32 hidden
+// activations are never written out, nor read back twice. The same numbers as linear_int8, the
+// activation kernel, linear_int8 (exp/erf-based activations to the last bit where their kernel
+// takes the same vector path on a row as on the whole buffer).
+void feed_forward_int8(int64_t M, const float* x, const Int8Weights& l1, FfnActivation act, const Int8Weights& l2,
+                       float* y);
+
 // An embedding lookup from int8 rows: out[i, :] = s_w[ids[i]] · W8[ids[i], :] (W8 [vocab, dim]); an
 // id outside [0, vocab) is a qkv::Error naming it.
 void embedding_int8(const int8_t* W8, const float* scale, int64_t vocab, int64_t dim, const int32_t* ids, int64_t n,
