@@ -403,7 +403,11 @@ Tensor feed_forward_inference(const Tensor& x, const Tensor& w1, const Inference
   out_shape.back() = w2.size(0);
   Tensor out = Tensor::empty(out_shape, DType::f32, d);  // [..., N]
   const kc::Int8Weights l1 = int8_operand(w1, iw1, b1c, rows), l2 = int8_operand(w2, iw2, b2c, rows);
-  QKV_DISPATCH_CPU("feed_forward_inference", d, k::feed_forward_int8(rows, xc.data(), l1, act->second, l2, out.data()));
+  // the hidden layer's sums (then its f32 rows) and its quantized rows, [rows, H] each
+  Tensor hidden = Tensor::empty({rows, w1.size(0)}, DType::i32, d), hq = Tensor::empty({rows, w1.size(0)}, DType::i8, d);
+  QKV_DISPATCH_CPU("feed_forward_inference", d,
+                   k::feed_forward_int8(rows, xc.data(), l1, act->second, l2, out.data(), hidden.data<int32_t>(),
+                                        reinterpret_cast<uint8_t*>(hq.data<int8_t>())));
   return out;
 }
 

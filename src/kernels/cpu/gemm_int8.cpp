@@ -381,7 +381,7 @@ void activate_row(FfnActivation act, float* r, int64_t n) {
 }
 
 struct Int8Scratch {
-  std::vector<uint8_t> xq, hq;
+  std::vector<uint8_t> xq;
   std::vector<float> sx, sh;
   std::vector<int32_t> acc;
 };
@@ -432,16 +432,15 @@ void linear_log_softmax_int8(int64_t M, const float* x, const Int8Weights& w, fl
 }
 
 void feed_forward_int8(int64_t M, const float* x, const Int8Weights& l1, FfnActivation act, const Int8Weights& l2,
-                       float* y) {
+                       float* y, int32_t* hidden, uint8_t* hq) {
   QKV_CHECK(l2.K == l1.N, "feed_forward_int8: the second product takes ", l2.K, " inputs, the first gives ", l1.N);
   if (M <= 0) return;
   const int64_t K = l1.K, H = l1.N, N = l2.N;
   Int8Scratch& s = scratch();
   uint8_t* xq = grown(s.xq, M * K);
-  uint8_t* hq = grown(s.hq, M * H);
   float* sx = grown(s.sx, M);
   float* sh = grown(s.sh, M);
-  aliased_i32* acc = grown(s.acc, M * H);
+  aliased_i32* acc = hidden;
   // x [M, K] → Xq, s_x
   const Int8Activations a = int8_activations(K);
   quantize_activations(M, K, x, K, a, xq, sx);
