@@ -14,10 +14,13 @@ qkv.ImageClassifier, qkv.ImageCaptioner, or qkv.load(path) for any of them; qkv.
 Hugging Face folders (GPT-2, Llama, Qwen2, Mistral, Marian, BERT): qkv.convert(folder, out) or qkv.load(folder)
 (a BERT: qkv.MaskedLanguageModel, with fill_mask(text, top_k) as pipeline("fill-mask")).
 qkv.evaluate_translations(hyps, [refs], sources, group, bucket_width) scores as `qkv eval` does.
+Memory: qkv.set_cache_limit(0, 0.25) bounds the host allocator's cache as `qkv translate` does
+(training's default keeps more), qkv.empty_cache() and qkv.cached_bytes() as torch.cuda's.
 """
 from ._qkv import (Error, ImageCaptioner, ImageClassifier, LanguageModel, MaskedLanguageModel, Tensor,
-                   TranslationResult, Translator, as_tensor, convert, evaluate_translations, from_dlpack, from_numpy,
-                   get_num_threads, load, manual_seed, ones, randn, set_num_threads, tensor, train, zeros)
+                   TranslationResult, Translator, as_tensor, cached_bytes, convert, empty_cache, evaluate_translations,
+                   from_dlpack, from_numpy, get_num_threads, load, manual_seed, ones, randn, set_cache_limit,
+                   set_num_threads, tensor, train, zeros)
 from . import autograd, nn
 from ._qkv import _cuda_device_count, _cuda_is_available
 from .modes import autocast, enable_grad, is_autocast_enabled, is_grad_enabled, no_grad, set_grad_enabled
@@ -35,5 +38,5 @@ __all__ = ["Error", "ImageCaptioner", "ImageClassifier", "LanguageModel", "Maske
            "Translator", "load",
            "convert", "evaluate_translations",
            "train", "Tensor", "as_tensor", "from_dlpack", "from_numpy", "get_num_threads", "manual_seed", "ones",
-           "randn", "set_num_threads", "tensor", "zeros", "autograd", "nn", "cuda", "no_grad", "enable_grad",
+           "randn", "set_num_threads", "set_cache_limit", "empty_cache", "cached_bytes", "tensor", "zeros", "autograd", "nn", "cuda", "no_grad", "enable_grad",
            "set_grad_enabled", "is_grad_enabled", "autocast", "is_autocast_enabled"]

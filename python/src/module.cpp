@@ -5,6 +5,7 @@
 #include <exception>
 
 #include "bindings.h"
+#include "qkv/core/allocator.h"
 #include "qkv/core/cuda.h"
 #include "qkv/core/error.h"
 #include "qkv/core/message.h"
@@ -44,6 +45,21 @@ NB_MODULE(_qkv, m) {
   }
   m.def("set_num_threads", &qkv::set_num_threads, "n"_a, "Threads qkv's parallel loops use (torch.set_num_threads).");
   m.def("get_num_threads", &qkv::num_threads);
+  // The host allocator's cache (core/allocator.h), as torch.cuda.empty_cache / memory_reserved for
+  // qkv's CPU memory: a process that decodes holds less with qkv's decoding bound.
+  m.def("set_cache_limit", [](int64_t at_least, double peak_fraction) {
+    QKV_CHECK(at_least >= 0, "set_cache_limit: at_least must be a number of bytes ≥ 0, got ", at_least);
+    qkv::set_cache_limit({static_cast<size_t>(at_least), peak_fraction});
+  }, "at_least"_a = int64_t{256} << 20, "peak_fraction"_a = 2.0,
+        "Bounds the freed blocks qkv's host allocator keeps for reuse to max(at_least bytes, peak_fraction × "
+        "the most bytes ever live at once); beyond it they go back to the system. The default suits "
+        "training; qkv translate, generate and serve use at_least=0, peak_fraction=0.25 (decoding: "
+        "qkv.set_cache_limit(0, 0.25)).");
+  m.def("empty_cache", &qkv::empty_cache,
+        "Gives every freed block qkv's host allocator keeps back to the system (torch.cuda.empty_cache).");
+  m.def("cached_bytes", &qkv::cached_bytes,
+        "Bytes of freed blocks qkv's host allocator keeps for reuse (torch.cuda.memory_reserved minus "
+        "what is allocated).");
   m.def("manual_seed", &qkv::manual_seed, "seed"_a, "Seeds qkv's default generator (torch.manual_seed).");
   // qkv.cuda.is_available() / device_count() (torch.cuda's): false / 0 without the CUDA backend or a GPU.
   m.def("_cuda_is_available", &qkv::cuda::is_available);

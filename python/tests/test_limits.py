@@ -56,3 +56,27 @@ def test_translate_batch_beam_size_capped():
     t = qkv.Translator(os.path.join(MODELS, "en-fr.safetensors"))
     with pytest.raises(qkv.Error, match=r"beam_size must be between 1 and 64, got 1000000"):
         t.translate_batch(["I like tea."], beam_size=10**6)
+
+
+def test_cache_limit_bounds_the_allocators_cache_and_refuses_bad_values():
+    # the host allocator's cache from Python (issue 47): qkv translate's decoding bound, then back
+    try:
+        qkv.set_cache_limit(0, 0.0)            # nothing kept: a freed block goes back at once
+        x = qkv.zeros([1024, 1024])            # 4 MiB: a cached size class
+        del x
+        assert qkv.cached_bytes() == 0
+        qkv.set_cache_limit()                  # training's default keeps it
+        x = qkv.zeros([1024, 1024])
+        del x
+        assert qkv.cached_bytes() >= 4 << 20
+        qkv.empty_cache()
+        assert qkv.cached_bytes() == 0
+        for bad in (float("nan"), float("inf"), -1.0):
+            with pytest.raises(qkv.Error, match=r"set_cache_limit: peak_fraction must be a finite number"):
+                qkv.set_cache_limit(0, bad)
+        with pytest.raises(qkv.Error, match=r"set_cache_limit: at_least must be a number of bytes"):
+            qkv.set_cache_limit(-5)
+        with pytest.raises(TypeError):
+            qkv.set_cache_limit(2**70)
+    finally:
+        qkv.set_cache_limit()

@@ -55,7 +55,8 @@ struct CacheLimit {
   size_t at_least = size_t{256} << 20;
   double peak_fraction = 2.0;
 };
-// Training's default; decoding_cache_limit() for translation, generation and serving.
+// Training's default; decoding_cache_limit() for translation, generation and serving. A
+// peak_fraction that is negative or not finite is a qkv::Error. (Python: qkv.set_cache_limit.)
 void set_cache_limit(CacheLimit limit);
 CacheLimit decoding_cache_limit();  // a quarter of the peak (src/core/allocator.cpp says why)
 void empty_cache();
