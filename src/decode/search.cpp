@@ -7,6 +7,7 @@
 #include <queue>
 
 #include "qkv/core/error.h"
+#include "qkv/core/parallel.h"
 
 namespace qkv::decode {
 
@@ -160,51 +161,65 @@ std::vector<std::vector<Hypothesis>> beam_search_nbest(StepModel& model, const s
     return a.token < b.token;
   };
 
+  // (lp, V, p: this step's log-probabilities, set in the loop below)
+  const float* p = nullptr;
+  int64_t V = 0;
+  auto top_candidates = [&](int64_t a) {
+    const auto& bs = beams[static_cast<size_t>(active[static_cast<size_t>(a)])];
+    std::priority_queue<Cand, std::vector<Cand>, decltype(better)> heap(better);
+    const size_t want = static_cast<size_t>(2 * K);
+    for (int64_t k = 0; k < K; ++k) {
+      const double base = bs[static_cast<size_t>(k)].log_prob;
+      if (base == kNegInf) continue;
+      const float* row = p + (static_cast<int64_t>(a) * K + k) * V;
+      // Most of the V candidates cannot enter a full heap: a block of 16 is skipped when all its
+      // log-probabilities are below `floor`, a float under (worst kept score − base) by more
+      // than the rounding of base + x, so a skipped x is one `better` would have refused too.
+      float floor = -std::numeric_limits<float>::infinity();
+      auto set_floor = [&] {
+        if (heap.size() < want) return;
+        const double top = heap.top().score, margin = 1e-9 * (1.0 + std::fabs(top) + std::fabs(base));
+        floor = std::nextafter(static_cast<float>(top - base - margin), -std::numeric_limits<float>::infinity());
+      };
+      set_floor();
+      for (int64_t v0 = 0; v0 < V; v0 += 16) {
+        const int64_t v1 = std::min<int64_t>(V, v0 + 16);
+        if (heap.size() >= want && !may_reach(row + v0, v1 - v0, floor)) continue;
+        for (int64_t v = v0; v < v1; ++v) {
+          const Cand c{base + static_cast<double>(row[v]), k, static_cast<int32_t>(v)};
+          if (heap.size() < want) heap.push(c), set_floor();
+          else if (better(c, heap.top())) {
+            heap.pop();
+            heap.push(c);
+            set_floor();
+          }
+        }
+      }
+    }
+    std::vector<Cand> cands;
+    while (!heap.empty()) cands.push_back(heap.top()), heap.pop();
+    std::reverse(cands.begin(), cands.end());  // best first
+    return cands;
+  };
+
   for (int64_t t = 0; !active.empty(); ++t) {
     Tensor lp = model.step(tokens).contiguous().to(Device::cpu());  // (the scan runs on the host)
     check_rows(lp, static_cast<int64_t>(active.size()) * K);
     ban(lp, opt.banned_id);
-    const int64_t V = lp.size(1);
-    const float* p = lp.data<float>();
+    V = lp.size(1);
+    p = lp.data<float>();
+    // Each sentence's 2K best (beam, token) continuations, the sentences in parallel (they read only
+    // their own beams and rows): a min-heap of size 2K over the K·V candidates.
+    std::vector<std::vector<Cand>> best(active.size());
+    parallel_for(static_cast<int64_t>(active.size()), 2, [&](int64_t a0, int64_t a1) {
+      for (int64_t a = a0; a < a1; ++a) best[static_cast<size_t>(a)] = top_candidates(a);
+    });
     std::vector<int64_t> rows, still;
     std::vector<int32_t> next;
     for (size_t a = 0; a < active.size(); ++a) {
       const int64_t s = active[a];
       auto& bs = beams[static_cast<size_t>(s)];
-      // The 2K best (beam, token) continuations: a min-heap of size 2K over the K·V candidates.
-      std::priority_queue<Cand, std::vector<Cand>, decltype(better)> heap(better);
-      const size_t want = static_cast<size_t>(2 * K);
-      for (int64_t k = 0; k < K; ++k) {
-        const double base = bs[static_cast<size_t>(k)].log_prob;
-        if (base == kNegInf) continue;
-        const float* row = p + (static_cast<int64_t>(a) * K + k) * V;
-        // Most of the V candidates cannot enter a full heap: a block of 16 is skipped when all its
-        // log-probabilities are below `floor`, a float under (worst kept score − base) by more
-        // than the rounding of base + x, so a skipped x is one `better` would have refused too.
-        float floor = -std::numeric_limits<float>::infinity();
-        auto set_floor = [&] {
-          if (heap.size() < want) return;
-          const double top = heap.top().score, margin = 1e-9 * (1.0 + std::fabs(top) + std::fabs(base));
-          floor = std::nextafter(static_cast<float>(top - base - margin), -std::numeric_limits<float>::infinity());
-        };
-        set_floor();
-        for (int64_t v0 = 0; v0 < V; v0 += 16) {
-          const int64_t v1 = std::min<int64_t>(V, v0 + 16);
-          if (heap.size() >= want && !may_reach(row + v0, v1 - v0, floor)) continue;
-          for (int64_t v = v0; v < v1; ++v) {
-            const Cand c{base + static_cast<double>(row[v]), k, static_cast<int32_t>(v)};
-            if (heap.size() < want) heap.push(c), set_floor();
-            else if (better(c, heap.top())) {
-              heap.pop();
-              heap.push(c);
-              set_floor();
-            }
-          }
-        }
-      }
-      std::vector<Cand> cands;
-      while (!heap.empty()) cands.push_back(heap.top()), heap.pop();
-      std::reverse(cands.begin(), cands.end());  // best first
+      std::vector<Cand>& cands = best[a];
 
       auto& fin = finished[static_cast<size_t>(s)];
       std::vector<Beam> nb;
