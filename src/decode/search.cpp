@@ -66,6 +66,32 @@ bool may_reach(const float* x, int64_t n, float floor) {
   return !(top < floor);
 }
 
+// std::max_element(x, x + n) − x, the first maximum (greedy search's argmax), eight lanes at a time:
+// the maximum first, then the first index holding it. A row with a NaN takes std::max_element
+// itself (its comparisons place a NaN as they do).
+int64_t first_maximum(const float* x, int64_t n) {
+  using f8 = float __attribute__((vector_size(32)));
+  using i8 = int32_t __attribute__((vector_size(32)));
+  const float lowest = -std::numeric_limits<float>::infinity();
+  f8 m = {lowest, lowest, lowest, lowest, lowest, lowest, lowest, lowest};
+  i8 nan = {};
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8) {
+    f8 v;
+    std::memcpy(&v, x + i, sizeof v);
+    m = m < v ? v : m;
+    nan |= v != v;
+  }
+  float top = lowest;
+  bool any_nan = false;
+  for (int l = 0; l < 8; ++l) top = top < m[l] ? m[l] : top, any_nan |= nan[l] != 0;
+  for (; i < n; ++i) top = top < x[i] ? x[i] : top, any_nan |= x[i] != x[i];
+  if (any_nan || n == 0) return std::max_element(x, x + n) - x;
+  int64_t at = 0;
+  while (x[at] != top) ++at;
+  return at;
+}
+
 void ban(Tensor& lp, int32_t banned) {
   const int64_t V = lp.size(1);
   if (banned < 0 || banned >= V) return;
@@ -91,7 +117,7 @@ std::vector<Hypothesis> greedy_search(StepModel& model, const std::vector<int64_
     std::vector<int32_t> next;
     for (size_t r = 0; r < active.size(); ++r) {
       const float* row = p + static_cast<int64_t>(r) * V;
-      const auto v = static_cast<int32_t>(std::max_element(row, row + V) - row);  // first maximum, as argmax
+      const auto v = static_cast<int32_t>(first_maximum(row, V));  // first maximum, as argmax
       Hypothesis& h = out[static_cast<size_t>(active[r])];
       h.log_prob += row[v];
       if (v == opt.eos_id) {

@@ -168,7 +168,8 @@ TEST(Int8, SlicedRowsAreTheRowsOfTheWhole) {
 // (kernels/cpu/gemm_int8.h: feed_forward_int8) gives, bit for bit, what the three ops give one after
 // the other: on the matrix–vector kernel (M ≤ 8), oneDNN's GEMM (a weight's first batch) and the
 // packed copy (its third), with each activation and both activation widths. (H = 256: every
-// element of a row and of the whole buffer takes the activation kernels' vector path.)
+// element of a row and of the whole buffer takes the activation kernels' vector path.) silu's σ
+// is the vector exp's in the fused kernel, libm's in the op: near, not equal.
 TEST(Int8, FusedFeedForwardGivesTheUnfusedNumbers) {
   autograd::NoGradGuard no_grad;
   for (const int bits : testing::int8_activation_bit_choices()) {
@@ -190,7 +191,11 @@ TEST(Int8, FusedFeedForwardGivesTheUnfusedNumbers) {
           const Tensor unfused = linear_inference(h, w2, iw2, b2);
           const Tensor fused = feed_forward_inference(x, w1, iw1, b1, act, w2, iw2, b2);
           ASSERT_EQ(fused.shape(), unfused.shape());
-          EXPECT_EQ(fused.to_vector(), unfused.to_vector()) << "call " << call;
+          if (std::string(act) == "silu")  // σ from the vector exp, ~2 ulp from libm's: a hidden value
+            // may round to the next of its 255 levels, ~1/127 of its row's largest
+            EXPECT_TENSOR_NEAR(fused, unfused, 0.01);
+          else
+            EXPECT_EQ(fused.to_vector(), unfused.to_vector()) << "call " << call;
         }
         // and a block without biases, over [B, T, K] input
         const Tensor x3 = x.view({1, M, 96});
@@ -200,7 +205,10 @@ TEST(Int8, FusedFeedForwardGivesTheUnfusedNumbers) {
             : std::string(act) == "gelu_tanh"                                 ? gelu(h, "tanh")
                                                                               : silu(h);
         EXPECT_EQ(plain.shape(), (Shape{1, M, 72}));
-        EXPECT_EQ(plain.to_vector(), linear_inference(h, w2, iw2).to_vector());
+        if (std::string(act) == "silu")
+          EXPECT_TENSOR_NEAR(plain, linear_inference(h, w2, iw2), 0.01);
+        else
+          EXPECT_EQ(plain.to_vector(), linear_inference(h, w2, iw2).to_vector());
       }
     }
   }

@@ -67,7 +67,8 @@ enum class FfnActivation : uint8_t { relu, gelu, gelu_tanh, silu };
 // (max|h| / L, the rounding) while it is in cache, in the sums' own buffer — the [M, H] f32 hidden
 // activations are never written out, nor read back twice. The same numbers as linear_int8, the
 // activation kernel, linear_int8 (exp/erf-based activations to the last bit where their kernel
-// takes the same vector path on a row as on the whole buffer). The caller's buffers: hidden, int32
+// takes the same vector path on a row as on the whole buffer) — except silu, whose σ here is the
+// vector exp's (~2 ulp from libm's expf, which the unfused sigmoid op calls element by element). The caller's buffers: hidden, int32
 // [M, H] (the first product's sums, then each row's f32 activations in place) and hq, u8 [M, H] —
 // an encoder's thousands of rows would keep a per-thread buffer that large for good.
 void feed_forward_int8(int64_t M, const float* x, const Int8Weights& l1, FfnActivation act, const Int8Weights& l2,
