@@ -401,5 +401,32 @@ TEST(Ensemble, SearchesTheMeanOfItsMembers) {
   }
 }
 
+// Greedy search's argmax is the first maximum, as std::max_element (and torch.argmax): ties go to
+// the lower token, in the eight-lane part of a row and in its tail (V = 37 is not a multiple of 8);
+// a row holding a NaN keeps std::max_element's answer (a log 0 row, all −∞, picks token 0).
+TEST(GreedySearch, ArgmaxIsTheFirstMaximumOfTheRow) {
+  constexpr int64_t V = 37;
+  auto one_step = [](std::vector<float> p) {
+    TableModel m(1, [p](int64_t, const std::vector<int32_t>&) { return p; });
+    SearchOptions o;
+    auto h = greedy_search(m, {1}, o);
+    return h[0].tokens.empty() ? kEos : h[0].tokens[0];
+  };
+  std::vector<float> p(V, 0.01f);
+  p[kEos] = 0.f;
+  p[30] = p[5] = p[17] = 0.2f;  // tied: the first wins
+  EXPECT_EQ(one_step(p), 5);
+  p[5] = p[17] = 0.01f;
+  p[36] = 0.2f;  // tied in the tail and the vector part
+  EXPECT_EQ(one_step(p), 30);
+  p[30] = 0.01f;
+  EXPECT_EQ(one_step(p), 36);  // the maximum alone in the tail
+  std::vector<float> nan_row = p;
+  nan_row[8] = std::nanf("");  // log(NaN) = NaN: std::max_element skips past it
+  EXPECT_EQ(one_step(nan_row), 36);
+  std::vector<float> zeros(V, 0.f);  // every log-probability −∞
+  EXPECT_EQ(one_step(zeros), 0);
+}
+
 }  // namespace
 }  // namespace qkv::decode
