@@ -19,7 +19,8 @@ Both engines decode with the same length normalisation switched off (qkv --alpha
 length_penalty=1e-9 and min_decoding_length=0), so on float32 they should give the same
 translations (the agreement is printed). Each engine runs at its best CPU backend: CT2's float32
 with CT2_USE_MKL=1 (faster on AMD), its int8 on the default (oneDNN); OMP_WAIT_POLICY unset (each
-engine's default), as a user would run them. Rounds alternate engines; medians are reported.
+engine's default), as a user would run them. Rounds alternate engines; medians are reported, and
+the median of each round's own ratio (the engines run back to back: steadier on a drifting host).
 
 --hog: the same again while another process keeps one of the two cores busy (a spinning Python
 process), the "busy host" case.
@@ -193,6 +194,18 @@ def main():
                 l = results[(hog, threads, "latency", e)]
                 print(f"{e:<12} {threads:>7} {t['median']:>17.1f} {l['median']:>13.2f} "
                       f"{max(t['rss_mb'], l['rss_mb']):>12.0f} {t['same_as_' + a.engines[0]]:>7}/{t['lines']}")
+        # On a host whose speed drifts, the ratio within each round (engines run back to back) is
+        # steadier than the ratio of medians: the median of those paired ratios, against the first
+        # engine (> 1: faster than it / lower latency than it).
+        base = a.engines[0]
+        for threads in a.threads:
+            for e in a.engines[1:]:
+                pairs = []
+                for w in ("throughput", "latency"):
+                    q, o = results[(hog, threads, w, base)]["runs"], results[(hog, threads, w, e)]["runs"]
+                    ratios = [x / y if w == "throughput" else y / x for x, y in zip(q, o)]
+                    pairs.append(f"{w} {statistics.median(ratios):.2f}x ({min(ratios):.2f}-{max(ratios):.2f})")
+                print(f"  {base} vs {e}, {threads} thread(s), paired by round: " + ", ".join(pairs))
     with open(os.path.join(a.out, "results.json"), "w") as f:
         json.dump({" ".join(map(str, k)): v for k, v in results.items()}, f, indent=2)
 
