@@ -297,8 +297,8 @@ using aliased_i32 = int32_t __attribute__((may_alias));
 // out[n] = s · s_w[n] · (a[n] − zp · Σ_k W8[n,k]) (+ b[n]): a row of int32 sums to f32 in one pass
 // (ZeroPoint: the product left the activations' zero point in the sums); a may be out.
 // (Eight at a time by hand: in place, the compiler's own vectorization sees a and out overlap and
-// keeps the scalar loop. Each lane loads before it stores, and rounds as the scalar tail: a product,
-// then a sum — no fused multiply-add.)
+// keeps the scalar loop. Each lane is loaded before it is stored; every path of a product goes
+// through this one function, so they still give the same numbers.)
 template <bool ZeroPoint>
 void dequantize_row(int64_t N, const aliased_i32* a, int32_t zp, const int32_t* row_sums, float s, const float* scale,
                     const float* bias, float* out) {
@@ -367,8 +367,8 @@ void dequantize_sums(const aliased_i32* sums, bool zero_point_left, int32_t zp, 
     dequantize_row<false>(w.N, sums, 0, w.row_sums, sx, w.scale, w.bias, out);
 }
 
-// The activation between a feed-forward block's products, in place on one row: the same kernels
-// (and so the same numbers) as the unfused ops.
+// The activation between a feed-forward block's products, in place on one row: the unfused ops'
+// kernels (and so their numbers), but for silu's σ (below).
 void activate_row(FfnActivation act, float* r, int64_t n) {
   switch (act) {
     case FfnActivation::relu: relu_forward(r, r, n); return;
