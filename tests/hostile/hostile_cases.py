@@ -855,6 +855,13 @@ PY_CASES = [
     ("set_num_threads--1", "qkv.set_num_threads(-1)", "exc"),
     ("set_num_threads-2^40", "qkv.set_num_threads(2**40)", "exc"),
     ("set_num_threads-2^64", "qkv.set_num_threads(2**64)", "exc"),
+    # the host allocator's cache bound (issue 47)
+    ("set_cache_limit-nan", "qkv.set_cache_limit(0, float('nan'))", "exc"),
+    ("set_cache_limit-inf", "qkv.set_cache_limit(0, float('inf'))", "exc"),
+    ("set_cache_limit--1", "qkv.set_cache_limit(0, -1.0)", "exc"),
+    ("set_cache_limit-bytes--1", "qkv.set_cache_limit(-1)", "exc"),
+    ("set_cache_limit-bytes-2^70", "qkv.set_cache_limit(2**70)", "exc"),
+    ("set_cache_limit-str", "qkv.set_cache_limit('lots')", "exc"),
     ("manual_seed--1", "qkv.manual_seed(-1)", "any"),
     ("manual_seed-2^64", "qkv.manual_seed(2**64)", "exc"),
     ("translate-int", "T.translate(5)", "exc"),

@@ -172,6 +172,9 @@ TEST(Int8, SlicedRowsAreTheRowsOfTheWhole) {
 // is the vector exp's in the fused kernel, libm's in the op: near, not equal.
 TEST(Int8, FusedFeedForwardGivesTheUnfusedNumbers) {
   autograd::NoGradGuard no_grad;
+  auto activate = [](const Tensor& h, const std::string& act) {  // the unfused op
+    return act == "relu" ? relu(h) : act == "gelu" ? gelu(h, "none") : act == "gelu_tanh" ? gelu(h, "tanh") : silu(h);
+  };
   for (const int bits : testing::int8_activation_bit_choices()) {
     testing::Int8ActivationBits scope(bits);
     Generator g(17);
@@ -183,12 +186,7 @@ TEST(Int8, FusedFeedForwardGivesTheUnfusedNumbers) {
         SCOPED_TRACE(std::to_string(bits) + "-bit activations, " + act + ", M=" + std::to_string(M));
         const Tensor x = Tensor::randn({M, 96}, g);
         for (int call = 0; call < 3; ++call) {
-          Tensor h = linear_inference(x, w1, iw1, b1);
-          h = std::string(act) == "relu"        ? relu(h)
-              : std::string(act) == "gelu"      ? gelu(h, "none")
-              : std::string(act) == "gelu_tanh" ? gelu(h, "tanh")
-                                                : silu(h);
-          const Tensor unfused = linear_inference(h, w2, iw2, b2);
+          const Tensor unfused = linear_inference(activate(linear_inference(x, w1, iw1, b1), act), w2, iw2, b2);
           const Tensor fused = feed_forward_inference(x, w1, iw1, b1, act, w2, iw2, b2);
           ASSERT_EQ(fused.shape(), unfused.shape());
           if (std::string(act) == "silu")  // σ from the vector exp, ~2 ulp from libm's: a hidden value
@@ -200,10 +198,7 @@ TEST(Int8, FusedFeedForwardGivesTheUnfusedNumbers) {
         // and a block without biases, over [B, T, K] input
         const Tensor x3 = x.view({1, M, 96});
         const Tensor plain = feed_forward_inference(x3, w1, iw1, Tensor(), act, w2, iw2, Tensor());
-        Tensor h = linear_inference(x3, w1, iw1);
-        h = std::string(act) == "relu" ? relu(h) : std::string(act) == "gelu" ? gelu(h, "none")
-            : std::string(act) == "gelu_tanh"                                 ? gelu(h, "tanh")
-                                                                              : silu(h);
+        const Tensor h = activate(linear_inference(x3, w1, iw1), act);
         EXPECT_EQ(plain.shape(), (Shape{1, M, 72}));
         if (std::string(act) == "silu")
           EXPECT_TENSOR_NEAR(plain, linear_inference(h, w2, iw2), 0.01);

@@ -400,6 +400,21 @@ Int8Scratch& scratch() {
   return s;
 }
 
+// A product's input rows quantized into this thread's scratch: x [M, K] (row stride ldx) → q, s.
+struct QuantizedInput {
+  const uint8_t* q;
+  const float* s;
+  Int8Activations a;
+};
+QuantizedInput quantize_input(int64_t M, int64_t K, const float* x, int64_t ldx) {
+  Int8Scratch& sc = scratch();
+  uint8_t* q = grown(sc.xq, M * K);
+  float* s = grown(sc.sx, M);
+  const Int8Activations a = int8_activations(K);
+  quantize_activations(M, K, x, ldx, a, q, s);
+  return {q, s, a};
+}
+
 }  // namespace
 
 void linear_int8(int64_t M, int64_t N, int64_t K, const float* x, int64_t ldx, const int8_t* W8, int64_t ldw,
@@ -407,35 +422,27 @@ void linear_int8(int64_t M, int64_t N, int64_t K, const float* x, int64_t ldx, c
                  const PackedLinear* packed) {
   if (M <= 0 || N <= 0) return;
   const Int8Weights w{N, K, W8, ldw, scale, row_sums, bias, packed};
-  Int8Scratch& s = scratch();
   // The sums go into y itself where it is dense ([M, N]); a buffer of their own otherwise (the
   // vocabulary's [128, 6,500] output of a beam step kept 3.3 MB per thread for good).
-  const bool in_y = ldy == N;
-  uint8_t* xq = grown(s.xq, M * K);
-  float* sx = grown(s.sx, M);
-  aliased_i32* acc = in_y ? reinterpret_cast<aliased_i32*>(y) : grown(s.acc, M * N);
-  const Int8Activations a = int8_activations(K);
-  quantize_activations(M, K, x, ldx, a, xq, sx);
-  const bool zero_point_left = int8_sums(M, xq, a, w, acc);
+  aliased_i32* acc = ldy == N ? reinterpret_cast<aliased_i32*>(y) : grown(scratch().acc, M * N);
+  const QuantizedInput in = quantize_input(M, K, x, ldx);
+  const bool zero_point_left = int8_sums(M, in.q, in.a, w, acc);
   parallel_for(M, 4, [&](int64_t m0, int64_t m1) {
-    for (int64_t m = m0; m < m1; ++m) dequantize_sums(acc + m * N, zero_point_left, a.zero_point, sx[m], w, y + m * ldy);
+    for (int64_t m = m0; m < m1; ++m)
+      dequantize_sums(acc + m * N, zero_point_left, in.a.zero_point, in.s[m], w, y + m * ldy);
   });
 }
 
 void linear_log_softmax_int8(int64_t M, const float* x, const Int8Weights& w, float* y) {
   if (M <= 0 || w.N <= 0) return;
-  const int64_t N = w.N, K = w.K;
-  Int8Scratch& s = scratch();
-  uint8_t* xq = grown(s.xq, M * K);
-  float* sx = grown(s.sx, M);
-  const Int8Activations a = int8_activations(K);
-  quantize_activations(M, K, x, K, a, xq, sx);
+  const int64_t N = w.N;
+  const QuantizedInput in = quantize_input(M, w.K, x, w.K);
   aliased_i32* acc = reinterpret_cast<aliased_i32*>(y);  // the sums in y itself
-  const bool zero_point_left = int8_sums(M, xq, a, w, acc);
+  const bool zero_point_left = int8_sums(M, in.q, in.a, w, acc);
   // each row while in cache: the logits z = s_x s_w Σ + b, then log_softmax(z) in place
   parallel_for(M, 4, [&](int64_t m0, int64_t m1) {
     for (int64_t m = m0; m < m1; ++m) {
-      dequantize_sums(acc + m * N, zero_point_left, a.zero_point, sx[m], w, y + m * N);
+      dequantize_sums(acc + m * N, zero_point_left, in.a.zero_point, in.s[m], w, y + m * N);
       log_softmax_forward(y + m * N, y + m * N, 1, N);
     }
   });
@@ -445,24 +452,19 @@ void feed_forward_int8(int64_t M, const float* x, const Int8Weights& l1, FfnActi
                        float* y, int32_t* hidden, uint8_t* hq) {
   QKV_CHECK(l2.K == l1.N, "feed_forward_int8: the second product takes ", l2.K, " inputs, the first gives ", l1.N);
   if (M <= 0) return;
-  const int64_t K = l1.K, H = l1.N, N = l2.N;
-  Int8Scratch& s = scratch();
-  uint8_t* xq = grown(s.xq, M * K);
-  float* sx = grown(s.sx, M);
-  float* sh = grown(s.sh, M);
+  const int64_t H = l1.N, N = l2.N;
+  float* sh = grown(scratch().sh, M);
   aliased_i32* acc = hidden;
-  // x [M, K] → Xq, s_x
-  const Int8Activations a = int8_activations(K);
-  quantize_activations(M, K, x, K, a, xq, sx);
-  // acc [M, H] = Σ (Xq − z) W₁8
-  const bool zero_point_left = int8_sums(M, xq, a, l1, acc);
+  // x [M, K] → Xq, s_x; acc [M, H] = Σ (Xq − z) W₁8
+  const QuantizedInput in = quantize_input(M, l1.K, x, l1.K);
+  const bool zero_point_left = int8_sums(M, in.q, in.a, l1, acc);
   // each row while in cache: h = act(s_x s_w Σ + b₁) over the sums' own row, then its quantization
   // H8 = round(h / s_h) + z_h, s_h = max|h| / L — the f32 hidden activations are never written out
   const Int8Activations ah = int8_activations(H);
   parallel_for(M, 4, [&](int64_t m0, int64_t m1) {
     for (int64_t m = m0; m < m1; ++m) {
       float* h = reinterpret_cast<float*>(acc + m * H);
-      dequantize_sums(acc + m * H, zero_point_left, a.zero_point, sx[m], l1, h);
+      dequantize_sums(acc + m * H, zero_point_left, in.a.zero_point, in.s[m], l1, h);
       activate_row(act, h, H);
       sh[m] = quantize_row(h, H, ah, hq + m * H);
     }
