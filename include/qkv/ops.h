@@ -11,6 +11,7 @@
 #include "qkv/ops/autocast.h"
 #include "qkv/ops/backward.h"
 #include "qkv/ops/batch_norm.h"
+#include "qkv/ops/clip.h"
 #include "qkv/ops/compare.h"
 #include "qkv/ops/conv.h"
 #include "qkv/ops/embedding.h"

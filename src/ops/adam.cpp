@@ -9,15 +9,19 @@ namespace qkv {
 
 using ops_detail::device_of;
 
-// step_size = lr / (1 − β₁ᵗ),  inv_sqrt_bc2 = 1 / √(1 − β₂ᵗ)  (in double, then f32)
-void adam_update_(Tensor& param, const Tensor& grad, Tensor& exp_avg, Tensor& exp_avg_sq, const AdamUpdate& u) {
-  const Device d = device_of("adam_update_", {&param, &grad, &exp_avg, &exp_avg_sq});
+namespace {
+
+void check_operands(const Tensor& param, const Tensor& grad, const Tensor& exp_avg, const Tensor& exp_avg_sq) {
   for (const Tensor* t : {&param, &exp_avg, &exp_avg_sq})
-    QKV_CHECK(t->dtype() == DType::f32 && t->is_contiguous() && t->shape() == param.shape(),
-              "adam_update_: param, exp_avg and exp_avg_sq must be dense f32 tensors of one shape, got ", t->str());
-  QKV_CHECK(grad.shape() == param.shape() && grad.dtype() == DType::f32, "adam_update_: gradient ", grad.str(),
-            " for a parameter ", param.str());
-  const Tensor g = dense(grad);
+    QKV_CHECK(t->defined() && t->dtype() == DType::f32 && t->is_contiguous() && t->shape() == param.shape(),
+              "adam_update_: param, exp_avg and exp_avg_sq must be dense f32 tensors of one shape, got ",
+              t->defined() ? t->str() : std::string("an undefined tensor"));
+  QKV_CHECK(grad.defined() && grad.shape() == param.shape() && grad.dtype() == DType::f32, "adam_update_: gradient ",
+            grad.defined() ? grad.str() : std::string("(undefined)"), " for a parameter ", param.str());
+}
+
+// step_size = lr / (1 − β₁ᵗ),  inv_sqrt_bc2 = 1 / √(1 − β₂ᵗ)  (in double, then f32)
+kernels::AdamCoefficients coefficients(const AdamUpdate& u) {
   const double bc1 = 1.0 - std::pow(static_cast<double>(u.beta1), static_cast<double>(u.step));
   const double bc2 = 1.0 - std::pow(static_cast<double>(u.beta2), static_cast<double>(u.step));
   kernels::AdamCoefficients c{};
@@ -26,8 +30,50 @@ void adam_update_(Tensor& param, const Tensor& grad, Tensor& exp_avg, Tensor& ex
   c.inv_sqrt_bc2 = static_cast<float>(1.0 / std::sqrt(bc2));
   c.decay = u.decoupled_weight_decay ? 1.f - u.lr * u.weight_decay : 1.f;
   c.l2 = u.decoupled_weight_decay ? 0.f : u.weight_decay;
+  return c;
+}
+
+}  // namespace
+
+void adam_update_(Tensor& param, const Tensor& grad, Tensor& exp_avg, Tensor& exp_avg_sq, const AdamUpdate& u) {
+  const Device d = device_of("adam_update_", {&param, &grad, &exp_avg, &exp_avg_sq});
+  check_operands(param, grad, exp_avg, exp_avg_sq);
+  const Tensor g = dense(grad);
+  const kernels::AdamCoefficients c = coefficients(u);
   QKV_DISPATCH("adam_update_", d,
                k::adam_update(param.data(), g.data(), exp_avg.data(), exp_avg_sq.data(), param.numel(), c));
+}
+
+void adam_update_(const std::vector<Tensor>& params, const std::vector<Tensor>& grads,
+                  const std::vector<Tensor>& exp_avgs, const std::vector<Tensor>& exp_avg_sqs, const AdamUpdate& u,
+                  const Tensor& clip_factor) {
+  const size_t count = params.size();
+  QKV_CHECK(grads.size() == count && exp_avgs.size() == count && exp_avg_sqs.size() == count,
+            "adam_update_: lists of ", count, " parameters, ", grads.size(), " gradients, ", exp_avgs.size(),
+            " exp_avg and ", exp_avg_sqs.size(), " exp_avg_sq");
+  std::vector<const TensorBase*> operands{&clip_factor};
+  for (size_t i = 0; i < count; ++i) {
+    check_operands(params[i], grads[i], exp_avgs[i], exp_avg_sqs[i]);
+    operands.insert(operands.end(), {&params[i], &grads[i], &exp_avgs[i], &exp_avg_sqs[i]});
+  }
+  QKV_CHECK(!clip_factor.defined() || (clip_factor.dtype() == DType::f32 && clip_factor.numel() == 1),
+            "adam_update_: clip_factor must be one f32 number, got ", clip_factor.defined() ? clip_factor.str() : "");
+  const Device d = device_of("adam_update_", operands);
+  std::vector<Tensor> dense_grads;
+  std::vector<float*> p, m, v;
+  std::vector<const float*> g;
+  std::vector<int64_t> n;
+  for (size_t i = 0; i < count; ++i) {
+    dense_grads.push_back(dense(grads[i]));
+    p.push_back(params[i].data()), g.push_back(dense_grads.back().data());
+    m.push_back(exp_avgs[i].data()), v.push_back(exp_avg_sqs[i].data());
+    n.push_back(params[i].numel());
+  }
+  const kernels::AdamCoefficients c = coefficients(u);
+  const float* scale = clip_factor.defined() ? clip_factor.data() : nullptr;
+  QKV_DISPATCH("adam_update_", d,
+               k::adam_update_list(p.data(), g.data(), m.data(), v.data(), n.data(), static_cast<int64_t>(count), c,
+                                   scale));
 }
 
 }  // namespace qkv

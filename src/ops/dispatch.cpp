@@ -7,6 +7,10 @@
 namespace qkv::ops_detail {
 
 Device device_of(const char* op, std::initializer_list<const TensorBase*> operands) {
+  return device_of(op, std::span<const TensorBase* const>(operands.begin(), operands.size()));
+}
+
+Device device_of(const char* op, std::span<const TensorBase* const> operands) {
   const TensorBase* first = nullptr;
   for (const TensorBase* t : operands) {
     if (!t || !t->defined()) continue;

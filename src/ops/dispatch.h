@@ -19,6 +19,7 @@
 #pragma once
 
 #include <initializer_list>
+#include <span>
 
 #include "qkv/ops/tensor.h"
 
@@ -27,6 +28,8 @@ namespace qkv::ops_detail {
 // The device all defined operands share; a qkv::Error naming the op when they differ, or when it is
 // a device this build has no kernels for.
 Device device_of(const char* op, std::initializer_list<const TensorBase*> operands);
+// The same for the operands of a list op (adam_update_ over every parameter).
+Device device_of(const char* op, std::span<const TensorBase* const> operands);
 // The same for an op with CPU kernels only: any other device is a qkv::Error naming the op.
 Device cpu_device_of(const char* op, std::initializer_list<const TensorBase*> operands);
 // That this build has kernels for `d` and this machine has it: a qkv::Error naming op and device if not.

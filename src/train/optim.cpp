@@ -1,10 +1,12 @@
 #include "qkv/train/optim.h"
 
+#include <algorithm>
 #include <cmath>
 
 #include "qkv/core/error.h"
 #include "qkv/ops/adam.h"
 #include "qkv/ops/arith.h"
+#include "qkv/ops/clip.h"
 
 namespace qkv::train {
 
@@ -19,15 +21,25 @@ Adam::Adam(std::vector<ParamGroup> groups, AdamOptions opt) : opt_(opt) {
     }
 }
 
-void Adam::step() {
+void Adam::step(const Tensor& clip_factor) {
   ++t_;
-  for (Slot& s : slots_) {
-    Tensor g = s.param.grad();
-    if (!g.defined()) continue;
+  // one list update a weight decay (two for GPT-style groups): on a GPU, two launches for every parameter
+  std::vector<float> decays;
+  for (const Slot& s : slots_)
+    if (std::find(decays.begin(), decays.end(), s.weight_decay) == decays.end()) decays.push_back(s.weight_decay);
+  for (float decay : decays) {
+    std::vector<Tensor> params, grads, ms, vs;
+    for (Slot& s : slots_) {
+      if (s.weight_decay != decay) continue;
+      Tensor g = s.param.grad();
+      if (!g.defined()) continue;
+      params.push_back(s.param), grads.push_back(g), ms.push_back(s.m), vs.push_back(s.v);
+    }
+    if (params.empty()) continue;
     AdamUpdate u;
     u.lr = opt_.lr, u.beta1 = opt_.beta1, u.beta2 = opt_.beta2, u.eps = opt_.eps;
-    u.weight_decay = s.weight_decay, u.decoupled_weight_decay = opt_.decoupled_weight_decay, u.step = t_;
-    adam_update_(s.param, g, s.m, s.v, u);
+    u.weight_decay = decay, u.decoupled_weight_decay = opt_.decoupled_weight_decay, u.step = t_;
+    adam_update_(params, grads, ms, vs, u, clip_factor);
   }
 }
 
@@ -62,23 +74,23 @@ std::vector<ParamGroup> decay_matrices_only(const std::vector<std::pair<std::str
   return {decay, no_decay};
 }
 
-// ‖g‖ = √(Σ ‖gᵢ‖²),  g ← g · min(1, max_norm / (‖g‖ + 1e-6))
-double clip_grad_norm_(const std::vector<Tensor>& params, double max_norm) {
-  double total = 0;
+std::vector<Tensor> gradients(const std::vector<Tensor>& params) {
+  std::vector<Tensor> grads;
   for (const Tensor& p : params) {
     Tensor g = p.grad();
-    if (!g.defined()) continue;
-    QKV_CHECK(g.is_contiguous(), "clip_grad_norm_: gradients must be dense");
-    total += sum_of_squares(g);
+    if (g.defined()) grads.push_back(g);
   }
-  const double norm = std::sqrt(total);
-  const double coef = max_norm / (norm + 1e-6);
-  if (coef < 1.0) {
-    for (const Tensor& p : params) {
-      Tensor g = p.grad();
-      if (g.defined()) mul_(g, static_cast<float>(coef));
-    }
-  }
+  return grads;
+}
+
+// g ← g · s, s = min(1, max_norm / (‖g‖ + 1e-6)): one wait for the device, to read ‖g‖ and s
+double clip_grad_norm_(const std::vector<Tensor>& params, double max_norm) {
+  std::vector<Tensor> grads = gradients(params);
+  for (const Tensor& g : grads) QKV_CHECK(g.is_contiguous(), "clip_grad_norm_: gradients must be dense");
+  const Tensor numbers = clip_coefficient(grads, max_norm).to(Device::cpu());
+  const float norm = numbers.data()[0], s = numbers.data()[1];
+  if (s < 1.f)
+    for (Tensor& g : grads) mul_(g, s);
   return norm;
 }
 

@@ -13,6 +13,7 @@
 #include "qkv/models/model_file.h"
 #include "qkv/ops/arith.h"
 #include "qkv/ops/autocast.h"
+#include "qkv/ops/clip.h"
 #include "qkv/train/checkpoint.h"
 #include "qkv/train/data_parallel.h"
 #include "qkv/train/run_context.h"
@@ -177,9 +178,12 @@ StepResult train_step(TrainingTask& task, const TrainConfig& cfg, const RunConte
   QKV_CHECK(std::isfinite(r.loss), "train: the loss became ", r.loss, " at step ", step,
             " (try a lower learning_rate or grad_clip)");
   nn::Module& model = task.model().module();
-  r.grad_norm = cfg.grad_clip > 0 ? clip_grad_norm_(model.parameters(), cfg.grad_clip) : 0.0;
-  adam.step();
+  // clipping's [‖g‖, factor] stay on the parameters' device for Adam's list update; ‖g‖ is read once
+  // the whole step is queued (on a GPU the host never waits inside a step, past the loss)
+  const Tensor clip = cfg.grad_clip > 0 ? clip_coefficient(gradients(model.parameters()), cfg.grad_clip) : Tensor();
+  adam.step(clip.defined() ? clip.slice(0, 1, 2) : Tensor());
   adam.zero_grad();
+  r.grad_norm = clip.defined() ? clip.slice(0, 0, 1).item() : 0.0;
   r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   return r;
 }

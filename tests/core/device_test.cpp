@@ -119,6 +119,8 @@ TEST(Device, AMethodMeetingAnUnsupportedDeviceIsAnErrorAndTouchesNothing) {
       {"mul_", [&] { mul_(x, 2.f); }},
       {"sum_of_squares", [&] { sum_of_squares(x); }},
       {"adam_update_", [&] { adam_update_(p, x, m, v, AdamUpdate{}); }},
+      {"adam_update_ (lists)", [&] { adam_update_({p}, {x}, {m}, {v}, AdamUpdate{}); }},
+      {"clip_coefficient", [&] { clip_coefficient({x, x}, 1.0); }},
       {"contiguous", [&] { x.transpose(0, 1).contiguous(); }},
       {"copy_", [&] { x.copy_(cpu_x); }},
       {"fill_", [&] { x.fill_(0.f); }},

@@ -330,6 +330,43 @@ TEST_F(Cuda, AdamUpdatesLikeTheCpu) {
   EXPECT_SAME_ON_GPU(v, gv, kF32);
 }
 
+// A training step's clipping and update as the trainer queues them on a GPU: clip_coefficient's
+// [‖g‖, factor] left on the device and Adam's list update reading the factor there — 70 parameters
+// (two launches of ≤ 64), the empty one and vector tails among them, every third gradient strided —
+// against the CPU's list ops; with the norm under max_norm (factor 1) and over it.
+TEST_F(Cuda, ClipCoefficientAndTheListAdamLikeTheCpu) {
+  const int64_t sizes[] = {0, 1, 3, 16, 17, 33, 100, 1000, 40000};
+  for (float scale : {0.001f, 3.f}) {
+    std::vector<Tensor> p, g, m, v, gp, gg, gm, gv;
+    for (int i = 0; i < 70; ++i) {
+      const int64_t n = sizes[i % 9];
+      p.push_back(randn({n}, 100 + i));
+      Tensor two = randn({n, 2}, 300 + i, scale);
+      g.push_back(i % 3 == 0 ? two.select(1, 0) : two.select(1, 1).contiguous());
+      m.push_back(Tensor::zeros({n})), v.push_back(Tensor::zeros({n}));
+      gp.push_back(gpu(p.back())), gm.push_back(gpu(m.back())), gv.push_back(gpu(v.back()));
+      Tensor gtwo = gpu(two);
+      gg.push_back(i % 3 == 0 ? gtwo.select(1, 0) : gtwo.select(1, 1).contiguous());
+    }
+    AdamUpdate u;
+    u.lr = 0.01f, u.weight_decay = 0.1f;
+    for (int step = 1; step <= 3; ++step) {
+      u.step = step;
+      const Tensor clip = clip_coefficient(g, 1.0), gclip = clip_coefficient(gg, 1.0);
+      EXPECT_SAME_ON_GPU(clip, gclip, 1e-6);
+      adam_update_(p, g, m, v, u, clip.slice(0, 1, 2));
+      adam_update_(gp, gg, gm, gv, u, gclip.slice(0, 1, 2));
+    }
+    EXPECT_EQ(host(clip_coefficient(gg, 1.0))[1] < 1.f, scale > 1.f) << "the factor's case was not reached";
+    for (size_t i = 0; i < p.size(); i += 7) {
+      EXPECT_SAME_ON_GPU(p[i], gp[i], kF32);
+      EXPECT_SAME_ON_GPU(m[i], gm[i], kF32);
+      EXPECT_SAME_ON_GPU(v[i], gv[i], kF32);
+    }
+    EXPECT_SAME_ON_GPU(p[8], gp[8], kF32);  // the largest
+  }
+}
+
 // Attention on the GPU against the CPU, forward and backward, on the flash and reference kernels:
 // head dims 64, 128 and an odd one, Lq ≠ Lk, causal, boolean and additive masks, GQA, dropout, and
 // q/k/v split off one projection (strided heads, as MultiheadAttention makes them).

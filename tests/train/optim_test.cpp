@@ -3,8 +3,12 @@
 // below, and the schedules' defining points.
 #include <gtest/gtest.h>
 
+#include <bit>
 #include <cmath>
 
+#include "qkv/ops/adam.h"
+#include "qkv/ops/arith.h"
+#include "qkv/ops/clip.h"
 #include "qkv/train/optim.h"
 #include "testing.h"
 
@@ -82,6 +86,125 @@ TEST(ClipGradNorm, ScalesToMaxNorm) {
   EXPECT_NEAR(b.grad().to_vector()[0], 0.8f, 1e-6);
   EXPECT_NEAR(clip_grad_norm_({a, b}, 10.0), 1.0, 1e-5);  // below max: unchanged
   EXPECT_NEAR(b.grad().to_vector()[0], 0.8f, 1e-6);
+}
+
+// Parameters of many sizes (the empty one, vector tails, more than one launch's 64 on a GPU), a
+// gradient of each, some of them strided views.
+struct Params {
+  std::vector<Tensor> p, g, m, v;
+};
+Params many_params(uint64_t seed, float grad_scale) {
+  Generator gen(seed);
+  Params s;
+  const int64_t sizes[] = {0, 1, 3, 16, 17, 33, 100, 1000, 4099};
+  for (int i = 0; i < 70; ++i) {
+    const int64_t n = sizes[i % 9];
+    s.p.push_back(Tensor::randn({n}, gen));
+    Tensor g = mul(Tensor::randn({n, 2}, gen), grad_scale);
+    s.g.push_back(i % 3 == 0 ? g.select(1, 0) : g.select(1, 1).contiguous());  // every third strided
+    s.m.push_back(mul(Tensor::rand({n}, gen), 0.1f));
+    s.v.push_back(mul(Tensor::rand({n}, gen), 0.01f));
+  }
+  return s;
+}
+Params clone(const Params& s) {
+  Params c;
+  for (size_t i = 0; i < s.p.size(); ++i)
+    c.p.push_back(s.p[i].clone()), c.g.push_back(s.g[i].clone()), c.m.push_back(s.m[i].clone()),
+        c.v.push_back(s.v[i].clone());
+  return c;
+}
+void expect_bits_equal(const std::vector<Tensor>& a, const std::vector<Tensor>& b, const char* what) {
+  for (size_t i = 0; i < a.size(); ++i) {
+    const std::vector<float> x = a[i].to_vector(), y = b[i].to_vector();
+    ASSERT_EQ(x.size(), y.size());
+    for (size_t j = 0; j < x.size(); ++j)
+      ASSERT_EQ(std::bit_cast<uint32_t>(x[j]), std::bit_cast<uint32_t>(y[j])) << what << " " << i << "[" << j << "]";
+  }
+}
+
+// A training step's clipping and update as the trainer queues them (clip_coefficient's numbers left
+// where the gradients are, then one list update with the factor) give the bits of the step they
+// replace: ‖g‖ summed tensor by tensor in double, the gradients scaled in place by the factor, then
+// each parameter's own update. With the norm far under max_norm (factor 1) and far over it.
+TEST(AdamTest, ListUpdateWithTheClipFactorIsClippingThenEachParametersUpdate) {
+  for (float grad_scale : {0.001f, 3.f}) {
+    Params a = many_params(7, grad_scale), b = clone(a);
+    AdamUpdate u;
+    u.lr = 0.01f, u.beta1 = 0.9f, u.beta2 = 0.99f, u.weight_decay = 0.1f;
+    for (int step = 1; step <= 3; ++step) {
+      u.step = step;
+      // the step before: every sum to the host, the gradients scaled in place, an update a parameter
+      double squares = 0;
+      for (const Tensor& g : a.g) squares += sum_of_squares(g);
+      const double norm = std::sqrt(squares), coef = 1.0 / (norm + 1e-6);
+      std::vector<Tensor> scaled;
+      for (const Tensor& g : a.g) scaled.push_back(g.contiguous().clone());
+      if (coef < 1.0)
+        for (Tensor& g : scaled) mul_(g, static_cast<float>(coef));
+      for (size_t i = 0; i < a.p.size(); ++i) adam_update_(a.p[i], scaled[i], a.m[i], a.v[i], u);
+      // the list form
+      const Tensor clip = clip_coefficient(b.g, 1.0);
+      ASSERT_EQ(clip.shape(), Shape({2}));
+      EXPECT_EQ(clip.to_vector()[0], static_cast<float>(norm));
+      EXPECT_EQ(clip.to_vector()[1], coef < 1.0 ? static_cast<float>(coef) : 1.f);
+      adam_update_(b.p, b.g, b.m, b.v, u, clip.slice(0, 1, 2));
+      expect_bits_equal(a.p, b.p, "param");
+      expect_bits_equal(a.m, b.m, "exp_avg");
+      expect_bits_equal(a.v, b.v, "exp_avg_sq");
+    }
+    if (grad_scale > 1) EXPECT_LT(clip_coefficient(b.g, 1.0).to_vector()[1], 1.f) << "the factor was never below 1";
+  }
+}
+
+// The trainer's step with grad_clip: Adam::step(factor) against clip_grad_norm_ then Adam::step().
+TEST(AdamTest, StepWithTheClipFactorIsClipGradNormThenStep) {
+  Params a = many_params(9, 2.f), b = clone(a);
+  auto optimizer = [](Params& s) {
+    std::vector<std::pair<std::string, Tensor>> named;
+    for (size_t i = 0; i < s.p.size(); ++i) named.emplace_back("p" + std::to_string(i), s.p[i].requires_grad_());
+    return Adam(decay_matrices_only(named, 0.1f), AdamOptions{});
+  };
+  Adam oa = optimizer(a), ob = optimizer(b);
+  for (int step = 0; step < 2; ++step) {
+    for (size_t i = 0; i < a.p.size(); ++i) a.p[i].set_grad(a.g[i].contiguous().clone()), b.p[i].set_grad(b.g[i]);
+    const double norm = clip_grad_norm_(a.p, 0.5);
+    oa.step();
+    const Tensor clip = clip_coefficient(gradients(b.p), 0.5);
+    ob.step(clip.slice(0, 1, 2));
+    EXPECT_EQ(clip.to_vector()[0], static_cast<float>(norm));
+    expect_bits_equal(a.p, b.p, "param");
+  }
+}
+
+TEST(ClipGradNorm, ListErrorsNameTheirInput) {
+  Tensor x = Tensor::ones({3}), nan = Tensor::from_vector({1.f, NAN}, {2});
+  auto error_of = [](auto f) -> std::string {
+    try {
+      f();
+    } catch (const Error& e) {
+      return e.what();
+    }
+    return "no error";
+  };
+  EXPECT_NE(error_of([&] { clip_coefficient({x}, NAN); }).find("max_norm"), std::string::npos);
+  EXPECT_NE(error_of([&] { clip_coefficient({x}, -1); }).find("max_norm"), std::string::npos);
+  EXPECT_NE(error_of([&] { clip_coefficient({x, Tensor()}, 1); }).find("gradient 1"), std::string::npos);
+  EXPECT_NE(error_of([&] { clip_coefficient({x.to(DType::bf16)}, 1); }).find("f32"), std::string::npos);
+  // a NaN gradient: its norm is NaN and nothing is scaled (the trainer stops on the NaN loss)
+  const std::vector<float> c = clip_coefficient({x, nan}, 1.0).to_vector();
+  EXPECT_TRUE(std::isnan(c[0]));
+  EXPECT_EQ(c[1], 1.f);
+  EXPECT_EQ(clip_coefficient({}, 1.0).to_vector(), (std::vector<float>{0.f, 1.f}));
+  EXPECT_EQ(clip_coefficient({x}, INFINITY).to_vector()[1], 1.f);  // inf: no clipping
+  Tensor p = Tensor::ones({3}), m = Tensor::zeros({3}), v = Tensor::zeros({3});
+  EXPECT_NE(error_of([&] { adam_update_({p}, {x, x}, {m}, {v}, AdamUpdate{}); }).find("2 gradients"),
+            std::string::npos);
+  EXPECT_NE(error_of([&] { adam_update_({p}, {x}, {m}, {v}, AdamUpdate{}, Tensor::ones({2})); }).find("clip_factor"),
+            std::string::npos);
+  EXPECT_NE(error_of([&] { adam_update_({p}, {Tensor::ones({4})}, {m}, {v}, AdamUpdate{}); }).find("gradient"),
+            std::string::npos);
+  EXPECT_EQ(p.to_vector(), std::vector<float>(3, 1.f)) << "a refused update wrote to the parameter";
 }
 
 TEST(LrScheduleTest, WarmupCosineAndInverseSqrt) {

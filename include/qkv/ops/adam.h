@@ -2,6 +2,8 @@
 // and off the tape; train::Adam calls it for each parameter (the formulas are in qkv/train/optim.h).
 #pragma once
 
+#include <vector>
+
 #include "qkv/ops/tensor.h"
 
 namespace qkv {
@@ -15,5 +17,14 @@ struct AdamUpdate {
 
 // param, exp_avg, exp_avg_sq: dense f32 of one shape, updated in place; grad: that shape, any layout.
 void adam_update_(Tensor& param, const Tensor& grad, Tensor& exp_avg, Tensor& exp_avg_sq, const AdamUpdate& u);
+
+// The update of many parameters at once (torch._fused_adamw_ over lists: one launch on a GPU for up
+// to 64 of them), each list's i-th tensors as above. clip_factor, when defined, is one f32 on their
+// device by which every gradient is multiplied first (clip_coefficient's [1], never read back to the
+// host: g · s rounded to f32, as clip_grad_norm_ scaling the gradients in place; the gradients are
+// left as they are).
+void adam_update_(const std::vector<Tensor>& params, const std::vector<Tensor>& grads,
+                  const std::vector<Tensor>& exp_avgs, const std::vector<Tensor>& exp_avg_sqs, const AdamUpdate& u,
+                  const Tensor& clip_factor = Tensor());
 
 }  // namespace qkv

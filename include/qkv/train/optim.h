@@ -41,8 +41,11 @@ class Adam {
  public:
   Adam(std::vector<ParamGroup> groups, AdamOptions opt);
 
-  // One update of every parameter that has a gradient (parameters without one are skipped, as PyTorch).
-  void step();
+  // One update of every parameter that has a gradient (parameters without one are skipped, as
+  // PyTorch), each gradient first multiplied by clip_factor when it is defined (one f32 on the
+  // parameters' device: clip_coefficient's [1], so that clipping needs no host round trip). The
+  // updates are list ops, one a weight decay: on a GPU, a launch for up to 64 parameters.
+  void step(const Tensor& clip_factor = Tensor());
   void zero_grad();  // drops the gradients (set_to_none)
   void set_lr(float lr) { opt_.lr = lr; }
   float lr() const { return opt_.lr; }
@@ -69,9 +72,14 @@ class Adam {
 std::vector<ParamGroup> decay_matrices_only(const std::vector<std::pair<std::string, Tensor>>& params,
                                             float weight_decay);
 
+// The gradients of the parameters that have one, in order.
+std::vector<Tensor> gradients(const std::vector<Tensor>& params);
+
 // Scales all gradients so that their global L2 norm is at most max_norm:
 //   ‖g‖ = √(Σ ‖gᵢ‖²),  g ← g · min(1, max_norm / (‖g‖ + 1e-6))
-// Returns ‖g‖ before clipping (as torch.nn.utils.clip_grad_norm_).
+// Returns ‖g‖ before clipping (as torch.nn.utils.clip_grad_norm_), read from the device once. A
+// training step leaves both numbers on the device instead (ops/clip.h's clip_coefficient, then
+// Adam::step(factor)): the trainer's way.
 double clip_grad_norm_(const std::vector<Tensor>& params, double max_norm);
 
 // Learning-rate schedules: the rate for step `step` (0-based).

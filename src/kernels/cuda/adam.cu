@@ -1,19 +1,37 @@
-// The fused Adam / AdamW update on the GPU (formulas: kernels/cpu/adam.h): one pass over θ, g, m,
-// v, each element read and written once.
+// The fused Adam / AdamW update on the GPU (formulas: kernels/adam.inc): one pass over θ, g, m,
+// v, each element read and written once; the list form updates up to kListTensors tensors a launch.
 #include "kernels/cuda/kernels.h"
 #include "kernels/cuda/launch.h"
+#include "kernels/cuda/tensor_list.h"
 
 namespace qkv::kernels::cuda {
 namespace {
 
+// θ ← decay·θ − step_size · m / (√v · inv_sqrt_bc2 + ε) after the moments, g = gs + l2·θ
+__device__ inline void adam_element(float* p, float gs, float* m, float* v, const AdamCoefficients& c) {
+  const float gi = fmaf(c.l2, *p, gs);
+  const float mi = c.beta1 * *m + (1.f - c.beta1) * gi;
+  const float vi = c.beta2 * *v + (1.f - c.beta2) * gi * gi;
+  *m = mi, *v = vi;
+  *p = *p * c.decay - c.step_size * mi / (sqrtf(vi) * c.inv_sqrt_bc2 + c.eps);
+}
+
 __global__ void adam_kernel(float* p, const float* gp, float* m, float* v, int64_t n, AdamCoefficients c) {
-  for (int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; i < n; i += int64_t{gridDim.x} * blockDim.x) {
-    const float gi = gp[i] + c.l2 * p[i];
-    const float mi = c.beta1 * m[i] + (1.f - c.beta1) * gi;
-    const float vi = c.beta2 * v[i] + (1.f - c.beta2) * gi * gi;
-    m[i] = mi, v[i] = vi;
-    p[i] = p[i] * c.decay - c.step_size * mi / (sqrtf(vi) * c.inv_sqrt_bc2 + c.eps);
-  }
+  for (int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; i < n; i += int64_t{gridDim.x} * blockDim.x)
+    adam_element(p + i, gp[i], m + i, v + i, c);
+}
+
+// Tensor blockIdx.y of the list, its elements strided over gridDim.x blocks.
+__global__ void adam_list_kernel(TensorList<4> list, AdamCoefficients c, const float* clip_factor) {
+  const int t = blockIdx.y;
+  const int64_t n = list.n[t];
+  float* p = list.ptr[0][t];
+  const float* gp = list.ptr[1][t];
+  float* m = list.ptr[2][t];
+  float* v = list.ptr[3][t];
+  const float s = clip_factor ? *clip_factor : 1.f;
+  for (int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; i < n; i += int64_t{gridDim.x} * blockDim.x)
+    adam_element(p + i, __fmul_rn(gp[i], s), m + i, v + i, c);  // g · s rounded on its own (no contraction)
 }
 
 }  // namespace
@@ -23,6 +41,16 @@ void adam_update(float* param, const float* grad, float* exp_avg, float* exp_avg
   if (!n) return;
   adam_kernel<<<blocks_for(n, 256, 4), 256, 0, stream()>>>(param, grad, exp_avg, exp_avg_sq, n, c);
   QKV_CUDA_LAUNCHED(adam_kernel);
+}
+
+void adam_update_list(float* const* param, const float* const* grad, float* const* exp_avg, float* const* exp_avg_sq,
+                      const int64_t* n, int64_t count, const AdamCoefficients& c, const float* clip_factor) {
+  for_each_chunk<4>({param, grad, exp_avg, exp_avg_sq}, n, count,
+                    [&](const TensorList<4>& list, int64_t, int tensors, int64_t most) {
+                      const dim3 grid(blocks_for(most, 256, 4) > 1024 ? 1024 : blocks_for(most, 256, 4), tensors);
+                      adam_list_kernel<<<grid, 256, 0, stream()>>>(list, c, clip_factor);
+                      QKV_CUDA_LAUNCHED(adam_list_kernel);
+                    });
 }
 
 }  // namespace qkv::kernels::cuda

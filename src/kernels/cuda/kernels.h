@@ -30,6 +30,7 @@ namespace qkv::kernels::cuda {
 #include "kernels/adam.inc"
 #include "kernels/additive_score.inc"
 #include "kernels/batch_norm.inc"
+#include "kernels/clip.inc"
 #include "kernels/conv.inc"
 #include "kernels/copy.inc"
 #include "kernels/cross_entropy.inc"
