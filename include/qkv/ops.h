@@ -27,4 +27,5 @@
 #include "qkv/ops/matmul.h"
 #include "qkv/ops/softmax.h"
 #include "qkv/ops/tensor.h"
+#include "qkv/ops/topk.h"
 #include "qkv/ops/view.h"

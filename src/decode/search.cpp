@@ -2,12 +2,15 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
 #include <cstring>
 #include <limits>
+#include <string_view>
 #include <queue>
 
 #include "qkv/core/error.h"
 #include "qkv/core/parallel.h"
+#include "qkv/ops/topk.h"
 
 namespace qkv::decode {
 
@@ -46,7 +49,6 @@ bool settled(const std::vector<Hypothesis>& fin, const std::vector<Beam>& nb, in
   return scores[static_cast<size_t>(wanted - 1)] >= std::min(nb[0].log_prob, 0.0) / lp_max;
 }
 
-// log p(banned) = −∞ in every row of lp [rows, V] (a host tensor of its own: the step's output).
 // Whether any of x[0 … n) is not below `floor` (a NaN counts as reaching it). A full block of 16
 // is folded to its maximum, its halves in one vector max (the element-by-element compare stayed a
 // scalar loop: 80 % of the search's own time), and only then compared; a NaN the fold drops is one
@@ -92,11 +94,48 @@ int64_t first_maximum(const float* x, int64_t n) {
   return at;
 }
 
+// log p(banned) = −∞ in every row of lp [rows, V] (a host tensor of its own: the step's output).
 void ban(Tensor& lp, int32_t banned) {
   const int64_t V = lp.size(1);
   if (banned < 0 || banned >= V) return;
   float* p = lp.data<float>();
   for (int64_t r = 0; r < lp.size(0); ++r) p[r * V + banned] = -std::numeric_limits<float>::infinity();
+}
+
+// ---- a step's candidates reduced where they were made -------------------------------------------
+//
+// The search reads a step's log-probabilities [rows, V] on the host. From a GPU only each row's
+// `want` best come back (ops/topk.h on the device: V·4 bytes a row become want·8): a sentence's 2K
+// best continuations are among its rows' 2K best, because a row's candidates rank by their
+// log-probability x alone — base + x, in double, is strictly increasing in a float x — and of equal
+// ones by the lower token, as topk orders them. So the search picks exactly what the full scan picks.
+// QKV_SEARCH_ROW_TOPK=1 takes this path on the CPU too (the tests compare the two).
+bool reduce_rows(const Tensor& lp) {
+  const char* forced = std::getenv("QKV_SEARCH_ROW_TOPK");
+  return !lp.device().is_cpu() || (forced && std::string_view(forced) == "1");
+}
+
+struct RowBest {
+  int64_t width = 0;           // entries a row
+  std::vector<float> value;    // [rows, width]: the row's best log-probabilities
+  std::vector<int32_t> token;  // [rows, width]: their tokens
+};
+
+// Each row's `want` best, the banned token's log-probability −∞ as ban() makes it: a row's width is
+// want + 1 when it may hold the banned token, so its `want` best after the ban are still there.
+RowBest row_best(const Tensor& lp, int64_t want, int32_t banned) {
+  const int64_t V = lp.size(1);
+  const bool bans = banned >= 0 && banned < V;
+  RowBest r;
+  r.width = std::min(V, want + (bans ? 1 : 0));
+  const TopK best = topk(lp, r.width);
+  r.value = best.values.to_vector();
+  const Tensor tokens = best.indices.to(Device::cpu());
+  r.token.assign(tokens.data<int32_t>(), tokens.data<int32_t>() + tokens.numel());
+  if (bans)
+    for (size_t i = 0; i < r.token.size(); ++i)
+      if (r.token[i] == banned) r.value[i] = -std::numeric_limits<float>::infinity();
+  return r;
 }
 
 }  // namespace
@@ -108,18 +147,38 @@ std::vector<Hypothesis> greedy_search(StepModel& model, const std::vector<int64_
   for (int64_t i = 0; i < n; ++i) active[static_cast<size_t>(i)] = i;
   std::vector<int32_t> tokens(static_cast<size_t>(n), opt.bos_id);
   for (int64_t t = 0;; ++t) {
-    Tensor lp = model.step(tokens).contiguous().to(Device::cpu());  // (the scan runs on the host)
+    Tensor lp = model.step(tokens);
     check_rows(lp, static_cast<int64_t>(active.size()));
-    ban(lp, opt.banned_id);
+    // each row's first maximum: the whole row scanned on the host, or the best two (the banned
+    // token may be one) from the device, the first by topk's order after the ban
+    RowBest reduced;
+    if (reduce_rows(lp)) reduced = row_best(lp, 1, opt.banned_id);
+    else lp = lp.contiguous().to(Device::cpu()), ban(lp, opt.banned_id);
     const int64_t V = lp.size(1);
-    const float* p = lp.data<float>();
+    const float* p = reduced.width ? nullptr : lp.data<float>();
     std::vector<int64_t> keep;
     std::vector<int32_t> next;
     for (size_t r = 0; r < active.size(); ++r) {
-      const float* row = p + static_cast<int64_t>(r) * V;
-      const auto v = static_cast<int32_t>(first_maximum(row, V));  // first maximum, as argmax
+      int32_t v;
+      float x;
+      if (p) {
+        const float* row = p + static_cast<int64_t>(r) * V;
+        v = static_cast<int32_t>(first_maximum(row, V));  // first maximum, as argmax
+        x = row[v];
+      } else {
+        // the row's best unless the ban made it −∞; then the second, which a −∞ ties only when it
+        // is −∞ too, the lower token first (NaN ranks above every number, as in topk)
+        const size_t at = r * static_cast<size_t>(reduced.width);
+        size_t pick = at;
+        if (reduced.token[at] == opt.banned_id && reduced.width > 1) {
+          const float second = reduced.value[at + 1];
+          if (!(second == -std::numeric_limits<float>::infinity() && reduced.token[at + 1] > reduced.token[at]))
+            pick = at + 1;
+        }
+        v = reduced.token[pick], x = reduced.value[pick];
+      }
       Hypothesis& h = out[static_cast<size_t>(active[r])];
-      h.log_prob += row[v];
+      h.log_prob += x;
       if (v == opt.eos_id) {
         h.finished = true;
       } else {
@@ -187,9 +246,10 @@ std::vector<std::vector<Hypothesis>> beam_search_nbest(StepModel& model, const s
     return a.token < b.token;
   };
 
-  // (lp, V, p: this step's log-probabilities, set in the loop below)
+  // (V, p: this step's log-probabilities, or `reduced`: their rows' 2K best; set in the loop below)
   const float* p = nullptr;
   int64_t V = 0;
+  RowBest reduced;
   auto top_candidates = [&](int64_t a) {
     const auto& bs = beams[static_cast<size_t>(active[static_cast<size_t>(a)])];
     std::priority_queue<Cand, std::vector<Cand>, decltype(better)> heap(better);
@@ -197,6 +257,15 @@ std::vector<std::vector<Hypothesis>> beam_search_nbest(StepModel& model, const s
     for (int64_t k = 0; k < K; ++k) {
       const double base = bs[static_cast<size_t>(k)].log_prob;
       if (base == kNegInf) continue;
+      if (!p) {  // the row's best from the device: each a candidate
+        const size_t row = static_cast<size_t>((a * K + k) * reduced.width);
+        for (size_t j = row; j < row + static_cast<size_t>(reduced.width); ++j) {
+          const Cand c{base + static_cast<double>(reduced.value[j]), k, reduced.token[j]};
+          if (heap.size() < want) heap.push(c);
+          else if (better(c, heap.top())) heap.pop(), heap.push(c);
+        }
+        continue;
+      }
       const float* row = p + (static_cast<int64_t>(a) * K + k) * V;
       // Most of the V candidates cannot enter a full heap: a block of 16 is skipped when all its
       // log-probabilities are below `floor`, a float under (worst kept score − base) by more
@@ -229,11 +298,17 @@ std::vector<std::vector<Hypothesis>> beam_search_nbest(StepModel& model, const s
   };
 
   for (int64_t t = 0; !active.empty(); ++t) {
-    Tensor lp = model.step(tokens).contiguous().to(Device::cpu());  // (the scan runs on the host)
+    Tensor lp = model.step(tokens);
     check_rows(lp, static_cast<int64_t>(active.size()) * K);
-    ban(lp, opt.banned_id);
+    if (reduce_rows(lp)) {  // each row's 2K best, from the device (the search picks the same: see row_best)
+      reduced = row_best(lp, 2 * K, opt.banned_id);
+      p = nullptr;
+    } else {  // the whole rows, scanned on the host
+      lp = lp.contiguous().to(Device::cpu());
+      ban(lp, opt.banned_id);
+      p = lp.data<float>();
+    }
     V = lp.size(1);
-    p = lp.data<float>();
     // Each sentence's 2K best (beam, token) continuations, the sentences in parallel (they read only
     // their own beams and rows): a min-heap of size 2K over the K·V candidates.
     std::vector<std::vector<Cand>> best(active.size());
@@ -268,7 +343,12 @@ std::vector<std::vector<Hypothesis>> beam_search_nbest(StepModel& model, const s
       }
       if (static_cast<int64_t>(fin.size()) >= K) continue;  // done
       if (settled(fin, nb, wanted, length_penalty(max_len[static_cast<size_t>(s)], opt.length_penalty))) continue;
-      if (at_limit || nb.empty()) {                          // out of length: the beams end here
+      // Out of length: the beams end here. No continuation at all: every beam's log-probability
+      // became −∞ (a model that gives every token probability 0), so no row was scanned — the best
+      // beam ends as it stands, unfinished, rather than the sentence with no hypothesis.
+      const bool stuck = nb.empty() && fin.empty();
+      if (stuck) nb.push_back(bs[0]);
+      if (at_limit || nb.empty() || stuck) {
         for (auto& b : nb)
           fin.push_back({b.tokens, b.log_prob,
                          b.log_prob / length_penalty(static_cast<int64_t>(b.tokens.size()), opt.length_penalty), false});

@@ -193,9 +193,9 @@ StepStats CaptionTask::train_micro_step(int64_t step, int64_t micro, int64_t acc
   int64_t tokens = 0;
   auto [tgt_in, tgt_out] = targets(batch, &tokens);
   Tensor loss = model_->loss(eval::scene_images(batch), tgt_in, tgt_out, static_cast<float>(cfg_.label_smoothing));
-  const double value = loss.item();
   const double share = static_cast<double>(B) / static_cast<double>(all);
   backward_share(loss, share, accum);
+  const double value = loss.item();  // after the backward is queued: a GPU runs it meanwhile
   return {value, B, share};
 }
 

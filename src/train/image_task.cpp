@@ -176,9 +176,9 @@ StepStats ImageTask::train_micro_step(int64_t step, int64_t micro, int64_t accum
   vision::fill_batch(train_, index, {data_cfg_.crop_padding, data_cfg_.horizontal_flip}, cfg_.seed ^ 0xA06E7ull, first,
                      x.data());
   Tensor loss = model_->loss(x, Tensor::from_ints(labels, {B}), static_cast<float>(cfg_.label_smoothing));
-  const double value = loss.item();
   const double share = static_cast<double>(B) / static_cast<double>(batch);
   backward_share(loss, share, accum);
+  const double value = loss.item();  // after the backward is queued: a GPU runs it meanwhile
   return {value, B, share};
 }
 

@@ -213,10 +213,10 @@ StepStats LMTask::train_micro_step(int64_t step, int64_t micro, int64_t accum) {
                                static_cast<uint64_t>(B) + static_cast<uint64_t>(rows.first);
   auto [x, y] = lm_batch(data_.train, rows.count, T, cfg_.seed, counter);
   Tensor loss = model_->loss(x.to(device_), y.to(device_));
-  const double value = loss.item();
   // every window has T targets: the shard's share of the batch's mean loss is its share of windows
   const double share = static_cast<double>(rows.count) / static_cast<double>(B);
   backward_share(loss, share, accum);
+  const double value = loss.item();  // after the backward is queued: a GPU runs it meanwhile
   return {value, rows.count * T, share};
 }
 

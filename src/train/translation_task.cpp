@@ -329,9 +329,9 @@ StepStats TranslationTask::train_micro_step(int64_t step, int64_t micro, int64_t
   if (shard_.world > 1) gen_.set_shard(nb > 0 ? static_cast<uint64_t>(b0) : 0, rows.size(), static_cast<uint64_t>(B));
   text::Batch b = text::make_batch(train_, rows, model_->special_tokens().pad, S, T);
   Tensor loss = model_->loss(b.src, b.tgt_in, b.tgt_out, static_cast<float>(cfg_.label_smoothing));
-  const double value = loss.item();
   const double share = nb > 0 ? static_cast<double>(b.tgt_tokens) / static_cast<double>(batch_tokens) : 0.0;
   backward_share(loss, share, accum);
+  const double value = loss.item();  // after the backward is queued: a GPU runs it meanwhile
   return {nb > 0 ? value : 0.0, nb > 0 ? b.tgt_tokens : 0, share};
 }
 

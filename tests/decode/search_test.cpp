@@ -428,5 +428,80 @@ TEST(GreedySearch, ArgmaxIsTheFirstMaximumOfTheRow) {
   EXPECT_EQ(one_step(zeros), 0);
 }
 
+// A GPU's search reads each row's 2K best (topk on the device) instead of the whole row; the
+// search must pick exactly what the full scan picks. QKV_SEARCH_ROW_TOPK=1 takes that path on the
+// CPU: both paths on distributions full of ties (7 values over 3,000 tokens, a tied pair far apart),
+// the trap where beam and greedy part, a vocabulary smaller than 2K + 1, rows of −∞, a banned token
+// that would otherwise win, batches of sentences finishing at different steps; beam 1, 2, 4 and 5,
+// n-best lists, and greedy.
+TEST(Search, RowsReducedOnTheDeviceFindWhatTheFullScanFinds) {
+  auto ties = [](int64_t s, const std::vector<int32_t>& prefix) {
+    std::vector<float> p(3000);
+    uint64_t h = 1469598103934665603ull ^ static_cast<uint64_t>(s);
+    for (int32_t t : prefix) h = (h ^ static_cast<uint64_t>(t)) * 1099511628211ull;
+    for (float& x : p) {
+      h = h * 6364136223846793005ull + 1442695040888963407ull;
+      x = 0.001f * static_cast<float>(1 + (h >> 33) % 7);
+    }
+    p[kEos] = prefix.size() > 2 + static_cast<size_t>(s) ? 0.5f : 0.f;  // sentences end at different steps
+    if (s == 1) p[2999] = 0.05f, p[17] = 0.05f;
+    return p;
+  };
+  auto dead = [](int64_t, const std::vector<int32_t>&) { return std::vector<float>(40, 0.f); };  // every log p −∞
+  struct Case {
+    const char* what;
+    TableModel::Dist dist;
+    int64_t sentences, max_len;
+  };
+  const std::vector<Case> cases = {{"ties", ties, 3, 6}, {"trap", trap, 2, 4}, {"dead", dead, 2, 3}};
+  auto run = [](const Case& c, int64_t beam, int32_t banned, bool reduced) {
+    if (reduced) setenv("QKV_SEARCH_ROW_TOPK", "1", 1);
+    SearchOptions o;
+    o.beam_size = beam;
+    o.banned_id = banned;
+    o.num_hypotheses = beam;
+    TableModel m(c.sentences, c.dist);
+    std::vector<std::vector<Hypothesis>> out;
+    if (beam == 0) {
+      for (Hypothesis& h : greedy_search(m, std::vector<int64_t>(static_cast<size_t>(c.sentences), c.max_len), o))
+        out.push_back({h});
+    } else {
+      o.length_penalty = 0.6f;
+      out = beam_search_nbest(m, std::vector<int64_t>(static_cast<size_t>(c.sentences), c.max_len), o);
+    }
+    unsetenv("QKV_SEARCH_ROW_TOPK");
+    return out;
+  };
+  int compared = 0;
+  for (const Case& c : cases)
+    for (int64_t beam : {0, 1, 2, 4, 5})
+      for (int32_t banned : {-1, 4, 17}) {
+        const auto full = run(c, beam, banned, false), reduced = run(c, beam, banned, true);
+        ASSERT_EQ(full.size(), reduced.size());
+        for (size_t s = 0; s < full.size(); ++s) {
+          ASSERT_EQ(full[s].size(), reduced[s].size()) << c.what << " beam " << beam << " banned " << banned;
+          for (size_t i = 0; i < full[s].size(); ++i) {
+            const Hypothesis &a = full[s][i], &b = reduced[s][i];
+            EXPECT_EQ(a.tokens, b.tokens) << c.what << " beam " << beam << " banned " << banned << " sentence " << s;
+            EXPECT_TRUE(a.log_prob == b.log_prob || (std::isnan(a.log_prob) && std::isnan(b.log_prob)))
+                << c.what << " beam " << beam << ": " << a.log_prob << " vs " << b.log_prob;
+            EXPECT_TRUE(a.score == b.score || (std::isnan(a.score) && std::isnan(b.score))) << c.what;
+            EXPECT_EQ(a.finished, b.finished) << c.what;
+            ++compared;
+          }
+        }
+      }
+  EXPECT_GT(compared, 150);
+  // a model that gives every token probability 0: each sentence still ends with hypotheses (it
+  // stopped with "ended without a hypothesis" when EOS was not among a step's K best)
+  for (int32_t banned : {-1, kEos})
+    for (const auto& nbest : run(cases[2], 2, banned, false)) {
+      ASSERT_FALSE(nbest.empty());
+      EXPECT_EQ(nbest[0].log_prob, -std::numeric_limits<double>::infinity());
+    }
+  // the ban reached a row's best: the banned token would win the trap's first step
+  EXPECT_NE(run(cases[1], 0, 4, true)[0][0].tokens, run(cases[1], 0, -1, true)[0][0].tokens);
+}
+
 }  // namespace
 }  // namespace qkv::decode

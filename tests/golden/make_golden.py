@@ -496,6 +496,14 @@ def gen_ops():
         cos, sin = rope_tables(sx[2], rot, start, base)
         b.add(f"apply_rotary_pos_emb_{tag}", "apply_rotary_pos_emb", {},
               {"x": randn(*sx), "cos": cos, "sin": sin}, rope_reference, grad_inputs=["x"])
+
+    # -- topk along the last dim (beam search's 2K best continuations a row on a GPU): values with
+    # their gradient (scattered back to the picked entries), indices; distinct values, since
+    # PyTorch does not promise an order among ties (qkv's, the lower index first, is tested apart)
+    for tag, shape, k in [("rows", [3, 10], 4), ("one", [5, 7], 1), ("all_3d", [2, 3, 6], 6), ("none", [2, 5], 0)]:
+        b.seed()
+        b.add(f"topk_{tag}", "topk", {"k": k}, {"a": randn(*shape)},
+              lambda a, k=k: dict(zip(("out", "indices"), torch.topk(a, k, dim=-1))))
     return b.cases
 
 

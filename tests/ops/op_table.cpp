@@ -484,6 +484,25 @@ std::vector<OpInfo> build() {
     t.push_back(is);
   }
 
+  {
+    // topk: the values (backpropagated: scattered to the picked entries) and the i32 indices; the
+    // samples' values are apart by more than gradcheck's steps, so that no step reorders them
+    OpInfo tk = entry(
+        "topk",
+        [](const TensorMap& m, const json& p, Device) {
+          const TopK r = topk(in(m, "a"), i64(p, "k"));
+          return TensorMap{{"out", r.values}, {"indices", r.indices}};
+        },
+        [] {
+          return std::vector<Sample>{S("rows", {{"a", randn({3, 10}, 64)}}, {{"k", 4}}),
+                                     S("all_3d", {{"a", randn({2, 2, 5}, 65)}}, {{"k", 5}}),
+                                     gpu_only(S("vocab", {{"a", randn({37, 1000}, 66)}}, {{"k", 9}}))};
+        },
+        {"a"});
+    tk.cuda_tol = 0;
+    t.push_back(tk);
+  }
+
   // -- comparisons and logic (boolean results)
   t.push_back(compare("eq", eq));
   t.push_back(compare("ne", ne));

@@ -45,6 +45,7 @@ namespace qkv::kernels::cuda {
 #include "kernels/rms_norm.inc"
 #include "kernels/rnn.inc"
 #include "kernels/softmax.inc"
+#include "kernels/topk.inc"
 
 // ---- the CUDA backend's own (used by its kernels; ops call the shared ones above) ---------------
 // dst = f32(f16(src)), IEEE half, ties to even (attention's f16 compute).
