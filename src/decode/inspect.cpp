@@ -416,7 +416,7 @@ NeuronView translation_neuron(const models::Seq2SeqModel& model, const text::Sen
     v = neuron_arithmetic(mha_rows(a, 0, self_in, head), mha_rows(a, 1, self_in, head), layer, head, query, 0, query);
   } else {
     const Tensor sa = L.self_attn->forward_masked(self_in, self_in, self_in, Tensor(), false, true, /*is_causal=*/true).output;
-    const Tensor cross_in = L.opt.norm_first ? L.norm2->forward(x + sa) : L.norm1->forward(x + sa);
+    const Tensor cross_in = L.opt.norm_first ? L.norm2->forward(x, sa) : L.norm1->forward(x, sa);
     v = neuron_arithmetic(mha_rows(a, 0, cross_in, head), mha_rows(a, 1, e.memory, head), layer, head, query, 0, S - 1);
   }
   v.kind = kind;

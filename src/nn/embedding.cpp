@@ -28,4 +28,8 @@ LayerNorm::LayerNorm(int64_t n, float e, bool affine, bool has_bias) : normalize
 
 Tensor LayerNorm::forward(const Tensor& x) const { return layer_norm(x, {normalized_shape}, weight, bias, eps); }
 
+Tensor LayerNorm::forward(const Tensor& x, const Tensor& residual) const {
+  return add_layer_norm(x, residual, {normalized_shape}, weight, bias, eps);
+}
+
 }  // namespace qkv::nn

@@ -87,8 +87,8 @@ Tensor TransformerEncoderLayer::forward_masked(const Tensor& src, const Tensor& 
     x = x + sa(norm1->forward(x));  // x + SA(LN(x))
     x = x + ff(norm2->forward(x));  // x + FF(LN(x))
   } else {
-    x = norm1->forward(x + sa(x));  // LN(x + SA(x))
-    x = norm2->forward(x + ff(x));  // LN(x + FF(x))
+    x = norm1->forward(x, sa(x));  // LN(x + SA(x))
+    x = norm2->forward(x, ff(x));  // LN(x + FF(x))
   }
   return to_batch_first(x, opt.batch_first);
 }
@@ -100,8 +100,8 @@ Tensor TransformerEncoderLayer::forward_cached(const Tensor& x, KVCache& cache) 
     Tensor y = x + self_attn->forward_cached(norm1->forward(x), cache);
     return y + ff(norm2->forward(y));
   }
-  Tensor y = norm1->forward(x + self_attn->forward_cached(x, cache));
-  return norm2->forward(y + ff(y));
+  Tensor y = norm1->forward(x, self_attn->forward_cached(x, cache));
+  return norm2->forward(y, ff(y));
 }
 
 Tensor TransformerEncoderLayer::forward_inference(const Tensor& x, const Tensor& mask) const {
@@ -111,8 +111,8 @@ Tensor TransformerEncoderLayer::forward_inference(const Tensor& x, const Tensor&
     Tensor y = x + self_attn->forward_inference(norm1->forward(x), mask);  // x + SA(LN(x))
     return y + ff(norm2->forward(y));                                      // y + FF(LN(y))
   }
-  Tensor y = norm1->forward(x + self_attn->forward_inference(x, mask));  // LN(x + SA(x))
-  return norm2->forward(y + ff(y));                                      // LN(y + FF(y))
+  Tensor y = norm1->forward(x, self_attn->forward_inference(x, mask));  // LN(x + SA(x))
+  return norm2->forward(y, ff(y));                                      // LN(y + FF(y))
 }
 
 // ---- decoder layer ------------------------------------------------------------------------------
@@ -183,9 +183,9 @@ Tensor TransformerDecoderLayer::forward_masked(const Tensor& tgt, const Tensor& 
     x = x + ca(norm2->forward(x));
     x = x + ff(norm3->forward(x));
   } else {
-    x = norm1->forward(x + sa(x));
-    x = norm2->forward(x + ca(x));
-    x = norm3->forward(x + ff(x));
+    x = norm1->forward(x, sa(x));
+    x = norm2->forward(x, ca(x));
+    x = norm3->forward(x, ff(x));
   }
   return to_batch_first(x, opt.batch_first);
 }
@@ -199,9 +199,9 @@ Tensor TransformerDecoderLayer::forward_cached(const Tensor& x, KVCache& self_ca
     y = y + multihead_attn->forward_cross_cached(norm2->forward(y), cross, memory_mask);
     return y + ff(norm3->forward(y));
   }
-  Tensor y = norm1->forward(x + self_attn->forward_cached(x, self_cache));
-  y = norm2->forward(y + multihead_attn->forward_cross_cached(y, cross, memory_mask));
-  return norm3->forward(y + ff(y));
+  Tensor y = norm1->forward(x, self_attn->forward_cached(x, self_cache));
+  y = norm2->forward(y, multihead_attn->forward_cross_cached(y, cross, memory_mask));
+  return norm3->forward(y, ff(y));
 }
 
 }  // namespace qkv::nn

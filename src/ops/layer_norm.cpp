@@ -9,38 +9,65 @@ namespace qkv {
 using autograd::record;
 using ops_detail::device_of;
 
-Tensor layer_norm(const Tensor& x, const Shape& normalized_shape, const Tensor& weight, const Tensor& bias,
-                  float eps) {
-  QKV_CHECK(x.dtype() == DType::f32, "layer_norm: expected an f32 tensor, got ", dtype_name(x.dtype()));
+namespace {
+
+// layer_norm(x) — or, with `residual`, layer_norm(x + residual) with the sum made in the same pass
+// (the sum is the backward's input; its gradient goes to x and residual alike).
+Tensor normalize(const char* op, const Tensor& x, const Tensor& residual, const Shape& normalized_shape,
+                 const Tensor& weight, const Tensor& bias, float eps) {
+  QKV_CHECK(x.dtype() == DType::f32, op, ": expected an f32 tensor, got ", dtype_name(x.dtype()));
   const int64_t nd = static_cast<int64_t>(normalized_shape.size());
   QKV_CHECK(nd >= 1 && nd <= x.dim() &&
                 Shape(x.shape().end() - nd, x.shape().end()) == normalized_shape,
-            "layer_norm: normalized_shape ", shape_str(normalized_shape), " is not the trailing shape of input ",
+            op, ": normalized_shape ", shape_str(normalized_shape), " is not the trailing shape of input ",
             shape_str(x.shape()));
-  QKV_CHECK(!weight.defined() || weight.shape() == normalized_shape, "layer_norm: weight ", shape_str(weight.shape()),
+  QKV_CHECK(!weight.defined() || weight.shape() == normalized_shape, op, ": weight ", shape_str(weight.shape()),
             " does not match normalized_shape ", shape_str(normalized_shape));
-  QKV_CHECK(!bias.defined() || bias.shape() == normalized_shape, "layer_norm: bias ", shape_str(bias.shape()),
+  QKV_CHECK(!bias.defined() || bias.shape() == normalized_shape, op, ": bias ", shape_str(bias.shape()),
             " does not match normalized_shape ", shape_str(normalized_shape));
-  const Device d = device_of("layer_norm", {&x, &weight, &bias});
+  const Device d = device_of(op, {&x, &residual, &weight, &bias});
   const int64_t n = numel_of(normalized_shape), rows = n ? x.numel() / n : 0;
   Tensor xc = dense(x);
   Tensor w = weight.defined() ? weight.contiguous_copy() : Tensor();
   Tensor b = bias.defined() ? bias.contiguous_copy() : Tensor();
   Tensor out = Tensor::empty(x.shape(), DType::f32, d), mean = Tensor::empty({rows}, DType::f32, d),
          rstd = Tensor::empty({rows}, DType::f32, d);
-  QKV_DISPATCH("layer_norm", d,
-               k::layer_norm_forward(xc.data(), w.defined() ? w.data() : nullptr, b.defined() ? b.data() : nullptr,
-                                     out.data(), mean.data(), rstd.data(), rows, n, eps));
+  const float* wp = w.defined() ? w.data() : nullptr;
+  const float* bp = b.defined() ? b.data() : nullptr;
+  if (residual.defined()) {
+    Tensor rc = dense(residual), sum = Tensor::empty(x.shape(), DType::f32, d);
+    QKV_DISPATCH(op, d, k::add_layer_norm_forward(xc.data(), rc.data(), wp, bp, sum.data(), out.data(), mean.data(),
+                                                  rstd.data(), rows, n, eps));
+    xc = sum;  // the normalized input, for the backward
+  } else {
+    QKV_DISPATCH(op, d, k::layer_norm_forward(xc.data(), wp, bp, out.data(), mean.data(), rstd.data(), rows, n, eps));
+  }
   bool gw = weight.defined() && weight.requires_grad(), gb = bias.defined() && bias.requires_grad();
-  return record(out, "layer_norm", {x, weight, bias}, [xc, w, mean, rstd, rows, n, gw, gb, d](const Tensor& g) {
+  const bool added = residual.defined();
+  return record(out, op, {x, weight, bias, residual}, [op, xc, w, mean, rstd, rows, n, gw, gb, added, d](const Tensor& g) {
     Tensor gc = g.contiguous(), dx = Tensor::empty(xc.shape(), DType::f32, d);
     Tensor dw = gw ? Tensor::empty(w.shape(), DType::f32, d) : Tensor(),
            db = gb ? Tensor::empty(w.defined() ? w.shape() : Shape{n}, DType::f32, d) : Tensor();
-    QKV_DISPATCH("layer_norm", d,
+    QKV_DISPATCH(op, d,
                  k::layer_norm_backward(xc.data(), w.defined() ? w.data() : nullptr, mean.data(), rstd.data(),
                                         gc.data(), dx.data(), gw ? dw.data() : nullptr, gb ? db.data() : nullptr, rows, n));
-    return std::vector<Tensor>{dx, dw, db};
+    return std::vector<Tensor>{dx, dw, db, added ? dx : Tensor()};
   });
+}
+
+}  // namespace
+
+Tensor layer_norm(const Tensor& x, const Shape& normalized_shape, const Tensor& weight, const Tensor& bias,
+                  float eps) {
+  return normalize("layer_norm", x, Tensor(), normalized_shape, weight, bias, eps);
+}
+
+Tensor add_layer_norm(const Tensor& x, const Tensor& residual, const Shape& normalized_shape, const Tensor& weight,
+                      const Tensor& bias, float eps) {
+  QKV_CHECK(residual.defined() && residual.shape() == x.shape() && residual.dtype() == DType::f32,
+            "add_layer_norm: the residual ", residual.defined() ? residual.str() : std::string("(undefined)"),
+            " must be an f32 tensor of the input's shape ", shape_str(x.shape()));
+  return normalize("add_layer_norm", x, residual, normalized_shape, weight, bias, eps);
 }
 
 }  // namespace qkv

@@ -504,6 +504,20 @@ def gen_ops():
         b.seed()
         b.add(f"topk_{tag}", "topk", {"k": k}, {"a": randn(*shape)},
               lambda a, k=k: dict(zip(("out", "indices"), torch.topk(a, k, dim=-1))))
+
+    # -- add_layer_norm: layer_norm(x + residual) (a post-LN sublayer's ending, fused), both inputs
+    # taking the sum's gradient
+    for tag, shape, affine in [("affine", [3, 8], True), ("plain_3d", [2, 3, 8], False)]:
+        b.seed()
+        inputs = {"x": randn(*shape), "residual": randn(*shape)}
+        if affine:
+            inputs["weight"] = (1.0 + randn(8, scale=0.3)).float()
+            inputs["bias"] = randn(8, scale=0.5)
+
+        def fn(x, residual, weight=None, bias=None):
+            return F.layer_norm(x + residual, [8], weight, bias, 1e-5)
+
+        b.add(f"add_layer_norm_{tag}", "add_layer_norm", {"normalized_shape": [8], "eps": 1e-5}, inputs, fn)
     return b.cases
 
 

@@ -312,6 +312,25 @@ std::vector<OpInfo> build() {
         {"x", "weight", "bias"});
     ln.cuda_grad_tol = 1e-4;
     t.push_back(ln);
+    OpInfo aln = entry(
+        "add_layer_norm",
+        [](const TensorMap& m, const json& p, Device) {
+          return one(add_layer_norm(in(m, "x"), in(m, "residual"), p.at("normalized_shape").get<Shape>(),
+                                    opt(m, "weight"), opt(m, "bias"), f32(p, "eps")));
+        },
+        [] {
+          const json p = {{"normalized_shape", {8}}, {"eps", 1e-5}};
+          return std::vector<Sample>{
+              S("affine", {{"x", randn({3, 8}, 17)}, {"residual", randn({3, 8}, 18)}, {"weight", randn({8}, 19)},
+                           {"bias", randn({8}, 20)}}, p),
+              S("plain", {{"x", randn({2, 3, 8}, 21)}, {"residual", randn({2, 3, 8}, 22)}}, p),
+              gpu_only(S("gpu", {{"x", randn({9, 3, 300}, 53, 2.f)}, {"residual", randn({9, 3, 300}, 54)},
+                                 {"weight", randn({300}, 55)}, {"bias", randn({300}, 56)}},
+                         {{"normalized_shape", {300}}, {"eps", 1e-5}}))};
+        },
+        {"x", "residual", "weight", "bias"});
+    aln.cuda_grad_tol = 1e-4;
+    t.push_back(aln);
     OpInfo rms = entry(
         "rms_norm",
         [](const TensorMap& m, const json& p, Device) {

@@ -22,6 +22,8 @@ class LayerNorm : public Module {
  public:
   explicit LayerNorm(int64_t normalized_shape, float eps = 1e-5f, bool elementwise_affine = true, bool bias = true);
   Tensor forward(const Tensor& x) const;
+  // LN(x + residual) in one pass (ops/layer_norm.h's add_layer_norm): a post-LN sublayer's ending.
+  Tensor forward(const Tensor& x, const Tensor& residual) const;
 
   int64_t normalized_shape;
   float eps;

@@ -35,20 +35,37 @@ inline void affine_row(const float* xr, float mu, float rs, const float* gamma, 
   }
 }
 
+// One row: μ = Σx / n;  σ² = Σ(x − μ)² / n  (two passes: no cancellation), then the affine map.
+inline void normalize_row(const float* xr, const float* gamma, const float* beta, float* yr, float* mean, float* rstd,
+                          int64_t n, float eps) {
+  const float inv_n = 1.0f / static_cast<float>(n);
+  const float mu = sum_of(xr, n) * inv_n;
+  const float rs = 1.0f / std::sqrt(sum_sq_dev(xr, mu, n) * inv_n + eps);
+  affine_row(xr, mu, rs, gamma, beta, yr, n);
+  if (mean) *mean = mu;
+  if (rstd) *rstd = rs;
+}
+
 }  // namespace
 
 void layer_norm_forward(const float* x, const float* gamma, const float* beta, float* y, float* mean, float* rstd,
                         int64_t rows, int64_t n, float eps) {
-  const float inv_n = 1.0f / static_cast<float>(n);
+  parallel_for(rows, 1 + 8192 / (n + 1), [&](int64_t b, int64_t e) {
+    for (int64_t r = b; r < e; ++r)
+      normalize_row(x + r * n, gamma, beta, y + r * n, mean ? mean + r : nullptr, rstd ? rstd + r : nullptr, n, eps);
+  });
+}
+
+// Each row's sum is normalized while it is in cache.
+void add_layer_norm_forward(const float* x, const float* res, const float* gamma, const float* beta, float* s, float* y,
+                            float* mean, float* rstd, int64_t rows, int64_t n, float eps) {
   parallel_for(rows, 1 + 8192 / (n + 1), [&](int64_t b, int64_t e) {
     for (int64_t r = b; r < e; ++r) {
-      const float* xr = x + r * n;
-      // μ = Σx / n;  σ² = Σ(x − μ)² / n  (two passes: no cancellation)
-      const float mu = sum_of(xr, n) * inv_n;
-      const float rs = 1.0f / std::sqrt(sum_sq_dev(xr, mu, n) * inv_n + eps);
-      affine_row(xr, mu, rs, gamma, beta, y + r * n, n);
-      if (mean) mean[r] = mu;
-      if (rstd) rstd[r] = rs;
+      const float *xr = x + r * n, *rr = res + r * n;
+      float* sr = s + r * n;
+#pragma omp simd
+      for (int64_t j = 0; j < n; ++j) sr[j] = xr[j] + rr[j];
+      normalize_row(sr, gamma, beta, y + r * n, mean ? mean + r : nullptr, rstd ? rstd + r : nullptr, n, eps);
     }
   });
 }

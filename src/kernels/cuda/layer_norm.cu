@@ -10,12 +10,25 @@ namespace {
 
 constexpr int kThreads = 256;
 
-__global__ void layer_norm_forward_kernel(const float* x, const float* gamma, const float* beta, float* y,
-                                          float* mean, float* rstd, int64_t n, float eps) {
-  const float* xr = x + blockIdx.x * n;
+// Add: the row is x + res, written to sum (add_layer_norm_forward) and read back by the thread that
+// wrote each element; otherwise x itself.
+template <bool Add>
+__global__ void layer_norm_forward_kernel(const float* x, const float* res, float* sum, const float* gamma,
+                                          const float* beta, float* y, float* mean, float* rstd, int64_t n, float eps) {
+  const float* xr = Add ? sum + blockIdx.x * n : x + blockIdx.x * n;
   float* yr = y + blockIdx.x * n;
   float s = 0.f;
-  for (int64_t j = threadIdx.x; j < n; j += blockDim.x) s += xr[j];
+  if (Add) {
+    const float *ar = x + blockIdx.x * n, *br = res + blockIdx.x * n;
+    float* sr = sum + blockIdx.x * n;
+    for (int64_t j = threadIdx.x; j < n; j += blockDim.x) {
+      const float v = __fadd_rn(ar[j], br[j]);
+      sr[j] = v;
+      s += v;
+    }
+  } else {
+    for (int64_t j = threadIdx.x; j < n; j += blockDim.x) s += xr[j];
+  }
   const float mu = block_reduce(s, SumOp{}, 0.f) / static_cast<float>(n);
   float v = 0.f;
   for (int64_t j = threadIdx.x; j < n; j += blockDim.x) v += (xr[j] - mu) * (xr[j] - mu);
@@ -79,9 +92,18 @@ void layer_norm_forward(const float* x, const float* gamma, const float* beta, f
                         int64_t rows, int64_t n, float eps) {
   if (rows == 0 || n == 0) return;
   QKV_CHECK(rows <= 2147483647, "layer_norm: ", rows, " rows; the CUDA kernel takes at most 2^31 - 1");
-  layer_norm_forward_kernel<<<static_cast<unsigned>(rows), kThreads, 0, stream()>>>(x, gamma, beta, y, mean, rstd,
-                                                                                    n, eps);
+  layer_norm_forward_kernel<false><<<static_cast<unsigned>(rows), kThreads, 0, stream()>>>(
+      x, nullptr, nullptr, gamma, beta, y, mean, rstd, n, eps);
   QKV_CUDA_LAUNCHED(layer_norm_forward_kernel);
+}
+
+void add_layer_norm_forward(const float* x, const float* res, const float* gamma, const float* beta, float* s, float* y,
+                            float* mean, float* rstd, int64_t rows, int64_t n, float eps) {
+  if (rows == 0 || n == 0) return;
+  QKV_CHECK(rows <= 2147483647, "add_layer_norm: ", rows, " rows; the CUDA kernel takes at most 2^31 - 1");
+  layer_norm_forward_kernel<true><<<static_cast<unsigned>(rows), kThreads, 0, stream()>>>(x, res, s, gamma, beta, y,
+                                                                                          mean, rstd, n, eps);
+  QKV_CUDA_LAUNCHED(add_layer_norm_forward_kernel);
 }
 
 void layer_norm_backward(const float* x, const float* gamma, const float* mean, const float* rstd, const float* dy,
