@@ -32,4 +32,8 @@ Tensor LayerNorm::forward(const Tensor& x, const Tensor& residual) const {
   return add_layer_norm(x, residual, {normalized_shape}, weight, bias, eps);
 }
 
+SumAndNorm LayerNorm::forward_with_sum(const Tensor& x, const Tensor& residual) const {
+  return add_layer_norm_with_sum(x, residual, {normalized_shape}, weight, bias, eps);
+}
+
 }  // namespace qkv::nn

@@ -84,8 +84,9 @@ Tensor TransformerEncoderLayer::forward_masked(const Tensor& src, const Tensor& 
     return drop(feed_forward(h, *linear1, *linear2, opt.activation, opt.dropout, is_training(), gen_));
   };
   if (opt.norm_first) {
-    x = x + sa(norm1->forward(x));  // x + SA(LN(x))
-    x = x + ff(norm2->forward(x));  // x + FF(LN(x))
+    // y = x + SA(LN(x)) and LN(y) in one pass, then y + FF(LN(y))
+    const SumAndNorm y = norm2->forward_with_sum(x, sa(norm1->forward(x)));
+    x = y.sum + ff(y.normalized);
   } else {
     x = norm1->forward(x, sa(x));  // LN(x + SA(x))
     x = norm2->forward(x, ff(x));  // LN(x + FF(x))
@@ -97,8 +98,8 @@ Tensor TransformerEncoderLayer::forward_cached(const Tensor& x, KVCache& cache) 
   NoGradGuard no_grad;
   auto ff = [&](const Tensor& h) { return feed_forward_inference(h, *linear1, *linear2, opt.activation); };
   if (opt.norm_first) {
-    Tensor y = x + self_attn->forward_cached(norm1->forward(x), cache);
-    return y + ff(norm2->forward(y));
+    const SumAndNorm y = norm2->forward_with_sum(x, self_attn->forward_cached(norm1->forward(x), cache));
+    return y.sum + ff(y.normalized);
   }
   Tensor y = norm1->forward(x, self_attn->forward_cached(x, cache));
   return norm2->forward(y, ff(y));
@@ -108,8 +109,8 @@ Tensor TransformerEncoderLayer::forward_inference(const Tensor& x, const Tensor&
   NoGradGuard no_grad;
   auto ff = [&](const Tensor& h) { return feed_forward_inference(h, *linear1, *linear2, opt.activation); };
   if (opt.norm_first) {
-    Tensor y = x + self_attn->forward_inference(norm1->forward(x), mask);  // x + SA(LN(x))
-    return y + ff(norm2->forward(y));                                      // y + FF(LN(y))
+    const SumAndNorm y = norm2->forward_with_sum(x, self_attn->forward_inference(norm1->forward(x), mask));
+    return y.sum + ff(y.normalized);  // y + FF(LN(y)), y = x + SA(LN(x))
   }
   Tensor y = norm1->forward(x, self_attn->forward_inference(x, mask));  // LN(x + SA(x))
   return norm2->forward(y, ff(y));                                      // LN(y + FF(y))
@@ -179,9 +180,10 @@ Tensor TransformerDecoderLayer::forward_masked(const Tensor& tgt, const Tensor& 
     return drop(feed_forward(h, *linear1, *linear2, opt.activation, opt.dropout, is_training(), gen_));
   };
   if (opt.norm_first) {
-    x = x + sa(norm1->forward(x));
-    x = x + ca(norm2->forward(x));
-    x = x + ff(norm3->forward(x));
+    // each residual sum and the next sublayer's LN of it in one pass
+    SumAndNorm y = norm2->forward_with_sum(x, sa(norm1->forward(x)));
+    y = norm3->forward_with_sum(y.sum, ca(y.normalized));
+    x = y.sum + ff(y.normalized);
   } else {
     x = norm1->forward(x, sa(x));
     x = norm2->forward(x, ca(x));
@@ -195,9 +197,9 @@ Tensor TransformerDecoderLayer::forward_cached(const Tensor& x, KVCache& self_ca
   NoGradGuard no_grad;
   auto ff = [&](const Tensor& h) { return feed_forward_inference(h, *linear1, *linear2, opt.activation); };
   if (opt.norm_first) {
-    Tensor y = x + self_attn->forward_cached(norm1->forward(x), self_cache);
-    y = y + multihead_attn->forward_cross_cached(norm2->forward(y), cross, memory_mask);
-    return y + ff(norm3->forward(y));
+    SumAndNorm y = norm2->forward_with_sum(x, self_attn->forward_cached(norm1->forward(x), self_cache));
+    y = norm3->forward_with_sum(y.sum, multihead_attn->forward_cross_cached(y.normalized, cross, memory_mask));
+    return y.sum + ff(y.normalized);
   }
   Tensor y = norm1->forward(x, self_attn->forward_cached(x, self_cache));
   y = norm2->forward(y, multihead_attn->forward_cross_cached(y, cross, memory_mask));

@@ -53,8 +53,16 @@ void check_device(const char* op, Device d);
 #define QKV_DISPATCH_CUDA_CASE(DEVICE_INDEX, ...)
 #endif
 
+namespace qkv::ops_detail {
+// QKV_COUNT_OPS=1: every dispatch counted by op name, the counts printed to standard error at exit —
+// how many kernels a training or decoding step asks of a device (a GPU's launches; docs/CUDA.md).
+void count_dispatch(const char* op);
+extern const bool kCountDispatches;
+}  // namespace qkv::ops_detail
+
 #define QKV_DISPATCH(OP, DEVICE, ...)                       \
   do {                                                      \
+    if (::qkv::ops_detail::kCountDispatches) ::qkv::ops_detail::count_dispatch(OP); \
     switch ((DEVICE).type) {                                \
       case ::qkv::DeviceType::cpu: {                        \
         namespace k = ::qkv::kernels::cpu;                  \

@@ -13,8 +13,10 @@ namespace {
 
 // layer_norm(x) — or, with `residual`, layer_norm(x + residual) with the sum made in the same pass
 // (the sum is the backward's input; its gradient goes to x and residual alike).
+// keep_sum: the sum is returned too (in *sum_out), as its own node (add's backward) that the norm's
+// backward feeds, so that both outputs may take gradients.
 Tensor normalize(const char* op, const Tensor& x, const Tensor& residual, const Shape& normalized_shape,
-                 const Tensor& weight, const Tensor& bias, float eps) {
+                 const Tensor& weight, const Tensor& bias, float eps, Tensor* sum_out = nullptr) {
   QKV_CHECK(x.dtype() == DType::f32, op, ": expected an f32 tensor, got ", dtype_name(x.dtype()));
   const int64_t nd = static_cast<int64_t>(normalized_shape.size());
   QKV_CHECK(nd >= 1 && nd <= x.dim() &&
@@ -39,20 +41,32 @@ Tensor normalize(const char* op, const Tensor& x, const Tensor& residual, const 
     QKV_DISPATCH(op, d, k::add_layer_norm_forward(xc.data(), rc.data(), wp, bp, sum.data(), out.data(), mean.data(),
                                                   rstd.data(), rows, n, eps));
     xc = sum;  // the normalized input, for the backward
+    if (sum_out) *sum_out = record(sum, "add", {x, residual}, [](const Tensor& g) { return std::vector<Tensor>{g, g}; });
   } else {
     QKV_DISPATCH(op, d, k::layer_norm_forward(xc.data(), wp, bp, out.data(), mean.data(), rstd.data(), rows, n, eps));
   }
   bool gw = weight.defined() && weight.requires_grad(), gb = bias.defined() && bias.requires_grad();
-  const bool added = residual.defined();
-  return record(out, op, {x, weight, bias, residual}, [op, xc, w, mean, rstd, rows, n, gw, gb, added, d](const Tensor& g) {
+  // the norm's inputs: x (and residual, taking the same gradient), or the recorded sum
+  const bool added = residual.defined() && !sum_out;
+  const std::vector<Tensor> inputs = sum_out ? std::vector<Tensor>{*sum_out, weight, bias}
+                                     : added ? std::vector<Tensor>{x, weight, bias, residual}
+                                             : std::vector<Tensor>{x, weight, bias};
+  return record(out, op, inputs, [op, xc, w, mean, rstd, rows, n, gw, gb, added, d](const Tensor& g) {
     Tensor gc = g.contiguous(), dx = Tensor::empty(xc.shape(), DType::f32, d);
     Tensor dw = gw ? Tensor::empty(w.shape(), DType::f32, d) : Tensor(),
            db = gb ? Tensor::empty(w.defined() ? w.shape() : Shape{n}, DType::f32, d) : Tensor();
     QKV_DISPATCH(op, d,
                  k::layer_norm_backward(xc.data(), w.defined() ? w.data() : nullptr, mean.data(), rstd.data(),
                                         gc.data(), dx.data(), gw ? dw.data() : nullptr, gb ? db.data() : nullptr, rows, n));
-    return std::vector<Tensor>{dx, dw, db, added ? dx : Tensor()};
+    if (!added) return std::vector<Tensor>{dx, dw, db};
+    return std::vector<Tensor>{dx, dw, db, dx};
   });
+}
+
+void check_residual(const Tensor& x, const Tensor& residual) {
+  QKV_CHECK(residual.defined() && residual.shape() == x.shape() && residual.dtype() == DType::f32,
+            "add_layer_norm: the residual ", residual.defined() ? residual.str() : std::string("(undefined)"),
+            " must be an f32 tensor of the input's shape ", shape_str(x.shape()));
 }
 
 }  // namespace
@@ -64,10 +78,16 @@ Tensor layer_norm(const Tensor& x, const Shape& normalized_shape, const Tensor& 
 
 Tensor add_layer_norm(const Tensor& x, const Tensor& residual, const Shape& normalized_shape, const Tensor& weight,
                       const Tensor& bias, float eps) {
-  QKV_CHECK(residual.defined() && residual.shape() == x.shape() && residual.dtype() == DType::f32,
-            "add_layer_norm: the residual ", residual.defined() ? residual.str() : std::string("(undefined)"),
-            " must be an f32 tensor of the input's shape ", shape_str(x.shape()));
+  check_residual(x, residual);
   return normalize("add_layer_norm", x, residual, normalized_shape, weight, bias, eps);
+}
+
+SumAndNorm add_layer_norm_with_sum(const Tensor& x, const Tensor& residual, const Shape& normalized_shape,
+                                   const Tensor& weight, const Tensor& bias, float eps) {
+  check_residual(x, residual);
+  SumAndNorm r;
+  r.normalized = normalize("add_layer_norm", x, residual, normalized_shape, weight, bias, eps, &r.sum);
+  return r;
 }
 
 }  // namespace qkv

@@ -5,6 +5,7 @@
 
 #include "qkv/core/rng.h"
 #include "qkv/nn/module.h"
+#include "qkv/ops/layer_norm.h"
 
 namespace qkv::nn {
 
@@ -24,6 +25,9 @@ class LayerNorm : public Module {
   Tensor forward(const Tensor& x) const;
   // LN(x + residual) in one pass (ops/layer_norm.h's add_layer_norm): a post-LN sublayer's ending.
   Tensor forward(const Tensor& x, const Tensor& residual) const;
+  // {x + residual, LN(x + residual)} in one pass: a pre-LN layer's residual stream and the next
+  // sublayer's input.
+  SumAndNorm forward_with_sum(const Tensor& x, const Tensor& residual) const;
 
   int64_t normalized_shape;
   float eps;

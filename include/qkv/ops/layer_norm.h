@@ -14,4 +14,13 @@ Tensor layer_norm(const Tensor& x, const Shape& normalized_shape, const Tensor& 
 Tensor add_layer_norm(const Tensor& x, const Tensor& residual, const Shape& normalized_shape,
                       const Tensor& weight = Tensor(), const Tensor& bias = Tensor(), float eps = 1e-5f);
 
+// The same, returning the sum too: a pre-LN layer's residual stream s = x + residual and the next
+// sublayer's input LN(s), from one pass. Both may take gradients:
+//   backward: ds = dsum + layer_norm's dx at s;  dx = dresidual = ds
+struct SumAndNorm {
+  Tensor sum, normalized;
+};
+SumAndNorm add_layer_norm_with_sum(const Tensor& x, const Tensor& residual, const Shape& normalized_shape,
+                                   const Tensor& weight = Tensor(), const Tensor& bias = Tensor(), float eps = 1e-5f);
+
 }  // namespace qkv

@@ -1,0 +1,69 @@
+// The fused residual + LayerNorm ops give the bits of the ops they replace — add, then layer_norm —
+// forward and backward, on the CPU; their values and gradients against PyTorch are the op table's
+// golden cases ("add_layer_norm_*"), the GPU's against the CPU the op table's CUDA comparison.
+#include <gtest/gtest.h>
+
+#include <bit>
+
+#include "qkv/ops.h"
+#include "testing.h"
+
+namespace qkv {
+namespace {
+
+void expect_bits(const Tensor& a, const Tensor& b, const char* what) {
+  ASSERT_TRUE(a.defined() && b.defined()) << what;
+  const std::vector<float> x = a.to_vector(), y = b.to_vector();
+  ASSERT_EQ(x.size(), y.size()) << what;
+  for (size_t i = 0; i < x.size(); ++i)
+    ASSERT_EQ(std::bit_cast<uint32_t>(x[i]), std::bit_cast<uint32_t>(y[i])) << what << "[" << i << "]";
+}
+
+// Rows of 300 (vector tails) and of 8; the sum taking gradients of its own (a pre-LN layer's
+// residual stream) and not (a post-LN layer's); the inputs also used elsewhere, so that gradients
+// meet in them.
+TEST(AddLayerNorm, GivesTheBitsOfAddThenLayerNormForwardAndBackward) {
+  for (int64_t n : {8, 300}) {
+    Generator g(n);
+    const Tensor x0 = Tensor::randn({5, 3, n}, g), r0 = Tensor::randn({5, 3, n}, g), w0 = Tensor::randn({n}, g),
+                 b0 = Tensor::randn({n}, g), gy = Tensor::randn({5, 3, n}, g), gs = Tensor::randn({5, 3, n}, g);
+    for (bool with_sum : {false, true}) {
+      std::vector<Tensor> grads[2], outs[2];
+      for (int fused = 0; fused < 2; ++fused) {
+        Tensor x = x0.clone().requires_grad_(), r = r0.clone().requires_grad_(), w = w0.clone().requires_grad_(),
+               b = b0.clone().requires_grad_();
+        Tensor s, y;
+        if (!fused) {
+          s = add(x, r);
+          y = layer_norm(s, {n}, w, b);
+        } else if (with_sum) {
+          const SumAndNorm sn = add_layer_norm_with_sum(x, r, {n}, w, b);
+          s = sn.sum, y = sn.normalized;
+        } else {
+          y = add_layer_norm(x, r, {n}, w, b);
+        }
+        // the loss: y·gy (+ s·gs), plus x and r on paths of their own
+        Tensor loss = add(sum(mul(y, gy)), sum(mul(mul(x, r), 0.5f)));
+        if (with_sum) loss = add(loss, sum(mul(s, gs)));
+        loss.backward();
+        outs[fused] = {y};
+        if (with_sum) outs[fused].push_back(s);
+        grads[fused] = {x.grad(), r.grad(), w.grad(), b.grad()};
+      }
+      for (size_t i = 0; i < outs[0].size(); ++i) expect_bits(outs[0][i], outs[1][i], i ? "sum" : "normalized");
+      const char* names[] = {"dx", "dresidual", "dweight", "dbias"};
+      for (size_t i = 0; i < 4; ++i) expect_bits(grads[0][i], grads[1][i], names[i]);
+    }
+  }
+}
+
+TEST(AddLayerNorm, RefusesAResidualOfAnotherShape) {
+  Tensor x = Tensor::ones({2, 8});
+  EXPECT_THROW(add_layer_norm(x, Tensor::ones({1, 8}), {8}), Error);
+  EXPECT_THROW(add_layer_norm(x, Tensor(), {8}), Error);
+  EXPECT_THROW(add_layer_norm_with_sum(x, Tensor::ones({2, 8}).to(DType::bf16), {8}), Error);
+  EXPECT_THROW(add_layer_norm(x, Tensor::ones({2, 8}), {4}), Error);
+}
+
+}  // namespace
+}  // namespace qkv
