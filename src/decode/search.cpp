@@ -94,12 +94,9 @@ int64_t first_maximum(const float* x, int64_t n) {
   return at;
 }
 
-// log p(banned) = −∞ in every row of lp [rows, V] (a host tensor of its own: the step's output).
+// log p(banned) = −∞ in every row of lp [rows, V] (the step's own output), on the device that made it.
 void ban(Tensor& lp, int32_t banned) {
-  const int64_t V = lp.size(1);
-  if (banned < 0 || banned >= V) return;
-  float* p = lp.data<float>();
-  for (int64_t r = 0; r < lp.size(0); ++r) p[r * V + banned] = -std::numeric_limits<float>::infinity();
+  if (banned >= 0 && banned < lp.size(1)) lp.select(1, banned).fill_(-std::numeric_limits<float>::infinity());
 }
 
 // ---- a step's candidates reduced where they were made -------------------------------------------
@@ -121,20 +118,14 @@ struct RowBest {
   std::vector<int32_t> token;  // [rows, width]: their tokens
 };
 
-// Each row's `want` best, the banned token's log-probability −∞ as ban() makes it: a row's width is
-// want + 1 when it may hold the banned token, so its `want` best after the ban are still there.
-RowBest row_best(const Tensor& lp, int64_t want, int32_t banned) {
-  const int64_t V = lp.size(1);
-  const bool bans = banned >= 0 && banned < V;
+// Each row's `want` best (lp's device does the selecting; only they come to the host).
+RowBest row_best(const Tensor& lp, int64_t want) {
   RowBest r;
-  r.width = std::min(V, want + (bans ? 1 : 0));
+  r.width = std::min(lp.size(1), want);
   const TopK best = topk(lp, r.width);
   r.value = best.values.to_vector();
   const Tensor tokens = best.indices.to(Device::cpu());
   r.token.assign(tokens.data<int32_t>(), tokens.data<int32_t>() + tokens.numel());
-  if (bans)
-    for (size_t i = 0; i < r.token.size(); ++i)
-      if (r.token[i] == banned) r.value[i] = -std::numeric_limits<float>::infinity();
   return r;
 }
 
@@ -149,11 +140,11 @@ std::vector<Hypothesis> greedy_search(StepModel& model, const std::vector<int64_
   for (int64_t t = 0;; ++t) {
     Tensor lp = model.step(tokens);
     check_rows(lp, static_cast<int64_t>(active.size()));
-    // each row's first maximum: the whole row scanned on the host, or the best two (the banned
-    // token may be one) from the device, the first by topk's order after the ban
+    ban(lp, opt.banned_id);
+    // each row's first maximum: the whole row scanned on the host, or topk's best from the device
     RowBest reduced;
-    if (reduce_rows(lp)) reduced = row_best(lp, 1, opt.banned_id);
-    else lp = lp.contiguous().to(Device::cpu()), ban(lp, opt.banned_id);
+    if (reduce_rows(lp)) reduced = row_best(lp, 1);
+    else lp = lp.contiguous().to(Device::cpu());
     const int64_t V = lp.size(1);
     const float* p = reduced.width ? nullptr : lp.data<float>();
     std::vector<int64_t> keep;
@@ -166,15 +157,7 @@ std::vector<Hypothesis> greedy_search(StepModel& model, const std::vector<int64_
         v = static_cast<int32_t>(first_maximum(row, V));  // first maximum, as argmax
         x = row[v];
       } else {
-        // the row's best unless the ban made it −∞; then the second, which a −∞ ties only when it
-        // is −∞ too, the lower token first (NaN ranks above every number, as in topk)
-        const size_t at = r * static_cast<size_t>(reduced.width);
-        size_t pick = at;
-        if (reduced.token[at] == opt.banned_id && reduced.width > 1) {
-          const float second = reduced.value[at + 1];
-          if (!(second == -std::numeric_limits<float>::infinity() && reduced.token[at + 1] > reduced.token[at]))
-            pick = at + 1;
-        }
+        const size_t pick = r * static_cast<size_t>(reduced.width);
         v = reduced.token[pick], x = reduced.value[pick];
       }
       Hypothesis& h = out[static_cast<size_t>(active[r])];
@@ -300,12 +283,12 @@ std::vector<std::vector<Hypothesis>> beam_search_nbest(StepModel& model, const s
   for (int64_t t = 0; !active.empty(); ++t) {
     Tensor lp = model.step(tokens);
     check_rows(lp, static_cast<int64_t>(active.size()) * K);
+    ban(lp, opt.banned_id);
     if (reduce_rows(lp)) {  // each row's 2K best, from the device (the search picks the same: see row_best)
-      reduced = row_best(lp, 2 * K, opt.banned_id);
+      reduced = row_best(lp, 2 * K);
       p = nullptr;
     } else {  // the whole rows, scanned on the host
       lp = lp.contiguous().to(Device::cpu());
-      ban(lp, opt.banned_id);
       p = lp.data<float>();
     }
     V = lp.size(1);

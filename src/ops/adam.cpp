@@ -35,15 +35,6 @@ kernels::AdamCoefficients coefficients(const AdamUpdate& u) {
 
 }  // namespace
 
-void adam_update_(Tensor& param, const Tensor& grad, Tensor& exp_avg, Tensor& exp_avg_sq, const AdamUpdate& u) {
-  const Device d = device_of("adam_update_", {&param, &grad, &exp_avg, &exp_avg_sq});
-  check_operands(param, grad, exp_avg, exp_avg_sq);
-  const Tensor g = dense(grad);
-  const kernels::AdamCoefficients c = coefficients(u);
-  QKV_DISPATCH("adam_update_", d,
-               k::adam_update(param.data(), g.data(), exp_avg.data(), exp_avg_sq.data(), param.numel(), c));
-}
-
 void adam_update_(const std::vector<Tensor>& params, const std::vector<Tensor>& grads,
                   const std::vector<Tensor>& exp_avgs, const std::vector<Tensor>& exp_avg_sqs, const AdamUpdate& u,
                   const Tensor& clip_factor) {
@@ -74,6 +65,12 @@ void adam_update_(const std::vector<Tensor>& params, const std::vector<Tensor>& 
   QKV_DISPATCH("adam_update_", d,
                k::adam_update_list(p.data(), g.data(), m.data(), v.data(), n.data(), static_cast<int64_t>(count), c,
                                    scale));
+}
+
+
+// One parameter: a list of one.
+void adam_update_(Tensor& param, const Tensor& grad, Tensor& exp_avg, Tensor& exp_avg_sq, const AdamUpdate& u) {
+  adam_update_(std::vector<Tensor>{param}, {grad}, {exp_avg}, {exp_avg_sq}, u);
 }
 
 }  // namespace qkv

@@ -44,10 +44,6 @@ void update(float* p, const float* gp, float* m, float* v, int64_t n, const Adam
 
 }  // namespace
 
-void adam_update(float* p, const float* gp, float* m, float* v, int64_t n, const AdamCoefficients& c) {
-  update<false>(p, gp, m, v, n, c, 1.f);
-}
-
 // On the CPU the list is a loop: each tensor's update is already one pass over its four arrays.
 void adam_update_list(float* const* param, const float* const* grad, float* const* exp_avg, float* const* exp_avg_sq,
                       const int64_t* n, int64_t count, const AdamCoefficients& c, const float* clip_factor) {

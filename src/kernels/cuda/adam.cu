@@ -1,5 +1,5 @@
 // The fused Adam / AdamW update on the GPU (formulas: kernels/adam.inc): one pass over θ, g, m,
-// v, each element read and written once; the list form updates up to kListTensors tensors a launch.
+// v, each element read and written once, up to kListTensors tensors a launch.
 #include "kernels/cuda/kernels.h"
 #include "kernels/cuda/launch.h"
 #include "kernels/cuda/tensor_list.h"
@@ -16,11 +16,6 @@ __device__ inline void adam_element(float* p, float gs, float* m, float* v, cons
   *p = *p * c.decay - c.step_size * mi / (sqrtf(vi) * c.inv_sqrt_bc2 + c.eps);
 }
 
-__global__ void adam_kernel(float* p, const float* gp, float* m, float* v, int64_t n, AdamCoefficients c) {
-  for (int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; i < n; i += int64_t{gridDim.x} * blockDim.x)
-    adam_element(p + i, gp[i], m + i, v + i, c);
-}
-
 // Tensor blockIdx.y of the list, its elements strided over gridDim.x blocks.
 __global__ void adam_list_kernel(TensorList<4> list, AdamCoefficients c, const float* clip_factor) {
   const int t = blockIdx.y;
@@ -35,13 +30,6 @@ __global__ void adam_list_kernel(TensorList<4> list, AdamCoefficients c, const f
 }
 
 }  // namespace
-
-void adam_update(float* param, const float* grad, float* exp_avg, float* exp_avg_sq, int64_t n,
-                 const AdamCoefficients& c) {
-  if (!n) return;
-  adam_kernel<<<blocks_for(n, 256, 4), 256, 0, stream()>>>(param, grad, exp_avg, exp_avg_sq, n, c);
-  QKV_CUDA_LAUNCHED(adam_kernel);
-}
 
 void adam_update_list(float* const* param, const float* const* grad, float* const* exp_avg, float* const* exp_avg_sq,
                       const int64_t* n, int64_t count, const AdamCoefficients& c, const float* clip_factor) {
