@@ -36,4 +36,13 @@ SumAndNorm LayerNorm::forward_with_sum(const Tensor& x, const Tensor& residual) 
   return add_layer_norm_with_sum(x, residual, {normalized_shape}, weight, bias, eps);
 }
 
+SumAndNorm LayerNorm::forward_with_sum(const ResidualStream& x) const {
+  if (x.delta.defined()) return forward_with_sum(x.delta, x.base);
+  return {x.base, forward(x.base)};
+}
+
+Tensor LayerNorm::forward(const ResidualStream& x) const {
+  return x.delta.defined() ? forward(x.delta, x.base) : forward(x.base);
+}
+
 }  // namespace qkv::nn

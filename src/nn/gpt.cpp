@@ -76,10 +76,11 @@ Tensor GPT::embed(const Tensor& idx, int64_t pos0) const {
 }
 
 Tensor GPT::forward(const Tensor& idx, AttentionMaps* maps) const {
-  Tensor x = embed(idx, 0);
+  // the residual stream: each block's last sum is made in the next one's first LayerNorm (or LN_f)
+  ResidualStream x{embed(idx, 0), Tensor()};
   for (auto& block : h) {
     Tensor w;
-    x = block->forward(x, Tensor(), Tensor(), /*is_causal=*/true, maps ? &w : nullptr);
+    x = block->forward_masked(x, Tensor(), /*is_causal=*/true, maps ? &w : nullptr);
     if (maps) maps->decoder_self.push_back(w);
   }
   // logits = LN_f(x) wteᵀ
@@ -96,7 +97,7 @@ Tensor GPT::loss(const Tensor& idx, const Tensor& targets) const {
 Tensor GPT::forward_cached(const Tensor& idx, std::vector<KVCache>& caches) const {
   NoGradGuard no_grad;
   if (caches.size() != h.size()) caches.assign(h.size(), KVCache{});
-  Tensor x = embed(idx, caches[0].length);
+  ResidualStream x{embed(idx, caches[0].length), Tensor()};
   for (size_t i = 0; i < h.size(); ++i) x = h[i]->forward_cached(x, caches[i]);
   const int64_t T = idx.size(1);
   return linear_inference(ln_f->forward(x.select(1, T - 1)), wte->weight, wte_inference);  // the last position only

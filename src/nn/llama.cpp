@@ -136,13 +136,30 @@ Tensor LlamaDecoderLayer::mlp(const Tensor& m, bool inference) const {
   return down_proj->forward(mul(silu(gate_proj->forward(m)), up_proj->forward(m)));
 }
 
+namespace {
+
+// The stream's sum and RMSNorm(sum) with γ, in one pass when a delta is pending.
+SumAndNorm sum_and_norm(const ResidualStream& x, const Tensor& gamma, float eps) {
+  if (x.delta.defined()) return add_rms_norm_with_sum(x.delta, x.base, gamma, eps);
+  return {x.base, rms_norm(x.base, gamma, eps)};
+}
+
+}  // namespace
+
 Tensor LlamaDecoderLayer::forward(const Tensor& x, const Tensor& cos, const Tensor& sin, const Tensor& mask,
                                   bool is_causal, Tensor* weights_out) const {
-  const int64_t B = x.size(0), T = x.size(1), H = config.num_attention_heads, Hkv = config.kv_heads(),
-                D = config.head_size();
+  return forward(ResidualStream{x, Tensor()}, cos, sin, mask, is_causal, weights_out).sum();
+}
+
+ResidualStream LlamaDecoderLayer::forward(const ResidualStream& stream, const Tensor& cos, const Tensor& sin,
+                                          const Tensor& mask, bool is_causal, Tensor* weights_out) const {
   const float eps = static_cast<float>(config.rms_norm_eps), p = is_training() ? config.dropout : 0.f;
-  // n = RMSNorm₁(x); Q, K rotated by position: [B, H, T, D], [B, Hkv, T, D]
-  Tensor n = rms_norm(x, input_layernorm, eps);
+  // x = the stream's sum, n = RMSNorm₁(x): one pass
+  const SumAndNorm xn = sum_and_norm(stream, input_layernorm, eps);
+  const int64_t B = xn.sum.size(0), T = xn.sum.size(1), H = config.num_attention_heads, Hkv = config.kv_heads(),
+                D = config.head_size();
+  const Tensor& n = xn.normalized;
+  // Q, K rotated by position: [B, H, T, D], [B, Hkv, T, D]
   Tensor q = apply_rotary_pos_emb(q_proj->forward(n).view({B, T, H, D}).transpose(1, 2), cos, sin);
   Tensor k = apply_rotary_pos_emb(k_proj->forward(n).view({B, T, Hkv, D}).transpose(1, 2), cos, sin);
   Tensor v = v_proj->forward(n).view({B, T, Hkv, D}).transpose(1, 2);
@@ -155,17 +172,19 @@ Tensor LlamaDecoderLayer::forward(const Tensor& x, const Tensor& cos, const Tens
   } else {
     a = scaled_dot_product_attention(q, k, v, opt);
   }
-  // h = x + o_proj(heads concatenated);  x' = h + MLP(RMSNorm₂(h))
-  Tensor h = x + dropout(o_proj->forward(a.transpose(1, 2).reshape({B, T, H * D})), p, is_training(), gen_);
-  return h + dropout(mlp(rms_norm(h, post_attention_layernorm, eps), false), p, is_training(), gen_);
+  // h = x + o_proj(heads concatenated) and m = RMSNorm₂(h) in one pass; x' = h + MLP(m), left pending
+  const Tensor o = dropout(o_proj->forward(a.transpose(1, 2).reshape({B, T, H * D})), p, is_training(), gen_);
+  const SumAndNorm hm = add_rms_norm_with_sum(o, xn.sum, post_attention_layernorm, eps);
+  return {hm.sum, dropout(mlp(hm.normalized, false), p, is_training(), gen_)};
 }
 
-Tensor LlamaDecoderLayer::forward_cached(const Tensor& x, const Tensor& cos, const Tensor& sin, const Tensor& mask,
-                                         bool is_causal, KVCache& cache) const {
-  const int64_t B = x.size(0), T = x.size(1), H = config.num_attention_heads, Hkv = config.kv_heads(),
-                D = config.head_size();
+ResidualStream LlamaDecoderLayer::forward_cached(const ResidualStream& stream, const Tensor& cos, const Tensor& sin,
+                                                 const Tensor& mask, bool is_causal, KVCache& cache) const {
   const float eps = static_cast<float>(config.rms_norm_eps);
-  Tensor n = rms_norm(x, input_layernorm, eps);
+  const SumAndNorm xn = sum_and_norm(stream, input_layernorm, eps);
+  const int64_t B = xn.sum.size(0), T = xn.sum.size(1), H = config.num_attention_heads, Hkv = config.kv_heads(),
+                D = config.head_size();
+  const Tensor& n = xn.normalized;
   Tensor q = apply_rotary_pos_emb(q_proj->forward_inference(n).view({B, T, H, D}).transpose(1, 2), cos, sin);
   Tensor k = apply_rotary_pos_emb(k_proj->forward_inference(n).view({B, T, Hkv, D}).transpose(1, 2), cos, sin);
   Tensor v = v_proj->forward_inference(n).view({B, T, Hkv, D}).transpose(1, 2);
@@ -173,8 +192,10 @@ Tensor LlamaDecoderLayer::forward_cached(const Tensor& x, const Tensor& cos, con
   AttentionOptions opt;
   opt.attn_mask = mask, opt.is_causal = is_causal, opt.enable_gqa = Hkv != H;
   Tensor a = scaled_dot_product_attention(q, cache.keys(), cache.values(), opt);
-  Tensor h = x + o_proj->forward_inference(a.transpose(1, 2).reshape({B, T, H * D}));
-  return h + mlp(rms_norm(h, post_attention_layernorm, eps), true);
+  const SumAndNorm hm =
+      add_rms_norm_with_sum(o_proj->forward_inference(a.transpose(1, 2).reshape({B, T, H * D})), xn.sum,
+                            post_attention_layernorm, eps);
+  return {hm.sum, mlp(hm.normalized, true)};
 }
 
 void LlamaDecoderLayer::set_inference_weights(InferenceWeights weights) {
@@ -210,9 +231,10 @@ Tensor Llama::sliding_mask(int64_t T, int64_t past, Device device) const {
   return sliding_window_mask(T, S, W, past, device);
 }
 
-// logits = RMSNorm(x) Wᵀ, W = lm_head's weight or (tied) embed_tokens'
-Tensor Llama::head(const Tensor& x, bool inference) const {
-  Tensor h = rms_norm(x, norm, static_cast<float>(config.rms_norm_eps));
+// logits = RMSNorm(x) Wᵀ, W = lm_head's weight or (tied) embed_tokens'; x's pending sum made in the norm's pass
+Tensor Llama::head(const ResidualStream& x, bool inference) const {
+  const float eps = static_cast<float>(config.rms_norm_eps);
+  Tensor h = x.delta.defined() ? add_rms_norm(x.delta, x.base, norm, eps) : rms_norm(x.base, norm, eps);
   const Tensor& w = lm_head ? lm_head->weight : embed_tokens->weight;
   return inference ? linear_inference(h, w, head_inference) : linear(h, w);
 }
@@ -222,9 +244,10 @@ Tensor Llama::forward(const Tensor& idx, AttentionMaps* maps) const {
   const int64_t T = idx.size(1);
   QKV_CHECK(T >= 1 && T <= config.block_size, "Llama: ", T, " positions exceed max_position_embeddings ",
             config.block_size);
-  Tensor x = embed_tokens->forward(idx);  // [B, T, E]
-  auto [cos, sin] = rope_.tables(0, T, x.device());
-  Tensor mask = sliding_mask(T, 0, x.device());
+  ResidualStream x{embed_tokens->forward(idx), Tensor()};  // [B, T, E]
+  const Device device = x.base.device();
+  auto [cos, sin] = rope_.tables(0, T, device);
+  Tensor mask = sliding_mask(T, 0, device);
   for (auto& layer : layers) {
     Tensor w;
     x = layer->forward(x, cos, sin, mask, /*is_causal=*/!mask.defined(), maps ? &w : nullptr);
@@ -247,12 +270,13 @@ Tensor Llama::step(const Tensor& idx, DecoderState& state) const {
   const int64_t T = idx.size(1), pos0 = state.length();
   QKV_CHECK(T >= 1 && pos0 + T <= config.block_size, "Llama: positions ", pos0, " … ", pos0 + T - 1,
             " exceed max_position_embeddings ", config.block_size);
-  Tensor x = embed_tokens->forward(idx);
-  auto [cos, sin] = rope_.tables(pos0, T, x.device());
+  ResidualStream x{embed_tokens->forward(idx), Tensor()};
+  const Device device = x.base.device();
+  auto [cos, sin] = rope_.tables(pos0, T, device);
   // the new positions see the cached ones and their own past: causal aligned bottom-right
-  Tensor mask = sliding_mask(T, pos0, x.device());
+  Tensor mask = sliding_mask(T, pos0, device);
   const bool is_causal = !mask.defined() && T > 1 && pos0 == 0;
-  if (!mask.defined() && T > 1 && pos0 > 0) mask = causal_mask(T, pos0 + T, pos0, x.device());
+  if (!mask.defined() && T > 1 && pos0 > 0) mask = causal_mask(T, pos0 + T, pos0, device);
   for (size_t i = 0; i < layers.size(); ++i) x = layers[i]->forward_cached(x, cos, sin, mask, is_causal, state.caches[i]);
   return head(x.select(1, T - 1), true);  // the last position only
 }

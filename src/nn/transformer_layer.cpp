@@ -73,36 +73,45 @@ Tensor TransformerEncoderLayer::forward(const Tensor& src, const Tensor& src_mas
 Tensor TransformerEncoderLayer::forward_masked(const Tensor& src, const Tensor& mask, bool is_causal,
                                                Tensor* weights_out) const {
   Tensor x = to_batch_first(src, opt.batch_first);
-  // SA(x) = Dropout(MultiHead(x, x, x))
-  auto sa = [&](const Tensor& h) {
-    auto r = self_attn->forward_masked(h, h, h, mask, weights_out != nullptr, false, is_causal);
-    if (weights_out) *weights_out = r.weights;
-    return drop(r.output);
-  };
-  // FF(x) = Dropout(FFN(x))
-  auto ff = [&](const Tensor& h) {
-    return drop(feed_forward(h, *linear1, *linear2, opt.activation, opt.dropout, is_training(), gen_));
-  };
-  if (opt.norm_first) {
-    // y = x + SA(LN(x)) and LN(y) in one pass, then y + FF(LN(y))
-    const SumAndNorm y = norm2->forward_with_sum(x, sa(norm1->forward(x)));
-    x = y.sum + ff(y.normalized);
+  if (opt.norm_first) {  // x + SA(LN(x)), then + FF(LN(·)): the residual stream's form, summed
+    x = forward_masked(ResidualStream{x, Tensor()}, mask, is_causal, weights_out).sum();
   } else {
-    x = norm1->forward(x, sa(x));  // LN(x + SA(x))
-    x = norm2->forward(x, ff(x));  // LN(x + FF(x))
+    // SA(x) = Dropout(MultiHead(x, x, x)), FF(x) = Dropout(FFN(x))
+    auto r = self_attn->forward_masked(x, x, x, mask, weights_out != nullptr, false, is_causal);
+    if (weights_out) *weights_out = r.weights;
+    x = norm1->forward(x, drop(r.output));  // LN(x + SA(x))
+    x = norm2->forward(x, drop(feed_forward(x, *linear1, *linear2, opt.activation, opt.dropout, is_training(),
+                                            gen_)));  // LN(x + FF(x))
   }
   return to_batch_first(x, opt.batch_first);
 }
 
+ResidualStream TransformerEncoderLayer::forward_masked(const ResidualStream& x, const Tensor& mask, bool is_causal,
+                                                      Tensor* weights_out) const {
+  QKV_CHECK(opt.norm_first, "TransformerEncoderLayer: the residual stream form is pre-LN's (norm_first)");
+  // x = the stream's sum and LN₁(x), one pass
+  const SumAndNorm in = norm1->forward_with_sum(x);
+  auto r = self_attn->forward_masked(in.normalized, in.normalized, in.normalized, mask, weights_out != nullptr, false,
+                                     is_causal);
+  if (weights_out) *weights_out = r.weights;
+  // y = x + SA(LN₁(x)) and LN₂(y) in one pass; y + FF(LN₂(y)) left pending
+  const SumAndNorm y = norm2->forward_with_sum(in.sum, drop(r.output));
+  return {y.sum, drop(feed_forward(y.normalized, *linear1, *linear2, opt.activation, opt.dropout, is_training(), gen_))};
+}
+
 Tensor TransformerEncoderLayer::forward_cached(const Tensor& x, KVCache& cache) const {
+  if (opt.norm_first) return forward_cached(ResidualStream{x, Tensor()}, cache).sum();
   NoGradGuard no_grad;
-  auto ff = [&](const Tensor& h) { return feed_forward_inference(h, *linear1, *linear2, opt.activation); };
-  if (opt.norm_first) {
-    const SumAndNorm y = norm2->forward_with_sum(x, self_attn->forward_cached(norm1->forward(x), cache));
-    return y.sum + ff(y.normalized);
-  }
   Tensor y = norm1->forward(x, self_attn->forward_cached(x, cache));
-  return norm2->forward(y, ff(y));
+  return norm2->forward(y, feed_forward_inference(y, *linear1, *linear2, opt.activation));
+}
+
+ResidualStream TransformerEncoderLayer::forward_cached(const ResidualStream& x, KVCache& cache) const {
+  QKV_CHECK(opt.norm_first, "TransformerEncoderLayer: the residual stream form is pre-LN's (norm_first)");
+  NoGradGuard no_grad;
+  const SumAndNorm in = norm1->forward_with_sum(x);
+  const SumAndNorm y = norm2->forward_with_sum(in.sum, self_attn->forward_cached(in.normalized, cache));
+  return {y.sum, feed_forward_inference(y.normalized, *linear1, *linear2, opt.activation)};
 }
 
 Tensor TransformerEncoderLayer::forward_inference(const Tensor& x, const Tensor& mask) const {

@@ -9,28 +9,72 @@ namespace qkv {
 using autograd::record;
 using ops_detail::device_of;
 
-// y = x / √(mean(x²) + ε) · γ; backward in kernels/cpu/rms_norm.h, beside the forward.
-Tensor rms_norm(const Tensor& x, const Tensor& weight, float eps) {
-  QKV_CHECK(x.dtype() == DType::f32 && x.dim() >= 1, "rms_norm: expected an f32 tensor of at least one dimension, got ",
+namespace {
+
+// y = x / √(mean(x²) + ε) · γ — or, with `residual`, the same of x + residual with the sum made in
+// the same pass (the sum is the backward's input; its gradient goes to x and residual alike).
+// keep_sum: the sum is returned too (in *sum_out), as its own node (add's backward) that the norm's
+// backward feeds, so that both outputs may take gradients. Backward in kernels/rms_norm.inc.
+Tensor normalize(const char* op, const Tensor& x, const Tensor& residual, const Tensor& weight, float eps,
+                 Tensor* sum_out = nullptr) {
+  QKV_CHECK(x.dtype() == DType::f32 && x.dim() >= 1, op, ": expected an f32 tensor of at least one dimension, got ",
             dtype_name(x.dtype()), " ", shape_str(x.shape()));
-  QKV_CHECK(!weight.defined() || (weight.dim() == 1 && weight.size(0) == x.size(-1)), "rms_norm: weight ",
+  QKV_CHECK(!weight.defined() || (weight.dim() == 1 && weight.size(0) == x.size(-1)), op, ": weight ",
             shape_str(weight.shape()), " does not match the last dimension of ", shape_str(x.shape()));
-  const Device d = device_of("rms_norm", {&x, &weight});
+  const Device d = device_of(op, {&x, &residual, &weight});
   const int64_t n = x.size(-1), rows = n ? x.numel() / n : 0;
   Tensor xc = dense(x);
   Tensor w = weight.defined() ? weight.contiguous_copy() : Tensor();
+  const float* wp = w.defined() ? w.data() : nullptr;
   Tensor out = Tensor::empty(x.shape(), DType::f32, d), rstd = Tensor::empty({rows}, DType::f32, d);
-  QKV_DISPATCH("rms_norm", d,
-               k::rms_norm_forward(xc.data(), w.defined() ? w.data() : nullptr, out.data(), rstd.data(), rows, n, eps));
+  if (residual.defined()) {
+    Tensor rc = dense(residual), sum = Tensor::empty(x.shape(), DType::f32, d);
+    QKV_DISPATCH(op, d, k::add_rms_norm_forward(xc.data(), rc.data(), wp, sum.data(), out.data(), rstd.data(), rows, n,
+                                                eps));
+    xc = sum;  // the normalized input, for the backward
+    if (sum_out) *sum_out = record(sum, "add", {x, residual}, [](const Tensor& g) { return std::vector<Tensor>{g, g}; });
+  } else {
+    QKV_DISPATCH(op, d, k::rms_norm_forward(xc.data(), wp, out.data(), rstd.data(), rows, n, eps));
+  }
   const bool gw = weight.defined() && weight.requires_grad();
-  return record(out, "rms_norm", {x, weight}, [xc, w, rstd, rows, n, gw, d](const Tensor& g) {
+  // the norm's inputs: x (and residual, taking the same gradient), or the recorded sum
+  const bool added = residual.defined() && !sum_out;
+  const std::vector<Tensor> inputs = sum_out ? std::vector<Tensor>{*sum_out, weight}
+                                     : added ? std::vector<Tensor>{x, weight, residual}
+                                             : std::vector<Tensor>{x, weight};
+  return record(out, op, inputs, [op, xc, w, rstd, rows, n, gw, added, d](const Tensor& g) {
     Tensor gc = g.contiguous(), dx = Tensor::empty(xc.shape(), DType::f32, d);
     Tensor dw = gw ? Tensor::empty(w.shape(), DType::f32, d) : Tensor();
-    QKV_DISPATCH("rms_norm", d,
+    QKV_DISPATCH(op, d,
                  k::rms_norm_backward(xc.data(), w.defined() ? w.data() : nullptr, rstd.data(), gc.data(), dx.data(),
                                       gw ? dw.data() : nullptr, rows, n));
-    return std::vector<Tensor>{dx, dw};
+    if (!added) return std::vector<Tensor>{dx, dw};
+    return std::vector<Tensor>{dx, dw, dx};
   });
+}
+
+void check_residual(const Tensor& x, const Tensor& residual) {
+  QKV_CHECK(residual.defined() && residual.shape() == x.shape() && residual.dtype() == DType::f32,
+            "add_rms_norm: the residual ", residual.defined() ? residual.str() : std::string("(undefined)"),
+            " must be an f32 tensor of the input's shape ", shape_str(x.shape()));
+}
+
+}  // namespace
+
+Tensor rms_norm(const Tensor& x, const Tensor& weight, float eps) {
+  return normalize("rms_norm", x, Tensor(), weight, eps);
+}
+
+Tensor add_rms_norm(const Tensor& x, const Tensor& residual, const Tensor& weight, float eps) {
+  check_residual(x, residual);
+  return normalize("add_rms_norm", x, residual, weight, eps);
+}
+
+SumAndNorm add_rms_norm_with_sum(const Tensor& x, const Tensor& residual, const Tensor& weight, float eps) {
+  check_residual(x, residual);
+  SumAndNorm r;
+  r.normalized = normalize("add_rms_norm", x, residual, weight, eps, &r.sum);
+  return r;
 }
 
 }  // namespace qkv

@@ -518,6 +518,21 @@ def gen_ops():
             return F.layer_norm(x + residual, [8], weight, bias, 1e-5)
 
         b.add(f"add_layer_norm_{tag}", "add_layer_norm", {"normalized_shape": [8], "eps": 1e-5}, inputs, fn)
+
+    # -- add_rms_norm: rms_norm(x + residual) (a pre-norm decoder's residual and next norm, fused), both
+    # inputs taking the sum's gradient
+    for tag, shape, w, eps in [("weight", [4, 19], True, 1e-6), ("plain_3d", [2, 3, 20], False, 1e-5)]:
+        b.seed()
+        inputs = {"x": randn(*shape), "residual": randn(*shape)}
+        if w:
+            inputs["weight"] = (1.0 + randn(shape[-1], scale=0.3)).float()
+
+        def fn(x, residual, weight=None, eps=eps):
+            s = x + residual
+            y = s / torch.sqrt((s * s).mean(-1, keepdim=True) + eps)
+            return y * weight if weight is not None else y
+
+        b.add(f"add_rms_norm_{tag}", "add_rms_norm", {"eps": eps}, inputs, fn)
     return b.cases
 
 

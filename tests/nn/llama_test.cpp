@@ -4,6 +4,8 @@
 // tests/models/hf_convert_test.cpp's.
 #include <gtest/gtest.h>
 
+#include <map>
+
 #include "qkv/decode/generate.h"
 #include "qkv/models/registry.h"
 #include "qkv/ops.h"
@@ -78,6 +80,50 @@ TEST(Llama, LossGradientsMatchFiniteDifferences) {
     auto r = autograd::gradcheck([&](const std::vector<Tensor>&) { return m.loss(idx, tgt); }, {p}, o);
     EXPECT_TRUE(r.ok) << r.message;
   }
+}
+
+// Llama as its formula composed of plain ops — add, then rms_norm, at every residual — with the
+// model's own parameters: the reference for the residual stream (nn/residual_stream.h), whose sums
+// are made in the next norm's pass.
+Tensor unfused_llama(const nn::Llama& m, const Tensor& idx) {
+  const nn::LlamaConfig& c = m.config;
+  const float eps = static_cast<float>(c.rms_norm_eps);
+  const int64_t B = idx.size(0), T = idx.size(1), H = c.num_attention_heads, Hkv = c.kv_heads(), D = c.head_size();
+  Tensor x = m.embed_tokens->forward(idx);
+  auto [cos, sin] = m.rotary().tables(0, T, x.device());
+  for (const auto& L : m.layers) {
+    Tensor n = rms_norm(x, L->input_layernorm, eps);
+    Tensor q = apply_rotary_pos_emb(L->q_proj->forward(n).view({B, T, H, D}).transpose(1, 2), cos, sin);
+    Tensor k = apply_rotary_pos_emb(L->k_proj->forward(n).view({B, T, Hkv, D}).transpose(1, 2), cos, sin);
+    Tensor v = L->v_proj->forward(n).view({B, T, Hkv, D}).transpose(1, 2);
+    AttentionOptions opt;
+    opt.is_causal = true, opt.enable_gqa = Hkv != H;
+    Tensor a = scaled_dot_product_attention(q, k, v, opt);
+    Tensor h = add(x, L->o_proj->forward(a.transpose(1, 2).reshape({B, T, H * D})));
+    Tensor u = rms_norm(h, L->post_attention_layernorm, eps);
+    x = add(h, L->down_proj->forward(mul(silu(L->gate_proj->forward(u)), L->up_proj->forward(u))));
+  }
+  return linear(rms_norm(x, m.norm, eps), m.lm_head ? m.lm_head->weight : m.embed_tokens->weight);
+}
+
+// The model gives the unfused formula's bits: its logits, and every parameter's gradient.
+TEST(Llama, ResidualStreamGivesTheBitsOfAddThenNorm) {
+  Generator g(11);
+  nn::Llama m(tiny(), &g);
+  Tensor idx = Tensor::from_ints({1, 4, 9, 16, 25, 36, 49, 0, 7, 3, 2, 8}, {2, 6});
+  Tensor tgt = Tensor::from_ints({4, 9, 16, 25, 36, 49, 0, 1, 3, 2, 8, 5}, {2, 6});
+  std::map<std::string, std::vector<float>> grads[2];
+  std::vector<float> logits[2];
+  for (int fused = 0; fused < 2; ++fused) {
+    for (auto& [name, p] : m.named_parameters()) p.zero_grad();
+    Tensor out = fused ? m.forward(idx) : unfused_llama(m, idx);
+    logits[fused] = out.to_vector();
+    cross_entropy(out.reshape({-1, m.config.vocab_size}), tgt.reshape({-1})).backward();
+    for (auto& [name, p] : m.named_parameters()) grads[fused][name] = p.grad().to_vector();
+  }
+  EXPECT_EQ(logits[0], logits[1]);
+  ASSERT_EQ(grads[0].size(), grads[1].size());
+  for (const auto& [name, gr] : grads[0]) EXPECT_EQ(gr, grads[1][name]) << name;
 }
 
 // Decoding in pieces through the KV cache gives the full forward's logits at every position —

@@ -4,6 +4,7 @@
 // names qkv shares. Outputs, the loss, and the gradient of every parameter and input are compared.
 #include <gtest/gtest.h>
 
+#include <map>
 #include <set>
 
 #include "golden_util.h"
@@ -51,6 +52,37 @@ TEST(ModelGolden, GptForwardBackwardMatchesNanoGPT) {
     EXPECT_TRUE(all_close("loss", loss.reshape({1}), c.at("outputs").at("loss")));
     loss.backward();
     expect_param_grads(gpt, c);
+  }
+}
+
+// The residual stream (nn/residual_stream.h: each block's last sum made in the next block's first
+// LayerNorm, and in LN_f) gives the bits of the blocks run one by one, each summing its own output:
+// the logits and every parameter's gradient.
+TEST(ModelGolden, GptResidualStreamGivesTheBitsOfBlockByBlock) {
+  for (const json& c : golden_cases("models.json", {"gpt"})) {
+    SCOPED_TRACE("case " + c.at("name").get<std::string>());
+    nn::GPT gpt(nn::GPTConfig::from_json(c.at("params")));
+    gpt.load_state_dict(state_of(c));
+    gpt.eval();  // no dropout: the two runs draw no masks
+    Tensor idx = json_tensor(c.at("inputs").at("idx")), targets = json_tensor(c.at("inputs").at("targets"));
+    std::vector<float> logits[2];
+    std::map<std::string, std::vector<float>> grads[2];
+    for (int stream = 0; stream < 2; ++stream) {
+      for (auto& [name, p] : gpt.named_parameters()) p.zero_grad();
+      Tensor out;
+      if (stream) {
+        out = gpt.forward(idx);
+      } else {
+        Tensor x = add(gpt.wte->forward(idx), gpt.wpe->weight.slice(0, 0, idx.size(1)));
+        for (const auto& block : gpt.h) x = block->forward(x, Tensor(), Tensor(), /*is_causal=*/true);
+        out = linear(gpt.ln_f->forward(x), gpt.wte->weight);
+      }
+      logits[stream] = out.to_vector();
+      cross_entropy(out.reshape({-1, gpt.config.vocab_size}), targets.reshape({-1})).backward();
+      for (auto& [name, p] : gpt.named_parameters()) grads[stream][name] = p.grad().to_vector();
+    }
+    EXPECT_EQ(logits[0], logits[1]);
+    for (const auto& [name, g] : grads[0]) EXPECT_EQ(g, grads[1][name]) << name;
   }
 }
 

@@ -1,6 +1,6 @@
-// The fused residual + LayerNorm ops give the bits of the ops they replace — add, then layer_norm —
+// The fused residual + norm ops (LayerNorm, RMSNorm) give the bits of the ops they replace — add, then layer_norm —
 // forward and backward, on the CPU; their values and gradients against PyTorch are the op table's
-// golden cases ("add_layer_norm_*"), the GPU's against the CPU the op table's CUDA comparison.
+// golden cases ("add_layer_norm_*", "add_rms_norm_*"), the GPU's against the CPU the op table's CUDA comparison.
 #include <gtest/gtest.h>
 
 #include <bit>
@@ -63,6 +63,53 @@ TEST(AddLayerNorm, RefusesAResidualOfAnotherShape) {
   EXPECT_THROW(add_layer_norm(x, Tensor(), {8}), Error);
   EXPECT_THROW(add_layer_norm_with_sum(x, Tensor::ones({2, 8}).to(DType::bf16), {8}), Error);
   EXPECT_THROW(add_layer_norm(x, Tensor::ones({2, 8}), {4}), Error);
+}
+
+// The same for RMSNorm (Llama's residual stream): add, then rms_norm, against add_rms_norm and
+// add_rms_norm_with_sum, with and without a scale.
+TEST(AddRmsNorm, GivesTheBitsOfAddThenRmsNormForwardAndBackward) {
+  for (int64_t n : {8, 300}) {
+    Generator g(100 + n);
+    const Tensor x0 = Tensor::randn({5, 3, n}, g), r0 = Tensor::randn({5, 3, n}, g), w0 = Tensor::randn({n}, g),
+                 gy = Tensor::randn({5, 3, n}, g), gs = Tensor::randn({5, 3, n}, g);
+    for (bool with_sum : {false, true}) {
+      for (bool scaled : {false, true}) {
+        std::vector<Tensor> grads[2], outs[2];
+        for (int fused = 0; fused < 2; ++fused) {
+          Tensor x = x0.clone().requires_grad_(), r = r0.clone().requires_grad_(), w = w0.clone().requires_grad_();
+          const Tensor wt = scaled ? w : Tensor();
+          Tensor s, y;
+          if (!fused) {
+            s = add(x, r);
+            y = rms_norm(s, wt, 1e-6f);
+          } else if (with_sum) {
+            const SumAndNorm sn = add_rms_norm_with_sum(x, r, wt, 1e-6f);
+            s = sn.sum, y = sn.normalized;
+          } else {
+            y = add_rms_norm(x, r, wt, 1e-6f);
+          }
+          Tensor loss = add(sum(mul(y, gy)), sum(mul(mul(x, r), 0.5f)));
+          if (with_sum) loss = add(loss, sum(mul(s, gs)));
+          loss.backward();
+          outs[fused] = {y};
+          if (with_sum) outs[fused].push_back(s);
+          grads[fused] = {x.grad(), r.grad()};
+          if (scaled) grads[fused].push_back(w.grad());
+        }
+        for (size_t i = 0; i < outs[0].size(); ++i) expect_bits(outs[0][i], outs[1][i], i ? "sum" : "normalized");
+        const char* names[] = {"dx", "dresidual", "dweight"};
+        for (size_t i = 0; i < grads[0].size(); ++i) expect_bits(grads[0][i], grads[1][i], names[i]);
+      }
+    }
+  }
+}
+
+TEST(AddRmsNorm, RefusesAResidualOfAnotherShape) {
+  Tensor x = Tensor::ones({2, 8});
+  EXPECT_THROW(add_rms_norm(x, Tensor::ones({1, 8}), Tensor(), 1e-6f), Error);
+  EXPECT_THROW(add_rms_norm(x, Tensor(), Tensor(), 1e-6f), Error);
+  EXPECT_THROW(add_rms_norm_with_sum(x, Tensor::ones({2, 8}).to(DType::bf16), Tensor(), 1e-6f), Error);
+  EXPECT_THROW(add_rms_norm(x, Tensor::ones({2, 8}), Tensor::ones({4}), 1e-6f), Error);
 }
 
 }  // namespace

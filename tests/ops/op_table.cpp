@@ -345,6 +345,23 @@ std::vector<OpInfo> build() {
         {"x", "weight"});
     rms.cuda_grad_tol = 1e-4;
     t.push_back(rms);
+    OpInfo arms = entry(
+        "add_rms_norm",
+        [](const TensorMap& m, const json& p, Device) {
+          return one(add_rms_norm(in(m, "x"), in(m, "residual"), opt(m, "weight"), f32(p, "eps")));
+        },
+        [] {
+          return std::vector<Sample>{
+              S("weight", {{"x", randn({3, 8}, 57)}, {"residual", randn({3, 8}, 58)}, {"weight", randn({8}, 59)}},
+                {{"eps", 1e-6}}),
+              S("plain_3d", {{"x", randn({2, 3, 5}, 60)}, {"residual", randn({2, 3, 5}, 61)}}, {{"eps", 1e-5}}),
+              gpu_only(S("gpu", {{"x", randn({9, 3, 300}, 62, 2.f)}, {"residual", randn({9, 3, 300}, 63)},
+                                 {"weight", randn({300}, 64)}},
+                         {{"eps", 1e-6}}))};
+        },
+        {"x", "residual", "weight"});
+    arms.cuda_grad_tol = 1e-4;
+    t.push_back(arms);
     OpInfo bn = entry(
         "batch_norm",
         [](const TensorMap& m, const json& p, Device) {

@@ -5,6 +5,7 @@
 
 #include "qkv/core/rng.h"
 #include "qkv/nn/module.h"
+#include "qkv/nn/residual_stream.h"
 #include "qkv/ops/layer_norm.h"
 
 namespace qkv::nn {
@@ -28,6 +29,10 @@ class LayerNorm : public Module {
   // {x + residual, LN(x + residual)} in one pass: a pre-LN layer's residual stream and the next
   // sublayer's input.
   SumAndNorm forward_with_sum(const Tensor& x, const Tensor& residual) const;
+  // A residual stream's sum and its norm (nn/residual_stream.h): one pass when a delta is pending.
+  SumAndNorm forward_with_sum(const ResidualStream& x) const;
+  // LN of a residual stream's sum, the sum made in the norm's pass: a pre-LN stack's final norm.
+  Tensor forward(const ResidualStream& x) const;
 
   int64_t normalized_shape;
   float eps;

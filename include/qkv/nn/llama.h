@@ -23,6 +23,7 @@
 #include "qkv/nn/embedding.h"
 #include "qkv/nn/linear.h"
 #include "qkv/nn/multihead_attention.h"
+#include "qkv/nn/residual_stream.h"
 
 namespace qkv::nn {
 
@@ -71,10 +72,14 @@ class LlamaDecoderLayer : public Module {
   // x [B, T, E] at positions given by cos/sin [T, rot] → [B, T, E]; weights_out: [B, H, T, S].
   Tensor forward(const Tensor& x, const Tensor& cos, const Tensor& sin, const Tensor& mask, bool is_causal,
                  Tensor* weights_out = nullptr) const;
+  // The same on the residual stream between layers (nn/residual_stream.h): the incoming pending sum
+  // is made in RMSNorm₁'s pass, and the output is {h, MLP(RMSNorm₂(h))} with its sum left pending.
+  ResidualStream forward(const ResidualStream& x, const Tensor& cos, const Tensor& sin, const Tensor& mask,
+                         bool is_causal, Tensor* weights_out = nullptr) const;
   // Decoding: appends this layer's keys and values for x's T positions to `cache` and attends over
   // all it holds, with `mask` [T, S] (or is_causal) as Llama::step makes it.
-  Tensor forward_cached(const Tensor& x, const Tensor& cos, const Tensor& sin, const Tensor& mask, bool is_causal,
-                        KVCache& cache) const;
+  ResidualStream forward_cached(const ResidualStream& x, const Tensor& cos, const Tensor& sin, const Tensor& mask,
+                                bool is_causal, KVCache& cache) const;
   void set_inference_weights(InferenceWeights weights);
 
   LlamaConfig config;
@@ -111,7 +116,7 @@ class Llama : public Module {
   InferenceWeight head_inference;
 
  private:
-  Tensor head(const Tensor& x, bool inference) const;  // RMSNorm then the output projection
+  Tensor head(const ResidualStream& x, bool inference) const;  // RMSNorm then the output projection
   Tensor sliding_mask(int64_t T, int64_t past, Device device) const;  // undefined when no window applies
   RotaryEmbedding rope_;
   Generator* gen_;

@@ -57,9 +57,16 @@ class TransformerEncoderLayer : public Module {
   // TransformerEncoder and GPT call it: converted once per batch, not once per layer.
   Tensor forward_masked(const Tensor& src, const Tensor& mask, bool is_causal = false,
                         Tensor* weights_out = nullptr) const;
+  // A pre-LN (norm_first) layer on the residual stream between layers (nn/residual_stream.h), x
+  // batch-first [B, L, E]: the incoming pending sum is made in LN₁'s pass, and the output is
+  // {y, FF(LN₂(y))}, y = x + SA(LN₁(x)), with its sum left for the next layer's LN₁ or the final norm.
+  ResidualStream forward_masked(const ResidualStream& x, const Tensor& mask, bool is_causal = false,
+                                Tensor* weights_out = nullptr) const;
 
   // Decoding (no tape): x [B, T, E] at positions cache.length…+T−1, causal over everything cached.
   Tensor forward_cached(const Tensor& x, KVCache& cache) const;
+  // The same on the residual stream (pre-LN only).
+  ResidualStream forward_cached(const ResidualStream& x, KVCache& cache) const;
   // Decoding's encoder (no tape): x [B, L, E] whole under `mask` (qkv's convention), reading what
   // set_inference_weights made (int8 rows where the model's encoder takes them).
   Tensor forward_inference(const Tensor& x, const Tensor& mask) const;

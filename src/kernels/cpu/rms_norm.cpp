@@ -12,22 +12,40 @@
 
 namespace qkv::kernels::cpu {
 
-void rms_norm_forward(const float* x, const float* gamma, float* y, float* rstd, int64_t rows, int64_t n, float eps) {
+namespace {
+
+// One row: r = 1/√(Σx²/n + ε);  y = (x·r)·γ — in that order, as Hugging Face's LlamaRMSNorm.
+inline void normalize_row(const float* xr, const float* gamma, float* yr, float* rstd, int64_t n, float eps) {
   const float inv_n = 1.0f / static_cast<float>(n);
+  const float rs = 1.0f / std::sqrt(sum_sq_dev(xr, 0.f, n) * inv_n + eps);
+  if (gamma) {
+#pragma omp simd
+    for (int64_t j = 0; j < n; ++j) yr[j] = (xr[j] * rs) * gamma[j];
+  } else {
+#pragma omp simd
+    for (int64_t j = 0; j < n; ++j) yr[j] = xr[j] * rs;
+  }
+  if (rstd) *rstd = rs;
+}
+
+}  // namespace
+
+void rms_norm_forward(const float* x, const float* gamma, float* y, float* rstd, int64_t rows, int64_t n, float eps) {
+  parallel_for(rows, 1 + 8192 / (n + 1), [&](int64_t b, int64_t e) {
+    for (int64_t r = b; r < e; ++r) normalize_row(x + r * n, gamma, y + r * n, rstd ? rstd + r : nullptr, n, eps);
+  });
+}
+
+// Each row's sum is normalized while it is in cache.
+void add_rms_norm_forward(const float* x, const float* res, const float* gamma, float* s, float* y, float* rstd,
+                          int64_t rows, int64_t n, float eps) {
   parallel_for(rows, 1 + 8192 / (n + 1), [&](int64_t b, int64_t e) {
     for (int64_t r = b; r < e; ++r) {
-      const float* xr = x + r * n;
-      float* yr = y + r * n;
-      // r = 1/√(Σx²/n + ε);  y = (x·r)·γ — in that order, as Hugging Face's LlamaRMSNorm
-      const float rs = 1.0f / std::sqrt(sum_sq_dev(xr, 0.f, n) * inv_n + eps);
-      if (gamma) {
+      const float *xr = x + r * n, *rr = res + r * n;
+      float* sr = s + r * n;
 #pragma omp simd
-        for (int64_t j = 0; j < n; ++j) yr[j] = (xr[j] * rs) * gamma[j];
-      } else {
-#pragma omp simd
-        for (int64_t j = 0; j < n; ++j) yr[j] = xr[j] * rs;
-      }
-      if (rstd) rstd[r] = rs;
+      for (int64_t j = 0; j < n; ++j) sr[j] = xr[j] + rr[j];
+      normalize_row(sr, gamma, y + r * n, rstd ? rstd + r : nullptr, n, eps);
     }
   });
 }

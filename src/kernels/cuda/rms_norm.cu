@@ -9,12 +9,25 @@ namespace {
 
 constexpr int kThreads = 256;
 
-__global__ void rms_norm_forward_kernel(const float* x, const float* gamma, float* y, float* rstd, int64_t n,
-                                        float eps) {
-  const float* xr = x + blockIdx.x * n;
+// Add: the row is x + res, written to sum (add_rms_norm_forward) and read back by the thread that
+// wrote each element; otherwise x itself.
+template <bool Add>
+__global__ void rms_norm_forward_kernel(const float* x, const float* res, float* sum, const float* gamma, float* y,
+                                        float* rstd, int64_t n, float eps) {
+  const float* xr = Add ? sum + blockIdx.x * n : x + blockIdx.x * n;
   float* yr = y + blockIdx.x * n;
   float s = 0.f;
-  for (int64_t j = threadIdx.x; j < n; j += blockDim.x) s += xr[j] * xr[j];
+  if (Add) {
+    const float *ar = x + blockIdx.x * n, *br = res + blockIdx.x * n;
+    float* sr = sum + blockIdx.x * n;
+    for (int64_t j = threadIdx.x; j < n; j += blockDim.x) {
+      const float v = __fadd_rn(ar[j], br[j]);
+      sr[j] = v;
+      s += v * v;
+    }
+  } else {
+    for (int64_t j = threadIdx.x; j < n; j += blockDim.x) s += xr[j] * xr[j];
+  }
   const float r = rsqrtf(block_reduce(s, SumOp{}, 0.f) / static_cast<float>(n) + eps);
   for (int64_t j = threadIdx.x; j < n; j += blockDim.x) yr[j] = (xr[j] * r) * (gamma ? gamma[j] : 1.f);
   if (threadIdx.x == 0 && rstd) rstd[blockIdx.x] = r;
@@ -59,8 +72,18 @@ __global__ void rms_norm_column_sums(const float* partial, int64_t strips, int64
 void rms_norm_forward(const float* x, const float* gamma, float* y, float* rstd, int64_t rows, int64_t n, float eps) {
   if (rows == 0 || n == 0) return;
   QKV_CHECK(rows <= 2147483647, "rms_norm: ", rows, " rows; the CUDA kernel takes at most 2^31 - 1");
-  rms_norm_forward_kernel<<<static_cast<unsigned>(rows), kThreads, 0, stream()>>>(x, gamma, y, rstd, n, eps);
+  rms_norm_forward_kernel<false>
+      <<<static_cast<unsigned>(rows), kThreads, 0, stream()>>>(x, nullptr, nullptr, gamma, y, rstd, n, eps);
   QKV_CUDA_LAUNCHED(rms_norm_forward_kernel);
+}
+
+void add_rms_norm_forward(const float* x, const float* res, const float* gamma, float* s, float* y, float* rstd,
+                          int64_t rows, int64_t n, float eps) {
+  if (rows == 0 || n == 0) return;
+  QKV_CHECK(rows <= 2147483647, "add_rms_norm: ", rows, " rows; the CUDA kernel takes at most 2^31 - 1");
+  rms_norm_forward_kernel<true><<<static_cast<unsigned>(rows), kThreads, 0, stream()>>>(x, res, s, gamma, y, rstd, n,
+                                                                                        eps);
+  QKV_CUDA_LAUNCHED(add_rms_norm_forward_kernel);
 }
 
 void rms_norm_backward(const float* x, const float* gamma, const float* rstd, const float* dy, float* dx,
