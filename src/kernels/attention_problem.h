@@ -17,7 +17,7 @@ struct AttnMask {
 // Where the rows of a [B, H, L, d] output or output gradient live: row (b, h, i) starts at
 // b·sb + h·sh + i·sl, unit stride along d. Dense [B, H, L, d] unless the caller asks for another
 // layout, e.g. [B, L, H, d] (sh = d, sl = H·d), so heads are already merged for the output
-// projection. Only the flash kernels read these; the reference kernels and the bf16 forward write dense.
+// projection. Only the flash kernels read these (every precision); the reference kernels write dense.
 struct HeadLayout {
   int64_t sb = 0, sh = 0, sl = 0;
   static HeadLayout dense(int64_t H, int64_t L, int64_t d) { return {H * L * d, L * d, d}; }

@@ -48,7 +48,7 @@ Tensor unary_op(const Tensor& a, const char* op, F f) {
 Tensor sum_to(const Tensor& a, const Shape& shape) {
   if (a.shape() == shape) return a;
   const Device d = device_of("sum_to", {&a});
-  Tensor src = a.contiguous_copy();
+  Tensor src = dense(a);
   Tensor out = Tensor::empty(shape, DType::f32, d);
   QKV_DISPATCH("sum_to", d, k::sum_to(src.shape(), src.data(), shape, out.data()));
   return out;

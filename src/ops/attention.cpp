@@ -173,9 +173,9 @@ AttentionResult sdpa(const Tensor& q, const Tensor& kk, const Tensor& v, const A
   const bool flash = opt.backend == AttentionBackend::flash ||
                      (opt.backend == AttentionBackend::automatic && !need_weights && !mask_grad);
   Shape q_shape = q.shape(), k_shape = kk.shape(), v_shape = v.shape();
-  // The f32 flash kernel writes the output in q's layout when q's heads are split off a
-  // projection; the bf16/f16 and reference kernels write dense.
-  const bool q_in = flash && !half && heads_inner(q);
+  // The flash kernels (every precision, every device) write the output in q's layout when q's heads
+  // are split off a projection; the reference kernels write dense.
+  const bool q_in = flash && heads_inner(q);
   const Device d = r.device;
   Tensor out = empty_heads(r.out_shape, q_in, d);
   if (q_in) r.p.out_l = layout_of(out);

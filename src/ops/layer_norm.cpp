@@ -30,8 +30,9 @@ Tensor normalize(const char* op, const Tensor& x, const Tensor& residual, const 
   const Device d = device_of(op, {&x, &residual, &weight, &bias});
   const int64_t n = numel_of(normalized_shape), rows = n ? x.numel() / n : 0;
   Tensor xc = dense(x);
-  Tensor w = weight.defined() ? weight.contiguous_copy() : Tensor();
-  Tensor b = bias.defined() ? bias.contiguous_copy() : Tensor();
+  // γ is read again by the backward: kept as the parameter itself, as linear keeps its weight
+  Tensor w = weight.defined() ? dense(weight) : Tensor();
+  Tensor b = bias.defined() ? dense(bias) : Tensor();
   Tensor out = Tensor::empty(x.shape(), DType::f32, d), mean = Tensor::empty({rows}, DType::f32, d),
          rstd = Tensor::empty({rows}, DType::f32, d);
   const float* wp = w.defined() ? w.data() : nullptr;

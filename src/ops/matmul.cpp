@@ -151,7 +151,7 @@ Tensor matmul(const Tensor& a_in, const Tensor& b_in) {
 // out[r, :] = b for every row (the GEMM then accumulates x Wᵀ onto it); returns the GEMM's beta.
 static float fill_bias_rows(Tensor& out, const Tensor& bias, int64_t rows, int64_t out_f) {
   if (!bias.defined()) return 0.f;
-  Tensor bc = bias.contiguous_copy();
+  Tensor bc = dense(bias);
   QKV_DISPATCH("linear", out.device(), k::broadcast_rows(out.data(), bc.data(), rows, out_f));
   return 1.f;
 }

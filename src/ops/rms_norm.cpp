@@ -24,7 +24,7 @@ Tensor normalize(const char* op, const Tensor& x, const Tensor& residual, const 
   const Device d = device_of(op, {&x, &residual, &weight});
   const int64_t n = x.size(-1), rows = n ? x.numel() / n : 0;
   Tensor xc = dense(x);
-  Tensor w = weight.defined() ? weight.contiguous_copy() : Tensor();
+  Tensor w = weight.defined() ? dense(weight) : Tensor();  // read again by the backward, as linear's weight
   const float* wp = w.defined() ? w.data() : nullptr;
   Tensor out = Tensor::empty(x.shape(), DType::f32, d), rstd = Tensor::empty({rows}, DType::f32, d);
   if (residual.defined()) {

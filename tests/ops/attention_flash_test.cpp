@@ -205,6 +205,28 @@ TEST(FlashAttentionBf16, CloseToF32) {
   check_bf16(1, 2, 1, 33, 61, 17, 5, false, false);  // odd head dims
 }
 
+// With q's heads split off a projection ([B, L, H, d] storage), every precision writes the output in
+// that layout — merging the heads back is then a view, not a copy — with the bits of a dense q's
+// output (the bf16 inference kernel, on AVX512_BF16, included).
+TEST(FlashAttentionBf16, WritesTheOutputInTheLayoutOfQ) {
+  Generator g(17);
+  const int64_t B = 2, H = 4, L = 37, D = 32;
+  Tensor q_inner = Tensor::randn({B, L, H, D}, g).transpose(1, 2), k = Tensor::randn({B, H, L, D}, g),
+         v = Tensor::randn({B, H, L, D}, g);
+  Tensor q_dense = q_inner.contiguous();
+  for (AttentionCompute dt : {AttentionCompute::f32, AttentionCompute::bf16, AttentionCompute::f16}) {
+    SCOPED_TRACE(enum_name(dt));
+    AttentionOptions opt;
+    opt.is_causal = true;
+    opt.compute_dtype = dt;
+    NoGradGuard ng;
+    Tensor inner = scaled_dot_product_attention(q_inner, k, v, opt), dense = scaled_dot_product_attention(q_dense, k, v, opt);
+    EXPECT_LT(inner.stride(1), inner.stride(2)) << "the output is not in q's [B, L, H, d] layout";
+    EXPECT_TRUE(inner.transpose(1, 2).is_contiguous());
+    EXPECT_EQ(inner.to_vector(), dense.to_vector());
+  }
+}
+
 // t's values in bf16 or IEEE f16 (nearest, ties to even), as f32
 Tensor rounded(const Tensor& t, AttentionCompute dt) {
   if (dt == AttentionCompute::bf16) return t.detach().to(DType::bf16).to(DType::f32);

@@ -48,15 +48,10 @@ struct Rounded {
   }
 };
 
-bool dense_out(const AttnProblem& p) {
-  const HeadLayout d = HeadLayout::dense(p.H, p.Lq, p.Dv);
-  return p.out_l.sb == d.sb && p.out_l.sh == d.sh && p.out_l.sl == d.sl;
-}
-
 }  // namespace
 
 void attention_forward_flash_bf16(const AttnProblem& p, float* out, float* lse) {
-  if (!lse && p.dropout_p == 0.f && dense_out(p) && has_avx512_bf16()) return attention_forward_flash_bf16_avx512(p, out);
+  if (!lse && p.dropout_p == 0.f && has_avx512_bf16()) return attention_forward_flash_bf16_avx512(p, out);
   Rounded<round_bf16> r(p, nullptr);
   attention_forward_flash_f32(r.p, out, lse);
 }

@@ -473,10 +473,10 @@ void attention_forward_flash_bf16_avx512(const AttnProblem& p, float* out) {
         for (; r < br; ++r)
           pv_rows<1>(Pp.data() + r * (kBc / 2), kBc / 2, vb, dv_pad, upairs, O.data() + r * dv_pad, dv_pad, dv_pad);
       }
-      float* o = out + ((b * p.H + h) * p.Lq + i0) * p.Dv;
+      float* o = out + p.out_l.offset(b, h, i0);
       for (int64_t r = 0; r < br; ++r) {
         const float inv = l[r] > 0.f ? 1.f / l[r] : 0.f;
-        for (int64_t e = 0; e < p.Dv; ++e) o[r * p.Dv + e] = O[r * dv_pad + e] * inv;
+        for (int64_t e = 0; e < p.Dv; ++e) o[r * p.out_l.sl + e] = O[r * dv_pad + e] * inv;
       }
     }
   }
