@@ -108,6 +108,13 @@ MultiheadAttention::Output MultiheadAttention::forward_masked(const Tensor& quer
   if (in_proj_weight.defined() && query.same(key) && key.same(value)) {
     std::vector<Tensor> qkv = chunk(linear(q, in_proj_weight, in_proj_bias), 3, -1);  // one GEMM for all three
     Q = qkv[0], K = qkv[1], V = qkv[2];
+  } else if (in_proj_weight.defined()) {
+    // W_Q, W_K, W_V (and their biases) as one split of in_proj_*: the backward gathers their three
+    // gradients into one buffer, where three slices would each zero-fill a copy of the whole matrix
+    // and then be summed
+    const std::vector<Tensor> w = split(in_proj_weight, E, 0),
+                              b = in_proj_bias.defined() ? split(in_proj_bias, E, 0) : std::vector<Tensor>(3);
+    Q = linear(q, w[0], b[0]), K = linear(k, w[1], b[1]), V = linear(v, w[2], b[2]);
   } else {
     Q = project(q, 0, false), K = project(k, 1, false), V = project(v, 2, false);
   }

@@ -38,6 +38,19 @@ Tensor to_4d(const Tensor& t) {
 // rather than copies (as PyTorch gives gradients the layout of their inputs).
 bool heads_inner(const Tensor& t) { return t.dim() == 4 && t.size(1) > 1 && t.stride(1) < t.stride(2); }
 
+// Whether q, k, v are the three pieces of one fused projection [B, L, 3·H·d] (MultiheadAttention's
+// in_proj split, then each viewed [B, L, H, d] and transposed): same shape and strides, heads
+// inner, each piece H·d elements after the one before. Their gradients can then be written into one
+// [B, L, 3·H·d] buffer, which the split's backward takes as it is (ops/view.cpp: no gathering copy).
+bool pieces_of_one_projection(const Tensor& q, const Tensor& k, const Tensor& v) {
+  if (q.dim() != 4 || !heads_inner(q) || q.shape() != k.shape() || q.shape() != v.shape() ||
+      q.strides() != k.strides() || q.strides() != v.strides() || q.stride(3) != 1)
+    return false;
+  const int64_t B = q.size(0), H = q.size(1), L = q.size(2), d = q.size(3), E = H * d;
+  return q.stride(1) == d && q.stride(2) == 3 * E && (B == 1 || q.stride(0) == L * 3 * E) &&
+         k.data() == q.data() + E && v.data() == k.data() + E;
+}
+
 // Fresh [B, H, L, d] storage on `d`, laid out as [B, L, H, d] when `inner`, else dense.
 Tensor empty_heads(const Shape& shape, bool inner, Device d) {
   if (!inner) return Tensor::empty(shape, DType::f32, d);
@@ -185,7 +198,7 @@ AttentionResult sdpa(const Tensor& q, const Tensor& kk, const Tensor& v, const A
     // bf16/f16: q, k, v (and the output's gradient) rounded to the 16-bit format for the products,
     // f32 sums and softmax (kernels/attention.inc); the gradients reach q, k, v in f32, as
     // through autocast's casts.
-    const bool k_in = heads_inner(kk), v_in = heads_inner(v);
+    const bool k_in = heads_inner(kk), v_in = heads_inner(v), one_projection = pieces_of_one_projection(q, kk, v);
     Shape lse_shape(r.scores_shape.begin(), r.scores_shape.end() - 1);
     Tensor lse = grad ? Tensor::empty(lse_shape, DType::f32, d) : Tensor();
     float* lse_data = grad ? lse.data() : nullptr;
@@ -196,11 +209,21 @@ AttentionResult sdpa(const Tensor& q, const Tensor& kk, const Tensor& v, const A
     }
     Tensor saved_out = out.detach();
     res.output = record(out, "scaled_dot_product_attention", {q, kk, v, opt.attn_mask},
-                        [r, saved_out, lse, q_shape, k_shape, v_shape, q_in, k_in, v_in, d](const Tensor& g) {
+                        [r, saved_out, lse, q_shape, k_shape, v_shape, q_in, k_in, v_in, one_projection,
+                         d](const Tensor& g) {
                           kernels::AttnProblem p = r.p;
                           Tensor g4 = to_4d(g.stride(-1) == 1 ? g : g.contiguous());
-                          Tensor dq = empty_heads(q_shape, q_in, d), dk = empty_heads(k_shape, k_in, d),
-                                 dv = empty_heads(v_shape, v_in, d);
+                          Tensor dq, dk, dv;
+                          if (one_projection) {  // [B, L, 3, H, d]: dq, dk, dv as q, k, v sit in theirs
+                            const int64_t B = q_shape[0], H = q_shape[1], L = q_shape[2], D = q_shape[3];
+                            Tensor all = Tensor::empty({B, L, 3 * H * D}, DType::f32, d);
+                            const Shape st = {L * 3 * H * D, D, 3 * H * D, 1};
+                            dq = all.as_strided(q_shape, st, 0), dk = all.as_strided(q_shape, st, H * D),
+                            dv = all.as_strided(q_shape, st, 2 * H * D);
+                          } else {
+                            dq = empty_heads(q_shape, q_in, d), dk = empty_heads(k_shape, k_in, d),
+                            dv = empty_heads(v_shape, v_in, d);
+                          }
                           p.dout_l = layout_of(g4);
                           if (q_in) p.dq_l = layout_of(dq);
                           if (k_in) p.dk_l = layout_of(dk);

@@ -223,10 +223,29 @@ Tensor stack(const std::vector<Tensor>& ts, int64_t dim) {
   return cat(us, dim < 0 ? dim : dim);
 }
 
+namespace {
+
+// The pieces' gradients as one dense tensor of in_shape when they already are its pieces along dim —
+// one buffer their producer wrote them into (attention's backward does, for the pieces of one
+// projection) —, else undefined.
+Tensor pieces_as_one(const std::vector<Tensor>& g, const Shape& in_shape, int64_t size, int64_t dim) {
+  const Shape dense = contiguous_strides(in_shape);
+  for (size_t i = 0; i < g.size(); ++i) {
+    if (!g[i].defined() || g[i].dtype() != DType::f32 || g[i].strides() != dense ||
+        g[i].impl().storage != g[0].impl().storage ||
+        g[i].offset() != g[0].offset() + static_cast<int64_t>(i) * size * dense[static_cast<size_t>(dim)])
+      return Tensor();
+  }
+  return Tensor(g[0].detach().as_strided(in_shape, dense, g[0].offset()));
+}
+
+}  // namespace
+
 // Pieces of `size` along dim (the last may be shorter), views of t.
 // Backward (one node for all the pieces, as PyTorch's SplitBackward): dt = cat(dpiece_0, dpiece_1, …)
 // along dim, zeros for a piece that got no gradient. Written into one buffer, rather than each piece
-// scattering into a zero-filled copy of t and the copies being summed.
+// scattering into a zero-filled copy of t and the copies being summed — or, when the pieces'
+// gradients already are the pieces of one such buffer, that buffer as it is.
 std::vector<Tensor> split(const Tensor& t, int64_t size, int64_t dim) {
   QKV_CHECK(size > 0, "split: chunk size must be positive, got ", size);
   dim = t.wrap_dim(dim);
@@ -241,6 +260,8 @@ std::vector<Tensor> split(const Tensor& t, int64_t size, int64_t dim) {
                                   [in_shape = t.shape(), device = t.device(), size, dim, n](const std::vector<Tensor>& g) {
                                     // zeros where a piece got no gradient (zeroed as a whole: a piece of
                                     // it is a strided view, which a GPU fills only densely)
+                                    if (Tensor one = pieces_as_one(g, in_shape, size, dim); one.defined())
+                                      return std::vector<Tensor>{one};
                                     const bool all = std::all_of(g.begin(), g.end(), [](const Tensor& x) { return x.defined(); });
                                     Tensor full = all ? Tensor::empty(in_shape, DType::f32, device)
                                                       : Tensor::zeros(in_shape, DType::f32, device);
