@@ -201,14 +201,10 @@ void KVCache::reorder(const std::vector<int64_t>& index) {
     move_rows(v);
     return;
   }
-  // more rows than before (a batch expanded into beams), or caches that are views: new storage
-  Tensor nk = Tensor::empty({n, k.size(1), k.size(2), k.size(3)}, k.dtype(), k.device());
-  Tensor nv = Tensor::empty({n, v.size(1), v.size(2), v.size(3)}, v.dtype(), v.device());
-  for (int64_t i = 0; i < n; ++i) {
-    nk.select(0, i).slice(1, 0, length).copy_(k.select(0, index[static_cast<size_t>(i)]).slice(1, 0, length));
-    nv.select(0, i).slice(1, 0, length).copy_(v.select(0, index[static_cast<size_t>(i)]).slice(1, 0, length));
-  }
-  k = nk, v = nv;
+  // More rows than before (a batch expanded into beams), caches on a GPU, or views: new storage of
+  // the same capacity, row i = row index[i], in one gather per tensor (on a GPU: one launch each, not
+  // one copy per row — 2·n a layer and step, the beam's launch-bound cost).
+  k = index_select(k, 0, index), v = index_select(v, 0, index);
 }
 
 namespace {

@@ -512,7 +512,10 @@ std::vector<OpInfo> build() {
         },
         [] {
           return std::vector<Sample>{S("mid_repeats", {{"a", randn({4, 6, 5}, 62)}}, {{"dim", 1}, {"index", {5, 0, 5, 2}}}),
-                                     S("rows", {{"a", randn({5, 3}, 63)}}, {{"dim", 0}, {"index", {4, 0, 0, 2}}})};
+                                     S("rows", {{"a", randn({5, 3}, 63)}}, {{"dim", 0}, {"index", {4, 0, 0, 2}}}),
+                                     // rows of 16-byte multiples (a KV cache's): the GPU's vector gather
+                                     gpu_only(S("cache_rows", {{"a", randn({6, 2, 5, 8}, 64)}},
+                                                {{"dim", 0}, {"index", {5, 0, 0, 3, 1, 5, 2}}}))};
         },
         {"a"});
     is.cuda_tol = 0;
