@@ -72,5 +72,20 @@ TEST(SplitBackward, AttentionOverThePiecesOfOneProjectionGivesTheBitsOfDenseInpu
   }
 }
 
+// Empty extents (an empty batch, no positions) take the same path without a view past the buffer.
+TEST(SplitBackward, EmptyPiecesOfOneProjection) {
+  const int64_t H = 2, D = 4, E = H * D;
+  for (auto [B, L] : {std::pair<int64_t, int64_t>{0, 5}, {2, 0}}) {
+    Tensor x = Tensor::zeros({B, L, E}).requires_grad_(), w = Tensor::ones({3 * E, E}).requires_grad_();
+    std::vector<Tensor> qkv = chunk(linear(x, w), 3, -1);
+    std::vector<Tensor> heads;
+    for (const Tensor& p : qkv) heads.push_back(p.view({B, L, H, D}).transpose(1, 2));
+    Tensor y = scaled_dot_product_attention(heads[0], heads[1], heads[2]);
+    sum(y).backward();
+    EXPECT_EQ(x.grad().shape(), (Shape{B, L, E}));
+    EXPECT_EQ(w.grad().to_vector(), std::vector<float>(3 * E * E, 0.f));
+  }
+}
+
 }  // namespace
 }  // namespace qkv
