@@ -4,6 +4,7 @@
 // the result does not depend on atomics' order.
 #include "kernels/cuda/kernels.h"
 #include "kernels/cuda/launch.h"
+#include "kernels/cuda/residual_row.cuh"
 
 namespace qkv::kernels::cuda {
 namespace {
@@ -15,20 +16,9 @@ constexpr int kThreads = 256;
 template <bool Add>
 __global__ void layer_norm_forward_kernel(const float* x, const float* res, float* sum, const float* gamma,
                                           const float* beta, float* y, float* mean, float* rstd, int64_t n, float eps) {
-  const float* xr = Add ? sum + blockIdx.x * n : x + blockIdx.x * n;
   float* yr = y + blockIdx.x * n;
   float s = 0.f;
-  if (Add) {
-    const float *ar = x + blockIdx.x * n, *br = res + blockIdx.x * n;
-    float* sr = sum + blockIdx.x * n;
-    for (int64_t j = threadIdx.x; j < n; j += blockDim.x) {
-      const float v = __fadd_rn(ar[j], br[j]);
-      sr[j] = v;
-      s += v;
-    }
-  } else {
-    for (int64_t j = threadIdx.x; j < n; j += blockDim.x) s += xr[j];
-  }
+  const float* xr = residual_row<Add>(x, res, sum, n, [](float v) { return v; }, s);
   const float mu = block_reduce(s, SumOp{}, 0.f) / static_cast<float>(n);
   float v = 0.f;
   for (int64_t j = threadIdx.x; j < n; j += blockDim.x) v += (xr[j] - mu) * (xr[j] - mu);

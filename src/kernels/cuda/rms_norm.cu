@@ -3,6 +3,7 @@
 // does not depend on their order), as layer_norm.cu.
 #include "kernels/cuda/kernels.h"
 #include "kernels/cuda/launch.h"
+#include "kernels/cuda/residual_row.cuh"
 
 namespace qkv::kernels::cuda {
 namespace {
@@ -14,20 +15,9 @@ constexpr int kThreads = 256;
 template <bool Add>
 __global__ void rms_norm_forward_kernel(const float* x, const float* res, float* sum, const float* gamma, float* y,
                                         float* rstd, int64_t n, float eps) {
-  const float* xr = Add ? sum + blockIdx.x * n : x + blockIdx.x * n;
   float* yr = y + blockIdx.x * n;
   float s = 0.f;
-  if (Add) {
-    const float *ar = x + blockIdx.x * n, *br = res + blockIdx.x * n;
-    float* sr = sum + blockIdx.x * n;
-    for (int64_t j = threadIdx.x; j < n; j += blockDim.x) {
-      const float v = __fadd_rn(ar[j], br[j]);
-      sr[j] = v;
-      s += v * v;
-    }
-  } else {
-    for (int64_t j = threadIdx.x; j < n; j += blockDim.x) s += xr[j] * xr[j];
-  }
+  const float* xr = residual_row<Add>(x, res, sum, n, [](float v) { return v * v; }, s);
   const float r = rsqrtf(block_reduce(s, SumOp{}, 0.f) / static_cast<float>(n) + eps);
   for (int64_t j = threadIdx.x; j < n; j += blockDim.x) yr[j] = (xr[j] * r) * (gamma ? gamma[j] : 1.f);
   if (threadIdx.x == 0 && rstd) rstd[blockIdx.x] = r;

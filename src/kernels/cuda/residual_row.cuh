@@ -1,0 +1,30 @@
+// A normalizing kernel's row, with the residual added first (add_layer_norm, add_rms_norm): one block
+// a row. With Add, s = x + res is written to `sum` (rounded as an addition would: the backward's
+// input) and normalized; without, x itself. Each thread adds f(element) over the elements it visits
+// (j = threadIdx.x, + blockDim.x, …) into `partial`, the first of the norm's sums (Σx for LayerNorm's
+// mean, Σx² for RMSNorm's), and later reads back only those elements.
+#pragma once
+
+#include <cstdint>
+
+namespace qkv::kernels::cuda {
+
+// Returns the row the norm reads: sum's when Add, x's otherwise.
+template <bool Add, class F>
+__device__ inline const float* residual_row(const float* x, const float* res, float* sum, int64_t n, F f,
+                                            float& partial) {
+  const int64_t at = blockIdx.x * n;
+  if constexpr (Add) {
+    for (int64_t j = threadIdx.x; j < n; j += blockDim.x) {
+      const float v = __fadd_rn(x[at + j], res[at + j]);
+      sum[at + j] = v;
+      partial += f(v);
+    }
+    return sum + at;
+  } else {
+    for (int64_t j = threadIdx.x; j < n; j += blockDim.x) partial += f(x[at + j]);
+    return x + at;
+  }
+}
+
+}  // namespace qkv::kernels::cuda
