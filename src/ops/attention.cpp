@@ -48,7 +48,8 @@ bool pieces_of_one_projection(const Tensor& q, const Tensor& k, const Tensor& v)
     return false;
   const int64_t B = q.size(0), H = q.size(1), L = q.size(2), d = q.size(3), E = H * d;
   return q.stride(1) == d && q.stride(2) == 3 * E && (B == 1 || q.stride(0) == L * 3 * E) &&
-         k.data() == q.data() + E && v.data() == k.data() + E;
+         k.impl().storage == q.impl().storage && v.impl().storage == q.impl().storage &&
+         k.offset() == q.offset() + E && v.offset() == k.offset() + E;
 }
 
 // Fresh [B, H, L, d] storage on `d`, laid out as [B, L, H, d] when `inner`, else dense.
