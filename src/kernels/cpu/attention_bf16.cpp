@@ -4,7 +4,7 @@
 // 16-bit format — the rounding the GPU's tensor-core kernels (kernels/cuda/attention_bf16.cu) apply
 // to their operands.
 #include <algorithm>
-#include <vector>
+#include <memory>
 
 #include "qkv/core/dtype.h"
 #include "qkv/core/parallel.h"
@@ -21,13 +21,15 @@ float round_bf16(float x) { return bf16_to_f32(f32_to_bf16(x)); }
 template <float (*Round)(float)>
 struct Rounded {
   AttnProblem p;
-  std::vector<float> q, k, v, dout;
+  // every element is written below: not zero-filled first (a std::vector's resize was ~1 % of a bf16
+  // Transformer training step, in memset)
+  std::unique_ptr<float[]> q, k, v, dout;
 
   Rounded(const AttnProblem& src, const float* dout_src) : p(src) {
-    auto dense = [&](std::vector<float>& to, const float* from, int64_t heads, int64_t L, int64_t d, int64_t sb,
+    auto dense = [&](std::unique_ptr<float[]>& to, const float* from, int64_t heads, int64_t L, int64_t d, int64_t sb,
                      int64_t sh, int64_t sl) {
-      to.resize(static_cast<size_t>(src.B * heads * L * d));
-      float* t = to.data();
+      to.reset(new float[static_cast<size_t>(src.B * heads * L * d)]);
+      float* t = to.get();
       parallel_for(src.B * heads * L, std::max<int64_t>(1, 4096 / std::max<int64_t>(d, 1)), [&](int64_t lo, int64_t hi) {
         for (int64_t row = lo; row < hi; ++row) {
           const float* f = from + row / (heads * L) * sb + row / L % heads * sh + row % L * sl;
@@ -36,11 +38,11 @@ struct Rounded {
       });
     };
     dense(q, src.q, src.H, src.Lq, src.D, src.q_sb, src.q_sh, src.q_sl);
-    p.q = q.data(), p.q_sb = src.H * src.Lq * src.D, p.q_sh = src.Lq * src.D, p.q_sl = src.D;
+    p.q = q.get(), p.q_sb = src.H * src.Lq * src.D, p.q_sh = src.Lq * src.D, p.q_sl = src.D;
     dense(k, src.k, src.Hkv, src.Lk, src.D, src.k_sb, src.k_sh, src.k_sl);
-    p.k = k.data(), p.k_sb = src.Hkv * src.Lk * src.D, p.k_sh = src.Lk * src.D, p.k_sl = src.D;
+    p.k = k.get(), p.k_sb = src.Hkv * src.Lk * src.D, p.k_sh = src.Lk * src.D, p.k_sl = src.D;
     dense(v, src.v, src.Hkv, src.Lk, src.Dv, src.v_sb, src.v_sh, src.v_sl);
-    p.v = v.data(), p.v_sb = src.Hkv * src.Lk * src.Dv, p.v_sh = src.Lk * src.Dv, p.v_sl = src.Dv;
+    p.v = v.get(), p.v_sb = src.Hkv * src.Lk * src.Dv, p.v_sh = src.Lk * src.Dv, p.v_sl = src.Dv;
     if (dout_src) {
       dense(dout, dout_src, src.H, src.Lq, src.Dv, src.dout_l.sb, src.dout_l.sh, src.dout_l.sl);
       p.dout_l = HeadLayout::dense(src.H, src.Lq, src.Dv);
@@ -59,7 +61,7 @@ void attention_forward_flash_bf16(const AttnProblem& p, float* out, float* lse) 
 void attention_backward_flash_bf16(const AttnProblem& p, const float* out, const float* lse, const float* dout,
                                    float* dq, float* dk, float* dv) {
   Rounded<round_bf16> r(p, dout);
-  attention_backward_flash_f32(r.p, out, lse, r.dout.data(), dq, dk, dv);
+  attention_backward_flash_f32(r.p, out, lse, r.dout.get(), dq, dk, dv);
 }
 
 void attention_forward_flash_f16(const AttnProblem& p, float* out, float* lse) {
@@ -70,7 +72,7 @@ void attention_forward_flash_f16(const AttnProblem& p, float* out, float* lse) {
 void attention_backward_flash_f16(const AttnProblem& p, const float* out, const float* lse, const float* dout,
                                   float* dq, float* dk, float* dv) {
   Rounded<round_to_f16> r(p, dout);
-  attention_backward_flash_f32(r.p, out, lse, r.dout.data(), dq, dk, dv);
+  attention_backward_flash_f32(r.p, out, lse, r.dout.get(), dq, dk, dv);
 }
 
 }  // namespace qkv::kernels::cpu
