@@ -41,8 +41,6 @@ SumAndNorm LayerNorm::forward_with_sum(const ResidualStream& x) const {
   return {x.base, forward(x.base)};
 }
 
-Tensor LayerNorm::forward(const ResidualStream& x) const {
-  return x.delta.defined() ? forward(x.delta, x.base) : forward(x.base);
-}
+Tensor LayerNorm::forward(const ResidualStream& x) const { return forward_with_sum(x).normalized; }
 
 }  // namespace qkv::nn

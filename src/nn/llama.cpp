@@ -233,8 +233,7 @@ Tensor Llama::sliding_mask(int64_t T, int64_t past, Device device) const {
 
 // logits = RMSNorm(x) Wᵀ, W = lm_head's weight or (tied) embed_tokens'; x's pending sum made in the norm's pass
 Tensor Llama::head(const ResidualStream& x, bool inference) const {
-  const float eps = static_cast<float>(config.rms_norm_eps);
-  Tensor h = x.delta.defined() ? add_rms_norm(x.delta, x.base, norm, eps) : rms_norm(x.base, norm, eps);
+  const Tensor h = sum_and_norm(x, norm, static_cast<float>(config.rms_norm_eps)).normalized;
   const Tensor& w = lm_head ? lm_head->weight : embed_tokens->weight;
   return inference ? linear_inference(h, w, head_inference) : linear(h, w);
 }

@@ -3,10 +3,12 @@
 #include "dispatch.h"
 #include "kernels/cpu/layer_norm.h"
 #include "qkv/autograd/node.h"
+#include "residual_norm.h"
 
 namespace qkv {
 
 using autograd::record;
+using ops_detail::check_residual;
 using ops_detail::device_of;
 
 namespace {
@@ -42,17 +44,13 @@ Tensor normalize(const char* op, const Tensor& x, const Tensor& residual, const 
     QKV_DISPATCH(op, d, k::add_layer_norm_forward(xc.data(), rc.data(), wp, bp, sum.data(), out.data(), mean.data(),
                                                   rstd.data(), rows, n, eps));
     xc = sum;  // the normalized input, for the backward
-    if (sum_out) *sum_out = record(sum, "add", {x, residual}, [](const Tensor& g) { return std::vector<Tensor>{g, g}; });
   } else {
     QKV_DISPATCH(op, d, k::layer_norm_forward(xc.data(), wp, bp, out.data(), mean.data(), rstd.data(), rows, n, eps));
   }
   bool gw = weight.defined() && weight.requires_grad(), gb = bias.defined() && bias.requires_grad();
-  // the norm's inputs: x (and residual, taking the same gradient), or the recorded sum
-  const bool added = residual.defined() && !sum_out;
-  const std::vector<Tensor> inputs = sum_out ? std::vector<Tensor>{*sum_out, weight, bias}
-                                     : added ? std::vector<Tensor>{x, weight, bias, residual}
-                                             : std::vector<Tensor>{x, weight, bias};
-  return record(out, op, inputs, [op, xc, w, mean, rstd, rows, n, gw, gb, added, d](const Tensor& g) {
+  const ops_detail::NormInputs in = ops_detail::norm_inputs(x, residual, xc, sum_out, {weight, bias});
+  const bool added = in.residual_last;
+  return record(out, op, in.inputs, [op, xc, w, mean, rstd, rows, n, gw, gb, added, d](const Tensor& g) {
     Tensor gc = g.contiguous(), dx = Tensor::empty(xc.shape(), DType::f32, d);
     Tensor dw = gw ? Tensor::empty(w.shape(), DType::f32, d) : Tensor(),
            db = gb ? Tensor::empty(w.defined() ? w.shape() : Shape{n}, DType::f32, d) : Tensor();
@@ -64,12 +62,6 @@ Tensor normalize(const char* op, const Tensor& x, const Tensor& residual, const 
   });
 }
 
-void check_residual(const Tensor& x, const Tensor& residual) {
-  QKV_CHECK(residual.defined() && residual.shape() == x.shape() && residual.dtype() == DType::f32,
-            "add_layer_norm: the residual ", residual.defined() ? residual.str() : std::string("(undefined)"),
-            " must be an f32 tensor of the input's shape ", shape_str(x.shape()));
-}
-
 }  // namespace
 
 Tensor layer_norm(const Tensor& x, const Shape& normalized_shape, const Tensor& weight, const Tensor& bias,
@@ -79,13 +71,13 @@ Tensor layer_norm(const Tensor& x, const Shape& normalized_shape, const Tensor& 
 
 Tensor add_layer_norm(const Tensor& x, const Tensor& residual, const Shape& normalized_shape, const Tensor& weight,
                       const Tensor& bias, float eps) {
-  check_residual(x, residual);
+  check_residual("add_layer_norm", x, residual);
   return normalize("add_layer_norm", x, residual, normalized_shape, weight, bias, eps);
 }
 
 SumAndNorm add_layer_norm_with_sum(const Tensor& x, const Tensor& residual, const Shape& normalized_shape,
                                    const Tensor& weight, const Tensor& bias, float eps) {
-  check_residual(x, residual);
+  check_residual("add_layer_norm", x, residual);
   SumAndNorm r;
   r.normalized = normalize("add_layer_norm", x, residual, normalized_shape, weight, bias, eps, &r.sum);
   return r;

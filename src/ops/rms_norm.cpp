@@ -3,10 +3,12 @@
 #include "dispatch.h"
 #include "kernels/cpu/rms_norm.h"
 #include "qkv/autograd/node.h"
+#include "residual_norm.h"
 
 namespace qkv {
 
 using autograd::record;
+using ops_detail::check_residual;
 using ops_detail::device_of;
 
 namespace {
@@ -32,17 +34,13 @@ Tensor normalize(const char* op, const Tensor& x, const Tensor& residual, const 
     QKV_DISPATCH(op, d, k::add_rms_norm_forward(xc.data(), rc.data(), wp, sum.data(), out.data(), rstd.data(), rows, n,
                                                 eps));
     xc = sum;  // the normalized input, for the backward
-    if (sum_out) *sum_out = record(sum, "add", {x, residual}, [](const Tensor& g) { return std::vector<Tensor>{g, g}; });
   } else {
     QKV_DISPATCH(op, d, k::rms_norm_forward(xc.data(), wp, out.data(), rstd.data(), rows, n, eps));
   }
   const bool gw = weight.defined() && weight.requires_grad();
-  // the norm's inputs: x (and residual, taking the same gradient), or the recorded sum
-  const bool added = residual.defined() && !sum_out;
-  const std::vector<Tensor> inputs = sum_out ? std::vector<Tensor>{*sum_out, weight}
-                                     : added ? std::vector<Tensor>{x, weight, residual}
-                                             : std::vector<Tensor>{x, weight};
-  return record(out, op, inputs, [op, xc, w, rstd, rows, n, gw, added, d](const Tensor& g) {
+  const ops_detail::NormInputs in = ops_detail::norm_inputs(x, residual, xc, sum_out, {weight});
+  const bool added = in.residual_last;
+  return record(out, op, in.inputs, [op, xc, w, rstd, rows, n, gw, added, d](const Tensor& g) {
     Tensor gc = g.contiguous(), dx = Tensor::empty(xc.shape(), DType::f32, d);
     Tensor dw = gw ? Tensor::empty(w.shape(), DType::f32, d) : Tensor();
     QKV_DISPATCH(op, d,
@@ -53,12 +51,6 @@ Tensor normalize(const char* op, const Tensor& x, const Tensor& residual, const 
   });
 }
 
-void check_residual(const Tensor& x, const Tensor& residual) {
-  QKV_CHECK(residual.defined() && residual.shape() == x.shape() && residual.dtype() == DType::f32,
-            "add_rms_norm: the residual ", residual.defined() ? residual.str() : std::string("(undefined)"),
-            " must be an f32 tensor of the input's shape ", shape_str(x.shape()));
-}
-
 }  // namespace
 
 Tensor rms_norm(const Tensor& x, const Tensor& weight, float eps) {
@@ -66,12 +58,12 @@ Tensor rms_norm(const Tensor& x, const Tensor& weight, float eps) {
 }
 
 Tensor add_rms_norm(const Tensor& x, const Tensor& residual, const Tensor& weight, float eps) {
-  check_residual(x, residual);
+  check_residual("add_rms_norm", x, residual);
   return normalize("add_rms_norm", x, residual, weight, eps);
 }
 
 SumAndNorm add_rms_norm_with_sum(const Tensor& x, const Tensor& residual, const Tensor& weight, float eps) {
-  check_residual(x, residual);
+  check_residual("add_rms_norm", x, residual);
   SumAndNorm r;
   r.normalized = normalize("add_rms_norm", x, residual, weight, eps, &r.sum);
   return r;
