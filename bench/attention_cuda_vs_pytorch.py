@@ -13,8 +13,9 @@ For each (L, d, causal) of FlashAttention's own benchmark grid (batch·L = 16k t
              rounded to the 16-bit format: the mma.sync pair by a pre-pass, the WMMA pair as its tiles
              load), each tensor-core kernel of --kernels (wgmma: Hopper's warpgroup products, the default
              forward there; mma: mma.sync with the products' accumulators in registers; wmma:
-             QKV_CUDA_ATTENTION=wmma, the first), and with --dtypes f32 the f32
-             pair on the CUDA cores (the correctness baseline: slow at long L);
+             QKV_CUDA_ATTENTION=wmma, the first), and with --dtypes f32 each f32 pair of --f32-kernels
+             (simt: the CUDA cores, the default; tf32x3: the tensor cores at f32's accuracy, three TF32
+             products a term — QKV_CUDA_ATTENTION_F32);
   * PyTorch: this process, bf16 / f16 inputs, each SDPA backend PyTorch has on this GPU (flash,
              cuDNN, efficient) picked with torch.nn.attention.sdpa_kernel, and f32 through the default.
 Times are medians of CUDA-event-timed calls after warm-up, forward under no-grad and
@@ -86,12 +87,17 @@ def torch_rows(B, H, L, d, causal, reps, dtypes):
 
 
 def qkv_row(qkv, B, H, L, d, causal, reps, dtype, kernel="wgmma"):
+    """kernel: the tensor-core pair for bf16/f16 (QKV_CUDA_ATTENTION), simt or tf32x3 for f32"""
     cmd = shlex.split(qkv) + ["bench", "attention", "--device", "cuda", "--json", "-B", str(B), "--heads", str(H),
                               "-L", str(L), "-d", str(d), "--repeats", str(reps), "--dtype", dtype]
     cmd += ["--causal"] if causal else []
-    name = "qkv f32 (CUDA cores)" if dtype == "f32" else f"qkv {dtype} ({kernel} tiles)"
     env = dict(os.environ)
-    env["QKV_CUDA_ATTENTION"] = kernel
+    if dtype == "f32":
+        name = "qkv f32 (CUDA cores)" if kernel == "simt" else "qkv f32 (3xTF32 tensor cores)"
+        env["QKV_CUDA_ATTENTION_F32"] = kernel
+    else:
+        name = f"qkv {dtype} ({kernel} tiles)"
+        env["QKV_CUDA_ATTENTION"] = kernel
     out = subprocess.run(cmd, capture_output=True, text=True, env=env)
     if out.returncode != 0:
         return (name + ": " + (out.stderr.strip().splitlines() or ["failed"])[-1][:60], float("nan"), float("nan"))
@@ -111,6 +117,8 @@ def main():
                          "kernels with key tiles of 64 and 128; mma: the mma.sync pair, the default elsewhere; "
                          "mma1, mma2: its forward with one or two m-tiles of query rows a warp; wmma: the first "
                          "pair; QKV_CUDA_ATTENTION)")
+    ap.add_argument("--f32-kernels", nargs="+", default=["simt", "tf32x3"], choices=["simt", "tf32x3"],
+                    help="qkv's f32 pairs to time with --dtypes f32 (QKV_CUDA_ATTENTION_F32)")
     ap.add_argument("--reps", type=int, default=10)
     ap.add_argument("--peak", type=float, default=989.0, help="the GPU's dense bf16 peak, TFLOP/s")
     ap.add_argument("--json-out", help="write every row here")
@@ -124,7 +132,7 @@ def main():
                 B, H = max(1, 16384 // L), 2048 // d
                 f = flops(B, H, L, d, causal)
                 rows = [qkv_row(a.qkv, B, H, L, d, causal, a.reps, t, kernel)
-                        for t in a.dtypes for kernel in (a.kernels if t != "f32" else ["wgmma"])]
+                        for t in a.dtypes for kernel in (a.kernels if t != "f32" else a.f32_kernels)]
                 rows += torch_rows(B, H, L, d, causal, a.reps, a.dtypes)
                 print(f"\nL={L} d={d} {'causal' if causal else 'full'} (B={B}, H={H})", flush=True)
                 for name, fwd, fb in rows:

@@ -4,7 +4,8 @@
 #
 #   run(command="bash scripts/gpu_session.sh 1", carry=[".gpu"], timeout_s=300)          (~2.5 minutes)
 #       every CUDA test (a process each), the attention grid (bf16, L = 2k and 16k: qkv's wgmma forward
-#       with key tiles of 64 and 128, the mma.sync pair, PyTorch's SDPA backends)
+#       with key tiles of 64 and 128, the mma.sync pair, PyTorch's SDPA backends), then f32 at L = 2k
+#       (the CUDA-core pair, the 3xTF32 tensor-core pair, PyTorch's f32 SDPA)
 #   run(command="bash scripts/gpu_session.sh 2", carry=[".gpu"], timeout_s=400)          (~3 minutes)
 #       GPT training tokens/s against PyTorch eager and compiled, translation throughput GPU vs CPU,
 #       qkv train of the translation Transformer in f32 and bf16
@@ -40,6 +41,11 @@ attention() {  # attention [KERNEL…]: qkv's kernels to time (default: wgmma, t
   step attention 240 python3 bench/attention_cuda_vs_pytorch.py --qkv "bash .gpu/run.sh qkv" \
     --lens ${ATTENTION_LENS:-2048 16384} --dims 64 128 --reps 5 --kernels "${kernels[@]}" --json-out "$out/attention.json"
 }
+attention_f32() {  # f32 attention: the CUDA-core pair, the 3xTF32 tensor-core pair, PyTorch's f32 SDPA
+  step attention-f32 150 python3 bench/attention_cuda_vs_pytorch.py --qkv "bash .gpu/run.sh qkv" \
+    --lens ${ATTENTION_F32_LENS:-2048} --dims 64 128 --reps 5 --dtypes f32 --f32-kernels simt tf32x3 \
+    --json-out "$out/attention-f32.json"
+}
 training() {
   step gpt 190 python3 bench/gpt_cuda_vs_pytorch.py --qkv "bash .gpu/run.sh qkv" --iters 100
   step translate 80 python3 bench/translate_cuda_vs_cpu.py --qkv "bash .gpu/run.sh qkv" --sentences 500
@@ -50,10 +56,15 @@ profile() {  # Nsight Compute on the tensor-core attention kernels, one launch e
   [ -n "$ncu" ] || { echo "gpu_session: no ncu on this machine"; return; }
   local sections=(--section SpeedOfLight --section Occupancy --section LaunchStats --section WarpStateStats
                   --section ComputeWorkloadAnalysis --section MemoryWorkloadAnalysis)
-  local -A name=([forward]="regex:flash_(wgmma_overlap|mma_forward)" [backward]="regex:flash_mma_backward")
-  for k in forward backward; do
-    step "profile-$k" 60 "$ncu" --kernel-name "${name[$k]}" --launch-count 1 "${sections[@]}" \
-      bash .gpu/run.sh qkv bench attention --device cuda -B 4 --heads 16 -L 4096 -d 128 --dtype bf16 --repeats 1
+  # bf16 (the wgmma / mma.sync pair) and f32 on the tensor cores (the 3xTF32 pair, d = 64: the GPT's)
+  local -A name=([forward]="regex:flash_(wgmma_overlap|mma_forward)" [backward]="regex:flash_mma_backward"
+                 [tf32-forward]="regex:flash_tf32_forward" [tf32-backward]="regex:flash_tf32_backward")
+  local -A args=([forward]="-d 128 --dtype bf16" [backward]="-d 128 --dtype bf16"
+                 [tf32-forward]="-d 64 --dtype f32" [tf32-backward]="-d 64 --dtype f32")
+  for k in forward backward tf32-forward tf32-backward; do
+    # shellcheck disable=SC2086  # args: several words
+    QKV_CUDA_ATTENTION_F32=tf32x3 step "profile-$k" 60 "$ncu" --kernel-name "${name[$k]}" --launch-count 1 \
+      "${sections[@]}" bash .gpu/run.sh qkv bench attention --device cuda -B 4 --heads 16 -L 4096 ${args[$k]} --repeats 1
   done
 }
 serve() {  # qkv serve --device cuda under load (500 requests, 32 clients) against the CLI on the GPU and on the 16 CPU cores
@@ -69,11 +80,11 @@ transformer() {  # qkv train of the translation Transformer on the GPU: tokens/s
   done
 }
 case "${1:-}" in
-  1) tests; attention wgmma wgmma64 wgmma128 mma ;;
+  1) tests; attention wgmma wgmma64 wgmma128 mma; attention_f32 ;;
   2) training; transformer ;;
-  tests | attention | training | profile | serve | transformer) "$@" ;;
+  tests | attention | attention_f32 | training | profile | serve | transformer) "$@" ;;
   sanitize) step sanitize 400 bash .gpu/run.sh sanitize "${2:-Cuda.Bf16*}" ;;
   *)
-    echo "usage: bash scripts/gpu_session.sh 1 | 2 | tests | attention [KERNEL…] | training | profile | serve | transformer | sanitize [GTEST_FILTER]" >&2
+    echo "usage: bash scripts/gpu_session.sh 1 | 2 | tests | attention [KERNEL…] | attention_f32 | training | profile | serve | transformer | sanitize [GTEST_FILTER]" >&2
     exit 2 ;;
 esac

@@ -90,6 +90,16 @@ class TileKernels {
   TileKernels& operator=(const TileKernels&) = delete;
 };
 
+// The f32 flash pair for the scope of one of these: "tf32x3" (attention_tf32.cu, the tensor cores at
+// f32's accuracy) or "simt" (attention.cu, the CUDA cores: the default) — QKV_CUDA_ATTENTION_F32.
+class F32Kernels {
+ public:
+  explicit F32Kernels(const char* name) { setenv("QKV_CUDA_ATTENTION_F32", name, 1); }
+  ~F32Kernels() { unsetenv("QKV_CUDA_ATTENTION_F32"); }
+  F32Kernels(const F32Kernels&) = delete;
+  F32Kernels& operator=(const F32Kernels&) = delete;
+};
+
 // ---- the op table ---------------------------------------------------------------------------------
 
 // max|a − b| / max(max|b|, 1e-6) over the finite expected values; a non-finite one must be matched
@@ -570,6 +580,98 @@ TEST_F(Cuda, Bf16AttentionTrainsOnTheTensorCoresAsOnTheCpu) {
       }
     }
   }
+}
+
+// f32 training attention on the tensor cores (3xTF32, attention_tf32.cu) against the CPU's f32 within
+// the CUDA-core kernels' tolerance (one TF32 product a term would be ~1e-3 off), and against the
+// CUDA-core kernels: other bits (the sums' order) where the tensor cores serve — head dims 64 and 128,
+// rows on 16 bytes — and the same bits where they do not (head dim 40; rows off 16 bytes; a decoding
+// step's forward, ≤ 16 query rows without the backward's lse).
+TEST_F(Cuda, F32AttentionOnTheTensorCoresMatchesTheCpu) {
+  struct Case {
+    int64_t B, H, Hkv, Lq, Lk, D;
+    bool causal;
+    int mask;  // 0 none, 1 boolean, 2 additive, 3 every fifth query row sees nothing
+    float dropout;
+    int layout;  // 0 dense, 1 heads split off [B, L, H, D], 2 rows one float off 16 bytes
+  };
+  const std::vector<Case> cases = {
+      {2, 4, 4, 100, 100, 64, false, 0, 0.f, 0}, {1, 8, 2, 65, 200, 128, false, 1, 0.f, 0},
+      {2, 2, 2, 130, 130, 64, true, 2, 0.f, 0},  {1, 4, 4, 190, 70, 128, true, 0, 0.f, 0},
+      {1, 2, 1, 70, 300, 64, true, 3, 0.f, 0},   {2, 2, 2, 64, 64, 128, false, 0, 0.2f, 0},
+      {2, 4, 4, 77, 77, 64, true, 0, 0.f, 1},    {1, 2, 2, 256, 256, 64, false, 0, 0.f, 0},
+      {1, 2, 2, 256, 256, 128, true, 0, 0.f, 0}, {1, 4, 2, 200, 330, 128, true, 0, 0.f, 1},
+      {1, 2, 2, 33, 47, 40, true, 1, 0.f, 0},    {1, 2, 2, 50, 60, 64, false, 0, 0.f, 2},
+  };
+  uint64_t seed = 900;
+  for (const Case& c : cases) {
+    SCOPED_TRACE(::testing::Message() << "B" << c.B << " H" << c.H << "/" << c.Hkv << " Lq" << c.Lq << " Lk" << c.Lk
+                                      << " D" << c.D << (c.causal ? " causal" : "") << " mask" << c.mask << " p"
+                                      << c.dropout << " layout" << c.layout);
+    // each operand drawn in its base layout, its view taken on the device it is used on
+    auto base = [&](int64_t heads, int64_t L) {
+      if (c.layout == 1) return randn({c.B, L, heads, c.D}, seed++);
+      if (c.layout == 2) return randn({c.B, heads, L, c.D + 1}, seed++);
+      return randn({c.B, heads, L, c.D}, seed++);
+    };
+    auto view = [&](const Tensor& t) {
+      if (c.layout == 1) return t.transpose(1, 2);
+      if (c.layout == 2) return t.slice(3, 1, c.D + 1);
+      return t;
+    };
+    const Tensor q = base(c.H, c.Lq), k = base(c.Hkv, c.Lk), v = base(c.Hkv, c.Lk), r = randn({c.B, c.H, c.Lq, c.D}, seed++);
+    AttentionOptions o;
+    o.is_causal = c.causal;
+    o.enable_gqa = c.H != c.Hkv;
+    o.dropout_p = c.dropout;
+    if (c.mask == 1) o.attn_mask = gt(randn({c.B, 1, c.Lq, c.Lk}, seed++), -1.f);
+    if (c.mask == 2) o.attn_mask = randn({1, c.H, c.Lq, c.Lk}, seed++);
+    if (c.mask == 3) {
+      std::vector<bool> see(c.Lq * c.Lk, true);
+      for (int64_t i = 0; i < c.Lq; i += 5) std::fill(see.begin() + i * c.Lk, see.begin() + (i + 1) * c.Lk, false);
+      o.attn_mask = Tensor::from_bools(see, {c.Lq, c.Lk});
+    }
+    // out, dq, dk, dv of one run on device d (the gradients of the views)
+    auto run = [&](Device d) {
+      Tensor bq = q.to(d).detach().requires_grad_(), bk = k.to(d).detach().requires_grad_(),
+             bv = v.to(d).detach().requires_grad_();
+      AttentionOptions od = o;
+      if (o.attn_mask.defined()) od.attn_mask = o.attn_mask.to(d);
+      Generator drop(77);
+      od.generator = &drop;
+      Tensor out = scaled_dot_product_attention(view(bq), view(bk), view(bv), od);
+      sum(mul(out, r.to(d))).backward();
+      return std::vector<Tensor>{out, bq.grad(), bk.grad(), bv.grad()};
+    };
+    const auto on_cpu = run(Device::cpu());
+    std::vector<Tensor> simt, tensor_cores;
+    {
+      F32Kernels use("simt");
+      simt = run(Device::cuda());
+    }
+    {
+      F32Kernels use("tf32x3");
+      tensor_cores = run(Device::cuda());
+    }
+    const bool served = (c.D == 64 || c.D == 128) && c.layout != 2;
+    const char* what[] = {"out", "dq", "dk", "dv"};
+    for (int t = 0; t < 4; ++t) {
+      SCOPED_TRACE(what[t]);
+      EXPECT_SAME_ON_GPU(on_cpu[t], tensor_cores[t], 1e-4);
+      if (served) EXPECT_NE(host(simt[t]), host(tensor_cores[t])) << "the tensor cores' sums, in another order";
+      else EXPECT_EQ(host(simt[t]), host(tensor_cores[t])) << "the CUDA-core kernels where the tensor cores do not serve";
+    }
+  }
+  // a decoding step (4 query rows, no gradient: no lse) stays on the split-KV kernels
+  NoGradGuard no_grad;
+  const Tensor q = gpu(randn({2, 4, 4, 64}, 990)), k = gpu(randn({2, 4, 900, 64}, 991)), v = gpu(randn({2, 4, 900, 64}, 992));
+  std::vector<float> simt;
+  {
+    F32Kernels use("simt");
+    simt = host(scaled_dot_product_attention(q, k, v));
+  }
+  F32Kernels use("tf32x3");
+  EXPECT_EQ(host(scaled_dot_product_attention(q, k, v)), simt);
 }
 
 // Empty extents where the CPU still has something to say: attention with Dv = 0 (its lse is still

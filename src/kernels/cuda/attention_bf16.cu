@@ -444,9 +444,7 @@ void backward(const AttnProblem& p, const float* out, const float* lse, const fl
   if (on_tiles(p) && p.B * p.Hkv > 0 && p.Lq > 0 && p.Lk > 0) {
     check_grid(p.B * p.Hkv);
     // both tile kernels add dQ into a zeroed dq with atomics and take D_i = rowsum(dO ∘ O)
-    const int64_t n = p.B * p.H * p.Lq * p.D;
-    zero_rows_kernel<<<blocks_for(n), 256, 0, s>>>(p.dq_l, p.H, p.Lq, p.D, n, dq);
-    QKV_CUDA_LAUNCHED(zero_rows_kernel);
+    attention_zero_rows(p.dq_l, p.B, p.H, p.Lq, p.D, dq);
     Scratch Dsum(p.B * p.H * p.Lq, s);
     attention_row_dot(p, out, dout, Dsum.p);
     if (!attention_uses_wmma()) {  // the register-resident kernels (attention_mma.cu)
@@ -461,6 +459,13 @@ void backward(const AttnProblem& p, const float* out, const float* lse, const fl
 }
 
 }  // namespace
+
+void attention_zero_rows(const HeadLayout& l, int64_t B, int64_t H, int64_t L, int64_t d, float* x) {
+  const int64_t n = B * H * L * d;
+  if (n == 0) return;
+  zero_rows_kernel<<<blocks_for(n), 256, 0, stream()>>>(l, H, L, d, n, x);
+  QKV_CUDA_LAUNCHED(zero_rows_kernel);
+}
 
 void attention_forward_flash_bf16(const AttnProblem& p, float* out, float* lse) { forward<__nv_bfloat16>(p, out, lse); }
 void attention_backward_flash_bf16(const AttnProblem& p, const float* out, const float* lse, const float* dout,

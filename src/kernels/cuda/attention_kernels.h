@@ -47,5 +47,17 @@ bool attention_forward_wgmma_f16(const AttnProblem& p, float* out, float* lse);
 int attention_forward_tiles(int64_t D);
 // D_i = dout_i · out_i for every query row (the flash backward's first pass)
 void attention_row_dot(const AttnProblem& p, const float* out, const float* dout, float* Dsum);
+// Zeros in the rows of a [B, H, L, d] tensor laid out as `l` (the tile backwards add dq with atomics)
+void attention_zero_rows(const HeadLayout& l, int64_t B, int64_t H, int64_t L, int64_t d, float* x);
+// The f32 flash pair on the tensor cores at f32's accuracy (attention_tf32.cu: 3xTF32 on mma.sync
+// m16n8k8, head dims 64 and 128, D = Dv, q, k, v and dout rows on 16 bytes), which attention.cu's f32
+// pair hands the problem to when QKV_CUDA_ATTENTION_F32=tf32x3 (attention_uses_tf32; the default
+// stays the CUDA-core kernels until the pair is measured on a GPU). Each returns false, doing nothing,
+// where it does not serve the problem (and the forward for a decoding step: ≤ 16 query rows, no lse).
+// The backward takes D_i (attention_row_dot) and zeroes dq itself.
+bool attention_uses_tf32();
+bool attention_forward_tf32(const AttnProblem& p, float* out, float* lse);
+bool attention_backward_tf32(const AttnProblem& p, const float* lse, const float* Dsum, const float* dout, float* dq,
+                             float* dk, float* dv);
 
 }  // namespace qkv::kernels::cuda
