@@ -35,6 +35,7 @@
 
 #include "kernels/cuda/attention_kernels.h"
 #include "kernels/cuda/attention_device.cuh"
+#include "kernels/cuda/attention_rows.cuh"
 #include "kernels/cuda/attention_tiles.cuh"
 #include "kernels/cuda/launch.h"
 
@@ -212,60 +213,11 @@ __global__ void __launch_bounds__(kThreads)
       const bool plain = (!General || p.mask.kind == AttnMask::Kind::none) && j0 + KN <= p.Lk &&
                          !(p.causal && j0 + KN - 1 > iw);
 #pragma unroll
-      for (int mt = 0; mt < MT; ++mt) {
-#pragma unroll
-        for (int n = 0; n < KN / 8; ++n) {
-#pragma unroll
-          for (int e = 0; e < 4; ++e) {
-            if (plain) {
-              s[mt][n][e] *= p.scale;
-            } else {
-              const int64_t i = row[mt][e / 2], jj = j0 + n * 8 + 2 * t + e % 2;
-              if constexpr (General)
-                s[mt][n][e] = i < p.Lq ? masked_score(p, b, h, i, jj, p.scale * s[mt][n][e]) : -INFINITY;
-              else  // keys past Lk and the causal diagonal only
-                s[mt][n][e] = jj < p.Lk && !(p.causal && jj > i) ? p.scale * s[mt][n][e] : -INFINITY;
-            }
-          }
-        }
-      }
-
-      // online softmax of each m-tile's rows g (r = 0) and g + 8 (r = 1); a row's KN values lie
-      // across a quad's 4 lanes
+      for (int mt = 0; mt < MT; ++mt) rows::scale_and_mask<General>(s[mt], p, b, h, row[mt], j0, t, plain);
 #pragma unroll
       for (int mt = 0; mt < MT; ++mt) {
-        float alpha[2], base[2];
-#pragma unroll
-        for (int r = 0; r < 2; ++r) {
-          float mx = m[mt][r];
-#pragma unroll
-          for (int n = 0; n < KN / 8; ++n) mx = fmaxf(mx, fmaxf(s[mt][n][2 * r], s[mt][n][2 * r + 1]));
-          mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
-          mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
-          base[r] = mx == -INFINITY ? 0.f : mx;  // a row that has seen no key yet: 2^(−∞ − 0) = 0
-          alpha[r] = exp2f((m[mt][r] - base[r]) * kLog2e);
-          m[mt][r] = mx;
-          l[mt][r] *= alpha[r];
-        }
-#pragma unroll
-        for (int n = 0; n < KN / 8; ++n) {
-#pragma unroll
-          for (int e = 0; e < 4; ++e) s[mt][n][e] = exp2f((s[mt][n][e] - base[e / 2]) * kLog2e);
-          l[mt][0] += s[mt][n][0] + s[mt][n][1];  // l sums P before dropout
-          l[mt][1] += s[mt][n][2] + s[mt][n][3];
-        }
-        if (General && p.dropout_p > 0.f) {
-#pragma unroll
-          for (int n = 0; n < KN / 8; ++n)
-#pragma unroll
-            for (int e = 0; e < 4; ++e)
-              if (s[mt][n][e] != 0.f) s[mt][n][e] *= keep(p, b, h, row[mt][e / 2], j0 + n * 8 + 2 * t + e % 2);
-        }
-#pragma unroll
-        for (int dt = 0; dt < D / 8; ++dt) {
-          o[mt][dt][0] *= alpha[0], o[mt][dt][1] *= alpha[0];
-          o[mt][dt][2] *= alpha[1], o[mt][dt][3] *= alpha[1];
-        }
+        rows::online_softmax(s[mt], m[mt], l[mt], o[mt]);  // l sums P before dropout
+        if (General && p.dropout_p > 0.f) rows::drop(s[mt], p, b, h, row[mt], j0, t);
       }
 
       // O += P V_j: P's accumulators for keys 16kk…16kk+15 are the A fragment (rounded to T); V's B
@@ -297,24 +249,7 @@ __global__ void __launch_bounds__(kThreads)
   cp_async_wait<0>();  // no key tile (Lk = 0): Q's copy is still to be waited for before the block ends
 
 #pragma unroll
-  for (int mt = 0; mt < MT; ++mt) {
-#pragma unroll
-    for (int r = 0; r < 2; ++r) {
-      float sum = l[mt][r];  // the quad's four parts of the row sum
-      sum += __shfl_xor_sync(0xffffffffu, sum, 1);
-      sum += __shfl_xor_sync(0xffffffffu, sum, 2);
-      if (row[mt][r] >= p.Lq) continue;
-      const float inv = sum > 0.f ? 1.f / sum : 0.f;  // a row that sees no key: 0, as the CPU
-      float* orow = out + at(p.out_l, b, h, row[mt][r]);
-#pragma unroll
-      for (int dt = 0; dt < D / 8; ++dt) {
-        orow[dt * 8 + 2 * t] = o[mt][dt][2 * r] * inv;
-        orow[dt * 8 + 2 * t + 1] = o[mt][dt][2 * r + 1] * inv;
-      }
-      if (lse && t == 0)
-        lse[(b * p.H + h) * p.Lq + row[mt][r]] = sum > 0.f ? m[mt][r] + logf(sum) : -INFINITY;
-    }
-  }
+  for (int mt = 0; mt < MT; ++mt) rows::write_rows(p, out, lse, b, h, row[mt], m[mt], l[mt], o[mt], t);
 }
 
 // ---- the backward kernel ------------------------------------------------------------------------------
@@ -400,11 +335,7 @@ __global__ void __launch_bounds__(kThreads)
       copy_tile<T, D>(Qs, q, i0, p.Lq, kRows);
       copy_tile<T, D>(Gs, gq, i0, p.Lq, kRows);
       cp_async_commit();
-      if (threadIdx.x < kRows) {
-        const int64_t i = i0 + threadIdx.x;
-        rowL[threadIdx.x] = i < p.Lq ? lse[stats + i] : -INFINITY;  // −∞: past Lq, or a row that sees no key
-        rowD[threadIdx.x] = i < p.Lq ? Dsum[stats + i] : 0.f;
-      }
+      rows::stage_rows<kRows>(rowL, rowD, p, lse, Dsum, stats, i0);
       cp_async_wait<0>();
       __syncthreads();
 
@@ -415,25 +346,7 @@ __global__ void __launch_bounds__(kThreads)
       // P = e^(scale·S + M − lse): element-wise masking only where the step needs it
       const bool plain = (!General || p.mask.kind == AttnMask::Kind::none) && j0 + kKeys <= p.Lk &&
                          i0 + kRows <= p.Lq && !(p.causal && j0 + kKeys - 1 > i0);
-#pragma unroll
-      for (int n = 0; n < kRows / 8; ++n) {
-#pragma unroll
-        for (int e = 0; e < 4; ++e) {
-          const int r = n * 8 + 2 * t + e % 2;
-          const float L = rowL[r];
-          float x;
-          if (plain) {
-            x = p.scale * s[n][e];
-          } else if (L == -INFINITY) {
-            x = -INFINITY;
-          } else if constexpr (General) {
-            x = masked_score(p, b, h, i0 + r, key[e / 2], p.scale * s[n][e]);
-          } else {  // keys past Lk and the causal diagonal only
-            x = key[e / 2] < p.Lk && !(p.causal && key[e / 2] > i0 + r) ? p.scale * s[n][e] : -INFINITY;
-          }
-          s[n][e] = x == -INFINITY ? 0.f : expf(x - L);
-        }
-      }
+      rows::probabilities<General>(s, p, b, h, i0, key, rowL, t, plain);
       const bool dropout = General && p.dropout_p > 0.f;
       // Z/(1−p) of element (n, e); 1 without dropout. Drawn again for dS' rather than kept beside P
       // (32 more registers in a kernel at 255): a hash, not a memory read.
@@ -510,35 +423,14 @@ __global__ void __launch_bounds__(kThreads)
             mma<T>(acc[2 * dp + 1], a, kb[2], kb[3]);
           }
         }
-#pragma unroll
-        for (int r = 0; r < 2; ++r) {
-          const int row = rw + g + 8 * r;
-          if (i0 + row >= p.Lq || rowL[row] == -INFINITY) continue;  // past Lq, or a row that sees no key
-          float* dst = dq + at(p.dq_l, b, h, i0 + row) + c0 + 2 * t;
-#pragma unroll
-          for (int n = 0; n < 8; ++n) {
-            atomicAdd(dst + n * 8, acc[n][2 * r]);
-            atomicAdd(dst + n * 8 + 1, acc[n][2 * r + 1]);
-          }
-        }
+        rows::add_dq(p, dq, b, h, i0, rw, c0, rowL, acc, g, t);
       }
     }
   }
 
   cp_async_wait<0>();  // a block with no step (causal, its first key past Lq): K, V's copies to be waited for
 
-  // dK, dV of the lane's two keys: dims n·8 + 2t, n·8 + 2t + 1
-#pragma unroll
-  for (int r = 0; r < 2; ++r) {
-    if (key[r] >= p.Lk) continue;
-    float* k_row = dk + at(p.dk_l, b, hk, key[r]) + 2 * t;
-    float* v_row = dv + at(p.dv_l, b, hk, key[r]) + 2 * t;
-#pragma unroll
-    for (int n = 0; n < D / 8; ++n) {
-      k_row[n * 8] = dK[n][2 * r], k_row[n * 8 + 1] = dK[n][2 * r + 1];
-      v_row[n * 8] = dV[n][2 * r], v_row[n * 8 + 1] = dV[n][2 * r + 1];
-    }
-  }
+  rows::write_dk_dv(p, dk, dv, b, hk, key, dK, dV, t);
 }
 
 

@@ -27,6 +27,7 @@
 
 #include "kernels/cuda/attention_device.cuh"
 #include "kernels/cuda/attention_kernels.h"
+#include "kernels/cuda/attention_rows.cuh"
 #include "kernels/cuda/attention_tiles.cuh"
 #include "kernels/cuda/launch.h"
 #include "kernels/cuda/mma_tf32.h"
@@ -37,7 +38,6 @@ namespace {
 using tiles::cp_async16;
 using tiles::cp_async_commit;
 using tiles::cp_async_wait;
-using tiles::kLog2e;
 using tf32::accumulators_as_a;
 using tf32::load_a;
 using tf32::load_b;
@@ -161,55 +161,9 @@ __global__ void __launch_bounds__(kThreads) flash_tf32_forward_kernel(AttnProble
       // causality cutting through the warp's rows)
       const bool plain = (!General || p.mask.kind == AttnMask::Kind::none) && j0 + KN <= p.Lk &&
                          !(p.causal && j0 + KN - 1 > iw);
-#pragma unroll
-      for (int n = 0; n < KN / 8; ++n) {
-#pragma unroll
-        for (int e = 0; e < 4; ++e) {
-          if (plain) {
-            s[n][e] *= p.scale;
-          } else {
-            const int64_t i = row[e / 2], jj = j0 + n * 8 + 2 * t + e % 2;
-            if constexpr (General)
-              s[n][e] = i < p.Lq ? masked_score(p, b, h, i, jj, p.scale * s[n][e]) : -INFINITY;
-            else  // keys past Lk and the causal diagonal only
-              s[n][e] = jj < p.Lk && !(p.causal && jj > i) ? p.scale * s[n][e] : -INFINITY;
-          }
-        }
-      }
-
-      // online softmax of rows g (r = 0) and g + 8 (r = 1): a row's KN values lie across a quad's 4 lanes
-      float alpha[2], base[2];
-#pragma unroll
-      for (int r = 0; r < 2; ++r) {
-        float mx = m[r];
-#pragma unroll
-        for (int n = 0; n < KN / 8; ++n) mx = fmaxf(mx, fmaxf(s[n][2 * r], s[n][2 * r + 1]));
-        mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
-        mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
-        base[r] = mx == -INFINITY ? 0.f : mx;  // a row that has seen no key yet: 2^(−∞ − 0) = 0
-        alpha[r] = exp2f((m[r] - base[r]) * kLog2e);
-        m[r] = mx;
-        l[r] *= alpha[r];
-      }
-#pragma unroll
-      for (int n = 0; n < KN / 8; ++n) {
-#pragma unroll
-        for (int e = 0; e < 4; ++e) s[n][e] = exp2f((s[n][e] - base[e / 2]) * kLog2e);
-        l[0] += s[n][0] + s[n][1];  // l sums P before dropout
-        l[1] += s[n][2] + s[n][3];
-      }
-      if (General && p.dropout_p > 0.f) {
-#pragma unroll
-        for (int n = 0; n < KN / 8; ++n)
-#pragma unroll
-          for (int e = 0; e < 4; ++e)
-            if (s[n][e] != 0.f) s[n][e] *= keep(p, b, h, row[e / 2], j0 + n * 8 + 2 * t + e % 2);
-      }
-#pragma unroll
-      for (int dt = 0; dt < D / 8; ++dt) {
-        o[dt][0] *= alpha[0], o[dt][1] *= alpha[0];
-        o[dt][2] *= alpha[1], o[dt][3] *= alpha[1];
-      }
+      rows::scale_and_mask<General>(s, p, b, h, row, j0, t, plain);
+      rows::online_softmax(s, m, l, o);  // l sums P before dropout
+      if (General && p.dropout_p > 0.f) rows::drop(s, p, b, h, row, j0, t);
 
       // O += P V_j: each tile of 8 keys' accumulators is the A fragment (keys in kperm order), V_j's
       // rows of those keys read in the same order
@@ -230,21 +184,7 @@ __global__ void __launch_bounds__(kThreads) flash_tf32_forward_kernel(AttnProble
   }
   cp_async_wait<0>();  // no key tile (Lk = 0): Q's copy is still to be waited for before the block ends
 
-#pragma unroll
-  for (int r = 0; r < 2; ++r) {
-    float sum = l[r];  // the quad's four parts of the row sum
-    sum += __shfl_xor_sync(0xffffffffu, sum, 1);
-    sum += __shfl_xor_sync(0xffffffffu, sum, 2);
-    if (row[r] >= p.Lq) continue;
-    const float inv = sum > 0.f ? 1.f / sum : 0.f;  // a row that sees no key: 0, as the CPU
-    float* orow = out + at(p.out_l, b, h, row[r]);
-#pragma unroll
-    for (int dt = 0; dt < D / 8; ++dt) {
-      orow[dt * 8 + 2 * t] = o[dt][2 * r] * inv;
-      orow[dt * 8 + 2 * t + 1] = o[dt][2 * r + 1] * inv;
-    }
-    if (lse && t == 0) lse[(b * p.H + h) * p.Lq + row[r]] = sum > 0.f ? m[r] + logf(sum) : -INFINITY;
-  }
+  rows::write_rows(p, out, lse, b, h, row, m, l, o, t);
 }
 
 // ---- the backward kernel ------------------------------------------------------------------------------
@@ -337,11 +277,7 @@ __global__ void __launch_bounds__(kThreads)
       copy_rows<D>(Qs, q, p.q_sl, i0, p.Lq, kRows);
       copy_rows<D>(Gs, gq, p.dout_l.sl, i0, p.Lq, kRows);
       cp_async_commit();
-      if (threadIdx.x < kRows) {
-        const int64_t i = i0 + threadIdx.x;
-        rowL[threadIdx.x] = i < p.Lq ? lse[stats + i] : -INFINITY;  // −∞: past Lq, or a row that sees no key
-        rowD[threadIdx.x] = i < p.Lq ? Dsum[stats + i] : 0.f;
-      }
+      rows::stage_rows<kRows>(rowL, rowD, p, lse, Dsum, stats, i0);
       cp_async_wait<0>();
       __syncthreads();
 
@@ -352,25 +288,7 @@ __global__ void __launch_bounds__(kThreads)
       // P = e^(scale·S + M − lse): element-wise masking only where the step needs it
       const bool plain = (!General || p.mask.kind == AttnMask::Kind::none) && j0 + kKeys <= p.Lk &&
                          i0 + kRows <= p.Lq && !(p.causal && j0 + kKeys - 1 > i0);
-#pragma unroll
-      for (int n = 0; n < kRows / 8; ++n) {
-#pragma unroll
-        for (int e = 0; e < 4; ++e) {
-          const int r = n * 8 + 2 * t + e % 2;
-          const float L = rowL[r];
-          float x;
-          if (plain) {
-            x = p.scale * s[n][e];
-          } else if (L == -INFINITY) {
-            x = -INFINITY;
-          } else if constexpr (General) {
-            x = masked_score(p, b, h, i0 + r, key[e / 2], p.scale * s[n][e]);
-          } else {  // keys past Lk and the causal diagonal only
-            x = key[e / 2] < p.Lk && !(p.causal && key[e / 2] > i0 + r) ? p.scale * s[n][e] : -INFINITY;
-          }
-          s[n][e] = x == -INFINITY ? 0.f : expf(x - L);
-        }
-      }
+      rows::probabilities<General>(s, p, b, h, i0, key, rowL, t, plain);
       const bool dropout = General && p.dropout_p > 0.f;
       // Z/(1−p) of element (n, e); 1 without dropout (drawn again for dS': a hash, not a memory read)
       auto z = [&](int n, int e) {
@@ -428,35 +346,14 @@ __global__ void __launch_bounds__(kThreads)
             mma3(acc[dt], ah, Halves<2>(kb));
           }
         }
-#pragma unroll
-        for (int r = 0; r < 2; ++r) {
-          const int row = rw + g + 8 * r;
-          if (i0 + row >= p.Lq || rowL[row] == -INFINITY) continue;  // past Lq, or a row that sees no key
-          float* dst = dq + at(p.dq_l, b, h, i0 + row) + c0 + 2 * t;
-#pragma unroll
-          for (int n = 0; n < 8; ++n) {
-            atomicAdd(dst + n * 8, acc[n][2 * r]);
-            atomicAdd(dst + n * 8 + 1, acc[n][2 * r + 1]);
-          }
-        }
+        rows::add_dq(p, dq, b, h, i0, rw, c0, rowL, acc, g, t);
       }
     }
   }
 
   cp_async_wait<0>();  // a block with no step (causal, its first key past Lq): K, V's copies to be waited for
 
-  // dK, dV of the lane's two keys: dims n·8 + 2t, n·8 + 2t + 1
-#pragma unroll
-  for (int r = 0; r < 2; ++r) {
-    if (key[r] >= p.Lk) continue;
-    float* k_row = dk + at(p.dk_l, b, hk, key[r]) + 2 * t;
-    float* v_row = dv + at(p.dv_l, b, hk, key[r]) + 2 * t;
-#pragma unroll
-    for (int n = 0; n < D / 8; ++n) {
-      k_row[n * 8] = dK[n][2 * r], k_row[n * 8 + 1] = dK[n][2 * r + 1];
-      v_row[n * 8] = dV[n][2 * r], v_row[n * 8 + 1] = dV[n][2 * r + 1];
-    }
-  }
+  rows::write_dk_dv(p, dk, dv, b, hk, key, dK, dV, t);
 }
 
 // ---- launching ----------------------------------------------------------------------------------------

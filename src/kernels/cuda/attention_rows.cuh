@@ -1,0 +1,182 @@
+// What the register-resident attention pairs (attention_mma.cu on bf16/f16, attention_tf32.cu on f32)
+// do to a warp's accumulator tiles between products — the same in both, as mma.sync's accumulators
+// (m16n8, f32) have one layout whatever the operands' type: element e of a lane (g = lane / 4, t =
+// lane % 4) of n-tile n is row g + 8·(e / 2), column n·8 + 2t + e % 2. nvcc only.
+#pragma once
+
+#include <cstdint>
+
+#include "kernels/attention_problem.h"
+#include "kernels/cuda/attention_device.cuh"
+#include "kernels/cuda/attention_tiles.cuh"
+
+namespace qkv::kernels::cuda::rows {
+
+// ---- forward: a warp's 16 query rows (row[0] = its lane's row g, row[1] = g + 8) against NT·8 keys
+// from j0 -------------------------------------------------------------------------------------------------
+
+// s = scale·S + M in place: element-wise only where `plain` is false (a mask, keys past Lk, or
+// causality cutting through the rows); without General only keys past Lk and the causal diagonal.
+template <bool General, int NT>
+__device__ inline void scale_and_mask(float (&s)[NT][4], const AttnProblem& p, int64_t b, int64_t h,
+                                      const int64_t (&row)[2], int64_t j0, int t, bool plain) {
+#pragma unroll
+  for (int n = 0; n < NT; ++n) {
+#pragma unroll
+    for (int e = 0; e < 4; ++e) {
+      if (plain) {
+        s[n][e] *= p.scale;
+      } else {
+        const int64_t i = row[e / 2], jj = j0 + n * 8 + 2 * t + e % 2;
+        if constexpr (General)
+          s[n][e] = i < p.Lq ? masked_score(p, b, h, i, jj, p.scale * s[n][e]) : -INFINITY;
+        else  // keys past Lk and the causal diagonal only
+          s[n][e] = jj < p.Lk && !(p.causal && jj > i) ? p.scale * s[n][e] : -INFINITY;
+      }
+    }
+  }
+}
+
+// One step of the online softmax of rows g (r = 0) and g + 8 (r = 1), whose NT·8 values lie across a
+// quad's 4 lanes: m' = max(m, rowmax s), s ← P = e^(s − m'), l = l·e^(m − m') + rowsum P (this lane's
+// part), O ·= e^(m − m'). (e^x as 2^(x·log2 e), x = s − m' formed first, so that scores near −FLT_MAX,
+// HuggingFace's additive mask, stay finite.)
+template <int NT, int ND>
+__device__ inline void online_softmax(float (&s)[NT][4], float (&m)[2], float (&l)[2], float (&o)[ND][4]) {
+  float alpha[2], base[2];
+#pragma unroll
+  for (int r = 0; r < 2; ++r) {
+    float mx = m[r];
+#pragma unroll
+    for (int n = 0; n < NT; ++n) mx = fmaxf(mx, fmaxf(s[n][2 * r], s[n][2 * r + 1]));
+    mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
+    mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
+    base[r] = mx == -INFINITY ? 0.f : mx;  // a row that has seen no key yet: 2^(−∞ − 0) = 0
+    alpha[r] = exp2f((m[r] - base[r]) * tiles::kLog2e);
+    m[r] = mx;
+    l[r] *= alpha[r];
+  }
+#pragma unroll
+  for (int n = 0; n < NT; ++n) {
+#pragma unroll
+    for (int e = 0; e < 4; ++e) s[n][e] = exp2f((s[n][e] - base[e / 2]) * tiles::kLog2e);
+    l[0] += s[n][0] + s[n][1];
+    l[1] += s[n][2] + s[n][3];
+  }
+#pragma unroll
+  for (int dt = 0; dt < ND; ++dt) {
+    o[dt][0] *= alpha[0], o[dt][1] *= alpha[0];
+    o[dt][2] *= alpha[1], o[dt][3] *= alpha[1];
+  }
+}
+
+// P ∘ Z/(1−p) in place (after l has summed P)
+template <int NT>
+__device__ inline void drop(float (&s)[NT][4], const AttnProblem& p, int64_t b, int64_t h, const int64_t (&row)[2],
+                            int64_t j0, int t) {
+#pragma unroll
+  for (int n = 0; n < NT; ++n)
+#pragma unroll
+    for (int e = 0; e < 4; ++e)
+      if (s[n][e] != 0.f) s[n][e] *= keep(p, b, h, row[e / 2], j0 + n * 8 + 2 * t + e % 2);
+}
+
+// out = O / l and lse = m + ln l for the lane's rows below Lq (l summed over the quad first; a row that
+// saw no key: 0 and −∞, as the CPU)
+template <int ND>
+__device__ inline void write_rows(const AttnProblem& p, float* out, float* lse, int64_t b, int64_t h,
+                                  const int64_t (&row)[2], const float (&m)[2], const float (&l)[2],
+                                  const float (&o)[ND][4], int t) {
+#pragma unroll
+  for (int r = 0; r < 2; ++r) {
+    float sum = l[r];  // the quad's four parts of the row sum
+    sum += __shfl_xor_sync(0xffffffffu, sum, 1);
+    sum += __shfl_xor_sync(0xffffffffu, sum, 2);
+    if (row[r] >= p.Lq) continue;
+    const float inv = sum > 0.f ? 1.f / sum : 0.f;
+    float* orow = out + at(p.out_l, b, h, row[r]);
+#pragma unroll
+    for (int dt = 0; dt < ND; ++dt) {
+      orow[dt * 8 + 2 * t] = o[dt][2 * r] * inv;
+      orow[dt * 8 + 2 * t + 1] = o[dt][2 * r + 1] * inv;
+    }
+    if (lse && t == 0) lse[(b * p.H + h) * p.Lq + row[r]] = sum > 0.f ? m[r] + logf(sum) : -INFINITY;
+  }
+}
+
+// ---- backward: a warp's 16 keys (key[0] = its lane's key g, key[1] = g + 8) against the NR rows of a
+// step from i0 (column n·8 + 2t + e % 2 of an accumulator tile is row i0 + that) -------------------------
+
+// The step's lse and D_i into shared memory (threads 0 … NR − 1, the caller syncs): −∞ and 0 past Lq
+// (lse is −∞ also for a row that sees no key)
+template <int NR>
+__device__ inline void stage_rows(float* rowL, float* rowD, const AttnProblem& p, const float* lse,
+                                  const float* Dsum, int64_t stats, int64_t i0) {
+  if (threadIdx.x < NR) {
+    const int64_t i = i0 + threadIdx.x;
+    rowL[threadIdx.x] = i < p.Lq ? lse[stats + i] : -INFINITY;
+    rowD[threadIdx.x] = i < p.Lq ? Dsum[stats + i] : 0.f;
+  }
+}
+
+// Sᵀ → P = e^(scale·S + M − lse) in place, rowL = the step's lse (−∞ past Lq, or a row that sees no
+// key); element-wise masking only where `plain` is false.
+template <bool General, int NT>
+__device__ inline void probabilities(float (&s)[NT][4], const AttnProblem& p, int64_t b, int64_t h, int64_t i0,
+                                     const int64_t (&key)[2], const float* rowL, int t, bool plain) {
+#pragma unroll
+  for (int n = 0; n < NT; ++n) {
+#pragma unroll
+    for (int e = 0; e < 4; ++e) {
+      const int r = n * 8 + 2 * t + e % 2;
+      const float L = rowL[r];
+      float x;
+      if (plain) {
+        x = p.scale * s[n][e];
+      } else if (L == -INFINITY) {
+        x = -INFINITY;
+      } else if constexpr (General) {
+        x = masked_score(p, b, h, i0 + r, key[e / 2], p.scale * s[n][e]);
+      } else {  // keys past Lk and the causal diagonal only
+        x = key[e / 2] < p.Lk && !(p.causal && key[e / 2] > i0 + r) ? p.scale * s[n][e] : -INFINITY;
+      }
+      s[n][e] = x == -INFINITY ? 0.f : expf(x - L);
+    }
+  }
+}
+
+// dq rows of the step += a warp's 16 × 64 block of dQ (acc: 8 n-tiles; rows rw + g, rw + g + 8 of the
+// step, dims c0 …), by f32 atomics; rows past Lq or that see no key are left alone
+__device__ inline void add_dq(const AttnProblem& p, float* dq, int64_t b, int64_t h, int64_t i0, int rw, int c0,
+                              const float* rowL, const float (&acc)[8][4], int g, int t) {
+#pragma unroll
+  for (int r = 0; r < 2; ++r) {
+    const int row = rw + g + 8 * r;
+    if (i0 + row >= p.Lq || rowL[row] == -INFINITY) continue;
+    float* dst = dq + at(p.dq_l, b, h, i0 + row) + c0 + 2 * t;
+#pragma unroll
+    for (int n = 0; n < 8; ++n) {
+      atomicAdd(dst + n * 8, acc[n][2 * r]);
+      atomicAdd(dst + n * 8 + 1, acc[n][2 * r + 1]);
+    }
+  }
+}
+
+// dK, dV of the lane's two keys below Lk: dims n·8 + 2t, n·8 + 2t + 1
+template <int ND>
+__device__ inline void write_dk_dv(const AttnProblem& p, float* dk, float* dv, int64_t b, int64_t hk,
+                                   const int64_t (&key)[2], const float (&dK)[ND][4], const float (&dV)[ND][4], int t) {
+#pragma unroll
+  for (int r = 0; r < 2; ++r) {
+    if (key[r] >= p.Lk) continue;
+    float* k_row = dk + at(p.dk_l, b, hk, key[r]) + 2 * t;
+    float* v_row = dv + at(p.dv_l, b, hk, key[r]) + 2 * t;
+#pragma unroll
+    for (int n = 0; n < ND; ++n) {
+      k_row[n * 8] = dK[n][2 * r], k_row[n * 8 + 1] = dK[n][2 * r + 1];
+      v_row[n * 8] = dV[n][2 * r], v_row[n * 8 + 1] = dV[n][2 * r + 1];
+    }
+  }
+}
+
+}  // namespace qkv::kernels::cuda::rows
