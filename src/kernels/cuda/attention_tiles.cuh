@@ -1,12 +1,14 @@
 // What the tensor-core attention kernels share (attention_mma.cu; sm90a/attention_wgmma.cu): the
 // 16-bit element packing, cp.async copies into shared memory, and the pre-pass that writes dense T
-// copies of the f32 operands. nvcc only.
+// copies of the f32 operands. nvcc, or g++ under tests/kernels/cuda_emulation.h (QKV_CUDA_EMULATION:
+// cp.async as plain copies, no launchers).
 #pragma once
 
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
 #include <cstdint>
+#include <cstring>
 
 #include "kernels/cuda/launch.h"
 
@@ -29,6 +31,17 @@ __device__ inline uint32_t pack2<__half>(float lo, float hi) {
   return *reinterpret_cast<const uint32_t*>(&v);
 }
 
+#ifdef QKV_CUDA_EMULATION
+// On the host (tests/kernels/cuda_emulation.h): the copy happens at once, so commit and wait have
+// nothing to do.
+__device__ inline void cp_async16(void* dst, const void* src, bool valid) {
+  if (valid) std::memcpy(dst, src, 16);
+  else std::memset(dst, 0, 16);
+}
+__device__ inline void cp_async_commit() {}
+template <int N>
+__device__ inline void cp_async_wait() {}
+#else
 __device__ inline uint32_t smem_address(const void* p) { return static_cast<uint32_t>(__cvta_generic_to_shared(p)); }
 
 // 16 bytes global → shared without passing through registers; `valid` false writes 16 zero bytes.
@@ -42,6 +55,7 @@ template <int N>
 __device__ inline void cp_async_wait() {  // until at most N of this thread's groups are in flight
   asm volatile("cp.async.wait_group %0;\n" ::"n"(N) : "memory");
 }
+#endif
 
 // ---- pre-pass: strided f32 rows → dense T rows --------------------------------------------------------
 
@@ -66,6 +80,7 @@ __global__ void round_rows_kernel(const float* src, int64_t sb, int64_t sh, int6
   }
 }
 
+#ifndef QKV_CUDA_EMULATION
 template <typename T>
 void round_rows(const float* src, int64_t sb, int64_t sh, int64_t sl, int64_t B, int64_t heads, int64_t L, int64_t D,
                 T* dst, cudaStream_t s) {
@@ -76,5 +91,6 @@ void round_rows(const float* src, int64_t sb, int64_t sh, int64_t sl, int64_t B,
   else round_rows_kernel<T, false><<<blocks_for(pieces), 256, 0, s>>>(src, sb, sh, sl, heads, L, D, pieces, dst);
   QKV_CUDA_LAUNCHED(round_rows_kernel);
 }
+#endif
 
 }  // namespace qkv::kernels::cuda::tiles

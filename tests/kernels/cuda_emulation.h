@@ -1,0 +1,233 @@
+// CUDA kernels run on the host, unchanged, for the tests: a block's threads are fibers (ucontext) on
+// one OS thread, switched at every barrier, so a kernel runs exactly as written — its shared memory,
+// its warps' shuffles and tensor-core products (mma.sync m16n8k8 .tf32, from the PTX ISA's fragment
+// tables), its __syncthreads — and deterministically. A barrier some threads never reach (a warp
+// collective under divergent control flow, a __syncthreads skipped by some) is reported, not hung.
+// cp.async is a plain copy (kernels/cuda/attention_tiles.cuh under QKV_CUDA_EMULATION), so a missing
+// wait is not caught; everything else a kernel computes is the GPU's arithmetic up to the order of
+// the tensor core's sums.
+//
+// Use: include this first (it includes the CUDA headers, then defines the built-ins), then the kernel
+// header; run a grid with emulation::launch(grid, threads, [&] { kernel<…>(args…); }). Shared memory:
+// `extern __shared__` arrays are the namespace-scope array the including file defines (one block
+// runs at a time). Needs the CUDA toolkit's headers (a QKV_CUDA build), not a GPU.
+#pragma once
+
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+#include <cuda_runtime.h>
+#include <math.h>  // fmaxf, exp2f, INFINITY in the global namespace, as nvcc has them
+#include <ucontext.h>
+
+#include <cstdint>
+#include <cstring>
+#include <functional>
+#include <memory>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#define QKV_CUDA_EMULATION 1
+
+namespace qkv::emulation {
+
+struct Runtime {
+  struct Fiber {
+    ucontext_t ctx{};
+    std::unique_ptr<char[]> stack;
+    bool done = false;
+  };
+  static constexpr size_t kStack = 256 * 1024;
+  std::vector<Fiber> fibers;
+  ucontext_t scheduler{};
+  int current = 0;
+  uint3 block{0, 0, 0};
+  dim3 grid{1, 1, 1};
+  unsigned threads = 0;
+  std::function<void()> body;
+  // barriers: arrivals and generation (a barrier completes when the generation moves on)
+  unsigned block_arrived = 0;
+  uint64_t block_generation = 0;
+  std::vector<unsigned> warp_arrived;
+  std::vector<uint64_t> warp_generation;
+  uint64_t events = 0;  // arrivals, completions: a scheduler round without one is a deadlock
+  // what a warp's lanes exchange at a collective
+  struct Slots {
+    float a[32][4], b[32][2], c[32][4];
+    unsigned char word[32][8];
+  };
+  std::vector<Slots> slots;
+};
+
+inline Runtime*& runtime() {
+  static Runtime* r = nullptr;
+  return r;
+}
+
+inline void yield() {
+  Runtime& r = *runtime();
+  swapcontext(&r.fibers[r.current].ctx, &r.scheduler);
+}
+
+inline void wait_for(unsigned& arrived, uint64_t& generation, unsigned count) {
+  Runtime& r = *runtime();
+  const uint64_t mine = generation;
+  ++r.events;
+  if (++arrived == count) {
+    arrived = 0;
+    ++generation;
+    return;
+  }
+  while (generation == mine) yield();
+}
+
+// __syncthreads(): every thread of the block
+inline void sync_threads() {
+  Runtime& r = *runtime();
+  wait_for(r.block_arrived, r.block_generation, r.threads);
+}
+// every lane of the calling thread's warp (a .sync collective's convergence)
+inline void sync_warp() {
+  Runtime& r = *runtime();
+  const int w = r.current / 32;
+  wait_for(r.warp_arrived[w], r.warp_generation[w], 32);
+}
+
+inline Runtime::Slots& warp_slots() {
+  Runtime& r = *runtime();
+  return r.slots[r.current / 32];
+}
+inline int lane() { return runtime()->current % 32; }
+
+// __shfl_xor_sync(full mask, v, m): lane l gets lane l ^ m's value
+template <typename T>
+T shfl_xor(T v, int m) {
+  static_assert(sizeof(T) <= 8);
+  Runtime::Slots& s = warp_slots();
+  std::memcpy(s.word[lane()], &v, sizeof v);
+  sync_warp();
+  T out;
+  std::memcpy(&out, s.word[lane() ^ m], sizeof out);
+  sync_warp();
+  return out;
+}
+
+// What the tensor core reads of a .tf32 operand register: its 19 high bits
+inline float tf32_operand(float x) {
+  uint32_t u;
+  std::memcpy(&u, &x, 4);
+  u &= 0xffffe000u;
+  std::memcpy(&x, &u, 4);
+  return x;
+}
+
+// mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32, c += a·b over the warp. The PTX ISA's fragment
+// tables (g = lane / 4, t = lane % 4): a0 (g, t), a1 (g+8, t), a2 (g, t+4), a3 (g+8, t+4); b0 (t, g),
+// b1 (t+4, g); c0 (g, 2t), c1 (g, 2t+1), c2 (g+8, 2t), c3 (g+8, 2t+1). Each lane computes its own
+// four sums from the warp's fragments, k in order, in f32 (products of TF32 values are exact).
+inline void mma_m16n8k8_tf32(float (&c)[4], const float (&a)[4], const float (&b)[2]) {
+  Runtime::Slots& s = warp_slots();
+  const int l = lane();
+  std::memcpy(s.a[l], a, sizeof a);
+  std::memcpy(s.b[l], b, sizeof b);
+  sync_warp();
+  auto A = [&](int m, int k) { return s.a[4 * (m % 8) + k % 4][m / 8 + 2 * (k / 4)]; };
+  auto B = [&](int k, int n) { return s.b[4 * n + k % 4][k / 4]; };
+  const int g = l / 4, t = l % 4;
+  for (int e = 0; e < 4; ++e) {
+    const int m = g + 8 * (e / 2), n = 2 * t + e % 2;
+    float sum = c[e];
+    for (int k = 0; k < 8; ++k) sum += tf32_operand(A(m, k)) * tf32_operand(B(k, n));
+    c[e] = sum;
+  }
+  sync_warp();
+}
+
+inline void fiber_entry() {
+  Runtime& r = *runtime();
+  r.body();
+  r.fibers[r.current].done = true;
+  ++r.events;
+}
+
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wclobbered"  // getcontext returns twice, but only into fibers
+// Runs body() as every thread of every block of `grid` (blocks one after another, x fastest), with
+// `threads` threads a block (a multiple of 32). Throws if a block deadlocks at a barrier.
+inline void launch(dim3 grid, unsigned threads, std::function<void()> body) {
+  if (threads == 0 || threads % 32 != 0) throw std::invalid_argument("emulation::launch: threads a multiple of 32");
+  Runtime r;
+  r.grid = grid;
+  r.threads = threads;
+  r.body = std::move(body);
+  r.fibers.resize(threads);
+  r.warp_arrived.assign(threads / 32, 0);
+  r.warp_generation.assign(threads / 32, 0);
+  r.slots.resize(threads / 32);
+  for (auto& f : r.fibers) f.stack = std::make_unique<char[]>(Runtime::kStack);
+  runtime() = &r;
+  for (unsigned z = 0; z < grid.z; ++z) {
+    for (unsigned y = 0; y < grid.y; ++y) {
+      for (unsigned x = 0; x < grid.x; ++x) {
+        r.block = {x, y, z};
+        for (auto& f : r.fibers) {
+          f.done = false;
+          getcontext(&f.ctx);
+          f.ctx.uc_stack.ss_sp = f.stack.get();
+          f.ctx.uc_stack.ss_size = Runtime::kStack;
+          f.ctx.uc_link = &r.scheduler;
+          makecontext(&f.ctx, fiber_entry, 0);
+        }
+        for (;;) {
+          bool all_done = true;
+          const uint64_t before = r.events;
+          for (unsigned i = 0; i < threads; ++i) {
+            if (r.fibers[i].done) continue;
+            all_done = false;
+            r.current = static_cast<int>(i);
+            swapcontext(&r.scheduler, &r.fibers[i].ctx);
+          }
+          if (all_done) break;
+          if (r.events == before) {
+            runtime() = nullptr;
+            throw std::runtime_error("emulation::launch: block (" + std::to_string(x) + ", " + std::to_string(y) +
+                                     ") deadlocked: its threads wait at barriers that never complete");
+          }
+        }
+      }
+    }
+  }
+  runtime() = nullptr;
+}
+#pragma GCC diagnostic pop
+
+}  // namespace qkv::emulation
+
+// ---- the built-ins, for the kernel code that follows ---------------------------------------------------
+
+#define threadIdx (::uint3{static_cast<unsigned>(::qkv::emulation::runtime()->current), 0u, 0u})
+#define blockIdx (::qkv::emulation::runtime()->block)
+#define gridDim (::qkv::emulation::runtime()->grid)
+#define blockDim (::dim3{::qkv::emulation::runtime()->threads, 1u, 1u})
+#define __syncthreads() ::qkv::emulation::sync_threads()
+#define __launch_bounds__(...)
+
+template <typename T>
+inline T __shfl_xor_sync(unsigned, T v, int m) {
+  return ::qkv::emulation::shfl_xor(v, m);
+}
+inline float atomicAdd(float* p, float v) {  // one OS thread: plain
+  const float old = *p;
+  *p = old + v;
+  return old;
+}
+inline unsigned __float_as_uint(float x) {
+  unsigned u;
+  std::memcpy(&u, &x, sizeof u);
+  return u;
+}
+inline float __uint_as_float(unsigned u) {
+  float x;
+  std::memcpy(&x, &u, sizeof x);
+  return x;
+}
