@@ -14,8 +14,8 @@ For each (L, d, causal) of FlashAttention's own benchmark grid (batch·L = 16k t
              load), each tensor-core kernel of --kernels (wgmma: Hopper's warpgroup products, the default
              forward there; mma: mma.sync with the products' accumulators in registers; wmma:
              QKV_CUDA_ATTENTION=wmma, the first), and with --dtypes f32 each f32 pair of --f32-kernels
-             (simt: the CUDA cores, the default; tf32x3: the tensor cores at f32's accuracy, three TF32
-             products a term — QKV_CUDA_ATTENTION_F32);
+             (simt: the CUDA cores; tf32x3: the tensor cores at f32's accuracy, three TF32 products a
+             term, the default — QKV_CUDA_ATTENTION_F32);
   * PyTorch: this process, bf16 / f16 inputs, each SDPA backend PyTorch has on this GPU (flash,
              cuDNN, efficient) picked with torch.nn.attention.sdpa_kernel, and f32 through the default.
 Times are medians of CUDA-event-timed calls after warm-up, forward under no-grad and

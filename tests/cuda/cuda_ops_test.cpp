@@ -91,7 +91,8 @@ class TileKernels {
 };
 
 // The f32 flash pair for the scope of one of these: "tf32x3" (attention_tf32.cu, the tensor cores at
-// f32's accuracy) or "simt" (attention.cu, the CUDA cores: the default) — QKV_CUDA_ATTENTION_F32.
+// f32's accuracy: the default where it serves) or "simt" (attention.cu, the CUDA cores) —
+// QKV_CUDA_ATTENTION_F32.
 class F32Kernels {
  public:
   explicit F32Kernels(const char* name) { setenv("QKV_CUDA_ATTENTION_F32", name, 1); }

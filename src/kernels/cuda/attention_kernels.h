@@ -50,10 +50,11 @@ void attention_row_dot(const AttnProblem& p, const float* out, const float* dout
 // Zeros in the rows of a [B, H, L, d] tensor laid out as `l` (the tile backwards add dq with atomics)
 void attention_zero_rows(const HeadLayout& l, int64_t B, int64_t H, int64_t L, int64_t d, float* x);
 // The f32 flash pair on the tensor cores at f32's accuracy (attention_tf32.cu: 3xTF32 on mma.sync
-// m16n8k8, head dims 64 and 128, D = Dv, q, k, v and dout rows on 16 bytes), which attention.cu's f32
-// pair hands the problem to when QKV_CUDA_ATTENTION_F32=tf32x3 (attention_uses_tf32; the default
-// stays the CUDA-core kernels until the pair is measured on a GPU). Each returns false, doing nothing,
-// where it does not serve the problem (and the forward for a decoding step: ≤ 16 query rows, no lse).
+// m16n8k8, head dims 64 and 128, D = Dv, q, k, v and dout rows on 16 bytes, the shared memory the GPU
+// gives a block), which attention.cu's f32 pair hands the problem to unless QKV_CUDA_ATTENTION_F32=simt
+// keeps it on the CUDA cores (attention_uses_tf32; tf32x3 or unset: the tensor cores). Each returns
+// false, doing nothing, where it does not serve the problem (and the forward for a decoding step: ≤ 16
+// query rows, no lse: the split-KV kernels).
 // The backward takes D_i (attention_row_dot) and zeroes dq itself.
 bool attention_uses_tf32();
 bool attention_forward_tf32(const AttnProblem& p, float* out, float* lse);

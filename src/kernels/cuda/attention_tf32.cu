@@ -42,6 +42,15 @@ void launch_backward(const AttnProblem& p, const float* lse, const float* Dsum, 
   QKV_CUDA_LAUNCHED(flash_tf32_backward_kernel);
 }
 
+// Whether this GPU gives one block `bytes` of shared memory (opted in: 227 KB on sm_90, 163 KB on
+// sm_80, 99 KB on sm_86 and sm_89 — where head dim 128 stays on the CUDA cores)
+bool fits_shared(size_t bytes) {
+  int device = 0, optin = 0;
+  QKV_CUDA_CHECK(cudaGetDevice(&device));
+  QKV_CUDA_CHECK(cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, device));
+  return bytes <= static_cast<size_t>(optin);
+}
+
 // What both kernels need of the problem: head dims 64 or 128 (D = Dv), q, k, v rows on 16 bytes, a
 // grid of B·H (B·Hkv) blocks in y, and the selection (attention_uses_tf32).
 bool serves(const AttnProblem& p) {
@@ -54,12 +63,13 @@ bool serves(const AttnProblem& p) {
 
 bool attention_uses_tf32() {
   const char* e = std::getenv("QKV_CUDA_ATTENTION_F32");
-  return e && std::strcmp(e, "tf32x3") == 0;
+  return !(e && std::strcmp(e, "simt") == 0);
 }
 
 bool attention_forward_tf32(const AttnProblem& p, float* out, float* lse) {
   // a decoding step (≤ 16 query rows, no lse) is bound by reading the cache: the split-KV kernels
   if (!serves(p) || (!lse && p.Lq <= 16) || p.B * p.H * p.Lq == 0) return false;
+  if (!fits_shared(p.D == 64 ? forward_smem_bytes<64, 64>() : forward_smem_bytes<128, 32>())) return false;
   cudaStream_t s = stream();
   const bool gen = general(p);
   if (p.D == 64) {
@@ -75,6 +85,7 @@ bool attention_forward_tf32(const AttnProblem& p, float* out, float* lse) {
 bool attention_backward_tf32(const AttnProblem& p, const float* lse, const float* Dsum, const float* dout, float* dq,
                              float* dk, float* dv) {
   if (!serves(p) || !rows_aligned(dout, p.dout_l.sb, p.dout_l.sh, p.dout_l.sl)) return false;
+  if (!fits_shared(p.D == 64 ? backward_smem_bytes<64>() : backward_smem_bytes<128>())) return false;
   cudaStream_t s = stream();
   attention_zero_rows(p.dq_l, p.B, p.H, p.Lq, p.D, dq);
   const bool gen = general(p);
