@@ -68,6 +68,7 @@ __device__ inline void mma(float (&c)[4], const float (&a)[4], const float (&b)[
 template <int N>
 struct Halves {
   float big[N], small[N];
+  Halves() = default;
   __device__ explicit Halves(const float (&x)[N]) { split(x, big, small); }
 };
 
@@ -124,6 +125,10 @@ __global__ void __launch_bounds__(kThreads) flash_tf32_forward_kernel(AttnProble
   const int qw = warp * 16;  // the warp's first row in the block
   const int64_t iw = i0 + qw, iw_last = iw + 15;
   const int64_t row[2] = {iw + g, iw + g + 8};  // this lane's rows
+  // head dim 64: Q_w's A fragments held across the key tiles, split (64 registers: 136 → 200 a
+  // thread, where shared memory already limits a multiprocessor to 2 blocks); 128: read each tile
+  constexpr bool kHoldQ = D == 64;
+  Halves<4> qheld[kHoldQ ? D / 8 : 1];
   float o[D / 8][4];                             // O_w: 16 × D
   float m[2] = {-INFINITY, -INFINITY}, l[2] = {0.f, 0.f};  // l: this lane's part of each row sum
 #pragma unroll
@@ -142,6 +147,16 @@ __global__ void __launch_bounds__(kThreads) flash_tf32_forward_kernel(AttnProble
       cp_async_wait<0>();
     }
     __syncthreads();
+    if constexpr (kHoldQ) {
+      if (j == 0) {
+#pragma unroll
+        for (int kk = 0; kk < D / 8; ++kk) {
+          float qa[4];
+          load_a<false>(qa, Qs + qw * S + kk * 8, S, 1, lane);
+          qheld[kk] = Halves<4>(qa);
+        }
+      }
+    }
 
     // a warp whose rows are past Lq, or (causal) all before the tile's first key, has nothing here
     if (iw < p.Lq && !(p.causal && j0 > iw_last)) {
@@ -151,9 +166,14 @@ __global__ void __launch_bounds__(kThreads) flash_tf32_forward_kernel(AttnProble
       for (int n = 0; n < KN / 8; ++n) s[n][0] = s[n][1] = s[n][2] = s[n][3] = 0.f;
 #pragma unroll
       for (int kk = 0; kk < D / 8; ++kk) {
-        float qa[4];
-        load_a<false>(qa, Qs + qw * S + kk * 8, S, 1, lane);
-        const Halves<4> qh(qa);
+        Halves<4> qh;
+        if constexpr (kHoldQ) {
+          qh = qheld[kk];
+        } else {
+          float qa[4];
+          load_a<false>(qa, Qs + qw * S + kk * 8, S, 1, lane);
+          qh = Halves<4>(qa);
+        }
 #pragma unroll
         for (int n = 0; n < KN / 8; ++n) {
           float kb[2];
