@@ -1,7 +1,7 @@
 // CUDA kernels run on the host, unchanged, for the tests: a block's threads are fibers (ucontext) on
 // one OS thread, switched at every barrier, so a kernel runs exactly as written — its shared memory,
-// its warps' shuffles and tensor-core products (mma.sync m16n8k8 .tf32, from the PTX ISA's fragment
-// tables), its __syncthreads — and deterministically. A barrier some threads never reach (a warp
+// its warps' shuffles, ldmatrix and tensor-core products (mma.sync m16n8k8 .tf32 and m16n8k16 bf16/f16,
+// from the PTX ISA's fragment tables), its __syncthreads — and deterministically. A barrier some threads never reach (a warp
 // collective under divergent control flow, a __syncthreads skipped by some) is reported, not hung.
 // cp.async is a plain copy (kernels/cuda/attention_tiles.cuh under QKV_CUDA_EMULATION), so a missing
 // wait is not caught; everything else a kernel computes is the GPU's arithmetic up to the order of
@@ -25,6 +25,7 @@
 #include <memory>
 #include <stdexcept>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #define QKV_CUDA_EMULATION 1
@@ -53,7 +54,9 @@ struct Runtime {
   uint64_t events = 0;  // arrivals, completions: a scheduler round without one is a deadlock
   // what a warp's lanes exchange at a collective
   struct Slots {
-    float a[32][4], b[32][2], c[32][4];
+    float a[32][4], b[32][2];
+    uint32_t ua[32][4], ub[32][2];  // 16-bit pairs
+    const uint16_t* row[32];        // ldmatrix's row addresses
     unsigned char word[32][8];
   };
   std::vector<Slots> slots;
@@ -139,6 +142,66 @@ inline void mma_m16n8k8_tf32(float (&c)[4], const float (&a)[4], const float (&b
     float sum = c[e];
     for (int k = 0; k < 8; ++k) sum += tf32_operand(A(m, k)) * tf32_operand(B(k, n));
     c[e] = sum;
+  }
+  sync_warp();
+}
+
+// a 16-bit element of a register (the low half the lower-indexed element) as a float
+inline float bf16_value(uint16_t b) {
+  const uint32_t u = uint32_t{b} << 16;
+  float x;
+  std::memcpy(&x, &u, 4);
+  return x;
+}
+inline float f16_value(uint16_t h) {
+  const int e = (h >> 10) & 0x1f, m = h & 0x3ff;
+  const float x = e == 0 ? std::ldexp(static_cast<float>(m), -24)
+                  : e == 31 ? (m ? NAN : INFINITY)
+                            : std::ldexp(static_cast<float>(m | 0x400), e - 25);
+  return h & 0x8000 ? -x : x;
+}
+template <typename T>
+float half_of(uint32_t reg, int hi) {
+  const uint16_t b = static_cast<uint16_t>(hi ? reg >> 16 : reg & 0xffffu);
+  if constexpr (std::is_same_v<T, __nv_bfloat16>) return bf16_value(b);
+  else return f16_value(b);
+}
+
+// mma.sync.aligned.m16n8k16.row.col.f32.{bf16,f16}, c += a·b over the warp (PTX ISA's tables, g = lane
+// / 4, t = lane % 4, each register two elements, the lower-indexed in the low half): a0 (g; 2t, 2t+1),
+// a1 (g+8; 2t, 2t+1), a2 (g; 2t+8, 2t+9), a3 (g+8; 2t+8, 2t+9); b0 (2t, 2t+1; g), b1 (2t+8, 2t+9; g);
+// c as m16n8k8's. Products of 16-bit values are exact in f32; k summed in order.
+template <typename T>
+void mma_m16n8k16(float (&c)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1) {
+  Runtime::Slots& s = warp_slots();
+  const int l = lane();
+  std::memcpy(s.ua[l], a, sizeof a);
+  s.ub[l][0] = b0, s.ub[l][1] = b1;
+  sync_warp();
+  auto A = [&](int m, int k) { return half_of<T>(s.ua[4 * (m % 8) + (k % 8) / 2][m / 8 + 2 * (k / 8)], k % 2); };
+  auto B = [&](int k, int n) { return half_of<T>(s.ub[4 * n + (k % 8) / 2][k / 8], k % 2); };
+  const int g = l / 4, t = l % 4;
+  for (int e = 0; e < 4; ++e) {
+    const int m = g + 8 * (e / 2), n = 2 * t + e % 2;
+    float sum = c[e];
+    for (int k = 0; k < 16; ++k) sum += A(m, k) * B(k, n);
+    c[e] = sum;
+  }
+  sync_warp();
+}
+
+// ldmatrix.sync.aligned.m8n8.x4[.trans].shared.b16: lane 8i + r gives the address of row r of 8 × 8
+// matrix i; register i of lane l gets that matrix's elements (l/4; 2(l%4), 2(l%4)+1), or with .trans
+// (2(l%4), 2(l%4)+1; l/4)
+inline void ldmatrix_x4(uint32_t (&r)[4], const void* p, bool trans) {
+  Runtime::Slots& s = warp_slots();
+  const int l = lane();
+  s.row[l] = static_cast<const uint16_t*>(p);
+  sync_warp();
+  for (int i = 0; i < 4; ++i) {
+    const uint16_t lo = trans ? s.row[8 * i + 2 * (l % 4)][l / 4] : s.row[8 * i + l / 4][2 * (l % 4)];
+    const uint16_t hi = trans ? s.row[8 * i + 2 * (l % 4) + 1][l / 4] : s.row[8 * i + l / 4][2 * (l % 4) + 1];
+    r[i] = lo | uint32_t{hi} << 16;
   }
   sync_warp();
 }
