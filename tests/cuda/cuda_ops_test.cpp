@@ -56,6 +56,16 @@ class Cuda : public ::testing::Test {
     Generator g(seed);
     return mul(Tensor::randn(s, g), scale);
   }
+  // An attention case's mask on the CPU: 1 boolean [B, 1, Lq, Lk], 2 additive [1, H, Lq, Lk], 3 every
+  // fifth query row sees no key ([Lq, Lk]), 0 none (undefined)
+  static Tensor attention_mask(int kind, int64_t B, int64_t H, int64_t Lq, int64_t Lk, uint64_t& seed) {
+    if (kind == 1) return gt(randn({B, 1, Lq, Lk}, seed++), -1.f);
+    if (kind == 2) return randn({1, H, Lq, Lk}, seed++);
+    if (kind != 3) return Tensor();
+    std::vector<bool> see(Lq * Lk, true);
+    for (int64_t i = 0; i < Lq; i += 5) std::fill(see.begin() + i * Lk, see.begin() + (i + 1) * Lk, false);
+    return Tensor::from_bools(see, {Lq, Lk});
+  }
   // A CPU leaf and its copy on the GPU, both requiring grad.
   static std::pair<Tensor, Tensor> pair(const Shape& s, uint64_t seed, float scale = 1.f) {
     Tensor c = randn(s, seed, scale).detach().requires_grad_();
@@ -541,13 +551,7 @@ TEST_F(Cuda, Bf16AttentionTrainsOnTheTensorCoresAsOnTheCpu) {
     o.is_causal = c.causal;
     o.enable_gqa = c.H != c.Hkv;
     o.dropout_p = c.dropout;
-    if (c.mask == 1) o.attn_mask = gt(randn({c.B, 1, c.Lq, c.Lk}, seed++), -1.f);
-    if (c.mask == 2) o.attn_mask = randn({1, c.H, c.Lq, c.Lk}, seed++);
-    if (c.mask == 3) {
-      std::vector<bool> see(c.Lq * c.Lk, true);
-      for (int64_t i = 0; i < c.Lq; i += 5) std::fill(see.begin() + i * c.Lk, see.begin() + (i + 1) * c.Lk, false);
-      o.attn_mask = Tensor::from_bools(see, {c.Lq, c.Lk});
-    }
+    o.attn_mask = attention_mask(c.mask, c.B, c.H, c.Lq, c.Lk, seed);
     // out, dq, dk, dv of one run on device d in compute dtype dt
     auto run = [&](Device d, AttentionCompute dt) {
       Tensor lq = q.to(d).detach().requires_grad_(), lk = k.to(d).detach().requires_grad_(),
@@ -625,13 +629,7 @@ TEST_F(Cuda, F32AttentionOnTheTensorCoresMatchesTheCpu) {
     o.is_causal = c.causal;
     o.enable_gqa = c.H != c.Hkv;
     o.dropout_p = c.dropout;
-    if (c.mask == 1) o.attn_mask = gt(randn({c.B, 1, c.Lq, c.Lk}, seed++), -1.f);
-    if (c.mask == 2) o.attn_mask = randn({1, c.H, c.Lq, c.Lk}, seed++);
-    if (c.mask == 3) {
-      std::vector<bool> see(c.Lq * c.Lk, true);
-      for (int64_t i = 0; i < c.Lq; i += 5) std::fill(see.begin() + i * c.Lk, see.begin() + (i + 1) * c.Lk, false);
-      o.attn_mask = Tensor::from_bools(see, {c.Lq, c.Lk});
-    }
+    o.attn_mask = attention_mask(c.mask, c.B, c.H, c.Lq, c.Lk, seed);
     // out, dq, dk, dv of one run on device d (the gradients of the views)
     auto run = [&](Device d) {
       Tensor bq = q.to(d).detach().requires_grad_(), bk = k.to(d).detach().requires_grad_(),

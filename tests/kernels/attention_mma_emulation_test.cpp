@@ -10,12 +10,6 @@
 #if __has_include(<cuda_runtime.h>)
 #include "kernels/cuda_emulation.h"  // first: the CUDA headers, then the built-ins on the host
 
-namespace qkv::kernels::cuda {
-namespace {
-alignas(128) unsigned char smem[160 * 1024];  // the blocks' shared memory (one block runs at a time)
-}  // namespace
-}  // namespace qkv::kernels::cuda
-
 #include "kernels/attention_emulation.h"
 #include "kernels/cuda/attention_mma_kernels.cuh"
 

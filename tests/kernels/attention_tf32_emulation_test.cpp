@@ -9,13 +9,6 @@
 #if __has_include(<cuda_runtime.h>)
 #include "kernels/cuda_emulation.h"  // first: the CUDA headers, then the built-ins on the host
 
-namespace qkv::kernels::cuda {
-namespace {
-// the blocks' shared memory (one block runs at a time): at most the backward's at head dim 128, 153 KB
-alignas(128) unsigned char smem[160 * 1024];
-}  // namespace
-}  // namespace qkv::kernels::cuda
-
 #include "kernels/attention_emulation.h"
 #include "kernels/cuda/attention_tf32_kernels.cuh"
 

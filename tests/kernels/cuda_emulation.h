@@ -8,9 +8,9 @@
 // the tensor core's sums.
 //
 // Use: include this first (it includes the CUDA headers, then defines the built-ins), then the kernel
-// header; run a grid with emulation::launch(grid, threads, [&] { kernel<…>(args…); }). Shared memory:
-// `extern __shared__` arrays are the namespace-scope array the including file defines (one block
-// runs at a time). Needs the CUDA toolkit's headers (a QKV_CUDA build), not a GPU.
+// header; run a grid with emulation::launch(grid, threads, [&] { kernel<…>(args…); }). Dynamic shared
+// memory is the `smem` array defined below. Needs the CUDA toolkit's headers (a QKV_CUDA build), not
+// a GPU.
 #pragma once
 
 #include <cuda_bf16.h>
@@ -265,6 +265,14 @@ inline void launch(dim3 grid, unsigned threads, std::function<void()> body) {
 #pragma GCC diagnostic pop
 
 }  // namespace qkv::emulation
+
+// The blocks' dynamic shared memory: what qkv's kernels (in qkv::kernels::cuda's unnamed namespace)
+// declare as `extern __shared__ … smem[]` — one block runs at a time; as much as Hopper gives a block.
+namespace qkv::kernels::cuda {
+namespace {
+alignas(128) unsigned char smem[227 * 1024];
+}  // namespace
+}  // namespace qkv::kernels::cuda
 
 // ---- the built-ins, for the kernel code that follows ---------------------------------------------------
 

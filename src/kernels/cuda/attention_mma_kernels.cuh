@@ -133,16 +133,12 @@ __global__ void __launch_bounds__(kThreads)
   T* Vs = Ks + 2 * KN * S;             // [2][KN][S]
 
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
-  const int64_t bh = blockIdx.y, b = bh / p.H, h = bh % p.H, hk = h / (p.H / p.Hkv);
-  // the last row blocks first: under causality they walk the most keys, and finish last otherwise
-  const int64_t i0 = int64_t{gridDim.x - 1 - blockIdx.x} * R;
-  const T* q = qh + bh * p.Lq * D;                   // dense [B, H, Lq, D]
+  const rows::ForwardBlock blk(p, R, KN);
+  const int64_t b = blk.b, h = blk.h, hk = blk.hk, i0 = blk.i0, tiles = blk.tiles;
+  const T* q = qh + (b * p.H + h) * p.Lq * D;        // dense [B, H, Lq, D]
   const T* k = kh + (b * p.Hkv + hk) * p.Lk * D;     // dense [B, Hkv, Lk, D]
   const T* v = vh + (b * p.Hkv + hk) * p.Lk * D;
 
-  const int64_t last_row = (i0 + R < p.Lq ? i0 + R : p.Lq) - 1;
-  const int64_t k_end = p.causal ? (last_row + 1 < p.Lk ? last_row + 1 : p.Lk) : p.Lk;
-  const int64_t tiles = (k_end + KN - 1) / KN;
   copy_tile<T, D>(Qs, q, i0, p.Lq, R);
   if (tiles > 0) copy_tile<T, D>(Ks, k, 0, p.Lk, KN), copy_tile<T, D>(Vs, v, 0, p.Lk, KN);
   cp_async_commit();

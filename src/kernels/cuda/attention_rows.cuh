@@ -12,6 +12,23 @@
 
 namespace qkv::kernels::cuda::rows {
 
+// ---- forward ------------------------------------------------------------------------------------------
+
+// A forward block's head and query rows: blockIdx.y = b·H + h (key/value head hk of its group); rows
+// i0 … i0 + R − 1, the last row blocks first (under causality they walk the most keys, and finish last
+// otherwise); and the key tiles of KN it walks (causal: up to its last row's diagonal).
+struct ForwardBlock {
+  int64_t b, h, hk, i0, tiles;
+  __device__ ForwardBlock(const AttnProblem& p, int R, int KN) {
+    const int64_t bh = blockIdx.y;
+    b = bh / p.H, h = bh % p.H, hk = h / (p.H / p.Hkv);
+    i0 = int64_t{gridDim.x - 1 - blockIdx.x} * R;
+    const int64_t last_row = (i0 + R < p.Lq ? i0 + R : p.Lq) - 1;
+    const int64_t k_end = p.causal ? (last_row + 1 < p.Lk ? last_row + 1 : p.Lk) : p.Lk;
+    tiles = (k_end + KN - 1) / KN;
+  }
+};
+
 // ---- forward: a warp's 16 query rows (row[0] = its lane's row g, row[1] = g + 8) against NT·8 keys
 // from j0 -------------------------------------------------------------------------------------------------
 

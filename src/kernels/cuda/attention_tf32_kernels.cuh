@@ -108,16 +108,12 @@ __global__ void __launch_bounds__(kThreads) flash_tf32_forward_kernel(AttnProble
   float* Vs = Ks + 2 * KN * S;                  // [2][KN][S]
 
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
-  const int64_t bh = blockIdx.y, b = bh / p.H, h = bh % p.H, hk = h / (p.H / p.Hkv);
-  // the last row blocks first: under causality they walk the most keys
-  const int64_t i0 = int64_t{gridDim.x - 1 - blockIdx.x} * kRows;
+  const rows::ForwardBlock blk(p, kRows, KN);
+  const int64_t b = blk.b, h = blk.h, hk = blk.hk, i0 = blk.i0, tiles = blk.tiles;
   const float* q = p.q + b * p.q_sb + h * p.q_sh;  // row i at q + i·q_sl
   const float* k = p.k + b * p.k_sb + hk * p.k_sh;
   const float* v = p.v + b * p.v_sb + hk * p.v_sh;
 
-  const int64_t last_row = (i0 + kRows < p.Lq ? i0 + kRows : p.Lq) - 1;
-  const int64_t k_end = p.causal ? (last_row + 1 < p.Lk ? last_row + 1 : p.Lk) : p.Lk;
-  const int64_t tiles = (k_end + KN - 1) / KN;
   copy_rows<D>(Qs, q, p.q_sl, i0, p.Lq, kRows);
   if (tiles > 0) copy_rows<D>(Ks, k, p.k_sl, 0, p.Lk, KN), copy_rows<D>(Vs, v, p.v_sl, 0, p.Lk, KN);
   cp_async_commit();
