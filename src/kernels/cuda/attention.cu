@@ -462,7 +462,8 @@ void attention_forward_flash_f32(const AttnProblem& p, float* out, float* lse) {
   check_dims(p);
   const int64_t rows = p.B * p.H * p.Lq;
   if (rows == 0) return;  // (Dv = 0 still writes lse: the backward reads it)
-  if (attention_forward_tf32(p, out, lse)) return;  // the tensor cores, when selected (attention_tf32.cu)
+  // the tensor cores wherever they serve (attention_tf32.cu; QKV_CUDA_ATTENTION_F32=simt: the kernels below)
+  if (attention_forward_tf32(p, out, lse)) return;
   cudaStream_t s = stream();
   if (rows < kSplitRows && p.Lk >= kSplitMinKeys) {
     const int64_t splits = (p.Lk + kSplitChunk - 1) / kSplitChunk;
@@ -496,7 +497,7 @@ void attention_backward_flash_f32(const AttnProblem& p, const float* out, const 
   Scratch Dsum(qrows, s);
   if (qrows > 0) {
     attention_row_dot(p, out, dout, Dsum.p);
-    // the tensor cores, when selected (attention_tf32.cu): dq, dk and dv in one kernel
+    // the tensor cores wherever they serve (attention_tf32.cu): dq, dk and dv in one kernel
     if (krows > 0 && attention_backward_tf32(p, lse, Dsum.p, dout, dq, dk, dv)) return;
     flash_dq_kernel<<<warps_grid(qrows), kWarps * 32, 0, s>>>(p, lse, Dsum.p, dout, dq);
     QKV_CUDA_LAUNCHED(flash_dq_kernel);

@@ -1,7 +1,8 @@
 // The attention kernels of the CUDA backend: kernels/attention.inc (one declaration for every device:
 // the flash pair honours p.out_l … p.dv_l; the reference pair writes dense, and keeps P and W as the
 // CPU's does), and the kernels of its own the flash pair dispatches to (attention.cu,
-// attention_bf16.cu, attention_mma.cu, sm90a/attention_wgmma.cu).
+// attention_bf16.cu, attention_mma.cu, attention_tf32.cu, sm90a/attention_wgmma.cu; the register-resident
+// pairs' device code in attention_mma_kernels.cuh and attention_tf32_kernels.cuh).
 #pragma once
 
 #include <cstdint>

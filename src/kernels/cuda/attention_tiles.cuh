@@ -1,6 +1,6 @@
-// What the tensor-core attention kernels share (attention_mma.cu; sm90a/attention_wgmma.cu): the
-// 16-bit element packing, cp.async copies into shared memory, and the pre-pass that writes dense T
-// copies of the f32 operands. nvcc, or g++ under tests/kernels/cuda_emulation.h (QKV_CUDA_EMULATION:
+// What the tensor-core attention kernels share (attention_mma_kernels.cuh, attention_tf32_kernels.cuh,
+// sm90a/attention_wgmma.cu): the 16-bit element packing, cp.async copies into shared memory, and the
+// pre-pass that writes dense T copies of the f32 operands. nvcc, or g++ under tests/kernels/cuda_emulation.h (QKV_CUDA_EMULATION:
 // cp.async as plain copies, no launchers).
 #pragma once
 
