@@ -40,7 +40,6 @@ std::vector<T> dense_copy(const float* x, int64_t sb, int64_t sh, int64_t sl, in
 template <typename T, int D, int MT, int KN, bool General>
 void run(const qt::EmulatedAttention& e, std::vector<float>& out, std::vector<float>& dq, std::vector<float>& dk,
          std::vector<float>& dv) {
-  static_assert(kc::forward_smem_bytes<D, MT, KN>() <= sizeof kc::smem && kc::backward_smem_bytes<D>() <= sizeof kc::smem);
   const kernels::AttnProblem& p = e.p;
   const std::vector<T> qh = dense_copy<T>(p.q, p.q_sb, p.q_sh, p.q_sl, p.B, p.H, p.Lq, D),
                        kh = dense_copy<T>(p.k, p.k_sb, p.k_sh, p.k_sl, p.B, p.Hkv, p.Lk, D),
@@ -50,13 +49,13 @@ void run(const qt::EmulatedAttention& e, std::vector<float>& out, std::vector<fl
   out.assign(e.nq(), 0.f), dq.assign(e.nq(), 0.f), dk.assign(e.nk(), 0.f), dv.assign(e.nk(), 0.f);
   const unsigned rows = kc::kFwdRows<MT>;
   emulation::launch(dim3(static_cast<unsigned>((p.Lq + rows - 1) / rows), static_cast<unsigned>(p.B * p.H)),
-                    kc::kThreads, [&] {
+                    kc::kThreads, kc::forward_smem_bytes<D, MT, KN>(), [&] {
                       kc::flash_mma_forward_kernel<T, D, MT, KN, General>(p, qh.data(), kh.data(), vh.data(),
                                                                           out.data(), lse.data());
                     });
   const std::vector<float> Dsum = e.row_dot(out);
   emulation::launch(dim3(static_cast<unsigned>((p.Lk + kc::kKeys - 1) / kc::kKeys), static_cast<unsigned>(p.B * p.Hkv)),
-                    kc::kThreads, [&] {
+                    kc::kThreads, kc::backward_smem_bytes<D>(), [&] {
                       kc::flash_mma_backward_kernel<T, D, General>(p, qh.data(), kh.data(), vh.data(), gh.data(),
                                                                    lse.data(), Dsum.data(), dq.data(), dk.data(),
                                                                    dv.data());

@@ -8,8 +8,8 @@
 // the tensor core's sums.
 //
 // Use: include this first (it includes the CUDA headers, then defines the built-ins), then the kernel
-// header; run a grid with emulation::launch(grid, threads, [&] { kernel<…>(args…); }). Dynamic shared
-// memory is the `smem` array defined below. Needs the CUDA toolkit's headers (a QKV_CUDA build), not
+// header; run a grid with emulation::launch(grid, threads, shared_bytes, [&] { kernel<…>(args…); }).
+// Dynamic shared memory is the `smem` array defined below. Needs the CUDA toolkit's headers (a QKV_CUDA build), not
 // a GPU.
 #pragma once
 
@@ -29,6 +29,26 @@
 #include <vector>
 
 #define QKV_CUDA_EMULATION 1
+
+#if defined(__SANITIZE_ADDRESS__)
+#include <sanitizer/asan_interface.h>
+#define QKV_EMULATION_POISON(p, n) ASAN_POISON_MEMORY_REGION(p, n)
+#define QKV_EMULATION_UNPOISON(p, n) ASAN_UNPOISON_MEMORY_REGION(p, n)
+#else
+#define QKV_EMULATION_POISON(p, n) ((void)(p), (void)(n))
+#define QKV_EMULATION_UNPOISON(p, n) ((void)(p), (void)(n))
+#endif
+
+// The blocks' dynamic shared memory: what qkv's kernels (in qkv::kernels::cuda's unnamed namespace)
+// declare as `extern __shared__ … smem[]` — one block runs at a time; as much as Hopper gives a block;
+// under AddressSanitizer the bytes past what the launch asked for are poisoned, so a kernel
+// reading or writing past its own shared memory is reported.
+namespace qkv::kernels::cuda {
+namespace {
+alignas(128) unsigned char smem[227 * 1024];
+}  // namespace
+}  // namespace qkv::kernels::cuda
+
 
 namespace qkv::emulation {
 
@@ -216,9 +236,13 @@ inline void fiber_entry() {
 #pragma GCC diagnostic push
 #pragma GCC diagnostic ignored "-Wclobbered"  // getcontext returns twice, but only into fibers
 // Runs body() as every thread of every block of `grid` (blocks one after another, x fastest), with
-// `threads` threads a block (a multiple of 32). Throws if a block deadlocks at a barrier.
-inline void launch(dim3 grid, unsigned threads, std::function<void()> body) {
+// `threads` threads a block (a multiple of 32) and `shared_bytes` of dynamic shared memory. Throws if
+// a block deadlocks at a barrier.
+inline void launch(dim3 grid, unsigned threads, size_t shared_bytes, std::function<void()> body) {
+  using ::qkv::kernels::cuda::smem;
   if (threads == 0 || threads % 32 != 0) throw std::invalid_argument("emulation::launch: threads a multiple of 32");
+  if (shared_bytes > sizeof smem) throw std::invalid_argument("emulation::launch: more shared memory than a block has");
+  QKV_EMULATION_POISON(smem + shared_bytes, sizeof smem - shared_bytes);
   Runtime r;
   r.grid = grid;
   r.threads = threads;
@@ -253,6 +277,7 @@ inline void launch(dim3 grid, unsigned threads, std::function<void()> body) {
           if (all_done) break;
           if (r.events == before) {
             runtime() = nullptr;
+            QKV_EMULATION_UNPOISON(smem, sizeof smem);
             throw std::runtime_error("emulation::launch: block (" + std::to_string(x) + ", " + std::to_string(y) +
                                      ") deadlocked: its threads wait at barriers that never complete");
           }
@@ -261,18 +286,11 @@ inline void launch(dim3 grid, unsigned threads, std::function<void()> body) {
     }
   }
   runtime() = nullptr;
+  QKV_EMULATION_UNPOISON(smem, sizeof smem);
 }
 #pragma GCC diagnostic pop
 
 }  // namespace qkv::emulation
-
-// The blocks' dynamic shared memory: what qkv's kernels (in qkv::kernels::cuda's unnamed namespace)
-// declare as `extern __shared__ … smem[]` — one block runs at a time; as much as Hopper gives a block.
-namespace qkv::kernels::cuda {
-namespace {
-alignas(128) unsigned char smem[227 * 1024];
-}  // namespace
-}  // namespace qkv::kernels::cuda
 
 // ---- the built-ins, for the kernel code that follows ---------------------------------------------------
 
