@@ -1,16 +1,16 @@
 // CUDA kernels run on the host, unchanged, for the tests: a block's threads are fibers (ucontext) on
 // one OS thread, switched at every barrier, so a kernel runs exactly as written — its shared memory,
-// its warps' shuffles, ldmatrix and tensor-core products (mma.sync m16n8k8 .tf32 and m16n8k16 bf16/f16,
-// from the PTX ISA's fragment tables), its __syncthreads — and deterministically. A barrier some threads never reach (a warp
-// collective under divergent control flow, a __syncthreads skipped by some) is reported, not hung.
-// cp.async is a plain copy (kernels/cuda/attention_tiles.cuh under QKV_CUDA_EMULATION), so a missing
-// wait is not caught; everything else a kernel computes is the GPU's arithmetic up to the order of
-// the tensor core's sums.
+// its warps' shuffles, ldmatrix and tensor-core products (mma.sync m16n8k8 .tf32 and m16n8k16
+// bf16/f16, from the PTX ISA's fragment tables), its __syncthreads — and deterministically. A barrier
+// some threads never reach (a warp collective under divergent control flow, a __syncthreads skipped
+// by some) is reported, not hung. cp.async is a plain copy (kernels/cuda/attention_tiles.cuh under
+// QKV_CUDA_EMULATION), so a missing wait is not caught; everything else a kernel computes is the
+// GPU's arithmetic up to the order of the tensor core's sums.
 //
 // Use: include this first (it includes the CUDA headers, then defines the built-ins), then the kernel
 // header; run a grid with emulation::launch(grid, threads, shared_bytes, [&] { kernel<…>(args…); }).
-// Dynamic shared memory is the `smem` array defined below. Needs the CUDA toolkit's headers (a QKV_CUDA build), not
-// a GPU.
+// Dynamic shared memory is the `smem` array defined below. Needs the CUDA toolkit's headers (a
+// QKV_CUDA build), not a GPU.
 #pragma once
 
 #include <cuda_bf16.h>
@@ -48,7 +48,6 @@ namespace {
 alignas(128) unsigned char smem[227 * 1024];
 }  // namespace
 }  // namespace qkv::kernels::cuda
-
 
 namespace qkv::emulation {
 
