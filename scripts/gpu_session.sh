@@ -2,7 +2,7 @@
 # A lent GPU's device minutes (15 a session: .library/device/README.md), planned as two calls, after
 # `bash scripts/gpu_pack.sh` here (docs/CUDA.md, "On a lent GPU"):
 #
-#   run(command="bash scripts/gpu_session.sh 1", carry=[".gpu"], timeout_s=300)          (~2.5 minutes)
+#   run(command="bash scripts/gpu_session.sh 1", carry=[".gpu"], timeout_s=540)          (~4.5 minutes)
 #       every CUDA test (a process each), the attention grid (bf16, L = 2k and 16k: qkv's wgmma forward
 #       with key tiles of 64 and 128, the mma.sync pair, PyTorch's SDPA backends), then f32 at L = 2k
 #       (the CUDA-core pair, the 3xTF32 tensor-core pair, PyTorch's f32 SDPA)
