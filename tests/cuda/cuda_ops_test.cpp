@@ -92,24 +92,22 @@ constexpr double kTf32 = 3e-3;
 // mma.sync default; the backward is mma.sync's), "mma1" or "mma2" (attention_mma.cu, the products'
 // accumulators in registers, its forward with one or two m-tiles of query rows a warp; "mma" takes one
 // at head dim 64, two at 128) or "wmma" (the first pair) — QKV_CUDA_ATTENTION.
-class TileKernels {
+// An environment variable set for a scope, then unset
+template <const char* Name>
+class ScopedEnv {
  public:
-  explicit TileKernels(const char* name) { setenv("QKV_CUDA_ATTENTION", name, 1); }
-  ~TileKernels() { unsetenv("QKV_CUDA_ATTENTION"); }
-  TileKernels(const TileKernels&) = delete;
-  TileKernels& operator=(const TileKernels&) = delete;
+  explicit ScopedEnv(const char* value) { setenv(Name, value, 1); }
+  ~ScopedEnv() { unsetenv(Name); }
+  ScopedEnv(const ScopedEnv&) = delete;
+  ScopedEnv& operator=(const ScopedEnv&) = delete;
 };
+constexpr char kTileKernels[] = "QKV_CUDA_ATTENTION", kF32Kernels[] = "QKV_CUDA_ATTENTION_F32";
+using TileKernels = ScopedEnv<kTileKernels>;
 
 // The f32 flash pair for the scope of one of these: "tf32x3" (attention_tf32.cu, the tensor cores at
 // f32's accuracy: the default where it serves) or "simt" (attention.cu, the CUDA cores) —
 // QKV_CUDA_ATTENTION_F32.
-class F32Kernels {
- public:
-  explicit F32Kernels(const char* name) { setenv("QKV_CUDA_ATTENTION_F32", name, 1); }
-  ~F32Kernels() { unsetenv("QKV_CUDA_ATTENTION_F32"); }
-  F32Kernels(const F32Kernels&) = delete;
-  F32Kernels& operator=(const F32Kernels&) = delete;
-};
+using F32Kernels = ScopedEnv<kF32Kernels>;
 
 // ---- the op table ---------------------------------------------------------------------------------
 
