@@ -3,6 +3,8 @@
 // the functions at the end answer that this build has no GPU backend.
 #include "qkv/core/cuda.h"
 
+#include <array>
+#include <atomic>
 #include <cstring>
 #include <map>
 #include <mutex>
@@ -77,10 +79,115 @@ StreamHandle current_stream(int device) {
   return default_stream(device);
 }
 
+// ---- waiting for the GPU, and the checks read when it does ----------------------------------------
+
+namespace {
+
+std::atomic<int64_t> g_host_waits{0};
+
+// The calling thread's deferred checks: per device, kDeferredChecks words on the GPU; slot i of an
+// arena is taken while its message is set.
+struct PendingCheck {
+  StreamHandle stream = nullptr;
+  CheckMessage message;  // empty: the slot is free
+  uint64_t order = 0;    // the order the checks were asked for: the first failed one is reported
+};
+struct CheckArena {
+  unsigned long long* words = nullptr;
+  std::array<PendingCheck, kDeferredChecks> slots;
+  int used = 0;
+};
+struct ThreadChecks {
+  std::map<int, CheckArena> arenas;  // device → its words
+  uint64_t next_order = 0;
+  ~ThreadChecks() {
+    for (auto& [device, a] : arenas)
+      if (a.words) cudaFree(a.words);  // (at exit the runtime may be gone: nothing to report)
+  }
+};
+thread_local ThreadChecks t_checks;
+
+// Reads and frees the thread's words on `stream` (nullptr: every stream of `device`), whose work the
+// host has just waited for, then throws the first registered check whose word moved.
+void report_checks(int device, CheckArena& a, StreamHandle stream) {
+  StreamHandle on = nullptr;
+  for (const PendingCheck& c : a.slots)
+    if (c.message && (!stream || c.stream == stream)) on = c.stream;
+  if (!on) return;
+  std::array<unsigned long long, kDeferredChecks> host{};
+  {
+    DeviceGuard guard(device);
+    // (on `on`, after its work: the words of checks on other streams may still be moving; they are
+    // not looked at)
+    QKV_CUDA_CHECK(cudaMemcpyAsync(host.data(), a.words, sizeof host, cudaMemcpyDeviceToHost, on));
+    QKV_CUDA_CHECK(cudaStreamSynchronize(on));
+  }
+  int first = -1;
+  CheckMessage failed;
+  for (int i = 0; i < kDeferredChecks; ++i) {
+    PendingCheck& c = a.slots[i];
+    if (!c.message || (stream && c.stream != stream)) continue;
+    if (host[i] != ~0ull && (first < 0 || c.order < a.slots[first].order)) {
+      first = i;
+      failed = c.message;
+    }
+  }
+  const unsigned long long word = first >= 0 ? host[first] : 0;
+  for (PendingCheck& c : a.slots)
+    if (c.message && (!stream || c.stream == stream)) {
+      c = PendingCheck();
+      --a.used;
+    }
+  if (failed) throw Error(failed(static_cast<int64_t>(word >> 32), static_cast<int32_t>(word & 0xffffffffu)));
+}
+
+// The thread's checks on `stream`, on whichever device they are.
+void report_checks(StreamHandle stream) {
+  for (auto& [device, a] : t_checks.arenas)
+    if (a.used) report_checks(device, a, stream);
+}
+
+// A stream going away: the thread's checks on it are dropped, unread (a destructor does not throw).
+void forget_checks(StreamHandle stream) {
+  for (auto& [device, a] : t_checks.arenas)
+    for (PendingCheck& c : a.slots)
+      if (c.message && c.stream == stream) {
+        c = PendingCheck();
+        --a.used;
+      }
+}
+
+}  // namespace
+
+void wait(StreamHandle stream) {
+  ++g_host_waits;
+  QKV_CUDA_CHECK(cudaStreamSynchronize(stream));
+  report_checks(stream);
+}
+
+int64_t host_waits() { return g_host_waits.load(); }
+
 void synchronize(int device) {
   check_device(device);
   DeviceGuard guard(device);
+  ++g_host_waits;
   QKV_CUDA_CHECK(cudaDeviceSynchronize());
+  auto it = t_checks.arenas.find(device);
+  if (it != t_checks.arenas.end() && it->second.used) report_checks(device, it->second, nullptr);
+}
+
+unsigned long long* deferred_check(StreamHandle stream, CheckMessage message) {
+  int device = 0;
+  QKV_CUDA_CHECK(cudaGetDevice(&device));
+  CheckArena& a = t_checks.arenas[device];
+  if (!a.words) QKV_CUDA_CHECK(cudaMalloc(reinterpret_cast<void**>(&a.words), sizeof(unsigned long long) * kDeferredChecks));
+  if (a.used == kDeferredChecks) synchronize(device);  // (reports and frees them all, or throws)
+  int i = 0;
+  while (a.slots[i].message) ++i;
+  QKV_CUDA_CHECK(cudaMemsetAsync(a.words + i, 0xff, sizeof(unsigned long long), stream));
+  a.slots[i] = PendingCheck{stream, std::move(message), t_checks.next_order++};
+  ++a.used;
+  return a.words + i;
 }
 
 Stream::Stream(int device) : device_(device) {
@@ -89,7 +196,7 @@ Stream::Stream(int device) : device_(device) {
   QKV_CUDA_CHECK(cudaStreamCreateWithFlags(&handle_, cudaStreamNonBlocking));
 }
 // (~Stream: below the allocator, to which it hands its blocks)
-void Stream::synchronize() const { QKV_CUDA_CHECK(cudaStreamSynchronize(handle_)); }
+void Stream::synchronize() const { wait(handle_); }
 
 StreamGuard::StreamGuard(const Stream& stream) : device_(stream.device()) {
   if (static_cast<int>(t_current.size()) <= device_) t_current.resize(device_ + 1, nullptr);
@@ -253,6 +360,7 @@ DeviceCache& cache_of(int device) {
 Stream::~Stream() {  // never throws: a destructor
   if (!handle_) return;
   cudaStreamSynchronize(handle_);
+  forget_checks(handle_);
   try {
     cache_of(device_).forget(handle_);
   } catch (...) {  // (a device that vanished has nothing to forget)
@@ -288,6 +396,9 @@ StreamHandle current_stream(int) { not_built("cuda::current_stream"); }
 Stream::Stream(int) { not_built("cuda::Stream"); }
 Stream::~Stream() = default;
 void Stream::synchronize() const { not_built("cuda::Stream::synchronize"); }
+void wait(StreamHandle) { not_built("cuda::wait"); }
+int64_t host_waits() { return 0; }
+unsigned long long* deferred_check(StreamHandle, CheckMessage) { not_built("cuda::deferred_check"); }
 StreamGuard::StreamGuard(const Stream&) : device_(0), previous_(nullptr) { not_built("cuda::StreamGuard"); }
 StreamGuard::~StreamGuard() = default;
 DeviceGuard::DeviceGuard(int) { not_built("cuda::DeviceGuard"); }
@@ -320,11 +431,18 @@ void copy(void* dst, Device dst_device, const void* src, Device src_device, size
   cuda::DeviceGuard guard(gpu);
   cudaStream_t stream = cuda::current_stream(gpu);
   if (src_device.is_cpu()) {
+    // From pageable memory (qkv's own host tensors are), cudaMemcpyAsync returns once the bytes are
+    // in the driver's staging buffer, so the source may go when we return and the host need not
+    // wait for the GPU (a batch uploaded while the last step still runs). Pinned memory (someone
+    // else's cudaHostRegister) is read by the copy engine later: then the host waits.
+    cudaPointerAttributes attr{};
+    const bool pinned = cudaPointerGetAttributes(&attr, src) == cudaSuccess && attr.type == cudaMemoryTypeHost;
+    cudaGetLastError();  // (older runtimes answer an unregistered pointer with an error)
     QKV_CUDA_CHECK(cudaMemcpyAsync(dst, src, n, cudaMemcpyHostToDevice, stream));
-    QKV_CUDA_CHECK(cudaStreamSynchronize(stream));  // the host buffer may go once we return
+    if (pinned) cuda::wait(stream);
   } else if (dst_device.is_cpu()) {
     QKV_CUDA_CHECK(cudaMemcpyAsync(dst, src, n, cudaMemcpyDeviceToHost, stream));
-    QKV_CUDA_CHECK(cudaStreamSynchronize(stream));  // the host reads it next
+    cuda::wait(stream);  // the host reads it next
   } else if (src_device.index == dst_device.index) {
     QKV_CUDA_CHECK(cudaMemcpyAsync(dst, src, n, cudaMemcpyDeviceToDevice, stream));
   } else {
@@ -342,7 +460,7 @@ void copy(void* dst, Device dst_device, const void* src, Device src_device, size
     cudaEventDestroy(ready);  // (released once the wait is done)
     QKV_CUDA_CHECK(waited);
     QKV_CUDA_CHECK(cudaMemcpyPeerAsync(dst, dst_device.index, src, src_device.index, n, stream));
-    QKV_CUDA_CHECK(cudaStreamSynchronize(stream));  // the destination's own stream knows nothing of it
+    cuda::wait(stream);  // the destination's own stream knows nothing of it
   }
 }
 

@@ -10,9 +10,11 @@
 namespace qkv::cuda_detail {
 
 Allocator& allocator(int device);  // the caching allocator of GPU `device`
-// n bytes between any two of: the host, GPU i, GPU j (the host end is pageable memory; the call
-// returns once the bytes are where they go, except device-to-device on one GPU, which is queued on
-// the current stream in order with the kernels that read them).
+// n bytes between any two of: the host, GPU i, GPU j (the host end is pageable memory). The call
+// returns once the host may reuse its end: a copy to the host has arrived (the host waited, and the
+// thread's deferred checks on the stream were reported: qkv/core/cuda.h); one from the host is in the
+// driver's staging buffer, and it and one device-to-device on one GPU are queued on the current
+// stream in order with the kernels that read them.
 void copy(void* dst, Device dst_device, const void* src, Device src_device, size_t n);
 
 }  // namespace qkv::cuda_detail

@@ -196,10 +196,8 @@ Tensor sum(const Tensor& a, const std::vector<int64_t>& dims_in, bool keepdim) {
   {
     Tensor src = dense(a);
     if (a.numel() > 0 && numel_of(kept) == 1) {
-      // Whole-tensor sum in double, so long reductions stay exact to f32.
-      double s = 0;
-      QKV_DISPATCH("sum", dev, s = k::sum_f64(src.data(), src.numel()));
-      r.fill_(static_cast<float>(s));
+      // Whole-tensor sum in double, so long reductions stay exact to f32 (on the device: no wait).
+      QKV_DISPATCH("sum", dev, k::sum_all(src.data(), src.numel(), r.data()));
     } else {
       QKV_DISPATCH("sum", dev, k::sum_to(src.shape(), src.data(), kept, r.data()));
     }

@@ -26,34 +26,31 @@ Tensor cross_entropy(const Tensor& logits, const Tensor& target, int64_t ignore_
   const int64_t N = logits.size(0), C = logits.size(1);
   Tensor x = dense(logits);
   Tensor y = dense(target);
-  int64_t count = 0, bad = -1;
-  QKV_DISPATCH("cross_entropy", d, count = k::count_targets(y.data<int32_t>(), N, C, ignore_index, &bad));
-  QKV_CHECK(bad < 0, "cross_entropy: target ", bad < 0 ? 0 : y.slice(0, bad, bad + 1).to_ints()[0], " at row ", bad,
-            " is outside [0, ", C, ")");
+  // (on a GPU a bad target is reported at the host's next wait for it: the step goes on meanwhile)
+  QKV_DISPATCH("cross_entropy", d, k::check_targets(y.data<int32_t>(), N, C, ignore_index));
   // Fused: the forward keeps each row's log-sum-exp; the backward recomputes p from it.
   Tensor lse = Tensor::empty({N}, DType::f32, d);
   Tensor per_row = Tensor::zeros({N}, DType::f32, d);
   const float eps = label_smoothing;
   QKV_DISPATCH("cross_entropy", d,
                k::cross_entropy_forward(x.data(), y.data<int32_t>(), N, C, eps, ignore_index, lse.data(), per_row.data()));
-  Tensor out;
-  if (reduction == "none") {
-    out = per_row;
-  } else {
-    double s = 0;
-    QKV_DISPATCH("cross_entropy", d, s = k::sum_f64(per_row.data(), N));
-    // PyTorch: a mean over zero counted rows is NaN; we return 0 with zero gradients instead.
-    out = Tensor::scalar(reduction == "sum" ? static_cast<float>(s) : count ? static_cast<float>(s / count) : 0.f).to(d);
-  }
-  return record(out, "cross_entropy", {logits, target}, [x, lse, y, N, C, eps, ignore_index, count, reduction, d](const Tensor& g) {
-    // dlogits_n = (p_n − ε/C − (1 − ε) onehot(y_n)) · scale_n
-    std::vector<float> gv = g.to_vector(), sv(N);
-    for (int64_t n = 0; n < N; ++n)
-      sv[n] = reduction == "none" ? gv[n] : reduction == "sum" ? gv[0] : count ? gv[0] / count : 0.f;
-    Tensor scale = Tensor::from_vector(sv, {N}).to(d), dx = Tensor::empty({N, C}, DType::f32, d);
+  // The reduction and the backward's divisor stay on the device: no host read in a training step.
+  Tensor out = per_row, divisor;
+  if (reduction != "none") {
+    out = Tensor::empty({}, DType::f32, d);
+    divisor = Tensor::empty({1}, DType::f32, d);
     QKV_DISPATCH("cross_entropy", d,
-                 k::cross_entropy_backward(x.data(), y.data<int32_t>(), lse.data(), scale.data(), N, C, eps,
-                                           ignore_index, dx.data()));
+                 k::cross_entropy_reduce(per_row.data(), y.data<int32_t>(), N, ignore_index, reduction == "mean",
+                                         out.data(), divisor.data()));
+  }
+  return record(out, "cross_entropy", {logits, target}, [x, lse, y, N, C, eps, ignore_index, divisor, d](const Tensor& g) {
+    // dlogits_n = (p_n − ε/C − (1 − ε) onehot(y_n)) · g_n / divisor   (g_n: g[n] for "none", else g[0])
+    const Tensor gd = dense(g);
+    Tensor dx = Tensor::empty({N, C}, DType::f32, d);
+    QKV_DISPATCH("cross_entropy", d,
+                 k::cross_entropy_backward(x.data(), y.data<int32_t>(), lse.data(), gd.data(), divisor.defined() ? 0 : 1,
+                                           divisor.defined() ? divisor.data() : nullptr, N, C, eps, ignore_index,
+                                           dx.data()));
     return std::vector<Tensor>{dx, Tensor()};
   });
 }

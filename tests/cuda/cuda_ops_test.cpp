@@ -12,6 +12,7 @@
 #include <algorithm>
 #include <functional>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "../ops/op_table.h"
@@ -285,14 +286,65 @@ TEST_F(Cuda, SoftmaxOfMaskedRowsAndLargeLogitsMatchesTheCpu) {
 }
 
 // (embedding, cross_entropy, index_select, causal_mask: the table) bad ids and targets name themselves
-TEST_F(Cuda, BadIdsAndTargetsAreClearErrors) {
+// at the host's next wait for the GPU — the op queues its check with its kernels and returns (deferred
+// checks, qkv/core/cuda.h) — once, the first one asked for, on the thread that asked; the stream goes
+// on working after one is reported.
+TEST_F(Cuda, BadIdsAndTargetsAreClearErrorsAtTheNextWait) {
   auto [w, gw] = pair({50, 24}, 60);
-  const std::string bad = error_of([&] { embedding(gpu(Tensor::from_ints({1, 50}, {2})), gw); });
-  EXPECT_NE(bad.find("id 50 at position 1"), std::string::npos) << bad;
+  const auto npos = std::string::npos;
+  Tensor looked_up;
+  EXPECT_EQ(error_of([&] { looked_up = embedding(gpu(Tensor::from_ints({1, 50}, {2})), gw); }), "");
+  const std::string bad = error_of([&] { host(looked_up); });
+  EXPECT_NE(bad.find("embedding: id 50 at position 1 is outside the vocabulary [0, 50)"), npos) << bad;
+  EXPECT_EQ(error_of([&] { host(looked_up); }), "") << "reported once";
   Tensor glogits = gpu(randn({9, 50}, 63));
-  EXPECT_NE(error_of([&] { cross_entropy(glogits, gpu(Tensor::from_ints({1, 2, 3, 4, 5, 6, 7, 8, 50}, {9}))); })
-                .find("50"),
-            std::string::npos);
+  const std::string both = error_of([&] {
+    Tensor a = cross_entropy(glogits, gpu(Tensor::from_ints({1, 2, 3, 4, 5, 6, 7, 8, 50}, {9})));
+    Tensor b = embedding(gpu(Tensor::from_ints({-7}, {1})), gw);
+    cuda::synchronize();
+  });
+  EXPECT_NE(both.find("cross_entropy: target 50 at row 8 is outside [0, 50)"), npos) << both;
+  EXPECT_EQ(error_of([] { cuda::synchronize(); }), "") << "both checks were done with";
+  const Tensor ids = Tensor::from_ints({49, 0, 7}, {3});
+  EXPECT_EQ(host(embedding(gpu(ids), gw)), embedding(ids, w).to_vector());
+  // another thread's wait does not report this thread's check
+  Tensor pending = embedding(gpu(Tensor::from_ints({3, 77}, {2})), gw);
+  std::string other = "not run";
+  std::thread([&] { other = error_of([&] { host(gpu(randn({3}, 5))); }); }).join();
+  EXPECT_EQ(other, "");
+  EXPECT_NE(error_of([] { cuda::synchronize(); }).find("id 77 at position 1"), npos);
+  // more checks than a thread holds: asking for one more waits first, and reports the bad one
+  const std::string many = error_of([&] {
+    for (int i = 0; i <= cuda::kDeferredChecks; ++i) embedding(gpu(Tensor::from_ints({i == 5 ? 60 : i}, {1})), gw);
+  });
+  EXPECT_NE(many.find("id 60 at position 0"), npos) << many;
+  EXPECT_EQ(error_of([] { cuda::synchronize(); }), "");
+}
+
+// A loss and its backward queue their work without the host waiting for the GPU (the targets'
+// check, the mean's count and its division, a whole-tensor sum, the upload of the batch); reading the
+// loss is the one wait — and the values are the CPU's.
+TEST_F(Cuda, ALossAndItsBackwardWaitForTheGpuOnlyWhenTheHostReadsIt) {
+  auto [w, gw] = pair({50, 24}, 61);
+  auto [p, gp] = pair({24, 50}, 62);
+  const Tensor ids = Tensor::from_ints({3, 9, 0, 49, 17, 3}, {6});
+  const Tensor targets = Tensor::from_ints({1, -100, 49, 0, 7, -100}, {6});
+  host(gw);  // (the uploads done)
+  const int64_t before = cuda::host_waits();
+  auto loss_of = [&](const Tensor& table, const Tensor& proj, Device d) {
+    const Tensor logits = matmul(embedding(ids.to(d), table), proj);
+    return add(cross_entropy(logits, targets.to(d), -100, 0.1f), mul(sum(logits), 1e-3f));
+  };
+  Tensor gl = loss_of(gw, gp, Device::cuda());
+  gl.backward();
+  EXPECT_EQ(cuda::host_waits(), before) << "a wait inside the forward or the backward";
+  const std::vector<float> on_gpu = host(gl);
+  EXPECT_EQ(cuda::host_waits(), before + 1);
+  Tensor cl = loss_of(w, p, Device::cpu());
+  cl.backward();
+  EXPECT_LT(rel_error(on_gpu, cl.to_vector()), kTf32);
+  EXPECT_LT(rel_error(host(gw.grad()), w.grad().to_vector()), kTf32);
+  EXPECT_LT(rel_error(host(gp.grad()), p.grad().to_vector()), kTf32);
 }
 
 // (matmul and linear in f32: the table) an empty inner dimension, bf16 autocast and bf16 weights

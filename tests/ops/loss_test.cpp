@@ -38,5 +38,30 @@ TEST(CrossEntropyKernel, WideRowsMatchTheFormula) {
   EXPECT_LT(worst_grad, 1e-7);
 }
 
+// The reduction and its divisor stay on the logits' device; a batch whose every target is ignored
+// has loss 0 and zero gradients (PyTorch: NaN), under every reduction; a sum's gradient is not divided.
+TEST(CrossEntropyKernel, EveryRowIgnoredAndTheSumsGradient) {
+  for (const char* reduction : {"mean", "sum", "none"}) {
+    Tensor logits = testing::param({3, 5}, 32);
+    Tensor loss = cross_entropy(logits, Tensor::from_ints({-100, -100, -100}, {3}), -100, 0.1f, reduction);
+    sum(loss).backward();
+    for (float v : loss.to_vector()) EXPECT_EQ(v, 0.f) << reduction;
+    for (float v : logits.grad().to_vector()) EXPECT_EQ(v, 0.f) << reduction;
+  }
+  Tensor a = testing::param({4, 7}, 33), b = testing::param({4, 7}, 33);
+  const Tensor y = Tensor::from_ints({1, 6, -100, 0}, {4});
+  mul(cross_entropy(a, y, -100, 0.f, "sum"), 2.f).backward();
+  cross_entropy(b, y, -100, 0.f, "mean").backward();
+  const std::vector<float> ga = a.grad().to_vector(), gb = b.grad().to_vector();
+  for (size_t i = 0; i < ga.size(); ++i) EXPECT_FLOAT_EQ(ga[i], 2.f * 3.f * gb[i]) << i;
+}
+
+// A target outside [0, C) that is not ignore_index names itself and its row.
+TEST(CrossEntropyKernel, ABadTargetIsAClearError) {
+  const std::string e = testing::error_of(
+      [] { cross_entropy(testing::param({4, 5}, 34), Tensor::from_ints({1, -100, 5, -3}, {4}), -100); });
+  EXPECT_NE(e.find("cross_entropy: target 5 at row 2 is outside [0, 5)"), std::string::npos) << e;
+}
+
 }  // namespace
 }  // namespace qkv

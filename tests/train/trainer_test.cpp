@@ -10,6 +10,7 @@
 #include <map>
 #include <nlohmann/json.hpp>
 
+#include "qkv/core/cuda.h"
 #include "qkv/decode/generate.h"
 #include "qkv/io/file.h"
 #include "qkv/io/safetensors.h"
@@ -275,6 +276,17 @@ TEST(Trainer, TrainsOnAGpuAlongTheCpusLossCurve) {
   const std::vector<double> cpu = logged_losses(d.path / "cpu"), gpu = logged_losses(d.path / "gpu");
   ASSERT_EQ(cpu.size(), gpu.size());
   for (size_t i = 0; i < cpu.size(); ++i) EXPECT_NEAR(gpu[i], cpu[i], 1e-2 + 1e-2 * cpu[i]) << "step " << i + 1;
+  {
+    // A step's forward and backward wait for the GPU once, for the loss the log shows: the batch's
+    // upload, the ids' and targets' checks and the loss's mean are queued with the kernels.
+    LMTask task(cfg, "");
+    task.model().module().to(Device::cuda());
+    task.set_device(Device::cuda());
+    task.train_micro_step(0, 0, 1);  // (the first: cuBLAS's handle and workspace)
+    const int64_t before = cuda::host_waits();
+    task.train_micro_step(1, 0, 1);
+    EXPECT_EQ(cuda::host_waits() - before, 1);
+  }
   // the GPU's checkpoint (the CPU's format) resumes on the CPU
   json more = cfg;
   more["train"]["max_iters"] = 24;

@@ -16,6 +16,8 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
+#include <string>
 
 struct CUstream_st;  // cudaStream_t is CUstream_st* (cuda_runtime_api.h); named here without it
 
@@ -27,8 +29,30 @@ bool is_built();        // whether this build has the CUDA backend
 int device_count();     // GPUs the driver shows (0 without the backend, a driver or a GPU)
 bool is_available();    // device_count() > 0
 
-// Waits for all work queued on `device`'s streams.
+// Waits for all work queued on `device`'s streams (and reports the calling thread's deferred checks
+// on them, below).
 void synchronize(int device = 0);
+
+// The host waits for `stream`'s queued work, then reports the calling thread's deferred checks on it.
+// Every wait of qkv's goes through here or synchronize(): a copy to the host, Stream::synchronize, a
+// kernel reading back a result.
+void wait(StreamHandle stream);
+
+// How many times this process's host has waited for a GPU (torch.cuda.set_sync_debug_mode's question
+// as a number): a training or decoding step with no wait between its launches keeps the GPU fed while
+// the host queues the next kernels. A copy from the host's (pageable) memory is not a wait.
+int64_t host_waits();
+
+// Checks of inputs that live on a GPU — an id outside the vocabulary, a target outside the classes —
+// made without waiting for the GPU. deferred_check returns a device word (all ones); a kernel on
+// `stream` lowers it with atomicMin to (position << 32) | (uint32_t) value for each bad element, so
+// the word holds the first one (positions below 2^32, values 32-bit). At the calling thread's next
+// wait on that stream, every such word it holds is read and freed, and if one moved, the first
+// registered that did throws qkv::Error(message(position, value)). A thread holds at most
+// kDeferredChecks words at a time; asking for one more waits first.
+constexpr int kDeferredChecks = 64;
+using CheckMessage = std::function<std::string(int64_t position, int32_t value)>;
+unsigned long long* deferred_check(StreamHandle stream, CheckMessage message);
 
 // The calling thread's current stream on `device` (qkv's default stream for it unless a
 // StreamGuard says otherwise).

@@ -3,23 +3,17 @@
 #include <cmath>
 #include <cstring>
 
-#include "qkv/core/parallel.h"
+#include "kernels/cpu/elementwise.h"
 #include "kernels/cpu/vec.h"
+#include "qkv/core/error.h"
+#include "qkv/core/parallel.h"
 
 namespace qkv::kernels::cpu {
 
-int64_t count_targets(const int32_t* y, int64_t N, int64_t C, int64_t ignore, int64_t* bad_row) {
-  int64_t count = 0;
-  *bad_row = -1;
-  for (int64_t n = 0; n < N; ++n) {
-    if (y[n] == ignore) continue;
-    if (y[n] < 0 || y[n] >= C) {
-      *bad_row = n;
-      return count;
-    }
-    ++count;
-  }
-  return count;
+void check_targets(const int32_t* y, int64_t N, int64_t C, int64_t ignore) {
+  for (int64_t n = 0; n < N; ++n)
+    QKV_CHECK(y[n] == ignore || (y[n] >= 0 && y[n] < C), "cross_entropy: target ", y[n], " at row ", n,
+              " is outside [0, ", C, ")");
 }
 
 namespace {
@@ -72,9 +66,19 @@ void cross_entropy_forward(const float* x, const int32_t* y, int64_t N, int64_t 
   });
 }
 
-void cross_entropy_backward(const float* x, const int32_t* y, const float* lse, const float* scale, int64_t N,
-                            int64_t C, float eps, int64_t ignore, float* dx) {
-  const float floor = eps / static_cast<float>(C);
+void cross_entropy_reduce(const float* loss, const int32_t* y, int64_t N, int64_t ignore, bool mean, float* out,
+                          float* divisor) {
+  const double s = sum_f64(loss, N);
+  int64_t count = 0;
+  for (int64_t n = 0; n < N; ++n) count += y[n] != ignore;
+  // (PyTorch: a mean over zero counted rows is NaN; here 0, with zero gradients)
+  *out = static_cast<float>(!mean ? s : count ? s / static_cast<double>(count) : 0.0);
+  *divisor = mean ? static_cast<float>(count) : 1.f;
+}
+
+void cross_entropy_backward(const float* x, const int32_t* y, const float* lse, const float* g, int64_t g_stride,
+                            const float* divisor, int64_t N, int64_t C, float eps, int64_t ignore, float* dx) {
+  const float floor = eps / static_cast<float>(C), dv = divisor ? *divisor : 1.f;
   parallel_for(N, 1 + 16384 / (C + 1), [&](int64_t b, int64_t e) {
     for (int64_t n = b; n < e; ++n) {
       float* d = dx + n * C;
@@ -83,7 +87,7 @@ void cross_entropy_backward(const float* x, const int32_t* y, const float* lse, 
         continue;
       }
       const float* xr = x + n * C;
-      const float s = scale[n], l = lse[n];
+      const float s = dv != 0.f ? g[n * g_stride] / dv : 0.f, l = lse[n];
       int64_t c = 0;
 #if QKV_SIMD
       const simd::vf vl = simd::set1(l), vfloor = simd::set1(floor), vs = simd::set1(s);

@@ -54,6 +54,8 @@ double sum_f64(const float* x, int64_t n) {
   return s;
 }
 
+void sum_all(const float* x, int64_t n, float* out) { *out = static_cast<float>(sum_f64(x, n)); }
+
 double sum_squares_f64(const float* x, int64_t n) {
   double s = 0;
 #pragma omp simd reduction(+ : s)

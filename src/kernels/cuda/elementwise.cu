@@ -350,13 +350,33 @@ double sum_impl(const float* x, int64_t n) {
   std::vector<double> host(blocks);
   QKV_CUDA_CHECK(cudaMemcpyAsync(host.data(), partial, blocks * sizeof(double), cudaMemcpyDeviceToHost, s));
   QKV_CUDA_CHECK(cudaFreeAsync(partial, s));
-  QKV_CUDA_CHECK(cudaStreamSynchronize(s));
+  ::qkv::cuda::wait(s);  // (the host reads the partial sums next)
   double total = 0;
   for (double v : host) total += v;
   return total;
 }
 
+// One block: the partial sums in a fixed order, rounded once to f32.
+__global__ void sum_partials_kernel(const double* partial, unsigned blocks, float* out) {
+  double acc = 0;
+  for (unsigned i = threadIdx.x; i < blocks; i += blockDim.x) acc += partial[i];
+  acc = block_reduce(acc, SumOp{}, 0.0);
+  if (threadIdx.x == 0) *out = static_cast<float>(acc);
+}
+
 }  // namespace
+
+void sum_all(const float* x, int64_t n, float* out) {
+  cudaStream_t s = stream();
+  const unsigned blocks = n == 0 ? 1 : blocks_for(n, 256, 16) > 1024 ? 1024 : blocks_for(n, 256, 16);
+  double* partial = nullptr;
+  QKV_CUDA_CHECK(cudaMallocAsync(reinterpret_cast<void**>(&partial), blocks * sizeof(double), s));
+  sum_kernel<false><<<blocks, 256, 0, s>>>(x, n, partial);
+  QKV_CUDA_LAUNCHED(sum_kernel);
+  sum_partials_kernel<<<1, 1024, 0, s>>>(partial, blocks, out);
+  QKV_CUDA_LAUNCHED(sum_partials_kernel);
+  QKV_CUDA_CHECK(cudaFreeAsync(partial, s));
+}
 
 void sum_to(const std::vector<int64_t>& in_shape, const float* in, const std::vector<int64_t>& out_shape, float* out) {
   const int nd = static_cast<int>(in_shape.size());

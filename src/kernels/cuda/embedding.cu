@@ -9,32 +9,20 @@
 namespace qkv::kernels::cuda {
 namespace {
 
-// A device int64 that kernels lower to the first bad position they meet (INT64_MAX: none).
-struct FirstBad {
-  int64_t* device = nullptr;
-  cudaStream_t s;
-  explicit FirstBad(cudaStream_t stream) : s(stream) {
-    QKV_CUDA_CHECK(cudaMallocAsync(reinterpret_cast<void**>(&device), sizeof(int64_t), s));
-    const int64_t none = INT64_MAX;
-    QKV_CUDA_CHECK(cudaMemcpyAsync(device, &none, sizeof none, cudaMemcpyHostToDevice, s));
-  }
-  int64_t read() {  // waits for the kernels before it
-    int64_t v = INT64_MAX;
-    QKV_CUDA_CHECK(cudaMemcpyAsync(&v, device, sizeof v, cudaMemcpyDeviceToHost, s));
-    QKV_CUDA_CHECK(cudaStreamSynchronize(s));
-    return v;
-  }
-  ~FirstBad() { cudaFreeAsync(device, s); }
-};
+// A bad element's word for a deferred check (qkv/core/cuda.h): the smallest position wins, its value
+// travels with it.
+__device__ inline void report_bad(unsigned long long* word, int64_t position, int32_t value) {
+  atomicMin(word, (static_cast<unsigned long long>(position) << 32) | static_cast<uint32_t>(value));
+}
 
 __global__ void embedding_forward_kernel(const float* weight, int64_t vocab, int64_t dim, const int32_t* ids,
-                                         int64_t n, float* out, int64_t* bad) {
+                                         int64_t n, float* out, unsigned long long* bad) {
   const int64_t width = dim > 0 ? dim : 1;  // (dim 0: nothing to copy, but every id is still checked)
   for (int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; i < n * width; i += int64_t{gridDim.x} * blockDim.x) {
     const int64_t row = i / width, col = i % width;
     const int32_t id = ids[row];
     if (id < 0 || id >= vocab) {
-      if (col == 0) atomicMin(reinterpret_cast<unsigned long long*>(bad), static_cast<unsigned long long>(row));
+      if (col == 0) report_bad(bad, row, id);
       if (dim > 0) out[i] = 0.f;
       continue;
     }
@@ -54,18 +42,27 @@ __global__ void embedding_backward_kernel(const float* dout, const int32_t* ids,
   }
 }
 
-__global__ void count_targets_kernel(const int32_t* y, int64_t N, int64_t C, int64_t ignore, int64_t* bad,
-                                     unsigned long long* count) {
-  unsigned long long c = 0;
-  for (int64_t n = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; n < N; n += int64_t{gridDim.x} * blockDim.x) {
-    if (y[n] == ignore) continue;
-    if (y[n] < 0 || y[n] >= C)
-      atomicMin(reinterpret_cast<unsigned long long*>(bad), static_cast<unsigned long long>(n));
-    else
-      ++c;
+__global__ void check_targets_kernel(const int32_t* y, int64_t N, int64_t C, int64_t ignore, unsigned long long* bad) {
+  for (int64_t n = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; n < N; n += int64_t{gridDim.x} * blockDim.x)
+    if (y[n] != ignore && (y[n] < 0 || y[n] >= C)) report_bad(bad, n, y[n]);
+}
+
+// One block: Σ_n ℓ_n in double and the rows not ignored, in a fixed order (one result however many
+// SMs); out = Σ or Σ / count, divisor = count or 1.
+__global__ void cross_entropy_reduce_kernel(const float* loss, const int32_t* y, int64_t N, int64_t ignore, bool mean,
+                                            float* out, float* divisor) {
+  double s = 0;
+  unsigned long long count = 0;
+  for (int64_t n = threadIdx.x; n < N; n += blockDim.x) {
+    s += loss[n];
+    count += y[n] != ignore;
   }
-  c = block_reduce(c, SumOp{}, 0ull);
-  if (threadIdx.x == 0) atomicAdd(count, c);
+  s = block_reduce(s, SumOp{}, 0.0);
+  count = block_reduce(count, SumOp{}, 0ull);
+  if (threadIdx.x == 0) {
+    *out = static_cast<float>(!mean ? s : count ? s / static_cast<double>(count) : 0.0);
+    *divisor = mean ? static_cast<float>(count) : 1.f;
+  }
 }
 
 // One block per row: m = max x, s = Σ exp(x − m), Σ (x − m); lse = m + log s;
@@ -97,14 +94,16 @@ __global__ void cross_entropy_forward_kernel(const float* x, const int32_t* y, i
   }
 }
 
-// dx = (exp(x − lse) − ε/C − (1 − ε)[c = y]) · scale
-__global__ void cross_entropy_backward_kernel(const float* x, const int32_t* y, const float* lse, const float* scale,
-                                              int64_t C, float eps, int64_t ignore, float* dx) {
+// dx = (exp(x − lse) − ε/C − (1 − ε)[c = y]) · scale,  scale = g[n · g_stride] / divisor
+__global__ void cross_entropy_backward_kernel(const float* x, const int32_t* y, const float* lse, const float* g,
+                                              int64_t g_stride, const float* divisor, int64_t C, float eps,
+                                              int64_t ignore, float* dx) {
   const int64_t n = blockIdx.x;
   float* d = dx + n * C;
   const bool skip = y[n] == ignore;
   const float* xr = x + n * C;
-  const float s = scale[n], l = lse[n], floor = eps / static_cast<float>(C);
+  const float dv = divisor ? *divisor : 1.f;
+  const float s = dv != 0.f ? g[n * g_stride] / dv : 0.f, l = lse[n], floor = eps / static_cast<float>(C);
   for (int64_t c = threadIdx.x; c < C; c += blockDim.x) {
     if (skip) {
       d[c] = 0.f;
@@ -167,17 +166,14 @@ struct DeviceIndex {
 
 void embedding_forward(const float* weight, int64_t vocab, int64_t dim, const int32_t* ids, int64_t n, float* out) {
   if (n == 0) return;
+  QKV_CHECK(n < (int64_t{1} << 32), "embedding: ", n, " ids; the CUDA kernel takes fewer than 2^32");
   cudaStream_t s = stream();
-  FirstBad bad(s);
-  embedding_forward_kernel<<<blocks_for(n * std::max<int64_t>(dim, 1)), 256, 0, s>>>(weight, vocab, dim, ids, n, out, bad.device);
+  // (read at the host's next wait: the lookup does not stop the GPU)
+  unsigned long long* bad = ::qkv::cuda::deferred_check(s, [vocab](int64_t row, int32_t id) {
+    return detail::concat("embedding: id ", id, " at position ", row, " is outside the vocabulary [0, ", vocab, ")");
+  });
+  embedding_forward_kernel<<<blocks_for(n * std::max<int64_t>(dim, 1)), 256, 0, s>>>(weight, vocab, dim, ids, n, out, bad);
   QKV_CUDA_LAUNCHED(embedding_forward_kernel);
-  const int64_t row = bad.read();
-  if (row != INT64_MAX) {
-    int32_t id = 0;
-    QKV_CUDA_CHECK(cudaMemcpy(&id, ids + row, sizeof id, cudaMemcpyDeviceToHost));
-    throw Error(detail::concat("embedding: id ", id, " at position ", row, " is outside the vocabulary [0, ", vocab,
-                               ")"));
-  }
 }
 
 void embedding_backward(const float* dout, const int32_t* ids, int64_t n, int64_t dim, int64_t padding_idx,
@@ -187,23 +183,15 @@ void embedding_backward(const float* dout, const int32_t* ids, int64_t n, int64_
   QKV_CUDA_LAUNCHED(embedding_backward_kernel);
 }
 
-int64_t count_targets(const int32_t* y, int64_t N, int64_t C, int64_t ignore, int64_t* bad_row) {
-  *bad_row = -1;
-  if (N == 0) return 0;
+void check_targets(const int32_t* y, int64_t N, int64_t C, int64_t ignore) {
+  if (N == 0) return;
   cudaStream_t s = stream();
-  FirstBad bad(s);
-  unsigned long long* count = nullptr;
-  QKV_CUDA_CHECK(cudaMallocAsync(reinterpret_cast<void**>(&count), sizeof *count, s));
-  QKV_CUDA_CHECK(cudaMemsetAsync(count, 0, sizeof *count, s));
+  unsigned long long* bad = ::qkv::cuda::deferred_check(s, [C](int64_t row, int32_t target) {
+    return detail::concat("cross_entropy: target ", target, " at row ", row, " is outside [0, ", C, ")");
+  });
   const unsigned blocks = blocks_for(N) > 1024 ? 1024 : blocks_for(N);
-  count_targets_kernel<<<blocks, 256, 0, s>>>(y, N, C, ignore, bad.device, count);
-  QKV_CUDA_LAUNCHED(count_targets_kernel);
-  unsigned long long host = 0;
-  QKV_CUDA_CHECK(cudaMemcpyAsync(&host, count, sizeof host, cudaMemcpyDeviceToHost, s));
-  QKV_CUDA_CHECK(cudaFreeAsync(count, s));
-  const int64_t row = bad.read();  // synchronizes
-  if (row != INT64_MAX) *bad_row = row;
-  return static_cast<int64_t>(host);
+  check_targets_kernel<<<blocks, 256, 0, s>>>(y, N, C, ignore, bad);
+  QKV_CUDA_LAUNCHED(check_targets_kernel);
 }
 
 void cross_entropy_forward(const float* x, const int32_t* y, int64_t N, int64_t C, float eps, int64_t ignore,
@@ -214,11 +202,18 @@ void cross_entropy_forward(const float* x, const int32_t* y, int64_t N, int64_t 
   QKV_CUDA_LAUNCHED(cross_entropy_forward_kernel);
 }
 
-void cross_entropy_backward(const float* x, const int32_t* y, const float* lse, const float* scale, int64_t N,
-                            int64_t C, float eps, int64_t ignore, float* dx) {
+void cross_entropy_reduce(const float* loss, const int32_t* y, int64_t N, int64_t ignore, bool mean, float* out,
+                          float* divisor) {
+  cross_entropy_reduce_kernel<<<1, 1024, 0, stream()>>>(loss, y, N, ignore, mean, out, divisor);
+  QKV_CUDA_LAUNCHED(cross_entropy_reduce_kernel);
+}
+
+void cross_entropy_backward(const float* x, const int32_t* y, const float* lse, const float* g, int64_t g_stride,
+                            const float* divisor, int64_t N, int64_t C, float eps, int64_t ignore, float* dx) {
   if (N == 0) return;
   QKV_CHECK(N <= 2147483647, "cross_entropy: ", N, " rows; the CUDA kernel takes at most 2^31 - 1");
-  cross_entropy_backward_kernel<<<static_cast<unsigned>(N), 256, 0, stream()>>>(x, y, lse, scale, C, eps, ignore, dx);
+  cross_entropy_backward_kernel<<<static_cast<unsigned>(N), 256, 0, stream()>>>(x, y, lse, g, g_stride, divisor, C, eps,
+                                                                                ignore, dx);
   QKV_CUDA_LAUNCHED(cross_entropy_backward_kernel);
 }
 

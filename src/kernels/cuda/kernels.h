@@ -4,8 +4,8 @@
 // CUDA build (compiled wherever nvcc is, a GPU or not) stops at any definition or call that no
 // longer matches. Pointers are device memory of the current device (ops set it with
 // cuda::DeviceGuard); work is queued on its current stream (qkv/core/cuda.h) and the functions
-// return without waiting, except those that return a value to the host (sums, count_targets) and
-// embedding_forward, which checks its ids. Compiled by nvcc into qkv_kernels only with
+// return without waiting, except those that return a value to the host (sum_f64, sum_squares_f64);
+// the checks of ids and targets on the device are deferred (cuda::deferred_check). Compiled by nvcc into qkv_kernels only with
 // -DQKV_CUDA=ON; ops include this header through src/ops/dispatch.h.
 //
 // Which ops have CUDA kernels, and which still run on the CPU only: docs/ARCHITECTURE.md,
