@@ -6,11 +6,12 @@
 #       every CUDA test (a process each), the attention grid (bf16, L = 2k and 16k: qkv's wgmma forward
 #       with key tiles of 64 and 128, the mma.sync pair, PyTorch's SDPA backends), then f32 at L = 2k
 #       (the CUDA-core pair, the 3xTF32 tensor-core pair, PyTorch's f32 SDPA)
-#   run(command="bash scripts/gpu_session.sh 2", carry=[".gpu"], timeout_s=400)          (~3 minutes)
+#   run(command="bash scripts/gpu_session.sh 2", carry=[".gpu"], timeout_s=480)          (~4 minutes)
 #       GPT training tokens/s against PyTorch eager and compiled, translation throughput GPU vs CPU,
-#       qkv train of the translation Transformer in f32 and bf16
+#       where a GPT step's and a beam step's time goes (QKV_PROFILE=1: each op's host and GPU time,
+#       the waits), qkv train of the translation Transformer in f32 and bf16
 #   run(command="bash scripts/gpu_session.sh sanitize 'Cuda.Bf16*'", carry=[".gpu"])   a failing kernel
-#   (tests, attention [KERNEL…], training, profile, transformer: one step alone)
+#   (tests, attention [KERNEL…], training, steps, profile, transformer: one step alone)
 #
 # The working tree travels with .gpu (35 MB) and must stay under 64 MiB: `bash scripts/gpu_tree.sh slim`
 # here before the calls leaves out the model files no call reads, `restore` after. Each step has its own time limit, so a hang costs only its share of the
@@ -50,6 +51,17 @@ training() {
   step gpt 190 python3 bench/gpt_cuda_vs_pytorch.py --qkv "bash .gpu/run.sh qkv" --iters 100
   step translate 80 python3 bench/translate_cuda_vs_cpu.py --qkv "bash .gpu/run.sh qkv" --sentences 500
 }
+steps() {  # QKV_PROFILE=1: each op's calls, host and GPU time, and the waits, in a GPT step (bf16, f32) and in beam search
+  for dt in bf16 f32; do
+    QKV_PROFILE=1 step "steps-gpt-$dt" 60 bash .gpu/run.sh qkv train configs/shakespeare-char-gpu.json --device cuda -q \
+      -o "/tmp/steps-gpt-$dt" --set train.max_iters=40 --set train.eval_interval=0 --set train.checkpoint_interval=0 \
+      --set "train.dtype=$dt"
+  done
+  python3 -c "import gzip; s = [l.split('\t')[0] for l in gzip.open('data/tatoeba-en-fr/fra.txt.gz', 'rt') if l.strip()]; \
+print('\n'.join(s[::len(s) // 500][:500]))" > /tmp/steps-src.txt
+  QKV_PROFILE=1 step steps-translate 60 bash .gpu/run.sh qkv translate -m models/en-fr.safetensors -i /tmp/steps-src.txt \
+    -o /tmp/steps-translate.out --beam 4 --batch-size 32 --device cuda --stats
+}
 profile() {  # Nsight Compute on the tensor-core attention kernels, one launch each (where the time goes)
   local ncu
   ncu=$(command -v ncu || find / -name ncu -type f -perm -u+x -not -path '/proc/*' -print -quit 2>/dev/null)
@@ -81,10 +93,10 @@ transformer() {  # qkv train of the translation Transformer on the GPU: tokens/s
 }
 case "${1:-}" in
   1) tests; attention wgmma wgmma64 wgmma128 mma; attention_f32 ;;
-  2) training; transformer ;;
-  tests | attention | attention_f32 | training | profile | serve | transformer) "$@" ;;
+  2) training; steps; transformer ;;
+  tests | attention | attention_f32 | training | steps | profile | serve | transformer) "$@" ;;
   sanitize) step sanitize 400 bash .gpu/run.sh sanitize "${2:-Cuda.Bf16*}" ;;
   *)
-    echo "usage: bash scripts/gpu_session.sh 1 | 2 | tests | attention [KERNEL…] | attention_f32 | training | profile | serve | transformer | sanitize [GTEST_FILTER]" >&2
+    echo "usage: bash scripts/gpu_session.sh 1 | 2 | tests | attention [KERNEL…] | attention_f32 | training | steps | profile | serve | transformer | sanitize [GTEST_FILTER]" >&2
     exit 2 ;;
 esac

@@ -5,6 +5,7 @@
 
 #include <array>
 #include <atomic>
+#include <chrono>
 #include <cstring>
 #include <map>
 #include <mutex>
@@ -83,7 +84,7 @@ StreamHandle current_stream(int device) {
 
 namespace {
 
-std::atomic<int64_t> g_host_waits{0};
+std::atomic<int64_t> g_host_waits{0}, g_wait_ns{0};
 
 // The calling thread's deferred checks: per device, kDeferredChecks words on the GPU; slot i of an
 // arena is taken while its message is set.
@@ -157,23 +158,84 @@ void forget_checks(StreamHandle stream) {
       }
 }
 
+// Counts a wait and its duration.
+class Waiting {
+ public:
+  Waiting() : t0_(std::chrono::steady_clock::now()) { ++g_host_waits; }
+  ~Waiting() {
+    g_wait_ns += std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - t0_).count();
+  }
+
+ private:
+  std::chrono::steady_clock::time_point t0_;
+};
+
 }  // namespace
 
 void wait(StreamHandle stream) {
-  ++g_host_waits;
-  QKV_CUDA_CHECK(cudaStreamSynchronize(stream));
+  {
+    Waiting w;
+    QKV_CUDA_CHECK(cudaStreamSynchronize(stream));
+  }
   report_checks(stream);
 }
 
 int64_t host_waits() { return g_host_waits.load(); }
+double host_wait_seconds() { return static_cast<double>(g_wait_ns.load()) * 1e-9; }
 
 void synchronize(int device) {
   check_device(device);
   DeviceGuard guard(device);
-  ++g_host_waits;
-  QKV_CUDA_CHECK(cudaDeviceSynchronize());
+  {
+    Waiting w;
+    QKV_CUDA_CHECK(cudaDeviceSynchronize());
+  }
   auto it = t_checks.arenas.find(device);
   if (it != t_checks.arenas.end() && it->second.used) report_checks(device, it->second, nullptr);
+}
+
+// ---- timing marks -------------------------------------------------------------------------------
+
+namespace {
+std::mutex g_events_mu;
+std::vector<std::pair<int, cudaEvent_t>>* g_free_events = new std::vector<std::pair<int, cudaEvent_t>>;  // kept
+std::map<cudaEvent_t, int>* g_event_device = new std::map<cudaEvent_t, int>;
+}  // namespace
+
+EventHandle record_event(int device) {
+  check_device(device);
+  DeviceGuard guard(device);
+  cudaEvent_t e = nullptr;
+  {
+    std::lock_guard<std::mutex> lock(g_events_mu);
+    for (size_t i = 0; i < g_free_events->size(); ++i)
+      if ((*g_free_events)[i].first == device) {
+        e = (*g_free_events)[i].second;
+        (*g_free_events)[i] = g_free_events->back();
+        g_free_events->pop_back();
+        break;
+      }
+  }
+  if (!e) {
+    QKV_CUDA_CHECK(cudaEventCreate(&e));
+    std::lock_guard<std::mutex> lock(g_events_mu);
+    (*g_event_device)[e] = device;
+  }
+  QKV_CUDA_CHECK(cudaEventRecord(e, current_stream(device)));
+  return e;
+}
+
+float elapsed_ms(EventHandle start, EventHandle stop) {
+  QKV_CUDA_CHECK(cudaEventSynchronize(stop));
+  float ms = 0.f;
+  QKV_CUDA_CHECK(cudaEventElapsedTime(&ms, start, stop));
+  return ms;
+}
+
+void release_event(EventHandle event) {
+  std::lock_guard<std::mutex> lock(g_events_mu);
+  auto it = g_event_device->find(event);
+  if (it != g_event_device->end()) g_free_events->push_back({it->second, event});
 }
 
 unsigned long long* deferred_check(StreamHandle stream, CheckMessage message) {
@@ -398,6 +460,10 @@ Stream::~Stream() = default;
 void Stream::synchronize() const { not_built("cuda::Stream::synchronize"); }
 void wait(StreamHandle) { not_built("cuda::wait"); }
 int64_t host_waits() { return 0; }
+double host_wait_seconds() { return 0; }
+EventHandle record_event(int) { not_built("cuda::record_event"); }
+float elapsed_ms(EventHandle, EventHandle) { not_built("cuda::elapsed_ms"); }
+void release_event(EventHandle) {}
 unsigned long long* deferred_check(StreamHandle, CheckMessage) { not_built("cuda::deferred_check"); }
 StreamGuard::StreamGuard(const Stream&) : device_(0), previous_(nullptr) { not_built("cuda::StreamGuard"); }
 StreamGuard::~StreamGuard() = default;

@@ -6,6 +6,7 @@
 #include <unordered_map>
 #include <unordered_set>
 
+#include "dispatch.h"
 #include "qkv/autograd/grad_mode.h"
 #include "qkv/autograd/node.h"
 #include "qkv/ops/arith.h"
@@ -46,6 +47,7 @@ std::vector<Node*> topo_order(const std::vector<Node*>& roots) {
 void run(const std::vector<Tensor>& roots, const std::vector<Tensor>& seeds, bool retain_graph,
          std::unordered_map<TensorImpl*, Tensor>* capture) {
   NoGradGuard no_grad;
+  const ops_detail::BackwardPhase phase;  // (QKV_PROFILE=1 lists the backward's dispatches apart)
   std::unordered_map<Node*, std::vector<Tensor>> pending;  // per node, its outputs' gradients so far
   std::vector<Node*> root_nodes;
 

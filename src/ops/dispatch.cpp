@@ -51,40 +51,6 @@ Device cpu_device_of(const char* op, std::initializer_list<const TensorBase*> op
   return d;
 }
 
-namespace {
-
-struct DispatchCounts {
-  std::mutex mu;
-  std::map<std::string_view, int64_t> count;  // op names are string literals
-  ~DispatchCounts() {
-    int64_t total = 0;
-    for (const auto& [op, n] : count) total += n;
-    std::fprintf(stderr, "qkv: op dispatches (QKV_COUNT_OPS=1): %lld in all\n", static_cast<long long>(total));
-    for (const auto& [op, n] : count) std::fprintf(stderr, "%12lld  %.*s\n", static_cast<long long>(n),
-                                                   static_cast<int>(op.size()), op.data());
-  }
-};
-
-DispatchCounts& dispatch_counts() {
-  static DispatchCounts counts;
-  return counts;
-}
-
-bool counting_requested() {
-  const char* v = std::getenv("QKV_COUNT_OPS");
-  return v && std::string_view(v) == "1";
-}
-
-}  // namespace
-
-const bool kCountDispatches = counting_requested();
-
-void count_dispatch(const char* op) {
-  DispatchCounts& c = dispatch_counts();
-  std::lock_guard<std::mutex> lock(c.mu);
-  ++c.count[op];
-}
-
 void no_kernels(const char* op, Device d) {
 #ifdef QKV_WITH_CUDA
   throw Error(detail::concat(op, ": no ", d.str(), " kernel yet in qkv's CUDA backend (this op runs on the cpu "

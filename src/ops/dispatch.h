@@ -54,15 +54,53 @@ void check_device(const char* op, Device d);
 #endif
 
 namespace qkv::ops_detail {
-// QKV_COUNT_OPS=1: every dispatch counted by op name, the counts printed to standard error at exit —
-// how many kernels a training or decoding step asks of a device (a GPU's launches; docs/CUDA.md).
-void count_dispatch(const char* op);
+// Where a step's work goes (docs/CUDA.md, "Where a step's time goes"):
+//   QKV_COUNT_OPS=1 — every dispatch counted by op name: how many kernels a training or decoding step
+//                     asks of a device (a GPU's launches);
+//   QKV_PROFILE=1   — torch.profiler's table: per op (its backward apart), the calls, the host's time
+//                     in the dispatch (on a CPU the kernel itself; on a GPU queuing it) and on a GPU
+//                     the device's time between two events around it, with the run's waits for the
+//                     device and the host's time outside any op.
+// Both print to standard error at exit (dispatch_profile.cpp).
 extern const bool kCountDispatches;
+extern const bool kProfileDispatches;
+
+class DispatchScope {
+ public:
+  DispatchScope(const char* op, Device d) {
+    if (kCountDispatches || kProfileDispatches) begin(op, d);
+  }
+  ~DispatchScope() {
+    if (op_) end();
+  }
+  DispatchScope(const DispatchScope&) = delete;
+  DispatchScope& operator=(const DispatchScope&) = delete;
+
+ private:
+  void begin(const char* op, Device d);
+  void end();
+  const char* op_ = nullptr;
+  Device device_;
+  int64_t t0_ns_ = 0;
+  void* start_ = nullptr;  // the GPU's mark before the kernels
+};
+
+// Dispatches in its scope are a backward's (the profile lists them apart): set by the autograd engine.
+class BackwardPhase {
+ public:
+  BackwardPhase();
+  ~BackwardPhase();
+  BackwardPhase(const BackwardPhase&) = delete;
+  BackwardPhase& operator=(const BackwardPhase&) = delete;
+
+ private:
+  bool previous_;
+};
 }  // namespace qkv::ops_detail
 
 #define QKV_DISPATCH(OP, DEVICE, ...)                       \
   do {                                                      \
-    if (::qkv::ops_detail::kCountDispatches) ::qkv::ops_detail::count_dispatch(OP); \
+    const ::qkv::ops_detail::DispatchScope qkv_dispatch_scope_(OP, DEVICE); \
     switch ((DEVICE).type) {                                \
       case ::qkv::DeviceType::cpu: {                        \
         namespace k = ::qkv::kernels::cpu;                  \
@@ -78,6 +116,7 @@ extern const bool kCountDispatches;
 #define QKV_DISPATCH_CPU(OP, DEVICE, ...)                   \
   do {                                                      \
     if ((DEVICE).type != ::qkv::DeviceType::cpu) ::qkv::ops_detail::no_kernels(OP, DEVICE); \
+    const ::qkv::ops_detail::DispatchScope qkv_dispatch_scope_(OP, DEVICE); \
     namespace k = ::qkv::kernels::cpu;                      \
     __VA_ARGS__;                                            \
   } while (0)

@@ -249,6 +249,33 @@ TEST(Cli, TrainCtrlCSavesAndResumes) {
   std::filesystem::remove_all(d);
 }
 
+// QKV_PROFILE=1: torch.profiler's table at exit — every op the run dispatched, its backward apart,
+// calls and host times; the calls add up to what QKV_COUNT_OPS=1 counts.
+TEST(Cli, ProfileTablesEveryOpsCallsAndTimes) {
+  const std::string d = tmp_dir("profile");
+  const std::string cfg = tiny_lm_config(d);
+  const std::string args = "train " + cfg + " -o " + d + "/out -q --set train.max_iters=3 --set train.eval_interval=0";
+  CliRun p = run(args, "QKV_PROFILE=1 ");
+  ASSERT_EQ(p.code, 0) << p.out;
+  for (const char* want : {"qkv: profile (QKV_PROFILE=1)", "µs/call", "device ms", "linear (backward)",
+                           "scaled_dot_product_attention", "cross_entropy (backward)", "adam_update_", "all ops",
+                           "host time outside the dispatches"})
+    EXPECT_NE(p.out.find(want), std::string::npos) << want << " in " << p.out;
+  CliRun c = run(args, "QKV_COUNT_OPS=1 ");
+  ASSERT_EQ(c.code, 0) << c.out;
+  const std::string counted = "op dispatches (QKV_COUNT_OPS=1): ";
+  const size_t at = c.out.find(counted);
+  ASSERT_NE(at, std::string::npos) << c.out;
+  const size_t from = at + counted.size();
+  const std::string count = c.out.substr(from, c.out.find(' ', from) - from);
+  const size_t h = p.out.find("to exit; ") + 9;
+  std::string profiled = p.out.substr(h, p.out.find(" dispatches,", h) - h);
+  std::erase(profiled, ',');
+  EXPECT_EQ(profiled, count) << p.out;
+  EXPECT_EQ(run(args).out.find("qkv: profile"), std::string::npos) << "nothing without the variable";
+  std::filesystem::remove_all(d);
+}
+
 TEST(Cli, TrainAndGenerateHelp) {
   for (const char* c : {"train --help", "generate --help"}) {
     CliRun r = run(c);

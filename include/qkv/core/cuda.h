@@ -20,6 +20,7 @@
 #include <string>
 
 struct CUstream_st;  // cudaStream_t is CUstream_st* (cuda_runtime_api.h); named here without it
+struct CUevent_st;   // cudaEvent_t likewise
 
 namespace qkv::cuda {
 
@@ -42,6 +43,17 @@ void wait(StreamHandle stream);
 // as a number): a training or decoding step with no wait between its launches keeps the GPU fed while
 // the host queues the next kernels. A copy from the host's (pageable) memory is not a wait.
 int64_t host_waits();
+// The seconds the host has spent in those waits.
+double host_wait_seconds();
+
+// Marks for timing a GPU's work (the op profiler's, QKV_PROFILE=1: ops/dispatch.h): an event recorded
+// now on the calling thread's current stream of `device` (from a pool); the milliseconds between two
+// marks, once the second has been reached (the host waits for it; not counted above); a mark back to
+// the pool.
+using EventHandle = CUevent_st*;
+EventHandle record_event(int device);
+float elapsed_ms(EventHandle start, EventHandle stop);
+void release_event(EventHandle event);
 
 // Checks of inputs that live on a GPU — an id outside the vocabulary, a target outside the classes —
 // made without waiting for the GPU. deferred_check returns a device word (all ones); a kernel on
