@@ -19,6 +19,7 @@
 #include <math.h>  // fmaxf, exp2f, INFINITY in the global namespace, as nvcc has them
 #include <ucontext.h>
 
+#include <cmath>
 #include <cstdint>
 #include <cstring>
 #include <functional>
@@ -308,6 +309,31 @@ inline float atomicAdd(float* p, float v) {  // one OS thread: plain
   const float old = *p;
   *p = old + v;
   return old;
+}
+inline unsigned long long atomicAdd(unsigned long long* p, unsigned long long v) {
+  const unsigned long long old = *p;
+  *p = old + v;
+  return old;
+}
+inline unsigned long long atomicMin(unsigned long long* p, unsigned long long v) {
+  const unsigned long long old = *p;
+  *p = v < old ? v : old;
+  return old;
+}
+// The rounded operations nvcc leaves uncontracted (the host's may not contract them either), the
+// reciprocal square root, and the read-only load.
+inline float __fadd_rn(float a, float b) {
+  volatile float r = a + b;
+  return r;
+}
+inline float __fmul_rn(float a, float b) {
+  volatile float r = a * b;
+  return r;
+}
+inline float rsqrtf(float x) { return 1.f / std::sqrt(x); }
+template <typename T>
+inline T __ldg(const T* p) {
+  return *p;
 }
 inline unsigned __float_as_uint(float x) {
   unsigned u;

@@ -3,33 +3,9 @@
 #include "kernels/cuda/kernels.h"
 #include "kernels/cuda/launch.h"
 #include "kernels/cuda/tensor_list.h"
+#include "kernels/cuda/adam_kernels.cuh"
 
 namespace qkv::kernels::cuda {
-namespace {
-
-// θ ← decay·θ − step_size · m / (√v · inv_sqrt_bc2 + ε) after the moments, g = gs + l2·θ
-__device__ inline void adam_element(float* p, float gs, float* m, float* v, const AdamCoefficients& c) {
-  const float gi = fmaf(c.l2, *p, gs);
-  const float mi = c.beta1 * *m + (1.f - c.beta1) * gi;
-  const float vi = c.beta2 * *v + (1.f - c.beta2) * gi * gi;
-  *m = mi, *v = vi;
-  *p = *p * c.decay - c.step_size * mi / (sqrtf(vi) * c.inv_sqrt_bc2 + c.eps);
-}
-
-// Tensor blockIdx.y of the list, its elements strided over gridDim.x blocks.
-__global__ void adam_list_kernel(TensorList<4> list, AdamCoefficients c, const float* clip_factor) {
-  const int t = blockIdx.y;
-  const int64_t n = list.n[t];
-  float* p = list.ptr[0][t];
-  const float* gp = list.ptr[1][t];
-  float* m = list.ptr[2][t];
-  float* v = list.ptr[3][t];
-  const float s = clip_factor ? *clip_factor : 1.f;
-  for (int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; i < n; i += int64_t{gridDim.x} * blockDim.x)
-    adam_element(p + i, __fmul_rn(gp[i], s), m + i, v + i, c);  // g · s rounded on its own (no contraction)
-}
-
-}  // namespace
 
 void adam_update_list(float* const* param, const float* const* grad, float* const* exp_avg, float* const* exp_avg_sq,
                       const int64_t* n, int64_t count, const AdamCoefficients& c, const float* clip_factor) {

@@ -8,6 +8,7 @@
 
 #include "kernels/cuda/kernels.h"
 #include "kernels/cuda/launch.h"
+#include "kernels/cuda/sum_kernels.cuh"
 #include "kernels/strided.h"
 #include "qkv/core/error.h"
 
@@ -328,17 +329,6 @@ __global__ void sum_to_kernel(ReduceShape R, int64_t n_out, int64_t n_red, const
 }
 
 template <bool Square>
-__global__ void sum_kernel(const float* x, int64_t n, double* partial) {
-  double acc = 0;
-  for (int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; i < n; i += int64_t{gridDim.x} * blockDim.x) {
-    const double v = x[i];
-    acc += Square ? v * v : v;
-  }
-  acc = block_reduce(acc, SumOp{}, 0.0);
-  if (threadIdx.x == 0) partial[blockIdx.x] = acc;
-}
-
-template <bool Square>
 double sum_impl(const float* x, int64_t n) {
   if (n == 0) return 0;
   const unsigned blocks = blocks_for(n, 256, 16) > 1024 ? 1024 : blocks_for(n, 256, 16);
@@ -354,14 +344,6 @@ double sum_impl(const float* x, int64_t n) {
   double total = 0;
   for (double v : host) total += v;
   return total;
-}
-
-// One block: the partial sums in a fixed order, rounded once to f32.
-__global__ void sum_partials_kernel(const double* partial, unsigned blocks, float* out) {
-  double acc = 0;
-  for (unsigned i = threadIdx.x; i < blocks; i += blockDim.x) acc += partial[i];
-  acc = block_reduce(acc, SumOp{}, 0.0);
-  if (threadIdx.x == 0) *out = static_cast<float>(acc);
 }
 
 }  // namespace

@@ -28,7 +28,11 @@ inline unsigned blocks_for(int64_t n, int threads = 256, int per_thread = 1) {
 // through shared memory. blockDim.x a multiple of 32, at most 1024.
 template <typename T, typename Op>
 __device__ inline T block_reduce(T v, Op op, T identity) {
+#ifdef QKV_CUDA_EMULATION
+  static T partial[32];  // (the host's emulation: a block's threads are fibers of one OS thread)
+#else
   __shared__ T partial[32];
+#endif
   for (int o = 16; o > 0; o >>= 1) v = op(v, __shfl_xor_sync(0xffffffffu, v, o));
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
   __syncthreads();  // `partial` may still be read by a previous call

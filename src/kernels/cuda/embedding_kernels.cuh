@@ -1,0 +1,156 @@
+// The kernels of embedding.cu (embedding lookup and its scatter-add backward, the checks of ids and
+// targets, cross-entropy's forward, reduction and backward, row gathers and the causal mask) —
+// embedding.cu launches them; tests/kernels/loss_emulation_test.cpp runs them on the host through
+// tests/kernels/cuda_emulation.h. Formulas: kernels/cpu/embedding.h, cross_entropy.h, index.h.
+#pragma once
+
+#include <cmath>
+#include <cstdint>
+
+#include "kernels/cuda/launch.h"
+
+namespace qkv::kernels::cuda {
+namespace {
+
+// A bad element's word for a deferred check (qkv/core/cuda.h): the smallest position wins, its value
+// travels with it.
+__device__ inline void report_bad(unsigned long long* word, int64_t position, int32_t value) {
+  atomicMin(word, (static_cast<unsigned long long>(position) << 32) | static_cast<uint32_t>(value));
+}
+
+__global__ void embedding_forward_kernel(const float* weight, int64_t vocab, int64_t dim, const int32_t* ids,
+                                         int64_t n, float* out, unsigned long long* bad) {
+  const int64_t width = dim > 0 ? dim : 1;  // (dim 0: nothing to copy, but every id is still checked)
+  for (int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; i < n * width; i += int64_t{gridDim.x} * blockDim.x) {
+    const int64_t row = i / width, col = i % width;
+    const int32_t id = ids[row];
+    if (id < 0 || id >= vocab) {
+      if (col == 0) report_bad(bad, row, id);
+      if (dim > 0) out[i] = 0.f;
+      continue;
+    }
+    if (dim > 0) out[i] = weight[static_cast<int64_t>(id) * dim + col];
+  }
+}
+
+// dweight[ids[i], :] += dout[i, :] (atomic: repeated ids add up; the order of the adds may differ
+// between runs, which changes the last bits of a repeated row's gradient)
+__global__ void embedding_backward_kernel(const float* dout, const int32_t* ids, int64_t n, int64_t dim,
+                                          int64_t padding_idx, float* dweight) {
+  for (int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; i < n * dim; i += int64_t{gridDim.x} * blockDim.x) {
+    const int64_t row = i / dim, col = i % dim;
+    const int32_t id = ids[row];
+    if (id == padding_idx) continue;
+    atomicAdd(dweight + static_cast<int64_t>(id) * dim + col, dout[i]);
+  }
+}
+
+__global__ void check_targets_kernel(const int32_t* y, int64_t N, int64_t C, int64_t ignore, unsigned long long* bad) {
+  for (int64_t n = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; n < N; n += int64_t{gridDim.x} * blockDim.x)
+    if (y[n] != ignore && (y[n] < 0 || y[n] >= C)) report_bad(bad, n, y[n]);
+}
+
+// One block: Σ_n ℓ_n in double and the rows not ignored, in a fixed order (one result however many
+// SMs); out = Σ or Σ / count, divisor = count or 1.
+__global__ void cross_entropy_reduce_kernel(const float* loss, const int32_t* y, int64_t N, int64_t ignore, bool mean,
+                                            float* out, float* divisor) {
+  double s = 0;
+  unsigned long long count = 0;
+  for (int64_t n = threadIdx.x; n < N; n += blockDim.x) {
+    s += loss[n];
+    count += y[n] != ignore;
+  }
+  s = block_reduce(s, SumOp{}, 0.0);
+  count = block_reduce(count, SumOp{}, 0ull);
+  if (threadIdx.x == 0) {
+    *out = static_cast<float>(!mean ? s : count ? s / static_cast<double>(count) : 0.0);
+    *divisor = mean ? static_cast<float>(count) : 1.f;
+  }
+}
+
+// One block per row: m = max x, s = Σ exp(x − m), Σ (x − m); lse = m + log s;
+// ℓ = −(1 − ε)(x_y − lse) − (ε/C)(Σ (x − m) − C log s)
+__global__ void cross_entropy_forward_kernel(const float* x, const int32_t* y, int64_t C, float eps, int64_t ignore,
+                                             float* lse, float* loss) {
+  const int64_t n = blockIdx.x;
+  const float* xr = x + n * C;
+  if (y[n] == ignore) {
+    if (threadIdx.x == 0) lse[n] = 0.f, loss[n] = 0.f;
+    return;
+  }
+  float m = -INFINITY;
+  for (int64_t c = threadIdx.x; c < C; c += blockDim.x) m = fmaxf(m, xr[c]);
+  m = block_reduce(m, MaxOp{}, -INFINITY);
+  double se = 0, sx = 0;
+  for (int64_t c = threadIdx.x; c < C; c += blockDim.x) {
+    se += expf(xr[c] - m);
+    sx += xr[c] - m;
+  }
+  se = block_reduce(se, SumOp{}, 0.0);
+  sx = block_reduce(sx, SumOp{}, 0.0);
+  if (threadIdx.x == 0) {
+    const float log_s = logf(static_cast<float>(se));
+    lse[n] = m + log_s;
+    const double logp_y = (static_cast<double>(xr[y[n]]) - m) - log_s;
+    const double sum_logp = sx - static_cast<double>(C) * log_s;
+    loss[n] = static_cast<float>(-(1.0 - eps) * logp_y - eps / static_cast<double>(C) * sum_logp);
+  }
+}
+
+// dx = (exp(x − lse) − ε/C − (1 − ε)[c = y]) · scale,  scale = g[n · g_stride] / divisor
+__global__ void cross_entropy_backward_kernel(const float* x, const int32_t* y, const float* lse, const float* g,
+                                              int64_t g_stride, const float* divisor, int64_t C, float eps,
+                                              int64_t ignore, float* dx) {
+  const int64_t n = blockIdx.x;
+  float* d = dx + n * C;
+  const bool skip = y[n] == ignore;
+  const float* xr = x + n * C;
+  const float dv = divisor ? *divisor : 1.f;
+  const float s = dv != 0.f ? g[n * g_stride] / dv : 0.f, l = lse[n], floor = eps / static_cast<float>(C);
+  for (int64_t c = threadIdx.x; c < C; c += blockDim.x) {
+    if (skip) {
+      d[c] = 0.f;
+      continue;
+    }
+    float v = (expf(xr[c] - l) - floor) * s;
+    if (c == y[n]) v -= (1.f - eps) * s;
+    d[c] = v;
+  }
+}
+
+__global__ void index_select_kernel(const uint8_t* src, int64_t outer, int64_t n, int64_t inner_bytes,
+                                    const int64_t* index, int64_t n_index, uint8_t* out) {
+  const int64_t total = outer * n_index * inner_bytes;
+  for (int64_t t = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; t < total; t += int64_t{gridDim.x} * blockDim.x) {
+    const int64_t b = t % inner_bytes, r = t / inner_bytes, i = r % n_index, o = r / n_index;
+    out[t] = src[(o * n + index[i]) * inner_bytes + b];
+  }
+}
+
+// The same in 16-byte pieces, for rows whose bytes and addresses are multiples of 16 (a KV cache's
+// rows of d floats): a sixteenth of the threads and whole-vector loads and stores.
+__global__ void index_select_16_kernel(const uint4* src, int64_t outer, int64_t n, int64_t inner_vec, const int64_t* index,
+                                       int64_t n_index, uint4* out) {
+  const int64_t total = outer * n_index * inner_vec;
+  for (int64_t t = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; t < total; t += int64_t{gridDim.x} * blockDim.x) {
+    const int64_t b = t % inner_vec, r = t / inner_vec, i = r % n_index, o = r / n_index;
+    out[t] = src[(o * n + index[i]) * inner_vec + b];
+  }
+}
+
+__global__ void index_add_kernel(float* dst, int64_t outer, int64_t n, int64_t inner, const int64_t* index,
+                                 int64_t n_index, const float* src) {
+  const int64_t total = outer * n_index * inner;
+  for (int64_t t = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; t < total; t += int64_t{gridDim.x} * blockDim.x) {
+    const int64_t e = t % inner, r = t / inner, i = r % n_index, o = r / n_index;
+    atomicAdd(dst + (o * n + index[i]) * inner + e, src[t]);
+  }
+}
+
+__global__ void causal_mask_kernel(uint8_t* out, int64_t Lq, int64_t Lk, int64_t offset) {
+  for (int64_t t = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; t < Lq * Lk; t += int64_t{gridDim.x} * blockDim.x)
+    out[t] = (t % Lk) <= (t / Lk) + offset;
+}
+
+}  // namespace
+}  // namespace qkv::kernels::cuda

@@ -1,0 +1,64 @@
+// RMSNorm's kernels (rms_norm.cu launches them: rms_norm, add_rms_norm; tests/kernels/rms_norm_emulation_test.cpp
+// runs them on the host through tests/kernels/cuda_emulation.h). Formulas: kernels/cpu/rms_norm.h.
+#pragma once
+
+#include <cmath>
+#include <cstdint>
+
+#include "kernels/cuda/launch.h"
+#include "kernels/cuda/residual_row.cuh"
+
+namespace qkv::kernels::cuda {
+namespace {
+
+constexpr int kThreads = 256;
+
+// Add: the row is x + res, written to sum (add_rms_norm_forward) and read back by the thread that
+// wrote each element; otherwise x itself.
+template <bool Add>
+__global__ void rms_norm_forward_kernel(const float* x, const float* res, float* sum, const float* gamma, float* y,
+                                        float* rstd, int64_t n, float eps) {
+  float* yr = y + blockIdx.x * n;
+  float s = 0.f;
+  const float* xr = residual_row<Add>(x, res, sum, n, [](float v) { return v * v; }, s);
+  const float r = rsqrtf(block_reduce(s, SumOp{}, 0.f) / static_cast<float>(n) + eps);
+  for (int64_t j = threadIdx.x; j < n; j += blockDim.x) yr[j] = (xr[j] * r) * (gamma ? gamma[j] : 1.f);
+  if (threadIdx.x == 0 && rstd) rstd[blockIdx.x] = r;
+}
+
+// dx = r · (g − x̂ · mean(g·x̂)), g = dy·γ
+__global__ void rms_norm_dx_kernel(const float* x, const float* gamma, const float* rstd, const float* dy, float* dx,
+                                   int64_t n) {
+  const int64_t row = blockIdx.x;
+  const float* xr = x + row * n;
+  const float* gr = dy + row * n;
+  float* dr = dx + row * n;
+  const float r = rstd[row];
+  float sgx = 0.f;
+  for (int64_t j = threadIdx.x; j < n; j += blockDim.x) sgx += gr[j] * (gamma ? gamma[j] : 1.f) * xr[j] * r;
+  sgx = block_reduce(sgx, SumOp{}, 0.f) / static_cast<float>(n);
+  for (int64_t j = threadIdx.x; j < n; j += blockDim.x)
+    dr[j] = r * (gr[j] * (gamma ? gamma[j] : 1.f) - xr[j] * r * sgx);
+}
+
+constexpr int64_t kStrip = 64;
+// partial[s, j] = Σ over rows of strip s of dy·x̂, for column j
+__global__ void rms_norm_dgamma_partial(const float* x, const float* rstd, const float* dy, float* partial,
+                                        int64_t rows, int64_t n) {
+  const int64_t j = blockIdx.x * int64_t{blockDim.x} + threadIdx.x;
+  if (j >= n) return;
+  const int64_t r0 = blockIdx.y * kStrip, r1 = r0 + kStrip < rows ? r0 + kStrip : rows;
+  float g = 0.f;
+  for (int64_t r = r0; r < r1; ++r) g += dy[r * n + j] * x[r * n + j] * rstd[r];
+  partial[blockIdx.y * n + j] = g;
+}
+__global__ void rms_norm_column_sums(const float* partial, int64_t strips, int64_t n, float* out) {
+  const int64_t j = blockIdx.x * int64_t{blockDim.x} + threadIdx.x;
+  if (j >= n) return;
+  float s = 0.f;
+  for (int64_t i = 0; i < strips; ++i) s += partial[i * n + j];
+  out[j] = s;
+}
+
+}  // namespace
+}  // namespace qkv::kernels::cuda

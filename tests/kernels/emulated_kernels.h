@@ -1,0 +1,32 @@
+// What the emulation tests of the small kernels share (loss_, norm_, rms_norm_emulation_test.cpp):
+// inputs drawn from qkv's counter-based generator, and the error measure.
+#pragma once
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <vector>
+
+#include "qkv/core/rng.h"
+
+namespace qkv::testing {
+
+// n floats uniform in [−scale, scale), the same for a seed on every machine
+inline std::vector<float> random_floats(size_t n, uint64_t seed, float scale) {
+  std::vector<float> v(n);
+  for (size_t i = 0; i < n; ++i) v[i] = scale * (2.f * Generator::uniform(seed, i) - 1.f);
+  return v;
+}
+
+// max |got − want| / max |want| (infinite when the sizes differ)
+inline double rel(const std::vector<float>& got, const std::vector<float>& want) {
+  if (got.size() != want.size()) return INFINITY;
+  double num = 0, den = 1e-30;
+  for (size_t i = 0; i < want.size(); ++i) {
+    num = std::max(num, std::fabs(static_cast<double>(got[i]) - want[i]));
+    den = std::max(den, std::fabs(static_cast<double>(want[i])));
+  }
+  return num / den;
+}
+
+}  // namespace qkv::testing

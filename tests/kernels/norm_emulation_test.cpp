@@ -1,0 +1,161 @@
+// The GPU kernels of a training step's norms and optimizer and of the search's selection — LayerNorm
+// and add_layer_norm (kernels/cuda/layer_norm_kernels.cuh), the list AdamW and clipping by the global
+// norm (adam_kernels.cuh, clip_kernels.cuh), topk (topk_kernels.cuh) — run on the host, unchanged,
+// through tests/kernels/cuda_emulation.h, each with the grid and block its launcher gives it, against
+// the CPU's kernels. (RMSNorm's: rms_norm_emulation_test.cpp, its kernels sharing these names.) Needs
+// the CUDA toolkit's headers (a QKV_CUDA build), not a GPU.
+#include <gtest/gtest.h>
+
+#if __has_include(<cuda_runtime.h>)
+#include "kernels/cuda_emulation.h"  // first: the CUDA headers, then the built-ins on the host
+
+#include <cmath>
+#include <cstdint>
+#include <vector>
+
+#include "kernels/cpu/adam.h"
+#include "kernels/cpu/clip.h"
+#include "kernels/cpu/layer_norm.h"
+#include "kernels/cpu/topk.h"
+#include "kernels/cuda/adam_kernels.cuh"
+#include "kernels/cuda/clip_kernels.cuh"
+#include "kernels/cuda/layer_norm_kernels.cuh"
+#include "kernels/cuda/topk_kernels.cuh"
+#include "kernels/emulated_kernels.h"
+
+namespace {
+
+namespace kc = qkv::kernels::cuda;
+namespace cpu = qkv::kernels::cpu;
+using qkv::emulation::launch;
+using qkv::testing::random_floats;
+using qkv::testing::rel;
+
+// LayerNorm's forward (with and without the residual) and backward, as layer_norm.cu launches them
+TEST(NormKernelsEmulated, LayerNormAndAddLayerNormMatchTheCpu) {
+  const int64_t rows = 70, n = 300;  // strips of 64 rows: one whole, one ragged
+  const float eps = 1e-5f;
+  const std::vector<float> x = random_floats(rows * n, 81, 2.f), res = random_floats(rows * n, 82, 1.f),
+                           gamma = random_floats(n, 83, 1.f), beta = random_floats(n, 84, 1.f),
+                           dy = random_floats(rows * n, 85, 1.f);
+  for (bool add : {false, true}) {
+    SCOPED_TRACE(add ? "add_layer_norm" : "layer_norm");
+    std::vector<float> y_c(rows * n), mean_c(rows), rstd_c(rows), s_c(rows * n);
+    std::vector<float> y_g(rows * n), mean_g(rows), rstd_g(rows), s_g(rows * n);
+    if (add)
+      cpu::add_layer_norm_forward(x.data(), res.data(), gamma.data(), beta.data(), s_c.data(), y_c.data(), mean_c.data(),
+                                  rstd_c.data(), rows, n, eps);
+    else
+      cpu::layer_norm_forward(x.data(), gamma.data(), beta.data(), y_c.data(), mean_c.data(), rstd_c.data(), rows, n, eps);
+    launch(dim3(rows), kc::kThreads, 0, [&] {
+      if (add)
+        kc::layer_norm_forward_kernel<true>(x.data(), res.data(), s_g.data(), gamma.data(), beta.data(), y_g.data(),
+                                            mean_g.data(), rstd_g.data(), n, eps);
+      else
+        kc::layer_norm_forward_kernel<false>(x.data(), nullptr, nullptr, gamma.data(), beta.data(), y_g.data(),
+                                             mean_g.data(), rstd_g.data(), n, eps);
+    });
+    if (add) {
+      EXPECT_EQ(s_g, s_c) << "the sum rounded as an addition";
+    }
+    EXPECT_LT(rel(y_g, y_c), 2e-6);
+    EXPECT_LT(rel(mean_g, mean_c), 2e-6);
+    EXPECT_LT(rel(rstd_g, rstd_c), 2e-6);
+    // backward at the normalized input (the sum under add)
+    const std::vector<float>& in = add ? s_c : x;
+    std::vector<float> dx_c(rows * n), dg_c(n), db_c(n), dx_g(rows * n), dg_g(n), db_g(n);
+    cpu::layer_norm_backward(in.data(), gamma.data(), mean_c.data(), rstd_c.data(), dy.data(), dx_c.data(), dg_c.data(),
+                             db_c.data(), rows, n);
+    launch(dim3(rows), kc::kThreads, 0, [&] {
+      kc::layer_norm_dx_kernel(in.data(), gamma.data(), mean_c.data(), rstd_c.data(), dy.data(), dx_g.data(), n);
+    });
+    const int64_t strips = (rows + kc::kStrip - 1) / kc::kStrip;
+    std::vector<float> partial(2 * strips * n);
+    launch(dim3(kc::blocks_for(n), static_cast<unsigned>(strips)), 256, 0, [&] {
+      kc::layer_norm_dparams_partial(in.data(), mean_c.data(), rstd_c.data(), dy.data(), partial.data(),
+                                     partial.data() + strips * n, rows, n);
+    });
+    launch(dim3(kc::blocks_for(n)), 256, 0, [&] { kc::column_sums(partial.data(), strips, n, dg_g.data()); });
+    launch(dim3(kc::blocks_for(n)), 256, 0, [&] { kc::column_sums(partial.data() + strips * n, strips, n, db_g.data()); });
+    EXPECT_LT(rel(dx_g, dx_c), 2e-6);
+    EXPECT_LT(rel(dg_g, dg_c), 2e-6);
+    EXPECT_LT(rel(db_g, db_c), 2e-6);
+  }
+}
+
+// The list AdamW over tensors of several sizes (an empty one among them), clipped by the global norm
+// that clip_coefficient leaves on the device: both kernels as their launchers run them
+TEST(NormKernelsEmulated, ClippingAndTheListAdamMatchTheCpu) {
+  const std::vector<int64_t> n = {1000, 0, 37, 2048, 5};
+  const auto count = static_cast<int64_t>(n.size());
+  std::vector<std::vector<float>> p(count), g(count), m(count), v(count);
+  for (int64_t i = 0; i < count; ++i) {
+    const auto k = static_cast<size_t>(n[i]);
+    p[i] = random_floats(k, 90 + i, 1.f), g[i] = random_floats(k, 100 + i, 3.f);
+    m[i] = random_floats(k, 110 + i, 0.1f), v[i] = random_floats(k, 120 + i, 0.01f);
+    for (float& x : v[i]) x = std::fabs(x);
+  }
+  auto ptrs = [&](std::vector<std::vector<float>>& t) {
+    std::vector<float*> out;
+    for (auto& x : t) out.push_back(x.data());
+    return out;
+  };
+  // clipping: ‖g‖ and s = min(1, max_norm / (‖g‖ + 1e-6))
+  std::vector<float*> gp = ptrs(g);
+  std::vector<const float*> gc(gp.begin(), gp.end());
+  float clip_c[2] = {}, clip_g[2] = {};
+  cpu::clip_coefficient(gc.data(), n.data(), count, 1.0, clip_c);
+  std::vector<double> partial(count * kc::kNormBlocks, 0.0);
+  const float* const* gcp = gc.data();
+  kc::for_each_chunk<1>({gcp}, n.data(), count, [&](const kc::TensorList<1>& list, int64_t first, int tensors, int64_t) {
+    launch(dim3(kc::kNormBlocks, tensors), 256, 0, [&] { kc::squares_kernel(list, first, partial.data()); });
+  });
+  launch(dim3(1), 256, 0, [&] { kc::clip_finish_kernel(partial.data(), count * kc::kNormBlocks, 1.0, clip_g); });
+  EXPECT_NEAR(clip_g[0], clip_c[0], 1e-6 * clip_c[0]);
+  EXPECT_NEAR(clip_g[1], clip_c[1], 1e-6 * clip_c[1]);
+  EXPECT_LT(clip_g[1], 1.f) << "the case clips";
+
+  // AdamW, step 3 (bias corrections), weight decay: the CPU's list update and the kernel's, from the same state
+  const qkv::kernels::AdamCoefficients c{0.9f, 0.99f, 1e-8f, 1e-3f / (1.f - 0.9f * 0.9f * 0.9f),
+                                         1.f / std::sqrt(1.f - 0.99f * 0.99f * 0.99f), 1.f - 1e-3f * 0.1f, 0.f};
+  auto pg = p, mg = m, vg = v;
+  std::vector<float*> pc = ptrs(p), mc = ptrs(m), vc = ptrs(v);
+  cpu::adam_update_list(pc.data(), gc.data(), mc.data(), vc.data(), n.data(), count, c, &clip_c[1]);
+  std::vector<float*> pgp = ptrs(pg), mgp = ptrs(mg), vgp = ptrs(vg);
+  const float* const* lists[4] = {pgp.data(), gc.data(), mgp.data(), vgp.data()};
+  kc::for_each_chunk<4>({lists[0], lists[1], lists[2], lists[3]}, n.data(), count,
+                        [&](const kc::TensorList<4>& list, int64_t, int tensors, int64_t most) {
+                          const unsigned blocks = kc::blocks_for(most, 256, 4) > 1024 ? 1024 : kc::blocks_for(most, 256, 4);
+                          launch(dim3(blocks, tensors), 256, 0, [&] { kc::adam_list_kernel(list, c, &clip_c[1]); });
+                        });
+  for (int64_t i = 0; i < count; ++i) {
+    SCOPED_TRACE(i);
+    EXPECT_LT(rel(pg[i], p[i]), 1e-6);
+    EXPECT_LT(rel(mg[i], m[i]), 1e-6);
+    EXPECT_LT(rel(vg[i], v[i]), 1e-6);
+  }
+}
+
+// topk: the CPU's entries in the CPU's order — ties by the lower index, NaN above every number, −0
+// equal to +0 — for k up to a whole row
+TEST(NormKernelsEmulated, TopkPicksTheCpusEntries) {
+  const int64_t rows = 3;
+  for (auto [n, k] : {std::pair<int64_t, int64_t>{700, 1}, {700, 9}, {700, 129}, {40, 40}}) {
+    SCOPED_TRACE(testing::Message() << "n " << n << ", k " << k);
+    std::vector<float> x = random_floats(rows * n, 130 + n, 1.f);
+    for (int64_t j = 0; j < n; j += 5) x[j] = 0.5f;  // ties in row 0
+    x[n + 17] = NAN, x[n + 3] = -0.f, x[n + 4] = 0.f;
+    std::vector<float> vc(rows * k), vg(rows * k);
+    std::vector<int32_t> ic(rows * k), ig(rows * k);
+    cpu::topk(x.data(), rows, n, k, vc.data(), ic.data());
+    launch(dim3(rows), 256, 0, [&] { kc::topk_kernel(x.data(), n, k, vg.data(), ig.data()); });
+    EXPECT_EQ(ig, ic);
+    for (size_t i = 0; i < vc.size(); ++i)
+      if (!(std::isnan(vc[i]) && std::isnan(vg[i]))) {
+        EXPECT_EQ(vg[i], vc[i]) << i;
+      }
+  }
+}
+
+}  // namespace
+#endif

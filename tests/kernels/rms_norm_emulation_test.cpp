@@ -1,0 +1,66 @@
+// RMSNorm's GPU kernels (kernels/cuda/rms_norm_kernels.cuh) — rms_norm and add_rms_norm forward, dx,
+// dγ by strips — run on the host, unchanged, through tests/kernels/cuda_emulation.h, with the grids
+// rms_norm.cu gives them, against the CPU's kernels. Needs the CUDA toolkit's headers (a QKV_CUDA
+// build), not a GPU.
+#include <gtest/gtest.h>
+
+#if __has_include(<cuda_runtime.h>)
+#include "kernels/cuda_emulation.h"  // first: the CUDA headers, then the built-ins on the host
+
+#include <cstdint>
+#include <vector>
+
+#include "kernels/cpu/rms_norm.h"
+#include "kernels/cuda/rms_norm_kernels.cuh"
+#include "kernels/emulated_kernels.h"
+
+namespace {
+
+namespace kc = qkv::kernels::cuda;
+namespace cpu = qkv::kernels::cpu;
+using qkv::emulation::launch;
+using qkv::testing::random_floats;
+using qkv::testing::rel;
+
+TEST(RmsNormKernelsEmulated, RmsNormAndAddRmsNormMatchTheCpu) {
+  const int64_t rows = 70, n = 300;
+  const float eps = 1e-6f;
+  const std::vector<float> x = random_floats(rows * n, 91, 2.f), res = random_floats(rows * n, 92, 1.f),
+                           gamma = random_floats(n, 93, 1.f), dy = random_floats(rows * n, 94, 1.f);
+  for (bool add : {false, true}) {
+    SCOPED_TRACE(add ? "add_rms_norm" : "rms_norm");
+    std::vector<float> y_c(rows * n), rstd_c(rows), s_c(rows * n), y_g(rows * n), rstd_g(rows), s_g(rows * n);
+    if (add)
+      cpu::add_rms_norm_forward(x.data(), res.data(), gamma.data(), s_c.data(), y_c.data(), rstd_c.data(), rows, n, eps);
+    else
+      cpu::rms_norm_forward(x.data(), gamma.data(), y_c.data(), rstd_c.data(), rows, n, eps);
+    launch(dim3(rows), kc::kThreads, 0, [&] {
+      if (add)
+        kc::rms_norm_forward_kernel<true>(x.data(), res.data(), s_g.data(), gamma.data(), y_g.data(), rstd_g.data(), n,
+                                          eps);
+      else
+        kc::rms_norm_forward_kernel<false>(x.data(), nullptr, nullptr, gamma.data(), y_g.data(), rstd_g.data(), n, eps);
+    });
+    if (add) {
+      EXPECT_EQ(s_g, s_c) << "the sum rounded as an addition";
+    }
+    EXPECT_LT(rel(y_g, y_c), 2e-6);
+    EXPECT_LT(rel(rstd_g, rstd_c), 2e-6);
+    const std::vector<float>& in = add ? s_c : x;
+    std::vector<float> dx_c(rows * n), dg_c(n), dx_g(rows * n), dg_g(n);
+    cpu::rms_norm_backward(in.data(), gamma.data(), rstd_c.data(), dy.data(), dx_c.data(), dg_c.data(), rows, n);
+    launch(dim3(rows), kc::kThreads, 0,
+           [&] { kc::rms_norm_dx_kernel(in.data(), gamma.data(), rstd_c.data(), dy.data(), dx_g.data(), n); });
+    const int64_t strips = (rows + kc::kStrip - 1) / kc::kStrip;
+    std::vector<float> partial(strips * n);
+    launch(dim3(kc::blocks_for(n), static_cast<unsigned>(strips)), 256, 0, [&] {
+      kc::rms_norm_dgamma_partial(in.data(), rstd_c.data(), dy.data(), partial.data(), rows, n);
+    });
+    launch(dim3(kc::blocks_for(n)), 256, 0, [&] { kc::rms_norm_column_sums(partial.data(), strips, n, dg_g.data()); });
+    EXPECT_LT(rel(dx_g, dx_c), 2e-6);
+    EXPECT_LT(rel(dg_g, dg_c), 2e-6);
+  }
+}
+
+}  // namespace
+#endif
