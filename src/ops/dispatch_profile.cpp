@@ -140,7 +140,7 @@ void report() {
   std::fprintf(stderr, "host time outside the dispatches and the waits: %.3f s (%.0f%% of the run)%s\n",
                wall - static_cast<double>(host_ns) * 1e-9 - wait_s,
                100.0 * (wall - static_cast<double>(host_ns) * 1e-9 - wait_s) / (wall > 0 ? wall : 1),
-               device_ms > 0 ? detail::concat("; the GPU busy with ops ", static_cast<int>(100.0 * device_ms * 1e-3 / wall),
+               device_ms > 0 ? detail::concat("; waiting for a GPU ", static_cast<int>(100.0 * wait_s / (wall > 0 ? wall : 1)),
                                               "% of the run").c_str()
                              : "");
 }
