@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <filesystem>
 #include <array>
+#include <cstring>
 #include <chrono>
 #include <cstdio>
 #include <sstream>
@@ -224,7 +225,14 @@ TEST(Cli, TrainCtrlCSavesAndResumes) {
   kill(pid, SIGINT);
   int status = 0;
   waitpid(pid, &status, 0);
-  ASSERT_TRUE(WIFEXITED(status)) << "killed by the signal instead of saving";
+  // (which signal, and what the run said: a Ctrl-C that found no handler, or a crash after it)
+  ASSERT_TRUE(WIFEXITED(status)) << "killed by signal " << WTERMSIG(status) << " (" << strsignal(WTERMSIG(status))
+                                 << ") instead of saving; its stderr:\n"
+                                 << [&] {
+                                      std::stringstream text;
+                                      text << std::ifstream(d + "/stderr.txt").rdbuf();
+                                      return text.str();
+                                    }();
   EXPECT_EQ(WEXITSTATUS(status), 130);
   ASSERT_TRUE(std::filesystem::exists(d + "/out/checkpoint.safetensors"));
   // the summary: the step it stopped at with that step's loss; the last evaluation named with its own
