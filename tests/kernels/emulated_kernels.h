@@ -1,5 +1,6 @@
 // What the emulation tests of the small kernels share (loss_, norm_, rms_norm_emulation_test.cpp):
-// inputs drawn from qkv's counter-based generator, and the error measure.
+// inputs drawn from qkv's counter-based generator, the error measure, and the names they use — the
+// two devices' kernel namespaces and the emulated launch. Included after kernels/cuda_emulation.h.
 #pragma once
 
 #include <algorithm>
@@ -30,3 +31,12 @@ inline double rel(const std::vector<float>& got, const std::vector<float>& want)
 }
 
 }  // namespace qkv::testing
+
+// The names the tests use: `using namespace qkv::testing::emulated;`
+namespace qkv::testing::emulated {
+namespace kc = ::qkv::kernels::cuda;
+namespace cpu = ::qkv::kernels::cpu;
+using ::qkv::emulation::launch;
+using ::qkv::testing::random_floats;
+using ::qkv::testing::rel;
+}  // namespace qkv::testing::emulated

@@ -24,11 +24,7 @@
 
 namespace {
 
-namespace kc = qkv::kernels::cuda;
-namespace cpu = qkv::kernels::cpu;
-using qkv::emulation::launch;
-using qkv::testing::random_floats;
-using qkv::testing::rel;
+using namespace qkv::testing::emulated;  // kc, cpu, launch, random_floats, rel
 
 unsigned long long word(int64_t position, int32_t value) {  // core/cuda.h's packing
   return static_cast<unsigned long long>(position) << 32 | static_cast<uint32_t>(value);

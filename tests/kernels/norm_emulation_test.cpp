@@ -25,11 +25,7 @@
 
 namespace {
 
-namespace kc = qkv::kernels::cuda;
-namespace cpu = qkv::kernels::cpu;
-using qkv::emulation::launch;
-using qkv::testing::random_floats;
-using qkv::testing::rel;
+using namespace qkv::testing::emulated;  // kc, cpu, launch, random_floats, rel
 
 // LayerNorm's forward (with and without the residual) and backward, as layer_norm.cu launches them
 TEST(NormKernelsEmulated, LayerNormAndAddLayerNormMatchTheCpu) {

@@ -16,11 +16,7 @@
 
 namespace {
 
-namespace kc = qkv::kernels::cuda;
-namespace cpu = qkv::kernels::cpu;
-using qkv::emulation::launch;
-using qkv::testing::random_floats;
-using qkv::testing::rel;
+using namespace qkv::testing::emulated;  // kc, cpu, launch, random_floats, rel
 
 TEST(RmsNormKernelsEmulated, RmsNormAndAddRmsNormMatchTheCpu) {
   const int64_t rows = 70, n = 300;
