@@ -17,6 +17,7 @@ fresh process, --runs times, alternating implementations; medians are reported w
   bench/gpt_vs_pytorch.py --runs 3
   bench/gpt_vs_pytorch.py --torch-python /usr/bin/python3 --torch-python python3 --compile
   bench/gpt_vs_pytorch.py --what generate --no-naive
+  bench/gpt_vs_pytorch.py --what train-big --dropout 0.2 --torch-python python3   # training with dropout
   bench/gpt_vs_pytorch.py --what train-small train-big --train-dtype f32 bf16   # + mixed precision:
       qkv --dtype bf16 against PyTorch's forward under torch.autocast("cpu", torch.bfloat16)
 """
@@ -60,7 +61,7 @@ def worker(args):
     if args.worker.startswith("train-"):
         cfg = dict(PRESETS[args.worker[6:]])
         B = cfg.pop("batch")
-        model = GPT(GPTConfig(vocab_size=65, dropout=0.0, bias=False, **cfg))
+        model = GPT(GPTConfig(vocab_size=65, dropout=args.dropout, bias=False, **cfg))
         model.train()
         opt = model.configure_optimizer(lr=1e-3)
         fwd = torch.compile(model) if args.compile else model
@@ -140,6 +141,8 @@ def main():
                     choices=["train-small", "train-big", "generate"])
     ap.add_argument("--compile", action="store_true", help="also torch.compile (PyTorch >= 2)")
     ap.add_argument("--runs", type=int, default=3)
+    ap.add_argument("--dropout", type=float, default=0.0,
+                    help="training: the model's dropout on both sides (nanoGPT's GPU recipe: 0.2)")
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--iters", type=int, default=0, help="timed training iterations (default: 100 small, 10 big)")
     ap.add_argument("--new-tokens", type=int, default=500)
@@ -174,7 +177,8 @@ def main():
         iters = args.iters or (100 if what == "train-small" else 10)
         qkv_cmd = [args.qkv, "bench", "gpt"]
         if what.startswith("train-"):
-            qkv_cmd += ["train", "--preset", what[6:], "--iters", str(iters), "--warmup", "3"]
+            qkv_cmd += ["train", "--preset", what[6:], "--iters", str(iters), "--warmup", "3",
+                        "--dropout", str(args.dropout)]
         else:
             qkv_cmd += ["generate", "--new-tokens", str(args.new_tokens), "--repeats", str(args.repeats)]
             if args.no_naive:
@@ -195,7 +199,8 @@ def main():
                     figures[name].append(run_json(cmd))
             for name, py, comp, ac in run_peers:
                 cmd = [py, os.path.abspath(__file__), "--worker", what, "--threads", str(args.threads),
-                       "--iters", str(iters), "--new-tokens", str(args.new_tokens), "--repeats", str(args.repeats)]
+                       "--iters", str(iters), "--new-tokens", str(args.new_tokens), "--repeats", str(args.repeats),
+                       "--dropout", str(args.dropout)]
                 if comp:
                     cmd.append("--compile")
                 if ac:

@@ -1,6 +1,7 @@
 // qkv_norm_bench — a residual add and the norm after it, as two ops and as one (ops/layer_norm.h's
 // add_layer_norm, ops/rms_norm.h's add_rms_norm), forward (no grad) and forward+backward, f32, every
-// thread (OMP_NUM_THREADS). Shapes: rows × features of a Tatoeba batch (2,500 × 256) and of a
+// thread (OMP_NUM_THREADS); and in training, the residual dropped first (p = 0.1): dropout, add and
+// norm as three ops and as one. Shapes: rows × features of a Tatoeba batch (2,500 × 256) and of a
 // Llama-family prefill (512 × 2,048).
 //
 // Counters:
@@ -26,25 +27,28 @@ struct Inputs {
   }
 };
 
-qkv::Tensor run(const Inputs& in, Norm norm, bool fused) {
+// p: the residual's dropout (0: none)
+qkv::Tensor run(const Inputs& in, Norm norm, bool fused, float p) {
   const int64_t n = in.x.size(-1);
-  if (norm == Norm::layer)
-    return fused ? qkv::add_layer_norm(in.x, in.r, {n}, in.w, in.b) : qkv::layer_norm(in.x + in.r, {n}, in.w, in.b);
-  return fused ? qkv::add_rms_norm(in.x, in.r, in.w, 1e-6f) : qkv::rms_norm(in.x + in.r, in.w, 1e-6f);
+  if (fused)
+    return norm == Norm::layer ? qkv::add_layer_norm(in.x, in.r, {n}, in.w, in.b, 1e-5f, p)
+                               : qkv::add_rms_norm(in.x, in.r, in.w, 1e-6f, p);
+  const qkv::Tensor s = in.x + qkv::dropout(in.r, p);
+  return norm == Norm::layer ? qkv::layer_norm(s, {n}, in.w, in.b) : qkv::rms_norm(s, in.w, 1e-6f);
 }
 
-void bm(benchmark::State& state, Norm norm, bool fused, bool backward) {
+void bm(benchmark::State& state, Norm norm, bool fused, bool backward, float p = 0.f) {
   const int64_t rows = state.range(0), n = state.range(1);
   Inputs in(rows, n, backward);
   for (auto _ : state) {
     if (backward) {
-      qkv::Tensor y = run(in, norm, fused);
+      qkv::Tensor y = run(in, norm, fused, p);
       y.backward(in.dy);
       benchmark::DoNotOptimize(in.x.grad().data());
       for (qkv::Tensor* t : {&in.x, &in.r, &in.w, &in.b}) t->zero_grad();
     } else {
       qkv::NoGradGuard g;
-      qkv::Tensor y = run(in, norm, fused);
+      qkv::Tensor y = run(in, norm, fused, p);
       benchmark::DoNotOptimize(y.data());
     }
   }
@@ -65,6 +69,10 @@ BENCHMARK_CAPTURE(bm, layer_norm_of_add_forward_backward, Norm::layer, false, tr
 BENCHMARK_CAPTURE(bm, add_layer_norm_forward_backward, Norm::layer, true, true)->Apply(shapes);
 BENCHMARK_CAPTURE(bm, rms_norm_of_add_forward_backward, Norm::rms, false, true)->Apply(shapes);
 BENCHMARK_CAPTURE(bm, add_rms_norm_forward_backward, Norm::rms, true, true)->Apply(shapes);
+BENCHMARK_CAPTURE(bm, layer_norm_of_add_of_dropout_forward_backward, Norm::layer, false, true, 0.1f)->Apply(shapes);
+BENCHMARK_CAPTURE(bm, add_layer_norm_dropout_forward_backward, Norm::layer, true, true, 0.1f)->Apply(shapes);
+BENCHMARK_CAPTURE(bm, rms_norm_of_add_of_dropout_forward_backward, Norm::rms, false, true, 0.1f)->Apply(shapes);
+BENCHMARK_CAPTURE(bm, add_rms_norm_dropout_forward_backward, Norm::rms, true, true, 0.1f)->Apply(shapes);
 
 }  // namespace
 

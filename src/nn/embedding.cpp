@@ -28,16 +28,16 @@ LayerNorm::LayerNorm(int64_t n, float e, bool affine, bool has_bias) : normalize
 
 Tensor LayerNorm::forward(const Tensor& x) const { return layer_norm(x, {normalized_shape}, weight, bias, eps); }
 
-Tensor LayerNorm::forward(const Tensor& x, const Tensor& residual) const {
-  return add_layer_norm(x, residual, {normalized_shape}, weight, bias, eps);
+Tensor LayerNorm::forward(const Tensor& x, const Tensor& residual, float dropout_p, Generator* gen) const {
+  return add_layer_norm(x, residual, {normalized_shape}, weight, bias, eps, dropout_p, gen);
 }
 
-SumAndNorm LayerNorm::forward_with_sum(const Tensor& x, const Tensor& residual) const {
-  return add_layer_norm_with_sum(x, residual, {normalized_shape}, weight, bias, eps);
+SumAndNorm LayerNorm::forward_with_sum(const Tensor& x, const Tensor& residual, float dropout_p, Generator* gen) const {
+  return add_layer_norm_with_sum(x, residual, {normalized_shape}, weight, bias, eps, dropout_p, gen);
 }
 
 SumAndNorm LayerNorm::forward_with_sum(const ResidualStream& x) const {
-  if (x.delta.defined()) return forward_with_sum(x.delta, x.base);
+  if (x.delta.defined()) return forward_with_sum(x.base, x.delta, x.delta_dropout, x.generator);
   return {x.base, forward(x.base)};
 }
 

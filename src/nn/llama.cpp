@@ -140,7 +140,7 @@ namespace {
 
 // The stream's sum and RMSNorm(sum) with γ, in one pass when a delta is pending.
 SumAndNorm sum_and_norm(const ResidualStream& x, const Tensor& gamma, float eps) {
-  if (x.delta.defined()) return add_rms_norm_with_sum(x.delta, x.base, gamma, eps);
+  if (x.delta.defined()) return add_rms_norm_with_sum(x.base, x.delta, gamma, eps, x.delta_dropout, x.generator);
   return {x.base, rms_norm(x.base, gamma, eps)};
 }
 
@@ -172,10 +172,11 @@ ResidualStream LlamaDecoderLayer::forward(const ResidualStream& stream, const Te
   } else {
     a = scaled_dot_product_attention(q, k, v, opt);
   }
-  // h = x + o_proj(heads concatenated) and m = RMSNorm₂(h) in one pass; x' = h + MLP(m), left pending
-  const Tensor o = dropout(o_proj->forward(a.transpose(1, 2).reshape({B, T, H * D})), p, is_training(), gen_);
-  const SumAndNorm hm = add_rms_norm_with_sum(o, xn.sum, post_attention_layernorm, eps);
-  return {hm.sum, dropout(mlp(hm.normalized, false), p, is_training(), gen_)};
+  // h = x + Dropout(o_proj(heads concatenated)) and m = RMSNorm₂(h) in one pass; x' = h + Dropout(MLP(m)),
+  // left pending (its dropout made in the next norm's pass)
+  const Tensor o = o_proj->forward(a.transpose(1, 2).reshape({B, T, H * D}));
+  const SumAndNorm hm = add_rms_norm_with_sum(xn.sum, o, post_attention_layernorm, eps, p, gen_);
+  return {hm.sum, mlp(hm.normalized, false), p, gen_};
 }
 
 ResidualStream LlamaDecoderLayer::forward_cached(const ResidualStream& stream, const Tensor& cos, const Tensor& sin,

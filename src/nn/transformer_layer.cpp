@@ -22,20 +22,20 @@ Tensor to_batch_first(const Tensor& x, bool batch_first) {
 
 }  // namespace
 
-Tensor activate(const Tensor& x, Activation act) {
+Tensor activate(const Tensor& x, Activation act, float p, Generator* gen) {
   switch (act) {
-    case Activation::relu: return relu(x);
-    case Activation::gelu: return gelu(x, "none");
-    case Activation::gelu_tanh: return gelu(x, "tanh");
-    case Activation::silu: return silu(x);
+    case Activation::relu: return relu(x, p, gen);
+    case Activation::gelu: return gelu(x, "none", p, gen);
+    case Activation::gelu_tanh: return gelu(x, "tanh", p, gen);
+    case Activation::silu: return dropout(silu(x), p, true, gen);
   }
   return x;
 }
 
-// FFN(x) = W₂ Dropout(act(W₁ x + b₁)) + b₂
+// FFN(x) = W₂ Dropout(act(W₁ x + b₁)) + b₂, the dropout made in the activation's pass
 Tensor feed_forward(const Tensor& x, const Linear& linear1, const Linear& linear2, Activation activation,
                     float p, bool training, Generator* gen) {
-  return linear2.forward(dropout(activate(linear1.forward(x), activation), p, training, gen));
+  return linear2.forward(activate(linear1.forward(x), activation, training ? p : 0.f, gen));
 }
 
 // FFN while decoding: no dropout, no tape, the layers' inference copies (on int8 rows the hidden
@@ -60,7 +60,7 @@ TransformerEncoderLayer::TransformerEncoderLayer(const TransformerLayerOptions& 
   norm2 = register_module("norm2", std::make_shared<LayerNorm>(o.d_model, o.layer_norm_eps, true, o.bias));
 }
 
-Tensor TransformerEncoderLayer::drop(const Tensor& x) const { return dropout(x, opt.dropout, is_training(), gen_); }
+float TransformerEncoderLayer::residual_dropout() const { return is_training() ? opt.dropout : 0.f; }
 
 Tensor TransformerEncoderLayer::forward(const Tensor& src, const Tensor& src_mask, const Tensor& kpm, bool is_causal,
                                         Tensor* weights_out) const {
@@ -76,12 +76,14 @@ Tensor TransformerEncoderLayer::forward_masked(const Tensor& src, const Tensor& 
   if (opt.norm_first) {  // x + SA(LN(x)), then + FF(LN(·)): the residual stream's form, summed
     x = forward_masked(ResidualStream{x, Tensor()}, mask, is_causal, weights_out).sum();
   } else {
-    // SA(x) = Dropout(MultiHead(x, x, x)), FF(x) = Dropout(FFN(x))
+    // SA(x) = Dropout(MultiHead(x, x, x)), FF(x) = Dropout(FFN(x)): each Dropout made in the pass of
+    // the norm that follows it
     auto r = self_attn->forward_masked(x, x, x, mask, weights_out != nullptr, false, is_causal);
     if (weights_out) *weights_out = r.weights;
-    x = norm1->forward(x, drop(r.output));  // LN(x + SA(x))
-    x = norm2->forward(x, drop(feed_forward(x, *linear1, *linear2, opt.activation, opt.dropout, is_training(),
-                                            gen_)));  // LN(x + FF(x))
+    const float p = residual_dropout();
+    x = norm1->forward(x, r.output, p, gen_);  // LN(x + SA(x))
+    x = norm2->forward(x, feed_forward(x, *linear1, *linear2, opt.activation, opt.dropout, is_training(), gen_), p,
+                       gen_);  // LN(x + FF(x))
   }
   return to_batch_first(x, opt.batch_first);
 }
@@ -94,9 +96,12 @@ ResidualStream TransformerEncoderLayer::forward_masked(const ResidualStream& x, 
   auto r = self_attn->forward_masked(in.normalized, in.normalized, in.normalized, mask, weights_out != nullptr, false,
                                      is_causal);
   if (weights_out) *weights_out = r.weights;
-  // y = x + SA(LN₁(x)) and LN₂(y) in one pass; y + FF(LN₂(y)) left pending
-  const SumAndNorm y = norm2->forward_with_sum(in.sum, drop(r.output));
-  return {y.sum, drop(feed_forward(y.normalized, *linear1, *linear2, opt.activation, opt.dropout, is_training(), gen_))};
+  // y = x + SA(LN₁(x)) and LN₂(y) in one pass (SA's dropout in it too); y + FF(LN₂(y)) left pending,
+  // FF's dropout with it
+  const float p = residual_dropout();
+  const SumAndNorm y = norm2->forward_with_sum(in.sum, r.output, p, gen_);
+  return {y.sum, feed_forward(y.normalized, *linear1, *linear2, opt.activation, opt.dropout, is_training(), gen_), p,
+          gen_};
 }
 
 Tensor TransformerEncoderLayer::forward_cached(const Tensor& x, KVCache& cache) const {
@@ -154,7 +159,7 @@ void TransformerDecoderLayer::set_inference_weights(InferenceWeights weights) {
   linear2->set_inference_weights(weights);
 }
 
-Tensor TransformerDecoderLayer::drop(const Tensor& x) const { return dropout(x, opt.dropout, is_training(), gen_); }
+float TransformerDecoderLayer::residual_dropout() const { return is_training() ? opt.dropout : 0.f; }
 
 Tensor TransformerDecoderLayer::forward(const Tensor& tgt, const Tensor& memory_in, const Tensor& tgt_mask,
                                         const Tensor& memory_mask, const Tensor& tgt_kpm, const Tensor& memory_kpm,
@@ -173,30 +178,31 @@ Tensor TransformerDecoderLayer::forward_masked(const Tensor& tgt, const Tensor& 
                                                Tensor* cross_w) const {
   Tensor x = to_batch_first(tgt, opt.batch_first);
   Tensor memory = to_batch_first(memory_in, opt.batch_first);
-  // SA(x) = Dropout(MaskedMultiHead(x, x, x))
+  // SA(x) = Dropout(MaskedMultiHead(x, x, x)), CA(x) = Dropout(MultiHead(x, memory, memory)),
+  // FF(x) = Dropout(FFN(x)): each Dropout made in the pass of the norm that follows it (p)
   auto sa = [&](const Tensor& h) {
     auto r = self_attn->forward_masked(h, h, h, self_mask, self_w != nullptr, false, tgt_is_causal);
     if (self_w) *self_w = r.weights;
-    return drop(r.output);
+    return r.output;
   };
-  // CA(x) = Dropout(MultiHead(x, memory, memory))
   auto ca = [&](const Tensor& h) {
     auto r = multihead_attn->forward_masked(h, memory, memory, cross_mask, cross_w != nullptr, false);
     if (cross_w) *cross_w = r.weights;
-    return drop(r.output);
+    return r.output;
   };
   auto ff = [&](const Tensor& h) {
-    return drop(feed_forward(h, *linear1, *linear2, opt.activation, opt.dropout, is_training(), gen_));
+    return feed_forward(h, *linear1, *linear2, opt.activation, opt.dropout, is_training(), gen_);
   };
+  const float p = residual_dropout();
   if (opt.norm_first) {
     // each residual sum and the next sublayer's LN of it in one pass
-    SumAndNorm y = norm2->forward_with_sum(x, sa(norm1->forward(x)));
-    y = norm3->forward_with_sum(y.sum, ca(y.normalized));
-    x = y.sum + ff(y.normalized);
+    SumAndNorm y = norm2->forward_with_sum(x, sa(norm1->forward(x)), p, gen_);
+    y = norm3->forward_with_sum(y.sum, ca(y.normalized), p, gen_);
+    x = ResidualStream{y.sum, ff(y.normalized), p, gen_}.sum();
   } else {
-    x = norm1->forward(x, sa(x));
-    x = norm2->forward(x, ca(x));
-    x = norm3->forward(x, ff(x));
+    x = norm1->forward(x, sa(x), p, gen_);
+    x = norm2->forward(x, ca(x), p, gen_);
+    x = norm3->forward(x, ff(x), p, gen_);
   }
   return to_batch_first(x, opt.batch_first);
 }

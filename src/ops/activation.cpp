@@ -15,41 +15,58 @@ static Tensor dense_f32(const Tensor& x, const char* op) {
   return dense(x);
 }
 
-// y = max(x, 0);  dx = dy · [x > 0]
-Tensor relu(const Tensor& x) {
+// The mask of a dropout that `op` applies to its output, its counters reserved from gen (default_generator()
+// when null) as dropout() reserves them; p = 0: none, nothing reserved.
+static kernels::DropoutMask output_dropout(const char* op, const Tensor& x, float p, Generator* gen) {
+  QKV_CHECK(p >= 0.f && p <= 1.f, op, ": dropout probability has to be between 0 and 1, but got ", p);
+  if (p == 0.f) return {};
+  Generator& g = gen ? *gen : default_generator();
+  const uint64_t seed = g.seed(), counter = g.reserve(static_cast<uint64_t>(x.numel()));
+  return kernels::dropout_mask(p, seed, counter);
+}
+
+// y = Dropout_p(max(x, 0));  dx = [x > 0] · dy · m / (1 − p)
+Tensor relu(const Tensor& x, float dropout_p, Generator* gen) {
   const Device d = device_of("relu", {&x});
   Tensor xc = dense_f32(x, "relu");
+  const kernels::DropoutMask drop = output_dropout("relu", x, dropout_p, gen);
   Tensor out = Tensor::empty(x.shape(), DType::f32, d);
-  QKV_DISPATCH("relu", d, k::relu_forward(xc.data(), out.data(), x.numel()));
-  return record(out, "relu", {x}, [xc, d](const Tensor& g) {
+  QKV_DISPATCH("relu", d, k::relu_forward(xc.data(), out.data(), x.numel(), drop));
+  return record(out, "relu", {x}, [xc, drop, d](const Tensor& g) {
     Tensor gc = g.contiguous(), dx = Tensor::empty(xc.shape(), DType::f32, d);
-    QKV_DISPATCH("relu", d, k::relu_backward(xc.data(), gc.data(), dx.data(), xc.numel()));
+    QKV_DISPATCH("relu", d, k::relu_backward(xc.data(), gc.data(), dx.data(), xc.numel(), drop));
     return std::vector<Tensor>{dx};
   });
 }
+
+Tensor relu(const Tensor& x) { return relu(x, 0.f); }
 
 // y = x · σ(x);  dx = dy · σ(x) · (1 + x · (1 − σ(x))) — composed of sigmoid and mul, whose backward
 // rules give exactly this.
 Tensor silu(const Tensor& x) { return mul(x, sigmoid(x)); }
 
-Tensor gelu(const Tensor& x, const std::string& approximate) {
+// y = Dropout_p(x·Φ(x));  dx = gelu'(x) · dy · m / (1 − p)
+Tensor gelu(const Tensor& x, const std::string& approximate, float dropout_p, Generator* gen) {
   QKV_CHECK(approximate == "none" || approximate == "tanh", "gelu: approximate must be \"none\" or \"tanh\", got \"",
             approximate, "\"");
   const bool tanh_approx = approximate == "tanh";
   const Device d = device_of("gelu", {&x});
   Tensor xc = dense_f32(x, "gelu");
+  const kernels::DropoutMask drop = output_dropout("gelu", x, dropout_p, gen);
   Tensor out = Tensor::empty(x.shape(), DType::f32, d);
   // Φ(x) is kept for the backward when there will be one (exact GELU only)
   Tensor cdf = autograd::needs_grad({x}) && !tanh_approx ? Tensor::empty(x.shape(), DType::f32, d) : Tensor();
-  QKV_DISPATCH("gelu", d,
-               k::gelu_forward(xc.data(), out.data(), x.numel(), tanh_approx, cdf.defined() ? cdf.data() : nullptr));
-  return record(out, "gelu", {x}, [xc, cdf, tanh_approx, d](const Tensor& g) {
+  QKV_DISPATCH("gelu", d, k::gelu_forward(xc.data(), out.data(), x.numel(), tanh_approx,
+                                          cdf.defined() ? cdf.data() : nullptr, drop));
+  return record(out, "gelu", {x}, [xc, cdf, tanh_approx, drop, d](const Tensor& g) {
     Tensor gc = g.contiguous(), dx = Tensor::empty(xc.shape(), DType::f32, d);
     QKV_DISPATCH("gelu", d, k::gelu_backward(xc.data(), gc.data(), dx.data(), xc.numel(), tanh_approx,
-                                             cdf.defined() ? cdf.data() : nullptr));
+                                             cdf.defined() ? cdf.data() : nullptr, drop));
     return std::vector<Tensor>{dx};
   });
 }
+
+Tensor gelu(const Tensor& x, const std::string& approximate) { return gelu(x, approximate, 0.f); }
 
 // y = x · m / (1 − p);  dx = dy · m / (1 − p), with m regenerated from (seed, counter)
 Tensor dropout(const Tensor& x, float p, bool training, Generator* gen) {

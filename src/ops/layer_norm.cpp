@@ -13,12 +13,13 @@ using ops_detail::device_of;
 
 namespace {
 
-// layer_norm(x) — or, with `residual`, layer_norm(x + residual) with the sum made in the same pass
-// (the sum is the backward's input; its gradient goes to x and residual alike).
-// keep_sum: the sum is returned too (in *sum_out), as its own node (add's backward) that the norm's
-// backward feeds, so that both outputs may take gradients.
+// layer_norm(x) — or, with `residual`, layer_norm(x + Dropout_p(residual)) with the sum made in the
+// same pass (the sum is the backward's input; its gradient goes to x, and through the mask to residual).
+// sum_out: the sum is returned too, as its own node (add's backward) that the norm's backward feeds,
+// so that both outputs may take gradients.
 Tensor normalize(const char* op, const Tensor& x, const Tensor& residual, const Shape& normalized_shape,
-                 const Tensor& weight, const Tensor& bias, float eps, Tensor* sum_out = nullptr) {
+                 const Tensor& weight, const Tensor& bias, float eps, float dropout_p = 0.f,
+                 Generator* generator = nullptr, Tensor* sum_out = nullptr) {
   QKV_CHECK(x.dtype() == DType::f32, op, ": expected an f32 tensor, got ", dtype_name(x.dtype()));
   const int64_t nd = static_cast<int64_t>(normalized_shape.size());
   QKV_CHECK(nd >= 1 && nd <= x.dim() &&
@@ -39,18 +40,19 @@ Tensor normalize(const char* op, const Tensor& x, const Tensor& residual, const 
          rstd = Tensor::empty({rows}, DType::f32, d);
   const float* wp = w.defined() ? w.data() : nullptr;
   const float* bp = b.defined() ? b.data() : nullptr;
+  const kernels::DropoutMask drop = ops_detail::residual_dropout(residual, dropout_p, generator);
   if (residual.defined()) {
     Tensor rc = dense(residual), sum = Tensor::empty(x.shape(), DType::f32, d);
-    QKV_DISPATCH(op, d, k::add_layer_norm_forward(xc.data(), rc.data(), wp, bp, sum.data(), out.data(), mean.data(),
-                                                  rstd.data(), rows, n, eps));
+    QKV_DISPATCH(op, d, k::add_layer_norm_forward(xc.data(), rc.data(), drop, wp, bp, sum.data(), out.data(),
+                                                  mean.data(), rstd.data(), rows, n, eps));
     xc = sum;  // the normalized input, for the backward
   } else {
     QKV_DISPATCH(op, d, k::layer_norm_forward(xc.data(), wp, bp, out.data(), mean.data(), rstd.data(), rows, n, eps));
   }
   bool gw = weight.defined() && weight.requires_grad(), gb = bias.defined() && bias.requires_grad();
-  const ops_detail::NormInputs in = ops_detail::norm_inputs(x, residual, xc, sum_out, {weight, bias});
+  const ops_detail::NormInputs in = ops_detail::norm_inputs(op, x, residual, drop, xc, sum_out, {weight, bias});
   const bool added = in.residual_last;
-  return record(out, op, in.inputs, [op, xc, w, mean, rstd, rows, n, gw, gb, added, d](const Tensor& g) {
+  return record(out, op, in.inputs, [op, xc, w, mean, rstd, rows, n, gw, gb, added, drop, d](const Tensor& g) {
     Tensor gc = g.contiguous(), dx = Tensor::empty(xc.shape(), DType::f32, d);
     Tensor dw = gw ? Tensor::empty(w.shape(), DType::f32, d) : Tensor(),
            db = gb ? Tensor::empty(w.defined() ? w.shape() : Shape{n}, DType::f32, d) : Tensor();
@@ -58,7 +60,7 @@ Tensor normalize(const char* op, const Tensor& x, const Tensor& residual, const 
                  k::layer_norm_backward(xc.data(), w.defined() ? w.data() : nullptr, mean.data(), rstd.data(),
                                         gc.data(), dx.data(), gw ? dw.data() : nullptr, gb ? db.data() : nullptr, rows, n));
     if (!added) return std::vector<Tensor>{dx, dw, db};
-    return std::vector<Tensor>{dx, dw, db, dx};
+    return std::vector<Tensor>{dx, dw, db, ops_detail::residual_gradient(op, dx, drop, d)};
   });
 }
 
@@ -70,16 +72,18 @@ Tensor layer_norm(const Tensor& x, const Shape& normalized_shape, const Tensor& 
 }
 
 Tensor add_layer_norm(const Tensor& x, const Tensor& residual, const Shape& normalized_shape, const Tensor& weight,
-                      const Tensor& bias, float eps) {
-  check_residual("add_layer_norm", x, residual);
-  return normalize("add_layer_norm", x, residual, normalized_shape, weight, bias, eps);
+                      const Tensor& bias, float eps, float dropout_p, Generator* generator) {
+  check_residual("add_layer_norm", x, residual, dropout_p);
+  return normalize("add_layer_norm", x, residual, normalized_shape, weight, bias, eps, dropout_p, generator);
 }
 
 SumAndNorm add_layer_norm_with_sum(const Tensor& x, const Tensor& residual, const Shape& normalized_shape,
-                                   const Tensor& weight, const Tensor& bias, float eps) {
-  check_residual("add_layer_norm", x, residual);
+                                   const Tensor& weight, const Tensor& bias, float eps, float dropout_p,
+                                   Generator* generator) {
+  check_residual("add_layer_norm", x, residual, dropout_p);
   SumAndNorm r;
-  r.normalized = normalize("add_layer_norm", x, residual, normalized_shape, weight, bias, eps, &r.sum);
+  r.normalized =
+      normalize("add_layer_norm", x, residual, normalized_shape, weight, bias, eps, dropout_p, generator, &r.sum);
   return r;
 }
 

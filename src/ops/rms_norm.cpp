@@ -13,12 +13,12 @@ using ops_detail::device_of;
 
 namespace {
 
-// y = x / √(mean(x²) + ε) · γ — or, with `residual`, the same of x + residual with the sum made in
-// the same pass (the sum is the backward's input; its gradient goes to x and residual alike).
-// keep_sum: the sum is returned too (in *sum_out), as its own node (add's backward) that the norm's
+// y = x / √(mean(x²) + ε) · γ — or, with `residual`, the same of x + Dropout_p(residual) with the sum
+// made in the same pass (the sum is the backward's input; its gradient goes to x, and through the mask
+// to residual). sum_out: the sum is returned too, as its own node (add's backward) that the norm's
 // backward feeds, so that both outputs may take gradients. Backward in kernels/rms_norm.inc.
 Tensor normalize(const char* op, const Tensor& x, const Tensor& residual, const Tensor& weight, float eps,
-                 Tensor* sum_out = nullptr) {
+                 float dropout_p = 0.f, Generator* generator = nullptr, Tensor* sum_out = nullptr) {
   QKV_CHECK(x.dtype() == DType::f32 && x.dim() >= 1, op, ": expected an f32 tensor of at least one dimension, got ",
             dtype_name(x.dtype()), " ", shape_str(x.shape()));
   QKV_CHECK(!weight.defined() || (weight.dim() == 1 && weight.size(0) == x.size(-1)), op, ": weight ",
@@ -29,25 +29,26 @@ Tensor normalize(const char* op, const Tensor& x, const Tensor& residual, const 
   Tensor w = weight.defined() ? dense(weight) : Tensor();  // read again by the backward, as linear's weight
   const float* wp = w.defined() ? w.data() : nullptr;
   Tensor out = Tensor::empty(x.shape(), DType::f32, d), rstd = Tensor::empty({rows}, DType::f32, d);
+  const kernels::DropoutMask drop = ops_detail::residual_dropout(residual, dropout_p, generator);
   if (residual.defined()) {
     Tensor rc = dense(residual), sum = Tensor::empty(x.shape(), DType::f32, d);
-    QKV_DISPATCH(op, d, k::add_rms_norm_forward(xc.data(), rc.data(), wp, sum.data(), out.data(), rstd.data(), rows, n,
-                                                eps));
+    QKV_DISPATCH(op, d, k::add_rms_norm_forward(xc.data(), rc.data(), drop, wp, sum.data(), out.data(), rstd.data(),
+                                                rows, n, eps));
     xc = sum;  // the normalized input, for the backward
   } else {
     QKV_DISPATCH(op, d, k::rms_norm_forward(xc.data(), wp, out.data(), rstd.data(), rows, n, eps));
   }
   const bool gw = weight.defined() && weight.requires_grad();
-  const ops_detail::NormInputs in = ops_detail::norm_inputs(x, residual, xc, sum_out, {weight});
+  const ops_detail::NormInputs in = ops_detail::norm_inputs(op, x, residual, drop, xc, sum_out, {weight});
   const bool added = in.residual_last;
-  return record(out, op, in.inputs, [op, xc, w, rstd, rows, n, gw, added, d](const Tensor& g) {
+  return record(out, op, in.inputs, [op, xc, w, rstd, rows, n, gw, added, drop, d](const Tensor& g) {
     Tensor gc = g.contiguous(), dx = Tensor::empty(xc.shape(), DType::f32, d);
     Tensor dw = gw ? Tensor::empty(w.shape(), DType::f32, d) : Tensor();
     QKV_DISPATCH(op, d,
                  k::rms_norm_backward(xc.data(), w.defined() ? w.data() : nullptr, rstd.data(), gc.data(), dx.data(),
                                       gw ? dw.data() : nullptr, rows, n));
     if (!added) return std::vector<Tensor>{dx, dw};
-    return std::vector<Tensor>{dx, dw, dx};
+    return std::vector<Tensor>{dx, dw, ops_detail::residual_gradient(op, dx, drop, d)};
   });
 }
 
@@ -57,15 +58,17 @@ Tensor rms_norm(const Tensor& x, const Tensor& weight, float eps) {
   return normalize("rms_norm", x, Tensor(), weight, eps);
 }
 
-Tensor add_rms_norm(const Tensor& x, const Tensor& residual, const Tensor& weight, float eps) {
-  check_residual("add_rms_norm", x, residual);
-  return normalize("add_rms_norm", x, residual, weight, eps);
+Tensor add_rms_norm(const Tensor& x, const Tensor& residual, const Tensor& weight, float eps, float dropout_p,
+                    Generator* generator) {
+  check_residual("add_rms_norm", x, residual, dropout_p);
+  return normalize("add_rms_norm", x, residual, weight, eps, dropout_p, generator);
 }
 
-SumAndNorm add_rms_norm_with_sum(const Tensor& x, const Tensor& residual, const Tensor& weight, float eps) {
-  check_residual("add_rms_norm", x, residual);
+SumAndNorm add_rms_norm_with_sum(const Tensor& x, const Tensor& residual, const Tensor& weight, float eps,
+                                 float dropout_p, Generator* generator) {
+  check_residual("add_rms_norm", x, residual, dropout_p);
   SumAndNorm r;
-  r.normalized = normalize("add_rms_norm", x, residual, weight, eps, &r.sum);
+  r.normalized = normalize("add_rms_norm", x, residual, weight, eps, dropout_p, generator, &r.sum);
   return r;
 }
 

@@ -320,14 +320,17 @@ inline unsigned long long atomicMin(unsigned long long* p, unsigned long long v)
   *p = v < old ? v : old;
   return old;
 }
-// The rounded operations nvcc leaves uncontracted (the host's may not contract them either), the
-// reciprocal square root, and the read-only load.
+// The rounded operations nvcc leaves uncontracted (the host's may not contract them either: the
+// operands pass through memory, so a product computed as an argument is rounded before the add, as
+// nvcc rounds it), the reciprocal square root, and the read-only load.
 inline float __fadd_rn(float a, float b) {
-  volatile float r = a + b;
+  volatile float va = a, vb = b;
+  volatile float r = va + vb;
   return r;
 }
 inline float __fmul_rn(float a, float b) {
-  volatile float r = a * b;
+  volatile float va = a, vb = b;
+  volatile float r = va * vb;
   return r;
 }
 inline float rsqrtf(float x) { return 1.f / std::sqrt(x); }

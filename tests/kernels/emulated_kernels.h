@@ -8,6 +8,8 @@
 #include <cstdint>
 #include <vector>
 
+#include "kernels/cpu/activation.h"
+#include "kernels/dropout_mask.h"
 #include "qkv/core/rng.h"
 
 namespace qkv::testing {
@@ -30,6 +32,17 @@ inline double rel(const std::vector<float>& got, const std::vector<float>& want)
   return num / den;
 }
 
+// x + drop(res) as the unfused ops make it: the CPU's dropout_apply, then an addition (drop inactive:
+// x + res) — what a fused norm's sum must equal bit for bit
+inline std::vector<float> added_after_dropout(const std::vector<float>& x, const std::vector<float>& res,
+                                              const kernels::DropoutMask& drop) {
+  std::vector<float> s(res);
+  if (drop.active())
+    kernels::cpu::dropout_apply(res.data(), s.data(), static_cast<int64_t>(res.size()), drop.p, drop.seed, drop.counter);
+  for (size_t i = 0; i < s.size(); ++i) s[i] = x[i] + s[i];
+  return s;
+}
+
 }  // namespace qkv::testing
 
 // The names the tests use: `using namespace qkv::testing::emulated;`
@@ -37,6 +50,7 @@ namespace qkv::testing::emulated {
 namespace kc = ::qkv::kernels::cuda;
 namespace cpu = ::qkv::kernels::cpu;
 using ::qkv::emulation::launch;
+using ::qkv::testing::added_after_dropout;
 using ::qkv::testing::random_floats;
 using ::qkv::testing::rel;
 }  // namespace qkv::testing::emulated

@@ -34,25 +34,28 @@ TEST(NormKernelsEmulated, LayerNormAndAddLayerNormMatchTheCpu) {
   const std::vector<float> x = random_floats(rows * n, 81, 2.f), res = random_floats(rows * n, 82, 1.f),
                            gamma = random_floats(n, 83, 1.f), beta = random_floats(n, 84, 1.f),
                            dy = random_floats(rows * n, 85, 1.f);
-  for (bool add : {false, true}) {
-    SCOPED_TRACE(add ? "add_layer_norm" : "layer_norm");
+  for (int mode : {0, 1, 2}) {  // layer_norm, add_layer_norm, add_layer_norm with the residual dropped
+    SCOPED_TRACE(mode == 0 ? "layer_norm" : mode == 1 ? "add_layer_norm" : "add_layer_norm, dropout");
+    const bool add = mode > 0;
+    const qkv::kernels::DropoutMask drop = mode == 2 ? qkv::kernels::dropout_mask(0.3f, 7, 5) : qkv::kernels::DropoutMask{};
     std::vector<float> y_c(rows * n), mean_c(rows), rstd_c(rows), s_c(rows * n);
     std::vector<float> y_g(rows * n), mean_g(rows), rstd_g(rows), s_g(rows * n);
     if (add)
-      cpu::add_layer_norm_forward(x.data(), res.data(), gamma.data(), beta.data(), s_c.data(), y_c.data(), mean_c.data(),
-                                  rstd_c.data(), rows, n, eps);
+      cpu::add_layer_norm_forward(x.data(), res.data(), drop, gamma.data(), beta.data(), s_c.data(), y_c.data(),
+                                  mean_c.data(), rstd_c.data(), rows, n, eps);
     else
       cpu::layer_norm_forward(x.data(), gamma.data(), beta.data(), y_c.data(), mean_c.data(), rstd_c.data(), rows, n, eps);
     launch(dim3(rows), kc::kThreads, 0, [&] {
       if (add)
-        kc::layer_norm_forward_kernel<true>(x.data(), res.data(), s_g.data(), gamma.data(), beta.data(), y_g.data(),
-                                            mean_g.data(), rstd_g.data(), n, eps);
+        kc::layer_norm_forward_kernel<true>(x.data(), res.data(), drop, s_g.data(), gamma.data(), beta.data(),
+                                            y_g.data(), mean_g.data(), rstd_g.data(), n, eps);
       else
-        kc::layer_norm_forward_kernel<false>(x.data(), nullptr, nullptr, gamma.data(), beta.data(), y_g.data(),
+        kc::layer_norm_forward_kernel<false>(x.data(), nullptr, drop, nullptr, gamma.data(), beta.data(), y_g.data(),
                                              mean_g.data(), rstd_g.data(), n, eps);
     });
     if (add) {
       EXPECT_EQ(s_g, s_c) << "the sum rounded as an addition";
+      EXPECT_EQ(s_c, added_after_dropout(x, res, drop)) << "the CPU's sum: add(x, dropout(res))";
     }
     EXPECT_LT(rel(y_g, y_c), 2e-6);
     EXPECT_LT(rel(mean_g, mean_c), 2e-6);

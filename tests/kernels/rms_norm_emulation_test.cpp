@@ -23,22 +23,27 @@ TEST(RmsNormKernelsEmulated, RmsNormAndAddRmsNormMatchTheCpu) {
   const float eps = 1e-6f;
   const std::vector<float> x = random_floats(rows * n, 91, 2.f), res = random_floats(rows * n, 92, 1.f),
                            gamma = random_floats(n, 93, 1.f), dy = random_floats(rows * n, 94, 1.f);
-  for (bool add : {false, true}) {
-    SCOPED_TRACE(add ? "add_rms_norm" : "rms_norm");
+  for (int mode : {0, 1, 2}) {  // rms_norm, add_rms_norm, add_rms_norm with the residual dropped
+    SCOPED_TRACE(mode == 0 ? "rms_norm" : mode == 1 ? "add_rms_norm" : "add_rms_norm, dropout");
+    const bool add = mode > 0;
+    const qkv::kernels::DropoutMask drop = mode == 2 ? qkv::kernels::dropout_mask(0.3f, 7, 5) : qkv::kernels::DropoutMask{};
     std::vector<float> y_c(rows * n), rstd_c(rows), s_c(rows * n), y_g(rows * n), rstd_g(rows), s_g(rows * n);
     if (add)
-      cpu::add_rms_norm_forward(x.data(), res.data(), gamma.data(), s_c.data(), y_c.data(), rstd_c.data(), rows, n, eps);
+      cpu::add_rms_norm_forward(x.data(), res.data(), drop, gamma.data(), s_c.data(), y_c.data(), rstd_c.data(), rows, n,
+                                eps);
     else
       cpu::rms_norm_forward(x.data(), gamma.data(), y_c.data(), rstd_c.data(), rows, n, eps);
     launch(dim3(rows), kc::kThreads, 0, [&] {
       if (add)
-        kc::rms_norm_forward_kernel<true>(x.data(), res.data(), s_g.data(), gamma.data(), y_g.data(), rstd_g.data(), n,
-                                          eps);
+        kc::rms_norm_forward_kernel<true>(x.data(), res.data(), drop, s_g.data(), gamma.data(), y_g.data(),
+                                          rstd_g.data(), n, eps);
       else
-        kc::rms_norm_forward_kernel<false>(x.data(), nullptr, nullptr, gamma.data(), y_g.data(), rstd_g.data(), n, eps);
+        kc::rms_norm_forward_kernel<false>(x.data(), nullptr, drop, nullptr, gamma.data(), y_g.data(), rstd_g.data(), n,
+                                           eps);
     });
     if (add) {
       EXPECT_EQ(s_g, s_c) << "the sum rounded as an addition";
+      EXPECT_EQ(s_c, added_after_dropout(x, res, drop)) << "the CPU's sum: add(x, dropout(res))";
     }
     EXPECT_LT(rel(y_g, y_c), 2e-6);
     EXPECT_LT(rel(rstd_g, rstd_c), 2e-6);

@@ -1,5 +1,5 @@
-// The fused residual + norm ops (LayerNorm, RMSNorm) give the bits of the ops they replace — add, then layer_norm —
-// forward and backward, on the CPU; their values and gradients against PyTorch are the op table's
+// The fused residual + norm ops (LayerNorm, RMSNorm) give the bits of the ops they replace — dropout of
+// the residual, add, then layer_norm — forward and backward, on the CPU; their values and gradients against PyTorch are the op table's
 // golden cases ("add_layer_norm_*", "add_rms_norm_*"), the GPU's against the CPU the op table's CUDA comparison.
 #include <gtest/gtest.h>
 
@@ -20,28 +20,35 @@ void expect_bits(const Tensor& a, const Tensor& b, const char* what) {
 }
 
 // Rows of 300 (vector tails) and of 8; the sum taking gradients of its own (a pre-LN layer's
-// residual stream) and not (a post-LN layer's); the inputs also used elsewhere, so that gradients
-// meet in them.
-TEST(AddLayerNorm, GivesTheBitsOfAddThenLayerNormForwardAndBackward) {
+// residual stream) and not (a post-LN layer's); the residual dropped (p = 0.3, and 1: all dropped) or
+// not, the unfused dropout and the fused one drawing from generators in the same state (one reserved
+// counter ahead, so that a row's mask starts on an odd counter); the inputs also used elsewhere, so
+// that gradients meet in them.
+TEST(AddLayerNorm, GivesTheBitsOfDropoutAddThenLayerNormForwardAndBackward) {
   for (int64_t n : {8, 300}) {
     Generator g(n);
     const Tensor x0 = Tensor::randn({5, 3, n}, g), r0 = Tensor::randn({5, 3, n}, g), w0 = Tensor::randn({n}, g),
                  b0 = Tensor::randn({n}, g), gy = Tensor::randn({5, 3, n}, g), gs = Tensor::randn({5, 3, n}, g);
+    for (float p : {0.f, 0.3f, 1.f})
     for (bool with_sum : {false, true}) {
+      SCOPED_TRACE(::testing::Message() << "n " << n << ", p " << p << (with_sum ? ", with the sum" : ""));
       std::vector<Tensor> grads[2], outs[2];
       for (int fused = 0; fused < 2; ++fused) {
+        Generator drop_gen(77);
+        drop_gen.reserve(1);
         Tensor x = x0.clone().requires_grad_(), r = r0.clone().requires_grad_(), w = w0.clone().requires_grad_(),
                b = b0.clone().requires_grad_();
         Tensor s, y;
         if (!fused) {
-          s = add(x, r);
+          s = add(x, dropout(r, p, true, &drop_gen));
           y = layer_norm(s, {n}, w, b);
         } else if (with_sum) {
-          const SumAndNorm sn = add_layer_norm_with_sum(x, r, {n}, w, b);
+          const SumAndNorm sn = add_layer_norm_with_sum(x, r, {n}, w, b, 1e-5f, p, &drop_gen);
           s = sn.sum, y = sn.normalized;
         } else {
-          y = add_layer_norm(x, r, {n}, w, b);
+          y = add_layer_norm(x, r, {n}, w, b, 1e-5f, p, &drop_gen);
         }
+        EXPECT_EQ(drop_gen.reserve(0), p > 0.f ? 1 + static_cast<uint64_t>(x0.numel()) : 1) << "counters reserved";
         // the loss: y·gy (+ s·gs), plus x and r on paths of their own
         Tensor loss = add(sum(mul(y, gy)), sum(mul(mul(x, r), 0.5f)));
         if (with_sum) loss = add(loss, sum(mul(s, gs)));
@@ -63,30 +70,38 @@ TEST(AddLayerNorm, RefusesAResidualOfAnotherShape) {
   EXPECT_THROW(add_layer_norm(x, Tensor(), {8}), Error);
   EXPECT_THROW(add_layer_norm_with_sum(x, Tensor::ones({2, 8}).to(DType::bf16), {8}), Error);
   EXPECT_THROW(add_layer_norm(x, Tensor::ones({2, 8}), {4}), Error);
+  EXPECT_THROW(add_layer_norm(x, Tensor::ones({2, 8}), {8}, Tensor(), Tensor(), 1e-5f, 1.5f), Error);
+  EXPECT_THROW(add_layer_norm_with_sum(x, Tensor::ones({2, 8}), {8}, Tensor(), Tensor(), 1e-5f, -0.1f), Error);
+  EXPECT_THROW(add_layer_norm(x, Tensor::ones({2, 8}), {8}, Tensor(), Tensor(), 1e-5f, NAN), Error);
 }
 
 // The same for RMSNorm (Llama's residual stream): add, then rms_norm, against add_rms_norm and
 // add_rms_norm_with_sum, with and without a scale.
-TEST(AddRmsNorm, GivesTheBitsOfAddThenRmsNormForwardAndBackward) {
+TEST(AddRmsNorm, GivesTheBitsOfDropoutAddThenRmsNormForwardAndBackward) {
   for (int64_t n : {8, 300}) {
     Generator g(100 + n);
     const Tensor x0 = Tensor::randn({5, 3, n}, g), r0 = Tensor::randn({5, 3, n}, g), w0 = Tensor::randn({n}, g),
                  gy = Tensor::randn({5, 3, n}, g), gs = Tensor::randn({5, 3, n}, g);
+    for (float p : {0.f, 0.3f})
     for (bool with_sum : {false, true}) {
       for (bool scaled : {false, true}) {
+        SCOPED_TRACE(::testing::Message() << "n " << n << ", p " << p << (with_sum ? ", with the sum" : "")
+                                        << (scaled ? ", scaled" : ""));
         std::vector<Tensor> grads[2], outs[2];
         for (int fused = 0; fused < 2; ++fused) {
+          Generator drop_gen(78);
+          drop_gen.reserve(1);
           Tensor x = x0.clone().requires_grad_(), r = r0.clone().requires_grad_(), w = w0.clone().requires_grad_();
           const Tensor wt = scaled ? w : Tensor();
           Tensor s, y;
           if (!fused) {
-            s = add(x, r);
+            s = add(x, dropout(r, p, true, &drop_gen));
             y = rms_norm(s, wt, 1e-6f);
           } else if (with_sum) {
-            const SumAndNorm sn = add_rms_norm_with_sum(x, r, wt, 1e-6f);
+            const SumAndNorm sn = add_rms_norm_with_sum(x, r, wt, 1e-6f, p, &drop_gen);
             s = sn.sum, y = sn.normalized;
           } else {
-            y = add_rms_norm(x, r, wt, 1e-6f);
+            y = add_rms_norm(x, r, wt, 1e-6f, p, &drop_gen);
           }
           Tensor loss = add(sum(mul(y, gy)), sum(mul(mul(x, r), 0.5f)));
           if (with_sum) loss = add(loss, sum(mul(s, gs)));
@@ -110,6 +125,7 @@ TEST(AddRmsNorm, RefusesAResidualOfAnotherShape) {
   EXPECT_THROW(add_rms_norm(x, Tensor(), Tensor(), 1e-6f), Error);
   EXPECT_THROW(add_rms_norm_with_sum(x, Tensor::ones({2, 8}).to(DType::bf16), Tensor(), 1e-6f), Error);
   EXPECT_THROW(add_rms_norm(x, Tensor::ones({2, 8}), Tensor::ones({4}), 1e-6f), Error);
+  EXPECT_THROW(add_rms_norm_with_sum(x, Tensor::ones({2, 8}), Tensor(), 1e-6f, 2.f), Error);
 }
 
 }  // namespace

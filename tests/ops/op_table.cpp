@@ -174,22 +174,42 @@ std::vector<OpInfo> build() {
   // -- activations
   {
     OpInfo relu_op = unary("relu", relu, gen_randn);
+    // with dropout_p: relu and its output's dropout in one pass (a Transformer FFN's hidden layer), the
+    // mask drawn from a generator in the same state at every evaluation and on both devices
+    relu_op.run = [](const TensorMap& m, const json& p, Device) {
+      if (!p.contains("dropout_p")) return one(relu(in(m, "a")));
+      Generator g(p.at("seed").get<uint64_t>());
+      return one(relu(in(m, "a"), f32(p, "dropout_p"), &g));
+    };
     // finite differences: inputs away from the kink at 0
     relu_op.samples = [] {
       return std::vector<Sample>{
           S("away_from_0", {{"a", Tensor::from_vector({-1.5f, -0.5f, 0.3f, 1.2f, 2.f, -2.f}, {6})}}),
-          gpu_only(S("gpu_4x257", {{"a", randn({4, 257}, 31)}}))};
+          S("dropout", {{"a", Tensor::from_vector({-1.5f, -0.5f, 0.3f, 1.2f, 2.f, -2.f, 0.7f, 1.1f}, {8})}},
+            {{"dropout_p", 0.4f}, {"seed", 8}}),
+          gpu_only(S("gpu_4x257", {{"a", randn({4, 257}, 31)}})),
+          gpu_only(S("gpu_dropout", {{"a", randn({4, 257}, 32)}}, {{"dropout_p", 0.3f}, {"seed", 9}}))};
     };
     relu_op.cuda_tol = 0;
     t.push_back(relu_op);
   }
   t.push_back(entry(
-      "gelu", [](const TensorMap& m, const json& p, Device) { return one(gelu(in(m, "a"), p.at("approximate").get<std::string>())); },
+      "gelu",
+      [](const TensorMap& m, const json& p, Device) {
+        const std::string approximate = p.at("approximate").get<std::string>();
+        if (!p.contains("dropout_p")) return one(gelu(in(m, "a"), approximate));
+        Generator g(p.at("seed").get<uint64_t>());  // with dropout_p: the output dropped in the same pass
+        return one(gelu(in(m, "a"), approximate, f32(p, "dropout_p"), &g));
+      },
       [] {
         std::vector<Sample> s;
         for (const char* approx : {"none", "tanh"}) {
-          s.push_back(S(std::string(approx), {{"a", randn({3, 8}, 14)}}, {{"approximate", approx}}));
-          s.push_back(gpu_only(S(std::string("gpu_") + approx, {{"a", randn({1001}, 30, 3.f)}}, {{"approximate", approx}})));
+          const std::string a = approx;
+          s.push_back(S(a, {{"a", randn({3, 8}, 14)}}, {{"approximate", approx}}));
+          s.push_back(S(a + "_dropout", {{"a", randn({3, 8}, 15)}}, {{"approximate", approx}, {"dropout_p", 0.3f}, {"seed", 3}}));
+          s.push_back(gpu_only(S("gpu_" + a, {{"a", randn({1001}, 30, 3.f)}}, {{"approximate", approx}})));
+          s.push_back(gpu_only(S("gpu_" + a + "_dropout", {{"a", randn({1001}, 33, 3.f)}},
+                                 {{"approximate", approx}, {"dropout_p", 0.2f}, {"seed", 4}})));
         }
         return s;
       },
@@ -315,18 +335,29 @@ std::vector<OpInfo> build() {
     OpInfo aln = entry(
         "add_layer_norm",
         [](const TensorMap& m, const json& p, Device) {
+          // with dropout_p: the residual dropped in the same pass, the mask from a generator in the same
+          // state at every evaluation and on both devices
+          Generator g(p.value("seed", uint64_t{0}));
           return one(add_layer_norm(in(m, "x"), in(m, "residual"), p.at("normalized_shape").get<Shape>(),
-                                    opt(m, "weight"), opt(m, "bias"), f32(p, "eps")));
+                                    opt(m, "weight"), opt(m, "bias"), f32(p, "eps"), p.value("dropout_p", 0.f), &g));
         },
         [] {
           const json p = {{"normalized_shape", {8}}, {"eps", 1e-5}};
+          json dropped = p, gpu = {{"normalized_shape", {300}}, {"eps", 1e-5}};
+          dropped["dropout_p"] = 0.3f, dropped["seed"] = 6;
+          json gpu_dropped = gpu;
+          gpu_dropped["dropout_p"] = 0.2f, gpu_dropped["seed"] = 7;
           return std::vector<Sample>{
               S("affine", {{"x", randn({3, 8}, 17)}, {"residual", randn({3, 8}, 18)}, {"weight", randn({8}, 19)},
                            {"bias", randn({8}, 20)}}, p),
               S("plain", {{"x", randn({2, 3, 8}, 21)}, {"residual", randn({2, 3, 8}, 22)}}, p),
+              S("dropout", {{"x", randn({3, 8}, 23)}, {"residual", randn({3, 8}, 24)}, {"weight", randn({8}, 25)}},
+                dropped),
               gpu_only(S("gpu", {{"x", randn({9, 3, 300}, 53, 2.f)}, {"residual", randn({9, 3, 300}, 54)},
-                                 {"weight", randn({300}, 55)}, {"bias", randn({300}, 56)}},
-                         {{"normalized_shape", {300}}, {"eps", 1e-5}}))};
+                                 {"weight", randn({300}, 55)}, {"bias", randn({300}, 56)}}, gpu)),
+              gpu_only(S("gpu_dropout", {{"x", randn({9, 3, 300}, 57, 2.f)}, {"residual", randn({9, 3, 300}, 58)},
+                                         {"weight", randn({300}, 59)}, {"bias", randn({300}, 60)}},
+                         gpu_dropped))};
         },
         {"x", "residual", "weight", "bias"});
     aln.cuda_grad_tol = 1e-4;
@@ -348,16 +379,23 @@ std::vector<OpInfo> build() {
     OpInfo arms = entry(
         "add_rms_norm",
         [](const TensorMap& m, const json& p, Device) {
-          return one(add_rms_norm(in(m, "x"), in(m, "residual"), opt(m, "weight"), f32(p, "eps")));
+          Generator g(p.value("seed", uint64_t{0}));  // with dropout_p: as add_layer_norm's
+          return one(add_rms_norm(in(m, "x"), in(m, "residual"), opt(m, "weight"), f32(p, "eps"),
+                                  p.value("dropout_p", 0.f), &g));
         },
         [] {
           return std::vector<Sample>{
               S("weight", {{"x", randn({3, 8}, 57)}, {"residual", randn({3, 8}, 58)}, {"weight", randn({8}, 59)}},
                 {{"eps", 1e-6}}),
               S("plain_3d", {{"x", randn({2, 3, 5}, 60)}, {"residual", randn({2, 3, 5}, 61)}}, {{"eps", 1e-5}}),
+              S("dropout", {{"x", randn({3, 8}, 65)}, {"residual", randn({3, 8}, 66)}, {"weight", randn({8}, 67)}},
+                {{"eps", 1e-6}, {"dropout_p", 0.3f}, {"seed", 8}}),
               gpu_only(S("gpu", {{"x", randn({9, 3, 300}, 62, 2.f)}, {"residual", randn({9, 3, 300}, 63)},
                                  {"weight", randn({300}, 64)}},
-                         {{"eps", 1e-6}}))};
+                         {{"eps", 1e-6}})),
+              gpu_only(S("gpu_dropout", {{"x", randn({9, 3, 300}, 68, 2.f)}, {"residual", randn({9, 3, 300}, 69)},
+                                         {"weight", randn({300}, 70)}},
+                         {{"eps", 1e-6}, {"dropout_p", 0.2f}, {"seed", 9}}))};
         },
         {"x", "residual", "weight"});
     arms.cuda_grad_tol = 1e-4;

@@ -28,6 +28,7 @@ struct GptBenchArgs {
   AutocastDType dtype = AutocastDType::f32;  // train
   DecodeArgs decode;                         // generate: the weights the steps read, threads
   int64_t iters = 50, warmup = 5, new_tokens = 500, repeats = 3;
+  float dropout = 0.f;  // train: the model's dropout (nanoGPT's GPU recipe: 0.2)
   int threads = 0;
   bool json = false, no_naive = false;
 };
@@ -47,6 +48,7 @@ int run_train(const GptBenchArgs& a) {
   use_threads(a.threads);
   int64_t B = 0;
   nn::GPTConfig c = preset(a.preset, B);
+  c.dropout = a.dropout;
   Generator gen(1337);
   nn::GPT gpt(c, &gen);
   train::AdamOptions o;
@@ -84,7 +86,7 @@ int run_train(const GptBenchArgs& a) {
                         {"batch", B},                  {"block", T},                   {"iters", a.iters},
                         {"mean_ms", mean * 1e3},       {"median_ms", median * 1e3},    {"tokens_per_s", tok / mean},
                         {"tokens_per_s_median", tok / median}, {"final_loss", loss_value},
-                        {"dtype", std::string(enum_name(a.dtype))}};
+                        {"dtype", std::string(enum_name(a.dtype))}, {"dropout", a.dropout}};
     std::printf("%s\n", j.dump().c_str());
   } else {
     std::printf("qkv gpt-%s %s params=%.2fM threads=%d batch=%lld block=%lld: mean %.2f ms/iter (median %.2f) -> %.0f tokens/s\n",
@@ -148,6 +150,9 @@ void add_bench_gpt(CLI::App* bench) {
       ->capture_default_str()
       ->check(CLI::IsMember({"small", "big"}));
   add_train_bench_options(tr, a->iters, a->warmup, a->dtype, a->threads, a->json);
+  tr->add_option("--dropout", a->dropout, "the model's dropout (0: none; nanoGPT's GPU recipe 0.2)")
+      ->capture_default_str()
+      ->check(CLI::Range(0.0, 0.99));
   register_runner(tr, [a] { return run_train(*a); });
   CLI::App* ge = gpt->add_subcommand("generate", "greedy decoding tokens/s, big model, batch 1, with and without KV cache");
   ge->add_option("--new-tokens", a->new_tokens, "tokens to generate")->capture_default_str()->check(greater_than_zero());

@@ -24,11 +24,13 @@ class LayerNorm : public Module {
  public:
   explicit LayerNorm(int64_t normalized_shape, float eps = 1e-5f, bool elementwise_affine = true, bool bias = true);
   Tensor forward(const Tensor& x) const;
-  // LN(x + residual) in one pass (ops/layer_norm.h's add_layer_norm): a post-LN sublayer's ending.
-  Tensor forward(const Tensor& x, const Tensor& residual) const;
-  // {x + residual, LN(x + residual)} in one pass: a pre-LN layer's residual stream and the next
+  // LN(x + Dropout_p(residual)) in one pass (ops/layer_norm.h's add_layer_norm): a post-LN sublayer's
+  // ending. dropout_p: 0 outside training.
+  Tensor forward(const Tensor& x, const Tensor& residual, float dropout_p = 0.f, Generator* gen = nullptr) const;
+  // {s, LN(s)}, s = x + Dropout_p(residual), in one pass: a pre-LN layer's residual stream and the next
   // sublayer's input.
-  SumAndNorm forward_with_sum(const Tensor& x, const Tensor& residual) const;
+  SumAndNorm forward_with_sum(const Tensor& x, const Tensor& residual, float dropout_p = 0.f,
+                              Generator* gen = nullptr) const;
   // A residual stream's sum and its norm (nn/residual_stream.h): one pass when a delta is pending.
   SumAndNorm forward_with_sum(const ResidualStream& x) const;
   // LN of a residual stream's sum, the sum made in the norm's pass: a pre-LN stack's final norm.

@@ -37,8 +37,9 @@ struct TransformerLayerOptions {
   bool bias = true;         // biases of the linear layers, attention projections and LayerNorms
 };
 
-// act(x) for the activation chosen (relu, gelu, gelu_tanh, silu).
-Tensor activate(const Tensor& x, Activation activation);
+// act(x) for the activation chosen (relu, gelu, gelu_tanh, silu); with dropout_p, Dropout(act(x)) —
+// one pass for relu and the GELUs (ops/activation.h), act then dropout for silu.
+Tensor activate(const Tensor& x, Activation activation, float dropout_p = 0.f, Generator* gen = nullptr);
 
 // The feed-forward sublayer FFN(x) = W₂ Dropout(act(W₁ x + b₁)) + b₂ (dropout = the layer's).
 Tensor feed_forward(const Tensor& x, const Linear& linear1, const Linear& linear2, Activation activation,
@@ -78,7 +79,8 @@ class TransformerEncoderLayer : public Module {
   std::shared_ptr<LayerNorm> norm1, norm2;
 
  private:
-  Tensor drop(const Tensor& x) const;
+  // the residual's dropout probability, applied in the next norm's pass: opt.dropout in training, else 0
+  float residual_dropout() const;
   Generator* gen_;
 };
 
@@ -110,7 +112,8 @@ class TransformerDecoderLayer : public Module {
   std::shared_ptr<LayerNorm> norm1, norm2, norm3;
 
  private:
-  Tensor drop(const Tensor& x) const;
+  // the residual's dropout probability, applied in the next norm's pass: opt.dropout in training, else 0
+  float residual_dropout() const;
   Generator* gen_;
 };
 

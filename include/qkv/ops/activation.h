@@ -11,6 +11,12 @@ namespace qkv {
 Tensor relu(const Tensor& x);
 // approximate: "none" (exact erf, the default, as PyTorch) or "tanh".
 Tensor gelu(const Tensor& x, const std::string& approximate = "none");
+// dropout(relu(x), p, true, gen) and dropout(gelu(x, approximate), p, true, gen) in one pass — a
+// Transformer FFN's hidden layer in training: the same mask, bits and gradients (p = 0: the
+// activation alone; the caller passes 0 outside training).
+//   backward: dx = act'(x) · dy · m / (1 − p)
+Tensor relu(const Tensor& x, float dropout_p, Generator* gen = nullptr);
+Tensor gelu(const Tensor& x, const std::string& approximate, float dropout_p, Generator* gen = nullptr);
 // SiLU (swish): x · σ(x), as F.silu — Llama's MLP gate.
 Tensor silu(const Tensor& x);
 // Inverted dropout; identity when !training or p == 0. gen: default_generator() when null.

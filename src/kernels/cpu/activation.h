@@ -4,6 +4,8 @@
 
 #include <cstdint>
 
+#include "kernels/dropout_mask.h"
+
 namespace qkv::kernels::cpu {
 #include "kernels/activation.inc"
 }  // namespace qkv::kernels::cpu

@@ -57,14 +57,14 @@ void layer_norm_forward(const float* x, const float* gamma, const float* beta, f
 }
 
 // Each row's sum is normalized while it is in cache.
-void add_layer_norm_forward(const float* x, const float* res, const float* gamma, const float* beta, float* s, float* y,
-                            float* mean, float* rstd, int64_t rows, int64_t n, float eps) {
+void add_layer_norm_forward(const float* x, const float* res, const DropoutMask& res_drop, const float* gamma,
+                            const float* beta, float* s, float* y, float* mean, float* rstd, int64_t rows, int64_t n,
+                            float eps) {
   parallel_for(rows, 1 + 8192 / (n + 1), [&](int64_t b, int64_t e) {
     for (int64_t r = b; r < e; ++r) {
-      const float *xr = x + r * n, *rr = res + r * n;
+      const float* xr = x + r * n;
       float* sr = s + r * n;
-#pragma omp simd
-      for (int64_t j = 0; j < n; ++j) sr[j] = xr[j] + rr[j];
+      add_dropped_row(xr, res + r * n, res_drop, r * n, sr, n);
       normalize_row(sr, gamma, beta, y + r * n, mean ? mean + r : nullptr, rstd ? rstd + r : nullptr, n, eps);
     }
   });

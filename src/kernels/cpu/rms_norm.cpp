@@ -37,14 +37,13 @@ void rms_norm_forward(const float* x, const float* gamma, float* y, float* rstd,
 }
 
 // Each row's sum is normalized while it is in cache.
-void add_rms_norm_forward(const float* x, const float* res, const float* gamma, float* s, float* y, float* rstd,
-                          int64_t rows, int64_t n, float eps) {
+void add_rms_norm_forward(const float* x, const float* res, const DropoutMask& res_drop, const float* gamma, float* s,
+                          float* y, float* rstd, int64_t rows, int64_t n, float eps) {
   parallel_for(rows, 1 + 8192 / (n + 1), [&](int64_t b, int64_t e) {
     for (int64_t r = b; r < e; ++r) {
-      const float *xr = x + r * n, *rr = res + r * n;
+      const float* xr = x + r * n;
       float* sr = s + r * n;
-#pragma omp simd
-      for (int64_t j = 0; j < n; ++j) sr[j] = xr[j] + rr[j];
+      add_dropped_row(xr, res + r * n, res_drop, r * n, sr, n);
       normalize_row(sr, gamma, y + r * n, rstd ? rstd + r : nullptr, n, eps);
     }
   });

@@ -11,6 +11,7 @@
 
 #include "qkv/core/rng.h"
 #include "kernels/cpu/simd.h"
+#include "kernels/dropout_mask.h"
 
 namespace qkv::kernels::cpu {
 
@@ -112,6 +113,35 @@ inline simd::mask dropout_keep(uint64_t seed, uint64_t c0, float p) {
   return s::greater_equal(s::mul(s::i32_to_f32(u24), s::set1(1.0f / 16777216.0f)), s::set1(p));
 }
 #endif
+
+// y[i] = m(x[i], i) for i < n (kernels/dropout_mask.h): dropout_apply's loop, and the dropped residual
+// of the fused norms, the same bits. The vector loop starts on an even counter (one hash, two lanes).
+inline void dropout_row(const float* x, float* y, int64_t n, const DropoutMask& m) {
+  int64_t i = 0;
+#if QKV_SIMD
+  if (i < n && (m.counter & 1)) y[i] = m(x[i], 0), ++i;
+  const simd::vf vs = simd::set1(m.keep_scale);
+  for (; i + kLanes <= n; i += kLanes) {
+    const simd::mask keep = dropout_keep(m.seed, m.counter + static_cast<uint64_t>(i), m.p);
+    simd::store(y + i, simd::keep(keep, simd::mul(simd::load(x + i), vs)));
+  }
+#endif
+  for (; i < n; ++i) y[i] = m(x[i], static_cast<uint64_t>(i));
+}
+
+// s = x + m(res) over one row of n that starts at element `at` of the dense residual (the fused
+// norms' residual; m: kernels/dropout_mask.h, inactive: s = x + res): the dropped row is written to s
+// first, as dropout_apply writes it, then x added to it — the bits of add(x, dropout(res)).
+inline void add_dropped_row(const float* x, const float* res, const DropoutMask& m, int64_t at, float* s, int64_t n) {
+  if (m.active()) {
+    dropout_row(res, s, n, m.from(static_cast<uint64_t>(at)));
+#pragma omp simd
+    for (int64_t j = 0; j < n; ++j) s[j] = x[j] + s[j];
+  } else {
+#pragma omp simd
+    for (int64_t j = 0; j < n; ++j) s[j] = x[j] + res[j];
+  }
+}
 
 // y[i] = exp(x[i] - shift); returns Σ y[i].
 inline float exp_shift_sum(const float* x, float* y, int64_t n, float shift) {

@@ -18,6 +18,7 @@
 
 #include "kernels/adam.h"
 #include "kernels/conv.h"
+#include "kernels/dropout_mask.h"
 #include "kernels/cuda/attention_kernels.h"
 #include "kernels/functors.h"
 #include "kernels/pool.h"

@@ -13,14 +13,15 @@ namespace {
 
 constexpr int kThreads = 256;
 
-// Add: the row is x + res, written to sum (add_layer_norm_forward) and read back by the thread that
-// wrote each element; otherwise x itself.
+// Add: the row is x + drop(res), written to sum (add_layer_norm_forward) and read back by the thread
+// that wrote each element; otherwise x itself.
 template <bool Add>
-__global__ void layer_norm_forward_kernel(const float* x, const float* res, float* sum, const float* gamma,
-                                          const float* beta, float* y, float* mean, float* rstd, int64_t n, float eps) {
+__global__ void layer_norm_forward_kernel(const float* x, const float* res, DropoutMask drop, float* sum,
+                                          const float* gamma, const float* beta, float* y, float* mean, float* rstd,
+                                          int64_t n, float eps) {
   float* yr = y + blockIdx.x * n;
   float s = 0.f;
-  const float* xr = residual_row<Add>(x, res, sum, n, [](float v) { return v; }, s);
+  const float* xr = residual_row<Add>(x, res, drop, sum, n, [](float v) { return v; }, s);
   const float mu = block_reduce(s, SumOp{}, 0.f) / static_cast<float>(n);
   float v = 0.f;
   for (int64_t j = threadIdx.x; j < n; j += blockDim.x) v += (xr[j] - mu) * (xr[j] - mu);

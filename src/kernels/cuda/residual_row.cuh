@@ -1,22 +1,26 @@
 // A normalizing kernel's row, with the residual added first (add_layer_norm, add_rms_norm): one block
-// a row. With Add, s = x + res is written to `sum` (rounded as an addition would: the backward's
-// input) and normalized; without, x itself. Each thread adds f(element) over the elements it visits
+// a row. With Add, s = x + drop(res) is written to `sum` (rounded as an addition would: the backward's
+// input; drop: kernels/dropout_mask.h, the dropped residual dropout_kernel's bits) and normalized;
+// without, x itself. Each thread adds f(element) over the elements it visits
 // (j = threadIdx.x, + blockDim.x, …) into `partial`, the first of the norm's sums (Σx for LayerNorm's
 // mean, Σx² for RMSNorm's), and later reads back only those elements.
 #pragma once
 
 #include <cstdint>
 
+#include "kernels/dropout_mask.h"
+
 namespace qkv::kernels::cuda {
 
 // Returns the row the norm reads: sum's when Add, x's otherwise.
 template <bool Add, class F>
-__device__ inline const float* residual_row(const float* x, const float* res, float* sum, int64_t n, F f,
-                                            float& partial) {
+__device__ inline const float* residual_row(const float* x, const float* res, const DropoutMask& drop, float* sum,
+                                            int64_t n, F f, float& partial) {
   const int64_t at = blockIdx.x * n;
   if constexpr (Add) {
     for (int64_t j = threadIdx.x; j < n; j += blockDim.x) {
-      const float v = __fadd_rn(x[at + j], res[at + j]);
+      const float r = res[at + j];
+      const float v = __fadd_rn(x[at + j], drop.active() ? drop(r, static_cast<uint64_t>(at + j)) : r);
       sum[at + j] = v;
       partial += f(v);
     }

@@ -13,14 +13,14 @@ namespace {
 
 constexpr int kThreads = 256;
 
-// Add: the row is x + res, written to sum (add_rms_norm_forward) and read back by the thread that
-// wrote each element; otherwise x itself.
+// Add: the row is x + drop(res), written to sum (add_rms_norm_forward) and read back by the thread
+// that wrote each element; otherwise x itself.
 template <bool Add>
-__global__ void rms_norm_forward_kernel(const float* x, const float* res, float* sum, const float* gamma, float* y,
-                                        float* rstd, int64_t n, float eps) {
+__global__ void rms_norm_forward_kernel(const float* x, const float* res, DropoutMask drop, float* sum,
+                                        const float* gamma, float* y, float* rstd, int64_t n, float eps) {
   float* yr = y + blockIdx.x * n;
   float s = 0.f;
-  const float* xr = residual_row<Add>(x, res, sum, n, [](float v) { return v * v; }, s);
+  const float* xr = residual_row<Add>(x, res, drop, sum, n, [](float v) { return v * v; }, s);
   const float r = rsqrtf(block_reduce(s, SumOp{}, 0.f) / static_cast<float>(n) + eps);
   for (int64_t j = threadIdx.x; j < n; j += blockDim.x) yr[j] = (xr[j] * r) * (gamma ? gamma[j] : 1.f);
   if (threadIdx.x == 0 && rstd) rstd[blockIdx.x] = r;

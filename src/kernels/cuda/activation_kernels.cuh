@@ -1,0 +1,78 @@
+// The pointwise activations' and dropout's kernels (activation.cu launches them; tests/kernels/
+// activation_emulation_test.cpp runs them on the host through tests/kernels/cuda_emulation.h).
+// Formulas: kernels/activation.inc. An activation's output may be dropped in its own pass
+// (kernels/dropout_mask.h): y = drop(act(x)), dx = act'(x) · drop(dy) — the bits dropout_kernel and
+// the activation's kernel give one after the other (a product of products: nothing to contract).
+#pragma once
+
+#include <cmath>
+#include <cstdint>
+
+#include "kernels/cuda/launch.h"
+#include "kernels/dropout_mask.h"
+#include "qkv/core/rng.h"
+
+namespace qkv::kernels::cuda {
+namespace {
+
+#define QKV_GRID_LOOP(i, n) \
+  for (int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; i < (n); i += int64_t{gridDim.x} * blockDim.x)
+
+// element i of a dropped tensor: v itself when drop is inactive
+__device__ inline float dropped(const DropoutMask& drop, float v, int64_t i) {
+  return drop.active() ? drop(v, static_cast<uint64_t>(i)) : v;
+}
+
+__global__ void relu_forward_kernel(const float* x, float* y, int64_t n, DropoutMask drop) {
+  QKV_GRID_LOOP(i, n) y[i] = dropped(drop, x[i] > 0.f ? x[i] : 0.f, i);
+}
+__global__ void relu_backward_kernel(const float* x, const float* dy, float* dx, int64_t n, DropoutMask drop) {
+  QKV_GRID_LOOP(i, n) dx[i] = x[i] > 0.f ? dropped(drop, dy[i], i) : 0.f;
+}
+
+constexpr float kInvSqrt2 = 0.70710678118654752f;
+constexpr float kInvSqrt2Pi = 0.39894228040143268f;  // 1/√(2π)
+constexpr float kSqrt2OverPi = 0.79788456080286536f;  // √(2/π)
+
+// gelu(x) = x·Φ(x), Φ(x) = ½(1 + erf(x/√2)); tanh form ½x(1 + tanh(√(2/π)(x + 0.044715x³)))
+__global__ void gelu_forward_kernel(const float* x, float* y, int64_t n, bool tanh_approx, float* cdf,
+                                    DropoutMask drop) {
+  QKV_GRID_LOOP(i, n) {
+    const float v = x[i];
+    float out;
+    if (tanh_approx) {
+      out = 0.5f * v * (1.f + tanhf(kSqrt2OverPi * (v + 0.044715f * v * v * v)));
+    } else {
+      const float phi = 0.5f * (1.f + erff(v * kInvSqrt2));
+      out = v * phi;
+      if (cdf) cdf[i] = phi;
+    }
+    y[i] = dropped(drop, out, i);
+  }
+}
+// gelu'(x) = Φ(x) + x·φ(x), φ(x) = e^(−x²/2)/√(2π); tanh form: ½(1 + t) + ½x(1 − t²)·√(2/π)(1 + 3·0.044715x²)
+__global__ void gelu_backward_kernel(const float* x, const float* dy, float* dx, int64_t n, bool tanh_approx,
+                                     const float* cdf, DropoutMask drop) {
+  QKV_GRID_LOOP(i, n) {
+    const float v = x[i];
+    float g;
+    if (tanh_approx) {
+      const float t = tanhf(kSqrt2OverPi * (v + 0.044715f * v * v * v));
+      g = 0.5f * (1.f + t) + 0.5f * v * (1.f - t * t) * kSqrt2OverPi * (1.f + 3.f * 0.044715f * v * v);
+    } else {
+      const float phi = cdf ? cdf[i] : 0.5f * (1.f + erff(v * kInvSqrt2));
+      g = phi + v * kInvSqrt2Pi * expf(-0.5f * v * v);
+    }
+    dx[i] = dropped(drop, dy[i], i) * g;
+  }
+}
+
+// y = x · m / (1 − p), m = [paired_uniform(seed, counter + i) ≥ p]: the CPU's mask bit for bit.
+__global__ void dropout_kernel(const float* x, float* y, int64_t n, DropoutMask drop) {
+  QKV_GRID_LOOP(i, n) y[i] = drop(x[i], static_cast<uint64_t>(i));
+}
+
+#undef QKV_GRID_LOOP
+
+}  // namespace
+}  // namespace qkv::kernels::cuda

@@ -1,0 +1,98 @@
+// The activations' and dropout's GPU kernels (kernels/cuda/activation_kernels.cuh) run on the host,
+// unchanged, through tests/kernels/cuda_emulation.h, with the grids activation.cu gives them: an
+// activation with its output dropped in its own pass gives the bits of the activation's kernel and
+// dropout's one after the other, forward and backward; dropout's mask is the CPU's bit for bit; the
+// activations agree with the CPU's (whose erf is a polynomial of its own). Needs the CUDA toolkit's
+// headers (a QKV_CUDA build), not a GPU.
+#include <gtest/gtest.h>
+
+#if __has_include(<cuda_runtime.h>)
+#include "kernels/cuda_emulation.h"  // first: the CUDA headers, then the built-ins on the host
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "kernels/cpu/activation.h"
+#include "kernels/cuda/activation_kernels.cuh"
+#include "kernels/emulated_kernels.h"
+
+namespace {
+
+using namespace qkv::testing::emulated;  // kc, cpu, launch, random_floats, rel
+using qkv::kernels::DropoutMask;
+
+enum class Act { relu, gelu, gelu_tanh };
+
+// the kernel's launch as activation.cu makes it: blocks_for(n) blocks of 256, a grid-stride loop
+template <class F>
+void grid(int64_t n, F f) {
+  launch(dim3(kc::blocks_for(n)), 256, 0, f);
+}
+
+std::vector<float> forward_gpu(Act a, const std::vector<float>& x, const DropoutMask& drop) {
+  const auto n = static_cast<int64_t>(x.size());
+  std::vector<float> y(x.size());
+  grid(n, [&] {
+    if (a == Act::relu)
+      kc::relu_forward_kernel(x.data(), y.data(), n, drop);
+    else
+      kc::gelu_forward_kernel(x.data(), y.data(), n, a == Act::gelu_tanh, nullptr, drop);
+  });
+  return y;
+}
+std::vector<float> backward_gpu(Act a, const std::vector<float>& x, const std::vector<float>& dy,
+                                const DropoutMask& drop) {
+  const auto n = static_cast<int64_t>(x.size());
+  std::vector<float> dx(x.size());
+  grid(n, [&] {
+    if (a == Act::relu)
+      kc::relu_backward_kernel(x.data(), dy.data(), dx.data(), n, drop);
+    else
+      kc::gelu_backward_kernel(x.data(), dy.data(), dx.data(), n, a == Act::gelu_tanh, nullptr, drop);
+  });
+  return dx;
+}
+std::vector<float> dropout_gpu(const std::vector<float>& x, const DropoutMask& drop) {
+  const auto n = static_cast<int64_t>(x.size());
+  std::vector<float> y(x.size());
+  grid(n, [&] { kc::dropout_kernel(x.data(), y.data(), n, drop); });
+  return y;
+}
+
+TEST(ActivationKernelsEmulated, ADroppedActivationIsTheActivationThenDropout) {
+  const int64_t n = 3001;
+  const std::vector<float> x = random_floats(n, 41, 4.f), dy = random_floats(n, 42, 1.f);
+  const DropoutMask drop = qkv::kernels::dropout_mask(0.3f, 7, 5);
+  // dropout's kernel draws the CPU's mask
+  std::vector<float> dropped_c(n);
+  cpu::dropout_apply(x.data(), dropped_c.data(), n, drop.p, drop.seed, drop.counter);
+  EXPECT_EQ(dropout_gpu(x, drop), dropped_c);
+  for (Act a : {Act::relu, Act::gelu, Act::gelu_tanh}) {
+    SCOPED_TRACE(a == Act::relu ? "relu" : a == Act::gelu ? "gelu" : "gelu_tanh");
+    // forward: drop(act(x)) against act, then dropout
+    const std::vector<float> y = forward_gpu(a, x, drop);
+    EXPECT_EQ(y, dropout_gpu(forward_gpu(a, x, {}), drop));
+    // backward: act'(x) · drop(dy) against dropout of dy, then act's backward
+    const std::vector<float> dx = backward_gpu(a, x, dy, drop);
+    EXPECT_EQ(dx, backward_gpu(a, x, dropout_gpu(dy, drop), {}));
+    // and the CPU's fused kernels
+    std::vector<float> y_c(n), dx_c(n);
+    if (a == Act::relu) {
+      cpu::relu_forward(x.data(), y_c.data(), n, drop);
+      cpu::relu_backward(x.data(), dy.data(), dx_c.data(), n, drop);
+    } else {
+      cpu::gelu_forward(x.data(), y_c.data(), n, a == Act::gelu_tanh, nullptr, drop);
+      cpu::gelu_backward(x.data(), dy.data(), dx_c.data(), n, a == Act::gelu_tanh, nullptr, drop);
+    }
+    EXPECT_LT(rel(y, y_c), 2e-6);
+    EXPECT_LT(rel(dx, dx_c), 2e-6);
+    if (a == Act::relu) {
+      EXPECT_EQ(y, y_c);
+      EXPECT_EQ(dx, dx_c);
+    }
+  }
+}
+
+}  // namespace
+#endif
