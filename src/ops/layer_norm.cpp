@@ -7,7 +7,6 @@
 
 namespace qkv {
 
-using autograd::record;
 using ops_detail::check_residual;
 using ops_detail::device_of;
 
@@ -15,8 +14,8 @@ namespace {
 
 // layer_norm(x) — or, with `residual`, layer_norm(x + Dropout_p(residual)) with the sum made in the
 // same pass (the sum is the backward's input; its gradient goes to x, and through the mask to residual).
-// sum_out: the sum is returned too, as its own node (add's backward) that the norm's backward feeds,
-// so that both outputs may take gradients.
+// sum_out: the sum is returned too, the node's second output (ops/residual_norm.h's record_norm), so
+// that both outputs may take gradients.
 Tensor normalize(const char* op, const Tensor& x, const Tensor& residual, const Shape& normalized_shape,
                  const Tensor& weight, const Tensor& bias, float eps, float dropout_p = 0.f,
                  Generator* generator = nullptr, Tensor* sum_out = nullptr) {
@@ -41,27 +40,37 @@ Tensor normalize(const char* op, const Tensor& x, const Tensor& residual, const 
   const float* wp = w.defined() ? w.data() : nullptr;
   const float* bp = b.defined() ? b.data() : nullptr;
   const kernels::DropoutMask drop = ops_detail::residual_dropout(residual, dropout_p, generator);
+  Tensor sum;
   if (residual.defined()) {
-    Tensor rc = dense(residual), sum = Tensor::empty(x.shape(), DType::f32, d);
+    Tensor rc = dense(residual);
+    sum = Tensor::empty(x.shape(), DType::f32, d);
     QKV_DISPATCH(op, d, k::add_layer_norm_forward(xc.data(), rc.data(), drop, wp, bp, sum.data(), out.data(),
                                                   mean.data(), rstd.data(), rows, n, eps));
-    xc = sum;  // the normalized input, for the backward
+    xc = sum.detach();  // the normalized input, for the backward (detached: the sum may be the node's output)
   } else {
     QKV_DISPATCH(op, d, k::layer_norm_forward(xc.data(), wp, bp, out.data(), mean.data(), rstd.data(), rows, n, eps));
   }
   bool gw = weight.defined() && weight.requires_grad(), gb = bias.defined() && bias.requires_grad();
-  const ops_detail::NormInputs in = ops_detail::norm_inputs(op, x, residual, drop, xc, sum_out, {weight, bias});
-  const bool added = in.residual_last;
-  return record(out, op, in.inputs, [op, xc, w, mean, rstd, rows, n, gw, gb, added, drop, d](const Tensor& g) {
+  const bool added = residual.defined();
+  std::vector<Tensor> inputs = {x, weight, bias};
+  if (added) inputs.push_back(residual);
+  // ds = dsum + LN's dx at s, dres = Dropout(ds): one kernel (kernels/residual_gradient.h)
+  auto backward = [op, xc, w, mean, rstd, rows, n, gw, gb, added, drop, d](const Tensor& dsum, const Tensor& g) {
     Tensor gc = g.contiguous(), dx = Tensor::empty(xc.shape(), DType::f32, d);
     Tensor dw = gw ? Tensor::empty(w.shape(), DType::f32, d) : Tensor(),
            db = gb ? Tensor::empty(w.defined() ? w.shape() : Shape{n}, DType::f32, d) : Tensor();
+    const Tensor ds = dsum.defined() ? dsum.contiguous() : Tensor();
+    Tensor dres = added && drop.active() ? Tensor::empty(xc.shape(), DType::f32, d) : Tensor();
+    const kernels::ResidualGradient res{ds.defined() ? ds.data() : nullptr, dres.defined() ? dres.data() : nullptr,
+                                        drop};
     QKV_DISPATCH(op, d,
                  k::layer_norm_backward(xc.data(), w.defined() ? w.data() : nullptr, mean.data(), rstd.data(),
-                                        gc.data(), dx.data(), gw ? dw.data() : nullptr, gb ? db.data() : nullptr, rows, n));
+                                        gc.data(), dx.data(), gw ? dw.data() : nullptr, gb ? db.data() : nullptr, rows, n,
+                                        res));
     if (!added) return std::vector<Tensor>{dx, dw, db};
-    return std::vector<Tensor>{dx, dw, db, ops_detail::residual_gradient(op, dx, drop, d)};
-  });
+    return std::vector<Tensor>{dx, dw, db, dres.defined() ? dres : dx};
+  };
+  return ops_detail::record_norm(op, out, sum, sum_out, inputs, added, drop, d, backward);
 }
 
 }  // namespace

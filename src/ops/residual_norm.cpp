@@ -29,21 +29,24 @@ Tensor residual_gradient(const char* op, const Tensor& ds, const kernels::Dropou
   return dr;
 }
 
-NormInputs norm_inputs(const char* op, const Tensor& x, const Tensor& residual, const kernels::DropoutMask& drop,
-                       const Tensor& sum, Tensor* sum_out, const std::vector<Tensor>& params) {
-  NormInputs r;
-  if (residual.defined() && sum_out) {
-    const Device d = sum.device();
-    *sum_out = autograd::record(sum, "add", {x, residual}, [op, drop, d](const Tensor& g) {
-      return std::vector<Tensor>{g, residual_gradient(op, g, drop, d)};
-    });
-    r.inputs.push_back(*sum_out);
-  } else {
-    r.inputs.push_back(x);
-  }
-  r.inputs.insert(r.inputs.end(), params.begin(), params.end());
-  if (residual.defined() && !sum_out) r.inputs.push_back(residual), r.residual_last = true;
-  return r;
+Tensor record_norm(const char* op, const Tensor& out, const Tensor& sum, Tensor* sum_out,
+                   const std::vector<Tensor>& inputs, bool has_residual, const kernels::DropoutMask& drop, Device d,
+                   NormBackward backward) {
+  const size_t n_inputs = inputs.size();
+  auto rule = [op, n_inputs, has_residual, drop, d, backward = std::move(backward)](const Tensor& dsum,
+                                                                                   const Tensor& dy) {
+    if (dy.defined()) return backward(dsum, dy);
+    std::vector<Tensor> g(n_inputs);  // only the sum took a gradient (or none did): ds = dsum
+    if (!dsum.defined()) return g;
+    g[0] = dsum;
+    if (has_residual) g.back() = residual_gradient(op, dsum, drop, d);
+    return g;
+  };
+  if (!sum_out) return autograd::record(out, op, inputs, [rule](const Tensor& g) { return rule(Tensor(), g); });
+  std::vector<Tensor> o = autograd::record_outputs(std::vector<Tensor>{out, sum}, op, inputs,
+                                                   [rule](const std::vector<Tensor>& g) { return rule(g[1], g[0]); });
+  *sum_out = o[1];
+  return o[0];
 }
 
 }  // namespace qkv::ops_detail

@@ -1,9 +1,10 @@
 // The residual half of the fused add + norm ops (ops/layer_norm.h's add_layer_norm, ops/rms_norm.h's
 // add_rms_norm and their _with_sum forms), one mechanism for both norms: the residual's checks, its
-// dropout, and which tensors the norm's node takes as inputs once the kernel has written
-// s = x + Dropout(residual).
+// dropout, and the node that takes the sum s = x + Dropout(residual) and the normalized output back
+// to x, the parameters and the residual.
 #pragma once
 
+#include <functional>
 #include <vector>
 
 #include "kernels/dropout_mask.h"
@@ -23,18 +24,18 @@ kernels::DropoutMask residual_dropout(const Tensor& residual, float p, Generator
 // dropout), on device d; `op` names the dispatch.
 Tensor residual_gradient(const char* op, const Tensor& ds, const kernels::DropoutMask& drop, Device d);
 
-// The norm node's inputs, its parameters (γ, β, …) after the first:
-//   no residual:        {x, params…}
-//   residual, sum kept: {s, params…}, s recorded as its own node (add's backward: ds to x, ds dropped
-//                       by `drop` to residual) and returned in *sum_out, so that s may take gradients
-//                       of its own
-//   residual, no sum:   {x, params…, residual} — residual_last: the backward appends
-//                       residual_gradient(dx) for it
-struct NormInputs {
-  std::vector<Tensor> inputs;
-  bool residual_last = false;
-};
-NormInputs norm_inputs(const char* op, const Tensor& x, const Tensor& residual, const kernels::DropoutMask& drop,
-                       const Tensor& sum, Tensor* sum_out, const std::vector<Tensor>& params);
+// The norm's backward at its input s, given the gradient s received from its other uses (dsum; undefined
+// when none) and the normalized output's (dy): the gradients of the node's inputs — s's (ds = dsum +
+// the norm's dx, x's gradient), the parameters', and with a residual the residual's — from one kernel
+// (kernels/residual_gradient.h).
+using NormBackward = std::function<std::vector<Tensor>(const Tensor& dsum, const Tensor& dy)>;
+
+// Records the norm's node: `inputs` are {x, params…} and, with a residual, the residual last; its
+// outputs are `out` and, when sum_out is given, `sum` (returned there) — one node, so that the sum's
+// gradient and the norm's meet in its backward instead of in an addition of their own. When only the
+// sum takes a gradient, ds = dsum and the residual's is dsum through the mask. Returns out.
+Tensor record_norm(const char* op, const Tensor& out, const Tensor& sum, Tensor* sum_out,
+                   const std::vector<Tensor>& inputs, bool has_residual, const kernels::DropoutMask& drop, Device d,
+                   NormBackward backward);
 
 }  // namespace qkv::ops_detail

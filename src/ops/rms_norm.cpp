@@ -7,7 +7,6 @@
 
 namespace qkv {
 
-using autograd::record;
 using ops_detail::check_residual;
 using ops_detail::device_of;
 
@@ -15,8 +14,8 @@ namespace {
 
 // y = x / √(mean(x²) + ε) · γ — or, with `residual`, the same of x + Dropout_p(residual) with the sum
 // made in the same pass (the sum is the backward's input; its gradient goes to x, and through the mask
-// to residual). sum_out: the sum is returned too, as its own node (add's backward) that the norm's
-// backward feeds, so that both outputs may take gradients. Backward in kernels/rms_norm.inc.
+// to residual). sum_out: the sum is returned too, the node's second output (ops/residual_norm.h's
+// record_norm), so that both outputs may take gradients. Backward in kernels/rms_norm.inc.
 Tensor normalize(const char* op, const Tensor& x, const Tensor& residual, const Tensor& weight, float eps,
                  float dropout_p = 0.f, Generator* generator = nullptr, Tensor* sum_out = nullptr) {
   QKV_CHECK(x.dtype() == DType::f32 && x.dim() >= 1, op, ": expected an f32 tensor of at least one dimension, got ",
@@ -30,26 +29,35 @@ Tensor normalize(const char* op, const Tensor& x, const Tensor& residual, const 
   const float* wp = w.defined() ? w.data() : nullptr;
   Tensor out = Tensor::empty(x.shape(), DType::f32, d), rstd = Tensor::empty({rows}, DType::f32, d);
   const kernels::DropoutMask drop = ops_detail::residual_dropout(residual, dropout_p, generator);
+  Tensor sum;
   if (residual.defined()) {
-    Tensor rc = dense(residual), sum = Tensor::empty(x.shape(), DType::f32, d);
+    Tensor rc = dense(residual);
+    sum = Tensor::empty(x.shape(), DType::f32, d);
     QKV_DISPATCH(op, d, k::add_rms_norm_forward(xc.data(), rc.data(), drop, wp, sum.data(), out.data(), rstd.data(),
                                                 rows, n, eps));
-    xc = sum;  // the normalized input, for the backward
+    xc = sum.detach();  // the normalized input, for the backward (detached: the sum may be the node's output)
   } else {
     QKV_DISPATCH(op, d, k::rms_norm_forward(xc.data(), wp, out.data(), rstd.data(), rows, n, eps));
   }
   const bool gw = weight.defined() && weight.requires_grad();
-  const ops_detail::NormInputs in = ops_detail::norm_inputs(op, x, residual, drop, xc, sum_out, {weight});
-  const bool added = in.residual_last;
-  return record(out, op, in.inputs, [op, xc, w, rstd, rows, n, gw, added, drop, d](const Tensor& g) {
+  const bool added = residual.defined();
+  std::vector<Tensor> inputs = {x, weight};
+  if (added) inputs.push_back(residual);
+  // ds = dsum + RMSNorm's dx at s, dres = Dropout(ds): one kernel (kernels/residual_gradient.h)
+  auto backward = [op, xc, w, rstd, rows, n, gw, added, drop, d](const Tensor& dsum, const Tensor& g) {
     Tensor gc = g.contiguous(), dx = Tensor::empty(xc.shape(), DType::f32, d);
     Tensor dw = gw ? Tensor::empty(w.shape(), DType::f32, d) : Tensor();
+    const Tensor ds = dsum.defined() ? dsum.contiguous() : Tensor();
+    Tensor dres = added && drop.active() ? Tensor::empty(xc.shape(), DType::f32, d) : Tensor();
+    const kernels::ResidualGradient res{ds.defined() ? ds.data() : nullptr, dres.defined() ? dres.data() : nullptr,
+                                        drop};
     QKV_DISPATCH(op, d,
                  k::rms_norm_backward(xc.data(), w.defined() ? w.data() : nullptr, rstd.data(), gc.data(), dx.data(),
-                                      gw ? dw.data() : nullptr, rows, n));
+                                      gw ? dw.data() : nullptr, rows, n, res));
     if (!added) return std::vector<Tensor>{dx, dw};
-    return std::vector<Tensor>{dx, dw, ops_detail::residual_gradient(op, dx, drop, d)};
-  });
+    return std::vector<Tensor>{dx, dw, dres.defined() ? dres : dx};
+  };
+  return ops_detail::record_norm(op, out, sum, sum_out, inputs, added, drop, d, backward);
 }
 
 }  // namespace

@@ -43,6 +43,21 @@ inline std::vector<float> added_after_dropout(const std::vector<float>& x, const
   return s;
 }
 
+// The residual's part of a fused norm's backward (kernels/residual_gradient.h) as the unfused ops make
+// it from the norm's dx: ds = dx + dsum, then dres = dropout_apply(ds) — what the GPU kernel's dx and
+// dres must equal bit for bit
+struct ResidualGradients {
+  std::vector<float> ds, dres;
+};
+inline ResidualGradients residual_gradients_of(const std::vector<float>& dx, const std::vector<float>& dsum,
+                                               const kernels::DropoutMask& drop) {
+  ResidualGradients r{dx, dx};
+  for (size_t i = 0; i < dx.size(); ++i) r.ds[i] = dx[i] + dsum[i];
+  kernels::cpu::dropout_apply(r.ds.data(), r.dres.data(), static_cast<int64_t>(dx.size()), drop.p, drop.seed,
+                              drop.counter);
+  return r;
+}
+
 }  // namespace qkv::testing
 
 // The names the tests use: `using namespace qkv::testing::emulated;`
@@ -52,5 +67,6 @@ namespace cpu = ::qkv::kernels::cpu;
 using ::qkv::emulation::launch;
 using ::qkv::testing::added_after_dropout;
 using ::qkv::testing::random_floats;
+using ::qkv::testing::residual_gradients_of;
 using ::qkv::testing::rel;
 }  // namespace qkv::testing::emulated

@@ -66,8 +66,23 @@ TEST(NormKernelsEmulated, LayerNormAndAddLayerNormMatchTheCpu) {
     cpu::layer_norm_backward(in.data(), gamma.data(), mean_c.data(), rstd_c.data(), dy.data(), dx_c.data(), dg_c.data(),
                              db_c.data(), rows, n);
     launch(dim3(rows), kc::kThreads, 0, [&] {
-      kc::layer_norm_dx_kernel(in.data(), gamma.data(), mean_c.data(), rstd_c.data(), dy.data(), dx_g.data(), n);
+      kc::layer_norm_dx_kernel(in.data(), gamma.data(), mean_c.data(), rstd_c.data(), dy.data(), dx_g.data(), n, {});
     });
+    if (mode == 2) {  // the residual's part in the same pass: dx + dsum, and the residual's gradient through the mask
+      const std::vector<float> dsum = random_floats(rows * n, 86, 1.f);
+      std::vector<float> ds_g(rows * n), dres_g(rows * n), ds_c(rows * n), dres_c(rows * n);
+      launch(dim3(rows), kc::kThreads, 0, [&] {
+        kc::layer_norm_dx_kernel(in.data(), gamma.data(), mean_c.data(), rstd_c.data(), dy.data(), ds_g.data(), n,
+                                 {dsum.data(), dres_g.data(), drop});
+      });
+      const auto want = residual_gradients_of(dx_g, dsum, drop);
+      EXPECT_EQ(ds_g, want.ds) << "ds = dx + dsum, rounded as an addition";
+      EXPECT_EQ(dres_g, want.dres) << "dres = dropout(ds), dropout_apply's bits";
+      cpu::layer_norm_backward(in.data(), gamma.data(), mean_c.data(), rstd_c.data(), dy.data(), ds_c.data(), nullptr,
+                               nullptr, rows, n, {dsum.data(), dres_c.data(), drop});
+      EXPECT_LT(rel(ds_g, ds_c), 2e-6);
+      EXPECT_LT(rel(dres_g, dres_c), 2e-6);
+    }
     const int64_t strips = (rows + kc::kStrip - 1) / kc::kStrip;
     std::vector<float> partial(2 * strips * n);
     launch(dim3(kc::blocks_for(n), static_cast<unsigned>(strips)), 256, 0, [&] {

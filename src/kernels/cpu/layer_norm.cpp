@@ -71,7 +71,7 @@ void add_layer_norm_forward(const float* x, const float* res, const DropoutMask&
 }
 
 void layer_norm_backward(const float* x, const float* gamma, const float* mean, const float* rstd, const float* dy,
-                         float* dx, float* dgamma, float* dbeta, int64_t rows, int64_t n) {
+                         float* dx, float* dgamma, float* dbeta, int64_t rows, int64_t n, const ResidualGradient& res) {
   const int nt = in_parallel_region() ? 1 : num_threads();
   const float inv_n = 1.0f / static_cast<float>(n);
   // Per-thread partial sums of dγ and dβ, reduced after the parallel loop, and a scratch row for
@@ -102,6 +102,7 @@ void layer_norm_backward(const float* x, const float* gamma, const float* mean, 
         pg[j] += gr[j] * h;
         pb[j] += gr[j];
       }
+      residual_gradient_row(res, r * n, dr, n);
     }
   });
   if (dgamma) std::memset(dgamma, 0, static_cast<size_t>(n) * sizeof(float));

@@ -50,7 +50,7 @@ void add_rms_norm_forward(const float* x, const float* res, const DropoutMask& r
 }
 
 void rms_norm_backward(const float* x, const float* gamma, const float* rstd, const float* dy, float* dx,
-                       float* dgamma, int64_t rows, int64_t n) {
+                       float* dgamma, int64_t rows, int64_t n, const ResidualGradient& res) {
   const int nt = in_parallel_region() ? 1 : num_threads();
   const float inv_n = 1.0f / static_cast<float>(n);
   // Per-thread partial sums of dγ, reduced after the loop, and a scratch row for g = dy·γ.
@@ -77,6 +77,7 @@ void rms_norm_backward(const float* x, const float* gamma, const float* rstd, co
         dr[j] = rs * (g[j] - h * mgx);
         pg[j] += gr[j] * h;
       }
+      residual_gradient_row(res, r * n, dr, n);
     }
   });
   if (!dgamma) return;

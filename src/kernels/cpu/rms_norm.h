@@ -5,6 +5,7 @@
 #include <cstdint>
 
 #include "kernels/dropout_mask.h"
+#include "kernels/residual_gradient.h"
 
 namespace qkv::kernels::cpu {
 #include "kernels/rms_norm.inc"

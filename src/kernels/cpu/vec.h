@@ -12,6 +12,7 @@
 #include "qkv/core/rng.h"
 #include "kernels/cpu/simd.h"
 #include "kernels/dropout_mask.h"
+#include "kernels/residual_gradient.h"
 
 namespace qkv::kernels::cpu {
 
@@ -141,6 +142,18 @@ inline void add_dropped_row(const float* x, const float* res, const DropoutMask&
 #pragma omp simd
     for (int64_t j = 0; j < n; ++j) s[j] = x[j] + res[j];
   }
+}
+
+// The residual's part of a fused norm's backward over one row of n that starts at element `at`
+// (kernels/residual_gradient.h): dx += dsum, then dres = drop(dx) — after the norm's dx is written,
+// each its own rounded operation.
+inline void residual_gradient_row(const ResidualGradient& res, int64_t at, float* dx, int64_t n) {
+  if (res.dsum) {
+    const float* ds = res.dsum + at;
+#pragma omp simd
+    for (int64_t j = 0; j < n; ++j) dx[j] = dx[j] + ds[j];
+  }
+  if (res.dres) dropout_row(dx, res.dres + at, n, res.drop.from(static_cast<uint64_t>(at)));
 }
 
 // y[i] = exp(x[i] - shift); returns Σ y[i].

@@ -19,6 +19,7 @@
 #include "kernels/adam.h"
 #include "kernels/conv.h"
 #include "kernels/dropout_mask.h"
+#include "kernels/residual_gradient.h"
 #include "kernels/cuda/attention_kernels.h"
 #include "kernels/functors.h"
 #include "kernels/pool.h"

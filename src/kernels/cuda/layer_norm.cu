@@ -29,12 +29,12 @@ void add_layer_norm_forward(const float* x, const float* res, const DropoutMask&
 }
 
 void layer_norm_backward(const float* x, const float* gamma, const float* mean, const float* rstd, const float* dy,
-                         float* dx, float* dgamma, float* dbeta, int64_t rows, int64_t n) {
+                         float* dx, float* dgamma, float* dbeta, int64_t rows, int64_t n, const ResidualGradient& res) {
   if (rows == 0 || n == 0) return;
   QKV_CHECK(rows <= 2147483647, "layer_norm: ", rows, " rows; the CUDA kernel takes at most 2^31 - 1");
   cudaStream_t s = stream();
   if (dx) {
-    layer_norm_dx_kernel<<<static_cast<unsigned>(rows), kThreads, 0, s>>>(x, gamma, mean, rstd, dy, dx, n);
+    layer_norm_dx_kernel<<<static_cast<unsigned>(rows), kThreads, 0, s>>>(x, gamma, mean, rstd, dy, dx, n, res);
     QKV_CUDA_LAUNCHED(layer_norm_dx_kernel);
   }
   if (!dgamma && !dbeta) return;

@@ -33,13 +33,13 @@ __global__ void layer_norm_forward_kernel(const float* x, const float* res, Drop
   if (threadIdx.x == 0) mean[blockIdx.x] = mu, rstd[blockIdx.x] = r;
 }
 
-// dx = r · (g − mean(g) − x̂ · mean(g·x̂)), g = dy·γ
+// dx = r · (g − mean(g) − x̂ · mean(g·x̂)), g = dy·γ; res: the residual's part
+// (kernels/residual_gradient.h), after an add_layer_norm
 __global__ void layer_norm_dx_kernel(const float* x, const float* gamma, const float* mean, const float* rstd,
-                                     const float* dy, float* dx, int64_t n) {
+                                     const float* dy, float* dx, int64_t n, ResidualGradient res) {
   const int64_t row = blockIdx.x;
   const float* xr = x + row * n;
   const float* gr = dy + row * n;
-  float* dr = dx + row * n;
   const float mu = mean[row], r = rstd[row];
   float sg = 0.f, sgx = 0.f;
   for (int64_t j = threadIdx.x; j < n; j += blockDim.x) {
@@ -51,7 +51,7 @@ __global__ void layer_norm_dx_kernel(const float* x, const float* gamma, const f
   sgx = block_reduce(sgx, SumOp{}, 0.f) / static_cast<float>(n);
   for (int64_t j = threadIdx.x; j < n; j += blockDim.x) {
     const float g = gr[j] * (gamma ? gamma[j] : 1.f);
-    dr[j] = r * (g - sg - (xr[j] - mu) * r * sgx);
+    residual_gradient_at(res, row * n + j, r * (g - sg - (xr[j] - mu) * r * sgx), dx);
   }
 }
 

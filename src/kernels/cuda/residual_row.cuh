@@ -9,6 +9,7 @@
 #include <cstdint>
 
 #include "kernels/dropout_mask.h"
+#include "kernels/residual_gradient.h"
 
 namespace qkv::kernels::cuda {
 
@@ -29,6 +30,14 @@ __device__ inline const float* residual_row(const float* x, const float* res, co
     for (int64_t j = threadIdx.x; j < n; j += blockDim.x) partial += f(x[at + j]);
     return x + at;
   }
+}
+
+// The backward's counterpart (kernels/residual_gradient.h): element i of the norm's dx is v; writes
+// dx[i] = v + dsum[i] (rounded as the addition of two gradients) and dres[i] = drop(dx[i]).
+__device__ inline void residual_gradient_at(const ResidualGradient& res, int64_t i, float v, float* dx) {
+  if (res.dsum) v = __fadd_rn(v, res.dsum[i]);
+  dx[i] = v;
+  if (res.dres) res.dres[i] = res.drop.active() ? res.drop(v, static_cast<uint64_t>(i)) : v;
 }
 
 }  // namespace qkv::kernels::cuda

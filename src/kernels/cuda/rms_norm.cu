@@ -27,12 +27,12 @@ void add_rms_norm_forward(const float* x, const float* res, const DropoutMask& r
 }
 
 void rms_norm_backward(const float* x, const float* gamma, const float* rstd, const float* dy, float* dx,
-                       float* dgamma, int64_t rows, int64_t n) {
+                       float* dgamma, int64_t rows, int64_t n, const ResidualGradient& res) {
   if (rows == 0 || n == 0) return;
   QKV_CHECK(rows <= 2147483647, "rms_norm: ", rows, " rows; the CUDA kernel takes at most 2^31 - 1");
   cudaStream_t s = stream();
   if (dx) {
-    rms_norm_dx_kernel<<<static_cast<unsigned>(rows), kThreads, 0, s>>>(x, gamma, rstd, dy, dx, n);
+    rms_norm_dx_kernel<<<static_cast<unsigned>(rows), kThreads, 0, s>>>(x, gamma, rstd, dy, dx, n, res);
     QKV_CUDA_LAUNCHED(rms_norm_dx_kernel);
   }
   if (!dgamma) return;

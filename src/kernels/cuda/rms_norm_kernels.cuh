@@ -27,18 +27,18 @@ __global__ void rms_norm_forward_kernel(const float* x, const float* res, Dropou
 }
 
 // dx = r · (g − x̂ · mean(g·x̂)), g = dy·γ
+// res: the residual's part (kernels/residual_gradient.h), after an add_rms_norm
 __global__ void rms_norm_dx_kernel(const float* x, const float* gamma, const float* rstd, const float* dy, float* dx,
-                                   int64_t n) {
+                                   int64_t n, ResidualGradient res) {
   const int64_t row = blockIdx.x;
   const float* xr = x + row * n;
   const float* gr = dy + row * n;
-  float* dr = dx + row * n;
   const float r = rstd[row];
   float sgx = 0.f;
   for (int64_t j = threadIdx.x; j < n; j += blockDim.x) sgx += gr[j] * (gamma ? gamma[j] : 1.f) * xr[j] * r;
   sgx = block_reduce(sgx, SumOp{}, 0.f) / static_cast<float>(n);
   for (int64_t j = threadIdx.x; j < n; j += blockDim.x)
-    dr[j] = r * (gr[j] * (gamma ? gamma[j] : 1.f) - xr[j] * r * sgx);
+    residual_gradient_at(res, row * n + j, r * (gr[j] * (gamma ? gamma[j] : 1.f) - xr[j] * r * sgx), dx);
 }
 
 constexpr int64_t kStrip = 64;
