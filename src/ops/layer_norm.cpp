@@ -59,16 +59,13 @@ Tensor normalize(const char* op, const Tensor& x, const Tensor& residual, const 
     Tensor gc = g.contiguous(), dx = Tensor::empty(xc.shape(), DType::f32, d);
     Tensor dw = gw ? Tensor::empty(w.shape(), DType::f32, d) : Tensor(),
            db = gb ? Tensor::empty(w.defined() ? w.shape() : Shape{n}, DType::f32, d) : Tensor();
-    const Tensor ds = dsum.defined() ? dsum.contiguous() : Tensor();
-    Tensor dres = added && drop.active() ? Tensor::empty(xc.shape(), DType::f32, d) : Tensor();
-    const kernels::ResidualGradient res{ds.defined() ? ds.data() : nullptr, dres.defined() ? dres.data() : nullptr,
-                                        drop};
+    const ops_detail::ResidualBackward res = ops_detail::residual_backward(dsum, added, drop, xc.shape(), d);
     QKV_DISPATCH(op, d,
                  k::layer_norm_backward(xc.data(), w.defined() ? w.data() : nullptr, mean.data(), rstd.data(),
                                         gc.data(), dx.data(), gw ? dw.data() : nullptr, gb ? db.data() : nullptr, rows, n,
-                                        res));
+                                        res.args(drop)));
     if (!added) return std::vector<Tensor>{dx, dw, db};
-    return std::vector<Tensor>{dx, dw, db, dres.defined() ? dres : dx};
+    return std::vector<Tensor>{dx, dw, db, res.residual_grad(dx)};
   };
   return ops_detail::record_norm(op, out, sum, sum_out, inputs, added, drop, d, backward);
 }

@@ -29,6 +29,18 @@ Tensor residual_gradient(const char* op, const Tensor& ds, const kernels::Dropou
   return dr;
 }
 
+ResidualBackward residual_backward(const Tensor& dsum, bool has_residual, const kernels::DropoutMask& drop,
+                                   const Shape& shape, Device d) {
+  ResidualBackward r;
+  if (dsum.defined()) r.dsum = dsum.contiguous();
+  if (has_residual && drop.active()) r.dres = Tensor::empty(shape, DType::f32, d);
+  return r;
+}
+
+kernels::ResidualGradient ResidualBackward::args(const kernels::DropoutMask& drop) const {
+  return {dsum.defined() ? dsum.data() : nullptr, dres.defined() ? dres.data() : nullptr, drop};
+}
+
 Tensor record_norm(const char* op, const Tensor& out, const Tensor& sum, Tensor* sum_out,
                    const std::vector<Tensor>& inputs, bool has_residual, const kernels::DropoutMask& drop, Device d,
                    NormBackward backward) {

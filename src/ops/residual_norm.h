@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "kernels/dropout_mask.h"
+#include "kernels/residual_gradient.h"
 #include "qkv/core/rng.h"
 #include "qkv/ops/tensor.h"
 
@@ -23,6 +24,17 @@ kernels::DropoutMask residual_dropout(const Tensor& residual, float p, Generator
 // The residual's gradient from the sum's: ds · m / (1 − p) with the forward's mask (ds itself without
 // dropout), on device d; `op` names the dispatch.
 Tensor residual_gradient(const char* op, const Tensor& ds, const kernels::DropoutMask& drop, Device d);
+
+// The residual's part of a norm's backward kernel (kernels/residual_gradient.h): dsum made dense, and
+// the residual's gradient allocated when the mask has work to do. residual_grad(dx): the residual's
+// gradient once the kernel has run — its own buffer, or dx itself without dropout.
+struct ResidualBackward {
+  Tensor dsum, dres;
+  kernels::ResidualGradient args(const kernels::DropoutMask& drop) const;
+  Tensor residual_grad(const Tensor& dx) const { return dres.defined() ? dres : dx; }
+};
+ResidualBackward residual_backward(const Tensor& dsum, bool has_residual, const kernels::DropoutMask& drop,
+                                   const Shape& shape, Device d);
 
 // The norm's backward at its input s, given the gradient s received from its other uses (dsum; undefined
 // when none) and the normalized output's (dy): the gradients of the node's inputs — s's (ds = dsum +

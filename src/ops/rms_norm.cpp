@@ -47,15 +47,12 @@ Tensor normalize(const char* op, const Tensor& x, const Tensor& residual, const 
   auto backward = [op, xc, w, rstd, rows, n, gw, added, drop, d](const Tensor& dsum, const Tensor& g) {
     Tensor gc = g.contiguous(), dx = Tensor::empty(xc.shape(), DType::f32, d);
     Tensor dw = gw ? Tensor::empty(w.shape(), DType::f32, d) : Tensor();
-    const Tensor ds = dsum.defined() ? dsum.contiguous() : Tensor();
-    Tensor dres = added && drop.active() ? Tensor::empty(xc.shape(), DType::f32, d) : Tensor();
-    const kernels::ResidualGradient res{ds.defined() ? ds.data() : nullptr, dres.defined() ? dres.data() : nullptr,
-                                        drop};
+    const ops_detail::ResidualBackward res = ops_detail::residual_backward(dsum, added, drop, xc.shape(), d);
     QKV_DISPATCH(op, d,
                  k::rms_norm_backward(xc.data(), w.defined() ? w.data() : nullptr, rstd.data(), gc.data(), dx.data(),
-                                      gw ? dw.data() : nullptr, rows, n, res));
+                                      gw ? dw.data() : nullptr, rows, n, res.args(drop)));
     if (!added) return std::vector<Tensor>{dx, dw};
-    return std::vector<Tensor>{dx, dw, dres.defined() ? dres : dx};
+    return std::vector<Tensor>{dx, dw, res.residual_grad(dx)};
   };
   return ops_detail::record_norm(op, out, sum, sum_out, inputs, added, drop, d, backward);
 }

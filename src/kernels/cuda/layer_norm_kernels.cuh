@@ -5,6 +5,7 @@
 #include <cmath>
 #include <cstdint>
 
+#include "kernels/cuda/column_sums.cuh"
 #include "kernels/cuda/launch.h"
 #include "kernels/cuda/residual_row.cuh"
 
@@ -70,13 +71,6 @@ __global__ void layer_norm_dparams_partial(const float* x, const float* mean, co
   }
   pg[blockIdx.y * n + j] = g;
   pb[blockIdx.y * n + j] = b;
-}
-__global__ void column_sums(const float* partial, int64_t strips, int64_t n, float* out) {
-  const int64_t j = blockIdx.x * int64_t{blockDim.x} + threadIdx.x;
-  if (j >= n || !out) return;
-  float s = 0.f;
-  for (int64_t i = 0; i < strips; ++i) s += partial[i * n + j];
-  out[j] = s;
 }
 
 }  // namespace

@@ -43,8 +43,8 @@ void rms_norm_backward(const float* x, const float* gamma, const float* rstd, co
   const dim3 grid(blocks_for(n), static_cast<unsigned>(strips));
   rms_norm_dgamma_partial<<<grid, 256, 0, s>>>(x, rstd, dy, partial, rows, n);
   QKV_CUDA_LAUNCHED(rms_norm_dgamma_partial);
-  rms_norm_column_sums<<<blocks_for(n), 256, 0, s>>>(partial, strips, n, dgamma);
-  QKV_CUDA_LAUNCHED(rms_norm_column_sums);
+  column_sums<<<blocks_for(n), 256, 0, s>>>(partial, strips, n, dgamma);
+  QKV_CUDA_LAUNCHED(column_sums);
   QKV_CUDA_CHECK(cudaFreeAsync(partial, s));
 }
 

@@ -5,6 +5,7 @@
 #include <cmath>
 #include <cstdint>
 
+#include "kernels/cuda/column_sums.cuh"
 #include "kernels/cuda/launch.h"
 #include "kernels/cuda/residual_row.cuh"
 
@@ -51,13 +52,6 @@ __global__ void rms_norm_dgamma_partial(const float* x, const float* rstd, const
   float g = 0.f;
   for (int64_t r = r0; r < r1; ++r) g += dy[r * n + j] * x[r * n + j] * rstd[r];
   partial[blockIdx.y * n + j] = g;
-}
-__global__ void rms_norm_column_sums(const float* partial, int64_t strips, int64_t n, float* out) {
-  const int64_t j = blockIdx.x * int64_t{blockDim.x} + threadIdx.x;
-  if (j >= n) return;
-  float s = 0.f;
-  for (int64_t i = 0; i < strips; ++i) s += partial[i * n + j];
-  out[j] = s;
 }
 
 }  // namespace

@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <vector>
 
+#include "kernels/cuda/column_sums.cuh"
 #include "kernels/cuda/kernels.h"
 #include "kernels/cuda/launch.h"
 #include "kernels/rnn.h"
@@ -130,15 +131,6 @@ __global__ void lstm_step_backward_kernel(Step st, const float* saved_gates, con
   }
 }
 
-// db[j] = Σ_r dhh[r, j], the rows in order (as the CPU's)
-__global__ void column_sum_kernel(const float* dhh, int64_t rows, int64_t n, float* db) {
-  const int64_t j = blockIdx.x * int64_t{blockDim.x} + threadIdx.x;
-  if (j >= n) return;
-  float s = 0.f;
-  for (int64_t r = 0; r < rows; ++r) s += dhh[r * n + j];
-  db[j] = s;
-}
-
 unsigned grid_for(int64_t n) { return blocks_for(n, kThreads); }
 
 // The scan's lengths on the device, and the longest (no step past it changes anything).
@@ -166,8 +158,8 @@ void weight_grads(const RnnProblem& p, int64_t steps, const float* dhh, const fl
     else sgemm(true, false, GH, p.H, rows, 1.f, dhh, GH, saved_h, p.H, 0.f, dw_hh, p.H);
   }
   if (db_hh && GH > 0) {
-    column_sum_kernel<<<grid_for(GH), kThreads, 0, stream()>>>(dhh, rows, GH, db_hh);
-    QKV_CUDA_LAUNCHED(column_sum_kernel);
+    column_sums<<<grid_for(GH), kThreads, 0, stream()>>>(dhh, rows, GH, db_hh);  // db = Σ_r dhh[r, ·]
+    QKV_CUDA_LAUNCHED(column_sums);
   }
 }
 
