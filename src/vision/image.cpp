@@ -65,9 +65,32 @@ std::string not_a_file(const struct stat& st) {
   return "not a regular file";
 }
 
+// A JPEG's frame must be Huffman-coded (SOF0–SOF3, SOF5–SOF7): libjpeg's arithmetic decoder
+// (SOF9–SOF11, SOF13–SOF15) spins for minutes on a crafted 111-byte stream (the image fuzzer found
+// it), and cameras and encoders do not write it. The segments are walked from SOI to the first
+// scan (SOS); an error names the picture.
+void check_jpeg_frame(const std::string& path, const std::string& bytes) {
+  size_t i = 2;  // past SOI
+  while (i + 4 <= bytes.size()) {
+    if (static_cast<unsigned char>(bytes[i]) != 0xFF) return;  // not a marker: the decoder says what is wrong
+    const auto marker = static_cast<unsigned char>(bytes[i + 1]);
+    if (marker == 0xFF) {  // fill byte
+      ++i;
+      continue;
+    }
+    if (marker == 0xDA) return;  // SOS: the frame header came before
+    QKV_CHECK(!(marker >= 0xC9 && marker <= 0xCF && marker != 0xCC), path,
+              ": cannot read the image (an arithmetic-coded JPEG, which qkv does not decode; save it as a baseline or "
+              "progressive JPEG)");
+    i += 2 + (static_cast<size_t>(static_cast<unsigned char>(bytes[i + 2])) << 8 |
+              static_cast<unsigned char>(bytes[i + 3]));
+  }
+}
+
 // The bytes through gdk-pixbuf's loader of that one format, never the one its content sniffing
 // would pick.
 Pixbuf decode(const std::string& path, const std::string& bytes, PictureFormat format) {
+  if (format == PictureFormat::jpeg) check_jpeg_frame(path, bytes);
   const PixbufLibrary& lib = pixbuf_library();
   GError* err = nullptr;
   auto failure = [&](const char* what) {

@@ -162,5 +162,25 @@ TEST(ReadImage, ReadsAPngAsGrayOrRgbAndResizes) {
             std::string::npos);
 }
 
+// A crafted arithmetic-coded JPEG (111 bytes, found by fuzz/image_fuzz) made libjpeg spin for minutes:
+// it is refused at once, the picture named; the same bytes as a Huffman frame still reach the decoder.
+TEST(Vision, AnArithmeticCodedJpegIsRefusedNotDecodedForever) {
+  const std::string arith("\xff\xd8\xff\xff\xdb\x00\x43\x00\x72\x6e\x6e\x2d\x65\x6e\x63\x64\x65\x63\x09\x09\x08\x0a\x0c\x14\x0d\x0c\x0b\x0b\x0c\x19\x12\x13\x0f\x14\x1d\x1a\x1f\x1e\x1d\x1a\x1c\x1c\x20\x24\x2e\x27\x20\x22\x2c\x23\x1c\x73\x65\x6c\x69\x6e\x75\x88\x99\xcc\xd3\x1f\x38\x34\x3d\x32\x27\x3c\x2e\x33\x34\x32\xff\xc9\x00\x0b\x08\x00\x26\x00\x0c\x01\x01\x11\x00\x00\x00\x00\x00\x00\x00\x00\x01\x02\x03\x04\x05\x06\x07\x08\xff\xda\x00\x08\x01\x01\x00\x00\x3f\xff\xd9", 111);
+  try {
+    decode_image(arith, "crafted.jpg");
+    FAIL() << "an arithmetic-coded JPEG was decoded";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("crafted.jpg: cannot read the image (an arithmetic-coded JPEG"), std::string::npos)
+        << e.what();
+  }
+  std::string huffman = arith;
+  huffman[huffman.find("\xff\xc9")+1] = '\xc0';
+  try {
+    decode_image(huffman, "huffman.jpg");
+  } catch (const Error& e) {
+    EXPECT_EQ(std::string(e.what()).find("arithmetic"), std::string::npos) << e.what();
+  }
+}
+
 }  // namespace
 }  // namespace qkv::vision
