@@ -6,6 +6,9 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -59,6 +62,69 @@ const std::vector<long>& team(int n) {
   return tids;
 }
 
+// Clock ticks (USER_HZ) the machine's CPUs spent busy: user, nice, system, irq, softirq (guest time
+// is inside user) of /proc/stat's "cpu" line; −1 when it cannot be read.
+long long machine_ticks() {
+  long long t = -1;
+  if (FILE* f = std::fopen("/proc/stat", "r")) {
+    long long user, nice, system, idle, iowait, irq, softirq;
+    if (std::fscanf(f, "cpu %lld %lld %lld %lld %lld %lld %lld", &user, &nice, &system, &idle, &iowait, &irq, &softirq) == 7)
+      t = user + nice + system + irq + softirq;
+    std::fclose(f);
+  }
+  return t;
+}
+
+// Clock ticks thread `tid` of this process has run, in its lifetime (utime + stime); −1 when unknown.
+long long thread_ticks(long tid) {
+  char path[64];
+  std::snprintf(path, sizeof path, "/proc/self/task/%ld/stat", tid);
+  FILE* f = std::fopen(path, "r");
+  if (!f) return -1;
+  char buf[1024];
+  const size_t n = std::fread(buf, 1, sizeof buf - 1, f);
+  std::fclose(f);
+  buf[n] = 0;
+  // "tid (name) state ppid …": utime and stime are fields 14 and 15, the 11th and 12th after ')'
+  const char* p = std::strrchr(buf, ')');
+  long long utime, stime;
+  if (!p || std::sscanf(p + 2, "%*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %lld %lld", &utime, &stime) != 2) return -1;
+  return utime + stime;
+}
+
+// The cores the rest of the machine — all but this thread and its OpenMP team, `tids` — kept busy, on
+// average, over the last 50–100 ms of this thread's asks (−1: not known yet). Two snapshots, the
+// newer at most 50 ms old: the window runs from the older, so asks a few milliseconds apart (small
+// training steps, decoding batches) still see a window long enough for the clock ticks (5 ticks of a
+// core in 50 ms at USER_HZ 100). A team's first window runs from when qkv was loaded, with its
+// threads' lifetime ticks as theirs.
+struct Snapshot {
+  long long machine = -1, team = 0;
+  std::chrono::steady_clock::time_point at;
+};
+const Snapshot g_at_load{machine_ticks(), 0, std::chrono::steady_clock::now()};
+
+double others_recently(const std::vector<long>& tids) {
+  thread_local std::vector<long> team_of;  // the team the snapshots count
+  thread_local Snapshot older, newer;
+  Snapshot now{machine_ticks(), 0, std::chrono::steady_clock::now()};
+  for (long tid : tids) {
+    const long long t = thread_ticks(tid);
+    if (t < 0) return -1;
+    now.team += t;
+  }
+  if (now.machine < 0 || g_at_load.machine < 0) return -1;
+  if (team_of != tids) team_of = tids, older = g_at_load, newer = now;
+  auto seconds = [](const Snapshot& from, const Snapshot& to) {
+    return std::chrono::duration<double>(to.at - from.at).count();
+  };
+  if (seconds(newer, now) >= 0.05) older = newer, newer = now;
+  const double window = seconds(older, now);
+  if (window < 0.05) return -1;
+  static const double hz = static_cast<double>(sysconf(_SC_CLK_TCK));
+  return std::max(0.0, static_cast<double>((now.machine - older.machine) - (now.team - older.team)) / (hz * window));
+}
+
 int usable_cores() {
   cpu_set_t set;
   CPU_ZERO(&set);
@@ -68,25 +134,53 @@ int usable_cores() {
 
 }  // namespace
 
+namespace {
+std::atomic<bool> g_fixed{[] {
+  const char* e = std::getenv("QKV_THREAD_BUDGET");
+  return e && (std::strcmp(e, "off") == 0 || std::strcmp(e, "0") == 0);
+}()};
+}  // namespace
+
+bool set_fixed_threads(bool fixed) { return g_fixed.exchange(fixed); }
+bool fixed_threads() { return g_fixed.load(); }
+
 int threads_free_now(int requested) {
-  static const bool off = [] {
-    const char* e = std::getenv("QKV_THREAD_BUDGET");
-    return e && (std::strcmp(e, "off") == 0 || std::strcmp(e, "0") == 0);
-  }();
-  if (off || requested <= 1 || omp_in_parallel()) return std::max(1, requested);
+  if (fixed_threads() || requested <= 1 || omp_in_parallel()) return std::max(1, requested);
   // The team first (its first use starts its threads, which then spin a while), then the count
-  // between two looks at the team: a worker counts as ours only if it was runnable in both, so
-  // one that woke or fell asleep around the count leaves others counted, never hidden.
+  // between two looks at the team: a worker counts as ours only if it was runnable in both, so one
+  // that woke or fell asleep around the count leaves others counted, never hidden.
   const std::vector<long>& tids = team(requested);
   const long self = syscall(SYS_gettid);
   std::vector<char> before(tids.size());
-  for (size_t i = 0; i < tids.size(); ++i) before[i] = tids[i] != self && running(tids[i]);
-  const int all = procs_running();
-  if (all < 0) return requested;
-  int own = 1;  // this thread, running the count
-  for (size_t i = 0; i < tids.size(); ++i)
-    if (before[i] && running(tids[i])) ++own;
-  const int others = std::max(0, all - own);
+  auto others_now = [&]() -> int {
+    for (size_t i = 0; i < tids.size(); ++i) before[i] = tids[i] != self && running(tids[i]);
+    const int all = procs_running();
+    if (all < 0) return -1;
+    int own = 1;  // this thread, running the count
+    for (size_t i = 0; i < tids.size(); ++i)
+      if (before[i] && running(tids[i])) ++own;
+    return std::max(0, all - own);
+  };
+  // A task that keeps a core busy is runnable at every look; the machine's own short tasks (kernel
+  // workers, a shell's fork) are runnable at one look in 8–15 on a quiet 2-core machine (measured:
+  // 5,000 reads of procs_running), and at two looks 50 µs apart in under 1 in 200. So others are
+  // the fewest of up to kLooks looks that far apart — a quiet machine's first look is 0 and ends it —
+  // and a passing task no longer puts a whole training step or decoding batch on fewer threads.
+  constexpr int kLooks = 3;
+  int others = others_now();
+  for (int look = 1; look < kLooks && others > 0; ++look) {
+    usleep(50);
+    const int again = others_now();
+    if (again >= 0) others = std::min(others, again);
+  }
+  if (others < 0) return requested;
+  // And a look is an instant: the machine's kernel threads that write this process's files out
+  // (a trainer's metrics each step: jbd2, kworkers) are runnable at all three looks now and then,
+  // though they use a few hundredths of a core. So when the clock ticks of the last 50–100 ms say the
+  // rest of the machine kept fewer cores busy than the looks count, on average, the ticks win (a task
+  // that has just started and not yet shown in them costs its thread from the next ask on).
+  const double window = others_recently(tids);
+  if (window >= 0) others = std::min(others, static_cast<int>(window + 0.8));  // a fifth of a core counts
   return std::clamp(usable_cores() - others, 1, requested);
 }
 

@@ -1,5 +1,5 @@
-// The dropout a fused kernel applies to one of its inputs (add_layer_norm's and add_rms_norm's
-// residual), drawn as dropout_apply draws it (kernels/activation.inc): element i of the dense input
+// The dropout an op applies to one of its inputs or its output (dropout itself, add_layer_norm's and
+// add_rms_norm's residual, relu's and gelu's output), drawn as dropout_apply draws it (kernels/activation.inc): element i of the dense input
 // is kept iff Generator::paired_uniform(seed, counter + i) ≥ p and then scaled by 1/(1 − p), so a
 // fused kernel's dropped input has the bits of dropout_apply's output, on every device.
 //
@@ -32,6 +32,16 @@ struct DropoutMask {
 // The mask dropout(·, p) draws from (seed, counter): kernels/activation.inc's dropout_apply.
 inline DropoutMask dropout_mask(float p, uint64_t seed, uint64_t counter) {
   return {p, p < 1.f ? 1.f / (1.f - p) : 0.f, seed, counter};
+}
+
+// The mask of a dropout over `numel` elements, its counters reserved from `gen` (default_generator()
+// when null) — the one place a dropout takes them, so a fused op draws the bits the dropout op would
+// have drawn in its place. p = 0: no mask, nothing reserved.
+inline DropoutMask reserve_dropout(float p, int64_t numel, Generator* gen) {
+  if (p == 0.f) return {};
+  Generator& g = gen ? *gen : default_generator();
+  const uint64_t seed = g.seed(), counter = g.reserve(static_cast<uint64_t>(numel));
+  return dropout_mask(p, seed, counter);
 }
 
 }  // namespace qkv::kernels

@@ -15,14 +15,10 @@ static Tensor dense_f32(const Tensor& x, const char* op) {
   return dense(x);
 }
 
-// The mask of a dropout that `op` applies to its output, its counters reserved from gen (default_generator()
-// when null) as dropout() reserves them; p = 0: none, nothing reserved.
+// The mask of a dropout that `op` applies to its output (kernels::reserve_dropout); p = 0: none.
 static kernels::DropoutMask output_dropout(const char* op, const Tensor& x, float p, Generator* gen) {
   QKV_CHECK(p >= 0.f && p <= 1.f, op, ": dropout probability has to be between 0 and 1, but got ", p);
-  if (p == 0.f) return {};
-  Generator& g = gen ? *gen : default_generator();
-  const uint64_t seed = g.seed(), counter = g.reserve(static_cast<uint64_t>(x.numel()));
-  return kernels::dropout_mask(p, seed, counter);
+  return kernels::reserve_dropout(p, x.numel(), gen);
 }
 
 // y = Dropout_p(max(x, 0));  dx = [x > 0] · dy · m / (1 − p)
@@ -73,14 +69,13 @@ Tensor dropout(const Tensor& x, float p, bool training, Generator* gen) {
   QKV_CHECK(p >= 0.f && p <= 1.f, "dropout: probability has to be between 0 and 1, but got ", p);
   if (!training || p == 0.f) return x;
   const Device d = device_of("dropout", {&x});
-  Generator& g = gen ? *gen : default_generator();
-  const uint64_t seed = g.seed(), counter = g.reserve(static_cast<uint64_t>(x.numel()));
+  const kernels::DropoutMask m = kernels::reserve_dropout(p, x.numel(), gen);
   Tensor xc = dense_f32(x, "dropout");
   Tensor out = Tensor::empty(x.shape(), DType::f32, d);
-  QKV_DISPATCH("dropout", d, k::dropout_apply(xc.data(), out.data(), x.numel(), p, seed, counter));
-  return record(out, "dropout", {x}, [p, seed, counter, d](const Tensor& gr) {
+  QKV_DISPATCH("dropout", d, k::dropout_apply(xc.data(), out.data(), x.numel(), p, m.seed, m.counter));
+  return record(out, "dropout", {x}, [m, d](const Tensor& gr) {
     Tensor gc = gr.contiguous(), dx = Tensor::empty(gr.shape(), DType::f32, d);
-    QKV_DISPATCH("dropout", d, k::dropout_apply(gc.data(), dx.data(), gc.numel(), p, seed, counter));
+    QKV_DISPATCH("dropout", d, k::dropout_apply(gc.data(), dx.data(), gc.numel(), m.p, m.seed, m.counter));
     return std::vector<Tensor>{dx};
   });
 }

@@ -39,7 +39,7 @@ Tensor normalize(const char* op, const Tensor& x, const Tensor& residual, const 
          rstd = Tensor::empty({rows}, DType::f32, d);
   const float* wp = w.defined() ? w.data() : nullptr;
   const float* bp = b.defined() ? b.data() : nullptr;
-  const kernels::DropoutMask drop = ops_detail::residual_dropout(residual, dropout_p, generator);
+  const kernels::DropoutMask drop = kernels::reserve_dropout(dropout_p, x.numel(), generator);  // (x: the residual's shape)
   Tensor sum;
   if (residual.defined()) {
     Tensor rc = dense(residual);

@@ -14,13 +14,6 @@ void check_residual(const char* op, const Tensor& x, const Tensor& residual, flo
             dropout_p);
 }
 
-kernels::DropoutMask residual_dropout(const Tensor& residual, float p, Generator* generator) {
-  if (p == 0.f) return {};
-  Generator& g = generator ? *generator : default_generator();
-  const uint64_t seed = g.seed(), counter = g.reserve(static_cast<uint64_t>(residual.numel()));
-  return kernels::dropout_mask(p, seed, counter);
-}
-
 // d residual = ds · m / (1 − p): dropout's backward, the forward's mask regenerated
 Tensor residual_gradient(const char* op, const Tensor& ds, const kernels::DropoutMask& drop, Device d) {
   if (!drop.active()) return ds;

@@ -17,10 +17,6 @@ namespace qkv::ops_detail {
 // residual: defined, x's shape, f32; dropout_p in [0, 1] — else an error naming `op`.
 void check_residual(const char* op, const Tensor& x, const Tensor& residual, float dropout_p);
 
-// The residual's dropout mask, its counters reserved from `generator` (default_generator() when null)
-// as dropout() reserves them: p = 0, none and nothing reserved.
-kernels::DropoutMask residual_dropout(const Tensor& residual, float p, Generator* generator);
-
 // The residual's gradient from the sum's: ds · m / (1 − p) with the forward's mask (ds itself without
 // dropout), on device d; `op` names the dispatch.
 Tensor residual_gradient(const char* op, const Tensor& ds, const kernels::DropoutMask& drop, Device d);

@@ -28,7 +28,7 @@ Tensor normalize(const char* op, const Tensor& x, const Tensor& residual, const 
   Tensor w = weight.defined() ? dense(weight) : Tensor();  // read again by the backward, as linear's weight
   const float* wp = w.defined() ? w.data() : nullptr;
   Tensor out = Tensor::empty(x.shape(), DType::f32, d), rstd = Tensor::empty({rows}, DType::f32, d);
-  const kernels::DropoutMask drop = ops_detail::residual_dropout(residual, dropout_p, generator);
+  const kernels::DropoutMask drop = kernels::reserve_dropout(dropout_p, x.numel(), generator);  // (x: the residual's shape)
   Tensor sum;
   if (residual.defined()) {
     Tensor rc = dense(residual);

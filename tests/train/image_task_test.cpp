@@ -17,6 +17,7 @@
 #include "qkv/train/image_task.h"
 #include "qkv/eval/classification.h"
 #include "qkv/train/optim.h"
+#include "qkv/core/thread_budget.h"
 #include "testing.h"
 
 namespace qkv::train {
@@ -126,6 +127,7 @@ TrainResult train(const json& cfg, const fs::path& out, bool resume, Device devi
 }
 
 TEST(ImageTask, TrainsResumesAndTheModelFileClassifies) {
+  const FixedThreads fixed;  // the bits of one thread count (core/thread_budget.h), whatever the machine does
   TempDir d("image-task");
   write_quadrants(d.path, "train", 160, 1);
   write_quadrants(d.path, "test", 40, 2);

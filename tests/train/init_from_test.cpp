@@ -21,6 +21,7 @@
 #include "qkv/text/batching.h"
 #include "qkv/train/lm_task.h"
 #include "qkv/train/translation_task.h"
+#include "qkv/core/thread_budget.h"
 #include "testing.h"
 
 namespace qkv::train {
@@ -136,6 +137,7 @@ TEST(InitFrom, FineTunesAConvertedLlama) { fine_tune_language_model("llama-gqa")
 
 // --resume continues a fine-tuning run as if it had not stopped (dropout on: GPT-2's own 0.1).
 TEST(InitFrom, ResumeReproducesTheUninterruptedRun) {
+  const FixedThreads fixed;  // the bits of one thread count (core/thread_budget.h), whatever the machine does
   TempDir d("init-from-resume");
   json full = lm_config(converted("gpt2", d.path), shakespeare(d.path), 16);
   full.erase("model");

@@ -4,14 +4,19 @@
 // parallel regions waits for it, and two threads take many times longer than one (measured: a
 // greedy sentence 18 ms on 1 thread, 240–300 ms on 2 with a busy core; docs/BENCHMARKS.md).
 //
-// So decoding asks, before each batch (and every few generated tokens), how many cores are free:
+// So decoding asks, before each batch (and every few generated tokens), and the trainer before each
+// step, how many cores are free:
 //
-//   others = runnable tasks on the machine (/proc/stat procs_running) − this thread and its
+//   look   = runnable tasks on the machine (/proc/stat procs_running) − this thread and its
 //            OpenMP team's running threads (/proc/self/task/<tid>/stat state R)
+//   ticks  = cores the machine kept busy over the last 50–100 ms (/proc/stat's cpu line) − those
+//            this thread and its team ran (their utime + stime)
+//   others = min(the fewest of up to 3 looks 50 µs apart, ⌊ticks + 0.8⌋)
 //   threads = clamp(cores this process may use − others, 1, threads asked for)
 //
 // and runs that many. A quiet machine keeps every thread; a busy core costs one thread, not the
-// step. Linux only (elsewhere: the threads asked for). QKV_THREAD_BUDGET=off keeps the threads
+// step; a task that runs for an instant (a kernel thread writing this process's files out) is
+// neither in every look nor in the ticks, and costs nothing. Linux only (elsewhere: the threads asked for). QKV_THREAD_BUDGET=off keeps the threads
 // asked for whatever the machine is doing (fixed threads for timing experiments).
 #pragma once
 
@@ -19,6 +24,24 @@ namespace qkv {
 
 // How many of `requested` threads can run now without sharing a core with another task.
 int threads_free_now(int requested);
+
+// Fixed threads: the budget off for the whole process (the threads asked for, whatever the machine
+// is doing), so that a training run repeats bit for bit at 2 threads as at 1 — sums split over another
+// number of threads round differently. Off by default; QKV_THREAD_BUDGET=off sets it at start. Returns
+// the setting before. (A test that compares two runs' bits takes it for its scope: FixedThreads.)
+bool set_fixed_threads(bool fixed);
+bool fixed_threads();
+
+class FixedThreads {
+ public:
+  FixedThreads() : before_(set_fixed_threads(true)) {}
+  ~FixedThreads() { set_fixed_threads(before_); }
+  FixedThreads(const FixedThreads&) = delete;
+  FixedThreads& operator=(const FixedThreads&) = delete;
+
+ private:
+  bool before_;
+};
 
 // Sets this thread's OpenMP thread count to threads_free_now(its current count) for a scope and
 // puts the count back after.
