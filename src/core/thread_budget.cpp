@@ -8,7 +8,6 @@
 #include <algorithm>
 #include <atomic>
 #include <chrono>
-#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -132,13 +131,11 @@ int usable_cores() {
   return std::max(1, CPU_COUNT(&set));
 }
 
-}  // namespace
-
-namespace {
-std::atomic<bool> g_fixed{[] {
+std::atomic<bool> g_fixed{[] {  // set_fixed_threads; QKV_THREAD_BUDGET=off (or 0) at start
   const char* e = std::getenv("QKV_THREAD_BUDGET");
   return e && (std::strcmp(e, "off") == 0 || std::strcmp(e, "0") == 0);
 }()};
+
 }  // namespace
 
 bool set_fixed_threads(bool fixed) { return g_fixed.exchange(fixed); }
