@@ -1,10 +1,14 @@
 #include "qkv/ops/autocast.h"
 
+#include "dispatch.h"
+#include "kernels/cpu/gemm_bf16.h"
+
 namespace qkv {
 
 namespace {
 thread_local AutocastDType g_autocast = AutocastDType::f32;
-}
+thread_local AutocastWeights* g_scope_owner = nullptr;  // the AutocastWeights whose scope is active
+}  // namespace
 
 AutocastDType autocast_dtype() { return g_autocast; }
 
@@ -13,5 +17,83 @@ void set_autocast_dtype(AutocastDType dtype) { g_autocast = dtype; }
 Autocast::Autocast(AutocastDType dtype) : prev_(g_autocast) { g_autocast = dtype; }
 
 Autocast::~Autocast() { g_autocast = prev_; }
+
+// ---- AutocastWeights ------------------------------------------------------------------------------
+
+AutocastWeights::AutocastWeights(std::vector<Tensor> weights) {
+  for (Tensor& w : weights)
+    if (w.defined() && w.dtype() == DType::f32 && w.is_contiguous() && w.numel() > 0)
+      entries_.push_back({std::move(w), false, Tensor()});
+}
+
+int64_t AutocastWeights::cast_count() const {
+  int64_t n = 0;
+  for (const Entry& e : entries_) n += e.used;
+  return n;
+}
+
+AutocastWeights::Scope AutocastWeights::scope(AutocastDType dtype) {
+  if (dtype != AutocastDType::bf16) return Scope(nullptr);
+  QKV_CHECK(!g_scope_owner, "AutocastWeights: a scope is already active on this thread (scopes do not nest)");
+  begin();
+  g_scope_owner = this;
+  return Scope(this);
+}
+
+AutocastWeights::Scope::~Scope() {
+  if (owner_) owner_->end();
+}
+
+void AutocastWeights::end() {
+  for (Entry& e : entries_) e.copy = Tensor();
+  if (g_scope_owner == this) g_scope_owner = nullptr;
+}
+
+// dst_t = bf16(w_t) for the used weights, one list kernel a device (the weights of one model share one)
+void AutocastWeights::begin() {
+  std::vector<Entry*> used;
+  for (Entry& e : entries_)
+    if (e.used) used.push_back(&e);
+  if (used.empty()) return;
+  std::vector<const TensorBase*> operands;
+  std::vector<const float*> src;
+  std::vector<bf16*> dst;
+  std::vector<int64_t> n;
+  for (Entry* e : used) {
+    e->copy = Tensor::empty(e->weight.shape(), DType::bf16, e->weight.device());
+    operands.push_back(&e->weight);
+    src.push_back(e->weight.data());
+    dst.push_back(e->copy.data<bf16>());
+    n.push_back(e->weight.numel());
+  }
+  const Device d = ops_detail::device_of("autocast_weights", operands);
+  QKV_DISPATCH("autocast_weights", d,
+               k::convert_to_bf16_list(src.data(), dst.data(), n.data(), static_cast<int64_t>(used.size())));
+}
+
+// The entry whose weight holds `weight`'s elements (the weight itself, or a contiguous piece of it:
+// a row block of a fused projection), or null.
+AutocastWeights::Entry* AutocastWeights::find(const Tensor& weight) {
+  if (weight.dtype() != DType::f32 || !weight.is_contiguous() || weight.numel() == 0) return nullptr;
+  const float* p = weight.data();
+  for (Entry& e : entries_) {
+    const float* b = e.weight.data();
+    if (e.weight.device() == weight.device() && p >= b && p + weight.numel() <= b + e.weight.numel()) return &e;
+  }
+  return nullptr;
+}
+
+Tensor AutocastWeights::bf16_copy(const Tensor& weight) {
+  Entry* e = g_scope_owner ? g_scope_owner->find(weight) : nullptr;
+  if (e && e->copy.defined()) {  // a view of the scope's copy at the piece's place
+    const int64_t at = weight.data() - e->weight.data();
+    return e->copy.as_strided(weight.shape(), weight.strides(), e->copy.offset() + at);
+  }
+  if (e) e->used = true;  // cast by the next scope
+  Tensor wc = dense(weight);
+  Tensor out = Tensor::empty(weight.shape(), DType::bf16, weight.device());
+  QKV_DISPATCH("linear", weight.device(), k::convert_to_bf16(wc.data(), out.data<bf16>(), weight.numel()));
+  return out;
+}
 
 }  // namespace qkv

@@ -169,7 +169,8 @@ static Tensor to_bf16_dense(const Tensor& t) {
 static Tensor linear_bf16(const Tensor& x, const Tensor& weight, const Tensor& bias, int64_t rows, int64_t in_f,
                           int64_t out_f) {
   const Device d = device_of("linear", {&x, &weight, &bias});
-  Tensor xb = to_bf16_dense(x), wb = to_bf16_dense(weight);
+  // W's bf16 copy: the one made at the start of the step (ops/autocast.h's AutocastWeights) when there is one
+  Tensor xb = to_bf16_dense(x), wb = AutocastWeights::bf16_copy(weight);
   Shape out_shape = x.shape();
   out_shape.back() = out_f;
   Tensor out = Tensor::empty(out_shape, DType::f32, d);

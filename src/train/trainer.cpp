@@ -158,20 +158,25 @@ struct StepResult {
 // The loop's body: gradient_accumulation_steps micro-batches forward and backward (the gradients
 // summed over the ranks with the last), clipping, the optimizer step.
 StepResult train_step(TrainingTask& task, const TrainConfig& cfg, const RunContext& run, Adam& adam,
-                      const LrSchedule& sched, GradientReducer* reducer, int64_t step, bool stop_requested) {
+                      AutocastWeights& casts, const LrSchedule& sched, GradientReducer* reducer, int64_t step,
+                      bool stop_requested) {
   StepResult r;
   r.lr = sched.at(step);
   adam.set_lr(static_cast<float>(r.lr));
   const auto t0 = std::chrono::steady_clock::now();
-  for (int64_t micro = 0; micro < cfg.gradient_accumulation_steps; ++micro) {
-    // data-parallel: the last micro-batch's backward also sums the gradients over the ranks
-    if (reducer) reducer->sync_next_backward(micro + 1 == cfg.gradient_accumulation_steps);
-    // dtype bf16: mixed precision (bf16 GEMMs in forward and backward, f32 master weights)
-    Autocast autocast(cfg.autocast);
-    StepStats s = task.train_micro_step(step, micro, cfg.gradient_accumulation_steps);
-    r.loss += s.share * s.loss / static_cast<double>(cfg.gradient_accumulation_steps);
-    r.tokens += s.tokens;
-  }
+  {
+    // dtype bf16: the weights' bf16 copies, made once for all the step's passes (ops/autocast.h)
+    const AutocastWeights::Scope weights_bf16 = casts.scope(cfg.autocast);
+    for (int64_t micro = 0; micro < cfg.gradient_accumulation_steps; ++micro) {
+      // data-parallel: the last micro-batch's backward also sums the gradients over the ranks
+      if (reducer) reducer->sync_next_backward(micro + 1 == cfg.gradient_accumulation_steps);
+      // dtype bf16: mixed precision (bf16 GEMMs in forward and backward, f32 master weights)
+      Autocast autocast(cfg.autocast);
+      StepStats s = task.train_micro_step(step, micro, cfg.gradient_accumulation_steps);
+      r.loss += s.share * s.loss / static_cast<double>(cfg.gradient_accumulation_steps);
+      r.tokens += s.tokens;
+    }
+  }  // (the copies go before the optimizer changes the weights)
   if (reducer) reducer->finish();  // the summed gradients are in .grad
   // the global loss and tokens for the log, and whether any rank was asked to stop
   r.stop = run.any_rank_stops(stop_requested, r.loss, r.tokens);
@@ -344,6 +349,7 @@ TrainResult run_training(TrainingTask& task, const TrainConfig& cfg, const Train
   };
 
   model.train();
+  AutocastWeights casts(model.parameters());  // dtype bf16: the weights linear casts, once a step
   double tok_rate = 0;
   int64_t step = state.step;
   for (; step < cfg.max_iters; ++step) {
@@ -359,7 +365,7 @@ TrainResult run_training(TrainingTask& task, const TrainConfig& cfg, const Train
     StepResult r;
     {
       const ThreadBudget threads;
-      r = train_step(task, cfg, run, adam, sched, reducer.get(), step, stop_requested);
+      r = train_step(task, cfg, run, adam, casts, sched, reducer.get(), step, stop_requested);
     }
     state.tokens += r.tokens;
     const double rate = static_cast<double>(r.tokens) / std::max(r.seconds, 1e-9);

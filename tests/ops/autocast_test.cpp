@@ -132,6 +132,74 @@ TEST(Autocast, LinearUsesRoundedOperandsForwardAndBackward) {
   EXPECT_LT(err, 2e-2);
 }
 
+// The list kernel is the single one over each tensor: sizes around the vector width and the threads'
+// split (empty tensors too), each tensor's bits exactly convert_to_bf16's.
+TEST(ConvertToBf16, TheListConvertsEachTensorAsTheSingleKernel) {
+  const std::vector<int64_t> sizes{0, 1, 31, 33, 1 << 14, (1 << 14) + 5, 0, 70001, 64};
+  std::vector<std::vector<float>> src;
+  std::vector<std::vector<bf16>> got, want;
+  for (size_t t = 0; t < sizes.size(); ++t) {
+    src.push_back(randn(static_cast<size_t>(sizes[t]), 40 + t));
+    got.emplace_back(sizes[t], bf16{0xdead});
+    want.emplace_back(sizes[t]);
+    k::convert_to_bf16(src[t].data(), want[t].data(), sizes[t]);
+  }
+  std::vector<const float*> sp;
+  std::vector<bf16*> dp;
+  for (size_t t = 0; t < sizes.size(); ++t) sp.push_back(src[t].data()), dp.push_back(got[t].data());
+  k::convert_to_bf16_list(sp.data(), dp.data(), sizes.data(), static_cast<int64_t>(sizes.size()));
+  for (size_t t = 0; t < sizes.size(); ++t)
+    for (int64_t i = 0; i < sizes[t]; ++i) ASSERT_EQ(got[t][i].bits, want[t][i].bits) << "tensor " << t << ", element " << i;
+}
+
+// AutocastWeights: the first scope learns which weights linear casts, each later one casts those at
+// its start and lends them — the same bits forward and backward, pieces of a weight included; the
+// copy is the scope's (a weight changed inside the scope, against the contract, shows it), and the
+// copies go with the scope.
+TEST(Autocast, WeightsCastOnceAScopeGiveTheSameBits) {
+  Tensor x = testing::param({3, 4, 24}, 31), w = testing::param({40, 24}, 32), b = testing::param({40}, 33),
+         unused = testing::param({7, 5}, 34);
+  // y = linear(x, W) or, a piece, linear(x, W[8:24]); the output and the gradients of x and W
+  auto run = [&](bool piece) {
+    x.zero_grad(), w.zero_grad();
+    Autocast autocast(AutocastDType::bf16);
+    Tensor y = piece ? linear(x, w.slice(0, 8, 24), Tensor()) : linear(x, w, b);
+    sum(mul(y, y)).backward();
+    return std::vector<std::vector<float>>{y.to_vector(), x.grad().to_vector(), w.grad().to_vector()};
+  };
+  for (bool piece : {false, true}) {
+    SCOPED_TRACE(piece ? "rows 8..24 of the weight" : "the whole weight");
+    const std::vector<std::vector<float>> plain = run(piece);
+    AutocastWeights casts({w, unused});
+    EXPECT_EQ(casts.cast_count(), 0);
+    for (int scope = 0; scope < 3; ++scope) {
+      SCOPED_TRACE(scope);
+      const AutocastWeights::Scope s = casts.scope(AutocastDType::bf16);
+      const std::vector<std::vector<float>> got = run(piece);
+      for (size_t i = 0; i < got.size(); ++i) EXPECT_EQ(got[i], plain[i]) << "output " << i;
+      EXPECT_EQ(casts.cast_count(), 1) << "the weight linear asked for, not the unused one";
+    }
+    // The second scope's linear reads the scope's copy: W changed inside it (which the contract
+    // forbids) does not show, while the same change outside a scope does.
+    Tensor saved = w.detach().clone();
+    {
+      const AutocastWeights::Scope s = casts.scope(AutocastDType::bf16);
+      w.detach().copy_(add(saved, saved));
+      EXPECT_EQ(run(piece)[0], plain[0]);
+    }
+    w.detach().copy_(add(saved, saved));
+    EXPECT_NE(run(piece)[0], plain[0]);
+    w.detach().copy_(saved);
+    // f32 scopes make nothing; scopes do not nest
+    {
+      const AutocastWeights::Scope f32 = casts.scope(AutocastDType::f32);
+      EXPECT_EQ(run(piece), plain);
+    }
+    const AutocastWeights::Scope outer = casts.scope(AutocastDType::bf16);
+    EXPECT_NE(testing::error_of([&] { casts.scope(AutocastDType::bf16); }).find("do not nest"), std::string::npos);
+  }
+}
+
 // Configs and the command line name the autocast dtype; only f32 and bf16 exist.
 TEST(Autocast, OnlyF32AndBf16ByName) {
   EXPECT_EQ(parse_enum<AutocastDType>("bf16"), AutocastDType::bf16);

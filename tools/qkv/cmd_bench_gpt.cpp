@@ -55,6 +55,7 @@ int run_train(const GptBenchArgs& a) {
   o.beta2 = 0.99f;
   train::Adam opt(train::decay_matrices_only(gpt.named_parameters(), 0.1f), o);
   const int64_t T = c.block_size;
+  AutocastWeights casts(gpt.parameters());  // bf16: the weights' copies made once a step, as the trainer's
   std::vector<double> times;
   double loss_value = 0;
   for (int64_t it = 0; it < a.warmup + a.iters; ++it) {
@@ -68,6 +69,7 @@ int run_train(const GptBenchArgs& a) {
     opt.zero_grad();
     Tensor loss;
     {
+      const AutocastWeights::Scope weights_bf16 = casts.scope(a.dtype);
       Autocast autocast(a.dtype);  // bf16: mixed precision
       loss = gpt.loss(xt, yt);
       loss.backward();

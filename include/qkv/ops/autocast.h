@@ -12,9 +12,11 @@
 #include <cstdint>
 #include <string_view>
 #include <utility>
+#include <vector>
 
 #include "qkv/core/dtype.h"
 #include "qkv/core/names.h"
+#include "qkv/ops/tensor.h"
 
 namespace qkv {
 
@@ -36,6 +38,61 @@ class Autocast {
 
  private:
   AutocastDType prev_;
+};
+
+// The bf16 copies of a model's weights, made once a step (torch.autocast's cast cache, made in one
+// pass): under Autocast(bf16) every linear rounds its weight to bf16 — a cast of its own, a launch on
+// a GPU, at every forward. An AutocastWeights over a model's parameters learns at its first scope
+// which of them linear casts (those it was asked for), and each later scope casts exactly those at its
+// start, all in one pass (kernels' convert_to_bf16_list: one launch for up to 64 weights), and lends
+// them to every linear in the scope — the same bits as the casts they replace.
+//
+//   AutocastWeights casts(model.parameters());            // once, for the run
+//   { auto scope = casts.scope(AutocastDType::bf16); … forward and backward passes … }
+//   optimizer.step();                                     // outside: the weights change
+//
+// The weights must not change while a scope lives (the trainer holds one over a step's passes, and
+// steps the optimizer after it); a scope under AutocastDType::f32 does nothing. Per thread, as
+// Autocast; scopes do not nest.
+class AutocastWeights {
+ public:
+  explicit AutocastWeights(std::vector<Tensor> weights);
+  AutocastWeights(const AutocastWeights&) = delete;
+  AutocastWeights& operator=(const AutocastWeights&) = delete;
+
+  class Scope {
+   public:
+    Scope(Scope&& other) noexcept : owner_(std::exchange(other.owner_, nullptr)) {}
+    Scope(const Scope&) = delete;
+    Scope& operator=(const Scope&) = delete;
+    Scope& operator=(Scope&&) = delete;
+    ~Scope();
+
+   private:
+    friend class AutocastWeights;
+    explicit Scope(AutocastWeights* owner) : owner_(owner) {}
+    AutocastWeights* owner_;
+  };
+  Scope scope(AutocastDType dtype);
+
+  // The weights each scope casts at its start (after the first scope: those linear asked for).
+  int64_t cast_count() const;
+
+  // linear's side (ops/matmul.cpp): `weight`'s bf16 copy — a view of the active scope's copy when it
+  // holds one (a contiguous f32 weight, or a contiguous piece of one), else a fresh cast, which the
+  // scope notes for the next one when the weight is one of its owner's.
+  static Tensor bf16_copy(const Tensor& weight);
+
+ private:
+  struct Entry {
+    Tensor weight;    // f32, the candidate
+    bool used = false;  // linear asked for it
+    Tensor copy;      // bf16, while a scope lives and `used`
+  };
+  std::vector<Entry> entries_;
+  Entry* find(const Tensor& weight);
+  void begin();
+  void end();
 };
 
 }  // namespace qkv

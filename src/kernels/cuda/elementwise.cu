@@ -8,7 +8,9 @@
 
 #include "kernels/cuda/kernels.h"
 #include "kernels/cuda/launch.h"
+#include "kernels/cuda/convert_kernels.cuh"
 #include "kernels/cuda/sum_kernels.cuh"
+#include "kernels/cuda/tensor_list.h"
 #include "kernels/strided.h"
 #include "qkv/core/error.h"
 
@@ -201,12 +203,6 @@ void copy_strided_to(const std::vector<int64_t>& shape, void* out, const std::ve
 // ---- conversions -----------------------------------------------------------------------------------
 
 namespace {
-// f32 → bf16 bits, round to nearest even; NaN stays a quiet NaN (dtype.h's f32_to_bf16).
-__device__ inline uint16_t to_bf16_bits(float f) {
-  const uint32_t u = __float_as_uint(f);
-  const uint32_t r = (u & 0x7fffffffu) > 0x7f800000u ? u | 0x00400000u : u + 0x7fffu + ((u >> 16) & 1u);
-  return static_cast<uint16_t>(r >> 16);
-}
 struct ToBf16 {
   __device__ uint16_t operator()(float x) const { return to_bf16_bits(x); }
 };
@@ -233,6 +229,16 @@ void dense_map(const TA* src, TO* dst, int64_t n, F f) {
 
 void convert_to_bf16(const float* src, bf16* dst, int64_t n) { dense_map(src, reinterpret_cast<uint16_t*>(dst), n, ToBf16{}); }
 void round_to_bf16(const float* src, float* dst, int64_t n) { dense_map(src, dst, n, RoundBf16{}); }
+
+void convert_to_bf16_list(const float* const* src, bf16* const* dst, const int64_t* n, int64_t count) {
+  // (the bf16 destinations ride in the list's float pointers; the kernel writes them as bf16 bits)
+  for_each_chunk<2>({src, reinterpret_cast<const float* const*>(dst)}, n, count,
+                    [&](const TensorList<2>& list, int64_t, int tensors, int64_t most) {
+                      const unsigned blocks = blocks_for(most, 256, 4) > 1024 ? 1024 : blocks_for(most, 256, 4);
+                      convert_to_bf16_list_kernel<<<dim3(blocks, tensors), 256, 0, stream()>>>(list);
+                      QKV_CUDA_LAUNCHED(convert_to_bf16_list_kernel);
+                    });
+}
 void round_to_f16(const float* src, float* dst, int64_t n) { dense_map(src, dst, n, RoundF16{}); }
 void convert(const void* src, DType from, void* dst, DType to, int64_t n) {
   if (from == to) {
