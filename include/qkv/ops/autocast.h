@@ -85,9 +85,9 @@ class AutocastWeights {
 
  private:
   struct Entry {
-    Tensor weight;    // f32, the candidate
+    Tensor weight;      // f32, the candidate
     bool used = false;  // linear asked for it
-    Tensor copy;      // bf16, while a scope lives and `used`
+    Tensor copy;        // bf16, while a scope lives and `used`
   };
   std::vector<Entry> entries_;
   Entry* find(const Tensor& weight);
