@@ -32,18 +32,26 @@ int procs_running() {
   return n;
 }
 
-// Whether thread `tid` of this process is running or runnable (state R in its stat line).
-bool running(long tid) {
+// Thread `tid`'s stat line (/proc/self/task/<tid>/stat, "tid (name) S ppid …") read into buf, and
+// where its fields after the name start (the name may hold spaces and ')'): the state, then the rest;
+// null when it cannot be read.
+const char* task_stat_fields(long tid, char (&buf)[1024]) {
   char path[64];
   std::snprintf(path, sizeof path, "/proc/self/task/%ld/stat", tid);
   FILE* f = std::fopen(path, "r");
-  if (!f) return false;
-  char buf[512];
+  if (!f) return nullptr;
   const size_t n = std::fread(buf, 1, sizeof buf - 1, f);
   std::fclose(f);
   buf[n] = 0;
-  const char* p = std::strrchr(buf, ')');  // "tid (name) S …": the name may hold spaces and ')'
-  return p && p[1] == ' ' && p[2] == 'R';
+  const char* p = std::strrchr(buf, ')');
+  return p && p[1] == ' ' ? p + 2 : nullptr;
+}
+
+// Whether thread `tid` of this process is running or runnable (state R in its stat line).
+bool running(long tid) {
+  char buf[1024];
+  const char* fields = task_stat_fields(tid, buf);
+  return fields && fields[0] == 'R';
 }
 
 // The thread ids of this thread's OpenMP team of `n` threads (libgomp keeps one team per thread
@@ -76,18 +84,11 @@ long long machine_ticks() {
 
 // Clock ticks thread `tid` of this process has run, in its lifetime (utime + stime); −1 when unknown.
 long long thread_ticks(long tid) {
-  char path[64];
-  std::snprintf(path, sizeof path, "/proc/self/task/%ld/stat", tid);
-  FILE* f = std::fopen(path, "r");
-  if (!f) return -1;
   char buf[1024];
-  const size_t n = std::fread(buf, 1, sizeof buf - 1, f);
-  std::fclose(f);
-  buf[n] = 0;
-  // "tid (name) state ppid …": utime and stime are fields 14 and 15, the 11th and 12th after ')'
-  const char* p = std::strrchr(buf, ')');
-  long long utime, stime;
-  if (!p || std::sscanf(p + 2, "%*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %lld %lld", &utime, &stime) != 2) return -1;
+  const char* fields = task_stat_fields(tid, buf);
+  long long utime, stime;  // fields 14 and 15 of the line: the 11th and 12th after the name
+  if (!fields || std::sscanf(fields, "%*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %lld %lld", &utime, &stime) != 2)
+    return -1;
   return utime + stime;
 }
 

@@ -83,17 +83,15 @@ AutocastWeights::Entry* AutocastWeights::find(const Tensor& weight) {
   return nullptr;
 }
 
-Tensor AutocastWeights::bf16_copy(const Tensor& weight) {
+Tensor AutocastWeights::scope_copy(const Tensor& weight) {
   Entry* e = g_scope_owner ? g_scope_owner->find(weight) : nullptr;
-  if (e && e->copy.defined()) {  // a view of the scope's copy at the piece's place
-    const int64_t at = weight.data() - e->weight.data();
-    return e->copy.as_strided(weight.shape(), weight.strides(), e->copy.offset() + at);
+  if (!e) return Tensor();
+  if (!e->copy.defined()) {
+    e->used = true;  // cast by the next scope
+    return Tensor();
   }
-  if (e) e->used = true;  // cast by the next scope
-  Tensor wc = dense(weight);
-  Tensor out = Tensor::empty(weight.shape(), DType::bf16, weight.device());
-  QKV_DISPATCH("linear", weight.device(), k::convert_to_bf16(wc.data(), out.data<bf16>(), weight.numel()));
-  return out;
+  const int64_t at = weight.data() - e->weight.data();  // a view of the copy at the piece's place
+  return e->copy.as_strided(weight.shape(), weight.strides(), e->copy.offset() + at);
 }
 
 }  // namespace qkv

@@ -170,7 +170,8 @@ static Tensor linear_bf16(const Tensor& x, const Tensor& weight, const Tensor& b
                           int64_t out_f) {
   const Device d = device_of("linear", {&x, &weight, &bias});
   // W's bf16 copy: the one made at the start of the step (ops/autocast.h's AutocastWeights) when there is one
-  Tensor xb = to_bf16_dense(x), wb = AutocastWeights::bf16_copy(weight);
+  Tensor xb = to_bf16_dense(x), wb = AutocastWeights::scope_copy(weight);
+  if (!wb.defined()) wb = to_bf16_dense(weight);
   Shape out_shape = x.shape();
   out_shape.back() = out_f;
   Tensor out = Tensor::empty(out_shape, DType::f32, d);

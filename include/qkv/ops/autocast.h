@@ -78,10 +78,11 @@ class AutocastWeights {
   // The weights each scope casts at its start (after the first scope: those linear asked for).
   int64_t cast_count() const;
 
-  // linear's side (ops/matmul.cpp): `weight`'s bf16 copy — a view of the active scope's copy when it
-  // holds one (a contiguous f32 weight, or a contiguous piece of one), else a fresh cast, which the
-  // scope notes for the next one when the weight is one of its owner's.
-  static Tensor bf16_copy(const Tensor& weight);
+  // linear's side (ops/matmul.cpp): `weight`'s bf16 copy in the active scope — a view of the copy
+  // that holds it (a contiguous f32 weight, or a contiguous piece of one) — or an undefined tensor,
+  // for linear to cast it itself; the scope then notes it for the next one when the weight is one of
+  // its owner's.
+  static Tensor scope_copy(const Tensor& weight);
 
  private:
   struct Entry {
