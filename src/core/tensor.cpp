@@ -364,6 +364,7 @@ TensorBase TensorBase::as_strided(const Shape& shp, const Shape& st, int64_t off
 void TensorBase::copy_bytes_(const TensorBase& src) {
   QKV_CHECK(dtype() == src.dtype() && shape() == src.shape() && is_contiguous() && src.is_contiguous(), "Tensor::copy_: ",
             src.str(), " into ", str(), ": bytes are copied between dense tensors of one dtype and shape only");
+  ++impl().storage->writes;
   copy_bytes(static_cast<char*>(impl().storage->ptr()) + offset() * dtype_size(dtype()), device(),
              static_cast<const char*>(src.impl().storage->ptr()) + src.offset() * dtype_size(src.dtype()), src.device(),
              static_cast<size_t>(numel()) * dtype_size(dtype()));

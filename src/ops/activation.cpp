@@ -2,6 +2,7 @@
 
 #include "dispatch.h"
 #include "qkv/ops/arith.h"
+#include "qkv/ops/autocast.h"
 #include "kernels/cpu/activation.h"
 #include "qkv/autograd/node.h"
 
@@ -21,16 +22,27 @@ static kernels::DropoutMask output_dropout(const char* op, const Tensor& x, floa
   return kernels::reserve_dropout(p, x.numel(), gen);
 }
 
+// The bf16 copy of an output (forward) or an input gradient (backward) that `producer` writes in its own
+// pass when the step's AutocastWeights scope wants it (ops/autocast.h: a linear casts it next), or
+// undefined; data16: its elements, or null.
+static Tensor bf16_copy(const char* producer, const Shape& shape, Device d) {
+  return AutocastWeights::copy_wanted(producer) ? Tensor::empty(shape, DType::bf16, d) : Tensor();
+}
+static bf16* data16(const Tensor& copy) { return copy.defined() ? copy.data<bf16>() : nullptr; }
+
 // y = Dropout_p(max(x, 0));  dx = [x > 0] · dy · m / (1 − p)
 Tensor relu(const Tensor& x, float dropout_p, Generator* gen) {
   const Device d = device_of("relu", {&x});
   Tensor xc = dense_f32(x, "relu");
   const kernels::DropoutMask drop = output_dropout("relu", x, dropout_p, gen);
-  Tensor out = Tensor::empty(x.shape(), DType::f32, d);
-  QKV_DISPATCH("relu", d, k::relu_forward(xc.data(), out.data(), x.numel(), drop));
+  Tensor out = Tensor::empty(x.shape(), DType::f32, d), out16 = bf16_copy("relu", x.shape(), d);
+  QKV_DISPATCH("relu", d, k::relu_forward(xc.data(), out.data(), x.numel(), drop, data16(out16)));
+  AutocastWeights::lend_copy("relu", out, out16);
   return record(out, "relu", {x}, [xc, drop, d](const Tensor& g) {
     Tensor gc = g.contiguous(), dx = Tensor::empty(xc.shape(), DType::f32, d);
-    QKV_DISPATCH("relu", d, k::relu_backward(xc.data(), gc.data(), dx.data(), xc.numel(), drop));
+    Tensor dx16 = bf16_copy("relu backward", xc.shape(), d);
+    QKV_DISPATCH("relu", d, k::relu_backward(xc.data(), gc.data(), dx.data(), xc.numel(), drop, data16(dx16)));
+    AutocastWeights::lend_copy("relu backward", dx, dx16);
     return std::vector<Tensor>{dx};
   });
 }
@@ -52,12 +64,16 @@ Tensor gelu(const Tensor& x, const std::string& approximate, float dropout_p, Ge
   Tensor out = Tensor::empty(x.shape(), DType::f32, d);
   // Φ(x) is kept for the backward when there will be one (exact GELU only)
   Tensor cdf = autograd::needs_grad({x}) && !tanh_approx ? Tensor::empty(x.shape(), DType::f32, d) : Tensor();
+  Tensor out16 = bf16_copy("gelu", x.shape(), d);
   QKV_DISPATCH("gelu", d, k::gelu_forward(xc.data(), out.data(), x.numel(), tanh_approx,
-                                          cdf.defined() ? cdf.data() : nullptr, drop));
+                                          cdf.defined() ? cdf.data() : nullptr, drop, data16(out16)));
+  AutocastWeights::lend_copy("gelu", out, out16);
   return record(out, "gelu", {x}, [xc, cdf, tanh_approx, drop, d](const Tensor& g) {
     Tensor gc = g.contiguous(), dx = Tensor::empty(xc.shape(), DType::f32, d);
+    Tensor dx16 = bf16_copy("gelu backward", xc.shape(), d);
     QKV_DISPATCH("gelu", d, k::gelu_backward(xc.data(), gc.data(), dx.data(), xc.numel(), tanh_approx,
-                                             cdf.defined() ? cdf.data() : nullptr, drop));
+                                             cdf.defined() ? cdf.data() : nullptr, drop, data16(dx16)));
+    AutocastWeights::lend_copy("gelu backward", dx, dx16);
     return std::vector<Tensor>{dx};
   });
 }

@@ -57,6 +57,7 @@ void adam_update_(const std::vector<Tensor>& params, const std::vector<Tensor>& 
   for (size_t i = 0; i < count; ++i) {
     dense_grads.push_back(dense(grads[i]));
     p.push_back(params[i].data()), g.push_back(dense_grads.back().data());
+    ++params[i].impl().storage->writes, ++exp_avgs[i].impl().storage->writes, ++exp_avg_sqs[i].impl().storage->writes;
     m.push_back(exp_avgs[i].data()), v.push_back(exp_avg_sqs[i].data());
     n.push_back(params[i].numel());
   }

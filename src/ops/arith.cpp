@@ -60,6 +60,7 @@ Tensor& add_(Tensor& a, const Tensor& b) {
   check_f32(b, "add_");
   const Device d = device_of("add_", {&a, &b});
   QKV_CHECK(a.is_contiguous(), "add_: the tensor added to must be dense, got strides ", shape_str(a.strides()));
+  ++a.impl().storage->writes;
   QKV_DISPATCH("add_", d, k::binary(a.shape(), a.data(), a.data(), a.strides(), b.data(), broadcast_strides(b, a.shape()),
                                     fn::Add{}));
   return a;
@@ -70,6 +71,7 @@ Tensor& mul_(Tensor& a, float s) {
   check_f32(a, "mul_");
   const Device d = device_of("mul_", {&a});
   QKV_CHECK(a.is_contiguous(), "mul_: the tensor must be dense, got strides ", shape_str(a.strides()));
+  ++a.impl().storage->writes;
   QKV_DISPATCH("mul_", d, k::scale_inplace(a.data(), a.numel(), s));
   return a;
 }

@@ -1,5 +1,8 @@
 #include "qkv/ops/autocast.h"
 
+#include <algorithm>
+#include <cstring>
+
 #include "dispatch.h"
 #include "kernels/cpu/gemm_bf16.h"
 
@@ -46,6 +49,11 @@ AutocastWeights::Scope::~Scope() {
 
 void AutocastWeights::end() {
   for (Entry& e : entries_) e.copy = Tensor();
+  lent_.clear();
+  for (Producer& p : producers_) {
+    if (p.lent) p.wanted = p.taken;  // a producer whose copies nobody took stops writing them
+    p.lent = p.taken = false;
+  }
   if (g_scope_owner == this) g_scope_owner = nullptr;
 }
 
@@ -92,6 +100,51 @@ Tensor AutocastWeights::scope_copy(const Tensor& weight) {
   }
   const int64_t at = weight.data() - e->weight.data();  // a view of the copy at the piece's place
   return e->copy.as_strided(weight.shape(), weight.strides(), e->copy.offset() + at);
+}
+
+// ---- the activations' copies ----------------------------------------------------------------------
+
+AutocastWeights::Producer& AutocastWeights::producer(const char* name) {
+  for (Producer& p : producers_)
+    if (p.name == name || std::strcmp(p.name, name) == 0) return p;
+  return producers_.push_back({name}), producers_.back();
+}
+
+bool AutocastWeights::copy_wanted(const char* producer) {
+  return g_scope_owner && g_autocast == AutocastDType::bf16 && g_scope_owner->producer(producer).wanted;
+}
+
+void AutocastWeights::lend_copy(const char* producer, const Tensor& value, Tensor copy) {
+  AutocastWeights* owner = g_scope_owner;
+  if (!owner || !copy.defined()) return;
+  QKV_CHECK(copy.dtype() == DType::bf16 && value.dtype() == DType::f32 && value.is_contiguous() &&
+                copy.is_contiguous() && copy.numel() == value.numel() && copy.device() == value.device(),
+            "AutocastWeights::lend_copy: ", copy.str(), " is not a bf16 copy of ", value.str());
+  // the copies of tensors gone since, or written over, are dropped here: the scope holds none longer
+  std::erase_if(owner->lent_, [](const Lent& l) {
+    const std::shared_ptr<Storage> s = l.storage.lock();
+    return !s || s->writes != l.writes;
+  });
+  const int id = static_cast<int>(&owner->producer(producer) - owner->producers_.data());
+  owner->producers_[static_cast<size_t>(id)].lent = true;
+  const std::shared_ptr<Storage>& storage = value.impl().storage;
+  owner->lent_.push_back({storage, value.offset(), value.numel(), storage->writes, std::move(copy), id});
+  ++owner->copies_lent_;
+}
+
+Tensor AutocastWeights::lent_copy(const Tensor& value) {
+  AutocastWeights* owner = g_scope_owner;
+  if (!owner || owner->lent_.empty() || value.dtype() != DType::f32 || !value.is_contiguous()) return Tensor();
+  const Storage* storage = value.impl().storage.get();
+  for (const Lent& l : owner->lent_) {
+    if (l.offset != value.offset() || l.numel != value.numel()) continue;
+    const std::shared_ptr<Storage> s = l.storage.lock();
+    if (s.get() != storage || s->writes != l.writes) continue;
+    owner->producers_[static_cast<size_t>(l.producer)].taken = true;
+    ++owner->copies_taken_;
+    return l.copy.reshape(value.shape());
+  }
+  return Tensor();
 }
 
 }  // namespace qkv

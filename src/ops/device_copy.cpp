@@ -50,6 +50,7 @@ Tensor Tensor::to(DType t) const {
 // this[i] = value for every element of the view
 Tensor& Tensor::fill_(float value) {
   const Device d = ops_detail::device_of("fill_", {this});
+  ++impl().storage->writes;
   if (is_contiguous()) {
     QKV_DISPATCH("fill_", d, k::fill(first_byte(*this), dtype(), numel(), value));
     return *this;
@@ -62,6 +63,7 @@ Tensor& Tensor::fill_(float value) {
 
 // this[i] = src[i] (src broadcast to this view's shape); between devices, dense bytes of one dtype
 Tensor& Tensor::copy_(const TensorBase& src) {
+  ++impl().storage->writes;
   if (device() != src.device()) {
     TensorBase::copy_bytes_(src);
     return *this;

@@ -169,8 +169,10 @@ static Tensor to_bf16_dense(const Tensor& t) {
 static Tensor linear_bf16(const Tensor& x, const Tensor& weight, const Tensor& bias, int64_t rows, int64_t in_f,
                           int64_t out_f) {
   const Device d = device_of("linear", {&x, &weight, &bias});
-  // W's bf16 copy: the one made at the start of the step (ops/autocast.h's AutocastWeights) when there is one
-  Tensor xb = to_bf16_dense(x), wb = AutocastWeights::scope_copy(weight);
+  // The bf16 copies the step's AutocastWeights scope holds (ops/autocast.h), when it does: W's, made at
+  // the step's start, and x's, written by the op that wrote x; else cast here.
+  Tensor xb = AutocastWeights::lent_copy(x), wb = AutocastWeights::scope_copy(weight);
+  if (!xb.defined()) xb = to_bf16_dense(x);
   if (!wb.defined()) wb = to_bf16_dense(weight);
   Shape out_shape = x.shape();
   out_shape.back() = out_f;
@@ -182,7 +184,8 @@ static Tensor linear_bf16(const Tensor& x, const Tensor& weight, const Tensor& b
   bool gx = x.requires_grad(), gw = weight.requires_grad(), gbias = bias.defined() && bias.requires_grad();
   Shape x_shape = x.shape();
   return record(out, "linear", {x, weight, bias}, [xb, wb, gx, gw, gbias, rows, in_f, out_f, x_shape, d](const Tensor& g) {
-    Tensor gb = to_bf16_dense(g);
+    Tensor gb = AutocastWeights::lent_copy(g);  // dy's copy, when the op that wrote dy lent one
+    if (!gb.defined()) gb = to_bf16_dense(g);
     Tensor dx, dw, db;
     if (gx) {
       dx = Tensor::empty(x_shape, DType::f32, d);

@@ -3,6 +3,7 @@
 #include "dispatch.h"
 #include "kernels/cpu/activation.h"
 #include "qkv/autograd/node.h"
+#include "qkv/ops/autocast.h"
 
 namespace qkv::ops_detail {
 
@@ -22,16 +23,25 @@ Tensor residual_gradient(const char* op, const Tensor& ds, const kernels::Dropou
   return dr;
 }
 
-ResidualBackward residual_backward(const Tensor& dsum, bool has_residual, const kernels::DropoutMask& drop,
-                                   const Shape& shape, Device d) {
+ResidualBackward residual_backward(const char* producer, const Tensor& dsum, bool has_residual,
+                                   const kernels::DropoutMask& drop, const Shape& shape, Device d) {
   ResidualBackward r;
+  r.producer = producer;
   if (dsum.defined()) r.dsum = dsum.contiguous();
   if (has_residual && drop.active()) r.dres = Tensor::empty(shape, DType::f32, d);
+  if (has_residual && AutocastWeights::copy_wanted(producer)) r.grad16 = Tensor::empty(shape, DType::bf16, d);
   return r;
 }
 
 kernels::ResidualGradient ResidualBackward::args(const kernels::DropoutMask& drop) const {
-  return {dsum.defined() ? dsum.data() : nullptr, dres.defined() ? dres.data() : nullptr, drop};
+  return {dsum.defined() ? dsum.data() : nullptr, dres.defined() ? dres.data() : nullptr, drop,
+          grad16.defined() ? grad16.data<bf16>() : nullptr};
+}
+
+Tensor ResidualBackward::residual_grad(const Tensor& dx) const {
+  Tensor g = dres.defined() ? dres : dx;
+  AutocastWeights::lend_copy(producer, g, grad16);  // (nothing when there is no copy)
+  return g;
 }
 
 Tensor record_norm(const char* op, const Tensor& out, const Tensor& sum, Tensor* sum_out,

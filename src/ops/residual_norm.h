@@ -21,16 +21,19 @@ void check_residual(const char* op, const Tensor& x, const Tensor& residual, flo
 // dropout), on device d; `op` names the dispatch.
 Tensor residual_gradient(const char* op, const Tensor& ds, const kernels::DropoutMask& drop, Device d);
 
-// The residual's part of a norm's backward kernel (kernels/residual_gradient.h): dsum made dense, and
-// the residual's gradient allocated when the mask has work to do. residual_grad(dx): the residual's
-// gradient once the kernel has run — its own buffer, or dx itself without dropout.
+// The residual's part of a norm's backward kernel (kernels/residual_gradient.h): dsum made dense, the
+// residual's gradient allocated when the mask has work to do, and its bf16 copy when the step's
+// AutocastWeights scope wants one from `producer` (ops/autocast.h: the residual branch ends in a
+// linear, whose backward casts this gradient). residual_grad(dx): the residual's gradient once the
+// kernel has run — its own buffer, or dx itself without dropout —, its copy lent to the scope.
 struct ResidualBackward {
-  Tensor dsum, dres;
+  Tensor dsum, dres, grad16;
+  const char* producer = nullptr;
   kernels::ResidualGradient args(const kernels::DropoutMask& drop) const;
-  Tensor residual_grad(const Tensor& dx) const { return dres.defined() ? dres : dx; }
+  Tensor residual_grad(const Tensor& dx) const;
 };
-ResidualBackward residual_backward(const Tensor& dsum, bool has_residual, const kernels::DropoutMask& drop,
-                                   const Shape& shape, Device d);
+ResidualBackward residual_backward(const char* producer, const Tensor& dsum, bool has_residual,
+                                   const kernels::DropoutMask& drop, const Shape& shape, Device d);
 
 // The norm's backward at its input s, given the gradient s received from its other uses (dsum; undefined
 // when none) and the normalized output's (dy): the gradients of the node's inputs — s's (ds = dsum +

@@ -3,6 +3,7 @@
 #include "dispatch.h"
 #include "kernels/cpu/rms_norm.h"
 #include "qkv/autograd/node.h"
+#include "qkv/ops/autocast.h"
 #include "residual_norm.h"
 
 namespace qkv {
@@ -29,16 +30,20 @@ Tensor normalize(const char* op, const Tensor& x, const Tensor& residual, const 
   const float* wp = w.defined() ? w.data() : nullptr;
   Tensor out = Tensor::empty(x.shape(), DType::f32, d), rstd = Tensor::empty({rows}, DType::f32, d);
   const kernels::DropoutMask drop = kernels::reserve_dropout(dropout_p, x.numel(), generator);  // (x: the residual's shape)
+  // the output's bf16 copy, for the linear it goes to, when the step's AutocastWeights scope wants it
+  Tensor out16 = AutocastWeights::copy_wanted(op) ? Tensor::empty(x.shape(), DType::bf16, d) : Tensor();
+  bf16* o16 = out16.defined() ? out16.data<bf16>() : nullptr;
   Tensor sum;
   if (residual.defined()) {
     Tensor rc = dense(residual);
     sum = Tensor::empty(x.shape(), DType::f32, d);
     QKV_DISPATCH(op, d, k::add_rms_norm_forward(xc.data(), rc.data(), drop, wp, sum.data(), out.data(), rstd.data(),
-                                                rows, n, eps));
+                                                rows, n, eps, o16));
     xc = sum.detach();  // the normalized input, for the backward (detached: the sum may be the node's output)
   } else {
-    QKV_DISPATCH(op, d, k::rms_norm_forward(xc.data(), wp, out.data(), rstd.data(), rows, n, eps));
+    QKV_DISPATCH(op, d, k::rms_norm_forward(xc.data(), wp, out.data(), rstd.data(), rows, n, eps, o16));
   }
+  AutocastWeights::lend_copy(op, out, out16);
   const bool gw = weight.defined() && weight.requires_grad();
   const bool added = residual.defined();
   std::vector<Tensor> inputs = {x, weight};
@@ -47,7 +52,8 @@ Tensor normalize(const char* op, const Tensor& x, const Tensor& residual, const 
   auto backward = [op, xc, w, rstd, rows, n, gw, added, drop, d](const Tensor& dsum, const Tensor& g) {
     Tensor gc = g.contiguous(), dx = Tensor::empty(xc.shape(), DType::f32, d);
     Tensor dw = gw ? Tensor::empty(w.shape(), DType::f32, d) : Tensor();
-    const ops_detail::ResidualBackward res = ops_detail::residual_backward(dsum, added, drop, xc.shape(), d);
+    const ops_detail::ResidualBackward res =
+        ops_detail::residual_backward("add_rms_norm backward", dsum, added, drop, xc.shape(), d);
     QKV_DISPATCH(op, d,
                  k::rms_norm_backward(xc.data(), w.defined() ? w.data() : nullptr, rstd.data(), gc.data(), dx.data(),
                                       gw ? dw.data() : nullptr, rows, n, res.args(drop)));

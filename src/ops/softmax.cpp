@@ -43,6 +43,7 @@ Tensor& log_softmax_(Tensor& x) {
   QKV_CHECK(x.dtype() == DType::f32 && x.dim() > 0 && x.is_contiguous() && !x.requires_grad(),
             "log_softmax_: expected a dense f32 tensor that does not require grad, got ", x.str());
   const Device d = device_of("log_softmax_", {&x});
+  ++x.impl().storage->writes;
   const int64_t n = x.size(-1), rows = n ? x.numel() / n : 0;
   QKV_DISPATCH("log_softmax_", d, k::log_softmax_forward(x.data(), x.data(), rows, n));
   return x;

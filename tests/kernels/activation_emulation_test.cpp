@@ -2,7 +2,8 @@
 // unchanged, through tests/kernels/cuda_emulation.h, with the grids activation.cu gives them: an
 // activation with its output dropped in its own pass gives the bits of the activation's kernel and
 // dropout's one after the other, forward and backward; dropout's mask is the CPU's bit for bit; the
-// activations agree with the CPU's (whose erf is a polynomial of its own). Needs the CUDA toolkit's
+// activations agree with the CPU's (whose erf is a polynomial of its own); the bf16 copies of their
+// outputs written in the same pass are the outputs rounded. Needs the CUDA toolkit's
 // headers (a QKV_CUDA build), not a GPU.
 #include <gtest/gtest.h>
 
@@ -35,9 +36,9 @@ std::vector<float> forward_gpu(Act a, const std::vector<float>& x, const Dropout
   std::vector<float> y(x.size());
   grid(n, [&] {
     if (a == Act::relu)
-      kc::relu_forward_kernel(x.data(), y.data(), n, drop);
+      kc::relu_forward_kernel(x.data(), y.data(), n, drop, nullptr);
     else
-      kc::gelu_forward_kernel(x.data(), y.data(), n, a == Act::gelu_tanh, nullptr, drop);
+      kc::gelu_forward_kernel(x.data(), y.data(), n, a == Act::gelu_tanh, nullptr, drop, nullptr);
   });
   return y;
 }
@@ -47,9 +48,9 @@ std::vector<float> backward_gpu(Act a, const std::vector<float>& x, const std::v
   std::vector<float> dx(x.size());
   grid(n, [&] {
     if (a == Act::relu)
-      kc::relu_backward_kernel(x.data(), dy.data(), dx.data(), n, drop);
+      kc::relu_backward_kernel(x.data(), dy.data(), dx.data(), n, drop, nullptr);
     else
-      kc::gelu_backward_kernel(x.data(), dy.data(), dx.data(), n, a == Act::gelu_tanh, nullptr, drop);
+      kc::gelu_backward_kernel(x.data(), dy.data(), dx.data(), n, a == Act::gelu_tanh, nullptr, drop, nullptr);
   });
   return dx;
 }
@@ -91,6 +92,33 @@ TEST(ActivationKernelsEmulated, ADroppedActivationIsTheActivationThenDropout) {
       EXPECT_EQ(y, y_c);
       EXPECT_EQ(dx, dx_c);
     }
+    // the bf16 copies written in the same pass (ops/autocast.h): y's and dx's, on both devices
+    std::vector<bf16> y16_g(n), dx16_g(n), y16_c(n), dx16_c(n);
+    std::vector<float> y2(n), dx2(n);
+    grid(n, [&] {
+      if (a == Act::relu) {
+        kc::relu_forward_kernel(x.data(), y2.data(), n, drop, y16_g.data());
+        kc::relu_backward_kernel(x.data(), dy.data(), dx2.data(), n, drop, dx16_g.data());
+      } else {
+        kc::gelu_forward_kernel(x.data(), y2.data(), n, a == Act::gelu_tanh, nullptr, drop, y16_g.data());
+        kc::gelu_backward_kernel(x.data(), dy.data(), dx2.data(), n, a == Act::gelu_tanh, nullptr, drop, dx16_g.data());
+      }
+    });
+    EXPECT_EQ(y2, y);
+    EXPECT_EQ(dx2, dx);
+    EXPECT_EQ(bits_of(y16_g), rounded_bits(y));
+    EXPECT_EQ(bits_of(dx16_g), rounded_bits(dx));
+    if (a == Act::relu) {
+      cpu::relu_forward(x.data(), y2.data(), n, drop, y16_c.data());
+      cpu::relu_backward(x.data(), dy.data(), dx2.data(), n, drop, dx16_c.data());
+    } else {
+      cpu::gelu_forward(x.data(), y2.data(), n, a == Act::gelu_tanh, nullptr, drop, y16_c.data());
+      cpu::gelu_backward(x.data(), dy.data(), dx2.data(), n, a == Act::gelu_tanh, nullptr, drop, dx16_c.data());
+    }
+    EXPECT_EQ(y2, y_c);
+    EXPECT_EQ(dx2, dx_c);
+    EXPECT_EQ(bits_of(y16_c), converted_bits(y_c));
+    EXPECT_EQ(bits_of(dx16_c), converted_bits(dx_c));
   }
 }
 

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "kernels/cpu/activation.h"
+#include "kernels/cpu/gemm_bf16.h"
 #include "kernels/dropout_mask.h"
 #include "qkv/core/rng.h"
 
@@ -58,6 +59,25 @@ inline ResidualGradients residual_gradients_of(const std::vector<float>& dx, con
   return r;
 }
 
+// The bits of a bf16 copy (ops/autocast.h's activation copies): as a kernel wrote it, as the GPU's
+// rounding makes it (dtype.h's f32_to_bf16), and as the CPU's convert_to_bf16 makes it (the same
+// but for f32 subnormals, which AVX-512 BF16's conversion flushes)
+inline std::vector<uint16_t> bits_of(const std::vector<bf16>& v) {
+  std::vector<uint16_t> b(v.size());
+  for (size_t i = 0; i < v.size(); ++i) b[i] = v[i].bits;
+  return b;
+}
+inline std::vector<uint16_t> rounded_bits(const std::vector<float>& v) {
+  std::vector<uint16_t> b(v.size());
+  for (size_t i = 0; i < v.size(); ++i) b[i] = f32_to_bf16(v[i]).bits;
+  return b;
+}
+inline std::vector<uint16_t> converted_bits(const std::vector<float>& v) {
+  std::vector<bf16> h(v.size());
+  kernels::cpu::convert_to_bf16(v.data(), h.data(), static_cast<int64_t>(v.size()));
+  return bits_of(h);
+}
+
 }  // namespace qkv::testing
 
 // The names the tests use: `using namespace qkv::testing::emulated;`
@@ -65,7 +85,11 @@ namespace qkv::testing::emulated {
 namespace kc = ::qkv::kernels::cuda;
 namespace cpu = ::qkv::kernels::cpu;
 using ::qkv::emulation::launch;
+using ::qkv::bf16;
 using ::qkv::testing::added_after_dropout;
+using ::qkv::testing::bits_of;
+using ::qkv::testing::converted_bits;
+using ::qkv::testing::rounded_bits;
 using ::qkv::testing::random_floats;
 using ::qkv::testing::residual_gradients_of;
 using ::qkv::testing::rel;

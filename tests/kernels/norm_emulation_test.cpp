@@ -40,19 +40,23 @@ TEST(NormKernelsEmulated, LayerNormAndAddLayerNormMatchTheCpu) {
     const qkv::kernels::DropoutMask drop = mode == 2 ? qkv::kernels::dropout_mask(0.3f, 7, 5) : qkv::kernels::DropoutMask{};
     std::vector<float> y_c(rows * n), mean_c(rows), rstd_c(rows), s_c(rows * n);
     std::vector<float> y_g(rows * n), mean_g(rows), rstd_g(rows), s_g(rows * n);
+    std::vector<bf16> y16_c(rows * n), y16_g(rows * n);  // the outputs' bf16 copies (ops/autocast.h)
     if (add)
       cpu::add_layer_norm_forward(x.data(), res.data(), drop, gamma.data(), beta.data(), s_c.data(), y_c.data(),
-                                  mean_c.data(), rstd_c.data(), rows, n, eps);
+                                  mean_c.data(), rstd_c.data(), rows, n, eps, y16_c.data());
     else
-      cpu::layer_norm_forward(x.data(), gamma.data(), beta.data(), y_c.data(), mean_c.data(), rstd_c.data(), rows, n, eps);
+      cpu::layer_norm_forward(x.data(), gamma.data(), beta.data(), y_c.data(), mean_c.data(), rstd_c.data(), rows, n,
+                              eps, y16_c.data());
     launch(dim3(rows), kc::kThreads, 0, [&] {
       if (add)
         kc::layer_norm_forward_kernel<true>(x.data(), res.data(), drop, s_g.data(), gamma.data(), beta.data(),
-                                            y_g.data(), mean_g.data(), rstd_g.data(), n, eps);
+                                            y_g.data(), mean_g.data(), rstd_g.data(), n, eps, y16_g.data());
       else
         kc::layer_norm_forward_kernel<false>(x.data(), nullptr, drop, nullptr, gamma.data(), beta.data(), y_g.data(),
-                                             mean_g.data(), rstd_g.data(), n, eps);
+                                             mean_g.data(), rstd_g.data(), n, eps, y16_g.data());
     });
+    EXPECT_EQ(bits_of(y16_c), converted_bits(y_c)) << "the CPU's copy: convert_to_bf16's of its y";
+    EXPECT_EQ(bits_of(y16_g), rounded_bits(y_g)) << "the GPU's copy: its y rounded";
     if (add) {
       EXPECT_EQ(s_g, s_c) << "the sum rounded as an addition";
       EXPECT_EQ(s_c, added_after_dropout(x, res, drop)) << "the CPU's sum: add(x, dropout(res))";
@@ -71,17 +75,31 @@ TEST(NormKernelsEmulated, LayerNormAndAddLayerNormMatchTheCpu) {
     if (mode == 2) {  // the residual's part in the same pass: dx + dsum, and the residual's gradient through the mask
       const std::vector<float> dsum = random_floats(rows * n, 86, 1.f);
       std::vector<float> ds_g(rows * n), dres_g(rows * n), ds_c(rows * n), dres_c(rows * n);
+      // the residual's gradient's bf16 copy: of dres, and without dres (no dropout) of ds
+      std::vector<bf16> g16_g(rows * n), g16_c(rows * n), ds16_g(rows * n), ds16_c(rows * n);
       launch(dim3(rows), kc::kThreads, 0, [&] {
         kc::layer_norm_dx_kernel(in.data(), gamma.data(), mean_c.data(), rstd_c.data(), dy.data(), ds_g.data(), n,
-                                 {dsum.data(), dres_g.data(), drop});
+                                 {dsum.data(), dres_g.data(), drop, g16_g.data()});
       });
       const auto want = residual_gradients_of(dx_g, dsum, drop);
       EXPECT_EQ(ds_g, want.ds) << "ds = dx + dsum, rounded as an addition";
       EXPECT_EQ(dres_g, want.dres) << "dres = dropout(ds), dropout_apply's bits";
+      EXPECT_EQ(bits_of(g16_g), rounded_bits(dres_g));
       cpu::layer_norm_backward(in.data(), gamma.data(), mean_c.data(), rstd_c.data(), dy.data(), ds_c.data(), nullptr,
-                               nullptr, rows, n, {dsum.data(), dres_c.data(), drop});
+                               nullptr, rows, n, {dsum.data(), dres_c.data(), drop, g16_c.data()});
       EXPECT_LT(rel(ds_g, ds_c), 2e-6);
       EXPECT_LT(rel(dres_g, dres_c), 2e-6);
+      EXPECT_EQ(bits_of(g16_c), converted_bits(dres_c));
+      std::vector<float> ds2_g(rows * n), ds2_c(rows * n);
+      launch(dim3(rows), kc::kThreads, 0, [&] {
+        kc::layer_norm_dx_kernel(in.data(), gamma.data(), mean_c.data(), rstd_c.data(), dy.data(), ds2_g.data(), n,
+                                 {dsum.data(), nullptr, {}, ds16_g.data()});
+      });
+      cpu::layer_norm_backward(in.data(), gamma.data(), mean_c.data(), rstd_c.data(), dy.data(), ds2_c.data(), nullptr,
+                               nullptr, rows, n, {dsum.data(), nullptr, {}, ds16_c.data()});
+      EXPECT_EQ(ds2_g, ds_g);
+      EXPECT_EQ(bits_of(ds16_g), rounded_bits(ds2_g));
+      EXPECT_EQ(bits_of(ds16_c), converted_bits(ds2_c));
     }
     const int64_t strips = (rows + kc::kStrip - 1) / kc::kStrip;
     std::vector<float> partial(2 * strips * n);

@@ -28,19 +28,22 @@ TEST(RmsNormKernelsEmulated, RmsNormAndAddRmsNormMatchTheCpu) {
     const bool add = mode > 0;
     const qkv::kernels::DropoutMask drop = mode == 2 ? qkv::kernels::dropout_mask(0.3f, 7, 5) : qkv::kernels::DropoutMask{};
     std::vector<float> y_c(rows * n), rstd_c(rows), s_c(rows * n), y_g(rows * n), rstd_g(rows), s_g(rows * n);
+    std::vector<bf16> y16_c(rows * n), y16_g(rows * n);  // the outputs' bf16 copies (ops/autocast.h)
     if (add)
       cpu::add_rms_norm_forward(x.data(), res.data(), drop, gamma.data(), s_c.data(), y_c.data(), rstd_c.data(), rows, n,
-                                eps);
+                                eps, y16_c.data());
     else
-      cpu::rms_norm_forward(x.data(), gamma.data(), y_c.data(), rstd_c.data(), rows, n, eps);
+      cpu::rms_norm_forward(x.data(), gamma.data(), y_c.data(), rstd_c.data(), rows, n, eps, y16_c.data());
     launch(dim3(rows), kc::kThreads, 0, [&] {
       if (add)
         kc::rms_norm_forward_kernel<true>(x.data(), res.data(), drop, s_g.data(), gamma.data(), y_g.data(),
-                                          rstd_g.data(), n, eps);
+                                          rstd_g.data(), n, eps, y16_g.data());
       else
         kc::rms_norm_forward_kernel<false>(x.data(), nullptr, drop, nullptr, gamma.data(), y_g.data(), rstd_g.data(), n,
-                                           eps);
+                                           eps, y16_g.data());
     });
+    EXPECT_EQ(bits_of(y16_c), converted_bits(y_c)) << "the CPU's copy: convert_to_bf16's of its y";
+    EXPECT_EQ(bits_of(y16_g), rounded_bits(y_g)) << "the GPU's copy: its y rounded";
     if (add) {
       EXPECT_EQ(s_g, s_c) << "the sum rounded as an addition";
       EXPECT_EQ(s_c, added_after_dropout(x, res, drop)) << "the CPU's sum: add(x, dropout(res))";
@@ -55,15 +58,18 @@ TEST(RmsNormKernelsEmulated, RmsNormAndAddRmsNormMatchTheCpu) {
     if (mode == 2) {  // the residual's part in the same pass: dx + dsum, and the residual's gradient through the mask
       const std::vector<float> dsum = random_floats(rows * n, 95, 1.f);
       std::vector<float> ds_g(rows * n), dres_g(rows * n), ds_c(rows * n), dres_c(rows * n);
+      std::vector<bf16> g16_g(rows * n), g16_c(rows * n);  // the residual's gradient's bf16 copy
       launch(dim3(rows), kc::kThreads, 0, [&] {
         kc::rms_norm_dx_kernel(in.data(), gamma.data(), rstd_c.data(), dy.data(), ds_g.data(), n,
-                               {dsum.data(), dres_g.data(), drop});
+                               {dsum.data(), dres_g.data(), drop, g16_g.data()});
       });
+      EXPECT_EQ(bits_of(g16_g), rounded_bits(dres_g));
       const auto want = residual_gradients_of(dx_g, dsum, drop);
       EXPECT_EQ(ds_g, want.ds) << "ds = dx + dsum, rounded as an addition";
       EXPECT_EQ(dres_g, want.dres) << "dres = dropout(ds), dropout_apply's bits";
       cpu::rms_norm_backward(in.data(), gamma.data(), rstd_c.data(), dy.data(), ds_c.data(), nullptr, rows, n,
-                             {dsum.data(), dres_c.data(), drop});
+                             {dsum.data(), dres_c.data(), drop, g16_c.data()});
+      EXPECT_EQ(bits_of(g16_c), converted_bits(dres_c));
       EXPECT_LT(rel(ds_g, ds_c), 2e-6);
       EXPECT_LT(rel(dres_g, dres_c), 2e-6);
     }

@@ -200,6 +200,81 @@ TEST(Autocast, WeightsCastOnceAScopeGiveTheSameBits) {
   }
 }
 
+// The activations' copies: in a scope, the norms, the activations and the fused norms' backward write
+// the bf16 copy of what a linear casts next (x forward, dy backward), and linear takes it — the same
+// bits as its own casts: a pre-norm block's output and every gradient, with and without the residual's
+// dropout, LayerNorm + GELU and RMSNorm + ReLU, over three scopes.
+TEST(Autocast, ActivationCopiesGiveTheSameBits) {
+  const int64_t C = 24;
+  for (bool rms : {false, true})
+    for (float p : {0.f, 0.2f}) {
+      SCOPED_TRACE(std::string(rms ? "rms_norm, relu" : "layer_norm, gelu") + ", residual dropout " +
+                   std::to_string(p));
+      Tensor x = testing::param({3, 5, C}, 41), g1 = testing::param({C}, 42), b1 = testing::param({C}, 43),
+             w1 = testing::param({4 * C, C}, 44), c1 = testing::param({4 * C}, 45), w2 = testing::param({C, 4 * C}, 46),
+             g2 = testing::param({C}, 47), w3 = testing::param({11, C}, 48);
+      const std::vector<Tensor> params = {x, g1, b1, w1, c1, w2, g2, w3};
+      // a = norm(x); z = W₂ act(W₁a + c₁); (s, n) = (x + drop(z), norm(s)); loss = Σ (W₃n)² + Σ s
+      auto run = [&] {
+        for (Tensor t : params) t.zero_grad();
+        Autocast autocast(AutocastDType::bf16);
+        Generator gen(7);
+        Tensor a = rms ? rms_norm(x, g1, 1e-5f) : layer_norm(x, {C}, g1, b1, 1e-5f);
+        Tensor u = linear(a, w1, c1);
+        Tensor z = linear(rms ? relu(u) : gelu(u, "none"), w2, Tensor());
+        SumAndNorm r = rms ? add_rms_norm_with_sum(x, z, g2, 1e-5f, p, &gen)
+                           : add_layer_norm_with_sum(x, z, {C}, g2, Tensor(), 1e-5f, p, &gen);
+        Tensor logits = linear(r.normalized, w3, Tensor());
+        add(sum(mul(logits, logits)), sum(r.sum)).backward();
+        std::vector<std::vector<float>> out = {logits.to_vector(), r.sum.to_vector()};
+        for (const Tensor& t : params) out.push_back(t.grad().defined() ? t.grad().to_vector() : std::vector<float>{});
+        return out;
+      };
+      const std::vector<std::vector<float>> plain = run();
+      AutocastWeights casts(params);
+      for (int scope = 0; scope < 3; ++scope) {
+        SCOPED_TRACE(scope);
+        const int64_t taken = casts.copies_taken();
+        const AutocastWeights::Scope s = casts.scope(AutocastDType::bf16);
+        const std::vector<std::vector<float>> got = run();
+        for (size_t i = 0; i < got.size(); ++i) EXPECT_EQ(got[i], plain[i]) << "output " << i;
+        // forward: the three linears' x; backward: W₁'s dy (the activation's) and W₂'s (the residual's)
+        EXPECT_EQ(casts.copies_taken() - taken, 5);
+      }
+    }
+}
+
+// A copy is its tensor's while the memory holds the values it was made from: written over in place
+// (add_, as the backward sums gradients), the tensor is cast again; and a producer whose copies no
+// linear took writes none in the next scope.
+TEST(Autocast, ActivationCopiesFollowTheirTensor) {
+  Tensor x = testing::param({4, 16}, 51), w = testing::param({8, 16}, 52);
+  auto run = [&] {
+    Autocast autocast(AutocastDType::bf16);
+    NoGradGuard no_grad;
+    Tensor a = layer_norm(x, {16}, Tensor(), Tensor(), 1e-5f);
+    add_(a, Tensor::full({16}, 0.37f));  // after the norm wrote its copy
+    return linear(a, w, Tensor()).to_vector();
+  };
+  const std::vector<float> plain = run();
+  AutocastWeights casts({w});
+  for (int scope = 0; scope < 2; ++scope) {
+    const AutocastWeights::Scope s = casts.scope(AutocastDType::bf16);
+    EXPECT_EQ(run(), plain);
+  }
+  EXPECT_EQ(casts.copies_taken(), 0);
+  EXPECT_EQ(casts.copies_lent(), 1) << "layer_norm lent one in the first scope, none after nobody took it";
+  {
+    const AutocastWeights::Scope s = casts.scope(AutocastDType::bf16);
+    Autocast autocast(AutocastDType::bf16);
+    NoGradGuard no_grad;
+    linear(gelu(x, "none"), w, Tensor());
+    linear(gelu(x, "none"), w, Tensor());
+  }
+  EXPECT_EQ(casts.copies_lent(), 3);
+  EXPECT_EQ(casts.copies_taken(), 2);
+}
+
 // Configs and the command line name the autocast dtype; only f32 and bf16 exist.
 TEST(Autocast, OnlyF32AndBf16ByName) {
   EXPECT_EQ(parse_enum<AutocastDType>("bf16"), AutocastDType::bf16);

@@ -60,6 +60,10 @@ struct Storage {
   Device device;
   std::function<void(void*)> deleter;  // set: external memory
   std::string released;                // set by release(): why the memory is gone
+  // Writes into the memory after it was first written, made through the in-place ops (fill_, copy_,
+  // add_, mul_, log_softmax_, adam_update_): a copy of the values kept beside them (ops/autocast.h's
+  // bf16 copies of activations) is theirs while this has not moved.
+  uint64_t writes = 0;
 
  private:
   void check_held() const;  // throws when released

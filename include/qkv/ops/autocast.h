@@ -10,6 +10,7 @@
 
 #include <array>
 #include <cstdint>
+#include <memory>
 #include <string_view>
 #include <utility>
 #include <vector>
@@ -84,6 +85,31 @@ class AutocastWeights {
   // its owner's.
   static Tensor scope_copy(const Tensor& weight);
 
+  // ---- the activations' copies ----------------------------------------------------------------
+  // linear casts its input x in the forward and the gradient dy of its output in the backward, each a
+  // pass of its own over an f32 tensor some op has just written. Inside a scope, the ops that write
+  // those tensors in a Transformer — the norms' outputs (layer_norm, rms_norm and their add_ forms:
+  // the projections' and the head's x), the activations' (relu, gelu: the second FFN layer's x), the
+  // gradient a fused norm's backward gives its residual branch (the output projections' dy) and the
+  // activations' input gradients (the first FFN layer's dy) — write the bf16 copy in their own pass
+  // and lend it; linear takes it instead of casting. The same bits (the copy is convert_to_bf16's).
+  //
+  //   producer:  if (AutocastWeights::copy_wanted("gelu")) copy = empty(bf16) … kernel(…, copy) …
+  //              AutocastWeights::lend_copy("gelu", out, copy);
+  //   linear:    Tensor xb = AutocastWeights::lent_copy(x);  // undefined: cast x itself
+  //
+  // A copy is the tensor's while its memory holds the values it was made from: an in-place write to
+  // it (fill_, copy_, add_ — the backward's sum of gradients —, mul_: core/tensor.h's Storage::writes)
+  // disowns it, as does the tensor's end; the scope holds a copy no longer than its tensor lives. A
+  // producer whose copies no linear took in one scope writes none in the next (a convolutional
+  // network's relu). A `producer` is a string literal that names the op and side.
+  static bool copy_wanted(const char* producer);
+  static void lend_copy(const char* producer, const Tensor& value, Tensor copy);
+  static Tensor lent_copy(const Tensor& value);
+  // (tests) copies lent and taken since this object was made
+  int64_t copies_lent() const { return copies_lent_; }
+  int64_t copies_taken() const { return copies_taken_; }
+
  private:
   struct Entry {
     Tensor weight;      // f32, the candidate
@@ -94,6 +120,23 @@ class AutocastWeights {
   Entry* find(const Tensor& weight);
   void begin();
   void end();
+
+  struct Lent {  // an activation's bf16 copy
+    std::weak_ptr<Storage> storage;
+    int64_t offset = 0, numel = 0;
+    uint64_t writes = 0;  // the storage's writes when the copy was made
+    Tensor copy;
+    int producer = 0;
+  };
+  struct Producer {
+    const char* name;
+    bool wanted = true;  // write copies (its copies were taken in the last scope that had some, or none yet)
+    bool lent = false, taken = false;  // in this scope
+  };
+  std::vector<Lent> lent_;
+  std::vector<Producer> producers_;
+  int64_t copies_lent_ = 0, copies_taken_ = 0;
+  Producer& producer(const char* name);
 };
 
 }  // namespace qkv

@@ -109,41 +109,52 @@ static void gelu_backward_block(const float* x, const float* dy, float* dx, int6
   }
 }
 
-void relu_forward(const float* x, float* y, int64_t n, const DropoutMask& drop) {
-  parallel_for(n, kGrain, [x, y, drop](int64_t b, int64_t e) {
+void relu_forward(const float* x, float* y, int64_t n, const DropoutMask& drop, bf16* y16) {
+  parallel_for(n, kGrain, [x, y, drop, y16](int64_t b, int64_t e) {
     in_blocks(b, e, [&](int64_t s, int64_t t) {
       relu_block(x, y, s, t);
       if (drop.active()) dropout_row(y + s, y + s, t - s, drop.from(s));
+      if (y16) bf16_row(y + s, y16 + s, t - s);
     });
   });
 }
 
-void relu_backward(const float* x, const float* dy, float* dx, int64_t n, const DropoutMask& drop) {
-  parallel_for(n, kGrain, [x, dy, dx, drop](int64_t b, int64_t e) {
+void relu_backward(const float* x, const float* dy, float* dx, int64_t n, const DropoutMask& drop, bf16* dx16) {
+  parallel_for(n, kGrain, [x, dy, dx, drop, dx16](int64_t b, int64_t e) {
     in_blocks(b, e, [&](int64_t s, int64_t t) {
-      if (!drop.active()) return relu_backward_block(x, dy, dx, s, t);
-      dropout_row(dy + s, dx + s, t - s, drop.from(s));
-      relu_backward_block(x, dx, dx, s, t);
+      if (!drop.active()) {
+        relu_backward_block(x, dy, dx, s, t);
+      } else {
+        dropout_row(dy + s, dx + s, t - s, drop.from(s));
+        relu_backward_block(x, dx, dx, s, t);
+      }
+      if (dx16) bf16_row(dx + s, dx16 + s, t - s);
     });
   });
 }
 
-void gelu_forward(const float* x, float* y, int64_t n, bool tanh_approx, float* cdf, const DropoutMask& drop) {
+void gelu_forward(const float* x, float* y, int64_t n, bool tanh_approx, float* cdf, const DropoutMask& drop,
+                  bf16* y16) {
   parallel_for(n, kGrain, [&](int64_t b, int64_t e) {
     in_blocks(b, e, [&](int64_t s, int64_t t) {
       gelu_block(x, y, s, t, tanh_approx, cdf);
       if (drop.active()) dropout_row(y + s, y + s, t - s, drop.from(s));
+      if (y16) bf16_row(y + s, y16 + s, t - s);
     });
   });
 }
 
 void gelu_backward(const float* x, const float* dy, float* dx, int64_t n, bool tanh_approx, const float* cdf,
-                   const DropoutMask& drop) {
+                   const DropoutMask& drop, bf16* dx16) {
   parallel_for(n, kGrain, [&](int64_t b, int64_t e) {
     in_blocks(b, e, [&](int64_t s, int64_t t) {
-      if (!drop.active()) return gelu_backward_block(x, dy, dx, s, t, tanh_approx, cdf);
-      dropout_row(dy + s, dx + s, t - s, drop.from(s));
-      gelu_backward_block(x, dx, dx, s, t, tanh_approx, cdf);
+      if (!drop.active()) {
+        gelu_backward_block(x, dy, dx, s, t, tanh_approx, cdf);
+      } else {
+        dropout_row(dy + s, dx + s, t - s, drop.from(s));
+        gelu_backward_block(x, dx, dx, s, t, tanh_approx, cdf);
+      }
+      if (dx16) bf16_row(dx + s, dx16 + s, t - s);
     });
   });
 }

@@ -5,6 +5,7 @@
 #include <cstdint>
 
 #include "kernels/dropout_mask.h"
+#include "qkv/core/dtype.h"
 
 namespace qkv::kernels::cpu {
 #include "kernels/activation.inc"

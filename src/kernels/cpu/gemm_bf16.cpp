@@ -122,24 +122,8 @@ void gemm_bf16(bool ta, bool tb, int64_t M, int64_t N, int64_t K, const bf16* A,
   }
 }
 
-namespace {
-// dst[0, n) = bf16(src[0, n)) on this thread
-void convert_range(const float* src, bf16* dst, int64_t n) {
-  int64_t i = 0;
-#if defined(__AVX512BF16__)
-  // vcvtne2ps2bf16 rounds to nearest even, as f32_to_bf16 does (it also flushes f32 subnormals,
-  // below 1.2e-38, to zero; bf16 training never needs them).
-  for (; i + 32 <= n; i += 32) {
-    __m512bh h = _mm512_cvtne2ps_pbh(_mm512_loadu_ps(src + i + 16), _mm512_loadu_ps(src + i));
-    _mm512_storeu_si512(reinterpret_cast<void*>(dst + i), reinterpret_cast<__m512i>(h));
-  }
-#endif
-  for (; i < n; ++i) dst[i] = f32_to_bf16(src[i]);
-}
-}  // namespace
-
 void convert_to_bf16(const float* src, bf16* dst, int64_t n) {
-  parallel_for(n, 1 << 14, [&](int64_t lo, int64_t hi) { convert_range(src + lo, dst + lo, hi - lo); });
+  parallel_for(n, 1 << 14, [&](int64_t lo, int64_t hi) { bf16_row(src + lo, dst + lo, hi - lo); });
 }
 
 // The list's elements as one range split over the threads: each piece converts the parts of the
@@ -151,7 +135,7 @@ void convert_to_bf16_list(const float* const* src, bf16* const* dst, const int64
     int64_t t = std::upper_bound(start.begin(), start.end(), lo) - start.begin() - 1;
     for (; t < count && start[t] < hi; ++t) {
       const int64_t a = std::max(lo, start[t]) - start[t], b = std::min(hi, start[t + 1]) - start[t];
-      if (b > a) convert_range(src[t] + a, dst[t] + a, b - a);
+      if (b > a) bf16_row(src[t] + a, dst[t] + a, b - a);
     }
   });
 }

@@ -49,23 +49,26 @@ inline void normalize_row(const float* xr, const float* gamma, const float* beta
 }  // namespace
 
 void layer_norm_forward(const float* x, const float* gamma, const float* beta, float* y, float* mean, float* rstd,
-                        int64_t rows, int64_t n, float eps) {
+                        int64_t rows, int64_t n, float eps, bf16* y16) {
   parallel_for(rows, 1 + 8192 / (n + 1), [&](int64_t b, int64_t e) {
-    for (int64_t r = b; r < e; ++r)
+    for (int64_t r = b; r < e; ++r) {
       normalize_row(x + r * n, gamma, beta, y + r * n, mean ? mean + r : nullptr, rstd ? rstd + r : nullptr, n, eps);
+      if (y16) bf16_row(y + r * n, y16 + r * n, n);  // (the row still in L1)
+    }
   });
 }
 
 // Each row's sum is normalized while it is in cache.
 void add_layer_norm_forward(const float* x, const float* res, const DropoutMask& res_drop, const float* gamma,
                             const float* beta, float* s, float* y, float* mean, float* rstd, int64_t rows, int64_t n,
-                            float eps) {
+                            float eps, bf16* y16) {
   parallel_for(rows, 1 + 8192 / (n + 1), [&](int64_t b, int64_t e) {
     for (int64_t r = b; r < e; ++r) {
       const float* xr = x + r * n;
       float* sr = s + r * n;
       add_dropped_row(xr, res + r * n, res_drop, r * n, sr, n);
       normalize_row(sr, gamma, beta, y + r * n, mean ? mean + r : nullptr, rstd ? rstd + r : nullptr, n, eps);
+      if (y16) bf16_row(y + r * n, y16 + r * n, n);
     }
   });
 }

@@ -144,9 +144,33 @@ inline void add_dropped_row(const float* x, const float* res, const DropoutMask&
   }
 }
 
+// dst[0, n) = bf16(src[0, n)) on this thread: convert_to_bf16's kernel, and the bf16 copy an op writes
+// of its output in its own pass (ops/autocast.h's activation copies) — so both have the same bits.
+inline void bf16_row(const float* src, bf16* dst, int64_t n) {
+#if defined(__AVX512BF16__)
+  // vcvtne2ps2bf16 rounds to nearest even, as f32_to_bf16 does (it also flushes f32 subnormals,
+  // below 1.2e-38, to zero; bf16 training never needs them). Every element goes through it, the
+  // tail's too (masked), so an element's bits do not depend on where a row or a thread's range starts.
+  int64_t i = 0;
+  for (; i + 32 <= n; i += 32) {
+    __m512bh h = _mm512_cvtne2ps_pbh(_mm512_loadu_ps(src + i + 16), _mm512_loadu_ps(src + i));
+    _mm512_storeu_si512(reinterpret_cast<void*>(dst + i), reinterpret_cast<__m512i>(h));
+  }
+  if (i < n) {
+    const int left = static_cast<int>(n - i);  // 1 … 31
+    const __mmask32 m = (__mmask32{1} << left) - 1;
+    const __mmask16 lo = static_cast<__mmask16>(m), hi = static_cast<__mmask16>(m >> 16);
+    __m512bh h = _mm512_cvtne2ps_pbh(_mm512_maskz_loadu_ps(hi, src + i + 16), _mm512_maskz_loadu_ps(lo, src + i));
+    _mm512_mask_storeu_epi16(reinterpret_cast<void*>(dst + i), m, reinterpret_cast<__m512i>(h));
+  }
+#else
+  for (int64_t i = 0; i < n; ++i) dst[i] = f32_to_bf16(src[i]);
+#endif
+}
+
 // The residual's part of a fused norm's backward over one row of n that starts at element `at`
 // (kernels/residual_gradient.h): dx += dsum, then dres = drop(dx) — after the norm's dx is written,
-// each its own rounded operation.
+// each its own rounded operation —, then the residual's gradient's bf16 copy.
 inline void residual_gradient_row(const ResidualGradient& res, int64_t at, float* dx, int64_t n) {
   if (res.dsum) {
     const float* ds = res.dsum + at;
@@ -154,6 +178,7 @@ inline void residual_gradient_row(const ResidualGradient& res, int64_t at, float
     for (int64_t j = 0; j < n; ++j) dx[j] = dx[j] + ds[j];
   }
   if (res.dres) dropout_row(dx, res.dres + at, n, res.drop.from(static_cast<uint64_t>(at)));
+  if (res.grad16) bf16_row(res.dres ? res.dres + at : dx, res.grad16 + at, n);
 }
 
 // y[i] = exp(x[i] - shift); returns Σ y[i].

@@ -6,25 +6,26 @@
 
 namespace qkv::kernels::cuda {
 
-void relu_forward(const float* x, float* y, int64_t n, const DropoutMask& drop) {
+void relu_forward(const float* x, float* y, int64_t n, const DropoutMask& drop, bf16* y16) {
   if (!n) return;
-  relu_forward_kernel<<<blocks_for(n), 256, 0, stream()>>>(x, y, n, drop);
+  relu_forward_kernel<<<blocks_for(n), 256, 0, stream()>>>(x, y, n, drop, y16);
   QKV_CUDA_LAUNCHED(relu_forward_kernel);
 }
-void relu_backward(const float* x, const float* dy, float* dx, int64_t n, const DropoutMask& drop) {
+void relu_backward(const float* x, const float* dy, float* dx, int64_t n, const DropoutMask& drop, bf16* dx16) {
   if (!n) return;
-  relu_backward_kernel<<<blocks_for(n), 256, 0, stream()>>>(x, dy, dx, n, drop);
+  relu_backward_kernel<<<blocks_for(n), 256, 0, stream()>>>(x, dy, dx, n, drop, dx16);
   QKV_CUDA_LAUNCHED(relu_backward_kernel);
 }
-void gelu_forward(const float* x, float* y, int64_t n, bool tanh_approx, float* cdf, const DropoutMask& drop) {
+void gelu_forward(const float* x, float* y, int64_t n, bool tanh_approx, float* cdf, const DropoutMask& drop,
+                  bf16* y16) {
   if (!n) return;
-  gelu_forward_kernel<<<blocks_for(n), 256, 0, stream()>>>(x, y, n, tanh_approx, cdf, drop);
+  gelu_forward_kernel<<<blocks_for(n), 256, 0, stream()>>>(x, y, n, tanh_approx, cdf, drop, y16);
   QKV_CUDA_LAUNCHED(gelu_forward_kernel);
 }
 void gelu_backward(const float* x, const float* dy, float* dx, int64_t n, bool tanh_approx, const float* cdf,
-                   const DropoutMask& drop) {
+                   const DropoutMask& drop, bf16* dx16) {
   if (!n) return;
-  gelu_backward_kernel<<<blocks_for(n), 256, 0, stream()>>>(x, dy, dx, n, tanh_approx, cdf, drop);
+  gelu_backward_kernel<<<blocks_for(n), 256, 0, stream()>>>(x, dy, dx, n, tanh_approx, cdf, drop, dx16);
   QKV_CUDA_LAUNCHED(gelu_backward_kernel);
 }
 void dropout_apply(const float* x, float* y, int64_t n, float p, uint64_t seed, uint64_t counter) {

@@ -8,8 +8,10 @@
 #include <cmath>
 #include <cstdint>
 
+#include "kernels/cuda/bf16_bits.cuh"
 #include "kernels/cuda/launch.h"
 #include "kernels/dropout_mask.h"
+#include "qkv/core/dtype.h"
 #include "qkv/core/rng.h"
 
 namespace qkv::kernels::cuda {
@@ -23,11 +25,18 @@ __device__ inline float dropped(const DropoutMask& drop, float v, int64_t i) {
   return drop.active() ? drop(v, static_cast<uint64_t>(i)) : v;
 }
 
-__global__ void relu_forward_kernel(const float* x, float* y, int64_t n, DropoutMask drop) {
-  QKV_GRID_LOOP(i, n) y[i] = dropped(drop, x[i] > 0.f ? x[i] : 0.f, i);
+// out[i] = v, and out16[i] = bf16(v) when the copy is wanted (ops/autocast.h's activation copies)
+__device__ inline void store_out(float* out, bf16* out16, int64_t i, float v) {
+  out[i] = v;
+  if (out16) reinterpret_cast<uint16_t*>(out16)[i] = to_bf16_bits(v);
 }
-__global__ void relu_backward_kernel(const float* x, const float* dy, float* dx, int64_t n, DropoutMask drop) {
-  QKV_GRID_LOOP(i, n) dx[i] = x[i] > 0.f ? dropped(drop, dy[i], i) : 0.f;
+
+__global__ void relu_forward_kernel(const float* x, float* y, int64_t n, DropoutMask drop, bf16* y16) {
+  QKV_GRID_LOOP(i, n) store_out(y, y16, i, dropped(drop, x[i] > 0.f ? x[i] : 0.f, i));
+}
+__global__ void relu_backward_kernel(const float* x, const float* dy, float* dx, int64_t n, DropoutMask drop,
+                                     bf16* dx16) {
+  QKV_GRID_LOOP(i, n) store_out(dx, dx16, i, x[i] > 0.f ? dropped(drop, dy[i], i) : 0.f);
 }
 
 constexpr float kInvSqrt2 = 0.70710678118654752f;
@@ -36,7 +45,7 @@ constexpr float kSqrt2OverPi = 0.79788456080286536f;  // √(2/π)
 
 // gelu(x) = x·Φ(x), Φ(x) = ½(1 + erf(x/√2)); tanh form ½x(1 + tanh(√(2/π)(x + 0.044715x³)))
 __global__ void gelu_forward_kernel(const float* x, float* y, int64_t n, bool tanh_approx, float* cdf,
-                                    DropoutMask drop) {
+                                    DropoutMask drop, bf16* y16) {
   QKV_GRID_LOOP(i, n) {
     const float v = x[i];
     float out;
@@ -47,12 +56,12 @@ __global__ void gelu_forward_kernel(const float* x, float* y, int64_t n, bool ta
       out = v * phi;
       if (cdf) cdf[i] = phi;
     }
-    y[i] = dropped(drop, out, i);
+    store_out(y, y16, i, dropped(drop, out, i));
   }
 }
 // gelu'(x) = Φ(x) + x·φ(x), φ(x) = e^(−x²/2)/√(2π); tanh form: ½(1 + t) + ½x(1 − t²)·√(2/π)(1 + 3·0.044715x²)
 __global__ void gelu_backward_kernel(const float* x, const float* dy, float* dx, int64_t n, bool tanh_approx,
-                                     const float* cdf, DropoutMask drop) {
+                                     const float* cdf, DropoutMask drop, bf16* dx16) {
   QKV_GRID_LOOP(i, n) {
     const float v = x[i];
     float g;
@@ -63,7 +72,7 @@ __global__ void gelu_backward_kernel(const float* x, const float* dy, float* dx,
       const float phi = cdf ? cdf[i] : 0.5f * (1.f + erff(v * kInvSqrt2));
       g = phi + v * kInvSqrt2Pi * expf(-0.5f * v * v);
     }
-    dx[i] = dropped(drop, dy[i], i) * g;
+    store_out(dx, dx16, i, dropped(drop, dy[i], i) * g);
   }
 }
 

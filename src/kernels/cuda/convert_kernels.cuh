@@ -1,22 +1,16 @@
-// f32 → bf16 on the GPU: the rounding (dtype.h's f32_to_bf16, bit for bit) and the list kernel of
-// convert_to_bf16_list (kernels/gemm_bf16.inc; elementwise.cu launches it, and
-// tests/kernels/convert_emulation_test.cpp runs it on the host through tests/kernels/cuda_emulation.h).
+// f32 → bf16 on the GPU: the list kernel of convert_to_bf16_list (kernels/gemm_bf16.inc; elementwise.cu
+// launches it, and tests/kernels/convert_emulation_test.cpp runs it on the host through
+// tests/kernels/cuda_emulation.h), each element rounded by bf16_bits.cuh's to_bf16_bits.
 #pragma once
 
 #include <cstdint>
 
+#include "kernels/cuda/bf16_bits.cuh"
 #include "kernels/cuda/launch.h"
 #include "kernels/cuda/tensor_list.h"
 
 namespace qkv::kernels::cuda {
 namespace {
-
-// f32 → bf16 bits, round to nearest even; NaN stays a quiet NaN (dtype.h's f32_to_bf16).
-__device__ inline uint16_t to_bf16_bits(float f) {
-  const uint32_t u = __float_as_uint(f);
-  const uint32_t r = (u & 0x7fffffffu) > 0x7f800000u ? u | 0x00400000u : u + 0x7fffu + ((u >> 16) & 1u);
-  return static_cast<uint16_t>(r >> 16);
-}
 
 // dst[t][i] = bf16(src[t][i]) for tensor t = blockIdx.y of the list (ptr[0]: the f32 sources, ptr[1]:
 // the bf16 destinations, carried as float pointers), its elements strided over gridDim.x blocks.

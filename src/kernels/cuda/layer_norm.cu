@@ -10,21 +10,21 @@
 namespace qkv::kernels::cuda {
 
 void layer_norm_forward(const float* x, const float* gamma, const float* beta, float* y, float* mean, float* rstd,
-                        int64_t rows, int64_t n, float eps) {
+                        int64_t rows, int64_t n, float eps, bf16* y16) {
   if (rows == 0 || n == 0) return;
   QKV_CHECK(rows <= 2147483647, "layer_norm: ", rows, " rows; the CUDA kernel takes at most 2^31 - 1");
   layer_norm_forward_kernel<false><<<static_cast<unsigned>(rows), kThreads, 0, stream()>>>(
-      x, nullptr, DropoutMask{}, nullptr, gamma, beta, y, mean, rstd, n, eps);
+      x, nullptr, DropoutMask{}, nullptr, gamma, beta, y, mean, rstd, n, eps, y16);
   QKV_CUDA_LAUNCHED(layer_norm_forward_kernel);
 }
 
 void add_layer_norm_forward(const float* x, const float* res, const DropoutMask& res_drop, const float* gamma,
                             const float* beta, float* s, float* y, float* mean, float* rstd, int64_t rows, int64_t n,
-                            float eps) {
+                            float eps, bf16* y16) {
   if (rows == 0 || n == 0) return;
   QKV_CHECK(rows <= 2147483647, "add_layer_norm: ", rows, " rows; the CUDA kernel takes at most 2^31 - 1");
   layer_norm_forward_kernel<true><<<static_cast<unsigned>(rows), kThreads, 0, stream()>>>(
-      x, res, res_drop, s, gamma, beta, y, mean, rstd, n, eps);
+      x, res, res_drop, s, gamma, beta, y, mean, rstd, n, eps, y16);
   QKV_CUDA_LAUNCHED(add_layer_norm_forward_kernel);
 }
 

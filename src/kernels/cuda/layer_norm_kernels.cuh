@@ -15,11 +15,11 @@ namespace {
 constexpr int kThreads = 256;
 
 // Add: the row is x + drop(res), written to sum (add_layer_norm_forward) and read back by the thread
-// that wrote each element; otherwise x itself.
+// that wrote each element; otherwise x itself. y16 (may be null): y's bf16 copy.
 template <bool Add>
 __global__ void layer_norm_forward_kernel(const float* x, const float* res, DropoutMask drop, float* sum,
                                           const float* gamma, const float* beta, float* y, float* mean, float* rstd,
-                                          int64_t n, float eps) {
+                                          int64_t n, float eps, bf16* y16) {
   float* yr = y + blockIdx.x * n;
   float s = 0.f;
   const float* xr = residual_row<Add>(x, res, drop, sum, n, [](float v) { return v; }, s);
@@ -30,6 +30,7 @@ __global__ void layer_norm_forward_kernel(const float* x, const float* res, Drop
   for (int64_t j = threadIdx.x; j < n; j += blockDim.x) {
     const float xh = (xr[j] - mu) * r;
     yr[j] = (gamma ? gamma[j] : 1.f) * xh + (beta ? beta[j] : 0.f);
+    store_bf16(y16, blockIdx.x * n + j, yr[j]);
   }
   if (threadIdx.x == 0) mean[blockIdx.x] = mu, rstd[blockIdx.x] = r;
 }

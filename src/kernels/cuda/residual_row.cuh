@@ -8,6 +8,7 @@
 
 #include <cstdint>
 
+#include "kernels/cuda/bf16_bits.cuh"
 #include "kernels/dropout_mask.h"
 #include "kernels/residual_gradient.h"
 
@@ -33,11 +34,18 @@ __device__ inline const float* residual_row(const float* x, const float* res, co
 }
 
 // The backward's counterpart (kernels/residual_gradient.h): element i of the norm's dx is v; writes
-// dx[i] = v + dsum[i] (rounded as the addition of two gradients) and dres[i] = drop(dx[i]).
+// dx[i] = v + dsum[i] (rounded as the addition of two gradients), dres[i] = drop(dx[i]) and the
+// residual's gradient's bf16 copy.
 __device__ inline void residual_gradient_at(const ResidualGradient& res, int64_t i, float v, float* dx) {
   if (res.dsum) v = __fadd_rn(v, res.dsum[i]);
   dx[i] = v;
-  if (res.dres) res.dres[i] = res.drop.active() ? res.drop(v, static_cast<uint64_t>(i)) : v;
+  if (res.dres) res.dres[i] = v = res.drop.active() ? res.drop(v, static_cast<uint64_t>(i)) : v;
+  if (res.grad16) reinterpret_cast<uint16_t*>(res.grad16)[i] = to_bf16_bits(v);
+}
+
+// y16[i] = bf16(v) when the copy is wanted (ops/autocast.h's activation copies)
+__device__ inline void store_bf16(bf16* y16, int64_t i, float v) {
+  if (y16) reinterpret_cast<uint16_t*>(y16)[i] = to_bf16_bits(v);
 }
 
 }  // namespace qkv::kernels::cuda

@@ -8,21 +8,22 @@
 
 namespace qkv::kernels::cuda {
 
-void rms_norm_forward(const float* x, const float* gamma, float* y, float* rstd, int64_t rows, int64_t n, float eps) {
+void rms_norm_forward(const float* x, const float* gamma, float* y, float* rstd, int64_t rows, int64_t n, float eps,
+                      bf16* y16) {
   if (rows == 0 || n == 0) return;
   QKV_CHECK(rows <= 2147483647, "rms_norm: ", rows, " rows; the CUDA kernel takes at most 2^31 - 1");
   rms_norm_forward_kernel<false>
       <<<static_cast<unsigned>(rows), kThreads, 0, stream()>>>(x, nullptr, DropoutMask{}, nullptr, gamma, y, rstd, n,
-                                                                  eps);
+                                                                  eps, y16);
   QKV_CUDA_LAUNCHED(rms_norm_forward_kernel);
 }
 
 void add_rms_norm_forward(const float* x, const float* res, const DropoutMask& res_drop, const float* gamma, float* s,
-                          float* y, float* rstd, int64_t rows, int64_t n, float eps) {
+                          float* y, float* rstd, int64_t rows, int64_t n, float eps, bf16* y16) {
   if (rows == 0 || n == 0) return;
   QKV_CHECK(rows <= 2147483647, "add_rms_norm: ", rows, " rows; the CUDA kernel takes at most 2^31 - 1");
   rms_norm_forward_kernel<true><<<static_cast<unsigned>(rows), kThreads, 0, stream()>>>(x, res, res_drop, s, gamma, y,
-                                                                                        rstd, n, eps);
+                                                                                        rstd, n, eps, y16);
   QKV_CUDA_LAUNCHED(add_rms_norm_forward_kernel);
 }
 

@@ -15,15 +15,19 @@ namespace {
 constexpr int kThreads = 256;
 
 // Add: the row is x + drop(res), written to sum (add_rms_norm_forward) and read back by the thread
-// that wrote each element; otherwise x itself.
+// that wrote each element; otherwise x itself. y16 (may be null): y's bf16 copy.
 template <bool Add>
 __global__ void rms_norm_forward_kernel(const float* x, const float* res, DropoutMask drop, float* sum,
-                                        const float* gamma, float* y, float* rstd, int64_t n, float eps) {
+                                        const float* gamma, float* y, float* rstd, int64_t n, float eps,
+                                        bf16* y16) {
   float* yr = y + blockIdx.x * n;
   float s = 0.f;
   const float* xr = residual_row<Add>(x, res, drop, sum, n, [](float v) { return v * v; }, s);
   const float r = rsqrtf(block_reduce(s, SumOp{}, 0.f) / static_cast<float>(n) + eps);
-  for (int64_t j = threadIdx.x; j < n; j += blockDim.x) yr[j] = (xr[j] * r) * (gamma ? gamma[j] : 1.f);
+  for (int64_t j = threadIdx.x; j < n; j += blockDim.x) {
+    yr[j] = (xr[j] * r) * (gamma ? gamma[j] : 1.f);
+    store_bf16(y16, blockIdx.x * n + j, yr[j]);
+  }
   if (threadIdx.x == 0 && rstd) rstd[blockIdx.x] = r;
 }
 
