@@ -6,6 +6,7 @@
 #include "kernels/cpu/cross_entropy.h"
 #include "kernels/cpu/elementwise.h"
 #include "qkv/autograd/node.h"
+#include "qkv/ops/autocast.h"
 
 namespace qkv {
 
@@ -47,10 +48,14 @@ Tensor cross_entropy(const Tensor& logits, const Tensor& target, int64_t ignore_
     // dlogits_n = (p_n − ε/C − (1 − ε) onehot(y_n)) · g_n / divisor   (g_n: g[n] for "none", else g[0])
     const Tensor gd = dense(g);
     Tensor dx = Tensor::empty({N, C}, DType::f32, d);
+    // dx's bf16 copy, for the output layer's backward GEMMs, when the step's AutocastWeights scope wants it
+    Tensor dx16 =
+        AutocastWeights::copy_wanted("cross_entropy backward") ? Tensor::empty({N, C}, DType::bf16, d) : Tensor();
     QKV_DISPATCH("cross_entropy", d,
                  k::cross_entropy_backward(x.data(), y.data<int32_t>(), lse.data(), gd.data(), divisor.defined() ? 0 : 1,
                                            divisor.defined() ? divisor.data() : nullptr, N, C, eps, ignore_index,
-                                           dx.data()));
+                                           dx.data(), dx16.defined() ? dx16.data<bf16>() : nullptr));
+    AutocastWeights::lend_copy("cross_entropy backward", dx, dx16);
     return std::vector<Tensor>{dx, Tensor()};
   });
 }

@@ -59,11 +59,16 @@ TEST(LossKernelsEmulated, CrossEntropyAndItsReductionMatchTheCpu) {
     // the backward from the scalar gradient g = 0.7: scale_n = 0.7 / divisor
     const float g = 0.7f;
     std::vector<float> dx_c(N * C), dx_g(N * C);
-    cpu::cross_entropy_backward(x.data(), y.data(), lse_c.data(), &g, 0, &div_c, N, C, eps, ignore, dx_c.data());
+    std::vector<bf16> dx16_c(N * C), dx16_g(N * C);  // dx's bf16 copies (ops/autocast.h)
+    cpu::cross_entropy_backward(x.data(), y.data(), lse_c.data(), &g, 0, &div_c, N, C, eps, ignore, dx_c.data(),
+                                dx16_c.data());
     launch(dim3(N), 256, 0, [&] {
-      kc::cross_entropy_backward_kernel(x.data(), y.data(), lse_c.data(), &g, 0, &div_g, C, eps, ignore, dx_g.data());
+      kc::cross_entropy_backward_kernel(x.data(), y.data(), lse_c.data(), &g, 0, &div_g, C, eps, ignore, dx_g.data(),
+                                        dx16_g.data());
     });
     EXPECT_LT(rel(dx_g, dx_c), 1e-6);
+    EXPECT_EQ(bits_of(dx16_c), converted_bits(dx_c)) << "the CPU's copy: convert_to_bf16's of its dx";
+    EXPECT_EQ(bits_of(dx16_g), rounded_bits(dx_g)) << "the GPU's copy: its dx rounded";
   }
   // every row ignored: loss 0, divisor 0, and the backward's scale 0 (not NaN)
   const std::vector<int32_t> none(N, static_cast<int32_t>(ignore));
@@ -76,7 +81,8 @@ TEST(LossKernelsEmulated, CrossEntropyAndItsReductionMatchTheCpu) {
   std::vector<float> dx_c(N * C), dx_g(N * C);
   cpu::cross_entropy_backward(x.data(), y.data(), lse_c.data(), gr.data(), 1, nullptr, N, C, eps, ignore, dx_c.data());
   launch(dim3(N), 256, 0, [&] {
-    kc::cross_entropy_backward_kernel(x.data(), y.data(), lse_c.data(), gr.data(), 1, nullptr, C, eps, ignore, dx_g.data());
+    kc::cross_entropy_backward_kernel(x.data(), y.data(), lse_c.data(), gr.data(), 1, nullptr, C, eps, ignore, dx_g.data(),
+                                      nullptr);
   });
   EXPECT_LT(rel(dx_g, dx_c), 1e-6);
 }

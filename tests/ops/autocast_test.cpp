@@ -214,7 +214,7 @@ TEST(Autocast, ActivationCopiesGiveTheSameBits) {
              w1 = testing::param({4 * C, C}, 44), c1 = testing::param({4 * C}, 45), w2 = testing::param({C, 4 * C}, 46),
              g2 = testing::param({C}, 47), w3 = testing::param({11, C}, 48);
       const std::vector<Tensor> params = {x, g1, b1, w1, c1, w2, g2, w3};
-      // a = norm(x); z = W₂ act(W₁a + c₁); (s, n) = (x + drop(z), norm(s)); loss = Σ (W₃n)² + Σ s
+      // a = norm(x); z = W₂ act(W₁a + c₁); (s, n) = (x + drop(z), norm(s)); loss = CE(W₃n, t) + Σ s
       auto run = [&] {
         for (Tensor t : params) t.zero_grad();
         Autocast autocast(AutocastDType::bf16);
@@ -225,7 +225,8 @@ TEST(Autocast, ActivationCopiesGiveTheSameBits) {
         SumAndNorm r = rms ? add_rms_norm_with_sum(x, z, g2, 1e-5f, p, &gen)
                            : add_layer_norm_with_sum(x, z, {C}, g2, Tensor(), 1e-5f, p, &gen);
         Tensor logits = linear(r.normalized, w3, Tensor());
-        add(sum(mul(logits, logits)), sum(r.sum)).backward();
+        const Tensor t = Tensor::from_ints({0, 3, 10, 7, 1, 2, 9, 4, 4, 5, 6, 8, 0, 1, 2}, {15});
+        add(cross_entropy(logits.reshape({15, 11}), t), sum(r.sum)).backward();
         std::vector<std::vector<float>> out = {logits.to_vector(), r.sum.to_vector()};
         for (const Tensor& t : params) out.push_back(t.grad().defined() ? t.grad().to_vector() : std::vector<float>{});
         return out;
@@ -238,8 +239,9 @@ TEST(Autocast, ActivationCopiesGiveTheSameBits) {
         const AutocastWeights::Scope s = casts.scope(AutocastDType::bf16);
         const std::vector<std::vector<float>> got = run();
         for (size_t i = 0; i < got.size(); ++i) EXPECT_EQ(got[i], plain[i]) << "output " << i;
-        // forward: the three linears' x; backward: W₁'s dy (the activation's) and W₂'s (the residual's)
-        EXPECT_EQ(casts.copies_taken() - taken, 5);
+        // forward: the three linears' x; backward: W₁'s dy (the activation's), W₂'s (the residual's) and
+        // W₃'s (the loss's)
+        EXPECT_EQ(casts.copies_taken() - taken, 6);
       }
     }
 }

@@ -77,13 +77,15 @@ void cross_entropy_reduce(const float* loss, const int32_t* y, int64_t N, int64_
 }
 
 void cross_entropy_backward(const float* x, const int32_t* y, const float* lse, const float* g, int64_t g_stride,
-                            const float* divisor, int64_t N, int64_t C, float eps, int64_t ignore, float* dx) {
+                            const float* divisor, int64_t N, int64_t C, float eps, int64_t ignore, float* dx,
+                            bf16* dx16) {
   const float floor = eps / static_cast<float>(C), dv = divisor ? *divisor : 1.f;
   parallel_for(N, 1 + 16384 / (C + 1), [&](int64_t b, int64_t e) {
     for (int64_t n = b; n < e; ++n) {
       float* d = dx + n * C;
       if (y[n] == ignore) {
         std::memset(d, 0, static_cast<size_t>(C) * sizeof(float));
+        if (dx16) bf16_row(d, dx16 + n * C, C);
         continue;
       }
       const float* xr = x + n * C;
@@ -98,6 +100,7 @@ void cross_entropy_backward(const float* x, const int32_t* y, const float* lse, 
 #endif
       for (; c < C; ++c) d[c] = (std::exp(xr[c] - l) - floor) * s;
       d[y[n]] -= (1.f - eps) * s;
+      if (dx16) bf16_row(d, dx16 + n * C, C);
     }
   });
 }

@@ -4,6 +4,8 @@
 
 #include <cstdint>
 
+#include "qkv/core/dtype.h"
+
 namespace qkv::kernels::cpu {
 #include "kernels/cross_entropy.inc"
 }  // namespace qkv::kernels::cpu

@@ -70,11 +70,12 @@ void cross_entropy_reduce(const float* loss, const int32_t* y, int64_t N, int64_
 }
 
 void cross_entropy_backward(const float* x, const int32_t* y, const float* lse, const float* g, int64_t g_stride,
-                            const float* divisor, int64_t N, int64_t C, float eps, int64_t ignore, float* dx) {
+                            const float* divisor, int64_t N, int64_t C, float eps, int64_t ignore, float* dx,
+                            bf16* dx16) {
   if (N == 0) return;
   QKV_CHECK(N <= 2147483647, "cross_entropy: ", N, " rows; the CUDA kernel takes at most 2^31 - 1");
   cross_entropy_backward_kernel<<<static_cast<unsigned>(N), 256, 0, stream()>>>(x, y, lse, g, g_stride, divisor, C, eps,
-                                                                                ignore, dx);
+                                                                                ignore, dx, dx16);
   QKV_CUDA_LAUNCHED(cross_entropy_backward_kernel);
 }
 

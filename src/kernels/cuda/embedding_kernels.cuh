@@ -7,7 +7,9 @@
 #include <cmath>
 #include <cstdint>
 
+#include "kernels/cuda/bf16_bits.cuh"
 #include "kernels/cuda/launch.h"
+#include "qkv/core/dtype.h"
 
 namespace qkv::kernels::cuda {
 namespace {
@@ -97,10 +99,11 @@ __global__ void cross_entropy_forward_kernel(const float* x, const int32_t* y, i
   }
 }
 
-// dx = (exp(x − lse) − ε/C − (1 − ε)[c = y]) · scale,  scale = g[n · g_stride] / divisor
+// dx = (exp(x − lse) − ε/C − (1 − ε)[c = y]) · scale,  scale = g[n · g_stride] / divisor; dx16 (may be
+// null): dx's bf16 copy
 __global__ void cross_entropy_backward_kernel(const float* x, const int32_t* y, const float* lse, const float* g,
                                               int64_t g_stride, const float* divisor, int64_t C, float eps,
-                                              int64_t ignore, float* dx) {
+                                              int64_t ignore, float* dx, bf16* dx16) {
   const int64_t n = blockIdx.x;
   float* d = dx + n * C;
   const bool skip = y[n] == ignore;
@@ -108,13 +111,13 @@ __global__ void cross_entropy_backward_kernel(const float* x, const int32_t* y, 
   const float dv = divisor ? *divisor : 1.f;
   const float s = dv != 0.f ? g[n * g_stride] / dv : 0.f, l = lse[n], floor = eps / static_cast<float>(C);
   for (int64_t c = threadIdx.x; c < C; c += blockDim.x) {
-    if (skip) {
-      d[c] = 0.f;
-      continue;
+    float v = 0.f;
+    if (!skip) {
+      v = (expf(xr[c] - l) - floor) * s;
+      if (c == y[n]) v -= (1.f - eps) * s;
     }
-    float v = (expf(xr[c] - l) - floor) * s;
-    if (c == y[n]) v -= (1.f - eps) * s;
     d[c] = v;
+    if (dx16) reinterpret_cast<uint16_t*>(dx16)[n * C + c] = to_bf16_bits(v);
   }
 }
 
