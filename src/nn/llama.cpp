@@ -129,11 +129,11 @@ LlamaDecoderLayer::LlamaDecoderLayer(const LlamaConfig& c, Generator* gen) : con
   post_attention_layernorm = register_parameter("post_attention_layernorm.weight", Tensor::ones({E}));
 }
 
-// down_proj(SiLU(gate_proj(m)) ⊙ up_proj(m))
+// down_proj(SiLU(gate_proj(m)) ⊙ up_proj(m)), the product one op (ops/activation.h silu_mul)
 Tensor LlamaDecoderLayer::mlp(const Tensor& m, bool inference) const {
   if (inference)
-    return down_proj->forward_inference(mul(silu(gate_proj->forward_inference(m)), up_proj->forward_inference(m)));
-  return down_proj->forward(mul(silu(gate_proj->forward(m)), up_proj->forward(m)));
+    return down_proj->forward_inference(silu_mul(gate_proj->forward_inference(m), up_proj->forward_inference(m)));
+  return down_proj->forward(silu_mul(gate_proj->forward(m), up_proj->forward(m)));
 }
 
 namespace {

@@ -53,6 +53,27 @@ Tensor relu(const Tensor& x) { return relu(x, 0.f); }
 // rules give exactly this.
 Tensor silu(const Tensor& x) { return mul(x, sigmoid(x)); }
 
+// y = g·σ(g)·u;  dg = dy·u·σ(g)(1 + g(1 − σ(g))),  du = dy·g·σ(g)   (kernels/activation.inc)
+Tensor silu_mul(const Tensor& gate, const Tensor& up) {
+  QKV_CHECK(gate.shape() == up.shape(), "silu_mul: gate ", shape_str(gate.shape()), " and up ", shape_str(up.shape()),
+            " must have one shape");
+  const Device d = device_of("silu_mul", {&gate, &up});
+  Tensor g = dense_f32(gate, "silu_mul"), u = dense_f32(up, "silu_mul");
+  Tensor out = Tensor::empty(gate.shape(), DType::f32, d), out16 = bf16_copy("silu_mul", gate.shape(), d);
+  QKV_DISPATCH("silu_mul", d, k::silu_mul_forward(g.data(), u.data(), out.data(), g.numel(), data16(out16)));
+  AutocastWeights::lend_copy("silu_mul", out, out16);
+  return record(out, "silu_mul", {gate, up}, [g, u, d](const Tensor& dy) {
+    Tensor dyc = dy.contiguous();
+    Tensor dg = Tensor::empty(g.shape(), DType::f32, d), du = Tensor::empty(g.shape(), DType::f32, d);
+    Tensor dg16 = bf16_copy("silu_mul backward", g.shape(), d), du16 = bf16_copy("silu_mul backward", g.shape(), d);
+    QKV_DISPATCH("silu_mul", d, k::silu_mul_backward(g.data(), u.data(), dyc.data(), dg.data(), du.data(), g.numel(),
+                                                     data16(dg16), data16(du16)));
+    AutocastWeights::lend_copy("silu_mul backward", dg, dg16);
+    AutocastWeights::lend_copy("silu_mul backward", du, du16);
+    return std::vector<Tensor>{dg, du};
+  });
+}
+
 // y = Dropout_p(x·Φ(x));  dx = gelu'(x) · dy · m / (1 − p)
 Tensor gelu(const Tensor& x, const std::string& approximate, float dropout_p, Generator* gen) {
   QKV_CHECK(approximate == "none" || approximate == "tanh", "gelu: approximate must be \"none\" or \"tanh\", got \"",

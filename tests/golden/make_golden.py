@@ -533,6 +533,12 @@ def gen_ops():
             return y * weight if weight is not None else y
 
         b.add(f"add_rms_norm_{tag}", "add_rms_norm", {"eps": eps}, inputs, fn)
+
+    # -- silu_mul: F.silu(gate) * up, SwiGLU's product (Llama's MLP), one op
+    for shape in ([9], [3, 17], [2, 3, 70]):
+        b.seed()
+        inputs = {"gate": randn(*shape, scale=3.0), "up": randn(*shape)}
+        b.add(f"silu_mul_{'x'.join(map(str, shape))}", "silu_mul", {}, inputs, lambda gate, up: F.silu(gate) * up)
     return b.cases
 
 

@@ -122,5 +122,30 @@ TEST(ActivationKernelsEmulated, ADroppedActivationIsTheActivationThenDropout) {
   }
 }
 
+// SwiGLU's product (kernels/activation.inc's silu_mul) forward and backward, the GPU's kernels against
+// the CPU's, and the bf16 copies they write in the same pass
+TEST(ActivationKernelsEmulated, SiluMulMatchesTheCpu) {
+  const int64_t n = 3001;
+  const std::vector<float> g = random_floats(n, 51, 6.f), u = random_floats(n, 52, 2.f), dy = random_floats(n, 53, 1.f);
+  std::vector<float> y_g(n), dg_g(n), du_g(n), y_c(n), dg_c(n), du_c(n);
+  std::vector<bf16> y16_g(n), dg16_g(n), du16_g(n), y16_c(n), dg16_c(n), du16_c(n);
+  grid(n, [&] {
+    kc::silu_mul_forward_kernel(g.data(), u.data(), y_g.data(), n, y16_g.data());
+    kc::silu_mul_backward_kernel(g.data(), u.data(), dy.data(), dg_g.data(), du_g.data(), n, dg16_g.data(),
+                                 du16_g.data());
+  });
+  cpu::silu_mul_forward(g.data(), u.data(), y_c.data(), n, y16_c.data());
+  cpu::silu_mul_backward(g.data(), u.data(), dy.data(), dg_c.data(), du_c.data(), n, dg16_c.data(), du16_c.data());
+  EXPECT_LT(rel(y_g, y_c), 2e-6);
+  EXPECT_LT(rel(dg_g, dg_c), 2e-6);
+  EXPECT_LT(rel(du_g, du_c), 2e-6);
+  EXPECT_EQ(bits_of(y16_g), rounded_bits(y_g));
+  EXPECT_EQ(bits_of(dg16_g), rounded_bits(dg_g));
+  EXPECT_EQ(bits_of(du16_g), rounded_bits(du_g));
+  EXPECT_EQ(bits_of(y16_c), converted_bits(y_c));
+  EXPECT_EQ(bits_of(dg16_c), converted_bits(dg_c));
+  EXPECT_EQ(bits_of(du16_c), converted_bits(du_c));
+}
+
 }  // namespace
 #endif

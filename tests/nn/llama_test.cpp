@@ -84,7 +84,8 @@ TEST(Llama, LossGradientsMatchFiniteDifferences) {
 
 // Llama as its formula composed of plain ops — add, then rms_norm, at every residual — with the
 // model's own parameters: the reference for the residual stream (nn/residual_stream.h), whose sums
-// are made in the next norm's pass.
+// are made in the next norm's pass. (The MLP's product is the model's one op, silu_mul, which the op
+// table checks against PyTorch's F.silu(gate) * up.)
 Tensor unfused_llama(const nn::Llama& m, const Tensor& idx) {
   const nn::LlamaConfig& c = m.config;
   const float eps = static_cast<float>(c.rms_norm_eps);
@@ -101,7 +102,7 @@ Tensor unfused_llama(const nn::Llama& m, const Tensor& idx) {
     Tensor a = scaled_dot_product_attention(q, k, v, opt);
     Tensor h = add(x, L->o_proj->forward(a.transpose(1, 2).reshape({B, T, H * D})));
     Tensor u = rms_norm(h, L->post_attention_layernorm, eps);
-    x = add(h, L->down_proj->forward(mul(silu(L->gate_proj->forward(u)), L->up_proj->forward(u))));
+    x = add(h, L->down_proj->forward(silu_mul(L->gate_proj->forward(u), L->up_proj->forward(u))));
   }
   return linear(rms_norm(x, m.norm, eps), m.lm_head ? m.lm_head->weight : m.embed_tokens->weight);
 }

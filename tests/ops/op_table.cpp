@@ -215,6 +215,15 @@ std::vector<OpInfo> build() {
       },
       {"a"}));
   t.push_back(unary("silu", silu, gen_randn));
+  t.push_back(entry(
+      "silu_mul", [](const TensorMap& m, const json&, Device) { return one(silu_mul(in(m, "gate"), in(m, "up"))); },
+      [] {
+        // past the vector loops' four registers, so both the vector body and the scalar tail run
+        return std::vector<Sample>{S("3x5", {{"gate", randn({3, 5}, 21, 3.f)}, {"up", randn({3, 5}, 22)}}),
+                                   S("2x83", {{"gate", randn({2, 83}, 23, 3.f)}, {"up", randn({2, 83}, 24)}}),
+                                   gpu_only(S("gpu_odd", {{"gate", randn({1001}, 25, 3.f)}, {"up", randn({1001}, 26)}}))};
+      },
+      {"gate", "up"}));
   {
     // the same generator state on every evaluation (and on both devices) draws the same mask
     OpInfo d = entry(

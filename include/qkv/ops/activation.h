@@ -19,6 +19,11 @@ Tensor relu(const Tensor& x, float dropout_p, Generator* gen = nullptr);
 Tensor gelu(const Tensor& x, const std::string& approximate, float dropout_p, Generator* gen = nullptr);
 // SiLU (swish): x · σ(x), as F.silu — Llama's MLP gate.
 Tensor silu(const Tensor& x);
+
+// SwiGLU's product silu(gate) · up (Llama's MLP: down_proj(silu(gate_proj(x)) · up_proj(x))) in one pass,
+// forward and backward, where F.silu(gate) * up makes three (vLLM's silu_and_mul, on two tensors); gate
+// and up of one shape.
+Tensor silu_mul(const Tensor& gate, const Tensor& up);
 // Inverted dropout; identity when !training or p == 0. gen: default_generator() when null.
 Tensor dropout(const Tensor& x, float p, bool training = true, Generator* gen = nullptr);
 // Channel dropout (F.dropout2d): x [N, C, H, W] or [C, H, W]; each whole channel is zeroed with

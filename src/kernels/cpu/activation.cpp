@@ -159,6 +159,71 @@ void gelu_backward(const float* x, const float* dy, float* dx, int64_t n, bool t
   });
 }
 
+// y = g·σ(g)·u, σ(g) = 1/(1 + e^−g) through vec.h's exp_n (four registers' chains at once)
+static void silu_mul_block(const float* g, const float* u, float* y, int64_t b, int64_t e) {
+  int64_t i = b;
+#if QKV_SIMD
+  i = simd::by_registers(b, e, [&]<int U>(std::integral_constant<int, U>, int64_t at) {
+    simd::vf v[U], s[U];
+    for (int k = 0; k < U; ++k) v[k] = simd::load(g + at + k * kLanes), s[k] = simd::sub(simd::zero(), v[k]);
+    simd::exp_n(s);  // e^−g
+    for (int k = 0; k < U; ++k) {
+      const simd::vf sig = simd::div(simd::set1(1.f), simd::add(simd::set1(1.f), s[k]));
+      simd::store(y + at + k * kLanes, simd::mul(simd::mul(v[k], sig), simd::load(u + at + k * kLanes)));
+    }
+  });
+#endif
+  for (; i < e; ++i) {
+    const float sig = 1.f / (1.f + std::exp(-g[i]));
+    y[i] = (g[i] * sig) * u[i];
+  }
+}
+
+// dg = dy·u·σ(1 + g(1 − σ)),  du = dy·g·σ
+static void silu_mul_backward_block(const float* g, const float* u, const float* dy, float* dg, float* du, int64_t b,
+                                    int64_t e) {
+  int64_t i = b;
+#if QKV_SIMD
+  i = simd::by_registers(b, e, [&]<int U>(std::integral_constant<int, U>, int64_t at) {
+    simd::vf v[U], s[U];
+    for (int k = 0; k < U; ++k) v[k] = simd::load(g + at + k * kLanes), s[k] = simd::sub(simd::zero(), v[k]);
+    simd::exp_n(s);
+    for (int k = 0; k < U; ++k) {
+      const int64_t o = at + k * kLanes;
+      const simd::vf one = simd::set1(1.f), sig = simd::div(one, simd::add(one, s[k])), d = simd::load(dy + o);
+      const simd::vf dsilu = simd::mul(sig, simd::fmadd(v[k], simd::sub(one, sig), one));
+      simd::store(dg + o, simd::mul(simd::mul(d, simd::load(u + o)), dsilu));
+      simd::store(du + o, simd::mul(d, simd::mul(v[k], sig)));
+    }
+  });
+#endif
+  for (; i < e; ++i) {
+    const float sig = 1.f / (1.f + std::exp(-g[i])), d = dy[i];
+    dg[i] = (d * u[i]) * (sig * (g[i] * (1.f - sig) + 1.f));
+    du[i] = d * (g[i] * sig);
+  }
+}
+
+void silu_mul_forward(const float* g, const float* u, float* y, int64_t n, bf16* y16) {
+  parallel_for(n, kGrain, [&](int64_t b, int64_t e) {
+    in_blocks(b, e, [&](int64_t s, int64_t t) {
+      silu_mul_block(g, u, y, s, t);
+      if (y16) bf16_row(y + s, y16 + s, t - s);
+    });
+  });
+}
+
+void silu_mul_backward(const float* g, const float* u, const float* dy, float* dg, float* du, int64_t n, bf16* dg16,
+                       bf16* du16) {
+  parallel_for(n, kGrain, [&](int64_t b, int64_t e) {
+    in_blocks(b, e, [&](int64_t s, int64_t t) {
+      silu_mul_backward_block(g, u, dy, dg, du, s, t);
+      if (dg16) bf16_row(dg + s, dg16 + s, t - s);
+      if (du16) bf16_row(du + s, du16 + s, t - s);
+    });
+  });
+}
+
 // y = x·z/(1−p), z ~ Bernoulli(1−p) drawn by Generator::paired_uniform(seed, counter + i).
 void dropout_apply(const float* x, float* y, int64_t n, float p, uint64_t seed, uint64_t counter) {
   const DropoutMask m = dropout_mask(p, seed, counter);

@@ -28,6 +28,17 @@ void gelu_backward(const float* x, const float* dy, float* dx, int64_t n, bool t
   gelu_backward_kernel<<<blocks_for(n), 256, 0, stream()>>>(x, dy, dx, n, tanh_approx, cdf, drop, dx16);
   QKV_CUDA_LAUNCHED(gelu_backward_kernel);
 }
+void silu_mul_forward(const float* g, const float* u, float* y, int64_t n, bf16* y16) {
+  if (!n) return;
+  silu_mul_forward_kernel<<<blocks_for(n), 256, 0, stream()>>>(g, u, y, n, y16);
+  QKV_CUDA_LAUNCHED(silu_mul_forward_kernel);
+}
+void silu_mul_backward(const float* g, const float* u, const float* dy, float* dg, float* du, int64_t n, bf16* dg16,
+                       bf16* du16) {
+  if (!n) return;
+  silu_mul_backward_kernel<<<blocks_for(n), 256, 0, stream()>>>(g, u, dy, dg, du, n, dg16, du16);
+  QKV_CUDA_LAUNCHED(silu_mul_backward_kernel);
+}
 void dropout_apply(const float* x, float* y, int64_t n, float p, uint64_t seed, uint64_t counter) {
   if (!n) return;
   dropout_kernel<<<blocks_for(n), 256, 0, stream()>>>(x, y, n, dropout_mask(p, seed, counter));

@@ -76,6 +76,22 @@ __global__ void gelu_backward_kernel(const float* x, const float* dy, float* dx,
   }
 }
 
+// y = g·σ(g)·u;  dg = dy·u·σ(1 + g(1 − σ)),  du = dy·g·σ  (kernels/activation.inc's silu_mul)
+__global__ void silu_mul_forward_kernel(const float* g, const float* u, float* y, int64_t n, bf16* y16) {
+  QKV_GRID_LOOP(i, n) {
+    const float v = g[i], sig = 1.f / (1.f + expf(-v));
+    store_out(y, y16, i, (v * sig) * u[i]);
+  }
+}
+__global__ void silu_mul_backward_kernel(const float* g, const float* u, const float* dy, float* dg, float* du,
+                                         int64_t n, bf16* dg16, bf16* du16) {
+  QKV_GRID_LOOP(i, n) {
+    const float v = g[i], sig = 1.f / (1.f + expf(-v)), d = dy[i];
+    store_out(dg, dg16, i, (d * u[i]) * (sig * (v * (1.f - sig) + 1.f)));
+    store_out(du, du16, i, d * (v * sig));
+  }
+}
+
 // y = x · m / (1 − p), m = [paired_uniform(seed, counter + i) ≥ p]: the CPU's mask bit for bit.
 __global__ void dropout_kernel(const float* x, float* y, int64_t n, DropoutMask drop) {
   QKV_GRID_LOOP(i, n) y[i] = drop(x[i], static_cast<uint64_t>(i));

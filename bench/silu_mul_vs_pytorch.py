@@ -1,0 +1,109 @@
+#!/usr/bin/env python3
+"""SwiGLU's product silu(gate) * up (Llama's MLP) in qkv and in PyTorch, side by side, on this machine.
+
+  * qkv:     build/bench/qkv_silu_mul_bench — the three-op composition (silu = x·σ(x), then the
+             product) and ops/activation.h's silu_mul (one op, forward and backward);
+  * PyTorch: F.silu(gate) * up, eager (two kernels forward, PyTorch's own silu), with PyTorch at its
+             best settings here: OMP_WAIT_POLICY=PASSIVE, torch.set_num_threads(T).
+Forward is timed under no-grad, forward+backward with gate and up requiring grad; medians of the
+benchmark's repetitions (qkv) and of R timed calls after warm-up (PyTorch). The runs alternate
+qkv and PyTorch; the table shows the median run and the ratios PyTorch / qkv (> 1: qkv faster).
+
+  bench/silu_mul_vs_pytorch.py --threads 2 --runs 3
+  bench/silu_mul_vs_pytorch.py --torch-python /usr/bin/python3
+"""
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import time
+
+SHAPES = [(512, 4864), (64, 11008)]
+HERE = os.path.dirname(os.path.abspath(__file__))
+
+
+def torch_worker(threads, repeats):
+    import torch
+    import torch.nn.functional as F
+    torch.set_num_threads(threads)
+    out = {}
+    for rows, n in SHAPES:
+        gen = torch.Generator().manual_seed(0)
+        g = torch.randn(rows, n, generator=gen) * 2
+        u = torch.randn(rows, n, generator=gen)
+        dy = torch.randn(rows, n, generator=gen)
+        for backward in (False, True):
+            gg, uu = g.clone().requires_grad_(backward), u.clone().requires_grad_(backward)
+
+            def once():
+                if backward:
+                    y = F.silu(gg) * uu
+                    y.backward(dy)
+                    gg.grad = None
+                    uu.grad = None
+                else:
+                    with torch.no_grad():
+                        F.silu(gg) * uu
+
+            for _ in range(3):
+                once()
+            times = []
+            for _ in range(repeats):
+                t0 = time.perf_counter()
+                once()
+                times.append(time.perf_counter() - t0)
+            out[f"{rows}x{n}/{'fwd+bwd' if backward else 'fwd'}"] = statistics.median(times) * 1e3
+    out["version"] = torch.__version__
+    return out
+
+
+def qkv_run(bench, threads, repeats):
+    env = dict(os.environ, OMP_NUM_THREADS=str(threads), OMP_WAIT_POLICY="PASSIVE")
+    r = subprocess.run([bench, f"--benchmark_repetitions={repeats}", "--benchmark_report_aggregates_only=true",
+                        "--benchmark_format=json"], env=env, capture_output=True, text=True, check=True)
+    out = {}
+    for b in json.loads(r.stdout)["benchmarks"]:
+        if b.get("aggregate_name") != "median":
+            continue
+        # bm/silu_mul_forward_backward/512/4864/real_time
+        _, form, rows, n = b["run_name"].split("/")[:4]
+        fused = form.startswith("silu_mul")
+        kind = "fwd+bwd" if "backward" in form else "fwd"
+        out[f"{rows}x{n}/{kind}/{'silu_mul' if fused else 'composed'}"] = b["real_time"]
+    return out
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--bench", default=os.path.join(HERE, "..", "build", "bench", "qkv_silu_mul_bench"))
+    ap.add_argument("--torch-python", default=sys.executable)
+    ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--runs", type=int, default=3)
+    ap.add_argument("--repeats", type=int, default=20)
+    ap.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
+    a = ap.parse_args()
+    if a.worker:
+        print(json.dumps(torch_worker(a.threads, a.repeats)))
+        return
+    env = dict(os.environ, OMP_WAIT_POLICY="PASSIVE", OMP_NUM_THREADS=str(a.threads))
+    qkv_runs, torch_runs = [], []
+    for _ in range(a.runs):
+        qkv_runs.append(qkv_run(a.bench, a.threads, 5))
+        r = subprocess.run([a.torch_python, __file__, "--worker", "--threads", str(a.threads), "--repeats",
+                            str(a.repeats)], env=env, capture_output=True, text=True, check=True)
+        torch_runs.append(json.loads(r.stdout))
+    med = lambda runs, k: statistics.median(run[k] for run in runs)
+    print(f"silu(gate) * up, f32, {a.threads} threads; PyTorch {torch_runs[0]['version']}; "
+          f"medians of {a.runs} alternated runs (ms)")
+    print(f"{'shape':>12} {'pass':>8} {'qkv 3 ops':>10} {'silu_mul':>9} {'PyTorch':>8} {'3 ops/1':>8} {'PyTorch/qkv':>12}")
+    for rows, n in SHAPES:
+        for kind in ("fwd", "fwd+bwd"):
+            c, f = med(qkv_runs, f"{rows}x{n}/{kind}/composed"), med(qkv_runs, f"{rows}x{n}/{kind}/silu_mul")
+            t = med(torch_runs, f"{rows}x{n}/{kind}")
+            print(f"{rows}x{n:>6} {kind:>8} {c:>10.3f} {f:>9.3f} {t:>8.3f} {c / f:>7.2f}x {t / f:>11.2f}x")
+
+
+if __name__ == "__main__":
+    main()
