@@ -102,7 +102,8 @@ def main():
         for kind in ("fwd", "fwd+bwd"):
             c, f = med(qkv_runs, f"{rows}x{n}/{kind}/composed"), med(qkv_runs, f"{rows}x{n}/{kind}/silu_mul")
             t = med(torch_runs, f"{rows}x{n}/{kind}")
-            print(f"{rows}x{n:>6} {kind:>8} {c:>10.3f} {f:>9.3f} {t:>8.3f} {c / f:>7.2f}x {t / f:>11.2f}x")
+            shape = f"{rows}x{n}"
+            print(f"{shape:>12} {kind:>8} {c:>10.3f} {f:>9.3f} {t:>8.3f} {c / f:>7.2f}x {t / f:>11.2f}x")
 
 
 if __name__ == "__main__":
