@@ -89,11 +89,11 @@ class AutocastWeights {
   // linear casts its input x in the forward and the gradient dy of its output in the backward, each a
   // pass of its own over an f32 tensor some op has just written. Inside a scope, the ops that write
   // those tensors in a Transformer — the norms' outputs (layer_norm, rms_norm and their add_ forms:
-  // the projections' and the head's x), the activations' (relu, gelu: the second FFN layer's x), the
-  // gradient a fused norm's backward gives its residual branch (the output projections' dy), the
-  // activations' input gradients (the first FFN layer's dy) and cross_entropy's (the output layer's
-  // dy) — write the bf16 copy in their own pass
-  // and lend it; linear takes it instead of casting. The same bits (the copy is convert_to_bf16's).
+  // the projections' and the head's x), the activations' (relu, gelu, silu_mul: the second FFN
+  // layer's x), the gradient a fused norm's backward gives its residual branch (the output
+  // projections' dy), the activations' input gradients (the first FFN layer's dy) and
+  // cross_entropy's (the output layer's dy) — write the bf16 copy in their own pass and lend it;
+  // linear takes it instead of casting. The same bits (the copy is convert_to_bf16's).
   //
   //   producer:  if (AutocastWeights::copy_wanted("gelu")) copy = empty(bf16) … kernel(…, copy) …
   //              AutocastWeights::lend_copy("gelu", out, copy);
