@@ -11,6 +11,7 @@
 #include "qkv/core/message.h"
 #include "qkv/core/machine.h"
 #include "qkv/core/parallel.h"
+#include "qkv/core/thread_budget.h"
 #include "qkv/core/rng.h"
 #include "qkv/autograd/grad_mode.h"
 #include "qkv/ops/autocast.h"
@@ -44,7 +45,8 @@ NB_MODULE(_qkv, m) {
     if (PyErr_WarnEx(PyExc_RuntimeWarning, msg.c_str(), 1) != 0) throw nb::python_error();
   }
   m.def("set_num_threads", &qkv::set_num_threads, "n"_a, "Threads qkv's parallel loops use (torch.set_num_threads).");
-  m.def("get_num_threads", &qkv::num_threads);
+  m.def("get_num_threads", &qkv::requested_threads,
+        "Threads asked for (torch.get_num_threads); on a busy machine qkv may run fewer (docs/ARCHITECTURE.md).");
   // The host allocator's cache (core/allocator.h), as torch.cuda.empty_cache / memory_reserved for
   // qkv's CPU memory: a process that decodes holds less with qkv's decoding bound.
   m.def("set_cache_limit", [](int64_t at_least, double peak_fraction) {

@@ -8,6 +8,7 @@
 
 #include "qkv/core/error.h"
 #include "qkv/core/machine.h"
+#include "qkv/core/thread_budget.h"
 
 namespace qkv {
 
@@ -28,6 +29,7 @@ void check_thread_count(int64_t n, const char* what) {
 void set_num_threads(int n) {
   check_thread_count(n, "set_num_threads");
   omp_set_num_threads(n);
+  note_requested_threads(n);  // the count the budget between ops starts from (core/thread_budget.h)
 }
 
 void check_omp_num_threads() {

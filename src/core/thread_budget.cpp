@@ -182,12 +182,51 @@ int threads_free_now(int requested) {
   return std::clamp(usable_cores() - others, 1, requested);
 }
 
-ThreadBudget::ThreadBudget() : requested_(omp_get_max_threads()), threads_(threads_free_now(requested_)) {
-  if (threads_ != requested_) omp_set_num_threads(threads_);
+namespace {
+
+// The budget between ops, per calling thread: the count the user asked for, the count last set (the
+// OpenMP count differs from it only when someone else set it: that count is then the one asked
+// for), the ThreadBudget scopes open, and when to look again.
+struct BetweenOps {
+  int requested = 0, applied = 0, scopes = 0;  // 0: not looked at yet
+  std::chrono::steady_clock::time_point next{};
+};
+thread_local BetweenOps t_between;
+
+// The count asked for on this thread: the user's, or the OpenMP count if someone set it since.
+int asked_for(const BetweenOps& b) {
+  const int current = omp_get_max_threads();
+  return b.requested > 0 && current == b.applied ? b.requested : current;
+}
+
+}  // namespace
+
+int requested_threads() { return t_between.scopes > 0 ? omp_get_max_threads() : asked_for(t_between); }
+
+void note_requested_threads(int n) { t_between.requested = t_between.applied = n; }
+
+void budget_between_ops() {
+  BetweenOps& b = t_between;
+  if (b.scopes > 0) return;  // a scope's count holds for its whole step or batch
+  const auto now = std::chrono::steady_clock::now();
+  if (now < b.next) return;
+  b.next = now + std::chrono::milliseconds(50);
+  if (omp_in_parallel()) return;
+  b.requested = asked_for(b);
+  b.applied = threads_free_now(b.requested);  // the count asked for when the budget is off (fixed)
+  if (b.applied != omp_get_max_threads()) omp_set_num_threads(b.applied);
+}
+
+// A scope starts from the count the user asked for (not one the budget between ops lowered) and puts
+// that count back; the budget between ops looks again 50 ms after the outermost scope ends.
+ThreadBudget::ThreadBudget() : requested_(requested_threads()), threads_(threads_free_now(requested_)) {
+  if (t_between.scopes++ == 0) note_requested_threads(requested_);
+  if (threads_ != omp_get_max_threads()) omp_set_num_threads(threads_);
 }
 
 ThreadBudget::~ThreadBudget() {
-  if (threads_ != requested_) omp_set_num_threads(requested_);
+  if (requested_ != omp_get_max_threads()) omp_set_num_threads(requested_);
+  if (--t_between.scopes == 0) t_between.next = std::chrono::steady_clock::now() + std::chrono::milliseconds(50);
 }
 
 }  // namespace qkv

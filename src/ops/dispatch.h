@@ -21,6 +21,7 @@
 #include <initializer_list>
 #include <span>
 
+#include "qkv/core/thread_budget.h"
 #include "qkv/ops/tensor.h"
 
 namespace qkv::ops_detail {
@@ -68,6 +69,7 @@ extern const bool kProfileDispatches;
 class DispatchScope {
  public:
   DispatchScope(const char* op, Device d) {
+    if (d.type == DeviceType::cpu) budget_between_ops();  // the cores free now (core/thread_budget.h)
     if (kCountDispatches || kProfileDispatches) begin(op, d);
   }
   ~DispatchScope() {

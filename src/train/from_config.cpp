@@ -7,7 +7,7 @@
 #include <memory>
 
 #include "qkv/core/error.h"
-#include "qkv/core/parallel.h"
+#include "qkv/core/thread_budget.h"
 #include "qkv/io/config.h"
 #include "qkv/io/file.h"
 #include "qkv/train/task_registry.h"
@@ -67,7 +67,7 @@ TrainResult train_from_config(const nlohmann::json& config, const std::string& c
   // 1003854 train / 111540 val tokens; 2 threads → out/shakespeare-char".
   std::string about;
   auto build = [&](const std::string& out, bool resume, bool verbose) -> BuiltTask {
-    const std::string threads = std::to_string(num_threads()) + " threads" +
+    const std::string threads = std::to_string(requested_threads()) + " threads" +
                                 (comm ? " × " + std::to_string(comm->size()) + " processes (" + comm->describe() + ")" : "");
     BuiltTask b = type.build(TaskArgs{config, base_dir, out, resume, verbose});
     about = detail::concat(b.task->model().describe(), ": ", parameters(*b.task), "; ",

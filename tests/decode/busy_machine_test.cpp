@@ -15,6 +15,7 @@
 
 #include "qkv/core/parallel.h"
 #include "qkv/core/thread_budget.h"
+#include "qkv/ops/activation.h"
 #include "qkv/ops/conv.h"
 #include "qkv/decode/translator.h"
 #include "qkv/models/load.h"
@@ -63,6 +64,45 @@ TEST(ThreadBudget, CountsABusySiblingAndGivesItsCoreUp) {
     EXPECT_LE(num_threads(), std::max(1, before - 1));
   }
   EXPECT_EQ(num_threads(), before) << "the count is put back";
+}
+
+// Ops called one by one, outside any scope (a C++ loop, a Python model): each CPU dispatch asks at
+// most every 50 ms. Beside a busy core the count drops to the free cores while the count asked for
+// stays the user's; a scope starts from the user's count and puts it back; with the budget off the
+// next look after 50 ms gives the count asked for back.
+TEST(ThreadBudget, OpsCalledOneByOneGiveABusyCoreUp) {
+  const int n = cores();
+  if (n < 2) GTEST_SKIP() << "one core: nothing to share";
+  const int before = requested_threads();
+  set_num_threads(n);
+  EXPECT_EQ(num_threads(), n);
+  const Tensor x = Tensor::ones({256, 1024});
+  auto ops_for = [&](double seconds) {
+    const auto end = std::chrono::steady_clock::now() + std::chrono::duration<double>(seconds);
+    while (std::chrono::steady_clock::now() < end) relu(x);
+  };
+  {
+    Spinner busy;
+    ops_for(0.3);
+    EXPECT_LE(num_threads(), n - 1) << "ops ran on the busy core too";
+    EXPECT_EQ(requested_threads(), n) << "the count asked for is the user's";
+    {
+      const ThreadBudget scope;
+      EXPECT_LE(scope.threads(), n - 1);
+      EXPECT_EQ(requested_threads(), scope.threads()) << "inside a scope, the scope's count";
+    }
+    EXPECT_EQ(num_threads(), n) << "a scope puts back the count asked for, not the lowered one";
+    ops_for(0.3);
+    EXPECT_LE(num_threads(), n - 1);
+    const FixedThreads fixed;
+    ops_for(0.1);
+    EXPECT_EQ(num_threads(), n) << "with the budget off, the count asked for";
+  }
+  set_num_threads(1);
+  EXPECT_EQ(requested_threads(), 1);
+  ops_for(0.1);
+  EXPECT_EQ(num_threads(), 1);
+  set_num_threads(before);
 }
 
 TEST(ThreadBudget, TwoThreadsHoldTheirLatencyBesideABusyCore) {

@@ -10,6 +10,7 @@
 
 #include "commands.h"
 #include "options.h"
+#include "qkv/core/thread_budget.h"
 #include "qkv/ops.h"
 
 namespace qkv::cli {
@@ -102,13 +103,13 @@ int run_bench_attention(const BenchArgs& a) {
         "\"forward_backward_ms\": %.3f, \"gflops\": %.1f, \"gflops_backward\": %.1f, \"peak_extra_mib\": %.1f, "
         "\"peak_rss_growth_mib\": %.1f, \"peak_tensor_mib\": %.1f, \"forward_peak_tensor_mib\": %.1f, \"device\": \"%s\"}\n",
         (long)a.seq_len, (long)Lk, (long)a.batch, (long)a.heads, (long)Hkv, (long)a.head_dim,
-        a.causal ? "true" : "false", dtype.c_str(), backend.c_str(), num_threads(), fwd, fwdbwd, work / fwd / 1e6,
+        a.causal ? "true" : "false", dtype.c_str(), backend.c_str(), requested_threads(), fwd, fwdbwd, work / fwd / 1e6,
         fwdbwd > 0 ? 3 * work / fwdbwd / 1e6 : 0.0, peak_extra, peak_rss, peak_tensor, static_cast<double>(fwd_peak) / (1 << 20),
         device.str().c_str());
   } else {
     std::printf("attention B=%ld H=%ld Hkv=%ld Lq=%ld Lk=%ld d=%ld %s, %s %s, on %s (%d threads)\n", (long)a.batch,
                 (long)a.heads, (long)Hkv, (long)a.seq_len, (long)Lk, (long)a.head_dim, a.causal ? "causal" : "full",
-                backend.c_str(), dtype.c_str(), device.str().c_str(), num_threads());
+                backend.c_str(), dtype.c_str(), device.str().c_str(), requested_threads());
     std::printf("  forward          %9.2f ms  %7.1f GFLOP/s useful\n", fwd, work / fwd / 1e6);
     if (fwdbwd > 0)
       std::printf("  forward+backward %9.2f ms  %7.1f GFLOP/s useful\n", fwdbwd, 3 * work / fwdbwd / 1e6);

@@ -5,6 +5,7 @@
 #include <cstdio>
 
 #include "bench_common.h"
+#include "qkv/core/thread_budget.h"
 #include "qkv/models/registry.h"
 #include "qkv/ops.h"
 #include "qkv/train/optim.h"
@@ -65,7 +66,7 @@ int run_caption_train(const CaptionBenchArgs& a) {
   const TimeStats st = time_stats(times);
   const double img = static_cast<double>(B);
   if (a.json) {
-    nlohmann::json j = {{"impl", "qkv"},          {"model", m->describe()},   {"threads", num_threads()},
+    nlohmann::json j = {{"impl", "qkv"},          {"model", m->describe()},   {"threads", requested_threads()},
                         {"params", m->module().num_parameters()},            {"batch", B},
                         {"length", a.length},     {"iters", a.iters},         {"mean_ms", st.mean * 1e3},
                         {"median_ms", st.median * 1e3}, {"images_per_s", img / st.mean},
@@ -74,7 +75,7 @@ int run_caption_train(const CaptionBenchArgs& a) {
   } else {
     std::printf("qkv captioner (%s) params=%.2fM threads=%d batch=%lld × %lld words: mean %.1f ms/step (median %.1f) "
                 "-> %.0f images/s\n",
-                m->describe().c_str(), static_cast<double>(m->module().num_parameters()) / 1e6, num_threads(),
+                m->describe().c_str(), static_cast<double>(m->module().num_parameters()) / 1e6, requested_threads(),
                 static_cast<long long>(B), static_cast<long long>(a.length), st.mean * 1e3, st.median * 1e3,
                 img / st.mean);
   }

@@ -12,7 +12,7 @@
 
 #include "bench_common.h"
 #include "commands.h"
-#include "qkv/core/parallel.h"
+#include "qkv/core/thread_budget.h"
 #include "qkv/decode/generate.h"
 #include "qkv/models/registry.h"
 #include "qkv/nn/gpt.h"
@@ -84,7 +84,7 @@ int run_train(const GptBenchArgs& a) {
   const double mean = st.mean, median = st.median;
   const double tok = static_cast<double>(B * T);
   if (a.json) {
-    nlohmann::json j = {{"preset", a.preset},          {"threads", num_threads()},     {"params", gpt.num_parameters()},
+    nlohmann::json j = {{"preset", a.preset},          {"threads", requested_threads()},     {"params", gpt.num_parameters()},
                         {"batch", B},                  {"block", T},                   {"iters", a.iters},
                         {"mean_ms", mean * 1e3},       {"median_ms", median * 1e3},    {"tokens_per_s", tok / mean},
                         {"tokens_per_s_median", tok / median}, {"final_loss", loss_value},
@@ -93,7 +93,7 @@ int run_train(const GptBenchArgs& a) {
   } else {
     std::printf("qkv gpt-%s %s params=%.2fM threads=%d batch=%lld block=%lld: mean %.2f ms/iter (median %.2f) -> %.0f tokens/s\n",
                 a.preset.c_str(), std::string(enum_name(a.dtype)).c_str(), static_cast<double>(gpt.num_parameters()) / 1e6,
-                num_threads(),
+                requested_threads(),
                 static_cast<long long>(B), static_cast<long long>(T), mean * 1e3, median * 1e3, tok / mean);
   }
   return 0;
@@ -110,7 +110,7 @@ int run_generate(const GptBenchArgs& a) {
   model->set_inference_weights(a.decode.weights);
   const models::LanguageModel& gpt = *model;
   const std::string dtype(enum_name(a.decode.weights));
-  nlohmann::json j = {{"threads", num_threads()}, {"new_tokens", a.new_tokens},
+  nlohmann::json j = {{"threads", requested_threads()}, {"new_tokens", a.new_tokens},
                       {"params", gpt.module().num_parameters()}, {"dtype", dtype}};
   std::vector<int32_t> reference;
   for (bool cache : {true, false}) {
@@ -132,7 +132,7 @@ int run_generate(const GptBenchArgs& a) {
     const char* name = cache ? "kv_cache" : "naive";
     j[name] = {{"median_s", med}, {"tokens_per_s", static_cast<double>(a.new_tokens) / med}};
     if (!a.json)
-      std::printf("qkv decode %-8s %s threads=%d %lld tokens: median %.3f s -> %.1f tokens/s\n", name, dtype.c_str(), num_threads(),
+      std::printf("qkv decode %-8s %s threads=%d %lld tokens: median %.3f s -> %.1f tokens/s\n", name, dtype.c_str(), requested_threads(),
                   static_cast<long long>(a.new_tokens), med, static_cast<double>(a.new_tokens) / med);
     if (cache) reference = out;
     else j["identical"] = out == reference;

@@ -15,7 +15,7 @@
 #include "bench_common.h"
 #include "commands.h"
 #include "translation_models.h"
-#include "qkv/core/parallel.h"
+#include "qkv/core/thread_budget.h"
 #include "qkv/decode/translator.h"
 #include "qkv/io/file.h"
 #include "qkv/models/registry.h"
@@ -92,7 +92,7 @@ int run_train(const Seq2SeqBenchArgs& a) {
   const double mean = st.mean, median = st.median;
   const double tok = static_cast<double>(B * L);
   if (a.json) {
-    nlohmann::json j = {{"type", a.type}, {"model", m->describe()}, {"threads", num_threads()},
+    nlohmann::json j = {{"type", a.type}, {"model", m->describe()}, {"threads", requested_threads()},
                         {"params", m->module().num_parameters()}, {"iters", a.iters}, {"batch", B}, {"len", L},
                         {"mean_ms", mean * 1e3}, {"median_ms", median * 1e3}, {"tgt_tokens_per_s", tok / mean},
                         {"tgt_tokens_per_s_median", tok / median}, {"final_loss", loss_value},
@@ -102,7 +102,7 @@ int run_train(const Seq2SeqBenchArgs& a) {
     std::printf("qkv seq2seq %s (%s) %s params=%.2fM threads=%d batch=%lld len=%lld: mean %.2f ms/iter (median %.2f) "
                 "-> %.0f target tokens/s\n",
                 a.type.c_str(), m->describe().c_str(), std::string(enum_name(a.dtype)).c_str(),
-                static_cast<double>(m->module().num_parameters()) / 1e6, num_threads(),
+                static_cast<double>(m->module().num_parameters()) / 1e6, requested_threads(),
                 static_cast<long long>(B),
                 static_cast<long long>(L), mean * 1e3, median * 1e3, tok / mean);
   }
@@ -117,7 +117,7 @@ int run_translate(const Seq2SeqBenchArgs& a) {
   std::vector<std::string> lines = text::read_lines(a.input);
   if (static_cast<int64_t>(lines.size()) > a.sentences) lines.resize(static_cast<size_t>(a.sentences));
   decode::Translator tr(*t.model, *t.tokenizer);
-  nlohmann::json j = {{"threads", num_threads()}, {"sentences", lines.size()}, {"beam", a.decode.beam()},
+  nlohmann::json j = {{"threads", requested_threads()}, {"sentences", lines.size()}, {"beam", a.decode.beam()},
                       {"batch", a.decode.translate.batch_size}, {"dtype", std::string(enum_name(a.decode.weights))}};
   std::vector<decode::Hypothesis> reference;
   for (bool cache : {true, false}) {

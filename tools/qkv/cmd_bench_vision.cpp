@@ -12,6 +12,7 @@
 
 #include "bench_common.h"
 #include "qkv/autograd/grad_mode.h"
+#include "qkv/core/thread_budget.h"
 #include "qkv/models/registry.h"
 #include "qkv/ops.h"
 #include "qkv/train/optim.h"
@@ -56,14 +57,14 @@ int run_conv(const ConvBenchArgs& a) {
   if (a.json) {
     nlohmann::json j = {{"impl", "qkv"},       {"batch", a.batch},         {"in", a.in},
                         {"out", a.out},        {"size", a.size},           {"kernel", a.kernel},
-                        {"stride", a.stride},  {"groups", a.groups},       {"threads", num_threads()},
+                        {"stride", a.stride},  {"groups", a.groups},       {"threads", requested_threads()},
                         {"forward_ms", tf * 1e3}, {"forward_backward_ms", tb * 1e3},
                         {"gflops", flop / tf * 1e-9}, {"gflops_backward", 3 * flop / tb * 1e-9}};
     std::printf("%s\n", j.dump().c_str());
   } else {
     std::printf("conv2d N=%lld %lld→%lld %lldx%lld k=%lld stride %lld groups %lld, %d threads\n",
                 (long long)a.batch, (long long)a.in, (long long)a.out, (long long)a.size, (long long)a.size,
-                (long long)a.kernel, (long long)a.stride, (long long)a.groups, num_threads());
+                (long long)a.kernel, (long long)a.stride, (long long)a.groups, requested_threads());
     std::printf("  forward          %9.2f ms  %7.1f GFLOP/s\n", tf * 1e3, flop / tf * 1e-9);
     std::printf("  forward+backward %9.2f ms  %7.1f GFLOP/s\n", tb * 1e3, 3 * flop / tb * 1e-9);
   }
@@ -116,7 +117,7 @@ int run_convnet_train(const ConvNetBenchArgs& a) {
   const TimeStats st = time_stats(times);
   const double img = static_cast<double>(a.batch);
   if (a.json) {
-    nlohmann::json j = {{"impl", "qkv"},          {"model", m->describe()},   {"threads", num_threads()},
+    nlohmann::json j = {{"impl", "qkv"},          {"model", m->describe()},   {"threads", requested_threads()},
                         {"params", m->module().num_parameters()},            {"batch", a.batch},
                         {"iters", a.iters},       {"mean_ms", st.mean * 1e3}, {"median_ms", st.median * 1e3},
                         {"images_per_s", img / st.mean}, {"images_per_s_median", img / st.median},
@@ -124,7 +125,7 @@ int run_convnet_train(const ConvNetBenchArgs& a) {
     std::printf("%s\n", j.dump().c_str());
   } else {
     std::printf("qkv convnet (%s) params=%.2fM threads=%d batch=%lld: mean %.1f ms/step (median %.1f) -> %.0f images/s\n",
-                m->describe().c_str(), static_cast<double>(m->module().num_parameters()) / 1e6, num_threads(),
+                m->describe().c_str(), static_cast<double>(m->module().num_parameters()) / 1e6, requested_threads(),
                 static_cast<long long>(a.batch), st.mean * 1e3, st.median * 1e3, img / st.mean);
   }
   return 0;

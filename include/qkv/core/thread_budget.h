@@ -16,8 +16,14 @@
 //
 // and runs that many. A quiet machine keeps every thread; a busy core costs one thread, not the
 // step; a task that runs for an instant (a kernel thread writing this process's files out) is
-// neither in every look nor in the ticks, and costs nothing. Linux only (elsewhere: the threads asked for). QKV_THREAD_BUDGET=off keeps the threads
-// asked for whatever the machine is doing (fixed threads for timing experiments).
+// neither in every look nor in the ticks, and costs nothing. Linux only (elsewhere: the threads asked
+// for). QKV_THREAD_BUDGET=off keeps the threads asked for whatever the machine is doing (fixed
+// threads for timing experiments).
+//
+// Ops called one by one — from C++, or from Python as a PyTorch user writes a model — run outside
+// any such scope; for them each CPU dispatch asks between ops, at most once per 50 ms per calling
+// thread (a clock read otherwise): budget_between_ops() sets the thread's OpenMP count to
+// threads_free_now(the count the user asked for) and keeps that count as the one asked for.
 #pragma once
 
 namespace qkv {
@@ -31,6 +37,16 @@ int threads_free_now(int requested);
 // the setting before. (A test that compares two runs' bits takes it for its scope: FixedThreads.)
 bool set_fixed_threads(bool fixed);
 bool fixed_threads();
+
+// The threads the user asked for on this thread (set_num_threads, OMP_NUM_THREADS): what a scope or
+// the budget between ops starts from, and what torch.get_num_threads would say — num_threads() is
+// what the next parallel region runs on, which the budget may have lowered.
+int requested_threads();
+// set_num_threads(n) on this thread: n is the count asked for from now on.
+void note_requested_threads(int n);
+// The budget between ops: called by every CPU dispatch (ops/dispatch.h); outside any ThreadBudget
+// scope, every 50 ms, the thread's OpenMP count set to the threads free now of those asked for.
+void budget_between_ops();
 
 class FixedThreads {
  public:
