@@ -164,13 +164,11 @@ static void silu_mul_block(const float* g, const float* u, float* y, int64_t b, 
   int64_t i = b;
 #if QKV_SIMD
   i = simd::by_registers(b, e, [&]<int U>(std::integral_constant<int, U>, int64_t at) {
-    simd::vf v[U], s[U];
-    for (int k = 0; k < U; ++k) v[k] = simd::load(g + at + k * kLanes), s[k] = simd::sub(simd::zero(), v[k]);
-    simd::exp_n(s);  // e^−g
-    for (int k = 0; k < U; ++k) {
-      const simd::vf sig = simd::div(simd::set1(1.f), simd::add(simd::set1(1.f), s[k]));
-      simd::store(y + at + k * kLanes, simd::mul(simd::mul(v[k], sig), simd::load(u + at + k * kLanes)));
-    }
+    simd::vf v[U], sig[U];
+    for (int k = 0; k < U; ++k) v[k] = simd::load(g + at + k * kLanes);
+    simd::sigmoid_n(v, sig);
+    for (int k = 0; k < U; ++k)
+      simd::store(y + at + k * kLanes, simd::mul(simd::mul(v[k], sig[k]), simd::load(u + at + k * kLanes)));
   });
 #endif
   for (; i < e; ++i) {
@@ -185,15 +183,15 @@ static void silu_mul_backward_block(const float* g, const float* u, const float*
   int64_t i = b;
 #if QKV_SIMD
   i = simd::by_registers(b, e, [&]<int U>(std::integral_constant<int, U>, int64_t at) {
-    simd::vf v[U], s[U];
-    for (int k = 0; k < U; ++k) v[k] = simd::load(g + at + k * kLanes), s[k] = simd::sub(simd::zero(), v[k]);
-    simd::exp_n(s);
+    simd::vf v[U], sig[U];
+    for (int k = 0; k < U; ++k) v[k] = simd::load(g + at + k * kLanes);
+    simd::sigmoid_n(v, sig);
     for (int k = 0; k < U; ++k) {
       const int64_t o = at + k * kLanes;
-      const simd::vf one = simd::set1(1.f), sig = simd::div(one, simd::add(one, s[k])), d = simd::load(dy + o);
-      const simd::vf dsilu = simd::mul(sig, simd::fmadd(v[k], simd::sub(one, sig), one));
+      const simd::vf one = simd::set1(1.f), d = simd::load(dy + o);
+      const simd::vf dsilu = simd::mul(sig[k], simd::fmadd(v[k], simd::sub(one, sig[k]), one));
       simd::store(dg + o, simd::mul(simd::mul(d, simd::load(u + o)), dsilu));
-      simd::store(du + o, simd::mul(d, simd::mul(v[k], sig)));
+      simd::store(du + o, simd::mul(d, simd::mul(v[k], sig[k])));
     }
   });
 #endif

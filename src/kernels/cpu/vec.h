@@ -44,7 +44,15 @@ inline vf exp(vf x) {
   return a[0];
 }
 
-// σ(x) = 1 / (1 + e^−x);  tanh x = 2σ(2x) − 1 (the recurrent gates)
+// σ(x) = 1 / (1 + e^−x);  tanh x = 2σ(2x) − 1 (the recurrent gates). sigmoid_n: σ of U registers
+// at once into `out`, their exps overlapped as exp_n's.
+template <int U>
+inline void sigmoid_n(const vf (&x)[U], vf (&out)[U]) {
+  for (int u = 0; u < U; ++u) out[u] = sub(zero(), x[u]);
+  exp_n(out);
+  for (int u = 0; u < U; ++u) out[u] = div(set1(1.0f), add(set1(1.0f), out[u]));
+}
+
 inline vf sigmoid(vf x) { return div(set1(1.0f), add(set1(1.0f), exp(sub(zero(), x)))); }
 inline vf tanh(vf x) { return fmadd(set1(2.0f), sigmoid(add(x, x)), set1(-1.0f)); }
 
