@@ -9,6 +9,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "kernels/cpu/onednn_call.h"
 #include "qkv/core/error.h"
 #include "qkv/core/parallel.h"
 
@@ -168,6 +169,7 @@ void zero(float* p, int64_t n) {
 template <typename F>
 void guarded(const char* what, const Conv2dProblem& p, F&& f) {
   try {
+    const OneDnnCall call;  // (kernels/cpu/onednn_call.h)
     f();
   } catch (const dnnl::error& e) {
     QKV_CHECK(false, what, ": oneDNN failed (", e.what(), ") for input [", p.N, ", ", p.C, ", ", p.H, ", ", p.W,

@@ -2,6 +2,7 @@
 
 #include <oneapi/dnnl/dnnl.h>
 
+#include "kernels/cpu/onednn_call.h"
 #include "qkv/core/error.h"
 #include "qkv/core/parallel.h"
 
@@ -15,7 +16,11 @@ void sgemm(bool ta, bool tb, int64_t M, int64_t N, int64_t K, float alpha, const
       for (int64_t j = 0; j < N; ++j) C[i * ldc + j] = beta == 0.f ? 0.f : beta * C[i * ldc + j];
     return;
   }
-  dnnl_status_t st = dnnl_sgemm(ta ? 'T' : 'N', tb ? 'T' : 'N', M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+  dnnl_status_t st;
+  {
+    const OneDnnCall call;  // no signal handled inside oneDNN's kernels (kernels/cpu/onednn_call.h)
+    st = dnnl_sgemm(ta ? 'T' : 'N', tb ? 'T' : 'N', M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+  }
   QKV_CHECK(st == dnnl_success, "sgemm: oneDNN failed (status ", static_cast<int>(st), ") for M=", M, " N=", N,
             " K=", K, " lda=", lda, " ldb=", ldb, " ldc=", ldc);
 }

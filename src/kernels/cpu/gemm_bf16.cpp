@@ -9,6 +9,7 @@
 #include "qkv/core/error.h"
 #include "qkv/core/parallel.h"
 #include "kernels/cpu/gemm.h"
+#include "kernels/cpu/onednn_call.h"
 #include "kernels/cpu/vec.h"
 
 namespace qkv::kernels::cpu {
@@ -114,6 +115,7 @@ void gemm_bf16(bool ta, bool tb, int64_t M, int64_t N, int64_t K, const bf16* A,
     memory::desc b({K, N}, memory::data_type::bf16, tb ? memory::dims{1, ldb} : memory::dims{ldb, 1});
     memory::desc c({M, N}, memory::data_type::f32, memory::dims{ldc, 1});
     memory ma(a, ctx.engine, const_cast<bf16*>(A)), mb(b, ctx.engine, const_cast<bf16*>(B)), mc(c, ctx.engine, C);
+    const OneDnnCall call;  // (kernels/cpu/onednn_call.h)
     m->execute(ctx.stream, {{DNNL_ARG_SRC, ma}, {DNNL_ARG_WEIGHTS, mb}, {DNNL_ARG_DST, mc}});
     ctx.stream.wait();
   } catch (const dnnl::error& e) {

@@ -14,6 +14,7 @@
 #include <type_traits>
 #include <vector>
 
+#include "kernels/cpu/onednn_call.h"
 #include "qkv/core/error.h"
 #include "qkv/core/parallel.h"
 #include "kernels/cpu/activation.h"
@@ -350,8 +351,12 @@ bool int8_sums(int64_t M, const uint8_t* xq, Int8Activations a, const Int8Weight
   }
   if (w.packed && packed_linear_u8s8(*w.packed, M, xq, acc)) return true;
   const int32_t co = 0;
-  const dnnl_status_t st = dnnl_gemm_u8s8s32('N', 'T', 'F', M, N, K, 1.f, xq, K, static_cast<uint8_t>(a.zero_point),
-                                             w.W8, w.ldw, 0, 0.f, acc, N, &co);
+  dnnl_status_t st;
+  {
+    const OneDnnCall call;  // (kernels/cpu/onednn_call.h)
+    st = dnnl_gemm_u8s8s32('N', 'T', 'F', M, N, K, 1.f, xq, K, static_cast<uint8_t>(a.zero_point), w.W8, w.ldw, 0,
+                           0.f, acc, N, &co);
+  }
   QKV_CHECK(st == dnnl_success, "linear_int8: oneDNN's dnnl_gemm_u8s8s32 failed (status ", static_cast<int>(st),
             ") for M=", M, " N=", N, " K=", K);
   return false;

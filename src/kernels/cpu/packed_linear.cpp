@@ -5,6 +5,7 @@
 #include <mutex>
 #include <unordered_map>
 
+#include "kernels/cpu/onednn_call.h"
 #include "qkv/core/error.h"
 
 namespace qkv::kernels::cpu {
@@ -59,6 +60,7 @@ std::shared_ptr<const PackedLinear> pack(int64_t N, int64_t K, const void* W, in
     memory from(plain, cpu_engine(), const_cast<void*>(W));
     p->weights = memory(p->weights_md, cpu_engine());
     dnnl::stream s(cpu_engine());
+    const OneDnnCall call;  // (kernels/cpu/onednn_call.h)
     dnnl::reorder(from, p->weights).execute(s, from, p->weights);
     s.wait();
   } catch (const dnnl::error& e) {
@@ -90,6 +92,7 @@ bool run(const PackedLinear& w, int64_t M, const void* x, void* y) {
   const memory src(memory::desc({M, w.K}, w.src_type, memory::format_tag::ab), cpu_engine(), const_cast<void*>(x));
   const memory dst(memory::desc({M, w.N}, w.dst_type, memory::format_tag::ab), cpu_engine(), y);
   try {
+    const OneDnnCall call;  // (kernels/cpu/onednn_call.h)
     prim.execute(s, {{DNNL_ARG_SRC, src}, {DNNL_ARG_WEIGHTS, w.weights}, {DNNL_ARG_DST, dst}});
     s.wait();
   } catch (const dnnl::error& e) {
