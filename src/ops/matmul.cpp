@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstring>
 #include <iterator>
+#include <optional>
 #include <utility>
 
 #include "dispatch.h"
@@ -11,6 +12,7 @@
 #include "kernels/cpu/gemm_bf16.h"
 #include "kernels/cpu/gemm_int8.h"
 #include "kernels/cpu/gemv_bf16.h"
+#include "kernels/cpu/onednn_call.h"
 #include "packed_copy.h"
 #include "qkv/autograd/grad_mode.h"
 #include "qkv/autograd/node.h"
@@ -103,6 +105,8 @@ Tensor matmul_nd(Tensor a, Tensor b) {
   float* pc = out.data();
   // Small products in parallel over the batch (each GEMM then runs on one thread), large ones in turn.
   const bool parallel = d.is_cpu() && nb > 1 && 2.0 * M * N * K < 4e6 && num_threads() > 1 && !in_parallel_region();
+  std::optional<kernels::cpu::OneDnnCall> held;  // one hold for the batch's GEMMs (kernels/cpu/onednn_call.h)
+  if (d.is_cpu()) held.emplace();
   QKV_DISPATCH("matmul", d, {
     auto one = [&](int64_t i) {
       k::sgemm(va.trans, vb.trans, M, N, K, 1.f, pa + off_a[i], va.ld, pb + off_b[i], vb.ld, 0.f, pc + i * M * N, N);

@@ -25,6 +25,7 @@
 #include "qkv/core/rng.h"
 #include "kernels/cpu/attention_kernels.h"
 #include "kernels/cpu/gemm.h"
+#include "kernels/cpu/onednn_call.h"
 #include "kernels/cpu/activation.h"
 #include "kernels/cpu/vec.h"
 
@@ -151,6 +152,7 @@ void finish_rows(const AttnProblem& p, int64_t b, int64_t h, int64_t i0, int64_t
 }  // namespace
 
 void attention_forward_flash_f32(const AttnProblem& p, float* out, float* lse) {
+  const OneDnnCall held;  // one hold for every GEMM below (kernels/cpu/onednn_call.h)
   const int64_t nqb = (p.Lq + kBr - 1) / kBr;
   const int64_t items = p.B * p.H * nqb;
   const int nt = in_parallel_region() ? 1 : num_threads();
@@ -214,6 +216,7 @@ void attention_forward_flash_f32(const AttnProblem& p, float* out, float* lse) {
 
 void attention_backward_flash_f32(const AttnProblem& p, const float* out, const float* lse, const float* dout,
                                   float* dq, float* dk, float* dv) {
+  const OneDnnCall held;  // one hold for every GEMM below (kernels/cpu/onednn_call.h)
   const int64_t group = p.H / p.Hkv;
   const int nt = in_parallel_region() ? 1 : num_threads();
   // D_i = rowsum(dO_i ∘ O_i)

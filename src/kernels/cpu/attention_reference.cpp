@@ -6,6 +6,7 @@
 #include "kernels/cpu/attention_kernels.h"
 #include "kernels/cpu/activation.h"
 #include "kernels/cpu/gemm.h"
+#include "kernels/cpu/onednn_call.h"
 #include "kernels/cpu/softmax.h"
 #include "kernels/cpu/vec.h"
 
@@ -62,6 +63,7 @@ void for_each_head(int64_t B, int64_t heads, size_t scratch_floats, F&& f) {
 }  // namespace
 
 void attention_forward_reference(const AttnProblem& p, float* out, float* probs, float* weights) {
+  const OneDnnCall held;  // one hold for every GEMM below (kernels/cpu/onednn_call.h)
   const int64_t LL = p.Lq * p.Lk;
   const int64_t group = p.H / p.Hkv;
   const bool dropout = p.dropout_p > 0.f;
@@ -97,6 +99,7 @@ void attention_forward_reference(const AttnProblem& p, float* out, float* probs,
 
 void attention_backward_reference(const AttnProblem& p, const float* probs, const float* dout, float* dq, float* dk,
                                   float* dv, float* dscores) {
+  const OneDnnCall held;  // one hold for every GEMM below (kernels/cpu/onednn_call.h)
   const int64_t LL = p.Lq * p.Lk;
   const int64_t group = p.H / p.Hkv;
   const bool dropout = p.dropout_p > 0.f;

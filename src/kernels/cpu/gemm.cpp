@@ -28,6 +28,7 @@ void sgemm(bool ta, bool tb, int64_t M, int64_t N, int64_t K, float alpha, const
 void sgemm_batched(bool ta, bool tb, int64_t M, int64_t N, int64_t K, float alpha, const float* A, int64_t lda,
                    int64_t sa, const float* B, int64_t ldb, int64_t sb, float beta, float* C, int64_t ldc,
                    int64_t sc, int64_t batch) {
+  const OneDnnCall held;  // one hold for every GEMM below (kernels/cpu/onednn_call.h)
   const double flops = 2.0 * M * N * K;
   if (batch > 1 && flops < 4e6 && num_threads() > 1 && !in_parallel_region()) {
 #pragma omp parallel for schedule(static)

@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "kernels/cpu/gemm.h"
+#include "kernels/cpu/onednn_call.h"
 #include "kernels/cpu/vec.h"
 #include "qkv/core/parallel.h"
 
@@ -144,6 +145,7 @@ void weight_grads(const RnnProblem& p, int64_t steps, const float* dhh, const fl
 }  // namespace
 
 void gru_forward(const RnnProblem& p, const float* h0, float* y, float* h_n, float* saved_gates, float* saved_h) {
+  const OneDnnCall held;  // one hold for every GEMM below (kernels/cpu/onednn_call.h)
   const int64_t B = p.B, T = p.T, H = p.H, G = 3 * H;
   std::vector<float> h(h0, h0 + B * H), hh(static_cast<size_t>(B * G)), zero_bias(static_cast<size_t>(G), 0.f);
   const float* bias = p.b_hh ? p.b_hh : zero_bias.data();
@@ -167,6 +169,7 @@ void gru_forward(const RnnProblem& p, const float* h0, float* y, float* h_n, flo
 
 void gru_backward(const RnnProblem& p, const float* saved_gates, const float* saved_h, const float* dy,
                   const float* dh_n, float* dx_proj, float* dh0, float* dw_hh, float* db_hh) {
+  const OneDnnCall held;  // one hold for every GEMM below (kernels/cpu/onednn_call.h)
   const int64_t B = p.B, T = p.T, H = p.H, G = 3 * H, steps = steps_of(p);
   std::vector<float> dh(static_cast<size_t>(B * H), 0.f), dhh(static_cast<size_t>(std::max<int64_t>(steps, 1) * B * G), 0.f);
   if (dh_n) std::copy(dh_n, dh_n + B * H, dh.begin());
@@ -191,6 +194,7 @@ void gru_backward(const RnnProblem& p, const float* saved_gates, const float* sa
 
 void lstm_forward(const RnnProblem& p, const float* h0, const float* c0, float* y, float* h_n, float* c_n,
                   float* saved_gates, float* saved_h, float* saved_c, float* saved_tanh_c) {
+  const OneDnnCall held;  // one hold for every GEMM below (kernels/cpu/onednn_call.h)
   const int64_t B = p.B, T = p.T, H = p.H, G = 4 * H;
   std::vector<float> h(h0, h0 + B * H), c(c0, c0 + B * H), hh(static_cast<size_t>(B * G)),
       zero_bias(static_cast<size_t>(G), 0.f);
@@ -221,6 +225,7 @@ void lstm_forward(const RnnProblem& p, const float* h0, const float* c0, float* 
 void lstm_backward(const RnnProblem& p, const float* saved_gates, const float* saved_h, const float* saved_c,
                    const float* saved_tanh_c, const float* dy, const float* dh_n, const float* dc_n, float* dx_proj,
                    float* dh0, float* dc0, float* dw_hh, float* db_hh) {
+  const OneDnnCall held;  // one hold for every GEMM below (kernels/cpu/onednn_call.h)
   const int64_t B = p.B, T = p.T, H = p.H, G = 4 * H, steps = steps_of(p);
   std::vector<float> dh(static_cast<size_t>(B * H), 0.f), dc(static_cast<size_t>(B * H), 0.f),
       dhh(static_cast<size_t>(std::max<int64_t>(steps, 1) * B * G), 0.f);
@@ -253,6 +258,7 @@ void lstm_backward(const RnnProblem& p, const float* saved_gates, const float* s
 
 void lstm_proj_forward(const RnnProblem& p, int64_t P, const float* w_hr, const float* h0, const float* c0, float* y,
                        float* h_n, float* c_n, float* saved_gates, float* saved_h, float* saved_c, float* saved_tanh_c) {
+  const OneDnnCall held;  // one hold for every GEMM below (kernels/cpu/onednn_call.h)
   const int64_t B = p.B, T = p.T, H = p.H, G = 4 * H;
   std::vector<float> h(h0, h0 + B * P), c(c0, c0 + B * H), hh(static_cast<size_t>(B * G)),
       m(static_cast<size_t>(B * H), 0.f), hr(static_cast<size_t>(B * P)), zero_bias(static_cast<size_t>(G), 0.f);
@@ -293,6 +299,7 @@ void lstm_proj_backward(const RnnProblem& p, int64_t P, const float* w_hr, const
                         const float* saved_h, const float* saved_c, const float* saved_tanh_c, const float* dy,
                         const float* dh_n, const float* dc_n, float* dx_proj, float* dh0, float* dc0, float* dw_hh,
                         float* db_hh, float* dw_hr) {
+  const OneDnnCall held;  // one hold for every GEMM below (kernels/cpu/onednn_call.h)
   const int64_t B = p.B, T = p.T, H = p.H, G = 4 * H, steps = steps_of(p), S = std::max<int64_t>(steps, 1);
   std::vector<float> dh(static_cast<size_t>(B * P), 0.f), dc(static_cast<size_t>(B * H), 0.f),
       dm(static_cast<size_t>(B * H)), dhh(static_cast<size_t>(S * B * G), 0.f), dhr(static_cast<size_t>(S * B * P), 0.f),
