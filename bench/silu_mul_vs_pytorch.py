@@ -11,6 +11,11 @@ qkv and PyTorch; the table shows the median run and the ratios PyTorch / qkv (> 
 
   bench/silu_mul_vs_pytorch.py --threads 2 --runs 3
   bench/silu_mul_vs_pytorch.py --torch-python /usr/bin/python3
+  bench/silu_mul_vs_pytorch.py --threads 2 --busy [--no-budget]
+
+--busy keeps one core busy (a Python `while True: pass`) through every run: ops called one by one,
+as a model written in Python calls them, beside another process (qkv's thread budget between ops,
+core/thread_budget.h; --no-budget sets QKV_THREAD_BUDGET=off, the fixed count of before).
 """
 import argparse
 import json
@@ -59,8 +64,10 @@ def torch_worker(threads, repeats):
     return out
 
 
-def qkv_run(bench, threads, repeats):
+def qkv_run(bench, threads, repeats, budget=True):
     env = dict(os.environ, OMP_NUM_THREADS=str(threads), OMP_WAIT_POLICY="PASSIVE")
+    if not budget:
+        env["QKV_THREAD_BUDGET"] = "off"
     r = subprocess.run([bench, f"--benchmark_repetitions={repeats}", "--benchmark_report_aggregates_only=true",
                         "--benchmark_format=json"], env=env, capture_output=True, text=True, check=True)
     out = {}
@@ -82,6 +89,8 @@ def main():
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--runs", type=int, default=3)
     ap.add_argument("--repeats", type=int, default=20)
+    ap.add_argument("--busy", action="store_true", help="one core kept busy by another process throughout")
+    ap.add_argument("--no-budget", action="store_true", help="qkv with QKV_THREAD_BUDGET=off (fixed threads)")
     ap.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
     a = ap.parse_args()
     if a.worker:
@@ -89,14 +98,21 @@ def main():
         return
     env = dict(os.environ, OMP_WAIT_POLICY="PASSIVE", OMP_NUM_THREADS=str(a.threads))
     qkv_runs, torch_runs = [], []
-    for _ in range(a.runs):
-        qkv_runs.append(qkv_run(a.bench, a.threads, 5))
-        r = subprocess.run([a.torch_python, __file__, "--worker", "--threads", str(a.threads), "--repeats",
-                            str(a.repeats)], env=env, capture_output=True, text=True, check=True)
-        torch_runs.append(json.loads(r.stdout))
+    spinner = subprocess.Popen([sys.executable, "-c", "while True: pass"]) if a.busy else None
+    try:
+        for _ in range(a.runs):
+            qkv_runs.append(qkv_run(a.bench, a.threads, 5, budget=not a.no_budget))
+            r = subprocess.run([a.torch_python, __file__, "--worker", "--threads", str(a.threads), "--repeats",
+                                str(a.repeats)], env=env, capture_output=True, text=True, check=True)
+            torch_runs.append(json.loads(r.stdout))
+    finally:
+        if spinner:
+            spinner.kill()
+            spinner.wait()
     med = lambda runs, k: statistics.median(run[k] for run in runs)
     print(f"silu(gate) * up, f32, {a.threads} threads; PyTorch {torch_runs[0]['version']}; "
-          f"medians of {a.runs} alternated runs (ms)")
+          f"medians of {a.runs} alternated runs (ms)" + ("; one core busy" if a.busy else "") +
+          ("; qkv's thread budget off" if a.no_budget else ""))
     print(f"{'shape':>12} {'pass':>8} {'qkv 3 ops':>10} {'silu_mul':>9} {'PyTorch':>8} {'3 ops/1':>8} {'PyTorch/qkv':>12}")
     for rows, n in SHAPES:
         for kind in ("fwd", "fwd+bwd"):
