@@ -264,8 +264,9 @@ __global__ void __launch_bounds__(kThreads)
 // Backward (FlashAttention-2's, with D_i = rowsum(dO_i ∘ O_i) from a first pass and dq zeroed): a block
 // of 4 warps owns 64 keys of one key/value head (16 per warp: dK, dV of the warp's keys stay in
 // registers) and walks the query rows of every query head of its group in steps of 64 (causal: from
-// its own first key on). Per step, Q_i and dO_i in shared memory; per warp, with the warp's keys as
-// the rows of every product (so that Pᵀ and dSᵀ are the A fragments of the next one as they stand):
+// its own first key on). Per step, Q_i and dO_i in shared memory (the next step's copied in while
+// this one computes dQ); per warp, with the warp's keys as the rows of every product (so that Pᵀ and
+// dSᵀ are the A fragments of the next one as they stand):
 //     Sᵀ = K_w Q_iᵀ,  P = e^(scale·S + M − lse_i),  W = P ∘ Z/(1−p)        (16 keys × 64 rows, f32)
 //     dV_w += Wᵀ dO_i
 //     dPᵀ = V_w dO_iᵀ,  dS' = scale · P ∘ (dP ∘ Z/(1−p) − D_i)
@@ -325,7 +326,18 @@ __global__ void __launch_bounds__(kThreads)
   const int64_t key[2] = {j0 + kw + g, j0 + kw + g + 8};  // this lane's two keys
   copy_tile<T, D>(Ks, kh + bhk * p.Lk * D, j0, p.Lk, kKeys);  // dense [B, Hkv, Lk, D]
   copy_tile<T, D>(Vs, vh + bhk * p.Lk * D, j0, p.Lk, kKeys);
+  // The steps: every query head h of the group, its rows from first_i0 in steps of kRows (causal: rows
+  // i < j0 see none of these keys). A step's Q_i and dO_i come by cp.async and its lse and D_i through
+  // registers while the step before computes its dQ (the step's last products, which read neither Q
+  // nor dO): the first step's with K and V, here.
+  const int64_t first_i0 = p.causal ? j0 : 0, h_begin = hk * group, h_end = (hk + 1) * group;
+  auto copy_step = [&](int64_t h, int64_t i0) {  // dense [B, H, Lq, D]
+    copy_tile<T, D>(Qs, qh + (b * p.H + h) * p.Lq * D, i0, p.Lq, kRows);
+    copy_tile<T, D>(Gs, gh + (b * p.H + h) * p.Lq * D, i0, p.Lq, kRows);
+  };
+  if (first_i0 < p.Lq) copy_step(h_begin, first_i0);
   cp_async_commit();
+  if (first_i0 < p.Lq) rows::stage_rows<kRows>(rowL, rowD, p, lse, Dsum, (b * p.H + h_begin) * p.Lq, first_i0);
 
   float dK[D / 8][4], dV[D / 8][4];  // the warp's 16 keys × D
 #pragma unroll
@@ -333,18 +345,10 @@ __global__ void __launch_bounds__(kThreads)
 #pragma unroll
     for (int e = 0; e < 4; ++e) dK[n][e] = dV[n][e] = 0.f;
 
-  for (int64_t h = hk * group; h < (hk + 1) * group; ++h) {
-    const T* q = qh + (b * p.H + h) * p.Lq * D;  // dense [B, H, Lq, D]
-    const T* gq = gh + (b * p.H + h) * p.Lq * D;
-    const int64_t stats = (b * p.H + h) * p.Lq;
-    for (int64_t i0 = p.causal ? j0 : 0; i0 < p.Lq; i0 += kRows) {  // causal: rows i < j0 see none of these keys
-      __syncthreads();  // the last step's readers of Q, dO, dS', lse and D are done
-      copy_tile<T, D>(Qs, q, i0, p.Lq, kRows);
-      copy_tile<T, D>(Gs, gq, i0, p.Lq, kRows);
-      cp_async_commit();
-      rows::stage_rows<kRows>(rowL, rowD, p, lse, Dsum, stats, i0);
+  for (int64_t h = h_begin; h < h_end; ++h) {
+    for (int64_t i0 = first_i0; i0 < p.Lq; i0 += kRows) {
       cp_async_wait<0>();
-      __syncthreads();
+      __syncthreads();  // the step's Q, dO, lse and D in place (K and V too, at the first)
 
       // Sᵀ = K_w Q_iᵀ: s[n][e] is key key[e / 2], row n·8 + 2t + e % 2 of the step
       float s[kRows / 8][4];
@@ -408,7 +412,18 @@ __global__ void __launch_bounds__(kThreads)
           mma<T>(dK[2 * dp + 1], da, qb[2], qb[3]);
         }
       }
-      __syncthreads();  // every warp's dS' columns are in place
+      __syncthreads();  // every warp's dS' columns are in place, and Q_i and dO_i read for the last time
+
+      // the next step's Q, dO (cp.async) and lse, D (registers) on their way during dQ's products
+      const bool last_row_step = i0 + kRows >= p.Lq;
+      const int64_t next_h = last_row_step ? h + 1 : h, next_i0 = last_row_step ? first_i0 : i0 + kRows;
+      const bool next = next_h < h_end;
+      rows::RowStats next_stats;
+      if (next) {
+        copy_step(next_h, next_i0);
+        cp_async_commit();
+        next_stats = rows::load_row_stats<kRows>(p, lse, Dsum, (b * p.H + next_h) * p.Lq, next_i0);
+      }
 
       // dQ_i += dS' K_j for rows 16·warp…16·warp+15 of the step, 64 dims at a time: A = dS' (row-major
       // from dS'ᵀ by transposed ldmatrix), B = K (transposed ldmatrix, as V in the forward)
@@ -432,6 +447,8 @@ __global__ void __launch_bounds__(kThreads)
         }
         rows::add_dq(p, dq, b, h, i0, rw, c0, rowL, acc, g, t);
       }
+      __syncthreads();  // dQ's readers of dS' and of the step's lse are done
+      if (next) rows::store_row_stats<kRows>(rowL, rowD, next_stats);
     }
   }
 

@@ -124,16 +124,33 @@ __device__ inline void write_rows(const AttnProblem& p, float* out, float* lse, 
 // ---- backward: a warp's 16 keys (key[0] = its lane's key g, key[1] = g + 8) against the NR rows of a
 // step from i0 (column n·8 + 2t + e % 2 of an accumulator tile is row i0 + that) -------------------------
 
-// The step's lse and D_i into shared memory (threads 0 … NR − 1, the caller syncs): −∞ and 0 past Lq
-// (lse is −∞ also for a row that sees no key)
+// Row i0 + threadIdx.x's lse and D_i, read by threads 0 … NR − 1: −∞ and 0 past Lq (lse is −∞ also
+// for a row that sees no key). Loaded into registers, stored later: a kernel can load the next step's
+// while it computes this one's.
+struct RowStats {
+  float L = 0.f, D = 0.f;
+};
+template <int NR>
+__device__ inline RowStats load_row_stats(const AttnProblem& p, const float* lse, const float* Dsum, int64_t stats,
+                                          int64_t i0) {
+  RowStats r;
+  if (threadIdx.x < NR) {
+    const int64_t i = i0 + threadIdx.x;
+    r.L = i < p.Lq ? lse[stats + i] : -INFINITY;
+    r.D = i < p.Lq ? Dsum[stats + i] : 0.f;
+  }
+  return r;
+}
+template <int NR>
+__device__ inline void store_row_stats(float* rowL, float* rowD, RowStats r) {
+  if (threadIdx.x < NR) rowL[threadIdx.x] = r.L, rowD[threadIdx.x] = r.D;
+}
+
+// The step's lse and D_i into shared memory (threads 0 … NR − 1, the caller syncs)
 template <int NR>
 __device__ inline void stage_rows(float* rowL, float* rowD, const AttnProblem& p, const float* lse,
                                   const float* Dsum, int64_t stats, int64_t i0) {
-  if (threadIdx.x < NR) {
-    const int64_t i = i0 + threadIdx.x;
-    rowL[threadIdx.x] = i < p.Lq ? lse[stats + i] : -INFINITY;
-    rowD[threadIdx.x] = i < p.Lq ? Dsum[stats + i] : 0.f;
-  }
+  store_row_stats<NR>(rowL, rowD, load_row_stats<NR>(p, lse, Dsum, stats, i0));
 }
 
 // Sᵀ → P = e^(scale·S + M − lse) in place, rowL = the step's lse (−∞ past Lq, or a row that sees no
