@@ -1,6 +1,6 @@
 // Signals during oneDNN's GEMMs (kernels/cpu/onednn_call.h). oneDNN 2.x's f32 GEMM kernels point the
 // stack pointer at a heap workspace while they run, so a handled signal landing inside one wrote its
-// frame over the heap: `qkv train` crashed after a Ctrl-C 1 run in 15 beside a busy core. Here a
+// frame over the heap: `qkv train` crashed after a Ctrl-C 1 run in 15–25 beside a busy core. Here a
 // thread sends a handled signal every ~20 µs — to the process, and to each of its threads in turn,
 // the GEMM's OpenMP workers among them — while this thread runs GEMMs on 2 threads and allocates:
 // each product must keep its bits, the process must live, and the signals must be handled (between

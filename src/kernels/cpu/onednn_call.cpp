@@ -21,12 +21,12 @@ sigset_t held_signals() {
 }
 const sigset_t g_held = held_signals();
 
-// The OpenMP threads of this thread's team, up to `n` of them, hold the signals from now on (libgomp
-// keeps a calling thread's workers and reuses them; a larger team adds threads, held when it first
-// appears here).
 thread_local bool t_held_for_good = false;  // an OpenMP worker that holds them for good
 thread_local int t_depth = 0;                // OneDnnCall scopes open on this thread
 
+// The OpenMP threads of this thread's team, up to `n` of them, hold the signals from now on (libgomp
+// keeps a calling thread's workers and reuses them; a larger team adds threads, held when it first
+// appears here).
 void hold_on_team(int n) {
   thread_local int held = 1;  // the team size whose workers hold them
   if (n <= held || omp_in_parallel()) return;
