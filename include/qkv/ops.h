@@ -20,6 +20,7 @@
 #include "qkv/ops/layer_norm.h"
 #include "qkv/ops/loss.h"
 #include "qkv/ops/mask.h"
+#include "qkv/ops/paged_attention.h"
 #include "qkv/ops/pool.h"
 #include "qkv/ops/rms_norm.h"
 #include "qkv/ops/rnn.h"

@@ -103,6 +103,24 @@ Tensor GPT::forward_cached(const Tensor& idx, std::vector<KVCache>& caches) cons
   return linear_inference(ln_f->forward(x.select(1, T - 1)), wte->weight, wte_inference);  // the last position only
 }
 
+PagedKVCache GPT::make_paged_cache(int64_t pages, int64_t page_size, Device device) const {
+  const int64_t D = config.n_embd / config.n_head;
+  return PagedKVCache(config.n_layer, pages, page_size, config.n_head, D, D, device);
+}
+
+Tensor GPT::step_paged(const Tensor& ids, const PagedStep& step, PagedKVCache& cache) const {
+  NoGradGuard no_grad;
+  QKV_CHECK(ids.dim() == 1 && ids.dtype() == DType::i32 && ids.size(0) == step.tokens(), "GPT::step_paged: ids must be i32 [",
+            step.tokens(), "], got ", ids.str());
+  QKV_CHECK(cache.layers() == static_cast<int64_t>(h.size()), "GPT::step_paged: a cache of ", cache.layers(),
+            " layers for a model of ", h.size());
+  // x₀ = wte[ids] + wpe[positions] (positions < block_size: the caller's window), [1, T, E]
+  ResidualStream x{(wte->forward(ids) + embedding(step.positions, wpe->weight)).unsqueeze(0), Tensor()};
+  for (size_t i = 0; i < h.size(); ++i) x = h[i]->forward_paged(x, cache, static_cast<int64_t>(i), step);
+  const Tensor last = index_select(x.sum().squeeze(0), 0, step.last);  // [sequences, E]
+  return linear_inference(ln_f->forward(last), wte->weight, wte_inference);
+}
+
 void GPT::set_inference_weights(InferenceWeights weights) {
   for (auto& block : h) block->set_inference_weights(weights);
   wte_inference = InferenceWeight(wte->weight, weights);

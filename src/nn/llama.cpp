@@ -199,6 +199,27 @@ ResidualStream LlamaDecoderLayer::forward_cached(const ResidualStream& stream, c
   return {hm.sum, mlp(hm.normalized, true)};
 }
 
+ResidualStream LlamaDecoderLayer::forward_paged(const ResidualStream& stream, const Tensor& cos, const Tensor& sin,
+                                                PagedKVCache& cache, int64_t layer, const PagedStep& step) const {
+  const float eps = static_cast<float>(config.rms_norm_eps);
+  const SumAndNorm xn = sum_and_norm(stream, input_layernorm, eps);
+  const int64_t T = xn.sum.size(1), H = config.num_attention_heads, Hkv = config.kv_heads(), D = config.head_size();
+  const Tensor& n = xn.normalized;  // [1, T, E]
+  // q, k rotated each at its token's position ([1, H, T, D] as apply_rotary_pos_emb takes them), then
+  // token-major [T, H, D] for the pool
+  auto rotated = [&](const Tensor& p, int64_t heads) {
+    return apply_rotary_pos_emb(p.view({1, T, heads, D}).transpose(1, 2), cos, sin).transpose(1, 2).reshape({T, heads, D});
+  };
+  const Tensor q = rotated(q_proj->forward_inference(n), H), k = rotated(k_proj->forward_inference(n), Hkv);
+  paged_kv_write(cache.keys(layer), cache.values(layer), k, v_proj->forward_inference(n).reshape({T, Hkv, D}), step.slots);
+  const int64_t window = config.sliding_window > 0 ? config.sliding_window : 0;
+  const Tensor a = paged_attention(q, cache.keys(layer), cache.values(layer), step.block_table, step.seq, step.seq_len,
+                                   cache.page_size(), std::nullopt, window);  // [T, H, D]
+  const SumAndNorm hm = add_rms_norm_with_sum(o_proj->forward_inference(a.reshape({1, T, H * D})), xn.sum,
+                                              post_attention_layernorm, eps);
+  return {hm.sum, mlp(hm.normalized, true)};
+}
+
 void LlamaDecoderLayer::set_inference_weights(InferenceWeights weights) {
   for (auto* l : {&q_proj, &k_proj, &v_proj, &o_proj, &gate_proj, &up_proj, &down_proj}) (*l)->set_inference_weights(weights);
 }
@@ -279,6 +300,34 @@ Tensor Llama::step(const Tensor& idx, DecoderState& state) const {
   if (!mask.defined() && T > 1 && pos0 > 0) mask = causal_mask(T, pos0 + T, pos0, device);
   for (size_t i = 0; i < layers.size(); ++i) x = layers[i]->forward_cached(x, cos, sin, mask, is_causal, state.caches[i]);
   return head(x.select(1, T - 1), true);  // the last position only
+}
+
+PagedKVCache Llama::make_paged_cache(int64_t pages, int64_t page_size, Device device) const {
+  return PagedKVCache(config.num_hidden_layers, pages, page_size, config.kv_heads(), config.head_size(),
+                      config.head_size(), device);
+}
+
+Tensor Llama::step_paged(const Tensor& ids, const PagedStep& step, PagedKVCache& cache) const {
+  NoGradGuard no_grad;
+  QKV_CHECK(ids.dim() == 1 && ids.dtype() == DType::i32 && ids.size(0) == step.tokens(), "Llama::step_paged: ids must be i32 [",
+            step.tokens(), "], got ", ids.str());
+  QKV_CHECK(cache.layers() == static_cast<int64_t>(layers.size()), "Llama::step_paged: a cache of ", cache.layers(),
+            " layers for a model of ", layers.size());
+  ResidualStream x{embed_tokens->forward(ids).unsqueeze(0), Tensor()};  // [1, T, E]
+  // each token's rotary angles: the rows of the tables for positions 0 … block_size − 1 at its position
+  const Tensor positions = step.positions.to(Device::cpu());
+  std::vector<int64_t> at(static_cast<size_t>(positions.size(0)));
+  for (size_t t = 0; t < at.size(); ++t) {
+    at[t] = positions.data<int32_t>()[t];
+    QKV_CHECK(at[t] >= 0 && at[t] < config.block_size, "Llama::step_paged: position ", at[t],
+              " exceeds max_position_embeddings ", config.block_size);
+  }
+  const auto [cos_all, sin_all] = rope_.tables(0, config.block_size, x.base.device());
+  const Tensor cos = index_select(cos_all, 0, at), sin = index_select(sin_all, 0, at);
+  for (size_t i = 0; i < layers.size(); ++i)
+    x = layers[i]->forward_paged(x, cos, sin, cache, static_cast<int64_t>(i), step);
+  const Tensor last = index_select(x.sum().squeeze(0), 0, step.last);  // [sequences, E]
+  return head(ResidualStream{last, Tensor()}, true);
 }
 
 void Llama::set_inference_weights(InferenceWeights weights) {

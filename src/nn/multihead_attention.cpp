@@ -295,6 +295,19 @@ Tensor MultiheadAttention::forward_cached(const Tensor& x, KVCache& cache) const
   return attend_inference(Q, cache.keys(), cache.values(), opt);
 }
 
+Tensor MultiheadAttention::forward_paged(const Tensor& x, PagedKVCache& cache, int64_t layer, const PagedStep& step) const {
+  NoGradGuard no_grad;
+  QKV_CHECK(x.dim() == 3 && x.size(0) == 1 && x.size(1) == step.tokens() && x.size(2) == embed_dim,
+            "MultiheadAttention::forward_paged: x ", shape_str(x.shape()), " should be [1, ", step.tokens(), ", ", embed_dim, "]");
+  QKV_CHECK(kdim == embed_dim && vdim == embed_dim, "MultiheadAttention::forward_paged: self-attention needs kdim = vdim = embed_dim");
+  const int64_t T = x.size(1), H = num_heads, D = head_dim;
+  const auto [Q, K, V] = self_projections(x);  // [1, T, E] each
+  paged_kv_write(cache.keys(layer), cache.values(layer), K.reshape({T, H, D}), V.reshape({T, H, D}), step.slots);
+  Tensor attn = paged_attention(Q.reshape({T, H, D}), cache.keys(layer), cache.values(layer), step.block_table, step.seq,
+                                step.seq_len, cache.page_size());  // [T, H, D]
+  return out_proj->forward_inference(attn.reshape({1, T, embed_dim}));
+}
+
 Tensor MultiheadAttention::forward_inference(const Tensor& x, const Tensor& mask) const {
   NoGradGuard no_grad;
   QKV_CHECK(x.dim() == 3 && x.size(2) == embed_dim && kdim == embed_dim && vdim == embed_dim,

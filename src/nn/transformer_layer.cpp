@@ -119,6 +119,15 @@ ResidualStream TransformerEncoderLayer::forward_cached(const ResidualStream& x, 
   return {y.sum, feed_forward_inference(y.normalized, *linear1, *linear2, opt.activation)};
 }
 
+ResidualStream TransformerEncoderLayer::forward_paged(const ResidualStream& x, PagedKVCache& cache, int64_t layer,
+                                                     const PagedStep& step) const {
+  QKV_CHECK(opt.norm_first, "TransformerEncoderLayer: the residual stream form is pre-LN's (norm_first)");
+  NoGradGuard no_grad;
+  const SumAndNorm in = norm1->forward_with_sum(x);
+  const SumAndNorm y = norm2->forward_with_sum(in.sum, self_attn->forward_paged(in.normalized, cache, layer, step));
+  return {y.sum, feed_forward_inference(y.normalized, *linear1, *linear2, opt.activation)};
+}
+
 Tensor TransformerEncoderLayer::forward_inference(const Tensor& x, const Tensor& mask) const {
   NoGradGuard no_grad;
   auto ff = [&](const Tensor& h) { return feed_forward_inference(h, *linear1, *linear2, opt.activation); };

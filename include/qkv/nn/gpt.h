@@ -52,6 +52,11 @@ class GPT : public Module {
   using DecoderState = KVCacheState;  // one KV cache per layer
   DecoderState start_decoding() const { return {}; }
   Tensor step(const Tensor& idx, DecoderState& state) const { return forward_cached(idx, state.caches); }
+  // Many sequences in one step (continuous batching, decode/batching_generator.h): a pool for them
+  // (`pages` pages of `page_size` tokens), and ids i32 [T] — step's tokens, at step.positions — →
+  // the logits of each sequence's last token, [sequences, vocab_size].
+  PagedKVCache make_paged_cache(int64_t pages, int64_t page_size, Device device) const;
+  Tensor step_paged(const Tensor& ids, const PagedStep& step, PagedKVCache& cache) const;
   // Decoding steps read bf16 copies of the weights (half the memory traffic; ~3 significant
   // digits of weight): call after loading the weights. f32 (the default) drops the copies.
   void set_inference_weights(InferenceWeights weights);

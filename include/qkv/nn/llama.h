@@ -80,6 +80,11 @@ class LlamaDecoderLayer : public Module {
   // all it holds, with `mask` [T, S] (or is_causal) as Llama::step makes it.
   ResidualStream forward_cached(const ResidualStream& x, const Tensor& cos, const Tensor& sin, const Tensor& mask,
                                 bool is_causal, KVCache& cache) const;
+  // One step of many sequences, x [1, T, E] (nn/paged_kv_cache.h), each token at its own position
+  // (cos/sin [T, rot]: its rows): its keys and values into layer `layer` of the pool, attention over
+  // each token's sequence (the config's sliding window, if any).
+  ResidualStream forward_paged(const ResidualStream& x, const Tensor& cos, const Tensor& sin, PagedKVCache& cache,
+                               int64_t layer, const PagedStep& step) const;
   void set_inference_weights(InferenceWeights weights);
 
   LlamaConfig config;
@@ -104,6 +109,10 @@ class Llama : public Module {
   DecoderState start_decoding() const { return {}; }
   // idx [B, T] at positions state.length() … → the logits of the last position, [B, vocab_size].
   Tensor step(const Tensor& idx, DecoderState& state) const;
+  // Many sequences in one step (continuous batching, decode/batching_generator.h): a pool for them,
+  // and ids i32 [T] at step.positions → the logits of each sequence's last token, [sequences, vocab_size].
+  PagedKVCache make_paged_cache(int64_t pages, int64_t page_size, Device device) const;
+  Tensor step_paged(const Tensor& ids, const PagedStep& step, PagedKVCache& cache) const;
   void set_inference_weights(InferenceWeights weights);
   // The rotary tables forward uses (decode/inspect.cpp's neuron view rotates q and k with them).
   const RotaryEmbedding& rotary() const { return rope_; }

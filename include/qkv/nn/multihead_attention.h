@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "qkv/nn/linear.h"
+#include "qkv/nn/paged_kv_cache.h"
 #include "qkv/ops/attention.h"
 #include "qkv/ops/mask.h"
 
@@ -83,6 +84,10 @@ class MultiheadAttention : public Module {
   // keys and values to the cache and attends causally to everything cached (query i sees keys
   // 0 … cache.length+i). Equal to forward(x, x, x, is_causal) over the whole sequence, row by row.
   Tensor forward_cached(const Tensor& x, KVCache& cache) const;
+  // Self-attention of one step's tokens of many sequences, x [1, T, E] (nn/paged_kv_cache.h): writes
+  // their keys and values into layer `layer` of the pool at step.slots and attends, token t over its
+  // sequence's keys 0 … its position. Equal to forward_cached on each sequence alone.
+  Tensor forward_paged(const Tensor& x, PagedKVCache& cache, int64_t layer, const PagedStep& step) const;
   // Self-attention of x [B, L, E] under `mask` (qkv's convention, broadcastable to [B, H, L, L];
   // undefined: none), all at once: an encoder's while decoding, reading what set_inference_weights
   // made (the int8 rows, when it made them). Equal to forward_masked(x, x, x, mask).output with

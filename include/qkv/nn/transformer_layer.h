@@ -68,6 +68,9 @@ class TransformerEncoderLayer : public Module {
   Tensor forward_cached(const Tensor& x, KVCache& cache) const;
   // The same on the residual stream (pre-LN only).
   ResidualStream forward_cached(const ResidualStream& x, KVCache& cache) const;
+  // The same for one step of many sequences, x [1, T, E] (nn/paged_kv_cache.h), pre-LN: self_attn's
+  // forward_paged on layer `layer` of the pool.
+  ResidualStream forward_paged(const ResidualStream& x, PagedKVCache& cache, int64_t layer, const PagedStep& step) const;
   // Decoding's encoder (no tape): x [B, L, E] whole under `mask` (qkv's convention), reading what
   // set_inference_weights made (int8 rows where the model's encoder takes them).
   Tensor forward_inference(const Tensor& x, const Tensor& mask) const;

@@ -1,0 +1,73 @@
+// The KV cache of many sequences at once, in pages (vLLM's block manager; the attention that reads it:
+// ops/paged_attention.h). One pool per layer, k [pages · page_size, Hkv, D] and v [.., Hkv, Dv]; a
+// sequence holds a list of pages (its block-table row), reserved when it is admitted and returned when
+// it ends, so memory is bounded by the pool, not by the longest sequence times the batch, and a
+// sequence that ends frees its room for the next at once (continuous batching:
+// decode/batching_generator.h).
+//
+// A step (PagedStep) is every token the models compute together: some sequences' prompts (or chunks
+// of them), other sequences' one new token each, one after another as [T] — each token with its
+// sequence's row, its position, the slot its key and value go to, and the keys it sees.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "qkv/ops/tensor.h"
+
+namespace qkv::nn {
+
+// A sequence's place in the pool: its pages in order and the tokens its cache holds.
+struct PagedSequence {
+  std::vector<int32_t> pages;
+  int64_t length = 0;
+};
+
+// One step's tokens, as the models read them: all i32 on the cache's device.
+struct PagedStep {
+  Tensor positions;    // [T]: each token's position in its sequence (its rotary angle, its wpe row)
+  Tensor seq;          // [T]: its sequence's row of block_table
+  Tensor seq_len;      // [T]: the keys it sees, itself included: position + 1
+  Tensor slots;        // [T]: where its key and value go, page · page_size + offset
+  Tensor block_table;  // [sequences, max_pages]: each sequence's pages (−1 past them)
+  std::vector<int64_t> last;  // per sequence, the index in T of its last token (whose logits are wanted)
+  int64_t tokens() const { return positions.defined() ? positions.size(0) : 0; }
+};
+
+class PagedKVCache {
+ public:
+  // layers pools of `pages` pages of `page_size` slots, each slot Hkv heads of D (keys) and Dv (values)
+  // f32 on `device`. The memory is reserved, not touched: pages never used stay unmapped.
+  PagedKVCache(int64_t layers, int64_t pages, int64_t page_size, int64_t kv_heads, int64_t head_dim,
+               int64_t v_head_dim, Device device = Device::cpu());
+
+  int64_t layers() const { return static_cast<int64_t>(k_.size()); }
+  int64_t pages() const { return pages_; }
+  int64_t page_size() const { return page_size_; }
+  int64_t free_pages() const { return static_cast<int64_t>(free_.size()); }
+  int64_t pages_for(int64_t tokens) const { return (tokens + page_size_ - 1) / page_size_; }
+  // Bytes of one token's keys and values across the layers (what a page costs: × page_size).
+  int64_t bytes_per_token() const;
+  Device device() const { return device_; }
+
+  // Gives `s` pages enough for `tokens` tokens in all; false (nothing taken) when the pool lacks them.
+  bool reserve(PagedSequence& s, int64_t tokens);
+  // Returns s's pages to the pool; s is empty after.
+  void release(PagedSequence& s);
+
+  // The step of `seqs`, sequence i feeding new[i] ≥ 1 tokens at positions s.length …: checks each
+  // has the pages, then advances each length by its new tokens (the model writes their slots).
+  PagedStep plan(const std::vector<PagedSequence*>& seqs, const std::vector<int64_t>& new_tokens) const;
+
+  // Layer l's pools, [pages · page_size, Hkv, D] and [.., Hkv, Dv].
+  const Tensor& keys(int64_t l) const { return k_.at(static_cast<size_t>(l)); }
+  const Tensor& values(int64_t l) const { return v_.at(static_cast<size_t>(l)); }
+
+ private:
+  std::vector<Tensor> k_, v_;
+  int64_t pages_, page_size_;
+  std::vector<int32_t> free_;  // pages no sequence holds (a stack: the last freed is reused first)
+  Device device_;
+};
+
+}  // namespace qkv::nn

@@ -1,0 +1,29 @@
+// Attention over a paged KV cache (vLLM's PagedAttention), for serving many sequences at once: the
+// keys and values of every sequence live in one pool of fixed-size pages, a sequence's pages listed
+// in its row of a block table, so a sequence grows a page at a time, frees its pages when it ends,
+// and sequences of any lengths decode together in one step (decode/batching_generator.h; the pool:
+// nn/paged_kv_cache.h). Formulas: kernels/paged_attention.inc.
+//
+// Inference only: no backward (a tensor that requires a gradient, under grad mode, is refused).
+#pragma once
+
+#include <optional>
+
+#include "qkv/ops/tensor.h"
+
+namespace qkv {
+
+// q [T, H, D]: T query tokens, token t of the sequence in block-table row seq[t], seeing its keys
+// 0 … seq_len[t]−1 (the last `window` of them, window > 0); k_cache [pages·page_size, Hkv, D],
+// v_cache [pages·page_size, Hkv, Dv] (H a multiple of Hkv); block_table i32 [rows, max_pages]; seq,
+// seq_len i32 [T] → out [T, H, Dv]. scale: 1/√D unless given. Every index is checked (a CPU block
+// table: each page a token reads lies in the cache).
+Tensor paged_attention(const Tensor& q, const Tensor& k_cache, const Tensor& v_cache, const Tensor& block_table,
+                       const Tensor& seq, const Tensor& seq_len, int64_t page_size, std::optional<double> scale = {},
+                       int64_t window = 0);
+
+// Writes T tokens' keys k [T, Hkv, D] and values v [T, Hkv, Dv] into slots[t] (i32 [T], distinct,
+// each < the caches' slots) of k_cache and v_cache, in place.
+void paged_kv_write(const Tensor& k_cache, const Tensor& v_cache, const Tensor& k, const Tensor& v, const Tensor& slots);
+
+}  // namespace qkv

@@ -1,0 +1,32 @@
+// Attention over a paged KV cache on the GPU, and the writes of new tokens' keys and values into it
+// (formulas, layouts and contracts: kernels/paged_attention.inc; the kernels and their launch:
+// paged_attention_kernels.cuh).
+#include "kernels/cuda/kernels.h"
+#include "kernels/cuda/launch.h"
+#include "kernels/cuda/paged_attention_kernels.cuh"
+
+namespace qkv::kernels::cuda {
+
+// one block per (query token, key/value head, chunk of ≤ 8 of its query heads), 4 warps
+void paged_attention_forward(const float* q, const float* k_cache, const float* v_cache, const int32_t* table,
+                             const int32_t* seq, const int32_t* len, float* out, const PagedShape& s) {
+  if (s.T == 0) return;
+  QKV_CHECK(s.D <= kPagedMaxDim && s.Dv <= kPagedMaxDim, "paged_attention: head dims D = ", s.D, " and Dv = ", s.Dv,
+            "; the CUDA kernel takes at most ", kPagedMaxDim);
+  const int64_t blocks = paged_attention_blocks(s);
+  if (blocks == 0) return;  // no query heads
+  QKV_CHECK(blocks <= 2147483647, "paged_attention: ", blocks, " blocks are too many for one CUDA grid");
+  paged_attention_kernel<<<static_cast<unsigned>(blocks), kPagedThreads, paged_attention_shared_bytes(s), stream()>>>(
+      q, k_cache, v_cache, table, seq, len, out, s);
+  QKV_CUDA_LAUNCHED(paged_attention_kernel);
+}
+
+void paged_kv_write(float* k_cache, float* v_cache, const float* k, const float* v, const int32_t* slots, int64_t T,
+                    int64_t k_row, int64_t v_row, int64_t cache_slots) {
+  if (T == 0 || (k_row == 0 && v_row == 0)) return;
+  paged_kv_write_kernel<<<paged_kv_write_blocks(T, k_row, v_row), 256, 0, stream()>>>(k_cache, v_cache, k, v, slots, T,
+                                                                                      k_row, v_row, cache_slots);
+  QKV_CUDA_LAUNCHED(paged_kv_write_kernel);
+}
+
+}  // namespace qkv::kernels::cuda

@@ -1,0 +1,23 @@
+// The shape of an attention over a paged KV cache (kernels/paged_attention.inc declares its kernels
+// once, with the formulas): how many query tokens and heads, the cache's pages, and how a token finds
+// its sequence's pages. Device-neutral (QKV_HOST_DEVICE-free plain data): both devices read it.
+#pragma once
+
+#include <cstdint>
+
+namespace qkv::kernels {
+
+struct PagedShape {
+  int64_t T = 0;          // query tokens (every sequence's new tokens, one after another)
+  int64_t H = 1;          // query heads
+  int64_t Hkv = 1;        // key/value heads (H a multiple: grouped-query attention)
+  int64_t D = 0, Dv = 0;  // key and value head widths
+  int64_t page_size = 16; // key/value slots per page
+  int64_t pages = 0;      // pages in the cache (slots: pages · page_size)
+  int64_t rows = 0;       // block-table rows (sequences)
+  int64_t max_pages = 0;  // a block-table row's width: the most pages one sequence holds
+  float scale = 1.f;      // on q·k (1/√D by default)
+  int64_t window = 0;     // > 0: a query sees only the last `window` keys (Mistral's sliding window)
+};
+
+}  // namespace qkv::kernels

@@ -1,0 +1,182 @@
+// The paged-attention GPU kernels (kernels/cuda/paged_attention_kernels.cuh) run on the host,
+// unchanged, through tests/kernels/cuda_emulation.h, with the grids paged_attention.cu gives them,
+// against the CPU's kernels (kernels/cpu/paged_attention.cpp): decoding steps of sequences of
+// lengths 0, 1, 17 and 100 sharing one cache in a shuffled page order (grouped-query and not, D = 64
+// and odd widths with Dv ≠ D, up to 256, pages of 16 and 4, a sliding window, more query heads a key
+// head than one block takes), a prompt as T causal queries of one sequence, and the writes of new
+// tokens into the cache; a block table naming pages outside the cache, a negative row and a length
+// past the table are skipped, not read, as are rows outside the table and slots outside the cache
+// (under qkv_emulation_asan a read or write outside would be reported).
+// Needs the CUDA toolkit's headers (a QKV_CUDA build), not a GPU.
+#include <gtest/gtest.h>
+
+#if __has_include(<cuda_runtime.h>)
+#include "kernels/cuda_emulation.h"  // first: the CUDA headers, then the built-ins on the host
+
+#include <cmath>
+#include <cstdint>
+#include <numeric>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "kernels/cpu/paged_attention.h"
+#include "kernels/cuda/paged_attention_kernels.cuh"
+#include "kernels/emulated_kernels.h"
+
+namespace {
+
+using namespace qkv::testing::emulated;  // kc, cpu, launch, random_floats, rel
+using qkv::kernels::PagedShape;
+
+// A paged cache and the queries over it: q [T, H, D]; k, v [pages · page_size, Hkv, D | Dv];
+// table [rows, max_pages]; seq, len [T].
+struct Paged {
+  PagedShape s;
+  std::vector<float> q, k, v;
+  std::vector<int32_t> table, seq, len;
+};
+
+struct Heads {
+  int64_t H, Hkv, D, Dv, page_size, window;
+};
+
+// Sequences of the given lengths in one cache, their pages handed out in a shuffled order (one spare
+// page no row lists), and the queries (row, length) one per token; every slot of the cache random.
+Paged make(const Heads& h, const std::vector<int64_t>& lengths, const std::vector<std::pair<int32_t, int32_t>>& queries,
+           uint64_t seed) {
+  Paged c;
+  PagedShape& s = c.s;
+  s.T = static_cast<int64_t>(queries.size()), s.H = h.H, s.Hkv = h.Hkv, s.D = h.D, s.Dv = h.Dv;
+  s.page_size = h.page_size, s.window = h.window, s.scale = 1.f / std::sqrt(static_cast<float>(h.D));
+  s.rows = static_cast<int64_t>(lengths.size()), s.max_pages = 1;
+  for (int64_t n : lengths) s.max_pages = std::max(s.max_pages, (n + h.page_size - 1) / h.page_size);
+  s.pages = 1;
+  for (int64_t n : lengths) s.pages += (n + h.page_size - 1) / h.page_size;
+  // a permutation of the pages (Fisher–Yates on qkv's generator: the same on every machine)
+  std::vector<int32_t> order(static_cast<size_t>(s.pages));
+  std::iota(order.begin(), order.end(), 0);
+  for (size_t i = order.size(); i > 1; --i)
+    std::swap(order[i - 1], order[static_cast<size_t>(qkv::Generator::uniform(seed + 7, i) * static_cast<float>(i)) % i]);
+  c.table.assign(static_cast<size_t>(static_cast<int64_t>(lengths.size()) * s.max_pages), -1);  // (unread past a length)
+  size_t next = 0;
+  for (size_t r = 0; r < lengths.size(); ++r)
+    for (int64_t p = 0; p < (lengths[r] + h.page_size - 1) / h.page_size; ++p)
+      c.table[r * static_cast<size_t>(s.max_pages) + static_cast<size_t>(p)] = order[next++];
+  for (const auto& [row, n] : queries) c.seq.push_back(row), c.len.push_back(n);
+  const int64_t slots = s.pages * s.page_size;
+  c.q = random_floats(static_cast<size_t>(s.T * s.H * s.D), seed, 1.f);
+  c.k = random_floats(static_cast<size_t>(slots * s.Hkv * s.D), seed + 1, 1.f);
+  c.v = random_floats(static_cast<size_t>(slots * s.Hkv * s.Dv), seed + 2, 1.f);
+  return c;
+}
+
+std::vector<float> forward_cpu(const Paged& c) {
+  std::vector<float> out(static_cast<size_t>(c.s.T * c.s.H * c.s.Dv));
+  cpu::paged_attention_forward(c.q.data(), c.k.data(), c.v.data(), c.table.data(), c.seq.data(), c.len.data(),
+                               out.data(), c.s);
+  return out;
+}
+// the kernel's launch as paged_attention.cu makes it
+std::vector<float> forward_gpu(const Paged& c) {
+  std::vector<float> out(static_cast<size_t>(c.s.T * c.s.H * c.s.Dv), NAN);
+  launch(dim3(static_cast<unsigned>(kc::paged_attention_blocks(c.s))), kc::kPagedThreads,
+         kc::paged_attention_shared_bytes(c.s), [&] {
+           kc::paged_attention_kernel(c.q.data(), c.k.data(), c.v.data(), c.table.data(), c.seq.data(), c.len.data(),
+                                      out.data(), c.s);
+         });
+  return out;
+}
+
+std::string name(const Heads& h) {
+  return "H " + std::to_string(h.H) + ", Hkv " + std::to_string(h.Hkv) + ", D " + std::to_string(h.D) + ", Dv " +
+         std::to_string(h.Dv) + ", page " + std::to_string(h.page_size) + ", window " + std::to_string(h.window);
+}
+
+const std::vector<Heads> kHeads = {
+    {8, 2, 64, 64, 16, 0},    // grouped-query, G = 4
+    {4, 4, 40, 24, 4, 0},     // one query head a key head, odd D, Dv ≠ D
+    {8, 2, 40, 72, 4, 7},     // a sliding window
+    {12, 1, 32, 16, 16, 0},   // G = 12: two blocks a key head (8 heads and 4)
+    {2, 1, 256, 200, 16, 0},  // the widest heads
+};
+
+TEST(PagedAttentionKernelsEmulated, DecodingStepsOverSharedShuffledPagesMatchTheCpu) {
+  // one decoding step of four sequences (the new token included in each length)
+  const std::vector<int64_t> lengths = {0, 1, 17, 100};
+  for (const Heads& h : kHeads) {
+    SCOPED_TRACE(name(h));
+    const Paged c = make(h, lengths, {{2, 17}, {0, 0}, {3, 100}, {1, 1}}, 31);
+    const std::vector<float> want = forward_cpu(c), got = forward_gpu(c);
+    EXPECT_LT(rel(got, want), 1e-5);
+    for (int64_t i = 0; i < c.s.H * c.s.Dv; ++i) EXPECT_EQ(got[static_cast<size_t>(c.s.H * c.s.Dv + i)], 0.f) << "no key";
+  }
+}
+
+TEST(PagedAttentionKernelsEmulated, APromptsCausalQueriesMatchTheCpu) {
+  // a prompt of 22 tokens: 22 queries of one sequence, with lengths 1 … 22
+  for (const Heads& h : {Heads{8, 2, 64, 64, 4, 0}, Heads{8, 2, 40, 24, 4, 5}, Heads{3, 3, 40, 56, 16, 0}}) {
+    SCOPED_TRACE(name(h));
+    std::vector<std::pair<int32_t, int32_t>> queries;
+    for (int32_t n = 1; n <= 22; ++n) queries.emplace_back(1, n);
+    const Paged c = make(h, {9, 22}, queries, 57);
+    EXPECT_LT(rel(forward_gpu(c), forward_cpu(c)), 1e-5);
+  }
+}
+
+TEST(PagedAttentionKernelsEmulated, IndicesOutsideTheCacheAreSkippedNotRead) {
+  const Heads h{8, 2, 40, 24, 4, 0};
+  Paged c = make(h, {0, 1, 17, 100}, {{2, 17}, {3, 100}, {1, 1}, {3, 100}, {0, 0}, {2, 17}}, 71);
+  const std::vector<float> want = forward_cpu(c);  // before the table is spoiled
+  // tokens 0 and 5: sequence 2's second page the one past the cache's end, its third negative; token 3: a length past
+  // the block-table row (max_pages · page_size); token 4: a negative row
+  c.table[2 * static_cast<size_t>(c.s.max_pages) + 1] = static_cast<int32_t>(c.s.pages);  // (just past: ASan's redzone)
+  c.table[2 * static_cast<size_t>(c.s.max_pages) + 2] = -1;
+  c.len[3] = static_cast<int32_t>(c.s.max_pages * c.s.page_size + 50);
+  c.seq[4] = -3, c.len[4] = 9;
+  c.seq[2] = static_cast<int32_t>(c.s.rows), c.len[2] = 9;  // (token 2, a row past the table: none either)
+  const std::vector<float> got = forward_gpu(c);
+  const size_t row = static_cast<size_t>(c.s.H * c.s.Dv);
+  for (size_t i = 0; i < got.size(); ++i) EXPECT_TRUE(std::isfinite(got[i])) << i;
+  // the untouched tokens as before; the long one as over its whole row; the negative row none
+  for (size_t t : {1}) {
+    const std::vector<float> g(got.begin() + t * row, got.begin() + (t + 1) * row),
+        w(want.begin() + t * row, want.begin() + (t + 1) * row);
+    EXPECT_LT(rel(g, w), 1e-5) << "token " << t;
+  }
+  const std::vector<float> g3(got.begin() + 3 * row, got.begin() + 4 * row), w3(want.begin() + 3 * row, want.begin() + 4 * row);
+  EXPECT_LT(rel(g3, w3), 1e-5) << "a length past the row is the row's " << c.s.max_pages * c.s.page_size;
+  for (size_t i = 4 * row; i < 5 * row; ++i) EXPECT_EQ(got[i], 0.f) << "a negative row sees no key";
+  for (size_t i = 2 * row; i < 3 * row; ++i) EXPECT_EQ(got[i], 0.f) << "a row past the table sees no key";
+}
+
+TEST(PagedAttentionKernelsEmulated, KvWriteMatchesTheCpu) {
+  const int64_t Hkv = 2, D = 40, Dv = 24, slots = 64, T = 13, k_row = Hkv * D, v_row = Hkv * Dv;
+  const std::vector<float> k = random_floats(static_cast<size_t>(T * k_row), 81, 1.f),
+                           v = random_floats(static_cast<size_t>(T * v_row), 82, 1.f),
+                           k0 = random_floats(static_cast<size_t>(slots * k_row), 83, 1.f),
+                           v0 = random_floats(static_cast<size_t>(slots * v_row), 84, 1.f);
+  std::vector<int32_t> where(static_cast<size_t>(T));
+  for (int64_t t = 0; t < T; ++t) where[static_cast<size_t>(t)] = static_cast<int32_t>((t * 37 + 5) % slots);  // distinct
+  std::vector<float> kc_c = k0, vc_c = v0, kc_g = k0, vc_g = v0;
+  cpu::paged_kv_write(kc_c.data(), vc_c.data(), k.data(), v.data(), where.data(), T, k_row, v_row, slots);
+  // the kernel's launch as paged_attention.cu makes it
+  auto write_gpu = [&](const std::vector<int32_t>& at) {
+    launch(dim3(kc::paged_kv_write_blocks(T, k_row, v_row)), 256, 0, [&] {
+      kc::paged_kv_write_kernel(kc_g.data(), vc_g.data(), k.data(), v.data(), at.data(), T, k_row, v_row, slots);
+    });
+  };
+  write_gpu(where);
+  EXPECT_EQ(kc_g, kc_c);
+  EXPECT_EQ(vc_g, vc_c);
+  // a slot outside the cache (negative, or past its end) writes nothing
+  std::vector<int32_t> none(static_cast<size_t>(T), -1);
+  for (size_t t = 0; t < none.size(); t += 2) none[t] = static_cast<int32_t>(slots + t);
+  kc_g = k0, vc_g = v0;
+  write_gpu(none);
+  EXPECT_EQ(kc_g, k0);
+  EXPECT_EQ(vc_g, v0);
+}
+
+}  // namespace
+#endif

@@ -1,0 +1,137 @@
+// Many sequences in one step over a paged KV cache (nn/paged_kv_cache.h, ops/paged_attention.h):
+// the pool's pages, and GPT's and Llama's step_paged against each sequence decoded alone with its
+// own dense KV cache (step): three prompts of different lengths prefilled together — one of them in
+// two chunks, the second chunk beside the others' first decoding steps — then decoded together, their
+// pages scattered through the pool. The logits agree to rounding (the products see other rows
+// beside them); a sequence that ends returns its pages, and the next one reuses them.
+#include <gtest/gtest.h>
+
+#include <memory>
+#include <vector>
+
+#include "qkv/nn/gpt.h"
+#include "qkv/nn/llama.h"
+#include "testing.h"
+
+namespace qkv {
+namespace {
+
+TEST(PagedKVCache, ReservesReleasesAndPlans) {
+  nn::PagedKVCache c(2, 6, 4, 2, 8, 8);
+  EXPECT_EQ(c.free_pages(), 6);
+  EXPECT_EQ(c.bytes_per_token(), 2 * (2 * 8 + 2 * 8) * 4);
+  nn::PagedSequence a, b;
+  ASSERT_TRUE(c.reserve(a, 9));  // 3 pages
+  EXPECT_EQ(a.pages, (std::vector<int32_t>{0, 1, 2}));
+  EXPECT_FALSE(c.reserve(b, 13)) << "4 pages, 3 free";
+  EXPECT_TRUE(b.pages.empty()) << "nothing taken";
+  ASSERT_TRUE(c.reserve(b, 5));
+  b.length = 3;
+  const nn::PagedStep s = c.plan({&a, &b}, {2, 2});
+  EXPECT_EQ(s.positions.to_vector(), (std::vector<float>{0, 1, 3, 4}));
+  EXPECT_EQ(s.seq_len.to_vector(), (std::vector<float>{1, 2, 4, 5}));
+  EXPECT_EQ(s.seq.to_vector(), (std::vector<float>{0, 0, 1, 1}));
+  EXPECT_EQ(s.slots.to_vector(), (std::vector<float>{0, 1, 3 * 4 + 3, 4 * 4 + 0}));  // b's pages 3, 4
+  EXPECT_EQ(s.block_table.shape(), (Shape{2, 3}));
+  EXPECT_EQ(s.block_table.to_vector(), (std::vector<float>{0, 1, 2, 3, 4, -1}));
+  EXPECT_EQ(s.last, (std::vector<int64_t>{1, 3}));
+  EXPECT_EQ(a.length, 2);
+  EXPECT_EQ(b.length, 5);
+  EXPECT_NE(testing::error_of([&] { c.plan({&b}, {4}); }).find("too few"), std::string::npos) << "b holds 8 slots, 5 used";
+  c.release(a);
+  EXPECT_EQ(c.free_pages(), 4);
+  EXPECT_TRUE(a.pages.empty());
+  nn::PagedSequence d;
+  ASSERT_TRUE(c.reserve(d, 4));
+  EXPECT_EQ(d.pages, (std::vector<int32_t>{0})) << "the last freed first";
+}
+
+// Each sequence decoded alone (its own dense cache, step) against all together (step_paged); the
+// pool's pages are handed out shuffled by a sequence taken and released first.
+template <class Net>
+void expect_paged_equals_dense(const Net& net, int64_t vocab) {
+  const std::vector<std::vector<int32_t>> prompts = {{3, 1, 4, 1, 5, 9, 2}, {6}, {5, 3, 5, 8, 9, 7, 9, 3, 2, 3, 8, 4, 6}};
+  const std::vector<std::vector<int32_t>> next = {{2, 6, 5, 3}, {5, 8, 9, 7}, {2, 6, 4, 3}};  // fed after the prompts
+  // alone: logits after the prompt, then after each next token
+  std::vector<std::vector<Tensor>> alone(prompts.size());
+  for (size_t i = 0; i < prompts.size(); ++i) {
+    auto st = net.start_decoding();
+    alone[i].push_back(net.step(Tensor::from_ints(prompts[i], {1, static_cast<int64_t>(prompts[i].size())}), st));
+    for (int32_t id : next[i]) alone[i].push_back(net.step(Tensor::from_ints({id}, {1, 1}), st));
+  }
+  nn::PagedKVCache cache = net.make_paged_cache(16, 4, Device::cpu());
+  nn::PagedSequence spacer;  // takes pages 0 … 2, then gives them back: the sequences' pages interleave
+  ASSERT_TRUE(cache.reserve(spacer, 12));
+  std::vector<nn::PagedSequence> s(3);
+  ASSERT_TRUE(cache.reserve(s[0], 11));
+  cache.release(spacer);
+  ASSERT_TRUE(cache.reserve(s[1], 5));
+  ASSERT_TRUE(cache.reserve(s[2], 17));
+  auto step = [&](const std::vector<size_t>& which, const std::vector<std::vector<int32_t>>& ids) {
+    std::vector<nn::PagedSequence*> seqs;
+    std::vector<int64_t> n;
+    std::vector<int32_t> flat;
+    for (size_t j = 0; j < which.size(); ++j) {
+      seqs.push_back(&s[which[j]]);
+      n.push_back(static_cast<int64_t>(ids[j].size()));
+      flat.insert(flat.end(), ids[j].begin(), ids[j].end());
+    }
+    const nn::PagedStep p = cache.plan(seqs, n);
+    Tensor logits = net.step_paged(Tensor::from_ints(flat, {static_cast<int64_t>(flat.size())}), p, cache);
+    EXPECT_EQ(logits.shape(), (Shape{static_cast<int64_t>(which.size()), vocab}));
+    return logits;
+  };
+  auto prompt_part = [&](size_t i, size_t b, size_t e) {
+    return std::vector<int32_t>(prompts[i].begin() + static_cast<std::ptrdiff_t>(b), prompts[i].begin() + static_cast<std::ptrdiff_t>(e));
+  };
+  // step 1: prompts 0 and 1 whole, prompt 2's first 5 tokens (its logits unused)
+  Tensor l = step({0, 1, 2}, {prompts[0], prompts[1], prompt_part(2, 0, 5)});
+  EXPECT_TENSOR_NEAR(l.select(0, 0).unsqueeze(0), alone[0][0], 1e-4);
+  EXPECT_TENSOR_NEAR(l.select(0, 1).unsqueeze(0), alone[1][0], 1e-4);
+  // step 2: 0 and 1 decode their first next token; 2's prompt ends
+  l = step({0, 1, 2}, {{next[0][0]}, {next[1][0]}, prompt_part(2, 5, prompts[2].size())});
+  EXPECT_TENSOR_NEAR(l.select(0, 0).unsqueeze(0), alone[0][1], 1e-4);
+  EXPECT_TENSOR_NEAR(l.select(0, 1).unsqueeze(0), alone[1][1], 1e-4);
+  EXPECT_TENSOR_NEAR(l.select(0, 2).unsqueeze(0), alone[2][0], 1e-4);
+  // steps 3 …: one token each, in another order
+  for (size_t k = 1; k < 4; ++k) {
+    SCOPED_TRACE(k);
+    if (k == 3) {  // sequence 1 ends: its pages back to the pool; the others go on
+      cache.release(s[1]);
+      l = step({2, 0}, {{next[2][k - 1]}, {next[0][k]}});
+      EXPECT_TENSOR_NEAR(l.select(0, 0).unsqueeze(0), alone[2][k], 1e-4);
+      EXPECT_TENSOR_NEAR(l.select(0, 1).unsqueeze(0), alone[0][k + 1], 1e-4);
+      continue;
+    }
+    l = step({2, 0, 1}, {{next[2][k - 1]}, {next[0][k]}, {next[1][k]}});
+    EXPECT_TENSOR_NEAR(l.select(0, 0).unsqueeze(0), alone[2][k], 1e-4);
+    EXPECT_TENSOR_NEAR(l.select(0, 1).unsqueeze(0), alone[0][k + 1], 1e-4);
+    EXPECT_TENSOR_NEAR(l.select(0, 2).unsqueeze(0), alone[1][k + 1], 1e-4);
+  }
+}
+
+TEST(PagedDecoding, GptStepsTogetherAsAlone) {
+  nn::GPTConfig c;
+  c.vocab_size = 11, c.block_size = 32, c.n_layer = 2, c.n_head = 2, c.n_embd = 16, c.bias = true;
+  Generator g(5);
+  nn::GPT net(c, &g);
+  net.eval();
+  expect_paged_equals_dense(net, c.vocab_size);
+}
+
+TEST(PagedDecoding, LlamaStepsTogetherAsAlone) {  // grouped-query attention, 4 query heads on 2
+  for (int64_t window : {0, 5}) {
+    SCOPED_TRACE(window);
+    nn::LlamaConfig c;
+    c.vocab_size = 11, c.hidden_size = 16, c.intermediate_size = 24, c.num_hidden_layers = 2;
+    c.num_attention_heads = 4, c.num_key_value_heads = 2, c.block_size = 32, c.sliding_window = window;
+    c.qkv_bias = true;
+    Generator g(7);
+    nn::Llama net(c, &g);
+    net.eval();
+    expect_paged_equals_dense(net, c.vocab_size);
+  }
+}
+
+}  // namespace
+}  // namespace qkv
