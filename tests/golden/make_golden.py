@@ -539,6 +539,42 @@ def gen_ops():
         b.seed()
         inputs = {"gate": randn(*shape, scale=3.0), "up": randn(*shape)}
         b.add(f"silu_mul_{'x'.join(map(str, shape))}", "silu_mul", {}, inputs, lambda gate, up: F.silu(gate) * up)
+
+    # -- paged_attention: each query token over its sequence's keys, gathered from shuffled pages,
+    # against softmax(q kᵀ/√D) v on the gathered keys (sdpa_reference) (inference only: no gradients)
+    for tag, H, Hkv, D, Dv, page, lengths, window in (("mha", 2, 2, 8, 8, 4, [5, 1, 9], 0),
+                                                      ("gqa_window", 4, 2, 6, 5, 2, [7, 3], 3)):
+        b.seed()
+        pages_per = [(n + page - 1) // page for n in lengths]
+        P = sum(pages_per) + 1
+        order = torch.randperm(P).tolist()
+        width = max(pages_per)
+        table = torch.full((len(lengths), width), -1, dtype=torch.int32)
+        at = 0
+        for r, n in enumerate(pages_per):
+            table[r, :n] = torch.tensor(order[at:at + n], dtype=torch.int32)
+            at += n
+        # the queries: each sequence's last token, and the first sequence's prompt (lengths 1 … n)
+        seq = [r for r in range(len(lengths))] + [0] * lengths[0]
+        seq_len = list(lengths) + list(range(1, lengths[0] + 1))
+        T = len(seq)
+        inputs = {"q": randn(T, H, D), "k_cache": randn(P * page, Hkv, D), "v_cache": randn(P * page, Hkv, Dv),
+                  "block_table": table, "seq": torch.tensor(seq, dtype=torch.int32),
+                  "seq_len": torch.tensor(seq_len, dtype=torch.int32)}
+
+        def fn(q, k_cache, v_cache, block_table, seq, seq_len, page=page, window=window, G=H // Hkv):
+            outs = []
+            for t in range(q.shape[0]):
+                n = int(seq_len[t])
+                lo = max(0, n - window) if window > 0 else 0
+                slots = [int(block_table[int(seq[t]), j // page]) * page + j % page for j in range(lo, n)]
+                k = k_cache[slots].transpose(0, 1).repeat_interleave(G, 0)  # [H, keys, D]
+                v = v_cache[slots].transpose(0, 1).repeat_interleave(G, 0)
+                outs.append(sdpa_reference(q[t].unsqueeze(1), k, v)[0].squeeze(1))  # [H, Dv]
+            return torch.stack(outs)
+
+        b.add(f"paged_attention_{tag}", "paged_attention", {"page_size": page, "window": window}, inputs, fn,
+              grad_inputs=[])
     return b.cases
 
 

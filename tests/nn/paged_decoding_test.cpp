@@ -46,6 +46,27 @@ TEST(PagedKVCache, ReservesReleasesAndPlans) {
   EXPECT_EQ(d.pages, (std::vector<int32_t>{0})) << "the last freed first";
 }
 
+// The op checks every index it reads, naming it; no gradient is recorded.
+TEST(PagedAttention, RefusesIndicesOutsideTheCacheAndGradients) {
+  const Tensor q = Tensor::zeros({2, 2, 4}), kc = Tensor::zeros({8, 1, 4}), vc = Tensor::zeros({8, 1, 4});
+  const Tensor table = Tensor::from_ints({0, 1}, {1, 2}), seq = Tensor::from_ints({0, 0}, {2});
+  EXPECT_EQ(paged_attention(q, kc, vc, table, seq, Tensor::from_ints({3, 8}, {2}), 4).shape(), (Shape{2, 2, 4}));
+  auto err = [&](const Tensor& t, const Tensor& s, const Tensor& n) {
+    return testing::error_of([&] { paged_attention(q, kc, vc, t, s, n, 4); });
+  };
+  EXPECT_NE(err(Tensor::from_ints({0, 2}, {1, 2}), seq, Tensor::from_ints({3, 8}, {2})).find("block_table[0, 1] = 2"), std::string::npos);
+  EXPECT_NE(err(Tensor::from_ints({0, -1}, {1, 2}), seq, Tensor::from_ints({3, 5}, {2})).find("block_table[0, 1] = -1"), std::string::npos);
+  EXPECT_NE(err(table, Tensor::from_ints({0, 1}, {2}), Tensor::from_ints({3, 5}, {2})).find("seq[1] = 1"), std::string::npos);
+  EXPECT_NE(err(table, seq, Tensor::from_ints({3, 9}, {2})).find("seq_len[1] = 9"), std::string::npos);
+  EXPECT_NE(err(table, seq, Tensor::from_ints({-1, 2}, {2})).find("seq_len[0] = -1"), std::string::npos);
+  EXPECT_NE(testing::error_of([&] { paged_kv_write(kc, vc, Tensor::zeros({1, 1, 4}), Tensor::zeros({1, 1, 4}), Tensor::from_ints({8}, {1})); })
+                .find("slots[0] = 8"),
+            std::string::npos);
+  EXPECT_NE(testing::error_of([&] { paged_attention(q.clone().requires_grad_(), kc, vc, table, seq, Tensor::from_ints({3, 8}, {2}), 4); })
+                .find("no backward"),
+            std::string::npos);
+}
+
 // Each sequence decoded alone (its own dense cache, step) against all together (step_paged); the
 // pool's pages are handed out shuffled by a sequence taken and released first.
 template <class Net>
