@@ -1,0 +1,93 @@
+// Continuous batching for language models (vLLM's and TGI's scheduler, Orca's iteration-level
+// batching): callers on any threads ask for generations; one worker runs steps, each one forward pass
+// of the model over every running sequence's next token and the prompts of those just admitted (in
+// chunks of at most max_step_tokens), over a paged KV cache (nn/paged_kv_cache.h). A sequence joins
+// at the next step once the pool has its pages — all it can ever hold, min(its tokens, block_size),
+// reserved up front, so a running sequence never waits for memory — and leaves the step it ends
+// in, giving its pages to the next. Throughput under many concurrent requests approaches that of one
+// batched call; a request's latency is not held to the slowest of a batch.
+//
+// Each request is decode::generate's, token for token: the same windows past block_size (restart at
+// the last block_size/2 tokens), the same sampler and seed, the same stop tokens — up to rounding, as
+// its rows share products with others (tests/decode/batching_generator_test.cpp). Models without
+// a paged step (LanguageModel::paged() false) are not for this: the caller runs decode::generate.
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <deque>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+#include "qkv/core/error.h"
+#include "qkv/decode/generate.h"
+#include "qkv/models/model.h"
+
+namespace qkv::decode {
+
+struct BatchingGeneratorOptions {
+  int64_t max_batch = 64;         // sequences running at once
+  int64_t max_step_tokens = 512;  // tokens one step computes: a longer prompt is fed over several steps
+  int64_t page_size = 16;         // tokens per page of the KV cache
+  // The pool, in tokens (rounded up to whole pages); 0: room for max_batch sequences of block_size
+  // tokens, at most max_cache_bytes of keys and values.
+  int64_t cache_tokens = 0;
+  int64_t max_cache_bytes = int64_t{1} << 30;
+};
+
+// A request not admitted within the time its caller gave (the pool or the batch stayed full).
+class GeneratorBusy : public Error {
+ public:
+  using Error::Error;
+};
+
+class BatchingGenerator {
+ public:
+  // Runs one step's work (the caller's lock on the model, its thread count …); default: runs it.
+  using Around = std::function<void(const std::function<void()>& work)>;
+
+  BatchingGenerator(const models::LanguageModel& model, BatchingGeneratorOptions options = {}, Around around = nullptr);
+  ~BatchingGenerator();  // finishes every request queued or running, then joins the worker
+  BatchingGenerator(const BatchingGenerator&) = delete;
+  BatchingGenerator& operator=(const BatchingGenerator&) = delete;
+
+  // decode::generate's contract, blocking: the new tokens; on_token sees each on the calling thread
+  // as the steps make it (a slow on_token delays no other request); returning false ends this
+  // request. Not admitted within admit_within: GeneratorBusy. A prompt or request the model cannot
+  // take (an id outside the vocabulary, more KV cache than the pool holds): qkv::Error.
+  std::vector<int32_t> generate(const std::vector<int32_t>& prompt, const GenerateOptions& opt,
+                                const std::function<bool(int32_t)>& on_token = nullptr,
+                                std::chrono::duration<double> admit_within = std::chrono::hours(24 * 365));
+
+  size_t queued() const;    // requests waiting for room
+  size_t running() const;   // sequences in the steps
+  int64_t steps() const { return steps_; }
+  int64_t step_sequences() const { return step_sequences_; }  // summed over steps (÷ steps: the mean batch)
+  int64_t cache_pages() const { return cache_.pages(); }
+  int64_t cache_page_size() const { return cache_.page_size(); }
+
+ private:
+  struct Request;
+  void run();
+  bool admit(Request& r);                   // under mu_: its pages, or false
+  void finish(Request& r, std::exception_ptr error = nullptr);  // releases its pages, wakes its caller
+  void step(std::vector<std::shared_ptr<Request>>& running);
+
+  const models::LanguageModel& model_;
+  BatchingGeneratorOptions opt_;
+  Around around_;
+  nn::PagedKVCache cache_;
+  mutable std::mutex mu_;
+  std::condition_variable cv_;
+  std::deque<std::shared_ptr<Request>> queue_;
+  std::vector<std::shared_ptr<Request>> running_;
+  bool stop_ = false;
+  std::atomic<int64_t> steps_{0}, step_sequences_{0};
+  std::thread worker_;
+};
+
+}  // namespace qkv::decode

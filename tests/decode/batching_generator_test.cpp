@@ -1,0 +1,172 @@
+// Continuous batching (decode/batching_generator.h): requests from many threads at once get
+// decode::generate's tokens — greedy and sampled, with stop tokens, prompts longer than block_size
+// and generations past it (the window restarts) — while prompts are fed in chunks beside other
+// sequences' decoding tokens and a small pool makes requests wait for pages; a caller that stops
+// reading gives its pages back; a request larger than the pool is refused by name, one not admitted
+// in time is GeneratorBusy.
+#include <gtest/gtest.h>
+
+#include <condition_variable>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+#include "qkv/decode/batching_generator.h"
+#include "qkv/models/registry.h"
+#include "testing.h"
+
+namespace qkv::decode {
+namespace {
+
+std::unique_ptr<models::Model> random_model(const std::string& type, const nlohmann::json& config, uint64_t seed) {
+  Generator g(seed);
+  auto m = models::model_type(type).build(config, &g);
+  m->module().eval();
+  return m;
+}
+
+const models::LanguageModel& lm(const std::unique_ptr<models::Model>& m) {
+  return dynamic_cast<const models::LanguageModel&>(*m);
+}
+
+struct Ask {
+  std::vector<int32_t> prompt;
+  GenerateOptions opt;
+};
+
+std::vector<Ask> asks() {
+  std::vector<Ask> a;
+  auto add = [&](std::vector<int32_t> prompt, int64_t n, float temperature, uint64_t seed, std::vector<int32_t> stops = {}) {
+    Ask x{std::move(prompt), {}};
+    x.opt.max_new_tokens = n, x.opt.sampling.temperature = temperature, x.opt.sampling.seed = seed, x.opt.stop_ids = stops;
+    a.push_back(x);
+  };
+  std::vector<int32_t> long_prompt;
+  for (int i = 0; i < 40; ++i) long_prompt.push_back((i * 7 + 3) % 11);
+  add({1, 2, 3}, 12, 0.f, 1);
+  add({5}, 50, 1.f, 2);             // past block_size 32: the window restarts
+  add(long_prompt, 6, 0.8f, 3);    // a prompt longer than block_size: its last 32 tokens
+  add({4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4}, 20, 1.f, 4, {3});  // may end at a stop token
+  add({9, 8, 7, 6, 5, 4, 3, 2, 1}, 9, 0.f, 5);
+  add({2, 7, 1, 8, 2, 8}, 15, 1.2f, 6);
+  return a;
+}
+
+// Every request from its own thread at once, against generate alone.
+void expect_same_tokens(const models::LanguageModel& model, BatchingGeneratorOptions o) {
+  const std::vector<Ask> a = asks();
+  std::vector<std::vector<int32_t>> alone;
+  for (const Ask& x : a) alone.push_back(generate(model, x.prompt, x.opt));
+  BatchingGenerator batcher(model, o);
+  std::vector<std::vector<int32_t>> together(a.size()), streamed(a.size());
+  std::vector<std::thread> threads;
+  for (size_t i = 0; i < a.size(); ++i)
+    threads.emplace_back([&, i] {
+      together[i] = batcher.generate(a[i].prompt, a[i].opt, [&, i](int32_t id) {
+        streamed[i].push_back(id);
+        return true;
+      });
+    });
+  for (auto& t : threads) t.join();
+  for (size_t i = 0; i < a.size(); ++i) {
+    SCOPED_TRACE(i);
+    EXPECT_EQ(together[i], alone[i]);
+    EXPECT_EQ(streamed[i], alone[i]);
+  }
+  EXPECT_GT(batcher.step_sequences(), batcher.steps()) << "no step held two sequences";
+}
+
+nlohmann::json gpt_config() {
+  return {{"vocab_size", 11}, {"block_size", 32}, {"n_layer", 2}, {"n_head", 2}, {"n_embd", 16}, {"bias", true}};
+}
+
+TEST(BatchingGenerator, GivesEachRequestGeneratesTokens) {
+  const auto gpt = random_model("gpt", gpt_config(), 3);
+  BatchingGeneratorOptions o;
+  o.max_step_tokens = 8, o.page_size = 4;  // prompts in chunks; pages of 4
+  expect_same_tokens(lm(gpt), o);
+  o.cache_tokens = 80;  // room for 2–3 requests at a time: the others wait for pages
+  expect_same_tokens(lm(gpt), o);
+  o.max_batch = 2, o.cache_tokens = 0;
+  expect_same_tokens(lm(gpt), o);
+}
+
+TEST(BatchingGenerator, LlamaWithGroupedQueriesAndAWindow) {
+  const auto llama = random_model("llama", {{"vocab_size", 11}, {"hidden_size", 16}, {"intermediate_size", 24},
+                                            {"num_hidden_layers", 2}, {"num_attention_heads", 4},
+                                            {"num_key_value_heads", 2}, {"max_position_embeddings", 32},
+                                            {"sliding_window", 6}},
+                                  5);
+  BatchingGeneratorOptions o;
+  o.max_step_tokens = 5, o.page_size = 8;
+  expect_same_tokens(lm(llama), o);
+}
+
+TEST(BatchingGenerator, StopsWhenTheCallerStopsAndGivesThePagesBack) {
+  const auto gpt = random_model("gpt", gpt_config(), 3);
+  BatchingGeneratorOptions o;
+  o.page_size = 4, o.cache_tokens = 32;  // one full context
+  BatchingGenerator batcher(lm(gpt), o);
+  GenerateOptions g;
+  g.max_new_tokens = 29;  // 3 + 29 = 32 tokens: the whole pool
+  for (int round = 0; round < 3; ++round) {
+    int seen = 0;
+    const auto got = batcher.generate({1, 2, 3}, g, [&](int32_t) { return ++seen < 4; });
+    EXPECT_EQ(got.size(), 4u) << "the tokens up to the one the caller stopped at";
+  }
+  const auto all = batcher.generate({1, 2, 3}, g, nullptr, std::chrono::seconds(30));
+  EXPECT_EQ(all.size(), 29u) << "the pool is whole again";
+}
+
+TEST(BatchingGenerator, RefusesWhatThePoolCannotHoldAndWhatWaitsTooLong) {
+  const auto gpt = random_model("gpt", gpt_config(), 3);
+  BatchingGeneratorOptions o;
+  o.page_size = 4, o.cache_tokens = 16;
+  // the steps wait at a gate (as the server's steps wait for the model's lock)
+  std::mutex m;
+  std::condition_variable cv;
+  bool open = false, entered = false;
+  BatchingGenerator batcher(lm(gpt), o, [&](const std::function<void()>& work) {
+    std::unique_lock lock(m);
+    entered = true;
+    cv.notify_all();
+    cv.wait(lock, [&] { return open; });
+    lock.unlock();
+    work();
+  });
+  GenerateOptions g;
+  g.max_new_tokens = 20;
+  EXPECT_NE(testing::error_of([&] { batcher.generate({1, 2, 3}, g); }).find("needs 23 tokens of KV cache; the pool holds 16"),
+            std::string::npos);
+  EXPECT_NE(testing::error_of([&] { batcher.generate({1, 11}, g); }).find("token id 11 outside the vocabulary"),
+            std::string::npos);
+  // one request takes the whole pool (3 + 13 tokens) and its first step waits at the gate; another,
+  // given 50 ms to be admitted, is GeneratorBusy once the steps go on
+  g.max_new_tokens = 13;
+  std::vector<int32_t> held;
+  std::thread holder([&] { held = batcher.generate({1, 2, 3}, g); });
+  {
+    std::unique_lock lock(m);
+    cv.wait(lock, [&] { return entered; });
+  }
+  std::thread opener([&] {
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    std::lock_guard lock(m);
+    open = true;
+    cv.notify_all();
+  });
+  bool busy = false;
+  try {
+    batcher.generate({4}, g, nullptr, std::chrono::milliseconds(50));
+  } catch (const GeneratorBusy&) {
+    busy = true;
+  }
+  EXPECT_TRUE(busy);
+  opener.join();
+  holder.join();
+  EXPECT_EQ(held.size(), 13u);
+  EXPECT_EQ(batcher.generate({4}, g).size(), 13u) << "the pool is free again";
+}
+
+}  // namespace
+}  // namespace qkv::decode
