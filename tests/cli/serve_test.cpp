@@ -287,6 +287,37 @@ TEST(Serve, GeneratesAsTheCliDoesStreamedOrNot) {
   EXPECT_NE(m->body.find("qkv_generated_tokens_total 120"), std::string::npos) << m->body;
 }
 
+// Generations that arrive together run together (decode/batching_generator.h): each gets the CLI's
+// text for its prompt and seed (300 tokens: past the model's context of 64, so each window restarts),
+// and the server's steps are fewer than the tokens made.
+TEST(Serve, ConcurrentGenerationsAreBatchedAndEachAsTheCliMakesIt) {
+  ServeProcess s("");
+  ASSERT_GT(s.port(), 0) << s.log();
+  const std::vector<std::string> prompts = {"ROMEO:", "JULIET:", "KING:", "First Citizen:", "O", "What"};
+  std::vector<std::future<json>> answers;
+  for (size_t i = 0; i < prompts.size(); ++i)
+    answers.push_back(std::async(std::launch::async, [&, i] {
+      const std::string body = json{{"prompt", prompts[i]}, {"max_new_tokens", 300}, {"seed", 11 + i}, {"temperature", 0.8}}.dump();
+      json r = post(s.port(), body, nullptr, "/v1/generate");
+      if (r.contains("transport_error")) r = post(s.port(), body, nullptr, "/v1/generate");  // (as above)
+      return r;
+    }));
+  for (size_t i = 0; i < prompts.size(); ++i) {
+    const json r = answers[i].get();
+    ASSERT_TRUE(r.contains("text")) << r.dump() << "\n" << s.log();
+    EXPECT_EQ(r["text"], cli_generation(prompts[i], 300, 11 + i)) << prompts[i];
+  }
+  httplib::Client c("127.0.0.1", s.port());
+  auto m = c.Get("/metrics");
+  ASSERT_TRUE(m);
+  const std::string key = "qkv_batches_total{model=\"shakespeare-char\"} ";
+  const size_t at = m->body.find(key);
+  ASSERT_NE(at, std::string::npos) << m->body;
+  const long steps = std::atol(m->body.c_str() + at + key.size());
+  EXPECT_GE(steps, 300) << "a generation's tokens take a step each";
+  EXPECT_LT(steps, 6 * 300) << "no step ran two generations";
+}
+
 // A streamed POST's server-sent events: the JSON of each "data: " line; `done` is set by "data: [DONE]".
 std::vector<json> sse_events(int port, const char* path, const std::string& body, bool* done, int* status) {
   httplib::Client c("127.0.0.1", port);

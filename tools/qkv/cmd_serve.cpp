@@ -101,7 +101,7 @@ struct ServeArgs {
   int port = 8080;
   int64_t max_request_bytes = 1 << 20, max_sentences = 64, max_sentence_bytes = 2000, max_batch = 64;
   int64_t max_beam = 16, max_new_tokens = 2000;
-  double max_wait_ms = 5, timeout_s = 60;
+  double max_wait_ms = 5, timeout_s = 60, kv_cache_mb = 0;
   int http_threads = 64, threads = 0;
   // the HTTP limits (http_server.h's HttpLimits), with nginx-like defaults
   int64_t max_header_bytes = 16 * 1024, max_connections = 1024, keep_alive_requests = 1000;
@@ -428,15 +428,16 @@ class Server {
     o.sampling.top_p = body.number("top_p", 1.0, 1e-6, 1.0);
     o.sampling.seed = static_cast<uint64_t>(body.integer("seed", 1337, 0, std::numeric_limits<int64_t>::max()));
     const bool stream = body.boolean("stream", false);
-    // the model is held from here until the last token is sent (503 if it stays busy too long)
-    auto held = std::make_shared<std::unique_lock<std::timed_mutex>>(s.hold(timeout()));
+    // unbatched, the model is held from here until the last token is sent (503 if it stays busy too
+    // long); batched, each step holds it
+    auto held = s.reserve(timeout());
     if (!stream) {
       std::string text;
       text::TextStreamer streamer(s.loaded().tokenizer);
-      const auto out = decode::generate(*s.loaded().model, prompt, o, [&](int32_t id) {
+      const auto out = s.generate(prompt, o, [&](int32_t id) {
         text += streamer.push(id);
         return true;
-      });
+      }, timeout());
       text += streamer.flush();
       metrics_.generated(static_cast<int64_t>(out.size()));
       return json_response(json{{"model", s.name()}, {"text", text}, {"tokens", out.size()}, {"finish_reason", "length"}});
@@ -451,18 +452,18 @@ class Server {
       int64_t n = 0;
       try {
         text::TextStreamer streamer(s.loaded().tokenizer);
-        decode::generate(*s.loaded().model, prompt, o, [&](int32_t id) {
+        s.generate(prompt, o, [&](int32_t id) {
           const std::string piece = streamer.push(id);
           text += piece, ++n;
           return open = send_event(sink, {{"token", id}, {"text", piece}});
-        });
+        }, timeout());
         text += streamer.flush();
         if (open) send_event(sink, {{"done", true}, {"text", text}, {"tokens", n}, {"finish_reason", "length"}});
       } catch (const std::exception& e) {
         if (open) send_event(sink, {{"error", {{"code", 500}, {"message", e.what()}}}});
       }
       metrics_.generated(n);
-      held->unlock();
+      if (held->owns_lock()) held->unlock();
     };
     return res;
   }
@@ -505,10 +506,10 @@ class Server {
       return open;
     };
     text::TextStreamer streamer(s.loaded().tokenizer);
-    decode::generate(*s.loaded().model, prompt, o, [&](int32_t id) {
+    s.generate(prompt, o, [&](int32_t id) {
       ++c.completion_tokens;
       return push(streamer.push(id));
-    });
+    }, timeout());
     if (!stopped && open && push(streamer.flush())) settle(text.size());
     if (!stopped && open) settle(text.size());
     metrics_.generated(c.completion_tokens);
@@ -604,7 +605,7 @@ class Server {
     const std::string id = (chat ? "chatcmpl-" : "cmpl-") + std::to_string(++counter);
     const int64_t created = static_cast<int64_t>(std::time(nullptr));
     const std::string object = chat ? "chat.completion" : "text_completion";
-    auto held = std::make_shared<std::unique_lock<std::timed_mutex>>(s.hold(timeout()));
+    auto held = s.reserve(timeout());  // (unbatched: the model, for every choice)
     if (!stream) {
       json choices = json::array();
       int64_t prompt_tokens = 0, completion_tokens = 0;
@@ -648,7 +649,7 @@ class Server {
       } catch (const std::exception& e) {
         if (open) send_event(sink, {{"error", {{"message", plain_message(e.what())}, {"type", "server_error"}, {"param", nullptr}, {"code", nullptr}}}});
       }
-      held->unlock();
+      if (held->owns_lock()) held->unlock();
     };
     return res;
   }
@@ -973,7 +974,10 @@ int run_serve(const ServeArgs& a) {
       services.push_back(std::make_unique<MaskedLanguageModelService>(name, std::move(b), a.threads));
     } else {
       models::LoadedLanguageModel g = models::load_language_model(path, lo);
-      services.push_back(std::make_unique<LanguageModelService>(name, std::move(g), a.threads));
+      decode::BatchingGeneratorOptions b;
+      b.max_batch = a.max_batch;
+      if (a.kv_cache_mb > 0) b.max_cache_bytes = static_cast<int64_t>(a.kv_cache_mb * 1024 * 1024);
+      services.push_back(std::make_unique<LanguageModelService>(name, std::move(g), a.threads, b));
     }
   }
   Server server(a, std::move(services));
@@ -1026,7 +1030,16 @@ void add_serve(CLI::App& app) {
   sub->add_option("--max-new-tokens", a->max_new_tokens, "most tokens one /v1/generate request may ask for")
       ->capture_default_str()
       ->check(greater_than_zero());
-  sub->add_option("--max-batch", a->max_batch, "most sentences translated together (across requests)")->capture_default_str()->check(greater_than_zero());
+  sub->add_option("--max-batch", a->max_batch,
+                  "most sentences translated together, and most generations run together (a GPT's or a Llama's: "
+                  "continuous batching), across requests")
+      ->capture_default_str()
+      ->check(greater_than_zero());
+  sub->add_option("--kv-cache-mb", a->kv_cache_mb,
+                  "a language model's KV cache for its batched generations, MiB (default: --max-batch full contexts, "
+                  "at most 1024); a generation waits for room in it")
+      ->capture_default_str()
+      ->check(CLI::Range(0.0, 1048576.0));
   sub->add_option("--max-wait-ms", a->max_wait_ms, "how long a request waits for others to share its batch")->capture_default_str()->check(CLI::Range(0.0, 10000.0));
   sub->add_option("--timeout", a->timeout_s, "seconds a request may wait for its model (503 after)")->capture_default_str()->check(CLI::Range(0.1, 3600.0));
   sub->add_option("--http-threads", a->http_threads,

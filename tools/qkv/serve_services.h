@@ -5,7 +5,10 @@
 //                          that arrive together are translated as one batch (up to max_batch
 //                          sentences, waiting up to max_wait for more), so throughput under load
 //                          approaches the batched CLI's
-//   LanguageModelService   a language model: generations one at a time, token by token
+//   LanguageModelService   a language model: a GPT or a Llama behind decode::BatchingGenerator —
+//                          continuous batching over a paged KV cache, every running generation
+//                          one row of each step, requests joining and leaving between steps —
+//                          other architectures one generation at a time
 //   CaptionerService       an image captioner: /v1/attention only (a picture's words and where
 //                          each looked on the ConvNet grid)
 //
@@ -28,6 +31,7 @@
 
 #include "qkv/core/parallel.h"
 #include "serve_body.h"
+#include "qkv/decode/batching_generator.h"
 #include "qkv/decode/batching_translator.h"
 #include "qkv/decode/translator.h"
 #include "qkv/models/load.h"
@@ -102,12 +106,48 @@ class TranslationService : public ModelService {
 
 class LanguageModelService : public ModelService {
  public:
-  LanguageModelService(std::string name, models::LoadedLanguageModel loaded, int threads)
-      : ModelService(std::move(name), "language_model", loaded.path, loaded.meta, threads), loaded_(std::move(loaded)) {}
+  // batching.max_batch ≥ 1 and a model with a paged step: generations batched; else one at a time.
+  LanguageModelService(std::string name, models::LoadedLanguageModel loaded, int threads,
+                       const decode::BatchingGeneratorOptions& batching)
+      : ModelService(std::move(name), "language_model", loaded.path, loaded.meta, threads), loaded_(std::move(loaded)) {
+    if (loaded_.model->paged())
+      batcher_ = std::make_unique<decode::BatchingGenerator>(*loaded_.model, batching,
+                                                             [this](const std::function<void()>& work) {
+                                                               auto held = hold(std::chrono::hours(24));
+                                                               work();
+                                                             });
+    const int64_t room = batcher_ ? batcher_->cache_pages() * batcher_->cache_page_size() : 0;
+    QKV_CHECK(!batcher_ || room >= loaded_.model->block_size(), "qkv serve: model \"", name_, "\": --kv-cache-mb holds ",
+              room, " tokens of its KV cache, fewer than its context of ", loaded_.model->block_size());
+  }
   const models::LoadedLanguageModel& loaded() const { return loaded_; }
+  bool batched() const { return batcher_ != nullptr; }
+  size_t queued() const override { return batcher_ ? batcher_->queued() : 0; }
+  int64_t batches() const override { return batcher_ ? batcher_->steps() : 0; }
+
+  // What a request holds while it generates: the model itself (hold) when generations run one at a
+  // time; nothing when they are batched (each step holds it). Taken before a stream starts, so that
+  // a busy model is a 503, not an error event.
+  std::shared_ptr<std::unique_lock<std::timed_mutex>> reserve(std::chrono::duration<double> timeout) {
+    if (batcher_) return std::make_shared<std::unique_lock<std::timed_mutex>>();
+    return std::make_shared<std::unique_lock<std::timed_mutex>>(hold(timeout));
+  }
+  // decode::generate's tokens for `prompt`, on_token on this thread: batched with the other requests
+  // (admitted within `timeout`, else a 503), or on the model this request reserved.
+  std::vector<int32_t> generate(const std::vector<int32_t>& prompt, const decode::GenerateOptions& o,
+                                const std::function<bool(int32_t)>& on_token, std::chrono::duration<double> timeout) {
+    if (!batcher_) return decode::generate(*loaded_.model, prompt, o, on_token);
+    try {
+      return batcher_->generate(prompt, o, on_token, timeout);
+    } catch (const decode::GeneratorBusy&) {
+      throw HttpError{503, "model \"" + name_ + "\" had no room for another generation within --timeout " +
+                               std::to_string(static_cast<int>(timeout.count())) + " s (the server is overloaded)"};
+    }
+  }
 
  private:
   models::LoadedLanguageModel loaded_;
+  std::unique_ptr<decode::BatchingGenerator> batcher_;  // (last: its worker stops before the model goes)
 };
 
 // A masked language model (BERT): its attention (every request computes under the model's lock).
@@ -174,10 +214,10 @@ class Metrics {
     s += "# HELP qkv_queue_requests Requests waiting for a batch, per model.\n# TYPE qkv_queue_requests gauge\n";
     for (auto& sv : services)
       s += "qkv_queue_requests{model=\"" + sv->name() + "\"} " + std::to_string(sv->queued()) + "\n";
-    s += "# HELP qkv_batches_total Batches translated, per model (sentences / batches: the mean batch).\n"
+    s += "# HELP qkv_batches_total Batches translated (sentences / batches: the mean batch), or generation steps run (each one token of every running generation), per model.\n"
          "# TYPE qkv_batches_total counter\n";
     for (auto& sv : services)
-      if (sv->kind() == "translation")
+      if (sv->kind() == "translation" || sv->kind() == "language_model")
         s += "qkv_batches_total{model=\"" + sv->name() + "\"} " + std::to_string(sv->batches()) + "\n";
     return s;
   }
