@@ -111,7 +111,16 @@ std::vector<int32_t> BatchingGenerator::generate(const std::vector<int32_t>& pro
     }
     for (int32_t id : got) {
       tokens.push_back(id);
-      if (on_token && !on_token(id)) {  // the caller is done: the worker drops it at its next step
+      bool more = true;
+      try {
+        more = !on_token || on_token(id);
+      } catch (...) {  // (the caller's failure ends its request too)
+        more = false;
+        r->cancelled = true;
+        cv_.notify_all();
+        throw;
+      }
+      if (!more) {  // the caller is done: the worker drops it at its next step
         r->cancelled = true;
         cv_.notify_all();
         return tokens;

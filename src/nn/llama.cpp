@@ -314,16 +314,18 @@ Tensor Llama::step_paged(const Tensor& ids, const PagedStep& step, PagedKVCache&
   QKV_CHECK(cache.layers() == static_cast<int64_t>(layers.size()), "Llama::step_paged: a cache of ", cache.layers(),
             " layers for a model of ", layers.size());
   ResidualStream x{embed_tokens->forward(ids).unsqueeze(0), Tensor()};  // [1, T, E]
-  // each token's rotary angles: the rows of the tables for positions 0 … block_size − 1 at its position
+  // each token's rotary angles: the tables' rows at its position (picked on the host, [T, rot] sent)
   const Tensor positions = step.positions.to(Device::cpu());
   std::vector<int64_t> at(static_cast<size_t>(positions.size(0)));
+  int64_t last = 0;
   for (size_t t = 0; t < at.size(); ++t) {
     at[t] = positions.data<int32_t>()[t];
     QKV_CHECK(at[t] >= 0 && at[t] < config.block_size, "Llama::step_paged: position ", at[t],
               " exceeds max_position_embeddings ", config.block_size);
+    last = std::max(last, at[t]);
   }
-  const auto [cos_all, sin_all] = rope_.tables(0, config.block_size, x.base.device());
-  const Tensor cos = index_select(cos_all, 0, at), sin = index_select(sin_all, 0, at);
+  const auto [cos_all, sin_all] = rope_.tables(0, last + 1, Device::cpu());
+  const Tensor cos = index_select(cos_all, 0, at).to(x.base.device()), sin = index_select(sin_all, 0, at).to(x.base.device());
   for (size_t i = 0; i < layers.size(); ++i)
     x = layers[i]->forward_paged(x, cos, sin, cache, static_cast<int64_t>(i), step);
   const Tensor last = index_select(x.sum().squeeze(0), 0, step.last);  // [sequences, E]
