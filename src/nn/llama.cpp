@@ -317,14 +317,14 @@ Tensor Llama::step_paged(const Tensor& ids, const PagedStep& step, PagedKVCache&
   // each token's rotary angles: the tables' rows at its position (picked on the host, [T, rot] sent)
   const Tensor positions = step.positions.to(Device::cpu());
   std::vector<int64_t> at(static_cast<size_t>(positions.size(0)));
-  int64_t last = 0;
+  int64_t furthest = 0;
   for (size_t t = 0; t < at.size(); ++t) {
     at[t] = positions.data<int32_t>()[t];
     QKV_CHECK(at[t] >= 0 && at[t] < config.block_size, "Llama::step_paged: position ", at[t],
               " exceeds max_position_embeddings ", config.block_size);
-    last = std::max(last, at[t]);
+    furthest = std::max(furthest, at[t]);
   }
-  const auto [cos_all, sin_all] = rope_.tables(0, last + 1, Device::cpu());
+  const auto [cos_all, sin_all] = rope_.tables(0, furthest + 1, Device::cpu());
   const Tensor cos = index_select(cos_all, 0, at).to(x.base.device()), sin = index_select(sin_all, 0, at).to(x.base.device());
   for (size_t i = 0; i < layers.size(); ++i)
     x = layers[i]->forward_paged(x, cos, sin, cache, static_cast<int64_t>(i), step);
