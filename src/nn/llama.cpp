@@ -211,10 +211,8 @@ ResidualStream LlamaDecoderLayer::forward_paged(const ResidualStream& stream, co
     return apply_rotary_pos_emb(p.view({1, T, heads, D}).transpose(1, 2), cos, sin).transpose(1, 2).reshape({T, heads, D});
   };
   const Tensor q = rotated(q_proj->forward_inference(n), H), k = rotated(k_proj->forward_inference(n), Hkv);
-  paged_kv_write(cache.keys(layer), cache.values(layer), k, v_proj->forward_inference(n).reshape({T, Hkv, D}), step.slots);
   const int64_t window = config.sliding_window > 0 ? config.sliding_window : 0;
-  const Tensor a = paged_attention(q, cache.keys(layer), cache.values(layer), step.block_table, step.seq, step.seq_len,
-                                   cache.page_size(), std::nullopt, window);  // [T, H, D]
+  const Tensor a = attend_paged(q, k, v_proj->forward_inference(n).reshape({T, Hkv, D}), cache, layer, step, window);  // [T, H, D]
   const SumAndNorm hm = add_rms_norm_with_sum(o_proj->forward_inference(a.reshape({1, T, H * D})), xn.sum,
                                               post_attention_layernorm, eps);
   return {hm.sum, mlp(hm.normalized, true)};

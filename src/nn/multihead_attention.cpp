@@ -302,9 +302,7 @@ Tensor MultiheadAttention::forward_paged(const Tensor& x, PagedKVCache& cache, i
   QKV_CHECK(kdim == embed_dim && vdim == embed_dim, "MultiheadAttention::forward_paged: self-attention needs kdim = vdim = embed_dim");
   const int64_t T = x.size(1), H = num_heads, D = head_dim;
   const auto [Q, K, V] = self_projections(x);  // [1, T, E] each
-  paged_kv_write(cache.keys(layer), cache.values(layer), K.reshape({T, H, D}), V.reshape({T, H, D}), step.slots);
-  Tensor attn = paged_attention(Q.reshape({T, H, D}), cache.keys(layer), cache.values(layer), step.block_table, step.seq,
-                                step.seq_len, cache.page_size());  // [T, H, D]
+  const Tensor attn = attend_paged(Q.reshape({T, H, D}), K.reshape({T, H, D}), V.reshape({T, H, D}), cache, layer, step);
   return out_proj->forward_inference(attn.reshape({1, T, embed_dim}));
 }
 

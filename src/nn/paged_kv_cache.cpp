@@ -2,7 +2,9 @@
 
 #include <algorithm>
 
+#include "qkv/autograd/grad_mode.h"
 #include "qkv/core/error.h"
+#include "qkv/ops.h"
 
 namespace qkv::nn {
 
@@ -15,8 +17,8 @@ PagedKVCache::PagedKVCache(int64_t layers, int64_t pages, int64_t page_size, int
   QKV_CHECK(pages <= (int64_t{1} << 31) / page_size, "PagedKVCache: ", pages, " pages of ", page_size,
             " slots exceed the 2^31 slots an i32 slot index reaches");
   for (int64_t l = 0; l < layers; ++l) {
-    k_.push_back(Tensor::empty({pages * page_size, kv_heads, head_dim}, DType::f32, device));
-    v_.push_back(Tensor::empty({pages * page_size, kv_heads, v_head_dim}, DType::f32, device));
+    k_.push_back(Tensor::empty({pages, kv_heads, page_size, head_dim}, DType::f32, device));
+    v_.push_back(Tensor::empty({pages, kv_heads, page_size, v_head_dim}, DType::f32, device));
   }
   for (int64_t p = pages - 1; p >= 0; --p) free_.push_back(static_cast<int32_t>(p));  // page 0 first
 }
@@ -24,7 +26,7 @@ PagedKVCache::PagedKVCache(int64_t layers, int64_t pages, int64_t page_size, int
 int64_t PagedKVCache::bytes_per_token() const {
   int64_t b = 0;
   for (size_t l = 0; l < k_.size(); ++l)
-    b += (k_[l].size(1) * k_[l].size(2) + v_[l].size(1) * v_[l].size(2)) * static_cast<int64_t>(sizeof(float));
+    b += k_[l].size(1) * (k_[l].size(3) + v_[l].size(3)) * static_cast<int64_t>(sizeof(float));
   return b;
 }
 
@@ -55,15 +57,18 @@ PagedStep PagedKVCache::plan(const std::vector<PagedSequence*>& seqs, const std:
               " pages, too few for ", new_tokens[i], " more (reserve them first)");
     width = std::max(width, seqs[i]->pages.size());
   }
-  std::vector<int32_t> positions, seq, len, slots, table(seqs.size() * width, -1);
+  std::vector<int32_t> positions, seq, len, paged_len, slots, table(seqs.size() * width, -1);
   PagedStep step;
   for (size_t i = 0; i < seqs.size(); ++i) {
     PagedSequence& s = *seqs[i];
     std::copy(s.pages.begin(), s.pages.end(), table.begin() + static_cast<std::ptrdiff_t>(i * width));
+    const bool fresh = s.length == 0 && new_tokens[i] >= 2;
+    if (fresh) step.fresh.emplace_back(static_cast<int64_t>(positions.size()), new_tokens[i]);
     for (int64_t j = s.length; j < s.length + new_tokens[i]; ++j) {
       positions.push_back(static_cast<int32_t>(j));
       seq.push_back(static_cast<int32_t>(i));
       len.push_back(static_cast<int32_t>(j + 1));
+      paged_len.push_back(fresh ? 0 : static_cast<int32_t>(j + 1));
       slots.push_back(static_cast<int32_t>(s.pages[static_cast<size_t>(j / page_size_)] * page_size_ + j % page_size_));
     }
     step.last.push_back(static_cast<int64_t>(positions.size()) - 1);
@@ -73,9 +78,29 @@ PagedStep PagedKVCache::plan(const std::vector<PagedSequence*>& seqs, const std:
   step.positions = Tensor::from_ints(positions, {T}).to(device_);
   step.seq = Tensor::from_ints(seq, {T}).to(device_);
   step.seq_len = Tensor::from_ints(len, {T}).to(device_);
+  step.paged_len = step.fresh.empty() ? step.seq_len : Tensor::from_ints(paged_len, {T}).to(device_);
   step.slots = Tensor::from_ints(slots, {T}).to(device_);
   step.block_table = Tensor::from_ints(table, {static_cast<int64_t>(seqs.size()), static_cast<int64_t>(width)}).to(device_);
   return step;
+}
+
+// attn = paged_attention(q over the pages; fresh prompts skipped) with each fresh prompt's rows
+// [b, b + n) replaced by sdpa(q, k, v of those rows, causal) — [1, H, n, D] against [1, Hkv, n, D]
+Tensor attend_paged(const Tensor& q, const Tensor& k, const Tensor& v, PagedKVCache& cache, int64_t layer,
+                    const PagedStep& step, int64_t window) {
+  NoGradGuard no_grad;
+  paged_kv_write(cache.keys(layer), cache.values(layer), k, v, step.slots);
+  Tensor out = paged_attention(q, cache.keys(layer), cache.values(layer), step.block_table, step.seq, step.paged_len,
+                               std::nullopt, window);  // [T, H, Dv]
+  for (const auto& [b, n] : step.fresh) {
+    auto rows = [&](const Tensor& x) { return x.slice(0, b, b + n).transpose(0, 1).unsqueeze(0); };  // [1, heads, n, d]
+    AttentionOptions opt;
+    opt.enable_gqa = q.size(1) != k.size(1);
+    if (window > 0 && n > window) opt.attn_mask = sliding_window_mask(n, n, window, 0, q.device());
+    else opt.is_causal = true;
+    out.slice(0, b, b + n).copy_(scaled_dot_product_attention(rows(q), rows(k), rows(v), opt).squeeze(0).transpose(0, 1));
+  }
+  return out;
 }
 
 }  // namespace qkv::nn

@@ -26,31 +26,37 @@ void check_ids(const char* op, const char* name, const Tensor& t, int64_t n) {
 
 }  // namespace
 
-// out[t, h] = Σ_j softmax_j(scale · q[t, h] · k[slot(seq[t], j), h / G]) · v[slot(seq[t], j), h / G]
-// over j < seq_len[t] (the last `window`), slot(r, j) = table[r, j / page_size] · page_size + j mod page_size
+// The caches' shape, checked: k [pages, Hkv, page_size, D], v [pages, Hkv, page_size, Dv].
+static kernels::PagedShape cache_shape(const char* op, const Tensor& k_cache, const Tensor& v_cache) {
+  QKV_CHECK(k_cache.dtype() == DType::f32 && v_cache.dtype() == DType::f32 && k_cache.dim() == 4 && v_cache.dim() == 4 &&
+                k_cache.size(0) == v_cache.size(0) && k_cache.size(1) == v_cache.size(1) &&
+                k_cache.size(2) == v_cache.size(2) && k_cache.size(1) > 0 && k_cache.size(2) > 0,
+            op, ": k_cache ", k_cache.str(), " and v_cache ", v_cache.str(),
+            " must be f32 [pages, Hkv, page_size, D] and [pages, Hkv, page_size, Dv]");
+  kernels::PagedShape s;
+  s.pages = k_cache.size(0), s.Hkv = k_cache.size(1), s.page_size = k_cache.size(2), s.D = k_cache.size(3),
+  s.Dv = v_cache.size(3);
+  return s;
+}
+
+// out[t, h] = Σ_j softmax_j(scale · q[t, h] · k[p_j, h / G, o_j]) · v[p_j, h / G, o_j] over j < seq_len[t]
+// (the last `window`), p_j = block_table[seq[t], j / page_size], o_j = j mod page_size
 Tensor paged_attention(const Tensor& q, const Tensor& k_cache, const Tensor& v_cache, const Tensor& block_table,
-                       const Tensor& seq, const Tensor& seq_len, int64_t page_size, std::optional<double> scale,
-                       int64_t window) {
+                       const Tensor& seq, const Tensor& seq_len, std::optional<double> scale, int64_t window) {
   constexpr const char* op = "paged_attention";
   check_no_grad(op, {&q, &k_cache, &v_cache});
-  QKV_CHECK(q.dtype() == DType::f32 && q.dim() == 3, op, ": q must be an f32 [T, H, D], got ", q.str());
-  QKV_CHECK(k_cache.dtype() == DType::f32 && v_cache.dtype() == DType::f32 && k_cache.dim() == 3 && v_cache.dim() == 3 &&
-                k_cache.size(0) == v_cache.size(0) && k_cache.size(1) == v_cache.size(1) && k_cache.size(2) == q.size(2),
-            op, ": k_cache ", k_cache.str(), " and v_cache ", v_cache.str(), " must be f32 [slots, Hkv, D] and [slots, Hkv, Dv] with q's D = ",
-            q.size(2));
-  QKV_CHECK(page_size > 0 && k_cache.size(0) % page_size == 0, op, ": the caches' ", k_cache.size(0),
-            " slots are not whole pages of ", page_size);
-  const int64_t T = q.size(0), H = q.size(1), Hkv = k_cache.size(1);
-  QKV_CHECK(Hkv > 0 && H % Hkv == 0, op, ": q's ", H, " heads are not a multiple of the caches' ", Hkv);
+  kernels::PagedShape s = cache_shape(op, k_cache, v_cache);
+  QKV_CHECK(q.dtype() == DType::f32 && q.dim() == 3 && q.size(2) == s.D, op, ": q must be an f32 [T, H, D] with the caches' D = ",
+            s.D, ", got ", q.str());
+  const int64_t T = q.size(0), H = q.size(1), page_size = s.page_size;
+  QKV_CHECK(H % s.Hkv == 0, op, ": q's ", H, " heads are not a multiple of the caches' ", s.Hkv);
   QKV_CHECK(block_table.dtype() == DType::i32 && block_table.dim() == 2, op, ": block_table must be an i32 [rows, max_pages], got ",
             block_table.str());
   check_ids(op, "seq", seq, T);
   check_ids(op, "seq_len", seq_len, T);
   QKV_CHECK(window >= 0, op, ": window must be ≥ 0, got ", window);
   const Device d = device_of(op, {&q, &k_cache, &v_cache, &block_table, &seq, &seq_len});
-  kernels::PagedShape s;
-  s.T = T, s.H = H, s.Hkv = Hkv, s.D = q.size(2), s.Dv = v_cache.size(2), s.page_size = page_size;
-  s.pages = k_cache.size(0) / page_size, s.rows = block_table.size(0), s.max_pages = block_table.size(1), s.window = window;
+  s.T = T, s.H = H, s.rows = block_table.size(0), s.max_pages = block_table.size(1), s.window = window;
   s.scale = static_cast<float>(scale ? *scale : 1.0 / std::sqrt(static_cast<double>(s.D)));
   Tensor table = dense(block_table), rows = dense(seq), lens = dense(seq_len);
   if (d.is_cpu()) {  // every page a token reads lies in the cache (a GPU kernel skips one that does not)
@@ -75,33 +81,29 @@ Tensor paged_attention(const Tensor& q, const Tensor& k_cache, const Tensor& v_c
   return out;
 }
 
-// k_cache[slots[t]] = k[t], v_cache[slots[t]] = v[t]
+// k_cache[slots[t] / page_size, :, slots[t] mod page_size] = k[t], the same for v
 void paged_kv_write(const Tensor& k_cache, const Tensor& v_cache, const Tensor& k, const Tensor& v, const Tensor& slots) {
   constexpr const char* op = "paged_kv_write";
   check_no_grad(op, {&k_cache, &v_cache, &k, &v});
-  QKV_CHECK(k_cache.dtype() == DType::f32 && v_cache.dtype() == DType::f32 && k_cache.dim() == 3 && v_cache.dim() == 3 &&
-                k_cache.size(0) == v_cache.size(0) && k_cache.size(1) == v_cache.size(1),
-            op, ": k_cache ", k_cache.str(), " and v_cache ", v_cache.str(), " must be f32 [slots, Hkv, D] and [slots, Hkv, Dv]");
+  kernels::PagedShape s = cache_shape(op, k_cache, v_cache);
   QKV_CHECK(k_cache.is_contiguous() && v_cache.is_contiguous(), op, ": the caches must be dense (they are written in place)");
   QKV_CHECK(k.dtype() == DType::f32 && v.dtype() == DType::f32 && k.dim() == 3 && v.dim() == 3 && k.size(0) == v.size(0) &&
-                k.size(1) == k_cache.size(1) && k.size(2) == k_cache.size(2) && v.size(1) == v_cache.size(1) &&
-                v.size(2) == v_cache.size(2),
-            op, ": k ", k.str(), " and v ", v.str(), " must be f32 [T, Hkv, D] and [T, Hkv, Dv] of the caches' ", k_cache.str(),
-            " and ", v_cache.str());
-  const int64_t T = k.size(0);
-  check_ids(op, "slots", slots, T);
+                k.size(1) == s.Hkv && v.size(1) == s.Hkv && k.size(2) == s.D && v.size(2) == s.Dv,
+            op, ": k ", k.str(), " and v ", v.str(), " must be f32 [T, ", s.Hkv, ", ", s.D, "] and [T, ", s.Hkv, ", ", s.Dv,
+            "] for the caches ", k_cache.str(), " and ", v_cache.str());
+  s.T = k.size(0);
+  check_ids(op, "slots", slots, s.T);
   const Device d = device_of(op, {&k_cache, &v_cache, &k, &v, &slots});
   Tensor sl = dense(slots);
   if (d.is_cpu())
-    for (int64_t t = 0; t < T; ++t) {
+    for (int64_t t = 0; t < s.T; ++t) {
       const int32_t x = sl.data<int32_t>()[t];
-      QKV_CHECK(x >= 0 && x < k_cache.size(0), op, ": slots[", t, "] = ", x, " is not one of the caches' ", k_cache.size(0), " slots");
+      QKV_CHECK(x >= 0 && x < s.pages * s.page_size, op, ": slots[", t, "] = ", x, " is not one of the caches' ",
+                s.pages * s.page_size, " slots (", s.pages, " pages of ", s.page_size, ")");
     }
-  if (T == 0) return;
+  if (s.T == 0) return;
   Tensor kc = dense(k), vc = dense(v);
-  const int64_t k_row = k.size(1) * k.size(2), v_row = v.size(1) * v.size(2);  // (`k` is the kernels inside QKV_DISPATCH)
-  QKV_DISPATCH(op, d, k::paged_kv_write(k_cache.data(), v_cache.data(), kc.data(), vc.data(), sl.data<int32_t>(), T,
-                                        k_row, v_row, k_cache.size(0)));
+  QKV_DISPATCH(op, d, k::paged_kv_write(k_cache.data(), v_cache.data(), kc.data(), vc.data(), sl.data<int32_t>(), s));
   ++k_cache.impl().storage->writes, ++v_cache.impl().storage->writes;
 }
 

@@ -558,7 +558,7 @@ def gen_ops():
         seq = [r for r in range(len(lengths))] + [0] * lengths[0]
         seq_len = list(lengths) + list(range(1, lengths[0] + 1))
         T = len(seq)
-        inputs = {"q": randn(T, H, D), "k_cache": randn(P * page, Hkv, D), "v_cache": randn(P * page, Hkv, Dv),
+        inputs = {"q": randn(T, H, D), "k_cache": randn(P, Hkv, page, D), "v_cache": randn(P, Hkv, page, Dv),
                   "block_table": table, "seq": torch.tensor(seq, dtype=torch.int32),
                   "seq_len": torch.tensor(seq_len, dtype=torch.int32)}
 
@@ -567,13 +567,14 @@ def gen_ops():
             for t in range(q.shape[0]):
                 n = int(seq_len[t])
                 lo = max(0, n - window) if window > 0 else 0
-                slots = [int(block_table[int(seq[t]), j // page]) * page + j % page for j in range(lo, n)]
-                k = k_cache[slots].transpose(0, 1).repeat_interleave(G, 0)  # [H, keys, D]
-                v = v_cache[slots].transpose(0, 1).repeat_interleave(G, 0)
+                pages = [int(block_table[int(seq[t]), j // page]) for j in range(lo, n)]
+                k = torch.stack([k_cache[p, :, j % page] for p, j in zip(pages, range(lo, n))], 1)  # [Hkv, keys, D]
+                v = torch.stack([v_cache[p, :, j % page] for p, j in zip(pages, range(lo, n))], 1)
+                k, v = k.repeat_interleave(G, 0), v.repeat_interleave(G, 0)  # [H, keys, D]
                 outs.append(sdpa_reference(q[t].unsqueeze(1), k, v)[0].squeeze(1))  # [H, Dv]
             return torch.stack(outs)
 
-        b.add(f"paged_attention_{tag}", "paged_attention", {"page_size": page, "window": window}, inputs, fn,
+        b.add(f"paged_attention_{tag}", "paged_attention", {"window": window}, inputs, fn,
               grad_inputs=[])
     return b.cases
 

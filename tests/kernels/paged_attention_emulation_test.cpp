@@ -151,27 +151,32 @@ TEST(PagedAttentionKernelsEmulated, IndicesOutsideTheCacheAreSkippedNotRead) {
 }
 
 TEST(PagedAttentionKernelsEmulated, KvWriteMatchesTheCpu) {
-  const int64_t Hkv = 2, D = 40, Dv = 24, slots = 64, T = 13, k_row = Hkv * D, v_row = Hkv * Dv;
-  const std::vector<float> k = random_floats(static_cast<size_t>(T * k_row), 81, 1.f),
-                           v = random_floats(static_cast<size_t>(T * v_row), 82, 1.f),
+  PagedShape s;
+  s.T = 13, s.Hkv = 2, s.D = 40, s.Dv = 24, s.page_size = 8, s.pages = 8;
+  const int64_t slots = s.pages * s.page_size, k_row = s.Hkv * s.D, v_row = s.Hkv * s.Dv;
+  const std::vector<float> k = random_floats(static_cast<size_t>(s.T * k_row), 81, 1.f),
+                           v = random_floats(static_cast<size_t>(s.T * v_row), 82, 1.f),
                            k0 = random_floats(static_cast<size_t>(slots * k_row), 83, 1.f),
                            v0 = random_floats(static_cast<size_t>(slots * v_row), 84, 1.f);
-  std::vector<int32_t> where(static_cast<size_t>(T));
-  for (int64_t t = 0; t < T; ++t) where[static_cast<size_t>(t)] = static_cast<int32_t>((t * 37 + 5) % slots);  // distinct
+  std::vector<int32_t> where(static_cast<size_t>(s.T));
+  for (int64_t t = 0; t < s.T; ++t) where[static_cast<size_t>(t)] = static_cast<int32_t>((t * 37 + 5) % slots);  // distinct
   std::vector<float> kc_c = k0, vc_c = v0, kc_g = k0, vc_g = v0;
-  cpu::paged_kv_write(kc_c.data(), vc_c.data(), k.data(), v.data(), where.data(), T, k_row, v_row, slots);
+  cpu::paged_kv_write(kc_c.data(), vc_c.data(), k.data(), v.data(), where.data(), s);
+  // token 3 (slot 116 mod 64 = 52: page 6, offset 4), head 1, dim 7 at k[6, 1, 4, 7]; its value's dim 5
+  EXPECT_EQ(kc_c[static_cast<size_t>(((6 * s.Hkv + 1) * s.page_size + 4) * s.D + 7)], k[static_cast<size_t>((3 * s.Hkv + 1) * s.D + 7)]);
+  EXPECT_EQ(vc_c[static_cast<size_t>(((6 * s.Hkv + 1) * s.page_size + 4) * s.Dv + 5)], v[static_cast<size_t>((3 * s.Hkv + 1) * s.Dv + 5)]);
   // the kernel's launch as paged_attention.cu makes it
   auto write_gpu = [&](const std::vector<int32_t>& at) {
-    launch(dim3(kc::paged_kv_write_blocks(T, k_row, v_row)), 256, 0, [&] {
-      kc::paged_kv_write_kernel(kc_g.data(), vc_g.data(), k.data(), v.data(), at.data(), T, k_row, v_row, slots);
+    launch(dim3(kc::paged_kv_write_blocks(s)), 256, 0, [&] {
+      kc::paged_kv_write_kernel(kc_g.data(), vc_g.data(), k.data(), v.data(), at.data(), s);
     });
   };
   write_gpu(where);
   EXPECT_EQ(kc_g, kc_c);
   EXPECT_EQ(vc_g, vc_c);
   // a slot outside the cache (negative, or past its end) writes nothing
-  std::vector<int32_t> none(static_cast<size_t>(T), -1);
-  for (size_t t = 0; t < none.size(); t += 2) none[t] = static_cast<int32_t>(slots + t);
+  std::vector<int32_t> none(static_cast<size_t>(s.T), -1);
+  for (size_t t = 0; t < none.size(); t += 2) none[t] = static_cast<int32_t>(slots + static_cast<int64_t>(t));
   kc_g = k0, vc_g = v0;
   write_gpu(none);
   EXPECT_EQ(kc_g, k0);

@@ -1,7 +1,9 @@
 // Many sequences in one step over a paged KV cache (nn/paged_kv_cache.h, ops/paged_attention.h):
 // the pool's pages, and GPT's and Llama's step_paged against each sequence decoded alone with its
-// own dense KV cache (step): three prompts of different lengths prefilled together — one of them in
-// two chunks, the second chunk beside the others' first decoding steps — then decoded together, their
+// own dense KV cache (step): three prompts of different lengths prefilled together — one of a single
+// token; one whole and the third's first chunk fed from position 0 (attending over their own keys
+// with the dense kernels); the third's second chunk through the pages beside the others' first
+// decoding steps — then decoded together, their
 // pages scattered through the pool. The logits agree to rounding (the products see other rows
 // beside them); a sequence that ends returns its pages, and the next one reuses them.
 #include <gtest/gtest.h>
@@ -35,6 +37,8 @@ TEST(PagedKVCache, ReservesReleasesAndPlans) {
   EXPECT_EQ(s.block_table.shape(), (Shape{2, 3}));
   EXPECT_EQ(s.block_table.to_vector(), (std::vector<float>{0, 1, 2, 3, 4, -1}));
   EXPECT_EQ(s.last, (std::vector<int64_t>{1, 3}));
+  EXPECT_EQ(s.fresh, (std::vector<std::pair<int64_t, int64_t>>{{0, 2}})) << "a's prompt, whole from position 0";
+  EXPECT_EQ(s.paged_len.to_vector(), (std::vector<float>{0, 0, 4, 5})) << "its tokens skip the paged kernel";
   EXPECT_EQ(a.length, 2);
   EXPECT_EQ(b.length, 5);
   EXPECT_NE(testing::error_of([&] { c.plan({&b}, {4}); }).find("too few"), std::string::npos) << "b holds 8 slots, 5 used";
@@ -48,11 +52,11 @@ TEST(PagedKVCache, ReservesReleasesAndPlans) {
 
 // The op checks every index it reads, naming it; no gradient is recorded.
 TEST(PagedAttention, RefusesIndicesOutsideTheCacheAndGradients) {
-  const Tensor q = Tensor::zeros({2, 2, 4}), kc = Tensor::zeros({8, 1, 4}), vc = Tensor::zeros({8, 1, 4});
+  const Tensor q = Tensor::zeros({2, 2, 4}), kc = Tensor::zeros({2, 1, 4, 4}), vc = Tensor::zeros({2, 1, 4, 4});
   const Tensor table = Tensor::from_ints({0, 1}, {1, 2}), seq = Tensor::from_ints({0, 0}, {2});
-  EXPECT_EQ(paged_attention(q, kc, vc, table, seq, Tensor::from_ints({3, 8}, {2}), 4).shape(), (Shape{2, 2, 4}));
+  EXPECT_EQ(paged_attention(q, kc, vc, table, seq, Tensor::from_ints({3, 8}, {2})).shape(), (Shape{2, 2, 4}));
   auto err = [&](const Tensor& t, const Tensor& s, const Tensor& n) {
-    return testing::error_of([&] { paged_attention(q, kc, vc, t, s, n, 4); });
+    return testing::error_of([&] { paged_attention(q, kc, vc, t, s, n); });
   };
   EXPECT_NE(err(Tensor::from_ints({0, 2}, {1, 2}), seq, Tensor::from_ints({3, 8}, {2})).find("block_table[0, 1] = 2"), std::string::npos);
   EXPECT_NE(err(Tensor::from_ints({0, -1}, {1, 2}), seq, Tensor::from_ints({3, 5}, {2})).find("block_table[0, 1] = -1"), std::string::npos);
@@ -62,7 +66,7 @@ TEST(PagedAttention, RefusesIndicesOutsideTheCacheAndGradients) {
   EXPECT_NE(testing::error_of([&] { paged_kv_write(kc, vc, Tensor::zeros({1, 1, 4}), Tensor::zeros({1, 1, 4}), Tensor::from_ints({8}, {1})); })
                 .find("slots[0] = 8"),
             std::string::npos);
-  EXPECT_NE(testing::error_of([&] { paged_attention(q.clone().requires_grad_(), kc, vc, table, seq, Tensor::from_ints({3, 8}, {2}), 4); })
+  EXPECT_NE(testing::error_of([&] { paged_attention(q.clone().requires_grad_(), kc, vc, table, seq, Tensor::from_ints({3, 8}, {2})); })
                 .find("no backward"),
             std::string::npos);
 }

@@ -230,7 +230,7 @@ std::vector<OpInfo> build() {
         "paged_attention",
         [](const TensorMap& m, const json& p, Device) {
           return one(paged_attention(in(m, "q"), in(m, "k_cache"), in(m, "v_cache"), in(m, "block_table"), in(m, "seq"),
-                                     in(m, "seq_len"), i64(p, "page_size"), std::nullopt, i64(p, "window")));
+                                     in(m, "seq_len"), std::nullopt, i64(p, "window")));
         },
         [] {
           // 3 sequences of 9, 1 and 14 keys in 8 pages of 4 (shuffled), then a prompt's 9 causal queries
@@ -240,10 +240,10 @@ std::vector<OpInfo> build() {
           const auto T = static_cast<int64_t>(seq.size());
           auto sample = [&](const char* name, int64_t H, int64_t Hkv, int64_t D, int64_t window, uint64_t seed) {
             return S(name,
-                     {{"q", randn({T, H, D}, seed)}, {"k_cache", randn({32, Hkv, D}, seed + 1)},
-                      {"v_cache", randn({32, Hkv, D + 3}, seed + 2)}, {"block_table", Tensor::from_ints(table, {3, 4})},
+                     {{"q", randn({T, H, D}, seed)}, {"k_cache", randn({8, Hkv, 4, D}, seed + 1)},
+                      {"v_cache", randn({8, Hkv, 4, D + 3}, seed + 2)}, {"block_table", Tensor::from_ints(table, {3, 4})},
                       {"seq", Tensor::from_ints(seq, {T})}, {"seq_len", Tensor::from_ints(len, {T})}},
-                     {{"page_size", 4}, {"window", window}});
+                     {{"window", window}});
           };
           return std::vector<Sample>{sample("mha", 2, 2, 8, 0, 31), sample("gqa_window", 6, 2, 5, 4, 34)};
         },

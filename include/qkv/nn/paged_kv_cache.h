@@ -1,9 +1,10 @@
 // The KV cache of many sequences at once, in pages (vLLM's block manager; the attention that reads it:
-// ops/paged_attention.h). One pool per layer, k [pages · page_size, Hkv, D] and v [.., Hkv, Dv]; a
+// ops/paged_attention.h). One pool per layer; a
 // sequence holds a list of pages (its block-table row), reserved when it is admitted and returned when
 // it ends, so memory is bounded by the pool, not by the longest sequence times the batch, and a
 // sequence that ends frees its room for the next at once (continuous batching:
-// decode/batching_generator.h).
+// decode/batching_generator.h). A page holds each head's page_size keys in one run of memory:
+// k [pages, Hkv, page_size, D], v [pages, Hkv, page_size, Dv].
 //
 // A step (PagedStep) is every token the models compute together: some sequences' prompts (or chunks
 // of them), other sequences' one new token each, one after another as [T] — each token with its
@@ -31,8 +32,23 @@ struct PagedStep {
   Tensor slots;        // [T]: where its key and value go, page · page_size + offset
   Tensor block_table;  // [sequences, max_pages]: each sequence's pages (−1 past them)
   std::vector<int64_t> last;  // per sequence, the index in T of its last token (whose logits are wanted)
+  // The prompts fed whole from position 0 (≥ 2 tokens): their tokens [begin, begin + count) attend
+  // only to each other, causally — a dense attention over this step's own keys, as fast as training's
+  // (attend_paged) — and paged_len is seq_len with 0 for them (the paged kernel skips them).
+  std::vector<std::pair<int64_t, int64_t>> fresh;
+  Tensor paged_len;  // [T]
   int64_t tokens() const { return positions.defined() ? positions.size(0) : 0; }
 };
+
+class PagedKVCache;
+
+// Self-attention of a step's tokens in layer `layer`: q [T, H, D], k [T, Hkv, D], v [T, Hkv, Dv] (the
+// step's new keys and values) → [T, H, Dv]. Writes k and v into the pool (paged_kv_write), attends
+// every token over its sequence through the pages (paged_attention), and each fresh prompt over its
+// own keys with the dense kernels (scaled_dot_product_attention, causal; the last `window` keys with
+// a window > 0). Equal to each sequence's dense-cache attention, row by row.
+Tensor attend_paged(const Tensor& q, const Tensor& k, const Tensor& v, PagedKVCache& cache, int64_t layer,
+                    const PagedStep& step, int64_t window = 0);
 
 class PagedKVCache {
  public:
@@ -59,7 +75,7 @@ class PagedKVCache {
   // has the pages, then advances each length by its new tokens (the model writes their slots).
   PagedStep plan(const std::vector<PagedSequence*>& seqs, const std::vector<int64_t>& new_tokens) const;
 
-  // Layer l's pools, [pages · page_size, Hkv, D] and [.., Hkv, Dv].
+  // Layer l's pools, [pages, Hkv, page_size, D] and [pages, Hkv, page_size, Dv].
   const Tensor& keys(int64_t l) const { return k_.at(static_cast<size_t>(l)); }
   const Tensor& values(int64_t l) const { return v_.at(static_cast<size_t>(l)); }
 

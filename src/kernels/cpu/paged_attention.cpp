@@ -1,6 +1,7 @@
 // Attention over a paged KV cache on the CPU (formulas: kernels/paged_attention.inc). One task per
 // (query token, key/value head): the G query heads that share the head read each of its keys once —
-// the scores of all G into a row each, their softmax, then the values summed with those weights.
+// the scores of all G into a row each, their softmax, then the values summed with those weights —
+// a page's keys of the head in one run of memory.
 #include "kernels/cpu/paged_attention.h"
 
 #include <algorithm>
@@ -25,38 +26,55 @@ void paged_attention_forward(const float* q, const float* k_cache, const float* 
       float* o = out + (t * s.H + kvh * G) * s.Dv;  // the G heads' outputs, [G, Dv]
       std::memset(o, 0, static_cast<size_t>(G * s.Dv) * sizeof(float));
       if (keys <= 0) continue;
-      auto slot = [&](int64_t j) { return static_cast<int64_t>(pages[j / s.page_size]) * s.page_size + j % s.page_size; };
-      // scores[g, j − lo] = scale · q[t, kvh·G + g] · k[slot(j), kvh]
+      // page by page: keys j … j + run − 1 lie together, k[page, kvh, o … o + run − 1]
+      auto each_run = [&](auto&& f) {
+        for (int64_t j = lo; j < n;) {
+          const int64_t off = j % s.page_size, run = std::min(s.page_size - off, n - j);
+          const int64_t at = (static_cast<int64_t>(pages[j / s.page_size]) * s.Hkv + kvh) * s.page_size + off;
+          f(j - lo, at, run);
+          j += run;
+        }
+      };
+      // scores[g, j − lo] = scale · q[t, kvh·G + g] · k_j
       scores.resize(static_cast<size_t>(G * keys));
       const float* qt = q + (t * s.H + kvh * G) * s.D;
-      for (int64_t j = lo; j < n; ++j) {
-        const float* kj = k_cache + (slot(j) * s.Hkv + kvh) * s.D;
-        for (int64_t g = 0; g < G; ++g) scores[static_cast<size_t>(g * keys + j - lo)] = s.scale * dot(qt + g * s.D, kj, s.D);
-      }
-      // p = softmax(scores) per head; o[g] = Σ_j p[g, j] · v[slot(j), kvh]
+      each_run([&](int64_t i0, int64_t at, int64_t run) {
+        for (int64_t r = 0; r < run; ++r) {
+          const float* kj = k_cache + (at + r) * s.D;
+          for (int64_t g = 0; g < G; ++g) scores[static_cast<size_t>(g * keys + i0 + r)] = s.scale * dot(qt + g * s.D, kj, s.D);
+        }
+      });
+      // p = softmax(scores) per head; o[g] = Σ_j p[g, j] · v_j
       for (int64_t g = 0; g < G; ++g) {
         float* p = scores.data() + g * keys;
         const float m = max_of(p, keys);
         scale(p, keys, 1.f / exp_shift_sum(p, p, keys, m));
       }
-      for (int64_t j = lo; j < n; ++j) {
-        const float* vj = v_cache + (slot(j) * s.Hkv + kvh) * s.Dv;
-        for (int64_t g = 0; g < G; ++g) {
-          const float w = scores[static_cast<size_t>(g * keys + j - lo)];
-          float* og = o + g * s.Dv;
-          for (int64_t d = 0; d < s.Dv; ++d) og[d] += w * vj[d];
+      each_run([&](int64_t i0, int64_t at, int64_t run) {
+        for (int64_t r = 0; r < run; ++r) {
+          const float* vj = v_cache + (at + r) * s.Dv;
+          for (int64_t g = 0; g < G; ++g) {
+            const float w = scores[static_cast<size_t>(g * keys + i0 + r)];
+            float* og = o + g * s.Dv;
+            for (int64_t d = 0; d < s.Dv; ++d) og[d] += w * vj[d];
+          }
         }
-      }
+      });
     }
   });
 }
 
-void paged_kv_write(float* k_cache, float* v_cache, const float* k, const float* v, const int32_t* slots, int64_t T,
-                    int64_t k_row, int64_t v_row, int64_t /*cache_slots: checked by the op*/) {
-  parallel_for(T, 1 + 4096 / (k_row + v_row + 1), [&](int64_t b, int64_t e) {
+// k[slot / page_size, h, slot mod page_size] = k_new[t, h] (and v)
+void paged_kv_write(float* k_cache, float* v_cache, const float* k, const float* v, const int32_t* slots,
+                    const PagedShape& s) {
+  parallel_for(s.T, 1 + 4096 / (s.Hkv * (s.D + s.Dv) + 1), [&](int64_t b, int64_t e) {
     for (int64_t t = b; t < e; ++t) {
-      std::memcpy(k_cache + slots[t] * k_row, k + t * k_row, static_cast<size_t>(k_row) * sizeof(float));
-      std::memcpy(v_cache + slots[t] * v_row, v + t * v_row, static_cast<size_t>(v_row) * sizeof(float));
+      const int64_t page = slots[t] / s.page_size, off = slots[t] % s.page_size;
+      for (int64_t h = 0; h < s.Hkv; ++h) {
+        const int64_t at = (page * s.Hkv + h) * s.page_size + off;
+        std::memcpy(k_cache + at * s.D, k + (t * s.Hkv + h) * s.D, static_cast<size_t>(s.D) * sizeof(float));
+        std::memcpy(v_cache + at * s.Dv, v + (t * s.Hkv + h) * s.Dv, static_cast<size_t>(s.Dv) * sizeof(float));
+      }
     }
   });
 }

@@ -21,11 +21,10 @@ void paged_attention_forward(const float* q, const float* k_cache, const float* 
   QKV_CUDA_LAUNCHED(paged_attention_kernel);
 }
 
-void paged_kv_write(float* k_cache, float* v_cache, const float* k, const float* v, const int32_t* slots, int64_t T,
-                    int64_t k_row, int64_t v_row, int64_t cache_slots) {
-  if (T == 0 || (k_row == 0 && v_row == 0)) return;
-  paged_kv_write_kernel<<<paged_kv_write_blocks(T, k_row, v_row), 256, 0, stream()>>>(k_cache, v_cache, k, v, slots, T,
-                                                                                      k_row, v_row, cache_slots);
+void paged_kv_write(float* k_cache, float* v_cache, const float* k, const float* v, const int32_t* slots,
+                    const PagedShape& s) {
+  if (s.T == 0 || s.Hkv == 0) return;
+  paged_kv_write_kernel<<<paged_kv_write_blocks(s), 256, 0, stream()>>>(k_cache, v_cache, k, v, slots, s);
   QKV_CUDA_LAUNCHED(paged_kv_write_kernel);
 }
 

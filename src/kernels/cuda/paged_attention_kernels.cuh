@@ -41,13 +41,13 @@ inline size_t paged_attention_shared_bytes(const PagedShape& s) {
   return static_cast<size_t>(Gs * s.D + kPagedWarps * Gs * (s.Dv + 2)) * sizeof(float);
 }
 // paged_kv_write's: one thread an element of the longer of a token's two rows, a grid-stride loop.
-inline unsigned paged_kv_write_blocks(int64_t T, int64_t k_row, int64_t v_row) {
-  return blocks_for(T * (k_row > v_row ? k_row : v_row));
+inline unsigned paged_kv_write_blocks(const PagedShape& s) {
+  return blocks_for(s.T * s.Hkv * (s.D > s.Dv ? s.D : s.Dv));
 }
 
-// out[t, h] = Σ_j softmax_j(scale · q[t, h] · k[slot(seq[t], j), h / G]) · v[slot(seq[t], j), h / G]
-// for the block's heads h0 … h0 + Gb − 1, keys j = lo … n − 1.
-// q [T, H, D], caches [pages · page_size, Hkv, D | Dv], table [rows, max_pages], out [T, H, Dv].
+// out[t, h] = Σ_j softmax_j(scale · q[t, h] · k[p_j, h / G, o_j]) · v[p_j, h / G, o_j]
+// for the block's heads h0 … h0 + Gb − 1, keys j = lo … n − 1 (p_j, o_j: j's page and offset).
+// q [T, H, D], caches [pages, Hkv, page_size, D | Dv], table [rows, max_pages], out [T, H, Dv].
 __global__ void __launch_bounds__(kPagedThreads)
     paged_attention_kernel(const float* q, const float* k_cache, const float* v_cache, const int32_t* table,
                            const int32_t* seq, const int32_t* len, float* out, PagedShape s) {
@@ -85,13 +85,13 @@ __global__ void __launch_bounds__(kPagedThreads)
     for (int i = 0; i < kPagedPerLane; ++i) acc[g][i] = 0.f;
   }
   for (int64_t j = lo + warp; j < n; j += kPagedWarps) {
-    // slot(row, j) = table[row, j / page_size] · page_size + j mod page_size; a page outside the cache
-    // is skipped (its keys count for nothing)
+    // k_j = k[table[row, j / page_size], kvh, j mod page_size]; a page outside the cache is skipped
+    // (its keys count for nothing)
     const int64_t page = pages[j / s.page_size];
     if (page < 0 || page >= s.pages) continue;
-    const int64_t slot = page * s.page_size + j % s.page_size;
-    const float* kj = k_cache + (slot * s.Hkv + kvh) * s.D;
-    const float* vj = v_cache + (slot * s.Hkv + kvh) * s.Dv;
+    const int64_t at = (page * s.Hkv + kvh) * s.page_size + j % s.page_size;
+    const float* kj = k_cache + at * s.D;
+    const float* vj = v_cache + at * s.Dv;
     float kr[kPagedPerLane], vr[kPagedPerLane];  // this lane's dims lane + 32i of k_j and v_j
 #pragma unroll
     for (int i = 0; i < kPagedPerLane; ++i) {
@@ -147,20 +147,19 @@ __global__ void __launch_bounds__(kPagedThreads)
   }
 }
 
-// k_cache[slots[t], :] = k[t, :], v_cache[slots[t], :] = v[t, :]: rows of k_row and v_row floats
-// (k [T, k_row], v [T, v_row] dense); a slot outside 0 … cache_slots − 1 is skipped
+// k[slot / page_size, h, slot mod page_size, d] = k_new[t, h, d] (and v), slot = slots[t]
+// (k_new [T, Hkv, D], v_new [T, Hkv, Dv] dense); a slot outside 0 … pages · page_size − 1 is skipped
 __global__ void paged_kv_write_kernel(float* k_cache, float* v_cache, const float* k, const float* v,
-                                      const int32_t* slots, int64_t T, int64_t k_row, int64_t v_row,
-                                      int64_t cache_slots) {
-  const int64_t stride = int64_t{gridDim.x} * blockDim.x;
-  for (int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; i < T * k_row; i += stride) {
-    const int64_t slot = slots[i / k_row];
-    if (slot >= 0 && slot < cache_slots) k_cache[slot * k_row + i % k_row] = k[i];
-  }
-  for (int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; i < T * v_row; i += stride) {
-    const int64_t slot = slots[i / v_row];
-    if (slot >= 0 && slot < cache_slots) v_cache[slot * v_row + i % v_row] = v[i];
-  }
+                                      const int32_t* slots, PagedShape s) {
+  const int64_t stride = int64_t{gridDim.x} * blockDim.x, cache_slots = s.pages * s.page_size;
+  auto write = [&](float* cache, const float* x, int64_t D) {
+    for (int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; i < s.T * s.Hkv * D; i += stride) {
+      const int64_t t = i / (s.Hkv * D), h = i / D % s.Hkv, d = i % D, slot = slots[t];
+      if (slot >= 0 && slot < cache_slots) cache[((slot / s.page_size * s.Hkv + h) * s.page_size + slot % s.page_size) * D + d] = x[i];
+    }
+  };
+  write(k_cache, k, s.D);
+  write(v_cache, v, s.Dv);
 }
 
 }  // namespace

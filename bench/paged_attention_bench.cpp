@@ -1,0 +1,100 @@
+// qkv_paged_attention_bench — attention over the paged KV cache (ops/paged_attention.h) against the
+// dense attention the same work takes without pages (scaled_dot_product_attention, the flash
+// kernels), H = 12 query heads on Hkv = 4 key/value heads, d = 64, f32, every thread:
+//
+//   prefill/L      one sequence's L prompt tokens, causal: paged (queries of lengths 1 … L, keys from
+//                  shuffled pages of 16) against sdpa(q [1, 12, L, 64], k, v [1, 4, L, 64], causal, GQA)
+//   decode/B/L     B sequences of L keys, one new token each: paged against sdpa(q [B, 12, 1, 64],
+//                  k, v [B, 4, L, 64]) — what a dense KV cache's decoding step computes
+//
+// GFLOP/s counts the useful work: 4·H·(keys seen)·d per query token.
+//
+//   build/bench/qkv_paged_attention_bench --benchmark_repetitions=3 --benchmark_report_aggregates_only=true
+#include <benchmark/benchmark.h>
+
+#include <algorithm>
+#include <numeric>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "qkv/qkv.h"
+
+namespace {
+
+constexpr int64_t kH = 12, kHkv = 4, kD = 64, kPage = 16;
+
+// B sequences of L keys in shuffled pages; queries: the last token of each (decode) or, for one
+// sequence, every token (prefill)
+struct Paged {
+  qkv::Tensor q, k, v, table, seq, len;
+  Paged(int64_t B, int64_t L, bool prefill) {
+    qkv::Generator gen(0);
+    const int64_t per = (L + kPage - 1) / kPage, pages = B * per;
+    std::vector<int32_t> order(static_cast<size_t>(pages));
+    std::iota(order.begin(), order.end(), 0);
+    std::shuffle(order.begin(), order.end(), std::mt19937(1));
+    std::vector<int32_t> s, n;
+    if (prefill) {
+      for (int64_t t = 0; t < L; ++t) s.push_back(0), n.push_back(static_cast<int32_t>(t + 1));
+    } else {
+      for (int64_t b = 0; b < B; ++b) s.push_back(static_cast<int32_t>(b)), n.push_back(static_cast<int32_t>(L));
+    }
+    const auto T = static_cast<int64_t>(s.size());
+    q = qkv::Tensor::randn({T, kH, kD}, gen);
+    k = qkv::Tensor::randn({pages, kHkv, kPage, kD}, gen);
+    v = qkv::Tensor::randn({pages, kHkv, kPage, kD}, gen);
+    table = qkv::Tensor::from_ints(order, {B, per});
+    seq = qkv::Tensor::from_ints(s, {T});
+    len = qkv::Tensor::from_ints(n, {T});
+  }
+};
+
+void flops(benchmark::State& state, double keys_seen) {
+  state.counters["GFLOP/s"] =
+      benchmark::Counter(4.0 * kH * kD * keys_seen * 1e-9, benchmark::Counter::kIsIterationInvariantRate);
+  state.counters["threads"] = qkv::num_threads();
+}
+
+void bm_paged(benchmark::State& state, bool prefill) {
+  const int64_t B = prefill ? 1 : state.range(0), L = prefill ? state.range(0) : state.range(1);
+  const Paged p(B, L, prefill);
+  for (auto _ : state) {
+    qkv::NoGradGuard g;
+    benchmark::DoNotOptimize(qkv::paged_attention(p.q, p.k, p.v, p.table, p.seq, p.len));
+  }
+  flops(state, prefill ? 0.5 * static_cast<double>(L) * static_cast<double>(L + 1) : static_cast<double>(B * L));
+}
+
+void bm_dense(benchmark::State& state, bool prefill) {
+  const int64_t B = prefill ? 1 : state.range(0), L = prefill ? state.range(0) : state.range(1);
+  qkv::Generator gen(0);
+  const qkv::Tensor q = qkv::Tensor::randn({B, kH, prefill ? L : 1, kD}, gen), k = qkv::Tensor::randn({B, kHkv, L, kD}, gen),
+                    v = qkv::Tensor::randn({B, kHkv, L, kD}, gen);
+  qkv::AttentionOptions opt;
+  opt.is_causal = prefill, opt.enable_gqa = true;
+  for (auto _ : state) {
+    qkv::NoGradGuard g;
+    benchmark::DoNotOptimize(qkv::scaled_dot_product_attention(q, k, v, opt));
+  }
+  flops(state, prefill ? 0.5 * static_cast<double>(L) * static_cast<double>(L + 1) : static_cast<double>(B * L));
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  benchmark::AddCustomContext("qkv_threads", std::to_string(qkv::num_threads()));
+  benchmark::AddCustomContext("shape", "H=12 Hkv=4 d=64 pages of 16, f32");
+  for (const char* kind : {"paged", "dense"}) {
+    const bool paged = kind[0] == 'p';
+    benchmark::RegisterBenchmark((std::string("prefill/") + kind).c_str(), paged ? bm_paged : bm_dense, true)
+        ->Arg(128)->Arg(512)->Arg(2048)->UseRealTime()->Unit(benchmark::kMillisecond);
+    benchmark::RegisterBenchmark((std::string("decode/") + kind).c_str(), paged ? bm_paged : bm_dense, false)
+        ->Args({1, 512})->Args({16, 512})->Args({16, 2048})->Args({64, 256})->UseRealTime()->Unit(benchmark::kMicrosecond);
+  }
+  benchmark::Initialize(&argc, argv);
+  if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 1;
+  benchmark::RunSpecifiedBenchmarks();
+  benchmark::Shutdown();
+  return 0;
+}
