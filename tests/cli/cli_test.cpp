@@ -184,6 +184,11 @@ TEST(Cli, TrainThenGenerate) {
   EXPECT_EQ(run("generate -m " + d + "/out/model.safetensors -p 'to be' -n 40 --seed 3 -t 0.8 -k 5").out, g.out);
   EXPECT_EQ(run("generate -m " + d + "/out/model.safetensors -p 'to be' -n 40 --seed 3 -t 0.8 -k 5 --no-cache").out,
             g.out);
+  // samples run together (decode/batching_generator.h) print what each seed gives alone, in order
+  const std::string gen = "generate -m " + d + "/out/model.safetensors -p 'to be' -n 30 -t 0.8 ";
+  std::string alone;
+  for (int s = 7; s < 10; ++s) alone += run(gen + "--seed " + std::to_string(s)).out + "---------------\n";
+  EXPECT_EQ(run(gen + "--seed 7 --num-samples 3").out, alone);
   // a character outside the vocabulary
   CliRun bad = run("generate -m " + d + "/out/model.safetensors -p 'to be?' -n 5");
   EXPECT_NE(bad.code, 0);

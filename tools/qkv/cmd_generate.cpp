@@ -1,14 +1,21 @@
 // qkv generate — samples text from a trained GPT (a model.safetensors written by `qkv train`),
-// streaming each character as it is chosen, with a KV cache.
+// streaming each character as it is chosen, with a KV cache. Several samples of a GPT or a Llama
+// run together (decode/batching_generator.h: one step computes a token of each): the first streams
+// as it is made, the others are printed after it, in order, each the text it would be alone.
+#include <algorithm>
 #include <chrono>
 #include <limits>
 #include <filesystem>
 #include <cstdio>
 #include <iostream>
+#include <mutex>
+#include <thread>
+#include <vector>
 
 #include "commands.h"
 #include "options.h"
 #include "qkv/core/error.h"
+#include "qkv/decode/batching_generator.h"
 #include "qkv/decode/generate.h"
 #include "qkv/models/load.h"
 
@@ -79,11 +86,70 @@ void add_generate(CLI::App& app) {
       QKV_CHECK(false, "--prompt: ", e.what());
     }
     QKV_CHECK(!prompt.empty(), "--prompt is empty; give at least one character");
-    for (int64_t s = 0; s < a->num_samples; ++s) {
+    auto options = [&](int64_t s) {
       decode::GenerateOptions o;
       o.max_new_tokens = a->max_new_tokens, o.use_cache = a->decode.use_cache(), o.stop_ids = g.stop_ids;
       o.sampling.temperature = a->temperature, o.sampling.top_k = a->top_k, o.sampling.top_p = a->top_p;
       o.sampling.seed = a->seed + static_cast<uint64_t>(s);
+      return o;
+    };
+    if (a->num_samples > 1 && a->decode.use_cache() && g.model->paged()) {
+      // the samples together, in waves of at most 64: a wave's first streams on this thread, the
+      // others are kept (their own streamers: a character may span tokens) and printed after it, in
+      // order — memory bounded by a wave, however many samples are asked for
+      decode::BatchingGeneratorOptions bo;
+      bo.max_batch = std::min<int64_t>(a->num_samples, 64);
+      decode::BatchingGenerator batcher(*g.model, bo);
+      int64_t tokens = 0;
+      const auto t0 = std::chrono::steady_clock::now();
+      for (int64_t base = 0; base < a->num_samples; base += bo.max_batch) {
+        const int64_t n = std::min(bo.max_batch, a->num_samples - base);
+        std::vector<std::string> texts(static_cast<size_t>(n));
+        std::vector<int64_t> made(static_cast<size_t>(n));
+        std::vector<std::exception_ptr> failed(static_cast<size_t>(n));
+        auto one = [&](int64_t i) {
+          try {
+            text::TextStreamer streamer(g.tokenizer);
+            std::string& text = texts[static_cast<size_t>(i)];
+            const auto out = batcher.generate(prompt, options(base + i), [&](int32_t id) {
+              const std::string c = streamer.push(id);
+              if (i == 0) std::fwrite(c.data(), 1, c.size(), stdout), std::fflush(stdout);
+              else text += c;
+              return true;
+            });
+            const std::string rest = streamer.flush();
+            if (i == 0) std::fwrite(rest.data(), 1, rest.size(), stdout);
+            else text += rest;
+            made[static_cast<size_t>(i)] = static_cast<int64_t>(out.size());
+          } catch (...) {
+            failed[static_cast<size_t>(i)] = std::current_exception();
+          }
+        };
+        std::vector<std::thread> others;
+        for (int64_t i = 1; i < n; ++i) others.emplace_back(one, i);
+        std::fputs(a->prompt.c_str(), stdout);
+        one(0);
+        for (auto& t : others) t.join();
+        for (const auto& e : failed)
+          if (e) std::rethrow_exception(e);
+        std::fputs("\n---------------\n", stdout);
+        for (int64_t i = 1; i < n; ++i) {
+          std::fputs(a->prompt.c_str(), stdout);
+          std::fwrite(texts[static_cast<size_t>(i)].data(), 1, texts[static_cast<size_t>(i)].size(), stdout);
+          std::fputs("\n---------------\n", stdout);
+        }
+        std::fflush(stdout);
+        for (int64_t m : made) tokens += m;
+      }
+      const double dt = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+      if (a->stats)
+        std::fprintf(stderr, "generated %lld tokens in %.3f s: %.1f tokens/s (KV cache, %lld samples batched); peak RSS %.0f MiB\n",
+                     static_cast<long long>(tokens), dt, static_cast<double>(tokens) / dt,
+                     static_cast<long long>(a->num_samples), peak_rss_mib());
+      return 0;
+    }
+    for (int64_t s = 0; s < a->num_samples; ++s) {
+      const decode::GenerateOptions o = options(s);
       std::fputs(a->prompt.c_str(), stdout);
       const auto t0 = std::chrono::steady_clock::now();
       text::TextStreamer streamer(g.tokenizer);
