@@ -24,6 +24,7 @@
 #include "bindings.h"
 #include "convert.h"
 #include "qkv/autograd/grad_mode.h"
+#include "qkv/decode/batching_generator.h"
 #include "qkv/decode/caption.h"
 #include "qkv/decode/fill_mask.h"
 #include "qkv/decode/generate.h"
@@ -200,15 +201,54 @@ class PyLanguageModel {
     QKV_CHECK(!ids.empty(), "generate: the prompt is empty; give at least one character");
     return ids;
   }
+  // With the KV cache, a GPT's or a Llama's generations — from generate_batch, or from generate on
+  // several Python threads at once — run together (decode/batching_generator.h), each its tokens alone.
   std::string generate(const std::string& prompt, decode::GenerateOptions opt) const {
     const std::vector<int32_t> ids = encode(prompt);
     std::vector<int32_t> out;
     opt.stop_ids = lm_->stop_ids;  // a converted model's end of text
     {
       nb::gil_scoped_release release;
-      out = decode::generate(*lm_->model, ids, opt);
+      decode::BatchingGenerator* b = opt.use_cache ? batcher() : nullptr;
+      out = b ? b->generate(ids, opt) : decode::generate(*lm_->model, ids, opt);
     }
     return lm_->tokenizer.decode(out);
+  }
+  // Each prompt's text as generate gives it alone, computed together: waves of at most 64.
+  std::vector<std::string> generate_batch(const std::vector<std::string>& prompts, decode::GenerateOptions opt) const {
+    std::vector<std::vector<int32_t>> ids;
+    for (size_t i = 0; i < prompts.size(); ++i) {
+      try {
+        ids.push_back(encode(prompts[i]));
+      } catch (const Error& e) {
+        throw Error("generate_batch: prompts[" + std::to_string(i) + "]: " + e.what());
+      }
+    }
+    opt.stop_ids = lm_->stop_ids;
+    std::vector<std::string> texts(prompts.size());
+    nb::gil_scoped_release release;
+    decode::BatchingGenerator* b = opt.use_cache ? batcher() : nullptr;
+    if (!b) {
+      for (size_t i = 0; i < ids.size(); ++i) texts[i] = lm_->tokenizer.decode(decode::generate(*lm_->model, ids[i], opt));
+      return texts;
+    }
+    for (size_t base = 0; base < ids.size(); base += 64) {
+      const size_t n = std::min<size_t>(64, ids.size() - base);
+      std::vector<std::exception_ptr> failed(n);
+      std::vector<std::thread> threads;
+      for (size_t i = 0; i < n; ++i)
+        threads.emplace_back([&, i] {
+          try {
+            texts[base + i] = lm_->tokenizer.decode(b->generate(ids[base + i], opt));
+          } catch (...) {
+            failed[i] = std::current_exception();
+          }
+        });
+      for (auto& t : threads) t.join();
+      for (const auto& e : failed)
+        if (e) std::rethrow_exception(e);
+    }
+    return texts;
   }
   TextStream* stream(const std::string& prompt, decode::GenerateOptions opt) const {
     opt.stop_ids = lm_->stop_ids;
@@ -217,7 +257,16 @@ class PyLanguageModel {
   const models::LoadedLanguageModel& loaded() const { return *lm_; }
 
  private:
+  // The model's batcher, made at its first use (none for an architecture without a paged step).
+  decode::BatchingGenerator* batcher() const {
+    std::lock_guard lock(batcher_mu_);
+    if (!batcher_ && lm_->model->paged()) batcher_ = std::make_unique<decode::BatchingGenerator>(*lm_->model);
+    return batcher_.get();
+  }
+
   std::shared_ptr<models::LoadedLanguageModel> lm_;
+  mutable std::mutex batcher_mu_;
+  mutable std::unique_ptr<decode::BatchingGenerator> batcher_;  // (after lm_: it stops before the model goes)
 };
 
 // A masked language model (a converted BERT) and its tokenizer.
@@ -482,7 +531,20 @@ void bind_models(nb::module_& m) {
           "seed"_a = 1337, "use_cache"_a = true, "stream"_a = false,
           "Continues `prompt` with up to max_new_tokens sampled tokens (temperature 0: greedy; top_k,\n"
           "top_p: truncation) and returns the new text — or, with stream=True, an iterator over its pieces as\n"
-          "they are chosen. The same seed gives the same text as `qkv generate --seed`.")
+          "they are chosen. The same seed gives the same text as `qkv generate --seed`. Calls from several\n"
+          "threads at once run together (a GPT's or a Llama's, with the KV cache: one step a token of each).")
+      .def(
+          "generate_batch",
+          [](const PyLanguageModel& lm, const std::vector<std::string>& prompts, int64_t max_new_tokens,
+             double temperature, int64_t top_k, double top_p, uint64_t seed, bool use_cache) {
+            return lm.generate_batch(prompts,
+                                     generate_options(max_new_tokens, temperature, top_k, top_p, seed, use_cache));
+          },
+          "prompts"_a, "max_new_tokens"_a = 500, "temperature"_a = 0.8, "top_k"_a = 0, "top_p"_a = 1.0,
+          "seed"_a = 1337, "use_cache"_a = true,
+          "The texts generate() gives for each of `prompts` with these arguments, computed together (a GPT's\n"
+          "or a Llama's: continuous batching over a paged KV cache, each step a token of every prompt's\n"
+          "text, up to 64 at a time), as CTranslate2's Generator.generate_batch.")
       .def(
           "neuron",
           [](const PyLanguageModel& lm, const std::string& text, int64_t layer, int64_t head, int64_t query) {

@@ -105,6 +105,31 @@ def test_generate_equals_the_cli_and_streams_the_same_text():
         lm.generate("")
 
 
+def test_generations_together_give_each_its_text_alone():
+    # generate_batch and generate from several threads at once run together (continuous batching);
+    # each text is the one generate gives alone
+    import threading
+    path = os.path.join(MODELS, "shakespeare-char.safetensors")
+    lm = qkv.LanguageModel(path)
+    prompts = ["ROMEO:", "JULIET:", "KING:", "O", "First Citizen:"]
+    alone = [qkv.LanguageModel(path).generate(p, max_new_tokens=90, seed=3, use_cache=False) for p in prompts]
+    assert lm.generate_batch(prompts, max_new_tokens=90, seed=3) == alone
+    got = [None] * len(prompts)
+
+    def run(i):
+        got[i] = lm.generate(prompts[i], max_new_tokens=90, seed=3)
+
+    threads = [threading.Thread(target=run, args=(i,)) for i in range(len(prompts))]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert got == alone
+    assert lm.generate_batch([], max_new_tokens=5) == []
+    with pytest.raises(qkv.Error, match=r"prompts\[1\]: .*prompt is empty"):
+        lm.generate_batch(["ROMEO:", ""])
+
+
 def fashion_test_images(n):
     with gzip.open(os.path.join(FASHION, "t10k-images-idx3-ubyte.gz")) as f:
         data = f.read()
