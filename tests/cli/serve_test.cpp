@@ -341,6 +341,46 @@ std::vector<json> sse_events(int port, const char* path, const std::string& body
   return out;
 }
 
+// A generation the KV cache has no room for within --timeout is a 503 — a status before any work,
+// an error event once a stream has begun — and the server goes on (a streamed one used to end it:
+// the stream's exception was not one the HTTP layer caught). The pool holds one context of the
+// model's 64 tokens (4 layers × 256 floats a token: 0.25 MiB), which a long generation keeps.
+TEST(Serve, AGenerationWithNoRoomInTimeIsA503AndTheServerGoesOn) {
+  ServeProcess s("--kv-cache-mb 0.25 --timeout 0.1");
+  ASSERT_GT(s.port(), 0) << s.log();
+  auto long_one = std::async(std::launch::async, [&] {
+    int status = 0;
+    const json r = post(s.port(), R"({"prompt": "ROMEO:", "max_new_tokens": 2000, "model": "shakespeare-char"})", &status,
+                        "/v1/generate");
+    return std::make_pair(status, r);
+  });
+  httplib::Client c("127.0.0.1", s.port());
+  for (int i = 0; i < 3000; ++i) {  // (the long one in the server's hands: it is first in the queue)
+    auto m = c.Get("/metrics");
+    if (m && m->body.find("qkv_requests_in_flight 1") != std::string::npos) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  int status = 0;
+  const json r = post(s.port(), R"({"prompt": "O", "max_new_tokens": 5, "model": "shakespeare-char"})", &status, "/v1/generate");
+  EXPECT_EQ(status, 503) << r.dump();
+  EXPECT_NE(r.dump().find("no room for another generation within --timeout 0.1 s"), std::string::npos) << r.dump();
+  bool done = false;
+  const std::vector<json> events = sse_events(
+      s.port(), "/v1/generate", R"({"prompt": "O", "max_new_tokens": 5, "stream": true, "model": "shakespeare-char"})",
+      &done, &status);
+  ASSERT_EQ(events.size(), 1u) << s.log();
+  EXPECT_EQ(events[0]["error"]["code"], 503) << events[0].dump();
+  const std::vector<json> chunks = sse_events(
+      s.port(), "/v1/completions", R"({"prompt": "O", "max_tokens": 5, "stream": true, "model": "shakespeare-char"})",
+      &done, &status);
+  ASSERT_EQ(chunks.size(), 1u) << s.log();
+  EXPECT_EQ(chunks[0]["error"]["code"], 503) << chunks[0].dump();
+  const auto [long_status, long_answer] = long_one.get();
+  EXPECT_EQ(long_status, 200) << long_answer.dump() << s.log();
+  EXPECT_EQ(long_answer["tokens"], 2000);
+  EXPECT_TRUE(c.Get("/health")) << "the server went on\n" << s.log();
+}
+
 TEST(Serve, OpenAiCompletionsAndChatCompletionsStreamedOrNot) {
   ServeProcess s("");
   ASSERT_GT(s.port(), 0) << s.log();

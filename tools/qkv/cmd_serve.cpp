@@ -459,6 +459,8 @@ class Server {
         }, timeout());
         text += streamer.flush();
         if (open) send_event(sink, {{"done", true}, {"text", text}, {"tokens", n}, {"finish_reason", "length"}});
+      } catch (const HttpError& e) {  // (a batched generation not admitted within --timeout: 503)
+        if (open) send_event(sink, {{"error", {{"code", e.status}, {"message", e.message}}}});
       } catch (const std::exception& e) {
         if (open) send_event(sink, {{"error", {{"code", 500}, {"message", e.what()}}}});
       }
@@ -646,6 +648,8 @@ class Server {
           if (open) open = send_event(sink, chunk(i, chat ? json::object() : json(""), c.finish_reason));
         }
         if (open) sink.write("data: [DONE]\n\n");
+      } catch (const HttpError& e) {  // (a batched generation not admitted within --timeout: 503)
+        if (open) send_event(sink, {{"error", {{"message", e.message}, {"type", "server_error"}, {"param", nullptr}, {"code", e.status}}}});
       } catch (const std::exception& e) {
         if (open) send_event(sink, {{"error", {{"message", plain_message(e.what())}, {"type", "server_error"}, {"param", nullptr}, {"code", nullptr}}}});
       }

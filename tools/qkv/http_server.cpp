@@ -372,6 +372,8 @@ class Session : public std::enable_shared_from_this<Session>, public StreamSink 
         res = (*h)(req);
       } catch (const std::exception& e) {
         res = error_response(500, plain_message(e.what()));
+      } catch (...) {  // (nothing a handler throws may end the server)
+        res = error_response(500, "internal error");
       }
       return respond(std::move(res), keep_alive_);
     }
@@ -384,6 +386,8 @@ class Session : public std::enable_shared_from_this<Session>, public StreamSink 
         res = (*h)(req);
       } catch (const std::exception& e) {
         res = error_response(500, plain_message(e.what()));
+      } catch (...) {  // (nothing a handler throws may end the server)
+        res = error_response(500, "internal error");
       }
       if (!res.stream) {
         asio::post(self->stream_.get_executor(),
@@ -397,7 +401,7 @@ class Session : public std::enable_shared_from_this<Session>, public StreamSink 
       self->queue(head(res.status, res.content_type, self->keep_alive_, extra) + "\r\n", false);
       try {
         res.stream(*self);
-      } catch (const std::exception&) {  // the producer's own errors are its events to send
+      } catch (...) {  // the producer's own errors are its events to send; nothing it throws ends the server
       }
       self->queue("0\r\n\r\n", true);
     });

@@ -62,8 +62,8 @@ class ModelService {
   std::unique_lock<std::timed_mutex> hold(std::chrono::duration<double> timeout) {
     std::unique_lock lock(compute_, std::defer_lock);
     if (!lock.try_lock_for(timeout))
-      throw HttpError{503, "model \"" + name_ + "\" busy for longer than --timeout " +
-                               std::to_string(static_cast<int>(timeout.count())) + " s (the server is overloaded)"};
+      throw HttpError{503, detail::concat("model \"", name_, "\" busy for longer than --timeout ", timeout.count(),
+                                          " s (the server is overloaded)")};
     compute_threads(threads_);
     return lock;
   }
@@ -140,8 +140,8 @@ class LanguageModelService : public ModelService {
     try {
       return batcher_->generate(prompt, o, on_token, timeout);
     } catch (const decode::GeneratorBusy&) {
-      throw HttpError{503, "model \"" + name_ + "\" had no room for another generation within --timeout " +
-                               std::to_string(static_cast<int>(timeout.count())) + " s (the server is overloaded)"};
+      throw HttpError{503, detail::concat("model \"", name_, "\" had no room for another generation within --timeout ",
+                                          timeout.count(), " s (the server is overloaded)")};
     }
   }
 
