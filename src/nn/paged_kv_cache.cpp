@@ -92,7 +92,8 @@ Tensor attend_paged(const Tensor& q, const Tensor& k, const Tensor& v, PagedKVCa
   paged_kv_write(cache.keys(layer), cache.values(layer), k, v, step.slots);
   Tensor out = paged_attention(q, cache.keys(layer), cache.values(layer), step.block_table, step.seq, step.paged_len,
                                std::nullopt, window);  // [T, H, Dv]
-  for (const auto& [b, n] : step.fresh) {
+  for (const auto& range : step.fresh) {
+    const int64_t b = range.first, n = range.second;  // (not a structured binding: the lambda captures them)
     auto rows = [&](const Tensor& x) { return x.slice(0, b, b + n).transpose(0, 1).unsqueeze(0); };  // [1, heads, n, d]
     AttentionOptions opt;
     opt.enable_gqa = q.size(1) != k.size(1);
