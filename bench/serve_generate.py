@@ -5,7 +5,7 @@ batched generation, on the same random Llama-style model, in one run.
 
     pip install torch transformers tokenizers sentencepiece ctranslate2     # the peers (PyPI)
     python3 bench/serve_generate.py [--clients 16] [--new-tokens 64] [--rounds 3] [--threads 2]
-        [--dtypes f32 int8]
+        [--dtypes f32 int8] [--system-sentences K --engines qkv-batched qkv-noprefix ct2]
 
 The model: bench/pretrained_vs_peers.py's (12 layers, d 768, 12 query / 4 key-value heads, MLP 2048,
 vocab 32,000, ~110 M parameters, a byte-level BPE tokenizer trained on Tatoeba), built once into
@@ -15,8 +15,11 @@ Each round, for each engine (alternating):
   qkv-batched   `qkv serve` (default --max-batch 64): C client threads each POST one
                 /v1/completions (a different Tatoeba sentence as prompt, greedy, max_tokens N) at once
   qkv-serial    the same server with --max-batch 1: the generations one after another
+  qkv-noprefix  `qkv serve --no-prefix-caching`: every prompt computed whole
   ct2           ctranslate2.Generator.generate_batch on the C prompts at once (greedy, max_length
                 N, min_length N): a batched offline call, no HTTP — the peer's best throughput
+With --system-sentences K every prompt begins with the same K other Tatoeba sentences (a shared
+system prompt: what prefix caching computes once; each round is a fresh server, the cache cold).
 Reported: generated tokens / s over the round's wall time (median of the rounds), and for the
 servers the requests' latency p50 / p90. Random models may end a text early at their end-of-text
 token: tokens counted are the tokens made (the servers' "usage").
@@ -56,11 +59,11 @@ def prepare(out):
 
 
 class Server:
-    def __init__(self, model, dtype, threads, max_batch):
+    def __init__(self, model, dtype, threads, max_batch, extra=()):
         env = dict(os.environ)
         env.pop("OMP_WAIT_POLICY", None)
         self.p = subprocess.Popen([QKV, "serve", "-m", model, "--port", "0", "--threads", str(threads), "--dtype", dtype,
-                                   "--max-batch", str(max_batch), "--timeout", "600"],
+                                   "--max-batch", str(max_batch), "--timeout", "600", *extra],
                                   stderr=subprocess.PIPE, text=True, env=env, cwd=ROOT)
         for line in self.p.stderr:
             m = re.search(r"listening on http://[\d.]+:(\d+)", line)
@@ -93,7 +96,7 @@ def serve_round(server, prompts, n):
     def client(i):
         results[i] = server.complete(prompts[i], n)
 
-    server.complete(prompts[0], 4)  # warm: the first step's allocations
+    server.complete("Hello.", 4)  # warm: the first step's allocations (a prompt no client's begins with)
     threads = [threading.Thread(target=client, args=(i,)) for i in range(len(prompts))]
     t0 = time.perf_counter()
     for t in threads:
@@ -128,13 +131,18 @@ def main():
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--dtypes", nargs="+", default=["f32", "int8"])
-    ap.add_argument("--engines", nargs="+", default=["qkv-batched", "qkv-serial", "ct2"])
+    ap.add_argument("--system-sentences", type=int, default=0,
+                    help="sentences of a system prompt every client's prompt begins with")
+    ap.add_argument("--engines", nargs="+", default=["qkv-batched", "qkv-serial", "ct2"],
+                    choices=["qkv-batched", "qkv-serial", "qkv-noprefix", "ct2"])
     ap.add_argument("--out", default=os.path.join(ROOT, "out", "pretrained-bench"))
     a = ap.parse_args()
     os.makedirs(a.out, exist_ok=True)
     folder = prepare(a.out)
     english = sorted({p[0] for p in pv.pairs()})
-    prompts = random.Random(2028).sample(english, a.clients)
+    picked = random.Random(2028).sample(english, a.clients + a.system_sentences)
+    system = " ".join(picked[a.clients:])
+    prompts = [(system + " " + p if system else p) for p in picked[:a.clients]]
     inp = os.path.join(a.out, "serve-prompts.json")
     with open(inp, "w", encoding="utf-8") as f:
         json.dump(prompts, f)
@@ -151,7 +159,8 @@ def main():
                                          env=env, check=True).stdout
                     rate = json.loads(out.strip().splitlines()[-1])["tokens_per_s"]
                 else:
-                    s = Server(folder + ".safetensors", dtype, a.threads, 64 if engine == "qkv-batched" else 1)
+                    s = Server(folder + ".safetensors", dtype, a.threads, 1 if engine == "qkv-serial" else 64,
+                               ["--no-prefix-caching"] if engine == "qkv-noprefix" else [])
                     try:
                         rate, lat = serve_round(s, prompts, a.new_tokens)
                     finally:
@@ -159,9 +168,10 @@ def main():
                     latencies.setdefault(key, []).extend(lat)
                 rates.setdefault(key, []).append(rate)
                 print(f"{dtype} round {r} {engine}: {rate:.1f} tokens/s", file=sys.stderr)
-    print(f"\n{a.clients} clients × {a.new_tokens} new tokens, {a.threads} threads\n")
-    print("| dtype | engine | tokens/s (median) | latency p50 / p90 s | vs qkv-serial | vs ct2 |")
-    print("|---|---|---|---|---|---|")
+    print(f"\n{a.clients} clients × {a.new_tokens} new tokens, {a.threads} threads"
+          + (f", a system prompt of {a.system_sentences} sentences" if system else "") + "\n")
+    print("| dtype | engine | tokens/s (median) | latency p50 / p90 s | vs qkv-serial | vs qkv-noprefix | vs ct2 |")
+    print("|---|---|---|---|---|---|---|")
     for (dtype, engine), vals in sorted(rates.items()):
         med = statistics.median(vals)
         lat = ""
@@ -170,7 +180,7 @@ def main():
             lat = f"{ls[len(ls) // 2]:.2f} / {ls[int(len(ls) * 0.9)]:.2f}"
         ratio = lambda other: (f"{med / statistics.median(rates[(dtype, other)]):.2f}×"
                                if (dtype, other) in rates and other != engine else "")
-        print(f"| {dtype} | {engine} | {med:.1f} | {lat} | {ratio('qkv-serial')} | {ratio('ct2')} |")
+        print(f"| {dtype} | {engine} | {med:.1f} | {lat} | {ratio('qkv-serial')} | {ratio('qkv-noprefix')} | {ratio('ct2')} |")
 
 
 if __name__ == "__main__":

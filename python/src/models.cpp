@@ -214,7 +214,7 @@ class PyLanguageModel {
     }
     return lm_->tokenizer.decode(out);
   }
-  // Each prompt's text as generate gives it alone, computed together: waves of at most 64.
+  // Each prompt's text as generate gives it alone, computed together (BatchingGenerator::generate_all).
   std::vector<std::string> generate_batch(const std::vector<std::string>& prompts, decode::GenerateOptions opt) const {
     std::vector<std::vector<int32_t>> ids;
     for (size_t i = 0; i < prompts.size(); ++i) {
@@ -232,22 +232,8 @@ class PyLanguageModel {
       for (size_t i = 0; i < ids.size(); ++i) texts[i] = lm_->tokenizer.decode(decode::generate(*lm_->model, ids[i], opt));
       return texts;
     }
-    for (size_t base = 0; base < ids.size(); base += 64) {
-      const size_t n = std::min<size_t>(64, ids.size() - base);
-      std::vector<std::exception_ptr> failed(n);
-      std::vector<std::thread> threads;
-      for (size_t i = 0; i < n; ++i)
-        threads.emplace_back([&, i] {
-          try {
-            texts[base + i] = lm_->tokenizer.decode(b->generate(ids[base + i], opt));
-          } catch (...) {
-            failed[i] = std::current_exception();
-          }
-        });
-      for (auto& t : threads) t.join();
-      for (const auto& e : failed)
-        if (e) std::rethrow_exception(e);
-    }
+    const auto outs = b->generate_all(ids, std::vector<decode::GenerateOptions>(ids.size(), opt));
+    for (size_t i = 0; i < outs.size(); ++i) texts[i] = lm_->tokenizer.decode(outs[i]);
     return texts;
   }
   TextStream* stream(const std::string& prompt, decode::GenerateOptions opt) const {

@@ -16,6 +16,7 @@ struct BatchingGenerator::Request {
   size_t window = 0;
   int64_t produced = 0;
   nn::PagedSequence seq;
+  bool shares = false;  // publishes its pages and matched earlier ones (its window never restarts)
   std::chrono::steady_clock::time_point admit_by;
   // the channel (its own lock: the caller reads while the worker writes)
   std::mutex m;
@@ -32,11 +33,6 @@ struct BatchingGenerator::Request {
 };
 
 namespace {
-
-Device device_of(const models::LanguageModel& m) {
-  const std::vector<Tensor> params = const_cast<models::LanguageModel&>(m).module().parameters();
-  return params.empty() ? Device::cpu() : params.front().device();
-}
 
 // The pool's pages: the tokens asked for, or max_batch full contexts within max_cache_bytes.
 int64_t pool_pages(const models::LanguageModel& m, const BatchingGeneratorOptions& o, Device d) {
@@ -57,7 +53,7 @@ BatchingGenerator::BatchingGenerator(const models::LanguageModel& model, Batchin
     : model_(model),
       opt_(options),
       around_(std::move(around)),
-      cache_(model.make_paged_cache(pool_pages(model, options, device_of(model)), options.page_size, device_of(model))) {
+      cache_(model.make_paged_cache(pool_pages(model, options, model_device(model)), options.page_size, model_device(model))) {
   worker_ = std::thread([this] { run(); });
 }
 
@@ -75,14 +71,9 @@ size_t BatchingGenerator::queued() const {
   return queue_.size();
 }
 
-size_t BatchingGenerator::running() const {
-  std::lock_guard lock(mu_);
-  return running_.size();
-}
-
-std::vector<int32_t> BatchingGenerator::generate(const std::vector<int32_t>& prompt, const GenerateOptions& opt,
-                                                 const std::function<bool(int32_t)>& on_token,
-                                                 std::chrono::duration<double> admit_within) {
+std::shared_ptr<BatchingGenerator::Request> BatchingGenerator::submit(const std::vector<int32_t>& prompt,
+                                                                       const GenerateOptions& opt,
+                                                                       std::chrono::duration<double> admit_within) {
   QKV_CHECK(!prompt.empty(), "generate: the prompt is empty (give at least one token)");
   for (int32_t id : prompt)
     QKV_CHECK(id >= 0 && id < model_.vocab_size(), "generate: token id ", id, " outside the vocabulary of ",
@@ -93,21 +84,33 @@ std::vector<int32_t> BatchingGenerator::generate(const std::vector<int32_t>& pro
   r->admit_by = std::chrono::steady_clock::now() +
                 std::chrono::duration_cast<std::chrono::steady_clock::duration>(
                     std::min<std::chrono::duration<double>>(admit_within, std::chrono::hours(24 * 365)));
-  std::vector<int32_t> tokens;
-  if (opt.max_new_tokens <= 0) return tokens;
+  if (opt.max_new_tokens <= 0) {
+    r->done = true;
+    return r;
+  }
   {
     std::lock_guard lock(mu_);
     queue_.push_back(r);
   }
   cv_.notify_all();
+  return r;
+}
+
+void BatchingGenerator::cancel(Request& r) {
+  r.cancelled = true;  // the worker drops it at its next step
+  cv_.notify_all();
+}
+
+std::vector<int32_t> BatchingGenerator::collect(Request& r, const std::function<bool(int32_t)>& on_token) {
+  std::vector<int32_t> tokens;
   for (;;) {
     std::deque<int32_t> got;
     bool done;
     {
-      std::unique_lock lock(r->m);
-      r->cv.wait(lock, [&] { return r->done || !r->out.empty(); });
-      got.swap(r->out);
-      done = r->done;
+      std::unique_lock lock(r.m);
+      r.cv.wait(lock, [&] { return r.done || !r.out.empty(); });
+      got.swap(r.out);
+      done = r.done;
     }
     for (int32_t id : got) {
       tokens.push_back(id);
@@ -115,32 +118,96 @@ std::vector<int32_t> BatchingGenerator::generate(const std::vector<int32_t>& pro
       try {
         more = !on_token || on_token(id);
       } catch (...) {  // (the caller's failure ends its request too)
-        more = false;
-        r->cancelled = true;
-        cv_.notify_all();
+        cancel(r);
         throw;
       }
-      if (!more) {  // the caller is done: the worker drops it at its next step
-        r->cancelled = true;
-        cv_.notify_all();
+      if (!more) {
+        cancel(r);
         return tokens;
       }
     }
     if (done) {
-      if (r->error) std::rethrow_exception(r->error);
+      if (r.error) std::rethrow_exception(r.error);
       return tokens;
     }
   }
 }
 
+std::vector<int32_t> BatchingGenerator::generate(const std::vector<int32_t>& prompt, const GenerateOptions& opt,
+                                                 const std::function<bool(int32_t)>& on_token,
+                                                 std::chrono::duration<double> admit_within) {
+  return collect(*submit(prompt, opt, admit_within), on_token);
+}
+
+std::vector<std::vector<int32_t>> BatchingGenerator::generate_all(const std::vector<std::vector<int32_t>>& prompts,
+                                                                  const std::vector<GenerateOptions>& opts,
+                                                                  const std::function<bool(size_t, int32_t)>& on_token) {
+  QKV_CHECK(prompts.size() == opts.size(), "generate_all: ", prompts.size(), " prompts and ", opts.size(), " options");
+  for (size_t i = 0; i < prompts.size(); ++i) {  // (every prompt checked before any runs)
+    QKV_CHECK(!prompts[i].empty(), "generate_all: prompt ", i, " is empty (give at least one token)");
+    for (int32_t id : prompts[i])
+      QKV_CHECK(id >= 0 && id < model_.vocab_size(), "generate_all: prompt ", i, ": token id ", id,
+                " outside the vocabulary of ", model_.vocab_size());
+  }
+  // submitted ahead of the one collected: two batches' worth — the batch stays full while the memory
+  // held by waiting requests (their contexts, their tokens kept) stays bounded however many are asked
+  const size_t ahead = static_cast<size_t>(2 * opt_.max_batch);
+  std::deque<std::shared_ptr<Request>> requests;
+  std::vector<std::vector<int32_t>> out;
+  try {
+    size_t submitted = 0;
+    for (size_t i = 0; i < prompts.size(); ++i) {
+      for (; submitted < prompts.size() && submitted < i + ahead; ++submitted)
+        requests.push_back(submit(prompts[submitted], opts[submitted], std::chrono::hours(24 * 365)));
+      out.push_back(collect(*requests.front(), [&](int32_t id) { return !on_token || on_token(i, id); }));
+      requests.pop_front();
+    }
+  } catch (...) {
+    for (auto& r : requests) cancel(*r);  // (those already ended ignore it)
+    throw;
+  }
+  return out;
+}
+
 // The pages for every token the request can hold: its window now plus what it may still generate,
-// at most block_size (the window restarts below it).
+// at most block_size (the window restarts below it) — the first ones, with prefix caching, those
+// holding the longest run of its prompt's full pages already in the cache.
 bool BatchingGenerator::admit(Request& r) {
-  const int64_t need = std::min<int64_t>(model_.block_size(), static_cast<int64_t>(r.context.size() - r.window) + r.opt.max_new_tokens);
+  const auto tokens = static_cast<int64_t>(r.context.size() - r.window);
+  const int64_t need = std::min<int64_t>(model_.block_size(), tokens + r.opt.max_new_tokens);
   if (cache_.pages_for(need) > cache_.pages())
     throw Error(detail::concat("generate: the request needs ", need, " tokens of KV cache; the pool holds ",
                                cache_.pages() * cache_.page_size(), " (give the server a larger cache)"));
-  return cache_.reserve(r.seq, need);
+  // (a window that restarts rewrites its pages from position 0: such a request keeps its pages to itself)
+  r.shares = would_share(r);
+  r.seq.publishing = r.shares;
+  if (r.shares) cache_.match_prefix(r.seq, r.context.data() + r.window, tokens);
+  if (!cache_.reserve(r.seq, need)) {
+    cache_.release(r.seq);
+    return false;
+  }
+  prompt_tokens_ += tokens, prefix_hit_tokens_ += r.seq.length;
+  return true;
+}
+
+bool BatchingGenerator::would_share(const Request& r) const {
+  return opt_.prefix_caching &&
+         static_cast<int64_t>(r.context.size() - r.window) + r.opt.max_new_tokens <= model_.block_size();
+}
+
+// Whether r should wait for a running request that is still feeding its prompt and whose first page
+// r's prompt begins with (SGLang's in-batch prefix sharing): that prompt's pages are published once it
+// is fed, a step or a few later, and r then computes only what follows them — the samples of one
+// prompt, or clients sending one system prompt at once, compute it once, not once each.
+bool BatchingGenerator::follows_prefill(const Request& r, const std::vector<std::shared_ptr<Request>>& running) const {
+  const auto ps = static_cast<size_t>(cache_.page_size());
+  if (!would_share(r) || r.context.size() - r.window <= ps) return false;
+  const auto first = r.context.begin() + static_cast<std::ptrdiff_t>(r.window);
+  for (const auto& q : running)
+    if (q->shares && q->produced == 0 && q->seq.publishing && q->context.size() - q->window > ps &&
+        std::equal(first, first + static_cast<std::ptrdiff_t>(ps), q->context.begin() + static_cast<std::ptrdiff_t>(q->window)))
+      return true;
+  return false;
 }
 
 void BatchingGenerator::finish(Request& r, std::exception_ptr error) {
@@ -172,7 +239,7 @@ void BatchingGenerator::run() {
         } else {
           bool in = false;
           try {
-            in = static_cast<int64_t>(running.size()) < opt_.max_batch && admit(r);
+            in = static_cast<int64_t>(running.size()) < opt_.max_batch && !follows_prefill(r, running) && admit(r);
           } catch (...) {
             finish(r, std::current_exception());
             queue_.pop_front();
@@ -183,7 +250,7 @@ void BatchingGenerator::run() {
         }
         queue_.pop_front();
       }
-      running_ = running;
+      running_count_ = running.size();
     }
     // a caller that stopped reading leaves now
     std::erase_if(running, [&](const std::shared_ptr<Request>& r) {
@@ -194,7 +261,7 @@ void BatchingGenerator::run() {
     if (running.empty()) {
       // (nothing admitted: wait for a request to end or arrive, or a deadline to pass)
       std::unique_lock lock(mu_);
-      running_.clear();
+      running_count_ = 0;
       if (!queue_.empty()) cv_.wait_for(lock, std::chrono::milliseconds(10));
       continue;
     }
@@ -243,6 +310,8 @@ void BatchingGenerator::step(std::vector<std::shared_ptr<Request>>& running) {
     return;
   }
   ++steps_, step_sequences_ += static_cast<int64_t>(in.size());
+  for (Request* r : in)  // the pages this step filled, findable by later requests
+    if (r->shares) cache_.publish(r->seq, r->context.data() + r->window);
   const auto V = static_cast<size_t>(model_.vocab_size());
   for (size_t i = 0; i < in.size(); ++i) {
     Request& r = *in[i];

@@ -22,6 +22,11 @@ Tensor ids_tensor(const std::vector<int32_t>& ids, size_t from, Device device) {
 
 }  // namespace
 
+Device model_device(const models::LanguageModel& model) {
+  const std::vector<Tensor> params = model.module().parameters();
+  return params.empty() ? Device::cpu() : params.front().device();
+}
+
 std::vector<int32_t> generate(const models::LanguageModel& model, const std::vector<int32_t>& prompt,
                               const GenerateOptions& opt, const std::function<bool(int32_t)>& on_token) {
   NoGradGuard no_grad;
@@ -31,8 +36,7 @@ std::vector<int32_t> generate(const models::LanguageModel& model, const std::vec
     QKV_CHECK(id >= 0 && id < model.vocab_size(), "generate: token id ", id, " outside the vocabulary of ",
               model.vocab_size());
   Sampler sampler(opt.sampling);
-  const std::vector<Tensor> params = model.module().parameters();
-  const Device device = params.empty() ? Device::cpu() : params.front().device();  // (nn::Module::to)
+  const Device device = model_device(model);
   std::vector<int32_t> context = prompt, out;
   // The model sees context[window …]: the last block_size tokens of the prompt at first; when the
   // window would exceed block_size it restarts at the last block_size/2 tokens. Both modes use the

@@ -313,11 +313,12 @@ Tensor Llama::step_paged(const Tensor& ids, const PagedStep& step, PagedKVCache&
             " layers for a model of ", layers.size());
   ResidualStream x{embed_tokens->forward(ids).unsqueeze(0), Tensor()};  // [1, T, E]
   // each token's rotary angles: the tables' rows at its position (picked on the host, [T, rot] sent)
-  const Tensor positions = step.positions.to(Device::cpu());
-  std::vector<int64_t> at(static_cast<size_t>(positions.size(0)));
+  QKV_CHECK(step.host_positions.size() == static_cast<size_t>(step.tokens()), "Llama::step_paged: the step's ",
+            step.host_positions.size(), " host positions for ", step.tokens(), " tokens");
+  std::vector<int64_t> at(step.host_positions.size());
   int64_t furthest = 0;
   for (size_t t = 0; t < at.size(); ++t) {
-    at[t] = positions.data<int32_t>()[t];
+    at[t] = step.host_positions[t];
     QKV_CHECK(at[t] >= 0 && at[t] < config.block_size, "Llama::step_paged: position ", at[t],
               " exceeds max_position_embeddings ", config.block_size);
     furthest = std::max(furthest, at[t]);

@@ -21,6 +21,7 @@ PagedKVCache::PagedKVCache(int64_t layers, int64_t pages, int64_t page_size, int
     v_.push_back(Tensor::empty({pages, kv_heads, page_size, v_head_dim}, DType::f32, device));
   }
   for (int64_t p = pages - 1; p >= 0; --p) free_.push_back(static_cast<int32_t>(p));  // page 0 first
+  info_.resize(static_cast<size_t>(pages));
 }
 
 int64_t PagedKVCache::bytes_per_token() const {
@@ -30,21 +31,91 @@ int64_t PagedKVCache::bytes_per_token() const {
   return b;
 }
 
+int32_t PagedKVCache::take_page() {
+  int32_t p;
+  if (!free_.empty()) {
+    p = free_.back();
+    free_.pop_back();
+  } else {  // evict the least recently released cached page: it is found no more, nor are its children
+    p = lru_.front();
+    lru_.pop_front();
+    PageInfo& e = info_[static_cast<size_t>(p)];
+    cached_.erase(e.key);
+    e.cached = false, e.tokens.clear(), ++e.generation;
+  }
+  info_[static_cast<size_t>(p)].refs = 1;
+  return p;
+}
+
 bool PagedKVCache::reserve(PagedSequence& s, int64_t tokens) {
   const int64_t need = pages_for(tokens) - static_cast<int64_t>(s.pages.size());
   if (need <= 0) return true;
   if (need > free_pages()) return false;
-  for (int64_t i = 0; i < need; ++i) {
-    s.pages.push_back(free_.back());
-    free_.pop_back();
-  }
+  for (int64_t i = 0; i < need; ++i) s.pages.push_back(take_page());
   return true;
 }
 
 void PagedKVCache::release(PagedSequence& s) {
-  free_.insert(free_.end(), s.pages.rbegin(), s.pages.rend());
-  s.pages.clear();
-  s.length = 0;
+  // the last pages first: a sequence's tail is the least likely to be matched, so the first evicted
+  for (auto it = s.pages.rbegin(); it != s.pages.rend(); ++it) {
+    PageInfo& e = info_[static_cast<size_t>(*it)];
+    if (--e.refs > 0) continue;
+    if (e.cached) e.lru = lru_.insert(lru_.end(), *it);
+    else free_.push_back(*it);
+  }
+  s = PagedSequence{};
+}
+
+// key = FNV-1a over (parent, parent_generation, tokens) with a final mix; equal keys are then checked
+// field by field, so the hash only has to spread, not to be unforgeable
+uint64_t PagedKVCache::page_key(int32_t parent, uint32_t parent_generation, const int32_t* tokens, int64_t n) {
+  uint64_t h = 0xcbf29ce484222325ull;
+  auto mix = [&](uint64_t v) {
+    for (int b = 0; b < 4; ++b) h = (h ^ ((v >> (8 * b)) & 0xff)) * 0x100000001b3ull;
+  };
+  mix(static_cast<uint32_t>(parent)), mix(parent_generation);
+  for (int64_t i = 0; i < n; ++i) mix(static_cast<uint32_t>(tokens[i]));
+  h ^= h >> 33, h *= 0xff51afd7ed558ccdull, h ^= h >> 33;
+  return h;
+}
+
+int64_t PagedKVCache::match_prefix(PagedSequence& s, const int32_t* tokens, int64_t count) {
+  QKV_CHECK(s.pages.empty() && s.length == 0, "PagedKVCache::match_prefix: the sequence already holds ",
+            s.pages.size(), " pages");
+  int32_t parent = -1;
+  uint32_t parent_generation = 0;
+  for (int64_t j = 0; (j + 1) * page_size_ <= count - 1; ++j) {
+    const int32_t* page_tokens = tokens + j * page_size_;
+    const auto found = cached_.find(page_key(parent, parent_generation, page_tokens, page_size_));
+    if (found == cached_.end()) break;
+    PageInfo& e = info_[static_cast<size_t>(found->second)];
+    if (e.parent != parent || e.parent_generation != parent_generation ||
+        !std::equal(e.tokens.begin(), e.tokens.end(), page_tokens))
+      break;  // (a collision: another prefix's page)
+    if (e.refs++ == 0) lru_.erase(e.lru);
+    s.pages.push_back(found->second);
+    parent = found->second, parent_generation = e.generation;
+  }
+  s.shared = static_cast<int64_t>(s.pages.size());
+  s.length = s.shared * page_size_;
+  return s.length;
+}
+
+void PagedKVCache::publish(PagedSequence& s, const int32_t* tokens) {
+  for (; s.publishing && s.shared < s.length / page_size_; ++s.shared) {
+    const auto j = static_cast<size_t>(s.shared);
+    const int32_t parent = j == 0 ? -1 : s.pages[j - 1];
+    const uint32_t parent_generation = j == 0 ? 0 : info_[static_cast<size_t>(parent)].generation;
+    const int32_t* page_tokens = tokens + s.shared * page_size_;
+    const uint64_t key = page_key(parent, parent_generation, page_tokens, page_size_);
+    PageInfo& e = info_[static_cast<size_t>(s.pages[j])];
+    if (!cached_.emplace(key, s.pages[j]).second) {  // the same page (or a colliding one) is cached already
+      s.publishing = false;
+      return;
+    }
+    e.cached = true, e.key = key, e.parent = parent, e.parent_generation = parent_generation;
+    e.tokens.assign(page_tokens, page_tokens + page_size_);
+  }
 }
 
 PagedStep PagedKVCache::plan(const std::vector<PagedSequence*>& seqs, const std::vector<int64_t>& new_tokens) const {
@@ -76,6 +147,7 @@ PagedStep PagedKVCache::plan(const std::vector<PagedSequence*>& seqs, const std:
   }
   const auto T = static_cast<int64_t>(positions.size());
   step.positions = Tensor::from_ints(positions, {T}).to(device_);
+  step.host_positions = std::move(positions);
   step.seq = Tensor::from_ints(seq, {T}).to(device_);
   step.seq_len = Tensor::from_ints(len, {T}).to(device_);
   step.paged_len = step.fresh.empty() ? step.seq_len : Tensor::from_ints(paged_len, {T}).to(device_);

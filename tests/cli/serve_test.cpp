@@ -318,6 +318,29 @@ TEST(Serve, ConcurrentGenerationsAreBatchedAndEachAsTheCliMakesIt) {
   EXPECT_LT(steps, 6 * 300) << "no step ran two generations";
 }
 
+// A prompt a generation before computed is taken from the prefix cache — the same text as the CLI's
+// — and counted in the metrics; --no-prefix-caching computes every prompt whole.
+TEST(Serve, APromptComputedBeforeIsTakenFromThePrefixCache) {
+  const std::string prompt = "First Citizen:\nBefore we proceed any further";  // 44 characters: 2 pages of 16
+  for (bool caching : {true, false}) {
+    ServeProcess s(caching ? "" : "--no-prefix-caching");
+    ASSERT_GT(s.port(), 0) << s.log();
+    for (uint64_t seed : {3, 4}) {
+      const json r = post(s.port(), json{{"prompt", prompt}, {"max_new_tokens", 16}, {"seed", seed}, {"temperature", 0.8}}.dump(),
+                          nullptr, "/v1/generate");
+      ASSERT_TRUE(r.contains("text")) << r.dump() << "\n" << s.log();
+      EXPECT_EQ(r["text"], cli_generation(prompt, 16, seed)) << seed;
+    }
+    httplib::Client c("127.0.0.1", s.port());
+    auto m = c.Get("/metrics");
+    ASSERT_TRUE(m);
+    EXPECT_NE(m->body.find("qkv_prefix_cache_queries_total{model=\"shakespeare-char\"} 88\n"), std::string::npos) << m->body;
+    EXPECT_NE(m->body.find(std::string("qkv_prefix_cache_hits_total{model=\"shakespeare-char\"} ") + (caching ? "32" : "0") + "\n"),
+              std::string::npos)
+        << m->body;
+  }
+}
+
 // A streamed POST's server-sent events: the JSON of each "data: " line; `done` is set by "data: [DONE]".
 std::vector<json> sse_events(int port, const char* path, const std::string& body, bool* done, int* status) {
   httplib::Client c("127.0.0.1", port);

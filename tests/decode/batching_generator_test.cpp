@@ -6,6 +6,7 @@
 // in time is GeneratorBusy.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <condition_variable>
 #include <mutex>
 #include <thread>
@@ -100,6 +101,87 @@ TEST(BatchingGenerator, LlamaWithGroupedQueriesAndAWindow) {
   BatchingGeneratorOptions o;
   o.max_step_tokens = 5, o.page_size = 8;
   expect_same_tokens(lm(llama), o);
+}
+
+// Prefix caching: requests whose prompts begin alike — a shared preamble, a chat's next turn that
+// carries the last one and its answer — take the full pages computed before them and give generate's
+// tokens; off, nothing is matched. Concurrent requests too, each from its own thread.
+void expect_prefixes_shared(const models::LanguageModel& model) {
+  std::vector<int32_t> preamble;
+  for (int i = 0; i < 13; ++i) preamble.push_back((i * 5 + 1) % 11);
+  std::vector<Ask> a;
+  for (int i = 0; i < 4; ++i) {
+    Ask x{preamble, {}};
+    x.prompt.push_back(i), x.prompt.push_back(i + 3);
+    x.opt.max_new_tokens = 8, x.opt.sampling.temperature = i % 2 ? 1.f : 0.f, x.opt.sampling.seed = static_cast<uint64_t>(i);
+    a.push_back(x);
+  }
+  for (bool caching : {true, false}) {
+    SCOPED_TRACE(caching);
+    BatchingGeneratorOptions o;
+    o.page_size = 4, o.prefix_caching = caching;
+    BatchingGenerator batcher(model, o);
+    // one after another: the first computes the preamble's 3 full pages, the rest take them
+    for (const Ask& x : a) EXPECT_EQ(batcher.generate(x.prompt, x.opt), generate(model, x.prompt, x.opt));
+    EXPECT_EQ(batcher.prefix_hit_tokens(), caching ? 3 * 12 : 0);
+    // the next turn: the first request, its answer and two more tokens — its pages through the answer
+    Ask turn = a[0];
+    const std::vector<int32_t> answer = generate(model, a[0].prompt, a[0].opt);
+    turn.prompt.insert(turn.prompt.end(), answer.begin(), answer.end());
+    turn.prompt.insert(turn.prompt.end(), {2, 9});  // 15 + 8 + 2 = 25 tokens: 5 full pages fed before
+    turn.opt.max_new_tokens = 6;
+    const int64_t before = batcher.prefix_hit_tokens();
+    EXPECT_EQ(batcher.generate(turn.prompt, turn.opt), generate(model, turn.prompt, turn.opt));
+    EXPECT_EQ(batcher.prefix_hit_tokens() - before, caching ? 20 : 0) << "the answer's last token was never fed";
+    // together, from their threads, in a fresh generator: whichever comes first computes the preamble
+    BatchingGenerator together(model, o);
+    std::vector<std::vector<int32_t>> got(a.size());
+    std::vector<std::thread> threads;
+    for (size_t i = 0; i < a.size(); ++i) threads.emplace_back([&, i] { got[i] = together.generate(a[i].prompt, a[i].opt); });
+    for (auto& t : threads) t.join();
+    for (size_t i = 0; i < a.size(); ++i) EXPECT_EQ(got[i], generate(model, a[i].prompt, a[i].opt)) << i;
+    EXPECT_EQ(together.prefix_hit_tokens(), caching ? 3 * 12 : 0) << "the first fed computes the preamble; the others wait for it";
+  }
+}
+
+TEST(BatchingGenerator, SharesPromptPrefixesComputedBefore) {
+  const auto gpt = random_model("gpt", gpt_config(), 3);
+  expect_prefixes_shared(lm(gpt));
+  const auto llama = random_model("llama", {{"vocab_size", 11}, {"hidden_size", 16}, {"intermediate_size", 24},
+                                            {"num_hidden_layers", 2}, {"num_attention_heads", 4},
+                                            {"num_key_value_heads", 2}, {"max_position_embeddings", 32},
+                                            {"sliding_window", 6}},
+                                  5);
+  expect_prefixes_shared(lm(llama));
+}
+
+// generate_all: many requests without a thread each, tokens in prompt order, each as generate's.
+TEST(BatchingGenerator, GeneratesAllInPromptOrder) {
+  const auto gpt = random_model("gpt", gpt_config(), 3);
+  BatchingGeneratorOptions o;
+  o.page_size = 4, o.max_batch = 2;  // 6 requests, 4 submitted ahead of the one read
+  BatchingGenerator batcher(lm(gpt), o);
+  const std::vector<Ask> a = asks();
+  std::vector<std::vector<int32_t>> prompts;
+  std::vector<GenerateOptions> opts;
+  for (const Ask& x : a) prompts.push_back(x.prompt), opts.push_back(x.opt);
+  std::vector<std::pair<size_t, int32_t>> seen;
+  const auto got = batcher.generate_all(prompts, opts, [&](size_t i, int32_t id) {
+    seen.emplace_back(i, id);
+    return i != 4 || std::count_if(seen.begin(), seen.end(), [](const auto& p) { return p.first == 4; }) < 3;
+  });
+  ASSERT_EQ(got.size(), a.size());
+  std::vector<std::pair<size_t, int32_t>> expected;
+  for (size_t i = 0; i < a.size(); ++i) {
+    std::vector<int32_t> alone = generate(lm(gpt), a[i].prompt, a[i].opt);
+    if (i == 4) alone.resize(3);  // the caller stopped it at its third token
+    EXPECT_EQ(got[i], alone) << i;
+    for (int32_t id : alone) expected.emplace_back(i, id);
+  }
+  EXPECT_EQ(seen, expected) << "request by request, in order";
+  prompts[2] = {1, 11};
+  EXPECT_NE(testing::error_of([&] { batcher.generate_all(prompts, opts); }).find("prompt 2: token id 11 outside"),
+            std::string::npos);
 }
 
 TEST(BatchingGenerator, StopsWhenTheCallerStopsAndGivesThePagesBack) {

@@ -50,6 +50,75 @@ TEST(PagedKVCache, ReservesReleasesAndPlans) {
   EXPECT_EQ(d.pages, (std::vector<int32_t>{0})) << "the last freed first";
 }
 
+// Prefix caching: a sequence's full pages, once published, are matched by a later sequence whose
+// tokens begin with theirs — only whole pages, the longest run, never the page of its last token, and
+// never a page whose tokens (or whose earlier pages' tokens) differ; released pages stay findable
+// until their room is needed, the least recently released (a sequence's tail first) evicted first.
+TEST(PagedKVCache, SharesPublishedPrefixPagesExactly) {
+  nn::PagedKVCache c(1, 6, 4, 1, 8, 8);
+  std::vector<int32_t> t(12);
+  for (int i = 0; i < 12; ++i) t[static_cast<size_t>(i)] = i;
+  nn::PagedSequence a;
+  ASSERT_TRUE(c.reserve(a, 12));
+  a.length = 10;  // pages 0 and 1 written whole, page 2 in part
+  c.publish(a, t.data());
+  EXPECT_EQ(c.cached_pages(), 2);
+  EXPECT_EQ(a.shared, 2);
+
+  nn::PagedSequence b, d, e, f;
+  EXPECT_EQ(c.match_prefix(b, t.data(), 12), 8) << "both full pages (11 tokens may match: 2 pages)";
+  EXPECT_EQ(b.pages, (std::vector<int32_t>{a.pages[0], a.pages[1]}));
+  EXPECT_EQ(b.length, 8);
+  EXPECT_EQ(c.match_prefix(d, t.data(), 8), 4) << "8 tokens: the second page holds the last, computed for its logits";
+  std::vector<int32_t> other = t;
+  other[5] = 99;  // the second page differs
+  EXPECT_EQ(c.match_prefix(e, other.data(), 12), 4);
+  other[1] = 99;  // and the first
+  EXPECT_EQ(c.match_prefix(f, other.data(), 12), 0);
+  EXPECT_TRUE(f.pages.empty());
+  EXPECT_EQ(c.free_pages(), 3) << "shared pages are taken once";
+  ASSERT_TRUE(c.reserve(b, 12));
+  EXPECT_EQ(b.pages.size(), 3u) << "its own third page";
+  EXPECT_NE(b.pages[2], a.pages[2]);
+
+  // e publishes its own second page (other tokens): a second chain beside a's
+  ASSERT_TRUE(c.reserve(e, 8));
+  e.length = 8;
+  c.publish(e, std::vector<int32_t>{0, 1, 2, 3, 4, 99, 6, 7}.data());
+  EXPECT_EQ(c.cached_pages(), 3);
+  nn::PagedSequence g;
+  EXPECT_EQ(c.match_prefix(g, std::vector<int32_t>{0, 1, 2, 3, 4, 99, 6, 7, 8}.data(), 9), 8);
+  EXPECT_EQ(g.pages[1], e.pages[1]);
+
+  // a page equal to a cached one is left private, and so are the pages after it
+  nn::PagedSequence h;
+  ASSERT_TRUE(c.reserve(h, 4));
+  h.length = 4;
+  c.publish(h, t.data());
+  EXPECT_FALSE(h.publishing);
+  EXPECT_EQ(c.cached_pages(), 3);
+
+  for (nn::PagedSequence* s : {&a, &b, &d, &e, &f, &g, &h}) c.release(*s);
+  EXPECT_EQ(c.free_pages(), 6);
+  EXPECT_EQ(c.cached_pages(), 3) << "released, still findable";
+  nn::PagedSequence k;
+  EXPECT_EQ(c.match_prefix(k, t.data(), 12), 8);
+  c.release(k);
+  // 3 pages not cached are reused first; the fourth evicts the least recently released cached page:
+  // e's second (released before a's two, which k's release put last)
+  nn::PagedSequence big;
+  ASSERT_TRUE(c.reserve(big, 16));
+  EXPECT_EQ(c.cached_pages(), 2);
+  EXPECT_EQ(c.match_prefix(g, std::vector<int32_t>{0, 1, 2, 3, 4, 99, 6, 7, 8}.data(), 9), 4) << "e's second page is gone";
+  c.release(g);
+  ASSERT_TRUE(c.reserve(big, 20));  // one more: a's chain is evicted from its tail
+  EXPECT_EQ(c.cached_pages(), 1);
+  EXPECT_EQ(c.match_prefix(k, t.data(), 12), 4) << "its first page is left";
+  c.release(k);
+  c.release(big);
+  EXPECT_EQ(c.free_pages(), 6);
+}
+
 // The op checks every index it reads, naming it; no gradient is recorded.
 TEST(PagedAttention, RefusesIndicesOutsideTheCacheAndGradients) {
   const Tensor q = Tensor::zeros({2, 2, 4}), kc = Tensor::zeros({2, 1, 4, 4}), vc = Tensor::zeros({2, 1, 4, 4});

@@ -9,7 +9,6 @@
 #include <cstdio>
 #include <iostream>
 #include <mutex>
-#include <thread>
 #include <vector>
 
 #include "commands.h"
@@ -94,53 +93,41 @@ void add_generate(CLI::App& app) {
       return o;
     };
     if (a->num_samples > 1 && a->decode.use_cache() && g.model->paged()) {
-      // the samples together, in waves of at most 64: a wave's first streams on this thread, the
-      // others are kept (their own streamers: a character may span tokens) and printed after it, in
-      // order — memory bounded by a wave, however many samples are asked for
+      // the samples together: the first streams as it is made, each later one printed once those
+      // before it end (its characters kept meanwhile by its own streamer: a character may span tokens)
       decode::BatchingGeneratorOptions bo;
       bo.max_batch = std::min<int64_t>(a->num_samples, 64);
       decode::BatchingGenerator batcher(*g.model, bo);
-      int64_t tokens = 0;
       const auto t0 = std::chrono::steady_clock::now();
-      for (int64_t base = 0; base < a->num_samples; base += bo.max_batch) {
-        const int64_t n = std::min(bo.max_batch, a->num_samples - base);
-        std::vector<std::string> texts(static_cast<size_t>(n));
-        std::vector<int64_t> made(static_cast<size_t>(n));
-        std::vector<std::exception_ptr> failed(static_cast<size_t>(n));
-        auto one = [&](int64_t i) {
-          try {
-            text::TextStreamer streamer(g.tokenizer);
-            std::string& text = texts[static_cast<size_t>(i)];
-            const auto out = batcher.generate(prompt, options(base + i), [&](int32_t id) {
-              const std::string c = streamer.push(id);
-              if (i == 0) std::fwrite(c.data(), 1, c.size(), stdout), std::fflush(stdout);
-              else text += c;
-              return true;
-            });
-            const std::string rest = streamer.flush();
-            if (i == 0) std::fwrite(rest.data(), 1, rest.size(), stdout);
-            else text += rest;
-            made[static_cast<size_t>(i)] = static_cast<int64_t>(out.size());
-          } catch (...) {
-            failed[static_cast<size_t>(i)] = std::current_exception();
-          }
-        };
-        std::vector<std::thread> others;
-        for (int64_t i = 1; i < n; ++i) others.emplace_back(one, i);
-        std::fputs(a->prompt.c_str(), stdout);
-        one(0);
-        for (auto& t : others) t.join();
-        for (const auto& e : failed)
-          if (e) std::rethrow_exception(e);
+      std::vector<std::vector<int32_t>> prompts(static_cast<size_t>(a->num_samples), prompt);
+      std::vector<decode::GenerateOptions> opts;
+      for (int64_t s = 0; s < a->num_samples; ++s) opts.push_back(options(s));
+      text::TextStreamer streamer(g.tokenizer);
+      size_t printing = 0;
+      auto end_sample = [&] {
+        const std::string rest = streamer.flush();
+        std::fwrite(rest.data(), 1, rest.size(), stdout);
         std::fputs("\n---------------\n", stdout);
-        for (int64_t i = 1; i < n; ++i) {
-          std::fputs(a->prompt.c_str(), stdout);
-          std::fwrite(texts[static_cast<size_t>(i)].data(), 1, texts[static_cast<size_t>(i)].size(), stdout);
-          std::fputs("\n---------------\n", stdout);
-        }
         std::fflush(stdout);
-        for (int64_t m : made) tokens += m;
+      };
+      std::fputs(a->prompt.c_str(), stdout);
+      const auto outs = batcher.generate_all(prompts, opts, [&](size_t i, int32_t id) {
+        for (; printing < i; ++printing) {  // (samples that made no token end here too)
+          end_sample();
+          std::fputs(a->prompt.c_str(), stdout);
+        }
+        const std::string c = streamer.push(id);
+        std::fwrite(c.data(), 1, c.size(), stdout);
+        std::fflush(stdout);
+        return true;
+      });
+      for (; printing + 1 < outs.size(); ++printing) {
+        end_sample();
+        std::fputs(a->prompt.c_str(), stdout);
       }
+      end_sample();
+      int64_t tokens = 0;
+      for (const auto& out : outs) tokens += static_cast<int64_t>(out.size());
       const double dt = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
       if (a->stats)
         std::fprintf(stderr, "generated %lld tokens in %.3f s: %.1f tokens/s (KV cache, %lld samples batched); peak RSS %.0f MiB\n",

@@ -103,6 +103,7 @@ struct ServeArgs {
   int64_t max_beam = 16, max_new_tokens = 2000;
   double max_wait_ms = 5, timeout_s = 60, kv_cache_mb = 0;
   int http_threads = 64, threads = 0;
+  bool no_prefix_caching = false;
   // the HTTP limits (http_server.h's HttpLimits), with nginx-like defaults
   int64_t max_header_bytes = 16 * 1024, max_connections = 1024, keep_alive_requests = 1000;
   double header_timeout_s = 10, body_timeout_s = 30, keep_alive_timeout_s = 75;
@@ -981,6 +982,7 @@ int run_serve(const ServeArgs& a) {
       decode::BatchingGeneratorOptions b;
       b.max_batch = a.max_batch;
       if (a.kv_cache_mb > 0) b.max_cache_bytes = static_cast<int64_t>(a.kv_cache_mb * 1024 * 1024);
+      b.prefix_caching = !a.no_prefix_caching;
       services.push_back(std::make_unique<LanguageModelService>(name, std::move(g), a.threads, b));
     }
   }
@@ -1044,6 +1046,9 @@ void add_serve(CLI::App& app) {
                   "at most 1024); a generation waits for room in it")
       ->capture_default_str()
       ->check(CLI::Range(0.0, 1048576.0));
+  sub->add_flag("--no-prefix-caching", a->no_prefix_caching,
+               "compute every prompt whole: by default a generation takes the KV cache's pages of a prompt prefix "
+               "an earlier one computed (a shared system prompt, a chat's earlier turns)");
   sub->add_option("--max-wait-ms", a->max_wait_ms, "how long a request waits for others to share its batch")->capture_default_str()->check(CLI::Range(0.0, 10000.0));
   sub->add_option("--timeout", a->timeout_s, "seconds a request may wait for its model (503 after)")->capture_default_str()->check(CLI::Range(0.1, 3600.0));
   sub->add_option("--http-threads", a->http_threads,

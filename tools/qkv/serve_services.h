@@ -56,6 +56,8 @@ class ModelService {
   const nlohmann::json& meta() const { return meta_; }
   virtual size_t queued() const { return 0; }
   virtual int64_t batches() const { return 0; }  // translate calls made (sentences / batches: the mean batch)
+  // a language model's prompt tokens admitted, and those of them its prefix cache held
+  virtual std::pair<int64_t, int64_t> prefix_cache() const { return {0, 0}; }
 
   // The model to compute on, after waiting at most `timeout` for it (else a 503 naming it); the
   // calling thread computes on the server's --threads.
@@ -124,6 +126,9 @@ class LanguageModelService : public ModelService {
   bool batched() const { return batcher_ != nullptr; }
   size_t queued() const override { return batcher_ ? batcher_->queued() : 0; }
   int64_t batches() const override { return batcher_ ? batcher_->steps() : 0; }
+  std::pair<int64_t, int64_t> prefix_cache() const override {
+    return batcher_ ? std::pair{batcher_->prompt_tokens(), batcher_->prefix_hit_tokens()} : std::pair<int64_t, int64_t>{0, 0};
+  }
 
   // What a request holds while it generates: the model itself (hold) when generations run one at a
   // time; nothing when they are batched (each step holds it). Taken before a stream starts, so that
@@ -219,6 +224,20 @@ class Metrics {
     for (auto& sv : services)
       if (sv->kind() == "translation" || sv->kind() == "language_model")
         s += "qkv_batches_total{model=\"" + sv->name() + "\"} " + std::to_string(sv->batches()) + "\n";
+    // (vLLM's prefix_cache_queries / prefix_cache_hits, in tokens)
+    for (const char* which : {"queries", "hits"}) {
+      const bool hits = which[0] == 'h';
+      s += std::string("# HELP qkv_prefix_cache_") + which + "_total " +
+           (hits ? "Prompt tokens whose keys and values a language model's prefix cache held (not computed again), per model.\n"
+                 : "Prompt tokens of the generations a language model admitted, per model.\n") +
+           "# TYPE qkv_prefix_cache_" + which + "_total counter\n";
+      for (auto& sv : services)
+        if (sv->kind() == "language_model") {
+          const auto [queries, hit] = sv->prefix_cache();
+          s += std::string("qkv_prefix_cache_") + which + "_total{model=\"" + sv->name() + "\"} " +
+               std::to_string(hits ? hit : queries) + "\n";
+        }
+    }
     return s;
   }
 

@@ -37,6 +37,11 @@ struct BatchingGeneratorOptions {
   // tokens, at most max_cache_bytes of keys and values.
   int64_t cache_tokens = 0;
   int64_t max_cache_bytes = int64_t{1} << 30;
+  // A prompt's full pages that an earlier request computed are taken from the cache, not computed
+  // again (nn/paged_kv_cache.h; vLLM's automatic prefix caching): requests whose window stays within
+  // block_size (prompt and new tokens) publish their pages and match earlier ones; one whose prompt
+  // begins as that of a request still being fed waits for it (a step or a few) and then takes its pages.
+  bool prefix_caching = true;
 };
 
 // A request not admitted within the time its caller gave (the pool or the batch stayed full).
@@ -63,17 +68,36 @@ class BatchingGenerator {
                                 const std::function<bool(int32_t)>& on_token = nullptr,
                                 std::chrono::duration<double> admit_within = std::chrono::hours(24 * 365));
 
+  // Many requests at once, without a thread each: the prompts queued in order (each with its own
+  // options; two batches' worth ahead of the one read), each one's tokens given to on_token(i, id) in
+  // prompt order — request 0's as the steps make them, a later one's kept until the earlier ones end
+  // — returning false ends request i alone.
+  // Returns each request's new tokens. An error of any request (or thrown by on_token) ends the
+  // others and is thrown, the first in prompt order.
+  std::vector<std::vector<int32_t>> generate_all(const std::vector<std::vector<int32_t>>& prompts,
+                                                 const std::vector<GenerateOptions>& opts,
+                                                 const std::function<bool(size_t, int32_t)>& on_token = nullptr);
+
   size_t queued() const;    // requests waiting for room
-  size_t running() const;   // sequences in the steps
+  size_t running() const { return running_count_; }  // sequences in the steps
   int64_t steps() const { return steps_; }
   int64_t step_sequences() const { return step_sequences_; }  // summed over steps (÷ steps: the mean batch)
+  int64_t prompt_tokens() const { return prompt_tokens_; }  // of the requests admitted
+  int64_t prefix_hit_tokens() const { return prefix_hit_tokens_; }  // of those, the ones found in the cache
   int64_t cache_pages() const { return cache_.pages(); }
   int64_t cache_page_size() const { return cache_.page_size(); }
 
  private:
   struct Request;
+  // a request checked and queued; its tokens, read as they come (the caller's thread)
+  std::shared_ptr<Request> submit(const std::vector<int32_t>& prompt, const GenerateOptions& opt,
+                                  std::chrono::duration<double> admit_within);
+  std::vector<int32_t> collect(Request& r, const std::function<bool(int32_t)>& on_token);
+  void cancel(Request& r);
   void run();
   bool admit(Request& r);                   // under mu_: its pages, or false
+  bool would_share(const Request& r) const;  // takes part in prefix caching (its window never restarts)
+  bool follows_prefill(const Request& r, const std::vector<std::shared_ptr<Request>>& running) const;
   void finish(Request& r, std::exception_ptr error = nullptr);  // releases its pages, wakes its caller
   void step(std::vector<std::shared_ptr<Request>>& running);
 
@@ -84,9 +108,9 @@ class BatchingGenerator {
   mutable std::mutex mu_;
   std::condition_variable cv_;
   std::deque<std::shared_ptr<Request>> queue_;
-  std::vector<std::shared_ptr<Request>> running_;
+  std::atomic<size_t> running_count_{0};
   bool stop_ = false;
-  std::atomic<int64_t> steps_{0}, step_sequences_{0};
+  std::atomic<int64_t> steps_{0}, step_sequences_{0}, prompt_tokens_{0}, prefix_hit_tokens_{0};
   std::thread worker_;
 };
 

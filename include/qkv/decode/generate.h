@@ -30,4 +30,8 @@ std::vector<int32_t> generate(const models::LanguageModel& model, const std::vec
                               const GenerateOptions& opt,
                               const std::function<bool(int32_t)>& on_token = nullptr);
 
+// The device the model's parameters are on (nn::Module::to moves them all; the CPU for none): where
+// its inputs and caches go.
+Device model_device(const models::LanguageModel& model);
+
 }  // namespace qkv::decode

@@ -6,12 +6,25 @@
 // decode/batching_generator.h). A page holds each head's page_size keys in one run of memory:
 // k [pages, Hkv, page_size, D], v [pages, Hkv, page_size, Dv].
 //
+// Prefix caching (vLLM's automatic prefix caching, SGLang's radix cache): a full page's keys and
+// values depend only on the tokens from position 0 to its end, so a page one sequence filled serves
+// every later sequence whose tokens begin the same way — a shared system prompt or few-shot preamble,
+// a chat's earlier turns, the samples of one prompt — computed once. publish() makes a sequence's
+// full pages findable; match_prefix() gives a new sequence the longest run of them its tokens begin
+// with. A page is shared while any sequence holds it, and once none does it stays findable until its
+// room is needed (the least recently released first). Matches are exact: a page is found by a hash
+// of (its parent page, the parent's generation, its tokens) and then compared token for token, so a
+// collision costs a miss, never another sequence's keys. Shared pages are only read: a sequence
+// writes past its matched tokens, into pages of its own.
+//
 // A step (PagedStep) is every token the models compute together: some sequences' prompts (or chunks
 // of them), other sequences' one new token each, one after another as [T] — each token with its
 // sequence's row, its position, the slot its key and value go to, and the keys it sees.
 #pragma once
 
 #include <cstdint>
+#include <list>
+#include <unordered_map>
 #include <vector>
 
 #include "qkv/ops/tensor.h"
@@ -22,6 +35,8 @@ namespace qkv::nn {
 struct PagedSequence {
   std::vector<int32_t> pages;
   int64_t length = 0;
+  int64_t shared = 0;       // its first pages that are published or matched (read only from then on)
+  bool publishing = true;   // false once a page of it could not be published (its later ones are not)
 };
 
 // One step's tokens, as the models read them: all i32 on the cache's device.
@@ -31,6 +46,7 @@ struct PagedStep {
   Tensor seq_len;      // [T]: the keys it sees, itself included: position + 1
   Tensor slots;        // [T]: where its key and value go, page · page_size + offset
   Tensor block_table;  // [sequences, max_pages]: each sequence's pages (−1 past them)
+  std::vector<int32_t> host_positions;  // positions, on the host (Llama's rotary rows are picked there)
   std::vector<int64_t> last;  // per sequence, the index in T of its last token (whose logits are wanted)
   // The prompts fed whole from position 0 (≥ 2 tokens): their tokens [begin, begin + count) attend
   // only to each other, causally — a dense attention over this step's own keys, as fast as training's
@@ -60,16 +76,28 @@ class PagedKVCache {
   int64_t layers() const { return static_cast<int64_t>(k_.size()); }
   int64_t pages() const { return pages_; }
   int64_t page_size() const { return page_size_; }
-  int64_t free_pages() const { return static_cast<int64_t>(free_.size()); }
+  // pages no sequence holds: never used or released, and cached ones held by none (reusable)
+  int64_t free_pages() const { return static_cast<int64_t>(free_.size() + lru_.size()); }
+  int64_t cached_pages() const { return static_cast<int64_t>(cached_.size()); }  // findable by match_prefix
   int64_t pages_for(int64_t tokens) const { return (tokens + page_size_ - 1) / page_size_; }
   // Bytes of one token's keys and values across the layers (what a page costs: × page_size).
   int64_t bytes_per_token() const;
   Device device() const { return device_; }
 
   // Gives `s` pages enough for `tokens` tokens in all; false (nothing taken) when the pool lacks them.
+  // Takes never-used or released pages first, then the least recently released cached ones.
   bool reserve(PagedSequence& s, int64_t tokens);
-  // Returns s's pages to the pool; s is empty after.
+  // Returns s's pages to the pool (a cached page stays findable while its room is not needed); s is
+  // empty after.
   void release(PagedSequence& s);
+
+  // For s (holding no page yet) whose tokens begin with tokens[0, count): takes the cached pages of
+  // the longest run of its full pages that other sequences published, at most count − 1 tokens (its
+  // last token is computed, for its logits), and sets s.length to their tokens. Returns that length.
+  int64_t match_prefix(PagedSequence& s, const int32_t* tokens, int64_t count);
+  // Publishes s's pages whose slots are all written (s.length), s's tokens being tokens[0, s.length).
+  // A page equal to one already cached is left private, and s publishes no more after it.
+  void publish(PagedSequence& s, const int32_t* tokens);
 
   // The step of `seqs`, sequence i feeding new[i] ≥ 1 tokens at positions s.length …: checks each
   // has the pages, then advances each length by its new tokens (the model writes their slots).
@@ -82,7 +110,25 @@ class PagedKVCache {
  private:
   std::vector<Tensor> k_, v_;
   int64_t pages_, page_size_;
-  std::vector<int32_t> free_;  // pages no sequence holds (a stack: the last freed is reused first)
+  // a page's holders and, once published, what finds it: the hash of (parent, parent's
+  // generation, tokens), checked against the fields themselves. A page's generation counts its
+  // evictions: a child published under an evicted parent is found no more.
+  struct PageInfo {
+    int32_t refs = 0;
+    bool cached = false;
+    uint64_t key = 0;
+    int32_t parent = -1;
+    uint32_t parent_generation = 0, generation = 0;
+    std::vector<int32_t> tokens;
+    std::list<int32_t>::iterator lru;  // its place in lru_ while cached and held by none
+  };
+  static uint64_t page_key(int32_t parent, uint32_t parent_generation, const int32_t* tokens, int64_t n);
+  int32_t take_page();  // a never-used or released page, else the least recently released cached one
+
+  std::vector<int32_t> free_;  // pages no sequence holds and none can find (a stack: the last freed is reused first)
+  std::vector<PageInfo> info_;
+  std::unordered_map<uint64_t, int32_t> cached_;  // key → page
+  std::list<int32_t> lru_;  // cached pages held by none, least recently released first
   Device device_;
 };
 
