@@ -6,6 +6,11 @@
 //                  shuffled pages of 16) against sdpa(q [1, 12, L, 64], k, v [1, 4, L, 64], causal, GQA)
 //   decode/B/L     B sequences of L keys, one new token each: paged against sdpa(q [B, 12, 1, 64],
 //                  k, v [B, 4, L, 64]) — what a dense KV cache's decoding step computes
+//   chunk/S/N      a prompt's chunk of N tokens continuing a sequence of S cached ones (a later
+//                  chunk, or the rest of a prompt after its cached prefix), through nn::attend_paged:
+//                  `paged` — each token through the paged kernel — against `gathered` — the
+//                  sequence's keys gathered from its pages, then the dense kernels, causal from S
+//                  (what plan() chooses for N ≥ 32: below it the paged kernel is faster)
 //
 // GFLOP/s counts the useful work: 4·H·(keys seen)·d per query token.
 //
@@ -18,6 +23,7 @@
 #include <string>
 #include <vector>
 
+#include "qkv/nn/paged_kv_cache.h"
 #include "qkv/qkv.h"
 
 namespace {
@@ -80,6 +86,29 @@ void bm_dense(benchmark::State& state, bool prefill) {
   flops(state, prefill ? 0.5 * static_cast<double>(L) * static_cast<double>(L + 1) : static_cast<double>(B * L));
 }
 
+// nn::attend_paged for one sequence: S tokens cached, N more fed in one step
+void bm_chunk(benchmark::State& state, bool gathered) {
+  const int64_t S = state.range(0), N = state.range(1);
+  qkv::Generator gen(0);
+  qkv::nn::PagedKVCache cache(1, (S + N + kPage - 1) / kPage, kPage, kHkv, kD, kD);
+  qkv::nn::PagedSequence seq;
+  cache.reserve(seq, S + N);
+  const qkv::Tensor q = qkv::Tensor::randn({N, kH, kD}, gen), k = qkv::Tensor::randn({N, kHkv, kD}, gen),
+                    v = qkv::Tensor::randn({N, kHkv, kD}, gen);
+  {  // the cached keys
+    qkv::NoGradGuard g;
+    const qkv::nn::PagedStep first = cache.plan({&seq}, {S});
+    qkv::nn::attend_paged(qkv::Tensor::randn({S, kH, kD}, gen), qkv::Tensor::randn({S, kHkv, kD}, gen),
+                          qkv::Tensor::randn({S, kHkv, kD}, gen), cache, 0, first);
+  }
+  const qkv::nn::PagedStep step = cache.plan({&seq}, {N}, gathered ? 2 : N + 1);
+  for (auto _ : state) {
+    qkv::NoGradGuard g;
+    benchmark::DoNotOptimize(qkv::nn::attend_paged(q, k, v, cache, 0, step));
+  }
+  flops(state, static_cast<double>(N) * static_cast<double>(S) + 0.5 * static_cast<double>(N) * static_cast<double>(N + 1));
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -92,6 +121,9 @@ int main(int argc, char** argv) {
     benchmark::RegisterBenchmark((std::string("decode/") + kind).c_str(), paged ? bm_paged : bm_dense, false)
         ->Args({1, 512})->Args({16, 512})->Args({16, 2048})->Args({64, 256})->UseRealTime()->Unit(benchmark::kMicrosecond);
   }
+  for (const char* kind : {"paged", "gathered"})
+    benchmark::RegisterBenchmark((std::string("chunk/") + kind).c_str(), bm_chunk, kind[0] == 'g')
+        ->Args({192, 16})->Args({192, 32})->Args({192, 64})->Args({1024, 128})->Args({512, 512})->Args({1536, 512})->UseRealTime()->Unit(benchmark::kMillisecond);
   benchmark::Initialize(&argc, argv);
   if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 1;
   benchmark::RunSpecifiedBenchmarks();

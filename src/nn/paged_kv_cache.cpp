@@ -118,7 +118,8 @@ void PagedKVCache::publish(PagedSequence& s, const int32_t* tokens) {
   }
 }
 
-PagedStep PagedKVCache::plan(const std::vector<PagedSequence*>& seqs, const std::vector<int64_t>& new_tokens) const {
+PagedStep PagedKVCache::plan(const std::vector<PagedSequence*>& seqs, const std::vector<int64_t>& new_tokens,
+                             int64_t dense_from) const {
   QKV_CHECK(seqs.size() == new_tokens.size() && !seqs.empty(), "PagedKVCache::plan: ", seqs.size(), " sequences and ",
             new_tokens.size(), " counts of new tokens");
   size_t width = 1;
@@ -134,12 +135,16 @@ PagedStep PagedKVCache::plan(const std::vector<PagedSequence*>& seqs, const std:
     PagedSequence& s = *seqs[i];
     std::copy(s.pages.begin(), s.pages.end(), table.begin() + static_cast<std::ptrdiff_t>(i * width));
     const bool fresh = s.length == 0 && new_tokens[i] >= 2;
+    const bool continued = s.length > 0 && new_tokens[i] >= std::max<int64_t>(2, dense_from);
     if (fresh) step.fresh.emplace_back(static_cast<int64_t>(positions.size()), new_tokens[i]);
+    if (continued)
+      step.continued.push_back({static_cast<int64_t>(positions.size()), new_tokens[i], s.length,
+                                std::vector<int64_t>(s.pages.begin(), s.pages.begin() + pages_for(s.length + new_tokens[i]))});
     for (int64_t j = s.length; j < s.length + new_tokens[i]; ++j) {
       positions.push_back(static_cast<int32_t>(j));
       seq.push_back(static_cast<int32_t>(i));
       len.push_back(static_cast<int32_t>(j + 1));
-      paged_len.push_back(fresh ? 0 : static_cast<int32_t>(j + 1));
+      paged_len.push_back(fresh || continued ? 0 : static_cast<int32_t>(j + 1));
       slots.push_back(static_cast<int32_t>(s.pages[static_cast<size_t>(j / page_size_)] * page_size_ + j % page_size_));
     }
     step.last.push_back(static_cast<int64_t>(positions.size()) - 1);
@@ -150,7 +155,7 @@ PagedStep PagedKVCache::plan(const std::vector<PagedSequence*>& seqs, const std:
   step.host_positions = std::move(positions);
   step.seq = Tensor::from_ints(seq, {T}).to(device_);
   step.seq_len = Tensor::from_ints(len, {T}).to(device_);
-  step.paged_len = step.fresh.empty() ? step.seq_len : Tensor::from_ints(paged_len, {T}).to(device_);
+  step.paged_len = step.fresh.empty() && step.continued.empty() ? step.seq_len : Tensor::from_ints(paged_len, {T}).to(device_);
   step.slots = Tensor::from_ints(slots, {T}).to(device_);
   step.block_table = Tensor::from_ints(table, {static_cast<int64_t>(seqs.size()), static_cast<int64_t>(width)}).to(device_);
   return step;
@@ -172,6 +177,22 @@ Tensor attend_paged(const Tensor& q, const Tensor& k, const Tensor& v, PagedKVCa
     if (window > 0 && n > window) opt.attn_mask = sliding_window_mask(n, n, window, 0, q.device());
     else opt.is_causal = true;
     out.slice(0, b, b + n).copy_(scaled_dot_product_attention(rows(q), rows(k), rows(v), opt).squeeze(0).transpose(0, 1));
+  }
+  // a continued chunk: its n queries at positions start … over the sequence's L = start + n keys,
+  // gathered page by page — [pages, Hkv, page_size, D] → [1, Hkv, L, D] — causal from start
+  for (const auto& c : step.continued) {
+    const int64_t L = c.start + c.count;
+    auto gather = [&](const Tensor& pool) {
+      const Tensor pages = index_select(pool, 0, c.pages);  // [m, Hkv, page_size, D]
+      return pages.transpose(0, 1).reshape({1, pool.size(1), pages.size(0) * pool.size(2), pool.size(3)}).slice(2, 0, L);
+    };
+    AttentionOptions opt;
+    opt.enable_gqa = q.size(1) != k.size(1);
+    opt.attn_mask = window > 0 && L > window ? sliding_window_mask(c.count, L, window, c.start, q.device())
+                                             : causal_mask(c.count, L, c.start, q.device());
+    const Tensor rows = q.slice(0, c.begin, c.begin + c.count).transpose(0, 1).unsqueeze(0);  // [1, H, n, D]
+    out.slice(0, c.begin, c.begin + c.count)
+        .copy_(scaled_dot_product_attention(rows, gather(cache.keys(layer)), gather(cache.values(layer)), opt).squeeze(0).transpose(0, 1));
   }
   return out;
 }

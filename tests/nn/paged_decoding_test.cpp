@@ -3,7 +3,7 @@
 // own dense KV cache (step): three prompts of different lengths prefilled together — one of a single
 // token; one whole and the third's first chunk fed from position 0 (attending over their own keys
 // with the dense kernels); the third's second chunk through the pages beside the others' first
-// decoding steps — then decoded together, their
+// decoding steps, or densely over its keys gathered from the pages — then decoded together, their
 // pages scattered through the pool. The logits agree to rounding (the products see other rows
 // beside them); a sequence that ends returns its pages, and the next one reuses them.
 #include <gtest/gtest.h>
@@ -143,7 +143,7 @@ TEST(PagedAttention, RefusesIndicesOutsideTheCacheAndGradients) {
 // Each sequence decoded alone (its own dense cache, step) against all together (step_paged); the
 // pool's pages are handed out shuffled by a sequence taken and released first.
 template <class Net>
-void expect_paged_equals_dense(const Net& net, int64_t vocab) {
+void expect_paged_equals_dense(const Net& net, int64_t vocab, int64_t dense_from) {
   const std::vector<std::vector<int32_t>> prompts = {{3, 1, 4, 1, 5, 9, 2}, {6}, {5, 3, 5, 8, 9, 7, 9, 3, 2, 3, 8, 4, 6}};
   const std::vector<std::vector<int32_t>> next = {{2, 6, 5, 3}, {5, 8, 9, 7}, {2, 6, 4, 3}};  // fed after the prompts
   // alone: logits after the prompt, then after each next token
@@ -170,7 +170,7 @@ void expect_paged_equals_dense(const Net& net, int64_t vocab) {
       n.push_back(static_cast<int64_t>(ids[j].size()));
       flat.insert(flat.end(), ids[j].begin(), ids[j].end());
     }
-    const nn::PagedStep p = cache.plan(seqs, n);
+    const nn::PagedStep p = cache.plan(seqs, n, dense_from);
     Tensor logits = net.step_paged(Tensor::from_ints(flat, {static_cast<int64_t>(flat.size())}), p, cache);
     EXPECT_EQ(logits.shape(), (Shape{static_cast<int64_t>(which.size()), vocab}));
     return logits;
@@ -210,7 +210,8 @@ TEST(PagedDecoding, GptStepsTogetherAsAlone) {
   Generator g(5);
   nn::GPT net(c, &g);
   net.eval();
-  expect_paged_equals_dense(net, c.vocab_size);
+  expect_paged_equals_dense(net, c.vocab_size, 32);  // prompt 2's second chunk (8 tokens) through the pages
+  expect_paged_equals_dense(net, c.vocab_size, 8);   // … attending densely over its gathered keys
 }
 
 TEST(PagedDecoding, LlamaStepsTogetherAsAlone) {  // grouped-query attention, 4 query heads on 2
@@ -223,7 +224,8 @@ TEST(PagedDecoding, LlamaStepsTogetherAsAlone) {  // grouped-query attention, 4 
     Generator g(7);
     nn::Llama net(c, &g);
     net.eval();
-    expect_paged_equals_dense(net, c.vocab_size);
+    expect_paged_equals_dense(net, c.vocab_size, 32);
+    expect_paged_equals_dense(net, c.vocab_size, 8);
   }
 }
 

@@ -52,6 +52,15 @@ struct PagedStep {
   // only to each other, causally — a dense attention over this step's own keys, as fast as training's
   // (attend_paged) — and paged_len is seq_len with 0 for them (the paged kernel skips them).
   std::vector<std::pair<int64_t, int64_t>> fresh;
+  // Chunks of at least `dense_from` tokens (plan's) that continue a sequence — a prompt's later chunk,
+  // or what follows its cached prefix: tokens [begin, begin + count) at positions start … attend
+  // densely over the sequence's keys gathered from its pages (its pages in order), causally from
+  // start; paged_len is 0 for them too.
+  struct Continued {
+    int64_t begin, count, start;
+    std::vector<int64_t> pages;
+  };
+  std::vector<Continued> continued;
   Tensor paged_len;  // [T]
   int64_t tokens() const { return positions.defined() ? positions.size(0) : 0; }
 };
@@ -60,9 +69,10 @@ class PagedKVCache;
 
 // Self-attention of a step's tokens in layer `layer`: q [T, H, D], k [T, Hkv, D], v [T, Hkv, Dv] (the
 // step's new keys and values) → [T, H, Dv]. Writes k and v into the pool (paged_kv_write), attends
-// every token over its sequence through the pages (paged_attention), and each fresh prompt over its
+// every token over its sequence through the pages (paged_attention), each fresh prompt over its
 // own keys with the dense kernels (scaled_dot_product_attention, causal; the last `window` keys with
-// a window > 0). Equal to each sequence's dense-cache attention, row by row.
+// a window > 0), and each continued chunk over its sequence's keys gathered from the pages, with the
+// dense kernels too. Equal to each sequence's dense-cache attention, row by row.
 Tensor attend_paged(const Tensor& q, const Tensor& k, const Tensor& v, PagedKVCache& cache, int64_t layer,
                     const PagedStep& step, int64_t window = 0);
 
@@ -100,8 +110,10 @@ class PagedKVCache {
   void publish(PagedSequence& s, const int32_t* tokens);
 
   // The step of `seqs`, sequence i feeding new[i] ≥ 1 tokens at positions s.length …: checks each
-  // has the pages, then advances each length by its new tokens (the model writes their slots).
-  PagedStep plan(const std::vector<PagedSequence*>& seqs, const std::vector<int64_t>& new_tokens) const;
+  // has the pages, then advances each length by its new tokens (the model writes their slots). A
+  // sequence feeding at least dense_from tokens past position 0 is a Continued chunk.
+  PagedStep plan(const std::vector<PagedSequence*>& seqs, const std::vector<int64_t>& new_tokens,
+                 int64_t dense_from = 32) const;
 
   // Layer l's pools, [pages, Hkv, page_size, D] and [pages, Hkv, page_size, Dv].
   const Tensor& keys(int64_t l) const { return k_.at(static_cast<size_t>(l)); }
