@@ -63,7 +63,8 @@ class Server:
         env = dict(os.environ)
         env.pop("OMP_WAIT_POLICY", None)
         self.p = subprocess.Popen([QKV, "serve", "-m", model, "--port", "0", "--threads", str(threads), "--dtype", dtype,
-                                   "--max-batch", str(max_batch), "--timeout", "600", *extra],
+                                   "--max-batch", str(max_batch), "--timeout", "600", "--max-sentence-bytes", "65536",
+                                   *extra],
                                   stderr=subprocess.PIPE, text=True, env=env, cwd=ROOT)
         for line in self.p.stderr:
             m = re.search(r"listening on http://[\d.]+:(\d+)", line)
