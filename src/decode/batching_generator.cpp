@@ -181,7 +181,7 @@ bool BatchingGenerator::admit(Request& r) {
   // (a window that restarts rewrites its pages from position 0: such a request keeps its pages to itself)
   r.shares = would_share(r);
   r.seq.publishing = r.shares;
-  if (r.shares) cache_.match_prefix(r.seq, r.context.data() + r.window, tokens);
+  if (r.shares) cache_.match_prefix(r.seq, r.context.data() + r.window, tokens, r.opt.cache_salt);
   if (!cache_.reserve(r.seq, need)) {
     cache_.release(r.seq);
     return false;
@@ -204,7 +204,8 @@ bool BatchingGenerator::follows_prefill(const Request& r, const std::vector<std:
   if (!would_share(r) || r.context.size() - r.window <= ps) return false;
   const auto first = r.context.begin() + static_cast<std::ptrdiff_t>(r.window);
   for (const auto& q : running)
-    if (q->shares && q->produced == 0 && q->seq.publishing && q->context.size() - q->window > ps &&
+    if (q->shares && q->produced == 0 && q->seq.publishing && q->opt.cache_salt == r.opt.cache_salt &&
+        q->context.size() - q->window > ps &&
         std::equal(first, first + static_cast<std::ptrdiff_t>(ps), q->context.begin() + static_cast<std::ptrdiff_t>(q->window)))
       return true;
   return false;
@@ -311,7 +312,7 @@ void BatchingGenerator::step(std::vector<std::shared_ptr<Request>>& running) {
   }
   ++steps_, step_sequences_ += static_cast<int64_t>(in.size());
   for (Request* r : in)  // the pages this step filled, findable by later requests
-    if (r->shares) cache_.publish(r->seq, r->context.data() + r->window);
+    if (r->shares) cache_.publish(r->seq, r->context.data() + r->window, r->opt.cache_salt);
   const auto V = static_cast<size_t>(model_.vocab_size());
   for (size_t i = 0; i < in.size(); ++i) {
     Request& r = *in[i];

@@ -41,7 +41,7 @@ int32_t PagedKVCache::take_page() {
     lru_.pop_front();
     PageInfo& e = info_[static_cast<size_t>(p)];
     cached_.erase(e.key);
-    e.cached = false, e.tokens.clear(), ++e.generation;
+    e.cached = false, e.tokens.clear(), e.salt.clear(), ++e.generation;
   }
   info_[static_cast<size_t>(p)].refs = 1;
   return p;
@@ -66,30 +66,33 @@ void PagedKVCache::release(PagedSequence& s) {
   s = PagedSequence{};
 }
 
-// key = FNV-1a over (parent, parent_generation, tokens) with a final mix; equal keys are then checked
-// field by field, so the hash only has to spread, not to be unforgeable
-uint64_t PagedKVCache::page_key(int32_t parent, uint32_t parent_generation, const int32_t* tokens, int64_t n) {
+// key = FNV-1a over (parent, parent_generation, salt, tokens) with a final mix; equal keys are then
+// checked field by field, so the hash only has to spread, not to be unforgeable
+uint64_t PagedKVCache::page_key(int32_t parent, uint32_t parent_generation, const std::string& salt, const int32_t* tokens,
+                                int64_t n) {
   uint64_t h = 0xcbf29ce484222325ull;
   auto mix = [&](uint64_t v) {
     for (int b = 0; b < 4; ++b) h = (h ^ ((v >> (8 * b)) & 0xff)) * 0x100000001b3ull;
   };
   mix(static_cast<uint32_t>(parent)), mix(parent_generation);
+  for (unsigned char c : salt) h = (h ^ c) * 0x100000001b3ull;
   for (int64_t i = 0; i < n; ++i) mix(static_cast<uint32_t>(tokens[i]));
   h ^= h >> 33, h *= 0xff51afd7ed558ccdull, h ^= h >> 33;
   return h;
 }
 
-int64_t PagedKVCache::match_prefix(PagedSequence& s, const int32_t* tokens, int64_t count) {
+int64_t PagedKVCache::match_prefix(PagedSequence& s, const int32_t* tokens, int64_t count, const std::string& salt) {
   QKV_CHECK(s.pages.empty() && s.length == 0, "PagedKVCache::match_prefix: the sequence already holds ",
             s.pages.size(), " pages");
   int32_t parent = -1;
   uint32_t parent_generation = 0;
   for (int64_t j = 0; (j + 1) * page_size_ <= count - 1; ++j) {
     const int32_t* page_tokens = tokens + j * page_size_;
-    const auto found = cached_.find(page_key(parent, parent_generation, page_tokens, page_size_));
+    const std::string& page_salt = j == 0 ? salt : std::string();  // (a chain's first page holds its salt)
+    const auto found = cached_.find(page_key(parent, parent_generation, page_salt, page_tokens, page_size_));
     if (found == cached_.end()) break;
     PageInfo& e = info_[static_cast<size_t>(found->second)];
-    if (e.parent != parent || e.parent_generation != parent_generation ||
+    if (e.parent != parent || e.parent_generation != parent_generation || e.salt != page_salt ||
         !std::equal(e.tokens.begin(), e.tokens.end(), page_tokens))
       break;  // (a collision: another prefix's page)
     if (e.refs++ == 0) lru_.erase(e.lru);
@@ -101,13 +104,14 @@ int64_t PagedKVCache::match_prefix(PagedSequence& s, const int32_t* tokens, int6
   return s.length;
 }
 
-void PagedKVCache::publish(PagedSequence& s, const int32_t* tokens) {
+void PagedKVCache::publish(PagedSequence& s, const int32_t* tokens, const std::string& salt) {
   for (; s.publishing && s.shared < s.length / page_size_; ++s.shared) {
     const auto j = static_cast<size_t>(s.shared);
     const int32_t parent = j == 0 ? -1 : s.pages[j - 1];
     const uint32_t parent_generation = j == 0 ? 0 : info_[static_cast<size_t>(parent)].generation;
     const int32_t* page_tokens = tokens + s.shared * page_size_;
-    const uint64_t key = page_key(parent, parent_generation, page_tokens, page_size_);
+    const std::string& page_salt = j == 0 ? salt : std::string();
+    const uint64_t key = page_key(parent, parent_generation, page_salt, page_tokens, page_size_);
     PageInfo& e = info_[static_cast<size_t>(s.pages[j])];
     if (!cached_.emplace(key, s.pages[j]).second) {  // the same page (or a colliding one) is cached already
       s.publishing = false;
@@ -115,6 +119,7 @@ void PagedKVCache::publish(PagedSequence& s, const int32_t* tokens) {
     }
     e.cached = true, e.key = key, e.parent = parent, e.parent_generation = parent_generation;
     e.tokens.assign(page_tokens, page_tokens + page_size_);
+    e.salt = page_salt;
   }
 }
 

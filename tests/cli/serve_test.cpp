@@ -319,25 +319,34 @@ TEST(Serve, ConcurrentGenerationsAreBatchedAndEachAsTheCliMakesIt) {
 }
 
 // A prompt a generation before computed is taken from the prefix cache — the same text as the CLI's
-// — and counted in the metrics; --no-prefix-caching computes every prompt whole.
+// — and counted in the metrics, across requests of the same "cache_salt" only; --no-prefix-caching
+// computes every prompt whole.
 TEST(Serve, APromptComputedBeforeIsTakenFromThePrefixCache) {
   const std::string prompt = "First Citizen:\nBefore we proceed any further";  // 44 characters: 2 pages of 16
   for (bool caching : {true, false}) {
     ServeProcess s(caching ? "" : "--no-prefix-caching");
     ASSERT_GT(s.port(), 0) << s.log();
-    for (uint64_t seed : {3, 4}) {
-      const json r = post(s.port(), json{{"prompt", prompt}, {"max_new_tokens", 16}, {"seed", seed}, {"temperature", 0.8}}.dump(),
-                          nullptr, "/v1/generate");
+    // no salt twice (the second takes 32 tokens), then salt "u1" twice (the first takes none)
+    for (const auto& [seed, salt] : std::vector<std::pair<uint64_t, std::string>>{{3, ""}, {4, ""}, {5, "u1"}, {6, "u1"}}) {
+      json body = {{"prompt", prompt}, {"max_new_tokens", 16}, {"seed", seed}, {"temperature", 0.8}};
+      if (!salt.empty()) body["cache_salt"] = salt;
+      const json r = post(s.port(), body.dump(), nullptr, "/v1/generate");
       ASSERT_TRUE(r.contains("text")) << r.dump() << "\n" << s.log();
       EXPECT_EQ(r["text"], cli_generation(prompt, 16, seed)) << seed;
     }
     httplib::Client c("127.0.0.1", s.port());
     auto m = c.Get("/metrics");
     ASSERT_TRUE(m);
-    EXPECT_NE(m->body.find("qkv_prefix_cache_queries_total{model=\"shakespeare-char\"} 88\n"), std::string::npos) << m->body;
-    EXPECT_NE(m->body.find(std::string("qkv_prefix_cache_hits_total{model=\"shakespeare-char\"} ") + (caching ? "32" : "0") + "\n"),
+    EXPECT_NE(m->body.find("qkv_prefix_cache_queries_total{model=\"shakespeare-char\"} 176\n"), std::string::npos) << m->body;
+    EXPECT_NE(m->body.find(std::string("qkv_prefix_cache_hits_total{model=\"shakespeare-char\"} ") + (caching ? "64" : "0") + "\n"),
               std::string::npos)
         << m->body;
+    int status = 0;
+    const json bad = post(s.port(), json{{"prompt", prompt}, {"cache_salt", 7}}.dump(), &status, "/v1/generate");
+    EXPECT_EQ(status, 400) << bad.dump();
+    const json too_long = post(s.port(), json{{"model", "shakespeare-char"}, {"prompt", prompt}, {"cache_salt", std::string(2000, 'x')}}.dump(),
+                               &status, "/v1/completions");
+    EXPECT_EQ(status, 413) << too_long.dump();
   }
 }
 

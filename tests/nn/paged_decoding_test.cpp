@@ -117,6 +117,18 @@ TEST(PagedKVCache, SharesPublishedPrefixPagesExactly) {
   c.release(k);
   c.release(big);
   EXPECT_EQ(c.free_pages(), 6);
+
+  // a salt starts a chain of its own: found under that salt only
+  nn::PagedSequence salted, plain, other_salt, same_salt;
+  ASSERT_TRUE(c.reserve(salted, 8));
+  salted.length = 8;
+  std::vector<int32_t> u = {7, 7, 7, 7, 8, 8, 8, 8, 9};
+  c.publish(salted, u.data(), "alice");
+  EXPECT_EQ(salted.shared, 2);
+  EXPECT_EQ(c.match_prefix(plain, u.data(), 9), 0);
+  EXPECT_EQ(c.match_prefix(other_salt, u.data(), 9, "bob"), 0);
+  EXPECT_EQ(c.match_prefix(same_salt, u.data(), 9, "alice"), 8);
+  for (nn::PagedSequence* s : {&salted, &plain, &other_salt, &same_salt}) c.release(*s);
 }
 
 // The op checks every index it reads, naming it; no gradient is recorded.

@@ -9,7 +9,8 @@
 //                        [what the translator did to a sentence: truncated to the model's longest
 //                        source, invalid UTF-8 replaced — the CLI's warnings, per sentence]}
 //   POST /v1/generate    {"prompt", "model"?, "max_new_tokens"?, "temperature"?, "top_k"?, "top_p"?,
-//                        "seed"?, "stream"?} → {"model", "text", "tokens", "finish_reason"}; with
+//                        "seed"?, "stream"?, "cache_salt"?} → {"model", "text", "tokens", "finish_reason"};
+//                        ("cache_salt": prefix-cache pages shared only among requests of that salt); with
 //                        "stream": true, server-sent events: data: {"token", "text"} per token, then
 //                        data: {"done": true, "text", "tokens", "finish_reason"}
 //   POST /v1/attention   {"text", "model"?, "beam_size"?, "length_penalty"?, "search"?: {"query", "key"},
@@ -94,6 +95,8 @@ namespace qkv::cli {
 extern const char* const kViewerPage;  // tools/qkv/viewer/index.html (viewer_page.cpp.in)
 
 namespace {
+
+constexpr int64_t kMaxCacheSaltBytes = 1024;  // a request's "cache_salt" (decode::GenerateOptions::cache_salt)
 
 struct ServeArgs {
   std::vector<std::string> models = {kDefaultTranslator, "models/shakespeare-char.safetensors"};
@@ -428,6 +431,7 @@ class Server {
     o.sampling.top_k = body.integer("top_k", 0, 0, s.loaded().tokenizer.vocab_size());
     o.sampling.top_p = body.number("top_p", 1.0, 1e-6, 1.0);
     o.sampling.seed = static_cast<uint64_t>(body.integer("seed", 1337, 0, std::numeric_limits<int64_t>::max()));
+    if (body.has("cache_salt")) o.cache_salt = body.text("cache_salt", kMaxCacheSaltBytes, "the limit of");
     const bool stream = body.boolean("stream", false);
     // unbatched, the model is held from here until the last token is sent (503 if it stays busy too
     // long); batched, each step holds it
@@ -523,7 +527,7 @@ class Server {
 
   HttpResponse openai(const HttpRequest& req, bool chat) {
     static const std::vector<const char*> fields = {"model", "prompt", "messages", "max_tokens", "max_completion_tokens",
-                                                    "temperature", "top_p", "n", "stop", "stream", "seed"};
+                                                    "temperature", "top_p", "n", "stop", "stream", "seed", "cache_salt"};
     const Body body(req.body, fields, /*lenient=*/true);
     const char* route = chat ? "/v1/chat/completions" : "/v1/completions";
     auto& s = static_cast<LanguageModelService&>(service(body, {"language_model"}, route));
@@ -586,6 +590,7 @@ class Server {
     o.sampling.temperature = body.number("temperature", 1.0, 0, 2);
     o.sampling.top_p = std::max(body.number("top_p", 1.0, 0, 1.0), 1e-6);
     if (body.integer("n", 1, 1, 1) != 1) throw HttpError{400, "\"n\" must be 1"};
+    if (body.has("cache_salt")) o.cache_salt = body.text("cache_salt", kMaxCacheSaltBytes, "the limit of");
     o.sampling.seed = body.has("seed") ? static_cast<uint64_t>(body.integer("seed", 0, std::numeric_limits<int64_t>::min(),
                                                                             std::numeric_limits<int64_t>::max()))
                                        : static_cast<uint64_t>(std::random_device{}()) << 32 | std::random_device{}();

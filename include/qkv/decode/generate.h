@@ -8,6 +8,7 @@
 #pragma once
 
 #include <functional>
+#include <string>
 #include <vector>
 
 #include "qkv/decode/sampling.h"
@@ -22,6 +23,10 @@ struct GenerateOptions {
   // Tokens that end the text (a converted model's eos_token_id, as transformers' generate stops):
   // the first one chosen stops generation and is not returned. Empty: generate max_new_tokens.
   std::vector<int32_t> stop_ids;
+  // Batched generations (decode/batching_generator.h) share prefix-cache pages only among requests of
+  // the same salt (vLLM's cache_salt): a user's own salt keeps others from learning, by how fast
+  // their prompts run, what its prompts began with. Unbatched generation ignores it.
+  std::string cache_salt;
 };
 
 // Returns the new tokens; on_token (optional) sees each as it is chosen (streaming); returning

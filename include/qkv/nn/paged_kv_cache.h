@@ -14,8 +14,9 @@
 // with. A page is shared while any sequence holds it, and once none does it stays findable until its
 // room is needed (the least recently released first). Matches are exact: a page is found by a hash
 // of (its parent page, the parent's generation, its tokens) and then compared token for token, so a
-// collision costs a miss, never another sequence's keys. Shared pages are only read: a sequence
-// writes past its matched tokens, into pages of its own.
+// collision costs a miss, never another sequence's keys. A salt (a user's, say) starts a chain of its
+// own: pages published under one salt are found only under it. Shared pages are only read: a
+// sequence writes past its matched tokens, into pages of its own.
 //
 // A step (PagedStep) is every token the models compute together: some sequences' prompts (or chunks
 // of them), other sequences' one new token each, one after another as [T] — each token with its
@@ -24,6 +25,7 @@
 
 #include <cstdint>
 #include <list>
+#include <string>
 #include <unordered_map>
 #include <vector>
 
@@ -104,10 +106,11 @@ class PagedKVCache {
   // For s (holding no page yet) whose tokens begin with tokens[0, count): takes the cached pages of
   // the longest run of its full pages that other sequences published, at most count − 1 tokens (its
   // last token is computed, for its logits), and sets s.length to their tokens. Returns that length.
-  int64_t match_prefix(PagedSequence& s, const int32_t* tokens, int64_t count);
-  // Publishes s's pages whose slots are all written (s.length), s's tokens being tokens[0, s.length).
-  // A page equal to one already cached is left private, and s publishes no more after it.
-  void publish(PagedSequence& s, const int32_t* tokens);
+  int64_t match_prefix(PagedSequence& s, const int32_t* tokens, int64_t count, const std::string& salt = "");
+  // Publishes s's pages whose slots are all written (s.length), s's tokens being tokens[0, s.length),
+  // under `salt` (match_prefix's). A page equal to one already cached is left private, and s
+  // publishes no more after it.
+  void publish(PagedSequence& s, const int32_t* tokens, const std::string& salt = "");
 
   // The step of `seqs`, sequence i feeding new[i] ≥ 1 tokens at positions s.length …: checks each
   // has the pages, then advances each length by its new tokens (the model writes their slots). A
@@ -132,9 +135,11 @@ class PagedKVCache {
     int32_t parent = -1;
     uint32_t parent_generation = 0, generation = 0;
     std::vector<int32_t> tokens;
+    std::string salt;  // a chain's first page: the salt it was published under
     std::list<int32_t>::iterator lru;  // its place in lru_ while cached and held by none
   };
-  static uint64_t page_key(int32_t parent, uint32_t parent_generation, const int32_t* tokens, int64_t n);
+  static uint64_t page_key(int32_t parent, uint32_t parent_generation, const std::string& salt, const int32_t* tokens,
+                           int64_t n);
   int32_t take_page();  // a never-used or released page, else the least recently released cached one
 
   std::vector<int32_t> free_;  // pages no sequence holds and none can find (a stack: the last freed is reused first)
