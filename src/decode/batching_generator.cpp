@@ -141,7 +141,8 @@ std::vector<int32_t> BatchingGenerator::generate(const std::vector<int32_t>& pro
 
 std::vector<std::vector<int32_t>> BatchingGenerator::generate_all(const std::vector<std::vector<int32_t>>& prompts,
                                                                   const std::vector<GenerateOptions>& opts,
-                                                                  const std::function<bool(size_t, int32_t)>& on_token) {
+                                                                  const std::function<bool(size_t, int32_t)>& on_token,
+                                                                  std::chrono::duration<double> admit_within) {
   QKV_CHECK(prompts.size() == opts.size(), "generate_all: ", prompts.size(), " prompts and ", opts.size(), " options");
   for (size_t i = 0; i < prompts.size(); ++i) {  // (every prompt checked before any runs)
     QKV_CHECK(!prompts[i].empty(), "generate_all: prompt ", i, " is empty (give at least one token)");
@@ -158,7 +159,7 @@ std::vector<std::vector<int32_t>> BatchingGenerator::generate_all(const std::vec
     size_t submitted = 0;
     for (size_t i = 0; i < prompts.size(); ++i) {
       for (; submitted < prompts.size() && submitted < i + ahead; ++submitted)
-        requests.push_back(submit(prompts[submitted], opts[submitted], std::chrono::hours(24 * 365)));
+        requests.push_back(submit(prompts[submitted], opts[submitted], admit_within));
       out.push_back(collect(*requests.front(), [&](int32_t id) { return !on_token || on_token(i, id); }));
       requests.pop_front();
     }

@@ -461,6 +461,36 @@ TEST(Serve, OpenAiCompletionsAndChatCompletionsStreamedOrNot) {
   EXPECT_EQ(events.back()["choices"][0]["finish_reason"], "length");
   EXPECT_TRUE(events.front()["choices"][0]["finish_reason"].is_null());
 
+  // n choices of a prompt, made together: the j-th the CLI's text for seed + j; streamed, each
+  // choice's chunks in turn, each ending with its finish_reason
+  const std::vector<std::string> seeded = {cli_generation("ROMEO:", 30, 7), cli_generation("ROMEO:", 30, 8),
+                                           cli_generation("ROMEO:", 30, 9)};
+  r = post(s.port(), json{{"prompt", "ROMEO:"}, {"max_tokens", 30}, {"seed", 7}, {"temperature", 0.8}, {"n", 3}}.dump(),
+           &status, "/v1/completions");
+  ASSERT_EQ(status, 200) << r.dump();
+  ASSERT_EQ(r["choices"].size(), 3u);
+  for (size_t j = 0; j < 3; ++j) {
+    EXPECT_EQ(r["choices"][j]["index"], j);
+    EXPECT_EQ(r["choices"][j]["text"], seeded[j]) << j;
+  }
+  EXPECT_EQ(r["usage"]["prompt_tokens"], 6) << "the prompt counted once";
+  EXPECT_EQ(r["usage"]["completion_tokens"], 90);
+  events = sse_events(s.port(), "/v1/completions",
+                      R"({"prompt": "ROMEO:", "max_tokens": 30, "seed": 7, "temperature": 0.8, "stream": true, "n": 3})", &done,
+                      &status);
+  EXPECT_TRUE(done);
+  std::vector<std::string> texts(3);
+  size_t last = 0;
+  for (const json& e : events) {
+    const size_t i = e["choices"][0]["index"].get<size_t>();
+    ASSERT_LT(i, 3u);
+    EXPECT_GE(i, last) << "choices in turn";
+    last = i;
+    texts[i] += e["choices"][0]["text"].get<std::string>();
+    if (!e["choices"][0]["finish_reason"].is_null()) EXPECT_EQ(e["choices"][0]["finish_reason"], "length");
+  }
+  EXPECT_EQ(texts, seeded);
+
   // /v1/chat/completions: messages joined as "role: content" lines, then "assistant:"
   const std::string chat_prompt = "system: Speak.\nuser: ROMEO:\nassistant:";
   const std::string chat_expected = cli_generation(chat_prompt, 40, 3);
@@ -521,7 +551,8 @@ TEST(Serve, OpenAiRoutesAnswerBadRequestsInOpenAisErrorShape) {
       {"/v1/completions", R"({})", 400, "prompt", "must be"},
       {"/v1/completions", R"({"prompt": "A", "temperature": 3})", 400, "temperature", "from 0 to 2"},
       {"/v1/completions", R"({"prompt": "A", "top_p": 1.5})", 400, "top_p", "top_p"},
-      {"/v1/completions", R"({"prompt": "A", "n": 2})", 400, "n", "\"n\""},
+      {"/v1/completions", R"({"prompt": "A", "n": 0})", 400, "n", "\"n\""},
+      {"/v1/completions", R"({"prompt": ["A", "B"], "n": 40})", 413, "n", "80 choices, more than --max-sentences 64"},
       {"/v1/completions", R"({"prompt": "A", "stop": 5})", 400, "stop", "\"stop\""},
       {"/v1/completions", R"({"prompt": "A", "stop": ["a", "b", "c", "d", "e"]})", 400, "stop", "at most 4"},
       {"/v1/completions", R"({"prompt": "A", "stream": "yes"})", 400, "stream", "true or false"},

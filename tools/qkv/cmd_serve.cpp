@@ -476,54 +476,107 @@ class Server {
   }
 
   // ---- OpenAI-compatible /v1/completions and /v1/chat/completions -------------------------------
-  // One text generated from `prompt`, cut at the first of `stops` (not included); emit (streaming)
-  // gets the text as it is settled: the last bytes that could begin a stop string are held back.
   struct Completion {
     std::string text, finish_reason;
     int64_t prompt_tokens = 0, completion_tokens = 0;
   };
-  Completion complete(LanguageModelService& s, const std::vector<int32_t>& prompt, const decode::GenerateOptions& o,
-                      const std::vector<std::string>& stops, const std::function<bool(const std::string&)>& emit) {
-    Completion c;
-    c.prompt_tokens = static_cast<int64_t>(prompt.size());
-    size_t hold = 0;
-    for (const auto& st : stops) hold = std::max(hold, st.size() - 1);
-    std::string& text = c.text;
-    size_t sent = 0;
-    bool stopped = false, open = true;
-    auto settle = [&](size_t end) {
-      if (end <= sent) return;
-      const std::string piece = text.substr(sent, end - sent);
-      sent = end;
-      if (emit && !emit(piece)) open = false;
-    };
-    auto push = [&](const std::string& piece) {
+  // One choice's text as its tokens come, cut at the first of `stops` (not included); emit (streaming)
+  // gets the text as it is settled: the last bytes that could begin a stop string are held back.
+  class Choice {
+   public:
+    Choice(const text::LMTokenizer& tokenizer, const std::vector<std::string>& stops, int64_t prompt_tokens,
+           std::function<bool(const std::string&)> emit)
+        : stops_(stops), emit_(std::move(emit)), streamer_(tokenizer) {
+      c_.prompt_tokens = prompt_tokens;
+      for (const auto& st : stops) hold_ = std::max(hold_, st.size() - 1);
+    }
+    // false: the choice is done (a stop string, or the client gone)
+    bool token(int32_t id) {
+      ++c_.completion_tokens;
+      return push(streamer_.push(id));
+    }
+    Completion finish(int64_t max_new_tokens) {
+      if (!stopped_ && open_ && push(streamer_.flush())) settle(c_.text.size());
+      if (!stopped_ && open_) settle(c_.text.size());
+      // the model's own end of text (a converted model's eos) also stops before max_tokens
+      c_.finish_reason = stopped_ || c_.completion_tokens < max_new_tokens ? "stop" : "length";
+      return c_;
+    }
+    bool open() const { return open_; }
+
+   private:
+    void settle(size_t end) {
+      if (end <= sent_) return;
+      const std::string piece = c_.text.substr(sent_, end - sent_);
+      sent_ = end;
+      if (emit_ && !emit_(piece)) open_ = false;
+    }
+    bool push(const std::string& piece) {
+      std::string& text = c_.text;
       text += piece;
       size_t best = std::string::npos;
-      for (const auto& st : stops) best = std::min(best, text.find(st, sent));  // (a stop begins at or after `sent`)
+      for (const auto& st : stops_) best = std::min(best, text.find(st, sent_));  // (a stop begins at or after `sent`)
       if (best != std::string::npos) {
         text.resize(best);
         settle(best);
-        stopped = true;
+        stopped_ = true;
         return false;
       }
-      size_t end = text.size() > hold ? text.size() - hold : 0;
-      while (end > sent && end < text.size() && (static_cast<unsigned char>(text[end]) & 0xC0) == 0x80) --end;  // whole characters
+      size_t end = text.size() > hold_ ? text.size() - hold_ : 0;
+      while (end > sent_ && end < text.size() && (static_cast<unsigned char>(text[end]) & 0xC0) == 0x80) --end;  // whole characters
       settle(end);
-      return open;
+      return open_;
+    }
+    const std::vector<std::string>& stops_;
+    std::function<bool(const std::string&)> emit_;
+    text::TextStreamer streamer_;
+    Completion c_;
+    size_t hold_ = 0, sent_ = 0;
+    bool stopped_ = false, open_ = true;
+  };
+  // Every choice made together (batched: their prompts run in the same steps, one prompt's n choices
+  // computing it once — prefix caching), their texts given in choice order: begin(i) before choice
+  // i's first piece, piece(i, text), end(i, its completion); any returning false (the client gone)
+  // ends them all.
+  struct ChoiceEvents {
+    std::function<bool(size_t)> begin;
+    std::function<bool(size_t, const std::string&)> piece;
+    std::function<bool(size_t, const Completion&)> end;
+  };
+  std::vector<Completion> complete(LanguageModelService& s, const std::vector<std::vector<int32_t>>& prompts,
+                                   const std::vector<decode::GenerateOptions>& opts, const std::vector<std::string>& stops,
+                                   const ChoiceEvents* events) {
+    std::vector<std::unique_ptr<Choice>> choices;
+    for (size_t i = 0; i < prompts.size(); ++i)
+      choices.push_back(std::make_unique<Choice>(
+          s.loaded().tokenizer, stops, static_cast<int64_t>(prompts[i].size()),
+          events ? std::function<bool(const std::string&)>([events, i](const std::string& piece) { return events->piece(i, piece); })
+                 : nullptr));
+    std::vector<Completion> out;
+    bool open = !events || events->begin(0);
+    auto close = [&](size_t i) {  // choice i has ended
+      out.push_back(choices[i]->finish(opts[i].max_new_tokens));
+      metrics_.generated(out.back().completion_tokens);
+      open = open && choices[i]->open() && (!events || events->end(i, out.back()));
+      if (open && events && i + 1 < choices.size()) open = events->begin(i + 1);
     };
-    text::TextStreamer streamer(s.loaded().tokenizer);
-    s.generate(prompt, o, [&](int32_t id) {
-      ++c.completion_tokens;
-      return push(streamer.push(id));
+    if (!open) throw ClientGone{};
+    s.generate_all(prompts, opts, [&](size_t i, int32_t id) {
+      while (out.size() < i) {  // (the choices before i that ended, some maybe with no token)
+        close(out.size());
+        if (!open) throw ClientGone{};  // (every generation ends)
+      }
+      if (choices[i]->token(id)) return true;
+      if (!choices[i]->open()) throw ClientGone{};
+      return false;  // a stop string: this choice ends
     }, timeout());
-    if (!stopped && open && push(streamer.flush())) settle(text.size());
-    if (!stopped && open) settle(text.size());
-    metrics_.generated(c.completion_tokens);
-    // the model's own end of text (a converted model's eos) also stops before max_tokens
-    c.finish_reason = stopped || c.completion_tokens < o.max_new_tokens ? "stop" : "length";
-    return c;
+    while (out.size() < choices.size()) {
+      close(out.size());
+      if (!open) throw ClientGone{};
+    }
+    return out;
   }
+  struct ClientGone {};  // (a stream's reader left: nothing more to send)
 
   HttpResponse openai(const HttpRequest& req, bool chat) {
     static const std::vector<const char*> fields = {"model", "prompt", "messages", "max_tokens", "max_completion_tokens",
@@ -589,7 +642,11 @@ class Server {
     o.stop_ids = s.loaded().stop_ids;
     o.sampling.temperature = body.number("temperature", 1.0, 0, 2);
     o.sampling.top_p = std::max(body.number("top_p", 1.0, 0, 1.0), 1e-6);
-    if (body.integer("n", 1, 1, 1) != 1) throw HttpError{400, "\"n\" must be 1"};
+    const int64_t n = body.integer("n", 1, 1, a_.max_sentences);
+    if (n * static_cast<int64_t>(prompts.size()) > a_.max_sentences)
+      throw HttpError{413, "\"n\" " + std::to_string(n) + " × " + std::to_string(prompts.size()) + " prompts make " +
+                               std::to_string(n * static_cast<int64_t>(prompts.size())) + " choices, more than --max-sentences " +
+                               std::to_string(a_.max_sentences)};
     if (body.has("cache_salt")) o.cache_salt = body.text("cache_salt", kMaxCacheSaltBytes, "the limit of");
     o.sampling.seed = body.has("seed") ? static_cast<uint64_t>(body.integer("seed", 0, std::numeric_limits<int64_t>::min(),
                                                                             std::numeric_limits<int64_t>::max()))
@@ -609,6 +666,15 @@ class Server {
         if (x.empty() || static_cast<int64_t>(x.size()) > a_.max_sentence_bytes) throw HttpError{400, shape};
     }
     const bool stream = body.boolean("stream", false);
+    // the choices: each prompt n times (index prompt · n + j, OpenAI's order), the j-th with seed + j
+    std::vector<std::vector<int32_t>> choice_prompts;
+    std::vector<decode::GenerateOptions> choice_opts;
+    for (const auto& p : prompts)
+      for (int64_t j = 0; j < n; ++j) {
+        choice_prompts.push_back(p);
+        choice_opts.push_back(o);
+        choice_opts.back().sampling.seed = o.sampling.seed + static_cast<uint64_t>(j);
+      }
     static std::atomic<uint64_t> counter{0};
     const std::string id = (chat ? "chatcmpl-" : "cmpl-") + std::to_string(++counter);
     const int64_t created = static_cast<int64_t>(std::time(nullptr));
@@ -617,9 +683,11 @@ class Server {
     if (!stream) {
       json choices = json::array();
       int64_t prompt_tokens = 0, completion_tokens = 0;
-      for (size_t i = 0; i < prompts.size(); ++i) {
-        const Completion c = complete(s, prompts[i], o, stops, nullptr);
-        prompt_tokens += c.prompt_tokens, completion_tokens += c.completion_tokens;
+      const std::vector<Completion> made = complete(s, choice_prompts, choice_opts, stops, nullptr);
+      for (size_t i = 0; i < made.size(); ++i) {
+        const Completion& c = made[i];
+        prompt_tokens += i % static_cast<size_t>(n) == 0 ? c.prompt_tokens : 0;  // (a prompt counted once, as OpenAI counts)
+        completion_tokens += c.completion_tokens;
         json choice = {{"index", i}, {"finish_reason", c.finish_reason}, {"logprobs", nullptr}};
         if (chat) choice["message"] = {{"role", "assistant"}, {"content", c.text}};
         else choice["text"] = c.text;
@@ -635,7 +703,7 @@ class Server {
     HttpResponse res;
     res.content_type = "text/event-stream";
     res.headers.emplace_back("Cache-Control", "no-cache");
-    res.stream = [this, &s, prompts, o, stops, held, chat, id, created, name = s.name()](StreamSink& sink) {
+    res.stream = [this, &s, choice_prompts, choice_opts, stops, held, chat, id, created, name = s.name()](StreamSink& sink) {
       const std::string chunk_object = chat ? "chat.completion.chunk" : "text_completion";
       auto chunk = [&](size_t i, const json& piece, const json& finish) {
         json choice = {{"index", i}, {"finish_reason", finish}, {"logprobs", nullptr}};
@@ -643,21 +711,23 @@ class Server {
         else choice["text"] = piece;
         return json{{"id", id}, {"object", chunk_object}, {"created", created}, {"model", name}, {"choices", {choice}}};
       };
-      bool open = true;
+      // each choice's chunks in turn (a chat's first says the role), its last with its finish_reason
+      ChoiceEvents events;
+      events.begin = [&](size_t i) { return !chat || send_event(sink, chunk(i, {{"role", "assistant"}, {"content", ""}}, nullptr)); };
+      events.piece = [&](size_t i, const std::string& piece) {
+        return send_event(sink, chunk(i, chat ? json{{"content", piece}} : json(piece), nullptr));
+      };
+      events.end = [&](size_t i, const Completion& c) {
+        return send_event(sink, chunk(i, chat ? json::object() : json(""), c.finish_reason));
+      };
       try {
-        for (size_t i = 0; i < prompts.size() && open; ++i) {
-          if (chat) open = send_event(sink, chunk(i, {{"role", "assistant"}, {"content", ""}}, nullptr));
-          if (!open) break;
-          const Completion c = complete(s, prompts[i], o, stops, [&](const std::string& piece) {
-            return open = send_event(sink, chunk(i, chat ? json{{"content", piece}} : json(piece), nullptr));
-          });
-          if (open) open = send_event(sink, chunk(i, chat ? json::object() : json(""), c.finish_reason));
-        }
-        if (open) sink.write("data: [DONE]\n\n");
+        complete(s, choice_prompts, choice_opts, stops, &events);
+        sink.write("data: [DONE]\n\n");
+      } catch (const ClientGone&) {  // (nothing more to send)
       } catch (const HttpError& e) {  // (a batched generation not admitted within --timeout: 503)
-        if (open) send_event(sink, {{"error", {{"message", e.message}, {"type", "server_error"}, {"param", nullptr}, {"code", e.status}}}});
+        send_event(sink, {{"error", {{"message", e.message}, {"type", "server_error"}, {"param", nullptr}, {"code", e.status}}}});
       } catch (const std::exception& e) {
-        if (open) send_event(sink, {{"error", {{"message", plain_message(e.what())}, {"type", "server_error"}, {"param", nullptr}, {"code", nullptr}}}});
+        send_event(sink, {{"error", {{"message", plain_message(e.what())}, {"type", "server_error"}, {"param", nullptr}, {"code", nullptr}}}});
       }
       if (held->owns_lock()) held->unlock();
     };

@@ -139,18 +139,39 @@ class LanguageModelService : public ModelService {
   }
   // decode::generate's tokens for `prompt`, on_token on this thread: batched with the other requests
   // (admitted within `timeout`, else a 503), or on the model this request reserved.
+  // Many generations at once, on_token(i, id) in prompt order (BatchingGenerator::generate_all: none
+  // admitted within `timeout` is a 503); unbatched, one after another on the model reserved.
+  std::vector<std::vector<int32_t>> generate_all(const std::vector<std::vector<int32_t>>& prompts,
+                                                 const std::vector<decode::GenerateOptions>& opts,
+                                                 const std::function<bool(size_t, int32_t)>& on_token,
+                                                 std::chrono::duration<double> timeout) {
+    if (!batcher_) {
+      std::vector<std::vector<int32_t>> out;
+      for (size_t i = 0; i < prompts.size(); ++i)
+        out.push_back(decode::generate(*loaded_.model, prompts[i], opts[i], [&](int32_t id) { return on_token(i, id); }));
+      return out;
+    }
+    try {
+      return batcher_->generate_all(prompts, opts, on_token, timeout);
+    } catch (const decode::GeneratorBusy&) {
+      throw busy(timeout);
+    }
+  }
   std::vector<int32_t> generate(const std::vector<int32_t>& prompt, const decode::GenerateOptions& o,
                                 const std::function<bool(int32_t)>& on_token, std::chrono::duration<double> timeout) {
     if (!batcher_) return decode::generate(*loaded_.model, prompt, o, on_token);
     try {
       return batcher_->generate(prompt, o, on_token, timeout);
     } catch (const decode::GeneratorBusy&) {
-      throw HttpError{503, detail::concat("model \"", name_, "\" had no room for another generation within --timeout ",
-                                          timeout.count(), " s (the server is overloaded)")};
+      throw busy(timeout);
     }
   }
 
  private:
+  HttpError busy(std::chrono::duration<double> timeout) const {
+    return HttpError{503, detail::concat("model \"", name_, "\" had no room for another generation within --timeout ",
+                                         timeout.count(), " s (the server is overloaded)")};
+  }
   models::LoadedLanguageModel loaded_;
   std::unique_ptr<decode::BatchingGenerator> batcher_;  // (last: its worker stops before the model goes)
 };

@@ -74,9 +74,11 @@ class BatchingGenerator {
   // — returning false ends request i alone.
   // Returns each request's new tokens. An error of any request (or thrown by on_token) ends the
   // others and is thrown, the first in prompt order.
+  // Each request is admitted within admit_within of its submission, or all end with GeneratorBusy.
   std::vector<std::vector<int32_t>> generate_all(const std::vector<std::vector<int32_t>>& prompts,
                                                  const std::vector<GenerateOptions>& opts,
-                                                 const std::function<bool(size_t, int32_t)>& on_token = nullptr);
+                                                 const std::function<bool(size_t, int32_t)>& on_token = nullptr,
+                                                 std::chrono::duration<double> admit_within = std::chrono::hours(24 * 365));
 
   size_t queued() const;    // requests waiting for room
   size_t running() const { return running_count_; }  // sequences in the steps
