@@ -6,6 +6,7 @@ batched generation, on the same random Llama-style model, in one run.
     pip install torch transformers tokenizers sentencepiece ctranslate2     # the peers (PyPI)
     python3 bench/serve_generate.py [--clients 16] [--new-tokens 64] [--rounds 3] [--threads 2]
         [--dtypes f32 int8] [--system-sentences K --engines qkv-batched qkv-noprefix ct2]
+        [--clients 1 --choices 16 --engines qkv-batched qkv-serial ct2]
 
 The model: bench/pretrained_vs_peers.py's (12 layers, d 768, 12 query / 4 key-value heads, MLP 2048,
 vocab 32,000, ~110 M parameters, a byte-level BPE tokenizer trained on Tatoeba), built once into
@@ -18,6 +19,8 @@ Each round, for each engine (alternating):
   qkv-noprefix  `qkv serve --no-prefix-caching`: every prompt computed whole
   ct2           ctranslate2.Generator.generate_batch on the C prompts at once (greedy, max_length
                 N, min_length N): a batched offline call, no HTTP — the peer's best throughput
+With --choices M each client asks for M choices of its prompt in one request (OpenAI's "n"; the
+peer's batch holds each prompt M times).
 With --system-sentences K every prompt begins with the same K other Tatoeba sentences (a shared
 system prompt: what prefix caching computes once; each round is a fresh server, the cache cold).
 Reported: generated tokens / s over the round's wall time (median of the rounds), and for the
@@ -75,10 +78,10 @@ class Server:
             raise RuntimeError("qkv serve did not start")
         threading.Thread(target=lambda: [None for _ in self.p.stderr], daemon=True).start()
 
-    def complete(self, prompt, n):
+    def complete(self, prompt, n, choices=1):
         c = http.client.HTTPConnection("127.0.0.1", self.port, timeout=600)
         t0 = time.perf_counter()
-        c.request("POST", "/v1/completions", json.dumps({"prompt": prompt, "max_tokens": n, "temperature": 0}),
+        c.request("POST", "/v1/completions", json.dumps({"prompt": prompt, "max_tokens": n, "temperature": 0, "n": choices}),
                   {"Content-Type": "application/json"})
         r = c.getresponse()
         body = json.loads(r.read())
@@ -91,11 +94,11 @@ class Server:
         self.p.wait(timeout=60)
 
 
-def serve_round(server, prompts, n):
+def serve_round(server, prompts, n, choices):
     results = [None] * len(prompts)
 
     def client(i):
-        results[i] = server.complete(prompts[i], n)
+        results[i] = server.complete(prompts[i], n, choices)
 
     server.complete("Hello.", 4)  # warm: the first step's allocations (a prompt no client's begins with)
     threads = [threading.Thread(target=client, args=(i,)) for i in range(len(prompts))]
@@ -132,6 +135,7 @@ def main():
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--dtypes", nargs="+", default=["f32", "int8"])
+    ap.add_argument("--choices", type=int, default=1, help="choices per request (OpenAI's n)")
     ap.add_argument("--system-sentences", type=int, default=0,
                     help="sentences of a system prompt every client's prompt begins with")
     ap.add_argument("--engines", nargs="+", default=["qkv-batched", "qkv-serial", "ct2"],
@@ -146,7 +150,7 @@ def main():
     prompts = [(system + " " + p if system else p) for p in picked[:a.clients]]
     inp = os.path.join(a.out, "serve-prompts.json")
     with open(inp, "w", encoding="utf-8") as f:
-        json.dump(prompts, f)
+        json.dump([p for p in prompts for _ in range(a.choices)], f)
     rates, latencies = {}, {}
     for dtype in a.dtypes:
         for r in range(a.rounds):
@@ -163,13 +167,13 @@ def main():
                     s = Server(folder + ".safetensors", dtype, a.threads, 1 if engine == "qkv-serial" else 64,
                                ["--no-prefix-caching"] if engine == "qkv-noprefix" else [])
                     try:
-                        rate, lat = serve_round(s, prompts, a.new_tokens)
+                        rate, lat = serve_round(s, prompts, a.new_tokens, a.choices)
                     finally:
                         s.stop()
                     latencies.setdefault(key, []).extend(lat)
                 rates.setdefault(key, []).append(rate)
                 print(f"{dtype} round {r} {engine}: {rate:.1f} tokens/s", file=sys.stderr)
-    print(f"\n{a.clients} clients × {a.new_tokens} new tokens, {a.threads} threads"
+    print(f"\n{a.clients} clients × {a.choices} choices × {a.new_tokens} new tokens, {a.threads} threads"
           + (f", a system prompt of {a.system_sentences} sentences" if system else "") + "\n")
     print("| dtype | engine | tokens/s (median) | latency p50 / p90 s | vs qkv-serial | vs qkv-noprefix | vs ct2 |")
     print("|---|---|---|---|---|---|---|")
