@@ -74,10 +74,6 @@ size_t BatchingGenerator::queued() const {
 std::shared_ptr<BatchingGenerator::Request> BatchingGenerator::submit(const std::vector<int32_t>& prompt,
                                                                        const GenerateOptions& opt,
                                                                        std::chrono::duration<double> admit_within) {
-  QKV_CHECK(!prompt.empty(), "generate: the prompt is empty (give at least one token)");
-  for (int32_t id : prompt)
-    QKV_CHECK(id >= 0 && id < model_.vocab_size(), "generate: token id ", id, " outside the vocabulary of ",
-              model_.vocab_size());
   auto r = std::make_shared<Request>(prompt, opt);
   const auto block = static_cast<size_t>(model_.block_size());
   r->window = r->context.size() > block ? r->context.size() - block : 0;
@@ -133,9 +129,16 @@ std::vector<int32_t> BatchingGenerator::collect(Request& r, const std::function<
   }
 }
 
+void BatchingGenerator::check_prompt(const std::vector<int32_t>& prompt, const std::string& where) const {
+  QKV_CHECK(!prompt.empty(), where, "the prompt is empty (give at least one token)");
+  for (int32_t id : prompt)
+    QKV_CHECK(id >= 0 && id < model_.vocab_size(), where, "token id ", id, " outside the vocabulary of ", model_.vocab_size());
+}
+
 std::vector<int32_t> BatchingGenerator::generate(const std::vector<int32_t>& prompt, const GenerateOptions& opt,
                                                  const std::function<bool(int32_t)>& on_token,
                                                  std::chrono::duration<double> admit_within) {
+  check_prompt(prompt, "generate: ");
   return collect(*submit(prompt, opt, admit_within), on_token);
 }
 
@@ -144,12 +147,8 @@ std::vector<std::vector<int32_t>> BatchingGenerator::generate_all(const std::vec
                                                                   const std::function<bool(size_t, int32_t)>& on_token,
                                                                   std::chrono::duration<double> admit_within) {
   QKV_CHECK(prompts.size() == opts.size(), "generate_all: ", prompts.size(), " prompts and ", opts.size(), " options");
-  for (size_t i = 0; i < prompts.size(); ++i) {  // (every prompt checked before any runs)
-    QKV_CHECK(!prompts[i].empty(), "generate_all: prompt ", i, " is empty (give at least one token)");
-    for (int32_t id : prompts[i])
-      QKV_CHECK(id >= 0 && id < model_.vocab_size(), "generate_all: prompt ", i, ": token id ", id,
-                " outside the vocabulary of ", model_.vocab_size());
-  }
+  for (size_t i = 0; i < prompts.size(); ++i)  // (every prompt checked before any runs)
+    check_prompt(prompts[i], detail::concat("generate_all: prompt ", i, ": "));
   // submitted ahead of the one collected: two batches' worth — the batch stays full while the memory
   // held by waiting requests (their contexts, their tokens kept) stays bounded however many are asked
   const size_t ahead = static_cast<size_t>(2 * opt_.max_batch);

@@ -312,6 +312,20 @@ def case_openai_and_inspection_routes(srv):
         ("/v1/chat/completions", json.dumps({"messages": [{"role": "\u0000" * 1000, "content": "hi"}] * 1000,
                                              "max_tokens": 1}).encode()),
         ("/v1/chat/completions", json.dumps({"messages": "hi"}).encode()),
+        # choices ("n") and the prefix cache's salt
+        ("/v1/completions", json.dumps({"prompt": "ROMEO:", "n": big}).encode()),
+        ("/v1/completions", json.dumps({"prompt": "ROMEO:", "n": -1}).encode()),
+        ("/v1/completions", json.dumps({"prompt": "ROMEO:", "n": 2.5}).encode()),
+        ("/v1/completions", json.dumps({"prompt": "ROMEO:", "n": "3"}).encode()),
+        ("/v1/completions", json.dumps({"prompt": ["ROMEO:"] * 8, "n": 8, "max_tokens": 2}).encode()),
+        ("/v1/completions", json.dumps({"prompt": ["ROMEO:"] * 64, "n": 64, "max_tokens": 2}).encode()),
+        ("/v1/completions", json.dumps({"prompt": "ROMEO:", "cache_salt": {"a": [1, {"b": []}]}}).encode()),
+        ("/v1/completions", json.dumps({"prompt": "ROMEO:", "cache_salt": "\u0000" * 100, "max_tokens": 2}).encode()),
+        ("/v1/completions", b'{"prompt": "ROMEO:", "cache_salt": "\xff\xfe", "max_tokens": 2}'),
+        ("/v1/completions", json.dumps({"prompt": "ROMEO:", "cache_salt": "s" * 1000000}).encode()),
+        ("/v1/completions", json.dumps({"prompt": "ROMEO:", "cache_salt": ""}).encode()),
+        ("/v1/generate", json.dumps({"prompt": "ROMEO:", "cache_salt": ["x"], "max_new_tokens": 2}).encode()),
+        ("/v1/generate", json.dumps({"prompt": "ROMEO:", "cache_salt": "u" * 1024, "max_new_tokens": 2}).encode()),
         ("/v1/chat/completions", json.dumps({"messages": []}).encode()),
         ("/v1/attention", json.dumps({"model": "shakespeare-char", "text": "ROMEO: hi", "detail": "neuron",
                                       "neuron": {"layer": big, "head": 0, "query": 0}}).encode()),
@@ -330,10 +344,10 @@ def case_openai_and_inspection_routes(srv):
         check(st == 200 or 400 <= st < 500, f"{path} {body[:80]!r}: status {st}")
         check(st == 200 or b"message" in b, f"{path} {body[:80]!r}: {st} without a message: {b[:200]!r}")
         check(srv.alive(), f"the server died on {path} {body[:80]!r}:\n" + srv.text())
-    # a stream dropped by its client after the first chunk, five times over
-    for _ in range(5):
+    # a stream dropped by its client after the first chunk, five times over (some with 8 choices)
+    for k in range(5):
         s = socket.create_connection((HOST, srv.port), timeout=30)
-        body = json.dumps({"prompt": "ROMEO:", "max_tokens": 400, "stream": True}).encode()
+        body = json.dumps({"prompt": "ROMEO:", "max_tokens": 400, "stream": True, "n": 1 + 7 * (k % 2)}).encode()
         s.sendall(b"POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
                   b"Content-Length: " + str(len(body)).encode() + b"\r\n\r\n" + body)
         first = s.recv(65536)

@@ -110,21 +110,21 @@ void add_generate(CLI::App& app) {
         std::fputs("\n---------------\n", stdout);
         std::fflush(stdout);
       };
-      std::fputs(a->prompt.c_str(), stdout);
-      const auto outs = batcher.generate_all(prompts, opts, [&](size_t i, int32_t id) {
-        for (; printing < i; ++printing) {  // (samples that made no token end here too)
+      auto print_up_to = [&](size_t i) {  // ends the samples before i (some may have made no token)
+        for (; printing < i; ++printing) {
           end_sample();
           std::fputs(a->prompt.c_str(), stdout);
         }
+      };
+      std::fputs(a->prompt.c_str(), stdout);
+      const auto outs = batcher.generate_all(prompts, opts, [&](size_t i, int32_t id) {
+        print_up_to(i);
         const std::string c = streamer.push(id);
         std::fwrite(c.data(), 1, c.size(), stdout);
         std::fflush(stdout);
         return true;
       });
-      for (; printing + 1 < outs.size(); ++printing) {
-        end_sample();
-        std::fputs(a->prompt.c_str(), stdout);
-      }
+      print_up_to(outs.size() - 1);
       end_sample();
       int64_t tokens = 0;
       for (const auto& out : outs) tokens += static_cast<int64_t>(out.size());

@@ -246,19 +246,17 @@ class Metrics {
       if (sv->kind() == "translation" || sv->kind() == "language_model")
         s += "qkv_batches_total{model=\"" + sv->name() + "\"} " + std::to_string(sv->batches()) + "\n";
     // (vLLM's prefix_cache_queries / prefix_cache_hits, in tokens)
-    for (const char* which : {"queries", "hits"}) {
-      const bool hits = which[0] == 'h';
-      s += std::string("# HELP qkv_prefix_cache_") + which + "_total " +
-           (hits ? "Prompt tokens whose keys and values a language model's prefix cache held (not computed again), per model.\n"
-                 : "Prompt tokens of the generations a language model admitted, per model.\n") +
-           "# TYPE qkv_prefix_cache_" + which + "_total counter\n";
+    auto per_language_model = [&](const std::string& name, const char* help, int64_t (*value)(const ModelService&)) {
+      s += "# HELP " + name + " " + help + "\n# TYPE " + name + " counter\n";
       for (auto& sv : services)
-        if (sv->kind() == "language_model") {
-          const auto [queries, hit] = sv->prefix_cache();
-          s += std::string("qkv_prefix_cache_") + which + "_total{model=\"" + sv->name() + "\"} " +
-               std::to_string(hits ? hit : queries) + "\n";
-        }
-    }
+        if (sv->kind() == "language_model")
+          s += name + "{model=\"" + sv->name() + "\"} " + std::to_string(value(*sv)) + "\n";
+    };
+    per_language_model("qkv_prefix_cache_queries_total", "Prompt tokens of the generations a language model admitted, per model.",
+                       [](const ModelService& m) { return m.prefix_cache().first; });
+    per_language_model("qkv_prefix_cache_hits_total",
+                       "Prompt tokens whose keys and values a language model's prefix cache held (not computed again), per model.",
+                       [](const ModelService& m) { return m.prefix_cache().second; });
     return s;
   }
 

@@ -20,6 +20,7 @@
 #include <functional>
 #include <memory>
 #include <mutex>
+#include <string>
 #include <thread>
 #include <vector>
 
@@ -91,7 +92,9 @@ class BatchingGenerator {
 
  private:
   struct Request;
-  // a request checked and queued; its tokens, read as they come (the caller's thread)
+  // a prompt's tokens within the vocabulary (the message begins with `where`)
+  void check_prompt(const std::vector<int32_t>& prompt, const std::string& where) const;
+  // a request queued (its prompt checked); its tokens, read as they come (the caller's thread)
   std::shared_ptr<Request> submit(const std::vector<int32_t>& prompt, const GenerateOptions& opt,
                                   std::chrono::duration<double> admit_within);
   std::vector<int32_t> collect(Request& r, const std::function<bool(int32_t)>& on_token);
