@@ -9,9 +9,10 @@
 #   run(command="bash scripts/gpu_session.sh 2", carry=[".gpu"], timeout_s=480)          (~4 minutes)
 #       GPT training tokens/s against PyTorch eager and compiled, translation throughput GPU vs CPU,
 #       where a GPT step's and a beam step's time goes (QKV_PROFILE=1: each op's host and GPU time,
-#       the waits), qkv train of the translation Transformer in f32 and bf16
+#       the waits), qkv train of the translation Transformer in f32 and bf16, paged attention's decoding
+#       step (split over the keys and not) against a dense cache's
 #   run(command="bash scripts/gpu_session.sh sanitize 'Cuda.Bf16*'", carry=[".gpu"])   a failing kernel
-#   (tests, attention [KERNEL…], training, steps, profile, transformer: one step alone)
+#   (tests, attention [KERNEL…], training, steps, profile, serve, transformer, paged: one step alone)
 #
 # The working tree travels with .gpu (35 MB) and must stay under 64 MiB: `bash scripts/gpu_tree.sh slim`
 # here before the calls leaves out the model files no call reads, `restore` after. Each step has its own time limit, so a hang costs only its share of the
@@ -85,6 +86,17 @@ serve() {  # qkv serve --device cuda under load (500 requests, 32 clients) again
   step serve-cpu 90 python3 bench/serve_load.py --qkv "bash .gpu/run.sh qkv" --device cpu --requests 500 --clients 32 \
     --repeats 1 --threads 16 --json "$out/serve-cpu.json"
 }
+paged() {  # one decoding step's paged attention (the split over the keys on and off) against a dense cache's, GPU and CPU
+  local runs=("1 4096" "1 32768" "4 8192" "16 4096" "64 2048" "256 1024")
+  for r in "${runs[@]}"; do
+    read -r B L <<<"$r"
+    for split in 1 0; do
+      QKV_CUDA_PAGED_SPLIT=$split step "paged-$B-$L-split$split" 30 bash .gpu/run.sh qkv bench paged-attention \
+        --device cuda -B "$B" -L "$L" --json
+    done
+  done
+  step paged-cpu 60 bash .gpu/run.sh qkv bench paged-attention --device cpu -B 16 -L 4096 --threads 16 --json
+}
 transformer() {  # qkv train of the translation Transformer on the GPU: tokens/s in f32 and bf16
   for dt in f32 bf16; do
     step "transformer-$dt" 75 bash .gpu/run.sh qkv train configs/tatoeba-en-fr.json --device cuda -q \
@@ -93,10 +105,10 @@ transformer() {  # qkv train of the translation Transformer on the GPU: tokens/s
 }
 case "${1:-}" in
   1) tests; attention wgmma wgmma64 wgmma128 mma; attention_f32 ;;
-  2) training; steps; transformer ;;
-  tests | attention | attention_f32 | training | steps | profile | serve | transformer) "$@" ;;
+  2) training; steps; transformer; paged ;;
+  tests | attention | attention_f32 | training | steps | profile | serve | transformer | paged) "$@" ;;
   sanitize) step sanitize 400 bash .gpu/run.sh sanitize "${2:-Cuda.Bf16*}" ;;
   *)
-    echo "usage: bash scripts/gpu_session.sh 1 | 2 | tests | attention [KERNEL…] | attention_f32 | training | steps | profile | serve | transformer | sanitize [GTEST_FILTER]" >&2
+    echo "usage: bash scripts/gpu_session.sh 1 | 2 | tests | attention [KERNEL…] | attention_f32 | training | steps | profile | serve | transformer | paged | sanitize [GTEST_FILTER]" >&2
     exit 2 ;;
 esac

@@ -60,6 +60,19 @@ TEST(Cli, BenchAttentionJson) {
     EXPECT_NE(r.out.find(key), std::string::npos) << key << " in " << r.out;
 }
 
+TEST(Cli, BenchPagedAttentionJson) {
+  CliRun r = run("bench paged-attention -B 2 -L 40 --heads 4 --kv-heads 2 -d 16 --page-size 4 --window 7 --repeats 1 --json");
+  EXPECT_EQ(r.code, 0) << r.out;
+  for (const char* key : {"\"paged_ms\"", "\"dense_ms\"", "\"paged_gbs\"", "\"window\": 7"})
+    EXPECT_NE(r.out.find(key), std::string::npos) << key << " in " << r.out;
+  r = run("bench paged-attention --heads 3 --kv-heads 2");
+  EXPECT_NE(r.code, 0);
+  EXPECT_NE(r.out.find("--heads 3 is not a multiple of --kv-heads 2"), std::string::npos) << r.out;
+  r = run("bench paged-attention -L 9223372036854775807");
+  EXPECT_NE(r.code, 0);
+  EXPECT_NE(r.out.find("more pages than a block table numbers"), std::string::npos) << r.out;
+}
+
 // Issue 25: output that cannot be written (a full disk: /dev/full) is a failure, not exit 0.
 TEST(Cli, WriteErrorsExitNonZero) {
   if (!std::filesystem::exists("/dev/full")) GTEST_SKIP() << "no /dev/full";

@@ -88,6 +88,26 @@ std::vector<float> forward_gpu(const Paged& c) {
   return out;
 }
 
+// the split launch as paged_attention.cu makes it: the runs, then their merge
+std::vector<float> forward_gpu_split(const Paged& c, kc::PagedSplit split) {
+  std::vector<float> out(static_cast<size_t>(c.s.T * c.s.H * c.s.Dv), NAN),
+      part(static_cast<size_t>(kc::paged_split_floats(c.s, split)), NAN);
+  launch(dim3(static_cast<unsigned>(kc::paged_attention_blocks(c.s)), static_cast<unsigned>(split.splits)),
+         kc::kPagedThreads, kc::paged_attention_shared_bytes(c.s), [&] {
+           kc::paged_attention_kernel(c.q.data(), c.k.data(), c.v.data(), c.table.data(), c.seq.data(), c.len.data(),
+                                      out.data(), c.s, split, part.data());
+         });
+  for (float x : out) EXPECT_TRUE(std::isnan(x)) << "a run wrote the output";
+  launch(dim3(kc::paged_merge_blocks(c.s)), 256, 0, [&] { kc::paged_attention_merge_kernel(part.data(), out.data(), c.s, split); });
+  return out;
+}
+// … with the split paged_attention.cu chooses on a GPU of `sms` SMs (which must be one: S > 1)
+std::vector<float> forward_gpu_split(const Paged& c, int sms) {
+  const kc::PagedSplit split = kc::paged_split(c.s, sms);
+  EXPECT_GT(split.splits, 1) << "no split chosen";
+  return forward_gpu_split(c, split);
+}
+
 std::string name(const Heads& h) {
   return "H " + std::to_string(h.H) + ", Hkv " + std::to_string(h.Hkv) + ", D " + std::to_string(h.D) + ", Dv " +
          std::to_string(h.Dv) + ", page " + std::to_string(h.page_size) + ", window " + std::to_string(h.window);
@@ -124,6 +144,40 @@ TEST(PagedAttentionKernelsEmulated, APromptsCausalQueriesMatchTheCpu) {
   }
 }
 
+TEST(PagedAttentionKernelsEmulated, SplitChoosesRunsOnlyWhereBlocksLeaveSmsIdle) {
+  PagedShape s;
+  s.T = 1, s.H = 32, s.Hkv = 8, s.D = s.Dv = 128, s.page_size = 16, s.max_pages = 256;  // 8 blocks, 4,096 keys a row
+  const kc::PagedSplit one = kc::paged_split(s, 132);
+  EXPECT_EQ(one.splits, 16);  // 2 · 132 / 8 = 33 runs wanted, 4,096 / 256 = 16 at most
+  EXPECT_EQ(one.keys, 256);
+  s.max_pages = 4096;  // 65,536 keys: 33 runs of 1,986
+  EXPECT_EQ(kc::paged_split(s, 132).splits, 33);
+  EXPECT_GE(kc::paged_split(s, 132).splits * kc::paged_split(s, 132).keys, 65536);
+  s.window = 1000;  // a window: runs over the keys a token sees at most
+  EXPECT_EQ(kc::paged_split(s, 132).splits, 3);
+  EXPECT_GE(kc::paged_split(s, 132).splits * kc::paged_split(s, 132).keys, 1000);
+  s.window = 0, s.T = 64;  // 512 blocks fill 132 SMs: no split
+  EXPECT_EQ(kc::paged_split(s, 132).splits, 1);
+  s.T = 1, s.max_pages = 31;  // 496 keys: less than two runs' worth
+  EXPECT_EQ(kc::paged_split(s, 132).splits, 1);
+  s.T = 0;  // no tokens
+  EXPECT_EQ(kc::paged_split(s, 132).splits, 1);
+}
+
+TEST(PagedAttentionKernelsEmulated, LongContextsSplitOverTheKeysMatchTheCpu) {
+  // two sequences with long contexts and two short ones, decoding together; the grid's 2 · Hkv blocks
+  // (G ≤ 8) on a GPU of 40 SMs: the keys in runs of ≥ 256, most runs past the short ones' keys
+  for (const Heads& h : {Heads{8, 2, 64, 64, 16, 0}, Heads{4, 4, 40, 24, 4, 0}, Heads{8, 2, 40, 72, 16, 520},
+                         Heads{12, 1, 32, 16, 16, 0}}) {
+    SCOPED_TRACE(name(h));
+    const Paged c = make(h, {700, 3, 0, 530}, {{0, 700}, {1, 3}, {2, 0}, {3, 530}, {0, 699}}, 91);
+    const std::vector<float> want = forward_cpu(c), got = forward_gpu_split(c, 40);
+    EXPECT_LT(rel(got, want), 1e-5);
+    const size_t row = static_cast<size_t>(c.s.H * c.s.Dv);
+    for (size_t i = 2 * row; i < 3 * row; ++i) EXPECT_EQ(got[i], 0.f) << "no key";
+  }
+}
+
 TEST(PagedAttentionKernelsEmulated, IndicesOutsideTheCacheAreSkippedNotRead) {
   const Heads h{8, 2, 40, 24, 4, 0};
   Paged c = make(h, {0, 1, 17, 100}, {{2, 17}, {3, 100}, {1, 1}, {3, 100}, {0, 0}, {2, 17}}, 71);
@@ -137,6 +191,8 @@ TEST(PagedAttentionKernelsEmulated, IndicesOutsideTheCacheAreSkippedNotRead) {
   c.seq[2] = static_cast<int32_t>(c.s.rows), c.len[2] = 9;  // (token 2, a row past the table: none either)
   const std::vector<float> got = forward_gpu(c);
   const size_t row = static_cast<size_t>(c.s.H * c.s.Dv);
+  // and split in 4 runs of 25 keys (too short a row for paged_split to choose it): the same
+  EXPECT_LT(rel(forward_gpu_split(c, kc::PagedSplit{4, 25}), got), 1e-5);
   for (size_t i = 0; i < got.size(); ++i) EXPECT_TRUE(std::isfinite(got[i])) << i;
   // the untouched tokens as before; the long one as over its whole row; the negative row none
   for (size_t t : {1}) {

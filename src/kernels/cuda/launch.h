@@ -17,6 +17,14 @@ inline cudaStream_t stream() {
   return ::qkv::cuda::current_stream(device);
 }
 
+// The current GPU's streaming multiprocessors (132 on an H100 SXM or H200).
+inline int sm_count() {
+  int device = 0, n = 0;
+  QKV_CUDA_CHECK(cudaGetDevice(&device));
+  QKV_CUDA_CHECK(cudaDeviceGetAttribute(&n, cudaDevAttrMultiProcessorCount, device));
+  return n;
+}
+
 // Blocks for n elements at `threads` per block and `per_thread` elements each, capped so that
 // grid-stride loops cover the rest (a grid of at most 65,535 × 16 blocks).
 inline unsigned blocks_for(int64_t n, int threads = 256, int per_thread = 1) {

@@ -1,13 +1,17 @@
 // Attention over a paged KV cache on the GPU, and the writes of new tokens' keys and values into it
 // (formulas, layouts and contracts: kernels/paged_attention.inc; the kernels and their launch:
 // paged_attention_kernels.cuh).
+#include <cstdlib>
+#include <cstring>
+
 #include "kernels/cuda/kernels.h"
 #include "kernels/cuda/launch.h"
 #include "kernels/cuda/paged_attention_kernels.cuh"
 
 namespace qkv::kernels::cuda {
 
-// one block per (query token, key/value head, chunk of ≤ 8 of its query heads), 4 warps
+// one block per (query token, key/value head, chunk of ≤ 8 of its query heads), 4 warps; split over
+// the keys where those blocks would leave SMs idle (paged_split)
 void paged_attention_forward(const float* q, const float* k_cache, const float* v_cache, const int32_t* table,
                              const int32_t* seq, const int32_t* len, float* out, const PagedShape& s) {
   if (s.T == 0) return;
@@ -16,9 +20,22 @@ void paged_attention_forward(const float* q, const float* k_cache, const float* 
   const int64_t blocks = paged_attention_blocks(s);
   if (blocks == 0) return;  // no query heads
   QKV_CHECK(blocks <= 2147483647, "paged_attention: ", blocks, " blocks are too many for one CUDA grid");
-  paged_attention_kernel<<<static_cast<unsigned>(blocks), kPagedThreads, paged_attention_shared_bytes(s), stream()>>>(
-      q, k_cache, v_cache, table, seq, len, out, s);
+  const char* no_split = std::getenv("QKV_CUDA_PAGED_SPLIT");  // "0": never split (to compare)
+  const PagedSplit split = no_split && std::strcmp(no_split, "0") == 0 ? PagedSplit{} : paged_split(s, sm_count());
+  if (split.splits == 1) {
+    paged_attention_kernel<<<static_cast<unsigned>(blocks), kPagedThreads, paged_attention_shared_bytes(s), stream()>>>(
+        q, k_cache, v_cache, table, seq, len, out, s);
+    QKV_CUDA_LAUNCHED(paged_attention_kernel);
+    return;
+  }
+  // few blocks, long contexts: S runs of the keys a block each, then their merge
+  Scratch part(paged_split_floats(s, split), stream());
+  const dim3 grid(static_cast<unsigned>(blocks), static_cast<unsigned>(split.splits));
+  paged_attention_kernel<<<grid, kPagedThreads, paged_attention_shared_bytes(s), stream()>>>(
+      q, k_cache, v_cache, table, seq, len, out, s, split, part.p);
   QKV_CUDA_LAUNCHED(paged_attention_kernel);
+  paged_attention_merge_kernel<<<paged_merge_blocks(s), 256, 0, stream()>>>(part.p, out, s, split);
+  QKV_CUDA_LAUNCHED(paged_attention_merge_kernel);
 }
 
 void paged_kv_write(float* k_cache, float* v_cache, const float* k, const float* v, const int32_t* slots,

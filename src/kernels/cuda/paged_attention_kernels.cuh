@@ -11,6 +11,18 @@
 // shared memory at the end. A page index outside the cache is skipped, a length clamped to the
 // block-table row, a negative row sees no key: the kernel never reads outside the cache (the CPU op
 // checks these indices; the GPU cannot cheaply).
+//
+// Split over the keys (flash-decoding: Dao, Haziza, Massa, Sizov, "Flash-Decoding for long-context
+// inference", 2023; vLLM's PagedAttention V2): a step of few sequences gives few blocks — one
+// sequence, 8 key heads: 8 blocks on 132 SMs — each walking its whole context alone. Then a token's
+// keys lo … n − 1 are cut into S runs of K keys (run i: lo + i·K … lo + (i+1)·K − 1, the grid's y),
+// each block writes its run's unnormalized result (its max M_i, sum L_i and Σ e^(x−M_i)·v) to a
+// scratch buffer, and paged_attention_merge_kernel combines the runs:
+//
+//   out = Σ_i e^(M_i − M) · acc_i / Σ_i e^(M_i − M) · L_i,   M = max_i M_i
+//
+// (paged_split chooses S and K from the grid's size, the SMs and the longest context a row can
+// hold; a run past a token's keys is empty: M_i = −∞, L_i = 0, acc_i = 0).
 #pragma once
 
 #include <cmath>
@@ -40,6 +52,32 @@ inline size_t paged_attention_shared_bytes(const PagedShape& s) {
   const int64_t G = s.H / s.Hkv, Gs = G < kPagedHeads ? G : kPagedHeads;
   return static_cast<size_t>(Gs * s.D + kPagedWarps * Gs * (s.Dv + 2)) * sizeof(float);
 }
+// The split over the keys: S runs of K keys each (S = 1, K = 0: none). Only where the grid is smaller
+// than the GPU (fewer blocks than SMs) and a row can hold ≥ 2 runs of kPagedSplitMinKeys keys: S
+// fills about two blocks an SM, at most kPagedMaxSplits runs, each ≥ kPagedSplitMinKeys keys of the
+// most a token sees (the row's max_pages · page_size, or the window).
+constexpr int64_t kPagedSplitMinKeys = 256, kPagedMaxSplits = 64;
+struct PagedSplit {
+  int64_t splits = 1, keys = 0;
+};
+inline PagedSplit paged_split(const PagedShape& s, int sms) {
+  const int64_t blocks = paged_attention_blocks(s), cap = s.max_pages * s.page_size;
+  const int64_t span = s.window > 0 && s.window < cap ? s.window : cap;
+  if (blocks == 0 || blocks >= sms || span < 2 * kPagedSplitMinKeys) return {};
+  int64_t S = (2 * int64_t{sms} + blocks - 1) / blocks;
+  S = S < span / kPagedSplitMinKeys ? S : span / kPagedSplitMinKeys;
+  S = S < kPagedMaxSplits ? S : kPagedMaxSplits;
+  if (S < 2) return {};
+  const int64_t K = (span + S - 1) / S;
+  return {(span + K - 1) / K, K};
+}
+// the scratch the runs write (floats): acc [T, H, S, Dv], then M and L [T, H, S] each
+inline int64_t paged_split_floats(const PagedShape& s, const PagedSplit& p) {
+  return s.T * s.H * p.splits * (s.Dv + 2);
+}
+// paged_attention_merge_kernel's: one thread an output element, a grid-stride loop
+inline unsigned paged_merge_blocks(const PagedShape& s) { return blocks_for(s.T * s.H * s.Dv); }
+
 // paged_kv_write's: one thread an element of the longer of a token's two rows, a grid-stride loop.
 inline unsigned paged_kv_write_blocks(const PagedShape& s) {
   return blocks_for(s.T * s.Hkv * (s.D > s.Dv ? s.D : s.Dv));
@@ -48,9 +86,12 @@ inline unsigned paged_kv_write_blocks(const PagedShape& s) {
 // out[t, h] = Σ_j softmax_j(scale · q[t, h] · k[p_j, h / G, o_j]) · v[p_j, h / G, o_j]
 // for the block's heads h0 … h0 + Gb − 1, keys j = lo … n − 1 (p_j, o_j: j's page and offset).
 // q [T, H, D], caches [pages, Hkv, page_size, D | Dv], table [rows, max_pages], out [T, H, Dv].
+// Split (split.splits > 1, the grid's y the run): keys j = lo + y·K … of the run only, and the run's
+// unnormalized result to `part` (paged_split_floats' layout) instead of out.
 __global__ void __launch_bounds__(kPagedThreads)
     paged_attention_kernel(const float* q, const float* k_cache, const float* v_cache, const int32_t* table,
-                           const int32_t* seq, const int32_t* len, float* out, PagedShape s) {
+                           const int32_t* seq, const int32_t* len, float* out, PagedShape s,
+                           PagedSplit split = {}, float* part = nullptr) {
   extern __shared__ __align__(128) unsigned char smem[];
   const int64_t G = s.H / s.Hkv, chunks = (G + kPagedHeads - 1) / kPagedHeads;
   const int64_t block = blockIdx.x, chunk = block % chunks, kvh = block / chunks % s.Hkv, t = block / chunks / s.Hkv;
@@ -75,6 +116,10 @@ __global__ void __launch_bounds__(kPagedThreads)
   n = n < 0 ? 0 : n > cap ? cap : n;
   const int64_t lo = s.window > 0 && n > s.window ? n - s.window : 0;
   const int32_t* pages = table + (row_ok ? row : 0) * s.max_pages;
+  // this block's keys: all of them, or its run's
+  const int64_t y = blockIdx.y;
+  const int64_t j0 = split.keys > 0 ? lo + y * split.keys : lo;
+  const int64_t j1 = split.keys > 0 && j0 + split.keys < n ? j0 + split.keys : n;
   __syncthreads();
 
   float m[kPagedHeads], l[kPagedHeads], acc[kPagedHeads][kPagedPerLane];
@@ -84,7 +129,7 @@ __global__ void __launch_bounds__(kPagedThreads)
 #pragma unroll
     for (int i = 0; i < kPagedPerLane; ++i) acc[g][i] = 0.f;
   }
-  for (int64_t j = lo + warp; j < n; j += kPagedWarps) {
+  for (int64_t j = j0 + warp; j < j1; j += kPagedWarps) {
     // k_j = k[table[row, j / page_size], kvh, j mod page_size]; a page outside the cache is skipped
     // (its keys count for nothing)
     const int64_t page = pages[j / s.page_size];
@@ -130,8 +175,12 @@ __global__ void __launch_bounds__(kPagedThreads)
   }
   __syncthreads();
   // out[t, h0 + g, d] = Σ_w e^(m_w − M) · acc_w[g, d] / Σ_w e^(m_w − M) · l_w, M = max_w m_w
-  // (0 where no warp saw a key: M = −∞)
+  // (0 where no warp saw a key: M = −∞); a run: the numerator, M and the denominator to `part`
+  const int64_t S = split.splits;
   float* ot = out + (t * s.H + h0) * s.Dv;
+  float* part_acc = part;                       // [T, H, S, Dv]
+  float* part_m = part + s.T * s.H * S * s.Dv;  // [T, H, S]
+  float* part_l = part_m + s.T * s.H * S;       // [T, H, S]
   for (int64_t e = threadIdx.x; e < Gb * s.Dv; e += blockDim.x) {
     const int64_t g = e / s.Dv, d = e % s.Dv;
     float M = -INFINITY;
@@ -143,7 +192,34 @@ __global__ void __launch_bounds__(kPagedThreads)
         num += c * accs[(w * Gs + g) * s.Dv + d];
         den += c * ls[w * Gs + g];
       }
-    ot[e] = den > 0.f ? num / den : 0.f;
+    if (part == nullptr) {
+      ot[e] = den > 0.f ? num / den : 0.f;
+    } else {
+      const int64_t th = t * s.H + h0 + g;  // (the run's row of part)
+      part_acc[(th * S + y) * s.Dv + d] = num;
+      if (d == 0) part_m[th * S + y] = M, part_l[th * S + y] = den;
+    }
+  }
+}
+
+// out[t, h, d] = Σ_i e^(M_i − M) · acc_i[d] / Σ_i e^(M_i − M) · L_i over the S runs, M = max_i M_i
+// (0 where no run saw a key); part as paged_attention_kernel wrote it, out [T, H, Dv]
+__global__ void paged_attention_merge_kernel(const float* part, float* out, PagedShape s, PagedSplit split) {
+  const int64_t S = split.splits, rows = s.T * s.H, stride = int64_t{gridDim.x} * blockDim.x;
+  const float* part_m = part + rows * S * s.Dv;
+  const float* part_l = part_m + rows * S;
+  for (int64_t e = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; e < rows * s.Dv; e += stride) {
+    const int64_t th = e / s.Dv, d = e % s.Dv;
+    float M = -INFINITY;
+    for (int64_t i = 0; i < S; ++i) M = fmaxf(M, part_m[th * S + i]);
+    float num = 0.f, den = 0.f;
+    if (M != -INFINITY)
+      for (int64_t i = 0; i < S; ++i) {
+        const float c = expf(part_m[th * S + i] - M);
+        num += c * part[(th * S + i) * s.Dv + d];
+        den += c * part_l[th * S + i];
+      }
+    out[e] = den > 0.f ? num / den : 0.f;
   }
 }
 

@@ -1,0 +1,126 @@
+// qkv bench paged-attention — one decoding step's attention over a paged KV cache (ops/paged_attention.h:
+// B sequences of L keys each in shuffled pages, one new token each) against the dense attention the
+// same step takes with a contiguous cache (scaled_dot_product_attention, q [B, H, 1, D] over k, v
+// [B, Hkv, L, D]), on the CPU or a GPU. A decoding step reads every key and value once, so the figure
+// that counts is the bandwidth: bytes of keys and values read per second. On a GPU, few sequences
+// with long contexts take the split over the keys (kernels/cuda/paged_attention_kernels.cuh;
+// QKV_CUDA_PAGED_SPLIT=0 turns it off, to compare).
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <numeric>
+#include <random>
+#include <vector>
+
+#include "bench_common.h"
+#include "qkv/core/thread_budget.h"
+#include "qkv/ops.h"
+
+namespace qkv::cli {
+
+namespace {
+
+struct PagedBenchArgs {
+  int64_t batch = 1, kv_len = 4096, heads = 32, kv_heads = 8, head_dim = 128, page_size = 16, window = 0;
+  int repeats = 20, threads = 0;
+  bool json = false;
+  std::string device = "cpu";
+};
+
+// The median of `reps` timed runs after one warm-up, each waiting for the GPU's queue (milliseconds).
+template <typename F>
+double median_ms(int reps, Device device, F&& f) {
+  std::vector<double> ts;
+  for (int i = 0; i <= reps; ++i) {
+    if (!device.is_cpu()) cuda::synchronize(device.index);
+    const auto t0 = std::chrono::steady_clock::now();
+    f();
+    if (!device.is_cpu()) cuda::synchronize(device.index);
+    if (i > 0) ts.push_back(1e3 * seconds_since(t0));
+  }
+  return time_stats(ts).median;
+}
+
+int run_bench_paged(const PagedBenchArgs& a) {
+  use_threads(a.threads);
+  const Device device = device_from(a.device, "bench paged-attention");
+  if (a.heads % a.kv_heads != 0)
+    throw Error("bench paged-attention: --heads " + std::to_string(a.heads) + " is not a multiple of --kv-heads " +
+                std::to_string(a.kv_heads));
+  const int64_t B = a.batch, L = a.kv_len, H = a.heads, Hkv = a.kv_heads, D = a.head_dim, P = a.page_size;
+  // lengths and page numbers are int32 in a block table
+  constexpr int64_t kMax = 2147483647;
+  if (L > kMax || B > kMax || L / P + 1 > kMax / B)
+    throw Error("bench paged-attention: --batch " + std::to_string(B) + " × --kv-len " + std::to_string(L) +
+                " need more pages than a block table numbers (2^31 − 1)");
+  const int64_t per = (L + P - 1) / P, pages = B * per;
+  // the pages in a shuffled order: sequence b's page i is order[b · per + i]
+  std::vector<int32_t> order(static_cast<size_t>(pages)), seq(static_cast<size_t>(B)), len(static_cast<size_t>(B),
+                                                                                             static_cast<int32_t>(L));
+  std::iota(order.begin(), order.end(), 0);
+  std::shuffle(order.begin(), order.end(), std::mt19937(1));
+  std::iota(seq.begin(), seq.end(), 0);
+  Generator gen(0);
+  NoGradGuard no_grad;
+  const Tensor q = Tensor::randn({B, H, D}, gen).to(device);
+  const Tensor k_cache = Tensor::randn({pages, Hkv, P, D}, gen).to(device);
+  const Tensor v_cache = Tensor::randn({pages, Hkv, P, D}, gen).to(device);
+  const Tensor table = Tensor::from_ints(order, {B, per}).to(device), seqs = Tensor::from_ints(seq, {B}).to(device),
+               lens = Tensor::from_ints(len, {B}).to(device);
+  // the same keys dense: k [B, Hkv, L, D] = the pages of each row in order, their first L slots
+  const Tensor k = Tensor::randn({B, Hkv, L, D}, gen).to(device), v = Tensor::randn({B, Hkv, L, D}, gen).to(device);
+  const Tensor q4 = q.reshape({B, H, 1, D});
+  AttentionOptions opt;
+  opt.enable_gqa = Hkv != H;
+  const int64_t seen = a.window > 0 ? std::min(a.window, L) : L;
+  if (a.window > 0) opt.attn_mask = sliding_window_mask(1, L, a.window, L - 1, device);
+
+  const double paged = median_ms(a.repeats, device, [&] {
+    paged_attention(q, k_cache, v_cache, table, seqs, lens, std::nullopt, a.window);
+  });
+  const double dense = median_ms(a.repeats, device, [&] { scaled_dot_product_attention(q4, k, v, opt); });
+  // bytes of keys and values read: B · Hkv · keys seen · (D + Dv) · 4
+  const double bytes = 4.0 * static_cast<double>(B * Hkv * seen * 2 * D);
+  const double paged_gbs = bytes / paged / 1e6, dense_gbs = bytes / dense / 1e6;
+  if (a.json) {
+    std::printf("{\"impl\": \"qkv\", \"batch\": %ld, \"kv_len\": %ld, \"heads\": %ld, \"kv_heads\": %ld, \"head_dim\": %ld, "
+                "\"page_size\": %ld, \"window\": %ld, \"device\": \"%s\", \"threads\": %d, \"paged_ms\": %.4f, "
+                "\"dense_ms\": %.4f, \"paged_gbs\": %.1f, \"dense_gbs\": %.1f}\n",
+                (long)B, (long)L, (long)H, (long)Hkv, (long)D, (long)P, (long)a.window, device.str().c_str(),
+                requested_threads(), paged, dense, paged_gbs, dense_gbs);
+  } else {
+    std::printf("paged attention, one decoding step: B=%ld sequences of %ld keys (window %ld), H=%ld Hkv=%ld d=%ld, "
+                "pages of %ld, f32, on %s (%d threads)\n",
+                (long)B, (long)L, (long)a.window, (long)H, (long)Hkv, (long)D, (long)P, device.str().c_str(),
+                requested_threads());
+    std::printf("  paged   %9.3f ms  %8.1f GB/s of keys and values\n", paged, paged_gbs);
+    std::printf("  dense   %9.3f ms  %8.1f GB/s (scaled_dot_product_attention over a contiguous cache)\n", dense,
+                dense_gbs);
+    std::printf("  paged / dense time: %.2f\n", paged / dense);
+  }
+  return 0;
+}
+
+}  // namespace
+
+void add_bench_paged(CLI::App* bench) {
+  auto a = std::make_shared<PagedBenchArgs>();
+  CLI::App* app = bench->add_subcommand(
+      "paged-attention", "Time one decoding step's attention over a paged KV cache against a dense cache's");
+  app->add_option("--batch,-B", a->batch, "sequences decoding together")->capture_default_str()->check(greater_than_zero());
+  app->add_option("--kv-len,-L", a->kv_len, "keys each sequence holds")->capture_default_str()->check(greater_than_zero());
+  app->add_option("--heads", a->heads, "query heads")->capture_default_str()->check(greater_than_zero());
+  app->add_option("--kv-heads", a->kv_heads, "key/value heads")->capture_default_str()->check(greater_than_zero());
+  app->add_option("--head-dim,-d", a->head_dim, "head dimension")->capture_default_str()->check(greater_than_zero());
+  app->add_option("--page-size", a->page_size, "key/value slots a page")->capture_default_str()->check(greater_than_zero());
+  app->add_option("--window", a->window, "sliding window (0: every key)")->capture_default_str()->check(zero_or_more());
+  app->add_option("--repeats", a->repeats, "timed repetitions (the median reported)")
+      ->capture_default_str()
+      ->check(greater_than_zero());
+  add_threads_option(app, a->threads);
+  app->add_flag("--json", a->json, "print one JSON object");
+  add_device_option(app, a->device, "run (cuda: time the GPU's kernels, waiting for each run)");
+  register_runner(app, [a] { return run_bench_paged(*a); });
+}
+
+}  // namespace qkv::cli
