@@ -7,6 +7,7 @@ batched generation, on the same random Llama-style model, in one run.
     python3 bench/serve_generate.py [--clients 16] [--new-tokens 64] [--rounds 3] [--threads 2]
         [--dtypes f32 int8] [--system-sentences K --engines qkv-batched qkv-noprefix ct2]
         [--clients 1 --choices 16 --engines qkv-batched qkv-serial ct2]
+        [--kv-cache-mb M --engines qkv-batched qkv-bf16kv]
 
 The model: bench/pretrained_vs_peers.py's (12 layers, d 768, 12 query / 4 key-value heads, MLP 2048,
 vocab 32,000, ~110 M parameters, a byte-level BPE tokenizer trained on Tatoeba), built once into
@@ -17,6 +18,8 @@ Each round, for each engine (alternating):
                 /v1/completions (a different Tatoeba sentence as prompt, greedy, max_tokens N) at once
   qkv-serial    the same server with --max-batch 1: the generations one after another
   qkv-noprefix  `qkv serve --no-prefix-caching`: every prompt computed whole
+  qkv-bf16kv    `qkv serve --kv-cache-dtype bf16`: the KV cache in bf16 (twice the tokens in
+                --kv-cache-mb M, which every qkv engine is given)
   ct2           ctranslate2.Generator.generate_batch on the C prompts at once (greedy, max_length
                 N, min_length N): a batched offline call, no HTTP — the peer's best throughput
 With --choices M each client asks for M choices of its prompt in one request (OpenAI's "n"; the
@@ -139,7 +142,8 @@ def main():
     ap.add_argument("--system-sentences", type=int, default=0,
                     help="sentences of a system prompt every client's prompt begins with")
     ap.add_argument("--engines", nargs="+", default=["qkv-batched", "qkv-serial", "ct2"],
-                    choices=["qkv-batched", "qkv-serial", "qkv-noprefix", "ct2"])
+                    choices=["qkv-batched", "qkv-serial", "qkv-noprefix", "qkv-bf16kv", "ct2"])
+    ap.add_argument("--kv-cache-mb", type=float, default=0, help="qkv serve --kv-cache-mb (0: its default)")
     ap.add_argument("--out", default=os.path.join(ROOT, "out", "pretrained-bench"))
     a = ap.parse_args()
     os.makedirs(a.out, exist_ok=True)
@@ -164,8 +168,9 @@ def main():
                                          env=env, check=True).stdout
                     rate = json.loads(out.strip().splitlines()[-1])["tokens_per_s"]
                 else:
+                    extra = {"qkv-noprefix": ["--no-prefix-caching"], "qkv-bf16kv": ["--kv-cache-dtype", "bf16"]}
                     s = Server(folder + ".safetensors", dtype, a.threads, 1 if engine == "qkv-serial" else 64,
-                               ["--no-prefix-caching"] if engine == "qkv-noprefix" else [])
+                               extra.get(engine, []) + (["--kv-cache-mb", str(a.kv_cache_mb)] if a.kv_cache_mb else []))
                     try:
                         rate, lat = serve_round(s, prompts, a.new_tokens, a.choices)
                     finally:
@@ -174,9 +179,10 @@ def main():
                 rates.setdefault(key, []).append(rate)
                 print(f"{dtype} round {r} {engine}: {rate:.1f} tokens/s", file=sys.stderr)
     print(f"\n{a.clients} clients × {a.choices} choices × {a.new_tokens} new tokens, {a.threads} threads"
-          + (f", a system prompt of {a.system_sentences} sentences" if system else "") + "\n")
-    print("| dtype | engine | tokens/s (median) | latency p50 / p90 s | vs qkv-serial | vs qkv-noprefix | vs ct2 |")
-    print("|---|---|---|---|---|---|---|")
+          + (f", a system prompt of {a.system_sentences} sentences" if system else "")
+          + (f", --kv-cache-mb {a.kv_cache_mb:g}" if a.kv_cache_mb else "") + "\n")
+    print("| dtype | engine | tokens/s (median) | latency p50 / p90 s | vs qkv-serial | vs qkv-noprefix | vs qkv-batched | vs ct2 |")
+    print("|---|---|---|---|---|---|---|---|")
     for (dtype, engine), vals in sorted(rates.items()):
         med = statistics.median(vals)
         lat = ""
@@ -185,7 +191,8 @@ def main():
             lat = f"{ls[len(ls) // 2]:.2f} / {ls[int(len(ls) * 0.9)]:.2f}"
         ratio = lambda other: (f"{med / statistics.median(rates[(dtype, other)]):.2f}×"
                                if (dtype, other) in rates and other != engine else "")
-        print(f"| {dtype} | {engine} | {med:.1f} | {lat} | {ratio('qkv-serial')} | {ratio('qkv-noprefix')} | {ratio('ct2')} |")
+        print(f"| {dtype} | {engine} | {med:.1f} | {lat} | {ratio('qkv-serial')} | {ratio('qkv-noprefix')} "
+              f"| {ratio('qkv-batched')} | {ratio('ct2')} |")
 
 
 if __name__ == "__main__":

@@ -41,7 +41,7 @@ int64_t pool_pages(const models::LanguageModel& m, const BatchingGeneratorOption
             o.page_size, " must be ≥ 1, cache_tokens ", o.cache_tokens, " ≥ 0");
   int64_t tokens = o.cache_tokens;
   if (tokens == 0) {
-    const int64_t per_token = m.make_paged_cache(1, o.page_size, d).bytes_per_token();
+    const int64_t per_token = m.make_paged_cache(1, o.page_size, d, o.kv_cache_dtype).bytes_per_token();
     tokens = std::min(o.max_batch * m.block_size(), std::max<int64_t>(o.page_size, o.max_cache_bytes / per_token));
   }
   return (tokens + o.page_size - 1) / o.page_size;
@@ -53,7 +53,8 @@ BatchingGenerator::BatchingGenerator(const models::LanguageModel& model, Batchin
     : model_(model),
       opt_(options),
       around_(std::move(around)),
-      cache_(model.make_paged_cache(pool_pages(model, options, model_device(model)), options.page_size, model_device(model))) {
+      cache_(model.make_paged_cache(pool_pages(model, options, model_device(model)), options.page_size, model_device(model),
+                                    options.kv_cache_dtype)) {
   worker_ = std::thread([this] { run(); });
 }
 

@@ -5,6 +5,8 @@
 
 #include <cstdint>
 
+#include "qkv/core/dtype.h"  // (bf16: the .inc's caches)
+
 namespace qkv::kernels {
 
 struct PagedShape {

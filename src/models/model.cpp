@@ -5,7 +5,7 @@
 
 namespace qkv::models {
 
-nn::PagedKVCache LanguageModel::make_paged_cache(int64_t, int64_t, Device) const {
+nn::PagedKVCache LanguageModel::make_paged_cache(int64_t, int64_t, Device, DType) const {
   throw Error("a " + type() + " language model has no paged KV cache (many sequences in one step): GPT and Llama have");
 }
 

@@ -103,9 +103,9 @@ Tensor GPT::forward_cached(const Tensor& idx, std::vector<KVCache>& caches) cons
   return linear_inference(ln_f->forward(x.select(1, T - 1)), wte->weight, wte_inference);  // the last position only
 }
 
-PagedKVCache GPT::make_paged_cache(int64_t pages, int64_t page_size, Device device) const {
+PagedKVCache GPT::make_paged_cache(int64_t pages, int64_t page_size, Device device, DType dtype) const {
   const int64_t D = config.n_embd / config.n_head;
-  return PagedKVCache(config.n_layer, pages, page_size, config.n_head, D, D, device);
+  return PagedKVCache(config.n_layer, pages, page_size, config.n_head, D, D, device, dtype);
 }
 
 Tensor GPT::step_paged(const Tensor& ids, const PagedStep& step, PagedKVCache& cache) const {

@@ -300,9 +300,9 @@ Tensor Llama::step(const Tensor& idx, DecoderState& state) const {
   return head(x.select(1, T - 1), true);  // the last position only
 }
 
-PagedKVCache Llama::make_paged_cache(int64_t pages, int64_t page_size, Device device) const {
+PagedKVCache Llama::make_paged_cache(int64_t pages, int64_t page_size, Device device, DType dtype) const {
   return PagedKVCache(config.num_hidden_layers, pages, page_size, config.kv_heads(), config.head_size(),
-                      config.head_size(), device);
+                      config.head_size(), device, dtype);
 }
 
 Tensor Llama::step_paged(const Tensor& ids, const PagedStep& step, PagedKVCache& cache) const {

@@ -9,16 +9,18 @@
 namespace qkv::nn {
 
 PagedKVCache::PagedKVCache(int64_t layers, int64_t pages, int64_t page_size, int64_t kv_heads, int64_t head_dim,
-                           int64_t v_head_dim, Device device)
+                           int64_t v_head_dim, Device device, DType dtype)
     : pages_(pages), page_size_(page_size), device_(device) {
   QKV_CHECK(layers >= 1 && pages >= 1 && page_size >= 1 && kv_heads >= 1 && head_dim >= 1 && v_head_dim >= 1,
             "PagedKVCache: layers ", layers, ", pages ", pages, ", page_size ", page_size, ", heads ", kv_heads,
             ", head dims ", head_dim, "/", v_head_dim, " must all be ≥ 1");
   QKV_CHECK(pages <= (int64_t{1} << 31) / page_size, "PagedKVCache: ", pages, " pages of ", page_size,
             " slots exceed the 2^31 slots an i32 slot index reaches");
+  QKV_CHECK(dtype == DType::f32 || dtype == DType::bf16, "PagedKVCache: keys and values are kept in f32 or bf16, not ",
+            dtype_name(dtype));
   for (int64_t l = 0; l < layers; ++l) {
-    k_.push_back(Tensor::empty({pages, kv_heads, page_size, head_dim}, DType::f32, device));
-    v_.push_back(Tensor::empty({pages, kv_heads, page_size, v_head_dim}, DType::f32, device));
+    k_.push_back(Tensor::empty({pages, kv_heads, page_size, head_dim}, dtype, device));
+    v_.push_back(Tensor::empty({pages, kv_heads, page_size, v_head_dim}, dtype, device));
   }
   for (int64_t p = pages - 1; p >= 0; --p) free_.push_back(static_cast<int32_t>(p));  // page 0 first
   info_.resize(static_cast<size_t>(pages));
@@ -27,7 +29,7 @@ PagedKVCache::PagedKVCache(int64_t layers, int64_t pages, int64_t page_size, int
 int64_t PagedKVCache::bytes_per_token() const {
   int64_t b = 0;
   for (size_t l = 0; l < k_.size(); ++l)
-    b += k_[l].size(1) * (k_[l].size(3) + v_[l].size(3)) * static_cast<int64_t>(sizeof(float));
+    b += k_[l].size(1) * (k_[l].size(3) + v_[l].size(3)) * static_cast<int64_t>(dtype_size(k_[l].dtype()));
   return b;
 }
 
@@ -184,11 +186,13 @@ Tensor attend_paged(const Tensor& q, const Tensor& k, const Tensor& v, PagedKVCa
     out.slice(0, b, b + n).copy_(scaled_dot_product_attention(rows(q), rows(k), rows(v), opt).squeeze(0).transpose(0, 1));
   }
   // a continued chunk: its n queries at positions start … over the sequence's L = start + n keys,
-  // gathered page by page — [pages, Hkv, page_size, D] → [1, Hkv, L, D] — causal from start
+  // gathered page by page — [pages, Hkv, page_size, D] → [1, Hkv, L, D] (f32: a bf16 cache's widened)
+  // — causal from start
   for (const auto& c : step.continued) {
     const int64_t L = c.start + c.count;
     auto gather = [&](const Tensor& pool) {
-      const Tensor pages = index_select(pool, 0, c.pages);  // [m, Hkv, page_size, D]
+      Tensor pages = index_select(pool, 0, c.pages);  // [m, Hkv, page_size, D]
+      if (pages.dtype() != DType::f32) pages = pages.to(DType::f32);
       return pages.transpose(0, 1).reshape({1, pool.size(1), pages.size(0) * pool.size(2), pool.size(3)}).slice(2, 0, L);
     };
     AttentionOptions opt;

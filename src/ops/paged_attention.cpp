@@ -26,13 +26,15 @@ void check_ids(const char* op, const char* name, const Tensor& t, int64_t n) {
 
 }  // namespace
 
-// The caches' shape, checked: k [pages, Hkv, page_size, D], v [pages, Hkv, page_size, Dv].
+// The caches' shape, checked: k [pages, Hkv, page_size, D], v [pages, Hkv, page_size, Dv], both f32 or
+// both bf16.
 static kernels::PagedShape cache_shape(const char* op, const Tensor& k_cache, const Tensor& v_cache) {
-  QKV_CHECK(k_cache.dtype() == DType::f32 && v_cache.dtype() == DType::f32 && k_cache.dim() == 4 && v_cache.dim() == 4 &&
+  QKV_CHECK((k_cache.dtype() == DType::f32 || k_cache.dtype() == DType::bf16) && v_cache.dtype() == k_cache.dtype() &&
+                k_cache.dim() == 4 && v_cache.dim() == 4 &&
                 k_cache.size(0) == v_cache.size(0) && k_cache.size(1) == v_cache.size(1) &&
                 k_cache.size(2) == v_cache.size(2) && k_cache.size(1) > 0 && k_cache.size(2) > 0,
             op, ": k_cache ", k_cache.str(), " and v_cache ", v_cache.str(),
-            " must be f32 [pages, Hkv, page_size, D] and [pages, Hkv, page_size, Dv]");
+            " must be [pages, Hkv, page_size, D] and [pages, Hkv, page_size, Dv], both f32 or both bf16");
   kernels::PagedShape s;
   s.pages = k_cache.size(0), s.Hkv = k_cache.size(1), s.page_size = k_cache.size(2), s.D = k_cache.size(3),
   s.Dv = v_cache.size(3);
@@ -76,8 +78,12 @@ Tensor paged_attention(const Tensor& q, const Tensor& k_cache, const Tensor& v_c
   Tensor qc = dense(q), kc = dense(k_cache), vc = dense(v_cache);
   Tensor out = Tensor::empty({T, H, s.Dv}, DType::f32, d);
   if (T == 0) return out;
-  QKV_DISPATCH(op, d, k::paged_attention_forward(qc.data(), kc.data(), vc.data(), table.data<int32_t>(),
-                                                 rows.data<int32_t>(), lens.data<int32_t>(), out.data(), s));
+  if (kc.dtype() == DType::bf16)
+    QKV_DISPATCH(op, d, k::paged_attention_forward(qc.data(), kc.data<bf16>(), vc.data<bf16>(), table.data<int32_t>(),
+                                                   rows.data<int32_t>(), lens.data<int32_t>(), out.data(), s));
+  else
+    QKV_DISPATCH(op, d, k::paged_attention_forward(qc.data(), kc.data(), vc.data(), table.data<int32_t>(),
+                                                   rows.data<int32_t>(), lens.data<int32_t>(), out.data(), s));
   return out;
 }
 
@@ -103,7 +109,11 @@ void paged_kv_write(const Tensor& k_cache, const Tensor& v_cache, const Tensor& 
     }
   if (s.T == 0) return;
   Tensor kc = dense(k), vc = dense(v);
-  QKV_DISPATCH(op, d, k::paged_kv_write(k_cache.data(), v_cache.data(), kc.data(), vc.data(), sl.data<int32_t>(), s));
+  if (k_cache.dtype() == DType::bf16)  // (each rounded to nearest even)
+    QKV_DISPATCH(op, d, k::paged_kv_write(k_cache.data<bf16>(), v_cache.data<bf16>(), kc.data(), vc.data(),
+                                          sl.data<int32_t>(), s));
+  else
+    QKV_DISPATCH(op, d, k::paged_kv_write(k_cache.data(), v_cache.data(), kc.data(), vc.data(), sl.data<int32_t>(), s));
   ++k_cache.impl().storage->writes, ++v_cache.impl().storage->writes;
 }
 

@@ -4,7 +4,8 @@
 // lengths 0, 1, 17 and 100 sharing one cache in a shuffled page order (grouped-query and not, D = 64
 // and odd widths with Dv ≠ D, up to 256, pages of 16 and 4, a sliding window, more query heads a key
 // head than one block takes), a prompt as T causal queries of one sequence, and the writes of new
-// tokens into the cache; a block table naming pages outside the cache, a negative row and a length
+// tokens into the cache (f32 and bf16 caches); long contexts split over the keys (runs, then their
+// merge) and where paged_split chooses that; a block table naming pages outside the cache, a negative row and a length
 // past the table are skipped, not read, as are rows outside the table and slots outside the cache
 // (under qkv_emulation_asan a read or write outside would be reported).
 // Needs the CUDA toolkit's headers (a QKV_CUDA build), not a GPU.
@@ -144,6 +145,42 @@ TEST(PagedAttentionKernelsEmulated, APromptsCausalQueriesMatchTheCpu) {
   }
 }
 
+std::vector<qkv::bf16> to_bf16(const std::vector<float>& x) {
+  std::vector<qkv::bf16> y;
+  for (float f : x) y.push_back(qkv::f32_to_bf16(f));
+  return y;
+}
+
+TEST(PagedAttentionKernelsEmulated, Bf16CachesMatchTheCpuWholeAndSplit) {
+  // the caches in bf16 (widened as they are read): decoding steps and a long context split over the keys
+  for (const Heads& h : {Heads{8, 2, 64, 64, 16, 0}, Heads{4, 4, 40, 24, 4, 0}, Heads{2, 1, 256, 200, 16, 0}}) {
+    SCOPED_TRACE(name(h));
+    const Paged c = make(h, {0, 1, 17, 600}, {{2, 17}, {0, 0}, {3, 600}, {1, 1}}, 41);
+    const std::vector<qkv::bf16> k16 = to_bf16(c.k), v16 = to_bf16(c.v);
+    std::vector<float> want(static_cast<size_t>(c.s.T * c.s.H * c.s.Dv)), got(want.size(), NAN);
+    cpu::paged_attention_forward(c.q.data(), k16.data(), v16.data(), c.table.data(), c.seq.data(), c.len.data(),
+                                 want.data(), c.s);
+    launch(dim3(static_cast<unsigned>(kc::paged_attention_blocks(c.s))), kc::kPagedThreads,
+           kc::paged_attention_shared_bytes(c.s), [&] {
+             kc::paged_attention_kernel(c.q.data(), k16.data(), v16.data(), c.table.data(), c.seq.data(), c.len.data(),
+                                        got.data(), c.s);
+           });
+    EXPECT_LT(rel(got, want), 1e-5);
+    // the split: runs of 150 keys
+    const kc::PagedSplit split{4, 150};
+    std::vector<float> part(static_cast<size_t>(kc::paged_split_floats(c.s, split)), NAN), split_out(want.size(), NAN);
+    launch(dim3(static_cast<unsigned>(kc::paged_attention_blocks(c.s)), 4), kc::kPagedThreads,
+           kc::paged_attention_shared_bytes(c.s), [&] {
+             kc::paged_attention_kernel(c.q.data(), k16.data(), v16.data(), c.table.data(), c.seq.data(), c.len.data(),
+                                        split_out.data(), c.s, split, part.data());
+           });
+    launch(dim3(kc::paged_merge_blocks(c.s)), 256, 0, [&] { kc::paged_attention_merge_kernel(part.data(), split_out.data(), c.s, split); });
+    EXPECT_LT(rel(split_out, want), 1e-5);
+    // and not the f32 caches' result: the rounding is there
+    EXPECT_GT(rel(got, forward_cpu(c)), 1e-4);
+  }
+}
+
 TEST(PagedAttentionKernelsEmulated, SplitChoosesRunsOnlyWhereBlocksLeaveSmsIdle) {
   PagedShape s;
   s.T = 1, s.H = 32, s.Hkv = 8, s.D = s.Dv = 128, s.page_size = 16, s.max_pages = 256;  // 8 blocks, 4,096 keys a row
@@ -230,6 +267,23 @@ TEST(PagedAttentionKernelsEmulated, KvWriteMatchesTheCpu) {
   write_gpu(where);
   EXPECT_EQ(kc_g, kc_c);
   EXPECT_EQ(vc_g, vc_c);
+  // into bf16 caches: each element rounded to nearest even, bit for bit as the CPU's
+  {
+    std::vector<qkv::bf16> k16c = to_bf16(k0), v16c = to_bf16(v0), k16g = k16c, v16g = v16c;
+    cpu::paged_kv_write(k16c.data(), v16c.data(), k.data(), v.data(), where.data(), s);
+    launch(dim3(kc::paged_kv_write_blocks(s)), 256, 0, [&] {
+      kc::paged_kv_write_kernel(k16g.data(), v16g.data(), k.data(), v.data(), where.data(), s);
+    });
+    auto bits = [](const std::vector<qkv::bf16>& x) {
+      std::vector<uint16_t> b;
+      for (qkv::bf16 h : x) b.push_back(h.bits);
+      return b;
+    };
+    EXPECT_EQ(bits(k16g), bits(k16c));
+    EXPECT_EQ(bits(v16g), bits(v16c));
+    EXPECT_EQ(k16c[static_cast<size_t>(((6 * s.Hkv + 1) * s.page_size + 4) * s.D + 7)].bits,
+              qkv::f32_to_bf16(k[static_cast<size_t>((3 * s.Hkv + 1) * s.D + 7)]).bits);
+  }
   // a slot outside the cache (negative, or past its end) writes nothing
   std::vector<int32_t> none(static_cast<size_t>(s.T), -1);
   for (size_t t = 0; t < none.size(); t += 2) none[t] = static_cast<int32_t>(slots + static_cast<int64_t>(t));

@@ -152,10 +152,38 @@ TEST(PagedAttention, RefusesIndicesOutsideTheCacheAndGradients) {
             std::string::npos);
 }
 
+TEST(PagedAttention, ABf16CacheHoldsTheRoundedKeysAndAttendsAsAnF32CacheHoldingThem) {
+  // 3 tokens written into pages 1 and 0 (slots 5, 6, 1) of a bf16 cache and of an f32 one, then two
+  // queries over them (sequence 0: its keys 0 … 2 in slots 5, 6 and — its page 1 — 1 … )
+  Generator g(3);
+  const Tensor k = Tensor::randn({3, 2, 8}, g), v = Tensor::randn({3, 2, 6}, g), q = Tensor::randn({2, 4, 8}, g);
+  const Tensor slots = Tensor::from_ints({5, 6, 1}, {3});
+  Tensor k16 = Tensor::zeros({2, 2, 4, 8}).to(DType::bf16), v16 = Tensor::zeros({2, 2, 4, 6}).to(DType::bf16);
+  Tensor k32 = Tensor::zeros({2, 2, 4, 8}), v32 = Tensor::zeros({2, 2, 4, 6});
+  NoGradGuard no_grad;
+  paged_kv_write(k16, v16, k, v, slots);
+  paged_kv_write(k32, v32, k, v, slots);
+  // each written element rounded to nearest even (dtype.h's f32_to_bf16), bit for bit
+  const std::vector<float> kw = k32.to_vector(), kr = k16.to(DType::f32).to_vector();
+  for (size_t i = 0; i < kw.size(); ++i) EXPECT_EQ(kr[i], bf16_to_f32(f32_to_bf16(kw[i]))) << i;
+  EXPECT_EQ(k16.dtype(), DType::bf16);
+  // the attention: as over the f32 cache holding the rounded values, and not as over the unrounded ones
+  const Tensor table = Tensor::from_ints({1, 0}, {1, 2}), seq = Tensor::from_ints({0, 0}, {2}),
+               len = Tensor::from_ints({2, 7}, {2});
+  const Tensor got = paged_attention(q, k16, v16, table, seq, len);
+  EXPECT_TENSOR_NEAR(got, paged_attention(q, k16.to(DType::f32), v16.to(DType::f32), table, seq, len), 1e-6);
+  EXPECT_GT(testing::rel_error(got.to_vector(), paged_attention(q, k32, v32, table, seq, len).to_vector()), 1e-4);
+  // a bf16 cache beside an f32 one is refused, by name
+  EXPECT_NE(testing::error_of([&] { paged_attention(q, k16, v32, table, seq, len); }).find("both f32 or both bf16"),
+            std::string::npos);
+}
+
 // Each sequence decoded alone (its own dense cache, step) against all together (step_paged); the
-// pool's pages are handed out shuffled by a sequence taken and released first.
+// pool's pages are handed out shuffled by a sequence taken and released first. A bf16 cache holds
+// the keys and values rounded: its logits within `tol` of the dense f32 cache's.
 template <class Net>
-void expect_paged_equals_dense(const Net& net, int64_t vocab, int64_t dense_from) {
+void expect_paged_equals_dense(const Net& net, int64_t vocab, int64_t dense_from, DType dtype = DType::f32,
+                               double tol = 1e-4) {
   const std::vector<std::vector<int32_t>> prompts = {{3, 1, 4, 1, 5, 9, 2}, {6}, {5, 3, 5, 8, 9, 7, 9, 3, 2, 3, 8, 4, 6}};
   const std::vector<std::vector<int32_t>> next = {{2, 6, 5, 3}, {5, 8, 9, 7}, {2, 6, 4, 3}};  // fed after the prompts
   // alone: logits after the prompt, then after each next token
@@ -165,7 +193,7 @@ void expect_paged_equals_dense(const Net& net, int64_t vocab, int64_t dense_from
     alone[i].push_back(net.step(Tensor::from_ints(prompts[i], {1, static_cast<int64_t>(prompts[i].size())}), st));
     for (int32_t id : next[i]) alone[i].push_back(net.step(Tensor::from_ints({id}, {1, 1}), st));
   }
-  nn::PagedKVCache cache = net.make_paged_cache(16, 4, Device::cpu());
+  nn::PagedKVCache cache = net.make_paged_cache(16, 4, Device::cpu(), dtype);
   nn::PagedSequence spacer;  // takes pages 0 … 2, then gives them back: the sequences' pages interleave
   ASSERT_TRUE(cache.reserve(spacer, 12));
   std::vector<nn::PagedSequence> s(3);
@@ -192,27 +220,27 @@ void expect_paged_equals_dense(const Net& net, int64_t vocab, int64_t dense_from
   };
   // step 1: prompts 0 and 1 whole, prompt 2's first 5 tokens (its logits unused)
   Tensor l = step({0, 1, 2}, {prompts[0], prompts[1], prompt_part(2, 0, 5)});
-  EXPECT_TENSOR_NEAR(l.select(0, 0).unsqueeze(0), alone[0][0], 1e-4);
-  EXPECT_TENSOR_NEAR(l.select(0, 1).unsqueeze(0), alone[1][0], 1e-4);
+  EXPECT_TENSOR_NEAR(l.select(0, 0).unsqueeze(0), alone[0][0], tol);
+  EXPECT_TENSOR_NEAR(l.select(0, 1).unsqueeze(0), alone[1][0], tol);
   // step 2: 0 and 1 decode their first next token; 2's prompt ends
   l = step({0, 1, 2}, {{next[0][0]}, {next[1][0]}, prompt_part(2, 5, prompts[2].size())});
-  EXPECT_TENSOR_NEAR(l.select(0, 0).unsqueeze(0), alone[0][1], 1e-4);
-  EXPECT_TENSOR_NEAR(l.select(0, 1).unsqueeze(0), alone[1][1], 1e-4);
-  EXPECT_TENSOR_NEAR(l.select(0, 2).unsqueeze(0), alone[2][0], 1e-4);
+  EXPECT_TENSOR_NEAR(l.select(0, 0).unsqueeze(0), alone[0][1], tol);
+  EXPECT_TENSOR_NEAR(l.select(0, 1).unsqueeze(0), alone[1][1], tol);
+  EXPECT_TENSOR_NEAR(l.select(0, 2).unsqueeze(0), alone[2][0], tol);
   // steps 3 …: one token each, in another order
   for (size_t k = 1; k < 4; ++k) {
     SCOPED_TRACE(k);
     if (k == 3) {  // sequence 1 ends: its pages back to the pool; the others go on
       cache.release(s[1]);
       l = step({2, 0}, {{next[2][k - 1]}, {next[0][k]}});
-      EXPECT_TENSOR_NEAR(l.select(0, 0).unsqueeze(0), alone[2][k], 1e-4);
-      EXPECT_TENSOR_NEAR(l.select(0, 1).unsqueeze(0), alone[0][k + 1], 1e-4);
+      EXPECT_TENSOR_NEAR(l.select(0, 0).unsqueeze(0), alone[2][k], tol);
+      EXPECT_TENSOR_NEAR(l.select(0, 1).unsqueeze(0), alone[0][k + 1], tol);
       continue;
     }
     l = step({2, 0, 1}, {{next[2][k - 1]}, {next[0][k]}, {next[1][k]}});
-    EXPECT_TENSOR_NEAR(l.select(0, 0).unsqueeze(0), alone[2][k], 1e-4);
-    EXPECT_TENSOR_NEAR(l.select(0, 1).unsqueeze(0), alone[0][k + 1], 1e-4);
-    EXPECT_TENSOR_NEAR(l.select(0, 2).unsqueeze(0), alone[1][k + 1], 1e-4);
+    EXPECT_TENSOR_NEAR(l.select(0, 0).unsqueeze(0), alone[2][k], tol);
+    EXPECT_TENSOR_NEAR(l.select(0, 1).unsqueeze(0), alone[0][k + 1], tol);
+    EXPECT_TENSOR_NEAR(l.select(0, 2).unsqueeze(0), alone[1][k + 1], tol);
   }
 }
 
@@ -224,6 +252,8 @@ TEST(PagedDecoding, GptStepsTogetherAsAlone) {
   net.eval();
   expect_paged_equals_dense(net, c.vocab_size, 32);  // prompt 2's second chunk (8 tokens) through the pages
   expect_paged_equals_dense(net, c.vocab_size, 8);   // … attending densely over its gathered keys
+  expect_paged_equals_dense(net, c.vocab_size, 32, DType::bf16, 5e-3);  // a bf16 cache, both ways
+  expect_paged_equals_dense(net, c.vocab_size, 8, DType::bf16, 5e-3);
 }
 
 TEST(PagedDecoding, LlamaStepsTogetherAsAlone) {  // grouped-query attention, 4 query heads on 2
@@ -238,6 +268,7 @@ TEST(PagedDecoding, LlamaStepsTogetherAsAlone) {  // grouped-query attention, 4 
     net.eval();
     expect_paged_equals_dense(net, c.vocab_size, 32);
     expect_paged_equals_dense(net, c.vocab_size, 8);
+    expect_paged_equals_dense(net, c.vocab_size, 8, DType::bf16, 5e-3);
   }
 }
 

@@ -4,7 +4,8 @@
 // [B, Hkv, L, D]), on the CPU or a GPU. A decoding step reads every key and value once, so the figure
 // that counts is the bandwidth: bytes of keys and values read per second. On a GPU, few sequences
 // with long contexts take the split over the keys (kernels/cuda/paged_attention_kernels.cuh;
-// QKV_CUDA_PAGED_SPLIT=0 turns it off, to compare).
+// QKV_CUDA_PAGED_SPLIT=0 turns it off, to compare). --kv-dtype bf16 keeps the paged cache in bf16 (half
+// the bytes read; the dense attention stays f32).
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -24,7 +25,7 @@ struct PagedBenchArgs {
   int64_t batch = 1, kv_len = 4096, heads = 32, kv_heads = 8, head_dim = 128, page_size = 16, window = 0;
   int repeats = 20, threads = 0;
   bool json = false;
-  std::string device = "cpu";
+  std::string device = "cpu", kv_dtype = "f32";
 };
 
 // The median of `reps` timed runs after one warm-up, each waiting for the GPU's queue (milliseconds).
@@ -63,8 +64,9 @@ int run_bench_paged(const PagedBenchArgs& a) {
   Generator gen(0);
   NoGradGuard no_grad;
   const Tensor q = Tensor::randn({B, H, D}, gen).to(device);
-  const Tensor k_cache = Tensor::randn({pages, Hkv, P, D}, gen).to(device);
-  const Tensor v_cache = Tensor::randn({pages, Hkv, P, D}, gen).to(device);
+  const DType cache_dtype = a.kv_dtype == "bf16" ? DType::bf16 : DType::f32;
+  const Tensor k_cache = Tensor::randn({pages, Hkv, P, D}, gen).to(cache_dtype).to(device);
+  const Tensor v_cache = Tensor::randn({pages, Hkv, P, D}, gen).to(cache_dtype).to(device);
   const Tensor table = Tensor::from_ints(order, {B, per}).to(device), seqs = Tensor::from_ints(seq, {B}).to(device),
                lens = Tensor::from_ints(len, {B}).to(device);
   // the same keys dense: k [B, Hkv, L, D] = the pages of each row in order, their first L slots
@@ -79,19 +81,19 @@ int run_bench_paged(const PagedBenchArgs& a) {
     paged_attention(q, k_cache, v_cache, table, seqs, lens, std::nullopt, a.window);
   });
   const double dense = median_ms(a.repeats, device, [&] { scaled_dot_product_attention(q4, k, v, opt); });
-  // bytes of keys and values read: B · Hkv · keys seen · (D + Dv) · 4
+  // bytes of keys and values read: B · Hkv · keys seen · (D + Dv) · 4 (2 a bf16 cache's)
   const double bytes = 4.0 * static_cast<double>(B * Hkv * seen * 2 * D);
-  const double paged_gbs = bytes / paged / 1e6, dense_gbs = bytes / dense / 1e6;
+  const double paged_gbs = bytes * static_cast<double>(dtype_size(cache_dtype)) / 4 / paged / 1e6, dense_gbs = bytes / dense / 1e6;
   if (a.json) {
     std::printf("{\"impl\": \"qkv\", \"batch\": %ld, \"kv_len\": %ld, \"heads\": %ld, \"kv_heads\": %ld, \"head_dim\": %ld, "
-                "\"page_size\": %ld, \"window\": %ld, \"device\": \"%s\", \"threads\": %d, \"paged_ms\": %.4f, "
-                "\"dense_ms\": %.4f, \"paged_gbs\": %.1f, \"dense_gbs\": %.1f}\n",
-                (long)B, (long)L, (long)H, (long)Hkv, (long)D, (long)P, (long)a.window, device.str().c_str(),
+                "\"page_size\": %ld, \"window\": %ld, \"kv_dtype\": \"%s\", \"device\": \"%s\", \"threads\": %d, "
+                "\"paged_ms\": %.4f, \"dense_ms\": %.4f, \"paged_gbs\": %.1f, \"dense_gbs\": %.1f}\n",
+                (long)B, (long)L, (long)H, (long)Hkv, (long)D, (long)P, (long)a.window, a.kv_dtype.c_str(), device.str().c_str(),
                 requested_threads(), paged, dense, paged_gbs, dense_gbs);
   } else {
     std::printf("paged attention, one decoding step: B=%ld sequences of %ld keys (window %ld), H=%ld Hkv=%ld d=%ld, "
-                "pages of %ld, f32, on %s (%d threads)\n",
-                (long)B, (long)L, (long)a.window, (long)H, (long)Hkv, (long)D, (long)P, device.str().c_str(),
+                "pages of %ld, a %s cache, on %s (%d threads)\n",
+                (long)B, (long)L, (long)a.window, (long)H, (long)Hkv, (long)D, (long)P, a.kv_dtype.c_str(), device.str().c_str(),
                 requested_threads());
     std::printf("  paged   %9.3f ms  %8.1f GB/s of keys and values\n", paged, paged_gbs);
     std::printf("  dense   %9.3f ms  %8.1f GB/s (scaled_dot_product_attention over a contiguous cache)\n", dense,
@@ -117,6 +119,9 @@ void add_bench_paged(CLI::App* bench) {
   app->add_option("--repeats", a->repeats, "timed repetitions (the median reported)")
       ->capture_default_str()
       ->check(greater_than_zero());
+  app->add_option("--kv-dtype", a->kv_dtype, "what the paged cache keeps: f32 or bf16 (the dense one stays f32)")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"f32", "bf16"}));
   add_threads_option(app, a->threads);
   app->add_flag("--json", a->json, "print one JSON object");
   add_device_option(app, a->device, "run (cuda: time the GPU's kernels, waiting for each run)");

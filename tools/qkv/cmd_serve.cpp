@@ -107,6 +107,7 @@ struct ServeArgs {
   double max_wait_ms = 5, timeout_s = 60, kv_cache_mb = 0;
   int http_threads = 64, threads = 0;
   bool no_prefix_caching = false;
+  std::string kv_cache_dtype = "f32";
   // the HTTP limits (http_server.h's HttpLimits), with nginx-like defaults
   int64_t max_header_bytes = 16 * 1024, max_connections = 1024, keep_alive_requests = 1000;
   double header_timeout_s = 10, body_timeout_s = 30, keep_alive_timeout_s = 75;
@@ -1058,6 +1059,7 @@ int run_serve(const ServeArgs& a) {
       b.max_batch = a.max_batch;
       if (a.kv_cache_mb > 0) b.max_cache_bytes = static_cast<int64_t>(a.kv_cache_mb * 1024 * 1024);
       b.prefix_caching = !a.no_prefix_caching;
+      b.kv_cache_dtype = a.kv_cache_dtype == "bf16" ? DType::bf16 : DType::f32;
       services.push_back(std::make_unique<LanguageModelService>(name, std::move(g), a.threads, b));
     }
   }
@@ -1121,6 +1123,12 @@ void add_serve(CLI::App& app) {
                   "at most 1024); a generation waits for room in it")
       ->capture_default_str()
       ->check(CLI::Range(0.0, 1048576.0));
+  sub->add_option("--kv-cache-dtype", a->kv_cache_dtype,
+                  "what a language model's KV cache keeps: f32, or bf16 — half the memory a token, so twice the "
+                  "tokens in --kv-cache-mb (each key and value rounded to bf16 as it is written; the attention "
+                  "computes in f32)")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"f32", "bf16"}));
   sub->add_flag("--no-prefix-caching", a->no_prefix_caching,
                "compute every prompt whole: by default a generation takes the KV cache's pages of a prompt prefix "
                "an earlier one computed (a shared system prompt, a chat's earlier turns)");

@@ -43,6 +43,9 @@ struct BatchingGeneratorOptions {
   // block_size (prompt and new tokens) publish their pages and match earlier ones; one whose prompt
   // begins as that of a request still being fed waits for it (a step or a few) and then takes its pages.
   bool prefix_caching = true;
+  // The keys and values kept: f32, or bf16 — half the bytes, so twice the tokens in max_cache_bytes,
+  // each rounded as it is written (vLLM's kv_cache_dtype); the attention still computes in f32.
+  DType kv_cache_dtype = DType::f32;
 };
 
 // A request not admitted within the time its caller gave (the pool or the batch stayed full).

@@ -210,13 +210,13 @@ class LanguageModelOf final : public detail::Adapter<Net, LanguageModel> {
     return this->net_.step(idx, detail::state_of<State>(state, this->type_));
   }
   static constexpr bool kPaged = requires(const Net& n, const Tensor& t, const nn::PagedStep& s, nn::PagedKVCache& c) {
-    { n.make_paged_cache(int64_t{1}, int64_t{1}, Device::cpu()) } -> std::same_as<nn::PagedKVCache>;
+    { n.make_paged_cache(int64_t{1}, int64_t{1}, Device::cpu(), DType::f32) } -> std::same_as<nn::PagedKVCache>;
     { n.step_paged(t, s, c) } -> std::same_as<Tensor>;
   };
   bool paged() const override { return kPaged; }
-  nn::PagedKVCache make_paged_cache(int64_t pages, int64_t page_size, Device device) const override {
-    if constexpr (kPaged) return this->net_.make_paged_cache(pages, page_size, device);
-    else return LanguageModel::make_paged_cache(pages, page_size, device);
+  nn::PagedKVCache make_paged_cache(int64_t pages, int64_t page_size, Device device, DType dtype) const override {
+    if constexpr (kPaged) return this->net_.make_paged_cache(pages, page_size, device, dtype);
+    else return LanguageModel::make_paged_cache(pages, page_size, device, dtype);
   }
   Tensor step_paged(const Tensor& ids, const nn::PagedStep& step, nn::PagedKVCache& cache) const override {
     if constexpr (kPaged) return this->net_.step_paged(ids, step, cache);

@@ -55,7 +55,7 @@ class GPT : public Module {
   // Many sequences in one step (continuous batching, decode/batching_generator.h): a pool for them
   // (`pages` pages of `page_size` tokens), and ids i32 [T] — step's tokens, at step.positions — →
   // the logits of each sequence's last token, [sequences, vocab_size].
-  PagedKVCache make_paged_cache(int64_t pages, int64_t page_size, Device device) const;
+  PagedKVCache make_paged_cache(int64_t pages, int64_t page_size, Device device, DType dtype = DType::f32) const;
   Tensor step_paged(const Tensor& ids, const PagedStep& step, PagedKVCache& cache) const;
   // Decoding steps read bf16 copies of the weights (half the memory traffic; ~3 significant
   // digits of weight): call after loading the weights. f32 (the default) drops the copies.

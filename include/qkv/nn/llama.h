@@ -111,7 +111,7 @@ class Llama : public Module {
   Tensor step(const Tensor& idx, DecoderState& state) const;
   // Many sequences in one step (continuous batching, decode/batching_generator.h): a pool for them,
   // and ids i32 [T] at step.positions → the logits of each sequence's last token, [sequences, vocab_size].
-  PagedKVCache make_paged_cache(int64_t pages, int64_t page_size, Device device) const;
+  PagedKVCache make_paged_cache(int64_t pages, int64_t page_size, Device device, DType dtype = DType::f32) const;
   Tensor step_paged(const Tensor& ids, const PagedStep& step, PagedKVCache& cache) const;
   void set_inference_weights(InferenceWeights weights);
   // The rotary tables forward uses (decode/inspect.cpp's neuron view rotates q and k with them).

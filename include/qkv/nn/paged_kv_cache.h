@@ -81,13 +81,16 @@ Tensor attend_paged(const Tensor& q, const Tensor& k, const Tensor& v, PagedKVCa
 class PagedKVCache {
  public:
   // layers pools of `pages` pages of `page_size` slots, each slot Hkv heads of D (keys) and Dv (values)
-  // f32 on `device`. The memory is reserved, not touched: pages never used stay unmapped.
+  // on `device`, in f32 or bf16 (`dtype`: half the bytes a token, its keys and values rounded as they
+  // are written; vLLM's kv_cache_dtype). The memory is reserved, not touched: pages never used stay
+  // unmapped.
   PagedKVCache(int64_t layers, int64_t pages, int64_t page_size, int64_t kv_heads, int64_t head_dim,
-               int64_t v_head_dim, Device device = Device::cpu());
+               int64_t v_head_dim, Device device = Device::cpu(), DType dtype = DType::f32);
 
   int64_t layers() const { return static_cast<int64_t>(k_.size()); }
   int64_t pages() const { return pages_; }
   int64_t page_size() const { return page_size_; }
+  DType dtype() const { return k_.front().dtype(); }
   // pages no sequence holds: never used or released, and cached ones held by none (reusable)
   int64_t free_pages() const { return static_cast<int64_t>(free_.size() + lru_.size()); }
   int64_t cached_pages() const { return static_cast<int64_t>(cached_.size()); }  // findable by match_prefix

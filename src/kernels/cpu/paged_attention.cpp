@@ -1,7 +1,7 @@
 // Attention over a paged KV cache on the CPU (formulas: kernels/paged_attention.inc). One task per
 // (query token, key/value head): the G query heads that share the head read each of its keys once —
 // the scores of all G into a row each, their softmax, then the values summed with those weights —
-// a page's keys of the head in one run of memory.
+// a page's keys of the head in one run of memory. A bf16 cache's rows are widened as they are read.
 #include "kernels/cpu/paged_attention.h"
 
 #include <algorithm>
@@ -14,8 +14,30 @@
 
 namespace qkv::kernels::cpu {
 
-void paged_attention_forward(const float* q, const float* k_cache, const float* v_cache, const int32_t* table,
-                             const int32_t* seq, const int32_t* len, float* out, const PagedShape& s) {
+namespace {
+
+using cpu::dot;  // (the f32 one, beside the bf16 one below)
+
+// a cache element as f32 (a bf16 one widened: its bits the top half)
+inline float widen(float x) { return x; }
+inline float widen(bf16 x) { return bf16_to_f32(x); }
+
+// Σ_d a[d] · b[d], b a bf16 cache row widened as it is read
+inline float dot(const float* a, const bf16* b, int64_t n) {
+  int64_t i = 0;
+  float s = 0.f;
+#if QKV_SIMD
+  simd::vf acc = simd::zero();
+  for (; i + kLanes <= n; i += kLanes) acc = simd::fmadd(simd::load(a + i), simd::load_bf16(b + i), acc);
+  s = simd::reduce_add(acc);
+#endif
+  for (; i < n; ++i) s += a[i] * bf16_to_f32(b[i]);
+  return s;
+}
+
+template <typename C>
+void forward(const float* q, const C* k_cache, const C* v_cache, const int32_t* table, const int32_t* seq,
+             const int32_t* len, float* out, const PagedShape& s) {
   const int64_t G = s.H / s.Hkv, tasks = s.T * s.Hkv;
   parallel_for(tasks, 1, [&](int64_t b, int64_t e) {
     std::vector<float> scores;  // [G, keys]
@@ -40,7 +62,7 @@ void paged_attention_forward(const float* q, const float* k_cache, const float* 
       const float* qt = q + (t * s.H + kvh * G) * s.D;
       each_run([&](int64_t i0, int64_t at, int64_t run) {
         for (int64_t r = 0; r < run; ++r) {
-          const float* kj = k_cache + (at + r) * s.D;
+          const C* kj = k_cache + (at + r) * s.D;
           for (int64_t g = 0; g < G; ++g) scores[static_cast<size_t>(g * keys + i0 + r)] = s.scale * dot(qt + g * s.D, kj, s.D);
         }
       });
@@ -52,11 +74,11 @@ void paged_attention_forward(const float* q, const float* k_cache, const float* 
       }
       each_run([&](int64_t i0, int64_t at, int64_t run) {
         for (int64_t r = 0; r < run; ++r) {
-          const float* vj = v_cache + (at + r) * s.Dv;
+          const C* vj = v_cache + (at + r) * s.Dv;
           for (int64_t g = 0; g < G; ++g) {
             const float w = scores[static_cast<size_t>(g * keys + i0 + r)];
             float* og = o + g * s.Dv;
-            for (int64_t d = 0; d < s.Dv; ++d) og[d] += w * vj[d];
+            for (int64_t d = 0; d < s.Dv; ++d) og[d] += w * widen(vj[d]);
           }
         }
       });
@@ -64,19 +86,42 @@ void paged_attention_forward(const float* q, const float* k_cache, const float* 
   });
 }
 
+// a row of new keys or values into the cache: copied, or rounded to bf16
+inline void store_row(float* dst, const float* src, int64_t n) { std::memcpy(dst, src, static_cast<size_t>(n) * sizeof(float)); }
+inline void store_row(bf16* dst, const float* src, int64_t n) { bf16_row(src, dst, n); }
+
 // k[slot / page_size, h, slot mod page_size] = k_new[t, h] (and v)
-void paged_kv_write(float* k_cache, float* v_cache, const float* k, const float* v, const int32_t* slots,
-                    const PagedShape& s) {
+template <typename C>
+void write(C* k_cache, C* v_cache, const float* k, const float* v, const int32_t* slots, const PagedShape& s) {
   parallel_for(s.T, 1 + 4096 / (s.Hkv * (s.D + s.Dv) + 1), [&](int64_t b, int64_t e) {
     for (int64_t t = b; t < e; ++t) {
       const int64_t page = slots[t] / s.page_size, off = slots[t] % s.page_size;
       for (int64_t h = 0; h < s.Hkv; ++h) {
         const int64_t at = (page * s.Hkv + h) * s.page_size + off;
-        std::memcpy(k_cache + at * s.D, k + (t * s.Hkv + h) * s.D, static_cast<size_t>(s.D) * sizeof(float));
-        std::memcpy(v_cache + at * s.Dv, v + (t * s.Hkv + h) * s.Dv, static_cast<size_t>(s.Dv) * sizeof(float));
+        store_row(k_cache + at * s.D, k + (t * s.Hkv + h) * s.D, s.D);
+        store_row(v_cache + at * s.Dv, v + (t * s.Hkv + h) * s.Dv, s.Dv);
       }
     }
   });
+}
+
+}  // namespace
+
+void paged_attention_forward(const float* q, const float* k_cache, const float* v_cache, const int32_t* table,
+                             const int32_t* seq, const int32_t* len, float* out, const PagedShape& s) {
+  forward(q, k_cache, v_cache, table, seq, len, out, s);
+}
+void paged_attention_forward(const float* q, const bf16* k_cache, const bf16* v_cache, const int32_t* table,
+                             const int32_t* seq, const int32_t* len, float* out, const PagedShape& s) {
+  forward(q, k_cache, v_cache, table, seq, len, out, s);
+}
+void paged_kv_write(float* k_cache, float* v_cache, const float* k, const float* v, const int32_t* slots,
+                    const PagedShape& s) {
+  write(k_cache, v_cache, k, v, slots, s);
+}
+void paged_kv_write(bf16* k_cache, bf16* v_cache, const float* k, const float* v, const int32_t* slots,
+                    const PagedShape& s) {
+  write(k_cache, v_cache, k, v, slots, s);
 }
 
 }  // namespace qkv::kernels::cpu

@@ -10,10 +10,13 @@
 
 namespace qkv::kernels::cuda {
 
+namespace {
+
 // one block per (query token, key/value head, chunk of ≤ 8 of its query heads), 4 warps; split over
 // the keys where those blocks would leave SMs idle (paged_split)
-void paged_attention_forward(const float* q, const float* k_cache, const float* v_cache, const int32_t* table,
-                             const int32_t* seq, const int32_t* len, float* out, const PagedShape& s) {
+template <typename C>
+void forward(const float* q, const C* k_cache, const C* v_cache, const int32_t* table, const int32_t* seq,
+             const int32_t* len, float* out, const PagedShape& s) {
   if (s.T == 0) return;
   QKV_CHECK(s.D <= kPagedMaxDim && s.Dv <= kPagedMaxDim, "paged_attention: head dims D = ", s.D, " and Dv = ", s.Dv,
             "; the CUDA kernel takes at most ", kPagedMaxDim);
@@ -23,7 +26,7 @@ void paged_attention_forward(const float* q, const float* k_cache, const float* 
   const char* no_split = std::getenv("QKV_CUDA_PAGED_SPLIT");  // "0": never split (to compare)
   const PagedSplit split = no_split && std::strcmp(no_split, "0") == 0 ? PagedSplit{} : paged_split(s, sm_count());
   if (split.splits == 1) {
-    paged_attention_kernel<<<static_cast<unsigned>(blocks), kPagedThreads, paged_attention_shared_bytes(s), stream()>>>(
+    paged_attention_kernel<C><<<static_cast<unsigned>(blocks), kPagedThreads, paged_attention_shared_bytes(s), stream()>>>(
         q, k_cache, v_cache, table, seq, len, out, s);
     QKV_CUDA_LAUNCHED(paged_attention_kernel);
     return;
@@ -31,18 +34,37 @@ void paged_attention_forward(const float* q, const float* k_cache, const float* 
   // few blocks, long contexts: S runs of the keys a block each, then their merge
   Scratch part(paged_split_floats(s, split), stream());
   const dim3 grid(static_cast<unsigned>(blocks), static_cast<unsigned>(split.splits));
-  paged_attention_kernel<<<grid, kPagedThreads, paged_attention_shared_bytes(s), stream()>>>(
+  paged_attention_kernel<C><<<grid, kPagedThreads, paged_attention_shared_bytes(s), stream()>>>(
       q, k_cache, v_cache, table, seq, len, out, s, split, part.p);
   QKV_CUDA_LAUNCHED(paged_attention_kernel);
   paged_attention_merge_kernel<<<paged_merge_blocks(s), 256, 0, stream()>>>(part.p, out, s, split);
   QKV_CUDA_LAUNCHED(paged_attention_merge_kernel);
 }
 
+template <typename C>
+void write(C* k_cache, C* v_cache, const float* k, const float* v, const int32_t* slots, const PagedShape& s) {
+  if (s.T == 0 || s.Hkv == 0) return;
+  paged_kv_write_kernel<C><<<paged_kv_write_blocks(s), 256, 0, stream()>>>(k_cache, v_cache, k, v, slots, s);
+  QKV_CUDA_LAUNCHED(paged_kv_write_kernel);
+}
+
+}  // namespace
+
+void paged_attention_forward(const float* q, const float* k_cache, const float* v_cache, const int32_t* table,
+                             const int32_t* seq, const int32_t* len, float* out, const PagedShape& s) {
+  forward(q, k_cache, v_cache, table, seq, len, out, s);
+}
+void paged_attention_forward(const float* q, const bf16* k_cache, const bf16* v_cache, const int32_t* table,
+                             const int32_t* seq, const int32_t* len, float* out, const PagedShape& s) {
+  forward(q, k_cache, v_cache, table, seq, len, out, s);
+}
 void paged_kv_write(float* k_cache, float* v_cache, const float* k, const float* v, const int32_t* slots,
                     const PagedShape& s) {
-  if (s.T == 0 || s.Hkv == 0) return;
-  paged_kv_write_kernel<<<paged_kv_write_blocks(s), 256, 0, stream()>>>(k_cache, v_cache, k, v, slots, s);
-  QKV_CUDA_LAUNCHED(paged_kv_write_kernel);
+  write(k_cache, v_cache, k, v, slots, s);
+}
+void paged_kv_write(bf16* k_cache, bf16* v_cache, const float* k, const float* v, const int32_t* slots,
+                    const PagedShape& s) {
+  write(k_cache, v_cache, k, v, slots, s);
 }
 
 }  // namespace qkv::kernels::cuda

@@ -8,7 +8,8 @@
 // are read once for all the chunk's heads, a lane holding head dims lane, lane + 32, … (D, Dv ≤ 256:
 // at most 8 a lane, in registers). Each warp keeps an online softmax per head (running max and sum,
 // f32) and its weighted sum of values in registers; the warps' partial results are merged through
-// shared memory at the end. A page index outside the cache is skipped, a length clamped to the
+// shared memory at the end (a bf16 cache's elements widened to f32 as they are read). A page index
+// outside the cache is skipped, a length clamped to the
 // block-table row, a negative row sees no key: the kernel never reads outside the cache (the CPU op
 // checks these indices; the GPU cannot cheaply).
 //
@@ -28,6 +29,7 @@
 #include <cmath>
 #include <cstdint>
 
+#include "kernels/cuda/bf16_bits.cuh"
 #include "kernels/cuda/launch.h"
 #include "kernels/paged_attention.h"
 
@@ -83,13 +85,22 @@ inline unsigned paged_kv_write_blocks(const PagedShape& s) {
   return blocks_for(s.T * s.Hkv * (s.D > s.Dv ? s.D : s.Dv));
 }
 
+// A cache element as f32 (a bf16 one widened: its bits the top half), and an f32 as one (bf16: rounded
+// to nearest even, as the CPU's f32_to_bf16).
+__device__ inline float widen(float x) { return x; }
+__device__ inline float widen(bf16 x) { return __uint_as_float(static_cast<unsigned>(x.bits) << 16); }
+__device__ inline void narrow(float x, float& out) { out = x; }
+__device__ inline void narrow(float x, bf16& out) { out.bits = to_bf16_bits(x); }
+
 // out[t, h] = Σ_j softmax_j(scale · q[t, h] · k[p_j, h / G, o_j]) · v[p_j, h / G, o_j]
 // for the block's heads h0 … h0 + Gb − 1, keys j = lo … n − 1 (p_j, o_j: j's page and offset).
 // q [T, H, D], caches [pages, Hkv, page_size, D | Dv], table [rows, max_pages], out [T, H, Dv].
 // Split (split.splits > 1, the grid's y the run): keys j = lo + y·K … of the run only, and the run's
 // unnormalized result to `part` (paged_split_floats' layout) instead of out.
+// C: the caches' element, float or bf16.
+template <typename C>
 __global__ void __launch_bounds__(kPagedThreads)
-    paged_attention_kernel(const float* q, const float* k_cache, const float* v_cache, const int32_t* table,
+    paged_attention_kernel(const float* q, const C* k_cache, const C* v_cache, const int32_t* table,
                            const int32_t* seq, const int32_t* len, float* out, PagedShape s,
                            PagedSplit split = {}, float* part = nullptr) {
   extern __shared__ __align__(128) unsigned char smem[];
@@ -135,14 +146,14 @@ __global__ void __launch_bounds__(kPagedThreads)
     const int64_t page = pages[j / s.page_size];
     if (page < 0 || page >= s.pages) continue;
     const int64_t at = (page * s.Hkv + kvh) * s.page_size + j % s.page_size;
-    const float* kj = k_cache + at * s.D;
-    const float* vj = v_cache + at * s.Dv;
+    const C* kj = k_cache + at * s.D;
+    const C* vj = v_cache + at * s.Dv;
     float kr[kPagedPerLane], vr[kPagedPerLane];  // this lane's dims lane + 32i of k_j and v_j
 #pragma unroll
     for (int i = 0; i < kPagedPerLane; ++i) {
       const int64_t d = lane + 32 * i;
-      kr[i] = d < s.D ? kj[d] : 0.f;
-      vr[i] = d < s.Dv ? vj[d] : 0.f;
+      kr[i] = d < s.D ? widen(kj[d]) : 0.f;
+      vr[i] = d < s.Dv ? widen(vj[d]) : 0.f;
     }
 #pragma unroll
     for (int g = 0; g < kPagedHeads; ++g) {
@@ -225,13 +236,16 @@ __global__ void paged_attention_merge_kernel(const float* part, float* out, Page
 
 // k[slot / page_size, h, slot mod page_size, d] = k_new[t, h, d] (and v), slot = slots[t]
 // (k_new [T, Hkv, D], v_new [T, Hkv, Dv] dense); a slot outside 0 … pages · page_size − 1 is skipped
-__global__ void paged_kv_write_kernel(float* k_cache, float* v_cache, const float* k, const float* v,
-                                      const int32_t* slots, PagedShape s) {
+// (a bf16 cache: each rounded to nearest even)
+template <typename C>
+__global__ void paged_kv_write_kernel(C* k_cache, C* v_cache, const float* k, const float* v, const int32_t* slots,
+                                      PagedShape s) {
   const int64_t stride = int64_t{gridDim.x} * blockDim.x, cache_slots = s.pages * s.page_size;
-  auto write = [&](float* cache, const float* x, int64_t D) {
+  auto write = [&](C* cache, const float* x, int64_t D) {
     for (int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; i < s.T * s.Hkv * D; i += stride) {
       const int64_t t = i / (s.Hkv * D), h = i / D % s.Hkv, d = i % D, slot = slots[t];
-      if (slot >= 0 && slot < cache_slots) cache[((slot / s.page_size * s.Hkv + h) * s.page_size + slot % s.page_size) * D + d] = x[i];
+      if (slot >= 0 && slot < cache_slots)
+        narrow(x[i], cache[((slot / s.page_size * s.Hkv + h) * s.page_size + slot % s.page_size) * D + d]);
     }
   };
   write(k_cache, k, s.D);
