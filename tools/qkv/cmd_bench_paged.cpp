@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "bench_common.h"
+#include "qkv/core/machine.h"
 #include "qkv/core/thread_budget.h"
 #include "qkv/ops.h"
 
@@ -55,6 +56,14 @@ int run_bench_paged(const PagedBenchArgs& a) {
     throw Error("bench paged-attention: --batch " + std::to_string(B) + " × --kv-len " + std::to_string(L) +
                 " need more pages than a block table numbers (2^31 − 1)");
   const int64_t per = (L + P - 1) / P, pages = B * per;
+  // the tensors it makes: the paged caches, the dense ones (f32), the queries and the outputs
+  const DType cache_dtype = a.kv_dtype == "bf16" ? DType::bf16 : DType::f32;
+  const double need = 2.0 * static_cast<double>(pages * P * Hkv * D) * static_cast<double>(dtype_size(cache_dtype)) +
+                      2.0 * 4.0 * static_cast<double>(B * Hkv * L * D) + 3.0 * 4.0 * static_cast<double>(B * H * D);
+  if (device.is_cpu() && need > 0.9 * static_cast<double>(machine_memory_bytes()))
+    throw Error("bench paged-attention: --batch " + std::to_string(B) + " × --kv-len " + std::to_string(L) + " × --kv-heads " +
+                std::to_string(Hkv) + " × --head-dim " + std::to_string(D) + " need " + memory_str(static_cast<int64_t>(need)) +
+                " of keys and values, paged and dense; this machine has " + memory_str(machine_memory_bytes()));
   // the pages in a shuffled order: sequence b's page i is order[b · per + i]
   std::vector<int32_t> order(static_cast<size_t>(pages)), seq(static_cast<size_t>(B)), len(static_cast<size_t>(B),
                                                                                              static_cast<int32_t>(L));
@@ -64,7 +73,6 @@ int run_bench_paged(const PagedBenchArgs& a) {
   Generator gen(0);
   NoGradGuard no_grad;
   const Tensor q = Tensor::randn({B, H, D}, gen).to(device);
-  const DType cache_dtype = a.kv_dtype == "bf16" ? DType::bf16 : DType::f32;
   const Tensor k_cache = Tensor::randn({pages, Hkv, P, D}, gen).to(cache_dtype).to(device);
   const Tensor v_cache = Tensor::randn({pages, Hkv, P, D}, gen).to(cache_dtype).to(device);
   const Tensor table = Tensor::from_ints(order, {B, per}).to(device), seqs = Tensor::from_ints(seq, {B}).to(device),
