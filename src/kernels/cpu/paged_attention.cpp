@@ -35,6 +35,74 @@ inline float dot(const float* a, const bf16* b, int64_t n) {
   return s;
 }
 
+#if QKV_SIMD
+// a cache row's lanes as f32
+inline simd::vf load_row(const float* p) { return simd::load(p); }
+inline simd::vf load_row(const bf16* p) { return simd::load_bf16(p); }
+#endif
+
+// out[r] = scale · q · k[r] for the `run` rows of a page (k [run, D]): four keys at a time, q's
+// registers loaded once for the four and their four sums reduced together
+template <typename C>
+void score_rows(const float* q, const C* k, int64_t run, int64_t D, float scale, float* out) {
+  int64_t r = 0;
+#if QKV_SIMD
+  const int64_t Dv = D - D % kLanes;  // the vector part; the rest one by one
+  for (; r + 4 <= run; r += 4) {
+    const C* k0 = k + r * D;
+    simd::vf a0 = simd::zero(), a1 = simd::zero(), a2 = simd::zero(), a3 = simd::zero();
+    for (int64_t d = 0; d < Dv; d += kLanes) {
+      const simd::vf x = simd::load(q + d);
+      a0 = simd::fmadd(x, load_row(k0 + d), a0);
+      a1 = simd::fmadd(x, load_row(k0 + D + d), a1);
+      a2 = simd::fmadd(x, load_row(k0 + 2 * D + d), a2);
+      a3 = simd::fmadd(x, load_row(k0 + 3 * D + d), a3);
+    }
+    float sums[4];
+    simd::reduce_add4(a0, a1, a2, a3, sums);
+    for (int64_t i = 0; i < 4; ++i) {
+      for (int64_t d = Dv; d < D; ++d) sums[i] += q[d] * widen(k0[i * D + d]);
+      out[r + i] = scale * sums[i];
+    }
+  }
+#endif
+  for (; r < run; ++r) out[r] = scale * dot(q, k + r * D, D);
+}
+
+// o[d] += Σ_r w[r] · v[r, d] over the `run` rows of a page (v [run, Dv]): each column block of o kept in
+// registers across the rows — one load and one store of o per page, not per key
+template <typename C>
+void add_weighted_rows(float* o, const float* w, const C* v, int64_t run, int64_t Dv) {
+  int64_t d = 0;
+#if QKV_SIMD
+  constexpr int64_t B = 4 * kLanes;  // four registers of o at a time
+  for (; d + B <= Dv; d += B) {
+    simd::vf a0 = simd::load(o + d), a1 = simd::load(o + d + kLanes), a2 = simd::load(o + d + 2 * kLanes),
+             a3 = simd::load(o + d + 3 * kLanes);
+    for (int64_t r = 0; r < run; ++r) {
+      const simd::vf x = simd::set1(w[r]);
+      const C* vr = v + r * Dv + d;
+      a0 = simd::fmadd(x, load_row(vr), a0);
+      a1 = simd::fmadd(x, load_row(vr + kLanes), a1);
+      a2 = simd::fmadd(x, load_row(vr + 2 * kLanes), a2);
+      a3 = simd::fmadd(x, load_row(vr + 3 * kLanes), a3);
+    }
+    simd::store(o + d, a0), simd::store(o + d + kLanes, a1), simd::store(o + d + 2 * kLanes, a2),
+        simd::store(o + d + 3 * kLanes, a3);
+  }
+  for (; d + kLanes <= Dv; d += kLanes) {
+    simd::vf a = simd::load(o + d);
+    for (int64_t r = 0; r < run; ++r) a = simd::fmadd(simd::set1(w[r]), load_row(v + r * Dv + d), a);
+    simd::store(o + d, a);
+  }
+#endif
+  for (; d < Dv; ++d) {
+    float a = o[d];
+    for (int64_t r = 0; r < run; ++r) a += w[r] * widen(v[r * Dv + d]);
+    o[d] = a;
+  }
+}
+
 template <typename C>
 void forward(const float* q, const C* k_cache, const C* v_cache, const int32_t* table, const int32_t* seq,
              const int32_t* len, float* out, const PagedShape& s) {
@@ -61,10 +129,8 @@ void forward(const float* q, const C* k_cache, const C* v_cache, const int32_t* 
       scores.resize(static_cast<size_t>(G * keys));
       const float* qt = q + (t * s.H + kvh * G) * s.D;
       each_run([&](int64_t i0, int64_t at, int64_t run) {
-        for (int64_t r = 0; r < run; ++r) {
-          const C* kj = k_cache + (at + r) * s.D;
-          for (int64_t g = 0; g < G; ++g) scores[static_cast<size_t>(g * keys + i0 + r)] = s.scale * dot(qt + g * s.D, kj, s.D);
-        }
+        for (int64_t g = 0; g < G; ++g)
+          score_rows(qt + g * s.D, k_cache + at * s.D, run, s.D, s.scale, scores.data() + g * keys + i0);
       });
       // p = softmax(scores) per head; o[g] = Σ_j p[g, j] · v_j
       for (int64_t g = 0; g < G; ++g) {
@@ -73,14 +139,8 @@ void forward(const float* q, const C* k_cache, const C* v_cache, const int32_t* 
         scale(p, keys, 1.f / exp_shift_sum(p, p, keys, m));
       }
       each_run([&](int64_t i0, int64_t at, int64_t run) {
-        for (int64_t r = 0; r < run; ++r) {
-          const C* vj = v_cache + (at + r) * s.Dv;
-          for (int64_t g = 0; g < G; ++g) {
-            const float w = scores[static_cast<size_t>(g * keys + i0 + r)];
-            float* og = o + g * s.Dv;
-            for (int64_t d = 0; d < s.Dv; ++d) og[d] += w * widen(vj[d]);
-          }
-        }
+        for (int64_t g = 0; g < G; ++g)
+          add_weighted_rows(o + g * s.Dv, scores.data() + g * keys + i0, v_cache + at * s.Dv, run, s.Dv);
       });
     }
   });

@@ -55,6 +55,10 @@ inline vf select_negative(vf x, vf a, vf b) {
   return _mm512_mask_blend_ps(_mm512_cmp_ps_mask(x, _mm512_setzero_ps(), _CMP_LT_OQ), b, a);
 }
 inline float reduce_add(vf v) { return _mm512_reduce_add_ps(v); }
+// the lanes of each, in 256-bit halves added: [Σ lo + hi] (for reduce_add4)
+inline __m256 fold256(vf v) {
+  return _mm256_add_ps(_mm512_castps512_ps256(v), _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(v), 1)));
+}
 inline float reduce_max(vf v) { return _mm512_reduce_max_ps(v); }
 // bf16 → f32 is a 16-bit shift
 inline vf load_bf16(const bf16* p) {
@@ -121,6 +125,7 @@ inline float reduce_add(vf v) {
   s = _mm_add_ps(s, _mm_movehl_ps(s, s));
   return _mm_cvtss_f32(_mm_add_ss(s, _mm_movehdup_ps(s)));
 }
+inline __m256 fold256(vf v) { return v; }  // (for reduce_add4)
 inline float reduce_max(vf v) {
   __m128 s = _mm_max_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
   s = _mm_max_ps(s, _mm_movehl_ps(s, s));
@@ -156,6 +161,15 @@ inline vi bit_and(vi a, vi b) { return _mm256_and_si256(a, b); }
 inline vi bit_or(vi a, vi b) { return _mm256_or_si256(a, b); }
 inline vf i32_to_f32(vi a) { return _mm256_cvtepi32_ps(a); }
 
+#endif
+
+#if QKV_SIMD
+// out[0 … 3] = the lane sums of a, b, c and d (four horizontal sums in one: three hadds, one add)
+inline void reduce_add4(vf a, vf b, vf c, vf d, float* out) {
+  const __m256 ab = _mm256_hadd_ps(fold256(a), fold256(b)), cd = _mm256_hadd_ps(fold256(c), fold256(d));
+  const __m256 abcd = _mm256_hadd_ps(ab, cd);  // [Σa Σb Σc Σd] in each 128-bit half, partly
+  _mm_storeu_ps(out, _mm_add_ps(_mm256_castps256_ps128(abcd), _mm256_extractf128_ps(abcd, 1)));
+}
 #endif
 
 }  // namespace qkv::kernels::cpu::simd
