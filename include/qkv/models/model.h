@@ -113,7 +113,8 @@ class LanguageModel : public Model {
   // Many sequences in one step (continuous batching: decode/batching_generator.h), where the
   // architecture has it (GPT, Llama): a paged KV cache of `pages` pages of `page_size` tokens on
   // `device` (keys and values in `dtype`: f32 or bf16), and ids i32 [T] — the step's tokens
-  // (nn/paged_kv_cache.h) — → the logits of each sequence's last token, [sequences, V]. Without it (paged() false) both throw qkv::Error.
+  // (nn/paged_kv_cache.h) — → the logits of each sequence's last token, [sequences, V]. Without it
+  // (paged() false) both throw qkv::Error.
   virtual bool paged() const { return false; }
   virtual nn::PagedKVCache make_paged_cache(int64_t pages, int64_t page_size, Device device, DType dtype) const;
   virtual Tensor step_paged(const Tensor& ids, const nn::PagedStep& step, nn::PagedKVCache& cache) const;

@@ -1,7 +1,8 @@
 // Attention over a paged KV cache on the CPU (formulas: kernels/paged_attention.inc). One task per
-// (query token, key/value head): the G query heads that share the head read each of its keys once —
-// the scores of all G into a row each, their softmax, then the values summed with those weights —
-// a page's keys of the head in one run of memory. A bf16 cache's rows are widened as they are read.
+// (query token, key/value head): the scores of the G query heads that share the head into a row each
+// (four keys at a time), their softmax, then the values summed with those weights (a page's rows into
+// registers) — a page's keys of the head in one run of memory. A bf16 cache's rows are widened as
+// they are read.
 #include "kernels/cpu/paged_attention.h"
 
 #include <algorithm>
@@ -47,11 +48,11 @@ template <typename C>
 void score_rows(const float* q, const C* k, int64_t run, int64_t D, float scale, float* out) {
   int64_t r = 0;
 #if QKV_SIMD
-  const int64_t Dv = D - D % kLanes;  // the vector part; the rest one by one
+  const int64_t Dvec = D - D % kLanes;  // the vector part; the rest one by one
   for (; r + 4 <= run; r += 4) {
     const C* k0 = k + r * D;
     simd::vf a0 = simd::zero(), a1 = simd::zero(), a2 = simd::zero(), a3 = simd::zero();
-    for (int64_t d = 0; d < Dv; d += kLanes) {
+    for (int64_t d = 0; d < Dvec; d += kLanes) {
       const simd::vf x = simd::load(q + d);
       a0 = simd::fmadd(x, load_row(k0 + d), a0);
       a1 = simd::fmadd(x, load_row(k0 + D + d), a1);
@@ -61,7 +62,7 @@ void score_rows(const float* q, const C* k, int64_t run, int64_t D, float scale,
     float sums[4];
     simd::reduce_add4(a0, a1, a2, a3, sums);
     for (int64_t i = 0; i < 4; ++i) {
-      for (int64_t d = Dv; d < D; ++d) sums[i] += q[d] * widen(k0[i * D + d]);
+      for (int64_t d = Dvec; d < D; ++d) sums[i] += q[d] * widen(k0[i * D + d]);
       out[r + i] = scale * sums[i];
     }
   }

@@ -9,9 +9,8 @@
 // at most 8 a lane, in registers). Each warp keeps an online softmax per head (running max and sum,
 // f32) and its weighted sum of values in registers; the warps' partial results are merged through
 // shared memory at the end (a bf16 cache's elements widened to f32 as they are read). A page index
-// outside the cache is skipped, a length clamped to the
-// block-table row, a negative row sees no key: the kernel never reads outside the cache (the CPU op
-// checks these indices; the GPU cannot cheaply).
+// outside the cache is skipped, a length clamped to the block-table row, a negative row sees no key:
+// the kernel never reads outside the cache (the CPU op checks these indices; the GPU cannot cheaply).
 //
 // Split over the keys (flash-decoding: Dao, Haziza, Massa, Sizov, "Flash-Decoding for long-context
 // inference", 2023; vLLM's PagedAttention V2): a step of few sequences gives few blocks — one
@@ -189,9 +188,6 @@ __global__ void __launch_bounds__(kPagedThreads)
   // (0 where no warp saw a key: M = −∞); a run: the numerator, M and the denominator to `part`
   const int64_t S = split.splits;
   float* ot = out + (t * s.H + h0) * s.Dv;
-  float* part_acc = part;                       // [T, H, S, Dv]
-  float* part_m = part + s.T * s.H * S * s.Dv;  // [T, H, S]
-  float* part_l = part_m + s.T * s.H * S;       // [T, H, S]
   for (int64_t e = threadIdx.x; e < Gb * s.Dv; e += blockDim.x) {
     const int64_t g = e / s.Dv, d = e % s.Dv;
     float M = -INFINITY;
@@ -205,10 +201,10 @@ __global__ void __launch_bounds__(kPagedThreads)
       }
     if (part == nullptr) {
       ot[e] = den > 0.f ? num / den : 0.f;
-    } else {
-      const int64_t th = t * s.H + h0 + g;  // (the run's row of part)
-      part_acc[(th * S + y) * s.Dv + d] = num;
-      if (d == 0) part_m[th * S + y] = M, part_l[th * S + y] = den;
+    } else {  // part: acc [T, H, S, Dv], then M and L [T, H, S]
+      const int64_t th = t * s.H + h0 + g, rows = s.T * s.H;  // (th: the run's row of part)
+      part[(th * S + y) * s.Dv + d] = num;
+      if (d == 0) part[rows * S * s.Dv + th * S + y] = M, part[rows * S * (s.Dv + 1) + th * S + y] = den;
     }
   }
 }
