@@ -97,7 +97,8 @@ TEST(Cli, BadArgumentsGiveAClearErrorAndNonZeroExit) {
            {"generate --top-p 0", "--top-p: must be in (0, 1], got 0"},
            {"bench gpt train --iters 0", "--iters: must be a number greater than 0, got 0"},
            {"translate --beam 65", "--beam: must be in [1, 64], got 65"},
-           {"translate --threads x", "--threads: must be a number greater than 0, got x"}}) {
+           {"translate --threads x", "--threads: must be a number greater than 0, got x"},
+           {"serve --kv-cache-dtype fp8", "--kv-cache-dtype: fp8 not in {f32,bf16}"}}) {
     r = run(args);
     // a usage error: exit 2 (as getopt's tools), one line naming the command and the flag — not
     // CLI11's own exit codes (105, 106) and its second "Run with --help" line
