@@ -9,6 +9,7 @@
 
 #include "commands.h"
 #include "options.h"
+#include "qkv/core/cuda.h"
 #include "qkv/ops/autocast.h"
 
 namespace qkv::cli {
@@ -29,6 +30,21 @@ inline TimeStats time_stats(std::vector<double> times) {
   std::sort(times.begin(), times.end());
   s.median = times[times.size() / 2];
   return s;
+}
+
+// The median of `reps` timed runs of f after one warm-up, in milliseconds; on a GPU each waits for the
+// queued work (cuda::synchronize) before the clock is read.
+template <typename F>
+double median_ms(int reps, Device device, F&& f) {
+  std::vector<double> ts;
+  for (int i = 0; i <= reps; ++i) {
+    if (!device.is_cpu()) cuda::synchronize(device.index);
+    const auto t0 = std::chrono::steady_clock::now();
+    f();
+    if (!device.is_cpu()) cuda::synchronize(device.index);
+    if (i > 0) ts.push_back(1e3 * seconds_since(t0));
+  }
+  return time_stats(ts).median;
 }
 
 // --iters, --warmup, --dtype (f32 | bf16 mixed precision), --threads and --json of `bench … train`.

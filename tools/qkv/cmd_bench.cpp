@@ -8,8 +8,7 @@
 #include <string>
 #include <vector>
 
-#include "commands.h"
-#include "options.h"
+#include "bench_common.h"
 #include "qkv/core/thread_budget.h"
 #include "qkv/ops.h"
 
@@ -34,22 +33,6 @@ double rss_mib() {
     std::fclose(f);
   }
   return static_cast<double>(resident) * 4096.0 / (1 << 20);
-}
-
-// On a GPU the work is queued: each run waits for it (cuda::synchronize) before the clock is read.
-template <typename F>
-double median_ms(int reps, Device device, F&& f) {
-  std::vector<double> ts;
-  for (int i = 0; i < reps + 1; ++i) {  // the first run warms up
-    if (!device.is_cpu()) cuda::synchronize(device.index);
-    auto t0 = std::chrono::steady_clock::now();
-    f();
-    if (!device.is_cpu()) cuda::synchronize(device.index);
-    double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
-    if (i > 0) ts.push_back(ms);
-  }
-  std::sort(ts.begin(), ts.end());
-  return ts[ts.size() / 2];
 }
 
 int run_bench_attention(const BenchArgs& a) {

@@ -29,20 +29,6 @@ struct PagedBenchArgs {
   std::string device = "cpu", kv_dtype = "f32";
 };
 
-// The median of `reps` timed runs after one warm-up, each waiting for the GPU's queue (milliseconds).
-template <typename F>
-double median_ms(int reps, Device device, F&& f) {
-  std::vector<double> ts;
-  for (int i = 0; i <= reps; ++i) {
-    if (!device.is_cpu()) cuda::synchronize(device.index);
-    const auto t0 = std::chrono::steady_clock::now();
-    f();
-    if (!device.is_cpu()) cuda::synchronize(device.index);
-    if (i > 0) ts.push_back(1e3 * seconds_since(t0));
-  }
-  return time_stats(ts).median;
-}
-
 int run_bench_paged(const PagedBenchArgs& a) {
   use_threads(a.threads);
   const Device device = device_from(a.device, "bench paged-attention");

@@ -17,24 +17,9 @@ namespace qkv::kernels::cpu {
 
 namespace {
 
-using cpu::dot;  // (the f32 one, beside the bf16 one below)
-
 // a cache element as f32 (a bf16 one widened: its bits the top half)
 inline float widen(float x) { return x; }
 inline float widen(bf16 x) { return bf16_to_f32(x); }
-
-// Σ_d a[d] · b[d], b a bf16 cache row widened as it is read
-inline float dot(const float* a, const bf16* b, int64_t n) {
-  int64_t i = 0;
-  float s = 0.f;
-#if QKV_SIMD
-  simd::vf acc = simd::zero();
-  for (; i + kLanes <= n; i += kLanes) acc = simd::fmadd(simd::load(a + i), simd::load_bf16(b + i), acc);
-  s = simd::reduce_add(acc);
-#endif
-  for (; i < n; ++i) s += a[i] * bf16_to_f32(b[i]);
-  return s;
-}
 
 #if QKV_SIMD
 // a cache row's lanes as f32

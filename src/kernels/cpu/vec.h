@@ -233,15 +233,23 @@ inline float max_of(const float* x, int64_t n) {
   return m;
 }
 
-inline float dot(const float* a, const float* b, int64_t n) {
+// Σ a[i] · b[i], b f32 or bf16 (each widened as it is read)
+template <typename B>
+inline float dot(const float* a, const B* b, int64_t n) {
   int64_t i = 0;
   float s = 0.f;
 #if QKV_SIMD
   simd::vf acc = simd::zero();
-  for (; i + kLanes <= n; i += kLanes) acc = simd::fmadd(simd::load(a + i), simd::load(b + i), acc);
+  for (; i + kLanes <= n; i += kLanes) {
+    if constexpr (std::is_same_v<B, bf16>) acc = simd::fmadd(simd::load(a + i), simd::load_bf16(b + i), acc);
+    else acc = simd::fmadd(simd::load(a + i), simd::load(b + i), acc);
+  }
   s = simd::reduce_add(acc);
 #endif
-  for (; i < n; ++i) s += a[i] * b[i];
+  for (; i < n; ++i) {
+    if constexpr (std::is_same_v<B, bf16>) s += a[i] * bf16_to_f32(b[i]);
+    else s += a[i] * b[i];
+  }
   return s;
 }
 

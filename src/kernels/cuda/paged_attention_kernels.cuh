@@ -91,6 +91,26 @@ __device__ inline float widen(bf16 x) { return __uint_as_float(static_cast<unsig
 __device__ inline void narrow(float x, float& out) { out = x; }
 __device__ inline void narrow(float x, bf16& out) { out.bits = to_bf16_bits(x); }
 
+// n partial softmaxes of one output element combined — part i's running max m_i, its sum l_i and its
+// weighted sum of values acc_i (at m[i · m_stride], l[…], acc[i · acc_stride]):
+//   M = max_i m_i, num = Σ_i e^(m_i − M) · acc_i, den = Σ_i e^(m_i − M) · l_i
+// (num = den = 0 where no part saw a key: M = −∞). A block's warps, and the split's runs.
+struct Combined {
+  float M, num, den;
+};
+__device__ inline Combined combine_partials(int64_t n, const float* m, const float* l, int64_t m_stride,
+                                            const float* acc, int64_t acc_stride) {
+  Combined c{-INFINITY, 0.f, 0.f};
+  for (int64_t i = 0; i < n; ++i) c.M = fmaxf(c.M, m[i * m_stride]);
+  if (c.M == -INFINITY) return c;
+  for (int64_t i = 0; i < n; ++i) {
+    const float w = expf(m[i * m_stride] - c.M);
+    c.num += w * acc[i * acc_stride];
+    c.den += w * l[i * m_stride];
+  }
+  return c;
+}
+
 // out[t, h] = Σ_j softmax_j(scale · q[t, h] · k[p_j, h / G, o_j]) · v[p_j, h / G, o_j]
 // for the block's heads h0 … h0 + Gb − 1, keys j = lo … n − 1 (p_j, o_j: j's page and offset).
 // q [T, H, D], caches [pages, Hkv, page_size, D | Dv], table [rows, max_pages], out [T, H, Dv].
@@ -190,21 +210,13 @@ __global__ void __launch_bounds__(kPagedThreads)
   float* ot = out + (t * s.H + h0) * s.Dv;
   for (int64_t e = threadIdx.x; e < Gb * s.Dv; e += blockDim.x) {
     const int64_t g = e / s.Dv, d = e % s.Dv;
-    float M = -INFINITY;
-    for (int w = 0; w < kPagedWarps; ++w) M = fmaxf(M, ms[w * Gs + g]);
-    float num = 0.f, den = 0.f;
-    if (M != -INFINITY)
-      for (int w = 0; w < kPagedWarps; ++w) {
-        const float c = expf(ms[w * Gs + g] - M);
-        num += c * accs[(w * Gs + g) * s.Dv + d];
-        den += c * ls[w * Gs + g];
-      }
+    const Combined c = combine_partials(kPagedWarps, ms + g, ls + g, Gs, accs + g * s.Dv + d, Gs * s.Dv);
     if (part == nullptr) {
-      ot[e] = den > 0.f ? num / den : 0.f;
+      ot[e] = c.den > 0.f ? c.num / c.den : 0.f;
     } else {  // part: acc [T, H, S, Dv], then M and L [T, H, S]
       const int64_t th = t * s.H + h0 + g, rows = s.T * s.H;  // (th: the run's row of part)
-      part[(th * S + y) * s.Dv + d] = num;
-      if (d == 0) part[rows * S * s.Dv + th * S + y] = M, part[rows * S * (s.Dv + 1) + th * S + y] = den;
+      part[(th * S + y) * s.Dv + d] = c.num;
+      if (d == 0) part[rows * S * s.Dv + th * S + y] = c.M, part[rows * S * (s.Dv + 1) + th * S + y] = c.den;
     }
   }
 }
@@ -217,16 +229,8 @@ __global__ void paged_attention_merge_kernel(const float* part, float* out, Page
   const float* part_l = part_m + rows * S;
   for (int64_t e = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; e < rows * s.Dv; e += stride) {
     const int64_t th = e / s.Dv, d = e % s.Dv;
-    float M = -INFINITY;
-    for (int64_t i = 0; i < S; ++i) M = fmaxf(M, part_m[th * S + i]);
-    float num = 0.f, den = 0.f;
-    if (M != -INFINITY)
-      for (int64_t i = 0; i < S; ++i) {
-        const float c = expf(part_m[th * S + i] - M);
-        num += c * part[(th * S + i) * s.Dv + d];
-        den += c * part_l[th * S + i];
-      }
-    out[e] = den > 0.f ? num / den : 0.f;
+    const Combined c = combine_partials(S, part_m + th * S, part_l + th * S, 1, part + th * S * s.Dv + d, s.Dv);
+    out[e] = c.den > 0.f ? c.num / c.den : 0.f;
   }
 }
 
