@@ -8,6 +8,7 @@ batched generation, on the same random Llama-style model, in one run.
         [--dtypes f32 int8] [--system-sentences K --engines qkv-batched qkv-noprefix ct2]
         [--clients 1 --choices 16 --engines qkv-batched qkv-serial ct2]
         [--kv-cache-mb M --engines qkv-batched qkv-bf16kv]
+        [--system-sentences K --engines qkv-batched qkv-nocascade]
 
 The model: bench/pretrained_vs_peers.py's (12 layers, d 768, 12 query / 4 key-value heads, MLP 2048,
 vocab 32,000, ~110 M parameters, a byte-level BPE tokenizer trained on Tatoeba), built once into
@@ -18,6 +19,8 @@ Each round, for each engine (alternating):
                 /v1/completions (a different Tatoeba sentence as prompt, greedy, max_tokens N) at once
   qkv-serial    the same server with --max-batch 1: the generations one after another
   qkv-noprefix  `qkv serve --no-prefix-caching`: every prompt computed whole
+  qkv-nocascade `qkv serve` with QKV_PAGED_CASCADE=0: each token reads the shared prompt's pages on
+                its own (the CPU's cascade attention off)
   qkv-bf16kv    `qkv serve --kv-cache-dtype bf16`: the KV cache in bf16 (twice the tokens in
                 --kv-cache-mb M, which every qkv engine is given)
   ct2           ctranslate2.Generator.generate_batch on the C prompts at once (greedy, max_length
@@ -65,9 +68,10 @@ def prepare(out):
 
 
 class Server:
-    def __init__(self, model, dtype, threads, max_batch, extra=()):
+    def __init__(self, model, dtype, threads, max_batch, extra=(), env_extra=None):
         env = dict(os.environ)
         env.pop("OMP_WAIT_POLICY", None)
+        env.update(env_extra or {})
         self.p = subprocess.Popen([QKV, "serve", "-m", model, "--port", "0", "--threads", str(threads), "--dtype", dtype,
                                    "--max-batch", str(max_batch), "--timeout", "600", "--max-sentence-bytes", "65536",
                                    *extra],
@@ -142,7 +146,7 @@ def main():
     ap.add_argument("--system-sentences", type=int, default=0,
                     help="sentences of a system prompt every client's prompt begins with")
     ap.add_argument("--engines", nargs="+", default=["qkv-batched", "qkv-serial", "ct2"],
-                    choices=["qkv-batched", "qkv-serial", "qkv-noprefix", "qkv-bf16kv", "ct2"])
+                    choices=["qkv-batched", "qkv-serial", "qkv-noprefix", "qkv-bf16kv", "qkv-nocascade", "ct2"])
     ap.add_argument("--kv-cache-mb", type=float, default=0, help="qkv serve --kv-cache-mb (0: its default)")
     ap.add_argument("--out", default=os.path.join(ROOT, "out", "pretrained-bench"))
     a = ap.parse_args()
@@ -169,8 +173,11 @@ def main():
                     rate = json.loads(out.strip().splitlines()[-1])["tokens_per_s"]
                 else:
                     extra = {"qkv-noprefix": ["--no-prefix-caching"], "qkv-bf16kv": ["--kv-cache-dtype", "bf16"]}
+                    # qkv-nocascade: each token reads the shared system prompt's pages on its own
+                    env_extra = {"QKV_PAGED_CASCADE": "0"} if engine == "qkv-nocascade" else {}
                     s = Server(folder + ".safetensors", dtype, a.threads, 1 if engine == "qkv-serial" else 64,
-                               extra.get(engine, []) + (["--kv-cache-mb", str(a.kv_cache_mb)] if a.kv_cache_mb else []))
+                               extra.get(engine, []) + (["--kv-cache-mb", str(a.kv_cache_mb)] if a.kv_cache_mb else []),
+                               env_extra)
                     try:
                         rate, lat = serve_round(s, prompts, a.new_tokens, a.choices)
                     finally:

@@ -65,6 +65,13 @@ TEST(Cli, BenchPagedAttentionJson) {
   EXPECT_EQ(r.code, 0) << r.out;
   for (const char* key : {"\"paged_ms\"", "\"dense_ms\"", "\"paged_gbs\"", "\"window\": 7"})
     EXPECT_NE(r.out.find(key), std::string::npos) << key << " in " << r.out;
+  // a shared prefix: whole pages (557 keys → 139 pages of 4: 556), more than the sequences hold refused
+  r = run("bench paged-attention -B 3 -L 600 --heads 4 --kv-heads 2 -d 16 --page-size 4 --shared-prefix 557 --repeats 1 --json");
+  EXPECT_EQ(r.code, 0) << r.out;
+  EXPECT_NE(r.out.find("\"shared_prefix\": 556"), std::string::npos) << r.out;
+  r = run("bench paged-attention -L 40 --shared-prefix 41");
+  EXPECT_NE(r.code, 0);
+  EXPECT_NE(r.out.find("--shared-prefix 41 is longer than --kv-len 40"), std::string::npos) << r.out;
   r = run("bench paged-attention --heads 3 --kv-heads 2");
   EXPECT_NE(r.code, 0);
   EXPECT_NE(r.out.find("--heads 3 is not a multiple of --kv-heads 2"), std::string::npos) << r.out;

@@ -5,7 +5,8 @@
 // that counts is the bandwidth: bytes of keys and values read per second. On a GPU, few sequences
 // with long contexts take the split over the keys (kernels/cuda/paged_attention_kernels.cuh;
 // QKV_CUDA_PAGED_SPLIT=0 turns it off, to compare). --kv-dtype bf16 keeps the paged cache in bf16 (half
-// the bytes read; the dense attention stays f32).
+// the bytes read; the dense attention stays f32). --shared-prefix N gives every sequence the same first
+// pages (N keys): the CPU's cascade reads them once for all (kernels/cpu/paged_attention.cpp).
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -23,7 +24,7 @@ namespace qkv::cli {
 namespace {
 
 struct PagedBenchArgs {
-  int64_t batch = 1, kv_len = 4096, heads = 32, kv_heads = 8, head_dim = 128, page_size = 16, window = 0;
+  int64_t batch = 1, kv_len = 4096, heads = 32, kv_heads = 8, head_dim = 128, page_size = 16, window = 0, shared = 0;
   int repeats = 20, threads = 0;
   bool json = false;
   std::string device = "cpu", kv_dtype = "f32";
@@ -41,7 +42,10 @@ int run_bench_paged(const PagedBenchArgs& a) {
   if (L > kMax || B > kMax || L / P + 1 > kMax / B)
     throw Error("bench paged-attention: --batch " + std::to_string(B) + " × --kv-len " + std::to_string(L) +
                 " need more pages than a block table numbers (2^31 − 1)");
-  const int64_t per = (L + P - 1) / P, pages = B * per;
+  if (a.shared > L)
+    throw Error("bench paged-attention: --shared-prefix " + std::to_string(a.shared) + " is longer than --kv-len " +
+                std::to_string(L));
+  const int64_t per = (L + P - 1) / P, pages = B * per, shared_pages = a.shared / P;
   // the tensors it makes: the paged caches, the dense ones (f32), the queries and the outputs
   const DType cache_dtype = a.kv_dtype == "bf16" ? DType::bf16 : DType::f32;
   const double need = 2.0 * static_cast<double>(pages * P * Hkv * D) * static_cast<double>(dtype_size(cache_dtype)) +
@@ -55,6 +59,10 @@ int run_bench_paged(const PagedBenchArgs& a) {
                                                                                              static_cast<int32_t>(L));
   std::iota(order.begin(), order.end(), 0);
   std::shuffle(order.begin(), order.end(), std::mt19937(1));
+  // --shared-prefix: every row begins with row 0's first pages (a shared system prompt; the pages the
+  // others would have had stay unused)
+  for (int64_t b = 1; b < B; ++b)
+    for (int64_t i = 0; i < shared_pages; ++i) order[static_cast<size_t>(b * per + i)] = order[static_cast<size_t>(i)];
   std::iota(seq.begin(), seq.end(), 0);
   Generator gen(0);
   NoGradGuard no_grad;
@@ -80,15 +88,15 @@ int run_bench_paged(const PagedBenchArgs& a) {
   const double paged_gbs = bytes * static_cast<double>(dtype_size(cache_dtype)) / 4 / paged / 1e6, dense_gbs = bytes / dense / 1e6;
   if (a.json) {
     std::printf("{\"impl\": \"qkv\", \"batch\": %ld, \"kv_len\": %ld, \"heads\": %ld, \"kv_heads\": %ld, \"head_dim\": %ld, "
-                "\"page_size\": %ld, \"window\": %ld, \"kv_dtype\": \"%s\", \"device\": \"%s\", \"threads\": %d, "
+                "\"page_size\": %ld, \"window\": %ld, \"shared_prefix\": %ld, \"kv_dtype\": \"%s\", \"device\": \"%s\", \"threads\": %d, "
                 "\"paged_ms\": %.4f, \"dense_ms\": %.4f, \"paged_gbs\": %.1f, \"dense_gbs\": %.1f}\n",
-                (long)B, (long)L, (long)H, (long)Hkv, (long)D, (long)P, (long)a.window, a.kv_dtype.c_str(), device.str().c_str(),
-                requested_threads(), paged, dense, paged_gbs, dense_gbs);
+                (long)B, (long)L, (long)H, (long)Hkv, (long)D, (long)P, (long)a.window, (long)(shared_pages * P),
+                a.kv_dtype.c_str(), device.str().c_str(), requested_threads(), paged, dense, paged_gbs, dense_gbs);
   } else {
-    std::printf("paged attention, one decoding step: B=%ld sequences of %ld keys (window %ld), H=%ld Hkv=%ld d=%ld, "
-                "pages of %ld, a %s cache, on %s (%d threads)\n",
-                (long)B, (long)L, (long)a.window, (long)H, (long)Hkv, (long)D, (long)P, a.kv_dtype.c_str(), device.str().c_str(),
-                requested_threads());
+    std::printf("paged attention, one decoding step: B=%ld sequences of %ld keys (window %ld, the first %ld shared), "
+                "H=%ld Hkv=%ld d=%ld, pages of %ld, a %s cache, on %s (%d threads)\n",
+                (long)B, (long)L, (long)a.window, (long)(shared_pages * P), (long)H, (long)Hkv, (long)D, (long)P,
+                a.kv_dtype.c_str(), device.str().c_str(), requested_threads());
     std::printf("  paged   %9.3f ms  %8.1f GB/s of keys and values\n", paged, paged_gbs);
     std::printf("  dense   %9.3f ms  %8.1f GB/s (scaled_dot_product_attention over a contiguous cache)\n", dense,
                 dense_gbs);
@@ -110,6 +118,11 @@ void add_bench_paged(CLI::App* bench) {
   app->add_option("--head-dim,-d", a->head_dim, "head dimension")->capture_default_str()->check(greater_than_zero());
   app->add_option("--page-size", a->page_size, "key/value slots a page")->capture_default_str()->check(greater_than_zero());
   app->add_option("--window", a->window, "sliding window (0: every key)")->capture_default_str()->check(zero_or_more());
+  app->add_option("--shared-prefix", a->shared,
+                  "keys every sequence shares, in the same pages (a system prompt; whole pages): on the CPU, read "
+                  "once for all of them (QKV_PAGED_CASCADE=0: once a sequence, to compare)")
+      ->capture_default_str()
+      ->check(zero_or_more());
   app->add_option("--repeats", a->repeats, "timed repetitions (the median reported)")
       ->capture_default_str()
       ->check(greater_than_zero());

@@ -1,13 +1,17 @@
 // Attention over a paged KV cache on the CPU (formulas: kernels/paged_attention.inc). One task per
-// (query token, key/value head): the scores of the G query heads that share the head into a row each
-// (four keys at a time), their softmax, then the values summed with those weights (a page's rows into
-// registers) — a page's keys of the head in one run of memory. A bf16 cache's rows are widened as
-// they are read.
+// (query token, key/value head): the G query heads that share the head read each page of keys once,
+// tile by tile with an online softmax — the scores two rows and four keys at a time, then the values
+// summed with their weights (a page's rows into registers). Before them, tokens whose sequences begin
+// with the same pages attend to those pages together (cascade attention: paged_shared_prefixes in
+// kernels/cpu/paged_attention.h), the tokens' own tasks going on from there. A bf16 cache's rows are
+// widened as they are read.
 #include "kernels/cpu/paged_attention.h"
 
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
 #include <cstring>
+#include <type_traits>
 #include <vector>
 
 #include "kernels/cpu/vec.h"
@@ -27,110 +31,239 @@ inline simd::vf load_row(const float* p) { return simd::load(p); }
 inline simd::vf load_row(const bf16* p) { return simd::load_bf16(p); }
 #endif
 
-// out[r] = scale · q · k[r] for the `run` rows of a page (k [run, D]): four keys at a time, q's
-// registers loaded once for the four and their four sums reduced together
-template <typename C>
-void score_rows(const float* q, const C* k, int64_t run, int64_t D, float scale, float* out) {
+// GCC 12's AVX-512 headers build a bf16 load's halves from _mm256_undefined_*, which it then warns
+// about as "uninitialized" where the loads are inlined (GCC PR 105593, fixed in 13): a false positive,
+// silenced for this file's kernels only.
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wuninitialized"
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#endif
+
+// out_i[r] = scale · q_i · k[r] for NR query rows (1 or 2) over the `run` rows of a page (k [run, D]):
+// four keys at a time, each key's registers loaded once for the NR rows and each row's four sums
+// reduced together. A row's sums take the same steps whatever NR: the same bits alone or paired.
+template <int NR, typename C>
+void score_rows(const float* const* q, const C* k, int64_t run, int64_t D, float scale, float* const* out) {
   int64_t r = 0;
 #if QKV_SIMD
   const int64_t Dvec = D - D % kLanes;  // the vector part; the rest one by one
   for (; r + 4 <= run; r += 4) {
     const C* k0 = k + r * D;
-    simd::vf a0 = simd::zero(), a1 = simd::zero(), a2 = simd::zero(), a3 = simd::zero();
+    simd::vf a[NR][4];
+    for (int i = 0; i < NR; ++i)
+      for (int c = 0; c < 4; ++c) a[i][c] = simd::zero();
     for (int64_t d = 0; d < Dvec; d += kLanes) {
-      const simd::vf x = simd::load(q + d);
-      a0 = simd::fmadd(x, load_row(k0 + d), a0);
-      a1 = simd::fmadd(x, load_row(k0 + D + d), a1);
-      a2 = simd::fmadd(x, load_row(k0 + 2 * D + d), a2);
-      a3 = simd::fmadd(x, load_row(k0 + 3 * D + d), a3);
+      const simd::vf x0 = load_row(k0 + d), x1 = load_row(k0 + D + d), x2 = load_row(k0 + 2 * D + d),
+                     x3 = load_row(k0 + 3 * D + d);
+      for (int i = 0; i < NR; ++i) {
+        const simd::vf x = simd::load(q[i] + d);
+        a[i][0] = simd::fmadd(x, x0, a[i][0]), a[i][1] = simd::fmadd(x, x1, a[i][1]);
+        a[i][2] = simd::fmadd(x, x2, a[i][2]), a[i][3] = simd::fmadd(x, x3, a[i][3]);
+      }
     }
-    float sums[4];
-    simd::reduce_add4(a0, a1, a2, a3, sums);
-    for (int64_t i = 0; i < 4; ++i) {
-      for (int64_t d = Dvec; d < D; ++d) sums[i] += q[d] * widen(k0[i * D + d]);
-      out[r + i] = scale * sums[i];
+    for (int i = 0; i < NR; ++i) {
+      float sums[4];
+      simd::reduce_add4(a[i][0], a[i][1], a[i][2], a[i][3], sums);
+      for (int64_t c = 0; c < 4; ++c) {
+        for (int64_t d = Dvec; d < D; ++d) sums[c] += q[i][d] * widen(k0[c * D + d]);
+        out[i][r + c] = scale * sums[c];
+      }
     }
   }
 #endif
-  for (; r < run; ++r) out[r] = scale * dot(q, k + r * D, D);
+  for (; r < run; ++r)
+    for (int i = 0; i < NR; ++i) out[i][r] = scale * dot(q[i], k + r * D, D);
 }
 
-// o[d] += Σ_r w[r] · v[r, d] over the `run` rows of a page (v [run, Dv]): each column block of o kept in
-// registers across the rows — one load and one store of o per page, not per key
-template <typename C>
-void add_weighted_rows(float* o, const float* w, const C* v, int64_t run, int64_t Dv) {
+// o_i[d] += Σ_r w_i[r] · v[r, d] for NR rows (1 or 2) over the `run` rows of a page (v [run, Dv]): each
+// column block of the outputs kept in registers across the rows — one load and one store of o per
+// page, not per key — and each value register loaded once for the NR rows (the same bits as alone)
+template <int NR, typename C>
+void add_weighted_rows(float* const* o, const float* const* w, const C* v, int64_t run, int64_t Dv) {
   int64_t d = 0;
 #if QKV_SIMD
-  constexpr int64_t B = 4 * kLanes;  // four registers of o at a time
+  constexpr int64_t B = 4 * kLanes;  // four registers of each o at a time
   for (; d + B <= Dv; d += B) {
-    simd::vf a0 = simd::load(o + d), a1 = simd::load(o + d + kLanes), a2 = simd::load(o + d + 2 * kLanes),
-             a3 = simd::load(o + d + 3 * kLanes);
+    simd::vf a[NR][4];
+    for (int i = 0; i < NR; ++i)
+      for (int c = 0; c < 4; ++c) a[i][c] = simd::load(o[i] + d + c * kLanes);
     for (int64_t r = 0; r < run; ++r) {
-      const simd::vf x = simd::set1(w[r]);
       const C* vr = v + r * Dv + d;
-      a0 = simd::fmadd(x, load_row(vr), a0);
-      a1 = simd::fmadd(x, load_row(vr + kLanes), a1);
-      a2 = simd::fmadd(x, load_row(vr + 2 * kLanes), a2);
-      a3 = simd::fmadd(x, load_row(vr + 3 * kLanes), a3);
+      const simd::vf x0 = load_row(vr), x1 = load_row(vr + kLanes), x2 = load_row(vr + 2 * kLanes),
+                     x3 = load_row(vr + 3 * kLanes);
+      for (int i = 0; i < NR; ++i) {
+        const simd::vf x = simd::set1(w[i][r]);
+        a[i][0] = simd::fmadd(x, x0, a[i][0]), a[i][1] = simd::fmadd(x, x1, a[i][1]);
+        a[i][2] = simd::fmadd(x, x2, a[i][2]), a[i][3] = simd::fmadd(x, x3, a[i][3]);
+      }
     }
-    simd::store(o + d, a0), simd::store(o + d + kLanes, a1), simd::store(o + d + 2 * kLanes, a2),
-        simd::store(o + d + 3 * kLanes, a3);
+    for (int i = 0; i < NR; ++i)
+      for (int c = 0; c < 4; ++c) simd::store(o[i] + d + c * kLanes, a[i][c]);
   }
   for (; d + kLanes <= Dv; d += kLanes) {
-    simd::vf a = simd::load(o + d);
-    for (int64_t r = 0; r < run; ++r) a = simd::fmadd(simd::set1(w[r]), load_row(v + r * Dv + d), a);
-    simd::store(o + d, a);
+    for (int i = 0; i < NR; ++i) {
+      simd::vf a = simd::load(o[i] + d);
+      for (int64_t r = 0; r < run; ++r) a = simd::fmadd(simd::set1(w[i][r]), load_row(v + r * Dv + d), a);
+      simd::store(o[i] + d, a);
+    }
   }
 #endif
-  for (; d < Dv; ++d) {
-    float a = o[d];
-    for (int64_t r = 0; r < run; ++r) a += w[r] * widen(v[r * Dv + d]);
-    o[d] = a;
-  }
+  for (; d < Dv; ++d)
+    for (int i = 0; i < NR; ++i) {
+      float a = o[i][d];
+      for (int64_t r = 0; r < run; ++r) a += w[i][r] * widen(v[r * Dv + d]);
+      o[i][d] = a;
+    }
 }
+
+// Keys are taken in tiles of about kTileKeys, whole pages, at fixed places: tile i holds keys
+// i·tile … (i+1)·tile − 1 of a sequence (a window's first tile starts at its first key). A row's
+// arithmetic depends only on its own query and keys, so a row's output has the same bits whichever
+// rows share its tiles.
+constexpr int64_t kTileKeys = 128;
+inline int64_t tile_keys(const PagedShape& s) { return s.page_size * std::max<int64_t>(1, kTileKeys / s.page_size); }
+
+// Prefixes shared by several tokens over fewer tiles are attended token by token.
+constexpr int64_t kCascadeMinTiles = 2;
+
+// The online softmax of query rows over their keys, tile by tile (Milakov & Gimelshein, 2018): a row
+// keeps m, its largest score so far, l = Σ_j e^{s_j − m} and o = Σ_j e^{s_j − m} · v_j (in out, not yet
+// divided by l). A tile of scores s_j = scale · q · k_j moves them to
+//
+//   m' = max(m, max_j s_j),  l' = l · e^{m − m'} + Σ_j e^{s_j − m'},  o' = o · e^{m − m'} + Σ_j e^{s_j − m'} · v_j
+//
+// and the row's attention is o / l once every tile is in.
+template <typename C>
+struct Online {
+  const float* q;          // [T · H, D]
+  const C *k, *v;          // the caches [pages, Hkv, page_size, D | Dv]
+  float *out, *m, *l;      // out [T · H, Dv]; m, l [T · H]
+  const PagedShape& s;
+
+  // rows (indices into T · H, all of key/value head kvh and of one sequence's pages) over keys
+  // j0 … j1 − 1; scores: scratch for [rows, tile]
+  void attend(const int64_t* rows, int64_t R, const int32_t* pages, int64_t kvh, int64_t j0, int64_t j1,
+              std::vector<float>& scores) const {
+    const int64_t tk = tile_keys(s);
+    for (int64_t a = j0; a < j1;) {
+      const int64_t b = std::min(j1, (a / tk + 1) * tk), n = b - a;
+      scores.resize(static_cast<size_t>(R * n));
+      // page by page: keys j … j + run − 1 lie together, k[page, kvh, off … off + run − 1]; a page's
+      // keys (a few KiB) stay in L1 while every row reads them
+      auto each_run = [&](auto&& f) {
+        for (int64_t j = a; j < b;) {
+          const int64_t off = j % s.page_size, run = std::min(s.page_size - off, b - j);
+          const int64_t at = (static_cast<int64_t>(pages[j / s.page_size]) * s.Hkv + kvh) * s.page_size + off;
+          f(j - a, at, run);
+          j += run;
+        }
+      };
+      // rows two at a time (each key's registers loaded once for both), the odd one alone
+      auto by_pairs = [&](auto&& f) {
+        int64_t r = 0;
+        for (; r + 2 <= R; r += 2) f(std::integral_constant<int, 2>{}, r);
+        if (r < R) f(std::integral_constant<int, 1>{}, r);
+      };
+      each_run([&](int64_t i0, int64_t at, int64_t run) {
+        by_pairs([&](auto nr, int64_t r) {
+          const float* qs[2] = {q + rows[r] * s.D, q + rows[r + nr - 1] * s.D};
+          float* os[2] = {scores.data() + r * n + i0, scores.data() + (r + nr - 1) * n + i0};
+          score_rows<nr>(qs, k + at * s.D, run, s.D, s.scale, os);
+        });
+      });
+      for (int64_t r = 0; r < R; ++r) {
+        float* p = scores.data() + r * n;
+        const float m1 = std::max(m[rows[r]], max_of(p, n));
+        const float alpha = std::exp(m[rows[r]] - m1);  // 0 at the first tile (m = −∞)
+        const float sum = exp_shift_sum(p, p, n, m1);
+        if (alpha != 1.f) scale(out + rows[r] * s.Dv, s.Dv, alpha);
+        l[rows[r]] = l[rows[r]] * alpha + sum, m[rows[r]] = m1;
+      }
+      each_run([&](int64_t i0, int64_t at, int64_t run) {
+        by_pairs([&](auto nr, int64_t r) {
+          float* os[2] = {out + rows[r] * s.Dv, out + rows[r + nr - 1] * s.Dv};
+          const float* ws[2] = {scores.data() + r * n + i0, scores.data() + (r + nr - 1) * n + i0};
+          add_weighted_rows<nr>(os, ws, v + at * s.Dv, run, s.Dv);
+        });
+      });
+      a = b;
+    }
+  }
+  void start(const int64_t* rows, int64_t R) const {
+    for (int64_t r = 0; r < R; ++r) {
+      std::memset(out + rows[r] * s.Dv, 0, static_cast<size_t>(s.Dv) * sizeof(float));
+      m[rows[r]] = -INFINITY, l[rows[r]] = 0.f;
+    }
+  }
+};
 
 template <typename C>
 void forward(const float* q, const C* k_cache, const C* v_cache, const int32_t* table, const int32_t* seq,
              const int32_t* len, float* out, const PagedShape& s) {
-  const int64_t G = s.H / s.Hkv, tasks = s.T * s.Hkv;
-  parallel_for(tasks, 1, [&](int64_t b, int64_t e) {
-    std::vector<float> scores;  // [G, keys]
+  const int64_t G = s.H / s.Hkv;
+  std::vector<float> m(static_cast<size_t>(s.T * s.H)), l(m.size());
+  const Online<C> online{q, k_cache, v_cache, out, m.data(), l.data(), s};
+  auto lo_of = [&](int64_t t) { return s.window > 0 ? std::max<int64_t>(0, len[t] - s.window) : int64_t{0}; };
+  auto pages_of = [&](int64_t t) { return table + static_cast<int64_t>(seq[t]) * s.max_pages; };
+
+  // 1. cascade: the prefixes tokens share (paged_shared_prefixes), a task per (group, key/value head,
+  // block of its tokens), the blocks as large as the threads allow (each reads the prefix's pages once
+  // for all its rows); each row's m, l and o left for step 2 to go on from
+  static const bool cascade = [] {
+    const char* e = std::getenv("QKV_PAGED_CASCADE");  // "0": every token on its own (to compare)
+    return !(e && std::strcmp(e, "0") == 0);
+  }();
+  const std::vector<PagedGroup> groups = cascade ? paged_shared_prefixes(table, seq, len, s) : std::vector<PagedGroup>{};
+  std::vector<int64_t> from(static_cast<size_t>(s.T), -1);  // a token's first key left to attend; −1: none done
+  struct Task {
+    const PagedGroup* g;
+    int64_t kvh, t0, t1;  // tokens g->tokens[t0 … t1 − 1]
+  };
+  std::vector<Task> tasks;
+  for (const PagedGroup& g : groups) {
+    for (int64_t t : g.tokens) from[t] = g.keys;
+    const auto n = static_cast<int64_t>(g.tokens.size());
+    const int64_t pieces = s.Hkv * static_cast<int64_t>(groups.size());  // (group, key/value head) pairs
+    const int64_t blocks = std::clamp<int64_t>((2 * num_threads() + pieces - 1) / pieces, 1, n);
+    for (int64_t kvh = 0; kvh < s.Hkv; ++kvh)
+      for (int64_t b = 0; b < blocks; ++b) tasks.push_back({&g, kvh, b * n / blocks, (b + 1) * n / blocks});
+  }
+  parallel_for(static_cast<int64_t>(tasks.size()), 1, [&](int64_t b, int64_t e) {
+    std::vector<float> scores;
+    std::vector<int64_t> rows;
+    for (int64_t i = b; i < e; ++i) {
+      const Task& task = tasks[static_cast<size_t>(i)];
+      rows.clear();
+      for (int64_t x = task.t0; x < task.t1; ++x)
+        for (int64_t g = 0; g < G; ++g) rows.push_back(task.g->tokens[static_cast<size_t>(x)] * s.H + task.kvh * G + g);
+      const auto R = static_cast<int64_t>(rows.size());
+      online.start(rows.data(), R);
+      online.attend(rows.data(), R, pages_of(task.g->tokens[static_cast<size_t>(task.t0)]), task.kvh, 0, task.g->keys, scores);
+    }
+  });
+
+  // 2. each token's own keys (all of them, or those past its group's prefix): one task per (token,
+  // key/value head), its G query heads together; then o / l
+  parallel_for(s.T * s.Hkv, 1, [&](int64_t b, int64_t e) {
+    std::vector<float> scores;  // [G, tile]
+    std::vector<int64_t> rows(static_cast<size_t>(G));
+    int64_t* r = rows.data();
     for (int64_t task = b; task < e; ++task) {
       const int64_t t = task / s.Hkv, kvh = task % s.Hkv;
-      const int64_t n = len[t], lo = s.window > 0 ? std::max<int64_t>(0, n - s.window) : 0, keys = n - lo;
-      const int32_t* pages = table + static_cast<int64_t>(seq[t]) * s.max_pages;
-      float* o = out + (t * s.H + kvh * G) * s.Dv;  // the G heads' outputs, [G, Dv]
-      std::memset(o, 0, static_cast<size_t>(G * s.Dv) * sizeof(float));
-      if (keys <= 0) continue;
-      // page by page: keys j … j + run − 1 lie together, k[page, kvh, o … o + run − 1]
-      auto each_run = [&](auto&& f) {
-        for (int64_t j = lo; j < n;) {
-          const int64_t off = j % s.page_size, run = std::min(s.page_size - off, n - j);
-          const int64_t at = (static_cast<int64_t>(pages[j / s.page_size]) * s.Hkv + kvh) * s.page_size + off;
-          f(j - lo, at, run);
-          j += run;
-        }
-      };
-      // scores[g, j − lo] = scale · q[t, kvh·G + g] · k_j
-      scores.resize(static_cast<size_t>(G * keys));
-      const float* qt = q + (t * s.H + kvh * G) * s.D;
-      each_run([&](int64_t i0, int64_t at, int64_t run) {
-        for (int64_t g = 0; g < G; ++g)
-          score_rows(qt + g * s.D, k_cache + at * s.D, run, s.D, s.scale, scores.data() + g * keys + i0);
-      });
-      // p = softmax(scores) per head; o[g] = Σ_j p[g, j] · v_j
-      for (int64_t g = 0; g < G; ++g) {
-        float* p = scores.data() + g * keys;
-        const float m = max_of(p, keys);
-        scale(p, keys, 1.f / exp_shift_sum(p, p, keys, m));
-      }
-      each_run([&](int64_t i0, int64_t at, int64_t run) {
-        for (int64_t g = 0; g < G; ++g)
-          add_weighted_rows(o + g * s.Dv, scores.data() + g * keys + i0, v_cache + at * s.Dv, run, s.Dv);
-      });
+      for (int64_t g = 0; g < G; ++g) r[g] = t * s.H + kvh * G + g;
+      int64_t j = from[static_cast<size_t>(t)];
+      if (j < 0) online.start(r, G), j = lo_of(t);
+      online.attend(r, G, pages_of(t), kvh, j, len[t], scores);
+      for (int64_t g = 0; g < G; ++g)
+        if (l[static_cast<size_t>(r[g])] > 0.f) scale(out + r[g] * s.Dv, s.Dv, 1.f / l[static_cast<size_t>(r[g])]);
     }
   });
 }
+
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC diagnostic pop
+#endif
 
 // a row of new keys or values into the cache: copied, or rounded to bf16
 inline void store_row(float* dst, const float* src, int64_t n) { std::memcpy(dst, src, static_cast<size_t>(n) * sizeof(float)); }
@@ -152,6 +285,38 @@ void write(C* k_cache, C* v_cache, const float* k, const float* v, const int32_t
 }
 
 }  // namespace
+
+std::vector<PagedGroup> paged_shared_prefixes(const int32_t* table, const int32_t* seq, const int32_t* len,
+                                              const PagedShape& s) {
+  std::vector<PagedGroup> groups;
+  if (s.T < 2) return groups;
+  const int64_t tk = tile_keys(s), least = kCascadeMinTiles * tk;
+  auto row = [&](int64_t t) { return table + static_cast<int64_t>(seq[t]) * s.max_pages; };
+  std::vector<int64_t> order;  // the tokens that may share: enough keys, none hidden by a window
+  for (int64_t t = 0; t < s.T; ++t)
+    if (len[t] >= least && (s.window == 0 || len[t] <= s.window)) order.push_back(t);
+  std::stable_sort(order.begin(), order.end(), [&](int64_t a, int64_t b) { return row(a)[0] < row(b)[0]; });
+  for (size_t i = 0; i < order.size();) {
+    size_t e = i + 1;
+    while (e < order.size() && row(order[e])[0] == row(order[i])[0]) ++e;
+    if (e - i >= 2) {
+      // the common whole pages: every token sees them whole, every row lists them alike
+      const int32_t* lead = row(order[i]);
+      int64_t P = s.max_pages;
+      for (size_t x = i; x < e; ++x) {
+        const int32_t* r = row(order[x]);
+        const int64_t whole = std::min<int64_t>(P, len[order[x]] / s.page_size);
+        int64_t c = 0;
+        while (c < whole && r[c] == lead[c]) ++c;
+        P = c;
+      }
+      const int64_t keys = P * s.page_size / tk * tk;
+      if (keys >= least) groups.push_back({std::vector<int64_t>(order.begin() + i, order.begin() + e), keys});
+    }
+    i = e;
+  }
+  return groups;
+}
 
 void paged_attention_forward(const float* q, const float* k_cache, const float* v_cache, const int32_t* table,
                              const int32_t* seq, const int32_t* len, float* out, const PagedShape& s) {
