@@ -1,6 +1,7 @@
 #include "qkv/decode/batching_generator.h"
 
 #include <algorithm>
+#include <utility>
 
 #include "qkv/autograd/grad_mode.h"
 #include "qkv/ops.h"
@@ -9,6 +10,11 @@ namespace qkv::decode {
 
 // One request: its context as decode::generate keeps it (the model sees context[window …]), its
 // sequence in the pool, and the channel its tokens go to its caller by.
+struct BatchingGenerator::Channel {
+  std::mutex m;
+  std::condition_variable cv;
+};
+
 struct BatchingGenerator::Request {
   GenerateOptions opt;
   Sampler sampler;
@@ -18,15 +24,16 @@ struct BatchingGenerator::Request {
   nn::PagedSequence seq;
   bool shares = false;  // publishes its pages and matched earlier ones (its window never restarts)
   std::chrono::steady_clock::time_point admit_by;
-  // the channel (its own lock: the caller reads while the worker writes)
-  std::mutex m;
-  std::condition_variable cv;
+  // the channel: the caller reads while the worker writes, under the channel's lock (its own, or one
+  // that the requests of one generate_interleaved share, so that their caller waits for any of them)
+  std::shared_ptr<Channel> ch;
   std::deque<int32_t> out;
   bool done = false;
   std::exception_ptr error;
   std::atomic<bool> cancelled{false};
 
-  Request(const std::vector<int32_t>& prompt, const GenerateOptions& o) : opt(o), sampler(o.sampling), context(prompt) {}
+  Request(const std::vector<int32_t>& prompt, const GenerateOptions& o, std::shared_ptr<Channel> c)
+      : opt(o), sampler(o.sampling), context(prompt), ch(c ? std::move(c) : std::make_shared<Channel>()) {}
   // tokens of the window the cache has not seen: the prompt (or the restarted window) while
   // prefilling, then the one token last chosen
   int64_t pending() const { return static_cast<int64_t>(context.size() - window) - seq.length; }
@@ -74,8 +81,9 @@ size_t BatchingGenerator::queued() const {
 
 std::shared_ptr<BatchingGenerator::Request> BatchingGenerator::submit(const std::vector<int32_t>& prompt,
                                                                        const GenerateOptions& opt,
-                                                                       std::chrono::duration<double> admit_within) {
-  auto r = std::make_shared<Request>(prompt, opt);
+                                                                       std::chrono::duration<double> admit_within,
+                                                                       std::shared_ptr<Channel> ch) {
+  auto r = std::make_shared<Request>(prompt, opt, std::move(ch));
   const auto block = static_cast<size_t>(model_.block_size());
   r->window = r->context.size() > block ? r->context.size() - block : 0;
   r->admit_by = std::chrono::steady_clock::now() +
@@ -104,8 +112,8 @@ std::vector<int32_t> BatchingGenerator::collect(Request& r, const std::function<
     std::deque<int32_t> got;
     bool done;
     {
-      std::unique_lock lock(r.m);
-      r.cv.wait(lock, [&] { return r.done || !r.out.empty(); });
+      std::unique_lock lock(r.ch->m);
+      r.ch->cv.wait(lock, [&] { return r.done || !r.out.empty(); });
       got.swap(r.out);
       done = r.done;
     }
@@ -170,6 +178,63 @@ std::vector<std::vector<int32_t>> BatchingGenerator::generate_all(const std::vec
   return out;
 }
 
+std::vector<std::vector<int32_t>> BatchingGenerator::generate_interleaved(
+    const std::vector<std::vector<int32_t>>& prompts, const std::vector<GenerateOptions>& opts,
+    const std::function<bool(size_t, int32_t)>& on_token, const std::function<void(size_t)>& on_end,
+    std::chrono::duration<double> admit_within) {
+  QKV_CHECK(prompts.size() == opts.size(), "generate_interleaved: ", prompts.size(), " prompts and ", opts.size(), " options");
+  for (size_t i = 0; i < prompts.size(); ++i)  // (every prompt checked before any runs)
+    check_prompt(prompts[i], detail::concat("generate_interleaved: prompt ", i, ": "));
+  // one channel for all: this thread waits for news from any of them; at most two batches' worth
+  // submitted and not ended (as generate_all), the next submitted as one ends
+  const auto ch = std::make_shared<Channel>();
+  const size_t ahead = static_cast<size_t>(2 * opt_.max_batch);
+  std::vector<std::shared_ptr<Request>> live(prompts.size());  // submitted, not yet ended
+  std::vector<size_t> active;                                  // their indices
+  std::vector<char> dropped(prompts.size(), 0);                // its caller said stop: later tokens unread
+  std::vector<std::vector<int32_t>> out(prompts.size());
+  size_t submitted = 0;
+  try {
+    while (submitted < prompts.size() || !active.empty()) {
+      for (; submitted < prompts.size() && active.size() < ahead; ++submitted) {
+        live[submitted] = submit(prompts[submitted], opts[submitted], admit_within, ch);
+        active.push_back(submitted);
+      }
+      // what the steps made since the last look, and which requests have ended
+      std::vector<std::pair<size_t, std::deque<int32_t>>> got;
+      std::vector<size_t> done;
+      {
+        std::unique_lock lock(ch->m);
+        ch->cv.wait(lock, [&] {
+          return std::any_of(active.begin(), active.end(), [&](size_t i) { return live[i]->done || !live[i]->out.empty(); });
+        });
+        for (size_t i : active) {
+          if (!live[i]->out.empty()) got.emplace_back(i, std::exchange(live[i]->out, {}));
+          if (live[i]->done) done.push_back(i);
+        }
+      }
+      for (auto& [i, ids] : got)
+        for (int32_t id : ids) {
+          if (dropped[i]) break;
+          out[i].push_back(id);
+          if (on_token && !on_token(i, id)) dropped[i] = 1, cancel(*live[i]);
+        }
+      for (size_t i : done) {
+        const std::exception_ptr error = live[i]->error;
+        live[i].reset();
+        std::erase(active, i);
+        if (error) std::rethrow_exception(error);
+        if (on_end) on_end(i);
+      }
+    }
+  } catch (...) {
+    for (auto& r : live)
+      if (r) cancel(*r);  // (those already ended ignore it)
+    throw;
+  }
+  return out;
+}
+
 // The pages for every token the request can hold: its window now plus what it may still generate,
 // at most block_size (the window restarts below it) — the first ones, with prefix caching, those
 // holding the longest run of its prompt's full pages already in the cache.
@@ -215,11 +280,11 @@ bool BatchingGenerator::follows_prefill(const Request& r, const std::vector<std:
 void BatchingGenerator::finish(Request& r, std::exception_ptr error) {
   cache_.release(r.seq);
   {
-    std::lock_guard lock(r.m);
+    std::lock_guard lock(r.ch->m);
     r.done = true;
     r.error = error;
   }
-  r.cv.notify_all();
+  r.ch->cv.notify_all();
 }
 
 void BatchingGenerator::run() {
@@ -324,10 +389,10 @@ void BatchingGenerator::step(std::vector<std::shared_ptr<Request>>& running) {
     if (!stop) {
       r.context.push_back(next), ++r.produced;
       {
-        std::lock_guard lock(r.m);
+        std::lock_guard lock(r.ch->m);
         r.out.push_back(next);
       }
-      r.cv.notify_all();
+      r.ch->cv.notify_all();
     }
     if (stop || r.produced >= r.opt.max_new_tokens) finish(r);
   }

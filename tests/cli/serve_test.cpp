@@ -483,8 +483,9 @@ TEST(Serve, OpenAiCompletionsAndChatCompletionsStreamedOrNot) {
   EXPECT_EQ(events.back()["choices"][0]["finish_reason"], "length");
   EXPECT_TRUE(events.front()["choices"][0]["finish_reason"].is_null());
 
-  // n choices of a prompt, made together: the j-th the CLI's text for seed + j; streamed, each
-  // choice's chunks in turn, each ending with its finish_reason
+  // n choices of a prompt, made together: the j-th the CLI's text for seed + j; streamed, the
+  // choices' chunks interleaved as the steps make them (OpenAI's), each choice ending with its
+  // finish_reason
   const std::vector<std::string> seeded = {cli_generation("ROMEO:", 30, 7), cli_generation("ROMEO:", 30, 8),
                                            cli_generation("ROMEO:", 30, 9)};
   r = post(s.port(), json{{"prompt", "ROMEO:"}, {"max_tokens", 30}, {"seed", 7}, {"temperature", 0.8}, {"n", 3}}.dump(),
@@ -502,16 +503,25 @@ TEST(Serve, OpenAiCompletionsAndChatCompletionsStreamedOrNot) {
                       &status);
   EXPECT_TRUE(done);
   std::vector<std::string> texts(3);
-  size_t last = 0;
-  for (const json& e : events) {
+  std::vector<int> finished(3, 0);
+  size_t first_text_of_1 = events.size(), finish_of_0 = events.size();
+  for (size_t k = 0; k < events.size(); ++k) {
+    const json& e = events[k];
     const size_t i = e["choices"][0]["index"].get<size_t>();
     ASSERT_LT(i, 3u);
-    EXPECT_GE(i, last) << "choices in turn";
-    last = i;
-    texts[i] += e["choices"][0]["text"].get<std::string>();
-    if (!e["choices"][0]["finish_reason"].is_null()) EXPECT_EQ(e["choices"][0]["finish_reason"], "length");
+    EXPECT_EQ(finished[i], 0) << "a chunk of choice " << i << " after its finish_reason";
+    const std::string piece = e["choices"][0]["text"].get<std::string>();
+    texts[i] += piece;
+    if (i == 1 && !piece.empty()) first_text_of_1 = std::min(first_text_of_1, k);
+    if (!e["choices"][0]["finish_reason"].is_null()) {
+      EXPECT_EQ(e["choices"][0]["finish_reason"], "length");
+      ++finished[i];
+      if (i == 0) finish_of_0 = k;
+    }
   }
   EXPECT_EQ(texts, seeded);
+  EXPECT_EQ(finished, (std::vector<int>{1, 1, 1}));
+  EXPECT_LT(first_text_of_1, finish_of_0) << "choice 1's text streams while choice 0's is still being made";
 
   // /v1/chat/completions: messages joined as "role: content" lines, then "assistant:"
   const std::string chat_prompt = "system: Speak.\nuser: ROMEO:\nassistant:";

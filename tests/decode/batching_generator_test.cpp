@@ -184,6 +184,62 @@ TEST(BatchingGenerator, GeneratesAllInPromptOrder) {
             std::string::npos);
 }
 
+// generate_interleaved: tokens as the steps make them, any request's, each request's as generate's,
+// on_end once after each one's last token (also for the one its caller stopped); at most
+// 2 · max_batch submitted at once; an exception from on_end ends the others and is thrown.
+TEST(BatchingGenerator, GeneratesInterleavedAsTheStepsMakeThem) {
+  const auto gpt = random_model("gpt", gpt_config(), 3);
+  BatchingGeneratorOptions o;
+  o.page_size = 4, o.max_batch = 2;  // 6 requests, 4 submitted at once
+  BatchingGenerator batcher(lm(gpt), o);
+  const std::vector<Ask> a = asks();
+  std::vector<std::vector<int32_t>> prompts;
+  std::vector<GenerateOptions> opts;
+  for (const Ask& x : a) prompts.push_back(x.prompt), opts.push_back(x.opt);
+  std::vector<std::pair<size_t, int32_t>> seen;  // (request, token); token −1: its end
+  auto count = [&](size_t i) { return std::count_if(seen.begin(), seen.end(), [&](const auto& p) { return p.first == i && p.second >= 0; }); };
+  const auto got = batcher.generate_interleaved(
+      prompts, opts,
+      [&](size_t i, int32_t id) {
+        EXPECT_EQ(std::count(seen.begin(), seen.end(), std::pair<size_t, int32_t>{i, -1}), 0) << "a token of " << i << " after its end";
+        seen.emplace_back(i, id);
+        return i != 4 || count(4) < 3;
+      },
+      [&](size_t i) { seen.emplace_back(i, -1); });
+  ASSERT_EQ(got.size(), a.size());
+  for (size_t i = 0; i < a.size(); ++i) {
+    std::vector<int32_t> alone = generate(lm(gpt), a[i].prompt, a[i].opt);
+    if (i == 4) alone.resize(3);  // the caller stopped it at its third token
+    EXPECT_EQ(got[i], alone) << i;
+    std::vector<int32_t> mine;
+    for (const auto& [j, id] : seen)
+      if (j == i && id >= 0) mine.push_back(id);
+    EXPECT_EQ(mine, alone) << i;
+    EXPECT_EQ(std::count(seen.begin(), seen.end(), std::pair<size_t, int32_t>{i, -1}), 1) << "one end for " << i;
+  }
+  // interleaved: request 1's first token came before request 0 ended (they ran in the same steps);
+  // request 4 (submitted once one of the first four ended) not before some request ended
+  const auto at = [&](std::pair<size_t, int32_t> p) { return std::find(seen.begin(), seen.end(), p) - seen.begin(); };
+  const auto first_of = [&](size_t i) {
+    return std::find_if(seen.begin(), seen.end(), [&](const auto& p) { return p.first == i; }) - seen.begin();
+  };
+  EXPECT_LT(first_of(1), at({0, -1}));
+  const auto first_end = std::find_if(seen.begin(), seen.end(), [](const auto& p) { return p.second < 0; }) - seen.begin();
+  EXPECT_GT(first_of(4), first_end);
+  // an exception from on_end: the others end, the exception is thrown, the batcher serves on
+  EXPECT_NE(testing::error_of([&] {
+              batcher.generate_interleaved(prompts, opts, nullptr, [](size_t i) {
+                if (i == 0) throw Error("caller failed at 0");
+              });
+            }).find("caller failed at 0"),
+            std::string::npos);
+  EXPECT_EQ(batcher.generate_interleaved({prompts[0]}, {opts[0]}, nullptr, nullptr)[0], got[0]);
+  prompts[2] = {1, 11};
+  EXPECT_NE(testing::error_of([&] { batcher.generate_interleaved(prompts, opts, nullptr, nullptr); })
+                .find("prompt 2: token id 11 outside"),
+            std::string::npos);
+}
+
 TEST(BatchingGenerator, StopsWhenTheCallerStopsAndGivesThePagesBack) {
   const auto gpt = random_model("gpt", gpt_config(), 3);
   BatchingGeneratorOptions o;

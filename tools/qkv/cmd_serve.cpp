@@ -536,9 +536,10 @@ class Server {
     bool stopped_ = false, open_ = true;
   };
   // Every choice made together (batched: their prompts run in the same steps, one prompt's n choices
-  // computing it once — prefix caching), their texts given in choice order: begin(i) before choice
-  // i's first piece, piece(i, text), end(i, its completion); any returning false (the client gone)
-  // ends them all.
+  // computing it once — prefix caching), their texts given as the steps make them (OpenAI streams a
+  // request's choices interleaved, each chunk naming its index): begin(i) for every choice before any
+  // text, piece(i, text), end(i, its completion) as choice i ends; any returning false (the client
+  // gone) ends them all.
   struct ChoiceEvents {
     std::function<bool(size_t)> begin;
     std::function<bool(size_t, const std::string&)> piece;
@@ -553,28 +554,23 @@ class Server {
           s.loaded().tokenizer, stops, static_cast<int64_t>(prompts[i].size()),
           events ? std::function<bool(const std::string&)>([events, i](const std::string& piece) { return events->piece(i, piece); })
                  : nullptr));
-    std::vector<Completion> out;
-    bool open = !events || events->begin(0);
-    auto close = [&](size_t i) {  // choice i has ended
-      out.push_back(choices[i]->finish(opts[i].max_new_tokens));
-      metrics_.generated(out.back().completion_tokens);
-      open = open && choices[i]->open() && (!events || events->end(i, out.back()));
-      if (open && events && i + 1 < choices.size()) open = events->begin(i + 1);
-    };
-    if (!open) throw ClientGone{};
-    s.generate_all(prompts, opts, [&](size_t i, int32_t id) {
-      while (out.size() < i) {  // (the choices before i that ended, some maybe with no token)
-        close(out.size());
-        if (!open) throw ClientGone{};  // (every generation ends)
-      }
-      if (choices[i]->token(id)) return true;
-      if (!choices[i]->open()) throw ClientGone{};
-      return false;  // a stop string: this choice ends
-    }, timeout());
-    while (out.size() < choices.size()) {
-      close(out.size());
-      if (!open) throw ClientGone{};
-    }
+    if (events)
+      for (size_t i = 0; i < prompts.size(); ++i)
+        if (!events->begin(i)) throw ClientGone{};
+    std::vector<Completion> out(prompts.size());
+    s.generate_interleaved(
+        prompts, opts,
+        [&](size_t i, int32_t id) {
+          if (choices[i]->token(id)) return true;
+          if (!choices[i]->open()) throw ClientGone{};  // (every generation ends)
+          return false;  // a stop string: this choice ends
+        },
+        [&](size_t i) {  // choice i has ended
+          out[i] = choices[i]->finish(opts[i].max_new_tokens);
+          metrics_.generated(out[i].completion_tokens);
+          if (!choices[i]->open() || (events && !events->end(i, out[i]))) throw ClientGone{};
+        },
+        timeout());
     return out;
   }
   struct ClientGone {};  // (a stream's reader left: nothing more to send)
@@ -712,7 +708,8 @@ class Server {
         else choice["text"] = piece;
         return json{{"id", id}, {"object", chunk_object}, {"created", created}, {"model", name}, {"choices", {choice}}};
       };
-      // each choice's chunks in turn (a chat's first says the role), its last with its finish_reason
+      // the choices' chunks as they come, interleaved (a chat's first of each says the role), each
+      // choice's last with its finish_reason
       ChoiceEvents events;
       events.begin = [&](size_t i) { return !chat || send_event(sink, chunk(i, {{"role", "assistant"}, {"content", ""}}, nullptr)); };
       events.piece = [&](size_t i, const std::string& piece) {

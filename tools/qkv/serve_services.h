@@ -138,26 +138,30 @@ class LanguageModelService : public ModelService {
     if (batcher_) return std::make_shared<std::unique_lock<std::timed_mutex>>();
     return std::make_shared<std::unique_lock<std::timed_mutex>>(hold(timeout));
   }
-  // decode::generate's tokens for `prompt`, on_token on this thread: batched with the other requests
-  // (admitted within `timeout`, else a 503), or on the model this request reserved.
-  // Many generations at once, on_token(i, id) in prompt order (BatchingGenerator::generate_all: none
-  // admitted within `timeout` is a 503); unbatched, one after another on the model reserved.
-  std::vector<std::vector<int32_t>> generate_all(const std::vector<std::vector<int32_t>>& prompts,
-                                                 const std::vector<decode::GenerateOptions>& opts,
-                                                 const std::function<bool(size_t, int32_t)>& on_token,
-                                                 std::chrono::duration<double> timeout) {
+  // Many generations at once, on_token(i, id) as the steps make them, on_end(i) as each ends
+  // (BatchingGenerator::generate_interleaved: none admitted within `timeout` is a 503); unbatched, one
+  // after another on the model reserved.
+  std::vector<std::vector<int32_t>> generate_interleaved(const std::vector<std::vector<int32_t>>& prompts,
+                                                         const std::vector<decode::GenerateOptions>& opts,
+                                                         const std::function<bool(size_t, int32_t)>& on_token,
+                                                         const std::function<void(size_t)>& on_end,
+                                                         std::chrono::duration<double> timeout) {
     if (!batcher_) {
       std::vector<std::vector<int32_t>> out;
-      for (size_t i = 0; i < prompts.size(); ++i)
+      for (size_t i = 0; i < prompts.size(); ++i) {
         out.push_back(decode::generate(*loaded_.model, prompts[i], opts[i], [&](int32_t id) { return on_token(i, id); }));
+        on_end(i);
+      }
       return out;
     }
     try {
-      return batcher_->generate_all(prompts, opts, on_token, timeout);
+      return batcher_->generate_interleaved(prompts, opts, on_token, on_end, timeout);
     } catch (const decode::GeneratorBusy&) {
       throw busy(timeout);
     }
   }
+  // decode::generate's tokens for `prompt`, on_token on this thread: batched with the other requests
+  // (admitted within `timeout`, else a 503), or on the model this request reserved.
   std::vector<int32_t> generate(const std::vector<int32_t>& prompt, const decode::GenerateOptions& o,
                                 const std::function<bool(int32_t)>& on_token, std::chrono::duration<double> timeout) {
     if (!batcher_) return decode::generate(*loaded_.model, prompt, o, on_token);

@@ -84,6 +84,18 @@ class BatchingGenerator {
                                                  const std::function<bool(size_t, int32_t)>& on_token = nullptr,
                                                  std::chrono::duration<double> admit_within = std::chrono::hours(24 * 365));
 
+  // Many requests at once, each one's tokens given to on_token(i, id) as the steps make them,
+  // whichever request they belong to (interleaved: OpenAI's streamed choices), and on_end(i) once
+  // request i has ended, after its last token; on_token returning false ends request i alone (its
+  // on_end still comes). Returns each request's new tokens. At most two batches' worth wait or run
+  // at once, the next submitted as one ends. An error of any request (or thrown by on_token or
+  // on_end) ends the others and is thrown; each request is admitted within admit_within of its
+  // submission, or all end with GeneratorBusy.
+  std::vector<std::vector<int32_t>> generate_interleaved(
+      const std::vector<std::vector<int32_t>>& prompts, const std::vector<GenerateOptions>& opts,
+      const std::function<bool(size_t, int32_t)>& on_token, const std::function<void(size_t)>& on_end,
+      std::chrono::duration<double> admit_within = std::chrono::hours(24 * 365));
+
   size_t queued() const;    // requests waiting for room
   size_t running() const { return running_count_; }  // sequences in the steps
   int64_t steps() const { return steps_; }
@@ -95,11 +107,12 @@ class BatchingGenerator {
 
  private:
   struct Request;
+  struct Channel;  // a lock and condition: a request's own, or shared by generate_interleaved's
   // a prompt's tokens within the vocabulary (the message begins with `where`)
   void check_prompt(const std::vector<int32_t>& prompt, const std::string& where) const;
   // a request queued (its prompt checked); its tokens, read as they come (the caller's thread)
   std::shared_ptr<Request> submit(const std::vector<int32_t>& prompt, const GenerateOptions& opt,
-                                  std::chrono::duration<double> admit_within);
+                                  std::chrono::duration<double> admit_within, std::shared_ptr<Channel> ch = nullptr);
   std::vector<int32_t> collect(Request& r, const std::function<bool(int32_t)>& on_token);
   void cancel(Request& r);
   void run();
