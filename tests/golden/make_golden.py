@@ -542,6 +542,18 @@ def gen_ops():
 
     # -- paged_attention: each query token over its sequence's keys, gathered from shuffled pages,
     # against softmax(q kᵀ/√D) v on the gathered keys (sdpa_reference) (inference only: no gradients)
+    def paged_reference(q, k_cache, v_cache, block_table, seq, seq_len, page, window, G):
+        outs = []
+        for t in range(q.shape[0]):
+            n = int(seq_len[t])
+            lo = max(0, n - window) if window > 0 else 0
+            pages = [int(block_table[int(seq[t]), j // page]) for j in range(lo, n)]
+            k = torch.stack([k_cache[p, :, j % page] for p, j in zip(pages, range(lo, n))], 1)  # [Hkv, keys, D]
+            v = torch.stack([v_cache[p, :, j % page] for p, j in zip(pages, range(lo, n))], 1)
+            k, v = k.repeat_interleave(G, 0), v.repeat_interleave(G, 0)  # [H, keys, D]
+            outs.append(sdpa_reference(q[t].unsqueeze(1), k, v)[0].squeeze(1))  # [H, Dv]
+        return torch.stack(outs)
+
     for tag, H, Hkv, D, Dv, page, lengths, window in (("mha", 2, 2, 8, 8, 4, [5, 1, 9], 0),
                                                       ("gqa_window", 4, 2, 6, 5, 2, [7, 3], 3)):
         b.seed()
@@ -561,21 +573,33 @@ def gen_ops():
         inputs = {"q": randn(T, H, D), "k_cache": randn(P, Hkv, page, D), "v_cache": randn(P, Hkv, page, Dv),
                   "block_table": table, "seq": torch.tensor(seq, dtype=torch.int32),
                   "seq_len": torch.tensor(seq_len, dtype=torch.int32)}
-
-        def fn(q, k_cache, v_cache, block_table, seq, seq_len, page=page, window=window, G=H // Hkv):
-            outs = []
-            for t in range(q.shape[0]):
-                n = int(seq_len[t])
-                lo = max(0, n - window) if window > 0 else 0
-                pages = [int(block_table[int(seq[t]), j // page]) for j in range(lo, n)]
-                k = torch.stack([k_cache[p, :, j % page] for p, j in zip(pages, range(lo, n))], 1)  # [Hkv, keys, D]
-                v = torch.stack([v_cache[p, :, j % page] for p, j in zip(pages, range(lo, n))], 1)
-                k, v = k.repeat_interleave(G, 0), v.repeat_interleave(G, 0)  # [H, keys, D]
-                outs.append(sdpa_reference(q[t].unsqueeze(1), k, v)[0].squeeze(1))  # [H, Dv]
-            return torch.stack(outs)
-
-        b.add(f"paged_attention_{tag}", "paged_attention", {"window": window}, inputs, fn,
+        b.add(f"paged_attention_{tag}", "paged_attention", {"window": window}, inputs,
+              lambda page=page, window=window, G=H // Hkv, **x: paged_reference(**x, page=page, window=window, G=G),
               grad_inputs=[])
+
+    # -- paged_attention over shared pages: three sequences begin with the same 66 pages of 4 (264
+    # keys; the CPU's cascade attends their tokens together over the first 256), then pages of their
+    # own; the queries: each one's last token and two more of the first (its later chunk)
+    b.seed()
+    H, Hkv, D, Dv, page, shared = 4, 2, 6, 5, 4, 66
+    lengths = [shared * page + 5, shared * page + 2, shared * page + 11]
+    pages_per = [(n + page - 1) // page for n in lengths]
+    P = shared + sum(n - shared for n in pages_per) + 1
+    order = torch.randperm(P).tolist()
+    table = torch.full((len(lengths), max(pages_per)), -1, dtype=torch.int32)
+    at = shared
+    for r, n in enumerate(pages_per):
+        table[r, :shared] = torch.tensor(order[:shared], dtype=torch.int32)
+        table[r, shared:n] = torch.tensor(order[at:at + n - shared], dtype=torch.int32)
+        at += n - shared
+    seq = [0, 1, 2, 0, 0]
+    seq_len = lengths + [lengths[0] - 2, lengths[0] - 1]
+    T = len(seq)
+    inputs = {"q": randn(T, H, D), "k_cache": randn(P, Hkv, page, D), "v_cache": randn(P, Hkv, page, Dv),
+              "block_table": table, "seq": torch.tensor(seq, dtype=torch.int32),
+              "seq_len": torch.tensor(seq_len, dtype=torch.int32)}
+    b.add("paged_attention_shared_pages", "paged_attention", {"window": 0}, inputs,
+          lambda **x: paged_reference(**x, page=page, window=0, G=H // Hkv), grad_inputs=[])
     return b.cases
 
 
