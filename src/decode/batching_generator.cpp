@@ -8,13 +8,15 @@
 
 namespace qkv::decode {
 
-// One request: its context as decode::generate keeps it (the model sees context[window …]), its
-// sequence in the pool, and the channel its tokens go to its caller by.
+// A lock and a condition a caller waits on for its requests' tokens (a request's own, or shared by
+// the requests of one generate_interleaved).
 struct BatchingGenerator::Channel {
   std::mutex m;
   std::condition_variable cv;
 };
 
+// One request: its context as decode::generate keeps it (the model sees context[window …]), its
+// sequence in the pool, and the channel its tokens go to its caller by.
 struct BatchingGenerator::Request {
   GenerateOptions opt;
   Sampler sampler;
