@@ -274,8 +274,10 @@ TEST(Cli, TrainCtrlCSavesAndResumes) {
   const size_t ev = summary.find("last evaluation (step ");
   ASSERT_NE(ev, std::string::npos) << summary;  // step 0 at least was evaluated
   const long evaluated = std::stol(summary.substr(ev + 22));
-  EXPECT_EQ(evaluated % 30, 0) << summary;  // eval_interval 30
-  EXPECT_LT(evaluated, stopped) << summary;
+  EXPECT_EQ(evaluated % 30, 0) << summary;  // eval_interval 30: the evaluation's own step, not the stop's
+  // (equal where the Ctrl-C came before the step after an evaluation — a loaded machine's run may
+  // not have gone past step 0 in the 300 ms)
+  EXPECT_LE(evaluated, stopped) << summary;
   CliRun r = run("train " + cfg + " -o " + d + "/out --resume --set train.max_iters=1");
   // already past max_iters: resumes, evaluates, saves, exits cleanly
   EXPECT_EQ(r.code, 0) << r.out;
