@@ -146,6 +146,13 @@ void BatchingGenerator::check_prompt(const std::vector<int32_t>& prompt, const s
     QKV_CHECK(id >= 0 && id < model_.vocab_size(), where, "token id ", id, " outside the vocabulary of ", model_.vocab_size());
 }
 
+void BatchingGenerator::check_prompts(const std::vector<std::vector<int32_t>>& prompts,
+                                      const std::vector<GenerateOptions>& opts, const char* what) const {
+  QKV_CHECK(prompts.size() == opts.size(), what, ": ", prompts.size(), " prompts and ", opts.size(), " options");
+  for (size_t i = 0; i < prompts.size(); ++i)  // (every prompt checked before any runs)
+    check_prompt(prompts[i], detail::concat(what, ": prompt ", i, ": "));
+}
+
 std::vector<int32_t> BatchingGenerator::generate(const std::vector<int32_t>& prompt, const GenerateOptions& opt,
                                                  const std::function<bool(int32_t)>& on_token,
                                                  std::chrono::duration<double> admit_within) {
@@ -157,9 +164,7 @@ std::vector<std::vector<int32_t>> BatchingGenerator::generate_all(const std::vec
                                                                   const std::vector<GenerateOptions>& opts,
                                                                   const std::function<bool(size_t, int32_t)>& on_token,
                                                                   std::chrono::duration<double> admit_within) {
-  QKV_CHECK(prompts.size() == opts.size(), "generate_all: ", prompts.size(), " prompts and ", opts.size(), " options");
-  for (size_t i = 0; i < prompts.size(); ++i)  // (every prompt checked before any runs)
-    check_prompt(prompts[i], detail::concat("generate_all: prompt ", i, ": "));
+  check_prompts(prompts, opts, "generate_all");
   // submitted ahead of the one collected: two batches' worth — the batch stays full while the memory
   // held by waiting requests (their contexts, their tokens kept) stays bounded however many are asked
   const size_t ahead = static_cast<size_t>(2 * opt_.max_batch);
@@ -184,9 +189,7 @@ std::vector<std::vector<int32_t>> BatchingGenerator::generate_interleaved(
     const std::vector<std::vector<int32_t>>& prompts, const std::vector<GenerateOptions>& opts,
     const std::function<bool(size_t, int32_t)>& on_token, const std::function<void(size_t)>& on_end,
     std::chrono::duration<double> admit_within) {
-  QKV_CHECK(prompts.size() == opts.size(), "generate_interleaved: ", prompts.size(), " prompts and ", opts.size(), " options");
-  for (size_t i = 0; i < prompts.size(); ++i)  // (every prompt checked before any runs)
-    check_prompt(prompts[i], detail::concat("generate_interleaved: prompt ", i, ": "));
+  check_prompts(prompts, opts, "generate_interleaved");
   // one channel for all: this thread waits for news from any of them; at most two batches' worth
   // submitted and not ended (as generate_all), the next submitted as one ends
   const auto ch = std::make_shared<Channel>();

@@ -136,15 +136,15 @@ void expect_together_as_alone(int64_t H, int64_t Hkv, int64_t D, int64_t Dv, int
   for (float& x : k) x = qkv::Generator::normal(12, i++);
   for (float& x : v) x = qkv::Generator::normal(13, i++);
   // the cache as it holds them (a bf16 cache: rounded), and the reference over those values
-  std::vector<Cache> kc(k.size()), vc(v.size());
-  for (size_t j = 0; j < k.size(); ++j) {
-    if constexpr (std::is_same_v<Cache, qkv::bf16>) kc[j] = qkv::f32_to_bf16(k[j]), k[j] = qkv::bf16_to_f32(kc[j]);
-    else kc[j] = k[j];
-  }
-  for (size_t j = 0; j < v.size(); ++j) {
-    if constexpr (std::is_same_v<Cache, qkv::bf16>) vc[j] = qkv::f32_to_bf16(v[j]), v[j] = qkv::bf16_to_f32(vc[j]);
-    else vc[j] = v[j];
-  }
+  auto held = [](std::vector<float>& x) {
+    std::vector<Cache> c(x.size());
+    for (size_t j = 0; j < x.size(); ++j) {
+      if constexpr (std::is_same_v<Cache, qkv::bf16>) c[j] = qkv::f32_to_bf16(x[j]), x[j] = qkv::bf16_to_f32(c[j]);
+      else c[j] = x[j];
+    }
+    return c;
+  };
+  const std::vector<Cache> kc = held(k), vc = held(v);
   std::vector<float> together(static_cast<size_t>(s.T * H * Dv));
   qkv::kernels::cpu::paged_attention_forward(q.data(), kc.data(), vc.data(), c.table.data(), c.seq.data(), c.len.data(),
                                              together.data(), s);

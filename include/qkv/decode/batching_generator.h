@@ -110,6 +110,9 @@ class BatchingGenerator {
   struct Channel;  // a lock and condition: a request's own, or shared by generate_interleaved's
   // a prompt's tokens within the vocabulary (the message begins with `where`)
   void check_prompt(const std::vector<int32_t>& prompt, const std::string& where) const;
+  // as many options as prompts, each prompt checked (messages begin with `what`: "generate_all", …)
+  void check_prompts(const std::vector<std::vector<int32_t>>& prompts, const std::vector<GenerateOptions>& opts,
+                     const char* what) const;
   // a request queued (its prompt checked); its tokens, read as they come (the caller's thread)
   std::shared_ptr<Request> submit(const std::vector<int32_t>& prompt, const GenerateOptions& opt,
                                   std::chrono::duration<double> admit_within, std::shared_ptr<Channel> ch = nullptr);

@@ -117,6 +117,11 @@ void add_weighted_rows(float* const* o, const float* const* w, const C* v, int64
     }
 }
 
+// token t's block-table row: its sequence's pages in order
+inline const int32_t* row_of(const int32_t* table, const int32_t* seq, int64_t t, const PagedShape& s) {
+  return table + static_cast<int64_t>(seq[t]) * s.max_pages;
+}
+
 // Keys are taken in tiles of about kTileKeys, whole pages, at fixed places: tile i holds keys
 // i·tile … (i+1)·tile − 1 of a sequence (a window's first tile starts at its first key). A row's
 // arithmetic depends only on its own query and keys, so a row's output has the same bits whichever
@@ -205,7 +210,6 @@ void forward(const float* q, const C* k_cache, const C* v_cache, const int32_t* 
   std::vector<float> m(static_cast<size_t>(s.T * s.H)), l(m.size());
   const Online<C> online{q, k_cache, v_cache, out, m.data(), l.data(), s};
   auto lo_of = [&](int64_t t) { return s.window > 0 ? std::max<int64_t>(0, len[t] - s.window) : int64_t{0}; };
-  auto pages_of = [&](int64_t t) { return table + static_cast<int64_t>(seq[t]) * s.max_pages; };
 
   // 1. cascade: the prefixes tokens share (paged_shared_prefixes), a task per (group, key/value head,
   // block of its tokens), the blocks as large as the threads allow (each reads the prefix's pages once
@@ -221,10 +225,10 @@ void forward(const float* q, const C* k_cache, const C* v_cache, const int32_t* 
     int64_t kvh, t0, t1;  // tokens g->tokens[t0 … t1 − 1]
   };
   std::vector<Task> tasks;
+  const int64_t pieces = s.Hkv * static_cast<int64_t>(groups.size());  // (group, key/value head) pairs
   for (const PagedGroup& g : groups) {
-    for (int64_t t : g.tokens) from[t] = g.keys;
+    for (int64_t t : g.tokens) from[static_cast<size_t>(t)] = g.keys;
     const auto n = static_cast<int64_t>(g.tokens.size());
-    const int64_t pieces = s.Hkv * static_cast<int64_t>(groups.size());  // (group, key/value head) pairs
     const int64_t blocks = std::clamp<int64_t>((2 * num_threads() + pieces - 1) / pieces, 1, n);
     for (int64_t kvh = 0; kvh < s.Hkv; ++kvh)
       for (int64_t b = 0; b < blocks; ++b) tasks.push_back({&g, kvh, b * n / blocks, (b + 1) * n / blocks});
@@ -239,7 +243,7 @@ void forward(const float* q, const C* k_cache, const C* v_cache, const int32_t* 
         for (int64_t g = 0; g < G; ++g) rows.push_back(task.g->tokens[static_cast<size_t>(x)] * s.H + task.kvh * G + g);
       const auto R = static_cast<int64_t>(rows.size());
       online.start(rows.data(), R);
-      online.attend(rows.data(), R, pages_of(task.g->tokens[static_cast<size_t>(task.t0)]), task.kvh, 0, task.g->keys, scores);
+      online.attend(rows.data(), R, row_of(table, seq, task.g->tokens[static_cast<size_t>(task.t0)], s), task.kvh, 0, task.g->keys, scores);
     }
   });
 
@@ -254,7 +258,7 @@ void forward(const float* q, const C* k_cache, const C* v_cache, const int32_t* 
       for (int64_t g = 0; g < G; ++g) r[g] = t * s.H + kvh * G + g;
       int64_t j = from[static_cast<size_t>(t)];
       if (j < 0) online.start(r, G), j = lo_of(t);
-      online.attend(r, G, pages_of(t), kvh, j, len[t], scores);
+      online.attend(r, G, row_of(table, seq, t, s), kvh, j, len[t], scores);
       for (int64_t g = 0; g < G; ++g)
         if (l[static_cast<size_t>(r[g])] > 0.f) scale(out + r[g] * s.Dv, s.Dv, 1.f / l[static_cast<size_t>(r[g])]);
     }
@@ -291,7 +295,7 @@ std::vector<PagedGroup> paged_shared_prefixes(const int32_t* table, const int32_
   std::vector<PagedGroup> groups;
   if (s.T < 2) return groups;
   const int64_t tk = tile_keys(s), least = kCascadeMinTiles * tk;
-  auto row = [&](int64_t t) { return table + static_cast<int64_t>(seq[t]) * s.max_pages; };
+  auto row = [&](int64_t t) { return row_of(table, seq, t, s); };
   std::vector<int64_t> order;  // the tokens that may share: enough keys, none hidden by a window
   for (int64_t t = 0; t < s.T; ++t)
     if (len[t] >= least && (s.window == 0 || len[t] <= s.window)) order.push_back(t);
