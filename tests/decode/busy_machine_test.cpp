@@ -1,6 +1,7 @@
 // Decoding and training on a busy machine (issues 27 and 47, core/thread_budget.h): with a sibling
-// thread spinning on one core, the thread budget counts it, greedy decoding on 2 threads is not
-// more than 1.5× slower than on 1 (without the budget it was 13–17× slower: docs/BENCHMARKS.md),
+// thread spinning on one core, the thread budget counts it, greedy decoding on 2 threads puts no
+// work on the second thread and is not more than 1.5× slower than on 1 (without the budget it was
+// 13–17× slower when the budget was built: docs/BENCHMARKS.md; 1.43× on a Zen 4 in 2026-11),
 // and the trainer runs each step and each evaluation on the cores left — oneDNN's convolutions
 // included, which keep the thread count they were made with.
 #include <gtest/gtest.h>
@@ -29,6 +30,7 @@ namespace {
 class Spinner {
  public:
   Spinner() : t_([this] {
+      tid_ = gettid();
       volatile uint64_t x = 0;
       while (!stop_.load(std::memory_order_relaxed)) x = x + 1;
     }) {
@@ -38,9 +40,11 @@ class Spinner {
     stop_ = true;
     t_.join();
   }
+  pid_t tid() const { return tid_.load(); }
 
  private:
   std::atomic<bool> stop_{false};
+  std::atomic<pid_t> tid_{0};
   std::thread t_;
 };
 
@@ -105,6 +109,25 @@ TEST(ThreadBudget, OpsCalledOneByOneGiveABusyCoreUp) {
   set_num_threads(before);
 }
 
+// CPU time (clock ticks: utime + stime) of this process's threads other than the calling one
+// (and than `besides`, when given).
+long other_threads_ticks(pid_t besides = 0) {
+  long sum = 0;
+  const std::string self = std::to_string(gettid());
+  for (const auto& e : std::filesystem::directory_iterator("/proc/self/task")) {
+    if (e.path().filename() == self || e.path().filename() == std::to_string(besides)) continue;
+    std::ifstream f(e.path() / "stat");
+    const std::string line((std::istreambuf_iterator<char>(f)), {});
+    const size_t close = line.rfind(')');  // "tid (name) S …": fields 14 and 15 are utime, stime
+    if (close == std::string::npos) continue;
+    std::istringstream rest(line.substr(close + 2));
+    std::string field;
+    for (int i = 3; i <= 15 && rest >> field; ++i)
+      if (i >= 14) sum += std::atol(field.c_str());
+  }
+  return sum;
+}
+
 // The "steal" field of /proc/stat's "cpu" line: clock ticks the host ran something else while this
 // machine's CPUs wanted to run (−1: unknown).
 long long stolen_ticks() {
@@ -133,23 +156,40 @@ TEST(ThreadBudget, TwoThreadsHoldTheirLatencyBesideABusyCore) {
     return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   };
   seconds(2);  // warm up
-  // the best of 5 each, alternated: what the machine's other tenants take comes and goes, the
-  // budget's effect does not (ctest runs this test alone: tests/CMakeLists.txt)
-  // A failure says what the budget saw: its count before each 2-thread run and the machine's stolen
-  // time (a host that takes the VM's cores away shows there, not in the cores' busy ticks).
-  double one = 1e9, two = 1e9;
-  std::ostringstream seen;
-  const long long steal0 = stolen_ticks();
-  for (int r = 0; r < 5; ++r) {
-    one = std::min(one, seconds(1));
-    set_num_threads(2);
-    seen << threads_free_now(2) << ' ';
-    two = std::min(two, seconds(2));
+  // The budget's choice, seen without a clock: beside the busy core the 2-thread runs put no work on
+  // a second thread — the process's threads but this one and the spinner run (almost) no ticks.
+  // Then its effect, timed: the best of 5 each, alternated — what the machine's other tenants take
+  // comes and goes, the budget's effect does not (ctest runs this test alone: tests/CMakeLists.txt).
+  // A host that slows the VM for seconds (a loaded CI machine: seen once, best 1 thread 0.086 s,
+  // 2 threads 0.189 s, with the budget counting 1 free core throughout) gets up to three rounds. The
+  // ticks are what catch a budget that fails: with QKV_THREAD_BUDGET=off the second thread ran 47
+  // ticks here while the time was only 1.43× slower (13–17× when the budget was built:
+  // docs/BENCHMARKS.md). A failure says what the
+  // budget saw: its count before each 2-thread run, the other threads' ticks and the machine's stolen
+  // time (a host that takes the VM's cores away shows there, when it reports it).
+  std::ostringstream rounds;
+  bool held = false;
+  long others_ran = 0;
+  for (int round = 0; round < 3 && !held; ++round) {
+    double one = 1e9, two = 1e9;
+    std::ostringstream seen;
+    const long long steal0 = stolen_ticks();
+    for (int r = 0; r < 5; ++r) {
+      one = std::min(one, seconds(1));
+      set_num_threads(2);
+      seen << threads_free_now(2) << ' ';
+      const long ticks0 = other_threads_ticks(busy.tid());
+      two = std::min(two, seconds(2));
+      others_ran += other_threads_ticks(busy.tid()) - ticks0;
+    }
+    held = two <= 1.5 * one;
+    rounds << "\n  round " << round + 1 << ": best of 5, 1 thread " << one << " s, 2 threads " << two
+           << " s; the budget's counts before the 2-thread runs: " << seen.str()
+           << "; ticks stolen by the host: " << stolen_ticks() - steal0;
   }
   set_num_threads(2);
-  EXPECT_LE(two, 1.5 * one) << "best of 5: 1 thread " << one << " s, 2 threads " << two
-                            << " s; the budget's counts before the 2-thread runs: " << seen.str()
-                            << "; ticks stolen by the host meanwhile: " << stolen_ticks() - steal0;
+  EXPECT_TRUE(held) << "2 threads more than 1.5× slower than 1 beside a busy core:" << rounds.str();
+  EXPECT_LE(others_ran, 3) << "a second thread ran " << others_ran << " ticks of the 2-thread runs:" << rounds.str();
 }
 
 // The LM task, noting the threads each micro-step and evaluation runs on.
@@ -196,23 +236,6 @@ TEST(ThreadBudget, TrainingStepsAndEvaluationsGiveABusyCoreUp) {
   for (int t : task.eval_threads) EXPECT_LE(t, n - 1) << "an evaluation ran on the busy core too";
 }
 
-// CPU time (clock ticks: utime + stime) of this process's threads other than the calling one.
-long other_threads_ticks() {
-  long sum = 0;
-  const std::string self = std::to_string(gettid());
-  for (const auto& e : std::filesystem::directory_iterator("/proc/self/task")) {
-    if (e.path().filename() == self) continue;
-    std::ifstream f(e.path() / "stat");
-    const std::string line((std::istreambuf_iterator<char>(f)), {});
-    const size_t close = line.rfind(')');  // "tid (name) S …": fields 14 and 15 are utime, stime
-    if (close == std::string::npos) continue;
-    std::istringstream rest(line.substr(close + 2));
-    std::string field;
-    for (int i = 3; i <= 15 && rest >> field; ++i)
-      if (i >= 14) sum += std::atol(field.c_str());
-  }
-  return sum;
-}
 
 // A convolution made while 2 threads were allowed runs on 1 once only 1 is (the thread budget's
 // choice beside a busy core): its primitives are kept per thread count (kernels/cpu/conv.cpp).
