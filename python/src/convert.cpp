@@ -98,6 +98,7 @@ void copy_strided(const uint8_t* base, const std::vector<int64_t>& shape, const 
         case DType::boolean: dst[i] = v != 0.0; break;
         case DType::bf16: reinterpret_cast<bf16*>(dst)[i] = f32_to_bf16(static_cast<float>(v)); break;
         case DType::i8: reinterpret_cast<int8_t*>(dst)[i] = static_cast<int8_t>(v); break;  // (never: copy_dtype gives i32)
+        case DType::f8e4m3: reinterpret_cast<f8e4m3*>(dst)[i] = f32_to_f8e4m3(static_cast<float>(v)); break;  // (never)
       }
     }
     for (size_t d = nd; d-- > 0;) {  // next index, last dimension fastest
@@ -171,6 +172,8 @@ nb::dlpack::dtype dlpack_dtype(DType t) {
     case DType::boolean: return nb::dtype<bool>();
     case DType::bf16: return nb::dlpack::dtype{static_cast<uint8_t>(dtype_code::Bfloat), 16, 1};
     case DType::i8: return nb::dtype<int8_t>();
+    case DType::f8e4m3:  // (NumPy has no float8; no qkv function gives Python one: a KV cache's own)
+      throw nb::type_error("qkv: a float8_e4m3fn tensor cannot become an array; .to('float32') it first");
   }
   return nb::dtype<float>();
 }
@@ -180,6 +183,7 @@ const char* dtype_str(DType t) {
          : t == DType::bf16 ? "bfloat16"
          : t == DType::i32  ? "int32"
          : t == DType::i8   ? "int8"
+         : t == DType::f8e4m3 ? "float8_e4m3fn"
                             : "bool";
 }
 

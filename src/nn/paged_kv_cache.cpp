@@ -8,6 +8,13 @@
 
 namespace qkv::nn {
 
+DType kv_cache_dtype(const std::string& name) {
+  if (name == "f32") return DType::f32;
+  if (name == "bf16") return DType::bf16;
+  if (name == "fp8" || name == "fp8_e4m3" || name == "f8e4m3") return DType::f8e4m3;
+  throw Error("a KV cache keeps f32, bf16 or fp8 (e4m3; also fp8_e4m3, f8e4m3), not \"" + name + "\"");
+}
+
 PagedKVCache::PagedKVCache(int64_t layers, int64_t pages, int64_t page_size, int64_t kv_heads, int64_t head_dim,
                            int64_t v_head_dim, Device device, DType dtype)
     : pages_(pages), page_size_(page_size), device_(device) {
@@ -16,8 +23,8 @@ PagedKVCache::PagedKVCache(int64_t layers, int64_t pages, int64_t page_size, int
             ", head dims ", head_dim, "/", v_head_dim, " must all be ≥ 1");
   QKV_CHECK(pages <= (int64_t{1} << 31) / page_size, "PagedKVCache: ", pages, " pages of ", page_size,
             " slots exceed the 2^31 slots an i32 slot index reaches");
-  QKV_CHECK(dtype == DType::f32 || dtype == DType::bf16, "PagedKVCache: keys and values are kept in f32 or bf16, not ",
-            dtype_name(dtype));
+  QKV_CHECK(dtype == DType::f32 || dtype == DType::bf16 || dtype == DType::f8e4m3,
+            "PagedKVCache: keys and values are kept in f32, bf16 or f8e4m3, not ", dtype_name(dtype));
   for (int64_t l = 0; l < layers; ++l) {
     k_.push_back(Tensor::empty({pages, kv_heads, page_size, head_dim}, dtype, device));
     v_.push_back(Tensor::empty({pages, kv_heads, page_size, v_head_dim}, dtype, device));

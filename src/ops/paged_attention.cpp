@@ -26,15 +26,16 @@ void check_ids(const char* op, const char* name, const Tensor& t, int64_t n) {
 
 }  // namespace
 
-// The caches' shape, checked: k [pages, Hkv, page_size, D], v [pages, Hkv, page_size, Dv], both f32 or
-// both bf16.
+// The caches' shape, checked: k [pages, Hkv, page_size, D], v [pages, Hkv, page_size, Dv], both f32,
+// both bf16 or both f8e4m3.
 static kernels::PagedShape cache_shape(const char* op, const Tensor& k_cache, const Tensor& v_cache) {
-  QKV_CHECK((k_cache.dtype() == DType::f32 || k_cache.dtype() == DType::bf16) && v_cache.dtype() == k_cache.dtype() &&
+  const DType c = k_cache.dtype();
+  QKV_CHECK((c == DType::f32 || c == DType::bf16 || c == DType::f8e4m3) && v_cache.dtype() == c &&
                 k_cache.dim() == 4 && v_cache.dim() == 4 &&
                 k_cache.size(0) == v_cache.size(0) && k_cache.size(1) == v_cache.size(1) &&
                 k_cache.size(2) == v_cache.size(2) && k_cache.size(1) > 0 && k_cache.size(2) > 0,
             op, ": k_cache ", k_cache.str(), " and v_cache ", v_cache.str(),
-            " must be [pages, Hkv, page_size, D] and [pages, Hkv, page_size, Dv], both f32 or both bf16");
+            " must be [pages, Hkv, page_size, D] and [pages, Hkv, page_size, Dv], both f32, both bf16 or both f8e4m3");
   kernels::PagedShape s;
   s.pages = k_cache.size(0), s.Hkv = k_cache.size(1), s.page_size = k_cache.size(2), s.D = k_cache.size(3),
   s.Dv = v_cache.size(3);
@@ -81,6 +82,9 @@ Tensor paged_attention(const Tensor& q, const Tensor& k_cache, const Tensor& v_c
   if (kc.dtype() == DType::bf16)
     QKV_DISPATCH(op, d, k::paged_attention_forward(qc.data(), kc.data<bf16>(), vc.data<bf16>(), table.data<int32_t>(),
                                                    rows.data<int32_t>(), lens.data<int32_t>(), out.data(), s));
+  else if (kc.dtype() == DType::f8e4m3)
+    QKV_DISPATCH(op, d, k::paged_attention_forward(qc.data(), kc.data<f8e4m3>(), vc.data<f8e4m3>(), table.data<int32_t>(),
+                                                   rows.data<int32_t>(), lens.data<int32_t>(), out.data(), s));
   else
     QKV_DISPATCH(op, d, k::paged_attention_forward(qc.data(), kc.data(), vc.data(), table.data<int32_t>(),
                                                    rows.data<int32_t>(), lens.data<int32_t>(), out.data(), s));
@@ -111,6 +115,9 @@ void paged_kv_write(const Tensor& k_cache, const Tensor& v_cache, const Tensor& 
   Tensor kc = dense(k), vc = dense(v);
   if (k_cache.dtype() == DType::bf16)  // (each rounded to nearest even)
     QKV_DISPATCH(op, d, k::paged_kv_write(k_cache.data<bf16>(), v_cache.data<bf16>(), kc.data(), vc.data(),
+                                          sl.data<int32_t>(), s));
+  else if (k_cache.dtype() == DType::f8e4m3)  // (each rounded to nearest even, saturating at ±448)
+    QKV_DISPATCH(op, d, k::paged_kv_write(k_cache.data<f8e4m3>(), v_cache.data<f8e4m3>(), kc.data(), vc.data(),
                                           sl.data<int32_t>(), s));
   else
     QKV_DISPATCH(op, d, k::paged_kv_write(k_cache.data(), v_cache.data(), kc.data(), vc.data(), sl.data<int32_t>(), s));

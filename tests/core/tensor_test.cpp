@@ -1,4 +1,7 @@
 #include <cmath>
+#include <fstream>
+
+#include <nlohmann/json.hpp>
 
 #include "testing.h"
 
@@ -176,6 +179,49 @@ TEST(Dtype, RoundToF16IsIeeeHalfsNearestValue) {
   EXPECT_EQ(round_to_f16(INFINITY), INFINITY);
 }
 
+// float8 e4m3fn (core/dtype.h) against PyTorch's torch.float8_e4m3fn (tests/golden/make_fp8_golden.py,
+// PyTorch 2.15): each of the 256 codes' f32 value, and the code of 10,458 f32 values — every f32
+// exponent of both signs at e4m3's rounding points, the midpoints between neighbours and one step
+// either side, the saturation to ±448, infinities and NaNs. (When written, all 2³² f32 bit patterns
+// were compared with that PyTorch's cast, and agreed.) And every code but NaN comes back from its
+// value.
+TEST(Dtype, Float8E4m3IsPyTorchsFloat8E4m3fn) {
+  std::ifstream f(std::string(QKV_GOLDEN_DIR) + "/fp8_e4m3.json");
+  ASSERT_TRUE(f) << "tests/golden/fp8_e4m3.json";
+  const nlohmann::json g = nlohmann::json::parse(f);
+  auto hex = [](const std::string& s, size_t at, size_t n) {
+    return static_cast<uint32_t>(std::stoul(s.substr(at, n), nullptr, 16));
+  };
+  ASSERT_EQ(g["decode"].size(), 256u);
+  for (int c = 0; c < 256; ++c) {
+    const float want = f32_from_bits(hex(g["decode"][c].get<std::string>(), 0, 8));
+    const float got = f8e4m3_to_f32(f8e4m3{static_cast<uint8_t>(c)});
+    if (std::isnan(want)) {
+      EXPECT_TRUE(std::isnan(got)) << "code " << c;
+    } else {
+      EXPECT_EQ(f32_bits(got), f32_bits(want)) << "code " << c << ": " << got << ", PyTorch " << want;
+      EXPECT_EQ(f32_to_f8e4m3(got).bits, c) << "code " << c << " does not come back from " << got;
+    }
+  }
+  const std::string in = g["inputs"], codes = g["codes"];
+  ASSERT_EQ(in.size(), 8 * (codes.size() / 2));
+  ASSERT_GT(codes.size(), 20000u);
+  int wrong = 0;
+  for (size_t i = 0; i < codes.size() / 2; ++i) {
+    const uint32_t x = hex(in, 8 * i, 8);
+    const uint32_t want = hex(codes, 2 * i, 2), got = f32_to_f8e4m3(f32_from_bits(x)).bits;
+    if (got != want && ++wrong <= 10)
+      ADD_FAILURE() << "f32 bits " << std::hex << x << " (" << f32_from_bits(x) << "): code " << got << ", PyTorch " << want;
+  }
+  EXPECT_EQ(wrong, 0);
+  // the figures the saturation and the subnormals come to
+  EXPECT_EQ(f8e4m3_to_f32(f32_to_f8e4m3(1e9f)), 448.f);
+  EXPECT_EQ(f8e4m3_to_f32(f32_to_f8e4m3(-INFINITY)), -448.f);
+  EXPECT_EQ(f8e4m3_to_f32(f32_to_f8e4m3(std::ldexp(1.f, -9))), std::ldexp(1.f, -9));  // the least subnormal
+  EXPECT_EQ(f8e4m3_to_f32(f32_to_f8e4m3(std::ldexp(1.f, -10))), 0.f);                 // tie → even (0)
+  EXPECT_TRUE(std::isnan(f8e4m3_to_f32(f32_to_f8e4m3(NAN))));
+}
+
 TEST(Tensor, CopyBroadcastsIntoAView) {
   Tensor t = Tensor::zeros({2, 3});
   t.transpose(0, 1).detach().copy_(Tensor::from_vector({1, 2}, {2}));
@@ -186,11 +232,13 @@ TEST(Tensor, CopyBroadcastsIntoAView) {
 // the value rules say, from a strided view; copy_ broadcasts and converts into a strided view;
 // fill_ writes every element of a strided view of each dtype and nothing else; empty extents pass.
 TEST(Tensor, CopiesConversionsAndFillsOverEveryDTypeAndLayout) {
-  const DType all[] = {DType::f32, DType::bf16, DType::boolean, DType::i32};
-  // the value rules: bf16 rounds to nearest even, boolean is x ≠ 0, i32 truncates
+  const DType all[] = {DType::f32, DType::bf16, DType::boolean, DType::i32, DType::f8e4m3};
+  // the value rules: bf16 and f8e4m3 round to nearest even (f8e4m3 saturating at ±448), boolean is
+  // x ≠ 0, i32 truncates
   auto as = [](DType t, float v) {
     switch (t) {
       case DType::bf16: return bf16_to_f32(f32_to_bf16(v));
+      case DType::f8e4m3: return f8e4m3_to_f32(f32_to_f8e4m3(v));
       case DType::boolean: return v != 0.f ? 1.f : 0.f;
       case DType::i32: return static_cast<float>(static_cast<int32_t>(v));
       default: return v;

@@ -152,35 +152,47 @@ TEST(PagedAttention, RefusesIndicesOutsideTheCacheAndGradients) {
             std::string::npos);
 }
 
-TEST(PagedAttention, ABf16CacheHoldsTheRoundedKeysAndAttendsAsAnF32CacheHoldingThem) {
-  // 3 tokens written into pages 1 and 0 (slots 5, 6, 1) of a bf16 cache and of an f32 one, then two
-  // queries over them (sequence 0: its keys 0 … 2 in slots 5, 6 and — its page 1 — 1 … )
-  Generator g(3);
-  const Tensor k = Tensor::randn({3, 2, 8}, g), v = Tensor::randn({3, 2, 6}, g), q = Tensor::randn({2, 4, 8}, g);
-  const Tensor slots = Tensor::from_ints({5, 6, 1}, {3});
-  Tensor k16 = Tensor::zeros({2, 2, 4, 8}).to(DType::bf16), v16 = Tensor::zeros({2, 2, 4, 6}).to(DType::bf16);
-  Tensor k32 = Tensor::zeros({2, 2, 4, 8}), v32 = Tensor::zeros({2, 2, 4, 6});
-  NoGradGuard no_grad;
-  paged_kv_write(k16, v16, k, v, slots);
-  paged_kv_write(k32, v32, k, v, slots);
-  // each written element rounded to nearest even (dtype.h's f32_to_bf16), bit for bit
-  const std::vector<float> kw = k32.to_vector(), kr = k16.to(DType::f32).to_vector();
-  for (size_t i = 0; i < kw.size(); ++i) EXPECT_EQ(kr[i], bf16_to_f32(f32_to_bf16(kw[i]))) << i;
-  EXPECT_EQ(k16.dtype(), DType::bf16);
-  // the attention: as over the f32 cache holding the rounded values, and not as over the unrounded ones
-  const Tensor table = Tensor::from_ints({1, 0}, {1, 2}), seq = Tensor::from_ints({0, 0}, {2}),
-               len = Tensor::from_ints({2, 7}, {2});
-  const Tensor got = paged_attention(q, k16, v16, table, seq, len);
-  EXPECT_TENSOR_NEAR(got, paged_attention(q, k16.to(DType::f32), v16.to(DType::f32), table, seq, len), 1e-6);
-  EXPECT_GT(testing::rel_error(got.to_vector(), paged_attention(q, k32, v32, table, seq, len).to_vector()), 1e-4);
-  // a bf16 cache beside an f32 one is refused, by name
-  EXPECT_NE(testing::error_of([&] { paged_attention(q, k16, v32, table, seq, len); }).find("both f32 or both bf16"),
-            std::string::npos);
+TEST(PagedAttention, ABf16OrFp8CacheHoldsTheRoundedKeysAndAttendsAsAnF32CacheHoldingThem) {
+  // 3 tokens written into pages 1 and 0 (slots 5, 6, 1) of a bf16 (or e4m3) cache and of an f32 one,
+  // then two queries over them (sequence 0: its keys 0 … 2 in slots 5, 6 and — its page 1 — 1 … )
+  for (DType dtype : {DType::bf16, DType::f8e4m3}) {
+    SCOPED_TRACE(dtype_name(dtype));
+    Generator g(3);
+    Tensor k = Tensor::randn({3, 2, 8}, g), v = Tensor::randn({3, 2, 6}, g);
+    const Tensor q = Tensor::randn({2, 4, 8}, g);
+    if (dtype == DType::f8e4m3) {  // beyond e4m3's ±448 (saturated), and below its least normal 2⁻⁶
+      k.data()[3] = 1000.f, k.data()[4] = -3e4f, v.data()[5] = 0.004f, v.data()[6] = -0.0011f;
+    }
+    const Tensor slots = Tensor::from_ints({5, 6, 1}, {3});
+    Tensor kn = Tensor::zeros({2, 2, 4, 8}).to(dtype), vn = Tensor::zeros({2, 2, 4, 6}).to(dtype);
+    Tensor k32 = Tensor::zeros({2, 2, 4, 8}), v32 = Tensor::zeros({2, 2, 4, 6});
+    NoGradGuard no_grad;
+    paged_kv_write(kn, vn, k, v, slots);
+    paged_kv_write(k32, v32, k, v, slots);
+    // each written element rounded to nearest even (dtype.h's f32_to_bf16, f32_to_f8e4m3), bit for bit
+    auto rounded = [&](float x) {
+      return dtype == DType::bf16 ? bf16_to_f32(f32_to_bf16(x)) : f8e4m3_to_f32(f32_to_f8e4m3(x));
+    };
+    for (const auto& [narrow, wide] : {std::pair{kn, k32}, std::pair{vn, v32}}) {
+      const std::vector<float> w = wide.to_vector(), r = narrow.to(DType::f32).to_vector();
+      for (size_t i = 0; i < w.size(); ++i) EXPECT_EQ(r[i], rounded(w[i])) << i << ": " << w[i];
+    }
+    EXPECT_EQ(kn.dtype(), dtype);
+    // the attention: as over the f32 cache holding the rounded values, and not as over the unrounded ones
+    const Tensor table = Tensor::from_ints({1, 0}, {1, 2}), seq = Tensor::from_ints({0, 0}, {2}),
+                 len = Tensor::from_ints({2, 7}, {2});
+    const Tensor got = paged_attention(q, kn, vn, table, seq, len);
+    EXPECT_TENSOR_NEAR(got, paged_attention(q, kn.to(DType::f32), vn.to(DType::f32), table, seq, len), 1e-6);
+    EXPECT_GT(testing::rel_error(got.to_vector(), paged_attention(q, k32, v32, table, seq, len).to_vector()), 1e-4);
+    // a narrow cache beside an f32 one is refused, by name
+    EXPECT_NE(testing::error_of([&] { paged_attention(q, kn, v32, table, seq, len); }).find("both f32, both bf16 or both f8e4m3"),
+              std::string::npos);
+  }
 }
 
 // Each sequence decoded alone (its own dense cache, step) against all together (step_paged); the
-// pool's pages are handed out shuffled by a sequence taken and released first. A bf16 cache holds
-// the keys and values rounded: its logits within `tol` of the dense f32 cache's.
+// pool's pages are handed out shuffled by a sequence taken and released first. A bf16 or e4m3 cache
+// holds the keys and values rounded: its logits within `tol` of the dense f32 cache's.
 template <class Net>
 void expect_paged_equals_dense(const Net& net, int64_t vocab, int64_t dense_from, DType dtype = DType::f32,
                                double tol = 1e-4) {
@@ -254,6 +266,8 @@ TEST(PagedDecoding, GptStepsTogetherAsAlone) {
   expect_paged_equals_dense(net, c.vocab_size, 8);   // … attending densely over its gathered keys
   expect_paged_equals_dense(net, c.vocab_size, 32, DType::bf16, 5e-3);  // a bf16 cache, both ways
   expect_paged_equals_dense(net, c.vocab_size, 8, DType::bf16, 5e-3);
+  expect_paged_equals_dense(net, c.vocab_size, 32, DType::f8e4m3, 1e-2);  // e4m3: 3 fraction bits, not 7 (seen: ≤ 1.9e-3)
+  expect_paged_equals_dense(net, c.vocab_size, 8, DType::f8e4m3, 1e-2);
 }
 
 TEST(PagedDecoding, LlamaStepsTogetherAsAlone) {  // grouped-query attention, 4 query heads on 2
@@ -269,6 +283,7 @@ TEST(PagedDecoding, LlamaStepsTogetherAsAlone) {  // grouped-query attention, 4 
     expect_paged_equals_dense(net, c.vocab_size, 32);
     expect_paged_equals_dense(net, c.vocab_size, 8);
     expect_paged_equals_dense(net, c.vocab_size, 8, DType::bf16, 5e-3);
+    expect_paged_equals_dense(net, c.vocab_size, 8, DType::f8e4m3, 1e-2);
   }
 }
 

@@ -5,7 +5,7 @@
 // that counts is the bandwidth: bytes of keys and values read per second. On a GPU, few sequences
 // with long contexts take the split over the keys (kernels/cuda/paged_attention_kernels.cuh;
 // QKV_CUDA_PAGED_SPLIT=0 turns it off, to compare). --kv-dtype bf16 keeps the paged cache in bf16 (half
-// the bytes read; the dense attention stays f32). --shared-prefix N gives every sequence the same first
+// the bytes read; the dense attention stays f32), --kv-dtype fp8 in e4m3 (a quarter). --shared-prefix N gives every sequence the same first
 // pages (N keys): the CPU's cascade reads them once for all (kernels/cpu/paged_attention.cpp).
 #include <algorithm>
 #include <chrono>
@@ -17,6 +17,7 @@
 #include "bench_common.h"
 #include "qkv/core/machine.h"
 #include "qkv/core/thread_budget.h"
+#include "qkv/nn/paged_kv_cache.h"
 #include "qkv/ops.h"
 
 namespace qkv::cli {
@@ -47,7 +48,7 @@ int run_bench_paged(const PagedBenchArgs& a) {
                 std::to_string(L));
   const int64_t per = (L + P - 1) / P, pages = B * per, shared_pages = a.shared / P;
   // the tensors it makes: the paged caches, the dense ones (f32), the queries and the outputs
-  const DType cache_dtype = a.kv_dtype == "bf16" ? DType::bf16 : DType::f32;
+  const DType cache_dtype = nn::kv_cache_dtype(a.kv_dtype);
   const double need = 2.0 * static_cast<double>(pages * P * Hkv * D) * static_cast<double>(dtype_size(cache_dtype)) +
                       2.0 * 4.0 * static_cast<double>(B * Hkv * L * D) + 3.0 * 4.0 * static_cast<double>(B * H * D);
   if (device.is_cpu() && need > 0.9 * static_cast<double>(machine_memory_bytes()))
@@ -126,9 +127,10 @@ void add_bench_paged(CLI::App* bench) {
   app->add_option("--repeats", a->repeats, "timed repetitions (the median reported)")
       ->capture_default_str()
       ->check(greater_than_zero());
-  app->add_option("--kv-dtype", a->kv_dtype, "what the paged cache keeps: f32 or bf16 (the dense one stays f32)")
+  app->add_option("--kv-dtype", a->kv_dtype,
+                  "what the paged cache keeps: f32, bf16 or fp8 (e4m3; also fp8_e4m3) — the dense one stays f32")
       ->capture_default_str()
-      ->check(CLI::IsMember({"f32", "bf16"}));
+      ->check(CLI::IsMember(std::vector<std::string>(std::begin(nn::kKvCacheDtypes), std::end(nn::kKvCacheDtypes))));
   add_threads_option(app, a->threads);
   app->add_flag("--json", a->json, "print one JSON object");
   add_device_option(app, a->device, "run (cuda: time the GPU's kernels, waiting for each run)");

@@ -1056,7 +1056,7 @@ int run_serve(const ServeArgs& a) {
       b.max_batch = a.max_batch;
       if (a.kv_cache_mb > 0) b.max_cache_bytes = static_cast<int64_t>(a.kv_cache_mb * 1024 * 1024);
       b.prefix_caching = !a.no_prefix_caching;
-      b.kv_cache_dtype = a.kv_cache_dtype == "bf16" ? DType::bf16 : DType::f32;
+      b.kv_cache_dtype = nn::kv_cache_dtype(a.kv_cache_dtype);
       services.push_back(std::make_unique<LanguageModelService>(name, std::move(g), a.threads, b));
     }
   }
@@ -1121,11 +1121,12 @@ void add_serve(CLI::App& app) {
       ->capture_default_str()
       ->check(CLI::Range(0.0, 1048576.0));
   sub->add_option("--kv-cache-dtype", a->kv_cache_dtype,
-                  "what a language model's KV cache keeps: f32, or bf16 — half the memory a token, so twice the "
-                  "tokens in --kv-cache-mb (each key and value rounded to bf16 as it is written; the attention "
+                  "what a language model's KV cache keeps: f32; bf16 — half the memory a token, so twice the "
+                  "tokens in --kv-cache-mb; or fp8 (e4m3, as vLLM's; also fp8_e4m3) — a quarter, four times the "
+                  "tokens (each key and value rounded as it is written, fp8 saturating at ±448; the attention "
                   "computes in f32)")
       ->capture_default_str()
-      ->check(CLI::IsMember({"f32", "bf16"}));
+      ->check(CLI::IsMember(std::vector<std::string>(std::begin(nn::kKvCacheDtypes), std::end(nn::kKvCacheDtypes))));
   sub->add_flag("--no-prefix-caching", a->no_prefix_caching,
                "compute every prompt whole: by default a generation takes the KV cache's pages of a prompt prefix "
                "an earlier one computed (a shared system prompt, a chat's earlier turns)");

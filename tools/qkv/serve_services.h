@@ -121,7 +121,9 @@ class LanguageModelService : public ModelService {
     const int64_t room = batcher_ ? batcher_->cache_pages() * batcher_->cache_page_size() : 0;
     QKV_CHECK(!batcher_ || room >= loaded_.model->block_size(), "qkv serve: model \"", name_, "\": --kv-cache-mb holds ",
               room, " tokens of its KV cache in ", dtype_name(batching.kv_cache_dtype), ", fewer than its context of ",
-              loaded_.model->block_size(), batching.kv_cache_dtype == DType::f32 ? " (--kv-cache-dtype bf16 holds twice as many)" : "");
+              loaded_.model->block_size(), batching.kv_cache_dtype == DType::f32    ? " (--kv-cache-dtype bf16 holds twice as many, fp8 four times)"
+              : batching.kv_cache_dtype == DType::bf16 ? " (--kv-cache-dtype fp8 holds twice as many)"
+                                                       : "");
   }
   const models::LoadedLanguageModel& loaded() const { return loaded_; }
   bool batched() const { return batcher_ != nullptr; }

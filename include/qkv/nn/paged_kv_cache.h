@@ -69,6 +69,11 @@ struct PagedStep {
 
 class PagedKVCache;
 
+// What a KV cache keeps, by the name a user gives (vLLM's --kv-cache-dtype): "f32", "bf16", or "fp8"
+// (also "fp8_e4m3", "f8e4m3": DType::f8e4m3, a byte a value). Another name is an Error naming these.
+DType kv_cache_dtype(const std::string& name);
+inline constexpr const char* kKvCacheDtypes[] = {"f32", "bf16", "fp8", "fp8_e4m3", "f8e4m3"};
+
 // Self-attention of a step's tokens in layer `layer`: q [T, H, D], k [T, Hkv, D], v [T, Hkv, Dv] (the
 // step's new keys and values) → [T, H, Dv]. Writes k and v into the pool (paged_kv_write), attends
 // every token over its sequence through the pages (paged_attention), each fresh prompt over its
@@ -81,9 +86,9 @@ Tensor attend_paged(const Tensor& q, const Tensor& k, const Tensor& v, PagedKVCa
 class PagedKVCache {
  public:
   // layers pools of `pages` pages of `page_size` slots, each slot Hkv heads of D (keys) and Dv (values)
-  // on `device`, in f32 or bf16 (`dtype`: half the bytes a token, its keys and values rounded as they
-  // are written; vLLM's kv_cache_dtype). The memory is reserved, not touched: pages never used stay
-  // unmapped.
+  // on `device`, in f32, bf16 or f8e4m3 (`dtype`: half or a quarter of the bytes a token, its keys and
+  // values rounded as they are written — e4m3 saturating at ±448; vLLM's kv_cache_dtype). The memory
+  // is reserved, not touched: pages never used stay unmapped.
   PagedKVCache(int64_t layers, int64_t pages, int64_t page_size, int64_t kv_heads, int64_t head_dim,
                int64_t v_head_dim, Device device = Device::cpu(), DType dtype = DType::f32);
 

@@ -18,13 +18,15 @@ namespace qkv {
 // v_cache [pages, Hkv, page_size, Dv] (H a multiple of Hkv); block_table i32 [rows, max_pages]; seq,
 // seq_len i32 [T] → out [T, H, Dv]. scale: 1/√D unless given. Every index is checked (a CPU block
 // table: each page a token reads lies in the cache). The caches are f32, or bf16 (half the memory;
-// vLLM's kv_cache_dtype): widened to f32 as they are read, q and the sums f32.
+// vLLM's kv_cache_dtype), or f8e4m3 (a quarter; vLLM's "fp8"): widened to f32 as they are read, q and
+// the sums f32.
 Tensor paged_attention(const Tensor& q, const Tensor& k_cache, const Tensor& v_cache, const Tensor& block_table,
                        const Tensor& seq, const Tensor& seq_len, std::optional<double> scale = {}, int64_t window = 0);
 
 // Writes T tokens' keys k [T, Hkv, D] and values v [T, Hkv, Dv] into slots[t] (i32 [T], distinct,
 // each < pages · page_size: page slots[t] / page_size, offset slots[t] mod page_size) of k_cache
-// and v_cache, in place (a bf16 cache: rounded to nearest even).
+// and v_cache, in place (a bf16 or f8e4m3 cache: rounded to nearest even; f8e4m3 saturating at ±448,
+// with no scale, as vLLM's fp8 cache with its default scales of 1).
 void paged_kv_write(const Tensor& k_cache, const Tensor& v_cache, const Tensor& k, const Tensor& v, const Tensor& slots);
 
 }  // namespace qkv

@@ -89,6 +89,13 @@ void convert(const void* src, DType from, void* dst, DType to, int64_t n) {
       for (int64_t i = lo; i < hi; ++i) d[i] = bf16_to_f32(s[i]);
     });
   }
+  if (from == DType::f8e4m3 && to == DType::f32) {  // a fp8 KV cache's pages gathered for the dense kernels
+    const auto* s = static_cast<const f8e4m3*>(src);
+    auto* d = static_cast<float*>(dst);
+    return parallel_for(n, 1 << 14, [=](int64_t lo, int64_t hi) {
+      for (int64_t i = lo; i < hi; ++i) d[i] = f8e4m3_to_f32(s[i]);
+    });
+  }
   for (int64_t i = 0; i < n; ++i) store_from_f32(dst, to, i, load_as_f32(src, from, i));
 }
 

@@ -4,7 +4,7 @@
 // summed with their weights (a page's rows into registers). Before them, tokens whose sequences begin
 // with the same pages attend to those pages together (cascade attention: paged_shared_prefixes in
 // kernels/cpu/paged_attention.h), the tokens' own tasks going on from there. A bf16 cache's rows are
-// widened as they are read.
+// widened as they are read (vec.h's widen, load_widened), an e4m3 cache's too.
 #include "kernels/cpu/paged_attention.h"
 
 #include <algorithm>
@@ -20,16 +20,6 @@
 namespace qkv::kernels::cpu {
 
 namespace {
-
-// a cache element as f32 (a bf16 one widened: its bits the top half)
-inline float widen(float x) { return x; }
-inline float widen(bf16 x) { return bf16_to_f32(x); }
-
-#if QKV_SIMD
-// a cache row's lanes as f32
-inline simd::vf load_row(const float* p) { return simd::load(p); }
-inline simd::vf load_row(const bf16* p) { return simd::load_bf16(p); }
-#endif
 
 // GCC 12's AVX-512 headers build a bf16 load's halves from _mm256_undefined_*, which it then warns
 // about as "uninitialized" where the loads are inlined (GCC PR 105593, fixed in 13): a false positive,
@@ -54,8 +44,8 @@ void score_rows(const float* const* q, const C* k, int64_t run, int64_t D, float
     for (int i = 0; i < NR; ++i)
       for (int c = 0; c < 4; ++c) a[i][c] = simd::zero();
     for (int64_t d = 0; d < Dvec; d += kLanes) {
-      const simd::vf x0 = load_row(k0 + d), x1 = load_row(k0 + D + d), x2 = load_row(k0 + 2 * D + d),
-                     x3 = load_row(k0 + 3 * D + d);
+      const simd::vf x0 = load_widened(k0 + d), x1 = load_widened(k0 + D + d), x2 = load_widened(k0 + 2 * D + d),
+                     x3 = load_widened(k0 + 3 * D + d);
       for (int i = 0; i < NR; ++i) {
         const simd::vf x = simd::load(q[i] + d);
         a[i][0] = simd::fmadd(x, x0, a[i][0]), a[i][1] = simd::fmadd(x, x1, a[i][1]);
@@ -90,8 +80,8 @@ void add_weighted_rows(float* const* o, const float* const* w, const C* v, int64
       for (int c = 0; c < 4; ++c) a[i][c] = simd::load(o[i] + d + c * kLanes);
     for (int64_t r = 0; r < run; ++r) {
       const C* vr = v + r * Dv + d;
-      const simd::vf x0 = load_row(vr), x1 = load_row(vr + kLanes), x2 = load_row(vr + 2 * kLanes),
-                     x3 = load_row(vr + 3 * kLanes);
+      const simd::vf x0 = load_widened(vr), x1 = load_widened(vr + kLanes), x2 = load_widened(vr + 2 * kLanes),
+                     x3 = load_widened(vr + 3 * kLanes);
       for (int i = 0; i < NR; ++i) {
         const simd::vf x = simd::set1(w[i][r]);
         a[i][0] = simd::fmadd(x, x0, a[i][0]), a[i][1] = simd::fmadd(x, x1, a[i][1]);
@@ -104,7 +94,7 @@ void add_weighted_rows(float* const* o, const float* const* w, const C* v, int64
   for (; d + kLanes <= Dv; d += kLanes) {
     for (int i = 0; i < NR; ++i) {
       simd::vf a = simd::load(o[i] + d);
-      for (int64_t r = 0; r < run; ++r) a = simd::fmadd(simd::set1(w[i][r]), load_row(v + r * Dv + d), a);
+      for (int64_t r = 0; r < run; ++r) a = simd::fmadd(simd::set1(w[i][r]), load_widened(v + r * Dv + d), a);
       simd::store(o[i] + d, a);
     }
   }
@@ -269,9 +259,12 @@ void forward(const float* q, const C* k_cache, const C* v_cache, const int32_t* 
 #pragma GCC diagnostic pop
 #endif
 
-// a row of new keys or values into the cache: copied, or rounded to bf16
+// a row of new keys or values into the cache: copied, or rounded to bf16 or to e4m3 (saturating)
 inline void store_row(float* dst, const float* src, int64_t n) { std::memcpy(dst, src, static_cast<size_t>(n) * sizeof(float)); }
 inline void store_row(bf16* dst, const float* src, int64_t n) { bf16_row(src, dst, n); }
+inline void store_row(f8e4m3* dst, const float* src, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) dst[i] = f32_to_f8e4m3(src[i]);
+}
 
 // k[slot / page_size, h, slot mod page_size] = k_new[t, h] (and v)
 template <typename C>
@@ -330,11 +323,20 @@ void paged_attention_forward(const float* q, const bf16* k_cache, const bf16* v_
                              const int32_t* seq, const int32_t* len, float* out, const PagedShape& s) {
   forward(q, k_cache, v_cache, table, seq, len, out, s);
 }
+void paged_attention_forward(const float* q, const f8e4m3* k_cache, const f8e4m3* v_cache, const int32_t* table,
+                             const int32_t* seq, const int32_t* len, float* out, const PagedShape& s) {
+  forward(q, k_cache, v_cache, table, seq, len, out, s);
+}
 void paged_kv_write(float* k_cache, float* v_cache, const float* k, const float* v, const int32_t* slots,
                     const PagedShape& s) {
   write(k_cache, v_cache, k, v, slots, s);
 }
 void paged_kv_write(bf16* k_cache, bf16* v_cache, const float* k, const float* v, const int32_t* slots,
+                    const PagedShape& s) {
+  write(k_cache, v_cache, k, v, slots, s);
+}
+
+void paged_kv_write(f8e4m3* k_cache, f8e4m3* v_cache, const float* k, const float* v, const int32_t* slots,
                     const PagedShape& s) {
   write(k_cache, v_cache, k, v, slots, s);
 }

@@ -65,6 +65,17 @@ inline vf load_bf16(const bf16* p) {
   return _mm512_castsi512_ps(
       _mm512_slli_epi32(_mm512_cvtepu16_epi32(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p))), 16));
 }
+// e4m3fn → f32 (dtype.h's f8e4m3_to_f32, lane by lane): a normal code's exponent rebiased (e + 120)
+// and its fraction moved up; a subnormal one m · 2⁻⁹; 0x7f NaN; then the sign
+inline vf load_f8e4m3(const f8e4m3* p) {
+  const __m512i x = _mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
+  const __m512i mag = _mm512_and_si512(x, _mm512_set1_epi32(0x7f));
+  const __m512i normal = _mm512_slli_epi32(_mm512_add_epi32(mag, _mm512_set1_epi32(120 << 3)), 20);
+  const __m512i sub = _mm512_castps_si512(_mm512_mul_ps(_mm512_cvtepi32_ps(mag), _mm512_set1_ps(0x1p-9f)));
+  __m512i r = _mm512_mask_blend_epi32(_mm512_cmplt_epi32_mask(mag, _mm512_set1_epi32(8)), normal, sub);
+  r = _mm512_mask_blend_epi32(_mm512_cmpeq_epi32_mask(mag, _mm512_set1_epi32(0x7f)), r, _mm512_set1_epi32(0x7fc00000));
+  return _mm512_castsi512_ps(_mm512_or_si512(r, _mm512_slli_epi32(_mm512_xor_si512(x, mag), 24)));
+}
 
 // The first k lanes (0 < k < kLanes): loads leave the others 0, stores leave memory alone.
 inline mask first(int64_t k) { return static_cast<mask>((1u << k) - 1); }
@@ -134,6 +145,15 @@ inline float reduce_max(vf v) {
 inline vf load_bf16(const bf16* p) {
   return _mm256_castsi256_ps(
       _mm256_slli_epi32(_mm256_cvtepu16_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p))), 16));
+}
+inline vf load_f8e4m3(const f8e4m3* p) {
+  const __m256i x = _mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(p)));
+  const __m256i mag = _mm256_and_si256(x, _mm256_set1_epi32(0x7f));
+  const __m256i normal = _mm256_slli_epi32(_mm256_add_epi32(mag, _mm256_set1_epi32(120 << 3)), 20);
+  const __m256i sub = _mm256_castps_si256(_mm256_mul_ps(_mm256_cvtepi32_ps(mag), _mm256_set1_ps(0x1p-9f)));
+  __m256i r = _mm256_blendv_epi8(normal, sub, _mm256_cmpgt_epi32(_mm256_set1_epi32(8), mag));
+  r = _mm256_blendv_epi8(r, _mm256_set1_epi32(0x7fc00000), _mm256_cmpeq_epi32(mag, _mm256_set1_epi32(0x7f)));
+  return _mm256_castsi256_ps(_mm256_or_si256(r, _mm256_slli_epi32(_mm256_xor_si256(x, mag), 24)));
 }
 
 inline mask first(int64_t k) {

@@ -233,23 +233,28 @@ inline float max_of(const float* x, int64_t n) {
   return m;
 }
 
-// Σ a[i] · b[i], b f32 or bf16 (each widened as it is read)
+// A stored element as f32: itself, or a bf16 or e4m3 one widened (exactly: dtype.h), one at a time
+// or a register's lanes at a time.
+inline float widen(float x) { return x; }
+inline float widen(bf16 x) { return bf16_to_f32(x); }
+inline float widen(f8e4m3 x) { return f8e4m3_to_f32(x); }
+#if QKV_SIMD
+inline simd::vf load_widened(const float* p) { return simd::load(p); }
+inline simd::vf load_widened(const bf16* p) { return simd::load_bf16(p); }
+inline simd::vf load_widened(const f8e4m3* p) { return simd::load_f8e4m3(p); }
+#endif
+
+// Σ a[i] · b[i], b f32, bf16 or e4m3 (each widened as it is read)
 template <typename B>
 inline float dot(const float* a, const B* b, int64_t n) {
   int64_t i = 0;
   float s = 0.f;
 #if QKV_SIMD
   simd::vf acc = simd::zero();
-  for (; i + kLanes <= n; i += kLanes) {
-    if constexpr (std::is_same_v<B, bf16>) acc = simd::fmadd(simd::load(a + i), simd::load_bf16(b + i), acc);
-    else acc = simd::fmadd(simd::load(a + i), simd::load(b + i), acc);
-  }
+  for (; i + kLanes <= n; i += kLanes) acc = simd::fmadd(simd::load(a + i), load_widened(b + i), acc);
   s = simd::reduce_add(acc);
 #endif
-  for (; i < n; ++i) {
-    if constexpr (std::is_same_v<B, bf16>) s += a[i] * bf16_to_f32(b[i]);
-    else s += a[i] * b[i];
-  }
+  for (; i < n; ++i) s += a[i] * widen(b[i]);
   return s;
 }
 

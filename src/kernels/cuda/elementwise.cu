@@ -215,6 +215,12 @@ struct RoundF16 {  // to the nearest IEEE f16 (ties to even; beyond 65504: ±inf
 struct FromBf16 {
   __device__ float operator()(uint16_t h) const { return __uint_as_float(static_cast<uint32_t>(h) << 16); }
 };
+struct ToF8e4m3 {  // dtype.h's f32_to_f8e4m3: the CPU's function, bit for bit
+  __device__ f8e4m3 operator()(float x) const { return f32_to_f8e4m3(x); }
+};
+struct FromF8e4m3 {
+  __device__ float operator()(f8e4m3 x) const { return f8e4m3_to_f32(x); }
+};
 struct ToF32 {
   template <typename T>
   __device__ float operator()(T x) const { return static_cast<float>(x); }
@@ -248,13 +254,17 @@ void convert(const void* src, DType from, void* dst, DType to, int64_t n) {
     convert_to_bf16(static_cast<const float*>(src), static_cast<bf16*>(dst), n);
   } else if (from == DType::bf16 && to == DType::f32) {
     dense_map(static_cast<const uint16_t*>(src), static_cast<float*>(dst), n, FromBf16{});
+  } else if (from == DType::f32 && to == DType::f8e4m3) {
+    dense_map(static_cast<const float*>(src), static_cast<f8e4m3*>(dst), n, ToF8e4m3{});
+  } else if (from == DType::f8e4m3 && to == DType::f32) {
+    dense_map(static_cast<const f8e4m3*>(src), static_cast<float*>(dst), n, FromF8e4m3{});
   } else if (from == DType::boolean && to == DType::f32) {
     dense_map(static_cast<const uint8_t*>(src), static_cast<float*>(dst), n, ToF32{});
   } else if (from == DType::i32 && to == DType::f32) {
     dense_map(static_cast<const int32_t*>(src), static_cast<float*>(dst), n, ToF32{});
   } else {
     QKV_CHECK(false, "to(", dtype_name(to), "): ", dtype_name(from), " → ", dtype_name(to),
-              " has no CUDA kernel yet (f32 ↔ bf16, boolean → f32 and i32 → f32 do)");
+              " has no CUDA kernel yet (f32 ↔ bf16, f32 ↔ f8e4m3, boolean → f32 and i32 → f32 do)");
   }
 }
 

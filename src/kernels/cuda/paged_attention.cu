@@ -58,11 +58,19 @@ void paged_attention_forward(const float* q, const bf16* k_cache, const bf16* v_
                              const int32_t* seq, const int32_t* len, float* out, const PagedShape& s) {
   forward(q, k_cache, v_cache, table, seq, len, out, s);
 }
+void paged_attention_forward(const float* q, const f8e4m3* k_cache, const f8e4m3* v_cache, const int32_t* table,
+                             const int32_t* seq, const int32_t* len, float* out, const PagedShape& s) {
+  forward(q, k_cache, v_cache, table, seq, len, out, s);
+}
 void paged_kv_write(float* k_cache, float* v_cache, const float* k, const float* v, const int32_t* slots,
                     const PagedShape& s) {
   write(k_cache, v_cache, k, v, slots, s);
 }
 void paged_kv_write(bf16* k_cache, bf16* v_cache, const float* k, const float* v, const int32_t* slots,
+                    const PagedShape& s) {
+  write(k_cache, v_cache, k, v, slots, s);
+}
+void paged_kv_write(f8e4m3* k_cache, f8e4m3* v_cache, const float* k, const float* v, const int32_t* slots,
                     const PagedShape& s) {
   write(k_cache, v_cache, k, v, slots, s);
 }

@@ -84,12 +84,15 @@ inline unsigned paged_kv_write_blocks(const PagedShape& s) {
   return blocks_for(s.T * s.Hkv * (s.D > s.Dv ? s.D : s.Dv));
 }
 
-// A cache element as f32 (a bf16 one widened: its bits the top half), and an f32 as one (bf16: rounded
-// to nearest even, as the CPU's f32_to_bf16).
+// A cache element as f32 (a bf16 one widened: its bits the top half; an e4m3 one by dtype.h's
+// f8e4m3_to_f32), and an f32 as one (bf16: rounded to nearest even, as the CPU's f32_to_bf16; e4m3:
+// dtype.h's f32_to_f8e4m3, the CPU's own function).
 __device__ inline float widen(float x) { return x; }
 __device__ inline float widen(bf16 x) { return __uint_as_float(static_cast<unsigned>(x.bits) << 16); }
+__device__ inline float widen(f8e4m3 x) { return f8e4m3_to_f32(x); }
 __device__ inline void narrow(float x, float& out) { out = x; }
 __device__ inline void narrow(float x, bf16& out) { out.bits = to_bf16_bits(x); }
+__device__ inline void narrow(float x, f8e4m3& out) { out = f32_to_f8e4m3(x); }
 
 // n partial softmaxes of one output element combined — part i's running max m_i, its sum l_i and its
 // weighted sum of values acc_i (at m[i · m_stride], l[…], acc[i · acc_stride]):
@@ -116,7 +119,7 @@ __device__ inline Combined combine_partials(int64_t n, const float* m, const flo
 // q [T, H, D], caches [pages, Hkv, page_size, D | Dv], table [rows, max_pages], out [T, H, Dv].
 // Split (split.splits > 1, the grid's y the run): keys j = lo + y·K … of the run only, and the run's
 // unnormalized result to `part` (paged_split_floats' layout) instead of out.
-// C: the caches' element, float or bf16.
+// C: the caches' element, float, bf16 or f8e4m3.
 template <typename C>
 __global__ void __launch_bounds__(kPagedThreads)
     paged_attention_kernel(const float* q, const C* k_cache, const C* v_cache, const int32_t* table,
@@ -236,7 +239,7 @@ __global__ void paged_attention_merge_kernel(const float* part, float* out, Page
 
 // k[slot / page_size, h, slot mod page_size, d] = k_new[t, h, d] (and v), slot = slots[t]
 // (k_new [T, Hkv, D], v_new [T, Hkv, Dv] dense); a slot outside 0 … pages · page_size − 1 is skipped
-// (a bf16 cache: each rounded to nearest even)
+// (a bf16 or e4m3 cache: each rounded to nearest even; e4m3 saturating at ±448)
 template <typename C>
 __global__ void paged_kv_write_kernel(C* k_cache, C* v_cache, const float* k, const float* v, const int32_t* slots,
                                       PagedShape s) {
