@@ -7,7 +7,7 @@ batched generation, on the same random Llama-style model, in one run.
     python3 bench/serve_generate.py [--clients 16] [--new-tokens 64] [--rounds 3] [--threads 2]
         [--dtypes f32 int8] [--system-sentences K --engines qkv-batched qkv-noprefix ct2]
         [--clients 1 --choices 16 --engines qkv-batched qkv-serial ct2]
-        [--kv-cache-mb M --engines qkv-batched qkv-bf16kv]
+        [--kv-cache-mb M --engines qkv-batched qkv-bf16kv qkv-fp8kv]
         [--system-sentences K --engines qkv-batched qkv-nocascade]
 
 The model: bench/pretrained_vs_peers.py's (12 layers, d 768, 12 query / 4 key-value heads, MLP 2048,
@@ -23,6 +23,7 @@ Each round, for each engine (alternating):
                 its own (the CPU's cascade attention off)
   qkv-bf16kv    `qkv serve --kv-cache-dtype bf16`: the KV cache in bf16 (twice the tokens in
                 --kv-cache-mb M, which every qkv engine is given)
+  qkv-fp8kv     `qkv serve --kv-cache-dtype fp8`: the KV cache in e4m3 (four times the tokens)
   ct2           ctranslate2.Generator.generate_batch on the C prompts at once (greedy, max_length
                 N, min_length N): a batched offline call, no HTTP — the peer's best throughput
 With --choices M each client asks for M choices of its prompt in one request (OpenAI's "n"; the
@@ -146,7 +147,7 @@ def main():
     ap.add_argument("--system-sentences", type=int, default=0,
                     help="sentences of a system prompt every client's prompt begins with")
     ap.add_argument("--engines", nargs="+", default=["qkv-batched", "qkv-serial", "ct2"],
-                    choices=["qkv-batched", "qkv-serial", "qkv-noprefix", "qkv-bf16kv", "qkv-nocascade", "ct2"])
+                    choices=["qkv-batched", "qkv-serial", "qkv-noprefix", "qkv-bf16kv", "qkv-fp8kv", "qkv-nocascade", "ct2"])
     ap.add_argument("--kv-cache-mb", type=float, default=0, help="qkv serve --kv-cache-mb (0: its default)")
     ap.add_argument("--out", default=os.path.join(ROOT, "out", "pretrained-bench"))
     a = ap.parse_args()
@@ -172,7 +173,8 @@ def main():
                                          env=env, check=True).stdout
                     rate = json.loads(out.strip().splitlines()[-1])["tokens_per_s"]
                 else:
-                    extra = {"qkv-noprefix": ["--no-prefix-caching"], "qkv-bf16kv": ["--kv-cache-dtype", "bf16"]}
+                    extra = {"qkv-noprefix": ["--no-prefix-caching"], "qkv-bf16kv": ["--kv-cache-dtype", "bf16"],
+                             "qkv-fp8kv": ["--kv-cache-dtype", "fp8"]}
                     # qkv-nocascade: each token reads the shared system prompt's pages on its own
                     env_extra = {"QKV_PAGED_CASCADE": "0"} if engine == "qkv-nocascade" else {}
                     s = Server(folder + ".safetensors", dtype, a.threads, 1 if engine == "qkv-serial" else 64,

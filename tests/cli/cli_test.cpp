@@ -69,6 +69,10 @@ TEST(Cli, BenchPagedAttentionJson) {
   r = run("bench paged-attention -B 3 -L 600 --heads 4 --kv-heads 2 -d 16 --page-size 4 --shared-prefix 557 --repeats 1 --json");
   EXPECT_EQ(r.code, 0) << r.out;
   EXPECT_NE(r.out.find("\"shared_prefix\": 556"), std::string::npos) << r.out;
+  // the cache in e4m3 (vLLM's name for it)
+  r = run("bench paged-attention -B 2 -L 40 --heads 4 --kv-heads 2 -d 16 --page-size 4 --kv-dtype fp8 --repeats 1 --json");
+  EXPECT_EQ(r.code, 0) << r.out;
+  EXPECT_NE(r.out.find("\"kv_dtype\": \"fp8\""), std::string::npos) << r.out;
   r = run("bench paged-attention -L 40 --shared-prefix 41");
   EXPECT_NE(r.code, 0);
   EXPECT_NE(r.out.find("--shared-prefix 41 is longer than --kv-len 40"), std::string::npos) << r.out;
@@ -105,7 +109,7 @@ TEST(Cli, BadArgumentsGiveAClearErrorAndNonZeroExit) {
            {"bench gpt train --iters 0", "--iters: must be a number greater than 0, got 0"},
            {"translate --beam 65", "--beam: must be in [1, 64], got 65"},
            {"translate --threads x", "--threads: must be a number greater than 0, got x"},
-           {"serve --kv-cache-dtype fp8", "--kv-cache-dtype: fp8 not in {f32,bf16}"}}) {
+           {"serve --kv-cache-dtype fp8_e5m2", "--kv-cache-dtype: fp8_e5m2 not in {f32,bf16,fp8,fp8_e4m3,f8e4m3}"}}) {
     r = run(args);
     // a usage error: exit 2 (as getopt's tools), one line naming the command and the flag — not
     // CLI11's own exit codes (105, 106) and its second "Run with --help" line

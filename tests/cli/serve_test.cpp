@@ -350,26 +350,34 @@ TEST(Serve, APromptComputedBeforeIsTakenFromThePrefixCache) {
   }
 }
 
-TEST(Serve, ABf16KvCacheHoldsTwiceTheTokens) {
+TEST(Serve, ABf16KvCacheHoldsTwiceTheTokensAndAnFp8OneFourTimes) {
   // 0.1 MiB: 32 of the Shakespeare GPT's tokens in f32, fewer than its context of 64 — refused, naming
-  // the way out; in bf16 twice as many: it serves
-  const testing::ShellResult f32 = testing::run_shell("cd " + std::string(QKV_SOURCE_DIR) + " && " + QKV_CLI_PATH +
-                                                       " serve --port 0 --kv-cache-mb 0.1 2>&1");
-  EXPECT_NE(f32.code, 0);
-  EXPECT_NE(f32.out.find("holds 32 tokens of its KV cache in f32, fewer than its context of 64 (--kv-cache-dtype bf16"),
-            std::string::npos)
-      << f32.out;
-  ServeProcess s("--kv-cache-mb 0.1 --kv-cache-dtype bf16");
-  ASSERT_GT(s.port(), 0) << s.log();
-  for (uint64_t seed : {3, 4}) {
-    const json r = post(s.port(), json{{"prompt", "First Citizen:\n"}, {"max_new_tokens", 40}, {"seed", seed}}.dump(),
-                        nullptr, "/v1/generate");
-    ASSERT_TRUE(r.contains("text")) << r.dump() << "\n" << s.log();
-    EXPECT_EQ(r["tokens"], 40) << r.dump();
+  // the way out; in bf16 twice as many: it serves. 0.05 MiB: 32 tokens in bf16, refused, naming fp8;
+  // in fp8 (e4m3) 64: it serves
+  auto refused = [](const std::string& args, const std::string& says) {
+    const testing::ShellResult r = testing::run_shell("cd " + std::string(QKV_SOURCE_DIR) + " && " + QKV_CLI_PATH +
+                                                      " serve --port 0 " + args + " 2>&1");
+    EXPECT_NE(r.code, 0) << args;
+    EXPECT_NE(r.out.find(says), std::string::npos) << args << ": " << r.out;
+  };
+  refused("--kv-cache-mb 0.1", "holds 32 tokens of its KV cache in f32, fewer than its context of 64 (--kv-cache-dtype bf16 "
+                               "holds twice as many, fp8 four times)");
+  refused("--kv-cache-mb 0.05 --kv-cache-dtype bf16",
+          "holds 32 tokens of its KV cache in bf16, fewer than its context of 64 (--kv-cache-dtype fp8 holds twice as many)");
+  for (const char* args : {"--kv-cache-mb 0.1 --kv-cache-dtype bf16", "--kv-cache-mb 0.05 --kv-cache-dtype fp8"}) {
+    SCOPED_TRACE(args);
+    ServeProcess s(args);
+    ASSERT_GT(s.port(), 0) << s.log();
+    for (uint64_t seed : {3, 4}) {
+      const json r = post(s.port(), json{{"prompt", "First Citizen:\n"}, {"max_new_tokens", 40}, {"seed", seed}}.dump(),
+                          nullptr, "/v1/generate");
+      ASSERT_TRUE(r.contains("text")) << r.dump() << "\n" << s.log();
+      EXPECT_EQ(r["tokens"], 40) << r.dump();
+    }
+    int status = 0;
+    post(s.port(), json{{"prompt", "x"}}.dump(), &status, "/v1/generate");
+    EXPECT_EQ(status, 200);
   }
-  int status = 0;
-  post(s.port(), json{{"prompt", "x"}}.dump(), &status, "/v1/generate");
-  EXPECT_EQ(status, 200);
 }
 
 // A streamed POST's server-sent events: the JSON of each "data: " line; `done` is set by "data: [DONE]".

@@ -730,7 +730,8 @@ TEST_F(Cuda, PagedAttentionOverLongContextsSplitsOverTheKeysAsTheCpu) {
   // two sequences of 3,000 and 700 keys and one of 5 in shuffled pages of 16, one decoding token each
   // (6 blocks on ~132 SMs: the split over the keys, kernels/cuda/paged_attention_kernels.cuh), with and
   // without a sliding window of 1,100, and with the split turned off (QKV_CUDA_PAGED_SPLIT=0); then
-  // bf16 caches, written on the GPU (bit for bit the CPU's rounding) and read by both
+  // bf16 and e4m3 caches, converted and written on the GPU (bit for bit the CPU's rounding) and read
+  // by both
   const int64_t H = 8, Hkv = 2, D = 64, P = 16, per = 3000 / P + 1, rows = 3;
   std::vector<int32_t> order(static_cast<size_t>(rows * per));
   for (size_t i = 0; i < order.size(); ++i) order[i] = static_cast<int32_t>((i * 97 + 13) % order.size());  // (97 ⊥ 564)
@@ -750,15 +751,20 @@ TEST_F(Cuda, PagedAttentionOverLongContextsSplitsOverTheKeysAsTheCpu) {
   NoGradGuard g;
   const Tensor slots = Tensor::from_ints({7, 4000, 17, 9000}, {4});
   const Tensor nk = randn({4, Hkv, D}, 4), nv = randn({4, Hkv, D}, 5);
-  Tensor k16 = k.to(DType::bf16), v16 = v.to(DType::bf16), gk16 = gpu(k16), gv16 = gpu(v16);
-  paged_kv_write(k16, v16, nk, nv, slots);
-  paged_kv_write(gk16, gv16, gpu(nk), gpu(nv), gpu(slots));
-  EXPECT_EQ(host(gk16.to(DType::f32)), k16.to(DType::f32).to_vector());
-  EXPECT_EQ(host(gv16.to(DType::f32)), v16.to(DType::f32).to_vector());
-  for (int64_t window : {0, 1100}) {
-    const Tensor want = paged_attention(q, k16, v16, table, seq, len, std::nullopt, window);
-    const Tensor got = paged_attention(gpu(q), gk16, gv16, gpu(table), gpu(seq), gpu(len), std::nullopt, window);
-    EXPECT_LT(rel_error(host(got), host(want)), 1e-5) << "bf16 caches, window " << window;
+  for (DType dtype : {DType::bf16, DType::f8e4m3}) {  // (e4m3: one new key's values past ±448, saturated)
+    const Tensor nkd = dtype == DType::f8e4m3 ? nk * 200.f : nk;
+    Tensor k16 = k.to(dtype), v16 = v.to(dtype), gk16 = gpu(k16), gv16 = gpu(v16);
+    EXPECT_EQ(host(gk16.to(DType::f32)), k16.to(DType::f32).to_vector()) << dtype_name(dtype) << ": the GPU's to(f32)";
+    EXPECT_EQ(host(gpu(k).to(dtype).to(DType::f32)), k16.to(DType::f32).to_vector()) << dtype_name(dtype) << ": its to(dtype)";
+    paged_kv_write(k16, v16, nkd, nv, slots);
+    paged_kv_write(gk16, gv16, gpu(nkd), gpu(nv), gpu(slots));
+    EXPECT_EQ(host(gk16.to(DType::f32)), k16.to(DType::f32).to_vector()) << dtype_name(dtype);
+    EXPECT_EQ(host(gv16.to(DType::f32)), v16.to(DType::f32).to_vector()) << dtype_name(dtype);
+    for (int64_t window : {0, 1100}) {
+      const Tensor want = paged_attention(q, k16, v16, table, seq, len, std::nullopt, window);
+      const Tensor got = paged_attention(gpu(q), gk16, gv16, gpu(table), gpu(seq), gpu(len), std::nullopt, window);
+      EXPECT_LT(rel_error(host(got), host(want)), 1e-5) << dtype_name(dtype) << " caches, window " << window;
+    }
   }
 }
 

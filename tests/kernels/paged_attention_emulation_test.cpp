@@ -4,7 +4,7 @@
 // lengths 0, 1, 17 and 100 sharing one cache in a shuffled page order (grouped-query and not, D = 64
 // and odd widths with Dv ≠ D, up to 256, pages of 16 and 4, a sliding window, more query heads a key
 // head than one block takes), a prompt as T causal queries of one sequence, and the writes of new
-// tokens into the cache (f32 and bf16 caches); long contexts split over the keys (runs, then their
+// tokens into the cache (f32, bf16 and e4m3 caches); long contexts split over the keys (runs, then their
 // merge) and where paged_split chooses that; a block table naming pages outside the cache, a negative row and a length
 // past the table are skipped, not read, as are rows outside the table and slots outside the cache
 // (under qkv_emulation_asan a read or write outside would be reported).
@@ -145,18 +145,30 @@ TEST(PagedAttentionKernelsEmulated, APromptsCausalQueriesMatchTheCpu) {
   }
 }
 
-std::vector<qkv::bf16> to_bf16(const std::vector<float>& x) {
-  std::vector<qkv::bf16> y;
-  for (float f : x) y.push_back(qkv::f32_to_bf16(f));
+// a cache of narrow elements holding x, each rounded as dtype.h rounds it
+qkv::bf16 narrowed(float f, qkv::bf16) { return qkv::f32_to_bf16(f); }
+qkv::f8e4m3 narrowed(float f, qkv::f8e4m3) { return qkv::f32_to_f8e4m3(f); }
+template <typename C>
+std::vector<C> to_cache(const std::vector<float>& x) {
+  std::vector<C> y;
+  for (float f : x) y.push_back(narrowed(f, C{}));
   return y;
 }
+template <typename C>
+auto bits_of(const std::vector<C>& x) {
+  std::vector<decltype(C{}.bits)> b;
+  for (C h : x) b.push_back(h.bits);
+  return b;
+}
 
-TEST(PagedAttentionKernelsEmulated, Bf16CachesMatchTheCpuWholeAndSplit) {
-  // the caches in bf16 (widened as they are read): decoding steps and a long context split over the keys
+// the caches in bf16 or e4m3 (widened as they are read): decoding steps and a long context split over
+// the keys
+template <typename C>
+void expect_narrow_caches_match_the_cpu() {
   for (const Heads& h : {Heads{8, 2, 64, 64, 16, 0}, Heads{4, 4, 40, 24, 4, 0}, Heads{2, 1, 256, 200, 16, 0}}) {
     SCOPED_TRACE(name(h));
     const Paged c = make(h, {0, 1, 17, 600}, {{2, 17}, {0, 0}, {3, 600}, {1, 1}}, 41);
-    const std::vector<qkv::bf16> k16 = to_bf16(c.k), v16 = to_bf16(c.v);
+    const std::vector<C> k16 = to_cache<C>(c.k), v16 = to_cache<C>(c.v);
     std::vector<float> want(static_cast<size_t>(c.s.T * c.s.H * c.s.Dv)), got(want.size(), NAN);
     cpu::paged_attention_forward(c.q.data(), k16.data(), v16.data(), c.table.data(), c.seq.data(), c.len.data(),
                                  want.data(), c.s);
@@ -180,6 +192,9 @@ TEST(PagedAttentionKernelsEmulated, Bf16CachesMatchTheCpuWholeAndSplit) {
     EXPECT_GT(rel(got, forward_cpu(c)), 1e-4);
   }
 }
+
+TEST(PagedAttentionKernelsEmulated, Bf16CachesMatchTheCpuWholeAndSplit) { expect_narrow_caches_match_the_cpu<qkv::bf16>(); }
+TEST(PagedAttentionKernelsEmulated, Fp8CachesMatchTheCpuWholeAndSplit) { expect_narrow_caches_match_the_cpu<qkv::f8e4m3>(); }
 
 TEST(PagedAttentionKernelsEmulated, SplitChoosesRunsOnlyWhereBlocksLeaveSmsIdle) {
   PagedShape s;
@@ -267,23 +282,26 @@ TEST(PagedAttentionKernelsEmulated, KvWriteMatchesTheCpu) {
   write_gpu(where);
   EXPECT_EQ(kc_g, kc_c);
   EXPECT_EQ(vc_g, vc_c);
-  // into bf16 caches: each element rounded to nearest even, bit for bit as the CPU's
-  {
-    std::vector<qkv::bf16> k16c = to_bf16(k0), v16c = to_bf16(v0), k16g = k16c, v16g = v16c;
-    cpu::paged_kv_write(k16c.data(), v16c.data(), k.data(), v.data(), where.data(), s);
+  // into bf16 and e4m3 caches: each element rounded to nearest even (e4m3 saturating: token 3's
+  // head 0 holds values past ±448), bit for bit as the CPU's
+  std::vector<float> kbig = k;
+  for (int64_t d = 0; d < s.D; ++d) kbig[static_cast<size_t>(3 * k_row + d)] = (d % 2 ? -1.f : 1.f) * 100.f * static_cast<float>(d);
+  auto narrow_writes = [&](auto c) {
+    using C = decltype(c);
+    std::vector<C> k16c = to_cache<C>(k0), v16c = to_cache<C>(v0), k16g = k16c, v16g = v16c;
+    cpu::paged_kv_write(k16c.data(), v16c.data(), kbig.data(), v.data(), where.data(), s);
     launch(dim3(kc::paged_kv_write_blocks(s)), 256, 0, [&] {
-      kc::paged_kv_write_kernel(k16g.data(), v16g.data(), k.data(), v.data(), where.data(), s);
+      kc::paged_kv_write_kernel(k16g.data(), v16g.data(), kbig.data(), v.data(), where.data(), s);
     });
-    auto bits = [](const std::vector<qkv::bf16>& x) {
-      std::vector<uint16_t> b;
-      for (qkv::bf16 h : x) b.push_back(h.bits);
-      return b;
-    };
-    EXPECT_EQ(bits(k16g), bits(k16c));
-    EXPECT_EQ(bits(v16g), bits(v16c));
+    EXPECT_EQ(bits_of(k16g), bits_of(k16c));
+    EXPECT_EQ(bits_of(v16g), bits_of(v16c));
     EXPECT_EQ(k16c[static_cast<size_t>(((6 * s.Hkv + 1) * s.page_size + 4) * s.D + 7)].bits,
-              qkv::f32_to_bf16(k[static_cast<size_t>((3 * s.Hkv + 1) * s.D + 7)]).bits);
-  }
+              narrowed(k[static_cast<size_t>((3 * s.Hkv + 1) * s.D + 7)], C{}).bits);
+    EXPECT_EQ(k16c[static_cast<size_t>(((6 * s.Hkv + 0) * s.page_size + 4) * s.D + 9)].bits, narrowed(-900.f, C{}).bits);
+  };
+  narrow_writes(qkv::bf16{});
+  narrow_writes(qkv::f8e4m3{});
+  EXPECT_EQ(qkv::f8e4m3_to_f32(qkv::f32_to_f8e4m3(-900.f)), -448.f);
   // a slot outside the cache (negative, or past its end) writes nothing
   std::vector<int32_t> none(static_cast<size_t>(s.T), -1);
   for (size_t t = 0; t < none.size(); t += 2) none[t] = static_cast<int32_t>(slots + static_cast<int64_t>(t));
