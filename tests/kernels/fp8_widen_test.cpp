@@ -1,6 +1,6 @@
-// Reading an e4m3 KV cache on the CPU (kernels/cpu/simd.h's load_f8e4m3, vec.h's load_widened and
-// dot): a register's lanes widened are core/dtype.h's f8e4m3_to_f32 bit for bit, for all 256 codes in
-// every lane — also with the processor told to treat f32 subnormals as zero (MXCSR's DAZ and FTZ, as
+// Reading an e4m3 KV cache on the CPU (kernels/cpu/simd.h's load_f8e4m3, vec.h's load_widened,
+// widen_f8e4m3_row and dot): a register's lanes and a row's elements widened are core/dtype.h's
+// f8e4m3_to_f32 bit for bit, for all 256 codes in every lane and at every place in a row — also with the processor told to treat f32 subnormals as zero (MXCSR's DAZ and FTZ, as
 // -ffast-math's start-up code or another library may leave them), since every e4m3 value is a normal
 // f32 and the subnormal codes are a product of normal numbers.
 #include <gtest/gtest.h>
@@ -40,9 +40,23 @@ void expect_lanes_widen_exactly(const char* when) {
             << ", not " << want;
     }
   }
-#else
-  GTEST_SKIP() << when << ": a build without AVX2 reads e4m3 one element at a time (dtype.h's function itself)";
 #endif
+  // and a row at a time (the paged kernel's buffer: a table lookup on AVX-512BW), every length's tail
+  std::vector<f8e4m3> row(300);
+  for (size_t i = 0; i < row.size(); ++i) row[i].bits = static_cast<uint8_t>((i * 73 + 11) % 256);
+  for (int64_t n : {0, 1, 15, 31, 32, 33, 64, 100, 256, 300}) {
+    std::vector<float> out(static_cast<size_t>(n) + 1, 12345.f);
+    cpu::widen_f8e4m3_row(row.data(), out.data(), n);
+    for (int64_t i = 0; i < n; ++i) {
+      const float want = qkv::f8e4m3_to_f32(row[static_cast<size_t>(i)]);
+      if (std::isnan(want))
+        EXPECT_TRUE(std::isnan(out[static_cast<size_t>(i)])) << when << ": row of " << n << ", code " << int{row[static_cast<size_t>(i)].bits};
+      else
+        EXPECT_EQ(qkv::f32_bits(out[static_cast<size_t>(i)]), qkv::f32_bits(want))
+            << when << ": row of " << n << ", element " << i << ", code " << int{row[static_cast<size_t>(i)].bits};
+    }
+    EXPECT_EQ(out[static_cast<size_t>(n)], 12345.f) << "written past the row of " << n;
+  }
 }
 
 TEST(Fp8Widen, EveryCodeInEveryLaneIsTheScalarWidening) { expect_lanes_widen_exactly("default MXCSR"); }

@@ -1,8 +1,8 @@
 // Cascade attention on the CPU (kernels/cpu/paged_attention.{h,cpp}): tokens whose sequences begin
 // with the same pages attend to those pages together, then each goes on over its own keys. Which
 // tokens group, and over how many keys (paged_shared_prefixes); that a token's output has the same
-// bits in its group as alone (f32 and bf16 caches, odd widths: the vector loops' tails, an odd row of
-// the pairs); and the outputs against a double-precision reference over the same cache.
+// bits in its group as alone (f32, bf16 and e4m3 caches — an e4m3 one as an f32 cache holding its
+// values, bit for bit —, odd widths: the vector loops' tails, an odd row of the pairs); and the outputs against a double-precision reference over the same cache.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -140,6 +140,7 @@ void expect_together_as_alone(int64_t H, int64_t Hkv, int64_t D, int64_t Dv, int
     std::vector<Cache> c(x.size());
     for (size_t j = 0; j < x.size(); ++j) {
       if constexpr (std::is_same_v<Cache, qkv::bf16>) c[j] = qkv::f32_to_bf16(x[j]), x[j] = qkv::bf16_to_f32(c[j]);
+      else if constexpr (std::is_same_v<Cache, qkv::f8e4m3>) c[j] = qkv::f32_to_f8e4m3(x[j]), x[j] = qkv::f8e4m3_to_f32(c[j]);
       else c[j] = x[j];
     }
     return c;
@@ -149,6 +150,15 @@ void expect_together_as_alone(int64_t H, int64_t Hkv, int64_t D, int64_t Dv, int
   qkv::kernels::cpu::paged_attention_forward(q.data(), kc.data(), vc.data(), c.table.data(), c.seq.data(), c.len.data(),
                                              together.data(), s);
   const std::vector<double> want = reference(c, q, k, v);
+  // an e4m3 cache is widened a run at a time and read by the f32 kernel: as an f32 cache holding its
+  // values, bit for bit (a bf16 one is widened in the loops' registers, whose products the compiler
+  // may fuse otherwise: within the reference's 2e-6)
+  if constexpr (std::is_same_v<Cache, qkv::f8e4m3>) {
+    std::vector<float> wide(together.size());
+    qkv::kernels::cpu::paged_attention_forward(q.data(), k.data(), v.data(), c.table.data(), c.seq.data(), c.len.data(),
+                                               wide.data(), s);
+    for (size_t x = 0; x < wide.size(); ++x) ASSERT_EQ(together[x], wide[x]) << "element " << x << " of the f32 cache's";
+  }
   for (int64_t t = 0; t < s.T; ++t) {
     PagedShape one = s;
     one.T = 1;
@@ -183,6 +193,14 @@ TEST(PagedCascade, ATokenHasTheSameBitsInItsGroupAsAloneAndMatchesTheReference) 
   {
     SCOPED_TRACE("bf16, H 4 on 1, D 64, Dv 64");
     expect_together_as_alone<qkv::bf16>(4, 1, 64, 64, 0);
+  }
+  {
+    SCOPED_TRACE("f8e4m3, H 6 on 2, D 40, Dv 24");
+    expect_together_as_alone<qkv::f8e4m3>(6, 2, 40, 24, 0);
+  }
+  {
+    SCOPED_TRACE("f8e4m3, H 8 on 2, D 128, Dv 128, a window of 1,000");
+    expect_together_as_alone<qkv::f8e4m3>(8, 2, 128, 128, 1000);
   }
 }
 

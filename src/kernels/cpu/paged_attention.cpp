@@ -129,6 +129,22 @@ constexpr int64_t kCascadeMinTiles = 2;
 //   m' = max(m, max_j s_j),  l' = l · e^{m − m'} + Σ_j e^{s_j − m'},  o' = o · e^{m − m'} + Σ_j e^{s_j − m'} · v_j
 //
 // and the row's attention is o / l once every tile is in.
+// f(the n cache elements at p, as the rows' loops read them): f32 and bf16 ones where they lie (a bf16
+// element widens in two instructions as it is loaded), e4m3 ones widened once into a thread's buffer
+// (vec.h's widen_f8e4m3_row: done once for every row of the task, not once for each pair of rows).
+// The same values either way, so the same bits.
+template <typename C, typename F>
+void readable(const C* p, int64_t n, F&& f) {
+  if constexpr (std::is_same_v<C, f8e4m3>) {
+    thread_local std::vector<float> buf;
+    if (static_cast<int64_t>(buf.size()) < n) buf.resize(static_cast<size_t>(n));
+    widen_f8e4m3_row(p, buf.data(), n);
+    f(static_cast<const float*>(buf.data()));
+  } else {
+    f(p);
+  }
+}
+
 template <typename C>
 struct Online {
   const float* q;          // [T · H, D]
@@ -161,10 +177,12 @@ struct Online {
         if (r < R) f(std::integral_constant<int, 1>{}, r);
       };
       each_run([&](int64_t i0, int64_t at, int64_t run) {
-        by_pairs([&](auto nr, int64_t r) {
-          const float* qs[2] = {q + rows[r] * s.D, q + rows[r + nr - 1] * s.D};
-          float* os[2] = {scores.data() + r * n + i0, scores.data() + (r + nr - 1) * n + i0};
-          score_rows<nr>(qs, k + at * s.D, run, s.D, s.scale, os);
+        readable(k + at * s.D, run * s.D, [&](const auto* kr) {
+          by_pairs([&](auto nr, int64_t r) {
+            const float* qs[2] = {q + rows[r] * s.D, q + rows[r + nr - 1] * s.D};
+            float* os[2] = {scores.data() + r * n + i0, scores.data() + (r + nr - 1) * n + i0};
+            score_rows<nr>(qs, kr, run, s.D, s.scale, os);
+          });
         });
       });
       for (int64_t r = 0; r < R; ++r) {
@@ -176,10 +194,12 @@ struct Online {
         l[rows[r]] = l[rows[r]] * alpha + sum, m[rows[r]] = m1;
       }
       each_run([&](int64_t i0, int64_t at, int64_t run) {
-        by_pairs([&](auto nr, int64_t r) {
-          float* os[2] = {out + rows[r] * s.Dv, out + rows[r + nr - 1] * s.Dv};
-          const float* ws[2] = {scores.data() + r * n + i0, scores.data() + (r + nr - 1) * n + i0};
-          add_weighted_rows<nr>(os, ws, v + at * s.Dv, run, s.Dv);
+        readable(v + at * s.Dv, run * s.Dv, [&](const auto* vr) {
+          by_pairs([&](auto nr, int64_t r) {
+            float* os[2] = {out + rows[r] * s.Dv, out + rows[r + nr - 1] * s.Dv};
+            const float* ws[2] = {scores.data() + r * n + i0, scores.data() + (r + nr - 1) * n + i0};
+            add_weighted_rows<nr>(os, ws, vr, run, s.Dv);
+          });
         });
       });
       a = b;
