@@ -57,24 +57,16 @@ inline float bf16_to_f32(bf16 h) {
 struct f8e4m3 {
   uint8_t bits;
 };
-QKV_HOST_DEVICE inline uint32_t f32_bits(float f) {
-#ifdef __CUDA_ARCH__
-  return __float_as_uint(f);
-#else
-  uint32_t u;
-  std::memcpy(&u, &f, 4);
-  return u;
-#endif
+// x's bits as a To (memcpy: what both compilers turn into a register move, on the host and the GPU)
+template <typename To, typename From>
+QKV_HOST_DEVICE inline To bits_as(From x) {
+  static_assert(sizeof(To) == sizeof(From));
+  To y;
+  std::memcpy(&y, &x, sizeof y);
+  return y;
 }
-QKV_HOST_DEVICE inline float f32_from_bits(uint32_t u) {
-#ifdef __CUDA_ARCH__
-  return __uint_as_float(u);
-#else
-  float f;
-  std::memcpy(&f, &u, 4);
-  return f;
-#endif
-}
+QKV_HOST_DEVICE inline uint32_t f32_bits(float f) { return bits_as<uint32_t>(f); }
+QKV_HOST_DEVICE inline float f32_from_bits(uint32_t u) { return bits_as<float>(u); }
 QKV_HOST_DEVICE inline float f8e4m3_to_f32(f8e4m3 x) {
   const uint32_t mag = x.bits & 0x7fu, sign = static_cast<uint32_t>(x.bits & 0x80u) << 24;
   const uint32_t r = mag == 0x7fu ? 0x7fc00000u                                       // NaN

@@ -122,13 +122,6 @@ inline int64_t tile_keys(const PagedShape& s) { return s.page_size * std::max<in
 // Prefixes shared by several tokens over fewer tiles are attended token by token.
 constexpr int64_t kCascadeMinTiles = 2;
 
-// The online softmax of query rows over their keys, tile by tile (Milakov & Gimelshein, 2018): a row
-// keeps m, its largest score so far, l = Σ_j e^{s_j − m} and o = Σ_j e^{s_j − m} · v_j (in out, not yet
-// divided by l). A tile of scores s_j = scale · q · k_j moves them to
-//
-//   m' = max(m, max_j s_j),  l' = l · e^{m − m'} + Σ_j e^{s_j − m'},  o' = o · e^{m − m'} + Σ_j e^{s_j − m'} · v_j
-//
-// and the row's attention is o / l once every tile is in.
 // f(the n cache elements at p, as the rows' loops read them): f32 and bf16 ones where they lie (a bf16
 // element widens in two instructions as it is loaded), e4m3 ones widened once into a thread's buffer
 // (vec.h's widen_f8e4m3_row: done once for every row of the task, not once for each pair of rows).
@@ -145,6 +138,13 @@ void readable(const C* p, int64_t n, F&& f) {
   }
 }
 
+// The online softmax of query rows over their keys, tile by tile (Milakov & Gimelshein, 2018): a row
+// keeps m, its largest score so far, l = Σ_j e^{s_j − m} and o = Σ_j e^{s_j − m} · v_j (in out, not yet
+// divided by l). A tile of scores s_j = scale · q · k_j moves them to
+//
+//   m' = max(m, max_j s_j),  l' = l · e^{m − m'} + Σ_j e^{s_j − m'},  o' = o · e^{m − m'} + Σ_j e^{s_j − m'} · v_j
+//
+// and the row's attention is o / l once every tile is in.
 template <typename C>
 struct Online {
   const float* q;          // [T · H, D]

@@ -4,10 +4,10 @@
 // and overflow to +inf.
 #pragma once
 
+#include <array>
 #include <cmath>
 #include <cstdint>
 #include <initializer_list>
-#include <array>
 #include <type_traits>
 
 #include "qkv/core/rng.h"
