@@ -1,6 +1,7 @@
 #include "qkv/nn/paged_kv_cache.h"
 
 #include <algorithm>
+#include <utility>
 
 #include "qkv/autograd/grad_mode.h"
 #include "qkv/core/error.h"
@@ -8,11 +9,22 @@
 
 namespace qkv::nn {
 
+namespace {
+// every name a KV cache's dtype goes by, once
+constexpr std::pair<const char*, DType> kKvCacheDtypes[] = {
+    {"f32", DType::f32}, {"bf16", DType::bf16}, {"fp8", DType::f8e4m3}, {"fp8_e4m3", DType::f8e4m3}, {"f8e4m3", DType::f8e4m3}};
+}  // namespace
+
 DType kv_cache_dtype(const std::string& name) {
-  if (name == "f32") return DType::f32;
-  if (name == "bf16") return DType::bf16;
-  if (name == "fp8" || name == "fp8_e4m3" || name == "f8e4m3") return DType::f8e4m3;
+  for (const auto& [n, t] : kKvCacheDtypes)
+    if (name == n) return t;
   throw Error("a KV cache keeps f32, bf16 or fp8 (e4m3; also fp8_e4m3, f8e4m3), not \"" + name + "\"");
+}
+
+std::vector<std::string> kv_cache_dtype_names() {
+  std::vector<std::string> names;
+  for (const auto& entry : kKvCacheDtypes) names.emplace_back(entry.first);
+  return names;
 }
 
 PagedKVCache::PagedKVCache(int64_t layers, int64_t pages, int64_t page_size, int64_t kv_heads, int64_t head_dim,

@@ -130,7 +130,7 @@ void add_bench_paged(CLI::App* bench) {
   app->add_option("--kv-dtype", a->kv_dtype,
                   "what the paged cache keeps: f32, bf16 or fp8 (e4m3; also fp8_e4m3) — the dense one stays f32")
       ->capture_default_str()
-      ->check(CLI::IsMember(std::vector<std::string>(std::begin(nn::kKvCacheDtypes), std::end(nn::kKvCacheDtypes))));
+      ->check(CLI::IsMember(nn::kv_cache_dtype_names()));
   add_threads_option(app, a->threads);
   app->add_flag("--json", a->json, "print one JSON object");
   add_device_option(app, a->device, "run (cuda: time the GPU's kernels, waiting for each run)");

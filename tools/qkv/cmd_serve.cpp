@@ -1126,7 +1126,7 @@ void add_serve(CLI::App& app) {
                   "tokens (each key and value rounded as it is written, fp8 saturating at ±448; the attention "
                   "computes in f32)")
       ->capture_default_str()
-      ->check(CLI::IsMember(std::vector<std::string>(std::begin(nn::kKvCacheDtypes), std::end(nn::kKvCacheDtypes))));
+      ->check(CLI::IsMember(nn::kv_cache_dtype_names()));
   sub->add_flag("--no-prefix-caching", a->no_prefix_caching,
                "compute every prompt whole: by default a generation takes the KV cache's pages of a prompt prefix "
                "an earlier one computed (a shared system prompt, a chat's earlier turns)");

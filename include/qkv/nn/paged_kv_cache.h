@@ -72,7 +72,8 @@ class PagedKVCache;
 // What a KV cache keeps, by the name a user gives (vLLM's --kv-cache-dtype): "f32", "bf16", or "fp8"
 // (also "fp8_e4m3", "f8e4m3": DType::f8e4m3, a byte a value). Another name is an Error naming these.
 DType kv_cache_dtype(const std::string& name);
-inline constexpr const char* kKvCacheDtypes[] = {"f32", "bf16", "fp8", "fp8_e4m3", "f8e4m3"};
+// Those names, in that order (a command line's choices).
+std::vector<std::string> kv_cache_dtype_names();
 
 // Self-attention of a step's tokens in layer `layer`: q [T, H, D], k [T, Hkv, D], v [T, Hkv, Dv] (the
 // step's new keys and values) → [T, H, Dv]. Writes k and v into the pool (paged_kv_write), attends
