@@ -11,6 +11,11 @@
 //                  `paged` — each token through the paged kernel — against `gathered` — the
 //                  sequence's keys gathered from its pages, then the dense kernels, causal from S
 //                  (what plan() chooses for N ≥ 32: below it the paged kernel is faster)
+//   prefixes/B/L   the host's work a GPU's step does once for its cascade (ops' paged_prefixes: which
+//                  of B sequences of L keys share their first pages — here all but the last page —
+//                  laid out for the kernels; on the CPU's device, so no upload), against one decode/paged
+//                  layer's attention of the same step on this CPU (for scale: a step has one plan and
+//                  a layer's attention per layer)
 //
 // GFLOP/s counts the useful work: 4·H·(keys seen)·d per query token.
 //
@@ -109,6 +114,20 @@ void bm_chunk(benchmark::State& state, bool gathered) {
   flops(state, static_cast<double>(N) * static_cast<double>(S) + 0.5 * static_cast<double>(N) * static_cast<double>(N + 1));
 }
 
+// paged_prefixes over B sequences of L keys whose rows share all but their last page
+void bm_prefixes(benchmark::State& state) {
+  const int64_t B = state.range(0), L = state.range(1), per = (L + kPage - 1) / kPage;
+  std::vector<int32_t> table(static_cast<size_t>(B * per)), seq, len;
+  for (int64_t b = 0; b < B; ++b) {
+    for (int64_t p = 0; p < per; ++p)
+      table[static_cast<size_t>(b * per + p)] = static_cast<int32_t>(p + 1 < per ? p : per + b);
+    seq.push_back(static_cast<int32_t>(b)), len.push_back(static_cast<int32_t>(L));
+  }
+  const qkv::Tensor t = qkv::Tensor::from_ints(table, {B, per}), s = qkv::Tensor::from_ints(seq, {B}),
+                    n = qkv::Tensor::from_ints(len, {B});
+  for (auto _ : state) benchmark::DoNotOptimize(qkv::paged_prefixes(t, s, n, kPage, 0, qkv::Device::cpu()));
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -124,6 +143,8 @@ int main(int argc, char** argv) {
   for (const char* kind : {"paged", "gathered"})
     benchmark::RegisterBenchmark((std::string("chunk/") + kind).c_str(), bm_chunk, kind[0] == 'g')
         ->Args({192, 16})->Args({192, 32})->Args({192, 64})->Args({1024, 128})->Args({512, 512})->Args({1536, 512})->UseRealTime()->Unit(benchmark::kMillisecond);
+  benchmark::RegisterBenchmark("prefixes", bm_prefixes)
+      ->Args({16, 2048})->Args({64, 2048})->Args({256, 1024})->UseRealTime()->Unit(benchmark::kMicrosecond);
   benchmark::Initialize(&argc, argv);
   if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 1;
   benchmark::RunSpecifiedBenchmarks();

@@ -95,6 +95,15 @@ paged() {  # one decoding step's paged attention (the split over the keys on and
         --device cuda -B "$B" -L "$L" --json
     done
   done
+  # the samples of one prompt (cascade: the shared pages read once a block of rows), on and off
+  local shared=("16 4096 3584" "64 2048 1792" "8 16384 16000")
+  for r in "${shared[@]}"; do
+    read -r B L N <<<"$r"
+    for cascade in 1 0; do
+      QKV_PAGED_CASCADE=$cascade step "paged-$B-$L-shared$N-cascade$cascade" 30 bash .gpu/run.sh qkv bench paged-attention \
+        --device cuda -B "$B" -L "$L" --shared-prefix "$N" --json
+    done
+  done
   step paged-cpu 60 bash .gpu/run.sh qkv bench paged-attention --device cpu -B 16 -L 4096 --threads 16 --json
 }
 transformer() {  # qkv train of the translation Transformer on the GPU: tokens/s in f32 and bf16

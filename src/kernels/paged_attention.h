@@ -22,4 +22,20 @@ struct PagedShape {
   int64_t window = 0;     // > 0: a query sees only the last `window` keys (Mistral's sliding window)
 };
 
+// The GPU's cascade: tokens that share their sequences' first pages (kernels/paged_prefixes.h's
+// groups, found on the host and uploaded by ops' paged_prefixes) attend to those keys together.
+// Device arrays, int32:
+//   blocks [n_blocks, 3], each {first, count, keys}: tokens[first … first + count − 1] (one group's)
+//     share their sequences' keys 0 … keys − 1;
+//   tokens: the groups' tokens, each group's together;
+//   from [T]: a token's first key past its group's shared ones (−1: in no group).
+struct PagedCascade {
+  const int32_t* blocks = nullptr;
+  const int32_t* tokens = nullptr;
+  const int32_t* from = nullptr;
+  int64_t n_blocks = 0;
+  int64_t max_keys = 0;   // the most keys a block shares
+  int64_t max_count = 0;  // the most tokens a block holds
+};
+
 }  // namespace qkv::kernels

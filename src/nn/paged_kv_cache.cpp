@@ -179,12 +179,24 @@ PagedStep PagedKVCache::plan(const std::vector<PagedSequence*>& seqs, const std:
   const auto T = static_cast<int64_t>(positions.size());
   step.positions = Tensor::from_ints(positions, {T}).to(device_);
   step.host_positions = std::move(positions);
-  step.seq = Tensor::from_ints(seq, {T}).to(device_);
+  step.host_seq = Tensor::from_ints(seq, {T});
+  step.host_paged_len = Tensor::from_ints(paged_len, {T});
+  step.host_block_table = Tensor::from_ints(table, {static_cast<int64_t>(seqs.size()), static_cast<int64_t>(width)});
+  step.page_size = page_size_;
+  step.seq = step.host_seq.to(device_);
   step.seq_len = Tensor::from_ints(len, {T}).to(device_);
-  step.paged_len = step.fresh.empty() && step.continued.empty() ? step.seq_len : Tensor::from_ints(paged_len, {T}).to(device_);
+  step.paged_len = step.fresh.empty() && step.continued.empty() ? step.seq_len : step.host_paged_len.to(device_);
   step.slots = Tensor::from_ints(slots, {T}).to(device_);
-  step.block_table = Tensor::from_ints(table, {static_cast<int64_t>(seqs.size()), static_cast<int64_t>(width)}).to(device_);
+  step.block_table = step.host_block_table.to(device_);
   return step;
+}
+
+const PagedPrefixes* PagedStep::prefixes(int64_t window) const {
+  if (!block_table.defined() || block_table.device().is_cpu() || tokens() < 2) return nullptr;
+  for (const auto& [w, p] : found)
+    if (w == window) return p.empty() ? nullptr : &p;
+  found.emplace_back(window, paged_prefixes(host_block_table, host_seq, host_paged_len, page_size, window, block_table.device()));
+  return found.back().second.empty() ? nullptr : &found.back().second;
 }
 
 // attn = paged_attention(q over the pages; fresh prompts skipped) with each fresh prompt's rows
@@ -194,7 +206,7 @@ Tensor attend_paged(const Tensor& q, const Tensor& k, const Tensor& v, PagedKVCa
   NoGradGuard no_grad;
   paged_kv_write(cache.keys(layer), cache.values(layer), k, v, step.slots);
   Tensor out = paged_attention(q, cache.keys(layer), cache.values(layer), step.block_table, step.seq, step.paged_len,
-                               std::nullopt, window);  // [T, H, Dv]
+                               std::nullopt, window, step.prefixes(window));  // [T, H, Dv]
   for (const auto& range : step.fresh) {
     const int64_t b = range.first, n = range.second;  // (not a structured binding: the lambda captures them)
     auto rows = [&](const Tensor& x) { return x.slice(0, b, b + n).transpose(0, 1).unsqueeze(0); };  // [1, heads, n, d]

@@ -4,6 +4,7 @@
 
 #include "dispatch.h"
 #include "kernels/cpu/paged_attention.h"
+#include "kernels/paged_prefixes.h"
 #include "qkv/autograd/grad_mode.h"
 
 namespace qkv {
@@ -45,7 +46,8 @@ static kernels::PagedShape cache_shape(const char* op, const Tensor& k_cache, co
 // out[t, h] = Σ_j softmax_j(scale · q[t, h] · k[p_j, h / G, o_j]) · v[p_j, h / G, o_j] over j < seq_len[t]
 // (the last `window`), p_j = block_table[seq[t], j / page_size], o_j = j mod page_size
 Tensor paged_attention(const Tensor& q, const Tensor& k_cache, const Tensor& v_cache, const Tensor& block_table,
-                       const Tensor& seq, const Tensor& seq_len, std::optional<double> scale, int64_t window) {
+                       const Tensor& seq, const Tensor& seq_len, std::optional<double> scale, int64_t window,
+                       const PagedPrefixes* prefixes) {
   constexpr const char* op = "paged_attention";
   check_no_grad(op, {&q, &k_cache, &v_cache});
   kernels::PagedShape s = cache_shape(op, k_cache, v_cache);
@@ -76,19 +78,68 @@ Tensor paged_attention(const Tensor& q, const Tensor& k_cache, const Tensor& v_c
       }
     }
   }
+  // a GPU's cascade: the groups prefixes found, for these tokens
+  kernels::PagedCascade cascade;
+  const kernels::PagedCascade* shared = nullptr;
+  if (prefixes != nullptr && !prefixes->empty() && !d.is_cpu()) {
+    const PagedPrefixes& f = *prefixes;
+    QKV_CHECK(f.T_ == T && f.rows_ == s.rows && f.max_pages_ == s.max_pages && f.page_size_ == page_size &&
+                  f.window_ == window && f.data_.device() == d,
+              op, ": prefixes were found for ", f.T_, " tokens, a block table of ", f.rows_, " × ", f.max_pages_,
+              ", pages of ", f.page_size_, " and window ", f.window_, " on ", f.data_.device().str(), "; these are ", T,
+              ", ", s.rows, " × ", s.max_pages, ", ", page_size, " and ", window, " on ", d.str());
+    const int32_t* p = f.data_.data<int32_t>();
+    cascade.blocks = p, cascade.tokens = p + 3 * f.blocks_, cascade.from = cascade.tokens + f.tokens_;
+    cascade.n_blocks = f.blocks_, cascade.max_keys = f.max_keys_, cascade.max_count = f.max_count_;
+    shared = &cascade;
+  }
   Tensor qc = dense(q), kc = dense(k_cache), vc = dense(v_cache);
   Tensor out = Tensor::empty({T, H, s.Dv}, DType::f32, d);
   if (T == 0) return out;
   if (kc.dtype() == DType::bf16)
     QKV_DISPATCH(op, d, k::paged_attention_forward(qc.data(), kc.data<bf16>(), vc.data<bf16>(), table.data<int32_t>(),
-                                                   rows.data<int32_t>(), lens.data<int32_t>(), out.data(), s));
+                                                   rows.data<int32_t>(), lens.data<int32_t>(), out.data(), s, shared));
   else if (kc.dtype() == DType::f8e4m3)
     QKV_DISPATCH(op, d, k::paged_attention_forward(qc.data(), kc.data<f8e4m3>(), vc.data<f8e4m3>(), table.data<int32_t>(),
-                                                   rows.data<int32_t>(), lens.data<int32_t>(), out.data(), s));
+                                                   rows.data<int32_t>(), lens.data<int32_t>(), out.data(), s, shared));
   else
     QKV_DISPATCH(op, d, k::paged_attention_forward(qc.data(), kc.data(), vc.data(), table.data<int32_t>(),
-                                                   rows.data<int32_t>(), lens.data<int32_t>(), out.data(), s));
+                                                   rows.data<int32_t>(), lens.data<int32_t>(), out.data(), s, shared));
   return out;
+}
+
+PagedPrefixes paged_prefixes(const Tensor& block_table, const Tensor& seq, const Tensor& seq_len, int64_t page_size,
+                             int64_t window, Device device) {
+  constexpr const char* op = "paged_prefixes";
+  QKV_CHECK(block_table.dtype() == DType::i32 && block_table.dim() == 2 && block_table.device().is_cpu(), op,
+            ": block_table must be an i32 [rows, max_pages] on the cpu, got ", block_table.str());
+  const int64_t T = seq.dim() == 1 ? seq.size(0) : -1;
+  QKV_CHECK(T >= 0 && seq.device().is_cpu() && seq_len.device().is_cpu(), op, ": seq and seq_len must be on the cpu, got ",
+            seq.str(), " and ", seq_len.str());
+  check_ids(op, "seq", seq, T);
+  check_ids(op, "seq_len", seq_len, T);
+  QKV_CHECK(page_size > 0 && window >= 0, op, ": page_size must be > 0 and window ≥ 0, got ", page_size, " and ", window);
+  kernels::PagedShape s;
+  s.T = T, s.page_size = page_size, s.window = window, s.rows = block_table.size(0), s.max_pages = block_table.size(1);
+  const Tensor table = dense(block_table), rows = dense(seq), lens = dense(seq_len);
+  const int32_t *r = rows.data<int32_t>(), *n = lens.data<int32_t>();
+  for (int64_t t = 0; t < T; ++t) {  // (the rows it reads: a token's row, its pages up to its length)
+    QKV_CHECK(r[t] >= 0 && r[t] < s.rows, op, ": seq[", t, "] = ", r[t], " is not a row of the block table's ", s.rows);
+    QKV_CHECK(n[t] >= 0 && n[t] <= s.max_pages * page_size, op, ": seq_len[", t, "] = ", n[t], " is outside 0 … ",
+              s.max_pages * page_size, " (", s.max_pages, " pages of ", page_size, ")");
+  }
+  const kernels::PagedCascadeArrays a =
+      kernels::paged_cascade_arrays(kernels::paged_shared_prefixes(table.data<int32_t>(), r, n, s), T);
+  PagedPrefixes p;
+  p.T_ = T, p.rows_ = s.rows, p.max_pages_ = s.max_pages, p.page_size_ = page_size, p.window_ = window;
+  if (a.n_blocks() == 0) return p;
+  std::vector<int32_t> all(a.blocks);
+  all.insert(all.end(), a.tokens.begin(), a.tokens.end());
+  all.insert(all.end(), a.from.begin(), a.from.end());
+  p.data_ = Tensor::from_ints(all, {static_cast<int64_t>(all.size())}).to(device);
+  p.blocks_ = a.n_blocks(), p.tokens_ = static_cast<int64_t>(a.tokens.size()), p.max_keys_ = a.max_keys,
+  p.max_count_ = a.max_count;
+  return p;
 }
 
 // k_cache[slots[t] / page_size, :, slots[t] mod page_size] = k[t], the same for v

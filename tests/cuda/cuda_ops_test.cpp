@@ -768,6 +768,41 @@ TEST_F(Cuda, PagedAttentionOverLongContextsSplitsOverTheKeysAsTheCpu) {
   }
 }
 
+TEST_F(Cuda, PagedAttentionCascadesOverSharedPagesAsTheCpu) {
+  // 24 samples of one 2,000-key prompt (pages of 16) decoding together, each a few keys of its own,
+  // with a sequence that shares nothing: the groups paged_prefixes finds on the host, read once for all
+  // (paged_cascade_kernel), as the CPU's cascade; and QKV_PAGED_CASCADE=0 token by token, the same to 1e-5
+  const int64_t H = 32, Hkv = 8, D = 128, P = 16, shared = 2000 / P, own = 2, rows = 25, per = shared + own;
+  const int64_t pages = shared + rows * own + per;
+  std::vector<int32_t> table(static_cast<size_t>(rows * per)), seq, len;
+  for (int64_t r = 0; r < rows; ++r)
+    for (int64_t p = 0; p < per; ++p)
+      table[static_cast<size_t>(r * per + p)] = static_cast<int32_t>(
+          r == rows - 1 ? shared + rows * own + p : p < shared ? p : shared + r * own + (p - shared));
+  for (int64_t r = 0; r < rows; ++r) seq.push_back(static_cast<int32_t>(r)), len.push_back(static_cast<int32_t>(2000 + 3 * r));
+  const Tensor q = randn({rows, H, D}, 11), k = randn({pages, Hkv, P, D}, 12), v = randn({pages, Hkv, P, D}, 13);
+  const Tensor tb = Tensor::from_ints(table, {rows, per}), sq = Tensor::from_ints(seq, {rows}), ln = Tensor::from_ints(len, {rows});
+  NoGradGuard g;
+  const PagedPrefixes prefixes = paged_prefixes(tb, sq, ln, P, 0, Device::cuda());
+  ASSERT_EQ(prefixes.blocks(), 1);
+  EXPECT_EQ(prefixes.max_keys(), 1920);  // 2,000 keys in common, whole tiles of 128
+  for (DType dtype : {DType::f32, DType::bf16, DType::f8e4m3}) {
+    SCOPED_TRACE(dtype_name(dtype));
+    const Tensor kd = k.to(dtype), vd = v.to(dtype);
+    const Tensor want = paged_attention(q, kd, vd, tb, sq, ln);
+    const Tensor got = paged_attention(gpu(q), gpu(kd), gpu(vd), gpu(tb), gpu(sq), gpu(ln), std::nullopt, 0, &prefixes);
+    EXPECT_LT(rel_error(host(got), host(want)), 1e-5);
+    const Tensor alone = paged_attention(gpu(q), gpu(kd), gpu(vd), gpu(tb), gpu(sq), gpu(ln));
+    EXPECT_LT(rel_error(host(alone), host(got)), 1e-5);
+  }
+  // a plan for other tokens is refused by name
+  const PagedPrefixes other = paged_prefixes(tb, sq, ln, P, 0, Device::cuda());
+  EXPECT_NE(error_of([&] {
+              paged_attention(gpu(q), gpu(k), gpu(v), gpu(tb), gpu(sq), gpu(ln), std::nullopt, 500, &other);
+            }).find("prefixes were found for"),
+            std::string::npos);
+}
+
 TEST_F(Cuda, EmptyExtentsBehaveAsOnTheCpu) {
   for (AttentionCompute dt : {AttentionCompute::f32, AttentionCompute::bf16, AttentionCompute::f16}) {
     SCOPED_TRACE(enum_name(dt));

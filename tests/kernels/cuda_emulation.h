@@ -135,6 +135,19 @@ T shfl_xor(T v, int m) {
   return out;
 }
 
+// __shfl_sync(full mask, v, src): every lane gets lane src's value (src taken mod 32)
+template <typename T>
+T shfl(T v, int src) {
+  static_assert(sizeof(T) <= 8);
+  Runtime::Slots& s = warp_slots();
+  std::memcpy(s.word[lane()], &v, sizeof v);
+  sync_warp();
+  T out;
+  std::memcpy(&out, s.word[src & 31], sizeof out);
+  sync_warp();
+  return out;
+}
+
 // What the tensor core reads of a .tf32 operand register: its 19 high bits
 inline float tf32_operand(float x) {
   uint32_t u;
@@ -304,6 +317,10 @@ inline void launch(dim3 grid, unsigned threads, size_t shared_bytes, std::functi
 template <typename T>
 inline T __shfl_xor_sync(unsigned, T v, int m) {
   return ::qkv::emulation::shfl_xor(v, m);
+}
+template <typename T>
+inline T __shfl_sync(unsigned, T v, int src) {
+  return ::qkv::emulation::shfl(v, src);
 }
 inline float atomicAdd(float* p, float v) {  // one OS thread: plain
   const float old = *p;

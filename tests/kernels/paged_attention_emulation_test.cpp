@@ -24,11 +24,13 @@
 #include "kernels/cpu/paged_attention.h"
 #include "kernels/cuda/paged_attention_kernels.cuh"
 #include "kernels/emulated_kernels.h"
+#include "kernels/paged_prefixes.h"
 
 namespace {
 
 using namespace qkv::testing::emulated;  // kc, cpu, launch, random_floats, rel
 using qkv::kernels::PagedShape;
+namespace kqkv = qkv::kernels;
 
 // A paged cache and the queries over it: q [T, H, D]; k, v [pages · page_size, Hkv, D | Dv];
 // table [rows, max_pages]; seq, len [T].
@@ -309,6 +311,166 @@ TEST(PagedAttentionKernelsEmulated, KvWriteMatchesTheCpu) {
   write_gpu(none);
   EXPECT_EQ(kc_g, k0);
   EXPECT_EQ(vc_g, v0);
+}
+
+// ---- cascade: tokens sharing their sequences' first pages (paged_cascade_kernel) ----
+
+// Rows 0 … n − 1 of c's table made to begin with row 0's first `shared` pages (their own pages after
+// them; the pages they no longer list stay in the cache, unread).
+void share_first_pages(Paged& c, int64_t n, int64_t shared) {
+  const auto w = static_cast<size_t>(c.s.max_pages);
+  for (size_t r = 1; r < static_cast<size_t>(n); ++r)
+    for (size_t p = 0; p < static_cast<size_t>(shared); ++p) c.table[r * w + p] = c.table[p];
+}
+
+// The launch paged_attention.cu makes with a cascade on a GPU of `sms` SMs: the groups found on the
+// host (as ops' paged_prefixes finds them), each token's own keys, the groups' shared keys, the merge.
+struct CascadeRun {
+  std::vector<float> out;
+  kc::PagedSplit split;
+  kqkv::PagedCascadeArrays arrays;
+};
+// (planned: the block table, seq and len the groups are found in — c's own, or another's)
+template <typename C>
+CascadeRun forward_gpu_cascade(const Paged& c, const Paged& planned, const std::vector<C>& k, const std::vector<C>& v,
+                               int sms) {
+  CascadeRun run;
+  run.arrays = kqkv::paged_cascade_arrays(
+      kqkv::paged_shared_prefixes(planned.table.data(), planned.seq.data(), planned.len.data(), planned.s), c.s.T);
+  const kqkv::PagedCascadeArrays& a = run.arrays;
+  EXPECT_GT(a.n_blocks(), 0) << "no group";
+  kqkv::PagedCascade cascade;
+  cascade.blocks = a.blocks.data(), cascade.tokens = a.tokens.data(), cascade.from = a.from.data();
+  cascade.n_blocks = a.n_blocks(), cascade.max_keys = a.max_keys, cascade.max_count = a.max_count;
+  const kc::PagedSplit split = run.split = kc::paged_cascade_split(c.s, cascade, sms);
+  run.out.assign(static_cast<size_t>(c.s.T * c.s.H * c.s.Dv), NAN);
+  std::vector<float> part(static_cast<size_t>(kc::paged_split_floats(c.s, split)), NAN);
+  launch(dim3(static_cast<unsigned>(kc::paged_attention_blocks(c.s)), static_cast<unsigned>(split.splits)),
+         kc::kPagedThreads, kc::paged_attention_shared_bytes(c.s), [&] {
+           kc::paged_attention_kernel(c.q.data(), k.data(), v.data(), c.table.data(), c.seq.data(), c.len.data(),
+                                      run.out.data(), c.s, split, part.data(), cascade.from);
+         });
+  launch(dim3(static_cast<unsigned>(kc::paged_cascade_blocks(c.s, cascade)), static_cast<unsigned>(split.prefix_runs)),
+         kc::kPagedThreads, kc::paged_cascade_shared_bytes(c.s), [&] {
+           kc::paged_cascade_kernel(c.q.data(), k.data(), v.data(), c.table.data(), c.seq.data(), c.s, cascade, split,
+                                    part.data());
+         });
+  for (float x : run.out) EXPECT_TRUE(std::isnan(x)) << "a run wrote the output";
+  launch(dim3(kc::paged_merge_blocks(c.s)), 256, 0,
+         [&] { kc::paged_attention_merge_kernel(part.data(), run.out.data(), c.s, split, cascade.from); });
+  return run;
+}
+template <typename C>
+CascadeRun forward_gpu_cascade(const Paged& c, const std::vector<C>& k, const std::vector<C>& v, int sms) {
+  return forward_gpu_cascade(c, c, k, v, sms);
+}
+
+TEST(PagedAttentionKernelsEmulated, CascadeSplitCutsTheSharedKeysIntoTilesFillingTheSms) {
+  PagedShape s;
+  s.T = 17, s.H = 32, s.Hkv = 8, s.D = s.Dv = 128, s.page_size = 16, s.max_pages = 256;
+  kqkv::PagedCascade c;
+  c.n_blocks = 1, c.max_keys = 2048, c.max_count = 16;  // 16 samples of one prompt (and one token besides):
+                                                        // 16 · 4 rows, 2 chunks of 32
+  EXPECT_EQ(kc::paged_cascade_chunks(s, c), 2);
+  EXPECT_EQ(kc::paged_cascade_blocks(s, c), 16);
+  const kc::PagedSplit p = kc::paged_cascade_split(s, c, 132);
+  EXPECT_EQ(p.splits, 1);       // the tokens' own: 136 blocks (17 · 8) fill 132 SMs: no split
+  EXPECT_EQ(p.prefix_runs, 8);  // 2 · 132 / 16 = 17 wanted, 2,048 / 256 = 8 at most
+  EXPECT_EQ(p.prefix_keys, 256);
+  EXPECT_EQ(p.runs(), 9);
+  c.max_keys = 300;  // one run of 300 keys, rounded up to whole tiles: 320
+  EXPECT_EQ(kc::paged_cascade_split(s, c, 132).prefix_runs, 1);
+  EXPECT_EQ(kc::paged_cascade_split(s, c, 132).prefix_keys, 320);
+  c.max_keys = 100000, c.n_blocks = 200;  // many blocks: one run each
+  EXPECT_EQ(kc::paged_cascade_split(s, c, 132).prefix_runs, 1);
+  // a block of one token with G = 64 (multi-query): its 64 rows in two chunks
+  s.H = 64, s.Hkv = 1, c.max_count = 1;
+  EXPECT_EQ(kc::paged_cascade_chunks(s, c), 2);
+  EXPECT_GT(kc::paged_cascade_shared_bytes(s), size_t{48 * 1024});  // D 128: 49,408 bytes (paged_attention.cu asks)
+  s.D = s.Dv = 64;
+  EXPECT_LE(kc::paged_cascade_shared_bytes(s), size_t{48 * 1024});  // 24,832
+  s.D = s.Dv = 256;
+  EXPECT_LE(kc::paged_cascade_shared_bytes(s), size_t{227 * 1024});  // 98,560: under what a Hopper block may have
+}
+
+// Decoding steps where sequences share a prompt's pages: the samples of one prompt (rows 0 … 3 and a
+// second token of row 0's), a sequence whose length ends where the shared keys do (no keys of its
+// own), another prompt's two samples, and sequences that share nothing (one too short to group).
+TEST(PagedAttentionKernelsEmulated, CascadeOverSharedPagesMatchesTheCpu) {
+  for (const Heads& h : {Heads{8, 2, 64, 64, 16, 0}, Heads{4, 4, 40, 24, 4, 0}, Heads{8, 2, 40, 72, 16, 2000},
+                         Heads{12, 1, 32, 16, 16, 0}, Heads{2, 1, 256, 200, 16, 0}}) {
+    SCOPED_TRACE(name(h));
+    const std::vector<int64_t> lengths = {560, 540, 600, 512, 300, 300, 100, 290};
+    Paged c = make(h, lengths, {{0, 560}, {1, 540}, {2, 600}, {3, 512}, {4, 300}, {0, 559}, {5, 300}, {6, 100}, {7, 290}}, 111);
+    share_first_pages(c, 4, 512 / h.page_size);  // rows 0 … 3: 512 keys in common
+    const auto w = static_cast<size_t>(c.s.max_pages);
+    for (size_t p = 0; p < 288 / static_cast<size_t>(h.page_size); ++p) c.table[7 * w + p] = c.table[5 * w + p];  // rows 5, 7
+    const std::vector<float> want = forward_cpu(c);
+    // one run of the shared keys; two; two, and the tokens' own keys split too (the first heads only:
+    // the emulation takes its time)
+    for (int sms : h.H == 8 && h.D == 64 ? std::vector<int>{1, 8, 40} : std::vector<int>{8}) {
+      SCOPED_TRACE("SMs " + std::to_string(sms));
+      const CascadeRun got = forward_gpu_cascade(c, c.k, c.v, sms);
+      EXPECT_LT(rel(got.out, want), 1e-5);
+      // the groups: tokens 0, 1, 2, 3, 5 over 512 keys; 6 and 8 over 256 (rows 5 and 7 share 288 keys,
+      // whole tiles: 256); token 3 has none of its own
+      EXPECT_EQ(got.arrays.from, (std::vector<int32_t>{512, 512, 512, 512, -1, 512, 256, -1, 256}));
+      EXPECT_EQ(got.arrays.n_blocks(), 2);
+      EXPECT_EQ(got.split.prefix_runs, sms == 1 ? 1 : 2);
+      if (sms == 40 && c.s.Hkv == 2) EXPECT_GT(got.split.splits, 1);
+    }
+  }
+}
+
+// A group of more tokens than a block takes (40 samples of one prompt: blocks of 20), each with a
+// few keys of its own; and bf16 and e4m3 caches through the cascade.
+TEST(PagedAttentionKernelsEmulated, CascadeOverManySamplesAndNarrowCachesMatchesTheCpu) {
+  const Heads h{4, 2, 32, 24, 16, 0};
+  std::vector<int64_t> lengths;
+  std::vector<std::pair<int32_t, int32_t>> queries;
+  for (int32_t r = 0; r < 40; ++r) lengths.push_back(260 + r % 7), queries.emplace_back(r, 260 + r % 7);
+  Paged c = make(h, lengths, queries, 121);
+  share_first_pages(c, 40, 16);  // 256 keys in common
+  const CascadeRun got = forward_gpu_cascade(c, c.k, c.v, 132);
+  EXPECT_EQ(got.arrays.n_blocks(), 2);
+  EXPECT_EQ(got.arrays.max_count, 20);
+  EXPECT_LT(rel(got.out, forward_cpu(c)), 1e-5);
+  auto narrow = [&](auto e) {
+    using C = decltype(e);
+    const std::vector<C> k8 = to_cache<C>(c.k), v8 = to_cache<C>(c.v);
+    std::vector<float> want(static_cast<size_t>(c.s.T * c.s.H * c.s.Dv));
+    cpu::paged_attention_forward(c.q.data(), k8.data(), v8.data(), c.table.data(), c.seq.data(), c.len.data(),
+                                 want.data(), c.s);
+    EXPECT_LT(rel(forward_gpu_cascade(c, k8, v8, 132).out, want), 1e-5);
+  };
+  narrow(qkv::bf16{});
+  narrow(qkv::f8e4m3{});
+}
+
+// A shared page outside the cache (the GPU's block table is not checked): skipped by the cascade as
+// by the token-by-token kernel, nothing read outside the cache (qkv_emulation_asan); and a group's
+// first token's row outside the table (the GPU's seq is not checked either): that group reads nothing.
+TEST(PagedAttentionKernelsEmulated, CascadeSkipsSharedPagesOutsideTheCache) {
+  const Heads h{8, 2, 40, 24, 16, 0};
+  Paged c = make(h, {300, 310, 290}, {{0, 300}, {1, 310}, {2, 290}}, 131);
+  share_first_pages(c, 3, 16);
+  for (size_t r = 0; r < 3; ++r)  // pages 3 and 7 of every row
+    c.table[r * static_cast<size_t>(c.s.max_pages) + 3] = static_cast<int32_t>(c.s.pages),
+                          c.table[r * static_cast<size_t>(c.s.max_pages) + 7] = -5;
+  const std::vector<float> alone = forward_gpu(c);
+  const CascadeRun got = forward_gpu_cascade(c, c.k, c.v, 132);
+  for (float x : got.out) EXPECT_TRUE(std::isfinite(x));
+  EXPECT_LT(rel(got.out, alone), 1e-5);
+  Paged bad = c;
+  bad.seq[0] = static_cast<int32_t>(c.s.rows), bad.seq[1] = -2;  // (token 0 leads the group)
+  const CascadeRun spoiled = forward_gpu_cascade(bad, c, c.k, c.v, 132);
+  const size_t row = static_cast<size_t>(c.s.H * c.s.Dv);
+  for (size_t i = 0; i < 2 * row; ++i) EXPECT_EQ(spoiled.out[i], 0.f) << "a row outside the table sees no key";
+  for (size_t i = 2 * row; i < 3 * row; ++i) EXPECT_TRUE(std::isfinite(spoiled.out[i]));
+  // token 2: its own keys only (its group's shared ones were to be read through token 0's row)
+  const std::vector<float> t2(spoiled.out.begin() + 2 * static_cast<std::ptrdiff_t>(row), spoiled.out.end()),
+      a2(alone.begin() + 2 * static_cast<std::ptrdiff_t>(row), alone.end());
+  EXPECT_GT(rel(t2, a2), 1e-3);
 }
 
 }  // namespace

@@ -12,13 +12,14 @@
 #include <vector>
 
 #include "kernels/cpu/paged_attention.h"
+#include "kernels/paged_prefixes.h"
 #include "qkv/core/dtype.h"
 #include "qkv/core/rng.h"
 
 namespace {
 
 using qkv::kernels::PagedShape;
-using qkv::kernels::cpu::PagedGroup;
+using qkv::kernels::PagedGroup;
 
 // Five sequences in one cache of pages of 16 (tiles of 128 keys):
 //   row 0: pages 0 … 19 (a 320-key prefix), then 40, 41           350 keys
@@ -59,7 +60,7 @@ Cascade make(int64_t window = 0) {
 TEST(PagedCascade, GroupsTheTokensThatBeginWithTheSamePagesOverTheirCommonWholeTiles) {
   const Cascade c = make();
   const std::vector<PagedGroup> g =
-      qkv::kernels::cpu::paged_shared_prefixes(c.table.data(), c.seq.data(), c.len.data(), c.s);
+      qkv::kernels::paged_shared_prefixes(c.table.data(), c.seq.data(), c.len.data(), c.s);
   ASSERT_EQ(g.size(), 2u);
   // rows 0, 1, 2 share 17 whole pages (272 keys): two tiles; row 4's token sees too few keys
   EXPECT_EQ(g[0].tokens, (std::vector<int64_t>{0, 2, 3}));
@@ -71,7 +72,7 @@ TEST(PagedCascade, GroupsTheTokensThatBeginWithTheSamePagesOverTheirCommonWholeT
   // a window that hides a token's first keys leaves it out: rows 0 (350) and 3 (398 …) under 340
   const Cascade w = make(340);
   const std::vector<PagedGroup> gw =
-      qkv::kernels::cpu::paged_shared_prefixes(w.table.data(), w.seq.data(), w.len.data(), w.s);
+      qkv::kernels::paged_shared_prefixes(w.table.data(), w.seq.data(), w.len.data(), w.s);
   ASSERT_EQ(gw.size(), 1u);
   EXPECT_EQ(gw[0].tokens, (std::vector<int64_t>{2, 3}));
   EXPECT_EQ(gw[0].keys, 256);
@@ -83,14 +84,14 @@ TEST(PagedCascade, GroupsTheTokensThatBeginWithTheSamePagesOverTheirCommonWholeT
   std::vector<int32_t> t5(140);
   for (int32_t i = 0; i < 70; ++i) t5[static_cast<size_t>(i)] = i, t5[static_cast<size_t>(70 + i)] = i < 60 ? i : 100 + i;
   const std::vector<int32_t> seq5 = {0, 1}, len5 = {330, 349};
-  std::vector<PagedGroup> g5 = qkv::kernels::cpu::paged_shared_prefixes(t5.data(), seq5.data(), len5.data(), s5);
+  std::vector<PagedGroup> g5 = qkv::kernels::paged_shared_prefixes(t5.data(), seq5.data(), len5.data(), s5);
   ASSERT_EQ(g5.size(), 1u);
   EXPECT_EQ(g5[0].keys, 250);
   s5.T = 1;
-  EXPECT_TRUE(qkv::kernels::cpu::paged_shared_prefixes(t5.data(), seq5.data(), len5.data(), s5).empty());
+  EXPECT_TRUE(qkv::kernels::paged_shared_prefixes(t5.data(), seq5.data(), len5.data(), s5).empty());
   s5.T = 2;
   for (int32_t i = 40; i < 60; ++i) t5[static_cast<size_t>(70 + i)] = 100 + i;  // now 40 pages in common: one tile
-  EXPECT_TRUE(qkv::kernels::cpu::paged_shared_prefixes(t5.data(), seq5.data(), len5.data(), s5).empty());
+  EXPECT_TRUE(qkv::kernels::paged_shared_prefixes(t5.data(), seq5.data(), len5.data(), s5).empty());
 }
 
 // out[t, h] in double: softmax over the token's keys (the last `window`) of scale · q · k, times v
@@ -128,7 +129,7 @@ void expect_together_as_alone(int64_t H, int64_t Hkv, int64_t D, int64_t Dv, int
   Cascade c = make(window);
   PagedShape& s = c.s;
   s.H = H, s.Hkv = Hkv, s.D = D, s.Dv = Dv, s.scale = 1.f / std::sqrt(static_cast<float>(D));
-  ASSERT_FALSE(qkv::kernels::cpu::paged_shared_prefixes(c.table.data(), c.seq.data(), c.len.data(), s).empty());
+  ASSERT_FALSE(qkv::kernels::paged_shared_prefixes(c.table.data(), c.seq.data(), c.len.data(), s).empty());
   const int64_t slots = s.pages * s.page_size;
   std::vector<float> q(static_cast<size_t>(s.T * H * D)), k(static_cast<size_t>(slots * Hkv * D)), v(static_cast<size_t>(slots * Hkv * Dv));
   uint64_t i = 0;

@@ -152,6 +152,42 @@ TEST(PagedAttention, RefusesIndicesOutsideTheCacheAndGradients) {
             std::string::npos);
 }
 
+// The GPU's cascade plan, found on the host: which tokens share their first pages, laid out as the
+// kernels read it (blocks {first, count, keys}, the tokens, each token's first own key); its inputs
+// checked by name; none where no tokens share.
+TEST(PagedAttention, PagedPrefixesFindsTheTokensSharingTheirFirstPages) {
+  // rows 0, 1, 3 begin with pages 0 … 19 (320 keys at pages of 16), row 2 with its own; tokens of rows
+  // 3, 0, 2, 1, 0 (two of row 0), lengths 330, 400, 500, 321, 399
+  const int64_t width = 32;
+  std::vector<int32_t> table(static_cast<size_t>(4 * width));
+  for (int64_t r = 0; r < 4; ++r)
+    for (int64_t p = 0; p < width; ++p)
+      table[static_cast<size_t>(r * width + p)] = static_cast<int32_t>(r == 2 || p >= 20 ? 100 + r * width + p : p);
+  const Tensor tb = Tensor::from_ints(table, {4, width}), seq = Tensor::from_ints({3, 0, 2, 1, 0}, {5}),
+               len = Tensor::from_ints({330, 400, 500, 321, 399}, {5});
+  const PagedPrefixes p = paged_prefixes(tb, seq, len, 16, 0, Device::cpu());
+  ASSERT_EQ(p.blocks(), 1);
+  EXPECT_EQ(p.tokens(), 4);
+  EXPECT_EQ(p.max_keys(), 256);  // 320 keys, whole tiles of 128
+  EXPECT_EQ(p.data().to_ints(), (std::vector<int32_t>{0, 4, 256, 0, 1, 3, 4, 256, 256, -1, 256, 256}));
+  // a window hiding keys of the longer ones: tokens 0 and 3 still share
+  EXPECT_EQ(paged_prefixes(tb, seq, len, 16, 350, Device::cpu()).tokens(), 2);
+  EXPECT_TRUE(paged_prefixes(tb, seq, len, 16, 325, Device::cpu()).empty());
+  // too short to share two tiles; one token
+  EXPECT_TRUE(paged_prefixes(tb, seq, Tensor::from_ints({200, 250, 500, 255, 90}, {5}), 16, 0, Device::cpu()).empty());
+  EXPECT_TRUE(paged_prefixes(tb, Tensor::from_ints({0}, {1}), Tensor::from_ints({400}, {1}), 16, 0, Device::cpu()).empty());
+  // hostile plans: a row outside the table, a length past it, not the cpu's
+  EXPECT_NE(testing::error_of([&] { paged_prefixes(tb, Tensor::from_ints({3, 0, 4, 1, 0}, {5}), len, 16, 0, Device::cpu()); })
+                .find("seq[2] = 4"),
+            std::string::npos);
+  EXPECT_NE(testing::error_of([&] { paged_prefixes(tb, seq, Tensor::from_ints({330, 400, 513, 321, 399}, {5}), 16, 0, Device::cpu()); })
+                .find("seq_len[2] = 513"),
+            std::string::npos);
+  EXPECT_NE(testing::error_of([&] { paged_prefixes(tb, seq, len, 0, 0, Device::cpu()); }).find("page_size"), std::string::npos);
+  EXPECT_NE(testing::error_of([&] { paged_prefixes(tb.to(DType::f32), seq, len, 16, 0, Device::cpu()); }).find("block_table"),
+            std::string::npos);
+}
+
 TEST(PagedAttention, ABf16OrFp8CacheHoldsTheRoundedKeysAndAttendsAsAnF32CacheHoldingThem) {
   // 3 tokens written into pages 1 and 0 (slots 5, 6, 1) of a bf16 (or e4m3) cache and of an f32 one,
   // then two queries over them (sequence 0: its keys 0 … 2 in slots 5, 6 and — its page 1 — 1 … )

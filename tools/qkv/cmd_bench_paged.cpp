@@ -6,7 +6,9 @@
 // with long contexts take the split over the keys (kernels/cuda/paged_attention_kernels.cuh;
 // QKV_CUDA_PAGED_SPLIT=0 turns it off, to compare). --kv-dtype bf16 keeps the paged cache in bf16 (half
 // the bytes read; the dense attention stays f32), --kv-dtype fp8 in e4m3 (a quarter). --shared-prefix N gives every sequence the same first
-// pages (N keys): the CPU's cascade reads them once for all (kernels/cpu/paged_attention.cpp).
+// pages (N keys): the cascade reads them once for all (kernels/cpu/paged_attention.cpp; on a GPU the
+// groups found on the host once, as a step finds them for all its layers — paged_prefixes —, then
+// paged_cascade_kernel; QKV_PAGED_CASCADE=0 turns it off, to compare).
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -70,8 +72,12 @@ int run_bench_paged(const PagedBenchArgs& a) {
   const Tensor q = Tensor::randn({B, H, D}, gen).to(device);
   const Tensor k_cache = Tensor::randn({pages, Hkv, P, D}, gen).to(cache_dtype).to(device);
   const Tensor v_cache = Tensor::randn({pages, Hkv, P, D}, gen).to(cache_dtype).to(device);
-  const Tensor table = Tensor::from_ints(order, {B, per}).to(device), seqs = Tensor::from_ints(seq, {B}).to(device),
-               lens = Tensor::from_ints(len, {B}).to(device);
+  const Tensor host_table = Tensor::from_ints(order, {B, per}), host_seqs = Tensor::from_ints(seq, {B}),
+               host_lens = Tensor::from_ints(len, {B});
+  const Tensor table = host_table.to(device), seqs = host_seqs.to(device), lens = host_lens.to(device);
+  // a GPU's cascade: the groups, found once (PagedStep::prefixes finds them once a step)
+  const PagedPrefixes prefixes =
+      device.is_cpu() ? PagedPrefixes{} : paged_prefixes(host_table, host_seqs, host_lens, P, a.window, device);
   // the same keys dense: k [B, Hkv, L, D] = the pages of each row in order, their first L slots
   const Tensor k = Tensor::randn({B, Hkv, L, D}, gen).to(device), v = Tensor::randn({B, Hkv, L, D}, gen).to(device);
   const Tensor q4 = q.reshape({B, H, 1, D});
@@ -81,7 +87,7 @@ int run_bench_paged(const PagedBenchArgs& a) {
   if (a.window > 0) opt.attn_mask = sliding_window_mask(1, L, a.window, L - 1, device);
 
   const double paged = median_ms(a.repeats, device, [&] {
-    paged_attention(q, k_cache, v_cache, table, seqs, lens, std::nullopt, a.window);
+    paged_attention(q, k_cache, v_cache, table, seqs, lens, std::nullopt, a.window, &prefixes);
   });
   const double dense = median_ms(a.repeats, device, [&] { scaled_dot_product_attention(q4, k, v, opt); });
   // bytes of keys and values read: B · Hkv · keys seen · (D + Dv) · 4 (2 a bf16 cache's)

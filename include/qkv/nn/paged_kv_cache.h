@@ -29,6 +29,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "qkv/ops/paged_attention.h"
 #include "qkv/ops/tensor.h"
 
 namespace qkv::nn {
@@ -65,6 +66,13 @@ struct PagedStep {
   std::vector<Continued> continued;
   Tensor paged_len;  // [T]
   int64_t tokens() const { return positions.defined() ? positions.size(0) : 0; }
+  // On a GPU, the tokens that share their sequences' first pages (ops' paged_prefixes over the host's
+  // block table, seq and paged_len), found at the first layer that asks with `window` and kept for
+  // the others; null on the CPU (its kernel finds them itself) or where none share.
+  const PagedPrefixes* prefixes(int64_t window) const;
+  Tensor host_block_table, host_seq, host_paged_len;  // on the cpu
+  int64_t page_size = 0;
+  mutable std::list<std::pair<int64_t, PagedPrefixes>> found;  // by window (a list: the pointers stay)
 };
 
 class PagedKVCache;

@@ -3,7 +3,7 @@
 // tile by tile with an online softmax — the scores two rows and four keys at a time, then the values
 // summed with their weights (a page's rows into registers). Before them, tokens whose sequences begin
 // with the same pages attend to those pages together (cascade attention: paged_shared_prefixes in
-// kernels/cpu/paged_attention.h), the tokens' own tasks going on from there. A bf16 cache's rows are
+// kernels/paged_prefixes.h), the tokens' own tasks going on from there. A bf16 cache's rows are
 // widened as they are read (vec.h's widen, load_widened), an e4m3 cache's too.
 #include "kernels/cpu/paged_attention.h"
 
@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "kernels/cpu/vec.h"
+#include "kernels/paged_prefixes.h"
 #include "qkv/core/parallel.h"
 
 namespace qkv::kernels::cpu {
@@ -112,15 +113,9 @@ inline const int32_t* row_of(const int32_t* table, const int32_t* seq, int64_t t
   return table + static_cast<int64_t>(seq[t]) * s.max_pages;
 }
 
-// Keys are taken in tiles of about kTileKeys, whole pages, at fixed places: tile i holds keys
-// i·tile … (i+1)·tile − 1 of a sequence (a window's first tile starts at its first key). A row's
-// arithmetic depends only on its own query and keys, so a row's output has the same bits whichever
-// rows share its tiles.
-constexpr int64_t kTileKeys = 128;
-inline int64_t tile_keys(const PagedShape& s) { return s.page_size * std::max<int64_t>(1, kTileKeys / s.page_size); }
-
-// Prefixes shared by several tokens over fewer tiles are attended token by token.
-constexpr int64_t kCascadeMinTiles = 2;
+// Keys are taken in tiles (kernels/paged_prefixes.h's tile_keys: whole pages, at fixed places). A
+// row's arithmetic depends only on its own query and keys, so a row's output has the same bits
+// whichever rows share its tiles.
 
 // f(the n cache elements at p, as the rows' loops read them): f32 and bf16 ones where they lie (a bf16
 // element widens in two instructions as it is loaded), e4m3 ones widened once into a thread's buffer
@@ -303,48 +298,19 @@ void write(C* k_cache, C* v_cache, const float* k, const float* v, const int32_t
 
 }  // namespace
 
-std::vector<PagedGroup> paged_shared_prefixes(const int32_t* table, const int32_t* seq, const int32_t* len,
-                                              const PagedShape& s) {
-  std::vector<PagedGroup> groups;
-  if (s.T < 2) return groups;
-  const int64_t tk = tile_keys(s), least = kCascadeMinTiles * tk;
-  auto row = [&](int64_t t) { return row_of(table, seq, t, s); };
-  std::vector<int64_t> order;  // the tokens that may share: enough keys, none hidden by a window
-  for (int64_t t = 0; t < s.T; ++t)
-    if (len[t] >= least && (s.window == 0 || len[t] <= s.window)) order.push_back(t);
-  std::stable_sort(order.begin(), order.end(), [&](int64_t a, int64_t b) { return row(a)[0] < row(b)[0]; });
-  for (size_t i = 0; i < order.size();) {
-    size_t e = i + 1;
-    while (e < order.size() && row(order[e])[0] == row(order[i])[0]) ++e;
-    if (e - i >= 2) {
-      // the common whole pages: every token sees them whole, every row lists them alike
-      const int32_t* lead = row(order[i]);
-      int64_t P = s.max_pages;
-      for (size_t x = i; x < e; ++x) {
-        const int32_t* r = row(order[x]);
-        const int64_t whole = std::min<int64_t>(P, len[order[x]] / s.page_size);
-        int64_t c = 0;
-        while (c < whole && r[c] == lead[c]) ++c;
-        P = c;
-      }
-      const int64_t keys = P * s.page_size / tk * tk;
-      if (keys >= least) groups.push_back({std::vector<int64_t>(order.begin() + i, order.begin() + e), keys});
-    }
-    i = e;
-  }
-  return groups;
-}
-
 void paged_attention_forward(const float* q, const float* k_cache, const float* v_cache, const int32_t* table,
-                             const int32_t* seq, const int32_t* len, float* out, const PagedShape& s) {
+                             const int32_t* seq, const int32_t* len, float* out, const PagedShape& s,
+                             const PagedCascade*) {
   forward(q, k_cache, v_cache, table, seq, len, out, s);
 }
 void paged_attention_forward(const float* q, const bf16* k_cache, const bf16* v_cache, const int32_t* table,
-                             const int32_t* seq, const int32_t* len, float* out, const PagedShape& s) {
+                             const int32_t* seq, const int32_t* len, float* out, const PagedShape& s,
+                             const PagedCascade*) {
   forward(q, k_cache, v_cache, table, seq, len, out, s);
 }
 void paged_attention_forward(const float* q, const f8e4m3* k_cache, const f8e4m3* v_cache, const int32_t* table,
-                             const int32_t* seq, const int32_t* len, float* out, const PagedShape& s) {
+                             const int32_t* seq, const int32_t* len, float* out, const PagedShape& s,
+                             const PagedCascade*) {
   forward(q, k_cache, v_cache, table, seq, len, out, s);
 }
 void paged_kv_write(float* k_cache, float* v_cache, const float* k, const float* v, const int32_t* slots,

@@ -13,10 +13,11 @@ namespace qkv::kernels::cuda {
 namespace {
 
 // one block per (query token, key/value head, chunk of ≤ 8 of its query heads), 4 warps; split over
-// the keys where those blocks would leave SMs idle (paged_split)
+// the keys where those blocks would leave SMs idle (paged_split); with a cascade, the groups' shared
+// keys by paged_cascade_kernel, each token's others by paged_attention_kernel, then their merge
 template <typename C>
 void forward(const float* q, const C* k_cache, const C* v_cache, const int32_t* table, const int32_t* seq,
-             const int32_t* len, float* out, const PagedShape& s) {
+             const int32_t* len, float* out, const PagedShape& s, const PagedCascade* cascade) {
   if (s.T == 0) return;
   QKV_CHECK(s.D <= kPagedMaxDim && s.Dv <= kPagedMaxDim, "paged_attention: head dims D = ", s.D, " and Dv = ", s.Dv,
             "; the CUDA kernel takes at most ", kPagedMaxDim);
@@ -24,7 +25,36 @@ void forward(const float* q, const C* k_cache, const C* v_cache, const int32_t* 
   if (blocks == 0) return;  // no query heads
   QKV_CHECK(blocks <= 2147483647, "paged_attention: ", blocks, " blocks are too many for one CUDA grid");
   const char* no_split = std::getenv("QKV_CUDA_PAGED_SPLIT");  // "0": never split (to compare)
-  const PagedSplit split = no_split && std::strcmp(no_split, "0") == 0 ? PagedSplit{} : paged_split(s, sm_count());
+  const bool may_split = !(no_split && std::strcmp(no_split, "0") == 0);
+  static const bool cascades = [] {
+    const char* e = std::getenv("QKV_PAGED_CASCADE");  // "0": every token on its own (to compare), as the CPU
+    return !(e && std::strcmp(e, "0") == 0);
+  }();
+  if (cascade != nullptr && cascade->n_blocks > 0 && cascades) {
+    // the groups' shared keys (paged_cascade_kernel), each token's own (paged_attention_kernel from
+    // its from[t]), both into the scratch, then their merge
+    PagedSplit split = paged_cascade_split(s, *cascade, sm_count());
+    if (!may_split) split.splits = 1, split.keys = 0;
+    Scratch part(paged_split_floats(s, split), stream());
+    const dim3 grid(static_cast<unsigned>(blocks), static_cast<unsigned>(split.splits));
+    paged_attention_kernel<C><<<grid, kPagedThreads, paged_attention_shared_bytes(s), stream()>>>(
+        q, k_cache, v_cache, table, seq, len, out, s, split, part.p, cascade->from);
+    QKV_CUDA_LAUNCHED(paged_attention_kernel);
+    const int64_t cascade_blocks = paged_cascade_blocks(s, *cascade);
+    QKV_CHECK(cascade_blocks <= 2147483647, "paged_attention: ", cascade_blocks, " cascade blocks are too many for one CUDA grid");
+    const size_t bytes = paged_cascade_shared_bytes(s);
+    if (bytes > 48 * 1024)
+      QKV_CUDA_CHECK(cudaFuncSetAttribute(paged_cascade_kernel<C>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                          static_cast<int>(bytes)));
+    const dim3 cgrid(static_cast<unsigned>(cascade_blocks), static_cast<unsigned>(split.prefix_runs));
+    paged_cascade_kernel<C><<<cgrid, kPagedThreads, bytes, stream()>>>(q, k_cache, v_cache, table, seq, s, *cascade,
+                                                                       split, part.p);
+    QKV_CUDA_LAUNCHED(paged_cascade_kernel);
+    paged_attention_merge_kernel<<<paged_merge_blocks(s), 256, 0, stream()>>>(part.p, out, s, split, cascade->from);
+    QKV_CUDA_LAUNCHED(paged_attention_merge_kernel);
+    return;
+  }
+  const PagedSplit split = may_split ? paged_split(s, sm_count()) : PagedSplit{};
   if (split.splits == 1) {
     paged_attention_kernel<C><<<static_cast<unsigned>(blocks), kPagedThreads, paged_attention_shared_bytes(s), stream()>>>(
         q, k_cache, v_cache, table, seq, len, out, s);
@@ -51,16 +81,19 @@ void write(C* k_cache, C* v_cache, const float* k, const float* v, const int32_t
 }  // namespace
 
 void paged_attention_forward(const float* q, const float* k_cache, const float* v_cache, const int32_t* table,
-                             const int32_t* seq, const int32_t* len, float* out, const PagedShape& s) {
-  forward(q, k_cache, v_cache, table, seq, len, out, s);
+                             const int32_t* seq, const int32_t* len, float* out, const PagedShape& s,
+                             const PagedCascade* cascade) {
+  forward(q, k_cache, v_cache, table, seq, len, out, s, cascade);
 }
 void paged_attention_forward(const float* q, const bf16* k_cache, const bf16* v_cache, const int32_t* table,
-                             const int32_t* seq, const int32_t* len, float* out, const PagedShape& s) {
-  forward(q, k_cache, v_cache, table, seq, len, out, s);
+                             const int32_t* seq, const int32_t* len, float* out, const PagedShape& s,
+                             const PagedCascade* cascade) {
+  forward(q, k_cache, v_cache, table, seq, len, out, s, cascade);
 }
 void paged_attention_forward(const float* q, const f8e4m3* k_cache, const f8e4m3* v_cache, const int32_t* table,
-                             const int32_t* seq, const int32_t* len, float* out, const PagedShape& s) {
-  forward(q, k_cache, v_cache, table, seq, len, out, s);
+                             const int32_t* seq, const int32_t* len, float* out, const PagedShape& s,
+                             const PagedCascade* cascade) {
+  forward(q, k_cache, v_cache, table, seq, len, out, s, cascade);
 }
 void paged_kv_write(float* k_cache, float* v_cache, const float* k, const float* v, const int32_t* slots,
                     const PagedShape& s) {

@@ -31,6 +31,7 @@
 #include "kernels/cuda/bf16_bits.cuh"
 #include "kernels/cuda/launch.h"
 #include "kernels/paged_attention.h"
+#include "kernels/paged_prefixes.h"  // kCascadeBlockTokens
 
 namespace qkv::kernels::cuda {
 namespace {
@@ -58,8 +59,12 @@ inline size_t paged_attention_shared_bytes(const PagedShape& s) {
 // fills about two blocks an SM, at most kPagedMaxSplits runs, each ≥ kPagedSplitMinKeys keys of the
 // most a token sees (the row's max_pages · page_size, or the window).
 constexpr int64_t kPagedSplitMinKeys = 256, kPagedMaxSplits = 64;
+// With a cascade (paged_cascade_split), each token's runs of its own keys are followed in the scratch
+// by its group's runs over the shared keys: P runs of Kp keys (a token in no group: none).
 struct PagedSplit {
-  int64_t splits = 1, keys = 0;
+  int64_t splits = 1, keys = 0;              // a token's own keys: S runs of K
+  int64_t prefix_runs = 0, prefix_keys = 0;  // its group's shared keys: P runs of Kp
+  __host__ __device__ int64_t runs() const { return splits + prefix_runs; }
 };
 inline PagedSplit paged_split(const PagedShape& s, int sms) {
   const int64_t blocks = paged_attention_blocks(s), cap = s.max_pages * s.page_size;
@@ -72,9 +77,9 @@ inline PagedSplit paged_split(const PagedShape& s, int sms) {
   const int64_t K = (span + S - 1) / S;
   return {(span + K - 1) / K, K};
 }
-// the scratch the runs write (floats): acc [T, H, S, Dv], then M and L [T, H, S] each
+// the scratch the runs write (floats): acc [T, H, R, Dv], then M and L [T, H, R] each (R = S + P)
 inline int64_t paged_split_floats(const PagedShape& s, const PagedSplit& p) {
-  return s.T * s.H * p.splits * (s.Dv + 2);
+  return s.T * s.H * p.runs() * (s.Dv + 2);
 }
 // paged_attention_merge_kernel's: one thread an output element, a grid-stride loop
 inline unsigned paged_merge_blocks(const PagedShape& s) { return blocks_for(s.T * s.H * s.Dv); }
@@ -120,11 +125,13 @@ __device__ inline Combined combine_partials(int64_t n, const float* m, const flo
 // Split (split.splits > 1, the grid's y the run): keys j = lo + y·K … of the run only, and the run's
 // unnormalized result to `part` (paged_split_floats' layout) instead of out.
 // C: the caches' element, float, bf16 or f8e4m3.
+// Cascade (from != nullptr, part given): a token in a group (from[t] ≥ 0) attends here only to its
+// keys from[t] … n − 1 — paged_cascade_kernel takes those before.
 template <typename C>
 __global__ void __launch_bounds__(kPagedThreads)
     paged_attention_kernel(const float* q, const C* k_cache, const C* v_cache, const int32_t* table,
                            const int32_t* seq, const int32_t* len, float* out, PagedShape s,
-                           PagedSplit split = {}, float* part = nullptr) {
+                           PagedSplit split = {}, float* part = nullptr, const int32_t* from = nullptr) {
   extern __shared__ __align__(128) unsigned char smem[];
   const int64_t G = s.H / s.Hkv, chunks = (G + kPagedHeads - 1) / kPagedHeads;
   const int64_t block = blockIdx.x, chunk = block % chunks, kvh = block / chunks % s.Hkv, t = block / chunks / s.Hkv;
@@ -147,7 +154,8 @@ __global__ void __launch_bounds__(kPagedThreads)
   const bool row_ok = row >= 0 && row < s.rows;
   int64_t n = row_ok ? len[t] : 0;
   n = n < 0 ? 0 : n > cap ? cap : n;
-  const int64_t lo = s.window > 0 && n > s.window ? n - s.window : 0;
+  int64_t lo = s.window > 0 && n > s.window ? n - s.window : 0;
+  if (from != nullptr && from[t] >= 0) lo = from[t] < n ? from[t] : n;  // (its group's keys come before)
   const int32_t* pages = table + (row_ok ? row : 0) * s.max_pages;
   // this block's keys: all of them, or its run's
   const int64_t y = blockIdx.y;
@@ -209,14 +217,14 @@ __global__ void __launch_bounds__(kPagedThreads)
   __syncthreads();
   // out[t, h0 + g, d] = Σ_w e^(m_w − M) · acc_w[g, d] / Σ_w e^(m_w − M) · l_w, M = max_w m_w
   // (0 where no warp saw a key: M = −∞); a run: the numerator, M and the denominator to `part`
-  const int64_t S = split.splits;
+  const int64_t S = split.runs();
   float* ot = out + (t * s.H + h0) * s.Dv;
   for (int64_t e = threadIdx.x; e < Gb * s.Dv; e += blockDim.x) {
     const int64_t g = e / s.Dv, d = e % s.Dv;
     const Combined c = combine_partials(kPagedWarps, ms + g, ls + g, Gs, accs + g * s.Dv + d, Gs * s.Dv);
     if (part == nullptr) {
       ot[e] = c.den > 0.f ? c.num / c.den : 0.f;
-    } else {  // part: acc [T, H, S, Dv], then M and L [T, H, S]
+    } else {  // part: acc [T, H, R, Dv], then M and L [T, H, R]
       const int64_t th = t * s.H + h0 + g, rows = s.T * s.H;  // (th: the run's row of part)
       part[(th * S + y) * s.Dv + d] = c.num;
       if (d == 0) part[rows * S * s.Dv + th * S + y] = c.M, part[rows * S * (s.Dv + 1) + th * S + y] = c.den;
@@ -225,15 +233,183 @@ __global__ void __launch_bounds__(kPagedThreads)
 }
 
 // out[t, h, d] = Σ_i e^(M_i − M) · acc_i[d] / Σ_i e^(M_i − M) · L_i over the S runs, M = max_i M_i
-// (0 where no run saw a key); part as paged_attention_kernel wrote it, out [T, H, Dv]
-__global__ void paged_attention_merge_kernel(const float* part, float* out, PagedShape s, PagedSplit split) {
-  const int64_t S = split.splits, rows = s.T * s.H, stride = int64_t{gridDim.x} * blockDim.x;
+// (0 where no run saw a key); part as paged_attention_kernel (and paged_cascade_kernel) wrote it, out
+// [T, H, Dv]. Cascade (from given): a token in a group has its group's P runs after its S own ones.
+__global__ void paged_attention_merge_kernel(const float* part, float* out, PagedShape s, PagedSplit split,
+                                             const int32_t* from = nullptr) {
+  const int64_t S = split.runs(), rows = s.T * s.H, stride = int64_t{gridDim.x} * blockDim.x;
   const float* part_m = part + rows * S * s.Dv;
   const float* part_l = part_m + rows * S;
   for (int64_t e = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; e < rows * s.Dv; e += stride) {
     const int64_t th = e / s.Dv, d = e % s.Dv;
-    const Combined c = combine_partials(S, part_m + th * S, part_l + th * S, 1, part + th * S * s.Dv + d, s.Dv);
+    const int64_t n = from != nullptr && from[th / s.H] >= 0 ? S : split.splits;  // the token's runs
+    const Combined c = combine_partials(n, part_m + th * S, part_l + th * S, 1, part + th * S * s.Dv + d, s.Dv);
     out[e] = c.den > 0.f ? c.num / c.den : 0.f;
+  }
+}
+
+// Cascade (FlashInfer's cascade inference; Ye et al., 2024): the tokens of a group (PagedCascade: up to
+// kCascadeBlockTokens of them a block) share their sequences' first `keys` keys. One block per (block
+// of a group, key/value head, chunk of 32 of its rows, run of the shared keys): its rows are the
+// tokens' query heads of that key head — row x·G + g: token tokens[first + x], head kvh·G + g — and
+// it reads each shared key once for all of them, where the token-by-token kernel reads it once a
+// token. Keys go through shared memory in tiles of 32, widened to f32: lane j scores key j of the tile
+// against a row (the rows' queries in shared memory too), the warp's online softmax moves the row's
+// max, sum and weighted values (a lane holding value dims lane, lane + 32, …), each warp 8 rows. A
+// run's unnormalized result goes to the scratch after the token's own runs (PagedSplit's prefix
+// runs), where paged_attention_merge_kernel finds it.
+constexpr int kCascadeTile = 32;                            // keys a tile
+constexpr int kCascadeWarpRows = 8;                         // rows a warp
+constexpr int kCascadeRows = kPagedWarps * kCascadeWarpRows;  // rows a block: 32
+
+// the chunks of 32 rows a block of ≤ max_count tokens may hold (the last ones of a smaller block idle)
+__host__ __device__ inline int64_t paged_cascade_chunks(const PagedShape& s, const PagedCascade& c) {
+  return (c.max_count * (s.H / s.Hkv) + kCascadeRows - 1) / kCascadeRows;
+}
+inline int64_t paged_cascade_blocks(const PagedShape& s, const PagedCascade& c) {
+  return c.n_blocks * s.Hkv * paged_cascade_chunks(s, c);
+}
+// the keys' row stride in shared memory: odd, so that the 32 lanes reading dim d of 32 keys hit 32 banks
+__host__ __device__ inline int64_t paged_cascade_key_stride(const PagedShape& s) { return s.D | 1; }
+// its shared memory (floats): q [32, D], k [32, D | 1], v [32, Dv], a tile key's presence [32]
+inline size_t paged_cascade_shared_bytes(const PagedShape& s) {
+  return static_cast<size_t>(kCascadeRows * s.D + kCascadeTile * (paged_cascade_key_stride(s) + s.Dv + 1)) * sizeof(float);
+}
+// The scratch's layout with a cascade: the tokens' own runs as paged_split chooses them (one at least:
+// the scratch holds every token's result), then the shared keys cut into P runs of Kp (a multiple of
+// the tile), P filling about two blocks an SM with the cascade's blocks, each run ≥ kPagedSplitMinKeys.
+inline PagedSplit paged_cascade_split(const PagedShape& s, const PagedCascade& c, int sms) {
+  PagedSplit p = paged_split(s, sms);
+  const int64_t blocks = paged_cascade_blocks(s, c);
+  int64_t P = blocks == 0 ? 1 : (2 * int64_t{sms} + blocks - 1) / blocks;
+  P = P < c.max_keys / kPagedSplitMinKeys ? P : c.max_keys / kPagedSplitMinKeys;
+  P = P < kPagedMaxSplits ? P : kPagedMaxSplits;
+  P = P < 1 ? 1 : P;
+  int64_t K = (c.max_keys + P - 1) / P;
+  K = (K + kCascadeTile - 1) / kCascadeTile * kCascadeTile;
+  p.prefix_keys = K > 0 ? K : kCascadeTile;
+  p.prefix_runs = (c.max_keys + p.prefix_keys - 1) / p.prefix_keys;
+  p.prefix_runs = p.prefix_runs < 1 ? 1 : p.prefix_runs;
+  return p;
+}
+
+// For the block's rows (token t = tokens[first + x], head h = kvh·G + g, row x·G + g) and keys
+// j = y·Kp … min(keys, (y+1)·Kp) − 1 of their common pages (the first token's block-table row):
+//   M = max_j x_j, L = Σ_j e^(x_j − M), acc = Σ_j e^(x_j − M) · v_j,   x_j = scale · q[t, h] · k_j
+// to part at run S + y of row (t, h) — an empty run: M = −∞, L = 0, acc = 0. A page outside the
+// cache is skipped, as in paged_attention_kernel.
+template <typename C>
+__global__ void __launch_bounds__(kPagedThreads)
+    paged_cascade_kernel(const float* q, const C* k_cache, const C* v_cache, const int32_t* table, const int32_t* seq,
+                         PagedShape s, PagedCascade c, PagedSplit split, float* part) {
+  extern __shared__ __align__(128) unsigned char smem[];
+  const int64_t G = s.H / s.Hkv, chunks = paged_cascade_chunks(s, c), KS = paged_cascade_key_stride(s);
+  const int64_t block = blockIdx.x, chunk = block % chunks, kvh = block / chunks % s.Hkv, b = block / chunks / s.Hkv;
+  const int64_t first = c.blocks[3 * b], count = c.blocks[3 * b + 1], keys = c.blocks[3 * b + 2];
+  const int64_t r0 = chunk * kCascadeRows, rows = count * G - r0 < kCascadeRows ? count * G - r0 : kCascadeRows;
+  if (rows <= 0) return;  // (the whole block: a smaller group block's idle chunk)
+  const int lane = static_cast<int>(threadIdx.x & 31), warp = static_cast<int>(threadIdx.x >> 5);
+  float* qs = reinterpret_cast<float*>(smem);  // [32, D] (scaled)
+  float* ks = qs + kCascadeRows * s.D;         // [32, KS]
+  float* vs = ks + kCascadeTile * KS;          // [32, Dv]
+  float* present = vs + kCascadeTile * s.Dv;   // [32]: 1 where the tile's key j is one to attend to
+  auto token_of = [&](int64_t r) { return static_cast<int64_t>(c.tokens[first + (r0 + r) / G]); };
+  auto head_of = [&](int64_t r) { return kvh * G + (r0 + r) % G; };
+
+  // qs[r, d] = scale · q[token_of(r), head_of(r), d]
+  for (int64_t e = threadIdx.x; e < rows * s.D; e += blockDim.x) {
+    const int64_t r = e / s.D, d = e % s.D;
+    qs[e] = s.scale * q[(token_of(r) * s.H + head_of(r)) * s.D + d];
+  }
+  // the group's pages: its first token's block-table row (none for a row outside the table; at most
+  // the row's max_pages · page_size keys)
+  const int64_t row = seq[c.tokens[first]], cap = s.max_pages * s.page_size;
+  const bool row_ok = row >= 0 && row < s.rows;
+  const int64_t seen = !row_ok ? 0 : keys < cap ? keys : cap;
+  const int32_t* pages = table + (row_ok ? row : 0) * s.max_pages;
+  const int64_t y = blockIdx.y, a = y * split.prefix_keys, end = a + split.prefix_keys < seen ? a + split.prefix_keys : seen;
+
+  // the warp's rows: warp·8 … warp·8 + 7 of the block's (wr of them)
+  const int64_t w0 = int64_t{warp} * kCascadeWarpRows;
+  const int wr = static_cast<int>(rows - w0 < 0 ? 0 : rows - w0 < kCascadeWarpRows ? rows - w0 : kCascadeWarpRows);
+  float m[kCascadeWarpRows], l[kCascadeWarpRows], acc[kCascadeWarpRows][kPagedPerLane];
+#pragma unroll
+  for (int i = 0; i < kCascadeWarpRows; ++i) {
+    m[i] = -INFINITY, l[i] = 0.f;
+#pragma unroll
+    for (int k = 0; k < kPagedPerLane; ++k) acc[i][k] = 0.f;
+  }
+  for (int64_t j0 = a; j0 < end; j0 += kCascadeTile) {
+    const int64_t n = end - j0 < kCascadeTile ? end - j0 : kCascadeTile;  // the tile's keys
+    __syncthreads();  // (the tile before is read; at the first, qs is written)
+    // the tile's keys and values, widened: key j0 + j at k[page, kvh, offset]
+    for (int64_t e = threadIdx.x; e < n * (s.D + s.Dv); e += blockDim.x) {
+      const bool is_k = e < n * s.D;
+      const int64_t f = is_k ? e : e - n * s.D, D = is_k ? s.D : s.Dv, j = f / D, d = f % D, key = j0 + j;
+      const int64_t page = pages[key / s.page_size];
+      const bool ok = page >= 0 && page < s.pages;  // (else 0: its weight is 0, and 0 · 0 adds nothing)
+      const int64_t at = ((page * s.Hkv + kvh) * s.page_size + key % s.page_size) * D + d;
+      if (is_k) ks[j * KS + d] = ok ? widen(k_cache[at]) : 0.f;
+      else vs[j * s.Dv + d] = ok ? widen(v_cache[at]) : 0.f;
+    }
+    if (threadIdx.x < kCascadeTile) {
+      const int64_t j = threadIdx.x, page = j < n ? pages[(j0 + j) / s.page_size] : -1;
+      present[j] = page >= 0 && page < s.pages ? 1.f : 0.f;
+    }
+    __syncthreads();
+
+    // lane j: x_i = q_i · k_j for the warp's rows i (−∞ for a key not present)
+    float x[kCascadeWarpRows];
+#pragma unroll
+    for (int i = 0; i < kCascadeWarpRows; ++i) x[i] = 0.f;
+    const bool mine = present[lane] != 0.f;
+    if (mine)
+      for (int64_t d = 0; d < s.D; ++d) {
+        const float kd = ks[lane * KS + d];
+#pragma unroll
+        for (int i = 0; i < kCascadeWarpRows; ++i)
+          if (i < wr) x[i] += qs[(w0 + i) * s.D + d] * kd;
+      }
+    // online softmax, each row: m' = max(m, max_j x_j), c = e^(m − m'), p_j = e^(x_j − m');
+    // l ← l·c + Σ_j p_j, acc ← acc·c + Σ_j p_j · v_j
+    float p[kCascadeWarpRows];
+#pragma unroll
+    for (int i = 0; i < kCascadeWarpRows; ++i) {
+      p[i] = 0.f;
+      if (i >= wr) continue;  // (warp-uniform)
+      const float xi = mine ? x[i] : -INFINITY, m_new = fmaxf(m[i], warp_max(xi));
+      if (m_new == -INFINITY) continue;  // no key yet (warp-uniform)
+      const float cf = expf(m[i] - m_new);
+      p[i] = mine ? expf(xi - m_new) : 0.f;
+      m[i] = m_new;
+      l[i] = l[i] * cf + warp_sum(p[i]);
+#pragma unroll
+      for (int k = 0; k < kPagedPerLane; ++k) acc[i][k] *= cf;
+    }
+    for (int j = 0; j < n; ++j) {
+      float vr[kPagedPerLane];
+#pragma unroll
+      for (int k = 0; k < kPagedPerLane; ++k) vr[k] = lane + 32 * k < s.Dv ? vs[j * s.Dv + lane + 32 * k] : 0.f;
+#pragma unroll
+      for (int i = 0; i < kCascadeWarpRows; ++i) {
+        if (i >= wr) break;  // (warp-uniform)
+        const float pj = __shfl_sync(0xffffffffu, p[i], j);
+#pragma unroll
+        for (int k = 0; k < kPagedPerLane; ++k) acc[i][k] += pj * vr[k];
+      }
+    }
+  }
+
+  // part: acc [T, H, R, Dv], then M and L [T, H, R]; this run is S + y of its rows
+  const int64_t R = split.runs(), all = s.T * s.H, run = split.splits + y;
+#pragma unroll
+  for (int i = 0; i < kCascadeWarpRows; ++i) {
+    if (i >= wr) break;
+    const int64_t th = token_of(w0 + i) * s.H + head_of(w0 + i);
+#pragma unroll
+    for (int k = 0; k < kPagedPerLane; ++k)
+      if (lane + 32 * k < s.Dv) part[(th * R + run) * s.Dv + lane + 32 * k] = acc[i][k];
+    if (lane == 0) part[all * R * s.Dv + th * R + run] = m[i], part[all * R * (s.Dv + 1) + th * R + run] = l[i];
   }
 }
 
