@@ -122,30 +122,27 @@ inline Runtime::Slots& warp_slots() {
 }
 inline int lane() { return runtime()->current % 32; }
 
-// __shfl_xor_sync(full mask, v, m): lane l gets lane l ^ m's value
-template <typename T>
-T shfl_xor(T v, int m) {
+// A warp's shuffle: each lane gives v and gets lane from(lane)'s (the .sync collectives' exchange)
+template <typename T, typename From>
+T shuffle(T v, From from) {
   static_assert(sizeof(T) <= 8);
   Runtime::Slots& s = warp_slots();
   std::memcpy(s.word[lane()], &v, sizeof v);
   sync_warp();
   T out;
-  std::memcpy(&out, s.word[lane() ^ m], sizeof out);
+  std::memcpy(&out, s.word[from(lane()) & 31], sizeof out);
   sync_warp();
   return out;
 }
-
+// __shfl_xor_sync(full mask, v, m): lane l gets lane l ^ m's value
+template <typename T>
+T shfl_xor(T v, int m) {
+  return shuffle(v, [m](int l) { return l ^ m; });
+}
 // __shfl_sync(full mask, v, src): every lane gets lane src's value (src taken mod 32)
 template <typename T>
 T shfl(T v, int src) {
-  static_assert(sizeof(T) <= 8);
-  Runtime::Slots& s = warp_slots();
-  std::memcpy(s.word[lane()], &v, sizeof v);
-  sync_warp();
-  T out;
-  std::memcpy(&out, s.word[src & 31], sizeof out);
-  sync_warp();
-  return out;
+  return shuffle(v, [src](int) { return src; });
 }
 
 // What the tensor core reads of a .tf32 operand register: its 19 high bits

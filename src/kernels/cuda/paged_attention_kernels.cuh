@@ -23,6 +23,9 @@
 //
 // (paged_split chooses S and K from the grid's size, the SMs and the longest context a row can
 // hold; a run past a token's keys is empty: M_i = −∞, L_i = 0, acc_i = 0).
+//
+// Cascade (paged_cascade_kernel, below): tokens sharing their sequences' first pages read those keys
+// once a block of their query rows, into runs the same merge combines with each token's own.
 #pragma once
 
 #include <cmath>
