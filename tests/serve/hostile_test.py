@@ -156,6 +156,14 @@ def case_limits(srv):
     check(st == 200 and len(json.loads(b)["translations"]) == 2, (st, b[:300]))
 
 
+def socket_buffer_bytes():
+    """The most a loopback connection's two socket buffers hold (Linux's autotuning maxima), 8 MB where unknown."""
+    try:
+        return sum(int(open(f"/proc/sys/net/ipv4/{f}").read().split()[2]) for f in ("tcp_rmem", "tcp_wmem"))
+    except (OSError, ValueError, IndexError):
+        return 8 * 2**20
+
+
 def case_chunked_body(srv):
     """A 100 MB chunked body: refused (413) after about the limit, not read in full; RSS bounded."""
     rss0 = srv.rss_mb()
@@ -174,7 +182,11 @@ def case_chunked_body(srv):
     except (ConnectionResetError, socket.timeout):
         pass
     s.close()
-    check(sent < 16 * 2**20, f"the server took {sent >> 20} MB of a chunked body (limit 1 MB)")
+    # What the client got to send: what the server read (about its 1 MB limit) plus what the kernel's
+    # socket buffers absorbed before the close — on loopback up to tcp_rmem's and tcp_wmem's maxima
+    # (here 32 MB and 4 MB: a loaded machine, slow to close, once let 17 MB through a 16 MB bound)
+    check(sent < 16 * 2**20 + socket_buffer_bytes(),
+          f"the server took {sent >> 20} MB of a chunked body (limit 1 MB; socket buffers {socket_buffer_bytes() >> 20} MB)")
     check(not reply or status_of(reply) == 413, reply[:200])
     check(srv.rss_mb() - rss0 < 64, f"RSS grew {srv.rss_mb() - rss0:.0f} MB")
 
