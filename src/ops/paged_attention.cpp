@@ -25,6 +25,25 @@ void check_ids(const char* op, const char* name, const Tensor& t, int64_t n) {
             t.str());
 }
 
+// The indices a host reads of a dense block table, seq and seq_len (s: its T, rows, max_pages and
+// page_size): each token's row lies in the table and its length within the row; with `pages`, each
+// page it reads lies in the caches' s.pages.
+void check_host_indices(const char* op, const Tensor& table, const Tensor& rows, const Tensor& lens,
+                        const kernels::PagedShape& s, bool pages) {
+  const int32_t *tb = table.data<int32_t>(), *r = rows.data<int32_t>(), *n = lens.data<int32_t>();
+  const int64_t cap = s.max_pages * s.page_size;
+  for (int64_t t = 0; t < s.T; ++t) {
+    QKV_CHECK(r[t] >= 0 && r[t] < s.rows, op, ": seq[", t, "] = ", r[t], " is not a row of the block table's ", s.rows);
+    QKV_CHECK(n[t] >= 0 && n[t] <= cap, op, ": seq_len[", t, "] = ", n[t], " is outside 0 … ", cap, " (", s.max_pages,
+              " pages of ", s.page_size, ")");
+    for (int64_t p = 0; pages && p < (n[t] + s.page_size - 1) / s.page_size; ++p) {
+      const int32_t page = tb[r[t] * s.max_pages + p];
+      QKV_CHECK(page >= 0 && page < s.pages, op, ": block_table[", r[t], ", ", p, "] = ", page, " is not one of the caches' ",
+                s.pages, " pages");
+    }
+  }
+}
+
 }  // namespace
 
 // The caches' shape, checked: k [pages, Hkv, page_size, D], v [pages, Hkv, page_size, Dv], both f32,
@@ -64,20 +83,8 @@ Tensor paged_attention(const Tensor& q, const Tensor& k_cache, const Tensor& v_c
   s.T = T, s.H = H, s.rows = block_table.size(0), s.max_pages = block_table.size(1), s.window = window;
   s.scale = static_cast<float>(scale ? *scale : 1.0 / std::sqrt(static_cast<double>(s.D)));
   Tensor table = dense(block_table), rows = dense(seq), lens = dense(seq_len);
-  if (d.is_cpu()) {  // every page a token reads lies in the cache (a GPU kernel skips one that does not)
-    const int32_t* tb = table.data<int32_t>();
-    for (int64_t t = 0; t < T; ++t) {
-      const int32_t r = rows.data<int32_t>()[t], n = lens.data<int32_t>()[t];
-      QKV_CHECK(r >= 0 && r < table.size(0), op, ": seq[", t, "] = ", r, " is not a row of the block table's ", table.size(0));
-      QKV_CHECK(n >= 0 && n <= s.max_pages * page_size, op, ": seq_len[", t, "] = ", n, " is outside 0 … ",
-                s.max_pages * page_size, " (", s.max_pages, " pages of ", page_size, ")");
-      for (int64_t p = 0; p < (n + page_size - 1) / page_size; ++p) {
-        const int32_t page = tb[r * s.max_pages + p];
-        QKV_CHECK(page >= 0 && page < s.pages, op, ": block_table[", r, ", ", p, "] = ", page, " is not one of the caches' ",
-                  s.pages, " pages");
-      }
-    }
-  }
+  // every page a token reads lies in the cache (a GPU kernel skips one that does not)
+  if (d.is_cpu()) check_host_indices(op, table, rows, lens, s, true);
   // a GPU's cascade: the groups prefixes found, for these tokens
   kernels::PagedCascade cascade;
   const kernels::PagedCascade* shared = nullptr;
@@ -122,14 +129,9 @@ PagedPrefixes paged_prefixes(const Tensor& block_table, const Tensor& seq, const
   kernels::PagedShape s;
   s.T = T, s.page_size = page_size, s.window = window, s.rows = block_table.size(0), s.max_pages = block_table.size(1);
   const Tensor table = dense(block_table), rows = dense(seq), lens = dense(seq_len);
-  const int32_t *r = rows.data<int32_t>(), *n = lens.data<int32_t>();
-  for (int64_t t = 0; t < T; ++t) {  // (the rows it reads: a token's row, its pages up to its length)
-    QKV_CHECK(r[t] >= 0 && r[t] < s.rows, op, ": seq[", t, "] = ", r[t], " is not a row of the block table's ", s.rows);
-    QKV_CHECK(n[t] >= 0 && n[t] <= s.max_pages * page_size, op, ": seq_len[", t, "] = ", n[t], " is outside 0 … ",
-              s.max_pages * page_size, " (", s.max_pages, " pages of ", page_size, ")");
-  }
-  const kernels::PagedCascadeArrays a =
-      kernels::paged_cascade_arrays(kernels::paged_shared_prefixes(table.data<int32_t>(), r, n, s), T);
+  check_host_indices(op, table, rows, lens, s, false);  // (the rows it reads: a token's, up to its length)
+  const kernels::PagedCascadeArrays a = kernels::paged_cascade_arrays(
+      kernels::paged_shared_prefixes(table.data<int32_t>(), rows.data<int32_t>(), lens.data<int32_t>(), s), T);
   PagedPrefixes p;
   p.T_ = T, p.rows_ = s.rows, p.max_pages_ = s.max_pages, p.page_size_ = page_size, p.window_ = window;
   if (a.n_blocks() == 0) return p;

@@ -102,6 +102,17 @@ __device__ inline void narrow(float x, float& out) { out = x; }
 __device__ inline void narrow(float x, bf16& out) { out.bits = to_bf16_bits(x); }
 __device__ inline void narrow(float x, f8e4m3& out) { out = f32_to_f8e4m3(x); }
 
+// N rows' online-softmax state before any key: m = −∞, l = 0, acc = 0 (both kernels' registers)
+template <int N>
+__device__ inline void clear_online(float (&m)[N], float (&l)[N], float (&acc)[N][kPagedPerLane]) {
+#pragma unroll
+  for (int i = 0; i < N; ++i) {
+    m[i] = -INFINITY, l[i] = 0.f;
+#pragma unroll
+    for (int k = 0; k < kPagedPerLane; ++k) acc[i][k] = 0.f;
+  }
+}
+
 // n partial softmaxes of one output element combined — part i's running max m_i, its sum l_i and its
 // weighted sum of values acc_i (at m[i · m_stride], l[…], acc[i · acc_stride]):
 //   M = max_i m_i, num = Σ_i e^(m_i − M) · acc_i, den = Σ_i e^(m_i − M) · l_i
@@ -167,12 +178,7 @@ __global__ void __launch_bounds__(kPagedThreads)
   __syncthreads();
 
   float m[kPagedHeads], l[kPagedHeads], acc[kPagedHeads][kPagedPerLane];
-#pragma unroll
-  for (int g = 0; g < kPagedHeads; ++g) {
-    m[g] = -INFINITY, l[g] = 0.f;
-#pragma unroll
-    for (int i = 0; i < kPagedPerLane; ++i) acc[g][i] = 0.f;
-  }
+  clear_online(m, l, acc);
   for (int64_t j = j0 + warp; j < j1; j += kPagedWarps) {
     // k_j = k[table[row, j / page_size], kvh, j mod page_size]; a page outside the cache is skipped
     // (its keys count for nothing)
@@ -336,12 +342,7 @@ __global__ void __launch_bounds__(kPagedThreads)
   const int64_t w0 = int64_t{warp} * kCascadeWarpRows;
   const int wr = static_cast<int>(rows - w0 < 0 ? 0 : rows - w0 < kCascadeWarpRows ? rows - w0 : kCascadeWarpRows);
   float m[kCascadeWarpRows], l[kCascadeWarpRows], acc[kCascadeWarpRows][kPagedPerLane];
-#pragma unroll
-  for (int i = 0; i < kCascadeWarpRows; ++i) {
-    m[i] = -INFINITY, l[i] = 0.f;
-#pragma unroll
-    for (int k = 0; k < kPagedPerLane; ++k) acc[i][k] = 0.f;
-  }
+  clear_online(m, l, acc);
   for (int64_t j0 = a; j0 < end; j0 += kCascadeTile) {
     const int64_t n = end - j0 < kCascadeTile ? end - j0 : kCascadeTile;  // the tile's keys
     __syncthreads();  // (the tile before is read; at the first, qs is written)
