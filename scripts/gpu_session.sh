@@ -4,12 +4,12 @@
 #
 #   run(command="bash scripts/gpu_session.sh 1", carry=[".gpu"], timeout_s=540)          (~4.5 minutes)
 #       every CUDA test (a process each), the attention grid (bf16, L = 2k and 16k: qkv's wgmma forward
-#       with key tiles of 64 and 128, the mma.sync pair, PyTorch's SDPA backends), then f32 at L = 2k
+#       with the mma.sync and the wgmma backward, the mma.sync pair, PyTorch's SDPA backends), then f32 at L = 2k
 #       (the CUDA-core pair, the 3xTF32 tensor-core pair, PyTorch's f32 SDPA)
 #   run(command="bash scripts/gpu_session.sh 2", carry=[".gpu"], timeout_s=480)          (~4 minutes)
 #       GPT training tokens/s against PyTorch eager and compiled, translation throughput GPU vs CPU,
 #       where a GPT step's and a beam step's time goes (QKV_PROFILE=1: each op's host and GPU time,
-#       the waits), qkv train of the translation Transformer in f32 and bf16, paged attention's decoding
+#       the waits; the bf16 step also with the wgmma attention backward), qkv train of the translation Transformer in f32 and bf16, paged attention's decoding
 #       step (split over the keys and not) against a dense cache's
 #   run(command="bash scripts/gpu_session.sh sanitize 'Cuda.Bf16*'", carry=[".gpu"])   a failing kernel
 #   (tests, attention [KERNEL…], training, steps, profile, serve, transformer, paged: one step alone)
@@ -58,6 +58,10 @@ steps() {  # QKV_PROFILE=1: each op's calls, host and GPU time, and the waits, i
       -o "/tmp/steps-gpt-$dt" --set train.max_iters=40 --set train.eval_interval=0 --set train.checkpoint_interval=0 \
       --set "train.dtype=$dt"
   done
+  # the bf16 step with the wgmma attention backward (QKV_CUDA_ATTENTION_BACKWARD=wgmma), to compare with steps-gpt-bf16
+  QKV_CUDA_ATTENTION_BACKWARD=wgmma QKV_PROFILE=1 step steps-gpt-bf16-wgmma-backward 60 bash .gpu/run.sh qkv train \
+    configs/shakespeare-char-gpu.json --device cuda -q -o /tmp/steps-gpt-bf16-wgmma-backward --set train.max_iters=40 \
+    --set train.eval_interval=0 --set train.checkpoint_interval=0 --set train.dtype=bf16
   python3 -c "import gzip; s = [l.split('\t')[0] for l in gzip.open('data/tatoeba-en-fr/fra.txt.gz', 'rt') if l.strip()]; \
 print('\n'.join(s[::len(s) // 500][:500]))" > /tmp/steps-src.txt
   QKV_PROFILE=1 step steps-translate 60 bash .gpu/run.sh qkv translate -m models/en-fr.safetensors -i /tmp/steps-src.txt \
@@ -70,13 +74,17 @@ profile() {  # Nsight Compute on the tensor-core attention kernels, one launch e
   local sections=(--section SpeedOfLight --section Occupancy --section LaunchStats --section WarpStateStats
                   --section ComputeWorkloadAnalysis --section MemoryWorkloadAnalysis)
   # bf16 (the wgmma / mma.sync pair) and f32 on the tensor cores (the 3xTF32 pair, d = 64: the GPT's)
+  # and the wgmma backward (QKV_CUDA_ATTENTION_BACKWARD=wgmma)
   local -A name=([forward]="regex:flash_(wgmma_overlap|mma_forward)" [backward]="regex:flash_mma_backward"
+                 [wgmma-backward]="regex:flash_wgmma_backward"
                  [tf32-forward]="regex:flash_tf32_forward" [tf32-backward]="regex:flash_tf32_backward")
-  local -A args=([forward]="-d 128 --dtype bf16" [backward]="-d 128 --dtype bf16"
+  local -A args=([forward]="-d 128 --dtype bf16" [backward]="-d 128 --dtype bf16" [wgmma-backward]="-d 128 --dtype bf16"
                  [tf32-forward]="-d 64 --dtype f32" [tf32-backward]="-d 64 --dtype f32")
-  for k in forward backward tf32-forward tf32-backward; do
+  for k in forward backward wgmma-backward tf32-forward tf32-backward; do
+    local backward=mma
+    [ "$k" = wgmma-backward ] && backward=wgmma
     # shellcheck disable=SC2086  # args: several words
-    QKV_CUDA_ATTENTION_F32=tf32x3 step "profile-$k" 60 "$ncu" --kernel-name "${name[$k]}" --launch-count 1 \
+    QKV_CUDA_ATTENTION_BACKWARD=$backward QKV_CUDA_ATTENTION_F32=tf32x3 step "profile-$k" 60 "$ncu" --kernel-name "${name[$k]}" --launch-count 1 \
       "${sections[@]}" bash .gpu/run.sh qkv bench attention --device cuda -B 4 --heads 16 -L 4096 ${args[$k]} --repeats 1
   done
 }
@@ -113,7 +121,7 @@ transformer() {  # qkv train of the translation Transformer on the GPU: tokens/s
   done
 }
 case "${1:-}" in
-  1) tests; attention wgmma wgmma64 wgmma128 mma; attention_f32 ;;
+  1) tests; attention wgmma wgmma-backward mma; attention_f32 ;;
   2) training; steps; transformer; paged ;;
   tests | attention | attention_f32 | training | steps | profile | serve | transformer | paged) "$@" ;;
   sanitize) step sanitize 400 bash .gpu/run.sh sanitize "${2:-Cuda.Bf16*}" ;;

@@ -9,8 +9,10 @@
 
 #include <cmath>
 #include <cstdlib>
+#include <cstring>
 #include <algorithm>
 #include <functional>
+#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
@@ -102,8 +104,12 @@ class ScopedEnv {
   ScopedEnv(const ScopedEnv&) = delete;
   ScopedEnv& operator=(const ScopedEnv&) = delete;
 };
-constexpr char kTileKernels[] = "QKV_CUDA_ATTENTION", kF32Kernels[] = "QKV_CUDA_ATTENTION_F32";
+constexpr char kTileKernels[] = "QKV_CUDA_ATTENTION", kF32Kernels[] = "QKV_CUDA_ATTENTION_F32",
+               kBackwardKernels[] = "QKV_CUDA_ATTENTION_BACKWARD";
 using TileKernels = ScopedEnv<kTileKernels>;
+// The bf16 backward on Hopper's wgmma (sm90a/attention_wgmma_kernels.cuh) for the scope of one of these
+// made with "wgmma" — QKV_CUDA_ATTENTION_BACKWARD; without, the mma.sync backward.
+using BackwardKernels = ScopedEnv<kBackwardKernels>;
 
 // The f32 flash pair for the scope of one of these: "tf32x3" (attention_tf32.cu, the tensor cores at
 // f32's accuracy: the default where it serves) or "simt" (attention.cu, the CUDA cores) —
@@ -620,9 +626,13 @@ TEST_F(Cuda, Bf16AttentionTrainsOnTheTensorCoresAsOnTheCpu) {
     for (auto [dt, tol] : {std::pair{AttentionCompute::bf16, 2e-2}, std::pair{AttentionCompute::f16, 2.5e-3}}) {
       SCOPED_TRACE(enum_name(dt));
       const auto on_cpu = run(Device::cpu(), dt);
-      for (const char* kernel : {"wgmma", "wgmma64", "wgmma128", "mma1", "mma2", "wmma"}) {
+      // "wgmma-backward": the wgmma forward and the wgmma backward (bf16; f16 keeps mma.sync's)
+      for (const char* kernel : {"wgmma", "wgmma64", "wgmma128", "mma1", "mma2", "wmma", "wgmma-backward"}) {
         SCOPED_TRACE(kernel);
-        TileKernels use(kernel);
+        const bool wgmma_backward = std::strcmp(kernel, "wgmma-backward") == 0;
+        TileKernels use(wgmma_backward ? "wgmma" : kernel);
+        std::optional<BackwardKernels> backward;
+        if (wgmma_backward) backward.emplace("wgmma");
         const auto on_gpu = run(Device::cuda(), dt);
         const char* what[] = {"out", "dq", "dk", "dv"};
         for (int t = 0; t < 4; ++t) {

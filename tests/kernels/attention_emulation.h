@@ -20,12 +20,13 @@ struct AttentionCase {
   bool causal;
   int mask;          // 0 none, 1 boolean, 2 additive, 3 every fifth query row sees nothing
   bool heads_inner;  // q, k, v as heads split off [B, L, H, D]
+  float dropout = 0.f;
 };
 
 inline ::testing::Message describe(const AttentionCase& c) {
   return ::testing::Message() << "B" << c.B << " H" << c.H << "/" << c.Hkv << " Lq" << c.Lq << " Lk" << c.Lk << " D"
                               << c.D << (c.causal ? " causal" : "") << " mask" << c.mask
-                              << (c.heads_inner ? " heads inner" : "");
+                              << (c.heads_inner ? " heads inner" : "") << (c.dropout > 0.f ? " dropout" : "");
 }
 
 struct EmulatedAttention {
@@ -75,6 +76,9 @@ inline EmulatedAttention emulated_attention(const AttentionCase& c, uint64_t see
     o.attn_mask = Tensor::from_bools(see, {c.Lq, c.Lk});
   }
   e.mask = o.attn_mask;
+  const uint64_t dropout_seed = seed++;
+  Generator drop(dropout_seed);  // fresh: the op's draw reserves counters from 0
+  if (c.dropout > 0.f) o.dropout_p = c.dropout, o.generator = &drop;
   const Tensor out = scaled_dot_product_attention(view(e.qb), view(e.kb), view(e.vb), o);
   sum(mul(out, r)).backward();
   e.out = out.contiguous().to_vector();
@@ -99,6 +103,7 @@ inline EmulatedAttention emulated_attention(const AttentionCase& c, uint64_t see
     p.mask.sh = four && m.size(1) > 1 ? m.stride(1) : 0;
     p.mask.sq = m.stride(-2), p.mask.sk = m.stride(-1);
   }
+  if (c.dropout > 0.f) p.dropout_p = c.dropout, p.seed = dropout_seed, p.counter = 0;
   p.out_l = p.dout_l = p.dq_l = kernels::HeadLayout::dense(c.H, c.Lq, c.D);
   p.dk_l = p.dv_l = kernels::HeadLayout::dense(c.Hkv, c.Lk, c.D);
   return e;

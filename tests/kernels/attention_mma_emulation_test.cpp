@@ -93,6 +93,7 @@ TEST(AttentionMmaEmulated, TheTensorCorePairMatchesTheCpu) {
   check<__half, 1, 2>(cases[1], seed += 10);
   check<__nv_bfloat16, 2, 1>(cases[1], seed += 10);
   check<__nv_bfloat16, 2, 1>(cases[2], seed += 10);
+  check<__nv_bfloat16, 1, 2>({1, 2, 1, 100, 140, 128, true, 0, false, 0.2f}, seed += 10);  // dropout
 }
 
 }  // namespace

@@ -1,10 +1,13 @@
 // CUDA kernels run on the host, unchanged, for the tests: a block's threads are fibers (ucontext) on
 // one OS thread, switched at every barrier, so a kernel runs exactly as written — its shared memory,
 // its warps' shuffles, ldmatrix and tensor-core products (mma.sync m16n8k8 .tf32 and m16n8k16
-// bf16/f16, from the PTX ISA's fragment tables), its __syncthreads — and deterministically. A barrier
+// bf16/f16, from the PTX ISA's fragment tables; Hopper's warpgroup products, wgmma m64nNk16 bf16/f16,
+// from shared memory through its matrix descriptors and 128-byte swizzle, and from registers), its
+// __syncthreads — and deterministically. A barrier
 // some threads never reach (a warp collective under divergent control flow, a __syncthreads skipped
 // by some) is reported, not hung. cp.async is a plain copy (kernels/cuda/attention_tiles.cuh under
-// QKV_CUDA_EMULATION), so a missing wait is not caught; everything else a kernel computes is the
+// QKV_CUDA_EMULATION), as is wgmma: computed when issued, its fences and waits no-ops, so a read of
+// an accumulator before its wait is not caught either; everything else a kernel computes is the
 // GPU's arithmetic up to the order of the tensor core's sums.
 //
 // Use: include this first (it includes the CUDA headers, then defines the built-ins), then the kernel
@@ -46,7 +49,7 @@
 // reading or writing past its own shared memory is reported.
 namespace qkv::kernels::cuda {
 namespace {
-alignas(128) unsigned char smem[227 * 1024];
+alignas(1024) unsigned char smem[227 * 1024];  // 1024: wgmma's swizzle atoms, as a GPU's
 }  // namespace
 }  // namespace qkv::kernels::cuda
 
@@ -69,8 +72,8 @@ struct Runtime {
   // barriers: arrivals and generation (a barrier completes when the generation moves on)
   unsigned block_arrived = 0;
   uint64_t block_generation = 0;
-  std::vector<unsigned> warp_arrived;
-  std::vector<uint64_t> warp_generation;
+  std::vector<unsigned> warp_arrived, warpgroup_arrived;
+  std::vector<uint64_t> warp_generation, warpgroup_generation;
   uint64_t events = 0;  // arrivals, completions: a scheduler round without one is a deadlock
   // what a warp's lanes exchange at a collective
   struct Slots {
@@ -80,6 +83,12 @@ struct Runtime {
     unsigned char word[32][8];
   };
   std::vector<Slots> slots;
+  struct WarpgroupSlots {  // what a warpgroup's 128 threads give a wgmma
+    uint32_t a[128][4];    // A from registers
+    uint64_t da[128], db[128];
+    bool from_registers[128], accumulate[128];
+  };
+  std::vector<WarpgroupSlots> warpgroup_slots;
 };
 
 inline Runtime*& runtime() {
@@ -114,6 +123,13 @@ inline void sync_warp() {
   Runtime& r = *runtime();
   const int w = r.current / 32;
   wait_for(r.warp_arrived[w], r.warp_generation[w], 32);
+}
+
+// every thread of the calling thread's warpgroup (4 warps: wgmma's .sync.aligned)
+inline void sync_warpgroup() {
+  Runtime& r = *runtime();
+  const int g = r.current / 128;
+  wait_for(r.warpgroup_arrived[g], r.warpgroup_generation[g], 128);
 }
 
 inline Runtime::Slots& warp_slots() {
@@ -236,6 +252,88 @@ inline void ldmatrix_x4(uint32_t (&r)[4], const void* p, bool trans) {
   sync_warp();
 }
 
+// The address a kernel computes for shared memory (cvta to the shared window): the offset into the
+// emulation's shared memory.
+inline uint32_t shared_address(const void* p) {
+  using ::qkv::kernels::cuda::smem;
+  const auto* c = static_cast<const unsigned char*>(p);
+  if (c < smem || c > smem + sizeof smem) throw std::logic_error("emulation: a shared-memory address outside shared memory");
+  return static_cast<uint32_t>(c - smem);
+}
+
+template <typename T>
+float element_value(uint16_t bits) {
+  if constexpr (std::is_same_v<T, __nv_bfloat16>) return bf16_value(bits);
+  else return f16_value(bits);
+}
+
+// A K-major wgmma operand in shared memory, read through its matrix descriptor (PTX ISA, "Matrix
+// Descriptor Format"): start address / 16 (bits 0–13), leading byte offset (16–29), stride byte offset
+// / 16 (32–45: from one group of 8 rows to the next), base offset (49–51), layout (62–63). Only what
+// qkv's kernels use is emulated — the 128-byte swizzle (layout 1), base offset 0 — anything else
+// throws. Inside a group of 8 rows, rows are 128 bytes apart; a product's 16 elements of a row lie
+// in the 32 bytes from start + row (the kernel steps along the contraction by +32 bytes of start);
+// the swizzle XORs address bits 4–6 with bits 7–9, which puts 16-byte piece c of row r of a
+// 1024-byte-aligned atom at piece c ⊕ (r mod 8).
+struct WgmmaOperand {
+  uint32_t start = 0, stride = 0;
+  explicit WgmmaOperand(uint64_t desc) {
+    if ((desc >> 62) != 1 || ((desc >> 49) & 7) != 0)
+      throw std::invalid_argument("emulation: a wgmma descriptor other than 128-byte swizzle, base offset 0");
+    start = static_cast<uint32_t>(desc & 0x3FFF) << 4;
+    stride = static_cast<uint32_t>((desc >> 32) & 0x3FFF) << 4;
+  }
+  uint16_t bits(int row, int k) const {
+    using ::qkv::kernels::cuda::smem;
+    const uint32_t a = start + static_cast<uint32_t>(row / 8) * stride + static_cast<uint32_t>(row % 8) * 128 + 2 * k;
+    const uint32_t swizzled = a ^ (((a >> 7) & 7u) << 4);
+    if (swizzled + 2 > sizeof smem) throw std::logic_error("emulation: a wgmma operand past shared memory");
+    uint16_t v;
+    std::memcpy(&v, smem + swizzled, 2);
+    return v;
+  }
+};
+
+// wgmma.mma_async.sync.aligned.m64nNk16.f32.{bf16,f16}, d (+)= a·b over the warpgroup (128 threads):
+// A 64 × 16 from shared memory (descriptor da) or, where `a` is given, from registers; B 16 × N from
+// shared memory (db: N rows of 16, K-major); scale-d `accumulate` (false: d = a·b). Layouts (PTX ISA,
+// warp w of the warpgroup owning rows 16w…16w+15, g = lane / 4, t = lane % 4): accumulator element i is
+// row 16w + g + 8·((i mod 4) / 2), column 8·(i / 4) + 2t + i mod 2; A's registers are mma.sync
+// m16n8k16's A fragment of the warp's 16 rows. k summed in order in f32 (products of 16-bit values are
+// exact). Every thread must issue the same descriptors: the instruction is the warpgroup's.
+template <typename T, int N>
+void wgmma_m64nNk16(float (&d)[N / 2], const uint32_t* a, uint64_t da, uint64_t db, bool accumulate) {
+  static_assert(N % 8 == 0 && N >= 8 && N <= 256);
+  Runtime& r = *runtime();
+  if (r.threads % 128 != 0) throw std::logic_error("emulation: wgmma in a block that is not whole warpgroups");
+  const int me = r.current % 128;
+  Runtime::WarpgroupSlots& s = r.warpgroup_slots[r.current / 128];
+  if (a) std::memcpy(s.a[me], a, sizeof s.a[me]);
+  s.da[me] = a ? 0 : da, s.db[me] = db, s.from_registers[me] = a != nullptr, s.accumulate[me] = accumulate;
+  sync_warpgroup();
+  for (int i = 1; i < 128; ++i)
+    if (s.da[i] != s.da[0] || s.db[i] != s.db[0] || s.from_registers[i] != s.from_registers[0] ||
+        s.accumulate[i] != s.accumulate[0])
+      throw std::logic_error("emulation: a warpgroup's threads issued different wgmma operands");
+  const WgmmaOperand B(db);
+  const WgmmaOperand A(a ? uint64_t{1} << 62 : da);
+  auto Aval = [&](int m, int k) {
+    if (!a) return element_value<T>(A.bits(m, k));
+    const int w = m / 16, mm = m % 16;
+    return half_of<T>(s.a[32 * w + 4 * (mm % 8) + (k % 8) / 2][mm / 8 + 2 * (k / 8)], k % 2);
+  };
+  const int w = me / 32, g = me % 32 / 4, t = me % 4;
+  float out[N / 2];
+  for (int i = 0; i < N / 2; ++i) {
+    const int m = 16 * w + g + 8 * (i % 4 / 2), n = 8 * (i / 4) + 2 * t + i % 2;
+    float sum = accumulate ? d[i] : 0.f;
+    for (int k = 0; k < 16; ++k) sum += Aval(m, k) * element_value<T>(B.bits(n, k));
+    out[i] = sum;
+  }
+  sync_warpgroup();  // every thread has read the others' registers before any writes its own
+  std::memcpy(d, out, sizeof out);
+}
+
 inline void fiber_entry() {
   Runtime& r = *runtime();
   r.body();
@@ -260,6 +358,9 @@ inline void launch(dim3 grid, unsigned threads, size_t shared_bytes, std::functi
   r.fibers.resize(threads);
   r.warp_arrived.assign(threads / 32, 0);
   r.warp_generation.assign(threads / 32, 0);
+  r.warpgroup_arrived.assign(threads / 128, 0);
+  r.warpgroup_generation.assign(threads / 128, 0);
+  r.warpgroup_slots.resize(threads / 128);
   r.slots.resize(threads / 32);
   for (auto& f : r.fibers) f.stack = std::make_unique<char[]>(Runtime::kStack);
   runtime() = &r;

@@ -417,7 +417,9 @@ TEST(PagedAttentionKernelsEmulated, CascadeOverSharedPagesMatchesTheCpu) {
       EXPECT_EQ(got.arrays.from, (std::vector<int32_t>{512, 512, 512, 512, -1, 512, 256, -1, 256}));
       EXPECT_EQ(got.arrays.n_blocks(), 2);
       EXPECT_EQ(got.split.prefix_runs, sms == 1 ? 1 : 2);
-      if (sms == 40 && c.s.Hkv == 2) EXPECT_GT(got.split.splits, 1);
+      if (sms == 40 && c.s.Hkv == 2) {
+        EXPECT_GT(got.split.splits, 1);
+      }
     }
   }
 }

@@ -1,7 +1,9 @@
-// What the register-resident attention pairs (attention_mma.cu on bf16/f16, attention_tf32.cu on f32)
-// do to a warp's accumulator tiles between products — the same in both, as mma.sync's accumulators
-// (m16n8, f32) have one layout whatever the operands' type: element e of a lane (g = lane / 4, t =
-// lane % 4) of n-tile n is row g + 8·(e / 2), column n·8 + 2t + e % 2. nvcc only.
+// What the register-resident attention pairs (attention_mma.cu on bf16/f16, attention_tf32.cu on f32,
+// and the wgmma backward, sm90a/attention_wgmma_kernels.cuh) do to a warp's accumulator tiles between
+// products — the same in all, as mma.sync's accumulators (m16n8, f32) have one layout whatever the
+// operands' type, and wgmma's are that layout per 8 columns: element e of a lane (g = lane / 4, t =
+// lane % 4) of n-tile n is row g + 8·(e / 2), column n·8 + 2t + e % 2. nvcc, or g++ under
+// tests/kernels/cuda_emulation.h.
 #pragma once
 
 #include <cstdint>
@@ -179,17 +181,18 @@ __device__ inline void probabilities(float (&s)[NT][4], const AttnProblem& p, in
   }
 }
 
-// dq rows of the step += a warp's 16 × 64 block of dQ (acc: 8 n-tiles; rows rw + g, rw + g + 8 of the
-// step, dims c0 …), by f32 atomics; rows past Lq or that see no key are left alone
+// dq rows of the step += a warp's 16 × NT·8 block of dQ (acc: NT n-tiles; rows rw + g, rw + g + 8 of
+// the step, dims c0 …), by f32 atomics; rows past Lq or that see no key are left alone
+template <int NT>
 __device__ inline void add_dq(const AttnProblem& p, float* dq, int64_t b, int64_t h, int64_t i0, int rw, int c0,
-                              const float* rowL, const float (&acc)[8][4], int g, int t) {
+                              const float* rowL, const float (&acc)[NT][4], int g, int t) {
 #pragma unroll
   for (int r = 0; r < 2; ++r) {
     const int row = rw + g + 8 * r;
     if (i0 + row >= p.Lq || rowL[row] == -INFINITY) continue;
     float* dst = dq + at(p.dq_l, b, h, i0 + row) + c0 + 2 * t;
 #pragma unroll
-    for (int n = 0; n < 8; ++n) {
+    for (int n = 0; n < NT; ++n) {
       atomicAdd(dst + n * 8, acc[n][2 * r]);
       atomicAdd(dst + n * 8 + 1, acc[n][2 * r + 1]);
     }

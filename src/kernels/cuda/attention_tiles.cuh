@@ -32,8 +32,9 @@ __device__ inline uint32_t pack2<__half>(float lo, float hi) {
 }
 
 #ifdef QKV_CUDA_EMULATION
-// On the host (tests/kernels/cuda_emulation.h): the copy happens at once, so commit and wait have
-// nothing to do.
+// On the host (tests/kernels/cuda_emulation.h): a shared-memory address is the offset into the
+// emulation's shared memory; the copy happens at once, so commit and wait have nothing to do.
+__device__ inline uint32_t smem_address(const void* p) { return ::qkv::emulation::shared_address(p); }
 __device__ inline void cp_async16(void* dst, const void* src, bool valid) {
   if (valid) std::memcpy(dst, src, 16);
   else std::memset(dst, 0, 16);

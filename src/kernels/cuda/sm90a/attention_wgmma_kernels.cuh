@@ -1,0 +1,573 @@
+// bf16 flash attention on Hopper's warpgroup tensor-core instructions (wgmma, sm_90a; sm90a/wgmma.cuh:
+// the instruction, its shared-memory layout and register layouts): FlashAttention-2's algorithm with
+// FlashAttention-3's products, forward and backward. Same formulas, masks and semantics as the
+// mma.sync pair (attention_mma_kernels.cuh), which stays the portable path (sm_80 and later).
+// attention_wgmma.cu launches these kernels, compiled for sm_90a alone (CMakeLists.txt), on a compute
+// capability 9.0 GPU (H100, H200): the forward by default (QKV_CUDA_ATTENTION=mma, mma1, mma2 or wmma
+// selects the others), the backward where QKV_CUDA_ATTENTION_BACKWARD=wgmma asks for it. nvcc, or g++
+// under tests/kernels/cuda_emulation.h (tests/kernels/attention_wgmma_emulation_test.cpp).
+//
+// Forward pre-pass: dense T copies of q [B, H, Lq, D] and k [B, Hkv, Lk, D] (tiles::round_rows), and
+// of v *transposed*, vᵀ [B, Hkv, D, Lk'] (Lk' = Lk rounded up to 128, zeros past Lk), so that every
+// operand in shared memory is "K-major" for wgmma — the contraction dimension contiguous: dims for
+// S = Q Kᵀ, keys for O += P V — and one descriptor form serves all three.
+//
+// Forward block: 2 warpgroups (256 threads), 64 query rows each (128 a block); keys in tiles of KN (64,
+// or 128), double-buffered (tile j+1 copied by cp.async while tile j is computed). Per warpgroup and
+// key tile:
+//     S = Q_w K_jᵀ                    wgmma m64nKNk16, A and B from shared memory, D/16 steps
+//     s = scale·S + M,  m' = max(m, rowmax s),  P = e^(s − m'),  l = l·e^(m − m') + rowsum P,
+//     O ·= e^(m − m')
+//     O += (P ∘ Z/(1−p)) V_j          wgmma m64nDk16, A (P, rounded to T) from registers, B = V_jᵀ
+// end: out = O / l,  lse = m + ln l. (The backward's design: above its kernel.)
+#pragma once
+
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+
+#include <cstdint>
+
+#include "kernels/cuda/attention_device.cuh"
+#include "kernels/cuda/attention_kernels.h"
+#include "kernels/cuda/attention_rows.cuh"
+#include "kernels/cuda/attention_tiles.cuh"
+#include "kernels/cuda/launch.h"
+#include "kernels/cuda/sm90a/wgmma.cuh"
+
+namespace qkv::kernels::cuda {
+namespace {
+
+using namespace tiles;
+
+constexpr int kWarpgroups = 2;
+constexpr int kThreads = 128 * kWarpgroups;
+constexpr int kRows = 64 * kWarpgroups;  // query rows a block
+
+// ---- pre-pass: v → vᵀ ---------------------------------------------------------------------------------
+
+// dst[(b·heads + h)·D + d][j] = T(src[b·sb + h·sh + j·sl + d]) for j < L, 0 for L ≤ j < Lp (Lp a
+// multiple of 8): a thread per 8 keys of one dim (the warp's loads are consecutive dims), one
+// 16-byte store.
+template <typename T>
+__global__ void transpose_rows_kernel(const float* src, int64_t sb, int64_t sh, int64_t sl, int64_t heads, int64_t L,
+                                      int64_t D, int64_t Lp, int64_t pieces, T* dst) {
+  for (int64_t e = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; e < pieces; e += int64_t{gridDim.x} * blockDim.x) {
+    const int64_t d = e % D, j0 = e / D % (Lp / 8) * 8, bh = e / D / (Lp / 8), b = bh / heads, h = bh % heads;
+    const float* s = src + b * sb + h * sh + d;
+    float x[8];
+#pragma unroll
+    for (int u = 0; u < 8; ++u) x[u] = j0 + u < L ? s[(j0 + u) * sl] : 0.f;
+    *reinterpret_cast<uint4*>(dst + (bh * D + d) * Lp + j0) =
+        make_uint4(pack2<T>(x[0], x[1]), pack2<T>(x[2], x[3]), pack2<T>(x[4], x[5]), pack2<T>(x[6], x[7]));
+  }
+}
+
+// ---- the forward kernel -------------------------------------------------------------------------------
+
+// Rows [r0, r0 + n) of a dense [L, D] operand → the swizzled [D/64][n][64] layout, by cp.async (the
+// caller commits and waits); rows past L are zeros.
+template <typename T, int D>
+__device__ inline void copy_rows(unsigned char* dst, const T* src, int64_t r0, int64_t L, int n) {
+  constexpr int pieces = D / 8;  // 16-byte pieces a row
+  for (int e = threadIdx.x; e < n * pieces; e += kThreads) {
+    const int r = e / pieces, c = e % pieces;
+    const bool ok = r0 + r < L;
+    cp_async16(dst + (c / 8) * (n * 128) + swizzled(r, c % 8), ok ? src + (r0 + r) * D + c * 8 : src, ok);
+  }
+}
+
+// Keys [j0, j0 + KN) of vᵀ's D rows (row stride Lp, zeros past Lk already) → swizzled [KN/64][D][64].
+template <typename T, int D, int KN>
+__device__ inline void copy_keys(unsigned char* dst, const T* vt, int64_t Lp, int64_t j0) {
+  for (int e = threadIdx.x; e < D * KN / 8; e += kThreads) {
+    const int d = e / (KN / 8), c = e % (KN / 8);
+    cp_async16(dst + (c / 8) * (D * 128) + swizzled(d, c % 8), vt + d * Lp + j0 + c * 8, true);
+  }
+}
+
+template <int D, int KN, int Stages>
+constexpr size_t smem_bytes() {  // Q, then Stages K and vᵀ tiles, in 16-bit elements; 1024 to align the base
+  return 1024 + 2 * size_t{D} * (kRows + 2 * Stages * KN);
+}
+
+// What a block knows of its problem: its head, its rows, its operands, the warpgroup and lane.
+template <typename T, int D, int KN>
+struct Block {
+  const AttnProblem& p;
+  unsigned char* Qs;  // [D/64][kRows][64]
+  unsigned char* Ks;  // [Stages][D/64][KN][64]
+  unsigned char* Vs;  // [Stages][KN/64][D][64]
+  int wg, t;
+  int64_t b, h, i0, iw, iw_last, tiles, Lp;
+  int64_t row[2];     // this thread's rows: g and g + 8 of its warp's 16
+  const T *q, *k, *vt;
+
+  __device__ Block(const AttnProblem& pp, unsigned char* smem, int stages, const T* qh, const T* kh, const T* vth,
+                   int64_t lp)
+      : p(pp), Lp(lp) {
+    Qs = smem + ((1024 - smem_address(smem) % 1024) % 1024);
+    Ks = Qs + kRows * D * 2;
+    Vs = Ks + stages * KN * D * 2;
+    wg = threadIdx.x / 128, t = threadIdx.x % 4;
+    const int warp = threadIdx.x % 128 / 32, g = threadIdx.x % 32 / 4;
+    const int64_t bh = blockIdx.y, hk = bh % p.H / (p.H / p.Hkv);
+    b = bh / p.H, h = bh % p.H;
+    // the last row blocks first: under causality they walk the most keys, and finish last otherwise
+    i0 = int64_t{gridDim.x - 1 - blockIdx.x} * kRows;
+    q = qh + bh * p.Lq * D;                // dense [B, H, Lq, D]
+    k = kh + (b * p.Hkv + hk) * p.Lk * D;  // dense [B, Hkv, Lk, D]
+    vt = vth + (b * p.Hkv + hk) * D * Lp;  // [B, Hkv, D, Lp]
+    const int64_t last_row = (i0 + kRows < p.Lq ? i0 + kRows : p.Lq) - 1;
+    const int64_t k_end = p.causal ? (last_row + 1 < p.Lk ? last_row + 1 : p.Lk) : p.Lk;
+    tiles = (k_end + KN - 1) / KN;
+    iw = i0 + 64 * wg, iw_last = iw + 63;  // the warpgroup's rows
+    row[0] = iw + 16 * warp + g, row[1] = row[0] + 8;
+  }
+  __device__ unsigned char* K(int stage) const { return Ks + stage * KN * D * 2; }
+  __device__ unsigned char* V(int stage) const { return Vs + stage * D * KN * 2; }
+  // key tile j into a stage's buffers (cp.async; the caller commits)
+  __device__ void copy_tile(int64_t j, int stage) const {
+    copy_rows<T, D>(K(stage), k, j * KN, p.Lk, KN);
+    copy_keys<T, D, KN>(V(stage), vt, Lp, j * KN);
+  }
+  // whether the warpgroup has work in key tile j: rows before Lq, and (causal) not all before its first key
+  __device__ bool active(int64_t j) const { return iw < p.Lq && !(p.causal && j * KN > iw_last); }
+  // the key tiles the warpgroup has work in: [0, active_tiles())
+  __device__ int64_t active_tiles() const {
+    if (iw >= p.Lq) return 0;
+    const int64_t n = p.causal ? iw_last / KN + 1 : tiles;
+    return n < tiles ? n : tiles;
+  }
+
+  // S = Q_w K_jᵀ (64 × KN, D/16 steps along the dims), issued and committed as one group
+  __device__ void issue_scores(float (&s)[KN / 2], const unsigned char* Kt) const {
+#pragma unroll
+    for (int i = 0; i < KN / 2; ++i) s[i] = 0.f;
+    fence_registers(s);
+    wgmma_fence();
+#pragma unroll
+    for (int kk = 0; kk < D / 16; ++kk) {
+      const uint64_t da = smem_descriptor(Qs + (kk / 4) * kRows * 128 + wg * 64 * 128 + (kk % 4) * 32);
+      const uint64_t db = smem_descriptor(Kt + (kk / 4) * KN * 128 + (kk % 4) * 32);
+      wgmma_ss<T, KN>(s, da, db, kk > 0);
+    }
+    wgmma_commit();
+  }
+
+  // P = e^(s − m') of key tile j, in place, with s = scale·S + M (element-wise masking only on tiles
+  // that need it: a mask, keys past Lk, causality cutting through the warpgroup's rows); m and l of
+  // rows g (r = 0) and g + 8 (r = 1) updated (a row's KN values lie across a quad's 4 lanes), alpha =
+  // e^(m − m') for O; dropout's Z/(1−p) applied after l has summed P.
+  template <bool General>
+  __device__ void softmax(float (&s)[KN / 2], int64_t j, float (&m)[2], float (&l)[2], float (&alpha)[2]) const {
+    const int64_t j0 = j * KN;
+    const bool plain =
+        (!General || p.mask.kind == AttnMask::Kind::none) && j0 + KN <= p.Lk && !(p.causal && j0 + KN - 1 > iw);
+#pragma unroll
+    for (int c = 0; c < KN / 8; ++c) {
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        float& x = s[4 * c + e];
+        if (plain) {
+          x *= p.scale;
+        } else {
+          const int64_t i = row[e / 2], jj = j0 + c * 8 + 2 * t + e % 2;
+          if constexpr (General)
+            x = i < p.Lq ? masked_score(p, b, h, i, jj, p.scale * x) : -INFINITY;
+          else  // keys past Lk and the causal diagonal only
+            x = jj < p.Lk && !(p.causal && jj > i) ? p.scale * x : -INFINITY;
+        }
+      }
+    }
+    float base[2];
+#pragma unroll
+    for (int r = 0; r < 2; ++r) {
+      float mx = m[r];
+#pragma unroll
+      for (int c = 0; c < KN / 8; ++c) mx = fmaxf(mx, fmaxf(s[4 * c + 2 * r], s[4 * c + 2 * r + 1]));
+      mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
+      mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
+      base[r] = mx == -INFINITY ? 0.f : mx;  // a row that has seen no key yet: 2^(−∞ − 0) = 0
+      alpha[r] = exp2f((m[r] - base[r]) * kLog2e);
+      m[r] = mx;
+      l[r] *= alpha[r];
+    }
+#pragma unroll
+    for (int c = 0; c < KN / 8; ++c) {
+#pragma unroll
+      for (int e = 0; e < 4; ++e) s[4 * c + e] = exp2f((s[4 * c + e] - base[e / 2]) * kLog2e);
+      l[0] += s[4 * c] + s[4 * c + 1];  // l sums P before dropout
+      l[1] += s[4 * c + 2] + s[4 * c + 3];
+    }
+    if (General && p.dropout_p > 0.f) {
+#pragma unroll
+      for (int c = 0; c < KN / 8; ++c)
+#pragma unroll
+        for (int e = 0; e < 4; ++e)
+          if (s[4 * c + e] != 0.f) s[4 * c + e] *= keep(p, b, h, row[e / 2], j0 + c * 8 + 2 * t + e % 2);
+    }
+  }
+
+  // O ·= alpha (per row), then O += P V_j issued and committed as one group: P's accumulators for keys
+  // 16kk…16kk+15 are the A fragment (rounded to T); B is V_jᵀ's D rows at keys 16kk… (column block kk / 4)
+  __device__ void issue_values(float (&o)[D / 2], const float (&s)[KN / 2], const float (&alpha)[2],
+                               const unsigned char* Vt) const {
+#pragma unroll
+    for (int c = 0; c < D / 8; ++c) {
+      o[4 * c] *= alpha[0], o[4 * c + 1] *= alpha[0];
+      o[4 * c + 2] *= alpha[1], o[4 * c + 3] *= alpha[1];
+    }
+    uint32_t pa[KN / 16][4];
+#pragma unroll
+    for (int kk = 0; kk < KN / 16; ++kk) {
+      pa[kk][0] = pack2<T>(s[8 * kk], s[8 * kk + 1]);
+      pa[kk][1] = pack2<T>(s[8 * kk + 2], s[8 * kk + 3]);
+      pa[kk][2] = pack2<T>(s[8 * kk + 4], s[8 * kk + 5]);
+      pa[kk][3] = pack2<T>(s[8 * kk + 6], s[8 * kk + 7]);
+    }
+    fence_registers(o);
+    wgmma_fence();
+#pragma unroll
+    for (int kk = 0; kk < KN / 16; ++kk)
+      wgmma_rs<T, D>(o, pa[kk], smem_descriptor(Vt + (kk / 4) * D * 128 + (kk % 4) * 32));
+    wgmma_commit();
+  }
+
+  // out = O / l, lse = m + ln l (a row that sees no key: zeros and −∞, as the CPU)
+  __device__ void write(float (&o)[D / 2], const float (&m)[2], const float (&l)[2], float* out, float* lse) const {
+#pragma unroll
+    for (int r = 0; r < 2; ++r) {
+      float sum = l[r];  // the quad's four parts of the row sum
+      sum += __shfl_xor_sync(0xffffffffu, sum, 1);
+      sum += __shfl_xor_sync(0xffffffffu, sum, 2);
+      if (row[r] >= p.Lq) continue;
+      const float inv = sum > 0.f ? 1.f / sum : 0.f;
+      float* orow = out + at(p.out_l, b, h, row[r]);
+#pragma unroll
+      for (int c = 0; c < D / 8; ++c) {
+        orow[c * 8 + 2 * t] = o[4 * c + 2 * r] * inv;
+        orow[c * 8 + 2 * t + 1] = o[4 * c + 2 * r + 1] * inv;
+      }
+      if (lse && t == 0) lse[(b * p.H + h) * p.Lq + row[r]] = sum > 0.f ? m[r] + logf(sum) : -INFINITY;
+    }
+  }
+};
+
+// One tile at a time (the default at head dim 64 without a mask or dropout; QKV_CUDA_ATTENTION=wgmma64 /
+// wgmma128): per key tile j, with tile j + 1 copied meanwhile into the other of 2 buffers, S_j, its
+// softmax, then O += P_j V_j, each product waited for.
+template <typename T, int D, int KN, bool General>
+__global__ void __launch_bounds__(kThreads, 1)
+    flash_wgmma_forward_kernel(AttnProblem p, const T* qh, const T* kh, const T* vth, int64_t Lp, float* out,
+                               float* lse) {
+  extern __shared__ unsigned char smem[];
+  const Block<T, D, KN> k(p, smem, 2, qh, kh, vth, Lp);
+  copy_rows<T, D>(k.Qs, k.q, k.i0, p.Lq, kRows);
+  if (k.tiles > 0) k.copy_tile(0, 0);
+  cp_async_commit();
+
+  float o[D / 2], s[KN / 2], alpha[2];  // O_w: 64 × D, S: 64 × KN (this thread's parts)
+  float m[2] = {-INFINITY, -INFINITY}, l[2] = {0.f, 0.f};
+#pragma unroll
+  for (int i = 0; i < D / 2; ++i) o[i] = 0.f;
+  for (int64_t j = 0; j < k.tiles; ++j) {
+    const int stage = static_cast<int>(j % 2);
+    if (j + 1 < k.tiles) {  // the next tile into the other buffer (read last in step j − 1: synced below)
+      k.copy_tile(j + 1, stage ^ 1);
+      cp_async_commit();
+      cp_async_wait<1>();
+    } else {
+      cp_async_wait<0>();
+    }
+    fence_proxy_async();
+    __syncthreads();
+    if (k.active(j)) {
+      k.issue_scores(s, k.K(stage));
+      wgmma_wait<0>();
+      fence_registers(s);
+      k.template softmax<General>(s, j, m, l, alpha);
+      k.issue_values(o, s, alpha, k.V(stage));
+      wgmma_wait<0>();
+      fence_registers(o);
+    }
+    __syncthreads();  // both warpgroups are done with this buffer before step j + 1 copies tile j + 2 into it
+  }
+  cp_async_wait<0>();  // no key tile (Lk = 0): Q's copy is still to be waited for before the block ends
+  k.write(o, m, l, out, lse);
+}
+
+// FlashAttention-3's overlap inside a warpgroup (the default at head dim 128, and with a mask or dropout;
+// QKV_CUDA_ATTENTION=wgmma-overlap): while the
+// tensor cores compute S_{j+1} = Q K_{j+1}ᵀ, the warpgroup computes the softmax of S_j (the exponentials
+// are the other bottleneck), then issues O += P_j V_j and waits only for S_{j+1}. Four tile buffers:
+// in step j tile j + 1 is read (S_{j+1}), tile j (V_j), tile j − 1 may still be read by O += P_{j−1}
+// V_{j−1} of the other warpgroup until the step's barrier, and tile j + 2 is copied in.
+template <typename T, int D, int KN, bool General>
+__global__ void __launch_bounds__(kThreads, 1)
+    flash_wgmma_overlap_kernel(AttnProblem p, const T* qh, const T* kh, const T* vth, int64_t Lp, float* out,
+                               float* lse) {
+  constexpr int kStages = 4;
+  extern __shared__ unsigned char smem[];
+  const Block<T, D, KN> k(p, smem, kStages, qh, kh, vth, Lp);
+  copy_rows<T, D>(k.Qs, k.q, k.i0, p.Lq, kRows);
+  if (k.tiles > 0) k.copy_tile(0, 0);
+  cp_async_commit();
+  if (k.tiles > 1) k.copy_tile(1, 1);
+  cp_async_commit();
+  cp_async_wait<1>();  // Q and tile 0
+  fence_proxy_async();
+  __syncthreads();
+
+  float o[D / 2], s[2][KN / 2], alpha[2];  // S_j and S_{j+1} alternate between s[0] and s[1]
+  float m[2] = {-INFINITY, -INFINITY}, l[2] = {0.f, 0.f};
+#pragma unroll
+  for (int i = 0; i < D / 2; ++i) o[i] = 0.f;
+  const int64_t n = k.active_tiles();  // the warpgroup computes key tiles [0, n), copies and syncs all
+  if (n > 0) {
+    k.issue_scores(s[0], k.K(0));
+    wgmma_wait<0>();
+    fence_registers(s[0]);
+  }
+  // step j with S_j in `cur` and S_{j+1} into `next`; each branch waits for what it issued, so that the
+  // compiler can see every product's registers left alone until its wait (else it serializes them)
+  auto step = [&](int64_t j, float(&cur)[KN / 2], float(&next)[KN / 2]) {
+    cp_async_wait<0>();  // tile j + 1 (the latest copy) is in
+    fence_proxy_async();
+    __syncthreads();     // … for every thread; and both warpgroups are past step j − 1 (O += P_{j−2} V_{j−2} done)
+    if (j + 2 < k.tiles) k.copy_tile(j + 2, static_cast<int>((j + 2) % kStages));
+    cp_async_commit();
+    if (j + 1 < n) {
+      k.issue_scores(next, k.K(static_cast<int>((j + 1) % kStages)));
+      k.template softmax<General>(cur, j, m, l, alpha);  // while the tensor cores compute S_{j+1}
+      wgmma_wait<0>();  // S_{j+1} and O += P_{j−1} V_{j−1} done
+      fence_registers(next);
+      fence_registers(o);
+      k.issue_values(o, cur, alpha, k.V(static_cast<int>(j % kStages)));  // runs on into step j + 1
+    } else if (j + 1 == n) {  // the warpgroup's last tile
+      k.template softmax<General>(cur, j, m, l, alpha);
+      wgmma_wait<0>();
+      fence_registers(o);
+      k.issue_values(o, cur, alpha, k.V(static_cast<int>(j % kStages)));
+      wgmma_wait<0>();
+      fence_registers(o);
+    }
+  };
+  for (int64_t j = 0; j < k.tiles; j += 2) {  // two steps a turn: the buffers swap roles without copies
+    step(j, s[0], s[1]);
+    if (j + 1 < k.tiles) step(j + 1, s[1], s[0]);
+  }
+  wgmma_wait<0>();
+  fence_registers(o);
+  cp_async_wait<0>();
+  k.write(o, m, l, out, lse);
+}
+
+// ---- the backward kernel ------------------------------------------------------------------------------
+//
+// Pre-pass: besides the dense T copies of q, dO [B, H, Lq, D] and k, v [B, Hkv, Lk, D], transposed ones
+// qᵀ, dOᵀ [B, H, D, Lq'] (Lq' = Lq rounded up to 64) and kᵀ [B, Hkv, D, Lk'] (Lk' = Lk rounded up to
+// 128), zeros past the rows: each product's B operand is K-major (the contraction contiguous).
+//
+// Block: 2 warpgroups (256 threads), 128 keys (64 a warpgroup, the M = 64 rows of its products), for
+// one key/value head: every query head h of its group, its rows in steps of 64 (causal: from the
+// block's first key). Per step i and warpgroup w:
+//     Sᵀ  = K_w Q_iᵀ                              wgmma m64n64k16, A, B from shared memory, D/16 steps
+//     P   = e^(scale·S + M − lse_i),  W = P ∘ Z/(1−p)
+//     dPᵀ = V_w dO_iᵀ                             (issued before dV's product, waited for after it)
+//     dV_w += Wᵀ dO_i                            wgmma m64nDk16, A (W, rounded to T) from registers, B = dO_iᵀ
+//     dS' = scale · P ∘ (dP ∘ Z/(1−p) − D_i)
+//     dK_w += dS'ᵀ Q_i                           A (dS') from registers, B = Q_iᵀ
+// then dS' into shared memory as dS' [64 rows][128 keys] (swizzled, each thread its elements), and
+//     dQ_i[:, w·D/2 …] += dS' Kᵀ                 wgmma m64n(D/2)k16 over the block's 128 keys, B = Kᵀ's dims
+// added into dq with f32 atomics (the order of the key blocks sets dq's last bits, as the mma.sync
+// backward's). dK and dV stay in registers until the block's last step; the next step's tiles are
+// copied in under dQ's product.
+constexpr int kBwdKeys = 128;     // keys a block
+constexpr int kBwdRows = 64;      // query rows a step
+constexpr int kBwdThreads = kThreads;  // two warpgroups (copy_rows and copy_keys stride by kThreads)
+
+template <int D>
+constexpr size_t backward_smem_bytes() {
+  // K, V, Kᵀ (keys); Q, dO, Qᵀ, dOᵀ (the step's rows); dS' (rows × keys), all T; lse and D_i of the
+  // step's rows; 1024 to align the base
+  return 1024 + 2 * (3 * size_t{kBwdKeys} * D + 4 * size_t{kBwdRows} * D + size_t{kBwdRows} * kBwdKeys) +
+         2 * sizeof(float) * kBwdRows;
+}
+
+template <typename T, int D, bool General>
+__global__ void __launch_bounds__(kBwdThreads, 1)
+    flash_wgmma_backward_kernel(AttnProblem p, const T* qh, const T* qt, const T* gh, const T* gt, const T* kh,
+                                const T* kt, const T* vh, int64_t Lqp, int64_t Lkp, const float* lse,
+                                const float* Dsum, float* dq, float* dk, float* dv) {
+  extern __shared__ unsigned char smem[];
+  unsigned char* Ks = smem + ((1024 - smem_address(smem) % 1024) % 1024);  // [D/64][128][64]
+  unsigned char* Vs = Ks + kBwdKeys * D * 2;                                // [D/64][128][64]
+  unsigned char* KTs = Vs + kBwdKeys * D * 2;                               // [2][D][64]  Kᵀ
+  unsigned char* Qs = KTs + kBwdKeys * D * 2;                               // [D/64][64][64]
+  unsigned char* Gs = Qs + kBwdRows * D * 2;                                // [D/64][64][64]  dO
+  unsigned char* QTs = Gs + kBwdRows * D * 2;                               // [1][D][64]  Qᵀ
+  unsigned char* GTs = QTs + kBwdRows * D * 2;                              // [1][D][64]  dOᵀ
+  unsigned char* dSs = GTs + kBwdRows * D * 2;                              // [2][64][64]  dS'
+  float* rowL = reinterpret_cast<float*>(dSs + kBwdRows * kBwdKeys * 2);   // [64] lse
+  float* rowD = rowL + kBwdRows;                                            // [64] D_i
+
+  const int wg = threadIdx.x / 128, warp = threadIdx.x % 128 / 32, g = threadIdx.x % 32 / 4, t = threadIdx.x % 4;
+  const int64_t bhk = blockIdx.y, b = bhk / p.Hkv, hk = bhk % p.Hkv, group = p.H / p.Hkv;
+  const int64_t j0 = int64_t{blockIdx.x} * kBwdKeys;
+  const int64_t key[2] = {j0 + 64 * wg + 16 * warp + g, j0 + 64 * wg + 16 * warp + g + 8};  // this thread's keys
+  copy_rows<T, D>(Ks, kh + bhk * p.Lk * D, j0, p.Lk, kBwdKeys);
+  copy_rows<T, D>(Vs, vh + bhk * p.Lk * D, j0, p.Lk, kBwdKeys);
+  copy_keys<T, D, kBwdKeys>(KTs, kt + bhk * D * Lkp, Lkp, j0);
+  cp_async_commit();
+
+  float dK[D / 8][4], dV[D / 8][4];  // the warpgroup's 64 keys × D: this thread's keys key[0], key[1]
+#pragma unroll
+  for (int n = 0; n < D / 8; ++n)
+#pragma unroll
+    for (int e = 0; e < 4; ++e) dK[n][e] = dV[n][e] = 0.f;
+  float(&dKf)[D / 2] = *reinterpret_cast<float(*)[D / 2]>(&dK[0][0]);  // as wgmma's accumulators
+  float(&dVf)[D / 2] = *reinterpret_cast<float(*)[D / 2]>(&dV[0][0]);
+
+  // The steps: every query head h of the group, its rows from first_i0 in steps of 64 (causal: rows
+  // i < j0 see none of these keys). A step's Q_i, dO_i, Q_iᵀ, dO_iᵀ come by cp.async, and its lse and
+  // D_i through registers, while the step before computes its dQ (its last product, which reads none
+  // of them): the first step's with K, V and Kᵀ, here.
+  const int64_t first_i0 = p.causal ? j0 : 0, h_begin = hk * group, h_end = (hk + 1) * group;
+  auto copy_step = [&](int64_t h, int64_t i0) {
+    const int64_t bh = b * p.H + h;
+    copy_rows<T, D>(Qs, qh + bh * p.Lq * D, i0, p.Lq, kBwdRows);
+    copy_rows<T, D>(Gs, gh + bh * p.Lq * D, i0, p.Lq, kBwdRows);
+    copy_keys<T, D, kBwdRows>(QTs, qt + bh * D * Lqp, Lqp, i0);
+    copy_keys<T, D, kBwdRows>(GTs, gt + bh * D * Lqp, Lqp, i0);
+  };
+  if (first_i0 < p.Lq) copy_step(h_begin, first_i0);
+  cp_async_commit();
+  if (first_i0 < p.Lq) rows::stage_rows<kBwdRows>(rowL, rowD, p, lse, Dsum, (b * p.H + h_begin) * p.Lq, first_i0);
+
+  for (int64_t h = h_begin; h < h_end; ++h) {
+    for (int64_t i0 = first_i0; i0 < p.Lq; i0 += kBwdRows) {
+      cp_async_wait<0>();
+      fence_proxy_async();
+      __syncthreads();  // the step's tiles, lse and D_i in place (K, V, Kᵀ too, at the first)
+
+      // Sᵀ = K_w Q_iᵀ: s[n][e] is key key[e / 2], row i0 + n·8 + 2t + e % 2
+      float s[kBwdRows / 8][4], dp[kBwdRows / 8][4];
+      float(&sf)[kBwdRows / 2] = *reinterpret_cast<float(*)[kBwdRows / 2]>(&s[0][0]);
+      float(&dpf)[kBwdRows / 2] = *reinterpret_cast<float(*)[kBwdRows / 2]>(&dp[0][0]);
+      fence_registers(sf);
+      wgmma_fence();
+#pragma unroll
+      for (int kk = 0; kk < D / 16; ++kk)
+        wgmma_ss<T, kBwdRows>(sf, smem_descriptor(Ks + (kk / 4) * kBwdKeys * 128 + wg * 64 * 128 + (kk % 4) * 32),
+                              smem_descriptor(Qs + (kk / 4) * kBwdRows * 128 + (kk % 4) * 32), kk > 0);
+      wgmma_commit();
+      // dPᵀ = V_w dO_iᵀ, left running under P's exponentials and dV's product
+      fence_registers(dpf);
+      wgmma_fence();
+#pragma unroll
+      for (int kk = 0; kk < D / 16; ++kk)
+        wgmma_ss<T, kBwdRows>(dpf, smem_descriptor(Vs + (kk / 4) * kBwdKeys * 128 + wg * 64 * 128 + (kk % 4) * 32),
+                              smem_descriptor(Gs + (kk / 4) * kBwdRows * 128 + (kk % 4) * 32), kk > 0);
+      wgmma_commit();
+      wgmma_wait<1>();  // Sᵀ
+      fence_registers(sf);
+
+      // P = e^(scale·S + M − lse): element-wise masking only where the step needs it
+      const bool plain = (!General || p.mask.kind == AttnMask::Kind::none) && j0 + kBwdKeys <= p.Lk &&
+                         i0 + kBwdRows <= p.Lq && !(p.causal && j0 + kBwdKeys - 1 > i0);
+      rows::probabilities<General>(s, p, b, h, i0, key, rowL, t, plain);
+      const bool dropout = General && p.dropout_p > 0.f;
+      auto z = [&](int n, int e) {  // Z/(1−p) of element (n, e); 1 without dropout
+        return dropout ? keep(p, b, h, i0 + n * 8 + 2 * t + e % 2, key[e / 2]) : 1.f;
+      };
+
+      // dV_w += Wᵀ dO_i: W's accumulators for rows 16kk… are the A fragment, B = dO_iᵀ's D rows
+      uint32_t wa[kBwdRows / 16][4];
+#pragma unroll
+      for (int kk = 0; kk < kBwdRows / 16; ++kk) {
+        const int n0 = 2 * kk, n1 = 2 * kk + 1;
+        wa[kk][0] = pack2<T>(s[n0][0] * z(n0, 0), s[n0][1] * z(n0, 1));
+        wa[kk][1] = pack2<T>(s[n0][2] * z(n0, 2), s[n0][3] * z(n0, 3));
+        wa[kk][2] = pack2<T>(s[n1][0] * z(n1, 0), s[n1][1] * z(n1, 1));
+        wa[kk][3] = pack2<T>(s[n1][2] * z(n1, 2), s[n1][3] * z(n1, 3));
+      }
+      fence_registers(dVf);
+      wgmma_fence();
+#pragma unroll
+      for (int kk = 0; kk < kBwdRows / 16; ++kk) wgmma_rs<T, D>(dVf, wa[kk], smem_descriptor(GTs + kk * 32));
+      wgmma_commit();
+      wgmma_wait<0>();  // dPᵀ and dV
+      fence_registers(dpf);
+      fence_registers(dVf);
+
+      // dS' = scale · P ∘ (dP ∘ Z/(1−p) − D_i) in dP's place
+#pragma unroll
+      for (int n = 0; n < kBwdRows / 8; ++n)
+#pragma unroll
+        for (int e = 0; e < 4; ++e) {
+          const float P = s[n][e];
+          dp[n][e] = P == 0.f ? 0.f : p.scale * P * (dp[n][e] * z(n, e) - rowD[n * 8 + 2 * t + e % 2]);
+        }
+
+      // dK_w += dS'ᵀ Q_i (as dV), and dS' → shared memory [row][key] (column block wg: the warpgroup's keys)
+      uint32_t da[kBwdRows / 16][4];
+#pragma unroll
+      for (int kk = 0; kk < kBwdRows / 16; ++kk) {
+        const int n0 = 2 * kk, n1 = 2 * kk + 1;
+        da[kk][0] = pack2<T>(dp[n0][0], dp[n0][1]);
+        da[kk][1] = pack2<T>(dp[n0][2], dp[n0][3]);
+        da[kk][2] = pack2<T>(dp[n1][0], dp[n1][1]);
+        da[kk][3] = pack2<T>(dp[n1][2], dp[n1][3]);
+      }
+      fence_registers(dKf);
+      wgmma_fence();
+#pragma unroll
+      for (int kk = 0; kk < kBwdRows / 16; ++kk) wgmma_rs<T, D>(dKf, da[kk], smem_descriptor(QTs + kk * 32));
+      wgmma_commit();
+#pragma unroll
+      for (int kk = 0; kk < kBwdRows / 16; ++kk)
+#pragma unroll
+        for (int e = 0; e < 8; ++e) {  // register e / 2's half e % 2: row 16kk + 2t + e % 2 (+8 for e ≥ 4)
+          const int r = 16 * kk + 2 * t + e % 2 + 8 * (e / 4), c = 16 * warp + g + 8 * (e / 2 % 2);  // c: key in wg's 64
+          const uint16_t bits = static_cast<uint16_t>(da[kk][e / 2] >> (16 * (e % 2)));
+          *reinterpret_cast<uint16_t*>(dSs + wg * kBwdRows * 128 + swizzled(r, c / 8) + (c % 8) * 2) = bits;
+        }
+      wgmma_wait<0>();  // dK
+      fence_registers(dKf);
+      fence_proxy_async();  // dS' written by the generic proxy, read next by wgmma
+      __syncthreads();      // both warpgroups' dS' in place, and the step's tiles read for the last time
+
+      // the next step's tiles (cp.async) and lse, D_i (registers) on their way during dQ's product
+      const bool last_row_step = i0 + kBwdRows >= p.Lq;
+      const int64_t next_h = last_row_step ? h + 1 : h, next_i0 = last_row_step ? first_i0 : i0 + kBwdRows;
+      const bool next = next_h < h_end;
+      rows::RowStats next_stats;
+      if (next) {
+        copy_step(next_h, next_i0);
+        cp_async_commit();
+        next_stats = rows::load_row_stats<kBwdRows>(p, lse, Dsum, (b * p.H + next_h) * p.Lq, next_i0);
+      }
+
+      // dQ_i[:, wg·D/2 …] += dS' Kᵀ over the block's keys: A = dS' (64 rows), B = Kᵀ's rows wg·D/2 …
+      float acc[D / 16][4];
+      float(&accf)[D / 4] = *reinterpret_cast<float(*)[D / 4]>(&acc[0][0]);
+      fence_registers(accf);
+      wgmma_fence();
+#pragma unroll
+      for (int kk = 0; kk < kBwdKeys / 16; ++kk)
+        wgmma_ss<T, D / 2>(accf, smem_descriptor(dSs + (kk / 4) * kBwdRows * 128 + (kk % 4) * 32),
+                           smem_descriptor(KTs + (kk / 4) * D * 128 + wg * (D / 2) * 128 + (kk % 4) * 32), kk > 0);
+      wgmma_commit();
+      wgmma_wait<0>();
+      fence_registers(accf);
+      rows::add_dq(p, dq, b, h, i0, 16 * warp, wg * (D / 2), rowL, acc, g, t);
+      __syncthreads();  // dQ's reads of dS' and of the step's lse done
+      if (next) rows::store_row_stats<kBwdRows>(rowL, rowD, next_stats);
+    }
+  }
+  cp_async_wait<0>();  // a block with no step (causal, its first key past Lq): K, V's copies to be waited for
+  rows::write_dk_dv(p, dk, dv, b, hk, key, dK, dV, t);
+}
+
+}  // namespace
+}  // namespace qkv::kernels::cuda
