@@ -92,7 +92,7 @@ constexpr double kTf32 = 3e-3;
 // The tiles' bf16/f16 attention pair for the scope of one of these: "wgmma", "wgmma64", "wgmma128" (the
 // forward on Hopper's wgmma, sm90a/attention_wgmma.cu — the overlapped kernel, one tile at a time with
 // key tiles of 64 or 128 — the first the default on a compute capability 9.0 GPU, elsewhere the
-// mma.sync default; the backward is mma.sync's), "mma1" or "mma2" (attention_mma.cu, the products'
+// mma.sync default; the backward is mma.sync's unless BackwardKernels says), "mma1" or "mma2" (attention_mma.cu, the products'
 // accumulators in registers, its forward with one or two m-tiles of query rows a warp; "mma" takes one
 // at head dim 64, two at 128) or "wmma" (the first pair) — QKV_CUDA_ATTENTION.
 // An environment variable set for a scope, then unset
@@ -626,7 +626,7 @@ TEST_F(Cuda, Bf16AttentionTrainsOnTheTensorCoresAsOnTheCpu) {
     for (auto [dt, tol] : {std::pair{AttentionCompute::bf16, 2e-2}, std::pair{AttentionCompute::f16, 2.5e-3}}) {
       SCOPED_TRACE(enum_name(dt));
       const auto on_cpu = run(Device::cpu(), dt);
-      // "wgmma-backward": the wgmma forward and the wgmma backward (bf16; f16 keeps mma.sync's)
+      // "wgmma-backward": the wgmma forward and the wgmma backward
       for (const char* kernel : {"wgmma", "wgmma64", "wgmma128", "mma1", "mma2", "wmma", "wgmma-backward"}) {
         SCOPED_TRACE(kernel);
         const bool wgmma_backward = std::strcmp(kernel, "wgmma-backward") == 0;

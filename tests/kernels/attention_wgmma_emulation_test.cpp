@@ -1,9 +1,9 @@
-// The bf16 attention pair on Hopper's wgmma (kernels/cuda/sm90a/attention_wgmma_kernels.cuh) run on the
-// host, unchanged, through tests/kernels/cuda_emulation.h — the pre-passes (rows rounded to dense T
+// The bf16/f16 attention pair on Hopper's wgmma (kernels/cuda/sm90a/attention_wgmma_kernels.cuh) run on
+// the host, unchanged, through tests/kernels/cuda_emulation.h — the pre-passes (rows rounded to dense T
 // copies, transposed copies), the shared-memory descriptors and 128-byte swizzle, wgmma from shared
-// memory and from registers — against qkv's CPU attention in bf16: every forward variant
+// memory and from registers — against qkv's CPU attention in bf16 (and f16): every forward variant
 // attention_wgmma.cu launches (one key tile at a time with tiles of 64 or 128 keys, the overlapped
-// kernel), and the backward, with and without the mask code, head dims 64 and 128.
+// kernel), and the backward, with and without the mask code, dropout, head dims 64 and 128.
 //
 // The forward kernels passed every GPU test on an H200 before this test existed (docs/BENCHMARKS.md,
 // 2026-11-27), so they check the emulation as much as it checks them: its wgmma layouts are the ones a
@@ -22,16 +22,17 @@ namespace {
 using namespace qkv;
 namespace qt = qkv::testing;
 namespace kc = qkv::kernels::cuda;
-using T = __nv_bfloat16;
 
 // The pre-pass as attention_wgmma.cu runs it: dense T copies of q [B, H, Lq, D] and k [B, Hkv, Lk, D],
 // and vᵀ [B, Hkv, D, Lp] with zeros past Lk
+template <typename T>
 struct Rounded {
   std::vector<T> q, k, vt;
   int64_t Lp;
 };
-Rounded prepass(const kernels::AttnProblem& p) {
-  Rounded r;
+template <typename T>
+Rounded<T> prepass(const kernels::AttnProblem& p) {
+  Rounded<T> r;
   r.Lp = (p.Lk + 127) / 128 * 128;
   r.q.resize(p.B * p.H * p.Lq * p.D), r.k.resize(p.B * p.Hkv * p.Lk * p.D), r.vt.resize(p.B * p.Hkv * p.D * r.Lp);
   const dim3 grid(3);  // the kernels stride over the grid: a few blocks cover any size
@@ -56,8 +57,8 @@ struct Forward {
   std::vector<float> out, lse;
 };
 
-template <int D, int KN, bool General, bool Overlap>
-Forward forward(const qt::EmulatedAttention& e, const Rounded& r) {
+template <typename T, int D, int KN, bool General, bool Overlap>
+Forward forward(const qt::EmulatedAttention& e, const Rounded<T>& r) {
   const kernels::AttnProblem& p = e.p;
   std::vector<float> out(e.nq(), 0.f), lse(p.B * p.H * p.Lq, 0.f);
   const dim3 grid(static_cast<unsigned>((p.Lq + kc::kRows - 1) / kc::kRows), static_cast<unsigned>(p.B * p.H));
@@ -74,7 +75,7 @@ Forward forward(const qt::EmulatedAttention& e, const Rounded& r) {
 
 // dq, dk, dv by the backward, from the forward's lse, as attention_wgmma.cu runs it: its pre-pass — q,
 // dO, k, v rounded to dense rows, qᵀ, dOᵀ, kᵀ transposed — D_i = rowsum(dO ∘ out), dq zeroed
-template <int D, bool General>
+template <typename T, int D, bool General>
 void backward(const qt::EmulatedAttention& e, const Forward& f, std::vector<float>& dq, std::vector<float>& dk,
               std::vector<float>& dv) {
   const kernels::AttnProblem& p = e.p;
@@ -112,24 +113,28 @@ void backward(const qt::EmulatedAttention& e, const Forward& f, std::vector<floa
   });
 }
 
-template <int D>
+template <typename T, int D>
 void check(const qt::AttentionCase& c, Variant v, uint64_t seed) {
-  SCOPED_TRACE(qt::describe(c) << (v == Variant::tile64 ? " tile64" : v == Variant::tile128 ? " tile128" : " overlap"));
+  constexpr bool bf16 = std::is_same_v<T, __nv_bfloat16>;
+  SCOPED_TRACE(qt::describe(c) << (v == Variant::tile64 ? " tile64" : v == Variant::tile128 ? " tile128" : " overlap")
+                               << (bf16 ? " bf16" : " f16"));
   ASSERT_EQ(c.D, D);
-  const qt::EmulatedAttention e = qt::emulated_attention(c, seed, AttentionCompute::bf16);
-  const Rounded r = prepass(e.p);
+  const qt::EmulatedAttention e =
+      qt::emulated_attention(c, seed, bf16 ? AttentionCompute::bf16 : AttentionCompute::f16);
+  const Rounded<T> r = prepass<T>(e.p);
   // the kernel attention_wgmma.cu's launch picks: a mask takes the overlapped kernel's general code
   Forward f;
-  if (e.general()) f = forward<D, 64, true, true>(e, r);
-  else if (v == Variant::tile64) f = forward<D, 64, false, false>(e, r);
-  else if (v == Variant::tile128) f = forward<D, 128, false, false>(e, r);
-  else f = forward<D, 64, false, true>(e, r);
-  // P (and dS') are rounded to bf16 for their products, which the CPU does not: bf16's 2e-2, as the
-  // mma.sync kernels' emulation test and Cuda.Bf16AttentionTrainsOnTheTensorCoresAsOnTheCpu on a GPU
-  const double tol = 2e-2;
+  if (e.general()) f = forward<T, D, 64, true, true>(e, r);
+  else if (v == Variant::tile64) f = forward<T, D, 64, false, false>(e, r);
+  else if (v == Variant::tile128) f = forward<T, D, 128, false, false>(e, r);
+  else f = forward<T, D, 64, false, true>(e, r);
+  // P (and dS') are rounded to the 16-bit type for their products, which the CPU does not: bf16's 2e-2
+  // (f16's 2.5e-3), as the mma.sync kernels' emulation test and
+  // Cuda.Bf16AttentionTrainsOnTheTensorCoresAsOnTheCpu on a GPU
+  const double tol = bf16 ? 2e-2 : 2.5e-3;
   EXPECT_LT(qt::max_rel_error(f.out, e.out), tol) << "out";
   std::vector<float> dq, dk, dv;
-  (e.general() ? backward<D, true> : backward<D, false>)(e, f, dq, dk, dv);
+  (e.general() ? backward<T, D, true> : backward<T, D, false>)(e, f, dq, dk, dv);
   EXPECT_LT(qt::max_rel_error(dq, e.dq), tol) << "dq";
   EXPECT_LT(qt::max_rel_error(dk, e.dk), tol) << "dk";
   EXPECT_LT(qt::max_rel_error(dv, e.dv), tol) << "dv";
@@ -138,17 +143,20 @@ void check(const qt::AttentionCase& c, Variant v, uint64_t seed) {
 TEST(AttentionWgmmaEmulated, EveryForwardVariantAndTheBackwardMatchTheCpu) {
   uint64_t seed = 3000;
   // head dim 64: one tile at a time (its default), ragged rows and keys, GQA and causality across tiles
-  check<64>({1, 2, 2, 70, 90, 64, false, 0, false}, Variant::tile64, seed += 10);
-  check<64>({1, 2, 1, 200, 150, 64, true, 0, false}, Variant::tile64, seed += 10);
-  check<64>({1, 2, 2, 130, 260, 64, false, 0, true}, Variant::tile128, seed += 10);
+  check<__nv_bfloat16, 64>({1, 2, 2, 70, 90, 64, false, 0, false}, Variant::tile64, seed += 10);
+  check<__nv_bfloat16, 64>({1, 2, 1, 200, 150, 64, true, 0, false}, Variant::tile64, seed += 10);
+  check<__nv_bfloat16, 64>({1, 2, 2, 130, 260, 64, false, 0, true}, Variant::tile128, seed += 10);
   // head dim 128: the overlapped kernel (its default) through several key tiles, and a mask's code
-  check<128>({1, 2, 2, 200, 300, 128, true, 0, false}, Variant::overlap, seed += 10);
-  check<128>({1, 2, 1, 65, 129, 128, false, 2, true}, Variant::overlap, seed += 10);
-  check<128>({1, 2, 2, 140, 140, 128, true, 3, false}, Variant::overlap, seed += 10);
-  check<128>({1, 1, 1, 100, 200, 128, false, 0, false}, Variant::tile64, seed += 10);
+  check<__nv_bfloat16, 128>({1, 2, 2, 200, 300, 128, true, 0, false}, Variant::overlap, seed += 10);
+  check<__nv_bfloat16, 128>({1, 2, 1, 65, 129, 128, false, 2, true}, Variant::overlap, seed += 10);
+  check<__nv_bfloat16, 128>({1, 2, 2, 140, 140, 128, true, 3, false}, Variant::overlap, seed += 10);
+  check<__nv_bfloat16, 128>({1, 1, 1, 100, 200, 128, false, 0, false}, Variant::tile64, seed += 10);
   // dropout (the general code, the backward drawing Z again): the same draws as the CPU's
-  check<64>({1, 2, 2, 100, 140, 64, true, 0, false, 0.2f}, Variant::tile64, seed += 10);
-  check<128>({1, 2, 1, 70, 130, 128, false, 1, false, 0.3f}, Variant::overlap, seed += 10);
+  check<__nv_bfloat16, 64>({1, 2, 2, 100, 140, 64, true, 0, false, 0.2f}, Variant::tile64, seed += 10);
+  check<__nv_bfloat16, 128>({1, 2, 1, 70, 130, 128, false, 1, false, 0.3f}, Variant::overlap, seed += 10);
+  // f16: the same kernels on __half
+  check<__half, 64>({1, 2, 1, 130, 90, 64, true, 0, false}, Variant::tile64, seed += 10);
+  check<__half, 128>({1, 2, 2, 100, 150, 128, false, 2, true}, Variant::overlap, seed += 10);
 }
 
 }  // namespace

@@ -257,7 +257,8 @@ inline void ldmatrix_x4(uint32_t (&r)[4], const void* p, bool trans) {
 inline uint32_t shared_address(const void* p) {
   using ::qkv::kernels::cuda::smem;
   const auto* c = static_cast<const unsigned char*>(p);
-  if (c < smem || c > smem + sizeof smem) throw std::logic_error("emulation: a shared-memory address outside shared memory");
+  if (c < smem || c > smem + sizeof smem)
+    throw std::logic_error("emulation: a shared-memory address outside shared memory");
   return static_cast<uint32_t>(c - smem);
 }
 

@@ -1,4 +1,4 @@
-// The launchers of the bf16 wgmma pair (attention_wgmma_kernels.cuh: the kernels and their design;
+// The launchers of the bf16 / f16 wgmma pair (attention_wgmma_kernels.cuh: the kernels and their design;
 // wgmma.cuh: the instruction and its layouts; tests/kernels/attention_wgmma_emulation_test.cpp runs
 // them on the host): the pre-passes, the forward variant a head dim takes on an H200, and whether a
 // problem is served at all.
@@ -95,7 +95,8 @@ void backward(const AttnProblem& p, const float* lse, const float* Dsum, const f
   round_rows<T>(dout, g.sb, g.sh, g.sl, p.B, p.H, p.Lq, D, gh, s);
   round_rows<T>(p.k, p.k_sb, p.k_sh, p.k_sl, p.B, p.Hkv, p.Lk, D, kh, s);
   round_rows<T>(p.v, p.v_sb, p.v_sh, p.v_sl, p.B, p.Hkv, p.Lk, D, vh, s);
-  auto transposed = [&](const float* x, int64_t sb, int64_t sh, int64_t sl, int64_t heads, int64_t L, int64_t Lp, T* dst) {
+  auto transposed = [&](const float* x, int64_t sb, int64_t sh, int64_t sl, int64_t heads, int64_t L, int64_t Lp,
+                        T* dst) {
     const int64_t pieces = p.B * heads * D * Lp / 8;
     if (pieces == 0) return;
     transpose_rows_kernel<T><<<blocks_for(pieces), 256, 0, s>>>(x, sb, sh, sl, heads, L, D, Lp, pieces, dst);
@@ -149,8 +150,18 @@ bool attention_backward_wgmma_bf16(const AttnProblem& p, const float* lse, const
   else backward<__nv_bfloat16, 128>(p, lse, Dsum, dout, dq, dk, dv, stream());
   return true;
 }
-// f16 keeps the mma.sync forward for now (half the compile time of this file; bf16 is what training
-// and PyTorch's comparisons use)
-bool attention_forward_wgmma_f16(const AttnProblem&, float*, float*) { return false; }
+bool attention_forward_wgmma_f16(const AttnProblem& p, float* out, float* lse) {
+  if (!serves(p)) return false;
+  if (p.D == 64) forward<__half, 64>(p, out, lse, stream());
+  else forward<__half, 128>(p, out, lse, stream());
+  return true;
+}
+bool attention_backward_wgmma_f16(const AttnProblem& p, const float* lse, const float* Dsum, const float* dout,
+                                  float* dq, float* dk, float* dv) {
+  if (!serves_backward(p)) return false;
+  if (p.D == 64) backward<__half, 64>(p, lse, Dsum, dout, dq, dk, dv, stream());
+  else backward<__half, 128>(p, lse, Dsum, dout, dq, dk, dv, stream());
+  return true;
+}
 
 }  // namespace qkv::kernels::cuda

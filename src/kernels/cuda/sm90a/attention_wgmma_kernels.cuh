@@ -1,4 +1,4 @@
-// bf16 flash attention on Hopper's warpgroup tensor-core instructions (wgmma, sm_90a; sm90a/wgmma.cuh:
+// bf16 / f16 flash attention on Hopper's warpgroup tensor-core instructions (wgmma, sm_90a; sm90a/wgmma.cuh:
 // the instruction, its shared-memory layout and register layouts): FlashAttention-2's algorithm with
 // FlashAttention-3's products, forward and backward. Same formulas, masks and semantics as the
 // mma.sync pair (attention_mma_kernels.cuh), which stays the portable path (sm_80 and later).
@@ -527,8 +527,8 @@ __global__ void __launch_bounds__(kBwdThreads, 1)
 #pragma unroll
       for (int kk = 0; kk < kBwdRows / 16; ++kk)
 #pragma unroll
-        for (int e = 0; e < 8; ++e) {  // register e / 2's half e % 2: row 16kk + 2t + e % 2 (+8 for e ≥ 4)
-          const int r = 16 * kk + 2 * t + e % 2 + 8 * (e / 4), c = 16 * warp + g + 8 * (e / 2 % 2);  // c: key in wg's 64
+        for (int e = 0; e < 8; ++e) {  // register e / 2's half e % 2: row r of the step, key c of the warpgroup's
+          const int r = 16 * kk + 2 * t + e % 2 + 8 * (e / 4), c = 16 * warp + g + 8 * (e / 2 % 2);
           const uint16_t bits = static_cast<uint16_t>(da[kk][e / 2] >> (16 * (e % 2)));
           *reinterpret_cast<uint16_t*>(dSs + wg * kBwdRows * 128 + swizzled(r, c / 8) + (c % 8) * 2) = bits;
         }

@@ -1,5 +1,5 @@
-// Hopper's warpgroup tensor-core product (wgmma, sm_90a) as qkv's kernels use it: bf16 operands, f32
-// accumulators, m64nNk16 with B — and A, or A from registers — in shared memory in the 128-byte
+// Hopper's warpgroup tensor-core product (wgmma, sm_90a) as qkv's kernels use it: bf16 or f16 operands,
+// f32 accumulators, m64nNk16 with B — and A, or A from registers — in shared memory in the 128-byte
 // swizzled K-major layout, through matrix descriptors; the fences and waits around it. nvcc for
 // sm_90a (sm90a/*.cu), or g++ under tests/kernels/cuda_emulation.h (QKV_CUDA_EMULATION: the product
 // from the PTX ISA's layouts, computed when issued; the fences and waits no-ops).
@@ -17,6 +17,7 @@
 #pragma once
 
 #include <cuda_bf16.h>
+#include <cuda_fp16.h>
 
 #include <cstdint>
 
@@ -76,57 +77,57 @@ __device__ inline void fence_registers(float (&r)[N]) {
 __device__ inline void fence_proxy_async() { asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory"); }
 
 // d (+)= a·b for a 64 × 16 A and a 16 × N B, f32 accumulators: A and B from shared memory (ss) or A
-// from registers (rs); `accumulate` 0 overwrites d. bf16 only (f16 keeps the mma.sync forward).
+// from registers (rs); `accumulate` 0 overwrites d. T: __nv_bfloat16 or __half; N: 32, 64, 128.
 template <typename T, int N>
 __device__ inline void wgmma_ss(float (&d)[N / 2], uint64_t da, uint64_t db, int accumulate);
 template <typename T, int N>
 __device__ inline void wgmma_rs(float (&d)[N / 2], const uint32_t (&a)[4], uint64_t db);
 
-template <>
-__device__ inline void wgmma_ss<__nv_bfloat16, 32>(float (&d)[16], uint64_t da, uint64_t db, int accumulate) {
-  asm volatile(
-      "{\n.reg .pred p;\nsetp.ne.b32 p, %18, 0;\n"
-      "wgmma.mma_async.sync.aligned.m64n32k16.f32.bf16.bf16 "
-      "{%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15}, %16, %17, p, 1, 1, 0, 0;\n}\n"
-      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15])
-      : "l"(da), "l"(db), "r"(accumulate));
-}
-template <>
-__device__ inline void wgmma_ss<__nv_bfloat16, 64>(float (&d)[32], uint64_t da, uint64_t db, int accumulate) {
-  asm volatile(
-      "{\n.reg .pred p;\nsetp.ne.b32 p, %34, 0;\n"
-      "wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16 "
-      "{%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15,%16,%17,%18,%19,%20,%21,%22,%23,%24,%25,%26,%27,%28,%29,%30,%31}, %32, %33, p, 1, 1, 0, 0;\n}\n"
-      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31])
-      : "l"(da), "l"(db), "r"(accumulate));
-}
-template <>
-__device__ inline void wgmma_ss<__nv_bfloat16, 128>(float (&d)[64], uint64_t da, uint64_t db, int accumulate) {
-  asm volatile(
-      "{\n.reg .pred p;\nsetp.ne.b32 p, %66, 0;\n"
-      "wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16 "
-      "{%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15,%16,%17,%18,%19,%20,%21,%22,%23,%24,%25,%26,%27,%28,%29,%30,%31,%32,%33,%34,%35,%36,%37,%38,%39,%40,%41,%42,%43,%44,%45,%46,%47,%48,%49,%50,%51,%52,%53,%54,%55,%56,%57,%58,%59,%60,%61,%62,%63}, %64, %65, p, 1, 1, 0, 0;\n}\n"
-      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]), "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]), "+f"(d[40]), "+f"(d[41]), "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]), "+f"(d[48]), "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]), "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63])
-      : "l"(da), "l"(db), "r"(accumulate));
-}
-template <>
-__device__ inline void wgmma_rs<__nv_bfloat16, 64>(float (&d)[32], const uint32_t (&a)[4], uint64_t db) {
-  asm volatile(
-      "{\n.reg .pred p;\nsetp.ne.b32 p, %37, 0;\n"
-      "wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16 "
-      "{%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15,%16,%17,%18,%19,%20,%21,%22,%23,%24,%25,%26,%27,%28,%29,%30,%31}, {%32,%33,%34,%35}, %36, p, 1, 1, 0;\n}\n"
-      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31])
-      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(db), "n"(1));
-}
-template <>
-__device__ inline void wgmma_rs<__nv_bfloat16, 128>(float (&d)[64], const uint32_t (&a)[4], uint64_t db) {
-  asm volatile(
-      "{\n.reg .pred p;\nsetp.ne.b32 p, %69, 0;\n"
-      "wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16 "
-      "{%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15,%16,%17,%18,%19,%20,%21,%22,%23,%24,%25,%26,%27,%28,%29,%30,%31,%32,%33,%34,%35,%36,%37,%38,%39,%40,%41,%42,%43,%44,%45,%46,%47,%48,%49,%50,%51,%52,%53,%54,%55,%56,%57,%58,%59,%60,%61,%62,%63}, {%64,%65,%66,%67}, %68, p, 1, 1, 0;\n}\n"
-      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]), "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]), "+f"(d[40]), "+f"(d[41]), "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]), "+f"(d[48]), "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]), "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63])
-      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(db), "n"(1));
-}
+// The accumulators of m64nNk16 as asm operands 0 … N/2 − 1, and their register list.
+#define QKV_WGMMA_D16 "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15])
+#define QKV_WGMMA_R16 "{%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15}"
+#define QKV_WGMMA_D32 "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31])
+#define QKV_WGMMA_R32 "{%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15,%16,%17,%18,%19,%20,%21,%22,%23,%24,%25,%26,%27,%28,%29,%30,%31}"
+#define QKV_WGMMA_D64 "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]), "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]), "+f"(d[40]), "+f"(d[41]), "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]), "+f"(d[48]), "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]), "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63])
+#define QKV_WGMMA_R64 "{%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15,%16,%17,%18,%19,%20,%21,%22,%23,%24,%25,%26,%27,%28,%29,%30,%31,%32,%33,%34,%35,%36,%37,%38,%39,%40,%41,%42,%43,%44,%45,%46,%47,%48,%49,%50,%51,%52,%53,%54,%55,%56,%57,%58,%59,%60,%61,%62,%63}"
+// ss: descriptors at operands N/2 and N/2 + 1, scale-d at N/2 + 2; rs: A's registers at N/2 …
+// N/2 + 3, B's descriptor at N/2 + 4, scale-d (1) at N/2 + 5. Both operands K-major ("0, 0"), scales 1.
+#define QKV_WGMMA_SS(Type, ptx, N, D, R, da, db, acc)                                                     \
+  template <>                                                                                            \
+  __device__ inline void wgmma_ss<Type, N>(float (&d)[N / 2], uint64_t da_, uint64_t db_, int accumulate) { \
+    asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %" #acc ", 0;\n"                                      \
+                 "wgmma.mma_async.sync.aligned.m64n" #N "k16.f32." ptx "." ptx " " R ", %" #da ", %" #db   \
+                 ", p, 1, 1, 0, 0;\n}\n"                                                                  \
+                 : D                                                                                     \
+                 : "l"(da_), "l"(db_), "r"(accumulate));                                                 \
+  }
+#define QKV_WGMMA_RS(Type, ptx, N, D, R, a0, a1, a2, a3, db, acc)                                         \
+  template <>                                                                                            \
+  __device__ inline void wgmma_rs<Type, N>(float (&d)[N / 2], const uint32_t (&a)[4], uint64_t db_) {     \
+    asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %" #acc ", 0;\n"                                      \
+                 "wgmma.mma_async.sync.aligned.m64n" #N "k16.f32." ptx "." ptx " " R ", {%" #a0 ",%" #a1    \
+                 ",%" #a2 ",%" #a3 "}, %" #db ", p, 1, 1, 0;\n}\n"                                         \
+                 : D                                                                                     \
+                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(db_), "n"(1));                        \
+  }
+QKV_WGMMA_SS(__nv_bfloat16, "bf16", 32, QKV_WGMMA_D16, QKV_WGMMA_R16, 16, 17, 18)
+QKV_WGMMA_SS(__nv_bfloat16, "bf16", 64, QKV_WGMMA_D32, QKV_WGMMA_R32, 32, 33, 34)
+QKV_WGMMA_SS(__nv_bfloat16, "bf16", 128, QKV_WGMMA_D64, QKV_WGMMA_R64, 64, 65, 66)
+QKV_WGMMA_RS(__nv_bfloat16, "bf16", 64, QKV_WGMMA_D32, QKV_WGMMA_R32, 32, 33, 34, 35, 36, 37)
+QKV_WGMMA_RS(__nv_bfloat16, "bf16", 128, QKV_WGMMA_D64, QKV_WGMMA_R64, 64, 65, 66, 67, 68, 69)
+QKV_WGMMA_SS(__half, "f16", 32, QKV_WGMMA_D16, QKV_WGMMA_R16, 16, 17, 18)
+QKV_WGMMA_SS(__half, "f16", 64, QKV_WGMMA_D32, QKV_WGMMA_R32, 32, 33, 34)
+QKV_WGMMA_SS(__half, "f16", 128, QKV_WGMMA_D64, QKV_WGMMA_R64, 64, 65, 66)
+QKV_WGMMA_RS(__half, "f16", 64, QKV_WGMMA_D32, QKV_WGMMA_R32, 32, 33, 34, 35, 36, 37)
+QKV_WGMMA_RS(__half, "f16", 128, QKV_WGMMA_D64, QKV_WGMMA_R64, 64, 65, 66, 67, 68, 69)
+#undef QKV_WGMMA_SS
+#undef QKV_WGMMA_RS
+#undef QKV_WGMMA_D16
+#undef QKV_WGMMA_R16
+#undef QKV_WGMMA_D32
+#undef QKV_WGMMA_R32
+#undef QKV_WGMMA_D64
+#undef QKV_WGMMA_R64
 #endif
 
 }  // namespace
