@@ -37,15 +37,24 @@ kernels::AdamCoefficients coefficients(const AdamUpdate& u) {
 
 void adam_update_(const std::vector<Tensor>& params, const std::vector<Tensor>& grads,
                   const std::vector<Tensor>& exp_avgs, const std::vector<Tensor>& exp_avg_sqs, const AdamUpdate& u,
-                  const Tensor& clip_factor) {
+                  const Tensor& clip_factor, const std::vector<Tensor>& bf16_copies) {
   const size_t count = params.size();
-  QKV_CHECK(grads.size() == count && exp_avgs.size() == count && exp_avg_sqs.size() == count,
+  QKV_CHECK(grads.size() == count && exp_avgs.size() == count && exp_avg_sqs.size() == count &&
+                (bf16_copies.empty() || bf16_copies.size() == count),
             "adam_update_: lists of ", count, " parameters, ", grads.size(), " gradients, ", exp_avgs.size(),
-            " exp_avg and ", exp_avg_sqs.size(), " exp_avg_sq");
+            " exp_avg, ", exp_avg_sqs.size(), " exp_avg_sq and ", bf16_copies.size(), " bf16 copies");
   std::vector<const TensorBase*> operands{&clip_factor};
+  std::vector<bf16*> copies;
   for (size_t i = 0; i < count; ++i) {
     check_operands(params[i], grads[i], exp_avgs[i], exp_avg_sqs[i]);
     operands.insert(operands.end(), {&params[i], &grads[i], &exp_avgs[i], &exp_avg_sqs[i]});
+    if (bf16_copies.empty()) continue;
+    const Tensor& copy = bf16_copies[i];
+    QKV_CHECK(!copy.defined() || (copy.dtype() == DType::bf16 && copy.is_contiguous() && copy.shape() == params[i].shape()),
+              "adam_update_: a parameter's bf16 copy must be a dense bf16 tensor of its shape, got ", copy.str(),
+              " for ", params[i].str());
+    if (copy.defined()) operands.push_back(&copy), ++copy.impl().storage->writes;
+    copies.push_back(copy.defined() ? copy.data<bf16>() : nullptr);
   }
   QKV_CHECK(!clip_factor.defined() || (clip_factor.dtype() == DType::f32 && clip_factor.numel() == 1),
             "adam_update_: clip_factor must be one f32 number, got ", clip_factor.defined() ? clip_factor.str() : "");
@@ -65,7 +74,7 @@ void adam_update_(const std::vector<Tensor>& params, const std::vector<Tensor>& 
   const float* scale = clip_factor.defined() ? clip_factor.data() : nullptr;
   QKV_DISPATCH("adam_update_", d,
                k::adam_update_list(p.data(), g.data(), m.data(), v.data(), n.data(), static_cast<int64_t>(count), c,
-                                   scale));
+                                   scale, copies.empty() ? nullptr : copies.data()));
 }
 
 

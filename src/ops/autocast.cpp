@@ -40,15 +40,18 @@ AutocastWeights::Scope AutocastWeights::scope(AutocastDType dtype) {
   QKV_CHECK(!g_scope_owner, "AutocastWeights: a scope is already active on this thread (scopes do not nest)");
   begin();
   g_scope_owner = this;
+  in_scope_ = true;
   return Scope(this);
 }
+
+bool AutocastWeights::Entry::fresh() const { return copy.defined() && weight.impl().storage->writes == fresh_at; }
 
 AutocastWeights::Scope::~Scope() {
   if (owner_) owner_->end();
 }
 
 void AutocastWeights::end() {
-  for (Entry& e : entries_) e.copy = Tensor();
+  in_scope_ = false;
   lent_.clear();
   for (Producer& p : producers_) {
     if (p.lent) p.wanted = p.taken;  // a producer whose copies nobody took stops writing them
@@ -57,18 +60,21 @@ void AutocastWeights::end() {
   if (g_scope_owner == this) g_scope_owner = nullptr;
 }
 
-// dst_t = bf16(w_t) for the used weights, one list kernel a device (the weights of one model share one)
+// dst_t = bf16(w_t) for the used weights whose copy is missing or stale, one list kernel a device (the
+// weights of one model share one)
 void AutocastWeights::begin() {
   std::vector<Entry*> used;
   for (Entry& e : entries_)
-    if (e.used) used.push_back(&e);
+    if (e.used && !e.fresh()) used.push_back(&e);
   if (used.empty()) return;
   std::vector<const TensorBase*> operands;
   std::vector<const float*> src;
   std::vector<bf16*> dst;
   std::vector<int64_t> n;
   for (Entry* e : used) {
-    e->copy = Tensor::empty(e->weight.shape(), DType::bf16, e->weight.device());
+    if (!e->copy.defined()) e->copy = Tensor::empty(e->weight.shape(), DType::bf16, e->weight.device());
+    e->fresh_at = e->weight.impl().storage->writes;
+    ++casts_made_;
     operands.push_back(&e->weight);
     src.push_back(e->weight.data());
     dst.push_back(e->copy.data<bf16>());
@@ -77,6 +83,31 @@ void AutocastWeights::begin() {
   const Device d = ops_detail::device_of("autocast_weights", operands);
   QKV_DISPATCH("autocast_weights", d,
                k::convert_to_bf16_list(src.data(), dst.data(), n.data(), static_cast<int64_t>(used.size())));
+}
+
+std::vector<Tensor> AutocastWeights::copies_for(const std::vector<Tensor>& weights) {
+  QKV_CHECK(!in_scope_, "AutocastWeights::copies_for: inside a scope (the weights must not change while one lives)");
+  std::vector<Tensor> copies;
+  for (const Tensor& w : weights) {
+    Entry* e = find_whole(w);
+    if (e && e->used && !e->copy.defined()) e->copy = Tensor::empty(w.shape(), DType::bf16, w.device());
+    copies.push_back(e && e->used ? e->copy : Tensor());
+  }
+  return copies;
+}
+
+void AutocastWeights::written(const std::vector<Tensor>& weights) {
+  for (const Tensor& w : weights)
+    if (Entry* e = find_whole(w); e && e->used && e->copy.defined()) e->fresh_at = w.impl().storage->writes;
+}
+
+// The entry whose weight is `weight` itself (the same elements), or null.
+AutocastWeights::Entry* AutocastWeights::find_whole(const Tensor& weight) {
+  if (!weight.defined() || weight.dtype() != DType::f32 || weight.numel() == 0) return nullptr;
+  for (Entry& e : entries_)
+    if (e.weight.device() == weight.device() && e.weight.data() == weight.data() && e.weight.numel() == weight.numel())
+      return &e;
+  return nullptr;
 }
 
 // The entry whose weight holds `weight`'s elements (the weight itself, or a contiguous piece of it:

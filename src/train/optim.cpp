@@ -6,6 +6,7 @@
 #include "qkv/core/error.h"
 #include "qkv/ops/adam.h"
 #include "qkv/ops/arith.h"
+#include "qkv/ops/autocast.h"
 #include "qkv/ops/clip.h"
 
 namespace qkv::train {
@@ -21,7 +22,7 @@ Adam::Adam(std::vector<ParamGroup> groups, AdamOptions opt) : opt_(opt) {
     }
 }
 
-void Adam::step(const Tensor& clip_factor) {
+void Adam::step(const Tensor& clip_factor, AutocastWeights* casts) {
   ++t_;
   // one list update a weight decay (two for GPT-style groups): on a GPU, two launches for every parameter
   std::vector<float> decays;
@@ -39,7 +40,8 @@ void Adam::step(const Tensor& clip_factor) {
     AdamUpdate u;
     u.lr = opt_.lr, u.beta1 = opt_.beta1, u.beta2 = opt_.beta2, u.eps = opt_.eps;
     u.weight_decay = decay, u.decoupled_weight_decay = opt_.decoupled_weight_decay, u.step = t_;
-    adam_update_(params, grads, ms, vs, u, clip_factor);
+    adam_update_(params, grads, ms, vs, u, clip_factor, casts ? casts->copies_for(params) : std::vector<Tensor>{});
+    if (casts) casts->written(params);
   }
 }
 

@@ -176,7 +176,7 @@ StepResult train_step(TrainingTask& task, const TrainConfig& cfg, const RunConte
       r.loss += s.share * s.loss / static_cast<double>(cfg.gradient_accumulation_steps);
       r.tokens += s.tokens;
     }
-  }  // (the copies go before the optimizer changes the weights)
+  }  // (the scope ends before the optimizer changes the weights)
   if (reducer) reducer->finish();  // the summed gradients are in .grad
   // the global loss and tokens for the log, and whether any rank was asked to stop
   r.stop = run.any_rank_stops(stop_requested, r.loss, r.tokens);
@@ -186,7 +186,8 @@ StepResult train_step(TrainingTask& task, const TrainConfig& cfg, const RunConte
   // clipping's [‖g‖, factor] stay on the parameters' device for Adam's list update; ‖g‖ is read once
   // the whole step is queued (on a GPU the host never waits inside a step, past the loss)
   const Tensor clip = cfg.grad_clip > 0 ? clip_coefficient(gradients(model.parameters()), cfg.grad_clip) : Tensor();
-  adam.step(clip.defined() ? clip.slice(0, 1, 2) : Tensor());
+  // (and, in bf16, the weights' copies for the next step's passes in the same pass: ops/autocast.h)
+  adam.step(clip.defined() ? clip.slice(0, 1, 2) : Tensor(), &casts);
   adam.zero_grad();
   r.grad_norm = clip.defined() ? clip.slice(0, 0, 1).item() : 0.0;
   r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();

@@ -151,12 +151,20 @@ TEST(NormKernelsEmulated, ClippingAndTheListAdamMatchTheCpu) {
   const qkv::kernels::AdamCoefficients c{0.9f, 0.99f, 1e-8f, 1e-3f / (1.f - 0.9f * 0.9f * 0.9f),
                                          1.f / std::sqrt(1.f - 0.99f * 0.99f * 0.99f), 1.f - 1e-3f * 0.1f, 0.f};
   auto pg = p, mg = m, vg = v;
+  // the updated weights' bf16 copies for tensors 0 and 3 (autocast's), none for the others
+  std::vector<std::vector<bf16>> copy_c(count), copy_g(count);
+  std::vector<bf16*> cc(count, nullptr);
+  std::vector<float*> cg(count, nullptr);  // (the GPU list carries them as float pointers)
+  for (int64_t i : {0, 3}) {
+    copy_c[i].resize(n[i]), copy_g[i].resize(n[i]);
+    cc[i] = copy_c[i].data(), cg[i] = reinterpret_cast<float*>(copy_g[i].data());
+  }
   std::vector<float*> pc = ptrs(p), mc = ptrs(m), vc = ptrs(v);
-  cpu::adam_update_list(pc.data(), gc.data(), mc.data(), vc.data(), n.data(), count, c, &clip_c[1]);
+  cpu::adam_update_list(pc.data(), gc.data(), mc.data(), vc.data(), n.data(), count, c, &clip_c[1], cc.data());
   std::vector<float*> pgp = ptrs(pg), mgp = ptrs(mg), vgp = ptrs(vg);
-  const float* const* lists[4] = {pgp.data(), gc.data(), mgp.data(), vgp.data()};
-  kc::for_each_chunk<4>({lists[0], lists[1], lists[2], lists[3]}, n.data(), count,
-                        [&](const kc::TensorList<4>& list, int64_t, int tensors, int64_t most) {
+  const float* const* lists[5] = {pgp.data(), gc.data(), mgp.data(), vgp.data(), cg.data()};
+  kc::for_each_chunk<5>({lists[0], lists[1], lists[2], lists[3], lists[4]}, n.data(), count,
+                        [&](const kc::TensorList<5>& list, int64_t, int tensors, int64_t most) {
                           const unsigned blocks = kc::blocks_for(most, 256, 4) > 1024 ? 1024 : kc::blocks_for(most, 256, 4);
                           launch(dim3(blocks, tensors), 256, 0, [&] { kc::adam_list_kernel(list, c, &clip_c[1]); });
                         });
@@ -165,6 +173,10 @@ TEST(NormKernelsEmulated, ClippingAndTheListAdamMatchTheCpu) {
     EXPECT_LT(rel(pg[i], p[i]), 1e-6);
     EXPECT_LT(rel(mg[i], m[i]), 1e-6);
     EXPECT_LT(rel(vg[i], v[i]), 1e-6);
+    if (!cc[i]) continue;
+    // each device's copy is its own list cast's of the weights it updated
+    EXPECT_EQ(bits_of(copy_c[i]), converted_bits(p[i]));
+    EXPECT_EQ(bits_of(copy_g[i]), rounded_bits(pg[i]));
   }
 }
 

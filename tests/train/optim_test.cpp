@@ -5,10 +5,14 @@
 
 #include <bit>
 #include <cmath>
+#include <memory>
 
 #include "qkv/ops/adam.h"
+#include "qkv/ops/activation.h"
 #include "qkv/ops/arith.h"
+#include "qkv/ops/autocast.h"
 #include "qkv/ops/clip.h"
+#include "qkv/ops/matmul.h"
 #include "qkv/train/optim.h"
 #include "testing.h"
 
@@ -175,6 +179,52 @@ TEST(AdamTest, StepWithTheClipFactorIsClipGradNormThenStep) {
     EXPECT_EQ(clip.to_vector()[0], static_cast<float>(norm));
     expect_bits_equal(a.p, b.p, "param");
   }
+}
+
+// bf16 autocast's weight copies written by the update (Adam::step(…, &casts)): the next scope lends
+// them without casting — the same bits, step after step, as casting at every scope's start — and a
+// weight changed outside the optimizer is cast again, alone.
+TEST(AdamTest, StepWritesTheBf16CopiesTheNextScopeLends) {
+  auto make = [] {
+    return std::vector<Tensor>{testing::param({16, 8}, 61), testing::param({16}, 62), testing::param({4, 16}, 63)};
+  };
+  const Tensor x = testing::param({5, 8}, 64).detach();
+  struct Run {
+    std::vector<Tensor> w;
+    Adam adam;
+    AutocastWeights casts;
+    std::vector<float> losses;
+    Run(std::vector<Tensor> weights, std::vector<ParamGroup> groups)
+        : w(weights), adam(std::move(groups), AdamOptions{}), casts(std::move(weights)) {}
+  };
+  auto run = [&](bool written_by_adam) {
+    std::vector<Tensor> w = make();
+    std::vector<std::pair<std::string, Tensor>> named = {{"w1", w[0]}, {"b1", w[1]}, {"w2", w[2]}};
+    auto r = std::make_unique<Run>(w, decay_matrices_only(named, 0.1f));
+    auto step = [&r, &x, written_by_adam] {
+      {
+        const AutocastWeights::Scope s = r->casts.scope(AutocastDType::bf16);
+        Autocast autocast(AutocastDType::bf16);
+        Tensor loss = sum(mul(linear(relu(linear(x, r->w[0], r->w[1])), r->w[2]), 0.5f));
+        loss.backward();
+        r->losses.push_back(loss.item());
+      }
+      r->adam.step(Tensor(), written_by_adam ? &r->casts : nullptr);
+      r->adam.zero_grad();
+    };
+    for (int i = 0; i < 4; ++i) step();
+    const int64_t before = r->casts.casts_made();
+    r->w[2].detach().copy_(mul(r->w[2].detach(), 0.5f));  // a change outside the optimizer
+    step();
+    EXPECT_EQ(r->casts.casts_made() - before, written_by_adam ? 1 : 2) << "the changed weight cast again";
+    return r;
+  };
+  const auto cast = run(false), written = run(true);
+  EXPECT_EQ(cast->casts.cast_count(), 2) << "the two matrices";
+  EXPECT_EQ(cast->casts.casts_made(), 2 * 4) << "every scope after the first casts both";
+  EXPECT_EQ(written->casts.casts_made(), 1) << "only the weight changed outside the optimizer";
+  EXPECT_EQ(written->losses, cast->losses);
+  expect_bits_equal(written->w, cast->w, "param");
 }
 
 TEST(ClipGradNorm, ListErrorsNameTheirInput) {

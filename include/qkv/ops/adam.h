@@ -22,9 +22,12 @@ void adam_update_(Tensor& param, const Tensor& grad, Tensor& exp_avg, Tensor& ex
 // to 64 of them), each list's i-th tensors as above. clip_factor, when defined, is one f32 on their
 // device by which every gradient is multiplied first (clip_coefficient's [1], never read back to the
 // host: g · s rounded to f32, as clip_grad_norm_ scaling the gradients in place; the gradients are
-// left as they are).
+// left as they are). bf16_copies, when not empty, holds for each parameter a dense bf16 tensor of its
+// shape on its device, or an undefined one: the updated parameter is written there too, rounded as
+// to(DType::bf16) rounds it, in the same pass (autocast's weight copies for the next step:
+// ops/autocast.h's AutocastWeights::copies_for).
 void adam_update_(const std::vector<Tensor>& params, const std::vector<Tensor>& grads,
                   const std::vector<Tensor>& exp_avgs, const std::vector<Tensor>& exp_avg_sqs, const AdamUpdate& u,
-                  const Tensor& clip_factor = Tensor());
+                  const Tensor& clip_factor = Tensor(), const std::vector<Tensor>& bf16_copies = {});
 
 }  // namespace qkv

@@ -46,15 +46,19 @@ class Autocast {
 // a GPU, at every forward. An AutocastWeights over a model's parameters learns at its first scope
 // which of them linear casts (those it was asked for), and each later scope casts exactly those at its
 // start, all in one pass (kernels' convert_to_bf16_list: one launch for up to 64 weights), and lends
-// them to every linear in the scope — the same bits as the casts they replace.
+// them to every linear in the scope — the same bits as the casts they replace. The copies stay
+// between scopes (2 bytes a cast weight), and a scope casts only the weights changed since their copy
+// was made: an optimizer that writes the copies as it updates the weights (adam_update_'s
+// bf16_copies, through copies_for and written) leaves the next scope nothing to cast.
 //
 //   AutocastWeights casts(model.parameters());            // once, for the run
 //   { auto scope = casts.scope(AutocastDType::bf16); … forward and backward passes … }
-//   optimizer.step();                                     // outside: the weights change
+//   optimizer.step(…, &casts);                            // outside: the weights (and their copies) change
 //
 // The weights must not change while a scope lives (the trainer holds one over a step's passes, and
-// steps the optimizer after it); a scope under AutocastDType::f32 does nothing. Per thread, as
-// Autocast; scopes do not nest.
+// steps the optimizer after it); a change outside one is seen by the weight's storage's writes
+// (core/tensor.h: every in-place op counts one), and the next scope casts it again. A scope under
+// AutocastDType::f32 does nothing. Per thread, as Autocast; scopes do not nest.
 class AutocastWeights {
  public:
   explicit AutocastWeights(std::vector<Tensor> weights);
@@ -76,8 +80,19 @@ class AutocastWeights {
   };
   Scope scope(AutocastDType dtype);
 
-  // The weights each scope casts at its start (after the first scope: those linear asked for).
+  // The weights each scope lends (after the first scope: those linear asked for).
   int64_t cast_count() const;
+  // (tests) the weights scopes' starts have cast since this object was made
+  int64_t casts_made() const { return casts_made_; }
+
+  // ---- the optimizer's side ----------------------------------------------------------------------
+  // For each of `weights` (an optimizer's parameters, each one of this object's weights or not): its
+  // bf16 copy — made here, of its shape, where it has none yet — if the scopes lend one, else an
+  // undefined tensor: for the optimizer's update to write beside the weight (adam_update_'s
+  // bf16_copies). Then written(weights), once that update is queued: the copies hold the updated
+  // weights, and the next scope casts none of them. Outside a scope.
+  std::vector<Tensor> copies_for(const std::vector<Tensor>& weights);
+  void written(const std::vector<Tensor>& weights);
 
   // linear's side (ops/matmul.cpp): `weight`'s bf16 copy in the active scope — a view of the copy
   // that holds it (a contiguous f32 weight, or a contiguous piece of one) — or an undefined tensor,
@@ -115,10 +130,15 @@ class AutocastWeights {
   struct Entry {
     Tensor weight;      // f32, the candidate
     bool used = false;  // linear asked for it
-    Tensor copy;        // bf16, while a scope lives and `used`
+    Tensor copy;        // bf16, once `used`
+    uint64_t fresh_at = 0;  // the weight's storage's writes when `copy` last held its values
+    bool fresh() const;
   };
   std::vector<Entry> entries_;
+  int64_t casts_made_ = 0;
+  bool in_scope_ = false;
   Entry* find(const Tensor& weight);
+  Entry* find_whole(const Tensor& weight);
   void begin();
   void end();
 

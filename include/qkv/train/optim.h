@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "qkv/core/names.h"
+#include "qkv/ops/autocast.h"
 #include "qkv/ops/tensor.h"
 
 namespace qkv::train {
@@ -44,8 +45,10 @@ class Adam {
   // One update of every parameter that has a gradient (parameters without one are skipped, as
   // PyTorch), each gradient first multiplied by clip_factor when it is defined (one f32 on the
   // parameters' device: clip_coefficient's [1], so that clipping needs no host round trip). The
-  // updates are list ops, one a weight decay: on a GPU, a launch for up to 64 parameters.
-  void step(const Tensor& clip_factor = Tensor());
+  // updates are list ops, one a weight decay: on a GPU, a launch for up to 64 parameters. With
+  // `casts` (bf16 autocast's weight copies: ops/autocast.h), the update also writes the bf16 copies
+  // of the weights the scopes lend, in the same pass, so the next step's scope casts none of them.
+  void step(const Tensor& clip_factor = Tensor(), AutocastWeights* casts = nullptr);
   void zero_grad();  // drops the gradients (set_to_none)
   void set_lr(float lr) { opt_.lr = lr; }
   float lr() const { return opt_.lr; }

@@ -3,15 +3,18 @@
 #include <cmath>
 
 #include "kernels/cpu/simd.h"
+#include "kernels/cpu/vec.h"
 #include "qkv/core/parallel.h"
 
 namespace qkv::kernels::cpu {
 namespace {
 
 // One tensor's update; Scaled: the gradient multiplied by s first (rounded to f32 on its own, as
-// clip_grad_norm_'s in-place scaling stores it).
+// clip_grad_norm_'s in-place scaling stores it); copy (or null): bf16(θ) after, each piece of the
+// range while it is in cache (bf16_row: convert_to_bf16's rounding).
 template <bool Scaled>
-void update(float* p, const float* gp, float* m, float* v, int64_t n, const AdamCoefficients& c, float s) {
+void update(float* p, const float* gp, float* m, float* v, int64_t n, const AdamCoefficients& c, float s,
+            bf16* copy) {
   const float b1 = c.beta1, b2 = c.beta2, eps = c.eps, step_size = c.step_size, inv_sqrt_bc2 = c.inv_sqrt_bc2,
               decay = c.decay, l2 = c.l2;
   parallel_for(n, 1 << 14, [&](int64_t lo, int64_t hi) {
@@ -39,6 +42,7 @@ void update(float* p, const float* gp, float* m, float* v, int64_t n, const Adam
       v[i] = b2 * v[i] + (1.f - b2) * gi * gi;
       p[i] = p[i] * decay - step_size * m[i] / (std::sqrt(v[i]) * inv_sqrt_bc2 + eps);
     }
+    if (copy) bf16_row(p + lo, copy + lo, hi - lo);
   });
 }
 
@@ -46,10 +50,12 @@ void update(float* p, const float* gp, float* m, float* v, int64_t n, const Adam
 
 // On the CPU the list is a loop: each tensor's update is already one pass over its four arrays.
 void adam_update_list(float* const* param, const float* const* grad, float* const* exp_avg, float* const* exp_avg_sq,
-                      const int64_t* n, int64_t count, const AdamCoefficients& c, const float* clip_factor) {
+                      const int64_t* n, int64_t count, const AdamCoefficients& c, const float* clip_factor,
+                      bf16* const* bf16_copy) {
   for (int64_t i = 0; i < count; ++i) {
-    if (clip_factor) update<true>(param[i], grad[i], exp_avg[i], exp_avg_sq[i], n[i], c, *clip_factor);
-    else update<false>(param[i], grad[i], exp_avg[i], exp_avg_sq[i], n[i], c, 1.f);
+    bf16* copy = bf16_copy ? bf16_copy[i] : nullptr;
+    if (clip_factor) update<true>(param[i], grad[i], exp_avg[i], exp_avg_sq[i], n[i], c, *clip_factor, copy);
+    else update<false>(param[i], grad[i], exp_avg[i], exp_avg_sq[i], n[i], c, 1.f, copy);
   }
 }
 

@@ -5,6 +5,7 @@
 #include <cstdint>
 
 #include "kernels/adam.h"
+#include "qkv/core/dtype.h"
 
 namespace qkv::kernels::cpu {
 #include "kernels/adam.inc"

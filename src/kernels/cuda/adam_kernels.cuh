@@ -6,6 +6,7 @@
 #include <cstdint>
 
 #include "kernels/adam.h"
+#include "kernels/cuda/bf16_bits.cuh"
 #include "kernels/cuda/launch.h"
 #include "kernels/cuda/tensor_list.h"
 
@@ -21,17 +22,21 @@ __device__ inline void adam_element(float* p, float gs, float* m, float* v, cons
   *p = *p * c.decay - c.step_size * mi / (sqrtf(vi) * c.inv_sqrt_bc2 + c.eps);
 }
 
-// Tensor blockIdx.y of the list, its elements strided over gridDim.x blocks.
-__global__ void adam_list_kernel(TensorList<4> list, AdamCoefficients c, const float* clip_factor) {
+// Tensor blockIdx.y of the list (ptr: θ, g, m, v, and the bf16 copy carried as a float pointer, null
+// for none), its elements strided over gridDim.x blocks; the copy rounded as convert_to_bf16_list's.
+__global__ void adam_list_kernel(TensorList<5> list, AdamCoefficients c, const float* clip_factor) {
   const int t = blockIdx.y;
   const int64_t n = list.n[t];
   float* p = list.ptr[0][t];
   const float* gp = list.ptr[1][t];
   float* m = list.ptr[2][t];
   float* v = list.ptr[3][t];
+  uint16_t* copy = reinterpret_cast<uint16_t*>(list.ptr[4][t]);
   const float s = clip_factor ? *clip_factor : 1.f;
-  for (int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; i < n; i += int64_t{gridDim.x} * blockDim.x)
+  for (int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; i < n; i += int64_t{gridDim.x} * blockDim.x) {
     adam_element(p + i, __fmul_rn(gp[i], s), m + i, v + i, c);  // g · s rounded on its own (no contraction)
+    if (copy) copy[i] = to_bf16_bits(p[i]);
+  }
 }
 
 }  // namespace
