@@ -90,7 +90,10 @@ std::vector<Tensor> AutocastWeights::copies_for(const std::vector<Tensor>& weigh
   std::vector<Tensor> copies;
   for (const Tensor& w : weights) {
     Entry* e = find_whole(w);
-    if (e && e->used && !e->copy.defined()) e->copy = Tensor::empty(w.shape(), DType::bf16, w.device());
+    if (e && e->used && !e->copy.defined()) {
+      e->copy = Tensor::empty(w.shape(), DType::bf16, w.device());
+      e->fresh_at = ~uint64_t{0};  // holds nothing until written()
+    }
     copies.push_back(e && e->used ? e->copy : Tensor());
   }
   return copies;

@@ -55,7 +55,7 @@ int run_train(const GptBenchArgs& a) {
   o.beta2 = 0.99f;
   train::Adam opt(train::decay_matrices_only(gpt.named_parameters(), 0.1f), o);
   const int64_t T = c.block_size;
-  AutocastWeights casts(gpt.parameters());  // bf16: the weights' copies made once a step, as the trainer's
+  AutocastWeights casts(gpt.parameters());  // bf16: the weights' copies, as the trainer's
   std::vector<double> times;
   double loss_value = 0;
   for (int64_t it = 0; it < a.warmup + a.iters; ++it) {
@@ -75,7 +75,7 @@ int run_train(const GptBenchArgs& a) {
       loss.backward();
     }
     train::clip_grad_norm_(gpt.parameters(), 1.0);
-    opt.step();
+    opt.step(Tensor(), &casts);  // bf16: the weights' copies written by the update, as the trainer's
     const double dt = seconds_since(t0);
     loss_value = loss.item();
     if (it >= a.warmup) times.push_back(dt);

@@ -131,7 +131,7 @@ class AutocastWeights {
     Tensor weight;      // f32, the candidate
     bool used = false;  // linear asked for it
     Tensor copy;        // bf16, once `used`
-    uint64_t fresh_at = 0;  // the weight's storage's writes when `copy` last held its values
+    uint64_t fresh_at = ~uint64_t{0};  // the weight's storage's writes when `copy` last held its values
     bool fresh() const;
   };
   std::vector<Entry> entries_;
