@@ -386,13 +386,7 @@ __global__ void __launch_bounds__(kThreads)
       // dPᵀ = V_w dO_iᵀ, then dS' = scale · P ∘ (dP ∘ Z/(1−p) − D_i) in its place
       float ds[kRows / 8][4];
       rows_times_rows_t<T, D>(ds, Vs, kw, Gs);
-#pragma unroll
-      for (int n = 0; n < kRows / 8; ++n)
-#pragma unroll
-        for (int e = 0; e < 4; ++e) {
-          const float P = s[n][e];
-          ds[n][e] = P == 0.f ? 0.f : p.scale * P * (ds[n][e] * z(n, e) - rowD[n * 8 + 2 * t + e % 2]);
-        }
+      rows::score_gradients(ds, s, p.scale, rowD, t, z);
 
       // dK_w += dS'ᵀ Q_i (as dV), and dS'ᵀ → shared memory for dQ (two rows' values a 32-bit store)
 #pragma unroll
@@ -415,14 +409,12 @@ __global__ void __launch_bounds__(kThreads)
       __syncthreads();  // every warp's dS' columns are in place, and Q_i and dO_i read for the last time
 
       // the next step's Q, dO (cp.async) and lse, D (registers) on their way during dQ's products
-      const bool last_row_step = i0 + kRows >= p.Lq;
-      const int64_t next_h = last_row_step ? h + 1 : h, next_i0 = last_row_step ? first_i0 : i0 + kRows;
-      const bool next = next_h < h_end;
+      const rows::NextStep next = rows::next_step(h, i0, kRows, p.Lq, first_i0, h_end);
       rows::RowStats next_stats;
-      if (next) {
-        copy_step(next_h, next_i0);
+      if (next.exists) {
+        copy_step(next.h, next.i0);
         cp_async_commit();
-        next_stats = rows::load_row_stats<kRows>(p, lse, Dsum, (b * p.H + next_h) * p.Lq, next_i0);
+        next_stats = rows::load_row_stats<kRows>(p, lse, Dsum, (b * p.H + next.h) * p.Lq, next.i0);
       }
 
       // dQ_i += dS' K_j for rows 16·warp…16·warp+15 of the step, 64 dims at a time: A = dS' (row-major
@@ -448,7 +440,7 @@ __global__ void __launch_bounds__(kThreads)
         rows::add_dq(p, dq, b, h, i0, rw, c0, rowL, acc, g, t);
       }
       __syncthreads();  // dQ's readers of dS' and of the step's lse are done
-      if (next) rows::store_row_stats<kRows>(rowL, rowD, next_stats);
+      if (next.exists) rows::store_row_stats<kRows>(rowL, rowD, next_stats);
     }
   }
 

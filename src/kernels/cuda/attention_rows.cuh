@@ -181,6 +181,33 @@ __device__ inline void probabilities(float (&s)[NT][4], const AttnProblem& p, in
   }
 }
 
+// dS' = scale · P ∘ (dP ∘ Z/(1−p) − D_i) in dP's place, 0 where P is (rowD = the step's D_i; z(n, e)
+// = Z/(1−p) of element (n, e), 1 without dropout)
+template <int NT, typename Keep>
+__device__ inline void score_gradients(float (&dp)[NT][4], const float (&s)[NT][4], float scale, const float* rowD,
+                                       int t, Keep&& z) {
+#pragma unroll
+  for (int n = 0; n < NT; ++n)
+#pragma unroll
+    for (int e = 0; e < 4; ++e) {
+      const float P = s[n][e];
+      dp[n][e] = P == 0.f ? 0.f : scale * P * (dp[n][e] * z(n, e) - rowD[n * 8 + 2 * t + e % 2]);
+    }
+}
+
+// The step after rows i0 … of query head h, for a backward block walking heads [.., h_end) in steps of
+// R rows from first_i0: the next rows of h, or h + 1's first; `exists` false after the last.
+struct NextStep {
+  int64_t h, i0;
+  bool exists;
+};
+__device__ inline NextStep next_step(int64_t h, int64_t i0, int R, int64_t Lq, int64_t first_i0, int64_t h_end) {
+  const bool last_row_step = i0 + R >= Lq;
+  NextStep n{last_row_step ? h + 1 : h, last_row_step ? first_i0 : i0 + R, false};
+  n.exists = n.h < h_end;
+  return n;
+}
+
 // dq rows of the step += a warp's 16 × NT·8 block of dQ (acc: NT n-tiles; rows rw + g, rw + g + 8 of
 // the step, dims c0 …), by f32 atomics; rows past Lq or that see no key are left alone
 template <int NT>

@@ -331,13 +331,7 @@ __global__ void __launch_bounds__(kThreads)
       // dPᵀ = V_w dO_iᵀ, then dS' = scale · P ∘ (dP ∘ Z/(1−p) − D_i) in its place
       float ds[kRows / 8][4];
       rows_times_rows_t<D>(ds, Vs, kw, Gs);
-#pragma unroll
-      for (int n = 0; n < kRows / 8; ++n)
-#pragma unroll
-        for (int e = 0; e < 4; ++e) {
-          const float P = s[n][e];
-          ds[n][e] = P == 0.f ? 0.f : p.scale * P * (ds[n][e] * z(n, e) - rowD[n * 8 + 2 * t + e % 2]);
-        }
+      rows::score_gradients(ds, s, p.scale, rowD, t, z);
 
       // dK_w += dS'ᵀ Q_i (as dV), and dS'ᵀ → shared memory for dQ
       keys_times_rows<D>(dK, ds, Qs);

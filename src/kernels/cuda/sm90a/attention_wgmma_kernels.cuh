@@ -433,6 +433,17 @@ __global__ void __launch_bounds__(kBwdThreads, 1)
   // D_i through registers, while the step before computes its dQ (its last product, which reads none
   // of them): the first step's with K, V and Kᵀ, here.
   const int64_t first_i0 = p.causal ? j0 : 0, h_begin = hk * group, h_end = (hk + 1) * group;
+  // acc = X_w Yᵀ over the dims, issued and committed as one group: X_w the warpgroup's 64 rows of a
+  // key tile (K or V, [D/64][128][64]), Y the step's 64 rows (Q or dO, [D/64][64][64])
+  auto issue_keys_times_rows = [&](float(&acc)[kBwdRows / 2], const unsigned char* X, const unsigned char* Y) {
+    fence_registers(acc);
+    wgmma_fence();
+#pragma unroll
+    for (int kk = 0; kk < D / 16; ++kk)
+      wgmma_ss<T, kBwdRows>(acc, smem_descriptor(X + (kk / 4) * kBwdKeys * 128 + wg * 64 * 128 + (kk % 4) * 32),
+                            smem_descriptor(Y + (kk / 4) * kBwdRows * 128 + (kk % 4) * 32), kk > 0);
+    wgmma_commit();
+  };
   auto copy_step = [&](int64_t h, int64_t i0) {
     const int64_t bh = b * p.H + h;
     copy_rows<T, D>(Qs, qh + bh * p.Lq * D, i0, p.Lq, kBwdRows);
@@ -454,21 +465,9 @@ __global__ void __launch_bounds__(kBwdThreads, 1)
       float s[kBwdRows / 8][4], dp[kBwdRows / 8][4];
       float(&sf)[kBwdRows / 2] = *reinterpret_cast<float(*)[kBwdRows / 2]>(&s[0][0]);
       float(&dpf)[kBwdRows / 2] = *reinterpret_cast<float(*)[kBwdRows / 2]>(&dp[0][0]);
-      fence_registers(sf);
-      wgmma_fence();
-#pragma unroll
-      for (int kk = 0; kk < D / 16; ++kk)
-        wgmma_ss<T, kBwdRows>(sf, smem_descriptor(Ks + (kk / 4) * kBwdKeys * 128 + wg * 64 * 128 + (kk % 4) * 32),
-                              smem_descriptor(Qs + (kk / 4) * kBwdRows * 128 + (kk % 4) * 32), kk > 0);
-      wgmma_commit();
+      issue_keys_times_rows(sf, Ks, Qs);
       // dPᵀ = V_w dO_iᵀ, left running under P's exponentials and dV's product
-      fence_registers(dpf);
-      wgmma_fence();
-#pragma unroll
-      for (int kk = 0; kk < D / 16; ++kk)
-        wgmma_ss<T, kBwdRows>(dpf, smem_descriptor(Vs + (kk / 4) * kBwdKeys * 128 + wg * 64 * 128 + (kk % 4) * 32),
-                              smem_descriptor(Gs + (kk / 4) * kBwdRows * 128 + (kk % 4) * 32), kk > 0);
-      wgmma_commit();
+      issue_keys_times_rows(dpf, Vs, Gs);
       wgmma_wait<1>();  // Sᵀ
       fence_registers(sf);
 
@@ -501,13 +500,7 @@ __global__ void __launch_bounds__(kBwdThreads, 1)
       fence_registers(dVf);
 
       // dS' = scale · P ∘ (dP ∘ Z/(1−p) − D_i) in dP's place
-#pragma unroll
-      for (int n = 0; n < kBwdRows / 8; ++n)
-#pragma unroll
-        for (int e = 0; e < 4; ++e) {
-          const float P = s[n][e];
-          dp[n][e] = P == 0.f ? 0.f : p.scale * P * (dp[n][e] * z(n, e) - rowD[n * 8 + 2 * t + e % 2]);
-        }
+      rows::score_gradients(dp, s, p.scale, rowD, t, z);
 
       // dK_w += dS'ᵀ Q_i (as dV), and dS' → shared memory [row][key] (column block wg: the warpgroup's keys)
       uint32_t da[kBwdRows / 16][4];
@@ -538,14 +531,12 @@ __global__ void __launch_bounds__(kBwdThreads, 1)
       __syncthreads();      // both warpgroups' dS' in place, and the step's tiles read for the last time
 
       // the next step's tiles (cp.async) and lse, D_i (registers) on their way during dQ's product
-      const bool last_row_step = i0 + kBwdRows >= p.Lq;
-      const int64_t next_h = last_row_step ? h + 1 : h, next_i0 = last_row_step ? first_i0 : i0 + kBwdRows;
-      const bool next = next_h < h_end;
+      const rows::NextStep next = rows::next_step(h, i0, kBwdRows, p.Lq, first_i0, h_end);
       rows::RowStats next_stats;
-      if (next) {
-        copy_step(next_h, next_i0);
+      if (next.exists) {
+        copy_step(next.h, next.i0);
         cp_async_commit();
-        next_stats = rows::load_row_stats<kBwdRows>(p, lse, Dsum, (b * p.H + next_h) * p.Lq, next_i0);
+        next_stats = rows::load_row_stats<kBwdRows>(p, lse, Dsum, (b * p.H + next.h) * p.Lq, next.i0);
       }
 
       // dQ_i[:, wg·D/2 …] += dS' Kᵀ over the block's keys: A = dS' (64 rows), B = Kᵀ's rows wg·D/2 …
@@ -562,7 +553,7 @@ __global__ void __launch_bounds__(kBwdThreads, 1)
       fence_registers(accf);
       rows::add_dq(p, dq, b, h, i0, 16 * warp, wg * (D / 2), rowL, acc, g, t);
       __syncthreads();  // dQ's reads of dS' and of the step's lse done
-      if (next) rows::store_row_stats<kBwdRows>(rowL, rowD, next_stats);
+      if (next.exists) rows::store_row_stats<kBwdRows>(rowL, rowD, next_stats);
     }
   }
   cp_async_wait<0>();  // a block with no step (causal, its first key past Lq): K, V's copies to be waited for
