@@ -254,6 +254,15 @@ TEST(ClipGradNorm, ListErrorsNameTheirInput) {
             std::string::npos);
   EXPECT_NE(error_of([&] { adam_update_({p}, {Tensor::ones({4})}, {m}, {v}, AdamUpdate{}); }).find("gradient"),
             std::string::npos);
+  // bf16 copies: one a parameter (or none), each bf16 of its shape
+  EXPECT_NE(error_of([&] {
+              adam_update_({p}, {x}, {m}, {v}, AdamUpdate{}, Tensor(), {Tensor::zeros({3}, DType::bf16), Tensor()});
+            }).find("2 bf16 copies"),
+            std::string::npos);
+  for (const Tensor& bad : {Tensor::zeros({3}), Tensor::zeros({4}, DType::bf16)})
+    EXPECT_NE(error_of([&] { adam_update_({p}, {x}, {m}, {v}, AdamUpdate{}, Tensor(), {bad}); }).find("bf16 copy"),
+              std::string::npos)
+        << bad.str();
   EXPECT_EQ(p.to_vector(), std::vector<float>(3, 1.f)) << "a refused update wrote to the parameter";
 }
 
