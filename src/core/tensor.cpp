@@ -42,6 +42,9 @@ void AllocationBudget::charge(size_t bytes) {
   QKV_CHECK(bytes <= left_, what_, " (", bytes, " more bytes asked for, ", left_, " left of the bound)");
   left_ -= bytes;
 }
+void AllocationBudget::charge_current(size_t bytes) {
+  if (t_budget) t_budget->charge(bytes);
+}
 
 Storage::Storage(size_t n, Device d) : nbytes(n), device(d) {
   // A tensor costs more than its bytes: its Storage, TensorImpl, the module's name for it and its

@@ -77,6 +77,10 @@ std::string LlamaConfig::describe() const {
 //            s = (L/λᵢ − low) / (high − low),  θᵢ' = (1 − s)·θᵢ/factor + s·θᵢ   (L: the original context)
 RotaryEmbedding::RotaryEmbedding(const LlamaConfig& c) {
   const int64_t rot = c.rotary_dim();
+  // sized by the config before any weight: charged to a loader's budget (a crafted head_dim or
+  // hidden_size of 10¹² asked 4 GB here — the config fuzzer's find)
+  AllocationBudget::charge_current(sizeof(double) * static_cast<size_t>(rot / 2));
+  inv_freq.reserve(static_cast<size_t>(rot / 2));
   for (int64_t i = 0; i < rot / 2; ++i) {
     double theta = 1.0 / std::pow(c.rope_theta, static_cast<double>(2 * i) / static_cast<double>(rot));
     if (c.rope_scaling == RopeScaling::linear) {

@@ -44,6 +44,26 @@ TEST(Llama, RmsNormKernelsMatchTheFormula) {
             std::string::npos);
 }
 
+// The rotary frequencies are sized by the config before any weight is: a loader's budget bounds them
+// as it bounds the tensors (a config of hidden_size 7,922,337,203,684 — the config fuzzer's find —
+// grew this table until the fuzzer's memory limit, with no weight yet allocated to trip the budget).
+TEST(Llama, RotaryTableChargesTheBuilderBudget) {
+  nn::LlamaConfig c;
+  c.hidden_size = 64, c.num_attention_heads = 1;  // 32 frequencies: 256 bytes
+  {
+    AllocationBudget budget(100, "a 100-byte budget");
+    EXPECT_NE(testing::error_of([&] { nn::RotaryEmbedding r(c); }).find("100-byte budget"), std::string::npos);
+  }
+  AllocationBudget budget(1000, "a 1000-byte budget");
+  EXPECT_EQ(nn::RotaryEmbedding(c).inv_freq.size(), 32u);
+  const std::string e = testing::error_of([] {
+    AllocationBudget small(size_t{2} << 20, "a 2 MiB model");
+    for (const models::ModelType& t : models::model_types())
+      if (std::string(t.name) == "llama") t.build(nlohmann::json::parse(R"({"hidden_size": 7922337203684})"), nullptr);
+  });
+  EXPECT_NE(e.find("2 MiB model"), std::string::npos) << e;
+}
+
 TEST(Llama, RotaryAndSiluGradcheck) {
   Tensor cos = param({5, 4}, 6).detach(), sin = param({5, 4}, 7).detach();
   // partial rotary: 4 of 6 features rotate

@@ -80,6 +80,9 @@ class AllocationBudget {
   AllocationBudget(const AllocationBudget&) = delete;
   AllocationBudget& operator=(const AllocationBudget&) = delete;
   void charge(size_t bytes);  // throws when past the bound
+  // Charges the current thread's innermost budget, if any: host memory a builder sizes by its config
+  // outside tensors (a table of rotary frequencies) is bounded as the tensors are.
+  static void charge_current(size_t bytes);
 
  private:
   size_t left_;
