@@ -135,33 +135,39 @@ bool serves_backward(const AttnProblem& p) {
   return e && std::strcmp(e, "wgmma") == 0 && serves_shape(p);
 }
 
+// A call of the pair's forward or backward, run at the problem's head dim (64 or 128: serves_shape).
+struct ForwardCall {
+  float *out, *lse;
+  template <typename T, int D>
+  void run(const AttnProblem& p) const { forward<T, D>(p, out, lse, stream()); }
+};
+struct BackwardCall {
+  const float *lse, *Dsum, *dout;
+  float *dq, *dk, *dv;
+  template <typename T, int D>
+  void run(const AttnProblem& p) const { backward<T, D>(p, lse, Dsum, dout, dq, dk, dv, stream()); }
+};
+template <typename T, typename Call>
+void by_head_dim(const AttnProblem& p, const Call& call) {
+  if (p.D == 64) call.template run<T, 64>(p);
+  else call.template run<T, 128>(p);
+}
+
 }  // namespace
 
 bool attention_forward_wgmma_bf16(const AttnProblem& p, float* out, float* lse) {
-  if (!serves(p)) return false;
-  if (p.D == 64) forward<__nv_bfloat16, 64>(p, out, lse, stream());
-  else forward<__nv_bfloat16, 128>(p, out, lse, stream());
-  return true;
+  return serves(p) && (by_head_dim<__nv_bfloat16>(p, ForwardCall{out, lse}), true);
 }
 bool attention_backward_wgmma_bf16(const AttnProblem& p, const float* lse, const float* Dsum, const float* dout,
                                    float* dq, float* dk, float* dv) {
-  if (!serves_backward(p)) return false;
-  if (p.D == 64) backward<__nv_bfloat16, 64>(p, lse, Dsum, dout, dq, dk, dv, stream());
-  else backward<__nv_bfloat16, 128>(p, lse, Dsum, dout, dq, dk, dv, stream());
-  return true;
+  return serves_backward(p) && (by_head_dim<__nv_bfloat16>(p, BackwardCall{lse, Dsum, dout, dq, dk, dv}), true);
 }
 bool attention_forward_wgmma_f16(const AttnProblem& p, float* out, float* lse) {
-  if (!serves(p)) return false;
-  if (p.D == 64) forward<__half, 64>(p, out, lse, stream());
-  else forward<__half, 128>(p, out, lse, stream());
-  return true;
+  return serves(p) && (by_head_dim<__half>(p, ForwardCall{out, lse}), true);
 }
 bool attention_backward_wgmma_f16(const AttnProblem& p, const float* lse, const float* Dsum, const float* dout,
                                   float* dq, float* dk, float* dv) {
-  if (!serves_backward(p)) return false;
-  if (p.D == 64) backward<__half, 64>(p, lse, Dsum, dout, dq, dk, dv, stream());
-  else backward<__half, 128>(p, lse, Dsum, dout, dq, dk, dv, stream());
-  return true;
+  return serves_backward(p) && (by_head_dim<__half>(p, BackwardCall{lse, Dsum, dout, dq, dk, dv}), true);
 }
 
 }  // namespace qkv::kernels::cuda
