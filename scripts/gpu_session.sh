@@ -4,7 +4,7 @@
 #
 #   run(command="bash scripts/gpu_session.sh 1", carry=[".gpu"], timeout_s=540)          (~4.5 minutes)
 #       every CUDA test (a process each), the attention grid (bf16, L = 2k and 16k: qkv's wgmma forward
-#       with the mma.sync and the wgmma backward, the mma.sync pair, PyTorch's SDPA backends), then f32 at L = 2k
+#       with the mma.sync and the wgmma backward, the warp-specialized wgmma forward, the mma.sync pair, PyTorch's SDPA backends), then f32 at L = 2k
 #       (the CUDA-core pair, the 3xTF32 tensor-core pair, PyTorch's f32 SDPA)
 #   run(command="bash scripts/gpu_session.sh 2", carry=[".gpu"], timeout_s=480)          (~4 minutes)
 #       GPT training tokens/s against PyTorch eager and compiled, translation throughput GPU vs CPU,
@@ -75,16 +75,18 @@ profile() {  # Nsight Compute on the tensor-core attention kernels, one launch e
                   --section ComputeWorkloadAnalysis --section MemoryWorkloadAnalysis)
   # bf16 (the wgmma / mma.sync pair) and f32 on the tensor cores (the 3xTF32 pair, d = 64: the GPT's)
   # and the wgmma backward (QKV_CUDA_ATTENTION_BACKWARD=wgmma)
-  local -A name=([forward]="regex:flash_(wgmma_overlap|mma_forward)" [backward]="regex:flash_mma_backward"
+  local -A name=([forward]="regex:flash_(wgmma_overlap|mma_forward)" [ws-forward]="regex:flash_wgmma_ws"
+                 [backward]="regex:flash_mma_backward"
                  [wgmma-backward]="regex:flash_wgmma_backward"
                  [tf32-forward]="regex:flash_tf32_forward" [tf32-backward]="regex:flash_tf32_backward")
-  local -A args=([forward]="-d 128 --dtype bf16" [backward]="-d 128 --dtype bf16" [wgmma-backward]="-d 128 --dtype bf16"
+  local -A args=([forward]="-d 128 --dtype bf16" [ws-forward]="-d 128 --dtype bf16" [backward]="-d 128 --dtype bf16" [wgmma-backward]="-d 128 --dtype bf16"
                  [tf32-forward]="-d 64 --dtype f32" [tf32-backward]="-d 64 --dtype f32")
-  for k in forward backward wgmma-backward tf32-forward tf32-backward; do
-    local backward=mma
+  for k in forward ws-forward backward wgmma-backward tf32-forward tf32-backward; do
+    local backward=mma forward=wgmma
     [ "$k" = wgmma-backward ] && backward=wgmma
+    [ "$k" = ws-forward ] && forward=wgmma-ws
     # shellcheck disable=SC2086  # args: several words
-    QKV_CUDA_ATTENTION_BACKWARD=$backward QKV_CUDA_ATTENTION_F32=tf32x3 step "profile-$k" 60 "$ncu" --kernel-name "${name[$k]}" --launch-count 1 \
+    QKV_CUDA_ATTENTION=$forward QKV_CUDA_ATTENTION_BACKWARD=$backward QKV_CUDA_ATTENTION_F32=tf32x3 step "profile-$k" 60 "$ncu" --kernel-name "${name[$k]}" --launch-count 1 \
       "${sections[@]}" bash .gpu/run.sh qkv bench attention --device cuda -B 4 --heads 16 -L 4096 ${args[$k]} --repeats 1
   done
 }
@@ -121,7 +123,7 @@ transformer() {  # qkv train of the translation Transformer on the GPU: tokens/s
   done
 }
 case "${1:-}" in
-  1) tests; attention wgmma wgmma-backward mma; attention_f32 ;;
+  1) tests; attention wgmma wgmma-ws wgmma-backward mma; attention_f32 ;;
   2) training; steps; transformer; paged ;;
   tests | attention | attention_f32 | training | steps | profile | serve | transformer | paged) "$@" ;;
   sanitize) step sanitize 400 bash .gpu/run.sh sanitize "${2:-Cuda.Bf16*}" ;;

@@ -89,9 +89,9 @@ constexpr double kTf32 = 3e-3;
     EXPECT_LE(rel_error(host(gpu_tensor), host(cpu_tensor)), (tol)) << #gpu_tensor;             \
   } while (0)
 
-// The tiles' bf16/f16 attention pair for the scope of one of these: "wgmma", "wgmma64", "wgmma128" (the
-// forward on Hopper's wgmma, sm90a/attention_wgmma.cu — the overlapped kernel, one tile at a time with
-// key tiles of 64 or 128 — the first the default on a compute capability 9.0 GPU, elsewhere the
+// The tiles' bf16/f16 attention pair for the scope of one of these: "wgmma", "wgmma64", "wgmma128",
+// "wgmma-ws" (the forward on Hopper's wgmma, sm90a/attention_wgmma.cu — the overlapped kernel, one tile
+// at a time with key tiles of 64 or 128, the warp-specialized kernel with TMA — the first the default on a compute capability 9.0 GPU, elsewhere the
 // mma.sync default; the backward is mma.sync's unless BackwardKernels says), "mma1" or "mma2" (attention_mma.cu, the products'
 // accumulators in registers, its forward with one or two m-tiles of query rows a warp; "mma" takes one
 // at head dim 64, two at 128) or "wmma" (the first pair) — QKV_CUDA_ATTENTION.
@@ -559,7 +559,7 @@ TEST_F(Cuda, Bf16AttentionOnTheTensorCoresMatchesTheCpu) {
       AttentionOptions go = o;
       if (o.attn_mask.defined()) go.attn_mask = gpu(o.attn_mask);
       go.compute_dtype = dt;
-      for (const char* kernel : {"wgmma", "wgmma64", "wgmma128", "mma1", "mma2", "wmma"}) {
+      for (const char* kernel : {"wgmma", "wgmma64", "wgmma128", "wgmma-ws", "mma1", "mma2", "wmma"}) {
         SCOPED_TRACE(kernel);
         TileKernels use(kernel);
         const Tensor out = scaled_dot_product_attention(gpu(q), gpu(k), gpu(v), go);
@@ -627,7 +627,7 @@ TEST_F(Cuda, Bf16AttentionTrainsOnTheTensorCoresAsOnTheCpu) {
       SCOPED_TRACE(enum_name(dt));
       const auto on_cpu = run(Device::cpu(), dt);
       // "wgmma-backward": the wgmma forward and the wgmma backward
-      for (const char* kernel : {"wgmma", "wgmma64", "wgmma128", "mma1", "mma2", "wmma", "wgmma-backward"}) {
+      for (const char* kernel : {"wgmma", "wgmma64", "wgmma128", "wgmma-ws", "mma1", "mma2", "wmma", "wgmma-backward"}) {
         SCOPED_TRACE(kernel);
         const bool wgmma_backward = std::strcmp(kernel, "wgmma-backward") == 0;
         TileKernels use(wgmma_backward ? "wgmma" : kernel);

@@ -51,7 +51,7 @@ Rounded<T> prepass(const kernels::AttnProblem& p) {
   return r;
 }
 
-enum class Variant { tile64, tile128, overlap };
+enum class Variant { tile64, tile128, overlap, ws };
 
 struct Forward {
   std::vector<float> out, lse;
@@ -69,6 +69,23 @@ Forward forward(const qt::EmulatedAttention& e, const Rounded<T>& r) {
     else
       kc::flash_wgmma_forward_kernel<T, D, KN, General>(p, r.q.data(), r.k.data(), r.vt.data(), r.Lp, out.data(),
                                                          lse.data());
+  });
+  return {out, lse};
+}
+
+// The warp-specialized kernel as attention_wgmma.cu launches it: the TMA tensor maps over the same
+// dense copies (encoded by the emulation, which refuses what the driver would), three warpgroups.
+template <typename T, int D, bool General>
+Forward forward_ws(const qt::EmulatedAttention& e, const Rounded<T>& r) {
+  const kernels::AttnProblem& p = e.p;
+  constexpr int KN = kc::WsShape<D>::KN, Stages = kc::WsShape<D>::Stages;
+  std::vector<float> out(e.nq(), 0.f), lse(p.B * p.H * p.Lq, 0.f);
+  kc::ForwardMaps maps;
+  kc::encode_forward_maps<T, D, KN>(maps, p, r.q.data(), r.k.data(), r.vt.data(), r.Lp);
+  const dim3 grid(static_cast<unsigned>((p.Lq + kc::kRows - 1) / kc::kRows), static_cast<unsigned>(p.B * p.H));
+  emulation::launch(grid, kc::kWsThreads, kc::ws_smem_bytes<D, KN, Stages>(), [&] {
+    kc::flash_wgmma_ws_kernel<T, D, KN, Stages, General>(p, maps.q, maps.k, maps.vt, r.q.data(), r.k.data(),
+                                                         r.vt.data(), r.Lp, out.data(), lse.data());
   });
   return {out, lse};
 }
@@ -116,7 +133,10 @@ void backward(const qt::EmulatedAttention& e, const Forward& f, std::vector<floa
 template <typename T, int D>
 void check(const qt::AttentionCase& c, Variant v, uint64_t seed) {
   constexpr bool bf16 = std::is_same_v<T, __nv_bfloat16>;
-  SCOPED_TRACE(qt::describe(c) << (v == Variant::tile64 ? " tile64" : v == Variant::tile128 ? " tile128" : " overlap")
+  SCOPED_TRACE(qt::describe(c) << (v == Variant::tile64    ? " tile64"
+                                   : v == Variant::tile128 ? " tile128"
+                                   : v == Variant::ws      ? " ws"
+                                                           : " overlap")
                                << (bf16 ? " bf16" : " f16"));
   ASSERT_EQ(c.D, D);
   const qt::EmulatedAttention e =
@@ -124,7 +144,8 @@ void check(const qt::AttentionCase& c, Variant v, uint64_t seed) {
   const Rounded<T> r = prepass<T>(e.p);
   // the kernel attention_wgmma.cu's launch picks: a mask takes the overlapped kernel's general code
   Forward f;
-  if (e.general()) f = forward<T, D, 64, true, true>(e, r);
+  if (v == Variant::ws) f = e.general() ? forward_ws<T, D, true>(e, r) : forward_ws<T, D, false>(e, r);
+  else if (e.general()) f = forward<T, D, 64, true, true>(e, r);
   else if (v == Variant::tile64) f = forward<T, D, 64, false, false>(e, r);
   else if (v == Variant::tile128) f = forward<T, D, 128, false, false>(e, r);
   else f = forward<T, D, 64, false, true>(e, r);
@@ -154,6 +175,14 @@ TEST(AttentionWgmmaEmulated, EveryForwardVariantAndTheBackwardMatchTheCpu) {
   // dropout (the general code, the backward drawing Z again): the same draws as the CPU's
   check<__nv_bfloat16, 64>({1, 2, 2, 100, 140, 64, true, 0, false, 0.2f}, Variant::tile64, seed += 10);
   check<__nv_bfloat16, 128>({1, 2, 1, 70, 130, 128, false, 1, false, 0.3f}, Variant::overlap, seed += 10);
+  // the warp-specialized kernel (TMA, mbarriers, pingpong): ragged rows and keys (TMA's zero fill),
+  // several tiles through the rings of 4 (d 64) and 2 (d 128) buffers, GQA, causal, masks, dropout
+  check<__nv_bfloat16, 64>({1, 2, 2, 200, 700, 64, false, 0, false}, Variant::ws, seed += 10);
+  check<__nv_bfloat16, 64>({2, 2, 1, 150, 330, 64, true, 0, false}, Variant::ws, seed += 10);
+  check<__nv_bfloat16, 128>({1, 2, 2, 130, 500, 128, false, 0, false}, Variant::ws, seed += 10);
+  check<__nv_bfloat16, 128>({1, 2, 1, 260, 260, 128, true, 2, true}, Variant::ws, seed += 10);
+  check<__nv_bfloat16, 128>({1, 1, 1, 70, 300, 128, false, 1, false, 0.2f}, Variant::ws, seed += 10);
+  check<__half, 64>({1, 2, 2, 100, 90, 64, false, 3, false}, Variant::ws, seed += 10);
   // f16: the same kernels on __half
   check<__half, 64>({1, 2, 1, 130, 90, 64, true, 0, false}, Variant::tile64, seed += 10);
   check<__half, 128>({1, 2, 2, 100, 150, 128, false, 2, true}, Variant::overlap, seed += 10);

@@ -3,11 +3,12 @@
 // its warps' shuffles, ldmatrix and tensor-core products (mma.sync m16n8k8 .tf32 and m16n8k16
 // bf16/f16, from the PTX ISA's fragment tables; Hopper's warpgroup products, wgmma m64nNk16 bf16/f16,
 // from shared memory through its matrix descriptors and 128-byte swizzle, and from registers), its
-// __syncthreads — and deterministically. A barrier
+// __syncthreads, named barriers, mbarriers and TMA bulk tensor copies — and deterministically. A barrier
 // some threads never reach (a warp collective under divergent control flow, a __syncthreads skipped
 // by some) is reported, not hung. cp.async is a plain copy (kernels/cuda/attention_tiles.cuh under
-// QKV_CUDA_EMULATION), as is wgmma: computed when issued, its fences and waits no-ops, so a read of
-// an accumulator before its wait is not caught either; everything else a kernel computes is the
+// QKV_CUDA_EMULATION), as is a TMA copy (its bytes complete on its mbarrier at once) and wgmma:
+// computed when issued, its fences and waits no-ops, so a read of an accumulator before its wait, or a
+// buffer released before the product reading it has completed, is not caught either; everything else a kernel computes is the
 // GPU's arithmetic up to the order of the tensor core's sums.
 //
 // Use: include this first (it includes the CUDA headers, then defines the built-ins), then the kernel
@@ -16,6 +17,7 @@
 // QKV_CUDA build), not a GPU.
 #pragma once
 
+#include <cuda.h>  // CUtensorMap (the header only)
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
@@ -26,6 +28,7 @@
 #include <cstdint>
 #include <cstring>
 #include <functional>
+#include <map>
 #include <memory>
 #include <stdexcept>
 #include <string>
@@ -89,6 +92,20 @@ struct Runtime {
     bool from_registers[128], accumulate[128];
   };
   std::vector<WarpgroupSlots> warpgroup_slots;
+  // Hopper's mbarriers, by shared-memory address: expected arrivals, arrivals still to come, bytes
+  // announced and not yet landed, completed phases
+  struct MBarrier {
+    unsigned expected = 0, pending = 0;
+    int64_t tx = 0;
+    uint64_t phase = 0;
+  };
+  std::map<uint32_t, MBarrier> mbarriers;
+  // named barriers 1–15 (bar.sync / bar.arrive; 0 is __syncthreads)
+  struct Named {
+    unsigned arrived = 0, threads = 0;
+    uint64_t generation = 0;
+  };
+  Named named[16];
 };
 
 inline Runtime*& runtime() {
@@ -335,6 +352,121 @@ void wgmma_m64nNk16(float (&d)[N / 2], const uint32_t* a, uint64_t da, uint64_t 
   std::memcpy(d, out, sizeof out);
 }
 
+// ---- Hopper's asynchronous copies and barriers (kernels/cuda/sm90a/tma.cuh) -------------------------
+
+inline Runtime::MBarrier& mbarrier_at(uint32_t a) {
+  auto it = runtime()->mbarriers.find(a);
+  if (it == runtime()->mbarriers.end()) throw std::logic_error("emulation: an mbarrier used before mbarrier.init");
+  return it->second;
+}
+// a phase completes when every expected arrival has arrived and every announced byte has landed
+inline void mbarrier_settle(Runtime::MBarrier& b) {
+  if (b.pending == 0 && b.tx == 0) {
+    ++b.phase;
+    b.pending = b.expected;
+    ++runtime()->events;
+  }
+}
+inline void mbarrier_init(uint32_t a, unsigned count) {
+  if (a % 8 != 0) throw std::logic_error("emulation: an mbarrier not 8-byte aligned");
+  if (count == 0) throw std::logic_error("emulation: an mbarrier expecting no arrival");
+  runtime()->mbarriers[a] = Runtime::MBarrier{count, count, 0, 0};
+}
+// mbarrier.arrive (bytes 0) or mbarrier.arrive.expect_tx (`bytes` more to land in this phase)
+inline void mbarrier_arrive(uint32_t a, unsigned bytes) {
+  Runtime::MBarrier& b = mbarrier_at(a);
+  if (b.pending == 0) throw std::logic_error("emulation: more arrivals at an mbarrier than it expects");
+  b.tx += bytes;
+  --b.pending;
+  ++runtime()->events;
+  mbarrier_settle(b);
+}
+// a copy's bytes landed (complete_tx)
+inline void mbarrier_complete_tx(uint32_t a, unsigned bytes) {
+  Runtime::MBarrier& b = mbarrier_at(a);
+  b.tx -= bytes;
+  ++runtime()->events;
+  mbarrier_settle(b);
+}
+// mbarrier.try_wait.parity in a loop: returns once the phase of parity `parity` has completed, i.e.
+// while the current phase has the other parity (on a fresh barrier, parity 1 returns at once)
+inline void mbarrier_wait(uint32_t a, unsigned parity) {
+  while ((mbarrier_at(a).phase & 1) == (parity & 1)) yield();
+}
+
+// bar.sync (wait) / bar.arrive on named barrier id, completing at `threads` arrivals
+inline void named_barrier(unsigned id, unsigned threads, bool wait) {
+  Runtime& r = *runtime();
+  if (id == 0 || id > 15 || threads == 0 || threads % 32 != 0 || threads > r.threads)
+    throw std::logic_error("emulation: a named barrier 1-15 of whole warps");
+  Runtime::Named& n = r.named[id];
+  if (n.arrived == 0) n.threads = threads;
+  else if (n.threads != threads) throw std::logic_error("emulation: one named barrier used with two thread counts");
+  const uint64_t mine = n.generation;
+  ++r.events;
+  if (++n.arrived == threads) {
+    n.arrived = 0;
+    ++n.generation;
+    return;
+  }
+  if (wait)
+    while (r.named[id].generation == mine) yield();
+}
+
+// A tensor map as the emulation keeps it in CUtensorMap's 128 opaque bytes: a rank-3 tensor of 16-bit
+// elements and the box a copy moves, {64, rows, 1}, with the 128-byte swizzle. encode_tensor_map
+// checks what the driver's cuTensorMapEncodeTiled would refuse.
+struct TensorMapFields {
+  uint64_t magic;
+  const unsigned char* base;
+  uint64_t dims[3], strides[2];
+  uint32_t rows, element_bytes;
+};
+static_assert(sizeof(TensorMapFields) <= sizeof(CUtensorMap));
+constexpr uint64_t kTensorMapMagic = 0x716b76746d61ull;
+inline void encode_tensor_map(CUtensorMap& map, const void* base, unsigned element_bytes, const uint64_t (&dims)[3],
+                              const uint64_t (&strides)[2], uint32_t rows) {
+  auto refuse = [](const char* why) { throw std::invalid_argument(std::string("emulation: a tensor map ") + why); };
+  if (reinterpret_cast<uintptr_t>(&map) % 64 != 0) refuse("not 64-byte aligned");
+  if (reinterpret_cast<uintptr_t>(base) % 16 != 0) refuse("over a base address not 16-byte aligned");
+  for (uint64_t d : dims)
+    if (d == 0 || d > (uint64_t{1} << 32)) refuse("with a dimension of 0 or past 2^32");
+  for (uint64_t s : strides)
+    if (s % 16 != 0 || s >= (uint64_t{1} << 40)) refuse("with a stride not a multiple of 16 bytes, or past 2^40");
+  if (rows == 0 || rows > 256) refuse("with a box of 0 or more than 256 rows");
+  if (64 * element_bytes > 128) refuse("whose box rows are wider than the 128-byte swizzle");
+  TensorMapFields f{kTensorMapMagic, static_cast<const unsigned char*>(base), {dims[0], dims[1], dims[2]},
+                    {strides[0], strides[1]}, rows, element_bytes};
+  std::memset(&map, 0, sizeof map);
+  std::memcpy(&map, &f, sizeof f);
+}
+// cp.async.bulk.tensor.3d …mbarrier::complete_tx::bytes [dst], [map, {c0, c1, c2}], [bar]: the box at
+// element coordinates {c0, c1, c2}, zeros where it lies past the tensor, written row by row (128
+// bytes each) with the 128-byte swizzle on the address (bits 4–6 ^= bits 7–9, as wgmma reads it); its
+// bytes — all of the box's, the zeros too — complete on `bar`.
+inline void tma_load(void* dst, const CUtensorMap& map, int c0, int c1, int c2, uint32_t bar) {
+  using ::qkv::kernels::cuda::smem;
+  TensorMapFields f;
+  std::memcpy(&f, &map, sizeof f);
+  if (f.magic != kTensorMapMagic) throw std::logic_error("emulation: a TMA copy through a tensor map never encoded");
+  const uint32_t a0 = shared_address(dst);
+  if (a0 % 128 != 0) throw std::logic_error("emulation: a TMA copy into shared memory not 128-byte aligned");
+  const unsigned eb = f.element_bytes;
+  for (uint32_t r = 0; r < f.rows; ++r) {
+    const int64_t i1 = int64_t{c1} + r;
+    for (unsigned e = 0; e < 64; ++e) {
+      const int64_t i0 = int64_t{c0} + e;
+      const bool in = i0 >= 0 && i1 >= 0 && c2 >= 0 && uint64_t(i0) < f.dims[0] && uint64_t(i1) < f.dims[1] &&
+                      uint64_t(c2) < f.dims[2];
+      const uint32_t a = a0 + r * 128 + e * eb, swizzled = a ^ (((a >> 7) & 7u) << 4);
+      if (swizzled + eb > sizeof smem) throw std::logic_error("emulation: a TMA copy past shared memory");
+      if (in) std::memcpy(smem + swizzled, f.base + uint64_t(c2) * f.strides[1] + uint64_t(i1) * f.strides[0] + i0 * eb, eb);
+      else std::memset(smem + swizzled, 0, eb);
+    }
+  }
+  mbarrier_complete_tx(bar, f.rows * 64 * eb);
+}
+
 inline void fiber_entry() {
   Runtime& r = *runtime();
   r.body();
@@ -369,6 +501,8 @@ inline void launch(dim3 grid, unsigned threads, size_t shared_bytes, std::functi
     for (unsigned y = 0; y < grid.y; ++y) {
       for (unsigned x = 0; x < grid.x; ++x) {
         r.block = {x, y, z};
+        r.mbarriers.clear();
+        for (auto& n : r.named) n = Runtime::Named{};
         for (auto& f : r.fibers) {
           f.done = false;
           getcontext(&f.ctx);
@@ -412,6 +546,8 @@ inline void launch(dim3 grid, unsigned threads, size_t shared_bytes, std::functi
 #define blockDim (::dim3{::qkv::emulation::runtime()->threads, 1u, 1u})
 #define __syncthreads() ::qkv::emulation::sync_threads()
 #define __launch_bounds__(...)
+#undef __grid_constant__  // the toolkit's is an attribute the host compiler does not know
+#define __grid_constant__
 
 template <typename T>
 inline T __shfl_xor_sync(unsigned, T v, int m) {

@@ -24,17 +24,34 @@ void launch(const AttnProblem& p, const T* qh, const T* kh, const T* vth, int64_
   QKV_CUDA_LAUNCHED(flash_wgmma_forward_kernel);
 }
 
+// The warp-specialized kernel: its tensor maps over the dense copies, then the kernel (3 warpgroups).
+template <typename T, int D, bool General>
+void launch_ws(const AttnProblem& p, const T* qh, const T* kh, const T* vth, int64_t Lp, float* out, float* lse,
+               cudaStream_t s) {
+  constexpr int KN = WsShape<D>::KN, Stages = WsShape<D>::Stages;
+  constexpr size_t bytes = ws_smem_bytes<D, KN, Stages>();
+  ForwardMaps maps;
+  encode_forward_maps<T, D, KN>(maps, p, qh, kh, vth, Lp);
+  auto* kernel = flash_wgmma_ws_kernel<T, D, KN, Stages, General>;
+  QKV_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(bytes)));
+  const dim3 grid(static_cast<unsigned>((p.Lq + kRows - 1) / kRows), static_cast<unsigned>(p.B * p.H));
+  kernel<<<grid, kWsThreads, bytes, s>>>(p, maps.q, maps.k, maps.vt, qh, kh, vth, Lp, out, lse);
+  QKV_CUDA_LAUNCHED(flash_wgmma_ws_kernel);
+}
+
 // The variant QKV_CUDA_ATTENTION names — "wgmma64" / "wgmma128" one tile at a time with key tiles of
-// 64 / 128, "wgmma-overlap" the overlapped kernel — or by default (unset or "wgmma") the faster on an
+// 64 / 128, "wgmma-overlap" the overlapped kernel, "wgmma-ws" the warp-specialized one (TMA, producer
+// and consumers, pingpong: emulated, not yet run on a GPU) — or by default (unset or "wgmma") the faster on an
 // H200 at the head dim (docs/BENCHMARKS.md): at 64 one tile at a time (113 registers: two blocks an
 // SM, where the overlapped kernel's 176 allow one; 1.3–1.45× at L = 2k–16k), at 128 the overlapped
 // kernel (0.95–1.15× the one-tile kernels).
-enum class Variant { overlap, tile64, tile128 };
+enum class Variant { overlap, tile64, tile128, ws };
 Variant variant(int64_t D) {
   const char* e = std::getenv("QKV_CUDA_ATTENTION");
   if (e && std::strcmp(e, "wgmma64") == 0) return Variant::tile64;
   if (e && std::strcmp(e, "wgmma128") == 0) return Variant::tile128;
   if (e && std::strcmp(e, "wgmma-overlap") == 0) return Variant::overlap;
+  if (e && std::strcmp(e, "wgmma-ws") == 0) return Variant::ws;
   return D == 64 ? Variant::tile64 : Variant::overlap;
 }
 
@@ -54,8 +71,12 @@ void forward(const AttnProblem& p, float* out, float* lse, cudaStream_t s) {
                                                                  pieces, vth);
     QKV_CUDA_LAUNCHED(transpose_rows_kernel);
   }
+  const bool general = p.mask.kind != AttnMask::Kind::none || p.dropout_p > 0.f;
+  if (which == Variant::ws)
+    return general ? launch_ws<T, D, true>(p, qh, kh, vth, Lp, out, lse, s)
+                   : launch_ws<T, D, false>(p, qh, kh, vth, Lp, out, lse, s);
   // a mask or dropout: the overlapped kernel with its element-wise code (General)
-  if (p.mask.kind != AttnMask::Kind::none || p.dropout_p > 0.f) return launch<T, D, 64, true, true>(p, qh, kh, vth, Lp, out, lse, s);
+  if (general) return launch<T, D, 64, true, true>(p, qh, kh, vth, Lp, out, lse, s);
   if (which == Variant::tile128) return launch<T, D, 128, false, false>(p, qh, kh, vth, Lp, out, lse, s);
   if (which == Variant::tile64) return launch<T, D, 64, false, false>(p, qh, kh, vth, Lp, out, lse, s);
   launch<T, D, 64, false, true>(p, qh, kh, vth, Lp, out, lse, s);
@@ -122,7 +143,7 @@ bool serves_shape(const AttnProblem& p) {
 }
 
 // The forward: QKV_CUDA_ATTENTION unset or naming a wgmma variant ("wgmma", "wgmma64", "wgmma128",
-// "wgmma-overlap").
+// "wgmma-overlap", "wgmma-ws").
 bool serves(const AttnProblem& p) {
   if (const char* e = std::getenv("QKV_CUDA_ATTENTION"); e && std::strncmp(e, "wgmma", 5) != 0) return false;
   return serves_shape(p);

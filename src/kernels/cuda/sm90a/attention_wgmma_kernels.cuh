@@ -32,6 +32,7 @@
 #include "kernels/cuda/attention_rows.cuh"
 #include "kernels/cuda/attention_tiles.cuh"
 #include "kernels/cuda/launch.h"
+#include "kernels/cuda/sm90a/tma.cuh"
 #include "kernels/cuda/sm90a/wgmma.cuh"
 
 namespace qkv::kernels::cuda {
@@ -102,13 +103,14 @@ struct Block {
   int64_t row[2];     // this thread's rows: g and g + 8 of its warp's 16
   const T *q, *k, *vt;
 
+  // first_wg: the block's first computing warpgroup (1 in the warp-specialized kernel, after its producer)
   __device__ Block(const AttnProblem& pp, unsigned char* smem, int stages, const T* qh, const T* kh, const T* vth,
-                   int64_t lp)
+                   int64_t lp, int first_wg = 0)
       : p(pp), Lp(lp) {
     Qs = smem + ((1024 - smem_address(smem) % 1024) % 1024);
     Ks = Qs + kRows * D * 2;
     Vs = Ks + stages * KN * D * 2;
-    wg = threadIdx.x / 128, t = threadIdx.x % 4;
+    wg = static_cast<int>(threadIdx.x / 128) - first_wg, t = threadIdx.x % 4;
     const int warp = threadIdx.x % 128 / 32, g = threadIdx.x % 32 / 4;
     const int64_t bh = blockIdx.y, hk = bh % p.H / (p.H / p.Hkv);
     b = bh / p.H, h = bh % p.H;
@@ -212,18 +214,26 @@ struct Block {
   // 16kk…16kk+15 are the A fragment (rounded to T); B is V_jᵀ's D rows at keys 16kk… (column block kk / 4)
   __device__ void issue_values(float (&o)[D / 2], const float (&s)[KN / 2], const float (&alpha)[2],
                                const unsigned char* Vt) const {
-#pragma unroll
-    for (int c = 0; c < D / 8; ++c) {
-      o[4 * c] *= alpha[0], o[4 * c + 1] *= alpha[0];
-      o[4 * c + 2] *= alpha[1], o[4 * c + 3] *= alpha[1];
-    }
     uint32_t pa[KN / 16][4];
+    pack_probabilities(pa, s);
+    issue_packed_values(o, pa, alpha, Vt);
+  }
+  // P's accumulators rounded to T as the A fragments of O += P V (keys 16kk…16kk+15 in pa[kk])
+  __device__ static void pack_probabilities(uint32_t (&pa)[KN / 16][4], const float (&s)[KN / 2]) {
 #pragma unroll
     for (int kk = 0; kk < KN / 16; ++kk) {
       pa[kk][0] = pack2<T>(s[8 * kk], s[8 * kk + 1]);
       pa[kk][1] = pack2<T>(s[8 * kk + 2], s[8 * kk + 3]);
       pa[kk][2] = pack2<T>(s[8 * kk + 4], s[8 * kk + 5]);
       pa[kk][3] = pack2<T>(s[8 * kk + 6], s[8 * kk + 7]);
+    }
+  }
+  __device__ static void issue_packed_values(float (&o)[D / 2], const uint32_t (&pa)[KN / 16][4],
+                                             const float (&alpha)[2], const unsigned char* Vt) {
+#pragma unroll
+    for (int c = 0; c < D / 8; ++c) {
+      o[4 * c] *= alpha[0], o[4 * c + 1] *= alpha[0];
+      o[4 * c + 2] *= alpha[1], o[4 * c + 3] *= alpha[1];
     }
     fence_registers(o);
     wgmma_fence();
@@ -359,6 +369,140 @@ __global__ void __launch_bounds__(kThreads, 1)
   wgmma_wait<0>();
   fence_registers(o);
   cp_async_wait<0>();
+  k.write(o, m, l, out, lse);
+}
+
+// ---- the warp-specialized forward (FlashAttention-3's producer and consumers) --------------------------
+//
+// QKV_CUDA_ATTENTION=wgmma-ws. The overlapped kernel's arithmetic, with FlashAttention-3's division of
+// labour (Shah et al. 2024, §3.1): a block of three warpgroups, the first a producer — one thread
+// issues TMA copies of Q and of each key tile (K_j, V_jᵀ) into a ring of Stages buffers; its
+// registers given up (setmaxnreg) to the two consumer warpgroups of 64 query rows each, which
+// compute and no longer spend issue slots on copies' addresses. Per buffer s, mbarriers:
+//     full_k[s], full_v[s]    the producer announces the tile's bytes; TMA's copies complete them
+//     empty_k[s], empty_v[s]  every consumer thread arrives once it no longer reads K_j (V_j)
+// Per consumer warpgroup and key tile j ≥ 1 (Sⱼ's softmax under P_{j−1}V_{j−1}, as the overlapped kernel):
+//     wait full_k[j];  [turn]  issue S_j = Q_w K_jᵀ;  O ·= α_{j−1};  wait full_v[j−1];
+//     issue O += P_{j−1} V_{j−1};  [pass the turn];  wait for S_j;  release K_j;
+//     P_j, α_j = softmax(S_j);  wait for O;  release V_{j−1}
+// and the "pingpong" schedule (§3.1): the turn is a pair of named barriers, so the two warpgroups
+// issue their products in alternation and one's softmax (the exponentials, the other bottleneck)
+// runs while the other's products occupy the tensor cores. Both warpgroups walk every key tile of
+// the block (a causal block's diagonal tile is masked for the rows before it), so that the turns
+// pair up.
+constexpr int kWsThreads = 128 * (1 + kWarpgroups);
+constexpr int kProducerRegisters = 24, kConsumerRegisters = 240;  // 128·24 + 256·240 ≤ 64k a block
+
+// The buffers of each head dim: keys in tiles of 128, a ring of 4 (d 64) or 2 (d 128) buffers.
+template <int D>
+struct WsShape {
+  static constexpr int KN = 128, Stages = D == 64 ? 4 : 2;
+};
+template <int D, int KN, int Stages>
+constexpr size_t ws_smem_bytes() {  // the tiles, then 1 + 4·Stages mbarriers
+  return smem_bytes<D, KN, Stages>() + 8 * (1 + 4 * Stages);
+}
+
+// The three TMA tensor maps of the forward: q and k as the dense T copies [B·H, Lq, D] / [B·Hkv, Lk,
+// D] (boxes of 64 dims by 128 rows / KN keys), vᵀ as [B·Hkv, D, Lp] (boxes of 64 keys by D dims).
+// An empty key set (Lk 0) still gets valid maps: no tile is copied through them.
+struct ForwardMaps {
+  CUtensorMap q, k, vt;
+};
+template <typename T, int D, int KN>
+void encode_forward_maps(ForwardMaps& m, const AttnProblem& p, const T* qh, const T* kh, const T* vth, int64_t Lp) {
+  const uint64_t row = D * sizeof(T), Lk = p.Lk > 0 ? p.Lk : 1, L = Lp > 0 ? Lp : 128;
+  encode_tensor_map<T>(m.q, {qh, {D, uint64_t(p.Lq), uint64_t(p.B * p.H)}, {row, row * p.Lq}, kRows});
+  encode_tensor_map<T>(m.k, {kh, {D, Lk, uint64_t(p.B * p.Hkv)}, {row, row * Lk}, KN});
+  encode_tensor_map<T>(m.vt, {vth, {L, D, uint64_t(p.B * p.Hkv)}, {L * sizeof(T), L * sizeof(T) * D}, D});
+}
+
+template <typename T, int D, int KN, int Stages, bool General>
+__global__ void __launch_bounds__(kWsThreads, 1)
+    flash_wgmma_ws_kernel(AttnProblem p, const __grid_constant__ CUtensorMap tq, const __grid_constant__ CUtensorMap tk,
+                          const __grid_constant__ CUtensorMap tvt, const T* qh, const T* kh, const T* vth, int64_t Lp,
+                          float* out, float* lse) {
+  extern __shared__ unsigned char smem[];
+  // (the dense copies the maps describe, for the block's geometry: only TMA reads them)
+  const Block<T, D, KN> k(p, smem, Stages, qh, kh, vth, Lp, /*first_wg=*/1);
+  uint64_t* q_full = reinterpret_cast<uint64_t*>(k.Vs + Stages * D * KN * 2);
+  uint64_t *full_k = q_full + 1, *full_v = full_k + Stages, *empty_k = full_v + Stages, *empty_v = empty_k + Stages;
+  if (threadIdx.x == 0) {
+    mbarrier_init(q_full, 1);
+    for (int s = 0; s < Stages; ++s) {
+      mbarrier_init(&full_k[s], 1), mbarrier_init(&full_v[s], 1);
+      mbarrier_init(&empty_k[s], 128 * kWarpgroups), mbarrier_init(&empty_v[s], 128 * kWarpgroups);
+    }
+    mbarrier_init_fence();
+  }
+  __syncthreads();  // the last block-wide barrier: the producer's idle threads leave after it
+
+  if (threadIdx.x < 128) {  // the producer warpgroup
+    registers_shrink<kProducerRegisters>();
+    if (threadIdx.x != 0) return;
+    const int bh = static_cast<int>(blockIdx.y), bhk = static_cast<int>(k.b * p.Hkv + k.h / (p.H / p.Hkv));
+    mbarrier_arrive_expect_tx(q_full, kRows * D * 2);
+    for (int c = 0; c < D / 64; ++c) tma_load(k.Qs + c * kRows * 128, tq, 64 * c, static_cast<int>(k.i0), bh, q_full);
+    for (int64_t j = 0; j < k.tiles; ++j) {
+      const int s = static_cast<int>(j % Stages);
+      const unsigned free = static_cast<unsigned>(j / Stages & 1) ^ 1;  // the buffer's previous use released
+      const int j0 = static_cast<int>(j * KN);
+      mbarrier_wait(&empty_k[s], free);
+      mbarrier_arrive_expect_tx(&full_k[s], KN * D * 2);
+      for (int c = 0; c < D / 64; ++c) tma_load(k.K(s) + c * KN * 128, tk, 64 * c, j0, bhk, &full_k[s]);
+      mbarrier_wait(&empty_v[s], free);
+      mbarrier_arrive_expect_tx(&full_v[s], KN * D * 2);
+      for (int c = 0; c < KN / 64; ++c) tma_load(k.V(s) + c * D * 128, tvt, j0 + 64 * c, 0, bhk, &full_v[s]);
+    }
+    return;
+  }
+
+  registers_grow<kConsumerRegisters>();
+  const unsigned mine = 1 + k.wg, other = 2 - k.wg;  // the named barriers of the two warpgroups' turns
+  auto full = [](int64_t j) { return static_cast<unsigned>(j / Stages & 1); };
+  float o[D / 2], s[KN / 2], alpha[2];
+  float m[2] = {-INFINITY, -INFINITY}, l[2] = {0.f, 0.f};
+  uint32_t pa[KN / 16][4];  // P_{j−1}, rounded, for O += P_{j−1} V_{j−1}
+#pragma unroll
+  for (int i = 0; i < D / 2; ++i) o[i] = 0.f;
+  if (k.wg == 0) named_barrier_arrive(mine, 2 * 128);  // the first turn is the first warpgroup's
+  mbarrier_wait(q_full, 0);
+  if (k.tiles > 0) {
+    mbarrier_wait(&full_k[0], 0);
+    named_barrier_sync(mine, 2 * 128);
+    k.issue_scores(s, k.K(0));
+    named_barrier_arrive(other, 2 * 128);
+    wgmma_wait<0>();
+    fence_registers(s);
+    mbarrier_arrive(&empty_k[0]);
+    k.template softmax<General>(s, 0, m, l, alpha);
+    Block<T, D, KN>::pack_probabilities(pa, s);
+  }
+  for (int64_t j = 1; j < k.tiles; ++j) {
+    const int sj = static_cast<int>(j % Stages), sv = static_cast<int>((j - 1) % Stages);
+    mbarrier_wait(&full_k[sj], full(j));
+    named_barrier_sync(mine, 2 * 128);
+    k.issue_scores(s, k.K(sj));
+    mbarrier_wait(&full_v[sv], full(j - 1));
+    Block<T, D, KN>::issue_packed_values(o, pa, alpha, k.V(sv));
+    named_barrier_arrive(other, 2 * 128);
+    wgmma_wait<1>();  // S_j
+    fence_registers(s);
+    mbarrier_arrive(&empty_k[sj]);
+    k.template softmax<General>(s, j, m, l, alpha);
+    wgmma_wait<0>();  // O += P_{j−1} V_{j−1}
+    fence_registers(o);
+    mbarrier_arrive(&empty_v[sv]);
+    Block<T, D, KN>::pack_probabilities(pa, s);
+  }
+  if (k.tiles > 0) {  // the last tile's values
+    const int sv = static_cast<int>((k.tiles - 1) % Stages);
+    mbarrier_wait(&full_v[sv], full(k.tiles - 1));
+    Block<T, D, KN>::issue_packed_values(o, pa, alpha, k.V(sv));
+    wgmma_wait<0>();
+    fence_registers(o);
+    mbarrier_arrive(&empty_v[sv]);
+  }
   k.write(o, m, l, out, lse);
 }
 
