@@ -6,10 +6,12 @@
 // __syncthreads, named barriers, mbarriers and TMA bulk tensor copies — and deterministically. A barrier
 // some threads never reach (a warp collective under divergent control flow, a __syncthreads skipped
 // by some) is reported, not hung. cp.async is a plain copy (kernels/cuda/attention_tiles.cuh under
-// QKV_CUDA_EMULATION), as is a TMA copy (its bytes complete on its mbarrier at once) and wgmma:
-// computed when issued, its fences and waits no-ops, so a read of an accumulator before its wait, or a
-// buffer released before the product reading it has completed, is not caught either; everything else a kernel computes is the
-// GPU's arithmetic up to the order of the tensor core's sums.
+// QKV_CUDA_EMULATION: a cp.async read before its wait is not caught), as is a TMA copy (its bytes
+// complete on its mbarrier at once). wgmma is asynchronous, as on the GPU: computed at the
+// wgmma.wait_group that retires it, from the shared memory and accumulators of that moment, so a
+// buffer overwritten or an accumulator touched between a product's issue and its wait shows in the
+// results. Everything else a kernel computes is the GPU's arithmetic up to the order of the tensor
+// core's sums.
 //
 // Use: include this first (it includes the CUDA headers, then defines the built-ins), then the kernel
 // header; run a grid with emulation::launch(grid, threads, shared_bytes, [&] { kernel<…>(args…); }).
@@ -27,6 +29,7 @@
 #include <cmath>
 #include <cstdint>
 #include <cstring>
+#include <exception>
 #include <functional>
 #include <map>
 #include <memory>
@@ -92,6 +95,24 @@ struct Runtime {
     bool from_registers[128], accumulate[128];
   };
   std::vector<WarpgroupSlots> warpgroup_slots;
+  // each thread's wgmma products issued and not yet waited for: its part of the product (its accumulator
+  // array, its two rows' A values if A came from registers), computed at the wgmma.wait_group that
+  // retires its commit group — reading shared memory then, as the tensor cores may
+  struct PendingWgmma {
+    float (*value)(uint16_t bits);  // a 16-bit element's value (bf16 or f16)
+    float* d;
+    int n;  // accumulators (N / 2)
+    bool accumulate, a_from_registers;
+    float a[2][16];  // A's values of this thread's rows g and g + 8 (from registers)
+    uint64_t da, db;
+    uint64_t group;  // the commit group: the thread's commits before the issue
+  };
+  struct ThreadWgmma {
+    std::vector<PendingWgmma> pending;
+    uint64_t commits = 0;
+  };
+  std::vector<ThreadWgmma> wgmma;
+  std::exception_ptr failure;  // the first exception a thread threw
   // Hopper's mbarriers, by shared-memory address: expected arrivals, arrivals still to come, bytes
   // announced and not yet landed, completed phases
   struct MBarrier {
@@ -319,6 +340,12 @@ struct WgmmaOperand {
 // row 16w + g + 8·((i mod 4) / 2), column 8·(i / 4) + 2t + i mod 2; A's registers are mma.sync
 // m16n8k16's A fragment of the warp's 16 rows. k summed in order in f32 (products of 16-bit values are
 // exact). Every thread must issue the same descriptors: the instruction is the warpgroup's.
+//
+// Asynchronous as on the GPU: the issue records the product (A's registers are read now), and
+// wgmma_wait(N) computes every product of the thread's commit groups but the newest N — reading the
+// shared-memory operands and the accumulators then. So a kernel that overwrites (or lets a producer
+// overwrite) an operand's buffer, or reads or writes an accumulator, between a product's issue and
+// its wait gets another answer, and a product never waited for is reported at the block's end.
 template <typename T, int N>
 void wgmma_m64nNk16(float (&d)[N / 2], const uint32_t* a, uint64_t da, uint64_t db, bool accumulate) {
   static_assert(N % 8 == 0 && N >= 8 && N <= 256);
@@ -333,23 +360,44 @@ void wgmma_m64nNk16(float (&d)[N / 2], const uint32_t* a, uint64_t da, uint64_t 
     if (s.da[i] != s.da[0] || s.db[i] != s.db[0] || s.from_registers[i] != s.from_registers[0] ||
         s.accumulate[i] != s.accumulate[0])
       throw std::logic_error("emulation: a warpgroup's threads issued different wgmma operands");
-  const WgmmaOperand B(db);
-  const WgmmaOperand A(a ? uint64_t{1} << 62 : da);
-  auto Aval = [&](int m, int k) {
-    if (!a) return element_value<T>(A.bits(m, k));
-    const int w = m / 16, mm = m % 16;
-    return half_of<T>(s.a[32 * w + 4 * (mm % 8) + (k % 8) / 2][mm / 8 + 2 * (k / 8)], k % 2);
-  };
-  const int w = me / 32, g = me % 32 / 4, t = me % 4;
-  float out[N / 2];
-  for (int i = 0; i < N / 2; ++i) {
-    const int m = 16 * w + g + 8 * (i % 4 / 2), n = 8 * (i / 4) + 2 * t + i % 2;
-    float sum = accumulate ? d[i] : 0.f;
-    for (int k = 0; k < 16; ++k) sum += Aval(m, k) * element_value<T>(B.bits(n, k));
-    out[i] = sum;
+  (void)WgmmaOperand(db);  // a descriptor the emulation does not know throws at the issue
+  if (!a) (void)WgmmaOperand(da);
+  Runtime::PendingWgmma op{element_value<T>, d, N / 2, accumulate, a != nullptr, {}, da, db,
+                           r.wgmma[r.current].commits};
+  const int w = me / 32, g = me % 32 / 4;
+  if (a) {
+    for (int e = 0; e < 2; ++e) {
+      const int mm = g + 8 * e;
+      for (int k = 0; k < 16; ++k)
+        op.a[e][k] = half_of<T>(s.a[32 * w + 4 * (mm % 8) + (k % 8) / 2][mm / 8 + 2 * (k / 8)], k % 2);
+    }
   }
-  sync_warpgroup();  // every thread has read the others' registers before any writes its own
-  std::memcpy(d, out, sizeof out);
+  r.wgmma[r.current].pending.push_back(op);
+  sync_warpgroup();  // every thread has read the others' registers before any issues again
+}
+// wgmma.commit_group: the products issued since the last commit form a group
+inline void wgmma_commit() { ++runtime()->wgmma[runtime()->current].commits; }
+// wgmma.wait_group N: every product of the calling thread's groups but the newest N computed, in order
+inline void wgmma_wait(int n) {
+  Runtime& r = *runtime();
+  Runtime::ThreadWgmma& t = r.wgmma[r.current];
+  const int me = r.current % 128, w = me / 32, g = me % 32 / 4, tt = me % 4;
+  size_t done = 0;
+  for (; done < t.pending.size(); ++done) {
+    const Runtime::PendingWgmma& op = t.pending[done];
+    if (op.group + n >= t.commits) break;  // in one of the newest n groups (or not committed)
+    const WgmmaOperand A(op.a_from_registers ? uint64_t{1} << 62 : op.da), B(op.db);
+    float a[2][16];  // this thread's two rows of A
+    for (int e = 0; e < 2; ++e)
+      for (int k = 0; k < 16; ++k) a[e][k] = op.a_from_registers ? op.a[e][k] : op.value(A.bits(16 * w + g + 8 * e, k));
+    for (int i = 0; i < op.n; ++i) {
+      const int e = i % 4 / 2, col = 8 * (i / 4) + 2 * tt + i % 2;
+      float sum = op.accumulate ? op.d[i] : 0.f;
+      for (int k = 0; k < 16; ++k) sum += a[e][k] * op.value(B.bits(col, k));
+      op.d[i] = sum;
+    }
+  }
+  t.pending.erase(t.pending.begin(), t.pending.begin() + static_cast<std::ptrdiff_t>(done));
 }
 
 // ---- Hopper's asynchronous copies and barriers (kernels/cuda/sm90a/tma.cuh) -------------------------
@@ -380,6 +428,7 @@ inline void mbarrier_arrive(uint32_t a, unsigned bytes) {
   --b.pending;
   ++runtime()->events;
   mbarrier_settle(b);
+  yield();  // the others run now: what an arrival releases (a buffer to its producer) may happen at once
 }
 // a copy's bytes landed (complete_tx)
 inline void mbarrier_complete_tx(uint32_t a, unsigned bytes) {
@@ -467,9 +516,17 @@ inline void tma_load(void* dst, const CUtensorMap& map, int c0, int c1, int c2, 
   mbarrier_complete_tx(bar, f.rows * 64 * eb);
 }
 
+// A thread's body; what it throws (an emulation check, the kernel's own) is kept for launch() to
+// rethrow on the host's stack — an exception cannot unwind past a fiber's first frame.
 inline void fiber_entry() {
   Runtime& r = *runtime();
-  r.body();
+  try {
+    r.body();
+    if (!r.wgmma[r.current].pending.empty())
+      throw std::logic_error("emulation: a thread ended with wgmma products never waited for (wgmma.wait_group)");
+  } catch (...) {
+    if (!r.failure) r.failure = std::current_exception();
+  }
   r.fibers[r.current].done = true;
   ++r.events;
 }
@@ -502,6 +559,7 @@ inline void launch(dim3 grid, unsigned threads, size_t shared_bytes, std::functi
       for (unsigned x = 0; x < grid.x; ++x) {
         r.block = {x, y, z};
         r.mbarriers.clear();
+        r.wgmma.assign(threads, Runtime::ThreadWgmma{});
         for (auto& n : r.named) n = Runtime::Named{};
         for (auto& f : r.fibers) {
           f.done = false;
@@ -519,6 +577,11 @@ inline void launch(dim3 grid, unsigned threads, size_t shared_bytes, std::functi
             all_done = false;
             r.current = static_cast<int>(i);
             swapcontext(&r.scheduler, &r.fibers[i].ctx);
+            if (r.failure) {  // a thread threw: the block stops there (the other fibers are dropped)
+              runtime() = nullptr;
+              QKV_EMULATION_UNPOISON(smem, sizeof smem);
+              std::rethrow_exception(r.failure);
+            }
           }
           if (all_done) break;
           if (r.events == before) {

@@ -2,7 +2,7 @@
 // f32 accumulators, m64nNk16 with B — and A, or A from registers — in shared memory in the 128-byte
 // swizzled K-major layout, through matrix descriptors; the fences and waits around it. nvcc for
 // sm_90a (sm90a/*.cu), or g++ under tests/kernels/cuda_emulation.h (QKV_CUDA_EMULATION: the product
-// from the PTX ISA's layouts, computed when issued; the fences and waits no-ops).
+// from the PTX ISA's layouts, computed at the wait that retires it; the fences no-ops).
 //
 // Shared memory: an operand tile is stored as 64-element (128-byte) rows in column blocks of 64
 // elements ([K/64][rows][64] for a contraction over K), 8 rows forming a 1024-byte atom in which
@@ -43,11 +43,13 @@ __device__ inline uint64_t smem_descriptor(const void* p) {
 // Byte offset of 16-byte piece c (< 8) of row r in a swizzled [rows][64] column block.
 __device__ inline int swizzled(int r, int c) { return r * 128 + ((c ^ (r & 7)) << 4); }
 
-#ifdef QKV_CUDA_EMULATION  // on the host (tests/kernels/cuda_emulation.h): each product computed at its issue
+#ifdef QKV_CUDA_EMULATION  // on the host (tests/kernels/cuda_emulation.h): each product computed at its wait
 __device__ inline void wgmma_fence() {}
-__device__ inline void wgmma_commit() {}
+__device__ inline void wgmma_commit() { ::qkv::emulation::wgmma_commit(); }
 template <int N>
-__device__ inline void wgmma_wait() {}
+__device__ inline void wgmma_wait() {
+  ::qkv::emulation::wgmma_wait(N);
+}
 template <int N>
 __device__ inline void fence_registers(float (&)[N]) {}
 __device__ inline void fence_proxy_async() {}
