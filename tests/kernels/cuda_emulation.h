@@ -5,9 +5,9 @@
 // from shared memory through its matrix descriptors and 128-byte swizzle, and from registers), its
 // __syncthreads, named barriers, mbarriers and TMA bulk tensor copies — and deterministically. A barrier
 // some threads never reach (a warp collective under divergent control flow, a __syncthreads skipped
-// by some) is reported, not hung. cp.async is a plain copy (kernels/cuda/attention_tiles.cuh under
-// QKV_CUDA_EMULATION: a cp.async read before its wait is not caught), as is a TMA copy (its bytes
-// complete on its mbarrier at once). wgmma is asynchronous, as on the GPU: computed at the
+// by some) is reported, not hung. cp.async's copies land at the cp.async.wait_group that retires them
+// (kernels/cuda/attention_tiles.cuh under QKV_CUDA_EMULATION), so a tile read before its wait is read
+// stale; a TMA copy lands at once (its bytes complete on its mbarrier). wgmma is asynchronous, as on the GPU: computed at the
 // wgmma.wait_group that retires it, from the shared memory and accumulators of that moment, so a
 // buffer overwritten or an accumulator touched between a product's issue and its wait shows in the
 // results. Everything else a kernel computes is the GPU's arithmetic up to the order of the tensor
@@ -112,6 +112,17 @@ struct Runtime {
     uint64_t commits = 0;
   };
   std::vector<ThreadWgmma> wgmma;
+  // each thread's cp.async copies not yet landed (16 bytes each; invalid ones write zeros), by group
+  struct PendingCopy {
+    unsigned char* dst;
+    const unsigned char* src;  // null: zeros
+    uint64_t group;
+  };
+  struct ThreadCopies {
+    std::vector<PendingCopy> pending;
+    uint64_t commits = 0;
+  };
+  std::vector<ThreadCopies> copies;
   std::exception_ptr failure;  // the first exception a thread threw
   // Hopper's mbarriers, by shared-memory address: expected arrivals, arrivals still to come, bytes
   // announced and not yet landed, completed phases
@@ -400,6 +411,32 @@ inline void wgmma_wait(int n) {
   t.pending.erase(t.pending.begin(), t.pending.begin() + static_cast<std::ptrdiff_t>(done));
 }
 
+// ---- cp.async (kernels/cuda/attention_tiles.cuh) -----------------------------------------------------
+
+// cp.async.cg.shared.global 16 bytes (src-size 0 where !valid: zeros), landing at the wait that
+// retires its group — the latest a GPU may land it, so a tile read before its wait is read stale
+inline void cp_async16(void* dst, const void* src, bool valid) {
+  Runtime& r = *runtime();
+  (void)shared_address(dst);  // inside shared memory
+  Runtime::ThreadCopies& t = r.copies[r.current];
+  t.pending.push_back({static_cast<unsigned char*>(dst), valid ? static_cast<const unsigned char*>(src) : nullptr,
+                       t.commits});
+}
+inline void cp_async_commit() { ++runtime()->copies[runtime()->current].commits; }
+// cp.async.wait_group N: every copy of the thread's groups but the newest N lands (N < 0: every copy,
+// committed or not, as at the thread's end)
+inline void cp_async_wait(int n) {
+  Runtime::ThreadCopies& t = runtime()->copies[runtime()->current];
+  size_t done = 0;
+  for (; done < t.pending.size(); ++done) {
+    const Runtime::PendingCopy& c = t.pending[done];
+    if (n >= 0 && c.group + n >= t.commits) break;
+    if (c.src) std::memcpy(c.dst, c.src, 16);
+    else std::memset(c.dst, 0, 16);
+  }
+  t.pending.erase(t.pending.begin(), t.pending.begin() + static_cast<std::ptrdiff_t>(done));
+}
+
 // ---- Hopper's asynchronous copies and barriers (kernels/cuda/sm90a/tma.cuh) -------------------------
 
 inline Runtime::MBarrier& mbarrier_at(uint32_t a) {
@@ -522,6 +559,7 @@ inline void fiber_entry() {
   Runtime& r = *runtime();
   try {
     r.body();
+    cp_async_wait(-1);  // copies a thread leaves in flight still land
     if (!r.wgmma[r.current].pending.empty())
       throw std::logic_error("emulation: a thread ended with wgmma products never waited for (wgmma.wait_group)");
   } catch (...) {
@@ -560,6 +598,7 @@ inline void launch(dim3 grid, unsigned threads, size_t shared_bytes, std::functi
         r.block = {x, y, z};
         r.mbarriers.clear();
         r.wgmma.assign(threads, Runtime::ThreadWgmma{});
+        r.copies.assign(threads, Runtime::ThreadCopies{});
         for (auto& n : r.named) n = Runtime::Named{};
         for (auto& f : r.fibers) {
           f.done = false;

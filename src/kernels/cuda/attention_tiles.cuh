@@ -1,7 +1,7 @@
 // What the tensor-core attention kernels share (attention_mma_kernels.cuh, attention_tf32_kernels.cuh,
 // sm90a/attention_wgmma.cu): the 16-bit element packing, cp.async copies into shared memory, and the
 // pre-pass that writes dense T copies of the f32 operands. nvcc, or g++ under tests/kernels/cuda_emulation.h (QKV_CUDA_EMULATION:
-// cp.async as plain copies, no launchers).
+// cp.async's copies landing at their wait, no launchers).
 #pragma once
 
 #include <cuda_bf16.h>
@@ -33,15 +33,17 @@ __device__ inline uint32_t pack2<__half>(float lo, float hi) {
 
 #ifdef QKV_CUDA_EMULATION
 // On the host (tests/kernels/cuda_emulation.h): a shared-memory address is the offset into the
-// emulation's shared memory; the copy happens at once, so commit and wait have nothing to do.
+// emulation's shared memory; a copy lands at the wait that retires its group (the latest a GPU may
+// land it), so a tile read before its wait is read stale.
 __device__ inline uint32_t smem_address(const void* p) { return ::qkv::emulation::shared_address(p); }
 __device__ inline void cp_async16(void* dst, const void* src, bool valid) {
-  if (valid) std::memcpy(dst, src, 16);
-  else std::memset(dst, 0, 16);
+  ::qkv::emulation::cp_async16(dst, src, valid);
 }
-__device__ inline void cp_async_commit() {}
+__device__ inline void cp_async_commit() { ::qkv::emulation::cp_async_commit(); }
 template <int N>
-__device__ inline void cp_async_wait() {}
+__device__ inline void cp_async_wait() {
+  ::qkv::emulation::cp_async_wait(N);
+}
 #else
 __device__ inline uint32_t smem_address(const void* p) { return static_cast<uint32_t>(__cvta_generic_to_shared(p)); }
 
