@@ -52,7 +52,11 @@
 // The blocks' dynamic shared memory: what qkv's kernels (in qkv::kernels::cuda's unnamed namespace)
 // declare as `extern __shared__ … smem[]` — one block runs at a time; as much as Hopper gives a block;
 // under AddressSanitizer the bytes past what the launch asked for are poisoned, so a kernel
-// reading or writing past its own shared memory is reported.
+// reading or writing past its own shared memory is reported. Each test file has its own (the
+// kernels' declaration binds to their unnamed namespace); launch(), internal to each file too, hands
+// it to the runtime, through which every other function reads it — those have external linkage and
+// are one copy for all the files (as the kernels' helpers outside unnamed namespaces, which reach
+// the runtime through blockIdx and threadIdx), so none may name a file's own `smem`.
 namespace qkv::kernels::cuda {
 namespace {
 alignas(1024) unsigned char smem[227 * 1024];  // 1024: wgmma's swizzle atoms, as a GPU's
@@ -60,6 +64,8 @@ alignas(1024) unsigned char smem[227 * 1024];  // 1024: wgmma's swizzle atoms, a
 }  // namespace qkv::kernels::cuda
 
 namespace qkv::emulation {
+
+constexpr size_t kSharedBytes = 227 * 1024;
 
 struct Runtime {
   struct Fiber {
@@ -124,6 +130,7 @@ struct Runtime {
   };
   std::vector<ThreadCopies> copies;
   std::exception_ptr failure;  // the first exception a thread threw
+  unsigned char* smem = nullptr;  // the launching file's shared memory (kSharedBytes)
   // Hopper's mbarriers, by shared-memory address: expected arrivals, arrivals still to come, bytes
   // announced and not yet landed, completed phases
   struct MBarrier {
@@ -304,9 +311,9 @@ inline void ldmatrix_x4(uint32_t (&r)[4], const void* p, bool trans) {
 // The address a kernel computes for shared memory (cvta to the shared window): the offset into the
 // emulation's shared memory.
 inline uint32_t shared_address(const void* p) {
-  using ::qkv::kernels::cuda::smem;
+  const unsigned char* smem = runtime()->smem;
   const auto* c = static_cast<const unsigned char*>(p);
-  if (c < smem || c > smem + sizeof smem)
+  if (c < smem || c > smem + kSharedBytes)
     throw std::logic_error("emulation: a shared-memory address outside shared memory");
   return static_cast<uint32_t>(c - smem);
 }
@@ -334,10 +341,10 @@ struct WgmmaOperand {
     stride = static_cast<uint32_t>((desc >> 32) & 0x3FFF) << 4;
   }
   uint16_t bits(int row, int k) const {
-    using ::qkv::kernels::cuda::smem;
+    const unsigned char* smem = runtime()->smem;
     const uint32_t a = start + static_cast<uint32_t>(row / 8) * stride + static_cast<uint32_t>(row % 8) * 128 + 2 * k;
     const uint32_t swizzled = a ^ (((a >> 7) & 7u) << 4);
-    if (swizzled + 2 > sizeof smem) throw std::logic_error("emulation: a wgmma operand past shared memory");
+    if (swizzled + 2 > kSharedBytes) throw std::logic_error("emulation: a wgmma operand past shared memory");
     uint16_t v;
     std::memcpy(&v, smem + swizzled, 2);
     return v;
@@ -531,7 +538,7 @@ inline void encode_tensor_map(CUtensorMap& map, const void* base, unsigned eleme
 // bytes each) with the 128-byte swizzle on the address (bits 4–6 ^= bits 7–9, as wgmma reads it); its
 // bytes — all of the box's, the zeros too — complete on `bar`.
 inline void tma_load(void* dst, const CUtensorMap& map, int c0, int c1, int c2, uint32_t bar) {
-  using ::qkv::kernels::cuda::smem;
+  unsigned char* smem = runtime()->smem;
   TensorMapFields f;
   std::memcpy(&f, &map, sizeof f);
   if (f.magic != kTensorMapMagic) throw std::logic_error("emulation: a TMA copy through a tensor map never encoded");
@@ -545,7 +552,7 @@ inline void tma_load(void* dst, const CUtensorMap& map, int c0, int c1, int c2, 
       const bool in = i0 >= 0 && i1 >= 0 && c2 >= 0 && uint64_t(i0) < f.dims[0] && uint64_t(i1) < f.dims[1] &&
                       uint64_t(c2) < f.dims[2];
       const uint32_t a = a0 + r * 128 + e * eb, swizzled = a ^ (((a >> 7) & 7u) << 4);
-      if (swizzled + eb > sizeof smem) throw std::logic_error("emulation: a TMA copy past shared memory");
+      if (swizzled + eb > kSharedBytes) throw std::logic_error("emulation: a TMA copy past shared memory");
       if (in) std::memcpy(smem + swizzled, f.base + uint64_t(c2) * f.strides[1] + uint64_t(i1) * f.strides[0] + i0 * eb, eb);
       else std::memset(smem + swizzled, 0, eb);
     }
@@ -574,12 +581,15 @@ inline void fiber_entry() {
 // Runs body() as every thread of every block of `grid` (blocks one after another, x fastest), with
 // `threads` threads a block (a multiple of 32) and `shared_bytes` of dynamic shared memory. Throws if
 // a block deadlocks at a barrier.
-inline void launch(dim3 grid, unsigned threads, size_t shared_bytes, std::function<void()> body) {
+namespace {  // each file's own: it hands the runtime that file's `smem`
+void launch(dim3 grid, unsigned threads, size_t shared_bytes, std::function<void()> body) {
   using ::qkv::kernels::cuda::smem;
+  static_assert(sizeof smem == kSharedBytes);
   if (threads == 0 || threads % 32 != 0) throw std::invalid_argument("emulation::launch: threads a multiple of 32");
   if (shared_bytes > sizeof smem) throw std::invalid_argument("emulation::launch: more shared memory than a block has");
   QKV_EMULATION_POISON(smem + shared_bytes, sizeof smem - shared_bytes);
   Runtime r;
+  r.smem = smem;
   r.grid = grid;
   r.threads = threads;
   r.body = std::move(body);
@@ -636,6 +646,7 @@ inline void launch(dim3 grid, unsigned threads, size_t shared_bytes, std::functi
   runtime() = nullptr;
   QKV_EMULATION_UNPOISON(smem, sizeof smem);
 }
+}  // namespace
 #pragma GCC diagnostic pop
 
 }  // namespace qkv::emulation
