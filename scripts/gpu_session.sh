@@ -37,11 +37,13 @@ tests() {
   step tests 240 bash .gpu/run.sh tests
   grep -A3 -E "Failure|FAILED" "$out/cuda_tests.log" | grep -v "^\[" | head -n 40
 }
-attention() {  # attention [KERNEL…]: qkv's kernels to time (default: wgmma, the default on Hopper)
+attention() {  # attention [KERNEL…]: qkv's kernels to time (default: wgmma, the default on Hopper);
+  # ATTENTION_DIMS="256" times head dim 256 (the warp-specialized forward; its backward the f32 kernels)
   local kernels=("$@")
   [ ${#kernels[@]} -gt 0 ] || kernels=(wgmma)
   step attention 240 python3 bench/attention_cuda_vs_pytorch.py --qkv "bash .gpu/run.sh qkv" \
-    --lens ${ATTENTION_LENS:-2048 16384} --dims 64 128 --reps 5 --kernels "${kernels[@]}" --json-out "$out/attention.json"
+    --lens ${ATTENTION_LENS:-2048 16384} --dims ${ATTENTION_DIMS:-64 128} --reps 5 --kernels "${kernels[@]}" \
+    --json-out "$out/attention.json"
 }
 attention_f32() {  # f32 attention: the CUDA-core pair, the 3xTF32 tensor-core pair, PyTorch's f32 SDPA
   step attention-f32 150 python3 bench/attention_cuda_vs_pytorch.py --qkv "bash .gpu/run.sh qkv" \

@@ -425,6 +425,16 @@ template <typename T>
 void forward(const AttnProblem& p, float* out, float* lse) {
   if (p.B * p.H * p.Lq == 0) return;
   cudaStream_t s = stream();
+  // head dim 256 on Hopper: the warp-specialized wgmma forward (sm90a/attention_wgmma.cu); elsewhere,
+  // and for its backward, the f32 kernels over rounded copies below
+  if (p.D == 256 && p.Dv == 256 && (lse || p.Lq > kDecodeRows)) {
+    check_grid(p.B * p.H);
+    if constexpr (std::is_same_v<T, __half>) {
+      if (attention_forward_wgmma_f16(p, out, lse)) return;
+    } else if (attention_forward_wgmma_bf16(p, out, lse)) {
+      return;
+    }
+  }
   if (on_tiles(p) && (lse || p.Lq > kDecodeRows)) {
     check_grid(p.B * p.H);
     if (!attention_uses_wmma()) {  // the register-resident kernel (attention_mma.cu)

@@ -57,7 +57,7 @@ Variant variant(int64_t D) {
 
 template <typename T, int D>
 void forward(const AttnProblem& p, float* out, float* lse, cudaStream_t s) {
-  const Variant which = variant(D);
+  const Variant which = D == 256 ? Variant::ws : variant(D);  // head dim 256: the warp-specialized kernel alone
   const int64_t Lp = (p.Lk + 127) / 128 * 128;  // whole tiles of either width
   const int64_t nq = p.B * p.H * p.Lq * D, nk = p.B * p.Hkv * p.Lk * D, nv = p.B * p.Hkv * D * Lp;
   Scratch buf((nq + nk + nv + 1) / 2, s);  // T copies of q, k and vᵀ (each a multiple of 8 elements)
@@ -75,11 +75,13 @@ void forward(const AttnProblem& p, float* out, float* lse, cudaStream_t s) {
   if (which == Variant::ws)
     return general ? launch_ws<T, D, true>(p, qh, kh, vth, Lp, out, lse, s)
                    : launch_ws<T, D, false>(p, qh, kh, vth, Lp, out, lse, s);
+  if constexpr (D != 256) {
   // a mask or dropout: the overlapped kernel with its element-wise code (General)
   if (general) return launch<T, D, 64, true, true>(p, qh, kh, vth, Lp, out, lse, s);
   if (which == Variant::tile128) return launch<T, D, 128, false, false>(p, qh, kh, vth, Lp, out, lse, s);
   if (which == Variant::tile64) return launch<T, D, 64, false, false>(p, qh, kh, vth, Lp, out, lse, s);
   launch<T, D, 64, false, true>(p, qh, kh, vth, Lp, out, lse, s);
+  }
 }
 
 template <typename T, int D, bool General>
@@ -131,10 +133,10 @@ void backward(const AttnProblem& p, const float* lse, const float* Dsum, const f
   launch_backward<T, D, false>(p, qh, qt, gh, gt, kh, kt, vh, Lqp, Lkp, lse, Dsum, dq, dk, dv, s);
 }
 
-// Whether these kernels serve the problem at all: head dims 64 and 128 (D = Dv), a compute
-// capability 9.0 GPU.
+// Whether these kernels serve the problem at all: head dims 64, 128 and (the forward) 256, D = Dv, a
+// compute capability 9.0 GPU.
 bool serves_shape(const AttnProblem& p) {
-  if ((p.D != 64 && p.D != 128) || p.Dv != p.D) return false;
+  if ((p.D != 64 && p.D != 128 && p.D != 256) || p.Dv != p.D) return false;
   int device = 0, major = 0, minor = 0;
   QKV_CUDA_CHECK(cudaGetDevice(&device));
   QKV_CUDA_CHECK(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device));
@@ -153,16 +155,19 @@ bool serves(const AttnProblem& p) {
 // the mma.sync backward stays the default until a GPU has run and timed this one).
 bool serves_backward(const AttnProblem& p) {
   const char* e = std::getenv("QKV_CUDA_ATTENTION_BACKWARD");
-  return e && std::strcmp(e, "wgmma") == 0 && serves_shape(p);
+  return e && std::strcmp(e, "wgmma") == 0 && p.D != 256 && serves_shape(p);
 }
 
-// A call of the pair's forward or backward, run at the problem's head dim (64 or 128: serves_shape).
+// A call of the pair's forward or backward, run at the problem's head dim (64, 128, the forward's 256:
+// serves_shape).
 struct ForwardCall {
+  static constexpr bool kHeadDim256 = true;
   float *out, *lse;
   template <typename T, int D>
   void run(const AttnProblem& p) const { forward<T, D>(p, out, lse, stream()); }
 };
 struct BackwardCall {
+  static constexpr bool kHeadDim256 = false;
   const float *lse, *Dsum, *dout;
   float *dq, *dk, *dv;
   template <typename T, int D>
@@ -171,7 +176,8 @@ struct BackwardCall {
 template <typename T, typename Call>
 void by_head_dim(const AttnProblem& p, const Call& call) {
   if (p.D == 64) call.template run<T, 64>(p);
-  else call.template run<T, 128>(p);
+  else if (p.D == 128) call.template run<T, 128>(p);
+  else if constexpr (Call::kHeadDim256) call.template run<T, 256>(p);
 }
 
 }  // namespace

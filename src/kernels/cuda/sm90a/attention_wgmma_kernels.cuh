@@ -393,10 +393,12 @@ __global__ void __launch_bounds__(kThreads, 1)
 constexpr int kWsThreads = 128 * (1 + kWarpgroups);
 constexpr int kProducerRegisters = 24, kConsumerRegisters = 240;  // 128·24 + 256·240 ≤ 64k a block
 
-// The buffers of each head dim: keys in tiles of 128, a ring of 4 (d 64) or 2 (d 128) buffers.
+// The buffers of each head dim: keys in tiles of 128 in a ring of 4 (d 64) or 2 (d 128) buffers; at
+// d 256 (the forward only: this kernel alone serves it) tiles of 64 in a ring of 2 — a consumer then
+// holds O's 128 accumulators and S's 32 (193 KB of shared memory).
 template <int D>
 struct WsShape {
-  static constexpr int KN = 128, Stages = D == 64 ? 4 : 2;
+  static constexpr int KN = D == 256 ? 64 : 128, Stages = D == 64 ? 4 : 2;
 };
 template <int D, int KN, int Stages>
 constexpr size_t ws_smem_bytes() {  // the tiles, then 1 + 4·Stages mbarriers
