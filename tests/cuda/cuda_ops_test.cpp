@@ -519,7 +519,7 @@ TEST_F(Cuda, AttentionMatchesTheCpuForwardAndBackward) {
 // and P (bf16 2e-2, f16 2.5e-3). On the tiles (head dims 64 and 128, more than 16 query rows) P is
 // rounded too, so the result is not the f32 kernels' at rounded operands; off them (head dim 40)
 // and for decoding steps (≤ 16 query rows: split-KV against a long cache) it is, to f32's noise. Head
-// dim 256 is on the tiles on Hopper (the warp-specialized wgmma forward), off them elsewhere.
+// dim 256 is on the tiles on Hopper under "wgmma-ws" (the warp-specialized forward), off them otherwise.
 TEST_F(Cuda, Bf16AttentionOnTheTensorCoresMatchesTheCpu) {
   struct Case {
     int64_t B, H, Hkv, Lq, Lk, D;
@@ -534,8 +534,8 @@ TEST_F(Cuda, Bf16AttentionOnTheTensorCoresMatchesTheCpu) {
                                    // decoding steps
                                    {1, 4, 4, 1, 300, 128, false, 0},  {4, 8, 2, 1, 3000, 64, false, 1},
                                    {2, 4, 4, 16, 700, 128, true, 0},
-                                   // head dim 256: the warp-specialized wgmma forward on Hopper (P rounded),
-                                   // the f32 kernels over rounded copies elsewhere
+                                   // head dim 256: the warp-specialized wgmma forward on Hopper under
+                                   // "wgmma-ws" (P rounded), the f32 kernels over rounded copies otherwise
                                    {1, 4, 2, 150, 300, 256, true, 1}, {2, 2, 2, 70, 130, 256, false, 2}};
   uint64_t seed = 300;
   for (const Case& c : cases) {

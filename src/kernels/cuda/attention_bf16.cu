@@ -425,7 +425,8 @@ template <typename T>
 void forward(const AttnProblem& p, float* out, float* lse) {
   if (p.B * p.H * p.Lq == 0) return;
   cudaStream_t s = stream();
-  // head dim 256 on Hopper: the warp-specialized wgmma forward (sm90a/attention_wgmma.cu); elsewhere,
+  // head dim 256 on Hopper: the warp-specialized wgmma forward where QKV_CUDA_ATTENTION=wgmma-ws asks
+  // (sm90a/attention_wgmma.cu); otherwise, elsewhere,
   // and for its backward, the f32 kernels over rounded copies below
   if (p.D == 256 && p.Dv == 256 && (lse || p.Lq > kDecodeRows)) {
     check_grid(p.B * p.H);

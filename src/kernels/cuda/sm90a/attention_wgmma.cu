@@ -146,8 +146,12 @@ bool serves_shape(const AttnProblem& p) {
 
 // The forward: QKV_CUDA_ATTENTION unset or naming a wgmma variant ("wgmma", "wgmma64", "wgmma128",
 // "wgmma-overlap", "wgmma-ws").
+// Head dim 256 only where QKV_CUDA_ATTENTION=wgmma-ws asks for it (emulated, not yet run on a GPU:
+// the f32 kernels over rounded copies serve it until a GPU has run this one).
 bool serves(const AttnProblem& p) {
-  if (const char* e = std::getenv("QKV_CUDA_ATTENTION"); e && std::strncmp(e, "wgmma", 5) != 0) return false;
+  const char* e = std::getenv("QKV_CUDA_ATTENTION");
+  if (e && std::strncmp(e, "wgmma", 5) != 0) return false;
+  if (p.D == 256 && !(e && std::strcmp(e, "wgmma-ws") == 0)) return false;
   return serves_shape(p);
 }
 
