@@ -144,11 +144,11 @@ void check(const qt::AttentionCase& c, Variant v, uint64_t seed) {
       qt::emulated_attention(c, seed, bf16 ? AttentionCompute::bf16 : AttentionCompute::f16);
   const Rounded<T> r = prepass<T>(e.p);
   // the kernel attention_wgmma.cu's launch picks: a mask takes the overlapped kernel's general code
+  // (head dim 256: the warp-specialized forward alone, no wgmma backward)
   Forward f;
   if (v == Variant::ws) f = e.general() ? forward_ws<T, D, true>(e, r) : forward_ws<T, D, false>(e, r);
-  if constexpr (D != 256) {  // head dim 256: the warp-specialized forward alone, no wgmma backward
-    if (v == Variant::ws) {
-    } else if (e.general()) f = forward<T, D, 64, true, true>(e, r);
+  else if constexpr (D != 256) {
+    if (e.general()) f = forward<T, D, 64, true, true>(e, r);
     else if (v == Variant::tile64) f = forward<T, D, 64, false, false>(e, r);
     else if (v == Variant::tile128) f = forward<T, D, 128, false, false>(e, r);
     else f = forward<T, D, 64, false, true>(e, r);

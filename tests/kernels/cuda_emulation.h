@@ -101,6 +101,29 @@ struct Runtime {
     bool from_registers[128], accumulate[128];
   };
   std::vector<WarpgroupSlots> warpgroup_slots;
+  // A thread's asynchronous operations by commit group (wgmma's and cp.async's groups): issue() queues
+  // one in the open group, commit() closes it, retire(n, f) runs f on every operation of the groups but
+  // the newest n, in issue order (n < 0: all of them, committed or not)
+  template <typename Op>
+  struct CommitGroups {
+    struct Entry {
+      Op op;
+      uint64_t group;
+    };
+    std::vector<Entry> pending;
+    uint64_t commits = 0;
+    void issue(const Op& op) { pending.push_back({op, commits}); }
+    void commit() { ++commits; }
+    template <typename F>
+    void retire(int n, F f) {
+      size_t done = 0;
+      for (; done < pending.size(); ++done) {
+        if (n >= 0 && pending[done].group + n >= commits) break;
+        f(pending[done].op);
+      }
+      pending.erase(pending.begin(), pending.begin() + static_cast<std::ptrdiff_t>(done));
+    }
+  };
   // each thread's wgmma products issued and not yet waited for: its part of the product (its accumulator
   // array, its two rows' A values if A came from registers), computed at the wgmma.wait_group that
   // retires its commit group — reading shared memory then, as the tensor cores may
@@ -111,24 +134,14 @@ struct Runtime {
     bool accumulate, a_from_registers;
     float a[2][16];  // A's values of this thread's rows g and g + 8 (from registers)
     uint64_t da, db;
-    uint64_t group;  // the commit group: the thread's commits before the issue
   };
-  struct ThreadWgmma {
-    std::vector<PendingWgmma> pending;
-    uint64_t commits = 0;
-  };
-  std::vector<ThreadWgmma> wgmma;
+  std::vector<CommitGroups<PendingWgmma>> wgmma;
   // each thread's cp.async copies not yet landed (16 bytes each; invalid ones write zeros), by group
   struct PendingCopy {
     unsigned char* dst;
     const unsigned char* src;  // null: zeros
-    uint64_t group;
   };
-  struct ThreadCopies {
-    std::vector<PendingCopy> pending;
-    uint64_t commits = 0;
-  };
-  std::vector<ThreadCopies> copies;
+  std::vector<CommitGroups<PendingCopy>> copies;
   std::exception_ptr failure;  // the first exception a thread threw
   unsigned char* smem = nullptr;  // the launching file's shared memory (kSharedBytes)
   // Hopper's mbarriers, by shared-memory address: expected arrivals, arrivals still to come, bytes
@@ -380,8 +393,7 @@ void wgmma_m64nNk16(float (&d)[N / 2], const uint32_t* a, uint64_t da, uint64_t 
       throw std::logic_error("emulation: a warpgroup's threads issued different wgmma operands");
   (void)WgmmaOperand(db);  // a descriptor the emulation does not know throws at the issue
   if (!a) (void)WgmmaOperand(da);
-  Runtime::PendingWgmma op{element_value<T>, d, N / 2, accumulate, a != nullptr, {}, da, db,
-                           r.wgmma[r.current].commits};
+  Runtime::PendingWgmma op{element_value<T>, d, N / 2, accumulate, a != nullptr, {}, da, db};
   const int w = me / 32, g = me % 32 / 4;
   if (a) {
     for (int e = 0; e < 2; ++e) {
@@ -390,20 +402,16 @@ void wgmma_m64nNk16(float (&d)[N / 2], const uint32_t* a, uint64_t da, uint64_t 
         op.a[e][k] = half_of<T>(s.a[32 * w + 4 * (mm % 8) + (k % 8) / 2][mm / 8 + 2 * (k / 8)], k % 2);
     }
   }
-  r.wgmma[r.current].pending.push_back(op);
+  r.wgmma[r.current].issue(op);
   sync_warpgroup();  // every thread has read the others' registers before any issues again
 }
 // wgmma.commit_group: the products issued since the last commit form a group
-inline void wgmma_commit() { ++runtime()->wgmma[runtime()->current].commits; }
+inline void wgmma_commit() { runtime()->wgmma[runtime()->current].commit(); }
 // wgmma.wait_group N: every product of the calling thread's groups but the newest N computed, in order
 inline void wgmma_wait(int n) {
   Runtime& r = *runtime();
-  Runtime::ThreadWgmma& t = r.wgmma[r.current];
   const int me = r.current % 128, w = me / 32, g = me % 32 / 4, tt = me % 4;
-  size_t done = 0;
-  for (; done < t.pending.size(); ++done) {
-    const Runtime::PendingWgmma& op = t.pending[done];
-    if (op.group + n >= t.commits) break;  // in one of the newest n groups (or not committed)
+  r.wgmma[r.current].retire(n, [&](const Runtime::PendingWgmma& op) {
     const WgmmaOperand A(op.a_from_registers ? uint64_t{1} << 62 : op.da), B(op.db);
     float a[2][16];  // this thread's two rows of A
     for (int e = 0; e < 2; ++e)
@@ -414,8 +422,7 @@ inline void wgmma_wait(int n) {
       for (int k = 0; k < 16; ++k) sum += a[e][k] * op.value(B.bits(col, k));
       op.d[i] = sum;
     }
-  }
-  t.pending.erase(t.pending.begin(), t.pending.begin() + static_cast<std::ptrdiff_t>(done));
+  });
 }
 
 // ---- cp.async (kernels/cuda/attention_tiles.cuh) -----------------------------------------------------
@@ -425,23 +432,17 @@ inline void wgmma_wait(int n) {
 inline void cp_async16(void* dst, const void* src, bool valid) {
   Runtime& r = *runtime();
   (void)shared_address(dst);  // inside shared memory
-  Runtime::ThreadCopies& t = r.copies[r.current];
-  t.pending.push_back({static_cast<unsigned char*>(dst), valid ? static_cast<const unsigned char*>(src) : nullptr,
-                       t.commits});
+  r.copies[r.current].issue(
+      {static_cast<unsigned char*>(dst), valid ? static_cast<const unsigned char*>(src) : nullptr});
 }
-inline void cp_async_commit() { ++runtime()->copies[runtime()->current].commits; }
+inline void cp_async_commit() { runtime()->copies[runtime()->current].commit(); }
 // cp.async.wait_group N: every copy of the thread's groups but the newest N lands (N < 0: every copy,
 // committed or not, as at the thread's end)
 inline void cp_async_wait(int n) {
-  Runtime::ThreadCopies& t = runtime()->copies[runtime()->current];
-  size_t done = 0;
-  for (; done < t.pending.size(); ++done) {
-    const Runtime::PendingCopy& c = t.pending[done];
-    if (n >= 0 && c.group + n >= t.commits) break;
+  runtime()->copies[runtime()->current].retire(n, [](const Runtime::PendingCopy& c) {
     if (c.src) std::memcpy(c.dst, c.src, 16);
     else std::memset(c.dst, 0, 16);
-  }
-  t.pending.erase(t.pending.begin(), t.pending.begin() + static_cast<std::ptrdiff_t>(done));
+  });
 }
 
 // ---- Hopper's asynchronous copies and barriers (kernels/cuda/sm90a/tma.cuh) -------------------------
@@ -607,8 +608,8 @@ void launch(dim3 grid, unsigned threads, size_t shared_bytes, std::function<void
       for (unsigned x = 0; x < grid.x; ++x) {
         r.block = {x, y, z};
         r.mbarriers.clear();
-        r.wgmma.assign(threads, Runtime::ThreadWgmma{});
-        r.copies.assign(threads, Runtime::ThreadCopies{});
+        r.wgmma.assign(threads, {});
+        r.copies.assign(threads, {});
         for (auto& n : r.named) n = Runtime::Named{};
         for (auto& f : r.fibers) {
           f.done = false;

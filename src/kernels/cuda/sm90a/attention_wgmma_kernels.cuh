@@ -429,6 +429,9 @@ __global__ void __launch_bounds__(kWsThreads, 1)
   const Block<T, D, KN> k(p, smem, Stages, qh, kh, vth, Lp, /*first_wg=*/1);
   uint64_t* q_full = reinterpret_cast<uint64_t*>(k.Vs + Stages * D * KN * 2);
   uint64_t *full_k = q_full + 1, *full_v = full_k + Stages, *empty_k = full_v + Stages, *empty_v = empty_k + Stages;
+  // the parity of tile j's use of its buffer (its (j / Stages)-th): full's phase to wait for; the
+  // buffer's previous use released is the other
+  auto use = [](int64_t j) { return static_cast<unsigned>(j / Stages & 1); };
   if (threadIdx.x == 0) {
     mbarrier_init(q_full, 1);
     for (int s = 0; s < Stages; ++s) {
@@ -447,7 +450,7 @@ __global__ void __launch_bounds__(kWsThreads, 1)
     for (int c = 0; c < D / 64; ++c) tma_load(k.Qs + c * kRows * 128, tq, 64 * c, static_cast<int>(k.i0), bh, q_full);
     for (int64_t j = 0; j < k.tiles; ++j) {
       const int s = static_cast<int>(j % Stages);
-      const unsigned free = static_cast<unsigned>(j / Stages & 1) ^ 1;  // the buffer's previous use released
+      const unsigned free = use(j) ^ 1;
       const int j0 = static_cast<int>(j * KN);
       mbarrier_wait(&empty_k[s], free);
       mbarrier_arrive_expect_tx(&full_k[s], KN * D * 2);
@@ -461,7 +464,6 @@ __global__ void __launch_bounds__(kWsThreads, 1)
 
   registers_grow<kConsumerRegisters>();
   const unsigned mine = 1 + k.wg, other = 2 - k.wg;  // the named barriers of the two warpgroups' turns
-  auto full = [](int64_t j) { return static_cast<unsigned>(j / Stages & 1); };
   float o[D / 2], s[KN / 2], alpha[2];
   float m[2] = {-INFINITY, -INFINITY}, l[2] = {0.f, 0.f};
   uint32_t pa[KN / 16][4];  // P_{j−1}, rounded, for O += P_{j−1} V_{j−1}
@@ -482,10 +484,10 @@ __global__ void __launch_bounds__(kWsThreads, 1)
   }
   for (int64_t j = 1; j < k.tiles; ++j) {
     const int sj = static_cast<int>(j % Stages), sv = static_cast<int>((j - 1) % Stages);
-    mbarrier_wait(&full_k[sj], full(j));
+    mbarrier_wait(&full_k[sj], use(j));
     named_barrier_sync(mine, 2 * 128);
     k.issue_scores(s, k.K(sj));
-    mbarrier_wait(&full_v[sv], full(j - 1));
+    mbarrier_wait(&full_v[sv], use(j - 1));
     Block<T, D, KN>::issue_packed_values(o, pa, alpha, k.V(sv));
     named_barrier_arrive(other, 2 * 128);
     wgmma_wait<1>();  // S_j
@@ -499,7 +501,7 @@ __global__ void __launch_bounds__(kWsThreads, 1)
   }
   if (k.tiles > 0) {  // the last tile's values
     const int sv = static_cast<int>((k.tiles - 1) % Stages);
-    mbarrier_wait(&full_v[sv], full(k.tiles - 1));
+    mbarrier_wait(&full_v[sv], use(k.tiles - 1));
     Block<T, D, KN>::issue_packed_values(o, pa, alpha, k.V(sv));
     wgmma_wait<0>();
     fence_registers(o);
