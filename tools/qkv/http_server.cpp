@@ -245,13 +245,18 @@ struct HttpServer::Impl {
   HttpLimits limits;
   HttpObserver observer;
   std::vector<Route> routes;
-  asio::io_context ioc;
-  tcp::acceptor acceptor{ioc};
-  std::unique_ptr<WorkerPool> pool;
+  // What a Session's destructor touches is declared before the io_context, so that it outlives it:
+  // handlers still queued when the server stops (a worker's last write to a closed connection) are
+  // destroyed with the io_context, and with them a session's last reference. (Declared after it, the
+  // map and its mutex were destroyed first: qkv serve once died of SIGSEGV after SIGTERM, in CI's
+  // sigterm_as_connections_close.)
   std::atomic<int64_t> connections{0};
   std::atomic<bool> draining{false};
   std::mutex sessions_mu;
   std::unordered_map<Session*, std::weak_ptr<Session>> sessions;
+  asio::io_context ioc;
+  tcp::acceptor acceptor{ioc};
+  std::unique_ptr<WorkerPool> pool;
 
   void accept();
   void start(tcp::socket socket);
