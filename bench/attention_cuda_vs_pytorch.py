@@ -13,7 +13,8 @@ For each (L, d, causal) of FlashAttention's own benchmark grid (batch·L = 16k t
              rounded to the 16-bit format: the mma.sync pair by a pre-pass, the WMMA pair as its tiles
              load), each tensor-core kernel of --kernels (wgmma: Hopper's warpgroup products, the default
              forward there; wgmma-ws: its warp-specialized kernel — a TMA producer warpgroup, two
-             consumers in pingpong; wgmma-backward: with the wgmma backward too; mma: mma.sync with the
+             consumers in pingpong; wgmma-backward: with the wgmma backward too; wgmma-ws-backward: the
+             warp-specialized forward and backward (TMA producer, two consumers); mma: mma.sync with the
              products' accumulators in registers; wmma:
              QKV_CUDA_ATTENTION=wmma, the first), and with --dtypes f32 each f32 pair of --f32-kernels
              (simt: the CUDA cores; tf32x3: the tensor cores at f32's accuracy, three TF32 products a
@@ -101,6 +102,10 @@ def qkv_row(qkv, B, H, L, d, causal, reps, dtype, kernel="wgmma"):
         name = f"qkv {dtype} (wgmma tiles, wgmma backward)"
         env["QKV_CUDA_ATTENTION"] = "wgmma"
         env["QKV_CUDA_ATTENTION_BACKWARD"] = "wgmma"
+    elif kernel == "wgmma-ws-backward":  # the warp-specialized forward and backward (TMA producers)
+        name = f"qkv {dtype} (wgmma-ws tiles, wgmma-ws backward)"
+        env["QKV_CUDA_ATTENTION"] = "wgmma-ws"
+        env["QKV_CUDA_ATTENTION_BACKWARD"] = "wgmma-ws"
     else:
         name = f"qkv {dtype} ({kernel} tiles)"
         env["QKV_CUDA_ATTENTION"] = kernel
@@ -118,13 +123,14 @@ def main():
     ap.add_argument("--dims", type=int, nargs="+", default=[64, 128])
     ap.add_argument("--dtypes", nargs="+", default=["bf16"], choices=["bf16", "f16", "f32"])
     ap.add_argument("--kernels", nargs="+", default=["wgmma"],
-                    choices=["wgmma", "wgmma64", "wgmma128", "wgmma-ws", "wgmma-backward", "mma", "mma1", "mma2",
-                             "wmma"],
+                    choices=["wgmma", "wgmma64", "wgmma128", "wgmma-ws", "wgmma-backward", "wgmma-ws-backward", "mma",
+                             "mma1", "mma2", "wmma"],
                     help="qkv's tensor-core kernels to time (wgmma: the forward on Hopper's wgmma, the default on "
                          "an H100/H200, with the mma.sync backward; wgmma64, wgmma128: its one-tile-at-a-time "
                          "kernels with key tiles of 64 and 128; wgmma-ws: its warp-specialized kernel (TMA copies "
                          "by a producer warpgroup, two consumers in pingpong); wgmma-backward: the wgmma forward and the wgmma "
-                         "backward, QKV_CUDA_ATTENTION_BACKWARD=wgmma; mma: the mma.sync pair, the default elsewhere; "
+                         "backward, QKV_CUDA_ATTENTION_BACKWARD=wgmma; wgmma-ws-backward: the warp-specialized forward and "
+                         "backward; mma: the mma.sync pair, the default elsewhere; "
                          "mma1, mma2: its forward with one or two m-tiles of query rows a warp; wmma: the first "
                          "pair; QKV_CUDA_ATTENTION)")
     ap.add_argument("--f32-kernels", nargs="+", default=["simt", "tf32x3"], choices=["simt", "tf32x3"],

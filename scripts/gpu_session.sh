@@ -4,12 +4,13 @@
 #
 #   run(command="bash scripts/gpu_session.sh 1", carry=[".gpu"], timeout_s=540)          (~4.5 minutes)
 #       every CUDA test (a process each), the attention grid (bf16, L = 2k and 16k: qkv's wgmma forward
-#       with the mma.sync and the wgmma backward, the warp-specialized wgmma forward, the mma.sync pair, PyTorch's SDPA backends), then f32 at L = 2k
+#       with the mma.sync and the wgmma backward, the warp-specialized wgmma forward and backward, the mma.sync pair,
+#       PyTorch's SDPA backends), then f32 at L = 2k
 #       (the CUDA-core pair, the 3xTF32 tensor-core pair, PyTorch's f32 SDPA)
 #   run(command="bash scripts/gpu_session.sh 2", carry=[".gpu"], timeout_s=480)          (~4 minutes)
 #       GPT training tokens/s against PyTorch eager and compiled, translation throughput GPU vs CPU,
 #       where a GPT step's and a beam step's time goes (QKV_PROFILE=1: each op's host and GPU time,
-#       the waits; the bf16 step also with the wgmma attention backward), qkv train of the translation Transformer in f32 and bf16, paged attention's decoding
+#       the waits; the bf16 step also with the wgmma attention backwards), qkv train of the translation Transformer in f32 and bf16, paged attention's decoding
 #       step (split over the keys and not) against a dense cache's
 #   run(command="bash scripts/gpu_session.sh sanitize 'Cuda.Bf16*'", carry=[".gpu"])   a failing kernel
 #   (tests, attention [KERNEL…], training, steps, profile, serve, transformer, paged: one step alone)
@@ -41,7 +42,7 @@ attention() {  # attention [KERNEL…]: qkv's kernels to time (default: wgmma, t
   # ATTENTION_DIMS="256" with wgmma-ws times head dim 256 (the warp-specialized forward; its backward the f32 kernels)
   local kernels=("$@")
   [ ${#kernels[@]} -gt 0 ] || kernels=(wgmma)
-  step attention 240 python3 bench/attention_cuda_vs_pytorch.py --qkv "bash .gpu/run.sh qkv" \
+  step attention 270 python3 bench/attention_cuda_vs_pytorch.py --qkv "bash .gpu/run.sh qkv" \
     --lens ${ATTENTION_LENS:-2048 16384} --dims ${ATTENTION_DIMS:-64 128} --reps 5 --kernels "${kernels[@]}" \
     --json-out "$out/attention.json"
 }
@@ -60,10 +61,13 @@ steps() {  # QKV_PROFILE=1: each op's calls, host and GPU time, and the waits, i
       -o "/tmp/steps-gpt-$dt" --set train.max_iters=40 --set train.eval_interval=0 --set train.checkpoint_interval=0 \
       --set "train.dtype=$dt"
   done
-  # the bf16 step with the wgmma attention backward (QKV_CUDA_ATTENTION_BACKWARD=wgmma), to compare with steps-gpt-bf16
-  QKV_CUDA_ATTENTION_BACKWARD=wgmma QKV_PROFILE=1 step steps-gpt-bf16-wgmma-backward 60 bash .gpu/run.sh qkv train \
-    configs/shakespeare-char-gpu.json --device cuda -q -o /tmp/steps-gpt-bf16-wgmma-backward --set train.max_iters=40 \
-    --set train.eval_interval=0 --set train.checkpoint_interval=0 --set train.dtype=bf16
+  # the bf16 step with the wgmma attention backwards (QKV_CUDA_ATTENTION_BACKWARD=wgmma, wgmma-ws), to compare
+  # with steps-gpt-bf16
+  for bwd in wgmma wgmma-ws; do
+    QKV_CUDA_ATTENTION_BACKWARD=$bwd QKV_PROFILE=1 step "steps-gpt-bf16-$bwd-backward" 60 bash .gpu/run.sh qkv train \
+      configs/shakespeare-char-gpu.json --device cuda -q -o "/tmp/steps-gpt-bf16-$bwd-backward" \
+      --set train.max_iters=40 --set train.eval_interval=0 --set train.checkpoint_interval=0 --set train.dtype=bf16
+  done
   python3 -c "import gzip; s = [l.split('\t')[0] for l in gzip.open('data/tatoeba-en-fr/fra.txt.gz', 'rt') if l.strip()]; \
 print('\n'.join(s[::len(s) // 500][:500]))" > /tmp/steps-src.txt
   QKV_PROFILE=1 step steps-translate 60 bash .gpu/run.sh qkv translate -m models/en-fr.safetensors -i /tmp/steps-src.txt \
@@ -76,16 +80,17 @@ profile() {  # Nsight Compute on the tensor-core attention kernels, one launch e
   local sections=(--section SpeedOfLight --section Occupancy --section LaunchStats --section WarpStateStats
                   --section ComputeWorkloadAnalysis --section MemoryWorkloadAnalysis)
   # bf16 (the wgmma / mma.sync pair) and f32 on the tensor cores (the 3xTF32 pair, d = 64: the GPT's)
-  # and the wgmma backward (QKV_CUDA_ATTENTION_BACKWARD=wgmma)
-  local -A name=([forward]="regex:flash_(wgmma_overlap|mma_forward)" [ws-forward]="regex:flash_wgmma_ws"
+  # and the wgmma backwards (QKV_CUDA_ATTENTION_BACKWARD=wgmma, wgmma-ws)
+  local -A name=([forward]="regex:flash_(wgmma_overlap|mma_forward)" [ws-forward]="regex:flash_wgmma_ws_kernel"
                  [backward]="regex:flash_mma_backward"
-                 [wgmma-backward]="regex:flash_wgmma_backward"
+                 [wgmma-backward]="regex:flash_wgmma_backward" [ws-backward]="regex:flash_wgmma_ws_backward"
                  [tf32-forward]="regex:flash_tf32_forward" [tf32-backward]="regex:flash_tf32_backward")
   local -A args=([forward]="-d 128 --dtype bf16" [ws-forward]="-d 128 --dtype bf16" [backward]="-d 128 --dtype bf16" [wgmma-backward]="-d 128 --dtype bf16"
-                 [tf32-forward]="-d 64 --dtype f32" [tf32-backward]="-d 64 --dtype f32")
-  for k in forward ws-forward backward wgmma-backward tf32-forward tf32-backward; do
+                 [ws-backward]="-d 128 --dtype bf16" [tf32-forward]="-d 64 --dtype f32" [tf32-backward]="-d 64 --dtype f32")
+  for k in forward ws-forward backward wgmma-backward ws-backward tf32-forward tf32-backward; do
     local backward=mma forward=wgmma
     [ "$k" = wgmma-backward ] && backward=wgmma
+    [ "$k" = ws-backward ] && backward=wgmma-ws
     [ "$k" = ws-forward ] && forward=wgmma-ws
     # shellcheck disable=SC2086  # args: several words
     QKV_CUDA_ATTENTION=$forward QKV_CUDA_ATTENTION_BACKWARD=$backward QKV_CUDA_ATTENTION_F32=tf32x3 step "profile-$k" 60 "$ncu" --kernel-name "${name[$k]}" --launch-count 1 \
@@ -125,7 +130,7 @@ transformer() {  # qkv train of the translation Transformer on the GPU: tokens/s
   done
 }
 case "${1:-}" in
-  1) tests; attention wgmma wgmma-ws wgmma-backward mma; attention_f32 ;;
+  1) tests; attention wgmma wgmma-ws wgmma-backward wgmma-ws-backward mma; attention_f32 ;;
   2) training; steps; transformer; paged ;;
   tests | attention | attention_f32 | training | steps | profile | serve | transformer | paged) "$@" ;;
   sanitize) step sanitize 400 bash .gpu/run.sh sanitize "${2:-Cuda.Bf16*}" ;;

@@ -108,7 +108,8 @@ constexpr char kTileKernels[] = "QKV_CUDA_ATTENTION", kF32Kernels[] = "QKV_CUDA_
                kBackwardKernels[] = "QKV_CUDA_ATTENTION_BACKWARD";
 using TileKernels = ScopedEnv<kTileKernels>;
 // The bf16 backward on Hopper's wgmma (sm90a/attention_wgmma_kernels.cuh) for the scope of one of these
-// made with "wgmma" — QKV_CUDA_ATTENTION_BACKWARD; without, the mma.sync backward.
+// made with "wgmma" (two warpgroups) or "wgmma-ws" (warp-specialized) — QKV_CUDA_ATTENTION_BACKWARD;
+// without, the mma.sync backward.
 using BackwardKernels = ScopedEnv<kBackwardKernels>;
 
 // The f32 flash pair for the scope of one of these: "tf32x3" (attention_tf32.cu, the tensor cores at
@@ -631,13 +632,17 @@ TEST_F(Cuda, Bf16AttentionTrainsOnTheTensorCoresAsOnTheCpu) {
     for (auto [dt, tol] : {std::pair{AttentionCompute::bf16, 2e-2}, std::pair{AttentionCompute::f16, 2.5e-3}}) {
       SCOPED_TRACE(enum_name(dt));
       const auto on_cpu = run(Device::cpu(), dt);
-      // "wgmma-backward": the wgmma forward and the wgmma backward
-      for (const char* kernel : {"wgmma", "wgmma64", "wgmma128", "wgmma-ws", "mma1", "mma2", "wmma", "wgmma-backward"}) {
+      // "wgmma-backward": the wgmma forward and the wgmma backward; "wgmma-ws-backward": the warp-
+      // specialized forward and backward
+      for (const char* kernel : {"wgmma", "wgmma64", "wgmma128", "wgmma-ws", "mma1", "mma2", "wmma", "wgmma-backward",
+                                 "wgmma-ws-backward"}) {
         SCOPED_TRACE(kernel);
-        const bool wgmma_backward = std::strcmp(kernel, "wgmma-backward") == 0;
-        TileKernels use(wgmma_backward ? "wgmma" : kernel);
+        const bool wgmma_backward = std::strcmp(kernel, "wgmma-backward") == 0,
+                   ws_backward = std::strcmp(kernel, "wgmma-ws-backward") == 0;
+        TileKernels use(wgmma_backward ? "wgmma" : ws_backward ? "wgmma-ws" : kernel);
         std::optional<BackwardKernels> backward;
         if (wgmma_backward) backward.emplace("wgmma");
+        if (ws_backward) backward.emplace("wgmma-ws");
         const auto on_gpu = run(Device::cuda(), dt);
         const char* what[] = {"out", "dq", "dk", "dv"};
         for (int t = 0; t < 4; ++t) {

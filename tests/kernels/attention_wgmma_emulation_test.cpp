@@ -3,7 +3,9 @@
 // copies, transposed copies), the shared-memory descriptors and 128-byte swizzle, wgmma from shared
 // memory and from registers — against qkv's CPU attention in bf16 (and f16): every forward variant
 // attention_wgmma.cu launches (one key tile at a time with tiles of 64 or 128 keys, the overlapped
-// kernel), and the backward, with and without the mask code, dropout, head dims 64 and 128.
+// kernel, the warp-specialized one), and both backwards (two warpgroups; warp-specialized), with and
+// without the mask code, dropout, head dims 64 and 128 (and the forward's 256); the warp-specialized
+// kernels in every order of their warps the emulation can run (emulation::Schedule).
 //
 // The forward kernels passed every GPU test on an H200 before this test existed (docs/BENCHMARKS.md,
 // 2026-11-27), so they check the emulation as much as it checks them: its wgmma layouts are the ones a
@@ -91,11 +93,14 @@ Forward forward_ws(const qt::EmulatedAttention& e, const Rounded<T>& r) {
   return {out, lse};
 }
 
+enum class Backward { two_warpgroups, ws };
+
 // dq, dk, dv by the backward, from the forward's lse, as attention_wgmma.cu runs it: its pre-pass — q,
-// dO, k, v rounded to dense rows, qᵀ, dOᵀ, kᵀ transposed — D_i = rowsum(dO ∘ out), dq zeroed
+// dO, k, v rounded to dense rows, qᵀ, dOᵀ, kᵀ transposed — D_i = rowsum(dO ∘ out), dq zeroed; then the
+// two-warpgroup kernel or the warp-specialized one (its TMA tensor maps over the same copies)
 template <typename T, int D, bool General>
-void backward(const qt::EmulatedAttention& e, const Forward& f, std::vector<float>& dq, std::vector<float>& dk,
-              std::vector<float>& dv) {
+void backward(const qt::EmulatedAttention& e, const Forward& f, Backward kernel, std::vector<float>& dq,
+              std::vector<float>& dk, std::vector<float>& dv) {
   const kernels::AttnProblem& p = e.p;
   const int64_t Lqp = (p.Lq + 63) / 64 * 64, Lkp = (p.Lk + 127) / 128 * 128;
   const int64_t nq = p.B * p.H * p.Lq * D, nk = p.B * p.Hkv * p.Lk * D;
@@ -124,6 +129,16 @@ void backward(const qt::EmulatedAttention& e, const Forward& f, std::vector<floa
   const std::vector<float> Dsum = e.row_dot(f.out);
   dq.assign(e.nq(), 0.f), dk.assign(e.nk(), 0.f), dv.assign(e.nk(), 0.f);
   const dim3 grid(static_cast<unsigned>((p.Lk + kc::kBwdKeys - 1) / kc::kBwdKeys), static_cast<unsigned>(p.B * p.Hkv));
+  if (kernel == Backward::ws) {
+    kc::BackwardMaps maps;
+    kc::encode_backward_maps<T, D>(maps, p, qh.data(), gh.data(), qt.data(), gt.data(), kh.data(), vh.data(),
+                                   kt.data(), Lqp, Lkp);
+    emulation::launch(grid, kc::kBwdWsThreads, kc::ws_backward_smem_bytes<D>(), [&] {
+      kc::flash_wgmma_ws_backward_kernel<T, D, General>(p, maps, f.lse.data(), Dsum.data(), dq.data(), dk.data(),
+                                                        dv.data());
+    });
+    return;
+  }
   emulation::launch(grid, kc::kBwdThreads, kc::backward_smem_bytes<D>(), [&] {
     kc::flash_wgmma_backward_kernel<T, D, General>(p, qh.data(), qt.data(), gh.data(), gt.data(), kh.data(), kt.data(),
                                                    vh.data(), Lqp, Lkp, f.lse.data(), Dsum.data(), dq.data(),
@@ -132,13 +147,13 @@ void backward(const qt::EmulatedAttention& e, const Forward& f, std::vector<floa
 }
 
 template <typename T, int D>
-void check(const qt::AttentionCase& c, Variant v, uint64_t seed) {
+void check(const qt::AttentionCase& c, Variant v, uint64_t seed, Backward bwd = Backward::two_warpgroups) {
   constexpr bool bf16 = std::is_same_v<T, __nv_bfloat16>;
   SCOPED_TRACE(qt::describe(c) << (v == Variant::tile64    ? " tile64"
                                    : v == Variant::tile128 ? " tile128"
                                    : v == Variant::ws      ? " ws"
                                                            : " overlap")
-                               << (bf16 ? " bf16" : " f16"));
+                               << (bf16 ? " bf16" : " f16") << (bwd == Backward::ws ? " ws backward" : ""));
   ASSERT_EQ(c.D, D);
   const qt::EmulatedAttention e =
       qt::emulated_attention(c, seed, bf16 ? AttentionCompute::bf16 : AttentionCompute::f16);
@@ -166,7 +181,7 @@ void check(const qt::AttentionCase& c, Variant v, uint64_t seed) {
     return;
   }
   std::vector<float> dq, dk, dv;
-  (e.general() ? backward<T, D, true> : backward<T, D, false>)(e, f, dq, dk, dv);
+  (e.general() ? backward<T, D, true> : backward<T, D, false>)(e, f, bwd, dq, dk, dv);
   EXPECT_LT(qt::max_rel_error(dq, e.dq), tol) << "dq";
   EXPECT_LT(qt::max_rel_error(dk, e.dk), tol) << "dk";
   EXPECT_LT(qt::max_rel_error(dv, e.dv), tol) << "dv";
@@ -186,26 +201,54 @@ TEST(AttentionWgmmaEmulated, EveryForwardVariantAndTheBackwardMatchTheCpu) {
   // dropout (the general code, the backward drawing Z again): the same draws as the CPU's
   check<__nv_bfloat16, 64>({1, 2, 2, 100, 140, 64, true, 0, false, 0.2f}, Variant::tile64, seed += 10);
   check<__nv_bfloat16, 128>({1, 2, 1, 70, 130, 128, false, 1, false, 0.3f}, Variant::overlap, seed += 10);
-  // the warp-specialized kernel (TMA, mbarriers, pingpong): ragged rows and keys (TMA's zero fill),
-  // several tiles through the rings of 4 (d 64) and 2 (d 128) buffers, GQA, causal, masks, dropout
-  check<__nv_bfloat16, 64>({1, 2, 2, 200, 700, 64, false, 0, false}, Variant::ws, seed += 10);
-  check<__nv_bfloat16, 64>({2, 2, 1, 150, 330, 64, true, 0, false}, Variant::ws, seed += 10);
-  check<__nv_bfloat16, 128>({1, 2, 2, 130, 500, 128, false, 0, false}, Variant::ws, seed += 10);
-  check<__nv_bfloat16, 128>({1, 2, 1, 260, 260, 128, true, 2, true}, Variant::ws, seed += 10);
-  check<__nv_bfloat16, 128>({1, 1, 1, 70, 300, 128, false, 1, false, 0.2f}, Variant::ws, seed += 10);
-  check<__half, 64>({1, 2, 2, 100, 90, 64, false, 3, false}, Variant::ws, seed += 10);
-  // head dim 256 (the forward only; its lse against the CPU's): tiles of 64 keys, O's 128 accumulators
-  check<__nv_bfloat16, 256>({1, 2, 1, 140, 200, 256, true, 1, false}, Variant::ws, seed += 10);
-  check<__half, 256>({1, 1, 1, 70, 150, 256, false, 2, true}, Variant::ws, seed += 10);
   // f16: the same kernels on __half
   check<__half, 64>({1, 2, 1, 130, 90, 64, true, 0, false}, Variant::tile64, seed += 10);
   check<__half, 128>({1, 2, 2, 100, 150, 128, false, 2, true}, Variant::overlap, seed += 10);
+}
+
+// The warp-specialized kernels — their warpgroups meet only at mbarriers and named barriers — in
+// every order of their warps the emulation knows: together, the first (the last) warps as far ahead
+// as they can run, and in orders drawn at random (QKV_EMULATION_SEED) — where a buffer released or
+// overwritten while another warpgroup's product still reads it changes the results.
+TEST(AttentionWgmmaEmulated, TheWarpSpecializedKernelsMatchTheCpuWhicheverWarpsRunAhead) {
+  for (const emulation::Schedule order : {emulation::Schedule::round_robin, emulation::Schedule::first_ahead,
+                                          emulation::Schedule::last_ahead, emulation::Schedule::random_ahead}) {
+    const emulation::ScheduleScope scope(order);
+    SCOPED_TRACE(emulation::name(order));
+    uint64_t seed = 3100;
+    // the forward (TMA, mbarriers, pingpong): ragged rows and keys (TMA's zero fill), several tiles
+    // through the rings of 4 (d 64) and 2 (d 128) buffers, GQA, causal, masks, dropout
+    check<__nv_bfloat16, 64>({1, 2, 2, 200, 700, 64, false, 0, false}, Variant::ws, seed += 10);
+    check<__nv_bfloat16, 64>({2, 2, 1, 150, 330, 64, true, 0, false}, Variant::ws, seed += 10);
+    check<__nv_bfloat16, 128>({1, 2, 2, 130, 500, 128, false, 0, false}, Variant::ws, seed += 10);
+    check<__nv_bfloat16, 128>({1, 2, 1, 260, 260, 128, true, 2, true}, Variant::ws, seed += 10);
+    check<__nv_bfloat16, 128>({1, 1, 1, 70, 300, 128, false, 1, false, 0.2f}, Variant::ws, seed += 10);
+    check<__half, 64>({1, 2, 2, 100, 90, 64, false, 3, false}, Variant::ws, seed += 10);
+    // head dim 256 (the forward only; its lse against the CPU's): tiles of 64 keys, O's 128 accumulators
+    check<__nv_bfloat16, 256>({1, 2, 1, 140, 200, 256, true, 1, false}, Variant::ws, seed += 10);
+    check<__half, 256>({1, 1, 1, 70, 150, 256, false, 2, true}, Variant::ws, seed += 10);
+    // the backward at head dim 64 (rings of 2 and 2): several steps a block through both rings, ragged
+    // rows and keys (TMA's zero fill, lse −∞ past Lq), GQA (a block walks its group's query heads), causal
+    check<__nv_bfloat16, 64>({1, 2, 2, 300, 200, 64, false, 0, false}, Variant::ws, seed += 10, Backward::ws);
+    check<__nv_bfloat16, 64>({2, 4, 2, 150, 260, 64, true, 0, false}, Variant::ws, seed += 10, Backward::ws);
+    check<__nv_bfloat16, 64>({1, 2, 1, 130, 90, 64, false, 3, true, 0.2f}, Variant::ws, seed += 10, Backward::ws);
+    // head dim 128 (a ring of one buffer of Q_iᵀ, dO_iᵀ): masks, rows that see no key, dropout
+    check<__nv_bfloat16, 128>({1, 2, 2, 260, 140, 128, true, 2, false}, Variant::ws, seed += 10, Backward::ws);
+    check<__nv_bfloat16, 128>({1, 3, 1, 200, 300, 128, false, 1, true}, Variant::ws, seed += 10, Backward::ws);
+    check<__nv_bfloat16, 128>({1, 1, 1, 70, 130, 128, false, 0, false, 0.3f}, Variant::ws, seed += 10, Backward::ws);
+    // f16
+    check<__half, 64>({1, 2, 2, 100, 150, 64, true, 1, false}, Variant::ws, seed += 10, Backward::ws);
+    check<__half, 128>({1, 2, 1, 140, 70, 128, false, 3, false}, Variant::ws, seed += 10, Backward::ws);
+  }
 }
 
 }  // namespace
 
 #else
 TEST(AttentionWgmmaEmulated, EveryForwardVariantAndTheBackwardMatchTheCpu) {
+  GTEST_SKIP() << "this build has no CUDA toolkit headers (scripts/build.sh builds the CUDA backend where it is)";
+}
+TEST(AttentionWgmmaEmulated, TheWarpSpecializedKernelsMatchTheCpuWhicheverWarpsRunAhead) {
   GTEST_SKIP() << "this build has no CUDA toolkit headers (scripts/build.sh builds the CUDA backend where it is)";
 }
 #endif

@@ -26,13 +26,16 @@
 #include <math.h>  // fmaxf, exp2f, INFINITY in the global namespace, as nvcc has them
 #include <ucontext.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <cstdlib>
 #include <cstring>
 #include <exception>
 #include <functional>
 #include <map>
 #include <memory>
+#include <random>
 #include <stdexcept>
 #include <string>
 #include <type_traits>
@@ -158,11 +161,56 @@ struct Runtime {
     uint64_t generation = 0;
   };
   Named named[16];
+  // setmaxnreg: each warp's registers a thread, and the block's pool of registers released and not yet
+  // taken back. A block starts with what its launch bound gives a thread (a warp-specialized kernel's
+  // 384 threads: 168, as ptxas allots them), its pool empty.
+  std::vector<unsigned> warp_registers;
+  uint64_t register_pool = 0;
 };
 
 inline Runtime*& runtime() {
   static Runtime* r = nullptr;
   return r;
+}
+
+// The order in which launch() runs a block's threads, each until it waits (a GPU gives none between
+// warps): round_robin — thread 0 to the last, again, so that the warps advance about together;
+// first_ahead / last_ahead — the warps of lower (higher) index run as far as they can before any other
+// moves, so that a warp running ahead of another that still reads a buffer (through a product not yet
+// waited for) overwrites it, and the race shows in the results; random_ahead — the warps in an order
+// drawn again each time one moves (QKV_EMULATION_SEED, default 1: the same draws each run), the
+// interleavings between those two. QKV_EMULATION_SCHEDULE=first_ahead / last_ahead / random_ahead
+// sets the default for a run; a test sets one with ScheduleScope.
+enum class Schedule { round_robin, first_ahead, last_ahead, random_ahead };
+inline Schedule& schedule() {
+  static Schedule s = [] {
+    const char* e = std::getenv("QKV_EMULATION_SCHEDULE");
+    if (e && std::strcmp(e, "first_ahead") == 0) return Schedule::first_ahead;
+    if (e && std::strcmp(e, "last_ahead") == 0) return Schedule::last_ahead;
+    if (e && std::strcmp(e, "random_ahead") == 0) return Schedule::random_ahead;
+    return Schedule::round_robin;
+  }();
+  return s;
+}
+inline std::mt19937_64& schedule_draws() {
+  static std::mt19937_64 g([] {
+    const char* e = std::getenv("QKV_EMULATION_SEED");
+    return e ? std::strtoull(e, nullptr, 10) : 1ull;
+  }());
+  return g;
+}
+struct ScheduleScope {
+  Schedule saved;
+  explicit ScheduleScope(Schedule s) : saved(schedule()) { schedule() = s; }
+  ~ScheduleScope() { schedule() = saved; }
+  ScheduleScope(const ScheduleScope&) = delete;
+  ScheduleScope& operator=(const ScheduleScope&) = delete;
+};
+inline const char* name(Schedule s) {
+  return s == Schedule::first_ahead    ? "first_ahead"
+         : s == Schedule::last_ahead   ? "last_ahead"
+         : s == Schedule::random_ahead ? "random_ahead"
+                                       : "round_robin";
 }
 
 inline void yield() {
@@ -462,7 +510,7 @@ inline void mbarrier_settle(Runtime::MBarrier& b) {
 }
 inline void mbarrier_init(uint32_t a, unsigned count) {
   if (a % 8 != 0) throw std::logic_error("emulation: an mbarrier not 8-byte aligned");
-  if (count == 0) throw std::logic_error("emulation: an mbarrier expecting no arrival");
+  if (count == 0 || count >= (1u << 20)) throw std::logic_error("emulation: an mbarrier expects 1 to 2^20 − 1 arrivals");
   runtime()->mbarriers[a] = Runtime::MBarrier{count, count, 0, 0};
 }
 // mbarrier.arrive (bytes 0) or mbarrier.arrive.expect_tx (`bytes` more to land in this phase)
@@ -470,6 +518,8 @@ inline void mbarrier_arrive(uint32_t a, unsigned bytes) {
   Runtime::MBarrier& b = mbarrier_at(a);
   if (b.pending == 0) throw std::logic_error("emulation: more arrivals at an mbarrier than it expects");
   b.tx += bytes;
+  if (b.tx >= (int64_t{1} << 20))  // the PTX ISA's range of an mbarrier's transaction count
+    throw std::logic_error("emulation: an mbarrier phase expecting 2^20 bytes or more (its tx-count's range)");
   --b.pending;
   ++runtime()->events;
   mbarrier_settle(b);
@@ -486,6 +536,31 @@ inline void mbarrier_complete_tx(uint32_t a, unsigned bytes) {
 // while the current phase has the other parity (on a fresh barrier, parity 1 returns at once)
 inline void mbarrier_wait(uint32_t a, unsigned parity) {
   while ((mbarrier_at(a).phase & 1) == (parity & 1)) yield();
+}
+
+// setmaxnreg.dec / .inc to `count` registers a thread (a multiple of 8, 24–256), by every thread of a
+// warpgroup: .dec gives the warp's surplus to the block's pool; .inc waits until the pool holds what it
+// asks — so warpgroups asking more than the others gave wait for ever, which launch() reports as a
+// deadlock (on a GPU, a hang). Lane 0 of each warp keeps its warp's account.
+inline void setmaxnreg(unsigned count, bool inc) {
+  Runtime& r = *runtime();
+  if (count % 8 != 0 || count < 24 || count > 256)
+    throw std::logic_error("emulation: setmaxnreg takes a multiple of 8 from 24 to 256");
+  if (r.current % 32 != 0) return;
+  unsigned& held = r.warp_registers[r.current / 32];
+  if (inc ? count < held : count > held)
+    throw std::logic_error(inc ? "emulation: setmaxnreg.inc below the registers a warp holds"
+                               : "emulation: setmaxnreg.dec above the registers a warp holds");
+  ++r.events;
+  if (!inc) {
+    r.register_pool += uint64_t{held - count} * 32;
+    held = count;
+    return;
+  }
+  const uint64_t need = uint64_t{count - held} * 32;
+  while (r.register_pool < need) yield();
+  r.register_pool -= need;
+  held = count;
 }
 
 // bar.sync (wait) / bar.arrive on named barrier id, completing at `threads` arrivals
@@ -608,6 +683,9 @@ void launch(dim3 grid, unsigned threads, size_t shared_bytes, std::function<void
       for (unsigned x = 0; x < grid.x; ++x) {
         r.block = {x, y, z};
         r.mbarriers.clear();
+        // the registers a thread at launch: all the launch bound allows (65536 a block, whole 8s, ≤ 256)
+        r.warp_registers.assign(threads / 32, std::min(65536u / threads / 8 * 8, 256u));
+        r.register_pool = 0;
         r.wgmma.assign(threads, {});
         r.copies.assign(threads, {});
         for (auto& n : r.named) n = Runtime::Named{};
@@ -619,20 +697,35 @@ void launch(dim3 grid, unsigned threads, size_t shared_bytes, std::function<void
           f.ctx.uc_link = &r.scheduler;
           makecontext(&f.ctx, fiber_entry, 0);
         }
+        auto run = [&](unsigned i) {  // thread i until it waits or ends
+          if (r.fibers[i].done) return;
+          r.current = static_cast<int>(i);
+          swapcontext(&r.scheduler, &r.fibers[i].ctx);
+          if (r.failure) {  // a thread threw: the block stops there (the other fibers are dropped)
+            runtime() = nullptr;
+            QKV_EMULATION_UNPOISON(smem, sizeof smem);
+            std::rethrow_exception(r.failure);
+          }
+        };
+        const Schedule order = schedule();
+        std::vector<unsigned> ranks(threads / 32);  // random_ahead's order of the warps
+        for (unsigned w = 0; w < ranks.size(); ++w) ranks[w] = w;
         for (;;) {
-          bool all_done = true;
           const uint64_t before = r.events;
-          for (unsigned i = 0; i < threads; ++i) {
-            if (r.fibers[i].done) continue;
-            all_done = false;
-            r.current = static_cast<int>(i);
-            swapcontext(&r.scheduler, &r.fibers[i].ctx);
-            if (r.failure) {  // a thread threw: the block stops there (the other fibers are dropped)
-              runtime() = nullptr;
-              QKV_EMULATION_UNPOISON(smem, sizeof smem);
-              std::rethrow_exception(r.failure);
+          if (order == Schedule::round_robin) {
+            for (unsigned i = 0; i < threads; ++i) run(i);
+          } else {  // a round of the first warp in the order that moves; then from the first again
+            const unsigned warps = threads / 32;
+            if (order == Schedule::random_ahead) std::shuffle(ranks.begin(), ranks.end(), schedule_draws());
+            for (unsigned k = 0; k < warps; ++k) {
+              const unsigned w = order == Schedule::first_ahead ? k : order == Schedule::last_ahead ? warps - 1 - k : ranks[k];
+              const uint64_t at = r.events;
+              for (unsigned lane = 0; lane < 32; ++lane) run(w * 32 + lane);
+              if (r.events != at) break;
             }
           }
+          bool all_done = true;
+          for (const auto& f : r.fibers) all_done = all_done && f.done;
           if (all_done) break;
           if (r.events == before) {
             runtime() = nullptr;

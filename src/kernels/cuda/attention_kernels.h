@@ -44,7 +44,8 @@ bool attention_uses_wmma();
 bool attention_forward_wgmma_bf16(const AttnProblem& p, float* out, float* lse);
 bool attention_forward_wgmma_f16(const AttnProblem& p, float* out, float* lse);
 // The backward on wgmma (head dims 64 and 128, D = Dv, compute capability 9.0), where
-// QKV_CUDA_ATTENTION_BACKWARD=wgmma asks for it: runs and returns true, or false — nothing done. Takes
+// QKV_CUDA_ATTENTION_BACKWARD=wgmma (two warpgroups) or wgmma-ws (warp-specialized: a TMA producer and
+// two consumers) asks for it: runs and returns true, or false — nothing done. Takes
 // D_i (attention_row_dot) and a zeroed dq, as the mma.sync backward.
 bool attention_backward_wgmma_bf16(const AttnProblem& p, const float* lse, const float* Dsum, const float* dout,
                                    float* dq, float* dk, float* dv);

@@ -409,13 +409,9 @@ __global__ void __launch_bounds__(kThreads)
       __syncthreads();  // every warp's dS' columns are in place, and Q_i and dO_i read for the last time
 
       // the next step's Q, dO (cp.async) and lse, D (registers) on their way during dQ's products
-      const rows::NextStep next = rows::next_step(h, i0, kRows, p.Lq, first_i0, h_end);
       rows::RowStats next_stats;
-      if (next.exists) {
-        copy_step(next.h, next.i0);
-        cp_async_commit();
-        next_stats = rows::load_row_stats<kRows>(p, lse, Dsum, (b * p.H + next.h) * p.Lq, next.i0);
-      }
+      const rows::NextStep next =
+          rows::prefetch_next_step<kRows>(p, lse, Dsum, b, h, i0, first_i0, h_end, copy_step, next_stats);
 
       // dQ_i += dS' K_j for rows 16·warp…16·warp+15 of the step, 64 dims at a time: A = dS' (row-major
       // from dS'ᵀ by transposed ldmatrix), B = K (transposed ldmatrix, as V in the forward)

@@ -208,15 +208,31 @@ __device__ inline NextStep next_step(int64_t h, int64_t i0, int R, int64_t Lq, i
   return n;
 }
 
+// The step after rows i0 … of query head h, started while this one finishes its dQ: its tiles by
+// `copy(h, i0)` (the caller's cp.async, committed here) and its rows' lse and D_i into `stats`
+// (registers, for store_row_stats once the step's own are read for the last time)
+template <int NR, typename Copy>
+__device__ inline NextStep prefetch_next_step(const AttnProblem& p, const float* lse, const float* Dsum, int64_t b,
+                                              int64_t h, int64_t i0, int64_t first_i0, int64_t h_end, Copy&& copy,
+                                              RowStats& stats) {
+  const NextStep next = next_step(h, i0, NR, p.Lq, first_i0, h_end);
+  if (next.exists) {
+    copy(next.h, next.i0);
+    tiles::cp_async_commit();
+    stats = load_row_stats<NR>(p, lse, Dsum, (b * p.H + next.h) * p.Lq, next.i0);
+  }
+  return next;
+}
+
 // dq rows of the step += a warp's 16 × NT·8 block of dQ (acc: NT n-tiles; rows rw + g, rw + g + 8 of
-// the step, dims c0 …), by f32 atomics; rows past Lq or that see no key are left alone
+// the step, dims c0 …), by f32 atomics; rows past Lq, or not `sees` (a row that sees no key), are left alone
 template <int NT>
-__device__ inline void add_dq(const AttnProblem& p, float* dq, int64_t b, int64_t h, int64_t i0, int rw, int c0,
-                              const float* rowL, const float (&acc)[NT][4], int g, int t) {
+__device__ inline void add_dq_rows(const AttnProblem& p, float* dq, int64_t b, int64_t h, int64_t i0, int rw, int c0,
+                                   const bool (&sees)[2], const float (&acc)[NT][4], int g, int t) {
 #pragma unroll
   for (int r = 0; r < 2; ++r) {
     const int row = rw + g + 8 * r;
-    if (i0 + row >= p.Lq || rowL[row] == -INFINITY) continue;
+    if (i0 + row >= p.Lq || !sees[r]) continue;
     float* dst = dq + at(p.dq_l, b, h, i0 + row) + c0 + 2 * t;
 #pragma unroll
     for (int n = 0; n < NT; ++n) {
@@ -224,6 +240,13 @@ __device__ inline void add_dq(const AttnProblem& p, float* dq, int64_t b, int64_
       atomicAdd(dst + n * 8 + 1, acc[n][2 * r + 1]);
     }
   }
+}
+// the same, a row seeing a key where its lse (rowL, the step's) is finite
+template <int NT>
+__device__ inline void add_dq(const AttnProblem& p, float* dq, int64_t b, int64_t h, int64_t i0, int rw, int c0,
+                              const float* rowL, const float (&acc)[NT][4], int g, int t) {
+  const bool sees[2] = {rowL[rw + g] != -INFINITY, rowL[rw + g + 8] != -INFINITY};
+  add_dq_rows(p, dq, b, h, i0, rw, c0, sees, acc, g, t);
 }
 
 // dK, dV of the lane's two keys below Lk: dims n·8 + 2t, n·8 + 2t + 1

@@ -76,11 +76,11 @@ void forward(const AttnProblem& p, float* out, float* lse, cudaStream_t s) {
     return general ? launch_ws<T, D, true>(p, qh, kh, vth, Lp, out, lse, s)
                    : launch_ws<T, D, false>(p, qh, kh, vth, Lp, out, lse, s);
   if constexpr (D != 256) {
-  // a mask or dropout: the overlapped kernel with its element-wise code (General)
-  if (general) return launch<T, D, 64, true, true>(p, qh, kh, vth, Lp, out, lse, s);
-  if (which == Variant::tile128) return launch<T, D, 128, false, false>(p, qh, kh, vth, Lp, out, lse, s);
-  if (which == Variant::tile64) return launch<T, D, 64, false, false>(p, qh, kh, vth, Lp, out, lse, s);
-  launch<T, D, 64, false, true>(p, qh, kh, vth, Lp, out, lse, s);
+    // a mask or dropout: the overlapped kernel with its element-wise code (General)
+    if (general) return launch<T, D, 64, true, true>(p, qh, kh, vth, Lp, out, lse, s);
+    if (which == Variant::tile128) return launch<T, D, 128, false, false>(p, qh, kh, vth, Lp, out, lse, s);
+    if (which == Variant::tile64) return launch<T, D, 64, false, false>(p, qh, kh, vth, Lp, out, lse, s);
+    launch<T, D, 64, false, true>(p, qh, kh, vth, Lp, out, lse, s);
   }
 }
 
@@ -95,6 +95,27 @@ void launch_backward(const AttnProblem& p, const T* qh, const T* qt, const T* gh
   flash_wgmma_backward_kernel<T, D, General><<<grid, kBwdThreads, bytes, s>>>(p, qh, qt, gh, gt, kh, kt, vh, Lqp, Lkp,
                                                                               lse, Dsum, dq, dk, dv);
   QKV_CUDA_LAUNCHED(flash_wgmma_backward_kernel);
+}
+
+// The warp-specialized backward: its tensor maps over the pre-pass's copies, then the kernel (3 warpgroups).
+template <typename T, int D, bool General>
+void launch_ws_backward(const AttnProblem& p, const T* qh, const T* qt, const T* gh, const T* gt, const T* kh,
+                        const T* kt, const T* vh, int64_t Lqp, int64_t Lkp, const float* lse, const float* Dsum,
+                        float* dq, float* dk, float* dv, cudaStream_t s) {
+  constexpr size_t bytes = ws_backward_smem_bytes<D>();
+  BackwardMaps maps;
+  encode_backward_maps<T, D>(maps, p, qh, gh, qt, gt, kh, vh, kt, Lqp, Lkp);
+  auto* kernel = flash_wgmma_ws_backward_kernel<T, D, General>;
+  QKV_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(bytes)));
+  const dim3 grid(static_cast<unsigned>((p.Lk + kBwdKeys - 1) / kBwdKeys), static_cast<unsigned>(p.B * p.Hkv));
+  kernel<<<grid, kBwdWsThreads, bytes, s>>>(p, maps, lse, Dsum, dq, dk, dv);
+  QKV_CUDA_LAUNCHED(flash_wgmma_ws_backward_kernel);
+}
+
+// QKV_CUDA_ATTENTION_BACKWARD=wgmma-ws: the warp-specialized backward; "wgmma" the two-warpgroup one
+bool warp_specialized_backward() {
+  const char* e = std::getenv("QKV_CUDA_ATTENTION_BACKWARD");
+  return e && std::strcmp(e, "wgmma-ws") == 0;
 }
 
 // The backward's pre-pass — q, dO, k, v rounded to dense T rows; qᵀ, dOᵀ (rows rounded up to 64) and
@@ -128,9 +149,10 @@ void backward(const AttnProblem& p, const float* lse, const float* Dsum, const f
   transposed(p.q, p.q_sb, p.q_sh, p.q_sl, p.H, p.Lq, Lqp, qt);
   transposed(dout, g.sb, g.sh, g.sl, p.H, p.Lq, Lqp, gt);
   transposed(p.k, p.k_sb, p.k_sh, p.k_sl, p.Hkv, p.Lk, Lkp, kt);
-  if (p.mask.kind != AttnMask::Kind::none || p.dropout_p > 0.f)
-    return launch_backward<T, D, true>(p, qh, qt, gh, gt, kh, kt, vh, Lqp, Lkp, lse, Dsum, dq, dk, dv, s);
-  launch_backward<T, D, false>(p, qh, qt, gh, gt, kh, kt, vh, Lqp, Lkp, lse, Dsum, dq, dk, dv, s);
+  const bool general = p.mask.kind != AttnMask::Kind::none || p.dropout_p > 0.f;
+  auto* run = warp_specialized_backward() ? (general ? launch_ws_backward<T, D, true> : launch_ws_backward<T, D, false>)
+                                          : (general ? launch_backward<T, D, true> : launch_backward<T, D, false>);
+  run(p, qh, qt, gh, gt, kh, kt, vh, Lqp, Lkp, lse, Dsum, dq, dk, dv, s);
 }
 
 // Whether these kernels serve the problem at all: head dims 64, 128 and (the forward) 256, D = Dv, a
@@ -155,11 +177,12 @@ bool serves(const AttnProblem& p) {
   return serves_shape(p);
 }
 
-// The backward: where QKV_CUDA_ATTENTION_BACKWARD=wgmma asks for it (emulated, not yet run on a GPU:
-// the mma.sync backward stays the default until a GPU has run and timed this one).
+// The backward: where QKV_CUDA_ATTENTION_BACKWARD=wgmma (or wgmma-ws, the warp-specialized kernel) asks
+// for it (emulated, not yet run on a GPU: the mma.sync backward stays the default until a GPU has run
+// and timed these).
 bool serves_backward(const AttnProblem& p) {
   const char* e = std::getenv("QKV_CUDA_ATTENTION_BACKWARD");
-  return e && std::strcmp(e, "wgmma") == 0 && p.D != 256 && serves_shape(p);
+  return e && (std::strcmp(e, "wgmma") == 0 || warp_specialized_backward()) && p.D != 256 && serves_shape(p);
 }
 
 // A call of the pair's forward or backward, run at the problem's head dim (64, 128, the forward's 256:

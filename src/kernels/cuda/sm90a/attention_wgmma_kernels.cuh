@@ -391,7 +391,15 @@ __global__ void __launch_bounds__(kThreads, 1)
 // the block (a causal block's diagonal tile is masked for the rows before it), so that the turns
 // pair up.
 constexpr int kWsThreads = 128 * (1 + kWarpgroups);
-constexpr int kProducerRegisters = 24, kConsumerRegisters = 240;  // 128·24 + 256·240 ≤ 64k a block
+// the parity of use n of a buffer in a ring of `stages` (its (n / stages)-th): the phase of its `full`
+// barrier to wait for; the buffer's previous use, released, is the other
+__device__ inline unsigned ring_use(int64_t n, int stages) { return static_cast<unsigned>(n / stages & 1); }
+// setmaxnreg moves registers within the block's launch allocation — 384 threads × 168 (the 64k of an
+// SM, in whole 8s a thread) — so a producer's and its consumers' counts must add up within it (the
+// consumers' setmaxnreg.inc waits for ever otherwise)
+constexpr int kWsLaunchRegisters = 65536 / kWsThreads / 8 * 8;
+constexpr int kProducerRegisters = 24, kConsumerRegisters = 240;
+static_assert(128 * kProducerRegisters + 256 * kConsumerRegisters <= kWsThreads * kWsLaunchRegisters);
 
 // The buffers of each head dim: keys in tiles of 128 in a ring of 4 (d 64) or 2 (d 128) buffers; at
 // d 256 (the forward only: this kernel alone serves it) tiles of 64 in a ring of 2 — a consumer then
@@ -429,9 +437,7 @@ __global__ void __launch_bounds__(kWsThreads, 1)
   const Block<T, D, KN> k(p, smem, Stages, qh, kh, vth, Lp, /*first_wg=*/1);
   uint64_t* q_full = reinterpret_cast<uint64_t*>(k.Vs + Stages * D * KN * 2);
   uint64_t *full_k = q_full + 1, *full_v = full_k + Stages, *empty_k = full_v + Stages, *empty_v = empty_k + Stages;
-  // the parity of tile j's use of its buffer (its (j / Stages)-th): full's phase to wait for; the
-  // buffer's previous use released is the other
-  auto use = [](int64_t j) { return static_cast<unsigned>(j / Stages & 1); };
+  auto use = [](int64_t j) { return ring_use(j, Stages); };  // tile j's use of its buffer
   if (threadIdx.x == 0) {
     mbarrier_init(q_full, 1);
     for (int s = 0; s < Stages; ++s) {
@@ -542,6 +548,131 @@ constexpr size_t backward_smem_bytes() {
          2 * sizeof(float) * kBwdRows;
 }
 
+// What a backward warpgroup knows of its block — its key/value head, its 64 keys, the lane — and the
+// products and element-wise steps of one step, shared by both backward kernels. Per step i (query head
+// h, rows i0 …): Sᵀ and dPᵀ are accumulators [8 n-tiles][4]: s[n][e] is key key[e / 2], row i0 + n·8
+// + 2t + e % 2.
+template <typename T, int D, bool General>
+struct BackwardWarpgroup {
+  const AttnProblem& p;
+  int wg, warp, g, t;
+  int64_t b, hk, j0;
+  int64_t key[2];  // this thread's keys
+  bool dropout;
+
+  // first_wg: the block's first computing warpgroup (1 in the warp-specialized kernel, after its producer)
+  __device__ BackwardWarpgroup(const AttnProblem& pp, int first_wg) : p(pp) {
+    wg = static_cast<int>(threadIdx.x / 128) - first_wg, warp = threadIdx.x % 128 / 32;
+    g = threadIdx.x % 32 / 4, t = threadIdx.x % 4;
+    const int64_t bhk = blockIdx.y;
+    b = bhk / p.Hkv, hk = bhk % p.Hkv;
+    j0 = int64_t{blockIdx.x} * kBwdKeys;
+    key[0] = j0 + 64 * wg + 16 * warp + g, key[1] = key[0] + 8;
+    dropout = General && p.dropout_p > 0.f;
+  }
+  // the block's steps in order, f(h, i0, n): every query head of the key head's group, its rows from
+  // the first (causal: the block's first key; rows before it see none of these keys) in steps of 64
+  template <typename F>
+  __device__ void for_each_step(F&& f) const {
+    const int64_t group = p.H / p.Hkv, first_i0 = p.causal ? j0 : 0;
+    int64_t n = 0;
+    for (int64_t h = hk * group; h < (hk + 1) * group; ++h)
+      for (int64_t i0 = first_i0; i0 < p.Lq; i0 += kBwdRows) f(h, i0, n++);
+  }
+  // whether the step's P needs no element-wise masking: no mask, all keys before Lk, all rows before
+  // Lq, causality not cutting through the block
+  __device__ bool plain(int64_t i0) const {
+    return (!General || p.mask.kind == AttnMask::Kind::none) && j0 + kBwdKeys <= p.Lk && i0 + kBwdRows <= p.Lq &&
+           !(p.causal && j0 + kBwdKeys - 1 > i0);
+  }
+  // Z/(1−p) of element (n, e) of the step's accumulators; 1 without dropout
+  __device__ float z(int64_t h, int64_t i0, int n, int e) const {
+    return dropout ? keep(p, b, h, i0 + n * 8 + 2 * t + e % 2, key[e / 2]) : 1.f;
+  }
+
+  // dK and dV, the warpgroup's gradients, before the first step
+  __device__ static void zero(float (&dK)[D / 8][4], float (&dV)[D / 8][4]) {
+#pragma unroll
+    for (int n = 0; n < D / 8; ++n)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) dK[n][e] = dV[n][e] = 0.f;
+  }
+
+  // acc = X_w Yᵀ over the dims, issued and committed as one group: X_w the warpgroup's 64 rows of a
+  // key tile (K or V, [D/64][128][64]), Y the step's 64 rows (Q or dO, [D/64][64][64])
+  __device__ void issue_keys_times_rows(float (&acc)[kBwdRows / 2], const unsigned char* X,
+                                        const unsigned char* Y) const {
+    fence_registers(acc);
+    wgmma_fence();
+#pragma unroll
+    for (int kk = 0; kk < D / 16; ++kk)
+      wgmma_ss<T, kBwdRows>(acc, smem_descriptor(X + (kk / 4) * kBwdKeys * 128 + wg * 64 * 128 + (kk % 4) * 32),
+                            smem_descriptor(Y + (kk / 4) * kBwdRows * 128 + (kk % 4) * 32), kk > 0);
+    wgmma_commit();
+  }
+
+  // dV_w += Wᵀ dO_i, W = P ∘ Z/(1−p): W's accumulators for rows 16kk… are the A fragment (rounded to
+  // T), B = dO_iᵀ's D rows ([1][D][64]); issued and committed as one group
+  __device__ void issue_values_gradient(float (&dVf)[D / 2], const float (&s)[kBwdRows / 8][4], int64_t h, int64_t i0,
+                                        const unsigned char* GT) const {
+    uint32_t wa[kBwdRows / 16][4];
+#pragma unroll
+    for (int kk = 0; kk < kBwdRows / 16; ++kk) {
+      const int n0 = 2 * kk, n1 = 2 * kk + 1;
+      wa[kk][0] = pack2<T>(s[n0][0] * z(h, i0, n0, 0), s[n0][1] * z(h, i0, n0, 1));
+      wa[kk][1] = pack2<T>(s[n0][2] * z(h, i0, n0, 2), s[n0][3] * z(h, i0, n0, 3));
+      wa[kk][2] = pack2<T>(s[n1][0] * z(h, i0, n1, 0), s[n1][1] * z(h, i0, n1, 1));
+      wa[kk][3] = pack2<T>(s[n1][2] * z(h, i0, n1, 2), s[n1][3] * z(h, i0, n1, 3));
+    }
+    fence_registers(dVf);
+    wgmma_fence();
+#pragma unroll
+    for (int kk = 0; kk < kBwdRows / 16; ++kk) wgmma_rs<T, D>(dVf, wa[kk], smem_descriptor(GT + kk * 32));
+    wgmma_commit();
+  }
+
+  // dK_w += dS'ᵀ Q_i (as dV, B = Q_iᵀ), issued and committed as one group; then, under the product,
+  // dS' → shared memory [row][key] (dS: [2][64][64], column block wg: the warpgroup's keys)
+  __device__ void issue_keys_gradient(float (&dKf)[D / 2], const float (&dp)[kBwdRows / 8][4],
+                                      const unsigned char* QT, unsigned char* dS) const {
+    uint32_t da[kBwdRows / 16][4];
+#pragma unroll
+    for (int kk = 0; kk < kBwdRows / 16; ++kk) {
+      const int n0 = 2 * kk, n1 = 2 * kk + 1;
+      da[kk][0] = pack2<T>(dp[n0][0], dp[n0][1]);
+      da[kk][1] = pack2<T>(dp[n0][2], dp[n0][3]);
+      da[kk][2] = pack2<T>(dp[n1][0], dp[n1][1]);
+      da[kk][3] = pack2<T>(dp[n1][2], dp[n1][3]);
+    }
+    fence_registers(dKf);
+    wgmma_fence();
+#pragma unroll
+    for (int kk = 0; kk < kBwdRows / 16; ++kk) wgmma_rs<T, D>(dKf, da[kk], smem_descriptor(QT + kk * 32));
+    wgmma_commit();
+#pragma unroll
+    for (int kk = 0; kk < kBwdRows / 16; ++kk)
+#pragma unroll
+      for (int e = 0; e < 8; ++e) {  // register e / 2's half e % 2: row r of the step, key c of the warpgroup's
+        const int r = 16 * kk + 2 * t + e % 2 + 8 * (e / 4), c = 16 * warp + g + 8 * (e / 2 % 2);
+        const uint16_t bits = static_cast<uint16_t>(da[kk][e / 2] >> (16 * (e % 2)));
+        *reinterpret_cast<uint16_t*>(dS + wg * kBwdRows * 128 + swizzled(r, c / 8) + (c % 8) * 2) = bits;
+      }
+  }
+
+  // dQ_i[:, wg·D/2 …] = dS' Kᵀ over the block's 128 keys: A = dS' (64 rows), B = Kᵀ's rows wg·D/2 …
+  // ([2][D][64]); issued and committed as one group. acc: the warp's rows 16·warp …, as add_dq takes them
+  __device__ void issue_rows_gradient(float (&acc)[D / 16][4], const unsigned char* dS, const unsigned char* KT) const {
+    float(&accf)[D / 4] = *reinterpret_cast<float(*)[D / 4]>(&acc[0][0]);
+    fence_registers(accf);
+    wgmma_fence();
+#pragma unroll
+    for (int kk = 0; kk < kBwdKeys / 16; ++kk)
+      wgmma_ss<T, D / 2>(accf, smem_descriptor(dS + (kk / 4) * kBwdRows * 128 + (kk % 4) * 32),
+                         smem_descriptor(KT + (kk / 4) * D * 128 + wg * (D / 2) * 128 + (kk % 4) * 32), kk > 0);
+    wgmma_commit();
+  }
+};
+
 template <typename T, int D, bool General>
 __global__ void __launch_bounds__(kBwdThreads, 1)
     flash_wgmma_backward_kernel(AttnProblem p, const T* qh, const T* qt, const T* gh, const T* gt, const T* kh,
@@ -559,39 +690,22 @@ __global__ void __launch_bounds__(kBwdThreads, 1)
   float* rowL = reinterpret_cast<float*>(dSs + kBwdRows * kBwdKeys * 2);   // [64] lse
   float* rowD = rowL + kBwdRows;                                            // [64] D_i
 
-  const int wg = threadIdx.x / 128, warp = threadIdx.x % 128 / 32, g = threadIdx.x % 32 / 4, t = threadIdx.x % 4;
-  const int64_t bhk = blockIdx.y, b = bhk / p.Hkv, hk = bhk % p.Hkv, group = p.H / p.Hkv;
-  const int64_t j0 = int64_t{blockIdx.x} * kBwdKeys;
-  const int64_t key[2] = {j0 + 64 * wg + 16 * warp + g, j0 + 64 * wg + 16 * warp + g + 8};  // this thread's keys
-  copy_rows<T, D>(Ks, kh + bhk * p.Lk * D, j0, p.Lk, kBwdKeys);
-  copy_rows<T, D>(Vs, vh + bhk * p.Lk * D, j0, p.Lk, kBwdKeys);
-  copy_keys<T, D, kBwdKeys>(KTs, kt + bhk * D * Lkp, Lkp, j0);
+  const BackwardWarpgroup<T, D, General> w(p, 0);
+  const int64_t bhk = blockIdx.y, b = w.b;
+  copy_rows<T, D>(Ks, kh + bhk * p.Lk * D, w.j0, p.Lk, kBwdKeys);
+  copy_rows<T, D>(Vs, vh + bhk * p.Lk * D, w.j0, p.Lk, kBwdKeys);
+  copy_keys<T, D, kBwdKeys>(KTs, kt + bhk * D * Lkp, Lkp, w.j0);
   cp_async_commit();
 
   float dK[D / 8][4], dV[D / 8][4];  // the warpgroup's 64 keys × D: this thread's keys key[0], key[1]
-#pragma unroll
-  for (int n = 0; n < D / 8; ++n)
-#pragma unroll
-    for (int e = 0; e < 4; ++e) dK[n][e] = dV[n][e] = 0.f;
+  BackwardWarpgroup<T, D, General>::zero(dK, dV);
   float(&dKf)[D / 2] = *reinterpret_cast<float(*)[D / 2]>(&dK[0][0]);  // as wgmma's accumulators
   float(&dVf)[D / 2] = *reinterpret_cast<float(*)[D / 2]>(&dV[0][0]);
 
-  // The steps: every query head h of the group, its rows from first_i0 in steps of 64 (causal: rows
-  // i < j0 see none of these keys). A step's Q_i, dO_i, Q_iᵀ, dO_iᵀ come by cp.async, and its lse and
-  // D_i through registers, while the step before computes its dQ (its last product, which reads none
-  // of them): the first step's with K, V and Kᵀ, here.
-  const int64_t first_i0 = p.causal ? j0 : 0, h_begin = hk * group, h_end = (hk + 1) * group;
-  // acc = X_w Yᵀ over the dims, issued and committed as one group: X_w the warpgroup's 64 rows of a
-  // key tile (K or V, [D/64][128][64]), Y the step's 64 rows (Q or dO, [D/64][64][64])
-  auto issue_keys_times_rows = [&](float(&acc)[kBwdRows / 2], const unsigned char* X, const unsigned char* Y) {
-    fence_registers(acc);
-    wgmma_fence();
-#pragma unroll
-    for (int kk = 0; kk < D / 16; ++kk)
-      wgmma_ss<T, kBwdRows>(acc, smem_descriptor(X + (kk / 4) * kBwdKeys * 128 + wg * 64 * 128 + (kk % 4) * 32),
-                            smem_descriptor(Y + (kk / 4) * kBwdRows * 128 + (kk % 4) * 32), kk > 0);
-    wgmma_commit();
-  };
+  // A step's Q_i, dO_i, Q_iᵀ, dO_iᵀ come by cp.async, and its lse and D_i through registers, while the
+  // step before computes its dQ (its last product, which reads none of them): the first step's with K,
+  // V and Kᵀ, here.
+  const int64_t first_i0 = p.causal ? w.j0 : 0, h_begin = w.hk * (p.H / p.Hkv), h_end = h_begin + p.H / p.Hkv;
   auto copy_step = [&](int64_t h, int64_t i0) {
     const int64_t bh = b * p.H + h;
     copy_rows<T, D>(Qs, qh + bh * p.Lq * D, i0, p.Lq, kBwdRows);
@@ -603,109 +717,221 @@ __global__ void __launch_bounds__(kBwdThreads, 1)
   cp_async_commit();
   if (first_i0 < p.Lq) rows::stage_rows<kBwdRows>(rowL, rowD, p, lse, Dsum, (b * p.H + h_begin) * p.Lq, first_i0);
 
-  for (int64_t h = h_begin; h < h_end; ++h) {
-    for (int64_t i0 = first_i0; i0 < p.Lq; i0 += kBwdRows) {
-      cp_async_wait<0>();
-      fence_proxy_async();
-      __syncthreads();  // the step's tiles, lse and D_i in place (K, V, Kᵀ too, at the first)
+  w.for_each_step([&](int64_t h, int64_t i0, int64_t) {
+    cp_async_wait<0>();
+    fence_proxy_async();
+    __syncthreads();  // the step's tiles, lse and D_i in place (K, V, Kᵀ too, at the first)
 
-      // Sᵀ = K_w Q_iᵀ: s[n][e] is key key[e / 2], row i0 + n·8 + 2t + e % 2
-      float s[kBwdRows / 8][4], dp[kBwdRows / 8][4];
-      float(&sf)[kBwdRows / 2] = *reinterpret_cast<float(*)[kBwdRows / 2]>(&s[0][0]);
-      float(&dpf)[kBwdRows / 2] = *reinterpret_cast<float(*)[kBwdRows / 2]>(&dp[0][0]);
-      issue_keys_times_rows(sf, Ks, Qs);
-      // dPᵀ = V_w dO_iᵀ, left running under P's exponentials and dV's product
-      issue_keys_times_rows(dpf, Vs, Gs);
-      wgmma_wait<1>();  // Sᵀ
-      fence_registers(sf);
+    float s[kBwdRows / 8][4], dp[kBwdRows / 8][4];
+    float(&sf)[kBwdRows / 2] = *reinterpret_cast<float(*)[kBwdRows / 2]>(&s[0][0]);
+    float(&dpf)[kBwdRows / 2] = *reinterpret_cast<float(*)[kBwdRows / 2]>(&dp[0][0]);
+    w.issue_keys_times_rows(sf, Ks, Qs);   // Sᵀ = K_w Q_iᵀ
+    w.issue_keys_times_rows(dpf, Vs, Gs);  // dPᵀ = V_w dO_iᵀ, left running under P's exponentials and dV's product
+    wgmma_wait<1>();                       // Sᵀ
+    fence_registers(sf);
+    rows::probabilities<General>(s, p, b, h, i0, w.key, rowL, w.t, w.plain(i0));  // P = e^(scale·S + M − lse)
+    w.issue_values_gradient(dVf, s, h, i0, GTs);
+    wgmma_wait<0>();  // dPᵀ and dV
+    fence_registers(dpf);
+    fence_registers(dVf);
+    rows::score_gradients(dp, s, p.scale, rowD, w.t, [&](int n, int e) { return w.z(h, i0, n, e); });
+    w.issue_keys_gradient(dKf, dp, QTs, dSs);
+    wgmma_wait<0>();  // dK
+    fence_registers(dKf);
+    fence_proxy_async();  // dS' written by the generic proxy, read next by wgmma
+    __syncthreads();      // both warpgroups' dS' in place, and the step's tiles read for the last time
 
-      // P = e^(scale·S + M − lse): element-wise masking only where the step needs it
-      const bool plain = (!General || p.mask.kind == AttnMask::Kind::none) && j0 + kBwdKeys <= p.Lk &&
-                         i0 + kBwdRows <= p.Lq && !(p.causal && j0 + kBwdKeys - 1 > i0);
-      rows::probabilities<General>(s, p, b, h, i0, key, rowL, t, plain);
-      const bool dropout = General && p.dropout_p > 0.f;
-      auto z = [&](int n, int e) {  // Z/(1−p) of element (n, e); 1 without dropout
-        return dropout ? keep(p, b, h, i0 + n * 8 + 2 * t + e % 2, key[e / 2]) : 1.f;
-      };
-
-      // dV_w += Wᵀ dO_i: W's accumulators for rows 16kk… are the A fragment, B = dO_iᵀ's D rows
-      uint32_t wa[kBwdRows / 16][4];
-#pragma unroll
-      for (int kk = 0; kk < kBwdRows / 16; ++kk) {
-        const int n0 = 2 * kk, n1 = 2 * kk + 1;
-        wa[kk][0] = pack2<T>(s[n0][0] * z(n0, 0), s[n0][1] * z(n0, 1));
-        wa[kk][1] = pack2<T>(s[n0][2] * z(n0, 2), s[n0][3] * z(n0, 3));
-        wa[kk][2] = pack2<T>(s[n1][0] * z(n1, 0), s[n1][1] * z(n1, 1));
-        wa[kk][3] = pack2<T>(s[n1][2] * z(n1, 2), s[n1][3] * z(n1, 3));
-      }
-      fence_registers(dVf);
-      wgmma_fence();
-#pragma unroll
-      for (int kk = 0; kk < kBwdRows / 16; ++kk) wgmma_rs<T, D>(dVf, wa[kk], smem_descriptor(GTs + kk * 32));
-      wgmma_commit();
-      wgmma_wait<0>();  // dPᵀ and dV
-      fence_registers(dpf);
-      fence_registers(dVf);
-
-      // dS' = scale · P ∘ (dP ∘ Z/(1−p) − D_i) in dP's place
-      rows::score_gradients(dp, s, p.scale, rowD, t, z);
-
-      // dK_w += dS'ᵀ Q_i (as dV), and dS' → shared memory [row][key] (column block wg: the warpgroup's keys)
-      uint32_t da[kBwdRows / 16][4];
-#pragma unroll
-      for (int kk = 0; kk < kBwdRows / 16; ++kk) {
-        const int n0 = 2 * kk, n1 = 2 * kk + 1;
-        da[kk][0] = pack2<T>(dp[n0][0], dp[n0][1]);
-        da[kk][1] = pack2<T>(dp[n0][2], dp[n0][3]);
-        da[kk][2] = pack2<T>(dp[n1][0], dp[n1][1]);
-        da[kk][3] = pack2<T>(dp[n1][2], dp[n1][3]);
-      }
-      fence_registers(dKf);
-      wgmma_fence();
-#pragma unroll
-      for (int kk = 0; kk < kBwdRows / 16; ++kk) wgmma_rs<T, D>(dKf, da[kk], smem_descriptor(QTs + kk * 32));
-      wgmma_commit();
-#pragma unroll
-      for (int kk = 0; kk < kBwdRows / 16; ++kk)
-#pragma unroll
-        for (int e = 0; e < 8; ++e) {  // register e / 2's half e % 2: row r of the step, key c of the warpgroup's
-          const int r = 16 * kk + 2 * t + e % 2 + 8 * (e / 4), c = 16 * warp + g + 8 * (e / 2 % 2);
-          const uint16_t bits = static_cast<uint16_t>(da[kk][e / 2] >> (16 * (e % 2)));
-          *reinterpret_cast<uint16_t*>(dSs + wg * kBwdRows * 128 + swizzled(r, c / 8) + (c % 8) * 2) = bits;
-        }
-      wgmma_wait<0>();  // dK
-      fence_registers(dKf);
-      fence_proxy_async();  // dS' written by the generic proxy, read next by wgmma
-      __syncthreads();      // both warpgroups' dS' in place, and the step's tiles read for the last time
-
-      // the next step's tiles (cp.async) and lse, D_i (registers) on their way during dQ's product
-      const rows::NextStep next = rows::next_step(h, i0, kBwdRows, p.Lq, first_i0, h_end);
-      rows::RowStats next_stats;
-      if (next.exists) {
-        copy_step(next.h, next.i0);
-        cp_async_commit();
-        next_stats = rows::load_row_stats<kBwdRows>(p, lse, Dsum, (b * p.H + next.h) * p.Lq, next.i0);
-      }
-
-      // dQ_i[:, wg·D/2 …] += dS' Kᵀ over the block's keys: A = dS' (64 rows), B = Kᵀ's rows wg·D/2 …
-      float acc[D / 16][4];
-      float(&accf)[D / 4] = *reinterpret_cast<float(*)[D / 4]>(&acc[0][0]);
-      fence_registers(accf);
-      wgmma_fence();
-#pragma unroll
-      for (int kk = 0; kk < kBwdKeys / 16; ++kk)
-        wgmma_ss<T, D / 2>(accf, smem_descriptor(dSs + (kk / 4) * kBwdRows * 128 + (kk % 4) * 32),
-                           smem_descriptor(KTs + (kk / 4) * D * 128 + wg * (D / 2) * 128 + (kk % 4) * 32), kk > 0);
-      wgmma_commit();
-      wgmma_wait<0>();
-      fence_registers(accf);
-      rows::add_dq(p, dq, b, h, i0, 16 * warp, wg * (D / 2), rowL, acc, g, t);
-      __syncthreads();  // dQ's reads of dS' and of the step's lse done
-      if (next.exists) rows::store_row_stats<kBwdRows>(rowL, rowD, next_stats);
-    }
-  }
+    // the next step's tiles (cp.async) and lse, D_i (registers) on their way during dQ's product
+    rows::RowStats next_stats;
+    const rows::NextStep next =
+        rows::prefetch_next_step<kBwdRows>(p, lse, Dsum, b, h, i0, first_i0, h_end, copy_step, next_stats);
+    float acc[D / 16][4];
+    w.issue_rows_gradient(acc, dSs, KTs);
+    wgmma_wait<0>();
+    fence_registers(*reinterpret_cast<float(*)[D / 4]>(&acc[0][0]));
+    rows::add_dq(p, dq, b, h, i0, 16 * w.warp, w.wg * (D / 2), rowL, acc, w.g, w.t);
+    __syncthreads();  // dQ's reads of dS' and of the step's lse done
+    if (next.exists) rows::store_row_stats<kBwdRows>(rowL, rowD, next_stats);
+  });
   cp_async_wait<0>();  // a block with no step (causal, its first key past Lq): K, V's copies to be waited for
-  rows::write_dk_dv(p, dk, dv, b, hk, key, dK, dV, t);
+  rows::write_dk_dv(p, dk, dv, b, w.hk, w.key, dK, dV, w.t);
+}
+
+// ---- the warp-specialized backward (FlashAttention-3's producer and consumers) -------------------------
+//
+// QKV_CUDA_ATTENTION_BACKWARD=wgmma-ws. The backward kernel's products and element-wise steps, with the
+// warp-specialized forward's division of labour: a block of three warpgroups, the first a producer —
+// thread 0 issues TMA copies of K, V, Kᵀ (once) and of every step's Q_i, dO_i, Q_iᵀ, dO_iᵀ into rings
+// of buffers; warp 1 loads the step's lse and D_i into shared memory — its registers given to the two
+// consumer warpgroups of 64 keys each. A step's tiles in two rings, released as soon as read:
+//     A (StagesA buffers): Q_i, dO_i, lse, D_i    full_a: TMA's bytes and warp 1's 32 arrivals
+//                                                 empty_a: every consumer thread, after dS'
+//     B (StagesB buffers): Q_iᵀ, dO_iᵀ            full_b: TMA's bytes;  empty_b: after dK's product
+// Per consumer warpgroup and step i:
+//     wait full_a[i];  issue Sᵀ, dPᵀ;  wait for Sᵀ;  P;  wait full_b[i];  issue dV += Wᵀ dO_i;  wait;
+//     dS';  release A;  issue dK += dS'ᵀ Q_i;  dS' → dS[i mod 2];  wait;  release B;
+//     [both warpgroups: dS' in place];  dQ_i = dS' Kᵀ, waited for, added into dq
+// (dQ_i left in flight into step i + 1, its atomics under Sᵀ's product, made ptxas serialize every
+// product of the loop: it cannot follow a group retired by wgmma.wait_group 1 across the loop's turn.)
+// dS' in two buffers: a warpgroup writes dS[i mod 2] only after the barrier of step i − 1, which the
+// other passes only after it has waited for dQ_{i−2}, the last reader of that buffer.
+constexpr int kBwdWsThreads = 128 * (1 + kWarpgroups);
+// the producer's two loops (thread 0's copies, warp 1's rows) spill in 24 registers a thread: 40, and
+// the consumers 232, within the block's 384 × 168 (ptxas: no spills but 16 bytes in the consumers of
+// the mask/dropout code at d 128; 24 / 240 spills 12–20 bytes in the producer)
+constexpr int kBwdProducerRegisters = 40, kBwdConsumerRegisters = 232;
+static_assert(128 * kBwdProducerRegisters + 256 * kBwdConsumerRegisters <= kBwdWsThreads * kWsLaunchRegisters);
+
+// The rings of each head dim: at 64, two buffers each (146 KB of shared memory); at 128, two of A and
+// one of B (226 KB: B's tiles are read last in a step, after A's are released).
+template <int D>
+struct WsBackwardShape {
+  static constexpr int StagesA = 2, StagesB = D == 64 ? 2 : 1;
+};
+template <int D>
+constexpr size_t ws_backward_smem_bytes() {
+  constexpr int SA = WsBackwardShape<D>::StagesA, SB = WsBackwardShape<D>::StagesB;
+  // K, V, Kᵀ; A's Q_i, dO_i; B's Q_iᵀ, dO_iᵀ; 2 dS', all T; A's lse and D_i; 1 + 2·SA + 2·SB mbarriers;
+  // 1024 to align the base
+  return 1024 + 2 * (3 * size_t{kBwdKeys} * D + 2 * (SA + SB) * size_t{kBwdRows} * D + 2 * size_t{kBwdRows} * kBwdKeys) +
+         SA * 2 * sizeof(float) * kBwdRows + 8 * (1 + 2 * SA + 2 * SB);
+}
+static_assert(ws_backward_smem_bytes<128>() <= 227 * 1024, "an H100's shared memory a block");
+
+// The backward's TMA tensor maps over the pre-pass's dense copies: q, dO [B·H, Lq, D] (boxes of 64 dims
+// by 64 rows), k, v [B·Hkv, Lk, D] (64 dims by 128 keys), qᵀ, dOᵀ [B·H, D, Lq'] (64 rows by D dims),
+// kᵀ [B·Hkv, D, Lk'] (64 keys by D dims). Empty rows or keys (Lq or Lk 0) still get valid maps.
+struct BackwardMaps {
+  CUtensorMap q, g, qt, gt, k, v, kt;
+};
+template <typename T, int D>
+void encode_backward_maps(BackwardMaps& m, const AttnProblem& p, const T* qh, const T* gh, const T* qt, const T* gt,
+                          const T* kh, const T* vh, const T* kt, int64_t Lqp, int64_t Lkp) {
+  const uint64_t row = D * sizeof(T), Lq = p.Lq > 0 ? p.Lq : 1, Lk = p.Lk > 0 ? p.Lk : 1;
+  const uint64_t Lq_ = Lqp > 0 ? Lqp : 64, Lk_ = Lkp > 0 ? Lkp : 128, BH = p.B * p.H, BHk = p.B * p.Hkv;
+  encode_tensor_map<T>(m.q, {qh, {D, Lq, BH}, {row, row * Lq}, kBwdRows});
+  encode_tensor_map<T>(m.g, {gh, {D, Lq, BH}, {row, row * Lq}, kBwdRows});
+  encode_tensor_map<T>(m.qt, {qt, {Lq_, D, BH}, {Lq_ * sizeof(T), Lq_ * sizeof(T) * D}, D});
+  encode_tensor_map<T>(m.gt, {gt, {Lq_, D, BH}, {Lq_ * sizeof(T), Lq_ * sizeof(T) * D}, D});
+  encode_tensor_map<T>(m.k, {kh, {D, Lk, BHk}, {row, row * Lk}, kBwdKeys});
+  encode_tensor_map<T>(m.v, {vh, {D, Lk, BHk}, {row, row * Lk}, kBwdKeys});
+  encode_tensor_map<T>(m.kt, {kt, {Lk_, D, BHk}, {Lk_ * sizeof(T), Lk_ * sizeof(T) * D}, D});
+}
+
+template <typename T, int D, bool General>
+__global__ void __launch_bounds__(kBwdWsThreads, 1)
+    flash_wgmma_ws_backward_kernel(AttnProblem p, const __grid_constant__ BackwardMaps maps, const float* lse,
+                                   const float* Dsum, float* dq, float* dk, float* dv) {
+  constexpr int SA = WsBackwardShape<D>::StagesA, SB = WsBackwardShape<D>::StagesB;
+  constexpr int kRowTile = kBwdRows * D * 2, kKeyTile = kBwdKeys * D * 2, kScores = kBwdRows * kBwdKeys * 2;
+  extern __shared__ unsigned char smem[];
+  unsigned char* Ks = smem + ((1024 - smem_address(smem) % 1024) % 1024);  // [D/64][128][64]
+  unsigned char* Vs = Ks + kKeyTile;                                        // [D/64][128][64]
+  unsigned char* KTs = Vs + kKeyTile;                                       // [2][D][64]  Kᵀ
+  unsigned char* A = KTs + kKeyTile;                                        // [SA]: Q_i, dO_i [D/64][64][64]
+  unsigned char* B = A + SA * 2 * kRowTile;                                 // [SB]: Q_iᵀ, dO_iᵀ [1][D][64]
+  unsigned char* dSs = B + SB * 2 * kRowTile;                               // [2][2][64][64]  dS'
+  float* stats = reinterpret_cast<float*>(dSs + 2 * kScores);               // [SA]: lse, D_i [64]
+  uint64_t* kv_full = reinterpret_cast<uint64_t*>(stats + SA * 2 * kBwdRows);
+  uint64_t *full_a = kv_full + 1, *empty_a = full_a + SA, *full_b = empty_a + SA, *empty_b = full_b + SB;
+  auto Q = [&](int a) { return A + a * 2 * kRowTile; };
+  auto G = [&](int a) { return A + a * 2 * kRowTile + kRowTile; };
+  auto QT = [&](int c) { return B + c * 2 * kRowTile; };
+  auto GT = [&](int c) { return B + c * 2 * kRowTile + kRowTile; };
+  auto rowL = [&](int a) { return stats + a * 2 * kBwdRows; };
+  auto rowD = [&](int a) { return stats + a * 2 * kBwdRows + kBwdRows; };
+  if (threadIdx.x == 0) {
+    mbarrier_init(kv_full, 1);
+    for (int a = 0; a < SA; ++a) mbarrier_init(&full_a[a], 1 + 32), mbarrier_init(&empty_a[a], 128 * kWarpgroups);
+    for (int c = 0; c < SB; ++c) mbarrier_init(&full_b[c], 1), mbarrier_init(&empty_b[c], 128 * kWarpgroups);
+    mbarrier_init_fence();
+  }
+  __syncthreads();  // the last block-wide barrier: the producer's idle threads leave after it
+
+  const BackwardWarpgroup<T, D, General> w(p, 1);
+  const int64_t bhk = blockIdx.y, b = w.b;
+  if (threadIdx.x < 128) {  // the producer warpgroup
+    registers_shrink<kBwdProducerRegisters>();
+    if (threadIdx.x == 0) {  // the tiles, by TMA
+      mbarrier_arrive_expect_tx(kv_full, 3 * kKeyTile);
+      const int j0 = static_cast<int>(w.j0), kv = static_cast<int>(bhk);
+      for (int c = 0; c < D / 64; ++c) {
+        tma_load(Ks + c * kBwdKeys * 128, maps.k, 64 * c, j0, kv, kv_full);
+        tma_load(Vs + c * kBwdKeys * 128, maps.v, 64 * c, j0, kv, kv_full);
+      }
+      for (int c = 0; c < kBwdKeys / 64; ++c) tma_load(KTs + c * D * 128, maps.kt, j0 + 64 * c, 0, kv, kv_full);
+      w.for_each_step([&](int64_t h, int64_t i0, int64_t n) {
+        const int a = static_cast<int>(n % SA), c = static_cast<int>(n % SB);
+        const int i = static_cast<int>(i0), bh = static_cast<int>(b * p.H + h);
+        mbarrier_wait(&empty_a[a], ring_use(n, SA) ^ 1);
+        mbarrier_arrive_expect_tx(&full_a[a], 2 * kRowTile);
+        for (int d = 0; d < D / 64; ++d) {
+          tma_load(Q(a) + d * kBwdRows * 128, maps.q, 64 * d, i, bh, &full_a[a]);
+          tma_load(G(a) + d * kBwdRows * 128, maps.g, 64 * d, i, bh, &full_a[a]);
+        }
+        mbarrier_wait(&empty_b[c], ring_use(n, SB) ^ 1);
+        mbarrier_arrive_expect_tx(&full_b[c], 2 * kRowTile);
+        tma_load(QT(c), maps.qt, i, 0, bh, &full_b[c]);
+        tma_load(GT(c), maps.gt, i, 0, bh, &full_b[c]);
+      });
+    } else if (threadIdx.x / 32 == 1) {  // the rows' lse and D_i (−∞ and 0 past Lq), a lane two rows
+      const int lane = threadIdx.x % 32;
+      w.for_each_step([&](int64_t h, int64_t i0, int64_t n) {
+        const int a = static_cast<int>(n % SA);
+        const int64_t stats_at = (b * p.H + h) * p.Lq;
+        mbarrier_wait(&empty_a[a], ring_use(n, SA) ^ 1);
+        for (int r = lane; r < kBwdRows; r += 32) {
+          const int64_t i = i0 + r;
+          rowL(a)[r] = i < p.Lq ? lse[stats_at + i] : -INFINITY;
+          rowD(a)[r] = i < p.Lq ? Dsum[stats_at + i] : 0.f;
+        }
+        mbarrier_arrive(&full_a[a]);
+      });
+    }
+    return;
+  }
+
+  registers_grow<kBwdConsumerRegisters>();
+  float dK[D / 8][4], dV[D / 8][4];  // the warpgroup's 64 keys × D: this thread's keys key[0], key[1]
+  BackwardWarpgroup<T, D, General>::zero(dK, dV);
+  float(&dKf)[D / 2] = *reinterpret_cast<float(*)[D / 2]>(&dK[0][0]);  // as wgmma's accumulators
+  float(&dVf)[D / 2] = *reinterpret_cast<float(*)[D / 2]>(&dV[0][0]);
+  mbarrier_wait(kv_full, 0);  // K, V, Kᵀ (also in a block with no step: its copies land before it exits)
+
+  w.for_each_step([&](int64_t h, int64_t i0, int64_t n) {
+    const int a = static_cast<int>(n % SA), c = static_cast<int>(n % SB);
+    float s[kBwdRows / 8][4], dp[kBwdRows / 8][4];
+    float(&sf)[kBwdRows / 2] = *reinterpret_cast<float(*)[kBwdRows / 2]>(&s[0][0]);
+    float(&dpf)[kBwdRows / 2] = *reinterpret_cast<float(*)[kBwdRows / 2]>(&dp[0][0]);
+    mbarrier_wait(&full_a[a], ring_use(n, SA));
+    w.issue_keys_times_rows(sf, Ks, Q(a));  // Sᵀ = K_w Q_iᵀ
+    w.issue_keys_times_rows(dpf, Vs, G(a));  // dPᵀ = V_w dO_iᵀ, under P's exponentials
+    wgmma_wait<1>();                         // Sᵀ
+    fence_registers(sf);
+    rows::probabilities<General>(s, p, b, h, i0, w.key, rowL(a), w.t, w.plain(i0));  // P = e^(scale·S + M − lse)
+    mbarrier_wait(&full_b[c], ring_use(n, SB));
+    w.issue_values_gradient(dVf, s, h, i0, GT(c));
+    wgmma_wait<0>();  // dPᵀ and dV
+    fence_registers(dpf);
+    fence_registers(dVf);
+    rows::score_gradients(dp, s, p.scale, rowD(a), w.t, [&](int nn, int e) { return w.z(h, i0, nn, e); });
+    bool sees[2];  // whether this thread's rows of dQ see a key (lse > −∞)
+    for (int r = 0; r < 2; ++r) sees[r] = rowL(a)[16 * w.warp + w.g + 8 * r] != -INFINITY;
+    mbarrier_arrive(&empty_a[a]);  // Q_i, dO_i, lse, D_i read for the last time
+    unsigned char* dS = dSs + (n % 2) * kScores;
+    w.issue_keys_gradient(dKf, dp, QT(c), dS);
+    wgmma_wait<0>();  // dK
+    fence_registers(dKf);
+    mbarrier_arrive(&empty_b[c]);  // Q_iᵀ, dO_iᵀ read for the last time
+    fence_proxy_async();           // dS' written by the generic proxy, read next by wgmma
+    named_barrier_sync(1, 128 * kWarpgroups);  // both warpgroups' dS' in place
+    float acc[D / 16][4];
+    w.issue_rows_gradient(acc, dS, KTs);
+    wgmma_wait<0>();
+    fence_registers(*reinterpret_cast<float(*)[D / 4]>(&acc[0][0]));
+    rows::add_dq_rows(p, dq, b, h, i0, 16 * w.warp, w.wg * (D / 2), sees, acc, w.g, w.t);
+  });
+  rows::write_dk_dv(p, dk, dv, b, w.hk, w.key, dK, dV, w.t);
 }
 
 }  // namespace

@@ -3,7 +3,8 @@
 // the consumers' releases, named barriers between warpgroups, and setmaxnreg. nvcc for sm_90a
 // (sm90a/*.cu), or g++ under tests/kernels/cuda_emulation.h (QKV_CUDA_EMULATION: a copy happens when
 // issued, with the tensor map's bounds, zero fill and 128-byte swizzle; the barriers count arrivals,
-// transaction bytes and phases as the PTX ISA describes them; setmaxnreg does nothing).
+// transaction bytes and phases as the PTX ISA describes them; setmaxnreg moves registers between a
+// warp and the block's pool, and waits while the pool holds too few).
 //
 // A tensor map (CUtensorMap, 128 opaque bytes, a __grid_constant__ kernel parameter) describes a
 // dense 16-bit tensor of rank 3, dims {d0, d1, d2} (d0 contiguous), and the box a copy moves: {64,
@@ -70,9 +71,13 @@ __device__ inline void named_barrier_arrive(unsigned id, unsigned threads) {
   ::qkv::emulation::named_barrier(id, threads, false);
 }
 template <int Registers>
-__device__ inline void registers_grow() {}
+__device__ inline void registers_grow() {
+  ::qkv::emulation::setmaxnreg(Registers, true);
+}
 template <int Registers>
-__device__ inline void registers_shrink() {}
+__device__ inline void registers_shrink() {
+  ::qkv::emulation::setmaxnreg(Registers, false);
+}
 #else
 // The driver's cuTensorMapEncodeTiled, found through the runtime (no link against libcuda); throws
 // where the driver refuses the map.
@@ -134,7 +139,10 @@ __device__ inline void named_barrier_sync(unsigned id, unsigned threads) {
 __device__ inline void named_barrier_arrive(unsigned id, unsigned threads) {
   asm volatile("bar.arrive %0, %1;\n" ::"r"(id), "r"(threads) : "memory");
 }
-// A warpgroup's registers a thread (setmaxnreg: the producer gives its registers to the consumers)
+// A warpgroup's registers a thread (setmaxnreg: the producer gives its registers to the consumers).
+// The block's registers are those it was launched with — threads × ptxas's count (384 × 168 for the
+// warp-specialized kernels) — so what the consumers take must not exceed what the producer gave:
+// setmaxnreg.inc waits for them, for ever where they are not there.
 template <int Registers>
 __device__ inline void registers_grow() {
   asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;\n" ::"n"(Registers));
