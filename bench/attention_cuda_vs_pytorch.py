@@ -123,11 +123,11 @@ def main():
     ap.add_argument("--dims", type=int, nargs="+", default=[64, 128])
     ap.add_argument("--dtypes", nargs="+", default=["bf16"], choices=["bf16", "f16", "f32"])
     ap.add_argument("--kernels", nargs="+", default=["wgmma"],
-                    choices=["wgmma", "wgmma64", "wgmma128", "wgmma-ws", "wgmma-backward", "wgmma-ws-backward", "mma",
+                    choices=["wgmma", "wgmma64", "wgmma128", "wgmma-overlap", "wgmma-ws", "wgmma-backward", "wgmma-ws-backward", "mma",
                              "mma1", "mma2", "wmma"],
                     help="qkv's tensor-core kernels to time (wgmma: the forward on Hopper's wgmma, the default on "
                          "an H100/H200, with the mma.sync backward; wgmma64, wgmma128: its one-tile-at-a-time "
-                         "kernels with key tiles of 64 and 128; wgmma-ws: its warp-specialized kernel (TMA copies "
+                         "kernels with key tiles of 64 and 128; wgmma-overlap: its overlapped kernel; wgmma-ws: its warp-specialized kernel (TMA copies "
                          "by a producer warpgroup, two consumers in pingpong); wgmma-backward: the wgmma forward and the wgmma "
                          "backward, QKV_CUDA_ATTENTION_BACKWARD=wgmma; wgmma-ws-backward: the warp-specialized forward and "
                          "backward; mma: the mma.sync pair, the default elsewhere; "

@@ -598,6 +598,8 @@ TEST_F(Cuda, Bf16AttentionTrainsOnTheTensorCoresAsOnTheCpu) {
       // whole tiles (no element-wise masking but the causal diagonal's), several key blocks and row steps
       {2, 2, 2, 256, 256, 64, false, 0, 0.f, false}, {1, 2, 2, 256, 256, 128, true, 0, 0.f, false},
       {1, 4, 2, 200, 330, 128, true, 0, 0.f, false},
+      // dropout at head dim 64 (the GPT's): the one-tile kernel's general code, two blocks an SM
+      {1, 2, 2, 100, 120, 64, true, 0, 0.1f, false},
   };
   uint64_t seed = 500;
   for (const Case& c : cases) {
@@ -634,8 +636,8 @@ TEST_F(Cuda, Bf16AttentionTrainsOnTheTensorCoresAsOnTheCpu) {
       const auto on_cpu = run(Device::cpu(), dt);
       // "wgmma-backward": the wgmma forward and the wgmma backward; "wgmma-ws-backward": the warp-
       // specialized forward and backward
-      for (const char* kernel : {"wgmma", "wgmma64", "wgmma128", "wgmma-ws", "mma1", "mma2", "wmma", "wgmma-backward",
-                                 "wgmma-ws-backward"}) {
+      for (const char* kernel : {"wgmma", "wgmma64", "wgmma128", "wgmma-overlap", "wgmma-ws", "mma1", "mma2", "wmma",
+                                 "wgmma-backward", "wgmma-ws-backward"}) {
         SCOPED_TRACE(kernel);
         const bool wgmma_backward = std::strcmp(kernel, "wgmma-backward") == 0,
                    ws_backward = std::strcmp(kernel, "wgmma-ws-backward") == 0;

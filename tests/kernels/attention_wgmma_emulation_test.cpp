@@ -158,12 +158,14 @@ void check(const qt::AttentionCase& c, Variant v, uint64_t seed, Backward bwd = 
   const qt::EmulatedAttention e =
       qt::emulated_attention(c, seed, bf16 ? AttentionCompute::bf16 : AttentionCompute::f16);
   const Rounded<T> r = prepass<T>(e.p);
-  // the kernel attention_wgmma.cu's launch picks: a mask takes the overlapped kernel's general code
+  // the kernel attention_wgmma.cu's launch picks: a mask or dropout takes the general code of the
+  // one-tile kernel at head dim 64 (of the overlapped one when asked for), of the overlapped one at 128
   // (head dim 256: the warp-specialized forward alone, no wgmma backward)
   Forward f;
   if (v == Variant::ws) f = e.general() ? forward_ws<T, D, true>(e, r) : forward_ws<T, D, false>(e, r);
   else if constexpr (D != 256) {
-    if (e.general()) f = forward<T, D, 64, true, true>(e, r);
+    if (e.general() && D == 64 && v != Variant::overlap) f = forward<T, D, 64, true, false>(e, r);
+    else if (e.general()) f = forward<T, D, 64, true, true>(e, r);
     else if (v == Variant::tile64) f = forward<T, D, 64, false, false>(e, r);
     else if (v == Variant::tile128) f = forward<T, D, 128, false, false>(e, r);
     else f = forward<T, D, 64, false, true>(e, r);
@@ -193,6 +195,9 @@ TEST(AttentionWgmmaEmulated, EveryForwardVariantAndTheBackwardMatchTheCpu) {
   check<__nv_bfloat16, 64>({1, 2, 2, 70, 90, 64, false, 0, false}, Variant::tile64, seed += 10);
   check<__nv_bfloat16, 64>({1, 2, 1, 200, 150, 64, true, 0, false}, Variant::tile64, seed += 10);
   check<__nv_bfloat16, 64>({1, 2, 2, 130, 260, 64, false, 0, true}, Variant::tile128, seed += 10);
+  // head dim 64 with a mask: one tile at a time (its default), or overlapped (wgmma-overlap)
+  check<__nv_bfloat16, 64>({1, 2, 1, 150, 200, 64, false, 2, true}, Variant::tile64, seed += 10);
+  check<__nv_bfloat16, 64>({1, 2, 2, 140, 140, 64, true, 1, false}, Variant::overlap, seed += 10);
   // head dim 128: the overlapped kernel (its default) through several key tiles, and a mask's code
   check<__nv_bfloat16, 128>({1, 2, 2, 200, 300, 128, true, 0, false}, Variant::overlap, seed += 10);
   check<__nv_bfloat16, 128>({1, 2, 1, 65, 129, 128, false, 2, true}, Variant::overlap, seed += 10);
@@ -203,6 +208,7 @@ TEST(AttentionWgmmaEmulated, EveryForwardVariantAndTheBackwardMatchTheCpu) {
   check<__nv_bfloat16, 128>({1, 2, 1, 70, 130, 128, false, 1, false, 0.3f}, Variant::overlap, seed += 10);
   // f16: the same kernels on __half
   check<__half, 64>({1, 2, 1, 130, 90, 64, true, 0, false}, Variant::tile64, seed += 10);
+  check<__half, 64>({1, 2, 2, 100, 120, 64, true, 3, false, 0.1f}, Variant::tile64, seed += 10);
   check<__half, 128>({1, 2, 2, 100, 150, 128, false, 2, true}, Variant::overlap, seed += 10);
 }
 

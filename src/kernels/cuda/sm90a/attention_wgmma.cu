@@ -76,7 +76,10 @@ void forward(const AttnProblem& p, float* out, float* lse, cudaStream_t s) {
     return general ? launch_ws<T, D, true>(p, qh, kh, vth, Lp, out, lse, s)
                    : launch_ws<T, D, false>(p, qh, kh, vth, Lp, out, lse, s);
   if constexpr (D != 256) {
-    // a mask or dropout: the overlapped kernel with its element-wise code (General)
+    // a mask or dropout, the kernels' element-wise code (General): at head dim 64 one tile at a time, two
+    // blocks an SM (ptxas serializes the overlapped kernel's products there: C7515), at 128 overlapped
+    if constexpr (D == 64)
+      if (general && which != Variant::overlap) return launch<T, D, 64, true, false>(p, qh, kh, vth, Lp, out, lse, s);
     if (general) return launch<T, D, 64, true, true>(p, qh, kh, vth, Lp, out, lse, s);
     if (which == Variant::tile128) return launch<T, D, 128, false, false>(p, qh, kh, vth, Lp, out, lse, s);
     if (which == Variant::tile64) return launch<T, D, 64, false, false>(p, qh, kh, vth, Lp, out, lse, s);

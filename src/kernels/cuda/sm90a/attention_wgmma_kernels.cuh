@@ -263,11 +263,12 @@ struct Block {
   }
 };
 
-// One tile at a time (the default at head dim 64 without a mask or dropout; QKV_CUDA_ATTENTION=wgmma64 /
+// One tile at a time (the default at head dim 64, with a mask or dropout too; QKV_CUDA_ATTENTION=wgmma64 /
 // wgmma128): per key tile j, with tile j + 1 copied meanwhile into the other of 2 buffers, S_j, its
-// softmax, then O += P_j V_j, each product waited for.
+// softmax, then O += P_j V_j, each product waited for. At head dim 64 with key tiles of 64, two blocks
+// an SM (≤ 128 registers: 113 plain; the mask and dropout code, 150 alone, spills 64 bytes a step).
 template <typename T, int D, int KN, bool General>
-__global__ void __launch_bounds__(kThreads, 1)
+__global__ void __launch_bounds__(kThreads, D == 64 && KN == 64 ? 2 : 1)
     flash_wgmma_forward_kernel(AttnProblem p, const T* qh, const T* kh, const T* vth, int64_t Lp, float* out,
                                float* lse) {
   extern __shared__ unsigned char smem[];
@@ -306,7 +307,7 @@ __global__ void __launch_bounds__(kThreads, 1)
   k.write(o, m, l, out, lse);
 }
 
-// FlashAttention-3's overlap inside a warpgroup (the default at head dim 128, and with a mask or dropout;
+// FlashAttention-3's overlap inside a warpgroup (the default at head dim 128, with a mask or dropout too;
 // QKV_CUDA_ATTENTION=wgmma-overlap): while the
 // tensor cores compute S_{j+1} = Q K_{j+1}ᵀ, the warpgroup computes the softmax of S_j (the exponentials
 // are the other bottleneck), then issues O += P_j V_j and waits only for S_{j+1}. Four tile buffers:
