@@ -94,6 +94,8 @@ TEST(AttentionMmaEmulated, TheTensorCorePairMatchesTheCpu) {
   check<__nv_bfloat16, 2, 1>(cases[1], seed += 10);
   check<__nv_bfloat16, 2, 1>(cases[2], seed += 10);
   check<__nv_bfloat16, 1, 2>({1, 2, 1, 100, 140, 128, true, 0, false, 0.2f}, seed += 10);  // dropout
+  // Lk odd: a row's pairs of keys start on either half of a hash's pair of draws (every other row)
+  check<__nv_bfloat16, 1, 2>({1, 2, 2, 90, 101, 64, false, 2, false, 0.1f}, seed += 10);
 }
 
 }  // namespace

@@ -47,6 +47,8 @@ TEST(AttentionTf32Emulated, TheTensorCorePairMatchesTheCpu) {
       {1, 2, 2, 64, 64, 128, true, 0, false},    // whole tiles, causal
       {1, 2, 2, 70, 70, 64, false, 3, true},     // every fifth row sees no key: zeros, no NaN
       {2, 2, 2, 128, 128, 64, false, 0, false},  // whole tiles, two batches
+      // dropout (the CPU's draws; Lk odd: a row's pairs of keys start on either half of a hash's pair)
+      {1, 2, 2, 90, 101, 64, true, 0, false, 0.2f},
   };
   uint64_t seed = 1000;
   for (const AttentionCase& c : cases) {

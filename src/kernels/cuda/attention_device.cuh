@@ -35,4 +35,23 @@ __device__ inline float keep(const AttnProblem& p, int64_t b, int64_t h, int64_t
   return Generator::paired_uniform(p.seed, p.counter + idx) >= p.dropout_p ? 1.f / (1.f - p.dropout_p) : 0.f;
 }
 
+// keep() of keys j and j + 1 of row i (k0, k1): one hash where their counters are a pair 2k, 2k + 1 of
+// paired_uniform's (where the head's first counter plus i·Lk + j is even), else one each.
+__device__ inline void keep_pair(const AttnProblem& p, int64_t b, int64_t h, int64_t i, int64_t j, float& k0,
+                                 float& k1) {
+  const uint64_t c = p.counter + static_cast<uint64_t>(((b * p.H + h) * p.Lq + i) * p.Lk + j);
+  float u0, u1;
+  if (c % 2 == 0) {  // Generator::paired_uniform's two draws of one hash: bits 40–63, then 8–31
+    const uint64_t z = Generator::bits(p.seed, c / 2);
+    u0 = static_cast<float>(z >> 40) * (1.0f / 16777216.0f);
+    u1 = static_cast<float>((z >> 8) & 0xFFFFFF) * (1.0f / 16777216.0f);
+  } else {
+    u0 = Generator::paired_uniform(p.seed, c);
+    u1 = Generator::paired_uniform(p.seed, c + 1);
+  }
+  const float kept = 1.f / (1.f - p.dropout_p);
+  k0 = u0 >= p.dropout_p ? kept : 0.f;
+  k1 = u1 >= p.dropout_p ? kept : 0.f;
+}
+
 }  // namespace qkv::kernels::cuda

@@ -89,15 +89,18 @@ __device__ inline void online_softmax(float (&s)[NT][4], float (&m)[2], float (&
   }
 }
 
-// P ∘ Z/(1−p) in place (after l has summed P)
+// P ∘ Z/(1−p) in place (after l has summed P); a lane's two keys of a row, j and j + 1, drawn together
 template <int NT>
 __device__ inline void drop(float (&s)[NT][4], const AttnProblem& p, int64_t b, int64_t h, const int64_t (&row)[2],
                             int64_t j0, int t) {
 #pragma unroll
   for (int n = 0; n < NT; ++n)
 #pragma unroll
-    for (int e = 0; e < 4; ++e)
-      if (s[n][e] != 0.f) s[n][e] *= keep(p, b, h, row[e / 2], j0 + n * 8 + 2 * t + e % 2);
+    for (int r = 0; r < 2; ++r) {
+      float k0, k1;
+      keep_pair(p, b, h, row[r], j0 + n * 8 + 2 * t, k0, k1);
+      s[n][2 * r] *= k0, s[n][2 * r + 1] *= k1;
+    }
 }
 
 // out = O / l and lse = m + ln l for the lane's rows below Lq (l summed over the quad first; a row that

@@ -201,12 +201,15 @@ struct Block {
       l[0] += s[4 * c] + s[4 * c + 1];  // l sums P before dropout
       l[1] += s[4 * c + 2] + s[4 * c + 3];
     }
-    if (General && p.dropout_p > 0.f) {
+    if (General && p.dropout_p > 0.f) {  // a lane's two keys of a row, j and j + 1, drawn together
 #pragma unroll
       for (int c = 0; c < KN / 8; ++c)
 #pragma unroll
-        for (int e = 0; e < 4; ++e)
-          if (s[4 * c + e] != 0.f) s[4 * c + e] *= keep(p, b, h, row[e / 2], j0 + c * 8 + 2 * t + e % 2);
+        for (int r = 0; r < 2; ++r) {
+          float k0, k1;
+          keep_pair(p, b, h, row[r], j0 + c * 8 + 2 * t, k0, k1);
+          s[4 * c + 2 * r] *= k0, s[4 * c + 2 * r + 1] *= k1;
+        }
     }
   }
 
