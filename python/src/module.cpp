@@ -15,6 +15,7 @@
 #include "qkv/core/rng.h"
 #include "qkv/autograd/grad_mode.h"
 #include "qkv/ops/autocast.h"
+#include "qkv/ops/inference_weight.h"
 
 NB_MODULE(_qkv, m) {
   using namespace qkv::python;
@@ -66,6 +67,8 @@ NB_MODULE(_qkv, m) {
   // qkv.cuda.is_available() / device_count() (torch.cuda's): false / 0 without the CUDA backend or a GPU.
   m.def("_cuda_is_available", &qkv::cuda::is_available);
   m.def("_cuda_device_count", &qkv::cuda::device_count);
+  // The bits of int8 products' activations here (8 with VNNI or AMX, else 7: qkv/ops/inference_weight.h).
+  m.def("_int8_activation_bits", &qkv::int8_activation_bits);
   // The per-thread modes behind qkv.no_grad / enable_grad / set_grad_enabled and qkv.autocast
   // (python/qkv/__init__.py makes them context managers, as torch's).
   m.def("_grad_enabled", &qkv::autograd::grad_enabled);

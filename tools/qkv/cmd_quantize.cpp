@@ -24,7 +24,9 @@ void add_quantize(CLI::App& app) {
   sub->footer(
       "Example: qkv quantize models/en-fr.safetensors -o en-fr.int8.safetensors --dtype f16\n"
       "         qkv translate --model en-fr.int8.safetensors --dtype int8 < input.en\n"
-      "The int8 rows are those --dtype int8 makes from the f32 file: the same translations, in less memory.");
+      "The int8 rows are those --dtype int8 makes from the f32 file: the same translations, in less memory, on a\n"
+      "CPU with VNNI or AMX (8-bit activations); elsewhere the f32 file's encoder keeps its f32 products and the\n"
+      "int8 file's computes with its rows' values: close, not the same numbers.");
   register_runner(sub, [a] {
     const models::QuantizeReport r = models::quantize_model_file(a->input, a->out, a->dtype);
     std::fprintf(stderr, "quantized a %s model: %zu matrices (%.1fM weights) as int8 rows, %.1fM kept %s -> %s\n",
