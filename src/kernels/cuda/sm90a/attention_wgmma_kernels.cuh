@@ -269,7 +269,7 @@ struct Block {
 // One tile at a time (the default at head dim 64, with a mask or dropout too; QKV_CUDA_ATTENTION=wgmma64 /
 // wgmma128): per key tile j, with tile j + 1 copied meanwhile into the other of 2 buffers, S_j, its
 // softmax, then O += P_j V_j, each product waited for. At head dim 64 with key tiles of 64, two blocks
-// an SM (≤ 128 registers: 113 plain; the mask and dropout code, 150 alone, spills 64 bytes a step).
+// an SM (≤ 128 registers: 113 plain; the mask and dropout code, 150 alone, spills 48 bytes a step).
 template <typename T, int D, int KN, bool General>
 __global__ void __launch_bounds__(kThreads, D == 64 && KN == 64 ? 2 : 1)
     flash_wgmma_forward_kernel(AttnProblem p, const T* qh, const T* kh, const T* vth, int64_t Lp, float* out,
