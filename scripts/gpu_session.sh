@@ -10,7 +10,7 @@
 #   run(command="bash scripts/gpu_session.sh 2", carry=[".gpu"], timeout_s=480)          (~4 minutes)
 #       GPT training tokens/s against PyTorch eager and compiled, translation throughput GPU vs CPU,
 #       where a GPT step's and a beam step's time goes (QKV_PROFILE=1: each op's host and GPU time,
-#       the waits; the bf16 step also with the wgmma attention backwards), qkv train of the translation Transformer in f32 and bf16, paged attention's decoding
+#       the waits; the bf16 step also with the wgmma attention backwards and the overlapped forward), qkv train of the translation Transformer in f32 and bf16, paged attention's decoding
 #       step (split over the keys and not) against a dense cache's
 #   run(command="bash scripts/gpu_session.sh sanitize 'Cuda.Bf16*'", carry=[".gpu"])   a failing kernel
 #   (tests, attention [KERNEL…], training, steps, profile, serve, transformer, paged: one step alone)
