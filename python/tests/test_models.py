@@ -5,6 +5,7 @@ import json
 import struct
 import os
 import subprocess
+import sys
 
 import numpy as np
 import pytest
@@ -56,6 +57,18 @@ def test_int8_file_translates_as_the_f32_file_with_int8_weights(tmp_path):
         assert all(abs(x.scores[0] - y.scores[0]) < 0.1 for x, y in zip(a, b))
         assert [bool(r.hypotheses[0]) for r in b] == [bool(r.hypotheses[0]) for r in a]
     assert qkv.Translator(int8, weights="f32").translate(SENTENCES[1])  # f32 weights: s[n]·W8[n, k]
+    # the other branch too, whichever this CPU takes: 7-bit activations asked for in a fresh process
+    script = f"""
+import qkv
+assert qkv._qkv._int8_activation_bits() == 7
+a = qkv.Translator({path!r}, weights="int8").translate_batch({SENTENCES!r}, beam_size=4)
+b = qkv.Translator({int8!r}, weights="int8").translate_batch({SENTENCES!r}, beam_size=4)
+assert all(abs(x.scores[0] - y.scores[0]) < 0.1 for x, y in zip(a, b)), [(x.scores[0], y.scores[0]) for x, y in zip(a, b)]
+assert [bool(r.hypotheses[0]) for r in b] == [bool(r.hypotheses[0]) for r in a]
+"""
+    env = dict(os.environ, QKV_INT8_ACTIVATION_BITS="7")
+    run = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True, text=True)
+    assert run.returncode == 0, run.stderr
     # without weights= ("auto"), the file's own: int8 for a quantized file
     assert qkv.Translator(int8).translate(SENTENCES) == [r.hypotheses[0] for r in b]
 
