@@ -28,18 +28,23 @@ __device__ inline float masked_score(const AttnProblem& p, int64_t b, int64_t h,
   return s;
 }
 
+// The counter of dropout's draw for element (b, h, i, j): the op's first, plus the element's index
+__device__ inline uint64_t dropout_counter(const AttnProblem& p, int64_t b, int64_t h, int64_t i, int64_t j) {
+  return p.counter + static_cast<uint64_t>(((b * p.H + h) * p.Lq + i) * p.Lk + j);
+}
+
 // Z_ij / (1 − p): the CPU's draw for element (b, h, i, j) (Generator::paired_uniform).
 __device__ inline float keep(const AttnProblem& p, int64_t b, int64_t h, int64_t i, int64_t j) {
   if (p.dropout_p == 0.f) return 1.f;
-  const uint64_t idx = static_cast<uint64_t>(((b * p.H + h) * p.Lq + i) * p.Lk + j);
-  return Generator::paired_uniform(p.seed, p.counter + idx) >= p.dropout_p ? 1.f / (1.f - p.dropout_p) : 0.f;
+  return Generator::paired_uniform(p.seed, dropout_counter(p, b, h, i, j)) >= p.dropout_p ? 1.f / (1.f - p.dropout_p)
+                                                                                          : 0.f;
 }
 
 // keep() of keys j and j + 1 of row i (k0, k1): one hash where their counters are a pair 2k, 2k + 1 of
 // paired_uniform's (where the head's first counter plus i·Lk + j is even), else one each.
 __device__ inline void keep_pair(const AttnProblem& p, int64_t b, int64_t h, int64_t i, int64_t j, float& k0,
                                  float& k1) {
-  const uint64_t c = p.counter + static_cast<uint64_t>(((b * p.H + h) * p.Lq + i) * p.Lk + j);
+  const uint64_t c = dropout_counter(p, b, h, i, j);
   float u0, u1;
   if (c % 2 == 0) {  // Generator::paired_uniform's two draws of one hash: bits 40–63, then 8–31
     const uint64_t z = Generator::bits(p.seed, c / 2);
