@@ -63,11 +63,18 @@ class Generator {
     return static_cast<float>(bits(seed, counter) >> 40) * (1.0f / 16777216.0f);
   }
   // Uniform in [0, 1) with 24 bits, two draws per hash: counters 2k and 2k+1 take bits 40–63 and
-  // 8–31 of bits(seed, k). Dropout's decisions use it (half the hashing of uniform()).
-  QKV_HOST_DEVICE static float paired_uniform(uint64_t seed, uint64_t counter) {
-    const uint64_t h = bits(seed, counter >> 1);
-    const uint64_t u = (counter & 1) ? (h >> 8) & 0xFFFFFF : h >> 40;
+  // 8–31 of h = bits(seed, k). Dropout's decisions use it (half the hashing of uniform()).
+  QKV_HOST_DEVICE static float paired_draw(uint64_t h, bool odd) {
+    const uint64_t u = odd ? (h >> 8) & 0xFFFFFF : h >> 40;
     return static_cast<float>(u) * (1.0f / 16777216.0f);
+  }
+  QKV_HOST_DEVICE static float paired_uniform(uint64_t seed, uint64_t counter) {
+    return paired_draw(bits(seed, counter >> 1), counter & 1);
+  }
+  // paired_uniform(seed, 2k) and paired_uniform(seed, 2k + 1), from their one hash.
+  QKV_HOST_DEVICE static void paired_uniforms(uint64_t seed, uint64_t k, float& u0, float& u1) {
+    const uint64_t h = bits(seed, k);
+    u0 = paired_draw(h, false), u1 = paired_draw(h, true);
   }
   // Standard normal by Box–Muller on two uniforms drawn from one counter.
   static float normal(uint64_t seed, uint64_t counter);

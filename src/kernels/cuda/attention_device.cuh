@@ -46,10 +46,8 @@ __device__ inline void keep_pair(const AttnProblem& p, int64_t b, int64_t h, int
                                  float& k1) {
   const uint64_t c = dropout_counter(p, b, h, i, j);
   float u0, u1;
-  if (c % 2 == 0) {  // Generator::paired_uniform's two draws of one hash: bits 40–63, then 8–31
-    const uint64_t z = Generator::bits(p.seed, c / 2);
-    u0 = static_cast<float>(z >> 40) * (1.0f / 16777216.0f);
-    u1 = static_cast<float>((z >> 8) & 0xFFFFFF) * (1.0f / 16777216.0f);
+  if (c % 2 == 0) {
+    Generator::paired_uniforms(p.seed, c / 2, u0, u1);
   } else {
     u0 = Generator::paired_uniform(p.seed, c);
     u1 = Generator::paired_uniform(p.seed, c + 1);
