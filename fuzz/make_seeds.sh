@@ -57,11 +57,19 @@ cat > $T/convnet.json <<JSON
  "train": {"max_iters": 1, "batch_size": 4, "eval_interval": 0, "checkpoint_interval": 0}}
 JSON
 $Q train $T/convnet.json -o $T/convnet -q >/dev/null 2>&1
-for k in gpt transformer rnn-attention convnet; do cp $T/$k/model.safetensors $C/model_file/$k.safetensors; done
-# The translators' SentencePiece models carry NFKC's 240 KB character map, which would make the seeds
+# a tiny captioner (Kind::image_to_text) on 2×2 scenes of Fashion-MNIST items (the Debian package's
+# IDX files), the smallest the captioning task accepts
+$Q train configs/captions.json -o $T/captioner -q --set data.cell=28 --set data.grid=2 --set data.max_items=2 \
+  --set data.val_scenes=2 --set data.tokenizer_scenes=100 --set 'model.channels=[2,2]' --set 'model.blocks=[1,1]' \
+  --set model.embedding_dim=4 --set model.hidden_size=4 --set model.max_len=12 --set train.max_iters=1 \
+  --set train.batch_size=2 --set train.eval_interval=0 --set train.checkpoint_interval=0 --set train.warmup_iters=0 \
+  --set train.lr_decay_iters=1 >/dev/null 2>&1
+for k in gpt transformer rnn-attention convnet captioner; do cp $T/$k/model.safetensors $C/model_file/$k.safetensors; done
+# The translators' and the captioner's SentencePiece models carry NFKC's 240 KB character map, which would make the seeds
 # 300 KB and each execution spend its time in the JSON lexer. The seeds get "identity" normalization
 # instead (no map): the same loaders, 3 KB files, so the fuzzer mutates the parts qkv reads.
-python3 - $C/model_file/transformer.safetensors $C/model_file/rnn-attention.safetensors <<'PY'
+python3 - $C/model_file/transformer.safetensors $C/model_file/rnn-attention.safetensors \
+  $C/model_file/captioner.safetensors <<'PY'
 import base64, json, struct, sys
 
 def varint(b, i):

@@ -18,6 +18,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
         load_seq2seq(path, int8);
         break;
       }
+      case Kind::image_to_text: load_image_to_text(path); break;
       case Kind::language_model: load_language_model(path); break;
       case Kind::image_classifier: load_image_classifier(path); break;
       case Kind::masked_language_model: load_masked_language_model(path); break;

@@ -242,21 +242,21 @@ TEST(Progress, DelayedBarIsNeverShownWhenQuick) {
 TEST(Progress, MuteAllSilencesBarsMadeMeanwhile) {
   const bool before = ProgressBar::mute_all(true);
   EXPECT_FALSE(before);
-  testing::internal::CaptureStderr();
+  ::testing::internal::CaptureStderr();
   {
     ProgressBar pb("eval", 2);
     pb.set_log_every_seconds(0);
     pb.update(2);
     pb.write("a line");
   }
-  EXPECT_EQ(testing::internal::GetCapturedStderr(), "");
+  EXPECT_EQ(::testing::internal::GetCapturedStderr(), "");
   EXPECT_TRUE(ProgressBar::mute_all(false));
-  testing::internal::CaptureStderr();
+  ::testing::internal::CaptureStderr();
   {
     ProgressBar pb("eval", 2);
     pb.update(2);
   }
-  EXPECT_NE(testing::internal::GetCapturedStderr().find("eval 100%|"), std::string::npos);
+  EXPECT_NE(::testing::internal::GetCapturedStderr().find("eval 100%|"), std::string::npos);
 }
 
 // Work with no count: nothing while it is quick, then the description and the time so far — a
