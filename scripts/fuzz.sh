@@ -30,7 +30,7 @@ if [ -d /dev/shm ] && [ -w /dev/shm ]; then
 fi
 # One target a core at a time (each runs on one thread): 8 targets × 60 s take 4 minutes on 2 cores,
 # not 8, each target's time and effort the same.
-jobs=$(( $(nproc) < 2 ? 1 : 2 ))
+jobs=$(( $(env -u OMP_NUM_THREADS nproc) < 2 ? 1 : 2 ))  # (nproc answers OMP_NUM_THREADS, set above)
 run_target() {  # its exit status into build-fuzz/<target>.status
   local t=$1 rc=0
   mkdir -p "build-fuzz/corpus/$t" "build-fuzz/crashes/$t"
