@@ -39,7 +39,8 @@ tests() {
   grep -A3 -E "Failure|FAILED" "$out/cuda_tests.log" | grep -v "^\[" | head -n 40
 }
 attention() {  # attention [KERNEL…]: qkv's kernels to time (default: wgmma, the default on Hopper);
-  # ATTENTION_DIMS="256" with wgmma-ws times head dim 256 (the warp-specialized forward; its backward the f32 kernels)
+  # ATTENTION_DIMS="256" with wgmma-ws wgmma-ws-backward times head dim 256 (the warp-specialized forward; with
+  # wgmma-ws-backward its own wgmma backward, sm90a/attention_wgmma_backward256.cuh, otherwise the f32 kernels)
   local kernels=("$@")
   [ ${#kernels[@]} -gt 0 ] || kernels=(wgmma)
   step attention 270 python3 bench/attention_cuda_vs_pytorch.py --qkv "bash .gpu/run.sh qkv" \

@@ -577,8 +577,8 @@ TEST_F(Cuda, Bf16AttentionOnTheTensorCoresMatchesTheCpu) {
   }
 }
 
-// bf16 training attention on the tensor cores (head dims 64 and 128 on the tiles; 40 on the f32
-// kernels over rounded operands) against the CPU's bf16 (the f32 kernels at the same rounded q, k,
+// bf16 training attention on the tensor cores (head dims 64 and 128 on the tiles, 256 on Hopper's wgmma
+// where asked; 40 on the f32 kernels over rounded operands) against the CPU's bf16 (the f32 kernels at the same rounded q, k,
 // v and dO): the GPU also rounds P and dS to bf16, so within a few bf16 ulps of the values; and
 // against f32 within bf16's rounding. Lq ≠ Lk both ways, causal, boolean and additive masks, GQA,
 // dropout, rows that see no key, heads split off one projection. And the same in f16.
@@ -600,6 +600,9 @@ TEST_F(Cuda, Bf16AttentionTrainsOnTheTensorCoresAsOnTheCpu) {
       {1, 4, 2, 200, 330, 128, true, 0, 0.f, false},
       // dropout at head dim 64 (the GPT's): the one-tile kernel's general code, two blocks an SM
       {1, 2, 2, 100, 120, 64, true, 0, 0.1f, false},
+      // head dim 256: the warp-specialized forward under "wgmma-ws", and its own wgmma backward (MN-major
+      // reads) under "wgmma-backward" and "wgmma-ws-backward"; the f32 kernels over rounded copies otherwise
+      {1, 4, 2, 150, 230, 256, true, 1, 0.f, false}, {1, 2, 2, 100, 70, 256, false, 3, 0.2f, true},
   };
   uint64_t seed = 500;
   for (const Case& c : cases) {

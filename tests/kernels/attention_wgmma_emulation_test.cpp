@@ -4,8 +4,9 @@
 // memory and from registers — against qkv's CPU attention in bf16 (and f16): every forward variant
 // attention_wgmma.cu launches (one key tile at a time with tiles of 64 or 128 keys, the overlapped
 // kernel, the warp-specialized one), and both backwards (two warpgroups; warp-specialized), with and
-// without the mask code, dropout, head dims 64 and 128 (and the forward's 256); the warp-specialized
-// kernels in every order of their warps the emulation can run (emulation::Schedule).
+// without the mask code, dropout, head dims 64 and 128, and head dim 256 (the warp-specialized forward;
+// the backward of attention_wgmma_backward256.cuh, whose operands are read MN-major too); the
+// warp-specialized kernels in every order of their warps the emulation can run (emulation::Schedule).
 //
 // The forward kernels passed every GPU test on an H200 before this test existed (docs/BENCHMARKS.md,
 // 2026-11-27), so they check the emulation as much as it checks them: its wgmma layouts are the ones a
@@ -18,6 +19,7 @@
 
 #include "kernels/attention_emulation.h"
 #include "kernels/cpu/attention_kernels.h"
+#include "kernels/cuda/sm90a/attention_wgmma_backward256.cuh"
 #include "kernels/cuda/sm90a/attention_wgmma_kernels.cuh"
 
 namespace {
@@ -123,6 +125,17 @@ void backward(const qt::EmulatedAttention& e, const Forward& f, Backward kernel,
   rows(g, g_sb, g_sh, D, p.H, p.Lq, gh);
   rows(p.k, p.k_sb, p.k_sh, p.k_sl, p.Hkv, p.Lk, kh);
   rows(p.v, p.v_sb, p.v_sh, p.v_sl, p.Hkv, p.Lk, vh);
+  if constexpr (D == 256) {  // its own kernel, on the dense copies alone (MN-major reads, no transposes)
+    const std::vector<float> Dsum = e.row_dot(f.out);
+    dq.assign(e.nq(), 0.f), dk.assign(e.nk(), 0.f), dv.assign(e.nk(), 0.f);
+    const dim3 grid(static_cast<unsigned>((p.Lk + kc::kBwd256Keys - 1) / kc::kBwd256Keys),
+                    static_cast<unsigned>(p.B * p.Hkv));
+    emulation::launch(grid, kc::kBwd256Threads, kc::backward256_smem_bytes(), [&] {
+      kc::flash_wgmma_backward256_kernel<T, General>(p, qh.data(), gh.data(), kh.data(), vh.data(), f.lse.data(),
+                                                     Dsum.data(), dq.data(), dk.data(), dv.data());
+    });
+    return;
+  }
   transposed(p.q, p.q_sb, p.q_sh, p.q_sl, p.H, p.Lq, Lqp, qt);
   transposed(g, g_sb, g_sh, D, p.H, p.Lq, Lqp, gt);
   transposed(p.k, p.k_sb, p.k_sh, p.k_sl, p.Hkv, p.Lk, Lkp, kt);
@@ -160,7 +173,7 @@ void check(const qt::AttentionCase& c, Variant v, uint64_t seed, Backward bwd = 
   const Rounded<T> r = prepass<T>(e.p);
   // the kernel attention_wgmma.cu's launch picks: a mask or dropout takes the general code of the
   // one-tile kernel at head dim 64 (of the overlapped one when asked for), of the overlapped one at 128
-  // (head dim 256: the warp-specialized forward alone, no wgmma backward)
+  // (head dim 256: the warp-specialized forward alone, and its own backward)
   Forward f;
   if (v == Variant::ws) f = e.general() ? forward_ws<T, D, true>(e, r) : forward_ws<T, D, false>(e, r);
   else if constexpr (D != 256) {
@@ -175,12 +188,11 @@ void check(const qt::AttentionCase& c, Variant v, uint64_t seed, Backward bwd = 
   // Cuda.Bf16AttentionTrainsOnTheTensorCoresAsOnTheCpu on a GPU
   const double tol = bf16 ? 2e-2 : 2.5e-3;
   EXPECT_LT(qt::max_rel_error(f.out, e.out), tol) << "out";
-  if constexpr (D == 256) {  // lse, which the backward (the f32 kernels over rounded copies) reads
+  if constexpr (D == 256) {  // lse, which the backward reads
     std::vector<float> out(e.nq()), lse(f.lse.size());
     (bf16 ? kernels::cpu::attention_forward_flash_bf16 : kernels::cpu::attention_forward_flash_f16)(e.p, out.data(),
                                                                                                    lse.data());
     EXPECT_LT(qt::max_rel_error(f.lse, lse), 1e-3) << "lse";
-    return;
   }
   std::vector<float> dq, dk, dv;
   (e.general() ? backward<T, D, true> : backward<T, D, false>)(e, f, bwd, dq, dk, dv);
@@ -210,6 +222,11 @@ TEST(AttentionWgmmaEmulated, EveryForwardVariantAndTheBackwardMatchTheCpu) {
   check<__half, 64>({1, 2, 1, 130, 90, 64, true, 0, false}, Variant::tile64, seed += 10);
   check<__half, 64>({1, 2, 2, 100, 121, 64, true, 3, false, 0.1f}, Variant::tile64, seed += 10);
   check<__half, 128>({1, 2, 2, 100, 150, 128, false, 2, true}, Variant::overlap, seed += 10);
+  // head dim 256's backward (its forward the warp-specialized kernel): GQA, causal, ragged rows and keys
+  // (a block with no step), masks, dropout, f16 — every MN-major read of the transpose bits
+  check<__nv_bfloat16, 256>({1, 4, 2, 100, 230, 256, true, 0, false}, Variant::ws, seed += 10);
+  check<__nv_bfloat16, 256>({1, 2, 1, 100, 130, 256, false, 2, true, 0.2f}, Variant::ws, seed += 10);
+  check<__half, 256>({1, 1, 1, 90, 70, 256, false, 3, false}, Variant::ws, seed += 10);
 }
 
 // The warp-specialized kernels — their warpgroups meet only at mbarriers and named barriers — in
@@ -230,7 +247,8 @@ TEST(AttentionWgmmaEmulated, TheWarpSpecializedKernelsMatchTheCpuWhicheverWarpsR
     check<__nv_bfloat16, 128>({1, 2, 1, 260, 260, 128, true, 2, true}, Variant::ws, seed += 10);
     check<__nv_bfloat16, 128>({1, 1, 1, 70, 300, 128, false, 1, false, 0.2f}, Variant::ws, seed += 10);
     check<__half, 64>({1, 2, 2, 100, 90, 64, false, 3, false}, Variant::ws, seed += 10);
-    // head dim 256 (the forward only; its lse against the CPU's): tiles of 64 keys, O's 128 accumulators
+    // head dim 256 (its lse against the CPU's too): tiles of 64 keys, O's 128 accumulators; the backward
+    // of head dim 256 after it
     check<__nv_bfloat16, 256>({1, 2, 1, 140, 200, 256, true, 1, false}, Variant::ws, seed += 10);
     check<__half, 256>({1, 1, 1, 70, 150, 256, false, 2, true}, Variant::ws, seed += 10);
     // the backward at head dim 64 (rings of 2 and 2): several steps a block through both rings, ragged

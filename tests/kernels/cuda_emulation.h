@@ -101,7 +101,7 @@ struct Runtime {
   struct WarpgroupSlots {  // what a warpgroup's 128 threads give a wgmma
     uint32_t a[128][4];    // A from registers
     uint64_t da[128], db[128];
-    bool from_registers[128], accumulate[128];
+    bool from_registers[128], accumulate[128], trans_a[128], trans_b[128];
   };
   std::vector<WarpgroupSlots> warpgroup_slots;
   // A thread's asynchronous operations by commit group (wgmma's and cp.async's groups): issue() queues
@@ -137,6 +137,7 @@ struct Runtime {
     bool accumulate, a_from_registers;
     float a[2][16];  // A's values of this thread's rows g and g + 8 (from registers)
     uint64_t da, db;
+    bool trans_a, trans_b;  // A M-major, B N-major (the instruction's transpose bits)
   };
   std::vector<CommitGroups<PendingWgmma>> wgmma;
   // each thread's cp.async copies not yet landed (16 bytes each; invalid ones write zeros), by group
@@ -385,36 +386,55 @@ float element_value(uint16_t bits) {
   else return f16_value(bits);
 }
 
-// A K-major wgmma operand in shared memory, read through its matrix descriptor (PTX ISA, "Matrix
-// Descriptor Format"): start address / 16 (bits 0–13), leading byte offset (16–29), stride byte offset
-// / 16 (32–45: from one group of 8 rows to the next), base offset (49–51), layout (62–63). Only what
-// qkv's kernels use is emulated — the 128-byte swizzle (layout 1), base offset 0 — anything else
-// throws. Inside a group of 8 rows, rows are 128 bytes apart; a product's 16 elements of a row lie
-// in the 32 bytes from start + row (the kernel steps along the contraction by +32 bytes of start);
-// the swizzle XORs address bits 4–6 with bits 7–9, which puts 16-byte piece c of row r of a
-// 1024-byte-aligned atom at piece c ⊕ (r mod 8).
+// A wgmma operand in shared memory, read through its matrix descriptor (PTX ISA, "Matrix Descriptor
+// Format" and "Canonical Layouts"): start address / 16 (bits 0–13), leading byte offset / 16 (16–29),
+// stride byte offset / 16 (32–45), base offset (49–51), layout (62–63). Only what qkv's kernels use is
+// emulated — the 128-byte swizzle (layout 1), base offset 0 — anything else throws. The swizzle XORs
+// address bits 4–6 with bits 7–9, which puts 16-byte piece c of a 128-byte row r of a 1024-byte-aligned
+// atom at piece c ⊕ (r mod 8). Element (i, k) of a product's operand — i its row of M (A) or N (B), k
+// < 16 along the contraction — sits at, before the swizzle:
+//   K-major (transpose bit 0): start + (i / 8)·SBO + (i mod 8)·128 + 2k — rows of 64 elements along
+//     the contraction, 8 rows an atom, SBO from one 8-row group to the next (LBO unused); the kernel
+//     steps along the contraction by +32 bytes of start;
+//   MN-major (transpose bit 1, 16-bit types): start + (i / 64)·LBO + 2·(i mod 64) + (k / 8)·SBO +
+//     (k mod 8)·128 — a 128-byte row holds 64 elements of M (or N) for one k, 8 rows of k an atom, SBO
+//     from one 8-k group to the next, LBO from one 64-wide block of M (N) to the next (CuTe's canonical
+//     ((T,8,m),(8,k)):((1,T,LBO),(8T,SBO)) in 16-byte units, T = 8, and CUTLASS's make_gmma_desc,
+//     which puts the 64-block stride in LBO and the 8-k stride in SBO).
 struct WgmmaOperand {
-  uint32_t start = 0, stride = 0;
-  explicit WgmmaOperand(uint64_t desc) {
+  uint32_t start = 0, leading = 0, stride = 0;
+  bool mn_major = false;
+  WgmmaOperand(uint64_t desc, bool mn) : mn_major(mn) {
     if ((desc >> 62) != 1 || ((desc >> 49) & 7) != 0)
       throw std::invalid_argument("emulation: a wgmma descriptor other than 128-byte swizzle, base offset 0");
     start = static_cast<uint32_t>(desc & 0x3FFF) << 4;
+    leading = static_cast<uint32_t>((desc >> 16) & 0x3FFF) << 4;
     stride = static_cast<uint32_t>((desc >> 32) & 0x3FFF) << 4;
   }
-  uint16_t bits(int row, int k) const {
+  uint16_t bits(int i, int k) const {
     const unsigned char* smem = runtime()->smem;
-    const uint32_t a = start + static_cast<uint32_t>(row / 8) * stride + static_cast<uint32_t>(row % 8) * 128 + 2 * k;
+    const uint32_t a = mn_major ? start + static_cast<uint32_t>(i / 64) * leading + 2 * static_cast<uint32_t>(i % 64) +
+                                      static_cast<uint32_t>(k / 8) * stride + static_cast<uint32_t>(k % 8) * 128
+                                : start + static_cast<uint32_t>(i / 8) * stride + static_cast<uint32_t>(i % 8) * 128 +
+                                      2 * static_cast<uint32_t>(k);
     const uint32_t swizzled = a ^ (((a >> 7) & 7u) << 4);
     if (swizzled + 2 > kSharedBytes) throw std::logic_error("emulation: a wgmma operand past shared memory");
     uint16_t v;
     std::memcpy(&v, smem + swizzled, 2);
     return v;
   }
+  // an MN-major operand wider than one 64-element block needs its LBO; a stride of 0 is a kernel's slip
+  void check(int extent) const {
+    if (stride == 0) throw std::invalid_argument("emulation: a wgmma descriptor with no stride byte offset");
+    if (mn_major && extent > 64 && leading == 0)
+      throw std::invalid_argument("emulation: an MN-major wgmma operand wider than 64 with no leading byte offset");
+  }
 };
 
 // wgmma.mma_async.sync.aligned.m64nNk16.f32.{bf16,f16}, d (+)= a·b over the warpgroup (128 threads):
-// A 64 × 16 from shared memory (descriptor da) or, where `a` is given, from registers; B 16 × N from
-// shared memory (db: N rows of 16, K-major); scale-d `accumulate` (false: d = a·b). Layouts (PTX ISA,
+// A 64 × 16 from shared memory (descriptor da; M-major where trans_a) or, where `a` is given, from
+// registers; B 16 × N from shared memory (db: K-major, or N-major where trans_b); scale-d `accumulate`
+// (false: d = a·b). Layouts (PTX ISA,
 // warp w of the warpgroup owning rows 16w…16w+15, g = lane / 4, t = lane % 4): accumulator element i is
 // row 16w + g + 8·((i mod 4) / 2), column 8·(i / 4) + 2t + i mod 2; A's registers are mma.sync
 // m16n8k16's A fragment of the warp's 16 rows. k summed in order in f32 (products of 16-bit values are
@@ -426,22 +446,25 @@ struct WgmmaOperand {
 // overwrite) an operand's buffer, or reads or writes an accumulator, between a product's issue and
 // its wait gets another answer, and a product never waited for is reported at the block's end.
 template <typename T, int N>
-void wgmma_m64nNk16(float (&d)[N / 2], const uint32_t* a, uint64_t da, uint64_t db, bool accumulate) {
+void wgmma_m64nNk16(float (&d)[N / 2], const uint32_t* a, uint64_t da, uint64_t db, bool accumulate,
+                    bool trans_a = false, bool trans_b = false) {
   static_assert(N % 8 == 0 && N >= 8 && N <= 256);
   Runtime& r = *runtime();
   if (r.threads % 128 != 0) throw std::logic_error("emulation: wgmma in a block that is not whole warpgroups");
   const int me = r.current % 128;
   Runtime::WarpgroupSlots& s = r.warpgroup_slots[r.current / 128];
   if (a) std::memcpy(s.a[me], a, sizeof s.a[me]);
+  if (a && trans_a) throw std::logic_error("emulation: wgmma with A from registers has no transpose bit for A");
   s.da[me] = a ? 0 : da, s.db[me] = db, s.from_registers[me] = a != nullptr, s.accumulate[me] = accumulate;
+  s.trans_a[me] = trans_a, s.trans_b[me] = trans_b;
   sync_warpgroup();
   for (int i = 1; i < 128; ++i)
     if (s.da[i] != s.da[0] || s.db[i] != s.db[0] || s.from_registers[i] != s.from_registers[0] ||
-        s.accumulate[i] != s.accumulate[0])
+        s.accumulate[i] != s.accumulate[0] || s.trans_a[i] != s.trans_a[0] || s.trans_b[i] != s.trans_b[0])
       throw std::logic_error("emulation: a warpgroup's threads issued different wgmma operands");
-  (void)WgmmaOperand(db);  // a descriptor the emulation does not know throws at the issue
-  if (!a) (void)WgmmaOperand(da);
-  Runtime::PendingWgmma op{element_value<T>, d, N / 2, accumulate, a != nullptr, {}, da, db};
+  WgmmaOperand(db, trans_b).check(N);  // a descriptor the emulation does not know throws at the issue
+  if (!a) WgmmaOperand(da, trans_a).check(64);
+  Runtime::PendingWgmma op{element_value<T>, d, N / 2, accumulate, a != nullptr, {}, da, db, trans_a, trans_b};
   const int w = me / 32, g = me % 32 / 4;
   if (a) {
     for (int e = 0; e < 2; ++e) {
@@ -460,7 +483,7 @@ inline void wgmma_wait(int n) {
   Runtime& r = *runtime();
   const int me = r.current % 128, w = me / 32, g = me % 32 / 4, tt = me % 4;
   r.wgmma[r.current].retire(n, [&](const Runtime::PendingWgmma& op) {
-    const WgmmaOperand A(op.a_from_registers ? uint64_t{1} << 62 : op.da), B(op.db);
+    const WgmmaOperand A(op.a_from_registers ? uint64_t{1} << 62 : op.da, op.trans_a), B(op.db, op.trans_b);
     float a[2][16];  // this thread's two rows of A
     for (int e = 0; e < 2; ++e)
       for (int k = 0; k < 16; ++k) a[e][k] = op.a_from_registers ? op.a[e][k] : op.value(A.bits(16 * w + g + 8 * e, k));

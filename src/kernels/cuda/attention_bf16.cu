@@ -426,8 +426,8 @@ void forward(const AttnProblem& p, float* out, float* lse) {
   if (p.B * p.H * p.Lq == 0) return;
   cudaStream_t s = stream();
   // head dim 256 on Hopper: the warp-specialized wgmma forward where QKV_CUDA_ATTENTION=wgmma-ws asks
-  // (sm90a/attention_wgmma.cu); otherwise, elsewhere,
-  // and for its backward, the f32 kernels over rounded copies below
+  // (sm90a/attention_wgmma.cu); otherwise, elsewhere, the f32 kernels over rounded copies below (the
+  // backward likewise: its wgmma kernel where QKV_CUDA_ATTENTION_BACKWARD=wgmma or wgmma-ws asks)
   if (p.D == 256 && p.Dv == 256 && (lse || p.Lq > kDecodeRows)) {
     check_grid(p.B * p.H);
     if constexpr (std::is_same_v<T, __half>) {
@@ -452,18 +452,26 @@ template <typename T>
 void backward(const AttnProblem& p, const float* out, const float* lse, const float* dout, float* dq, float* dk,
               float* dv) {
   cudaStream_t s = stream();
-  if (on_tiles(p) && p.B * p.Hkv > 0 && p.Lq > 0 && p.Lk > 0) {
+  const bool d256 = p.D == 256 && p.Dv == 256;
+  if ((on_tiles(p) || d256) && p.B * p.Hkv > 0 && p.Lq > 0 && p.Lk > 0) {
     check_grid(p.B * p.Hkv);
-    // both tile kernels add dQ into a zeroed dq with atomics and take D_i = rowsum(dO ∘ O)
+    // every tile kernel adds dQ into a zeroed dq with atomics and takes D_i = rowsum(dO ∘ O)
     attention_zero_rows(p.dq_l, p.B, p.H, p.Lq, p.D, dq);
     Scratch Dsum(p.B * p.H * p.Lq, s);
     attention_row_dot(p, out, dout, Dsum.p);
-    if (!attention_uses_wmma()) {  // the register-resident kernels (attention_mma.cu)
+    if (d256) {  // head dim 256 on Hopper: the wgmma backward where QKV_CUDA_ATTENTION_BACKWARD asks for it
+      if constexpr (std::is_same_v<T, __half>) {
+        if (attention_backward_wgmma_f16(p, lse, Dsum.p, dout, dq, dk, dv)) return;
+      } else if (attention_backward_wgmma_bf16(p, lse, Dsum.p, dout, dq, dk, dv)) {
+        return;
+      }
+    } else if (!attention_uses_wmma()) {  // the register-resident kernels (attention_mma.cu)
       if constexpr (std::is_same_v<T, __half>) return attention_backward_mma_f16(p, lse, Dsum.p, dout, dq, dk, dv);
       else return attention_backward_mma_bf16(p, lse, Dsum.p, dout, dq, dk, dv);
+    } else {
+      if (p.D == 64) return launch_backward<T, 64>(p, lse, Dsum.p, dout, dq, dk, dv, s);
+      return launch_backward<T, 128>(p, lse, Dsum.p, dout, dq, dk, dv, s);
     }
-    if (p.D == 64) return launch_backward<T, 64>(p, lse, Dsum.p, dout, dq, dk, dv, s);
-    return launch_backward<T, 128>(p, lse, Dsum.p, dout, dq, dk, dv, s);
   }
   Rounded<T> r(p, dout, s);
   attention_backward_flash_f32(r.p, out, lse, r.dout, dq, dk, dv);

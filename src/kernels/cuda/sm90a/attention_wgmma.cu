@@ -2,6 +2,7 @@
 // wgmma.cuh: the instruction and its layouts; tests/kernels/attention_wgmma_emulation_test.cpp runs
 // them on the host): the pre-passes, the forward variant a head dim takes on an H200, and whether a
 // problem is served at all.
+#include "kernels/cuda/sm90a/attention_wgmma_backward256.cuh"
 #include "kernels/cuda/sm90a/attention_wgmma_kernels.cuh"
 
 #include <cstdlib>
@@ -115,6 +116,32 @@ void launch_ws_backward(const AttnProblem& p, const T* qh, const T* qt, const T*
   QKV_CUDA_LAUNCHED(flash_wgmma_ws_backward_kernel);
 }
 
+// Head dim 256 (attention_wgmma_backward256.cuh): its pre-pass, the dense T copies of q, dO, k, v alone,
+// then its kernel (dq zeroed, D_i given)
+template <typename T>
+void backward256(const AttnProblem& p, const float* lse, const float* Dsum, const float* dout, float* dq, float* dk,
+                 float* dv, cudaStream_t s) {
+  constexpr int D = 256;
+  const int64_t nq = p.B * p.H * p.Lq * D, nk = p.B * p.Hkv * p.Lk * D;
+  Scratch buf((2 * nq + 2 * nk + 1) / 2, s);
+  T* qh = reinterpret_cast<T*>(buf.p);
+  T* gh = qh + nq;
+  T* kh = gh + nq;
+  T* vh = kh + nk;
+  const HeadLayout& g = p.dout_l;
+  round_rows<T>(p.q, p.q_sb, p.q_sh, p.q_sl, p.B, p.H, p.Lq, D, qh, s);
+  round_rows<T>(dout, g.sb, g.sh, g.sl, p.B, p.H, p.Lq, D, gh, s);
+  round_rows<T>(p.k, p.k_sb, p.k_sh, p.k_sl, p.B, p.Hkv, p.Lk, D, kh, s);
+  round_rows<T>(p.v, p.v_sb, p.v_sh, p.v_sl, p.B, p.Hkv, p.Lk, D, vh, s);
+  const bool general = p.mask.kind != AttnMask::Kind::none || p.dropout_p > 0.f;
+  auto* kernel = general ? flash_wgmma_backward256_kernel<T, true> : flash_wgmma_backward256_kernel<T, false>;
+  constexpr size_t bytes = backward256_smem_bytes();
+  QKV_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(bytes)));
+  const dim3 grid(static_cast<unsigned>((p.Lk + kBwd256Keys - 1) / kBwd256Keys), static_cast<unsigned>(p.B * p.Hkv));
+  kernel<<<grid, kBwd256Threads, bytes, s>>>(p, qh, gh, kh, vh, lse, Dsum, dq, dk, dv);
+  QKV_CUDA_LAUNCHED(flash_wgmma_backward256_kernel);
+}
+
 // QKV_CUDA_ATTENTION_BACKWARD=wgmma-ws: the warp-specialized backward; "wgmma" the two-warpgroup one
 bool warp_specialized_backward() {
   const char* e = std::getenv("QKV_CUDA_ATTENTION_BACKWARD");
@@ -126,39 +153,43 @@ bool warp_specialized_backward() {
 template <typename T, int D>
 void backward(const AttnProblem& p, const float* lse, const float* Dsum, const float* dout, float* dq, float* dk,
               float* dv, cudaStream_t s) {
-  const int64_t Lqp = (p.Lq + 63) / 64 * 64, Lkp = (p.Lk + 127) / 128 * 128;
-  const int64_t nq = p.B * p.H * p.Lq * D, nk = p.B * p.Hkv * p.Lk * D;
-  const int64_t nqt = p.B * p.H * D * Lqp, nkt = p.B * p.Hkv * D * Lkp;
-  Scratch buf((2 * nq + 2 * nk + 2 * nqt + nkt + 1) / 2, s);  // each a multiple of 8 elements
-  T* qh = reinterpret_cast<T*>(buf.p);
-  T* gh = qh + nq;
-  T* kh = gh + nq;
-  T* vh = kh + nk;
-  T* qt = vh + nk;
-  T* gt = qt + nqt;
-  T* kt = gt + nqt;
-  const HeadLayout& g = p.dout_l;
-  round_rows<T>(p.q, p.q_sb, p.q_sh, p.q_sl, p.B, p.H, p.Lq, D, qh, s);
-  round_rows<T>(dout, g.sb, g.sh, g.sl, p.B, p.H, p.Lq, D, gh, s);
-  round_rows<T>(p.k, p.k_sb, p.k_sh, p.k_sl, p.B, p.Hkv, p.Lk, D, kh, s);
-  round_rows<T>(p.v, p.v_sb, p.v_sh, p.v_sl, p.B, p.Hkv, p.Lk, D, vh, s);
-  auto transposed = [&](const float* x, int64_t sb, int64_t sh, int64_t sl, int64_t heads, int64_t L, int64_t Lp,
-                        T* dst) {
-    const int64_t pieces = p.B * heads * D * Lp / 8;
-    if (pieces == 0) return;
-    transpose_rows_kernel<T><<<blocks_for(pieces), 256, 0, s>>>(x, sb, sh, sl, heads, L, D, Lp, pieces, dst);
-    QKV_CUDA_LAUNCHED(transpose_rows_kernel);
-  };
-  transposed(p.q, p.q_sb, p.q_sh, p.q_sl, p.H, p.Lq, Lqp, qt);
-  transposed(dout, g.sb, g.sh, g.sl, p.H, p.Lq, Lqp, gt);
-  transposed(p.k, p.k_sb, p.k_sh, p.k_sl, p.Hkv, p.Lk, Lkp, kt);
-  const bool general = p.mask.kind != AttnMask::Kind::none || p.dropout_p > 0.f;
-  auto* run = warp_specialized_backward() ? (general ? launch_ws_backward<T, D, true> : launch_ws_backward<T, D, false>)
-                                          : (general ? launch_backward<T, D, true> : launch_backward<T, D, false>);
-  run(p, qh, qt, gh, gt, kh, kt, vh, Lqp, Lkp, lse, Dsum, dq, dk, dv, s);
+  if constexpr (D == 256) {
+    backward256<T>(p, lse, Dsum, dout, dq, dk, dv, s);
+  } else {
+    const int64_t Lqp = (p.Lq + 63) / 64 * 64, Lkp = (p.Lk + 127) / 128 * 128;
+    const int64_t nq = p.B * p.H * p.Lq * D, nk = p.B * p.Hkv * p.Lk * D;
+    const int64_t nqt = p.B * p.H * D * Lqp, nkt = p.B * p.Hkv * D * Lkp;
+    Scratch buf((2 * nq + 2 * nk + 2 * nqt + nkt + 1) / 2, s);  // each a multiple of 8 elements
+    T* qh = reinterpret_cast<T*>(buf.p);
+    T* gh = qh + nq;
+    T* kh = gh + nq;
+    T* vh = kh + nk;
+    T* qt = vh + nk;
+    T* gt = qt + nqt;
+    T* kt = gt + nqt;
+    const HeadLayout& g = p.dout_l;
+    round_rows<T>(p.q, p.q_sb, p.q_sh, p.q_sl, p.B, p.H, p.Lq, D, qh, s);
+    round_rows<T>(dout, g.sb, g.sh, g.sl, p.B, p.H, p.Lq, D, gh, s);
+    round_rows<T>(p.k, p.k_sb, p.k_sh, p.k_sl, p.B, p.Hkv, p.Lk, D, kh, s);
+    round_rows<T>(p.v, p.v_sb, p.v_sh, p.v_sl, p.B, p.Hkv, p.Lk, D, vh, s);
+    auto transposed = [&](const float* x, int64_t sb, int64_t sh, int64_t sl, int64_t heads, int64_t L, int64_t Lp,
+                          T* dst) {
+      const int64_t pieces = p.B * heads * D * Lp / 8;
+      if (pieces == 0) return;
+      transpose_rows_kernel<T><<<blocks_for(pieces), 256, 0, s>>>(x, sb, sh, sl, heads, L, D, Lp, pieces, dst);
+      QKV_CUDA_LAUNCHED(transpose_rows_kernel);
+    };
+    transposed(p.q, p.q_sb, p.q_sh, p.q_sl, p.H, p.Lq, Lqp, qt);
+    transposed(dout, g.sb, g.sh, g.sl, p.H, p.Lq, Lqp, gt);
+    transposed(p.k, p.k_sb, p.k_sh, p.k_sl, p.Hkv, p.Lk, Lkp, kt);
+    const bool general = p.mask.kind != AttnMask::Kind::none || p.dropout_p > 0.f;
+    auto* run = warp_specialized_backward() ? (general ? launch_ws_backward<T, D, true> : launch_ws_backward<T, D, false>)
+                                            : (general ? launch_backward<T, D, true> : launch_backward<T, D, false>);
+    run(p, qh, qt, gh, gt, kh, kt, vh, Lqp, Lkp, lse, Dsum, dq, dk, dv, s);
+  }
 }
 
-// Whether these kernels serve the problem at all: head dims 64, 128 and (the forward) 256, D = Dv, a
+// Whether these kernels serve the problem at all: head dims 64, 128 and 256, D = Dv, a
 // compute capability 9.0 GPU.
 bool serves_shape(const AttnProblem& p) {
   if ((p.D != 64 && p.D != 128 && p.D != 256) || p.Dv != p.D) return false;
@@ -182,22 +213,19 @@ bool serves(const AttnProblem& p) {
 
 // The backward: where QKV_CUDA_ATTENTION_BACKWARD=wgmma (or wgmma-ws, the warp-specialized kernel) asks
 // for it (emulated, not yet run on a GPU: the mma.sync backward stays the default until a GPU has run
-// and timed these).
+// and timed these); head dim 256, either name, its own kernel (backward256).
 bool serves_backward(const AttnProblem& p) {
   const char* e = std::getenv("QKV_CUDA_ATTENTION_BACKWARD");
-  return e && (std::strcmp(e, "wgmma") == 0 || warp_specialized_backward()) && p.D != 256 && serves_shape(p);
+  return e && (std::strcmp(e, "wgmma") == 0 || warp_specialized_backward()) && serves_shape(p);
 }
 
-// A call of the pair's forward or backward, run at the problem's head dim (64, 128, the forward's 256:
-// serves_shape).
+// A call of the pair's forward or backward, run at the problem's head dim (64, 128, 256: serves_shape).
 struct ForwardCall {
-  static constexpr bool kHeadDim256 = true;
   float *out, *lse;
   template <typename T, int D>
   void run(const AttnProblem& p) const { forward<T, D>(p, out, lse, stream()); }
 };
 struct BackwardCall {
-  static constexpr bool kHeadDim256 = false;
   const float *lse, *Dsum, *dout;
   float *dq, *dk, *dv;
   template <typename T, int D>
@@ -207,7 +235,7 @@ template <typename T, typename Call>
 void by_head_dim(const AttnProblem& p, const Call& call) {
   if (p.D == 64) call.template run<T, 64>(p);
   else if (p.D == 128) call.template run<T, 128>(p);
-  else if constexpr (Call::kHeadDim256) call.template run<T, 256>(p);
+  else call.template run<T, 256>(p);
 }
 
 }  // namespace
