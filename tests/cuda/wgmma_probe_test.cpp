@@ -18,9 +18,10 @@ TEST(WgmmaProbeOnAGpu, EveryOperandMajornessReadsAsTheEmulationReadsIt) {
   if (!probe::gpu_is_hopper()) GTEST_SKIP() << "this machine shows no compute capability 9.0 GPU (H100, H200)";
   uint64_t seed = 70;
   for (const probe::Case c : {probe::Case{64, false, false}, probe::Case{64, false, true}, probe::Case{64, true, false},
-                              probe::Case{64, true, true}, probe::Case{128, false, true}, probe::Case{128, true, true}}) {
+                              probe::Case{64, true, true}, probe::Case{128, false, true}, probe::Case{128, true, true},
+                              probe::Case{32, true, true, 32}, probe::Case{32, false, false, 32}}) {
     SCOPED_TRACE(::testing::Message() << "N " << c.n << (c.mn_a ? ", A M-major" : ", A K-major")
-                                      << (c.mn_b ? ", B N-major" : ", B K-major"));
+                                      << (c.mn_b ? ", B N-major" : ", B K-major") << ", B from column " << c.b_column);
     const probe::Images im = probe::make(c, ++seed);
     EXPECT_EQ(probe::run_on_gpu(c, im), im.expected);
   }

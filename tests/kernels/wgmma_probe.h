@@ -24,15 +24,17 @@ namespace qkv::testing::wgmma_probe {
 constexpr int kM = 64, kK = 32;
 
 struct Case {
-  int n;             // N: 64 or 128 (128 MN-major: two 64-wide blocks, the leading byte offset)
+  int n;             // N: 32, 64 or 128 (128 MN-major: two 64-wide blocks, the leading byte offset)
   bool mn_a, mn_b;   // A M-major, B N-major
+  int b_column = 0;  // N-major B: the product reads columns b_column … of a 64-wide B (32: from +64
+                     // bytes inside the swizzled rows, as a warpgroup's half of 64 dims is read)
 };
 
-// The shared-memory images (each from a 1024-byte boundary), the operands' leading byte offsets, and
-// the expected d = A·B [64][N]
+// The shared-memory images (each from a 1024-byte boundary), the operands' leading byte offsets, B's
+// start (bytes from its image's start), and the expected d = A·B[:, b_column …] [64][N]
 struct Images {
   std::vector<unsigned char> a, b;
-  uint32_t a_lbo = 0, b_lbo = 0;
+  uint32_t a_lbo = 0, b_lbo = 0, b_start = 0;
   std::vector<float> expected;
 };
 
@@ -49,7 +51,8 @@ inline uint16_t bf16_bits(float x) {  // exact for the probe's values
 inline Images make(const Case& c, uint64_t seed) {
   std::mt19937_64 rng(seed);
   std::uniform_int_distribution<int> eighths(-32, 32);
-  std::vector<float> A(kM * kK), B(kK * c.n);
+  const int width = c.n + c.b_column;  // B's columns in the image
+  std::vector<float> A(kM * kK), B(kK * width);
   for (float& x : A) x = eighths(rng) / 8.f;
   for (float& x : B) x = eighths(rng) / 8.f;
   Images im;
@@ -69,19 +72,19 @@ inline Images make(const Case& c, uint64_t seed) {
       for (int k = 0; k < kK; ++k) put(im.a, swizzled_element(m, k), A[m * kK + k]);
   }
   if (c.mn_b) {
-    im.b.assign((c.n / 64) * kK * 128, 0), im.b_lbo = kK * 128;
+    im.b.assign((width + 63) / 64 * kK * 128, 0), im.b_lbo = kK * 128, im.b_start = 2 * c.b_column;
     for (int k = 0; k < kK; ++k)
-      for (int n = 0; n < c.n; ++n) put(im.b, (n / 64) * im.b_lbo + swizzled_element(k, n % 64), B[k * c.n + n]);
+      for (int n = 0; n < width; ++n) put(im.b, (n / 64) * im.b_lbo + swizzled_element(k, n % 64), B[k * width + n]);
   } else {
-    im.b.assign(c.n * 128, 0);
+    im.b.assign(width * 128, 0), im.b_start = 128 * c.b_column;
     for (int k = 0; k < kK; ++k)
-      for (int n = 0; n < c.n; ++n) put(im.b, swizzled_element(n, k), B[k * c.n + n]);
+      for (int n = 0; n < width; ++n) put(im.b, swizzled_element(n, k), B[k * width + n]);
   }
   im.expected.assign(kM * c.n, 0.f);
   for (int m = 0; m < kM; ++m)
     for (int n = 0; n < c.n; ++n) {
       float s = 0.f;
-      for (int k = 0; k < kK; ++k) s += A[m * kK + k] * B[k * c.n + n];
+      for (int k = 0; k < kK; ++k) s += A[m * kK + k] * B[k * width + c.b_column + n];
       im.expected[m * c.n + n] = s;
     }
   return im;
@@ -101,12 +104,12 @@ namespace qkv::kernels::cuda {
 namespace {
 
 // One warpgroup: the images into shared memory (A at 0, B at 16 KB), then d = A·B over k = 0…31 in
-// two k16 products — K-major: +32 bytes of start address a step; MN-major: +2048 (16 rows of k) — and
+// two k16 products (B's descriptor from b_start) — K-major: +32 bytes of start address a step; MN-major: +2048 (16 rows of k) — and
 // d [64][N] written out by the accumulators' layout.
 template <int N, int TransA, int TransB>
 __global__ void __launch_bounds__(128, 1)
     wgmma_probe_kernel(const unsigned char* a, int a_bytes, uint32_t a_lbo, const unsigned char* b, int b_bytes,
-                       uint32_t b_lbo, float* d) {
+                       uint32_t b_lbo, uint32_t b_start, float* d) {
   extern __shared__ unsigned char smem[];
   unsigned char* As = smem + ((1024 - tiles::smem_address(smem) % 1024) % 1024);
   unsigned char* Bs = As + 16 * 1024;
@@ -121,7 +124,7 @@ __global__ void __launch_bounds__(128, 1)
 #pragma unroll
   for (int s = 0; s < 2; ++s) {
     const uint64_t da = TransA ? smem_descriptor_mn(As + s * 2048, a_lbo) : smem_descriptor(As + s * 32);
-    const uint64_t db = TransB ? smem_descriptor_mn(Bs + s * 2048, b_lbo) : smem_descriptor(Bs + s * 32);
+    const uint64_t db = TransB ? smem_descriptor_mn(Bs + b_start + s * 2048, b_lbo) : smem_descriptor(Bs + b_start + s * 32);
     wgmma_ss<__nv_bfloat16, N, TransA, TransB>(acc, da, db, s > 0);
   }
   wgmma_commit();

@@ -20,16 +20,16 @@ std::vector<float> run(const probe::Images& im) {
   std::vector<float> d(probe::kM * N, -1.f);
   qkv::emulation::launch(dim3(1), 128, 32 * 1024 + 1024, [&] {
     kc::wgmma_probe_kernel<N, TransA, TransB>(im.a.data(), static_cast<int>(im.a.size()), im.a_lbo, im.b.data(),
-                                              static_cast<int>(im.b.size()), im.b_lbo, d.data());
+                                              static_cast<int>(im.b.size()), im.b_lbo, im.b_start, d.data());
   });
   return d;
 }
 
 template <int N, int TransA, int TransB>
-void check(uint64_t seed) {
-  const probe::Case c{N, TransA != 0, TransB != 0};
+void check(uint64_t seed, int b_column = 0) {
+  const probe::Case c{N, TransA != 0, TransB != 0, b_column};
   SCOPED_TRACE(::testing::Message() << "N " << N << (c.mn_a ? ", A M-major" : ", A K-major")
-                                    << (c.mn_b ? ", B N-major" : ", B K-major"));
+                                    << (c.mn_b ? ", B N-major" : ", B K-major") << ", B from column " << b_column);
   const probe::Images im = probe::make(c, seed);
   EXPECT_EQ((run<N, TransA, TransB>(im)), im.expected);
   // a descriptor off by one 8-row group reads other values: the comparison can fail
@@ -46,6 +46,8 @@ TEST(WgmmaProbeEmulated, EveryOperandMajornessReadsAsThePtxIsaLaysItOut) {
   check<64, 1, 1>(++seed);
   check<128, 0, 1>(++seed);  // B N-major over two 64-wide blocks: the leading byte offset
   check<128, 1, 1>(++seed);
+  check<32, 1, 1>(++seed, 32);  // B N-major from column 32: its start 64 bytes into the swizzled rows
+  check<32, 0, 0>(++seed, 32);  // B K-major from row 32 (4 groups of 8 rows on)
 }
 
 }  // namespace

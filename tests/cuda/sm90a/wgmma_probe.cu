@@ -16,9 +16,9 @@ void check(cudaError_t e, const char* what) {
 
 template <int N, int TransA, int TransB>
 void launch(const unsigned char* a, int a_bytes, uint32_t a_lbo, const unsigned char* b, int b_bytes, uint32_t b_lbo,
-            float* d) {
+            uint32_t b_start, float* d) {
   kernels::cuda::wgmma_probe_kernel<N, TransA, TransB><<<1, 128, 32 * 1024 + 1024>>>(a, a_bytes, a_lbo, b, b_bytes,
-                                                                                  b_lbo, d);
+                                                                                  b_lbo, b_start, d);
 }
 
 }  // namespace
@@ -44,12 +44,14 @@ std::vector<float> run_on_gpu(const Case& c, const Images& im) {
   const int ab = static_cast<int>(im.a.size()), bb = static_cast<int>(im.b.size());
   const int key = c.n * 4 + (c.mn_a ? 2 : 0) + (c.mn_b ? 1 : 0);
   switch (key) {
-    case 256: launch<64, 0, 0>(a, ab, im.a_lbo, b, bb, im.b_lbo, d); break;
-    case 257: launch<64, 0, 1>(a, ab, im.a_lbo, b, bb, im.b_lbo, d); break;
-    case 258: launch<64, 1, 0>(a, ab, im.a_lbo, b, bb, im.b_lbo, d); break;
-    case 259: launch<64, 1, 1>(a, ab, im.a_lbo, b, bb, im.b_lbo, d); break;
-    case 513: launch<128, 0, 1>(a, ab, im.a_lbo, b, bb, im.b_lbo, d); break;
-    case 515: launch<128, 1, 1>(a, ab, im.a_lbo, b, bb, im.b_lbo, d); break;
+    case 256: launch<64, 0, 0>(a, ab, im.a_lbo, b, bb, im.b_lbo, im.b_start, d); break;
+    case 257: launch<64, 0, 1>(a, ab, im.a_lbo, b, bb, im.b_lbo, im.b_start, d); break;
+    case 258: launch<64, 1, 0>(a, ab, im.a_lbo, b, bb, im.b_lbo, im.b_start, d); break;
+    case 259: launch<64, 1, 1>(a, ab, im.a_lbo, b, bb, im.b_lbo, im.b_start, d); break;
+    case 513: launch<128, 0, 1>(a, ab, im.a_lbo, b, bb, im.b_lbo, im.b_start, d); break;
+    case 515: launch<128, 1, 1>(a, ab, im.a_lbo, b, bb, im.b_lbo, im.b_start, d); break;
+    case 128: launch<32, 0, 0>(a, ab, im.a_lbo, b, bb, im.b_lbo, im.b_start, d); break;
+    case 131: launch<32, 1, 1>(a, ab, im.a_lbo, b, bb, im.b_lbo, im.b_start, d); break;
     default: throw std::invalid_argument("wgmma probe: a case the probe has no kernel for");
   }
   check(cudaGetLastError(), "launch");

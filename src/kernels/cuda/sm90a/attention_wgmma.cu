@@ -89,26 +89,23 @@ void forward(const AttnProblem& p, float* out, float* lse, cudaStream_t s) {
 }
 
 template <typename T, int D, bool General>
-void launch_backward(const AttnProblem& p, const T* qh, const T* qt, const T* gh, const T* gt, const T* kh,
-                     const T* kt, const T* vh, int64_t Lqp, int64_t Lkp, const float* lse, const float* Dsum,
-                     float* dq, float* dk, float* dv, cudaStream_t s) {
+void launch_backward(const AttnProblem& p, const T* qh, const T* gh, const T* kh, const T* vh, const float* lse,
+                     const float* Dsum, float* dq, float* dk, float* dv, cudaStream_t s) {
   constexpr size_t bytes = backward_smem_bytes<D>();
-  QKV_CUDA_CHECK(cudaFuncSetAttribute(flash_wgmma_backward_kernel<T, D, General>,
-                                      cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(bytes)));
+  auto* kernel = flash_wgmma_backward_kernel<T, D, General>;
+  QKV_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(bytes)));
   const dim3 grid(static_cast<unsigned>((p.Lk + kBwdKeys - 1) / kBwdKeys), static_cast<unsigned>(p.B * p.Hkv));
-  flash_wgmma_backward_kernel<T, D, General><<<grid, kBwdThreads, bytes, s>>>(p, qh, qt, gh, gt, kh, kt, vh, Lqp, Lkp,
-                                                                              lse, Dsum, dq, dk, dv);
+  kernel<<<grid, kBwdThreads, bytes, s>>>(p, qh, gh, kh, vh, lse, Dsum, dq, dk, dv);
   QKV_CUDA_LAUNCHED(flash_wgmma_backward_kernel);
 }
 
 // The warp-specialized backward: its tensor maps over the pre-pass's copies, then the kernel (3 warpgroups).
 template <typename T, int D, bool General>
-void launch_ws_backward(const AttnProblem& p, const T* qh, const T* qt, const T* gh, const T* gt, const T* kh,
-                        const T* kt, const T* vh, int64_t Lqp, int64_t Lkp, const float* lse, const float* Dsum,
-                        float* dq, float* dk, float* dv, cudaStream_t s) {
+void launch_ws_backward(const AttnProblem& p, const T* qh, const T* gh, const T* kh, const T* vh, const float* lse,
+                        const float* Dsum, float* dq, float* dk, float* dv, cudaStream_t s) {
   constexpr size_t bytes = ws_backward_smem_bytes<D>();
   BackwardMaps maps;
-  encode_backward_maps<T, D>(maps, p, qh, gh, qt, gt, kh, vh, kt, Lqp, Lkp);
+  encode_backward_maps<T, D>(maps, p, qh, gh, kh, vh);
   auto* kernel = flash_wgmma_ws_backward_kernel<T, D, General>;
   QKV_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(bytes)));
   const dim3 grid(static_cast<unsigned>((p.Lk + kBwdKeys - 1) / kBwdKeys), static_cast<unsigned>(p.B * p.Hkv));
@@ -116,26 +113,12 @@ void launch_ws_backward(const AttnProblem& p, const T* qh, const T* qt, const T*
   QKV_CUDA_LAUNCHED(flash_wgmma_ws_backward_kernel);
 }
 
-// Head dim 256 (attention_wgmma_backward256.cuh): its pre-pass, the dense T copies of q, dO, k, v alone,
-// then its kernel (dq zeroed, D_i given)
-template <typename T>
-void backward256(const AttnProblem& p, const float* lse, const float* Dsum, const float* dout, float* dq, float* dk,
-                 float* dv, cudaStream_t s) {
-  constexpr int D = 256;
-  const int64_t nq = p.B * p.H * p.Lq * D, nk = p.B * p.Hkv * p.Lk * D;
-  Scratch buf((2 * nq + 2 * nk + 1) / 2, s);
-  T* qh = reinterpret_cast<T*>(buf.p);
-  T* gh = qh + nq;
-  T* kh = gh + nq;
-  T* vh = kh + nk;
-  const HeadLayout& g = p.dout_l;
-  round_rows<T>(p.q, p.q_sb, p.q_sh, p.q_sl, p.B, p.H, p.Lq, D, qh, s);
-  round_rows<T>(dout, g.sb, g.sh, g.sl, p.B, p.H, p.Lq, D, gh, s);
-  round_rows<T>(p.k, p.k_sb, p.k_sh, p.k_sl, p.B, p.Hkv, p.Lk, D, kh, s);
-  round_rows<T>(p.v, p.v_sb, p.v_sh, p.v_sl, p.B, p.Hkv, p.Lk, D, vh, s);
-  const bool general = p.mask.kind != AttnMask::Kind::none || p.dropout_p > 0.f;
-  auto* kernel = general ? flash_wgmma_backward256_kernel<T, true> : flash_wgmma_backward256_kernel<T, false>;
+// Head dim 256's backward (attention_wgmma_backward256.cuh: 64 keys a block, two warpgroups splitting the dims)
+template <typename T, bool General>
+void launch_backward256(const AttnProblem& p, const T* qh, const T* gh, const T* kh, const T* vh, const float* lse,
+                        const float* Dsum, float* dq, float* dk, float* dv, cudaStream_t s) {
   constexpr size_t bytes = backward256_smem_bytes();
+  auto* kernel = flash_wgmma_backward256_kernel<T, General>;
   QKV_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(bytes)));
   const dim3 grid(static_cast<unsigned>((p.Lk + kBwd256Keys - 1) / kBwd256Keys), static_cast<unsigned>(p.B * p.Hkv));
   kernel<<<grid, kBwd256Threads, bytes, s>>>(p, qh, gh, kh, vh, lse, Dsum, dq, dk, dv);
@@ -148,45 +131,31 @@ bool warp_specialized_backward() {
   return e && std::strcmp(e, "wgmma-ws") == 0;
 }
 
-// The backward's pre-pass — q, dO, k, v rounded to dense T rows; qᵀ, dOᵀ (rows rounded up to 64) and
-// kᵀ (keys rounded up to 128) transposed, zeros past the rows — then the kernel (dq zeroed, D_i given).
+// The backward's pre-pass — q, dO, k, v rounded to dense T rows, which its kernels read both K-major
+// and MN-major (no transposed copies) — then the kernel (dq zeroed, D_i given): at head dim 256 its
+// own, otherwise the two-warpgroup or the warp-specialized one.
 template <typename T, int D>
 void backward(const AttnProblem& p, const float* lse, const float* Dsum, const float* dout, float* dq, float* dk,
               float* dv, cudaStream_t s) {
-  if constexpr (D == 256) {
-    backward256<T>(p, lse, Dsum, dout, dq, dk, dv, s);
-  } else {
-    const int64_t Lqp = (p.Lq + 63) / 64 * 64, Lkp = (p.Lk + 127) / 128 * 128;
-    const int64_t nq = p.B * p.H * p.Lq * D, nk = p.B * p.Hkv * p.Lk * D;
-    const int64_t nqt = p.B * p.H * D * Lqp, nkt = p.B * p.Hkv * D * Lkp;
-    Scratch buf((2 * nq + 2 * nk + 2 * nqt + nkt + 1) / 2, s);  // each a multiple of 8 elements
-    T* qh = reinterpret_cast<T*>(buf.p);
-    T* gh = qh + nq;
-    T* kh = gh + nq;
-    T* vh = kh + nk;
-    T* qt = vh + nk;
-    T* gt = qt + nqt;
-    T* kt = gt + nqt;
-    const HeadLayout& g = p.dout_l;
-    round_rows<T>(p.q, p.q_sb, p.q_sh, p.q_sl, p.B, p.H, p.Lq, D, qh, s);
-    round_rows<T>(dout, g.sb, g.sh, g.sl, p.B, p.H, p.Lq, D, gh, s);
-    round_rows<T>(p.k, p.k_sb, p.k_sh, p.k_sl, p.B, p.Hkv, p.Lk, D, kh, s);
-    round_rows<T>(p.v, p.v_sb, p.v_sh, p.v_sl, p.B, p.Hkv, p.Lk, D, vh, s);
-    auto transposed = [&](const float* x, int64_t sb, int64_t sh, int64_t sl, int64_t heads, int64_t L, int64_t Lp,
-                          T* dst) {
-      const int64_t pieces = p.B * heads * D * Lp / 8;
-      if (pieces == 0) return;
-      transpose_rows_kernel<T><<<blocks_for(pieces), 256, 0, s>>>(x, sb, sh, sl, heads, L, D, Lp, pieces, dst);
-      QKV_CUDA_LAUNCHED(transpose_rows_kernel);
-    };
-    transposed(p.q, p.q_sb, p.q_sh, p.q_sl, p.H, p.Lq, Lqp, qt);
-    transposed(dout, g.sb, g.sh, g.sl, p.H, p.Lq, Lqp, gt);
-    transposed(p.k, p.k_sb, p.k_sh, p.k_sl, p.Hkv, p.Lk, Lkp, kt);
-    const bool general = p.mask.kind != AttnMask::Kind::none || p.dropout_p > 0.f;
-    auto* run = warp_specialized_backward() ? (general ? launch_ws_backward<T, D, true> : launch_ws_backward<T, D, false>)
-                                            : (general ? launch_backward<T, D, true> : launch_backward<T, D, false>);
-    run(p, qh, qt, gh, gt, kh, kt, vh, Lqp, Lkp, lse, Dsum, dq, dk, dv, s);
-  }
+  const int64_t nq = p.B * p.H * p.Lq * D, nk = p.B * p.Hkv * p.Lk * D;
+  Scratch buf((2 * nq + 2 * nk + 1) / 2, s);  // each a multiple of 8 elements
+  T* qh = reinterpret_cast<T*>(buf.p);
+  T* gh = qh + nq;
+  T* kh = gh + nq;
+  T* vh = kh + nk;
+  const HeadLayout& g = p.dout_l;
+  round_rows<T>(p.q, p.q_sb, p.q_sh, p.q_sl, p.B, p.H, p.Lq, D, qh, s);
+  round_rows<T>(dout, g.sb, g.sh, g.sl, p.B, p.H, p.Lq, D, gh, s);
+  round_rows<T>(p.k, p.k_sb, p.k_sh, p.k_sl, p.B, p.Hkv, p.Lk, D, kh, s);
+  round_rows<T>(p.v, p.v_sb, p.v_sh, p.v_sl, p.B, p.Hkv, p.Lk, D, vh, s);
+  const bool general = p.mask.kind != AttnMask::Kind::none || p.dropout_p > 0.f;
+  auto* run = [&] {
+    if constexpr (D == 256) return general ? launch_backward256<T, true> : launch_backward256<T, false>;
+    else if (warp_specialized_backward())
+      return general ? launch_ws_backward<T, D, true> : launch_ws_backward<T, D, false>;
+    else return general ? launch_backward<T, D, true> : launch_backward<T, D, false>;
+  }();
+  run(p, qh, gh, kh, vh, lse, Dsum, dq, dk, dv, s);
 }
 
 // Whether these kernels serve the problem at all: head dims 64, 128 and 256, D = Dv, a

@@ -522,9 +522,10 @@ __global__ void __launch_bounds__(kWsThreads, 1)
 
 // ---- the backward kernel ------------------------------------------------------------------------------
 //
-// Pre-pass: besides the dense T copies of q, dO [B, H, Lq, D] and k, v [B, Hkv, Lk, D], transposed ones
-// qᵀ, dOᵀ [B, H, D, Lq'] (Lq' = Lq rounded up to 64) and kᵀ [B, Hkv, D, Lk'] (Lk' = Lk rounded up to
-// 128), zeros past the rows: each product's B operand is K-major (the contraction contiguous).
+// Pre-pass: the dense T copies of q, dO [B, H, Lq, D] and k, v [B, Hkv, Lk, D] alone. Each tile
+// serves both of its products: read K-major by the one contracting over the dims (Sᵀ, dPᵀ: A = K or
+// V, B = Q_i or dO_i) and MN-major — wgmma's transpose bit, sm90a/wgmma.cuh — by the one contracting
+// over its rows (dV, dK: B = dO_i, Q_i N-major; dQ: B = K N-major).
 //
 // Block: 2 warpgroups (256 threads), 128 keys (64 a warpgroup, the M = 64 rows of its products), for
 // one key/value head: every query head h of its group, its rows in steps of 64 (causal: from the
@@ -532,11 +533,13 @@ __global__ void __launch_bounds__(kWsThreads, 1)
 //     Sᵀ  = K_w Q_iᵀ                              wgmma m64n64k16, A, B from shared memory, D/16 steps
 //     P   = e^(scale·S + M − lse_i),  W = P ∘ Z/(1−p)
 //     dPᵀ = V_w dO_iᵀ                             (issued before dV's product, waited for after it)
-//     dV_w += Wᵀ dO_i                            wgmma m64nDk16, A (W, rounded to T) from registers, B = dO_iᵀ
+//     dV_w += Wᵀ dO_i                            wgmma m64nDk16, A (W, rounded to T) from registers, B = dO_i
+//                                                (N-major)
 //     dS' = scale · P ∘ (dP ∘ Z/(1−p) − D_i)
-//     dK_w += dS'ᵀ Q_i                           A (dS') from registers, B = Q_iᵀ
+//     dK_w += dS'ᵀ Q_i                           A (dS') from registers, B = Q_i (N-major)
 // then dS' into shared memory as dS' [64 rows][128 keys] (swizzled, each thread its elements), and
-//     dQ_i[:, w·D/2 …] += dS' Kᵀ                 wgmma m64n(D/2)k16 over the block's 128 keys, B = Kᵀ's dims
+//     dQ_i[:, w·D/2 …] += dS' K                  wgmma m64n(D/2)k16 over the block's 128 keys, B = K's dims
+//                                                w·D/2 … (N-major)
 // added into dq with f32 atomics (the order of the key blocks sets dq's last bits, as the mma.sync
 // backward's). dK and dV stay in registers until the block's last step; the next step's tiles are
 // copied in under dQ's product.
@@ -546,9 +549,9 @@ constexpr int kBwdThreads = kThreads;  // two warpgroups (copy_rows and copy_key
 
 template <int D>
 constexpr size_t backward_smem_bytes() {
-  // K, V, Kᵀ (keys); Q, dO, Qᵀ, dOᵀ (the step's rows); dS' (rows × keys), all T; lse and D_i of the
-  // step's rows; 1024 to align the base
-  return 1024 + 2 * (3 * size_t{kBwdKeys} * D + 4 * size_t{kBwdRows} * D + size_t{kBwdRows} * kBwdKeys) +
+  // K, V (keys); Q, dO (the step's rows); dS' (rows × keys), all T; lse and D_i of the step's rows; 1024
+  // to align the base
+  return 1024 + 2 * (2 * size_t{kBwdKeys} * D + 2 * size_t{kBwdRows} * D + size_t{kBwdRows} * kBwdKeys) +
          2 * sizeof(float) * kBwdRows;
 }
 
@@ -616,9 +619,10 @@ struct BackwardWarpgroup {
   }
 
   // dV_w += Wᵀ dO_i, W = P ∘ Z/(1−p): W's accumulators for rows 16kk… are the A fragment (rounded to
-  // T), B = dO_iᵀ's D rows ([1][D][64]); issued and committed as one group
+  // T), B = dO_i ([D/64][64][64]) read N-major — 16 of its rows a step (+2048 bytes), its 64-dim column
+  // blocks 8 KB apart; issued and committed as one group
   __device__ void issue_values_gradient(float (&dVf)[D / 2], const float (&s)[kBwdRows / 8][4], int64_t h, int64_t i0,
-                                        const unsigned char* GT) const {
+                                        const unsigned char* G) const {
     uint32_t wa[kBwdRows / 16][4];
 #pragma unroll
     for (int kk = 0; kk < kBwdRows / 16; ++kk) {
@@ -631,14 +635,15 @@ struct BackwardWarpgroup {
     fence_registers(dVf);
     wgmma_fence();
 #pragma unroll
-    for (int kk = 0; kk < kBwdRows / 16; ++kk) wgmma_rs<T, D>(dVf, wa[kk], smem_descriptor(GT + kk * 32));
+    for (int kk = 0; kk < kBwdRows / 16; ++kk)
+      wgmma_rs<T, D, 1>(dVf, wa[kk], smem_descriptor_mn(G + kk * 2048, kBwdRows * 128));
     wgmma_commit();
   }
 
-  // dK_w += dS'ᵀ Q_i (as dV, B = Q_iᵀ), issued and committed as one group; then, under the product,
-  // dS' → shared memory [row][key] (dS: [2][64][64], column block wg: the warpgroup's keys)
+  // dK_w += dS'ᵀ Q_i (as dV, B = Q_i N-major), issued and committed as one group; then, under the
+  // product, dS' → shared memory [row][key] (dS: [2][64][64], column block wg: the warpgroup's keys)
   __device__ void issue_keys_gradient(float (&dKf)[D / 2], const float (&dp)[kBwdRows / 8][4],
-                                      const unsigned char* QT, unsigned char* dS) const {
+                                      const unsigned char* Q, unsigned char* dS) const {
     uint32_t da[kBwdRows / 16][4];
 #pragma unroll
     for (int kk = 0; kk < kBwdRows / 16; ++kk) {
@@ -651,7 +656,8 @@ struct BackwardWarpgroup {
     fence_registers(dKf);
     wgmma_fence();
 #pragma unroll
-    for (int kk = 0; kk < kBwdRows / 16; ++kk) wgmma_rs<T, D>(dKf, da[kk], smem_descriptor(QT + kk * 32));
+    for (int kk = 0; kk < kBwdRows / 16; ++kk)
+      wgmma_rs<T, D, 1>(dKf, da[kk], smem_descriptor_mn(Q + kk * 2048, kBwdRows * 128));
     wgmma_commit();
 #pragma unroll
     for (int kk = 0; kk < kBwdRows / 16; ++kk)
@@ -663,34 +669,35 @@ struct BackwardWarpgroup {
       }
   }
 
-  // dQ_i[:, wg·D/2 …] = dS' Kᵀ over the block's 128 keys: A = dS' (64 rows), B = Kᵀ's rows wg·D/2 …
-  // ([2][D][64]); issued and committed as one group. acc: the warp's rows 16·warp …, as add_dq takes them
-  __device__ void issue_rows_gradient(float (&acc)[D / 16][4], const unsigned char* dS, const unsigned char* KT) const {
+  // dQ_i[:, wg·D/2 …] = dS' K over the block's 128 keys: A = dS' (64 rows), B = K ([D/64][128][64]) read
+  // N-major from dim wg·D/2 — at head dim 64 the warpgroup's 32 dims start 64 bytes into the swizzled
+  // rows — 16 keys a step (+2048 bytes); issued and committed as one group. acc: the warp's rows
+  // 16·warp …, as add_dq takes them
+  __device__ void issue_rows_gradient(float (&acc)[D / 16][4], const unsigned char* dS, const unsigned char* K) const {
     float(&accf)[D / 4] = *reinterpret_cast<float(*)[D / 4]>(&acc[0][0]);
     fence_registers(accf);
     wgmma_fence();
 #pragma unroll
     for (int kk = 0; kk < kBwdKeys / 16; ++kk)
-      wgmma_ss<T, D / 2>(accf, smem_descriptor(dS + (kk / 4) * kBwdRows * 128 + (kk % 4) * 32),
-                         smem_descriptor(KT + (kk / 4) * D * 128 + wg * (D / 2) * 128 + (kk % 4) * 32), kk > 0);
+      wgmma_ss<T, D / 2, 0, 1>(accf, smem_descriptor(dS + (kk / 4) * kBwdRows * 128 + (kk % 4) * 32),
+                               smem_descriptor_mn(K + (wg * D / 2 / 64) * kBwdKeys * 128 + (wg * D / 2 % 64) * 2 +
+                                                      kk * 2048,
+                                                  kBwdKeys * 128),
+                               kk > 0);
     wgmma_commit();
   }
 };
 
 template <typename T, int D, bool General>
 __global__ void __launch_bounds__(kBwdThreads, 1)
-    flash_wgmma_backward_kernel(AttnProblem p, const T* qh, const T* qt, const T* gh, const T* gt, const T* kh,
-                                const T* kt, const T* vh, int64_t Lqp, int64_t Lkp, const float* lse,
+    flash_wgmma_backward_kernel(AttnProblem p, const T* qh, const T* gh, const T* kh, const T* vh, const float* lse,
                                 const float* Dsum, float* dq, float* dk, float* dv) {
   extern __shared__ unsigned char smem[];
   unsigned char* Ks = smem + ((1024 - smem_address(smem) % 1024) % 1024);  // [D/64][128][64]
   unsigned char* Vs = Ks + kBwdKeys * D * 2;                                // [D/64][128][64]
-  unsigned char* KTs = Vs + kBwdKeys * D * 2;                               // [2][D][64]  Kᵀ
-  unsigned char* Qs = KTs + kBwdKeys * D * 2;                               // [D/64][64][64]
+  unsigned char* Qs = Vs + kBwdKeys * D * 2;                                // [D/64][64][64]
   unsigned char* Gs = Qs + kBwdRows * D * 2;                                // [D/64][64][64]  dO
-  unsigned char* QTs = Gs + kBwdRows * D * 2;                               // [1][D][64]  Qᵀ
-  unsigned char* GTs = QTs + kBwdRows * D * 2;                              // [1][D][64]  dOᵀ
-  unsigned char* dSs = GTs + kBwdRows * D * 2;                              // [2][64][64]  dS'
+  unsigned char* dSs = Gs + kBwdRows * D * 2;                               // [2][64][64]  dS'
   float* rowL = reinterpret_cast<float*>(dSs + kBwdRows * kBwdKeys * 2);   // [64] lse
   float* rowD = rowL + kBwdRows;                                            // [64] D_i
 
@@ -698,7 +705,6 @@ __global__ void __launch_bounds__(kBwdThreads, 1)
   const int64_t bhk = blockIdx.y, b = w.b;
   copy_rows<T, D>(Ks, kh + bhk * p.Lk * D, w.j0, p.Lk, kBwdKeys);
   copy_rows<T, D>(Vs, vh + bhk * p.Lk * D, w.j0, p.Lk, kBwdKeys);
-  copy_keys<T, D, kBwdKeys>(KTs, kt + bhk * D * Lkp, Lkp, w.j0);
   cp_async_commit();
 
   float dK[D / 8][4], dV[D / 8][4];  // the warpgroup's 64 keys × D: this thread's keys key[0], key[1]
@@ -706,16 +712,13 @@ __global__ void __launch_bounds__(kBwdThreads, 1)
   float(&dKf)[D / 2] = *reinterpret_cast<float(*)[D / 2]>(&dK[0][0]);  // as wgmma's accumulators
   float(&dVf)[D / 2] = *reinterpret_cast<float(*)[D / 2]>(&dV[0][0]);
 
-  // A step's Q_i, dO_i, Q_iᵀ, dO_iᵀ come by cp.async, and its lse and D_i through registers, while the
-  // step before computes its dQ (its last product, which reads none of them): the first step's with K,
-  // V and Kᵀ, here.
+  // A step's Q_i, dO_i come by cp.async, and its lse and D_i through registers, while the step before
+  // computes its dQ (its last product, which reads none of them): the first step's with K and V, here.
   const int64_t first_i0 = p.causal ? w.j0 : 0, h_begin = w.hk * (p.H / p.Hkv), h_end = h_begin + p.H / p.Hkv;
   auto copy_step = [&](int64_t h, int64_t i0) {
     const int64_t bh = b * p.H + h;
     copy_rows<T, D>(Qs, qh + bh * p.Lq * D, i0, p.Lq, kBwdRows);
     copy_rows<T, D>(Gs, gh + bh * p.Lq * D, i0, p.Lq, kBwdRows);
-    copy_keys<T, D, kBwdRows>(QTs, qt + bh * D * Lqp, Lqp, i0);
-    copy_keys<T, D, kBwdRows>(GTs, gt + bh * D * Lqp, Lqp, i0);
   };
   if (first_i0 < p.Lq) copy_step(h_begin, first_i0);
   cp_async_commit();
@@ -724,7 +727,7 @@ __global__ void __launch_bounds__(kBwdThreads, 1)
   w.for_each_step([&](int64_t h, int64_t i0, int64_t) {
     cp_async_wait<0>();
     fence_proxy_async();
-    __syncthreads();  // the step's tiles, lse and D_i in place (K, V, Kᵀ too, at the first)
+    __syncthreads();  // the step's tiles, lse and D_i in place (K, V too, at the first)
 
     float s[kBwdRows / 8][4], dp[kBwdRows / 8][4];
     float(&sf)[kBwdRows / 2] = *reinterpret_cast<float(*)[kBwdRows / 2]>(&s[0][0]);
@@ -734,12 +737,12 @@ __global__ void __launch_bounds__(kBwdThreads, 1)
     wgmma_wait<1>();                       // Sᵀ
     fence_registers(sf);
     rows::probabilities<General>(s, p, b, h, i0, w.key, rowL, w.t, w.plain(i0));  // P = e^(scale·S + M − lse)
-    w.issue_values_gradient(dVf, s, h, i0, GTs);
+    w.issue_values_gradient(dVf, s, h, i0, Gs);
     wgmma_wait<0>();  // dPᵀ and dV
     fence_registers(dpf);
     fence_registers(dVf);
     rows::score_gradients(dp, s, p.scale, rowD, w.t, [&](int n, int e) { return w.z(h, i0, n, e); });
-    w.issue_keys_gradient(dKf, dp, QTs, dSs);
+    w.issue_keys_gradient(dKf, dp, Qs, dSs);
     wgmma_wait<0>();  // dK
     fence_registers(dKf);
     fence_proxy_async();  // dS' written by the generic proxy, read next by wgmma
@@ -750,7 +753,7 @@ __global__ void __launch_bounds__(kBwdThreads, 1)
     const rows::NextStep next =
         rows::prefetch_next_step<kBwdRows>(p, lse, Dsum, b, h, i0, first_i0, h_end, copy_step, next_stats);
     float acc[D / 16][4];
-    w.issue_rows_gradient(acc, dSs, KTs);
+    w.issue_rows_gradient(acc, dSs, Ks);
     wgmma_wait<0>();
     fence_registers(*reinterpret_cast<float(*)[D / 4]>(&acc[0][0]));
     rows::add_dq(p, dq, b, h, i0, 16 * w.warp, w.wg * (D / 2), rowL, acc, w.g, w.t);
@@ -765,16 +768,14 @@ __global__ void __launch_bounds__(kBwdThreads, 1)
 //
 // QKV_CUDA_ATTENTION_BACKWARD=wgmma-ws. The backward kernel's products and element-wise steps, with the
 // warp-specialized forward's division of labour: a block of three warpgroups, the first a producer —
-// thread 0 issues TMA copies of K, V, Kᵀ (once) and of every step's Q_i, dO_i, Q_iᵀ, dO_iᵀ into rings
-// of buffers; warp 1 loads the step's lse and D_i into shared memory — its registers given to the two
-// consumer warpgroups of 64 keys each. A step's tiles in two rings, released as soon as read:
-//     A (StagesA buffers): Q_i, dO_i, lse, D_i    full_a: TMA's bytes and warp 1's 32 arrivals
-//                                                 empty_a: every consumer thread, after dS'
-//     B (StagesB buffers): Q_iᵀ, dO_iᵀ            full_b: TMA's bytes;  empty_b: after dK's product
+// thread 0 issues TMA copies of K, V (once) and of every step's Q_i, dO_i into a ring of buffers; warp
+// 1 loads the step's lse and D_i into shared memory — its registers given to the two consumer
+// warpgroups of 64 keys each. A step's tiles in one ring (Stages buffers), released once read by dK:
+//     Q_i, dO_i, lse, D_i      full: TMA's bytes and warp 1's 32 arrivals;  empty: every consumer thread
 // Per consumer warpgroup and step i:
-//     wait full_a[i];  issue Sᵀ, dPᵀ;  wait for Sᵀ;  P;  wait full_b[i];  issue dV += Wᵀ dO_i;  wait;
-//     dS';  release A;  issue dK += dS'ᵀ Q_i;  dS' → dS[i mod 2];  wait;  release B;
-//     [both warpgroups: dS' in place];  dQ_i = dS' Kᵀ, waited for, added into dq
+//     wait full[i];  issue Sᵀ, dPᵀ;  wait for Sᵀ;  P;  issue dV += Wᵀ dO_i;  wait;  dS';
+//     issue dK += dS'ᵀ Q_i;  dS' → dS[i mod 2];  wait;  release the buffer;
+//     [both warpgroups: dS' in place];  dQ_i = dS' K, waited for, added into dq
 // (dQ_i left in flight into step i + 1, its atomics under Sᵀ's product, made ptxas serialize every
 // product of the loop: it cannot follow a group retired by wgmma.wait_group 1 across the loop's turn.)
 // dS' in two buffers: a warpgroup writes dS[i mod 2] only after the barrier of step i − 1, which the
@@ -786,68 +787,60 @@ constexpr int kBwdWsThreads = 128 * (1 + kWarpgroups);
 constexpr int kBwdProducerRegisters = 40, kBwdConsumerRegisters = 232;
 static_assert(128 * kBwdProducerRegisters + 256 * kBwdConsumerRegisters <= kBwdWsThreads * kWsLaunchRegisters);
 
-// The rings of each head dim: at 64, two buffers each (146 KB of shared memory); at 128, two of A and
-// one of B (226 KB: B's tiles are read last in a step, after A's are released).
+// The ring of each head dim: at 64, four buffers (131 KB of shared memory); at 128, three (195 KB; four
+// would want 227.07 KB, past the 227 a block may have).
 template <int D>
 struct WsBackwardShape {
-  static constexpr int StagesA = 2, StagesB = D == 64 ? 2 : 1;
+  static constexpr int Stages = D == 64 ? 4 : 3;
 };
 template <int D>
 constexpr size_t ws_backward_smem_bytes() {
-  constexpr int SA = WsBackwardShape<D>::StagesA, SB = WsBackwardShape<D>::StagesB;
-  // K, V, Kᵀ; A's Q_i, dO_i; B's Q_iᵀ, dO_iᵀ; 2 dS', all T; A's lse and D_i; 1 + 2·SA + 2·SB mbarriers;
-  // 1024 to align the base
-  return 1024 + 2 * (3 * size_t{kBwdKeys} * D + 2 * (SA + SB) * size_t{kBwdRows} * D + 2 * size_t{kBwdRows} * kBwdKeys) +
-         SA * 2 * sizeof(float) * kBwdRows + 8 * (1 + 2 * SA + 2 * SB);
+  constexpr int S = WsBackwardShape<D>::Stages;
+  // K, V; the ring's Q_i, dO_i; 2 dS', all T; the ring's lse and D_i; 1 + 2·S mbarriers; 1024 to align
+  // the base
+  return 1024 + 2 * (2 * size_t{kBwdKeys} * D + 2 * S * size_t{kBwdRows} * D + 2 * size_t{kBwdRows} * kBwdKeys) +
+         S * 2 * sizeof(float) * kBwdRows + 8 * (1 + 2 * S);
 }
+static_assert(ws_backward_smem_bytes<64>() <= 227 * 1024, "an H100's shared memory a block");
 static_assert(ws_backward_smem_bytes<128>() <= 227 * 1024, "an H100's shared memory a block");
 
 // The backward's TMA tensor maps over the pre-pass's dense copies: q, dO [B·H, Lq, D] (boxes of 64 dims
-// by 64 rows), k, v [B·Hkv, Lk, D] (64 dims by 128 keys), qᵀ, dOᵀ [B·H, D, Lq'] (64 rows by D dims),
-// kᵀ [B·Hkv, D, Lk'] (64 keys by D dims). Empty rows or keys (Lq or Lk 0) still get valid maps.
+// by 64 rows), k, v [B·Hkv, Lk, D] (64 dims by 128 keys). Empty rows or keys (Lq or Lk 0) still get
+// valid maps.
 struct BackwardMaps {
-  CUtensorMap q, g, qt, gt, k, v, kt;
+  CUtensorMap q, g, k, v;
 };
 template <typename T, int D>
-void encode_backward_maps(BackwardMaps& m, const AttnProblem& p, const T* qh, const T* gh, const T* qt, const T* gt,
-                          const T* kh, const T* vh, const T* kt, int64_t Lqp, int64_t Lkp) {
+void encode_backward_maps(BackwardMaps& m, const AttnProblem& p, const T* qh, const T* gh, const T* kh, const T* vh) {
   const uint64_t row = D * sizeof(T), Lq = p.Lq > 0 ? p.Lq : 1, Lk = p.Lk > 0 ? p.Lk : 1;
-  const uint64_t Lq_ = Lqp > 0 ? Lqp : 64, Lk_ = Lkp > 0 ? Lkp : 128, BH = p.B * p.H, BHk = p.B * p.Hkv;
+  const uint64_t BH = p.B * p.H, BHk = p.B * p.Hkv;
   encode_tensor_map<T>(m.q, {qh, {D, Lq, BH}, {row, row * Lq}, kBwdRows});
   encode_tensor_map<T>(m.g, {gh, {D, Lq, BH}, {row, row * Lq}, kBwdRows});
-  encode_tensor_map<T>(m.qt, {qt, {Lq_, D, BH}, {Lq_ * sizeof(T), Lq_ * sizeof(T) * D}, D});
-  encode_tensor_map<T>(m.gt, {gt, {Lq_, D, BH}, {Lq_ * sizeof(T), Lq_ * sizeof(T) * D}, D});
   encode_tensor_map<T>(m.k, {kh, {D, Lk, BHk}, {row, row * Lk}, kBwdKeys});
   encode_tensor_map<T>(m.v, {vh, {D, Lk, BHk}, {row, row * Lk}, kBwdKeys});
-  encode_tensor_map<T>(m.kt, {kt, {Lk_, D, BHk}, {Lk_ * sizeof(T), Lk_ * sizeof(T) * D}, D});
 }
 
 template <typename T, int D, bool General>
 __global__ void __launch_bounds__(kBwdWsThreads, 1)
     flash_wgmma_ws_backward_kernel(AttnProblem p, const __grid_constant__ BackwardMaps maps, const float* lse,
                                    const float* Dsum, float* dq, float* dk, float* dv) {
-  constexpr int SA = WsBackwardShape<D>::StagesA, SB = WsBackwardShape<D>::StagesB;
+  constexpr int S = WsBackwardShape<D>::Stages;
   constexpr int kRowTile = kBwdRows * D * 2, kKeyTile = kBwdKeys * D * 2, kScores = kBwdRows * kBwdKeys * 2;
   extern __shared__ unsigned char smem[];
   unsigned char* Ks = smem + ((1024 - smem_address(smem) % 1024) % 1024);  // [D/64][128][64]
   unsigned char* Vs = Ks + kKeyTile;                                        // [D/64][128][64]
-  unsigned char* KTs = Vs + kKeyTile;                                       // [2][D][64]  Kᵀ
-  unsigned char* A = KTs + kKeyTile;                                        // [SA]: Q_i, dO_i [D/64][64][64]
-  unsigned char* B = A + SA * 2 * kRowTile;                                 // [SB]: Q_iᵀ, dO_iᵀ [1][D][64]
-  unsigned char* dSs = B + SB * 2 * kRowTile;                               // [2][2][64][64]  dS'
-  float* stats = reinterpret_cast<float*>(dSs + 2 * kScores);               // [SA]: lse, D_i [64]
-  uint64_t* kv_full = reinterpret_cast<uint64_t*>(stats + SA * 2 * kBwdRows);
-  uint64_t *full_a = kv_full + 1, *empty_a = full_a + SA, *full_b = empty_a + SA, *empty_b = full_b + SB;
-  auto Q = [&](int a) { return A + a * 2 * kRowTile; };
-  auto G = [&](int a) { return A + a * 2 * kRowTile + kRowTile; };
-  auto QT = [&](int c) { return B + c * 2 * kRowTile; };
-  auto GT = [&](int c) { return B + c * 2 * kRowTile + kRowTile; };
+  unsigned char* ring = Vs + kKeyTile;                                      // [S]: Q_i, dO_i [D/64][64][64]
+  unsigned char* dSs = ring + S * 2 * kRowTile;                             // [2][2][64][64]  dS'
+  float* stats = reinterpret_cast<float*>(dSs + 2 * kScores);               // [S]: lse, D_i [64]
+  uint64_t* kv_full = reinterpret_cast<uint64_t*>(stats + S * 2 * kBwdRows);
+  uint64_t *full = kv_full + 1, *empty = full + S;
+  auto Q = [&](int a) { return ring + a * 2 * kRowTile; };
+  auto G = [&](int a) { return ring + a * 2 * kRowTile + kRowTile; };
   auto rowL = [&](int a) { return stats + a * 2 * kBwdRows; };
   auto rowD = [&](int a) { return stats + a * 2 * kBwdRows + kBwdRows; };
   if (threadIdx.x == 0) {
     mbarrier_init(kv_full, 1);
-    for (int a = 0; a < SA; ++a) mbarrier_init(&full_a[a], 1 + 32), mbarrier_init(&empty_a[a], 128 * kWarpgroups);
-    for (int c = 0; c < SB; ++c) mbarrier_init(&full_b[c], 1), mbarrier_init(&empty_b[c], 128 * kWarpgroups);
+    for (int a = 0; a < S; ++a) mbarrier_init(&full[a], 1 + 32), mbarrier_init(&empty[a], 128 * kWarpgroups);
     mbarrier_init_fence();
   }
   __syncthreads();  // the last block-wide barrier: the producer's idle threads leave after it
@@ -857,39 +850,34 @@ __global__ void __launch_bounds__(kBwdWsThreads, 1)
   if (threadIdx.x < 128) {  // the producer warpgroup
     registers_shrink<kBwdProducerRegisters>();
     if (threadIdx.x == 0) {  // the tiles, by TMA
-      mbarrier_arrive_expect_tx(kv_full, 3 * kKeyTile);
+      mbarrier_arrive_expect_tx(kv_full, 2 * kKeyTile);
       const int j0 = static_cast<int>(w.j0), kv = static_cast<int>(bhk);
       for (int c = 0; c < D / 64; ++c) {
         tma_load(Ks + c * kBwdKeys * 128, maps.k, 64 * c, j0, kv, kv_full);
         tma_load(Vs + c * kBwdKeys * 128, maps.v, 64 * c, j0, kv, kv_full);
       }
-      for (int c = 0; c < kBwdKeys / 64; ++c) tma_load(KTs + c * D * 128, maps.kt, j0 + 64 * c, 0, kv, kv_full);
       w.for_each_step([&](int64_t h, int64_t i0, int64_t n) {
-        const int a = static_cast<int>(n % SA), c = static_cast<int>(n % SB);
+        const int a = static_cast<int>(n % S);
         const int i = static_cast<int>(i0), bh = static_cast<int>(b * p.H + h);
-        mbarrier_wait(&empty_a[a], ring_use(n, SA) ^ 1);
-        mbarrier_arrive_expect_tx(&full_a[a], 2 * kRowTile);
+        mbarrier_wait(&empty[a], ring_use(n, S) ^ 1);
+        mbarrier_arrive_expect_tx(&full[a], 2 * kRowTile);
         for (int d = 0; d < D / 64; ++d) {
-          tma_load(Q(a) + d * kBwdRows * 128, maps.q, 64 * d, i, bh, &full_a[a]);
-          tma_load(G(a) + d * kBwdRows * 128, maps.g, 64 * d, i, bh, &full_a[a]);
+          tma_load(Q(a) + d * kBwdRows * 128, maps.q, 64 * d, i, bh, &full[a]);
+          tma_load(G(a) + d * kBwdRows * 128, maps.g, 64 * d, i, bh, &full[a]);
         }
-        mbarrier_wait(&empty_b[c], ring_use(n, SB) ^ 1);
-        mbarrier_arrive_expect_tx(&full_b[c], 2 * kRowTile);
-        tma_load(QT(c), maps.qt, i, 0, bh, &full_b[c]);
-        tma_load(GT(c), maps.gt, i, 0, bh, &full_b[c]);
       });
     } else if (threadIdx.x / 32 == 1) {  // the rows' lse and D_i (−∞ and 0 past Lq), a lane two rows
       const int lane = threadIdx.x % 32;
       w.for_each_step([&](int64_t h, int64_t i0, int64_t n) {
-        const int a = static_cast<int>(n % SA);
+        const int a = static_cast<int>(n % S);
         const int64_t stats_at = (b * p.H + h) * p.Lq;
-        mbarrier_wait(&empty_a[a], ring_use(n, SA) ^ 1);
+        mbarrier_wait(&empty[a], ring_use(n, S) ^ 1);
         for (int r = lane; r < kBwdRows; r += 32) {
           const int64_t i = i0 + r;
           rowL(a)[r] = i < p.Lq ? lse[stats_at + i] : -INFINITY;
           rowD(a)[r] = i < p.Lq ? Dsum[stats_at + i] : 0.f;
         }
-        mbarrier_arrive(&full_a[a]);
+        mbarrier_arrive(&full[a]);
       });
     }
     return;
@@ -900,37 +888,35 @@ __global__ void __launch_bounds__(kBwdWsThreads, 1)
   BackwardWarpgroup<T, D, General>::zero(dK, dV);
   float(&dKf)[D / 2] = *reinterpret_cast<float(*)[D / 2]>(&dK[0][0]);  // as wgmma's accumulators
   float(&dVf)[D / 2] = *reinterpret_cast<float(*)[D / 2]>(&dV[0][0]);
-  mbarrier_wait(kv_full, 0);  // K, V, Kᵀ (also in a block with no step: its copies land before it exits)
+  mbarrier_wait(kv_full, 0);  // K, V (also in a block with no step: its copies land before it exits)
 
   w.for_each_step([&](int64_t h, int64_t i0, int64_t n) {
-    const int a = static_cast<int>(n % SA), c = static_cast<int>(n % SB);
+    const int a = static_cast<int>(n % S);
     float s[kBwdRows / 8][4], dp[kBwdRows / 8][4];
     float(&sf)[kBwdRows / 2] = *reinterpret_cast<float(*)[kBwdRows / 2]>(&s[0][0]);
     float(&dpf)[kBwdRows / 2] = *reinterpret_cast<float(*)[kBwdRows / 2]>(&dp[0][0]);
-    mbarrier_wait(&full_a[a], ring_use(n, SA));
+    mbarrier_wait(&full[a], ring_use(n, S));
     w.issue_keys_times_rows(sf, Ks, Q(a));  // Sᵀ = K_w Q_iᵀ
     w.issue_keys_times_rows(dpf, Vs, G(a));  // dPᵀ = V_w dO_iᵀ, under P's exponentials
     wgmma_wait<1>();                         // Sᵀ
     fence_registers(sf);
     rows::probabilities<General>(s, p, b, h, i0, w.key, rowL(a), w.t, w.plain(i0));  // P = e^(scale·S + M − lse)
-    mbarrier_wait(&full_b[c], ring_use(n, SB));
-    w.issue_values_gradient(dVf, s, h, i0, GT(c));
+    w.issue_values_gradient(dVf, s, h, i0, G(a));
     wgmma_wait<0>();  // dPᵀ and dV
     fence_registers(dpf);
     fence_registers(dVf);
     rows::score_gradients(dp, s, p.scale, rowD(a), w.t, [&](int nn, int e) { return w.z(h, i0, nn, e); });
     bool sees[2];  // whether this thread's rows of dQ see a key (lse > −∞)
     for (int r = 0; r < 2; ++r) sees[r] = rowL(a)[16 * w.warp + w.g + 8 * r] != -INFINITY;
-    mbarrier_arrive(&empty_a[a]);  // Q_i, dO_i, lse, D_i read for the last time
     unsigned char* dS = dSs + (n % 2) * kScores;
-    w.issue_keys_gradient(dKf, dp, QT(c), dS);
+    w.issue_keys_gradient(dKf, dp, Q(a), dS);
     wgmma_wait<0>();  // dK
     fence_registers(dKf);
-    mbarrier_arrive(&empty_b[c]);  // Q_iᵀ, dO_iᵀ read for the last time
-    fence_proxy_async();           // dS' written by the generic proxy, read next by wgmma
+    mbarrier_arrive(&empty[a]);  // Q_i, dO_i, lse, D_i read for the last time
+    fence_proxy_async();         // dS' written by the generic proxy, read next by wgmma
     named_barrier_sync(1, 128 * kWarpgroups);  // both warpgroups' dS' in place
     float acc[D / 16][4];
-    w.issue_rows_gradient(acc, dS, KTs);
+    w.issue_rows_gradient(acc, dS, Ks);
     wgmma_wait<0>();
     fence_registers(*reinterpret_cast<float(*)[D / 4]>(&acc[0][0]));
     rows::add_dq_rows(p, dq, b, h, i0, 16 * w.warp, w.wg * (D / 2), sees, acc, w.g, w.t);
