@@ -33,11 +33,13 @@ __device__ inline uint64_t dropout_counter(const AttnProblem& p, int64_t b, int6
   return p.counter + static_cast<uint64_t>(((b * p.H + h) * p.Lq + i) * p.Lk + j);
 }
 
+// Z / (1 − p) of one draw u: 1 / (1 − p) where u ≥ p (kept), 0 where dropped
+__device__ inline float kept_scale(float u, float p) { return u >= p ? 1.f / (1.f - p) : 0.f; }
+
 // Z_ij / (1 − p): the CPU's draw for element (b, h, i, j) (Generator::paired_uniform).
 __device__ inline float keep(const AttnProblem& p, int64_t b, int64_t h, int64_t i, int64_t j) {
   if (p.dropout_p == 0.f) return 1.f;
-  return Generator::paired_uniform(p.seed, dropout_counter(p, b, h, i, j)) >= p.dropout_p ? 1.f / (1.f - p.dropout_p)
-                                                                                          : 0.f;
+  return kept_scale(Generator::paired_uniform(p.seed, dropout_counter(p, b, h, i, j)), p.dropout_p);
 }
 
 // keep() of keys j and j + 1 of row i (k0, k1): one hash where their counters are a pair 2k, 2k + 1 of
@@ -52,9 +54,8 @@ __device__ inline void keep_pair(const AttnProblem& p, int64_t b, int64_t h, int
     u0 = Generator::paired_uniform(p.seed, c);
     u1 = Generator::paired_uniform(p.seed, c + 1);
   }
-  const float kept = 1.f / (1.f - p.dropout_p);
-  k0 = u0 >= p.dropout_p ? kept : 0.f;
-  k1 = u1 >= p.dropout_p ? kept : 0.f;
+  k0 = kept_scale(u0, p.dropout_p);
+  k1 = kept_scale(u1, p.dropout_p);
 }
 
 }  // namespace qkv::kernels::cuda
