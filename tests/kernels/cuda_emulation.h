@@ -146,6 +146,14 @@ struct Runtime {
     const unsigned char* src;  // null: zeros
   };
   std::vector<CommitGroups<PendingCopy>> copies;
+  // each thread's bulk reductions into global memory (cp.reduce.async.bulk .add.f32) not yet done, by
+  // bulk group: done — their shared-memory source read — at the wait that retires them
+  struct PendingReduce {
+    float* dst;
+    const float* src;
+    uint32_t floats;
+  };
+  std::vector<CommitGroups<PendingReduce>> reduces;
   std::exception_ptr failure;  // the first exception a thread threw
   unsigned char* smem = nullptr;  // the launching file's shared memory (kSharedBytes)
   // Hopper's mbarriers, by shared-memory address: expected arrivals, arrivals still to come, bytes
@@ -659,6 +667,27 @@ inline void tma_load(void* dst, const CUtensorMap& map, int c0, int c1, int c2, 
   mbarrier_complete_tx(bar, f.rows * 64 * eb);
 }
 
+// cp.reduce.async.bulk.global.shared::cta.bulk_group.add.f32: dst[i] += src[i] for `bytes` / 4 floats,
+// both 16-byte aligned, bytes a multiple of 16, src in shared memory — done at the
+// cp.async.bulk.wait_group(.read) that retires its bulk group, reading the source then (the latest a
+// GPU may read it: a kernel that rewrites it before that wait gets another sum)
+inline void bulk_reduce_add(float* dst, const float* src, uint32_t bytes) {
+  Runtime& r = *runtime();
+  (void)shared_address(src);
+  if (bytes == 0 || bytes % 16 != 0 || reinterpret_cast<uintptr_t>(dst) % 16 != 0 ||
+      reinterpret_cast<uintptr_t>(src) % 16 != 0)
+    throw std::logic_error("emulation: a bulk reduction not of whole, aligned 16-byte pieces");
+  (void)shared_address(reinterpret_cast<const unsigned char*>(src) + bytes - 1);
+  r.reduces[r.current].issue({dst, src, bytes / 4});
+}
+inline void bulk_commit() { runtime()->reduces[runtime()->current].commit(); }
+// cp.async.bulk.wait_group(.read) N: every reduction of the thread's bulk groups but the newest N done
+inline void bulk_wait(int n) {
+  runtime()->reduces[runtime()->current].retire(n, [](const Runtime::PendingReduce& c) {
+    for (uint32_t i = 0; i < c.floats; ++i) c.dst[i] += c.src[i];
+  });
+}
+
 // A thread's body; what it throws (an emulation check, the kernel's own) is kept for launch() to
 // rethrow on the host's stack — an exception cannot unwind past a fiber's first frame.
 inline void fiber_entry() {
@@ -668,6 +697,8 @@ inline void fiber_entry() {
     cp_async_wait(-1);  // copies a thread leaves in flight still land
     if (!r.wgmma[r.current].pending.empty())
       throw std::logic_error("emulation: a thread ended with wgmma products never waited for (wgmma.wait_group)");
+    if (!r.reduces[r.current].pending.empty())
+      throw std::logic_error("emulation: a thread ended with bulk reductions never waited for (cp.async.bulk.wait_group)");
   } catch (...) {
     if (!r.failure) r.failure = std::current_exception();
   }
@@ -711,6 +742,7 @@ void launch(dim3 grid, unsigned threads, size_t shared_bytes, std::function<void
         r.register_pool = 0;
         r.wgmma.assign(threads, {});
         r.copies.assign(threads, {});
+        r.reduces.assign(threads, {});
         for (auto& n : r.named) n = Runtime::Named{};
         for (auto& f : r.fibers) {
           f.done = false;

@@ -131,6 +131,13 @@ bool warp_specialized_backward() {
   return e && std::strcmp(e, "wgmma-ws") == 0;
 }
 
+// Whether every row of dq starts on 16 bytes, as the warp-specialized backward's bulk reductions (a row
+// of dQ_i at a time) need; where not, the two-warpgroup kernel (f32 atomics) serves
+bool dq_rows_on_16_bytes(const AttnProblem& p, const float* dq) {
+  const HeadLayout& l = p.dq_l;
+  return reinterpret_cast<uintptr_t>(dq) % 16 == 0 && l.sb % 4 == 0 && l.sh % 4 == 0 && l.sl % 4 == 0;
+}
+
 // The backward's pre-pass — q, dO, k, v rounded to dense T rows, which its kernels read both K-major
 // and MN-major (no transposed copies) — then the kernel (dq zeroed, D_i given): at head dim 256 its
 // own, otherwise the two-warpgroup or the warp-specialized one.
@@ -151,7 +158,7 @@ void backward(const AttnProblem& p, const float* lse, const float* Dsum, const f
   const bool general = p.mask.kind != AttnMask::Kind::none || p.dropout_p > 0.f;
   auto* run = [&] {
     if constexpr (D == 256) return general ? launch_backward256<T, true> : launch_backward256<T, false>;
-    else if (warp_specialized_backward())
+    else if (warp_specialized_backward() && dq_rows_on_16_bytes(p, dq))
       return general ? launch_ws_backward<T, D, true> : launch_ws_backward<T, D, false>;
     else return general ? launch_backward<T, D, true> : launch_backward<T, D, false>;
   }();

@@ -775,7 +775,11 @@ __global__ void __launch_bounds__(kBwdThreads, 1)
 // Per consumer warpgroup and step i:
 //     wait full[i];  issue Sᵀ, dPᵀ;  wait for Sᵀ;  P;  issue dV += Wᵀ dO_i;  wait;  dS';
 //     issue dK += dS'ᵀ Q_i;  dS' → dS[i mod 2];  wait;  release the buffer;
-//     [both warpgroups: dS' in place];  dQ_i = dS' K, waited for, added into dq
+//     [both warpgroups: dS' in place];  dQ_i = dS' K, waited for;  [the warpgroup: the step before's
+//     reductions have read their rows];  dQ_i → shared memory (f32, the warpgroup's 64 × D/2);
+//     [the warpgroup];  a bulk reduction a row adds it into dq (cp.reduce.async.bulk .add.f32: 64
+//     instructions a warpgroup where f32 atomics took 64 · D/2 — FlashAttention-3's dQ, by rows
+//     rather than through a tensor map, so any row stride on 16 bytes serves)
 // (dQ_i left in flight into step i + 1, its atomics under Sᵀ's product, made ptxas serialize every
 // product of the loop: it cannot follow a group retired by wgmma.wait_group 1 across the loop's turn.)
 // dS' in two buffers: a warpgroup writes dS[i mod 2] only after the barrier of step i − 1, which the
@@ -787,19 +791,21 @@ constexpr int kBwdWsThreads = 128 * (1 + kWarpgroups);
 constexpr int kBwdProducerRegisters = 40, kBwdConsumerRegisters = 232;
 static_assert(128 * kBwdProducerRegisters + 256 * kBwdConsumerRegisters <= kBwdWsThreads * kWsLaunchRegisters);
 
-// The ring of each head dim: at 64, four buffers (131 KB of shared memory); at 128, three (195 KB; four
-// would want 227.07 KB, past the 227 a block may have).
+// The ring of each head dim: at 64, four buffers (149 KB of shared memory with dQ's staging); at 128,
+// two (196 KB; three would want 228.6, past the 227 a block may have).
 template <int D>
 struct WsBackwardShape {
-  static constexpr int Stages = D == 64 ? 4 : 3;
+  static constexpr int Stages = D == 64 ? 4 : 2;
+  static constexpr int StageRow = D / 2 + 4;  // floats a staged row of dQ: 16-byte aligned, banks skewed
 };
 template <int D>
 constexpr size_t ws_backward_smem_bytes() {
   constexpr int S = WsBackwardShape<D>::Stages;
-  // K, V; the ring's Q_i, dO_i; 2 dS', all T; the ring's lse and D_i; 1 + 2·S mbarriers; 1024 to align
-  // the base
+  // K, V; the ring's Q_i, dO_i; 2 dS', all T; dQ's staging (2 warpgroups × 64 rows); the ring's lse and
+  // D_i; 1 + 2·S mbarriers; 1024 to align the base
   return 1024 + 2 * (2 * size_t{kBwdKeys} * D + 2 * S * size_t{kBwdRows} * D + 2 * size_t{kBwdRows} * kBwdKeys) +
-         S * 2 * sizeof(float) * kBwdRows + 8 * (1 + 2 * S);
+         sizeof(float) * kWarpgroups * kBwdRows * WsBackwardShape<D>::StageRow + S * 2 * sizeof(float) * kBwdRows +
+         8 * (1 + 2 * S);
 }
 static_assert(ws_backward_smem_bytes<64>() <= 227 * 1024, "an H100's shared memory a block");
 static_assert(ws_backward_smem_bytes<128>() <= 227 * 1024, "an H100's shared memory a block");
@@ -824,14 +830,15 @@ template <typename T, int D, bool General>
 __global__ void __launch_bounds__(kBwdWsThreads, 1)
     flash_wgmma_ws_backward_kernel(AttnProblem p, const __grid_constant__ BackwardMaps maps, const float* lse,
                                    const float* Dsum, float* dq, float* dk, float* dv) {
-  constexpr int S = WsBackwardShape<D>::Stages;
+  constexpr int S = WsBackwardShape<D>::Stages, kStageRow = WsBackwardShape<D>::StageRow;
   constexpr int kRowTile = kBwdRows * D * 2, kKeyTile = kBwdKeys * D * 2, kScores = kBwdRows * kBwdKeys * 2;
   extern __shared__ unsigned char smem[];
   unsigned char* Ks = smem + ((1024 - smem_address(smem) % 1024) % 1024);  // [D/64][128][64]
   unsigned char* Vs = Ks + kKeyTile;                                        // [D/64][128][64]
   unsigned char* ring = Vs + kKeyTile;                                      // [S]: Q_i, dO_i [D/64][64][64]
   unsigned char* dSs = ring + S * 2 * kRowTile;                             // [2][2][64][64]  dS'
-  float* stats = reinterpret_cast<float*>(dSs + 2 * kScores);               // [S]: lse, D_i [64]
+  float* dQs = reinterpret_cast<float*>(dSs + 2 * kScores);                 // [2 warpgroups][64][kStageRow]
+  float* stats = dQs + kWarpgroups * kBwdRows * kStageRow;                  // [S]: lse, D_i [64]
   uint64_t* kv_full = reinterpret_cast<uint64_t*>(stats + S * 2 * kBwdRows);
   uint64_t *full = kv_full + 1, *empty = full + S;
   auto Q = [&](int a) { return ring + a * 2 * kRowTile; };
@@ -906,8 +913,9 @@ __global__ void __launch_bounds__(kBwdWsThreads, 1)
     fence_registers(dpf);
     fence_registers(dVf);
     rows::score_gradients(dp, s, p.scale, rowD(a), w.t, [&](int nn, int e) { return w.z(h, i0, nn, e); });
-    bool sees[2];  // whether this thread's rows of dQ see a key (lse > −∞)
-    for (int r = 0; r < 2; ++r) sees[r] = rowL(a)[16 * w.warp + w.g + 8 * r] != -INFINITY;
+    // the warpgroup's thread `me` < 64 adds row i0 + me of dQ_i into dq: below Lq, seeing a key (lse > −∞)
+    const int me = threadIdx.x % 128;
+    const bool adds_row = me < kBwdRows && i0 + me < p.Lq && rowL(a)[me] != -INFINITY;
     unsigned char* dS = dSs + (n % 2) * kScores;
     w.issue_keys_gradient(dKf, dp, Q(a), dS);
     wgmma_wait<0>();  // dK
@@ -919,8 +927,23 @@ __global__ void __launch_bounds__(kBwdWsThreads, 1)
     w.issue_rows_gradient(acc, dS, Ks);
     wgmma_wait<0>();
     fence_registers(*reinterpret_cast<float(*)[D / 4]>(&acc[0][0]));
-    rows::add_dq_rows(p, dq, b, h, i0, 16 * w.warp, w.wg * (D / 2), sees, acc, w.g, w.t);
+    // dQ_i[:, wg·D/2 …] into dq through shared memory: staged (this thread's rows 16·warp + g (+ 8), dims
+    // 8n + 2t (+ 1)), then a bulk reduction a row
+    float* stage = dQs + w.wg * kBwdRows * kStageRow;
+    if (me < kBwdRows) bulk_wait_read<0>();  // the step before's reductions have read their rows
+    named_barrier_sync(2 + w.wg, 128);
+#pragma unroll
+    for (int nn = 0; nn < D / 16; ++nn)
+#pragma unroll
+      for (int r = 0; r < 2; ++r)
+        *reinterpret_cast<float2*>(stage + (16 * w.warp + w.g + 8 * r) * kStageRow + 8 * nn + 2 * w.t) =
+            make_float2(acc[nn][2 * r], acc[nn][2 * r + 1]);
+    fence_proxy_async();  // the staged rows written by the generic proxy, read next by the bulk copies
+    named_barrier_sync(2 + w.wg, 128);
+    if (adds_row) bulk_reduce_add(dq + at(p.dq_l, b, h, i0 + me) + w.wg * (D / 2), stage + me * kStageRow, D / 2 * 4);
+    if (me < kBwdRows) bulk_commit();
   });
+  if (threadIdx.x % 128 < kBwdRows) bulk_wait<0>();  // every row of dQ added before the block ends
   rows::write_dk_dv(p, dk, dv, b, w.hk, w.key, dK, dV, w.t);
 }
 

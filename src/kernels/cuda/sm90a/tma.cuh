@@ -12,6 +12,12 @@
 // 16-byte piece c of row r at piece c ⊕ (r mod 8) of a 1024-byte-aligned atom: the layout wgmma's
 // descriptors read (wgmma.cuh). Elements past the tensor's dims are written as zeros.
 //
+// A bulk reduction adds a range of f32 in shared memory into global memory (cp.reduce.async.bulk …
+// .add.f32: 16-byte aligned, whole 16-byte pieces), asynchronously: issued into a bulk group
+// (bulk_commit closes one), its source free to rewrite once bulk_wait_read<N> has retired its group,
+// its sums done once bulk_wait<N> has. Shared memory written by the threads and read by it needs
+// fence_proxy_async (wgmma.cuh) first.
+//
 // An mbarrier (8 bytes of shared memory) completes a phase when its expected arrivals have arrived
 // and the bytes announced by arrive_expect_tx have landed; wait(parity) returns once the phase of
 // that parity has completed — on a fresh barrier wait(1) returns at once (the "previous" phase),
@@ -77,6 +83,18 @@ __device__ inline void registers_grow() {
 template <int Registers>
 __device__ inline void registers_shrink() {
   ::qkv::emulation::setmaxnreg(Registers, false);
+}
+__device__ inline void bulk_reduce_add(float* dst, const float* src, uint32_t bytes) {
+  ::qkv::emulation::bulk_reduce_add(dst, src, bytes);
+}
+__device__ inline void bulk_commit() { ::qkv::emulation::bulk_commit(); }
+template <int N>
+__device__ inline void bulk_wait_read() {
+  ::qkv::emulation::bulk_wait(N);
+}
+template <int N>
+__device__ inline void bulk_wait() {
+  ::qkv::emulation::bulk_wait(N);
 }
 #else
 // The driver's cuTensorMapEncodeTiled, found through the runtime (no link against libcuda); throws
@@ -150,6 +168,22 @@ __device__ inline void registers_grow() {
 template <int Registers>
 __device__ inline void registers_shrink() {
   asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;\n" ::"n"(Registers));
+}
+// dst[i] += src[i] for bytes / 4 floats, into the open bulk group
+__device__ inline void bulk_reduce_add(float* dst, const float* src, uint32_t bytes) {
+  asm volatile("cp.reduce.async.bulk.global.shared::cta.bulk_group.add.f32 [%0], [%1], %2;\n" ::"l"(dst),
+               "r"(tiles::smem_address(src)), "r"(bytes)
+               : "memory");
+}
+__device__ inline void bulk_commit() { asm volatile("cp.async.bulk.commit_group;\n" ::: "memory"); }
+// every bulk group but the newest N has read its source (bulk_wait_read) or is done (bulk_wait)
+template <int N>
+__device__ inline void bulk_wait_read() {
+  asm volatile("cp.async.bulk.wait_group.read %0;\n" ::"n"(N) : "memory");
+}
+template <int N>
+__device__ inline void bulk_wait() {
+  asm volatile("cp.async.bulk.wait_group %0;\n" ::"n"(N) : "memory");
 }
 #endif
 
