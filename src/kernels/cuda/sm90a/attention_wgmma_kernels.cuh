@@ -780,14 +780,14 @@ __global__ void __launch_bounds__(kBwdThreads, 1)
 //     [the warpgroup];  a bulk reduction a row adds it into dq (cp.reduce.async.bulk .add.f32: 64
 //     instructions a warpgroup where f32 atomics took 64 · D/2 — FlashAttention-3's dQ, by rows
 //     rather than through a tensor map, so any row stride on 16 bytes serves)
-// (dQ_i left in flight into step i + 1, its atomics under Sᵀ's product, made ptxas serialize every
+// (dQ_i left in flight into step i + 1, its adds under Sᵀ's product, made ptxas serialize every
 // product of the loop: it cannot follow a group retired by wgmma.wait_group 1 across the loop's turn.)
 // dS' in two buffers: a warpgroup writes dS[i mod 2] only after the barrier of step i − 1, which the
 // other passes only after it has waited for dQ_{i−2}, the last reader of that buffer.
 constexpr int kBwdWsThreads = 128 * (1 + kWarpgroups);
 // the producer's two loops (thread 0's copies, warp 1's rows) spill in 24 registers a thread: 40, and
-// the consumers 232, within the block's 384 × 168 (ptxas: no spills but 16 bytes in the consumers of
-// the mask/dropout code at d 128; 24 / 240 spills 12–20 bytes in the producer)
+// the consumers 232, within the block's 384 × 168 (ptxas: no spills but 36 bytes in the consumers of
+// the mask/dropout code at d 128; 24 / 240 spilled 12–20 bytes in the producer)
 constexpr int kBwdProducerRegisters = 40, kBwdConsumerRegisters = 232;
 static_assert(128 * kBwdProducerRegisters + 256 * kBwdConsumerRegisters <= kBwdWsThreads * kWsLaunchRegisters);
 
