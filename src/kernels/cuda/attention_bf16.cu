@@ -452,19 +452,18 @@ template <typename T>
 void backward(const AttnProblem& p, const float* out, const float* lse, const float* dout, float* dq, float* dk,
               float* dv) {
   cudaStream_t s = stream();
-  const bool d256 = p.D == 256 && p.Dv == 256;
+  // head dim 256: the wgmma backward where it serves (QKV_CUDA_ATTENTION_BACKWARD, Hopper), else below
+  const bool d256 = p.D == 256 && p.Dv == 256 && attention_backward_wgmma_serves(p);
   if ((on_tiles(p) || d256) && p.B * p.Hkv > 0 && p.Lq > 0 && p.Lk > 0) {
     check_grid(p.B * p.Hkv);
     // every tile kernel adds dQ into a zeroed dq with atomics and takes D_i = rowsum(dO ∘ O)
     attention_zero_rows(p.dq_l, p.B, p.H, p.Lq, p.D, dq);
     Scratch Dsum(p.B * p.H * p.Lq, s);
     attention_row_dot(p, out, dout, Dsum.p);
-    if (d256) {  // head dim 256 on Hopper: the wgmma backward where QKV_CUDA_ATTENTION_BACKWARD asks for it
-      if constexpr (std::is_same_v<T, __half>) {
-        if (attention_backward_wgmma_f16(p, lse, Dsum.p, dout, dq, dk, dv)) return;
-      } else if (attention_backward_wgmma_bf16(p, lse, Dsum.p, dout, dq, dk, dv)) {
-        return;
-      }
+    if (d256) {
+      if constexpr (std::is_same_v<T, __half>) attention_backward_wgmma_f16(p, lse, Dsum.p, dout, dq, dk, dv);
+      else attention_backward_wgmma_bf16(p, lse, Dsum.p, dout, dq, dk, dv);
+      return;
     } else if (!attention_uses_wmma()) {  // the register-resident kernels (attention_mma.cu)
       if constexpr (std::is_same_v<T, __half>) return attention_backward_mma_f16(p, lse, Dsum.p, dout, dq, dk, dv);
       else return attention_backward_mma_bf16(p, lse, Dsum.p, dout, dq, dk, dv);

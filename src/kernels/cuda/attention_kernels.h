@@ -43,12 +43,15 @@ bool attention_uses_wmma();
 // (mma, mma1, mma2, wmma); false — nothing done — where it does not serve the problem.
 bool attention_forward_wgmma_bf16(const AttnProblem& p, float* out, float* lse);
 bool attention_forward_wgmma_f16(const AttnProblem& p, float* out, float* lse);
-// The backward on wgmma (head dims 64 and 128, D = Dv, compute capability 9.0), where
+// The backward on wgmma (head dims 64, 128 and 256, D = Dv, compute capability 9.0), where
 // QKV_CUDA_ATTENTION_BACKWARD=wgmma (two warpgroups) or wgmma-ws (warp-specialized: a TMA producer and
 // two consumers) asks for it: runs and returns true, or false — nothing done. Takes
 // D_i (attention_row_dot) and a zeroed dq, as the mma.sync backward.
 bool attention_backward_wgmma_bf16(const AttnProblem& p, const float* lse, const float* Dsum, const float* dout,
                                    float* dq, float* dk, float* dv);
+// Whether those would serve the problem (their D_i and zeroed dq are then worth making: head dim 256,
+// which no other tile kernel serves)
+bool attention_backward_wgmma_serves(const AttnProblem& p);
 bool attention_backward_wgmma_f16(const AttnProblem& p, const float* lse, const float* Dsum, const float* dout,
                                   float* dq, float* dk, float* dv);
 // m16 tiles of query rows a warp in the mma.sync forward at head dim D: 2 at 128, 1 at 64 (the faster

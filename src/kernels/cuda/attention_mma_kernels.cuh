@@ -355,8 +355,7 @@ __global__ void __launch_bounds__(kThreads)
       rows_times_rows_t<T, D>(s, Ks, kw, Qs);
 
       // P = e^(scale·S + M − lse): element-wise masking only where the step needs it
-      const bool plain = (!General || p.mask.kind == AttnMask::Kind::none) && j0 + kKeys <= p.Lk &&
-                         i0 + kRows <= p.Lq && !(p.causal && j0 + kKeys - 1 > i0);
+      const bool plain = rows::plain_step<General>(p, j0, kKeys, i0, kRows);
       rows::probabilities<General>(s, p, b, h, i0, key, rowL, t, plain);
       const bool dropout = General && p.dropout_p > 0.f;
       // Z/(1−p) of element (n, e); 1 without dropout. Drawn again for dS' rather than kept beside P

@@ -158,6 +158,15 @@ __device__ inline void stage_rows(float* rowL, float* rowD, const AttnProblem& p
   store_row_stats<NR>(rowL, rowD, load_row_stats<NR>(p, lse, Dsum, stats, i0));
 }
 
+// Whether a backward step — keys j0 … j0 + keys − 1 against rows i0 … i0 + rows − 1 — needs no
+// element-wise masking: no mask (or no General code), every key before Lk and row before Lq, causality
+// not cutting through the keys
+template <bool General>
+__device__ inline bool plain_step(const AttnProblem& p, int64_t j0, int keys, int64_t i0, int rows) {
+  return (!General || p.mask.kind == AttnMask::Kind::none) && j0 + keys <= p.Lk && i0 + rows <= p.Lq &&
+         !(p.causal && j0 + keys - 1 > i0);
+}
+
 // Sᵀ → P = e^(scale·S + M − lse) in place, rowL = the step's lse (−∞ past Lq, or a row that sees no
 // key); element-wise masking only where `plain` is false.
 template <bool General, int NT>

@@ -230,5 +230,6 @@ bool attention_backward_wgmma_f16(const AttnProblem& p, const float* lse, const 
                                   float* dq, float* dk, float* dv) {
   return serves_backward(p) && (by_head_dim<__half>(p, BackwardCall{lse, Dsum, dout, dq, dk, dv}), true);
 }
+bool attention_backward_wgmma_serves(const AttnProblem& p) { return serves_backward(p); }
 
 }  // namespace qkv::kernels::cuda

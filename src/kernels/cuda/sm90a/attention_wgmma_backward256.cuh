@@ -116,8 +116,7 @@ __global__ void __launch_bounds__(kBwd256Threads, 1)
           p, lse, Dsum, b, h, i0, first_i0, h_end, [&](int64_t nh, int64_t ni0) { copy_step(nh, ni0, n + 1); },
           next_stats);
 
-      const bool plain = (!General || p.mask.kind == AttnMask::Kind::none) && j0 + kBwd256Keys <= p.Lk &&
-                         i0 + kBwd256Rows <= p.Lq && !(p.causal && j0 + kBwd256Keys - 1 > i0);
+      const bool plain = rows::plain_step<General>(p, j0, kBwd256Keys, i0, kBwd256Rows);
       auto z = [&](int nn, int e) {
         return dropout ? keep(p, b, h, iw + nn * 8 + 2 * t + e % 2, key[e / 2]) : 1.f;
       };

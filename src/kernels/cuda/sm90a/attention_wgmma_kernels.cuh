@@ -588,10 +588,7 @@ struct BackwardWarpgroup {
   }
   // whether the step's P needs no element-wise masking: no mask, all keys before Lk, all rows before
   // Lq, causality not cutting through the block
-  __device__ bool plain(int64_t i0) const {
-    return (!General || p.mask.kind == AttnMask::Kind::none) && j0 + kBwdKeys <= p.Lk && i0 + kBwdRows <= p.Lq &&
-           !(p.causal && j0 + kBwdKeys - 1 > i0);
-  }
+  __device__ bool plain(int64_t i0) const { return rows::plain_step<General>(p, j0, kBwdKeys, i0, kBwdRows); }
   // Z/(1−p) of element (n, e) of the step's accumulators; 1 without dropout
   __device__ float z(int64_t h, int64_t i0, int n, int e) const {
     return dropout ? keep(p, b, h, i0 + n * 8 + 2 * t + e % 2, key[e / 2]) : 1.f;
