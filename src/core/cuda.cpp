@@ -8,6 +8,7 @@
 #include <chrono>
 #include <cstring>
 #include <map>
+#include <memory>
 #include <mutex>
 #include <string>
 #include <unordered_map>
@@ -108,6 +109,38 @@ struct ThreadChecks {
 };
 thread_local ThreadChecks t_checks;
 
+// A graph's deferred checks (Graph, below): words of its own, all ones until a replayed kernel
+// lowers one, and the message of each. Watched by a thread from a replay to its next wait.
+struct GraphChecks {
+  static constexpr int kWords = 64;
+  int device = 0;
+  unsigned long long* words = nullptr;
+  std::vector<CheckMessage> messages;  // word i's
+  ~GraphChecks() {
+    if (words) cudaFree(words);
+  }
+};
+struct Watch {
+  int device;
+  StreamHandle stream;  // where the replay was launched
+  std::shared_ptr<GraphChecks> checks;
+};
+thread_local std::vector<Watch> t_watches;
+
+// The calling thread's capture under way (Graph::capture), if any.
+struct Capture {
+  StreamHandle stream = nullptr;
+  GraphChecks* checks = nullptr;
+};
+thread_local Capture* t_capture = nullptr;
+
+void refuse_in_capture(const char* what) {
+  if (t_capture)
+    throw Error(detail::concat(what, " during a CUDA graph capture: the captured work must not wait for the GPU or ",
+                               "copy between the host and the GPU (nothing runs while a graph is recorded; its ",
+                               "inputs are copied into the tensors it reads before each replay)"));
+}
+
 // Reads and frees the thread's words on `stream` (nullptr: every stream of `device`), whose work the
 // host has just waited for, then throws the first registered check whose word moved.
 void report_checks(int device, CheckArena& a, StreamHandle stream) {
@@ -158,6 +191,35 @@ void forget_checks(StreamHandle stream) {
       }
 }
 
+// The thread's watched graphs on `stream` (nullptr: every stream of `device`), whose work the host
+// has just waited for: each one's words are read; the first message of a moved word throws, after
+// its words are set back to all ones (the graph is replayed again, checks and all).
+void report_watches(int device, StreamHandle stream) {
+  std::vector<Watch> due;
+  for (auto it = t_watches.begin(); it != t_watches.end();) {
+    if (it->device == device && (!stream || it->stream == stream)) {
+      due.push_back(std::move(*it));
+      it = t_watches.erase(it);
+    } else {
+      ++it;
+    }
+  }
+  for (const Watch& w : due) {
+    GraphChecks& g = *w.checks;
+    const size_t n = g.messages.size();
+    std::vector<unsigned long long> host(n);
+    DeviceGuard guard(device);
+    QKV_CUDA_CHECK(cudaMemcpyAsync(host.data(), g.words, n * sizeof(unsigned long long), cudaMemcpyDeviceToHost, w.stream));
+    QKV_CUDA_CHECK(cudaStreamSynchronize(w.stream));
+    for (size_t i = 0; i < n; ++i)
+      if (host[i] != ~0ull) {
+        QKV_CUDA_CHECK(cudaMemsetAsync(g.words, 0xff, n * sizeof(unsigned long long), w.stream));
+        QKV_CUDA_CHECK(cudaStreamSynchronize(w.stream));
+        throw Error(g.messages[i](static_cast<int64_t>(host[i] >> 32), static_cast<int32_t>(host[i] & 0xffffffffu)));
+      }
+  }
+}
+
 // Counts a wait and its duration.
 class Waiting {
  public:
@@ -173,11 +235,14 @@ class Waiting {
 }  // namespace
 
 void wait(StreamHandle stream) {
+  refuse_in_capture("waiting for the GPU (cuda::wait)");
   {
     Waiting w;
     QKV_CUDA_CHECK(cudaStreamSynchronize(stream));
   }
   report_checks(stream);
+  if (!t_watches.empty())
+    for (int d = 0; d < device_count(); ++d) report_watches(d, stream);
 }
 
 int64_t host_waits() { return g_host_waits.load(); }
@@ -185,6 +250,7 @@ double host_wait_seconds() { return static_cast<double>(g_wait_ns.load()) * 1e-9
 
 void synchronize(int device) {
   check_device(device);
+  refuse_in_capture("waiting for the GPU (cuda::synchronize)");
   DeviceGuard guard(device);
   {
     Waiting w;
@@ -192,6 +258,7 @@ void synchronize(int device) {
   }
   auto it = t_checks.arenas.find(device);
   if (it != t_checks.arenas.end() && it->second.used) report_checks(device, it->second, nullptr);
+  report_watches(device, nullptr);
 }
 
 // ---- timing marks -------------------------------------------------------------------------------
@@ -241,6 +308,13 @@ void release_event(EventHandle event) {
 unsigned long long* deferred_check(StreamHandle stream, CheckMessage message) {
   int device = 0;
   QKV_CUDA_CHECK(cudaGetDevice(&device));
+  if (t_capture && stream == t_capture->stream) {  // a graph's own word, all ones since it was made
+    GraphChecks& g = *t_capture->checks;
+    QKV_CHECK(static_cast<int>(g.messages.size()) < GraphChecks::kWords, "a CUDA graph holds at most ",
+              GraphChecks::kWords, " checked launches (an embedding's ids, a loss's targets)");
+    g.messages.push_back(std::move(message));
+    return g.words + (g.messages.size() - 1);
+  }
   CheckArena& a = t_checks.arenas[device];
   if (!a.words) QKV_CUDA_CHECK(cudaMalloc(reinterpret_cast<void**>(&a.words), sizeof(unsigned long long) * kDeferredChecks));
   if (a.used == kDeferredChecks) synchronize(device);  // (reports and frees them all, or throws)
@@ -431,6 +505,102 @@ Stream::~Stream() {  // never throws: a destructor
 }
 
 
+// ---- CUDA graphs ----------------------------------------------------------------------------------
+//
+// The graph's pool is its capture stream's: the allocator keeps blocks per stream, and no work but
+// the capture ever runs with that stream current, so what the capture allocated and freed stays
+// the graph's. When the graph goes, its stream does (Stream::~Stream hands the blocks to the
+// device's default stream), after the device finished every replay.
+
+struct Graph::Impl {
+  int device = 0;
+  std::unique_ptr<Stream> stream;
+  cudaGraph_t graph = nullptr;
+  cudaGraphExec_t exec = nullptr;
+  std::shared_ptr<GraphChecks> checks;
+};
+
+Graph::Graph(int device) : impl_(new Impl) {
+  check_device(device);
+  DeviceGuard guard(device);
+  impl_->device = device;
+  impl_->stream = std::make_unique<Stream>(device);
+  impl_->checks = std::make_shared<GraphChecks>();
+  impl_->checks->device = device;
+  QKV_CUDA_CHECK(cudaMalloc(reinterpret_cast<void**>(&impl_->checks->words),
+                            GraphChecks::kWords * sizeof(unsigned long long)));
+  QKV_CUDA_CHECK(cudaMemsetAsync(impl_->checks->words, 0xff, GraphChecks::kWords * sizeof(unsigned long long),
+                                 impl_->stream->handle()));
+  QKV_CUDA_CHECK(cudaStreamSynchronize(impl_->stream->handle()));
+}
+
+Graph::~Graph() {  // never throws: a destructor
+  {
+    DeviceGuard guard(impl_->device);
+    if (impl_->exec) {
+      cudaDeviceSynchronize();  // (replays may still run on any stream)
+      cudaGraphExecDestroy(impl_->exec);
+    }
+    if (impl_->graph) cudaGraphDestroy(impl_->graph);
+  }
+  delete impl_;  // the stream, then its blocks to the default stream
+}
+
+bool Graph::captured() const { return impl_->exec != nullptr; }
+int Graph::device() const { return impl_->device; }
+
+void Graph::capture(const std::function<void()>& work) {
+  QKV_CHECK(!impl_->exec, "cuda::Graph::capture: this graph is already captured (make another)");
+  QKV_CHECK(!t_capture, "cuda::Graph::capture: this thread is already capturing a graph");
+  DeviceGuard guard(impl_->device);
+  const StreamHandle s = impl_->stream->handle();
+  StreamGuard current(*impl_->stream);
+  Capture c{s, impl_->checks.get()};
+  const size_t checks_before = impl_->checks->messages.size();
+  // Relaxed: the allocator's cudaMalloc may run while the capture does (the CUDA runtime's
+  // "potentially unsafe" calls); a wait on the capturing stream is still refused (and qkv's own
+  // waits say why before they reach CUDA).
+  QKV_CUDA_CHECK(cudaStreamBeginCapture(s, cudaStreamCaptureModeRelaxed));
+  t_capture = &c;
+  cudaGraph_t g = nullptr;
+  try {
+    work();
+  } catch (...) {
+    t_capture = nullptr;
+    cudaStreamEndCapture(s, &g);
+    if (g) cudaGraphDestroy(g);
+    cudaGetLastError();
+    impl_->checks->messages.resize(checks_before);
+    throw;
+  }
+  t_capture = nullptr;
+  const cudaError_t ended = cudaStreamEndCapture(s, &g);
+  if (ended != cudaSuccess) {
+    if (g) cudaGraphDestroy(g);
+    cudaGetLastError();
+    impl_->checks->messages.resize(checks_before);
+    throw Error(detail::concat("cuda::Graph::capture: the work could not be recorded (", cudaGetErrorName(ended), ", ",
+                               cudaGetErrorString(ended), "): it queued work on another stream than the current "
+                               "one, or made a call a graph cannot hold"));
+  }
+  impl_->graph = g;
+  QKV_CUDA_CHECK(cudaGraphInstantiate(&impl_->exec, g, 0));
+}
+
+void Graph::replay() {
+  QKV_CHECK(impl_->exec, "cuda::Graph::replay: nothing captured yet");
+  refuse_in_capture("cuda::Graph::replay");
+  DeviceGuard guard(impl_->device);
+  const StreamHandle s = current_stream(impl_->device);
+  QKV_CUDA_CHECK(cudaGraphLaunch(impl_->exec, s));
+  if (impl_->checks->messages.empty()) return;
+  for (const Watch& w : t_watches)
+    if (w.checks == impl_->checks && w.stream == s) return;  // (the words keep the first failure)
+  t_watches.push_back(Watch{impl_->device, s, impl_->checks});
+}
+
+bool is_capturing() { return t_capture != nullptr; }
+
 int64_t memory_allocated(int device) { return cache_of(device).allocated(); }
 int64_t memory_reserved(int device) { return cache_of(device).reserved(); }
 int64_t max_memory_allocated(int device) { return cache_of(device).peak(); }
@@ -469,6 +639,14 @@ StreamGuard::StreamGuard(const Stream&) : device_(0), previous_(nullptr) { not_b
 StreamGuard::~StreamGuard() = default;
 DeviceGuard::DeviceGuard(int) { not_built("cuda::DeviceGuard"); }
 DeviceGuard::~DeviceGuard() = default;
+struct Graph::Impl {};
+Graph::Graph(int) : impl_(nullptr) { not_built("cuda::Graph"); }
+Graph::~Graph() = default;
+void Graph::capture(const std::function<void()>&) { not_built("cuda::Graph::capture"); }
+void Graph::replay() { not_built("cuda::Graph::replay"); }
+bool Graph::captured() const { return false; }
+int Graph::device() const { return 0; }
+bool is_capturing() { return false; }
 int64_t memory_allocated(int) { return 0; }
 int64_t memory_reserved(int) { return 0; }
 int64_t max_memory_allocated(int) { return 0; }
@@ -493,6 +671,8 @@ void copy(void* dst, Device dst_device, const void* src, Device src_device, size
   // The GPU end's stream orders the copy after the kernels that wrote the source.
   if (!src_device.is_cpu()) cuda::check_device(src_device.index);
   if (!dst_device.is_cpu()) cuda::check_device(dst_device.index);
+  if (src_device.is_cpu() || dst_device.is_cpu())
+    cuda::refuse_in_capture(dst_device.is_cpu() ? "a copy to the host" : "a copy from the host");
   const int gpu = src_device.is_cpu() ? dst_device.index : src_device.index;
   cuda::DeviceGuard guard(gpu);
   cudaStream_t stream = cuda::current_stream(gpu);

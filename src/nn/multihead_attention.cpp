@@ -306,6 +306,33 @@ Tensor MultiheadAttention::forward_paged(const Tensor& x, PagedKVCache& cache, i
   return out_proj->forward_inference(attn.reshape({1, T, embed_dim}));
 }
 
+// Q, K, V = x W_{Q,K,V}ᵀ + b; k_pool[slots[r]] = K[r], v_pool[slots[r]] = V[r];
+// out[r] = softmax(Q[r] · k_pool[history[r, j]]ᵀ / √D) · v_pool[history[r, j]] over j < self_len[r], then W_O
+Tensor MultiheadAttention::forward_slots(const Tensor& x, const Tensor& k_pool, const Tensor& v_pool,
+                                         const SlotStep& step) const {
+  NoGradGuard no_grad;
+  QKV_CHECK(x.dim() == 3 && x.size(1) == 1 && x.size(2) == embed_dim && kdim == embed_dim && vdim == embed_dim,
+            "MultiheadAttention::forward_slots: x ", shape_str(x.shape()), " should be [R, 1, ", embed_dim,
+            "] (self-attention, kdim = vdim = embed_dim)");
+  const int64_t R = x.size(0), H = num_heads, D = head_dim;
+  const auto [Q, K, V] = self_projections(x);  // [R, 1, E] each
+  paged_kv_write(k_pool, v_pool, K.reshape({R, H, D}), V.reshape({R, H, D}), step.slots);
+  const Tensor attn = paged_attention(Q.reshape({R, H, D}), k_pool, v_pool, step.history, step.rows, step.self_len);
+  return out_proj->forward_inference(attn.reshape({R, 1, embed_dim}));  // [R, H, D] → [R, 1, E]
+}
+
+// out[r] = softmax(Q[r] · K_{source[r]}[j]ᵀ / √D) · V_{source[r]}[j] over j < source_len[r], then W_O
+Tensor MultiheadAttention::forward_cross_slots(const Tensor& query, const Tensor& k_pool, const Tensor& v_pool,
+                                               const SlotStep& step) const {
+  NoGradGuard no_grad;
+  QKV_CHECK(query.dim() == 3 && query.size(1) == 1 && query.size(2) == embed_dim,
+            "MultiheadAttention::forward_cross_slots: query ", shape_str(query.shape()), " should be [R, 1, ", embed_dim, "]");
+  const int64_t R = query.size(0), H = num_heads, D = head_dim;
+  const Tensor q = project(query, 0, true);  // [R, 1, E]
+  const Tensor attn = paged_attention(q.reshape({R, H, D}), k_pool, v_pool, step.sources, step.source, step.source_len);
+  return out_proj->forward_inference(attn.reshape({R, 1, embed_dim}));
+}
+
 Tensor MultiheadAttention::forward_inference(const Tensor& x, const Tensor& mask) const {
   NoGradGuard no_grad;
   QKV_CHECK(x.dim() == 3 && x.size(2) == embed_dim && kdim == embed_dim && vdim == embed_dim,

@@ -1,13 +1,17 @@
 #include "qkv/nn/transformer.h"
 
+#include "qkv/nn/static_decoding.h"
+
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <mutex>
 #include <nlohmann/json.hpp>
 
 #include "qkv/autograd/grad_mode.h"
 #include "qkv/core/error.h"
 #include "qkv/nn/init.h"
+#include "qkv/nn/static_decoding.h"
 #include "qkv/ops.h"
 #include "qkv/ops/embedding.h"
 
@@ -230,16 +234,19 @@ Tensor Seq2SeqTransformer::loss(const Tensor& src, const Tensor& tgt_in, const T
 // ---- decoding ------------------------------------------------------------------------------------
 
 int64_t Seq2SeqTransformer::DecoderState::rows() const {
+  if (fixed) return fixed->rows();
   if (use_cache) return static_cast<int64_t>(row_source.size());
   return memory_mask.defined() ? memory_mask.size(0) : 0;
 }
 
 int64_t Seq2SeqTransformer::DecoderState::length() const {
+  if (fixed) return fixed->length();
   if (!use_cache) return prefix.empty() ? 0 : static_cast<int64_t>(prefix[0].size());
   return self.empty() ? 0 : self[0].length;
 }
 
 void Seq2SeqTransformer::DecoderState::reorder(const std::vector<int64_t>& index, bool sources_changed) {
+  if (fixed) return fixed->reorder(index);  // (the sources' pages stay: rows name their source)
   if (!use_cache) {
     std::vector<std::vector<int32_t>> p;
     for (int64_t i : index) p.push_back(prefix[static_cast<size_t>(i)]);
@@ -286,8 +293,33 @@ void Seq2SeqTransformer::DecoderState::group_sources() {
   for (int64_t r = 0; r < R; ++r) row_source[static_cast<size_t>(r)] = r;
 }
 
+Seq2SeqTransformer::DecoderState Seq2SeqTransformer::start_static_decoding(const Tensor& src, bool graphs) const {
+  const std::string refused = static_decoding_refusal(*this, src);
+  QKV_CHECK(refused.empty(), "static decoding: ", refused);
+  static std::mutex mu;  // (static_decoder_ is read and replaced by any thread that decodes)
+  std::shared_ptr<StaticDecoder> d;
+  std::unique_lock<std::mutex> hold;
+  {
+    std::lock_guard<std::mutex> lock(mu);
+    d = static_decoder_;
+    if (!d || &d->model() != this || d->graphs_asked() != graphs) d = static_decoder_ = std::make_shared<StaticDecoder>(*this, graphs);
+    hold = d->claim();
+  }
+  if (!hold.owns_lock()) {  // another batch decodes with it: pools of this batch's own
+    d = std::make_shared<StaticDecoder>(*this, graphs);
+    hold = d->claim();
+  }
+  DecoderState s;
+  s.fixed = std::make_shared<StaticBatch>(d, std::move(hold), src);
+  return s;
+}
+
 Seq2SeqTransformer::DecoderState Seq2SeqTransformer::start_decoding(const Tensor& src, bool use_cache) const {
   NoGradGuard no_grad;
+  bool graphs = false;
+  if (use_cache && static_decoding_wanted(embedding->weight.device(), &graphs) &&
+      static_decoding_refusal(*this, src).empty())
+    return start_static_decoding(src, graphs);
   const Encoded e = encode(src, nullptr, /*inference=*/true);
   DecoderState s;
   s.use_cache = use_cache;
@@ -309,6 +341,7 @@ Tensor Seq2SeqTransformer::step(const std::vector<int32_t>& tokens, DecoderState
   NoGradGuard no_grad;
   const auto n = static_cast<int64_t>(tokens.size());
   QKV_CHECK(n == s.rows(), "Transformer::step: ", n, " tokens for ", s.rows(), " decoder rows");
+  if (s.fixed) return s.fixed->step(tokens);
   if (!s.use_cache) {
     // Recompute: run the decoder over every row's whole prefix, keep the last position.
     for (size_t r = 0; r < s.prefix.size(); ++r) s.prefix[r].push_back(tokens[r]);  // the first step feeds BOS

@@ -230,4 +230,20 @@ Tensor TransformerDecoderLayer::forward_cached(const Tensor& x, KVCache& self_ca
   return norm3->forward(y, ff(y));
 }
 
+Tensor TransformerDecoderLayer::forward_slots(const Tensor& x, const Tensor& self_k, const Tensor& self_v,
+                                              const Tensor& cross_k, const Tensor& cross_v, const SlotStep& step) const {
+  NoGradGuard no_grad;
+  auto ff = [&](const Tensor& h) { return feed_forward_inference(h, *linear1, *linear2, opt.activation); };
+  auto sa = [&](const Tensor& h) { return self_attn->forward_slots(h, self_k, self_v, step); };
+  auto ca = [&](const Tensor& h) { return multihead_attn->forward_cross_slots(h, cross_k, cross_v, step); };
+  if (opt.norm_first) {  // as forward_cached, the attentions aside
+    SumAndNorm y = norm2->forward_with_sum(x, sa(norm1->forward(x)));
+    y = norm3->forward_with_sum(y.sum, ca(y.normalized));
+    return y.sum + ff(y.normalized);
+  }
+  Tensor y = norm1->forward(x, sa(x));
+  y = norm2->forward(y, ca(y));
+  return norm3->forward(y, ff(y));
+}
+
 }  // namespace qkv::nn

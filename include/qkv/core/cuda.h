@@ -112,6 +112,41 @@ class DeviceGuard {
   int previous_ = -1;
 };
 
+// A CUDA graph (torch.cuda.CUDAGraph): the kernels, GEMMs and copies a piece of work queues,
+// recorded once and then replayed with one launch — no host work per kernel, the cure for a step
+// of many small kernels whose launches cost more than their arithmetic (decoding: nn/static_decoding.h).
+//
+// capture(work) runs `work` with a stream of the graph's own as the thread's current one, recording
+// what it queues instead of running it. Its memory comes from the graph's own pool: a block freed
+// during the capture serves later allocations of the same capture, never other work, and all stay
+// the graph's while it lives, so every replay finds its tensors where the capture left them. Inputs
+// change between replays by writing into tensors the work read (copy_), never by making new ones;
+// a tensor the work returned holds the last replay's result. The work must not wait for the GPU
+// (a copy to the host, synchronize) or copy from the host: that is a qkv::Error naming the call, and
+// nothing is captured. Deferred checks asked for during the capture (an id outside a vocabulary)
+// get words of the graph's own, read at the first wait after a replay.
+//
+// replay() launches the graph on the calling thread's current stream, in order with the work queued
+// there before and after it.
+class Graph {
+ public:
+  explicit Graph(int device = 0);
+  ~Graph();
+  Graph(const Graph&) = delete;
+  Graph& operator=(const Graph&) = delete;
+  void capture(const std::function<void()>& work);
+  void replay();
+  bool captured() const;
+  int device() const;
+
+ private:
+  struct Impl;
+  Impl* impl_;
+};
+
+// Whether the calling thread is capturing a graph now (what must not wait for the GPU).
+bool is_capturing();
+
 // The device allocator (torch.cuda.memory_allocated / memory_reserved / empty_cache).
 int64_t memory_allocated(int device = 0);  // bytes in blocks held by tensors
 int64_t memory_reserved(int device = 0);   // bytes taken from the driver: held + cached

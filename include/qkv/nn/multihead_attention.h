@@ -53,6 +53,24 @@ struct KVCacheState {
   }
 };
 
+// One decoding step's indices over caches in slots, i32 on the caches' device (nn/static_decoding.h:
+// decoding with the same shapes every step, for CUDA graphs). Self-attention's caches are pools of
+// slots [slots, H, 1, D] — paged attention's pages of one slot (ops/paged_attention.h) —: row r's new
+// key and value go to slots[r], and it attends over the slots history[r, 0 … self_len[r]) — its
+// positions, wherever beam search's regrouping left them, so that regrouping copies no keys (a
+// hypothesis's past is a list of slots, and hypotheses of one beam share theirs). Cross-attention's
+// caches hold each source's keys as one page, [B, H, S, D]: row r reads source[r]'s first
+// source_len[r] keys (a source's padding comes last).
+struct SlotStep {
+  Tensor slots;       // [R]
+  Tensor rows;        // [R]: 0 … R−1, row r's row of history
+  Tensor history;     // [R, C]
+  Tensor self_len;    // [R]
+  Tensor sources;     // [B, 1]: 0 … B−1, the cross caches' block table
+  Tensor source;      // [R]
+  Tensor source_len;  // [R]
+};
+
 // nn.MultiheadAttention's attn_mask ([L, S] or [B·H, L, S]) and key_padding_mask ([B, S]) — true =
 // masked out, or float added — as one mask in qkv's convention, broadcastable to [B, H, L, S]
 // (shapes checked, naming the mask).
@@ -99,6 +117,12 @@ class MultiheadAttention : public Module {
   // of G consecutive query rows share memory row b: beam search's hypotheses of one source); mask in
   // qkv's convention, e.g. the sources' [B, 1, 1, S] (true = a real token), converted once per batch.
   Tensor forward_cross_cached(const Tensor& query, const KVCache& kv, const Tensor& mask = Tensor()) const;
+  // Decoding over caches in slots (SlotStep), one token a row, x [R, 1, E] → [R, 1, E]: self-
+  // attention writes the row's key and value to its slot and attends over its history; cross-
+  // attention reads its source's keys. Each equal to forward_cached / forward_cross_cached of the
+  // same rows up to the order of the sums (paged_attention's kernel, not the dense one).
+  Tensor forward_slots(const Tensor& x, const Tensor& k_pool, const Tensor& v_pool, const SlotStep& step) const;
+  Tensor forward_cross_slots(const Tensor& query, const Tensor& k_pool, const Tensor& v_pool, const SlotStep& step) const;
 
   // bf16 copies of the projection weights for decoding steps (see Linear::set_inference_weights).
   void set_inference_weights(InferenceWeights weights);

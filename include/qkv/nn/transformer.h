@@ -18,6 +18,7 @@
 #pragma once
 
 #include <nlohmann/json_fwd.hpp>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -27,6 +28,9 @@
 #include "qkv/nn/transformer_layer.h"
 
 namespace qkv::nn {
+
+class StaticBatch;
+class StaticDecoder;
 
 class TransformerEncoder : public Module {
  public:
@@ -117,6 +121,9 @@ class Seq2SeqTransformer : public Module {
     // search keeps them) the cross-attention reads the shared copy; any other order expands it to
     // one row per hypothesis, once. Without the cache, every row has its own.
     std::vector<int64_t> row_source;
+    // Static decoding (nn/static_decoding.h; QKV_CUDA_GRAPHS=1 on a GPU, QKV_STATIC_DECODING=1):
+    // when set, it holds the rows and the caches, and none of the above is used.
+    std::shared_ptr<StaticBatch> fixed;
     int64_t rows() const;
     int64_t length() const;  // tokens fed so far
     // Keeps rows `index` (in that order, repeats allowed), as beam search regroups hypotheses. The
@@ -144,7 +151,13 @@ class Seq2SeqTransformer : public Module {
   // Decoding (no tape): encode the sources, then feed one token per row per step; step() returns
   // the log-probabilities of the next token, [rows, V]. use_cache = false recomputes the decoder
   // over each row's whole prefix every step instead (it chooses the same tokens).
+  // Where the environment asks for static decoding (nn/static_decoding.h) and the model and sources
+  // allow it, the cached state is a StaticBatch's: the same steps with the same shapes every step.
   DecoderState start_decoding(const Tensor& src, bool use_cache = true) const;
+  // Static decoding by request (with CUDA graphs: `graphs`, the model on a GPU); a qkv::Error where
+  // static_decoding_refusal says why not. Batches one after another share its pools and graphs;
+  // while one decodes, another gets pools of its own.
+  DecoderState start_static_decoding(const Tensor& src, bool graphs = false) const;
   Tensor step(const std::vector<int32_t>& tokens, DecoderState& state) const;
   // Weight copies for decoding (see GPT::set_inference_weights): the decoder's matrices and the
   // shared embedding (for the output projection and, int8, the lookup). The encoder's matrices take
@@ -181,6 +194,8 @@ class Seq2SeqTransformer : public Module {
   std::vector<Tensor> int8_weights(bool encoder) const;
   Generator* gen_;
   bool int8_encoder_ = false;
+  // Static decoding's pools and graphs, made on first use (and made anew for a copy of the model).
+  mutable std::shared_ptr<StaticDecoder> static_decoder_;
 };
 
 }  // namespace qkv::nn

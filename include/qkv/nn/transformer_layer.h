@@ -107,6 +107,10 @@ class TransformerDecoderLayer : public Module {
   // convention ([B, 1, 1, S], true = a real token).
   Tensor forward_cached(const Tensor& x, KVCache& self_cache, const KVCache& cross,
                         const Tensor& memory_mask = Tensor()) const;
+  // The same over caches in slots (SlotStep; nn/static_decoding.h), x [R, 1, E]: self-attention's
+  // pools self_k/self_v [slots, H, 1, D], cross-attention's cross_k/cross_v [B, H, S, D].
+  Tensor forward_slots(const Tensor& x, const Tensor& self_k, const Tensor& self_v, const Tensor& cross_k,
+                       const Tensor& cross_v, const SlotStep& step) const;
   void set_inference_weights(InferenceWeights weights);
 
   TransformerLayerOptions opt;
