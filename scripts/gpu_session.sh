@@ -54,7 +54,8 @@ attention_f32() {  # f32 attention: the CUDA-core pair, the 3xTF32 tensor-core p
 }
 training() {
   step gpt 190 python3 bench/gpt_cuda_vs_pytorch.py --qkv "bash .gpu/run.sh qkv" --iters 100
-  step translate 80 python3 bench/translate_cuda_vs_cpu.py --qkv "bash .gpu/run.sh qkv" --sentences 500
+  # (the GPU with CUDA graphs too: QKV_CUDA_GRAPHS=1, static decoding's steps each one launch)
+  step translate 100 python3 bench/translate_cuda_vs_cpu.py --qkv "bash .gpu/run.sh qkv" --sentences 500
 }
 steps() {  # QKV_PROFILE=1: each op's calls, host and GPU time, and the waits, in a GPT step (bf16, f32) and in beam search
   for dt in bf16 f32; do
@@ -78,6 +79,9 @@ steps() {  # QKV_PROFILE=1: each op's calls, host and GPU time, and the waits, i
 print('\n'.join(s[::len(s) // 500][:500]))" > /tmp/steps-src.txt
   QKV_PROFILE=1 step steps-translate 60 bash .gpu/run.sh qkv translate -m models/en-fr.safetensors -i /tmp/steps-src.txt \
     -o /tmp/steps-translate.out --beam 4 --batch-size 32 --device cuda --stats
+  # the same with CUDA graphs (a bucket's first step profiled op by op, the replays as one launch)
+  QKV_CUDA_GRAPHS=1 QKV_PROFILE=1 step steps-translate-graphs 60 bash .gpu/run.sh qkv translate -m models/en-fr.safetensors \
+    -i /tmp/steps-src.txt -o /tmp/steps-translate-graphs.out --beam 4 --batch-size 32 --device cuda --stats
 }
 profile() {  # Nsight Compute on the tensor-core attention kernels, one launch each (where the time goes)
   local ncu

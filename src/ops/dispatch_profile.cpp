@@ -166,7 +166,7 @@ void DispatchScope::begin(const char* op, Device d) {
       register_report();
     }
   }
-  if (!d.is_cpu()) {
+  if (!d.is_cpu() && !cuda::is_capturing()) {  // (a graph's capture runs nothing: no device time to mark)
     static const bool registered_after_cuda = (register_report(), true);
     (void)registered_after_cuda;
     start_ = cuda::record_event(d.index);
