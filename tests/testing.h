@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstdlib>
 #include <filesystem>
 #include <functional>
 #include <string>
@@ -38,6 +39,23 @@ double rel_error(const std::vector<float>& a, const std::vector<float>& b, doubl
 Tensor param(const Shape& shape, uint64_t seed, float scale = 1.f);
 
 // The int8 products' activation bits (ops/inference_weight.h) set for a scope, then restored.
+// An environment variable set (or, with nullptr, unset) for a scope, then restored.
+struct ScopedEnv {
+  std::string name, before;
+  bool had;
+  ScopedEnv(const char* n, const char* value) : name(n), had(std::getenv(n) != nullptr) {
+    if (had) before = std::getenv(n);
+    if (value) setenv(n, value, 1);
+    else unsetenv(n);
+  }
+  ~ScopedEnv() {
+    if (had) setenv(name.c_str(), before.c_str(), 1);
+    else unsetenv(name.c_str());
+  }
+  ScopedEnv(const ScopedEnv&) = delete;
+  ScopedEnv& operator=(const ScopedEnv&) = delete;
+};
+
 struct Int8ActivationBits {
   explicit Int8ActivationBits(int bits);
   ~Int8ActivationBits();

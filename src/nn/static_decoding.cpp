@@ -30,7 +30,9 @@ bool env_on(const char* name) {
 bool static_decoding_wanted(Device device, bool* graphs) {
   *graphs = false;
   if (!device.is_cpu() && env_on("QKV_CUDA_GRAPHS")) return *graphs = true;
-  return env_on("QKV_STATIC_DECODING");
+  const char* v = std::getenv("QKV_STATIC_DECODING");
+  if (v && *v) return std::string_view(v) == "1";
+  return device.is_cpu();  // the CPU's default (faster there: docs/BENCHMARKS.md); a GPU's once timed
 }
 
 std::string static_decoding_refusal(const Seq2SeqTransformer& model, const Tensor& src) {
@@ -66,6 +68,13 @@ StaticDecoder::StaticDecoder(const Seq2SeqTransformer& model, bool graphs)
 StaticDecoder::~StaticDecoder() = default;
 
 void StaticDecoder::drop_graphs() { buckets_.clear(); }
+
+void StaticDecoder::release_pools() {
+  drop_graphs();
+  self_k_.clear(), self_v_.clear(), cross_k_.clear(), cross_v_.clear();
+  source_pages_ = Tensor(), buffer_ = Tensor();
+  staging_ = {};
+}
 
 void StaticDecoder::reserve_sources(int64_t sources, int64_t source_len) {
   const int64_t have_b = cross_k_.empty() ? 0 : cross_k_[0].size(0), have_s = cross_k_.empty() ? 0 : cross_k_[0].size(2);
@@ -200,7 +209,9 @@ StaticBatch::StaticBatch(std::shared_ptr<StaticDecoder> decoder, std::unique_loc
   }
 }
 
-StaticBatch::~StaticBatch() = default;
+StaticBatch::~StaticBatch() {
+  if (!decoder_->graphs()) decoder_->release_pools();  // (still held: hold_ goes after this)
+}
 
 void StaticBatch::reorder(const std::vector<int64_t>& index) {
   std::vector<int32_t> rs;

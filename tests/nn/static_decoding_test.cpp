@@ -25,12 +25,7 @@ Seq2SeqConfig tiny_config(bool norm_first) {
   return c;
 }
 
-// Sets an environment variable for a scope.
-struct ScopedEnv {
-  std::string name;
-  ScopedEnv(const char* n, const char* v) : name(n) { setenv(n, v, 1); }
-  ~ScopedEnv() { unsetenv(name.c_str()); }
-};
+using testing::ScopedEnv;
 
 // The usual cache and static decoding fed the same tokens and the same regroupings: equal
 // log-probabilities at every step (up to the order of the attention's sums), post-LN and pre-LN.
@@ -43,6 +38,7 @@ TEST(StaticDecoding, StepsEqualTheUsualCacheThroughBeamRegrouping) {
     NoGradGuard no_grad;
     // three sources, two of them padded at the end
     const Tensor src = Tensor::from_ints({5, 6, 7, 8, 3, 9, 4, 3, 0, 0, 10, 11, 12, 3, 0}, {3, 5});
+    ScopedEnv off("QKV_STATIC_DECODING", "0");
     Seq2SeqTransformer::DecoderState usual = m.start_decoding(src);
     Seq2SeqTransformer::DecoderState fixed = m.start_static_decoding(src);
     ASSERT_FALSE(usual.fixed);
@@ -77,17 +73,20 @@ TEST(StaticDecoding, StepsEqualTheUsualCacheThroughBeamRegrouping) {
   }
 }
 
-// Static decoding where asked (QKV_STATIC_DECODING=1), and its refusals named, each falling back to
-// the usual cache under the variable.
-TEST(StaticDecoding, TheEnvironmentAsksAndRefusalsAreNamed) {
+// Static decoding by default on the CPU (QKV_STATIC_DECODING=0: the usual cache), and its refusals
+// named, each falling back to the usual cache.
+TEST(StaticDecoding, TheDefaultOnTheCpuAndRefusalsAreNamed) {
   Generator g(5);
   Seq2SeqTransformer m(tiny_config(false), &g);
   m.eval();
   NoGradGuard no_grad;
   const Tensor good = Tensor::from_ints({5, 6, 3, 0}, {1, 4});
-  EXPECT_FALSE(m.start_decoding(good).fixed);
   {
-    ScopedEnv on("QKV_STATIC_DECODING", "1");
+    ScopedEnv off("QKV_STATIC_DECODING", "0");
+    EXPECT_FALSE(m.start_decoding(good).fixed);
+  }
+  {
+    ScopedEnv unset("QKV_STATIC_DECODING", nullptr);
     EXPECT_TRUE(m.start_decoding(good).fixed);
     EXPECT_FALSE(m.start_decoding(good, /*use_cache=*/false).fixed);
     const Tensor gap = Tensor::from_ints({5, 0, 3, 0}, {1, 4}), empty = Tensor::from_ints({0, 0}, {1, 2});
@@ -103,7 +102,9 @@ TEST(StaticDecoding, TheEnvironmentAsksAndRefusalsAreNamed) {
   // CUDA graphs need a GPU; without one the variable leaves the CPU's decoding as it is
   {
     ScopedEnv graphs("QKV_CUDA_GRAPHS", "1");
-    EXPECT_FALSE(m.start_decoding(good).fixed);
+    ScopedEnv unset("QKV_STATIC_DECODING", nullptr);
+    EXPECT_TRUE(m.start_decoding(good).fixed);
+    EXPECT_FALSE(m.start_decoding(good).fixed->decoder().graphs());
     EXPECT_NE(testing::error_of([&] { m.start_static_decoding(good, /*graphs=*/true); }).find("CUDA graphs need the model on a GPU"),
               std::string::npos);
   }
@@ -120,6 +121,7 @@ TEST(StaticDecoding, ABatchWhileAnotherDecodesGetsItsOwnPools) {
   m.eval();
   NoGradGuard no_grad;
   const Tensor a_src = Tensor::from_ints({5, 6, 7, 3}, {1, 4}), b_src = Tensor::from_ints({9, 3, 0, 10, 11, 3}, {2, 3});
+  ScopedEnv off("QKV_STATIC_DECODING", "0");
   Seq2SeqTransformer::DecoderState a = m.start_static_decoding(a_src), b = m.start_static_decoding(b_src);
   Seq2SeqTransformer::DecoderState ua = m.start_decoding(a_src), ub = m.start_decoding(b_src);
   EXPECT_NE(&a.fixed->decoder(), &b.fixed->decoder());
@@ -133,7 +135,7 @@ TEST(StaticDecoding, ABatchWhileAnotherDecodesGetsItsOwnPools) {
   EXPECT_EQ(&m.start_static_decoding(a_src).fixed->decoder(), own);
 }
 
-// The bundled English→French model: beam 4 through static decoding translates as the usual cache,
+// The bundled English→French model: beam 4 through static decoding (the CPU's default) translates as the usual cache,
 // in batches of 3 (the decoder's pools and buckets serve one batch after another).
 TEST(StaticDecoding, TheBundledTranslatorTranslatesTheSame) {
   models::LoadedSeq2Seq t = models::load_seq2seq(std::string(QKV_SOURCE_DIR) + "/models/en-fr.safetensors");
@@ -144,10 +146,13 @@ TEST(StaticDecoding, TheBundledTranslatorTranslatesTheSame) {
                                        "It is very cold today."};
   decode::TranslateOptions o;
   o.batch_size = 3;
-  const std::vector<std::string> usual = tr.translate(lines, o);
-  std::vector<std::string> fixed;
+  std::vector<std::string> usual, fixed;
   {
-    ScopedEnv on("QKV_STATIC_DECODING", "1");
+    ScopedEnv off("QKV_STATIC_DECODING", "0");
+    usual = tr.translate(lines, o);
+  }
+  {
+    ScopedEnv unset("QKV_STATIC_DECODING", nullptr);
     fixed = tr.translate(lines, o);
   }
   ASSERT_EQ(fixed.size(), usual.size());

@@ -48,9 +48,13 @@ nn::Seq2SeqConfig tiny_config(bool norm_first) {
 }
 
 // Step-by-step decoding with the caches gives the log-softmax of the full forward at every position,
-// for a padded batch, post-LN and pre-LN, and after reordering rows as beam search does.
+// for a padded batch, post-LN and pre-LN, and after reordering rows as beam search does — with the
+// usual cache and with static decoding's (nn/static_decoding.h, the CPU's default).
 TEST(Transformer, CachedDecodingStepsEqualTheFullForward) {
+  for (const char* fixed : {"0", "1"})
   for (bool norm_first : {false, true}) {
+    SCOPED_TRACE(std::string("QKV_STATIC_DECODING=") + fixed + (norm_first ? ", pre-LN" : ", post-LN"));
+    testing::ScopedEnv env("QKV_STATIC_DECODING", fixed);
     Generator g(7);
     nn::Seq2SeqTransformer m(tiny_config(norm_first), &g);
     m.eval();
@@ -59,6 +63,7 @@ TEST(Transformer, CachedDecodingStepsEqualTheFullForward) {
     Tensor tin = Tensor::from_ints({2, 10, 11, 5, 12, 2, 7, 13, 14, 15}, {2, 5});
     Tensor full = log_softmax(m.forward(src, tin), -1);
     nn::Seq2SeqTransformer::DecoderState st = m.start_decoding(src);
+    EXPECT_EQ(st.fixed != nullptr, fixed[0] == '1');
     for (int64_t t = 0; t < 5; ++t) {
       std::vector<int32_t> tok{tin.data<int32_t>()[t], tin.data<int32_t>()[5 + t]};
       Tensor lp = m.step(tok, st);
@@ -79,6 +84,7 @@ TEST(Transformer, CachedDecodingStepsEqualTheFullForward) {
 // prefix while rows stay grouped, after an order that breaks the groups (the source side expands
 // to one row per hypothesis), and after a sentence's rows are dropped (the source side shrinks).
 TEST(Transformer, BeamRowsShareTheirSourcesCrossAttention) {
+  testing::ScopedEnv usual("QKV_STATIC_DECODING", "0");  // (the usual cache's source side)
   Generator g(11);
   nn::Seq2SeqTransformer m(tiny_config(false), &g);
   m.eval();

@@ -18,8 +18,8 @@
 //   log p(· | y_≤t, x) = log_softmax(LN(x_t) Eᵀ (+ b))       [R, V]
 //
 // A StaticDecoder keeps, for one model, the pools of slots and one graph per bucket across batches
-// (a bucket is captured once, the first time a batch reaches it, and replayed by every later batch);
-// it serves one batch at a time (StaticBatch). Seq2SeqTransformer::start_decoding hands one out
+// (a bucket is captured once, the first time a batch reaches it, and replayed by every later batch;
+// without graphs the pools go with each batch); it serves one batch at a time (StaticBatch). Seq2SeqTransformer::start_decoding hands one out
 // where asked:
 //   QKV_CUDA_GRAPHS=1      on a GPU: each bucket's first step runs as usual, is then captured, and
 //                          later ones replay it (opt-in until timed on a GPU)
@@ -91,6 +91,9 @@ class StaticDecoder {
   // replay the bucket's graph (capturing it the first time, after running it).
   Tensor step(int64_t rows, int64_t width);
   void drop_graphs();
+  // Without graphs, the pools go when a batch ends (the next one makes its own, sized by its own
+  // need): memory is what the batch decoding now holds, as with the usual cache.
+  void release_pools();
 
   struct Bucket {
     Inputs in;
