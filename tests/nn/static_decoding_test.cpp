@@ -27,6 +27,12 @@ Seq2SeqConfig tiny_config(bool norm_first) {
 
 using testing::ScopedEnv;
 
+// What the bundled translator's tests translate (in batches of 3: the last batch is partial).
+const std::vector<std::string> kSentences{"The cat sleeps on the mat.", "I would like a cup of coffee, please.",
+                                          "Where is the station?", "She reads a book every evening.",
+                                          "We have to leave before it rains.", "Tom doesn't know what to do.",
+                                          "It is very cold today."};
+
 // The usual cache and static decoding fed the same tokens and the same regroupings: equal
 // log-probabilities at every step (up to the order of the attention's sums), post-LN and pre-LN.
 TEST(StaticDecoding, StepsEqualTheUsualCacheThroughBeamRegrouping) {
@@ -140,10 +146,7 @@ TEST(StaticDecoding, ABatchWhileAnotherDecodesGetsItsOwnPools) {
 TEST(StaticDecoding, TheBundledTranslatorTranslatesTheSame) {
   models::LoadedSeq2Seq t = models::load_seq2seq(std::string(QKV_SOURCE_DIR) + "/models/en-fr.safetensors");
   const decode::Translator tr(*t.model, *t.tokenizer);
-  const std::vector<std::string> lines{"The cat sleeps on the mat.", "I would like a cup of coffee, please.",
-                                       "Where is the station?", "She reads a book every evening.",
-                                       "We have to leave before it rains.", "Tom doesn't know what to do.",
-                                       "It is very cold today."};
+  const std::vector<std::string>& lines = kSentences;
   decode::TranslateOptions o;
   o.batch_size = 3;
   std::vector<std::string> usual, fixed;
@@ -200,10 +203,7 @@ TEST(StaticDecodingOnAGpu, TheBundledTranslatorTranslatesTheSameWithGraphs) {
   lo.device = Device::cuda();
   models::LoadedSeq2Seq t = models::load_seq2seq(std::string(QKV_SOURCE_DIR) + "/models/en-fr.safetensors", lo);
   const decode::Translator tr(*t.model, *t.tokenizer);
-  const std::vector<std::string> lines{"The cat sleeps on the mat.", "I would like a cup of coffee, please.",
-                                       "Where is the station?", "She reads a book every evening.",
-                                       "We have to leave before it rains.", "Tom doesn't know what to do.",
-                                       "It is very cold today."};
+  const std::vector<std::string>& lines = kSentences;
   decode::TranslateOptions o;
   o.batch_size = 3;
   const std::vector<std::string> usual = tr.translate(lines, o);
