@@ -84,8 +84,9 @@ void StaticDecoder::reserve_sources(int64_t sources, int64_t source_len) {
   cross_k_.clear(), cross_v_.clear();
   for (const auto& layer : model_.transformer->decoder->layers) {
     const MultiheadAttention& a = *layer->multihead_attn;
-    cross_k_.push_back(Tensor::zeros({B, a.num_heads, S, a.head_dim}, DType::f32, device_));
-    cross_v_.push_back(Tensor::zeros({B, a.num_heads, S, a.head_dim}, DType::f32, device_));
+    // (not zeroed: a source's keys past its length, like a slot no history names, are never read)
+    cross_k_.push_back(Tensor::empty({B, a.num_heads, S, a.head_dim}, DType::f32, device_));
+    cross_v_.push_back(Tensor::empty({B, a.num_heads, S, a.head_dim}, DType::f32, device_));
   }
   std::vector<int32_t> pages(static_cast<size_t>(B));
   for (int64_t b = 0; b < B; ++b) pages[static_cast<size_t>(b)] = static_cast<int32_t>(b);
@@ -95,14 +96,14 @@ void StaticDecoder::reserve_sources(int64_t sources, int64_t source_len) {
 void StaticDecoder::reserve_slots(int64_t slots) {
   const int64_t have = self_k_.empty() ? 0 : self_k_[0].size(0);
   if (slots <= have) return;
-  const int64_t n = std::max(round_up(slots, 1024), 2 * have);
+  const int64_t n = std::max(round_up(slots, 64), 2 * have);  // (doubling: amortized O(1) copies a slot)
   QKV_CHECK(n <= 2147483647, "static decoding: ", n, " slots exceed the i32 indices");
   drop_graphs();
   const auto& layers = model_.transformer->decoder->layers;
   for (size_t l = 0; l < layers.size(); ++l) {
     const MultiheadAttention& a = *layers[l]->self_attn;
-    Tensor k = Tensor::zeros({n, a.num_heads, 1, a.head_dim}, DType::f32, device_);
-    Tensor v = Tensor::zeros({n, a.num_heads, 1, a.head_dim}, DType::f32, device_);
+    Tensor k = Tensor::empty({n, a.num_heads, 1, a.head_dim}, DType::f32, device_);
+    Tensor v = Tensor::empty({n, a.num_heads, 1, a.head_dim}, DType::f32, device_);
     if (have > 0) {  // the batch's slots so far keep their places
       k.slice(0, 0, have).copy_(self_k_[l]);
       v.slice(0, 0, have).copy_(self_v_[l]);
@@ -156,6 +157,7 @@ Tensor StaticDecoder::run(const Inputs& in) const {
 }
 
 Tensor StaticDecoder::step(int64_t rows, int64_t width) {
+  if (!graphs_) return run(inputs(rows, width));  // (no bucket to keep: the shapes are the step's own)
   auto it = buckets_.find({rows, width});
   if (it == buckets_.end()) it = buckets_.emplace(std::pair{rows, width}, Bucket{inputs(rows, width), nullptr, Tensor()}).first;
   Bucket& b = it->second;
@@ -232,7 +234,9 @@ Tensor StaticBatch::step(const std::vector<int32_t>& tokens) {
   const int64_t t = length_;
   QKV_CHECK(t < m.config.max_len, "positions ", t, " … ", t, " exceed the model's max_len ", m.config.max_len,
             " (a sequence of ", t + 1, " tokens is too long)");
-  const int64_t R = round_up(n, kRowStep), C = round_up(t + 1, kWidthStep);
+  // a graph's bucket; without graphs the step's own sizes (padded rows would be work for nothing)
+  const bool bucket = d.graphs() || buckets_;
+  const int64_t R = bucket ? round_up(n, kRowStep) : n, C = bucket ? round_up(t + 1, kWidthStep) : t + 1;
   d.reserve_slots(next_slot_ + R);
   const StaticDecoder::Inputs in = d.inputs(R, C);
   // the host's values, in the layout of StaticDecoder::inputs

@@ -36,8 +36,9 @@ const std::vector<std::string> kSentences{"The cat sleeps on the mat.", "I would
 // The usual cache and static decoding fed the same tokens and the same regroupings: equal
 // log-probabilities at every step (up to the order of the attention's sums), post-LN and pre-LN.
 TEST(StaticDecoding, StepsEqualTheUsualCacheThroughBeamRegrouping) {
+  for (bool buckets : {false, true})  // each step's own shapes (the CPU's) and a graph's buckets (a GPU's)
   for (bool norm_first : {false, true}) {
-    SCOPED_TRACE(norm_first ? "pre-LN" : "post-LN");
+    SCOPED_TRACE(std::string(norm_first ? "pre-LN" : "post-LN") + (buckets ? ", in buckets" : ""));
     Generator g(11);
     Seq2SeqTransformer m(tiny_config(norm_first), &g);
     m.eval();
@@ -49,6 +50,7 @@ TEST(StaticDecoding, StepsEqualTheUsualCacheThroughBeamRegrouping) {
     Seq2SeqTransformer::DecoderState fixed = m.start_static_decoding(src);
     ASSERT_FALSE(usual.fixed);
     ASSERT_TRUE(fixed.fixed);
+    if (buckets) fixed.fixed->use_buckets();
     int64_t t = 0;
     auto step = [&](const char* when) {
       std::vector<int32_t> tok;
@@ -65,7 +67,7 @@ TEST(StaticDecoding, StepsEqualTheUsualCacheThroughBeamRegrouping) {
       fixed.reorder(index, true);
       ASSERT_EQ(fixed.rows(), usual.rows());
     };
-    reorder({0, 0, 0, 1, 1, 1, 2, 2, 2});  // beam 3: 9 rows (a bucket of 16)
+    reorder({0, 0, 0, 1, 1, 1, 2, 2, 2});  // beam 3: 9 rows (in buckets: 16, 7 of them dummies)
     step("expanded");
     step("expanded");
     reorder({0, 2, 1, 4, 3, 5, 8, 7, 6});  // hypotheses regroup within their sentences

@@ -1,13 +1,13 @@
 // The Transformer translator's decoding with the same shapes every step, so that a GPU can replay a
-// step as one CUDA graph (core/cuda.h's Graph) instead of launching its ~100 small kernels one by
+// step as one CUDA graph (core/cuda.h's Graph) instead of launching its dozens of small kernels one by
 // one from the host: a small translation model's beam search on a GPU was launch- and host-bound
 // (docs/CUDA.md, "Measured": 322.8 sentences/s, the 16 CPU cores' int8 345.1).
 //
 // What changes from step to step lives in device tensors that the step reads, written by one copy
 // from the host before it: the rows' tokens, the step's position and the indices of SlotStep
-// (nn/multihead_attention.h). The shapes are a bucket's: the rows R rounded up to a multiple of 8
-// (the rows past the real ones decode a dummy token and are never read), the history's width to a
-// multiple of 32 positions. Keys and values live in slots: step t's rows write slots base_t … base_t
+// (nn/multihead_attention.h). With graphs the shapes are a bucket's: the rows R rounded up to a
+// multiple of 8 (the rows past the real ones decode a dummy token and are never read), the history's
+// width to a multiple of 32 positions; without, each step's own. Keys and values live in slots: step t's rows write slots base_t … base_t
 // + R − 1, and a hypothesis's past is the list of its positions' slots, kept on the host — beam
 // search's regrouping moves no keys on the device, it only permutes those lists (the usual cache
 // gathers every layer's keys and values every step: KVCache::reorder). Cross-attention reads each
@@ -134,6 +134,9 @@ class StaticBatch {
   // Feeds tokens[r] to row r → log p of the next token, [rows, V], valid until the next step.
   Tensor step(const std::vector<int32_t>& tokens);
   const StaticDecoder& decoder() const { return *decoder_; }
+  // The steps in a graph's buckets (dummy rows, wide histories) even without graphs: what the CPU's
+  // tests check of the GPU's shapes.
+  void use_buckets() { buckets_ = true; }
 
  private:
   std::shared_ptr<StaticDecoder> decoder_;
@@ -142,6 +145,7 @@ class StaticBatch {
   std::vector<int32_t> row_source_;           // per row: its source
   std::vector<std::vector<int32_t>> history_;  // per row: its positions' slots
   int64_t length_ = 0, next_slot_ = 0;
+  bool buckets_ = false;
 };
 
 }  // namespace qkv::nn
