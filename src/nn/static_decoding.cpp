@@ -35,7 +35,7 @@ bool static_decoding_wanted(Device device, bool* graphs) {
   return device.is_cpu();  // the CPU's default (faster there: docs/BENCHMARKS.md); a GPU's once timed
 }
 
-std::string static_decoding_refusal(const Seq2SeqTransformer& model, const Tensor& src) {
+std::string static_decoding_refusal(const Seq2SeqTransformer& model, const Tensor& src, std::vector<int32_t>* lengths) {
   if (model.is_training()) return "the model is in training mode (its dropout draws at every step)";
   for (const auto& layer : model.transformer->decoder->layers) {
     const MultiheadAttention& a = *layer->self_attn;
@@ -47,13 +47,16 @@ std::string static_decoding_refusal(const Seq2SeqTransformer& model, const Tenso
   const int32_t* p = host.data<int32_t>();
   const int64_t B = host.size(0), S = host.size(1);
   const int32_t pad = model.config.pad_id;
+  std::vector<int32_t> found;
   for (int64_t b = 0; b < B; ++b) {
     int64_t n = 0;
     while (n < S && p[b * S + n] != pad) ++n;
     if (n == 0) return detail::concat("source ", b, " has no token before its padding");
     for (int64_t j = n; j < S; ++j)
       if (p[b * S + j] != pad) return detail::concat("source ", b, " has a padding id (", pad, ") before its last token");
+    found.push_back(static_cast<int32_t>(n));
   }
+  if (lengths) *lengths = std::move(found);
   return "";
 }
 
@@ -156,10 +159,10 @@ Tensor StaticDecoder::run(const Inputs& in) const {
   return linear_log_softmax_inference(h, m.embedding->weight, m.embedding_inference, b);  // [R, V]
 }
 
-Tensor StaticDecoder::step(int64_t rows, int64_t width) {
-  if (!graphs_) return run(inputs(rows, width));  // (no bucket to keep: the shapes are the step's own)
+Tensor StaticDecoder::step(const Inputs& in, int64_t rows, int64_t width) {
+  if (!graphs_) return run(in);  // (no bucket to keep: the shapes are the step's own)
   auto it = buckets_.find({rows, width});
-  if (it == buckets_.end()) it = buckets_.emplace(std::pair{rows, width}, Bucket{inputs(rows, width), nullptr, Tensor()}).first;
+  if (it == buckets_.end()) it = buckets_.emplace(std::pair{rows, width}, Bucket{in, nullptr, Tensor()}).first;
   Bucket& b = it->second;
   if (b.graph) {
     b.graph->replay();
@@ -187,17 +190,11 @@ StaticBatch::StaticBatch(std::shared_ptr<StaticDecoder> decoder, std::unique_loc
     : decoder_(std::move(decoder)), hold_(std::move(hold)) {
   QKV_CHECK(hold_.owns_lock(), "static decoding: the decoder is decoding another batch");
   const Seq2SeqTransformer& m = decoder_->model();
-  const std::string refused = static_decoding_refusal(m, src);
+  const std::string refused = static_decoding_refusal(m, src, &source_len_);  // (and each source's length)
   QKV_CHECK(refused.empty(), "static decoding: ", refused);
   NoGradGuard no_grad;
   const int64_t B = src.size(0), S = src.size(1);
-  const Tensor host = src.to(Device::cpu()).contiguous();
-  for (int64_t b = 0; b < B; ++b) {
-    int32_t n = 0;
-    while (n < S && host.data<int32_t>()[b * S + n] != m.config.pad_id) ++n;
-    source_len_.push_back(n);
-    row_source_.push_back(static_cast<int32_t>(b));
-  }
+  for (int64_t b = 0; b < B; ++b) row_source_.push_back(static_cast<int32_t>(b));
   history_.assign(static_cast<size_t>(B), {});
   // the encoder, then each layer's cross-attention keys and values into the sources' pages
   StaticDecoder& d = *decoder_;
@@ -271,8 +268,8 @@ Tensor StaticBatch::step(const std::vector<int32_t>& tokens) {
     source[r] = row_source_[static_cast<size_t>(real ? r : 0)];
     source_len[r] = source_len_[static_cast<size_t>(source[r])];
   }
-  d.buffer_.slice(0, 0, in.size).copy_(Tensor::from_ints(v, {in.size}));
-  Tensor out = d.step(R, C);
+  d.buffer_.slice(0, 0, in.size).copy_(Tensor::from_blob(v.data(), {in.size}, DType::i32));  // (one upload)
+  Tensor out = d.step(in, R, C);
   for (int64_t r = 0; r < n; ++r) history_[static_cast<size_t>(r)].push_back(slots[r]);
   next_slot_ += R, ++length_;
   return R == n ? out : out.slice(0, 0, n);

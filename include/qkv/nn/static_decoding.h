@@ -47,8 +47,10 @@ class Seq2SeqTransformer;
 
 // Why `model` cannot decode `src` i32 [B, S] this way ("" if it can): a source whose padding is not
 // all at its end, one with no token, a model in training mode (dropout) or whose decoder's attention
-// has no separate key/value dimension equal to its width.
-std::string static_decoding_refusal(const Seq2SeqTransformer& model, const Tensor& src);
+// has no separate key/value dimension equal to its width. Where it can, `lengths` (if given) receives
+// each source's tokens before its padding.
+std::string static_decoding_refusal(const Seq2SeqTransformer& model, const Tensor& src,
+                                    std::vector<int32_t>* lengths = nullptr);
 
 // Whether the environment asks for static decoding on `device`: QKV_STATIC_DECODING=1 anywhere,
 // QKV_CUDA_GRAPHS=1 on a GPU; `graphs` says whether with CUDA graphs.
@@ -87,9 +89,9 @@ class StaticDecoder {
   Inputs inputs(int64_t rows, int64_t width);
   // The step on the inputs' values: log-probabilities [rows, V] (no host value read).
   Tensor run(const Inputs& in) const;
-  // The step of bucket (rows, width) after the host's values were copied into the inputs: run, or
+  // The step on `in` (inputs(rows, width)) after the host's values were copied into it: run, or
   // replay the bucket's graph (capturing it the first time, after running it).
-  Tensor step(int64_t rows, int64_t width);
+  Tensor step(const Inputs& in, int64_t rows, int64_t width);
   void drop_graphs();
   // Without graphs, the pools go when a batch ends (the next one makes its own, sized by its own
   // need): memory is what the batch decoding now holds, as with the usual cache.
