@@ -15,7 +15,9 @@ under bf16 autocast (nanoGPT's own GPU default; qkv's config "dtype": "bf16" —
 cuBLAS and attention on its tensor-core flash pair), qkv's f32 twice: its attention on the
 tensor cores at f32's accuracy (three TF32 products a term, as PyTorch's f32 memory-efficient SDPA:
 the default) and on the CUDA cores (QKV_CUDA_ATTENTION_F32=simt). --loss-iters N also trains both for N steps and
-prints their validation losses (nanoGPT reaches 1.47 after 5000).
+prints their validation losses (nanoGPT reaches 1.47 after 5000). qkv's steps are timed as they run and,
+in f32 (tf32x3) and bf16, recorded once and replayed as a CUDA graph (QKV_CUDA_GRAPHS=1; torch.compile's
+mode="reduce-overhead" is PyTorch's counterpart).
 """
 import argparse
 import math
@@ -135,14 +137,14 @@ def run_torch(compile_, bf16, iters, warmup, loss_iters=0):
     return tok_s, val_loss
 
 
-def run_qkv(qkv, iters, loss_iters, out, bf16, f32_attention="tf32x3"):
+def run_qkv(qkv, iters, loss_iters, out, bf16, f32_attention="tf32x3", graphs=False):
     n = loss_iters or iters
     cmd = shlex.split(qkv) + ["train", os.path.join(HERE, "..", "configs", "shakespeare-char-gpu.json"), "--device",
                               "cuda", "-q", "-o", out, "--set", f"train.max_iters={n}",
                               "--set", f"train.eval_interval={n}", "--set",
                               f"train.eval_iters={200 if loss_iters else 1}", "--set", f"train.checkpoint_interval={n}",
                               "--set", f"train.dtype={'bf16' if bf16 else 'f32'}"]
-    env = dict(os.environ, QKV_CUDA_ATTENTION_F32=f32_attention)
+    env = dict(os.environ, QKV_CUDA_ATTENTION_F32=f32_attention, QKV_CUDA_GRAPHS="1" if graphs else "0")
     r = subprocess.run(cmd, capture_output=True, text=True, env=env)
     tail = (r.stderr.strip().splitlines() or ["(no output)"])[-1]
     if r.returncode != 0:
@@ -164,13 +166,18 @@ def main():
     print(f"# {torch.cuda.get_device_name()}, PyTorch {torch.__version__}; nanoGPT shakespeare_char GPU recipe", flush=True)
     qkv_tok = {}
     # bf16: autocast — bf16 GEMMs and the tensor-core attention pair; f32 with attention on the CUDA
-    # cores (simt) and on the tensor cores (tf32x3); the faster f32 is the one compared below
-    for bf16, f32_attention in ((False, "tf32x3"), (False, "simt"), (True, "tf32x3")):
+    # cores (simt) and on the tensor cores (tf32x3); each precision also with its steps recorded as
+    # one CUDA graph (QKV_CUDA_GRAPHS=1: train/step_graph.h); the fastest of a precision is the one
+    # compared below
+    for bf16, f32_attention, graphs in ((False, "tf32x3", False), (False, "simt", False), (False, "tf32x3", True),
+                                        (True, "tf32x3", False), (True, "tf32x3", True)):
         tok, val, tail = run_qkv(a.qkv, a.iters, a.loss_iters,
-                                 a.out + ("-bf16" if bf16 else "-f32-" + f32_attention), bf16, f32_attention)
+                                 a.out + ("-bf16" if bf16 else "-f32-" + f32_attention) + ("-graphs" if graphs else ""),
+                                 bf16, f32_attention, graphs)
         if tok == tok and not tok < qkv_tok.get(bf16, 0.0):  # (a failed run is NaN)
             qkv_tok[bf16] = tok
-        name = "qkv bf16 (autocast)" if bf16 else f"qkv f32 (TF32 GEMMs, {f32_attention})"
+        name = ("qkv bf16 (autocast)" if bf16 else f"qkv f32 (TF32 GEMMs, {f32_attention})") + \
+            ((" graphs" if "replayed from one CUDA graph" in tail else " graphs REFUSED") if graphs else "")
         print(f"  {name:32s} {tok:10.0f} tok/s   val loss {val:.4f}   [{tail[:90]}]", flush=True)
     for compile_ in (False, True):
         for bf16 in (False, True):

@@ -53,7 +53,7 @@ attention_f32() {  # f32 attention: the CUDA-core pair, the 3xTF32 tensor-core p
     --json-out "$out/attention-f32.json"
 }
 training() {
-  step gpt 190 python3 bench/gpt_cuda_vs_pytorch.py --qkv "bash .gpu/run.sh qkv" --iters 100
+  step gpt 230 python3 bench/gpt_cuda_vs_pytorch.py --qkv "bash .gpu/run.sh qkv" --iters 100
   # (the GPU with CUDA graphs too: QKV_CUDA_GRAPHS=1, static decoding's steps each one launch)
   step translate 100 python3 bench/translate_cuda_vs_cpu.py --qkv "bash .gpu/run.sh qkv" --sentences 500
 }

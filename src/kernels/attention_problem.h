@@ -5,6 +5,8 @@
 
 #include <cstdint>
 
+#include "kernels/dropout_mask.h"
+
 namespace qkv::kernels {
 
 struct AttnMask {
@@ -40,7 +42,11 @@ struct AttnProblem {
   bool causal = false;  // key j is visible to query i iff j ≤ i (top-left aligned, as PyTorch)
   float scale = 1.f;
   float dropout_p = 0.f;
-  uint64_t seed = 0, counter = 0;  // dropout of element (b,h,i,j) uses counter + ((b·H + h)·Lq + i)·Lk + j
+  uint64_t seed = 0, counter = 0;  // dropout of element (b,h,i,j) uses first_counter() + ((b·H + h)·Lq + i)·Lk + j
+  // a step graph's counter offset (kernels/dropout_mask.h), null: none
+  const uint64_t* counter_offset = nullptr;
+  // the op's first counter: counter + *counter_offset, read when the kernel runs
+  QKV_HOST_DEVICE uint64_t first_counter() const { return counter + offset_word(counter_offset); }
   AttnCompute compute = AttnCompute::f32;
   // Flash kernels: layouts of out and dout ([B, H, Lq, Dv]), dq ([B, H, Lq, D]), dk ([B, Hkv, Lk, D])
   // and dv ([B, Hkv, Lk, Dv]). prepare() sets them dense.

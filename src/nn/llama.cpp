@@ -115,7 +115,10 @@ std::pair<Tensor, Tensor> RotaryEmbedding::tables(int64_t pos0, int64_t T, Devic
       }
     cos_ = Tensor::from_vector(c, {n, rot}), sin_ = Tensor::from_vector(s, {n, rot});
   }
-  return {cos_.slice(0, pos0, need).to(device), sin_.slice(0, pos0, need).to(device)};
+  if (device.is_cpu()) return {cos_.slice(0, pos0, need), sin_.slice(0, pos0, need)};
+  if (!cos_on_.defined() || cos_on_.device() != device || cos_on_.size(0) != cos_.size(0))
+    cos_on_ = cos_.to(device), sin_on_ = sin_.to(device);
+  return {cos_on_.slice(0, pos0, need), sin_on_.slice(0, pos0, need)};
 }
 
 // ---- one decoder layer ---------------------------------------------------------------------------

@@ -109,10 +109,10 @@ Tensor dropout(const Tensor& x, float p, bool training, Generator* gen) {
   const kernels::DropoutMask m = kernels::reserve_dropout(p, x.numel(), gen);
   Tensor xc = dense_f32(x, "dropout");
   Tensor out = Tensor::empty(x.shape(), DType::f32, d);
-  QKV_DISPATCH("dropout", d, k::dropout_apply(xc.data(), out.data(), x.numel(), p, m.seed, m.counter));
+  QKV_DISPATCH("dropout", d, k::dropout_apply(xc.data(), out.data(), x.numel(), m));
   return record(out, "dropout", {x}, [m, d](const Tensor& gr) {
     Tensor gc = gr.contiguous(), dx = Tensor::empty(gr.shape(), DType::f32, d);
-    QKV_DISPATCH("dropout", d, k::dropout_apply(gc.data(), dx.data(), gc.numel(), m.p, m.seed, m.counter));
+    QKV_DISPATCH("dropout", d, k::dropout_apply(gc.data(), dx.data(), gc.numel(), m));
     return std::vector<Tensor>{dx};
   });
 }
@@ -124,7 +124,8 @@ Tensor dropout2d(const Tensor& x, float p, bool training, Generator* gen) {
   // one keep-or-drop (0 or 1 / (1 − p)) per channel, broadcast over its plane
   Shape per_channel(x.shape().begin(), x.shape().end() - 2);
   per_channel.insert(per_channel.end(), {1, 1});
-  const Tensor keep = dropout(Tensor::ones(per_channel).to(x.device()), p, true, gen);
+  Tensor ones = Tensor::empty(per_channel, DType::f32, x.device());  // (made there: no copy from the host)
+  const Tensor keep = dropout(ones.fill_(1.f), p, true, gen);
   return mul(x, keep);
 }
 

@@ -20,20 +20,24 @@ void check_operands(const Tensor& param, const Tensor& grad, const Tensor& exp_a
             grad.defined() ? grad.str() : std::string("(undefined)"), " for a parameter ", param.str());
 }
 
-// step_size = lr / (1 − β₁ᵗ),  inv_sqrt_bc2 = 1 / √(1 − β₂ᵗ)  (in double, then f32)
 kernels::AdamCoefficients coefficients(const AdamUpdate& u) {
-  const double bc1 = 1.0 - std::pow(static_cast<double>(u.beta1), static_cast<double>(u.step));
-  const double bc2 = 1.0 - std::pow(static_cast<double>(u.beta2), static_cast<double>(u.step));
+  const std::array<float, 3> n = adam_step_numbers(u);
   kernels::AdamCoefficients c{};
   c.beta1 = u.beta1, c.beta2 = u.beta2, c.eps = u.eps;
-  c.step_size = static_cast<float>(u.lr / bc1);
-  c.inv_sqrt_bc2 = static_cast<float>(1.0 / std::sqrt(bc2));
-  c.decay = u.decoupled_weight_decay ? 1.f - u.lr * u.weight_decay : 1.f;
+  c.step_size = n[0], c.inv_sqrt_bc2 = n[1], c.decay = n[2];
   c.l2 = u.decoupled_weight_decay ? 0.f : u.weight_decay;
   return c;
 }
 
 }  // namespace
+
+// step_size = lr / (1 − β₁ᵗ),  inv_sqrt_bc2 = 1 / √(1 − β₂ᵗ)  (in double, then f32),  decay = 1 − lr·λ
+std::array<float, 3> adam_step_numbers(const AdamUpdate& u) {
+  const double bc1 = 1.0 - std::pow(static_cast<double>(u.beta1), static_cast<double>(u.step));
+  const double bc2 = 1.0 - std::pow(static_cast<double>(u.beta2), static_cast<double>(u.step));
+  return {static_cast<float>(u.lr / bc1), static_cast<float>(1.0 / std::sqrt(bc2)),
+          u.decoupled_weight_decay ? 1.f - u.lr * u.weight_decay : 1.f};
+}
 
 void adam_update_(const std::vector<Tensor>& params, const std::vector<Tensor>& grads,
                   const std::vector<Tensor>& exp_avgs, const std::vector<Tensor>& exp_avg_sqs, const AdamUpdate& u,
@@ -43,7 +47,7 @@ void adam_update_(const std::vector<Tensor>& params, const std::vector<Tensor>& 
                 (bf16_copies.empty() || bf16_copies.size() == count),
             "adam_update_: lists of ", count, " parameters, ", grads.size(), " gradients, ", exp_avgs.size(),
             " exp_avg, ", exp_avg_sqs.size(), " exp_avg_sq and ", bf16_copies.size(), " bf16 copies");
-  std::vector<const TensorBase*> operands{&clip_factor};
+  std::vector<const TensorBase*> operands{&clip_factor, &u.step_numbers};
   std::vector<bf16*> copies;
   for (size_t i = 0; i < count; ++i) {
     check_operands(params[i], grads[i], exp_avgs[i], exp_avg_sqs[i]);
@@ -58,6 +62,9 @@ void adam_update_(const std::vector<Tensor>& params, const std::vector<Tensor>& 
   }
   QKV_CHECK(!clip_factor.defined() || (clip_factor.dtype() == DType::f32 && clip_factor.numel() == 1),
             "adam_update_: clip_factor must be one f32 number, got ", clip_factor.defined() ? clip_factor.str() : "");
+  QKV_CHECK(!u.step_numbers.defined() || (u.step_numbers.dtype() == DType::f32 && u.step_numbers.is_contiguous() &&
+                                           u.step_numbers.numel() == 3),
+            "adam_update_: step_numbers must be three dense f32 numbers, got ", u.step_numbers.str());
   const Device d = device_of("adam_update_", operands);
   std::vector<Tensor> dense_grads;
   std::vector<float*> p, m, v;
@@ -72,9 +79,10 @@ void adam_update_(const std::vector<Tensor>& params, const std::vector<Tensor>& 
   }
   const kernels::AdamCoefficients c = coefficients(u);
   const float* scale = clip_factor.defined() ? clip_factor.data() : nullptr;
+  const float* numbers = u.step_numbers.defined() ? u.step_numbers.data() : nullptr;
   QKV_DISPATCH("adam_update_", d,
                k::adam_update_list(p.data(), g.data(), m.data(), v.data(), n.data(), static_cast<int64_t>(count), c,
-                                   scale, copies.empty() ? nullptr : copies.data()));
+                                   numbers, scale, copies.empty() ? nullptr : copies.data()));
 }
 
 

@@ -155,6 +155,7 @@ Prepared prepare(const Tensor& q, const Tensor& kk, const Tensor& v, const Atten
     p.dropout_p = opt.dropout_p;
     p.seed = g.seed();
     p.counter = g.reserve(static_cast<uint64_t>(p.B * p.H * p.Lq * p.Lk));
+    p.counter_offset = g.counter_offset();  // (a step graph's, while it records one)
   }
   return r;
 }

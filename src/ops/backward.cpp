@@ -161,7 +161,10 @@ void backward(const Tensor& root, const Tensor& grad, bool retain_graph) {
   if (!seed.defined()) {
     QKV_CHECK(root.numel() == 1, "backward: grad can be implicitly created only for scalar outputs; ", root.str(),
               " needs an explicit gradient");
-    seed = Tensor::ones(root.shape()).to(root.device());
+    // made where the root is (a fill there, no copy from the host: a recorded step's backward
+    // queues nothing that a CUDA graph cannot hold)
+    seed = Tensor::empty(root.shape(), DType::f32, root.device());
+    seed.fill_(1.f);
   }
   run({root}, {seed}, retain_graph, nullptr);
 }

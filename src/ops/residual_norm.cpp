@@ -19,7 +19,7 @@ void check_residual(const char* op, const Tensor& x, const Tensor& residual, flo
 Tensor residual_gradient(const char* op, const Tensor& ds, const kernels::DropoutMask& drop, Device d) {
   if (!drop.active()) return ds;
   Tensor gc = ds.contiguous(), dr = Tensor::empty(ds.shape(), DType::f32, d);
-  QKV_DISPATCH(op, d, k::dropout_apply(gc.data(), dr.data(), gc.numel(), drop.p, drop.seed, drop.counter));
+  QKV_DISPATCH(op, d, k::dropout_apply(gc.data(), dr.data(), gc.numel(), drop));
   return dr;
 }
 

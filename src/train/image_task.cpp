@@ -160,7 +160,7 @@ int64_t ImageTask::sample(uint64_t k) {
   return perm_[k % n];
 }
 
-StepStats ImageTask::train_micro_step(int64_t step, int64_t micro, int64_t accum) {
+TrainingTask::MicroBatch ImageTask::micro_batch(int64_t step, int64_t micro, int64_t accum) {
   // this process's images of the batch (all of it in one process)
   const int64_t batch = cfg_.batch_size;
   const Rows rows = shard_rows(batch, gen_, "image task");
@@ -175,11 +175,19 @@ StepStats ImageTask::train_micro_step(int64_t step, int64_t micro, int64_t accum
   Tensor x = Tensor::empty({B, train_.channels, train_.height, train_.width});
   vision::fill_batch(train_, index, {data_cfg_.crop_padding, data_cfg_.horizontal_flip}, cfg_.seed ^ 0xA06E7ull, first,
                      x.data());
-  Tensor loss = model_->loss(x, Tensor::from_ints(labels, {B}), static_cast<float>(cfg_.label_smoothing));
-  const double share = static_cast<double>(B) / static_cast<double>(batch);
+  return {{x, Tensor::from_ints(labels, {B})}, B, static_cast<double>(B) / static_cast<double>(batch)};
+}
+
+Tensor ImageTask::micro_loss(const std::vector<Tensor>& inputs, double share, int64_t accum) {
+  Tensor loss = model_->loss(inputs.at(0), inputs.at(1), static_cast<float>(cfg_.label_smoothing));
   backward_share(loss, share, accum);
-  const double value = loss.item();  // after the backward is queued: a GPU runs it meanwhile
-  return {value, B, share};
+  return loss;
+}
+
+StepStats ImageTask::train_micro_step(int64_t step, int64_t micro, int64_t accum) {
+  const MicroBatch b = micro_batch(step, micro, accum);
+  const Tensor loss = micro_loss({b.inputs[0].to(device_), b.inputs[1].to(device_)}, b.share, accum);
+  return {loss.item(), b.tokens, b.share};  // (read after the backward is queued: a GPU runs it meanwhile)
 }
 
 std::vector<std::pair<std::string, double>> ImageTask::evaluate(int64_t) {

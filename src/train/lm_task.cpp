@@ -204,7 +204,7 @@ LMTask::LMTask(const json& config, const std::string& base_dir, const std::strin
                                   " weight tensors (model.n_layer ", m.value("n_layer", json(0)).dump(), ")"));
 }
 
-StepStats LMTask::train_micro_step(int64_t step, int64_t micro, int64_t accum) {
+TrainingTask::MicroBatch LMTask::micro_batch(int64_t step, int64_t micro, int64_t accum) {
   // this process's windows of the batch of B (all of them in one process)
   const int64_t B = cfg_.batch_size, T = block_;
   const Rows rows = shard_rows(B, gen_, "lm task");
@@ -212,12 +212,20 @@ StepStats LMTask::train_micro_step(int64_t step, int64_t micro, int64_t accum) {
   const uint64_t counter = (static_cast<uint64_t>(step) * static_cast<uint64_t>(accum) + static_cast<uint64_t>(micro)) *
                                static_cast<uint64_t>(B) + static_cast<uint64_t>(rows.first);
   auto [x, y] = lm_batch(data_.train, rows.count, T, cfg_.seed, counter);
-  Tensor loss = model_->loss(x.to(device_), y.to(device_));
   // every window has T targets: the shard's share of the batch's mean loss is its share of windows
-  const double share = static_cast<double>(rows.count) / static_cast<double>(B);
+  return {{x, y}, rows.count * T, static_cast<double>(rows.count) / static_cast<double>(B)};
+}
+
+Tensor LMTask::micro_loss(const std::vector<Tensor>& inputs, double share, int64_t accum) {
+  Tensor loss = model_->loss(inputs.at(0), inputs.at(1));
   backward_share(loss, share, accum);
-  const double value = loss.item();  // after the backward is queued: a GPU runs it meanwhile
-  return {value, rows.count * T, share};
+  return loss;
+}
+
+StepStats LMTask::train_micro_step(int64_t step, int64_t micro, int64_t accum) {
+  const MicroBatch b = micro_batch(step, micro, accum);
+  const Tensor loss = micro_loss({b.inputs[0].to(device_), b.inputs[1].to(device_)}, b.share, accum);
+  return {loss.item(), b.tokens, b.share};  // (read after the backward is queued: a GPU runs it meanwhile)
 }
 
 std::vector<std::pair<std::string, double>> LMTask::evaluate(int64_t) {

@@ -1,10 +1,10 @@
 #include "qkv/train/optim.h"
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 
 #include "qkv/core/error.h"
-#include "qkv/ops/adam.h"
 #include "qkv/ops/arith.h"
 #include "qkv/ops/autocast.h"
 #include "qkv/ops/clip.h"
@@ -19,16 +19,42 @@ Adam::Adam(std::vector<ParamGroup> groups, AdamOptions opt) : opt_(opt) {
       QKV_CHECK(p.dtype() == DType::f32 && p.is_contiguous(), "Adam: parameter ", name, " must be a dense f32 tensor");
       slots_.push_back({name, p, Tensor::zeros(p.shape(), DType::f32, p.device()),
                         Tensor::zeros(p.shape(), DType::f32, p.device()), g.weight_decay});
+      if (std::find(decays_.begin(), decays_.end(), g.weight_decay) == decays_.end()) decays_.push_back(g.weight_decay);
     }
 }
 
+AdamUpdate Adam::update_of(float decay) const {
+  AdamUpdate u;
+  u.lr = opt_.lr, u.beta1 = opt_.beta1, u.beta2 = opt_.beta2, u.eps = opt_.eps;
+  u.weight_decay = decay, u.decoupled_weight_decay = opt_.decoupled_weight_decay, u.step = t_;
+  return u;
+}
+
 void Adam::step(const Tensor& clip_factor, AutocastWeights* casts) {
+  advance();
+  update(clip_factor, casts);
+}
+
+void Adam::keep_step_numbers_on_device() {
+  QKV_CHECK(!slots_.empty(), "Adam: no parameters to keep the step's numbers beside");
+  step_numbers_ = Tensor::zeros({static_cast<int64_t>(decays_.size()), 3}, DType::f32, slots_.front().param.device());
+}
+
+void Adam::advance() {
   ++t_;
+  if (!step_numbers_.defined()) return;
+  std::vector<float> rows;
+  for (float decay : decays_) {
+    const std::array<float, 3> n = adam_step_numbers(update_of(decay));
+    rows.insert(rows.end(), n.begin(), n.end());
+  }
+  step_numbers_.copy_(Tensor::from_vector(rows, step_numbers_.shape()));
+}
+
+void Adam::update(const Tensor& clip_factor, AutocastWeights* casts) {
   // one list update a weight decay (two for GPT-style groups): on a GPU, two launches for every parameter
-  std::vector<float> decays;
-  for (const Slot& s : slots_)
-    if (std::find(decays.begin(), decays.end(), s.weight_decay) == decays.end()) decays.push_back(s.weight_decay);
-  for (float decay : decays) {
+  for (size_t group = 0; group < decays_.size(); ++group) {
+    const float decay = decays_[group];
     std::vector<Tensor> params, grads, ms, vs;
     for (Slot& s : slots_) {
       if (s.weight_decay != decay) continue;
@@ -37,9 +63,8 @@ void Adam::step(const Tensor& clip_factor, AutocastWeights* casts) {
       params.push_back(s.param), grads.push_back(g), ms.push_back(s.m), vs.push_back(s.v);
     }
     if (params.empty()) continue;
-    AdamUpdate u;
-    u.lr = opt_.lr, u.beta1 = opt_.beta1, u.beta2 = opt_.beta2, u.eps = opt_.eps;
-    u.weight_decay = decay, u.decoupled_weight_decay = opt_.decoupled_weight_decay, u.step = t_;
+    AdamUpdate u = update_of(decay);
+    if (step_numbers_.defined()) u.step_numbers = step_numbers_.select(0, static_cast<int64_t>(group));
     adam_update_(params, grads, ms, vs, u, clip_factor, casts ? casts->copies_for(params) : std::vector<Tensor>{});
     if (casts) casts->written(params);
   }

@@ -17,6 +17,7 @@
 #include "qkv/train/checkpoint.h"
 #include "qkv/train/data_parallel.h"
 #include "qkv/train/run_context.h"
+#include "qkv/train/step_graph.h"
 #include "qkv/train/train_state.h"
 
 namespace qkv::train {
@@ -89,6 +90,16 @@ TrainingTask::Rows TrainingTask::shard_rows(int64_t B, Generator& gen, const cha
 void TrainingTask::backward_share(const Tensor& loss, double share, int64_t accum) {
   if (share == 1.0 && accum == 1) return loss.backward();
   mul(loss, static_cast<float>(share) / static_cast<float>(accum)).backward();
+}
+
+TrainingTask::MicroBatch TrainingTask::micro_batch(int64_t, int64_t, int64_t) {
+  QKV_CHECK(false, "train: this task's micro-batches are not of one shape (no recorded steps)");
+  return {};
+}
+
+Tensor TrainingTask::micro_loss(const std::vector<Tensor>&, double, int64_t) {
+  QKV_CHECK(false, "train: this task's micro-batches are not of one shape (no recorded steps)");
+  return {};
 }
 
 std::vector<ParamGroup> TrainingTask::param_groups(float wd) {
@@ -190,6 +201,22 @@ StepResult train_step(TrainingTask& task, const TrainConfig& cfg, const RunConte
   adam.step(clip.defined() ? clip.slice(0, 1, 2) : Tensor(), &casts);
   adam.zero_grad();
   r.grad_norm = clip.defined() ? clip.slice(0, 0, 1).item() : 0.0;
+  r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  return r;
+}
+
+// The loop's body as a replay of the recorded step (train/step_graph.h): the same figures, one read of
+// the device a step.
+StepResult graph_step(StepGraph& graph, const LrSchedule& sched, const RunContext& run, int64_t step,
+                      bool stop_requested) {
+  StepResult r;
+  r.lr = sched.at(step);
+  const auto t0 = std::chrono::steady_clock::now();
+  const StepGraph::Outcome o = graph.run(step, r.lr);
+  r.loss = o.loss, r.grad_norm = o.grad_norm, r.tokens = o.tokens;
+  r.stop = run.any_rank_stops(stop_requested, r.loss, r.tokens);
+  QKV_CHECK(std::isfinite(r.loss), "train: the loss became ", r.loss, " at step ", step,
+            " (try a lower learning_rate or grad_clip)");
   r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   return r;
 }
@@ -351,7 +378,24 @@ TrainResult run_training(TrainingTask& task, const TrainConfig& cfg, const Train
 
   model.train();
   AutocastWeights casts(model.parameters());  // dtype bf16: the weights linear casts, once a step
+  // Recorded steps (train/step_graph.h): the run's first step eager, the next recorded, the rest replays.
+  const bool graphs_asked = opt.step_graphs == TrainerOptions::StepGraphs::on ||
+                            (opt.step_graphs == TrainerOptions::StepGraphs::automatic && step_graphs_wanted(opt.device));
+  bool graphs = graphs_asked;
+  std::unique_ptr<StepGraph> graph;
+  auto graphs_off = [&](const std::string& why) {
+    graphs = false;
+    // (said even with -q: the user asked for graphs)
+    const std::string line = "train: steps not recorded (CUDA graphs): " + why + "; each step runs as usual";
+    if (run.lead() && run.quiet()) std::fprintf(stderr, "%s\n", line.c_str());
+    else if (run.lead()) bar.write(line);
+  };
+  if (graphs_asked) {
+    const std::string why = StepGraph::refusal(task, run.comm() ? run.comm()->size() : 1);
+    if (!why.empty()) graphs_off(why);
+  }
   double tok_rate = 0;
+  const int64_t first_step = state.step;
   int64_t step = state.step;
   for (; step < cfg.max_iters; ++step) {
     if (cfg.eval_interval > 0 && step % cfg.eval_interval == 0) {
@@ -366,7 +410,21 @@ TrainResult run_training(TrainingTask& task, const TrainConfig& cfg, const Train
     StepResult r;
     {
       const ThreadBudget threads;
-      r = train_step(task, cfg, run, adam, casts, sched, reducer.get(), step, stop_requested);
+      bool done = false;
+      if (graphs && step > first_step) {
+        try {
+          if (!graph)
+            graph = std::make_unique<StepGraph>(task, cfg, adam, casts,
+                                                opt.device.is_cpu() ? StepGraph::Mode::emulated : StepGraph::Mode::graph);
+          r = graph_step(*graph, sched, run, step, stop_requested);
+          done = true;
+          ++res.recorded_steps;
+        } catch (const StepGraph::Refused& e) {
+          graph.reset();
+          graphs_off(e.what());
+        }
+      }
+      if (!done) r = train_step(task, cfg, run, adam, casts, sched, reducer.get(), step, stop_requested);
     }
     state.tokens += r.tokens;
     const double rate = static_cast<double>(r.tokens) / std::max(r.seconds, 1e-9);

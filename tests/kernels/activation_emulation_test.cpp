@@ -61,13 +61,38 @@ std::vector<float> dropout_gpu(const std::vector<float>& x, const DropoutMask& d
   return y;
 }
 
+// A step graph's offset (kernels/dropout_mask.h): a mask recorded at counter 5 with a word holding 1000
+// draws what the mask at counter 1005 draws, on both devices — in dropout's kernel and in the fused
+// activations' — and an offset of 0 changes nothing.
+TEST(ActivationKernelsEmulated, AMaskAddsTheStepGraphsOffsetWhenItRuns) {
+  const int64_t n = 3001;
+  const std::vector<float> x = random_floats(n, 43, 4.f);
+  const DropoutMask at_1005 = qkv::kernels::dropout_mask(0.3f, 7, 1005);
+  uint64_t word = 1000;
+  DropoutMask recorded = qkv::kernels::dropout_mask(0.3f, 7, 5);
+  recorded.offset = &word;
+  std::vector<float> want(n), got_c(n);
+  cpu::dropout_apply(x.data(), want.data(), n, at_1005);
+  cpu::dropout_apply(x.data(), got_c.data(), n, recorded);
+  EXPECT_EQ(got_c, want);
+  EXPECT_EQ(dropout_gpu(x, recorded), want);
+  EXPECT_EQ(forward_gpu(Act::relu, x, recorded), forward_gpu(Act::relu, x, at_1005));
+  std::vector<float> relu_c(n), relu_want(n);
+  cpu::relu_forward(x.data(), relu_c.data(), n, recorded);
+  cpu::relu_forward(x.data(), relu_want.data(), n, at_1005);
+  EXPECT_EQ(relu_c, relu_want);
+  EXPECT_NE(dropout_gpu(x, qkv::kernels::dropout_mask(0.3f, 7, 5)), want) << "the offset moves the mask";
+  word = 0;
+  EXPECT_EQ(dropout_gpu(x, recorded), dropout_gpu(x, qkv::kernels::dropout_mask(0.3f, 7, 5)));
+}
+
 TEST(ActivationKernelsEmulated, ADroppedActivationIsTheActivationThenDropout) {
   const int64_t n = 3001;
   const std::vector<float> x = random_floats(n, 41, 4.f), dy = random_floats(n, 42, 1.f);
   const DropoutMask drop = qkv::kernels::dropout_mask(0.3f, 7, 5);
   // dropout's kernel draws the CPU's mask
   std::vector<float> dropped_c(n);
-  cpu::dropout_apply(x.data(), dropped_c.data(), n, drop.p, drop.seed, drop.counter);
+  cpu::dropout_apply(x.data(), dropped_c.data(), n, drop);
   EXPECT_EQ(dropout_gpu(x, drop), dropped_c);
   for (Act a : {Act::relu, Act::gelu, Act::gelu_tanh}) {
     SCOPED_TRACE(a == Act::relu ? "relu" : a == Act::gelu ? "gelu" : "gelu_tanh");

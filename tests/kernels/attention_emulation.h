@@ -5,6 +5,7 @@
 
 #include <cmath>
 #include <cstdint>
+#include <memory>
 #include <vector>
 
 #include "kernels/attention_problem.h"
@@ -31,6 +32,7 @@ inline ::testing::Message describe(const AttentionCase& c) {
 
 struct EmulatedAttention {
   Tensor qb, kb, vb, mask;  // the operands' bases (alive while p points into them)
+  std::shared_ptr<uint64_t> offset;  // dropout's counter offset word (p.counter_offset points here)
   std::vector<float> dout;  // [B, H, Lq, D]
   kernels::AttnProblem p;   // q, k, v as the views of the bases; outputs and gradients dense
   // the CPU's attention at `compute`: out, and the gradients of sum(out ∘ dout), all [B, H, L, D]
@@ -77,7 +79,11 @@ inline EmulatedAttention emulated_attention(const AttentionCase& c, uint64_t see
   }
   e.mask = o.attn_mask;
   const uint64_t dropout_seed = seed++;
-  Generator drop(dropout_seed);  // fresh: the op's draw reserves counters from 0
+  // The op draws from counter 1001; the kernels are given counter 0 and an offset word of 1001, as a
+  // step graph's replay gives them (kernels/dropout_mask.h): the same mask.
+  constexpr uint64_t kOffset = 1001;
+  Generator drop(dropout_seed);
+  drop.set_counter(kOffset);
   if (c.dropout > 0.f) o.dropout_p = c.dropout, o.generator = &drop;
   const Tensor out = scaled_dot_product_attention(view(e.qb), view(e.kb), view(e.vb), o);
   sum(mul(out, r)).backward();
@@ -103,7 +109,8 @@ inline EmulatedAttention emulated_attention(const AttentionCase& c, uint64_t see
     p.mask.sh = four && m.size(1) > 1 ? m.stride(1) : 0;
     p.mask.sq = m.stride(-2), p.mask.sk = m.stride(-1);
   }
-  if (c.dropout > 0.f) p.dropout_p = c.dropout, p.seed = dropout_seed, p.counter = 0;
+  e.offset = std::make_shared<uint64_t>(kOffset);
+  if (c.dropout > 0.f) p.dropout_p = c.dropout, p.seed = dropout_seed, p.counter = 0, p.counter_offset = e.offset.get();
   p.out_l = p.dout_l = p.dq_l = kernels::HeadLayout::dense(c.H, c.Lq, c.D);
   p.dk_l = p.dv_l = kernels::HeadLayout::dense(c.Hkv, c.Lk, c.D);
   return e;

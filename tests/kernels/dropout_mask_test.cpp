@@ -34,7 +34,7 @@ TEST(DropoutMask, ApplyMatchesScalarFormulaIncludingTail) {
   std::vector<float> x(n), y(n);
   for (int64_t i = 0; i < n; ++i) x[i] = static_cast<float>(i % 13) - 6.f;
   for (uint64_t counter : {1000ull, 1001ull}) {  // an odd first counter starts with one scalar draw
-    dropout_apply(x.data(), y.data(), n, 0.3f, 42, counter);
+    dropout_apply(x.data(), y.data(), n, dropout_mask(0.3f, 42, counter));
     int dropped = 0;
     for (int64_t i = 0; i < n; ++i) {
       const bool keep = Generator::paired_uniform(42, counter + static_cast<uint64_t>(i)) >= 0.3f;

@@ -39,7 +39,7 @@ inline std::vector<float> added_after_dropout(const std::vector<float>& x, const
                                               const kernels::DropoutMask& drop) {
   std::vector<float> s(res);
   if (drop.active())
-    kernels::cpu::dropout_apply(res.data(), s.data(), static_cast<int64_t>(res.size()), drop.p, drop.seed, drop.counter);
+    kernels::cpu::dropout_apply(res.data(), s.data(), static_cast<int64_t>(res.size()), drop);
   for (size_t i = 0; i < s.size(); ++i) s[i] = x[i] + s[i];
   return s;
 }
@@ -54,8 +54,7 @@ inline ResidualGradients residual_gradients_of(const std::vector<float>& dx, con
                                                const kernels::DropoutMask& drop) {
   ResidualGradients r{dx, dx};
   for (size_t i = 0; i < dx.size(); ++i) r.ds[i] = dx[i] + dsum[i];
-  kernels::cpu::dropout_apply(r.ds.data(), r.dres.data(), static_cast<int64_t>(dx.size()), drop.p, drop.seed,
-                              drop.counter);
+  kernels::cpu::dropout_apply(r.ds.data(), r.dres.data(), static_cast<int64_t>(dx.size()), drop);
   return r;
 }
 

@@ -150,7 +150,12 @@ TEST(NormKernelsEmulated, ClippingAndTheListAdamMatchTheCpu) {
   // AdamW, step 3 (bias corrections), weight decay: the CPU's list update and the kernel's, from the same state
   const qkv::kernels::AdamCoefficients c{0.9f, 0.99f, 1e-8f, 1e-3f / (1.f - 0.9f * 0.9f * 0.9f),
                                          1.f / std::sqrt(1.f - 0.99f * 0.99f * 0.99f), 1.f - 1e-3f * 0.1f, 0.f};
-  auto pg = p, mg = m, vg = v;
+  // Both devices are given step 1's coefficients, as a step graph recorded them, and read step 3's
+  // numbers from memory (AdamUpdate::step_numbers); the CPU with step 3's coefficients is the reference.
+  const qkv::kernels::AdamCoefficients recorded{0.9f, 0.99f, 1e-8f, 1e-3f / (1.f - 0.9f), 1.f / std::sqrt(1.f - 0.99f),
+                                                1.f - 2e-3f * 0.1f, 0.f};
+  const float numbers[3] = {c.step_size, c.inv_sqrt_bc2, c.decay};
+  auto pg = p, mg = m, vg = v, pr = p, mr = m, vr = v;
   // the updated weights' bf16 copies for tensors 0 and 3 (autocast's), none for the others
   std::vector<std::vector<bf16>> copy_c(count), copy_g(count);
   std::vector<bf16*> cc(count, nullptr);
@@ -160,13 +165,17 @@ TEST(NormKernelsEmulated, ClippingAndTheListAdamMatchTheCpu) {
     cc[i] = copy_c[i].data(), cg[i] = reinterpret_cast<float*>(copy_g[i].data());
   }
   std::vector<float*> pc = ptrs(p), mc = ptrs(m), vc = ptrs(v);
-  cpu::adam_update_list(pc.data(), gc.data(), mc.data(), vc.data(), n.data(), count, c, &clip_c[1], cc.data());
+  std::vector<float*> prp = ptrs(pr), mrp = ptrs(mr), vrp = ptrs(vr);
+  cpu::adam_update_list(prp.data(), gc.data(), mrp.data(), vrp.data(), n.data(), count, c, nullptr, &clip_c[1], nullptr);
+  cpu::adam_update_list(pc.data(), gc.data(), mc.data(), vc.data(), n.data(), count, recorded, numbers, &clip_c[1],
+                        cc.data());
+  for (int64_t i = 0; i < count; ++i) EXPECT_EQ(p[i], pr[i]) << "tensor " << i << ": the CPU reads the step's numbers";
   std::vector<float*> pgp = ptrs(pg), mgp = ptrs(mg), vgp = ptrs(vg);
   const float* const* lists[5] = {pgp.data(), gc.data(), mgp.data(), vgp.data(), cg.data()};
   kc::for_each_chunk<5>({lists[0], lists[1], lists[2], lists[3], lists[4]}, n.data(), count,
                         [&](const kc::TensorList<5>& list, int64_t, int tensors, int64_t most) {
                           const unsigned blocks = kc::blocks_for(most, 256, 4) > 1024 ? 1024 : kc::blocks_for(most, 256, 4);
-                          launch(dim3(blocks, tensors), 256, 0, [&] { kc::adam_list_kernel(list, c, &clip_c[1]); });
+                          launch(dim3(blocks, tensors), 256, 0, [&] { kc::adam_list_kernel(list, recorded, numbers, &clip_c[1]); });
                         });
   for (int64_t i = 0; i < count; ++i) {
     SCOPED_TRACE(i);

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "qkv/io/file.h"
+#include "qkv/io/safetensors.h"
 #include "qkv/models/load.h"
 #include "qkv/models/registry.h"
 #include "qkv/nn/convnet.h"
@@ -153,6 +154,38 @@ TEST(ImageTask, TrainsResumesAndTheModelFileClassifies) {
   // Not a translator, and a translator's loader says what it holds.
   const std::string msg = testing::error_of([&] { models::load_seq2seq((d.path / "run" / "model.safetensors").string()); });
   EXPECT_NE(msg.find("\"convnet\" model (image classification)"), std::string::npos) << msg;
+}
+
+// Recorded steps (train/step_graph.h) of a ConvNet with batch norm (its running statistics updated
+// inside the recording) and a non-local block, augmented images copied in before each replay: on the
+// CPU's emulation, the eager run's weights and curve bit for bit.
+TEST(ImageTask, RecordedStepsAreTheEagerStepsBitForBit) {
+  const FixedThreads fixed;
+  TempDir d("image-task");
+  write_quadrants(d.path, "train", 160, 1);
+  write_quadrants(d.path, "test", 40, 2);
+  json cfg = task_config(d.path, 8);
+  cfg["train"]["gradient_accumulation_steps"] = 2;
+  TrainResult runs[2];
+  for (int graphs = 0; graphs < 2; ++graphs) {
+    ImageTask task(cfg, "");
+    TrainerOptions o;
+    o.out_dir = (d.path / (graphs ? "replayed" : "eager")).string(), o.full_config = cfg, o.quiet = true;
+    o.step_graphs = graphs ? TrainerOptions::StepGraphs::on : TrainerOptions::StepGraphs::off;
+    runs[graphs] = run_training(task, task.train_config(), o);
+  }
+  EXPECT_EQ(runs[1].recorded_steps, 7);
+  const std::vector<double> a = testing::logged_losses(d.path / "eager"), b = testing::logged_losses(d.path / "replayed");
+  ASSERT_EQ(a.size(), 8u);
+  EXPECT_EQ(a, b);
+  const io::SafetensorsFile fa = io::load_safetensors((d.path / "eager" / "checkpoint.safetensors").string()),
+                            fb = io::load_safetensors((d.path / "replayed" / "checkpoint.safetensors").string());
+  ASSERT_EQ(fa.tensors.size(), fb.tensors.size());
+  for (const auto& [name, t] : fa.tensors) {
+    const TensorBase* other = fb.find(name);
+    ASSERT_NE(other, nullptr) << name;
+    if (t.dtype() == DType::f32) EXPECT_EQ(t.to_vector(), other->to_vector()) << name;
+  }
 }
 
 // data.eval_images caps what each evaluation during training scores: a seeded sample of the

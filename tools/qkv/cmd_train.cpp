@@ -120,9 +120,11 @@ int run_train(const TrainArgs& a, distributed::Communicator* comm) {
   std::string ev;
   for (auto& [k, v] : r.last_eval) ev += " " + k + " " + std::to_string(v);
   if (!r.interrupted) {  // the final evaluation ran at the last step
-    std::fprintf(stderr, "done at step %lld%s%s; %.0f %s/s; model: %s/model.safetensors\n",
+    const std::string replayed =
+        r.recorded_steps > 0 ? " (" + std::to_string(r.recorded_steps) + " steps replayed from one CUDA graph)" : "";
+    std::fprintf(stderr, "done at step %lld%s%s; %.0f %s/s%s; model: %s/model.safetensors\n",
                  static_cast<long long>(r.steps_done), ev.empty() ? "" : ":", ev.c_str(), r.tokens_per_second, train::rate_unit(config),
-                 out.c_str());
+                 replayed.c_str(), out.c_str());
     if (r.best_step >= 0)  // keep_best or early stopping (issue 49)
       std::fprintf(stderr, "best evaluation: step %lld (%.4f); model: %s/best.safetensors\n",
                    static_cast<long long>(r.best_step), r.best_value, out.c_str());

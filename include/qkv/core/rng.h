@@ -44,6 +44,11 @@ class Generator {
   }
   uint64_t counter() const { return counter_; }
   void set_counter(uint64_t c) { counter_ = c; }
+  // While a training step is recorded for replay (train/step_graph.h): a word in the memory of the
+  // device the draws run on, which every kernel drawing from a counter this generator reserved adds
+  // to it when it runs (kernels/dropout_mask.h's offset). Null (the default): none.
+  void set_counter_offset(const uint64_t* word) { counter_offset_ = word; }
+  const uint64_t* counter_offset() const { return counter_offset_; }
 
   // The hash's constants, shared with the vectorized dropout mask (kernels/cpu/vec.h), which must
   // draw exactly these bits.
@@ -83,6 +88,7 @@ class Generator {
   uint64_t seed_;
   uint64_t counter_ = 0;
   uint64_t shard_begin_ = 0, shard_rows_ = 0, shard_total_ = 0;  // rows 0: not sharded
+  const uint64_t* counter_offset_ = nullptr;
 };
 
 // The process-wide default generator (torch.manual_seed's counterpart).

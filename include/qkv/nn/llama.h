@@ -64,6 +64,9 @@ class RotaryEmbedding {
 
  private:
   mutable Tensor cos_, sin_;  // [n, rot] for positions 0 … n−1 (CPU)
+  // their copies on the device asked for last (a GPU's), so that a forward there uploads nothing
+  // (and a recorded training step, train/step_graph.h, holds no copy from the host)
+  mutable Tensor cos_on_, sin_on_;
 };
 
 class LlamaDecoderLayer : public Module {

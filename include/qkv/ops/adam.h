@@ -2,6 +2,7 @@
 // and off the tape; train::Adam calls it for each parameter (the formulas are in qkv/train/optim.h).
 #pragma once
 
+#include <array>
 #include <vector>
 
 #include "qkv/ops/tensor.h"
@@ -13,7 +14,15 @@ struct AdamUpdate {
   float weight_decay = 0.f;
   bool decoupled_weight_decay = true;  // AdamW (true) or Adam with L2 decay (false)
   int64_t step = 1;                    // t, counting from 1 (for the bias corrections)
+  // A step graph's (train/step_graph.h), whose replays change lr and t after the kernels were
+  // recorded: where defined, three f32 on the parameters' device — adam_step_numbers(lr, t) of the
+  // step being run, written there before it runs — which the kernel reads in place of lr and step.
+  Tensor step_numbers;
 };
+
+// The numbers of one step that depend on lr and t, in double and then rounded to f32:
+//   [lr / (1 − β₁ᵗ),  1 / √(1 − β₂ᵗ),  1 − lr·λ (AdamW) or 1 (Adam)]
+std::array<float, 3> adam_step_numbers(const AdamUpdate& u);
 
 // param, exp_avg, exp_avg_sq: dense f32 of one shape, updated in place; grad: that shape, any layout.
 void adam_update_(Tensor& param, const Tensor& grad, Tensor& exp_avg, Tensor& exp_avg_sq, const AdamUpdate& u);

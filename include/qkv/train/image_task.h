@@ -58,6 +58,10 @@ class ImageTask : public TrainingTask {
 
   models::Model& model() override { return *model_; }
   StepStats train_micro_step(int64_t step, int64_t micro, int64_t accum) override;
+  bool has_fixed_shape_batches() const override { return true; }
+  MicroBatch micro_batch(int64_t step, int64_t micro, int64_t accum) override;  // {images [B, C, H, W], labels [B] i32}
+  Tensor micro_loss(const std::vector<Tensor>& inputs, double share, int64_t accum) override;
+  Generator* dropout_generator() override { return &gen_; }
   std::vector<std::pair<std::string, double>> evaluate(int64_t step) override;
   nlohmann::json model_metadata() const override;
   uint64_t rng_state() const override { return gen_.counter(); }

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "qkv/core/names.h"
+#include "qkv/ops/adam.h"
 #include "qkv/ops/autocast.h"
 #include "qkv/ops/tensor.h"
 
@@ -50,6 +51,15 @@ class Adam {
   // of the weights the scopes lend, in the same pass, so the next step's scope casts none of them.
   void step(const Tensor& clip_factor = Tensor(), AutocastWeights* casts = nullptr);
   void zero_grad();  // drops the gradients (set_to_none)
+
+  // A step in two halves, for a step graph (train/step_graph.h) whose recording bakes the kernels'
+  // arguments in: advance() counts the step (t ← t + 1) and, once the numbers live on the device,
+  // writes there the ones lr and t give (ops/adam.h's adam_step_numbers, one row a weight-decay
+  // group) — before each replay, outside the recording —; update() queues the list updates, which
+  // read them there. step() = advance() then update().
+  void keep_step_numbers_on_device();  // from now on: a [groups, 3] f32 tensor on the parameters' device
+  void advance();
+  void update(const Tensor& clip_factor = Tensor(), AutocastWeights* casts = nullptr);
   void set_lr(float lr) { opt_.lr = lr; }
   float lr() const { return opt_.lr; }
   int64_t steps() const { return t_; }
@@ -66,8 +76,11 @@ class Adam {
     float weight_decay;
   };
   std::vector<Slot> slots_;
+  std::vector<float> decays_;  // the groups' weight decays, each once, in the slots' order
   AdamOptions opt_;
   int64_t t_ = 0;
+  Tensor step_numbers_;  // [decays_, 3] on the parameters' device, or undefined (keep_step_numbers_on_device)
+  AdamUpdate update_of(float decay) const;
 };
 
 // Groups for GPT-style training: weight decay on matrices (dim ≥ 2), none on biases, LayerNorm

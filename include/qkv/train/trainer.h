@@ -118,6 +118,26 @@ class TrainingTask {
   // What StepStats::tokens counts, for the progress bar's rate: "tok", or "img" for images.
   virtual const char* unit() const { return "tok"; }
 
+  // ---- recorded steps (train/step_graph.h) ----------------------------------------------------
+  // A step graph records one step's device work and replays it, its inputs copied into the tensors
+  // the recording read: it needs micro-batches of one shape, and train_micro_step in two halves —
+  // the batch on the host, and the device's work on it. A task that has them says so and overrides
+  // the three below; train_micro_step must then be micro_batch, its inputs moved to device(),
+  // micro_loss, and the loss read.
+  struct MicroBatch {
+    std::vector<Tensor> inputs;  // host tensors, of one shape at every (step, micro)
+    int64_t tokens = 0;          // StepStats::tokens
+    double share = 1;            // StepStats::share
+  };
+  virtual bool has_fixed_shape_batches() const { return false; }
+  // Micro-batch `micro` (of `accum`) of step `step`, on the host (the same for the same arguments).
+  virtual MicroBatch micro_batch(int64_t step, int64_t micro, int64_t accum);
+  // Forward and backward of a micro-batch whose inputs are on device() (micro_batch's, moved there),
+  // the gradients accumulating: its mean loss, on the device, not read.
+  virtual Tensor micro_loss(const std::vector<Tensor>& inputs, double share, int64_t accum);
+  // The generator the model's dropout draws from (the task's own stream), or null where it has none.
+  virtual Generator* dropout_generator() { return nullptr; }
+
   // The device the model trains on (TrainerOptions::device), set by the trainer after it moved the
   // model there; the task moves its batches to device() (or its model moves its inputs to its
   // weights'). Every task trains on every device a build has.
@@ -162,6 +182,13 @@ struct TrainerOptions {
   // optimizer's state is made there), the task its batches; checkpoints and model files are the
   // CPU's format either way.
   Device device = Device::cpu();
+  // Recorded steps (train/step_graph.h): `automatic` — on a GPU with QKV_CUDA_GRAPHS=1, for a task
+  // whose batches have one shape, in one process —, `off`, or `on`: wherever they can be (on the
+  // CPU the recording is emulated: each replay runs the recorded step's host code again with the
+  // host state of the recording, so every number that changes between steps must travel as a
+  // graph's would — the tests' way to check a step graph without a GPU).
+  enum class StepGraphs : uint8_t { automatic, off, on };
+  StepGraphs step_graphs = StepGraphs::automatic;
 };
 
 struct TrainResult {
@@ -172,6 +199,7 @@ struct TrainResult {
   int64_t best_step = -1;
   double best_value = 0;
   double last_loss = 0, tokens_per_second = 0;
+  int64_t recorded_steps = 0;  // steps run as a replay of a recorded step (train/step_graph.h)
   std::vector<std::pair<std::string, double>> last_eval;
 };
 

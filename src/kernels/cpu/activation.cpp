@@ -223,8 +223,8 @@ void silu_mul_backward(const float* g, const float* u, const float* dy, float* d
 }
 
 // y = x·z/(1−p), z ~ Bernoulli(1−p) drawn by Generator::paired_uniform(seed, counter + i).
-void dropout_apply(const float* x, float* y, int64_t n, float p, uint64_t seed, uint64_t counter) {
-  const DropoutMask m = dropout_mask(p, seed, counter);
+void dropout_apply(const float* x, float* y, int64_t n, const DropoutMask& mask) {
+  const DropoutMask m = mask.resolved();
   parallel_for(n, kGrain, [&](int64_t b, int64_t e) { dropout_row(x + b, y + b, e - b, m.from(b)); });
 }
 

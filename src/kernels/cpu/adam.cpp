@@ -57,8 +57,9 @@ void update(float* p, const float* gp, float* m, float* v, int64_t n, const Adam
 
 // On the CPU the list is a loop: each tensor's update is already one pass over its four arrays.
 void adam_update_list(float* const* param, const float* const* grad, float* const* exp_avg, float* const* exp_avg_sq,
-                      const int64_t* n, int64_t count, const AdamCoefficients& c, const float* clip_factor,
-                      bf16* const* bf16_copy) {
+                      const int64_t* n, int64_t count, const AdamCoefficients& coefficients,
+                      const float* step_numbers, const float* clip_factor, bf16* const* bf16_copy) {
+  const AdamCoefficients c = with_step_numbers(coefficients, step_numbers);
   for (int64_t i = 0; i < count; ++i) {
     bf16* copy = bf16_copy ? bf16_copy[i] : nullptr;
     if (clip_factor) update<true>(param[i], grad[i], exp_avg[i], exp_avg_sq[i], n[i], c, *clip_factor, copy);

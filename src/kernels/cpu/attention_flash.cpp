@@ -75,9 +75,9 @@ void mask_block(const AttnProblem& p, int64_t b, int64_t h, int64_t i0, int64_t 
 // (i, j) uses the same counter as the reference kernel, so both draw the same mask.
 void dropout_block(const AttnProblem& p, int64_t b, int64_t h, int64_t i0, int64_t br, int64_t j0, int64_t bc, float* W,
                    int64_t ldw) {
-  const uint64_t base = p.counter + static_cast<uint64_t>((b * p.H + h) * p.Lq * p.Lk);
+  const uint64_t base = p.first_counter() + static_cast<uint64_t>((b * p.H + h) * p.Lq * p.Lk);
   for (int64_t r = 0; r < br; ++r)
-    dropout_apply(W + r * ldw, W + r * ldw, bc, p.dropout_p, p.seed, base + static_cast<uint64_t>((i0 + r) * p.Lk + j0));
+    dropout_apply(W + r * ldw, W + r * ldw, bc, dropout_mask(p.dropout_p, p.seed, base + static_cast<uint64_t>((i0 + r) * p.Lk + j0)));
 }
 
 // e^(s − shift) in place over a row; returns the sum. shift = −∞ (row fully masked) → zeros.

@@ -30,12 +30,12 @@ void mask_row(const AttnProblem& p, int64_t b, int64_t h, int64_t i, float* s) {
 }
 
 uint64_t dropout_base(const AttnProblem& p, int64_t b, int64_t h) {
-  return p.counter + static_cast<uint64_t>((b * p.H + h) * p.Lq * p.Lk);
+  return p.first_counter() + static_cast<uint64_t>((b * p.H + h) * p.Lq * p.Lk);
 }
 
 // W = P ∘ Z / (1 − p) for one head (in → out may alias).
 void apply_dropout(const AttnProblem& p, int64_t b, int64_t h, const float* in, float* out) {
-  dropout_apply(in, out, p.Lq * p.Lk, p.dropout_p, p.seed, dropout_base(p, b, h));
+  dropout_apply(in, out, p.Lq * p.Lk, dropout_mask(p.dropout_p, p.seed, dropout_base(p, b, h)));
 }
 
 // Runs f(b, h_or_group, scratch) over `count` = B·heads items: in parallel over items (each one
@@ -127,7 +127,7 @@ void attention_backward_reference(const AttnProblem& p, const float* probs, cons
         for (int64_t i = i0; i < i1; ++i) {
           float* d = dS + i * p.Lk;
           const float* Pr = P + i * p.Lk;
-          if (dropout) dropout_apply(d, d, p.Lk, p.dropout_p, p.seed, base + static_cast<uint64_t>(i * p.Lk));
+          if (dropout) dropout_apply(d, d, p.Lk, dropout_mask(p.dropout_p, p.seed, base + static_cast<uint64_t>(i * p.Lk)));
           const float s = dot(Pr, d, p.Lk);
           for (int64_t j = 0; j < p.Lk; ++j) d[j] = Pr[j] * (d[j] - s);
         }

@@ -126,7 +126,8 @@ inline simd::mask dropout_keep(uint64_t seed, uint64_t c0, float p) {
 
 // y[i] = m(x[i], i) for i < n (kernels/dropout_mask.h): dropout_apply's loop, and the dropped residual
 // of the fused norms, the same bits. The vector loop starts on an even counter (one hash, two lanes).
-inline void dropout_row(const float* x, float* y, int64_t n, const DropoutMask& m) {
+inline void dropout_row(const float* x, float* y, int64_t n, const DropoutMask& mask) {
+  const DropoutMask m = mask.resolved();
   int64_t i = 0;
 #if QKV_SIMD
   if (i < n && (m.counter & 1)) y[i] = m(x[i], 0), ++i;

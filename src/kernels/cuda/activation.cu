@@ -39,9 +39,9 @@ void silu_mul_backward(const float* g, const float* u, const float* dy, float* d
   silu_mul_backward_kernel<<<blocks_for(n), 256, 0, stream()>>>(g, u, dy, dg, du, n, dg16, du16);
   QKV_CUDA_LAUNCHED(silu_mul_backward_kernel);
 }
-void dropout_apply(const float* x, float* y, int64_t n, float p, uint64_t seed, uint64_t counter) {
+void dropout_apply(const float* x, float* y, int64_t n, const DropoutMask& mask) {
   if (!n) return;
-  dropout_kernel<<<blocks_for(n), 256, 0, stream()>>>(x, y, n, dropout_mask(p, seed, counter));
+  dropout_kernel<<<blocks_for(n), 256, 0, stream()>>>(x, y, n, mask);
   QKV_CUDA_LAUNCHED(dropout_kernel);
 }
 

@@ -11,8 +11,8 @@
 namespace qkv::kernels::cuda {
 
 void adam_update_list(float* const* param, const float* const* grad, float* const* exp_avg, float* const* exp_avg_sq,
-                      const int64_t* n, int64_t count, const AdamCoefficients& c, const float* clip_factor,
-                      bf16* const* bf16_copy) {
+                      const int64_t* n, int64_t count, const AdamCoefficients& c, const float* step_numbers,
+                      const float* clip_factor, bf16* const* bf16_copy) {
   // the copies as the list's fifth array (float pointers, as convert_to_bf16_list carries them; null
   // entries where a tensor has none)
   std::vector<float*> copies(static_cast<size_t>(count), nullptr);
@@ -20,7 +20,7 @@ void adam_update_list(float* const* param, const float* const* grad, float* cons
   for_each_chunk<5>({param, grad, exp_avg, exp_avg_sq, copies.data()}, n, count,
                     [&](const TensorList<5>& list, int64_t, int tensors, int64_t most) {
                       const dim3 grid(blocks_for(most, 256, 4) > 1024 ? 1024 : blocks_for(most, 256, 4), tensors);
-                      adam_list_kernel<<<grid, 256, 0, stream()>>>(list, c, clip_factor);
+                      adam_list_kernel<<<grid, 256, 0, stream()>>>(list, c, step_numbers, clip_factor);
                       QKV_CUDA_LAUNCHED(adam_list_kernel);
                     });
 }

@@ -24,7 +24,10 @@ __device__ inline void adam_element(float* p, float gs, float* m, float* v, cons
 
 // Tensor blockIdx.y of the list (ptr: θ, g, m, v, and the bf16 copy carried as a float pointer, null
 // for none), its elements strided over gridDim.x blocks; the copy rounded as convert_to_bf16_list's.
-__global__ void adam_list_kernel(TensorList<5> list, AdamCoefficients c, const float* clip_factor) {
+// step_numbers (or null): the step's numbers in device memory (kernels/adam.inc), read as the kernel runs.
+__global__ void adam_list_kernel(TensorList<5> list, AdamCoefficients given, const float* step_numbers,
+                                 const float* clip_factor) {
+  const AdamCoefficients c = with_step_numbers(given, step_numbers);
   const int t = blockIdx.y;
   const int64_t n = list.n[t];
   float* p = list.ptr[0][t];

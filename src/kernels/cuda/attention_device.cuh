@@ -30,7 +30,7 @@ __device__ inline float masked_score(const AttnProblem& p, int64_t b, int64_t h,
 
 // The counter of dropout's draw for element (b, h, i, j): the op's first, plus the element's index
 __device__ inline uint64_t dropout_counter(const AttnProblem& p, int64_t b, int64_t h, int64_t i, int64_t j) {
-  return p.counter + static_cast<uint64_t>(((b * p.H + h) * p.Lq + i) * p.Lk + j);
+  return p.first_counter() + static_cast<uint64_t>(((b * p.H + h) * p.Lq + i) * p.Lk + j);
 }
 
 // Z / (1 − p) of one draw u: 1 / (1 − p) where u ≥ p (kept), 0 where dropped
