@@ -12,6 +12,7 @@
 #include <mutex>
 #include <string>
 #include <unordered_map>
+#include <utility>
 #include <vector>
 
 #include "cuda_backend.h"
@@ -653,6 +654,22 @@ int64_t max_memory_allocated(int) { return 0; }
 void empty_cache() {}
 
 #endif
+
+// ---- the CPU's stand-in for a capture (any build) ----------------------------------------------
+
+namespace {
+thread_local bool t_emulated_capture = false;
+}  // namespace
+
+EmulatedCapture::EmulatedCapture() : before_(std::exchange(t_emulated_capture, true)) {}
+EmulatedCapture::~EmulatedCapture() { t_emulated_capture = before_; }
+
+void refuse_in_emulated_capture(const char* what) {
+  if (t_emulated_capture)
+    throw Error(detail::concat(what, " during a recorded step (the CPU's emulation of a CUDA graph capture): the ",
+                               "recorded work must not read tensors on the host — on a GPU that waits for it, ",
+                               "which a capture refuses"));
+}
 
 }  // namespace qkv::cuda
 

@@ -8,6 +8,7 @@
 #include <numeric>
 
 #include "qkv/core/allocator.h"
+#include "qkv/core/cuda.h"
 #include "qkv/core/parallel.h"
 #include "qkv/core/rng.h"
 
@@ -209,6 +210,7 @@ TensorBase TensorBase::from_ints(const std::vector<int32_t>& values, const Shape
 
 std::vector<int32_t> TensorBase::to_ints() const {
   QKV_CHECK(dtype() == DType::i32, "Tensor::to_ints: tensor is ", dtype_name(dtype()), ", not i32");
+  cuda::refuse_in_emulated_capture("Tensor::to_ints");
   if (!device().is_cpu()) return to(Device::cpu()).to_ints();
   TensorBase c = is_contiguous() ? *this : host_contiguous_copy();
   return std::vector<int32_t>(c.data<int32_t>(), c.data<int32_t>() + c.numel());
@@ -318,6 +320,7 @@ TensorBase TensorBase::to(Device d) const {
 }
 
 std::vector<float> TensorBase::to_vector() const {
+  cuda::refuse_in_emulated_capture("Tensor::to_vector / item");
   if (!device().is_cpu()) return to(Device::cpu()).to_vector();
   std::vector<float> out(static_cast<size_t>(numel()));
   const void* base = static_cast<const char*>(impl().storage->ptr()) + offset() * dtype_size(dtype());

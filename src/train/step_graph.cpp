@@ -14,16 +14,16 @@ bool step_graphs_wanted(Device device) {
   return !device.is_cpu() && v && std::string_view(v) == "1";
 }
 
-std::string StepGraph::refusal(TrainingTask& task, int processes) {
+std::string StepGraph::refusal(TrainingTask& task, bool data_parallel) {
   if (!task.has_fixed_shape_batches())
     return "the task's micro-batches change shape from step to step (a recording replays one shape)";
-  if (processes > 1) return "several processes train together (their collectives are not recorded)";
+  if (data_parallel) return "the run is data-parallel (mpirun: its gradients' collectives are not recorded)";
   return "";
 }
 
 StepGraph::StepGraph(TrainingTask& task, const TrainConfig& cfg, Adam& adam, AutocastWeights& casts, Mode mode)
     : task_(task), cfg_(cfg), adam_(adam), casts_(casts), mode_(mode), gen_(task.dropout_generator()) {
-  const std::string why = refusal(task, 1);
+  const std::string why = refusal(task, false);
   QKV_CHECK(why.empty(), "train: a step cannot be recorded: ", why);
   const Device d = task.device();
   QKV_CHECK(mode == Mode::emulated || !d.is_cpu(), "train: a CUDA graph records a step on a GPU, not on the ", d.str());
@@ -66,29 +66,36 @@ void StepGraph::record() {
   const uint64_t shared_before = shared.counter();
   recorded_counter_ = gen_ ? gen_->counter() : 0;
   recorded_lr_ = adam_.lr(), recorded_t_ = adam_.steps();
-  set_offset(0);
-  const auto* word = reinterpret_cast<const uint64_t*>(offset_word_.data<int32_t>());
-  if (gen_) gen_->set_counter_offset(word);
-  try {
-    if (mode_ == Mode::graph) graph_->capture([this] { work(); });
-    else work();
-  } catch (const Error& e) {
+  // A capture runs nothing: where it cannot be made, the host state goes back to the step's start —
+  // the generators, Adam's t (the trainer's eager step counts it again), the gradients the recording
+  // made, and autocast's copies, which the recording may have noted as cast — and Refused says why.
+  // (The emulation's recording ran the step: there is no going back, and the error stays an error.)
+  auto refuse = [&](const std::string& why) {
     if (gen_) gen_->set_counter_offset(nullptr);
-    if (mode_ == Mode::emulated) throw;  // (the step ran: no going back)
-    // Nothing ran: the host state goes back to the step's start — the generators, Adam's t (the
-    // trainer's eager step counts it again), the gradients the recording made, and autocast's
-    // copies, which the recording may have noted as cast.
+    if (mode_ == Mode::emulated) throw Error(why);
     if (gen_) gen_->set_counter(recorded_counter_);
     shared.set_counter(shared_before);
     adam_.set_steps(recorded_t_ - 1);
     adam_.zero_grad();
     for (const Tensor& p : task_.model().module().parameters()) ++p.impl().storage->writes;
-    throw Refused(e.what());
+    throw Refused(why);
+  };
+  set_offset(0);
+  if (gen_) gen_->set_counter_offset(reinterpret_cast<const uint64_t*>(offset_word_.data<int32_t>()));
+  try {
+    if (mode_ == Mode::graph) {
+      graph_->capture([this] { work(); });
+    } else {
+      const cuda::EmulatedCapture no_host_reads;  // (what the capture would refuse)
+      work();
+    }
+  } catch (const Error& e) {
+    refuse(e.what());
   }
   if (gen_) gen_->set_counter_offset(nullptr);
-  QKV_CHECK(shared.counter() == shared_before,
-            "train: the recorded step drew from the default generator, whose counter a replay does not move "
-            "(the model's dropout must draw from the task's generator)");
+  if (shared.counter() != shared_before)
+    refuse("train: the recorded step drew from the default generator, whose counter a replay does not move "
+           "(the model's dropout must draw from the task's generator)");
   span_ = gen_ ? gen_->counter() - recorded_counter_ : 0;
   recorded_ = true;
 }
@@ -104,6 +111,7 @@ void StepGraph::replay() {
     gen_->set_counter_offset(reinterpret_cast<const uint64_t*>(offset_word_.data<int32_t>()));
   }
   try {
+    const cuda::EmulatedCapture no_host_reads;
     work();
   } catch (...) {
     if (gen_) gen_->set_counter_offset(nullptr);

@@ -391,7 +391,7 @@ TrainResult run_training(TrainingTask& task, const TrainConfig& cfg, const Train
     else if (run.lead()) bar.write(line);
   };
   if (graphs_asked) {
-    const std::string why = StepGraph::refusal(task, run.comm() ? run.comm()->size() : 1);
+    const std::string why = StepGraph::refusal(task, run.comm() != nullptr);
     if (!why.empty()) graphs_off(why);
   }
   double tok_rate = 0;

@@ -131,8 +131,8 @@ TEST(StepGraph, AResumedRunReplaysFromTheCheckpoint) {
 TEST(StepGraph, RefusesWhatARecordingCannotHold) {
   TempDir d("step_graph");
   LMTask task(tiny_config(d.path, 2), "");
-  EXPECT_EQ(StepGraph::refusal(task, 1), "");
-  EXPECT_NE(StepGraph::refusal(task, 2).find("several processes"), std::string::npos);
+  EXPECT_EQ(StepGraph::refusal(task, false), "");
+  EXPECT_NE(StepGraph::refusal(task, true).find("data-parallel"), std::string::npos);
   // a GPU's recording is a CUDA graph; on the CPU only the emulation records
   Adam adam(task.param_groups(0.1f), {});
   AutocastWeights casts(task.model().module().parameters());
@@ -161,6 +161,34 @@ TEST(StepGraph, ADrawFromTheDefaultGeneratorIsAnError) {
   o.step_graphs = TrainerOptions::StepGraphs::on;
   EXPECT_NE(testing::error_of([&] { run_training(task, task.train_config(), o); }).find("default generator"),
             std::string::npos);
+}
+
+// A recorded step that reads a tensor on the host — a wait for the GPU, which a capture refuses —
+// is refused by the CPU's emulation too, naming the read (cuda::EmulatedCapture); the eager steps
+// around it may read as they like.
+TEST(StepGraph, AHostReadInsideTheRecordedStepIsAnError) {
+  TempDir d("step_graph");
+  struct ReadingTask : LMTask {
+    using LMTask::LMTask;
+    Tensor micro_loss(const std::vector<Tensor>& inputs, double share, int64_t accum) override {
+      Tensor loss = LMTask::micro_loss(inputs, share, accum);
+      (void)loss.item();
+      return loss;
+    }
+  };
+  const json cfg = tiny_config(d.path, 3);
+  ReadingTask task(cfg, "");
+  TrainerOptions o;
+  o.out_dir = (d.path / "run").string(), o.full_config = cfg, o.quiet = true;
+  o.step_graphs = TrainerOptions::StepGraphs::on;
+  const std::string msg = testing::error_of([&] { run_training(task, task.train_config(), o); });
+  EXPECT_NE(msg.find("Tensor::to_vector / item during a recorded step"), std::string::npos) << msg;
+  {
+    const cuda::EmulatedCapture recording;
+    EXPECT_NE(testing::error_of([] { (void)Tensor::from_ints({1, 2}, {2}).to_ints(); }).find("Tensor::to_ints"),
+              std::string::npos);
+  }
+  EXPECT_EQ(Tensor::from_ints({1, 2}, {2}).to_ints().size(), 2u) << "outside, reads are as always";
 }
 
 TEST(StepGraphOnAGpu, ReplaysFollowTheEagerSteps) {

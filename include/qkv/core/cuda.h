@@ -147,6 +147,23 @@ class Graph {
 // Whether the calling thread is capturing a graph now (what must not wait for the GPU).
 bool is_capturing();
 
+// The CPU's stand-in for a capture (train/step_graph.h's emulated recording; any build): while one
+// lives on the calling thread, reading a tensor's values on the host — Tensor::item, to_vector,
+// to_ints, what inside a real capture would wait for the GPU — is a qkv::Error naming the call, as a
+// capture's refusal is. So a step the CPU's tests record would not wait inside a GPU's capture either.
+class EmulatedCapture {
+ public:
+  EmulatedCapture();
+  ~EmulatedCapture();
+  EmulatedCapture(const EmulatedCapture&) = delete;
+  EmulatedCapture& operator=(const EmulatedCapture&) = delete;
+
+ private:
+  bool before_;
+};
+// Throws, naming `what`, inside an EmulatedCapture (core's host reads call it).
+void refuse_in_emulated_capture(const char* what);
+
 // The device allocator (torch.cuda.memory_allocated / memory_reserved / empty_cache).
 int64_t memory_allocated(int device = 0);  // bytes in blocks held by tensors
 int64_t memory_reserved(int device = 0);   // bytes taken from the driver: held + cached

@@ -26,7 +26,7 @@
 // tests' way): the recorded step's host code runs again at every replay with the host state of the
 // recording — the generator's counter, Adam's lr and t — so that a number that did not travel through
 // device memory repeats the recorded step's, as a graph's would, and the steps differ from the eager
-// ones. What a recording cannot hold — a task whose batches change shape, several processes (their
+// ones. What a recording cannot hold — a task whose batches change shape, a data-parallel run (its
 // collectives), a model drawing dropout from the default generator — refuses it (refusal(), or
 // StepGraph::Refused while recording: the trainer then goes on eagerly and says why).
 #pragma once
@@ -52,8 +52,9 @@ class StepGraph {
  public:
   enum class Mode : uint8_t { graph, emulated };  // a CUDA graph, or the CPU's emulation (above)
 
-  // Why steps of `task` cannot be recorded in a run of `processes` (empty: they can).
-  static std::string refusal(TrainingTask& task, int processes);
+  // Why steps of `task` cannot be recorded, in a data-parallel run (mpirun: a communicator, however
+  // many processes) or not (empty: they can).
+  static std::string refusal(TrainingTask& task, bool data_parallel);
 
   // The recording could not be made (a wait for the GPU, a host copy, a draw from the default
   // generator inside the step): nothing of the step ran, and the host state is as it was before.
