@@ -3,7 +3,6 @@
 #include <cstdlib>
 #include <string_view>
 
-#include "qkv/autograd/grad_mode.h"
 #include "qkv/core/rng.h"
 #include "qkv/ops/clip.h"
 
