@@ -8,7 +8,8 @@
 #       PyTorch's SDPA backends), then f32 at L = 2k
 #       (the CUDA-core pair, the 3xTF32 tensor-core pair, PyTorch's f32 SDPA)
 #   run(command="bash scripts/gpu_session.sh 2", carry=[".gpu"], timeout_s=480)          (~4 minutes)
-#       GPT training tokens/s against PyTorch eager and compiled, translation throughput GPU vs CPU,
+#       GPT training tokens/s against PyTorch eager and compiled (qkv with and without its step as one CUDA
+#       graph, QKV_CUDA_GRAPHS=1), translation throughput GPU vs CPU,
 #       where a GPT step's and a beam step's time goes (QKV_PROFILE=1: each op's host and GPU time,
 #       the waits; the bf16 step also with the wgmma attention backwards and the overlapped forward), qkv train of the translation Transformer in f32 and bf16, paged attention's decoding
 #       step (split over the keys and not) against a dense cache's
