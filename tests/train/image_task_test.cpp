@@ -251,6 +251,31 @@ TEST(ImageTask, TrainsOnAGpuAlongTheCpusLossCurve) {
       << "on the CPU, from the GPU's model file";
 }
 
+// The ConvNet's step as a CUDA graph (train/step_graph.h): its convolutions' GEMMs, batch norm's
+// statistics and the non-local block captured; the replays follow the eager GPU run (the same kernels
+// in the same order; atomics may sum in another order).
+TEST(ImageTask, RecordedStepsOnAGpuFollowTheEagerSteps) {
+  if (!device_available(Device::cuda())) GTEST_SKIP() << "no CUDA GPU here (or no CUDA backend in this build)";
+  TempDir d("image-task-gpu-graph");
+  write_quadrants(d.path, "train", 160, 1);
+  write_quadrants(d.path, "test", 40, 2);
+  json cfg = task_config(d.path, 12);
+  cfg["train"]["eval_interval"] = 0;
+  TrainResult runs[2];
+  for (int graphs = 0; graphs < 2; ++graphs) {
+    ImageTask task(cfg, "");
+    TrainerOptions o;
+    o.out_dir = (d.path / (graphs ? "replayed" : "eager")).string(), o.full_config = cfg, o.quiet = true;
+    o.device = Device::cuda();
+    o.step_graphs = graphs ? TrainerOptions::StepGraphs::on : TrainerOptions::StepGraphs::off;
+    runs[graphs] = run_training(task, task.train_config(), o);
+  }
+  EXPECT_EQ(runs[1].recorded_steps, 11) << "every step after the first, as CUDA graph replays";
+  const std::vector<double> a = testing::logged_losses(d.path / "eager"), b = testing::logged_losses(d.path / "replayed");
+  ASSERT_EQ(a.size(), b.size());
+  for (size_t i = 0; i < a.size(); ++i) EXPECT_NEAR(b[i], a[i], 1e-4 * std::max(1.0, a[i])) << "step " << i;
+}
+
 TEST(ImageTask, DataThatCannotWorkIsAClearError) {
   TempDir d("image-task-bad");
   write_quadrants(d.path, "train", 40, 1);
