@@ -35,6 +35,10 @@ StepGraph::StepGraph(TrainingTask& task, const TrainConfig& cfg, Adam& adam, Aut
 StepGraph::~StepGraph() = default;
 
 // The word every draw of the recorded step adds to its counters (kernels/dropout_mask.h).
+const uint64_t* StepGraph::offset_word() const {
+  return reinterpret_cast<const uint64_t*>(offset_word_.data<int32_t>());
+}
+
 void StepGraph::set_offset(uint64_t offset) {
   offset_word_.copy_(Tensor::from_blob(&offset, {2}, DType::i32));
 }
@@ -80,7 +84,7 @@ void StepGraph::record() {
     throw Refused(why);
   };
   set_offset(0);
-  if (gen_) gen_->set_counter_offset(reinterpret_cast<const uint64_t*>(offset_word_.data<int32_t>()));
+  if (gen_) gen_->set_counter_offset(offset_word());
   try {
     if (mode_ == Mode::graph) {
       graph_->capture([this] { work(); });
@@ -107,7 +111,7 @@ void StepGraph::replay() {
   adam_.set_lr(recorded_lr_), adam_.set_steps(recorded_t_);
   if (gen_) {
     gen_->set_counter(recorded_counter_);
-    gen_->set_counter_offset(reinterpret_cast<const uint64_t*>(offset_word_.data<int32_t>()));
+    gen_->set_counter_offset(offset_word());
   }
   try {
     const cuda::EmulatedCapture no_host_reads;

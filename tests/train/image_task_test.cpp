@@ -156,6 +156,16 @@ TEST(ImageTask, TrainsResumesAndTheModelFileClassifies) {
   EXPECT_NE(msg.find("\"convnet\" model (image classification)"), std::string::npos) << msg;
 }
 
+// A run into dir/eager, or with its steps recorded (train/step_graph.h) into dir/replayed.
+TrainResult train_eager_or_recorded(const json& cfg, const fs::path& dir, bool recorded, Device device) {
+  ImageTask task(cfg, "");
+  TrainerOptions o;
+  o.out_dir = (dir / (recorded ? "replayed" : "eager")).string(), o.full_config = cfg, o.quiet = true;
+  o.device = device;
+  o.step_graphs = recorded ? TrainerOptions::StepGraphs::on : TrainerOptions::StepGraphs::off;
+  return run_training(task, task.train_config(), o);
+}
+
 // Recorded steps (train/step_graph.h) of a ConvNet with batch norm (its running statistics updated
 // inside the recording) and a non-local block, augmented images copied in before each replay: on the
 // CPU's emulation, the eager run's weights and curve bit for bit.
@@ -166,14 +176,8 @@ TEST(ImageTask, RecordedStepsAreTheEagerStepsBitForBit) {
   write_quadrants(d.path, "test", 40, 2);
   json cfg = task_config(d.path, 8);
   cfg["train"]["gradient_accumulation_steps"] = 2;
-  TrainResult runs[2];
-  for (int graphs = 0; graphs < 2; ++graphs) {
-    ImageTask task(cfg, "");
-    TrainerOptions o;
-    o.out_dir = (d.path / (graphs ? "replayed" : "eager")).string(), o.full_config = cfg, o.quiet = true;
-    o.step_graphs = graphs ? TrainerOptions::StepGraphs::on : TrainerOptions::StepGraphs::off;
-    runs[graphs] = run_training(task, task.train_config(), o);
-  }
+  const TrainResult runs[2] = {train_eager_or_recorded(cfg, d.path, false, Device::cpu()),
+                               train_eager_or_recorded(cfg, d.path, true, Device::cpu())};
   EXPECT_EQ(runs[1].recorded_steps, 7);
   const std::vector<double> a = testing::logged_losses(d.path / "eager"), b = testing::logged_losses(d.path / "replayed");
   ASSERT_EQ(a.size(), 8u);
@@ -261,15 +265,8 @@ TEST(ImageTask, RecordedStepsOnAGpuFollowTheEagerSteps) {
   write_quadrants(d.path, "test", 40, 2);
   json cfg = task_config(d.path, 12);
   cfg["train"]["eval_interval"] = 0;
-  TrainResult runs[2];
-  for (int graphs = 0; graphs < 2; ++graphs) {
-    ImageTask task(cfg, "");
-    TrainerOptions o;
-    o.out_dir = (d.path / (graphs ? "replayed" : "eager")).string(), o.full_config = cfg, o.quiet = true;
-    o.device = Device::cuda();
-    o.step_graphs = graphs ? TrainerOptions::StepGraphs::on : TrainerOptions::StepGraphs::off;
-    runs[graphs] = run_training(task, task.train_config(), o);
-  }
+  const TrainResult runs[2] = {train_eager_or_recorded(cfg, d.path, false, Device::cuda()),
+                               train_eager_or_recorded(cfg, d.path, true, Device::cuda())};
   EXPECT_EQ(runs[1].recorded_steps, 11) << "every step after the first, as CUDA graph replays";
   const std::vector<double> a = testing::logged_losses(d.path / "eager"), b = testing::logged_losses(d.path / "replayed");
   ASSERT_EQ(a.size(), b.size());

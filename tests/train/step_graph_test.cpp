@@ -57,6 +57,14 @@ TrainedRun train(const json& cfg, const fs::path& out, TrainerOptions::StepGraph
   return r;
 }
 
+// The error of a run of `task` with its steps recorded ("" when it ends well).
+std::string recorded_run_error(LMTask& task, const json& cfg, const fs::path& out) {
+  TrainerOptions o;
+  o.out_dir = out.string(), o.full_config = cfg, o.quiet = true;
+  o.step_graphs = TrainerOptions::StepGraphs::on;
+  return testing::error_of([&] { run_training(task, task.train_config(), o); });
+}
+
 // The checkpoint's tensors: the weights and Adam's moments after the last step.
 std::map<std::string, std::vector<float>> final_state(const fs::path& run) {
   std::map<std::string, std::vector<float>> out;
@@ -156,11 +164,7 @@ TEST(StepGraph, ADrawFromTheDefaultGeneratorIsAnError) {
   };
   const json cfg = tiny_config(d.path, 3);
   SharedStreamTask task(cfg, "");
-  TrainerOptions o;
-  o.out_dir = (d.path / "run").string(), o.full_config = cfg, o.quiet = true;
-  o.step_graphs = TrainerOptions::StepGraphs::on;
-  EXPECT_NE(testing::error_of([&] { run_training(task, task.train_config(), o); }).find("default generator"),
-            std::string::npos);
+  EXPECT_NE(recorded_run_error(task, cfg, d.path / "run").find("default generator"), std::string::npos);
 }
 
 // A recorded step that reads a tensor on the host — a wait for the GPU, which a capture refuses —
@@ -178,10 +182,7 @@ TEST(StepGraph, AHostReadInsideTheRecordedStepIsAnError) {
   };
   const json cfg = tiny_config(d.path, 3);
   ReadingTask task(cfg, "");
-  TrainerOptions o;
-  o.out_dir = (d.path / "run").string(), o.full_config = cfg, o.quiet = true;
-  o.step_graphs = TrainerOptions::StepGraphs::on;
-  const std::string msg = testing::error_of([&] { run_training(task, task.train_config(), o); });
+  const std::string msg = recorded_run_error(task, cfg, d.path / "run");
   EXPECT_NE(msg.find("Tensor::to_vector / item during a recorded step"), std::string::npos) << msg;
   {
     const cuda::EmulatedCapture recording;

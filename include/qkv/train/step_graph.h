@@ -82,6 +82,7 @@ class StepGraph {
   void work();  // the step's device work: what is recorded
   void record();
   void replay();
+  const uint64_t* offset_word() const;  // offset_word_'s u64, where the kernels read it
   void set_offset(uint64_t offset);
 
   TrainingTask& task_;
