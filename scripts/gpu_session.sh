@@ -12,7 +12,8 @@
 #       graph, QKV_CUDA_GRAPHS=1), translation throughput GPU vs CPU,
 #       where a GPT step's and a beam step's time goes (QKV_PROFILE=1: each op's host and GPU time,
 #       the waits; the bf16 step also with the wgmma attention backwards and the overlapped forward), qkv train of the translation Transformer in f32 and bf16, paged attention's decoding
-#       step (split over the keys and not) against a dense cache's
+#       step (split over the keys and not) against a dense cache's, GPT-2-shaped continuous batching
+#       with decoding graphs off and on
 #   run(command="bash scripts/gpu_session.sh sanitize 'Cuda.Bf16*'", carry=[".gpu"])   a failing kernel
 #   (tests, attention [KERNEL…], training, steps, profile, serve, transformer, paged: one step alone)
 #
@@ -122,6 +123,11 @@ paged() {  # one decoding step's paged attention (the split over the keys on and
       QKV_CUDA_PAGED_SPLIT=$split step "paged-$B-$L-split$split" 30 bash .gpu/run.sh qkv bench paged-attention \
         --device cuda -B "$B" -L "$L" --json
     done
+  done
+  # continuous batching of GPT-2 small's shape, decoding graphs off and on (decode/paged_graphs.h)
+  for n in 1 8 64; do
+    step "batched-gpt2-$n" 60 bash .gpu/run.sh qkv bench gpt batched --model gpt2 --device cuda --requests "$n" \
+      --new-tokens 128 --repeats 2 --json
   done
   # the samples of one prompt (cascade: the shared pages read once a block of rows), on and off
   local shared=("16 4096 3584" "64 2048 1792" "8 16384 16000")

@@ -509,23 +509,27 @@ Stream::~Stream() {  // never throws: a destructor
 // ---- CUDA graphs ----------------------------------------------------------------------------------
 //
 // The graph's pool is its capture stream's: the allocator keeps blocks per stream, and no work but
-// the capture ever runs with that stream current, so what the capture allocated and freed stays
-// the graph's. When the graph goes, its stream does (Stream::~Stream hands the blocks to the
-// device's default stream), after the device finished every replay.
+// captures ever runs with that stream current, so what a capture allocated and freed stays the
+// graph's (or, with a pool shared, its graphs'). When the last graph of a pool goes, its stream does
+// (Stream::~Stream hands the blocks to the device's default stream), after the device finished every
+// replay.
 
 struct Graph::Impl {
   int device = 0;
-  std::unique_ptr<Stream> stream;
+  std::shared_ptr<Stream> stream;  // (shared by the graphs of one pool)
   cudaGraph_t graph = nullptr;
   cudaGraphExec_t exec = nullptr;
   std::shared_ptr<GraphChecks> checks;
 };
 
-Graph::Graph(int device) : impl_(new Impl) {
-  check_device(device);
+Graph::Graph(int device) : Graph(std::make_shared<Stream>(device)) {}
+
+Graph::Graph(std::shared_ptr<Stream> pool) : impl_(new Impl) {
+  QKV_CHECK(pool != nullptr, "cuda::Graph: no pool (a stream) given");
+  const int device = pool->device();
   DeviceGuard guard(device);
   impl_->device = device;
-  impl_->stream = std::make_unique<Stream>(device);
+  impl_->stream = std::move(pool);
   impl_->checks = std::make_shared<GraphChecks>();
   impl_->checks->device = device;
   QKV_CUDA_CHECK(cudaMalloc(reinterpret_cast<void**>(&impl_->checks->words),
@@ -544,7 +548,7 @@ Graph::~Graph() {  // never throws: a destructor
     }
     if (impl_->graph) cudaGraphDestroy(impl_->graph);
   }
-  delete impl_;  // the stream, then its blocks to the default stream
+  delete impl_;  // the stream (with the last graph of its pool), then its blocks to the default stream
 }
 
 bool Graph::captured() const { return impl_->exec != nullptr; }
@@ -642,6 +646,7 @@ DeviceGuard::DeviceGuard(int) { not_built("cuda::DeviceGuard"); }
 DeviceGuard::~DeviceGuard() = default;
 struct Graph::Impl {};
 Graph::Graph(int) : impl_(nullptr) { not_built("cuda::Graph"); }
+Graph::Graph(std::shared_ptr<Stream>) : impl_(nullptr) { not_built("cuda::Graph"); }
 Graph::~Graph() = default;
 void Graph::capture(const std::function<void()>&) { not_built("cuda::Graph::capture"); }
 void Graph::replay() { not_built("cuda::Graph::replay"); }

@@ -64,6 +64,11 @@ BatchingGenerator::BatchingGenerator(const models::LanguageModel& model, Batchin
       around_(std::move(around)),
       cache_(model.make_paged_cache(pool_pages(model, options, model_device(model)), options.page_size, model_device(model),
                                     options.kv_cache_dtype)) {
+  using G = BatchingGeneratorOptions::DecodeGraphs;
+  const Device d = cache_.device();
+  if (opt_.decode_graphs == G::on || (opt_.decode_graphs == G::automatic && decode_graphs_wanted(d)))
+    graphs_ = std::make_unique<PagedDecodeGraphs>(
+        model_, cache_, opt_.max_batch, d.is_cpu() ? PagedDecodeGraphs::Mode::emulated : PagedDecodeGraphs::Mode::graph);
   worker_ = std::thread([this] { run(); });
 }
 
@@ -368,11 +373,29 @@ void BatchingGenerator::step(std::vector<std::shared_ptr<Request>>& running) {
     const auto from = in[i]->context.begin() + static_cast<std::ptrdiff_t>(in[i]->window) + in[i]->seq.length;
     ids.insert(ids.end(), from, from + count[i]);
   }
+  // what comes back to the host: where every sequence that chooses now is greedy, each one's argmax
+  // (topk's first maximum, as Sampler's: n numbers rather than n · V), else every logit
+  const bool greedy = std::all_of(in.begin(), in.end(), [](const Request* r) { return r->opt.sampling.temperature <= 0; });
   std::vector<float> logits;
+  std::vector<int32_t> best;
   try {
-    const nn::PagedStep plan = cache_.plan(seqs, count);
-    const Tensor x = Tensor::from_ints(ids, {static_cast<int64_t>(ids.size())}).to(cache_.device());
-    auto work = [&] { logits = model_.step_paged(x, plan, cache_).to(Device::cpu()).to_vector(); };
+    std::function<void()> work;
+    nn::PagedStep plan;
+    Tensor x;
+    auto read = [&](const Tensor& out) {  // out [n, V] on the cache's device
+      if (greedy) best = topk(out, 1).indices.to(Device::cpu()).to_ints();
+      else logits = out.to(Device::cpu()).to_vector();
+    };
+    if (graphs_ && graphs_->takes(count)) {  // decoding tokens only: a bucket's graph
+      work = [&] {
+        read(graphs_->step(seqs, ids));
+        graph_steps_ = graphs_->replayed(), graphs_captured_ = graphs_->captured();
+      };
+    } else {
+      plan = cache_.plan(seqs, count);
+      x = Tensor::from_ints(ids, {static_cast<int64_t>(ids.size())}).to(cache_.device());
+      work = [&] { read(model_.step_paged(x, plan, cache_)); };
+    }
     if (around_) around_(work);
     else work();
   } catch (...) {  // every sequence of the step ends with the error (none is left half-fed)
@@ -388,8 +411,9 @@ void BatchingGenerator::step(std::vector<std::shared_ptr<Request>>& running) {
   for (size_t i = 0; i < in.size(); ++i) {
     Request& r = *in[i];
     if (r.pending() > 0) continue;  // a prompt chunk: its logits are not the next token's
-    const auto next = static_cast<int32_t>(r.sampler.next(std::vector<float>(logits.begin() + static_cast<std::ptrdiff_t>(i * V),
-                                                                             logits.begin() + static_cast<std::ptrdiff_t>((i + 1) * V))));
+    const auto next = greedy ? best[i]
+                             : static_cast<int32_t>(r.sampler.next(std::vector<float>(
+                                   logits.begin() + static_cast<std::ptrdiff_t>(i * V), logits.begin() + static_cast<std::ptrdiff_t>((i + 1) * V))));
     const bool stop = std::find(r.opt.stop_ids.begin(), r.opt.stop_ids.end(), next) != r.opt.stop_ids.end();
     if (!stop) {
       r.context.push_back(next), ++r.produced;

@@ -117,7 +117,7 @@ Tensor GPT::step_paged(const Tensor& ids, const PagedStep& step, PagedKVCache& c
   // x₀ = wte[ids] + wpe[positions] (positions < block_size: the caller's window), [1, T, E]
   ResidualStream x{(wte->forward(ids) + embedding(step.positions, wpe->weight)).unsqueeze(0), Tensor()};
   for (size_t i = 0; i < h.size(); ++i) x = h[i]->forward_paged(x, cache, static_cast<int64_t>(i), step);
-  const Tensor last = index_select(x.sum().squeeze(0), 0, step.last);  // [sequences, E]
+  const Tensor last = step.last_rows(x.sum().squeeze(0));  // [sequences, E]
   return linear_inference(ln_f->forward(last), wte->weight, wte_inference);
 }
 

@@ -116,8 +116,10 @@ std::pair<Tensor, Tensor> RotaryEmbedding::tables(int64_t pos0, int64_t T, Devic
     cos_ = Tensor::from_vector(c, {n, rot}), sin_ = Tensor::from_vector(s, {n, rot});
   }
   if (device.is_cpu()) return {cos_.slice(0, pos0, need), sin_.slice(0, pos0, need)};
-  if (!cos_on_.defined() || cos_on_.device() != device || cos_on_.size(0) != cos_.size(0))
+  if (!cos_on_.defined() || cos_on_.device() != device || cos_on_.size(0) != cos_.size(0)) {
+    if (cos_on_.defined()) retired_.push_back(cos_on_), retired_.push_back(sin_on_);
     cos_on_ = cos_.to(device), sin_on_ = sin_.to(device);
+  }
   return {cos_on_.slice(0, pos0, need), sin_on_.slice(0, pos0, need)};
 }
 
@@ -319,22 +321,23 @@ Tensor Llama::step_paged(const Tensor& ids, const PagedStep& step, PagedKVCache&
   QKV_CHECK(cache.layers() == static_cast<int64_t>(layers.size()), "Llama::step_paged: a cache of ", cache.layers(),
             " layers for a model of ", layers.size());
   ResidualStream x{embed_tokens->forward(ids).unsqueeze(0), Tensor()};  // [1, T, E]
-  // each token's rotary angles: the tables' rows at its position (picked on the host, [T, rot] sent)
+  // each token's rotary angles: the tables' rows at its position, gathered on the device by the
+  // step's positions ([T, rot]; nothing uploaded, so a graph can hold it), the tables covering the
+  // furthest position (checked on the host) or the step's bound
   QKV_CHECK(step.host_positions.size() == static_cast<size_t>(step.tokens()), "Llama::step_paged: the step's ",
             step.host_positions.size(), " host positions for ", step.tokens(), " tokens");
-  std::vector<int64_t> at(step.host_positions.size());
   int64_t furthest = 0;
-  for (size_t t = 0; t < at.size(); ++t) {
-    at[t] = step.host_positions[t];
-    QKV_CHECK(at[t] >= 0 && at[t] < config.block_size, "Llama::step_paged: position ", at[t],
-              " exceeds max_position_embeddings ", config.block_size);
-    furthest = std::max(furthest, at[t]);
+  for (const int32_t at : step.host_positions) {
+    QKV_CHECK(at >= 0 && at < config.block_size, "Llama::step_paged: position ", at, " exceeds max_position_embeddings ",
+              config.block_size);
+    furthest = std::max<int64_t>(furthest, at);
   }
-  const auto [cos_all, sin_all] = rope_.tables(0, furthest + 1, Device::cpu());
-  const Tensor cos = index_select(cos_all, 0, at).to(x.base.device()), sin = index_select(sin_all, 0, at).to(x.base.device());
+  const int64_t rows = std::max(furthest + 1, std::min(step.positions_below, config.block_size));
+  const auto [cos_all, sin_all] = rope_.tables(0, rows, x.base.device());
+  const Tensor cos = embedding(step.positions, cos_all), sin = embedding(step.positions, sin_all);
   for (size_t i = 0; i < layers.size(); ++i)
     x = layers[i]->forward_paged(x, cos, sin, cache, static_cast<int64_t>(i), step);
-  const Tensor last = index_select(x.sum().squeeze(0), 0, step.last);  // [sequences, E]
+  const Tensor last = step.last_rows(x.sum().squeeze(0));  // [sequences, E]
   return head(ResidualStream{last, Tensor()}, true);
 }
 

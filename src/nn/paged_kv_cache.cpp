@@ -192,11 +192,18 @@ PagedStep PagedKVCache::plan(const std::vector<PagedSequence*>& seqs, const std:
 }
 
 const PagedPrefixes* PagedStep::prefixes(int64_t window) const {
-  if (!block_table.defined() || block_table.device().is_cpu() || tokens() < 2) return nullptr;
+  if (!block_table.defined() || block_table.device().is_cpu() || !host_block_table.defined() || tokens() < 2)
+    return nullptr;
   for (const auto& [w, p] : found)
     if (w == window) return p.empty() ? nullptr : &p;
   found.emplace_back(window, paged_prefixes(host_block_table, host_seq, host_paged_len, page_size, window, block_table.device()));
   return found.back().second.empty() ? nullptr : &found.back().second;
+}
+
+Tensor PagedStep::last_rows(const Tensor& x) const {
+  bool every = static_cast<int64_t>(last.size()) == x.size(0);
+  for (size_t i = 0; every && i < last.size(); ++i) every = last[i] == static_cast<int64_t>(i);
+  return every ? x : index_select(x, 0, last);
 }
 
 // attn = paged_attention(q over the pages; fresh prompts skipped) with each fresh prompt's rows

@@ -161,8 +161,8 @@ void paged_kv_write(const Tensor& k_cache, const Tensor& v_cache, const Tensor& 
   if (d.is_cpu())
     for (int64_t t = 0; t < s.T; ++t) {
       const int32_t x = sl.data<int32_t>()[t];
-      QKV_CHECK(x >= 0 && x < s.pages * s.page_size, op, ": slots[", t, "] = ", x, " is not one of the caches' ",
-                s.pages * s.page_size, " slots (", s.pages, " pages of ", s.page_size, ")");
+      QKV_CHECK(x >= -1 && x < s.pages * s.page_size, op, ": slots[", t, "] = ", x, " is not one of the caches' ",
+                s.pages * s.page_size, " slots (", s.pages, " pages of ", s.page_size, ") nor −1 (a padding token's)");
     }
   if (s.T == 0) return;
   Tensor kc = dense(k), vc = dense(v);

@@ -53,8 +53,9 @@ std::vector<Ask> asks() {
   return a;
 }
 
-// Every request from its own thread at once, against generate alone.
-void expect_same_tokens(const models::LanguageModel& model, BatchingGeneratorOptions o) {
+// Every request from its own thread at once, against generate alone; returns the steps run in a
+// decoding graph's bucket.
+int64_t expect_same_tokens(const models::LanguageModel& model, BatchingGeneratorOptions o) {
   const std::vector<Ask> a = asks();
   std::vector<std::vector<int32_t>> alone;
   for (const Ask& x : a) alone.push_back(generate(model, x.prompt, x.opt));
@@ -75,6 +76,7 @@ void expect_same_tokens(const models::LanguageModel& model, BatchingGeneratorOpt
     EXPECT_EQ(streamed[i], alone[i]);
   }
   EXPECT_GT(batcher.step_sequences(), batcher.steps()) << "no step held two sequences";
+  return batcher.graph_steps();
 }
 
 nlohmann::json gpt_config() {
@@ -101,6 +103,25 @@ TEST(BatchingGenerator, LlamaWithGroupedQueriesAndAWindow) {
   BatchingGeneratorOptions o;
   o.max_step_tokens = 5, o.page_size = 8;
   expect_same_tokens(lm(llama), o);
+}
+
+// Decoding graphs (decode/paged_graphs.h), emulated on the CPU: the steps of decoding tokens alone
+// padded to buckets, the others as written — each request still generate's. Off, none is bucketed.
+TEST(BatchingGenerator, DecodingGraphsGiveEachRequestGeneratesTokens) {
+  const auto gpt = random_model("gpt", gpt_config(), 3);
+  BatchingGeneratorOptions o;
+  o.max_step_tokens = 8, o.page_size = 4, o.max_batch = 5;  // buckets 1, 2, 4, 5
+  o.decode_graphs = BatchingGeneratorOptions::DecodeGraphs::on;
+  EXPECT_GT(expect_same_tokens(lm(gpt), o), 10);
+  o.decode_graphs = BatchingGeneratorOptions::DecodeGraphs::off;
+  EXPECT_EQ(expect_same_tokens(lm(gpt), o), 0);
+  const auto llama = random_model("llama", {{"vocab_size", 11}, {"hidden_size", 16}, {"intermediate_size", 24},
+                                            {"num_hidden_layers", 2}, {"num_attention_heads", 4},
+                                            {"num_key_value_heads", 2}, {"max_position_embeddings", 32},
+                                            {"sliding_window", 6}},
+                                  5);
+  o.decode_graphs = BatchingGeneratorOptions::DecodeGraphs::on, o.max_batch = 64;
+  EXPECT_GT(expect_same_tokens(lm(llama), o), 10);
 }
 
 // Prefix caching: requests whose prompts begin alike — a shared preamble, a chat's next turn that

@@ -5,6 +5,9 @@
 //             big (6 layers, 6 heads, 384 dims, block 256, batch 16)
 //   generate: greedy decoding of the big model (block 512), batch 1, from one token, with the
 //             KV cache and without (recomputing the whole prefix every step)
+//   batched:  N greedy requests at once through continuous batching (decode/batching_generator.h)
+//             over a paged KV cache, decoding graphs off and on (decode/paged_graphs.h; on the CPU
+//             "on" is their emulation: the steps padded to buckets, no graph), runs alternating
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -13,6 +16,7 @@
 #include "bench_common.h"
 #include "commands.h"
 #include "qkv/core/thread_budget.h"
+#include "qkv/decode/batching_generator.h"
 #include "qkv/decode/generate.h"
 #include "qkv/models/registry.h"
 #include "qkv/nn/gpt.h"
@@ -31,6 +35,9 @@ struct GptBenchArgs {
   float dropout = 0.f;  // train: the model's dropout (nanoGPT's GPU recipe: 0.2)
   int threads = 0;
   bool json = false, no_naive = false;
+  // batched
+  std::string model = "big", device = "cpu";
+  int64_t requests = 32, prompt_tokens = 16;
 };
 
 nn::GPTConfig preset(const std::string& name, int64_t& batch) {
@@ -141,6 +148,74 @@ int run_generate(const GptBenchArgs& a) {
   return 0;
 }
 
+// N requests of random prompts, each generating new_tokens greedily (no stop token), all at once
+// through one BatchingGenerator per mode; the first run of each mode (untimed) captures its graphs.
+int run_batched(const GptBenchArgs& a) {
+  use_threads_for_decoding(a.decode.threads);
+  const Device device = device_from(a.device, "bench gpt batched");
+  int64_t unused = 0;
+  nn::GPTConfig c = preset("big", unused);
+  c.block_size = 512;
+  if (a.model == "gpt2") c.n_layer = 12, c.n_head = 12, c.n_embd = 768, c.vocab_size = 50257, c.block_size = 1024;
+  if (a.prompt_tokens + a.new_tokens > c.block_size)
+    throw Error(detail::concat("bench gpt batched: --prompt-tokens ", a.prompt_tokens, " + --new-tokens ", a.new_tokens,
+                               " exceed the model's block of ", c.block_size));
+  Generator gen(0);
+  std::unique_ptr<models::LanguageModel> model = models::build_language_model("gpt", c.to_json(), &gen);
+  model->module().eval();
+  model->module().to(device);
+  model->set_inference_weights(a.decode.weights);
+  std::vector<std::vector<int32_t>> prompts(static_cast<size_t>(a.requests));
+  for (size_t r = 0; r < prompts.size(); ++r)
+    for (int64_t t = 0; t < a.prompt_tokens; ++t)
+      prompts[r].push_back(static_cast<int32_t>(Generator::bits(11, r * 1000 + static_cast<uint64_t>(t)) %
+                                                static_cast<uint64_t>(c.vocab_size)));
+  decode::GenerateOptions o;
+  o.sampling.temperature = 0, o.max_new_tokens = a.new_tokens;
+  const std::vector<decode::GenerateOptions> opts(prompts.size(), o);
+  using G = decode::BatchingGeneratorOptions::DecodeGraphs;
+  struct Mode {
+    const char* name;
+    std::unique_ptr<decode::BatchingGenerator> gen;
+    std::vector<double> seconds;
+    std::vector<std::vector<int32_t>> out;
+  };
+  std::vector<Mode> modes;
+  for (G g : {G::off, G::on}) {
+    decode::BatchingGeneratorOptions bo;
+    bo.max_batch = a.requests, bo.decode_graphs = g;
+    modes.push_back({g == G::off ? "graphs-off" : "graphs-on", std::make_unique<decode::BatchingGenerator>(*model, bo), {}, {}});
+    modes.back().out = modes.back().gen->generate_all(prompts, opts);  // (warm-up: captures the buckets)
+  }
+  for (int64_t r = 0; r < a.repeats; ++r)
+    for (Mode& m : modes) {
+      const auto t0 = std::chrono::steady_clock::now();
+      m.out = m.gen->generate_all(prompts, opts);
+      m.seconds.push_back(seconds_since(t0));
+    }
+  const double tokens = static_cast<double>(a.requests * a.new_tokens);
+  nlohmann::json j = {{"model", a.model},       {"params", model->module().num_parameters()}, {"device", device.str()},
+                      {"requests", a.requests}, {"prompt_tokens", a.prompt_tokens},           {"new_tokens", a.new_tokens},
+                      {"threads", requested_threads()}, {"dtype", std::string(enum_name(a.decode.weights))}};
+  for (const Mode& m : modes) {
+    const double med = time_stats(m.seconds).median;
+    j[m.name] = {{"median_s", med}, {"tokens_per_s", tokens / med}, {"graph_steps", m.gen->graph_steps()},
+                 {"graphs_captured", m.gen->graphs_captured()}, {"steps", m.gen->steps()}};
+    if (!a.json)
+      std::printf("qkv batched %-10s %s %s %lld requests x %lld tokens: median %.3f s -> %.0f tokens/s (%lld of %lld steps "
+                  "bucketed, %lld graphs)\n",
+                  m.name, a.model.c_str(), device.str().c_str(), static_cast<long long>(a.requests),
+                  static_cast<long long>(a.new_tokens), med, tokens / med, static_cast<long long>(m.gen->graph_steps()),
+                  static_cast<long long>(m.gen->steps()), static_cast<long long>(m.gen->graphs_captured()));
+  }
+  const double ratio = time_stats(modes[0].seconds).median / time_stats(modes[1].seconds).median;
+  j["speedup"] = ratio;
+  j["identical"] = modes[0].out == modes[1].out;
+  if (a.json) std::printf("%s\n", j.dump().c_str());
+  else std::printf("graphs on / off: %.2fx, tokens %s\n", ratio, modes[0].out == modes[1].out ? "identical" : "DIFFER");
+  return 0;
+}
+
 }  // namespace
 
 void add_bench_gpt(CLI::App* bench) {
@@ -161,6 +236,23 @@ void add_bench_gpt(CLI::App* bench) {
   ge->add_option("--repeats", a->repeats, "timed runs (median)")->capture_default_str()->check(greater_than_zero());
   add_decode_bench_options(ge, a->decode, a->no_naive, a->json);
   register_runner(ge, [a] { return run_generate(*a); });
+  CLI::App* ba = gpt->add_subcommand(
+      "batched", "continuous batching tokens/s: N greedy requests at once, decoding graphs off and on (CUDA graphs on a GPU)");
+  ba->add_option("--model", a->model, "big (6 layers, 384 dims, vocab 65) or gpt2 (GPT-2 small's shape: 12 layers, 768 dims, vocab 50257)")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"big", "gpt2"}));
+  ba->add_option("--requests", a->requests, "requests at once (the batch)")->capture_default_str()->check(CLI::Range(1, 4096));
+  ba->add_option("--prompt-tokens", a->prompt_tokens, "each prompt's tokens (random)")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 1000000));
+  ba->add_option("--new-tokens", a->new_tokens, "tokens each request generates")->capture_default_str()->check(CLI::Range(1, 1000000));
+  ba->add_option("--repeats", a->repeats, "timed runs of each mode, alternating (median)")
+      ->capture_default_str()
+      ->check(greater_than_zero());
+  add_device_option(ba, a->device, "decode");
+  add_decode_options(ba, a->decode, kWeights | kThreads);
+  ba->add_flag("--json", a->json, "one JSON object on stdout");
+  register_runner(ba, [a] { return run_batched(*a); });
 }
 
 }  // namespace qkv::cli

@@ -17,6 +17,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <string>
 
 struct CUstream_st;  // cudaStream_t is CUstream_st* (cuda_runtime_api.h); named here without it
@@ -128,9 +129,15 @@ class DeviceGuard {
 //
 // replay() launches the graph on the calling thread's current stream, in order with the work queued
 // there before and after it.
+//
+// Graphs made with one `pool` (a stream: PyTorch's graph_pool_handle) capture on it and share its
+// memory: what one capture freed serves the next one's temporaries, so many graphs of one model
+// (decode/paged_graphs.h's buckets) cost about one's. They must never replay at once; a tensor a
+// capture returned stays its graph's while held.
 class Graph {
  public:
   explicit Graph(int device = 0);
+  explicit Graph(std::shared_ptr<Stream> pool);
   ~Graph();
   Graph(const Graph&) = delete;
   Graph& operator=(const Graph&) = delete;

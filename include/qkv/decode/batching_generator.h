@@ -26,6 +26,7 @@
 
 #include "qkv/core/error.h"
 #include "qkv/decode/generate.h"
+#include "qkv/decode/paged_graphs.h"
 #include "qkv/models/model.h"
 
 namespace qkv::decode {
@@ -46,6 +47,12 @@ struct BatchingGeneratorOptions {
   // The keys and values kept: f32, or bf16 — half the bytes, so twice the tokens in max_cache_bytes,
   // each rounded as it is written (vLLM's kv_cache_dtype); the attention still computes in f32.
   DType kv_cache_dtype = DType::f32;
+  // Decoding steps as CUDA graphs (decode/paged_graphs.h: a step of decoding tokens only, padded to
+  // a bucket, replayed from one graph): `automatic` — on a GPU with QKV_CUDA_GRAPHS=1 —, `off`, or
+  // `on`: on a GPU, and on the CPU emulated (the bucketed steps run as written, host reads refused:
+  // the tests' way to check the GPU's steps).
+  enum class DecodeGraphs : uint8_t { automatic, off, on };
+  DecodeGraphs decode_graphs = DecodeGraphs::automatic;
 };
 
 // A request not admitted within the time its caller gave (the pool or the batch stayed full).
@@ -102,6 +109,9 @@ class BatchingGenerator {
   int64_t step_sequences() const { return step_sequences_; }  // summed over steps (÷ steps: the mean batch)
   int64_t prompt_tokens() const { return prompt_tokens_; }  // of the requests admitted
   int64_t prefix_hit_tokens() const { return prefix_hit_tokens_; }  // of those, the ones found in the cache
+  // steps replayed from a decoding graph (or, emulated, run in a bucket), and graphs captured
+  int64_t graph_steps() const { return graph_steps_; }
+  int64_t graphs_captured() const { return graphs_captured_; }
   int64_t cache_pages() const { return cache_.pages(); }
   int64_t cache_page_size() const { return cache_.page_size(); }
 
@@ -129,12 +139,14 @@ class BatchingGenerator {
   BatchingGeneratorOptions opt_;
   Around around_;
   nn::PagedKVCache cache_;
+  std::unique_ptr<PagedDecodeGraphs> graphs_;  // where decode_graphs asks for them
   mutable std::mutex mu_;
   std::condition_variable cv_;
   std::deque<std::shared_ptr<Request>> queue_;
   std::atomic<size_t> running_count_{0};
   bool stop_ = false;
   std::atomic<int64_t> steps_{0}, step_sequences_{0}, prompt_tokens_{0}, prefix_hit_tokens_{0};
+  std::atomic<int64_t> graph_steps_{0}, graphs_captured_{0};
   std::thread worker_;
 };
 

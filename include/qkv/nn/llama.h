@@ -67,6 +67,9 @@ class RotaryEmbedding {
   // their copies on the device asked for last (a GPU's), so that a forward there uploads nothing
   // (and a recorded training step, train/step_graph.h, holds no copy from the host)
   mutable Tensor cos_on_, sin_on_;
+  // their earlier copies there: a captured graph (decode/paged_graphs.h) still reads the one it was
+  // captured with (the tables double as they grow: these hold less than the last)
+  mutable std::vector<Tensor> retired_;
 };
 
 class LlamaDecoderLayer : public Module {

@@ -49,8 +49,15 @@ struct PagedStep {
   Tensor seq_len;      // [T]: the keys it sees, itself included: position + 1
   Tensor slots;        // [T]: where its key and value go, page · page_size + offset
   Tensor block_table;  // [sequences, max_pages]: each sequence's pages (−1 past them)
-  std::vector<int32_t> host_positions;  // positions, on the host (Llama's rotary rows are picked there)
+  std::vector<int32_t> host_positions;  // positions, on the host (checked there against the model's limit)
+  // > 0: every position of this step and of the later ones replaying it stays below it — what the
+  // tables a step reads by position (Llama's rotary angles) must cover when a graph captures it
+  // (decode/paged_graphs.h: its bucket's widest context)
+  int64_t positions_below = 0;
   std::vector<int64_t> last;  // per sequence, the index in T of its last token (whose logits are wanted)
+  // x [T, E] → the rows of `last`, [sequences, E]: x itself where every token is its sequence's last
+  // (a decoding step: no gather, nothing uploaded)
+  Tensor last_rows(const Tensor& x) const;
   // The prompts fed whole from position 0 (≥ 2 tokens): their tokens [begin, begin + count) attend
   // only to each other, causally — a dense attention over this step's own keys, as fast as training's
   // (attend_paged) — and paged_len is seq_len with 0 for them (the paged kernel skips them).
@@ -68,7 +75,8 @@ struct PagedStep {
   int64_t tokens() const { return positions.defined() ? positions.size(0) : 0; }
   // On a GPU, the tokens that share their sequences' first pages (ops' paged_prefixes over the host's
   // block table, seq and paged_len), found at the first layer that asks with `window` and kept for
-  // the others; null on the CPU (its kernel finds them itself) or where none share.
+  // the others; null on the CPU (its kernel finds them itself), where none share, or without the
+  // host's block table (a graph's step: decode/paged_graphs.h).
   const PagedPrefixes* prefixes(int64_t window) const;
   Tensor host_block_table, host_seq, host_paged_len;  // on the cpu
   int64_t page_size = 0;

@@ -56,8 +56,8 @@ PagedPrefixes paged_prefixes(const Tensor& block_table, const Tensor& seq, const
                              int64_t window, Device device);
 
 // Writes T tokens' keys k [T, Hkv, D] and values v [T, Hkv, Dv] into slots[t] (i32 [T], distinct,
-// each < pages · page_size: page slots[t] / page_size, offset slots[t] mod page_size) of k_cache
-// and v_cache, in place (a bf16 or f8e4m3 cache: rounded to nearest even; f8e4m3 saturating at ±448,
+// each < pages · page_size: page slots[t] / page_size, offset slots[t] mod page_size; −1: a padding
+// token's, not written — vLLM's PAD_SLOT_ID) of k_cache and v_cache, in place (a bf16 or f8e4m3 cache: rounded to nearest even; f8e4m3 saturating at ±448,
 // with no scale, as vLLM's fp8 cache with its default scales of 1).
 void paged_kv_write(const Tensor& k_cache, const Tensor& v_cache, const Tensor& k, const Tensor& v, const Tensor& slots);
 

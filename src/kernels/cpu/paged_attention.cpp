@@ -286,6 +286,7 @@ template <typename C>
 void write(C* k_cache, C* v_cache, const float* k, const float* v, const int32_t* slots, const PagedShape& s) {
   parallel_for(s.T, 1 + 4096 / (s.Hkv * (s.D + s.Dv) + 1), [&](int64_t b, int64_t e) {
     for (int64_t t = b; t < e; ++t) {
+      if (slots[t] < 0) continue;  // a padding token's (−1): not written
       const int64_t page = slots[t] / s.page_size, off = slots[t] % s.page_size;
       for (int64_t h = 0; h < s.Hkv; ++h) {
         const int64_t at = (page * s.Hkv + h) * s.page_size + off;

@@ -1,0 +1,171 @@
+// The decoder-only models' decoding steps in buckets (decode/paged_graphs.h): the same sequences
+// decoded over two pools, one by PagedKVCache::plan and step_paged as written, the other by
+// PagedDecodeGraphs — padded to buckets of 1, 2, 4, 8, 16 … tokens over block tables of 1, 2, 4, 8
+// pages, every step run under the CPU's emulated capture (a host read would be an Error) — give the
+// same logits at every step, as the batch shrinks and grows across buckets and the contexts cross
+// widths: GPT (f32 and int8 weights: activations quantized per row, so padding rows change no other
+// row) and Llama (grouped queries, a sliding window, a bf16 cache; its rotary rows gathered on the
+// device by position). On a lent GPU the same with CUDA graphs: each bucket captured once, replayed
+// after. A padding token's slot −1 writes nothing; −2 is refused.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <vector>
+
+#include "qkv/autograd/grad_mode.h"
+#include "qkv/decode/paged_graphs.h"
+#include "qkv/models/registry.h"
+#include "qkv/ops.h"
+#include "testing.h"
+
+namespace qkv::decode {
+namespace {
+
+std::unique_ptr<models::Model> random_model(const std::string& type, const nlohmann::json& config, uint64_t seed) {
+  Generator g(seed);
+  auto m = models::model_type(type).build(config, &g);
+  m->module().eval();
+  return m;
+}
+
+models::LanguageModel& lm(const std::unique_ptr<models::Model>& m) { return dynamic_cast<models::LanguageModel&>(*m); }
+
+nlohmann::json gpt_config() {
+  return {{"vocab_size", 23}, {"block_size", 32}, {"n_layer", 2}, {"n_head", 2}, {"n_embd", 16}, {"bias", true}};
+}
+nlohmann::json llama_config() {
+  return {{"vocab_size", 23},         {"hidden_size", 16},        {"intermediate_size", 24},
+          {"num_hidden_layers", 2},   {"num_attention_heads", 4}, {"num_key_value_heads", 2},
+          {"max_position_embeddings", 32}, {"sliding_window", 6}};
+}
+
+TEST(PagedDecodeGraphs, BucketsAreOneTwoFourThenMultiplesOfEight) {
+  std::vector<int64_t> got;
+  for (int64_t n : {1, 2, 3, 4, 5, 8, 9, 17, 24, 25, 63, 64}) got.push_back(PagedDecodeGraphs::bucket_tokens(n, 64));
+  EXPECT_EQ(got, (std::vector<int64_t>{1, 2, 4, 4, 8, 8, 16, 24, 24, 32, 64, 64}));
+  EXPECT_EQ(PagedDecodeGraphs::bucket_tokens(5, 5), 5) << "at most the batch's limit";
+  EXPECT_EQ(PagedDecodeGraphs::bucket_tokens(3, 5), 4);
+  got.clear();
+  for (int64_t p : {1, 2, 3, 5, 8, 9}) got.push_back(PagedDecodeGraphs::bucket_pages(p, 12));
+  EXPECT_EQ(got, (std::vector<int64_t>{1, 2, 4, 8, 8, 12})) << "powers of two, at most a sequence's most pages";
+}
+
+// Nine sequences (prompts of 1 … 11 tokens) prefilled together in both pools, then 14 decoding steps
+// over changing sets of them — 3 (bucket 4), all 9 (16), 5 (8), 1 (1) — the tokens fed the plain
+// steps' greedy choices.
+void expect_graph_steps_are_the_plain_ones(const models::LanguageModel& m, Device device, PagedDecodeGraphs::Mode mode,
+                                           DType kv_dtype, double tol) {
+  NoGradGuard no_grad;
+  const int64_t V = m.vocab_size();
+  nn::PagedKVCache plain = m.make_paged_cache(80, 4, device, kv_dtype), bucketed = m.make_paged_cache(80, 4, device, kv_dtype);
+  PagedDecodeGraphs graphs(m, bucketed, 16, mode);
+  std::vector<std::vector<int32_t>> prompts;
+  for (int i = 0; i < 9; ++i) {
+    std::vector<int32_t> p;
+    for (int j = 0; j <= (i * 5) % 11; ++j) p.push_back(static_cast<int32_t>((i * 7 + j * 3 + 1) % V));
+    prompts.push_back(p);
+  }
+  std::vector<nn::PagedSequence> a(9), b(9);
+  std::vector<int32_t> next(9);
+  {
+    std::vector<nn::PagedSequence*> pa, pb;
+    std::vector<int64_t> n;
+    std::vector<int32_t> ids;
+    for (size_t i = 0; i < 9; ++i) {
+      ASSERT_TRUE(plain.reserve(a[i], static_cast<int64_t>(prompts[i].size()) + 14));
+      ASSERT_TRUE(bucketed.reserve(b[i], static_cast<int64_t>(prompts[i].size()) + 14));
+      pa.push_back(&a[i]), pb.push_back(&b[i]);
+      n.push_back(static_cast<int64_t>(prompts[i].size()));
+      ids.insert(ids.end(), prompts[i].begin(), prompts[i].end());
+    }
+    const Tensor x = Tensor::from_ints(ids, {static_cast<int64_t>(ids.size())}).to(device);
+    const nn::PagedStep sa = plain.plan(pa, n), sb = bucketed.plan(pb, n);
+    const std::vector<float> la = m.step_paged(x, sa, plain).to(Device::cpu()).to_vector();
+    m.step_paged(x, sb, bucketed);
+    for (size_t i = 0; i < 9; ++i)
+      next[i] = static_cast<int32_t>(std::max_element(la.begin() + static_cast<std::ptrdiff_t>(i) * V,
+                                                      la.begin() + static_cast<std::ptrdiff_t>(i + 1) * V) -
+                                     (la.begin() + static_cast<std::ptrdiff_t>(i) * V));
+  }
+  const std::vector<std::vector<size_t>> sets = {{0, 1, 2}, {0, 1, 2, 3, 4, 5, 6, 7, 8}, {8, 6, 4, 2, 0}, {5}};
+  for (int k = 0; k < 14; ++k) {
+    const std::vector<size_t>& which = sets[static_cast<size_t>(k < 4 ? 0 : k < 8 ? 1 : k < 12 ? 2 : 3)];
+    std::vector<nn::PagedSequence*> pa, pb;
+    std::vector<int32_t> ids;
+    for (size_t i : which) pa.push_back(&a[i]), pb.push_back(&b[i]), ids.push_back(next[i]);
+    const auto n = static_cast<int64_t>(which.size());
+    const Tensor x = Tensor::from_ints(ids, {n}).to(device);
+    const nn::PagedStep sa = plain.plan(pa, std::vector<int64_t>(which.size(), 1));
+    const std::vector<float> want = m.step_paged(x, sa, plain).to(Device::cpu()).to_vector();
+    const std::vector<float> got = graphs.step(pb, ids).to(Device::cpu()).to_vector();
+    SCOPED_TRACE("step " + std::to_string(k));
+    ASSERT_EQ(got.size(), want.size());
+    EXPECT_TENSOR_NEAR(Tensor::from_vector(got, {n, V}), Tensor::from_vector(want, {n, V}), tol);
+    for (size_t j = 0; j < which.size(); ++j) {
+      EXPECT_EQ(b[which[j]].length, a[which[j]].length);
+      next[which[j]] = static_cast<int32_t>(std::max_element(want.begin() + static_cast<std::ptrdiff_t>(j) * V,
+                                                             want.begin() + static_cast<std::ptrdiff_t>(j + 1) * V) -
+                                            (want.begin() + static_cast<std::ptrdiff_t>(j) * V));
+    }
+  }
+  EXPECT_EQ(graphs.replayed() + graphs.captured(), 14);
+  if (mode == PagedDecodeGraphs::Mode::graph) {
+    EXPECT_TRUE(graphs.graphs()) << "a capture failed (its reason is on stderr)";
+    EXPECT_GE(graphs.captured(), 4);  // tokens 4, 16, 8, 1 over widths 4 and 8
+  }
+}
+
+TEST(PagedDecodeGraphs, BucketedStepsAreThePlainStepsGpt) {
+  auto gpt = random_model("gpt", gpt_config(), 3);
+  expect_graph_steps_are_the_plain_ones(lm(gpt), Device::cpu(), PagedDecodeGraphs::Mode::emulated, DType::f32, 1e-5);
+  lm(gpt).set_inference_weights(nn::InferenceWeights::int8);
+  expect_graph_steps_are_the_plain_ones(lm(gpt), Device::cpu(), PagedDecodeGraphs::Mode::emulated, DType::f32, 1e-5);
+}
+
+TEST(PagedDecodeGraphs, BucketedStepsAreThePlainStepsLlama) {
+  auto llama = random_model("llama", llama_config(), 5);
+  expect_graph_steps_are_the_plain_ones(lm(llama), Device::cpu(), PagedDecodeGraphs::Mode::emulated, DType::bf16, 1e-5);
+}
+
+TEST(PagedDecodeGraphs, GraphsNeedAGpuAndOneTokenASequence) {
+  auto gpt = random_model("gpt", gpt_config(), 3);
+  nn::PagedKVCache cache = lm(gpt).make_paged_cache(8, 4, Device::cpu(), DType::f32);
+  EXPECT_NE(testing::error_of([&] { PagedDecodeGraphs(lm(gpt), cache, 4, PagedDecodeGraphs::Mode::graph); }).find("need a GPU"),
+            std::string::npos);
+  PagedDecodeGraphs g(lm(gpt), cache, 4, PagedDecodeGraphs::Mode::emulated);
+  EXPECT_TRUE(g.takes({1, 1, 1}));
+  EXPECT_FALSE(g.takes({1, 2})) << "a prompt chunk runs as written";
+  EXPECT_FALSE(g.takes({1, 1, 1, 1, 1})) << "past the batch's limit";
+  nn::PagedSequence s;
+  ASSERT_TRUE(cache.reserve(s, 4));
+  s.length = 4;
+  EXPECT_NE(testing::error_of([&] { g.step({&s}, {1}); }).find("too few for one more"), std::string::npos);
+}
+
+TEST(PagedDecodeGraphs, APaddingTokensSlotWritesNothing) {
+  const Tensor kc = Tensor::zeros({2, 1, 4, 4}), vc = Tensor::zeros({2, 1, 4, 4});
+  NoGradGuard no_grad;
+  paged_kv_write(kc, vc, Tensor::ones({2, 1, 4}), Tensor::ones({2, 1, 4}), Tensor::from_ints({-1, 5}, {2}));
+  const std::vector<float> k = kc.to_vector();
+  EXPECT_EQ(std::count(k.begin(), k.end(), 1.f), 4) << "slot 5's 4 dims alone";
+  EXPECT_EQ(k[(1 * 4 + 1) * 4], 1.f);
+  EXPECT_NE(testing::error_of([&] {
+              paged_kv_write(kc, vc, Tensor::ones({1, 1, 4}), Tensor::ones({1, 1, 4}), Tensor::from_ints({-2}, {1}));
+            }).find("slots[0] = -2"),
+            std::string::npos);
+}
+
+// On a lent GPU (docs/CUDA.md): CUDA graphs, each bucket captured once and replayed, against the
+// plain steps on the GPU.
+TEST(PagedDecodeGraphsOnAGpu, ReplaysFollowThePlainSteps) {
+  if (!cuda::is_available()) GTEST_SKIP() << "this machine shows no CUDA GPU";
+  auto gpt = random_model("gpt", gpt_config(), 3);
+  gpt->module().to(Device::cuda());
+  expect_graph_steps_are_the_plain_ones(lm(gpt), Device::cuda(), PagedDecodeGraphs::Mode::graph, DType::f32, 1e-5);
+  auto llama = random_model("llama", llama_config(), 5);
+  llama->module().to(Device::cuda());
+  expect_graph_steps_are_the_plain_ones(lm(llama), Device::cuda(), PagedDecodeGraphs::Mode::graph, DType::bf16, 1e-5);
+}
+
+}  // namespace
+}  // namespace qkv::decode
