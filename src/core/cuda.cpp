@@ -6,6 +6,7 @@
 #include <array>
 #include <atomic>
 #include <chrono>
+#include <cstdio>
 #include <cstring>
 #include <map>
 #include <memory>
@@ -606,6 +607,18 @@ void Graph::replay() {
 
 bool is_capturing() { return t_capture != nullptr; }
 
+std::unique_ptr<Graph> capture_or_explain(std::shared_ptr<Stream> pool, int device, const std::function<void()>& work,
+                                          const char* what) {
+  try {
+    auto g = pool ? std::make_unique<Graph>(std::move(pool)) : std::make_unique<Graph>(device);
+    g->capture(work);
+    return g;
+  } catch (const Error& e) {
+    std::fprintf(stderr, "qkv: %s without CUDA graphs: %s\n", what, e.what());
+    return nullptr;
+  }
+}
+
 int64_t memory_allocated(int device) { return cache_of(device).allocated(); }
 int64_t memory_reserved(int device) { return cache_of(device).reserved(); }
 int64_t max_memory_allocated(int device) { return cache_of(device).peak(); }
@@ -653,6 +666,10 @@ void Graph::replay() { not_built("cuda::Graph::replay"); }
 bool Graph::captured() const { return false; }
 int Graph::device() const { return 0; }
 bool is_capturing() { return false; }
+std::unique_ptr<Graph> capture_or_explain(std::shared_ptr<Stream>, int, const std::function<void()>&, const char* what) {
+  std::fprintf(stderr, "qkv: %s without CUDA graphs: this build has no CUDA backend\n", what);
+  return nullptr;
+}
 int64_t memory_allocated(int) { return 0; }
 int64_t memory_reserved(int) { return 0; }
 int64_t max_memory_allocated(int) { return 0; }

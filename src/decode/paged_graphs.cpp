@@ -1,7 +1,6 @@
 #include "qkv/decode/paged_graphs.h"
 
 #include <algorithm>
-#include <cstdio>
 #include <cstdlib>
 #include <string_view>
 
@@ -141,16 +140,12 @@ Tensor PagedDecodeGraphs::step(const std::vector<nn::PagedSequence*>& seqs, cons
     ++replayed_;
   } else {
     out = run(b.in);  // the bucket's first step runs as written (and makes what it makes once)
-    if (graphs_) try {
-        auto g = std::make_unique<cuda::Graph>(pool_);
-        Tensor captured;
-        g->capture([&] { captured = run(b.in); });
-        b.graph = std::move(g), b.out = captured;
-        ++captured_;
-      } catch (const Error& e) {  // decode on without graphs, and say why once
-        std::fprintf(stderr, "qkv: decoding without CUDA graphs: %s\n", e.what());
-        graphs_ = false;
-      }
+    if (graphs_) {
+      Tensor captured;
+      b.graph = cuda::capture_or_explain(pool_, cache_.device().index, [&] { captured = run(b.in); }, "decoding");
+      if (b.graph) b.out = captured, ++captured_;
+      else graphs_ = false;  // decode on without graphs (capture_or_explain said why)
+    }
   }
   return out.slice(0, 0, n);
 }

@@ -2,7 +2,6 @@
 
 #include <algorithm>
 #include <cmath>
-#include <cstdio>
 #include <cstdlib>
 #include <string_view>
 
@@ -171,16 +170,10 @@ Tensor StaticDecoder::step(const Inputs& in, int64_t rows, int64_t width) {
   }
   Tensor out = run(b.in);  // the first step of a bucket runs as written (and makes what it makes once)
   if (!graphs_) return out;
-  try {
-    auto g = std::make_unique<cuda::Graph>(device_.index);
-    Tensor captured;
-    g->capture([&] { captured = run(b.in); });
-    b.graph = std::move(g), b.out = captured;
-    ++captured_;
-  } catch (const Error& e) {  // decode on without graphs, and say why once
-    std::fprintf(stderr, "qkv: decoding without CUDA graphs: %s\n", e.what());
-    graphs_ = false;
-  }
+  Tensor captured;
+  b.graph = cuda::capture_or_explain(nullptr, device_.index, [&] { captured = run(b.in); }, "decoding");
+  if (b.graph) b.out = captured, ++captured_;
+  else graphs_ = false;  // decode on without graphs (capture_or_explain said why)
   return out;
 }
 

@@ -13,22 +13,14 @@
 #include <vector>
 
 #include "qkv/decode/batching_generator.h"
-#include "qkv/models/registry.h"
+#include "random_language_model.h"
 #include "testing.h"
 
 namespace qkv::decode {
 namespace {
 
-std::unique_ptr<models::Model> random_model(const std::string& type, const nlohmann::json& config, uint64_t seed) {
-  Generator g(seed);
-  auto m = models::model_type(type).build(config, &g);
-  m->module().eval();
-  return m;
-}
-
-const models::LanguageModel& lm(const std::unique_ptr<models::Model>& m) {
-  return dynamic_cast<const models::LanguageModel&>(*m);
-}
+using testing::lm;
+using testing::random_model;
 
 struct Ask {
   std::vector<int32_t> prompt;

@@ -14,21 +14,15 @@
 
 #include "qkv/autograd/grad_mode.h"
 #include "qkv/decode/paged_graphs.h"
-#include "qkv/models/registry.h"
 #include "qkv/ops.h"
+#include "random_language_model.h"
 #include "testing.h"
 
 namespace qkv::decode {
 namespace {
 
-std::unique_ptr<models::Model> random_model(const std::string& type, const nlohmann::json& config, uint64_t seed) {
-  Generator g(seed);
-  auto m = models::model_type(type).build(config, &g);
-  m->module().eval();
-  return m;
-}
-
-models::LanguageModel& lm(const std::unique_ptr<models::Model>& m) { return dynamic_cast<models::LanguageModel&>(*m); }
+using testing::lm;
+using testing::random_model;
 
 nlohmann::json gpt_config() {
   return {{"vocab_size", 23}, {"block_size", 32}, {"n_layer", 2}, {"n_head", 2}, {"n_embd", 16}, {"bias", true}};

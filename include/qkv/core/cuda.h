@@ -151,6 +151,12 @@ class Graph {
   Impl* impl_;
 };
 
+// `work` captured as a graph on `pool` (null: a pool of its own on `device`), or null where the
+// capture failed — a wait, a host copy, a call a graph cannot hold —, the reason written to stderr
+// as "qkv: <what> without CUDA graphs: …" (the caller goes on without graphs, as eager work).
+std::unique_ptr<Graph> capture_or_explain(std::shared_ptr<Stream> pool, int device, const std::function<void()>& work,
+                                          const char* what);
+
 // Whether the calling thread is capturing a graph now (what must not wait for the GPU).
 bool is_capturing();
 
