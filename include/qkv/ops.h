@@ -28,5 +28,6 @@
 #include "qkv/ops/matmul.h"
 #include "qkv/ops/softmax.h"
 #include "qkv/ops/tensor.h"
+#include "qkv/ops/sample.h"
 #include "qkv/ops/topk.h"
 #include "qkv/ops/view.h"

@@ -1,6 +1,8 @@
 #include "qkv/decode/batching_generator.h"
 
 #include <algorithm>
+#include <cstdlib>
+#include <string_view>
 #include <utility>
 
 #include "qkv/autograd/grad_mode.h"
@@ -373,18 +375,32 @@ void BatchingGenerator::step(std::vector<std::shared_ptr<Request>>& running) {
     const auto from = in[i]->context.begin() + static_cast<std::ptrdiff_t>(in[i]->window) + in[i]->seq.length;
     ids.insert(ids.end(), from, from + count[i]);
   }
-  // what comes back to the host: where every sequence that chooses now is greedy, each one's argmax
-  // (topk's first maximum, as Sampler's: n numbers rather than n · V), else every logit
-  const bool greedy = std::all_of(in.begin(), in.end(), [](const Request* r) { return r->opt.sampling.temperature <= 0; });
+  // what comes back to the host: where every sequence samples plainly (greedy, or by temperature
+  // alone: Sampler::plain), each one's token, drawn on the logits' device for its Sampler's draw (ops'
+  // sample_rows: Sampler's token, n numbers rather than n · V); else every logit, for the Samplers
+  static const bool on_device = [] {
+    const char* e = std::getenv("QKV_DEVICE_SAMPLING");  // "0": every logit to the host (to compare)
+    return !(e && std::string_view(e) == "0");
+  }();
+  const bool plain = on_device && std::all_of(in.begin(), in.end(), [](const Request* r) { return r->sampler.plain(); });
   std::vector<float> logits;
-  std::vector<int32_t> best;
+  std::vector<int32_t> drawn;
   try {
     std::function<void()> work;
     nn::PagedStep plan;
     Tensor x;
     auto read = [&](const Tensor& out) {  // out [n, V] on the cache's device
-      if (greedy) best = topk(out, 1).indices.to(Device::cpu()).to_ints();
-      else logits = out.to(Device::cpu()).to_vector();
+      if (!plain) {
+        logits = out.to(Device::cpu()).to_vector();
+        return;
+      }
+      std::vector<double> temperature, u;
+      for (Request* r : in) {  // (a prompt chunk's row chooses nothing: greedy, no draw)
+        const bool chooses = r->pending() == 0;
+        temperature.push_back(chooses ? r->sampler.temperature() : 0.0);
+        u.push_back(chooses ? r->sampler.draw() : 0.0);
+      }
+      drawn = sample_rows(out, temperature, u).to(Device::cpu()).to_ints();
     };
     if (graphs_ && graphs_->takes(count)) {  // decoding tokens only: a bucket's graph
       work = [&] {
@@ -411,9 +427,13 @@ void BatchingGenerator::step(std::vector<std::shared_ptr<Request>>& running) {
   for (size_t i = 0; i < in.size(); ++i) {
     Request& r = *in[i];
     if (r.pending() > 0) continue;  // a prompt chunk: its logits are not the next token's
-    const auto next = greedy ? best[i]
-                             : static_cast<int32_t>(r.sampler.next(std::vector<float>(
-                                   logits.begin() + static_cast<std::ptrdiff_t>(i * V), logits.begin() + static_cast<std::ptrdiff_t>((i + 1) * V))));
+    if (plain && drawn[i] < 0) {  // (where Sampler would refuse the row)
+      finish(r, std::make_exception_ptr(Error("generate: the model's logits hold no distribution (a NaN, or all −∞)")));
+      continue;
+    }
+    const auto next = plain ? drawn[i]
+                            : static_cast<int32_t>(r.sampler.next(std::vector<float>(
+                                  logits.begin() + static_cast<std::ptrdiff_t>(i * V), logits.begin() + static_cast<std::ptrdiff_t>((i + 1) * V))));
     const bool stop = std::find(r.opt.stop_ids.begin(), r.opt.stop_ids.end(), next) != r.opt.stop_ids.end();
     if (!stop) {
       r.context.push_back(next), ++r.produced;

@@ -72,9 +72,12 @@ int64_t Sampler::next(std::vector<float> logits) {
   top_k_filter(logits, opt_.top_k);
   top_p_filter(logits, opt_.top_p);
   std::vector<double> p = softmax_probs(logits);
-  // a double in [0, 1) from 53 random bits
-  const double u = static_cast<double>(Generator::bits(opt_.seed, counter_++) >> 11) * 0x1.0p-53;
-  return sample_from(p, u);
+  return sample_from(p, draw());
+}
+
+double Sampler::draw() {
+  if (opt_.temperature <= 0) return 0;
+  return static_cast<double>(Generator::bits(opt_.seed, counter_++) >> 11) * 0x1.0p-53;  // 53 random bits
 }
 
 }  // namespace qkv::decode

@@ -8,6 +8,7 @@
 
 #include "qkv/decode/generate.h"
 #include "qkv/decode/sampling.h"
+#include "qkv/ops/sample.h"
 #include "qkv/text/char_tokenizer.h"
 #include "testing.h"
 
@@ -76,6 +77,46 @@ TEST(SamplingTest, SampleFromInvertsTheCdfAndSeedsReproduce) {
   o.temperature = 1, o.top_k = 1;  // top-1 sampling = greedy
   Sampler k1(o);
   for (int i = 0; i < 20; ++i) EXPECT_EQ(k1.next(logits), 3);
+}
+
+// ops' sample_rows (the batching generator's draw on the logits' device) takes decode::Sampler's
+// tokens for Sampler's own draws, bit for bit on the CPU: greedy rows (ties: the first), tempered
+// ones over a vocabulary of 1000 and of 7, logits of −∞ never drawn; a row without a distribution
+// is −1 (where Sampler refuses); bad draws and counts are refused by name.
+TEST(SamplingTest, SampleRowsDrawsTheSamplersTokens) {
+  for (int64_t V : {1000, 7}) {
+    SCOPED_TRACE(V);
+    Generator g(static_cast<uint64_t>(V));
+    const int64_t rows = 240;
+    Tensor logits = Tensor::randn({rows, V}, g, 0.f, 2.f);
+    float* x = logits.data();
+    for (int64_t r = 0; r < rows; r += 7) x[r * V + 1] = x[r * V + V - 1] = 50.f;  // ties for the greedy rows
+    for (int64_t r = 3; r < rows; r += 5) x[r * V + 2] = -INFINITY;
+    std::vector<double> temperature, u;
+    std::vector<int64_t> want;
+    for (int64_t r = 0; r < rows; ++r) {
+      SamplingOptions o;
+      o.temperature = r % 4 == 0 ? 0.0 : 0.5 + 0.25 * static_cast<double>(r % 5), o.seed = static_cast<uint64_t>(r);
+      Sampler a(o), b(o);
+      ASSERT_TRUE(b.plain());
+      const std::vector<float> row(x + r * V, x + (r + 1) * V);
+      for (int skip = 0; skip < r % 3; ++skip) a.next(row), b.draw();  // (draws further along)
+      want.push_back(a.next(row));
+      temperature.push_back(o.temperature), u.push_back(b.draw());
+      EXPECT_EQ(b.draws(), a.draws()) << r;
+    }
+    const std::vector<int32_t> got = sample_rows(logits, temperature, u).to_ints();
+    for (int64_t r = 0; r < rows; ++r) EXPECT_EQ(got[static_cast<size_t>(r)], want[static_cast<size_t>(r)]) << "row " << r;
+  }
+  SamplingOptions o;
+  o.top_p = 0.9;
+  EXPECT_FALSE(Sampler(o).plain()) << "top-p: the host's";
+  const Tensor bad = Tensor::from_vector({-INFINITY, -INFINITY, 1.f, NAN}, {2, 2});
+  EXPECT_EQ(sample_rows(bad, {1.0, 1.0}, {0.5, 0.5}).to_ints(), (std::vector<int32_t>{-1, -1}));
+  EXPECT_EQ(sample_rows(bad, {0.0, 0.0}, {0.0, 0.0}).to_ints(), (std::vector<int32_t>{0, 0})) << "greedy: NaN never chosen";
+  EXPECT_NE(testing::error_of([&] { sample_rows(bad, {1.0, 1.0}, {0.5, 1.0}); }).find("u[1] = 1"), std::string::npos);
+  EXPECT_NE(testing::error_of([&] { sample_rows(bad, {1.0}, {0.5}); }).find("1 temperatures and 1 draws for 2 rows"),
+            std::string::npos);
 }
 
 // A small GPT as the models floor sees it (built by the registry, as a model file would be).

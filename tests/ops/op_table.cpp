@@ -614,6 +614,25 @@ std::vector<OpInfo> build() {
     tk.cuda_tol = 0;
     t.push_back(tk);
   }
+  {
+    // sample_rows: each row's next token (i32, no gradient) — greedy rows (temperature 0) and tempered
+    // ones for the draws u given; decode::Sampler's tokens on the CPU: tests/decode/sampling_test.cpp
+    OpInfo sr = entry(
+        "sample_rows",
+        [](const TensorMap& m, const json& p, Device) {
+          return one(sample_rows(in(m, "a"), p.at("temperature").get<std::vector<double>>(), p.at("u").get<std::vector<double>>()));
+        },
+        [] {
+          return std::vector<Sample>{
+              S("rows", {{"a", randn({3, 10}, 67)}}, {{"temperature", {0.0, 0.8, 1.5}}, {"u", {0.5, 0.25, 0.9}}}),
+              gpu_only(S("vocab", {{"a", randn({5, 5000}, 68)}},
+                         {{"temperature", {1.0, 0.0, 0.7, 1.0, 2.0}}, {"u", {0.1, 0.2, 0.3, 0.999, 0.5}}}))};
+        },
+        {});
+    sr.golden = false;  // PyTorch's multinomial draws with its own generator
+    sr.cuda_tol = 0;
+    t.push_back(sr);
+  }
 
   // -- comparisons and logic (boolean results)
   t.push_back(compare("eq", eq));

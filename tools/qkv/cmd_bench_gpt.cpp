@@ -5,7 +5,7 @@
 //             big (6 layers, 6 heads, 384 dims, block 256, batch 16)
 //   generate: greedy decoding of the big model (block 512), batch 1, from one token, with the
 //             KV cache and without (recomputing the whole prefix every step)
-//   batched:  N greedy requests at once through continuous batching (decode/batching_generator.h)
+//   batched:  N requests at once (greedy, or sampled: --temperature) through continuous batching (decode/batching_generator.h)
 //             over a paged KV cache, decoding graphs off and on (decode/paged_graphs.h; on the CPU
 //             "on" is their emulation: the steps padded to buckets, no graph), runs alternating
 #include <algorithm>
@@ -38,6 +38,7 @@ struct GptBenchArgs {
   // batched
   std::string model = "big", device = "cpu";
   int64_t requests = 32, prompt_tokens = 16;
+  double temperature = 0;  // 0: greedy
 };
 
 nn::GPTConfig preset(const std::string& name, int64_t& batch) {
@@ -148,7 +149,7 @@ int run_generate(const GptBenchArgs& a) {
   return 0;
 }
 
-// N requests of random prompts, each generating new_tokens greedily (no stop token), all at once
+// N requests of random prompts, each generating new_tokens (greedy or sampled; no stop token), all at once
 // through one BatchingGenerator per mode; the first run of each mode (untimed) captures its graphs.
 int run_batched(const GptBenchArgs& a) {
   use_threads_for_decoding(a.decode.threads);
@@ -170,9 +171,9 @@ int run_batched(const GptBenchArgs& a) {
     for (int64_t t = 0; t < a.prompt_tokens; ++t)
       prompts[r].push_back(static_cast<int32_t>(Generator::bits(11, r * 1000 + static_cast<uint64_t>(t)) %
                                                 static_cast<uint64_t>(c.vocab_size)));
-  decode::GenerateOptions o;
-  o.sampling.temperature = 0, o.max_new_tokens = a.new_tokens;
-  const std::vector<decode::GenerateOptions> opts(prompts.size(), o);
+  std::vector<decode::GenerateOptions> opts(prompts.size());
+  for (size_t r = 0; r < opts.size(); ++r)
+    opts[r].sampling.temperature = a.temperature, opts[r].sampling.seed = r, opts[r].max_new_tokens = a.new_tokens;
   using G = decode::BatchingGeneratorOptions::DecodeGraphs;
   struct Mode {
     const char* name;
@@ -196,7 +197,8 @@ int run_batched(const GptBenchArgs& a) {
   const double tokens = static_cast<double>(a.requests * a.new_tokens);
   nlohmann::json j = {{"model", a.model},       {"params", model->module().num_parameters()}, {"device", device.str()},
                       {"requests", a.requests}, {"prompt_tokens", a.prompt_tokens},           {"new_tokens", a.new_tokens},
-                      {"threads", requested_threads()}, {"dtype", std::string(enum_name(a.decode.weights))}};
+                      {"threads", requested_threads()}, {"dtype", std::string(enum_name(a.decode.weights))},
+                      {"temperature", a.temperature}};
   for (const Mode& m : modes) {
     const double med = time_stats(m.seconds).median;
     j[m.name] = {{"median_s", med}, {"tokens_per_s", tokens / med}, {"graph_steps", m.gen->graph_steps()},
@@ -237,7 +239,7 @@ void add_bench_gpt(CLI::App* bench) {
   add_decode_bench_options(ge, a->decode, a->no_naive, a->json);
   register_runner(ge, [a] { return run_generate(*a); });
   CLI::App* ba = gpt->add_subcommand(
-      "batched", "continuous batching tokens/s: N greedy requests at once, decoding graphs off and on (CUDA graphs on a GPU)");
+      "batched", "continuous batching tokens/s: N requests at once, decoding graphs off and on (CUDA graphs on a GPU)");
   ba->add_option("--model", a->model, "big (6 layers, 384 dims, vocab 65) or gpt2 (GPT-2 small's shape: 12 layers, 768 dims, vocab 50257)")
       ->capture_default_str()
       ->check(CLI::IsMember({"big", "gpt2"}));
@@ -246,6 +248,9 @@ void add_bench_gpt(CLI::App* bench) {
       ->capture_default_str()
       ->check(CLI::Range(1, 1000000));
   ba->add_option("--new-tokens", a->new_tokens, "tokens each request generates")->capture_default_str()->check(CLI::Range(1, 1000000));
+  ba->add_option("--temperature", a->temperature, "0: greedy; > 0: sampled, each request with its own seed")
+      ->capture_default_str()
+      ->check(CLI::Range(0.0, 100.0));
   ba->add_option("--repeats", a->repeats, "timed runs of each mode, alternating (median)")
       ->capture_default_str()
       ->check(greater_than_zero());

@@ -49,6 +49,7 @@ namespace qkv::kernels::cuda {
 #include "kernels/rms_norm.inc"
 #include "kernels/rnn.inc"
 #include "kernels/softmax.inc"
+#include "kernels/sample.inc"
 #include "kernels/topk.inc"
 
 // ---- the CUDA backend's own (used by its kernels; ops call the shared ones above) ---------------

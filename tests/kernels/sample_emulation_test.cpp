@@ -1,0 +1,57 @@
+// sample_rows's GPU kernel (kernels/cuda/sample_kernels.cuh) run on the host, unchanged, through
+// tests/kernels/cuda_emulation.h, with sample.cu's launch, against the CPU's kernel (decode::Sampler's
+// draws): greedy rows (ties by the lower index, NaN never chosen, −0 equal to +0), tempered rows over
+// vocabularies of 7 (fewer entries than threads), 1000 and 50,257 (GPT-2's; chunks of 197), logits
+// of −∞ in them, draws near 0 and near 1 (the last positive token), and −1 for a row with no
+// distribution. Needs the CUDA toolkit's headers (a QKV_CUDA build), not a GPU.
+#include <gtest/gtest.h>
+
+#if __has_include(<cuda_runtime.h>)
+#include "kernels/cuda_emulation.h"  // first: the CUDA headers, then the built-ins on the host
+
+#include <cmath>
+#include <cstdint>
+#include <vector>
+
+#include "kernels/cpu/sample.h"
+#include "kernels/cuda/sample_kernels.cuh"
+#include "kernels/emulated_kernels.h"
+
+namespace {
+
+using namespace qkv::testing::emulated;  // kc, cpu, launch, random_floats
+
+TEST(SampleKernelsEmulated, TheGpusDrawsAreTheCpus) {
+  for (int64_t n : {7, 1000, 50257}) {
+    SCOPED_TRACE(n);
+    const int64_t rows = n == 50257 ? 12 : 40;
+    std::vector<float> x = random_floats(static_cast<size_t>(rows * n), 500 + static_cast<uint64_t>(n), 6.f);
+    std::vector<double> temperature, u;
+    for (int64_t r = 0; r < rows; ++r) {
+      float* row = x.data() + r * n;
+      if (r % 5 == 0) row[n / 2] = row[n - 1] = 40.f;  // ties
+      if (r % 6 == 1) row[0] = -INFINITY, row[n / 3] = -INFINITY;
+      if (r == 5) row[1] = NAN;  // greedy below: never chosen
+      if (r == 10) row[2] = -0.f, row[3] = 0.f;
+      temperature.push_back(r % 5 == 0 ? 0.0 : 0.3 + 0.2 * static_cast<double>(r % 7));
+      u.push_back(r == 3 ? 0.0 : r == 4 ? 1.0 - 0x1.0p-53 : qkv::Generator::uniform(77, static_cast<uint64_t>(r)));
+    }
+    std::vector<int32_t> want(static_cast<size_t>(rows)), got(static_cast<size_t>(rows), -7);
+    cpu::sample_rows(x.data(), rows, n, temperature.data(), u.data(), want.data());
+    launch(dim3(static_cast<unsigned>(rows)), kc::kSampleThreads, 0,
+           [&] { kc::sample_rows_kernel(x.data(), n, temperature.data(), u.data(), got.data()); });
+    EXPECT_EQ(got, want);
+    EXPECT_EQ(want[0], n / 2) << "greedy: the first of the tied largest";
+  }
+  // rows with no distribution: a NaN among the logits, every logit −∞
+  std::vector<float> bad = {1.f, NAN, 2.f, -INFINITY, -INFINITY, -INFINITY};
+  const std::vector<double> t = {1.0, 1.0}, d = {0.5, 0.5};
+  std::vector<int32_t> want(2), got(2, 9);
+  cpu::sample_rows(bad.data(), 2, 3, t.data(), d.data(), want.data());
+  launch(dim3(2), kc::kSampleThreads, 0, [&] { kc::sample_rows_kernel(bad.data(), 3, t.data(), d.data(), got.data()); });
+  EXPECT_EQ(want, (std::vector<int32_t>{-1, -1}));
+  EXPECT_EQ(got, want);
+}
+
+}  // namespace
+#endif
