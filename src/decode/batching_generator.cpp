@@ -427,13 +427,17 @@ void BatchingGenerator::step(std::vector<std::shared_ptr<Request>>& running) {
   for (size_t i = 0; i < in.size(); ++i) {
     Request& r = *in[i];
     if (r.pending() > 0) continue;  // a prompt chunk: its logits are not the next token's
-    if (plain && drawn[i] < 0) {  // (where Sampler would refuse the row)
-      finish(r, std::make_exception_ptr(Error("generate: the model's logits hold no distribution (a NaN, or all −∞)")));
+    int32_t next;
+    try {  // (a row the sampler refuses — a NaN, every logit ∞ after a tiny temperature — ends its request alone)
+      QKV_CHECK(!plain || drawn[i] >= 0, "generate: the logits hold no distribution (a NaN, or infinities after the temperature ",
+                r.opt.sampling.temperature, ")");
+      next = plain ? drawn[i]
+                   : static_cast<int32_t>(r.sampler.next(std::vector<float>(
+                         logits.begin() + static_cast<std::ptrdiff_t>(i * V), logits.begin() + static_cast<std::ptrdiff_t>((i + 1) * V))));
+    } catch (...) {
+      finish(r, std::current_exception());
       continue;
     }
-    const auto next = plain ? drawn[i]
-                            : static_cast<int32_t>(r.sampler.next(std::vector<float>(
-                                  logits.begin() + static_cast<std::ptrdiff_t>(i * V), logits.begin() + static_cast<std::ptrdiff_t>((i + 1) * V))));
     const bool stop = std::find(r.opt.stop_ids.begin(), r.opt.stop_ids.end(), next) != r.opt.stop_ids.end();
     if (!stop) {
       r.context.push_back(next), ++r.produced;

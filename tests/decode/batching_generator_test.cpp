@@ -116,6 +116,27 @@ TEST(BatchingGenerator, DecodingGraphsGiveEachRequestGeneratesTokens) {
   EXPECT_GT(expect_same_tokens(lm(llama), o), 10);
 }
 
+// A request whose sampler refuses its row (a temperature so small that every logit becomes ±∞: no
+// distribution) ends alone with the error — drawn on the device (temperature alone) or by the host's
+// Sampler (top-p) — while the requests beside it get generate's tokens.
+TEST(BatchingGenerator, ARowTheSamplerRefusesEndsItsRequestAlone) {
+  const auto gpt = random_model("gpt", gpt_config(), 3);
+  BatchingGenerator batcher(lm(gpt));
+  for (double top_p : {1.0, 0.9}) {
+    SCOPED_TRACE(top_p);
+    GenerateOptions bad, good;
+    bad.max_new_tokens = 5, bad.sampling.temperature = 1e-300, bad.sampling.top_p = top_p;
+    good.max_new_tokens = 12, good.sampling.temperature = 0;
+    std::string error;
+    std::vector<int32_t> got;
+    std::thread a([&] { error = testing::error_of([&] { batcher.generate({1, 2, 3}, bad); }); });
+    std::thread b([&] { got = batcher.generate({4, 5, 6}, good); });
+    a.join(), b.join();
+    EXPECT_NE(error.find(top_p < 1 ? "no finite maximum" : "no distribution"), std::string::npos) << error;
+    EXPECT_EQ(got, generate(lm(gpt), {4, 5, 6}, good));
+  }
+}
+
 // Prefix caching: requests whose prompts begin alike — a shared preamble, a chat's next turn that
 // carries the last one and its answer — take the full pages computed before them and give generate's
 // tokens; off, nothing is matched. Concurrent requests too, each from its own thread.

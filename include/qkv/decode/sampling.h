@@ -9,6 +9,7 @@
 // Sampling is deterministic for a seed: draw n uses the counter-based generator at (seed, n).
 #pragma once
 
+#include <cmath>
 #include <cstdint>
 #include <vector>
 
@@ -38,7 +39,9 @@ class Sampler {
   uint64_t draws() const { return counter_; }
   // Without top-k or top-p (or greedy): the draw ops' sample_rows makes on the logits' device
   // (ops/sample.h: the same token for the same u).
-  bool plain() const { return opt_.temperature <= 0 || (opt_.top_k <= 0 && opt_.top_p >= 1.0); }
+  bool plain() const {
+    return opt_.temperature <= 0 || (std::isfinite(opt_.temperature) && opt_.top_k <= 0 && opt_.top_p >= 1.0);
+  }
   double temperature() const { return opt_.temperature; }
   // The uniform in [0, 1) next() would draw (53 random bits), advancing the counter as it does; greedy
   // (temperature ≤ 0) draws none: 0, the counter kept.
