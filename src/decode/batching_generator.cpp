@@ -428,7 +428,7 @@ void BatchingGenerator::step(std::vector<std::shared_ptr<Request>>& running) {
     Request& r = *in[i];
     if (r.pending() > 0) continue;  // a prompt chunk: its logits are not the next token's
     int32_t next;
-    try {  // (a row the sampler refuses — a NaN, every logit ∞ after a tiny temperature — ends its request alone)
+    try {  // (a row the sampler refuses — NaN logits, infinities after the temperature — ends its request alone)
       QKV_CHECK(!plain || drawn[i] >= 0, "generate: the logits hold no distribution (a NaN, or infinities after the temperature ",
                 r.opt.sampling.temperature, ")");
       next = plain ? drawn[i]

@@ -116,24 +116,32 @@ TEST(BatchingGenerator, DecodingGraphsGiveEachRequestGeneratesTokens) {
   EXPECT_GT(expect_same_tokens(lm(llama), o), 10);
 }
 
-// A request whose sampler refuses its row (a temperature so small that every logit becomes ±∞: no
-// distribution) ends alone with the error — drawn on the device (temperature alone) or by the host's
-// Sampler (top-p) — while the requests beside it get generate's tokens.
+// A request whose logits hold no distribution (its prompt's token 7 embeds as NaN in a Llama whose
+// output layer is its own: only its rows turn NaN) ends alone with the error — drawn on the device
+// (temperature alone) or by the host's Sampler (top-p) — while the request beside it gets generate's
+// tokens. A temperature so small that dividing by it would overflow the logits samples greedily.
 TEST(BatchingGenerator, ARowTheSamplerRefusesEndsItsRequestAlone) {
-  const auto gpt = random_model("gpt", gpt_config(), 3);
-  BatchingGenerator batcher(lm(gpt));
+  const auto llama = random_model("llama", {{"vocab_size", 11}, {"hidden_size", 16}, {"intermediate_size", 24},
+                                            {"num_hidden_layers", 2}, {"num_attention_heads", 4},
+                                            {"num_key_value_heads", 2}, {"max_position_embeddings", 32}},
+                                  5);
+  for (auto& [name, p] : llama->module().named_parameters())
+    if (name.find("embed_tokens") != std::string::npos) p.detach().data()[7 * 16 + 3] = NAN;
+  BatchingGenerator batcher(lm(llama));
   for (double top_p : {1.0, 0.9}) {
     SCOPED_TRACE(top_p);
     GenerateOptions bad, good;
-    bad.max_new_tokens = 5, bad.sampling.temperature = 1e-300, bad.sampling.top_p = top_p;
-    good.max_new_tokens = 12, good.sampling.temperature = 0;
+    bad.max_new_tokens = 5, bad.sampling.temperature = 0.8, bad.sampling.top_p = top_p;
+    good.max_new_tokens = 12, good.sampling.temperature = 1e-300, good.sampling.top_p = top_p;
     std::string error;
     std::vector<int32_t> got;
-    std::thread a([&] { error = testing::error_of([&] { batcher.generate({1, 2, 3}, bad); }); });
+    std::thread a([&] { error = testing::error_of([&] { batcher.generate({1, 7, 3}, bad); }); });
     std::thread b([&] { got = batcher.generate({4, 5, 6}, good); });
     a.join(), b.join();
     EXPECT_NE(error.find(top_p < 1 ? "no finite maximum" : "no distribution"), std::string::npos) << error;
-    EXPECT_EQ(got, generate(lm(gpt), {4, 5, 6}, good));
+    GenerateOptions greedy = good;
+    greedy.sampling.temperature = 0;
+    EXPECT_EQ(got, generate(lm(llama), {4, 5, 6}, greedy)) << "a temperature of 1e-300: greedy";
   }
 }
 

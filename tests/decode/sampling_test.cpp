@@ -74,6 +74,13 @@ TEST(SamplingTest, SampleFromInvertsTheCdfAndSeedsReproduce) {
   o.temperature = 0;  // greedy
   Sampler g(o);
   EXPECT_EQ(g.next(logits), 3);
+  for (double tiny : {1e-300, 1e-6}) {  // below kGreedyTemperature: greedy, no draw (x / 1e-300 would overflow)
+    o.temperature = tiny;
+    Sampler t(o);
+    EXPECT_EQ(t.next(logits), 3);
+    EXPECT_EQ(t.draws(), 0u);
+    EXPECT_TRUE(t.plain());
+  }
   o.temperature = 1, o.top_k = 1;  // top-1 sampling = greedy
   Sampler k1(o);
   for (int i = 0; i < 20; ++i) EXPECT_EQ(k1.next(logits), 3);

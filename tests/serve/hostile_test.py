@@ -315,6 +315,11 @@ def case_openai_and_inspection_routes(srv):
         ("/v1/completions", json.dumps({"prompt": "ROMEO:", "max_tokens": 2.5}).encode()),
         ("/v1/completions", json.dumps({"prompt": "ROMEO:", "temperature": float("1e308") * 10}).encode()),
         ("/v1/completions", b'{"prompt": "ROMEO:", "temperature": NaN}'),
+        # a temperature so small that every logit becomes infinite: no distribution to sample (the
+        # device's draw, and with top_p the host's Sampler) — ended that request; it once ended the server
+        ("/v1/completions", json.dumps({"prompt": "ROMEO:", "temperature": 1e-300, "max_tokens": 3}).encode()),
+        ("/v1/completions", json.dumps({"prompt": "ROMEO:", "temperature": 1e-300, "top_p": 0.5, "max_tokens": 3}).encode()),
+        ("/v1/generate", json.dumps({"prompt": "ROMEO:", "temperature": 1e-300, "max_new_tokens": 3}).encode()),
         ("/v1/completions", json.dumps({"prompt": "ROMEO:", "stop": ["a"] * 5}).encode()),
         ("/v1/completions", json.dumps({"prompt": "ROMEO:", "stop": "x" * 1000000, "max_tokens": 2}).encode()),
         ("/v1/completions", json.dumps({"prompt": "ROMEO:", "seed": -big, "max_tokens": 2}).encode()),

@@ -50,7 +50,7 @@ void add_generate(CLI::App& app) {
   sub->add_option("-n,--max-new-tokens", a->max_new_tokens, "tokens to generate")
       ->capture_default_str()
       ->check(zero_or_more());
-  sub->add_option("-t,--temperature", a->temperature, "softmax temperature; 0 = greedy")
+  sub->add_option("-t,--temperature", a->temperature, "softmax temperature; 0 (or below 1e-5) = greedy")
       ->capture_default_str()
       ->check(zero_or_more());
   sub->add_option("-k,--top-k", a->top_k, "keep only the k most likely tokens (0 = off)")

@@ -26,15 +26,21 @@ int64_t sample_from(const std::vector<double>& probs, double u);
 int64_t argmax(const std::vector<float>& logits);  // the first maximum
 
 struct SamplingOptions {
-  double temperature = 1.0;  // 0: greedy
+  // 0 — or below kGreedyTemperature: greedy (vLLM's rule; dividing the logits by less overflows them)
+  double temperature = 1.0;
   int64_t top_k = 0;         // 0: off
   double top_p = 1.0;        // 1: off
   uint64_t seed = 1337;
 };
 
+// Temperatures below it sample greedily: the limit of softmax(x / T) as T → 0 (vLLM's _SAMPLING_EPS).
+inline constexpr double kGreedyTemperature = 1e-5;
+
 class Sampler {
  public:
-  explicit Sampler(SamplingOptions opt) : opt_(opt) {}
+  explicit Sampler(SamplingOptions opt) : opt_(opt) {
+    if (opt_.temperature < kGreedyTemperature) opt_.temperature = 0;  // (NaN stays: refused where drawn)
+  }
   int64_t next(std::vector<float> logits);  // one token; advances the draw counter
   uint64_t draws() const { return counter_; }
   // Without top-k or top-p (or greedy): the draw ops' sample_rows makes on the logits' device
@@ -42,7 +48,7 @@ class Sampler {
   bool plain() const {
     return opt_.temperature <= 0 || (std::isfinite(opt_.temperature) && opt_.top_k <= 0 && opt_.top_p >= 1.0);
   }
-  double temperature() const { return opt_.temperature; }
+  double temperature() const { return opt_.temperature; }  // 0: greedy
   // The uniform in [0, 1) next() would draw (53 random bits), advancing the counter as it does; greedy
   // (temperature ≤ 0) draws none: 0, the counter kept.
   double draw();
