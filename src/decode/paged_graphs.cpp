@@ -6,6 +6,7 @@
 
 #include "qkv/autograd/grad_mode.h"
 #include "qkv/core/error.h"
+#include "qkv/nn/static_decoding.h"  // BufferSlices
 
 namespace qkv::decode {
 
@@ -54,12 +55,8 @@ bool PagedDecodeGraphs::takes(const std::vector<int64_t>& new_tokens) const {
 PagedDecodeGraphs::Inputs PagedDecodeGraphs::inputs(int64_t tokens, int64_t width) {
   const int64_t B = tokens, W = width;
   Inputs in;
-  int64_t at = 0;
-  auto take = [&](int64_t n) {
-    Tensor t = buffer_.slice(0, at, at + n);
-    at += n;
-    return t;
-  };
+  nn::BufferSlices slices(buffer_);
+  auto take = [&](int64_t n) { return slices.take(n); };
   in.ids = take(B);
   nn::PagedStep& s = in.step;
   s.positions = take(B);
@@ -74,7 +71,7 @@ PagedDecodeGraphs::Inputs PagedDecodeGraphs::inputs(int64_t tokens, int64_t widt
   s.positions_below = std::min(W * cache_.page_size(), model_.block_size());
   for (int64_t t = 0; t < B; ++t) s.last.push_back(t);  // (every token's logits: no gather)
   // (no host block table: no cascade inside a graph)
-  in.size = at;
+  in.size = slices.taken();
   return in;
 }
 

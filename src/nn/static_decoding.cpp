@@ -124,12 +124,8 @@ StaticDecoder::Inputs StaticDecoder::inputs(int64_t rows, int64_t width) {
     buffer_ = Tensor::zeros({std::max<int64_t>(size, buffer_.defined() ? 2 * buffer_.numel() : 0)}, DType::i32, device_);
   }
   Inputs in;
-  int64_t at = 0;
-  auto take = [&](int64_t n) {
-    Tensor t = buffer_.slice(0, at, at + n);
-    at += n;
-    return t;
-  };
+  BufferSlices slices(buffer_);
+  auto take = [&](int64_t n) { return slices.take(n); };
   in.tokens = take(R).view({R, 1});
   in.position = take(1).view({1, 1});
   in.step.slots = take(R);
@@ -139,7 +135,7 @@ StaticDecoder::Inputs StaticDecoder::inputs(int64_t rows, int64_t width) {
   in.step.source = take(R);
   in.step.source_len = take(R);
   in.step.sources = source_pages_;
-  in.size = at;
+  in.size = slices.taken();
   return in;
 }
 

@@ -45,6 +45,23 @@ namespace qkv::nn {
 
 class Seq2SeqTransformer;
 
+// Consecutive views of one buffer, in the order taken: a step's device inputs filled by one upload
+// (static decoding's, and the decoder-only models' graphs: decode/paged_graphs.h).
+class BufferSlices {
+ public:
+  explicit BufferSlices(const Tensor& buffer) : buffer_(buffer) {}
+  Tensor take(int64_t n) {  // the next n elements
+    Tensor t = buffer_.slice(0, at_, at_ + n);
+    at_ += n;
+    return t;
+  }
+  int64_t taken() const { return at_; }
+
+ private:
+  Tensor buffer_;
+  int64_t at_ = 0;
+};
+
 // Why `model` cannot decode `src` i32 [B, S] this way ("" if it can): a source whose padding is not
 // all at its end, one with no token, a model in training mode (dropout) or whose decoder's attention
 // has no separate key/value dimension equal to its width. Where it can, `lengths` (if given) receives
