@@ -129,10 +129,13 @@ paged() {  # one decoding step's paged attention (the split over the keys on and
     step "batched-gpt2-$n" 60 bash .gpu/run.sh qkv bench gpt batched --model gpt2 --device cuda --requests "$n" \
       --new-tokens 128 --repeats 2 --json
   done
-  # sampled (temperature 1): each token drawn on the GPU (ops' sample_rows) or every logit to the host's Samplers
+  # sampled (temperature 1; then top-k 50 with top-p 0.95): each token drawn on the GPU (ops' sample_rows)
+  # or every logit to the host's Samplers
   for ds in 1 0; do
     QKV_DEVICE_SAMPLING=$ds step "batched-gpt2-64-sampled-device$ds" 60 bash .gpu/run.sh qkv bench gpt batched \
       --model gpt2 --device cuda --requests 64 --new-tokens 128 --temperature 1 --repeats 2 --json
+    QKV_DEVICE_SAMPLING=$ds step "batched-gpt2-64-topp-device$ds" 60 bash .gpu/run.sh qkv bench gpt batched \
+      --model gpt2 --device cuda --requests 64 --new-tokens 128 --temperature 1 --top-k 50 --top-p 0.95 --repeats 2 --json
   done
   # the samples of one prompt (cascade: the shared pages read once a block of rows), on and off
   local shared=("16 4096 3584" "64 2048 1792" "8 16384 16000")

@@ -375,14 +375,12 @@ void BatchingGenerator::step(std::vector<std::shared_ptr<Request>>& running) {
     const auto from = in[i]->context.begin() + static_cast<std::ptrdiff_t>(in[i]->window) + in[i]->seq.length;
     ids.insert(ids.end(), from, from + count[i]);
   }
-  // what comes back to the host: where every sequence samples plainly (greedy, or by temperature
-  // alone: Sampler::plain), each one's token, drawn on the logits' device for its Sampler's draw (ops'
-  // sample_rows: Sampler's token, n numbers rather than n · V); else every logit, for the Samplers
+  // what comes back to the host: each sequence's token, drawn on the logits' device for its Sampler
+  // (ops' sample_rows: Sampler's token — temperature, top-k, top-p —, n numbers rather than n · V)
   static const bool on_device = [] {
-    const char* e = std::getenv("QKV_DEVICE_SAMPLING");  // "0": every logit to the host (to compare)
+    const char* e = std::getenv("QKV_DEVICE_SAMPLING");  // "0": every logit to the host, for the Samplers (to compare)
     return !(e && std::string_view(e) == "0");
   }();
-  const bool plain = on_device && std::all_of(in.begin(), in.end(), [](const Request* r) { return r->sampler.plain(); });
   std::vector<float> logits;
   std::vector<int32_t> drawn;
   try {
@@ -390,17 +388,14 @@ void BatchingGenerator::step(std::vector<std::shared_ptr<Request>>& running) {
     nn::PagedStep plan;
     Tensor x;
     auto read = [&](const Tensor& out) {  // out [n, V] on the cache's device
-      if (!plain) {
+      if (!on_device) {
         logits = out.to(Device::cpu()).to_vector();
         return;
       }
-      std::vector<double> temperature, u;
-      for (Request* r : in) {  // (a prompt chunk's row chooses nothing: greedy, no draw)
-        const bool chooses = r->pending() == 0;
-        temperature.push_back(chooses ? r->sampler.temperature() : 0.0);
-        u.push_back(chooses ? r->sampler.draw() : 0.0);
-      }
-      drawn = sample_rows(out, temperature, u).to(Device::cpu()).to_ints();
+      std::vector<RowSampling> rows;
+      for (Request* r : in)  // (a prompt chunk's row chooses nothing: greedy, no draw)
+        rows.push_back(r->pending() == 0 ? r->sampler.row() : RowSampling{});
+      drawn = sample_rows(out, rows).to(Device::cpu()).to_ints();
     };
     if (graphs_ && graphs_->takes(count)) {  // decoding tokens only: a bucket's graph
       work = [&] {
@@ -429,9 +424,9 @@ void BatchingGenerator::step(std::vector<std::shared_ptr<Request>>& running) {
     if (r.pending() > 0) continue;  // a prompt chunk: its logits are not the next token's
     int32_t next;
     try {  // (a row the sampler refuses — NaN logits, infinities after the temperature — ends its request alone)
-      QKV_CHECK(!plain || drawn[i] >= 0, "generate: the logits hold no distribution (a NaN, or infinities after the temperature ",
+      QKV_CHECK(!on_device || drawn[i] >= 0, "generate: the logits hold no distribution (a NaN, or infinities after the temperature ",
                 r.opt.sampling.temperature, ")");
-      next = plain ? drawn[i]
+      next = on_device ? drawn[i]
                    : static_cast<int32_t>(r.sampler.next(std::vector<float>(
                          logits.begin() + static_cast<std::ptrdiff_t>(i * V), logits.begin() + static_cast<std::ptrdiff_t>((i + 1) * V))));
     } catch (...) {

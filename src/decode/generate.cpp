@@ -12,8 +12,6 @@ namespace qkv::decode {
 
 namespace {
 
-std::vector<float> row(const Tensor& logits) { return logits.reshape({-1}).to_vector(); }
-
 // ids[from …] as [1, n] on the model's device
 Tensor ids_tensor(const std::vector<int32_t>& ids, size_t from, Device device) {
   std::vector<int32_t> v(ids.begin() + static_cast<std::ptrdiff_t>(from), ids.end());
@@ -58,7 +56,7 @@ std::vector<int32_t> generate(const models::LanguageModel& model, const std::vec
       Tensor all = model.forward(ids_tensor(context, window, device));
       logits = all.select(1, all.size(1) - 1);
     }
-    const auto next = static_cast<int32_t>(sampler.next(row(logits)));
+    const auto next = static_cast<int32_t>(sampler.next(logits));  // drawn on the model's device: one number back
     if (std::find(opt.stop_ids.begin(), opt.stop_ids.end(), next) != opt.stop_ids.end()) break;
     out.push_back(next);
     context.push_back(next);

@@ -65,14 +65,29 @@ int64_t argmax(const std::vector<float>& logits) {
   return std::max_element(logits.begin(), logits.end()) - logits.begin();
 }
 
-int64_t Sampler::next(std::vector<float> logits) {
-  if (opt_.temperature <= 0) return argmax(logits);
+Sampler::Sampler(SamplingOptions opt) : opt_(opt) {
+  if (opt_.temperature < kGreedyTemperature) opt_.temperature = 0;  // (NaN stays: refused where drawn)
+  QKV_CHECK(opt_.top_p > 0, "sampling: top_p must be in (0, 1] (1: off), got ", opt_.top_p);
+}
+
+RowSampling Sampler::row() {
+  RowSampling r;
+  r.temperature = opt_.temperature, r.top_k = opt_.top_k, r.top_p = opt_.top_p;
+  r.u = draw();
+  return r;
+}
+
+int64_t Sampler::next(const Tensor& logits) {
   // as Hugging Face's warpers: temperature, then top-k, then top-p on the tempered distribution
-  for (float& x : logits) x = static_cast<float>(x / opt_.temperature);
-  top_k_filter(logits, opt_.top_k);
-  top_p_filter(logits, opt_.top_p);
-  std::vector<double> p = softmax_probs(logits);
-  return sample_from(p, draw());
+  const int32_t token = sample_rows(logits.reshape({1, -1}), {row()}).to_ints()[0];
+  QKV_CHECK(token >= 0, "sampling: the logits hold no distribution (a NaN, or no finite logit after the temperature ",
+            opt_.temperature, ")");
+  return token;
+}
+
+int64_t Sampler::next(const std::vector<float>& logits) {
+  QKV_CHECK(!logits.empty(), "sampling: empty logits");
+  return next(Tensor::from_blob(const_cast<float*>(logits.data()), {static_cast<int64_t>(logits.size())}, DType::f32));
 }
 
 double Sampler::draw() {

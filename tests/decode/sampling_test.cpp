@@ -79,50 +79,78 @@ TEST(SamplingTest, SampleFromInvertsTheCdfAndSeedsReproduce) {
     Sampler t(o);
     EXPECT_EQ(t.next(logits), 3);
     EXPECT_EQ(t.draws(), 0u);
-    EXPECT_TRUE(t.plain());
   }
   o.temperature = 1, o.top_k = 1;  // top-1 sampling = greedy
   Sampler k1(o);
   for (int i = 0; i < 20; ++i) EXPECT_EQ(k1.next(logits), 3);
 }
 
-// ops' sample_rows (the batching generator's draw on the logits' device) takes decode::Sampler's
-// tokens for Sampler's own draws, bit for bit on the CPU: greedy rows (ties: the first), tempered
-// ones over a vocabulary of 1000 and of 7, logits of −∞ never drawn; a row without a distribution
-// is −1 (where Sampler refuses); bad draws and counts are refused by name.
-TEST(SamplingTest, SampleRowsDrawsTheSamplersTokens) {
-  for (int64_t V : {1000, 7}) {
+// The reference: decode/sampling.h's filters as written, in Hugging Face's order (temperature, top-k,
+// top-p, the draw).
+int64_t reference_draw(std::vector<float> logits, const RowSampling& s) {
+  if (s.temperature <= 0) return argmax(logits);
+  for (float& x : logits) x = static_cast<float>(x / s.temperature);
+  top_k_filter(logits, s.top_k);
+  top_p_filter(logits, s.top_p);
+  return sample_from(softmax_probs(logits), s.u);
+}
+
+// ops' sample_rows (Sampler's draw, and the batching generator's on the logits' device) takes the
+// reference's tokens bit for bit on the CPU: greedy rows (ties: the first), tempered ones over
+// vocabularies of 1000, 7 and 50,257, with top-k (1, 5, 40, V − 1, past V) and top-p (0.01 … 0.999,
+// both with top-k), logits of −∞ never drawn, rows of few distinct values (ties at the top-k and
+// top-p cuts: the lower indices stay), draws at 0 and 1 − 2⁻⁵³; Sampler::next is the same token
+// for its own draw; a row without a distribution is −1 (where Sampler refuses); bad draws, top_p
+// and counts are refused by name.
+TEST(SamplingTest, SampleRowsDrawsTheReferenceTokens) {
+  const int64_t ks[] = {0, 1, 5, 40, -1, 1 << 20};  // −1: V − 1
+  const double ps[] = {1.0, 0.9, 0.5, 0.01, 0.999, 0.3};
+  for (int64_t V : {1000, 7, 50257}) {
     SCOPED_TRACE(V);
     Generator g(static_cast<uint64_t>(V));
-    const int64_t rows = 240;
+    const int64_t rows = V == 50257 ? 36 : 240;
     Tensor logits = Tensor::randn({rows, V}, g, 0.f, 2.f);
     float* x = logits.data();
     for (int64_t r = 0; r < rows; r += 7) x[r * V + 1] = x[r * V + V - 1] = 50.f;  // ties for the greedy rows
     for (int64_t r = 3; r < rows; r += 5) x[r * V + 2] = -INFINITY;
-    std::vector<double> temperature, u;
+    for (int64_t r = 2; r < rows; r += 9)  // few distinct values: ties at every cut
+      for (int64_t j = 0; j < V; ++j) x[r * V + j] = static_cast<float>((j * 7 + r) % 4);
+    std::vector<RowSampling> params;
     std::vector<int64_t> want;
     for (int64_t r = 0; r < rows; ++r) {
       SamplingOptions o;
       o.temperature = r % 4 == 0 ? 0.0 : 0.5 + 0.25 * static_cast<double>(r % 5), o.seed = static_cast<uint64_t>(r);
+      o.top_k = ks[(r / 2) % 6] < 0 ? V - 1 : ks[(r / 2) % 6], o.top_p = ps[(r / 3) % 6];
       Sampler a(o), b(o);
-      ASSERT_TRUE(b.plain());
       const std::vector<float> row(x + r * V, x + (r + 1) * V);
       for (int skip = 0; skip < r % 3; ++skip) a.next(row), b.draw();  // (draws further along)
-      want.push_back(a.next(row));
-      temperature.push_back(o.temperature), u.push_back(b.draw());
+      RowSampling s = b.row();
+      if (r == 5) s.u = 0;
+      if (r == 6) s.u = 1 - 0x1.0p-53;
+      params.push_back(s);
+      want.push_back(reference_draw(row, s));
+      const int64_t by_sampler = a.next(row);
+      if (r != 5 && r != 6) EXPECT_EQ(by_sampler, want.back()) << "Sampler::next, row " << r;
       EXPECT_EQ(b.draws(), a.draws()) << r;
     }
-    const std::vector<int32_t> got = sample_rows(logits, temperature, u).to_ints();
+    const std::vector<int32_t> got = sample_rows(logits, params).to_ints();
     for (int64_t r = 0; r < rows; ++r) EXPECT_EQ(got[static_cast<size_t>(r)], want[static_cast<size_t>(r)]) << "row " << r;
   }
-  SamplingOptions o;
-  o.top_p = 0.9;
-  EXPECT_FALSE(Sampler(o).plain()) << "top-p: the host's";
   const Tensor bad = Tensor::from_vector({-INFINITY, -INFINITY, 1.f, NAN}, {2, 2});
-  EXPECT_EQ(sample_rows(bad, {1.0, 1.0}, {0.5, 0.5}).to_ints(), (std::vector<int32_t>{-1, -1}));
-  EXPECT_EQ(sample_rows(bad, {0.0, 0.0}, {0.0, 0.0}).to_ints(), (std::vector<int32_t>{0, 0})) << "greedy: NaN never chosen";
-  EXPECT_NE(testing::error_of([&] { sample_rows(bad, {1.0, 1.0}, {0.5, 1.0}); }).find("u[1] = 1"), std::string::npos);
-  EXPECT_NE(testing::error_of([&] { sample_rows(bad, {1.0}, {0.5}); }).find("1 temperatures and 1 draws for 2 rows"),
+  const RowSampling t1{1.0, 0, 1.0, 0.5}, greedy{};
+  EXPECT_EQ(sample_rows(bad, {t1, t1}).to_ints(), (std::vector<int32_t>{-1, -1}));
+  EXPECT_EQ(sample_rows(bad, {RowSampling{1.0, 1, 0.5, 0.5}, RowSampling{1.0, 1, 0.5, 0.5}}).to_ints(),
+            (std::vector<int32_t>{-1, -1})) << "filtered: no distribution either";
+  EXPECT_EQ(sample_rows(bad, {greedy, greedy}).to_ints(), (std::vector<int32_t>{0, 0})) << "greedy: NaN never chosen";
+  EXPECT_NE(testing::error_of([&] { sample_rows(bad, {t1, RowSampling{1.0, 0, 1.0, 1.0}}); }).find("row 1's u = 1"),
+            std::string::npos);
+  EXPECT_NE(testing::error_of([&] { sample_rows(bad, {t1, RowSampling{1.0, 0, 0.0, 0.5}}); }).find("row 1's top_p = 0"),
+            std::string::npos);
+  EXPECT_NE(testing::error_of([&] { sample_rows(bad, {t1}); }).find("1 rows' sampling for 2 rows"), std::string::npos);
+  SamplingOptions o;
+  o.top_p = std::nan("");
+  EXPECT_NE(testing::error_of([&] { Sampler{o}; }).find("top_p must be in (0, 1]"), std::string::npos);
+  EXPECT_NE(testing::error_of([&] { Sampler(SamplingOptions{}).next(std::vector<float>{NAN, 1.f}); }).find("no distribution"),
             std::string::npos);
 }
 

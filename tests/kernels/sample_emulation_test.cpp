@@ -22,34 +22,39 @@ namespace {
 using namespace qkv::testing::emulated;  // kc, cpu, launch, random_floats
 
 TEST(SampleKernelsEmulated, TheGpusDrawsAreTheCpus) {
+  const double ks[] = {0, 1, 5, 40};
+  const double ps[] = {1.0, 0.9, 0.5, 0.01, 0.999};
   for (int64_t n : {7, 1000, 50257}) {
     SCOPED_TRACE(n);
-    const int64_t rows = n == 50257 ? 12 : 40;
+    const int64_t rows = n == 50257 ? 16 : 60;
     std::vector<float> x = random_floats(static_cast<size_t>(rows * n), 500 + static_cast<uint64_t>(n), 6.f);
-    std::vector<double> temperature, u;
+    std::vector<double> params;  // (T, k, p, u) a row
     for (int64_t r = 0; r < rows; ++r) {
       float* row = x.data() + r * n;
       if (r % 5 == 0) row[n / 2] = row[n - 1] = 40.f;  // ties
       if (r % 6 == 1) row[0] = -INFINITY, row[n / 3] = -INFINITY;
       if (r == 5) row[1] = NAN;  // greedy below: never chosen
       if (r == 10) row[2] = -0.f, row[3] = 0.f;
-      temperature.push_back(r % 5 == 0 ? 0.0 : 0.3 + 0.2 * static_cast<double>(r % 7));
-      u.push_back(r == 3 ? 0.0 : r == 4 ? 1.0 - 0x1.0p-53 : qkv::Generator::uniform(77, static_cast<uint64_t>(r)));
+      if (r % 7 == 3)  // few distinct values: ties at the top-k and top-p cuts
+        for (int64_t j = 0; j < n; ++j) row[j] = static_cast<float>((j * 5 + r) % 3);
+      const double k = ks[(r / 2) % 4] < static_cast<double>(n) ? ks[(r / 2) % 4] : 0.0;
+      params.insert(params.end(), {r % 5 == 0 ? 0.0 : 0.3 + 0.2 * static_cast<double>(r % 7), k, ps[(r / 3) % 5],
+                                   r == 3 ? 0.0 : r == 4 ? 1.0 - 0x1.0p-53 : qkv::Generator::uniform(77, static_cast<uint64_t>(r))});
     }
     std::vector<int32_t> want(static_cast<size_t>(rows)), got(static_cast<size_t>(rows), -7);
-    cpu::sample_rows(x.data(), rows, n, temperature.data(), u.data(), want.data());
+    cpu::sample_rows(x.data(), rows, n, params.data(), want.data());
     launch(dim3(static_cast<unsigned>(rows)), kc::kSampleThreads, 0,
-           [&] { kc::sample_rows_kernel(x.data(), n, temperature.data(), u.data(), got.data()); });
+           [&] { kc::sample_rows_kernel(x.data(), n, params.data(), got.data()); });
     EXPECT_EQ(got, want);
     EXPECT_EQ(want[0], n / 2) << "greedy: the first of the tied largest";
   }
-  // rows with no distribution: a NaN among the logits, every logit −∞
-  std::vector<float> bad = {1.f, NAN, 2.f, -INFINITY, -INFINITY, -INFINITY};
-  const std::vector<double> t = {1.0, 1.0}, d = {0.5, 0.5};
-  std::vector<int32_t> want(2), got(2, 9);
-  cpu::sample_rows(bad.data(), 2, 3, t.data(), d.data(), want.data());
-  launch(dim3(2), kc::kSampleThreads, 0, [&] { kc::sample_rows_kernel(bad.data(), 3, t.data(), d.data(), got.data()); });
-  EXPECT_EQ(want, (std::vector<int32_t>{-1, -1}));
+  // rows with no distribution: a NaN among the logits, every logit −∞ (with and without the filters)
+  std::vector<float> bad = {1.f, NAN, 2.f, -INFINITY, -INFINITY, -INFINITY, 1.f, NAN, 2.f, -INFINITY, -INFINITY, -INFINITY};
+  const std::vector<double> p = {1, 0, 1, 0.5, 1, 0, 1, 0.5, 1, 2, 0.5, 0.5, 1, 2, 0.5, 0.5};
+  std::vector<int32_t> want(4), got(4, 9);
+  cpu::sample_rows(bad.data(), 4, 3, p.data(), want.data());
+  launch(dim3(4), kc::kSampleThreads, 0, [&] { kc::sample_rows_kernel(bad.data(), 3, p.data(), got.data()); });
+  EXPECT_EQ(want, (std::vector<int32_t>{-1, -1, -1, -1}));
   EXPECT_EQ(got, want);
 }
 

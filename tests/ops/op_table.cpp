@@ -615,18 +615,25 @@ std::vector<OpInfo> build() {
     t.push_back(tk);
   }
   {
-    // sample_rows: each row's next token (i32, no gradient) — greedy rows (temperature 0) and tempered
-    // ones for the draws u given; decode::Sampler's tokens on the CPU: tests/decode/sampling_test.cpp
+    // sample_rows: each row's next token (i32, no gradient) — greedy rows (temperature 0), tempered
+    // ones, top-k and top-p, for the draws u given; the reference's tokens on the CPU:
+    // tests/decode/sampling_test.cpp
     OpInfo sr = entry(
         "sample_rows",
         [](const TensorMap& m, const json& p, Device) {
-          return one(sample_rows(in(m, "a"), p.at("temperature").get<std::vector<double>>(), p.at("u").get<std::vector<double>>()));
+          std::vector<RowSampling> rows;
+          for (const json& r : p.at("rows"))
+            rows.push_back(RowSampling{r.at(0).get<double>(), r.at(1).get<int64_t>(), r.at(2).get<double>(), r.at(3).get<double>()});
+          return one(sample_rows(in(m, "a"), rows));
         },
         [] {
+          // (temperature, top_k, top_p, u) a row
           return std::vector<Sample>{
-              S("rows", {{"a", randn({3, 10}, 67)}}, {{"temperature", {0.0, 0.8, 1.5}}, {"u", {0.5, 0.25, 0.9}}}),
-              gpu_only(S("vocab", {{"a", randn({5, 5000}, 68)}},
-                         {{"temperature", {1.0, 0.0, 0.7, 1.0, 2.0}}, {"u", {0.1, 0.2, 0.3, 0.999, 0.5}}}))};
+              S("rows", {{"a", randn({3, 10}, 67)}}, {{"rows", {{0.0, 0, 1.0, 0.5}, {0.8, 0, 1.0, 0.25}, {1.5, 3, 0.7, 0.9}}}}),
+              gpu_only(S("vocab", {{"a", randn({6, 5000}, 68)}},
+                         {{"rows",
+                           {{1.0, 0, 1.0, 0.1}, {0.0, 0, 1.0, 0.2}, {0.7, 50, 1.0, 0.3}, {1.0, 0, 0.9, 0.999}, {2.0, 40, 0.5, 0.5},
+                            {1.0, 1, 1.0, 0.7}}}}))};
         },
         {});
     sr.golden = false;  // PyTorch's multinomial draws with its own generator

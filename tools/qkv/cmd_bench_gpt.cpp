@@ -5,7 +5,7 @@
 //             big (6 layers, 6 heads, 384 dims, block 256, batch 16)
 //   generate: greedy decoding of the big model (block 512), batch 1, from one token, with the
 //             KV cache and without (recomputing the whole prefix every step)
-//   batched:  N requests at once (greedy, or sampled: --temperature) through continuous batching (decode/batching_generator.h)
+//   batched:  N requests at once (greedy, or sampled: --temperature, --top-k, --top-p) through continuous batching (decode/batching_generator.h)
 //             over a paged KV cache, decoding graphs off and on (decode/paged_graphs.h; on the CPU
 //             "on" is their emulation: the steps padded to buckets, no graph), runs alternating
 #include <algorithm>
@@ -39,6 +39,8 @@ struct GptBenchArgs {
   std::string model = "big", device = "cpu";
   int64_t requests = 32, prompt_tokens = 16;
   double temperature = 0;  // 0: greedy
+  int64_t top_k = 0;       // 0: off
+  double top_p = 1;        // 1: off
 };
 
 nn::GPTConfig preset(const std::string& name, int64_t& batch) {
@@ -173,7 +175,8 @@ int run_batched(const GptBenchArgs& a) {
                                                 static_cast<uint64_t>(c.vocab_size)));
   std::vector<decode::GenerateOptions> opts(prompts.size());
   for (size_t r = 0; r < opts.size(); ++r)
-    opts[r].sampling.temperature = a.temperature, opts[r].sampling.seed = r, opts[r].max_new_tokens = a.new_tokens;
+    opts[r].sampling.temperature = a.temperature, opts[r].sampling.top_k = a.top_k, opts[r].sampling.top_p = a.top_p,
+    opts[r].sampling.seed = r, opts[r].max_new_tokens = a.new_tokens;
   using G = decode::BatchingGeneratorOptions::DecodeGraphs;
   struct Mode {
     const char* name;
@@ -198,7 +201,7 @@ int run_batched(const GptBenchArgs& a) {
   nlohmann::json j = {{"model", a.model},       {"params", model->module().num_parameters()}, {"device", device.str()},
                       {"requests", a.requests}, {"prompt_tokens", a.prompt_tokens},           {"new_tokens", a.new_tokens},
                       {"threads", requested_threads()}, {"dtype", std::string(enum_name(a.decode.weights))},
-                      {"temperature", a.temperature}};
+                      {"temperature", a.temperature}, {"top_k", a.top_k}, {"top_p", a.top_p}};
   for (const Mode& m : modes) {
     const double med = time_stats(m.seconds).median;
     j[m.name] = {{"median_s", med}, {"tokens_per_s", tokens / med}, {"graph_steps", m.gen->graph_steps()},
@@ -251,6 +254,10 @@ void add_bench_gpt(CLI::App* bench) {
   ba->add_option("--temperature", a->temperature, "0: greedy; > 0: sampled, each request with its own seed")
       ->capture_default_str()
       ->check(CLI::Range(0.0, 100.0));
+  ba->add_option("--top-k", a->top_k, "sampled: keep the k most likely tokens (0: off)")->capture_default_str()->check(CLI::Range(int64_t{0}, int64_t{1} << 30));
+  ba->add_option("--top-p", a->top_p, "sampled: keep the nucleus of this probability (1: off)")
+      ->capture_default_str()
+      ->check(CLI::Range(1e-9, 1.0));
   ba->add_option("--repeats", a->repeats, "timed runs of each mode, alternating (median)")
       ->capture_default_str()
       ->check(greater_than_zero());

@@ -9,11 +9,10 @@
 //
 // Each request is decode::generate's, token for token: the same windows past block_size (restart at
 // the last block_size/2 tokens), the same sampler and seed, the same stop tokens — up to rounding, as
-// its rows share products with others (tests/decode/batching_generator_test.cpp). Where every request
-// of a step samples greedily or by temperature alone, the tokens are drawn on the logits' device
-// (ops/sample.h: each Sampler's draw, one number a row back to the host; QKV_DEVICE_SAMPLING=0 brings
-// every logit back, to compare). Models without
-// a paged step (LanguageModel::paged() false) are not for this: the caller runs decode::generate.
+// its rows share products with others (tests/decode/batching_generator_test.cpp). The tokens are
+// drawn on the logits' device — greedy, temperature, top-k, top-p (ops/sample.h: each Sampler's draw,
+// one number a row back to the host; QKV_DEVICE_SAMPLING=0 brings every logit back, to compare).
+// Models without a paged step (LanguageModel::paged() false) are not for this: the caller runs decode::generate.
 #pragma once
 
 #include <atomic>

@@ -7,11 +7,18 @@
 //          (the token that crosses p is kept; at least one token always survives)
 //
 // Sampling is deterministic for a seed: draw n uses the counter-based generator at (seed, n).
+//
+// The filters below are the formulas written plainly (the reference); Sampler draws through ops'
+// sample_rows, which computes them in the same order on the logits' device — bit for bit these on the
+// CPU (tests/decode/sampling_test.cpp).
 #pragma once
 
 #include <cmath>
 #include <cstdint>
 #include <vector>
+
+#include "qkv/ops/sample.h"
+#include "qkv/ops/tensor.h"
 
 namespace qkv::decode {
 
@@ -38,17 +45,16 @@ inline constexpr double kGreedyTemperature = 1e-5;
 
 class Sampler {
  public:
-  explicit Sampler(SamplingOptions opt) : opt_(opt) {
-    if (opt_.temperature < kGreedyTemperature) opt_.temperature = 0;  // (NaN stays: refused where drawn)
-  }
-  int64_t next(std::vector<float> logits);  // one token; advances the draw counter
+  explicit Sampler(SamplingOptions opt);
+  // One token from a row of logits ([V], or [1, V], on any device: sample_rows draws it there and one
+  // number comes back); advances the draw counter. A row without a distribution (a NaN, or no finite
+  // logit after the temperature) is refused by name.
+  int64_t next(const Tensor& logits);
+  int64_t next(const std::vector<float>& logits);
   uint64_t draws() const { return counter_; }
-  // Without top-k or top-p (or greedy): the draw ops' sample_rows makes on the logits' device
-  // (ops/sample.h: the same token for the same u).
-  bool plain() const {
-    return opt_.temperature <= 0 || (std::isfinite(opt_.temperature) && opt_.top_k <= 0 && opt_.top_p >= 1.0);
-  }
-  double temperature() const { return opt_.temperature; }  // 0: greedy
+  // The next token's sampling for ops' sample_rows (the batching generator draws many rows in one
+  // call): the options, and the draw's uniform — advancing the counter as next() does.
+  RowSampling row();
   // The uniform in [0, 1) next() would draw (53 random bits), advancing the counter as it does; greedy
   // (temperature ≤ 0) draws none: 0, the counter kept.
   double draw();

@@ -5,10 +5,10 @@
 
 namespace qkv::kernels::cuda {
 
-void sample_rows(const float* x, int64_t rows, int64_t n, const double* temperature, const double* u, int32_t* out) {
+void sample_rows(const float* x, int64_t rows, int64_t n, const double* params, int32_t* out) {
   if (rows == 0) return;
   QKV_CHECK(rows < (int64_t{1} << 31), "sample_rows: ", rows, " rows; the CUDA kernel takes fewer than 2^31");
-  sample_rows_kernel<<<static_cast<unsigned>(rows), kSampleThreads, 0, stream()>>>(x, n, temperature, u, out);
+  sample_rows_kernel<<<static_cast<unsigned>(rows), kSampleThreads, 0, stream()>>>(x, n, params, out);
   QKV_CUDA_LAUNCHED(sample_rows_kernel);
 }
 

@@ -1,0 +1,59 @@
+// qkv_sampling_bench — drawing the next token of R rows of logits over GPT-2's vocabulary (50,257),
+// as a batching step samples them: ops/sample.h's sample_rows (every row in one call, the CPU kernel)
+// against the filters written plainly a row at a time (decode/sampling.h: top_k_filter, top_p_filter,
+// softmax_probs, sample_from — what Sampler ran before it drew through sample_rows: a full stable sort
+// for top-p). Cases: temperature alone, top-k 50, top-p 0.9, top-k 50 with top-p 0.95 (temperature 1;
+// logits ~ N(0, 2²)). Every thread (OMP_NUM_THREADS). bench/sampling_vs_pytorch.py runs it beside
+// PyTorch's Hugging Face warpers.
+//
+//   build/bench/qkv_sampling_bench --benchmark_repetitions=3 --benchmark_report_aggregates_only=true
+#include <benchmark/benchmark.h>
+
+#include "qkv/decode/sampling.h"
+#include "qkv/qkv.h"
+
+namespace {
+
+constexpr int64_t kVocab = 50257;
+
+struct Case {
+  int64_t top_k;
+  double top_p;
+};
+constexpr Case kCases[] = {{0, 1.0}, {50, 1.0}, {0, 0.9}, {50, 0.95}};
+
+void bm(benchmark::State& state, bool op) {
+  const int64_t rows = state.range(0);
+  const Case c = kCases[state.range(1)];
+  qkv::Generator gen(0);
+  const qkv::Tensor logits = qkv::Tensor::randn({rows, kVocab}, gen, 0.f, 2.f);
+  std::vector<qkv::RowSampling> params;
+  for (int64_t r = 0; r < rows; ++r)
+    params.push_back({1.0, c.top_k, c.top_p, qkv::Generator::uniform(5, static_cast<uint64_t>(r))});
+  for (auto _ : state) {
+    if (op) {
+      benchmark::DoNotOptimize(qkv::sample_rows(logits, params).data<int32_t>());
+      continue;
+    }
+    for (int64_t r = 0; r < rows; ++r) {  // the reference, a row at a time
+      std::vector<float> row(logits.data() + r * kVocab, logits.data() + (r + 1) * kVocab);
+      qkv::decode::top_k_filter(row, c.top_k);
+      qkv::decode::top_p_filter(row, c.top_p);
+      benchmark::DoNotOptimize(qkv::decode::sample_from(qkv::decode::softmax_probs(row), params[static_cast<size_t>(r)].u));
+    }
+  }
+  state.counters["threads"] = qkv::num_threads();
+}
+
+void shapes(benchmark::internal::Benchmark* b) {
+  for (int64_t rows : {1, 32})
+    for (int64_t c = 0; c < 4; ++c) b->Args({rows, c});
+  b->Unit(benchmark::kMillisecond)->UseRealTime();
+}
+
+}  // namespace
+
+BENCHMARK_CAPTURE(bm, sample_rows, true)->Apply(shapes);
+BENCHMARK_CAPTURE(bm, reference, false)->Apply(shapes);
+
+BENCHMARK_MAIN();

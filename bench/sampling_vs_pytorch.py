@@ -1,0 +1,109 @@
+#!/usr/bin/env python3
+"""The next token of R rows of GPT-2-sized logits (50,257) in qkv and in PyTorch, side by side, here.
+
+  * qkv:     build/bench/qkv_sampling_bench — ops/sample.h's sample_rows (all rows in one call), and
+             the plain filters a row at a time (decode/sampling.h: what Sampler ran before);
+  * PyTorch: Hugging Face's warpers as transformers writes them — TopKLogitsWarper (torch.topk, then
+             masked_fill), TopPLogitsWarper (sort, softmax, cumsum, scatter) —, then softmax and
+             torch.multinomial, batched over the rows, at PyTorch's best settings here
+             (OMP_WAIT_POLICY=PASSIVE, torch.set_num_threads(T)).
+Cases: temperature 1 alone, top-k 50, top-p 0.9, top-k 50 with top-p 0.95; rows 1 and 32. Medians
+of the benchmark's repetitions (qkv) and of R timed calls after warm-up (PyTorch); the runs
+alternate; the table shows the median run and PyTorch / qkv (> 1: qkv faster).
+
+  bench/sampling_vs_pytorch.py --threads 2 --runs 3
+"""
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import time
+
+VOCAB = 50257
+CASES = [(0, 1.0), (50, 1.0), (0, 0.9), (50, 0.95)]  # (top_k, top_p)
+ROWS = [1, 32]
+HERE = os.path.dirname(os.path.abspath(__file__))
+
+
+def torch_worker(threads, repeats):
+    import torch
+    torch.set_num_threads(threads)
+    out = {}
+
+    def warp(scores, k, p):  # transformers' TopKLogitsWarper, then TopPLogitsWarper
+        if k > 0:
+            kth = torch.topk(scores, k)[0][..., -1, None]
+            scores = scores.masked_fill(scores < kth, -float("inf"))
+        if p < 1:
+            sorted_logits, sorted_indices = torch.sort(scores, descending=False)
+            cumulative = sorted_logits.softmax(dim=-1).cumsum(dim=-1)
+            remove = cumulative <= (1 - p)
+            remove[..., -1:] = 0
+            scores = scores.masked_fill(remove.scatter(1, sorted_indices, remove), -float("inf"))
+        return torch.multinomial(torch.softmax(scores, dim=-1), num_samples=1)
+
+    for rows in ROWS:
+        gen = torch.Generator().manual_seed(0)
+        logits = torch.randn(rows, VOCAB, generator=gen) * 2
+        for i, (k, p) in enumerate(CASES):
+            with torch.no_grad():
+                for _ in range(3):
+                    warp(logits / 1.0, k, p)
+                times = []
+                for _ in range(repeats):
+                    t0 = time.perf_counter()
+                    warp(logits / 1.0, k, p)
+                    times.append(time.perf_counter() - t0)
+            out[f"{rows}/{i}"] = statistics.median(times) * 1e3
+    out["version"] = torch.__version__
+    return out
+
+
+def qkv_run(bench, threads, repeats):
+    env = dict(os.environ, OMP_NUM_THREADS=str(threads), OMP_WAIT_POLICY="PASSIVE")
+    r = subprocess.run([bench, f"--benchmark_repetitions={repeats}", "--benchmark_report_aggregates_only=true",
+                        "--benchmark_format=json"], env=env, capture_output=True, text=True, check=True)
+    out = {}
+    for b in json.loads(r.stdout)["benchmarks"]:
+        if b.get("aggregate_name") != "median":
+            continue
+        _, form, rows, case = b["run_name"].split("/")[:4]  # bm/sample_rows/32/2/real_time
+        out[f"{rows}/{case}/{form}"] = b["real_time"]
+    return out
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--bench", default=os.path.join(HERE, "..", "build", "bench", "qkv_sampling_bench"))
+    ap.add_argument("--torch-python", default=sys.executable)
+    ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--runs", type=int, default=3)
+    ap.add_argument("--repeats", type=int, default=20)
+    ap.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
+    a = ap.parse_args()
+    if a.worker:
+        print(json.dumps(torch_worker(a.threads, a.repeats)))
+        return
+    env = dict(os.environ, OMP_WAIT_POLICY="PASSIVE", OMP_NUM_THREADS=str(a.threads))
+    qkv_runs, torch_runs = [], []
+    for _ in range(a.runs):
+        qkv_runs.append(qkv_run(a.bench, a.threads, 5))
+        r = subprocess.run([a.torch_python, __file__, "--worker", "--threads", str(a.threads), "--repeats",
+                            str(a.repeats)], env=env, capture_output=True, text=True, check=True)
+        torch_runs.append(json.loads(r.stdout))
+    med = lambda runs, key: statistics.median(run[key] for run in runs)
+    print(f"next token of rows x {VOCAB} logits, temperature 1, {a.threads} threads; PyTorch {torch_runs[0]['version']}; "
+          f"medians of {a.runs} alternated runs (ms)")
+    print(f"{'rows':>5} {'filters':>18} {'sample_rows':>12} {'plain filters':>14} {'PyTorch (HF)':>13} {'PyTorch/qkv':>12}")
+    for rows in ROWS:
+        for i, (k, p) in enumerate(CASES):
+            q, ref = med(qkv_runs, f"{rows}/{i}/sample_rows"), med(qkv_runs, f"{rows}/{i}/reference")
+            t = med(torch_runs, f"{rows}/{i}")
+            name = ", ".join(x for x in (f"top-k {k}" if k else "", f"top-p {p}" if p < 1 else "") if x) or "temperature"
+            print(f"{rows:>5} {name:>18} {q:>12.3f} {ref:>14.3f} {t:>13.3f} {t / q:>11.2f}x")
+
+
+if __name__ == "__main__":
+    main()
