@@ -316,10 +316,15 @@ def case_openai_and_inspection_routes(srv):
         ("/v1/completions", json.dumps({"prompt": "ROMEO:", "temperature": float("1e308") * 10}).encode()),
         ("/v1/completions", b'{"prompt": "ROMEO:", "temperature": NaN}'),
         # a temperature so small that every logit becomes infinite: no distribution to sample (the
-        # device's draw, and with top_p the host's Sampler) — ended that request; it once ended the server
+        # device's draw, with and without top_p) — ended that request; it once ended the server
         ("/v1/completions", json.dumps({"prompt": "ROMEO:", "temperature": 1e-300, "max_tokens": 3}).encode()),
         ("/v1/completions", json.dumps({"prompt": "ROMEO:", "temperature": 1e-300, "top_p": 0.5, "max_tokens": 3}).encode()),
         ("/v1/generate", json.dumps({"prompt": "ROMEO:", "temperature": 1e-300, "max_new_tokens": 3}).encode()),
+        # the filters at their limits, drawn on the logits' device: every token kept by top-k, a nucleus of
+        # one token, both at once, and top-k of one with a huge temperature
+        ("/v1/generate", json.dumps({"prompt": "ROMEO:", "top_k": 65, "top_p": 1e-6, "max_new_tokens": 3}).encode()),
+        ("/v1/generate", json.dumps({"prompt": "ROMEO:", "top_k": 1, "temperature": 10, "max_new_tokens": 3}).encode()),
+        ("/v1/completions", json.dumps({"prompt": "ROMEO:", "top_p": 1e-6, "temperature": 1e-5, "max_tokens": 3}).encode()),
         ("/v1/completions", json.dumps({"prompt": "ROMEO:", "stop": ["a"] * 5}).encode()),
         ("/v1/completions", json.dumps({"prompt": "ROMEO:", "stop": "x" * 1000000, "max_tokens": 2}).encode()),
         ("/v1/completions", json.dumps({"prompt": "ROMEO:", "seed": -big, "max_tokens": 2}).encode()),

@@ -108,7 +108,7 @@ int32_t draw(const float* x, int64_t n, double T, int64_t k, double top_p, doubl
 }  // namespace
 
 void sample_rows(const float* x, int64_t rows, int64_t n, const double* params, int32_t* out) {
-  parallel_for(rows, 1, [&](int64_t b, int64_t e) {
+  parallel_for(rows, 2, [&](int64_t b, int64_t e) {  // (one row: no parallel region)
     for (int64_t r = b; r < e; ++r) {
       const double* a = params + 4 * r;  // (T, k, p, u)
       out[r] = a[0] <= 0 ? greedy(x + r * n, n) : draw(x + r * n, n, a[0], static_cast<int64_t>(a[1]), a[2], a[3]);
