@@ -48,6 +48,24 @@ TEST(SampleKernelsEmulated, TheGpusDrawsAreTheCpus) {
     EXPECT_EQ(got, want);
     EXPECT_EQ(want[0], n / 2) << "greedy: the first of the tied largest";
   }
+  // the filters at their edges, over 1000 logits: every logit equal (top-k keeps all: ties; top-p cuts
+  // by index), one finite logit among −∞, a nucleus as small as 1e-300 (one unit of the GPU's fixed
+  // point), top-p past what two tied leaders hold
+  {
+    const int64_t n = 1000;
+    std::vector<float> e(static_cast<size_t>(6 * n), 0.5f);
+    for (int64_t j = 0; j < n; ++j) e[static_cast<size_t>(n + j)] = j == 417 ? 3.f : -INFINITY;
+    for (int64_t j = 0; j < n; ++j) e[static_cast<size_t>(3 * n + j)] = static_cast<float>(j % 10) * 0.01f;
+    e[static_cast<size_t>(5 * n + 10)] = e[static_cast<size_t>(5 * n + 900)] = 9.f;
+    const std::vector<double> q = {1.0, 5, 1.0,   0.7005, 1.0, 0, 0.3, 0.9,  2.0, 0, 0.37, 0.4,
+                                   0.5, 3, 1e-300, 0.99, 1.0, 0, 0.5, 0.999, 1.0, 1, 0.9,  0.5};
+    std::vector<int32_t> want(6), got(6, -7);
+    cpu::sample_rows(e.data(), 6, n, q.data(), want.data());
+    launch(dim3(6), kc::kSampleThreads, 0, [&] { kc::sample_rows_kernel(e.data(), n, q.data(), got.data()); });
+    EXPECT_EQ(got, want);
+    EXPECT_EQ(want[0], 700) << "every logit tied: top-k 5 keeps all";
+    EXPECT_EQ(want[1], 417) << "the one finite logit";
+  }
   // rows with no distribution: a NaN among the logits, every logit −∞ (with and without the filters)
   std::vector<float> bad = {1.f, NAN, 2.f, -INFINITY, -INFINITY, -INFINITY, 1.f, NAN, 2.f, -INFINITY, -INFINITY, -INFINITY};
   const std::vector<double> p = {1, 0, 1, 0.5, 1, 0, 1, 0.5, 1, 2, 0.5, 0.5, 1, 2, 0.5, 0.5};
