@@ -28,8 +28,11 @@ void bm(benchmark::State& state, bool op) {
   qkv::Generator gen(0);
   const qkv::Tensor logits = qkv::Tensor::randn({rows, kVocab}, gen, 0.f, 2.f);
   std::vector<qkv::RowSampling> params;
-  for (int64_t r = 0; r < rows; ++r)
-    params.push_back({1.0, c.top_k, c.top_p, qkv::Generator::uniform(5, static_cast<uint64_t>(r))});
+  for (int64_t r = 0; r < rows; ++r) {
+    qkv::RowSampling s;
+    s.temperature = 1.0, s.top_k = c.top_k, s.top_p = c.top_p, s.u = qkv::Generator::uniform(5, static_cast<uint64_t>(r));
+    params.push_back(s);
+  }
   for (auto _ : state) {
     if (op) {
       benchmark::DoNotOptimize(qkv::sample_rows(logits, params).data<int32_t>());

@@ -273,15 +273,25 @@ class PyMaskedLanguageModel {
   std::shared_ptr<models::LoadedMaskedLanguageModel> m_;
 };
 
+// The penalties (decode/sampling.h): repetition (Hugging Face's), frequency and presence (OpenAI's)
+struct Penalties {
+  double repetition = 1, frequency = 0, presence = 0;
+};
+
 decode::GenerateOptions generate_options(int64_t max_new_tokens, double temperature, int64_t top_k, double top_p,
-                                         uint64_t seed, bool use_cache) {
+                                         uint64_t seed, bool use_cache, const Penalties& pen = {}) {
   QKV_CHECK(max_new_tokens >= 0, "generate: max_new_tokens must be ≥ 0, got ", max_new_tokens);
   QKV_CHECK(temperature >= 0, "generate: temperature must be ≥ 0, got ", temperature);
   QKV_CHECK(top_k >= 0, "generate: top_k must be ≥ 0, got ", top_k);
   QKV_CHECK(top_p > 0 && top_p <= 1, "generate: top_p must be in (0, 1], got ", top_p);
+  QKV_CHECK(pen.repetition > 0 && pen.repetition <= 10, "generate: repetition_penalty must be in (0, 10], got ", pen.repetition);
+  QKV_CHECK(pen.frequency >= -2 && pen.frequency <= 2 && pen.presence >= -2 && pen.presence <= 2,
+            "generate: frequency_penalty and presence_penalty must be in [-2, 2], got ", pen.frequency, " and ", pen.presence);
   decode::GenerateOptions o;
   o.max_new_tokens = max_new_tokens, o.use_cache = use_cache;
   o.sampling.temperature = temperature, o.sampling.top_k = top_k, o.sampling.top_p = top_p, o.sampling.seed = seed;
+  o.sampling.repetition_penalty = pen.repetition, o.sampling.frequency_penalty = pen.frequency,
+  o.sampling.presence_penalty = pen.presence;
   return o;
 }
 
@@ -508,26 +518,35 @@ void bind_models(nb::module_& m) {
       .def(
           "generate",
           [](const PyLanguageModel& lm, const std::string& prompt, int64_t max_new_tokens, double temperature,
-             int64_t top_k, double top_p, uint64_t seed, bool use_cache, bool stream) -> nb::object {
-            const decode::GenerateOptions o = generate_options(max_new_tokens, temperature, top_k, top_p, seed, use_cache);
+             int64_t top_k, double top_p, uint64_t seed, bool use_cache, bool stream, double repetition_penalty,
+             double frequency_penalty, double presence_penalty) -> nb::object {
+            const decode::GenerateOptions o =
+                generate_options(max_new_tokens, temperature, top_k, top_p, seed, use_cache,
+                                 Penalties{repetition_penalty, frequency_penalty, presence_penalty});
             if (stream) return nb::cast(lm.stream(prompt, o), nb::rv_policy::take_ownership);
             return nb::str(lm.generate(prompt, o).c_str());
           },
           "prompt"_a, "max_new_tokens"_a = 500, "temperature"_a = 0.8, "top_k"_a = 0, "top_p"_a = 1.0,
-          "seed"_a = 1337, "use_cache"_a = true, "stream"_a = false,
+          "seed"_a = 1337, "use_cache"_a = true, "stream"_a = false, "repetition_penalty"_a = 1.0,
+          "frequency_penalty"_a = 0.0, "presence_penalty"_a = 0.0,
           "Continues `prompt` with up to max_new_tokens sampled tokens (temperature 0: greedy; top_k,\n"
-          "top_p: truncation) and returns the new text — or, with stream=True, an iterator over its pieces as\n"
+          "top_p: truncation; repetition_penalty (Hugging Face's, on the prompt's and the output's tokens),\n"
+          "frequency_penalty and presence_penalty (OpenAI's, on the output's): the history's penalties,\n"
+          "off at 1, 0, 0) and returns the new text — or, with stream=True, an iterator over its pieces as\n"
           "they are chosen. The same seed gives the same text as `qkv generate --seed`. Calls from several\n"
           "threads at once run together (a GPT's or a Llama's, with the KV cache: one step a token of each).")
       .def(
           "generate_batch",
           [](const PyLanguageModel& lm, const std::vector<std::string>& prompts, int64_t max_new_tokens,
-             double temperature, int64_t top_k, double top_p, uint64_t seed, bool use_cache) {
-            return lm.generate_batch(prompts,
-                                     generate_options(max_new_tokens, temperature, top_k, top_p, seed, use_cache));
+             double temperature, int64_t top_k, double top_p, uint64_t seed, bool use_cache, double repetition_penalty,
+             double frequency_penalty, double presence_penalty) {
+            return lm.generate_batch(prompts, generate_options(max_new_tokens, temperature, top_k, top_p, seed, use_cache,
+                                                               Penalties{repetition_penalty, frequency_penalty,
+                                                                         presence_penalty}));
           },
           "prompts"_a, "max_new_tokens"_a = 500, "temperature"_a = 0.8, "top_k"_a = 0, "top_p"_a = 1.0,
-          "seed"_a = 1337, "use_cache"_a = true,
+          "seed"_a = 1337, "use_cache"_a = true, "repetition_penalty"_a = 1.0, "frequency_penalty"_a = 0.0,
+          "presence_penalty"_a = 0.0,
           "The texts generate() gives for each of `prompts` with these arguments, computed together (a GPT's\n"
           "or a Llama's: continuous batching over a paged KV cache, each step a token of every prompt's\n"
           "text, up to 64 at a time), as CTranslate2's Generator.generate_batch.")

@@ -123,6 +123,16 @@ def test_generate_equals_the_cli_and_streams_the_same_text():
     del stream  # dropping a stream stops its worker
     with pytest.raises(qkv.Error, match="prompt is empty"):
         lm.generate("")
+    # the history's penalties, as the CLI has them
+    args = dict(top_k=20, top_p=0.9, repetition_penalty=1.3, frequency_penalty=0.4, presence_penalty=0.5)
+    penalized = lm.generate("ROMEO:", max_new_tokens=60, seed=7, **args)
+    assert penalized != text
+    assert cli("generate", "-m", path, "-p", "ROMEO:", "-n", "60", "-s", "7", "--top-k", "20", "--top-p", "0.9",
+               "--repetition-penalty", "1.3", "--frequency-penalty", "0.4", "--presence-penalty", "0.5") == \
+        "ROMEO:" + penalized + "\n"
+    assert lm.generate_batch(["ROMEO:"], max_new_tokens=60, seed=7, **args) == [penalized]
+    with pytest.raises(qkv.Error, match="repetition_penalty must be in"):
+        lm.generate("ROMEO:", repetition_penalty=0)
 
 
 def test_generations_together_give_each_its_text_alone():

@@ -37,7 +37,7 @@ struct BatchingGenerator::Request {
   std::atomic<bool> cancelled{false};
 
   Request(const std::vector<int32_t>& prompt, const GenerateOptions& o, std::shared_ptr<Channel> c)
-      : opt(o), sampler(o.sampling), context(prompt), ch(c ? std::move(c) : std::make_shared<Channel>()) {}
+      : opt(o), sampler(o.sampling, prompt), context(prompt), ch(c ? std::move(c) : std::make_shared<Channel>()) {}
   // tokens of the window the cache has not seen: the prompt (or the restarted window) while
   // prefilling, then the one token last chosen
   int64_t pending() const { return static_cast<int64_t>(context.size() - window) - seq.length; }
@@ -426,9 +426,10 @@ void BatchingGenerator::step(std::vector<std::shared_ptr<Request>>& running) {
     try {  // (a row the sampler refuses — NaN logits, infinities after the temperature — ends its request alone)
       QKV_CHECK(!on_device || drawn[i] >= 0, "generate: the logits hold no distribution (a NaN, or infinities after the temperature ",
                 r.opt.sampling.temperature, ")");
-      next = on_device ? drawn[i]
-                   : static_cast<int32_t>(r.sampler.next(std::vector<float>(
-                         logits.begin() + static_cast<std::ptrdiff_t>(i * V), logits.begin() + static_cast<std::ptrdiff_t>((i + 1) * V))));
+      if (on_device) r.sampler.accept(next = drawn[i]);  // (the penalties' history; next() accepts its own)
+      else
+        next = static_cast<int32_t>(r.sampler.next(std::vector<float>(
+            logits.begin() + static_cast<std::ptrdiff_t>(i * V), logits.begin() + static_cast<std::ptrdiff_t>((i + 1) * V))));
     } catch (...) {
       finish(r, std::current_exception());
       continue;

@@ -33,7 +33,7 @@ std::vector<int32_t> generate(const models::LanguageModel& model, const std::vec
   for (int32_t id : prompt)
     QKV_CHECK(id >= 0 && id < model.vocab_size(), "generate: token id ", id, " outside the vocabulary of ",
               model.vocab_size());
-  Sampler sampler(opt.sampling);
+  Sampler sampler(opt.sampling, prompt);
   const Device device = model_device(model);
   std::vector<int32_t> context = prompt, out;
   // The model sees context[window …]: the last block_size tokens of the prompt at first; when the

@@ -65,16 +65,37 @@ int64_t argmax(const std::vector<float>& logits) {
   return std::max_element(logits.begin(), logits.end()) - logits.begin();
 }
 
-Sampler::Sampler(SamplingOptions opt) : opt_(opt) {
+Sampler::Sampler(SamplingOptions opt, const std::vector<int32_t>& prompt) : opt_(opt) {
   if (opt_.temperature < kGreedyTemperature) opt_.temperature = 0;  // (NaN stays: refused where drawn)
   QKV_CHECK(opt_.top_p > 0, "sampling: top_p must be in (0, 1] (1: off), got ", opt_.top_p);
+  QKV_CHECK(std::isfinite(opt_.repetition_penalty) && opt_.repetition_penalty > 0 &&
+                opt_.repetition_penalty <= 1e30,
+            "sampling: the repetition penalty must be positive and finite (1: off), got ", opt_.repetition_penalty);
+  QKV_CHECK(std::abs(opt_.frequency_penalty) <= 1e30 && std::abs(opt_.presence_penalty) <= 1e30,
+            "sampling: the frequency and presence penalties must be finite (0: off), got ", opt_.frequency_penalty,
+            " and ", opt_.presence_penalty);
+  if (penalized())
+    for (int32_t t : prompt) seen_[t] = SeenToken{t, 0, true};
 }
 
 RowSampling Sampler::row() {
   RowSampling r;
   r.temperature = opt_.temperature, r.top_k = opt_.top_k, r.top_p = opt_.top_p;
   r.u = draw();
+  if (penalized()) {
+    r.repetition_penalty = static_cast<float>(opt_.repetition_penalty);
+    r.frequency_penalty = static_cast<float>(opt_.frequency_penalty);
+    r.presence_penalty = static_cast<float>(opt_.presence_penalty);
+    r.seen.reserve(seen_.size());
+    for (const auto& [token, s] : seen_) r.seen.push_back(s);
+  }
   return r;
+}
+
+void Sampler::accept(int32_t token) {
+  if (!penalized()) return;
+  SeenToken& s = seen_[token];
+  s.token = token, ++s.count;
 }
 
 int64_t Sampler::next(const Tensor& logits) {
@@ -82,6 +103,7 @@ int64_t Sampler::next(const Tensor& logits) {
   const int32_t token = sample_rows(logits.reshape({1, -1}), {row()}).to_ints()[0];
   QKV_CHECK(token >= 0, "sampling: the logits hold no distribution (a NaN, or no finite logit after the temperature ",
             opt_.temperature, ")");
+  accept(token);
   return token;
 }
 

@@ -228,11 +228,11 @@ TEST(Serve, SigtermFinishesTheRequestInFlight) {
 }
 
 // `qkv generate`'s text for the same prompt, seed and settings (it prints the prompt first)
-std::string cli_generation(const std::string& prompt, int64_t n, uint64_t seed) {
+std::string cli_generation(const std::string& prompt, int64_t n, uint64_t seed, const std::string& more = "") {
   testing::ShellResult r = testing::run_shell("cd " + std::string(QKV_SOURCE_DIR) + " && " + QKV_CLI_PATH +
                                               " generate -m models/shakespeare-char.safetensors --prompt '" + prompt +
                                               "' --max-new-tokens " + std::to_string(n) + " --seed " +
-                                              std::to_string(seed) + " --temperature 0.8 2>/dev/null");
+                                              std::to_string(seed) + " --temperature 0.8 " + more + " 2>/dev/null");
   EXPECT_EQ(r.out.rfind(prompt, 0), 0u) << r.out;
   return r.out.substr(prompt.size(), r.out.size() - prompt.size() - 1);  // without the prompt and the final newline
 }
@@ -249,6 +249,16 @@ TEST(Serve, GeneratesAsTheCliDoesStreamedOrNot) {
   EXPECT_EQ(r["text"], expected);
   EXPECT_EQ(r["tokens"], 60);
   EXPECT_EQ(r["model"], "shakespeare-char");
+  // the penalties and the filters, as the CLI has them (and they change the text)
+  const std::string penalized = cli_generation(
+      "ROMEO:", 60, 7, "--top-k 20 --top-p 0.9 --repetition-penalty 1.3 --frequency-penalty 0.4 --presence-penalty 0.5");
+  EXPECT_NE(penalized, expected);
+  const json rp = post(s.port(),
+                       R"({"prompt": "ROMEO:", "max_new_tokens": 60, "seed": 7, "temperature": 0.8, "top_k": 20, "top_p": 0.9,
+                           "repetition_penalty": 1.3, "frequency_penalty": 0.4, "presence_penalty": 0.5})",
+                       &status, "/v1/generate");
+  ASSERT_EQ(status, 200) << rp.dump();
+  EXPECT_EQ(rp["text"], penalized);
 
   // streamed: server-sent events, one per token as it is chosen, then the whole text
   httplib::Client c("127.0.0.1", s.port());
@@ -284,7 +294,7 @@ TEST(Serve, GeneratesAsTheCliDoesStreamedOrNot) {
   EXPECT_EQ(done["finish_reason"], "length");
   auto m = c.Get("/metrics");
   ASSERT_TRUE(m);
-  EXPECT_NE(m->body.find("qkv_generated_tokens_total 120"), std::string::npos) << m->body;
+  EXPECT_NE(m->body.find("qkv_generated_tokens_total 180"), std::string::npos) << m->body;  // 3 × 60
 }
 
 // Generations that arrive together run together (decode/batching_generator.h): each gets the CLI's
@@ -593,6 +603,9 @@ TEST(Serve, OpenAiRoutesAnswerBadRequestsInOpenAisErrorShape) {
       {"/v1/completions", R"({})", 400, "prompt", "must be"},
       {"/v1/completions", R"({"prompt": "A", "temperature": 3})", 400, "temperature", "from 0 to 2"},
       {"/v1/completions", R"({"prompt": "A", "top_p": 1.5})", 400, "top_p", "top_p"},
+      {"/v1/completions", R"({"prompt": "A", "frequency_penalty": 2.5})", 400, "frequency_penalty", "from -2 to 2"},
+      {"/v1/completions", R"({"prompt": "A", "presence_penalty": "high"})", 400, "presence_penalty", "presence_penalty"},
+      {"/v1/completions", R"({"prompt": "A", "repetition_penalty": 0})", 400, "repetition_penalty", "above 0"},
       {"/v1/completions", R"({"prompt": "A", "n": 0})", 400, "n", "\"n\""},
       {"/v1/completions", R"({"prompt": ["A", "B"], "n": 40})", 413, "n", "80 choices, more than --max-sentences 64"},
       {"/v1/completions", R"({"prompt": "A", "stop": 5})", 400, "stop", "\"stop\""},
@@ -892,6 +905,8 @@ TEST(Serve, BadGenerationAndAttentionRequestsGetAnErrorNamingTheProblem) {
       {"/v1/generate", R"({"prompt": "ROMEO: \u00e9t\u00e9"})", 400, "\"prompt\""},  // not in the vocabulary
       {"/v1/generate", R"({"prompt": "A", "max_new_tokens": 101})", 400, "max_new_tokens"},
       {"/v1/generate", R"({"prompt": "A", "temperature": -1})", 400, "temperature"},
+      {"/v1/generate", R"({"prompt": "A", "repetition_penalty": 11})", 400, "repetition_penalty"},
+      {"/v1/generate", R"({"prompt": "A", "presence_penalty": -3})", 400, "presence_penalty"},
       {"/v1/generate", R"({"prompt": "A", "stream": "yes"})", 400, "true or false"},
       {"/v1/generate", R"({"prompt": "A", "model": "en-fr"})", 400, "translation model"},
       {"/v1/generate", R"({"prompt": "A", "file": "/etc/passwd"})", 400, "unknown field"},

@@ -42,6 +42,11 @@ std::vector<Ask> asks() {
   add({4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4}, 20, 1.f, 4, {3});  // may end at a stop token
   add({9, 8, 7, 6, 5, 4, 3, 2, 1}, 9, 0.f, 5);
   add({2, 7, 1, 8, 2, 8}, 15, 1.2f, 6);
+  // the filters and the penalties, drawn on the logits' device: each its request's history
+  a[1].opt.sampling.frequency_penalty = 0.5, a[1].opt.sampling.presence_penalty = 0.3;
+  a[3].opt.sampling.repetition_penalty = 1.5;
+  a[4].opt.sampling.presence_penalty = 2.0;  // (greedy)
+  a[5].opt.sampling.top_k = 4, a[5].opt.sampling.top_p = 0.8, a[5].opt.sampling.repetition_penalty = 0.7;
   return a;
 }
 

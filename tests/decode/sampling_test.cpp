@@ -2,6 +2,7 @@
 // KV cache choosing the same tokens (within and beyond block_size).
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <nlohmann/json.hpp>
 #include <set>
@@ -85,6 +86,12 @@ TEST(SamplingTest, SampleFromInvertsTheCdfAndSeedsReproduce) {
   for (int i = 0; i < 20; ++i) EXPECT_EQ(k1.next(logits), 3);
 }
 
+RowSampling drawn(double temperature, int64_t top_k, double top_p, double u) {
+  RowSampling r;
+  r.temperature = temperature, r.top_k = top_k, r.top_p = top_p, r.u = u;
+  return r;
+}
+
 // The reference: decode/sampling.h's filters as written, in Hugging Face's order (temperature, top-k,
 // top-p, the draw).
 int64_t reference_draw(std::vector<float> logits, const RowSampling& s) {
@@ -137,14 +144,14 @@ TEST(SamplingTest, SampleRowsDrawsTheReferenceTokens) {
     for (int64_t r = 0; r < rows; ++r) EXPECT_EQ(got[static_cast<size_t>(r)], want[static_cast<size_t>(r)]) << "row " << r;
   }
   const Tensor bad = Tensor::from_vector({-INFINITY, -INFINITY, 1.f, NAN}, {2, 2});
-  const RowSampling t1{1.0, 0, 1.0, 0.5}, greedy{};
+  const RowSampling t1 = drawn(1.0, 0, 1.0, 0.5), greedy{};
   EXPECT_EQ(sample_rows(bad, {t1, t1}).to_ints(), (std::vector<int32_t>{-1, -1}));
-  EXPECT_EQ(sample_rows(bad, {RowSampling{1.0, 1, 0.5, 0.5}, RowSampling{1.0, 1, 0.5, 0.5}}).to_ints(),
+  EXPECT_EQ(sample_rows(bad, {drawn(1.0, 1, 0.5, 0.5), drawn(1.0, 1, 0.5, 0.5)}).to_ints(),
             (std::vector<int32_t>{-1, -1})) << "filtered: no distribution either";
   EXPECT_EQ(sample_rows(bad, {greedy, greedy}).to_ints(), (std::vector<int32_t>{0, 0})) << "greedy: NaN never chosen";
-  EXPECT_NE(testing::error_of([&] { sample_rows(bad, {t1, RowSampling{1.0, 0, 1.0, 1.0}}); }).find("row 1's u = 1"),
+  EXPECT_NE(testing::error_of([&] { sample_rows(bad, {t1, drawn(1.0, 0, 1.0, 1.0)}); }).find("row 1's u = 1"),
             std::string::npos);
-  EXPECT_NE(testing::error_of([&] { sample_rows(bad, {t1, RowSampling{1.0, 0, 0.0, 0.5}}); }).find("row 1's top_p = 0"),
+  EXPECT_NE(testing::error_of([&] { sample_rows(bad, {t1, drawn(1.0, 0, 0.0, 0.5)}); }).find("row 1's top_p = 0"),
             std::string::npos);
   EXPECT_NE(testing::error_of([&] { sample_rows(bad, {t1}); }).find("1 rows' sampling for 2 rows"), std::string::npos);
   SamplingOptions o;
@@ -152,6 +159,87 @@ TEST(SamplingTest, SampleRowsDrawsTheReferenceTokens) {
   EXPECT_NE(testing::error_of([&] { Sampler{o}; }).find("top_p must be in (0, 1]"), std::string::npos);
   EXPECT_NE(testing::error_of([&] { Sampler(SamplingOptions{}).next(std::vector<float>{NAN, 1.f}); }).find("no distribution"),
             std::string::npos);
+}
+
+// The penalties (kernels/penalties.h), by hand: logits {2, −1, 0.5, 3}; token 0 in the prompt under a
+// repetition penalty of 2 (2 → 1), token 1 in the prompt (−1 → −2), token 3 once in the output with
+// frequency 0.25 and presence 2 (3 / 2 = 1.5, (1.5 − 0.25) − 2 = −0.75): greedy now takes token 0,
+// where it took 3.
+// Then on random rows over 1000 and 50,257 logits, sampled with the filters, against the formula
+// applied to the row before the reference's draw; the logits given are left as they were; a seen
+// token outside the vocabulary, one named twice and a penalty that is not finite are refused.
+std::vector<float> penalize(std::vector<float> x, const RowSampling& s) {  // (the formula, written plainly)
+  for (const SeenToken& t : s.seen) {
+    float& v = x[static_cast<size_t>(t.token)];
+    if (t.count > 0 || t.in_prompt) v = v > 0 ? v / s.repetition_penalty : v * s.repetition_penalty;
+    if (t.count > 0) v = (v - s.frequency_penalty * static_cast<float>(t.count)) - s.presence_penalty;
+  }
+  return x;
+}
+
+TEST(SamplingTest, PenaltiesWeighTheHistory) {
+  const Tensor l = Tensor::from_vector({2.f, -1.f, 0.5f, 3.f}, {1, 4});
+  RowSampling g;  // greedy
+  EXPECT_EQ(sample_rows(l, {g}).to_ints()[0], 3);
+  g.repetition_penalty = 2, g.frequency_penalty = 0.25f, g.presence_penalty = 2;
+  g.seen = {{0, 0, true}, {1, 0, true}, {3, 1, false}};
+  EXPECT_EQ(sample_rows(l, {g}).to_ints()[0], 0);
+  EXPECT_EQ(penalize({2.f, -1.f, 0.5f, 3.f}, g), (std::vector<float>{1.f, -2.f, 0.5f, -0.75f}));
+  EXPECT_EQ(l.to_vector(), (std::vector<float>{2.f, -1.f, 0.5f, 3.f})) << "the caller's logits untouched";
+  // Sampler's history: the prompt, then each token accepted
+  SamplingOptions o;
+  o.temperature = 0, o.presence_penalty = 2, o.frequency_penalty = 0.25;
+  Sampler s(o, {2, 2});
+  EXPECT_EQ(s.next(std::vector<float>{2.f, -1.f, 0.5f, 3.f}), 3);  // (prompt tokens: no presence penalty)
+  RowSampling r = s.row();
+  ASSERT_EQ(r.seen.size(), 2u);
+  EXPECT_EQ(r.seen[0].token, 2);
+  EXPECT_EQ(r.seen[0].count, 0);
+  EXPECT_TRUE(r.seen[0].in_prompt);
+  EXPECT_EQ(r.seen[1].token, 3);
+  EXPECT_EQ(r.seen[1].count, 1);
+  EXPECT_FALSE(r.seen[1].in_prompt);
+  EXPECT_EQ(s.next(std::vector<float>{2.f, -1.f, 0.5f, 3.f}), 0);
+  EXPECT_TRUE(Sampler(SamplingOptions{}).row().seen.empty()) << "no penalties: no history";
+
+  for (int64_t V : {1000, 50257}) {
+    SCOPED_TRACE(V);
+    Generator gen(static_cast<uint64_t>(V) + 1);
+    const int64_t rows = 24;
+    const Tensor logits = Tensor::randn({rows, V}, gen, 0.f, 2.f);
+    const std::vector<float> before = logits.to_vector();
+    std::vector<RowSampling> params;
+    std::vector<int64_t> want;
+    for (int64_t r = 0; r < rows; ++r) {
+      RowSampling p = drawn(r % 3 == 0 ? 0.0 : 0.9, r % 4 == 1 ? 20 : 0, r % 5 == 2 ? 0.8 : 1.0,
+                            Generator::uniform(9, static_cast<uint64_t>(r)));
+      p.repetition_penalty = r % 2 ? 1.3f : 1.f, p.frequency_penalty = 0.1f * static_cast<float>(r % 4),
+      p.presence_penalty = r % 3 == 1 ? 0.7f : -0.2f;
+      for (int64_t i = 0; i < 40; ++i) {  // the row's most likely tokens among those seen, and others
+        const auto t = static_cast<int32_t>((i * 37 + r * 11) % V);
+        p.seen.push_back({t, static_cast<int32_t>(i % 4), i % 3 == 0});
+      }
+      const float* x = logits.data() + r * V;
+      const auto best = static_cast<int32_t>(std::max_element(x, x + V) - x);
+      if (std::none_of(p.seen.begin(), p.seen.end(), [&](const SeenToken& t) { return t.token == best; }))
+        p.seen.push_back({best, 2, true});
+      params.push_back(p);
+      want.push_back(reference_draw(penalize(std::vector<float>(x, x + V), p), p));
+    }
+    const std::vector<int32_t> got = sample_rows(logits, params).to_ints();
+    for (int64_t r = 0; r < rows; ++r) EXPECT_EQ(got[static_cast<size_t>(r)], want[static_cast<size_t>(r)]) << "row " << r;
+    EXPECT_EQ(logits.to_vector(), before);
+  }
+  RowSampling bad = g;
+  bad.seen.push_back({4, 1, false});
+  EXPECT_NE(testing::error_of([&] { sample_rows(l, {bad}); }).find("row 0 has seen token 4 1 times (a vocabulary of 4)"),
+            std::string::npos);
+  bad.seen.back().token = 3;
+  EXPECT_NE(testing::error_of([&] { sample_rows(l, {bad}); }).find("names a seen token twice"), std::string::npos);
+  bad = g, bad.repetition_penalty = 0;
+  EXPECT_NE(testing::error_of([&] { sample_rows(l, {bad}); }).find("the repetition penalty positive"), std::string::npos);
+  o.repetition_penalty = -1;
+  EXPECT_NE(testing::error_of([&] { Sampler{o}; }).find("repetition penalty must be positive"), std::string::npos);
 }
 
 // A small GPT as the models floor sees it (built by the registry, as a model file would be).
@@ -193,6 +281,19 @@ TEST(GenerateTest, CachedAndUncachedChooseTheSameTokens) {
       }
     }
   }
+}
+
+// Greedy generation under a presence penalty far above the logits' spread never repeats a token
+// until the vocabulary (11) runs out; without it the same model repeats.
+TEST(GenerateTest, APresencePenaltyKeepsTokensFromRepeating) {
+  auto model = tiny_gpt(64);
+  GenerateOptions o;
+  o.max_new_tokens = 11, o.sampling.temperature = 0;
+  const std::vector<int32_t> plain = generate(*model, {1, 2, 3}, o);
+  EXPECT_LT(std::set<int32_t>(plain.begin(), plain.end()).size(), 11u) << "the test model repeats without it";
+  o.sampling.presence_penalty = 1000;
+  const std::vector<int32_t> out = generate(*model, {1, 2, 3}, o);
+  EXPECT_EQ(std::set<int32_t>(out.begin(), out.end()).size(), 11u);
 }
 
 TEST(GenerateTest, BadPromptsAreRejected) {

@@ -76,5 +76,21 @@ TEST(SampleKernelsEmulated, TheGpusDrawsAreTheCpus) {
   EXPECT_EQ(got, want);
 }
 
+// The penalties' kernel (apply_penalties_kernel: a thread an entry) against the CPU's, bit for bit:
+// 3 rows of 5000 logits, 700 entries over them — in the prompt, in the output up to 9 times, both —,
+// repetition penalties above and below 1, frequency and presence penalties of both signs.
+TEST(SampleKernelsEmulated, ThePenaltiesAreTheCpus) {
+  const int64_t n = 5000, rows = 3;
+  std::vector<float> want = random_floats(static_cast<size_t>(rows * n), 31, 4.f), got = want;
+  std::vector<int32_t> seen;
+  for (int32_t e = 0; e < 700; ++e)
+    seen.insert(seen.end(), {e % 3, 7 * e, e % 10, e % 4 == 0});  // (row, token: distinct, count, in prompt)
+  const std::vector<float> penalties = {1.3f, 0.2f, 0.5f, 0.8f, -0.4f, 1.1f, 1.f, 0.f, -2.f};
+  cpu::apply_penalties(want.data(), n, seen.data(), 700, penalties.data());
+  launch(dim3(3), 256, 0, [&] { kc::apply_penalties_kernel(got.data(), n, seen.data(), 700, penalties.data()); });
+  EXPECT_EQ(got, want);
+  EXPECT_NE(want, random_floats(static_cast<size_t>(rows * n), 31, 4.f)) << "the penalties changed nothing";
+}
+
 }  // namespace
 #endif

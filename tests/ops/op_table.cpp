@@ -622,18 +622,32 @@ std::vector<OpInfo> build() {
         "sample_rows",
         [](const TensorMap& m, const json& p, Device) {
           std::vector<RowSampling> rows;
-          for (const json& r : p.at("rows"))
-            rows.push_back(RowSampling{r.at(0).get<double>(), r.at(1).get<int64_t>(), r.at(2).get<double>(), r.at(3).get<double>()});
+          for (const json& r : p.at("rows")) {
+            RowSampling s;
+            s.temperature = r.at(0).get<double>(), s.top_k = r.at(1).get<int64_t>(), s.top_p = r.at(2).get<double>(),
+            s.u = r.at(3).get<double>();
+            if (r.size() > 4) {  // [repetition, frequency, presence, [[token, count, in prompt], …]]
+              const json& q = r.at(4);
+              s.repetition_penalty = q.at(0).get<float>(), s.frequency_penalty = q.at(1).get<float>(),
+              s.presence_penalty = q.at(2).get<float>();
+              for (const json& t : q.at(3)) s.seen.push_back({t.at(0).get<int32_t>(), t.at(1).get<int32_t>(), t.at(2).get<bool>()});
+            }
+            rows.push_back(s);
+          }
           return one(sample_rows(in(m, "a"), rows));
         },
         [] {
           // (temperature, top_k, top_p, u) a row
           return std::vector<Sample>{
-              S("rows", {{"a", randn({3, 10}, 67)}}, {{"rows", {{0.0, 0, 1.0, 0.5}, {0.8, 0, 1.0, 0.25}, {1.5, 3, 0.7, 0.9}}}}),
+              S("rows", {{"a", randn({3, 10}, 67)}},
+                {{"rows",
+                  {{0.0, 0, 1.0, 0.5, {1.3, 0.0, 0.0, {{2, 0, true}, {5, 1, false}}}},
+                   {0.8, 0, 1.0, 0.25},
+                   {1.5, 3, 0.7, 0.9, {1.0, 0.5, 1.5, {{0, 3, false}, {9, 1, true}}}}}}}),
               gpu_only(S("vocab", {{"a", randn({6, 5000}, 68)}},
                          {{"rows",
                            {{1.0, 0, 1.0, 0.1}, {0.0, 0, 1.0, 0.2}, {0.7, 50, 1.0, 0.3}, {1.0, 0, 0.9, 0.999}, {2.0, 40, 0.5, 0.5},
-                            {1.0, 1, 1.0, 0.7}}}}))};
+                            {1.0, 1, 1.0, 0.7, {1.2, 0.4, 0.6, {{17, 2, true}, {4999, 0, true}, {300, 7, false}}}}}}}))};
         },
         {});
     sr.golden = false;  // PyTorch's multinomial draws with its own generator

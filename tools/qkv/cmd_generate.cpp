@@ -38,7 +38,7 @@ void add_generate(CLI::App& app) {
   struct Args {
     std::string model = "models/shakespeare-char.safetensors", prompt = "\n";
     int64_t max_new_tokens = 500, top_k = 0, num_samples = 1;
-    double temperature = 0.8, top_p = 1.0;
+    double temperature = 0.8, top_p = 1.0, repetition_penalty = 1.0, frequency_penalty = 0.0, presence_penalty = 0.0;
     uint64_t seed = 1337;
     DecodeArgs decode;
     bool stats = false;
@@ -59,6 +59,19 @@ void add_generate(CLI::App& app) {
   sub->add_option("--top-p", a->top_p, "nucleus sampling: keep the most likely tokens up to this probability")
       ->capture_default_str()
       ->check(between(0.0, 1.0, true));
+  sub->add_option("--repetition-penalty", a->repetition_penalty,
+                  "a token of the prompt or the output: its positive logit divided by this, a negative one multiplied "
+                  "(Hugging Face's; 1 = off)")
+      ->capture_default_str()
+      ->check(between(0.0, 10.0, true));
+  sub->add_option("--frequency-penalty", a->frequency_penalty,
+                  "subtracted from a token's logit once for each time the output holds it (OpenAI's; 0 = off)")
+      ->capture_default_str()
+      ->check(between(-2.0, 2.0));
+  sub->add_option("--presence-penalty", a->presence_penalty,
+                  "subtracted from the logit of a token the output holds (OpenAI's; 0 = off)")
+      ->capture_default_str()
+      ->check(between(-2.0, 2.0));
   sub->add_option("-s,--seed", a->seed, "random seed (the same seed gives the same text)")
       ->capture_default_str()
       ->check(unsigned_64());
@@ -89,6 +102,8 @@ void add_generate(CLI::App& app) {
       decode::GenerateOptions o;
       o.max_new_tokens = a->max_new_tokens, o.use_cache = a->decode.use_cache(), o.stop_ids = g.stop_ids;
       o.sampling.temperature = a->temperature, o.sampling.top_k = a->top_k, o.sampling.top_p = a->top_p;
+      o.sampling.repetition_penalty = a->repetition_penalty, o.sampling.frequency_penalty = a->frequency_penalty,
+      o.sampling.presence_penalty = a->presence_penalty;
       o.sampling.seed = a->seed + static_cast<uint64_t>(s);
       return o;
     };

@@ -9,6 +9,8 @@
 //                        [what the translator did to a sentence: truncated to the model's longest
 //                        source, invalid UTF-8 replaced — the CLI's warnings, per sentence]}
 //   POST /v1/generate    {"prompt", "model"?, "max_new_tokens"?, "temperature"?, "top_k"?, "top_p"?,
+//                        "repetition_penalty"? (0, 10] (Hugging Face's; prompt and output tokens),
+//                        "frequency_penalty"?, "presence_penalty"? [−2, 2] (OpenAI's; output tokens),
 //                        "seed"?, "stream"?, "cache_salt"?} → {"model", "text", "tokens", "finish_reason"};
 //                        ("cache_salt": prefix-cache pages shared only among requests of that salt); with
 //                        "stream": true, server-sent events: data: {"token", "text"} per token, then
@@ -49,8 +51,9 @@
 //   POST /v1/completions, /v1/chat/completions   OpenAI's API for the language models: model,
 //                        prompt (a string or strings: a choice each) or messages (joined as
 //                        "role: content" lines then "assistant:"; no chat template), max_tokens,
-//                        temperature, top_p, n (1), stop, stream (data: {chunk} … data: [DONE]),
-//                        seed; other fields ignored; errors as {"error": {"message", "type", "param"}}
+//                        temperature, top_p, frequency_penalty, presence_penalty, repetition_penalty
+//                        (vLLM's extra), n (1), stop, stream (data: {chunk} … data: [DONE]), seed;
+//                        other fields ignored; errors as {"error": {"message", "type", "param"}}
 //   GET  /v1/models      the loaded models ("models", and OpenAI's "object": "list", "data")
 //   GET  /health         {"status": "ok"}
 //   GET  /metrics        Prometheus text: requests by route and status, latency, sentences and
@@ -415,6 +418,15 @@ class Server {
     return json_response(json{{"model", s.name()}, {"translations", out}, {"warnings", warnings}});
   }
 
+  // The history's penalties (decode/sampling.h): OpenAI's frequency and presence penalties in its
+  // range, [−2, 2]; Hugging Face's (and vLLM's) repetition penalty in (0, 10]
+  static void read_penalties(const Body& body, decode::SamplingOptions& o) {
+    o.frequency_penalty = body.number("frequency_penalty", 0.0, -2.0, 2.0);
+    o.presence_penalty = body.number("presence_penalty", 0.0, -2.0, 2.0);
+    o.repetition_penalty = body.number("repetition_penalty", 1.0, 0.0, 10.0);
+    if (!(o.repetition_penalty > 0)) throw HttpError{400, "\"repetition_penalty\" must be a number above 0, up to 10"};
+  }
+
   HttpResponse generate(const HttpRequest& req) {
     const Body body(req.body, kGenerateFields);
     auto& s = static_cast<LanguageModelService&>(service(body, {"language_model"}, "/v1/generate"));
@@ -431,6 +443,7 @@ class Server {
     o.sampling.temperature = body.number("temperature", 0.8, 0, 10);
     o.sampling.top_k = body.integer("top_k", 0, 0, s.loaded().tokenizer.vocab_size());
     o.sampling.top_p = body.number("top_p", 1.0, 1e-6, 1.0);
+    read_penalties(body, o.sampling);
     o.sampling.seed = static_cast<uint64_t>(body.integer("seed", 1337, 0, std::numeric_limits<int64_t>::max()));
     if (body.has("cache_salt")) o.cache_salt = body.text("cache_salt", kMaxCacheSaltBytes, "the limit of");
     const bool stream = body.boolean("stream", false);
@@ -577,7 +590,8 @@ class Server {
 
   HttpResponse openai(const HttpRequest& req, bool chat) {
     static const std::vector<const char*> fields = {"model", "prompt", "messages", "max_tokens", "max_completion_tokens",
-                                                    "temperature", "top_p", "n", "stop", "stream", "seed", "cache_salt"};
+                                                    "temperature", "top_p", "n", "stop", "stream", "seed", "cache_salt",
+                                                    "frequency_penalty", "presence_penalty", "repetition_penalty"};
     const Body body(req.body, fields, /*lenient=*/true);
     const char* route = chat ? "/v1/chat/completions" : "/v1/completions";
     auto& s = static_cast<LanguageModelService&>(service(body, {"language_model"}, route));
@@ -639,6 +653,7 @@ class Server {
     o.stop_ids = s.loaded().stop_ids;
     o.sampling.temperature = body.number("temperature", 1.0, 0, 2);
     o.sampling.top_p = std::max(body.number("top_p", 1.0, 0, 1.0), 1e-6);
+    read_penalties(body, o.sampling);
     const int64_t n = body.integer("n", 1, 1, a_.max_sentences);
     if (n * static_cast<int64_t>(prompts.size()) > a_.max_sentences)
       throw HttpError{413, "\"n\" " + std::to_string(n) + " × " + std::to_string(prompts.size()) + " prompts make " +

@@ -105,8 +105,9 @@ class Body {
 
 // The fields each route's body may hold (cmd_serve.cpp's routes; the fuzz target reads them too).
 inline const std::vector<const char*> kTranslateFields = {"sentences", "model", "beam_size", "length_penalty", "n_best"};
-inline const std::vector<const char*> kGenerateFields = {"prompt", "model", "max_new_tokens", "temperature",
-                                                         "top_k", "top_p", "seed", "stream", "cache_salt"};
+inline const std::vector<const char*> kGenerateFields = {"prompt",     "model",  "max_new_tokens",     "temperature",
+                                                         "top_k",      "top_p",  "repetition_penalty", "frequency_penalty",
+                                                         "presence_penalty", "seed", "stream", "cache_salt"};
 inline const std::vector<const char*> kAttentionFields = {"text", "model", "beam_size", "length_penalty", "search", "detail",
                                                           "encoding", "neuron", "image"};
 inline const std::vector<const char*> kFillMaskFields = {"text", "model", "top_k", "text_pair"};

@@ -15,6 +15,7 @@
 
 #include <cmath>
 #include <cstdint>
+#include <map>
 #include <vector>
 
 #include "qkv/ops/sample.h"
@@ -38,6 +39,13 @@ struct SamplingOptions {
   int64_t top_k = 0;         // 0: off
   double top_p = 1.0;        // 1: off
   uint64_t seed = 1337;
+  // The history's penalties, on the logits before all of the above (kernels/penalties.h, vLLM's):
+  // a token of the prompt or the output has a positive logit divided by repetition_penalty and a
+  // negative one multiplied (Hugging Face's repetition_penalty; 1: off); a token the output holds c
+  // times loses frequency_penalty · c + presence_penalty (OpenAI's; 0: off).
+  double repetition_penalty = 1.0;
+  double frequency_penalty = 0.0;
+  double presence_penalty = 0.0;
 };
 
 // Temperatures below it sample greedily: the limit of softmax(x / T) as T → 0 (vLLM's _SAMPLING_EPS).
@@ -45,23 +53,31 @@ inline constexpr double kGreedyTemperature = 1e-5;
 
 class Sampler {
  public:
-  explicit Sampler(SamplingOptions opt);
+  // `prompt`: the tokens the repetition penalty weighs from the start (the output's join them).
+  explicit Sampler(SamplingOptions opt, const std::vector<int32_t>& prompt = {});
   // One token from a row of logits ([V], or [1, V], on any device: sample_rows draws it there and one
-  // number comes back); advances the draw counter. A row without a distribution (a NaN, or no finite
-  // logit after the temperature) is refused by name.
+  // number comes back); advances the draw counter and accepts the token (below). A row without a
+  // distribution (a NaN, or no finite logit after the temperature) is refused by name.
   int64_t next(const Tensor& logits);
   int64_t next(const std::vector<float>& logits);
   uint64_t draws() const { return counter_; }
   // The next token's sampling for ops' sample_rows (the batching generator draws many rows in one
-  // call): the options, and the draw's uniform — advancing the counter as next() does.
+  // call): the options, the draw's uniform — advancing the counter as next() does — and, with
+  // penalties, the tokens seen. The caller then accepts the token drawn.
   RowSampling row();
+  // `token` joins the output: the history the penalties weigh.
+  void accept(int32_t token);
   // The uniform in [0, 1) next() would draw (53 random bits), advancing the counter as it does; greedy
   // (temperature ≤ 0) draws none: 0, the counter kept.
   double draw();
 
  private:
+  bool penalized() const {
+    return opt_.repetition_penalty != 1 || opt_.frequency_penalty != 0 || opt_.presence_penalty != 0;
+  }
   SamplingOptions opt_;
   uint64_t counter_ = 0;
+  std::map<int32_t, SeenToken> seen_;  // by token (penalized() only)
 };
 
 }  // namespace qkv::decode

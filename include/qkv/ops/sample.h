@@ -11,7 +11,8 @@
 //
 // On the CPU bit for bit decode::Sampler's tokens for the same u (it draws through this op); on a GPU
 // a draw, or a top-p total, within a rounding of a boundary may take the neighbouring token (its sums
-// run in another order). Inference only.
+// run in another order). Before all of it, the penalties of what the row has seen (repetition,
+// frequency, presence), on a copy of the logits. Inference only.
 #pragma once
 
 #include <cstdint>
@@ -21,12 +22,24 @@
 
 namespace qkv {
 
-// One row's draw: decode::SamplingOptions for one token, with the uniform it draws.
+// A token a generation has seen, for the penalties: how often its output holds it, whether its prompt does.
+struct SeenToken {
+  int32_t token = 0;
+  int32_t count = 0;  // in the output
+  bool in_prompt = false;
+};
+
+// One row's draw: decode::SamplingOptions for one token, with the uniform it draws and the history the
+// penalties weigh (kernels/penalties.h: vLLM's, applied first, to the logits).
 struct RowSampling {
   double temperature = 0;  // ≤ 0: greedy (no draw); NaN: no distribution (−1)
   int64_t top_k = 0;       // ≤ 0, or ≥ V: off
   double top_p = 1;        // in (0, 1); ≥ 1: off
   double u = 0;            // in [0, 1)
+  float repetition_penalty = 1;  // > 0; 1: off
+  float frequency_penalty = 0;   // finite; 0: off
+  float presence_penalty = 0;    // finite; 0: off
+  std::vector<SeenToken> seen;   // distinct tokens of the row's vocabulary
 };
 
 // logits f32 [..., V] (V < 2³¹; rows = numel / V), one RowSampling a row → i32 [...] on the logits'

@@ -9,6 +9,7 @@
 #include <utility>
 #include <vector>
 
+#include "kernels/penalties.h"
 #include "qkv/core/parallel.h"
 
 namespace qkv::kernels::cpu {
@@ -114,6 +115,15 @@ void sample_rows(const float* x, int64_t rows, int64_t n, const double* params, 
       out[r] = a[0] <= 0 ? greedy(x + r * n, n) : draw(x + r * n, n, a[0], static_cast<int64_t>(a[1]), a[2], a[3]);
     }
   });
+}
+
+void apply_penalties(float* x, int64_t n, const int32_t* seen, int64_t m, const float* penalties) {
+  for (int64_t e = 0; e < m; ++e) {
+    const int32_t* s = seen + 4 * e;  // (row, token, count, in prompt)
+    const float* r = penalties + 3 * s[0];
+    float& v = x[s[0] * n + s[1]];
+    v = penalized(v, s[2], s[3] != 0, r[0], r[1], r[2]);
+  }
 }
 
 }  // namespace qkv::kernels::cpu

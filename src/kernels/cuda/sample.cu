@@ -12,4 +12,12 @@ void sample_rows(const float* x, int64_t rows, int64_t n, const double* params, 
   QKV_CUDA_LAUNCHED(sample_rows_kernel);
 }
 
+void apply_penalties(float* x, int64_t n, const int32_t* seen, int64_t m, const float* penalties) {
+  if (m == 0) return;
+  const int64_t blocks = (m + 255) / 256;
+  QKV_CHECK(blocks < (int64_t{1} << 31), "apply_penalties: ", m, " entries");
+  apply_penalties_kernel<<<static_cast<unsigned>(blocks), 256, 0, stream()>>>(x, n, seen, m, penalties);
+  QKV_CUDA_LAUNCHED(apply_penalties_kernel);
+}
+
 }  // namespace qkv::kernels::cuda

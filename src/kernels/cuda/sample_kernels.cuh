@@ -22,6 +22,7 @@
 #include <cstdint>
 
 #include "kernels/cuda/launch.h"
+#include "kernels/penalties.h"
 #include "kernels/topk.h"  // topk_key: the greedy rows' order; float_order: the filters' keys
 
 namespace qkv::kernels::cuda {
@@ -225,6 +226,16 @@ __global__ void sample_rows_kernel(const float* x, int64_t n, const double* para
     }
   }
   out[r] = static_cast<int32_t>(final_last);
+}
+
+// apply_penalties: a thread an entry (a row's entries name distinct tokens: no two threads write one logit)
+__global__ void apply_penalties_kernel(float* x, int64_t n, const int32_t* seen, int64_t m, const float* penalties) {
+  const int64_t e = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (e >= m) return;
+  const int32_t* s = seen + 4 * e;  // (row, token, count, in prompt)
+  const float* r = penalties + 3 * s[0];
+  float& v = x[s[0] * n + s[1]];
+  v = penalized(v, s[2], s[3] != 0, r[0], r[1], r[2]);
 }
 
 #undef QKV_SAMPLE_SHARED
