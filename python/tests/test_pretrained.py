@@ -28,6 +28,25 @@ def test_convert_then_generate_equals_transformers(name, tmp_path):
     assert lm.metadata["converted_from"]["architecture"]
 
 
+@pytest.mark.parametrize("name", ["gpt2", "llama-gqa", "qwen2"])
+def test_the_repetition_penalty_is_transformers(name, tmp_path):
+    # greedy generations under repetition_penalty 1.3, 0.7 and 2.0, as transformers made them
+    # (tests/golden/make_penalty_golden.py): the penalty applied where the logits are
+    out = str(tmp_path / (name + ".safetensors"))
+    qkv.convert(os.path.join(GOLDEN, name), out)
+    ref = reference(name)
+    with open(os.path.join(GOLDEN, name, "penalties.json"), encoding="utf-8") as f:
+        gens = json.load(f)["generations"]
+    lm = qkv.LanguageModel(out)
+    for g in gens:
+        got = lm.generate(ref["text_prompt"], max_new_tokens=20, temperature=0, repetition_penalty=g["repetition_penalty"])
+        assert got == g["text"], g["repetition_penalty"]
+    assert any(g["text"] != ref["text_greedy"] for g in gens)
+    batch = lm.generate_batch([ref["text_prompt"]] * 2, max_new_tokens=20, temperature=0,
+                              repetition_penalty=gens[0]["repetition_penalty"])
+    assert batch == [gens[0]["text"]] * 2
+
+
 def test_load_a_folder_and_translate_as_transformers():
     ref = reference("marian")
     tr = qkv.load(os.path.join(GOLDEN, "marian"))
