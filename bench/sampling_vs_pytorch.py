@@ -7,7 +7,9 @@
              masked_fill), TopPLogitsWarper (sort, softmax, cumsum, scatter) —, then softmax and
              torch.multinomial, batched over the rows, at PyTorch's best settings here
              (OMP_WAIT_POLICY=PASSIVE, torch.set_num_threads(T)).
-Cases: temperature 1 alone, top-k 50, top-p 0.9, top-k 50 with top-p 0.95; rows 1 and 32. Medians
+Cases: temperature 1 alone, top-k 50, top-p 0.9, top-k 50 with top-p 0.95, and that after the
+history's penalties (repetition 1.2, frequency 0.5, presence 0.5 over 256 seen tokens, 64 of them the
+prompt's; PyTorch: vLLM's apply_penalties — bincounts, masks, where — in torch ops); rows 1 and 32. Medians
 of the benchmark's repetitions (qkv) and of R timed calls after warm-up (PyTorch); the runs
 alternate; the table shows the median run and PyTorch / qkv (> 1: qkv faster).
 
@@ -22,7 +24,7 @@ import sys
 import time
 
 VOCAB = 50257
-CASES = [(0, 1.0), (50, 1.0), (0, 0.9), (50, 0.95)]  # (top_k, top_p)
+CASES = [(0, 1.0, False), (50, 1.0, False), (0, 0.9, False), (50, 0.95, False), (50, 0.95, True)]  # (top_k, top_p, penalties)
 ROWS = [1, 32]
 HERE = os.path.dirname(os.path.abspath(__file__))
 
@@ -31,6 +33,13 @@ def torch_worker(threads, repeats):
     import torch
     torch.set_num_threads(threads)
     out = {}
+
+    def penalize(scores, output_counts, seen_mask):  # vLLM's apply_penalties, as torch ops
+        rep = torch.full((scores.shape[0], 1), 1.2)
+        scores = torch.where(seen_mask & (scores > 0), scores / rep, scores)
+        scores = torch.where(seen_mask & (scores <= 0), scores * rep, scores)
+        scores = scores - 0.5 * output_counts
+        return scores - 0.5 * (output_counts > 0).float()
 
     def warp(scores, k, p):  # transformers' TopKLogitsWarper, then TopPLogitsWarper
         if k > 0:
@@ -47,14 +56,27 @@ def torch_worker(threads, repeats):
     for rows in ROWS:
         gen = torch.Generator().manual_seed(0)
         logits = torch.randn(rows, VOCAB, generator=gen) * 2
-        for i, (k, p) in enumerate(CASES):
+        # the history: 256 tokens a row (the C++ bench's), counts 0, 1, 2 in the output, the first 64 the prompt's
+        tokens = torch.tensor([[(t * 193 + r) % VOCAB for t in range(256)] for r in range(rows)])
+        counts = torch.tensor([[t % 3 for t in range(256)]] * rows, dtype=torch.float32)
+        for i, (k, p, pen) in enumerate(CASES):
+
+            def once():
+                scores = logits
+                if pen:  # (the bincount and mask a step builds from the history, then the penalties)
+                    output_counts = torch.zeros(rows, VOCAB).scatter_add_(1, tokens, counts)
+                    seen_mask = (output_counts > 0) | torch.zeros(rows, VOCAB, dtype=torch.bool).scatter_(
+                        1, tokens[:, :64], True)
+                    scores = penalize(scores, output_counts, seen_mask)
+                return warp(scores / 1.0, k, p)
+
             with torch.no_grad():
                 for _ in range(3):
-                    warp(logits / 1.0, k, p)
+                    once()
                 times = []
                 for _ in range(repeats):
                     t0 = time.perf_counter()
-                    warp(logits / 1.0, k, p)
+                    once()
                     times.append(time.perf_counter() - t0)
             out[f"{rows}/{i}"] = statistics.median(times) * 1e3
     out["version"] = torch.__version__
@@ -96,13 +118,14 @@ def main():
     med = lambda runs, key: statistics.median(run[key] for run in runs)
     print(f"next token of rows x {VOCAB} logits, temperature 1, {a.threads} threads; PyTorch {torch_runs[0]['version']}; "
           f"medians of {a.runs} alternated runs (ms)")
-    print(f"{'rows':>5} {'filters':>18} {'sample_rows':>12} {'plain filters':>14} {'PyTorch (HF)':>13} {'PyTorch/qkv':>12}")
+    print(f"{'rows':>5} {'filters':>29} {'sample_rows':>12} {'plain filters':>14} {'PyTorch (HF)':>13} {'PyTorch/qkv':>12}")
     for rows in ROWS:
-        for i, (k, p) in enumerate(CASES):
+        for i, (k, p, pen) in enumerate(CASES):
             q, ref = med(qkv_runs, f"{rows}/{i}/sample_rows"), med(qkv_runs, f"{rows}/{i}/reference")
             t = med(torch_runs, f"{rows}/{i}")
-            name = ", ".join(x for x in (f"top-k {k}" if k else "", f"top-p {p}" if p < 1 else "") if x) or "temperature"
-            print(f"{rows:>5} {name:>18} {q:>12.3f} {ref:>14.3f} {t:>13.3f} {t / q:>11.2f}x")
+            name = ", ".join(x for x in (f"top-k {k}" if k else "", f"top-p {p}" if p < 1 else "",
+                                         "penalties" if pen else "") if x) or "temperature"
+            print(f"{rows:>5} {name:>29} {q:>12.3f} {ref:>14.3f} {t:>13.3f} {t / q:>11.2f}x")
 
 
 if __name__ == "__main__":

@@ -99,7 +99,7 @@ void Sampler::accept(int32_t token) {
 }
 
 int64_t Sampler::next(const Tensor& logits) {
-  // as Hugging Face's warpers: temperature, then top-k, then top-p on the tempered distribution
+  // vLLM's order: the penalties, then (as Hugging Face's warpers) temperature, top-k, top-p, the draw
   const int32_t token = sample_rows(logits.reshape({1, -1}), {row()}).to_ints()[0];
   QKV_CHECK(token >= 0, "sampling: the logits hold no distribution (a NaN, or no finite logit after the temperature ",
             opt_.temperature, ")");
