@@ -14,15 +14,29 @@
 
 namespace qkv::kernels {
 
-QKV_HOST_DEVICE inline float penalized(float x, int32_t count, bool in_prompt, float r, float f, float p) {
-  if (count > 0 || in_prompt) x = x > 0.f ? x / r : x * r;
-  if (count > 0) {
+// Each operation rounded on its own, on every device: nvcc would fuse a product into the next add,
+// and so may the host's compiler (GCC contracts across statements in C++ unless told not to) —
+// the GPU's intrinsics, and a stored product on the host.
+QKV_HOST_DEVICE inline float penalty_mul(float a, float b) {
 #ifdef __CUDA_ARCH__
-    x = __fadd_rn(__fadd_rn(x, -__fmul_rn(f, static_cast<float>(count))), -p);  // (no fused multiply-add: the CPU's roundings)
+  return __fmul_rn(a, b);
 #else
-    x = (x - f * static_cast<float>(count)) - p;
+  volatile float r = a * b;
+  return r;
 #endif
-  }
+}
+QKV_HOST_DEVICE inline float penalty_sub(float a, float b) {
+#ifdef __CUDA_ARCH__
+  return __fadd_rn(a, -b);
+#else
+  volatile float r = a - b;
+  return r;
+#endif
+}
+
+QKV_HOST_DEVICE inline float penalized(float x, int32_t count, bool in_prompt, float r, float f, float p) {
+  if (count > 0 || in_prompt) x = x > 0.f ? x / r : penalty_mul(x, r);  // (a quotient is never fused)
+  if (count > 0) x = penalty_sub(penalty_sub(x, penalty_mul(f, static_cast<float>(count))), p);
   return x;
 }
 
