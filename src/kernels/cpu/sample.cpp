@@ -65,12 +65,11 @@ void keep_top_p(std::vector<double>& e, double p) {
   size_t kept = 0;
   bool reached = false;
   for (size_t block = 64; !reached && kept < q.size(); block *= 4) {
-    const auto from = q.begin() + static_cast<std::ptrdiff_t>(kept);
-    const auto to = q.begin() + static_cast<std::ptrdiff_t>(std::min(q.size(), kept + block));
+    const size_t end = std::min(q.size(), kept + block);
+    const auto from = q.begin() + static_cast<std::ptrdiff_t>(kept), to = q.begin() + static_cast<std::ptrdiff_t>(end);
     if (to != q.end()) std::nth_element(from, to, q.end(), before);
     std::sort(from, to, before);
-    for (; kept < q.size() && q.begin() + static_cast<std::ptrdiff_t>(kept) != to && !reached;)
-      reached = (cum += q[kept++].first) >= p;
+    while (kept < end && !reached) reached = (cum += q[kept++].first) >= p;
   }
   if (!reached) return;
   std::vector<char> keep(e.size(), 0);
