@@ -94,8 +94,6 @@ LSTM::Output LSTM::forward(const Tensor& input, const Tensor& h0, const Tensor& 
                            const std::vector<int64_t>& lengths) const {
   const int64_t D = directions(), H = opt.hidden_size, R = opt.proj_size ? opt.proj_size : H;
   check_input("LSTM", opt, D, input, {{&h0, R}, {&c0, H}}, lengths);
-  QKV_CHECK(!opt.proj_size || input.device().is_cpu(), "LSTM: proj_size ", opt.proj_size, " runs on the cpu only ",
-            "(lstm_proj_scan has no ", input.device().str(), " kernel yet; move the module and input with .to(cpu))");
   Tensor x = batch_major(input, opt.batch_first);
   const int64_t B = x.size(0);
   std::vector<Tensor> h_n, c_n;

@@ -129,14 +129,12 @@ std::vector<Tensor> lstm_scan(const Tensor& x_proj, const Tensor& h0, const Tens
       });
 }
 
-// The projected LSTM (torch's proj_size): h' = (o ∘ tanh c') W_hrᵀ. CPU kernels only: a CUDA operand
-// is a qkv::Error naming the op.
+// The projected LSTM (torch's proj_size): h' = (o ∘ tanh c') W_hrᵀ.
 //   x_proj [B, T, 4H], h0 [B, P], c0 [B, H], w_hh [4H, P], b_hh [4H], w_hr [P, H] → {y [B, T, P], h_n [B, P], c_n [B, H]}
 std::vector<Tensor> lstm_proj_scan(const Tensor& x_proj, const Tensor& h0, const Tensor& c0, const Tensor& w_hh,
                                    const Tensor& b_hh, const Tensor& w_hr, const std::vector<int64_t>& lengths,
                                    bool reverse) {
   const char* op = "lstm_proj_scan";
-  ops_detail::cpu_device_of(op, {&x_proj, &h0, &c0, &w_hh, &b_hh, &w_hr});
   QKV_CHECK(w_hr.dim() == 2 && w_hr.dtype() == DType::f32 && x_proj.dim() == 3 && w_hr.size(1) * 4 == x_proj.size(2),
             op, ": w_hr must be f32 [P, H] with 4H = x_proj's last dimension ", x_proj.dim() == 3 ? x_proj.size(2) : 0,
             ", got ", w_hr.str());
@@ -145,6 +143,7 @@ std::vector<Tensor> lstm_proj_scan(const Tensor& x_proj, const Tensor& h0, const
   Scan sc = prepare(op, 4, x_proj, {&h0, &c0}, w_hh, b_hh, lengths, reverse, P);
   const kernels::RnnProblem& p = sc.p;
   const Device d = sc.device;
+  device_of(op, {&x_proj, &w_hr});
   const bool grad = autograd::needs_grad({x_proj, h0, c0, w_hh, b_hh, w_hr});
   Tensor h0c = dense(h0), c0c = dense(c0), wr = dense(w_hr);
   Tensor y = Tensor::empty({p.B, p.T, P}, DType::f32, d), h_n = Tensor::empty({p.B, P}, DType::f32, d),
@@ -156,10 +155,10 @@ std::vector<Tensor> lstm_proj_scan(const Tensor& x_proj, const Tensor& h0, const
     cs = Tensor::empty({p.T, p.B, p.H}, DType::f32, d);
     tcs = Tensor::empty({p.T, p.B, p.H}, DType::f32, d);
   }
-  QKV_DISPATCH_CPU(op, d,
-                   k::lstm_proj_forward(p, P, wr.data(), h0c.data(), c0c.data(), y.data(), h_n.data(), c_n.data(),
-                                        grad ? gates.data() : nullptr, grad ? hs.data() : nullptr,
-                                        grad ? cs.data() : nullptr, grad ? tcs.data() : nullptr));
+  QKV_DISPATCH(op, d,
+               k::lstm_proj_forward(p, P, wr.data(), h0c.data(), c0c.data(), y.data(), h_n.data(), c_n.data(),
+                                    grad ? gates.data() : nullptr, grad ? hs.data() : nullptr,
+                                    grad ? cs.data() : nullptr, grad ? tcs.data() : nullptr));
   const bool with_bias = b_hh.defined();
   return record_outputs(
       std::vector<Tensor>{y, h_n, c_n}, op, std::vector<Tensor>{x_proj, h0, c0, w_hh, b_hh, w_hr},
@@ -171,11 +170,11 @@ std::vector<Tensor> lstm_proj_scan(const Tensor& x_proj, const Tensor& h0, const
                dw = Tensor::empty({4 * p.H, P}, DType::f32, sc.device),
                db = with_bias ? Tensor::empty({4 * p.H}, DType::f32, sc.device) : Tensor(),
                dwr = Tensor::empty({P, p.H}, DType::f32, sc.device);
-        QKV_DISPATCH_CPU("lstm_proj_scan", sc.device,
-                         k::lstm_proj_backward(p, P, wr.data(), gates.data(), hs.data(), cs.data(), tcs.data(),
-                                               maybe(g[0], dy_keep), maybe(g[1], dh_keep), maybe(g[2], dc_keep),
-                                               dx.data(), dh0.data(), dc0.data(), dw.data(),
-                                               with_bias ? db.data() : nullptr, dwr.data()));
+        QKV_DISPATCH("lstm_proj_scan", sc.device,
+                     k::lstm_proj_backward(p, P, wr.data(), gates.data(), hs.data(), cs.data(), tcs.data(),
+                                           maybe(g[0], dy_keep), maybe(g[1], dh_keep), maybe(g[2], dc_keep),
+                                           dx.data(), dh0.data(), dc0.data(), dw.data(),
+                                           with_bias ? db.data() : nullptr, dwr.data()));
         return std::vector<Tensor>{dx, dh0, dc0, dw, db, dwr};
       });
 }

@@ -914,27 +914,32 @@ TEST_F(Cuda, PoolingAndBatchNormStatisticsMatchTheCpu) {
   }
 }
 
-// The recurrent scans against the CPU, forward and backward: GRU and LSTM, both directions, rows of
-// their own lengths (one empty), with and without b_hh. (Bahdanau's scores and log_mean_exp: the table.)
+// The recurrent scans against the CPU, forward and backward: GRU, LSTM and the projected LSTM
+// (proj_size 7: gates 5 below), both directions, rows of their own lengths (one empty), with and
+// without b_hh. (Bahdanau's scores and log_mean_exp: the table.)
 TEST_F(Cuda, RecurrentScansMatchTheCpu) {
-  const int64_t B = 3, T = 6, H = 20;
+  const int64_t B = 3, T = 6, H = 20, P = 7;
   const std::vector<int64_t> lengths = {6, 0, 4};
   uint64_t seed = 900;
-  for (int gates : {3, 4})
+  for (int kind : {3, 4, 5})
     for (bool reverse : {false, true})
       for (bool bias : {true, false}) {
-        SCOPED_TRACE(::testing::Message() << (gates == 3 ? "gru" : "lstm") << (reverse ? " reverse" : "")
-                                          << (bias ? " bias" : ""));
+        SCOPED_TRACE(::testing::Message() << (kind == 3 ? "gru" : kind == 4 ? "lstm" : "lstm proj_size 7")
+                                          << (reverse ? " reverse" : "") << (bias ? " bias" : ""));
+        const int64_t gates = kind == 3 ? 3 : 4, R = kind == 5 ? P : H;  // R: the width of h
         auto [x, gx] = pair({B, T, gates * H}, seed++);
-        auto [h0, gh0] = pair({B, H}, seed++);
+        auto [h0, gh0] = pair({B, R}, seed++);
         auto [c0, gc0] = pair({B, H}, seed++);
-        auto [w, gw] = pair({gates * H, H}, seed++, 0.3f);
+        auto [w, gw] = pair({gates * H, R}, seed++, 0.3f);
         auto [b, gb] = pair({gates * H}, seed++);
+        auto [wr, gwr] = pair({P, H}, seed++, 0.3f);
         const Tensor bb = bias ? b : Tensor(), gbb = bias ? gb : Tensor();
-        std::vector<Tensor> y = gates == 3 ? gru_scan(x, h0, w, bb, lengths, reverse)
-                                           : lstm_scan(x, h0, c0, w, bb, lengths, reverse);
-        std::vector<Tensor> gy = gates == 3 ? gru_scan(gx, gh0, gw, gbb, lengths, reverse)
-                                            : lstm_scan(gx, gh0, gc0, gw, gbb, lengths, reverse);
+        std::vector<Tensor> y = kind == 3   ? gru_scan(x, h0, w, bb, lengths, reverse)
+                                : kind == 4 ? lstm_scan(x, h0, c0, w, bb, lengths, reverse)
+                                            : lstm_proj_scan(x, h0, c0, w, bb, wr, lengths, reverse);
+        std::vector<Tensor> gy = kind == 3   ? gru_scan(gx, gh0, gw, gbb, lengths, reverse)
+                                 : kind == 4 ? lstm_scan(gx, gh0, gc0, gw, gbb, lengths, reverse)
+                                             : lstm_proj_scan(gx, gh0, gc0, gw, gbb, gwr, lengths, reverse);
         ASSERT_EQ(y.size(), gy.size());
         Tensor loss = Tensor::scalar(0.f), gloss = gpu(Tensor::scalar(0.f));
         for (size_t i = 0; i < y.size(); ++i) {
@@ -950,6 +955,7 @@ TEST_F(Cuda, RecurrentScansMatchTheCpu) {
         if (gates == 4) EXPECT_SAME_ON_GPU(c0.grad(), gc0.grad(), kTf32);
         EXPECT_SAME_ON_GPU(w.grad(), gw.grad(), kTf32);
         if (bias) EXPECT_SAME_ON_GPU(b.grad(), gb.grad(), kTf32);
+        if (kind == 5) EXPECT_SAME_ON_GPU(wr.grad(), gwr.grad(), kTf32);
       }
 }
 

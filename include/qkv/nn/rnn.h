@@ -9,7 +9,7 @@
 //   the next layer reads [y_fwd, y_bwd] (through dropout when training)
 //
 // LSTM with proj_size P > 0 (torch's projected LSTM): h_t = W_hr (o_t ∘ tanh c_t), so h and the
-// output have P features while c keeps H; the layer's time loop is lstm_proj_scan (CPU only).
+// output have P features while c keeps H; the layer's time loop is lstm_proj_scan.
 //
 // Parameters: weight_ih_l{k}[_reverse] [G·H, in], weight_hh_l{k}[_reverse] [G·H, R],
 // bias_ih_l{k}[_reverse], bias_hh_l{k}[_reverse] [G·H] (G = 3 for GRU, 4 for LSTM), and with

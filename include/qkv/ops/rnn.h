@@ -8,7 +8,6 @@
 //   lstm_scan:  x_proj [B, T, 4H], h0, c0 [B, H], w_hh [4H, H], b_hh [4H] → {y, h_n, c_n}
 //   lstm_proj_scan (torch's proj_size P: h' = (o ∘ tanh c') W_hrᵀ): x_proj [B, T, 4H], h0 [B, P],
 //               c0 [B, H], w_hh [4H, P], b_hh [4H], w_hr [P, H] → {y [B, T, P], h_n [B, P], c_n [B, H]}
-//               (CPU kernels only: a CUDA operand is a qkv::Error naming the op)
 //
 // lengths (one per row, ≤ T; empty: every row T long): row b runs over steps 0 … len_b − 1 only
 // (reverse: from len_b − 1 down to 0), y is 0 past its length and h_n is its state at its last
