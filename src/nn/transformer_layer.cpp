@@ -22,20 +22,21 @@ Tensor to_batch_first(const Tensor& x, bool batch_first) {
 
 }  // namespace
 
-Tensor activate(const Tensor& x, Activation act, float p, Generator* gen) {
+Tensor activate(const Tensor& x, Activation act, float p, Generator* gen, const Tensor& bias) {
   switch (act) {
-    case Activation::relu: return relu(x, p, gen);
-    case Activation::gelu: return gelu(x, "none", p, gen);
-    case Activation::gelu_tanh: return gelu(x, "tanh", p, gen);
-    case Activation::silu: return dropout(silu(x), p, true, gen);
+    case Activation::relu: return relu(x, p, gen, bias);
+    case Activation::gelu: return gelu(x, "none", p, gen, bias);
+    case Activation::gelu_tanh: return gelu(x, "tanh", p, gen, bias);
+    case Activation::silu: return dropout(silu(bias.defined() ? add(x, bias) : x), p, true, gen);
   }
   return x;
 }
 
-// FFN(x) = W₂ Dropout(act(W₁ x + b₁)) + b₂, the dropout made in the activation's pass
+// FFN(x) = W₂ Dropout(act(W₁ x + b₁)) + b₂, b₁ added and the dropout made in the activation's pass
+// (the first GEMM runs without its bias: its product is written once and read once)
 Tensor feed_forward(const Tensor& x, const Linear& linear1, const Linear& linear2, Activation activation,
                     float p, bool training, Generator* gen) {
-  return linear2.forward(activate(linear1.forward(x), activation, training ? p : 0.f, gen));
+  return linear2.forward(activate(linear(x, linear1.weight), activation, training ? p : 0.f, gen, linear1.bias));
 }
 
 // FFN while decoding: no dropout, no tape, the layers' inference copies (on int8 rows the hidden

@@ -31,26 +31,32 @@ void grid(int64_t n, F f) {
   launch(dim3(kc::blocks_for(n)), 256, 0, f);
 }
 
-std::vector<float> forward_gpu(Act a, const std::vector<float>& x, const DropoutMask& drop) {
-  const auto n = static_cast<int64_t>(x.size());
+// (bias: a linear layer's bias of `bias.size()` columns added to x in the activation's pass; cdf: the exact
+// GELU's Φ kept by the forward for the backward)
+std::vector<float> forward_gpu(Act a, const std::vector<float>& x, const DropoutMask& drop,
+                               const std::vector<float>& bias = {}, float* cdf = nullptr) {
+  const auto n = static_cast<int64_t>(x.size()), cols = static_cast<int64_t>(bias.size());
+  const float* b = bias.empty() ? nullptr : bias.data();
   std::vector<float> y(x.size());
   grid(n, [&] {
     if (a == Act::relu)
-      kc::relu_forward_kernel(x.data(), y.data(), n, drop, nullptr);
+      kc::relu_forward_kernel(x.data(), y.data(), n, drop, nullptr, b, cols);
     else
-      kc::gelu_forward_kernel(x.data(), y.data(), n, a == Act::gelu_tanh, nullptr, drop, nullptr);
+      kc::gelu_forward_kernel(x.data(), y.data(), n, a == Act::gelu_tanh, cdf, drop, nullptr, b, cols);
   });
   return y;
 }
 std::vector<float> backward_gpu(Act a, const std::vector<float>& x, const std::vector<float>& dy,
-                                const DropoutMask& drop) {
-  const auto n = static_cast<int64_t>(x.size());
+                                const DropoutMask& drop, const std::vector<float>& bias = {},
+                                const float* cdf = nullptr) {
+  const auto n = static_cast<int64_t>(x.size()), cols = static_cast<int64_t>(bias.size());
+  const float* b = bias.empty() ? nullptr : bias.data();
   std::vector<float> dx(x.size());
   grid(n, [&] {
     if (a == Act::relu)
-      kc::relu_backward_kernel(x.data(), dy.data(), dx.data(), n, drop, nullptr);
+      kc::relu_backward_kernel(x.data(), dy.data(), dx.data(), n, drop, nullptr, b, cols);
     else
-      kc::gelu_backward_kernel(x.data(), dy.data(), dx.data(), n, a == Act::gelu_tanh, nullptr, drop, nullptr);
+      kc::gelu_backward_kernel(x.data(), dy.data(), dx.data(), n, a == Act::gelu_tanh, cdf, drop, nullptr, b, cols);
   });
   return dx;
 }
@@ -122,11 +128,12 @@ TEST(ActivationKernelsEmulated, ADroppedActivationIsTheActivationThenDropout) {
     std::vector<float> y2(n), dx2(n);
     grid(n, [&] {
       if (a == Act::relu) {
-        kc::relu_forward_kernel(x.data(), y2.data(), n, drop, y16_g.data());
-        kc::relu_backward_kernel(x.data(), dy.data(), dx2.data(), n, drop, dx16_g.data());
+        kc::relu_forward_kernel(x.data(), y2.data(), n, drop, y16_g.data(), nullptr, 0);
+        kc::relu_backward_kernel(x.data(), dy.data(), dx2.data(), n, drop, dx16_g.data(), nullptr, 0);
       } else {
-        kc::gelu_forward_kernel(x.data(), y2.data(), n, a == Act::gelu_tanh, nullptr, drop, y16_g.data());
-        kc::gelu_backward_kernel(x.data(), dy.data(), dx2.data(), n, a == Act::gelu_tanh, nullptr, drop, dx16_g.data());
+        kc::gelu_forward_kernel(x.data(), y2.data(), n, a == Act::gelu_tanh, nullptr, drop, y16_g.data(), nullptr, 0);
+        kc::gelu_backward_kernel(x.data(), dy.data(), dx2.data(), n, a == Act::gelu_tanh, nullptr, drop, dx16_g.data(),
+                                 nullptr, 0);
       }
     });
     EXPECT_EQ(y2, y);
@@ -170,6 +177,42 @@ TEST(ActivationKernelsEmulated, SiluMulMatchesTheCpu) {
   EXPECT_EQ(bits_of(y16_c), converted_bits(y_c));
   EXPECT_EQ(bits_of(dg16_c), converted_bits(dg_c));
   EXPECT_EQ(bits_of(du16_c), converted_bits(du_c));
+}
+
+// A linear layer's bias added in the activation's pass (7 rows of 431: rows that start mid-warp): the
+// bits of the addition then the activation, forward and backward, with dropout, the exact GELU's Φ
+// kept; and the CPU's kernels (relu bit for bit, GELU to its polynomial erf).
+TEST(ActivationKernelsEmulated, ABiasedActivationIsTheAdditionThenTheActivation) {
+  const int64_t rows = 7, cols = 431, n = rows * cols;
+  const std::vector<float> x = random_floats(n, 51, 3.f), bias = random_floats(cols, 52, 1.f),
+                           dy = random_floats(n, 53, 1.f);
+  std::vector<float> xb(n);
+  for (int64_t i = 0; i < n; ++i) xb[i] = x[i] + bias[i % cols];
+  for (const DropoutMask& drop : {DropoutMask{}, qkv::kernels::dropout_mask(0.3f, 7, 5)})
+    for (Act a : {Act::relu, Act::gelu, Act::gelu_tanh}) {
+      SCOPED_TRACE(::testing::Message() << (a == Act::relu ? "relu" : a == Act::gelu ? "gelu" : "gelu_tanh")
+                                        << (drop.active() ? ", dropped" : ""));
+      std::vector<float> cdf(n, -1.f), cdf_want(n, -1.f);
+      const bool keep_cdf = a == Act::gelu;
+      const std::vector<float> y = forward_gpu(a, x, drop, bias, keep_cdf ? cdf.data() : nullptr);
+      EXPECT_EQ(y, forward_gpu(a, xb, drop, {}, keep_cdf ? cdf_want.data() : nullptr));
+      EXPECT_EQ(cdf, cdf_want);
+      const std::vector<float> dx = backward_gpu(a, x, dy, drop, bias, keep_cdf ? cdf.data() : nullptr);
+      EXPECT_EQ(dx, backward_gpu(a, xb, dy, drop, {}, keep_cdf ? cdf.data() : nullptr));
+      std::vector<float> y_c(n), dx_c(n);
+      if (a == Act::relu) {
+        cpu::relu_forward(x.data(), y_c.data(), n, drop, nullptr, bias.data(), cols);
+        cpu::relu_backward(x.data(), dy.data(), dx_c.data(), n, drop, nullptr, bias.data(), cols);
+        EXPECT_EQ(y, y_c);
+        EXPECT_EQ(dx, dx_c);
+      } else {
+        cpu::gelu_forward(x.data(), y_c.data(), n, a == Act::gelu_tanh, nullptr, drop, nullptr, bias.data(), cols);
+        cpu::gelu_backward(x.data(), dy.data(), dx_c.data(), n, a == Act::gelu_tanh, nullptr, drop, nullptr,
+                           bias.data(), cols);
+        EXPECT_LT(rel(y, y_c), 2e-6);
+        EXPECT_LT(rel(dx, dx_c), 2e-6);
+      }
+    }
 }
 
 }  // namespace

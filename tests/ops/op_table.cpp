@@ -177,9 +177,9 @@ std::vector<OpInfo> build() {
     // with dropout_p: relu and its output's dropout in one pass (a Transformer FFN's hidden layer), the
     // mask drawn from a generator in the same state at every evaluation and on both devices
     relu_op.run = [](const TensorMap& m, const json& p, Device) {
-      if (!p.contains("dropout_p")) return one(relu(in(m, "a")));
-      Generator g(p.at("seed").get<uint64_t>());
-      return one(relu(in(m, "a"), f32(p, "dropout_p"), &g));
+      if (!p.contains("dropout_p") && !m.count("bias")) return one(relu(in(m, "a")));
+      Generator g(p.value("seed", uint64_t{0}));  // with a bias: a linear layer's, added in the same pass
+      return one(relu(in(m, "a"), p.contains("dropout_p") ? f32(p, "dropout_p") : 0.f, &g, opt(m, "bias")));
     };
     // finite differences: inputs away from the kink at 0
     relu_op.samples = [] {
@@ -187,9 +187,16 @@ std::vector<OpInfo> build() {
           S("away_from_0", {{"a", Tensor::from_vector({-1.5f, -0.5f, 0.3f, 1.2f, 2.f, -2.f}, {6})}}),
           S("dropout", {{"a", Tensor::from_vector({-1.5f, -0.5f, 0.3f, 1.2f, 2.f, -2.f, 0.7f, 1.1f}, {8})}},
             {{"dropout_p", 0.4f}, {"seed", 8}}),
+          // x + bias away from 0 too: x [2, 4] and bias [4]
+          S("bias_dropout", {{"a", Tensor::from_vector({-1.5f, -0.5f, 0.3f, 1.2f, 2.f, -2.f, 0.7f, 1.1f}, {2, 4})},
+                             {"bias", Tensor::from_vector({0.25f, -0.15f, 0.1f, 0.35f}, {4})}},
+            {{"dropout_p", 0.4f}, {"seed", 8}}),
           gpu_only(S("gpu_4x257", {{"a", randn({4, 257}, 31)}})),
-          gpu_only(S("gpu_dropout", {{"a", randn({4, 257}, 32)}}, {{"dropout_p", 0.3f}, {"seed", 9}}))};
+          gpu_only(S("gpu_dropout", {{"a", randn({4, 257}, 32)}}, {{"dropout_p", 0.3f}, {"seed", 9}})),
+          gpu_only(S("gpu_bias_dropout", {{"a", randn({4, 257}, 34)}, {"bias", randn({257}, 35)}},
+                     {{"dropout_p", 0.3f}, {"seed", 9}}))};
     };
+    relu_op.differentiable = {"a", "bias"};
     relu_op.cuda_tol = 0;
     t.push_back(relu_op);
   }
@@ -197,9 +204,11 @@ std::vector<OpInfo> build() {
       "gelu",
       [](const TensorMap& m, const json& p, Device) {
         const std::string approximate = p.at("approximate").get<std::string>();
-        if (!p.contains("dropout_p")) return one(gelu(in(m, "a"), approximate));
-        Generator g(p.at("seed").get<uint64_t>());  // with dropout_p: the output dropped in the same pass
-        return one(gelu(in(m, "a"), approximate, f32(p, "dropout_p"), &g));
+        if (!p.contains("dropout_p") && !m.count("bias")) return one(gelu(in(m, "a"), approximate));
+        // with dropout_p: the output dropped in the same pass; with a bias: a linear layer's, added there
+        Generator g(p.value("seed", uint64_t{0}));
+        return one(gelu(in(m, "a"), approximate, p.contains("dropout_p") ? f32(p, "dropout_p") : 0.f, &g,
+                        opt(m, "bias")));
       },
       [] {
         std::vector<Sample> s;
@@ -210,10 +219,15 @@ std::vector<OpInfo> build() {
           s.push_back(gpu_only(S("gpu_" + a, {{"a", randn({1001}, 30, 3.f)}}, {{"approximate", approx}})));
           s.push_back(gpu_only(S("gpu_" + a + "_dropout", {{"a", randn({1001}, 33, 3.f)}},
                                  {{"approximate", approx}, {"dropout_p", 0.2f}, {"seed", 4}})));
+          s.push_back(S(a + "_bias", {{"a", randn({3, 8}, 16)}, {"bias", randn({8}, 17)}}, {{"approximate", approx}}));
+          s.push_back(S(a + "_bias_dropout", {{"a", randn({2, 3, 8}, 18)}, {"bias", randn({8}, 19)}},
+                        {{"approximate", approx}, {"dropout_p", 0.3f}, {"seed", 5}}));
+          s.push_back(gpu_only(S("gpu_" + a + "_bias", {{"a", randn({7, 143}, 36, 3.f)}, {"bias", randn({143}, 37)}},
+                                 {{"approximate", approx}, {"dropout_p", 0.2f}, {"seed", 6}})));
         }
         return s;
       },
-      {"a"}));
+      {"a", "bias"}));
   t.push_back(unary("silu", silu, gen_randn));
   t.push_back(entry(
       "silu_mul", [](const TensorMap& m, const json&, Device) { return one(silu_mul(in(m, "gate"), in(m, "up"))); },

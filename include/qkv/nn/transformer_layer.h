@@ -38,8 +38,10 @@ struct TransformerLayerOptions {
 };
 
 // act(x) for the activation chosen (relu, gelu, gelu_tanh, silu); with dropout_p, Dropout(act(x)) —
-// one pass for relu and the GELUs (ops/activation.h), act then dropout for silu.
-Tensor activate(const Tensor& x, Activation activation, float dropout_p = 0.f, Generator* gen = nullptr);
+// one pass for relu and the GELUs (ops/activation.h), act then dropout for silu; with `bias` (a linear
+// layer's, its GEMM run without it), act(x + bias), the addition in the same pass (relu, the GELUs).
+Tensor activate(const Tensor& x, Activation activation, float dropout_p = 0.f, Generator* gen = nullptr,
+                const Tensor& bias = Tensor());
 
 // The feed-forward sublayer FFN(x) = W₂ Dropout(act(W₁ x + b₁)) + b₂ (dropout = the layer's).
 Tensor feed_forward(const Tensor& x, const Linear& linear1, const Linear& linear2, Activation activation,

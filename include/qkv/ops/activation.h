@@ -15,8 +15,13 @@ Tensor gelu(const Tensor& x, const std::string& approximate = "none");
 // Transformer FFN's hidden layer in training: the same mask, bits and gradients (p = 0: the
 // activation alone; the caller passes 0 outside training).
 //   backward: dx = act'(x) · dy · m / (1 − p)
-Tensor relu(const Tensor& x, float dropout_p, Generator* gen = nullptr);
-Tensor gelu(const Tensor& x, const std::string& approximate, float dropout_p, Generator* gen = nullptr);
+// With `bias` [x.size(-1)] (undefined: none) a linear layer's bias is added in the same pass — its GEMM
+// then runs without it, one write and one read of the product fewer (Megatron's bias_gelu; an FFN's
+// first layer: nn::feed_forward): the bits of dropout(act(add(x, bias))), forward and backward; the
+// bias's gradient is Σ over rows of dx.
+Tensor relu(const Tensor& x, float dropout_p, Generator* gen = nullptr, const Tensor& bias = Tensor());
+Tensor gelu(const Tensor& x, const std::string& approximate, float dropout_p, Generator* gen = nullptr,
+            const Tensor& bias = Tensor());
 // SiLU (swish): x · σ(x), as F.silu — Llama's MLP gate.
 Tensor silu(const Tensor& x);
 

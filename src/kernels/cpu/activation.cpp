@@ -1,6 +1,8 @@
 #include "kernels/cpu/activation.h"
 
+#include <algorithm>
 #include <cmath>
+#include <vector>
 
 #include "qkv/core/parallel.h"
 #include "qkv/core/rng.h"
@@ -22,6 +24,22 @@ constexpr int64_t kBlock = 8192;
 template <class F>
 void in_blocks(int64_t b, int64_t e, F f) {
   for (int64_t s = b; s < e; s += kBlock) f(s, s + kBlock < e ? s + kBlock : e);
+}
+
+// The activation's input over the block [s, t): x itself, or with a bias x̂ = x + bias[i mod cols] in
+// `buf` (a block's worth, in L1/L2 while the activation reads it), a row's piece at a time. The block
+// functions then run over [0, t − s) from the returned pointer as they ran over [s, t) from x: the
+// same vector loops and tails.
+const float* biased(const float* x, const float* bias, int64_t cols, int64_t s, int64_t t, float* buf) {
+  if (!bias) return x + s;
+  for (int64_t i = s, j = s % cols; i < t; j = 0) {
+    const int64_t len = std::min(t - i, cols - j);
+    const float* xi = x + i;
+    float* o = buf + (i - s);
+    for (int64_t k = 0; k < len; ++k) o[k] = xi[k] + bias[j + k];
+    i += len;
+  }
+  return buf;
 }
 }  // namespace
 
@@ -109,24 +127,30 @@ static void gelu_backward_block(const float* x, const float* dy, float* dx, int6
   }
 }
 
-void relu_forward(const float* x, float* y, int64_t n, const DropoutMask& drop, bf16* y16) {
-  parallel_for(n, kGrain, [x, y, drop, y16](int64_t b, int64_t e) {
+// (with a bias: each block's x̂ in the thread's buffer; the block functions over [0, t − s) from it)
+void relu_forward(const float* x, float* y, int64_t n, const DropoutMask& drop, bf16* y16, const float* bias,
+                  int64_t cols) {
+  parallel_for(n, kGrain, [x, y, drop, y16, bias, cols](int64_t b, int64_t e) {
+    std::vector<float> buf(bias ? kBlock : 0);
     in_blocks(b, e, [&](int64_t s, int64_t t) {
-      relu_block(x, y, s, t);
+      relu_block(biased(x, bias, cols, s, t, buf.data()), y + s, 0, t - s);
       if (drop.active()) dropout_row(y + s, y + s, t - s, drop.from(s));
       if (y16) bf16_row(y + s, y16 + s, t - s);
     });
   });
 }
 
-void relu_backward(const float* x, const float* dy, float* dx, int64_t n, const DropoutMask& drop, bf16* dx16) {
-  parallel_for(n, kGrain, [x, dy, dx, drop, dx16](int64_t b, int64_t e) {
+void relu_backward(const float* x, const float* dy, float* dx, int64_t n, const DropoutMask& drop, bf16* dx16,
+                   const float* bias, int64_t cols) {
+  parallel_for(n, kGrain, [x, dy, dx, drop, dx16, bias, cols](int64_t b, int64_t e) {
+    std::vector<float> buf(bias ? kBlock : 0);
     in_blocks(b, e, [&](int64_t s, int64_t t) {
+      const float* xs = biased(x, bias, cols, s, t, buf.data());
       if (!drop.active()) {
-        relu_backward_block(x, dy, dx, s, t);
+        relu_backward_block(xs, dy + s, dx + s, 0, t - s);
       } else {
         dropout_row(dy + s, dx + s, t - s, drop.from(s));
-        relu_backward_block(x, dx, dx, s, t);
+        relu_backward_block(xs, dx + s, dx + s, 0, t - s);
       }
       if (dx16) bf16_row(dx + s, dx16 + s, t - s);
     });
@@ -134,10 +158,11 @@ void relu_backward(const float* x, const float* dy, float* dx, int64_t n, const 
 }
 
 void gelu_forward(const float* x, float* y, int64_t n, bool tanh_approx, float* cdf, const DropoutMask& drop,
-                  bf16* y16) {
+                  bf16* y16, const float* bias, int64_t cols) {
   parallel_for(n, kGrain, [&](int64_t b, int64_t e) {
+    std::vector<float> buf(bias ? kBlock : 0);
     in_blocks(b, e, [&](int64_t s, int64_t t) {
-      gelu_block(x, y, s, t, tanh_approx, cdf);
+      gelu_block(biased(x, bias, cols, s, t, buf.data()), y + s, 0, t - s, tanh_approx, cdf ? cdf + s : nullptr);
       if (drop.active()) dropout_row(y + s, y + s, t - s, drop.from(s));
       if (y16) bf16_row(y + s, y16 + s, t - s);
     });
@@ -145,14 +170,17 @@ void gelu_forward(const float* x, float* y, int64_t n, bool tanh_approx, float* 
 }
 
 void gelu_backward(const float* x, const float* dy, float* dx, int64_t n, bool tanh_approx, const float* cdf,
-                   const DropoutMask& drop, bf16* dx16) {
+                   const DropoutMask& drop, bf16* dx16, const float* bias, int64_t cols) {
   parallel_for(n, kGrain, [&](int64_t b, int64_t e) {
+    std::vector<float> buf(bias ? kBlock : 0);
     in_blocks(b, e, [&](int64_t s, int64_t t) {
+      const float* xs = biased(x, bias, cols, s, t, buf.data());
+      const float* cs = cdf ? cdf + s : nullptr;
       if (!drop.active()) {
-        gelu_backward_block(x, dy, dx, s, t, tanh_approx, cdf);
+        gelu_backward_block(xs, dy + s, dx + s, 0, t - s, tanh_approx, cs);
       } else {
         dropout_row(dy + s, dx + s, t - s, drop.from(s));
-        gelu_backward_block(x, dx, dx, s, t, tanh_approx, cdf);
+        gelu_backward_block(xs, dx + s, dx + s, 0, t - s, tanh_approx, cs);
       }
       if (dx16) bf16_row(dx + s, dx16 + s, t - s);
     });

@@ -6,26 +6,28 @@
 
 namespace qkv::kernels::cuda {
 
-void relu_forward(const float* x, float* y, int64_t n, const DropoutMask& drop, bf16* y16) {
+void relu_forward(const float* x, float* y, int64_t n, const DropoutMask& drop, bf16* y16, const float* bias,
+                  int64_t cols) {
   if (!n) return;
-  relu_forward_kernel<<<blocks_for(n), 256, 0, stream()>>>(x, y, n, drop, y16);
+  relu_forward_kernel<<<blocks_for(n), 256, 0, stream()>>>(x, y, n, drop, y16, bias, cols);
   QKV_CUDA_LAUNCHED(relu_forward_kernel);
 }
-void relu_backward(const float* x, const float* dy, float* dx, int64_t n, const DropoutMask& drop, bf16* dx16) {
+void relu_backward(const float* x, const float* dy, float* dx, int64_t n, const DropoutMask& drop, bf16* dx16,
+                   const float* bias, int64_t cols) {
   if (!n) return;
-  relu_backward_kernel<<<blocks_for(n), 256, 0, stream()>>>(x, dy, dx, n, drop, dx16);
+  relu_backward_kernel<<<blocks_for(n), 256, 0, stream()>>>(x, dy, dx, n, drop, dx16, bias, cols);
   QKV_CUDA_LAUNCHED(relu_backward_kernel);
 }
 void gelu_forward(const float* x, float* y, int64_t n, bool tanh_approx, float* cdf, const DropoutMask& drop,
-                  bf16* y16) {
+                  bf16* y16, const float* bias, int64_t cols) {
   if (!n) return;
-  gelu_forward_kernel<<<blocks_for(n), 256, 0, stream()>>>(x, y, n, tanh_approx, cdf, drop, y16);
+  gelu_forward_kernel<<<blocks_for(n), 256, 0, stream()>>>(x, y, n, tanh_approx, cdf, drop, y16, bias, cols);
   QKV_CUDA_LAUNCHED(gelu_forward_kernel);
 }
 void gelu_backward(const float* x, const float* dy, float* dx, int64_t n, bool tanh_approx, const float* cdf,
-                   const DropoutMask& drop, bf16* dx16) {
+                   const DropoutMask& drop, bf16* dx16, const float* bias, int64_t cols) {
   if (!n) return;
-  gelu_backward_kernel<<<blocks_for(n), 256, 0, stream()>>>(x, dy, dx, n, tanh_approx, cdf, drop, dx16);
+  gelu_backward_kernel<<<blocks_for(n), 256, 0, stream()>>>(x, dy, dx, n, tanh_approx, cdf, drop, dx16, bias, cols);
   QKV_CUDA_LAUNCHED(gelu_backward_kernel);
 }
 void silu_mul_forward(const float* g, const float* u, float* y, int64_t n, bf16* y16) {

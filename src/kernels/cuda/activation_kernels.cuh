@@ -1,7 +1,8 @@
 // The pointwise activations' and dropout's kernels (activation.cu launches them; tests/kernels/
 // activation_emulation_test.cpp runs them on the host through tests/kernels/cuda_emulation.h).
-// Formulas: kernels/activation.inc. An activation's output may be dropped in its own pass
-// (kernels/dropout_mask.h): y = drop(act(x)), dx = act'(x) · drop(dy) — the bits dropout_kernel and
+// Formulas: kernels/activation.inc. An activation may add a linear layer's bias to its input (x̂ = x + b
+// over rows: the bits of the addition), and its output may be dropped in its own pass
+// (kernels/dropout_mask.h): y = drop(act(x̂)), dx = act'(x̂) · drop(dy) — the bits dropout_kernel and
 // the activation's kernel give one after the other (a product of products: nothing to contract).
 #pragma once
 
@@ -31,12 +32,28 @@ __device__ inline void store_out(float* out, bf16* out16, int64_t i, float v) {
   if (out16) reinterpret_cast<uint16_t*>(out16)[i] = to_bf16_bits(v);
 }
 
-__global__ void relu_forward_kernel(const float* x, float* y, int64_t n, DropoutMask drop, bf16* y16) {
-  QKV_GRID_LOOP(i, n) store_out(y, y16, i, dropped(drop, x[i] > 0.f ? x[i] : 0.f, i));
+// the activation's input x̂_i: x_i, or x_i + bias[i mod cols] (a linear layer's bias added in this pass;
+// without one x_i itself, not x_i + 0, which would turn −0 into +0). The column by a 32-bit remainder
+// where i and cols are below 2³² (a 64-bit one is a long software sequence: a memory-bound kernel's
+// whole budget).
+__device__ inline float input_of(const float* x, const float* bias, int64_t cols, int64_t i) {
+  if (!bias) return x[i];
+  const int64_t j = (i | cols) < (int64_t{1} << 32)
+                      ? static_cast<int64_t>(static_cast<uint32_t>(i) % static_cast<uint32_t>(cols))
+                      : i % cols;
+  return x[i] + bias[j];
+}
+
+__global__ void relu_forward_kernel(const float* x, float* y, int64_t n, DropoutMask drop, bf16* y16,
+                                    const float* bias, int64_t cols) {
+  QKV_GRID_LOOP(i, n) {
+    const float v = input_of(x, bias, cols, i);
+    store_out(y, y16, i, dropped(drop, v > 0.f ? v : 0.f, i));
+  }
 }
 __global__ void relu_backward_kernel(const float* x, const float* dy, float* dx, int64_t n, DropoutMask drop,
-                                     bf16* dx16) {
-  QKV_GRID_LOOP(i, n) store_out(dx, dx16, i, x[i] > 0.f ? dropped(drop, dy[i], i) : 0.f);
+                                     bf16* dx16, const float* bias, int64_t cols) {
+  QKV_GRID_LOOP(i, n) store_out(dx, dx16, i, input_of(x, bias, cols, i) > 0.f ? dropped(drop, dy[i], i) : 0.f);
 }
 
 constexpr float kInvSqrt2 = 0.70710678118654752f;
@@ -45,9 +62,9 @@ constexpr float kSqrt2OverPi = 0.79788456080286536f;  // √(2/π)
 
 // gelu(x) = x·Φ(x), Φ(x) = ½(1 + erf(x/√2)); tanh form ½x(1 + tanh(√(2/π)(x + 0.044715x³)))
 __global__ void gelu_forward_kernel(const float* x, float* y, int64_t n, bool tanh_approx, float* cdf,
-                                    DropoutMask drop, bf16* y16) {
+                                    DropoutMask drop, bf16* y16, const float* bias, int64_t cols) {
   QKV_GRID_LOOP(i, n) {
-    const float v = x[i];
+    const float v = input_of(x, bias, cols, i);
     float out;
     if (tanh_approx) {
       out = 0.5f * v * (1.f + tanhf(kSqrt2OverPi * (v + 0.044715f * v * v * v)));
@@ -61,9 +78,9 @@ __global__ void gelu_forward_kernel(const float* x, float* y, int64_t n, bool ta
 }
 // gelu'(x) = Φ(x) + x·φ(x), φ(x) = e^(−x²/2)/√(2π); tanh form: ½(1 + t) + ½x(1 − t²)·√(2/π)(1 + 3·0.044715x²)
 __global__ void gelu_backward_kernel(const float* x, const float* dy, float* dx, int64_t n, bool tanh_approx,
-                                     const float* cdf, DropoutMask drop, bf16* dx16) {
+                                     const float* cdf, DropoutMask drop, bf16* dx16, const float* bias, int64_t cols) {
   QKV_GRID_LOOP(i, n) {
-    const float v = x[i];
+    const float v = input_of(x, bias, cols, i);
     float g;
     if (tanh_approx) {
       const float t = tanhf(kSqrt2OverPi * (v + 0.044715f * v * v * v));

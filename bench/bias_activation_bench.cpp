@@ -1,0 +1,59 @@
+// qkv_bias_activation_bench — an FFN's first layer, Dropout(gelu(x W₁ᵀ + b₁)), two ways: the bias
+// filled into the GEMM's output and accumulated into (linear with its bias, then the activation:
+// what the FFN ran before) and the bias added in the activation's pass (the GEMM without it:
+// nn::feed_forward now, ops/activation.h's gelu(…, bias)), forward (no grad) and forward+backward
+// (every gradient: x, W₁, b₁), f32, dropout 0.1, every thread (OMP_NUM_THREADS). Shapes (rows, d,
+// hidden): nanoGPT's Shakespeare GPU config's micro-batch halved (8,192 × 384 → 1,536) and a GPT-2
+// small sequence batch (2,048 × 768 → 3,072). bench/bias_activation_vs_pytorch.py runs it beside
+// PyTorch.
+//
+// Counters:
+//   GB/s   the bytes the fused forward must move past the GEMM's inputs (the product written and read,
+//          the output written: 12 B an element of [rows, hidden]) per second, for both forms alike
+//
+//   build/bench/qkv_bias_activation_bench --benchmark_repetitions=3 --benchmark_report_aggregates_only=true
+#include <benchmark/benchmark.h>
+
+#include "qkv/qkv.h"
+
+namespace {
+
+qkv::Tensor run(const qkv::Tensor& x, const qkv::Tensor& w, const qkv::Tensor& b, bool fused, qkv::Generator* g) {
+  return fused ? qkv::gelu(qkv::linear(x, w), "none", 0.1f, g, b) : qkv::gelu(qkv::linear(x, w, b), "none", 0.1f, g);
+}
+
+void bm(benchmark::State& state, bool fused, bool backward) {
+  const int64_t rows = state.range(0), d = state.range(1), hidden = state.range(2);
+  qkv::Generator gen(0);
+  qkv::Tensor x = qkv::Tensor::randn({rows, d}, gen), w = qkv::Tensor::randn({hidden, d}, gen, 0.f, 0.05f),
+              b = qkv::Tensor::randn({hidden}, gen), dy = qkv::Tensor::randn({rows, hidden}, gen);
+  if (backward) x.requires_grad_(), w.requires_grad_(), b.requires_grad_();
+  for (auto _ : state) {
+    if (backward) {
+      qkv::Tensor y = run(x, w, b, fused, &gen);
+      y.backward(dy);
+      benchmark::DoNotOptimize(b.grad().data());
+      x.zero_grad(), w.zero_grad(), b.zero_grad();
+    } else {
+      qkv::NoGradGuard no_grad;
+      qkv::Tensor y = run(x, w, b, fused, &gen);
+      benchmark::DoNotOptimize(y.data());
+    }
+  }
+  state.counters["GB/s"] = benchmark::Counter(12.0 * static_cast<double>(rows * hidden) * 1e-9,
+                                              benchmark::Counter::kIsIterationInvariantRate);
+  state.counters["threads"] = qkv::num_threads();
+}
+
+void shapes(benchmark::internal::Benchmark* b) {
+  b->Args({8192, 384, 1536})->Args({2048, 768, 3072})->Unit(benchmark::kMillisecond)->UseRealTime();
+}
+
+}  // namespace
+
+BENCHMARK_CAPTURE(bm, bias_in_gemm_forward, false, false)->Apply(shapes);
+BENCHMARK_CAPTURE(bm, bias_in_activation_forward, true, false)->Apply(shapes);
+BENCHMARK_CAPTURE(bm, bias_in_gemm_forward_backward, false, true)->Apply(shapes);
+BENCHMARK_CAPTURE(bm, bias_in_activation_forward_backward, true, true)->Apply(shapes);
+
+BENCHMARK_MAIN();
