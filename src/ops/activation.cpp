@@ -40,7 +40,7 @@ static Tensor row_bias(const char* op, const Tensor& x, const Tensor& bias) {
 }
 
 // The gradients of an activation's inputs: {dx} or, with a bias, {dx, db = Σ over rows of dx} (db
-// undefined where the bias takes no gradient)
+// undefined where the bias takes no gradient; `b` keeps the bias's dense copy the kernels read alive)
 static std::vector<Tensor> with_bias_grad(const Tensor& dx, const Tensor& bias, bool bias_grad) {
   if (!bias.defined()) return {dx};
   if (!bias_grad) return {dx, Tensor()};
@@ -58,14 +58,13 @@ Tensor relu(const Tensor& x, float dropout_p, Generator* gen, const Tensor& bias
   Tensor out = Tensor::empty(x.shape(), DType::f32, d), out16 = bf16_copy("relu", x.shape(), d);
   QKV_DISPATCH("relu", d, k::relu_forward(xc.data(), out.data(), x.numel(), drop, data16(out16), bp, cols));
   AutocastWeights::lend_copy("relu", out, out16);
-  std::vector<Tensor> inputs{x};
-  if (b.defined()) inputs.push_back(bias);
   const bool bias_grad = b.defined() && bias.requires_grad();
-  return record(out, "relu", inputs, [xc, b, bias_grad, drop, d](const Tensor& g) {
+  const std::vector<Tensor> inputs = b.defined() ? std::vector<Tensor>{x, bias} : std::vector<Tensor>{x};
+  return record(out, "relu", inputs, [xc, b, bp, cols, bias_grad, drop, d](const Tensor& g) {
     Tensor gc = g.contiguous(), dx = Tensor::empty(xc.shape(), DType::f32, d);
     Tensor dx16 = bf16_copy("relu backward", xc.shape(), d);
-    QKV_DISPATCH("relu", d, k::relu_backward(xc.data(), gc.data(), dx.data(), xc.numel(), drop, data16(dx16),
-                                             b.defined() ? b.data() : nullptr, b.defined() ? b.size(0) : 0));
+    QKV_DISPATCH("relu", d,
+                 k::relu_backward(xc.data(), gc.data(), dx.data(), xc.numel(), drop, data16(dx16), bp, cols));
     AutocastWeights::lend_copy("relu backward", dx, dx16);
     return with_bias_grad(dx, b, bias_grad);
   });
@@ -116,15 +115,13 @@ Tensor gelu(const Tensor& x, const std::string& approximate, float dropout_p, Ge
   QKV_DISPATCH("gelu", d, k::gelu_forward(xc.data(), out.data(), x.numel(), tanh_approx,
                                           cdf.defined() ? cdf.data() : nullptr, drop, data16(out16), bp, cols));
   AutocastWeights::lend_copy("gelu", out, out16);
-  std::vector<Tensor> inputs{x};
-  if (b.defined()) inputs.push_back(bias);
   const bool bias_grad = b.defined() && bias.requires_grad();
-  return record(out, "gelu", inputs, [xc, b, bias_grad, cdf, tanh_approx, drop, d](const Tensor& g) {
+  const std::vector<Tensor> inputs = b.defined() ? std::vector<Tensor>{x, bias} : std::vector<Tensor>{x};
+  return record(out, "gelu", inputs, [xc, b, bp, cols, bias_grad, cdf, tanh_approx, drop, d](const Tensor& g) {
     Tensor gc = g.contiguous(), dx = Tensor::empty(xc.shape(), DType::f32, d);
     Tensor dx16 = bf16_copy("gelu backward", xc.shape(), d);
     QKV_DISPATCH("gelu", d, k::gelu_backward(xc.data(), gc.data(), dx.data(), xc.numel(), tanh_approx,
-                                             cdf.defined() ? cdf.data() : nullptr, drop, data16(dx16),
-                                             b.defined() ? b.data() : nullptr, b.defined() ? b.size(0) : 0));
+                                             cdf.defined() ? cdf.data() : nullptr, drop, data16(dx16), bp, cols));
     AutocastWeights::lend_copy("gelu backward", dx, dx16);
     return with_bias_grad(dx, b, bias_grad);
   });

@@ -35,7 +35,8 @@ void expect_same_bits(const Tensor& got, const Tensor& want, const char* what) {
 TEST(ActivationBias, GivesTheBitsOfTheAdditionThenTheActivationForwardAndBackward) {
   for (const auto& [rows, cols] : {std::pair<int64_t, int64_t>{3, 7}, {11, 257}, {30, 3001}}) {
     Generator g(cols);
-    const Tensor x0 = Tensor::randn({rows, cols}, g), b0 = Tensor::randn({cols}, g), gy = Tensor::randn({rows, cols}, g);
+    const Tensor x0 = Tensor::randn({rows, cols}, g), b0 = Tensor::randn({cols}, g),
+                 gy = Tensor::randn({rows, cols}, g);
     for (const std::string name : {"relu", "gelu", "gelu_tanh"}) {
       for (float p : {0.f, 0.25f}) {
         SCOPED_TRACE(::testing::Message() << name << ", [" << rows << ", " << cols << "], p " << p);
