@@ -115,8 +115,10 @@ Tensor Bert::forward(const Tensor& ids, const Tensor& types, const Tensor& atten
   QKV_CHECK(config.mlm_head, "BERT: this model has no masked-language-model head (a BertModel: hidden states only; "
                              "fill-mask needs a BertForMaskedLM)");
   const Tensor x = encode(ids, types, attention_mask, maps);
-  // h = LN_t(act(transform(x)));  logits = h word_embeddingsᵀ + decoder_bias
-  const Tensor h = transform_norm->forward(activate(transform->forward(x), config.hidden_act));
+  // h = LN_t(act(transform(x)));  logits = h word_embeddingsᵀ + decoder_bias   (transform's bias added
+  // in the activation's pass)
+  const Tensor h = transform_norm->forward(
+      activate(linear(x, transform->weight), config.hidden_act, 0.f, nullptr, transform->bias));
   return linear(h, word_embeddings->weight, decoder_bias);  // [B, T, V]
 }
 
