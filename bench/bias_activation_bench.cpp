@@ -45,6 +45,21 @@ void bm(benchmark::State& state, bool fused, bool backward) {
   state.counters["threads"] = qkv::num_threads();
 }
 
+// The bias's gradient alone, Σ over rows of dy [rows, d_ff] (sum_to; split over the columns by the
+// threads since 2026-12-02 — OMP_NUM_THREADS=1 times the serial loop it was)
+void bias_gradient(benchmark::State& state) {
+  const int64_t rows = state.range(0), hidden = state.range(2);
+  qkv::Generator gen(0);
+  const qkv::Tensor dy = qkv::Tensor::randn({rows, hidden}, gen);
+  for (auto _ : state) {
+    qkv::Tensor db = qkv::sum_to(dy, {hidden});
+    benchmark::DoNotOptimize(db.data());
+  }
+  state.counters["GB/s"] = benchmark::Counter(4.0 * static_cast<double>(rows * hidden) * 1e-9,
+                                              benchmark::Counter::kIsIterationInvariantRate);
+  state.counters["threads"] = qkv::num_threads();
+}
+
 void shapes(benchmark::internal::Benchmark* b) {
   b->Args({8192, 384, 1536})->Args({2048, 768, 3072})->Unit(benchmark::kMillisecond)->UseRealTime();
 }
@@ -55,5 +70,6 @@ BENCHMARK_CAPTURE(bm, bias_in_gemm_forward, false, false)->Apply(shapes);
 BENCHMARK_CAPTURE(bm, bias_in_activation_forward, true, false)->Apply(shapes);
 BENCHMARK_CAPTURE(bm, bias_in_gemm_forward_backward, false, true)->Apply(shapes);
 BENCHMARK_CAPTURE(bm, bias_in_activation_forward_backward, true, true)->Apply(shapes);
+BENCHMARK(bias_gradient)->Apply(shapes);
 
 BENCHMARK_MAIN();

@@ -65,7 +65,8 @@ def torch_worker(threads, repeats):
 def qkv_run(bench, threads, repeats):
     env = dict(os.environ, OMP_NUM_THREADS=str(threads), OMP_WAIT_POLICY="PASSIVE")
     r = subprocess.run([bench, f"--benchmark_repetitions={repeats}", "--benchmark_report_aggregates_only=true",
-                        "--benchmark_format=json"], env=env, capture_output=True, text=True, check=True)
+                        "--benchmark_filter=^bm/", "--benchmark_format=json"], env=env, capture_output=True, text=True,
+                       check=True)
     out = {}
     for b in json.loads(r.stdout)["benchmarks"]:
         if b.get("aggregate_name") != "median":

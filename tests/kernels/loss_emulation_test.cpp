@@ -188,5 +188,32 @@ TEST(LossKernelsEmulated, AWholeTensorSumStaysOnTheDeviceRoundedOnce) {
   }
 }
 
+// A bias's gradient, sum_to's [rows, cols] → [cols], as elementwise.cu launches it past 127 rows:
+// column strips (32 columns × 8 row lanes a block, strips of ≥ 64 rows, at most 512) in double, then
+// the strips in order, rounded once — the double sum of each column rounded (the row order's, but for
+// a rounding of ~1e-16 that never reaches f32 here), and the CPU's f32 serial sum within its rounding.
+// Columns 1, 31, 33 and 300 (tiles past the edge); rows 128, 1000 and 40,000 (the strips capped).
+TEST(LossKernelsEmulated, ColumnSumsInStripsAreTheColumnsDoubleSums) {
+  for (const auto& [rows, cols] : {std::pair<int64_t, int64_t>{128, 1}, {1000, 31}, {1000, 300}, {40000, 33}}) {
+    SCOPED_TRACE(::testing::Message() << rows << " x " << cols);
+    const std::vector<float> a = random_floats(static_cast<size_t>(rows * cols), 61 + cols, 2.f);
+    const int64_t strips = kc::column_strips(rows), strip_rows = (rows + strips - 1) / strips;
+    EXPECT_EQ(strips, std::min<int64_t>(512, (rows + 63) / 64));
+    std::vector<double> partial(static_cast<size_t>(strips * cols), -1.0);
+    std::vector<float> got(cols, -1.f), want(cols), cpu_sum(cols);
+    launch(dim3(static_cast<unsigned>((cols + 31) / 32), static_cast<unsigned>(strips)), 256, 0,
+           [&] { kc::column_strip_sums(a.data(), rows, cols, strip_rows, partial.data()); });
+    launch(dim3(kc::blocks_for(cols)), 256, 0, [&] { kc::column_partials_sum(partial.data(), strips, cols, got.data()); });
+    for (int64_t c = 0; c < cols; ++c) {
+      double t = 0;
+      for (int64_t r = 0; r < rows; ++r) t += a[r * cols + c];
+      want[c] = static_cast<float>(t);
+    }
+    EXPECT_EQ(got, want);
+    cpu::sum_to({rows, cols}, a.data(), {cols}, cpu_sum.data());
+    EXPECT_LT(rel(got, cpu_sum), 1e-5);
+  }
+}
+
 }  // namespace
 #endif

@@ -1,6 +1,9 @@
 #include "kernels/cpu/elementwise.h"
 
+#include <algorithm>
 #include <cstring>
+
+#include "qkv/core/parallel.h"
 
 namespace qkv::kernels::cpu {
 
@@ -23,9 +26,22 @@ void sum_to(const std::vector<int64_t>& in_shape, const float* in, const std::ve
   std::memset(out, 0, static_cast<size_t>(n_out) * sizeof(float));
   if (acc == 0) return;
   StridedLoop L = coalesce(in_shape, {so, si});
-  // Serial: rows of different outer indices may land on the same outputs.
   const int64_t ndl = static_cast<int64_t>(L.shape.size());
   const int64_t inner = L.shape[ndl - 1], st_o = L.strides[0][ndl - 1], st_i = L.strides[1][ndl - 1];
+  // The leading rows summed onto dense columns (a bias's gradient: [rows, cols] → [cols]): split over
+  // the columns, each thread adding every row onto its own, in row order — the serial loop's bits.
+  if (ndl == 2 && L.strides[0][0] == 0 && st_o == 1 && st_i == 1) {
+    const int64_t rows = L.shape[0], row_stride = L.strides[1][0];
+    const int64_t grain = std::max<int64_t>(1, (int64_t{1} << 16) / rows);  // threads past 64K additions
+    parallel_for(inner, grain, [&](int64_t b, int64_t e) {
+      for (int64_t r = 0; r < rows; ++r) {
+        const float* x = in + r * row_stride;
+        for (int64_t c = b; c < e; ++c) out[c] += x[c];
+      }
+    });
+    return;
+  }
+  // Serial: rows of different outer indices may land on the same outputs.
   int64_t outer = 1;
   for (int64_t d = 0; d < ndl - 1; ++d) outer *= L.shape[d];
   for (int64_t r = 0; r < outer; ++r) {

@@ -1,7 +1,8 @@
 // The whole-tensor sums' kernels (elementwise.cu launches them: sum_f64, sum_squares_f64, sum_all;
 // tests/kernels/loss_emulation_test.cpp runs them on the host through tests/kernels/cuda_emulation.h):
 // each block's share in double, then — for a sum that stays on the device — the blocks' partial sums
-// added by one block in a fixed order.
+// added by one block in a fixed order. And the column sums of a [rows, cols] (sum_to's leading rows
+// onto dense columns: every bias's gradient), in strips of rows, the same way.
 #pragma once
 
 #include <cstdint>
@@ -28,6 +29,52 @@ __global__ void sum_partials_kernel(const double* partial, unsigned blocks, floa
   for (unsigned i = threadIdx.x; i < blocks; i += blockDim.x) acc += partial[i];
   acc = block_reduce(acc, SumOp{}, 0.0);
   if (threadIdx.x == 0) *out = static_cast<float>(acc);
+}
+
+// The column sums of a dense [rows, cols] (out[c] = Σ_r a[r, c]; sum_to when the leading dims are
+// reduced onto dense trailing ones — every bias's gradient, [tokens, features] → [features]) in two
+// kernels, where one thread a column looping over every row kept cols / 256 blocks of a GPU's SMs busy:
+//   column_strip_sums   grid (⌈cols/32⌉, strips), 256 threads a block: 32 columns × 8 row lanes (lane
+//                       y = thread / 32: rows y, y + 8, … of the strip); partial[s, c] = the strip's
+//                       rows of column c in double, the lanes added in order through shared memory; a
+//                       warp reads 128 contiguous bytes of a row
+//   column_partials_sum out[c] = Σ_s partial[s, c] in strip order, rounded once to f32
+// The strips depend on the shape alone (column_strips), so a sum is the same on every run and GPU.
+constexpr int kColumnTile = 32, kRowLanes = 8;
+
+// The strips of rows the column sums of `rows` rows split into: up to 512, of at least 64 rows each
+inline int64_t column_strips(int64_t rows) {
+  const int64_t by_size = (rows + 63) / 64;
+  return by_size < 1 ? 1 : by_size > 512 ? 512 : by_size;
+}
+
+__global__ void column_strip_sums(const float* a, int64_t rows, int64_t cols, int64_t strip_rows, double* partial) {
+#ifdef QKV_CUDA_EMULATION
+  static double lanes[kRowLanes][kColumnTile + 1];  // (the host's emulation: a block's threads are fibers of one thread)
+#else
+  __shared__ double lanes[kRowLanes][kColumnTile + 1];
+#endif
+  const int x = static_cast<int>(threadIdx.x) % kColumnTile, y = static_cast<int>(threadIdx.x) / kColumnTile;
+  const int64_t c = blockIdx.x * int64_t{kColumnTile} + x, s = blockIdx.y;
+  const int64_t r0 = s * strip_rows, r1 = r0 + strip_rows < rows ? r0 + strip_rows : rows;
+  double acc = 0;
+  if (c < cols)
+    for (int64_t r = r0 + y; r < r1; r += kRowLanes) acc += a[r * cols + c];
+  lanes[y][x] = acc;
+  __syncthreads();
+  if (y == 0 && c < cols) {
+    double t = 0;
+    for (int k = 0; k < kRowLanes; ++k) t += lanes[k][x];
+    partial[s * cols + c] = t;
+  }
+}
+
+__global__ void column_partials_sum(const double* partial, int64_t strips, int64_t cols, float* out) {
+  for (int64_t c = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; c < cols; c += int64_t{gridDim.x} * blockDim.x) {
+    double t = 0;
+    for (int64_t s = 0; s < strips; ++s) t += partial[s * cols + c];
+    out[c] = static_cast<float>(t);
+  }
 }
 
 }  // namespace
