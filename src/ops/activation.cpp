@@ -30,43 +30,50 @@ static Tensor bf16_copy(const char* producer, const Shape& shape, Device d) {
 }
 static bf16* data16(const Tensor& copy) { return copy.defined() ? copy.data<bf16>() : nullptr; }
 
-// A bias added in an activation's pass: f32 [cols], cols = x's last dimension; dense, or undefined
-static Tensor row_bias(const char* op, const Tensor& x, const Tensor& bias) {
-  if (!bias.defined()) return Tensor();
-  QKV_CHECK(bias.dim() == 1 && x.dim() >= 1 && bias.size(0) == x.size(-1) && bias.dtype() == DType::f32, op,
-            ": bias ", shape_str(bias.shape()), " ", dtype_name(bias.dtype()), " must be f32 [",
-            x.dim() >= 1 ? x.size(-1) : 0, "], x's last dimension (x ", shape_str(x.shape()), ")");
-  return dense(bias);
-}
+// A bias added in an activation's pass (f32 [cols], cols = x's last dimension), as the kernels take it
+// — its dense copy (which the backward keeps alive), pointer and columns; none: undefined, null, 0 —
+// and the activation's inputs and gradients with it.
+struct RowBias {
+  Tensor given, dense_copy;
+  const float* data = nullptr;
+  int64_t cols = 0;
+  bool grad = false;  // the bias takes a gradient
 
-// The gradients of an activation's inputs: {dx} or, with a bias, {dx, db = Σ over rows of dx} (db
-// undefined where the bias takes no gradient; `b` keeps the bias's dense copy the kernels read alive)
-static std::vector<Tensor> with_bias_grad(const Tensor& dx, const Tensor& bias, bool bias_grad) {
-  if (!bias.defined()) return {dx};
-  if (!bias_grad) return {dx, Tensor()};
-  const int64_t cols = bias.size(0), rows = cols ? dx.numel() / cols : 0;
-  return {dx, sum_to(dx.reshape({rows, cols}), bias.shape())};
-}
+  RowBias(const char* op, const Tensor& x, const Tensor& bias) : given(bias) {
+    if (!bias.defined()) return;
+    QKV_CHECK(bias.dim() == 1 && x.dim() >= 1 && bias.size(0) == x.size(-1) && bias.dtype() == DType::f32, op,
+              ": bias ", shape_str(bias.shape()), " ", dtype_name(bias.dtype()), " must be f32 [",
+              x.dim() >= 1 ? x.size(-1) : 0, "], x's last dimension (x ", shape_str(x.shape()), ")");
+    dense_copy = dense(bias), data = dense_copy.data(), cols = bias.size(0), grad = bias.requires_grad();
+  }
+  std::vector<Tensor> inputs(const Tensor& x) const {
+    return dense_copy.defined() ? std::vector<Tensor>{x, given} : std::vector<Tensor>{x};
+  }
+  // {dx} or, with a bias, {dx, db = Σ over rows of dx} (db undefined where the bias takes no gradient)
+  std::vector<Tensor> gradients(const Tensor& dx) const {
+    if (!dense_copy.defined()) return {dx};
+    if (!grad) return {dx, Tensor()};
+    const int64_t rows = cols ? dx.numel() / cols : 0;
+    return {dx, sum_to(dx.reshape({rows, cols}), {cols})};
+  }
+};
 
 // y = Dropout_p(max(x̂, 0));  dx = [x̂ > 0] · dy · m / (1 − p)   (x̂ = x, or x + bias over rows)
 Tensor relu(const Tensor& x, float dropout_p, Generator* gen, const Tensor& bias) {
   const Device d = device_of("relu", {&x, &bias});
-  Tensor xc = dense_f32(x, "relu"), b = row_bias("relu", x, bias);
-  const float* bp = b.defined() ? b.data() : nullptr;
-  const int64_t cols = b.defined() ? b.size(0) : 0;
+  Tensor xc = dense_f32(x, "relu");
+  const RowBias b("relu", x, bias);
   const kernels::DropoutMask drop = output_dropout("relu", x, dropout_p, gen);
   Tensor out = Tensor::empty(x.shape(), DType::f32, d), out16 = bf16_copy("relu", x.shape(), d);
-  QKV_DISPATCH("relu", d, k::relu_forward(xc.data(), out.data(), x.numel(), drop, data16(out16), bp, cols));
+  QKV_DISPATCH("relu", d, k::relu_forward(xc.data(), out.data(), x.numel(), drop, data16(out16), b.data, b.cols));
   AutocastWeights::lend_copy("relu", out, out16);
-  const bool bias_grad = b.defined() && bias.requires_grad();
-  const std::vector<Tensor> inputs = b.defined() ? std::vector<Tensor>{x, bias} : std::vector<Tensor>{x};
-  return record(out, "relu", inputs, [xc, b, bp, cols, bias_grad, drop, d](const Tensor& g) {
+  return record(out, "relu", b.inputs(x), [xc, b, drop, d](const Tensor& g) {
     Tensor gc = g.contiguous(), dx = Tensor::empty(xc.shape(), DType::f32, d);
     Tensor dx16 = bf16_copy("relu backward", xc.shape(), d);
     QKV_DISPATCH("relu", d,
-                 k::relu_backward(xc.data(), gc.data(), dx.data(), xc.numel(), drop, data16(dx16), bp, cols));
+                 k::relu_backward(xc.data(), gc.data(), dx.data(), xc.numel(), drop, data16(dx16), b.data, b.cols));
     AutocastWeights::lend_copy("relu backward", dx, dx16);
-    return with_bias_grad(dx, b, bias_grad);
+    return b.gradients(dx);
   });
 }
 
@@ -103,9 +110,8 @@ Tensor gelu(const Tensor& x, const std::string& approximate, float dropout_p, Ge
             approximate, "\"");
   const bool tanh_approx = approximate == "tanh";
   const Device d = device_of("gelu", {&x, &bias});
-  Tensor xc = dense_f32(x, "gelu"), b = row_bias("gelu", x, bias);
-  const float* bp = b.defined() ? b.data() : nullptr;
-  const int64_t cols = b.defined() ? b.size(0) : 0;
+  Tensor xc = dense_f32(x, "gelu");
+  const RowBias b("gelu", x, bias);
   const kernels::DropoutMask drop = output_dropout("gelu", x, dropout_p, gen);
   Tensor out = Tensor::empty(x.shape(), DType::f32, d);
   // Φ(x̂) is kept for the backward when there will be one (exact GELU only)
@@ -113,17 +119,15 @@ Tensor gelu(const Tensor& x, const std::string& approximate, float dropout_p, Ge
       autograd::needs_grad({x, bias}) && !tanh_approx ? Tensor::empty(x.shape(), DType::f32, d) : Tensor();
   Tensor out16 = bf16_copy("gelu", x.shape(), d);
   QKV_DISPATCH("gelu", d, k::gelu_forward(xc.data(), out.data(), x.numel(), tanh_approx,
-                                          cdf.defined() ? cdf.data() : nullptr, drop, data16(out16), bp, cols));
+                                          cdf.defined() ? cdf.data() : nullptr, drop, data16(out16), b.data, b.cols));
   AutocastWeights::lend_copy("gelu", out, out16);
-  const bool bias_grad = b.defined() && bias.requires_grad();
-  const std::vector<Tensor> inputs = b.defined() ? std::vector<Tensor>{x, bias} : std::vector<Tensor>{x};
-  return record(out, "gelu", inputs, [xc, b, bp, cols, bias_grad, cdf, tanh_approx, drop, d](const Tensor& g) {
+  return record(out, "gelu", b.inputs(x), [xc, b, cdf, tanh_approx, drop, d](const Tensor& g) {
     Tensor gc = g.contiguous(), dx = Tensor::empty(xc.shape(), DType::f32, d);
     Tensor dx16 = bf16_copy("gelu backward", xc.shape(), d);
     QKV_DISPATCH("gelu", d, k::gelu_backward(xc.data(), gc.data(), dx.data(), xc.numel(), tanh_approx,
-                                             cdf.defined() ? cdf.data() : nullptr, drop, data16(dx16), bp, cols));
+                                             cdf.defined() ? cdf.data() : nullptr, drop, data16(dx16), b.data, b.cols));
     AutocastWeights::lend_copy("gelu backward", dx, dx16);
-    return with_bias_grad(dx, b, bias_grad);
+    return b.gradients(dx);
   });
 }
 
