@@ -45,8 +45,8 @@ void bm(benchmark::State& state, bool fused, bool backward) {
   state.counters["threads"] = qkv::num_threads();
 }
 
-// The bias's gradient alone, Σ over rows of dy [rows, d_ff] (sum_to; split over the columns by the
-// threads since 2026-12-02 — OMP_NUM_THREADS=1 times the serial loop it was)
+// The bias's gradient alone, Σ over rows of dy [rows, d_ff] (sum_to: since 2026-12-02 in
+// kernels/column_strips.h's strips of rows, split over the threads)
 void bias_gradient(benchmark::State& state) {
   const int64_t rows = state.range(0), hidden = state.range(2);
   qkv::Generator gen(0);
@@ -57,6 +57,29 @@ void bias_gradient(benchmark::State& state) {
   }
   state.counters["GB/s"] = benchmark::Counter(4.0 * static_cast<double>(rows * hidden) * 1e-9,
                                               benchmark::Counter::kIsIterationInvariantRate);
+  state.counters["threads"] = qkv::num_threads();
+}
+
+// The activation's backward with the bias's gradient (the forward outside the timing): the bias added
+// by its own op, whose backward sums dx's columns after the activation's backward wrote dx (what ran
+// before 2026-12-02's second change), and the bias in the activation, whose backward writes its gradient
+// in its own pass (kernels/activation.inc's dbias) — f32, dropout 0.1, the GELU's Φ kept
+void activation_backward(benchmark::State& state, bool fused) {
+  const int64_t rows = state.range(0), hidden = state.range(2);
+  qkv::Generator gen(0);
+  qkv::Tensor h = qkv::Tensor::randn({rows, hidden}, gen), b = qkv::Tensor::randn({hidden}, gen),
+              dy = qkv::Tensor::randn({rows, hidden}, gen);
+  h.requires_grad_(), b.requires_grad_();
+  for (auto _ : state) {
+    state.PauseTiming();
+    qkv::Tensor y = fused ? qkv::gelu(h, "none", 0.1f, &gen, b) : qkv::gelu(qkv::add(h, b), "none", 0.1f, &gen);
+    state.ResumeTiming();
+    y.backward(dy);
+    benchmark::DoNotOptimize(b.grad().data());
+    state.PauseTiming();
+    h.zero_grad(), b.zero_grad();
+    state.ResumeTiming();
+  }
   state.counters["threads"] = qkv::num_threads();
 }
 
@@ -71,5 +94,7 @@ BENCHMARK_CAPTURE(bm, bias_in_activation_forward, true, false)->Apply(shapes);
 BENCHMARK_CAPTURE(bm, bias_in_gemm_forward_backward, false, true)->Apply(shapes);
 BENCHMARK_CAPTURE(bm, bias_in_activation_forward_backward, true, true)->Apply(shapes);
 BENCHMARK(bias_gradient)->Apply(shapes);
+BENCHMARK_CAPTURE(activation_backward, bias_gradient_after_activation, false)->Apply(shapes);
+BENCHMARK_CAPTURE(activation_backward, bias_gradient_in_activation, true)->Apply(shapes);
 
 BENCHMARK_MAIN();

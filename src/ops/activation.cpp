@@ -49,12 +49,13 @@ struct RowBias {
   std::vector<Tensor> inputs(const Tensor& x) const {
     return dense_copy.defined() ? std::vector<Tensor>{x, given} : std::vector<Tensor>{x};
   }
-  // {dx} or, with a bias, {dx, db = Σ over rows of dx} (db undefined where the bias takes no gradient)
-  std::vector<Tensor> gradients(const Tensor& dx) const {
+  // the bias's gradient, written by the activation's backward in its pass (kernels/activation.inc's
+  // dbias: the bits of sum_to(dx)); undefined where there is no bias or it takes no gradient
+  Tensor gradient_buffer(Device d) const { return grad ? Tensor::empty({cols}, DType::f32, d) : Tensor(); }
+  // {dx} or, with a bias, {dx, db}
+  std::vector<Tensor> gradients(const Tensor& dx, const Tensor& db) const {
     if (!dense_copy.defined()) return {dx};
-    if (!grad) return {dx, Tensor()};
-    const int64_t rows = cols ? dx.numel() / cols : 0;
-    return {dx, sum_to(dx.reshape({rows, cols}), {cols})};
+    return {dx, db};
   }
 };
 
@@ -70,10 +71,12 @@ Tensor relu(const Tensor& x, float dropout_p, Generator* gen, const Tensor& bias
   return record(out, "relu", b.inputs(x), [xc, b, drop, d](const Tensor& g) {
     Tensor gc = g.contiguous(), dx = Tensor::empty(xc.shape(), DType::f32, d);
     Tensor dx16 = bf16_copy("relu backward", xc.shape(), d);
+    Tensor db = b.gradient_buffer(d);
     QKV_DISPATCH("relu", d,
-                 k::relu_backward(xc.data(), gc.data(), dx.data(), xc.numel(), drop, data16(dx16), b.data, b.cols));
+                 k::relu_backward(xc.data(), gc.data(), dx.data(), xc.numel(), drop, data16(dx16), b.data, b.cols,
+                                  db.defined() ? db.data() : nullptr));
     AutocastWeights::lend_copy("relu backward", dx, dx16);
-    return b.gradients(dx);
+    return b.gradients(dx, db);
   });
 }
 
@@ -124,10 +127,12 @@ Tensor gelu(const Tensor& x, const std::string& approximate, float dropout_p, Ge
   return record(out, "gelu", b.inputs(x), [xc, b, cdf, tanh_approx, drop, d](const Tensor& g) {
     Tensor gc = g.contiguous(), dx = Tensor::empty(xc.shape(), DType::f32, d);
     Tensor dx16 = bf16_copy("gelu backward", xc.shape(), d);
+    Tensor db = b.gradient_buffer(d);
     QKV_DISPATCH("gelu", d, k::gelu_backward(xc.data(), gc.data(), dx.data(), xc.numel(), tanh_approx,
-                                             cdf.defined() ? cdf.data() : nullptr, drop, data16(dx16), b.data, b.cols));
+                                             cdf.defined() ? cdf.data() : nullptr, drop, data16(dx16), b.data, b.cols,
+                                             db.defined() ? db.data() : nullptr));
     AutocastWeights::lend_copy("gelu backward", dx, dx16);
-    return b.gradients(dx);
+    return b.gradients(dx, db);
   });
 }
 

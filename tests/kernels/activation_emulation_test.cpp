@@ -16,6 +16,7 @@
 
 #include "kernels/cpu/activation.h"
 #include "kernels/cuda/activation_kernels.cuh"
+#include "kernels/column_order.h"
 #include "kernels/emulated_kernels.h"
 
 namespace {
@@ -213,6 +214,56 @@ TEST(ActivationKernelsEmulated, ABiasedActivationIsTheAdditionThenTheActivation)
         EXPECT_LT(rel(dx, dx_c), 2e-6);
       }
     }
+}
+
+// The backwards with the bias's gradient in their pass (activation.cu with dbias: column_strip_sums
+// making each element through ReluGradColumns / GeluGradColumns, then column_partials_sum): dx the
+// plain backward kernel's bit for bit, dbias kernels/column_strips.h's sum of that dx — on inputs
+// whose sums show their order — and so, for relu (whose dx the devices share), the CPU's dbias bit for
+// bit; the GELU's within the two devices' dx.
+TEST(ActivationKernelsEmulated, TheBiasGradientInTheBackwardsPass) {
+  for (const auto& [rows, cols] : {std::pair<int64_t, int64_t>{5, 37}, {300, 37}, {1000, 70}}) {
+    const int64_t n = rows * cols;
+    const std::vector<float> x = random_floats(n, 61, 3.f), bias = random_floats(cols, 62, 1.f);
+    const std::vector<float> dy = qkv::testing::order_revealing(static_cast<size_t>(n), 63);
+    const qkv::kernels::ColumnStrips S = qkv::kernels::column_strips(rows);
+    for (const DropoutMask& drop : {DropoutMask{}, qkv::kernels::dropout_mask(0.3f, 7, 5)})
+      for (Act a : {Act::relu, Act::gelu, Act::gelu_tanh}) {
+        SCOPED_TRACE(::testing::Message() << rows << " x " << cols << ", "
+                                          << (a == Act::relu ? "relu" : a == Act::gelu ? "gelu" : "gelu_tanh")
+                                          << (drop.active() ? ", dropped" : ""));
+        std::vector<float> cdf(n);
+        const bool keep_cdf = a == Act::gelu;
+        forward_gpu(a, x, drop, bias, keep_cdf ? cdf.data() : nullptr);
+        const float* c = keep_cdf ? cdf.data() : nullptr;
+        std::vector<float> dx(n, -1.f), db(cols, -1.f);
+        std::vector<double> partial(static_cast<size_t>(S.strips * cols), -1.0);
+        launch(dim3(static_cast<unsigned>((cols + 31) / 32), static_cast<unsigned>(S.strips)), 256, 0, [&] {
+          if (a == Act::relu)
+            kc::column_strip_sums(kc::ReluGradColumns{x.data(), dy.data(), dx.data(), drop, nullptr, bias.data()}, rows,
+                                  cols, S.rows_each, partial.data());
+          else
+            kc::column_strip_sums(kc::GeluGradColumns{x.data(), dy.data(), dx.data(), drop, nullptr, bias.data(),
+                                                      a == Act::gelu_tanh, c},
+                                  rows, cols, S.rows_each, partial.data());
+        });
+        launch(dim3(kc::blocks_for(cols)), 256, 0,
+               [&] { kc::column_partials_sum(partial.data(), S.strips, cols, db.data()); });
+        EXPECT_EQ(dx, backward_gpu(a, x, dy, drop, bias, c));
+        EXPECT_EQ(db, qkv::testing::strip_order_sums(dx, rows, cols));
+        std::vector<float> dx_c(n), db_c(cols);
+        if (a == Act::relu) {
+          cpu::relu_backward(x.data(), dy.data(), dx_c.data(), n, drop, nullptr, bias.data(), cols, db_c.data());
+          EXPECT_EQ(dx, dx_c);
+          EXPECT_EQ(db, db_c);
+        } else {
+          cpu::gelu_backward(x.data(), dy.data(), dx_c.data(), n, a == Act::gelu_tanh, nullptr, drop, nullptr,
+                             bias.data(), cols, db_c.data());
+          EXPECT_LT(rel(dx, dx_c), 2e-6);
+          EXPECT_LT(rel(db, db_c), 2e-6);
+        }
+      }
+  }
 }
 
 }  // namespace

@@ -3,7 +3,7 @@
 // launcher gives it — against the CPU's kernels: cross-entropy's forward, its reduction on the device
 // (the mean's count and division, "sum"), its backward from a scalar or a per-row gradient; the
 // deferred checks' words (the first bad position and its value, packed as core/cuda.h says); the
-// embedding's lookup; a whole-tensor sum rounded once. Needs the CUDA toolkit's headers (a QKV_CUDA
+// embedding's lookup; a whole-tensor sum rounded once; the column sums in strips (the CPU's order). Needs the CUDA toolkit's headers (a QKV_CUDA
 // build), not a GPU.
 #include <gtest/gtest.h>
 
@@ -20,11 +20,15 @@
 #include "kernels/cpu/index.h"
 #include "kernels/cuda/embedding_kernels.cuh"
 #include "kernels/cuda/sum_kernels.cuh"
+#include "kernels/column_order.h"
 #include "kernels/emulated_kernels.h"
 
 namespace {
 
 using namespace qkv::testing::emulated;  // kc, cpu, launch, random_floats, rel
+using qkv::testing::order_revealing;
+using qkv::testing::serial_sums;
+using qkv::testing::strip_order_sums;
 
 unsigned long long word(int64_t position, int32_t value) {  // core/cuda.h's packing
   return static_cast<unsigned long long>(position) << 32 | static_cast<uint32_t>(value);
@@ -193,26 +197,40 @@ TEST(LossKernelsEmulated, AWholeTensorSumStaysOnTheDeviceRoundedOnce) {
 // the strips in order, rounded once — the double sum of each column rounded (the row order's, but for
 // a rounding of ~1e-16 that never reaches f32 here), and the CPU's f32 serial sum within its rounding.
 // Columns 1, 31, 33 and 300 (tiles past the edge); rows 128, 1000 and 40,000 (the strips capped).
+// The column sums in strips (sum_to's leading rows onto dense columns) as elementwise.cu launches them
+// (kernels/column_strips.h's plan): kernels/column_strips.h's order exactly — on inputs whose sums show
+// the order (column_order.h) — and so the CPU's sum_to bit for bit; on random inputs each column's
+// double sum, rounded.
+std::vector<float> column_sums_gpu(const std::vector<float>& a, int64_t rows, int64_t cols) {
+  const qkv::kernels::ColumnStrips S = qkv::kernels::column_strips(rows);
+  std::vector<double> partial(static_cast<size_t>(S.strips * cols), -1.0);
+  std::vector<float> got(static_cast<size_t>(cols), -1.f);
+  launch(dim3(static_cast<unsigned>((cols + 31) / 32), static_cast<unsigned>(S.strips)), 256, 0, [&] {
+    kc::column_strip_sums(kc::DenseColumns{a.data()}, rows, cols, S.rows_each, partial.data());
+  });
+  launch(dim3(kc::blocks_for(cols)), 256, 0,
+         [&] { kc::column_partials_sum(partial.data(), S.strips, cols, got.data()); });
+  return got;
+}
+
 TEST(LossKernelsEmulated, ColumnSumsInStripsAreTheColumnsDoubleSums) {
-  for (const auto& [rows, cols] : {std::pair<int64_t, int64_t>{128, 1}, {1000, 31}, {1000, 300}, {40000, 33}}) {
+  bool order_shows = false;
+  for (const auto& [rows, cols] : {std::pair<int64_t, int64_t>{1, 3}, {9, 40}, {128, 1}, {1000, 31}, {1000, 300},
+                                   {32769, 2}, {40000, 33}}) {
     SCOPED_TRACE(::testing::Message() << rows << " x " << cols);
+    const qkv::kernels::ColumnStrips S = qkv::kernels::column_strips(rows);
+    EXPECT_EQ(S.strips, std::max<int64_t>(1, std::min<int64_t>(512, (rows + 63) / 64)));
+    const std::vector<float> r = order_revealing(static_cast<size_t>(rows * cols), 29 + cols);
+    const std::vector<float> want = strip_order_sums(r, rows, cols);
+    order_shows = order_shows || want != serial_sums(r, rows, cols);
+    EXPECT_EQ(column_sums_gpu(r, rows, cols), want);
+    std::vector<float> cpu_sum(static_cast<size_t>(cols));
+    cpu::sum_to({rows, cols}, r.data(), {cols}, cpu_sum.data());
+    EXPECT_EQ(cpu_sum, want);
     const std::vector<float> a = random_floats(static_cast<size_t>(rows * cols), 61 + cols, 2.f);
-    const int64_t strips = kc::column_strips(rows), strip_rows = (rows + strips - 1) / strips;
-    EXPECT_EQ(strips, std::min<int64_t>(512, (rows + 63) / 64));
-    std::vector<double> partial(static_cast<size_t>(strips * cols), -1.0);
-    std::vector<float> got(cols, -1.f), want(cols), cpu_sum(cols);
-    launch(dim3(static_cast<unsigned>((cols + 31) / 32), static_cast<unsigned>(strips)), 256, 0,
-           [&] { kc::column_strip_sums(a.data(), rows, cols, strip_rows, partial.data()); });
-    launch(dim3(kc::blocks_for(cols)), 256, 0, [&] { kc::column_partials_sum(partial.data(), strips, cols, got.data()); });
-    for (int64_t c = 0; c < cols; ++c) {
-      double t = 0;
-      for (int64_t r = 0; r < rows; ++r) t += a[r * cols + c];
-      want[c] = static_cast<float>(t);
-    }
-    EXPECT_EQ(got, want);
-    cpu::sum_to({rows, cols}, a.data(), {cols}, cpu_sum.data());
-    EXPECT_LT(rel(got, cpu_sum), 1e-5);
+    EXPECT_EQ(column_sums_gpu(a, rows, cols), serial_sums(a, rows, cols));
   }
+  EXPECT_TRUE(order_shows) << "the inputs never tell the strips' order from the serial one: the test could not fail";
 }
 
 }  // namespace

@@ -2,8 +2,10 @@
 
 #include <algorithm>
 #include <cmath>
+#include <initializer_list>
 #include <vector>
 
+#include "kernels/cpu/column_sums.h"
 #include "qkv/core/parallel.h"
 #include "qkv/core/rng.h"
 #include "kernels/cpu/vec.h"
@@ -18,8 +20,7 @@ constexpr int64_t kGrain = 1 << 15;
 
 // [b, e) in blocks of kBlock (32 KB of floats, in L1 or L2), f on each: a dropped output is dropped
 // while the block is still in cache — the forward's act then the mask over y, the backward's mask over
-// dy (into dx) then act' over it. kBlock is a whole number of vectors, so the vector loops' scalar
-// tails fall where they fell without blocks.
+// dy (into dx) then act' over it.
 constexpr int64_t kBlock = 8192;
 template <class F>
 void in_blocks(int64_t b, int64_t e, F f) {
@@ -27,9 +28,14 @@ void in_blocks(int64_t b, int64_t e, F f) {
 }
 
 // The activation's input over the block [s, t): x itself, or with a bias x̂ = x + bias[i mod cols] in
-// `buf` (a block's worth, in L1/L2 while the activation reads it), a row's piece at a time. The block
-// functions then run over [0, t − s) from the returned pointer as they ran over [s, t) from x: the
-// same vector loops and tails.
+// `buf` (a block's worth, in L1/L2 while the activation reads it; block_buffer(): the thread's own), a
+// row's piece at a time. The block functions then run over [0, t − s) from the returned pointer as
+// they ran over [s, t) from x (their results do not depend on where a range starts: gelu's vector
+// tails below).
+float* block_buffer() {
+  static thread_local std::vector<float> buf(kBlock);
+  return buf.data();
+}
 const float* biased(const float* x, const float* bias, int64_t cols, int64_t s, int64_t t, float* buf) {
   if (!bias) return x + s;
   for (int64_t i = s, j = s % cols; i < t; j = 0) {
@@ -59,7 +65,43 @@ static void relu_backward_block(const float* x, const float* dy, float* dx, int6
   }
 }
 
+#if QKV_SIMD
+// The vector code over the last e − i < kLanes elements too, on zero-padded copies (f(x, …) over one
+// register from the copies' start): an element's bits then do not depend on where its block, row or
+// thread's range starts — the scalar tail's erf and exp are libm's, not vec.h's polynomials.
+template <class F>
+void vector_tail(int64_t i, int64_t e, std::initializer_list<const float*> in, std::initializer_list<float*> out, F f) {
+  if (i >= e) return;
+  const int64_t m = e - i;
+  float a[3][kLanes] = {}, o[2][kLanes] = {};
+  int k = 0;
+  for (const float* p : in) {
+    if (p) std::copy(p + i, p + e, a[k]);
+    ++k;
+  }
+  f(a[0], a[1], a[2], o[0], o[1]);
+  k = 0;
+  for (float* p : out) {
+    if (p) std::copy(o[k] + 0, o[k] + m, p + i);
+    ++k;
+  }
+}
+#endif
+
 // y = x Φ(x), Φ kept in cdf when asked; or the tanh form
+template <int U>
+static void gelu_vectors(const float* x, float* y, float* cdf) {
+#if QKV_SIMD
+  simd::vf v[U], c[U];
+  for (int u = 0; u < U; ++u) v[u] = simd::load(x + u * kLanes);
+  simd::normal_cdf_n(v, c);
+  for (int u = 0; u < U; ++u) {
+    simd::store(y + u * kLanes, simd::mul(v[u], c[u]));
+    if (cdf) simd::store(cdf + u * kLanes, c[u]);
+  }
+#endif
+}
+
 static void gelu_block(const float* x, float* y, int64_t b, int64_t e, bool tanh_approx, float* cdf) {
   if (tanh_approx) {
     for (int64_t i = b; i < e; ++i) {
@@ -71,20 +113,38 @@ static void gelu_block(const float* x, float* y, int64_t b, int64_t e, bool tanh
   int64_t i = b;
 #if QKV_SIMD
   i = simd::by_registers(b, e, [&]<int U>(std::integral_constant<int, U>, int64_t at) {  // y = x Φ(x)
-    simd::vf v[U], c[U];
-    for (int u = 0; u < U; ++u) v[u] = simd::load(x + at + u * kLanes);
-    simd::normal_cdf_n(v, c);
-    for (int u = 0; u < U; ++u) {
-      simd::store(y + at + u * kLanes, simd::mul(v[u], c[u]));
-      if (cdf) simd::store(cdf + at + u * kLanes, c[u]);
-    }
+    gelu_vectors<U>(x + at, y + at, cdf ? cdf + at : nullptr);
   });
+  vector_tail(i, e, {x}, {y, cdf}, [&](const float* xt, const float*, const float*, float* yt, float* ct) {
+    gelu_vectors<1>(xt, yt, cdf ? ct : nullptr);
+  });
+  i = e;
 #endif
   for (; i < e; ++i) {
     const float c = 0.5f * (1.f + std::erf(x[i] * kSqrt1_2));
     y[i] = x[i] * c;
     if (cdf) cdf[i] = c;
   }
+}
+
+// dx = dy (Φ(x) + x φ(x)),  φ(x) = e^(−x²/2)/√(2π)   (Φ read from cdf when kept)
+template <int U>
+static void gelu_backward_vectors(const float* x, const float* dy, const float* cdf, float* dx) {
+#if QKV_SIMD
+  simd::vf v[U], g[U], c[U];  // g: e^(−x²/2), then φ = g/√(2π)
+  for (int u = 0; u < U; ++u) {
+    v[u] = simd::load(x + u * kLanes);
+    g[u] = simd::mul(simd::mul(v[u], v[u]), simd::set1(-0.5f));
+  }
+  simd::exp_n(g);
+  if (cdf)
+    for (int u = 0; u < U; ++u) c[u] = simd::load(cdf + u * kLanes);
+  else
+    simd::normal_cdf_n(v, c);
+  for (int u = 0; u < U; ++u)
+    simd::store(dx + u * kLanes, simd::mul(simd::load(dy + u * kLanes),
+                                           simd::fmadd(v[u], simd::mul(simd::set1(kInvSqrt2Pi), g[u]), c[u])));
+#endif
 }
 
 // dx = dy · gelu'(x)
@@ -102,22 +162,12 @@ static void gelu_backward_block(const float* x, const float* dy, float* dx, int6
   }
   int64_t i = b;
 #if QKV_SIMD
-  // dx = dy (Φ(x) + x φ(x)),  φ(x) = e^(−x²/2)/√(2π)
   i = simd::by_registers(b, e, [&]<int U>(std::integral_constant<int, U>, int64_t at) {
-    simd::vf v[U], g[U], c[U];  // g: e^(−x²/2), then φ = g/√(2π)
-    for (int u = 0; u < U; ++u) {
-      v[u] = simd::load(x + at + u * kLanes);
-      g[u] = simd::mul(simd::mul(v[u], v[u]), simd::set1(-0.5f));
-    }
-    simd::exp_n(g);
-    if (cdf)
-      for (int u = 0; u < U; ++u) c[u] = simd::load(cdf + at + u * kLanes);
-    else
-      simd::normal_cdf_n(v, c);
-    for (int u = 0; u < U; ++u)
-      simd::store(dx + at + u * kLanes, simd::mul(simd::load(dy + at + u * kLanes),
-                                                  simd::fmadd(v[u], simd::mul(simd::set1(kInvSqrt2Pi), g[u]), c[u])));
+    gelu_backward_vectors<U>(x + at, dy + at, cdf ? cdf + at : nullptr, dx + at);
   });
+  vector_tail(i, e, {x, dy, cdf}, {dx}, [&](const float* xt, const float* dyt, const float* ct, float* dxt,
+                                                         float*) { gelu_backward_vectors<1>(xt, dyt, cdf ? ct : nullptr, dxt); });
+  i = e;
 #endif
   for (; i < e; ++i) {
     float v = x[i];
@@ -131,28 +181,10 @@ static void gelu_backward_block(const float* x, const float* dy, float* dx, int6
 void relu_forward(const float* x, float* y, int64_t n, const DropoutMask& drop, bf16* y16, const float* bias,
                   int64_t cols) {
   parallel_for(n, kGrain, [x, y, drop, y16, bias, cols](int64_t b, int64_t e) {
-    std::vector<float> buf(bias ? kBlock : 0);
     in_blocks(b, e, [&](int64_t s, int64_t t) {
-      relu_block(biased(x, bias, cols, s, t, buf.data()), y + s, 0, t - s);
+      relu_block(biased(x, bias, cols, s, t, block_buffer()), y + s, 0, t - s);
       if (drop.active()) dropout_row(y + s, y + s, t - s, drop.from(s));
       if (y16) bf16_row(y + s, y16 + s, t - s);
-    });
-  });
-}
-
-void relu_backward(const float* x, const float* dy, float* dx, int64_t n, const DropoutMask& drop, bf16* dx16,
-                   const float* bias, int64_t cols) {
-  parallel_for(n, kGrain, [x, dy, dx, drop, dx16, bias, cols](int64_t b, int64_t e) {
-    std::vector<float> buf(bias ? kBlock : 0);
-    in_blocks(b, e, [&](int64_t s, int64_t t) {
-      const float* xs = biased(x, bias, cols, s, t, buf.data());
-      if (!drop.active()) {
-        relu_backward_block(xs, dy + s, dx + s, 0, t - s);
-      } else {
-        dropout_row(dy + s, dx + s, t - s, drop.from(s));
-        relu_backward_block(xs, dx + s, dx + s, 0, t - s);
-      }
-      if (dx16) bf16_row(dx + s, dx16 + s, t - s);
     });
   });
 }
@@ -160,31 +192,58 @@ void relu_backward(const float* x, const float* dy, float* dx, int64_t n, const 
 void gelu_forward(const float* x, float* y, int64_t n, bool tanh_approx, float* cdf, const DropoutMask& drop,
                   bf16* y16, const float* bias, int64_t cols) {
   parallel_for(n, kGrain, [&](int64_t b, int64_t e) {
-    std::vector<float> buf(bias ? kBlock : 0);
     in_blocks(b, e, [&](int64_t s, int64_t t) {
-      gelu_block(biased(x, bias, cols, s, t, buf.data()), y + s, 0, t - s, tanh_approx, cdf ? cdf + s : nullptr);
+      gelu_block(biased(x, bias, cols, s, t, block_buffer()), y + s, 0, t - s, tanh_approx, cdf ? cdf + s : nullptr);
       if (drop.active()) dropout_row(y + s, y + s, t - s, drop.from(s));
       if (y16) bf16_row(y + s, y16 + s, t - s);
     });
   });
 }
 
-void gelu_backward(const float* x, const float* dy, float* dx, int64_t n, bool tanh_approx, const float* cdf,
-                   const DropoutMask& drop, bf16* dx16, const float* bias, int64_t cols) {
-  parallel_for(n, kGrain, [&](int64_t b, int64_t e) {
-    std::vector<float> buf(bias ? kBlock : 0);
+// A backward over the elements [b, e) in blocks: dx = act'(x̂) · drop(dy), and its bf16 copy.
+// `grad(xs, dy, dx, s, len)`: the activation's backward block over len elements from x̂ = xs, dy + s,
+// dx + s (cdf + s). Without dbias the elements split over the threads; with it the rows go by strips
+// (kernels/cpu/column_sums.h) and each strip's column sums are added while its dx is in cache — the
+// same dx (a block's result does not depend on where it starts), dbias the bits of sum_to(dx).
+template <class Grad>
+void backward_pass(const float* x, const float* dy, float* dx, int64_t n, const DropoutMask& drop, bf16* dx16,
+                   const float* bias, int64_t cols, float* dbias, Grad grad) {
+  auto range = [&](int64_t b, int64_t e) {
     in_blocks(b, e, [&](int64_t s, int64_t t) {
-      const float* xs = biased(x, bias, cols, s, t, buf.data());
-      const float* cs = cdf ? cdf + s : nullptr;
+      const float* xs = biased(x, bias, cols, s, t, block_buffer());
       if (!drop.active()) {
-        gelu_backward_block(xs, dy + s, dx + s, 0, t - s, tanh_approx, cs);
+        grad(xs, dy + s, dx + s, s, t - s);
       } else {
         dropout_row(dy + s, dx + s, t - s, drop.from(s));
-        gelu_backward_block(xs, dx + s, dx + s, 0, t - s, tanh_approx, cs);
+        grad(xs, dx + s, dx + s, s, t - s);
       }
       if (dx16) bf16_row(dx + s, dx16 + s, t - s);
     });
+  };
+  if (!dbias || cols == 0) {
+    parallel_for(n, kGrain, range);
+    return;
+  }
+  column_sums_in_strips(n / cols, cols, dbias, [&](int64_t r0, int64_t r1) {
+    range(r0 * cols, r1 * cols);
+    return dx + r0 * cols;
   });
+}
+
+void relu_backward(const float* x, const float* dy, float* dx, int64_t n, const DropoutMask& drop, bf16* dx16,
+                   const float* bias, int64_t cols, float* dbias) {
+  backward_pass(x, dy, dx, n, drop, dx16, bias, cols, dbias,
+                [](const float* xs, const float* g, float* d, int64_t, int64_t len) {
+                  relu_backward_block(xs, g, d, 0, len);
+                });
+}
+
+void gelu_backward(const float* x, const float* dy, float* dx, int64_t n, bool tanh_approx, const float* cdf,
+                   const DropoutMask& drop, bf16* dx16, const float* bias, int64_t cols, float* dbias) {
+  backward_pass(x, dy, dx, n, drop, dx16, bias, cols, dbias,
+                [tanh_approx, cdf](const float* xs, const float* g, float* d, int64_t s, int64_t len) {
+                  gelu_backward_block(xs, g, d, 0, len, tanh_approx, cdf ? cdf + s : nullptr);
+                });
 }
 
 // y = g·σ(g)·u, σ(g) = 1/(1 + e^−g) through vec.h's exp_n (four registers' chains at once)

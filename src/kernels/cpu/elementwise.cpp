@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstring>
 
+#include "kernels/cpu/column_sums.h"
 #include "qkv/core/parallel.h"
 
 namespace qkv::kernels::cpu {
@@ -28,17 +29,15 @@ void sum_to(const std::vector<int64_t>& in_shape, const float* in, const std::ve
   StridedLoop L = coalesce(in_shape, {so, si});
   const int64_t ndl = static_cast<int64_t>(L.shape.size());
   const int64_t inner = L.shape[ndl - 1], st_o = L.strides[0][ndl - 1], st_i = L.strides[1][ndl - 1];
-  // The leading rows summed onto dense columns (a bias's gradient: [rows, cols] → [cols]): split over
-  // the columns, each thread adding every row onto its own, in row order — the serial loop's bits.
-  if (ndl == 2 && L.strides[0][0] == 0 && st_o == 1 && st_i == 1) {
-    const int64_t rows = L.shape[0], row_stride = L.strides[1][0];
-    const int64_t grain = std::max<int64_t>(1, (int64_t{1} << 16) / rows);  // threads past 64K additions
-    parallel_for(inner, grain, [&](int64_t b, int64_t e) {
-      for (int64_t r = 0; r < rows; ++r) {
-        const float* x = in + r * row_stride;
-        for (int64_t c = b; c < e; ++c) out[c] += x[c];
-      }
-    });
+  // The leading rows summed onto dense columns (a bias's gradient: [rows, cols] → [cols]): in
+  // kernels/column_strips.h's order — the GPU's bits, at any thread count (kernels/cpu/column_sums.h)
+  // (and the whole tensor onto one number: rows of one column)
+  if (ndl == 2 && L.strides[0][0] == 0 && st_o == 1 && st_i == 1 && L.strides[1][0] == inner) {
+    column_sums_in_strips(L.shape[0], inner, out, [in, inner](int64_t r0, int64_t) { return in + r0 * inner; });
+    return;
+  }
+  if (ndl == 1 && st_o == 0 && st_i == 1) {
+    column_sums_in_strips(inner, 1, out, [in](int64_t r0, int64_t) { return in + r0; });
     return;
   }
   // Serial: rows of different outer indices may land on the same outputs.

@@ -11,6 +11,7 @@
 
 #include "kernels/cuda/bf16_bits.cuh"
 #include "kernels/cuda/launch.h"
+#include "kernels/cuda/sum_kernels.cuh"
 #include "kernels/dropout_mask.h"
 #include "qkv/core/dtype.h"
 #include "qkv/core/rng.h"
@@ -51,9 +52,13 @@ __global__ void relu_forward_kernel(const float* x, float* y, int64_t n, Dropout
     store_out(y, y16, i, dropped(drop, v > 0.f ? v : 0.f, i));
   }
 }
+// relu'(x̂) · drop(dy) at element i
+__device__ inline float relu_grad(float v, const float* dy, const DropoutMask& drop, int64_t i) {
+  return v > 0.f ? dropped(drop, dy[i], i) : 0.f;
+}
 __global__ void relu_backward_kernel(const float* x, const float* dy, float* dx, int64_t n, DropoutMask drop,
                                      bf16* dx16, const float* bias, int64_t cols) {
-  QKV_GRID_LOOP(i, n) store_out(dx, dx16, i, input_of(x, bias, cols, i) > 0.f ? dropped(drop, dy[i], i) : 0.f);
+  QKV_GRID_LOOP(i, n) store_out(dx, dx16, i, relu_grad(input_of(x, bias, cols, i), dy, drop, i));
 }
 
 constexpr float kInvSqrt2 = 0.70710678118654752f;
@@ -77,21 +82,52 @@ __global__ void gelu_forward_kernel(const float* x, float* y, int64_t n, bool ta
   }
 }
 // gelu'(x) = Φ(x) + x·φ(x), φ(x) = e^(−x²/2)/√(2π); tanh form: ½(1 + t) + ½x(1 − t²)·√(2/π)(1 + 3·0.044715x²)
+// (Φ(x) read from cdf[i] when the forward kept it)
+__device__ inline float gelu_slope(float v, bool tanh_approx, const float* cdf, int64_t i) {
+  if (tanh_approx) {
+    const float t = tanhf(kSqrt2OverPi * (v + 0.044715f * v * v * v));
+    return 0.5f * (1.f + t) + 0.5f * v * (1.f - t * t) * kSqrt2OverPi * (1.f + 3.f * 0.044715f * v * v);
+  }
+  const float phi = cdf ? cdf[i] : 0.5f * (1.f + erff(v * kInvSqrt2));
+  return phi + v * kInvSqrt2Pi * expf(-0.5f * v * v);
+}
 __global__ void gelu_backward_kernel(const float* x, const float* dy, float* dx, int64_t n, bool tanh_approx,
                                      const float* cdf, DropoutMask drop, bf16* dx16, const float* bias, int64_t cols) {
   QKV_GRID_LOOP(i, n) {
     const float v = input_of(x, bias, cols, i);
-    float g;
-    if (tanh_approx) {
-      const float t = tanhf(kSqrt2OverPi * (v + 0.044715f * v * v * v));
-      g = 0.5f * (1.f + t) + 0.5f * v * (1.f - t * t) * kSqrt2OverPi * (1.f + 3.f * 0.044715f * v * v);
-    } else {
-      const float phi = cdf ? cdf[i] : 0.5f * (1.f + erff(v * kInvSqrt2));
-      g = phi + v * kInvSqrt2Pi * expf(-0.5f * v * v);
-    }
-    store_out(dx, dx16, i, dropped(drop, dy[i], i) * g);
+    store_out(dx, dx16, i, dropped(drop, dy[i], i) * gelu_slope(v, tanh_approx, cdf, i));
   }
 }
+
+// The backwards with the bias's gradient in their pass (kernels/activation.inc's dbias): sum_kernels.cuh's
+// column_strip_sums makes each element i = r · cols + c through these — dx_i as the kernels above write
+// it (x̂ = x_i + bias[c]: the column known, no remainder) — and adds it into its column's strip.
+struct ReluGradColumns {
+  const float *x, *dy;
+  float* dx;
+  DropoutMask drop;
+  bf16* dx16;
+  const float* bias;
+  __device__ float operator()(int64_t i, int64_t c) const {
+    const float g = relu_grad(x[i] + bias[c], dy, drop, i);
+    store_out(dx, dx16, i, g);
+    return g;
+  }
+};
+struct GeluGradColumns {
+  const float *x, *dy;
+  float* dx;
+  DropoutMask drop;
+  bf16* dx16;
+  const float* bias;
+  bool tanh_approx;
+  const float* cdf;
+  __device__ float operator()(int64_t i, int64_t c) const {
+    const float g = dropped(drop, dy[i], i) * gelu_slope(x[i] + bias[c], tanh_approx, cdf, i);
+    store_out(dx, dx16, i, g);
+    return g;
+  }
+};
 
 // y = g·σ(g)·u;  dg = dy·u·σ(1 + g(1 − σ)),  du = dy·g·σ  (kernels/activation.inc's silu_mul)
 __global__ void silu_mul_forward_kernel(const float* g, const float* u, float* y, int64_t n, bf16* y16) {

@@ -398,22 +398,14 @@ void sum_to(const std::vector<int64_t>& in_shape, const float* in, const std::ve
     fill_zero(out, static_cast<size_t>(n_out) * sizeof(float));
     return;
   }
-  // The leading dims reduced onto the dense trailing ones ([rows, cols] → [cols]: a bias's gradient),
-  // with rows enough to split: the column sums in strips of rows (sum_kernels.cuh), every SM busy
+  // The leading dims reduced onto the dense trailing ones ([rows, cols] → [cols]: a bias's gradient):
+  // the column sums in strips of rows (sum_kernels.cuh; kernels/column_strips.h's order, the CPU's bits)
   int kept_from = 0;
   while (kept_from < nd && R.reduced[kept_from]) ++kept_from;
   bool leading = true;
   for (int d = kept_from; d < nd; ++d) leading = leading && !R.reduced[d];
-  if (leading && n_red >= 128) {
-    cudaStream_t s = stream();
-    const int64_t strips = column_strips(n_red), strip_rows = (n_red + strips - 1) / strips;
-    Scratch partial(2 * strips * n_out, s);  // strips × n_out doubles
-    double* p = reinterpret_cast<double*>(partial.p);
-    const dim3 grid(static_cast<unsigned>((n_out + kColumnTile - 1) / kColumnTile), static_cast<unsigned>(strips));
-    column_strip_sums<<<grid, kColumnTile * kRowLanes, 0, s>>>(in, n_red, n_out, strip_rows, p);
-    QKV_CUDA_LAUNCHED(column_strip_sums);
-    column_partials_sum<<<blocks_for(n_out), 256, 0, s>>>(p, strips, n_out, out);
-    QKV_CUDA_LAUNCHED(column_partials_sum);
+  if (leading) {
+    column_sums(DenseColumns{in}, n_red, n_out, out);
     return;
   }
   sum_to_kernel<<<blocks_for(n_out), 256, 0, stream()>>>(R, n_out, n_red, in, out);

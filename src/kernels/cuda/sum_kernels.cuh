@@ -2,11 +2,12 @@
 // tests/kernels/loss_emulation_test.cpp runs them on the host through tests/kernels/cuda_emulation.h):
 // each block's share in double, then — for a sum that stays on the device — the blocks' partial sums
 // added by one block in a fixed order. And the column sums of a [rows, cols] (sum_to's leading rows
-// onto dense columns: every bias's gradient), in strips of rows, the same way.
+// onto dense columns, every bias's gradient: kernels/column_strips.h's order), in strips of rows.
 #pragma once
 
 #include <cstdint>
 
+#include "kernels/column_strips.h"
 #include "kernels/cuda/launch.h"
 
 namespace qkv::kernels::cuda {
@@ -32,23 +33,26 @@ __global__ void sum_partials_kernel(const double* partial, unsigned blocks, floa
 }
 
 // The column sums of a dense [rows, cols] (out[c] = Σ_r a[r, c]; sum_to when the leading dims are
-// reduced onto dense trailing ones — every bias's gradient, [tokens, features] → [features]) in two
-// kernels, where one thread a column looping over every row kept cols / 256 blocks of a GPU's SMs busy:
+// reduced onto dense trailing ones — every bias's gradient, [tokens, features] → [features] — and an
+// activation's backward that writes its bias's gradient in its own pass) in kernels/column_strips.h's
+// order (the CPU's bits), in two kernels, where one thread a column looping over every row kept
+// cols / 256 blocks of a GPU's SMs busy:
 //   column_strip_sums   grid (⌈cols/32⌉, strips), 256 threads a block: 32 columns × 8 row lanes (lane
-//                       y = thread / 32: rows y, y + 8, … of the strip); partial[s, c] = the strip's
-//                       rows of column c in double, the lanes added in order through shared memory; a
-//                       warp reads 128 contiguous bytes of a row
+//                       y = thread / 32: rows r₀ + y, r₀ + y + 8, … of the strip); partial[s, c] = the
+//                       strip's rows of column c in double, the lanes added in order through shared
+//                       memory; a warp reads (or makes) 128 contiguous bytes of a row
 //   column_partials_sum out[c] = Σ_s partial[s, c] in strip order, rounded once to f32
-// The strips depend on the shape alone (column_strips), so a sum is the same on every run and GPU.
-constexpr int kColumnTile = 32, kRowLanes = 8;
+// `value(i, c)` gives element i = r · cols + c: DenseColumns reads it; an activation's backward makes
+// it (and writes it as dx: activation_kernels.cuh).
+constexpr int kColumnTile = 32;
 
-// The strips of rows the column sums of `rows` rows split into: up to 512, of at least 64 rows each
-inline int64_t column_strips(int64_t rows) {
-  const int64_t by_size = (rows + 63) / 64;
-  return by_size < 1 ? 1 : by_size > 512 ? 512 : by_size;
-}
+struct DenseColumns {
+  const float* a;
+  __device__ float operator()(int64_t i, int64_t) const { return a[i]; }
+};
 
-__global__ void column_strip_sums(const float* a, int64_t rows, int64_t cols, int64_t strip_rows, double* partial) {
+template <class Value>
+__global__ void column_strip_sums(Value value, int64_t rows, int64_t cols, int64_t strip_rows, double* partial) {
 #ifdef QKV_CUDA_EMULATION
   static double lanes[kRowLanes][kColumnTile + 1];  // (the host's emulation: a block's threads are fibers of one thread)
 #else
@@ -56,10 +60,11 @@ __global__ void column_strip_sums(const float* a, int64_t rows, int64_t cols, in
 #endif
   const int x = static_cast<int>(threadIdx.x) % kColumnTile, y = static_cast<int>(threadIdx.x) / kColumnTile;
   const int64_t c = blockIdx.x * int64_t{kColumnTile} + x, s = blockIdx.y;
-  const int64_t r0 = s * strip_rows, r1 = r0 + strip_rows < rows ? r0 + strip_rows : rows;
+  const int64_t r0 = s * strip_rows < rows ? s * strip_rows : rows;
+  const int64_t r1 = r0 + strip_rows < rows ? r0 + strip_rows : rows;
   double acc = 0;
   if (c < cols)
-    for (int64_t r = r0 + y; r < r1; r += kRowLanes) acc += a[r * cols + c];
+    for (int64_t r = r0 + y; r < r1; r += kRowLanes) acc += value(r * cols + c, c);
   lanes[y][x] = acc;
   __syncthreads();
   if (y == 0 && c < cols) {
@@ -76,6 +81,23 @@ __global__ void column_partials_sum(const double* partial, int64_t strips, int64
     out[c] = static_cast<float>(t);
   }
 }
+
+#ifndef QKV_CUDA_EMULATION
+// The two kernels on the current stream, the partials in a stream-ordered scratch: out [cols] f32
+template <class Value>
+void column_sums(Value value, int64_t rows, int64_t cols, float* out) {
+  if (cols <= 0) return;
+  cudaStream_t st = stream();
+  const ColumnStrips S = column_strips(rows);
+  Scratch partial(2 * S.strips * cols, st);  // strips × cols doubles
+  double* p = reinterpret_cast<double*>(partial.p);
+  const dim3 grid(static_cast<unsigned>((cols + kColumnTile - 1) / kColumnTile), static_cast<unsigned>(S.strips));
+  column_strip_sums<<<grid, kColumnTile * kRowLanes, 0, st>>>(value, rows, cols, S.rows_each, p);
+  QKV_CUDA_LAUNCHED(column_strip_sums);
+  column_partials_sum<<<blocks_for(cols), 256, 0, st>>>(p, S.strips, cols, out);
+  QKV_CUDA_LAUNCHED(column_partials_sum);
+}
+#endif
 
 }  // namespace
 }  // namespace qkv::kernels::cuda
