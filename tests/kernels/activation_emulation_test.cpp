@@ -238,7 +238,7 @@ TEST(ActivationKernelsEmulated, TheBiasGradientInTheBackwardsPass) {
         const float* c = keep_cdf ? cdf.data() : nullptr;
         std::vector<float> dx(n, -1.f), db(cols, -1.f);
         std::vector<double> partial(static_cast<size_t>(S.strips * cols), -1.0);
-        launch(dim3(static_cast<unsigned>((cols + 31) / 32), static_cast<unsigned>(S.strips)), 256, 0, [&] {
+        launch(dim3(static_cast<unsigned>((cols + 255) / 256), static_cast<unsigned>(S.strips)), 256, 0, [&] {
           if (a == Act::relu)
             kc::column_strip_sums(kc::ReluGradColumns{x.data(), dy.data(), dx.data(), drop, nullptr, bias.data()}, rows,
                                   cols, S.rows_each, partial.data());

@@ -1,5 +1,5 @@
 // kernels/column_strips.h's order of a column sum written out plainly — a column at a time, a strip at
-// a time, a lane at a time — for the tests of both devices' column sums (column_sums_test.cpp on the
+// a time — for the tests of both devices' column sums (column_sums_test.cpp on the
 // CPU, loss_ and activation_emulation_test.cpp on the GPU's kernels), and inputs whose sums show the
 // order they were added in.
 #pragma once
@@ -12,21 +12,16 @@
 
 namespace qkv::testing {
 
-// out[c] = f32(Σ_s (Σ_y Σ_{r ≡ y} a[r, c]))   (double; strips and lanes in order, each sum from 0)
+// out[c] = f32(Σ_s (Σ_{r in strip s} a[r, c]))   (double; rows and strips in order, each sum from 0)
 inline std::vector<float> strip_order_sums(const std::vector<float>& a, int64_t rows, int64_t cols) {
   const kernels::ColumnStrips S = kernels::column_strips(rows);
   std::vector<float> out(static_cast<size_t>(cols));
   for (int64_t c = 0; c < cols; ++c) {
     double total = 0;
     for (int64_t s = 0; s < S.strips; ++s) {
-      const int64_t r0 = s * S.rows_each < rows ? s * S.rows_each : rows;
-      const int64_t r1 = r0 + S.rows_each < rows ? r0 + S.rows_each : rows;
       double partial = 0;
-      for (int y = 0; y < kernels::kRowLanes; ++y) {
-        double lane = 0;
-        for (int64_t r = r0 + y; r < r1; r += kernels::kRowLanes) lane += a[static_cast<size_t>(r * cols + c)];
-        partial += lane;
-      }
+      for (int64_t r = s * S.rows_each; r < rows && r < (s + 1) * S.rows_each; ++r)
+        partial += a[static_cast<size_t>(r * cols + c)];
       total += partial;
     }
     out[static_cast<size_t>(c)] = static_cast<float>(total);

@@ -44,9 +44,9 @@ void at_thread_counts(F f) {
   set_num_threads(before);
 }
 
-// Rows below a strip, one lane short, a strip and one, 3.1 strips; 512 strips with empty ones at the
-// end (32,769 rows of 65 each: the last 8 strips hold nothing); a column of 50,000 rows.
-TEST(ColumnSums, SumToAddsInTheStripsAndLanesOrder) {
+// One row, rows below a strip, a strip and one, 3.1 strips; 512 strips with empty ones at the end
+// (32,769 rows of 65 each: the last 8 strips hold nothing); a column of 50,000 rows.
+TEST(ColumnSums, SumToAddsInTheStripsOrder) {
   bool order_shows = false;
   for (const auto& [rows, cols] : std::vector<std::pair<int64_t, int64_t>>{
            {1, 5}, {7, 3}, {65, 40}, {200, 33}, {32769, 2}, {50000, 1}}) {

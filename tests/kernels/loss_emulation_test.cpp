@@ -192,20 +192,17 @@ TEST(LossKernelsEmulated, AWholeTensorSumStaysOnTheDeviceRoundedOnce) {
   }
 }
 
-// A bias's gradient, sum_to's [rows, cols] → [cols], as elementwise.cu launches it past 127 rows:
-// column strips (32 columns × 8 row lanes a block, strips of ≥ 64 rows, at most 512) in double, then
-// the strips in order, rounded once — the double sum of each column rounded (the row order's, but for
-// a rounding of ~1e-16 that never reaches f32 here), and the CPU's f32 serial sum within its rounding.
-// Columns 1, 31, 33 and 300 (tiles past the edge); rows 128, 1000 and 40,000 (the strips capped).
-// The column sums in strips (sum_to's leading rows onto dense columns) as elementwise.cu launches them
-// (kernels/column_strips.h's plan): kernels/column_strips.h's order exactly — on inputs whose sums show
-// the order (column_order.h) — and so the CPU's sum_to bit for bit; on random inputs each column's
-// double sum, rounded.
+// The column sums in strips (sum_to's leading rows onto dense columns: a bias's gradient) as
+// elementwise.cu launches them: kernels/column_strips.h's order exactly — on inputs whose sums show the
+// order (column_order.h) — and so the CPU's sum_to bit for bit; on random inputs each column's double
+// sum in row order, rounded (the strips' order differs by a rounding of ~1e-16 that never reaches f32
+// here). Columns 1 to 300 (blocks past the edge); rows 1 to 40,000 (the strips capped at 512, empty
+// ones at the end for 32,769).
 std::vector<float> column_sums_gpu(const std::vector<float>& a, int64_t rows, int64_t cols) {
   const qkv::kernels::ColumnStrips S = qkv::kernels::column_strips(rows);
   std::vector<double> partial(static_cast<size_t>(S.strips * cols), -1.0);
   std::vector<float> got(static_cast<size_t>(cols), -1.f);
-  launch(dim3(static_cast<unsigned>((cols + 31) / 32), static_cast<unsigned>(S.strips)), 256, 0, [&] {
+  launch(dim3(static_cast<unsigned>((cols + 255) / 256), static_cast<unsigned>(S.strips)), 256, 0, [&] {
     kc::column_strip_sums(kc::DenseColumns{a.data()}, rows, cols, S.rows_each, partial.data());
   });
   launch(dim3(kc::blocks_for(cols)), 256, 0,

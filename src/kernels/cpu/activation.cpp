@@ -203,8 +203,8 @@ void gelu_forward(const float* x, float* y, int64_t n, bool tanh_approx, float* 
 // A backward over the elements [b, e) in blocks: dx = act'(x̂) · drop(dy), and its bf16 copy.
 // `grad(xs, dy, dx, s, len)`: the activation's backward block over len elements from x̂ = xs, dy + s,
 // dx + s (cdf + s). Without dbias the elements split over the threads; with it the rows go by strips
-// (kernels/cpu/column_sums.h) and each strip's column sums are added while its dx is in cache — the
-// same dx (a block's result does not depend on where it starts), dbias the bits of sum_to(dx).
+// (kernels/cpu/column_sums.h), each group of rows added into its strip's sums while its dx is in cache
+// — the same dx (a block's result does not depend on where it starts), dbias sum_to(dx)'s bits.
 template <class Grad>
 void backward_pass(const float* x, const float* dy, float* dx, int64_t n, const DropoutMask& drop, bf16* dx16,
                    const float* bias, int64_t cols, float* dbias, Grad grad) {

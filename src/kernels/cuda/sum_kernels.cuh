@@ -37,14 +37,13 @@ __global__ void sum_partials_kernel(const double* partial, unsigned blocks, floa
 // activation's backward that writes its bias's gradient in its own pass) in kernels/column_strips.h's
 // order (the CPU's bits), in two kernels, where one thread a column looping over every row kept
 // cols / 256 blocks of a GPU's SMs busy:
-//   column_strip_sums   grid (⌈cols/32⌉, strips), 256 threads a block: 32 columns × 8 row lanes (lane
-//                       y = thread / 32: rows r₀ + y, r₀ + y + 8, … of the strip); partial[s, c] = the
-//                       strip's rows of column c in double, the lanes added in order through shared
-//                       memory; a warp reads (or makes) 128 contiguous bytes of a row
+//   column_strip_sums   grid (⌈cols/256⌉, strips), a thread a column of a strip: partial[s, c] = the
+//                       strip's rows of column c in double, in row order (a warp reads — or makes —
+//                       128 contiguous bytes of a row)
 //   column_partials_sum out[c] = Σ_s partial[s, c] in strip order, rounded once to f32
 // `value(i, c)` gives element i = r · cols + c: DenseColumns reads it; an activation's backward makes
 // it (and writes it as dx: activation_kernels.cuh).
-constexpr int kColumnTile = 32;
+constexpr int kColumnsABlock = 256;
 
 struct DenseColumns {
   const float* a;
@@ -53,25 +52,13 @@ struct DenseColumns {
 
 template <class Value>
 __global__ void column_strip_sums(Value value, int64_t rows, int64_t cols, int64_t strip_rows, double* partial) {
-#ifdef QKV_CUDA_EMULATION
-  static double lanes[kRowLanes][kColumnTile + 1];  // (the host's emulation: a block's threads are fibers of one thread)
-#else
-  __shared__ double lanes[kRowLanes][kColumnTile + 1];
-#endif
-  const int x = static_cast<int>(threadIdx.x) % kColumnTile, y = static_cast<int>(threadIdx.x) / kColumnTile;
-  const int64_t c = blockIdx.x * int64_t{kColumnTile} + x, s = blockIdx.y;
+  const int64_t c = blockIdx.x * int64_t{kColumnsABlock} + threadIdx.x, s = blockIdx.y;
+  if (c >= cols) return;
   const int64_t r0 = s * strip_rows < rows ? s * strip_rows : rows;
   const int64_t r1 = r0 + strip_rows < rows ? r0 + strip_rows : rows;
   double acc = 0;
-  if (c < cols)
-    for (int64_t r = r0 + y; r < r1; r += kRowLanes) acc += value(r * cols + c, c);
-  lanes[y][x] = acc;
-  __syncthreads();
-  if (y == 0 && c < cols) {
-    double t = 0;
-    for (int k = 0; k < kRowLanes; ++k) t += lanes[k][x];
-    partial[s * cols + c] = t;
-  }
+  for (int64_t r = r0; r < r1; ++r) acc += value(r * cols + c, c);
+  partial[s * cols + c] = acc;
 }
 
 __global__ void column_partials_sum(const double* partial, int64_t strips, int64_t cols, float* out) {
@@ -91,8 +78,8 @@ void column_sums(Value value, int64_t rows, int64_t cols, float* out) {
   const ColumnStrips S = column_strips(rows);
   Scratch partial(2 * S.strips * cols, st);  // strips × cols doubles
   double* p = reinterpret_cast<double*>(partial.p);
-  const dim3 grid(static_cast<unsigned>((cols + kColumnTile - 1) / kColumnTile), static_cast<unsigned>(S.strips));
-  column_strip_sums<<<grid, kColumnTile * kRowLanes, 0, st>>>(value, rows, cols, S.rows_each, p);
+  const dim3 grid(static_cast<unsigned>((cols + kColumnsABlock - 1) / kColumnsABlock), static_cast<unsigned>(S.strips));
+  column_strip_sums<<<grid, kColumnsABlock, 0, st>>>(value, rows, cols, S.rows_each, p);
   QKV_CUDA_LAUNCHED(column_strip_sums);
   column_partials_sum<<<blocks_for(cols), 256, 0, st>>>(p, S.strips, cols, out);
   QKV_CUDA_LAUNCHED(column_partials_sum);
