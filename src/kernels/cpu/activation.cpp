@@ -2,7 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
-#include <initializer_list>
+#include <array>
 #include <vector>
 
 #include "kernels/cpu/column_sums.h"
@@ -27,38 +27,46 @@ void in_blocks(int64_t b, int64_t e, F f) {
   for (int64_t s = b; s < e; s += kBlock) f(s, s + kBlock < e ? s + kBlock : e);
 }
 
-// The activation's input over the block [s, t): x itself, or with a bias x̂ = x + bias[i mod cols] in
-// `buf` (a block's worth, in L1/L2 while the activation reads it; block_buffer(): the thread's own), a
-// row's piece at a time. The block functions then run over [0, t − s) from the returned pointer as
-// they ran over [s, t) from x (their results do not depend on where a range starts: gelu's vector
-// tails below).
-float* block_buffer() {
-  static thread_local std::vector<float> buf(kBlock);
-  return buf.data();
-}
-const float* biased(const float* x, const float* bias, int64_t cols, int64_t s, int64_t t, float* buf) {
-  if (!bias) return x + s;
+// f(i, k, b) over the pieces [i, k) of [s, t) that lie in one row: b = the bias of element i on (its
+// column's), or null without a bias — the block functions, run over [0, k − i) from x + i, add it to
+// each x they load (x̂ = x + b, the addition's bits) rather than read a copy of x̂ written first. (A
+// block function's results do not depend on where its range starts: gelu's vector tails below.)
+template <class F>
+void by_row_pieces(const float* bias, int64_t cols, int64_t s, int64_t t, F f) {
+  if (!bias) return f(s, t, nullptr);
   for (int64_t i = s, j = s % cols; i < t; j = 0) {
-    const int64_t len = std::min(t - i, cols - j);
-    const float* xi = x + i;
-    float* o = buf + (i - s);
-    for (int64_t k = 0; k < len; ++k) o[k] = xi[k] + bias[j + k];
-    i += len;
+    const int64_t k = std::min(t, i + (cols - j));
+    f(i, k, bias + j);
+    i = k;
   }
-  return buf;
 }
 }  // namespace
 
 // The pointers are captured by value and every operand is read unconditionally, so both loops
 // vectorize into compares and blends (the branchy form with a conditional load of dy stayed
-// scalar and mispredicted on every other element).
-static void relu_block(const float* x, float* y, int64_t b, int64_t e) {
+// scalar and mispredicted on every other element). x̂ = x + bias where bias is given.
+static void relu_block(const float* x, const float* bias, float* y, int64_t b, int64_t e) {
+  if (bias) {
+    for (int64_t i = b; i < e; ++i) {
+      const float v = x[i] + bias[i];
+      y[i] = v > 0.f ? v : 0.f;
+    }
+    return;
+  }
   for (int64_t i = b; i < e; ++i) {
     const float v = x[i];
     y[i] = v > 0.f ? v : 0.f;
   }
 }
-static void relu_backward_block(const float* x, const float* dy, float* dx, int64_t b, int64_t e) {
+static void relu_backward_block(const float* x, const float* bias, const float* dy, float* dx, int64_t b,
+                                int64_t e) {
+  if (bias) {
+    for (int64_t i = b; i < e; ++i) {
+      const float v = x[i] + bias[i], g = dy[i];
+      dx[i] = v > 0.f ? g : 0.f;
+    }
+    return;
+  }
   for (int64_t i = b; i < e; ++i) {
     const float v = x[i], g = dy[i];
     dx[i] = v > 0.f ? g : 0.f;
@@ -66,34 +74,38 @@ static void relu_backward_block(const float* x, const float* dy, float* dx, int6
 }
 
 #if QKV_SIMD
-// The vector code over the last e − i < kLanes elements too, on zero-padded copies (f(x, …) over one
-// register from the copies' start): an element's bits then do not depend on where its block, row or
-// thread's range starts — the scalar tail's erf and exp are libm's, not vec.h's polynomials.
+// The vector code over the last e − i < kLanes elements too, on zero-padded copies (f(ins…, outs…)
+// over one register from the copies' start; a null pointer stays null): an element's bits then do not
+// depend on where its block, row or thread's range starts — the scalar tail's erf and exp are libm's,
+// not vec.h's polynomials.
 template <class F>
-void vector_tail(int64_t i, int64_t e, std::initializer_list<const float*> in, std::initializer_list<float*> out, F f) {
+void vector_tail(int64_t i, int64_t e, std::array<const float*, 4> in, std::array<float*, 2> out, F f) {
   if (i >= e) return;
-  const int64_t m = e - i;
-  float a[3][kLanes] = {}, o[2][kLanes] = {};
-  int k = 0;
-  for (const float* p : in) {
-    if (p) std::copy(p + i, p + e, a[k]);
-    ++k;
-  }
-  f(a[0], a[1], a[2], o[0], o[1]);
-  k = 0;
-  for (float* p : out) {
-    if (p) std::copy(o[k] + 0, o[k] + m, p + i);
-    ++k;
+  float a[4][kLanes] = {}, o[2][kLanes] = {};
+  for (size_t k = 0; k < in.size(); ++k)
+    if (in[k]) std::copy(in[k] + i, in[k] + e, a[k]);
+  f(in[0] ? a[0] : nullptr, in[1] ? a[1] : nullptr, in[2] ? a[2] : nullptr, in[3] ? a[3] : nullptr,
+    out[0] ? o[0] : nullptr, out[1] ? o[1] : nullptr);
+  for (size_t k = 0; k < out.size(); ++k)
+    if (out[k]) std::copy(o[k] + 0, o[k] + (e - i), out[k] + i);
+}
+
+// U registers of x̂ from x (and bias)
+template <int U>
+void load_biased(const float* x, const float* bias, simd::vf (&v)[U]) {
+  for (int u = 0; u < U; ++u) {
+    v[u] = simd::load(x + u * kLanes);
+    if (bias) v[u] = simd::add(v[u], simd::load(bias + u * kLanes));
   }
 }
 #endif
 
-// y = x Φ(x), Φ kept in cdf when asked; or the tanh form
+// y = x̂ Φ(x̂), Φ kept in cdf when asked; or the tanh form
 template <int U>
-static void gelu_vectors(const float* x, float* y, float* cdf) {
+static void gelu_vectors(const float* x, const float* bias, float* y, float* cdf) {
 #if QKV_SIMD
   simd::vf v[U], c[U];
-  for (int u = 0; u < U; ++u) v[u] = simd::load(x + u * kLanes);
+  load_biased(x, bias, v);
   simd::normal_cdf_n(v, c);
   for (int u = 0; u < U; ++u) {
     simd::store(y + u * kLanes, simd::mul(v[u], c[u]));
@@ -102,40 +114,41 @@ static void gelu_vectors(const float* x, float* y, float* cdf) {
 #endif
 }
 
-static void gelu_block(const float* x, float* y, int64_t b, int64_t e, bool tanh_approx, float* cdf) {
+static void gelu_block(const float* x, const float* bias, float* y, int64_t b, int64_t e, bool tanh_approx,
+                       float* cdf) {
   if (tanh_approx) {
     for (int64_t i = b; i < e; ++i) {
-      float v = x[i];
+      const float v = bias ? x[i] + bias[i] : x[i];
       y[i] = 0.5f * v * (1.f + std::tanh(kSqrt2OverPi * (v + 0.044715f * v * v * v)));
     }
     return;
   }
   int64_t i = b;
 #if QKV_SIMD
-  i = simd::by_registers(b, e, [&]<int U>(std::integral_constant<int, U>, int64_t at) {  // y = x Φ(x)
-    gelu_vectors<U>(x + at, y + at, cdf ? cdf + at : nullptr);
+  i = simd::by_registers(b, e, [&]<int U>(std::integral_constant<int, U>, int64_t at) {  // y = x̂ Φ(x̂)
+    gelu_vectors<U>(x + at, bias ? bias + at : nullptr, y + at, cdf ? cdf + at : nullptr);
   });
-  vector_tail(i, e, {x}, {y, cdf}, [&](const float* xt, const float*, const float*, float* yt, float* ct) {
-    gelu_vectors<1>(xt, yt, cdf ? ct : nullptr);
-  });
+  vector_tail(i, e, {x, bias, nullptr, nullptr}, {y, cdf},
+              [](const float* xt, const float* bt, const float*, const float*, float* yt, float* ct) {
+                gelu_vectors<1>(xt, bt, yt, ct);
+              });
   i = e;
 #endif
   for (; i < e; ++i) {
-    const float c = 0.5f * (1.f + std::erf(x[i] * kSqrt1_2));
-    y[i] = x[i] * c;
+    const float v = bias ? x[i] + bias[i] : x[i];
+    const float c = 0.5f * (1.f + std::erf(v * kSqrt1_2));
+    y[i] = v * c;
     if (cdf) cdf[i] = c;
   }
 }
 
-// dx = dy (Φ(x) + x φ(x)),  φ(x) = e^(−x²/2)/√(2π)   (Φ read from cdf when kept)
+// dx = dy (Φ(x̂) + x̂ φ(x̂)),  φ(x) = e^(−x²/2)/√(2π)   (Φ read from cdf when kept)
 template <int U>
-static void gelu_backward_vectors(const float* x, const float* dy, const float* cdf, float* dx) {
+static void gelu_backward_vectors(const float* x, const float* bias, const float* dy, const float* cdf, float* dx) {
 #if QKV_SIMD
-  simd::vf v[U], g[U], c[U];  // g: e^(−x²/2), then φ = g/√(2π)
-  for (int u = 0; u < U; ++u) {
-    v[u] = simd::load(x + u * kLanes);
-    g[u] = simd::mul(simd::mul(v[u], v[u]), simd::set1(-0.5f));
-  }
+  simd::vf v[U], g[U], c[U];  // g: e^(−x̂²/2), then φ = g/√(2π)
+  load_biased(x, bias, v);
+  for (int u = 0; u < U; ++u) g[u] = simd::mul(simd::mul(v[u], v[u]), simd::set1(-0.5f));
   simd::exp_n(g);
   if (cdf)
     for (int u = 0; u < U; ++u) c[u] = simd::load(cdf + u * kLanes);
@@ -147,12 +160,12 @@ static void gelu_backward_vectors(const float* x, const float* dy, const float* 
 #endif
 }
 
-// dx = dy · gelu'(x)
-static void gelu_backward_block(const float* x, const float* dy, float* dx, int64_t b, int64_t e, bool tanh_approx,
-                                const float* cdf) {
+// dx = dy · gelu'(x̂)
+static void gelu_backward_block(const float* x, const float* bias, const float* dy, float* dx, int64_t b, int64_t e,
+                                bool tanh_approx, const float* cdf) {
   if (tanh_approx) {
     for (int64_t i = b; i < e; ++i) {
-      float v = x[i];
+      const float v = bias ? x[i] + bias[i] : x[i];
       float inner = kSqrt2OverPi * (v + 0.044715f * v * v * v);
       float t = std::tanh(inner);
       float dinner = kSqrt2OverPi * (1.f + 3.f * 0.044715f * v * v);
@@ -163,26 +176,29 @@ static void gelu_backward_block(const float* x, const float* dy, float* dx, int6
   int64_t i = b;
 #if QKV_SIMD
   i = simd::by_registers(b, e, [&]<int U>(std::integral_constant<int, U>, int64_t at) {
-    gelu_backward_vectors<U>(x + at, dy + at, cdf ? cdf + at : nullptr, dx + at);
+    gelu_backward_vectors<U>(x + at, bias ? bias + at : nullptr, dy + at, cdf ? cdf + at : nullptr, dx + at);
   });
-  vector_tail(i, e, {x, dy, cdf}, {dx}, [&](const float* xt, const float* dyt, const float* ct, float* dxt,
-                                                         float*) { gelu_backward_vectors<1>(xt, dyt, cdf ? ct : nullptr, dxt); });
+  vector_tail(i, e, {x, bias, dy, cdf}, {dx, nullptr},
+              [](const float* xt, const float* bt, const float* dyt, const float* ct, float* dxt, float*) {
+                gelu_backward_vectors<1>(xt, bt, dyt, ct, dxt);
+              });
   i = e;
 #endif
   for (; i < e; ++i) {
-    float v = x[i];
+    const float v = bias ? x[i] + bias[i] : x[i];
     float c = cdf ? cdf[i] : 0.5f * (1.f + std::erf(v * kSqrt1_2));
     float pdf = kInvSqrt2Pi * std::exp(-0.5f * v * v);
     dx[i] = dy[i] * (c + v * pdf);
   }
 }
 
-// (with a bias: each block's x̂ in the thread's buffer; the block functions over [0, t − s) from it)
+// (with a bias: each block's row pieces through the block functions, each with its row's bias)
 void relu_forward(const float* x, float* y, int64_t n, const DropoutMask& drop, bf16* y16, const float* bias,
                   int64_t cols) {
   parallel_for(n, kGrain, [x, y, drop, y16, bias, cols](int64_t b, int64_t e) {
     in_blocks(b, e, [&](int64_t s, int64_t t) {
-      relu_block(biased(x, bias, cols, s, t, block_buffer()), y + s, 0, t - s);
+      by_row_pieces(bias, cols, s, t,
+                    [&](int64_t i, int64_t k, const float* bb) { relu_block(x + i, bb, y + i, 0, k - i); });
       if (drop.active()) dropout_row(y + s, y + s, t - s, drop.from(s));
       if (y16) bf16_row(y + s, y16 + s, t - s);
     });
@@ -193,7 +209,10 @@ void gelu_forward(const float* x, float* y, int64_t n, bool tanh_approx, float* 
                   bf16* y16, const float* bias, int64_t cols) {
   parallel_for(n, kGrain, [&](int64_t b, int64_t e) {
     in_blocks(b, e, [&](int64_t s, int64_t t) {
-      gelu_block(biased(x, bias, cols, s, t, block_buffer()), y + s, 0, t - s, tanh_approx, cdf ? cdf + s : nullptr);
+      by_row_pieces(bias, cols, s, t,
+                    [&](int64_t i, int64_t k, const float* bb) {
+                      gelu_block(x + i, bb, y + i, 0, k - i, tanh_approx, cdf ? cdf + i : nullptr);
+                    });
       if (drop.active()) dropout_row(y + s, y + s, t - s, drop.from(s));
       if (y16) bf16_row(y + s, y16 + s, t - s);
     });
@@ -201,22 +220,19 @@ void gelu_forward(const float* x, float* y, int64_t n, bool tanh_approx, float* 
 }
 
 // A backward over the elements [b, e) in blocks: dx = act'(x̂) · drop(dy), and its bf16 copy.
-// `grad(xs, dy, dx, s, len)`: the activation's backward block over len elements from x̂ = xs, dy + s,
-// dx + s (cdf + s). Without dbias the elements split over the threads; with it the rows go by strips
-// (kernels/cpu/column_sums.h), each group of rows added into its strip's sums while its dx is in cache
-// — the same dx (a block's result does not depend on where it starts), dbias sum_to(dx)'s bits.
+// `grad(dy, i, k, bias)`: the activation's backward block over [i, k) reading dy (dy or, dropped,
+// dx), writing dx, bias: element i's on (by_row_pieces). Without dbias the elements split over the threads; with it
+// the rows go by strips (kernels/cpu/column_sums.h), each group of rows added into its strip's sums
+// while its dx is in cache — the same dx (a block's result does not depend on where it starts),
+// dbias sum_to(dx)'s bits.
 template <class Grad>
-void backward_pass(const float* x, const float* dy, float* dx, int64_t n, const DropoutMask& drop, bf16* dx16,
-                   const float* bias, int64_t cols, float* dbias, Grad grad) {
+void backward_pass(const float* dy, float* dx, int64_t n, const DropoutMask& drop, bf16* dx16, const float* bias,
+                   int64_t cols, float* dbias, Grad grad) {
   auto range = [&](int64_t b, int64_t e) {
     in_blocks(b, e, [&](int64_t s, int64_t t) {
-      const float* xs = biased(x, bias, cols, s, t, block_buffer());
-      if (!drop.active()) {
-        grad(xs, dy + s, dx + s, s, t - s);
-      } else {
-        dropout_row(dy + s, dx + s, t - s, drop.from(s));
-        grad(xs, dx + s, dx + s, s, t - s);
-      }
+      if (drop.active()) dropout_row(dy + s, dx + s, t - s, drop.from(s));
+      const float* g = drop.active() ? dx : dy;
+      by_row_pieces(bias, cols, s, t, [&](int64_t i, int64_t k, const float* bb) { grad(g, i, k, bb); });
       if (dx16) bf16_row(dx + s, dx16 + s, t - s);
     });
   };
@@ -232,17 +248,16 @@ void backward_pass(const float* x, const float* dy, float* dx, int64_t n, const 
 
 void relu_backward(const float* x, const float* dy, float* dx, int64_t n, const DropoutMask& drop, bf16* dx16,
                    const float* bias, int64_t cols, float* dbias) {
-  backward_pass(x, dy, dx, n, drop, dx16, bias, cols, dbias,
-                [](const float* xs, const float* g, float* d, int64_t, int64_t len) {
-                  relu_backward_block(xs, g, d, 0, len);
-                });
+  backward_pass(dy, dx, n, drop, dx16, bias, cols, dbias, [x, dx](const float* g, int64_t i, int64_t k, const float* bb) {
+    relu_backward_block(x + i, bb, g + i, dx + i, 0, k - i);
+  });
 }
 
 void gelu_backward(const float* x, const float* dy, float* dx, int64_t n, bool tanh_approx, const float* cdf,
                    const DropoutMask& drop, bf16* dx16, const float* bias, int64_t cols, float* dbias) {
-  backward_pass(x, dy, dx, n, drop, dx16, bias, cols, dbias,
-                [tanh_approx, cdf](const float* xs, const float* g, float* d, int64_t s, int64_t len) {
-                  gelu_backward_block(xs, g, d, 0, len, tanh_approx, cdf ? cdf + s : nullptr);
+  backward_pass(dy, dx, n, drop, dx16, bias, cols, dbias,
+                [x, dx, tanh_approx, cdf](const float* g, int64_t i, int64_t k, const float* bb) {
+                  gelu_backward_block(x + i, bb, g + i, dx + i, 0, k - i, tanh_approx, cdf ? cdf + i : nullptr);
                 });
 }
 
