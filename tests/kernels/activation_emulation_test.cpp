@@ -217,7 +217,7 @@ TEST(ActivationKernelsEmulated, ABiasedActivationIsTheAdditionThenTheActivation)
 }
 
 // The backwards with the bias's gradient in their pass (activation.cu with dbias: column_strip_sums
-// making each element through ReluGradColumns / GeluGradColumns, then column_partials_sum): dx the
+// making each element through BiasedBackward<ReluGrad / GeluGrad>, then column_partials_sum): dx the
 // plain backward kernel's bit for bit, dbias kernels/column_strips.h's sum of that dx — on inputs
 // whose sums show their order — and so, for relu (whose dx the devices share), the CPU's dbias bit for
 // bit; the GELU's within the two devices' dx.
@@ -240,11 +240,12 @@ TEST(ActivationKernelsEmulated, TheBiasGradientInTheBackwardsPass) {
         std::vector<double> partial(static_cast<size_t>(S.strips * cols), -1.0);
         launch(dim3(static_cast<unsigned>((cols + 255) / 256), static_cast<unsigned>(S.strips)), 256, 0, [&] {
           if (a == Act::relu)
-            kc::column_strip_sums(kc::ReluGradColumns{x.data(), dy.data(), dx.data(), drop, nullptr, bias.data()}, rows,
-                                  cols, S.rows_each, partial.data());
+            kc::column_strip_sums(kc::BiasedBackward<kc::ReluGrad>{x.data(), bias.data(), dx.data(), nullptr,
+                                                                  {dy.data(), drop}},
+                                  rows, cols, S.rows_each, partial.data());
           else
-            kc::column_strip_sums(kc::GeluGradColumns{x.data(), dy.data(), dx.data(), drop, nullptr, bias.data(),
-                                                      a == Act::gelu_tanh, c},
+            kc::column_strip_sums(kc::BiasedBackward<kc::GeluGrad>{x.data(), bias.data(), dx.data(), nullptr,
+                                                                  {dy.data(), drop, a == Act::gelu_tanh, c}},
                                   rows, cols, S.rows_each, partial.data());
         });
         launch(dim3(kc::blocks_for(cols)), 256, 0,

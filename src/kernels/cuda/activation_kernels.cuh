@@ -100,30 +100,32 @@ __global__ void gelu_backward_kernel(const float* x, const float* dy, float* dx,
 }
 
 // The backwards with the bias's gradient in their pass (kernels/activation.inc's dbias): sum_kernels.cuh's
-// column_strip_sums makes each element i = r · cols + c through these — dx_i as the kernels above write
-// it (x̂ = x_i + bias[c]: the column known, no remainder) — and adds it into its column's strip.
-struct ReluGradColumns {
-  const float *x, *dy;
-  float* dx;
+// column_strip_sums makes each element i = r · cols + c through BiasedBackward — dx_i as the kernels
+// above write it (x̂ = x_i + bias[c]: the column known, no remainder) — and adds it into its column's
+// strip. `grad(x̂, i)`: act'(x̂) · drop(dy) at element i.
+struct ReluGrad {
+  const float* dy;
   DropoutMask drop;
-  bf16* dx16;
-  const float* bias;
-  __device__ float operator()(int64_t i, int64_t c) const {
-    const float g = relu_grad(x[i] + bias[c], dy, drop, i);
-    store_out(dx, dx16, i, g);
-    return g;
-  }
+  __device__ float operator()(float v, int64_t i) const { return relu_grad(v, dy, drop, i); }
 };
-struct GeluGradColumns {
-  const float *x, *dy;
-  float* dx;
+struct GeluGrad {
+  const float* dy;
   DropoutMask drop;
-  bf16* dx16;
-  const float* bias;
   bool tanh_approx;
   const float* cdf;
+  __device__ float operator()(float v, int64_t i) const {
+    return dropped(drop, dy[i], i) * gelu_slope(v, tanh_approx, cdf, i);
+  }
+};
+template <class Grad>
+struct BiasedBackward {
+  const float* x;
+  const float* bias;
+  float* dx;
+  bf16* dx16;
+  Grad grad;
   __device__ float operator()(int64_t i, int64_t c) const {
-    const float g = dropped(drop, dy[i], i) * gelu_slope(x[i] + bias[c], tanh_approx, cdf, i);
+    const float g = grad(x[i] + bias[c], i);
     store_out(dx, dx16, i, g);
     return g;
   }
