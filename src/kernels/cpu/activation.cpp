@@ -1,8 +1,8 @@
 #include "kernels/cpu/activation.h"
 
 #include <algorithm>
-#include <cmath>
 #include <array>
+#include <cmath>
 #include <vector>
 
 #include "kernels/cpu/column_sums.h"
