@@ -16,6 +16,7 @@
 #include "kernels/cpu/gemm.h"
 #include "kernels/cpu/rnn.h"
 #include "kernels/cuda/rnn_kernels.cuh"
+#include "kernels/cuda/sum_kernels.cuh"
 #include "kernels/emulated_kernels.h"
 
 namespace {
@@ -78,13 +79,14 @@ void gpu_backward(const RnnProblem& p, int64_t P, const float* w_hr, const Saved
     cpu::sgemm(false, false, B, P, G, 1.f, dhh_s, G, p.w_hh, P, 1.f, dh.data(), P);
   }
   std::copy(dh.begin(), dh.end(), dh0), std::copy(dc.begin(), dc.end(), dc0);
-  // weight_grads (its dW_hh GEMM; db_hh's column sums in row order, as column_sums adds them)
+  // weight_grads (its dW_hh GEMM; db_hh's column sums: launch_column_sums's two kernels)
   cpu::sgemm(true, false, G, P, steps * B, 1.f, dhh.data(), G, sv.h.data(), P, 0.f, dw_hh, P);
-  for (int64_t j = 0; j < G; ++j) {
-    float acc = 0.f;
-    for (int64_t r = 0; r < steps * B; ++r) acc += dhh[r * G + j];
-    db_hh[j] = acc;
-  }
+  const qkv::kernels::ColumnStrips cs = qkv::kernels::column_strips(steps * B);
+  std::vector<double> partial(static_cast<size_t>(cs.strips * G));
+  launch(dim3(static_cast<unsigned>((G + 255) / 256), static_cast<unsigned>(cs.strips)), 256, 0, [&] {
+    kc::column_strip_sums(kc::DenseColumns{dhh.data()}, steps * B, G, cs.rows_each, partial.data());
+  });
+  launch(dim3(kc::blocks_for(G)), 256, 0, [&] { kc::column_partials_sum(partial.data(), cs.strips, G, db_hh); });
   grid(steps * B * H, [&] { kc::lstm_cell_output_kernel(sv.gates.data(), sv.tanh_c.data(), steps * B, H, ms.data()); });
   cpu::sgemm(true, false, P, H, steps * B, 1.f, dhr.data(), P, ms.data(), H, 0.f, dw_hr, H);
 }

@@ -5,6 +5,7 @@
 #include <cstring>
 #include <vector>
 
+#include "kernels/cpu/column_sums.h"
 #include "kernels/cpu/gemm.h"
 #include "kernels/cpu/onednn_call.h"
 #include "kernels/cpu/vec.h"
@@ -135,11 +136,8 @@ void weight_grads(const RnnProblem& p, int64_t steps, const float* dhh, const fl
     if (rows == 0) std::fill(dw_hh, dw_hh + GH * K, 0.f);
     else sgemm(true, false, GH, K, rows, 1.f, dhh, GH, saved_h, K, 0.f, dw_hh, K);
   }
-  if (db_hh) {
-    std::fill(db_hh, db_hh + GH, 0.f);
-    for (int64_t r = 0; r < rows; ++r)
-      for (int64_t j = 0; j < GH; ++j) db_hh[j] += dhh[r * GH + j];
-  }
+  // db_hh in kernels/column_strips.h's order (the GPU's bits)
+  if (db_hh) column_sums_in_strips(rows, GH, db_hh, [dhh, GH](int64_t r0, int64_t) { return dhh + r0 * GH; });
 }
 
 }  // namespace

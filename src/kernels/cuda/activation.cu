@@ -12,10 +12,11 @@ void relu_forward(const float* x, float* y, int64_t n, const DropoutMask& drop, 
   relu_forward_kernel<<<blocks_for(n), 256, 0, stream()>>>(x, y, n, drop, y16, bias, cols);
   QKV_CUDA_LAUNCHED(relu_forward_kernel);
 }
-// (with dbias: the column strips' kernels make dx and add it up — sum_kernels.cuh's column_sums)
+// (with dbias: the column strips' kernels make dx and add it up — sum_kernels.cuh's launch_column_sums)
 void relu_backward(const float* x, const float* dy, float* dx, int64_t n, const DropoutMask& drop, bf16* dx16,
                    const float* bias, int64_t cols, float* dbias) {
-  if (dbias && cols) return column_sums(BiasedBackward<ReluGrad>{x, bias, dx, dx16, {dy, drop}}, n / cols, cols, dbias);
+  if (dbias && cols)
+    return launch_column_sums(BiasedBackward<ReluGrad>{x, bias, dx, dx16, {dy, drop}}, n / cols, cols, dbias);
   if (!n) return;
   relu_backward_kernel<<<blocks_for(n), 256, 0, stream()>>>(x, dy, dx, n, drop, dx16, bias, cols);
   QKV_CUDA_LAUNCHED(relu_backward_kernel);
@@ -29,8 +30,8 @@ void gelu_forward(const float* x, float* y, int64_t n, bool tanh_approx, float* 
 void gelu_backward(const float* x, const float* dy, float* dx, int64_t n, bool tanh_approx, const float* cdf,
                    const DropoutMask& drop, bf16* dx16, const float* bias, int64_t cols, float* dbias) {
   if (dbias && cols)
-    return column_sums(BiasedBackward<GeluGrad>{x, bias, dx, dx16, {dy, drop, tanh_approx, cdf}}, n / cols, cols,
-                       dbias);
+    return launch_column_sums(BiasedBackward<GeluGrad>{x, bias, dx, dx16, {dy, drop, tanh_approx, cdf}}, n / cols,
+                              cols, dbias);
   if (!n) return;
   gelu_backward_kernel<<<blocks_for(n), 256, 0, stream()>>>(x, dy, dx, n, tanh_approx, cdf, drop, dx16, bias, cols);
   QKV_CUDA_LAUNCHED(gelu_backward_kernel);

@@ -1,6 +1,7 @@
 // out[j] = Σ_r a[r, j] over the rows of a dense [rows, n], in row order (the CPU's order): one thread
 // a column. The norms' parameter gradients sum their strips' partials with it (layer_norm.cu,
-// rms_norm.cu), the recurrent scan its bias gradient (rnn.cu). out may be null (nothing wanted).
+// rms_norm.cu: a few rows each). out may be null (nothing wanted). (Sums over many rows — a bias's
+// gradient — go through sum_kernels.cuh's column strips.)
 #pragma once
 
 #include <cstdint>

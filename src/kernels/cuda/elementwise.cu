@@ -405,7 +405,7 @@ void sum_to(const std::vector<int64_t>& in_shape, const float* in, const std::ve
   bool leading = true;
   for (int d = kept_from; d < nd; ++d) leading = leading && !R.reduced[d];
   if (leading) {
-    column_sums(DenseColumns{in}, n_red, n_out, out);
+    launch_column_sums(DenseColumns{in}, n_red, n_out, out);
     return;
   }
   sum_to_kernel<<<blocks_for(n_out), 256, 0, stream()>>>(R, n_out, n_red, in, out);

@@ -3,12 +3,12 @@
 // state (hh = h W_hhᵀ, every row; backward dh += dhh W_hh), then one kernel for the gates, a thread
 // per (row, unit; kernels/cuda/rnn_kernels.cuh); rows past their length carry their state. The
 // projected LSTM adds a GEMM a step each way (h' = m' W_hrᵀ; dm' = dh' W_hr) and a copy kernel.
-// dW_hh (and dW_hr) is one GEMM over all steps, db_hh column sums in the CPU's order. The lengths go
-// to the device once per call.
+// dW_hh (and dW_hr) is one GEMM over all steps, db_hh column sums in kernels/column_strips.h's order
+// (the CPU's: sum_kernels.cuh's strips across the GPU). The lengths go to the device once per call.
 #include <algorithm>
 #include <vector>
 
-#include "kernels/cuda/column_sums.cuh"
+#include "kernels/cuda/sum_kernels.cuh"
 #include "kernels/cuda/kernels.h"
 #include "kernels/cuda/launch.h"
 #include "kernels/cuda/rnn_kernels.cuh"
@@ -46,10 +46,7 @@ void weight_grads(const RnnProblem& p, int64_t steps, const float* dhh, const fl
     if (rows == 0) fill_f32(dw_hh, GH * state, 0.f);
     else sgemm(true, false, GH, state, rows, 1.f, dhh, GH, saved_h, state, 0.f, dw_hh, state);
   }
-  if (db_hh && GH > 0) {
-    column_sums<<<grid_for(GH), kThreads, 0, stream()>>>(dhh, rows, GH, db_hh);  // db = Σ_r dhh[r, ·]
-    QKV_CUDA_LAUNCHED(column_sums);
-  }
+  if (db_hh) launch_column_sums(DenseColumns{dhh}, rows, GH, db_hh);  // db = Σ_r dhh[r, ·]
 }
 
 }  // namespace

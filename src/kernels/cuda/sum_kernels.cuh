@@ -35,7 +35,7 @@ __global__ void sum_partials_kernel(const double* partial, unsigned blocks, floa
 // The column sums of a dense [rows, cols] (out[c] = Σ_r a[r, c]; sum_to when the leading dims are
 // reduced onto dense trailing ones — every bias's gradient, [tokens, features] → [features] — and an
 // activation's backward that writes its bias's gradient in its own pass) in kernels/column_strips.h's
-// order (the CPU's bits), in two kernels, where one thread a column looping over every row kept
+// order (the CPU's bits), in two kernels (launch_column_sums), where one thread a column looping over every row kept
 // cols / 256 blocks of a GPU's SMs busy:
 //   column_strip_sums   grid (⌈cols/256⌉, strips), a thread a column of a strip: partial[s, c] = the
 //                       strip's rows of column c in double, in row order (a warp reads — or makes —
@@ -72,7 +72,7 @@ __global__ void column_partials_sum(const double* partial, int64_t strips, int64
 #ifndef QKV_CUDA_EMULATION
 // The two kernels on the current stream, the partials in a stream-ordered scratch: out [cols] f32
 template <class Value>
-void column_sums(Value value, int64_t rows, int64_t cols, float* out) {
+void launch_column_sums(Value value, int64_t rows, int64_t cols, float* out) {
   if (cols <= 0) return;
   cudaStream_t st = stream();
   const ColumnStrips S = column_strips(rows);
