@@ -75,7 +75,7 @@ Tensor GPT::embed(const Tensor& idx, int64_t pos0) const {
   return dropout(wte->forward(idx) + pos, config.dropout, is_training(), gen_);
 }
 
-Tensor GPT::forward(const Tensor& idx, AttentionMaps* maps) const {
+Tensor GPT::final_hidden(const Tensor& idx, AttentionMaps* maps) const {
   // the residual stream: each block's last sum is made in the next one's first LayerNorm (or LN_f)
   ResidualStream x{embed(idx, 0), Tensor()};
   for (auto& block : h) {
@@ -83,15 +83,18 @@ Tensor GPT::forward(const Tensor& idx, AttentionMaps* maps) const {
     x = block->forward_masked(x, Tensor(), /*is_causal=*/true, maps ? &w : nullptr);
     if (maps) maps->decoder_self.push_back(w);
   }
-  // logits = LN_f(x) wteᵀ
-  return linear(ln_f->forward(x), wte->weight);
+  return ln_f->forward(x);
 }
 
+// logits = LN_f(x) wteᵀ
+Tensor GPT::forward(const Tensor& idx, AttentionMaps* maps) const { return linear(final_hidden(idx, maps), wte->weight); }
+
+// cross_entropy(LN_f(x) wteᵀ, targets), without the logits
 Tensor GPT::loss(const Tensor& idx, const Tensor& targets) const {
-  Tensor logits = forward(idx);
   QKV_CHECK(targets.shape() == idx.shape(), "GPT::loss: targets ", shape_str(targets.shape()), " should match idx ",
             shape_str(idx.shape()));
-  return cross_entropy(logits.reshape({-1, config.vocab_size}), targets.reshape({-1}));
+  const Tensor x = final_hidden(idx, nullptr);  // [B, T, E]
+  return linear_cross_entropy(x.reshape({-1, config.n_embd}), wte->weight, targets.reshape({-1}));
 }
 
 Tensor GPT::forward_cached(const Tensor& idx, std::vector<KVCache>& caches) const {

@@ -267,7 +267,7 @@ Tensor Llama::head(const ResidualStream& x, bool inference) const {
   return inference ? linear_inference(h, w, head_inference) : linear(h, w);
 }
 
-Tensor Llama::forward(const Tensor& idx, AttentionMaps* maps) const {
+ResidualStream Llama::body(const Tensor& idx, AttentionMaps* maps) const {
   QKV_CHECK(idx.dim() == 2 && idx.dtype() == DType::i32, "Llama: idx must be i32 [B, T], got ", shape_str(idx.shape()));
   const int64_t T = idx.size(1);
   QKV_CHECK(T >= 1 && T <= config.block_size, "Llama: ", T, " positions exceed max_position_embeddings ",
@@ -281,14 +281,18 @@ Tensor Llama::forward(const Tensor& idx, AttentionMaps* maps) const {
     x = layer->forward(x, cos, sin, mask, /*is_causal=*/!mask.defined(), maps ? &w : nullptr);
     if (maps) maps->decoder_self.push_back(w);
   }
-  return head(x, false);
+  return x;
 }
 
+Tensor Llama::forward(const Tensor& idx, AttentionMaps* maps) const { return head(body(idx, maps), false); }
+
+// cross_entropy(RMSNorm(x) lm_headᵀ, targets), without the logits (ops/loss.h's linear_cross_entropy)
 Tensor Llama::loss(const Tensor& idx, const Tensor& targets) const {
-  Tensor logits = forward(idx);
   QKV_CHECK(targets.shape() == idx.shape(), "Llama::loss: targets ", shape_str(targets.shape()), " should match idx ",
             shape_str(idx.shape()));
-  return cross_entropy(logits.reshape({-1, config.vocab_size}), targets.reshape({-1}));
+  const Tensor h = sum_and_norm(body(idx, nullptr), norm, static_cast<float>(config.rms_norm_eps)).normalized;
+  const Tensor& w = lm_head ? lm_head->weight : embed_tokens->weight;
+  return linear_cross_entropy(h.reshape({-1, h.size(-1)}), w, targets.reshape({-1}));
 }
 
 Tensor Llama::step(const Tensor& idx, DecoderState& state) const {

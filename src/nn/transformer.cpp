@@ -214,21 +214,26 @@ Seq2SeqTransformer::Encoded Seq2SeqTransformer::encode(const Tensor& src, std::v
   return e;
 }
 
-Tensor Seq2SeqTransformer::forward(const Tensor& src, const Tensor& tgt_in, AttentionMaps* maps) const {
+Tensor Seq2SeqTransformer::decoded(const Tensor& src, const Tensor& tgt_in, AttentionMaps* maps) const {
   QKV_CHECK(src.dim() == 2 && tgt_in.dim() == 2 && src.size(0) == tgt_in.size(0), "Transformer: src ",
             shape_str(src.shape()), " and tgt ", shape_str(tgt_in.shape()), " must be [B, S] and [B, T]");
   const Encoded e = encode(src, maps ? &maps->encoder_self : nullptr);
-  Tensor h = transformer->decoder->forward_masked(embed(tgt_in, 0), e.memory, e.mask,
-                                                  maps ? &maps->decoder_self : nullptr, maps ? &maps->cross : nullptr);
-  return logits(h, false);  // logits = h Eᵀ (+ bias)
+  return transformer->decoder->forward_masked(embed(tgt_in, 0), e.memory, e.mask,
+                                              maps ? &maps->decoder_self : nullptr, maps ? &maps->cross : nullptr);
+}
+
+Tensor Seq2SeqTransformer::forward(const Tensor& src, const Tensor& tgt_in, AttentionMaps* maps) const {
+  return logits(decoded(src, tgt_in, maps), false);  // logits = h Eᵀ (+ bias)
 }
 
 Tensor Seq2SeqTransformer::loss(const Tensor& src, const Tensor& tgt_in, const Tensor& tgt_out, float eps) const {
   QKV_CHECK(tgt_out.shape() == tgt_in.shape(), "Transformer::loss: tgt_out ", shape_str(tgt_out.shape()),
             " should match tgt_in ", shape_str(tgt_in.shape()));
-  Tensor logits = forward(src, tgt_in);
-  return cross_entropy(logits.reshape({-1, config.vocab_size}), tgt_out.to(logits.device()).reshape({-1}),
-                       config.pad_id, eps);
+  // cross_entropy(h Eᵀ + b, tgt_out), without the logits (ops/loss.h's linear_cross_entropy)
+  const Tensor h = decoded(src, tgt_in, nullptr);  // [B, T, E]
+  const Tensor b = final_logits_bias.defined() ? final_logits_bias.view({config.vocab_size}) : Tensor();
+  return linear_cross_entropy(h.reshape({-1, h.size(-1)}), embedding->weight, tgt_out.to(h.device()).reshape({-1}), b,
+                              config.pad_id, eps);
 }
 
 // ---- decoding ------------------------------------------------------------------------------------

@@ -298,7 +298,7 @@ TEST(Cli, ProfileTablesEveryOpsCallsAndTimes) {
   CliRun p = run(args, "QKV_PROFILE=1 ");
   ASSERT_EQ(p.code, 0) << p.out;
   for (const char* want : {"qkv: profile (QKV_PROFILE=1)", "µs/call", "device ms", "linear (backward)",
-                           "scaled_dot_product_attention", "cross_entropy (backward)", "adam_update_", "all ops",
+                           "scaled_dot_product_attention", "linear_cross_entropy", "adam_update_", "all ops",
                            "host time outside the dispatches"})
     EXPECT_NE(p.out.find(want), std::string::npos) << want << " in " << p.out;
   CliRun c = run(args, "QKV_COUNT_OPS=1 ");

@@ -600,6 +600,34 @@ def gen_ops():
               "seq_len": torch.tensor(seq_len, dtype=torch.int32)}
     b.add("paged_attention_shared_pages", "paged_attention", {"window": 0}, inputs,
           lambda **x: paged_reference(**x, page=page, window=0, G=H // Hkv), grad_inputs=[])
+
+    # -- linear_cross_entropy: F.cross_entropy(F.linear(x, weight, bias), target) without the logits
+    # (qkv's chunks of rows: chunk_rows 0 chooses, 1, 2 and 3 leave a short last chunk)
+    lce_cases = [
+        ("mean", [7, 5], 11, True, 0.0, "mean", -100, [], 0),
+        ("mean_ls_chunks", [7, 5], 11, True, 0.1, "mean", -100, [2], 3),
+        ("sum_nobias_rows", [6, 9], 13, False, 0.0, "sum", -100, [0, 4], 1),
+        ("sum_ls_chunks", [9, 4], 6, True, 0.2, "sum", -100, [8], 2),
+        ("mean_ignore_class", [8, 6], 5, False, 0.1, "mean", 3, [], 3),
+    ]
+    for tag, (N, d), C, bias, ls, red, ign, ignored_rows, chunk in lce_cases:
+        b.seed()
+        inputs = {"x": randn(N, d), "weight": randn(C, d, scale=0.5)}
+        if bias:
+            inputs["bias"] = randn(C)
+        target = torch.randint(0, C, (N,), dtype=torch.int32)
+        for r in ignored_rows:
+            target[r] = ign
+        if ign >= 0:
+            target[0] = ign
+        inputs["target"] = target
+
+        def fn(x, weight, target, bias=None, ls=ls, red=red, ign=ign):
+            return F.cross_entropy(F.linear(x, weight, bias), target.long(), ignore_index=ign, label_smoothing=ls,
+                                   reduction=red)
+
+        b.add(f"linear_cross_entropy_{tag}", "linear_cross_entropy",
+              {"ignore_index": ign, "label_smoothing": ls, "reduction": red, "chunk_rows": chunk}, inputs, fn)
     return b.cases
 
 

@@ -526,6 +526,32 @@ std::vector<OpInfo> build() {
           return v;
         },
         {"logits"}));
+  {
+    // the output layer and its loss without the logits: chunks of 1, 2, 3 rows and the chosen one
+    OpInfo lce = entry(
+        "linear_cross_entropy",
+        [](const TensorMap& m, const json& p, Device) {
+          return one(linear_cross_entropy(in(m, "x"), in(m, "weight"), in(m, "target"), opt(m, "bias"),
+                                          i64(p, "ignore_index"), f32(p, "label_smoothing"),
+                                          p.at("reduction").get<std::string>(), i64(p, "chunk_rows")));
+        },
+        [] {
+          std::vector<Sample> v;
+          for (auto [ls, red, chunk] : {std::tuple{0.f, "mean", 0}, {0.1f, "mean", 2}, {0.1f, "sum", 3}})
+            v.push_back(S(std::string(red) + (ls > 0 ? "_ls" : "") + "_chunk" + std::to_string(chunk),
+                          {{"x", randn({5, 4}, 64)}, {"weight", randn({6, 4}, 65, 0.5f)}, {"bias", randn({6}, 66)},
+                           {"target", Tensor::from_ints({2, 5, -100, 0, 1}, {5})}},
+                          {{"ignore_index", -100}, {"label_smoothing", ls}, {"reduction", red}, {"chunk_rows", chunk}}));
+          v.push_back(gpu_only(S("gpu_chunks", {{"x", randn({37, 24}, 67)}, {"weight", randn({50, 24}, 68, 0.3f)},
+                                                {"bias", randn({50}, 69)},
+                                                {"target", Tensor::from_ints(std::vector<int32_t>(37, 7), {37})}},
+                                 {{"ignore_index", -100}, {"label_smoothing", 0.1f}, {"reduction", "mean"},
+                                  {"chunk_rows", 8}})));
+          return v;
+        },
+        {"x", "weight", "bias"});
+    t.push_back(lce);
+  }
   }
 
   // -- joins, views, indexing

@@ -42,7 +42,8 @@ class GPT : public Module {
   // idx: i32 [B, T], T ≤ block_size → logits [B, T, vocab_size]; `maps`, when given, receives
   // each block's causal self-attention weights [B, H, T, T] (maps->decoder_self).
   Tensor forward(const Tensor& idx, AttentionMaps* maps = nullptr) const;
-  // Mean next-token cross-entropy of forward(idx) against targets [B, T] (i32).
+  // Mean next-token cross-entropy of forward(idx) against targets [B, T] (i32), the head's product and
+  // the loss a chunk of rows at a time (ops/loss.h's linear_cross_entropy: never the [B·T, V] logits).
   Tensor loss(const Tensor& idx, const Tensor& targets) const;
 
   // Decoding without recomputation: idx [B, T] at positions caches[0].length …; appends to the
@@ -69,6 +70,7 @@ class GPT : public Module {
 
  private:
   Tensor embed(const Tensor& idx, int64_t pos0) const;
+  Tensor final_hidden(const Tensor& idx, AttentionMaps* maps) const;  // LN_f(x_L) [B, T, E]
   Generator* gen_;
 };
 

@@ -132,6 +132,7 @@ class Llama : public Module {
 
  private:
   Tensor head(const ResidualStream& x, bool inference) const;  // RMSNorm then the output projection
+  ResidualStream body(const Tensor& idx, AttentionMaps* maps) const;  // the layers' residual stream [B, T, E]
   Tensor sliding_mask(int64_t T, int64_t past, Device device) const;  // undefined when no window applies
   RotaryEmbedding rope_;
   Generator* gen_;

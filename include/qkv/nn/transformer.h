@@ -191,6 +191,8 @@ class Seq2SeqTransformer : public Module {
  private:
   // logits = h Eᵀ (+ final_logits_bias)
   Tensor logits(const Tensor& h, bool inference) const;
+  // The decoder's output h [B, T, E] for teacher-forced targets (forward's logits before the product)
+  Tensor decoded(const Tensor& src, const Tensor& tgt_in, AttentionMaps* maps) const;
   std::vector<Tensor> int8_weights(bool encoder) const;
   Generator* gen_;
   bool int8_encoder_ = false;
