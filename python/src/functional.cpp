@@ -79,6 +79,30 @@ void bind_functional(nb::module_& m) {
       "input"_a, "weight"_a, "bias"_a = nb::none(),
       "y = x Wᵀ + b, W: [out_features, in_features] (torch.nn.functional.linear); under qkv.autocast its\n"
       "products take bf16 operands with f32 sums.");
+  f.def(
+      "cross_entropy",
+      [](nb::handle input, nb::handle target, int64_t ignore_index, const std::string& reduction,
+         double label_smoothing) {
+        const Tensor x = to_tensor(input), y = to_tensor(target);
+        nb::gil_scoped_release release;
+        return cross_entropy(x, y, ignore_index, static_cast<float>(label_smoothing), reduction);
+      },
+      "input"_a, "target"_a, nb::kw_only(), "ignore_index"_a = -100, "reduction"_a = "mean", "label_smoothing"_a = 0.0,
+      "torch.nn.functional.cross_entropy over logits [N, C] and class targets [N] (integers): the mean over\n"
+      "the targets ≠ ignore_index, their sum, or each row's ('none'), with label smoothing.");
+  f.def(
+      "linear_cross_entropy",
+      [](nb::handle input, nb::handle weight, nb::handle target, nb::handle bias, int64_t ignore_index,
+         const std::string& reduction, double label_smoothing, int64_t chunk_rows) {
+        const Tensor x = to_tensor(input), w = to_tensor(weight), y = to_tensor(target), b = optional_tensor(bias);
+        nb::gil_scoped_release release;
+        return linear_cross_entropy(x, w, y, b, ignore_index, static_cast<float>(label_smoothing), reduction, chunk_rows);
+      },
+      "input"_a, "weight"_a, "target"_a, "bias"_a = nb::none(), nb::kw_only(), "ignore_index"_a = -100,
+      "reduction"_a = "mean", "label_smoothing"_a = 0.0, "chunk_rows"_a = 0,
+      "cross_entropy(linear(input, weight, bias), target, …) without the [N, C] logits (Liger-Kernel's fused\n"
+      "linear cross-entropy): the rows a chunk at a time, the gradients made as each chunk's logits are and\n"
+      "scaled by the loss's gradient in the backward. reduction 'mean' or 'sum'; one backward per graph.");
   f.def("matmul", [](nb::handle a, nb::handle b) {
     const Tensor x = to_tensor(a), y = to_tensor(b);
     nb::gil_scoped_release release;

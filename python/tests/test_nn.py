@@ -137,3 +137,28 @@ def test_embedding_and_layer_norm():
     e, n = load_from(qkv.nn.Embedding(10, 4, padding_idx=0), e_t), load_from(qkv.nn.LayerNorm(4), n_t)
     ids = torch.tensor([[1, 0, 9], [3, 3, 2]])
     close(n(e(ids.numpy())), n_t(e_t(ids)), "layer_norm(embedding)")
+
+
+@pytest.mark.parametrize("reduction,bias,chunk_rows", [("mean", True, 0), ("sum", False, 5), ("mean", True, 16)])
+def test_functional_linear_cross_entropy_equals_torch(reduction, bias, chunk_rows):
+    """qkv.nn.functional.linear_cross_entropy (the logits never whole) and cross_entropy against torch's
+    cross_entropy(linear(…)) in float64, forward and backward, with ignored targets and label smoothing."""
+    torch.manual_seed(3)
+    x, w, b = torch.randn(37, 12), torch.randn(300, 12) * 0.3, torch.randn(300)
+    y = torch.randint(0, 300, (37,))
+    y[[2, 20]] = -100
+    mine = [qkv.tensor(t.numpy(), requires_grad=True) for t in ((x, w, b) if bias else (x, w))]
+    theirs = [t.double().requires_grad_() for t in ((x, w, b) if bias else (x, w))]
+    loss = qkv.nn.functional.linear_cross_entropy(*mine[:2], y.numpy(), mine[2] if bias else None, reduction=reduction,
+                                                  label_smoothing=0.1, chunk_rows=chunk_rows)
+    want = torch.nn.functional.cross_entropy(torch.nn.functional.linear(*theirs), y, reduction=reduction,
+                                             label_smoothing=0.1)
+    close(loss, want, "loss")
+    (loss * 2.0).backward()
+    (want * 2.0).backward()
+    for name, m, t in zip(("x", "weight", "bias"), mine, theirs):
+        close(m.grad, t.grad, f"d {name}")
+    plain = qkv.nn.functional.cross_entropy(qkv.nn.functional.linear(x.numpy(), w.numpy()), y.numpy(), reduction="none")
+    close(plain, torch.nn.functional.cross_entropy(x.double() @ w.double().T, y, reduction="none"), "per-row losses")
+    with pytest.raises(qkv.Error, match="reduction must be mean or sum, got none"):
+        qkv.nn.functional.linear_cross_entropy(x.numpy(), w.numpy(), y.numpy(), reduction="none")

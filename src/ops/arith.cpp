@@ -54,17 +54,22 @@ Tensor sum_to(const Tensor& a, const Shape& shape) {
   return out;
 }
 
-// a += b in place (b broadcast to a), no tape: gradient accumulation.
-Tensor& add_(Tensor& a, const Tensor& b) {
-  check_f32(a, "add_");
-  check_f32(b, "add_");
-  const Device d = device_of("add_", {&a, &b});
-  QKV_CHECK(a.is_contiguous(), "add_: the tensor added to must be dense, got strides ", shape_str(a.strides()));
+// a ∘= b in place (b broadcast to a), no tape.
+template <typename F>
+Tensor& binary_op_(Tensor& a, const Tensor& b, const char* op, F f) {
+  check_f32(a, op);
+  check_f32(b, op);
+  const Device d = device_of(op, {&a, &b});
+  QKV_CHECK(a.is_contiguous(), op, ": the tensor written must be dense, got strides ", shape_str(a.strides()));
   ++a.impl().storage->writes;
-  QKV_DISPATCH("add_", d, k::binary(a.shape(), a.data(), a.data(), a.strides(), b.data(), broadcast_strides(b, a.shape()),
-                                    fn::Add{}));
+  QKV_DISPATCH(op, d, k::binary(a.shape(), a.data(), a.data(), a.strides(), b.data(), broadcast_strides(b, a.shape()), f));
   return a;
 }
+
+// a += b: gradient accumulation.
+Tensor& add_(Tensor& a, const Tensor& b) { return binary_op_(a, b, "add_", fn::Add{}); }
+// a *= b: linear_cross_entropy's gradients times the loss's gradient, a scalar on the device.
+Tensor& mul_(Tensor& a, const Tensor& b) { return binary_op_(a, b, "mul_", fn::Mul{}); }
 
 // a *= s in place, no tape.
 Tensor& mul_(Tensor& a, float s) {

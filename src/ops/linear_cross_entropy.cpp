@@ -9,6 +9,7 @@
 // divisor: the count of targets ≠ ignore_index ("mean") or 1 ("sum") — the targets' alone, so found
 // before the first chunk. The backward: dx, dW, db times the loss's gradient g (a scalar tensor).
 #include <algorithm>
+#include <memory>
 
 #include "qkv/ops/loss.h"
 
@@ -30,12 +31,24 @@ using ops_detail::device_of;
 
 namespace {
 
-// The rows a chunk takes: its logits no larger than x (N × d), and at least 2²⁰ elements.
+// The rows a chunk takes: as many as make its logits no larger than x (N × d) or 2²⁰ elements, and at
+// least 512, a multiple of 64 — each chunk's three products stream W (and dW) through once more, which
+// fewer rows do not amortize (docs/BENCHMARKS.md: at GPT-2's head, 31 rows a chunk took 2.2× the
+// unfused time; at the translation Transformer's, 128 rows 1.2×, 512 1.04×).
 int64_t rows_a_chunk(int64_t N, int64_t d, int64_t C, int64_t asked) {
-  if (asked > 0) return std::min(asked, std::max<int64_t>(N, 1));
+  const int64_t most = std::max<int64_t>(N, 1);
+  if (asked > 0) return std::min(asked, most);
   const int64_t budget = std::max<int64_t>(N * d, int64_t{1} << 20);
-  return std::clamp<int64_t>(budget / std::max<int64_t>(C, 1), 1, std::max<int64_t>(N, 1));
+  const int64_t rows = std::max<int64_t>(budget / std::max<int64_t>(C, 1), 512);
+  return std::min((rows + 63) / 64 * 64, most);
 }
+
+// The gradients the forward made, for a loss gradient of 1, until the backward scales them in place
+// and hands them over (no second copy of dW, the size of the weight).
+struct Made {
+  Tensor dx, dw, db;
+  bool handed_over = false;
+};
 
 }  // namespace
 
@@ -76,7 +89,9 @@ Tensor linear_cross_entropy(const Tensor& x, const Tensor& weight, const Tensor&
   // the divisor first: the reduction of the (still zero) losses writes it from the targets alone
   QKV_DISPATCH("linear_cross_entropy", d,
                k::cross_entropy_reduce(per_row.data(), yp, N, ignore_index, mean, out.data(), divisor.data()));
-  Tensor one, dx, dw, db;  // the gradients for a loss gradient of 1
+  Tensor one;
+  auto made = std::make_shared<Made>();  // the gradients for a loss gradient of 1
+  Tensor &dx = made->dx, &dw = made->dw, &db = made->db;
   if (grad) {
     one = Tensor::empty({1}, DType::f32, d);
     one.fill_(1.f);
@@ -134,10 +149,14 @@ Tensor linear_cross_entropy(const Tensor& x, const Tensor& weight, const Tensor&
   }
   QKV_DISPATCH("linear_cross_entropy", d,
                k::cross_entropy_reduce(per_row.data(), yp, N, ignore_index, mean, out.data(), divisor.data()));
-  return record(out, "linear_cross_entropy", {x, weight, target, bias}, [dx, dw, db](const Tensor& g) {
-    // g: the loss's gradient, a scalar on the loss's device
-    return std::vector<Tensor>{dx.defined() ? mul(dx, g) : Tensor(), dw.defined() ? mul(dw, g) : Tensor(), Tensor(),
-                               db.defined() ? mul(db, g) : Tensor()};
+  return record(out, "linear_cross_entropy", {x, weight, target, bias}, [made](const Tensor& g) {
+    // dx, dW, db times g, the loss's gradient (a scalar on its device), in place, then handed over
+    QKV_CHECK(!made->handed_over, "linear_cross_entropy: a second backward through it (retain_graph): its gradients, "
+              "made in the forward, went to the first; cross_entropy(linear(x, weight, bias), …) keeps what it needs");
+    made->handed_over = true;
+    for (Tensor* t : {&made->dx, &made->dw, &made->db})
+      if (t->defined()) mul_(*t, g);
+    return std::vector<Tensor>{std::move(made->dx), std::move(made->dw), Tensor(), std::move(made->db)};
   });
 }
 

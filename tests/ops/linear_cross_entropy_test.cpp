@@ -77,18 +77,19 @@ TEST(LinearCrossEntropy, TheLossGradientScalesTheGradients) {
   EXPECT_LT(testing::rel_error(got.dw, want.dw), 1e-5);
 }
 
-// The logits are never whole: at 2,048 rows × 8,000 classes (65 MB of them, as much again for their
-// gradient) the live bytes peak near a chunk's (2²⁰ floats) and the gradients'.
+// The logits are never whole: at 4,096 rows × 8,000 classes (131 MB of them, as much again for their
+// gradient) the live bytes peak near a chunk's (512 rows: 16 MB) and the gradients' (no second copy of
+// dW: the backward scales the forward's in place).
 TEST(LinearCrossEntropy, TheLogitsAreNeverWhole) {
-  const int64_t N = 2048, d = 64, C = 8000;
+  const int64_t N = 4096, d = 64, C = 8000;
   Tensor x = testing::param({N, d}, 44), w = testing::param({C, d}, 45, 0.1f);
   const Tensor y = Tensor::from_ints(targets(N, C), {N});
-  const int64_t logits_bytes = N * C * 4, inputs = peak_allocated_bytes();
+  const int64_t logits_bytes = N * C * 4, inputs = allocated_bytes();
   reset_peak_bytes();
   linear_cross_entropy(x, w, y).backward();
   const int64_t peak = peak_allocated_bytes() - inputs;
-  // x, W, their gradients (the forward's and the backward's scaled copies), a chunk of 2²⁰ floats
-  const int64_t expected = 2 * (N * d + C * d) * 4 * 2 + (int64_t{1} << 20) * 4;
+  // the gradients of x and W, a chunk's logits
+  const int64_t expected = (N * d + C * d) * 4 + 512 * C * 4;
   EXPECT_LT(peak, logits_bytes / 4) << peak;
   EXPECT_LT(peak, expected + (int64_t{1} << 20)) << peak;
 }
@@ -115,6 +116,18 @@ TEST(LinearCrossEntropy, EveryRowIgnoredAndNoRows) {
     for (const Tensor& g : {x.grad(), w.grad(), b.grad()})
       for (float v : g.to_vector()) EXPECT_EQ(v, 0.f) << "N " << N;
   }
+}
+
+// The gradients the forward made go to the first backward (scaled in place: no second copy of dW); a
+// second one through the same graph is an error, not gradients scaled twice.
+TEST(LinearCrossEntropy, ASecondBackwardIsRefused) {
+  Tensor x = testing::param({6, 4}, 55), w = testing::param({5, 4}, 56);
+  const Tensor loss = mul(linear_cross_entropy(x, w, Tensor::from_ints({0, 1, 4, 2, 3, 1}, {6})), 3.f);
+  autograd::backward(loss, Tensor(), /*retain_graph=*/true);
+  const std::vector<float> first = w.grad().to_vector();
+  const std::string e = testing::error_of([&] { autograd::backward(loss, Tensor(), true); });
+  EXPECT_NE(e.find("linear_cross_entropy: a second backward through it (retain_graph)"), std::string::npos) << e;
+  EXPECT_EQ(w.grad().to_vector(), first);
 }
 
 TEST(LinearCrossEntropy, RefusesWhatItCannotDo) {

@@ -25,8 +25,9 @@ Tensor sqrt(const Tensor& a);
 // Sum / mean over `dims` (all when empty), keeping them as size 1 when keepdim.
 Tensor sum(const Tensor& a, const std::vector<int64_t>& dims = {}, bool keepdim = false);
 Tensor mean(const Tensor& a, const std::vector<int64_t>& dims = {}, bool keepdim = false);
-// In place, no tape (gradient accumulation, clipping): a += b (b broadcast to a), a *= s.
+// In place, no tape (gradient accumulation, clipping): a += b, a *= b (b broadcast to a), a *= s.
 Tensor& add_(Tensor& a, const Tensor& b);
+Tensor& mul_(Tensor& a, const Tensor& b);
 Tensor& mul_(Tensor& a, float s);
 // Σ a², accumulated in double and returned to the host (a gradient's squared norm).
 double sum_of_squares(const Tensor& a);

@@ -11,6 +11,8 @@ gelu = _f.gelu
 matmul = _f.matmul
 linear = _f.linear
 multi_head_attention = _f.multi_head_attention
+cross_entropy = _f.cross_entropy
+linear_cross_entropy = _f.linear_cross_entropy
 
 __all__ = ["scaled_dot_product_attention", "scaled_dot_product_attention_with_weights", "softmax", "log_softmax",
-           "relu", "gelu", "matmul", "linear", "multi_head_attention"]
+           "relu", "gelu", "matmul", "linear", "multi_head_attention", "cross_entropy", "linear_cross_entropy"]
