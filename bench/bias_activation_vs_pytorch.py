@@ -23,6 +23,8 @@ import subprocess
 import sys
 import time
 
+import gbench  # qkv's side: its Google Benchmark program's medians
+
 SHAPES = [(8192, 384, 1536), (2048, 768, 3072)]
 HERE = os.path.dirname(os.path.abspath(__file__))
 
@@ -63,16 +65,10 @@ def torch_worker(threads, repeats):
 
 
 def qkv_run(bench, threads, repeats):
-    env = dict(os.environ, OMP_NUM_THREADS=str(threads), OMP_WAIT_POLICY="PASSIVE")
-    r = subprocess.run([bench, f"--benchmark_repetitions={repeats}", "--benchmark_report_aggregates_only=true",
-                        "--benchmark_filter=^bm/", "--benchmark_format=json"], env=env, capture_output=True, text=True,
-                       check=True)
     out = {}
-    for b in json.loads(r.stdout)["benchmarks"]:
-        if b.get("aggregate_name") != "median":
-            continue
+    for name, b in gbench.medians(bench, threads, repeats, args=["--benchmark_filter=^bm/"]).items():
         # bm/bias_in_activation_forward_backward/8192/384/1536/real_time
-        _, form, rows, d, hidden = b["run_name"].split("/")[:5]
+        _, form, rows, d, hidden = name.split("/")[:5]
         fused = form.startswith("bias_in_activation")
         kind = "fwd+bwd" if "backward" in form else "fwd"
         out[f"{rows}x{d}x{hidden}/{kind}/{'fused' if fused else 'gemm'}"] = b["real_time"]

@@ -26,6 +26,9 @@ import subprocess
 import sys
 import time
 
+import bench_progress  # a bar over the measurements, on stderr
+import gbench  # qkv's side: its Google Benchmark program's medians
+
 SHAPES = [(2048, 768, 50257), (4096, 512, 8000)]
 HERE = os.path.dirname(os.path.abspath(__file__))
 
@@ -62,14 +65,9 @@ def torch_worker(threads, repeats, shape):
 
 
 def qkv_run(bench, threads, repeats):
-    env = dict(os.environ, OMP_NUM_THREADS=str(threads), OMP_WAIT_POLICY="PASSIVE")
-    r = subprocess.run([bench, f"--benchmark_repetitions={repeats}", "--benchmark_report_aggregates_only=true",
-                        "--benchmark_format=json"], env=env, capture_output=True, text=True, check=True)
     out = {}
-    for b in json.loads(r.stdout)["benchmarks"]:
-        if b.get("aggregate_name") != "median":
-            continue
-        _, form, N, d, V = b["run_name"].split("/")[:5]  # bm/fused/2048/768/50257/real_time
+    for name, b in gbench.medians(bench, threads, repeats).items():
+        _, form, N, d, V = name.split("/")[:5]  # bm/fused/2048/768/50257/real_time
         out[f"{N}x{d}x{V}/{form}"] = b["real_time"]
         out[f"{N}x{d}x{V}/{form}/peak_MB"] = b["peak_MB"]
     return out
@@ -100,26 +98,35 @@ def main():
         return
     env = dict(os.environ, OMP_WAIT_POLICY="PASSIVE", OMP_NUM_THREADS=str(a.threads))
     qkv_runs, torch_runs = [], []
-    for _ in range(a.runs):
-        qkv_runs.append(qkv_run(a.bench, a.threads, 3))
-        r = subprocess.run([a.torch_python, __file__, "--worker", "--threads", str(a.threads), "--repeats",
-                            str(a.repeats)], env=env, capture_output=True, text=True, check=True)
+    bench_progress.start(2 * a.runs + 3 * len(SHAPES), "linear_cross_entropy")
+    for run in range(a.runs):
+        with bench_progress.measuring(f"qkv, run {run + 1}"):
+            qkv_runs.append(qkv_run(a.bench, a.threads, 3))
+        with bench_progress.measuring(f"PyTorch, run {run + 1}"):
+            r = subprocess.run([a.torch_python, __file__, "--worker", "--threads", str(a.threads), "--repeats",
+                                str(a.repeats)], env=env, capture_output=True, text=True, check=True)
         torch_runs.append(json.loads(r.stdout))
     med = lambda runs, k: statistics.median(run[k] for run in runs)
-    print(f"cross_entropy(x Wᵀ, y) forward + backward, f32, {a.threads} threads; PyTorch {torch_runs[0]['version']}; "
-          f"medians of {a.runs} alternated runs (ms; peak RSS in MB, a process a form)")
-    print(f"{'N x d x V':>18} {'unfused':>9} {'fused':>9} {'PyTorch':>9} {'unf./fused':>11} {'PyTorch/fused':>14} "
-          f"{'tensors MB unf./fused':>22} {'RSS MB unf./fused/PyTorch':>26}")
+    bench_progress.write(f"cross_entropy(x Wᵀ, y) forward + backward, f32, {a.threads} threads; PyTorch "
+                         f"{torch_runs[0]['version']}; medians of {a.runs} alternated runs (ms; peak RSS in MB, a "
+                         "process a form)")
+    bench_progress.write(f"{'N x d x V':>18} {'unfused':>9} {'fused':>9} {'PyTorch':>9} {'unf./fused':>11} "
+                         f"{'PyTorch/fused':>14} {'tensors MB unf./fused':>22} {'RSS MB unf./fused/PyTorch':>26}")
     for N, d, V in SHAPES:
         key = f"{N}x{d}x{V}"
         u, f, t = med(qkv_runs, f"{key}/unfused"), med(qkv_runs, f"{key}/fused"), med(torch_runs, key)
         pu, pf = qkv_runs[0][f"{key}/unfused/peak_MB"], qkv_runs[0][f"{key}/fused/peak_MB"]
-        rss = [peak_rss_mb([a.bench, f"--benchmark_filter=^bm/{form}/{N}/{d}/{V}/", "--benchmark_min_time=0"], env)
-               for form in ("unfused", "fused")]
-        rss.append(peak_rss_mb([a.torch_python, __file__, "--worker", "--threads", str(a.threads), "--repeats", "1",
-                                "--shape", key], env))
-        print(f"{key:>18} {u:>9.1f} {f:>9.1f} {t:>9.1f} {u / f:>10.2f}x {t / f:>13.2f}x {pu:>10.0f} / {pf:>8.0f} "
-              f"{rss[0]:>9.0f} / {rss[1]:>6.0f} / {rss[2]:>6.0f}")
+        rss = []
+        for form in ("unfused", "fused"):
+            with bench_progress.measuring(f"qkv {form} {key}, its resident set"):
+                rss.append(peak_rss_mb([a.bench, f"--benchmark_filter=^bm/{form}/{N}/{d}/{V}/",
+                                        "--benchmark_min_time=0"], env))
+        with bench_progress.measuring(f"PyTorch {key}, its resident set"):
+            rss.append(peak_rss_mb([a.torch_python, __file__, "--worker", "--threads", str(a.threads), "--repeats", "1",
+                                    "--shape", key], env))
+        bench_progress.write(f"{key:>18} {u:>9.1f} {f:>9.1f} {t:>9.1f} {u / f:>10.2f}x {t / f:>13.2f}x "
+                             f"{pu:>10.0f} / {pf:>8.0f} {rss[0]:>9.0f} / {rss[1]:>6.0f} / {rss[2]:>6.0f}")
+    bench_progress.close()
 
 
 if __name__ == "__main__":

@@ -23,6 +23,8 @@ import subprocess
 import sys
 import time
 
+import gbench  # qkv's side: its Google Benchmark program's medians
+
 VOCAB = 50257
 CASES = [(0, 1.0, False), (50, 1.0, False), (0, 0.9, False), (50, 0.95, False), (50, 0.95, True)]  # (top_k, top_p, penalties)
 ROWS = [1, 32]
@@ -84,14 +86,9 @@ def torch_worker(threads, repeats):
 
 
 def qkv_run(bench, threads, repeats):
-    env = dict(os.environ, OMP_NUM_THREADS=str(threads), OMP_WAIT_POLICY="PASSIVE")
-    r = subprocess.run([bench, f"--benchmark_repetitions={repeats}", "--benchmark_report_aggregates_only=true",
-                        "--benchmark_format=json"], env=env, capture_output=True, text=True, check=True)
     out = {}
-    for b in json.loads(r.stdout)["benchmarks"]:
-        if b.get("aggregate_name") != "median":
-            continue
-        _, form, rows, case = b["run_name"].split("/")[:4]  # bm/sample_rows/32/2/real_time
+    for name, b in gbench.medians(bench, threads, repeats).items():
+        _, form, rows, case = name.split("/")[:4]  # bm/sample_rows/32/2/real_time
         out[f"{rows}/{case}/{form}"] = b["real_time"]
     return out
 

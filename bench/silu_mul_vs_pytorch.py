@@ -25,6 +25,8 @@ import subprocess
 import sys
 import time
 
+import gbench  # qkv's side: its Google Benchmark program's medians
+
 SHAPES = [(512, 4864), (64, 11008)]
 HERE = os.path.dirname(os.path.abspath(__file__))
 
@@ -65,17 +67,10 @@ def torch_worker(threads, repeats):
 
 
 def qkv_run(bench, threads, repeats, budget=True):
-    env = dict(os.environ, OMP_NUM_THREADS=str(threads), OMP_WAIT_POLICY="PASSIVE")
-    if not budget:
-        env["QKV_THREAD_BUDGET"] = "off"
-    r = subprocess.run([bench, f"--benchmark_repetitions={repeats}", "--benchmark_report_aggregates_only=true",
-                        "--benchmark_format=json"], env=env, capture_output=True, text=True, check=True)
-    out = {}
-    for b in json.loads(r.stdout)["benchmarks"]:
-        if b.get("aggregate_name") != "median":
-            continue
+    out, env = {}, None if budget else {"QKV_THREAD_BUDGET": "off"}
+    for name, b in gbench.medians(bench, threads, repeats, env=env).items():
         # bm/silu_mul_forward_backward/512/4864/real_time
-        _, form, rows, n = b["run_name"].split("/")[:4]
+        _, form, rows, n = name.split("/")[:4]
         fused = form.startswith("silu_mul")
         kind = "fwd+bwd" if "backward" in form else "fwd"
         out[f"{rows}x{n}/{kind}/{'silu_mul' if fused else 'composed'}"] = b["real_time"]
