@@ -31,14 +31,14 @@ using ops_detail::device_of;
 
 namespace {
 
-// The rows a chunk takes: as many as make its logits no larger than x (N × d) or 2²⁰ elements, and at
-// least 512, a multiple of 64 — each chunk's three products stream W (and dW) through once more, which
-// fewer rows do not amortize (docs/BENCHMARKS.md: at GPT-2's head, 31 rows a chunk took 2.2× the
-// unfused time; at the translation Transformer's, 128 rows 1.2×, 512 1.04×).
+// The rows a chunk takes: as many as make its logits no larger than x (N × d) or 2²³ elements (32 MB),
+// and at least 512, a multiple of 64 — each chunk's three products stream W (and dW) through once more,
+// which fewer rows do not amortize (docs/BENCHMARKS.md: at GPT-2's head, 31 rows a chunk took 2.2× the
+// unfused time; at the translation Transformer's, 128 rows 1.2×, 512 1.04×, 1,024 1.0×).
 int64_t rows_a_chunk(int64_t N, int64_t d, int64_t C, int64_t asked) {
   const int64_t most = std::max<int64_t>(N, 1);
   if (asked > 0) return std::min(asked, most);
-  const int64_t budget = std::max<int64_t>(N * d, int64_t{1} << 20);
+  const int64_t budget = std::max<int64_t>(N * d, int64_t{1} << 23);
   const int64_t rows = std::max<int64_t>(budget / std::max<int64_t>(C, 1), 512);
   return std::min((rows + 63) / 64 * 64, most);
 }

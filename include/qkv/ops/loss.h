@@ -19,7 +19,7 @@ Tensor cross_entropy(const Tensor& logits, const Tensor& target, int64_t ignore_
 //   linear_cross_entropy(x [N, d], weight [C, d], target i32 [N], bias [C] or undefined, …)
 //     = cross_entropy(linear(x, weight, bias), target, ignore_index, label_smoothing, reduction)
 // for reduction "mean" or "sum". The rows go through in chunks of `chunk_rows` (0: as many as make
-// logits no larger than x or 2²⁰ elements, at least 512): a chunk's logits give its rows' losses and —
+// logits no larger than x or 2²³ elements, at least 512): a chunk's logits give its rows' losses and —
 // where a gradient is wanted — at once their gradient for a loss gradient of 1, dx's rows = dlogits W,
 // dW += dlogitsᵀ x, db += Σ_rows dlogits, the chunk's logits then overwritten by the next one's. The
 // backward multiplies dx, dW, db by the loss's gradient (a scalar: "none" is refused, its per-row
