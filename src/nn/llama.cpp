@@ -261,10 +261,15 @@ Tensor Llama::sliding_mask(int64_t T, int64_t past, Device device) const {
 }
 
 // logits = RMSNorm(x) Wᵀ, W = lm_head's weight or (tied) embed_tokens'; x's pending sum made in the norm's pass
+Tensor Llama::final_norm(const ResidualStream& x) const {
+  return sum_and_norm(x, norm, static_cast<float>(config.rms_norm_eps)).normalized;
+}
+
+const Tensor& Llama::output_weight() const { return lm_head ? lm_head->weight : embed_tokens->weight; }
+
 Tensor Llama::head(const ResidualStream& x, bool inference) const {
-  const Tensor h = sum_and_norm(x, norm, static_cast<float>(config.rms_norm_eps)).normalized;
-  const Tensor& w = lm_head ? lm_head->weight : embed_tokens->weight;
-  return inference ? linear_inference(h, w, head_inference) : linear(h, w);
+  const Tensor h = final_norm(x);
+  return inference ? linear_inference(h, output_weight(), head_inference) : linear(h, output_weight());
 }
 
 ResidualStream Llama::body(const Tensor& idx, AttentionMaps* maps) const {
@@ -290,9 +295,8 @@ Tensor Llama::forward(const Tensor& idx, AttentionMaps* maps) const { return hea
 Tensor Llama::loss(const Tensor& idx, const Tensor& targets) const {
   QKV_CHECK(targets.shape() == idx.shape(), "Llama::loss: targets ", shape_str(targets.shape()), " should match idx ",
             shape_str(idx.shape()));
-  const Tensor h = sum_and_norm(body(idx, nullptr), norm, static_cast<float>(config.rms_norm_eps)).normalized;
-  const Tensor& w = lm_head ? lm_head->weight : embed_tokens->weight;
-  return linear_cross_entropy(h.reshape({-1, h.size(-1)}), w, targets.reshape({-1}));
+  const Tensor h = final_norm(body(idx, nullptr));  // [B, T, E]
+  return linear_cross_entropy(h.reshape({-1, h.size(-1)}), output_weight(), targets.reshape({-1}));
 }
 
 Tensor Llama::step(const Tensor& idx, DecoderState& state) const {
@@ -347,7 +351,7 @@ Tensor Llama::step_paged(const Tensor& ids, const PagedStep& step, PagedKVCache&
 
 void Llama::set_inference_weights(InferenceWeights weights) {
   for (auto& layer : layers) layer->set_inference_weights(weights);
-  head_inference = InferenceWeight(lm_head ? lm_head->weight : embed_tokens->weight, weights);
+  head_inference = InferenceWeight(output_weight(), weights);
 }
 
 }  // namespace qkv::nn

@@ -109,6 +109,8 @@ class Llama : public Module {
 
   // idx i32 [B, T], T ≤ block_size → logits [B, T, vocab_size]; maps->decoder_self gets [B, H, T, T] per layer.
   Tensor forward(const Tensor& idx, AttentionMaps* maps = nullptr) const;
+  // Mean next-token cross-entropy against targets [B, T], the head's product and the loss a chunk of
+  // rows at a time (ops/loss.h's linear_cross_entropy: never the [B·T, V] logits).
   Tensor loss(const Tensor& idx, const Tensor& targets) const;
 
   using DecoderState = KVCacheState;  // one KV cache per layer
@@ -132,6 +134,8 @@ class Llama : public Module {
 
  private:
   Tensor head(const ResidualStream& x, bool inference) const;  // RMSNorm then the output projection
+  Tensor final_norm(const ResidualStream& x) const;              // the RMSNorm of the layers' last sum
+  const Tensor& output_weight() const;                           // lm_head's, or embed_tokens' where tied
   ResidualStream body(const Tensor& idx, AttentionMaps* maps) const;  // the layers' residual stream [B, T, E]
   Tensor sliding_mask(int64_t T, int64_t past, Device device) const;  // undefined when no window applies
   RotaryEmbedding rope_;

@@ -138,7 +138,8 @@ class Seq2SeqTransformer : public Module {
   // src i32 [B, S], tgt_in i32 [B, T] (BOS y₁ … y_{T−1}, padded with pad_id) → logits [B, T, V].
   Tensor forward(const Tensor& src, const Tensor& tgt_in, AttentionMaps* maps = nullptr) const;
   // Mean cross-entropy (label smoothing ε) of forward(src, tgt_in) against tgt_out [B, T] (y₁ … EOS),
-  // padding positions ignored.
+  // padding positions ignored; the output product and the loss a chunk of rows at a time (ops/loss.h's
+  // linear_cross_entropy: never the [B·T, V] logits).
   Tensor loss(const Tensor& src, const Tensor& tgt_in, const Tensor& tgt_out, float label_smoothing = 0.f) const;
 
   // The encoder alone: memory [B, S, d_model] and the source mask it was computed with, [B, 1, 1, S]
