@@ -938,6 +938,22 @@ PY_CASES = [
     ("evaluate_translations-mismatch", "qkv.evaluate_translations(['a', 'b'], [['a']], sources=['a'], group=True)", "exc"),
     ("evaluate_translations-surrogate", "qkv.evaluate_translations(['\\ud800'], [['a']])", "exc"),
     ("evaluate_translations-empty", "qkv.evaluate_translations([], [[]])", "any"),
+    ('linear_cross_entropy-target-2^40', "F = qkv.nn.functional\nF.linear_cross_entropy(qkv.zeros([2, 4]), qkv.zeros([5, 4]), [0, 2**40])", 'exc'),
+    ('linear_cross_entropy-target-out-of-range', "F = qkv.nn.functional\nF.linear_cross_entropy(qkv.zeros([2, 4]), qkv.zeros([5, 4]), [0, 5])", 'exc'),
+    ('linear_cross_entropy-target-negative', "F = qkv.nn.functional\nF.linear_cross_entropy(qkv.zeros([2, 4]), qkv.zeros([5, 4]), [-7, 1])", 'exc'),
+    ('linear_cross_entropy-target-str', "F = qkv.nn.functional\nF.linear_cross_entropy(qkv.zeros([2, 4]), qkv.zeros([5, 4]), 'ab')", 'exc'),
+    ('linear_cross_entropy-chunk--1', "F = qkv.nn.functional\nF.linear_cross_entropy(qkv.zeros([2, 4]), qkv.zeros([5, 4]), [0, 1], chunk_rows=-1)", 'exc'),
+    ('linear_cross_entropy-chunk-2^63', "F = qkv.nn.functional\nF.linear_cross_entropy(qkv.zeros([2, 4]), qkv.zeros([5, 4]), [0, 1], chunk_rows=2**63)", 'exc'),
+    ('linear_cross_entropy-chunk-2^62', "F = qkv.nn.functional\nF.linear_cross_entropy(qkv.zeros([2, 4]), qkv.zeros([5, 4]), [0, 1], chunk_rows=2**62)", 'any'),
+    ('linear_cross_entropy-reduction-none', "F = qkv.nn.functional\nF.linear_cross_entropy(qkv.zeros([2, 4]), qkv.zeros([5, 4]), [0, 1], reduction='none')", 'exc'),
+    ('linear_cross_entropy-smoothing-nan', "F = qkv.nn.functional\nF.linear_cross_entropy(qkv.zeros([2, 4]), qkv.zeros([5, 4]), [0, 1], label_smoothing=float('nan'))", 'exc'),
+    ('linear_cross_entropy-weight-mismatch', "F = qkv.nn.functional\nF.linear_cross_entropy(qkv.zeros([2, 4]), qkv.zeros([5, 3]), [0, 1])", 'exc'),
+    ('linear_cross_entropy-bias-mismatch', "F = qkv.nn.functional\nF.linear_cross_entropy(qkv.zeros([2, 4]), qkv.zeros([5, 4]), [0, 1], qkv.zeros([4]))", 'exc'),
+    ('linear_cross_entropy-x-3d', "F = qkv.nn.functional\nF.linear_cross_entropy(qkv.zeros([2, 2, 4]), qkv.zeros([5, 4]), [0, 1])", 'exc'),
+    ('linear_cross_entropy-no-rows', "F = qkv.nn.functional\nimport numpy as np\nF.linear_cross_entropy(qkv.zeros([0, 4]), qkv.zeros([5, 4]), np.zeros(0, np.int32))", 'any'),
+    ('linear_cross_entropy-nan-x', "F = qkv.nn.functional\nF.linear_cross_entropy(qkv.tensor([[float('nan')] * 4]), qkv.zeros([5, 4]), [1])", 'any'),
+    ('cross_entropy-target-float', "F = qkv.nn.functional\nF.cross_entropy(qkv.zeros([2, 5]), qkv.zeros([2]))", 'exc'),
+    ('cross_entropy-reduction-bogus', "F = qkv.nn.functional\nF.cross_entropy(qkv.zeros([2, 5]), [0, 1], reduction='avg')", 'exc'),
 ]
 
 PY_TRAIN = [
