@@ -637,8 +637,11 @@ struct BackwardWarpgroup {
     wgmma_commit();
   }
 
-  // dK_w += dS'ᵀ Q_i (as dV, B = Q_i N-major), issued and committed as one group; then, under the
-  // product, dS' → shared memory [row][key] (dS: [2][64][64], column block wg: the warpgroup's keys)
+  // dS' → shared memory [row][key] (dS: [2][64][64], column block wg: the warpgroup's keys), then
+  // dK_w += dS'ᵀ Q_i (as dV, B = Q_i N-major), issued and committed as one group. The stores come
+  // first: a wgmma's A registers may not be read until a wait_group retires it (PTX ISA,
+  // wgmma.wait_group: "undefined behavior"; FlashAttention-3's backward stores dS before its dK product).
+  // The emulation reads A at the issue and cannot tell the orders apart.
   __device__ void issue_keys_gradient(float (&dKf)[D / 2], const float (&dp)[kBwdRows / 8][4],
                                       const unsigned char* Q, unsigned char* dS) const {
     uint32_t da[kBwdRows / 16][4];
@@ -650,12 +653,6 @@ struct BackwardWarpgroup {
       da[kk][2] = pack2<T>(dp[n1][0], dp[n1][1]);
       da[kk][3] = pack2<T>(dp[n1][2], dp[n1][3]);
     }
-    fence_registers(dKf);
-    wgmma_fence();
-#pragma unroll
-    for (int kk = 0; kk < kBwdRows / 16; ++kk)
-      wgmma_rs<T, D, 1>(dKf, da[kk], smem_descriptor_mn(Q + kk * 2048, kBwdRows * 128));
-    wgmma_commit();
 #pragma unroll
     for (int kk = 0; kk < kBwdRows / 16; ++kk)
 #pragma unroll
@@ -664,6 +661,12 @@ struct BackwardWarpgroup {
         const uint16_t bits = static_cast<uint16_t>(da[kk][e / 2] >> (16 * (e % 2)));
         *reinterpret_cast<uint16_t*>(dS + wg * kBwdRows * 128 + swizzled(r, c / 8) + (c % 8) * 2) = bits;
       }
+    fence_registers(dKf);
+    wgmma_fence();
+#pragma unroll
+    for (int kk = 0; kk < kBwdRows / 16; ++kk)
+      wgmma_rs<T, D, 1>(dKf, da[kk], smem_descriptor_mn(Q + kk * 2048, kBwdRows * 128));
+    wgmma_commit();
   }
 
   // dQ_i[:, wg·D/2 …] = dS' K over the block's 128 keys: A = dS' (64 rows), B = K ([D/64][128][64]) read
