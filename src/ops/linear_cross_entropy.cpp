@@ -84,7 +84,7 @@ Tensor linear_cross_entropy(const Tensor& x, const Tensor& weight, const Tensor&
   const bool mean = reduction == "mean", grad = needs_grad({x, weight, bias});
   const bool gx = grad && x.requires_grad(), gw = grad && weight.requires_grad(),
              gb = grad && bias.defined() && bias.requires_grad();
-  Tensor lse = Tensor::empty({N}, DType::f32, d), per_row = Tensor::zeros({N}, DType::f32, d);
+  Tensor per_row = Tensor::zeros({N}, DType::f32, d);
   Tensor out = Tensor::empty({}, DType::f32, d), divisor = Tensor::empty({1}, DType::f32, d);
   // the divisor first: the reduction of the (still zero) losses writes it from the targets alone
   QKV_DISPATCH("linear_cross_entropy", d,
@@ -103,6 +103,7 @@ Tensor linear_cross_entropy(const Tensor& x, const Tensor& weight, const Tensor&
 
   const int64_t rows = rows_a_chunk(N, K, C, chunk_rows);
   Tensor logits = Tensor::empty({rows, C}, DType::f32, d);                              // [rows, C]
+  Tensor lse = Tensor::empty({rows}, DType::f32, d);                                    // the chunk's rows'
   Tensor logits16 = grad && in_bf16 ? Tensor::empty({rows, C}, DType::bf16, d) : Tensor();  // dlogits' bf16 copy
   float* lg = logits.data();
   for (int64_t r0 = 0; r0 < N; r0 += rows) {
@@ -117,12 +118,12 @@ Tensor linear_cross_entropy(const Tensor& x, const Tensor& weight, const Tensor&
       QKV_DISPATCH("linear_cross_entropy", d,
                    k::sgemm(false, true, n, C, K, 1.f, xc.data() + r0 * K, K, w.data(), K, beta, lg, C));
     QKV_DISPATCH("linear_cross_entropy", d, k::cross_entropy_forward(lg, yp + r0, n, C, label_smoothing, ignore_index,
-                                                                     lse.data() + r0, per_row.data() + r0));
+                                                                     lse.data(), per_row.data() + r0));
     if (!grad) continue;
     // dlogits_c over logits_c (and its bf16 copy, for the products under bf16)
     bf16* lg16 = logits16.defined() ? logits16.data<bf16>() : nullptr;
     QKV_DISPATCH("linear_cross_entropy", d,
-                 k::cross_entropy_backward(lg, yp + r0, lse.data() + r0, one.data(), 0, divisor.data(), n, C,
+                 k::cross_entropy_backward(lg, yp + r0, lse.data(), one.data(), 0, divisor.data(), n, C,
                                            label_smoothing, ignore_index, lg, lg16));
     if (gx) {  // dx_c = dlogits_c W   [n, K]
       if (in_bf16)
@@ -143,8 +144,11 @@ Tensor linear_cross_entropy(const Tensor& x, const Tensor& weight, const Tensor&
     }
     if (gb) {  // db += Σ_rows dlogits_c   [C]
       NoGradGuard no_grad;
-      const Tensor sum = sum_to(logits.slice(0, 0, n), {C});
-      db = r0 == 0 ? sum : add(db, sum);
+      Tensor sum = sum_to(logits.slice(0, 0, n), {C});
+      if (r0 == 0)
+        db = std::move(sum);
+      else
+        add_(db, sum);
     }
   }
   QKV_DISPATCH("linear_cross_entropy", d,
