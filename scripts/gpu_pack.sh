@@ -28,8 +28,9 @@ rm -rf .gpu/stage
 cat > .gpu/run.sh <<'RUN'
 #!/usr/bin/env bash
 # On the lent GPU machine (packed by scripts/gpu_pack.sh): unpack, then
-#   bash .gpu/run.sh tests      every CUDA test (qkv_cuda_tests), then the GPU training tests (GPT, Transformer), a
-#                               process each (a crash gets cuda-gdb's backtrace); a line per test, the log to $OUT
+#   bash .gpu/run.sh tests      the wgmma operand probe, every CUDA test (qkv_cuda_tests), then the GPU training
+#                               tests (GPT, Transformer), a process each, at most QKV_TEST_LIMIT (90) seconds each (a
+#                               crash gets cuda-gdb's backtrace); a line per test, the log to $OUT
 #   bash .gpu/run.sh qkv ARGS   the qkv command, e.g. qkv train configs/shakespeare-char.json --device cuda
 #   bash .gpu/run.sh sanitize [FILTER]   compute-sanitizer memcheck + racecheck on the CUDA tests FILTER names
 set -uo pipefail
@@ -44,12 +45,19 @@ case "${1:-tests}" in
     nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader
     : >"$out/cuda_tests.log"
     failed=0
-    for spec in "qkv_cuda_tests *" "qkv_tests Device.*:*OnAGpu*:LoadOntoADevice.*"; do
+    # the wgmma operand probe first (WgmmaProbeOnAGpu: every descriptor form the kernels use, read back on
+    # the GPU), then the rest; each test at most QKV_TEST_LIMIT seconds (90), so that a hang costs one
+    # test's share of the call, not the call (exit 124: timed out)
+    for spec in "qkv_tests WgmmaProbeOnAGpu.*" "qkv_cuda_tests *" \
+                "qkv_tests Device.*:*OnAGpu*:LoadOntoADevice.*:-WgmmaProbeOnAGpu.*"; do
       bin=${spec%% *} filter=${spec#* }
       for t in $("$dir/$bin" --gtest_list_tests --gtest_filter="$filter" | awk '/^[^ ]/ {s=$1} /^  / {print s $1}'); do
-        "$dir/$bin" --gtest_color=no --gtest_brief=1 --gtest_filter="$t" >>"$out/cuda_tests.log" 2>&1
+        timeout -k 5 "${QKV_TEST_LIMIT:-90}" "$dir/$bin" --gtest_color=no --gtest_brief=1 --gtest_filter="$t" \
+          >>"$out/cuda_tests.log" 2>&1
         rc=$?
-        if [ $rc -eq 0 ]; then echo "ok      $t"; else echo "FAILED  $t (exit $rc)"; failed=1; fi
+        if [ $rc -eq 0 ]; then echo "ok      $t"
+        elif [ $rc -eq 124 ] || [ $rc -eq 137 ]; then echo "FAILED  $t (timed out after ${QKV_TEST_LIMIT:-90}s)"; failed=1
+        else echo "FAILED  $t (exit $rc)"; failed=1; fi
         if [ $rc -ge 128 ] && command -v cuda-gdb >/dev/null; then  # killed by a signal: where
           cuda-gdb -batch -ex run -ex bt --args "$dir/$bin" --gtest_filter="$t" 2>&1 | tail -n 25 | tee -a "$out/cuda_tests.log"
         fi
