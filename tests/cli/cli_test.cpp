@@ -84,6 +84,31 @@ TEST(Cli, BenchPagedAttentionJson) {
   EXPECT_NE(r.out.find("more pages than a block table numbers"), std::string::npos) << r.out;
 }
 
+// The output layer's loss both ways: the same loss, and the chunks' peak well under the logits' (512 × 2,000
+// floats, twice: 7.8 MB; a chunk of 64 rows 0.5 MB beside dx and dW, 0.16 MB).
+TEST(Cli, BenchLinearCrossEntropyJson) {
+  CliRun r = run("bench linear-cross-entropy -N 512 -d 16 -V 2000 --chunk-rows 0 64 --repeats 1 --json");
+  ASSERT_EQ(r.code, 0) << r.out;
+  const nlohmann::json j = nlohmann::json::parse(r.out.substr(r.out.find('{')));
+  ASSERT_EQ(j.at("forms").size(), 3u) << r.out;
+  EXPECT_EQ(j["forms"][0]["form"], "unfused");
+  EXPECT_EQ(j["forms"][2]["chunk_rows"], 64);
+  EXPECT_NEAR(j["loss_unfused"].get<double>(), j["loss_fused"].get<double>(), 1e-5) << r.out;
+  EXPECT_GT(j["loss_unfused"].get<double>(), 7.0) << r.out;  // ≈ ln 2000 = 7.6 for logits near 0
+  const double unfused = j["forms"][0]["peak_mb"], chunked = j["forms"][2]["peak_mb"];
+  EXPECT_GT(unfused, 7.0) << r.out;
+  EXPECT_LT(chunked, 2.0) << r.out;
+  r = run("bench linear-cross-entropy -N 4 -d 4 -V 4 --dtype bf16 --no-unfused --repeats 1");
+  EXPECT_EQ(r.code, 0) << r.out;
+  EXPECT_NE(r.out.find("bf16"), std::string::npos) << r.out;
+  r = run("bench linear-cross-entropy -N 9223372036854775807 -d 2 -V 3");
+  EXPECT_NE(r.code, 0);
+  EXPECT_NE(r.out.find("this machine has"), std::string::npos) << r.out;
+  r = run("bench linear-cross-entropy -V 2147483648");
+  EXPECT_NE(r.code, 0);
+  EXPECT_NE(r.out.find("past int32"), std::string::npos) << r.out;
+}
+
 // Issue 25: output that cannot be written (a full disk: /dev/full) is a failure, not exit 0.
 TEST(Cli, WriteErrorsExitNonZero) {
   if (!std::filesystem::exists("/dev/full")) GTEST_SKIP() << "no /dev/full";
