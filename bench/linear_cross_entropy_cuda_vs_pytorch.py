@@ -110,7 +110,10 @@ def main():
     ap.add_argument("--json-out", help="write every row here as JSON")
     args = ap.parse_args()
 
-    import torch
+    try:
+        import torch
+    except ImportError:
+        sys.exit("linear_cross_entropy_cuda_vs_pytorch: no PyTorch in this Python (" + sys.executable + ")")
     if not torch.cuda.is_available():
         sys.exit("linear_cross_entropy_cuda_vs_pytorch: PyTorch sees no GPU here (run it on a lent GPU machine)")
     print(f"GPU: {torch.cuda.get_device_name()}, PyTorch {torch.__version__}, CUDA {torch.version.cuda}")
