@@ -15,7 +15,10 @@ under bf16 autocast (nanoGPT's own GPU default; qkv's config "dtype": "bf16" —
 cuBLAS and attention on its tensor-core flash pair), qkv's f32 twice: its attention on the
 tensor cores at f32's accuracy (three TF32 products a term, as PyTorch's f32 memory-efficient SDPA:
 the default) and on the CUDA cores (QKV_CUDA_ATTENTION_F32=simt). --loss-iters N also trains both for N steps and
-prints their validation losses (nanoGPT reaches 1.47 after 5000). qkv's steps are timed as they run and,
+prints their validation losses (nanoGPT reaches 1.47 after 5000); with --plot PREFIX it also draws their
+training losses over the steps, qkv's and PyTorch's overlaid, in PREFIX-f32.svg and PREFIX-bf16.svg
+(`qkv plot` over each run's metrics.csv: qkv's own, and the one this script writes for PyTorch's
+runs, a loss every 10 steps). qkv's steps are timed as they run and,
 in f32 (tf32x3) and bf16, recorded once and replayed as a CUDA graph (QKV_CUDA_GRAPHS=1; torch.compile's
 mode="reduce-overhead" is PyTorch's counterpart).
 """
@@ -84,7 +87,27 @@ def lr_at(it):
     return c["min_lr"] + 0.5 * (1 + math.cos(math.pi * r)) * (c["lr"] - c["min_lr"])
 
 
-def run_torch(compile_, bf16, iters, warmup, loss_iters=0):
+def write_metrics_csv(folder, losses):
+    """PyTorch's run as `qkv train` writes one: folder/metrics.csv with a step and a loss a row"""
+    os.makedirs(folder, exist_ok=True)
+    with open(os.path.join(folder, "metrics.csv"), "w") as f:
+        f.write("step,loss\n")
+        for it, loss in losses:
+            f.write(f"{it},{loss:.6f}\n")
+
+
+def plot_losses(qkv, runs, names, out):
+    """`qkv plot` of the runs' training losses (their metrics.csv) in one picture; the error's last line, or ''"""
+    cmd = shlex.split(qkv) + ["plot", *runs, "-y", "loss", "-o", out, "--title",
+                              "nanoGPT shakespeare_char on a GPU: training loss"]
+    for n in names:
+        cmd += ["-n", n]
+    r = subprocess.run(cmd, capture_output=True, text=True)
+    return "" if r.returncode == 0 else (r.stderr.strip().splitlines() or ["failed"])[-1]
+
+
+def run_torch(compile_, bf16, iters, warmup, loss_iters=0, curve=None):
+    """tokens/s and the validation loss; `curve` (a folder), where given, gets every 10th step's loss"""
     import torch
     torch.backends.cuda.matmul.allow_tf32 = True
     torch.backends.cudnn.allow_tf32 = True
@@ -118,22 +141,31 @@ def run_torch(compile_, bf16, iters, warmup, loss_iters=0):
         opt.zero_grad(set_to_none=True)
         return loss
 
+    losses = []  # (step, loss on the device): read once at the end, so the timed steps never wait for one
+
+    def logged(it):
+        loss = step(it)
+        if it % 10 == 0:
+            losses.append((it, loss.detach()))
+
     model.train()
     for it in range(warmup):
-        step(it)
+        logged(it)
     torch.cuda.synchronize()
     t0 = time.perf_counter()
     for it in range(warmup, warmup + iters):
-        step(it)
+        logged(it)
     torch.cuda.synchronize()
     tok_s = iters * B * T / (time.perf_counter() - t0)
     val_loss = float("nan")
     if loss_iters:
         for it in range(warmup + iters, loss_iters):
-            step(it)
+            logged(it)
         model.eval()
         with torch.no_grad(), torch.autocast("cuda", dtype=torch.bfloat16, enabled=bf16):
             val_loss = sum(step_model(*batch(val)).item() for _ in range(200)) / 200
+    if curve:
+        write_metrics_csv(curve, [(it, float(loss)) for it, loss in losses])
     return tok_s, val_loss
 
 
@@ -161,6 +193,10 @@ def main():
     ap.add_argument("--warmup", type=int, default=20)
     ap.add_argument("--loss-iters", type=int, default=0)
     ap.add_argument("--out", default="/tmp/qkv-gpt-cuda")
+    ap.add_argument("--defaults-only", action="store_true",
+                    help="qkv's default runs alone (f32 with 3xTF32 attention, bf16; no CUDA graphs, no CUDA-core attention)")
+    ap.add_argument("--plot", metavar="PREFIX",
+                    help="with --loss-iters: the training losses overlaid in PREFIX-f32.svg and PREFIX-bf16.svg")
     a = ap.parse_args()
     import torch
     print(f"# {torch.cuda.get_device_name()}, PyTorch {torch.__version__}; nanoGPT shakespeare_char GPU recipe", flush=True)
@@ -169,8 +205,11 @@ def main():
     # cores (simt) and on the tensor cores (tf32x3); each precision also with its steps recorded as
     # one CUDA graph (QKV_CUDA_GRAPHS=1: train/step_graph.h); the fastest of a precision is the one
     # compared below
-    for bf16, f32_attention, graphs in ((False, "tf32x3", False), (False, "simt", False), (False, "tf32x3", True),
-                                        (True, "tf32x3", False), (True, "tf32x3", True)):
+    variants = ((False, "tf32x3", False), (False, "simt", False), (False, "tf32x3", True),
+                (True, "tf32x3", False), (True, "tf32x3", True))
+    for bf16, f32_attention, graphs in variants:
+        if a.defaults_only and (graphs or f32_attention != "tf32x3"):
+            continue
         tok, val, tail = run_qkv(a.qkv, a.iters, a.loss_iters,
                                  a.out + ("-bf16" if bf16 else "-f32-" + f32_attention) + ("-graphs" if graphs else ""),
                                  bf16, f32_attention, graphs)
@@ -183,11 +222,23 @@ def main():
         for bf16 in (False, True):
             name = f"torch {'compile' if compile_ else 'eager'} {'bf16' if bf16 else 'f32 (TF32)'}"
             try:
-                t, v = run_torch(compile_, bf16, a.iters, a.warmup, a.loss_iters)
+                t, v = run_torch(compile_, bf16, a.iters, a.warmup, a.loss_iters, curve=torch_out(a.out, compile_, bf16))
                 print(f"  {name:32s} {t:10.0f} tok/s   val loss {v:.4f}   qkv/torch (same precision) "
                       f"{qkv_tok.get(bf16, float('nan')) / t:.3f}", flush=True)
             except Exception as e:  # torch.compile may be unavailable (no compiler in the image)
                 print(f"  {name:32s} failed: {str(e).splitlines()[0][:90]}", flush=True)
+    if a.plot and a.loss_iters:
+        for bf16 in (False, True):
+            dt = "bf16" if bf16 else "f32"
+            runs = [(a.out + ("-bf16" if bf16 else "-f32-tf32x3"), f"qkv {dt}")]
+            runs += [(torch_out(a.out, c, bf16), f"torch {'compile' if c else 'eager'} {dt}") for c in (False, True)]
+            runs = [(d, n) for d, n in runs if os.path.exists(os.path.join(d, "metrics.csv"))]
+            why = plot_losses(a.qkv, [d for d, _ in runs], [n for _, n in runs], f"{a.plot}-{dt}.svg")
+            print(f"  the training losses, {dt}: " + (why or f"{a.plot}-{dt}.svg"), flush=True)
+
+
+def torch_out(out, compile_, bf16):
+    return f"{out}-torch-{'compile' if compile_ else 'eager'}-{'bf16' if bf16 else 'f32'}"
 
 
 if __name__ == "__main__":

@@ -15,7 +15,8 @@
 #       step (split over the keys and not) against a dense cache's, GPT-2-shaped continuous batching
 #       with decoding graphs off and on, the output layer's loss (linear_cross_entropy) against PyTorch
 #   run(command="bash scripts/gpu_session.sh sanitize 'Cuda.Bf16*'", carry=[".gpu"])   a failing kernel
-#   (tests, attention [KERNEL…], training, steps, profile, serve, transformer, paged, loss: one step alone)
+#   (tests, attention [KERNEL…], training, steps, profile, serve, transformer, paged, loss: one step alone;
+#   curve: the GPT's training loss, qkv's and PyTorch's overlaid over 1,000 steps — ~3–5 minutes, a call of its own)
 #
 # The working tree travels with .gpu (35 MB) and must stay under 64 MiB: `bash scripts/gpu_tree.sh slim`
 # here before the calls leaves out the model files no call reads, `restore` after. Each step has its own time limit, so a hang costs only its share of the
@@ -148,6 +149,10 @@ paged() {  # one decoding step's paged attention (the split over the keys on and
   done
   step paged-cpu 60 bash .gpu/run.sh qkv bench paged-attention --device cpu -B 16 -L 4096 --threads 16 --json
 }
+curve() {  # the GPT's training loss over 1,000 steps, qkv's and PyTorch's overlaid (f32 and bf16 SVGs in $OUT)
+  step gpt-curve 420 python3 bench/gpt_cuda_vs_pytorch.py --qkv "bash .gpu/run.sh qkv" --iters 100 --loss-iters 1000 \
+    --defaults-only --plot "$out/gpt-loss"
+}
 loss() {  # the output layer and its cross-entropy, forward and backward: the logits whole, linear_cross_entropy's
   # chunks (the op's choice, 2,048 and 8,192 rows), PyTorch eager and torch.compile; bf16 (GPT-2's, Llama 3's and the
   # character GPT's heads)
@@ -163,9 +168,9 @@ transformer() {  # qkv train of the translation Transformer on the GPU: tokens/s
 case "${1:-}" in
   1) tests; attention wgmma wgmma-ws wgmma-backward wgmma-ws-backward mma; attention_f32 ;;
   2) training; steps; transformer; paged; loss ;;
-  tests | attention | attention_f32 | training | steps | profile | serve | transformer | paged | loss) "$@" ;;
+  tests | attention | attention_f32 | training | steps | profile | serve | transformer | paged | loss | curve) "$@" ;;
   sanitize) step sanitize 400 bash .gpu/run.sh sanitize "${2:-Cuda.Bf16*}" ;;
   *)
-    echo "usage: bash scripts/gpu_session.sh 1 | 2 | tests | attention [KERNEL…] | attention_f32 | training | steps | profile | serve | transformer | paged | loss | sanitize [GTEST_FILTER]" >&2
+    echo "usage: bash scripts/gpu_session.sh 1 | 2 | tests | attention [KERNEL…] | attention_f32 | training | steps | profile | serve | transformer | paged | loss | curve | sanitize [GTEST_FILTER]" >&2
     exit 2 ;;
 esac
