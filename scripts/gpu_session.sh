@@ -13,10 +13,12 @@
 #       where a GPT step's and a beam step's time goes (QKV_PROFILE=1: each op's host and GPU time,
 #       the waits; the bf16 step also with the wgmma attention backwards and the overlapped forward), qkv train of the translation Transformer in f32 and bf16, paged attention's decoding
 #       step (split over the keys and not) against a dense cache's, GPT-2-shaped continuous batching
-#       with decoding graphs off and on, the output layer's loss (linear_cross_entropy) against PyTorch
+#       with decoding graphs off and on
 #   run(command="bash scripts/gpu_session.sh sanitize 'Cuda.Bf16*'", carry=[".gpu"])   a failing kernel
-#   (tests, attention [KERNEL…], training, steps, profile, serve, transformer, paged, loss: one step alone;
-#   curve: the GPT's training loss, qkv's and PyTorch's overlaid over 1,000 steps — ~3–5 minutes, a call of its own)
+#   (tests, attention [KERNEL…], training, steps, profile, serve, transformer, paged, loss, curve: one step alone;
+#   where device time remains after calls 1 and 2: loss — the output layer's loss, linear_cross_entropy against
+#   PyTorch eager and torch.compile, ~1–2 minutes; curve — the GPT's training loss, qkv's and PyTorch's overlaid
+#   over 1,000 steps, ~3–5 minutes)
 #
 # The working tree travels with .gpu (35 MB) and must stay under 64 MiB: `bash scripts/gpu_tree.sh slim`
 # here before the calls leaves out the model files no call reads, `restore` after. Each step has its own time limit, so a hang costs only its share of the
@@ -167,7 +169,7 @@ transformer() {  # qkv train of the translation Transformer on the GPU: tokens/s
 }
 case "${1:-}" in
   1) tests; attention wgmma wgmma-ws wgmma-backward wgmma-ws-backward mma; attention_f32 ;;
-  2) training; steps; transformer; paged; loss ;;
+  2) training; steps; transformer; paged ;;
   tests | attention | attention_f32 | training | steps | profile | serve | transformer | paged | loss | curve) "$@" ;;
   sanitize) step sanitize 400 bash .gpu/run.sh sanitize "${2:-Cuda.Bf16*}" ;;
   *)
