@@ -11,6 +11,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <set>
 #include <string>
 #include <unordered_map>
 #include <utility>
@@ -135,6 +136,10 @@ struct Capture {
   GraphChecks* checks = nullptr;
 };
 thread_local Capture* t_capture = nullptr;
+// Captures under way on any thread: while there are some, the allocator returns no cached block to the
+// driver — its device-wide wait (and cudaFree's own) would end another thread's capture as invalid
+// (PyTorch's allocator skips its free-everything retry while captures are under way, for the same reason).
+std::atomic<int> g_captures{0};
 
 void refuse_in_capture(const char* what) {
   if (t_capture)
@@ -426,12 +431,20 @@ class DeviceCache final : public Allocator {
     release_locked();
   }
 
+  // `stream` is a graph pool's (Graph): its free blocks are the temporaries its graphs' kernels write on
+  // every replay, so they stay until the stream goes (forget).
+  void keep_pool(StreamHandle stream) {
+    std::lock_guard<std::mutex> lock(mu_);
+    pools_.insert(stream);
+  }
+
   // `stream` is done with (synchronized, about to be destroyed): its blocks, kept or lent, belong to
   // the default stream from now on.
   void forget(StreamHandle stream) {
     std::lock_guard<std::mutex> lock(mu_);
     const StreamHandle to = default_stream(device_);
     if (stream == to) return;
+    pools_.erase(stream);
     for (auto& [p, s] : live_)
       if (s == stream) s = to;
     auto it = free_.find(stream);
@@ -459,23 +472,31 @@ class DeviceCache final : public Allocator {
     allocated_ += c;
     if (allocated_ > peak_) peak_ = allocated_;
   }
+  // The cached blocks back to the driver — but for the graph pools' (keep_pool), and none while a
+  // capture is under way on any thread (g_captures).
   void release_locked() {
-    if (cached_ == 0) return;
+    if (cached_ == 0 || g_captures.load() > 0) return;
     DeviceGuard guard(device_);
     cudaDeviceSynchronize();  // a cached block may still be read by queued work of its stream
-    for (auto& [stream, blocks] : free_)
-      for (auto& [c, p] : blocks) {
+    for (auto it = free_.begin(); it != free_.end();) {
+      if (pools_.count(it->first)) {
+        ++it;
+        continue;
+      }
+      for (auto& [c, p] : it->second) {
         cudaFree(p);
         reserved_ -= c;
+        cached_ -= c;
       }
-    free_.clear();
-    cached_ = 0;
+      it = free_.erase(it);
+    }
   }
 
   int device_;
   std::mutex mu_;
   std::map<StreamHandle, std::multimap<size_t, void*>> free_;  // stream → (capacity → block)
   std::unordered_map<void*, StreamHandle> live_;               // block → the stream it serves
+  std::set<StreamHandle> pools_;                               // graph pools' streams (keep_pool)
   size_t allocated_ = 0, reserved_ = 0, cached_ = 0, peak_ = 0;
 };
 
@@ -520,34 +541,41 @@ struct Graph::Impl {
   std::shared_ptr<Stream> stream;  // (shared by the graphs of one pool)
   cudaGraph_t graph = nullptr;
   cudaGraphExec_t exec = nullptr;
+  cudaEvent_t replayed = nullptr;  // recorded after each replay: the last one's end (launches of one exec are ordered)
   std::shared_ptr<GraphChecks> checks;
 };
 
 Graph::Graph(int device) : Graph(std::make_shared<Stream>(device)) {}
 
-Graph::Graph(std::shared_ptr<Stream> pool) : impl_(new Impl) {
+Graph::Graph(std::shared_ptr<Stream> pool) {
   QKV_CHECK(pool != nullptr, "cuda::Graph: no pool (a stream) given");
   const int device = pool->device();
   DeviceGuard guard(device);
-  impl_->device = device;
-  impl_->stream = std::move(pool);
-  impl_->checks = std::make_shared<GraphChecks>();
-  impl_->checks->device = device;
-  QKV_CUDA_CHECK(cudaMalloc(reinterpret_cast<void**>(&impl_->checks->words),
+  auto impl = std::make_unique<Impl>();  // (freed, with its stream, where a call below throws)
+  impl->device = device;
+  impl->stream = std::move(pool);
+  cache_of(device).keep_pool(impl->stream->handle());
+  impl->checks = std::make_shared<GraphChecks>();
+  impl->checks->device = device;
+  QKV_CUDA_CHECK(cudaMalloc(reinterpret_cast<void**>(&impl->checks->words),
                             GraphChecks::kWords * sizeof(unsigned long long)));
-  QKV_CUDA_CHECK(cudaMemsetAsync(impl_->checks->words, 0xff, GraphChecks::kWords * sizeof(unsigned long long),
-                                 impl_->stream->handle()));
-  QKV_CUDA_CHECK(cudaStreamSynchronize(impl_->stream->handle()));
+  QKV_CUDA_CHECK(cudaMemsetAsync(impl->checks->words, 0xff, GraphChecks::kWords * sizeof(unsigned long long),
+                                 impl->stream->handle()));
+  QKV_CUDA_CHECK(cudaStreamSynchronize(impl->stream->handle()));
+  QKV_CUDA_CHECK(cudaEventCreateWithFlags(&impl->replayed, cudaEventDisableTiming));
+  impl_ = impl.release();
 }
 
 Graph::~Graph() {  // never throws: a destructor
   {
     DeviceGuard guard(impl_->device);
-    if (impl_->exec) {
-      cudaDeviceSynchronize();  // (replays may still run on any stream)
-      cudaGraphExecDestroy(impl_->exec);
-    }
+    // the last replay's end (and so every earlier one's): a wait for this graph alone — a device-wide
+    // wait would end a capture that another thread has under way (the serving workers': one model's
+    // graphs dropped while the other's bucket is recorded)
+    if (impl_->replayed) cudaEventSynchronize(impl_->replayed);
+    if (impl_->exec) cudaGraphExecDestroy(impl_->exec);
     if (impl_->graph) cudaGraphDestroy(impl_->graph);
+    if (impl_->replayed) cudaEventDestroy(impl_->replayed);
   }
   delete impl_;  // the stream (with the last graph of its pool), then its blocks to the default stream
 }
@@ -568,6 +596,10 @@ void Graph::capture(const std::function<void()>& work) {
   // waits say why before they reach CUDA).
   QKV_CUDA_CHECK(cudaStreamBeginCapture(s, cudaStreamCaptureModeRelaxed));
   t_capture = &c;
+  ++g_captures;
+  struct Underway {  // (g_captures counts this capture until it ends, however it ends)
+    ~Underway() { --g_captures; }
+  } underway;
   cudaGraph_t g = nullptr;
   try {
     work();
@@ -599,6 +631,7 @@ void Graph::replay() {
   DeviceGuard guard(impl_->device);
   const StreamHandle s = current_stream(impl_->device);
   QKV_CUDA_CHECK(cudaGraphLaunch(impl_->exec, s));
+  QKV_CUDA_CHECK(cudaEventRecord(impl_->replayed, s));
   if (impl_->checks->messages.empty()) return;
   for (const Watch& w : t_watches)
     if (w.checks == impl_->checks && w.stream == s) return;  // (the words keep the first failure)
@@ -613,7 +646,7 @@ std::unique_ptr<Graph> capture_or_explain(std::shared_ptr<Stream> pool, int devi
     auto g = pool ? std::make_unique<Graph>(std::move(pool)) : std::make_unique<Graph>(device);
     g->capture(work);
     return g;
-  } catch (const Error& e) {
+  } catch (const std::exception& e) {  // (qkv's errors, and a library's: TMA's encoding, an allocation)
     std::fprintf(stderr, "qkv: %s without CUDA graphs: %s\n", what, e.what());
     return nullptr;
   }

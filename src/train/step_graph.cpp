@@ -92,7 +92,7 @@ void StepGraph::record() {
       const cuda::EmulatedCapture no_host_reads;  // (what the capture would refuse)
       work();
     }
-  } catch (const Error& e) {
+  } catch (const std::exception& e) {  // (qkv's errors, and a library's: TMA's encoding, an allocation)
     refuse(e.what());
   }
   if (gen_) gen_->set_counter_offset(nullptr);

@@ -79,6 +79,39 @@ TEST_F(CudaGraph, ChecksOfAReplayAreReportedAtTheNextWait) {
   EXPECT_EQ(error_of([] { cuda::synchronize(); }), "");
 }
 
+// Emptying the cache (cuda::empty_cache, and the allocator's retry after cudaMalloc fails) returns no
+// block of a live graph's pool: its temporaries, freed inside the capture, are what its kernels write at
+// every replay. Before 2026-12-02 they went back to the driver, and the next replay wrote freed memory.
+TEST_F(CudaGraph, EmptyingTheCacheKeepsALiveGraphsTemporaries) {
+  Generator g(5);
+  const Tensor W = Tensor::randn({256, 256}, g).to(Device::cuda());
+  Tensor x = Tensor::zeros({64, 256}, DType::f32, Device::cuda());
+  // three temporaries of 64 KB (h, relu(h), the product) between the input and y
+  auto work = [&] { return sum(relu(linear(relu(linear(x, W)), W)), {-1}); };
+  Tensor y;
+  {
+    cuda::Graph graph;
+    graph.capture([&] { y = work(); });
+    const int64_t kept = cuda::memory_reserved(0);
+    cuda::empty_cache();
+    EXPECT_EQ(cuda::memory_reserved(0), kept) << "the graph's pool went back to the driver";
+    for (int round = 0; round < 3; ++round) {
+      Generator r(20 + round);
+      x.copy_(Tensor::randn({64, 256}, r));
+      // other work that takes fresh memory where the freed blocks were
+      std::vector<Tensor> scratch;
+      for (int i = 0; i < 8; ++i) scratch.push_back(Tensor::full({64, 256}, 7.f).to(Device::cuda()));
+      graph.replay();
+      EXPECT_EQ(host(y), host(work())) << "round " << round;
+      for (const Tensor& t : scratch) EXPECT_EQ(host(t), std::vector<float>(64 * 256, 7.f)) << "round " << round;
+      cuda::empty_cache();
+    }
+  }
+  // the graph gone, its pool is the default stream's cache, and emptying it returns it
+  cuda::empty_cache();
+  EXPECT_EQ(cuda::memory_reserved(0), cuda::memory_allocated(0));
+}
+
 // A capture that reads back to the host, or copies from it, is refused with the reason; nothing is
 // captured, and the stream works on.
 TEST_F(CudaGraph, WaitsAndHostCopiesAreRefused) {
