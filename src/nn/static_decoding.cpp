@@ -69,7 +69,10 @@ StaticDecoder::StaticDecoder(const Seq2SeqTransformer& model, bool graphs)
 
 StaticDecoder::~StaticDecoder() = default;
 
-void StaticDecoder::drop_graphs() { buckets_.clear(); }
+void StaticDecoder::drop_graphs() {
+  buckets_.clear();
+  pool_.reset();
+}
 
 void StaticDecoder::release_pools() {
   drop_graphs();
@@ -167,7 +170,8 @@ Tensor StaticDecoder::step(const Inputs& in, int64_t rows, int64_t width) {
   Tensor out = run(b.in);  // the first step of a bucket runs as written (and makes what it makes once)
   if (!graphs_) return out;
   Tensor captured;
-  b.graph = cuda::capture_or_explain(nullptr, device_.index, [&] { captured = run(b.in); }, "decoding");
+  if (!pool_) pool_ = std::make_shared<cuda::Stream>(device_.index);
+  b.graph = cuda::capture_or_explain(pool_, device_.index, [&] { captured = run(b.in); }, "decoding");
   if (b.graph) b.out = captured, ++captured_;
   else graphs_ = false;  // decode on without graphs (capture_or_explain said why)
   return out;

@@ -130,6 +130,11 @@ class StaticDecoder {
   Tensor source_pages_;                    // i32 [sources, 1]: 0 … sources − 1
   Tensor buffer_;                          // i32: the inputs of every bucket (one at a time)
   std::vector<int32_t> staging_;           // the host's values for it
+  // the buckets' graphs' one memory pool (as PagedDecodeGraphs'): their temporaries are reused from
+  // bucket to bucket — replays run one at a time, and each reads only its inputs and writes its `out`,
+  // which stays its own (live) — so memory is the largest bucket's, not the sum over buckets; a new
+  // pool with the next graphs after drop_graphs (the old one's blocks then go back to the cache)
+  std::shared_ptr<cuda::Stream> pool_;
   std::map<std::pair<int64_t, int64_t>, Bucket> buckets_;
   int64_t captured_ = 0, replayed_ = 0;
 };
