@@ -686,6 +686,13 @@ def add_flag_cases(m, files, pics):
         ("train", [os.path.join(m.tmp, "configs", "gpt.json"), "-o", "{out}", "-q"], ["--threads"],
          ["0", "-1", "1000000", "2147483648"]),
         ("scenes", ["-o", "{out}"], ["-n"], ["-1", "9223372036854775807", "1000000000000"]),
+        ("bench", ["linear-cross-entropy", "-d", "2", "-V", "3"], ["--tokens", "-N"],
+         ["0", "-1", "9223372036854775807", "x"]),
+        ("bench", ["linear-cross-entropy", "-N", "2", "-d", "2"], ["--vocab", "-V"], ["0", "2147483648", "1e300"]),
+        ("bench", ["linear-cross-entropy", "-N", "2", "-V", "3"], ["--dim", "-d"], ["0", "9223372036854775807"]),
+        ("bench", ["linear-cross-entropy", "-N", "2", "-d", "2", "-V", "3"], ["--chunk-rows"], ["-1", "x"]),
+        ("bench", ["linear-cross-entropy", "-N", "2", "-d", "2", "-V", "3"], ["--dtype"], ["f64", ""]),
+        ("bench", ["linear-cross-entropy", "-N", "2", "-d", "2", "-V", "3"], ["--repeats"], ["0", "-1"]),
     ]
     for cmd, args, flags, values in numeric:
         flag = flags[0]
