@@ -31,29 +31,15 @@ import contextlib
 import json
 import os
 import shlex
-import statistics
 import subprocess
 import sys
+
+import cuda_events  # a call's GPU time: CUDA events, the median
 
 
 def flops(B, H, L, d, causal):
     f = 4.0 * B * H * L * L * d
     return f / 2 if causal else f
-
-
-def time_ms(fn, reps, torch):
-    for _ in range(3):
-        fn()
-    torch.cuda.synchronize()
-    times = []
-    for _ in range(reps):
-        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        start.record()
-        fn()
-        end.record()
-        torch.cuda.synchronize()
-        times.append(start.elapsed_time(end))
-    return statistics.median(times)
 
 
 def torch_rows(B, H, L, d, causal, reps, dtypes):
@@ -75,14 +61,14 @@ def torch_rows(B, H, L, d, causal, reps, dtypes):
                 ctx = sdpa_kernel(backend) if backend is not None else contextlib.nullcontext()
                 with ctx:
                     with torch.no_grad():
-                        fwd = time_ms(lambda: F.scaled_dot_product_attention(q, k, v, is_causal=causal), reps, torch)
+                        fwd = cuda_events.time_ms(lambda: F.scaled_dot_product_attention(q, k, v, is_causal=causal), reps)
                     qg, kg, vg = (t.detach().requires_grad_() for t in (q, k, v))
 
                     def fb():
                         o = F.scaled_dot_product_attention(qg, kg, vg, is_causal=causal)
                         o.backward(dout)
 
-                    fwdbwd = time_ms(fb, reps, torch)
+                    fwdbwd = cuda_events.time_ms(fb, reps)
                 rows.append((f"torch {name} {dtype_name}", fwd, fwdbwd))
             except RuntimeError as e:  # a backend this GPU or shape does not have
                 rows.append((f"torch {name} {dtype_name}: {str(e).splitlines()[0][:60]}", float("nan"), float("nan")))

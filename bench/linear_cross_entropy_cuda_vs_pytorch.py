@@ -23,26 +23,12 @@ PyTorch: torch.cuda.max_memory_allocated), the inputs' gradients included.
 import argparse
 import json
 import shlex
-import statistics
 import subprocess
 import sys
 
+import cuda_events  # a call's GPU time: CUDA events, the median
+
 SHAPES = [(8192, 768, 50257), (4096, 4096, 128256), (16384, 384, 65)]
-
-
-def time_ms(fn, reps, torch):
-    for _ in range(3):
-        fn()
-    torch.cuda.synchronize()
-    times = []
-    for _ in range(reps):
-        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        start.record()
-        fn()
-        end.record()
-        torch.cuda.synchronize()
-        times.append(start.elapsed_time(end))
-    return statistics.median(times)
 
 
 def torch_rows(N, d, V, dtype, reps, compile_too):
@@ -68,7 +54,7 @@ def torch_rows(N, d, V, dtype, reps, compile_too):
             loss.backward()
             x.grad = w.grad = None
         try:
-            ms = time_ms(step, reps, torch)
+            ms = cuda_events.time_ms(step, reps)
             torch.cuda.synchronize()
             base = torch.cuda.memory_allocated()
             torch.cuda.reset_peak_memory_stats()
