@@ -26,7 +26,7 @@ Tensor embedding(const Tensor& ids, const Tensor& weight, int64_t padding_idx) {
   return record(out, "embedding", {ids, weight}, [idc, V, E, padding_idx, d](const Tensor& g) {
     Tensor gc = g.contiguous(), dw = Tensor::zeros({V, E}, DType::f32, d);
     QKV_DISPATCH("embedding", d,
-                 k::embedding_backward(gc.data(), idc.data<int32_t>(), idc.numel(), E, padding_idx, dw.data()));
+                 k::embedding_backward(gc.data(), idc.data<int32_t>(), idc.numel(), E, V, padding_idx, dw.data()));
     return std::vector<Tensor>{Tensor(), dw};
   });
 }

@@ -49,6 +49,21 @@ TEST(LossKernelsEmulated, CrossEntropyAndItsReductionMatchTheCpu) {
     if (y[n] == ignore) {
       EXPECT_EQ(loss_g[n], 0.f) << n;
     }
+  // a target outside [0, C) (check_targets reports it at the next wait, after the forward ran): a NaN
+  // loss for its row, the others as before, and no read past the row (the emulation's threads read
+  // host memory: an index of 2^31 − 1 would fault or read garbage)
+  {
+    std::vector<int32_t> yb = y;
+    yb[1] = -5, yb[2] = static_cast<int32_t>(C), yb[4] = 2147483647;
+    std::vector<float> lse_b(N), loss_b(N);
+    launch(dim3(N), 256, 0,
+           [&] { kc::cross_entropy_forward_kernel(x.data(), yb.data(), C, eps, ignore, lse_b.data(), loss_b.data()); });
+    for (int64_t n = 0; n < N; ++n)
+      if (n == 1 || n == 2 || n == 4)
+        EXPECT_TRUE(std::isnan(loss_b[n])) << n;
+      else
+        EXPECT_EQ(loss_b[n], loss_g[n]) << n;
+  }
 
   for (bool mean : {true, false}) {
     SCOPED_TRACE(mean ? "mean" : "sum");
@@ -135,11 +150,23 @@ TEST(LossKernelsEmulated, GathersScattersAndTheCausalMaskMatchTheCpu) {
   const auto n = static_cast<int64_t>(ids.size());
   const std::vector<float> dout = random_floats(static_cast<size_t>(n * E), 75, 1.f);
   std::vector<float> dw_c(V * E, 0.f), dw_g(V * E, 0.f);
-  cpu::embedding_backward(dout.data(), ids.data(), n, E, 0, dw_c.data());
+  cpu::embedding_backward(dout.data(), ids.data(), n, E, V, 0, dw_c.data());
   launch(dim3(kc::blocks_for(n * E)), 256, 0,
-         [&] { kc::embedding_backward_kernel(dout.data(), ids.data(), n, E, 0, dw_g.data()); });
+         [&] { kc::embedding_backward_kernel(dout.data(), ids.data(), n, E, V, 0, dw_g.data()); });
   EXPECT_LT(rel(dw_g, dw_c), 1e-7);
   for (int64_t c = 0; c < E; ++c) EXPECT_EQ(dw_g[c], 0.f) << "padding_idx 0, column " << c;
+  // ids outside [0, V) (reported by the forward's deferred check, which a backward may run before)
+  // add nothing anywhere: dweight sits inside a guard band that must stay untouched
+  {
+    const std::vector<int32_t> bad = {3, -1, 20, 2147483647, -2147483647 - 1, 7};
+    const auto nb = static_cast<int64_t>(bad.size());
+    std::vector<float> band((V + 2) * E, 0.f), want((V + 2) * E, 0.f);
+    for (int64_t i : {0, 5})  // the good ids' rows (3 and 7), one row past the band's start
+      for (int64_t c = 0; c < E; ++c) want[(bad[i] + 1) * E + c] += dout[i * E + c];
+    launch(dim3(kc::blocks_for(nb * E)), 256, 0,
+           [&] { kc::embedding_backward_kernel(dout.data(), bad.data(), nb, E, V, -1, band.data() + E); });
+    EXPECT_EQ(band, want);
+  }
 
   // rows of a [outer, n, inner] tensor picked by an index list: bytes, and whole 16-byte pieces
   const int64_t outer = 3, rows = 5, inner = 8;  // 8 floats: 32-byte rows

@@ -37,10 +37,10 @@ void embedding_forward(const float* weight, int64_t vocab, int64_t dim, const in
   QKV_CUDA_LAUNCHED(embedding_forward_kernel);
 }
 
-void embedding_backward(const float* dout, const int32_t* ids, int64_t n, int64_t dim, int64_t padding_idx,
-                        float* dweight) {
+void embedding_backward(const float* dout, const int32_t* ids, int64_t n, int64_t dim, int64_t vocab,
+                        int64_t padding_idx, float* dweight) {
   if (n * dim == 0) return;
-  embedding_backward_kernel<<<blocks_for(n * dim), 256, 0, stream()>>>(dout, ids, n, dim, padding_idx, dweight);
+  embedding_backward_kernel<<<blocks_for(n * dim), 256, 0, stream()>>>(dout, ids, n, dim, vocab, padding_idx, dweight);
   QKV_CUDA_LAUNCHED(embedding_backward_kernel);
 }
 

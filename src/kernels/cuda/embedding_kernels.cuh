@@ -36,13 +36,15 @@ __global__ void embedding_forward_kernel(const float* weight, int64_t vocab, int
 }
 
 // dweight[ids[i], :] += dout[i, :] (atomic: repeated ids add up; the order of the adds may differ
-// between runs, which changes the last bits of a repeated row's gradient)
+// between runs, which changes the last bits of a repeated row's gradient). An id outside [0, vocab)
+// adds nothing: the forward's deferred check reports it at the host's next wait, which a step's
+// backward may come before (a recorded step has no wait at all) — never a write past dweight.
 __global__ void embedding_backward_kernel(const float* dout, const int32_t* ids, int64_t n, int64_t dim,
-                                          int64_t padding_idx, float* dweight) {
+                                          int64_t vocab, int64_t padding_idx, float* dweight) {
   for (int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; i < n * dim; i += int64_t{gridDim.x} * blockDim.x) {
     const int64_t row = i / dim, col = i % dim;
     const int32_t id = ids[row];
-    if (id == padding_idx) continue;
+    if (id == padding_idx || id < 0 || id >= vocab) continue;
     atomicAdd(dweight + static_cast<int64_t>(id) * dim + col, dout[i]);
   }
 }
@@ -72,6 +74,8 @@ __global__ void cross_entropy_reduce_kernel(const float* loss, const int32_t* y,
 
 // One block per row: m = max x, s = Σ exp(x − m), Σ (x − m); lse = m + log s;
 // ℓ = −(1 − ε)(x_y − lse) − (ε/C)(Σ (x − m) − C log s)
+// A target outside [0, C) (and not ignore_index) gets ℓ = NaN, never a read past its row: check_targets'
+// deferred check reports it at the host's next wait, after this kernel has run.
 __global__ void cross_entropy_forward_kernel(const float* x, const int32_t* y, int64_t C, float eps, int64_t ignore,
                                              float* lse, float* loss) {
   const int64_t n = blockIdx.x;
@@ -93,7 +97,8 @@ __global__ void cross_entropy_forward_kernel(const float* x, const int32_t* y, i
   if (threadIdx.x == 0) {
     const float log_s = logf(static_cast<float>(se));
     lse[n] = m + log_s;
-    const double logp_y = (static_cast<double>(xr[y[n]]) - m) - log_s;
+    const int32_t t = y[n];
+    const double logp_y = t >= 0 && t < C ? (static_cast<double>(xr[t]) - m) - log_s : NAN;
     const double sum_logp = sx - static_cast<double>(C) * log_s;
     loss[n] = static_cast<float>(-(1.0 - eps) * logp_y - eps / static_cast<double>(C) * sum_logp);
   }
