@@ -25,7 +25,7 @@ __global__ void sum_kernel(const float* x, int64_t n, double* partial) {
 }
 
 // One block: the partial sums in a fixed order, rounded once to f32.
-__global__ void sum_partials_kernel(const double* partial, unsigned blocks, float* out) {
+__global__ void __launch_bounds__(1024) sum_partials_kernel(const double* partial, unsigned blocks, float* out) {
   double acc = 0;
   for (unsigned i = threadIdx.x; i < blocks; i += blockDim.x) acc += partial[i];
   acc = block_reduce(acc, SumOp{}, 0.0);
