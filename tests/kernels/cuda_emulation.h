@@ -716,6 +716,10 @@ void launch(dim3 grid, unsigned threads, size_t shared_bytes, std::function<void
   using ::qkv::kernels::cuda::smem;
   static_assert(sizeof smem == kSharedBytes);
   if (threads == 0 || threads % 32 != 0) throw std::invalid_argument("emulation::launch: threads a multiple of 32");
+  // a GPU's own limits (compute capability 9.0): a launch past them fails there (invalid configuration)
+  if (threads > 1024) throw std::invalid_argument("emulation::launch: more than 1,024 threads a block");
+  if (grid.x == 0 || grid.y == 0 || grid.z == 0 || grid.y > 65535 || grid.z > 65535)
+    throw std::invalid_argument("emulation::launch: a grid's y and z are 1 … 65,535 (x up to 2^31 − 1)");
   if (shared_bytes > sizeof smem) throw std::invalid_argument("emulation::launch: more shared memory than a block has");
   QKV_EMULATION_POISON(smem + shared_bytes, sizeof smem - shared_bytes);
   Runtime r;
