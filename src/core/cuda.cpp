@@ -3,6 +3,7 @@
 // the functions at the end answer that this build has no GPU backend.
 #include "qkv/core/cuda.h"
 
+#include <algorithm>
 #include <array>
 #include <atomic>
 #include <chrono>
@@ -475,21 +476,21 @@ class DeviceCache final : public Allocator {
   // The cached blocks back to the driver — but for the graph pools' (keep_pool), and none while a
   // capture is under way on any thread (g_captures).
   void release_locked() {
-    if (cached_ == 0 || g_captures.load() > 0) return;
+    auto freeable = [this](const auto& stream_blocks) {
+      return !stream_blocks.second.empty() && !pools_.count(stream_blocks.first);
+    };
+    if (cached_ == 0 || g_captures.load() > 0 || std::none_of(free_.begin(), free_.end(), freeable)) return;
     DeviceGuard guard(device_);
     cudaDeviceSynchronize();  // a cached block may still be read by queued work of its stream
-    for (auto it = free_.begin(); it != free_.end();) {
-      if (pools_.count(it->first)) {
-        ++it;
-        continue;
-      }
-      for (auto& [c, p] : it->second) {
+    std::erase_if(free_, [&](const auto& stream_blocks) {
+      if (!freeable(stream_blocks)) return false;
+      for (const auto& [c, p] : stream_blocks.second) {
         cudaFree(p);
         reserved_ -= c;
         cached_ -= c;
       }
-      it = free_.erase(it);
-    }
+      return true;
+    });
   }
 
   int device_;
