@@ -1,6 +1,8 @@
 // The f32 attention pair on the tensor cores (kernels/cuda/attention_tf32_kernels.cuh) run on the
 // host, unchanged, through tests/kernels/cuda_emulation.h — every warp's fragments, shuffles and
-// barriers as on a GPU — against qkv's CPU attention: forward (out) and backward (dq, dk, dv), causal
+// barriers as on a GPU — by attention_tf32.cu's own launchers (compiled here: whether they serve, the
+// kernel each problem takes, the shared memory each is allowed past 48 KB, the grids, dq zeroed by
+// attention_zero_rows.cu) against qkv's CPU attention: forward (out) and backward (dq, dk, dv), causal
 // or not, boolean and additive masks, rows that see no key, GQA, Lq ≠ Lk, ragged and whole tiles,
 // heads split off a [B, L, H, D] projection, head dims 64 and 128. Within f32's noise (2e-5), which
 // one TF32 product a term (~1e-3) is not. Needs the CUDA toolkit's headers (a QKV_CUDA build).
@@ -10,7 +12,8 @@
 #include "kernels/cuda_emulation.h"  // first: the CUDA headers, then the built-ins on the host
 
 #include "kernels/attention_emulation.h"
-#include "kernels/cuda/attention_tf32_kernels.cuh"
+#include "kernels/cuda/attention_tf32.cu"  // the launchers, on the emulated H200
+#include "kernels/cuda/attention_zero_rows.cu"
 
 namespace {
 
@@ -20,23 +23,17 @@ namespace kc = qkv::kernels::cuda;
 using qt::AttentionCase;
 using qt::max_rel_error;
 
-// out, lse by the forward kernel, then dq, dk, dv by the backward (as attention_tf32.cu launches them)
-template <int D, bool General>
+// out, lse by the forward, then dq (over a poisoned buffer: the launcher zeroes it), dk, dv by the
+// backward, as the flash pair's f32 dispatch calls them on a GPU (attention.cu)
 void run(const qt::EmulatedAttention& e, std::vector<float>& out, std::vector<float>& dq, std::vector<float>& dk,
          std::vector<float>& dv) {
-  constexpr int KN = D == 64 ? 64 : 32;
   const kernels::AttnProblem& p = e.p;
   std::vector<float> lse(p.B * p.H * p.Lq);
-  out.assign(e.nq(), 0.f), dq.assign(e.nq(), 0.f), dk.assign(e.nk(), 0.f), dv.assign(e.nk(), 0.f);
-  emulation::launch(dim3(static_cast<unsigned>((p.Lq + kc::kRows - 1) / kc::kRows), static_cast<unsigned>(p.B * p.H)),
-                    kc::kThreads, kc::forward_smem_bytes<D, KN>(),
-                    [&] { kc::flash_tf32_forward_kernel<D, KN, General>(p, out.data(), lse.data()); });
+  out.assign(e.nq(), 0.f), dq.assign(e.nq(), NAN), dk.assign(e.nk(), 0.f), dv.assign(e.nk(), 0.f);
+  ASSERT_TRUE(kc::attention_forward_tf32(p, out.data(), lse.data())) << "the tensor-core forward declined";
   const std::vector<float> Dsum = e.row_dot(out);
-  emulation::launch(dim3(static_cast<unsigned>((p.Lk + kc::kKeys - 1) / kc::kKeys), static_cast<unsigned>(p.B * p.Hkv)),
-                    kc::kThreads, kc::backward_smem_bytes<D>(), [&] {
-                      kc::flash_tf32_backward_kernel<D, General>(p, lse.data(), Dsum.data(), e.dout.data(), dq.data(),
-                                                                 dk.data(), dv.data());
-                    });
+  ASSERT_TRUE(kc::attention_backward_tf32(p, lse.data(), Dsum.data(), e.dout.data(), dq.data(), dk.data(), dv.data()))
+      << "the tensor-core backward declined";
 }
 
 TEST(AttentionTf32Emulated, TheTensorCorePairMatchesTheCpu) {
@@ -55,8 +52,7 @@ TEST(AttentionTf32Emulated, TheTensorCorePairMatchesTheCpu) {
     SCOPED_TRACE(qt::describe(c));
     const qt::EmulatedAttention e = qt::emulated_attention(c, seed += 10);
     std::vector<float> out, dq, dk, dv;
-    if (c.D == 64) (e.general() ? run<64, true> : run<64, false>)(e, out, dq, dk, dv);
-    else (e.general() ? run<128, true> : run<128, false>)(e, out, dq, dk, dv);
+    run(e, out, dq, dk, dv);
     EXPECT_LT(max_rel_error(out, e.out), 2e-5) << "out";
     EXPECT_LT(max_rel_error(dq, e.dq), 2e-5) << "dq";
     EXPECT_LT(max_rel_error(dk, e.dk), 2e-5) << "dk";

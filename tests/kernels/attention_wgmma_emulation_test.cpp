@@ -1,7 +1,9 @@
 // The bf16/f16 attention pair on Hopper's wgmma (kernels/cuda/sm90a/attention_wgmma_kernels.cuh) run on
-// the host, unchanged, through tests/kernels/cuda_emulation.h — the pre-passes (rows rounded to dense T
-// copies, the forward's vᵀ), the shared-memory descriptors and 128-byte swizzle, K-major and MN-major,
-// wgmma from shared memory and from registers — against qkv's CPU attention in bf16 (and f16): every forward variant
+// the host, unchanged, through tests/kernels/cuda_emulation.h, by their own launchers (sm90a/attention_wgmma.cu
+// compiled here: the variant each name and problem picks, the pre-passes — rows rounded to dense T copies,
+// the forward's vᵀ — in their scratch, the shared memory each kernel is allowed, the grids, the TMA maps),
+// the shared-memory descriptors and 128-byte swizzle, K-major and MN-major, wgmma from shared memory and
+// from registers — against qkv's CPU attention in bf16 (and f16): every forward variant
 // attention_wgmma.cu launches (one key tile at a time with tiles of 64 or 128 keys, the overlapped
 // kernel, the warp-specialized one), and both backwards (two warpgroups; warp-specialized), with and
 // without the mask code, dropout, head dims 64 and 128, and head dim 256 (the warp-specialized forward;
@@ -19,8 +21,7 @@
 
 #include "kernels/attention_emulation.h"
 #include "kernels/cpu/attention_kernels.h"
-#include "kernels/cuda/sm90a/attention_wgmma_backward256.cuh"
-#include "kernels/cuda/sm90a/attention_wgmma_kernels.cuh"
+#include "kernels/cuda/sm90a/attention_wgmma.cu"  // the launchers, on the emulated H200 (cuda_emulation.h)
 
 namespace {
 
@@ -28,122 +29,55 @@ using namespace qkv;
 namespace qt = qkv::testing;
 namespace kc = qkv::kernels::cuda;
 
-// The pre-pass as attention_wgmma.cu runs it: dense T copies of q [B, H, Lq, D] and k [B, Hkv, Lk, D],
-// and vᵀ [B, Hkv, D, Lp] with zeros past Lk
-template <typename T>
-struct Rounded {
-  std::vector<T> q, k, vt;
-  int64_t Lp;
-};
-template <typename T>
-Rounded<T> prepass(const kernels::AttnProblem& p) {
-  Rounded<T> r;
-  r.Lp = (p.Lk + 127) / 128 * 128;
-  r.q.resize(p.B * p.H * p.Lq * p.D), r.k.resize(p.B * p.Hkv * p.Lk * p.D), r.vt.resize(p.B * p.Hkv * p.D * r.Lp);
-  const dim3 grid(3);  // the kernels stride over the grid: a few blocks cover any size
-  emulation::launch(grid, 256, 0, [&] {
-    kc::tiles::round_rows_kernel<T, false>(p.q, p.q_sb, p.q_sh, p.q_sl, p.H, p.Lq, p.D, p.B * p.H * p.Lq * p.D / 8,
-                                           r.q.data());
-  });
-  emulation::launch(grid, 256, 0, [&] {
-    kc::tiles::round_rows_kernel<T, false>(p.k, p.k_sb, p.k_sh, p.k_sl, p.Hkv, p.Lk, p.D,
-                                           p.B * p.Hkv * p.Lk * p.D / 8, r.k.data());
-  });
-  emulation::launch(grid, 256, 0, [&] {
-    kc::transpose_rows_kernel<T>(p.v, p.v_sb, p.v_sh, p.v_sl, p.Hkv, p.Lk, p.D, r.Lp,
-                                 p.B * p.Hkv * p.D * r.Lp / 8, r.vt.data());
-  });
-  return r;
-}
-
 enum class Variant { tile64, tile128, overlap, ws };
+
+// The name QKV_CUDA_ATTENTION gives each forward variant
+const char* name(Variant v) {
+  return v == Variant::tile64    ? "wgmma64"
+         : v == Variant::tile128 ? "wgmma128"
+         : v == Variant::ws      ? "wgmma-ws"
+                                 : "wgmma-overlap";
+}
 
 struct Forward {
   std::vector<float> out, lse;
 };
 
-template <typename T, int D, int KN, bool General, bool Overlap>
-Forward forward(const qt::EmulatedAttention& e, const Rounded<T>& r) {
-  const kernels::AttnProblem& p = e.p;
-  std::vector<float> out(e.nq(), 0.f), lse(p.B * p.H * p.Lq, 0.f);
-  const dim3 grid(static_cast<unsigned>((p.Lq + kc::kRows - 1) / kc::kRows), static_cast<unsigned>(p.B * p.H));
-  emulation::launch(grid, kc::kThreads, kc::smem_bytes<D, KN, Overlap ? 4 : 2>(), [&] {
-    if constexpr (Overlap)
-      kc::flash_wgmma_overlap_kernel<T, D, KN, General>(p, r.q.data(), r.k.data(), r.vt.data(), r.Lp, out.data(),
-                                                         lse.data());
-    else
-      kc::flash_wgmma_forward_kernel<T, D, KN, General>(p, r.q.data(), r.k.data(), r.vt.data(), r.Lp, out.data(),
-                                                         lse.data());
-  });
-  return {out, lse};
-}
-
-// The warp-specialized kernel as attention_wgmma.cu launches it: the TMA tensor maps over the same
-// dense copies (encoded by the emulation, which refuses what the driver would), three warpgroups.
-template <typename T, int D, bool General>
-Forward forward_ws(const qt::EmulatedAttention& e, const Rounded<T>& r) {
-  const kernels::AttnProblem& p = e.p;
-  constexpr int KN = kc::WsShape<D>::KN, Stages = kc::WsShape<D>::Stages;
-  std::vector<float> out(e.nq(), 0.f), lse(p.B * p.H * p.Lq, 0.f);
-  kc::ForwardMaps maps;
-  kc::encode_forward_maps<T, D, KN>(maps, p, r.q.data(), r.k.data(), r.vt.data(), r.Lp);
-  const dim3 grid(static_cast<unsigned>((p.Lq + kc::kRows - 1) / kc::kRows), static_cast<unsigned>(p.B * p.H));
-  emulation::launch(grid, kc::kWsThreads, kc::ws_smem_bytes<D, KN, Stages>(), [&] {
-    kc::flash_wgmma_ws_kernel<T, D, KN, Stages, General>(p, maps.q, maps.k, maps.vt, r.q.data(), r.k.data(),
-                                                         r.vt.data(), r.Lp, out.data(), lse.data());
-  });
-  return {out, lse};
+// The forward as a GPU runs it — attention_wgmma.cu's launcher, on the emulated H200: its pre-pass (q, k
+// rounded to dense T rows, vᵀ), the kernel QKV_CUDA_ATTENTION and the problem pick (a mask or dropout
+// takes the general code of the one-tile kernel at head dim 64, of the overlapped one at 128; head dim
+// 256 the warp-specialized kernel alone), its shared memory allowed, its grid; the scratch freed
+template <typename T>
+Forward forward(const qt::EmulatedAttention& e, Variant v) {
+  const qt::ScopedEnv env("QKV_CUDA_ATTENTION", name(v));
+  Forward f{std::vector<float>(e.nq(), 0.f), std::vector<float>(e.p.B * e.p.H * e.p.Lq, 0.f)};
+  const bool served = std::is_same_v<T, __nv_bfloat16>
+                          ? kc::attention_forward_wgmma_bf16(e.p, f.out.data(), f.lse.data())
+                          : kc::attention_forward_wgmma_f16(e.p, f.out.data(), f.lse.data());
+  EXPECT_TRUE(served) << "the wgmma forward declined the problem";
+  EXPECT_TRUE(emulation::device().blocks.empty()) << "the forward's scratch not freed";
+  return f;
 }
 
 enum class Backward { two_warpgroups, ws, none };  // none: the forward alone
 
-// dq, dk, dv by the backward, from the forward's lse, as attention_wgmma.cu runs it: its pre-pass — q,
-// dO, k, v rounded to dense rows, read K-major and MN-major alike —, D_i = rowsum(dO ∘ out), dq zeroed;
-// then the two-warpgroup kernel or the warp-specialized one (its TMA tensor maps over the same
-// copies), or at head dim 256 its own
-template <typename T, int D, bool General>
+// dq, dk, dv by attention_wgmma.cu's backward launcher (QKV_CUDA_ATTENTION_BACKWARD=wgmma or wgmma-ws)
+// from the forward's lse, D_i = rowsum(dO ∘ out) and a zeroed dq, as the ops call it: its pre-pass — q,
+// dO, k, v rounded to dense rows, read K-major and MN-major alike —, then the two-warpgroup kernel or
+// the warp-specialized one (its TMA tensor maps over the same copies), or at head dim 256 its own
+template <typename T>
 void backward(const qt::EmulatedAttention& e, const Forward& f, Backward kernel, std::vector<float>& dq,
               std::vector<float>& dk, std::vector<float>& dv) {
-  const kernels::AttnProblem& p = e.p;
-  const int64_t nq = p.B * p.H * p.Lq * D, nk = p.B * p.Hkv * p.Lk * D;
-  std::vector<T> qh(nq), gh(nq), kh(nk), vh(nk);
-  const float* g = e.dout.data();
-  const int64_t g_sb = p.H * p.Lq * D, g_sh = p.Lq * D;
-  auto rows = [&](const float* x, int64_t sb, int64_t sh, int64_t sl, int64_t heads, int64_t L, std::vector<T>& out) {
-    emulation::launch(dim3(3), 256, 0, [&] {
-      kc::tiles::round_rows_kernel<T, false>(x, sb, sh, sl, heads, L, D, static_cast<int64_t>(out.size()) / 8,
-                                             out.data());
-    });
-  };
-  rows(p.q, p.q_sb, p.q_sh, p.q_sl, p.H, p.Lq, qh);
-  rows(g, g_sb, g_sh, D, p.H, p.Lq, gh);
-  rows(p.k, p.k_sb, p.k_sh, p.k_sl, p.Hkv, p.Lk, kh);
-  rows(p.v, p.v_sb, p.v_sh, p.v_sl, p.Hkv, p.Lk, vh);
+  const qt::ScopedEnv env("QKV_CUDA_ATTENTION_BACKWARD", kernel == Backward::ws ? "wgmma-ws" : "wgmma");
   const std::vector<float> Dsum = e.row_dot(f.out);
   dq.assign(e.nq(), 0.f), dk.assign(e.nk(), 0.f), dv.assign(e.nk(), 0.f);
-  if constexpr (D == 256) {  // its own kernel: 64 keys a block
-    const dim3 grid(static_cast<unsigned>((p.Lk + kc::kBwd256Keys - 1) / kc::kBwd256Keys),
-                    static_cast<unsigned>(p.B * p.Hkv));
-    emulation::launch(grid, kc::kBwd256Threads, kc::backward256_smem_bytes(), [&] {
-      kc::flash_wgmma_backward256_kernel<T, General>(p, qh.data(), gh.data(), kh.data(), vh.data(), f.lse.data(),
-                                                     Dsum.data(), dq.data(), dk.data(), dv.data());
-    });
-  } else {
-    const dim3 grid(static_cast<unsigned>((p.Lk + kc::kBwdKeys - 1) / kc::kBwdKeys), static_cast<unsigned>(p.B * p.Hkv));
-    if (kernel == Backward::ws) {
-      kc::BackwardMaps maps;
-      kc::encode_backward_maps<T, D>(maps, p, qh.data(), gh.data(), kh.data(), vh.data());
-      emulation::launch(grid, kc::kBwdWsThreads, kc::ws_backward_smem_bytes<D>(), [&] {
-        kc::flash_wgmma_ws_backward_kernel<T, D, General>(p, maps, f.lse.data(), Dsum.data(), dq.data(), dk.data(),
-                                                          dv.data());
-      });
-      return;
-    }
-    emulation::launch(grid, kc::kBwdThreads, kc::backward_smem_bytes<D>(), [&] {
-      kc::flash_wgmma_backward_kernel<T, D, General>(p, qh.data(), gh.data(), kh.data(), vh.data(), f.lse.data(),
-                                                     Dsum.data(), dq.data(), dk.data(), dv.data());
-    });
-  }
+  const bool served = std::is_same_v<T, __nv_bfloat16>
+                          ? kc::attention_backward_wgmma_bf16(e.p, f.lse.data(), Dsum.data(), e.dout.data(),
+                                                              dq.data(), dk.data(), dv.data())
+                          : kc::attention_backward_wgmma_f16(e.p, f.lse.data(), Dsum.data(), e.dout.data(),
+                                                             dq.data(), dk.data(), dv.data());
+  EXPECT_TRUE(served) << "the wgmma backward declined the problem";
+  EXPECT_TRUE(emulation::device().blocks.empty()) << "the backward's scratch not freed";
 }
 
 template <typename T, int D>
@@ -157,19 +91,7 @@ void check(const qt::AttentionCase& c, Variant v, uint64_t seed, Backward bwd = 
   ASSERT_EQ(c.D, D);
   const qt::EmulatedAttention e =
       qt::emulated_attention(c, seed, bf16 ? AttentionCompute::bf16 : AttentionCompute::f16);
-  const Rounded<T> r = prepass<T>(e.p);
-  // the kernel attention_wgmma.cu's launch picks: a mask or dropout takes the general code of the
-  // one-tile kernel at head dim 64 (of the overlapped one when asked for), of the overlapped one at 128
-  // (head dim 256: the warp-specialized forward alone, and its own backward)
-  Forward f;
-  if (v == Variant::ws) f = e.general() ? forward_ws<T, D, true>(e, r) : forward_ws<T, D, false>(e, r);
-  else if constexpr (D != 256) {
-    if (e.general() && D == 64 && v != Variant::overlap) f = forward<T, D, 64, true, false>(e, r);
-    else if (e.general()) f = forward<T, D, 64, true, true>(e, r);
-    else if (v == Variant::tile64) f = forward<T, D, 64, false, false>(e, r);
-    else if (v == Variant::tile128) f = forward<T, D, 128, false, false>(e, r);
-    else f = forward<T, D, 64, false, true>(e, r);
-  }
+  const Forward f = forward<T>(e, v);
   // P (and dS') are rounded to the 16-bit type for their products, which the CPU does not: bf16's 2e-2
   // (f16's 2.5e-3), as the mma.sync kernels' emulation test and
   // Cuda.Bf16AttentionTrainsOnTheTensorCoresAsOnTheCpu on a GPU
@@ -183,7 +105,7 @@ void check(const qt::AttentionCase& c, Variant v, uint64_t seed, Backward bwd = 
   }
   if (bwd == Backward::none) return;
   std::vector<float> dq, dk, dv;
-  (e.general() ? backward<T, D, true> : backward<T, D, false>)(e, f, bwd, dq, dk, dv);
+  backward<T>(e, f, bwd, dq, dk, dv);
   EXPECT_LT(qt::max_rel_error(dq, e.dq), tol) << "dq";
   EXPECT_LT(qt::max_rel_error(dk, e.dk), tol) << "dk";
   EXPECT_LT(qt::max_rel_error(dv, e.dv), tol) << "dv";

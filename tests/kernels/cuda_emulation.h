@@ -39,7 +39,11 @@
 #include <stdexcept>
 #include <string>
 #include <type_traits>
+#include <utility>
 #include <vector>
+
+#include "qkv/core/cuda.h"   // CheckMessage (the deferred checks', emulated below)
+#include "qkv/core/error.h"
 
 #define QKV_CUDA_EMULATION 1
 
@@ -802,6 +806,124 @@ void launch(dim3 grid, unsigned threads, size_t shared_bytes, std::function<void
 }  // namespace
 #pragma GCC diagnostic pop
 
+// ---- the runtime a .cu file's launchers call, on the host -----------------------------------------------
+//
+// A test may compile a launcher file (kernels/cuda/*.cu) after this header: its QKV_LAUNCH runs the
+// kernel through launch() above, and its runtime calls — named below as the CUDA runtime names them —
+// act on the host: one emulated H200 (device 0, compute capability 9.0, 132 multiprocessors, 227 KB of
+// shared memory a block on request), one stream in which everything happens at once, device memory
+// that is host memory (cudaMallocAsync's blocks counted, so that a test sees each freed). A launch
+// asking for more than 48 KB of dynamic shared memory fails, as on a GPU, unless
+// cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, …) allowed that kernel as much.
+struct Device {
+  std::map<const void*, int> shared_allowed;  // by kernel: the largest dynamic shared memory allowed
+  std::map<void*, size_t> blocks;             // cudaMallocAsync's blocks not yet freed
+};
+inline Device& device() {
+  static Device d;
+  return d;
+}
+constexpr int kDefaultSharedBytes = 48 * 1024;
+constexpr int kSharedOptinBytes = 227 * 1024;  // cudaDevAttrMaxSharedMemoryPerBlockOptin on an H100/H200
+
+inline cudaError_t get_device(int* d) {
+  *d = 0;
+  return cudaSuccess;
+}
+inline cudaError_t device_get_attribute(int* value, cudaDeviceAttr attribute, int) {
+  switch (attribute) {
+    case cudaDevAttrMultiProcessorCount: *value = 132; break;
+    case cudaDevAttrComputeCapabilityMajor: *value = 9; break;
+    case cudaDevAttrComputeCapabilityMinor: *value = 0; break;
+    case cudaDevAttrMaxSharedMemoryPerBlockOptin: *value = kSharedOptinBytes; break;
+    default: throw std::logic_error("emulation: cudaDeviceGetAttribute(" + std::to_string(attribute) + ") not emulated");
+  }
+  return cudaSuccess;
+}
+template <typename Kernel>
+cudaError_t func_set_attribute(Kernel* kernel, cudaFuncAttribute attribute, int value) {
+  if (attribute != cudaFuncAttributeMaxDynamicSharedMemorySize)
+    throw std::logic_error("emulation: cudaFuncSetAttribute(" + std::to_string(attribute) + ") not emulated");
+  if (value < 0 || value > kSharedOptinBytes) return cudaErrorInvalidValue;  // the GPU's refusal
+  device().shared_allowed[reinterpret_cast<const void*>(kernel)] = value;
+  return cudaSuccess;
+}
+inline cudaError_t malloc_async(void** p, size_t bytes, cudaStream_t) {
+  const size_t rounded = (bytes + 255) / 256 * 256;  // cudaMalloc's 256-byte alignment
+  *p = std::aligned_alloc(256, rounded ? rounded : 256);
+  if (!*p) return cudaErrorMemoryAllocation;
+  QKV_EMULATION_POISON(static_cast<char*>(*p) + bytes, (rounded ? rounded : 256) - bytes);  // past the request
+  device().blocks[*p] = bytes;
+  return cudaSuccess;
+}
+inline cudaError_t free_async(void* p, cudaStream_t) {
+  if (!p) return cudaSuccess;
+  auto it = device().blocks.find(p);
+  if (it == device().blocks.end()) throw std::logic_error("emulation: cudaFreeAsync of memory cudaMallocAsync never gave");
+  const size_t rounded = (it->second + 255) / 256 * 256;
+  QKV_EMULATION_UNPOISON(p, rounded ? rounded : 256);
+  device().blocks.erase(it);
+  std::free(p);
+  return cudaSuccess;
+}
+inline cudaError_t memcpy_async(void* dst, const void* src, size_t bytes, cudaMemcpyKind, cudaStream_t) {
+  if (bytes) std::memcpy(dst, src, bytes);
+  return cudaSuccess;
+}
+inline cudaError_t memset_async(void* p, int value, size_t bytes, cudaStream_t) {
+  if (bytes) std::memset(p, value, bytes);
+  return cudaSuccess;
+}
+inline cudaError_t peek_at_last_error() { return cudaSuccess; }  // a failed launch has thrown
+// The deferred checks (qkv/core/cuda.h's contract): a word all ones that a kernel lowers with
+// atomicMin to (position << 32) | value; at the next wait every word is read and dropped, and the
+// first registered that moved throws qkv::Error(message(position, value)).
+struct DeferredCheck {
+  std::unique_ptr<unsigned long long> word;
+  ::qkv::cuda::CheckMessage message;
+};
+inline std::vector<DeferredCheck>& deferred_checks() {
+  static std::vector<DeferredCheck> checks;
+  return checks;
+}
+inline unsigned long long* deferred_check(cudaStream_t, ::qkv::cuda::CheckMessage message) {
+  deferred_checks().push_back({std::make_unique<unsigned long long>(~0ull), std::move(message)});
+  return deferred_checks().back().word.get();
+}
+inline void wait(cudaStream_t) {
+  std::vector<DeferredCheck> checks = std::move(deferred_checks());
+  deferred_checks().clear();
+  for (const DeferredCheck& c : checks)
+    if (*c.word != ~0ull)
+      throw ::qkv::Error(c.message(static_cast<int64_t>(*c.word >> 32), static_cast<int32_t>(*c.word & 0xffffffffu)));
+}
+
+namespace {  // each file's own, as launch()
+// QKV_LAUNCH(grid, block, shared, stream, kernel)(arguments…): the launch's limits, then the kernel on the host
+template <typename Kernel>
+struct KernelLaunch {
+  dim3 grid, block;
+  size_t shared;
+  Kernel* kernel;
+  template <typename... Args>
+  void operator()(Args&&... args) const {
+    if (block.y != 1 || block.z != 1) throw std::logic_error("emulation: blocks of one dimension only");
+    if (shared > static_cast<size_t>(kDefaultSharedBytes)) {
+      auto it = device().shared_allowed.find(reinterpret_cast<const void*>(kernel));
+      if (it == device().shared_allowed.end() || static_cast<size_t>(it->second) < shared)
+        throw std::invalid_argument("emulation: a launch with " + std::to_string(shared) +
+                                    " bytes of dynamic shared memory, past 48 KB, where "
+                                    "cudaFuncSetAttribute(MaxDynamicSharedMemorySize) allowed this kernel less");
+    }
+    launch(grid, block.x, shared, [&] { kernel(args...); });
+  }
+};
+template <typename Kernel>
+KernelLaunch<Kernel> launch_of(dim3 grid, dim3 block, size_t shared, Kernel* kernel) {
+  return {grid, block, shared, kernel};
+}
+}  // namespace
+
 }  // namespace qkv::emulation
 
 // ---- the built-ins, for the kernel code that follows ---------------------------------------------------
@@ -814,7 +936,20 @@ void launch(dim3 grid, unsigned threads, size_t shared_bytes, std::function<void
 #define __launch_bounds__(...)
 #undef __grid_constant__  // the toolkit's is an attribute the host compiler does not know
 #define __grid_constant__
+// the runtime calls of the launcher files (above: the emulated device)
+#define cudaGetDevice ::qkv::emulation::get_device
+#define cudaDeviceGetAttribute ::qkv::emulation::device_get_attribute
+#define cudaFuncSetAttribute ::qkv::emulation::func_set_attribute
+#define cudaMallocAsync ::qkv::emulation::malloc_async
+#define cudaFreeAsync ::qkv::emulation::free_async
+#define cudaMemcpyAsync ::qkv::emulation::memcpy_async
+#define cudaMemsetAsync ::qkv::emulation::memset_async
+#define cudaPeekAtLastError ::qkv::emulation::peek_at_last_error
 
+inline void __syncwarp(unsigned mask = 0xffffffffu) {  // the whole warp (the kernels' one use)
+  if (mask != 0xffffffffu) throw std::logic_error("emulation: __syncwarp of part of a warp");
+  ::qkv::emulation::sync_warp();
+}
 template <typename T>
 inline T __shfl_xor_sync(unsigned, T v, int m) {
   return ::qkv::emulation::shfl_xor(v, m);

@@ -7,7 +7,9 @@
 // tokens into the cache (f32, bf16 and e4m3 caches); long contexts split over the keys (runs, then their
 // merge) and where paged_split chooses that; a block table naming pages outside the cache, a negative row and a length
 // past the table are skipped, not read, as are rows outside the table and slots outside the cache
-// (under qkv_emulation_asan a read or write outside would be reported).
+// (under qkv_emulation_asan a read or write outside would be reported); and paged_attention.cu's own
+// launchers, whose choices (split or not on 132 SMs, the cascade's runs, each kernel's shared memory
+// allowed) the other cases make by hand.
 // Needs the CUDA toolkit's headers (a QKV_CUDA build), not a GPU.
 #include <gtest/gtest.h>
 
@@ -22,9 +24,10 @@
 #include <vector>
 
 #include "kernels/cpu/paged_attention.h"
-#include "kernels/cuda/paged_attention_kernels.cuh"
+#include "kernels/cuda/paged_attention.cu"  // the launchers, on the emulated H200 (132 SMs)
 #include "kernels/emulated_kernels.h"
 #include "kernels/paged_prefixes.h"
+#include "testing.h"
 
 namespace {
 
@@ -474,6 +477,71 @@ TEST(PagedAttentionKernelsEmulated, CascadeSkipsSharedPagesOutsideTheCache) {
   const std::vector<float> t2(spoiled.out.begin() + 2 * static_cast<std::ptrdiff_t>(row), spoiled.out.end()),
       a2(alone.begin() + 2 * static_cast<std::ptrdiff_t>(row), alone.end());
   EXPECT_GT(rel(t2, a2), 1e-3);
+}
+
+// The launchers themselves (paged_attention.cu on the emulated H200): a decoding step (the split left
+// to paged_split on 132 SMs: none for these rows), a long context over few rows (split there) and the
+// same with QKV_CUDA_PAGED_SPLIT=0, the cascade over shared pages (its groups' kernel asks for its
+// shared memory past 48 KB at head dim 128 and 256), a bf16 cache, and the writes of new tokens.
+TEST(PagedAttentionKernelsEmulated, TheLaunchersMatchTheCpu) {
+  auto launched = [](const Paged& c, const kqkv::PagedCascade* cascade = nullptr) {
+    std::vector<float> out(static_cast<size_t>(c.s.T * c.s.H * c.s.Dv), NAN);
+    kc::paged_attention_forward(c.q.data(), c.k.data(), c.v.data(), c.table.data(), c.seq.data(), c.len.data(),
+                                out.data(), c.s, cascade);
+    EXPECT_TRUE(qkv::emulation::device().blocks.empty()) << "the runs' scratch not freed";
+    return out;
+  };
+  for (const Heads& h : {Heads{8, 2, 64, 64, 16, 0}, Heads{2, 1, 256, 200, 16, 0}}) {
+    SCOPED_TRACE(name(h));
+    const Paged step = make(h, {0, 1, 17, 100}, {{2, 17}, {0, 0}, {3, 100}, {1, 1}}, 131);
+    EXPECT_LT(rel(launched(step), forward_cpu(step)), 1e-5);
+    const Paged long_context = make(h, {1500}, {{0, 1500}}, 132);
+    ASSERT_GT(kc::paged_split(long_context.s, 132).splits, 1) << "no split chosen";
+    const std::vector<float> want = forward_cpu(long_context);
+    EXPECT_LT(rel(launched(long_context), want), 1e-5);
+    {
+      const qkv::testing::ScopedEnv no_split("QKV_CUDA_PAGED_SPLIT", "0");
+      EXPECT_LT(rel(launched(long_context), want), 1e-5);
+    }
+  }
+  for (const Heads& h : {Heads{8, 2, 128, 128, 16, 0}, Heads{2, 1, 256, 256, 16, 0}}) {  // the cascade
+    SCOPED_TRACE(name(h) + ", cascade");
+    Paged c = make(h, {560, 540, 600, 300}, {{0, 560}, {1, 540}, {2, 600}, {3, 300}}, 133);
+    share_first_pages(c, 3, 512 / h.page_size);  // rows 0 … 2: 512 keys in common
+    const kqkv::PagedCascadeArrays a = kqkv::paged_cascade_arrays(
+        kqkv::paged_shared_prefixes(c.table.data(), c.seq.data(), c.len.data(), c.s), c.s.T);
+    ASSERT_GT(a.n_blocks(), 0);
+    kqkv::PagedCascade cascade;
+    cascade.blocks = a.blocks.data(), cascade.tokens = a.tokens.data(), cascade.from = a.from.data();
+    cascade.n_blocks = a.n_blocks(), cascade.max_keys = a.max_keys, cascade.max_count = a.max_count;
+    EXPECT_LT(rel(launched(c, &cascade), forward_cpu(c)), 1e-5);
+  }
+  {  // a bf16 cache, and the writes of new tokens into f32 and bf16 caches
+    const Heads h{8, 2, 64, 64, 16, 0};
+    const Paged c = make(h, {0, 1, 17, 600}, {{2, 17}, {0, 0}, {3, 600}, {1, 1}}, 134);
+    const std::vector<qkv::bf16> k16 = to_cache<qkv::bf16>(c.k), v16 = to_cache<qkv::bf16>(c.v);
+    std::vector<float> want(static_cast<size_t>(c.s.T * c.s.H * c.s.Dv)), got(want.size(), NAN);
+    cpu::paged_attention_forward(c.q.data(), k16.data(), v16.data(), c.table.data(), c.seq.data(), c.len.data(),
+                                 want.data(), c.s);
+    kc::paged_attention_forward(c.q.data(), k16.data(), v16.data(), c.table.data(), c.seq.data(), c.len.data(),
+                                got.data(), c.s);
+    EXPECT_LT(rel(got, want), 1e-5);
+    PagedShape s = c.s;
+    s.T = 5;
+    const std::vector<float> k = random_floats(static_cast<size_t>(s.T * s.Hkv * s.D), 135, 1.f),
+                             v = random_floats(static_cast<size_t>(s.T * s.Hkv * s.Dv), 136, 1.f);
+    const std::vector<int32_t> slots = {3, 40, 41, 90, 17};
+    std::vector<float> kc_c = c.k, vc_c = c.v, kc_g = c.k, vc_g = c.v;
+    cpu::paged_kv_write(kc_c.data(), vc_c.data(), k.data(), v.data(), slots.data(), s);
+    kc::paged_kv_write(kc_g.data(), vc_g.data(), k.data(), v.data(), slots.data(), s);
+    EXPECT_EQ(kc_g, kc_c);
+    EXPECT_EQ(vc_g, vc_c);
+    std::vector<qkv::bf16> k16c = k16, v16c = v16, k16g = k16, v16g = v16;
+    cpu::paged_kv_write(k16c.data(), v16c.data(), k.data(), v.data(), slots.data(), s);
+    kc::paged_kv_write(k16g.data(), v16g.data(), k.data(), v.data(), slots.data(), s);
+    EXPECT_EQ(bits_of(k16g), bits_of(k16c));
+    EXPECT_EQ(bits_of(v16g), bits_of(v16c));
+  }
 }
 
 }  // namespace

@@ -1,7 +1,7 @@
 // RMSNorm's GPU kernels (kernels/cuda/rms_norm_kernels.cuh) — rms_norm and add_rms_norm forward, dx,
-// dγ by strips — run on the host, unchanged, through tests/kernels/cuda_emulation.h, with the grids
-// rms_norm.cu gives them, against the CPU's kernels. Needs the CUDA toolkit's headers (a QKV_CUDA
-// build), not a GPU.
+// dγ by strips — run on the host, unchanged, through tests/kernels/cuda_emulation.h, by rms_norm.cu's own
+// launchers (compiled here: their grids, the strips' scratch, freed), against the CPU's kernels. Needs
+// the CUDA toolkit's headers (a QKV_CUDA build), not a GPU.
 #include <gtest/gtest.h>
 
 #if __has_include(<cuda_runtime.h>)
@@ -11,7 +11,7 @@
 #include <vector>
 
 #include "kernels/cpu/rms_norm.h"
-#include "kernels/cuda/rms_norm_kernels.cuh"
+#include "kernels/cuda/rms_norm.cu"  // the launchers, on the emulated GPU
 #include "kernels/emulated_kernels.h"
 
 namespace {
@@ -34,14 +34,11 @@ TEST(RmsNormKernelsEmulated, RmsNormAndAddRmsNormMatchTheCpu) {
                                 eps, y16_c.data());
     else
       cpu::rms_norm_forward(x.data(), gamma.data(), y_c.data(), rstd_c.data(), rows, n, eps, y16_c.data());
-    launch(dim3(rows), kc::kThreads, 0, [&] {
-      if (add)
-        kc::rms_norm_forward_kernel<true>(x.data(), res.data(), drop, s_g.data(), gamma.data(), y_g.data(),
-                                          rstd_g.data(), n, eps, y16_g.data());
-      else
-        kc::rms_norm_forward_kernel<false>(x.data(), nullptr, drop, nullptr, gamma.data(), y_g.data(), rstd_g.data(), n,
-                                           eps, y16_g.data());
-    });
+    if (add)
+      kc::add_rms_norm_forward(x.data(), res.data(), drop, gamma.data(), s_g.data(), y_g.data(), rstd_g.data(), rows, n,
+                               eps, y16_g.data());
+    else
+      kc::rms_norm_forward(x.data(), gamma.data(), y_g.data(), rstd_g.data(), rows, n, eps, y16_g.data());
     EXPECT_EQ(bits_of(y16_c), converted_bits(y_c)) << "the CPU's copy: convert_to_bf16's of its y";
     EXPECT_EQ(bits_of(y16_g), rounded_bits(y_g)) << "the GPU's copy: its y rounded";
     if (add) {
@@ -53,16 +50,13 @@ TEST(RmsNormKernelsEmulated, RmsNormAndAddRmsNormMatchTheCpu) {
     const std::vector<float>& in = add ? s_c : x;
     std::vector<float> dx_c(rows * n), dg_c(n), dx_g(rows * n), dg_g(n);
     cpu::rms_norm_backward(in.data(), gamma.data(), rstd_c.data(), dy.data(), dx_c.data(), dg_c.data(), rows, n);
-    launch(dim3(rows), kc::kThreads, 0,
-           [&] { kc::rms_norm_dx_kernel(in.data(), gamma.data(), rstd_c.data(), dy.data(), dx_g.data(), n, {}); });
+    kc::rms_norm_backward(in.data(), gamma.data(), rstd_c.data(), dy.data(), dx_g.data(), dg_g.data(), rows, n, {});
     if (mode == 2) {  // the residual's part in the same pass: dx + dsum, and the residual's gradient through the mask
       const std::vector<float> dsum = random_floats(rows * n, 95, 1.f);
       std::vector<float> ds_g(rows * n), dres_g(rows * n), ds_c(rows * n), dres_c(rows * n);
       std::vector<bf16> g16_g(rows * n), g16_c(rows * n);  // the residual's gradient's bf16 copy
-      launch(dim3(rows), kc::kThreads, 0, [&] {
-        kc::rms_norm_dx_kernel(in.data(), gamma.data(), rstd_c.data(), dy.data(), ds_g.data(), n,
-                               {dsum.data(), dres_g.data(), drop, g16_g.data()});
-      });
+      kc::rms_norm_backward(in.data(), gamma.data(), rstd_c.data(), dy.data(), ds_g.data(), nullptr, rows, n,
+                            {dsum.data(), dres_g.data(), drop, g16_g.data()});
       EXPECT_EQ(bits_of(g16_g), rounded_bits(dres_g));
       const auto want = residual_gradients_of(dx_g, dsum, drop);
       EXPECT_EQ(ds_g, want.ds) << "ds = dx + dsum, rounded as an addition";
@@ -73,12 +67,7 @@ TEST(RmsNormKernelsEmulated, RmsNormAndAddRmsNormMatchTheCpu) {
       EXPECT_LT(rel(ds_g, ds_c), 2e-6);
       EXPECT_LT(rel(dres_g, dres_c), 2e-6);
     }
-    const int64_t strips = (rows + kc::kStrip - 1) / kc::kStrip;
-    std::vector<float> partial(strips * n);
-    launch(dim3(kc::blocks_for(n), static_cast<unsigned>(strips)), 256, 0, [&] {
-      kc::rms_norm_dgamma_partial(in.data(), rstd_c.data(), dy.data(), partial.data(), rows, n);
-    });
-    launch(dim3(kc::blocks_for(n)), 256, 0, [&] { kc::column_sums(partial.data(), strips, n, dg_g.data()); });
+    EXPECT_TRUE(qkv::emulation::device().blocks.empty()) << "the strips' scratch not freed";
     EXPECT_LT(rel(dx_g, dx_c), 2e-6);
     EXPECT_LT(rel(dg_g, dg_c), 2e-6);
   }

@@ -5,10 +5,11 @@
 
 #include "kernels/cuda/kernels.h"
 #include "kernels/cuda/launch.h"
+#include "kernels/cuda/namespace.h"
 #include "kernels/cuda/tensor_list.h"
 #include "kernels/cuda/adam_kernels.cuh"
 
-namespace qkv::kernels::cuda {
+QKV_CUDA_LAUNCHERS_BEGIN
 
 void adam_update_list(float* const* param, const float* const* grad, float* const* exp_avg, float* const* exp_avg_sq,
                       const int64_t* n, int64_t count, const AdamCoefficients& c, const float* step_numbers,
@@ -20,9 +21,9 @@ void adam_update_list(float* const* param, const float* const* grad, float* cons
   for_each_chunk<5>({param, grad, exp_avg, exp_avg_sq, copies.data()}, n, count,
                     [&](const TensorList<5>& list, int64_t, int tensors, int64_t most) {
                       const dim3 grid(blocks_for(most, 256, 4) > 1024 ? 1024 : blocks_for(most, 256, 4), tensors);
-                      adam_list_kernel<<<grid, 256, 0, stream()>>>(list, c, step_numbers, clip_factor);
+                      QKV_LAUNCH(grid, 256, 0, stream(), adam_list_kernel)(list, c, step_numbers, clip_factor);
                       QKV_CUDA_LAUNCHED(adam_list_kernel);
                     });
 }
 
-}  // namespace qkv::kernels::cuda
+QKV_CUDA_LAUNCHERS_END  // qkv::kernels::cuda

@@ -7,8 +7,9 @@
 // with g_tja = de_tj v_a (1 − τ_tja²); zero de (masked positions) contributes nothing. No atomics.
 #include "kernels/cuda/kernels.h"
 #include "kernels/cuda/launch.h"
+#include "kernels/cuda/namespace.h"
 
-namespace qkv::kernels::cuda {
+QKV_CUDA_LAUNCHERS_BEGIN
 namespace {
 
 constexpr int kThreads = 256;
@@ -83,7 +84,7 @@ void additive_score_forward(const float* q, const float* k, const float* v, floa
   const int64_t n = B * T * S;
   if (n == 0) return;
   if (A == 0) return fill_f32(e, n, 0.f);
-  score_forward_kernel<<<blocks_for(n * 32, kThreads), kThreads, 0, stream()>>>(q, k, v, e, B, T, S, A);
+  QKV_LAUNCH(blocks_for(n * 32, kThreads), kThreads, 0, stream(), score_forward_kernel)(q, k, v, e, B, T, S, A);
   QKV_CUDA_LAUNCHED(score_forward_kernel);
 }
 
@@ -91,18 +92,18 @@ void additive_score_backward(const float* q, const float* k, const float* v, con
                              float* dv, int64_t B, int64_t T, int64_t S, int64_t A) {
   cudaStream_t s = stream();
   if (dq && B * T * A > 0) {
-    score_dq_kernel<<<blocks_for(B * T * A, kThreads), kThreads, 0, s>>>(q, k, v, de, dq, B, T, S, A);
+    QKV_LAUNCH(blocks_for(B * T * A, kThreads), kThreads, 0, s, score_dq_kernel)(q, k, v, de, dq, B, T, S, A);
     QKV_CUDA_LAUNCHED(score_dq_kernel);
   }
   if (dk && B * S * A > 0) {
-    score_dk_kernel<<<blocks_for(B * S * A, kThreads), kThreads, 0, s>>>(q, k, v, de, dk, B, T, S, A);
+    QKV_LAUNCH(blocks_for(B * S * A, kThreads), kThreads, 0, s, score_dk_kernel)(q, k, v, de, dk, B, T, S, A);
     QKV_CUDA_LAUNCHED(score_dk_kernel);
   }
   if (dv && A > 0) {
     QKV_CHECK(A <= 2147483647, "additive_score: ", A, " units are too many for one CUDA grid");
-    score_dv_kernel<<<static_cast<unsigned>(A), kThreads, 0, s>>>(q, k, de, dv, B, T, S, A);
+    QKV_LAUNCH(static_cast<unsigned>(A), kThreads, 0, s, score_dv_kernel)(q, k, de, dv, B, T, S, A);
     QKV_CUDA_LAUNCHED(score_dv_kernel);
   }
 }
 
-}  // namespace qkv::kernels::cuda
+QKV_CUDA_LAUNCHERS_END  // qkv::kernels::cuda

@@ -21,8 +21,9 @@
 #include "kernels/cuda/attention_kernels.h"
 #include "kernels/cuda/attention_device.cuh"
 #include "kernels/cuda/launch.h"
+#include "kernels/cuda/namespace.h"
 
-namespace qkv::kernels::cuda {
+QKV_CUDA_LAUNCHERS_BEGIN
 namespace {
 
 constexpr int kWarps = 4;            // warps (rows) per block
@@ -471,21 +472,22 @@ void attention_forward_flash_f32(const AttnProblem& p, float* out, float* lse) {
     float* part_m = part.p;
     float* part_l = part_m + rows * splits;
     float* part_o = part_l + rows * splits;
-    split_kv_partial_kernel<<<warps_grid(rows * splits), kWarps * 32, 0, s>>>(p, splits, kSplitChunk, part_m, part_l,
-                                                                              part_o);
+    QKV_LAUNCH(warps_grid(rows * splits), kWarps * 32, 0, s, split_kv_partial_kernel)(
+        p, splits, kSplitChunk, part_m, part_l, part_o);
     QKV_CUDA_LAUNCHED(split_kv_partial_kernel);
-    split_kv_combine_kernel<<<warps_grid(rows), kWarps * 32, 0, s>>>(p, splits, part_m, part_l, part_o, out, lse);
+    QKV_LAUNCH(warps_grid(rows), kWarps * 32, 0, s, split_kv_combine_kernel)(
+        p, splits, part_m, part_l, part_o, out, lse);
     QKV_CUDA_LAUNCHED(split_kv_combine_kernel);
     return;
   }
-  flash_forward_kernel<<<warps_grid(rows), kWarps * 32, 0, s>>>(p, out, lse);
+  QKV_LAUNCH(warps_grid(rows), kWarps * 32, 0, s, flash_forward_kernel)(p, out, lse);
   QKV_CUDA_LAUNCHED(flash_forward_kernel);
 }
 
 void attention_row_dot(const AttnProblem& p, const float* out, const float* dout, float* Dsum) {
   const int64_t qrows = p.B * p.H * p.Lq;
   if (qrows == 0) return;
-  row_dot_kernel<<<warps_grid(qrows), kWarps * 32, 0, stream()>>>(p, out, dout, Dsum);
+  QKV_LAUNCH(warps_grid(qrows), kWarps * 32, 0, stream(), row_dot_kernel)(p, out, dout, Dsum);
   QKV_CUDA_LAUNCHED(row_dot_kernel);
 }
 
@@ -499,11 +501,11 @@ void attention_backward_flash_f32(const AttnProblem& p, const float* out, const 
     attention_row_dot(p, out, dout, Dsum.p);
     // the tensor cores wherever they serve (attention_tf32.cu): dq, dk and dv in one kernel
     if (krows > 0 && attention_backward_tf32(p, lse, Dsum.p, dout, dq, dk, dv)) return;
-    flash_dq_kernel<<<warps_grid(qrows), kWarps * 32, 0, s>>>(p, lse, Dsum.p, dout, dq);
+    QKV_LAUNCH(warps_grid(qrows), kWarps * 32, 0, s, flash_dq_kernel)(p, lse, Dsum.p, dout, dq);
     QKV_CUDA_LAUNCHED(flash_dq_kernel);
   }
   if (krows > 0) {
-    flash_dkv_kernel<<<warps_grid(krows), kWarps * 32, 0, s>>>(p, lse, Dsum.p, dout, dk, dv);
+    QKV_LAUNCH(warps_grid(krows), kWarps * 32, 0, s, flash_dkv_kernel)(p, lse, Dsum.p, dout, dk, dv);
     QKV_CUDA_LAUNCHED(flash_dkv_kernel);
   }
 }
@@ -516,7 +518,7 @@ void attention_forward_reference(const AttnProblem& p, float* out, float* probs,
   if (rows == 0) return;
   cudaStream_t s = stream();
   Scratch scratch(probs ? 0 : rows * p.Lk, s);
-  reference_forward_kernel<<<warps_grid(rows), kWarps * 32, 0, s>>>(p, out, probs ? probs : scratch.p, weights);
+  QKV_LAUNCH(warps_grid(rows), kWarps * 32, 0, s, reference_forward_kernel)(p, out, probs ? probs : scratch.p, weights);
   QKV_CUDA_LAUNCHED(reference_forward_kernel);
 }
 
@@ -528,13 +530,13 @@ void attention_backward_reference(const AttnProblem& p, const float* probs, cons
   Scratch scratch(dscores ? 0 : qrows * p.Lk, s);
   float* dS = dscores ? dscores : scratch.p;
   if (qrows > 0) {
-    reference_rows_kernel<<<warps_grid(qrows), kWarps * 32, 0, s>>>(p, probs, dout, dS, dq);
+    QKV_LAUNCH(warps_grid(qrows), kWarps * 32, 0, s, reference_rows_kernel)(p, probs, dout, dS, dq);
     QKV_CUDA_LAUNCHED(reference_rows_kernel);
   }
   if (krows > 0) {
-    reference_columns_kernel<<<warps_grid(krows), kWarps * 32, 0, s>>>(p, probs, dS, dout, dk, dv);
+    QKV_LAUNCH(warps_grid(krows), kWarps * 32, 0, s, reference_columns_kernel)(p, probs, dS, dout, dk, dv);
     QKV_CUDA_LAUNCHED(reference_columns_kernel);
   }
 }
 
-}  // namespace qkv::kernels::cuda
+QKV_CUDA_LAUNCHERS_END  // qkv::kernels::cuda

@@ -41,8 +41,9 @@
 #include "kernels/cuda/attention_device.cuh"
 #include "kernels/cuda/kernels.h"
 #include "kernels/cuda/launch.h"
+#include "kernels/cuda/namespace.h"
 
-namespace qkv::kernels::cuda {
+QKV_CUDA_LAUNCHERS_BEGIN
 namespace {
 
 using namespace nvcuda;
@@ -345,21 +346,13 @@ __global__ void __launch_bounds__(kThreads)
   write_rows(dK, dk, p.dk_l);
 }
 
-// x[row (b, h, i) of layout l][0, d) = 0 for every row of a [B, H, L, d] tensor
-__global__ void zero_rows_kernel(HeadLayout l, int64_t H, int64_t L, int64_t d, int64_t n, float* x) {
-  for (int64_t e = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; e < n; e += int64_t{gridDim.x} * blockDim.x) {
-    const int64_t c = e % d, row = e / d, i = row % L, h = row / L % H, b = row / (L * H);
-    x[at(l, b, h, i) + c] = 0.f;
-  }
-}
-
 template <typename T, int D>
 void launch_forward(const AttnProblem& p, float* out, float* lse, cudaStream_t s) {
   constexpr size_t bytes = forward_smem_bytes<D>();  // over the default 48 KB: raised for the kernel
   QKV_CUDA_CHECK(cudaFuncSetAttribute(flash_bf16_forward_kernel<T, D>, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                       static_cast<int>(bytes)));
   const dim3 grid(static_cast<unsigned>((p.Lq + kTile - 1) / kTile), static_cast<unsigned>(p.B * p.H));
-  flash_bf16_forward_kernel<T, D><<<grid, kThreads, bytes, s>>>(p, out, lse);
+  QKV_LAUNCH(grid, kThreads, bytes, s, flash_bf16_forward_kernel<T, D>)(p, out, lse);
   QKV_CUDA_LAUNCHED(flash_bf16_forward_kernel);
 }
 
@@ -371,7 +364,7 @@ void launch_backward(const AttnProblem& p, const float* lse, const float* Dsum, 
   QKV_CUDA_CHECK(cudaFuncSetAttribute(flash_bf16_backward_kernel<T, D>, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                       static_cast<int>(bytes)));
   const dim3 grid(static_cast<unsigned>((p.Lk + kTile - 1) / kTile), static_cast<unsigned>(p.B * p.Hkv));
-  flash_bf16_backward_kernel<T, D><<<grid, kThreads, bytes, s>>>(p, lse, Dsum, dout, dq, dk, dv);
+  QKV_LAUNCH(grid, kThreads, bytes, s, flash_bf16_backward_kernel<T, D>)(p, lse, Dsum, dout, dq, dk, dv);
   QKV_CUDA_LAUNCHED(flash_bf16_backward_kernel);
 }
 
@@ -478,13 +471,6 @@ void backward(const AttnProblem& p, const float* out, const float* lse, const fl
 
 }  // namespace
 
-void attention_zero_rows(const HeadLayout& l, int64_t B, int64_t H, int64_t L, int64_t d, float* x) {
-  const int64_t n = B * H * L * d;
-  if (n == 0) return;
-  zero_rows_kernel<<<blocks_for(n), 256, 0, stream()>>>(l, H, L, d, n, x);
-  QKV_CUDA_LAUNCHED(zero_rows_kernel);
-}
-
 void attention_forward_flash_bf16(const AttnProblem& p, float* out, float* lse) { forward<__nv_bfloat16>(p, out, lse); }
 void attention_backward_flash_bf16(const AttnProblem& p, const float* out, const float* lse, const float* dout,
                                    float* dq, float* dk, float* dv) {
@@ -496,4 +482,4 @@ void attention_backward_flash_f16(const AttnProblem& p, const float* out, const 
   backward<__half>(p, out, lse, dout, dq, dk, dv);
 }
 
-}  // namespace qkv::kernels::cuda
+QKV_CUDA_LAUNCHERS_END  // qkv::kernels::cuda

@@ -8,8 +8,9 @@
 #include <cstdint>
 
 #include "kernels/attention_problem.h"
+#include "kernels/cuda/namespace.h"
 
-namespace qkv::kernels::cuda {
+QKV_CUDA_LAUNCHERS_BEGIN
 
 #include "kernels/attention.inc"
 
@@ -73,4 +74,4 @@ bool attention_forward_tf32(const AttnProblem& p, float* out, float* lse);
 bool attention_backward_tf32(const AttnProblem& p, const float* lse, const float* Dsum, const float* dout, float* dq,
                              float* dk, float* dv);
 
-}  // namespace qkv::kernels::cuda
+QKV_CUDA_LAUNCHERS_END  // qkv::kernels::cuda

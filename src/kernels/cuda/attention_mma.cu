@@ -11,8 +11,9 @@
 #include "kernels/cuda/attention_kernels.h"
 #include "kernels/cuda/attention_mma_kernels.cuh"
 #include "kernels/cuda/launch.h"
+#include "kernels/cuda/namespace.h"
 
-namespace qkv::kernels::cuda {
+QKV_CUDA_LAUNCHERS_BEGIN
 namespace {
 
 template <typename T, int D, int MT, int KN, bool General>
@@ -22,7 +23,7 @@ void launch_forward_tiles(const AttnProblem& p, const T* qh, const T* kh, const 
   QKV_CUDA_CHECK(cudaFuncSetAttribute(flash_mma_forward_kernel<T, D, MT, KN, General>,
                                       cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(bytes)));
   const dim3 grid(static_cast<unsigned>((p.Lq + kFwdRows<MT> - 1) / kFwdRows<MT>), static_cast<unsigned>(p.B * p.H));
-  flash_mma_forward_kernel<T, D, MT, KN, General><<<grid, kThreads, bytes, s>>>(p, qh, kh, vh, out, lse);
+  QKV_LAUNCH(grid, kThreads, bytes, s, flash_mma_forward_kernel<T, D, MT, KN, General>)(p, qh, kh, vh, out, lse);
   QKV_CUDA_LAUNCHED(flash_mma_forward_kernel);
 }
 
@@ -71,8 +72,12 @@ void launch_backward(const AttnProblem& p, const float* lse, const float* Dsum, 
   QKV_CUDA_CHECK(cudaFuncSetAttribute(gen ? flash_mma_backward_kernel<T, D, true> : flash_mma_backward_kernel<T, D, false>,
                                       cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(bytes)));
   const dim3 grid(static_cast<unsigned>((p.Lk + kKeys - 1) / kKeys), static_cast<unsigned>(p.B * p.Hkv));
-  if (gen) flash_mma_backward_kernel<T, D, true><<<grid, kThreads, bytes, s>>>(p, qh, kh, vh, gh, lse, Dsum, dq, dk, dv);
-  else flash_mma_backward_kernel<T, D, false><<<grid, kThreads, bytes, s>>>(p, qh, kh, vh, gh, lse, Dsum, dq, dk, dv);
+  if (gen)
+    QKV_LAUNCH(grid, kThreads, bytes, s, flash_mma_backward_kernel<T, D, true>)(
+        p, qh, kh, vh, gh, lse, Dsum, dq, dk, dv);
+  else
+    QKV_LAUNCH(grid, kThreads, bytes, s, flash_mma_backward_kernel<T, D, false>)(
+        p, qh, kh, vh, gh, lse, Dsum, dq, dk, dv);
   QKV_CUDA_LAUNCHED(flash_mma_backward_kernel);
 }
 
@@ -114,4 +119,4 @@ void attention_backward_mma_f16(const AttnProblem& p, const float* lse, const fl
   launch_backward<__half, 128>(p, lse, Dsum, dout, dq, dk, dv, stream());
 }
 
-}  // namespace qkv::kernels::cuda
+QKV_CUDA_LAUNCHERS_END  // qkv::kernels::cuda

@@ -7,8 +7,9 @@
 #include "kernels/cuda/attention_kernels.h"
 #include "kernels/cuda/attention_tf32_kernels.cuh"
 #include "kernels/cuda/launch.h"
+#include "kernels/cuda/namespace.h"
 
-namespace qkv::kernels::cuda {
+QKV_CUDA_LAUNCHERS_BEGIN
 namespace {
 
 // ---- launching ----------------------------------------------------------------------------------------
@@ -27,7 +28,7 @@ void launch_forward(const AttnProblem& p, float* out, float* lse, cudaStream_t s
   QKV_CUDA_CHECK(cudaFuncSetAttribute(flash_tf32_forward_kernel<D, KN, General>,
                                       cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(bytes)));
   const dim3 grid(static_cast<unsigned>((p.Lq + kRows - 1) / kRows), static_cast<unsigned>(p.B * p.H));
-  flash_tf32_forward_kernel<D, KN, General><<<grid, kThreads, bytes, s>>>(p, out, lse);
+  QKV_LAUNCH(grid, kThreads, bytes, s, flash_tf32_forward_kernel<D, KN, General>)(p, out, lse);
   QKV_CUDA_LAUNCHED(flash_tf32_forward_kernel);
 }
 
@@ -38,7 +39,7 @@ void launch_backward(const AttnProblem& p, const float* lse, const float* Dsum, 
   QKV_CUDA_CHECK(cudaFuncSetAttribute(flash_tf32_backward_kernel<D, General>,
                                       cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(bytes)));
   const dim3 grid(static_cast<unsigned>((p.Lk + kKeys - 1) / kKeys), static_cast<unsigned>(p.B * p.Hkv));
-  flash_tf32_backward_kernel<D, General><<<grid, kThreads, bytes, s>>>(p, lse, Dsum, dout, dq, dk, dv);
+  QKV_LAUNCH(grid, kThreads, bytes, s, flash_tf32_backward_kernel<D, General>)(p, lse, Dsum, dout, dq, dk, dv);
   QKV_CUDA_LAUNCHED(flash_tf32_backward_kernel);
 }
 
@@ -99,4 +100,4 @@ bool attention_backward_tf32(const AttnProblem& p, const float* lse, const float
   return true;
 }
 
-}  // namespace qkv::kernels::cuda
+QKV_CUDA_LAUNCHERS_END  // qkv::kernels::cuda

@@ -1,7 +1,8 @@
 // What the tensor-core attention kernels share (attention_mma_kernels.cuh, attention_tf32_kernels.cuh,
 // sm90a/attention_wgmma.cu): the 16-bit element packing, cp.async copies into shared memory, and the
 // pre-pass that writes dense T copies of the f32 operands. nvcc, or g++ under tests/kernels/cuda_emulation.h (QKV_CUDA_EMULATION:
-// cp.async's copies landing at their wait, no launchers).
+// cp.async's copies landing at their wait). In an unnamed namespace, as every kernel header's: a test
+// that runs these on the host defines its own, which must not stand in for the library's at link time.
 #pragma once
 
 #include <cuda_bf16.h>
@@ -13,6 +14,7 @@
 #include "kernels/cuda/launch.h"
 
 namespace qkv::kernels::cuda::tiles {
+namespace {
 
 // e^x is computed as 2^(x·log2 e): ex2 is one instruction
 constexpr float kLog2e = 1.4426950408889634f;
@@ -83,17 +85,18 @@ __global__ void round_rows_kernel(const float* src, int64_t sb, int64_t sh, int6
   }
 }
 
-#ifndef QKV_CUDA_EMULATION
 template <typename T>
 void round_rows(const float* src, int64_t sb, int64_t sh, int64_t sl, int64_t B, int64_t heads, int64_t L, int64_t D,
                 T* dst, cudaStream_t s) {
   const int64_t pieces = B * heads * L * D / 8;
   if (pieces == 0) return;
   const bool vec = reinterpret_cast<uintptr_t>(src) % 16 == 0 && sb % 4 == 0 && sh % 4 == 0 && sl % 4 == 0;
-  if (vec) round_rows_kernel<T, true><<<blocks_for(pieces), 256, 0, s>>>(src, sb, sh, sl, heads, L, D, pieces, dst);
-  else round_rows_kernel<T, false><<<blocks_for(pieces), 256, 0, s>>>(src, sb, sh, sl, heads, L, D, pieces, dst);
+  if (vec)
+    QKV_LAUNCH(blocks_for(pieces), 256, 0, s, round_rows_kernel<T, true>)(src, sb, sh, sl, heads, L, D, pieces, dst);
+  else
+    QKV_LAUNCH(blocks_for(pieces), 256, 0, s, round_rows_kernel<T, false>)(src, sb, sh, sl, heads, L, D, pieces, dst);
   QKV_CUDA_LAUNCHED(round_rows_kernel);
 }
-#endif
 
+}  // namespace
 }  // namespace qkv::kernels::cuda::tiles

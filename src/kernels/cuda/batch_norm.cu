@@ -7,8 +7,9 @@
 
 #include "kernels/cuda/kernels.h"
 #include "kernels/cuda/launch.h"
+#include "kernels/cuda/namespace.h"
 
-namespace qkv::kernels::cuda {
+QKV_CUDA_LAUNCHERS_BEGIN
 namespace {
 
 constexpr int kThreads = 256;
@@ -144,7 +145,7 @@ void batch_norm_forward(const float* x, const float* weight, const float* bias, 
                         float* running_var, bool training, float momentum, float eps, int64_t N, int64_t C, int64_t S,
                         float* y, float* mean, float* rstd) {
   if (C == 0) return;
-  batch_norm_forward_kernel<<<grid_of(C, "batch_norm"), kThreads, 0, stream()>>>(
+  QKV_LAUNCH(grid_of(C, "batch_norm"), kThreads, 0, stream(), batch_norm_forward_kernel)(
       x, weight, bias, running_mean, running_var, training, momentum, eps, N, C, S, y, mean, rstd);
   QKV_CUDA_LAUNCHED(batch_norm_forward_kernel);
 }
@@ -152,31 +153,31 @@ void batch_norm_forward(const float* x, const float* weight, const float* bias, 
 void batch_norm_backward(const float* x, const float* dy, const float* mean, const float* rstd, const float* weight,
                          bool training, int64_t N, int64_t C, int64_t S, float* dx, float* dweight, float* dbias) {
   if (C == 0) return;
-  batch_norm_backward_kernel<<<grid_of(C, "batch_norm"), kThreads, 0, stream()>>>(x, dy, mean, rstd, weight, training,
-                                                                                N, C, S, dx, dweight, dbias);
+  QKV_LAUNCH(grid_of(C, "batch_norm"), kThreads, 0, stream(), batch_norm_backward_kernel)(
+      x, dy, mean, rstd, weight, training, N, C, S, dx, dweight, dbias);
   QKV_CUDA_LAUNCHED(batch_norm_backward_kernel);
 }
 
 void group_norm_forward(const float* x, const float* weight, const float* bias, float eps, int64_t N, int64_t C,
                         int64_t S, int64_t G, float* y, float* mean, float* rstd) {
   if (N * G == 0) return;
-  group_norm_forward_kernel<<<grid_of(N * G, "group_norm"), kThreads, 0, stream()>>>(x, weight, bias, eps, C, S, G, y,
-                                                                                   mean, rstd);
+  QKV_LAUNCH(grid_of(N * G, "group_norm"), kThreads, 0, stream(), group_norm_forward_kernel)(
+      x, weight, bias, eps, C, S, G, y, mean, rstd);
   QKV_CUDA_LAUNCHED(group_norm_forward_kernel);
 }
 
 void group_norm_backward(const float* x, const float* dy, const float* mean, const float* rstd, const float* weight,
                          int64_t N, int64_t C, int64_t S, int64_t G, float* dx, float* dweight, float* dbias) {
   if (dx && N * G > 0) {
-    group_norm_dx_kernel<<<grid_of(N * G, "group_norm"), kThreads, 0, stream()>>>(x, dy, mean, rstd, weight, C, S, G,
-                                                                                dx);
+    QKV_LAUNCH(grid_of(N * G, "group_norm"), kThreads, 0, stream(), group_norm_dx_kernel)(
+        x, dy, mean, rstd, weight, C, S, G, dx);
     QKV_CUDA_LAUNCHED(group_norm_dx_kernel);
   }
   if ((dweight || dbias) && C > 0) {
-    group_norm_dparams_kernel<<<grid_of(C, "group_norm"), kThreads, 0, stream()>>>(x, dy, mean, rstd, N, C, S, G,
-                                                                                 dweight, dbias);
+    QKV_LAUNCH(grid_of(C, "group_norm"), kThreads, 0, stream(), group_norm_dparams_kernel)(
+        x, dy, mean, rstd, N, C, S, G, dweight, dbias);
     QKV_CUDA_LAUNCHED(group_norm_dparams_kernel);
   }
 }
 
-}  // namespace qkv::kernels::cuda
+QKV_CUDA_LAUNCHERS_END  // qkv::kernels::cuda

@@ -6,10 +6,11 @@
 
 #include "kernels/cuda/kernels.h"
 #include "kernels/cuda/launch.h"
+#include "kernels/cuda/namespace.h"
 #include "kernels/cuda/tensor_list.h"
 #include "kernels/cuda/clip_kernels.cuh"
 
-namespace qkv::kernels::cuda {
+QKV_CUDA_LAUNCHERS_BEGIN
 
 void clip_coefficient(const float* const* x, const int64_t* n, int64_t count, double max_norm, float* out) {
   cudaStream_t s = stream();
@@ -18,12 +19,12 @@ void clip_coefficient(const float* const* x, const int64_t* n, int64_t count, do
   QKV_CUDA_CHECK(cudaMallocAsync(reinterpret_cast<void**>(&partial), partials * sizeof(double), s));
   QKV_CUDA_CHECK(cudaMemsetAsync(partial, 0, partials * sizeof(double), s));  // empty tensors add nothing
   for_each_chunk<1>({x}, n, count, [&](const TensorList<1>& list, int64_t first, int tensors, int64_t) {
-    squares_kernel<<<dim3(kNormBlocks, tensors), 256, 0, s>>>(list, first, partial);
+    QKV_LAUNCH(dim3(kNormBlocks, tensors), 256, 0, s, squares_kernel)(list, first, partial);
     QKV_CUDA_LAUNCHED(squares_kernel);
   });
-  clip_finish_kernel<<<1, 256, 0, s>>>(partial, partials, max_norm, out);
+  QKV_LAUNCH(1, 256, 0, s, clip_finish_kernel)(partial, partials, max_norm, out);
   QKV_CUDA_LAUNCHED(clip_finish_kernel);
   QKV_CUDA_CHECK(cudaFreeAsync(partial, s));
 }
 
-}  // namespace qkv::kernels::cuda
+QKV_CUDA_LAUNCHERS_END  // qkv::kernels::cuda

@@ -13,8 +13,9 @@
 #include "kernels/conv.h"
 #include "kernels/cuda/kernels.h"
 #include "kernels/cuda/launch.h"
+#include "kernels/cuda/namespace.h"
 
-namespace qkv::kernels::cuda {
+QKV_CUDA_LAUNCHERS_BEGIN
 namespace {
 
 constexpr int kThreads = 256;
@@ -100,7 +101,7 @@ int64_t chunk_of(const Conv2dProblem& p, const Shape2& s) {
 template <typename K, typename... Args>
 void launch(K kernel, int64_t n, const char* name, Args... args) {
   if (n == 0) return;
-  kernel<<<blocks_for(n, kThreads), kThreads, 0, stream()>>>(args...);
+  QKV_LAUNCH(blocks_for(n, kThreads), kThreads, 0, stream(), kernel)(args...);
   const cudaError_t st = cudaPeekAtLastError();
   if (st != cudaSuccess) ::qkv::cuda::fail(static_cast<int>(st), name, __FILE__, __LINE__);
 }
@@ -142,7 +143,7 @@ void conv2d_backward_weights(const Conv2dProblem& p, const float* x, const float
   const Shape2 s = shape_of(p);
   const int64_t G = p.groups, Og = p.O / G, Kg = s.rows / G, nb = chunk_of(p, s);
   if (db && p.O > 0) {
-    channel_sum_kernel<<<static_cast<unsigned>(p.O), kThreads, 0, stream()>>>(dy, p.N, p.O, s.OHW, db);
+    QKV_LAUNCH(static_cast<unsigned>(p.O), kThreads, 0, stream(), channel_sum_kernel)(dy, p.N, p.O, s.OHW, db);
     QKV_CUDA_LAUNCHED(channel_sum_kernel);
   }
   if (p.O == 0 || Kg == 0) return;
@@ -158,4 +159,4 @@ void conv2d_backward_weights(const Conv2dProblem& p, const float* x, const float
   }
 }
 
-}  // namespace qkv::kernels::cuda
+QKV_CUDA_LAUNCHERS_END  // qkv::kernels::cuda

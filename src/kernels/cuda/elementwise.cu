@@ -9,12 +9,13 @@
 #include "kernels/cuda/kernels.h"
 #include "kernels/cuda/launch.h"
 #include "kernels/cuda/convert_kernels.cuh"
+#include "kernels/cuda/namespace.h"
 #include "kernels/cuda/sum_kernels.cuh"
 #include "kernels/cuda/tensor_list.h"
 #include "kernels/strided.h"
 #include "qkv/core/error.h"
 
-namespace qkv::kernels::cuda {
+QKV_CUDA_LAUNCHERS_BEGIN
 namespace {
 
 constexpr int kMaxDims = 8;
@@ -112,10 +113,10 @@ void map1(const std::vector<int64_t>& shape, TO* out, const TA* a, const std::ve
   const int64_t n = numel(shape);
   if (n == 0) return;
   if (dense(shape, sa)) {
-    map1_dense_kernel<<<blocks_for(n), 256, 0, stream()>>>(n, out, a, f);
+    QKV_LAUNCH(blocks_for(n), 256, 0, stream(), map1_dense_kernel<TO, TA, F>)(n, out, a, f);
   } else {
     const Loop<2> L = make_loop<2>(shape, {dense_strides(shape), sa}, "map1");
-    map1_kernel<<<blocks_for(n), 256, 0, stream()>>>(L, n, out, a, f);
+    QKV_LAUNCH(blocks_for(n), 256, 0, stream(), map1_kernel<TO, TA, F>)(L, n, out, a, f);
   }
   QKV_CUDA_LAUNCHED(map1_kernel);
 }
@@ -126,10 +127,10 @@ void map2(const std::vector<int64_t>& shape, TO* out, const TA* a, const std::ve
   const int64_t n = numel(shape);
   if (n == 0) return;
   if (dense(shape, sa) && dense(shape, sb)) {
-    map2_dense_kernel<<<blocks_for(n), 256, 0, stream()>>>(n, out, a, b, f);
+    QKV_LAUNCH(blocks_for(n), 256, 0, stream(), map2_dense_kernel<TO, TA, TB, F>)(n, out, a, b, f);
   } else {
     const Loop<3> L = make_loop<3>(shape, {dense_strides(shape), sa, sb}, "map2");
-    map2_kernel<<<blocks_for(n), 256, 0, stream()>>>(L, n, out, a, b, f);
+    QKV_LAUNCH(blocks_for(n), 256, 0, stream(), map2_kernel<TO, TA, TB, F>)(L, n, out, a, b, f);
   }
   QKV_CUDA_LAUNCHED(map2_kernel);
 }
@@ -191,10 +192,22 @@ void copy_strided_to(const std::vector<int64_t>& shape, void* out, const std::ve
   const unsigned blocks = blocks_for(n);
   cudaStream_t s = stream();
   switch (elem_size) {
-    case 1: copy_to_kernel<<<blocks, 256, 0, s>>>(L, n, static_cast<uint8_t*>(out), static_cast<const uint8_t*>(src)); break;
-    case 2: copy_to_kernel<<<blocks, 256, 0, s>>>(L, n, static_cast<uint16_t*>(out), static_cast<const uint16_t*>(src)); break;
-    case 4: copy_to_kernel<<<blocks, 256, 0, s>>>(L, n, static_cast<uint32_t*>(out), static_cast<const uint32_t*>(src)); break;
-    case 8: copy_to_kernel<<<blocks, 256, 0, s>>>(L, n, static_cast<uint64_t*>(out), static_cast<const uint64_t*>(src)); break;
+    case 1:
+      QKV_LAUNCH(blocks, 256, 0, s, copy_to_kernel<uint8_t>)(
+          L, n, static_cast<uint8_t*>(out), static_cast<const uint8_t*>(src));
+      break;
+    case 2:
+      QKV_LAUNCH(blocks, 256, 0, s, copy_to_kernel<uint16_t>)(
+          L, n, static_cast<uint16_t*>(out), static_cast<const uint16_t*>(src));
+      break;
+    case 4:
+      QKV_LAUNCH(blocks, 256, 0, s, copy_to_kernel<uint32_t>)(
+          L, n, static_cast<uint32_t*>(out), static_cast<const uint32_t*>(src));
+      break;
+    case 8:
+      QKV_LAUNCH(blocks, 256, 0, s, copy_to_kernel<uint64_t>)(
+          L, n, static_cast<uint64_t*>(out), static_cast<const uint64_t*>(src));
+      break;
     default: QKV_CHECK(false, "copy_: elements of ", elem_size, " bytes");
   }
   QKV_CUDA_LAUNCHED(copy_to_kernel);
@@ -228,7 +241,7 @@ struct ToF32 {
 template <typename TO, typename TA, typename F>
 void dense_map(const TA* src, TO* dst, int64_t n, F f) {
   if (n == 0) return;
-  map1_dense_kernel<<<blocks_for(n), 256, 0, stream()>>>(n, dst, src, f);
+  QKV_LAUNCH(blocks_for(n), 256, 0, stream(), map1_dense_kernel<TO, TA, F>)(n, dst, src, f);
   QKV_CUDA_LAUNCHED(map1_dense_kernel);
 }
 }  // namespace
@@ -241,7 +254,7 @@ void convert_to_bf16_list(const float* const* src, bf16* const* dst, const int64
   for_each_chunk<2>({src, reinterpret_cast<const float* const*>(dst)}, n, count,
                     [&](const TensorList<2>& list, int64_t, int tensors, int64_t most) {
                       const unsigned blocks = blocks_for(most, 256, 4) > 1024 ? 1024 : blocks_for(most, 256, 4);
-                      convert_to_bf16_list_kernel<<<dim3(blocks, tensors), 256, 0, stream()>>>(list);
+                      QKV_LAUNCH(dim3(blocks, tensors), 256, 0, stream(), convert_to_bf16_list_kernel)(list);
                       QKV_CUDA_LAUNCHED(convert_to_bf16_list_kernel);
                     });
 }
@@ -303,7 +316,7 @@ __global__ void broadcast_rows_kernel(float* out, const float* row, int64_t tota
 
 void broadcast_rows(float* out, const float* row, int64_t rows, int64_t n) {
   if (rows * n == 0) return;
-  broadcast_rows_kernel<<<blocks_for(rows * n), 256, 0, stream()>>>(out, row, rows * n, n);
+  QKV_LAUNCH(blocks_for(rows * n), 256, 0, stream(), broadcast_rows_kernel)(out, row, rows * n, n);
   QKV_CUDA_LAUNCHED(broadcast_rows_kernel);
 }
 
@@ -351,12 +364,12 @@ double sum_impl(const float* x, int64_t n) {
   double* partial = nullptr;
   cudaStream_t s = stream();
   QKV_CUDA_CHECK(cudaMallocAsync(reinterpret_cast<void**>(&partial), blocks * sizeof(double), s));
-  sum_kernel<Square><<<blocks, 256, 0, s>>>(x, n, partial);
+  QKV_LAUNCH(blocks, 256, 0, s, sum_kernel<Square>)(x, n, partial);
   QKV_CUDA_LAUNCHED(sum_kernel);
   std::vector<double> host(blocks);
   QKV_CUDA_CHECK(cudaMemcpyAsync(host.data(), partial, blocks * sizeof(double), cudaMemcpyDeviceToHost, s));
   QKV_CUDA_CHECK(cudaFreeAsync(partial, s));
-  ::qkv::cuda::wait(s);  // (the host reads the partial sums next)
+  wait_for_stream(s);  // (the host reads the partial sums next)
   double total = 0;
   for (double v : host) total += v;
   return total;
@@ -369,9 +382,9 @@ void sum_all(const float* x, int64_t n, float* out) {
   const unsigned blocks = n == 0 ? 1 : blocks_for(n, 256, 16) > 1024 ? 1024 : blocks_for(n, 256, 16);
   double* partial = nullptr;
   QKV_CUDA_CHECK(cudaMallocAsync(reinterpret_cast<void**>(&partial), blocks * sizeof(double), s));
-  sum_kernel<false><<<blocks, 256, 0, s>>>(x, n, partial);
+  QKV_LAUNCH(blocks, 256, 0, s, sum_kernel<false>)(x, n, partial);
   QKV_CUDA_LAUNCHED(sum_kernel);
-  sum_partials_kernel<<<1, 1024, 0, s>>>(partial, blocks, out);
+  QKV_LAUNCH(1, 1024, 0, s, sum_partials_kernel)(partial, blocks, out);
   QKV_CUDA_LAUNCHED(sum_partials_kernel);
   QKV_CUDA_CHECK(cudaFreeAsync(partial, s));
 }
@@ -408,11 +421,11 @@ void sum_to(const std::vector<int64_t>& in_shape, const float* in, const std::ve
     launch_column_sums(DenseColumns{in}, n_red, n_out, out);
     return;
   }
-  sum_to_kernel<<<blocks_for(n_out), 256, 0, stream()>>>(R, n_out, n_red, in, out);
+  QKV_LAUNCH(blocks_for(n_out), 256, 0, stream(), sum_to_kernel)(R, n_out, n_red, in, out);
   QKV_CUDA_LAUNCHED(sum_to_kernel);
 }
 
 double sum_f64(const float* x, int64_t n) { return sum_impl<false>(x, n); }
 double sum_squares_f64(const float* x, int64_t n) { return sum_impl<true>(x, n); }
 
-}  // namespace qkv::kernels::cuda
+QKV_CUDA_LAUNCHERS_END  // qkv::kernels::cuda

@@ -6,8 +6,9 @@
 #include "kernels/cuda/embedding_kernels.cuh"
 #include "kernels/cuda/kernels.h"
 #include "kernels/cuda/launch.h"
+#include "kernels/cuda/namespace.h"
 
-namespace qkv::kernels::cuda {
+QKV_CUDA_LAUNCHERS_BEGIN
 namespace {
 
 // The host's index list, copied to the device for one kernel (freed in stream order after it).
@@ -30,28 +31,30 @@ void embedding_forward(const float* weight, int64_t vocab, int64_t dim, const in
   QKV_CHECK(n < (int64_t{1} << 32), "embedding: ", n, " ids; the CUDA kernel takes fewer than 2^32");
   cudaStream_t s = stream();
   // (read at the host's next wait: the lookup does not stop the GPU)
-  unsigned long long* bad = ::qkv::cuda::deferred_check(s, [vocab](int64_t row, int32_t id) {
+  unsigned long long* bad = deferred_check(s, [vocab](int64_t row, int32_t id) {
     return detail::concat("embedding: id ", id, " at position ", row, " is outside the vocabulary [0, ", vocab, ")");
   });
-  embedding_forward_kernel<<<blocks_for(n * std::max<int64_t>(dim, 1)), 256, 0, s>>>(weight, vocab, dim, ids, n, out, bad);
+  QKV_LAUNCH(blocks_for(n * std::max<int64_t>(dim, 1)), 256, 0, s, embedding_forward_kernel)(
+      weight, vocab, dim, ids, n, out, bad);
   QKV_CUDA_LAUNCHED(embedding_forward_kernel);
 }
 
 void embedding_backward(const float* dout, const int32_t* ids, int64_t n, int64_t dim, int64_t vocab,
                         int64_t padding_idx, float* dweight) {
   if (n * dim == 0) return;
-  embedding_backward_kernel<<<blocks_for(n * dim), 256, 0, stream()>>>(dout, ids, n, dim, vocab, padding_idx, dweight);
+  QKV_LAUNCH(blocks_for(n * dim), 256, 0, stream(), embedding_backward_kernel)(
+      dout, ids, n, dim, vocab, padding_idx, dweight);
   QKV_CUDA_LAUNCHED(embedding_backward_kernel);
 }
 
 void check_targets(const int32_t* y, int64_t N, int64_t C, int64_t ignore) {
   if (N == 0) return;
   cudaStream_t s = stream();
-  unsigned long long* bad = ::qkv::cuda::deferred_check(s, [C](int64_t row, int32_t target) {
+  unsigned long long* bad = deferred_check(s, [C](int64_t row, int32_t target) {
     return detail::concat("cross_entropy: target ", target, " at row ", row, " is outside [0, ", C, ")");
   });
   const unsigned blocks = blocks_for(N) > 1024 ? 1024 : blocks_for(N);
-  check_targets_kernel<<<blocks, 256, 0, s>>>(y, N, C, ignore, bad);
+  QKV_LAUNCH(blocks, 256, 0, s, check_targets_kernel)(y, N, C, ignore, bad);
   QKV_CUDA_LAUNCHED(check_targets_kernel);
 }
 
@@ -59,13 +62,13 @@ void cross_entropy_forward(const float* x, const int32_t* y, int64_t N, int64_t 
                            float* lse, float* loss) {
   if (N == 0) return;
   QKV_CHECK(N <= 2147483647, "cross_entropy: ", N, " rows; the CUDA kernel takes at most 2^31 - 1");
-  cross_entropy_forward_kernel<<<static_cast<unsigned>(N), 256, 0, stream()>>>(x, y, C, eps, ignore, lse, loss);
+  QKV_LAUNCH(static_cast<unsigned>(N), 256, 0, stream(), cross_entropy_forward_kernel)(x, y, C, eps, ignore, lse, loss);
   QKV_CUDA_LAUNCHED(cross_entropy_forward_kernel);
 }
 
 void cross_entropy_reduce(const float* loss, const int32_t* y, int64_t N, int64_t ignore, bool mean, float* out,
                           float* divisor) {
-  cross_entropy_reduce_kernel<<<1, 1024, 0, stream()>>>(loss, y, N, ignore, mean, out, divisor);
+  QKV_LAUNCH(1, 1024, 0, stream(), cross_entropy_reduce_kernel)(loss, y, N, ignore, mean, out, divisor);
   QKV_CUDA_LAUNCHED(cross_entropy_reduce_kernel);
 }
 
@@ -74,8 +77,8 @@ void cross_entropy_backward(const float* x, const int32_t* y, const float* lse, 
                             bf16* dx16) {
   if (N == 0) return;
   QKV_CHECK(N <= 2147483647, "cross_entropy: ", N, " rows; the CUDA kernel takes at most 2^31 - 1");
-  cross_entropy_backward_kernel<<<static_cast<unsigned>(N), 256, 0, stream()>>>(x, y, lse, g, g_stride, divisor, C, eps,
-                                                                                ignore, dx, dx16);
+  QKV_LAUNCH(static_cast<unsigned>(N), 256, 0, stream(), cross_entropy_backward_kernel)(
+      x, y, lse, g, g_stride, divisor, C, eps, ignore, dx, dx16);
   QKV_CUDA_LAUNCHED(cross_entropy_backward_kernel);
 }
 
@@ -86,13 +89,13 @@ void index_select(const uint8_t* src, int64_t outer, int64_t n, int64_t inner_by
   cudaStream_t s = stream();
   DeviceIndex idx(index, n_index, s);
   if (inner_bytes % 16 == 0 && reinterpret_cast<uintptr_t>(src) % 16 == 0 && reinterpret_cast<uintptr_t>(out) % 16 == 0) {
-    index_select_16_kernel<<<blocks_for(total / 16), 256, 0, s>>>(reinterpret_cast<const uint4*>(src), outer, n,
-                                                                  inner_bytes / 16, idx.p, n_index,
-                                                                  reinterpret_cast<uint4*>(out));
+    QKV_LAUNCH(blocks_for(total / 16), 256, 0, s, index_select_16_kernel)(
+        reinterpret_cast<const uint4*>(src), outer, n, inner_bytes / 16, idx.p, n_index,
+        reinterpret_cast<uint4*>(out));
     QKV_CUDA_LAUNCHED(index_select_16_kernel);
     return;
   }
-  index_select_kernel<<<blocks_for(total), 256, 0, s>>>(src, outer, n, inner_bytes, idx.p, n_index, out);
+  QKV_LAUNCH(blocks_for(total), 256, 0, s, index_select_kernel)(src, outer, n, inner_bytes, idx.p, n_index, out);
   QKV_CUDA_LAUNCHED(index_select_kernel);
 }
 
@@ -102,14 +105,14 @@ void index_add(float* dst, int64_t outer, int64_t n, int64_t inner, const int64_
   if (total == 0) return;
   cudaStream_t s = stream();
   DeviceIndex idx(index, n_index, s);
-  index_add_kernel<<<blocks_for(total), 256, 0, s>>>(dst, outer, n, inner, idx.p, n_index, src);
+  QKV_LAUNCH(blocks_for(total), 256, 0, s, index_add_kernel)(dst, outer, n, inner, idx.p, n_index, src);
   QKV_CUDA_LAUNCHED(index_add_kernel);
 }
 
 void causal_mask(uint8_t* out, int64_t Lq, int64_t Lk, int64_t offset) {
   if (Lq * Lk == 0) return;
-  causal_mask_kernel<<<blocks_for(Lq * Lk), 256, 0, stream()>>>(out, Lq, Lk, offset);
+  QKV_LAUNCH(blocks_for(Lq * Lk), 256, 0, stream(), causal_mask_kernel)(out, Lq, Lk, offset);
   QKV_CUDA_LAUNCHED(causal_mask_kernel);
 }
 
-}  // namespace qkv::kernels::cuda
+QKV_CUDA_LAUNCHERS_END  // qkv::kernels::cuda

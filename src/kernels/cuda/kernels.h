@@ -18,6 +18,7 @@
 
 #include "kernels/adam.h"
 #include "kernels/conv.h"
+#include "kernels/cuda/namespace.h"
 #include "kernels/dropout_mask.h"
 #include "kernels/residual_gradient.h"
 #include "kernels/cuda/attention_kernels.h"
@@ -27,7 +28,7 @@
 #include "kernels/rnn.h"
 #include "qkv/core/dtype.h"
 
-namespace qkv::kernels::cuda {
+QKV_CUDA_LAUNCHERS_BEGIN
 
 #include "kernels/activation.inc"
 #include "kernels/adam.inc"
@@ -58,4 +59,4 @@ void round_to_f16(const float* src, float* dst, int64_t n);
 void fill_zero(void* p, size_t bytes);
 void fill_f32(float* p, int64_t n, float value);
 
-}  // namespace qkv::kernels::cuda
+QKV_CUDA_LAUNCHERS_END  // qkv::kernels::cuda

@@ -5,17 +5,42 @@
 #include <cuda_runtime.h>
 
 #include <cstdint>
+#include <utility>
 
+#include "kernels/cuda/namespace.h"
 #include "qkv/core/cuda.h"
 #include "qkv/core/error.h"
 
-namespace qkv::kernels::cuda {
+// In the launchers' namespace (namespace.h): under the tests' emulation these helpers act on the
+// emulated GPU, and must not share a linkage name with the library's.
+QKV_CUDA_LAUNCHERS_BEGIN
 
+#ifdef QKV_CUDA_EMULATION
+// On the host (tests/kernels/cuda_emulation.h): one stream, in which every launch runs at once, on an
+// emulated H200 (cuda_emulation.h's runtime calls: 132 multiprocessors, compute capability 9.0)
+inline cudaStream_t stream() { return nullptr; }
+#else
 inline cudaStream_t stream() {
   int device = 0;
   QKV_CUDA_CHECK(cudaGetDevice(&device));
   return ::qkv::cuda::current_stream(device);
 }
+#endif
+
+// The host's wait for a stream's work (core's cuda::wait, which reports the deferred checks), and a
+// deferred check's device word (core's cuda::deferred_check: qkv/core/cuda.h) — under the emulation,
+// its own (cuda_emulation.h: the words on the host, reported at the next wait as core reports them).
+#ifdef QKV_CUDA_EMULATION
+inline void wait_for_stream(cudaStream_t s) { ::qkv::emulation::wait(s); }
+inline unsigned long long* deferred_check(cudaStream_t s, ::qkv::cuda::CheckMessage message) {
+  return ::qkv::emulation::deferred_check(s, std::move(message));
+}
+#else
+inline void wait_for_stream(cudaStream_t s) { ::qkv::cuda::wait(s); }
+inline unsigned long long* deferred_check(cudaStream_t s, ::qkv::cuda::CheckMessage message) {
+  return ::qkv::cuda::deferred_check(s, std::move(message));
+}
+#endif
 
 // The current GPU's streaming multiprocessors (132 on an H100 SXM or H200).
 inline int sm_count() {
@@ -81,7 +106,19 @@ struct MaxOp {
   __device__ float operator()(float a, float b) const { return fmaxf(a, b); }
 };
 
-}  // namespace qkv::kernels::cuda
+QKV_CUDA_LAUNCHERS_END  // qkv::kernels::cuda
+
+// A launch: QKV_LAUNCH(grid, block, shared bytes, stream, kernel)(arguments…) is nvcc's
+// kernel<<<grid, block, shared bytes, stream>>>(arguments…); on the host, under the tests' emulation
+// (tests/kernels/cuda_emulation.h), it runs the kernel there with the limits a GPU's launch checks
+// (threads, grid, shared memory past 48 KB only where the kernel's attribute allows it). The kernel
+// comes last, so that a template's commas need no parentheses.
+#ifdef QKV_CUDA_EMULATION
+#define QKV_LAUNCH(grid, block, shared, stream, ...) \
+  (static_cast<void>(stream), ::qkv::emulation::launch_of(grid, block, shared, __VA_ARGS__))
+#else
+#define QKV_LAUNCH(grid, block, shared, stream, ...) __VA_ARGS__<<<grid, block, shared, stream>>>
+#endif
 
 // After a launch: the launch's own error (bad configuration, no kernel image for this GPU).
 #define QKV_CUDA_LAUNCHED(name)                                                          \

@@ -4,16 +4,17 @@
 // the result does not depend on atomics' order.
 #include "kernels/cuda/kernels.h"
 #include "kernels/cuda/launch.h"
+#include "kernels/cuda/namespace.h"
 #include "kernels/cuda/residual_row.cuh"
 #include "kernels/cuda/layer_norm_kernels.cuh"
 
-namespace qkv::kernels::cuda {
+QKV_CUDA_LAUNCHERS_BEGIN
 
 void layer_norm_forward(const float* x, const float* gamma, const float* beta, float* y, float* mean, float* rstd,
                         int64_t rows, int64_t n, float eps, bf16* y16) {
   if (rows == 0 || n == 0) return;
   QKV_CHECK(rows <= 2147483647, "layer_norm: ", rows, " rows; the CUDA kernel takes at most 2^31 - 1");
-  layer_norm_forward_kernel<false><<<static_cast<unsigned>(rows), kThreads, 0, stream()>>>(
+  QKV_LAUNCH(static_cast<unsigned>(rows), kThreads, 0, stream(), layer_norm_forward_kernel<false>)(
       x, nullptr, DropoutMask{}, nullptr, gamma, beta, y, mean, rstd, n, eps, y16);
   QKV_CUDA_LAUNCHED(layer_norm_forward_kernel);
 }
@@ -23,7 +24,7 @@ void add_layer_norm_forward(const float* x, const float* res, const DropoutMask&
                             float eps, bf16* y16) {
   if (rows == 0 || n == 0) return;
   QKV_CHECK(rows <= 2147483647, "add_layer_norm: ", rows, " rows; the CUDA kernel takes at most 2^31 - 1");
-  layer_norm_forward_kernel<true><<<static_cast<unsigned>(rows), kThreads, 0, stream()>>>(
+  QKV_LAUNCH(static_cast<unsigned>(rows), kThreads, 0, stream(), layer_norm_forward_kernel<true>)(
       x, res, res_drop, s, gamma, beta, y, mean, rstd, n, eps, y16);
   QKV_CUDA_LAUNCHED(add_layer_norm_forward_kernel);
 }
@@ -34,7 +35,7 @@ void layer_norm_backward(const float* x, const float* gamma, const float* mean, 
   QKV_CHECK(rows <= 2147483647, "layer_norm: ", rows, " rows; the CUDA kernel takes at most 2^31 - 1");
   cudaStream_t s = stream();
   if (dx) {
-    layer_norm_dx_kernel<<<static_cast<unsigned>(rows), kThreads, 0, s>>>(x, gamma, mean, rstd, dy, dx, n, res);
+    QKV_LAUNCH(static_cast<unsigned>(rows), kThreads, 0, s, layer_norm_dx_kernel)(x, gamma, mean, rstd, dy, dx, n, res);
     QKV_CUDA_LAUNCHED(layer_norm_dx_kernel);
   }
   if (!dgamma && !dbeta) return;
@@ -43,12 +44,12 @@ void layer_norm_backward(const float* x, const float* gamma, const float* mean, 
   float* partial = nullptr;
   QKV_CUDA_CHECK(cudaMallocAsync(reinterpret_cast<void**>(&partial), 2 * strips * n * sizeof(float), s));
   const dim3 grid(blocks_for(n), static_cast<unsigned>(strips));
-  layer_norm_dparams_partial<<<grid, 256, 0, s>>>(x, mean, rstd, dy, partial, partial + strips * n, rows, n);
+  QKV_LAUNCH(grid, 256, 0, s, layer_norm_dparams_partial)(x, mean, rstd, dy, partial, partial + strips * n, rows, n);
   QKV_CUDA_LAUNCHED(layer_norm_dparams_partial);
-  column_sums<<<blocks_for(n), 256, 0, s>>>(partial, strips, n, dgamma);
-  column_sums<<<blocks_for(n), 256, 0, s>>>(partial + strips * n, strips, n, dbeta);
+  QKV_LAUNCH(blocks_for(n), 256, 0, s, column_sums)(partial, strips, n, dgamma);
+  QKV_LAUNCH(blocks_for(n), 256, 0, s, column_sums)(partial + strips * n, strips, n, dbeta);
   QKV_CUDA_LAUNCHED(column_sums);
   QKV_CUDA_CHECK(cudaFreeAsync(partial, s));
 }
 
-}  // namespace qkv::kernels::cuda
+QKV_CUDA_LAUNCHERS_END  // qkv::kernels::cuda

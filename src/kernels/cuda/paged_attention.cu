@@ -6,9 +6,10 @@
 
 #include "kernels/cuda/kernels.h"
 #include "kernels/cuda/launch.h"
+#include "kernels/cuda/namespace.h"
 #include "kernels/cuda/paged_attention_kernels.cuh"
 
-namespace qkv::kernels::cuda {
+QKV_CUDA_LAUNCHERS_BEGIN
 
 namespace {
 
@@ -37,7 +38,7 @@ void forward(const float* q, const C* k_cache, const C* v_cache, const int32_t* 
     if (!may_split) split.splits = 1, split.keys = 0;
     Scratch part(paged_split_floats(s, split), stream());
     const dim3 grid(static_cast<unsigned>(blocks), static_cast<unsigned>(split.splits));
-    paged_attention_kernel<C><<<grid, kPagedThreads, paged_attention_shared_bytes(s), stream()>>>(
+    QKV_LAUNCH(grid, kPagedThreads, paged_attention_shared_bytes(s), stream(), paged_attention_kernel<C>)(
         q, k_cache, v_cache, table, seq, len, out, s, split, part.p, cascade->from);
     QKV_CUDA_LAUNCHED(paged_attention_kernel);
     const int64_t cascade_blocks = paged_cascade_blocks(s, *cascade);
@@ -47,34 +48,35 @@ void forward(const float* q, const C* k_cache, const C* v_cache, const int32_t* 
       QKV_CUDA_CHECK(cudaFuncSetAttribute(paged_cascade_kernel<C>, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                           static_cast<int>(bytes)));
     const dim3 cgrid(static_cast<unsigned>(cascade_blocks), static_cast<unsigned>(split.prefix_runs));
-    paged_cascade_kernel<C><<<cgrid, kPagedThreads, bytes, stream()>>>(q, k_cache, v_cache, table, seq, s, *cascade,
-                                                                       split, part.p);
+    QKV_LAUNCH(cgrid, kPagedThreads, bytes, stream(), paged_cascade_kernel<C>)(
+        q, k_cache, v_cache, table, seq, s, *cascade, split, part.p);
     QKV_CUDA_LAUNCHED(paged_cascade_kernel);
-    paged_attention_merge_kernel<<<paged_merge_blocks(s), 256, 0, stream()>>>(part.p, out, s, split, cascade->from);
+    QKV_LAUNCH(paged_merge_blocks(s), 256, 0, stream(), paged_attention_merge_kernel)(
+        part.p, out, s, split, cascade->from);
     QKV_CUDA_LAUNCHED(paged_attention_merge_kernel);
     return;
   }
   const PagedSplit split = may_split ? paged_split(s, sm_count()) : PagedSplit{};
   if (split.splits == 1) {
-    paged_attention_kernel<C><<<static_cast<unsigned>(blocks), kPagedThreads, paged_attention_shared_bytes(s), stream()>>>(
-        q, k_cache, v_cache, table, seq, len, out, s);
+    QKV_LAUNCH(static_cast<unsigned>(blocks), kPagedThreads, paged_attention_shared_bytes(s), stream(),
+               paged_attention_kernel<C>)(q, k_cache, v_cache, table, seq, len, out, s, PagedSplit{}, nullptr, nullptr);
     QKV_CUDA_LAUNCHED(paged_attention_kernel);
     return;
   }
   // few blocks, long contexts: S runs of the keys a block each, then their merge
   Scratch part(paged_split_floats(s, split), stream());
   const dim3 grid(static_cast<unsigned>(blocks), static_cast<unsigned>(split.splits));
-  paged_attention_kernel<C><<<grid, kPagedThreads, paged_attention_shared_bytes(s), stream()>>>(
-      q, k_cache, v_cache, table, seq, len, out, s, split, part.p);
+  QKV_LAUNCH(grid, kPagedThreads, paged_attention_shared_bytes(s), stream(), paged_attention_kernel<C>)(
+      q, k_cache, v_cache, table, seq, len, out, s, split, part.p, nullptr);
   QKV_CUDA_LAUNCHED(paged_attention_kernel);
-  paged_attention_merge_kernel<<<paged_merge_blocks(s), 256, 0, stream()>>>(part.p, out, s, split);
+  QKV_LAUNCH(paged_merge_blocks(s), 256, 0, stream(), paged_attention_merge_kernel)(part.p, out, s, split, nullptr);
   QKV_CUDA_LAUNCHED(paged_attention_merge_kernel);
 }
 
 template <typename C>
 void write(C* k_cache, C* v_cache, const float* k, const float* v, const int32_t* slots, const PagedShape& s) {
   if (s.T == 0 || s.Hkv == 0) return;
-  paged_kv_write_kernel<C><<<paged_kv_write_blocks(s), 256, 0, stream()>>>(k_cache, v_cache, k, v, slots, s);
+  QKV_LAUNCH(paged_kv_write_blocks(s), 256, 0, stream(), paged_kv_write_kernel<C>)(k_cache, v_cache, k, v, slots, s);
   QKV_CUDA_LAUNCHED(paged_kv_write_kernel);
 }
 
@@ -108,4 +110,4 @@ void paged_kv_write(f8e4m3* k_cache, f8e4m3* v_cache, const float* k, const floa
   write(k_cache, v_cache, k, v, slots, s);
 }
 
-}  // namespace qkv::kernels::cuda
+QKV_CUDA_LAUNCHERS_END  // qkv::kernels::cuda

@@ -6,8 +6,9 @@
 
 #include "kernels/cuda/kernels.h"
 #include "kernels/cuda/launch.h"
+#include "kernels/cuda/namespace.h"
 
-namespace qkv::kernels::cuda {
+QKV_CUDA_LAUNCHERS_BEGIN
 namespace {
 
 constexpr int kThreads = 256;
@@ -138,29 +139,29 @@ __global__ void adaptive_backward_kernel(const float* dy, float* dx, int64_t pla
 void max_pool2d_forward(const Pool2dProblem& p, const float* x, float* y, int32_t* argmax) {
   const int64_t OH = p.out_h(), OW = p.out_w(), n = p.planes * OH * OW;
   if (n == 0) return;
-  max_pool_forward_kernel<<<blocks_for(n, kThreads), kThreads, 0, stream()>>>(p, OH, OW, x, y, argmax);
+  QKV_LAUNCH(blocks_for(n, kThreads), kThreads, 0, stream(), max_pool_forward_kernel)(p, OH, OW, x, y, argmax);
   QKV_CUDA_LAUNCHED(max_pool_forward_kernel);
 }
 
 void max_pool2d_backward(const Pool2dProblem& p, const float* dy, const int32_t* argmax, float* dx) {
   const int64_t n = p.planes * p.H * p.W;
   if (n == 0) return;
-  max_pool_backward_kernel<<<blocks_for(n, kThreads), kThreads, 0, stream()>>>(p, p.out_h(), p.out_w(), dy, argmax,
-                                                                               dx);
+  QKV_LAUNCH(blocks_for(n, kThreads), kThreads, 0, stream(), max_pool_backward_kernel)(
+      p, p.out_h(), p.out_w(), dy, argmax, dx);
   QKV_CUDA_LAUNCHED(max_pool_backward_kernel);
 }
 
 void avg_pool2d_forward(const Pool2dProblem& p, const float* x, float* y) {
   const int64_t OH = p.out_h(), OW = p.out_w(), n = p.planes * OH * OW;
   if (n == 0) return;
-  avg_pool_forward_kernel<<<blocks_for(n, kThreads), kThreads, 0, stream()>>>(p, OH, OW, x, y);
+  QKV_LAUNCH(blocks_for(n, kThreads), kThreads, 0, stream(), avg_pool_forward_kernel)(p, OH, OW, x, y);
   QKV_CUDA_LAUNCHED(avg_pool_forward_kernel);
 }
 
 void avg_pool2d_backward(const Pool2dProblem& p, const float* dy, float* dx) {
   const int64_t n = p.planes * p.H * p.W;
   if (n == 0) return;
-  avg_pool_backward_kernel<<<blocks_for(n, kThreads), kThreads, 0, stream()>>>(p, p.out_h(), p.out_w(), dy, dx);
+  QKV_LAUNCH(blocks_for(n, kThreads), kThreads, 0, stream(), avg_pool_backward_kernel)(p, p.out_h(), p.out_w(), dy, dx);
   QKV_CUDA_LAUNCHED(avg_pool_backward_kernel);
 }
 
@@ -168,7 +169,7 @@ void adaptive_avg_pool2d_forward(const float* x, float* y, int64_t planes, int64
                                  int64_t OW) {
   const int64_t n = planes * OH * OW;
   if (n == 0) return;
-  adaptive_forward_kernel<<<blocks_for(n, kThreads), kThreads, 0, stream()>>>(x, y, planes, H, W, OH, OW);
+  QKV_LAUNCH(blocks_for(n, kThreads), kThreads, 0, stream(), adaptive_forward_kernel)(x, y, planes, H, W, OH, OW);
   QKV_CUDA_LAUNCHED(adaptive_forward_kernel);
 }
 
@@ -176,8 +177,8 @@ void adaptive_avg_pool2d_backward(const float* dy, float* dx, int64_t planes, in
                                   int64_t OW) {
   const int64_t n = planes * H * W;
   if (n == 0) return;
-  adaptive_backward_kernel<<<blocks_for(n, kThreads), kThreads, 0, stream()>>>(dy, dx, planes, H, W, OH, OW);
+  QKV_LAUNCH(blocks_for(n, kThreads), kThreads, 0, stream(), adaptive_backward_kernel)(dy, dx, planes, H, W, OH, OW);
   QKV_CUDA_LAUNCHED(adaptive_backward_kernel);
 }
 
-}  // namespace qkv::kernels::cuda
+QKV_CUDA_LAUNCHERS_END  // qkv::kernels::cuda

@@ -3,18 +3,18 @@
 // does not depend on their order), as layer_norm.cu.
 #include "kernels/cuda/kernels.h"
 #include "kernels/cuda/launch.h"
+#include "kernels/cuda/namespace.h"
 #include "kernels/cuda/residual_row.cuh"
 #include "kernels/cuda/rms_norm_kernels.cuh"
 
-namespace qkv::kernels::cuda {
+QKV_CUDA_LAUNCHERS_BEGIN
 
 void rms_norm_forward(const float* x, const float* gamma, float* y, float* rstd, int64_t rows, int64_t n, float eps,
                       bf16* y16) {
   if (rows == 0 || n == 0) return;
   QKV_CHECK(rows <= 2147483647, "rms_norm: ", rows, " rows; the CUDA kernel takes at most 2^31 - 1");
-  rms_norm_forward_kernel<false>
-      <<<static_cast<unsigned>(rows), kThreads, 0, stream()>>>(x, nullptr, DropoutMask{}, nullptr, gamma, y, rstd, n,
-                                                                  eps, y16);
+  QKV_LAUNCH(static_cast<unsigned>(rows), kThreads, 0, stream(), rms_norm_forward_kernel<false>)(
+      x, nullptr, DropoutMask{}, nullptr, gamma, y, rstd, n, eps, y16);
   QKV_CUDA_LAUNCHED(rms_norm_forward_kernel);
 }
 
@@ -22,8 +22,8 @@ void add_rms_norm_forward(const float* x, const float* res, const DropoutMask& r
                           float* y, float* rstd, int64_t rows, int64_t n, float eps, bf16* y16) {
   if (rows == 0 || n == 0) return;
   QKV_CHECK(rows <= 2147483647, "add_rms_norm: ", rows, " rows; the CUDA kernel takes at most 2^31 - 1");
-  rms_norm_forward_kernel<true><<<static_cast<unsigned>(rows), kThreads, 0, stream()>>>(x, res, res_drop, s, gamma, y,
-                                                                                        rstd, n, eps, y16);
+  QKV_LAUNCH(static_cast<unsigned>(rows), kThreads, 0, stream(), rms_norm_forward_kernel<true>)(
+      x, res, res_drop, s, gamma, y, rstd, n, eps, y16);
   QKV_CUDA_LAUNCHED(add_rms_norm_forward_kernel);
 }
 
@@ -33,7 +33,7 @@ void rms_norm_backward(const float* x, const float* gamma, const float* rstd, co
   QKV_CHECK(rows <= 2147483647, "rms_norm: ", rows, " rows; the CUDA kernel takes at most 2^31 - 1");
   cudaStream_t s = stream();
   if (dx) {
-    rms_norm_dx_kernel<<<static_cast<unsigned>(rows), kThreads, 0, s>>>(x, gamma, rstd, dy, dx, n, res);
+    QKV_LAUNCH(static_cast<unsigned>(rows), kThreads, 0, s, rms_norm_dx_kernel)(x, gamma, rstd, dy, dx, n, res);
     QKV_CUDA_LAUNCHED(rms_norm_dx_kernel);
   }
   if (!dgamma) return;
@@ -42,11 +42,11 @@ void rms_norm_backward(const float* x, const float* gamma, const float* rstd, co
   float* partial = nullptr;
   QKV_CUDA_CHECK(cudaMallocAsync(reinterpret_cast<void**>(&partial), strips * n * sizeof(float), s));
   const dim3 grid(blocks_for(n), static_cast<unsigned>(strips));
-  rms_norm_dgamma_partial<<<grid, 256, 0, s>>>(x, rstd, dy, partial, rows, n);
+  QKV_LAUNCH(grid, 256, 0, s, rms_norm_dgamma_partial)(x, rstd, dy, partial, rows, n);
   QKV_CUDA_LAUNCHED(rms_norm_dgamma_partial);
-  column_sums<<<blocks_for(n), 256, 0, s>>>(partial, strips, n, dgamma);
+  QKV_LAUNCH(blocks_for(n), 256, 0, s, column_sums)(partial, strips, n, dgamma);
   QKV_CUDA_LAUNCHED(column_sums);
   QKV_CUDA_CHECK(cudaFreeAsync(partial, s));
 }
 
-}  // namespace qkv::kernels::cuda
+QKV_CUDA_LAUNCHERS_END  // qkv::kernels::cuda

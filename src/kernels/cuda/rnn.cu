@@ -8,13 +8,14 @@
 #include <algorithm>
 #include <vector>
 
+#include "kernels/cuda/namespace.h"
 #include "kernels/cuda/sum_kernels.cuh"
 #include "kernels/cuda/kernels.h"
 #include "kernels/cuda/launch.h"
 #include "kernels/cuda/rnn_kernels.cuh"
 #include "kernels/rnn.h"
 
-namespace qkv::kernels::cuda {
+QKV_CUDA_LAUNCHERS_BEGIN
 namespace {
 
 constexpr int kThreads = 256;
@@ -62,8 +63,8 @@ void gru_forward(const RnnProblem& p, const float* h0, float* y, float* h_n, flo
   for (int64_t s = 0; s < len.steps; ++s) {
     sgemm(false, true, B, G, H, 1.f, h_n, H, p.w_hh, H, 0.f, hh.p, G);
     if (saved_h) copy_d2d(saved_h + s * B * H, h_n, B * H);
-    gru_step_kernel<<<grid_for(B * H), kThreads, 0, s0>>>(Step{B, T, H, s, len.device(), p.reverse}, p.x_proj, hh.p,
-                                                          p.b_hh, h_n, y, saved_gates);
+    QKV_LAUNCH(grid_for(B * H), kThreads, 0, s0, gru_step_kernel)(
+        Step{B, T, H, s, len.device(), p.reverse}, p.x_proj, hh.p, p.b_hh, h_n, y, saved_gates);
     QKV_CUDA_LAUNCHED(gru_step_kernel);
   }
 }
@@ -81,8 +82,8 @@ void gru_backward(const RnnProblem& p, const float* saved_gates, const float* sa
   fill_f32(dhh.p, (steps > 0 ? steps : 1) * B * G, 0.f);
   for (int64_t s = steps - 1; s >= 0; --s) {
     float* dhh_s = dhh.p + s * B * G;
-    gru_step_backward_kernel<<<grid_for(B * H), kThreads, 0, s0>>>(Step{B, T, H, s, len.device(), p.reverse},
-                                                                   saved_gates, saved_h, dy, dh.p, dx_proj, dhh_s);
+    QKV_LAUNCH(grid_for(B * H), kThreads, 0, s0, gru_step_backward_kernel)(
+        Step{B, T, H, s, len.device(), p.reverse}, saved_gates, saved_h, dy, dh.p, dx_proj, dhh_s);
     QKV_CUDA_LAUNCHED(gru_step_backward_kernel);
     sgemm(false, false, B, H, G, 1.f, dhh_s, G, p.w_hh, H, 1.f, dh.p, H);  // dh = z ∘ dh' + dhh W_hh
   }
@@ -103,8 +104,8 @@ void lstm_forward(const RnnProblem& p, const float* h0, const float* c0, float* 
     sgemm(false, true, B, G, H, 1.f, h_n, H, p.w_hh, H, 0.f, hh.p, G);
     if (saved_h) copy_d2d(saved_h + s * B * H, h_n, B * H);
     if (saved_c) copy_d2d(saved_c + s * B * H, c_n, B * H);
-    lstm_step_kernel<<<grid_for(B * H), kThreads, 0, s0>>>(Step{B, T, H, s, len.device(), p.reverse}, p.x_proj, hh.p,
-                                                           p.b_hh, h_n, c_n, y, saved_gates, saved_tanh_c);
+    QKV_LAUNCH(grid_for(B * H), kThreads, 0, s0, lstm_step_kernel)(
+        Step{B, T, H, s, len.device(), p.reverse}, p.x_proj, hh.p, p.b_hh, h_n, c_n, y, saved_gates, saved_tanh_c);
     QKV_CUDA_LAUNCHED(lstm_step_kernel);
   }
 }
@@ -125,9 +126,8 @@ void lstm_backward(const RnnProblem& p, const float* saved_gates, const float* s
   fill_f32(dhh.p, (steps > 0 ? steps : 1) * B * G, 0.f);
   for (int64_t s = steps - 1; s >= 0; --s) {
     float* dhh_s = dhh.p + s * B * G;
-    lstm_step_backward_kernel<<<grid_for(B * H), kThreads, 0, s0>>>(Step{B, T, H, s, len.device(), p.reverse},
-                                                                    saved_gates, saved_c, saved_tanh_c, dy, dh.p, dc.p,
-                                                                    dx_proj, dhh_s);
+    QKV_LAUNCH(grid_for(B * H), kThreads, 0, s0, lstm_step_backward_kernel)(
+        Step{B, T, H, s, len.device(), p.reverse}, saved_gates, saved_c, saved_tanh_c, dy, dh.p, dc.p, dx_proj, dhh_s);
     QKV_CUDA_LAUNCHED(lstm_step_backward_kernel);
     sgemm(false, false, B, H, G, 1.f, dhh_s, G, p.w_hh, H, 1.f, dh.p, H);
   }
@@ -155,11 +155,11 @@ void lstm_proj_forward(const RnnProblem& p, int64_t P, const float* w_hr, const 
     sgemm(false, true, B, G, P, 1.f, h_n, P, p.w_hh, P, 0.f, hh.p, G);  // hh = h W_hhᵀ   [B, P] × [P, 4H]
     if (saved_h) copy_d2d(saved_h + s * B * P, h_n, B * P);
     if (saved_c) copy_d2d(saved_c + s * B * H, c_n, B * H);
-    lstm_step_kernel<<<grid_for(B * H), kThreads, 0, s0>>>(st, p.x_proj, hh.p, p.b_hh, m.p, c_n, nullptr, saved_gates,
-                                                           saved_tanh_c);
+    QKV_LAUNCH(grid_for(B * H), kThreads, 0, s0, lstm_step_kernel)(
+        st, p.x_proj, hh.p, p.b_hh, m.p, c_n, nullptr, saved_gates, saved_tanh_c);
     QKV_CUDA_LAUNCHED(lstm_step_kernel);
     sgemm(false, true, B, P, H, 1.f, m.p, H, w_hr, H, 0.f, hp.p, P);  // hp = m' W_hrᵀ   [B, H] × [H, P]
-    lstm_proj_step_kernel<<<grid_for(B * P), kThreads, 0, s0>>>(st, P, hp.p, h_n, y);
+    QKV_LAUNCH(grid_for(B * P), kThreads, 0, s0, lstm_proj_step_kernel)(st, P, hp.p, h_n, y);
     QKV_CUDA_LAUNCHED(lstm_proj_step_kernel);
   }
 }
@@ -185,11 +185,11 @@ void lstm_proj_backward(const RnnProblem& p, int64_t P, const float* w_hr, const
   for (int64_t s = steps - 1; s >= 0; --s) {
     const Step st{B, T, H, s, len.device(), p.reverse};
     float *dhh_s = dhh.p + s * B * G, *dhr_s = dhr.p + s * B * P;
-    lstm_proj_step_backward_kernel<<<grid_for(B * P), kThreads, 0, s0>>>(st, P, dy, dh.p, dhr_s);
+    QKV_LAUNCH(grid_for(B * P), kThreads, 0, s0, lstm_proj_step_backward_kernel)(st, P, dy, dh.p, dhr_s);
     QKV_CUDA_LAUNCHED(lstm_proj_step_backward_kernel);
     sgemm(false, false, B, H, P, 1.f, dhr_s, P, w_hr, H, 0.f, dm.p, H);  // dm' = dh' W_hr   [B, P] × [P, H]
-    lstm_step_backward_kernel<<<grid_for(B * H), kThreads, 0, s0>>>(st, saved_gates, saved_c, saved_tanh_c, nullptr,
-                                                                    dm.p, dc.p, dx_proj, dhh_s);
+    QKV_LAUNCH(grid_for(B * H), kThreads, 0, s0, lstm_step_backward_kernel)(
+        st, saved_gates, saved_c, saved_tanh_c, nullptr, dm.p, dc.p, dx_proj, dhh_s);
     QKV_CUDA_LAUNCHED(lstm_step_backward_kernel);
     sgemm(false, false, B, P, G, 1.f, dhh_s, G, p.w_hh, P, 1.f, dh.p, P);  // dh += dhh W_hh   [B, 4H] × [4H, P]
   }
@@ -200,12 +200,12 @@ void lstm_proj_backward(const RnnProblem& p, int64_t P, const float* w_hr, const
     if (steps * B == 0) {
       fill_f32(dw_hr, P * H, 0.f);
     } else {
-      lstm_cell_output_kernel<<<grid_for(steps * B * H), kThreads, 0, s0>>>(saved_gates, saved_tanh_c, steps * B, H,
-                                                                            ms.p);
+      QKV_LAUNCH(grid_for(steps * B * H), kThreads, 0, s0, lstm_cell_output_kernel)(
+          saved_gates, saved_tanh_c, steps * B, H, ms.p);
       QKV_CUDA_LAUNCHED(lstm_cell_output_kernel);
       sgemm(true, false, P, H, steps * B, 1.f, dhr.p, P, ms.p, H, 0.f, dw_hr, H);
     }
   }
 }
 
-}  // namespace qkv::kernels::cuda
+QKV_CUDA_LAUNCHERS_END  // qkv::kernels::cuda

@@ -5,8 +5,9 @@
 
 #include "kernels/cuda/kernels.h"
 #include "kernels/cuda/launch.h"
+#include "kernels/cuda/namespace.h"
 
-namespace qkv::kernels::cuda {
+QKV_CUDA_LAUNCHERS_BEGIN
 namespace {
 
 constexpr int kThreads = 256;
@@ -80,7 +81,7 @@ void forward(const float* x, float* y, int64_t rows, int64_t n) {
   if (rows * n == 0) return;
   cudaStream_t s = stream();
   over_rows(rows, [&](int64_t r, int64_t count) {
-    softmax_forward_kernel<Log><<<static_cast<unsigned>(count), kThreads, 0, s>>>(x + r * n, y + r * n, n);
+    QKV_LAUNCH(static_cast<unsigned>(count), kThreads, 0, s, softmax_forward_kernel<Log>)(x + r * n, y + r * n, n);
   });
   QKV_CUDA_LAUNCHED(softmax_forward_kernel);
 }
@@ -89,7 +90,8 @@ void backward(const float* y, const float* dy, float* dx, int64_t rows, int64_t 
   if (rows * n == 0) return;
   cudaStream_t s = stream();
   over_rows(rows, [&](int64_t r, int64_t count) {
-    softmax_backward_kernel<Log><<<static_cast<unsigned>(count), kThreads, 0, s>>>(y + r * n, dy + r * n, dx + r * n, n);
+    QKV_LAUNCH(static_cast<unsigned>(count), kThreads, 0, s, softmax_backward_kernel<Log>)(
+        y + r * n, dy + r * n, dx + r * n, n);
   });
   QKV_CUDA_LAUNCHED(softmax_backward_kernel);
 }
@@ -113,9 +115,9 @@ void log_mean_exp(const float* const* x, int64_t k, float* y, int64_t n) {
   const float** xd = nullptr;
   QKV_CUDA_CHECK(cudaMallocAsync(reinterpret_cast<void**>(&xd), sizeof(float*) * k, s));
   QKV_CUDA_CHECK(cudaMemcpyAsync(xd, x, sizeof(float*) * k, cudaMemcpyHostToDevice, s));
-  log_mean_exp_kernel<<<blocks_for(n, kThreads), kThreads, 0, s>>>(xd, k, y, n, logf(static_cast<float>(k)));
+  QKV_LAUNCH(blocks_for(n, kThreads), kThreads, 0, s, log_mean_exp_kernel)(xd, k, y, n, logf(static_cast<float>(k)));
   QKV_CUDA_LAUNCHED(log_mean_exp_kernel);
   QKV_CUDA_CHECK(cudaFreeAsync(xd, s));
 }
 
-}  // namespace qkv::kernels::cuda
+QKV_CUDA_LAUNCHERS_END  // qkv::kernels::cuda

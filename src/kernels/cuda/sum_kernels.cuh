@@ -69,7 +69,6 @@ __global__ void column_partials_sum(const double* partial, int64_t strips, int64
   }
 }
 
-#ifndef QKV_CUDA_EMULATION
 // The two kernels on the current stream, the partials in a stream-ordered scratch: out [cols] f32
 template <class Value>
 void launch_column_sums(Value value, int64_t rows, int64_t cols, float* out) {
@@ -79,12 +78,11 @@ void launch_column_sums(Value value, int64_t rows, int64_t cols, float* out) {
   Scratch partial(2 * S.strips * cols, st);  // strips × cols doubles
   double* p = reinterpret_cast<double*>(partial.p);
   const dim3 grid(static_cast<unsigned>((cols + kColumnsABlock - 1) / kColumnsABlock), static_cast<unsigned>(S.strips));
-  column_strip_sums<<<grid, kColumnsABlock, 0, st>>>(value, rows, cols, S.rows_each, p);
+  QKV_LAUNCH(grid, kColumnsABlock, 0, st, column_strip_sums<Value>)(value, rows, cols, S.rows_each, p);
   QKV_CUDA_LAUNCHED(column_strip_sums);
-  column_partials_sum<<<blocks_for(cols), 256, 0, st>>>(p, S.strips, cols, out);
+  QKV_LAUNCH(blocks_for(cols), 256, 0, st, column_partials_sum)(p, S.strips, cols, out);
   QKV_CUDA_LAUNCHED(column_partials_sum);
 }
-#endif
 
 }  // namespace
 }  // namespace qkv::kernels::cuda

@@ -2,13 +2,14 @@
 // wgmma.cuh: the instruction and its layouts; tests/kernels/attention_wgmma_emulation_test.cpp runs
 // them on the host): the pre-passes, the forward variant a head dim takes on an H200, and whether a
 // problem is served at all.
+#include "kernels/cuda/namespace.h"
 #include "kernels/cuda/sm90a/attention_wgmma_backward256.cuh"
 #include "kernels/cuda/sm90a/attention_wgmma_kernels.cuh"
 
 #include <cstdlib>
 #include <cstring>
 
-namespace qkv::kernels::cuda {
+QKV_CUDA_LAUNCHERS_BEGIN
 namespace {
 
 template <typename T, int D, int KN, bool General, bool Overlap>
@@ -21,7 +22,7 @@ void launch(const AttnProblem& p, const T* qh, const T* kh, const T* vth, int64_
   }();
   QKV_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(bytes)));
   const dim3 grid(static_cast<unsigned>((p.Lq + kRows - 1) / kRows), static_cast<unsigned>(p.B * p.H));
-  kernel<<<grid, kThreads, bytes, s>>>(p, qh, kh, vth, Lp, out, lse);
+  QKV_LAUNCH(grid, kThreads, bytes, s, kernel)(p, qh, kh, vth, Lp, out, lse);
   QKV_CUDA_LAUNCHED(flash_wgmma_forward_kernel);
 }
 
@@ -36,7 +37,7 @@ void launch_ws(const AttnProblem& p, const T* qh, const T* kh, const T* vth, int
   auto* kernel = flash_wgmma_ws_kernel<T, D, KN, Stages, General>;
   QKV_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(bytes)));
   const dim3 grid(static_cast<unsigned>((p.Lq + kRows - 1) / kRows), static_cast<unsigned>(p.B * p.H));
-  kernel<<<grid, kWsThreads, bytes, s>>>(p, maps.q, maps.k, maps.vt, qh, kh, vth, Lp, out, lse);
+  QKV_LAUNCH(grid, kWsThreads, bytes, s, kernel)(p, maps.q, maps.k, maps.vt, qh, kh, vth, Lp, out, lse);
   QKV_CUDA_LAUNCHED(flash_wgmma_ws_kernel);
 }
 
@@ -68,8 +69,8 @@ void forward(const AttnProblem& p, float* out, float* lse, cudaStream_t s) {
   round_rows<T>(p.q, p.q_sb, p.q_sh, p.q_sl, p.B, p.H, p.Lq, D, qh, s);
   round_rows<T>(p.k, p.k_sb, p.k_sh, p.k_sl, p.B, p.Hkv, p.Lk, D, kh, s);
   if (const int64_t pieces = nv / 8; pieces > 0) {
-    transpose_rows_kernel<T><<<blocks_for(pieces), 256, 0, s>>>(p.v, p.v_sb, p.v_sh, p.v_sl, p.Hkv, p.Lk, D, Lp,
-                                                                 pieces, vth);
+    QKV_LAUNCH(blocks_for(pieces), 256, 0, s, transpose_rows_kernel<T>)(
+        p.v, p.v_sb, p.v_sh, p.v_sl, p.Hkv, p.Lk, D, Lp, pieces, vth);
     QKV_CUDA_LAUNCHED(transpose_rows_kernel);
   }
   const bool general = p.mask.kind != AttnMask::Kind::none || p.dropout_p > 0.f;
@@ -95,7 +96,7 @@ void launch_backward(const AttnProblem& p, const T* qh, const T* gh, const T* kh
   auto* kernel = flash_wgmma_backward_kernel<T, D, General>;
   QKV_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(bytes)));
   const dim3 grid(static_cast<unsigned>((p.Lk + kBwdKeys - 1) / kBwdKeys), static_cast<unsigned>(p.B * p.Hkv));
-  kernel<<<grid, kBwdThreads, bytes, s>>>(p, qh, gh, kh, vh, lse, Dsum, dq, dk, dv);
+  QKV_LAUNCH(grid, kBwdThreads, bytes, s, kernel)(p, qh, gh, kh, vh, lse, Dsum, dq, dk, dv);
   QKV_CUDA_LAUNCHED(flash_wgmma_backward_kernel);
 }
 
@@ -109,7 +110,7 @@ void launch_ws_backward(const AttnProblem& p, const T* qh, const T* gh, const T*
   auto* kernel = flash_wgmma_ws_backward_kernel<T, D, General>;
   QKV_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(bytes)));
   const dim3 grid(static_cast<unsigned>((p.Lk + kBwdKeys - 1) / kBwdKeys), static_cast<unsigned>(p.B * p.Hkv));
-  kernel<<<grid, kBwdWsThreads, bytes, s>>>(p, maps, lse, Dsum, dq, dk, dv);
+  QKV_LAUNCH(grid, kBwdWsThreads, bytes, s, kernel)(p, maps, lse, Dsum, dq, dk, dv);
   QKV_CUDA_LAUNCHED(flash_wgmma_ws_backward_kernel);
 }
 
@@ -121,7 +122,7 @@ void launch_backward256(const AttnProblem& p, const T* qh, const T* gh, const T*
   auto* kernel = flash_wgmma_backward256_kernel<T, General>;
   QKV_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(bytes)));
   const dim3 grid(static_cast<unsigned>((p.Lk + kBwd256Keys - 1) / kBwd256Keys), static_cast<unsigned>(p.B * p.Hkv));
-  kernel<<<grid, kBwd256Threads, bytes, s>>>(p, qh, gh, kh, vh, lse, Dsum, dq, dk, dv);
+  QKV_LAUNCH(grid, kBwd256Threads, bytes, s, kernel)(p, qh, gh, kh, vh, lse, Dsum, dq, dk, dv);
   QKV_CUDA_LAUNCHED(flash_wgmma_backward256_kernel);
 }
 
@@ -232,4 +233,4 @@ bool attention_backward_wgmma_f16(const AttnProblem& p, const float* lse, const 
 }
 bool attention_backward_wgmma_serves(const AttnProblem& p) { return serves_backward(p); }
 
-}  // namespace qkv::kernels::cuda
+QKV_CUDA_LAUNCHERS_END  // qkv::kernels::cuda
