@@ -1,5 +1,5 @@
 // sample_rows's GPU kernel (kernels/cuda/sample_kernels.cuh) run on the host, unchanged, through
-// tests/kernels/cuda_emulation.h, with sample.cu's launch, against the CPU's kernel (decode::Sampler's
+// tests/kernels/cuda_emulation.h, by sample.cu's own launchers, against the CPU's kernel (decode::Sampler's
 // draws): greedy rows (ties by the lower index, NaN never chosen, −0 equal to +0), tempered rows over
 // vocabularies of 7 (fewer entries than threads), 1000 and 50,257 (GPT-2's; chunks of 197), logits
 // of −∞ in them, draws near 0 and near 1 (the last positive token), and −1 for a row with no
@@ -14,7 +14,7 @@
 #include <vector>
 
 #include "kernels/cpu/sample.h"
-#include "kernels/cuda/sample_kernels.cuh"
+#include "kernels/cuda/sample.cu"  // the launchers, on the emulated GPU
 #include "kernels/emulated_kernels.h"
 
 namespace {
@@ -43,8 +43,7 @@ TEST(SampleKernelsEmulated, TheGpusDrawsAreTheCpus) {
     }
     std::vector<int32_t> want(static_cast<size_t>(rows)), got(static_cast<size_t>(rows), -7);
     cpu::sample_rows(x.data(), rows, n, params.data(), want.data());
-    launch(dim3(static_cast<unsigned>(rows)), kc::kSampleThreads, 0,
-           [&] { kc::sample_rows_kernel(x.data(), n, params.data(), got.data()); });
+    kc::sample_rows(x.data(), rows, n, params.data(), got.data());
     EXPECT_EQ(got, want);
     EXPECT_EQ(want[0], n / 2) << "greedy: the first of the tied largest";
   }
@@ -61,7 +60,7 @@ TEST(SampleKernelsEmulated, TheGpusDrawsAreTheCpus) {
                                    0.5, 3, 1e-300, 0.99, 1.0, 0, 0.5, 0.999, 1.0, 1, 0.9,  0.5};
     std::vector<int32_t> want(6), got(6, -7);
     cpu::sample_rows(e.data(), 6, n, q.data(), want.data());
-    launch(dim3(6), kc::kSampleThreads, 0, [&] { kc::sample_rows_kernel(e.data(), n, q.data(), got.data()); });
+    kc::sample_rows(e.data(), 6, n, q.data(), got.data());
     EXPECT_EQ(got, want);
     EXPECT_EQ(want[0], 700) << "every logit tied: top-k 5 keeps all";
     EXPECT_EQ(want[1], 417) << "the one finite logit";
@@ -71,7 +70,7 @@ TEST(SampleKernelsEmulated, TheGpusDrawsAreTheCpus) {
   const std::vector<double> p = {1, 0, 1, 0.5, 1, 0, 1, 0.5, 1, 2, 0.5, 0.5, 1, 2, 0.5, 0.5};
   std::vector<int32_t> want(4), got(4, 9);
   cpu::sample_rows(bad.data(), 4, 3, p.data(), want.data());
-  launch(dim3(4), kc::kSampleThreads, 0, [&] { kc::sample_rows_kernel(bad.data(), 3, p.data(), got.data()); });
+  kc::sample_rows(bad.data(), 4, 3, p.data(), got.data());
   EXPECT_EQ(want, (std::vector<int32_t>{-1, -1, -1, -1}));
   EXPECT_EQ(got, want);
 }
@@ -87,7 +86,7 @@ TEST(SampleKernelsEmulated, ThePenaltiesAreTheCpus) {
     seen.insert(seen.end(), {e % 3, 7 * e, e % 10, e % 4 == 0});  // (row, token: distinct, count, in prompt)
   const std::vector<float> penalties = {1.3f, 0.2f, 0.5f, 0.8f, -0.4f, 1.1f, 1.f, 0.f, -2.f};
   cpu::apply_penalties(want.data(), n, seen.data(), 700, penalties.data());
-  launch(dim3(3), 256, 0, [&] { kc::apply_penalties_kernel(got.data(), n, seen.data(), 700, penalties.data()); });
+  kc::apply_penalties(got.data(), n, seen.data(), 700, penalties.data());
   EXPECT_EQ(got, want);
   EXPECT_NE(want, random_floats(static_cast<size_t>(rows * n), 31, 4.f)) << "the penalties changed nothing";
 }

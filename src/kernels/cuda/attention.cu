@@ -95,7 +95,7 @@ __device__ inline int64_t visible_end(const AttnProblem& p, int64_t i) {
 }
 
 __global__ void __launch_bounds__(kWarps * 32) flash_forward_kernel(AttnProblem p, float* out, float* lse) {
-  __shared__ float qs[kWarps][kMaxDim];
+  QKV_SHARED float qs[kWarps][kMaxDim];
   RowOf r;
   if (!warp_row(p.H, p.Lq, p.B * p.H * p.Lq, &r)) return;
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
@@ -124,7 +124,7 @@ __global__ void __launch_bounds__(kWarps * 32) flash_forward_kernel(AttnProblem 
 
 __global__ void __launch_bounds__(kWarps * 32) split_kv_partial_kernel(AttnProblem p, int64_t splits, int64_t chunk,
                                                                        float* part_m, float* part_l, float* part_o) {
-  __shared__ float qs[kWarps][kMaxDim];
+  QKV_SHARED float qs[kWarps][kMaxDim];
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   const int64_t item = blockIdx.x * int64_t{kWarps} + warp, rows = p.B * p.H * p.Lq;
   if (item >= rows * splits) return;
@@ -198,7 +198,7 @@ __global__ void __launch_bounds__(kWarps * 32) row_dot_kernel(AttnProblem p, con
 
 __global__ void __launch_bounds__(kWarps * 32) flash_dq_kernel(AttnProblem p, const float* lse, const float* Dsum,
                                                                const float* dout, float* dq) {
-  __shared__ float qs[kWarps][kMaxDim], gs[kWarps][kMaxDim];
+  QKV_SHARED float qs[kWarps][kMaxDim], gs[kWarps][kMaxDim];
   RowOf r;
   if (!warp_row(p.H, p.Lq, p.B * p.H * p.Lq, &r)) return;
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
@@ -248,7 +248,7 @@ __global__ void __launch_bounds__(kWarps * 32) flash_dq_kernel(AttnProblem p, co
 
 __global__ void __launch_bounds__(kWarps * 32) flash_dkv_kernel(AttnProblem p, const float* lse, const float* Dsum,
                                                                 const float* dout, float* dk, float* dv) {
-  __shared__ float ks[kWarps][kMaxDim], vs[kWarps][kMaxDim];
+  QKV_SHARED float ks[kWarps][kMaxDim], vs[kWarps][kMaxDim];
   RowOf r;  // (b, hk, j)
   if (!warp_row(p.Hkv, p.Lk, p.B * p.Hkv * p.Lk, &r)) return;
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
@@ -307,7 +307,7 @@ __global__ void __launch_bounds__(kWarps * 32) flash_dkv_kernel(AttnProblem p, c
 // P goes to `P` (probs, or scratch); W to `W` when not null (else it is recomputed from P).
 __global__ void __launch_bounds__(kWarps * 32) reference_forward_kernel(AttnProblem p, float* out, float* P,
                                                                         float* W) {
-  __shared__ float qs[kWarps][kMaxDim];
+  QKV_SHARED float qs[kWarps][kMaxDim];
   RowOf r;
   if (!warp_row(p.H, p.Lq, p.B * p.H * p.Lq, &r)) return;
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
@@ -362,7 +362,7 @@ __global__ void __launch_bounds__(kWarps * 32) reference_forward_kernel(AttnProb
 // Per query row: dP_j = (dO_i·V_j) Z_ij/(1−p), dS_j = P_j (dP_j − Σ_k P_k dP_k) into dS; dQ_i = scale dS_i K.
 __global__ void __launch_bounds__(kWarps * 32) reference_rows_kernel(AttnProblem p, const float* P, const float* dout,
                                                                      float* dS, float* dq) {
-  __shared__ float gs[kWarps][kMaxDim];
+  QKV_SHARED float gs[kWarps][kMaxDim];
   RowOf r;
   if (!warp_row(p.H, p.Lq, p.B * p.H * p.Lq, &r)) return;
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
@@ -509,8 +509,6 @@ void attention_backward_flash_f32(const AttnProblem& p, const float* out, const 
     QKV_CUDA_LAUNCHED(flash_dkv_kernel);
   }
 }
-
-#include "kernels/attention_precision.inc"
 
 void attention_forward_reference(const AttnProblem& p, float* out, float* probs, float* weights) {
   check_dims(p);

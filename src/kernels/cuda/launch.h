@@ -11,6 +11,15 @@
 #include "qkv/core/cuda.h"
 #include "qkv/core/error.h"
 
+// A kernel's statically sized shared memory: QKV_SHARED float tile[64][65]; — __shared__, and under the
+// host emulation a static (a block's threads are fibers of one OS thread, one block at a time), which
+// every fiber shares as a block's threads share __shared__ memory.
+#ifdef QKV_CUDA_EMULATION
+#define QKV_SHARED static
+#else
+#define QKV_SHARED __shared__
+#endif
+
 // In the launchers' namespace (namespace.h): under the tests' emulation these helpers act on the
 // emulated GPU, and must not share a linkage name with the library's.
 QKV_CUDA_LAUNCHERS_BEGIN
@@ -61,11 +70,7 @@ inline unsigned blocks_for(int64_t n, int threads = 256, int per_thread = 1) {
 // through shared memory. blockDim.x a multiple of 32, at most 1024.
 template <typename T, typename Op>
 __device__ inline T block_reduce(T v, Op op, T identity) {
-#ifdef QKV_CUDA_EMULATION
-  static T partial[32];  // (the host's emulation: a block's threads are fibers of one OS thread)
-#else
-  __shared__ T partial[32];
-#endif
+  QKV_SHARED T partial[32];
   for (int o = 16; o > 0; o >>= 1) v = op(v, __shfl_xor_sync(0xffffffffu, v, o));
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
   __syncthreads();  // `partial` may still be read by a previous call

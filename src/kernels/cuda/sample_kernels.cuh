@@ -30,12 +30,6 @@ namespace {
 
 constexpr int kSampleThreads = 256;  // = the radix's 256 bins: thread k clears bin k
 
-#ifdef QKV_CUDA_EMULATION
-#define QKV_SAMPLE_SHARED static  // (the host's emulation: a block's threads are fibers of one OS thread)
-#else
-#define QKV_SAMPLE_SHARED __shared__
-#endif
-
 struct MaxKey64 {
   __device__ uint64_t operator()(uint64_t a, uint64_t b) const { return a > b ? a : b; }
 };
@@ -96,11 +90,11 @@ __device__ void radix_select(const float* row, int64_t lo, int64_t hi, double T,
 }
 
 __global__ void sample_rows_kernel(const float* x, int64_t n, const double* params, int32_t* out) {
-  QKV_SAMPLE_SHARED double chunk_sum[kSampleThreads];
-  QKV_SAMPLE_SHARED int64_t chunk_last[kSampleThreads];
-  QKV_SAMPLE_SHARED unsigned long long bin_count[kSampleThreads], bin_weight[kSampleThreads];
-  QKV_SAMPLE_SHARED Selected sel;
-  QKV_SAMPLE_SHARED int64_t cut_shared;
+  QKV_SHARED double chunk_sum[kSampleThreads];
+  QKV_SHARED int64_t chunk_last[kSampleThreads];
+  QKV_SHARED unsigned long long bin_count[kSampleThreads], bin_weight[kSampleThreads];
+  QKV_SHARED Selected sel;
+  QKV_SHARED int64_t cut_shared;
   const int64_t r = blockIdx.x, k = threadIdx.x;
   const float* row = x + r * n;
   const double T = params[4 * r], top_p = params[4 * r + 2], draw = params[4 * r + 3];
@@ -238,7 +232,7 @@ __global__ void apply_penalties_kernel(float* x, int64_t n, const int32_t* seen,
   v = penalized(v, s[2], s[3] != 0, r[0], r[1], r[2]);
 }
 
-#undef QKV_SAMPLE_SHARED
+#undef QKV_SHARED
 
 }  // namespace
 }  // namespace qkv::kernels::cuda

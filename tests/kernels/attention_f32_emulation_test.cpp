@@ -1,0 +1,102 @@
+// The f32 attention launchers of the CUDA backend run on the host through tests/kernels/cuda_emulation.h
+// (kernels/cuda/attention.cu compiled here, with attention_tf32.cu, to which it hands a problem wherever
+// the tensor cores serve, and attention_zero_rows.cu): the CUDA-core pair (a warp a row: head dims the
+// tensor cores do not take, D ≠ Dv, and every problem under QKV_CUDA_ATTENTION_F32=simt), its split over
+// the keys for a few rows against many (flash-decoding: the partial runs and their combination), and
+// the reference pair that keeps P — against qkv's CPU attention: out, lse's use by the backward, dq,
+// dk, dv; causal or not, masks, rows that see no key, GQA, dropout, heads split off a [B, L, H, D]
+// projection. Needs the CUDA toolkit's headers (a QKV_CUDA build), not a GPU.
+#include <gtest/gtest.h>
+
+#if __has_include(<cuda_runtime.h>)
+#include "kernels/cuda_emulation.h"  // first: the CUDA headers, then the built-ins on the host
+
+#include <cmath>
+#include <vector>
+
+#include "kernels/attention_emulation.h"
+#include "kernels/cpu/attention_kernels.h"
+#include "kernels/cuda/attention.cu"  // the launchers, on the emulated H200
+#include "kernels/cuda/attention_tf32.cu"
+#include "kernels/cuda/attention_zero_rows.cu"
+
+namespace {
+
+using namespace qkv;
+namespace qt = qkv::testing;
+namespace kc = qkv::kernels::cuda;
+using qt::AttentionCase;
+using qt::max_rel_error;
+
+// out and lse by the flash forward, then dq (over NaNs), dk, dv by its backward, as ops' attention
+// calls them for an f32 problem on a GPU
+void expect_flash_matches_the_cpu(const qt::EmulatedAttention& e) {
+  const kernels::AttnProblem& p = e.p;
+  std::vector<float> out(e.nq(), NAN), lse(p.B * p.H * p.Lq, NAN), dq(e.nq(), NAN), dk(e.nk(), NAN), dv(e.nk(), NAN);
+  kc::attention_forward_flash_f32(p, out.data(), lse.data());
+  EXPECT_LT(max_rel_error(out, e.out), 2e-5) << "out";
+  kc::attention_backward_flash_f32(p, out.data(), lse.data(), e.dout.data(), dq.data(), dk.data(), dv.data());
+  EXPECT_LT(max_rel_error(dq, e.dq), 2e-5) << "dq";
+  EXPECT_LT(max_rel_error(dk, e.dk), 2e-5) << "dk";
+  EXPECT_LT(max_rel_error(dv, e.dv), 2e-5) << "dv";
+  EXPECT_TRUE(emulation::device().blocks.empty()) << "scratch not freed";
+}
+
+TEST(AttentionF32Emulated, TheCudaCorePairAndItsSplitOverTheKeysMatchTheCpu) {
+  const AttentionCase cases[] = {
+      {1, 2, 2, 40, 50, 32, false, 0, false},         // a head dim the tensor cores do not take
+      {1, 2, 1, 30, 70, 80, true, 1, false},          // causal, boolean mask, GQA
+      {1, 3, 3, 21, 33, 40, false, 2, true},          // additive mask, heads split off [B, L, H, D]
+      {2, 2, 2, 25, 25, 64, false, 3, false},         // every fifth row sees no key
+      {1, 2, 2, 20, 31, 48, true, 0, false, 0.2f},    // dropout: the CPU's draws
+      {1, 2, 1, 3, 600, 64, false, 0, false},         // 6 rows, 600 keys: split over the keys
+      {1, 1, 1, 2, 700, 40, false, 2, false},         // … with a mask, 3 runs of 256 keys
+  };
+  uint64_t seed = 5000;
+  for (const char* kernels : {"simt", static_cast<const char*>(nullptr)}) {  // the CUDA cores; the default
+    const qt::ScopedEnv env("QKV_CUDA_ATTENTION_F32", kernels);
+    for (const AttentionCase& c : cases) {
+      SCOPED_TRACE(qt::describe(c) << (kernels ? " simt" : " default"));
+      expect_flash_matches_the_cpu(qt::emulated_attention(c, seed += 10));
+    }
+  }
+}
+
+TEST(AttentionF32Emulated, TheReferencePairKeepsTheCpusProbabilities) {
+  uint64_t seed = 5200;
+  for (const AttentionCase& c : {AttentionCase{1, 2, 1, 17, 23, 32, true, 1, false},
+                                 AttentionCase{1, 2, 2, 9, 40, 64, false, 2, true, 0.25f}}) {
+    SCOPED_TRACE(qt::describe(c));
+    const qt::EmulatedAttention e = qt::emulated_attention(c, seed += 10);
+    const kernels::AttnProblem& p = e.p;
+    const size_t np = static_cast<size_t>(p.B * p.H * p.Lq * p.Lk);
+    std::vector<float> out(e.nq(), NAN), probs(np, NAN), weights(np, NAN), cpu_out(e.nq()), cpu_probs(np),
+        cpu_weights(np);
+    kc::attention_forward_reference(p, out.data(), probs.data(), weights.data());
+    kernels::cpu::attention_forward_reference(p, cpu_out.data(), cpu_probs.data(), cpu_weights.data());
+    EXPECT_LT(max_rel_error(out, e.out), 2e-5) << "out";
+    EXPECT_LT(max_rel_error(probs, cpu_probs), 2e-6) << "P";
+    EXPECT_LT(max_rel_error(weights, cpu_weights), 2e-6) << "W";
+    std::vector<float> dq(e.nq(), NAN), dk(e.nk(), NAN), dv(e.nk(), NAN), dscores(np, NAN), cpu_dscores(np);
+    std::vector<float> cdq(e.nq()), cdk(e.nk()), cdv(e.nk());
+    kc::attention_backward_reference(p, probs.data(), e.dout.data(), dq.data(), dk.data(), dv.data(), dscores.data());
+    kernels::cpu::attention_backward_reference(p, cpu_probs.data(), e.dout.data(), cdq.data(), cdk.data(), cdv.data(),
+                                               cpu_dscores.data());
+    EXPECT_LT(max_rel_error(dq, e.dq), 2e-5) << "dq";
+    EXPECT_LT(max_rel_error(dk, e.dk), 2e-5) << "dk";
+    EXPECT_LT(max_rel_error(dv, e.dv), 2e-5) << "dv";
+    EXPECT_LT(max_rel_error(dscores, cpu_dscores), 2e-5) << "dS";
+  }
+  EXPECT_TRUE(emulation::device().blocks.empty()) << "scratch not freed";
+}
+
+}  // namespace
+
+#else
+TEST(AttentionF32Emulated, TheCudaCorePairAndItsSplitOverTheKeysMatchTheCpu) {
+  GTEST_SKIP() << "this build has no CUDA toolkit headers (scripts/build.sh builds the CUDA backend where it is)";
+}
+TEST(AttentionF32Emulated, TheReferencePairKeepsTheCpusProbabilities) {
+  GTEST_SKIP() << "this build has no CUDA toolkit headers (scripts/build.sh builds the CUDA backend where it is)";
+}
+#endif
