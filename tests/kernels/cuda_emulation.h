@@ -22,6 +22,7 @@
 #include <cuda.h>  // CUtensorMap (the header only)
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
+#include <cublas_v2.h>  // cuBLAS's types (its calls: emulated below)
 #include <cuda_runtime.h>
 #include <math.h>  // fmaxf, exp2f, INFINITY in the global namespace, as nvcc has them
 #include <ucontext.h>
@@ -874,7 +875,93 @@ inline cudaError_t memset_async(void* p, int value, size_t bytes, cudaStream_t) 
   if (bytes) std::memset(p, value, bytes);
   return cudaSuccess;
 }
+inline cudaError_t memset_2d_async(void* p, size_t pitch, int value, size_t width, size_t height, cudaStream_t) {
+  for (size_t r = 0; r < height; ++r) std::memset(static_cast<char*>(p) + r * pitch, value, width);
+  return cudaSuccess;
+}
 inline cudaError_t peek_at_last_error() { return cudaSuccess; }  // a failed launch has thrown
+
+// cuBLAS's calls that kernels/cuda/gemm.cu makes (cublas_library.h's table: under the emulation these),
+// column-major as cuBLAS: C[m×n] = α op(A)[m×k] op(B)[k×n] + β C (β = 0: C not read), each sum in f32
+// in k's order; with the TF32 math mode set (gemm.cu's default) each f32 operand first rounded to
+// TF32's 10-bit mantissa (to nearest, ties away: cvt.rna.tf32.f32), as the tensor cores read it.
+struct CublasHandle {
+  cublasMath_t math = CUBLAS_DEFAULT_MATH;
+};
+inline float tf32_rounded(float x) {
+  uint32_t u;
+  std::memcpy(&u, &x, 4);
+  if ((u & 0x7f800000u) != 0x7f800000u) u = (u + 0x1000u) & 0xffffe000u;  // (not for infinities and NaN)
+  std::memcpy(&x, &u, 4);
+  return x;
+}
+inline cublasStatus_t cublas_create(cublasHandle_t* h) {
+  *h = reinterpret_cast<cublasHandle_t>(new CublasHandle);  // (one a host thread, kept: as gemm.cu's)
+  return CUBLAS_STATUS_SUCCESS;
+}
+inline cublasStatus_t cublas_set_math_mode(cublasHandle_t h, cublasMath_t mode) {
+  reinterpret_cast<CublasHandle*>(h)->math = mode;
+  return CUBLAS_STATUS_SUCCESS;
+}
+inline cublasStatus_t cublas_set_stream(cublasHandle_t, cudaStream_t) { return CUBLAS_STATUS_SUCCESS; }
+// element (i, j) of op(X) for a column-major X with leading dimension ld
+template <typename T>
+inline float op_at(const T* x, cublasOperation_t op, int ld, int i, int j) {
+  const T v = op == CUBLAS_OP_N ? x[i + static_cast<int64_t>(j) * ld] : x[j + static_cast<int64_t>(i) * ld];
+  if constexpr (std::is_same_v<T, __nv_bfloat16>) return __bfloat162float(v);
+  else return v;
+}
+template <typename TA, typename TB>
+cublasStatus_t cublas_product(cublasHandle_t h, cublasOperation_t ta, cublasOperation_t tb, int m, int n, int k,
+                              float alpha, const TA* A, int lda, const TB* B, int ldb, float beta, float* C, int ldc) {
+  if (m < 0 || n < 0 || k < 0 || ldc < std::max(1, m) || lda < std::max(1, ta == CUBLAS_OP_N ? m : k) ||
+      ldb < std::max(1, tb == CUBLAS_OP_N ? k : n))
+    return CUBLAS_STATUS_INVALID_VALUE;  // cuBLAS's own refusals of sizes and leading dimensions
+  const bool tf32 = reinterpret_cast<CublasHandle*>(h)->math == CUBLAS_TF32_TENSOR_OP_MATH;
+  auto in = [&](float x) { return tf32 && !std::is_same_v<TA, __nv_bfloat16> ? tf32_rounded(x) : x; };
+  for (int j = 0; j < n; ++j)
+    for (int i = 0; i < m; ++i) {
+      float acc = 0.f;
+      for (int l = 0; l < k; ++l) acc = std::fma(in(op_at(A, ta, lda, i, l)), in(op_at(B, tb, ldb, l, j)), acc);
+      float& c = C[i + static_cast<int64_t>(j) * ldc];
+      c = beta == 0.f ? alpha * acc : alpha * acc + beta * c;
+    }
+  return CUBLAS_STATUS_SUCCESS;
+}
+inline cublasStatus_t cublas_sgemm(cublasHandle_t h, cublasOperation_t ta, cublasOperation_t tb, int m, int n, int k,
+                                   const float* alpha, const float* A, int lda, const float* B, int ldb,
+                                   const float* beta, float* C, int ldc) {
+  return cublas_product(h, ta, tb, m, n, k, *alpha, A, lda, B, ldb, *beta, C, ldc);
+}
+inline cublasStatus_t cublas_gemm_ex(cublasHandle_t h, cublasOperation_t ta, cublasOperation_t tb, int m, int n,
+                                     int k, const void* alpha, const void* A, cudaDataType a_type, int lda,
+                                     const void* B, cudaDataType b_type, int ldb, const void* beta, void* C,
+                                     cudaDataType c_type, int ldc, cublasComputeType_t compute, cublasGemmAlgo_t) {
+  if (a_type != CUDA_R_16BF || b_type != CUDA_R_16BF || c_type != CUDA_R_32F || compute != CUBLAS_COMPUTE_32F)
+    throw std::logic_error("emulation: cublasGemmEx with other types than bf16 × bf16 → f32 not emulated");
+  return cublas_product(h, ta, tb, m, n, k, *static_cast<const float*>(alpha),
+                        static_cast<const __nv_bfloat16*>(A), lda, static_cast<const __nv_bfloat16*>(B), ldb,
+                        *static_cast<const float*>(beta), static_cast<float*>(C), ldc);
+}
+// C = α op(A) + β op(B), element by element (C may be A or B: in place)
+inline cublasStatus_t cublas_sgeam(cublasHandle_t, cublasOperation_t ta, cublasOperation_t tb, int m, int n,
+                                   const float* alpha, const float* A, int lda, const float* beta, const float* B,
+                                   int ldb, float* C, int ldc) {
+  if (m < 0 || n < 0 || ldc < std::max(1, m)) return CUBLAS_STATUS_INVALID_VALUE;
+  for (int j = 0; j < n; ++j)
+    for (int i = 0; i < m; ++i) {
+      const float a = *alpha == 0.f ? 0.f : *alpha * op_at(A, ta, lda, i, j);  // (a zero factor: not read)
+      const float b = *beta == 0.f ? 0.f : *beta * op_at(B, tb, ldb, i, j);
+      C[i + static_cast<int64_t>(j) * ldc] = a + b;
+    }
+  return CUBLAS_STATUS_SUCCESS;
+}
+inline const char* cublas_status_name(cublasStatus_t s) {
+  return s == CUBLAS_STATUS_SUCCESS ? "CUBLAS_STATUS_SUCCESS" : "CUBLAS_STATUS_INVALID_VALUE (emulated)";
+}
+inline const char* cublas_status_string(cublasStatus_t s) {
+  return s == CUBLAS_STATUS_SUCCESS ? "success" : "an invalid size or leading dimension (emulated)";
+}
 // The deferred checks (qkv/core/cuda.h's contract): a word all ones that a kernel lowers with
 // atomicMin to (position << 32) | value; at the next wait every word is read and dropped, and the
 // first registered that moved throws qkv::Error(message(position, value)).
@@ -944,6 +1031,7 @@ KernelLaunch<Kernel> launch_of(dim3 grid, dim3 block, size_t shared, Kernel* ker
 #define cudaFreeAsync ::qkv::emulation::free_async
 #define cudaMemcpyAsync ::qkv::emulation::memcpy_async
 #define cudaMemsetAsync ::qkv::emulation::memset_async
+#define cudaMemset2DAsync ::qkv::emulation::memset_2d_async
 #define cudaPeekAtLastError ::qkv::emulation::peek_at_last_error
 
 inline void __syncwarp(unsigned mask = 0xffffffffu) {  // the whole warp (the kernels' one use)

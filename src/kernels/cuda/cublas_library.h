@@ -6,6 +6,8 @@
 
 #include <cublas_v2.h>
 
+#include "kernels/cuda/namespace.h"
+
 namespace qkv::kernels::cuda {
 
 struct CublasLibrary {
@@ -22,8 +24,24 @@ struct CublasLibrary {
   decltype(&::cublasGetStatusString) status_string;
 };
 
+}  // namespace qkv::kernels::cuda
+
+#ifdef QKV_CUDA_EMULATION
+// Under the tests' host emulation: the calls on the host (tests/kernels/cuda_emulation.h), in the
+// launchers' namespace (namespace.h), so that a test compiling gemm.cu has a cuBLAS of its own.
+QKV_CUDA_LAUNCHERS_BEGIN
+inline const CublasLibrary& cublas() {
+  namespace e = ::qkv::emulation;
+  static const CublasLibrary table{e::cublas_create, e::cublas_set_math_mode, e::cublas_set_stream, e::cublas_sgeam,
+                                   e::cublas_sgemm,  e::cublas_gemm_ex,       e::cublas_status_name,
+                                   e::cublas_status_string};
+  return table;
+}
+QKV_CUDA_LAUNCHERS_END
+#else
+namespace qkv::kernels::cuda {
 // The library, opened on the first call (by its soname, then at the toolkit's path this build saw):
 // a qkv::Error naming both and dlerror's reason when it cannot be opened or lacks a function.
 const CublasLibrary& cublas();
-
 }  // namespace qkv::kernels::cuda
+#endif

@@ -1,0 +1,102 @@
+// The launchers that call cuBLAS — kernels/cuda/gemm.cu (f32 on the TF32 tensor cores, bf16 through
+// cublasGemmEx, C = β·C alone where K = 0) and conv.cu (im2col, its GEMMs, col2im, the bias; rnn.cu's:
+// rnn_launchers_emulation_test.cpp) — compiled here and run on the
+// host through tests/kernels/cuda_emulation.h, whose cuBLAS takes cublas_library.h's calls (TF32's
+// rounding of each operand included), against the CPU's kernels of the same declarations. Needs the
+// CUDA toolkit's headers (a QKV_CUDA build), not a GPU.
+#include <gtest/gtest.h>
+
+#if __has_include(<cuda_runtime.h>)
+#include "kernels/cuda_emulation.h"  // first: the CUDA headers, then the built-ins on the host
+
+#include <cmath>
+#include <cstdint>
+#include <vector>
+
+#include "kernels/cpu/conv.h"
+#include "kernels/cpu/gemm.h"
+#include "kernels/cpu/gemm_bf16.h"
+#include "kernels/cuda/conv.cu"  // the launchers, on the emulated GPU
+#include "kernels/cuda/elementwise.cu"  // (fill_f32, sum_to)
+#include "kernels/cuda/gemm.cu"
+#include "kernels/emulated_kernels.h"
+
+namespace {
+
+using namespace qkv::testing::emulated;  // kc, cpu, random_floats, rel
+namespace qk = qkv::kernels;
+
+// TF32 keeps 10 of f32's 23 mantissa bits: a product's relative error ~2⁻¹¹ a term
+constexpr double kTf32 = 3e-3;
+
+TEST(GemmLaunchersEmulated, F32AndBf16ProductsInEveryTransposeAndTheScaleAlone) {
+  const int64_t M = 13, N = 9, K = 20, pad = 3;
+  const std::vector<float> a = random_floats((M + pad) * (K + pad), 81, 1.f),
+                           b = random_floats((K + pad) * (N + pad), 82, 1.f), c0 = random_floats(M * (N + pad), 83, 1.f);
+  for (const bool ta : {false, true})
+    for (const bool tb : {false, true})
+      for (const float beta : {0.f, 1.f}) {
+        SCOPED_TRACE(::testing::Message() << (ta ? "Aᵀ" : "A") << (tb ? " Bᵀ" : " B") << " β " << beta);
+        const int64_t lda = (ta ? M : K) + pad, ldb = (tb ? K : N) + pad, ldc = N + pad;
+        std::vector<float> want = c0, got = c0;
+        cpu::sgemm(ta, tb, M, N, K, 0.5f, a.data(), lda, b.data(), ldb, beta, want.data(), ldc);
+        kc::sgemm(ta, tb, M, N, K, 0.5f, a.data(), lda, b.data(), ldb, beta, got.data(), ldc);
+        EXPECT_LT(rel(got, want), kTf32);
+        for (int64_t i = 0; i < M; ++i)
+          for (int64_t j = N; j < ldc; ++j) EXPECT_EQ(got[i * ldc + j], c0[i * ldc + j]) << "past N: untouched";
+        std::vector<bf16> a16(a.size()), b16(b.size());
+        cpu::convert_to_bf16(a.data(), a16.data(), static_cast<int64_t>(a.size()));
+        cpu::convert_to_bf16(b.data(), b16.data(), static_cast<int64_t>(b.size()));
+        std::vector<float> want16 = c0, got16 = c0;
+        cpu::gemm_bf16(ta, tb, M, N, K, a16.data(), lda, b16.data(), ldb, beta, want16.data(), ldc);
+        kc::gemm_bf16(ta, tb, M, N, K, a16.data(), lda, b16.data(), ldb, beta, got16.data(), ldc);
+        EXPECT_LT(rel(got16, want16), 1e-5) << "bf16 operands: exact products, f32 sums";
+      }
+  for (const float beta : {0.f, 1.f, -2.f}) {  // K = 0: C = β·C (β = 0: NaN there does not survive)
+    std::vector<float> want = c0, got = c0;
+    got[4] = want[4] = NAN;
+    cpu::sgemm(false, false, M, N, 0, 1.f, a.data(), 1, b.data(), 1, beta, want.data(), N + pad);
+    kc::sgemm(false, false, M, N, 0, 1.f, a.data(), 1, b.data(), 1, beta, got.data(), N + pad);
+    for (size_t i = 0; i < got.size(); ++i)
+      if (!(std::isnan(got[i]) && std::isnan(want[i]))) {
+        EXPECT_EQ(got[i], want[i]) << i << ", β " << beta;
+      }
+  }
+}
+
+TEST(GemmLaunchersEmulated, Conv2dForwardAndBackwardThroughImToColumnsMatchTheCpu) {
+  for (const int64_t groups : {1, 2}) {
+    qk::Conv2dProblem p;
+    p.N = 2, p.C = 4, p.H = 9, p.W = 7, p.O = 6, p.KH = 3, p.KW = 2, p.stride_h = 2, p.pad_h = 1, p.pad_w = 1;
+    p.dilation_w = 2, p.groups = groups;
+    SCOPED_TRACE(::testing::Message() << "groups " << groups);
+    const int64_t nx = p.N * p.C * p.H * p.W, nw = p.O * (p.C / groups) * p.KH * p.KW,
+                  ny = p.N * p.O * p.out_h() * p.out_w();
+    const std::vector<float> x = random_floats(nx, 84, 1.f), w = random_floats(nw, 85, 1.f), b = random_floats(p.O, 86, 1.f),
+                             dy = random_floats(ny, 87, 1.f);
+    std::vector<float> y[2], dx[2], dw[2], db[2];
+    for (int d = 0; d < 2; ++d) {
+      y[d].assign(ny, -1.f), dx[d].assign(nx, -1.f), dw[d].assign(nw, -1.f), db[d].assign(p.O, -1.f);
+      (d ? kc::conv2d_forward : cpu::conv2d_forward)(p, x.data(), w.data(), b.data(), y[d].data());
+      (d ? kc::conv2d_backward_data : cpu::conv2d_backward_data)(p, dy.data(), w.data(), dx[d].data());
+      (d ? kc::conv2d_backward_weights : cpu::conv2d_backward_weights)(p, x.data(), dy.data(), dw[d].data(),
+                                                                       db[d].data());
+    }
+    EXPECT_LT(rel(y[1], y[0]), kTf32);
+    EXPECT_LT(rel(dx[1], dx[0]), kTf32);
+    EXPECT_LT(rel(dw[1], dw[0]), kTf32);
+    EXPECT_LT(rel(db[1], db[0]), 1e-6);
+  }
+  EXPECT_TRUE(qkv::emulation::device().blocks.empty()) << "scratch not freed";
+}
+
+}  // namespace
+
+#else
+TEST(GemmLaunchersEmulated, F32AndBf16ProductsInEveryTransposeAndTheScaleAlone) {
+  GTEST_SKIP() << "this build has no CUDA toolkit headers (scripts/build.sh builds the CUDA backend where it is)";
+}
+TEST(GemmLaunchersEmulated, Conv2dForwardAndBackwardThroughImToColumnsMatchTheCpu) {
+  GTEST_SKIP() << "this build has no CUDA toolkit headers (scripts/build.sh builds the CUDA backend where it is)";
+}
+#endif
