@@ -896,7 +896,10 @@ inline float tf32_rounded(float x) {
   return x;
 }
 inline cublasStatus_t cublas_create(cublasHandle_t* h) {
-  *h = reinterpret_cast<cublasHandle_t>(new CublasHandle);  // (one a host thread, kept: as gemm.cu's)
+  // one a host thread, never destroyed (as gemm.cu's), held here until the process ends
+  static std::vector<std::unique_ptr<CublasHandle>> handles;
+  handles.push_back(std::make_unique<CublasHandle>());
+  *h = reinterpret_cast<cublasHandle_t>(handles.back().get());
   return CUBLAS_STATUS_SUCCESS;
 }
 inline cublasStatus_t cublas_set_math_mode(cublasHandle_t h, cublasMath_t mode) {
