@@ -849,11 +849,12 @@ cudaError_t func_set_attribute(Kernel* kernel, cudaFuncAttribute attribute, int 
   device().shared_allowed[reinterpret_cast<const void*>(kernel)] = value;
   return cudaSuccess;
 }
+// what cudaMalloc gives for a request: whole 256-byte units, at least one
+inline size_t allocated_bytes(size_t bytes) { return std::max<size_t>(256, (bytes + 255) / 256 * 256); }
 inline cudaError_t malloc_async(void** p, size_t bytes, cudaStream_t) {
-  const size_t rounded = (bytes + 255) / 256 * 256;  // cudaMalloc's 256-byte alignment
-  *p = std::aligned_alloc(256, rounded ? rounded : 256);
+  *p = std::aligned_alloc(256, allocated_bytes(bytes));  // cudaMalloc's 256-byte alignment
   if (!*p) return cudaErrorMemoryAllocation;
-  QKV_EMULATION_POISON(static_cast<char*>(*p) + bytes, (rounded ? rounded : 256) - bytes);  // past the request
+  QKV_EMULATION_POISON(static_cast<char*>(*p) + bytes, allocated_bytes(bytes) - bytes);  // past the request
   device().blocks[*p] = bytes;
   return cudaSuccess;
 }
@@ -861,8 +862,7 @@ inline cudaError_t free_async(void* p, cudaStream_t) {
   if (!p) return cudaSuccess;
   auto it = device().blocks.find(p);
   if (it == device().blocks.end()) throw std::logic_error("emulation: cudaFreeAsync of memory cudaMallocAsync never gave");
-  const size_t rounded = (it->second + 255) / 256 * 256;
-  QKV_EMULATION_UNPOISON(p, rounded ? rounded : 256);
+  QKV_EMULATION_UNPOISON(p, allocated_bytes(it->second));
   device().blocks.erase(it);
   std::free(p);
   return cudaSuccess;

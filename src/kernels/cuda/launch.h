@@ -24,27 +24,22 @@
 // emulated GPU, and must not share a linkage name with the library's.
 QKV_CUDA_LAUNCHERS_BEGIN
 
+// The current stream; the host's wait for a stream's work (core's cuda::wait, which reports the
+// deferred checks); a deferred check's device word (core's cuda::deferred_check: qkv/core/cuda.h).
+// Under the emulation (tests/kernels/cuda_emulation.h) the emulated H200's: one stream, in which every
+// launch runs at once, and the check words on the host, reported at the next wait as core reports them.
 #ifdef QKV_CUDA_EMULATION
-// On the host (tests/kernels/cuda_emulation.h): one stream, in which every launch runs at once, on an
-// emulated H200 (cuda_emulation.h's runtime calls: 132 multiprocessors, compute capability 9.0)
 inline cudaStream_t stream() { return nullptr; }
+inline void wait_for_stream(cudaStream_t s) { ::qkv::emulation::wait(s); }
+inline unsigned long long* deferred_check(cudaStream_t s, ::qkv::cuda::CheckMessage message) {
+  return ::qkv::emulation::deferred_check(s, std::move(message));
+}
 #else
 inline cudaStream_t stream() {
   int device = 0;
   QKV_CUDA_CHECK(cudaGetDevice(&device));
   return ::qkv::cuda::current_stream(device);
 }
-#endif
-
-// The host's wait for a stream's work (core's cuda::wait, which reports the deferred checks), and a
-// deferred check's device word (core's cuda::deferred_check: qkv/core/cuda.h) — under the emulation,
-// its own (cuda_emulation.h: the words on the host, reported at the next wait as core reports them).
-#ifdef QKV_CUDA_EMULATION
-inline void wait_for_stream(cudaStream_t s) { ::qkv::emulation::wait(s); }
-inline unsigned long long* deferred_check(cudaStream_t s, ::qkv::cuda::CheckMessage message) {
-  return ::qkv::emulation::deferred_check(s, std::move(message));
-}
-#else
 inline void wait_for_stream(cudaStream_t s) { ::qkv::cuda::wait(s); }
 inline unsigned long long* deferred_check(cudaStream_t s, ::qkv::cuda::CheckMessage message) {
   return ::qkv::cuda::deferred_check(s, std::move(message));
