@@ -1,83 +1,112 @@
-// The bf16/f16 attention pair on mma.sync (kernels/cuda/attention_mma_kernels.cuh) run on the host,
-// unchanged, through tests/kernels/cuda_emulation.h — ldmatrix, mma.sync m16n8k16 and the shuffles
-// from the PTX ISA's tables — against qkv's CPU attention at the same precision (the f32 kernels at
-// rounded q, k, v and dO): forward (out) and backward (dq, dk, dv), one and two m-tiles of query rows a
-// warp, with and without the mask code. The kernels also round P and dS to the 16-bit type, which the
-// CPU does not: within bf16's 2e-2 (f16's 2.5e-3), as Cuda.Bf16AttentionTrainsOnTheTensorCoresAsOnTheCpu
-// on a GPU. Needs the CUDA toolkit's headers (a QKV_CUDA build).
+// bf16/f16 attention on the GPU run on the host through tests/kernels/cuda_emulation.h, by the same
+// entry points the ops call (attention_forward_flash_bf16 and its kin: attention_16bit.cu's choice of
+// kernels, compiled here with the launchers it chooses among), against qkv's CPU attention at the
+// same precision:
+// - the mma.sync pair (attention_mma_kernels.cuh) — ldmatrix, mma.sync m16n8k16 and the shuffles from
+//   the PTX ISA's tables — by attention_mma.cu's launchers: the pre-pass's dense T copies, one and two
+//   m-tiles of query rows a warp (QKV_CUDA_ATTENTION=mma1 / mma2), with and without the mask code, dq
+//   zeroed and D_i made by the dispatch. The kernels also round P and dS to the 16-bit type, which the
+//   CPU does not: within bf16's 2e-2 (f16's 2.5e-3), as Cuda.Bf16AttentionTrainsOnTheTensorCoresAsOnTheCpu
+//   on a GPU.
+// - which kernels each GPU takes (emulation::device().launched): on an H200 the wgmma forward and the
+//   mma.sync backward; on an A100 (compute capability 8.0) the mma.sync pair whatever QKV_CUDA_ATTENTION
+//   and QKV_CUDA_ATTENTION_BACKWARD ask, since the Hopper kernels' instructions do not exist there; head
+//   dim 256, other head dims and decoding steps the f32 kernels over rounded copies.
+// The WMMA pair (attention_bf16.cu, QKV_CUDA_ATTENTION=wmma) is not emulated. Needs the CUDA toolkit's
+// headers (a QKV_CUDA build).
 #include <gtest/gtest.h>
 
 #if __has_include(<cuda_runtime.h>)
 #include "kernels/cuda_emulation.h"  // first: the CUDA headers, then the built-ins on the host
 
+#include <cmath>
+#include <limits>
+#include <vector>
+
 #include "kernels/attention_emulation.h"
-#include "kernels/cuda/attention_mma_kernels.cuh"
+#include "kernels/cuda/attention_16bit.cu"        // the launchers, on the emulated GPU: which kernels serve
+#include "kernels/cuda/attention_mma.cu"          // the mma.sync pair
+#include "kernels/cuda/sm90a/attention_wgmma.cu"  // the Hopper pair, which attention_mma.cu asks first
+#include "kernels/cuda/attention.cu"              // the f32 pair, for the shapes off the tiles
+#include "kernels/cuda/attention_tf32.cu"
+#include "kernels/cuda/attention_zero_rows.cu"
+#include "kernels/cuda/elementwise.cu"  // the rounded copies' strided copy and rounding
+
+// The WMMA pair is not emulated (its fragments are opaque): asking for it is this test's slip
+QKV_CUDA_LAUNCHERS_BEGIN
+void attention_forward_wmma_bf16(const AttnProblem&, float*, float*) { throw std::logic_error("WMMA not emulated"); }
+void attention_forward_wmma_f16(const AttnProblem&, float*, float*) { throw std::logic_error("WMMA not emulated"); }
+void attention_backward_wmma_bf16(const AttnProblem&, const float*, const float*, const float*, float*, float*,
+                                  float*) {
+  throw std::logic_error("WMMA not emulated");
+}
+void attention_backward_wmma_f16(const AttnProblem&, const float*, const float*, const float*, float*, float*, float*) {
+  throw std::logic_error("WMMA not emulated");
+}
+QKV_CUDA_LAUNCHERS_END
 
 namespace {
 
 using namespace qkv;
 namespace qt = qkv::testing;
 namespace kc = qkv::kernels::cuda;
+namespace em = qkv::emulation;
 
-// The pre-pass's dense T copy of [B, heads, L, D] rows at x with strides sb, sh, sl
+struct Result {
+  std::vector<float> out, lse, dq, dk, dv;
+};
+
+// out and lse by attention_forward_flash_{bf16,f16}, then — where `backward` — dq, dk, dv by
+// attention_backward_flash_{bf16,f16} into buffers of NaN (the dispatch zeroes dq for the tiles'
+// atomics), as the ops call them; every scratch block freed after each
 template <typename T>
-std::vector<T> dense_copy(const float* x, int64_t sb, int64_t sh, int64_t sl, int64_t B, int64_t heads, int64_t L,
-                          int64_t D) {
-  std::vector<T> out;
-  out.reserve(B * heads * L * D);
-  for (int64_t b = 0; b < B; ++b)
-    for (int64_t h = 0; h < heads; ++h)
-      for (int64_t i = 0; i < L; ++i)
-        for (int64_t c = 0; c < D; ++c) {
-          const float v = x[b * sb + h * sh + i * sl + c];
-          if constexpr (std::is_same_v<T, __nv_bfloat16>) out.push_back(__float2bfloat16_rn(v));
-          else out.push_back(__float2half_rn(v));
-        }
-  return out;
-}
-
-// out by the forward kernel (MT m-tiles a warp, key tiles of KN), then dq, dk, dv by the backward
-template <typename T, int D, int MT, int KN, bool General>
-void run(const qt::EmulatedAttention& e, std::vector<float>& out, std::vector<float>& dq, std::vector<float>& dk,
-         std::vector<float>& dv) {
+Result run(const qt::EmulatedAttention& e, bool backward = true) {
+  constexpr bool bf16 = std::is_same_v<T, __nv_bfloat16>;
   const kernels::AttnProblem& p = e.p;
-  const std::vector<T> qh = dense_copy<T>(p.q, p.q_sb, p.q_sh, p.q_sl, p.B, p.H, p.Lq, D),
-                       kh = dense_copy<T>(p.k, p.k_sb, p.k_sh, p.k_sl, p.B, p.Hkv, p.Lk, D),
-                       vh = dense_copy<T>(p.v, p.v_sb, p.v_sh, p.v_sl, p.B, p.Hkv, p.Lk, D),
-                       gh = dense_copy<T>(e.dout.data(), p.H * p.Lq * D, p.Lq * D, D, p.B, p.H, p.Lq, D);
-  std::vector<float> lse(p.B * p.H * p.Lq);
-  out.assign(e.nq(), 0.f), dq.assign(e.nq(), 0.f), dk.assign(e.nk(), 0.f), dv.assign(e.nk(), 0.f);
-  const unsigned rows = kc::kFwdRows<MT>;
-  emulation::launch(dim3(static_cast<unsigned>((p.Lq + rows - 1) / rows), static_cast<unsigned>(p.B * p.H)),
-                    kc::kThreads, kc::forward_smem_bytes<D, MT, KN>(), [&] {
-                      kc::flash_mma_forward_kernel<T, D, MT, KN, General>(p, qh.data(), kh.data(), vh.data(),
-                                                                          out.data(), lse.data());
-                    });
-  const std::vector<float> Dsum = e.row_dot(out);
-  emulation::launch(dim3(static_cast<unsigned>((p.Lk + kc::kKeys - 1) / kc::kKeys), static_cast<unsigned>(p.B * p.Hkv)),
-                    kc::kThreads, kc::backward_smem_bytes<D>(), [&] {
-                      kc::flash_mma_backward_kernel<T, D, General>(p, qh.data(), kh.data(), vh.data(), gh.data(),
-                                                                   lse.data(), Dsum.data(), dq.data(), dk.data(),
-                                                                   dv.data());
-                    });
+  const float nan = std::numeric_limits<float>::quiet_NaN();
+  Result r{std::vector<float>(e.nq(), nan), std::vector<float>(p.B * p.H * p.Lq, nan), {}, {}, {}};
+  (bf16 ? kc::attention_forward_flash_bf16 : kc::attention_forward_flash_f16)(p, r.out.data(), r.lse.data());
+  EXPECT_TRUE(em::device().blocks.empty()) << "the forward's scratch not freed";
+  if (!backward) return r;
+  r.dq.assign(e.nq(), nan), r.dk.assign(e.nk(), nan), r.dv.assign(e.nk(), nan);
+  (bf16 ? kc::attention_backward_flash_bf16 : kc::attention_backward_flash_f16)(
+      p, r.out.data(), r.lse.data(), e.dout.data(), r.dq.data(), r.dk.data(), r.dv.data());
+  EXPECT_TRUE(em::device().blocks.empty()) << "the backward's scratch not freed";
+  return r;
 }
 
-template <typename T, int MT64, int MT128>
+void expect_near(const qt::EmulatedAttention& e, const Result& r, double tol) {
+  EXPECT_LT(qt::max_rel_error(r.out, e.out), tol) << "out";
+  if (r.dq.empty()) return;
+  EXPECT_LT(qt::max_rel_error(r.dq, e.dq), tol) << "dq";
+  EXPECT_LT(qt::max_rel_error(r.dk, e.dk), tol) << "dk";
+  EXPECT_LT(qt::max_rel_error(r.dv, e.dv), tol) << "dv";
+}
+
+// The mma.sync pair with MT m-tiles a warp at head dim D (keys in tiles of 32 at 128 with two m-tiles,
+// else 64, as attention_mma.cu launches them): those kernels launched, and no other attention kernel
+template <typename T, int D, int MT>
 void check(const qt::AttentionCase& c, uint64_t seed) {
   constexpr bool bf16 = std::is_same_v<T, __nv_bfloat16>;
-  SCOPED_TRACE(qt::describe(c) << (bf16 ? " bf16" : " f16") << " MT " << (c.D == 64 ? MT64 : MT128));
+  constexpr int KN = D == 128 && MT == 2 ? 32 : 64;
+  SCOPED_TRACE(qt::describe(c) << (bf16 ? " bf16" : " f16") << " MT " << MT);
+  ASSERT_EQ(c.D, D);
+  const qt::ScopedEnv tiles("QKV_CUDA_ATTENTION", MT == 1 ? "mma1" : "mma2");
   const qt::EmulatedAttention e =
       qt::emulated_attention(c, seed, bf16 ? AttentionCompute::bf16 : AttentionCompute::f16);
-  std::vector<float> out, dq, dk, dv;
-  // key tiles as attention_mma.cu launches them: 32 at head dim 128 with two m-tiles, else 64
-  if (c.D == 64) (e.general() ? run<T, 64, MT64, 64, true> : run<T, 64, MT64, 64, false>)(e, out, dq, dk, dv);
-  else if (MT128 == 2) (e.general() ? run<T, 128, 2, 32, true> : run<T, 128, 2, 32, false>)(e, out, dq, dk, dv);
-  else (e.general() ? run<T, 128, 1, 64, true> : run<T, 128, 1, 64, false>)(e, out, dq, dk, dv);
-  const double tol = bf16 ? 2e-2 : 2.5e-3;
-  EXPECT_LT(qt::max_rel_error(out, e.out), tol) << "out";
-  EXPECT_LT(qt::max_rel_error(dq, e.dq), tol) << "dq";
-  EXPECT_LT(qt::max_rel_error(dk, e.dk), tol) << "dk";
-  EXPECT_LT(qt::max_rel_error(dv, e.dv), tol) << "dv";
+  em::device().launched.clear();
+  const Result r = run<T>(e);
+  expect_near(e, r, bf16 ? 2e-2 : 2.5e-3);
+  namespace mp = kc::mma_pair;
+  const bool general = e.general();
+  EXPECT_TRUE(general ? em::launched(mp::flash_mma_forward_kernel<T, D, MT, KN, true>)
+                      : em::launched(mp::flash_mma_forward_kernel<T, D, MT, KN, false>))
+      << "not the mma.sync forward with " << MT << " m-tiles a warp and " << (general ? "" : "without ")
+      << "the mask code";
+  EXPECT_TRUE(general ? em::launched(mp::flash_mma_backward_kernel<T, D, true>)
+                      : em::launched(mp::flash_mma_backward_kernel<T, D, false>))
+      << "not the mma.sync backward";
+  EXPECT_FALSE(em::launched(kc::flash_forward_kernel) || em::launched(kc::flash_dq_kernel)) << "an f32 kernel ran";
 }
 
 TEST(AttentionMmaEmulated, TheTensorCorePairMatchesTheCpu) {
@@ -88,14 +117,109 @@ TEST(AttentionMmaEmulated, TheTensorCorePairMatchesTheCpu) {
       {1, 2, 2, 140, 140, 128, true, 3, false}, // causal, rows that see no key, two m-tiles' blocks
   };
   uint64_t seed = 2000;
-  for (const qt::AttentionCase& c : cases) check<__nv_bfloat16, 1, 2>(c, seed += 10);  // the defaults
+  check<__nv_bfloat16, 64, 1>(cases[0], seed += 10);  // each head dim's default m-tiles
+  check<__nv_bfloat16, 64, 1>(cases[1], seed += 10);
+  check<__nv_bfloat16, 128, 2>(cases[2], seed += 10);
+  check<__nv_bfloat16, 128, 2>(cases[3], seed += 10);
   // f16, and the other m-tile counts (QKV_CUDA_ATTENTION=mma2 at 64, mma1 at 128)
-  check<__half, 1, 2>(cases[1], seed += 10);
-  check<__nv_bfloat16, 2, 1>(cases[1], seed += 10);
-  check<__nv_bfloat16, 2, 1>(cases[2], seed += 10);
-  check<__nv_bfloat16, 1, 2>({1, 2, 1, 100, 140, 128, true, 0, false, 0.2f}, seed += 10);  // dropout
+  check<__half, 64, 1>(cases[1], seed += 10);
+  check<__nv_bfloat16, 64, 2>(cases[1], seed += 10);
+  check<__nv_bfloat16, 128, 1>(cases[2], seed += 10);
+  check<__nv_bfloat16, 128, 2>({1, 2, 1, 100, 140, 128, true, 0, false, 0.2f}, seed += 10);  // dropout
   // Lk odd: a row's pairs of keys start on either half of a hash's pair of draws (every other row)
-  check<__nv_bfloat16, 1, 2>({1, 2, 2, 90, 101, 64, false, 2, false, 0.1f}, seed += 10);
+  check<__nv_bfloat16, 64, 1>({1, 2, 2, 90, 101, 64, false, 2, false, 0.1f}, seed += 10);
+}
+
+// Which kernels the dispatch launched: the wgmma forward, the mma.sync one, or the f32 one
+struct Taken {
+  bool wgmma_forward, mma_forward, mma_backward, f32_forward, f32_backward;
+};
+template <typename T, int D>
+Taken taken(bool general) {
+  namespace mp = kc::mma_pair;
+  const bool g = general;
+  return {em::launched(g ? kc::flash_wgmma_overlap_kernel<T, D, 64, true>
+                         : kc::flash_wgmma_overlap_kernel<T, D, 64, false>) ||
+              em::launched(g ? kc::flash_wgmma_forward_kernel<T, D, 64, true>
+                             : kc::flash_wgmma_forward_kernel<T, D, 64, false>),
+          em::launched(g      ? mp::flash_mma_forward_kernel < T, D, 2, D == 128 ? 32 : 64,
+                       true > : mp::flash_mma_forward_kernel < T, D, 2, D == 128 ? 32 : 64, false >) ||
+              em::launched(g ? mp::flash_mma_forward_kernel<T, D, 1, 64, true>
+                             : mp::flash_mma_forward_kernel<T, D, 1, 64, false>),
+          em::launched(g ? mp::flash_mma_backward_kernel<T, D, true> : mp::flash_mma_backward_kernel<T, D, false>),
+          em::launched(kc::flash_forward_kernel) || em::launched(kc::split_kv_partial_kernel) ||
+              em::launched(kc::tf32_pair::flash_tf32_forward_kernel < D, D == 128 ? 32 : 64, false >) ||
+              em::launched(kc::tf32_pair::flash_tf32_forward_kernel < D, D == 128 ? 32 : 64, true >),
+          em::launched(kc::flash_dq_kernel) || em::launched(kc::tf32_pair::flash_tf32_backward_kernel<D, false>) ||
+              em::launched(kc::tf32_pair::flash_tf32_backward_kernel<D, true>)};
+}
+
+TEST(AttentionMmaEmulated, EachGpuTakesItsKernels) {
+  const qt::AttentionCase c128{1, 2, 1, 80, 100, 128, true, 0, false}, c64{1, 2, 2, 70, 90, 64, false, 2, false};
+  const qt::EmulatedAttention e128 = qt::emulated_attention(c128, 4001, AttentionCompute::bf16),
+                              e64 = qt::emulated_attention(c64, 4002, AttentionCompute::bf16);
+  const qt::ScopedEnv unset("QKV_CUDA_ATTENTION", nullptr), unset_backward("QKV_CUDA_ATTENTION_BACKWARD", nullptr);
+  {  // an H200: the wgmma forward, the mma.sync backward (the wgmma backwards wait for a GPU's run)
+    SCOPED_TRACE("H200");
+    em::device().launched.clear();
+    expect_near(e128, run<__nv_bfloat16>(e128), 2e-2);
+    const Taken t = taken<__nv_bfloat16, 128>(false);
+    EXPECT_TRUE(t.wgmma_forward && !t.mma_forward && t.mma_backward && !t.f32_forward && !t.f32_backward);
+  }
+  {  // an A100: the mma.sync pair at its default m-tiles, whatever asks for the Hopper kernels
+    const em::ScopedArchitecture a100(em::kA100);
+    for (const char* forward : {"", "wgmma"})
+      for (const char* backward : {"", "wgmma", "wgmma-ws"}) {
+        SCOPED_TRACE(::testing::Message()
+                     << "A100, QKV_CUDA_ATTENTION=" << forward << " QKV_CUDA_ATTENTION_BACKWARD=" << backward);
+        const qt::ScopedEnv f("QKV_CUDA_ATTENTION", *forward ? forward : nullptr),
+            b("QKV_CUDA_ATTENTION_BACKWARD", *backward ? backward : nullptr);
+        em::device().launched.clear();
+        expect_near(e128, run<__nv_bfloat16>(e128), 2e-2);
+        EXPECT_TRUE(em::launched(kc::mma_pair::flash_mma_forward_kernel<__nv_bfloat16, 128, 2, 32, false>));
+        const Taken t = taken<__nv_bfloat16, 128>(false);
+        EXPECT_TRUE(!t.wgmma_forward && t.mma_forward && t.mma_backward && !t.f32_forward && !t.f32_backward);
+      }
+    SCOPED_TRACE("A100, head dim 64, a mask");
+    em::device().launched.clear();
+    expect_near(e64, run<__nv_bfloat16>(e64), 2e-2);
+    EXPECT_TRUE(em::launched(kc::mma_pair::flash_mma_forward_kernel<__nv_bfloat16, 64, 1, 64, true>));
+    EXPECT_TRUE(em::launched(kc::mma_pair::flash_mma_backward_kernel<__nv_bfloat16, 64, true>));
+  }
+}
+
+// Off the tiles — head dim 80, D ≠ Dv's kin; head dim 256 where the wgmma-ws forward is not asked for; a
+// decoding step (a few rows, no lse) — the f32 kernels over copies of q, k, v (and dO) rounded to T:
+// the CPU's bf16 and f16 attention to f32's last bits (the same rounding, f32 products, no P rounded)
+TEST(AttentionMmaEmulated, OtherShapesTakeTheF32KernelsOverRoundedCopies) {
+  const qt::ScopedEnv unset("QKV_CUDA_ATTENTION", nullptr), unset_backward("QKV_CUDA_ATTENTION_BACKWARD", nullptr);
+  uint64_t seed = 5000;
+  for (const em::Architecture& arch : {em::kH200, em::kA100}) {
+    const em::ScopedArchitecture gpu(arch);
+    for (const qt::AttentionCase& c : {qt::AttentionCase{1, 2, 1, 40, 50, 80, true, 1, false},
+                                       qt::AttentionCase{1, 2, 2, 33, 47, 256, false, 2, true}}) {
+      SCOPED_TRACE(qt::describe(c) << " compute capability " << arch.major << "." << arch.minor);
+      for (const AttentionCompute compute : {AttentionCompute::bf16, AttentionCompute::f16}) {
+        const qt::EmulatedAttention e = qt::emulated_attention(c, seed += 10, compute);
+        em::device().launched.clear();
+        const Result r = compute == AttentionCompute::bf16 ? run<__nv_bfloat16>(e) : run<__half>(e);
+        expect_near(e, r, 1e-4);
+        EXPECT_TRUE(em::launched(kc::flash_forward_kernel)) << "not the f32 forward";
+        EXPECT_TRUE(em::launched(kc::flash_dq_kernel) && em::launched(kc::flash_dkv_kernel)) << "not the f32 backward";
+      }
+    }
+  }
+  // a decoding step on the tiles' head dim: 3 query rows against 300 keys, no lse
+  const qt::EmulatedAttention e =
+      qt::emulated_attention({1, 2, 1, 3, 300, 128, false, 0, false}, seed += 10, AttentionCompute::bf16);
+  std::vector<float> out(e.nq());
+  em::device().launched.clear();
+  kc::attention_forward_flash_bf16(e.p, out.data(), nullptr);
+  EXPECT_LT(qt::max_rel_error(out, e.out), 1e-4);
+  EXPECT_TRUE(em::launched(kc::flash_forward_kernel) || em::launched(kc::split_kv_partial_kernel));
+  const Taken t = taken<__nv_bfloat16, 128>(false);
+  EXPECT_FALSE(t.wgmma_forward || t.mma_forward);
+  EXPECT_TRUE(em::device().blocks.empty());
 }
 
 }  // namespace

@@ -57,8 +57,9 @@
 #define QKV_EMULATION_UNPOISON(p, n) ((void)(p), (void)(n))
 #endif
 
-// The blocks' dynamic shared memory: what qkv's kernels (in qkv::kernels::cuda's unnamed namespace)
-// declare as `extern __shared__ … smem[]` — one block runs at a time; as much as Hopper gives a block;
+// The blocks' dynamic shared memory: what qkv's kernels declare by QKV_DYNAMIC_SHARED (launch.h: here a
+// pointer to the launching runtime's), and a test's own kernels (in qkv::kernels::cuda's unnamed
+// namespace) as `extern __shared__ … smem[]` — one block runs at a time; as much as Hopper gives a block;
 // under AddressSanitizer the bytes past what the launch asked for are poisoned, so a kernel
 // reading or writing past its own shared memory is reported. Each test file has its own (the
 // kernels' declaration binds to their unnamed namespace); launch(), internal to each file too, hands
@@ -811,32 +812,78 @@ void launch(dim3 grid, unsigned threads, size_t shared_bytes, std::function<void
 //
 // A test may compile a launcher file (kernels/cuda/*.cu) after this header: its QKV_LAUNCH runs the
 // kernel through launch() above, and its runtime calls — named below as the CUDA runtime names them —
-// act on the host: one emulated H200 (device 0, compute capability 9.0, 132 multiprocessors, 227 KB of
-// shared memory a block on request), one stream in which everything happens at once, device memory
-// that is host memory (cudaMallocAsync's blocks counted, so that a test sees each freed). A launch
-// asking for more than 48 KB of dynamic shared memory fails, as on a GPU, unless
-// cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, …) allowed that kernel as much.
+// act on the host: one emulated GPU (device 0; an H200 — compute capability 9.0, 132 multiprocessors,
+// 227 KB of shared memory a block on request — unless a test's ScopedArchitecture says otherwise), one
+// stream in which everything happens at once, device memory that is host memory (cudaMallocAsync's
+// blocks counted, so that a test sees each freed), the kernels launched recorded in order (so that a test
+// sees which a launcher chose). A launch asking for more than 48 KB of dynamic shared memory fails, as on
+// a GPU, unless cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, …) allowed
+// that kernel as much.
+struct Architecture {
+  int major, minor;        // compute capability
+  int multiprocessors;     // cudaDevAttrMultiProcessorCount
+  int shared_optin_bytes;  // cudaDevAttrMaxSharedMemoryPerBlockOptin: the most a kernel may be allowed
+};
+constexpr Architecture kH200{9, 0, 132, 227 * 1024};
+constexpr Architecture kA100{8, 0, 108, 163 * 1024};  // the sm_80 the portable kernels (mma.sync, cp.async) serve
+
 struct Device {
+  Architecture arch = kH200;
   std::map<const void*, int> shared_allowed;  // by kernel: the largest dynamic shared memory allowed
   std::map<void*, size_t> blocks;             // cudaMallocAsync's blocks not yet freed
+  std::vector<const void*> launched;          // the kernels QKV_LAUNCH ran, in order
 };
 inline Device& device() {
   static Device d;
   return d;
 }
 constexpr int kDefaultSharedBytes = 48 * 1024;
-constexpr int kSharedOptinBytes = 227 * 1024;  // cudaDevAttrMaxSharedMemoryPerBlockOptin on an H100/H200
+
+// The emulated GPU is `a` for the scope's life (the attributes allowed forgotten at either end, as on
+// another device)
+class ScopedArchitecture {
+ public:
+  explicit ScopedArchitecture(Architecture a) : saved_(device().arch) {
+    device().arch = a;
+    device().shared_allowed.clear();
+  }
+  ~ScopedArchitecture() {
+    device().arch = saved_;
+    device().shared_allowed.clear();
+  }
+  ScopedArchitecture(const ScopedArchitecture&) = delete;
+  ScopedArchitecture& operator=(const ScopedArchitecture&) = delete;
+
+ private:
+  Architecture saved_;
+};
+
+// Whether QKV_LAUNCH has run `kernel` since the record was last cleared (device().launched.clear())
+template <typename Kernel>
+bool launched(Kernel* kernel) {
+  const std::vector<const void*>& l = device().launched;
+  return std::find(l.begin(), l.end(), reinterpret_cast<const void*>(kernel)) != l.end();
+}
 
 inline cudaError_t get_device(int* d) {
   *d = 0;
   return cudaSuccess;
 }
 inline cudaError_t device_get_attribute(int* value, cudaDeviceAttr attribute, int) {
+  const Architecture& a = device().arch;
   switch (attribute) {
-    case cudaDevAttrMultiProcessorCount: *value = 132; break;
-    case cudaDevAttrComputeCapabilityMajor: *value = 9; break;
-    case cudaDevAttrComputeCapabilityMinor: *value = 0; break;
-    case cudaDevAttrMaxSharedMemoryPerBlockOptin: *value = kSharedOptinBytes; break;
+    case cudaDevAttrMultiProcessorCount:
+      *value = a.multiprocessors;
+      break;
+    case cudaDevAttrComputeCapabilityMajor:
+      *value = a.major;
+      break;
+    case cudaDevAttrComputeCapabilityMinor:
+      *value = a.minor;
+      break;
+    case cudaDevAttrMaxSharedMemoryPerBlockOptin:
+      *value = a.shared_optin_bytes;
+      break;
     default: throw std::logic_error("emulation: cudaDeviceGetAttribute(" + std::to_string(attribute) + ") not emulated");
   }
   return cudaSuccess;
@@ -845,7 +892,7 @@ template <typename Kernel>
 cudaError_t func_set_attribute(Kernel* kernel, cudaFuncAttribute attribute, int value) {
   if (attribute != cudaFuncAttributeMaxDynamicSharedMemorySize)
     throw std::logic_error("emulation: cudaFuncSetAttribute(" + std::to_string(attribute) + ") not emulated");
-  if (value < 0 || value > kSharedOptinBytes) return cudaErrorInvalidValue;  // the GPU's refusal
+  if (value < 0 || value > device().arch.shared_optin_bytes) return cudaErrorInvalidValue;  // the GPU's refusal
   device().shared_allowed[reinterpret_cast<const void*>(kernel)] = value;
   return cudaSuccess;
 }
@@ -1005,6 +1052,7 @@ struct KernelLaunch {
                                     " bytes of dynamic shared memory, past 48 KB, where "
                                     "cudaFuncSetAttribute(MaxDynamicSharedMemorySize) allowed this kernel less");
     }
+    device().launched.push_back(reinterpret_cast<const void*>(kernel));
     launch(grid, block.x, shared, [&] { kernel(args...); });
   }
 };

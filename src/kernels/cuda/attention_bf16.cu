@@ -25,11 +25,10 @@
 // dq's atomics make its last bits depend on the order the key blocks finish in (as FlashAttention's
 // and PyTorch's flash backward); dk and dv are deterministic.
 //
-// Written with the portable WMMA API (mma.sync on sm_80/sm_90): the first tensor-core version, to be
-// measured on a lent GPU against PyTorch's flash / cuDNN SDPA and then rewritten on Hopper's wgmma
-// and the bulk copy engine where the figures say so (docs/CUDA.md). Head dims 64 and 128 with D = Dv
-// take the tiles; other shapes take the f32 kernels over bf16-rounded copies (the same rounding of
-// the inputs, f32 products).
+// Written with the portable WMMA API (mma.sync on sm_80/sm_90): the first tensor-core version, since
+// rewritten on mma.sync with its accumulators in registers (attention_mma.cu) and on Hopper's wgmma
+// (sm90a/attention_wgmma.cu); it serves where QKV_CUDA_ATTENTION=wmma asks (attention_16bit.cu chooses
+// among them), for side-by-side measurement and the tests. Head dims 64 and 128 with D = Dv.
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 #include <mma.h>
@@ -92,7 +91,7 @@ constexpr size_t forward_smem_bytes() {
 
 template <typename T, int D>
 __global__ void __launch_bounds__(kThreads) flash_bf16_forward_kernel(AttnProblem p, float* out, float* lse) {
-  extern __shared__ __align__(128) unsigned char smem[];
+  QKV_DYNAMIC_SHARED(128, smem);
   T* Qs = reinterpret_cast<T*>(smem);   // [kTile][D]
   T* Ks = Qs + kTile * D;                     // [kTileK][D]
   T* Vs = Ks + kTileK * D;                    // [kTileK][D]
@@ -210,7 +209,7 @@ template <typename T, int D>
 __global__ void __launch_bounds__(kThreads)
     flash_bf16_backward_kernel(AttnProblem p, const float* lse, const float* Dsum, const float* dout, float* dq,
                                float* dk, float* dv) {
-  extern __shared__ __align__(128) unsigned char smem[];
+  QKV_DYNAMIC_SHARED(128, smem);
   T* Ks = reinterpret_cast<T*>(smem);  // [kTile keys][D]
   T* Vs = Ks + kTile * D;                    // [kTile keys][D]
   T* Qs = Vs + kTile * D;                    // [kTileK rows][D]
@@ -368,118 +367,26 @@ void launch_backward(const AttnProblem& p, const float* lse, const float* Dsum, 
   QKV_CUDA_LAUNCHED(flash_bf16_backward_kernel);
 }
 
-bool on_tiles(const AttnProblem& p) { return p.D == p.Dv && (p.D == 64 || p.D == 128); }
-
-// Other shapes: dense copies of q, k, v (and dout) rounded to T, for the f32 kernels.
-template <typename T>
-struct Rounded {
-  AttnProblem p;
-  const float* dout = nullptr;
-  Scratch buf;
-  Rounded(const AttnProblem& src, const float* dout_src, cudaStream_t s)
-      : p(src),
-        buf(src.B * (src.H * src.Lq * src.D + src.Hkv * src.Lk * (src.D + src.Dv) + (dout_src ? src.H * src.Lq * src.Dv : 0)),
-            s) {
-    float* at = buf.p;
-    auto dense = [&](const float* from, int64_t heads, int64_t L, int64_t d, int64_t sb, int64_t sh, int64_t sl) {
-      copy_strided_to({src.B, heads, L, d}, at, {heads * L * d, L * d, d, 1}, from, {sb, sh, sl, 1}, sizeof(float));
-      if constexpr (std::is_same_v<T, __half>) round_to_f16(at, at, src.B * heads * L * d);
-      else round_to_bf16(at, at, src.B * heads * L * d);
-      float* made = at;
-      at += src.B * heads * L * d;
-      return made;
-    };
-    p.q = dense(src.q, src.H, src.Lq, src.D, src.q_sb, src.q_sh, src.q_sl);
-    p.q_sb = src.H * src.Lq * src.D, p.q_sh = src.Lq * src.D, p.q_sl = src.D;
-    p.k = dense(src.k, src.Hkv, src.Lk, src.D, src.k_sb, src.k_sh, src.k_sl);
-    p.k_sb = src.Hkv * src.Lk * src.D, p.k_sh = src.Lk * src.D, p.k_sl = src.D;
-    p.v = dense(src.v, src.Hkv, src.Lk, src.Dv, src.v_sb, src.v_sh, src.v_sl);
-    p.v_sb = src.Hkv * src.Lk * src.Dv, p.v_sh = src.Lk * src.Dv, p.v_sl = src.Dv;
-    if (dout_src) {
-      const HeadLayout& g = src.dout_l;
-      dout = dense(dout_src, src.H, src.Lq, src.Dv, g.sb, g.sh, g.sl);
-      p.dout_l = HeadLayout::dense(src.H, src.Lq, src.Dv);
-    }
-  }
-};
-
-void check_grid(int64_t heads) {
-  QKV_CHECK(heads <= 65535, "scaled_dot_product_attention (bf16/f16): ", heads,
-            " heads × batch exceed the CUDA grid's 65535 (run in smaller batches)");
-}
-
-// A decoding step — a few query rows against the KV cache, no lse (inference) — is bound by reading
-// the cache; a 64-row tile would hold 1–16 of them and one block per head would walk every key. The
-// f32 kernels over rounded copies serve it as they serve the shapes off the tiles (split-KV against
-// a long cache: attention.cu), with the same rounding of q, k and v.
-constexpr int64_t kDecodeRows = 16;
-
-template <typename T>
-void forward(const AttnProblem& p, float* out, float* lse) {
-  if (p.B * p.H * p.Lq == 0) return;
-  cudaStream_t s = stream();
-  // head dim 256 on Hopper: the warp-specialized wgmma forward where QKV_CUDA_ATTENTION=wgmma-ws asks
-  // (sm90a/attention_wgmma.cu); otherwise, elsewhere, the f32 kernels over rounded copies below (the
-  // backward likewise: its wgmma kernel where QKV_CUDA_ATTENTION_BACKWARD=wgmma or wgmma-ws asks)
-  if (p.D == 256 && p.Dv == 256 && (lse || p.Lq > kDecodeRows)) {
-    check_grid(p.B * p.H);
-    if constexpr (std::is_same_v<T, __half>) {
-      if (attention_forward_wgmma_f16(p, out, lse)) return;
-    } else if (attention_forward_wgmma_bf16(p, out, lse)) {
-      return;
-    }
-  }
-  if (on_tiles(p) && (lse || p.Lq > kDecodeRows)) {
-    check_grid(p.B * p.H);
-    if (!attention_uses_wmma()) {  // the register-resident kernel (attention_mma.cu)
-      if constexpr (std::is_same_v<T, __half>) return attention_forward_mma_f16(p, out, lse);
-      else return attention_forward_mma_bf16(p, out, lse);
-    }
-    return p.D == 64 ? launch_forward<T, 64>(p, out, lse, s) : launch_forward<T, 128>(p, out, lse, s);
-  }
-  Rounded<T> r(p, nullptr, s);
-  attention_forward_flash_f32(r.p, out, lse);
-}
-
-template <typename T>
-void backward(const AttnProblem& p, const float* out, const float* lse, const float* dout, float* dq, float* dk,
-              float* dv) {
-  cudaStream_t s = stream();
-  // head dim 256: the wgmma backward where it serves (QKV_CUDA_ATTENTION_BACKWARD, Hopper), else below
-  const bool d256 = p.D == 256 && p.Dv == 256 && attention_backward_wgmma_serves(p);
-  if ((on_tiles(p) || d256) && p.B * p.Hkv > 0 && p.Lq > 0 && p.Lk > 0) {
-    check_grid(p.B * p.Hkv);
-    // every tile kernel adds dQ into a zeroed dq with atomics and takes D_i = rowsum(dO ∘ O)
-    attention_zero_rows(p.dq_l, p.B, p.H, p.Lq, p.D, dq);
-    Scratch Dsum(p.B * p.H * p.Lq, s);
-    attention_row_dot(p, out, dout, Dsum.p);
-    if (d256) {
-      if constexpr (std::is_same_v<T, __half>) attention_backward_wgmma_f16(p, lse, Dsum.p, dout, dq, dk, dv);
-      else attention_backward_wgmma_bf16(p, lse, Dsum.p, dout, dq, dk, dv);
-      return;
-    } else if (!attention_uses_wmma()) {  // the register-resident kernels (attention_mma.cu)
-      if constexpr (std::is_same_v<T, __half>) return attention_backward_mma_f16(p, lse, Dsum.p, dout, dq, dk, dv);
-      else return attention_backward_mma_bf16(p, lse, Dsum.p, dout, dq, dk, dv);
-    } else {
-      if (p.D == 64) return launch_backward<T, 64>(p, lse, Dsum.p, dout, dq, dk, dv, s);
-      return launch_backward<T, 128>(p, lse, Dsum.p, dout, dq, dk, dv, s);
-    }
-  }
-  Rounded<T> r(p, dout, s);
-  attention_backward_flash_f32(r.p, out, lse, r.dout, dq, dk, dv);
-}
-
 }  // namespace
 
-void attention_forward_flash_bf16(const AttnProblem& p, float* out, float* lse) { forward<__nv_bfloat16>(p, out, lse); }
-void attention_backward_flash_bf16(const AttnProblem& p, const float* out, const float* lse, const float* dout,
-                                   float* dq, float* dk, float* dv) {
-  backward<__nv_bfloat16>(p, out, lse, dout, dq, dk, dv);
+// The WMMA pair's entry points (attention_kernels.h): head dims 64 and 128, D = Dv
+void attention_forward_wmma_bf16(const AttnProblem& p, float* out, float* lse) {
+  if (p.D == 64) return launch_forward<__nv_bfloat16, 64>(p, out, lse, stream());
+  launch_forward<__nv_bfloat16, 128>(p, out, lse, stream());
 }
-void attention_forward_flash_f16(const AttnProblem& p, float* out, float* lse) { forward<__half>(p, out, lse); }
-void attention_backward_flash_f16(const AttnProblem& p, const float* out, const float* lse, const float* dout,
+void attention_forward_wmma_f16(const AttnProblem& p, float* out, float* lse) {
+  if (p.D == 64) return launch_forward<__half, 64>(p, out, lse, stream());
+  launch_forward<__half, 128>(p, out, lse, stream());
+}
+void attention_backward_wmma_bf16(const AttnProblem& p, const float* lse, const float* Dsum, const float* dout,
                                   float* dq, float* dk, float* dv) {
-  backward<__half>(p, out, lse, dout, dq, dk, dv);
+  if (p.D == 64) return launch_backward<__nv_bfloat16, 64>(p, lse, Dsum, dout, dq, dk, dv, stream());
+  launch_backward<__nv_bfloat16, 128>(p, lse, Dsum, dout, dq, dk, dv, stream());
+}
+void attention_backward_wmma_f16(const AttnProblem& p, const float* lse, const float* Dsum, const float* dout,
+                                 float* dq, float* dk, float* dv) {
+  if (p.D == 64) return launch_backward<__half, 64>(p, lse, Dsum, dout, dq, dk, dv, stream());
+  launch_backward<__half, 128>(p, lse, Dsum, dout, dq, dk, dv, stream());
 }
 
 QKV_CUDA_LAUNCHERS_END  // qkv::kernels::cuda

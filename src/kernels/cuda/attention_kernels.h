@@ -18,7 +18,7 @@ QKV_CUDA_LAUNCHERS_BEGIN
 void attention_forward_flash_f32(const AttnProblem& p, float* out, float* lse);
 void attention_backward_flash_f32(const AttnProblem& p, const float* out, const float* lse, const float* dout,
                                   float* dq, float* dk, float* dv);
-// bf16 (attention_bf16.cu): q, k, v (and dout) rounded to bf16, tensor-core products with f32
+// bf16 (attention_16bit.cu chooses the kernels): q, k, v (and dout) rounded to bf16, tensor-core products with f32
 // accumulation, forward (lse for the backward when not null) and backward; the flash pair's layouts.
 // Head dims 64/128 on the tiles, other shapes on the f32 kernels over rounded copies.
 void attention_forward_flash_bf16(const AttnProblem& p, float* out, float* lse);
@@ -39,6 +39,20 @@ void attention_backward_mma_bf16(const AttnProblem& p, const float* lse, const f
 void attention_backward_mma_f16(const AttnProblem& p, const float* lse, const float* Dsum, const float* dout,
                                 float* dq, float* dk, float* dv);
 bool attention_uses_wmma();
+// A mask or dropout: the tile kernels in their form with the element-wise code (General); without, the
+// form whose tiles check only keys past Lk and the causal diagonal — less code, which the fully unrolled
+// loops would otherwise multiply (Nsight Compute: instruction-fetch stalls a third of the mma.sync forward's).
+inline bool attention_general_code(const AttnProblem& p) {
+  return p.mask.kind != AttnMask::Kind::none || p.dropout_p > 0.f;
+}
+// The first, WMMA pair (attention_bf16.cu; head dims 64 and 128, D = Dv), S, P and O round-tripped
+// through shared memory: where QKV_CUDA_ATTENTION=wmma asks. The backward takes D_i and a zeroed dq.
+void attention_forward_wmma_bf16(const AttnProblem& p, float* out, float* lse);
+void attention_forward_wmma_f16(const AttnProblem& p, float* out, float* lse);
+void attention_backward_wmma_bf16(const AttnProblem& p, const float* lse, const float* Dsum, const float* dout,
+                                  float* dq, float* dk, float* dv);
+void attention_backward_wmma_f16(const AttnProblem& p, const float* lse, const float* Dsum, const float* dout,
+                                 float* dq, float* dk, float* dv);
 // The forward on Hopper's wgmma (sm90a/attention_wgmma.cu; head dims 64 and 128, D = Dv): runs and
 // returns true on a compute capability 9.0 GPU unless QKV_CUDA_ATTENTION names another kernel
 // (mma, mma1, mma2, wmma); false — nothing done — where it does not serve the problem.

@@ -16,26 +16,26 @@
 QKV_CUDA_LAUNCHERS_BEGIN
 namespace {
 
+// attention_mma_kernels.cuh's names qualified (mma_pair::): a test compiles the wgmma pair's, alike, in one file
+using tiles::round_rows;
+
 template <typename T, int D, int MT, int KN, bool General>
 void launch_forward_tiles(const AttnProblem& p, const T* qh, const T* kh, const T* vh, float* out, float* lse,
                           cudaStream_t s) {
-  constexpr size_t bytes = forward_smem_bytes<D, MT, KN>();
-  QKV_CUDA_CHECK(cudaFuncSetAttribute(flash_mma_forward_kernel<T, D, MT, KN, General>,
+  constexpr size_t bytes = mma_pair::forward_smem_bytes<D, MT, KN>();
+  QKV_CUDA_CHECK(cudaFuncSetAttribute(mma_pair::flash_mma_forward_kernel<T, D, MT, KN, General>,
                                       cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(bytes)));
-  const dim3 grid(static_cast<unsigned>((p.Lq + kFwdRows<MT> - 1) / kFwdRows<MT>), static_cast<unsigned>(p.B * p.H));
-  QKV_LAUNCH(grid, kThreads, bytes, s, flash_mma_forward_kernel<T, D, MT, KN, General>)(p, qh, kh, vh, out, lse);
-  QKV_CUDA_LAUNCHED(flash_mma_forward_kernel);
+  const dim3 grid(static_cast<unsigned>((p.Lq + mma_pair::kFwdRows<MT> - 1) / mma_pair::kFwdRows<MT>),
+                  static_cast<unsigned>(p.B * p.H));
+  QKV_LAUNCH(grid, mma_pair::kThreads, bytes, s, mma_pair::flash_mma_forward_kernel<T, D, MT, KN, General>)
+  (p, qh, kh, vh, out, lse);
+  QKV_CUDA_LAUNCHED(mma_pair::flash_mma_forward_kernel);
 }
-
-// A mask or dropout: the kernels with their element-wise code (General); without, the kernels whose
-// tiles check only keys past Lk and the causal diagonal — less code, which the fully unrolled loops
-// would otherwise multiply (Nsight Compute: instruction-fetch stalls a third of the forward's).
-inline bool general(const AttnProblem& p) { return p.mask.kind != AttnMask::Kind::none || p.dropout_p > 0.f; }
 
 template <typename T, int D, int MT, int KN>
 void launch_forward_tiles(const AttnProblem& p, const T* qh, const T* kh, const T* vh, float* out, float* lse,
                           cudaStream_t s) {
-  if (general(p)) return launch_forward_tiles<T, D, MT, KN, true>(p, qh, kh, vh, out, lse, s);
+  if (attention_general_code(p)) return launch_forward_tiles<T, D, MT, KN, true>(p, qh, kh, vh, out, lse, s);
   launch_forward_tiles<T, D, MT, KN, false>(p, qh, kh, vh, out, lse, s);
 }
 
@@ -67,18 +67,18 @@ void launch_backward(const AttnProblem& p, const float* lse, const float* Dsum, 
   round_rows<T>(dout, p.dout_l.sb, p.dout_l.sh, p.dout_l.sl, p.B, p.H, p.Lq, D, gh, s);
   round_rows<T>(p.k, p.k_sb, p.k_sh, p.k_sl, p.B, p.Hkv, p.Lk, D, kh, s);
   round_rows<T>(p.v, p.v_sb, p.v_sh, p.v_sl, p.B, p.Hkv, p.Lk, D, vh, s);
-  constexpr size_t bytes = backward_smem_bytes<D>();
-  const bool gen = general(p);
-  QKV_CUDA_CHECK(cudaFuncSetAttribute(gen ? flash_mma_backward_kernel<T, D, true> : flash_mma_backward_kernel<T, D, false>,
-                                      cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(bytes)));
-  const dim3 grid(static_cast<unsigned>((p.Lk + kKeys - 1) / kKeys), static_cast<unsigned>(p.B * p.Hkv));
-  if (gen)
-    QKV_LAUNCH(grid, kThreads, bytes, s, flash_mma_backward_kernel<T, D, true>)(
-        p, qh, kh, vh, gh, lse, Dsum, dq, dk, dv);
-  else
-    QKV_LAUNCH(grid, kThreads, bytes, s, flash_mma_backward_kernel<T, D, false>)(
-        p, qh, kh, vh, gh, lse, Dsum, dq, dk, dv);
-  QKV_CUDA_LAUNCHED(flash_mma_backward_kernel);
+  constexpr size_t bytes = mma_pair::backward_smem_bytes<D>();
+  const bool gen = attention_general_code(p);
+  QKV_CUDA_CHECK(cudaFuncSetAttribute(
+      gen ? mma_pair::flash_mma_backward_kernel<T, D, true> : mma_pair::flash_mma_backward_kernel<T, D, false>,
+      cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(bytes)));
+  const dim3 grid(static_cast<unsigned>((p.Lk + mma_pair::kKeys - 1) / mma_pair::kKeys),
+                  static_cast<unsigned>(p.B * p.Hkv));
+  if (gen) QKV_LAUNCH(grid, mma_pair::kThreads, bytes, s, mma_pair::flash_mma_backward_kernel<T, D, true>)
+  (p, qh, kh, vh, gh, lse, Dsum, dq, dk, dv);
+  else QKV_LAUNCH(grid, mma_pair::kThreads, bytes, s, mma_pair::flash_mma_backward_kernel<T, D, false>)(
+      p, qh, kh, vh, gh, lse, Dsum, dq, dk, dv);
+  QKV_CUDA_LAUNCHED(mma_pair::flash_mma_backward_kernel);
 }
 
 }  // namespace

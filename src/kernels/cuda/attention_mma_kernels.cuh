@@ -42,6 +42,9 @@
 
 namespace qkv::kernels::cuda {
 namespace {
+// The pair's own names (kThreads, kKeys, forward_smem_bytes…), apart from the wgmma pair's: attention_mma.cu
+// calls that pair first, and a test compiles both launcher files in one (attention_mma_emulation_test.cpp)
+namespace mma_pair {
 
 using namespace tiles;
 
@@ -127,7 +130,7 @@ template <typename T, int D, int MT, int KN, bool General>
 __global__ void __launch_bounds__(kThreads)
     flash_mma_forward_kernel(AttnProblem p, const T* qh, const T* kh, const T* vh, float* out, float* lse) {
   constexpr int S = kStride<D>, R = kFwdRows<MT>;
-  extern __shared__ __align__(128) unsigned char smem[];
+  QKV_DYNAMIC_SHARED(128, smem);
   T* Qs = reinterpret_cast<T*>(smem);  // [R][S]
   T* Ks = Qs + R * S;                  // [2][KN][S]
   T* Vs = Ks + 2 * KN * S;             // [2][KN][S]
@@ -310,7 +313,7 @@ __global__ void __launch_bounds__(kThreads)
     flash_mma_backward_kernel(AttnProblem p, const T* qh, const T* kh, const T* vh, const T* gh, const float* lse,
                               const float* Dsum, float* dq, float* dk, float* dv) {
   constexpr int S = kStride<D>;
-  extern __shared__ __align__(128) unsigned char smem[];
+  QKV_DYNAMIC_SHARED(128, smem);
   T* Ks = reinterpret_cast<T*>(smem);  // [kKeys][S]
   T* Vs = Ks + kKeys * S;              // [kKeys][S]
   T* Qs = Vs + kKeys * S;              // [kRows][S]
@@ -444,5 +447,6 @@ __global__ void __launch_bounds__(kThreads)
   rows::write_dk_dv(p, dk, dv, b, hk, key, dK, dV, t);
 }
 
+}  // namespace mma_pair
 }  // namespace
 }  // namespace qkv::kernels::cuda

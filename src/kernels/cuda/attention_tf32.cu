@@ -13,9 +13,7 @@ QKV_CUDA_LAUNCHERS_BEGIN
 namespace {
 
 // ---- launching ----------------------------------------------------------------------------------------
-
-// A mask or dropout: the kernels with their element-wise code (General); without, the lighter ones.
-bool general(const AttnProblem& p) { return p.mask.kind != AttnMask::Kind::none || p.dropout_p > 0.f; }
+// (attention_tf32_kernels.cuh's names qualified, tf32_pair::, since a test compiles other pairs' in one file)
 
 // Rows of [B, H, L, D] at `x` with strides sb, sh, sl start on 16 bytes: cp.async's copies
 bool rows_aligned(const float* x, int64_t sb, int64_t sh, int64_t sl) {
@@ -24,23 +22,26 @@ bool rows_aligned(const float* x, int64_t sb, int64_t sh, int64_t sl) {
 
 template <int D, int KN, bool General>
 void launch_forward(const AttnProblem& p, float* out, float* lse, cudaStream_t s) {
-  constexpr size_t bytes = forward_smem_bytes<D, KN>();
-  QKV_CUDA_CHECK(cudaFuncSetAttribute(flash_tf32_forward_kernel<D, KN, General>,
+  constexpr size_t bytes = tf32_pair::forward_smem_bytes<D, KN>();
+  QKV_CUDA_CHECK(cudaFuncSetAttribute(tf32_pair::flash_tf32_forward_kernel<D, KN, General>,
                                       cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(bytes)));
-  const dim3 grid(static_cast<unsigned>((p.Lq + kRows - 1) / kRows), static_cast<unsigned>(p.B * p.H));
-  QKV_LAUNCH(grid, kThreads, bytes, s, flash_tf32_forward_kernel<D, KN, General>)(p, out, lse);
-  QKV_CUDA_LAUNCHED(flash_tf32_forward_kernel);
+  const dim3 grid(static_cast<unsigned>((p.Lq + tf32_pair::kRows - 1) / tf32_pair::kRows),
+                  static_cast<unsigned>(p.B * p.H));
+  QKV_LAUNCH(grid, tf32_pair::kThreads, bytes, s, tf32_pair::flash_tf32_forward_kernel<D, KN, General>)(p, out, lse);
+  QKV_CUDA_LAUNCHED(tf32_pair::flash_tf32_forward_kernel);
 }
 
 template <int D, bool General>
 void launch_backward(const AttnProblem& p, const float* lse, const float* Dsum, const float* dout, float* dq,
                      float* dk, float* dv, cudaStream_t s) {
-  constexpr size_t bytes = backward_smem_bytes<D>();
-  QKV_CUDA_CHECK(cudaFuncSetAttribute(flash_tf32_backward_kernel<D, General>,
+  constexpr size_t bytes = tf32_pair::backward_smem_bytes<D>();
+  QKV_CUDA_CHECK(cudaFuncSetAttribute(tf32_pair::flash_tf32_backward_kernel<D, General>,
                                       cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(bytes)));
-  const dim3 grid(static_cast<unsigned>((p.Lk + kKeys - 1) / kKeys), static_cast<unsigned>(p.B * p.Hkv));
-  QKV_LAUNCH(grid, kThreads, bytes, s, flash_tf32_backward_kernel<D, General>)(p, lse, Dsum, dout, dq, dk, dv);
-  QKV_CUDA_LAUNCHED(flash_tf32_backward_kernel);
+  const dim3 grid(static_cast<unsigned>((p.Lk + tf32_pair::kKeys - 1) / tf32_pair::kKeys),
+                  static_cast<unsigned>(p.B * p.Hkv));
+  QKV_LAUNCH(grid, tf32_pair::kThreads, bytes, s, tf32_pair::flash_tf32_backward_kernel<D, General>)
+  (p, lse, Dsum, dout, dq, dk, dv);
+  QKV_CUDA_LAUNCHED(tf32_pair::flash_tf32_backward_kernel);
 }
 
 // Whether this GPU gives one block `bytes` of shared memory (opted in: 227 KB on sm_90, 163 KB on
@@ -54,7 +55,7 @@ bool fits_shared(size_t bytes) {
 
 // What both kernels need of the problem: head dims 64 or 128 (D = Dv), q, k, v rows on 16 bytes, a
 // grid of B·H (B·Hkv) blocks in y, and the selection (attention_uses_tf32).
-bool serves(const AttnProblem& p) {
+bool tf32_serves(const AttnProblem& p) {
   return attention_uses_tf32() && p.D == p.Dv && (p.D == 64 || p.D == 128) && p.B * p.H <= 65535 &&
          rows_aligned(p.q, p.q_sb, p.q_sh, p.q_sl) && rows_aligned(p.k, p.k_sb, p.k_sh, p.k_sl) &&
          rows_aligned(p.v, p.v_sb, p.v_sh, p.v_sl);
@@ -69,10 +70,11 @@ bool attention_uses_tf32() {
 
 bool attention_forward_tf32(const AttnProblem& p, float* out, float* lse) {
   // a decoding step (≤ 16 query rows, no lse) is bound by reading the cache: the split-KV kernels
-  if (!serves(p) || (!lse && p.Lq <= 16) || p.B * p.H * p.Lq == 0) return false;
-  if (!fits_shared(p.D == 64 ? forward_smem_bytes<64, 64>() : forward_smem_bytes<128, 32>())) return false;
+  if (!tf32_serves(p) || (!lse && p.Lq <= 16) || p.B * p.H * p.Lq == 0) return false;
+  if (!fits_shared(p.D == 64 ? tf32_pair::forward_smem_bytes<64, 64>() : tf32_pair::forward_smem_bytes<128, 32>()))
+    return false;
   cudaStream_t s = stream();
-  const bool gen = general(p);
+  const bool gen = attention_general_code(p);
   if (p.D == 64) {
     if (gen) launch_forward<64, 64, true>(p, out, lse, s);
     else launch_forward<64, 64, false>(p, out, lse, s);
@@ -85,11 +87,12 @@ bool attention_forward_tf32(const AttnProblem& p, float* out, float* lse) {
 
 bool attention_backward_tf32(const AttnProblem& p, const float* lse, const float* Dsum, const float* dout, float* dq,
                              float* dk, float* dv) {
-  if (!serves(p) || !rows_aligned(dout, p.dout_l.sb, p.dout_l.sh, p.dout_l.sl)) return false;
-  if (!fits_shared(p.D == 64 ? backward_smem_bytes<64>() : backward_smem_bytes<128>())) return false;
+  if (!tf32_serves(p) || !rows_aligned(dout, p.dout_l.sb, p.dout_l.sh, p.dout_l.sl)) return false;
+  if (!fits_shared(p.D == 64 ? tf32_pair::backward_smem_bytes<64>() : tf32_pair::backward_smem_bytes<128>()))
+    return false;
   cudaStream_t s = stream();
   attention_zero_rows(p.dq_l, p.B, p.H, p.Lq, p.D, dq);
-  const bool gen = general(p);
+  const bool gen = attention_general_code(p);
   if (p.D == 64) {
     if (gen) launch_backward<64, true>(p, lse, Dsum, dout, dq, dk, dv, s);
     else launch_backward<64, false>(p, lse, Dsum, dout, dq, dk, dv, s);

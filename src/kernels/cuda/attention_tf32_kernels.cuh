@@ -35,6 +35,9 @@
 
 namespace qkv::kernels::cuda {
 namespace {
+// The pair's own names (kThreads, kKeys, forward_smem_bytes…), apart from the other pairs' (a test compiles
+// them in one file: attention_mma_emulation_test.cpp)
+namespace tf32_pair {
 
 using tiles::cp_async16;
 using tiles::cp_async_commit;
@@ -102,7 +105,7 @@ constexpr size_t forward_smem_bytes() {  // the Q tile, K and V tiles twice
 template <int D, int KN, bool General>
 __global__ void __launch_bounds__(kThreads) flash_tf32_forward_kernel(AttnProblem p, float* out, float* lse) {
   constexpr int S = kStride<D>;
-  extern __shared__ __align__(128) unsigned char smem[];
+  QKV_DYNAMIC_SHARED(128, smem);
   float* Qs = reinterpret_cast<float*>(smem);  // [kRows][S]
   float* Ks = Qs + kRows * S;                   // [2][KN][S]
   float* Vs = Ks + 2 * KN * S;                  // [2][KN][S]
@@ -265,7 +268,7 @@ __global__ void __launch_bounds__(kThreads)
     flash_tf32_backward_kernel(AttnProblem p, const float* lse, const float* Dsum, const float* dout, float* dq,
                                float* dk, float* dv) {
   constexpr int S = kStride<D>;
-  extern __shared__ __align__(128) unsigned char smem[];
+  QKV_DYNAMIC_SHARED(128, smem);
   float* Ks = reinterpret_cast<float*>(smem);  // [kKeys][S]
   float* Vs = Ks + kKeys * S;                   // [kKeys][S]
   float* Qs = Vs + kKeys * S;                   // [kRows][S]
@@ -371,5 +374,6 @@ __global__ void __launch_bounds__(kThreads)
   rows::write_dk_dv(p, dk, dv, b, hk, key, dK, dV, t);
 }
 
+}  // namespace tf32_pair
 }  // namespace
 }  // namespace qkv::kernels::cuda

@@ -20,6 +20,16 @@
 #define QKV_SHARED __shared__
 #endif
 
+// A kernel's dynamic shared memory, the launch's third argument: QKV_DYNAMIC_SHARED(128, smem); declares
+// `extern __shared__ __align__(128) unsigned char smem[]` (alignment 1: the kernel aligns its own base),
+// and under the host emulation a pointer to the launching block's memory — which a block-scope extern
+// declaration could not name from a kernel header's own namespace (attention_mma_kernels.cuh's mma_pair).
+#ifdef QKV_CUDA_EMULATION
+#define QKV_DYNAMIC_SHARED(alignment, name) unsigned char* const name = ::qkv::emulation::runtime()->smem
+#else
+#define QKV_DYNAMIC_SHARED(alignment, name) extern __shared__ __align__(alignment) unsigned char name[]
+#endif
+
 // In the launchers' namespace (namespace.h): under the tests' emulation these helpers act on the
 // emulated GPU, and must not share a linkage name with the library's.
 QKV_CUDA_LAUNCHERS_BEGIN

@@ -146,7 +146,7 @@ __global__ void __launch_bounds__(kPagedThreads)
     paged_attention_kernel(const float* q, const C* k_cache, const C* v_cache, const int32_t* table,
                            const int32_t* seq, const int32_t* len, float* out, PagedShape s,
                            PagedSplit split = {}, float* part = nullptr, const int32_t* from = nullptr) {
-  extern __shared__ __align__(128) unsigned char smem[];
+  QKV_DYNAMIC_SHARED(128, smem);
   const int64_t G = s.H / s.Hkv, chunks = (G + kPagedHeads - 1) / kPagedHeads;
   const int64_t block = blockIdx.x, chunk = block % chunks, kvh = block / chunks % s.Hkv, t = block / chunks / s.Hkv;
   const int64_t Gs = G < kPagedHeads ? G : kPagedHeads;  // the shared arrays' stride in heads
@@ -311,7 +311,7 @@ template <typename C>
 __global__ void __launch_bounds__(kPagedThreads)
     paged_cascade_kernel(const float* q, const C* k_cache, const C* v_cache, const int32_t* table, const int32_t* seq,
                          PagedShape s, PagedCascade c, PagedSplit split, float* part) {
-  extern __shared__ __align__(128) unsigned char smem[];
+  QKV_DYNAMIC_SHARED(128, smem);
   const int64_t G = s.H / s.Hkv, chunks = paged_cascade_chunks(s, c), KS = paged_cascade_key_stride(s);
   const int64_t block = blockIdx.x, chunk = block % chunks, kvh = block / chunks % s.Hkv, b = block / chunks / s.Hkv;
   const int64_t first = c.blocks[3 * b], count = c.blocks[3 * b + 1], keys = c.blocks[3 * b + 2];

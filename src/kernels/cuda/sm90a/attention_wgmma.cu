@@ -73,7 +73,7 @@ void forward(const AttnProblem& p, float* out, float* lse, cudaStream_t s) {
         p.v, p.v_sb, p.v_sh, p.v_sl, p.Hkv, p.Lk, D, Lp, pieces, vth);
     QKV_CUDA_LAUNCHED(transpose_rows_kernel);
   }
-  const bool general = p.mask.kind != AttnMask::Kind::none || p.dropout_p > 0.f;
+  const bool general = attention_general_code(p);
   if (which == Variant::ws)
     return general ? launch_ws<T, D, true>(p, qh, kh, vth, Lp, out, lse, s)
                    : launch_ws<T, D, false>(p, qh, kh, vth, Lp, out, lse, s);
@@ -156,7 +156,7 @@ void backward(const AttnProblem& p, const float* lse, const float* Dsum, const f
   round_rows<T>(dout, g.sb, g.sh, g.sl, p.B, p.H, p.Lq, D, gh, s);
   round_rows<T>(p.k, p.k_sb, p.k_sh, p.k_sl, p.B, p.Hkv, p.Lk, D, kh, s);
   round_rows<T>(p.v, p.v_sb, p.v_sh, p.v_sl, p.B, p.Hkv, p.Lk, D, vh, s);
-  const bool general = p.mask.kind != AttnMask::Kind::none || p.dropout_p > 0.f;
+  const bool general = attention_general_code(p);
   auto* run = [&] {
     if constexpr (D == 256) return general ? launch_backward256<T, true> : launch_backward256<T, false>;
     else if (warp_specialized_backward() && dq_rows_on_16_bytes(p, dq))

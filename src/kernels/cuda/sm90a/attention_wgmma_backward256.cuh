@@ -47,7 +47,7 @@ __global__ void __launch_bounds__(kBwd256Threads, 1)
     flash_wgmma_backward256_kernel(AttnProblem p, const T* qh, const T* gh, const T* kh, const T* vh,
                                    const float* lse, const float* Dsum, float* dq, float* dk, float* dv) {
   constexpr int D = 256, kTile = 64 * D * 2, kBlock = 64 * 128;  // a 64-row tile's bytes; a column block's
-  extern __shared__ unsigned char smem[];
+  QKV_DYNAMIC_SHARED(1, smem);
   unsigned char* Ks = smem + ((1024 - smem_address(smem) % 1024) % 1024);  // [4][64 keys][64]
   unsigned char* Vs = Ks + kTile;                                           // [4][64 keys][64]
   unsigned char* QG = Vs + kTile;                                           // [2]: Q_i, dO_i [4][64 rows][64]

@@ -274,7 +274,7 @@ template <typename T, int D, int KN, bool General>
 __global__ void __launch_bounds__(kThreads, D == 64 && KN == 64 ? 2 : 1)
     flash_wgmma_forward_kernel(AttnProblem p, const T* qh, const T* kh, const T* vth, int64_t Lp, float* out,
                                float* lse) {
-  extern __shared__ unsigned char smem[];
+  QKV_DYNAMIC_SHARED(1, smem);
   const Block<T, D, KN> k(p, smem, 2, qh, kh, vth, Lp);
   copy_rows<T, D>(k.Qs, k.q, k.i0, p.Lq, kRows);
   if (k.tiles > 0) k.copy_tile(0, 0);
@@ -321,7 +321,7 @@ __global__ void __launch_bounds__(kThreads, 1)
     flash_wgmma_overlap_kernel(AttnProblem p, const T* qh, const T* kh, const T* vth, int64_t Lp, float* out,
                                float* lse) {
   constexpr int kStages = 4;
-  extern __shared__ unsigned char smem[];
+  QKV_DYNAMIC_SHARED(1, smem);
   const Block<T, D, KN> k(p, smem, kStages, qh, kh, vth, Lp);
   copy_rows<T, D>(k.Qs, k.q, k.i0, p.Lq, kRows);
   if (k.tiles > 0) k.copy_tile(0, 0);
@@ -436,7 +436,7 @@ __global__ void __launch_bounds__(kWsThreads, 1)
     flash_wgmma_ws_kernel(AttnProblem p, const __grid_constant__ CUtensorMap tq, const __grid_constant__ CUtensorMap tk,
                           const __grid_constant__ CUtensorMap tvt, const T* qh, const T* kh, const T* vth, int64_t Lp,
                           float* out, float* lse) {
-  extern __shared__ unsigned char smem[];
+  QKV_DYNAMIC_SHARED(1, smem);
   // (the dense copies the maps describe, for the block's geometry: only TMA reads them)
   const Block<T, D, KN> k(p, smem, Stages, qh, kh, vth, Lp, /*first_wg=*/1);
   uint64_t* q_full = reinterpret_cast<uint64_t*>(k.Vs + Stages * D * KN * 2);
@@ -692,7 +692,7 @@ template <typename T, int D, bool General>
 __global__ void __launch_bounds__(kBwdThreads, 1)
     flash_wgmma_backward_kernel(AttnProblem p, const T* qh, const T* gh, const T* kh, const T* vh, const float* lse,
                                 const float* Dsum, float* dq, float* dk, float* dv) {
-  extern __shared__ unsigned char smem[];
+  QKV_DYNAMIC_SHARED(1, smem);
   unsigned char* Ks = smem + ((1024 - smem_address(smem) % 1024) % 1024);  // [D/64][128][64]
   unsigned char* Vs = Ks + kBwdKeys * D * 2;                                // [D/64][128][64]
   unsigned char* Qs = Vs + kBwdKeys * D * 2;                                // [D/64][64][64]
@@ -832,7 +832,7 @@ __global__ void __launch_bounds__(kBwdWsThreads, 1)
                                    const float* Dsum, float* dq, float* dk, float* dv) {
   constexpr int S = WsBackwardShape<D>::Stages, kStageRow = WsBackwardShape<D>::StageRow;
   constexpr int kRowTile = kBwdRows * D * 2, kKeyTile = kBwdKeys * D * 2, kScores = kBwdRows * kBwdKeys * 2;
-  extern __shared__ unsigned char smem[];
+  QKV_DYNAMIC_SHARED(1, smem);
   unsigned char* Ks = smem + ((1024 - smem_address(smem) % 1024) % 1024);  // [D/64][128][64]
   unsigned char* Vs = Ks + kKeyTile;                                        // [D/64][128][64]
   unsigned char* ring = Vs + kKeyTile;                                      // [S]: Q_i, dO_i [D/64][64][64]
