@@ -4,12 +4,15 @@
 // kernel each problem takes, the shared memory each is allowed past 48 KB, the grids, dq zeroed by
 // attention_zero_rows.cu) against qkv's CPU attention: forward (out) and backward (dq, dk, dv), causal
 // or not, boolean and additive masks, rows that see no key, GQA, Lq ≠ Lk, ragged and whole tiles,
-// heads split off a [B, L, H, D] projection, head dims 64 and 128. Within f32's noise (2e-5), which
+// heads split off a [B, L, H, D] projection, head dims 64 and 128; and on an emulated A100 and sm_86
+// GPU, whose 99 KB a block head dim 128's backward does not fit. Within f32's noise (2e-5), which
 // one TF32 product a term (~1e-3) is not. Needs the CUDA toolkit's headers (a QKV_CUDA build).
 #include <gtest/gtest.h>
 
 #if __has_include(<cuda_runtime.h>)
 #include "kernels/cuda_emulation.h"  // first: the CUDA headers, then the built-ins on the host
+
+#include <algorithm>
 
 #include "kernels/attention_emulation.h"
 #include "kernels/cuda/attention_tf32.cu"  // the launchers, on the emulated H200
@@ -57,6 +60,48 @@ TEST(AttentionTf32Emulated, TheTensorCorePairMatchesTheCpu) {
     EXPECT_LT(max_rel_error(dq, e.dq), 2e-5) << "dq";
     EXPECT_LT(max_rel_error(dk, e.dk), 2e-5) << "dk";
     EXPECT_LT(max_rel_error(dv, e.dv), 2e-5) << "dv";
+  }
+}
+
+// Whether the pair serves where a GPU gives a block less shared memory than an H200's 227 KB: an A100's
+// 163 KB holds all four kernels (85–150 KB); an sm_86 GPU's 99 KB (RTX 3090, A10, A40) all but head dim
+// 128's backward (150 KB), which then declines — nothing written, not even dq's zeros — for attention.cu's
+// CUDA-core pair to serve, rather than fail at its launch
+TEST(AttentionTf32Emulated, ThePairDeclinesWhereTheGpuHasTooLittleSharedMemory) {
+  namespace em = qkv::emulation;
+  uint64_t seed = 1500;
+  for (const em::Architecture& arch : {em::kA100, em::kSm86}) {
+    const em::ScopedArchitecture gpu(arch);
+    for (const AttentionCase& c : {AttentionCase{1, 2, 1, 70, 90, 64, true, 0, false},
+                                   AttentionCase{1, 2, 2, 65, 80, 128, false, 2, false}}) {
+      SCOPED_TRACE(qt::describe(c) << " compute capability " << arch.major << "." << arch.minor);
+      const size_t forward_bytes = c.D == 64 ? kc::tf32_pair::forward_smem_bytes<64, 64>()
+                                             : kc::tf32_pair::forward_smem_bytes<128, 32>(),
+                   backward_bytes = c.D == 64 ? kc::tf32_pair::backward_smem_bytes<64>()
+                                              : kc::tf32_pair::backward_smem_bytes<128>();
+      const bool declines = arch.shared_optin_bytes == em::kSm86.shared_optin_bytes && c.D == 128;
+      EXPECT_LE(forward_bytes, static_cast<size_t>(arch.shared_optin_bytes));
+      EXPECT_EQ(backward_bytes > static_cast<size_t>(arch.shared_optin_bytes), declines) << backward_bytes << " bytes";
+      const qt::EmulatedAttention e = qt::emulated_attention(c, seed += 10);
+      const kernels::AttnProblem& p = e.p;
+      std::vector<float> out(e.nq(), 0.f), lse(p.B * p.H * p.Lq), dq(e.nq(), 7.f), dk(e.nk(), 7.f), dv(e.nk(), 7.f);
+      ASSERT_TRUE(kc::attention_forward_tf32(p, out.data(), lse.data()));
+      EXPECT_LT(max_rel_error(out, e.out), 2e-5) << "out";
+      const std::vector<float> Dsum = e.row_dot(out);
+      const bool served =
+          kc::attention_backward_tf32(p, lse.data(), Dsum.data(), e.dout.data(), dq.data(), dk.data(), dv.data());
+      EXPECT_EQ(served, !declines);
+      if (served) {
+        EXPECT_LT(max_rel_error(dq, e.dq), 2e-5) << "dq";
+        EXPECT_LT(max_rel_error(dk, e.dk), 2e-5) << "dk";
+      } else {
+        const auto untouched = [](const std::vector<float>& x) {
+          return std::all_of(x.begin(), x.end(), [](float v) { return v == 7.f; });
+        };
+        EXPECT_TRUE(untouched(dq) && untouched(dk) && untouched(dv)) << "a declining backward wrote";
+      }
+      EXPECT_TRUE(em::device().blocks.empty());
+    }
   }
 }
 

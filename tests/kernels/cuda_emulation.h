@@ -826,6 +826,7 @@ struct Architecture {
 };
 constexpr Architecture kH200{9, 0, 132, 227 * 1024};
 constexpr Architecture kA100{8, 0, 108, 163 * 1024};  // the sm_80 the portable kernels (mma.sync, cp.async) serve
+constexpr Architecture kSm86{8, 6, 82, 99 * 1024};    // an RTX 3090, A10 or A40: 99 KB a block at most
 
 struct Device {
   Architecture arch = kH200;
@@ -872,18 +873,10 @@ inline cudaError_t get_device(int* d) {
 inline cudaError_t device_get_attribute(int* value, cudaDeviceAttr attribute, int) {
   const Architecture& a = device().arch;
   switch (attribute) {
-    case cudaDevAttrMultiProcessorCount:
-      *value = a.multiprocessors;
-      break;
-    case cudaDevAttrComputeCapabilityMajor:
-      *value = a.major;
-      break;
-    case cudaDevAttrComputeCapabilityMinor:
-      *value = a.minor;
-      break;
-    case cudaDevAttrMaxSharedMemoryPerBlockOptin:
-      *value = a.shared_optin_bytes;
-      break;
+    case cudaDevAttrMultiProcessorCount: *value = a.multiprocessors; break;
+    case cudaDevAttrComputeCapabilityMajor: *value = a.major; break;
+    case cudaDevAttrComputeCapabilityMinor: *value = a.minor; break;
+    case cudaDevAttrMaxSharedMemoryPerBlockOptin: *value = a.shared_optin_bytes; break;
     default: throw std::logic_error("emulation: cudaDeviceGetAttribute(" + std::to_string(attribute) + ") not emulated");
   }
   return cudaSuccess;

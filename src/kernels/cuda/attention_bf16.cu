@@ -34,7 +34,6 @@
 #include <mma.h>
 
 #include <cfloat>
-#include <type_traits>
 
 #include "kernels/cuda/attention_kernels.h"
 #include "kernels/cuda/attention_device.cuh"
