@@ -2,7 +2,8 @@
 // (kernels/cuda/attention.cu compiled here, with attention_tf32.cu, to which it hands a problem wherever
 // the tensor cores serve, and attention_zero_rows.cu): the CUDA-core pair (a warp a row: head dims the
 // tensor cores do not take, D ≠ Dv, and every problem under QKV_CUDA_ATTENTION_F32=simt), its split over
-// the keys for a few rows against many (flash-decoding: the partial runs and their combination), and
+// the keys for a few rows against many (flash-decoding: the partial runs and their combination; fewer
+// rows than four warps a multiprocessor, on an emulated H200's 132 and an sm_86 GPU's 82), and
 // the reference pair that keeps P — against qkv's CPU attention: out, lse's use by the backward, dq,
 // dk, dv; causal or not, masks, rows that see no key, GQA, dropout, heads split off a [B, L, H, D]
 // projection. Needs the CUDA toolkit's headers (a QKV_CUDA build), not a GPU.
@@ -62,6 +63,25 @@ TEST(AttentionF32Emulated, TheCudaCorePairAndItsSplitOverTheKeysMatchTheCpu) {
   }
 }
 
+// The split over the keys where one warp a row leaves multiprocessors idle: fewer rows than four warps
+// a multiprocessor, so 400 rows split on an H200 (132 SMs: 528) and not on an sm_86 GPU (82: 328)
+TEST(AttentionF32Emulated, TheSplitOverTheKeysFollowsTheGpusMultiprocessors) {
+  namespace em = qkv::emulation;
+  const qt::ScopedEnv env("QKV_CUDA_ATTENTION_F32", "simt");
+  const qt::EmulatedAttention e = qt::emulated_attention({1, 4, 2, 100, 512, 32, false, 0, false}, 5100);
+  for (const em::Architecture& arch : {em::kH200, em::kSm86}) {
+    SCOPED_TRACE(::testing::Message() << arch.multiprocessors << " multiprocessors");
+    const em::ScopedArchitecture gpu(arch);
+    std::vector<float> out(e.nq(), NAN), lse(e.p.B * e.p.H * e.p.Lq, NAN);
+    em::device().launched.clear();
+    kc::attention_forward_flash_f32(e.p, out.data(), lse.data());
+    EXPECT_LT(max_rel_error(out, e.out), 2e-5) << "out";
+    const bool split = arch.multiprocessors == em::kH200.multiprocessors;
+    EXPECT_EQ(em::launched(kc::split_kv_partial_kernel), split);
+    EXPECT_EQ(em::launched(kc::flash_forward_kernel), !split);
+  }
+}
+
 TEST(AttentionF32Emulated, TheReferencePairKeepsTheCpusProbabilities) {
   uint64_t seed = 5200;
   for (const AttentionCase& c : {AttentionCase{1, 2, 1, 17, 23, 32, true, 1, false},
@@ -94,6 +114,9 @@ TEST(AttentionF32Emulated, TheReferencePairKeepsTheCpusProbabilities) {
 
 #else
 TEST(AttentionF32Emulated, TheCudaCorePairAndItsSplitOverTheKeysMatchTheCpu) {
+  GTEST_SKIP() << "this build has no CUDA toolkit headers (scripts/build.sh builds the CUDA backend where it is)";
+}
+TEST(AttentionF32Emulated, TheSplitOverTheKeysFollowsTheGpusMultiprocessors) {
   GTEST_SKIP() << "this build has no CUDA toolkit headers (scripts/build.sh builds the CUDA backend where it is)";
 }
 TEST(AttentionF32Emulated, TheReferencePairKeepsTheCpusProbabilities) {

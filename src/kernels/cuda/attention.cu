@@ -454,9 +454,10 @@ void check_dims(const AttnProblem& p) {
 
 }  // namespace
 
-// Rows × keys below which one warp per row keeps the GPU busy enough: fewer rows than this many
-// warps, against at least kSplitMinKeys keys, go through the split-KV pair.
-constexpr int64_t kSplitRows = 4 * 132;  // four warps per multiprocessor of an H100
+// Rows × keys below which one warp per row keeps the GPU busy enough: fewer rows than four warps per
+// multiprocessor (528 on an H100 or H200, 432 on an A100), against at least kSplitMinKeys keys, go
+// through the split-KV pair.
+constexpr int64_t kSplitWarpsPerSm = 4;
 constexpr int64_t kSplitMinKeys = 512, kSplitChunk = 256;
 
 void attention_forward_flash_f32(const AttnProblem& p, float* out, float* lse) {
@@ -466,7 +467,7 @@ void attention_forward_flash_f32(const AttnProblem& p, float* out, float* lse) {
   // the tensor cores wherever they serve (attention_tf32.cu; QKV_CUDA_ATTENTION_F32=simt: the kernels below)
   if (attention_forward_tf32(p, out, lse)) return;
   cudaStream_t s = stream();
-  if (rows < kSplitRows && p.Lk >= kSplitMinKeys) {
+  if (p.Lk >= kSplitMinKeys && rows < kSplitWarpsPerSm * sm_count()) {
     const int64_t splits = (p.Lk + kSplitChunk - 1) / kSplitChunk;
     Scratch part(rows * splits * (2 + p.Dv), s);
     float* part_m = part.p;
