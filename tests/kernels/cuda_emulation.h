@@ -7,11 +7,15 @@
 // some threads never reach (a warp collective under divergent control flow, a __syncthreads skipped
 // by some) is reported, not hung. cp.async's copies land at the cp.async.wait_group that retires them
 // (kernels/cuda/attention_tiles.cuh under QKV_CUDA_EMULATION), so a tile read before its wait is read
-// stale; a TMA copy lands at once (its bytes complete on its mbarrier). wgmma is asynchronous, as on the GPU: computed at the
-// wgmma.wait_group that retires it, from the shared memory and accumulators of that moment, so a
-// buffer overwritten or an accumulator touched between a product's issue and its wait shows in the
-// results. Everything else a kernel computes is the GPU's arithmetic up to the order of the tensor
-// core's sums.
+// stale; a TMA copy lands at once (its bytes complete on its mbarrier). wgmma is asynchronous, as
+// on the GPU: computed at the wgmma.wait_group that retires it, from the shared memory and
+// accumulators of that moment, so a buffer overwritten or an accumulator touched between a
+// product's issue and its wait shows in the results. The fences a GPU needs and never reports
+// missing (it computes with stale bytes: a wrong answer) are checked: shared memory the threads
+// wrote (stores, cp.async: the generic proxy) that wgmma or a bulk copy (the async proxy) reads
+// with no fence.proxy.async since, and registers a thread wrote after its last wgmma.fence that a
+// product reads or writes, throw. Everything else a kernel computes is the GPU's arithmetic up to
+// the order of the tensor core's sums.
 //
 // Use: include this first (it includes the CUDA headers, then defines the built-ins), then the kernel
 // header; run a grid with emulation::launch(grid, threads, shared_bytes, [&] { kernel<…>(args…); }).
@@ -162,6 +166,23 @@ struct Runtime {
   std::vector<CommitGroups<PendingReduce>> reduces;
   std::exception_ptr failure;  // the first exception a thread threw
   unsigned char* smem = nullptr;  // the launching file's shared memory (kSharedBytes)
+  size_t shared = 0;              // the bytes of it the launch asked for
+  // Shared memory as the async proxy (wgmma's operands, bulk copies' sources) sees it: the threads'
+  // stores and cp.async's copies (the generic proxy) reach it only through fence.proxy.async — here
+  // published at the first such read after a fence (`fenced`), every byte at once; TMA's copies (the
+  // async proxy) write both. A read whose bytes differ between the two was written and not fenced.
+  std::vector<unsigned char> async_view;
+  bool fenced = false;
+  // wgmma.fence, by thread: how many it has issued, and the register arrays (accumulators, A
+  // fragments) its products have used, with their bytes as of its last fence or the last product
+  // that wrote them — a product whose registers differ from those the thread wrote them after its
+  // last fence (PTX ISA: wgmma.fence between a register access and a wgmma that accesses them)
+  struct FencedRegisters {
+    const void* at;
+    std::vector<unsigned char> bytes;
+  };
+  std::vector<uint64_t> wgmma_fences;
+  std::vector<std::vector<FencedRegisters>> fenced_registers;
   // Hopper's mbarriers, by shared-memory address: expected arrivals, arrivals still to come, bytes
   // announced and not yet landed, completed phases
   struct MBarrier {
@@ -372,6 +393,8 @@ void mma_m16n8k16(float (&c)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b
 // matrix i; register i of lane l gets that matrix's elements (l/4; 2(l%4), 2(l%4)+1), or with .trans
 // (2(l%4), 2(l%4)+1; l/4)
 inline void ldmatrix_x4(uint32_t (&r)[4], const void* p, bool trans) {
+  if (reinterpret_cast<uintptr_t>(p) % 16 != 0)  // shared memory starts 1024-aligned, as a GPU's
+    throw std::logic_error("emulation: an ldmatrix row address not 16-byte aligned (a GPU's misaligned address)");
   Runtime::Slots& s = warp_slots();
   const int l = lane();
   s.row[l] = static_cast<const uint16_t*>(p);
@@ -392,6 +415,32 @@ inline uint32_t shared_address(const void* p) {
   if (c < smem || c > smem + kSharedBytes)
     throw std::logic_error("emulation: a shared-memory address outside shared memory");
   return static_cast<uint32_t>(c - smem);
+}
+
+// ---- the async proxy's view of shared memory (PTX ISA, "Proxies": fence.proxy.async) ---------------
+
+// fence.proxy.async.shared::cta: what the threads wrote to shared memory so far becomes visible to the
+// async proxy — published at its next read (publish_async_view), the writes of every thread up to
+// then with it (so a thread that omits its fence while another fences is not caught: the emulation
+// catches a fence missing from every thread, the usual slip)
+inline void fence_proxy_async() { runtime()->fenced = true; }
+inline void publish_async_view() {
+  Runtime& r = *runtime();
+  if (!r.fenced) return;
+  std::memcpy(r.async_view.data(), r.smem, r.shared);
+  r.fenced = false;
+}
+// An async-proxy read of shared memory bytes [a, a + n): they must lie inside the launch's shared
+// memory and be as the async proxy sees them.
+inline void check_async_read(uint32_t a, uint32_t n, const char* reader) {
+  Runtime& r = *runtime();
+  if (uint64_t{a} + n > r.shared)
+    throw std::logic_error(std::string("emulation: ") + reader + " reads past the launch's shared memory");
+  if (std::memcmp(r.smem + a, r.async_view.data() + a, n) != 0)
+    throw std::logic_error(std::string("emulation: ") + reader +
+                           " reads shared memory the threads wrote (stores, cp.async) with no fence.proxy.async "
+                           "after it: the async proxy may read the old bytes (fence_proxy_async before the barrier "
+                           "that precedes the read)");
 }
 
 template <typename T>
@@ -425,17 +474,25 @@ struct WgmmaOperand {
     leading = static_cast<uint32_t>((desc >> 16) & 0x3FFF) << 4;
     stride = static_cast<uint32_t>((desc >> 32) & 0x3FFF) << 4;
   }
-  uint16_t bits(int i, int k) const {
-    const unsigned char* smem = runtime()->smem;
+  // the shared-memory address of element (i, k)
+  uint32_t address(int i, int k) const {
     const uint32_t a = mn_major ? start + static_cast<uint32_t>(i / 64) * leading + 2 * static_cast<uint32_t>(i % 64) +
                                       static_cast<uint32_t>(k / 8) * stride + static_cast<uint32_t>(k % 8) * 128
                                 : start + static_cast<uint32_t>(i / 8) * stride + static_cast<uint32_t>(i % 8) * 128 +
                                       2 * static_cast<uint32_t>(k);
     const uint32_t swizzled = a ^ (((a >> 7) & 7u) << 4);
     if (swizzled + 2 > kSharedBytes) throw std::logic_error("emulation: a wgmma operand past shared memory");
+    return swizzled;
+  }
+  uint16_t bits(int i, int k) const {
     uint16_t v;
-    std::memcpy(&v, smem + swizzled, 2);
+    std::memcpy(&v, runtime()->smem + address(i, k), 2);
     return v;
+  }
+  // every element of rows [0, rows) × k [0, 16) as the async proxy sees it (check_async_read)
+  void check_visible(int rows) const {
+    for (int i = 0; i < rows; ++i)
+      for (int k = 0; k < 16; ++k) check_async_read(address(i, k), 2, "a wgmma operand");
   }
   // an MN-major operand wider than one 64-element block needs its LBO; a stride of 0 is a kernel's slip
   void check(int extent) const {
@@ -444,6 +501,45 @@ struct WgmmaOperand {
       throw std::invalid_argument("emulation: an MN-major wgmma operand wider than 64 with no leading byte offset");
   }
 };
+
+// The bytes of a register array noted at a fence: an array an earlier product used may lie in a frame
+// of the fiber's stack that has since returned (its bytes are noted all the same, and compared only
+// should the same address serve a product again) — a copy AddressSanitizer does not check.
+__attribute__((no_sanitize("address"))) inline void note_bytes(unsigned char* dst, const void* src, size_t n) {
+  const volatile unsigned char* s = static_cast<const volatile unsigned char*>(src);
+  for (size_t i = 0; i < n; ++i) dst[i] = s[i];
+}
+// wgmma.fence.sync.aligned: the thread's register accesses so far ordered before the products it issues
+// next — here, the bytes of every register array its products have used, noted
+inline void wgmma_fence() {
+  Runtime& r = *runtime();
+  ++r.wgmma_fences[r.current];
+  for (auto& f : r.fenced_registers[r.current]) note_bytes(f.bytes.data(), f.at, f.bytes.size());
+}
+// A product's registers (`n` bytes at `at`): as the thread's last wgmma.fence (or the last product
+// that wrote them) left them. Registers a product uses for the first time cannot be checked so —
+// only that the thread has fenced at all.
+inline void check_fenced(const void* at, size_t n) {
+  Runtime& r = *runtime();
+  if (r.wgmma_fences[r.current] == 0)
+    throw std::logic_error("emulation: a wgmma issued before the thread's first wgmma.fence (wgmma_fence)");
+  for (auto& f : r.fenced_registers[r.current])
+    if (f.at == at && f.bytes.size() == n) {
+      if (std::memcmp(f.bytes.data(), at, n) != 0)
+        throw std::logic_error(
+            "emulation: a wgmma reads or writes registers (accumulators, A fragments) the thread wrote after its "
+            "last wgmma.fence (wgmma_fence after the last write, before the product)");
+      return;
+    }
+  const auto* c = static_cast<const unsigned char*>(at);
+  r.fenced_registers[r.current].push_back({at, std::vector<unsigned char>(c, c + n)});
+}
+// the product's own writes to its accumulators (at its wait) are no access by the thread
+inline void note_product_wrote(const void* at, size_t n) {
+  Runtime& r = *runtime();
+  for (auto& f : r.fenced_registers[r.current])
+    if (f.at == at && f.bytes.size() == n) std::memcpy(f.bytes.data(), at, n);
+}
 
 // wgmma.mma_async.sync.aligned.m64nNk16.f32.{bf16,f16}, d (+)= a·b over the warpgroup (128 threads):
 // A 64 × 16 from shared memory (descriptor da; M-major where trans_a) or, where `a` is given, from
@@ -476,8 +572,15 @@ void wgmma_m64nNk16(float (&d)[N / 2], const uint32_t* a, uint64_t da, uint64_t 
     if (s.da[i] != s.da[0] || s.db[i] != s.db[0] || s.from_registers[i] != s.from_registers[0] ||
         s.accumulate[i] != s.accumulate[0] || s.trans_a[i] != s.trans_a[0] || s.trans_b[i] != s.trans_b[0])
       throw std::logic_error("emulation: a warpgroup's threads issued different wgmma operands");
+  check_fenced(d, sizeof d);
+  if (a) check_fenced(a, 4 * sizeof(uint32_t));
   WgmmaOperand(db, trans_b).check(N);  // a descriptor the emulation does not know throws at the issue
   if (!a) WgmmaOperand(da, trans_a).check(64);
+  if (me == 0) {  // the operands' bytes as the async proxy sees them, once for the warpgroup
+    publish_async_view();
+    WgmmaOperand(db, trans_b).check_visible(N);
+    if (!a) WgmmaOperand(da, trans_a).check_visible(64);
+  }
   Runtime::PendingWgmma op{element_value<T>, d, N / 2, accumulate, a != nullptr, {}, da, db, trans_a, trans_b};
   const int w = me / 32, g = me % 32 / 4;
   if (a) {
@@ -507,6 +610,7 @@ inline void wgmma_wait(int n) {
       for (int k = 0; k < 16; ++k) sum += a[e][k] * op.value(B.bits(col, k));
       op.d[i] = sum;
     }
+    note_product_wrote(op.d, op.n * sizeof(float));
   });
 }
 
@@ -517,6 +621,9 @@ inline void wgmma_wait(int n) {
 inline void cp_async16(void* dst, const void* src, bool valid) {
   Runtime& r = *runtime();
   (void)shared_address(dst);  // inside shared memory
+  if (reinterpret_cast<uintptr_t>(dst) % 16 != 0 || (valid && reinterpret_cast<uintptr_t>(src) % 16 != 0))
+    throw std::logic_error(
+        "emulation: a 16-byte cp.async from or to an address not 16-byte aligned (a GPU's misaligned address)");
   r.copies[r.current].issue(
       {static_cast<unsigned char*>(dst), valid ? static_cast<const unsigned char*>(src) : nullptr});
 }
@@ -668,6 +775,7 @@ inline void tma_load(void* dst, const CUtensorMap& map, int c0, int c1, int c2, 
       if (swizzled + eb > kSharedBytes) throw std::logic_error("emulation: a TMA copy past shared memory");
       if (in) std::memcpy(smem + swizzled, f.base + uint64_t(c2) * f.strides[1] + uint64_t(i1) * f.strides[0] + i0 * eb, eb);
       else std::memset(smem + swizzled, 0, eb);
+      std::memcpy(runtime()->async_view.data() + swizzled, smem + swizzled, eb);  // an async-proxy write
     }
   }
   mbarrier_complete_tx(bar, f.rows * 64 * eb);
@@ -684,6 +792,8 @@ inline void bulk_reduce_add(float* dst, const float* src, uint32_t bytes) {
       reinterpret_cast<uintptr_t>(src) % 16 != 0)
     throw std::logic_error("emulation: a bulk reduction not of whole, aligned 16-byte pieces");
   (void)shared_address(reinterpret_cast<const unsigned char*>(src) + bytes - 1);
+  publish_async_view();
+  check_async_read(shared_address(src), bytes, "a bulk reduction's source");
   r.reduces[r.current].issue({dst, src, bytes / 4});
 }
 inline void bulk_commit() { runtime()->reduces[runtime()->current].commit(); }
@@ -730,6 +840,8 @@ void launch(dim3 grid, unsigned threads, size_t shared_bytes, std::function<void
   QKV_EMULATION_POISON(smem + shared_bytes, sizeof smem - shared_bytes);
   Runtime r;
   r.smem = smem;
+  r.shared = shared_bytes;
+  r.async_view.assign(kSharedBytes, 0);
   r.grid = grid;
   r.threads = threads;
   r.body = std::move(body);
@@ -753,6 +865,10 @@ void launch(dim3 grid, unsigned threads, size_t shared_bytes, std::function<void
         r.wgmma.assign(threads, {});
         r.copies.assign(threads, {});
         r.reduces.assign(threads, {});
+        r.wgmma_fences.assign(threads, 0);
+        r.fenced_registers.assign(threads, {});
+        std::memcpy(r.async_view.data(), smem, shared_bytes);  // what the block finds, alike in both
+        r.fenced = false;
         for (auto& n : r.named) n = Runtime::Named{};
         for (auto& f : r.fibers) {
           f.done = false;

@@ -56,7 +56,7 @@ __device__ inline uint64_t smem_descriptor_mn(const void* p, uint32_t block_byte
 __device__ inline int swizzled(int r, int c) { return r * 128 + ((c ^ (r & 7)) << 4); }
 
 #ifdef QKV_CUDA_EMULATION  // on the host (tests/kernels/cuda_emulation.h): each product computed at its wait
-__device__ inline void wgmma_fence() {}
+__device__ inline void wgmma_fence() { ::qkv::emulation::wgmma_fence(); }
 __device__ inline void wgmma_commit() { ::qkv::emulation::wgmma_commit(); }
 template <int N>
 __device__ inline void wgmma_wait() {
@@ -64,7 +64,7 @@ __device__ inline void wgmma_wait() {
 }
 template <int N>
 __device__ inline void fence_registers(float (&)[N]) {}
-__device__ inline void fence_proxy_async() {}
+__device__ inline void fence_proxy_async() { ::qkv::emulation::fence_proxy_async(); }
 // d (+)= a·b for a 64 × 16 A and a 16 × N B, f32 accumulators: A and B from shared memory (ss) or A
 // from registers (rs); `accumulate` 0 overwrites d; TransA / TransB 1: A M-major, B N-major.
 template <typename T, int N, int TransA = 0, int TransB = 0>
