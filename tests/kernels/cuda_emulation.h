@@ -516,6 +516,13 @@ inline void wgmma_fence() {
   ++r.wgmma_fences[r.current];
   for (auto& f : r.fenced_registers[r.current]) note_bytes(f.bytes.data(), f.at, f.bytes.size());
 }
+// The current thread's noted bytes of the `n` register bytes at `at`, or null where none are noted.
+inline Runtime::FencedRegisters* noted_registers(const void* at, size_t n) {
+  Runtime& r = *runtime();
+  for (auto& f : r.fenced_registers[r.current])
+    if (f.at == at && f.bytes.size() == n) return &f;
+  return nullptr;
+}
 // A product's registers (`n` bytes at `at`): as the thread's last wgmma.fence (or the last product
 // that wrote them) left them. Registers a product uses for the first time cannot be checked so —
 // only that the thread has fenced at all.
@@ -523,22 +530,19 @@ inline void check_fenced(const void* at, size_t n) {
   Runtime& r = *runtime();
   if (r.wgmma_fences[r.current] == 0)
     throw std::logic_error("emulation: a wgmma issued before the thread's first wgmma.fence (wgmma_fence)");
-  for (auto& f : r.fenced_registers[r.current])
-    if (f.at == at && f.bytes.size() == n) {
-      if (std::memcmp(f.bytes.data(), at, n) != 0)
-        throw std::logic_error(
-            "emulation: a wgmma reads or writes registers (accumulators, A fragments) the thread wrote after its "
-            "last wgmma.fence (wgmma_fence after the last write, before the product)");
-      return;
-    }
+  if (const Runtime::FencedRegisters* f = noted_registers(at, n)) {
+    if (std::memcmp(f->bytes.data(), at, n) != 0)
+      throw std::logic_error(
+          "emulation: a wgmma reads or writes registers (accumulators, A fragments) the thread wrote after its "
+          "last wgmma.fence (wgmma_fence after the last write, before the product)");
+    return;
+  }
   const auto* c = static_cast<const unsigned char*>(at);
   r.fenced_registers[r.current].push_back({at, std::vector<unsigned char>(c, c + n)});
 }
 // the product's own writes to its accumulators (at its wait) are no access by the thread
 inline void note_product_wrote(const void* at, size_t n) {
-  Runtime& r = *runtime();
-  for (auto& f : r.fenced_registers[r.current])
-    if (f.at == at && f.bytes.size() == n) std::memcpy(f.bytes.data(), at, n);
+  if (Runtime::FencedRegisters* f = noted_registers(at, n)) std::memcpy(f->bytes.data(), at, n);
 }
 
 // wgmma.mma_async.sync.aligned.m64nNk16.f32.{bf16,f16}, d (+)= a·b over the warpgroup (128 threads):
