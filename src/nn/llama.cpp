@@ -233,7 +233,7 @@ void LlamaDecoderLayer::set_inference_weights(InferenceWeights weights) {
 
 // ---- the model -----------------------------------------------------------------------------------
 
-Llama::Llama(const LlamaConfig& c, Generator* gen) : config(c), rope_(c), gen_(gen) {
+Llama::Llama(const LlamaConfig& c, Generator* gen) : config(c), rope_(c) {
   Generator& g = gen ? *gen : default_generator();
   embed_tokens = register_module("embed_tokens", std::make_shared<Embedding>(c.vocab_size, c.hidden_size, -1, &g));
   for (int64_t i = 0; i < c.num_hidden_layers; ++i)

@@ -6,6 +6,9 @@
 
 namespace qkv::text::hf {
 
+// HF's module name (tokenizers.decoders.Strip): the four families of components share names
+// (Strip, Replace, Sequence, ByteLevel, Metaspace), and a unity build compiles them in one unit.
+namespace decoders {
 namespace {
 
 // GPT-2's printable characters back to their bytes (a token with any other character keeps its own
@@ -214,8 +217,10 @@ class Sequence final : public Decoder {
 };
 
 }  // namespace
+}  // namespace decoders
 
 std::unique_ptr<Decoder> make_decoder(const json& j, const Field& f) {
+  using namespace decoders;
   const std::string type = type_of(j, f);
   if (type == "ByteLevel") return std::make_unique<ByteLevel>();
   if (type == "WordPiece") return std::make_unique<WordPiece>(j, f);

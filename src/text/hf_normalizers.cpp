@@ -6,6 +6,9 @@
 
 namespace qkv::text::hf {
 
+// HF's module name (tokenizers.normalizers.Strip): the four families of components share names
+// (Strip, Replace, Sequence, ByteLevel, Metaspace), and a unity build compiles them in one unit.
+namespace normalizers {
 namespace {
 
 // Calls fn(c) for each code point of s (valid UTF-8).
@@ -173,8 +176,10 @@ class Sequence final : public Normalizer {
 };
 
 }  // namespace
+}  // namespace normalizers
 
 std::unique_ptr<Normalizer> make_normalizer(const json& j, const Field& f) {
+  using namespace normalizers;
   const std::string type = type_of(j, f);
   if (type == "BertNormalizer") return std::make_unique<BertNormalizer>(j, f);
   if (type == "Lowercase") return std::make_unique<Lowercase>();

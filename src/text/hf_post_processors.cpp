@@ -8,6 +8,9 @@
 
 namespace qkv::text::hf {
 
+// HF's module name (tokenizers.post_processors.Strip): the four families of components share names
+// (Strip, Replace, Sequence, ByteLevel, Metaspace), and a unity build compiles them in one unit.
+namespace post_processors {
 namespace {
 
 class TemplateProcessing final : public PostProcessor {
@@ -132,8 +135,10 @@ class SequenceProcessor final : public PostProcessor {
 };
 
 }  // namespace
+}  // namespace post_processors
 
 std::unique_ptr<PostProcessor> make_post_processor(const json& j, const Field& f) {
+  using namespace post_processors;
   const std::string type = type_of(j, f);
   if (type == "TemplateProcessing") return std::make_unique<TemplateProcessing>(j, f);
   if (type == "BertProcessing") return std::make_unique<BertProcessing>(j, f);

@@ -11,6 +11,9 @@
 
 namespace qkv::text::hf {
 
+// HF's module name (tokenizers.pre_tokenizers.Strip): the four families of components share names
+// (Strip, Replace, Sequence, ByteLevel, Metaspace), and a unity build compiles them in one unit.
+namespace pre_tokenizers {
 namespace {
 
 // A stretch [begin, end) of a piece, and whether the pattern matched it.
@@ -273,6 +276,7 @@ class Sequence final : public PreTokenizer {
 };
 
 }  // namespace
+}  // namespace pre_tokenizers
 
 const std::vector<std::string>& byte_to_unicode() {
   static const std::vector<std::string> map = [] {
@@ -303,6 +307,7 @@ int byte_of(char32_t c) {
 }
 
 std::unique_ptr<PreTokenizer> make_pre_tokenizer(const json& j, const Field& f) {
+  using namespace pre_tokenizers;
   const std::string type = type_of(j, f);
   if (type == "ByteLevel") return std::make_unique<ByteLevel>(j, f);
   if (type == "Split") return std::make_unique<Split>(j, f);

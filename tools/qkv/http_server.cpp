@@ -145,6 +145,11 @@ std::string head(int status, const std::string& content_type, bool keep_alive,
   return h;
 }
 
+}  // namespace
+
+// WorkerPool and Route are HttpServer::Impl's members, so they have its linkage (not the unnamed
+// namespace's, which g++ warns of where this file is part of a unity build: CMakeLists.txt's qkv_cli).
+
 // A FIFO of jobs on a fixed set of threads, shared by every connection: arrival order is service order.
 class WorkerPool {
  public:
@@ -193,6 +198,8 @@ struct Route {
   HttpServer::Handler handler;
   bool work;
 };
+
+namespace {
 
 // The handler for method + path; else nullptr, with 404 (no such path) or 405 (another method's).
 const HttpServer::Handler* find_route(const std::vector<Route>& routes, const std::string& method,

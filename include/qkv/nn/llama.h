@@ -139,7 +139,6 @@ class Llama : public Module {
   ResidualStream body(const Tensor& idx, AttentionMaps* maps) const;  // the layers' residual stream [B, T, E]
   Tensor sliding_mask(int64_t T, int64_t past, Device device) const;  // undefined when no window applies
   RotaryEmbedding rope_;
-  Generator* gen_;
 };
 
 }  // namespace qkv::nn

@@ -23,7 +23,7 @@ namespace qkv::models::hf {
 
 namespace {
 
-nlohmann::json config(const nlohmann::json& c, const std::string& arch, bool mlm_head) {
+nlohmann::json bert_config(const nlohmann::json& c, const std::string& arch, bool mlm_head) {
   hf_refuse_unknown_fields(
       c, arch,
       {"vocab_size", "hidden_size", "num_hidden_layers", "num_attention_heads", "intermediate_size", "hidden_act",
@@ -67,7 +67,7 @@ std::string norm_param(const std::string& rest) {
   return "";
 }
 
-std::optional<HfTensorTarget> map(const std::string& hf_name) {
+std::optional<HfTensorTarget> bert_map(const std::string& hf_name) {
   static const std::regex layer(R"(^encoder\.layer\.(\d+)\.(.+)$)");
   static const std::regex qkv_proj(R"(^attention\.self\.(query|key|value)\.(weight|bias)$)");
   static const std::regex norm(R"(^(.*)LayerNorm\.(weight|bias|gamma|beta)$)");
@@ -118,10 +118,11 @@ std::optional<HfTensorTarget> map(const std::string& hf_name) {
 }  // namespace
 
 HfArchitecture bert_for_masked_lm() {
-  return {"BertForMaskedLM", "bert", [](const nlohmann::json& c) { return config(c, "BertForMaskedLM", true); }, map};
+  return {"BertForMaskedLM", "bert", [](const nlohmann::json& c) { return bert_config(c, "BertForMaskedLM", true); },
+          bert_map};
 }
 HfArchitecture bert_model() {
-  return {"BertModel", "bert", [](const nlohmann::json& c) { return config(c, "BertModel", false); }, map};
+  return {"BertModel", "bert", [](const nlohmann::json& c) { return bert_config(c, "BertModel", false); }, bert_map};
 }
 
 }  // namespace qkv::models::hf

@@ -21,7 +21,7 @@ namespace qkv::models::hf {
 
 namespace {
 
-nlohmann::json config(const nlohmann::json& c) {
+nlohmann::json gpt2_config(const nlohmann::json& c) {
   hf_refuse_unknown_fields(c, "GPT2LMHeadModel",
                            {"vocab_size", "n_positions", "n_ctx", "n_embd", "n_layer", "n_head", "n_inner",
                             "activation_function", "resid_pdrop", "embd_pdrop", "attn_pdrop", "layer_norm_epsilon",
@@ -57,7 +57,7 @@ nlohmann::json config(const nlohmann::json& c) {
           {"layer_norm_eps", field<double>(c, "layer_norm_epsilon", 1e-5)}};
 }
 
-std::optional<HfTensorTarget> map(const std::string& name) {
+std::optional<HfTensorTarget> gpt2_map(const std::string& name) {
   static const std::regex block(R"(^(?:transformer\.)?h\.(\d+)\.(.+)$)");
   static const std::map<std::string, HfTensorTarget> in_block = {
       {"ln_1.weight", {"norm1.weight"}},
@@ -95,6 +95,6 @@ std::optional<HfTensorTarget> map(const std::string& name) {
 
 }  // namespace
 
-HfArchitecture gpt2() { return {"GPT2LMHeadModel", "gpt", config, map}; }
+HfArchitecture gpt2() { return {"GPT2LMHeadModel", "gpt", gpt2_config, gpt2_map}; }
 
 }  // namespace qkv::models::hf

@@ -55,7 +55,7 @@ void read_rope(const nlohmann::json& c, nlohmann::json& out) {
   if (rope.contains("partial_rotary_factor")) out["partial_rotary_factor"] = field<double>(rope, "partial_rotary_factor", 1.0);
 }
 
-nlohmann::json config(const Family& f, const nlohmann::json& c) {
+nlohmann::json llama_config(const Family& f, const nlohmann::json& c) {
   std::vector<std::string> known = {"vocab_size", "hidden_size", "intermediate_size", "num_hidden_layers",
                                     "num_attention_heads", "num_key_value_heads", "head_dim", "hidden_act",
                                     "max_position_embeddings", "rms_norm_eps", "rope_theta", "rope_scaling",
@@ -103,7 +103,7 @@ nlohmann::json config(const Family& f, const nlohmann::json& c) {
   return out;
 }
 
-std::optional<HfTensorTarget> map(const std::string& name) {
+std::optional<HfTensorTarget> llama_map(const std::string& name) {
   static const std::regex layer(
       R"(^model\.layers\.(\d+)\.(self_attn\.[qkvo]_proj\.(weight|bias)|mlp\.(gate|up|down)_proj\.(weight|bias)|(input|post_attention)_layernorm\.weight)$)");
   static const std::regex rotary(R"(^model\.layers\.\d+\.self_attn\.rotary_emb\.inv_freq$)");
@@ -117,7 +117,7 @@ std::optional<HfTensorTarget> map(const std::string& name) {
 }
 
 HfArchitecture make(Family f) {
-  return {f.architecture, "llama", [f](const nlohmann::json& c) { return config(f, c); }, map};
+  return {f.architecture, "llama", [f](const nlohmann::json& c) { return llama_config(f, c); }, llama_map};
 }
 
 }  // namespace

@@ -21,7 +21,7 @@ namespace qkv::models::hf {
 
 namespace {
 
-nlohmann::json config(const nlohmann::json& c) {
+nlohmann::json marian_config(const nlohmann::json& c) {
   hf_refuse_unknown_fields(
       c, "MarianMTModel",
       {"vocab_size", "decoder_vocab_size", "d_model", "encoder_layers", "decoder_layers", "encoder_attention_heads",
@@ -70,7 +70,7 @@ nlohmann::json config(const nlohmann::json& c) {
           {"scale_embedding", field(c, "scale_embedding", false)}};
 }
 
-std::optional<HfTensorTarget> map(const std::string& name) {
+std::optional<HfTensorTarget> marian_map(const std::string& name) {
   static const std::regex layer(R"(^model\.(encoder|decoder)\.layers\.(\d+)\.(.+)$)");
   static const std::map<std::string, HfTensorTarget> common = {
       {"fc1.weight", {"linear1.weight"}}, {"fc1.bias", {"linear1.bias"}},
@@ -110,6 +110,6 @@ std::optional<HfTensorTarget> map(const std::string& name) {
 
 }  // namespace
 
-HfArchitecture marian() { return {"MarianMTModel", "transformer", config, map}; }
+HfArchitecture marian() { return {"MarianMTModel", "transformer", marian_config, marian_map}; }
 
 }  // namespace qkv::models::hf
