@@ -6,7 +6,7 @@
 
 namespace qkv::text::hf {
 
-// HF's module name (tokenizers.decoders.Strip): the four families of components share names
+// As in HF's tokenizers (tokenizers.decoders.*): the four families of components share names
 // (Strip, Replace, Sequence, ByteLevel, Metaspace), and a unity build compiles them in one unit.
 namespace decoders {
 namespace {

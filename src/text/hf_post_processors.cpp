@@ -8,7 +8,7 @@
 
 namespace qkv::text::hf {
 
-// HF's module name (tokenizers.post_processors.Strip): the four families of components share names
+// As in HF's tokenizers (tokenizers.processors.*): the four families of components share names
 // (Strip, Replace, Sequence, ByteLevel, Metaspace), and a unity build compiles them in one unit.
 namespace post_processors {
 namespace {

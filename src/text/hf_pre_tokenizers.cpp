@@ -11,7 +11,7 @@
 
 namespace qkv::text::hf {
 
-// HF's module name (tokenizers.pre_tokenizers.Strip): the four families of components share names
+// As in HF's tokenizers (tokenizers.pre_tokenizers.*): the four families of components share names
 // (Strip, Replace, Sequence, ByteLevel, Metaspace), and a unity build compiles them in one unit.
 namespace pre_tokenizers {
 namespace {
