@@ -12,12 +12,14 @@
 //   mma.sync backward; on an A100 (compute capability 8.0) the mma.sync pair whatever QKV_CUDA_ATTENTION
 //   and QKV_CUDA_ATTENTION_BACKWARD ask, since the Hopper kernels' instructions do not exist there; head
 //   dim 256, other head dims and decoding steps the f32 kernels over rounded copies.
-// The WMMA pair (attention_bf16.cu, QKV_CUDA_ATTENTION=wmma) is not emulated. Needs the CUDA toolkit's
-// headers (a QKV_CUDA build).
+// - QKV_CUDA_ATTENTION=wmma: the WMMA pair (attention_bf16.cu, through wmma_emulation.h; its own cases
+//   are attention_wmma_emulation_test.cpp's).
+// Needs the CUDA toolkit's headers (a QKV_CUDA build).
 #include <gtest/gtest.h>
 
 #if __has_include(<cuda_runtime.h>)
 #include "kernels/cuda_emulation.h"  // first: the CUDA headers, then the built-ins on the host
+#include "kernels/wmma_emulation.h"
 
 #include <cmath>
 #include <limits>
@@ -31,19 +33,9 @@
 #include "kernels/cuda/attention_tf32.cu"
 #include "kernels/cuda/attention_zero_rows.cu"
 #include "kernels/cuda/elementwise.cu"  // the rounded copies' strided copy and rounding
+#include "kernels/cuda/attention_bf16.cu"  // the WMMA pair (QKV_CUDA_ATTENTION=wmma)
 
 // The WMMA pair is not emulated (its fragments are opaque): asking for it is this test's slip
-QKV_CUDA_LAUNCHERS_BEGIN
-void attention_forward_wmma_bf16(const AttnProblem&, float*, float*) { throw std::logic_error("WMMA not emulated"); }
-void attention_forward_wmma_f16(const AttnProblem&, float*, float*) { throw std::logic_error("WMMA not emulated"); }
-void attention_backward_wmma_bf16(const AttnProblem&, const float*, const float*, const float*, float*, float*,
-                                  float*) {
-  throw std::logic_error("WMMA not emulated");
-}
-void attention_backward_wmma_f16(const AttnProblem&, const float*, const float*, const float*, float*, float*, float*) {
-  throw std::logic_error("WMMA not emulated");
-}
-QKV_CUDA_LAUNCHERS_END
 
 namespace {
 
@@ -165,6 +157,18 @@ TEST(AttentionMmaEmulated, EachGpuTakesItsKernels) {
     expect_near(e128, run<__nv_bfloat16>(e128), 2e-2);
     const Taken t = taken<__nv_bfloat16, 128>(false);
     EXPECT_TRUE(t.wgmma_forward && !t.mma_forward && t.mma_backward && !t.f32_forward && !t.f32_backward);
+  }
+  // QKV_CUDA_ATTENTION=wmma: the WMMA pair on either GPU (dq zeroed and D_i made by the dispatch)
+  for (bool a100 : {false, true}) {
+    SCOPED_TRACE(a100 ? "A100, wmma" : "H200, wmma");
+    const em::ScopedArchitecture gpu(a100 ? em::kA100 : em::device().arch);
+    const qt::ScopedEnv wmma("QKV_CUDA_ATTENTION", "wmma");
+    em::device().launched.clear();
+    expect_near(e64, run<__nv_bfloat16>(e64), 2e-2);
+    EXPECT_TRUE(em::launched(kc::flash_bf16_forward_kernel<__nv_bfloat16, 64>));
+    EXPECT_TRUE(em::launched(kc::flash_bf16_backward_kernel<__nv_bfloat16, 64>));
+    const Taken t = taken<__nv_bfloat16, 64>(true);
+    EXPECT_TRUE(!t.wgmma_forward && !t.mma_forward && !t.mma_backward && !t.f32_forward && !t.f32_backward);
   }
   {  // an A100: the mma.sync pair at its default m-tiles, whatever asks for the Hopper kernels
     const em::ScopedArchitecture a100(em::kA100);

@@ -345,7 +345,7 @@ __global__ void __launch_bounds__(kThreads)
 }
 
 template <typename T, int D>
-void launch_forward(const AttnProblem& p, float* out, float* lse, cudaStream_t s) {
+void launch_wmma_forward(const AttnProblem& p, float* out, float* lse, cudaStream_t s) {
   constexpr size_t bytes = forward_smem_bytes<D>();  // over the default 48 KB: raised for the kernel
   QKV_CUDA_CHECK(cudaFuncSetAttribute(flash_bf16_forward_kernel<T, D>, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                       static_cast<int>(bytes)));
@@ -356,8 +356,8 @@ void launch_forward(const AttnProblem& p, float* out, float* lse, cudaStream_t s
 
 // (dq zeroed and Dsum = D_i by the caller, as the mma.sync backward takes them)
 template <typename T, int D>
-void launch_backward(const AttnProblem& p, const float* lse, const float* Dsum, const float* dout, float* dq,
-                     float* dk, float* dv, cudaStream_t s) {
+void launch_wmma_backward(const AttnProblem& p, const float* lse, const float* Dsum, const float* dout, float* dq,
+                          float* dk, float* dv, cudaStream_t s) {
   constexpr size_t bytes = backward_smem_bytes<D>();
   QKV_CUDA_CHECK(cudaFuncSetAttribute(flash_bf16_backward_kernel<T, D>, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                       static_cast<int>(bytes)));
@@ -370,22 +370,22 @@ void launch_backward(const AttnProblem& p, const float* lse, const float* Dsum, 
 
 // The WMMA pair's entry points (attention_kernels.h): head dims 64 and 128, D = Dv
 void attention_forward_wmma_bf16(const AttnProblem& p, float* out, float* lse) {
-  if (p.D == 64) return launch_forward<__nv_bfloat16, 64>(p, out, lse, stream());
-  launch_forward<__nv_bfloat16, 128>(p, out, lse, stream());
+  if (p.D == 64) return launch_wmma_forward<__nv_bfloat16, 64>(p, out, lse, stream());
+  launch_wmma_forward<__nv_bfloat16, 128>(p, out, lse, stream());
 }
 void attention_forward_wmma_f16(const AttnProblem& p, float* out, float* lse) {
-  if (p.D == 64) return launch_forward<__half, 64>(p, out, lse, stream());
-  launch_forward<__half, 128>(p, out, lse, stream());
+  if (p.D == 64) return launch_wmma_forward<__half, 64>(p, out, lse, stream());
+  launch_wmma_forward<__half, 128>(p, out, lse, stream());
 }
 void attention_backward_wmma_bf16(const AttnProblem& p, const float* lse, const float* Dsum, const float* dout,
                                   float* dq, float* dk, float* dv) {
-  if (p.D == 64) return launch_backward<__nv_bfloat16, 64>(p, lse, Dsum, dout, dq, dk, dv, stream());
-  launch_backward<__nv_bfloat16, 128>(p, lse, Dsum, dout, dq, dk, dv, stream());
+  if (p.D == 64) return launch_wmma_backward<__nv_bfloat16, 64>(p, lse, Dsum, dout, dq, dk, dv, stream());
+  launch_wmma_backward<__nv_bfloat16, 128>(p, lse, Dsum, dout, dq, dk, dv, stream());
 }
 void attention_backward_wmma_f16(const AttnProblem& p, const float* lse, const float* Dsum, const float* dout,
                                  float* dq, float* dk, float* dv) {
-  if (p.D == 64) return launch_backward<__half, 64>(p, lse, Dsum, dout, dq, dk, dv, stream());
-  launch_backward<__half, 128>(p, lse, Dsum, dout, dq, dk, dv, stream());
+  if (p.D == 64) return launch_wmma_backward<__half, 64>(p, lse, Dsum, dout, dq, dk, dv, stream());
+  launch_wmma_backward<__half, 128>(p, lse, Dsum, dout, dq, dk, dv, stream());
 }
 
 QKV_CUDA_LAUNCHERS_END  // qkv::kernels::cuda
