@@ -35,8 +35,6 @@
 #include "kernels/cuda/elementwise.cu"  // the rounded copies' strided copy and rounding
 #include "kernels/cuda/attention_bf16.cu"  // the WMMA pair (QKV_CUDA_ATTENTION=wmma)
 
-// The WMMA pair is not emulated (its fragments are opaque): asking for it is this test's slip
-
 namespace {
 
 using namespace qkv;

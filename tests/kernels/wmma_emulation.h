@@ -78,23 +78,26 @@ inline size_t offset(int r, int c, unsigned ldm, bool row_major) {
   return row_major ? size_t(r) * ldm + c : size_t(c) * ldm + r;
 }
 
+// a load's whole tile, as every lane reads it once the warp has arrived
+template <typename T>
+void read_tile(float (&tile)[16][16], const T* p, unsigned ldm, bool row_major) {
+  check_operand(p, ldm, "wmma::load_matrix_sync");
+  for (int r = 0; r < 16; ++r)
+    for (int c = 0; c < 16; ++c) tile[r][c] = value(p[offset(r, c, ldm, row_major)]);
+}
+
 }  // namespace emulated
 
 // A's or B's tile from memory, stored as Layout says
 template <typename Use, typename T, typename Layout>
 void load_matrix_sync(fragment<Use, 16, 16, 16, T, Layout>& f, const T* p, unsigned ldm) {
   static_assert(!std::is_same_v<Use, accumulator>, "an accumulator's load names its memory layout");
-  emulated::check_operand(p, ldm, "wmma::load_matrix_sync");
-  for (int r = 0; r < 16; ++r)
-    for (int c = 0; c < 16; ++c)
-      f.tile[r][c] = emulated::value(p[emulated::offset(r, c, ldm, std::is_same_v<Layout, row_major>)]);
+  emulated::read_tile(f.tile, p, ldm, std::is_same_v<Layout, row_major>);
 }
 
 // an accumulator's tile from memory
 inline void load_matrix_sync(fragment<accumulator, 16, 16, 16, float>& f, const float* p, unsigned ldm, layout_t l) {
-  emulated::check_operand(p, ldm, "wmma::load_matrix_sync");
-  for (int r = 0; r < 16; ++r)
-    for (int c = 0; c < 16; ++c) f.tile[r][c] = p[emulated::offset(r, c, ldm, l == mem_row_major)];
+  emulated::read_tile(f.tile, p, ldm, l == mem_row_major);
 }
 
 // an accumulator's tile to memory: lane l the elements r·16 + c ≡ l (mod 32)
