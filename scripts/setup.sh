@@ -14,6 +14,7 @@ pkgs=(
   dataset-fashion-mnist            # Fashion-MNIST (MIT), IDX files under /usr/share/datasets/fashion-mnist
   openmpi-bin libopenmpi-dev       # data-parallel training (mpirun -np N qkv train; -DQKV_MPI=ON)
   libboost-dev                     # qkv serve (HTTP: Boost.Beast + Asio, header-only)
+  libboost-context-dev             # the tests' CUDA emulation: a block's threads as fibers
   libcpp-httplib-dev               # the HTTP client of tests/cli/serve_test
 )
 for flag in "$@"; do

@@ -1,4 +1,4 @@
-// CUDA kernels run on the host, unchanged, for the tests: a block's threads are fibers (ucontext) on
+// CUDA kernels run on the host, unchanged, for the tests: a block's threads are fibers (Boost.Context) on
 // one OS thread, switched at every barrier, so a kernel runs exactly as written — its shared memory,
 // its warps' shuffles, ldmatrix and tensor-core products (mma.sync m16n8k8 .tf32 and m16n8k16
 // bf16/f16, from the PTX ISA's fragment tables; Hopper's warpgroup products, wgmma m64nNk16 bf16/f16,
@@ -29,7 +29,11 @@
 #include <cublas_v2.h>  // cuBLAS's types (its calls: emulated below)
 #include <cuda_runtime.h>
 #include <math.h>  // fmaxf, exp2f, INFINITY in the global namespace, as nvcc has them
-#include <ucontext.h>
+
+// The threads' fibers: Boost.Context's own context switch (a few registers saved and restored, no system
+// call), where ucontext's swapcontext made a system call each switch (the signal mask) — the emulation
+// tests spent more time in the kernel than in their kernels.
+#include <boost/context/fiber.hpp>
 
 #include <algorithm>
 #include <cmath>
@@ -61,6 +65,23 @@
 #define QKV_EMULATION_UNPOISON(p, n) ((void)(p), (void)(n))
 #endif
 
+// AddressSanitizer told of each switch between the launch's stack and a fiber's (its fiber API): begin
+// names the stack switched to and keeps the one left's fake frames (none where it ends: nullptr), end
+// takes them back and learns the stack switched from. Nothing without ASan.
+namespace qkv::emulation {
+#if defined(__SANITIZE_ADDRESS__)
+inline void stack_switch_begin(void** fake, const void* bottom, size_t size) {
+  __sanitizer_start_switch_fiber(fake, bottom, size);
+}
+inline void stack_switch_end(void* fake, const void** bottom, size_t* size) {
+  __sanitizer_finish_switch_fiber(fake, bottom, size);
+}
+#else
+inline void stack_switch_begin(void**, const void*, size_t) {}
+inline void stack_switch_end(void*, const void**, size_t*) {}
+#endif
+}  // namespace qkv::emulation
+
 // The blocks' dynamic shared memory: what qkv's kernels declare by QKV_DYNAMIC_SHARED (launch.h: here a
 // pointer to the launching runtime's), and a test's own kernels (in qkv::kernels::cuda's unnamed
 // namespace) as `extern __shared__ … smem[]` — one block runs at a time; as much as Hopper gives a block;
@@ -81,14 +102,38 @@ namespace qkv::emulation {
 constexpr size_t kSharedBytes = 227 * 1024;
 
 struct Runtime {
-  struct Fiber {
-    ucontext_t ctx{};
-    std::unique_ptr<char[]> stack;
-    bool done = false;
-  };
   static constexpr size_t kStack = 256 * 1024;
+  struct Fiber {
+    // the thread while it waits (empty while it runs and once it ended). In a union, so that a thread
+    // left waiting when its block stops on another's failure is dropped with the runtime, as a GPU drops
+    // it, not unwound: ~fiber would throw through the kernel's frames from the barrier it waits at.
+    union {
+      boost::context::fiber ctx;
+    };
+    std::unique_ptr<char[]> stack = std::make_unique<char[]>(kStack);
+    bool done = false;
+    void* asan_frames = nullptr;  // its fake frames while it waits (AddressSanitizer)
+    Fiber() : ctx() {}
+    Fiber(Fiber&& o) noexcept
+        : ctx(std::move(o.ctx)), stack(std::move(o.stack)), done(o.done), asan_frames(o.asan_frames) {}
+    ~Fiber() {}
+  };
+  // a fiber's stack: the launch's, reused by each block (a fiber places its own record at the top)
+  struct FiberStack {
+    char* base;
+    boost::context::stack_context allocate() const {
+      boost::context::stack_context s;
+      s.size = kStack;
+      s.sp = base + kStack;
+      return s;
+    }
+    void deallocate(boost::context::stack_context&) const noexcept {}
+  };
   std::vector<Fiber> fibers;
-  ucontext_t scheduler{};
+  boost::context::fiber scheduler;     // the launch, while a thread runs
+  void* launch_asan_frames = nullptr;  // the launch's stack, for AddressSanitizer
+  const void* launch_stack = nullptr;
+  size_t launch_stack_size = 0;
   int current = 0;
   uint3 block{0, 0, 0};
   dim3 grid{1, 1, 1};
@@ -251,7 +296,10 @@ inline const char* name(Schedule s) {
 
 inline void yield() {
   Runtime& r = *runtime();
-  swapcontext(&r.fibers[r.current].ctx, &r.scheduler);
+  Runtime::Fiber& f = r.fibers[r.current];
+  stack_switch_begin(&f.asan_frames, r.launch_stack, r.launch_stack_size);
+  r.scheduler = std::move(r.scheduler).resume();
+  stack_switch_end(f.asan_frames, &r.launch_stack, &r.launch_stack_size);
 }
 
 inline void wait_for(unsigned& arrived, uint64_t& generation, unsigned count) {
@@ -810,8 +858,10 @@ inline void bulk_wait(int n) {
 
 // A thread's body; what it throws (an emulation check, the kernel's own) is kept for launch() to
 // rethrow on the host's stack — an exception cannot unwind past a fiber's first frame.
-inline void fiber_entry() {
+inline boost::context::fiber fiber_entry(boost::context::fiber&& launch) {
   Runtime& r = *runtime();
+  stack_switch_end(nullptr, &r.launch_stack, &r.launch_stack_size);
+  r.scheduler = std::move(launch);
   try {
     r.body();
     cp_async_wait(-1);  // copies a thread leaves in flight still land
@@ -824,10 +874,10 @@ inline void fiber_entry() {
   }
   r.fibers[r.current].done = true;
   ++r.events;
+  stack_switch_begin(nullptr, r.launch_stack, r.launch_stack_size);  // the fiber's frames end here
+  return std::move(r.scheduler);
 }
 
-#pragma GCC diagnostic push
-#pragma GCC diagnostic ignored "-Wclobbered"  // getcontext returns twice, but only into fibers
 // Runs body() as every thread of every block of `grid` (blocks one after another, x fastest), with
 // `threads` threads a block (a multiple of 32) and `shared_bytes` of dynamic shared memory. Throws if
 // a block deadlocks at a barrier.
@@ -856,7 +906,6 @@ void launch(dim3 grid, unsigned threads, size_t shared_bytes, std::function<void
   r.warpgroup_generation.assign(threads / 128, 0);
   r.warpgroup_slots.resize(threads / 128);
   r.slots.resize(threads / 32);
-  for (auto& f : r.fibers) f.stack = std::make_unique<char[]>(Runtime::kStack);
   runtime() = &r;
   for (unsigned z = 0; z < grid.z; ++z) {
     for (unsigned y = 0; y < grid.y; ++y) {
@@ -876,16 +925,14 @@ void launch(dim3 grid, unsigned threads, size_t shared_bytes, std::function<void
         for (auto& n : r.named) n = Runtime::Named{};
         for (auto& f : r.fibers) {
           f.done = false;
-          getcontext(&f.ctx);
-          f.ctx.uc_stack.ss_sp = f.stack.get();
-          f.ctx.uc_stack.ss_size = Runtime::kStack;
-          f.ctx.uc_link = &r.scheduler;
-          makecontext(&f.ctx, fiber_entry, 0);
+          f.ctx = boost::context::fiber(std::allocator_arg, Runtime::FiberStack{f.stack.get()}, fiber_entry);
         }
         auto run = [&](unsigned i) {  // thread i until it waits or ends
           if (r.fibers[i].done) return;
           r.current = static_cast<int>(i);
-          swapcontext(&r.scheduler, &r.fibers[i].ctx);
+          stack_switch_begin(&r.launch_asan_frames, r.fibers[i].stack.get(), Runtime::kStack);
+          r.fibers[i].ctx = std::move(r.fibers[i].ctx).resume();
+          stack_switch_end(r.launch_asan_frames, nullptr, nullptr);
           if (r.failure) {  // a thread threw: the block stops there (the other fibers are dropped)
             runtime() = nullptr;
             QKV_EMULATION_UNPOISON(smem, sizeof smem);
@@ -926,7 +973,6 @@ void launch(dim3 grid, unsigned threads, size_t shared_bytes, std::function<void
   QKV_EMULATION_UNPOISON(smem, sizeof smem);
 }
 }  // namespace
-#pragma GCC diagnostic pop
 
 // ---- the runtime a .cu file's launchers call, on the host -----------------------------------------------
 //
