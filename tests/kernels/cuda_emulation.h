@@ -656,12 +656,18 @@ inline void wgmma_wait(int n) {
     float a[2][16];  // this thread's two rows of A
     for (int e = 0; e < 2; ++e)
       for (int k = 0; k < 16; ++k) a[e][k] = op.a_from_registers ? op.a[e][k] : op.value(A.bits(16 * w + g + 8 * e, k));
-    for (int i = 0; i < op.n; ++i) {
-      const int e = i % 4 / 2, col = 8 * (i / 4) + 2 * tt + i % 2;
-      float sum = op.accumulate ? op.d[i] : 0.f;
-      for (int k = 0; k < 16; ++k) sum += a[e][k] * op.value(B.bits(col, k));
-      op.d[i] = sum;
-    }
+    // accumulator i: row e = i % 4 / 2 of the two, column 8 (i / 4) + 2 tt + i % 2 — each column read once
+    for (int j = 0; j < op.n / 4; ++j)
+      for (int c = 0; c < 2; ++c) {
+        float b[16];
+        for (int k = 0; k < 16; ++k) b[k] = op.value(B.bits(8 * j + 2 * tt + c, k));
+        for (int e = 0; e < 2; ++e) {
+          float& d = op.d[4 * j + 2 * e + c];
+          float sum = op.accumulate ? d : 0.f;
+          for (int k = 0; k < 16; ++k) sum += a[e][k] * b[k];
+          d = sum;
+        }
+      }
     note_product_wrote(op.d, op.n * sizeof(float));
   });
 }
