@@ -65,8 +65,8 @@ TEST(FibersEmulated, EachThreadKeepsItsLocalsAcrossBarriersInEveryOrder) {
   const unsigned blocks = 3;
   const int threads = 256;
   const std::vector<int64_t> want = locals_on_the_host(blocks, threads);
-  for (em::Schedule order : {em::Schedule::round_robin, em::Schedule::first_ahead, em::Schedule::last_ahead,
-                             em::Schedule::random_ahead}) {
+  for (em::Schedule order :
+       {em::Schedule::round_robin, em::Schedule::first_ahead, em::Schedule::last_ahead, em::Schedule::random_ahead}) {
     em::ScheduleScope scope(order);
     std::vector<int64_t> got(want.size(), -1);
     em::launch(dim3(blocks), threads, 0, [&] { locals_across_barriers(got.data(), threads); });
