@@ -71,7 +71,13 @@ from selenium.webdriver.chrome.service import Service
 from selenium.webdriver.common.action_chains import ActionChains
 from selenium.webdriver.common.by import By
 from selenium.webdriver.common.keys import Keys
-from selenium.webdriver.support.ui import Select, WebDriverWait
+from selenium.webdriver.support.ui import Select, WebDriverWait as _SeleniumWait
+
+
+def WebDriverWait(driver, timeout):  # noqa: N802 — selenium's, polling every 20 ms, not its default 500 ms
+    """A wait that sees the page's state within 20 ms: at selenium's 0.5-s default the ~40 waits of this
+    suite idled ~15 s (34 s wall against 14 CPU-s)."""
+    return _SeleniumWait(driver, timeout, poll_frequency=0.02)
 
 ARGS = None
 SENTENCE = "The cat didn't cross the street because it was too tired."

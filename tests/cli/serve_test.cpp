@@ -6,6 +6,8 @@
 #include <gtest/gtest.h>
 #include <httplib.h>
 #include <signal.h>
+#include <spawn.h>
+#include <sys/wait.h>
 
 #include <chrono>
 #include <filesystem>
@@ -24,22 +26,29 @@ namespace {
 namespace fs = std::filesystem;
 using nlohmann::json;
 
-// `qkv serve ARGS --port 0` in the background; the port it printed; SIGTERM and wait at the end.
+// `qkv serve ARGS --port 0` in the background; the port it printed; SIGTERM and wait at the end. The
+// test is the server's parent (posix_spawn of `sh -c 'cd … && exec qkv serve …'`), so it reaps the
+// server the moment it exits: a server started with `&` by system() is reparented to init, whose
+// reaping came 1.3–2 s late in CI's containers, which each test then waited for.
 class ServeProcess {
  public:
   explicit ServeProcess(const std::string& args) : dir_("serve") {
     log_ = (dir_.path / "serve.log").string();
-    const std::string pid_file = (dir_.path / "pid").string();
-    std::system(("cd " + std::string(QKV_SOURCE_DIR) + " && " + QKV_CLI_PATH + " serve --port 0 " + args + " > " + log_ +
-                 " 2>&1 & echo $! > " + pid_file)
-                    .c_str());
-    pid_ = std::stoi(io::read_file(pid_file));
+    const std::string cmd = "cd " + std::string(QKV_SOURCE_DIR) + " && exec " + QKV_CLI_PATH + " serve --port 0 " +
+                            args + " > " + log_ + " 2>&1";
+    const char* argv[] = {"sh", "-c", cmd.c_str(), nullptr};
+    if (posix_spawn(&pid_, "/bin/sh", nullptr, nullptr, const_cast<char* const*>(argv), environ) != 0) pid_ = 0;
     const auto t0 = std::chrono::steady_clock::now();
-    while (port_ == 0 && std::chrono::steady_clock::now() - t0 < std::chrono::seconds(60)) {
+    while (pid_ > 0 && port_ == 0 && std::chrono::steady_clock::now() - t0 < std::chrono::seconds(60)) {
       const std::string log = fs::exists(log_) ? io::read_file(log_) : "";  // (the shell may not have made it yet)
       const auto at = log.find("listening on http://127.0.0.1:");
-      if (at != std::string::npos) port_ = std::atoi(log.c_str() + at + 30);
-      else std::this_thread::sleep_for(std::chrono::milliseconds(20));
+      if (at != std::string::npos) {
+        port_ = std::atoi(log.c_str() + at + 30);
+      } else if (exited()) {
+        break;  // (its log says why)
+      } else {
+        std::this_thread::sleep_for(std::chrono::milliseconds(20));
+      }
     }
   }
   ~ServeProcess() { stop(); }
@@ -50,21 +59,29 @@ class ServeProcess {
     if (pid_ <= 0) return true;
     ::kill(pid_, SIGTERM);
     for (int i = 0; i < 3000; ++i) {
-      if (::kill(pid_, 0) != 0) {
-        pid_ = 0;
-        return true;
-      }
+      if (exited()) return true;
       std::this_thread::sleep_for(std::chrono::milliseconds(10));
     }
     ::kill(pid_, SIGKILL);
+    ::waitpid(pid_, nullptr, 0);
     pid_ = 0;
     return false;
   }
 
  private:
+  // whether the server has ended (reaped here: pid_ 0 from then on)
+  bool exited() {
+    if (pid_ <= 0) return true;
+    int status = 0;
+    if (::waitpid(pid_, &status, WNOHANG) == 0) return false;
+    pid_ = 0;
+    return true;
+  }
+
   testing::TempDir dir_;
   std::string log_;
-  int pid_ = 0, port_ = 0;
+  pid_t pid_ = 0;
+  int port_ = 0;
 };
 
 json post(int port, const std::string& body, int* status = nullptr, const char* path = "/v1/translate") {
