@@ -22,6 +22,10 @@ namespace {
 constexpr int64_t kMaxTokenizerBytes = 64 << 20;  // tokenizer.json, vocab.txt (Llama 3's: 9 MB)
 constexpr int64_t kMaxConfigBytes = 4 << 20;      // tokenizer_config.json
 
+}  // namespace
+
+// (AddedToken and AddedMatcher are HfTokenizer::Impl's members' types, so not in the unnamed namespace:
+// g++ warns of a class whose fields use it, where a unity build includes this file.)
 struct AddedToken {
   std::string content;
   int32_t id;
@@ -105,8 +109,6 @@ class AddedMatcher {
   std::vector<std::pair<std::string, const AddedToken*>> by_first_[256];
   bool any_ = false;
 };
-
-}  // namespace
 
 struct HfTokenizer::Impl {
   std::string file;  // for errors
