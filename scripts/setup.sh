@@ -24,10 +24,10 @@ case "$flag" in
   # reference BLAS (about 5 GF/s on 2 cores here, over 30x slower), so benchmarks would flatter qkv.
   pkgs+=(python3 python3-torch python3-numpy python3-tqdm libopenblas0-pthread) ;;  # tqdm: the bench scripts' bar
 --python)
-  # the Python module (scripts/test_python.sh): headers, venv, NumPy, pytest, matplotlib (the example),
-  # PyTorch 1.13 for the bridge
-  pkgs+=(python3 python3-dev python3-venv python3-numpy python3-pytest python3-matplotlib python3-torch
-        libopenblas0-pthread) ;;
+  # the Python module (scripts/test_python.sh): headers, venv, NumPy, pytest (and pytest-xdist: its
+  # tests on every core), matplotlib (the example), PyTorch 1.13 for the bridge
+  pkgs+=(python3 python3-dev python3-venv python3-numpy python3-pytest python3-pytest-xdist python3-matplotlib
+        python3-torch libopenblas0-pthread) ;;
 --fuzz)
   pkgs+=(clang libomp-14-dev) ;;  # libFuzzer and OpenMP for clang (scripts/fuzz.sh)
 --browser)

@@ -25,4 +25,12 @@ else
   "${pip[@]}" .
 fi
 cd build  # not the repository root: `import qkv` must find the installed package, not python/qkv's sources
-QKV_REQUIRE_TORCH=1 OMP_NUM_THREADS="${OMP_NUM_THREADS:-2}" venv/bin/python -m pytest -q -p no:cacheprovider ../python/tests
+# pytest-xdist (Debian's python3-pytest-xdist, scripts/setup.sh --python): as many pytest workers as
+# the cores hold tests of OMP_NUM_THREADS threads each (2 cores, 1 thread: 2 workers, 21 s instead
+# of 30); one process where it is missing or only one fits.
+threads=${OMP_NUM_THREADS:-2}
+workers=$(( $(env -u OMP_NUM_THREADS -u OMP_THREAD_LIMIT nproc) / threads ))
+parallel=()
+if [ "$workers" -ge 2 ] && venv/bin/python -c 'import xdist' 2>/dev/null; then parallel=(-n "$workers"); fi
+QKV_REQUIRE_TORCH=1 OMP_NUM_THREADS="$threads" venv/bin/python -m pytest -q -p no:cacheprovider "${parallel[@]}" \
+  ../python/tests
