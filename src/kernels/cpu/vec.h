@@ -17,6 +17,12 @@
 
 namespace qkv::kernels::cpu {
 
+#if QKV_GCC12_AVX512  // (simd.h)
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#pragma GCC diagnostic ignored "-Wuninitialized"
+#endif
+
 #if QKV_SIMD
 namespace simd {
 
@@ -338,5 +344,9 @@ inline float sum_sq_dev(const float* x, float c, int64_t n) {
 inline void scale(float* x, int64_t n, float s) {
   for (int64_t i = 0; i < n; ++i) x[i] *= s;
 }
+
+#if QKV_GCC12_AVX512
+#pragma GCC diagnostic pop
+#endif
 
 }  // namespace qkv::kernels::cpu
