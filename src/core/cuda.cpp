@@ -113,8 +113,11 @@ struct ThreadChecks {
 };
 thread_local ThreadChecks t_checks;
 
+}  // namespace
+
 // A graph's deferred checks (Graph, below): words of its own, all ones until a replayed kernel
-// lowers one, and the message of each. Watched by a thread from a replay to its next wait.
+// lowers one, and the message of each. Watched by a thread from a replay to its next wait. (Not in the
+// unnamed namespace: Graph::Impl holds one, and g++ warns of that where a unity build includes this.)
 struct GraphChecks {
   static constexpr int kWords = 64;
   int device = 0;
@@ -124,6 +127,9 @@ struct GraphChecks {
     if (words) cudaFree(words);
   }
 };
+
+namespace {
+
 struct Watch {
   int device;
   StreamHandle stream;  // where the replay was launched

@@ -665,7 +665,9 @@ void expect_weights(const json& kind, bool causal, size_t layers) {
         double sum = 0;
         for (size_t j = 0; j < Lk; ++j) {
           sum += w[i][j].get<double>();
-          if (causal && j > i) EXPECT_EQ(w[i][j].get<double>(), 0.0) << kind["name"] << " " << i << "," << j;
+          if (causal && j > i) {
+            EXPECT_EQ(w[i][j].get<double>(), 0.0) << kind["name"] << " " << i << "," << j;
+          }
         }
         EXPECT_NEAR(sum, 1.0, 1e-4) << kind["name"];
       }
@@ -702,7 +704,9 @@ TEST(Serve, AttentionOfATranslationEveryLayerAndHeadAndTheHeadSearch) {
   for (size_t i = 0; i < ranked.size(); ++i) {
     const json& h = ranked[i];
     EXPECT_EQ(h["kind"], "encoder_self");
-    if (i > 0) EXPECT_LE(h["weight"].get<double>(), ranked[i - 1]["weight"].get<double>());
+    if (i > 0) {
+      EXPECT_LE(h["weight"].get<double>(), ranked[i - 1]["weight"].get<double>());
+    }
     const json& w = enc["layers"][h["layer"].get<size_t>()][h["head"].get<size_t>()];
     double sum = 0;
     int n = 0;
@@ -747,7 +751,9 @@ TEST(Serve, AttentionFlowOfALanguageModel) {
     double sum = 0;
     for (size_t j = 0; j < f[i].size(); ++j) {
       sum += f[i][j].get<double>();
-      if (j > i) EXPECT_EQ(f[i][j].get<double>(), 0.0);
+      if (j > i) {
+        EXPECT_EQ(f[i][j].get<double>(), 0.0);
+      }
     }
     EXPECT_NEAR(sum, 1.0, 1e-4);
   }

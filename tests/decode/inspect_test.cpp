@@ -123,7 +123,9 @@ TEST(Inspect, LanguageModelViewIsCausalAndLeavesTheLogitsAlone) {
         for (int64_t j = 0; j < w.size(2); ++j) {
           const float x = w.data<float>()[(h * w.size(1) + i) * w.size(2) + j];
           sum += x;
-          if (j > i) EXPECT_EQ(x, 0.f);
+          if (j > i) {
+            EXPECT_EQ(x, 0.f);
+          }
         }
         EXPECT_NEAR(sum, 1.0, 1e-5);
       }
@@ -238,7 +240,9 @@ TEST(Inspect, AttentionFlowIsTheMaxFlowThroughTheLayers) {
     double sum = 0;
     for (int64_t j = 0; j < c.size(1); ++j) {
       sum += c.data<float>()[i * c.size(1) + j];
-      if (j > i) EXPECT_EQ(c.data<float>()[i * c.size(1) + j], 0.f);
+      if (j > i) {
+        EXPECT_EQ(c.data<float>()[i * c.size(1) + j], 0.f);
+      }
     }
     EXPECT_NEAR(sum, 1.0, 1e-5);
   }
@@ -257,7 +261,9 @@ TEST(Inspect, RolloutOfACausalModelIsCausal) {
     double sum = 0;
     for (int64_t j = 0; j < T; ++j) {
       sum += r.data<float>()[i * T + j];
-      if (j > i) EXPECT_EQ(r.data<float>()[i * T + j], 0.f);
+      if (j > i) {
+        EXPECT_EQ(r.data<float>()[i * T + j], 0.f);
+      }
     }
     EXPECT_NEAR(sum, 1.0, 1e-5);
   }

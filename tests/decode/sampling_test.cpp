@@ -137,7 +137,9 @@ TEST(SamplingTest, SampleRowsDrawsTheReferenceTokens) {
       params.push_back(s);
       want.push_back(reference_draw(row, s));
       const int64_t by_sampler = a.next(row);
-      if (r != 5 && r != 6) EXPECT_EQ(by_sampler, want.back()) << "Sampler::next, row " << r;
+      if (r != 5 && r != 6) {
+        EXPECT_EQ(by_sampler, want.back()) << "Sampler::next, row " << r;
+      }
       EXPECT_EQ(b.draws(), a.draws()) << r;
     }
     const std::vector<int32_t> got = sample_rows(logits, params).to_ints();

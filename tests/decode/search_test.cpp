@@ -217,7 +217,9 @@ TEST(BeamSearch, StopsOnceTheWantedHypothesesAreSettled) {
       auto some = beam_search_nbest(early, max_len, o);
       // α = 0 bounds tightly (a live beam can at best keep its log p); α > 0 divides by lp(max_len),
       // a bound loose enough that these short searches rarely settle sooner — but never wrongly
-      if (alpha == 0.f) EXPECT_LT(early.rows_stepped, full.rows_stepped) << "wanted " << wanted << ": never stopped early";
+      if (alpha == 0.f) {
+        EXPECT_LT(early.rows_stepped, full.rows_stepped) << "wanted " << wanted << ": never stopped early";
+      }
       EXPECT_LE(early.rows_stepped, full.rows_stepped) << "wanted " << wanted;
       for (size_t i = 0; i < max_len.size(); ++i) {
         ASSERT_GE(some[i].size(), std::min<size_t>(static_cast<size_t>(wanted), all[i].size())) << i;

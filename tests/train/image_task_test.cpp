@@ -188,7 +188,9 @@ TEST(ImageTask, RecordedStepsAreTheEagerStepsBitForBit) {
   for (const auto& [name, t] : fa.tensors) {
     const TensorBase* other = fb.find(name);
     ASSERT_NE(other, nullptr) << name;
-    if (t.dtype() == DType::f32) EXPECT_EQ(t.to_vector(), other->to_vector()) << name;
+    if (t.dtype() == DType::f32) {
+      EXPECT_EQ(t.to_vector(), other->to_vector()) << name;
+    }
   }
 }
 

@@ -157,7 +157,9 @@ TEST(AdamTest, ListUpdateWithTheClipFactorIsClippingThenEachParametersUpdate) {
       expect_bits_equal(a.m, b.m, "exp_avg");
       expect_bits_equal(a.v, b.v, "exp_avg_sq");
     }
-    if (grad_scale > 1) EXPECT_LT(clip_coefficient(b.g, 1.0).to_vector()[1], 1.f) << "the factor was never below 1";
+    if (grad_scale > 1) {
+      EXPECT_LT(clip_coefficient(b.g, 1.0).to_vector()[1], 1.f) << "the factor was never below 1";
+    }
   }
 }
 

@@ -108,9 +108,11 @@ constexpr int64_t kPrefetchBlocks = 1;
 #if defined(__AVX512VNNI__) && defined(__AVX512BW__)
 // GCC 12's AVX-512 headers build their 256-bit halves from _mm256_undefined_*, which it then warns
 // about as "uninitialized" (GCC PR 105593, fixed in 13): a false positive, silenced here only.
+#if !defined(__clang__)  // (clang has neither warning, nor the bug)
 #pragma GCC diagnostic push
 #pragma GCC diagnostic ignored "-Wuninitialized"
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#endif
 // Σ_k xq·w over K for R weight rows × C activation rows, 64 bytes a step (the tail masked: zero
 // bytes add nothing).
 template <int R, int C>
@@ -142,7 +144,9 @@ void dot_block(int64_t K, const uint8_t* const* xs, const int8_t* const* ws, int
   for (int c = 0; c < C; ++c)
     for (int r = 0; r < R; ++r) out[c][r] = _mm512_reduce_add_epi32(acc[c][r]);
 }
+#if !defined(__clang__)
 #pragma GCC diagnostic pop
+#endif
 #elif defined(__AVX2__)
 // As above, 32 bytes a step (the tail in scalar code).
 inline __m256i dot_step(__m256i acc, __m256i xv, __m256i wv) {
