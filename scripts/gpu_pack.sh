@@ -6,15 +6,26 @@
 #
 #   bash .gpu/run.sh tests                 (carry: [".gpu"]) every CUDA test; the log to $OUT
 #   bash .gpu/run.sh qkv train configs/shakespeare-char.json --device cuda
+#
+# QKV_GPU_BUILD=build packs an existing -DQKV_CUDA=ON build tree instead (scripts/build.sh's ./build, where
+# the toolkit is found), saving build-cuda's first build (~20 minutes on 2 cores).
 set -euo pipefail
 cd "$(dirname "$0")/.."
-bash scripts/build_cuda.sh "$@"
-ninja -C build-cuda qkv_cuda_tests qkv_tests qkv_cli >/dev/null
+tree=${QKV_GPU_BUILD:-build-cuda}
+if [ "$tree" = build-cuda ]; then
+  bash scripts/build_cuda.sh "$@"
+elif ! grep -q '^QKV_CUDA:BOOL=ON' "$tree/CMakeCache.txt" 2>/dev/null; then
+  echo "gpu_pack: $tree is not a -DQKV_CUDA=ON build tree" >&2
+  exit 2
+fi
+ninja -C "$tree" qkv_cuda_tests qkv_tests qkv_cli >/dev/null
 rm -rf .gpu
 mkdir -p .gpu/stage/lib
-cp build-cuda/tests/qkv_cuda_tests build-cuda/tests/qkv_tests build-cuda/qkv .gpu/stage/
+cp "$tree/tests/qkv_cuda_tests" "$tree/tests/qkv_tests" "$tree/qkv" .gpu/stage/
 # The libraries a CUDA image does not have: everything but glibc's, the C++ runtime and CUDA's own
-# (its libstdc++ is at least as new as Debian 12's).
+# (its libstdc++ is at least as new as Debian 12's). Those qkv opens only when needed (core/shared_library.h)
+# stay behind: cuBLAS is there; librsvg and cairo (PNG pictures, ~50 libraries) are not, so training
+# there writes loss.svg without loss.png (train/metrics.cpp), as on any machine without them.
 for bin in .gpu/stage/qkv_cuda_tests .gpu/stage/qkv_tests .gpu/stage/qkv; do
   ldd "$bin" | awk '/=> \// {print $3}'
 done | sort -u | while read -r lib; do

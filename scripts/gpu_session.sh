@@ -4,7 +4,7 @@
 #
 #   run(command="bash scripts/gpu_session.sh 1", carry=[".gpu"], timeout_s=540)          (~4.5 minutes)
 #       every CUDA test (a process each), the attention grid (bf16, L = 2k and 16k: qkv's wgmma forward
-#       with the mma.sync and the wgmma backward, the warp-specialized wgmma forward and backward, the mma.sync pair,
+#       with each backward — the default, the wgmma ones, mma.sync's —, the warp-specialized forward, the mma.sync pair,
 #       PyTorch's SDPA backends), then f32 at L = 2k
 #       (the CUDA-core pair, the 3xTF32 tensor-core pair, PyTorch's f32 SDPA)
 #   run(command="bash scripts/gpu_session.sh 2", carry=[".gpu"], timeout_s=480)          (~4 minutes)
@@ -20,6 +20,7 @@
 #   PyTorch eager and torch.compile, ~1–2 minutes; curve — the GPT's training loss, qkv's and PyTorch's overlaid
 #   over 1,000 steps, ~3–5 minutes)
 #
+# Every log and figure goes into $OUT/logs.tar (the device tool brings back 8 files at most).
 # The working tree travels with .gpu (35 MB) and must stay under 64 MiB: `bash scripts/gpu_tree.sh slim`
 # here before the calls leaves out the model files no call reads, `restore` after. Each step has its own time limit, so a hang costs only its share of the
 # call; every log and the JSON figures go to $OUT (what comes back), the last lines of each step to the
@@ -36,12 +37,18 @@ step() {  # step NAME LIMIT_S COMMAND…: the command's output to $OUT/NAME.log,
   local t0=$SECONDS
   timeout "$limit" "$@" >"$out/$name.log" 2>&1
   local rc=$?
-  tail -n 40 "$out/$name.log"
+  tail -n "${GPU_SESSION_TAIL:-40}" "$out/$name.log"
   echo "== $name: exit $rc after $((SECONDS - t0))s"
+  keep
+}
+keep() {  # $OUT brings back 8 files at most: each step's logs and figures go into $OUT/logs.tar as it ends
+  local f files=()
+  for f in "$out"/*; do [ -f "$f" ] && [ "$f" != "$out/logs.tar" ] && files+=("$(basename "$f")"); done
+  [ ${#files[@]} -eq 0 ] || { tar -C "$out" -rf "$out/logs.tar" "${files[@]}" && (cd "$out" && rm -f "${files[@]}"); }
 }
 tests() {
   step tests 240 bash .gpu/run.sh tests
-  grep -A3 -E "Failure|FAILED" "$out/cuda_tests.log" | grep -v "^\[" | head -n 40
+  tar -C "$out" -xOf "$out/logs.tar" cuda_tests.log | grep -A3 -E "Failure|FAILED" | grep -v "^\[" | head -n 40
 }
 attention() {  # attention [KERNEL…]: qkv's kernels to time (default: wgmma, the default on Hopper);
   # ATTENTION_DIMS="256" with wgmma-ws wgmma-ws-backward times head dim 256 (the warp-specialized forward; with
@@ -168,7 +175,7 @@ transformer() {  # qkv train of the translation Transformer on the GPU: tokens/s
   done
 }
 case "${1:-}" in
-  1) tests; attention wgmma wgmma-ws wgmma-backward wgmma-ws-backward mma; attention_f32 ;;
+  1) tests; attention wgmma wgmma-ws wgmma-backward wgmma-ws-backward mma-backward mma; attention_f32 ;;
   2) training; steps; transformer; paged ;;
   tests | attention | attention_f32 | training | steps | profile | serve | transformer | paged | loss | curve) "$@" ;;
   sanitize) step sanitize 400 bash .gpu/run.sh sanitize "${2:-Cuda.Bf16*}" ;;

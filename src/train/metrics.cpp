@@ -6,7 +6,9 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <cstdio>
 #include <map>
+#include <mutex>
 
 #include "qkv/io/config.h"
 #include "qkv/io/file.h"
@@ -150,7 +152,14 @@ void Metrics::write() const {
   io::write_file_atomic(path("events.out.tfevents.qkv"), tensorboard_events(rows_, start_time_));
   const std::string svg = plot();
   io::write_file_atomic(path("loss.svg"), svg);
-  viz::write_picture(path("loss.png"), svg);
+  // loss.png too where the picture libraries are installed (librsvg2-2: scripts/setup.sh). A machine
+  // without them trains all the same, with loss.svg alone, and is told once.
+  if (const std::string& why = viz::png_unavailable(); why.empty()) {
+    viz::write_picture(path("loss.png"), svg);
+  } else {
+    static std::once_flag told;
+    std::call_once(told, [&] { std::fprintf(stderr, "qkv: loss.svg without loss.png: %s\n", why.c_str()); });
+  }
 }
 
 std::string Metrics::plot() const {

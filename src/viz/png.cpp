@@ -90,6 +90,18 @@ std::string grey_png(const std::vector<float>& image, int height, int width) {
   return png;
 }
 
+const std::string& png_unavailable() {
+  static const std::string why = [] {
+    try {
+      graphics();
+      return std::string();
+    } catch (const Error& e) {
+      return std::string(e.what());
+    }
+  }();
+  return why;
+}
+
 std::string svg_to_png(const std::string& svg, double scale) {
   QKV_CHECK(scale > 0 && scale <= 16, "svg_to_png: scale must be in (0, 16], got ", scale);
   const Graphics& lib = graphics();

@@ -220,6 +220,35 @@ TEST(Cli, TrainKeepsTheBestModelAndStopsEarly) {
   std::filesystem::remove_all(d);
 }
 
+// A machine without the picture libraries (librsvg2-2: a GPU container, a minimal image) trains all the
+// same: loss.svg without loss.png, said once (Metrics writes the plot at each evaluation), and exit 0.
+// librsvg's file is hidden by a mount namespace (unshare -m; skipped where that is not allowed).
+TEST(Cli, TrainWithoutThePictureLibrariesWritesTheSvgAlone) {
+  const std::string d = tmp_dir("train-no-png");
+  const std::string cfg = tiny_lm_config(d);
+  std::ofstream(d + "/hide.sh") << R"sh(lib=$(readlink -f "$(/sbin/ldconfig -p | awk '/librsvg-2[.]so[.]2 / {print $NF; exit}')")
+[ -f "$lib" ] && mount --bind /dev/null "$lib" || exit 77
+exec "$@"
+)sh";
+  const std::string hide = "unshare -m sh " + d + "/hide.sh ";
+  if (std::system((hide + "true >/dev/null 2>&1").c_str()) != 0)
+    GTEST_SKIP() << "cannot hide librsvg here (unshare -m and mount --bind need the privilege)";
+  CliRun t = run("train " + cfg + " -o " + d + "/out -q", hide);
+  ASSERT_EQ(t.code, 0) << t.out;
+  const std::string said = "qkv: loss.svg without loss.png: cannot open librsvg";
+  const size_t at = t.out.find(said);
+  EXPECT_NE(at, std::string::npos) << t.out;
+  EXPECT_EQ(t.out.find(said, at + 1), std::string::npos) << "said once: " << t.out;
+  EXPECT_NE(t.out.find("apt-get install librsvg2-2"), std::string::npos) << t.out;
+  EXPECT_TRUE(std::filesystem::exists(d + "/out/loss.svg"));
+  EXPECT_TRUE(std::filesystem::exists(d + "/out/model.safetensors"));
+  EXPECT_FALSE(std::filesystem::exists(d + "/out/loss.png"));
+  // and with them, the PNG beside it
+  ASSERT_EQ(run("train " + cfg + " -o " + d + "/with -q").code, 0);
+  EXPECT_TRUE(std::filesystem::exists(d + "/with/loss.png"));
+  std::filesystem::remove_all(d);
+}
+
 TEST(Cli, TrainThenGenerate) {
   const std::string d = tmp_dir("train");
   const std::string cfg = tiny_lm_config(d);

@@ -92,7 +92,7 @@ constexpr double kTf32 = 3e-3;
 // The tiles' bf16/f16 attention pair for the scope of one of these: "wgmma", "wgmma64", "wgmma128",
 // "wgmma-ws" (the forward on Hopper's wgmma, sm90a/attention_wgmma.cu — the overlapped kernel, one tile
 // at a time with key tiles of 64 or 128, the warp-specialized kernel with TMA — the first the default on a compute capability 9.0 GPU, elsewhere the
-// mma.sync default; the backward is mma.sync's unless BackwardKernels says), "mma1" or "mma2" (attention_mma.cu, the products'
+// mma.sync default; the backward the one measured fastest on an H200 unless BackwardKernels says), "mma1" or "mma2" (attention_mma.cu, the products'
 // accumulators in registers, its forward with one or two m-tiles of query rows a warp; "mma" takes one
 // at head dim 64, two at 128) or "wmma" (the first pair) — QKV_CUDA_ATTENTION.
 // An environment variable set for a scope, then unset
@@ -107,9 +107,9 @@ class ScopedEnv {
 constexpr char kTileKernels[] = "QKV_CUDA_ATTENTION", kF32Kernels[] = "QKV_CUDA_ATTENTION_F32",
                kBackwardKernels[] = "QKV_CUDA_ATTENTION_BACKWARD";
 using TileKernels = ScopedEnv<kTileKernels>;
-// The bf16 backward on Hopper's wgmma (sm90a/attention_wgmma_kernels.cuh) for the scope of one of these
-// made with "wgmma" (two warpgroups) or "wgmma-ws" (warp-specialized) — QKV_CUDA_ATTENTION_BACKWARD;
-// without, the mma.sync backward.
+// The bf16 backward for the scope of one of these made with "wgmma" (Hopper's wgmma, two warpgroups:
+// sm90a/attention_wgmma_kernels.cuh), "wgmma-ws" (warp-specialized) or "mma" (mma.sync) —
+// QKV_CUDA_ATTENTION_BACKWARD; without, the one measured fastest at the problem on an H200.
 using BackwardKernels = ScopedEnv<kBackwardKernels>;
 
 // The f32 flash pair for the scope of one of these: "tf32x3" (attention_tf32.cu, the tensor cores at
@@ -637,8 +637,9 @@ TEST_F(Cuda, Bf16AttentionTrainsOnTheTensorCoresAsOnTheCpu) {
     for (auto [dt, tol] : {std::pair{AttentionCompute::bf16, 2e-2}, std::pair{AttentionCompute::f16, 2.5e-3}}) {
       SCOPED_TRACE(enum_name(dt));
       const auto on_cpu = run(Device::cpu(), dt);
-      // "wgmma-backward": the wgmma forward and the wgmma backward; "wgmma-ws-backward": the warp-
-      // specialized forward and backward
+      // the backward measured fastest on an H200 at the problem (attention_wgmma.cu's backward_kernel) but
+      // "wgmma-backward": the wgmma forward and the two-warpgroup wgmma backward; "wgmma-ws-backward": the
+      // warp-specialized forward and backward; "mma1", "mma2": the mma.sync pair, its backward too
       for (const char* kernel : {"wgmma", "wgmma64", "wgmma128", "wgmma-overlap", "wgmma-ws", "mma1", "mma2", "wmma",
                                  "wgmma-backward", "wgmma-ws-backward"}) {
         SCOPED_TRACE(kernel);
@@ -648,6 +649,7 @@ TEST_F(Cuda, Bf16AttentionTrainsOnTheTensorCoresAsOnTheCpu) {
         std::optional<BackwardKernels> backward;
         if (wgmma_backward) backward.emplace("wgmma");
         if (ws_backward) backward.emplace("wgmma-ws");
+        if (std::strncmp(kernel, "mma", 3) == 0) backward.emplace("mma");  // the mma.sync pair whole
         const auto on_gpu = run(Device::cuda(), dt);
         const char* what[] = {"out", "dq", "dk", "dv"};
         for (int t = 0; t < 4; ++t) {
@@ -797,7 +799,8 @@ TEST_F(Cuda, PagedAttentionCascadesOverSharedPagesAsTheCpu) {
   // 24 samples of one 2,000-key prompt (pages of 16) decoding together, each a few keys of its own,
   // with a sequence that shares nothing: the groups paged_prefixes finds on the host, read once for all
   // (paged_cascade_kernel), as the CPU's cascade; and QKV_PAGED_CASCADE=0 token by token, the same to 1e-5
-  const int64_t H = 32, Hkv = 8, D = 128, P = 16, shared = 2000 / P, own = 2, rows = 25, per = shared + own;
+  // (row r holds 2,000 + 3r keys: up to 72 of its own, in 5 pages)
+  const int64_t H = 32, Hkv = 8, D = 128, P = 16, shared = 2000 / P, own = 5, rows = 25, per = shared + own;
   const int64_t pages = shared + rows * own + per;
   std::vector<int32_t> table(static_cast<size_t>(rows * per)), seq, len;
   for (int64_t r = 0; r < rows; ++r)
@@ -848,7 +851,11 @@ TEST_F(Cuda, EmptyExtentsBehaveAsOnTheCpu) {
     }
   }
   auto [w, gw] = pair({5, 0}, 93);
-  const std::string bad = error_of([&] { embedding(gpu(Tensor::from_ints({1, 7}, {2})), gw); });
+  // (the ids are checked on the GPU, and a bad one is reported at the host's next wait)
+  const std::string bad = error_of([&] {
+    embedding(gpu(Tensor::from_ints({1, 7}, {2})), gw);
+    cuda::synchronize();
+  });
   EXPECT_NE(bad.find("id 7 at position 1"), std::string::npos) << bad;
   EXPECT_EQ(embedding(gpu(Tensor::from_ints({1, 4}, {2})), gw).shape(), (Shape{2, 0}));
 }

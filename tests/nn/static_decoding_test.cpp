@@ -182,7 +182,9 @@ TEST(StaticDecodingOnAGpu, GraphsReplayTheUsualCachesSteps) {
     for (int64_t r = 0; r < usual.rows(); ++r) tok.push_back(static_cast<int32_t>(t == 0 ? 2 : 4 + (t * 5 + r) % 13));
     const Tensor a = m.step(tok, usual).to(Device::cpu()), b = m.step(tok, fixed).to(Device::cpu());
     SCOPED_TRACE("step " + std::to_string(t));
-    EXPECT_TENSOR_NEAR(b, a, 1e-5);
+    // (f32 GEMMs on the TF32 tensor cores: cuBLAS picks its kernel by the rows, a bucket's 16 against the
+    // beams' 9, so another order of the sums — 6e-5 at step 28 on an H200, 2026-12-04)
+    EXPECT_TENSOR_NEAR(b, a, 3e-4);
     ++t;
   };
   auto reorder = [&](const std::vector<int64_t>& index) { usual.reorder(index, true), fixed.reorder(index, true); };

@@ -550,6 +550,7 @@ std::vector<OpInfo> build() {
           return v;
         },
         {"x", "weight", "bias"});
+    lce.cuda_tol = kTf32;  // its chunks' GEMMs, as linear's
     t.push_back(lce);
   }
   }

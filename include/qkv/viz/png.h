@@ -16,6 +16,10 @@ std::string svg_to_png(const std::string& svg, double scale = 2.0);
 // elements: a contact sheet of 300 scenes had 1.2 million).
 std::string grey_png(const std::vector<float>& image, int height, int width);
 
+// Why PNG pictures cannot be drawn in this process — cairo or librsvg is not installed: the error
+// naming the library and the package — or "" where they can. (Asked once, then remembered.)
+const std::string& png_unavailable();
+
 // Writes `svg` to `path` atomically (a temporary file, then rename): as PNG when the path ends in
 // ".png" (any case), as the SVG text otherwise.
 void write_picture(const std::string& path, const std::string& svg);
