@@ -13,8 +13,9 @@ For each (L, d, causal) of FlashAttention's own benchmark grid (batch·L = 16k t
              rounded to the 16-bit format: the mma.sync pair by a pre-pass, the WMMA pair as its tiles
              load), each tensor-core kernel of --kernels (wgmma: Hopper's warpgroup products, the default
              forward there; wgmma-ws: its warp-specialized kernel — a TMA producer warpgroup, two
-             consumers in pingpong; wgmma-backward: with the wgmma backward too; wgmma-ws-backward: the
-             warp-specialized forward and backward (TMA producer, two consumers); mma: mma.sync with the
+             consumers in pingpong; wgmma-backward: with the two-warpgroup wgmma backward; wgmma-ws-backward: the
+             warp-specialized forward and backward (TMA producer, two consumers); mma-backward: with the
+             mma.sync backward; mma: the mma.sync pair, with the
              products' accumulators in registers; wmma:
              QKV_CUDA_ATTENTION=wmma, the first), and with --dtypes f32 each f32 pair of --f32-kernels
              (simt: the CUDA cores; tf32x3: the tensor cores at f32's accuracy, three TF32 products a
@@ -92,9 +93,15 @@ def qkv_row(qkv, B, H, L, d, causal, reps, dtype, kernel="wgmma"):
         name = f"qkv {dtype} (wgmma-ws tiles, wgmma-ws backward)"
         env["QKV_CUDA_ATTENTION"] = "wgmma-ws"
         env["QKV_CUDA_ATTENTION_BACKWARD"] = "wgmma-ws"
+    elif kernel == "mma-backward":  # the wgmma forward and the mma.sync backward (the default before 2026-12-04)
+        name = f"qkv {dtype} (wgmma tiles, mma backward)"
+        env["QKV_CUDA_ATTENTION"] = "wgmma"
+        env["QKV_CUDA_ATTENTION_BACKWARD"] = "mma"
     else:
         name = f"qkv {dtype} ({kernel} tiles)"
         env["QKV_CUDA_ATTENTION"] = kernel
+        if kernel.startswith("mma"):  # the mma.sync pair whole
+            env["QKV_CUDA_ATTENTION_BACKWARD"] = "mma"
     out = subprocess.run(cmd, capture_output=True, text=True, env=env)
     if out.returncode != 0:
         return (name + ": " + (out.stderr.strip().splitlines() or ["failed"])[-1][:60], float("nan"), float("nan"))
@@ -109,14 +116,17 @@ def main():
     ap.add_argument("--dims", type=int, nargs="+", default=[64, 128])
     ap.add_argument("--dtypes", nargs="+", default=["bf16"], choices=["bf16", "f16", "f32"])
     ap.add_argument("--kernels", nargs="+", default=["wgmma"],
-                    choices=["wgmma", "wgmma64", "wgmma128", "wgmma-overlap", "wgmma-ws", "wgmma-backward", "wgmma-ws-backward", "mma",
+                    choices=["wgmma", "wgmma64", "wgmma128", "wgmma-overlap", "wgmma-ws", "wgmma-backward", "wgmma-ws-backward",
+                             "mma-backward", "mma",
                              "mma1", "mma2", "wmma"],
                     help="qkv's tensor-core kernels to time (wgmma: the forward on Hopper's wgmma, the default on "
-                         "an H100/H200, with the mma.sync backward; wgmma64, wgmma128: its one-tile-at-a-time "
+                         "an H100/H200, with the backward measured fastest there (QKV_CUDA_ATTENTION_BACKWARD "
+                         "unset); wgmma64, wgmma128: its one-tile-at-a-time "
                          "kernels with key tiles of 64 and 128; wgmma-overlap: its overlapped kernel; wgmma-ws: its warp-specialized kernel (TMA copies "
                          "by a producer warpgroup, two consumers in pingpong); wgmma-backward: the wgmma forward and the wgmma "
                          "backward, QKV_CUDA_ATTENTION_BACKWARD=wgmma; wgmma-ws-backward: the warp-specialized forward and "
-                         "backward; mma: the mma.sync pair, the default elsewhere; "
+                         "backward; mma-backward: the wgmma forward and the mma.sync backward; mma: the mma.sync pair, the "
+                         "default elsewhere; "
                          "mma1, mma2: its forward with one or two m-tiles of query rows a warp; wmma: the first "
                          "pair; QKV_CUDA_ATTENTION)")
     ap.add_argument("--f32-kernels", nargs="+", default=["simt", "tf32x3"], choices=["simt", "tf32x3"],

@@ -9,9 +9,12 @@
 //   CPU does not: within bf16's 2e-2 (f16's 2.5e-3), as Cuda.Bf16AttentionTrainsOnTheTensorCoresAsOnTheCpu
 //   on a GPU.
 // - which kernels each GPU takes (emulation::device().launched): on an H200 the wgmma forward and the
-//   mma.sync backward; on an A100 (compute capability 8.0) the mma.sync pair whatever QKV_CUDA_ATTENTION
-//   and QKV_CUDA_ATTENTION_BACKWARD ask, since the Hopper kernels' instructions do not exist there; head
-//   dim 256, other head dims and decoding steps the f32 kernels over rounded copies.
+//   backward measured fastest there (the warp-specialized wgmma one at head dim 128, at 64 mma.sync's
+//   below 2,048 keys and the two-warpgroup wgmma one from there) or the one QKV_CUDA_ATTENTION_BACKWARD
+//   names, and at head dim 256 the Hopper kernels; on an A100 (compute capability 8.0) the mma.sync pair
+//   whatever QKV_CUDA_ATTENTION and QKV_CUDA_ATTENTION_BACKWARD ask, since the Hopper kernels'
+//   instructions do not exist there; head dim 256 there, other head dims and decoding steps the f32
+//   kernels over rounded copies.
 // - QKV_CUDA_ATTENTION=wmma: the WMMA pair (attention_bf16.cu, through wmma_emulation.h; its own cases
 //   are attention_wmma_emulation_test.cpp's).
 // Needs the CUDA toolkit's headers (a QKV_CUDA build).
@@ -22,6 +25,7 @@
 #include "kernels/wmma_emulation.h"
 
 #include <cmath>
+#include <cstring>
 #include <limits>
 #include <vector>
 
@@ -81,7 +85,7 @@ void check(const qt::AttentionCase& c, uint64_t seed) {
   constexpr int KN = D == 128 && MT == 2 ? 32 : 64;
   SCOPED_TRACE(qt::describe(c) << (bf16 ? " bf16" : " f16") << " MT " << MT);
   ASSERT_EQ(c.D, D);
-  const qt::ScopedEnv tiles("QKV_CUDA_ATTENTION", MT == 1 ? "mma1" : "mma2");
+  const qt::ScopedEnv tiles("QKV_CUDA_ATTENTION", MT == 1 ? "mma1" : "mma2"), backward("QKV_CUDA_ATTENTION_BACKWARD", "mma");
   const qt::EmulatedAttention e =
       qt::emulated_attention(c, seed, bf16 ? AttentionCompute::bf16 : AttentionCompute::f16);
   em::device().launched.clear();
@@ -120,9 +124,10 @@ TEST(AttentionMmaEmulated, TheTensorCorePairMatchesTheCpu) {
   check<__nv_bfloat16, 64, 1>({1, 2, 2, 90, 101, 64, false, 2, false, 0.1f}, seed += 10);
 }
 
-// Which kernels the dispatch launched: the wgmma forward, the mma.sync one, or the f32 one
+// Which kernels the dispatch launched: the wgmma forward, the mma.sync one, or the f32 one; the backward
+// likewise, and the two wgmma backwards
 struct Taken {
-  bool wgmma_forward, mma_forward, mma_backward, f32_forward, f32_backward;
+  bool wgmma_forward, mma_forward, mma_backward, f32_forward, f32_backward, wgmma_backward = false, ws_backward = false;
 };
 template <typename T, int D>
 Taken taken(bool general) {
@@ -141,7 +146,10 @@ Taken taken(bool general) {
               em::launched(kc::tf32_pair::flash_tf32_forward_kernel < D, D == 128 ? 32 : 64, false >) ||
               em::launched(kc::tf32_pair::flash_tf32_forward_kernel < D, D == 128 ? 32 : 64, true >),
           em::launched(kc::flash_dq_kernel) || em::launched(kc::tf32_pair::flash_tf32_backward_kernel<D, false>) ||
-              em::launched(kc::tf32_pair::flash_tf32_backward_kernel<D, true>)};
+              em::launched(kc::tf32_pair::flash_tf32_backward_kernel<D, true>),
+          em::launched(g ? kc::flash_wgmma_backward_kernel<T, D, true> : kc::flash_wgmma_backward_kernel<T, D, false>),
+          em::launched(g ? kc::flash_wgmma_ws_backward_kernel<T, D, true>
+                         : kc::flash_wgmma_ws_backward_kernel<T, D, false>)};
 }
 
 TEST(AttentionMmaEmulated, EachGpuTakesItsKernels) {
@@ -149,12 +157,43 @@ TEST(AttentionMmaEmulated, EachGpuTakesItsKernels) {
   const qt::EmulatedAttention e128 = qt::emulated_attention(c128, 4001, AttentionCompute::bf16),
                               e64 = qt::emulated_attention(c64, 4002, AttentionCompute::bf16);
   const qt::ScopedEnv unset("QKV_CUDA_ATTENTION", nullptr), unset_backward("QKV_CUDA_ATTENTION_BACKWARD", nullptr);
-  {  // an H200: the wgmma forward, the mma.sync backward (the wgmma backwards wait for a GPU's run)
-    SCOPED_TRACE("H200");
+  // an H200: the wgmma forward; the backward the fastest measured there (attention_wgmma.cu's
+  // backward_kernel) — at head dim 128 the warp-specialized one, at 64 mma.sync's below 2,048 keys and the
+  // two-warpgroup one from there — or the one QKV_CUDA_ATTENTION_BACKWARD names
+  {
+    SCOPED_TRACE("H200, head dim 128");
     em::device().launched.clear();
     expect_near(e128, run<__nv_bfloat16>(e128), 2e-2);
     const Taken t = taken<__nv_bfloat16, 128>(false);
-    EXPECT_TRUE(t.wgmma_forward && !t.mma_forward && t.mma_backward && !t.f32_forward && !t.f32_backward);
+    EXPECT_TRUE(t.wgmma_forward && !t.mma_forward && t.ws_backward && !t.wgmma_backward && !t.mma_backward &&
+                !t.f32_forward && !t.f32_backward);
+  }
+  for (const char* backward : {"mma", "wgmma", "wgmma-ws"}) {
+    SCOPED_TRACE(::testing::Message() << "H200, head dim 128, QKV_CUDA_ATTENTION_BACKWARD=" << backward);
+    const qt::ScopedEnv b("QKV_CUDA_ATTENTION_BACKWARD", backward);
+    em::device().launched.clear();
+    expect_near(e128, run<__nv_bfloat16>(e128), 2e-2);
+    const Taken t = taken<__nv_bfloat16, 128>(false);
+    EXPECT_TRUE(t.wgmma_forward && !t.mma_forward && !t.f32_backward);
+    EXPECT_EQ(t.mma_backward, backward[0] == 'm');
+    EXPECT_EQ(t.wgmma_backward, std::strcmp(backward, "wgmma") == 0);
+    EXPECT_EQ(t.ws_backward, std::strcmp(backward, "wgmma-ws") == 0);
+  }
+  {
+    SCOPED_TRACE("H200, head dim 64, 90 keys");
+    em::device().launched.clear();
+    expect_near(e64, run<__nv_bfloat16>(e64), 2e-2);
+    const Taken t = taken<__nv_bfloat16, 64>(true);
+    EXPECT_TRUE(t.wgmma_forward && t.mma_backward && !t.wgmma_backward && !t.ws_backward && !t.f32_backward);
+  }
+  {
+    SCOPED_TRACE("H200, head dim 64, 2,048 keys");
+    const qt::EmulatedAttention e =
+        qt::emulated_attention({1, 1, 1, 20, 2048, 64, false, 0, false}, 4003, AttentionCompute::bf16);
+    em::device().launched.clear();
+    expect_near(e, run<__nv_bfloat16>(e), 2e-2);
+    const Taken t = taken<__nv_bfloat16, 64>(false);
+    EXPECT_TRUE(t.wgmma_forward && t.wgmma_backward && !t.mma_backward && !t.ws_backward && !t.f32_backward);
   }
   // QKV_CUDA_ATTENTION=wmma: the WMMA pair on either GPU (dq zeroed and D_i made by the dispatch)
   for (bool a100 : {false, true}) {
@@ -190,16 +229,28 @@ TEST(AttentionMmaEmulated, EachGpuTakesItsKernels) {
   }
 }
 
-// Off the tiles — head dim 80, D ≠ Dv's kin; head dim 256 where the wgmma-ws forward is not asked for; a
-// decoding step (a few rows, no lse) — the f32 kernels over copies of q, k, v (and dO) rounded to T:
-// the CPU's bf16 and f16 attention to f32's last bits (the same rounding, f32 products, no P rounded)
+// Off the tiles — head dim 80, D ≠ Dv's kin; head dim 256 but on Hopper; a decoding step (a few rows,
+// no lse) — the f32 kernels over copies of q, k, v (and dO) rounded to T: the CPU's bf16 and f16
+// attention to f32's last bits (the same rounding, f32 products, no P rounded). Head dim 256 on an H200:
+// the warp-specialized wgmma forward and head dim 256's wgmma backward.
 TEST(AttentionMmaEmulated, OtherShapesTakeTheF32KernelsOverRoundedCopies) {
   const qt::ScopedEnv unset("QKV_CUDA_ATTENTION", nullptr), unset_backward("QKV_CUDA_ATTENTION_BACKWARD", nullptr);
   uint64_t seed = 5000;
+  const qt::AttentionCase d256{1, 2, 2, 33, 47, 256, false, 2, true};
+  {
+    SCOPED_TRACE(qt::describe(d256) << " on an H200");
+    const qt::EmulatedAttention e = qt::emulated_attention(d256, seed += 10, AttentionCompute::bf16);
+    em::device().launched.clear();
+    expect_near(e, run<__nv_bfloat16>(e), 2e-2);
+    using Ws = kc::WsShape<256>;
+    EXPECT_TRUE(em::launched(kc::flash_wgmma_ws_kernel<__nv_bfloat16, 256, Ws::KN, Ws::Stages, true>));
+    EXPECT_TRUE(em::launched(kc::flash_wgmma_backward256_kernel<__nv_bfloat16, true>));
+    EXPECT_FALSE(em::launched(kc::flash_forward_kernel) || em::launched(kc::flash_dq_kernel));
+  }
   for (const em::Architecture& arch : {em::kH200, em::kA100}) {
     const em::ScopedArchitecture gpu(arch);
-    for (const qt::AttentionCase& c : {qt::AttentionCase{1, 2, 1, 40, 50, 80, true, 1, false},
-                                       qt::AttentionCase{1, 2, 2, 33, 47, 256, false, 2, true}}) {
+    for (const qt::AttentionCase& c : {qt::AttentionCase{1, 2, 1, 40, 50, 80, true, 1, false}, d256}) {
+      if (c.D == 256 && arch.major == 9) continue;  // above
       SCOPED_TRACE(qt::describe(c) << " compute capability " << arch.major << "." << arch.minor);
       for (const AttentionCompute compute : {AttentionCompute::bf16, AttentionCompute::f16}) {
         const qt::EmulatedAttention e = qt::emulated_attention(c, seed += 10, compute);

@@ -74,9 +74,9 @@ template <typename T>
 void forward(const AttnProblem& p, float* out, float* lse) {
   if (p.B * p.H * p.Lq == 0) return;
   cudaStream_t s = stream();
-  // head dim 256 on Hopper: the warp-specialized wgmma forward where QKV_CUDA_ATTENTION=wgmma-ws asks
-  // (sm90a/attention_wgmma.cu); otherwise, elsewhere, the f32 kernels over rounded copies below (the
-  // backward likewise: its wgmma kernel where QKV_CUDA_ATTENTION_BACKWARD=wgmma or wgmma-ws asks)
+  // head dim 256 on Hopper: the warp-specialized wgmma forward unless QKV_CUDA_ATTENTION names a kernel of
+  // another GPU (sm90a/attention_wgmma.cu); elsewhere the f32 kernels over rounded copies below (the
+  // backward likewise: its own wgmma kernel on Hopper)
   if (p.D == 256 && p.Dv == 256 && (lse || p.Lq > kDecodeRows)) {
     check_grid(p.B * p.H);
     if constexpr (std::is_same_v<T, __half>) {
@@ -106,7 +106,7 @@ template <typename T>
 void backward(const AttnProblem& p, const float* out, const float* lse, const float* dout, float* dq, float* dk,
               float* dv) {
   cudaStream_t s = stream();
-  // head dim 256: the wgmma backward where it serves (QKV_CUDA_ATTENTION_BACKWARD, Hopper), else below
+  // head dim 256: the wgmma backward where it serves (Hopper), else below
   const bool d256 = p.D == 256 && p.Dv == 256 && attention_backward_wgmma_serves(p);
   if ((on_tiles(p) || d256) && p.B * p.Hkv > 0 && p.Lq > 0 && p.Lk > 0) {
     check_grid(p.B * p.Hkv);

@@ -53,15 +53,16 @@ void attention_backward_wmma_bf16(const AttnProblem& p, const float* lse, const 
                                   float* dq, float* dk, float* dv);
 void attention_backward_wmma_f16(const AttnProblem& p, const float* lse, const float* Dsum, const float* dout,
                                  float* dq, float* dk, float* dv);
-// The forward on Hopper's wgmma (sm90a/attention_wgmma.cu; head dims 64 and 128, D = Dv): runs and
+// The forward on Hopper's wgmma (sm90a/attention_wgmma.cu; head dims 64, 128 and 256, D = Dv): runs and
 // returns true on a compute capability 9.0 GPU unless QKV_CUDA_ATTENTION names another kernel
 // (mma, mma1, mma2, wmma); false — nothing done — where it does not serve the problem.
 bool attention_forward_wgmma_bf16(const AttnProblem& p, float* out, float* lse);
 bool attention_forward_wgmma_f16(const AttnProblem& p, float* out, float* lse);
-// The backward on wgmma (head dims 64, 128 and 256, D = Dv, compute capability 9.0), where
-// QKV_CUDA_ATTENTION_BACKWARD=wgmma (two warpgroups) or wgmma-ws (warp-specialized: a TMA producer and
-// two consumers) asks for it: runs and returns true, or false — nothing done. Takes
-// D_i (attention_row_dot) and a zeroed dq, as the mma.sync backward.
+// The backward on wgmma (head dims 64, 128 and 256, D = Dv, compute capability 9.0) — wgmma-ws (warp-
+// specialized: a TMA producer and two consumers) or wgmma (two warpgroups) — where it is the faster on an
+// H200 or QKV_CUDA_ATTENTION_BACKWARD names it (sm90a/attention_wgmma.cu's backward_kernel; "mma" names
+// the mma.sync backward): runs and returns true, or false — nothing done. Takes D_i
+// (attention_row_dot) and a zeroed dq, as the mma.sync backward.
 bool attention_backward_wgmma_bf16(const AttnProblem& p, const float* lse, const float* Dsum, const float* dout,
                                    float* dq, float* dk, float* dv);
 // Whether those would serve the problem (their D_i and zeroed dq are then worth making: head dim 256,

@@ -108,13 +108,13 @@ void attention_forward_mma_f16(const AttnProblem& p, float* out, float* lse) {
 }
 void attention_backward_mma_bf16(const AttnProblem& p, const float* lse, const float* Dsum, const float* dout,
                                  float* dq, float* dk, float* dv) {
-  if (attention_backward_wgmma_bf16(p, lse, Dsum, dout, dq, dk, dv)) return;  // Hopper, where asked for
+  if (attention_backward_wgmma_bf16(p, lse, Dsum, dout, dq, dk, dv)) return;  // Hopper, where the faster
   if (p.D == 64) return launch_backward<__nv_bfloat16, 64>(p, lse, Dsum, dout, dq, dk, dv, stream());
   launch_backward<__nv_bfloat16, 128>(p, lse, Dsum, dout, dq, dk, dv, stream());
 }
 void attention_backward_mma_f16(const AttnProblem& p, const float* lse, const float* Dsum, const float* dout,
                                 float* dq, float* dk, float* dv) {
-  if (attention_backward_wgmma_f16(p, lse, Dsum, dout, dq, dk, dv)) return;  // Hopper, where asked for
+  if (attention_backward_wgmma_f16(p, lse, Dsum, dout, dq, dk, dv)) return;  // Hopper, where the faster
   if (p.D == 64) return launch_backward<__half, 64>(p, lse, Dsum, dout, dq, dk, dv, stream());
   launch_backward<__half, 128>(p, lse, Dsum, dout, dq, dk, dv, stream());
 }

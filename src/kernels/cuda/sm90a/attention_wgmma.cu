@@ -126,10 +126,23 @@ void launch_backward256(const AttnProblem& p, const T* qh, const T* gh, const T*
   QKV_CUDA_LAUNCHED(flash_wgmma_backward256_kernel);
 }
 
-// QKV_CUDA_ATTENTION_BACKWARD=wgmma-ws: the warp-specialized backward; "wgmma" the two-warpgroup one
-bool warp_specialized_backward() {
+// The backward kernel: the one QKV_CUDA_ATTENTION_BACKWARD names — "wgmma-ws" the warp-specialized
+// kernel, "wgmma" the two-warpgroup one, "mma" (or any other name) the mma.sync backward
+// (attention_mma.cu) — or, unset, the fastest measured on an H200 (2026-12-04, bf16, the backward's
+// time alone; docs/CUDA.md, "Measured"):
+//   head dim 128: wgmma-ws — 1.47–1.72× mma.sync's at L = 2k and 16k, causal and not (wgmma 1.24–1.44×);
+//   head dim 64, 2,048 keys or more: wgmma — 1.16–1.23× mma.sync's (wgmma-ws within 3% of it);
+//   head dim 64, fewer keys: mma.sync — the GPT's step (256 keys, causal, dropout) 542 µs a call
+//   against wgmma's 560 and wgmma-ws's 645;
+//   head dim 256: its own kernel (backward256), whatever the name (mma.sync has none there).
+enum class Backward { mma, wgmma, ws };
+Backward backward_kernel(const AttnProblem& p) {
   const char* e = std::getenv("QKV_CUDA_ATTENTION_BACKWARD");
-  return e && std::strcmp(e, "wgmma-ws") == 0;
+  if (e && std::strcmp(e, "wgmma-ws") == 0) return Backward::ws;
+  if (e && std::strcmp(e, "wgmma") == 0) return Backward::wgmma;
+  if (e && *e) return Backward::mma;
+  if (p.D >= 128) return Backward::ws;
+  return p.Lk >= 2048 ? Backward::wgmma : Backward::mma;
 }
 
 // Whether every row of dq starts on 16 bytes, as the warp-specialized backward's bulk reductions (a row
@@ -159,7 +172,7 @@ void backward(const AttnProblem& p, const float* lse, const float* Dsum, const f
   const bool general = attention_general_code(p);
   auto* run = [&] {
     if constexpr (D == 256) return general ? launch_backward256<T, true> : launch_backward256<T, false>;
-    else if (warp_specialized_backward() && dq_rows_on_16_bytes(p, dq))
+    else if (backward_kernel(p) == Backward::ws && dq_rows_on_16_bytes(p, dq))
       return general ? launch_ws_backward<T, D, true> : launch_ws_backward<T, D, false>;
     else return general ? launch_backward<T, D, true> : launch_backward<T, D, false>;
   }();
@@ -178,22 +191,17 @@ bool serves_shape(const AttnProblem& p) {
 }
 
 // The forward: QKV_CUDA_ATTENTION unset or naming a wgmma variant ("wgmma", "wgmma64", "wgmma128",
-// "wgmma-overlap", "wgmma-ws").
-// Head dim 256 only where QKV_CUDA_ATTENTION=wgmma-ws asks for it (emulated, not yet run on a GPU:
-// the f32 kernels over rounded copies serve it until a GPU has run this one).
+// "wgmma-overlap", "wgmma-ws"); head dim 256 the warp-specialized kernel whatever the variant (its
+// tests passed on an H200, 2026-12-04; not yet timed there).
 bool serves(const AttnProblem& p) {
   const char* e = std::getenv("QKV_CUDA_ATTENTION");
   if (e && std::strncmp(e, "wgmma", 5) != 0) return false;
-  if (p.D == 256 && !(e && std::strcmp(e, "wgmma-ws") == 0)) return false;
   return serves_shape(p);
 }
 
-// The backward: where QKV_CUDA_ATTENTION_BACKWARD=wgmma (or wgmma-ws, the warp-specialized kernel) asks
-// for it (emulated, not yet run on a GPU: the mma.sync backward stays the default until a GPU has run
-// and timed these); head dim 256, either name, its own kernel (backward256).
+// The backward: unless QKV_CUDA_ATTENTION_BACKWARD or the problem picks mma.sync's (backward_kernel)
 bool serves_backward(const AttnProblem& p) {
-  const char* e = std::getenv("QKV_CUDA_ATTENTION_BACKWARD");
-  return e && (std::strcmp(e, "wgmma") == 0 || warp_specialized_backward()) && serves_shape(p);
+  return (p.D == 256 || backward_kernel(p) != Backward::mma) && serves_shape(p);
 }
 
 // A call of the pair's forward or backward, run at the problem's head dim (64, 128, 256: serves_shape).
