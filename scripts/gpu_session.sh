@@ -1,30 +1,27 @@
 #!/usr/bin/env bash
 # A lent GPU's device minutes (15 a session: .library/device/README.md), planned as two calls, after
-# `bash scripts/gpu_pack.sh` here (docs/CUDA.md, "On a lent GPU"):
+# `QKV_GPU_BUILD=build bash scripts/gpu_pack.sh; bash scripts/gpu_tree.sh slim` here (docs/CUDA.md, "On a lent GPU";
+# `gpu_tree.sh restore` after). The order is what 2026-12-04's H200 left unmeasured first:
 #
-#   run(command="bash scripts/gpu_session.sh 1", carry=[".gpu"], timeout_s=540)          (~4.5 minutes)
-#       every CUDA test (a process each), the attention grid (bf16, L = 2k and 16k: qkv's wgmma forward
-#       with each backward — the default, the wgmma ones, mma.sync's —, the warp-specialized forward, the mma.sync pair,
-#       PyTorch's SDPA backends), then f32 at L = 2k
-#       (the CUDA-core pair, the 3xTF32 tensor-core pair, PyTorch's f32 SDPA)
-#   run(command="bash scripts/gpu_session.sh 2", carry=[".gpu"], timeout_s=480)          (~4 minutes)
-#       GPT training tokens/s against PyTorch eager and compiled (qkv with and without its step as one CUDA
-#       graph, QKV_CUDA_GRAPHS=1), translation throughput GPU vs CPU,
-#       where a GPT step's and a beam step's time goes (QKV_PROFILE=1: each op's host and GPU time,
-#       the waits; the bf16 step also with the wgmma attention backwards and the overlapped forward), qkv train of the translation Transformer in f32 and bf16, paged attention's decoding
-#       step (split over the keys and not) against a dense cache's, GPT-2-shaped continuous batching
-#       with decoding graphs off and on
+#   run(command="bash scripts/gpu_session.sh 1", carry=[".gpu"], timeout_s=540)          (~7 minutes)
+#       every CUDA test (a process each); GPT training tokens/s against PyTorch eager and torch.compile
+#       (qkv with and without its step as one CUDA graph, QKV_CUDA_GRAPHS=1: never measured to the end on a
+#       GPU); every kernel of one attention call at L = 2k and 16k (breakdown: Nsight Compute's durations,
+#       the pre-passes included); the attention grid (bf16, L = 2k and 16k, d = 64 and 128: qkv's default
+#       pair, the two-warpgroup and warp-specialized backwards, mma.sync's backward, PyTorch's SDPA backends)
+#   run(command="bash scripts/gpu_session.sh 2", carry=[".gpu"], timeout_s=480)          (~6 minutes)
+#       Nsight Compute's sections on each tensor-core attention kernel (profile), where a GPT step's and a
+#       beam step's time goes (steps: QKV_PROFILE=1), qkv train of the translation Transformer in f32 and
+#       bf16, qkv serve --device cuda under load, the output layer's loss against PyTorch (loss)
 #   run(command="bash scripts/gpu_session.sh sanitize 'Cuda.Bf16*'", carry=[".gpu"])   a failing kernel
-#   (tests, attention [KERNEL…], training, steps, profile, serve, transformer, paged, loss, curve: one step alone;
-#   where device time remains after calls 1 and 2: loss — the output layer's loss, linear_cross_entropy against
-#   PyTorch eager and torch.compile, ~1–2 minutes; curve — the GPT's training loss, qkv's and PyTorch's overlaid
-#   over 1,000 steps, ~3–5 minutes)
+# One step alone: tests, gpt, translate, training (gpt and translate), breakdown, attention [KERNEL…],
+# attention_f32, steps, profile, serve, transformer, paged (paged attention's step, split and cascade,
+# GPT-2's continuous batching with decoding graphs and device sampling: measured 2026-12-04), loss, curve
+# (the GPT's training loss over 1,000 steps, qkv's and PyTorch's overlaid, ~3–5 minutes).
 #
-# Every log and figure goes into $OUT/logs.tar (the device tool brings back 8 files at most).
-# The working tree travels with .gpu (35 MB) and must stay under 64 MiB: `bash scripts/gpu_tree.sh slim`
-# here before the calls leaves out the model files no call reads, `restore` after. Each step has its own time limit, so a hang costs only its share of the
-# call; every log and the JSON figures go to $OUT (what comes back), the last lines of each step to the
-# call's reply.
+# Each step has its own time limit, so a hang costs only its share of the call; every log and figure
+# goes into $OUT/logs.tar as the step ends (the device tool brings back 8 files at most), the last lines
+# of each step (GPU_SESSION_TAIL, 40) to the call's reply.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 out=${OUT:-/tmp}
@@ -64,11 +61,13 @@ attention_f32() {  # f32 attention: the CUDA-core pair, the 3xTF32 tensor-core p
     --lens ${ATTENTION_F32_LENS:-2048} --dims 64 128 --reps 5 --dtypes f32 --f32-kernels simt tf32x3 \
     --json-out "$out/attention-f32.json"
 }
-training() {
+gpt() {
   step gpt 230 python3 bench/gpt_cuda_vs_pytorch.py --qkv "bash .gpu/run.sh qkv" --iters 100
-  # (the GPU with CUDA graphs too: QKV_CUDA_GRAPHS=1, static decoding's steps each one launch)
+}
+translate() {  # (the GPU with CUDA graphs too: QKV_CUDA_GRAPHS=1, static decoding's steps each one launch)
   step translate 100 python3 bench/translate_cuda_vs_cpu.py --qkv "bash .gpu/run.sh qkv" --sentences 500
 }
+training() { gpt; translate; }
 steps() {  # QKV_PROFILE=1: each op's calls, host and GPU time, and the waits, in a GPT step (bf16, f32) and in beam search
   for dt in bf16 f32; do
     QKV_PROFILE=1 step "steps-gpt-$dt" 60 bash .gpu/run.sh qkv train configs/shakespeare-char-gpu.json --device cuda -q \
@@ -117,6 +116,18 @@ profile() {  # Nsight Compute on the tensor-core attention kernels, one launch e
     # shellcheck disable=SC2086  # args: several words
     QKV_CUDA_ATTENTION=$forward QKV_CUDA_ATTENTION_BACKWARD=$backward QKV_CUDA_ATTENTION_F32=tf32x3 step "profile-$k" 60 "$ncu" --kernel-name "${name[$k]}" --launch-count 1 \
       "${sections[@]}" bash .gpu/run.sh qkv bench attention --device cuda -B 4 --heads 16 -L 4096 ${args[$k]} --repeats 1
+  done
+}
+breakdown() {  # every kernel of one attention call (bf16, d = 128, the grid's B·L = 16k) at L = 2k and 16k, by
+  # Nsight Compute's gpu__time_duration: the pre-passes, the kernels, D_i, dq's zeroing, the autograd's sums —
+  # where the forward's fixed cost at L = 2k goes (2026-12-04: 0.49× flash there against 0.79× at 16k)
+  local ncu
+  ncu=$(command -v ncu || find / -name ncu -type f -perm -u+x -not -path '/proc/*' -print -quit 2>/dev/null)
+  [ -n "$ncu" ] || { echo "gpu_session: no ncu on this machine"; return; }
+  for L in 2048 16384; do
+    step "breakdown-$L" 120 bash -c "\"$ncu\" --csv --clock-control none --metrics gpu__time_duration.sum \
+      bash .gpu/run.sh qkv bench attention --device cuda -B $((16384 / L)) --heads 16 -L $L -d 128 --dtype bf16 \
+      --repeats 1 | python3 scripts/ncu_kernels.py"
   done
 }
 serve() {  # qkv serve --device cuda under load (500 requests, 32 clients) against the CLI on the GPU and on the 16 CPU cores
@@ -175,11 +186,11 @@ transformer() {  # qkv train of the translation Transformer on the GPU: tokens/s
   done
 }
 case "${1:-}" in
-  1) tests; attention wgmma wgmma-ws wgmma-backward wgmma-ws-backward mma-backward mma; attention_f32 ;;
-  2) training; steps; transformer; paged ;;
-  tests | attention | attention_f32 | training | steps | profile | serve | transformer | paged | loss | curve) "$@" ;;
+  1) tests; gpt; breakdown; attention wgmma wgmma-backward wgmma-ws-backward mma-backward ;;
+  2) profile; steps; transformer; serve; loss ;;
+  tests | gpt | translate | attention | attention_f32 | training | steps | breakdown | profile | serve | transformer | paged | loss | curve) "$@" ;;
   sanitize) step sanitize 400 bash .gpu/run.sh sanitize "${2:-Cuda.Bf16*}" ;;
   *)
-    echo "usage: bash scripts/gpu_session.sh 1 | 2 | tests | attention [KERNEL…] | attention_f32 | training | steps | profile | serve | transformer | paged | loss | curve | sanitize [GTEST_FILTER]" >&2
+    echo "usage: bash scripts/gpu_session.sh 1 | 2 | tests | gpt | translate | attention [KERNEL…] | attention_f32 | training | steps | breakdown | profile | serve | transformer | paged | loss | curve | sanitize [GTEST_FILTER]" >&2
     exit 2 ;;
 esac
