@@ -77,8 +77,8 @@ TEST(AttentionF32Emulated, TheSplitOverTheKeysFollowsTheGpusMultiprocessors) {
     kc::attention_forward_flash_f32(e.p, out.data(), lse.data());
     EXPECT_LT(max_rel_error(out, e.out), 2e-5) << "out";
     const bool split = arch.multiprocessors == em::kH200.multiprocessors;
-    EXPECT_EQ(em::launched(kc::split_kv_partial_kernel), split);
-    EXPECT_EQ(em::launched(kc::flash_forward_kernel), !split);
+    EXPECT_EQ(em::launched(kc::split_kv_partial_kernel<0>), split);
+    EXPECT_EQ(em::launched(kc::flash_forward_kernel<0>), !split);
   }
 }
 

@@ -77,6 +77,17 @@ void expect_near(const qt::EmulatedAttention& e, const Result& r, double tol) {
   EXPECT_LT(qt::max_rel_error(r.dv, e.dv), tol) << "dv";
 }
 
+// Whether the f32 CUDA-core forward ran, reading its operands as they are (0), rounded to bf16 (1) or
+// to f16 (2)
+bool f32_forward_launched(int round) {
+  switch (round) {
+    case 0: return em::launched(kc::flash_forward_kernel<0>) || em::launched(kc::split_kv_partial_kernel<0>);
+    case 1: return em::launched(kc::flash_forward_kernel<1>) || em::launched(kc::split_kv_partial_kernel<1>);
+    default: return em::launched(kc::flash_forward_kernel<2>) || em::launched(kc::split_kv_partial_kernel<2>);
+  }
+}
+bool f32_forward_launched() { return f32_forward_launched(0) || f32_forward_launched(1) || f32_forward_launched(2); }
+
 // The mma.sync pair with MT m-tiles a warp at head dim D (keys in tiles of 32 at 128 with two m-tiles,
 // else 64, as attention_mma.cu launches them): those kernels launched, and no other attention kernel
 template <typename T, int D, int MT>
@@ -100,7 +111,7 @@ void check(const qt::AttentionCase& c, uint64_t seed) {
   EXPECT_TRUE(general ? em::launched(mp::flash_mma_backward_kernel<T, D, true>)
                       : em::launched(mp::flash_mma_backward_kernel<T, D, false>))
       << "not the mma.sync backward";
-  EXPECT_FALSE(em::launched(kc::flash_forward_kernel) || em::launched(kc::flash_dq_kernel)) << "an f32 kernel ran";
+  EXPECT_FALSE(f32_forward_launched() || em::launched(kc::flash_dq_kernel)) << "an f32 kernel ran";
 }
 
 TEST(AttentionMmaEmulated, TheTensorCorePairMatchesTheCpu) {
@@ -142,8 +153,7 @@ Taken taken(bool general) {
               em::launched(g ? mp::flash_mma_forward_kernel<T, D, 1, 64, true>
                              : mp::flash_mma_forward_kernel<T, D, 1, 64, false>),
           em::launched(g ? mp::flash_mma_backward_kernel<T, D, true> : mp::flash_mma_backward_kernel<T, D, false>),
-          em::launched(kc::flash_forward_kernel) || em::launched(kc::split_kv_partial_kernel) ||
-              em::launched(kc::tf32_pair::flash_tf32_forward_kernel < D, D == 128 ? 32 : 64, false >) ||
+          f32_forward_launched() || em::launched(kc::tf32_pair::flash_tf32_forward_kernel < D, D == 128 ? 32 : 64, false >) ||
               em::launched(kc::tf32_pair::flash_tf32_forward_kernel < D, D == 128 ? 32 : 64, true >),
           em::launched(kc::flash_dq_kernel) || em::launched(kc::tf32_pair::flash_tf32_backward_kernel<D, false>) ||
               em::launched(kc::tf32_pair::flash_tf32_backward_kernel<D, true>),
@@ -245,7 +255,7 @@ TEST(AttentionMmaEmulated, OtherShapesTakeTheF32KernelsOverRoundedCopies) {
     using Ws = kc::WsShape<256>;
     EXPECT_TRUE(em::launched(kc::flash_wgmma_ws_kernel<__nv_bfloat16, 256, Ws::KN, Ws::Stages, true>));
     EXPECT_TRUE(em::launched(kc::flash_wgmma_backward256_kernel<__nv_bfloat16, true>));
-    EXPECT_FALSE(em::launched(kc::flash_forward_kernel) || em::launched(kc::flash_dq_kernel));
+    EXPECT_FALSE(f32_forward_launched() || em::launched(kc::flash_dq_kernel));
   }
   for (const em::Architecture& arch : {em::kH200, em::kA100}) {
     const em::ScopedArchitecture gpu(arch);
@@ -257,22 +267,42 @@ TEST(AttentionMmaEmulated, OtherShapesTakeTheF32KernelsOverRoundedCopies) {
         em::device().launched.clear();
         const Result r = compute == AttentionCompute::bf16 ? run<__nv_bfloat16>(e) : run<__half>(e);
         expect_near(e, r, 1e-4);
-        EXPECT_TRUE(em::launched(kc::flash_forward_kernel)) << "not the f32 forward";
+        EXPECT_TRUE(f32_forward_launched(compute == AttentionCompute::bf16 ? 1 : 2)) << "not the f32 forward, rounding";
         EXPECT_TRUE(em::launched(kc::flash_dq_kernel) && em::launched(kc::flash_dkv_kernel)) << "not the f32 backward";
       }
     }
   }
-  // a decoding step on the tiles' head dim: 3 query rows against 300 keys, no lse
-  const qt::EmulatedAttention e =
-      qt::emulated_attention({1, 2, 1, 3, 300, 128, false, 0, false}, seed += 10, AttentionCompute::bf16);
-  std::vector<float> out(e.nq());
-  em::device().launched.clear();
-  kc::attention_forward_flash_bf16(e.p, out.data(), nullptr);
-  EXPECT_LT(qt::max_rel_error(out, e.out), 1e-4);
-  EXPECT_TRUE(em::launched(kc::flash_forward_kernel) || em::launched(kc::split_kv_partial_kernel));
-  const Taken t = taken<__nv_bfloat16, 128>(false);
-  EXPECT_FALSE(t.wgmma_forward || t.mma_forward);
-  EXPECT_TRUE(em::device().blocks.empty());
+  // a decoding step on the tiles' head dim: 3 query rows against 300 keys (a warp a row) and 1 against
+  // 2,000 (split over the keys), no lse: the f32 kernels rounding q, k and v as they read them, bit for
+  // bit the f32 kernels over copies rounded first (what served until 2026-12-04), and no scratch
+  for (const qt::AttentionCase& c : {qt::AttentionCase{1, 2, 1, 3, 300, 128, false, 0, false},
+                                     qt::AttentionCase{1, 4, 2, 1, 2000, 64, false, 0, false}})
+    for (const AttentionCompute compute : {AttentionCompute::bf16, AttentionCompute::f16}) {
+      const bool is_bf16 = compute == AttentionCompute::bf16;
+      SCOPED_TRACE(qt::describe(c) << (is_bf16 ? " bf16" : " f16"));
+      const qt::EmulatedAttention e = qt::emulated_attention(c, seed += 10, compute);
+      std::vector<float> out(e.nq());
+      em::device().launched.clear();
+      (is_bf16 ? kc::attention_forward_flash_bf16 : kc::attention_forward_flash_f16)(e.p, out.data(), nullptr);
+      EXPECT_LT(qt::max_rel_error(out, e.out), 1e-4);
+      EXPECT_TRUE(f32_forward_launched(is_bf16 ? 1 : 2));
+      EXPECT_EQ(em::launched(kc::split_kv_partial_kernel<1>) || em::launched(kc::split_kv_partial_kernel<2>),
+                c.Lk == 2000);
+      const Taken t = taken<__nv_bfloat16, 128>(false);
+      EXPECT_FALSE(t.wgmma_forward || t.mma_forward);
+      EXPECT_TRUE(em::device().blocks.empty());
+      auto rounded = [&](const float* x, size_t n) {
+        std::vector<float> r(x, x + n);
+        for (float& v : r) v = is_bf16 ? bf16_to_f32(f32_to_bf16(v)) : round_to_f16(v);
+        return r;
+      };
+      const std::vector<float> q = rounded(e.p.q, e.nq()), k = rounded(e.p.k, e.nk()), v = rounded(e.p.v, e.nk());
+      kernels::AttnProblem f32 = e.p;
+      f32.q = q.data(), f32.k = k.data(), f32.v = v.data(), f32.compute = kernels::AttnCompute::f32;
+      std::vector<float> want(e.nq());
+      kc::attention_forward_flash_f32(f32, want.data(), nullptr);
+      EXPECT_EQ(out, want) << "not the f32 kernels' numbers over rounded copies";
+    }
 }
 
 }  // namespace

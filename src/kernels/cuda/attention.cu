@@ -14,12 +14,18 @@
 //                                    dV_j = Σ_i P_ij Z_ij/(1−p) dO_i,  dK_j = scale Σ_i dS_ij Q_i
 // A few query rows against many keys (decoding against a long KV cache) split the keys instead, a
 // warp per (row, chunk of 256 keys), and combine the chunks' softmax statistics after (flash-decoding).
+// The forward pair also serves bf16 and f16 attention where no tensor-core kernel does (decoding
+// steps, head dims off the tiles): it rounds q, k and v to the 16-bit type as it loads them (Round),
+// the numbers rounded copies would hold, without the copies.
 // The reference kernels materialize P (and W, dS) as the CPU's do, for the attention weights and a
 // float mask's gradient.
+#include <cuda_fp16.h>
+
 #include <cfloat>
 
 #include "kernels/cuda/attention_kernels.h"
 #include "kernels/cuda/attention_device.cuh"
+#include "kernels/cuda/bf16_bits.cuh"
 #include "kernels/cuda/launch.h"
 #include "kernels/cuda/namespace.h"
 
@@ -31,9 +37,19 @@ constexpr int kMaxDim = 256;         // D and Dv at most this
 constexpr int kChunks = kMaxDim / 32;
 constexpr unsigned kFull = 0xffffffffu;
 
+// An operand as the forward reads it: Round 0 as it is (f32), 1 rounded to bf16 (to nearest even, as
+// round_to_bf16 and dtype.h), 2 to IEEE f16 (as round_to_f16)
+template <int Round>
+__device__ inline float operand(float x) {
+  if constexpr (Round == 1) return __uint_as_float(static_cast<uint32_t>(to_bf16_bits(x)) << 16);
+  else if constexpr (Round == 2) return __half2float(__float2half_rn(x));
+  else return x;
+}
+
+template <int Round = 0>
 __device__ inline float dot_shared(const float* s, const float* g, int64_t n) {
   float acc = 0.f;
-  for (int64_t d = 0; d < n; ++d) acc += s[d] * g[d];
+  for (int64_t d = 0; d < n; ++d) acc += s[d] * operand<Round>(g[d]);
   return acc;
 }
 
@@ -53,7 +69,9 @@ __device__ inline bool warp_row(int64_t heads, int64_t L, int64_t rows, RowOf* r
 // ---- flash forward ----------------------------------------------------------------------------------
 
 // The online softmax of query row (b, h, i) over keys [j_begin, j_end), by one warp: its running max
-// m, sum l and unnormalized output o (lane's dims lane, lane + 32, …). qs: the query row in shared memory.
+// m, sum l and unnormalized output o (lane's dims lane, lane + 32, …). qs: the query row in shared memory
+// (rounded already where Round asks); K and V rounded as they are read.
+template <int Round>
 __device__ inline void flash_row(const AttnProblem& p, int64_t b, int64_t h, int64_t i, int64_t j_begin,
                                  int64_t j_end, const float* qs, float& m, float& l, float (&o)[kChunks]) {
   const int lane = threadIdx.x % 32;
@@ -66,7 +84,7 @@ __device__ inline void flash_row(const AttnProblem& p, int64_t b, int64_t h, int
   for (int64_t j0 = j_begin; j0 < j_end; j0 += 32) {
     const int64_t j = j0 + lane;
     float s = -INFINITY;
-    if (j < j_end) s = masked_score(p, b, h, i, j, p.scale * dot_shared(qs, k + j * p.k_sl, p.D));
+    if (j < j_end) s = masked_score(p, b, h, i, j, p.scale * dot_shared<Round>(qs, k + j * p.k_sl, p.D));
     const float m_new = fmaxf(m, warp_max(s));
     if (m_new == -INFINITY) continue;  // nothing visible yet (the whole warp agrees)
     const float alpha = m == -INFINITY ? 0.f : expf(m - m_new);
@@ -83,7 +101,7 @@ __device__ inline void flash_row(const AttnProblem& p, int64_t b, int64_t h, int
 #pragma unroll
       for (int t = 0; t < kChunks; ++t) {
         const int64_t d = lane + 32 * t;
-        if (d < p.Dv) o[t] += wc * vr[d];
+        if (d < p.Dv) o[t] += wc * operand<Round>(vr[d]);
       }
     }
     m = m_new;
@@ -94,6 +112,7 @@ __device__ inline int64_t visible_end(const AttnProblem& p, int64_t i) {
   return p.causal ? (i + 1 < p.Lk ? i + 1 : p.Lk) : p.Lk;
 }
 
+template <int Round>
 __global__ void __launch_bounds__(kWarps * 32) flash_forward_kernel(AttnProblem p, float* out, float* lse) {
   QKV_SHARED float qs[kWarps][kMaxDim];
   RowOf r;
@@ -101,10 +120,10 @@ __global__ void __launch_bounds__(kWarps * 32) flash_forward_kernel(AttnProblem 
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   const int64_t b = r.b, h = r.h, i = r.i;
   const float* q = p.q + b * p.q_sb + h * p.q_sh + i * p.q_sl;
-  for (int64_t d = lane; d < p.D; d += 32) qs[warp][d] = q[d];
+  for (int64_t d = lane; d < p.D; d += 32) qs[warp][d] = operand<Round>(q[d]);
   __syncwarp();
   float m, l, o[kChunks];
-  flash_row(p, b, h, i, 0, visible_end(p, i), qs[warp], m, l, o);
+  flash_row<Round>(p, b, h, i, 0, visible_end(p, i), qs[warp], m, l, o);
   float* orow = out + at(p.out_l, b, h, i);
   const float inv = l > 0.f ? 1.f / l : 0.f;
 #pragma unroll
@@ -122,6 +141,7 @@ __global__ void __launch_bounds__(kWarps * 32) flash_forward_kernel(AttnProblem 
 // (m_s, l_s, o_s), and a second pass combines them:
 //   M = max_s m_s,  l = Σ_s l_s e^(m_s − M),  O = Σ_s o_s e^(m_s − M) / l,  lse = M + log l.
 
+template <int Round>
 __global__ void __launch_bounds__(kWarps * 32) split_kv_partial_kernel(AttnProblem p, int64_t splits, int64_t chunk,
                                                                        float* part_m, float* part_l, float* part_o) {
   QKV_SHARED float qs[kWarps][kMaxDim];
@@ -131,11 +151,11 @@ __global__ void __launch_bounds__(kWarps * 32) split_kv_partial_kernel(AttnProbl
   const int64_t row = item / splits, split = item % splits;
   const int64_t i = row % p.Lq, h = row / p.Lq % p.H, b = row / (p.Lq * p.H);
   const float* q = p.q + b * p.q_sb + h * p.q_sh + i * p.q_sl;
-  for (int64_t d = lane; d < p.D; d += 32) qs[warp][d] = q[d];
+  for (int64_t d = lane; d < p.D; d += 32) qs[warp][d] = operand<Round>(q[d]);
   __syncwarp();
   const int64_t end = visible_end(p, i), j_begin = split * chunk, j_end = j_begin + chunk < end ? j_begin + chunk : end;
   float m, l, o[kChunks];
-  flash_row(p, b, h, i, j_begin, j_end, qs[warp], m, l, o);  // an empty range: m = −∞, l = 0
+  flash_row<Round>(p, b, h, i, j_begin, j_end, qs[warp], m, l, o);  // an empty range: m = −∞, l = 0
   if (lane == 0) part_m[item] = m, part_l[item] = l;
 #pragma unroll
   for (int t = 0; t < kChunks; ++t) {
@@ -460,12 +480,12 @@ void check_dims(const AttnProblem& p) {
 constexpr int64_t kSplitWarpsPerSm = 4;
 constexpr int64_t kSplitMinKeys = 512, kSplitChunk = 256;
 
-void attention_forward_flash_f32(const AttnProblem& p, float* out, float* lse) {
-  check_dims(p);
+namespace {
+
+// The CUDA-core forward: split over the keys where few rows meet many keys, else a warp a row
+template <int Round>
+void forward_simt(const AttnProblem& p, float* out, float* lse) {
   const int64_t rows = p.B * p.H * p.Lq;
-  if (rows == 0) return;  // (Dv = 0 still writes lse: the backward reads it)
-  // the tensor cores wherever they serve (attention_tf32.cu; QKV_CUDA_ATTENTION_F32=simt: the kernels below)
-  if (attention_forward_tf32(p, out, lse)) return;
   cudaStream_t s = stream();
   if (p.Lk >= kSplitMinKeys && rows < kSplitWarpsPerSm * sm_count()) {
     const int64_t splits = (p.Lk + kSplitChunk - 1) / kSplitChunk;
@@ -473,7 +493,7 @@ void attention_forward_flash_f32(const AttnProblem& p, float* out, float* lse) {
     float* part_m = part.p;
     float* part_l = part_m + rows * splits;
     float* part_o = part_l + rows * splits;
-    QKV_LAUNCH(warps_grid(rows * splits), kWarps * 32, 0, s, split_kv_partial_kernel)(
+    QKV_LAUNCH(warps_grid(rows * splits), kWarps * 32, 0, s, split_kv_partial_kernel<Round>)(
         p, splits, kSplitChunk, part_m, part_l, part_o);
     QKV_CUDA_LAUNCHED(split_kv_partial_kernel);
     QKV_LAUNCH(warps_grid(rows), kWarps * 32, 0, s, split_kv_combine_kernel)(
@@ -481,8 +501,26 @@ void attention_forward_flash_f32(const AttnProblem& p, float* out, float* lse) {
     QKV_CUDA_LAUNCHED(split_kv_combine_kernel);
     return;
   }
-  QKV_LAUNCH(warps_grid(rows), kWarps * 32, 0, s, flash_forward_kernel)(p, out, lse);
+  QKV_LAUNCH(warps_grid(rows), kWarps * 32, 0, s, flash_forward_kernel<Round>)(p, out, lse);
   QKV_CUDA_LAUNCHED(flash_forward_kernel);
+}
+
+}  // namespace
+
+void attention_forward_flash_f32(const AttnProblem& p, float* out, float* lse) {
+  check_dims(p);
+  if (p.B * p.H * p.Lq == 0) return;  // (Dv = 0 still writes lse: the backward reads it)
+  // the tensor cores wherever they serve (attention_tf32.cu; QKV_CUDA_ATTENTION_F32=simt: the kernels below)
+  if (attention_forward_tf32(p, out, lse)) return;
+  forward_simt<0>(p, out, lse);
+}
+
+void attention_forward_rounding(const AttnProblem& p, float* out, float* lse) {
+  check_dims(p);
+  if (p.B * p.H * p.Lq == 0) return;
+  if (p.compute == AttnCompute::f16) return forward_simt<2>(p, out, lse);
+  if (p.compute == AttnCompute::bf16) return forward_simt<1>(p, out, lse);
+  forward_simt<0>(p, out, lse);
 }
 
 void attention_row_dot(const AttnProblem& p, const float* out, const float* dout, float* Dsum) {

@@ -3,8 +3,9 @@
 // tensor-core tiles — on Hopper the wgmma forward (sm90a/attention_wgmma.cu), elsewhere, or where
 // QKV_CUDA_ATTENTION names them, the mma.sync pair (attention_mma.cu), or the first, WMMA pair
 // (attention_bf16.cu) where QKV_CUDA_ATTENTION=wmma; head dim 256 the wgmma kernels where they serve;
-// decoding steps and every other shape the f32 kernels (attention.cu) over copies of q, k, v (and dO)
-// rounded to the 16-bit type — the same rounding of the inputs, f32 products. A file of its own, apart
+// decoding steps and every other shape the f32 kernels (attention.cu) reading q, k, v rounded to the
+// 16-bit type (the backward over rounded copies of q, k, v and dO) — the same rounding of the inputs,
+// f32 products. A file of its own, apart
 // from the WMMA kernels, so that the host emulation runs this choice on an emulated H200 and A100
 // (tests/kernels/attention_mma_emulation_test.cpp).
 #include <cuda_bf16.h>
@@ -23,7 +24,7 @@ namespace {
 
 bool on_tiles(const AttnProblem& p) { return p.D == p.Dv && (p.D == 64 || p.D == 128); }
 
-// Other shapes: dense copies of q, k, v (and dout) rounded to T, for the f32 kernels.
+// The backward off the tiles: dense copies of q, k, v and dout rounded to T, for the f32 kernels.
 template <typename T>
 struct Rounded {
   AttnProblem p;
@@ -66,16 +67,16 @@ void check_grid(int64_t heads) {
 
 // A decoding step — a few query rows against the KV cache, no lse (inference) — is bound by reading
 // the cache; a 64-row tile would hold 1–16 of them and one block per head would walk every key. The
-// f32 kernels over rounded copies serve it as they serve the shapes off the tiles (split-KV against
-// a long cache: attention.cu), with the same rounding of q, k and v.
+// f32 kernels serve it as they serve the shapes off the tiles (split-KV against a long cache:
+// attention.cu), rounding q, k and v as they read them (until 2026-12-04 over rounded copies: every
+// step copied the whole cache, twice, for each layer's self- and cross-attention).
 constexpr int64_t kDecodeRows = 16;
 
 template <typename T>
 void forward(const AttnProblem& p, float* out, float* lse) {
   if (p.B * p.H * p.Lq == 0) return;
-  cudaStream_t s = stream();
   // head dim 256 on Hopper: the warp-specialized wgmma forward unless QKV_CUDA_ATTENTION names a kernel of
-  // another GPU (sm90a/attention_wgmma.cu); elsewhere the f32 kernels over rounded copies below (the
+  // another GPU (sm90a/attention_wgmma.cu); elsewhere the f32 kernels below (the
   // backward likewise: its own wgmma kernel on Hopper)
   if (p.D == 256 && p.Dv == 256 && (lse || p.Lq > kDecodeRows)) {
     check_grid(p.B * p.H);
@@ -98,8 +99,11 @@ void forward(const AttnProblem& p, float* out, float* lse) {
     else
       return attention_forward_wmma_bf16(p, out, lse);
   }
-  Rounded<T> r(p, nullptr, s);
-  attention_forward_flash_f32(r.p, out, lse);
+  // the f32 CUDA-core kernels, rounding q, k and v as they read them (no tensor-core kernel would
+  // serve here: the 3xTF32 pair takes head dims 64 and 128 with lse or more than 16 rows, the tiles' case)
+  AttnProblem r = p;
+  r.compute = std::is_same_v<T, __half> ? AttnCompute::f16 : AttnCompute::bf16;
+  attention_forward_rounding(r, out, lse);
 }
 
 template <typename T>

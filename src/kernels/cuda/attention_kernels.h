@@ -16,6 +16,11 @@ QKV_CUDA_LAUNCHERS_BEGIN
 
 // The precisions the flash pair dispatches to on p.compute. f32 (attention.cu):
 void attention_forward_flash_f32(const AttnProblem& p, float* out, float* lse);
+// The f32 CUDA-core forward (never the tensor cores) reading q, k and v rounded to p.compute's 16-bit
+// type as it loads them (f32: as they are): bf16 and f16 attention where no tensor-core kernel serves —
+// decoding steps, head dims off the tiles — the numbers of the f32 kernels over rounded copies, bit for
+// bit, without the copies (attention_16bit.cu).
+void attention_forward_rounding(const AttnProblem& p, float* out, float* lse);
 void attention_backward_flash_f32(const AttnProblem& p, const float* out, const float* lse, const float* dout,
                                   float* dq, float* dk, float* dv);
 // bf16 (attention_16bit.cu chooses the kernels): q, k, v (and dout) rounded to bf16, tensor-core products with f32
