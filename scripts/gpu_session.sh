@@ -43,6 +43,9 @@ keep() {  # $OUT brings back 8 files at most: each step's logs and figures go in
   for f in "$out"/*; do [ -f "$f" ] && [ "$f" != "$out/logs.tar" ] && files+=("$(basename "$f")"); done
   [ ${#files[@]} -eq 0 ] || { tar -C "$out" -rf "$out/logs.tar" "${files[@]}" && (cd "$out" && rm -f "${files[@]}"); }
 }
+ncu_path() {  # Nsight Compute's ncu: on the PATH, or wherever the image put it
+  command -v ncu || find / -name ncu -type f -perm -u+x -not -path '/proc/*' -print -quit 2>/dev/null
+}
 tests() {
   step tests 240 bash .gpu/run.sh tests
   tar -C "$out" -xOf "$out/logs.tar" cuda_tests.log | grep -A3 -E "Failure|FAILED" | grep -v "^\[" | head -n 40
@@ -96,7 +99,7 @@ print('\n'.join(s[::len(s) // 500][:500]))" > /tmp/steps-src.txt
 }
 profile() {  # Nsight Compute on the tensor-core attention kernels, one launch each (where the time goes)
   local ncu
-  ncu=$(command -v ncu || find / -name ncu -type f -perm -u+x -not -path '/proc/*' -print -quit 2>/dev/null)
+  ncu=$(ncu_path)
   [ -n "$ncu" ] || { echo "gpu_session: no ncu on this machine"; return; }
   local sections=(--section SpeedOfLight --section Occupancy --section LaunchStats --section WarpStateStats
                   --section ComputeWorkloadAnalysis --section MemoryWorkloadAnalysis)
@@ -122,7 +125,7 @@ breakdown() {  # every kernel of one attention call (bf16, d = 128, the grid's B
   # Nsight Compute's gpu__time_duration: the pre-passes, the kernels, D_i, dq's zeroing, the autograd's sums —
   # where the forward's fixed cost at L = 2k goes (2026-12-04: 0.49× flash there against 0.79× at 16k)
   local ncu
-  ncu=$(command -v ncu || find / -name ncu -type f -perm -u+x -not -path '/proc/*' -print -quit 2>/dev/null)
+  ncu=$(ncu_path)
   [ -n "$ncu" ] || { echo "gpu_session: no ncu on this machine"; return; }
   for L in 2048 16384; do
     step "breakdown-$L" 120 bash -c "\"$ncu\" --csv --clock-control none --metrics gpu__time_duration.sum \

@@ -32,7 +32,11 @@ def main():
     for r in rows:
         if r[col["Metric Name"]] != "gpu__time_duration.sum":
             continue
-        us = float(r[col["Metric Value"]].replace(",", "")) * scale.get(r[col["Metric Unit"]], 1.0)
+        unit = r[col["Metric Unit"]]
+        if unit not in scale:
+            print(f"ncu_kernels: a duration in {unit!r}, not a unit of time this reads", file=sys.stderr)
+            return 1
+        us = float(r[col["Metric Value"]].replace(",", "")) * scale[unit]
         k = short(r[col["Kernel Name"]])
         calls[k] += 1
         total[k] += us
