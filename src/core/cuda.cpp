@@ -373,6 +373,13 @@ DeviceGuard::~DeviceGuard() {
 // without its block splitting. Sizes are rounded up to 512 bytes below 1 MiB and to classes 1/8 of
 // a power of two apart above it. When cudaMalloc fails, the cache is returned to the driver and the
 // allocation tried once more; if it fails again the error says how the device's memory is used.
+//
+// The kernels' own temporaries (kernels/cuda/launch.h's Scratch: attention's rounded copies, a
+// reduction's partial sums) come from the device's stream-ordered pool (cudaMallocAsync). Its release
+// threshold defaults to 0: at every wait — each training step's, each timed call's — the pool hands
+// all its memory back to the driver, and the next call maps it again. The cache sets it to "keep
+// everything" (as RMM and CCCL do), and gives the pool's unused memory back where it gives its own:
+// empty_cache, and before its retry after cudaMalloc fails.
 
 namespace {
 
@@ -385,7 +392,12 @@ size_t round_size(size_t n) {
 
 class DeviceCache final : public Allocator {
  public:
-  explicit DeviceCache(int device) : device_(device) {}
+  explicit DeviceCache(int device) : device_(device) {
+    DeviceGuard guard(device_);
+    uint64_t keep = UINT64_MAX;
+    if (cudaMemPool_t pool = scratch_pool(); pool)
+      QKV_CUDA_CHECK(cudaMemPoolSetAttribute(pool, cudaMemPoolAttrReleaseThreshold, &keep));
+  }
 
   void* allocate(size_t n, size_t* capacity) override {
     const size_t c = round_size(n ? n : 1);
@@ -407,6 +419,7 @@ class DeviceCache final : public Allocator {
     if (cudaMalloc(&p, c) != cudaSuccess) {
       cudaGetLastError();
       release_locked();
+      trim_scratch();
       if (cudaMalloc(&p, c) != cudaSuccess) {
         cudaGetLastError();
         size_t free_b = 0, total_b = 0;
@@ -436,6 +449,16 @@ class DeviceCache final : public Allocator {
   void empty() {
     std::lock_guard<std::mutex> lock(mu_);
     release_locked();
+    trim_scratch();
+  }
+
+  // The bytes the kernels' scratch pool holds from the driver (in use or kept)
+  int64_t scratch_reserved() {
+    DeviceGuard guard(device_);
+    uint64_t bytes = 0;
+    if (cudaMemPool_t pool = scratch_pool(); pool)
+      QKV_CUDA_CHECK(cudaMemPoolGetAttribute(pool, cudaMemPoolAttrReservedMemCurrent, &bytes));
+    return static_cast<int64_t>(bytes);
   }
 
   // `stream` is a graph pool's (Graph): its free blocks are the temporaries its graphs' kernels write on
@@ -478,6 +501,20 @@ class DeviceCache final : public Allocator {
     live_.emplace(p, stream);
     allocated_ += c;
     if (allocated_ > peak_) peak_ = allocated_;
+  }
+  // The device's stream-ordered pool, which the kernels' Scratch allocates from (null where the device
+  // has none: cudaDevAttrMemoryPoolsSupported 0)
+  cudaMemPool_t scratch_pool() const {
+    int supported = 0;
+    QKV_CUDA_CHECK(cudaDeviceGetAttribute(&supported, cudaDevAttrMemoryPoolsSupported, device_));
+    cudaMemPool_t pool = nullptr;
+    if (supported) QKV_CUDA_CHECK(cudaDeviceGetDefaultMemPool(&pool, device_));
+    return pool;
+  }
+  // The scratch pool's unused memory back to the driver (what queued work still reads stays)
+  void trim_scratch() {
+    DeviceGuard guard(device_);
+    if (cudaMemPool_t pool = scratch_pool(); pool) cudaMemPoolTrimTo(pool, 0);
   }
   // The cached blocks back to the driver — but for the graph pools' (keep_pool), and none while a
   // capture is under way on any thread (g_captures).
@@ -662,6 +699,7 @@ std::unique_ptr<Graph> capture_or_explain(std::shared_ptr<Stream> pool, int devi
 int64_t memory_allocated(int device) { return cache_of(device).allocated(); }
 int64_t memory_reserved(int device) { return cache_of(device).reserved(); }
 int64_t max_memory_allocated(int device) { return cache_of(device).peak(); }
+int64_t scratch_reserved(int device) { return cache_of(device).scratch_reserved(); }
 void empty_cache() {
   for (int d = 0; d < device_count(); ++d) cache_of(d).empty();
 }
@@ -713,6 +751,7 @@ std::unique_ptr<Graph> capture_or_explain(std::shared_ptr<Stream>, int, const st
 int64_t memory_allocated(int) { return 0; }
 int64_t memory_reserved(int) { return 0; }
 int64_t max_memory_allocated(int) { return 0; }
+int64_t scratch_reserved(int) { return 0; }
 void empty_cache() {}
 
 #endif

@@ -243,6 +243,23 @@ TEST_F(Cuda, TheCachingAllocatorReusesBlocksAndEmptiesOnRequest) {
   EXPECT_EQ(cuda::memory_reserved(), cuda::memory_allocated());
 }
 
+// The kernels' temporaries (bf16 attention's rounded copies of q, k, v) stay in their pool across a
+// wait — the pool's default, a release threshold of 0, gave them back to the driver at every
+// synchronization and mapped them again on the next call — and go back with empty_cache.
+TEST_F(Cuda, KernelScratchStaysReservedAcrossWaitsUntilTheCacheIsEmptied) {
+  const Tensor q = gpu(randn({2, 4, 256, 64}, 11)), k = gpu(randn({2, 4, 256, 64}, 12));
+  AttentionOptions opt;
+  opt.compute_dtype = AttentionCompute::bf16;
+  {
+    NoGradGuard g;
+    scaled_dot_product_attention(q, k, k, opt);
+  }
+  cuda::synchronize();
+  EXPECT_GE(cuda::scratch_reserved(), 3 * 2 * 4 * 256 * 64 * 2) << "the pool gave the copies' memory back at the wait";
+  cuda::empty_cache();
+  EXPECT_EQ(cuda::scratch_reserved(), 0);
+}
+
 TEST_F(Cuda, OutOfMemoryAndMissingDevicesAreClearErrors) {
   const std::string oom = error_of([] { Tensor::empty({int64_t{1} << 42}, DType::f32, Device::cuda()); });
   EXPECT_NE(oom.find("out of memory"), std::string::npos) << oom;

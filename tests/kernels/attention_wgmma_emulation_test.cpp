@@ -1,7 +1,7 @@
 // The bf16/f16 attention pair on Hopper's wgmma (kernels/cuda/sm90a/attention_wgmma_kernels.cuh) run on
 // the host, unchanged, through tests/kernels/cuda_emulation.h, by their own launchers (sm90a/attention_wgmma.cu
 // compiled here: the variant each name and problem picks, the pre-passes — rows rounded to dense T copies,
-// the forward's vᵀ — in their scratch, the shared memory each kernel is allowed, the grids, the TMA maps),
+// in their scratch, the shared memory each kernel is allowed, the grids, the TMA maps),
 // the shared-memory descriptors and 128-byte swizzle, K-major and MN-major, wgmma from shared memory and
 // from registers — against qkv's CPU attention in bf16 (and f16): every forward variant
 // attention_wgmma.cu launches (one key tile at a time with tiles of 64 or 128 keys, the overlapped
@@ -44,7 +44,7 @@ struct Forward {
 };
 
 // The forward as a GPU runs it — attention_wgmma.cu's launcher, on the emulated H200: its pre-pass (q, k
-// rounded to dense T rows, vᵀ), the kernel QKV_CUDA_ATTENTION and the problem pick (a mask or dropout
+// and v rounded to dense T rows), the kernel QKV_CUDA_ATTENTION and the problem pick (a mask or dropout
 // takes the general code of the one-tile kernel at head dim 64, of the overlapped one at 128; head dim
 // 256 the warp-specialized kernel alone), its shared memory allowed, its grid; the scratch freed
 template <typename T>

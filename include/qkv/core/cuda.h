@@ -182,6 +182,9 @@ int64_t memory_allocated(int device = 0);  // bytes in blocks held by tensors
 int64_t memory_reserved(int device = 0);   // bytes taken from the driver: held + cached
 int64_t max_memory_allocated(int device = 0);
 void empty_cache();                        // returns every cached, unused block to the driver
+// Bytes the kernels' temporaries pool (cudaMallocAsync's, apart from the tensors') holds from the
+// driver: kept across waits, returned by empty_cache.
+int64_t scratch_reserved(int device = 0);
 
 // A failing CUDA runtime call → qkv::Error (used through QKV_CUDA_CHECK by core and the kernels).
 [[noreturn]] void fail(int code, const char* call, const char* file, int line);

@@ -96,7 +96,8 @@ __device__ inline float warp_sum(float v) {
   return v;
 }
 
-// A scratch buffer of f32 on the current stream, freed in stream order.
+// A scratch buffer of f32 on the current stream, freed in stream order (from the device's stream-ordered
+// pool, which the device allocator keeps across waits: core/cuda.cpp).
 struct Scratch {
   float* p = nullptr;
   cudaStream_t s;

@@ -13,8 +13,7 @@ QKV_CUDA_LAUNCHERS_BEGIN
 namespace {
 
 template <typename T, int D, int KN, bool General, bool Overlap>
-void launch(const AttnProblem& p, const T* qh, const T* kh, const T* vth, int64_t Lp, float* out, float* lse,
-            cudaStream_t s) {
+void launch(const AttnProblem& p, const T* qh, const T* kh, const T* vh, float* out, float* lse, cudaStream_t s) {
   constexpr size_t bytes = smem_bytes<D, KN, Overlap ? 4 : 2>();
   auto* kernel = [] {
     if constexpr (Overlap) return flash_wgmma_overlap_kernel<T, D, KN, General>;
@@ -22,22 +21,21 @@ void launch(const AttnProblem& p, const T* qh, const T* kh, const T* vth, int64_
   }();
   QKV_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(bytes)));
   const dim3 grid(static_cast<unsigned>((p.Lq + kRows - 1) / kRows), static_cast<unsigned>(p.B * p.H));
-  QKV_LAUNCH(grid, kThreads, bytes, s, kernel)(p, qh, kh, vth, Lp, out, lse);
+  QKV_LAUNCH(grid, kThreads, bytes, s, kernel)(p, qh, kh, vh, out, lse);
   QKV_CUDA_LAUNCHED(flash_wgmma_forward_kernel);
 }
 
 // The warp-specialized kernel: its tensor maps over the dense copies, then the kernel (3 warpgroups).
 template <typename T, int D, bool General>
-void launch_ws(const AttnProblem& p, const T* qh, const T* kh, const T* vth, int64_t Lp, float* out, float* lse,
-               cudaStream_t s) {
+void launch_ws(const AttnProblem& p, const T* qh, const T* kh, const T* vh, float* out, float* lse, cudaStream_t s) {
   constexpr int KN = WsShape<D>::KN, Stages = WsShape<D>::Stages;
   constexpr size_t bytes = ws_smem_bytes<D, KN, Stages>();
   ForwardMaps maps;
-  encode_forward_maps<T, D, KN>(maps, p, qh, kh, vth, Lp);
+  encode_forward_maps<T, D, KN>(maps, p, qh, kh, vh);
   auto* kernel = flash_wgmma_ws_kernel<T, D, KN, Stages, General>;
   QKV_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(bytes)));
   const dim3 grid(static_cast<unsigned>((p.Lq + kRows - 1) / kRows), static_cast<unsigned>(p.B * p.H));
-  QKV_LAUNCH(grid, kWsThreads, bytes, s, kernel)(p, maps.q, maps.k, maps.vt, qh, kh, vth, Lp, out, lse);
+  QKV_LAUNCH(grid, kWsThreads, bytes, s, kernel)(p, maps.q, maps.k, maps.v, qh, kh, vh, out, lse);
   QKV_CUDA_LAUNCHED(flash_wgmma_ws_kernel);
 }
 
@@ -60,32 +58,27 @@ Variant variant(int64_t D) {
 template <typename T, int D>
 void forward(const AttnProblem& p, float* out, float* lse, cudaStream_t s) {
   const Variant which = D == 256 ? Variant::ws : variant(D);  // head dim 256: the warp-specialized kernel alone
-  const int64_t Lp = (p.Lk + 127) / 128 * 128;  // whole tiles of either width
-  const int64_t nq = p.B * p.H * p.Lq * D, nk = p.B * p.Hkv * p.Lk * D, nv = p.B * p.Hkv * D * Lp;
-  Scratch buf((nq + nk + nv + 1) / 2, s);  // T copies of q, k and vᵀ (each a multiple of 8 elements)
+  const int64_t nq = p.B * p.H * p.Lq * D, nk = p.B * p.Hkv * p.Lk * D;
+  Scratch buf((nq + 2 * nk + 1) / 2, s);  // T copies of q, k and v (each a multiple of 8 elements)
   T* qh = reinterpret_cast<T*>(buf.p);
   T* kh = qh + nq;
-  T* vth = kh + nk;
+  T* vh = kh + nk;
   round_rows<T>(p.q, p.q_sb, p.q_sh, p.q_sl, p.B, p.H, p.Lq, D, qh, s);
   round_rows<T>(p.k, p.k_sb, p.k_sh, p.k_sl, p.B, p.Hkv, p.Lk, D, kh, s);
-  if (const int64_t pieces = nv / 8; pieces > 0) {
-    QKV_LAUNCH(blocks_for(pieces), 256, 0, s, transpose_rows_kernel<T>)(
-        p.v, p.v_sb, p.v_sh, p.v_sl, p.Hkv, p.Lk, D, Lp, pieces, vth);
-    QKV_CUDA_LAUNCHED(transpose_rows_kernel);
-  }
+  round_rows<T>(p.v, p.v_sb, p.v_sh, p.v_sl, p.B, p.Hkv, p.Lk, D, vh, s);
   const bool general = attention_general_code(p);
   if (which == Variant::ws)
-    return general ? launch_ws<T, D, true>(p, qh, kh, vth, Lp, out, lse, s)
-                   : launch_ws<T, D, false>(p, qh, kh, vth, Lp, out, lse, s);
+    return general ? launch_ws<T, D, true>(p, qh, kh, vh, out, lse, s)
+                   : launch_ws<T, D, false>(p, qh, kh, vh, out, lse, s);
   if constexpr (D != 256) {
     // a mask or dropout, the kernels' element-wise code (General): at head dim 64 one tile at a time, two
     // blocks an SM (ptxas serializes the overlapped kernel's products there: C7515), at 128 overlapped
     if constexpr (D == 64)
-      if (general && which != Variant::overlap) return launch<T, D, 64, true, false>(p, qh, kh, vth, Lp, out, lse, s);
-    if (general) return launch<T, D, 64, true, true>(p, qh, kh, vth, Lp, out, lse, s);
-    if (which == Variant::tile128) return launch<T, D, 128, false, false>(p, qh, kh, vth, Lp, out, lse, s);
-    if (which == Variant::tile64) return launch<T, D, 64, false, false>(p, qh, kh, vth, Lp, out, lse, s);
-    launch<T, D, 64, false, true>(p, qh, kh, vth, Lp, out, lse, s);
+      if (general && which != Variant::overlap) return launch<T, D, 64, true, false>(p, qh, kh, vh, out, lse, s);
+    if (general) return launch<T, D, 64, true, true>(p, qh, kh, vh, out, lse, s);
+    if (which == Variant::tile128) return launch<T, D, 128, false, false>(p, qh, kh, vh, out, lse, s);
+    if (which == Variant::tile64) return launch<T, D, 64, false, false>(p, qh, kh, vh, out, lse, s);
+    launch<T, D, 64, false, true>(p, qh, kh, vh, out, lse, s);
   }
 }
 

@@ -7,10 +7,11 @@
 // selects the others), the backward where QKV_CUDA_ATTENTION_BACKWARD=wgmma asks for it. nvcc, or g++
 // under tests/kernels/cuda_emulation.h (tests/kernels/attention_wgmma_emulation_test.cpp).
 //
-// Forward pre-pass: dense T copies of q [B, H, Lq, D] and k [B, Hkv, Lk, D] (tiles::round_rows), and
-// of v *transposed*, vᵀ [B, Hkv, D, Lk'] (Lk' = Lk rounded up to 128, zeros past Lk), so that every
-// operand in shared memory is "K-major" for wgmma — the contraction dimension contiguous: dims for
-// S = Q Kᵀ, keys for O += P V — and one descriptor form serves all three.
+// Forward pre-pass: dense T copies of q [B, H, Lq, D], k and v [B, Hkv, Lk, D] (tiles::round_rows).
+// Every tile in shared memory is [D/64][rows][64] — a row's dims contiguous — and read K-major by
+// S = Q Kᵀ (the contraction over the dims) and MN-major by O += P V (the contraction over the keys:
+// wgmma's transpose bit, sm90a/wgmma.cuh), as FlashAttention-3 reads 16-bit V. (Until 2026-12-04 the
+// pre-pass wrote vᵀ [B, Hkv, D, Lk'] for a K-major V: a fourth kernel, with 16-byte stores a row apart.)
 //
 // Forward block: 2 warpgroups (256 threads), 64 query rows each (128 a block); keys in tiles of KN (64,
 // or 128), double-buffered (tile j+1 copied by cp.async while tile j is computed). Per warpgroup and
@@ -18,7 +19,8 @@
 //     S = Q_w K_jᵀ                    wgmma m64nKNk16, A and B from shared memory, D/16 steps
 //     s = scale·S + M,  m' = max(m, rowmax s),  P = e^(s − m'),  l = l·e^(m − m') + rowsum P,
 //     O ·= e^(m − m')
-//     O += (P ∘ Z/(1−p)) V_j          wgmma m64nDk16, A (P, rounded to T) from registers, B = V_jᵀ
+//     O += (P ∘ Z/(1−p)) V_j          wgmma m64nDk16, A (P, rounded to T) from registers, B = V_j
+//                                     (N-major)
 // end: out = O / l,  lse = m + ln l. (The backward's design: above its kernel.)
 #pragma once
 
@@ -44,25 +46,6 @@ constexpr int kWarpgroups = 2;
 constexpr int kThreads = 128 * kWarpgroups;
 constexpr int kRows = 64 * kWarpgroups;  // query rows a block
 
-// ---- pre-pass: v → vᵀ ---------------------------------------------------------------------------------
-
-// dst[(b·heads + h)·D + d][j] = T(src[b·sb + h·sh + j·sl + d]) for j < L, 0 for L ≤ j < Lp (Lp a
-// multiple of 8): a thread per 8 keys of one dim (the warp's loads are consecutive dims), one
-// 16-byte store.
-template <typename T>
-__global__ void transpose_rows_kernel(const float* src, int64_t sb, int64_t sh, int64_t sl, int64_t heads, int64_t L,
-                                      int64_t D, int64_t Lp, int64_t pieces, T* dst) {
-  for (int64_t e = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; e < pieces; e += int64_t{gridDim.x} * blockDim.x) {
-    const int64_t d = e % D, j0 = e / D % (Lp / 8) * 8, bh = e / D / (Lp / 8), b = bh / heads, h = bh % heads;
-    const float* s = src + b * sb + h * sh + d;
-    float x[8];
-#pragma unroll
-    for (int u = 0; u < 8; ++u) x[u] = j0 + u < L ? s[(j0 + u) * sl] : 0.f;
-    *reinterpret_cast<uint4*>(dst + (bh * D + d) * Lp + j0) =
-        make_uint4(pack2<T>(x[0], x[1]), pack2<T>(x[2], x[3]), pack2<T>(x[4], x[5]), pack2<T>(x[6], x[7]));
-  }
-}
-
 // ---- the forward kernel -------------------------------------------------------------------------------
 
 // Rows [r0, r0 + n) of a dense [L, D] operand → the swizzled [D/64][n][64] layout, by cp.async (the
@@ -77,17 +60,8 @@ __device__ inline void copy_rows(unsigned char* dst, const T* src, int64_t r0, i
   }
 }
 
-// Keys [j0, j0 + KN) of vᵀ's D rows (row stride Lp, zeros past Lk already) → swizzled [KN/64][D][64].
-template <typename T, int D, int KN>
-__device__ inline void copy_keys(unsigned char* dst, const T* vt, int64_t Lp, int64_t j0) {
-  for (int e = threadIdx.x; e < D * KN / 8; e += kThreads) {
-    const int d = e / (KN / 8), c = e % (KN / 8);
-    cp_async16(dst + (c / 8) * (D * 128) + swizzled(d, c % 8), vt + d * Lp + j0 + c * 8, true);
-  }
-}
-
 template <int D, int KN, int Stages>
-constexpr size_t smem_bytes() {  // Q, then Stages K and vᵀ tiles, in 16-bit elements; 1024 to align the base
+constexpr size_t smem_bytes() {  // Q, then Stages K and V tiles, in 16-bit elements; 1024 to align the base
   return 1024 + 2 * size_t{D} * (kRows + 2 * Stages * KN);
 }
 
@@ -97,16 +71,16 @@ struct Block {
   const AttnProblem& p;
   unsigned char* Qs;  // [D/64][kRows][64]
   unsigned char* Ks;  // [Stages][D/64][KN][64]
-  unsigned char* Vs;  // [Stages][KN/64][D][64]
+  unsigned char* Vs;  // [Stages][D/64][KN][64]
   int wg, t;
-  int64_t b, h, i0, iw, iw_last, tiles, Lp;
+  int64_t b, h, i0, iw, iw_last, tiles;
   int64_t row[2];     // this thread's rows: g and g + 8 of its warp's 16
-  const T *q, *k, *vt;
+  const T *q, *k, *v;
 
   // first_wg: the block's first computing warpgroup (1 in the warp-specialized kernel, after its producer)
-  __device__ Block(const AttnProblem& pp, unsigned char* smem, int stages, const T* qh, const T* kh, const T* vth,
-                   int64_t lp, int first_wg = 0)
-      : p(pp), Lp(lp) {
+  __device__ Block(const AttnProblem& pp, unsigned char* smem, int stages, const T* qh, const T* kh, const T* vh,
+                   int first_wg = 0)
+      : p(pp) {
     Qs = smem + ((1024 - smem_address(smem) % 1024) % 1024);
     Ks = Qs + kRows * D * 2;
     Vs = Ks + stages * KN * D * 2;
@@ -118,7 +92,7 @@ struct Block {
     i0 = int64_t{gridDim.x - 1 - blockIdx.x} * kRows;
     q = qh + bh * p.Lq * D;                // dense [B, H, Lq, D]
     k = kh + (b * p.Hkv + hk) * p.Lk * D;  // dense [B, Hkv, Lk, D]
-    vt = vth + (b * p.Hkv + hk) * D * Lp;  // [B, Hkv, D, Lp]
+    v = vh + (b * p.Hkv + hk) * p.Lk * D;  // dense [B, Hkv, Lk, D]
     const int64_t last_row = (i0 + kRows < p.Lq ? i0 + kRows : p.Lq) - 1;
     const int64_t k_end = p.causal ? (last_row + 1 < p.Lk ? last_row + 1 : p.Lk) : p.Lk;
     tiles = (k_end + KN - 1) / KN;
@@ -130,7 +104,7 @@ struct Block {
   // key tile j into a stage's buffers (cp.async; the caller commits)
   __device__ void copy_tile(int64_t j, int stage) const {
     copy_rows<T, D>(K(stage), k, j * KN, p.Lk, KN);
-    copy_keys<T, D, KN>(V(stage), vt, Lp, j * KN);
+    copy_rows<T, D>(V(stage), v, j * KN, p.Lk, KN);
   }
   // whether the warpgroup has work in key tile j: rows before Lq, and (causal) not all before its first key
   __device__ bool active(int64_t j) const { return iw < p.Lq && !(p.causal && j * KN > iw_last); }
@@ -214,12 +188,13 @@ struct Block {
   }
 
   // O ·= alpha (per row), then O += P V_j issued and committed as one group: P's accumulators for keys
-  // 16kk…16kk+15 are the A fragment (rounded to T); B is V_jᵀ's D rows at keys 16kk… (column block kk / 4)
+  // 16kk…16kk+15 are the A fragment (rounded to T); B is V_j's rows 16kk…16kk+15 read N-major (+2048
+  // bytes a step of 16 rows; its D/64 column blocks of dims KN·128 bytes apart)
   __device__ void issue_values(float (&o)[D / 2], const float (&s)[KN / 2], const float (&alpha)[2],
-                               const unsigned char* Vt) const {
+                               const unsigned char* Vj) const {
     uint32_t pa[KN / 16][4];
     pack_probabilities(pa, s);
-    issue_packed_values(o, pa, alpha, Vt);
+    issue_packed_values(o, pa, alpha, Vj);
   }
   // P's accumulators rounded to T as the A fragments of O += P V (keys 16kk…16kk+15 in pa[kk])
   __device__ static void pack_probabilities(uint32_t (&pa)[KN / 16][4], const float (&s)[KN / 2]) {
@@ -232,7 +207,7 @@ struct Block {
     }
   }
   __device__ static void issue_packed_values(float (&o)[D / 2], const uint32_t (&pa)[KN / 16][4],
-                                             const float (&alpha)[2], const unsigned char* Vt) {
+                                             const float (&alpha)[2], const unsigned char* Vj) {
 #pragma unroll
     for (int c = 0; c < D / 8; ++c) {
       o[4 * c] *= alpha[0], o[4 * c + 1] *= alpha[0];
@@ -242,12 +217,16 @@ struct Block {
     wgmma_fence();
 #pragma unroll
     for (int kk = 0; kk < KN / 16; ++kk)
-      wgmma_rs<T, D>(o, pa[kk], smem_descriptor(Vt + (kk / 4) * D * 128 + (kk % 4) * 32));
+      wgmma_rs<T, D, 1>(o, pa[kk], smem_descriptor_mn(Vj + kk * 2048, KN * 128));
     wgmma_commit();
   }
 
-  // out = O / l, lse = m + ln l (a row that sees no key: zeros and −∞, as the CPU)
+  // out = O / l, lse = m + ln l (a row that sees no key: zeros and −∞, as the CPU). A thread's two
+  // columns 2t, 2t + 1 of each 8 are one 8-byte store where every row starts on 8 bytes (a quad's
+  // four stores one 32-byte sector), else two.
   __device__ void write(float (&o)[D / 2], const float (&m)[2], const float (&l)[2], float* out, float* lse) const {
+    const HeadLayout& ol = p.out_l;
+    const bool pairs = reinterpret_cast<uintptr_t>(out) % 8 == 0 && ((ol.sb | ol.sh | ol.sl) & 1) == 0;
 #pragma unroll
     for (int r = 0; r < 2; ++r) {
       float sum = l[r];  // the quad's four parts of the row sum
@@ -255,11 +234,16 @@ struct Block {
       sum += __shfl_xor_sync(0xffffffffu, sum, 2);
       if (row[r] >= p.Lq) continue;
       const float inv = sum > 0.f ? 1.f / sum : 0.f;
-      float* orow = out + at(p.out_l, b, h, row[r]);
+      float* orow = out + at(ol, b, h, row[r]);
 #pragma unroll
       for (int c = 0; c < D / 8; ++c) {
-        orow[c * 8 + 2 * t] = o[4 * c + 2 * r] * inv;
-        orow[c * 8 + 2 * t + 1] = o[4 * c + 2 * r + 1] * inv;
+        const float x0 = o[4 * c + 2 * r] * inv, x1 = o[4 * c + 2 * r + 1] * inv;
+        if (pairs) {
+          *reinterpret_cast<float2*>(orow + c * 8 + 2 * t) = make_float2(x0, x1);
+        } else {
+          orow[c * 8 + 2 * t] = x0;
+          orow[c * 8 + 2 * t + 1] = x1;
+        }
       }
       if (lse && t == 0) lse[(b * p.H + h) * p.Lq + row[r]] = sum > 0.f ? m[r] + logf(sum) : -INFINITY;
     }
@@ -272,10 +256,10 @@ struct Block {
 // an SM (≤ 128 registers: 113 plain; the mask and dropout code, 150 alone, spills 48 bytes a step).
 template <typename T, int D, int KN, bool General>
 __global__ void __launch_bounds__(kThreads, D == 64 && KN == 64 ? 2 : 1)
-    flash_wgmma_forward_kernel(AttnProblem p, const T* qh, const T* kh, const T* vth, int64_t Lp, float* out,
+    flash_wgmma_forward_kernel(AttnProblem p, const T* qh, const T* kh, const T* vh, float* out,
                                float* lse) {
   QKV_DYNAMIC_SHARED(1, smem);
-  const Block<T, D, KN> k(p, smem, 2, qh, kh, vth, Lp);
+  const Block<T, D, KN> k(p, smem, 2, qh, kh, vh);
   copy_rows<T, D>(k.Qs, k.q, k.i0, p.Lq, kRows);
   if (k.tiles > 0) k.copy_tile(0, 0);
   cp_async_commit();
@@ -318,11 +302,11 @@ __global__ void __launch_bounds__(kThreads, D == 64 && KN == 64 ? 2 : 1)
 // V_{j−1} of the other warpgroup until the step's barrier, and tile j + 2 is copied in.
 template <typename T, int D, int KN, bool General>
 __global__ void __launch_bounds__(kThreads, 1)
-    flash_wgmma_overlap_kernel(AttnProblem p, const T* qh, const T* kh, const T* vth, int64_t Lp, float* out,
+    flash_wgmma_overlap_kernel(AttnProblem p, const T* qh, const T* kh, const T* vh, float* out,
                                float* lse) {
   constexpr int kStages = 4;
   QKV_DYNAMIC_SHARED(1, smem);
-  const Block<T, D, KN> k(p, smem, kStages, qh, kh, vth, Lp);
+  const Block<T, D, KN> k(p, smem, kStages, qh, kh, vh);
   copy_rows<T, D>(k.Qs, k.q, k.i0, p.Lq, kRows);
   if (k.tiles > 0) k.copy_tile(0, 0);
   cp_async_commit();
@@ -380,7 +364,7 @@ __global__ void __launch_bounds__(kThreads, 1)
 //
 // QKV_CUDA_ATTENTION=wgmma-ws. The overlapped kernel's arithmetic, with FlashAttention-3's division of
 // labour (Shah et al. 2024, §3.1): a block of three warpgroups, the first a producer — one thread
-// issues TMA copies of Q and of each key tile (K_j, V_jᵀ) into a ring of Stages buffers; its
+// issues TMA copies of Q and of each key tile (K_j, V_j) into a ring of Stages buffers; its
 // registers given up (setmaxnreg) to the two consumer warpgroups of 64 query rows each, which
 // compute and no longer spend issue slots on copies' addresses. Per buffer s, mbarriers:
 //     full_k[s], full_v[s]    the producer announces the tile's bytes; TMA's copies complete them
@@ -417,28 +401,28 @@ constexpr size_t ws_smem_bytes() {  // the tiles, then 1 + 4·Stages mbarriers
   return smem_bytes<D, KN, Stages>() + 8 * (1 + 4 * Stages);
 }
 
-// The three TMA tensor maps of the forward: q and k as the dense T copies [B·H, Lq, D] / [B·Hkv, Lk,
-// D] (boxes of 64 dims by 128 rows / KN keys), vᵀ as [B·Hkv, D, Lp] (boxes of 64 keys by D dims).
+// The three TMA tensor maps of the forward: q, k and v as the dense T copies [B·H, Lq, D] / [B·Hkv,
+// Lk, D] (boxes of 64 dims by 128 rows / KN keys; rows past a head's Lk filled with zeros).
 // An empty key set (Lk 0) still gets valid maps: no tile is copied through them.
 struct ForwardMaps {
-  CUtensorMap q, k, vt;
+  CUtensorMap q, k, v;
 };
 template <typename T, int D, int KN>
-void encode_forward_maps(ForwardMaps& m, const AttnProblem& p, const T* qh, const T* kh, const T* vth, int64_t Lp) {
-  const uint64_t row = D * sizeof(T), Lk = p.Lk > 0 ? p.Lk : 1, L = Lp > 0 ? Lp : 128;
+void encode_forward_maps(ForwardMaps& m, const AttnProblem& p, const T* qh, const T* kh, const T* vh) {
+  const uint64_t row = D * sizeof(T), Lk = p.Lk > 0 ? p.Lk : 1;
   encode_tensor_map<T>(m.q, {qh, {D, uint64_t(p.Lq), uint64_t(p.B * p.H)}, {row, row * p.Lq}, kRows});
   encode_tensor_map<T>(m.k, {kh, {D, Lk, uint64_t(p.B * p.Hkv)}, {row, row * Lk}, KN});
-  encode_tensor_map<T>(m.vt, {vth, {L, D, uint64_t(p.B * p.Hkv)}, {L * sizeof(T), L * sizeof(T) * D}, D});
+  encode_tensor_map<T>(m.v, {vh, {D, Lk, uint64_t(p.B * p.Hkv)}, {row, row * Lk}, KN});
 }
 
 template <typename T, int D, int KN, int Stages, bool General>
 __global__ void __launch_bounds__(kWsThreads, 1)
     flash_wgmma_ws_kernel(AttnProblem p, const __grid_constant__ CUtensorMap tq, const __grid_constant__ CUtensorMap tk,
-                          const __grid_constant__ CUtensorMap tvt, const T* qh, const T* kh, const T* vth, int64_t Lp,
-                          float* out, float* lse) {
+                          const __grid_constant__ CUtensorMap tv, const T* qh, const T* kh, const T* vh, float* out,
+                          float* lse) {
   QKV_DYNAMIC_SHARED(1, smem);
   // (the dense copies the maps describe, for the block's geometry: only TMA reads them)
-  const Block<T, D, KN> k(p, smem, Stages, qh, kh, vth, Lp, /*first_wg=*/1);
+  const Block<T, D, KN> k(p, smem, Stages, qh, kh, vh, /*first_wg=*/1);
   uint64_t* q_full = reinterpret_cast<uint64_t*>(k.Vs + Stages * D * KN * 2);
   uint64_t *full_k = q_full + 1, *full_v = full_k + Stages, *empty_k = full_v + Stages, *empty_v = empty_k + Stages;
   auto use = [](int64_t j) { return ring_use(j, Stages); };  // tile j's use of its buffer
@@ -467,7 +451,7 @@ __global__ void __launch_bounds__(kWsThreads, 1)
       for (int c = 0; c < D / 64; ++c) tma_load(k.K(s) + c * KN * 128, tk, 64 * c, j0, bhk, &full_k[s]);
       mbarrier_wait(&empty_v[s], free);
       mbarrier_arrive_expect_tx(&full_v[s], KN * D * 2);
-      for (int c = 0; c < KN / 64; ++c) tma_load(k.V(s) + c * D * 128, tvt, j0 + 64 * c, 0, bhk, &full_v[s]);
+      for (int c = 0; c < D / 64; ++c) tma_load(k.V(s) + c * KN * 128, tv, 64 * c, j0, bhk, &full_v[s]);
     }
     return;
   }
@@ -545,7 +529,7 @@ __global__ void __launch_bounds__(kWsThreads, 1)
 // copied in under dQ's product.
 constexpr int kBwdKeys = 128;     // keys a block
 constexpr int kBwdRows = 64;      // query rows a step
-constexpr int kBwdThreads = kThreads;  // two warpgroups (copy_rows and copy_keys stride by kThreads)
+constexpr int kBwdThreads = kThreads;  // two warpgroups (copy_rows strides by kThreads)
 
 template <int D>
 constexpr size_t backward_smem_bytes() {
