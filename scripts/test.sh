@@ -22,7 +22,8 @@ python3 -m pip install -q --disable-pip-version-check ctranslate2 sentencepiece 
 step "build (./build: library, CLI, tests, benchmarks, Python module; CUDA where nvcc is)"
 # A first build (CI's clean clone) compiles each floor above the kernels as one unit (QKV_UNITY_BUILD:
 # nlohmann-json's and the standard library's templates instantiated once a floor, not once a file):
-# 145 CPU-s for those floors instead of 360, about 100 s less on 2 cores (docs/BENCHMARKS.md). A build
+# 145 CPU-s for those floors instead of 360, about 100 s less on 2 cores (docs/BENCHMARKS.md); and the
+# test files eight of a folder a unit (tests/CMakeLists.txt): ~170 CPU-s instead of ~330. A build
 # directory that exists keeps its setting, as the file-by-file build recompiles one edited file in
 # seconds where the unity build recompiles its floor (20–30 s).
 unity=()

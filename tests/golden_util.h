@@ -222,4 +222,11 @@ inline void run_golden_case(const json& c, const GoldenOp& op, const std::string
   for (const auto& [name, g] : grads.items()) EXPECT_TRUE(grad_close("grad " + name, in.at(name).grad(), g, tol));
 }
 
+// A case's "parameters" as a module's state (name → tensor)
+inline std::map<std::string, Tensor> state_of(const json& c) {
+  std::map<std::string, Tensor> state;
+  for (const auto& [name, t] : c.at("parameters").items()) state[name] = json_tensor(t);
+  return state;
+}
+
 }  // namespace qkv::golden

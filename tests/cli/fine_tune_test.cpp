@@ -15,8 +15,8 @@ namespace qkv {
 namespace {
 
 namespace fs = std::filesystem;
-const std::string kQkv = QKV_CLI_PATH;
-const fs::path kGolden = fs::path(QKV_GOLDEN_DIR) / "hf";
+const std::string kCli = QKV_CLI_PATH;
+const fs::path kHfGolden = fs::path(QKV_GOLDEN_DIR) / "hf";
 
 void write_text(const fs::path& p, size_t bytes) {
   const std::string text = io::read_file((fs::path(QKV_SOURCE_DIR) / "data" / "tinyshakespeare" / "input.txt").string());
@@ -25,7 +25,7 @@ void write_text(const fs::path& p, size_t bytes) {
 
 TEST(CliFineTune, TrainFromAConvertedLlamaThenGenerateAndEval) {
   testing::TempDir dir("cli-fine-tune");
-  ASSERT_EQ(testing::run_shell(kQkv + " convert " + (kGolden / "llama-gqa").string() + " -o " +
+  ASSERT_EQ(testing::run_shell(kCli + " convert " + (kHfGolden / "llama-gqa").string() + " -o " +
                                (dir.path / "llama.safetensors").string())
                 .code,
             0);
@@ -40,16 +40,16 @@ TEST(CliFineTune, TrainFromAConvertedLlamaThenGenerateAndEval) {
                                 {"checkpoint_interval", 0}}}};
   std::ofstream(dir.path / "fine-tune.json") << cfg.dump(2);
   const std::string out = (dir.path / "run").string(), model = out + "/model.safetensors";
-  auto r = testing::run_shell(kQkv + " train " + (dir.path / "fine-tune.json").string() + " -o " + out + " -q");
+  auto r = testing::run_shell(kCli + " train " + (dir.path / "fine-tune.json").string() + " -o " + out + " -q");
   ASSERT_EQ(r.code, 0) << r.out;
   EXPECT_NE(r.out.find("Llama"), std::string::npos) << r.out;
-  r = testing::run_shell(kQkv + " generate -m " + model + " -p \"ROMEO:\" -t 0 -n 8");
+  r = testing::run_shell(kCli + " generate -m " + model + " -p \"ROMEO:\" -t 0 -n 8");
   EXPECT_EQ(r.code, 0) << r.out;
   EXPECT_NE(r.out.find("ROMEO:"), std::string::npos) << r.out;
 
   // perplexity of the text, before and after fine-tuning on it
   auto ppl = [&](const std::string& m) {
-    auto e = testing::run_shell(kQkv + " eval -m " + m + " --text " + (dir.path / "text.txt").string() + " --json");
+    auto e = testing::run_shell(kCli + " eval -m " + m + " --text " + (dir.path / "text.txt").string() + " --json");
     EXPECT_EQ(e.code, 0) << e.out;
     const nlohmann::json j = nlohmann::json::parse(e.out.substr(e.out.find('{')));
     EXPECT_GT(j["tokens"].get<int64_t>(), 1000);
@@ -59,11 +59,12 @@ TEST(CliFineTune, TrainFromAConvertedLlamaThenGenerateAndEval) {
   const double before = ppl((dir.path / "llama.safetensors").string()), after = ppl(model);
   EXPECT_GT(before, 100.0);  // a random model over 512 tokens
   EXPECT_LT(after, before * 0.8);
-  r = testing::run_shell(kQkv + " eval -m " + model + " --text " + (dir.path / "text.txt").string() + " --block-size 16");
+  r = testing::run_shell(kCli + " eval -m " + model + " --text " + (dir.path / "text.txt").string() +
+                         " --block-size 16");
   EXPECT_EQ(r.code, 0) << r.out;
   EXPECT_NE(r.out.find("perplexity "), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("windows of 16"), std::string::npos) << r.out;
-  r = testing::run_shell(kQkv + " eval -m " + model);
+  r = testing::run_shell(kCli + " eval -m " + model);
   EXPECT_EQ(r.code, 1) << r.out;
   EXPECT_NE(r.out.find("give --text"), std::string::npos) << r.out;
 
@@ -71,7 +72,7 @@ TEST(CliFineTune, TrainFromAConvertedLlamaThenGenerateAndEval) {
   nlohmann::json bad = cfg;
   bad["model"] = {{"num_hidden_layers", 4}};
   std::ofstream(dir.path / "bad.json") << bad.dump(2);
-  r = testing::run_shell(kQkv + " train " + (dir.path / "bad.json").string() + " -o " + out + "-bad -q");
+  r = testing::run_shell(kCli + " train " + (dir.path / "bad.json").string() + " -o " + out + "-bad -q");
   EXPECT_EQ(r.code, 1) << r.out;
   EXPECT_NE(r.out.find("model.num_hidden_layers 4 differs from 2"), std::string::npos) << r.out;
 }
@@ -79,10 +80,10 @@ TEST(CliFineTune, TrainFromAConvertedLlamaThenGenerateAndEval) {
 TEST(CliFineTune, EvalScoresAConvertedMarianTranslator) {
   testing::TempDir dir("cli-eval-marian");
   const std::string model = (dir.path / "opus.safetensors").string();
-  ASSERT_EQ(testing::run_shell(kQkv + " convert " + (kGolden / "marian").string() + " -o " + model).code, 0);
+  ASSERT_EQ(testing::run_shell(kCli + " convert " + (kHfGolden / "marian").string() + " -o " + model).code, 0);
   std::ofstream(dir.path / "src.txt") << "I like tea.\nThe cat sleeps.\n";
   std::ofstream(dir.path / "ref.txt") << "J'aime le thé.\nLe chat dort.\n";
-  auto r = testing::run_shell(kQkv + " eval -m " + model + " --src " + (dir.path / "src.txt").string() + " --ref " +
+  auto r = testing::run_shell(kCli + " eval -m " + model + " --src " + (dir.path / "src.txt").string() + " --ref " +
                               (dir.path / "ref.txt").string() + " --beam 2 --json");
   ASSERT_EQ(r.code, 0) << r.out;
   const nlohmann::json j = nlohmann::json::parse(r.out.substr(r.out.find('{')));

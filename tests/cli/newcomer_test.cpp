@@ -12,10 +12,10 @@
 
 namespace {
 
-using CliRun = qkv::testing::ShellResult;
+using Shell = qkv::testing::ShellResult;
 
 // the qkv command with ARGS (stderr joined to stdout)
-CliRun run(const std::string& args) { return qkv::testing::run_shell(std::string(QKV_CLI_PATH) + " " + args); }
+Shell qkv_cli(const std::string& args) { return qkv::testing::run_shell(std::string(QKV_CLI_PATH) + " " + args); }
 
 // The JSON line of a --json run's output.
 nlohmann::json json_line(const std::string& out) {
@@ -47,29 +47,29 @@ TEST(Newcomer, EvalLimitDrawsASeededSampleNotTheFirstLines) {
     }
   }
   const std::string files = "--hyp " + dir + "/ref --ref " + dir + "/ref";
-  CliRun r = run("eval " + files + " --limit 20 --json");
+  Shell r = qkv_cli("eval " + files + " --limit 20 --json");
   ASSERT_EQ(r.code, 0) << r.out;
   const nlohmann::json j = json_line(r.out);
   EXPECT_EQ(j["sentences"], 20);
   EXPECT_GT(j["hyp_len"].get<int>(), 3 * 210) << "the 20 shortest lines hold 210 words: " << j.dump();
-  EXPECT_EQ(json_line(run("eval " + files + " --limit 20 --json").out)["hyp_len"], j["hyp_len"]);  // seeded
-  EXPECT_NE(json_line(run("eval " + files + " --limit 20 --seed 5 --json").out)["hyp_len"], j["hyp_len"]);
-  EXPECT_EQ(json_line(run("eval " + files + " --json").out)["sentences"], 200);
-  CliRun said = run("eval " + files + " --limit 20");
+  EXPECT_EQ(json_line(qkv_cli("eval " + files + " --limit 20 --json").out)["hyp_len"], j["hyp_len"]);  // seeded
+  EXPECT_NE(json_line(qkv_cli("eval " + files + " --limit 20 --seed 5 --json").out)["hyp_len"], j["hyp_len"]);
+  EXPECT_EQ(json_line(qkv_cli("eval " + files + " --json").out)["sentences"], 200);
+  Shell said = qkv_cli("eval " + files + " --limit 20");
   EXPECT_NE(said.out.find("--limit 20: 20 of the 200 lines, drawn with seed 0"), std::string::npos) << said.out;
 }
 
 // The image classifier honours --limit too (it evaluated all 10,000 test images).
 TEST(Newcomer, ImageEvalHonoursTheLimit) {
   const std::string m = std::string(QKV_SOURCE_DIR) + "/models/fashion-mnist-nonlocal.safetensors";
-  CliRun r = run("eval -m " + m + " --limit 10 --json");
+  Shell r = qkv_cli("eval -m " + m + " --limit 10 --json");
   ASSERT_EQ(r.code, 0) << r.out;
   const nlohmann::json j = json_line(r.out);
   EXPECT_EQ(j["images"], 10);
   int64_t per_class = 0;
   for (const auto& c : j["per_class"]) per_class += c["images"].get<int64_t>();
   EXPECT_EQ(per_class, 10);
-  EXPECT_EQ(json_line(run("eval -m " + m + " --limit 10 --json").out)["accuracy"], j["accuracy"]);
+  EXPECT_EQ(json_line(qkv_cli("eval -m " + m + " --limit 10 --json").out)["accuracy"], j["accuracy"]);
 }
 
 // A language model's perplexity samples --limit windows; a captioner scores at most --limit scenes.
@@ -82,14 +82,14 @@ TEST(Newcomer, LanguageModelAndCaptionerEvalHonourTheLimit) {
     for (int i = 0; i < 200; ++i) text << "ROMEO: What light through yonder window breaks?\n";
   }
   const std::string lm = "eval -m " + src + "/models/shakespeare-char.safetensors --text " + dir + "/text.txt";
-  CliRun all = run(lm + " --json");
+  Shell all = qkv_cli(lm + " --json");
   ASSERT_EQ(all.code, 0) << all.out;
-  CliRun some = run(lm + " --limit 3 --json");
+  Shell some = qkv_cli(lm + " --limit 3 --json");
   ASSERT_EQ(some.code, 0) << some.out;
   const int64_t block = json_line(some.out)["block_size"].get<int64_t>();
   EXPECT_LE(json_line(some.out)["tokens"].get<int64_t>(), 3 * block) << some.out;
   EXPECT_GT(json_line(all.out)["tokens"].get<int64_t>(), 3 * block) << all.out;
-  CliRun cap = run("eval -m " + src + "/models/captioner.safetensors --split test --beam 1 --limit 3 --json");
+  Shell cap = qkv_cli("eval -m " + src + "/models/captioner.safetensors --split test --beam 1 --limit 3 --json");
   ASSERT_EQ(cap.code, 0) << cap.out;
   EXPECT_EQ(json_line(cap.out)["scenes"], 3);
 }
@@ -113,20 +113,20 @@ TEST(Newcomer, DataPrepareWritesTheSplitAndTokenizerWithoutTraining) {
       "eval": {"bleu_sentences": 1}})";
   }
   const std::string out = dir + "/out";
-  CliRun p = run("data prepare " + dir + "/cfg.json -o " + out);
+  Shell p = qkv_cli("data prepare " + dir + "/cfg.json -o " + out);
   ASSERT_EQ(p.code, 0) << p.out;
   for (const char* f : {"dev.src", "dev.ref", "test.src", "test.ref", "spm.model"})
     EXPECT_TRUE(std::filesystem::exists(out + "/" + f)) << f << "\n" << p.out;
   EXPECT_FALSE(std::filesystem::exists(out + "/model.safetensors")) << "trained: " << p.out;
   EXPECT_FALSE(std::filesystem::exists(out + "/checkpoint.safetensors"));
   EXPECT_NE(p.out.find("qkv eval --src " + out + "/test.src --ref " + out + "/test.ref"), std::string::npos) << p.out;
-  CliRun e = run("eval --hyp " + out + "/test.ref --ref " + out + "/test.ref --json");
+  Shell e = qkv_cli("eval --hyp " + out + "/test.ref --ref " + out + "/test.ref --json");
   EXPECT_EQ(e.code, 0) << e.out;
-  CliRun t = run("train " + dir + "/cfg.json -o " + out);
+  Shell t = qkv_cli("train " + dir + "/cfg.json -o " + out);
   EXPECT_EQ(t.code, 0) << t.out;
   EXPECT_NE(t.out.find("(reused)"), std::string::npos) << t.out;
   // the help, and a config that is not there
-  EXPECT_EQ(run("data prepare --help").code, 0);
-  EXPECT_NE(run("data prepare " + dir + "/nothing.json").code, 0);
-  EXPECT_NE(run("data").code, 0);
+  EXPECT_EQ(qkv_cli("data prepare --help").code, 0);
+  EXPECT_NE(qkv_cli("data prepare " + dir + "/nothing.json").code, 0);
+  EXPECT_NE(qkv_cli("data").code, 0);
 }

@@ -106,8 +106,8 @@ std::vector<std::string> cli_translations(const std::vector<std::string>& lines)
   return out;
 }
 
-const std::vector<std::string> kSentences = {"The cat sat on the mat.", "I think it is going to rain tomorrow.",
-                                             "Where is the station?", "She reads a book every week."};
+const std::vector<std::string> kServeSentences = {"The cat sat on the mat.", "I think it is going to rain tomorrow.",
+                                                  "Where is the station?", "She reads a book every week."};
 
 TEST(Serve, TranslatesAsTheCliDoes) {
   ServeProcess s("");
@@ -120,11 +120,11 @@ TEST(Serve, TranslatesAsTheCliDoes) {
   ASSERT_TRUE(models);
   EXPECT_EQ(json::parse(models->body)["models"][0]["id"], "en-fr");
   int status = 0;
-  const json r = post(s.port(), json{{"sentences", kSentences}, {"n_best", 2}}.dump(), &status);
+  const json r = post(s.port(), json{{"sentences", kServeSentences}, {"n_best", 2}}.dump(), &status);
   ASSERT_EQ(status, 200) << r.dump();
-  const auto expected = cli_translations(kSentences);
-  ASSERT_EQ(r["translations"].size(), kSentences.size());
-  for (size_t i = 0; i < kSentences.size(); ++i) {
+  const auto expected = cli_translations(kServeSentences);
+  ASSERT_EQ(r["translations"].size(), kServeSentences.size());
+  for (size_t i = 0; i < kServeSentences.size(); ++i) {
     EXPECT_EQ(r["translations"][i]["text"], expected[i]);
     EXPECT_EQ(r["translations"][i]["hypotheses"].size(), 2u);
     EXPECT_GE(r["translations"][i]["scores"][0].get<double>(), r["translations"][i]["scores"][1].get<double>());
@@ -197,11 +197,13 @@ TEST(Serve, ConcurrentRequestsEqualSequentialOnesAndAreCounted) {
   ServeProcess s("--max-wait-ms 20");
   ASSERT_GT(s.port(), 0) << s.log();
   std::vector<std::string> sequential;
-  for (auto& line : kSentences) sequential.push_back(post(s.port(), json{{"sentences", {line}}}.dump())["translations"][0]["text"]);
+  for (auto& line : kServeSentences)
+    sequential.push_back(post(s.port(), json{{"sentences", {line}}}.dump())["translations"][0]["text"]);
   std::vector<std::future<json>> answers;
   for (int i = 0; i < 16; ++i)
     answers.push_back(std::async(std::launch::async, [&, i] {
-      const std::string body = json{{"sentences", {kSentences[static_cast<size_t>(i) % kSentences.size()]}}}.dump();
+      const std::string body =
+          json{{"sentences", {kServeSentences[static_cast<size_t>(i) % kServeSentences.size()]}}}.dump();
       json r = post(s.port(), body);
       // a connection the loaded CI machine failed to make (it never reached the server: the
       // request counts below would show it) is made again once
@@ -224,7 +226,7 @@ TEST(Serve, SigtermFinishesTheRequestInFlight) {
   ServeProcess s("");
   ASSERT_GT(s.port(), 0) << s.log();
   std::vector<std::string> many;
-  for (int i = 0; i < 32; ++i) many.push_back(kSentences[static_cast<size_t>(i) % 4]);
+  for (int i = 0; i < 32; ++i) many.push_back(kServeSentences[static_cast<size_t>(i) % 4]);
   auto answer = std::async(std::launch::async, [&] {
     int status = 0;
     json r = post(s.port(), json{{"sentences", many}, {"beam_size", 8}}.dump(), &status);
@@ -764,7 +766,7 @@ TEST(Serve, AttentionFlowOfALanguageModel) {
   EXPECT_EQ(u["kinds"][0]["flow"]["shape"], json::array({17, 17}));
   std::string longer;  // over 128 source tokens for the translator's encoder (the GPT's context is 64)
   for (int i = 0; i < 6; ++i)
-    for (const std::string& sentence : kSentences) longer += sentence + " ";
+    for (const std::string& sentence : kServeSentences) longer += sentence + " ";
   const json e = post(s.port(), json{{"model", "en-fr"}, {"text", longer}, {"detail", "flow"}, {"beam_size", 1}}.dump(),
                       &status, "/v1/attention");
   EXPECT_EQ(status, 413);

@@ -24,7 +24,7 @@ namespace {
 using testing::lm;
 using testing::random_model;
 
-nlohmann::json gpt_config() {
+nlohmann::json paged_gpt_config() {
   return {{"vocab_size", 23}, {"block_size", 32}, {"n_layer", 2}, {"n_head", 2}, {"n_embd", 16}, {"bias", true}};
 }
 nlohmann::json llama_config() {
@@ -110,7 +110,7 @@ void expect_graph_steps_are_the_plain_ones(const models::LanguageModel& m, Devic
 }
 
 TEST(PagedDecodeGraphs, BucketedStepsAreThePlainStepsGpt) {
-  auto gpt = random_model("gpt", gpt_config(), 3);
+  auto gpt = random_model("gpt", paged_gpt_config(), 3);
   expect_graph_steps_are_the_plain_ones(lm(gpt), Device::cpu(), PagedDecodeGraphs::Mode::emulated, DType::f32, 1e-5);
   lm(gpt).set_inference_weights(nn::InferenceWeights::int8);
   expect_graph_steps_are_the_plain_ones(lm(gpt), Device::cpu(), PagedDecodeGraphs::Mode::emulated, DType::f32, 1e-5);
@@ -122,7 +122,7 @@ TEST(PagedDecodeGraphs, BucketedStepsAreThePlainStepsLlama) {
 }
 
 TEST(PagedDecodeGraphs, GraphsNeedAGpuAndOneTokenASequence) {
-  auto gpt = random_model("gpt", gpt_config(), 3);
+  auto gpt = random_model("gpt", paged_gpt_config(), 3);
   nn::PagedKVCache cache = lm(gpt).make_paged_cache(8, 4, Device::cpu(), DType::f32);
   EXPECT_NE(testing::error_of([&] { PagedDecodeGraphs(lm(gpt), cache, 4, PagedDecodeGraphs::Mode::graph); }).find("need a GPU"),
             std::string::npos);
@@ -153,7 +153,7 @@ TEST(PagedDecodeGraphs, APaddingTokensSlotWritesNothing) {
 // plain steps on the GPU.
 TEST(PagedDecodeGraphsOnAGpu, ReplaysFollowThePlainSteps) {
   if (!cuda::is_available()) GTEST_SKIP() << "this machine shows no CUDA GPU";
-  auto gpt = random_model("gpt", gpt_config(), 3);
+  auto gpt = random_model("gpt", paged_gpt_config(), 3);
   gpt->module().to(Device::cuda());
   expect_graph_steps_are_the_plain_ones(lm(gpt), Device::cuda(), PagedDecodeGraphs::Mode::graph, DType::f32, 1e-5);
   auto llama = random_model("llama", llama_config(), 5);

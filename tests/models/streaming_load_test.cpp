@@ -18,7 +18,7 @@ namespace {
 
 using testing::error_of;
 
-const std::string kShipped = std::string(QKV_SOURCE_DIR) + "/models/shakespeare-char.safetensors";
+const std::string kShippedLm = std::string(QKV_SOURCE_DIR) + "/models/shakespeare-char.safetensors";
 
 TEST(SkipInit, InitializersDrawNothingWhileItLives) {
   Generator a(7), b(7);
@@ -40,8 +40,8 @@ TEST(SkipInit, InitializersDrawNothingWhileItLives) {
 }
 
 TEST(StreamingLoad, EqualsTheWholeFileLoadAndSkipsOptimizerState) {
-  ModelFile whole = load_model_file(kShipped);
-  LoadedLanguageModel lm = load_language_model(kShipped);
+  ModelFile whole = load_model_file(kShippedLm);
+  LoadedLanguageModel lm = load_language_model(kShippedLm);
   EXPECT_EQ(lm.meta, whole.meta);
   auto params = lm.model->module().state_dict();
   ASSERT_EQ(params.size(), whole.params.size());
@@ -63,7 +63,7 @@ TEST(StreamingLoad, EqualsTheWholeFileLoadAndSkipsOptimizerState) {
 }
 
 TEST(StreamingLoad, AMissingExtraOrMisshapenTensorIsAnErrorNamingTheFile) {
-  ModelFile whole = load_model_file(kShipped);
+  ModelFile whole = load_model_file(kShippedLm);
   testing::TempDir d("streaming-load-bad");
   auto write = [&](const std::string& file, std::map<std::string, Tensor> tensors) {
     const std::string path = (d.path / file).string();

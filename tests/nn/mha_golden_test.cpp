@@ -25,12 +25,6 @@ nn::MultiheadAttention make_mha(const json& p) {
                                 p.at("batch_first").get<bool>());
 }
 
-std::map<std::string, Tensor> state_of(const json& c) {
-  std::map<std::string, Tensor> state;
-  for (const auto& [name, t] : c.at("parameters").items()) state[name] = json_tensor(t);
-  return state;
-}
-
 void run_mha_case(const json& c) {
   const json& p = c.at("params");
   const json& in = c.at("inputs");

@@ -16,12 +16,6 @@
 namespace qkv::golden {
 namespace {
 
-std::map<std::string, Tensor> state_of(const json& c) {
-  std::map<std::string, Tensor> state;
-  for (const auto& [name, t] : c.at("parameters").items()) state[name] = json_tensor(t);
-  return state;
-}
-
 void expect_same_names(const nn::Module& m, const json& c) {
   std::set<std::string> ours, theirs;
   for (const auto& [name, t] : m.named_parameters()) ours.insert(name);

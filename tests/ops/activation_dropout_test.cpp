@@ -18,7 +18,7 @@ namespace {
 Tensor act(const std::string& name, const Tensor& x) {
   return name == "relu" ? relu(x) : gelu(x, name == "gelu" ? "none" : "tanh");
 }
-Tensor act_dropped(const std::string& name, const Tensor& x, float p, Generator* g) {
+Tensor act_then_dropout(const std::string& name, const Tensor& x, float p, Generator* g) {
   return name == "relu" ? relu(x, p, g) : gelu(x, name == "gelu" ? "none" : "tanh", p, g);
 }
 
@@ -38,7 +38,7 @@ TEST(ActivationDropout, GivesTheBitsOfTheActivationThenDropoutForwardAndBackward
           Generator drop_gen(91);
           drop_gen.reserve(1);
           Tensor x = x0.clone().requires_grad_();
-          const Tensor y = fused ? act_dropped(name, x, p, &drop_gen) : dropout(act(name, x), p, true, &drop_gen);
+          const Tensor y = fused ? act_then_dropout(name, x, p, &drop_gen) : dropout(act(name, x), p, true, &drop_gen);
           sum(mul(y, gy)).backward();
           out[fused] = y, grad[fused] = x.grad(), reserved[fused] = drop_gen.reserve(0);
         }

@@ -61,23 +61,23 @@ const char* const kLines[] = {
     "Zebras, yaks and quails: exquisite jumbled vowels.",
 };
 
-fs::path temp_path() { return fs::temp_directory_path() / ("qkv_sp_test_" + std::to_string(::getpid())); }
+fs::path sp_temp_path() { return fs::temp_directory_path() / ("qkv_sp_test_" + std::to_string(::getpid())); }
 
 std::string temp_dir() {
   static const std::string dir = [] {
-    fs::create_directories(temp_path());
-    return temp_path().string();
+    fs::create_directories(sp_temp_path());
+    return sp_temp_path().string();
   }();
   return dir;
 }
 
 // Removes the temporary directory when the test binary exits.
-struct RemoveTempDir {
-  ~RemoveTempDir() {
+struct RemoveSpTempDir {
+  ~RemoveSpTempDir() {
     std::error_code ec;
-    fs::remove_all(temp_path(), ec);
+    fs::remove_all(sp_temp_path(), ec);
   }
-} remove_temp_dir;
+} remove_sp_temp_dir;
 
 // Trains the shared test model once; returns its prefix.
 const std::string& model_prefix() {

@@ -26,9 +26,11 @@ using testing::logged_losses;
 using testing::TempDir;
 using nlohmann::json;
 
-json tiny_config(const fs::path& dir, int64_t max_iters) { return testing::tiny_translation_config(dir, max_iters); }
+json tiny_translation(const fs::path& dir, int64_t max_iters) {
+  return testing::tiny_translation_config(dir, max_iters);
+}
 
-TrainResult train(const json& cfg, const fs::path& out, bool resume, Device device = Device::cpu()) {
+TrainResult train_translation(const json& cfg, const fs::path& out, bool resume, Device device = Device::cpu()) {
   TranslationTask task(cfg, "", out.string(), resume, false);
   TrainerOptions o;
   o.out_dir = out.string(), o.resume = resume, o.full_config = cfg, o.quiet = true, o.device = device;
@@ -41,9 +43,9 @@ TrainResult train(const json& cfg, const fs::path& out, bool resume, Device devi
 TEST(TranslationTask, TrainsAndTranslatesOnAGpuAsOnTheCpu) {
   if (!device_available(Device::cuda())) GTEST_SKIP() << "no CUDA GPU here (or no CUDA backend in this build)";
   TempDir d("translation-gpu");
-  const json cfg = tiny_config(d.path, 30);
-  train(cfg, d.path / "cpu", false);
-  TrainResult r = train(cfg, d.path / "gpu", false, Device::cuda());
+  const json cfg = tiny_translation(d.path, 30);
+  train_translation(cfg, d.path / "cpu", false);
+  TrainResult r = train_translation(cfg, d.path / "gpu", false, Device::cuda());
   EXPECT_EQ(r.steps_done, 30);
   const std::vector<double> cpu = logged_losses(d.path / "cpu"), gpu = logged_losses(d.path / "gpu");
   ASSERT_EQ(cpu.size(), gpu.size());
@@ -70,7 +72,7 @@ TEST(TranslationTask, TrainsAndTranslatesOnAGpuAsOnTheCpu) {
 
 TEST(TranslationTask, TrainsWritesFilesAndTheModelTranslates) {
   TempDir d("translation");
-  TrainResult r = train(tiny_config(d.path, 60), d.path / "run", false);
+  TrainResult r = train_translation(tiny_translation(d.path, 60), d.path / "run", false);
   EXPECT_EQ(r.steps_done, 60);
   for (const char* f : {"checkpoint.safetensors", "model.safetensors", "metrics.jsonl", "loss.svg", "spm.model",
                         "dev.src", "dev.ref", "test.src", "test.ref"})
@@ -134,7 +136,7 @@ TEST(TranslationTask, TrainsWritesFilesAndTheModelTranslates) {
 // models trained with different vocabularies are refused.
 TEST(TranslationTask, EnsemblesShareOneVocabulary) {
   TempDir d("translation");
-  train(tiny_config(d.path, 40), d.path / "a", false);
+  train_translation(tiny_translation(d.path, 40), d.path / "a", false);
   const std::string a = (d.path / "a" / "model.safetensors").string();
   std::vector<models::LoadedSeq2Seq> ts = models::load_seq2seq_ensemble({a, a});
   ASSERT_EQ(ts.size(), 2u);
@@ -154,11 +156,11 @@ TEST(TranslationTask, EnsemblesShareOneVocabulary) {
   }
   // another corpus ("zero" for "ten") trains another vocabulary
   TempDir d2("translation-vocab");
-  json third = tiny_config(d2.path, 2);
+  json third = tiny_translation(d2.path, 2);
   std::string tsv = io::read_file((d2.path / "pairs.tsv").string());
   for (size_t at; (at = tsv.find("ten")) != std::string::npos;) tsv.replace(at, 3, "zero");
   io::write_file_atomic((d2.path / "pairs.tsv").string(), tsv);
-  train(third, d2.path / "c", false);
+  train_translation(third, d2.path / "c", false);
   try {
     models::load_seq2seq_ensemble({a, (d2.path / "c" / "model.safetensors").string()});
     FAIL();
@@ -174,13 +176,13 @@ TEST(TranslationTask, EnsemblesShareOneVocabulary) {
 
 TEST(TranslationTask, ResumeReproducesTheLossCurve) {
   TempDir d("translation");
-  json full = tiny_config(d.path, 24);
+  json full = tiny_translation(d.path, 24);
   full["train"]["eval_interval"] = 0;
-  train(full, d.path / "straight", false);
+  train_translation(full, d.path / "straight", false);
   json part = full;
   part["train"]["max_iters"] = 9;
-  train(part, d.path / "resumed", false);
-  train(full, d.path / "resumed", true);
+  train_translation(part, d.path / "resumed", false);
+  train_translation(full, d.path / "resumed", true);
   std::vector<double> a = logged_losses(d.path / "straight"), b = logged_losses(d.path / "resumed");
   ASSERT_EQ(a.size(), 24u);
   ASSERT_EQ(b.size(), 24u);
@@ -189,7 +191,7 @@ TEST(TranslationTask, ResumeReproducesTheLossCurve) {
 
 TEST(TranslationTask, BadFilesAreClearErrors) {
   TempDir d("translation");
-  train(tiny_config(d.path, 2), d.path / "run", false);
+  train_translation(tiny_translation(d.path, 2), d.path / "run", false);
   const std::string model = (d.path / "run" / "model.safetensors").string();
   EXPECT_THROW(models::load_seq2seq((d.path / "missing.safetensors").string()), Error);
   std::string bytes = io::read_file(model);
@@ -199,7 +201,7 @@ TEST(TranslationTask, BadFilesAreClearErrors) {
   models::ModelFile f = models::load_model_file(model);
   json meta = f.meta;
   meta["model"]["vocab_size"] = 24;
-  TranslationTask task(tiny_config(d.path, 2), "", (d.path / "run").string(), true, false);
+  TranslationTask task(tiny_translation(d.path, 2), "", (d.path / "run").string(), true, false);
   try {
     models::save_model_file((d.path / "mismatch.safetensors").string(), task.model().module(), meta);
     models::load_seq2seq((d.path / "mismatch.safetensors").string());
@@ -209,20 +211,20 @@ TEST(TranslationTask, BadFilesAreClearErrors) {
   }
   // a GPT file is not a translator
   EXPECT_THROW(io::base64_decode("abc"), Error);
-  json bad = tiny_config(d.path, 2);
+  json bad = tiny_translation(d.path, 2);
   bad["data"]["train"] = {{"tsv", (d.path / "nope.tsv").string()}};
   EXPECT_THROW(TranslationTask(bad, "", (d.path / "x").string(), false, false), Error);
-  bad = tiny_config(d.path, 2);
+  bad = tiny_translation(d.path, 2);
   bad["data"]["shuffle"] = true;
   EXPECT_THROW(TranslationTask(bad, "", (d.path / "x").string(), false, false), Error);
   // the model type a config names must be a sequence-to-sequence one, and is checked first
-  bad = tiny_config(d.path, 2);
+  bad = tiny_translation(d.path, 2);
   bad["model"]["type"] = "gpt";
   EXPECT_NE(testing::error_of([&] { TranslationTask(bad, "", (d.path / "y").string(), false, false); })
                 .find("model.type \"gpt\" is not a sequence-to-sequence model type"),
             std::string::npos);
   EXPECT_FALSE(fs::exists(d.path / "y" / "spm.model")) << "refused before training a tokenizer";
-  bad = tiny_config(d.path, 2);
+  bad = tiny_translation(d.path, 2);
   bad["evaluation"] = json::object();
   EXPECT_NE(testing::error_of([&] { TranslationTask(bad, "", (d.path / "x").string(), false, false); })
                 .find("unknown key \"evaluation\""),
@@ -236,12 +238,12 @@ TEST(TranslationTask, BadFilesAreClearErrors) {
 TEST(TranslationTask, RecurrentModelsTrainAndTranslateOnAGpuAsOnTheCpu) {
   if (!device_available(Device::cuda())) GTEST_SKIP() << "no CUDA GPU here (or no CUDA backend in this build)";
   TempDir d("translation-rnn-gpu");
-  json cfg = tiny_config(d.path, 20);
+  json cfg = tiny_translation(d.path, 20);
   cfg["model"] = {{"type", "rnn-attention"}, {"embedding_dim", 16}, {"hidden_size", 24}, {"dropout", 0.1},
                   {"max_len", 24}};
   cfg["train"]["learning_rate"] = 1e-2;
-  train(cfg, d.path / "cpu", false);
-  train(cfg, d.path / "gpu", false, Device::cuda());
+  train_translation(cfg, d.path / "cpu", false);
+  train_translation(cfg, d.path / "gpu", false, Device::cuda());
   const std::vector<double> cpu = logged_losses(d.path / "cpu"), gpu = logged_losses(d.path / "gpu");
   ASSERT_EQ(cpu.size(), gpu.size());
   ASSERT_GE(cpu.size(), 10u);
@@ -261,11 +263,11 @@ TEST(TranslationTask, RecurrentModelsTrainAndTranslateOnAGpuAsOnTheCpu) {
 
 TEST(TranslationTask, RecurrentModelsTrainTranslateAndAreNotTakenForTransformers) {
   TempDir d("translation-rnn");
-  json cfg = tiny_config(d.path, 40);
+  json cfg = tiny_translation(d.path, 40);
   cfg["model"] = {{"type", "rnn-attention"}, {"embedding_dim", 16}, {"hidden_size", 24}, {"dropout", 0.1},
                   {"max_len", 24}};
   cfg["train"]["learning_rate"] = 1e-2;
-  TrainResult r = train(cfg, d.path / "run", false);
+  TrainResult r = train_translation(cfg, d.path / "run", false);
   EXPECT_EQ(r.steps_done, 40);
   ASSERT_FALSE(r.last_eval.empty());
   const std::vector<double> losses = logged_losses(d.path / "run");
@@ -283,14 +285,14 @@ TEST(TranslationTask, RecurrentModelsTrainTranslateAndAreNotTakenForTransformers
   EXPECT_EQ(maps.cross[0].shape(), (Shape{1, 1, 2, 3}));
   // resuming this run with a Transformer config: an error naming both types
   json other = cfg;
-  other["model"] = tiny_config(d.path, 40)["model"];
-  const std::string e = testing::error_of([&] { train(other, d.path / "run", true); });
+  other["model"] = tiny_translation(d.path, 40)["model"];
+  const std::string e = testing::error_of([&] { train_translation(other, d.path / "run", true); });
   EXPECT_NE(e.find("\"rnn-attention\" model; the config describes a \"transformer\""), std::string::npos) << e;
   // a file that says "transformer" but holds the recurrent model's tensors: an error naming the type
   models::ModelFile f = models::load_model_file(model);
   json meta = f.meta;
   meta["model_type"] = "transformer";
-  meta["model"] = tiny_config(d.path, 40)["model"];
+  meta["model"] = tiny_translation(d.path, 40)["model"];
   meta["model"]["vocab_size"] = t.model->vocab_size();
   models::save_model_file((d.path / "lying.safetensors").string(), t.model->module(), meta);
   const std::string e2 = testing::error_of([&] { models::load_seq2seq((d.path / "lying.safetensors").string()); });
@@ -330,10 +332,10 @@ namespace {
 // without a tokenizer names the key, not a JSON library message.
 TEST(TranslationTask, CraftedConfigsAreRefusedBeforeAllocating) {
   TempDir d("translation-crafted");
-  train(tiny_config(d.path, 2), d.path / "run", false);
+  train_translation(tiny_translation(d.path, 2), d.path / "run", false);
   const std::string model = (d.path / "run" / "model.safetensors").string();
   const models::ModelFile f = models::load_model_file(model);
-  TranslationTask task(tiny_config(d.path, 2), "", (d.path / "run").string(), true, false);
+  TranslationTask task(tiny_translation(d.path, 2), "", (d.path / "run").string(), true, false);
   auto crafted = [&](const std::string& name, const std::function<void(json&)>& edit) {
     json meta = f.meta;
     edit(meta);
