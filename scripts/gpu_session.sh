@@ -8,7 +8,8 @@
 #       (qkv with and without its step as one CUDA graph, QKV_CUDA_GRAPHS=1: never measured to the end on a
 #       GPU); every kernel of one attention call at L = 2k and 16k (breakdown: Nsight Compute's durations,
 #       the pre-passes included); the attention grid (bf16, L = 2k and 16k, d = 64 and 128: qkv's default
-#       pair, the two-warpgroup and warp-specialized backwards, mma.sync's backward, PyTorch's SDPA backends)
+#       pair, the two-warpgroup and warp-specialized backwards, the overlapped forward — at d = 64 no longer
+#       serialized by ptxas since V is read MN-major, 2026-12-04 — PyTorch's SDPA backends)
 #   run(command="bash scripts/gpu_session.sh 2", carry=[".gpu"], timeout_s=480)          (~6 minutes)
 #       Nsight Compute's sections on each tensor-core attention kernel (profile), where a GPT step's and a
 #       beam step's time goes (steps: QKV_PROFILE=1), qkv train of the translation Transformer in f32 and
@@ -189,7 +190,7 @@ transformer() {  # qkv train of the translation Transformer on the GPU: tokens/s
   done
 }
 case "${1:-}" in
-  1) tests; gpt; breakdown; attention wgmma wgmma-backward wgmma-ws-backward mma-backward ;;
+  1) tests; gpt; breakdown; attention wgmma wgmma-backward wgmma-ws-backward wgmma-overlap ;;
   2) profile; steps; transformer; serve; loss ;;
   tests | gpt | translate | attention | attention_f32 | training | steps | breakdown | profile | serve | transformer | paged | loss | curve) "$@" ;;
   sanitize) step sanitize 400 bash .gpu/run.sh sanitize "${2:-Cuda.Bf16*}" ;;
