@@ -117,9 +117,11 @@ Tensor gelu(const Tensor& x, const std::string& approximate, float dropout_p, Ge
   const RowBias b("gelu", x, bias);
   const kernels::DropoutMask drop = output_dropout("gelu", x, dropout_p, gen);
   Tensor out = Tensor::empty(x.shape(), DType::f32, d);
-  // Φ(x̂) is kept for the backward when there will be one (exact GELU only)
-  Tensor cdf =
-      autograd::needs_grad({x, bias}) && !tanh_approx ? Tensor::empty(x.shape(), DType::f32, d) : Tensor();
+  // Φ(x̂) is kept for the backward when there will be one (exact GELU only) on the CPU, where erf costs
+  // more than a pass over memory; a GPU computes it again (the same bits) rather than write a tensor
+  // the size of x and read it back (the GPT's FFN on a GPU: 100 MB each way a layer)
+  Tensor cdf = autograd::needs_grad({x, bias}) && !tanh_approx && d.is_cpu() ? Tensor::empty(x.shape(), DType::f32, d)
+                                                                             : Tensor();
   Tensor out16 = bf16_copy("gelu", x.shape(), d);
   QKV_DISPATCH("gelu", d, k::gelu_forward(xc.data(), out.data(), x.numel(), tanh_approx,
                                           cdf.defined() ? cdf.data() : nullptr, drop, data16(out16), b.data, b.cols));
