@@ -392,12 +392,7 @@ size_t round_size(size_t n) {
 
 class DeviceCache final : public Allocator {
  public:
-  explicit DeviceCache(int device) : device_(device) {
-    DeviceGuard guard(device_);
-    uint64_t keep = UINT64_MAX;
-    if (cudaMemPool_t pool = scratch_pool(); pool)
-      QKV_CUDA_CHECK(cudaMemPoolSetAttribute(pool, cudaMemPoolAttrReleaseThreshold, &keep));
-  }
+  explicit DeviceCache(int device) : device_(device) {}
 
   void* allocate(size_t n, size_t* capacity) override {
     const size_t c = round_size(n ? n : 1);
@@ -415,6 +410,7 @@ class DeviceCache final : public Allocator {
       return p;
     }
     DeviceGuard guard(device_);
+    if (!scratch_kept_) keep_scratch();  // (the device's first block: before any kernel's scratch)
     void* p = nullptr;
     if (cudaMalloc(&p, c) != cudaSuccess) {
       cudaGetLastError();
@@ -454,6 +450,8 @@ class DeviceCache final : public Allocator {
 
   // The bytes the kernels' scratch pool holds from the driver (in use or kept)
   int64_t scratch_reserved() {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (!scratch_kept_) return 0;  // (no block yet: no kernel has run here)
     DeviceGuard guard(device_);
     uint64_t bytes = 0;
     if (cudaMemPool_t pool = scratch_pool(); pool)
@@ -511,8 +509,17 @@ class DeviceCache final : public Allocator {
     if (supported) QKV_CUDA_CHECK(cudaDeviceGetDefaultMemPool(&pool, device_));
     return pool;
   }
+  // The scratch pool keeps its memory from now on (set once, on the device's first cudaMalloc: a cache
+  // made for a device that was never used — empty_cache walks them all — touches no CUDA context)
+  void keep_scratch() {
+    uint64_t keep = UINT64_MAX;
+    if (cudaMemPool_t pool = scratch_pool(); pool)
+      QKV_CUDA_CHECK(cudaMemPoolSetAttribute(pool, cudaMemPoolAttrReleaseThreshold, &keep));
+    scratch_kept_ = true;
+  }
   // The scratch pool's unused memory back to the driver (what queued work still reads stays)
   void trim_scratch() {
+    if (!scratch_kept_) return;
     DeviceGuard guard(device_);
     if (cudaMemPool_t pool = scratch_pool(); pool) cudaMemPoolTrimTo(pool, 0);
   }
@@ -542,6 +549,7 @@ class DeviceCache final : public Allocator {
   std::unordered_map<void*, StreamHandle> live_;               // block → the stream it serves
   std::set<StreamHandle> pools_;                               // graph pools' streams (keep_pool)
   size_t allocated_ = 0, reserved_ = 0, cached_ = 0, peak_ = 0;
+  bool scratch_kept_ = false;  // keep_scratch done
 };
 
 DeviceCache& cache_of(int device) {
