@@ -6,7 +6,7 @@
 #   run(command="bash scripts/gpu_session.sh 1", carry=[".gpu"], timeout_s=540)          (~7 minutes)
 #       every CUDA test (a process each); GPT training tokens/s against PyTorch eager and torch.compile
 #       (qkv with and without its step as one CUDA graph, QKV_CUDA_GRAPHS=1: never measured to the end on a
-#       GPU); every kernel of one attention call at L = 2k and 16k (breakdown: Nsight Compute's durations,
+#       GPU); every kernel of one attention call at L = 2k and 16k and the GPT's shape (breakdown: Nsight Compute's durations,
 #       the pre-passes included); the attention grid (bf16, L = 2k and 16k, d = 64 and 128: qkv's default
 #       pair, the two-warpgroup and warp-specialized backwards, the overlapped forward — at d = 64 no longer
 #       serialized by ptxas since V is read MN-major, 2026-12-04 — PyTorch's SDPA backends)
@@ -124,14 +124,16 @@ profile() {  # Nsight Compute on the tensor-core attention kernels, one launch e
 }
 breakdown() {  # every kernel of one attention call (bf16, d = 128, the grid's B·L = 16k) at L = 2k and 16k, by
   # Nsight Compute's gpu__time_duration: the pre-passes, the kernels, D_i, dq's zeroing, the autograd's sums —
-  # where the forward's fixed cost at L = 2k goes (2026-12-04: 0.49× flash there against 0.79× at 16k)
-  local ncu
+  # where the forward's fixed cost at L = 2k goes (2026-12-04: 0.49× flash there against 0.79× at 16k) — and
+  # at the GPT recipe's shape (B 64, 6 heads, L 256, d 64, causal: 263 / 542 µs a call forward / backward
+  # in its step's profile, ~12 / ~15 TFLOP/s)
+  local ncu shape
   ncu=$(ncu_path)
   [ -n "$ncu" ] || { echo "gpu_session: no ncu on this machine"; return; }
-  for L in 2048 16384; do
-    step "breakdown-$L" 120 bash -c "\"$ncu\" --csv --clock-control none --metrics gpu__time_duration.sum \
-      bash .gpu/run.sh qkv bench attention --device cuda -B $((16384 / L)) --heads 16 -L $L -d 128 --dtype bf16 \
-      --repeats 1 | python3 scripts/ncu_kernels.py"
+  for shape in "2048:-B 8 --heads 16 -L 2048 -d 128" "16384:-B 1 --heads 16 -L 16384 -d 128" \
+               "gpt:-B 64 --heads 6 -L 256 -d 64 --causal"; do
+    step "breakdown-${shape%%:*}" 120 bash -c "\"$ncu\" --csv --clock-control none --metrics gpu__time_duration.sum \
+      bash .gpu/run.sh qkv bench attention --device cuda ${shape#*:} --dtype bf16 --repeats 1 | python3 scripts/ncu_kernels.py"
   done
 }
 serve() {  # qkv serve --device cuda under load (500 requests, 32 clients) against the CLI on the GPU and on the 16 CPU cores
