@@ -451,11 +451,9 @@ class DeviceCache final : public Allocator {
   // The bytes the kernels' scratch pool holds from the driver (in use or kept)
   int64_t scratch_reserved() {
     std::lock_guard<std::mutex> lock(mu_);
-    if (!scratch_kept_) return 0;  // (no block yet: no kernel has run here)
-    DeviceGuard guard(device_);
-    uint64_t bytes = 0;
-    if (cudaMemPool_t pool = scratch_pool(); pool)
-      QKV_CUDA_CHECK(cudaMemPoolGetAttribute(pool, cudaMemPoolAttrReservedMemCurrent, &bytes));
+    uint64_t bytes = 0;  // (none before the device's first block: no kernel has run here)
+    if (scratch_pool_)
+      QKV_CUDA_CHECK(cudaMemPoolGetAttribute(scratch_pool_, cudaMemPoolAttrReservedMemCurrent, &bytes));
     return static_cast<int64_t>(bytes);
   }
 
@@ -500,28 +498,22 @@ class DeviceCache final : public Allocator {
     allocated_ += c;
     if (allocated_ > peak_) peak_ = allocated_;
   }
-  // The device's stream-ordered pool, which the kernels' Scratch allocates from (null where the device
-  // has none: cudaDevAttrMemoryPoolsSupported 0)
-  cudaMemPool_t scratch_pool() const {
+  // The device's stream-ordered pool, which the kernels' Scratch allocates from, found and told to keep
+  // its memory once, on the device's first cudaMalloc (a cache made for a device never used —
+  // empty_cache walks them all — touches no CUDA context); none where the device has no pools
+  void keep_scratch() {
     int supported = 0;
     QKV_CUDA_CHECK(cudaDeviceGetAttribute(&supported, cudaDevAttrMemoryPoolsSupported, device_));
-    cudaMemPool_t pool = nullptr;
-    if (supported) QKV_CUDA_CHECK(cudaDeviceGetDefaultMemPool(&pool, device_));
-    return pool;
-  }
-  // The scratch pool keeps its memory from now on (set once, on the device's first cudaMalloc: a cache
-  // made for a device that was never used — empty_cache walks them all — touches no CUDA context)
-  void keep_scratch() {
-    uint64_t keep = UINT64_MAX;
-    if (cudaMemPool_t pool = scratch_pool(); pool)
-      QKV_CUDA_CHECK(cudaMemPoolSetAttribute(pool, cudaMemPoolAttrReleaseThreshold, &keep));
+    if (supported) {
+      QKV_CUDA_CHECK(cudaDeviceGetDefaultMemPool(&scratch_pool_, device_));
+      uint64_t keep = UINT64_MAX;
+      QKV_CUDA_CHECK(cudaMemPoolSetAttribute(scratch_pool_, cudaMemPoolAttrReleaseThreshold, &keep));
+    }
     scratch_kept_ = true;
   }
   // The scratch pool's unused memory back to the driver (what queued work still reads stays)
   void trim_scratch() {
-    if (!scratch_kept_) return;
-    DeviceGuard guard(device_);
-    if (cudaMemPool_t pool = scratch_pool(); pool) cudaMemPoolTrimTo(pool, 0);
+    if (scratch_pool_) cudaMemPoolTrimTo(scratch_pool_, 0);
   }
   // The cached blocks back to the driver — but for the graph pools' (keep_pool), and none while a
   // capture is under way on any thread (g_captures).
@@ -549,7 +541,8 @@ class DeviceCache final : public Allocator {
   std::unordered_map<void*, StreamHandle> live_;               // block → the stream it serves
   std::set<StreamHandle> pools_;                               // graph pools' streams (keep_pool)
   size_t allocated_ = 0, reserved_ = 0, cached_ = 0, peak_ = 0;
-  bool scratch_kept_ = false;  // keep_scratch done
+  bool scratch_kept_ = false;             // keep_scratch done
+  cudaMemPool_t scratch_pool_ = nullptr;  // (a device-wide handle: no DeviceGuard to use it)
 };
 
 DeviceCache& cache_of(int device) {
