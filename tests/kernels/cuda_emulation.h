@@ -1305,3 +1305,6 @@ inline float __uint_as_float(unsigned u) {
   std::memcpy(&x, &u, sizeof x);
   return x;
 }
+inline unsigned long long __umul64hi(unsigned long long a, unsigned long long b) {  // the high 64 bits of a·b
+  return static_cast<unsigned long long>((static_cast<unsigned __int128>(a) * b) >> 64);
+}

@@ -133,7 +133,7 @@ TEST(LossKernelsEmulated, ChecksLowerTheirWordToTheFirstBadPositionAndValue) {
   bad = ~0ull;
   const auto n = static_cast<int64_t>(ids.size());
   launch(dim3(kc::blocks_for(n * E)), 256, 0,
-         [&] { kc::embedding_forward_kernel(w.data(), V, E, ids.data(), n, out.data(), &bad); });
+         [&] { kc::embedding_forward_kernel(w.data(), V, E, kc::Divisor(E), ids.data(), n, out.data(), &bad); });
   EXPECT_EQ(bad, word(1, 50));
   for (int64_t i = 0; i < n; ++i)
     for (int64_t c = 0; c < E; ++c) {
@@ -152,7 +152,7 @@ TEST(LossKernelsEmulated, GathersScattersAndTheCausalMaskMatchTheCpu) {
   std::vector<float> dw_c(V * E, 0.f), dw_g(V * E, 0.f);
   cpu::embedding_backward(dout.data(), ids.data(), n, E, V, 0, dw_c.data());
   launch(dim3(kc::blocks_for(n * E)), 256, 0,
-         [&] { kc::embedding_backward_kernel(dout.data(), ids.data(), n, E, V, 0, dw_g.data()); });
+         [&] { kc::embedding_backward_kernel(dout.data(), ids.data(), n, kc::Divisor(E), V, 0, dw_g.data()); });
   EXPECT_LT(rel(dw_g, dw_c), 1e-7);
   for (int64_t c = 0; c < E; ++c) EXPECT_EQ(dw_g[c], 0.f) << "padding_idx 0, column " << c;
   // ids outside [0, V) (reported by the forward's deferred check, which a backward may run before)
@@ -164,7 +164,7 @@ TEST(LossKernelsEmulated, GathersScattersAndTheCausalMaskMatchTheCpu) {
     for (int64_t i : {0, 5})  // the good ids' rows (3 and 7), one row past the band's start
       for (int64_t c = 0; c < E; ++c) want[(bad[i] + 1) * E + c] += dout[i * E + c];
     launch(dim3(kc::blocks_for(nb * E)), 256, 0,
-           [&] { kc::embedding_backward_kernel(dout.data(), bad.data(), nb, E, V, -1, band.data() + E); });
+           [&] { kc::embedding_backward_kernel(dout.data(), bad.data(), nb, kc::Divisor(E), V, -1, band.data() + E); });
     EXPECT_EQ(band, want);
   }
 
@@ -178,19 +178,21 @@ TEST(LossKernelsEmulated, GathersScattersAndTheCausalMaskMatchTheCpu) {
   const auto* s8 = reinterpret_cast<const uint8_t*>(src.data());
   cpu::index_select(s8, outer, rows, bytes, index.data(), m, reinterpret_cast<uint8_t*>(want.data()));
   launch(dim3(kc::blocks_for(total)), 256, 0, [&] {
-    kc::index_select_kernel(s8, outer, rows, bytes, index.data(), m, reinterpret_cast<uint8_t*>(got.data()));
+    kc::index_select_kernel(s8, outer, rows, kc::Divisor(bytes), index.data(), kc::Divisor(m),
+                            reinterpret_cast<uint8_t*>(got.data()));
   });
   EXPECT_EQ(got, want);
   launch(dim3(kc::blocks_for(total / 16)), 256, 0, [&] {
-    kc::index_select_16_kernel(reinterpret_cast<const uint4*>(src.data()), outer, rows, bytes / 16, index.data(), m,
-                               reinterpret_cast<uint4*>(got16.data()));
+    kc::index_select_16_kernel(reinterpret_cast<const uint4*>(src.data()), outer, rows, kc::Divisor(bytes / 16),
+                               index.data(), kc::Divisor(m), reinterpret_cast<uint4*>(got16.data()));
   });
   EXPECT_EQ(got16, want);
   // and back: index_add of the picked rows (index 0 twice: its rows receive two)
   std::vector<float> add_c(src.size(), 0.f), add_g(src.size(), 0.f);
   cpu::index_add(add_c.data(), outer, rows, inner, index.data(), m, want.data());
-  launch(dim3(kc::blocks_for(outer * m * inner)), 256, 0,
-         [&] { kc::index_add_kernel(add_g.data(), outer, rows, inner, index.data(), m, want.data()); });
+  launch(dim3(kc::blocks_for(outer * m * inner)), 256, 0, [&] {
+    kc::index_add_kernel(add_g.data(), outer, rows, kc::Divisor(inner), index.data(), kc::Divisor(m), want.data());
+  });
   EXPECT_EQ(add_g, add_c);
 
   // the causal mask, bottom-right aligned after a cache (offset)
@@ -198,7 +200,7 @@ TEST(LossKernelsEmulated, GathersScattersAndTheCausalMaskMatchTheCpu) {
     const int64_t Lq = 5, Lk = 5 + offset;
     std::vector<uint8_t> mc(Lq * Lk), mg(Lq * Lk, 7);
     cpu::causal_mask(mc.data(), Lq, Lk, offset);
-    launch(dim3(1), 256, 0, [&] { kc::causal_mask_kernel(mg.data(), Lq, Lk, offset); });
+    launch(dim3(1), 256, 0, [&] { kc::causal_mask_kernel(mg.data(), Lq, kc::Divisor(Lk), offset); });
     EXPECT_EQ(mg, mc) << offset;
   }
 }

@@ -11,6 +11,7 @@
 #include <cstdint>
 #include <cstring>
 
+#include "kernels/cuda/divisor.cuh"
 #include "kernels/cuda/launch.h"
 
 namespace qkv::kernels::cuda::tiles {
@@ -65,13 +66,15 @@ __device__ inline void cp_async_wait() {  // until at most N of this thread's gr
 // ---- pre-pass: strided f32 rows → dense T rows --------------------------------------------------------
 
 // dst[(b·heads + h)·L + i][c] = T(src[b·sb + h·sh + i·sl + c]) for c < D (D a multiple of 8): a thread
-// per 8 elements, one 16-byte store; float4 loads when the source allows them (Vec).
+// per 8 elements, one 16-byte store; float4 loads when the source allows them (Vec). A piece's row and
+// head through Divisors (divisor.cuh): no divide instruction per piece.
 template <typename T, bool Vec>
-__global__ void round_rows_kernel(const float* src, int64_t sb, int64_t sh, int64_t sl, int64_t heads, int64_t L,
-                                  int64_t D, int64_t pieces, T* dst) {
+__global__ void round_rows_kernel(const float* src, int64_t sb, int64_t sh, int64_t sl, Divisor heads, Divisor L,
+                                  Divisor row_pieces, int64_t pieces, T* dst) {
   for (int64_t e = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; e < pieces; e += int64_t{gridDim.x} * blockDim.x) {
-    const int64_t c = e % (D / 8) * 8, row = e / (D / 8), i = row % L, h = row / L % heads, b = row / (L * heads);
-    const float* s = src + b * sb + h * sh + i * sl + c;
+    int64_t c, i, h;
+    const int64_t b = heads.divmod(L.divmod(row_pieces.divmod(e, c), i), h);  // e = ((b·heads + h)·L + i)·D/8 + c/8
+    const float* s = src + b * sb + h * sh + i * sl + c * 8;
     float x[8];
     if constexpr (Vec) {
       const float4 lo = *reinterpret_cast<const float4*>(s), hi = *reinterpret_cast<const float4*>(s + 4);
@@ -91,10 +94,11 @@ void round_rows(const float* src, int64_t sb, int64_t sh, int64_t sl, int64_t B,
   const int64_t pieces = B * heads * L * D / 8;
   if (pieces == 0) return;
   const bool vec = reinterpret_cast<uintptr_t>(src) % 16 == 0 && sb % 4 == 0 && sh % 4 == 0 && sl % 4 == 0;
+  const Divisor h(heads), l(L), row(D / 8);
   if (vec)
-    QKV_LAUNCH(blocks_for(pieces), 256, 0, s, round_rows_kernel<T, true>)(src, sb, sh, sl, heads, L, D, pieces, dst);
+    QKV_LAUNCH(blocks_for(pieces), 256, 0, s, round_rows_kernel<T, true>)(src, sb, sh, sl, h, l, row, pieces, dst);
   else
-    QKV_LAUNCH(blocks_for(pieces), 256, 0, s, round_rows_kernel<T, false>)(src, sb, sh, sl, heads, L, D, pieces, dst);
+    QKV_LAUNCH(blocks_for(pieces), 256, 0, s, round_rows_kernel<T, false>)(src, sb, sh, sl, h, l, row, pieces, dst);
   QKV_CUDA_LAUNCHED(round_rows_kernel);
 }
 

@@ -1,7 +1,9 @@
 // Elementwise kernels over strided, broadcast operands (kernels/cpu/elementwise.h's contract): the
 // shape is coalesced on the host (kernels/strided.h), then each thread maps its dense output index
-// to every operand's offset through at most kMaxDims dims passed by value. Dense same-shape
-// operands (one coalesced dim, unit strides) take a plain grid-stride loop.
+// to every operand's offset through at most kMaxDims dims passed by value, dividing by each dim's size
+// through its Divisor (divisor.cuh: no divide instruction a coordinate). Dense same-shape operands (one
+// coalesced dim, unit strides) take a plain grid-stride loop.
+#include <algorithm>
 #include <cmath>
 #include <cuda_fp16.h>
 #include <cuda_bf16.h>
@@ -9,6 +11,7 @@
 #include "kernels/cuda/kernels.h"
 #include "kernels/cuda/launch.h"
 #include "kernels/cuda/convert_kernels.cuh"
+#include "kernels/cuda/divisor.cuh"
 #include "kernels/cuda/namespace.h"
 #include "kernels/cuda/sum_kernels.cuh"
 #include "kernels/cuda/tensor_list.h"
@@ -24,7 +27,7 @@ constexpr int kMaxDims = 8;
 template <int K>
 struct Loop {
   int nd;
-  int64_t shape[kMaxDims];
+  Divisor shape[kMaxDims];  // the coalesced dims' sizes
   int64_t strides[K][kMaxDims];
 };
 
@@ -37,28 +40,30 @@ Loop<K> make_loop(const std::vector<int64_t>& shape, const std::vector<std::vect
   Loop<K> out{};
   out.nd = static_cast<int>(L.shape.size());
   for (int d = 0; d < out.nd; ++d) {
-    out.shape[d] = L.shape[d];
+    out.shape[d] = Divisor(std::max<int64_t>(L.shape[d], 1));
     for (int o = 0; o < K; ++o) out.strides[o][d] = L.strides[o][d];
   }
   return out;
 }
 
-// Offsets of dense index i in operands 1..K-1 (the output, operand 0, is dense: i itself).
-template <int K>
+// Offsets of dense index i (< the loop's numel) in operands First..K-1: its coordinates, innermost dim
+// first; the outermost is what the inner dims leave (no division).
+template <int K, int First>
 __device__ inline void offsets(const Loop<K>& L, int64_t i, int64_t* off) {
-  for (int o = 1; o < K; ++o) off[o] = 0;
-  for (int d = L.nd - 1; d >= 0; --d) {
-    const int64_t idx = i % L.shape[d];
-    i /= L.shape[d];
-    for (int o = 1; o < K; ++o) off[o] += idx * L.strides[o][d];
+  for (int o = First; o < K; ++o) off[o] = 0;
+  for (int d = L.nd - 1; d > 0; --d) {
+    int64_t idx;
+    i = L.shape[d].divmod(i, idx);
+    for (int o = First; o < K; ++o) off[o] += idx * L.strides[o][d];
   }
+  for (int o = First; o < K; ++o) off[o] += i * L.strides[o][0];
 }
 
 template <typename TO, typename TA, typename F>
 __global__ void map1_kernel(Loop<2> L, int64_t n, TO* out, const TA* a, F f) {
   for (int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; i < n; i += int64_t{gridDim.x} * blockDim.x) {
     int64_t off[2];
-    offsets(L, i, off);
+    offsets<2, 1>(L, i, off);  // (the output, operand 0, is dense: i itself)
     out[i] = f(a[off[1]]);
   }
 }
@@ -73,7 +78,7 @@ template <typename TO, typename TA, typename TB, typename F>
 __global__ void map2_kernel(Loop<3> L, int64_t n, TO* out, const TA* a, const TB* b, F f) {
   for (int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; i < n; i += int64_t{gridDim.x} * blockDim.x) {
     int64_t off[3];
-    offsets(L, i, off);
+    offsets<3, 1>(L, i, off);
     out[i] = f(a[off[1]], b[off[2]]);
   }
 }
@@ -88,14 +93,9 @@ __global__ void map2_dense_kernel(int64_t n, TO* out, const TA* a, const TB* b, 
 template <typename T>
 __global__ void copy_to_kernel(Loop<2> L, int64_t n, T* out, const T* a) {
   for (int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; i < n; i += int64_t{gridDim.x} * blockDim.x) {
-    int64_t o0 = 0, o1 = 0, rem = i;
-    for (int d = L.nd - 1; d >= 0; --d) {
-      const int64_t idx = rem % L.shape[d];
-      rem /= L.shape[d];
-      o0 += idx * L.strides[0][d];
-      o1 += idx * L.strides[1][d];
-    }
-    out[o0] = a[o1];
+    int64_t off[2];
+    offsets<2, 0>(L, i, off);
+    out[off[0]] = a[off[1]];
   }
 }
 
@@ -308,15 +308,18 @@ void scale_inplace(float* x, int64_t n, float c) {
 }
 
 namespace {
-__global__ void broadcast_rows_kernel(float* out, const float* row, int64_t total, int64_t n) {
-  for (int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; i < total; i += int64_t{gridDim.x} * blockDim.x)
-    out[i] = row[i % n];
+__global__ void broadcast_rows_kernel(float* out, const float* row, int64_t total, Divisor n) {
+  for (int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; i < total; i += int64_t{gridDim.x} * blockDim.x) {
+    int64_t col;
+    n.divmod(i, col);
+    out[i] = row[col];
+  }
 }
 }  // namespace
 
 void broadcast_rows(float* out, const float* row, int64_t rows, int64_t n) {
   if (rows * n == 0) return;
-  QKV_LAUNCH(blocks_for(rows * n), 256, 0, stream(), broadcast_rows_kernel)(out, row, rows * n, n);
+  QKV_LAUNCH(blocks_for(rows * n), 256, 0, stream(), broadcast_rows_kernel)(out, row, rows * n, Divisor(n));
   QKV_CUDA_LAUNCHED(broadcast_rows_kernel);
 }
 

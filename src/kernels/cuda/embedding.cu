@@ -35,7 +35,7 @@ void embedding_forward(const float* weight, int64_t vocab, int64_t dim, const in
     return detail::concat("embedding: id ", id, " at position ", row, " is outside the vocabulary [0, ", vocab, ")");
   });
   QKV_LAUNCH(blocks_for(n * std::max<int64_t>(dim, 1)), 256, 0, s, embedding_forward_kernel)(
-      weight, vocab, dim, ids, n, out, bad);
+      weight, vocab, dim, Divisor(std::max<int64_t>(dim, 1)), ids, n, out, bad);
   QKV_CUDA_LAUNCHED(embedding_forward_kernel);
 }
 
@@ -43,7 +43,7 @@ void embedding_backward(const float* dout, const int32_t* ids, int64_t n, int64_
                         int64_t padding_idx, float* dweight) {
   if (n * dim == 0) return;
   QKV_LAUNCH(blocks_for(n * dim), 256, 0, stream(), embedding_backward_kernel)(
-      dout, ids, n, dim, vocab, padding_idx, dweight);
+      dout, ids, n, Divisor(dim), vocab, padding_idx, dweight);
   QKV_CUDA_LAUNCHED(embedding_backward_kernel);
 }
 
@@ -90,12 +90,13 @@ void index_select(const uint8_t* src, int64_t outer, int64_t n, int64_t inner_by
   DeviceIndex idx(index, n_index, s);
   if (inner_bytes % 16 == 0 && reinterpret_cast<uintptr_t>(src) % 16 == 0 && reinterpret_cast<uintptr_t>(out) % 16 == 0) {
     QKV_LAUNCH(blocks_for(total / 16), 256, 0, s, index_select_16_kernel)(
-        reinterpret_cast<const uint4*>(src), outer, n, inner_bytes / 16, idx.p, n_index,
+        reinterpret_cast<const uint4*>(src), outer, n, Divisor(inner_bytes / 16), idx.p, Divisor(n_index),
         reinterpret_cast<uint4*>(out));
     QKV_CUDA_LAUNCHED(index_select_16_kernel);
     return;
   }
-  QKV_LAUNCH(blocks_for(total), 256, 0, s, index_select_kernel)(src, outer, n, inner_bytes, idx.p, n_index, out);
+  QKV_LAUNCH(blocks_for(total), 256, 0, s, index_select_kernel)
+  (src, outer, n, Divisor(inner_bytes), idx.p, Divisor(n_index), out);
   QKV_CUDA_LAUNCHED(index_select_kernel);
 }
 
@@ -105,13 +106,14 @@ void index_add(float* dst, int64_t outer, int64_t n, int64_t inner, const int64_
   if (total == 0) return;
   cudaStream_t s = stream();
   DeviceIndex idx(index, n_index, s);
-  QKV_LAUNCH(blocks_for(total), 256, 0, s, index_add_kernel)(dst, outer, n, inner, idx.p, n_index, src);
+  QKV_LAUNCH(blocks_for(total), 256, 0, s, index_add_kernel)
+  (dst, outer, n, Divisor(inner), idx.p, Divisor(n_index), src);
   QKV_CUDA_LAUNCHED(index_add_kernel);
 }
 
 void causal_mask(uint8_t* out, int64_t Lq, int64_t Lk, int64_t offset) {
   if (Lq * Lk == 0) return;
-  QKV_LAUNCH(blocks_for(Lq * Lk), 256, 0, stream(), causal_mask_kernel)(out, Lq, Lk, offset);
+  QKV_LAUNCH(blocks_for(Lq * Lk), 256, 0, stream(), causal_mask_kernel)(out, Lq, Divisor(Lk), offset);
   QKV_CUDA_LAUNCHED(causal_mask_kernel);
 }
 

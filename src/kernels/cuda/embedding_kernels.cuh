@@ -8,6 +8,7 @@
 #include <cstdint>
 
 #include "kernels/cuda/bf16_bits.cuh"
+#include "kernels/cuda/divisor.cuh"
 #include "kernels/cuda/launch.h"
 #include "qkv/core/dtype.h"
 
@@ -20,11 +21,13 @@ __device__ inline void report_bad(unsigned long long* word, int64_t position, in
   atomicMin(word, (static_cast<unsigned long long>(position) << 32) | static_cast<uint32_t>(value));
 }
 
-__global__ void embedding_forward_kernel(const float* weight, int64_t vocab, int64_t dim, const int32_t* ids,
-                                         int64_t n, float* out, unsigned long long* bad) {
-  const int64_t width = dim > 0 ? dim : 1;  // (dim 0: nothing to copy, but every id is still checked)
-  for (int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; i < n * width; i += int64_t{gridDim.x} * blockDim.x) {
-    const int64_t row = i / width, col = i % width;
+// width: dim, or 1 at dim 0 (nothing to copy, but every id is still checked)
+__global__ void embedding_forward_kernel(const float* weight, int64_t vocab, int64_t dim, Divisor width,
+                                         const int32_t* ids, int64_t n, float* out, unsigned long long* bad) {
+  for (int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; i < n * width.value();
+       i += int64_t{gridDim.x} * blockDim.x) {
+    int64_t col;
+    const int64_t row = width.divmod(i, col);
     const int32_t id = ids[row];
     if (id < 0 || id >= vocab) {
       if (col == 0) report_bad(bad, row, id);
@@ -39,13 +42,15 @@ __global__ void embedding_forward_kernel(const float* weight, int64_t vocab, int
 // between runs, which changes the last bits of a repeated row's gradient). An id outside [0, vocab)
 // adds nothing: the forward's deferred check reports it at the host's next wait, which a step's
 // backward may come before (a recorded step has no wait at all) — never a write past dweight.
-__global__ void embedding_backward_kernel(const float* dout, const int32_t* ids, int64_t n, int64_t dim,
-                                          int64_t vocab, int64_t padding_idx, float* dweight) {
-  for (int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; i < n * dim; i += int64_t{gridDim.x} * blockDim.x) {
-    const int64_t row = i / dim, col = i % dim;
+__global__ void embedding_backward_kernel(const float* dout, const int32_t* ids, int64_t n, Divisor dim, int64_t vocab,
+                                          int64_t padding_idx, float* dweight) {
+  for (int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; i < n * dim.value();
+       i += int64_t{gridDim.x} * blockDim.x) {
+    int64_t col;
+    const int64_t row = dim.divmod(i, col);
     const int32_t id = ids[row];
     if (id == padding_idx || id < 0 || id >= vocab) continue;
-    atomicAdd(dweight + static_cast<int64_t>(id) * dim + col, dout[i]);
+    atomicAdd(dweight + static_cast<int64_t>(id) * dim.value() + col, dout[i]);
   }
 }
 
@@ -128,38 +133,51 @@ __global__ void cross_entropy_backward_kernel(const float* x, const int32_t* y, 
   }
 }
 
-__global__ void index_select_kernel(const uint8_t* src, int64_t outer, int64_t n, int64_t inner_bytes,
-                                    const int64_t* index, int64_t n_index, uint8_t* out) {
-  const int64_t total = outer * n_index * inner_bytes;
+// t = (o·n_index + i)·inner + b: its coordinates through Divisors (divisor.cuh)
+__device__ inline int64_t gather_coordinates(int64_t t, const Divisor& inner, const Divisor& n_index, int64_t& i,
+                                             int64_t& b) {
+  return n_index.divmod(inner.divmod(t, b), i);
+}
+
+__global__ void index_select_kernel(const uint8_t* src, int64_t outer, int64_t n, Divisor inner_bytes,
+                                    const int64_t* index, Divisor n_index, uint8_t* out) {
+  const int64_t total = outer * n_index.value() * inner_bytes.value();
   for (int64_t t = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; t < total; t += int64_t{gridDim.x} * blockDim.x) {
-    const int64_t b = t % inner_bytes, r = t / inner_bytes, i = r % n_index, o = r / n_index;
-    out[t] = src[(o * n + index[i]) * inner_bytes + b];
+    int64_t i, b;
+    const int64_t o = gather_coordinates(t, inner_bytes, n_index, i, b);
+    out[t] = src[(o * n + index[i]) * inner_bytes.value() + b];
   }
 }
 
 // The same in 16-byte pieces, for rows whose bytes and addresses are multiples of 16 (a KV cache's
 // rows of d floats): a sixteenth of the threads and whole-vector loads and stores.
-__global__ void index_select_16_kernel(const uint4* src, int64_t outer, int64_t n, int64_t inner_vec, const int64_t* index,
-                                       int64_t n_index, uint4* out) {
-  const int64_t total = outer * n_index * inner_vec;
+__global__ void index_select_16_kernel(const uint4* src, int64_t outer, int64_t n, Divisor inner_vec,
+                                       const int64_t* index, Divisor n_index, uint4* out) {
+  const int64_t total = outer * n_index.value() * inner_vec.value();
   for (int64_t t = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; t < total; t += int64_t{gridDim.x} * blockDim.x) {
-    const int64_t b = t % inner_vec, r = t / inner_vec, i = r % n_index, o = r / n_index;
-    out[t] = src[(o * n + index[i]) * inner_vec + b];
+    int64_t i, b;
+    const int64_t o = gather_coordinates(t, inner_vec, n_index, i, b);
+    out[t] = src[(o * n + index[i]) * inner_vec.value() + b];
   }
 }
 
-__global__ void index_add_kernel(float* dst, int64_t outer, int64_t n, int64_t inner, const int64_t* index,
-                                 int64_t n_index, const float* src) {
-  const int64_t total = outer * n_index * inner;
+__global__ void index_add_kernel(float* dst, int64_t outer, int64_t n, Divisor inner, const int64_t* index,
+                                 Divisor n_index, const float* src) {
+  const int64_t total = outer * n_index.value() * inner.value();
   for (int64_t t = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; t < total; t += int64_t{gridDim.x} * blockDim.x) {
-    const int64_t e = t % inner, r = t / inner, i = r % n_index, o = r / n_index;
-    atomicAdd(dst + (o * n + index[i]) * inner + e, src[t]);
+    int64_t i, e;
+    const int64_t o = gather_coordinates(t, inner, n_index, i, e);
+    atomicAdd(dst + (o * n + index[i]) * inner.value() + e, src[t]);
   }
 }
 
-__global__ void causal_mask_kernel(uint8_t* out, int64_t Lq, int64_t Lk, int64_t offset) {
-  for (int64_t t = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; t < Lq * Lk; t += int64_t{gridDim.x} * blockDim.x)
-    out[t] = (t % Lk) <= (t / Lk) + offset;
+__global__ void causal_mask_kernel(uint8_t* out, int64_t Lq, Divisor Lk, int64_t offset) {
+  for (int64_t t = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; t < Lq * Lk.value();
+       t += int64_t{gridDim.x} * blockDim.x) {
+    int64_t j;
+    const int64_t i = Lk.divmod(t, j);
+    out[t] = j <= i + offset;
+  }
 }
 
 }  // namespace
