@@ -47,9 +47,10 @@ void launch_forward(const AttnProblem& p, float* out, float* lse, cudaStream_t s
   T* qh = reinterpret_cast<T*>(buf.p);
   T* kh = qh + nq;
   T* vh = kh + nk;
-  round_rows<T>(p.q, p.q_sb, p.q_sh, p.q_sl, p.B, p.H, p.Lq, D, qh, s);
-  round_rows<T>(p.k, p.k_sb, p.k_sh, p.k_sl, p.B, p.Hkv, p.Lk, D, kh, s);
-  round_rows<T>(p.v, p.v_sb, p.v_sh, p.v_sl, p.B, p.Hkv, p.Lk, D, vh, s);
+  round_rows<T>({{p.q, p.q_sb, p.q_sh, p.q_sl, p.H, p.Lq, qh},
+                 {p.k, p.k_sb, p.k_sh, p.k_sl, p.Hkv, p.Lk, kh},
+                 {p.v, p.v_sb, p.v_sh, p.v_sl, p.Hkv, p.Lk, vh}},
+                p.B, D, s);
   if (attention_forward_tiles(D) == 2) return launch_forward_tiles<T, D, 2, D == 128 ? 32 : 64>(p, qh, kh, vh, out, lse, s);
   launch_forward_tiles<T, D, 1, 64>(p, qh, kh, vh, out, lse, s);
 }
@@ -63,10 +64,12 @@ void launch_backward(const AttnProblem& p, const float* lse, const float* Dsum, 
   T* gh = qh + nq;
   T* kh = gh + nq;
   T* vh = kh + nk;
-  round_rows<T>(p.q, p.q_sb, p.q_sh, p.q_sl, p.B, p.H, p.Lq, D, qh, s);
-  round_rows<T>(dout, p.dout_l.sb, p.dout_l.sh, p.dout_l.sl, p.B, p.H, p.Lq, D, gh, s);
-  round_rows<T>(p.k, p.k_sb, p.k_sh, p.k_sl, p.B, p.Hkv, p.Lk, D, kh, s);
-  round_rows<T>(p.v, p.v_sb, p.v_sh, p.v_sl, p.B, p.Hkv, p.Lk, D, vh, s);
+  const HeadLayout& g = p.dout_l;
+  round_rows<T>({{p.q, p.q_sb, p.q_sh, p.q_sl, p.H, p.Lq, qh},
+                 {dout, g.sb, g.sh, g.sl, p.H, p.Lq, gh},
+                 {p.k, p.k_sb, p.k_sh, p.k_sl, p.Hkv, p.Lk, kh},
+                 {p.v, p.v_sb, p.v_sh, p.v_sl, p.Hkv, p.Lk, vh}},
+                p.B, D, s);
   constexpr size_t bytes = mma_pair::backward_smem_bytes<D>();
   const bool gen = attention_general_code(p);
   QKV_CUDA_CHECK(cudaFuncSetAttribute(

@@ -65,40 +65,86 @@ __device__ inline void cp_async_wait() {  // until at most N of this thread's gr
 
 // ---- pre-pass: strided f32 rows → dense T rows --------------------------------------------------------
 
-// dst[(b·heads + h)·L + i][c] = T(src[b·sb + h·sh + i·sl + c]) for c < D (D a multiple of 8): a thread
-// per 8 elements, one 16-byte store; float4 loads when the source allows them (Vec). A piece's row and
-// head through Divisors (divisor.cuh): no divide instruction per piece.
-template <typename T, bool Vec>
-__global__ void round_rows_kernel(const float* src, int64_t sb, int64_t sh, int64_t sl, Divisor heads, Divisor L,
-                                  Divisor row_pieces, int64_t pieces, T* dst) {
+// One operand of a pre-pass: src [B, heads, L, D] f32 (strides sb, sh, sl; unit along D) → dst, dense
+// [B, heads, L, D] in T.
+struct RowsToRound {
+  const float* src;
+  int64_t sb, sh, sl, heads, L;
+  void* dst;
+};
+
+// The operands of one pre-pass (q, k, v forward; q, dO, k, v backward), for one launch: operand k's
+// pieces of 8 elements are [end[k − 1], end[k]) of the launch's.
+template <int N>
+struct RoundList {
+  const float* src[N];
+  int64_t sb[N], sh[N], sl[N], end[N];
+  Divisor heads[N], L[N];
+  void* dst[N];
+  bool vec[N];  // float4 loads: src and its strides 16-byte aligned
+  int n;
+};
+
+// dst[(b·heads + h)·L + i][c] = T(src[b·sb + h·sh + i·sl + c]) for c < D (D a multiple of 8), for each
+// operand of the list: a thread per 8 elements, one 16-byte store; float4 loads where the operand allows
+// them. A piece's operand by its place among the ends, its row and head through Divisors (divisor.cuh):
+// no divide instruction per piece. (Until 2026-12-04 a launch an operand: 3 a forward, 4 a backward.)
+template <typename T, int N>
+__global__ void round_rows_kernel(RoundList<N> r, Divisor row_pieces) {
+  const int64_t pieces = r.end[r.n - 1];
   for (int64_t e = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; e < pieces; e += int64_t{gridDim.x} * blockDim.x) {
+    // the piece's operand k and its place in it (compile-time indices: a parameter array read at a variable
+    // index would be copied to local memory)
+    int k = 0;
+    int64_t at = e;
+#pragma unroll
+    for (int j = 1; j < N; ++j)
+      if (j < r.n && e >= r.end[j - 1]) k = j, at = e - r.end[j - 1];
+    const float* src = r.src[0];
+    int64_t sb = r.sb[0], sh = r.sh[0], sl = r.sl[0];
+    Divisor heads = r.heads[0], L = r.L[0];
+    void* dst = r.dst[0];
+    bool vec = r.vec[0];
+#pragma unroll
+    for (int j = 1; j < N; ++j)
+      if (k == j) {
+        src = r.src[j], sb = r.sb[j], sh = r.sh[j], sl = r.sl[j], heads = r.heads[j], L = r.L[j];
+        dst = r.dst[j], vec = r.vec[j];
+      }
     int64_t c, i, h;
-    const int64_t b = heads.divmod(L.divmod(row_pieces.divmod(e, c), i), h);  // e = ((b·heads + h)·L + i)·D/8 + c/8
+    const int64_t b = heads.divmod(L.divmod(row_pieces.divmod(at, c), i), h);  // at = ((b·heads + h)·L + i)·D/8 + c
     const float* s = src + b * sb + h * sh + i * sl + c * 8;
     float x[8];
-    if constexpr (Vec) {
+    if (vec) {
       const float4 lo = *reinterpret_cast<const float4*>(s), hi = *reinterpret_cast<const float4*>(s + 4);
       x[0] = lo.x, x[1] = lo.y, x[2] = lo.z, x[3] = lo.w, x[4] = hi.x, x[5] = hi.y, x[6] = hi.z, x[7] = hi.w;
     } else {
 #pragma unroll
       for (int u = 0; u < 8; ++u) x[u] = s[u];
     }
-    reinterpret_cast<uint4*>(dst)[e] =
+    static_cast<uint4*>(dst)[at] =
         make_uint4(pack2<T>(x[0], x[1]), pack2<T>(x[2], x[3]), pack2<T>(x[4], x[5]), pack2<T>(x[6], x[7]));
   }
 }
 
-template <typename T>
-void round_rows(const float* src, int64_t sb, int64_t sh, int64_t sl, int64_t B, int64_t heads, int64_t L, int64_t D,
-                T* dst, cudaStream_t s) {
-  const int64_t pieces = B * heads * L * D / 8;
+// The operands' rows, of B batches and D dims each (D a multiple of 8), rounded to dense T copies in one
+// launch.
+template <typename T, int N>
+void round_rows(const RowsToRound (&ops)[N], int64_t B, int64_t D, cudaStream_t s) {
+  RoundList<N> r{};
+  int64_t pieces = 0;
+  r.n = 0;
+  for (const RowsToRound& o : ops) {
+    const int64_t n = B * o.heads * o.L * D / 8;
+    if (n == 0) continue;  // (an empty operand: no piece falls in it)
+    const int k = r.n++;
+    r.src[k] = o.src, r.sb[k] = o.sb, r.sh[k] = o.sh, r.sl[k] = o.sl, r.dst[k] = o.dst;
+    r.heads[k] = Divisor(o.heads), r.L[k] = Divisor(o.L);
+    r.vec[k] = reinterpret_cast<uintptr_t>(o.src) % 16 == 0 && o.sb % 4 == 0 && o.sh % 4 == 0 && o.sl % 4 == 0;
+    r.end[k] = pieces += n;
+  }
   if (pieces == 0) return;
-  const bool vec = reinterpret_cast<uintptr_t>(src) % 16 == 0 && sb % 4 == 0 && sh % 4 == 0 && sl % 4 == 0;
-  const Divisor h(heads), l(L), row(D / 8);
-  if (vec)
-    QKV_LAUNCH(blocks_for(pieces), 256, 0, s, round_rows_kernel<T, true>)(src, sb, sh, sl, h, l, row, pieces, dst);
-  else
-    QKV_LAUNCH(blocks_for(pieces), 256, 0, s, round_rows_kernel<T, false>)(src, sb, sh, sl, h, l, row, pieces, dst);
+  QKV_LAUNCH(blocks_for(pieces), 256, 0, s, round_rows_kernel<T, N>)(r, Divisor(D / 8));
   QKV_CUDA_LAUNCHED(round_rows_kernel);
 }
 

@@ -63,9 +63,10 @@ void forward(const AttnProblem& p, float* out, float* lse, cudaStream_t s) {
   T* qh = reinterpret_cast<T*>(buf.p);
   T* kh = qh + nq;
   T* vh = kh + nk;
-  round_rows<T>(p.q, p.q_sb, p.q_sh, p.q_sl, p.B, p.H, p.Lq, D, qh, s);
-  round_rows<T>(p.k, p.k_sb, p.k_sh, p.k_sl, p.B, p.Hkv, p.Lk, D, kh, s);
-  round_rows<T>(p.v, p.v_sb, p.v_sh, p.v_sl, p.B, p.Hkv, p.Lk, D, vh, s);
+  round_rows<T>({{p.q, p.q_sb, p.q_sh, p.q_sl, p.H, p.Lq, qh},
+                 {p.k, p.k_sb, p.k_sh, p.k_sl, p.Hkv, p.Lk, kh},
+                 {p.v, p.v_sb, p.v_sh, p.v_sl, p.Hkv, p.Lk, vh}},
+                p.B, D, s);
   const bool general = attention_general_code(p);
   if (which == Variant::ws)
     return general ? launch_ws<T, D, true>(p, qh, kh, vh, out, lse, s)
@@ -158,10 +159,11 @@ void backward(const AttnProblem& p, const float* lse, const float* Dsum, const f
   T* kh = gh + nq;
   T* vh = kh + nk;
   const HeadLayout& g = p.dout_l;
-  round_rows<T>(p.q, p.q_sb, p.q_sh, p.q_sl, p.B, p.H, p.Lq, D, qh, s);
-  round_rows<T>(dout, g.sb, g.sh, g.sl, p.B, p.H, p.Lq, D, gh, s);
-  round_rows<T>(p.k, p.k_sb, p.k_sh, p.k_sl, p.B, p.Hkv, p.Lk, D, kh, s);
-  round_rows<T>(p.v, p.v_sb, p.v_sh, p.v_sl, p.B, p.Hkv, p.Lk, D, vh, s);
+  round_rows<T>({{p.q, p.q_sb, p.q_sh, p.q_sl, p.H, p.Lq, qh},
+                 {dout, g.sb, g.sh, g.sl, p.H, p.Lq, gh},
+                 {p.k, p.k_sb, p.k_sh, p.k_sl, p.Hkv, p.Lk, kh},
+                 {p.v, p.v_sb, p.v_sh, p.v_sl, p.Hkv, p.Lk, vh}},
+                p.B, D, s);
   const bool general = attention_general_code(p);
   auto* run = [&] {
     if constexpr (D == 256) return general ? launch_backward256<T, true> : launch_backward256<T, false>;
