@@ -17,7 +17,8 @@ QKV_CUDA_LAUNCHERS_BEGIN
 namespace {
 
 // attention_mma_kernels.cuh's names qualified (mma_pair::): a test compiles the wgmma pair's, alike, in one file
-using tiles::round_rows;
+using tiles::round_backward_operands;
+using tiles::round_forward_operands;
 
 template <typename T, int D, int MT, int KN, bool General>
 void launch_forward_tiles(const AttnProblem& p, const T* qh, const T* kh, const T* vh, float* out, float* lse,
@@ -47,10 +48,7 @@ void launch_forward(const AttnProblem& p, float* out, float* lse, cudaStream_t s
   T* qh = reinterpret_cast<T*>(buf.p);
   T* kh = qh + nq;
   T* vh = kh + nk;
-  round_rows<T>({{p.q, p.q_sb, p.q_sh, p.q_sl, p.H, p.Lq, qh},
-                 {p.k, p.k_sb, p.k_sh, p.k_sl, p.Hkv, p.Lk, kh},
-                 {p.v, p.v_sb, p.v_sh, p.v_sl, p.Hkv, p.Lk, vh}},
-                p.B, D, s);
+  round_forward_operands<T>(p, D, qh, kh, vh, s);
   if (attention_forward_tiles(D) == 2) return launch_forward_tiles<T, D, 2, D == 128 ? 32 : 64>(p, qh, kh, vh, out, lse, s);
   launch_forward_tiles<T, D, 1, 64>(p, qh, kh, vh, out, lse, s);
 }
@@ -64,12 +62,7 @@ void launch_backward(const AttnProblem& p, const float* lse, const float* Dsum, 
   T* gh = qh + nq;
   T* kh = gh + nq;
   T* vh = kh + nk;
-  const HeadLayout& g = p.dout_l;
-  round_rows<T>({{p.q, p.q_sb, p.q_sh, p.q_sl, p.H, p.Lq, qh},
-                 {dout, g.sb, g.sh, g.sl, p.H, p.Lq, gh},
-                 {p.k, p.k_sb, p.k_sh, p.k_sl, p.Hkv, p.Lk, kh},
-                 {p.v, p.v_sb, p.v_sh, p.v_sl, p.Hkv, p.Lk, vh}},
-                p.B, D, s);
+  round_backward_operands<T>(p, dout, D, qh, gh, kh, vh, s);
   constexpr size_t bytes = mma_pair::backward_smem_bytes<D>();
   const bool gen = attention_general_code(p);
   QKV_CUDA_CHECK(cudaFuncSetAttribute(

@@ -11,6 +11,7 @@
 #include <cstdint>
 #include <cstring>
 
+#include "kernels/attention_problem.h"
 #include "kernels/cuda/divisor.cuh"
 #include "kernels/cuda/launch.h"
 
@@ -146,6 +147,26 @@ void round_rows(const RowsToRound (&ops)[N], int64_t B, int64_t D, cudaStream_t 
   if (pieces == 0) return;
   QKV_LAUNCH(blocks_for(pieces), 256, 0, s, round_rows_kernel<T, N>)(r, Divisor(D / 8));
   QKV_CUDA_LAUNCHED(round_rows_kernel);
+}
+
+// The tensor-core pairs' pre-passes (D = Dv, a multiple of 8): a forward's q, k, v and a backward's q, dO
+// (laid out as p.dout_l), k, v, as dense T copies in one launch each.
+template <typename T>
+void round_forward_operands(const AttnProblem& p, int64_t D, T* qh, T* kh, T* vh, cudaStream_t s) {
+  round_rows<T>({{p.q, p.q_sb, p.q_sh, p.q_sl, p.H, p.Lq, qh},
+                 {p.k, p.k_sb, p.k_sh, p.k_sl, p.Hkv, p.Lk, kh},
+                 {p.v, p.v_sb, p.v_sh, p.v_sl, p.Hkv, p.Lk, vh}},
+                p.B, D, s);
+}
+template <typename T>
+void round_backward_operands(const AttnProblem& p, const float* dout, int64_t D, T* qh, T* gh, T* kh, T* vh,
+                             cudaStream_t s) {
+  const HeadLayout& g = p.dout_l;
+  round_rows<T>({{p.q, p.q_sb, p.q_sh, p.q_sl, p.H, p.Lq, qh},
+                 {dout, g.sb, g.sh, g.sl, p.H, p.Lq, gh},
+                 {p.k, p.k_sb, p.k_sh, p.k_sl, p.Hkv, p.Lk, kh},
+                 {p.v, p.v_sb, p.v_sh, p.v_sl, p.Hkv, p.Lk, vh}},
+                p.B, D, s);
 }
 
 }  // namespace

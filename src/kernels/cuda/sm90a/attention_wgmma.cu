@@ -63,10 +63,7 @@ void forward(const AttnProblem& p, float* out, float* lse, cudaStream_t s) {
   T* qh = reinterpret_cast<T*>(buf.p);
   T* kh = qh + nq;
   T* vh = kh + nk;
-  round_rows<T>({{p.q, p.q_sb, p.q_sh, p.q_sl, p.H, p.Lq, qh},
-                 {p.k, p.k_sb, p.k_sh, p.k_sl, p.Hkv, p.Lk, kh},
-                 {p.v, p.v_sb, p.v_sh, p.v_sl, p.Hkv, p.Lk, vh}},
-                p.B, D, s);
+  round_forward_operands<T>(p, D, qh, kh, vh, s);
   const bool general = attention_general_code(p);
   if (which == Variant::ws)
     return general ? launch_ws<T, D, true>(p, qh, kh, vh, out, lse, s)
@@ -158,12 +155,7 @@ void backward(const AttnProblem& p, const float* lse, const float* Dsum, const f
   T* gh = qh + nq;
   T* kh = gh + nq;
   T* vh = kh + nk;
-  const HeadLayout& g = p.dout_l;
-  round_rows<T>({{p.q, p.q_sb, p.q_sh, p.q_sl, p.H, p.Lq, qh},
-                 {dout, g.sb, g.sh, g.sl, p.H, p.Lq, gh},
-                 {p.k, p.k_sb, p.k_sh, p.k_sl, p.Hkv, p.Lk, kh},
-                 {p.v, p.v_sb, p.v_sh, p.v_sl, p.Hkv, p.Lk, vh}},
-                p.B, D, s);
+  round_backward_operands<T>(p, dout, D, qh, gh, kh, vh, s);
   const bool general = attention_general_code(p);
   auto* run = [&] {
     if constexpr (D == 256) return general ? launch_backward256<T, true> : launch_backward256<T, false>;

@@ -7,7 +7,7 @@
 // selects the others), the backward where QKV_CUDA_ATTENTION_BACKWARD=wgmma asks for it. nvcc, or g++
 // under tests/kernels/cuda_emulation.h (tests/kernels/attention_wgmma_emulation_test.cpp).
 //
-// Forward pre-pass: dense T copies of q [B, H, Lq, D], k and v [B, Hkv, Lk, D] (tiles::round_rows).
+// Forward pre-pass: dense T copies of q [B, H, Lq, D], k and v [B, Hkv, Lk, D] (tiles::round_forward_operands).
 // Every tile in shared memory is [D/64][rows][64] — a row's dims contiguous — and read K-major by
 // S = Q Kᵀ (the contraction over the dims) and MN-major by O += P V (the contraction over the keys:
 // wgmma's transpose bit, sm90a/wgmma.cuh), as FlashAttention-3 reads 16-bit V. (Until 2026-12-04 the
