@@ -103,7 +103,7 @@ __global__ void channel_sum_kernel(const float* dy, int64_t M, int64_t O, Diviso
 
 Shape2 shape_of(const Conv2dProblem& p) {
   const int64_t OH = p.out_h(), OW = p.out_w();
-  auto by = [](int64_t d) { return Divisor(d > 0 ? d : 1); };  // (an empty extent launches nothing)
+  auto by = Divisor::of_extent;
   return {OH,       OW,       OH * OW, p.C * p.KH * p.KW, by(OW),  by(OH),         by(OH * OW),
           by(p.KW), by(p.KH), by(p.W), by(p.H),           by(p.C), by(p.stride_h), by(p.stride_w)};
 }

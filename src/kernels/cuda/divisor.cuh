@@ -35,6 +35,9 @@ class Divisor {
     const unsigned __int128 over = static_cast<unsigned __int128>((uint64_t{1} << s_) - d_) << 64;
     m_ = static_cast<uint64_t>(over / d_) + 1;
   }
+  // A dim's extent as a divisor: 1 where the extent is 0 (a launch over an empty extent runs no thread, so
+  // nothing divides by it)
+  static Divisor of_extent(int64_t extent) { return Divisor(extent > 0 ? extent : 1); }
   // n / d for 0 ≤ n < 2⁶³
   __device__ int64_t div(int64_t n) const {
     const uint64_t u = static_cast<uint64_t>(n);

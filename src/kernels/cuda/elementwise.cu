@@ -3,7 +3,6 @@
 // to every operand's offset through at most kMaxDims dims passed by value, dividing by each dim's size
 // through its Divisor (divisor.cuh: no divide instruction a coordinate). Dense same-shape operands (one
 // coalesced dim, unit strides) take a plain grid-stride loop.
-#include <algorithm>
 #include <cmath>
 #include <cuda_fp16.h>
 #include <cuda_bf16.h>
@@ -40,7 +39,7 @@ Loop<K> make_loop(const std::vector<int64_t>& shape, const std::vector<std::vect
   Loop<K> out{};
   out.nd = static_cast<int>(L.shape.size());
   for (int d = 0; d < out.nd; ++d) {
-    out.shape[d] = Divisor(std::max<int64_t>(L.shape[d], 1));
+    out.shape[d] = Divisor::of_extent(L.shape[d]);
     for (int o = 0; o < K; ++o) out.strides[o][d] = L.strides[o][d];
   }
   return out;

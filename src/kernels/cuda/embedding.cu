@@ -34,8 +34,8 @@ void embedding_forward(const float* weight, int64_t vocab, int64_t dim, const in
   unsigned long long* bad = deferred_check(s, [vocab](int64_t row, int32_t id) {
     return detail::concat("embedding: id ", id, " at position ", row, " is outside the vocabulary [0, ", vocab, ")");
   });
-  QKV_LAUNCH(blocks_for(n * std::max<int64_t>(dim, 1)), 256, 0, s, embedding_forward_kernel)(
-      weight, vocab, dim, Divisor(std::max<int64_t>(dim, 1)), ids, n, out, bad);
+  QKV_LAUNCH(blocks_for(n * std::max<int64_t>(dim, 1)), 256, 0, s, embedding_forward_kernel)
+  (weight, vocab, dim, Divisor::of_extent(dim), ids, n, out, bad);
   QKV_CUDA_LAUNCHED(embedding_forward_kernel);
 }
 

@@ -20,7 +20,7 @@ struct PoolDivisors {
   Divisor in_w, in_h, out_w, out_h, stride_h, stride_w;
 };
 PoolDivisors divisors(int64_t H, int64_t W, int64_t OH, int64_t OW, int64_t stride_h, int64_t stride_w) {
-  auto by = [](int64_t d) { return Divisor(d > 0 ? d : 1); };  // (an empty extent launches nothing)
+  auto by = Divisor::of_extent;
   return {by(W), by(H), by(OW), by(OH), by(stride_h), by(stride_w)};
 }
 // plane c, row i and column j of element e of [planes, rows, cols]
