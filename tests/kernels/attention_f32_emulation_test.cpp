@@ -1,6 +1,6 @@
 // The f32 attention launchers of the CUDA backend run on the host through tests/kernels/cuda_emulation.h
 // (kernels/cuda/attention.cu compiled here, with attention_tf32.cu, to which it hands a problem wherever
-// the tensor cores serve, and attention_zero_rows.cu): the CUDA-core pair (a warp a row: head dims the
+// the tensor cores serve): the CUDA-core pair (a warp a row: head dims the
 // tensor cores do not take, D ≠ Dv, and every problem under QKV_CUDA_ATTENTION_F32=simt), its split over
 // the keys for a few rows against many (flash-decoding: the partial runs and their combination; fewer
 // rows than four warps a multiprocessor, on an emulated H200's 132 and an sm_86 GPU's 82), and
@@ -19,7 +19,6 @@
 #include "kernels/cpu/attention_kernels.h"
 #include "kernels/cuda/attention.cu"  // the launchers, on the emulated H200
 #include "kernels/cuda/attention_tf32.cu"
-#include "kernels/cuda/attention_zero_rows.cu"
 
 namespace {
 

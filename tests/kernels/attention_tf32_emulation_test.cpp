@@ -1,12 +1,13 @@
 // The f32 attention pair on the tensor cores (kernels/cuda/attention_tf32_kernels.cuh) run on the
 // host, unchanged, through tests/kernels/cuda_emulation.h — every warp's fragments, shuffles and
 // barriers as on a GPU — by attention_tf32.cu's own launchers (compiled here: whether they serve, the
-// kernel each problem takes, the shared memory each is allowed past 48 KB, the grids, dq zeroed by
-// attention_zero_rows.cu) against qkv's CPU attention: forward (out) and backward (dq, dk, dv), causal
-// or not, boolean and additive masks, rows that see no key, GQA, Lq ≠ Lk, ragged and whole tiles,
-// heads split off a [B, L, H, D] projection, head dims 64 and 128; and on an emulated A100 and sm_86
-// GPU, whose 99 KB a block head dim 128's backward does not fit. Within f32's noise (2e-5), which
-// one TF32 product a term (~1e-3) is not. Needs the CUDA toolkit's headers (a QKV_CUDA build).
+// kernel each problem takes, the shared memory each is allowed past 48 KB, the grids, D_i made and dq
+// zeroed in one launch by attention_tiles.cuh's backward_preprocess) against qkv's CPU attention: forward
+// (out) and backward (dq, dk, dv), causal or not, boolean and additive masks, rows that see no key, GQA,
+// Lq ≠ Lk, ragged and whole tiles, heads split off a [B, L, H, D] projection, head dims 64 and 128; and
+// on an emulated A100 and sm_86 GPU, whose 99 KB a block head dim 128's backward does not fit. Within
+// f32's noise (2e-5), which one TF32 product a term (~1e-3) is not. Needs the CUDA toolkit's headers (a
+// QKV_CUDA build).
 #include <gtest/gtest.h>
 
 #if __has_include(<cuda_runtime.h>)
@@ -16,7 +17,6 @@
 
 #include "kernels/attention_emulation.h"
 #include "kernels/cuda/attention_tf32.cu"  // the launchers, on the emulated H200
-#include "kernels/cuda/attention_zero_rows.cu"
 
 namespace {
 
@@ -34,8 +34,7 @@ void run(const qt::EmulatedAttention& e, std::vector<float>& out, std::vector<fl
   std::vector<float> lse(p.B * p.H * p.Lq);
   out.assign(e.nq(), 0.f), dq.assign(e.nq(), NAN), dk.assign(e.nk(), 0.f), dv.assign(e.nk(), 0.f);
   ASSERT_TRUE(kc::attention_forward_tf32(p, out.data(), lse.data())) << "the tensor-core forward declined";
-  const std::vector<float> Dsum = e.row_dot(out);
-  ASSERT_TRUE(kc::attention_backward_tf32(p, lse.data(), Dsum.data(), e.dout.data(), dq.data(), dk.data(), dv.data()))
+  ASSERT_TRUE(kc::attention_backward_tf32(p, out.data(), lse.data(), e.dout.data(), dq.data(), dk.data(), dv.data()))
       << "the tensor-core backward declined";
 }
 
@@ -87,9 +86,8 @@ TEST(AttentionTf32Emulated, ThePairDeclinesWhereTheGpuHasTooLittleSharedMemory) 
       std::vector<float> out(e.nq(), 0.f), lse(p.B * p.H * p.Lq), dq(e.nq(), 7.f), dk(e.nk(), 7.f), dv(e.nk(), 7.f);
       ASSERT_TRUE(kc::attention_forward_tf32(p, out.data(), lse.data()));
       EXPECT_LT(max_rel_error(out, e.out), 2e-5) << "out";
-      const std::vector<float> Dsum = e.row_dot(out);
       const bool served =
-          kc::attention_backward_tf32(p, lse.data(), Dsum.data(), e.dout.data(), dq.data(), dk.data(), dv.data());
+          kc::attention_backward_tf32(p, out.data(), lse.data(), e.dout.data(), dq.data(), dk.data(), dv.data());
       EXPECT_EQ(served, !declines);
       if (served) {
         EXPECT_LT(max_rel_error(dq, e.dq), 2e-5) << "dq";

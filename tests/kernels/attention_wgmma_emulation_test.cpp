@@ -62,20 +62,20 @@ Forward forward(const qt::EmulatedAttention& e, Variant v) {
 enum class Backward { two_warpgroups, ws, none };  // none: the forward alone
 
 // dq, dk, dv by attention_wgmma.cu's backward launcher (QKV_CUDA_ATTENTION_BACKWARD=wgmma or wgmma-ws)
-// from the forward's lse, D_i = rowsum(dO ∘ out) and a zeroed dq, as the ops call it: its pre-pass — q,
-// dO, k, v rounded to dense rows, read K-major and MN-major alike —, then the two-warpgroup kernel or
-// the warp-specialized one (its TMA tensor maps over the same copies), or at head dim 256 its own
+// from the forward's out and lse, as the ops call it: its pre-pass — q, dO, k, v rounded to dense rows,
+// read K-major and MN-major alike; D_i = rowsum(dO ∘ out); dq zeroed (here over NaN) —, then the
+// two-warpgroup kernel or the warp-specialized one (its TMA tensor maps over the same copies), or at head
+// dim 256 its own
 template <typename T>
 void backward(const qt::EmulatedAttention& e, const Forward& f, Backward kernel, std::vector<float>& dq,
               std::vector<float>& dk, std::vector<float>& dv) {
   const qt::ScopedEnv env("QKV_CUDA_ATTENTION_BACKWARD", kernel == Backward::ws ? "wgmma-ws" : "wgmma");
-  const std::vector<float> Dsum = e.row_dot(f.out);
-  dq.assign(e.nq(), 0.f), dk.assign(e.nk(), 0.f), dv.assign(e.nk(), 0.f);
+  dq.assign(e.nq(), std::numeric_limits<float>::quiet_NaN()), dk.assign(e.nk(), 0.f), dv.assign(e.nk(), 0.f);
   const bool served = std::is_same_v<T, __nv_bfloat16>
-                          ? kc::attention_backward_wgmma_bf16(e.p, f.lse.data(), Dsum.data(), e.dout.data(),
-                                                              dq.data(), dk.data(), dv.data())
-                          : kc::attention_backward_wgmma_f16(e.p, f.lse.data(), Dsum.data(), e.dout.data(),
-                                                             dq.data(), dk.data(), dv.data());
+                          ? kc::attention_backward_wgmma_bf16(e.p, f.out.data(), f.lse.data(), e.dout.data(), dq.data(),
+                                                              dk.data(), dv.data())
+                          : kc::attention_backward_wgmma_f16(e.p, f.out.data(), f.lse.data(), e.dout.data(), dq.data(),
+                                                             dk.data(), dv.data());
   EXPECT_TRUE(served) << "the wgmma backward declined the problem";
   EXPECT_TRUE(emulation::device().blocks.empty()) << "the backward's scratch not freed";
 }

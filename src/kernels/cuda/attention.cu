@@ -535,11 +535,12 @@ void attention_backward_flash_f32(const AttnProblem& p, const float* out, const 
   check_dims(p);
   cudaStream_t s = stream();
   const int64_t qrows = p.B * p.H * p.Lq, krows = p.B * p.Hkv * p.Lk;
+  // the tensor cores wherever they serve (attention_tf32.cu): D_i and dq's zeros in one launch, then dq, dk
+  // and dv in one kernel
+  if (qrows > 0 && krows > 0 && attention_backward_tf32(p, out, lse, dout, dq, dk, dv)) return;
   Scratch Dsum(qrows, s);
   if (qrows > 0) {
     attention_row_dot(p, out, dout, Dsum.p);
-    // the tensor cores wherever they serve (attention_tf32.cu): dq, dk and dv in one kernel
-    if (krows > 0 && attention_backward_tf32(p, lse, Dsum.p, dout, dq, dk, dv)) return;
     QKV_LAUNCH(warps_grid(qrows), kWarps * 32, 0, s, flash_dq_kernel)(p, lse, Dsum.p, dout, dq);
     QKV_CUDA_LAUNCHED(flash_dq_kernel);
   }

@@ -114,27 +114,28 @@ void backward(const AttnProblem& p, const float* out, const float* lse, const fl
   const bool d256 = p.D == 256 && p.Dv == 256 && attention_backward_wgmma_serves(p);
   if ((on_tiles(p) || d256) && p.B * p.Hkv > 0 && p.Lq > 0 && p.Lk > 0) {
     check_grid(p.B * p.Hkv);
-    // every tile kernel adds dQ into a zeroed dq with atomics and takes D_i = rowsum(dO ∘ O)
+    // every tile kernel adds dQ into a zeroed dq with atomics and takes D_i = rowsum(dO ∘ O): the mma.sync
+    // and wgmma launchers make both in their pre-pass; the WMMA pair takes them made
+    if (d256) {
+      if constexpr (std::is_same_v<T, __half>)
+        attention_backward_wgmma_f16(p, out, lse, dout, dq, dk, dv);
+      else
+        attention_backward_wgmma_bf16(p, out, lse, dout, dq, dk, dv);
+      return;
+    }
+    if (!attention_uses_wmma()) {  // the register-resident kernels (attention_mma.cu)
+      if constexpr (std::is_same_v<T, __half>)
+        return attention_backward_mma_f16(p, out, lse, dout, dq, dk, dv);
+      else
+        return attention_backward_mma_bf16(p, out, lse, dout, dq, dk, dv);
+    }
     attention_zero_rows(p.dq_l, p.B, p.H, p.Lq, p.D, dq);
     Scratch Dsum(p.B * p.H * p.Lq, s);
     attention_row_dot(p, out, dout, Dsum.p);
-    if (d256) {
-      if constexpr (std::is_same_v<T, __half>)
-        attention_backward_wgmma_f16(p, lse, Dsum.p, dout, dq, dk, dv);
-      else
-        attention_backward_wgmma_bf16(p, lse, Dsum.p, dout, dq, dk, dv);
-      return;
-    } else if (!attention_uses_wmma()) {  // the register-resident kernels (attention_mma.cu)
-      if constexpr (std::is_same_v<T, __half>)
-        return attention_backward_mma_f16(p, lse, Dsum.p, dout, dq, dk, dv);
-      else
-        return attention_backward_mma_bf16(p, lse, Dsum.p, dout, dq, dk, dv);
-    } else {
-      if constexpr (std::is_same_v<T, __half>)
-        return attention_backward_wmma_f16(p, lse, Dsum.p, dout, dq, dk, dv);
-      else
-        return attention_backward_wmma_bf16(p, lse, Dsum.p, dout, dq, dk, dv);
-    }
+    if constexpr (std::is_same_v<T, __half>)
+      return attention_backward_wmma_f16(p, lse, Dsum.p, dout, dq, dk, dv);
+    else
+      return attention_backward_wmma_bf16(p, lse, Dsum.p, dout, dq, dk, dv);
   }
   Rounded<T> r(p, dout, s);
   attention_backward_flash_f32(r.p, out, lse, r.dout, dq, dk, dv);

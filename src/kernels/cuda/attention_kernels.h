@@ -36,13 +36,14 @@ void attention_backward_flash_f16(const AttnProblem& p, const float* out, const 
 // The tiles' pair on mma.sync with S, P, O (forward) and S, dP, dK, dV (backward) in registers
 // (attention_mma.cu; head dims 64 and 128, D = Dv), which the bf16/f16 pair above takes for those
 // shapes unless QKV_CUDA_ATTENTION=wmma selects the first, WMMA pair (attention_uses_wmma: for
-// side-by-side measurement and the tests). The backward takes D_i (attention_row_dot) and a zeroed dq.
+// side-by-side measurement and the tests). The backward makes D_i = dO_i · O_i from the forward's out and
+// zeroes dq itself, in the pre-pass that rounds its operands (attention_tiles.cuh: one launch).
 void attention_forward_mma_bf16(const AttnProblem& p, float* out, float* lse);
 void attention_forward_mma_f16(const AttnProblem& p, float* out, float* lse);
-void attention_backward_mma_bf16(const AttnProblem& p, const float* lse, const float* Dsum, const float* dout,
-                                 float* dq, float* dk, float* dv);
-void attention_backward_mma_f16(const AttnProblem& p, const float* lse, const float* Dsum, const float* dout,
-                                float* dq, float* dk, float* dv);
+void attention_backward_mma_bf16(const AttnProblem& p, const float* out, const float* lse, const float* dout, float* dq,
+                                 float* dk, float* dv);
+void attention_backward_mma_f16(const AttnProblem& p, const float* out, const float* lse, const float* dout, float* dq,
+                                float* dk, float* dv);
 bool attention_uses_wmma();
 // A mask or dropout: the tile kernels in their form with the element-wise code (General); without, the
 // form whose tiles check only keys past Lk and the causal diagonal — less code, which the fully unrolled
@@ -66,21 +67,21 @@ bool attention_forward_wgmma_f16(const AttnProblem& p, float* out, float* lse);
 // The backward on wgmma (head dims 64, 128 and 256, D = Dv, compute capability 9.0) — wgmma-ws (warp-
 // specialized: a TMA producer and two consumers) or wgmma (two warpgroups) — where it is the faster on an
 // H200 or QKV_CUDA_ATTENTION_BACKWARD names it (sm90a/attention_wgmma.cu's backward_kernel; "mma" names
-// the mma.sync backward): runs and returns true, or false — nothing done. Takes D_i
-// (attention_row_dot) and a zeroed dq, as the mma.sync backward.
-bool attention_backward_wgmma_bf16(const AttnProblem& p, const float* lse, const float* Dsum, const float* dout,
+// the mma.sync backward): runs and returns true, or false — nothing done. Makes D_i from out and zeroes
+// dq in its pre-pass, as the mma.sync backward.
+bool attention_backward_wgmma_bf16(const AttnProblem& p, const float* out, const float* lse, const float* dout,
                                    float* dq, float* dk, float* dv);
-// Whether those would serve the problem (their D_i and zeroed dq are then worth making: head dim 256,
-// which no other tile kernel serves)
+// Whether those would serve the problem (head dim 256, which no other tile kernel serves)
 bool attention_backward_wgmma_serves(const AttnProblem& p);
-bool attention_backward_wgmma_f16(const AttnProblem& p, const float* lse, const float* Dsum, const float* dout,
+bool attention_backward_wgmma_f16(const AttnProblem& p, const float* out, const float* lse, const float* dout,
                                   float* dq, float* dk, float* dv);
 // m16 tiles of query rows a warp in the mma.sync forward at head dim D: 2 at 128, 1 at 64 (the faster
 // on an H200), or as QKV_CUDA_ATTENTION=mma1 / mma2 says (for measurement side by side and the tests).
 int attention_forward_tiles(int64_t D);
-// D_i = dout_i · out_i for every query row (the flash backward's first pass)
+// D_i = dout_i · out_i for every query row (the flash backward's first pass; the CUDA-core and WMMA pairs —
+// the mma.sync, wgmma and 3xTF32 ones make it in their pre-pass)
 void attention_row_dot(const AttnProblem& p, const float* out, const float* dout, float* Dsum);
-// Zeros in the rows of a [B, H, L, d] tensor laid out as `l` (the tile backwards add dq with atomics)
+// Zeros in the rows of a [B, H, L, d] tensor laid out as `l` (the WMMA backward adds dq with atomics)
 void attention_zero_rows(const HeadLayout& l, int64_t B, int64_t H, int64_t L, int64_t d, float* x);
 // The f32 flash pair on the tensor cores at f32's accuracy (attention_tf32.cu: 3xTF32 on mma.sync
 // m16n8k8, head dims 64 and 128, D = Dv, q, k, v and dout rows on 16 bytes, the shared memory the GPU
@@ -88,10 +89,11 @@ void attention_zero_rows(const HeadLayout& l, int64_t B, int64_t H, int64_t L, i
 // keeps it on the CUDA cores (attention_uses_tf32; tf32x3 or unset: the tensor cores). Each returns
 // false, doing nothing, where it does not serve the problem (and the forward for a decoding step: ≤ 16
 // query rows, no lse: the split-KV kernels).
-// The backward takes D_i (attention_row_dot) and zeroes dq itself.
+// The backward makes D_i from the forward's out and zeroes dq itself (one launch: FlashAttention-2's
+// preprocess, attention_tiles.cuh's backward_preprocess).
 bool attention_uses_tf32();
 bool attention_forward_tf32(const AttnProblem& p, float* out, float* lse);
-bool attention_backward_tf32(const AttnProblem& p, const float* lse, const float* Dsum, const float* dout, float* dq,
+bool attention_backward_tf32(const AttnProblem& p, const float* out, const float* lse, const float* dout, float* dq,
                              float* dk, float* dv);
 
 QKV_CUDA_LAUNCHERS_END  // qkv::kernels::cuda

@@ -53,16 +53,18 @@ void launch_forward(const AttnProblem& p, float* out, float* lse, cudaStream_t s
   launch_forward_tiles<T, D, 1, 64>(p, qh, kh, vh, out, lse, s);
 }
 
+// The backward: its pre-pass (q, dO, k, v rounded; D_i; dq zeroed: one launch), then the kernel
 template <typename T, int D>
-void launch_backward(const AttnProblem& p, const float* lse, const float* Dsum, const float* dout, float* dq,
-                     float* dk, float* dv, cudaStream_t s) {
+void launch_backward(const AttnProblem& p, const float* out, const float* lse, const float* dout, float* dq, float* dk,
+                     float* dv, cudaStream_t s) {
   const int64_t nq = p.B * p.H * p.Lq * D, nk = p.B * p.Hkv * p.Lk * D;
-  Scratch buf(nq + nk, s);  // q, dO, k, v in T: (2·nq + 2·nk) · 2 bytes
+  Scratch buf(nq + nk + p.B * p.H * p.Lq, s);  // q, dO, k, v in T: (2·nq + 2·nk) · 2 bytes; then D_i in f32
   T* qh = reinterpret_cast<T*>(buf.p);
   T* gh = qh + nq;
   T* kh = gh + nq;
   T* vh = kh + nk;
-  round_backward_operands<T>(p, dout, D, qh, gh, kh, vh, s);
+  float* Dsum = buf.p + nq + nk;
+  round_backward_operands<T>(p, out, dout, D, qh, gh, kh, vh, Dsum, dq, s);
   constexpr size_t bytes = mma_pair::backward_smem_bytes<D>();
   const bool gen = attention_general_code(p);
   QKV_CUDA_CHECK(cudaFuncSetAttribute(
@@ -102,17 +104,17 @@ void attention_forward_mma_f16(const AttnProblem& p, float* out, float* lse) {
   if (p.D == 64) return launch_forward<__half, 64>(p, out, lse, stream());
   launch_forward<__half, 128>(p, out, lse, stream());
 }
-void attention_backward_mma_bf16(const AttnProblem& p, const float* lse, const float* Dsum, const float* dout,
-                                 float* dq, float* dk, float* dv) {
-  if (attention_backward_wgmma_bf16(p, lse, Dsum, dout, dq, dk, dv)) return;  // Hopper, where the faster
-  if (p.D == 64) return launch_backward<__nv_bfloat16, 64>(p, lse, Dsum, dout, dq, dk, dv, stream());
-  launch_backward<__nv_bfloat16, 128>(p, lse, Dsum, dout, dq, dk, dv, stream());
+void attention_backward_mma_bf16(const AttnProblem& p, const float* out, const float* lse, const float* dout, float* dq,
+                                 float* dk, float* dv) {
+  if (attention_backward_wgmma_bf16(p, out, lse, dout, dq, dk, dv)) return;  // Hopper, where the faster
+  if (p.D == 64) return launch_backward<__nv_bfloat16, 64>(p, out, lse, dout, dq, dk, dv, stream());
+  launch_backward<__nv_bfloat16, 128>(p, out, lse, dout, dq, dk, dv, stream());
 }
-void attention_backward_mma_f16(const AttnProblem& p, const float* lse, const float* Dsum, const float* dout,
-                                float* dq, float* dk, float* dv) {
-  if (attention_backward_wgmma_f16(p, lse, Dsum, dout, dq, dk, dv)) return;  // Hopper, where the faster
-  if (p.D == 64) return launch_backward<__half, 64>(p, lse, Dsum, dout, dq, dk, dv, stream());
-  launch_backward<__half, 128>(p, lse, Dsum, dout, dq, dk, dv, stream());
+void attention_backward_mma_f16(const AttnProblem& p, const float* out, const float* lse, const float* dout, float* dq,
+                                float* dk, float* dv) {
+  if (attention_backward_wgmma_f16(p, out, lse, dout, dq, dk, dv)) return;  // Hopper, where the faster
+  if (p.D == 64) return launch_backward<__half, 64>(p, out, lse, dout, dq, dk, dv, stream());
+  launch_backward<__half, 128>(p, out, lse, dout, dq, dk, dv, stream());
 }
 
 QKV_CUDA_LAUNCHERS_END  // qkv::kernels::cuda

@@ -16,9 +16,7 @@ namespace {
 // (attention_tf32_kernels.cuh's names qualified, tf32_pair::, since a test compiles other pairs' in one file)
 
 // Rows of [B, H, L, D] at `x` with strides sb, sh, sl start on 16 bytes: cp.async's copies
-bool rows_aligned(const float* x, int64_t sb, int64_t sh, int64_t sl) {
-  return reinterpret_cast<uintptr_t>(x) % 16 == 0 && sb % 4 == 0 && sh % 4 == 0 && sl % 4 == 0;
-}
+bool rows_aligned(const float* x, int64_t sb, int64_t sh, int64_t sl) { return tiles::rows_on_16_bytes(x, sb, sh, sl); }
 
 template <int D, int KN, bool General>
 void launch_forward(const AttnProblem& p, float* out, float* lse, cudaStream_t s) {
@@ -85,20 +83,25 @@ bool attention_forward_tf32(const AttnProblem& p, float* out, float* lse) {
   return true;
 }
 
-bool attention_backward_tf32(const AttnProblem& p, const float* lse, const float* Dsum, const float* dout, float* dq,
+bool attention_backward_tf32(const AttnProblem& p, const float* out, const float* lse, const float* dout, float* dq,
                              float* dk, float* dv) {
   if (!tf32_serves(p) || !rows_aligned(dout, p.dout_l.sb, p.dout_l.sh, p.dout_l.sl)) return false;
   if (!fits_shared(p.D == 64 ? tf32_pair::backward_smem_bytes<64>() : tf32_pair::backward_smem_bytes<128>()))
     return false;
   cudaStream_t s = stream();
-  attention_zero_rows(p.dq_l, p.B, p.H, p.Lq, p.D, dq);
+  Scratch Dsum(p.B * p.H * p.Lq, s);
+  tiles::backward_preprocess(p, out, dout, Dsum.p, dq, s);  // D_i = dO_i · O_i, dq zeroed: one launch
   const bool gen = attention_general_code(p);
   if (p.D == 64) {
-    if (gen) launch_backward<64, true>(p, lse, Dsum, dout, dq, dk, dv, s);
-    else launch_backward<64, false>(p, lse, Dsum, dout, dq, dk, dv, s);
+    if (gen)
+      launch_backward<64, true>(p, lse, Dsum.p, dout, dq, dk, dv, s);
+    else
+      launch_backward<64, false>(p, lse, Dsum.p, dout, dq, dk, dv, s);
   } else {
-    if (gen) launch_backward<128, true>(p, lse, Dsum, dout, dq, dk, dv, s);
-    else launch_backward<128, false>(p, lse, Dsum, dout, dq, dk, dv, s);
+    if (gen)
+      launch_backward<128, true>(p, lse, Dsum.p, dout, dq, dk, dv, s);
+    else
+      launch_backward<128, false>(p, lse, Dsum.p, dout, dq, dk, dv, s);
   }
   return true;
 }

@@ -144,18 +144,19 @@ bool dq_rows_on_16_bytes(const AttnProblem& p, const float* dq) {
 }
 
 // The backward's pre-pass — q, dO, k, v rounded to dense T rows, which its kernels read both K-major
-// and MN-major (no transposed copies) — then the kernel (dq zeroed, D_i given): at head dim 256 its
-// own, otherwise the two-warpgroup or the warp-specialized one.
+// and MN-major (no transposed copies), D_i = dO_i · O_i, and dq zeroed, in one launch — then the kernel:
+// at head dim 256 its own, otherwise the two-warpgroup or the warp-specialized one.
 template <typename T, int D>
-void backward(const AttnProblem& p, const float* lse, const float* Dsum, const float* dout, float* dq, float* dk,
+void backward(const AttnProblem& p, const float* out, const float* lse, const float* dout, float* dq, float* dk,
               float* dv, cudaStream_t s) {
-  const int64_t nq = p.B * p.H * p.Lq * D, nk = p.B * p.Hkv * p.Lk * D;
-  Scratch buf((2 * nq + 2 * nk + 1) / 2, s);  // each a multiple of 8 elements
+  const int64_t nq = p.B * p.H * p.Lq * D, nk = p.B * p.Hkv * p.Lk * D, copies = (2 * nq + 2 * nk + 1) / 2;
+  Scratch buf(copies + p.B * p.H * p.Lq, s);  // the T copies (each a multiple of 8 elements), then D_i in f32
   T* qh = reinterpret_cast<T*>(buf.p);
   T* gh = qh + nq;
   T* kh = gh + nq;
   T* vh = kh + nk;
-  round_backward_operands<T>(p, dout, D, qh, gh, kh, vh, s);
+  float* Dsum = buf.p + copies;
+  round_backward_operands<T>(p, out, dout, D, qh, gh, kh, vh, Dsum, dq, s);
   const bool general = attention_general_code(p);
   auto* run = [&] {
     if constexpr (D == 256) return general ? launch_backward256<T, true> : launch_backward256<T, false>;
@@ -198,10 +199,12 @@ struct ForwardCall {
   void run(const AttnProblem& p) const { forward<T, D>(p, out, lse, stream()); }
 };
 struct BackwardCall {
-  const float *lse, *Dsum, *dout;
+  const float *out, *lse, *dout;
   float *dq, *dk, *dv;
   template <typename T, int D>
-  void run(const AttnProblem& p) const { backward<T, D>(p, lse, Dsum, dout, dq, dk, dv, stream()); }
+  void run(const AttnProblem& p) const {
+    backward<T, D>(p, out, lse, dout, dq, dk, dv, stream());
+  }
 };
 template <typename T, typename Call>
 void by_head_dim(const AttnProblem& p, const Call& call) {
@@ -215,16 +218,16 @@ void by_head_dim(const AttnProblem& p, const Call& call) {
 bool attention_forward_wgmma_bf16(const AttnProblem& p, float* out, float* lse) {
   return serves(p) && (by_head_dim<__nv_bfloat16>(p, ForwardCall{out, lse}), true);
 }
-bool attention_backward_wgmma_bf16(const AttnProblem& p, const float* lse, const float* Dsum, const float* dout,
+bool attention_backward_wgmma_bf16(const AttnProblem& p, const float* out, const float* lse, const float* dout,
                                    float* dq, float* dk, float* dv) {
-  return serves_backward(p) && (by_head_dim<__nv_bfloat16>(p, BackwardCall{lse, Dsum, dout, dq, dk, dv}), true);
+  return serves_backward(p) && (by_head_dim<__nv_bfloat16>(p, BackwardCall{out, lse, dout, dq, dk, dv}), true);
 }
 bool attention_forward_wgmma_f16(const AttnProblem& p, float* out, float* lse) {
   return serves(p) && (by_head_dim<__half>(p, ForwardCall{out, lse}), true);
 }
-bool attention_backward_wgmma_f16(const AttnProblem& p, const float* lse, const float* Dsum, const float* dout,
+bool attention_backward_wgmma_f16(const AttnProblem& p, const float* out, const float* lse, const float* dout,
                                   float* dq, float* dk, float* dv) {
-  return serves_backward(p) && (by_head_dim<__half>(p, BackwardCall{lse, Dsum, dout, dq, dk, dv}), true);
+  return serves_backward(p) && (by_head_dim<__half>(p, BackwardCall{out, lse, dout, dq, dk, dv}), true);
 }
 bool attention_backward_wgmma_serves(const AttnProblem& p) { return serves_backward(p); }
 
