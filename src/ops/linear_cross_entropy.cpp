@@ -108,15 +108,20 @@ Tensor linear_cross_entropy(const Tensor& x, const Tensor& weight, const Tensor&
   float* lg = logits.data();
   for (int64_t r0 = 0; r0 < N; r0 += rows) {
     const int64_t n = std::min(rows, N - r0);
-    // logits_c = x_c Wᵀ + b   (b filled into the rows first, the product accumulated onto it: linear's way)
-    const float beta = b.defined() ? 1.f : 0.f;
-    if (b.defined()) QKV_DISPATCH("linear_cross_entropy", d, k::broadcast_rows(lg, b.data(), n, C));
-    if (in_bf16)
-      QKV_DISPATCH("linear_cross_entropy", d, k::gemm_bf16(false, true, n, C, K, xb.data<bf16>() + r0 * K, K,
-                                                           wb.data<bf16>(), K, beta, lg, C));
+    // logits_c = x_c Wᵀ + b   (b added as the product is written: linear's way)
+    if (in_bf16 && b.defined())
+      QKV_DISPATCH(
+          "linear_cross_entropy", d,
+          k::gemm_bf16_bias(false, true, n, C, K, xb.data<bf16>() + r0 * K, K, wb.data<bf16>(), K, b.data(), lg, C));
+    else if (in_bf16)
+      QKV_DISPATCH("linear_cross_entropy", d,
+                   k::gemm_bf16(false, true, n, C, K, xb.data<bf16>() + r0 * K, K, wb.data<bf16>(), K, 0.f, lg, C));
+    else if (b.defined())
+      QKV_DISPATCH("linear_cross_entropy", d,
+                   k::sgemm_bias(false, true, n, C, K, xc.data() + r0 * K, K, w.data(), K, b.data(), lg, C));
     else
       QKV_DISPATCH("linear_cross_entropy", d,
-                   k::sgemm(false, true, n, C, K, 1.f, xc.data() + r0 * K, K, w.data(), K, beta, lg, C));
+                   k::sgemm(false, true, n, C, K, 1.f, xc.data() + r0 * K, K, w.data(), K, 0.f, lg, C));
     QKV_DISPATCH("linear_cross_entropy", d, k::cross_entropy_forward(lg, yp + r0, n, C, label_smoothing, ignore_index,
                                                                      lse.data(), per_row.data() + r0));
     if (!grad) continue;

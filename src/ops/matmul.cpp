@@ -152,12 +152,20 @@ Tensor matmul(const Tensor& a_in, const Tensor& b_in) {
   });
 }
 
-// out[r, :] = b for every row (the GEMM then accumulates x Wᵀ onto it); returns the GEMM's beta.
-static float fill_bias_rows(Tensor& out, const Tensor& bias, int64_t rows, int64_t out_f) {
-  if (!bias.defined()) return 0.f;
-  Tensor bc = dense(bias);
-  QKV_DISPATCH("linear", out.device(), k::broadcast_rows(out.data(), bc.data(), rows, out_f));
-  return 1.f;
+// out [rows, out_f] = bf16(x) [rows, in_f] · bf16(W)ᵀ (+ b): a bias added as the product is written
+// (kernels' gemm_bf16_bias: on a GPU cuBLASLt's epilogue, where filling out with it first wrote out twice)
+static void linear_product_bf16(const char* op, Device d, const Tensor& xb, const Tensor& wb, const Tensor& bias,
+                                int64_t rows, int64_t in_f, int64_t out_f, Tensor& out) {
+  if (!bias.defined()) {
+    QKV_DISPATCH(op, d,
+                 k::gemm_bf16(false, true, rows, out_f, in_f, xb.data<bf16>(), in_f, wb.data<bf16>(), in_f, 0.f,
+                              out.data(), out_f));
+    return;
+  }
+  const Tensor bc = dense(bias);
+  QKV_DISPATCH(op, d,
+               k::gemm_bf16_bias(false, true, rows, out_f, in_f, xb.data<bf16>(), in_f, wb.data<bf16>(), in_f,
+                                 bc.data(), out.data(), out_f));
 }
 
 static Tensor to_bf16_dense(const Tensor& t) {
@@ -181,9 +189,7 @@ static Tensor linear_bf16(const Tensor& x, const Tensor& weight, const Tensor& b
   Shape out_shape = x.shape();
   out_shape.back() = out_f;
   Tensor out = Tensor::empty(out_shape, DType::f32, d);
-  const float beta = fill_bias_rows(out, bias, rows, out_f);
-  QKV_DISPATCH("linear", d, k::gemm_bf16(false, true, rows, out_f, in_f, xb.data<bf16>(), in_f, wb.data<bf16>(), in_f,
-                                         beta, out.data(), out_f));
+  linear_product_bf16("linear", d, xb, wb, bias, rows, in_f, out_f, out);
 
   bool gx = x.requires_grad(), gw = weight.requires_grad(), gbias = bias.defined() && bias.requires_grad();
   Shape x_shape = x.shape();
@@ -232,9 +238,16 @@ Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias) {
   Shape out_shape = x.shape();
   out_shape.back() = out_f;
   Tensor out = Tensor::empty(out_shape, DType::f32, d);
-  const float beta = fill_bias_rows(out, bias, rows, out_f);
-  QKV_DISPATCH("linear", d,
-               k::sgemm(false, true, rows, out_f, in_f, 1.f, xc.data(), in_f, w.data(), in_f, beta, out.data(), out_f));
+  if (bias.defined()) {  // the bias added as the product is written (on a GPU cuBLASLt's epilogue)
+    const Tensor bc = dense(bias);
+    QKV_DISPATCH(
+        "linear", d,
+        k::sgemm_bias(false, true, rows, out_f, in_f, xc.data(), in_f, w.data(), in_f, bc.data(), out.data(), out_f));
+  } else {
+    QKV_DISPATCH(
+        "linear", d,
+        k::sgemm(false, true, rows, out_f, in_f, 1.f, xc.data(), in_f, w.data(), in_f, 0.f, out.data(), out_f));
+  }
 
   bool gx = x.requires_grad(), gw = weight.requires_grad(), gbias = bias.defined() && bias.requires_grad();
   Shape x_shape = x.shape();
@@ -283,9 +296,7 @@ static Tensor linear_inference_gpu(const Tensor& x, const Tensor& weight, const 
   Shape out_shape = x.shape();
   out_shape.back() = out_f;
   Tensor out = Tensor::empty(out_shape, DType::f32, d);  // [rows, out_f]
-  const float beta = fill_bias_rows(out, bias, rows, out_f);
-  QKV_DISPATCH("linear_inference", d, k::gemm_bf16(false, true, rows, out_f, in_f, xb.data<bf16>(), in_f,
-                                                   w.bf16().data<bf16>(), in_f, beta, out.data(), out_f));
+  linear_product_bf16("linear_inference", d, xb, w.bf16(), bias, rows, in_f, out_f, out);
   return out;
 }
 

@@ -23,10 +23,11 @@
 // QKV_CUDA build), not a GPU.
 #pragma once
 
-#include <cuda.h>  // CUtensorMap (the header only)
+#include <cublasLt.h>   // cuBLASLt's types (its calls: emulated below)
+#include <cublas_v2.h>  // cuBLAS's types (its calls: emulated below)
+#include <cuda.h>       // CUtensorMap (the header only)
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
-#include <cublas_v2.h>  // cuBLAS's types (its calls: emulated below)
 #include <cuda_runtime.h>
 #include <math.h>  // fmaxf, exp2f, INFINITY in the global namespace, as nvcc has them
 
@@ -1168,6 +1169,136 @@ inline cublasStatus_t cublas_sgeam(cublasHandle_t, cublasOperation_t ta, cublasO
       const float a = *alpha == 0.f ? 0.f : *alpha * op_at(A, ta, lda, i, j);  // (a zero factor: not read)
       const float b = *beta == 0.f ? 0.f : *beta * op_at(B, tb, ldb, i, j);
       C[i + static_cast<int64_t>(j) * ldc] = a + b;
+    }
+  return CUBLAS_STATUS_SUCCESS;
+}
+// cuBLASLt's calls that gemm.cu's bias GEMMs make: descriptors as the attributes set on them, the
+// heuristic's one algorithm (asking for a workspace, so that the caller's is exercised), and the product
+// as cuBLAS's above — D = α op(A) op(B) + β C, then + bias[i] down each column (CUBLASLT_EPILOGUE_BIAS:
+// the bias as long as D's rows) — with FAST_TF32's rounding of f32 operands, bf16 operands widened.
+struct LtDesc {
+  cublasComputeType_t compute;
+  cublasOperation_t ta = CUBLAS_OP_N, tb = CUBLAS_OP_N;
+  uint32_t epilogue = CUBLASLT_EPILOGUE_DEFAULT;
+  int32_t bias_type = -1;
+  const float* bias = nullptr;
+};
+struct LtLayout {
+  cudaDataType type;
+  uint64_t rows, cols;
+  int64_t ld;
+};
+struct LtPreference {
+  uint64_t workspace = 0;
+};
+constexpr size_t kLtEmulatedWorkspace = 1024;  // what the emulated heuristic's algorithm asks for
+inline int& lt_matmuls() {  // cublasLtMatmul's calls so far (a test tells the epilogue's path from the fallback)
+  static int calls = 0;
+  return calls;
+}
+template <typename T>
+T* lt_keep(std::unique_ptr<T> made) {  // (descriptors are never destroyed by gemm.cu: held until the process ends)
+  static std::vector<std::unique_ptr<T>> kept;
+  kept.push_back(std::move(made));
+  return kept.back().get();
+}
+inline cublasStatus_t cublas_lt_create(cublasLtHandle_t* h) {
+  static int handle;
+  *h = reinterpret_cast<cublasLtHandle_t>(&handle);
+  return CUBLAS_STATUS_SUCCESS;
+}
+inline cublasStatus_t cublas_lt_desc_create(cublasLtMatmulDesc_t* d, cublasComputeType_t compute, cudaDataType scale) {
+  if (scale != CUDA_R_32F) return CUBLAS_STATUS_NOT_SUPPORTED;
+  *d = reinterpret_cast<cublasLtMatmulDesc_t>(lt_keep(std::make_unique<LtDesc>(LtDesc{compute})));
+  return CUBLAS_STATUS_SUCCESS;
+}
+inline cublasStatus_t cublas_lt_desc_set(cublasLtMatmulDesc_t d, cublasLtMatmulDescAttributes_t what, const void* v,
+                                         size_t size) {
+  LtDesc& x = *reinterpret_cast<LtDesc*>(d);
+  auto take = [&](auto& field) {
+    if (size != sizeof field) return CUBLAS_STATUS_INVALID_VALUE;
+    std::memcpy(&field, v, size);
+    return CUBLAS_STATUS_SUCCESS;
+  };
+  switch (what) {
+    case CUBLASLT_MATMUL_DESC_TRANSA:
+      return take(x.ta);
+    case CUBLASLT_MATMUL_DESC_TRANSB:
+      return take(x.tb);
+    case CUBLASLT_MATMUL_DESC_EPILOGUE:
+      return take(x.epilogue);
+    case CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE:
+      return take(x.bias_type);
+    case CUBLASLT_MATMUL_DESC_BIAS_POINTER:
+      return take(x.bias);
+    default:
+      throw std::logic_error("emulation: a cuBLASLt matmul attribute not emulated");
+  }
+}
+inline cublasStatus_t cublas_lt_layout_create(cublasLtMatrixLayout_t* l, cudaDataType type, uint64_t rows,
+                                              uint64_t cols, int64_t ld) {
+  if (ld < static_cast<int64_t>(std::max<uint64_t>(rows, 1))) return CUBLAS_STATUS_INVALID_VALUE;
+  *l = reinterpret_cast<cublasLtMatrixLayout_t>(lt_keep(std::make_unique<LtLayout>(LtLayout{type, rows, cols, ld})));
+  return CUBLAS_STATUS_SUCCESS;
+}
+inline cublasStatus_t cublas_lt_preference_create(cublasLtMatmulPreference_t* p) {
+  *p = reinterpret_cast<cublasLtMatmulPreference_t>(lt_keep(std::make_unique<LtPreference>()));
+  return CUBLAS_STATUS_SUCCESS;
+}
+inline cublasStatus_t cublas_lt_preference_set(cublasLtMatmulPreference_t p, cublasLtMatmulPreferenceAttributes_t what,
+                                               const void* v, size_t size) {
+  if (what == CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES) {
+    if (size != sizeof(uint64_t)) return CUBLAS_STATUS_INVALID_VALUE;
+    std::memcpy(&reinterpret_cast<LtPreference*>(p)->workspace, v, size);
+  } else if (size != sizeof(uint32_t)) {  // the alignments
+    return CUBLAS_STATUS_INVALID_VALUE;
+  }
+  return CUBLAS_STATUS_SUCCESS;
+}
+inline cublasStatus_t cublas_lt_heuristic(cublasLtHandle_t, cublasLtMatmulDesc_t, cublasLtMatrixLayout_t,
+                                          cublasLtMatrixLayout_t, cublasLtMatrixLayout_t, cublasLtMatrixLayout_t,
+                                          cublasLtMatmulPreference_t p, int asked, cublasLtMatmulHeuristicResult_t* r,
+                                          int* found) {
+  if (asked < 1) return CUBLAS_STATUS_INVALID_VALUE;
+  *r = {};
+  const bool fits = reinterpret_cast<LtPreference*>(p)->workspace >= kLtEmulatedWorkspace;
+  r->workspaceSize = kLtEmulatedWorkspace;
+  r->state = fits ? CUBLAS_STATUS_SUCCESS : CUBLAS_STATUS_NOT_SUPPORTED;
+  *found = fits ? 1 : 0;
+  return CUBLAS_STATUS_SUCCESS;
+}
+inline cublasStatus_t cublas_lt_matmul(cublasLtHandle_t, cublasLtMatmulDesc_t d, const void* alpha, const void* A,
+                                       cublasLtMatrixLayout_t la, const void* B, cublasLtMatrixLayout_t lb,
+                                       const void* beta, const void* C, cublasLtMatrixLayout_t lc, void* D,
+                                       cublasLtMatrixLayout_t ld, const cublasLtMatmulAlgo_t*, void* workspace,
+                                       size_t workspace_size, cudaStream_t) {
+  ++lt_matmuls();
+  const LtDesc& x = *reinterpret_cast<const LtDesc*>(d);
+  const LtLayout &a = *reinterpret_cast<const LtLayout*>(la), &b = *reinterpret_cast<const LtLayout*>(lb),
+                 &c = *reinterpret_cast<const LtLayout*>(lc), &o = *reinterpret_cast<const LtLayout*>(ld);
+  if (workspace_size < kLtEmulatedWorkspace || !workspace) return CUBLAS_STATUS_INVALID_VALUE;
+  if (x.epilogue != CUBLASLT_EPILOGUE_BIAS || x.bias_type != CUDA_R_32F || !x.bias)
+    throw std::logic_error("emulation: a cuBLASLt matmul without its f32 bias epilogue not emulated");
+  const bool ta = x.ta == CUBLAS_OP_T, tb = x.tb == CUBLAS_OP_T;
+  const uint64_t m = o.rows, n = o.cols, k = ta ? a.rows : a.cols;
+  if ((ta ? a.cols : a.rows) != m || (tb ? b.rows : b.cols) != n || (tb ? b.cols : b.rows) != k || c.rows != m ||
+      c.cols != n || a.type != b.type || o.type != CUDA_R_32F || c.ld != o.ld || C != D)
+    return CUBLAS_STATUS_INVALID_VALUE;  // (gemm.cu writes D over C, its layout the same)
+  const bool bf16 = a.type == CUDA_R_16BF;
+  const bool tf32 = x.compute == CUBLAS_COMPUTE_32F_FAST_TF32;
+  auto at = [&](const void* p, const LtLayout& l, bool t, uint64_t i, uint64_t j) {  // op(X)[i, j]
+    const uint64_t e = t ? j + i * l.ld : i + j * l.ld;
+    const float v = bf16 ? __bfloat162float(static_cast<const __nv_bfloat16*>(p)[e]) : static_cast<const float*>(p)[e];
+    return tf32 ? tf32_rounded(v) : v;
+  };
+  const float al = *static_cast<const float*>(alpha), be = *static_cast<const float*>(beta);
+  float* out = static_cast<float*>(D);
+  for (uint64_t j = 0; j < n; ++j)
+    for (uint64_t i = 0; i < m; ++i) {
+      float acc = 0.f;
+      for (uint64_t l = 0; l < k; ++l) acc = std::fma(at(A, a, ta, i, l), at(B, b, tb, l, j), acc);
+      float& y = out[i + j * o.ld];
+      y = (be == 0.f ? al * acc : al * acc + be * y) + x.bias[i];
     }
   return CUBLAS_STATUS_SUCCESS;
 }

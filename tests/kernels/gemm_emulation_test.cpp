@@ -1,9 +1,9 @@
 // The launchers that call cuBLAS — kernels/cuda/gemm.cu (f32 on the TF32 tensor cores, bf16 through
-// cublasGemmEx, C = β·C alone where K = 0) and conv.cu (im2col, its GEMMs, col2im, the bias; rnn.cu's:
-// rnn_launchers_emulation_test.cpp) — compiled here and run on the
-// host through tests/kernels/cuda_emulation.h, whose cuBLAS takes cublas_library.h's calls (TF32's
-// rounding of each operand included), against the CPU's kernels of the same declarations. Needs the
-// CUDA toolkit's headers (a QKV_CUDA build), not a GPU.
+// cublasGemmEx, C = β·C alone where K = 0, the bias in cuBLASLt's epilogue) and conv.cu (im2col, its GEMMs, col2im, the
+// bias; rnn.cu's: rnn_launchers_emulation_test.cpp) — compiled here and run on the host through
+// tests/kernels/cuda_emulation.h, whose cuBLAS takes cublas_library.h's calls (TF32's rounding of each operand
+// included), against the CPU's kernels of the same declarations. Needs the CUDA toolkit's headers (a QKV_CUDA build),
+// not a GPU.
 #include <gtest/gtest.h>
 
 #if __has_include(<cuda_runtime.h>)
@@ -64,6 +64,60 @@ TEST(GemmLaunchersEmulated, F32AndBf16ProductsInEveryTransposeAndTheScaleAlone) 
   }
 }
 
+// The linear layer's bias in the GEMM's epilogue (sgemm_bias, gemm_bf16_bias: cuBLASLt's BIAS epilogue,
+// emulated as cuBLAS's products, the bias down D's rows — the row-major C's columns) against the CPU's
+// bias rows and GEMM onto them: every transpose, f32 and bf16, C's prior contents (NaN) not read, the
+// columns past N untouched; a bias off 16 bytes takes the fallback (the bias rows, then the GEMM), rows
+// ldc apart or dense.
+TEST(GemmLaunchersEmulated, TheBiasInTheEpilogueMatchesTheCpu) {
+  const int64_t M = 11, N = 12, K = 17, pad = 3;
+  const std::vector<float> a = random_floats((M + pad) * (K + pad), 91, 1.f),
+                           b = random_floats((K + pad) * (N + pad), 92, 1.f);
+  std::vector<float> bias_buffer = random_floats(N + 8, 93, 1.f);
+  float* aligned = bias_buffer.data();
+  while (reinterpret_cast<uintptr_t>(aligned) % 16 != 0) ++aligned;
+  std::vector<bf16> a16(a.size()), b16(b.size());
+  cpu::convert_to_bf16(a.data(), a16.data(), static_cast<int64_t>(a.size()));
+  cpu::convert_to_bf16(b.data(), b16.data(), static_cast<int64_t>(b.size()));
+  for (const bool ta : {false, true})
+    for (const bool tb : {false, true})
+      for (const bool off : {false, true})  // the bias off 16 bytes: the fallback
+        for (const int64_t ldc : {N, N + pad}) {
+          SCOPED_TRACE(::testing::Message()
+                       << (ta ? "Aᵀ" : "A") << (tb ? " Bᵀ" : " B") << (off ? " bias off 16 B" : "") << " ldc " << ldc);
+          const float* bias = off ? aligned + 1 : aligned;
+          const int64_t lda = (ta ? M : K) + pad, ldb = (tb ? K : N) + pad;
+          std::vector<float> want(M * ldc, NAN), got(M * ldc, NAN);
+          for (int64_t i = 0; i < M; ++i)
+            for (int64_t j = N; j < ldc; ++j) want[i * ldc + j] = got[i * ldc + j] = 5.f;
+          const int calls = qkv::emulation::lt_matmuls();
+          cpu::sgemm_bias(ta, tb, M, N, K, a.data(), lda, b.data(), ldb, bias, want.data(), ldc);
+          kc::sgemm_bias(ta, tb, M, N, K, a.data(), lda, b.data(), ldb, bias, got.data(), ldc);
+          EXPECT_EQ(qkv::emulation::lt_matmuls() - calls, off ? 0 : 1)
+              << "f32: not cuBLASLt's epilogue where it serves";
+          EXPECT_LT(rel(got, want), kTf32) << "f32";
+          std::vector<float> want16(M * ldc, NAN), got16(M * ldc, NAN);
+          for (int64_t i = 0; i < M; ++i)
+            for (int64_t j = N; j < ldc; ++j) want16[i * ldc + j] = got16[i * ldc + j] = 5.f;
+          cpu::gemm_bf16_bias(ta, tb, M, N, K, a16.data(), lda, b16.data(), ldb, bias, want16.data(), ldc);
+          kc::gemm_bf16_bias(ta, tb, M, N, K, a16.data(), lda, b16.data(), ldb, bias, got16.data(), ldc);
+          EXPECT_EQ(qkv::emulation::lt_matmuls() - calls, off ? 0 : 2)
+              << "bf16: not cuBLASLt's epilogue where it serves";
+          EXPECT_LT(rel(got16, want16), 1e-5) << "bf16 operands: exact products, f32 sums";
+          for (int64_t i = 0; i < M; ++i)
+            for (int64_t j = N; j < ldc; ++j) {
+              ASSERT_EQ(got[i * ldc + j], 5.f) << "past N: untouched";
+              ASSERT_EQ(got16[i * ldc + j], 5.f) << "past N: untouched";
+            }
+        }
+  EXPECT_TRUE(qkv::emulation::device().blocks.empty()) << "cuBLASLt's workspace not freed";
+  // K = 0: C = bias in every row
+  std::vector<float> got(M * N, NAN);
+  kc::sgemm_bias(false, false, M, N, 0, a.data(), 1, b.data(), 1, aligned, got.data(), N);
+  for (int64_t i = 0; i < M; ++i)
+    for (int64_t j = 0; j < N; ++j) ASSERT_EQ(got[i * N + j], aligned[j]);
+}
+
 TEST(GemmLaunchersEmulated, Conv2dForwardAndBackwardThroughImToColumnsMatchTheCpu) {
   for (const int64_t groups : {1, 2}) {
     qk::Conv2dProblem p;
@@ -94,6 +148,9 @@ TEST(GemmLaunchersEmulated, Conv2dForwardAndBackwardThroughImToColumnsMatchTheCp
 
 #else
 TEST(GemmLaunchersEmulated, F32AndBf16ProductsInEveryTransposeAndTheScaleAlone) {
+  GTEST_SKIP() << "this build has no CUDA toolkit headers (scripts/build.sh builds the CUDA backend where it is)";
+}
+TEST(GemmLaunchersEmulated, TheBiasInTheEpilogueMatchesTheCpu) {
   GTEST_SKIP() << "this build has no CUDA toolkit headers (scripts/build.sh builds the CUDA backend where it is)";
 }
 TEST(GemmLaunchersEmulated, Conv2dForwardAndBackwardThroughImToColumnsMatchTheCpu) {

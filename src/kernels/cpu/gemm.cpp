@@ -2,6 +2,8 @@
 
 #include <oneapi/dnnl/dnnl.h>
 
+#include <cstring>
+
 #include "kernels/cpu/onednn_call.h"
 #include "qkv/core/error.h"
 #include "qkv/core/parallel.h"
@@ -23,6 +25,19 @@ void sgemm(bool ta, bool tb, int64_t M, int64_t N, int64_t K, float alpha, const
   }
   QKV_CHECK(st == dnnl_success, "sgemm: oneDNN failed (status ", static_cast<int>(st), ") for M=", M, " N=", N,
             " K=", K, " lda=", lda, " ldb=", ldb, " ldc=", ldc);
+}
+
+void fill_bias_rows(float* C, int64_t ldc, const float* bias, int64_t M, int64_t N) {
+  for (int64_t i = 0; i < M; ++i) std::memcpy(C + i * ldc, bias, static_cast<size_t>(N) * sizeof(float));
+}
+
+// The bias rows, then the product accumulated onto them: C = op(A) op(B) + bias, the sum of the
+// product's terms first, then the bias (BLAS's beta·C after α·AB)
+void sgemm_bias(bool ta, bool tb, int64_t M, int64_t N, int64_t K, const float* A, int64_t lda, const float* B,
+                int64_t ldb, const float* bias, float* C, int64_t ldc) {
+  if (M == 0 || N == 0) return;
+  fill_bias_rows(C, ldc, bias, M, N);
+  sgemm(ta, tb, M, N, K, 1.f, A, lda, B, ldb, 1.f, C, ldc);
 }
 
 void sgemm_batched(bool ta, bool tb, int64_t M, int64_t N, int64_t K, float alpha, const float* A, int64_t lda,

@@ -14,4 +14,7 @@ void sgemm_batched(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, 
                    int64_t lda, int64_t stride_a, const float* B, int64_t ldb, int64_t stride_b, float beta, float* C,
                    int64_t ldc, int64_t stride_c, int64_t batch);
 
+// C[i, :N] = bias for each of M rows ldc apart (sgemm_bias's and gemm_bf16_bias's first pass on the CPU)
+void fill_bias_rows(float* C, int64_t ldc, const float* bias, int64_t M, int64_t N);
+
 }  // namespace qkv::kernels::cpu

@@ -124,6 +124,13 @@ void gemm_bf16(bool ta, bool tb, int64_t M, int64_t N, int64_t K, const bf16* A,
   }
 }
 
+void gemm_bf16_bias(bool ta, bool tb, int64_t M, int64_t N, int64_t K, const bf16* A, int64_t lda, const bf16* B,
+                    int64_t ldb, const float* bias, float* C, int64_t ldc) {
+  if (M == 0 || N == 0) return;
+  fill_bias_rows(C, ldc, bias, M, N);  // then the product accumulated onto them (cpu/gemm.cpp's sgemm_bias)
+  gemm_bf16(ta, tb, M, N, K, A, lda, B, ldb, 1.f, C, ldc);
+}
+
 void convert_to_bf16(const float* src, bf16* dst, int64_t n) {
   parallel_for(n, 1 << 14, [&](int64_t lo, int64_t hi) { bf16_row(src + lo, dst + lo, hi - lo); });
 }

@@ -23,4 +23,22 @@ const CublasLibrary& cublas() {
   return lib;
 }
 
+const CublasLtLibrary& cublas_lt() {
+  static const CublasLtLibrary lib = [] {
+    static const SharedLibrary so("cuBLASLt", {QKV_CUBLASLT_SONAME, QKV_CUBLASLT_PATH},
+                                  "install the CUDA toolkit's cuBLAS or put its folder on LD_LIBRARY_PATH");
+    CublasLtLibrary l{};
+    so.bind(l.create, "cublasLtCreate");
+    so.bind(l.desc_create, "cublasLtMatmulDescCreate");
+    so.bind(l.desc_set, "cublasLtMatmulDescSetAttribute");
+    so.bind(l.layout_create, "cublasLtMatrixLayoutCreate");
+    so.bind(l.preference_create, "cublasLtMatmulPreferenceCreate");
+    so.bind(l.preference_set, "cublasLtMatmulPreferenceSetAttribute");
+    so.bind(l.heuristic, "cublasLtMatmulAlgoGetHeuristic");
+    so.bind(l.matmul, "cublasLtMatmul");
+    return l;
+  }();
+  return lib;
+}
+
 }  // namespace qkv::kernels::cuda

@@ -4,6 +4,7 @@
 // peak RSS); CTranslate2 opens cuBLAS the same way. The functions qkv calls, by their cuBLAS types.
 #pragma once
 
+#include <cublasLt.h>
 #include <cublas_v2.h>
 
 #include "kernels/cuda/namespace.h"
@@ -24,6 +25,19 @@ struct CublasLibrary {
   decltype(&::cublasGetStatusString) status_string;
 };
 
+// cuBLASLt's (libcublasLt.so, which libcublas.so loads anyway): the GEMMs with an epilogue — the linear
+// layer's bias added as the product is written (gemm.cu's sgemm_bias, gemm_bf16_bias).
+struct CublasLtLibrary {
+  decltype(&::cublasLtCreate) create;
+  decltype(&::cublasLtMatmulDescCreate) desc_create;
+  decltype(&::cublasLtMatmulDescSetAttribute) desc_set;
+  decltype(&::cublasLtMatrixLayoutCreate) layout_create;
+  decltype(&::cublasLtMatmulPreferenceCreate) preference_create;
+  decltype(&::cublasLtMatmulPreferenceSetAttribute) preference_set;
+  decltype(&::cublasLtMatmulAlgoGetHeuristic) heuristic;
+  decltype(&::cublasLtMatmul) matmul;
+};
+
 }  // namespace qkv::kernels::cuda
 
 #ifdef QKV_CUDA_EMULATION
@@ -37,11 +51,24 @@ inline const CublasLibrary& cublas() {
                                    e::cublas_status_string};
   return table;
 }
+inline const CublasLtLibrary& cublas_lt() {
+  namespace e = ::qkv::emulation;
+  static const CublasLtLibrary table{e::cublas_lt_create,
+                                     e::cublas_lt_desc_create,
+                                     e::cublas_lt_desc_set,
+                                     e::cublas_lt_layout_create,
+                                     e::cublas_lt_preference_create,
+                                     e::cublas_lt_preference_set,
+                                     e::cublas_lt_heuristic,
+                                     e::cublas_lt_matmul};
+  return table;
+}
 QKV_CUDA_LAUNCHERS_END
 #else
 namespace qkv::kernels::cuda {
 // The library, opened on the first call (by its soname, then at the toolkit's path this build saw):
 // a qkv::Error naming both and dlerror's reason when it cannot be opened or lacks a function.
 const CublasLibrary& cublas();
+const CublasLtLibrary& cublas_lt();
 }  // namespace qkv::kernels::cuda
 #endif

@@ -8,6 +8,10 @@
 #include <cublas_v2.h>
 
 #include <cstdlib>
+#include <cstring>
+#include <compare>
+#include <map>
+#include <optional>
 #include <vector>
 
 #include "kernels/cuda/cublas_library.h"
@@ -73,6 +77,129 @@ void scale_only(int64_t M, int64_t N, float beta, float* C, int64_t ldc) {
                                checked_int(ldc, "ldc"), &zero, C, checked_int(ldc, "ldc"), C, checked_int(ldc, "ldc")));
 }
 
+// ---- the bias in the GEMM's epilogue: cuBLASLt ---------------------------------------------------------
+
+// One cuBLASLt handle per device and host thread, as the cuBLAS handles above
+cublasLtHandle_t lt_handle() {
+  thread_local std::vector<cublasLtHandle_t> handles;
+  int device = 0;
+  QKV_CUDA_CHECK(cudaGetDevice(&device));
+  if (static_cast<int>(handles.size()) <= device) handles.resize(device + 1, nullptr);
+  cublasLtHandle_t& h = handles[device];
+  if (!h) QKV_CUBLAS_CHECK(cublas_lt().create(&h));
+  return h;
+}
+
+// The largest power of two (≤ 256) that divides the address: what cuBLASLt's kernels may assume of it
+uint32_t alignment_of(const void* p) {
+  uint32_t a = 256;
+  while (a > 1 && reinterpret_cast<uintptr_t>(p) % a != 0) a /= 2;
+  return a;
+}
+
+// A problem's descriptors and the algorithm cuBLASLt's heuristic chose for it, made on its first call and
+// kept for the thread's life (as the handles; a model's linears repeat a few shapes every step): the
+// heuristic's host time is paid once a shape, as cuBLAS's own GEMMs pay it inside each call.
+struct LtPlan {
+  bool usable = false;  // the heuristic found an algorithm
+  cublasLtMatmulDesc_t op = nullptr;
+  cublasLtMatrixLayout_t a = nullptr, b = nullptr, c = nullptr;
+  cublasLtMatmulAlgo_t algo{};
+  size_t workspace = 0;  // bytes the algorithm asks for
+};
+
+// What a plan depends on: the problem, its types, and the alignments cuBLASLt's kernels may assume
+struct LtKey {
+  int device, m, n, k, lda, ldb, ldd;
+  bool bf16, tf32, ta, tb;
+  uint32_t align_a, align_b, align_d, align_bias;
+  auto operator<=>(const LtKey&) const = default;
+};
+
+constexpr uint64_t kLtWorkspace = 32u << 20;  // the most an algorithm may ask (PyTorch's on Hopper)
+
+// Column-major, as cuBLAS (see sgemm below): D[m×n] = op_a(A) op_b(B) + bias[m] broadcast over D's columns,
+// with m = N, n = M, A = the row-major B, B = the row-major A — so the bias runs along the row-major C's
+// columns, one value an output feature. bf16: A and B bf16; else f32 (TF32 products unless QKV_CUDA_TF32=0).
+const LtPlan& lt_plan(bool bf16, cublasOperation_t op_a, cublasOperation_t op_b, int m, int n, int k, const void* A,
+                      int lda, const void* B, int ldb, const float* bias, const float* D, int ldd) {
+  int device = 0;
+  QKV_CUDA_CHECK(cudaGetDevice(&device));
+  const bool tf32 = !bf16 && tf32_enabled();
+  const LtKey key{device,          m, n, k, lda, ldb, ldd, bf16, tf32, op_a == CUBLAS_OP_T, op_b == CUBLAS_OP_T,
+                  alignment_of(A), alignment_of(B), alignment_of(D), alignment_of(bias)};
+  thread_local std::map<LtKey, LtPlan> plans;
+  auto [at, made] = plans.try_emplace(key);
+  LtPlan& plan = at->second;
+  if (!made) return plan;
+  const CublasLtLibrary& lt = cublas_lt();
+  const cublasComputeType_t compute = tf32 ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F;
+  QKV_CUBLAS_CHECK(lt.desc_create(&plan.op, compute, CUDA_R_32F));
+  const cublasLtEpilogue_t epilogue = CUBLASLT_EPILOGUE_BIAS;
+  const int32_t bias_type = CUDA_R_32F;
+  QKV_CUBLAS_CHECK(lt.desc_set(plan.op, CUBLASLT_MATMUL_DESC_TRANSA, &op_a, sizeof op_a));
+  QKV_CUBLAS_CHECK(lt.desc_set(plan.op, CUBLASLT_MATMUL_DESC_TRANSB, &op_b, sizeof op_b));
+  QKV_CUBLAS_CHECK(lt.desc_set(plan.op, CUBLASLT_MATMUL_DESC_EPILOGUE, &epilogue, sizeof epilogue));
+  QKV_CUBLAS_CHECK(lt.desc_set(plan.op, CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE, &bias_type, sizeof bias_type));
+  QKV_CUBLAS_CHECK(lt.desc_set(plan.op, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias, sizeof bias));
+  // the stored matrices: A is m×k (k×m transposed), B k×n (n×k), D m×n
+  const cudaDataType ab = bf16 ? CUDA_R_16BF : CUDA_R_32F;
+  const bool ta = op_a == CUBLAS_OP_T, tb = op_b == CUBLAS_OP_T;
+  QKV_CUBLAS_CHECK(lt.layout_create(&plan.a, ab, ta ? k : m, ta ? m : k, lda));
+  QKV_CUBLAS_CHECK(lt.layout_create(&plan.b, ab, tb ? n : k, tb ? k : n, ldb));
+  QKV_CUBLAS_CHECK(lt.layout_create(&plan.c, CUDA_R_32F, m, n, ldd));
+  cublasLtMatmulPreference_t pref = nullptr;
+  QKV_CUBLAS_CHECK(lt.preference_create(&pref));
+  const uint64_t workspace = kLtWorkspace;
+  QKV_CUBLAS_CHECK(lt.preference_set(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &workspace, sizeof workspace));
+  const uint32_t align[4] = {alignment_of(A), alignment_of(B), alignment_of(D), alignment_of(D)};
+  const cublasLtMatmulPreferenceAttributes_t which[4] = {
+      CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES,
+      CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES};
+  for (int i = 0; i < 4; ++i) QKV_CUBLAS_CHECK(lt.preference_set(pref, which[i], &align[i], sizeof align[i]));
+  cublasLtMatmulHeuristicResult_t result{};
+  int found = 0;
+  const cublasStatus_t st =
+      lt.heuristic(lt_handle(), plan.op, plan.a, plan.b, plan.c, plan.c, pref, 1, &result, &found);
+  // (the preference is kept with the plan's descriptors: never destroyed, as the handles)
+  plan.usable = st == CUBLAS_STATUS_SUCCESS && found > 0 && result.state == CUBLAS_STATUS_SUCCESS;
+  plan.algo = result.algo;
+  plan.workspace = result.workspaceSize;
+  return plan;
+}
+
+// D = op(A) op(B) + bias through cuBLASLt (column-major, as lt_plan); false, nothing done, where it has no
+// algorithm for the problem or the bias does not start on 16 bytes. QKV_CUDA_BIAS_EPILOGUE=0: never (the
+// bias rows and the GEMM onto them, to compare the two on a GPU).
+bool lt_bias_product(bool bf16, bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, const void* A, int64_t lda,
+                     const void* B, int64_t ldb, const float* bias, float* C, int64_t ldc) {
+  static const bool on = [] {
+    const char* env = std::getenv("QKV_CUDA_BIAS_EPILOGUE");
+    return !(env && env[0] == '0');
+  }();
+  if (!on || reinterpret_cast<uintptr_t>(bias) % 16 != 0) return false;
+  const cublasOperation_t op_a = trans_b ? CUBLAS_OP_T : CUBLAS_OP_N, op_b = trans_a ? CUBLAS_OP_T : CUBLAS_OP_N;
+  const int m = checked_int(N, "N"), n = checked_int(M, "M"), k = checked_int(K, "K");
+  const LtPlan& plan = lt_plan(bf16, op_a, op_b, m, n, k, B, checked_int(ldb, "ldb"), A, checked_int(lda, "lda"), bias,
+                               C, checked_int(ldc, "ldc"));
+  if (!plan.usable) return false;
+  const CublasLtLibrary& lt = cublas_lt();
+  QKV_CUBLAS_CHECK(lt.desc_set(plan.op, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias, sizeof bias));
+  std::optional<Scratch> workspace;  // (in stream order, as every kernel's scratch: safe in a graph's capture)
+  if (plan.workspace)
+    workspace.emplace(static_cast<int64_t>((plan.workspace + sizeof(float) - 1) / sizeof(float)), stream());
+  const float one = 1.f, zero = 0.f;
+  QKV_CUBLAS_CHECK(lt.matmul(lt_handle(), plan.op, &one, B, plan.a, A, plan.b, &zero, C, plan.c, C, plan.c, &plan.algo,
+                             workspace ? workspace->p : nullptr, plan.workspace, stream()));
+  return true;
+}
+
+// Where cuBLASLt does not serve: the bias rows, then the product accumulated onto them (the CPU's way)
+void fill_bias_rows(const float* bias, int64_t M, int64_t N, float* C, int64_t ldc) {
+  if (ldc == N) return broadcast_rows(C, bias, M, N);
+  copy_strided_to({M, N}, C, {ldc, 1}, bias, {0, 1}, sizeof(float));  // (rows ldc apart)
+}
+
 }  // namespace
 
 void sgemm(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, float alpha, const float* A, int64_t lda,
@@ -95,6 +222,22 @@ void gemm_bf16(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, cons
                                 checked_int(N, "N"), checked_int(M, "M"), checked_int(K, "K"), &alpha, B,
                                 CUDA_R_16BF, checked_int(ldb, "ldb"), A, CUDA_R_16BF, checked_int(lda, "lda"), &beta,
                                 C, CUDA_R_32F, checked_int(ldc, "ldc"), CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
+}
+
+void sgemm_bias(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, const float* A, int64_t lda,
+                const float* B, int64_t ldb, const float* bias, float* C, int64_t ldc) {
+  if (M == 0 || N == 0) return;
+  if (K > 0 && lt_bias_product(false, trans_a, trans_b, M, N, K, A, lda, B, ldb, bias, C, ldc)) return;
+  fill_bias_rows(bias, M, N, C, ldc);
+  sgemm(trans_a, trans_b, M, N, K, 1.f, A, lda, B, ldb, 1.f, C, ldc);
+}
+
+void gemm_bf16_bias(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, const bf16* A, int64_t lda,
+                    const bf16* B, int64_t ldb, const float* bias, float* C, int64_t ldc) {
+  if (M == 0 || N == 0) return;
+  if (K > 0 && lt_bias_product(true, trans_a, trans_b, M, N, K, A, lda, B, ldb, bias, C, ldc)) return;
+  fill_bias_rows(bias, M, N, C, ldc);
+  gemm_bf16(trans_a, trans_b, M, N, K, A, lda, B, ldb, 1.f, C, ldc);
 }
 
 QKV_CUDA_LAUNCHERS_END  // qkv::kernels::cuda
