@@ -40,20 +40,27 @@ bool tf32_enabled() {
   return on;
 }
 
-// One cuBLAS handle per device and host thread, created on first use (a cuBLAS handle must not be
-// used by two threads at once — qkv serve decodes for several models on several threads), bound to
-// the current stream before each call. Never destroyed, as PyTorch's handle pool: destroying at
-// exit could race the CUDA runtime's own teardown, and the threads that use them are few and long-lived.
-cublasHandle_t handle() {
-  thread_local std::vector<cublasHandle_t> handles;
+// A handle per device and host thread (`Handle` cuBLAS's or cuBLASLt's), made by `make` on first use (a
+// cuBLAS handle must not be used by two threads at once — qkv serve decodes for several models on several
+// threads). Never destroyed, as PyTorch's handle pool: destroying at exit could race the CUDA runtime's
+// own teardown, and the threads that use them are few and long-lived.
+template <typename Handle, typename Make>
+Handle this_threads(Make make) {
+  thread_local std::vector<Handle> handles;
   int device = 0;
   QKV_CUDA_CHECK(cudaGetDevice(&device));
   if (static_cast<int>(handles.size()) <= device) handles.resize(device + 1, nullptr);
-  cublasHandle_t& h = handles[device];
-  if (!h) {
-    QKV_CUBLAS_CHECK(cublas().create(&h));
-    QKV_CUBLAS_CHECK(cublas().set_math_mode(h, tf32_enabled() ? CUBLAS_TF32_TENSOR_OP_MATH : CUBLAS_DEFAULT_MATH));
-  }
+  Handle& h = handles[device];
+  if (!h) make(&h);
+  return h;
+}
+
+// cuBLAS's, bound to the current stream before each call
+cublasHandle_t handle() {
+  cublasHandle_t h = this_threads<cublasHandle_t>([](cublasHandle_t* made) {
+    QKV_CUBLAS_CHECK(cublas().create(made));
+    QKV_CUBLAS_CHECK(cublas().set_math_mode(*made, tf32_enabled() ? CUBLAS_TF32_TENSOR_OP_MATH : CUBLAS_DEFAULT_MATH));
+  });
   QKV_CUBLAS_CHECK(cublas().set_stream(h, stream()));
   return h;
 }
@@ -79,15 +86,9 @@ void scale_only(int64_t M, int64_t N, float beta, float* C, int64_t ldc) {
 
 // ---- the bias in the GEMM's epilogue: cuBLASLt ---------------------------------------------------------
 
-// One cuBLASLt handle per device and host thread, as the cuBLAS handles above
+// cuBLASLt's (its stream is each call's argument)
 cublasLtHandle_t lt_handle() {
-  thread_local std::vector<cublasLtHandle_t> handles;
-  int device = 0;
-  QKV_CUDA_CHECK(cudaGetDevice(&device));
-  if (static_cast<int>(handles.size()) <= device) handles.resize(device + 1, nullptr);
-  cublasLtHandle_t& h = handles[device];
-  if (!h) QKV_CUBLAS_CHECK(cublas_lt().create(&h));
-  return h;
+  return this_threads<cublasLtHandle_t>([](cublasLtHandle_t* made) { QKV_CUBLAS_CHECK(cublas_lt().create(made)); });
 }
 
 // The largest power of two (≤ 256) that divides the address: what cuBLASLt's kernels may assume of it
