@@ -85,6 +85,11 @@ steps() {  # QKV_PROFILE=1: each op's calls, host and GPU time, and the waits, i
       configs/shakespeare-char-gpu.json --device cuda -q -o "/tmp/steps-gpt-bf16-$bwd-backward" \
       --set train.max_iters=40 --set train.eval_interval=0 --set train.checkpoint_interval=0 --set train.dtype=bf16
   done
+  # the bf16 step with each linear's bias filled into its output before the GEMM (QKV_CUDA_BIAS_EPILOGUE=0), as
+  # before 2026-12-05's cuBLASLt epilogue: the linears' time against steps-gpt-bf16's
+  QKV_CUDA_BIAS_EPILOGUE=0 QKV_PROFILE=1 step "steps-gpt-bf16-bias-rows" 60 bash .gpu/run.sh qkv train \
+    configs/shakespeare-char-gpu.json --device cuda -q -o "/tmp/steps-gpt-bf16-bias-rows" \
+    --set train.max_iters=40 --set train.eval_interval=0 --set train.checkpoint_interval=0 --set train.dtype=bf16
   # the bf16 step's attention forward (head dim 64, dropout) overlapped, as before 2026-12-01 (the default
   # is one tile at a time there now, two blocks an SM), to compare with steps-gpt-bf16
   QKV_CUDA_ATTENTION=wgmma-overlap QKV_PROFILE=1 step "steps-gpt-bf16-overlap-forward" 60 bash .gpu/run.sh qkv train \
