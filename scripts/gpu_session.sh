@@ -13,7 +13,9 @@
 #   run(command="bash scripts/gpu_session.sh 2", carry=[".gpu"], timeout_s=480)          (~6 minutes)
 #       Nsight Compute's sections on each tensor-core attention kernel (profile), where a GPT step's and a
 #       beam step's time goes (steps: QKV_PROFILE=1), qkv train of the translation Transformer in f32 and
-#       bf16, qkv serve --device cuda under load, the output layer's loss against PyTorch (loss)
+#       bf16 (and bf16 with QKV_CUDA_BIAS_EPILOGUE=0: each linear's bias filled in before its GEMM, as before
+#       2026-12-05's cuBLASLt epilogue), qkv serve --device cuda under load, the output layer's loss against
+#       PyTorch (loss)
 #   run(command="bash scripts/gpu_session.sh sanitize 'Cuda.Bf16*'", carry=[".gpu"])   a failing kernel
 # One step alone: tests, gpt, translate, training (gpt and translate), breakdown, attention [KERNEL…],
 # attention_f32, steps, profile, serve, transformer, paged (paged attention's step, split and cascade,
@@ -85,11 +87,6 @@ steps() {  # QKV_PROFILE=1: each op's calls, host and GPU time, and the waits, i
       configs/shakespeare-char-gpu.json --device cuda -q -o "/tmp/steps-gpt-bf16-$bwd-backward" \
       --set train.max_iters=40 --set train.eval_interval=0 --set train.checkpoint_interval=0 --set train.dtype=bf16
   done
-  # the bf16 step with each linear's bias filled into its output before the GEMM (QKV_CUDA_BIAS_EPILOGUE=0), as
-  # before 2026-12-05's cuBLASLt epilogue: the linears' time against steps-gpt-bf16's
-  QKV_CUDA_BIAS_EPILOGUE=0 QKV_PROFILE=1 step "steps-gpt-bf16-bias-rows" 60 bash .gpu/run.sh qkv train \
-    configs/shakespeare-char-gpu.json --device cuda -q -o "/tmp/steps-gpt-bf16-bias-rows" \
-    --set train.max_iters=40 --set train.eval_interval=0 --set train.checkpoint_interval=0 --set train.dtype=bf16
   # the bf16 step's attention forward (head dim 64, dropout) overlapped, as before 2026-12-01 (the default
   # is one tile at a time there now, two blocks an SM), to compare with steps-gpt-bf16
   QKV_CUDA_ATTENTION=wgmma-overlap QKV_PROFILE=1 step "steps-gpt-bf16-overlap-forward" 60 bash .gpu/run.sh qkv train \
@@ -195,6 +192,11 @@ transformer() {  # qkv train of the translation Transformer on the GPU: tokens/s
     step "transformer-$dt" 75 bash .gpu/run.sh qkv train configs/tatoeba-en-fr.json --device cuda -q \
       -o "/tmp/transformer-$dt" --set train.max_iters=300 --set train.eval_interval=0 --set "train.dtype=$dt"
   done
+  # bf16 with each linear's bias filled into its output before the GEMM (QKV_CUDA_BIAS_EPILOGUE=0), as before
+  # 2026-12-05's cuBLASLt epilogue (the Transformer's linears have biases; the GPT benchmark's have none)
+  QKV_CUDA_BIAS_EPILOGUE=0 step "transformer-bf16-bias-rows" 75 bash .gpu/run.sh qkv train configs/tatoeba-en-fr.json \
+    --device cuda -q -o "/tmp/transformer-bf16-bias-rows" --set train.max_iters=300 --set train.eval_interval=0 \
+    --set train.dtype=bf16
 }
 case "${1:-}" in
   1) tests; gpt; breakdown; attention wgmma wgmma-backward wgmma-ws-backward wgmma-overlap ;;

@@ -15,9 +15,6 @@ namespace {
 // ---- launching ----------------------------------------------------------------------------------------
 // (attention_tf32_kernels.cuh's names qualified, tf32_pair::, since a test compiles other pairs' in one file)
 
-// Rows of [B, H, L, D] at `x` with strides sb, sh, sl start on 16 bytes: cp.async's copies
-bool rows_aligned(const float* x, int64_t sb, int64_t sh, int64_t sl) { return tiles::rows_on_16_bytes(x, sb, sh, sl); }
-
 template <int D, int KN, bool General>
 void launch_forward(const AttnProblem& p, float* out, float* lse, cudaStream_t s) {
   constexpr size_t bytes = tf32_pair::forward_smem_bytes<D, KN>();
@@ -51,12 +48,12 @@ bool fits_shared(size_t bytes) {
   return bytes <= static_cast<size_t>(optin);
 }
 
-// What both kernels need of the problem: head dims 64 or 128 (D = Dv), q, k, v rows on 16 bytes, a
-// grid of B·H (B·Hkv) blocks in y, and the selection (attention_uses_tf32).
+// What both kernels need of the problem: head dims 64 or 128 (D = Dv), q, k, v rows on 16 bytes (cp.async's
+// copies), a grid of B·H (B·Hkv) blocks in y, and the selection (attention_uses_tf32).
 bool tf32_serves(const AttnProblem& p) {
   return attention_uses_tf32() && p.D == p.Dv && (p.D == 64 || p.D == 128) && p.B * p.H <= 65535 &&
-         rows_aligned(p.q, p.q_sb, p.q_sh, p.q_sl) && rows_aligned(p.k, p.k_sb, p.k_sh, p.k_sl) &&
-         rows_aligned(p.v, p.v_sb, p.v_sh, p.v_sl);
+         tiles::rows_on_16_bytes(p.q, p.q_sb, p.q_sh, p.q_sl) && tiles::rows_on_16_bytes(p.k, p.k_sb, p.k_sh, p.k_sl) &&
+         tiles::rows_on_16_bytes(p.v, p.v_sb, p.v_sh, p.v_sl);
 }
 
 }  // namespace
@@ -85,7 +82,7 @@ bool attention_forward_tf32(const AttnProblem& p, float* out, float* lse) {
 
 bool attention_backward_tf32(const AttnProblem& p, const float* out, const float* lse, const float* dout, float* dq,
                              float* dk, float* dv) {
-  if (!tf32_serves(p) || !rows_aligned(dout, p.dout_l.sb, p.dout_l.sh, p.dout_l.sl)) return false;
+  if (!tf32_serves(p) || !tiles::rows_on_16_bytes(dout, p.dout_l.sb, p.dout_l.sh, p.dout_l.sl)) return false;
   if (!fits_shared(p.D == 64 ? tf32_pair::backward_smem_bytes<64>() : tf32_pair::backward_smem_bytes<128>()))
     return false;
   cudaStream_t s = stream();
