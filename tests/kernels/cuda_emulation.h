@@ -1196,12 +1196,23 @@ inline int& lt_matmuls() {  // cublasLtMatmul's calls so far (a test tells the e
   static int calls = 0;
   return calls;
 }
-template <typename T>
-T* lt_keep(std::unique_ptr<T> made) {  // (descriptors are never destroyed by gemm.cu: held until the process ends)
-  static std::vector<std::unique_ptr<T>> kept;
-  kept.push_back(std::move(made));
-  return kept.back().get();
+// The descriptors made and not yet destroyed, by their address (a test sees gemm.cu destroy what it drops)
+inline std::map<const void*, std::shared_ptr<void>>& lt_descriptors() {
+  static std::map<const void*, std::shared_ptr<void>> live;
+  return live;
 }
+template <typename T>
+T* lt_keep(std::unique_ptr<T> made) {
+  T* p = made.get();
+  lt_descriptors()[p] = std::shared_ptr<T>(std::move(made));
+  return p;
+}
+inline cublasStatus_t lt_destroy(const void* d) {
+  return lt_descriptors().erase(d) == 1 ? CUBLAS_STATUS_SUCCESS : CUBLAS_STATUS_INVALID_VALUE;
+}
+inline cublasStatus_t cublas_lt_desc_destroy(cublasLtMatmulDesc_t d) { return lt_destroy(d); }
+inline cublasStatus_t cublas_lt_layout_destroy(cublasLtMatrixLayout_t l) { return lt_destroy(l); }
+inline cublasStatus_t cublas_lt_preference_destroy(cublasLtMatmulPreference_t p) { return lt_destroy(p); }
 inline cublasStatus_t cublas_lt_create(cublasLtHandle_t* h) {
   static int handle;
   *h = reinterpret_cast<cublasLtHandle_t>(&handle);

@@ -36,6 +36,9 @@ const CublasLtLibrary& cublas_lt() {
     so.bind(l.preference_set, "cublasLtMatmulPreferenceSetAttribute");
     so.bind(l.heuristic, "cublasLtMatmulAlgoGetHeuristic");
     so.bind(l.matmul, "cublasLtMatmul");
+    so.bind(l.desc_destroy, "cublasLtMatmulDescDestroy");
+    so.bind(l.layout_destroy, "cublasLtMatrixLayoutDestroy");
+    so.bind(l.preference_destroy, "cublasLtMatmulPreferenceDestroy");
     return l;
   }();
   return lib;

@@ -36,6 +36,9 @@ struct CublasLtLibrary {
   decltype(&::cublasLtMatmulPreferenceSetAttribute) preference_set;
   decltype(&::cublasLtMatmulAlgoGetHeuristic) heuristic;
   decltype(&::cublasLtMatmul) matmul;
+  decltype(&::cublasLtMatmulDescDestroy) desc_destroy;
+  decltype(&::cublasLtMatrixLayoutDestroy) layout_destroy;
+  decltype(&::cublasLtMatmulPreferenceDestroy) preference_destroy;
 };
 
 }  // namespace qkv::kernels::cuda
@@ -53,14 +56,11 @@ inline const CublasLibrary& cublas() {
 }
 inline const CublasLtLibrary& cublas_lt() {
   namespace e = ::qkv::emulation;
-  static const CublasLtLibrary table{e::cublas_lt_create,
-                                     e::cublas_lt_desc_create,
-                                     e::cublas_lt_desc_set,
-                                     e::cublas_lt_layout_create,
-                                     e::cublas_lt_preference_create,
-                                     e::cublas_lt_preference_set,
-                                     e::cublas_lt_heuristic,
-                                     e::cublas_lt_matmul};
+  static const CublasLtLibrary table{e::cublas_lt_create,         e::cublas_lt_desc_create,  e::cublas_lt_desc_set,
+                                     e::cublas_lt_layout_create,  e::cublas_lt_preference_create,
+                                     e::cublas_lt_preference_set, e::cublas_lt_heuristic,    e::cublas_lt_matmul,
+                                     e::cublas_lt_desc_destroy,   e::cublas_lt_layout_destroy,
+                                     e::cublas_lt_preference_destroy};
   return table;
 }
 QKV_CUDA_LAUNCHERS_END

@@ -7,11 +7,13 @@
 // bf16: cublasGemmEx with bf16 operands, f32 compute and an f32 result.
 #include <cublas_v2.h>
 
+#include <compare>
 #include <cstdlib>
 #include <cstring>
-#include <compare>
 #include <map>
+#include <memory>
 #include <optional>
+#include <type_traits>
 #include <vector>
 
 #include "kernels/cuda/cublas_library.h"
@@ -99,15 +101,26 @@ uint32_t alignment_of(const void* p) {
 }
 
 // A problem's descriptors and the algorithm cuBLASLt's heuristic chose for it, made on its first call and
-// kept for the thread's life (as the handles; a model's linears repeat a few shapes every step): the
-// heuristic's host time is paid once a shape, as cuBLAS's own GEMMs pay it inside each call.
+// kept (a model's linears repeat a few shapes every step): the heuristic's host time is paid once a shape,
+// where PyTorch's addmm pays it every call. A thread keeps at most kLtPlans — a server's batches of every
+// size would otherwise add a plan each — and drops them all when one more is asked.
 struct LtPlan {
   bool usable = false;  // the heuristic found an algorithm
   cublasLtMatmulDesc_t op = nullptr;
   cublasLtMatrixLayout_t a = nullptr, b = nullptr, c = nullptr;
   cublasLtMatmulAlgo_t algo{};
   size_t workspace = 0;  // bytes the algorithm asks for
+  LtPlan() = default;
+  LtPlan(const LtPlan&) = delete;
+  LtPlan& operator=(const LtPlan&) = delete;
+  ~LtPlan() {  // (host memory alone: no CUDA call, safe as a thread ends)
+    const CublasLtLibrary& lt = cublas_lt();
+    for (cublasLtMatrixLayout_t l : {a, b, c})
+      if (l) lt.layout_destroy(l);
+    if (op) lt.desc_destroy(op);
+  }
 };
+constexpr size_t kLtPlans = 256;
 
 // What a plan depends on: the problem, its types, and the alignments cuBLASLt's kernels may assume
 struct LtKey {
@@ -130,6 +143,7 @@ const LtPlan& lt_plan(bool bf16, cublasOperation_t op_a, cublasOperation_t op_b,
   const LtKey key{device,          m, n, k, lda, ldb, ldd, bf16, tf32, op_a == CUBLAS_OP_T, op_b == CUBLAS_OP_T,
                   alignment_of(A), alignment_of(B), alignment_of(D), alignment_of(bias)};
   thread_local std::map<LtKey, LtPlan> plans;
+  if (plans.size() >= kLtPlans && !plans.count(key)) plans.clear();
   auto [at, made] = plans.try_emplace(key);
   LtPlan& plan = at->second;
   if (!made) return plan;
@@ -151,6 +165,8 @@ const LtPlan& lt_plan(bool bf16, cublasOperation_t op_a, cublasOperation_t op_b,
   QKV_CUBLAS_CHECK(lt.layout_create(&plan.c, CUDA_R_32F, m, n, ldd));
   cublasLtMatmulPreference_t pref = nullptr;
   QKV_CUBLAS_CHECK(lt.preference_create(&pref));
+  const std::unique_ptr<std::remove_pointer_t<cublasLtMatmulPreference_t>, decltype(lt.preference_destroy)> held(
+      pref, lt.preference_destroy);  // (the heuristic's alone)
   const uint64_t workspace = kLtWorkspace;
   QKV_CUBLAS_CHECK(lt.preference_set(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &workspace, sizeof workspace));
   const uint32_t align[4] = {alignment_of(A), alignment_of(B), alignment_of(D), alignment_of(D)};
@@ -162,7 +178,6 @@ const LtPlan& lt_plan(bool bf16, cublasOperation_t op_a, cublasOperation_t op_b,
   int found = 0;
   const cublasStatus_t st =
       lt.heuristic(lt_handle(), plan.op, plan.a, plan.b, plan.c, plan.c, pref, 1, &result, &found);
-  // (the preference is kept with the plan's descriptors: never destroyed, as the handles)
   plan.usable = st == CUBLAS_STATUS_SUCCESS && found > 0 && result.state == CUBLAS_STATUS_SUCCESS;
   plan.algo = result.algo;
   plan.workspace = result.workspaceSize;
