@@ -119,6 +119,22 @@ TEST(GemmLaunchersEmulated, TheBiasInTheEpilogueMatchesTheCpu) {
   }
   EXPECT_LE(qkv::emulation::lt_descriptors().size(), 4u * 256) << "cuBLASLt's plans not bounded";
   EXPECT_GE(qkv::emulation::lt_descriptors().size(), 4u * 40) << "the plans not kept";
+  // cuBLASLt refusing at the call what its heuristic offered (CUBLAS_STATUS_NOT_SUPPORTED): the two passes,
+  // the same numbers, and that shape is not asked again
+  {
+    std::vector<float> want(5 * N), got(5 * N, NAN);
+    cpu::sgemm_bias(false, true, 5, N, K + 1, a.data(), K + 1, b.data(), K + 1, aligned, want.data(), N);
+    qkv::emulation::lt_refuses() = true;
+    const int calls = qkv::emulation::lt_matmuls();
+    kc::sgemm_bias(false, true, 5, N, K + 1, a.data(), K + 1, b.data(), K + 1, aligned, got.data(), N);
+    qkv::emulation::lt_refuses() = false;
+    EXPECT_LT(rel(got, want), kTf32) << "after a refusal";
+    EXPECT_EQ(qkv::emulation::lt_matmuls() - calls, 1);
+    got.assign(got.size(), NAN);
+    kc::sgemm_bias(false, true, 5, N, K + 1, a.data(), K + 1, b.data(), K + 1, aligned, got.data(), N);
+    EXPECT_LT(rel(got, want), kTf32) << "the refused shape again";
+    EXPECT_EQ(qkv::emulation::lt_matmuls() - calls, 1) << "a refused shape asked again";
+  }
   // K = 0: C = bias in every row
   std::vector<float> got(M * N, NAN);
   kc::sgemm_bias(false, false, M, N, 0, a.data(), 1, b.data(), 1, aligned, got.data(), N);

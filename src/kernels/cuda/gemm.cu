@@ -135,8 +135,8 @@ constexpr uint64_t kLtWorkspace = 32u << 20;  // the most an algorithm may ask (
 // Column-major, as cuBLAS (see sgemm below): D[m×n] = op_a(A) op_b(B) + bias[m] broadcast over D's columns,
 // with m = N, n = M, A = the row-major B, B = the row-major A — so the bias runs along the row-major C's
 // columns, one value an output feature. bf16: A and B bf16; else f32 (TF32 products unless QKV_CUDA_TF32=0).
-const LtPlan& lt_plan(bool bf16, cublasOperation_t op_a, cublasOperation_t op_b, int m, int n, int k, const void* A,
-                      int lda, const void* B, int ldb, const float* bias, const float* D, int ldd) {
+LtPlan& lt_plan(bool bf16, cublasOperation_t op_a, cublasOperation_t op_b, int m, int n, int k, const void* A, int lda,
+                const void* B, int ldb, const float* bias, const float* D, int ldd) {
   int device = 0;
   QKV_CUDA_CHECK(cudaGetDevice(&device));
   const bool tf32 = !bf16 && tf32_enabled();
@@ -196,8 +196,8 @@ bool lt_bias_product(bool bf16, bool trans_a, bool trans_b, int64_t M, int64_t N
   if (!on || reinterpret_cast<uintptr_t>(bias) % 16 != 0) return false;
   const cublasOperation_t op_a = trans_b ? CUBLAS_OP_T : CUBLAS_OP_N, op_b = trans_a ? CUBLAS_OP_T : CUBLAS_OP_N;
   const int m = checked_int(N, "N"), n = checked_int(M, "M"), k = checked_int(K, "K");
-  const LtPlan& plan = lt_plan(bf16, op_a, op_b, m, n, k, B, checked_int(ldb, "ldb"), A, checked_int(lda, "lda"), bias,
-                               C, checked_int(ldc, "ldc"));
+  LtPlan& plan = lt_plan(bf16, op_a, op_b, m, n, k, B, checked_int(ldb, "ldb"), A, checked_int(lda, "lda"), bias, C,
+                         checked_int(ldc, "ldc"));
   if (!plan.usable) return false;
   const CublasLtLibrary& lt = cublas_lt();
   QKV_CUBLAS_CHECK(lt.desc_set(plan.op, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias, sizeof bias));
@@ -205,8 +205,12 @@ bool lt_bias_product(bool bf16, bool trans_a, bool trans_b, int64_t M, int64_t N
   if (plan.workspace)
     workspace.emplace(static_cast<int64_t>((plan.workspace + sizeof(float) - 1) / sizeof(float)), stream());
   const float one = 1.f, zero = 0.f;
-  QKV_CUBLAS_CHECK(lt.matmul(lt_handle(), plan.op, &one, B, plan.a, A, plan.b, &zero, C, plan.c, C, plan.c, &plan.algo,
-                             workspace ? workspace->p : nullptr, plan.workspace, stream()));
+  const cublasStatus_t st = lt.matmul(lt_handle(), plan.op, &one, B, plan.a, A, plan.b, &zero, C, plan.c, C, plan.c,
+                                      &plan.algo, workspace ? workspace->p : nullptr, plan.workspace, stream());
+  // an algorithm the heuristic offered and the call then refuses as unsupported: the two passes, for this
+  // shape from now on (nothing was launched); any other failure is an error
+  if (st == CUBLAS_STATUS_NOT_SUPPORTED) return plan.usable = false;
+  if (st != CUBLAS_STATUS_SUCCESS) cublas_fail(st, "cublasLtMatmul", __FILE__, __LINE__);
   return true;
 }
 
