@@ -10,13 +10,15 @@
 #if __has_include(<cuda_runtime.h>)
 #include "kernels/cuda_emulation.h"  // first: the CUDA headers, then the built-ins on the host
 
+#include <algorithm>
 #include <cstdint>
 #include <string>
 #include <vector>
 
-#include "kernels/cpu/activation.h"
-#include "kernels/cuda/activation_kernels.cuh"
 #include "kernels/column_order.h"
+#include "kernels/cpu/activation.h"
+#include "kernels/cuda/activation.cu"  // the launchers, on the emulated GPU
+#include "kernels/cuda/activation_kernels.cuh"
 #include "kernels/emulated_kernels.h"
 
 namespace {
@@ -153,6 +155,90 @@ TEST(ActivationKernelsEmulated, ADroppedActivationIsTheActivationThenDropout) {
     EXPECT_EQ(bits_of(y16_c), converted_bits(y_c));
     EXPECT_EQ(bits_of(dx16_c), converted_bits(dx_c));
   }
+}
+
+// The kernels four elements a thread (kernel<4>: 16-byte loads and stores, as activation.cu launches them
+// where every pointer allows it, over n / 4 groups and the tail) give kernel<1>'s bits: every activation
+// forward and backward, with and without a bias whose columns wrap inside a group, dropped or not, the
+// exact GELU's Φ kept, the bf16 copies; silu_mul; dropout — at lengths with a tail of 0–3 and below 4.
+TEST(ActivationKernelsEmulated, FourElementsAThreadGiveTheBitsOfOne) {
+  auto grid4 = [](int64_t n, auto f) { launch(dim3(kc::blocks_for(std::max<int64_t>(n / 4, 1))), 256, 0, f); };
+  for (const int64_t n : {int64_t{3001}, int64_t{3004}, int64_t{3003}, int64_t{2}}) {
+    const int64_t cols = n == 2 ? 2 : 431 + n % 4;  // (the bias's rows: n need not be a multiple)
+    const std::vector<float> x = random_floats(n, 71, 3.f), bias = random_floats(cols, 72, 1.f),
+                             dy = random_floats(n, 73, 1.f), u = random_floats(n, 74, 2.f);
+    for (const DropoutMask& drop : {DropoutMask{}, qkv::kernels::dropout_mask(0.3f, 7, 5)})
+      for (const bool biased : {false, true})
+        for (Act a : {Act::relu, Act::gelu, Act::gelu_tanh}) {
+          SCOPED_TRACE(::testing::Message() << "n " << n
+                                            << (a == Act::relu   ? " relu"
+                                                : a == Act::gelu ? " gelu"
+                                                                 : " gelu_tanh")
+                                            << (drop.active() ? ", dropped" : "") << (biased ? ", biased" : ""));
+          const float* b = biased ? bias.data() : nullptr;
+          const int64_t c = biased ? cols : 0;
+          std::vector<float> y1(n), y4(n), cdf1(n, -1.f), cdf4(n, -1.f), dx1(n), dx4(n);
+          std::vector<bf16> y16_1(n), y16_4(n), dx16_1(n), dx16_4(n);
+          float* k1 = a == Act::gelu ? cdf1.data() : nullptr;
+          float* k4 = a == Act::gelu ? cdf4.data() : nullptr;
+          grid(n, [&] {
+            if (a == Act::relu) {
+              kc::relu_forward_kernel<1>(x.data(), y1.data(), n, drop, y16_1.data(), b, c);
+              kc::relu_backward_kernel<1>(x.data(), dy.data(), dx1.data(), n, drop, dx16_1.data(), b, c);
+            } else {
+              kc::gelu_forward_kernel<1>(x.data(), y1.data(), n, a == Act::gelu_tanh, k1, drop, y16_1.data(), b, c);
+              kc::gelu_backward_kernel<1>(x.data(), dy.data(), dx1.data(), n, a == Act::gelu_tanh, k1, drop,
+                                          dx16_1.data(), b, c);
+            }
+          });
+          grid4(n, [&] {
+            if (a == Act::relu) {
+              kc::relu_forward_kernel<4>(x.data(), y4.data(), n, drop, y16_4.data(), b, c);
+              kc::relu_backward_kernel<4>(x.data(), dy.data(), dx4.data(), n, drop, dx16_4.data(), b, c);
+            } else {
+              kc::gelu_forward_kernel<4>(x.data(), y4.data(), n, a == Act::gelu_tanh, k4, drop, y16_4.data(), b, c);
+              kc::gelu_backward_kernel<4>(x.data(), dy.data(), dx4.data(), n, a == Act::gelu_tanh, k4, drop,
+                                          dx16_4.data(), b, c);
+            }
+          });
+          EXPECT_EQ(y4, y1);
+          EXPECT_EQ(dx4, dx1);
+          EXPECT_EQ(cdf4, cdf1);
+          EXPECT_EQ(bits_of(y16_4), bits_of(y16_1));
+          EXPECT_EQ(bits_of(dx16_4), bits_of(dx16_1));
+        }
+    std::vector<float> s1(n), s4(n), g1(n), g4(n), h1(n), h4(n), d1(n), d4(n);
+    std::vector<bf16> s16_1(n), s16_4(n), g16_1(n), g16_4(n), h16_1(n), h16_4(n);
+    const DropoutMask drop = qkv::kernels::dropout_mask(0.3f, 7, 5);
+    grid(n, [&] {
+      kc::silu_mul_forward_kernel<1>(x.data(), u.data(), s1.data(), n, s16_1.data());
+      kc::silu_mul_backward_kernel<1>(x.data(), u.data(), dy.data(), g1.data(), h1.data(), n, g16_1.data(),
+                                      h16_1.data());
+      kc::dropout_kernel<1>(x.data(), d1.data(), n, drop);
+    });
+    grid4(n, [&] {
+      kc::silu_mul_forward_kernel<4>(x.data(), u.data(), s4.data(), n, s16_4.data());
+      kc::silu_mul_backward_kernel<4>(x.data(), u.data(), dy.data(), g4.data(), h4.data(), n, g16_4.data(),
+                                      h16_4.data());
+      kc::dropout_kernel<4>(x.data(), d4.data(), n, drop);
+    });
+    EXPECT_EQ(s4, s1) << n;
+    EXPECT_EQ(g4, g1) << n;
+    EXPECT_EQ(h4, h1) << n;
+    EXPECT_EQ(d4, d1) << n;
+    EXPECT_EQ(bits_of(s16_4), bits_of(s16_1)) << n;
+    EXPECT_EQ(bits_of(g16_4), bits_of(g16_1)) << n;
+    EXPECT_EQ(bits_of(h16_4), bits_of(h16_1)) << n;
+  }
+  // the launchers take the four-wide kernels where every pointer allows, the one-wide ones where not
+  const std::vector<float> x = random_floats(4001, 75, 3.f);
+  std::vector<float> y(4001), y_off(4001);
+  qkv::emulation::device().launched.clear();
+  kc::gelu_forward(x.data(), y.data(), 4000, false, nullptr, DropoutMask{}, nullptr, nullptr, 0);
+  EXPECT_TRUE(qkv::emulation::launched(kc::gelu_forward_kernel<4>));
+  qkv::emulation::device().launched.clear();
+  kc::gelu_forward(x.data() + 1, y_off.data() + 1, 4000, false, nullptr, DropoutMask{}, nullptr, nullptr, 0);
+  EXPECT_TRUE(qkv::emulation::launched(kc::gelu_forward_kernel<1>));
 }
 
 // SwiGLU's product (kernels/activation.inc's silu_mul) forward and backward, the GPU's kernels against
