@@ -11,6 +11,7 @@
 
 #include <cmath>
 #include <cstdint>
+#include <utility>
 #include <vector>
 
 #include "kernels/cpu/adam.h"
@@ -19,6 +20,7 @@
 #include "kernels/cpu/topk.h"
 #include "kernels/cuda/adam_kernels.cuh"
 #include "kernels/cuda/clip_kernels.cuh"
+#include "kernels/cuda/layer_norm.cu"  // the launchers, on the emulated GPU
 #include "kernels/cuda/layer_norm_kernels.cuh"
 #include "kernels/cuda/topk_kernels.cuh"
 #include "kernels/emulated_kernels.h"
@@ -112,6 +114,67 @@ TEST(NormKernelsEmulated, LayerNormAndAddLayerNormMatchTheCpu) {
     EXPECT_LT(rel(dx_g, dx_c), 2e-6);
     EXPECT_LT(rel(dg_g, dg_c), 2e-6);
     EXPECT_LT(rel(db_g, db_c), 2e-6);
+  }
+}
+
+// Rows of at most 1,024 a warp each (layer_norm.cu's launchers: the row in registers, sums by shuffles):
+// forward, add_layer_norm (dropped residual too) and dx with the residual's part, against the CPU; the
+// fused add_layer_norm's y is layer_norm's of its sum bit for bit (one kernel, one order); at row lengths
+// of each register count (P = 1 … 32) and row counts that leave a block's last warps idle. Past 1,024 the
+// block kernels above serve.
+TEST(NormKernelsEmulated, RowsUpTo1024AWarpEach) {
+  const float eps = 1e-5f;
+  for (const auto& [rows, n] : {std::pair<int64_t, int64_t>{70, 384}, {9, 1}, {13, 33}, {5, 1024}, {3, 1025}}) {
+    SCOPED_TRACE(::testing::Message() << rows << " rows of " << n);
+    const std::vector<float> x = random_floats(rows * n, 91, 2.f), res = random_floats(rows * n, 92, 1.f),
+                             gamma = random_floats(n, 93, 1.f), beta = random_floats(n, 94, 1.f),
+                             dy = random_floats(rows * n, 95, 1.f), dsum = random_floats(rows * n, 96, 1.f);
+    const qkv::kernels::DropoutMask drop = qkv::kernels::dropout_mask(0.3f, 7, 5);
+    std::vector<float> s_g(rows * n), y_g(rows * n), mean_g(rows), rstd_g(rows), y2_g(rows * n), mean2_g(rows),
+        rstd2_g(rows);
+    std::vector<float> s_c(rows * n), y_c(rows * n), mean_c(rows), rstd_c(rows);
+    std::vector<bf16> y16_g(rows * n);
+    qkv::emulation::device().launched.clear();
+    kc::add_layer_norm_forward(x.data(), res.data(), drop, gamma.data(), beta.data(), s_g.data(), y_g.data(),
+                               mean_g.data(), rstd_g.data(), rows, n, eps, y16_g.data());
+    const bool warp = n <= 1024;
+    const int slots = warp ? kc::warp_row_slots(n) : 0;  // P: 16 at 384, 1 at 1, 2 at 33, 32 at 1,024
+    const bool took = slots == 1   ? qkv::emulation::launched(kc::layer_norm_forward_warp_kernel<true, 1>)
+                      : slots == 2 ? qkv::emulation::launched(kc::layer_norm_forward_warp_kernel<true, 2>)
+                      : slots == 16
+                          ? qkv::emulation::launched(kc::layer_norm_forward_warp_kernel<true, 16>)
+                          : slots == 32 && qkv::emulation::launched(kc::layer_norm_forward_warp_kernel<true, 32>);
+    EXPECT_EQ(took, warp) << "the warp kernel of " << slots << " slots";
+    EXPECT_EQ(qkv::emulation::launched(kc::layer_norm_forward_kernel<true>), !warp);
+    cpu::add_layer_norm_forward(x.data(), res.data(), drop, gamma.data(), beta.data(), s_c.data(), y_c.data(),
+                                mean_c.data(), rstd_c.data(), rows, n, eps, nullptr);
+    EXPECT_EQ(s_g, s_c) << "the sum rounded as an addition";
+    EXPECT_LT(rel(y_g, y_c), 2e-6);
+    EXPECT_LT(rel(mean_g, mean_c), 2e-6);
+    EXPECT_LT(rel(rstd_g, rstd_c), 2e-6);
+    EXPECT_EQ(bits_of(y16_g), rounded_bits(y_g));
+    kc::layer_norm_forward(s_g.data(), gamma.data(), beta.data(), y2_g.data(), mean2_g.data(), rstd2_g.data(), rows, n,
+                           eps, nullptr);
+    EXPECT_EQ(y2_g, y_g) << "add_layer_norm's y is layer_norm's of its sum";
+    EXPECT_EQ(mean2_g, mean_g);
+    EXPECT_EQ(rstd2_g, rstd_g);
+    // dx, plain and with the residual's part (ds = dx + dsum, dres = dropout(ds))
+    std::vector<float> dx_g(rows * n), dx_c(rows * n), ds_g(rows * n), dres_g(rows * n), ds_c(rows * n),
+        dres_c(rows * n);
+    kc::layer_norm_backward(s_c.data(), gamma.data(), mean_c.data(), rstd_c.data(), dy.data(), dx_g.data(), nullptr,
+                            nullptr, rows, n, {});
+    cpu::layer_norm_backward(s_c.data(), gamma.data(), mean_c.data(), rstd_c.data(), dy.data(), dx_c.data(), nullptr,
+                             nullptr, rows, n);
+    EXPECT_LT(rel(dx_g, dx_c), 2e-6);
+    kc::layer_norm_backward(s_c.data(), gamma.data(), mean_c.data(), rstd_c.data(), dy.data(), ds_g.data(), nullptr,
+                            nullptr, rows, n, {dsum.data(), dres_g.data(), drop, nullptr});
+    const auto want = residual_gradients_of(dx_g, dsum, drop);
+    EXPECT_EQ(ds_g, want.ds) << "ds = dx + dsum, rounded as an addition";
+    EXPECT_EQ(dres_g, want.dres) << "dres = dropout(ds)";
+    cpu::layer_norm_backward(s_c.data(), gamma.data(), mean_c.data(), rstd_c.data(), dy.data(), ds_c.data(), nullptr,
+                             nullptr, rows, n, {dsum.data(), dres_c.data(), drop, nullptr});
+    EXPECT_LT(rel(ds_g, ds_c), 2e-6);
+    EXPECT_LT(rel(dres_g, dres_c), 2e-6);
   }
 }
 

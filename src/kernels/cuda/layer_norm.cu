@@ -1,5 +1,6 @@
-// LayerNorm on the GPU (formulas: kernels/cpu/layer_norm.h). Forward and dx: one block per row,
-// mean and variance in two passes (no E[x²] − E[x]² cancellation). dγ and dβ: column sums over the
+// LayerNorm on the GPU (formulas: kernels/cpu/layer_norm.h). Forward and dx: a warp a row up to 1,024
+// elements (the row in registers), one block a row past it; mean and variance in two passes (no
+// E[x²] − E[x]² cancellation). dγ and dβ: column sums over the
 // rows, each block summing a strip of rows into a partial, then the partials summed per column, so
 // the result does not depend on atomics' order.
 #include "kernels/cuda/kernels.h"
@@ -10,23 +11,60 @@
 
 QKV_CUDA_LAUNCHERS_BEGIN
 
+namespace {
+
+// f<P>() for the warp kernels' P at a row of n ≤ kWarpRowMax (layer_norm_kernels.cuh's warp_row_slots)
+template <class F>
+void by_slots(int64_t n, F f) {
+  switch (warp_row_slots(n)) {
+    case 1:
+      return f.template operator()<1>();
+    case 2:
+      return f.template operator()<2>();
+    case 4:
+      return f.template operator()<4>();
+    case 8:
+      return f.template operator()<8>();
+    case 16:
+      return f.template operator()<16>();
+    default:
+      return f.template operator()<32>();
+  }
+}
+unsigned warp_rows_grid(int64_t rows) { return static_cast<unsigned>((rows + kRowsABlock - 1) / kRowsABlock); }
+
+// The forward: a warp a row up to kWarpRowMax elements, a block a row past it
+template <bool Add>
+void forward(const float* x, const float* res, const DropoutMask& drop, float* s, const float* gamma, const float* beta,
+             float* y, float* mean, float* rstd, int64_t rows, int64_t n, float eps, bf16* y16) {
+  QKV_CHECK(rows <= 2147483647, Add ? "add_layer_norm: " : "layer_norm: ", rows,
+            " rows; the CUDA kernel takes at most 2^31 - 1");
+  if (n <= kWarpRowMax) {
+    by_slots(n, [&]<int P>() {
+      QKV_LAUNCH(warp_rows_grid(rows), kThreads, 0, stream(), layer_norm_forward_warp_kernel<Add, P>)
+      (x, res, drop, s, gamma, beta, y, mean, rstd, rows, n, eps, y16);
+    });
+    QKV_CUDA_LAUNCHED(layer_norm_forward_warp_kernel);
+    return;
+  }
+  QKV_LAUNCH(static_cast<unsigned>(rows), kThreads, 0, stream(), layer_norm_forward_kernel<Add>)
+  (x, res, drop, s, gamma, beta, y, mean, rstd, n, eps, y16);
+  QKV_CUDA_LAUNCHED(layer_norm_forward_kernel);
+}
+
+}  // namespace
+
 void layer_norm_forward(const float* x, const float* gamma, const float* beta, float* y, float* mean, float* rstd,
                         int64_t rows, int64_t n, float eps, bf16* y16) {
   if (rows == 0 || n == 0) return;
-  QKV_CHECK(rows <= 2147483647, "layer_norm: ", rows, " rows; the CUDA kernel takes at most 2^31 - 1");
-  QKV_LAUNCH(static_cast<unsigned>(rows), kThreads, 0, stream(), layer_norm_forward_kernel<false>)(
-      x, nullptr, DropoutMask{}, nullptr, gamma, beta, y, mean, rstd, n, eps, y16);
-  QKV_CUDA_LAUNCHED(layer_norm_forward_kernel);
+  forward<false>(x, nullptr, DropoutMask{}, nullptr, gamma, beta, y, mean, rstd, rows, n, eps, y16);
 }
 
 void add_layer_norm_forward(const float* x, const float* res, const DropoutMask& res_drop, const float* gamma,
                             const float* beta, float* s, float* y, float* mean, float* rstd, int64_t rows, int64_t n,
                             float eps, bf16* y16) {
   if (rows == 0 || n == 0) return;
-  QKV_CHECK(rows <= 2147483647, "add_layer_norm: ", rows, " rows; the CUDA kernel takes at most 2^31 - 1");
-  QKV_LAUNCH(static_cast<unsigned>(rows), kThreads, 0, stream(), layer_norm_forward_kernel<true>)(
-      x, res, res_drop, s, gamma, beta, y, mean, rstd, n, eps, y16);
-  QKV_CUDA_LAUNCHED(add_layer_norm_forward_kernel);
+  forward<true>(x, res, res_drop, s, gamma, beta, y, mean, rstd, rows, n, eps, y16);
 }
 
 void layer_norm_backward(const float* x, const float* gamma, const float* mean, const float* rstd, const float* dy,
@@ -34,7 +72,13 @@ void layer_norm_backward(const float* x, const float* gamma, const float* mean, 
   if (rows == 0 || n == 0) return;
   QKV_CHECK(rows <= 2147483647, "layer_norm: ", rows, " rows; the CUDA kernel takes at most 2^31 - 1");
   cudaStream_t s = stream();
-  if (dx) {
+  if (dx && n <= kWarpRowMax) {
+    by_slots(n, [&]<int P>() {
+      QKV_LAUNCH(warp_rows_grid(rows), kThreads, 0, s, layer_norm_dx_warp_kernel<P>)
+      (x, gamma, mean, rstd, dy, dx, rows, n, res);
+    });
+    QKV_CUDA_LAUNCHED(layer_norm_dx_warp_kernel);
+  } else if (dx) {
     QKV_LAUNCH(static_cast<unsigned>(rows), kThreads, 0, s, layer_norm_dx_kernel)(x, gamma, mean, rstd, dy, dx, n, res);
     QKV_CUDA_LAUNCHED(layer_norm_dx_kernel);
   }
