@@ -87,10 +87,11 @@ steps() {  # QKV_PROFILE=1: each op's calls, host and GPU time, and the waits, i
       configs/shakespeare-char-gpu.json --device cuda -q -o "/tmp/steps-gpt-bf16-$bwd-backward" \
       --set train.max_iters=40 --set train.eval_interval=0 --set train.checkpoint_interval=0 --set train.dtype=bf16
   done
-  # the bf16 step's attention forward (head dim 64, dropout) overlapped, as before 2026-12-01 (the default
-  # is one tile at a time there now, two blocks an SM), to compare with steps-gpt-bf16
-  QKV_CUDA_ATTENTION=wgmma-overlap QKV_PROFILE=1 step "steps-gpt-bf16-overlap-forward" 60 bash .gpu/run.sh qkv train \
-    configs/shakespeare-char-gpu.json --device cuda -q -o "/tmp/steps-gpt-bf16-overlap-forward" \
+  # the bf16 step's attention forward (head dim 64, 256 keys, dropout) on mma.sync instead of wgmma, to compare
+  # with steps-gpt-bf16: at 256 keys a block's set-up may outweigh wgmma's products (the overlapped wgmma
+  # forward was measured on 2026-12-04: 498 µs a call against the default's 263)
+  QKV_CUDA_ATTENTION=mma1 QKV_PROFILE=1 step "steps-gpt-bf16-mma-forward" 60 bash .gpu/run.sh qkv train \
+    configs/shakespeare-char-gpu.json --device cuda -q -o "/tmp/steps-gpt-bf16-mma-forward" \
     --set train.max_iters=40 --set train.eval_interval=0 --set train.checkpoint_interval=0 --set train.dtype=bf16
   python3 -c "import gzip; s = [l.split('\t')[0] for l in gzip.open('data/tatoeba-en-fr/fra.txt.gz', 'rt') if l.strip()]; \
 print('\n'.join(s[::len(s) // 500][:500]))" > /tmp/steps-src.txt
