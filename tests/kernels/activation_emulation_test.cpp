@@ -13,6 +13,7 @@
 #include <algorithm>
 #include <cstdint>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #include "kernels/column_order.h"
@@ -161,8 +162,11 @@ TEST(ActivationKernelsEmulated, ADroppedActivationIsTheActivationThenDropout) {
 // where every pointer allows it, over n / 4 groups and the tail) give kernel<1>'s bits: every activation
 // forward and backward, with and without a bias whose columns wrap inside a group, dropped or not, the
 // exact GELU's Φ kept, the bf16 copies; silu_mul; dropout — at lengths with a tail of 0–3 and below 4.
+struct Outputs {
+  std::vector<float> y, cdf, dx;
+  std::vector<bf16> y16, dx16;
+};
 TEST(ActivationKernelsEmulated, FourElementsAThreadGiveTheBitsOfOne) {
-  auto grid4 = [](int64_t n, auto f) { launch(dim3(kc::blocks_for(std::max<int64_t>(n / 4, 1))), 256, 0, f); };
   for (const int64_t n : {int64_t{3001}, int64_t{3004}, int64_t{3003}, int64_t{2}}) {
     const int64_t cols = n == 2 ? 2 : 431 + n % 4;  // (the bias's rows: n need not be a multiple)
     const std::vector<float> x = random_floats(n, 71, 3.f), bias = random_floats(cols, 72, 1.f),
@@ -177,58 +181,56 @@ TEST(ActivationKernelsEmulated, FourElementsAThreadGiveTheBitsOfOne) {
                                             << (drop.active() ? ", dropped" : "") << (biased ? ", biased" : ""));
           const float* b = biased ? bias.data() : nullptr;
           const int64_t c = biased ? cols : 0;
-          std::vector<float> y1(n), y4(n), cdf1(n, -1.f), cdf4(n, -1.f), dx1(n), dx4(n);
-          std::vector<bf16> y16_1(n), y16_4(n), dx16_1(n), dx16_4(n);
-          float* k1 = a == Act::gelu ? cdf1.data() : nullptr;
-          float* k4 = a == Act::gelu ? cdf4.data() : nullptr;
-          grid(n, [&] {
-            if (a == Act::relu) {
-              kc::relu_forward_kernel<1>(x.data(), y1.data(), n, drop, y16_1.data(), b, c);
-              kc::relu_backward_kernel<1>(x.data(), dy.data(), dx1.data(), n, drop, dx16_1.data(), b, c);
-            } else {
-              kc::gelu_forward_kernel<1>(x.data(), y1.data(), n, a == Act::gelu_tanh, k1, drop, y16_1.data(), b, c);
-              kc::gelu_backward_kernel<1>(x.data(), dy.data(), dx1.data(), n, a == Act::gelu_tanh, k1, drop,
-                                          dx16_1.data(), b, c);
-            }
-          });
-          grid4(n, [&] {
-            if (a == Act::relu) {
-              kc::relu_forward_kernel<4>(x.data(), y4.data(), n, drop, y16_4.data(), b, c);
-              kc::relu_backward_kernel<4>(x.data(), dy.data(), dx4.data(), n, drop, dx16_4.data(), b, c);
-            } else {
-              kc::gelu_forward_kernel<4>(x.data(), y4.data(), n, a == Act::gelu_tanh, k4, drop, y16_4.data(), b, c);
-              kc::gelu_backward_kernel<4>(x.data(), dy.data(), dx4.data(), n, a == Act::gelu_tanh, k4, drop,
-                                          dx16_4.data(), b, c);
-            }
-          });
-          EXPECT_EQ(y4, y1);
-          EXPECT_EQ(dx4, dx1);
-          EXPECT_EQ(cdf4, cdf1);
-          EXPECT_EQ(bits_of(y16_4), bits_of(y16_1));
-          EXPECT_EQ(bits_of(dx16_4), bits_of(dx16_1));
+          // the forward and backward kernel<W> over the launcher's grid, their outputs
+          auto run = [&](auto width) {
+            constexpr int W = decltype(width)::value;
+            Outputs o{std::vector<float>(n), std::vector<float>(n, -1.f), std::vector<float>(n), std::vector<bf16>(n),
+                      std::vector<bf16>(n)};
+            float* k = a == Act::gelu ? o.cdf.data() : nullptr;
+            launch(dim3(kc::blocks_for(std::max<int64_t>(n / W, 1))), 256, 0, [&] {
+              if (a == Act::relu) {
+                kc::relu_forward_kernel<W>(x.data(), o.y.data(), n, drop, o.y16.data(), b, c);
+                kc::relu_backward_kernel<W>(x.data(), dy.data(), o.dx.data(), n, drop, o.dx16.data(), b, c);
+              } else {
+                kc::gelu_forward_kernel<W>(x.data(), o.y.data(), n, a == Act::gelu_tanh, k, drop, o.y16.data(), b, c);
+                kc::gelu_backward_kernel<W>(x.data(), dy.data(), o.dx.data(), n, a == Act::gelu_tanh, k, drop,
+                                            o.dx16.data(), b, c);
+              }
+            });
+            return o;
+          };
+          const Outputs one = run(std::integral_constant<int, 1>{}), four = run(std::integral_constant<int, 4>{});
+          EXPECT_EQ(four.y, one.y);
+          EXPECT_EQ(four.dx, one.dx);
+          EXPECT_EQ(four.cdf, one.cdf);
+          EXPECT_EQ(bits_of(four.y16), bits_of(one.y16));
+          EXPECT_EQ(bits_of(four.dx16), bits_of(one.dx16));
         }
-    std::vector<float> s1(n), s4(n), g1(n), g4(n), h1(n), h4(n), d1(n), d4(n);
-    std::vector<bf16> s16_1(n), s16_4(n), g16_1(n), g16_4(n), h16_1(n), h16_4(n);
+    // silu_mul forward (y, y16) and backward (dx and dx16: dg's; du below) and dropout (cdf: its output)
     const DropoutMask drop = qkv::kernels::dropout_mask(0.3f, 7, 5);
-    grid(n, [&] {
-      kc::silu_mul_forward_kernel<1>(x.data(), u.data(), s1.data(), n, s16_1.data());
-      kc::silu_mul_backward_kernel<1>(x.data(), u.data(), dy.data(), g1.data(), h1.data(), n, g16_1.data(),
-                                      h16_1.data());
-      kc::dropout_kernel<1>(x.data(), d1.data(), n, drop);
-    });
-    grid4(n, [&] {
-      kc::silu_mul_forward_kernel<4>(x.data(), u.data(), s4.data(), n, s16_4.data());
-      kc::silu_mul_backward_kernel<4>(x.data(), u.data(), dy.data(), g4.data(), h4.data(), n, g16_4.data(),
-                                      h16_4.data());
-      kc::dropout_kernel<4>(x.data(), d4.data(), n, drop);
-    });
-    EXPECT_EQ(s4, s1) << n;
-    EXPECT_EQ(g4, g1) << n;
-    EXPECT_EQ(h4, h1) << n;
-    EXPECT_EQ(d4, d1) << n;
-    EXPECT_EQ(bits_of(s16_4), bits_of(s16_1)) << n;
-    EXPECT_EQ(bits_of(g16_4), bits_of(g16_1)) << n;
-    EXPECT_EQ(bits_of(h16_4), bits_of(h16_1)) << n;
+    std::vector<float> du[2];  // du and its bf16 copy, one-wide [0] and four-wide [1]
+    std::vector<bf16> du16[2];
+    auto run = [&](auto width) {
+      constexpr int W = decltype(width)::value;
+      Outputs o{std::vector<float>(n), std::vector<float>(n), std::vector<float>(n), std::vector<bf16>(n),
+                std::vector<bf16>(n)};
+      du[W == 4].assign(n, 0.f), du16[W == 4].assign(n, bf16{});
+      launch(dim3(kc::blocks_for(std::max<int64_t>(n / W, 1))), 256, 0, [&] {
+        kc::silu_mul_forward_kernel<W>(x.data(), u.data(), o.y.data(), n, o.y16.data());
+        kc::silu_mul_backward_kernel<W>(x.data(), u.data(), dy.data(), o.dx.data(), du[W == 4].data(), n, o.dx16.data(),
+                                        du16[W == 4].data());
+        kc::dropout_kernel<W>(x.data(), o.cdf.data(), n, drop);
+      });
+      return o;
+    };
+    const Outputs one = run(std::integral_constant<int, 1>{}), four = run(std::integral_constant<int, 4>{});
+    EXPECT_EQ(four.y, one.y) << n;
+    EXPECT_EQ(four.dx, one.dx) << n;
+    EXPECT_EQ(du[1], du[0]) << n;
+    EXPECT_EQ(bits_of(du16[1]), bits_of(du16[0])) << n;
+    EXPECT_EQ(four.cdf, one.cdf) << n;
+    EXPECT_EQ(bits_of(four.y16), bits_of(one.y16)) << n;
+    EXPECT_EQ(bits_of(four.dx16), bits_of(one.dx16)) << n;
   }
   // the launchers take the four-wide kernels where every pointer allows, the one-wide ones where not
   const std::vector<float> x = random_floats(4001, 75, 3.f);

@@ -118,18 +118,27 @@ __global__ void relu_forward_kernel(const float* x, float* y, int64_t n, Dropout
 __device__ inline float relu_grad(float v, const float* dy, const DropoutMask& drop, int64_t i) {
   return v > 0.f ? dropped(drop, dy[i], i) : 0.f;
 }
-template <int W = 1>
-__global__ void relu_backward_kernel(const float* x, const float* dy, float* dx, int64_t n, DropoutMask drop,
-                                     bf16* dx16, const float* bias, int64_t cols) {
+// An activation's backward over groups of W: dx_i = grad(x̂_i, dy_i, i) (x̂ with the bias added, dy read
+// four at a time alike), and its bf16 copy
+template <int W, class Grad>
+__device__ inline void backward_groups(const float* x, const float* dy, float* dx, int64_t n, bf16* dx16,
+                                       const float* bias, int64_t cols, Grad grad) {
   for_groups<W>(n, [&](int64_t i, auto width) {
     constexpr int K = decltype(width)::value;
     float v[K], g[K], d[K];
     inputs_of<K>(x, bias, cols, i, v);
     load<K>(dy + i, g);
 #pragma unroll
-    for (int u = 0; u < K; ++u) d[u] = v[u] > 0.f ? dropped(drop, g[u], i + u) : 0.f;
+    for (int u = 0; u < K; ++u) d[u] = grad(v[u], g[u], i + u);
     store_out<K>(dx, dx16, i, d);
   });
+}
+
+template <int W = 1>
+__global__ void relu_backward_kernel(const float* x, const float* dy, float* dx, int64_t n, DropoutMask drop,
+                                     bf16* dx16, const float* bias, int64_t cols) {
+  backward_groups<W>(x, dy, dx, n, dx16, bias, cols,
+                     [&](float v, float g, int64_t i) { return v > 0.f ? dropped(drop, g, i) : 0.f; });
 }
 
 constexpr float kInvSqrt2 = 0.70710678118654752f;
@@ -171,14 +180,8 @@ __device__ inline float gelu_slope(float v, bool tanh_approx, const float* cdf, 
 template <int W = 1>
 __global__ void gelu_backward_kernel(const float* x, const float* dy, float* dx, int64_t n, bool tanh_approx,
                                      const float* cdf, DropoutMask drop, bf16* dx16, const float* bias, int64_t cols) {
-  for_groups<W>(n, [&](int64_t i, auto width) {
-    constexpr int K = decltype(width)::value;
-    float v[K], g[K], d[K];
-    inputs_of<K>(x, bias, cols, i, v);
-    load<K>(dy + i, g);
-#pragma unroll
-    for (int u = 0; u < K; ++u) d[u] = dropped(drop, g[u], i + u) * gelu_slope(v[u], tanh_approx, cdf, i + u);
-    store_out<K>(dx, dx16, i, d);
+  backward_groups<W>(x, dy, dx, n, dx16, bias, cols, [&](float v, float g, int64_t i) {
+    return dropped(drop, g, i) * gelu_slope(v, tanh_approx, cdf, i);
   });
 }
 
