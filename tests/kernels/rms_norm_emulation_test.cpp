@@ -1,13 +1,14 @@
-// RMSNorm's GPU kernels (kernels/cuda/rms_norm_kernels.cuh) — rms_norm and add_rms_norm forward, dx,
-// dγ by strips — run on the host, unchanged, through tests/kernels/cuda_emulation.h, by rms_norm.cu's own
-// launchers (compiled here: their grids, the strips' scratch, freed), against the CPU's kernels. Needs
-// the CUDA toolkit's headers (a QKV_CUDA build), not a GPU.
+// RMSNorm's GPU kernels (kernels/cuda/rms_norm_kernels.cuh) — rms_norm and add_rms_norm forward, dx
+// (a warp a row up to 1,024 elements, a block a row past it), dγ by strips — run on the host, unchanged, through
+// tests/kernels/cuda_emulation.h, by rms_norm.cu's own launchers (compiled here: their grids, the strips' scratch,
+// freed), against the CPU's kernels. Needs the CUDA toolkit's headers (a QKV_CUDA build), not a GPU.
 #include <gtest/gtest.h>
 
 #if __has_include(<cuda_runtime.h>)
 #include "kernels/cuda_emulation.h"  // first: the CUDA headers, then the built-ins on the host
 
 #include <cstdint>
+#include <utility>
 #include <vector>
 
 #include "kernels/cpu/rms_norm.h"
@@ -18,8 +19,9 @@ namespace {
 
 using namespace qkv::testing::emulated;  // kc, cpu, launch, random_floats, rel
 
-TEST(RmsNormKernelsEmulated, RmsNormAndAddRmsNormMatchTheCpu) {
-  const int64_t rows = 70, n = 300;
+void check_rms_norm(int64_t rows, int64_t n) {
+  SCOPED_TRACE(::testing::Message() << rows << " rows of " << n);
+  qkv::emulation::device().launched.clear();
   const float eps = 1e-6f;
   const std::vector<float> x = random_floats(rows * n, 91, 2.f), res = random_floats(rows * n, 92, 1.f),
                            gamma = random_floats(n, 93, 1.f), dy = random_floats(rows * n, 94, 1.f);
@@ -70,7 +72,25 @@ TEST(RmsNormKernelsEmulated, RmsNormAndAddRmsNormMatchTheCpu) {
     EXPECT_TRUE(qkv::emulation::device().blocks.empty()) << "the strips' scratch not freed";
     EXPECT_LT(rel(dx_g, dx_c), 2e-6);
     EXPECT_LT(rel(dg_g, dg_c), 2e-6);
+    // add_rms_norm's y is rms_norm's of its sum, bit for bit (one kernel, one order)
+    if (add) {
+      std::vector<float> y2_g(rows * n), rstd2_g(rows);
+      kc::rms_norm_forward(s_g.data(), gamma.data(), y2_g.data(), rstd2_g.data(), rows, n, eps, nullptr);
+      EXPECT_EQ(y2_g, y_g);
+      EXPECT_EQ(rstd2_g, rstd_g);
+    }
   }
+  const bool warp = n <= 1024;  // the kernels each length takes
+  EXPECT_EQ(qkv::emulation::launched(kc::rms_norm_forward_warp_kernel<true, 16>), warp && n == 300);
+  EXPECT_EQ(qkv::emulation::launched(kc::rms_norm_dx_warp_kernel<16>), warp && n == 300);
+  EXPECT_EQ(qkv::emulation::launched(kc::rms_norm_forward_kernel<true>), !warp);
+  EXPECT_EQ(qkv::emulation::launched(kc::rms_norm_dx_kernel), !warp);
+}
+
+// (70 rows of 300: the warp kernels, eight rows a block, the last block's warps partly idle; 11 of 1,500: the
+// block kernels)
+TEST(RmsNormKernelsEmulated, RmsNormAndAddRmsNormMatchTheCpu) {
+  for (const auto& [rows, n] : {std::pair<int64_t, int64_t>{70, 300}, {11, 1500}}) check_rms_norm(rows, n);
 }
 
 }  // namespace

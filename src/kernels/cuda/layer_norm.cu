@@ -13,26 +13,6 @@ QKV_CUDA_LAUNCHERS_BEGIN
 
 namespace {
 
-// f<P>() for the warp kernels' P at a row of n ≤ kWarpRowMax (layer_norm_kernels.cuh's warp_row_slots)
-template <class F>
-void by_slots(int64_t n, F f) {
-  switch (warp_row_slots(n)) {
-    case 1:
-      return f.template operator()<1>();
-    case 2:
-      return f.template operator()<2>();
-    case 4:
-      return f.template operator()<4>();
-    case 8:
-      return f.template operator()<8>();
-    case 16:
-      return f.template operator()<16>();
-    default:
-      return f.template operator()<32>();
-  }
-}
-unsigned warp_rows_grid(int64_t rows) { return static_cast<unsigned>((rows + kRowsABlock - 1) / kRowsABlock); }
-
 // The forward: a warp a row up to kWarpRowMax elements, a block a row past it
 template <bool Add>
 void forward(const float* x, const float* res, const DropoutMask& drop, float* s, const float* gamma, const float* beta,
@@ -40,7 +20,7 @@ void forward(const float* x, const float* res, const DropoutMask& drop, float* s
   QKV_CHECK(rows <= 2147483647, Add ? "add_layer_norm: " : "layer_norm: ", rows,
             " rows; the CUDA kernel takes at most 2^31 - 1");
   if (n <= kWarpRowMax) {
-    by_slots(n, [&]<int P>() {
+    by_warp_row_slots(n, [&]<int P>() {
       QKV_LAUNCH(warp_rows_grid(rows), kThreads, 0, stream(), layer_norm_forward_warp_kernel<Add, P>)
       (x, res, drop, s, gamma, beta, y, mean, rstd, rows, n, eps, y16);
     });
@@ -73,7 +53,7 @@ void layer_norm_backward(const float* x, const float* gamma, const float* mean, 
   QKV_CHECK(rows <= 2147483647, "layer_norm: ", rows, " rows; the CUDA kernel takes at most 2^31 - 1");
   cudaStream_t s = stream();
   if (dx && n <= kWarpRowMax) {
-    by_slots(n, [&]<int P>() {
+    by_warp_row_slots(n, [&]<int P>() {
       QKV_LAUNCH(warp_rows_grid(rows), kThreads, 0, s, layer_norm_dx_warp_kernel<P>)
       (x, gamma, mean, rstd, dy, dx, rows, n, res);
     });

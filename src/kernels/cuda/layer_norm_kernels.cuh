@@ -57,46 +57,19 @@ __global__ void layer_norm_dx_kernel(const float* x, const float* gamma, const f
   }
 }
 
-// ---- rows of at most 1,024: a warp a row -------------------------------------------------------------
-// A row of n ≤ 32·P elements held in a warp's registers, lane l holding elements l, l + 32, … (each of the
-// row's P loads a coalesced 128 bytes, all P in flight at once), its sums by shuffles: no shared memory and
-// no barrier. One block of 256 threads a row (above) left most of them idle at the models' 256–1,024 and
-// paid two block-wide reductions a row (the GPT's add_layer_norm on the H200, 2026-12-04: 60 / 105 µs a
-// call forward / backward over [16384, 384], ~2–3× its bytes' time). kRowsABlock rows a block of 256.
-constexpr int kRowsABlock = kThreads / 32;
-constexpr int64_t kWarpRowMax = 1024;
-// P for a row of n ≤ kWarpRowMax: the power of two ≥ ⌈n / 32⌉
-inline int warp_row_slots(int64_t n) {
-  int p = 1;
-  while (32 * int64_t{p} < n) p *= 2;
-  return p;
-}
+// ---- rows of at most 1,024: a warp a row (residual_row.cuh's warp_row) --------------------------------
+static_assert(kThreads == 32 * kWarpRowsABlock);
 
 template <bool Add, int P>
 __global__ void layer_norm_forward_warp_kernel(const float* x, const float* res, DropoutMask drop, float* sum,
                                                const float* gamma, const float* beta, float* y, float* mean,
                                                float* rstd, int64_t rows, int64_t n, float eps, bf16* y16) {
-  const int64_t row = blockIdx.x * int64_t{kRowsABlock} + threadIdx.x / 32;
+  const int64_t row = blockIdx.x * int64_t{kWarpRowsABlock} + threadIdx.x / 32;
   if (row >= rows) return;  // (a whole warp: the shuffles below see every lane of the warps that stay)
   const int lane = threadIdx.x % 32;
   const int64_t at = row * n;
   float v[P];
-  float s = 0.f;
-#pragma unroll
-  for (int t = 0; t < P; ++t) {
-    const int64_t j = lane + 32 * t;
-    v[t] = 0.f;
-    if (j >= n) continue;
-    if constexpr (Add) {  // s = x + drop(res), rounded as the addition (add_layer_norm's sum)
-      const float r = res[at + j];
-      v[t] = __fadd_rn(x[at + j], drop.active() ? drop(r, static_cast<uint64_t>(at + j)) : r);
-      sum[at + j] = v[t];
-    } else {
-      v[t] = x[at + j];
-    }
-    s += v[t];
-  }
-  const float mu = warp_sum(s) / static_cast<float>(n);
+  const float mu = warp_row<Add>(x, res, drop, sum, at, n, lane, v, [](float e) { return e; }) / static_cast<float>(n);
   float q = 0.f;
 #pragma unroll
   for (int t = 0; t < P; ++t)
@@ -117,7 +90,7 @@ __global__ void layer_norm_forward_warp_kernel(const float* x, const float* res,
 template <int P>
 __global__ void layer_norm_dx_warp_kernel(const float* x, const float* gamma, const float* mean, const float* rstd,
                                           const float* dy, float* dx, int64_t rows, int64_t n, ResidualGradient res) {
-  const int64_t row = blockIdx.x * int64_t{kRowsABlock} + threadIdx.x / 32;
+  const int64_t row = blockIdx.x * int64_t{kWarpRowsABlock} + threadIdx.x / 32;
   if (row >= rows) return;
   const int lane = threadIdx.x % 32;
   const int64_t at = row * n;

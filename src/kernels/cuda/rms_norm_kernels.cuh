@@ -46,6 +46,58 @@ __global__ void rms_norm_dx_kernel(const float* x, const float* gamma, const flo
     residual_gradient_at(res, row * n + j, r * (gr[j] * (gamma ? gamma[j] : 1.f) - xr[j] * r * sgx), dx);
 }
 
+// ---- rows of at most 1,024: a warp a row (residual_row.cuh's warp_row; the block kernels' formulas) -----
+static_assert(kThreads == 32 * kWarpRowsABlock);
+
+template <bool Add, int P>
+__global__ void rms_norm_forward_warp_kernel(const float* x, const float* res, DropoutMask drop, float* sum,
+                                             const float* gamma, float* y, float* rstd, int64_t rows, int64_t n,
+                                             float eps, bf16* y16) {
+  const int64_t row = blockIdx.x * int64_t{kWarpRowsABlock} + threadIdx.x / 32;
+  if (row >= rows) return;  // (a whole warp: the shuffles see every lane of the warps that stay)
+  const int lane = threadIdx.x % 32;
+  const int64_t at = row * n;
+  float v[P];
+  const float ss = warp_row<Add>(x, res, drop, sum, at, n, lane, v, [](float e) { return e * e; });
+  const float r = rsqrtf(ss / static_cast<float>(n) + eps);
+#pragma unroll
+  for (int t = 0; t < P; ++t) {
+    const int64_t j = lane + 32 * t;
+    if (j >= n) continue;
+    const float out = (v[t] * r) * (gamma ? gamma[j] : 1.f);
+    y[at + j] = out;
+    store_bf16(y16, at + j, out);
+  }
+  if (lane == 0 && rstd) rstd[row] = r;
+}
+
+template <int P>
+__global__ void rms_norm_dx_warp_kernel(const float* x, const float* gamma, const float* rstd, const float* dy,
+                                        float* dx, int64_t rows, int64_t n, ResidualGradient res) {
+  const int64_t row = blockIdx.x * int64_t{kWarpRowsABlock} + threadIdx.x / 32;
+  if (row >= rows) return;
+  const int lane = threadIdx.x % 32;
+  const int64_t at = row * n;
+  const float r = rstd[row];
+  float xv[P], g[P];
+  float sgx = 0.f;
+#pragma unroll
+  for (int t = 0; t < P; ++t) {
+    const int64_t j = lane + 32 * t;
+    xv[t] = g[t] = 0.f;
+    if (j >= n) continue;
+    g[t] = dy[at + j] * (gamma ? gamma[j] : 1.f);
+    xv[t] = x[at + j];
+    sgx += g[t] * xv[t] * r;
+  }
+  sgx = warp_sum(sgx) / static_cast<float>(n);
+#pragma unroll
+  for (int t = 0; t < P; ++t) {
+    const int64_t j = lane + 32 * t;
+    if (j < n) residual_gradient_at(res, at + j, r * (g[t] - xv[t] * r * sgx), dx);
+  }
+}
+
 constexpr int64_t kStrip = 64;
 // partial[s, j] = Σ over rows of strip s of dy·x̂, for column j
 __global__ void rms_norm_dgamma_partial(const float* x, const float* rstd, const float* dy, float* partial,
