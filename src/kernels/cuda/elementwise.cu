@@ -67,10 +67,29 @@ __global__ void map1_kernel(Loop<2> L, int64_t n, TO* out, const TA* a, F f) {
   }
 }
 
+// The dense maps take kUnroll elements a thread, blockDim apart (each load coalesced across the warp, all
+// of a thread's issued before any is used: kUnroll times a one-element loop's bytes in flight, as PyTorch's
+// unrolled elementwise kernel; no alignment asked), in a grid-stride loop over blocks of kUnroll·blockDim.
+// Each element's f is the same: the same bits.
+constexpr int kUnroll = 4;
+template <class Body>
+__device__ inline void for_unrolled(int64_t n, Body body) {
+  const int64_t step = int64_t{gridDim.x} * blockDim.x * kUnroll;
+  for (int64_t base = blockIdx.x * int64_t{blockDim.x} * kUnroll + threadIdx.x; base < n; base += step)
+    body(base, int64_t{blockDim.x});
+}
+
 template <typename TO, typename TA, typename F>
 __global__ void map1_dense_kernel(int64_t n, TO* out, const TA* a, F f) {
-  for (int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; i < n; i += int64_t{gridDim.x} * blockDim.x)
-    out[i] = f(a[i]);
+  for_unrolled(n, [&](int64_t base, int64_t stride) {
+    TA va[kUnroll] = {};
+#pragma unroll
+    for (int u = 0; u < kUnroll; ++u)
+      if (base + u * stride < n) va[u] = a[base + u * stride];
+#pragma unroll
+    for (int u = 0; u < kUnroll; ++u)
+      if (base + u * stride < n) out[base + u * stride] = f(va[u]);
+  });
 }
 
 template <typename TO, typename TA, typename TB, typename F>
@@ -84,8 +103,16 @@ __global__ void map2_kernel(Loop<3> L, int64_t n, TO* out, const TA* a, const TB
 
 template <typename TO, typename TA, typename TB, typename F>
 __global__ void map2_dense_kernel(int64_t n, TO* out, const TA* a, const TB* b, F f) {
-  for (int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; i < n; i += int64_t{gridDim.x} * blockDim.x)
-    out[i] = f(a[i], b[i]);
+  for_unrolled(n, [&](int64_t base, int64_t stride) {
+    TA va[kUnroll] = {};
+    TB vb[kUnroll] = {};
+#pragma unroll
+    for (int u = 0; u < kUnroll; ++u)
+      if (base + u * stride < n) va[u] = a[base + u * stride], vb[u] = b[base + u * stride];
+#pragma unroll
+    for (int u = 0; u < kUnroll; ++u)
+      if (base + u * stride < n) out[base + u * stride] = f(va[u], vb[u]);
+  });
 }
 
 // out[off0] = a[off1], both operands strided.
@@ -112,7 +139,7 @@ void map1(const std::vector<int64_t>& shape, TO* out, const TA* a, const std::ve
   const int64_t n = numel(shape);
   if (n == 0) return;
   if (dense(shape, sa)) {
-    QKV_LAUNCH(blocks_for(n), 256, 0, stream(), map1_dense_kernel<TO, TA, F>)(n, out, a, f);
+    QKV_LAUNCH(blocks_for(n, 256, kUnroll), 256, 0, stream(), map1_dense_kernel<TO, TA, F>)(n, out, a, f);
   } else {
     const Loop<2> L = make_loop<2>(shape, {dense_strides(shape), sa}, "map1");
     QKV_LAUNCH(blocks_for(n), 256, 0, stream(), map1_kernel<TO, TA, F>)(L, n, out, a, f);
@@ -126,7 +153,7 @@ void map2(const std::vector<int64_t>& shape, TO* out, const TA* a, const std::ve
   const int64_t n = numel(shape);
   if (n == 0) return;
   if (dense(shape, sa) && dense(shape, sb)) {
-    QKV_LAUNCH(blocks_for(n), 256, 0, stream(), map2_dense_kernel<TO, TA, TB, F>)(n, out, a, b, f);
+    QKV_LAUNCH(blocks_for(n, 256, kUnroll), 256, 0, stream(), map2_dense_kernel<TO, TA, TB, F>)(n, out, a, b, f);
   } else {
     const Loop<3> L = make_loop<3>(shape, {dense_strides(shape), sa, sb}, "map2");
     QKV_LAUNCH(blocks_for(n), 256, 0, stream(), map2_kernel<TO, TA, TB, F>)(L, n, out, a, b, f);
