@@ -1,9 +1,9 @@
 // The launchers that call cuBLAS — kernels/cuda/gemm.cu (f32 on the TF32 tensor cores, bf16 through
-// cublasGemmEx, C = β·C alone where K = 0, the bias in cuBLASLt's epilogue) and conv.cu (im2col, its GEMMs, col2im, the
-// bias; rnn.cu's: rnn_launchers_emulation_test.cpp) — compiled here and run on the host through
-// tests/kernels/cuda_emulation.h, whose cuBLAS takes cublas_library.h's calls (TF32's rounding of each operand
-// included), against the CPU's kernels of the same declarations. Needs the CUDA toolkit's headers (a QKV_CUDA build),
-// not a GPU.
+// cublasGemmEx, C = β·C alone where K = 0, the bias in cuBLASLt's epilogue) and conv.cu (im2col, its
+// GEMMs, col2im, the bias; rnn.cu's: rnn_launchers_emulation_test.cpp) — compiled here and run on the host
+// through tests/kernels/cuda_emulation.h, whose cuBLAS and cuBLASLt take cublas_library.h's calls (TF32's
+// rounding of each operand included), against the CPU's kernels of the same declarations. Needs the CUDA
+// toolkit's headers (a QKV_CUDA build), not a GPU.
 #include <gtest/gtest.h>
 
 #if __has_include(<cuda_runtime.h>)

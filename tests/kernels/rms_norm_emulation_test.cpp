@@ -1,7 +1,8 @@
-// RMSNorm's GPU kernels (kernels/cuda/rms_norm_kernels.cuh) — rms_norm and add_rms_norm forward, dx
-// (a warp a row up to 1,024 elements, a block a row past it), dγ by strips — run on the host, unchanged, through
-// tests/kernels/cuda_emulation.h, by rms_norm.cu's own launchers (compiled here: their grids, the strips' scratch,
-// freed), against the CPU's kernels. Needs the CUDA toolkit's headers (a QKV_CUDA build), not a GPU.
+// RMSNorm's GPU kernels (kernels/cuda/rms_norm_kernels.cuh) — rms_norm and add_rms_norm forward, dx (a
+// warp a row up to 1,024 elements, a block a row past it), dγ by strips — run on the host, unchanged,
+// through tests/kernels/cuda_emulation.h, by rms_norm.cu's own launchers (compiled here: their grids, the
+// strips' scratch, freed), against the CPU's kernels. Needs the CUDA toolkit's headers (a QKV_CUDA
+// build), not a GPU.
 #include <gtest/gtest.h>
 
 #if __has_include(<cuda_runtime.h>)

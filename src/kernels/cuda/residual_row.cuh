@@ -1,9 +1,10 @@
-// A normalizing kernel's row, with the residual added first (add_layer_norm, add_rms_norm): one block
-// a row (residual_row), or up to 1,024 elements a warp a row (warp_row, below). With Add, s = x + drop(res) is written
-// to `sum` (rounded as an addition would: the backward's input; drop: kernels/dropout_mask.h, the dropped residual
-// dropout_kernel's bits) and normalized; without, x itself. Each thread adds f(element) over the elements it visits (j
-// = threadIdx.x, + blockDim.x, …) into `partial`, the first of the norm's sums (Σx for LayerNorm's mean, Σx² for
-// RMSNorm's), and later reads back only those elements.
+// A normalizing kernel's row, with the residual added first (add_layer_norm, add_rms_norm): one block a
+// row (residual_row), or up to 1,024 elements a warp a row (warp_row, below). With Add, s = x + drop(res)
+// is written to `sum` (rounded as an addition would: the backward's input; drop: kernels/dropout_mask.h,
+// the dropped residual dropout_kernel's bits) and normalized; without, x itself. In residual_row each
+// thread adds f(element) over the elements it visits (j = threadIdx.x, + blockDim.x, …) into `partial`,
+// the first of the norm's sums (Σx for LayerNorm's mean, Σx² for RMSNorm's), and later reads back only
+// those elements.
 #pragma once
 
 #include <cstdint>
