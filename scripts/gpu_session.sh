@@ -14,7 +14,7 @@
 #       Nsight Compute's sections on each tensor-core attention kernel (profile), where a GPT step's and a
 #       beam step's time goes (steps: QKV_PROFILE=1), qkv train of the translation Transformer in f32 and
 #       bf16 (and bf16 with QKV_CUDA_BIAS_EPILOGUE=0: each linear's bias filled in before its GEMM, as before
-#       2026-12-05's cuBLASLt epilogue), qkv serve --device cuda under load, the output layer's loss against
+#       2026-12-04's cuBLASLt epilogue), qkv serve --device cuda under load, the output layer's loss against
 #       PyTorch (loss)
 #   run(command="bash scripts/gpu_session.sh sanitize 'Cuda.Bf16*'", carry=[".gpu"])   a failing kernel
 # One step alone: tests, gpt, translate, training (gpt and translate), breakdown, attention [KERNEL…],
@@ -194,7 +194,7 @@ transformer() {  # qkv train of the translation Transformer on the GPU: tokens/s
       -o "/tmp/transformer-$dt" --set train.max_iters=300 --set train.eval_interval=0 --set "train.dtype=$dt"
   done
   # bf16 with each linear's bias filled into its output before the GEMM (QKV_CUDA_BIAS_EPILOGUE=0), as before
-  # 2026-12-05's cuBLASLt epilogue (the Transformer's linears have biases; the GPT benchmark's have none)
+  # 2026-12-04's cuBLASLt epilogue (the Transformer's linears have biases; the GPT benchmark's have none)
   QKV_CUDA_BIAS_EPILOGUE=0 step "transformer-bf16-bias-rows" 75 bash .gpu/run.sh qkv train configs/tatoeba-en-fr.json \
     --device cuda -q -o "/tmp/transformer-bf16-bias-rows" --set train.max_iters=300 --set train.eval_interval=0 \
     --set train.dtype=bf16

@@ -91,7 +91,7 @@ struct RoundList {
 // as it reads it: for each row i of dO [B, H, Lq, D],
 //   D_i = Σ_c dO[i][c] · O[i][c]      (f32, dO as given — not its rounded copy — as the CPU's backward)
 // into dsum [B, H, Lq] (dense), and dq's row i zeroed, which the tile kernels add dQ into with atomics.
-// Until 2026-12-05 two launches of their own before every backward (attention_row_dot, attention_zero_rows),
+// Until 2026-12-04 two launches of their own before every backward (attention_row_dot, attention_zero_rows),
 // the first reading dO a second time.
 struct RowDots {
   int k = -1;                  // dO's place in the list; -1: no preprocess
