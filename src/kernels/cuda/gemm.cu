@@ -140,8 +140,9 @@ LtPlan& lt_plan(bool bf16, cublasOperation_t op_a, cublasOperation_t op_b, int m
   int device = 0;
   QKV_CUDA_CHECK(cudaGetDevice(&device));
   const bool tf32 = !bf16 && tf32_enabled();
-  const LtKey key{device,          m, n, k, lda, ldb, ldd, bf16, tf32, op_a == CUBLAS_OP_T, op_b == CUBLAS_OP_T,
-                  alignment_of(A), alignment_of(B), alignment_of(D), alignment_of(bias)};
+  const uint32_t align_a = alignment_of(A), align_b = alignment_of(B), align_d = alignment_of(D);
+  const LtKey key{device,  m,       n,       k, lda, ldb, ldd, bf16, tf32, op_a == CUBLAS_OP_T, op_b == CUBLAS_OP_T,
+                  align_a, align_b, align_d, alignment_of(bias)};
   thread_local std::map<LtKey, LtPlan> plans;
   if (plans.size() >= kLtPlans && !plans.count(key)) plans.clear();
   auto [at, made] = plans.try_emplace(key);
@@ -169,7 +170,7 @@ LtPlan& lt_plan(bool bf16, cublasOperation_t op_a, cublasOperation_t op_b, int m
       pref, lt.preference_destroy);  // (the heuristic's alone)
   const uint64_t workspace = kLtWorkspace;
   QKV_CUBLAS_CHECK(lt.preference_set(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &workspace, sizeof workspace));
-  const uint32_t align[4] = {alignment_of(A), alignment_of(B), alignment_of(D), alignment_of(D)};
+  const uint32_t align[4] = {align_a, align_b, align_d, align_d};  // (C is D)
   const cublasLtMatmulPreferenceAttributes_t which[4] = {
       CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES,
       CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES};

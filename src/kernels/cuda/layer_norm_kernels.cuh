@@ -64,10 +64,8 @@ template <bool Add, int P>
 __global__ void layer_norm_forward_warp_kernel(const float* x, const float* res, DropoutMask drop, float* sum,
                                                const float* gamma, const float* beta, float* y, float* mean,
                                                float* rstd, int64_t rows, int64_t n, float eps, bf16* y16) {
-  const int64_t row = blockIdx.x * int64_t{kWarpRowsABlock} + threadIdx.x / 32;
-  if (row >= rows) return;  // (a whole warp: the shuffles below see every lane of the warps that stay)
-  const int lane = threadIdx.x % 32;
-  const int64_t at = row * n;
+  const auto [row, at, lane] = warp_row_place(n);
+  if (row >= rows) return;  // (warp_row_place)
   float v[P];
   const float mu = warp_row<Add>(x, res, drop, sum, at, n, lane, v, [](float e) { return e; }) / static_cast<float>(n);
   float q = 0.f;
@@ -90,10 +88,8 @@ __global__ void layer_norm_forward_warp_kernel(const float* x, const float* res,
 template <int P>
 __global__ void layer_norm_dx_warp_kernel(const float* x, const float* gamma, const float* mean, const float* rstd,
                                           const float* dy, float* dx, int64_t rows, int64_t n, ResidualGradient res) {
-  const int64_t row = blockIdx.x * int64_t{kWarpRowsABlock} + threadIdx.x / 32;
-  if (row >= rows) return;
-  const int lane = threadIdx.x % 32;
-  const int64_t at = row * n;
+  const auto [row, at, lane] = warp_row_place(n);
+  if (row >= rows) return;  // (warp_row_place)
   const float mu = mean[row], r = rstd[row];
   float xh[P], g[P];
   float sg = 0.f, sgx = 0.f;

@@ -71,6 +71,16 @@ void by_warp_row_slots(int64_t n, F f) {
 inline unsigned warp_rows_grid(int64_t rows) {
   return static_cast<unsigned>((rows + kWarpRowsABlock - 1) / kWarpRowsABlock);
 }
+// Where a thread of a warp_rows_grid launch works: its warp's row (rows or past it: the warp has none and
+// returns whole, so the shuffles see every lane of the warps that stay), the row's first element, its lane
+struct WarpRowPlace {
+  int64_t row, at;
+  int lane;
+};
+__device__ inline WarpRowPlace warp_row_place(int64_t n) {
+  const int64_t row = blockIdx.x * int64_t{kWarpRowsABlock} + threadIdx.x / 32;
+  return {row, row * n, static_cast<int>(threadIdx.x % 32)};
+}
 // The warp's row: v[t] = element lane + 32t of the row at `at` (0 past n) — x's, or with Add s = x + drop(res),
 // rounded as the addition and written to sum; the sum of f over the row's elements (every lane gets it).
 template <bool Add, int P, class F>

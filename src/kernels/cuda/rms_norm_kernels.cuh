@@ -53,10 +53,8 @@ template <bool Add, int P>
 __global__ void rms_norm_forward_warp_kernel(const float* x, const float* res, DropoutMask drop, float* sum,
                                              const float* gamma, float* y, float* rstd, int64_t rows, int64_t n,
                                              float eps, bf16* y16) {
-  const int64_t row = blockIdx.x * int64_t{kWarpRowsABlock} + threadIdx.x / 32;
-  if (row >= rows) return;  // (a whole warp: the shuffles see every lane of the warps that stay)
-  const int lane = threadIdx.x % 32;
-  const int64_t at = row * n;
+  const auto [row, at, lane] = warp_row_place(n);
+  if (row >= rows) return;  // (warp_row_place)
   float v[P];
   const float ss = warp_row<Add>(x, res, drop, sum, at, n, lane, v, [](float e) { return e * e; });
   const float r = rsqrtf(ss / static_cast<float>(n) + eps);
@@ -74,10 +72,8 @@ __global__ void rms_norm_forward_warp_kernel(const float* x, const float* res, D
 template <int P>
 __global__ void rms_norm_dx_warp_kernel(const float* x, const float* gamma, const float* rstd, const float* dy,
                                         float* dx, int64_t rows, int64_t n, ResidualGradient res) {
-  const int64_t row = blockIdx.x * int64_t{kWarpRowsABlock} + threadIdx.x / 32;
-  if (row >= rows) return;
-  const int lane = threadIdx.x % 32;
-  const int64_t at = row * n;
+  const auto [row, at, lane] = warp_row_place(n);
+  if (row >= rows) return;  // (warp_row_place)
   const float r = rstd[row];
   float xv[P], g[P];
   float sgx = 0.f;
