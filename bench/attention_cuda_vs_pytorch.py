@@ -13,8 +13,9 @@ For each (L, d, causal) of FlashAttention's own benchmark grid (batch·L = 16k t
              rounded to the 16-bit format: the mma.sync pair by a pre-pass, the WMMA pair as its tiles
              load), each tensor-core kernel of --kernels (wgmma: Hopper's warpgroup products, the default
              forward there; wgmma-ws: its warp-specialized kernel — a TMA producer warpgroup, two
-             consumers in pingpong; wgmma-backward: with the two-warpgroup wgmma backward; wgmma-ws-backward: the
-             warp-specialized forward and backward (TMA producer, two consumers); mma-backward: with the
+             consumers in pingpong, persistent; wgmma-backward: with the two-warpgroup wgmma backward;
+             wgmma-ws-backward: the warp-specialized forward and backward (TMA producer, two consumers);
+             wgmma-ws-blocks: the same, the forward a block an item (not persistent); mma-backward: with the
              mma.sync backward; mma: the mma.sync pair, with the
              products' accumulators in registers; wmma:
              QKV_CUDA_ATTENTION=wmma, the first), and with --dtypes f32 each f32 pair of --f32-kernels
@@ -93,6 +94,11 @@ def qkv_row(qkv, B, H, L, d, causal, reps, dtype, kernel="wgmma"):
         name = f"qkv {dtype} (wgmma-ws tiles, wgmma-ws backward)"
         env["QKV_CUDA_ATTENTION"] = "wgmma-ws"
         env["QKV_CUDA_ATTENTION_BACKWARD"] = "wgmma-ws"
+    elif kernel == "wgmma-ws-blocks":  # the warp-specialized forward a block an item, not persistent
+        name = f"qkv {dtype} (wgmma-ws a block an item, wgmma-ws backward)"
+        env["QKV_CUDA_ATTENTION"] = "wgmma-ws"
+        env["QKV_CUDA_ATTENTION_BACKWARD"] = "wgmma-ws"
+        env["QKV_CUDA_ATTENTION_PERSISTENT"] = "0"
     elif kernel == "mma-backward":  # the wgmma forward and the mma.sync backward (the default before 2026-12-04)
         name = f"qkv {dtype} (wgmma tiles, mma backward)"
         env["QKV_CUDA_ATTENTION"] = "wgmma"
@@ -117,15 +123,16 @@ def main():
     ap.add_argument("--dtypes", nargs="+", default=["bf16"], choices=["bf16", "f16", "f32"])
     ap.add_argument("--kernels", nargs="+", default=["wgmma"],
                     choices=["wgmma", "wgmma64", "wgmma128", "wgmma-overlap", "wgmma-ws", "wgmma-backward", "wgmma-ws-backward",
-                             "mma-backward", "mma",
+                             "wgmma-ws-blocks", "mma-backward", "mma",
                              "mma1", "mma2", "wmma"],
                     help="qkv's tensor-core kernels to time (wgmma: the forward on Hopper's wgmma, the default on "
                          "an H100/H200, with the backward measured fastest there (QKV_CUDA_ATTENTION_BACKWARD "
                          "unset); wgmma64, wgmma128: its one-tile-at-a-time "
                          "kernels with key tiles of 64 and 128; wgmma-overlap: its overlapped kernel; wgmma-ws: its warp-specialized kernel (TMA copies "
                          "by a producer warpgroup, two consumers in pingpong); wgmma-backward: the wgmma forward and the wgmma "
-                         "backward, QKV_CUDA_ATTENTION_BACKWARD=wgmma; wgmma-ws-backward: the warp-specialized forward and "
-                         "backward; mma-backward: the wgmma forward and the mma.sync backward; mma: the mma.sync pair, the "
+                         "backward, QKV_CUDA_ATTENTION_BACKWARD=wgmma; wgmma-ws-backward: the warp-specialized forward (persistent: a block an SM) and "
+                         "backward; wgmma-ws-blocks: the same with the forward a block an item "
+                         "(QKV_CUDA_ATTENTION_PERSISTENT=0); mma-backward: the wgmma forward and the mma.sync backward; mma: the mma.sync pair, the "
                          "default elsewhere; "
                          "mma1, mma2: its forward with one or two m-tiles of query rows a warp; wmma: the first "
                          "pair; QKV_CUDA_ATTENTION)")

@@ -58,7 +58,7 @@ attention() {  # attention [KERNEL…]: qkv's kernels to time (default: wgmma, t
   # wgmma-ws-backward its own wgmma backward, sm90a/attention_wgmma_backward256.cuh, otherwise the f32 kernels)
   local kernels=("$@")
   [ ${#kernels[@]} -gt 0 ] || kernels=(wgmma)
-  step attention 270 python3 bench/attention_cuda_vs_pytorch.py --qkv "bash .gpu/run.sh qkv" \
+  step attention 300 python3 bench/attention_cuda_vs_pytorch.py --qkv "bash .gpu/run.sh qkv" \
     --lens ${ATTENTION_LENS:-2048 16384} --dims ${ATTENTION_DIMS:-64 128} --reps 5 --kernels "${kernels[@]}" \
     --json-out "$out/attention.json"
 }
@@ -200,7 +200,7 @@ transformer() {  # qkv train of the translation Transformer on the GPU: tokens/s
     --set train.dtype=bf16
 }
 case "${1:-}" in
-  1) tests; gpt; breakdown; attention wgmma wgmma-backward wgmma-ws-backward wgmma-overlap ;;
+  1) tests; gpt; breakdown; attention wgmma wgmma-backward wgmma-ws-backward wgmma-ws-blocks wgmma-overlap ;;
   2) profile; steps; transformer; serve; loss ;;
   tests | gpt | translate | attention | attention_f32 | training | steps | breakdown | profile | serve | transformer | paged | loss | curve) "$@" ;;
   sanitize) step sanitize 400 bash .gpu/run.sh sanitize "${2:-Cuda.Bf16*}" ;;

@@ -176,6 +176,29 @@ TEST(AttentionWgmmaEmulated, TheWarpSpecializedKernelsMatchTheCpuWhicheverWarpsR
   }
 }
 
+// The warp-specialized forward is persistent: a block an SM, each taking every grid-th item (128 rows of
+// one head). On an emulated GPU of 3 SMs a block takes several — their tiles through one ring of buffers
+// round and on from item to item (a causal item's tiles fewer than the next's), Q's buffer refilled as
+// the item before releases it, the two warpgroups' turns carried across —, in every order of the warps;
+// and with QKV_CUDA_ATTENTION_PERSISTENT=0, a block an item.
+TEST(AttentionWgmmaEmulated, ThePersistentForwardTakesSeveralItemsABlock) {
+  const emulation::ScopedArchitecture three_sms({9, 0, 3, 227 * 1024});
+  for (const emulation::Schedule order : {emulation::Schedule::round_robin, emulation::Schedule::first_ahead,
+                                          emulation::Schedule::last_ahead, emulation::Schedule::random_ahead}) {
+    const emulation::ScheduleScope scope(order);
+    SCOPED_TRACE(emulation::name(order));
+    uint64_t seed = 3400;
+    check<__nv_bfloat16, 64>({2, 2, 1, 300, 300, 64, true, 0, false}, Variant::ws, seed += 10, Backward::none);
+    check<__nv_bfloat16, 64>({1, 3, 3, 260, 700, 64, false, 0, false}, Variant::ws, seed += 10, Backward::none);
+    check<__nv_bfloat16, 128>({1, 2, 2, 400, 200, 128, true, 2, true}, Variant::ws, seed += 10, Backward::none);
+    check<__nv_bfloat16, 128>({2, 1, 1, 200, 330, 128, false, 1, false, 0.2f}, Variant::ws, seed += 10, Backward::none);
+    check<__nv_bfloat16, 256>({1, 2, 1, 270, 150, 256, true, 0, false}, Variant::ws, seed += 10, Backward::none);
+    check<__half, 64>({1, 4, 2, 140, 90, 64, false, 3, false}, Variant::ws, seed += 10, Backward::none);
+  }
+  const qt::ScopedEnv one_item("QKV_CUDA_ATTENTION_PERSISTENT", "0");
+  check<__nv_bfloat16, 64>({2, 2, 1, 300, 300, 64, true, 0, false}, Variant::ws, 3500, Backward::none);
+}
+
 }  // namespace
 
 #else

@@ -8,6 +8,8 @@
 
 #include <cstdlib>
 #include <cstring>
+#include <limits>
+#include <stdexcept>
 
 QKV_CUDA_LAUNCHERS_BEGIN
 namespace {
@@ -25,6 +27,21 @@ void launch(const AttnProblem& p, const T* qh, const T* kh, const T* vh, float* 
   QKV_CUDA_LAUNCHED(flash_wgmma_forward_kernel);
 }
 
+// The warp-specialized kernel's grid: persistent — a block an SM (its 384 threads × 168 registers are
+// the SM's 64k), each taking items w, w + grid, … (forward_items), so that a block's next Q and key tiles
+// come in while it writes the last item's rows (FlashAttention-3's persistent kernel) — or, with
+// QKV_CUDA_ATTENTION_PERSISTENT=0, a block an item (as before 2026-12-04's fifth session, to compare).
+unsigned ws_grid(const AttnProblem& p) {
+  const int64_t n = forward_items(p);
+  if (n > std::numeric_limits<int>::max()) throw std::invalid_argument("attention: too many rows for one launch");
+  const char* e = std::getenv("QKV_CUDA_ATTENTION_PERSISTENT");
+  if (e && e[0] == '0') return static_cast<unsigned>(n);
+  int device = 0, sms = 0;
+  QKV_CUDA_CHECK(cudaGetDevice(&device));
+  QKV_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));
+  return static_cast<unsigned>(n < sms ? n : sms);
+}
+
 // The warp-specialized kernel: its tensor maps over the dense copies, then the kernel (3 warpgroups).
 template <typename T, int D, bool General>
 void launch_ws(const AttnProblem& p, const T* qh, const T* kh, const T* vh, float* out, float* lse, cudaStream_t s) {
@@ -34,8 +51,7 @@ void launch_ws(const AttnProblem& p, const T* qh, const T* kh, const T* vh, floa
   encode_forward_maps<T, D, KN>(maps, p, qh, kh, vh);
   auto* kernel = flash_wgmma_ws_kernel<T, D, KN, Stages, General>;
   QKV_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(bytes)));
-  const dim3 grid(static_cast<unsigned>((p.Lq + kRows - 1) / kRows), static_cast<unsigned>(p.B * p.H));
-  QKV_LAUNCH(grid, kWsThreads, bytes, s, kernel)(p, maps.q, maps.k, maps.v, qh, kh, vh, out, lse);
+  QKV_LAUNCH(ws_grid(p), kWsThreads, bytes, s, kernel)(p, maps.q, maps.k, maps.v, qh, kh, vh, out, lse);
   QKV_CUDA_LAUNCHED(flash_wgmma_ws_kernel);
 }
 

@@ -65,7 +65,25 @@ constexpr size_t smem_bytes() {  // Q, then Stages K and V tiles, in 16-bit elem
   return 1024 + 2 * size_t{D} * (kRows + 2 * Stages * KN);
 }
 
-// What a block knows of its problem: its head, its rows, its operands, the warpgroup and lane.
+// A block's work: 128 query rows from i0 of one (batch, head) bh. One a block: row block gridDim.x − 1 −
+// blockIdx.x (the last row blocks first: under causality they walk the most keys, and finish last
+// otherwise) of head blockIdx.y; the persistent kernel's item w of forward_items() (below).
+struct Item {
+  int64_t i0, bh;
+};
+__device__ inline Item this_blocks_item() { return {int64_t{gridDim.x - 1 - blockIdx.x} * kRows, int64_t{blockIdx.y}}; }
+// The persistent kernel's work, B·H·⌈Lq / 128⌉ items: item w is row block ⌈Lq / 128⌉ − 1 − w / (B·H) of
+// head w mod (B·H) — every head's last row block first (causal: the most keys), so that blocks taking
+// items w, w + grid, w + 2·grid … end together
+__host__ __device__ inline int64_t forward_items(const AttnProblem& p) {
+  return (p.Lq + kRows - 1) / kRows * p.B * p.H;
+}
+__device__ inline Item forward_item(const AttnProblem& p, int64_t w) {
+  const int64_t heads = p.B * p.H, row_blocks = (p.Lq + kRows - 1) / kRows;
+  return {(row_blocks - 1 - w / heads) * kRows, w % heads};
+}
+
+// What a block knows of its work: its head, its rows, its operands, the warpgroup and lane.
 template <typename T, int D, int KN>
 struct Block {
   const AttnProblem& p;
@@ -79,17 +97,16 @@ struct Block {
 
   // first_wg: the block's first computing warpgroup (1 in the warp-specialized kernel, after its producer)
   __device__ Block(const AttnProblem& pp, unsigned char* smem, int stages, const T* qh, const T* kh, const T* vh,
-                   int first_wg = 0)
+                   int first_wg = 0, Item work = this_blocks_item())
       : p(pp) {
     Qs = smem + ((1024 - smem_address(smem) % 1024) % 1024);
     Ks = Qs + kRows * D * 2;
     Vs = Ks + stages * KN * D * 2;
     wg = static_cast<int>(threadIdx.x / 128) - first_wg, t = threadIdx.x % 4;
     const int warp = threadIdx.x % 128 / 32, g = threadIdx.x % 32 / 4;
-    const int64_t bh = blockIdx.y, hk = bh % p.H / (p.H / p.Hkv);
+    const int64_t bh = work.bh, hk = bh % p.H / (p.H / p.Hkv);
     b = bh / p.H, h = bh % p.H;
-    // the last row blocks first: under causality they walk the most keys, and finish last otherwise
-    i0 = int64_t{gridDim.x - 1 - blockIdx.x} * kRows;
+    i0 = work.i0;
     q = qh + bh * p.Lq * D;                // dense [B, H, Lq, D]
     k = kh + (b * p.Hkv + hk) * p.Lk * D;  // dense [B, Hkv, Lk, D]
     v = vh + (b * p.Hkv + hk) * p.Lk * D;  // dense [B, Hkv, Lk, D]
@@ -376,8 +393,16 @@ __global__ void __launch_bounds__(kThreads, 1)
 // and the "pingpong" schedule (§3.1): the turn is a pair of named barriers, so the two warpgroups
 // issue their products in alternation and one's softmax (the exponentials, the other bottleneck)
 // runs while the other's products occupy the tensor cores. Both warpgroups walk every key tile of
-// the block (a causal block's diagonal tile is masked for the rows before it), so that the turns
+// the item (a causal item's diagonal tile is masked for the rows before it), so that the turns
 // pair up.
+// Persistent (FlashAttention-3's tile scheduler, static): a block an SM walks items w, w + grid, …
+// (forward_item: 128 rows of one head, every head's last rows first). The ring's buffers are used in
+// key-tile order across its items, Q's buffer once an item:
+//     q_full                  the producer announces Q's bytes; TMA's copy completes them
+//     q_empty                 every consumer thread arrives once its last S = Q Kᵀ of the item is done
+// so that the next item's Q and first key tiles come in while the consumers finish the item's last
+// O += P V and write its rows — what a block a launch paid at every item's start (the fixed cost a
+// block that the H200's figures of 2026-12-04 showed: ~15–18 key tiles' time at d 128).
 constexpr int kWsThreads = 128 * (1 + kWarpgroups);
 // the parity of use n of a buffer in a ring of `stages` (its (n / stages)-th): the phase of its `full`
 // barrier to wait for; the buffer's previous use, released, is the other
@@ -397,8 +422,8 @@ struct WsShape {
   static constexpr int KN = D == 256 ? 64 : 128, Stages = D == 64 ? 4 : 2;
 };
 template <int D, int KN, int Stages>
-constexpr size_t ws_smem_bytes() {  // the tiles, then 1 + 4·Stages mbarriers
-  return smem_bytes<D, KN, Stages>() + 8 * (1 + 4 * Stages);
+constexpr size_t ws_smem_bytes() {  // the tiles, then 2 + 4·Stages mbarriers
+  return smem_bytes<D, KN, Stages>() + 8 * (2 + 4 * Stages);
 }
 
 // The three TMA tensor maps of the forward: q, k and v as the dense T copies [B·H, Lq, D] / [B·Hkv,
@@ -421,13 +446,15 @@ __global__ void __launch_bounds__(kWsThreads, 1)
                           const __grid_constant__ CUtensorMap tv, const T* qh, const T* kh, const T* vh, float* out,
                           float* lse) {
   QKV_DYNAMIC_SHARED(1, smem);
-  // (the dense copies the maps describe, for the block's geometry: only TMA reads them)
-  const Block<T, D, KN> k(p, smem, Stages, qh, kh, vh, /*first_wg=*/1);
-  uint64_t* q_full = reinterpret_cast<uint64_t*>(k.Vs + Stages * D * KN * 2);
+  // (the dense copies the maps describe, for the items' geometry: only TMA reads them)
+  const auto block = [&](int64_t w) { return Block<T, D, KN>(p, smem, Stages, qh, kh, vh, 1, forward_item(p, w)); };
+  const Block<T, D, KN> first = block(blockIdx.x);  // (the buffers' addresses: every item's the same)
+  uint64_t* q_full = reinterpret_cast<uint64_t*>(first.Vs + Stages * D * KN * 2);
   uint64_t *full_k = q_full + 1, *full_v = full_k + Stages, *empty_k = full_v + Stages, *empty_v = empty_k + Stages;
-  auto use = [](int64_t j) { return ring_use(j, Stages); };  // tile j's use of its buffer
+  uint64_t* q_empty = empty_v + Stages;
+  const int64_t n_items = forward_items(p);
   if (threadIdx.x == 0) {
-    mbarrier_init(q_full, 1);
+    mbarrier_init(q_full, 1), mbarrier_init(q_empty, 128 * kWarpgroups);
     for (int s = 0; s < Stages; ++s) {
       mbarrier_init(&full_k[s], 1), mbarrier_init(&full_v[s], 1);
       mbarrier_init(&empty_k[s], 128 * kWarpgroups), mbarrier_init(&empty_v[s], 128 * kWarpgroups);
@@ -436,72 +463,90 @@ __global__ void __launch_bounds__(kWsThreads, 1)
   }
   __syncthreads();  // the last block-wide barrier: the producer's idle threads leave after it
 
+  // The ring's buffers are used in key-tile order across the block's items: `used` counts the tiles
+  // of its items before this one, so that tile j of an item is the ring's use used + j
   if (threadIdx.x < 128) {  // the producer warpgroup
     registers_shrink<kProducerRegisters>();
     if (threadIdx.x != 0) return;
-    const int bh = static_cast<int>(blockIdx.y), bhk = static_cast<int>(k.b * p.Hkv + k.h / (p.H / p.Hkv));
-    mbarrier_arrive_expect_tx(q_full, kRows * D * 2);
-    for (int c = 0; c < D / 64; ++c) tma_load(k.Qs + c * kRows * 128, tq, 64 * c, static_cast<int>(k.i0), bh, q_full);
-    for (int64_t j = 0; j < k.tiles; ++j) {
-      const int s = static_cast<int>(j % Stages);
-      const unsigned free = use(j) ^ 1;
-      const int j0 = static_cast<int>(j * KN);
-      mbarrier_wait(&empty_k[s], free);
-      mbarrier_arrive_expect_tx(&full_k[s], KN * D * 2);
-      for (int c = 0; c < D / 64; ++c) tma_load(k.K(s) + c * KN * 128, tk, 64 * c, j0, bhk, &full_k[s]);
-      mbarrier_wait(&empty_v[s], free);
-      mbarrier_arrive_expect_tx(&full_v[s], KN * D * 2);
-      for (int c = 0; c < D / 64; ++c) tma_load(k.V(s) + c * KN * 128, tv, 64 * c, j0, bhk, &full_v[s]);
+    int64_t used = 0, n = 0;  // n: the block's items so far (Q's buffer's uses)
+    for (int64_t w = blockIdx.x; w < n_items; w += gridDim.x, ++n) {
+      const Block<T, D, KN> k = block(w);
+      const int bh = static_cast<int>(k.b * p.H + k.h), bhk = static_cast<int>(k.b * p.Hkv + k.h / (p.H / p.Hkv));
+      mbarrier_wait(q_empty, ring_use(n, 1) ^ 1);  // the item before read Q for the last time
+      mbarrier_arrive_expect_tx(q_full, kRows * D * 2);
+      for (int c = 0; c < D / 64; ++c) tma_load(k.Qs + c * kRows * 128, tq, 64 * c, static_cast<int>(k.i0), bh, q_full);
+      for (int64_t j = 0; j < k.tiles; ++j) {
+        const int s = static_cast<int>((used + j) % Stages);
+        const unsigned free = ring_use(used + j, Stages) ^ 1;
+        const int j0 = static_cast<int>(j * KN);
+        mbarrier_wait(&empty_k[s], free);
+        mbarrier_arrive_expect_tx(&full_k[s], KN * D * 2);
+        for (int c = 0; c < D / 64; ++c) tma_load(k.K(s) + c * KN * 128, tk, 64 * c, j0, bhk, &full_k[s]);
+        mbarrier_wait(&empty_v[s], free);
+        mbarrier_arrive_expect_tx(&full_v[s], KN * D * 2);
+        for (int c = 0; c < D / 64; ++c) tma_load(k.V(s) + c * KN * 128, tv, 64 * c, j0, bhk, &full_v[s]);
+      }
+      used += k.tiles;
     }
     return;
   }
 
   registers_grow<kConsumerRegisters>();
-  const unsigned mine = 1 + k.wg, other = 2 - k.wg;  // the named barriers of the two warpgroups' turns
-  float o[D / 2], s[KN / 2], alpha[2];
-  float m[2] = {-INFINITY, -INFINITY}, l[2] = {0.f, 0.f};
-  uint32_t pa[KN / 16][4];  // P_{j−1}, rounded, for O += P_{j−1} V_{j−1}
+  const unsigned mine = 1 + first.wg, other = 2 - first.wg;  // the named barriers of the two warpgroups' turns
+  if (first.wg == 0) named_barrier_arrive(mine, 2 * 128);    // the first turn is the first warpgroup's
+  int64_t used = 0, n = 0;
+  for (int64_t w = blockIdx.x; w < n_items; w += gridDim.x, ++n) {
+    const Block<T, D, KN> k = block(w);
+    const auto stage = [&](int64_t j) { return static_cast<int>((used + j) % Stages); };
+    const auto use = [&](int64_t j) { return ring_use(used + j, Stages); };  // tile j's use of its buffer
+    float o[D / 2], s[KN / 2], alpha[2];
+    float m[2] = {-INFINITY, -INFINITY}, l[2] = {0.f, 0.f};
+    uint32_t pa[KN / 16][4];  // P_{j−1}, rounded, for O += P_{j−1} V_{j−1}
 #pragma unroll
-  for (int i = 0; i < D / 2; ++i) o[i] = 0.f;
-  if (k.wg == 0) named_barrier_arrive(mine, 2 * 128);  // the first turn is the first warpgroup's
-  mbarrier_wait(q_full, 0);
-  if (k.tiles > 0) {
-    mbarrier_wait(&full_k[0], 0);
-    named_barrier_sync(mine, 2 * 128);
-    k.issue_scores(s, k.K(0));
-    named_barrier_arrive(other, 2 * 128);
-    wgmma_wait<0>();
-    fence_registers(s);
-    mbarrier_arrive(&empty_k[0]);
-    k.template softmax<General>(s, 0, m, l, alpha);
-    Block<T, D, KN>::pack_probabilities(pa, s);
+    for (int i = 0; i < D / 2; ++i) o[i] = 0.f;
+    mbarrier_wait(q_full, ring_use(n, 1));
+    if (k.tiles == 0) mbarrier_arrive(q_empty);  // (no product reads Q)
+    if (k.tiles > 0) {
+      mbarrier_wait(&full_k[stage(0)], use(0));
+      named_barrier_sync(mine, 2 * 128);
+      k.issue_scores(s, k.K(stage(0)));
+      named_barrier_arrive(other, 2 * 128);
+      wgmma_wait<0>();
+      fence_registers(s);
+      mbarrier_arrive(&empty_k[stage(0)]);
+      if (k.tiles == 1) mbarrier_arrive(q_empty);  // Q read for the last time: the next item's may come in
+      k.template softmax<General>(s, 0, m, l, alpha);
+      Block<T, D, KN>::pack_probabilities(pa, s);
+    }
+    for (int64_t j = 1; j < k.tiles; ++j) {
+      const int sj = stage(j), sv = stage(j - 1);
+      mbarrier_wait(&full_k[sj], use(j));
+      named_barrier_sync(mine, 2 * 128);
+      k.issue_scores(s, k.K(sj));
+      mbarrier_wait(&full_v[sv], use(j - 1));
+      Block<T, D, KN>::issue_packed_values(o, pa, alpha, k.V(sv));
+      named_barrier_arrive(other, 2 * 128);
+      wgmma_wait<1>();  // S_j
+      fence_registers(s);
+      mbarrier_arrive(&empty_k[sj]);
+      if (j == k.tiles - 1) mbarrier_arrive(q_empty);
+      k.template softmax<General>(s, j, m, l, alpha);
+      wgmma_wait<0>();  // O += P_{j−1} V_{j−1}
+      fence_registers(o);
+      mbarrier_arrive(&empty_v[sv]);
+      Block<T, D, KN>::pack_probabilities(pa, s);
+    }
+    if (k.tiles > 0) {  // the last tile's values
+      const int sv = stage(k.tiles - 1);
+      mbarrier_wait(&full_v[sv], use(k.tiles - 1));
+      Block<T, D, KN>::issue_packed_values(o, pa, alpha, k.V(sv));
+      wgmma_wait<0>();
+      fence_registers(o);
+      mbarrier_arrive(&empty_v[sv]);
+    }
+    k.write(o, m, l, out, lse);  // (meanwhile the producer copies the next item's Q and first key tiles)
+    used += k.tiles;
   }
-  for (int64_t j = 1; j < k.tiles; ++j) {
-    const int sj = static_cast<int>(j % Stages), sv = static_cast<int>((j - 1) % Stages);
-    mbarrier_wait(&full_k[sj], use(j));
-    named_barrier_sync(mine, 2 * 128);
-    k.issue_scores(s, k.K(sj));
-    mbarrier_wait(&full_v[sv], use(j - 1));
-    Block<T, D, KN>::issue_packed_values(o, pa, alpha, k.V(sv));
-    named_barrier_arrive(other, 2 * 128);
-    wgmma_wait<1>();  // S_j
-    fence_registers(s);
-    mbarrier_arrive(&empty_k[sj]);
-    k.template softmax<General>(s, j, m, l, alpha);
-    wgmma_wait<0>();  // O += P_{j−1} V_{j−1}
-    fence_registers(o);
-    mbarrier_arrive(&empty_v[sv]);
-    Block<T, D, KN>::pack_probabilities(pa, s);
-  }
-  if (k.tiles > 0) {  // the last tile's values
-    const int sv = static_cast<int>((k.tiles - 1) % Stages);
-    mbarrier_wait(&full_v[sv], use(k.tiles - 1));
-    Block<T, D, KN>::issue_packed_values(o, pa, alpha, k.V(sv));
-    wgmma_wait<0>();
-    fence_registers(o);
-    mbarrier_arrive(&empty_v[sv]);
-  }
-  k.write(o, m, l, out, lse);
 }
 
 // ---- the backward kernel ------------------------------------------------------------------------------
