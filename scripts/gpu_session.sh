@@ -129,12 +129,12 @@ breakdown() {  # every kernel of one attention call (bf16, d = 128, the grid's B
   # Nsight Compute's gpu__time_duration: the pre-passes, the kernels, D_i, dq's zeroing, the autograd's sums —
   # where the forward's fixed cost at L = 2k goes (2026-12-04: 0.49× flash there against 0.79× at 16k) — and
   # at the GPT recipe's shape (B 64, 6 heads, L 256, d 64, causal: 263 / 542 µs a call forward / backward
-  # in its step's profile, ~12 / ~15 TFLOP/s)
+  # in its step's profile, ~12 / ~15 TFLOP/s), without and with the step's dropout (0.2)
   local ncu shape
   ncu=$(ncu_path)
   [ -n "$ncu" ] || { echo "gpu_session: no ncu on this machine"; return; }
   for shape in "2048:-B 8 --heads 16 -L 2048 -d 128" "16384:-B 1 --heads 16 -L 16384 -d 128" \
-               "gpt:-B 64 --heads 6 -L 256 -d 64 --causal"; do
+               "gpt:-B 64 --heads 6 -L 256 -d 64 --causal" "gpt-dropout:-B 64 --heads 6 -L 256 -d 64 --causal --dropout 0.2"; do
     step "breakdown-${shape%%:*}" 120 bash -c "\"$ncu\" --csv --clock-control none --metrics gpu__time_duration.sum \
       bash .gpu/run.sh qkv bench attention --device cuda ${shape#*:} --dtype bf16 --repeats 1 | python3 scripts/ncu_kernels.py"
   done

@@ -58,6 +58,11 @@ TEST(Cli, BenchAttentionJson) {
   EXPECT_EQ(r.code, 0) << r.out;
   for (const char* key : {"\"forward_ms\"", "\"forward_backward_ms\"", "\"gflops\"", "\"peak_extra_mib\""})
     EXPECT_NE(r.out.find(key), std::string::npos) << key << " in " << r.out;
+  // the training step's dropout on the weights (the GPT recipe's shape in gpu_session.sh's breakdown)
+  r = run("bench attention --seq-len 64 --heads 2 --head-dim 16 --causal --dropout 0.2 --json --repeats 1");
+  EXPECT_EQ(r.code, 0) << r.out;
+  EXPECT_NE(r.out.find("\"dropout\": 0.2,"), std::string::npos) << r.out;
+  EXPECT_NE(run("bench attention --dropout 1").code, 0);
 }
 
 TEST(Cli, BenchPagedAttentionJson) {
