@@ -93,6 +93,11 @@ steps() {  # QKV_PROFILE=1: each op's calls, host and GPU time, and the waits, i
   QKV_CUDA_ATTENTION=mma1 QKV_PROFILE=1 step "steps-gpt-bf16-mma-forward" 60 bash .gpu/run.sh qkv train \
     configs/shakespeare-char-gpu.json --device cuda -q -o "/tmp/steps-gpt-bf16-mma-forward" \
     --set train.max_iters=40 --set train.eval_interval=0 --set train.checkpoint_interval=0 --set train.dtype=bf16
+  # and on the persistent warp-specialized forward (2026-12-04's fifth session: a block an SM walking the
+  # step's 768 items of 128 rows, the next item's copies under the last one's writes)
+  QKV_CUDA_ATTENTION=wgmma-ws QKV_PROFILE=1 step "steps-gpt-bf16-ws-forward" 60 bash .gpu/run.sh qkv train \
+    configs/shakespeare-char-gpu.json --device cuda -q -o "/tmp/steps-gpt-bf16-ws-forward" \
+    --set train.max_iters=40 --set train.eval_interval=0 --set train.checkpoint_interval=0 --set train.dtype=bf16
   python3 -c "import gzip; s = [l.split('\t')[0] for l in gzip.open('data/tatoeba-en-fr/fra.txt.gz', 'rt') if l.strip()]; \
 print('\n'.join(s[::len(s) // 500][:500]))" > /tmp/steps-src.txt
   QKV_PROFILE=1 step steps-translate 60 bash .gpu/run.sh qkv translate -m models/en-fr.safetensors -i /tmp/steps-src.txt \
