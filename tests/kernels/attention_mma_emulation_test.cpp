@@ -133,6 +133,11 @@ TEST(AttentionMmaEmulated, TheTensorCorePairMatchesTheCpu) {
   check<__nv_bfloat16, 128, 2>({1, 2, 1, 100, 140, 128, true, 0, false, 0.2f}, seed += 10);  // dropout
   // Lk odd: a row's pairs of keys start on either half of a hash's pair of draws (every other row)
   check<__nv_bfloat16, 64, 1>({1, 2, 2, 90, 101, 64, false, 2, false, 0.1f}, seed += 10);
+  // a scale of the caller's, large enough (scores of a few hundred) that e^(x − m') overflows unless m' is
+  // the rows' largest score: positive, on whole tiles (plain: the scale in the softmax's exponent), and
+  // negative (every tile formed element by element: the max of S is not the max of scale·S)
+  check<__nv_bfloat16, 64, 1>({1, 2, 2, 64, 128, 64, false, 0, false, 0.f, 12.f}, seed += 10);
+  check<__nv_bfloat16, 64, 1>({1, 2, 2, 64, 128, 64, false, 0, false, 0.f, -12.f}, seed += 10);
 }
 
 // Which kernels the dispatch launched: the wgmma forward, the mma.sync one, or the f32 one; the backward

@@ -137,6 +137,12 @@ TEST(AttentionWgmmaEmulated, EveryForwardVariantAndTheBackwardMatchTheCpu) {
   check<__nv_bfloat16, 256>({1, 4, 2, 100, 230, 256, true, 0, false}, Variant::ws, seed += 10);
   check<__nv_bfloat16, 256>({1, 2, 1, 100, 130, 256, false, 2, true, 0.2f}, Variant::ws, seed += 10);
   check<__half, 256>({1, 1, 1, 90, 70, 256, false, 3, false}, Variant::ws, seed += 10);
+  // a scale of the caller's, large enough (scores of a few hundred) that e^(x − m') overflows unless m' is
+  // the rows' largest score: positive on whole tiles (plain: the scale in the softmax's exponent), and
+  // negative (every tile formed element by element: the max of S is not the max of scale·S)
+  check<__nv_bfloat16, 64>({1, 2, 2, 128, 128, 64, false, 0, false, 0.f, 12.f}, Variant::tile64, seed += 10);
+  check<__nv_bfloat16, 128>({1, 2, 2, 128, 256, 128, false, 0, false, 0.f, -12.f}, Variant::overlap, seed += 10);
+  check<__nv_bfloat16, 64>({1, 2, 2, 128, 256, 64, false, 0, false, 0.f, -12.f}, Variant::ws, seed += 10);
 }
 
 // The warp-specialized kernels — their warpgroups meet only at mbarriers and named barriers — in

@@ -219,14 +219,13 @@ __global__ void __launch_bounds__(kThreads)
       }
 
       // s = scale·S + M: element-wise masking only on tiles that need it (a mask, keys past Lk, or
-      // causality cutting through the warp's rows)
-      const bool plain = (!General || p.mask.kind == AttnMask::Kind::none) && j0 + KN <= p.Lk &&
-                         !(p.causal && j0 + KN - 1 > iw);
+      // causality cutting through the warp's rows); a plain tile's scale in the softmax's exponent
+      const bool plain = rows::plain_tile<General>(p, j0, KN, iw);
 #pragma unroll
       for (int mt = 0; mt < MT; ++mt) rows::scale_and_mask<General>(s[mt], p, b, h, row[mt], j0, t, plain);
 #pragma unroll
       for (int mt = 0; mt < MT; ++mt) {
-        rows::online_softmax(s[mt], m[mt], l[mt], o[mt]);  // l sums P before dropout
+        rows::online_softmax(s[mt], m[mt], l[mt], o[mt], rows::score_factor(p, plain));  // l sums P before dropout
         if (General && p.dropout_p > 0.f) rows::drop(s[mt], p, b, h, row[mt], j0, t);
       }
 

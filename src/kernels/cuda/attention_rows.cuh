@@ -34,42 +34,54 @@ struct ForwardBlock {
 // ---- forward: a warp's 16 query rows (row[0] = its lane's row g, row[1] = g + 8) against NT·8 keys
 // from j0 -------------------------------------------------------------------------------------------------
 
-// s = scale·S + M in place: element-wise only where `plain` is false (a mask, keys past Lk, or
-// causality cutting through the rows); without General only keys past Lk and the causal diagonal.
+// Whether a tile of keys [j0, j0 + KN) is plain for rows from `first_row`: no mask (or no General code),
+// no key past Lk, causality not cutting through the rows, and a positive scale — its scores then stay
+// the products S, their scale folded into the softmax's exponent (online_softmax's f), rather than
+// formed element by element (scale_and_mask).
+template <bool General>
+__device__ inline bool plain_tile(const AttnProblem& p, int64_t j0, int KN, int64_t first_row) {
+  return (!General || p.mask.kind == AttnMask::Kind::none) && j0 + KN <= p.Lk &&
+         !(p.causal && j0 + KN - 1 > first_row) && p.scale > 0.f;
+}
+// The factor f of online_softmax for a tile: the scale where the tile is plain (s holds S), else 1 (s
+// holds scale·S + M, scale_and_mask's)
+__device__ inline float score_factor(const AttnProblem& p, bool plain) { return plain ? p.scale : 1.f; }
+
+// s = scale·S + M in place where `plain` is false (a mask, keys past Lk, or causality cutting through
+// the rows; without General only keys past Lk and the causal diagonal); a plain tile's s stays S.
 template <bool General, int NT>
 __device__ inline void scale_and_mask(float (&s)[NT][4], const AttnProblem& p, int64_t b, int64_t h,
                                       const int64_t (&row)[2], int64_t j0, int t, bool plain) {
+  if (plain) return;
 #pragma unroll
   for (int n = 0; n < NT; ++n) {
 #pragma unroll
     for (int e = 0; e < 4; ++e) {
-      if (plain) {
-        s[n][e] *= p.scale;
-      } else {
-        const int64_t i = row[e / 2], jj = j0 + n * 8 + 2 * t + e % 2;
-        if constexpr (General)
-          s[n][e] = i < p.Lq ? masked_score(p, b, h, i, jj, p.scale * s[n][e]) : -INFINITY;
-        else  // keys past Lk and the causal diagonal only
-          s[n][e] = jj < p.Lk && !(p.causal && jj > i) ? p.scale * s[n][e] : -INFINITY;
-      }
+      const int64_t i = row[e / 2], jj = j0 + n * 8 + 2 * t + e % 2;
+      if constexpr (General)
+        s[n][e] = i < p.Lq ? masked_score(p, b, h, i, jj, p.scale * s[n][e]) : -INFINITY;
+      else  // keys past Lk and the causal diagonal only
+        s[n][e] = jj < p.Lk && !(p.causal && jj > i) ? p.scale * s[n][e] : -INFINITY;
     }
   }
 }
 
 // One step of the online softmax of rows g (r = 0) and g + 8 (r = 1), whose NT·8 values lie across a
-// quad's 4 lanes: m' = max(m, rowmax s), s ← P = e^(s − m'), l = l·e^(m − m') + rowsum P (this lane's
-// part), O ·= e^(m − m'). (e^x as 2^(x·log2 e), x = s − m' formed first, so that scores near −FLT_MAX,
-// HuggingFace's additive mask, stay finite.)
+// quad's 4 lanes, for scores x = f·s (f > 0: score_factor): m' = max(m, rowmax x), s ← P = e^(x − m'),
+// l = l·e^(m − m') + rowsum P (this lane's part), O ·= e^(m − m'). (e^y as 2^(y·log2 e), y = f·s − m'
+// formed first — one FFMA, rounded once —, so that scores near −FLT_MAX, HuggingFace's additive mask,
+// stay finite; f·max s = max f·s for f > 0.)
 template <int NT, int ND>
-__device__ inline void online_softmax(float (&s)[NT][4], float (&m)[2], float (&l)[2], float (&o)[ND][4]) {
+__device__ inline void online_softmax(float (&s)[NT][4], float (&m)[2], float (&l)[2], float (&o)[ND][4], float f) {
   float alpha[2], base[2];
 #pragma unroll
   for (int r = 0; r < 2; ++r) {
-    float mx = m[r];
+    float mx = -INFINITY;
 #pragma unroll
     for (int n = 0; n < NT; ++n) mx = fmaxf(mx, fmaxf(s[n][2 * r], s[n][2 * r + 1]));
     mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
     mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
+    mx = fmaxf(m[r], f * mx);
     base[r] = mx == -INFINITY ? 0.f : mx;  // a row that has seen no key yet: 2^(−∞ − 0) = 0
     alpha[r] = exp2f((m[r] - base[r]) * tiles::kLog2e);
     m[r] = mx;
@@ -78,7 +90,7 @@ __device__ inline void online_softmax(float (&s)[NT][4], float (&m)[2], float (&
 #pragma unroll
   for (int n = 0; n < NT; ++n) {
 #pragma unroll
-    for (int e = 0; e < 4; ++e) s[n][e] = exp2f((s[n][e] - base[e / 2]) * tiles::kLog2e);
+    for (int e = 0; e < 4; ++e) s[n][e] = exp2f(fmaf(s[n][e], f, -base[e / 2]) * tiles::kLog2e);
     l[0] += s[n][0] + s[n][1];
     l[1] += s[n][2] + s[n][3];
   }

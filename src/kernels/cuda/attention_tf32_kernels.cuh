@@ -182,11 +182,10 @@ __global__ void __launch_bounds__(kThreads) flash_tf32_forward_kernel(AttnProble
       }
 
       // s = scale·S + M: element-wise masking only on tiles that need it (a mask, keys past Lk, or
-      // causality cutting through the warp's rows)
-      const bool plain = (!General || p.mask.kind == AttnMask::Kind::none) && j0 + KN <= p.Lk &&
-                         !(p.causal && j0 + KN - 1 > iw);
+      // causality cutting through the warp's rows); a plain tile's scale in the softmax's exponent
+      const bool plain = rows::plain_tile<General>(p, j0, KN, iw);
       rows::scale_and_mask<General>(s, p, b, h, row, j0, t, plain);
-      rows::online_softmax(s, m, l, o);  // l sums P before dropout
+      rows::online_softmax(s, m, l, o, rows::score_factor(p, plain));  // l sums P before dropout
       if (General && p.dropout_p > 0.f) rows::drop(s, p, b, h, row, j0, t);
 
       // O += P V_j: each tile of 8 keys' accumulators is the A fragment (keys in kperm order), V_j's

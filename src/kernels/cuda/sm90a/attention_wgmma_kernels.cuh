@@ -147,51 +147,63 @@ struct Block {
     wgmma_commit();
   }
 
-  // P = e^(s − m') of key tile j, in place, with s = scale·S + M (element-wise masking only on tiles
-  // that need it: a mask, keys past Lk, causality cutting through the warpgroup's rows); m and l of
-  // rows g (r = 0) and g + 8 (r = 1) updated (a row's KN values lie across a quad's 4 lanes), alpha =
-  // e^(m − m') for O; dropout's Z/(1−p) applied after l has summed P.
-  template <bool General>
+  // P = e^(x − m') of key tile j, in place, for the scores x = scale·S + M (element-wise masking only on
+  // tiles that need it: a mask, keys past Lk, causality cutting through the warpgroup's rows); m and l
+  // of rows g (r = 0) and g + 8 (r = 1) updated (a row's KN values lie across a quad's 4 lanes), alpha =
+  // e^(m − m') for O; dropout's Z/(1−p) applied after l has summed P. Fold: a plain tile's scale folded
+  // into the exponent (rows::online_softmax's f) — in a copy of the exponentials of its own, the scale
+  // read as the kernel's parameter, so that no register holds a chosen factor (ptxas, sm_90a: the
+  // one-tile kernel's mask code at head dim 64 spills 4 bytes a thread rather than 40; the
+  // warp-specialized kernel's mask code spills 76–100 bytes with either form, none with the scale
+  // multiplied in element by element: it keeps that, Fold false).
+  template <bool General, bool Fold = true>
   __device__ void softmax(float (&s)[KN / 2], int64_t j, float (&m)[2], float (&l)[2], float (&alpha)[2]) const {
     const int64_t j0 = j * KN;
-    const bool plain =
-        (!General || p.mask.kind == AttnMask::Kind::none) && j0 + KN <= p.Lk && !(p.causal && j0 + KN - 1 > iw);
+    const bool plain = rows::plain_tile<General>(p, j0, KN, iw);
+    if (!Fold || !plain) {
 #pragma unroll
-    for (int c = 0; c < KN / 8; ++c) {
+      for (int c = 0; c < KN / 8; ++c) {
 #pragma unroll
-      for (int e = 0; e < 4; ++e) {
-        float& x = s[4 * c + e];
-        if (plain) {
-          x *= p.scale;
-        } else {
+        for (int e = 0; e < 4; ++e) {
+          float& x = s[4 * c + e];
           const int64_t i = row[e / 2], jj = j0 + c * 8 + 2 * t + e % 2;
-          if constexpr (General)
+          if (plain)
+            x *= p.scale;
+          else if constexpr (General)
             x = i < p.Lq ? masked_score(p, b, h, i, jj, p.scale * x) : -INFINITY;
           else  // keys past Lk and the causal diagonal only
             x = jj < p.Lk && !(p.causal && jj > i) ? p.scale * x : -INFINITY;
         }
       }
     }
-    float base[2];
+    // m' = max(m, f·rowmax s), P = e^(f·s − m') with f·s − m' one FFMA (f > 0)
+    const auto exponentiate = [&](float f) {
+      float base[2];
 #pragma unroll
-    for (int r = 0; r < 2; ++r) {
-      float mx = m[r];
+      for (int r = 0; r < 2; ++r) {
+        float mx = -INFINITY;
 #pragma unroll
-      for (int c = 0; c < KN / 8; ++c) mx = fmaxf(mx, fmaxf(s[4 * c + 2 * r], s[4 * c + 2 * r + 1]));
-      mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
-      mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
-      base[r] = mx == -INFINITY ? 0.f : mx;  // a row that has seen no key yet: 2^(−∞ − 0) = 0
-      alpha[r] = exp2f((m[r] - base[r]) * kLog2e);
-      m[r] = mx;
-      l[r] *= alpha[r];
-    }
+        for (int c = 0; c < KN / 8; ++c) mx = fmaxf(mx, fmaxf(s[4 * c + 2 * r], s[4 * c + 2 * r + 1]));
+        mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
+        mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
+        mx = fmaxf(m[r], f * mx);
+        base[r] = mx == -INFINITY ? 0.f : mx;  // a row that has seen no key yet: 2^(−∞ − 0) = 0
+        alpha[r] = exp2f((m[r] - base[r]) * kLog2e);
+        m[r] = mx;
+        l[r] *= alpha[r];
+      }
 #pragma unroll
-    for (int c = 0; c < KN / 8; ++c) {
+      for (int c = 0; c < KN / 8; ++c) {
 #pragma unroll
-      for (int e = 0; e < 4; ++e) s[4 * c + e] = exp2f((s[4 * c + e] - base[e / 2]) * kLog2e);
-      l[0] += s[4 * c] + s[4 * c + 1];  // l sums P before dropout
-      l[1] += s[4 * c + 2] + s[4 * c + 3];
-    }
+        for (int e = 0; e < 4; ++e) s[4 * c + e] = exp2f(fmaf(s[4 * c + e], f, -base[e / 2]) * kLog2e);
+        l[0] += s[4 * c] + s[4 * c + 1];  // l sums P before dropout
+        l[1] += s[4 * c + 2] + s[4 * c + 3];
+      }
+    };
+    if (Fold && plain)
+      exponentiate(p.scale);
+    else
+      exponentiate(1.f);
     if (General && p.dropout_p > 0.f) {  // a lane's two keys of a row, j and j + 1, drawn together
 #pragma unroll
       for (int c = 0; c < KN / 8; ++c)
@@ -515,7 +527,7 @@ __global__ void __launch_bounds__(kWsThreads, 1)
       fence_registers(s);
       mbarrier_arrive(&empty_k[stage(0)]);
       if (k.tiles == 1) mbarrier_arrive(q_empty);  // Q read for the last time: the next item's may come in
-      k.template softmax<General>(s, 0, m, l, alpha);
+      k.template softmax<General, !General>(s, 0, m, l, alpha);
       Block<T, D, KN>::pack_probabilities(pa, s);
     }
     for (int64_t j = 1; j < k.tiles; ++j) {
@@ -530,7 +542,7 @@ __global__ void __launch_bounds__(kWsThreads, 1)
       fence_registers(s);
       mbarrier_arrive(&empty_k[sj]);
       if (j == k.tiles - 1) mbarrier_arrive(q_empty);
-      k.template softmax<General>(s, j, m, l, alpha);
+      k.template softmax<General, !General>(s, j, m, l, alpha);
       wgmma_wait<0>();  // O += P_{j−1} V_{j−1}
       fence_registers(o);
       mbarrier_arrive(&empty_v[sv]);
