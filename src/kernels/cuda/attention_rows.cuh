@@ -180,7 +180,10 @@ __device__ inline bool plain_step(const AttnProblem& p, int64_t j0, int keys, in
 }
 
 // Sᵀ → P = e^(scale·S + M − lse) in place, rowL = the step's lse (−∞ past Lq, or a row that sees no
-// key); element-wise masking only where `plain` is false.
+// key); element-wise masking only where `plain` is false. e^y as 2^(y·log2 e), as the forward's
+// softmax (expf's range reduction cost several instructions an element more), y = scale·S − lse one
+// FFMA on a plain step (its lse finite: every row before Lq sees a key), y = x − lse formed first
+// elsewhere (a score near −FLT_MAX stays finite; masked, −∞ − lse = −∞ and 2^−∞ = 0).
 template <bool General, int NT>
 __device__ inline void probabilities(float (&s)[NT][4], const AttnProblem& p, int64_t b, int64_t h, int64_t i0,
                                      const int64_t (&key)[2], const float* rowL, int t, bool plain) {
@@ -190,17 +193,16 @@ __device__ inline void probabilities(float (&s)[NT][4], const AttnProblem& p, in
     for (int e = 0; e < 4; ++e) {
       const int r = n * 8 + 2 * t + e % 2;
       const float L = rowL[r];
-      float x;
-      if (plain) {
-        x = p.scale * s[n][e];
-      } else if (L == -INFINITY) {
-        x = -INFINITY;
-      } else if constexpr (General) {
-        x = masked_score(p, b, h, i0 + r, key[e / 2], p.scale * s[n][e]);
-      } else {  // keys past Lk and the causal diagonal only
-        x = key[e / 2] < p.Lk && !(p.causal && key[e / 2] > i0 + r) ? p.scale * s[n][e] : -INFINITY;
-      }
-      s[n][e] = x == -INFINITY ? 0.f : expf(x - L);
+      float y;  // scale·S + M − lse: −∞ (P = 0) where masked, and in a row that sees no key
+      if (plain)
+        y = fmaf(p.scale, s[n][e], -L);
+      else if (L == -INFINITY)
+        y = -INFINITY;
+      else if constexpr (General)
+        y = masked_score(p, b, h, i0 + r, key[e / 2], p.scale * s[n][e]) - L;
+      else  // keys past Lk and the causal diagonal only
+        y = key[e / 2] < p.Lk && !(p.causal && key[e / 2] > i0 + r) ? p.scale * s[n][e] - L : -INFINITY;
+      s[n][e] = exp2f(y * tiles::kLog2e);
     }
   }
 }
