@@ -289,7 +289,9 @@ TEST(ActivationKernelsEmulated, ABiasedActivationIsTheAdditionThenTheActivation)
       const std::vector<float> dx = backward_gpu(a, x, dy, drop, bias, keep_cdf ? cdf.data() : nullptr);
       EXPECT_EQ(dx, backward_gpu(a, xb, dy, drop, {}, keep_cdf ? cdf.data() : nullptr));
       // the GPU's gelu keeps no Φ (ops/activation.cpp): computed again, the kept one's bits
-      if (keep_cdf) EXPECT_EQ(dx, backward_gpu(a, x, dy, drop, bias, nullptr)) << "Φ computed in the backward";
+      if (keep_cdf) {
+        EXPECT_EQ(dx, backward_gpu(a, x, dy, drop, bias, nullptr)) << "Φ computed in the backward";
+      }
       std::vector<float> y_c(n), dx_c(n);
       if (a == Act::relu) {
         cpu::relu_forward(x.data(), y_c.data(), n, drop, nullptr, bias.data(), cols);

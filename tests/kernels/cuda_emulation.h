@@ -1196,9 +1196,19 @@ inline int& lt_matmuls() {  // cublasLtMatmul's calls so far (a test tells the e
   static int calls = 0;
   return calls;
 }
-inline bool& lt_refuses() {  // set: cublasLtMatmul answers CUBLAS_STATUS_NOT_SUPPORTED, as a GPU's may
+inline bool& lt_refuses() {  // set: cublasLtMatmul answers lt_refusal(), as a GPU's may
   static bool refuses = false;
   return refuses;
+}
+inline cublasStatus_t& lt_refusal() {  // what a refusing cublasLtMatmul answers (CUBLAS_STATUS_NOT_SUPPORTED)
+  static cublasStatus_t st = CUBLAS_STATUS_NOT_SUPPORTED;
+  return st;
+}
+// Not SUCCESS: what cublasLtMatmulDescSetAttribute answers for the bias's data type (a cuBLASLt older than
+// the attribute, or one that takes no f32 bias with these operands)
+inline cublasStatus_t& lt_bias_type_answer() {
+  static cublasStatus_t st = CUBLAS_STATUS_SUCCESS;
+  return st;
 }
 // The descriptors made and not yet destroyed, by their address (a test sees gemm.cu destroy what it drops)
 inline std::map<const void*, std::shared_ptr<void>>& lt_descriptors() {
@@ -1243,7 +1253,7 @@ inline cublasStatus_t cublas_lt_desc_set(cublasLtMatmulDesc_t d, cublasLtMatmulD
     case CUBLASLT_MATMUL_DESC_EPILOGUE:
       return take(x.epilogue);
     case CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE:
-      return take(x.bias_type);
+      return lt_bias_type_answer() != CUBLAS_STATUS_SUCCESS ? lt_bias_type_answer() : take(x.bias_type);
     case CUBLASLT_MATMUL_DESC_BIAS_POINTER:
       return take(x.bias);
     default:
@@ -1288,7 +1298,7 @@ inline cublasStatus_t cublas_lt_matmul(cublasLtHandle_t, cublasLtMatmulDesc_t d,
                                        cublasLtMatrixLayout_t ld, const cublasLtMatmulAlgo_t*, void* workspace,
                                        size_t workspace_size, cudaStream_t) {
   ++lt_matmuls();
-  if (lt_refuses()) return CUBLAS_STATUS_NOT_SUPPORTED;
+  if (lt_refuses()) return lt_refusal();
   const LtDesc& x = *reinterpret_cast<const LtDesc*>(d);
   const LtLayout &a = *reinterpret_cast<const LtLayout*>(la), &b = *reinterpret_cast<const LtLayout*>(lb),
                  &c = *reinterpret_cast<const LtLayout*>(lc), &o = *reinterpret_cast<const LtLayout*>(ld);

@@ -136,6 +136,51 @@ TEST(GemmLaunchersEmulated, TheBiasInTheEpilogueMatchesTheCpu) {
     EXPECT_LT(rel(got, want), kTf32) << "the refused shape again";
     EXPECT_EQ(qkv::emulation::lt_matmuls() - calls, 1) << "a refused shape asked again";
   }
+  // A cuBLASLt that rejects the problem at the call (an invalid value: a descriptor this version reads
+  // otherwise) or a descriptor itself (the bias's data type): the two passes for that shape, the same
+  // numbers, said once on stderr; a failure of the work itself (execution) is an error
+  namespace em = qkv::emulation;
+  struct Refusal {
+    int64_t rows;
+    cublasStatus_t at_call, at_descriptor;
+    int matmuls;  // cublasLtMatmul's calls for the shape: 1 where the call refused, 0 where a descriptor did
+  };
+  ::testing::internal::CaptureStderr();
+  for (const Refusal r : {Refusal{6, CUBLAS_STATUS_INVALID_VALUE, CUBLAS_STATUS_SUCCESS, 1},
+                          Refusal{7, CUBLAS_STATUS_ARCH_MISMATCH, CUBLAS_STATUS_SUCCESS, 1},
+                          Refusal{8, CUBLAS_STATUS_SUCCESS, CUBLAS_STATUS_INVALID_VALUE, 0},
+                          Refusal{9, CUBLAS_STATUS_SUCCESS, CUBLAS_STATUS_NOT_SUPPORTED, 0}}) {
+    SCOPED_TRACE(::testing::Message() << r.rows << " rows");
+    std::vector<float> want(r.rows * N), got(r.rows * N, NAN);
+    cpu::sgemm_bias(false, true, r.rows, N, K, a.data(), K, b.data(), K, aligned, want.data(), N);
+    em::lt_refuses() = r.at_call != CUBLAS_STATUS_SUCCESS, em::lt_refusal() = r.at_call;
+    em::lt_bias_type_answer() = r.at_descriptor;
+    const int calls = em::lt_matmuls();
+    kc::sgemm_bias(false, true, r.rows, N, K, a.data(), K, b.data(), K, aligned, got.data(), N);
+    em::lt_refuses() = false, em::lt_refusal() = CUBLAS_STATUS_NOT_SUPPORTED;
+    em::lt_bias_type_answer() = CUBLAS_STATUS_SUCCESS;
+    EXPECT_LT(rel(got, want), kTf32) << "after a refusal";
+    got.assign(got.size(), NAN);
+    kc::sgemm_bias(false, true, r.rows, N, K, a.data(), K, b.data(), K, aligned, got.data(), N);
+    EXPECT_LT(rel(got, want), kTf32) << "the refused shape again";
+    EXPECT_EQ(em::lt_matmuls() - calls, r.matmuls) << "a refused shape asked again";
+  }
+  // said once a process (the first refusal other than NOT_SUPPORTED: here, unless a repeat of this test)
+  const std::string said = ::testing::internal::GetCapturedStderr();
+  size_t notes = 0;
+  for (size_t at = said.find("cuBLASLt's bias epilogue refused"); at != std::string::npos;
+       at = said.find("cuBLASLt's bias epilogue refused", at + 1))
+    ++notes;
+  EXPECT_LE(notes, 1u) << said;
+  if (notes == 1) {
+    EXPECT_NE(said.find("refused the call of a 12 x 6 x 17 product"), std::string::npos) << said;
+  }
+  {
+    std::vector<float> out(10 * N);
+    em::lt_refuses() = true, em::lt_refusal() = CUBLAS_STATUS_EXECUTION_FAILED;
+    EXPECT_THROW(kc::sgemm_bias(false, true, 10, N, K, a.data(), K, b.data(), K, aligned, out.data(), N), qkv::Error);
+    em::lt_refuses() = false, em::lt_refusal() = CUBLAS_STATUS_NOT_SUPPORTED;
+  }
   // K = 0: C = bias in every row
   std::vector<float> got(M * N, NAN);
   kc::sgemm_bias(false, false, M, N, 0, a.data(), 1, b.data(), 1, aligned, got.data(), N);

@@ -8,10 +8,12 @@
 #include <cublas_v2.h>
 
 #include <compare>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <map>
 #include <memory>
+#include <mutex>
 #include <optional>
 #include <type_traits>
 #include <vector>
@@ -100,6 +102,20 @@ uint32_t alignment_of(const void* p) {
   return a;
 }
 
+// cuBLASLt declined a bias product — `what` (a descriptor, or the call) answered `st` — so the bias rows
+// and the GEMM onto them serve that shape: said on stderr once a process, unless `st` is NOT_SUPPORTED (a
+// GPU's own answer for a problem it has no kernel for), so that a GPU run shows the epilogue unused.
+void lt_refused(cublasStatus_t st, const char* what, int m, int n, int k) {
+  if (st == CUBLAS_STATUS_NOT_SUPPORTED) return;
+  static std::once_flag told;
+  std::call_once(told, [&] {
+    std::fprintf(stderr,
+                 "qkv: cuBLASLt's bias epilogue refused %s of a %d x %d x %d product (%s): the bias rows "
+                 "and the GEMM serve such linears\n",
+                 what, m, n, k, cublas().status_name(st));
+  });
+}
+
 // A problem's descriptors and the algorithm cuBLASLt's heuristic chose for it, made on its first call and
 // kept (a model's linears repeat a few shapes every step): the heuristic's host time is paid once a shape,
 // where PyTorch's addmm pays it every call. A thread keeps at most kLtPlans — a server's batches of every
@@ -149,32 +165,46 @@ LtPlan& lt_plan(bool bf16, cublasOperation_t op_a, cublasOperation_t op_b, int m
   LtPlan& plan = at->second;
   if (!made) return plan;
   const CublasLtLibrary& lt = cublas_lt();
+  // Each call's status kept until one fails: a cuBLASLt that rejects a descriptor or a preference (one
+  // older than the attributes asked, or a layout it does not take) leaves the plan unusable — the two
+  // passes serve the shape — rather than failing the linear (lt_refused says so once a process)
+  cublasStatus_t failed = CUBLAS_STATUS_SUCCESS;
+  const auto good = [&] { return failed == CUBLAS_STATUS_SUCCESS; };
+  const auto ok = [&](cublasStatus_t st) {
+    if (good()) failed = st;
+    return good();
+  };
   const cublasComputeType_t compute = tf32 ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F;
-  QKV_CUBLAS_CHECK(lt.desc_create(&plan.op, compute, CUDA_R_32F));
   const cublasLtEpilogue_t epilogue = CUBLASLT_EPILOGUE_BIAS;
   const int32_t bias_type = CUDA_R_32F;
-  QKV_CUBLAS_CHECK(lt.desc_set(plan.op, CUBLASLT_MATMUL_DESC_TRANSA, &op_a, sizeof op_a));
-  QKV_CUBLAS_CHECK(lt.desc_set(plan.op, CUBLASLT_MATMUL_DESC_TRANSB, &op_b, sizeof op_b));
-  QKV_CUBLAS_CHECK(lt.desc_set(plan.op, CUBLASLT_MATMUL_DESC_EPILOGUE, &epilogue, sizeof epilogue));
-  QKV_CUBLAS_CHECK(lt.desc_set(plan.op, CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE, &bias_type, sizeof bias_type));
-  QKV_CUBLAS_CHECK(lt.desc_set(plan.op, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias, sizeof bias));
   // the stored matrices: A is m×k (k×m transposed), B k×n (n×k), D m×n
   const cudaDataType ab = bf16 ? CUDA_R_16BF : CUDA_R_32F;
   const bool ta = op_a == CUBLAS_OP_T, tb = op_b == CUBLAS_OP_T;
-  QKV_CUBLAS_CHECK(lt.layout_create(&plan.a, ab, ta ? k : m, ta ? m : k, lda));
-  QKV_CUBLAS_CHECK(lt.layout_create(&plan.b, ab, tb ? n : k, tb ? k : n, ldb));
-  QKV_CUBLAS_CHECK(lt.layout_create(&plan.c, CUDA_R_32F, m, n, ldd));
+  ok(lt.desc_create(&plan.op, compute, CUDA_R_32F)) &&
+      ok(lt.desc_set(plan.op, CUBLASLT_MATMUL_DESC_TRANSA, &op_a, sizeof op_a)) &&
+      ok(lt.desc_set(plan.op, CUBLASLT_MATMUL_DESC_TRANSB, &op_b, sizeof op_b)) &&
+      ok(lt.desc_set(plan.op, CUBLASLT_MATMUL_DESC_EPILOGUE, &epilogue, sizeof epilogue)) &&
+      ok(lt.desc_set(plan.op, CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE, &bias_type, sizeof bias_type)) &&
+      ok(lt.desc_set(plan.op, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias, sizeof bias)) &&
+      ok(lt.layout_create(&plan.a, ab, ta ? k : m, ta ? m : k, lda)) &&
+      ok(lt.layout_create(&plan.b, ab, tb ? n : k, tb ? k : n, ldb)) &&
+      ok(lt.layout_create(&plan.c, CUDA_R_32F, m, n, ldd));
   cublasLtMatmulPreference_t pref = nullptr;
-  QKV_CUBLAS_CHECK(lt.preference_create(&pref));
+  if (good()) ok(lt.preference_create(&pref));
   const std::unique_ptr<std::remove_pointer_t<cublasLtMatmulPreference_t>, decltype(lt.preference_destroy)> held(
-      pref, lt.preference_destroy);  // (the heuristic's alone)
+      pref, lt.preference_destroy);  // (the heuristic's alone; none where it was not made)
   const uint64_t workspace = kLtWorkspace;
-  QKV_CUBLAS_CHECK(lt.preference_set(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &workspace, sizeof workspace));
   const uint32_t align[4] = {align_a, align_b, align_d, align_d};  // (C is D)
   const cublasLtMatmulPreferenceAttributes_t which[4] = {
       CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES,
       CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES};
-  for (int i = 0; i < 4; ++i) QKV_CUBLAS_CHECK(lt.preference_set(pref, which[i], &align[i], sizeof align[i]));
+  if (good()) ok(lt.preference_set(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &workspace, sizeof workspace));
+  for (int i = 0; i < 4 && good(); ++i) ok(lt.preference_set(pref, which[i], &align[i], sizeof align[i]));
+  if (!good()) {
+    lt_refused(failed, "a descriptor", m, n, k);
+    plan.usable = false;
+    return plan;
+  }
   cublasLtMatmulHeuristicResult_t result{};
   int found = 0;
   const cublasStatus_t st =
@@ -208,9 +238,13 @@ bool lt_bias_product(bool bf16, bool trans_a, bool trans_b, int64_t M, int64_t N
   const float one = 1.f, zero = 0.f;
   const cublasStatus_t st = lt.matmul(lt_handle(), plan.op, &one, B, plan.a, A, plan.b, &zero, C, plan.c, C, plan.c,
                                       &plan.algo, workspace ? workspace->p : nullptr, plan.workspace, stream());
-  // an algorithm the heuristic offered and the call then refuses as unsupported: the two passes, for this
-  // shape from now on (nothing was launched); any other failure is an error
-  if (st == CUBLAS_STATUS_NOT_SUPPORTED) return plan.usable = false;
+  // an algorithm the heuristic offered and the call then refuses — unsupported, or a problem this
+  // cuBLASLt rejects (an invalid value, another architecture's algorithm): the two passes, for this shape
+  // from now on (nothing was launched); a failure of the work itself (memory, execution) is an error
+  if (st == CUBLAS_STATUS_NOT_SUPPORTED || st == CUBLAS_STATUS_INVALID_VALUE || st == CUBLAS_STATUS_ARCH_MISMATCH) {
+    lt_refused(st, "the call", m, n, k);
+    return plan.usable = false;
+  }
   if (st != CUBLAS_STATUS_SUCCESS) cublas_fail(st, "cublasLtMatmul", __FILE__, __LINE__);
   return true;
 }
