@@ -26,7 +26,7 @@
 # goes into $OUT/logs.tar as the step ends (the device tool brings back 8 files at most), the last lines
 # of each step (GPU_SESSION_TAIL, 40) to the call's reply.
 set -uo pipefail
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/.." || exit 2
 out=${OUT:-/tmp}
 export PYTHONUNBUFFERED=1
 [ -f .gpu/run.sh ] || { echo "gpu_session: no .gpu/run.sh (bash scripts/gpu_pack.sh here, then carry .gpu)" >&2; exit 2; }
