@@ -93,16 +93,11 @@ __global__ void layer_norm_dx_warp_kernel(const float* x, const float* gamma, co
   const float mu = mean[row], r = rstd[row];
   float xh[P], g[P];
   float sg = 0.f, sgx = 0.f;
-#pragma unroll
-  for (int t = 0; t < P; ++t) {
-    const int64_t j = lane + 32 * t;
-    xh[t] = g[t] = 0.f;
-    if (j >= n) continue;
-    g[t] = dy[at + j] * (gamma ? gamma[j] : 1.f);
-    xh[t] = (x[at + j] - mu) * r;
-    sg += g[t];
-    sgx += g[t] * xh[t];
-  }
+  warp_row_gradient(x, gamma, dy, at, n, lane, xh, g, [&](float& v, float gv) {
+    v = (v - mu) * r;  // x̂
+    sg += gv;
+    sgx += gv * v;
+  });
   sg = warp_sum(sg) / static_cast<float>(n);
   sgx = warp_sum(sgx) / static_cast<float>(n);
 #pragma unroll

@@ -104,6 +104,23 @@ __device__ inline float warp_row(const float* x, const float* res, const Dropout
   return warp_sum(partial);
 }
 
+// The backward's warp row (the norms' dx): g[t] = dy·γ and xv[t] = x of element lane + 32t of the row at
+// `at` (both 0 past n), each element then handed to each(xv[t], g[t]) as it is loaded — the kernel's own
+// sums, and LayerNorm's x̂ in xv's place
+template <int P, class Each>
+__device__ inline void warp_row_gradient(const float* x, const float* gamma, const float* dy, int64_t at, int64_t n,
+                                         int lane, float (&xv)[P], float (&g)[P], Each each) {
+#pragma unroll
+  for (int t = 0; t < P; ++t) {
+    const int64_t j = lane + 32 * t;
+    xv[t] = g[t] = 0.f;
+    if (j >= n) continue;
+    g[t] = dy[at + j] * (gamma ? gamma[j] : 1.f);
+    xv[t] = x[at + j];
+    each(xv[t], g[t]);
+  }
+}
+
 // The backward's counterpart (kernels/residual_gradient.h): element i of the norm's dx is v; writes
 // dx[i] = v + dsum[i] (rounded as the addition of two gradients), dres[i] = drop(dx[i]) and the
 // residual's gradient's bf16 copy.

@@ -77,15 +77,7 @@ __global__ void rms_norm_dx_warp_kernel(const float* x, const float* gamma, cons
   const float r = rstd[row];
   float xv[P], g[P];
   float sgx = 0.f;
-#pragma unroll
-  for (int t = 0; t < P; ++t) {
-    const int64_t j = lane + 32 * t;
-    xv[t] = g[t] = 0.f;
-    if (j >= n) continue;
-    g[t] = dy[at + j] * (gamma ? gamma[j] : 1.f);
-    xv[t] = x[at + j];
-    sgx += g[t] * xv[t] * r;
-  }
+  warp_row_gradient(x, gamma, dy, at, n, lane, xv, g, [&](float v, float gv) { sgx += gv * v * r; });
   sgx = warp_sum(sgx) / static_cast<float>(n);
 #pragma unroll
   for (int t = 0; t < P; ++t) {
