@@ -16,7 +16,8 @@ For each (L, d, causal) of FlashAttention's own benchmark grid (batch·L = 16k t
              consumers in pingpong, persistent; wgmma-backward: with the two-warpgroup wgmma backward;
              wgmma-ws-backward: the warp-specialized forward and backward (TMA producer, two consumers);
              wgmma-ws-blocks: the same, the forward a block an item (not persistent); mma-backward: with the
-             mma.sync backward; mma: the mma.sync pair, with the
+             mma.sync backward; wgmma-backward-rows64, wgmma-ws-backward-rows64: the wgmma backwards in
+             steps of 64 query rows at head dim 64, where 128 is their default; mma: the mma.sync pair, with the
              products' accumulators in registers; wmma:
              QKV_CUDA_ATTENTION=wmma, the first), and with --dtypes f32 each f32 pair of --f32-kernels
              (simt: the CUDA cores; tf32x3: the tensor cores at f32's accuracy, three TF32 products a
@@ -83,6 +84,9 @@ def qkv_row(qkv, B, H, L, d, causal, reps, dtype, kernel="wgmma"):
                               "-L", str(L), "-d", str(d), "--repeats", str(reps), "--dtype", dtype]
     cmd += ["--causal"] if causal else []
     env = dict(os.environ)
+    if kernel.endswith("-rows64"):  # the wgmma backwards in steps of 64 query rows at head dim 64 (128 the default)
+        kernel = kernel[:-len("-rows64")]
+        env["QKV_CUDA_ATTENTION_BACKWARD_ROWS"] = "64"
     if dtype == "f32":
         name = "qkv f32 (CUDA cores)" if kernel == "simt" else "qkv f32 (3xTF32 tensor cores)"
         env["QKV_CUDA_ATTENTION_F32"] = kernel
@@ -108,6 +112,8 @@ def qkv_row(qkv, B, H, L, d, causal, reps, dtype, kernel="wgmma"):
         env["QKV_CUDA_ATTENTION"] = kernel
         if kernel.startswith("mma"):  # the mma.sync pair whole
             env["QKV_CUDA_ATTENTION_BACKWARD"] = "mma"
+    if env.get("QKV_CUDA_ATTENTION_BACKWARD_ROWS"):
+        name += ", 64-row steps"
     out = subprocess.run(cmd, capture_output=True, text=True, env=env)
     if out.returncode != 0:
         return (name + ": " + (out.stderr.strip().splitlines() or ["failed"])[-1][:60], float("nan"), float("nan"))
@@ -123,7 +129,7 @@ def main():
     ap.add_argument("--dtypes", nargs="+", default=["bf16"], choices=["bf16", "f16", "f32"])
     ap.add_argument("--kernels", nargs="+", default=["wgmma"],
                     choices=["wgmma", "wgmma64", "wgmma128", "wgmma-overlap", "wgmma-ws", "wgmma-backward", "wgmma-ws-backward",
-                             "wgmma-ws-blocks", "mma-backward", "mma",
+                             "wgmma-ws-blocks", "mma-backward", "wgmma-backward-rows64", "wgmma-ws-backward-rows64", "mma",
                              "mma1", "mma2", "wmma"],
                     help="qkv's tensor-core kernels to time (wgmma: the forward on Hopper's wgmma, the default on "
                          "an H100/H200, with the backward measured fastest there (QKV_CUDA_ATTENTION_BACKWARD "
@@ -132,7 +138,10 @@ def main():
                          "by a producer warpgroup, two consumers in pingpong); wgmma-backward: the wgmma forward and the wgmma "
                          "backward, QKV_CUDA_ATTENTION_BACKWARD=wgmma; wgmma-ws-backward: the warp-specialized forward (persistent: a block an SM) and "
                          "backward; wgmma-ws-blocks: the same with the forward a block an item "
-                         "(QKV_CUDA_ATTENTION_PERSISTENT=0); mma-backward: the wgmma forward and the mma.sync backward; mma: the mma.sync pair, the "
+                         "(QKV_CUDA_ATTENTION_PERSISTENT=0); mma-backward: the wgmma forward and the mma.sync backward; "
+                         "wgmma-backward-rows64, wgmma-ws-backward-rows64: those backwards in steps of 64 query rows at "
+                         "head dim 64 (QKV_CUDA_ATTENTION_BACKWARD_ROWS=64; 128 the default; timed at head dim 64 "
+                         "alone); mma: the mma.sync pair, the "
                          "default elsewhere; "
                          "mma1, mma2: its forward with one or two m-tiles of query rows a warp; wmma: the first "
                          "pair; QKV_CUDA_ATTENTION)")
@@ -151,7 +160,8 @@ def main():
                 B, H = max(1, 16384 // L), 2048 // d
                 f = flops(B, H, L, d, causal)
                 rows = [qkv_row(a.qkv, B, H, L, d, causal, a.reps, t, kernel)
-                        for t in a.dtypes for kernel in (a.kernels if t != "f32" else a.f32_kernels)]
+                        for t in a.dtypes for kernel in (a.kernels if t != "f32" else a.f32_kernels)
+                        if d == 64 or not kernel.endswith("-rows64")]  # (the same kernels as without, elsewhere)
                 rows += torch_rows(B, H, L, d, causal, a.reps, a.dtypes)
                 print(f"\nL={L} d={d} {'causal' if causal else 'full'} (B={B}, H={H})", flush=True)
                 for name, fwd, fb in rows:

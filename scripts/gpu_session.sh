@@ -81,7 +81,8 @@ steps() {  # QKV_PROFILE=1: each op's calls, host and GPU time, and the waits, i
       --set "train.dtype=$dt"
   done
   # the bf16 step with the wgmma attention backwards (QKV_CUDA_ATTENTION_BACKWARD=wgmma, wgmma-ws), to compare
-  # with steps-gpt-bf16
+  # with steps-gpt-bf16 (mma.sync's at 256 keys): since 2026-12-05 in steps of 128 query rows at head dim 64 —
+  # on 2026-12-04, in steps of 64, 560 and 645 µs a call against mma.sync's 542
   for bwd in wgmma wgmma-ws; do
     QKV_CUDA_ATTENTION_BACKWARD=$bwd QKV_PROFILE=1 step "steps-gpt-bf16-$bwd-backward" 60 bash .gpu/run.sh qkv train \
       configs/shakespeare-char-gpu.json --device cuda -q -o "/tmp/steps-gpt-bf16-$bwd-backward" \
@@ -205,7 +206,7 @@ transformer() {  # qkv train of the translation Transformer on the GPU: tokens/s
     --set train.dtype=bf16
 }
 case "${1:-}" in
-  1) tests; gpt; breakdown; attention wgmma wgmma-backward wgmma-ws-backward wgmma-ws-blocks wgmma-overlap ;;
+  1) tests; gpt; breakdown; attention wgmma wgmma-backward wgmma-ws-backward wgmma-backward-rows64 wgmma-ws-blocks wgmma-overlap ;;
   2) profile; steps; transformer; serve; loss ;;
   tests | gpt | translate | attention | attention_f32 | training | steps | breakdown | profile | serve | transformer | paged | loss | curve) "$@" ;;
   sanitize) step sanitize 400 bash .gpu/run.sh sanitize "${2:-Cuda.Bf16*}" ;;

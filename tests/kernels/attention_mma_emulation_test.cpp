@@ -141,11 +141,11 @@ TEST(AttentionMmaEmulated, TheTensorCorePairMatchesTheCpu) {
 }
 
 // Which kernels the dispatch launched: the wgmma forward, the mma.sync one, or the f32 one; the backward
-// likewise, and the two wgmma backwards
+// likewise, and the two wgmma backwards at steps of R query rows (by default the head dim's)
 struct Taken {
   bool wgmma_forward, mma_forward, mma_backward, f32_forward, f32_backward, wgmma_backward = false, ws_backward = false;
 };
-template <typename T, int D>
+template <typename T, int D, int R = kc::kBwdRows<D>>
 Taken taken(bool general) {
   namespace mp = kc::mma_pair;
   const bool g = general;
@@ -158,13 +158,15 @@ Taken taken(bool general) {
               em::launched(g ? mp::flash_mma_forward_kernel<T, D, 1, 64, true>
                              : mp::flash_mma_forward_kernel<T, D, 1, 64, false>),
           em::launched(g ? mp::flash_mma_backward_kernel<T, D, true> : mp::flash_mma_backward_kernel<T, D, false>),
-          f32_forward_launched() || em::launched(kc::tf32_pair::flash_tf32_forward_kernel < D, D == 128 ? 32 : 64, false >) ||
+          f32_forward_launched() ||
+              em::launched(kc::tf32_pair::flash_tf32_forward_kernel < D, D == 128 ? 32 : 64, false >) ||
               em::launched(kc::tf32_pair::flash_tf32_forward_kernel < D, D == 128 ? 32 : 64, true >),
           em::launched(kc::flash_dq_kernel) || em::launched(kc::tf32_pair::flash_tf32_backward_kernel<D, false>) ||
               em::launched(kc::tf32_pair::flash_tf32_backward_kernel<D, true>),
-          em::launched(g ? kc::flash_wgmma_backward_kernel<T, D, true> : kc::flash_wgmma_backward_kernel<T, D, false>),
-          em::launched(g ? kc::flash_wgmma_ws_backward_kernel<T, D, true>
-                         : kc::flash_wgmma_ws_backward_kernel<T, D, false>)};
+          em::launched(g ? kc::flash_wgmma_backward_kernel<T, D, R, true>
+                         : kc::flash_wgmma_backward_kernel<T, D, R, false>),
+          em::launched(g ? kc::flash_wgmma_ws_backward_kernel<T, D, R, true>
+                         : kc::flash_wgmma_ws_backward_kernel<T, D, R, false>)};
 }
 
 TEST(AttentionMmaEmulated, EachGpuTakesItsKernels) {
@@ -209,6 +211,19 @@ TEST(AttentionMmaEmulated, EachGpuTakesItsKernels) {
     expect_near(e, run<__nv_bfloat16>(e), 2e-2);
     const Taken t = taken<__nv_bfloat16, 64>(false);
     EXPECT_TRUE(t.wgmma_forward && t.wgmma_backward && !t.mma_backward && !t.ws_backward && !t.f32_backward);
+    EXPECT_FALSE((taken<__nv_bfloat16, 64, 64>(false).wgmma_backward)) << "steps of 128 rows at head dim 64";
+    // QKV_CUDA_ATTENTION_BACKWARD_ROWS=64: steps of 64 rows, in either wgmma backward
+    const qt::ScopedEnv rows("QKV_CUDA_ATTENTION_BACKWARD_ROWS", "64");
+    for (const char* backward : {"wgmma", "wgmma-ws"}) {
+      SCOPED_TRACE(::testing::Message() << "QKV_CUDA_ATTENTION_BACKWARD_ROWS=64, " << backward);
+      const qt::ScopedEnv b("QKV_CUDA_ATTENTION_BACKWARD", backward);
+      em::device().launched.clear();
+      expect_near(e, run<__nv_bfloat16>(e), 2e-2);
+      const Taken t64 = taken<__nv_bfloat16, 64, 64>(false), t128 = taken<__nv_bfloat16, 64, 128>(false);
+      EXPECT_EQ(t64.wgmma_backward, backward[5] == 0);
+      EXPECT_EQ(t64.ws_backward, backward[5] != 0);
+      EXPECT_FALSE(t128.wgmma_backward || t128.ws_backward);
+    }
   }
   // QKV_CUDA_ATTENTION=wmma: the WMMA pair on either GPU (dq zeroed and D_i made by the dispatch)
   for (bool a100 : {false, true}) {

@@ -96,11 +96,11 @@ void forward(const AttnProblem& p, float* out, float* lse, cudaStream_t s) {
   }
 }
 
-template <typename T, int D, bool General>
+template <typename T, int D, int R, bool General>
 void launch_backward(const AttnProblem& p, const T* qh, const T* gh, const T* kh, const T* vh, const float* lse,
                      const float* Dsum, float* dq, float* dk, float* dv, cudaStream_t s) {
-  constexpr size_t bytes = backward_smem_bytes<D>();
-  auto* kernel = flash_wgmma_backward_kernel<T, D, General>;
+  constexpr size_t bytes = backward_smem_bytes<D, R>();
+  auto* kernel = flash_wgmma_backward_kernel<T, D, R, General>;
   QKV_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(bytes)));
   const dim3 grid(static_cast<unsigned>((p.Lk + kBwdKeys - 1) / kBwdKeys), static_cast<unsigned>(p.B * p.Hkv));
   QKV_LAUNCH(grid, kBwdThreads, bytes, s, kernel)(p, qh, gh, kh, vh, lse, Dsum, dq, dk, dv);
@@ -108,13 +108,13 @@ void launch_backward(const AttnProblem& p, const T* qh, const T* gh, const T* kh
 }
 
 // The warp-specialized backward: its tensor maps over the pre-pass's copies, then the kernel (3 warpgroups).
-template <typename T, int D, bool General>
+template <typename T, int D, int R, bool General>
 void launch_ws_backward(const AttnProblem& p, const T* qh, const T* gh, const T* kh, const T* vh, const float* lse,
                         const float* Dsum, float* dq, float* dk, float* dv, cudaStream_t s) {
-  constexpr size_t bytes = ws_backward_smem_bytes<D>();
+  constexpr size_t bytes = ws_backward_smem_bytes<D, R>();
   BackwardMaps maps;
-  encode_backward_maps<T, D>(maps, p, qh, gh, kh, vh);
-  auto* kernel = flash_wgmma_ws_backward_kernel<T, D, General>;
+  encode_backward_maps<T, D, R>(maps, p, qh, gh, kh, vh);
+  auto* kernel = flash_wgmma_ws_backward_kernel<T, D, R, General>;
   QKV_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(bytes)));
   const dim3 grid(static_cast<unsigned>((p.Lk + kBwdKeys - 1) / kBwdKeys), static_cast<unsigned>(p.B * p.Hkv));
   QKV_LAUNCH(grid, kBwdWsThreads, bytes, s, kernel)(p, maps, lse, Dsum, dq, dk, dv);
@@ -142,6 +142,8 @@ void launch_backward256(const AttnProblem& p, const T* qh, const T* gh, const T*
 //   head dim 64, fewer keys: mma.sync — the GPT's step (256 keys, causal, dropout) 542 µs a call
 //   against wgmma's 560 and wgmma-ws's 645;
 //   head dim 256: its own kernel (backward256), whatever the name (mma.sync has none there).
+// (The wgmma backwards at head dim 64 were timed in steps of 64 query rows; since 2026-12-05 they take
+// 128 — kBwdRows — not yet timed: the choice at 64 stands until a GPU shows where they now win.)
 enum class Backward { mma, wgmma, ws };
 Backward backward_kernel(const AttnProblem& p) {
   const char* e = std::getenv("QKV_CUDA_ATTENTION_BACKWARD");
@@ -157,6 +159,21 @@ Backward backward_kernel(const AttnProblem& p) {
 bool dq_rows_on_16_bytes(const AttnProblem& p, const float* dq) {
   const HeadLayout& l = p.dq_l;
   return reinterpret_cast<uintptr_t>(dq) % 16 == 0 && l.sb % 4 == 0 && l.sh % 4 == 0 && l.sl % 4 == 0;
+}
+
+// Steps of 64 query rows at head dim 64 (QKV_CUDA_ATTENTION_BACKWARD_ROWS=64), where 128 is the default
+// (kBwdRows): to compare the two on a GPU
+bool backward_rows_64() {
+  const char* e = std::getenv("QKV_CUDA_ATTENTION_BACKWARD_ROWS");
+  return e && std::strcmp(e, "64") == 0;
+}
+
+// The two-warpgroup or the warp-specialized kernel at steps of R query rows, the mask code or not
+template <typename T, int D, int R>
+auto pick_backward(const AttnProblem& p, const float* dq, bool general) {
+  if (backward_kernel(p) == Backward::ws && dq_rows_on_16_bytes(p, dq))
+    return general ? launch_ws_backward<T, D, R, true> : launch_ws_backward<T, D, R, false>;
+  return general ? launch_backward<T, D, R, true> : launch_backward<T, D, R, false>;
 }
 
 // The backward's pre-pass — q, dO, k, v rounded to dense T rows, which its kernels read both K-major
@@ -176,9 +193,10 @@ void backward(const AttnProblem& p, const float* out, const float* lse, const fl
   const bool general = attention_general_code(p);
   auto* run = [&] {
     if constexpr (D == 256) return general ? launch_backward256<T, true> : launch_backward256<T, false>;
-    else if (backward_kernel(p) == Backward::ws && dq_rows_on_16_bytes(p, dq))
-      return general ? launch_ws_backward<T, D, true> : launch_ws_backward<T, D, false>;
-    else return general ? launch_backward<T, D, true> : launch_backward<T, D, false>;
+    else if constexpr (D == 64)
+      return backward_rows_64() ? pick_backward<T, D, 64>(p, dq, general) : pick_backward<T, D, 128>(p, dq, general);
+    else
+      return pick_backward<T, D, kBwdRows<D>>(p, dq, general);
   }();
   run(p, qh, gh, kh, vh, lse, Dsum, dq, dk, dv, s);
 }

@@ -569,41 +569,50 @@ __global__ void __launch_bounds__(kWsThreads, 1)
 // over its rows (dV, dK: B = dO_i, Q_i N-major; dQ: B = K N-major).
 //
 // Block: 2 warpgroups (256 threads), 128 keys (64 a warpgroup, the M = 64 rows of its products), for
-// one key/value head: every query head h of its group, its rows in steps of 64 (causal: from the
-// block's first key). Per step i and warpgroup w:
-//     Sᵀ  = K_w Q_iᵀ                              wgmma m64n64k16, A, B from shared memory, D/16 steps
+// one key/value head: every query head h of its group, its rows in steps of R (causal: from the
+// block's first key) — R = 128 at head dim 64, 64 at 128 (FlashAttention-2's and -3's tiles: at head
+// dim 64 a step of 64 rows did half the products' work for the same waits, barriers and dQ rows;
+// QKV_CUDA_ATTENTION_BACKWARD_ROWS=64 keeps 64 there, to compare). Per step i and warpgroup w:
+//     Sᵀ  = K_w Q_iᵀ                              wgmma m64nRk16, A, B from shared memory, D/16 steps
 //     P   = e^(scale·S + M − lse_i),  W = P ∘ Z/(1−p)
 //     dPᵀ = V_w dO_iᵀ                             (issued before dV's product, waited for after it)
 //     dV_w += Wᵀ dO_i                            wgmma m64nDk16, A (W, rounded to T) from registers, B = dO_i
 //                                                (N-major)
 //     dS' = scale · P ∘ (dP ∘ Z/(1−p) − D_i)
 //     dK_w += dS'ᵀ Q_i                           A (dS') from registers, B = Q_i (N-major)
-// then dS' into shared memory as dS' [64 rows][128 keys] (swizzled, each thread its elements), and
-//     dQ_i[:, w·D/2 …] += dS' K                  wgmma m64n(D/2)k16 over the block's 128 keys, B = K's dims
-//                                                w·D/2 … (N-major)
+// then dS' into shared memory as dS' [R rows][128 keys] (swizzled, each thread its elements), and
+//     dQ_i += dS' K                              over the block's 128 keys, B = K N-major; the warpgroups
+//                                                split dQ_i [R, D]: at R = 64 by its dims (m64n(D/2)), at
+//                                                R = 128 by its rows (m64nD, rows 64·w …)
 // added into dq with f32 atomics (the order of the key blocks sets dq's last bits, as the mma.sync
 // backward's). dK and dV stay in registers until the block's last step; the next step's tiles are
 // copied in under dQ's product.
-constexpr int kBwdKeys = 128;     // keys a block
-constexpr int kBwdRows = 64;      // query rows a step
+constexpr int kBwdKeys = 128;          // keys a block
 constexpr int kBwdThreads = kThreads;  // two warpgroups (copy_rows strides by kThreads)
-
+// query rows a step at head dim D, unless QKV_CUDA_ATTENTION_BACKWARD_ROWS=64 (the launchers)
 template <int D>
+constexpr int kBwdRows = D == 64 ? 128 : 64;
+
+template <int D, int R>
 constexpr size_t backward_smem_bytes() {
   // K, V (keys); Q, dO (the step's rows); dS' (rows × keys), all T; lse and D_i of the step's rows; 1024
   // to align the base
-  return 1024 + 2 * (2 * size_t{kBwdKeys} * D + 2 * size_t{kBwdRows} * D + size_t{kBwdRows} * kBwdKeys) +
-         2 * sizeof(float) * kBwdRows;
+  return 1024 + 2 * (2 * size_t{kBwdKeys} * D + 2 * size_t{R} * D + size_t{R} * kBwdKeys) + 2 * sizeof(float) * R;
 }
 
 // What a backward warpgroup knows of its block — its key/value head, its 64 keys, the lane — and the
-// products and element-wise steps of one step, shared by both backward kernels. Per step i (query head
-// h, rows i0 …): Sᵀ and dPᵀ are accumulators [8 n-tiles][4]: s[n][e] is key key[e / 2], row i0 + n·8
-// + 2t + e % 2.
-template <typename T, int D, bool General>
+// products and element-wise steps of one step of R query rows, shared by both backward kernels. Per
+// step i (query head h, rows i0 …): Sᵀ and dPᵀ are accumulators [R/8 n-tiles][4]: s[n][e] is key
+// key[e / 2], row i0 + n·8 + 2t + e % 2.
+template <typename T, int D, int R, bool General>
 struct BackwardWarpgroup {
+  static_assert(R == 64 || R == 128, "a backward step is 64 or 128 query rows");
+  // dQ_i [R, D] split between the warpgroups: 64 rows from dq_row0 (0 at R = 64, 64·w at 128), kDqDims
+  // dims from dq_dim0 (D/2 from (D/2)·w at R = 64, all D at 128)
+  static constexpr int kDqDims = R * D / 128;
   const AttnProblem& p;
   int wg, warp, g, t;
+  int dq_row0, dq_dim0;
   int64_t b, hk, j0;
   int64_t key[2];  // this thread's keys
   bool dropout;
@@ -612,6 +621,7 @@ struct BackwardWarpgroup {
   __device__ BackwardWarpgroup(const AttnProblem& pp, int first_wg) : p(pp) {
     wg = static_cast<int>(threadIdx.x / 128) - first_wg, warp = threadIdx.x % 128 / 32;
     g = threadIdx.x % 32 / 4, t = threadIdx.x % 4;
+    dq_row0 = wg * (R - 64), dq_dim0 = R == 64 ? wg * (D / 2) : 0;
     const int64_t bhk = blockIdx.y;
     b = bhk / p.Hkv, hk = bhk % p.Hkv;
     j0 = int64_t{blockIdx.x} * kBwdKeys;
@@ -619,17 +629,17 @@ struct BackwardWarpgroup {
     dropout = General && p.dropout_p > 0.f;
   }
   // the block's steps in order, f(h, i0, n): every query head of the key head's group, its rows from
-  // the first (causal: the block's first key; rows before it see none of these keys) in steps of 64
+  // the first (causal: the block's first key; rows before it see none of these keys) in steps of R
   template <typename F>
   __device__ void for_each_step(F&& f) const {
     const int64_t group = p.H / p.Hkv, first_i0 = p.causal ? j0 : 0;
     int64_t n = 0;
     for (int64_t h = hk * group; h < (hk + 1) * group; ++h)
-      for (int64_t i0 = first_i0; i0 < p.Lq; i0 += kBwdRows) f(h, i0, n++);
+      for (int64_t i0 = first_i0; i0 < p.Lq; i0 += R) f(h, i0, n++);
   }
   // whether the step's P needs no element-wise masking: no mask, all keys before Lk, all rows before
   // Lq, causality not cutting through the block
-  __device__ bool plain(int64_t i0) const { return rows::plain_step<General>(p, j0, kBwdKeys, i0, kBwdRows); }
+  __device__ bool plain(int64_t i0) const { return rows::plain_step<General>(p, j0, kBwdKeys, i0, R); }
   // Z/(1−p) of element (n, e) of the step's accumulators; 1 without dropout
   __device__ float z(int64_t h, int64_t i0, int n, int e) const {
     return dropout ? keep(p, b, h, i0 + n * 8 + 2 * t + e % 2, key[e / 2]) : 1.f;
@@ -644,26 +654,25 @@ struct BackwardWarpgroup {
   }
 
   // acc = X_w Yᵀ over the dims, issued and committed as one group: X_w the warpgroup's 64 rows of a
-  // key tile (K or V, [D/64][128][64]), Y the step's 64 rows (Q or dO, [D/64][64][64])
-  __device__ void issue_keys_times_rows(float (&acc)[kBwdRows / 2], const unsigned char* X,
-                                        const unsigned char* Y) const {
+  // key tile (K or V, [D/64][128][64]), Y the step's R rows (Q or dO, [D/64][R][64])
+  __device__ void issue_keys_times_rows(float (&acc)[R / 2], const unsigned char* X, const unsigned char* Y) const {
     fence_registers(acc);
     wgmma_fence();
 #pragma unroll
     for (int kk = 0; kk < D / 16; ++kk)
-      wgmma_ss<T, kBwdRows>(acc, smem_descriptor(X + (kk / 4) * kBwdKeys * 128 + wg * 64 * 128 + (kk % 4) * 32),
-                            smem_descriptor(Y + (kk / 4) * kBwdRows * 128 + (kk % 4) * 32), kk > 0);
+      wgmma_ss<T, R>(acc, smem_descriptor(X + (kk / 4) * kBwdKeys * 128 + wg * 64 * 128 + (kk % 4) * 32),
+                     smem_descriptor(Y + (kk / 4) * R * 128 + (kk % 4) * 32), kk > 0);
     wgmma_commit();
   }
 
   // dV_w += Wᵀ dO_i, W = P ∘ Z/(1−p): W's accumulators for rows 16kk… are the A fragment (rounded to
-  // T), B = dO_i ([D/64][64][64]) read N-major — 16 of its rows a step (+2048 bytes), its 64-dim column
-  // blocks 8 KB apart; issued and committed as one group
-  __device__ void issue_values_gradient(float (&dVf)[D / 2], const float (&s)[kBwdRows / 8][4], int64_t h, int64_t i0,
+  // T), B = dO_i ([D/64][R][64]) read N-major — 16 of its rows a step (+2048 bytes), its 64-dim column
+  // blocks R·128 bytes apart; issued and committed as one group
+  __device__ void issue_values_gradient(float (&dVf)[D / 2], const float (&s)[R / 8][4], int64_t h, int64_t i0,
                                         const unsigned char* G) const {
-    uint32_t wa[kBwdRows / 16][4];
+    uint32_t wa[R / 16][4];
 #pragma unroll
-    for (int kk = 0; kk < kBwdRows / 16; ++kk) {
+    for (int kk = 0; kk < R / 16; ++kk) {
       const int n0 = 2 * kk, n1 = 2 * kk + 1;
       wa[kk][0] = pack2<T>(s[n0][0] * z(h, i0, n0, 0), s[n0][1] * z(h, i0, n0, 1));
       wa[kk][1] = pack2<T>(s[n0][2] * z(h, i0, n0, 2), s[n0][3] * z(h, i0, n0, 3));
@@ -673,21 +682,20 @@ struct BackwardWarpgroup {
     fence_registers(dVf);
     wgmma_fence();
 #pragma unroll
-    for (int kk = 0; kk < kBwdRows / 16; ++kk)
-      wgmma_rs<T, D, 1>(dVf, wa[kk], smem_descriptor_mn(G + kk * 2048, kBwdRows * 128));
+    for (int kk = 0; kk < R / 16; ++kk) wgmma_rs<T, D, 1>(dVf, wa[kk], smem_descriptor_mn(G + kk * 2048, R * 128));
     wgmma_commit();
   }
 
-  // dS' → shared memory [row][key] (dS: [2][64][64], column block wg: the warpgroup's keys), then
+  // dS' → shared memory [row][key] (dS: [2][R][64], column block wg: the warpgroup's keys), then
   // dK_w += dS'ᵀ Q_i (as dV, B = Q_i N-major), issued and committed as one group. The stores come
   // first: a wgmma's A registers may not be read until a wait_group retires it (PTX ISA,
   // wgmma.wait_group: "undefined behavior"; FlashAttention-3's backward stores dS before its dK product).
   // The emulation reads A at the issue and cannot tell the orders apart.
-  __device__ void issue_keys_gradient(float (&dKf)[D / 2], const float (&dp)[kBwdRows / 8][4],
-                                      const unsigned char* Q, unsigned char* dS) const {
-    uint32_t da[kBwdRows / 16][4];
+  __device__ void issue_keys_gradient(float (&dKf)[D / 2], const float (&dp)[R / 8][4], const unsigned char* Q,
+                                      unsigned char* dS) const {
+    uint32_t da[R / 16][4];
 #pragma unroll
-    for (int kk = 0; kk < kBwdRows / 16; ++kk) {
+    for (int kk = 0; kk < R / 16; ++kk) {
       const int n0 = 2 * kk, n1 = 2 * kk + 1;
       da[kk][0] = pack2<T>(dp[n0][0], dp[n0][1]);
       da[kk][1] = pack2<T>(dp[n0][2], dp[n0][3]);
@@ -695,61 +703,61 @@ struct BackwardWarpgroup {
       da[kk][3] = pack2<T>(dp[n1][2], dp[n1][3]);
     }
 #pragma unroll
-    for (int kk = 0; kk < kBwdRows / 16; ++kk)
+    for (int kk = 0; kk < R / 16; ++kk)
 #pragma unroll
       for (int e = 0; e < 8; ++e) {  // register e / 2's half e % 2: row r of the step, key c of the warpgroup's
         const int r = 16 * kk + 2 * t + e % 2 + 8 * (e / 4), c = 16 * warp + g + 8 * (e / 2 % 2);
         const uint16_t bits = static_cast<uint16_t>(da[kk][e / 2] >> (16 * (e % 2)));
-        *reinterpret_cast<uint16_t*>(dS + wg * kBwdRows * 128 + swizzled(r, c / 8) + (c % 8) * 2) = bits;
+        *reinterpret_cast<uint16_t*>(dS + wg * R * 128 + swizzled(r, c / 8) + (c % 8) * 2) = bits;
       }
     fence_registers(dKf);
     wgmma_fence();
 #pragma unroll
-    for (int kk = 0; kk < kBwdRows / 16; ++kk)
-      wgmma_rs<T, D, 1>(dKf, da[kk], smem_descriptor_mn(Q + kk * 2048, kBwdRows * 128));
+    for (int kk = 0; kk < R / 16; ++kk) wgmma_rs<T, D, 1>(dKf, da[kk], smem_descriptor_mn(Q + kk * 2048, R * 128));
     wgmma_commit();
   }
 
-  // dQ_i[:, wg·D/2 …] = dS' K over the block's 128 keys: A = dS' (64 rows), B = K ([D/64][128][64]) read
-  // N-major from dim wg·D/2 — at head dim 64 the warpgroup's 32 dims start 64 bytes into the swizzled
-  // rows — 16 keys a step (+2048 bytes); issued and committed as one group. acc: the warp's rows
-  // 16·warp …, as add_dq takes them
-  __device__ void issue_rows_gradient(float (&acc)[D / 16][4], const unsigned char* dS, const unsigned char* K) const {
-    float(&accf)[D / 4] = *reinterpret_cast<float(*)[D / 4]>(&acc[0][0]);
+  // The warpgroup's part of dQ_i = dS' K over the block's 128 keys: A = dS' rows dq_row0 … + 63, B = K
+  // ([D/64][128][64]) read N-major from dim dq_dim0 — at R = 64 and head dim 64 the warpgroup's 32 dims
+  // start 64 bytes into the swizzled rows — 16 keys a step (+2048 bytes); issued and committed as one
+  // group. acc: the warp's rows dq_row0 + 16·warp …, dims dq_dim0 …, as add_dq takes them
+  __device__ void issue_rows_gradient(float (&acc)[kDqDims / 8][4], const unsigned char* dS,
+                                      const unsigned char* K) const {
+    float(&accf)[kDqDims / 2] = *reinterpret_cast<float(*)[kDqDims / 2]>(&acc[0][0]);
     fence_registers(accf);
     wgmma_fence();
 #pragma unroll
     for (int kk = 0; kk < kBwdKeys / 16; ++kk)
-      wgmma_ss<T, D / 2, 0, 1>(accf, smem_descriptor(dS + (kk / 4) * kBwdRows * 128 + (kk % 4) * 32),
-                               smem_descriptor_mn(K + (wg * D / 2 / 64) * kBwdKeys * 128 + (wg * D / 2 % 64) * 2 +
-                                                      kk * 2048,
-                                                  kBwdKeys * 128),
-                               kk > 0);
+      wgmma_ss<T, kDqDims, 0, 1>(
+          accf, smem_descriptor(dS + (kk / 4) * R * 128 + dq_row0 * 128 + (kk % 4) * 32),
+          smem_descriptor_mn(K + (dq_dim0 / 64) * kBwdKeys * 128 + (dq_dim0 % 64) * 2 + kk * 2048, kBwdKeys * 128),
+          kk > 0);
     wgmma_commit();
   }
 };
 
-template <typename T, int D, bool General>
+template <typename T, int D, int R, bool General>
 __global__ void __launch_bounds__(kBwdThreads, 1)
     flash_wgmma_backward_kernel(AttnProblem p, const T* qh, const T* gh, const T* kh, const T* vh, const float* lse,
                                 const float* Dsum, float* dq, float* dk, float* dv) {
+  using Warpgroup = BackwardWarpgroup<T, D, R, General>;
   QKV_DYNAMIC_SHARED(1, smem);
   unsigned char* Ks = smem + ((1024 - smem_address(smem) % 1024) % 1024);  // [D/64][128][64]
   unsigned char* Vs = Ks + kBwdKeys * D * 2;                                // [D/64][128][64]
-  unsigned char* Qs = Vs + kBwdKeys * D * 2;                                // [D/64][64][64]
-  unsigned char* Gs = Qs + kBwdRows * D * 2;                                // [D/64][64][64]  dO
-  unsigned char* dSs = Gs + kBwdRows * D * 2;                               // [2][64][64]  dS'
-  float* rowL = reinterpret_cast<float*>(dSs + kBwdRows * kBwdKeys * 2);   // [64] lse
-  float* rowD = rowL + kBwdRows;                                            // [64] D_i
+  unsigned char* Qs = Vs + kBwdKeys * D * 2;                                // [D/64][R][64]
+  unsigned char* Gs = Qs + R * D * 2;                                       // [D/64][R][64]  dO
+  unsigned char* dSs = Gs + R * D * 2;                                      // [2][R][64]  dS'
+  float* rowL = reinterpret_cast<float*>(dSs + R * kBwdKeys * 2);           // [R] lse
+  float* rowD = rowL + R;                                                   // [R] D_i
 
-  const BackwardWarpgroup<T, D, General> w(p, 0);
+  const Warpgroup w(p, 0);
   const int64_t bhk = blockIdx.y, b = w.b;
   copy_rows<T, D>(Ks, kh + bhk * p.Lk * D, w.j0, p.Lk, kBwdKeys);
   copy_rows<T, D>(Vs, vh + bhk * p.Lk * D, w.j0, p.Lk, kBwdKeys);
   cp_async_commit();
 
   float dK[D / 8][4], dV[D / 8][4];  // the warpgroup's 64 keys × D: this thread's keys key[0], key[1]
-  BackwardWarpgroup<T, D, General>::zero(dK, dV);
+  Warpgroup::zero(dK, dV);
   float(&dKf)[D / 2] = *reinterpret_cast<float(*)[D / 2]>(&dK[0][0]);  // as wgmma's accumulators
   float(&dVf)[D / 2] = *reinterpret_cast<float(*)[D / 2]>(&dV[0][0]);
 
@@ -758,21 +766,21 @@ __global__ void __launch_bounds__(kBwdThreads, 1)
   const int64_t first_i0 = p.causal ? w.j0 : 0, h_begin = w.hk * (p.H / p.Hkv), h_end = h_begin + p.H / p.Hkv;
   auto copy_step = [&](int64_t h, int64_t i0) {
     const int64_t bh = b * p.H + h;
-    copy_rows<T, D>(Qs, qh + bh * p.Lq * D, i0, p.Lq, kBwdRows);
-    copy_rows<T, D>(Gs, gh + bh * p.Lq * D, i0, p.Lq, kBwdRows);
+    copy_rows<T, D>(Qs, qh + bh * p.Lq * D, i0, p.Lq, R);
+    copy_rows<T, D>(Gs, gh + bh * p.Lq * D, i0, p.Lq, R);
   };
   if (first_i0 < p.Lq) copy_step(h_begin, first_i0);
   cp_async_commit();
-  if (first_i0 < p.Lq) rows::stage_rows<kBwdRows>(rowL, rowD, p, lse, Dsum, (b * p.H + h_begin) * p.Lq, first_i0);
+  if (first_i0 < p.Lq) rows::stage_rows<R>(rowL, rowD, p, lse, Dsum, (b * p.H + h_begin) * p.Lq, first_i0);
 
   w.for_each_step([&](int64_t h, int64_t i0, int64_t) {
     cp_async_wait<0>();
     fence_proxy_async();
     __syncthreads();  // the step's tiles, lse and D_i in place (K, V too, at the first)
 
-    float s[kBwdRows / 8][4], dp[kBwdRows / 8][4];
-    float(&sf)[kBwdRows / 2] = *reinterpret_cast<float(*)[kBwdRows / 2]>(&s[0][0]);
-    float(&dpf)[kBwdRows / 2] = *reinterpret_cast<float(*)[kBwdRows / 2]>(&dp[0][0]);
+    float s[R / 8][4], dp[R / 8][4];
+    float(&sf)[R / 2] = *reinterpret_cast<float(*)[R / 2]>(&s[0][0]);
+    float(&dpf)[R / 2] = *reinterpret_cast<float(*)[R / 2]>(&dp[0][0]);
     w.issue_keys_times_rows(sf, Ks, Qs);   // Sᵀ = K_w Q_iᵀ
     w.issue_keys_times_rows(dpf, Vs, Gs);  // dPᵀ = V_w dO_iᵀ, left running under P's exponentials and dV's product
     wgmma_wait<1>();                       // Sᵀ
@@ -792,14 +800,14 @@ __global__ void __launch_bounds__(kBwdThreads, 1)
     // the next step's tiles (cp.async) and lse, D_i (registers) on their way during dQ's product
     rows::RowStats next_stats;
     const rows::NextStep next =
-        rows::prefetch_next_step<kBwdRows>(p, lse, Dsum, b, h, i0, first_i0, h_end, copy_step, next_stats);
-    float acc[D / 16][4];
+        rows::prefetch_next_step<R>(p, lse, Dsum, b, h, i0, first_i0, h_end, copy_step, next_stats);
+    float acc[Warpgroup::kDqDims / 8][4];
     w.issue_rows_gradient(acc, dSs, Ks);
     wgmma_wait<0>();
-    fence_registers(*reinterpret_cast<float(*)[D / 4]>(&acc[0][0]));
-    rows::add_dq(p, dq, b, h, i0, 16 * w.warp, w.wg * (D / 2), rowL, acc, w.g, w.t);
+    fence_registers(*reinterpret_cast<float(*)[Warpgroup::kDqDims / 2]>(&acc[0][0]));
+    rows::add_dq(p, dq, b, h, i0, w.dq_row0 + 16 * w.warp, w.dq_dim0, rowL, acc, w.g, w.t);
     __syncthreads();  // dQ's reads of dS' and of the step's lse done
-    if (next.exists) rows::store_row_stats<kBwdRows>(rowL, rowD, next_stats);
+    if (next.exists) rows::store_row_stats<R>(rowL, rowD, next_stats);
   });
   cp_async_wait<0>();  // a block with no step (causal, its first key past Lq): K, V's copies to be waited for
   rows::write_dk_dv(p, dk, dv, b, w.hk, w.key, dK, dV, w.t);
@@ -817,7 +825,7 @@ __global__ void __launch_bounds__(kBwdThreads, 1)
 //     wait full[i];  issue Sᵀ, dPᵀ;  wait for Sᵀ;  P;  issue dV += Wᵀ dO_i;  wait;  dS';
 //     issue dK += dS'ᵀ Q_i;  dS' → dS[i mod 2];  wait;  release the buffer;
 //     [both warpgroups: dS' in place];  dQ_i = dS' K, waited for;  [the warpgroup: the step before's
-//     reductions have read their rows];  dQ_i → shared memory (f32, the warpgroup's 64 × D/2);
+//     reductions have read their rows];  dQ_i → shared memory (f32, the warpgroup's 64 × kDqDims);
 //     [the warpgroup];  a bulk reduction a row adds it into dq (cp.reduce.async.bulk .add.f32: 64
 //     instructions a warpgroup where f32 atomics took 64 · D/2 — FlashAttention-3's dQ, by rows
 //     rather than through a tensor map, so any row stride on 16 bytes serves)
@@ -826,66 +834,70 @@ __global__ void __launch_bounds__(kBwdThreads, 1)
 // dS' in two buffers: a warpgroup writes dS[i mod 2] only after the barrier of step i − 1, which the
 // other passes only after it has waited for dQ_{i−2}, the last reader of that buffer.
 constexpr int kBwdWsThreads = 128 * (1 + kWarpgroups);
-// the producer's two loops (thread 0's copies, warp 1's rows) spill in 24 registers a thread: 40, and
-// the consumers 232, within the block's 384 × 168 (ptxas: no spills but 36 bytes in the consumers of
-// the mask/dropout code at d 128; 24 / 240 spilled 12–20 bytes in the producer)
+// The producer's two loops (thread 0's copies, warp 1's rows) spill in 24 registers a thread: 40, and
+// the consumers 232, within the block's 384 × 168 (ptxas, sm_90a: at head dim 128 no spills but 36 bytes
+// in the consumers of the mask/dropout code; 24 / 240 spilled 12–20 bytes in the producer; at 64 with
+// steps of 128 rows 8 bytes, and 116 in the mask/dropout code — 24 / 240 there: 24 and 88)
 constexpr int kBwdProducerRegisters = 40, kBwdConsumerRegisters = 232;
 static_assert(128 * kBwdProducerRegisters + 256 * kBwdConsumerRegisters <= kBwdWsThreads * kWsLaunchRegisters);
 
-// The ring of each head dim: at 64, four buffers (149 KB of shared memory with dQ's staging); at 128,
-// two (196 KB; three would want 228.6, past the 227 a block may have).
-template <int D>
+// The ring of a step of R rows at head dim D: at 64 with steps of 128 rows, two buffers (197 KB of shared
+// memory with dQ's staging; three would want 230); with steps of 64, four (149 KB); at 128, two (196 KB;
+// three would want 228.6, past the 227 a block may have).
+template <int D, int R>
 struct WsBackwardShape {
-  static constexpr int Stages = D == 64 ? 4 : 2;
-  static constexpr int StageRow = D / 2 + 4;  // floats a staged row of dQ: 16-byte aligned, banks skewed
+  static constexpr int Stages = D == 64 && R == 64 ? 4 : 2;
+  static constexpr int StageRow = R * D / 128 + 4;  // floats a staged row of dQ: 16-byte aligned, banks skewed
 };
-template <int D>
+template <int D, int R>
 constexpr size_t ws_backward_smem_bytes() {
-  constexpr int S = WsBackwardShape<D>::Stages;
+  constexpr int S = WsBackwardShape<D, R>::Stages;
   // K, V; the ring's Q_i, dO_i; 2 dS', all T; dQ's staging (2 warpgroups × 64 rows); the ring's lse and
   // D_i; 1 + 2·S mbarriers; 1024 to align the base
-  return 1024 + 2 * (2 * size_t{kBwdKeys} * D + 2 * S * size_t{kBwdRows} * D + 2 * size_t{kBwdRows} * kBwdKeys) +
-         sizeof(float) * kWarpgroups * kBwdRows * WsBackwardShape<D>::StageRow + S * 2 * sizeof(float) * kBwdRows +
+  return 1024 + 2 * (2 * size_t{kBwdKeys} * D + 2 * S * size_t{R} * D + 2 * size_t{R} * kBwdKeys) +
+         sizeof(float) * kWarpgroups * 64 * WsBackwardShape<D, R>::StageRow + S * 2 * sizeof(float) * R +
          8 * (1 + 2 * S);
 }
-static_assert(ws_backward_smem_bytes<64>() <= 227 * 1024, "an H100's shared memory a block");
-static_assert(ws_backward_smem_bytes<128>() <= 227 * 1024, "an H100's shared memory a block");
+static_assert(ws_backward_smem_bytes<64, 128>() <= 227 * 1024, "an H100's shared memory a block");
+static_assert(ws_backward_smem_bytes<64, 64>() <= 227 * 1024, "an H100's shared memory a block");
+static_assert(ws_backward_smem_bytes<128, 64>() <= 227 * 1024, "an H100's shared memory a block");
 
 // The backward's TMA tensor maps over the pre-pass's dense copies: q, dO [B·H, Lq, D] (boxes of 64 dims
-// by 64 rows), k, v [B·Hkv, Lk, D] (64 dims by 128 keys). Empty rows or keys (Lq or Lk 0) still get
+// by R rows), k, v [B·Hkv, Lk, D] (64 dims by 128 keys). Empty rows or keys (Lq or Lk 0) still get
 // valid maps.
 struct BackwardMaps {
   CUtensorMap q, g, k, v;
 };
-template <typename T, int D>
+template <typename T, int D, int R>
 void encode_backward_maps(BackwardMaps& m, const AttnProblem& p, const T* qh, const T* gh, const T* kh, const T* vh) {
   const uint64_t row = D * sizeof(T), Lq = p.Lq > 0 ? p.Lq : 1, Lk = p.Lk > 0 ? p.Lk : 1;
   const uint64_t BH = p.B * p.H, BHk = p.B * p.Hkv;
-  encode_tensor_map<T>(m.q, {qh, {D, Lq, BH}, {row, row * Lq}, kBwdRows});
-  encode_tensor_map<T>(m.g, {gh, {D, Lq, BH}, {row, row * Lq}, kBwdRows});
+  encode_tensor_map<T>(m.q, {qh, {D, Lq, BH}, {row, row * Lq}, R});
+  encode_tensor_map<T>(m.g, {gh, {D, Lq, BH}, {row, row * Lq}, R});
   encode_tensor_map<T>(m.k, {kh, {D, Lk, BHk}, {row, row * Lk}, kBwdKeys});
   encode_tensor_map<T>(m.v, {vh, {D, Lk, BHk}, {row, row * Lk}, kBwdKeys});
 }
 
-template <typename T, int D, bool General>
+template <typename T, int D, int R, bool General>
 __global__ void __launch_bounds__(kBwdWsThreads, 1)
     flash_wgmma_ws_backward_kernel(AttnProblem p, const __grid_constant__ BackwardMaps maps, const float* lse,
                                    const float* Dsum, float* dq, float* dk, float* dv) {
-  constexpr int S = WsBackwardShape<D>::Stages, kStageRow = WsBackwardShape<D>::StageRow;
-  constexpr int kRowTile = kBwdRows * D * 2, kKeyTile = kBwdKeys * D * 2, kScores = kBwdRows * kBwdKeys * 2;
+  using Warpgroup = BackwardWarpgroup<T, D, R, General>;
+  constexpr int S = WsBackwardShape<D, R>::Stages, kStageRow = WsBackwardShape<D, R>::StageRow;
+  constexpr int kRowTile = R * D * 2, kKeyTile = kBwdKeys * D * 2, kScores = R * kBwdKeys * 2;
   QKV_DYNAMIC_SHARED(1, smem);
   unsigned char* Ks = smem + ((1024 - smem_address(smem) % 1024) % 1024);  // [D/64][128][64]
   unsigned char* Vs = Ks + kKeyTile;                                        // [D/64][128][64]
-  unsigned char* ring = Vs + kKeyTile;                                      // [S]: Q_i, dO_i [D/64][64][64]
-  unsigned char* dSs = ring + S * 2 * kRowTile;                             // [2][2][64][64]  dS'
+  unsigned char* ring = Vs + kKeyTile;                                      // [S]: Q_i, dO_i [D/64][R][64]
+  unsigned char* dSs = ring + S * 2 * kRowTile;                             // [2][2][R][64]  dS'
   float* dQs = reinterpret_cast<float*>(dSs + 2 * kScores);                 // [2 warpgroups][64][kStageRow]
-  float* stats = dQs + kWarpgroups * kBwdRows * kStageRow;                  // [S]: lse, D_i [64]
-  uint64_t* kv_full = reinterpret_cast<uint64_t*>(stats + S * 2 * kBwdRows);
+  float* stats = dQs + kWarpgroups * 64 * kStageRow;                        // [S]: lse, D_i [R]
+  uint64_t* kv_full = reinterpret_cast<uint64_t*>(stats + S * 2 * R);
   uint64_t *full = kv_full + 1, *empty = full + S;
   auto Q = [&](int a) { return ring + a * 2 * kRowTile; };
   auto G = [&](int a) { return ring + a * 2 * kRowTile + kRowTile; };
-  auto rowL = [&](int a) { return stats + a * 2 * kBwdRows; };
-  auto rowD = [&](int a) { return stats + a * 2 * kBwdRows + kBwdRows; };
+  auto rowL = [&](int a) { return stats + a * 2 * R; };
+  auto rowD = [&](int a) { return stats + a * 2 * R + R; };
   if (threadIdx.x == 0) {
     mbarrier_init(kv_full, 1);
     for (int a = 0; a < S; ++a) mbarrier_init(&full[a], 1 + 32), mbarrier_init(&empty[a], 128 * kWarpgroups);
@@ -893,7 +905,7 @@ __global__ void __launch_bounds__(kBwdWsThreads, 1)
   }
   __syncthreads();  // the last block-wide barrier: the producer's idle threads leave after it
 
-  const BackwardWarpgroup<T, D, General> w(p, 1);
+  const Warpgroup w(p, 1);
   const int64_t bhk = blockIdx.y, b = w.b;
   if (threadIdx.x < 128) {  // the producer warpgroup
     registers_shrink<kBwdProducerRegisters>();
@@ -910,17 +922,17 @@ __global__ void __launch_bounds__(kBwdWsThreads, 1)
         mbarrier_wait(&empty[a], ring_use(n, S) ^ 1);
         mbarrier_arrive_expect_tx(&full[a], 2 * kRowTile);
         for (int d = 0; d < D / 64; ++d) {
-          tma_load(Q(a) + d * kBwdRows * 128, maps.q, 64 * d, i, bh, &full[a]);
-          tma_load(G(a) + d * kBwdRows * 128, maps.g, 64 * d, i, bh, &full[a]);
+          tma_load(Q(a) + d * R * 128, maps.q, 64 * d, i, bh, &full[a]);
+          tma_load(G(a) + d * R * 128, maps.g, 64 * d, i, bh, &full[a]);
         }
       });
-    } else if (threadIdx.x / 32 == 1) {  // the rows' lse and D_i (−∞ and 0 past Lq), a lane two rows
+    } else if (threadIdx.x / 32 == 1) {  // the rows' lse and D_i (−∞ and 0 past Lq), a lane R/32 rows
       const int lane = threadIdx.x % 32;
       w.for_each_step([&](int64_t h, int64_t i0, int64_t n) {
         const int a = static_cast<int>(n % S);
         const int64_t stats_at = (b * p.H + h) * p.Lq;
         mbarrier_wait(&empty[a], ring_use(n, S) ^ 1);
-        for (int r = lane; r < kBwdRows; r += 32) {
+        for (int r = lane; r < R; r += 32) {
           const int64_t i = i0 + r;
           rowL(a)[r] = i < p.Lq ? lse[stats_at + i] : -INFINITY;
           rowD(a)[r] = i < p.Lq ? Dsum[stats_at + i] : 0.f;
@@ -933,16 +945,16 @@ __global__ void __launch_bounds__(kBwdWsThreads, 1)
 
   registers_grow<kBwdConsumerRegisters>();
   float dK[D / 8][4], dV[D / 8][4];  // the warpgroup's 64 keys × D: this thread's keys key[0], key[1]
-  BackwardWarpgroup<T, D, General>::zero(dK, dV);
+  Warpgroup::zero(dK, dV);
   float(&dKf)[D / 2] = *reinterpret_cast<float(*)[D / 2]>(&dK[0][0]);  // as wgmma's accumulators
   float(&dVf)[D / 2] = *reinterpret_cast<float(*)[D / 2]>(&dV[0][0]);
   mbarrier_wait(kv_full, 0);  // K, V (also in a block with no step: its copies land before it exits)
 
   w.for_each_step([&](int64_t h, int64_t i0, int64_t n) {
     const int a = static_cast<int>(n % S);
-    float s[kBwdRows / 8][4], dp[kBwdRows / 8][4];
-    float(&sf)[kBwdRows / 2] = *reinterpret_cast<float(*)[kBwdRows / 2]>(&s[0][0]);
-    float(&dpf)[kBwdRows / 2] = *reinterpret_cast<float(*)[kBwdRows / 2]>(&dp[0][0]);
+    float s[R / 8][4], dp[R / 8][4];
+    float(&sf)[R / 2] = *reinterpret_cast<float(*)[R / 2]>(&s[0][0]);
+    float(&dpf)[R / 2] = *reinterpret_cast<float(*)[R / 2]>(&dp[0][0]);
     mbarrier_wait(&full[a], ring_use(n, S));
     w.issue_keys_times_rows(sf, Ks, Q(a));  // Sᵀ = K_w Q_iᵀ
     w.issue_keys_times_rows(dpf, Vs, G(a));  // dPᵀ = V_w dO_iᵀ, under P's exponentials
@@ -954,9 +966,10 @@ __global__ void __launch_bounds__(kBwdWsThreads, 1)
     fence_registers(dpf);
     fence_registers(dVf);
     rows::score_gradients(dp, s, p.scale, rowD(a), w.t, [&](int nn, int e) { return w.z(h, i0, nn, e); });
-    // the warpgroup's thread `me` < 64 adds row i0 + me of dQ_i into dq: below Lq, seeing a key (lse > −∞)
-    const int me = threadIdx.x % 128;
-    const bool adds_row = me < kBwdRows && i0 + me < p.Lq && rowL(a)[me] != -INFINITY;
+    // the warpgroup's thread `me` < 64 adds row i0 + dq_row0 + me of dQ_i into dq: below Lq, seeing a key
+    // (lse > −∞)
+    const int me = threadIdx.x % 128, my_row = w.dq_row0 + me;
+    const bool adds_row = me < 64 && i0 + my_row < p.Lq && rowL(a)[my_row] != -INFINITY;
     unsigned char* dS = dSs + (n % 2) * kScores;
     w.issue_keys_gradient(dKf, dp, Q(a), dS);
     wgmma_wait<0>();  // dK
@@ -964,27 +977,28 @@ __global__ void __launch_bounds__(kBwdWsThreads, 1)
     mbarrier_arrive(&empty[a]);  // Q_i, dO_i, lse, D_i read for the last time
     fence_proxy_async();         // dS' written by the generic proxy, read next by wgmma
     named_barrier_sync(1, 128 * kWarpgroups);  // both warpgroups' dS' in place
-    float acc[D / 16][4];
+    float acc[Warpgroup::kDqDims / 8][4];
     w.issue_rows_gradient(acc, dS, Ks);
     wgmma_wait<0>();
-    fence_registers(*reinterpret_cast<float(*)[D / 4]>(&acc[0][0]));
-    // dQ_i[:, wg·D/2 …] into dq through shared memory: staged (this thread's rows 16·warp + g (+ 8), dims
-    // 8n + 2t (+ 1)), then a bulk reduction a row
-    float* stage = dQs + w.wg * kBwdRows * kStageRow;
-    if (me < kBwdRows) bulk_wait_read<0>();  // the step before's reductions have read their rows
+    fence_registers(*reinterpret_cast<float(*)[Warpgroup::kDqDims / 2]>(&acc[0][0]));
+    // the warpgroup's part of dQ_i into dq through shared memory: staged (this thread's rows 16·warp + g
+    // (+ 8) of its 64, dims 8n + 2t (+ 1) of its kDqDims), then a bulk reduction a row
+    float* stage = dQs + w.wg * 64 * kStageRow;
+    if (me < 64) bulk_wait_read<0>();  // the step before's reductions have read their rows
     named_barrier_sync(2 + w.wg, 128);
 #pragma unroll
-    for (int nn = 0; nn < D / 16; ++nn)
+    for (int nn = 0; nn < Warpgroup::kDqDims / 8; ++nn)
 #pragma unroll
       for (int r = 0; r < 2; ++r)
         *reinterpret_cast<float2*>(stage + (16 * w.warp + w.g + 8 * r) * kStageRow + 8 * nn + 2 * w.t) =
             make_float2(acc[nn][2 * r], acc[nn][2 * r + 1]);
     fence_proxy_async();  // the staged rows written by the generic proxy, read next by the bulk copies
     named_barrier_sync(2 + w.wg, 128);
-    if (adds_row) bulk_reduce_add(dq + at(p.dq_l, b, h, i0 + me) + w.wg * (D / 2), stage + me * kStageRow, D / 2 * 4);
-    if (me < kBwdRows) bulk_commit();
+    if (adds_row)
+      bulk_reduce_add(dq + at(p.dq_l, b, h, i0 + my_row) + w.dq_dim0, stage + me * kStageRow, Warpgroup::kDqDims * 4);
+    if (me < 64) bulk_commit();
   });
-  if (threadIdx.x % 128 < kBwdRows) bulk_wait<0>();  // every row of dQ added before the block ends
+  if (threadIdx.x % 128 < 64) bulk_wait<0>();  // every row of dQ added before the block ends
   rows::write_dk_dv(p, dk, dv, b, w.hk, w.key, dK, dV, w.t);
 }
 
