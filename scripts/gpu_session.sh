@@ -8,7 +8,8 @@
 #       (qkv with and without its step as one CUDA graph, QKV_CUDA_GRAPHS=1: never measured to the end on a
 #       GPU); every kernel of one attention call at L = 2k and 16k and the GPT's shape (breakdown: Nsight Compute's durations,
 #       the pre-passes included); the attention grid (bf16, L = 2k and 16k, d = 64 and 128: qkv's default
-#       pair, the two-warpgroup and warp-specialized backwards, the overlapped forward — at d = 64 no longer
+#       pair, the two-warpgroup and warp-specialized backwards — at d = 64 in steps of 128 query rows since
+#       2026-12-05, and of 64 as before (wgmma-backward-rows64) —, the overlapped forward — at d = 64 no longer
 #       serialized by ptxas since V is read MN-major, 2026-12-04 — PyTorch's SDPA backends)
 #   run(command="bash scripts/gpu_session.sh 2", carry=[".gpu"], timeout_s=480)          (~6 minutes)
 #       Nsight Compute's sections on each tensor-core attention kernel (profile), where a GPT step's and a
@@ -144,6 +145,11 @@ breakdown() {  # every kernel of one attention call (bf16, d = 128, the grid's B
     step "breakdown-${shape%%:*}" 120 bash -c "\"$ncu\" --csv --clock-control none --metrics gpu__time_duration.sum \
       bash .gpu/run.sh qkv bench attention --device cuda ${shape#*:} --dtype bf16 --repeats 1 | python3 scripts/ncu_kernels.py"
   done
+  # the GPT shape's backward on the two-warpgroup wgmma kernel (steps of 128 query rows since 2026-12-05)
+  # against mma.sync's, its default at 256 keys
+  QKV_CUDA_ATTENTION_BACKWARD=wgmma step "breakdown-gpt-dropout-wgmma-backward" 120 bash -c "\"$ncu\" --csv \
+    --clock-control none --metrics gpu__time_duration.sum bash .gpu/run.sh qkv bench attention --device cuda -B 64 \
+    --heads 6 -L 256 -d 64 --causal --dropout 0.2 --dtype bf16 --repeats 1 | python3 scripts/ncu_kernels.py"
 }
 serve() {  # qkv serve --device cuda under load (500 requests, 32 clients) against the CLI on the GPU and on the 16 CPU cores
   step serve-cuda 90 python3 bench/serve_load.py --qkv "bash .gpu/run.sh qkv" --device cuda --requests 500 --clients 32 \
