@@ -16,7 +16,7 @@
 #       beam step's time goes (steps: QKV_PROFILE=1), qkv train of the translation Transformer in f32 and
 #       bf16 (and bf16 with QKV_CUDA_BIAS_EPILOGUE=0: each linear's bias filled in before its GEMM, as before
 #       2026-12-04's cuBLASLt epilogue), qkv serve --device cuda under load, the output layer's loss against
-#       PyTorch (loss)
+#       PyTorch (loss), f32 attention (the 3xTF32 backward at d = 128 in steps of 32 query rows, and 64)
 #   run(command="bash scripts/gpu_session.sh sanitize 'Cuda.Bf16*'", carry=[".gpu"])   a failing kernel
 # One step alone: tests, gpt, translate, training (gpt and translate), breakdown, attention [KERNEL…],
 # attention_f32, steps, profile, serve, transformer, paged (paged attention's step, split and cascade,
@@ -63,9 +63,10 @@ attention() {  # attention [KERNEL…]: qkv's kernels to time (default: wgmma, t
     --lens ${ATTENTION_LENS:-2048 16384} --dims ${ATTENTION_DIMS:-64 128} --reps 5 --kernels "${kernels[@]}" \
     --json-out "$out/attention.json"
 }
-attention_f32() {  # f32 attention: the CUDA-core pair, the 3xTF32 tensor-core pair, PyTorch's f32 SDPA
+attention_f32() {  # f32 attention: the CUDA-core pair, the 3xTF32 tensor-core pair (its backward at head dim 128
+  # in steps of 32 query rows since 2026-12-05, and of 64 as before: tf32x3-rows64), PyTorch's f32 SDPA
   step attention-f32 150 python3 bench/attention_cuda_vs_pytorch.py --qkv "bash .gpu/run.sh qkv" \
-    --lens ${ATTENTION_F32_LENS:-2048} --dims 64 128 --reps 5 --dtypes f32 --f32-kernels simt tf32x3 \
+    --lens ${ATTENTION_F32_LENS:-2048} --dims 64 128 --reps 5 --dtypes f32 --f32-kernels simt tf32x3 tf32x3-rows64 \
     --json-out "$out/attention-f32.json"
 }
 gpt() {
@@ -213,7 +214,7 @@ transformer() {  # qkv train of the translation Transformer on the GPU: tokens/s
 }
 case "${1:-}" in
   1) tests; gpt; breakdown; attention wgmma wgmma-backward wgmma-ws-backward wgmma-backward-rows64 wgmma-ws-blocks wgmma-overlap ;;
-  2) profile; steps; transformer; serve; loss ;;
+  2) profile; steps; transformer; serve; loss; attention_f32 ;;
   tests | gpt | translate | attention | attention_f32 | training | steps | breakdown | profile | serve | transformer | paged | loss | curve) "$@" ;;
   sanitize) step sanitize 400 bash .gpu/run.sh sanitize "${2:-Cuda.Bf16*}" ;;
   *)

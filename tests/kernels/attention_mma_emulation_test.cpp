@@ -161,8 +161,9 @@ Taken taken(bool general) {
           f32_forward_launched() ||
               em::launched(kc::tf32_pair::flash_tf32_forward_kernel < D, D == 128 ? 32 : 64, false >) ||
               em::launched(kc::tf32_pair::flash_tf32_forward_kernel < D, D == 128 ? 32 : 64, true >),
-          em::launched(kc::flash_dq_kernel) || em::launched(kc::tf32_pair::flash_tf32_backward_kernel<D, false>) ||
-              em::launched(kc::tf32_pair::flash_tf32_backward_kernel<D, true>),
+          em::launched(kc::flash_dq_kernel) ||
+              em::launched(kc::tf32_pair::flash_tf32_backward_kernel<D, kc::tf32_pair::kStepRows<D>, false>) ||
+              em::launched(kc::tf32_pair::flash_tf32_backward_kernel<D, kc::tf32_pair::kStepRows<D>, true>),
           em::launched(g ? kc::flash_wgmma_backward_kernel<T, D, R, true>
                          : kc::flash_wgmma_backward_kernel<T, D, R, false>),
           em::launched(g ? kc::flash_wgmma_ws_backward_kernel<T, D, R, true>

@@ -70,9 +70,46 @@ TEST(AttentionTf32Emulated, TheTensorCorePairMatchesTheCpu) {
   }
 }
 
+// The backward at head dim 128 in steps of 32 query rows (tf32_pair::kStepRows: two blocks an SM), and of
+// 64 with QKV_CUDA_ATTENTION_TF32_ROWS=64: ragged last steps (Lq 70: 32, 32, 6 rows), causal blocks whose
+// steps start at their first key, GQA, masks, rows that see no key, dropout, the caller's scale; each warp's
+// part of dQ_i (16 rows × 64 dims at 32 rows a step, 16 × 128 at 64)
+TEST(AttentionTf32Emulated, TheBackwardAtHeadDim128TakesStepsOf32RowsOr64) {
+  const AttentionCase cases[] = {
+      {1, 2, 2, 70, 90, 128, false, 0, false},
+      {1, 4, 2, 100, 150, 128, true, 0, false},
+      {2, 2, 1, 130, 70, 128, true, 1, true},
+      {1, 2, 2, 90, 101, 128, false, 3, false, 0.2f},
+      {1, 2, 2, 96, 64, 128, false, 2, false, 0.f, 3.f},
+  };
+  for (const char* rows : {"32", "64"}) {
+    const qt::ScopedEnv env("QKV_CUDA_ATTENTION_TF32_ROWS", rows);
+    uint64_t seed = 1700;
+    for (const AttentionCase& c : cases) {
+      SCOPED_TRACE(qt::describe(c) << " QKV_CUDA_ATTENTION_TF32_ROWS=" << rows);
+      namespace em = qkv::emulation;
+      em::device().launched.clear();
+      const qt::EmulatedAttention e = qt::emulated_attention(c, seed += 10);
+      std::vector<float> out, dq, dk, dv;
+      run(e, out, dq, dk, dv);
+      const bool r64 = rows[0] == '6';
+      EXPECT_EQ(em::launched(kc::tf32_pair::flash_tf32_backward_kernel<128, 64, false>) ||
+                    em::launched(kc::tf32_pair::flash_tf32_backward_kernel<128, 64, true>),
+                r64);
+      EXPECT_EQ(em::launched(kc::tf32_pair::flash_tf32_backward_kernel<128, 32, false>) ||
+                    em::launched(kc::tf32_pair::flash_tf32_backward_kernel<128, 32, true>),
+                !r64);
+      EXPECT_LT(max_rel_error(out, e.out), 2e-5) << "out";
+      EXPECT_LT(max_rel_error(dq, e.dq), 2e-5) << "dq";
+      EXPECT_LT(max_rel_error(dk, e.dk), 2e-5) << "dk";
+      EXPECT_LT(max_rel_error(dv, e.dv), 2e-5) << "dv";
+    }
+  }
+}
+
 // Whether the pair serves where a GPU gives a block less shared memory than an H200's 227 KB: an A100's
-// 163 KB holds all four kernels (85–150 KB); an sm_86 GPU's 99 KB (RTX 3090, A10, A40) all but head dim
-// 128's backward (150 KB), which then declines — nothing written, not even dq's zeros — for attention.cu's
+// 163 KB holds all four kernels (85–108 KB); an sm_86 GPU's 99 KB (RTX 3090, A10, A40) all but head dim
+// 128's backward (108 KB), which then declines — nothing written, not even dq's zeros — for attention.cu's
 // CUDA-core pair to serve, rather than fail at its launch
 TEST(AttentionTf32Emulated, ThePairDeclinesWhereTheGpuHasTooLittleSharedMemory) {
   namespace em = qkv::emulation;
@@ -115,6 +152,9 @@ TEST(AttentionTf32Emulated, ThePairDeclinesWhereTheGpuHasTooLittleSharedMemory) 
 
 #else
 TEST(AttentionTf32Emulated, TheTensorCorePairMatchesTheCpu) {
+  GTEST_SKIP() << "this build has no CUDA toolkit headers (scripts/build.sh builds the CUDA backend where it is)";
+}
+TEST(AttentionTf32Emulated, TheBackwardAtHeadDim128TakesStepsOf32RowsOr64) {
   GTEST_SKIP() << "this build has no CUDA toolkit headers (scripts/build.sh builds the CUDA backend where it is)";
 }
 #endif

@@ -26,17 +26,24 @@ void launch_forward(const AttnProblem& p, float* out, float* lse, cudaStream_t s
   QKV_CUDA_LAUNCHED(tf32_pair::flash_tf32_forward_kernel);
 }
 
-template <int D, bool General>
-void launch_backward(const AttnProblem& p, const float* lse, const float* Dsum, const float* dout, float* dq,
-                     float* dk, float* dv, cudaStream_t s) {
-  constexpr size_t bytes = tf32_pair::backward_smem_bytes<D>();
-  QKV_CUDA_CHECK(cudaFuncSetAttribute(tf32_pair::flash_tf32_backward_kernel<D, General>,
+template <int D, int R, bool General>
+void launch_backward(const AttnProblem& p, const float* lse, const float* Dsum, const float* dout, float* dq, float* dk,
+                     float* dv, cudaStream_t s) {
+  constexpr size_t bytes = tf32_pair::backward_smem_bytes<D, R>();
+  QKV_CUDA_CHECK(cudaFuncSetAttribute(tf32_pair::flash_tf32_backward_kernel<D, R, General>,
                                       cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(bytes)));
   const dim3 grid(static_cast<unsigned>((p.Lk + tf32_pair::kKeys - 1) / tf32_pair::kKeys),
                   static_cast<unsigned>(p.B * p.Hkv));
-  QKV_LAUNCH(grid, tf32_pair::kThreads, bytes, s, tf32_pair::flash_tf32_backward_kernel<D, General>)
+  QKV_LAUNCH(grid, tf32_pair::kThreads, bytes, s, tf32_pair::flash_tf32_backward_kernel<D, R, General>)
   (p, lse, Dsum, dout, dq, dk, dv);
   QKV_CUDA_LAUNCHED(tf32_pair::flash_tf32_backward_kernel);
+}
+
+// Steps of 64 query rows at head dim 128 (QKV_CUDA_ATTENTION_TF32_ROWS=64) where 32 is the default
+// (tf32_pair::kStepRows): to compare the two on a GPU
+bool tf32_rows_64() {
+  const char* e = std::getenv("QKV_CUDA_ATTENTION_TF32_ROWS");
+  return e && std::strcmp(e, "64") == 0;
 }
 
 // Whether this GPU gives one block `bytes` of shared memory (opted in: 227 KB on sm_90, 163 KB on
@@ -83,23 +90,20 @@ bool attention_forward_tf32(const AttnProblem& p, float* out, float* lse) {
 bool attention_backward_tf32(const AttnProblem& p, const float* out, const float* lse, const float* dout, float* dq,
                              float* dk, float* dv) {
   if (!tf32_serves(p) || !tiles::rows_on_16_bytes(dout, p.dout_l.sb, p.dout_l.sh, p.dout_l.sl)) return false;
-  if (!fits_shared(p.D == 64 ? tf32_pair::backward_smem_bytes<64>() : tf32_pair::backward_smem_bytes<128>()))
+  const bool rows64 = p.D == 128 && tf32_rows_64();
+  if (!fits_shared(p.D == 64 ? tf32_pair::backward_smem_bytes<64>()
+                   : rows64  ? tf32_pair::backward_smem_bytes<128, 64>()
+                             : tf32_pair::backward_smem_bytes<128>()))
     return false;
   cudaStream_t s = stream();
   Scratch Dsum(p.B * p.H * p.Lq, s);
   tiles::backward_preprocess(p, out, dout, Dsum.p, dq, s);  // D_i = dO_i · O_i, dq zeroed: one launch
   const bool gen = attention_general_code(p);
-  if (p.D == 64) {
-    if (gen)
-      launch_backward<64, true>(p, lse, Dsum.p, dout, dq, dk, dv, s);
-    else
-      launch_backward<64, false>(p, lse, Dsum.p, dout, dq, dk, dv, s);
-  } else {
-    if (gen)
-      launch_backward<128, true>(p, lse, Dsum.p, dout, dq, dk, dv, s);
-    else
-      launch_backward<128, false>(p, lse, Dsum.p, dout, dq, dk, dv, s);
-  }
+  constexpr int R128 = tf32_pair::kStepRows<128>;
+  auto* launch = p.D == 64 ? (gen ? launch_backward<64, 64, true> : launch_backward<64, 64, false>)
+                 : rows64  ? (gen ? launch_backward<128, 64, true> : launch_backward<128, 64, false>)
+                           : (gen ? launch_backward<128, R128, true> : launch_backward<128, R128, false>);
+  launch(p, lse, Dsum.p, dout, dq, dk, dv, s);
   return true;
 }
 

@@ -19,7 +19,8 @@
 //     s = scale·S + M, online softmax (m, l), O ·= e^(m − m')   — as attention_mma.cu
 //     O += (P ∘ Z/(1−p)) V_j         (P's accumulators are the A fragment, V_j's rows read in kperm order)
 // Backward block: 64 keys of one key/value head (16 a warp, dK and dV in registers), walking the
-// query rows of every query head of its group in steps of 64 (attention_mma.cu's, in f32):
+// query rows of every query head of its group in steps of 64 (attention_mma.cu's, in f32; 32 at head
+// dim 128, kStepRows):
 //     Sᵀ = K_w Q_iᵀ,  P = e^(scale·S + M − lse_i),  W = P ∘ Z/(1−p)
 //     dV_w += Wᵀ dO_i,  dPᵀ = V_w dO_iᵀ,  dS' = scale · P ∘ (dP ∘ Z/(1−p) − D_i),  dK_w += dS'ᵀ Q_i
 //     dS'ᵀ → shared memory;  dQ_i += dS' K_j  (f32 atomics into a zeroed dq)
@@ -49,7 +50,7 @@ using tf32::split;
 
 constexpr int kWarps = 4;
 constexpr int kThreads = 32 * kWarps;
-constexpr int kRows = 16 * kWarps;  // query rows a forward block, and a backward step
+constexpr int kRows = 16 * kWarps;  // query rows a forward block
 constexpr int kKeys = 64;           // keys a backward block
 template <int D>
 constexpr int kStride = tf32::row_stride(D);  // floats a row of a tile in shared memory
@@ -212,22 +213,34 @@ __global__ void __launch_bounds__(kThreads) flash_tf32_forward_kernel(AttnProble
 
 // ---- the backward kernel ------------------------------------------------------------------------------
 
-// c = X_w Yᵀ for one warp: X_w = rows x0 … x0+15 of X, Y = rows 0 … kRows−1, both [row][kStride<D>] in
-// shared memory, the sum over D. c [kRows / 8][4]: m16n8 accumulators, element (n, e) at row x0 + g
-// (+8 for e ≥ 2) and column n·8 + 2t + e % 2.
+// Query rows a backward step at head dim D: 64 at 64, 32 at 128 — where 64 rows took 153 KB of shared
+// memory a block and so one block (4 warps) an SM, whose every wait was exposed (the H200 of
+// 2026-12-04: 12 TFLOP/s at d 128 against 22 at d 64 and PyTorch's 36); at 32 a block takes 108 KB,
+// and an SM two. QKV_CUDA_ATTENTION_TF32_ROWS=64 keeps 64 at 128, to compare (attention_tf32.cu).
 template <int D>
-__device__ inline void rows_times_rows_t(float (&c)[kRows / 8][4], const float* X, int x0, const float* Y) {
+constexpr int kStepRows = D == 128 ? 32 : 64;
+// Floats a row of dS'ᵀ [key][row] in shared memory: R + 4 ≡ 4 (mod 32 banks), read as an A fragment of
+// keys in kperm order (2t·(R + 4) ≡ 8t), as mma_tf32.h's kDsStride for 64 rows
+template <int R>
+constexpr int kDsRowStride = R + 4;
+static_assert(kDsRowStride<64> == kDsStride);
+
+// c = X_w Yᵀ for one warp: X_w = rows x0 … x0+15 of X, Y = rows 0 … NR−1, both [row][kStride<D>] in
+// shared memory, the sum over D. c [NR / 8][4]: m16n8 accumulators, element (n, e) at row x0 + g
+// (+8 for e ≥ 2) and column n·8 + 2t + e % 2.
+template <int D, int NR>
+__device__ inline void rows_times_rows_t(float (&c)[NR / 8][4], const float* X, int x0, const float* Y) {
   constexpr int S = kStride<D>;
   const int lane = threadIdx.x % 32;
 #pragma unroll
-  for (int n = 0; n < kRows / 8; ++n) c[n][0] = c[n][1] = c[n][2] = c[n][3] = 0.f;
+  for (int n = 0; n < NR / 8; ++n) c[n][0] = c[n][1] = c[n][2] = c[n][3] = 0.f;
 #pragma unroll
   for (int kk = 0; kk < D / 8; ++kk) {
     float a[4];
     load_a<false>(a, X + x0 * S + kk * 8, S, 1, lane);
     const Halves<4> ah(a);
 #pragma unroll
-    for (int n = 0; n < kRows / 8; ++n) {
+    for (int n = 0; n < NR / 8; ++n) {
       float y[2];
       load_b<false>(y, Y + n * 8 * S + kk * 8, 1, S, lane);
       mma3(c[n], ah, Halves<2>(y));
@@ -236,15 +249,15 @@ __device__ inline void rows_times_rows_t(float (&c)[kRows / 8][4], const float* 
 }
 
 // acc_w += Cᵀ Y for one warp: C = the warp's accumulators of a product whose rows are its 16 keys and
-// whose columns are the step's kRows query rows (c[n]: rows n·8 …), Y = those query rows [row][kStride<D>]
+// whose columns are the step's NR query rows (c[n]: rows n·8 …), Y = those query rows [row][kStride<D>]
 // in shared memory (dO or Q) — each 8-row tile of C is an A fragment as it stands, Y's rows read in
 // kperm order.
-template <int D>
-__device__ inline void keys_times_rows(float (&acc)[D / 8][4], const float (&c)[kRows / 8][4], const float* Y) {
+template <int D, int NR>
+__device__ inline void keys_times_rows(float (&acc)[D / 8][4], const float (&c)[NR / 8][4], const float* Y) {
   constexpr int S = kStride<D>;
   const int lane = threadIdx.x % 32;
 #pragma unroll
-  for (int n = 0; n < kRows / 8; ++n) {
+  for (int n = 0; n < NR / 8; ++n) {
     float a[4];
     accumulators_as_a(a, c[n]);
     const Halves<4> ah(a);
@@ -257,24 +270,30 @@ __device__ inline void keys_times_rows(float (&acc)[D / 8][4], const float (&c)[
   }
 }
 
-template <int D>
+template <int D, int R = kStepRows<D>>
 constexpr size_t backward_smem_bytes() {  // K, V, Q, dO tiles, dS'ᵀ, lse and D of the step's rows
-  return sizeof(float) * (size_t{kStride<D>} * (2 * kKeys + 2 * kRows) + size_t{kKeys} * kDsStride + 2 * kRows);
+  return sizeof(float) * (size_t{kStride<D>} * (2 * kKeys + 2 * R) + size_t{kKeys} * kDsRowStride<R> + 2 * R);
 }
 
-template <int D, bool General>
+// Backward block: 64 keys (16 a warp), steps of R query rows. dQ_i [R, D] of a step is split among the
+// warps: R / 16 tiles of 16 rows, each tile's D dims among 4 / (R / 16) warps (at R = 64 a warp's 16 rows
+// × every dim; at 32, 16 rows × D/2).
+template <int D, int R, bool General>
 __global__ void __launch_bounds__(kThreads)
     flash_tf32_backward_kernel(AttnProblem p, const float* lse, const float* Dsum, const float* dout, float* dq,
                                float* dk, float* dv) {
-  constexpr int S = kStride<D>;
+  static_assert(R == 32 || R == 64, "a backward step is 32 or 64 query rows");
+  constexpr int S = kStride<D>, SS = kDsRowStride<R>;
+  constexpr int kRowTiles = R / 16, kDqDims = D * kRowTiles / kWarps;  // a warp's part of dQ_i: 16 × kDqDims
+  static_assert(kDqDims % 64 == 0, "dQ_i's dims 64 at a time");
   QKV_DYNAMIC_SHARED(128, smem);
   float* Ks = reinterpret_cast<float*>(smem);  // [kKeys][S]
   float* Vs = Ks + kKeys * S;                   // [kKeys][S]
-  float* Qs = Vs + kKeys * S;                   // [kRows][S]
-  float* Gs = Qs + kRows * S;                   // [kRows][S]  dO
-  float* dSt = Gs + kRows * S;                  // [kKeys][kDsStride]  dS'ᵀ
-  float* rowL = dSt + kKeys * kDsStride;        // [kRows] lse
-  float* rowD = rowL + kRows;                   // [kRows] D
+  float* Qs = Vs + kKeys * S;                   // [R][S]
+  float* Gs = Qs + R * S;                       // [R][S]  dO
+  float* dSt = Gs + R * S;                      // [kKeys][SS]  dS'ᵀ
+  float* rowL = dSt + kKeys * SS;               // [R] lse
+  float* rowD = rowL + R;                       // [R] D
 
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
   const int kw = warp * 16;  // the warp's first key in the block
@@ -295,22 +314,21 @@ __global__ void __launch_bounds__(kThreads)
     const float* q = p.q + b * p.q_sb + h * p.q_sh;
     const float* gq = dout + b * p.dout_l.sb + h * p.dout_l.sh;
     const int64_t stats = (b * p.H + h) * p.Lq;
-    for (int64_t i0 = p.causal ? j0 : 0; i0 < p.Lq; i0 += kRows) {  // causal: rows i < j0 see none of these keys
+    for (int64_t i0 = p.causal ? j0 : 0; i0 < p.Lq; i0 += R) {  // causal: rows i < j0 see none of these keys
       __syncthreads();  // the last step's readers of Q, dO, dS'ᵀ, lse and D are done
-      copy_rows<D>(Qs, q, p.q_sl, i0, p.Lq, kRows);
-      copy_rows<D>(Gs, gq, p.dout_l.sl, i0, p.Lq, kRows);
+      copy_rows<D>(Qs, q, p.q_sl, i0, p.Lq, R);
+      copy_rows<D>(Gs, gq, p.dout_l.sl, i0, p.Lq, R);
       cp_async_commit();
-      rows::stage_rows<kRows>(rowL, rowD, p, lse, Dsum, stats, i0);
+      rows::stage_rows<R>(rowL, rowD, p, lse, Dsum, stats, i0);
       cp_async_wait<0>();
       __syncthreads();
 
       // Sᵀ = K_w Q_iᵀ: s[n][e] is key key[e / 2], row n·8 + 2t + e % 2 of the step
-      float s[kRows / 8][4];
-      rows_times_rows_t<D>(s, Ks, kw, Qs);
+      float s[R / 8][4];
+      rows_times_rows_t<D, R>(s, Ks, kw, Qs);
 
       // P = e^(scale·S + M − lse): element-wise masking only where the step needs it
-      const bool plain = (!General || p.mask.kind == AttnMask::Kind::none) && j0 + kKeys <= p.Lk &&
-                         i0 + kRows <= p.Lq && !(p.causal && j0 + kKeys - 1 > i0);
+      const bool plain = rows::plain_step<General>(p, j0, kKeys, i0, R);
       rows::probabilities<General>(s, p, b, h, i0, key, rowL, t, plain);
       const bool dropout = General && p.dropout_p > 0.f;
       // Z/(1−p) of element (n, e); 1 without dropout (drawn again for dS': a hash, not a memory read)
@@ -320,41 +338,41 @@ __global__ void __launch_bounds__(kThreads)
 
       // dV_w += Wᵀ dO_i
       if (dropout) {
-        float w[kRows / 8][4];
+        float w[R / 8][4];
 #pragma unroll
-        for (int n = 0; n < kRows / 8; ++n)
+        for (int n = 0; n < R / 8; ++n)
 #pragma unroll
           for (int e = 0; e < 4; ++e) w[n][e] = s[n][e] * z(n, e);
-        keys_times_rows<D>(dV, w, Gs);
+        keys_times_rows<D, R>(dV, w, Gs);
       } else {
-        keys_times_rows<D>(dV, s, Gs);
+        keys_times_rows<D, R>(dV, s, Gs);
       }
 
       // dPᵀ = V_w dO_iᵀ, then dS' = scale · P ∘ (dP ∘ Z/(1−p) − D_i) in its place
-      float ds[kRows / 8][4];
-      rows_times_rows_t<D>(ds, Vs, kw, Gs);
+      float ds[R / 8][4];
+      rows_times_rows_t<D, R>(ds, Vs, kw, Gs);
       rows::score_gradients(ds, s, p.scale, rowD, t, z);
 
       // dK_w += dS'ᵀ Q_i (as dV), and dS'ᵀ → shared memory for dQ
-      keys_times_rows<D>(dK, ds, Qs);
+      keys_times_rows<D, R>(dK, ds, Qs);
 #pragma unroll
-      for (int n = 0; n < kRows / 8; ++n)
+      for (int n = 0; n < R / 8; ++n)
 #pragma unroll
-        for (int e = 0; e < 4; ++e) dSt[(kw + tf32::c_row(lane, e)) * kDsStride + n * 8 + tf32::c_col(lane, e)] = ds[n][e];
+        for (int e = 0; e < 4; ++e) dSt[(kw + tf32::c_row(lane, e)) * SS + n * 8 + tf32::c_col(lane, e)] = ds[n][e];
       __syncthreads();  // every warp's dS'ᵀ rows are in place
 
-      // dQ_i += dS' K_j for rows 16·warp … 16·warp + 15 of the step, 64 dims at a time: A = dS' read from
-      // dS'ᵀ with its keys in kperm order, B = K_j's rows in the same order
-      const int rw = warp * 16;
+      // dQ_i += dS' K_j for the warp's rows rw … rw + 15 of the step and its dims, 64 at a time: A = dS' read
+      // from dS'ᵀ with its keys in kperm order, B = K_j's rows in the same order
+      const int rw = warp % kRowTiles * 16, dim0 = warp / kRowTiles * kDqDims;
 #pragma unroll
-      for (int c0 = 0; c0 < D; c0 += 64) {
+      for (int c0 = dim0; c0 < dim0 + kDqDims; c0 += 64) {
         float acc[8][4];
 #pragma unroll
         for (int n = 0; n < 8; ++n) acc[n][0] = acc[n][1] = acc[n][2] = acc[n][3] = 0.f;
 #pragma unroll
         for (int kk = 0; kk < kKeys / 8; ++kk) {
           float a[4];
-          load_a<true>(a, dSt + kk * 8 * kDsStride + rw, 1, kDsStride, lane);
+          load_a<true>(a, dSt + kk * 8 * SS + rw, 1, SS, lane);
           const Halves<4> ah(a);
 #pragma unroll
           for (int dt = 0; dt < 8; ++dt) {
