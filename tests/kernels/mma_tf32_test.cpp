@@ -234,6 +234,8 @@ TEST(MmaTf32, EveryFragmentLoadIsFreeOfBankConflicts) {
          [](int l, int e, int s) { return tf::kperm(tf::b_row(l, e)) * s + tf::b_col(l, e); }, 2},
         {"A of dS'ᵀ in kperm order",
          [](int l, int e, int) { return tf::a_row(l, e) + tf::kperm(tf::a_col(l, e)) * tf::kDsStride; }, 4},
+        {"A of dS'ᵀ in kperm order, steps of 32 rows (head dim 128's)",
+         [](int l, int e, int) { return tf::a_row(l, e) + tf::kperm(tf::a_col(l, e)) * tf::ds_stride(32); }, 4},
     };
     for (const Load& ld : loads) {
       for (int e = 0; e < ld.elements; ++e) {

@@ -54,7 +54,6 @@ constexpr int kRows = 16 * kWarps;  // query rows a forward block
 constexpr int kKeys = 64;           // keys a backward block
 template <int D>
 constexpr int kStride = tf32::row_stride(D);  // floats a row of a tile in shared memory
-constexpr int kDsStride = tf32::kDsStride;
 
 // c += a·b on the tensor cores: a 16 × 8, b 8 × 8 (TF32 in f32 registers), c 16 × 8 (f32)
 __device__ inline void mma(float (&c)[4], const float (&a)[4], const float (&b)[2]) {
@@ -219,11 +218,6 @@ __global__ void __launch_bounds__(kThreads) flash_tf32_forward_kernel(AttnProble
 // and an SM two. QKV_CUDA_ATTENTION_TF32_ROWS=64 keeps 64 at 128, to compare (attention_tf32.cu).
 template <int D>
 constexpr int kStepRows = D == 128 ? 32 : 64;
-// Floats a row of dS'ᵀ [key][row] in shared memory: R + 4 ≡ 4 (mod 32 banks), read as an A fragment of
-// keys in kperm order (2t·(R + 4) ≡ 8t), as mma_tf32.h's kDsStride for 64 rows
-template <int R>
-constexpr int kDsRowStride = R + 4;
-static_assert(kDsRowStride<64> == kDsStride);
 
 // c = X_w Yᵀ for one warp: X_w = rows x0 … x0+15 of X, Y = rows 0 … NR−1, both [row][kStride<D>] in
 // shared memory, the sum over D. c [NR / 8][4]: m16n8 accumulators, element (n, e) at row x0 + g
@@ -272,7 +266,7 @@ __device__ inline void keys_times_rows(float (&acc)[D / 8][4], const float (&c)[
 
 template <int D, int R = kStepRows<D>>
 constexpr size_t backward_smem_bytes() {  // K, V, Q, dO tiles, dS'ᵀ, lse and D of the step's rows
-  return sizeof(float) * (size_t{kStride<D>} * (2 * kKeys + 2 * R) + size_t{kKeys} * kDsRowStride<R> + 2 * R);
+  return sizeof(float) * (size_t{kStride<D>} * (2 * kKeys + 2 * R) + size_t{kKeys} * tf32::ds_stride(R) + 2 * R);
 }
 
 // Backward block: 64 keys (16 a warp), steps of R query rows. dQ_i [R, D] of a step is split among the
@@ -283,7 +277,7 @@ __global__ void __launch_bounds__(kThreads)
     flash_tf32_backward_kernel(AttnProblem p, const float* lse, const float* Dsum, const float* dout, float* dq,
                                float* dk, float* dv) {
   static_assert(R == 32 || R == 64, "a backward step is 32 or 64 query rows");
-  constexpr int S = kStride<D>, SS = kDsRowStride<R>;
+  constexpr int S = kStride<D>, SS = tf32::ds_stride(R);
   constexpr int kRowTiles = R / 16, kDqDims = D * kRowTiles / kWarps;  // a warp's part of dQ_i: 16 × kDqDims
   static_assert(kDqDims % 64 == 0, "dQ_i's dims 64 at a time");
   QKV_DYNAMIC_SHARED(128, smem);

@@ -63,10 +63,12 @@ QKV_HOST_DEVICE inline void load_b(float (&b)[2], const float* Y, int ks, int ns
 // Shared-memory row strides (floats) of the f32 attention pair's tiles (attention_tf32.cu): D + 4 for
 // rows of q, k, v and dO — ≡ 4 (mod 32 banks), so that the 8 rows × 4 columns an A or B load reads
 // (row g, column t) fall in 32 banks, 4g + t, and B's rows 2t, 2t + 1 in kperm order in 8t + g, 8t +
-// 4 + g — and 68 for dS' stored as [key][row] and read as an A fragment of keys in kperm order
-// (2t·68 ≡ 8t). tests/kernels/mma_tf32_test.cpp counts the banks of every load the kernels make.
+// 4 + g — and rows + 4 (68 for a backward step of 64 query rows, 36 for 32) for dS' stored as [key][row]
+// and read as an A fragment of keys in kperm order (2t·68 ≡ 2t·36 ≡ 8t). tests/kernels/mma_tf32_test.cpp
+// counts the banks of every load the kernels make.
 QKV_HOST_DEVICE constexpr int row_stride(int D) { return D + 4; }
-constexpr int kDsStride = 64 + 4;
+QKV_HOST_DEVICE constexpr int ds_stride(int rows) { return rows + 4; }
+constexpr int kDsStride = ds_stride(64);
 
 // x rounded to TF32: the 13 low mantissa bits cleared, to nearest, ties away from zero (cvt.rna);
 // infinities and NaN as they are.
