@@ -1,22 +1,28 @@
 #!/usr/bin/env bash
 # A lent GPU's device minutes (15 a session: .library/device/README.md), planned as two calls, after
 # `QKV_GPU_BUILD=build bash scripts/gpu_pack.sh; bash scripts/gpu_tree.sh slim` here (docs/CUDA.md, "On a lent GPU";
-# `gpu_tree.sh restore` after). The order is what 2026-12-04's H200 left unmeasured first:
+# `gpu_tree.sh restore` after). The order is what 2026-12-04's H200 left unmeasured first, each call's
+# steps in the order of what they are worth (a step the call's timeout cuts keeps its log so far; the
+# steps before it are in $OUT/logs.tar). On 2026-12-04 the tests took 51 s and a 5-kernel attention grid
+# 183 s; the GPT benchmark's qkv runs (5, each ~15–25 s) had stopped at once on the loss plot's PNG.
 #
-#   run(command="bash scripts/gpu_session.sh 1", carry=[".gpu"], timeout_s=540)          (~7 minutes)
+#   run(command="bash scripts/gpu_session.sh 1", carry=[".gpu"], timeout_s=540)          (~8 minutes)
 #       every CUDA test (a process each); GPT training tokens/s against PyTorch eager and torch.compile
 #       (qkv with and without its step as one CUDA graph, QKV_CUDA_GRAPHS=1: never measured to the end on a
-#       GPU); every kernel of one attention call at L = 2k and 16k and the GPT's shape (breakdown: Nsight Compute's durations,
-#       the pre-passes included); the attention grid (bf16, L = 2k and 16k, d = 64 and 128: qkv's default
-#       pair, the two-warpgroup and warp-specialized backwards — at d = 64 in steps of 128 query rows since
-#       2026-12-05, and of 64 as before (wgmma-backward-rows64) —, the overlapped forward — at d = 64 no longer
-#       serialized by ptxas since V is read MN-major, 2026-12-04 — PyTorch's SDPA backends)
-#   run(command="bash scripts/gpu_session.sh 2", carry=[".gpu"], timeout_s=480)          (~6 minutes)
-#       Nsight Compute's sections on each tensor-core attention kernel (profile), where a GPT step's and a
-#       beam step's time goes (steps: QKV_PROFILE=1), qkv train of the translation Transformer in f32 and
-#       bf16 (and bf16 with QKV_CUDA_BIAS_EPILOGUE=0: each linear's bias filled in before its GEMM, as before
-#       2026-12-04's cuBLASLt epilogue), qkv serve --device cuda under load, the output layer's loss against
-#       PyTorch (loss), f32 attention (the 3xTF32 backward at d = 128 in steps of 32 query rows, and 64)
+#       GPU); the attention grid (bf16, L = 2k and 16k, d = 64 and 128: qkv's default pair, the
+#       two-warpgroup and warp-specialized backwards — at d = 64 in steps of 128 query rows since
+#       2026-12-05, and of 64 as before (wgmma-backward-rows64) —, the warp-specialized forward persistent
+#       and a block an item (wgmma-ws-blocks), PyTorch's SDPA backends); then every kernel of one attention
+#       call at L = 2k and 16k and the GPT's shape (breakdown: Nsight Compute's durations, the pre-passes
+#       included)
+#   run(command="bash scripts/gpu_session.sh 2", carry=[".gpu"], timeout_s=300)          (what is left)
+#       where a GPT step's and a beam step's time goes (steps: QKV_PROFILE=1), qkv serve --device cuda under
+#       load, Nsight Compute's sections on each tensor-core attention kernel (profile), qkv train of the
+#       translation Transformer in f32 and bf16 (and bf16 with QKV_CUDA_BIAS_EPILOGUE=0: each linear's bias
+#       filled in before its GEMM, as before 2026-12-04's cuBLASLt epilogue), the output layer's loss against
+#       PyTorch (loss), f32 attention (the 3xTF32 backward at d = 128 in steps of 32 query rows, and 64), the
+#       overlapped forward at d = 64 (attention wgmma-overlap: no longer serialized by ptxas since V is read
+#       MN-major, 2026-12-04)
 #   run(command="bash scripts/gpu_session.sh sanitize 'Cuda.Bf16*'", carry=[".gpu"])   a failing kernel
 # One step alone: tests, gpt, translate, training (gpt and translate), breakdown, attention [KERNEL…],
 # attention_f32, steps, profile, serve, transformer, paged (paged attention's step, split and cascade,
@@ -213,8 +219,8 @@ transformer() {  # qkv train of the translation Transformer on the GPU: tokens/s
     --set train.dtype=bf16
 }
 case "${1:-}" in
-  1) tests; gpt; breakdown; attention wgmma wgmma-backward wgmma-ws-backward wgmma-backward-rows64 wgmma-ws-blocks wgmma-overlap ;;
-  2) profile; steps; transformer; serve; loss; attention_f32 ;;
+  1) tests; gpt; attention wgmma wgmma-backward wgmma-ws-backward wgmma-backward-rows64 wgmma-ws-blocks; breakdown ;;
+  2) steps; serve; profile; transformer; loss; attention_f32; attention wgmma-overlap ;;
   tests | gpt | translate | attention | attention_f32 | training | steps | breakdown | profile | serve | transformer | paged | loss | curve) "$@" ;;
   sanitize) step sanitize 400 bash .gpu/run.sh sanitize "${2:-Cuda.Bf16*}" ;;
   *)
