@@ -105,7 +105,8 @@ class ScopedEnv {
   ScopedEnv& operator=(const ScopedEnv&) = delete;
 };
 constexpr char kTileKernels[] = "QKV_CUDA_ATTENTION", kF32Kernels[] = "QKV_CUDA_ATTENTION_F32",
-               kBackwardKernels[] = "QKV_CUDA_ATTENTION_BACKWARD";
+               kBackwardKernels[] = "QKV_CUDA_ATTENTION_BACKWARD", kBackwardRows[] = "QKV_CUDA_ATTENTION_BACKWARD_ROWS",
+               kTf32Rows[] = "QKV_CUDA_ATTENTION_TF32_ROWS";
 using TileKernels = ScopedEnv<kTileKernels>;
 // The bf16 backward for the scope of one of these made with "wgmma" (Hopper's wgmma, two warpgroups:
 // sm90a/attention_wgmma_kernels.cuh), "wgmma-ws" (warp-specialized) or "mma" (mma.sync) —
@@ -116,6 +117,12 @@ using BackwardKernels = ScopedEnv<kBackwardKernels>;
 // f32's accuracy: the default where it serves) or "simt" (attention.cu, the CUDA cores) —
 // QKV_CUDA_ATTENTION_F32.
 using F32Kernels = ScopedEnv<kF32Kernels>;
+
+// Steps of 64 query rows in the wgmma backwards at head dim 64 (128 their default) and in the 3xTF32
+// backward at head dim 128 (32 its default), for the scope of one of these made with "64":
+// QKV_CUDA_ATTENTION_BACKWARD_ROWS, QKV_CUDA_ATTENTION_TF32_ROWS
+using BackwardRows = ScopedEnv<kBackwardRows>;
+using Tf32Rows = ScopedEnv<kTf32Rows>;
 
 // ---- the op table ---------------------------------------------------------------------------------
 
@@ -656,16 +663,20 @@ TEST_F(Cuda, Bf16AttentionTrainsOnTheTensorCoresAsOnTheCpu) {
       const auto on_cpu = run(Device::cpu(), dt);
       // the backward measured fastest on an H200 at the problem (attention_wgmma.cu's backward_kernel) but
       // "wgmma-backward": the wgmma forward and the two-warpgroup wgmma backward; "wgmma-ws-backward": the
-      // warp-specialized forward and backward; "mma1", "mma2": the mma.sync pair, its backward too
+      // warp-specialized forward and backward; "…-rows64": those backwards in steps of 64 query rows at
+      // head dim 64; "mma1", "mma2": the mma.sync pair, its backward too
       for (const char* kernel : {"wgmma", "wgmma64", "wgmma128", "wgmma-overlap", "wgmma-ws", "mma1", "mma2", "wmma",
-                                 "wgmma-backward", "wgmma-ws-backward"}) {
+                                 "wgmma-backward", "wgmma-ws-backward", "wgmma-backward-rows64",
+                                 "wgmma-ws-backward-rows64"}) {
         SCOPED_TRACE(kernel);
-        const bool wgmma_backward = std::strcmp(kernel, "wgmma-backward") == 0,
-                   ws_backward = std::strcmp(kernel, "wgmma-ws-backward") == 0;
+        const bool wgmma_backward = std::strncmp(kernel, "wgmma-backward", 14) == 0,
+                   ws_backward = std::strncmp(kernel, "wgmma-ws-backward", 17) == 0;
         TileKernels use(wgmma_backward ? "wgmma" : ws_backward ? "wgmma-ws" : kernel);
         std::optional<BackwardKernels> backward;
         if (wgmma_backward) backward.emplace("wgmma");
         if (ws_backward) backward.emplace("wgmma-ws");
+        std::optional<BackwardRows> rows;
+        if (std::strstr(kernel, "-rows64")) rows.emplace("64");
         if (std::strncmp(kernel, "mma", 3) == 0) backward.emplace("mma");  // the mma.sync pair whole
         const auto on_gpu = run(Device::cuda(), dt);
         const char* what[] = {"out", "dq", "dk", "dv"};
@@ -737,7 +748,7 @@ TEST_F(Cuda, F32AttentionOnTheTensorCoresMatchesTheCpu) {
       return std::vector<Tensor>{out, bq.grad(), bk.grad(), bv.grad()};
     };
     const auto on_cpu = run(Device::cpu());
-    std::vector<Tensor> simt, tensor_cores;
+    std::vector<Tensor> simt, tensor_cores, rows64;
     {
       F32Kernels use("simt");
       simt = run(Device::cuda());
@@ -746,11 +757,17 @@ TEST_F(Cuda, F32AttentionOnTheTensorCoresMatchesTheCpu) {
       F32Kernels use("tf32x3");
       tensor_cores = run(Device::cuda());
     }
+    {  // the backward in steps of 64 query rows at head dim 128 (32 its default)
+      F32Kernels use("tf32x3");
+      Tf32Rows r("64");
+      rows64 = run(Device::cuda());
+    }
     const bool served = (c.D == 64 || c.D == 128) && c.layout != 2;
     const char* what[] = {"out", "dq", "dk", "dv"};
     for (int t = 0; t < 4; ++t) {
       SCOPED_TRACE(what[t]);
       EXPECT_SAME_ON_GPU(on_cpu[t], tensor_cores[t], 1e-4);
+      EXPECT_SAME_ON_GPU(on_cpu[t], rows64[t], 1e-4);
       if (served) EXPECT_NE(host(simt[t]), host(tensor_cores[t])) << "the tensor cores' sums, in another order";
       else EXPECT_EQ(host(simt[t]), host(tensor_cores[t])) << "the CUDA-core kernels where the tensor cores do not serve";
     }
