@@ -89,9 +89,10 @@ def qkv_row(qkv, B, H, L, d, causal, reps, dtype, kernel="wgmma"):
         env["QKV_CUDA_ATTENTION_BACKWARD_ROWS"] = "64"
     if dtype == "f32":
         name = "qkv f32 (CUDA cores)" if kernel == "simt" else "qkv f32 (3xTF32 tensor cores)"
-        if kernel == "tf32x3-rows64":  # the backward in steps of 64 query rows at head dim 128 (32 the default)
-            kernel, name = "tf32x3", name + ", 64-row steps"
-            env["QKV_CUDA_ATTENTION_TF32_ROWS"] = "64"
+        if kernel in ("tf32x3-rows32", "tf32x3-rows64"):  # the backward's query rows a step (default: 64 at
+            rows = kernel[-2:]                                 # head dim 64, 32 at 128)
+            kernel, name = "tf32x3", name + f", {rows}-row steps"
+            env["QKV_CUDA_ATTENTION_TF32_ROWS"] = rows
         env["QKV_CUDA_ATTENTION_F32"] = kernel
     elif kernel == "wgmma-backward":  # the wgmma forward and the wgmma backward (bf16)
         name = f"qkv {dtype} (wgmma tiles, wgmma backward)"
@@ -148,10 +149,12 @@ def main():
                          "default elsewhere; "
                          "mma1, mma2: its forward with one or two m-tiles of query rows a warp; wmma: the first "
                          "pair; QKV_CUDA_ATTENTION)")
-    ap.add_argument("--f32-kernels", nargs="+", default=["simt", "tf32x3"], choices=["simt", "tf32x3", "tf32x3-rows64"],
-                    help="qkv's f32 pairs to time with --dtypes f32 (QKV_CUDA_ATTENTION_F32; tf32x3-rows64: the "
-                         "3xTF32 backward in steps of 64 query rows at head dim 128, QKV_CUDA_ATTENTION_TF32_ROWS=64, "
-                         "timed at head dim 128 alone)")
+    ap.add_argument("--f32-kernels", nargs="+", default=["simt", "tf32x3"],
+                    choices=["simt", "tf32x3", "tf32x3-rows32", "tf32x3-rows64"],
+                    help="qkv's f32 pairs to time with --dtypes f32 (QKV_CUDA_ATTENTION_F32; tf32x3-rows32, "
+                         "tf32x3-rows64: the 3xTF32 backward in steps of 32 or 64 query rows, "
+                         "QKV_CUDA_ATTENTION_TF32_ROWS, each timed where it is not the default: 32 at head dim 64, "
+                         "64 at 128)")
     ap.add_argument("--reps", type=int, default=10)
     ap.add_argument("--peak", type=float, default=989.0, help="the GPU's dense bf16 peak, TFLOP/s")
     ap.add_argument("--json-out", help="write every row here")
@@ -166,8 +169,9 @@ def main():
                 f = flops(B, H, L, d, causal)
                 rows = [qkv_row(a.qkv, B, H, L, d, causal, a.reps, t, kernel)
                         for t in a.dtypes for kernel in (a.kernels if t != "f32" else a.f32_kernels)
-                        if not kernel.endswith("-rows64") or d == (64 if t != "f32" else 128)]
-                # (a -rows64 kernel is the same as without elsewhere)
+                        if not kernel.endswith(("-rows32", "-rows64"))
+                        or d == (64 if t != "f32" or kernel.endswith("-rows32") else 128)]
+                # (a -rowsN kernel is the same as without elsewhere)
                 rows += torch_rows(B, H, L, d, causal, a.reps, a.dtypes)
                 print(f"\nL={L} d={d} {'causal' if causal else 'full'} (B={B}, H={H})", flush=True)
                 for name, fwd, fb in rows:

@@ -70,9 +70,11 @@ attention() {  # attention [KERNEL…]: qkv's kernels to time (default: wgmma, t
     --json-out "$out/attention.json"
 }
 attention_f32() {  # f32 attention: the CUDA-core pair, the 3xTF32 tensor-core pair (its backward at head dim 128
-  # in steps of 32 query rows since 2026-12-05, and of 64 as before: tf32x3-rows64), PyTorch's f32 SDPA
+  # in steps of 32 query rows since 2026-12-05, and of 64 as before: tf32x3-rows64; at head dim 64 in steps of
+  # 32, three blocks an SM: tf32x3-rows32), PyTorch's f32 SDPA
   step attention-f32 150 python3 bench/attention_cuda_vs_pytorch.py --qkv "bash .gpu/run.sh qkv" \
-    --lens ${ATTENTION_F32_LENS:-2048} --dims 64 128 --reps 5 --dtypes f32 --f32-kernels simt tf32x3 tf32x3-rows64 \
+    --lens ${ATTENTION_F32_LENS:-2048} --dims 64 128 --reps 5 --dtypes f32 \
+    --f32-kernels simt tf32x3 tf32x3-rows32 tf32x3-rows64 \
     --json-out "$out/attention-f32.json"
 }
 gpt() {

@@ -118,9 +118,10 @@ using BackwardKernels = ScopedEnv<kBackwardKernels>;
 // QKV_CUDA_ATTENTION_F32.
 using F32Kernels = ScopedEnv<kF32Kernels>;
 
-// Steps of 64 query rows in the wgmma backwards at head dim 64 (128 their default) and in the 3xTF32
-// backward at head dim 128 (32 its default), for the scope of one of these made with "64":
-// QKV_CUDA_ATTENTION_BACKWARD_ROWS, QKV_CUDA_ATTENTION_TF32_ROWS
+// Steps of 64 query rows in the wgmma backwards at head dim 64 (128 their default), for the scope of a
+// BackwardRows made with "64"; steps of 32 or 64 in the 3xTF32 backward at either head dim (by default 64
+// at 64, 32 at 128), for the scope of a Tf32Rows made with "32" or "64" — QKV_CUDA_ATTENTION_BACKWARD_ROWS,
+// QKV_CUDA_ATTENTION_TF32_ROWS
 using BackwardRows = ScopedEnv<kBackwardRows>;
 using Tf32Rows = ScopedEnv<kTf32Rows>;
 
@@ -748,7 +749,7 @@ TEST_F(Cuda, F32AttentionOnTheTensorCoresMatchesTheCpu) {
       return std::vector<Tensor>{out, bq.grad(), bk.grad(), bv.grad()};
     };
     const auto on_cpu = run(Device::cpu());
-    std::vector<Tensor> simt, tensor_cores, rows64;
+    std::vector<Tensor> simt, tensor_cores, rows64, rows32;
     {
       F32Kernels use("simt");
       simt = run(Device::cuda());
@@ -757,10 +758,15 @@ TEST_F(Cuda, F32AttentionOnTheTensorCoresMatchesTheCpu) {
       F32Kernels use("tf32x3");
       tensor_cores = run(Device::cuda());
     }
-    {  // the backward in steps of 64 query rows at head dim 128 (32 its default)
+    {  // the backward in steps of 64 and of 32 query rows at either head dim (by default 64 at 64, 32 at 128)
       F32Kernels use("tf32x3");
       Tf32Rows r("64");
       rows64 = run(Device::cuda());
+    }
+    {
+      F32Kernels use("tf32x3");
+      Tf32Rows r("32");
+      rows32 = run(Device::cuda());
     }
     const bool served = (c.D == 64 || c.D == 128) && c.layout != 2;
     const char* what[] = {"out", "dq", "dk", "dv"};
@@ -768,6 +774,7 @@ TEST_F(Cuda, F32AttentionOnTheTensorCoresMatchesTheCpu) {
       SCOPED_TRACE(what[t]);
       EXPECT_SAME_ON_GPU(on_cpu[t], tensor_cores[t], 1e-4);
       EXPECT_SAME_ON_GPU(on_cpu[t], rows64[t], 1e-4);
+      EXPECT_SAME_ON_GPU(on_cpu[t], rows32[t], 1e-4);
       if (served) EXPECT_NE(host(simt[t]), host(tensor_cores[t])) << "the tensor cores' sums, in another order";
       else EXPECT_EQ(host(simt[t]), host(tensor_cores[t])) << "the CUDA-core kernels where the tensor cores do not serve";
     }

@@ -70,20 +70,23 @@ TEST(AttentionTf32Emulated, TheTensorCorePairMatchesTheCpu) {
   }
 }
 
-// The backward at head dim 128 in steps of 32 query rows (tf32_pair::kStepRows: two blocks an SM), and of
-// 64 with QKV_CUDA_ATTENTION_TF32_ROWS=64: ragged last steps (Lq 70: 32, 32, 6 rows), causal blocks whose
-// steps start at their first key, GQA, masks, rows that see no key, dropout, the caller's scale; each warp's
-// part of dQ_i (16 rows × 64 dims at 32 rows a step, 16 × 128 at 64)
-TEST(AttentionTf32Emulated, TheBackwardAtHeadDim128TakesStepsOf32RowsOr64) {
+// The backward in steps of 32 or 64 query rows at either head dim — by default 64 at head dim 64 and 32
+// at 128 (tf32_pair::kStepRows: two blocks an SM there), QKV_CUDA_ATTENTION_TF32_ROWS=32 or 64 otherwise —:
+// the kernel each launches, ragged last steps (Lq 70: 32, 32, 6 rows), causal blocks whose steps start at
+// their first key, GQA, masks, rows that see no key, dropout, the caller's scale; each warp's part of dQ_i
+// (16 rows × D at 64 rows a step, 16 × D/2 at 32, added 64 dims at a time or 32 at head dim 64)
+TEST(AttentionTf32Emulated, TheBackwardTakesStepsOf32Or64QueryRows) {
   const AttentionCase cases[] = {
       {1, 2, 2, 70, 90, 128, false, 0, false},
       {1, 4, 2, 100, 150, 128, true, 0, false},
       {2, 2, 1, 130, 70, 128, true, 1, true},
       {1, 2, 2, 90, 101, 128, false, 3, false, 0.2f},
       {1, 2, 2, 96, 64, 128, false, 2, false, 0.f, 3.f},
+      {1, 4, 2, 70, 130, 64, true, 2, false},
+      {1, 2, 2, 100, 90, 64, false, 3, true, 0.1f},
   };
-  for (const char* rows : {"32", "64"}) {
-    const qt::ScopedEnv env("QKV_CUDA_ATTENTION_TF32_ROWS", rows);
+  for (const char* rows : {"", "32", "64"}) {
+    const qt::ScopedEnv env("QKV_CUDA_ATTENTION_TF32_ROWS", *rows ? rows : nullptr);
     uint64_t seed = 1700;
     for (const AttentionCase& c : cases) {
       SCOPED_TRACE(qt::describe(c) << " QKV_CUDA_ATTENTION_TF32_ROWS=" << rows);
@@ -92,13 +95,18 @@ TEST(AttentionTf32Emulated, TheBackwardAtHeadDim128TakesStepsOf32RowsOr64) {
       const qt::EmulatedAttention e = qt::emulated_attention(c, seed += 10);
       std::vector<float> out, dq, dk, dv;
       run(e, out, dq, dk, dv);
-      const bool r64 = rows[0] == '6';
-      EXPECT_EQ(em::launched(kc::tf32_pair::flash_tf32_backward_kernel<128, 64, false>) ||
-                    em::launched(kc::tf32_pair::flash_tf32_backward_kernel<128, 64, true>),
-                r64);
-      EXPECT_EQ(em::launched(kc::tf32_pair::flash_tf32_backward_kernel<128, 32, false>) ||
-                    em::launched(kc::tf32_pair::flash_tf32_backward_kernel<128, 32, true>),
-                !r64);
+      const int want = *rows ? std::atoi(rows) : c.D == 64 ? 64 : 32;
+      namespace tp = kc::tf32_pair;
+      const bool r32 = c.D == 64 ? em::launched(tp::flash_tf32_backward_kernel<64, 32, false>) ||
+                                       em::launched(tp::flash_tf32_backward_kernel<64, 32, true>)
+                                 : em::launched(tp::flash_tf32_backward_kernel<128, 32, false>) ||
+                                       em::launched(tp::flash_tf32_backward_kernel<128, 32, true>);
+      const bool r64 = c.D == 64 ? em::launched(tp::flash_tf32_backward_kernel<64, 64, false>) ||
+                                       em::launched(tp::flash_tf32_backward_kernel<64, 64, true>)
+                                 : em::launched(tp::flash_tf32_backward_kernel<128, 64, false>) ||
+                                       em::launched(tp::flash_tf32_backward_kernel<128, 64, true>);
+      EXPECT_EQ(r32, want == 32);
+      EXPECT_EQ(r64, want == 64);
       EXPECT_LT(max_rel_error(out, e.out), 2e-5) << "out";
       EXPECT_LT(max_rel_error(dq, e.dq), 2e-5) << "dq";
       EXPECT_LT(max_rel_error(dk, e.dk), 2e-5) << "dk";
@@ -154,7 +162,7 @@ TEST(AttentionTf32Emulated, ThePairDeclinesWhereTheGpuHasTooLittleSharedMemory) 
 TEST(AttentionTf32Emulated, TheTensorCorePairMatchesTheCpu) {
   GTEST_SKIP() << "this build has no CUDA toolkit headers (scripts/build.sh builds the CUDA backend where it is)";
 }
-TEST(AttentionTf32Emulated, TheBackwardAtHeadDim128TakesStepsOf32RowsOr64) {
+TEST(AttentionTf32Emulated, TheBackwardTakesStepsOf32Or64QueryRows) {
   GTEST_SKIP() << "this build has no CUDA toolkit headers (scripts/build.sh builds the CUDA backend where it is)";
 }
 #endif

@@ -39,11 +39,13 @@ void launch_backward(const AttnProblem& p, const float* lse, const float* Dsum, 
   QKV_CUDA_LAUNCHED(tf32_pair::flash_tf32_backward_kernel);
 }
 
-// Steps of 64 query rows at head dim 128 (QKV_CUDA_ATTENTION_TF32_ROWS=64) where 32 is the default
-// (tf32_pair::kStepRows): to compare the two on a GPU
-bool tf32_rows_64() {
+// The backward's query rows a step: QKV_CUDA_ATTENTION_TF32_ROWS=32 or 64, or (unset, anything else) the
+// head dim's default, tf32_pair::kStepRows (64 at head dim 64, 32 at 128) — to compare them on a GPU
+int tf32_step_rows(int64_t D) {
   const char* e = std::getenv("QKV_CUDA_ATTENTION_TF32_ROWS");
-  return e && std::strcmp(e, "64") == 0;
+  if (e && std::strcmp(e, "32") == 0) return 32;
+  if (e && std::strcmp(e, "64") == 0) return 64;
+  return D == 64 ? tf32_pair::kStepRows<64> : tf32_pair::kStepRows<128>;
 }
 
 // Whether this GPU gives one block `bytes` of shared memory (opted in: 227 KB on sm_90, 163 KB on
@@ -90,19 +92,19 @@ bool attention_forward_tf32(const AttnProblem& p, float* out, float* lse) {
 bool attention_backward_tf32(const AttnProblem& p, const float* out, const float* lse, const float* dout, float* dq,
                              float* dk, float* dv) {
   if (!tf32_serves(p) || !tiles::rows_on_16_bytes(dout, p.dout_l.sb, p.dout_l.sh, p.dout_l.sl)) return false;
-  const bool rows64 = p.D == 128 && tf32_rows_64();
-  if (!fits_shared(p.D == 64 ? tf32_pair::backward_smem_bytes<64>()
-                   : rows64  ? tf32_pair::backward_smem_bytes<128, 64>()
-                             : tf32_pair::backward_smem_bytes<128>()))
+  const bool r32 = tf32_step_rows(p.D) == 32;
+  if (!fits_shared(p.D == 64
+                       ? (r32 ? tf32_pair::backward_smem_bytes<64, 32>() : tf32_pair::backward_smem_bytes<64, 64>())
+                       : (r32 ? tf32_pair::backward_smem_bytes<128, 32>() : tf32_pair::backward_smem_bytes<128, 64>())))
     return false;
   cudaStream_t s = stream();
   Scratch Dsum(p.B * p.H * p.Lq, s);
   tiles::backward_preprocess(p, out, dout, Dsum.p, dq, s);  // D_i = dO_i · O_i, dq zeroed: one launch
   const bool gen = attention_general_code(p);
-  constexpr int R128 = tf32_pair::kStepRows<128>;
-  auto* launch = p.D == 64 ? (gen ? launch_backward<64, 64, true> : launch_backward<64, 64, false>)
-                 : rows64  ? (gen ? launch_backward<128, 64, true> : launch_backward<128, 64, false>)
-                           : (gen ? launch_backward<128, R128, true> : launch_backward<128, R128, false>);
+  auto* launch = p.D == 64 ? (r32 ? (gen ? launch_backward<64, 32, true> : launch_backward<64, 32, false>)
+                                  : (gen ? launch_backward<64, 64, true> : launch_backward<64, 64, false>))
+                           : (r32 ? (gen ? launch_backward<128, 32, true> : launch_backward<128, 32, false>)
+                                  : (gen ? launch_backward<128, 64, true> : launch_backward<128, 64, false>));
   launch(p, lse, Dsum.p, dout, dq, dk, dv, s);
   return true;
 }

@@ -215,7 +215,9 @@ __global__ void __launch_bounds__(kThreads) flash_tf32_forward_kernel(AttnProble
 // Query rows a backward step at head dim D: 64 at 64, 32 at 128 — where 64 rows took 153 KB of shared
 // memory a block and so one block (4 warps) an SM, whose every wait was exposed (the H200 of
 // 2026-12-04: 12 TFLOP/s at d 128 against 22 at d 64 and PyTorch's 36); at 32 a block takes 108 KB,
-// and an SM two. QKV_CUDA_ATTENTION_TF32_ROWS=64 keeps 64 at 128, to compare (attention_tf32.cu).
+// and an SM two. QKV_CUDA_ATTENTION_TF32_ROWS=32 or 64 picks the step at either head dim, to compare
+// (attention_tf32.cu): at head dim 64 steps of 32 rows hold an SM to three blocks' registers (170 a
+// thread, where 64 rows take 217) and shared memory (62 KB a block), 12 warps where 64 rows run 8.
 template <int D>
 constexpr int kStepRows = D == 128 ? 32 : 64;
 
@@ -264,6 +266,11 @@ __device__ inline void keys_times_rows(float (&acc)[D / 8][4], const float (&c)[
   }
 }
 
+// Blocks an SM the backward's registers are bounded for: three at head dim 64 in steps of 32 rows (its
+// shared memory allows them), otherwise as many as its registers give (one or two)
+template <int D, int R>
+constexpr int kBackwardBlocksPerSm = D == 64 && R == 32 ? 3 : 1;
+
 template <int D, int R = kStepRows<D>>
 constexpr size_t backward_smem_bytes() {  // K, V, Q, dO tiles, dS'ᵀ, lse and D of the step's rows
   return sizeof(float) * (size_t{kStride<D>} * (2 * kKeys + 2 * R) + size_t{kKeys} * tf32::ds_stride(R) + 2 * R);
@@ -271,15 +278,15 @@ constexpr size_t backward_smem_bytes() {  // K, V, Q, dO tiles, dS'ᵀ, lse and 
 
 // Backward block: 64 keys (16 a warp), steps of R query rows. dQ_i [R, D] of a step is split among the
 // warps: R / 16 tiles of 16 rows, each tile's D dims among 4 / (R / 16) warps (at R = 64 a warp's 16 rows
-// × every dim; at 32, 16 rows × D/2).
+// × every dim; at 32, 16 rows × D/2), added 64 dims at a time (or all of a warp's, if fewer).
 template <int D, int R, bool General>
-__global__ void __launch_bounds__(kThreads)
+__global__ void __launch_bounds__(kThreads, kBackwardBlocksPerSm<D, R>)
     flash_tf32_backward_kernel(AttnProblem p, const float* lse, const float* Dsum, const float* dout, float* dq,
                                float* dk, float* dv) {
   static_assert(R == 32 || R == 64, "a backward step is 32 or 64 query rows");
   constexpr int S = kStride<D>, SS = tf32::ds_stride(R);
   constexpr int kRowTiles = R / 16, kDqDims = D * kRowTiles / kWarps;  // a warp's part of dQ_i: 16 × kDqDims
-  static_assert(kDqDims % 64 == 0, "dQ_i's dims 64 at a time");
+  constexpr int kChunk = kDqDims < 64 ? kDqDims : 64;
   QKV_DYNAMIC_SHARED(128, smem);
   float* Ks = reinterpret_cast<float*>(smem);  // [kKeys][S]
   float* Vs = Ks + kKeys * S;                   // [kKeys][S]
@@ -359,17 +366,17 @@ __global__ void __launch_bounds__(kThreads)
       // from dS'ᵀ with its keys in kperm order, B = K_j's rows in the same order
       const int rw = warp % kRowTiles * 16, dim0 = warp / kRowTiles * kDqDims;
 #pragma unroll
-      for (int c0 = dim0; c0 < dim0 + kDqDims; c0 += 64) {
-        float acc[8][4];
+      for (int c0 = dim0; c0 < dim0 + kDqDims; c0 += kChunk) {
+        float acc[kChunk / 8][4];
 #pragma unroll
-        for (int n = 0; n < 8; ++n) acc[n][0] = acc[n][1] = acc[n][2] = acc[n][3] = 0.f;
+        for (int n = 0; n < kChunk / 8; ++n) acc[n][0] = acc[n][1] = acc[n][2] = acc[n][3] = 0.f;
 #pragma unroll
         for (int kk = 0; kk < kKeys / 8; ++kk) {
           float a[4];
           load_a<true>(a, dSt + kk * 8 * SS + rw, 1, SS, lane);
           const Halves<4> ah(a);
 #pragma unroll
-          for (int dt = 0; dt < 8; ++dt) {
+          for (int dt = 0; dt < kChunk / 8; ++dt) {
             float kb[2];
             load_b<true>(kb, Ks + kk * 8 * S + c0 + dt * 8, S, 1, lane);
             mma3(acc[dt], ah, Halves<2>(kb));
