@@ -48,6 +48,22 @@ int tf32_step_rows(int64_t D) {
   return D == 64 ? tf32_pair::kStepRows<64> : tf32_pair::kStepRows<128>;
 }
 
+// The backward kernel a problem at head dim D takes — its step's rows (tf32_step_rows), the mask code or
+// not — and the shared memory it asks
+struct BackwardLaunch {
+  void (*run)(const AttnProblem&, const float*, const float*, const float*, float*, float*, float*, cudaStream_t);
+  size_t bytes;
+};
+template <int D, int R>
+BackwardLaunch backward_launch_at(bool general) {
+  return {general ? launch_backward<D, R, true> : launch_backward<D, R, false>, tf32_pair::backward_smem_bytes<D, R>()};
+}
+template <int D>
+BackwardLaunch backward_launch(const AttnProblem& p) {
+  const bool general = attention_general_code(p);
+  return tf32_step_rows(D) == 32 ? backward_launch_at<D, 32>(general) : backward_launch_at<D, 64>(general);
+}
+
 // Whether this GPU gives one block `bytes` of shared memory (opted in: 227 KB on sm_90, 163 KB on
 // sm_80, 99 KB on sm_86 and sm_89 — where head dim 128 stays on the CUDA cores)
 bool fits_shared(size_t bytes) {
@@ -92,20 +108,12 @@ bool attention_forward_tf32(const AttnProblem& p, float* out, float* lse) {
 bool attention_backward_tf32(const AttnProblem& p, const float* out, const float* lse, const float* dout, float* dq,
                              float* dk, float* dv) {
   if (!tf32_serves(p) || !tiles::rows_on_16_bytes(dout, p.dout_l.sb, p.dout_l.sh, p.dout_l.sl)) return false;
-  const bool r32 = tf32_step_rows(p.D) == 32;
-  if (!fits_shared(p.D == 64
-                       ? (r32 ? tf32_pair::backward_smem_bytes<64, 32>() : tf32_pair::backward_smem_bytes<64, 64>())
-                       : (r32 ? tf32_pair::backward_smem_bytes<128, 32>() : tf32_pair::backward_smem_bytes<128, 64>())))
-    return false;
+  const BackwardLaunch launch = p.D == 64 ? backward_launch<64>(p) : backward_launch<128>(p);
+  if (!fits_shared(launch.bytes)) return false;
   cudaStream_t s = stream();
   Scratch Dsum(p.B * p.H * p.Lq, s);
   tiles::backward_preprocess(p, out, dout, Dsum.p, dq, s);  // D_i = dO_i · O_i, dq zeroed: one launch
-  const bool gen = attention_general_code(p);
-  auto* launch = p.D == 64 ? (r32 ? (gen ? launch_backward<64, 32, true> : launch_backward<64, 32, false>)
-                                  : (gen ? launch_backward<64, 64, true> : launch_backward<64, 64, false>))
-                           : (r32 ? (gen ? launch_backward<128, 32, true> : launch_backward<128, 32, false>)
-                                  : (gen ? launch_backward<128, 64, true> : launch_backward<128, 64, false>));
-  launch(p, lse, Dsum.p, dout, dq, dk, dv, s);
+  launch.run(p, lse, Dsum.p, dout, dq, dk, dv, s);
   return true;
 }
 

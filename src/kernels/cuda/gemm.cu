@@ -165,14 +165,14 @@ LtPlan& lt_plan(bool bf16, cublasOperation_t op_a, cublasOperation_t op_b, int m
   LtPlan& plan = at->second;
   if (!made) return plan;
   const CublasLtLibrary& lt = cublas_lt();
-  // Each call's status kept until one fails: a cuBLASLt that rejects a descriptor or a preference (one
-  // older than the attributes asked, or a layout it does not take) leaves the plan unusable — the two
-  // passes serve the shape — rather than failing the linear (lt_refused says so once a process)
+  // The calls in order until one fails, whose status `failed` keeps: a cuBLASLt that rejects a descriptor
+  // or a preference (one older than the attributes asked, or a layout it does not take) leaves the plan
+  // unusable — the two passes serve the shape — rather than failing the linear (lt_refused says so once a
+  // process)
   cublasStatus_t failed = CUBLAS_STATUS_SUCCESS;
-  const auto good = [&] { return failed == CUBLAS_STATUS_SUCCESS; };
   const auto ok = [&](cublasStatus_t st) {
-    if (good()) failed = st;
-    return good();
+    failed = st;
+    return st == CUBLAS_STATUS_SUCCESS;
   };
   const cublasComputeType_t compute = tf32 ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F;
   const cublasLtEpilogue_t epilogue = CUBLASLT_EPILOGUE_BIAS;
@@ -180,7 +180,19 @@ LtPlan& lt_plan(bool bf16, cublasOperation_t op_a, cublasOperation_t op_b, int m
   // the stored matrices: A is m×k (k×m transposed), B k×n (n×k), D m×n
   const cudaDataType ab = bf16 ? CUDA_R_16BF : CUDA_R_32F;
   const bool ta = op_a == CUBLAS_OP_T, tb = op_b == CUBLAS_OP_T;
-  ok(lt.desc_create(&plan.op, compute, CUDA_R_32F)) &&
+  const uint64_t workspace = kLtWorkspace;
+  const uint32_t align[4] = {align_a, align_b, align_d, align_d};  // (C is D)
+  const cublasLtMatmulPreferenceAttributes_t which[4] = {
+      CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES,
+      CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES};
+  cublasLtMatmulPreference_t pref = nullptr;
+  const auto alignments = [&] {
+    for (int i = 0; i < 4; ++i)
+      if (!ok(lt.preference_set(pref, which[i], &align[i], sizeof align[i]))) return false;
+    return true;
+  };
+  const bool made_all =
+      ok(lt.desc_create(&plan.op, compute, CUDA_R_32F)) &&
       ok(lt.desc_set(plan.op, CUBLASLT_MATMUL_DESC_TRANSA, &op_a, sizeof op_a)) &&
       ok(lt.desc_set(plan.op, CUBLASLT_MATMUL_DESC_TRANSB, &op_b, sizeof op_b)) &&
       ok(lt.desc_set(plan.op, CUBLASLT_MATMUL_DESC_EPILOGUE, &epilogue, sizeof epilogue)) &&
@@ -188,19 +200,12 @@ LtPlan& lt_plan(bool bf16, cublasOperation_t op_a, cublasOperation_t op_b, int m
       ok(lt.desc_set(plan.op, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias, sizeof bias)) &&
       ok(lt.layout_create(&plan.a, ab, ta ? k : m, ta ? m : k, lda)) &&
       ok(lt.layout_create(&plan.b, ab, tb ? n : k, tb ? k : n, ldb)) &&
-      ok(lt.layout_create(&plan.c, CUDA_R_32F, m, n, ldd));
-  cublasLtMatmulPreference_t pref = nullptr;
-  if (good()) ok(lt.preference_create(&pref));
+      ok(lt.layout_create(&plan.c, CUDA_R_32F, m, n, ldd)) && ok(lt.preference_create(&pref)) &&
+      ok(lt.preference_set(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &workspace, sizeof workspace)) &&
+      alignments();
   const std::unique_ptr<std::remove_pointer_t<cublasLtMatmulPreference_t>, decltype(lt.preference_destroy)> held(
       pref, lt.preference_destroy);  // (the heuristic's alone; none where it was not made)
-  const uint64_t workspace = kLtWorkspace;
-  const uint32_t align[4] = {align_a, align_b, align_d, align_d};  // (C is D)
-  const cublasLtMatmulPreferenceAttributes_t which[4] = {
-      CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES,
-      CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES};
-  if (good()) ok(lt.preference_set(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &workspace, sizeof workspace));
-  for (int i = 0; i < 4 && good(); ++i) ok(lt.preference_set(pref, which[i], &align[i], sizeof align[i]));
-  if (!good()) {
+  if (!made_all) {
     lt_refused(failed, "a descriptor", m, n, k);
     plan.usable = false;
     return plan;
