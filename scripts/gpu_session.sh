@@ -16,7 +16,8 @@
 #       call at L = 2k and 16k and the GPT's shape (breakdown: Nsight Compute's durations, the pre-passes
 #       included)
 #   run(command="bash scripts/gpu_session.sh 2", carry=[".gpu"], timeout_s=300)          (what is left)
-#       where a GPT step's and a beam step's time goes (steps: QKV_PROFILE=1), qkv serve --device cuda under
+#       where a GPT step's and a beam step's time goes (steps: QKV_PROFILE=1), the paged decoding kernel tiled
+#       against a key a warp (paged_kernels, 2026-12-05), qkv serve --device cuda under
 #       load, Nsight Compute's sections on each tensor-core attention kernel (profile), qkv train of the
 #       translation Transformer in f32 and bf16 (and bf16 with QKV_CUDA_BIAS_EPILOGUE=0: each linear's bias
 #       filled in before its GEMM, as before 2026-12-04's cuBLASLt epilogue), the output layer's loss against
@@ -199,6 +200,22 @@ paged() {  # one decoding step's paged attention (the split over the keys on and
   done
   step paged-cpu 60 bash .gpu/run.sh qkv bench paged-attention --device cpu -B 16 -L 4096 --threads 16 --json
 }
+paged_kernels() {  # one decoding step's paged attention: the tiled kernel (2026-12-05: tiles of 32 keys, cp.async,
+  # 2–4 in flight) against the key-a-warp kernel it replaced (QKV_CUDA_PAGED_KERNEL=warps: ~120–830 GB/s of the
+  # H200's 4.8 TB/s on 2026-12-04), f32 caches and bf16 (32 heads over 8, d 128)
+  local runs=("1 4096" "1 32768" "16 4096" "64 2048" "256 1024")
+  for r in "${runs[@]}"; do
+    read -r B L <<<"$r"
+    for kernel in tiled warps; do
+      QKV_CUDA_PAGED_KERNEL=$kernel step "paged-$B-$L-$kernel" 30 bash .gpu/run.sh qkv bench paged-attention \
+        --device cuda -B "$B" -L "$L" --json
+    done
+  done
+  for kernel in tiled warps; do
+    QKV_CUDA_PAGED_KERNEL=$kernel step "paged-16-4096-bf16-$kernel" 30 bash .gpu/run.sh qkv bench paged-attention \
+      --device cuda -B 16 -L 4096 --kv-dtype bf16 --json
+  done
+}
 curve() {  # the GPT's training loss over 1,000 steps, qkv's and PyTorch's overlaid (f32 and bf16 SVGs in $OUT)
   step gpt-curve 420 python3 bench/gpt_cuda_vs_pytorch.py --qkv "bash .gpu/run.sh qkv" --iters 100 --loss-iters 1000 \
     --defaults-only --plot "$out/gpt-loss"
@@ -222,10 +239,10 @@ transformer() {  # qkv train of the translation Transformer on the GPU: tokens/s
 }
 case "${1:-}" in
   1) tests; gpt; attention wgmma wgmma-backward wgmma-ws-backward wgmma-backward-rows64 wgmma-ws-blocks; breakdown ;;
-  2) steps; serve; profile; transformer; loss; attention_f32; attention wgmma-overlap ;;
-  tests | gpt | translate | attention | attention_f32 | training | steps | breakdown | profile | serve | transformer | paged | loss | curve) "$@" ;;
+  2) steps; paged_kernels; serve; profile; transformer; loss; attention_f32; attention wgmma-overlap ;;
+  tests | gpt | translate | attention | attention_f32 | training | steps | breakdown | profile | serve | transformer | paged | paged_kernels | loss | curve) "$@" ;;
   sanitize) step sanitize 400 bash .gpu/run.sh sanitize "${2:-Cuda.Bf16*}" ;;
   *)
-    echo "usage: bash scripts/gpu_session.sh 1 | 2 | tests | gpt | translate | attention [KERNEL…] | attention_f32 | training | steps | breakdown | profile | serve | transformer | paged | loss | curve | sanitize [GTEST_FILTER]" >&2
+    echo "usage: bash scripts/gpu_session.sh 1 | 2 | tests | gpt | translate | attention [KERNEL…] | attention_f32 | training | steps | breakdown | profile | serve | transformer | paged | paged_kernels | loss | curve | sanitize [GTEST_FILTER]" >&2
     exit 2 ;;
 esac

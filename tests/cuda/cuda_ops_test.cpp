@@ -797,7 +797,8 @@ TEST_F(Cuda, F32AttentionOnTheTensorCoresMatchesTheCpu) {
 TEST_F(Cuda, PagedAttentionOverLongContextsSplitsOverTheKeysAsTheCpu) {
   // two sequences of 3,000 and 700 keys and one of 5 in shuffled pages of 16, one decoding token each
   // (6 blocks on ~132 SMs: the split over the keys, kernels/cuda/paged_attention_kernels.cuh), with and
-  // without a sliding window of 1,100, and with the split turned off (QKV_CUDA_PAGED_SPLIT=0); then
+  // without a sliding window of 1,100, and with the split turned off (QKV_CUDA_PAGED_SPLIT=0), by the tiled
+  // kernel and the key-a-warp one (QKV_CUDA_PAGED_KERNEL=warps); then
   // bf16 and e4m3 caches, converted and written on the GPU (bit for bit the CPU's rounding) and read
   // by both
   const int64_t H = 8, Hkv = 2, D = 64, P = 16, per = 3000 / P + 1, rows = 3;
@@ -806,15 +807,20 @@ TEST_F(Cuda, PagedAttentionOverLongContextsSplitsOverTheKeysAsTheCpu) {
   const Tensor q = randn({3, H, D}, 1), k = randn({rows * per, Hkv, P, D}, 2), v = randn({rows * per, Hkv, P, D}, 3);
   const Tensor table = Tensor::from_ints(order, {rows, per}), seq = Tensor::from_ints({0, 1, 2}, {3}),
                len = Tensor::from_ints({3000, 700, 5}, {3});
-  for (const char* split : {"1", "0"})
-    for (int64_t window : {0, 1100}) {
-      SCOPED_TRACE(std::string("QKV_CUDA_PAGED_SPLIT=") + split + ", window " + std::to_string(window));
-      ::setenv("QKV_CUDA_PAGED_SPLIT", split, 1);
-      NoGradGuard g;
-      const Tensor want = paged_attention(q, k, v, table, seq, len, std::nullopt, window);
-      const Tensor got = paged_attention(gpu(q), gpu(k), gpu(v), gpu(table), gpu(seq), gpu(len), std::nullopt, window);
-      EXPECT_LT(rel_error(host(got), host(want)), 1e-5);
-    }
+  for (const char* kernel : {"tiled", "warps"})
+    for (const char* split : {"1", "0"})
+      for (int64_t window : {0, 1100}) {
+        SCOPED_TRACE(std::string("QKV_CUDA_PAGED_KERNEL=") + kernel + ", QKV_CUDA_PAGED_SPLIT=" + split + ", window " +
+                     std::to_string(window));
+        ::setenv("QKV_CUDA_PAGED_KERNEL", kernel, 1);
+        ::setenv("QKV_CUDA_PAGED_SPLIT", split, 1);
+        NoGradGuard g;
+        const Tensor want = paged_attention(q, k, v, table, seq, len, std::nullopt, window);
+        const Tensor got =
+            paged_attention(gpu(q), gpu(k), gpu(v), gpu(table), gpu(seq), gpu(len), std::nullopt, window);
+        EXPECT_LT(rel_error(host(got), host(want)), 1e-5);
+      }
+  ::unsetenv("QKV_CUDA_PAGED_KERNEL");
   ::unsetenv("QKV_CUDA_PAGED_SPLIT");
   NoGradGuard g;
   const Tensor slots = Tensor::from_ints({7, 4000, 17, 9000}, {4});

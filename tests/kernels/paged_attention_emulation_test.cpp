@@ -1,6 +1,8 @@
 // The paged-attention GPU kernels (kernels/cuda/paged_attention_kernels.cuh) run on the host,
 // unchanged, through tests/kernels/cuda_emulation.h, with the grids paged_attention.cu gives them,
-// against the CPU's kernels (kernels/cpu/paged_attention.cpp): decoding steps of sequences of
+// against the CPU's kernels (kernels/cpu/paged_attention.cpp) — the tiled decoding kernel (the
+// default; its tiles by cp.async, and by plain loads where rows are not whole 16-byte pieces) and the
+// key-a-warp kernel it replaced: decoding steps of sequences of
 // lengths 0, 1, 17 and 100 sharing one cache in a shuffled page order (grouped-query and not, D = 64
 // and odd widths with Dv ≠ D, up to 256, pages of 16 and 4, a sliding window, more query heads a key
 // head than one block takes), a prompt as T causal queries of one sequence, and the writes of new
@@ -83,26 +85,45 @@ std::vector<float> forward_cpu(const Paged& c) {
                                out.data(), c.s);
   return out;
 }
+// The decoding kernels: the tiled one (the default), and paged_attention_kernel (a key a warp;
+// QKV_CUDA_PAGED_KERNEL=warps)
+enum class Kernel { tiled, warps };
+std::string name(Kernel k) { return k == Kernel::tiled ? "tiled" : "a key a warp"; }
+
+// a decoding kernel's launch as paged_attention.cu's decode makes it (aligned false: the tiled kernel
+// copies by plain loads, as for caches not on 16 bytes)
+template <typename C>
+void decode(Kernel kind, const Paged& c, const C* k, const C* v, float* out, dim3 grid, kc::PagedSplit split = {},
+            float* part = nullptr, const int32_t* from = nullptr, bool aligned = true) {
+  if (kind == Kernel::warps) {
+    launch(grid, kc::kPagedThreads, kc::paged_attention_shared_bytes(c.s), [&] {
+      kc::paged_attention_kernel(c.q.data(), k, v, c.table.data(), c.seq.data(), c.len.data(), out, c.s, split, part,
+                                 from);
+    });
+    return;
+  }
+  const kc::PagedTiles tl = kc::paged_tiles(c.s, sizeof(C), aligned);
+  launch(grid, kc::kPagedThreads, tl.bytes, [&] {
+    kc::paged_attention_tiled_kernel(c.q.data(), k, v, c.table.data(), c.seq.data(), c.len.data(), out, c.s, tl, split,
+                                     part, from);
+  });
+}
+dim3 decode_grid(const Paged& c, int64_t runs = 1) {
+  return dim3(static_cast<unsigned>(kc::paged_attention_blocks(c.s)), static_cast<unsigned>(runs));
+}
+
 // the kernel's launch as paged_attention.cu makes it
-std::vector<float> forward_gpu(const Paged& c) {
+std::vector<float> forward_gpu(const Paged& c, Kernel kind = Kernel::tiled, bool aligned = true) {
   std::vector<float> out(static_cast<size_t>(c.s.T * c.s.H * c.s.Dv), NAN);
-  launch(dim3(static_cast<unsigned>(kc::paged_attention_blocks(c.s))), kc::kPagedThreads,
-         kc::paged_attention_shared_bytes(c.s), [&] {
-           kc::paged_attention_kernel(c.q.data(), c.k.data(), c.v.data(), c.table.data(), c.seq.data(), c.len.data(),
-                                      out.data(), c.s);
-         });
+  decode(kind, c, c.k.data(), c.v.data(), out.data(), decode_grid(c), {}, nullptr, nullptr, aligned);
   return out;
 }
 
 // the split launch as paged_attention.cu makes it: the runs, then their merge
-std::vector<float> forward_gpu_split(const Paged& c, kc::PagedSplit split) {
+std::vector<float> forward_gpu_split(const Paged& c, kc::PagedSplit split, Kernel kind = Kernel::tiled) {
   std::vector<float> out(static_cast<size_t>(c.s.T * c.s.H * c.s.Dv), NAN),
       part(static_cast<size_t>(kc::paged_split_floats(c.s, split)), NAN);
-  launch(dim3(static_cast<unsigned>(kc::paged_attention_blocks(c.s)), static_cast<unsigned>(split.splits)),
-         kc::kPagedThreads, kc::paged_attention_shared_bytes(c.s), [&] {
-           kc::paged_attention_kernel(c.q.data(), c.k.data(), c.v.data(), c.table.data(), c.seq.data(), c.len.data(),
-                                      out.data(), c.s, split, part.data());
-         });
+  decode(kind, c, c.k.data(), c.v.data(), out.data(), decode_grid(c, split.splits), split, part.data());
   for (float x : out) EXPECT_TRUE(std::isnan(x)) << "a run wrote the output";
   launch(dim3(kc::paged_merge_blocks(c.s)), 256, 0, [&] { kc::paged_attention_merge_kernel(part.data(), out.data(), c.s, split); });
   return out;
@@ -169,7 +190,8 @@ auto bits_of(const std::vector<C>& x) {
 // the caches in bf16 or e4m3 (widened as they are read): decoding steps and a long context split over
 // the keys
 template <typename C>
-void expect_narrow_caches_match_the_cpu() {
+void expect_narrow_caches_match_the_cpu(Kernel kind) {
+  SCOPED_TRACE(name(kind));
   for (const Heads& h : {Heads{8, 2, 64, 64, 16, 0}, Heads{4, 4, 40, 24, 4, 0}, Heads{2, 1, 256, 200, 16, 0}}) {
     SCOPED_TRACE(name(h));
     const Paged c = make(h, {0, 1, 17, 600}, {{2, 17}, {0, 0}, {3, 600}, {1, 1}}, 41);
@@ -177,20 +199,12 @@ void expect_narrow_caches_match_the_cpu() {
     std::vector<float> want(static_cast<size_t>(c.s.T * c.s.H * c.s.Dv)), got(want.size(), NAN);
     cpu::paged_attention_forward(c.q.data(), k16.data(), v16.data(), c.table.data(), c.seq.data(), c.len.data(),
                                  want.data(), c.s);
-    launch(dim3(static_cast<unsigned>(kc::paged_attention_blocks(c.s))), kc::kPagedThreads,
-           kc::paged_attention_shared_bytes(c.s), [&] {
-             kc::paged_attention_kernel(c.q.data(), k16.data(), v16.data(), c.table.data(), c.seq.data(), c.len.data(),
-                                        got.data(), c.s);
-           });
+    decode(kind, c, k16.data(), v16.data(), got.data(), decode_grid(c));
     EXPECT_LT(rel(got, want), 1e-5);
     // the split: runs of 150 keys
     const kc::PagedSplit split{4, 150};
     std::vector<float> part(static_cast<size_t>(kc::paged_split_floats(c.s, split)), NAN), split_out(want.size(), NAN);
-    launch(dim3(static_cast<unsigned>(kc::paged_attention_blocks(c.s)), 4), kc::kPagedThreads,
-           kc::paged_attention_shared_bytes(c.s), [&] {
-             kc::paged_attention_kernel(c.q.data(), k16.data(), v16.data(), c.table.data(), c.seq.data(), c.len.data(),
-                                        split_out.data(), c.s, split, part.data());
-           });
+    decode(kind, c, k16.data(), v16.data(), split_out.data(), decode_grid(c, 4), split, part.data());
     launch(dim3(kc::paged_merge_blocks(c.s)), 256, 0, [&] { kc::paged_attention_merge_kernel(part.data(), split_out.data(), c.s, split); });
     EXPECT_LT(rel(split_out, want), 1e-5);
     // and not the f32 caches' result: the rounding is there
@@ -198,8 +212,76 @@ void expect_narrow_caches_match_the_cpu() {
   }
 }
 
-TEST(PagedAttentionKernelsEmulated, Bf16CachesMatchTheCpuWholeAndSplit) { expect_narrow_caches_match_the_cpu<qkv::bf16>(); }
-TEST(PagedAttentionKernelsEmulated, Fp8CachesMatchTheCpuWholeAndSplit) { expect_narrow_caches_match_the_cpu<qkv::f8e4m3>(); }
+// (e4m3 at D 40 and Dv 24 or 200: rows not whole 16-byte pieces, which the tiled kernel copies by plain loads)
+TEST(PagedAttentionKernelsEmulated, Bf16CachesMatchTheCpuWholeAndSplit) {
+  expect_narrow_caches_match_the_cpu<qkv::bf16>(Kernel::tiled);
+}
+TEST(PagedAttentionKernelsEmulated, Fp8CachesMatchTheCpuWholeAndSplit) {
+  expect_narrow_caches_match_the_cpu<qkv::f8e4m3>(Kernel::tiled);
+}
+
+// The tiled kernel's tiles: whole 16-byte pieces a row (zeros past D), a key's row an odd number of
+// pieces from the next — so that the 8 lanes of each phase of a 16-byte load, keys j … j + 7, read 8
+// distinct 4-bank groups —, as many tiles in flight as ~104 KB hold (2 to 4: two blocks an SM), cp.async
+// only where every row is whole pieces on 16-byte addresses.
+TEST(PagedAttentionKernelsEmulated, TheTiledKernelsTilesSpreadTheBanksAndFitTwoBlocksAnSm) {
+  PagedShape s;
+  s.H = 32, s.Hkv = 8, s.D = s.Dv = 128;
+  kc::PagedTiles f32 = kc::paged_tiles(s, 4, true);
+  EXPECT_EQ(f32.chunk, 4);
+  EXPECT_EQ(f32.dc, 128);
+  EXPECT_EQ(f32.k_stride, 528);  // 512 bytes: 32 pieces, one more
+  EXPECT_EQ(f32.v_stride, 512);
+  EXPECT_EQ(f32.stages, 3);
+  EXPECT_TRUE(f32.async);
+  EXPECT_LE(2 * (f32.bytes + 1024), size_t{228 * 1024}) << "two blocks an SM (1 KB a block reserved)";
+  EXPECT_FALSE(kc::paged_tiles(s, 4, false).async) << "a cache not on 16 bytes";
+  EXPECT_EQ(kc::paged_tiles(s, 2, true).stages, 4);      // bf16: 16.5 KB a tile
+  EXPECT_EQ(kc::paged_tiles(s, 1, true).k_stride, 144);  // e4m3: 128 bytes, 8 pieces: one more
+  s.D = s.Dv = 256, s.H = s.Hkv * 8;                     // the widest rows, 8 heads a block: 2 tiles, one block an SM
+  EXPECT_EQ(kc::paged_tiles(s, 4, true).stages, 2);
+  EXPECT_LE(kc::paged_tiles(s, 4, true).bytes, size_t{227 * 1024});
+  s.D = 30, s.Dv = 20;  // not whole pieces: plain loads, rows rounded up (f32: 32 and 20 dims; e4m3: 32 and 32)
+  const kc::PagedTiles odd = kc::paged_tiles(s, 4, true), odd8 = kc::paged_tiles(s, 1, true);
+  EXPECT_FALSE(odd.async);
+  EXPECT_EQ(odd.dc, 32);
+  EXPECT_EQ(odd.v_stride, 80);
+  EXPECT_EQ(odd8.dc, 32);
+  EXPECT_EQ(odd8.k_stride, 48);
+  EXPECT_FALSE(odd8.async);
+  for (const int64_t D : {16, 24, 40, 64, 72, 96, 128, 200, 256})
+    for (const size_t e : {size_t{1}, size_t{2}, size_t{4}}) {
+      s.D = s.Dv = D;
+      const kc::PagedTiles tl = kc::paged_tiles(s, e, true);
+      EXPECT_EQ(tl.k_stride % 16, 0);
+      EXPECT_EQ(tl.k_stride / 16 % 2, 1) << "D " << D << ", " << e << "-byte elements";
+      EXPECT_GE(tl.k_stride, tl.dc * static_cast<int64_t>(e));
+      EXPECT_EQ(tl.q_at % 16, 0u);
+      EXPECT_EQ(tl.p_at % 16, 0u);
+      EXPECT_EQ(tl.async, D * static_cast<int64_t>(e) % 16 == 0);
+    }
+}
+
+// The tiled kernel's plain loads (its rows copied without cp.async, as for caches not on 16 bytes, or rows
+// not whole 16-byte pieces: D 30 and Dv 18), whole and split; and the kernel it replaced, a key a warp
+// (QKV_CUDA_PAGED_KERNEL=warps), as before.
+TEST(PagedAttentionKernelsEmulated, TheTiledKernelsPlainLoadsAndTheKeyAWarpKernelMatchTheCpu) {
+  std::vector<Heads> heads = kHeads;
+  heads.push_back({6, 2, 30, 18, 4, 0});
+  for (const Heads& h : heads) {
+    SCOPED_TRACE(name(h));
+    const Paged c = make(h, {0, 1, 17, 100}, {{2, 17}, {0, 0}, {3, 100}, {1, 1}}, 33);
+    const std::vector<float> want = forward_cpu(c);
+    EXPECT_LT(rel(forward_gpu(c, Kernel::tiled, false), want), 1e-5) << "plain loads";
+    EXPECT_LT(rel(forward_gpu(c, Kernel::warps), want), 1e-5) << "a key a warp";
+    const Paged long_context = make(h, {700, 3}, {{0, 700}, {1, 3}}, 34);
+    const std::vector<float> want_long = forward_cpu(long_context);
+    EXPECT_LT(rel(forward_gpu_split(long_context, kc::PagedSplit{3, 250}), want_long), 1e-5) << "split";
+    EXPECT_LT(rel(forward_gpu_split(long_context, kc::PagedSplit{3, 250}, Kernel::warps), want_long), 1e-5)
+        << "a key a warp, split";
+  }
+  expect_narrow_caches_match_the_cpu<qkv::bf16>(Kernel::warps);
+}
 
 TEST(PagedAttentionKernelsEmulated, SplitChoosesRunsOnlyWhereBlocksLeaveSmsIdle) {
   PagedShape s;
@@ -348,11 +430,8 @@ CascadeRun forward_gpu_cascade(const Paged& c, const Paged& planned, const std::
   const kc::PagedSplit split = run.split = kc::paged_cascade_split(c.s, cascade, sms);
   run.out.assign(static_cast<size_t>(c.s.T * c.s.H * c.s.Dv), NAN);
   std::vector<float> part(static_cast<size_t>(kc::paged_split_floats(c.s, split)), NAN);
-  launch(dim3(static_cast<unsigned>(kc::paged_attention_blocks(c.s)), static_cast<unsigned>(split.splits)),
-         kc::kPagedThreads, kc::paged_attention_shared_bytes(c.s), [&] {
-           kc::paged_attention_kernel(c.q.data(), k.data(), v.data(), c.table.data(), c.seq.data(), c.len.data(),
-                                      run.out.data(), c.s, split, part.data(), cascade.from);
-         });
+  decode(Kernel::tiled, c, k.data(), v.data(), run.out.data(), decode_grid(c, split.splits), split, part.data(),
+         cascade.from);
   launch(dim3(static_cast<unsigned>(kc::paged_cascade_blocks(c.s, cascade)), static_cast<unsigned>(split.prefix_runs)),
          kc::kPagedThreads, kc::paged_cascade_shared_bytes(c.s), [&] {
            kc::paged_cascade_kernel(c.q.data(), k.data(), v.data(), c.table.data(), c.seq.data(), c.s, cascade, split,
@@ -501,6 +580,10 @@ TEST(PagedAttentionKernelsEmulated, TheLaunchersMatchTheCpu) {
     EXPECT_LT(rel(launched(long_context), want), 1e-5);
     {
       const qkv::testing::ScopedEnv no_split("QKV_CUDA_PAGED_SPLIT", "0");
+      EXPECT_LT(rel(launched(long_context), want), 1e-5);
+    }
+    {
+      const qkv::testing::ScopedEnv warps("QKV_CUDA_PAGED_KERNEL", "warps");
       EXPECT_LT(rel(launched(long_context), want), 1e-5);
     }
   }

@@ -1,6 +1,7 @@
 // Attention over a paged KV cache on the GPU, and the writes of new tokens' keys and values into it
 // (formulas, layouts and contracts: kernels/paged_attention.inc; the kernels and their launch:
 // paged_attention_kernels.cuh).
+#include <cstdint>
 #include <cstdlib>
 #include <cstring>
 
@@ -12,6 +13,30 @@
 QKV_CUDA_LAUNCHERS_BEGIN
 
 namespace {
+
+// The decoding kernel over the tokens' keys (all of them, or from[t] on with a cascade), `grid` blocks:
+// the tiled kernel, or with QKV_CUDA_PAGED_KERNEL=warps paged_attention_kernel (a key a warp in flight,
+// the kernel before 2026-12-05), to compare the two on a GPU.
+template <typename C>
+void decode(dim3 grid, const float* q, const C* k_cache, const C* v_cache, const int32_t* table, const int32_t* seq,
+            const int32_t* len, float* out, const PagedShape& s, const PagedSplit& split, float* part,
+            const int32_t* from) {
+  const char* kind = std::getenv("QKV_CUDA_PAGED_KERNEL");
+  if (kind && std::strcmp(kind, "warps") == 0) {
+    QKV_LAUNCH(grid, kPagedThreads, paged_attention_shared_bytes(s), stream(), paged_attention_kernel<C>)
+    (q, k_cache, v_cache, table, seq, len, out, s, split, part, from);
+    QKV_CUDA_LAUNCHED(paged_attention_kernel);
+    return;
+  }
+  const bool aligned = reinterpret_cast<uintptr_t>(k_cache) % 16 == 0 && reinterpret_cast<uintptr_t>(v_cache) % 16 == 0;
+  const PagedTiles tl = paged_tiles(s, sizeof(C), aligned);
+  if (tl.bytes > 48 * 1024)
+    QKV_CUDA_CHECK(cudaFuncSetAttribute(paged_attention_tiled_kernel<C>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                        static_cast<int>(tl.bytes)));
+  QKV_LAUNCH(grid, kPagedThreads, tl.bytes, stream(), paged_attention_tiled_kernel<C>)
+  (q, k_cache, v_cache, table, seq, len, out, s, tl, split, part, from);
+  QKV_CUDA_LAUNCHED(paged_attention_tiled_kernel);
+}
 
 // one block per (query token, key/value head, chunk of ≤ 8 of its query heads), 4 warps; split over
 // the keys where those blocks would leave SMs idle (paged_split); with a cascade, the groups' shared
@@ -37,10 +62,8 @@ void forward(const float* q, const C* k_cache, const C* v_cache, const int32_t* 
     PagedSplit split = paged_cascade_split(s, *cascade, sm_count());
     if (!may_split) split.splits = 1, split.keys = 0;
     Scratch part(paged_split_floats(s, split), stream());
-    const dim3 grid(static_cast<unsigned>(blocks), static_cast<unsigned>(split.splits));
-    QKV_LAUNCH(grid, kPagedThreads, paged_attention_shared_bytes(s), stream(), paged_attention_kernel<C>)(
-        q, k_cache, v_cache, table, seq, len, out, s, split, part.p, cascade->from);
-    QKV_CUDA_LAUNCHED(paged_attention_kernel);
+    decode(dim3(static_cast<unsigned>(blocks), static_cast<unsigned>(split.splits)), q, k_cache, v_cache, table, seq,
+           len, out, s, split, part.p, cascade->from);
     const int64_t cascade_blocks = paged_cascade_blocks(s, *cascade);
     QKV_CHECK(cascade_blocks <= 2147483647, "paged_attention: ", cascade_blocks, " cascade blocks are too many for one CUDA grid");
     const size_t bytes = paged_cascade_shared_bytes(s);
@@ -57,18 +80,13 @@ void forward(const float* q, const C* k_cache, const C* v_cache, const int32_t* 
     return;
   }
   const PagedSplit split = may_split ? paged_split(s, sm_count()) : PagedSplit{};
-  if (split.splits == 1) {
-    QKV_LAUNCH(static_cast<unsigned>(blocks), kPagedThreads, paged_attention_shared_bytes(s), stream(),
-               paged_attention_kernel<C>)(q, k_cache, v_cache, table, seq, len, out, s, PagedSplit{}, nullptr, nullptr);
-    QKV_CUDA_LAUNCHED(paged_attention_kernel);
-    return;
-  }
+  if (split.splits == 1)
+    return decode(dim3(static_cast<unsigned>(blocks)), q, k_cache, v_cache, table, seq, len, out, s, PagedSplit{},
+                  nullptr, nullptr);
   // few blocks, long contexts: S runs of the keys a block each, then their merge
   Scratch part(paged_split_floats(s, split), stream());
-  const dim3 grid(static_cast<unsigned>(blocks), static_cast<unsigned>(split.splits));
-  QKV_LAUNCH(grid, kPagedThreads, paged_attention_shared_bytes(s), stream(), paged_attention_kernel<C>)(
-      q, k_cache, v_cache, table, seq, len, out, s, split, part.p, nullptr);
-  QKV_CUDA_LAUNCHED(paged_attention_kernel);
+  decode(dim3(static_cast<unsigned>(blocks), static_cast<unsigned>(split.splits)), q, k_cache, v_cache, table, seq, len,
+         out, s, split, part.p, nullptr);
   QKV_LAUNCH(paged_merge_blocks(s), 256, 0, stream(), paged_attention_merge_kernel)(part.p, out, s, split, nullptr);
   QKV_CUDA_LAUNCHED(paged_attention_merge_kernel);
 }

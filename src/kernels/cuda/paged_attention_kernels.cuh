@@ -4,13 +4,15 @@
 //
 // For decoding (a few query tokens, each over its sequence's keys): one block per (query token,
 // key/value head, chunk of at most 8 of the G query heads sharing that head — one chunk unless G > 8).
-// Its 4 warps take the keys in turn (warp w: keys lo + w, lo + w + 4, …); a key's and a value's rows
-// are read once for all the chunk's heads, a lane holding head dims lane, lane + 32, … (D, Dv ≤ 256:
-// at most 8 a lane, in registers). Each warp keeps an online softmax per head (running max and sum,
-// f32) and its weighted sum of values in registers; the warps' partial results are merged through
-// shared memory at the end (a bf16 cache's elements widened to f32 as they are read). A page index
-// outside the cache is skipped, a length clamped to the block-table row, a negative row sees no key:
-// the kernel never reads outside the cache (the CPU op checks these indices; the GPU cannot cheaply).
+// The default, paged_attention_tiled_kernel (below, 2026-12-05), streams the block's keys through
+// shared memory in tiles of 32 by cp.async, several tiles in flight. paged_attention_kernel, the
+// kernel before it (QKV_CUDA_PAGED_KERNEL=warps, to compare on a GPU): its 4 warps take the keys in turn (warp w: keys
+// lo + w, lo + w + 4, …); a key's and a value's rows are read once for all the chunk's heads, a lane holding head dims
+// lane, lane + 32, … (D, Dv ≤ 256: at most 8 a lane, in registers). Each warp keeps an online softmax per head (running
+// max and sum, f32) and its weighted sum of values in registers; the warps' partial results are merged through shared
+// memory at the end (a bf16 cache's elements widened to f32 as they are read). A page index outside the cache is
+// skipped, a length clamped to the block-table row, a negative row sees no key: the kernel never reads outside the
+// cache (the CPU op checks these indices; the GPU cannot cheaply).
 //
 // Split over the keys (flash-decoding: Dao, Haziza, Massa, Sizov, "Flash-Decoding for long-context
 // inference", 2023; vLLM's PagedAttention V2): a step of few sequences gives few blocks — one
@@ -30,7 +32,9 @@
 
 #include <cmath>
 #include <cstdint>
+#include <cstring>
 
+#include "kernels/cuda/attention_tiles.cuh"  // cp.async
 #include "kernels/cuda/bf16_bits.cuh"
 #include "kernels/cuda/launch.h"
 #include "kernels/paged_attention.h"
@@ -237,6 +241,270 @@ __global__ void __launch_bounds__(kPagedThreads)
       const int64_t th = t * s.H + h0 + g, rows = s.T * s.H;  // (th: the run's row of part)
       part[(th * S + y) * s.Dv + d] = c.num;
       if (d == 0) part[rows * S * s.Dv + th * S + y] = c.M, part[rows * S * (s.Dv + 1) + th * S + y] = c.den;
+    }
+  }
+}
+
+// ---- the tiled kernel (the default) ----------------------------------------------------------------
+//
+// paged_attention_kernel's work and results — the same blocks (a token, a key/value head, a chunk of
+// ≤ 8 of its query heads), the same runs and scratch — with the keys read as a GPU reads memory
+// fastest. paged_attention_kernel holds one key in flight a warp, and a key's scores are G warp sums
+// one after another: on the H200 of 2026-12-04 one sequence of 4,096 keys (8 key heads, d 128, f32)
+// streamed its cache at ~120 GB/s of the 4.8 TB/s there. Here a block takes its keys in tiles of 32
+// (two pages of 16), each tile's key and value rows copied whole into shared memory by cp.async — a
+// warp's 16-byte copies of a row one contiguous run — with `stages` tiles in flight (3 for an f32
+// cache at d 128: 64 KB a block under way), and computes on tile i while tiles i + 1 … arrive. Per
+// tile, for the block's rows g (query heads h0 + g) and its keys j:
+//     x[g, j] = q_g · k_j                                     warp g mod 4 for row g, lane j for key j
+//     m'_g = max(m_g, max_j x[g, j]),  c_g = e^(m_g − m'_g),  p[g, j] = e^(x[g, j] − m'_g),
+//     l_g ← l_g · c_g + Σ_j p[g, j]                           row g's warp; p and c to shared memory
+//     acc[g, d] ← acc[g, d] · c_g + Σ_j p[g, j] · v_j[d]      thread d (and d + 128): every row
+// and at the end out = acc / l (a run: acc, m and l to the scratch). A key not to attend to (past the
+// run, its page outside the cache) scores −∞ over a zero row. A lane reads its key 16 bytes at a
+// time; a key's row in shared memory is an odd number of 16-byte pieces apart from the next, so that
+// each 8 lanes of such a load fall in 32 distinct banks. Where the cache's rows are not whole 16-byte
+// pieces on 16-byte addresses (D · sizeof(C) or Dv · sizeof(C) not a multiple of 16, or a cache not on
+// 16 bytes), the same tiles are copied by plain loads (rows padded with zeros to whole pieces).
+constexpr int kPagedTile = 32;                   // keys a tile
+constexpr int kPagedMaxStages = 4;               // tiles in flight at most
+constexpr size_t kPagedStageBudget = 104 << 10;  // the tiles' shared memory a block aims at (two blocks an SM)
+
+// The tiled kernel's shared memory: [stages][32] key rows of k_stride bytes, [stages][32] value rows
+// of v_stride, then q [Gs, dc] (scaled, zeros past D), p [32][8] (a tile's p[g, j] at 8j + g), and the
+// rows' factors c, then m and l [8] each.
+struct PagedTiles {
+  int64_t chunk = 4;                   // cache elements in 16 bytes
+  int64_t dc = 0;                      // D rounded up to whole chunks
+  int64_t k_stride = 0, v_stride = 0;  // bytes between rows in shared memory
+  int stages = 2;
+  bool async = true;  // cp.async; else plain loads (the rows not whole 16-byte pieces on 16-byte addresses)
+  size_t q_at = 0, p_at = 0, c_at = 0, bytes = 0;  // offsets, and the whole
+  __host__ __device__ size_t stage_bytes() const {
+    return static_cast<size_t>(kPagedTile) * static_cast<size_t>(k_stride + v_stride);
+  }
+};
+// `aligned`: both caches start on 16 bytes
+inline PagedTiles paged_tiles(const PagedShape& s, size_t element_bytes, bool aligned) {
+  PagedTiles tl;
+  const auto e = static_cast<int64_t>(element_bytes);
+  tl.chunk = 16 / e;
+  tl.dc = (s.D + tl.chunk - 1) / tl.chunk * tl.chunk;
+  const int64_t k_row = tl.dc * e;  // whole 16-byte pieces
+  tl.k_stride = k_row / 16 % 2 == 1 ? k_row : k_row + 16;
+  tl.v_stride = (s.Dv + tl.chunk - 1) / tl.chunk * tl.chunk * e;
+  tl.async = aligned && s.D * e % 16 == 0 && s.Dv * e % 16 == 0;
+  const size_t stage = tl.stage_bytes();
+  const size_t fit = stage > 0 ? kPagedStageBudget / stage : kPagedMaxStages;
+  tl.stages = fit < 2 ? 2 : fit > kPagedMaxStages ? kPagedMaxStages : static_cast<int>(fit);
+  const int64_t G = s.H / s.Hkv, Gs = G < kPagedHeads ? G : kPagedHeads;
+  tl.q_at = static_cast<size_t>(tl.stages) * stage;
+  tl.p_at = tl.q_at + static_cast<size_t>(Gs * tl.dc) * sizeof(float);
+  tl.c_at = tl.p_at + static_cast<size_t>(kPagedTile * kPagedHeads) * sizeof(float);
+  tl.bytes = tl.c_at + 3 * kPagedHeads * sizeof(float);
+  return tl;
+}
+
+// 16 bytes of cache elements (a piece of a row in shared memory) widened to f32
+template <typename C>
+__device__ inline void widen_piece(const unsigned char* at, float (&x)[16 / sizeof(C)]) {
+  const uint4 raw = *reinterpret_cast<const uint4*>(at);
+  C c[16 / sizeof(C)];
+  memcpy(c, &raw, 16);
+#pragma unroll
+  for (int i = 0; i < 16 / static_cast<int>(sizeof(C)); ++i) x[i] = widen(c[i]);
+}
+
+// cp.async.wait_group with the stages chosen at launch: every copy but the newest stages − 2 groups'
+__device__ inline void wait_tiles(int stages) {
+  if (stages <= 2)
+    tiles::cp_async_wait<0>();
+  else if (stages == 3)
+    tiles::cp_async_wait<1>();
+  else
+    tiles::cp_async_wait<2>();
+}
+
+template <typename C>
+__global__ void __launch_bounds__(kPagedThreads, 2)
+    paged_attention_tiled_kernel(const float* q, const C* k_cache, const C* v_cache, const int32_t* table,
+                                 const int32_t* seq, const int32_t* len, float* out, PagedShape s, PagedTiles tl,
+                                 PagedSplit split = {}, float* part = nullptr, const int32_t* from = nullptr) {
+  QKV_DYNAMIC_SHARED(128, smem);
+  const int64_t G = s.H / s.Hkv, chunks = (G + kPagedHeads - 1) / kPagedHeads;
+  const int64_t block = blockIdx.x, chunk = block % chunks, kvh = block / chunks % s.Hkv, t = block / chunks / s.Hkv;
+  const int64_t h0 = kvh * G + chunk * kPagedHeads;
+  const int Gb = static_cast<int>(G - chunk * kPagedHeads < kPagedHeads ? G - chunk * kPagedHeads : kPagedHeads);
+  const int lane = static_cast<int>(threadIdx.x & 31), warp = static_cast<int>(threadIdx.x >> 5);
+  const int stages = tl.stages;
+  unsigned char* const k_tiles = smem;                                      // [stages][32][k_stride]
+  unsigned char* const v_tiles = smem + stages * kPagedTile * tl.k_stride;  // [stages][32][v_stride]
+  float* const qs = reinterpret_cast<float*>(smem + tl.q_at);               // [Gb, dc]
+  float* const ps = reinterpret_cast<float*>(smem + tl.p_at);               // [32][8]
+  float* const cs = reinterpret_cast<float*>(smem + tl.c_at);               // [8]
+  float* const ms = cs + kPagedHeads;                                       // [8]
+  float* const ls = ms + kPagedHeads;                                       // [8]
+
+  // qs[g, d] = scale · q[t, h0 + g, d], zeros from D to dc
+  const float* qt = q + (t * s.H + h0) * s.D;
+  for (int64_t e = threadIdx.x; e < Gb * tl.dc; e += blockDim.x) {
+    const int64_t g = e / tl.dc, d = e % tl.dc;
+    qs[e] = d < s.D ? s.scale * qt[g * s.D + d] : 0.f;
+  }
+  // the keys lo … n − 1 of row seq[t] (as paged_attention_kernel), this block's run j0 … j1 − 1 of them
+  const int64_t row = seq[t], cap = s.max_pages * s.page_size;
+  const bool row_ok = row >= 0 && row < s.rows;
+  int64_t n = row_ok ? len[t] : 0;
+  n = n < 0 ? 0 : n > cap ? cap : n;
+  int64_t lo = s.window > 0 && n > s.window ? n - s.window : 0;
+  if (from != nullptr && from[t] >= 0) lo = from[t] < n ? from[t] : n;
+  const int32_t* pages = table + (row_ok ? row : 0) * s.max_pages;
+  const int64_t y = blockIdx.y;
+  const int64_t j0 = split.keys > 0 ? lo + y * split.keys : lo;
+  const int64_t j1 = split.keys > 0 && j0 + split.keys < n ? j0 + split.keys : n;
+  const int64_t n_tiles = j1 > j0 ? (j1 - j0 + kPagedTile - 1) / kPagedTile : 0;
+
+  // key j's slot (page · Hkv + kvh) · page_size + offset in the caches' rows, −1 where it is not to be
+  // attended to (past the run; its page outside the cache)
+  auto slot_of = [&](int64_t j) -> int64_t {
+    if (j >= j1) return -1;
+    const int64_t page = pages[j / s.page_size];
+    return page >= 0 && page < s.pages ? (page * s.Hkv + kvh) * s.page_size + j % s.page_size : int64_t{-1};
+  };
+  // one row of a tile: a cache row (`width` elements from slot's) → `dst`, zeros past it to `whole`
+  // elements and for slot −1; the warp's lanes along it
+  auto copy_row = [&](unsigned char* dst, const C* cache, int64_t slot, int64_t width, int64_t whole) {
+    if (tl.async) {
+      const auto* src = reinterpret_cast<const unsigned char*>(cache + (slot < 0 ? 0 : slot) * width);
+      for (int64_t c = lane; c < whole / tl.chunk; c += 32) tiles::cp_async16(dst + 16 * c, src + 16 * c, slot >= 0);
+    } else {
+      C* d = reinterpret_cast<C*>(dst);
+      for (int64_t e = lane; e < whole; e += 32) d[e] = slot >= 0 && e < width ? cache[slot * width + e] : C{};
+    }
+  };
+  const int64_t dv_whole = tl.v_stride / static_cast<int64_t>(sizeof(C));
+  // tile i (keys j0 + 32i …) into buffer i mod stages: warp w copies rows w, w + 4, …; lane r < 8 finds
+  // row w + 4r's slot, which the warp's lanes then take in turn
+  auto copy_tile = [&](int64_t i) {
+    const int64_t jt = j0 + i * kPagedTile;
+    unsigned char* kb = k_tiles + (i % stages) * kPagedTile * tl.k_stride;
+    unsigned char* vb = v_tiles + (i % stages) * kPagedTile * tl.v_stride;
+    constexpr int kRowsAWarp = kPagedTile / kPagedWarps;
+    const int64_t mine = lane < kRowsAWarp ? slot_of(jt + warp + kPagedWarps * lane) : -1;
+#pragma unroll
+    for (int r = 0; r < kRowsAWarp; ++r) {
+      const auto slot = static_cast<int64_t>(__shfl_sync(0xffffffffu, static_cast<long long>(mine), r));
+      const int64_t at = warp + kPagedWarps * r;
+      copy_row(kb + at * tl.k_stride, k_cache, slot, s.D, tl.dc);
+      copy_row(vb + at * tl.v_stride, v_cache, slot, s.Dv, dv_whole);
+    }
+  };
+
+  // the pipeline's fill: tiles 0 … stages − 2, a group each (empty past the last tile)
+  for (int i = 0; i < stages - 1; ++i) {
+    if (i < n_tiles) copy_tile(i);
+    tiles::cp_async_commit();
+  }
+  float m[2] = {-INFINITY, -INFINITY}, l[2] = {0.f, 0.f};  // rows warp and warp + 4 (this warp's)
+  float acc[kPagedHeads][2];                               // rows 0 … Gb − 1, dims threadIdx.x (+ 128)
+#pragma unroll
+  for (int g = 0; g < kPagedHeads; ++g) acc[g][0] = acc[g][1] = 0.f;
+  const int64_t d0 = threadIdx.x, d1 = d0 + kPagedThreads;
+  for (int64_t i = 0; i < n_tiles; ++i) {
+    wait_tiles(stages);  // this thread's copies of tile i have landed
+    __syncthreads();     // everyone's; and tile i − 1's buffer and p are read
+    if (i + stages - 1 < n_tiles) copy_tile(i + stages - 1);
+    tiles::cp_async_commit();
+    const unsigned char* kb = k_tiles + (i % stages) * kPagedTile * tl.k_stride;
+    const unsigned char* vb = v_tiles + (i % stages) * kPagedTile * tl.v_stride;
+
+    // lane j: x_r = q_g · k_j for the warp's rows g = warp + 4r (−∞ for a key not to attend to)
+    const bool present = slot_of(j0 + i * kPagedTile + lane) >= 0;
+    const bool two = warp + kPagedWarps < Gb;
+    if (warp < Gb) {  // (warp-uniform)
+      float x[2] = {0.f, 0.f};
+      if (present) {
+        constexpr int kChunk = 16 / static_cast<int>(sizeof(C));
+        const unsigned char* key = kb + lane * tl.k_stride;
+        const float* q0 = qs + warp * tl.dc;
+        const float* q1 = qs + (two ? warp + kPagedWarps : warp) * tl.dc;
+        for (int64_t c = 0; c < tl.dc / kChunk; ++c) {
+          float kv[kChunk];
+          widen_piece<C>(key + 16 * c, kv);
+#pragma unroll
+          for (int u = 0; u < kChunk; u += 4) {  // q's four dims as one broadcast 16-byte load
+            const float4 a = *reinterpret_cast<const float4*>(q0 + c * kChunk + u);
+            x[0] += a.x * kv[u] + a.y * kv[u + 1] + a.z * kv[u + 2] + a.w * kv[u + 3];
+            if (two) {
+              const float4 b = *reinterpret_cast<const float4*>(q1 + c * kChunk + u);
+              x[1] += b.x * kv[u] + b.y * kv[u + 1] + b.z * kv[u + 2] + b.w * kv[u + 3];
+            }
+          }
+        }
+      }
+#pragma unroll
+      for (int r = 0; r < 2; ++r) {
+        if (r == 1 && !two) break;  // (warp-uniform)
+        const int g = warp + kPagedWarps * r;
+        const float xr = present ? x[r] : -INFINITY, m_new = fmaxf(m[r], warp_max(xr));
+        float c = 1.f, p = 0.f;
+        if (m_new != -INFINITY) {  // (warp-uniform; else no key yet: acc stays 0)
+          c = expf(m[r] - m_new);
+          p = present ? expf(xr - m_new) : 0.f;
+          m[r] = m_new;
+          l[r] = l[r] * c + warp_sum(p);
+        }
+        ps[lane * kPagedHeads + g] = p;
+        if (lane == 0) cs[g] = c;
+      }
+    }
+    __syncthreads();  // p and c written
+
+    // acc[g, d] ← acc[g, d] · c_g + Σ_j p[g, j] · v_j[d]
+#pragma unroll
+    for (int g = 0; g < kPagedHeads; ++g) {
+      if (g >= Gb) break;
+      acc[g][0] *= cs[g], acc[g][1] *= cs[g];
+    }
+    const C* vrows = reinterpret_cast<const C*>(vb);
+    for (int j = 0; j < kPagedTile; ++j) {
+      const C* vj = vrows + j * dv_whole;
+      const float v0 = d0 < s.Dv ? widen(vj[d0]) : 0.f, v1 = d1 < s.Dv ? widen(vj[d1]) : 0.f;
+      const float4 pa = *reinterpret_cast<const float4*>(ps + j * kPagedHeads);
+      const float4 pb = *reinterpret_cast<const float4*>(ps + j * kPagedHeads + 4);
+      const float pj[kPagedHeads] = {pa.x, pa.y, pa.z, pa.w, pb.x, pb.y, pb.z, pb.w};
+#pragma unroll
+      for (int g = 0; g < kPagedHeads; ++g) {
+        if (g >= Gb) break;
+        acc[g][0] += pj[g] * v0, acc[g][1] += pj[g] * v1;
+      }
+    }
+  }
+  tiles::cp_async_wait<0>();  // (the empty groups past the last tile)
+
+  // out[t, h0 + g, d] = acc / l (0 where no key was seen); a run: acc, m and l to `part`
+#pragma unroll
+  for (int r = 0; r < 2; ++r) {
+    const int g = warp + kPagedWarps * r;
+    if (g < Gb && lane == 0) ms[g] = m[r], ls[g] = l[r];
+  }
+  __syncthreads();
+  const int64_t S = split.runs();
+#pragma unroll
+  for (int g = 0; g < kPagedHeads; ++g) {
+    if (g >= Gb) break;
+    const int64_t th = t * s.H + h0 + g;
+#pragma unroll
+    for (int k = 0; k < 2; ++k) {
+      const int64_t d = k == 0 ? d0 : d1;
+      if (d >= s.Dv) continue;
+      if (part == nullptr) {
+        out[th * s.Dv + d] = ls[g] > 0.f ? acc[g][k] / ls[g] : 0.f;
+      } else {  // part: acc [T, H, R, Dv], then M and L [T, H, R]
+        const int64_t rows = s.T * s.H;
+        part[(th * S + y) * s.Dv + d] = acc[g][k];
+        if (d == 0) part[rows * S * s.Dv + th * S + y] = ms[g], part[rows * S * (s.Dv + 1) + th * S + y] = ls[g];
+      }
     }
   }
 }
