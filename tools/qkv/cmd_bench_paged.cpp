@@ -4,7 +4,8 @@
 // [B, Hkv, L, D]), on the CPU or a GPU. A decoding step reads every key and value once, so the figure
 // that counts is the bandwidth: bytes of keys and values read per second. On a GPU, few sequences
 // with long contexts take the split over the keys (kernels/cuda/paged_attention_kernels.cuh;
-// QKV_CUDA_PAGED_SPLIT=0 turns it off, to compare). --kv-dtype bf16 keeps the paged cache in bf16 (half
+// QKV_CUDA_PAGED_SPLIT=0 turns it off, to compare; QKV_CUDA_PAGED_KERNEL=warps runs the key-a-warp kernel
+// the tiled one replaced). --kv-dtype bf16 keeps the paged cache in bf16 (half
 // the bytes read; the dense attention stays f32), --kv-dtype fp8 in e4m3 (a quarter). --shared-prefix N gives every sequence the same first
 // pages (N keys): the cascade reads them once for all (kernels/cpu/paged_attention.cpp; on a GPU the
 // groups found on the host once, as a step finds them for all its layers — paged_prefixes —, then
