@@ -201,7 +201,7 @@ paged() {  # one decoding step's paged attention (the split over the keys on and
   step paged-cpu 60 bash .gpu/run.sh qkv bench paged-attention --device cpu -B 16 -L 4096 --threads 16 --json
 }
 paged_kernels() {  # one decoding step's paged attention: the tiled kernel (2026-12-05: tiles of 32 keys, cp.async,
-  # 2–4 in flight) against the key-a-warp kernel it replaced (QKV_CUDA_PAGED_KERNEL=warps: ~120–830 GB/s of the
+  # 1–3 in flight) against the key-a-warp kernel it replaced (QKV_CUDA_PAGED_KERNEL=warps: ~120–830 GB/s of the
   # H200's 4.8 TB/s on 2026-12-04), f32 caches and bf16 (32 heads over 8, d 128)
   local runs=("1 4096" "1 32768" "16 4096" "64 2048" "256 1024")
   for r in "${runs[@]}"; do

@@ -5,7 +5,7 @@
 // For decoding (a few query tokens, each over its sequence's keys): one block per (query token,
 // key/value head, chunk of at most 8 of the G query heads sharing that head — one chunk unless G > 8).
 // The default, paged_attention_tiled_kernel (below, 2026-12-05), streams the block's keys through
-// shared memory in tiles of 32 by cp.async, several tiles in flight. paged_attention_kernel, the
+// shared memory in tiles of 32 by cp.async, 1–3 tiles in flight. paged_attention_kernel, the
 // kernel before it (QKV_CUDA_PAGED_KERNEL=warps, to compare on a GPU): its 4 warps take the keys in turn (warp w: keys
 // lo + w, lo + w + 4, …); a key's and a value's rows are read once for all the chunk's heads, a lane holding head dims
 // lane, lane + 32, … (D, Dv ≤ 256: at most 8 a lane, in registers). Each warp keeps an online softmax per head (running
@@ -253,8 +253,9 @@ __global__ void __launch_bounds__(kPagedThreads)
 // one after another: on the H200 of 2026-12-04 one sequence of 4,096 keys (8 key heads, d 128, f32)
 // streamed its cache at ~120 GB/s of the 4.8 TB/s there. Here a block takes its keys in tiles of 32
 // (two pages of 16), each tile's key and value rows copied whole into shared memory by cp.async — a
-// warp's 16-byte copies of a row one contiguous run — with `stages` tiles in flight (3 for an f32
-// cache at d 128: 64 KB a block under way), and computes on tile i while tiles i + 1 … arrive. Per
+// warp's 16-byte copies of a row one contiguous run — into `stages` tile buffers, the next stages − 1
+// tiles in flight (3 buffers for an f32 cache at d 128: 64 KB a block under way), and computes on tile
+// i while tiles i + 1 … arrive. Per
 // tile, for the block's rows g (query heads h0 + g) and its keys j:
 //     x[g, j] = q_g · k_j                                     warp g mod 4 for row g, lane j for key j
 //     m'_g = max(m_g, max_j x[g, j]),  c_g = e^(m_g − m'_g),  p[g, j] = e^(x[g, j] − m'_g),
@@ -267,7 +268,7 @@ __global__ void __launch_bounds__(kPagedThreads)
 // pieces on 16-byte addresses (D · sizeof(C) or Dv · sizeof(C) not a multiple of 16, or a cache not on
 // 16 bytes), the same tiles are copied by plain loads (rows padded with zeros to whole pieces).
 constexpr int kPagedTile = 32;                   // keys a tile
-constexpr int kPagedMaxStages = 4;               // tiles in flight at most
+constexpr int kPagedMaxStages = 4;               // tile buffers at most
 constexpr size_t kPagedStageBudget = 104 << 10;  // the tiles' shared memory a block aims at (two blocks an SM)
 
 // The tiled kernel's shared memory: [stages][32] key rows of k_stride bytes, [stages][32] value rows
