@@ -202,7 +202,8 @@ paged() {  # one decoding step's paged attention (the split over the keys on and
 }
 paged_kernels() {  # one decoding step's paged attention: the tiled kernel (2026-12-05: tiles of 32 keys, cp.async,
   # 1–3 in flight) against the key-a-warp kernel it replaced (QKV_CUDA_PAGED_KERNEL=warps: ~120–830 GB/s of the
-  # H200's 4.8 TB/s on 2026-12-04), f32 caches and bf16 (32 heads over 8, d 128)
+  # H200's 4.8 TB/s on 2026-12-04), f32 caches and bf16 (32 heads over 8, d 128); the bench's dense column too
+  # (an f32 step over a dense cache: the same kernel since 2026-12-05, and with warps the split-KV pair)
   local runs=("1 4096" "1 32768" "16 4096" "64 2048" "256 1024")
   for r in "${runs[@]}"; do
     read -r B L <<<"$r"

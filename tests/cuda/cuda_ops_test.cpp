@@ -779,7 +779,8 @@ TEST_F(Cuda, F32AttentionOnTheTensorCoresMatchesTheCpu) {
       else EXPECT_EQ(host(simt[t]), host(tensor_cores[t])) << "the CUDA-core kernels where the tensor cores do not serve";
     }
   }
-  // a decoding step (4 query rows, no gradient: no lse) stays on the split-KV kernels
+  // a decoding step (4 query rows, no gradient: no lse) stays on the split-KV kernels (q [B, H, 4, D]: not the
+  // [B, Lq, H, D] rows the paged decoding kernel takes)
   NoGradGuard no_grad;
   const Tensor q = gpu(randn({2, 4, 4, 64}, 990)), k = gpu(randn({2, 4, 900, 64}, 991)), v = gpu(randn({2, 4, 900, 64}, 992));
   std::vector<float> simt;
@@ -876,6 +877,26 @@ TEST_F(Cuda, PagedAttentionCascadesOverSharedPagesAsTheCpu) {
               paged_attention(gpu(q), gpu(k), gpu(v), gpu(tb), gpu(sq), gpu(ln), std::nullopt, 500, &other);
             }).find("prefixes were found for"),
             std::string::npos);
+}
+
+// A decoding step over a dense KV cache (no gradient: q [B, H, 1, D] against k, v [B, Hkv, L, D], GQA):
+// the paged decoding kernel over the cache as pages of one sequence (attention_decode_tiled), and with
+// QKV_CUDA_PAGED_KERNEL=warps the split-KV pair it replaced — both the CPU's numbers
+TEST_F(Cuda, DecodingOverADenseCacheTakesThePagedKernelAsTheCpu) {
+  NoGradGuard no_grad;
+  for (const Shape& ks : {Shape{2, 2, 3000, 128}, Shape{1, 8, 700, 64}}) {
+    const Tensor q = randn({ks[0], 8, 1, ks[3]}, 995), k = randn(ks, 996), v = randn(ks, 997);
+    AttentionOptions o;
+    o.enable_gqa = ks[1] != 8;
+    const Tensor want = scaled_dot_product_attention(q, k, v, o);
+    for (const char* kernel : {"tiled", "warps"}) {
+      SCOPED_TRACE(std::string("QKV_CUDA_PAGED_KERNEL=") + kernel + ", keys " + shape_str(ks));
+      ::setenv("QKV_CUDA_PAGED_KERNEL", kernel, 1);
+      const Tensor got = scaled_dot_product_attention(gpu(q), gpu(k), gpu(v), o);
+      EXPECT_LT(rel_error(host(got), host(want)), 1e-5);
+    }
+    ::unsetenv("QKV_CUDA_PAGED_KERNEL");
+  }
 }
 
 TEST_F(Cuda, EmptyExtentsBehaveAsOnTheCpu) {

@@ -4,7 +4,8 @@
 // tensor cores do not take, D ≠ Dv, and every problem under QKV_CUDA_ATTENTION_F32=simt), its split over
 // the keys for a few rows against many (flash-decoding: the partial runs and their combination; fewer
 // rows than four warps a multiprocessor, on an emulated H200's 132 and an sm_86 GPU's 82), and
-// the reference pair that keeps P — against qkv's CPU attention: out, lse's use by the backward, dq,
+// the reference pair that keeps P, and a decoding step's hand-over to the paged decoding kernel
+// (paged_attention.cu) — against qkv's CPU attention: out, lse's use by the backward, dq,
 // dk, dv; causal or not, masks, rows that see no key, GQA, dropout, heads split off a [B, L, H, D]
 // projection. Needs the CUDA toolkit's headers (a QKV_CUDA build), not a GPU.
 #include <gtest/gtest.h>
@@ -19,6 +20,7 @@
 #include "kernels/cpu/attention_kernels.h"
 #include "kernels/cuda/attention.cu"  // the launchers, on the emulated H200
 #include "kernels/cuda/attention_tf32.cu"
+#include "kernels/cuda/paged_attention.cu"  // the decoding steps over a dense cache (attention_decode_tiled)
 
 namespace {
 
@@ -81,6 +83,33 @@ TEST(AttentionF32Emulated, TheSplitOverTheKeysFollowsTheGpusMultiprocessors) {
   }
 }
 
+// A decoding step with no gradient (no lse) over a dense cache goes to the paged decoding kernel
+// (paged_attention.cu's attention_decode_tiled: its keys in tiles through shared memory); with an lse,
+// or keys not rows of a [B, Hkv, L, D] cache (heads split off a projection), the split-KV pair as before
+TEST(AttentionF32Emulated, ADecodingStepOverADenseCacheTakesThePagedDecodingKernel) {
+  namespace em = qkv::emulation;
+  uint64_t seed = 5300;
+  for (const AttentionCase& c :
+       {AttentionCase{2, 8, 2, 1, 600, 64, false, 0, false}, AttentionCase{1, 4, 2, 1, 600, 64, false, 0, true}}) {
+    SCOPED_TRACE(qt::describe(c));
+    const qt::EmulatedAttention e = qt::emulated_attention(c, seed += 10);
+    for (const bool with_lse : {false, true}) {
+      SCOPED_TRACE(with_lse ? "lse" : "no lse");
+      // (the CUDA cores' pair: by default a problem with an lse goes to the tensor cores, attention_tf32.cu;
+      // without one the tensor cores decline a decoding step either way)
+      const qt::ScopedEnv simt("QKV_CUDA_ATTENTION_F32", with_lse ? "simt" : nullptr);
+      std::vector<float> out(e.nq(), NAN), lse(e.p.B * e.p.H * e.p.Lq, NAN);
+      em::device().launched.clear();
+      kc::attention_forward_flash_f32(e.p, out.data(), with_lse ? lse.data() : nullptr);
+      EXPECT_LT(max_rel_error(out, e.out), 2e-5) << "out";
+      const bool tiled = !with_lse && !c.heads_inner;
+      EXPECT_EQ(em::launched(kc::paged_attention_tiled_kernel<float>), tiled);
+      EXPECT_EQ(em::launched(kc::split_kv_partial_kernel<0>), !tiled);
+      EXPECT_TRUE(em::device().blocks.empty()) << "scratch not freed";
+    }
+  }
+}
+
 TEST(AttentionF32Emulated, TheReferencePairKeepsTheCpusProbabilities) {
   uint64_t seed = 5200;
   for (const AttentionCase& c : {AttentionCase{1, 2, 1, 17, 23, 32, true, 1, false},
@@ -116,6 +145,9 @@ TEST(AttentionF32Emulated, TheCudaCorePairAndItsSplitOverTheKeysMatchTheCpu) {
   GTEST_SKIP() << "this build has no CUDA toolkit headers (scripts/build.sh builds the CUDA backend where it is)";
 }
 TEST(AttentionF32Emulated, TheSplitOverTheKeysFollowsTheGpusMultiprocessors) {
+  GTEST_SKIP() << "this build has no CUDA toolkit headers (scripts/build.sh builds the CUDA backend where it is)";
+}
+TEST(AttentionF32Emulated, ADecodingStepOverADenseCacheTakesThePagedDecodingKernel) {
   GTEST_SKIP() << "this build has no CUDA toolkit headers (scripts/build.sh builds the CUDA backend where it is)";
 }
 TEST(AttentionF32Emulated, TheReferencePairKeepsTheCpusProbabilities) {

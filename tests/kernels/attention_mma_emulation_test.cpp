@@ -35,6 +35,7 @@
 #include "kernels/cuda/sm90a/attention_wgmma.cu"  // the Hopper pair, which attention_mma.cu asks first
 #include "kernels/cuda/attention.cu"              // the f32 pair, for the shapes off the tiles
 #include "kernels/cuda/attention_tf32.cu"
+#include "kernels/cuda/paged_attention.cu"  // the decoding steps over a dense cache (attention_decode_tiled)
 #include "kernels/cuda/attention_zero_rows.cu"
 #include "kernels/cuda/elementwise.cu"  // the rounded copies' strided copy and rounding
 #include "kernels/cuda/attention_bf16.cu"  // the WMMA pair (QKV_CUDA_ATTENTION=wmma)
@@ -321,8 +322,15 @@ TEST(AttentionMmaEmulated, OtherShapesTakeTheF32KernelsOverRoundedCopies) {
       kernels::AttnProblem f32 = e.p;
       f32.q = q.data(), f32.k = k.data(), f32.v = v.data(), f32.compute = kernels::AttnCompute::f32;
       std::vector<float> want(e.nq());
-      kc::attention_forward_flash_f32(f32, want.data(), nullptr);
+      {  // (the f32 split-KV pair: an f32 decoding step over a dense cache takes the paged decoding kernel since
+         // 2026-12-05, whose sums run in another order; QKV_CUDA_PAGED_KERNEL=warps keeps the pair)
+        const qt::ScopedEnv pair("QKV_CUDA_PAGED_KERNEL", "warps");
+        kc::attention_forward_flash_f32(f32, want.data(), nullptr);
+      }
       EXPECT_EQ(out, want) << "not the f32 kernels' numbers over rounded copies";
+      std::vector<float> tiled(e.nq());
+      kc::attention_forward_flash_f32(f32, tiled.data(), nullptr);
+      EXPECT_LT(qt::max_rel_error(tiled, want), 1e-5) << "the paged decoding kernel over the rounded copies";
     }
 }
 

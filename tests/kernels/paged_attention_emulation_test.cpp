@@ -25,6 +25,7 @@
 #include <utility>
 #include <vector>
 
+#include "kernels/cpu/attention_kernels.h"
 #include "kernels/cpu/paged_attention.h"
 #include "kernels/cuda/paged_attention.cu"  // the launchers, on the emulated H200 (132 SMs)
 #include "kernels/emulated_kernels.h"
@@ -556,6 +557,101 @@ TEST(PagedAttentionKernelsEmulated, CascadeSkipsSharedPagesOutsideTheCache) {
   const std::vector<float> t2(spoiled.out.begin() + 2 * static_cast<std::ptrdiff_t>(row), spoiled.out.end()),
       a2(alone.begin() + 2 * static_cast<std::ptrdiff_t>(row), alone.end());
   EXPECT_GT(rel(t2, a2), 1e-3);
+}
+
+// ---- a dense KV cache's decoding step through the tiled kernel (attention_decode_tiled) ----
+
+// A decoding step over a dense cache: q [B, Lq, H, D] (as heads split off a projection; with Lq = 1 also
+// [B, H, 1, D]), k and v [B, Hkv, P, D | Dv] of capacity P ≥ Lk — the slots past Lk NaN, which must not
+// be read — and out in q's layout.
+struct DenseStep {
+  qkv::kernels::AttnProblem p;
+  std::vector<float> q, k, v;
+};
+DenseStep dense_step(int64_t B, int64_t H, int64_t Hkv, int64_t Lq, int64_t Lk, int64_t P, int64_t D, int64_t Dv,
+                     bool causal, uint64_t seed) {
+  DenseStep d;
+  qkv::kernels::AttnProblem& p = d.p;
+  p.B = B, p.H = H, p.Hkv = Hkv, p.Lq = Lq, p.Lk = Lk, p.D = D, p.Dv = Dv, p.causal = causal;
+  p.scale = 1.f / std::sqrt(static_cast<float>(D));
+  d.q = random_floats(static_cast<size_t>(B * Lq * H * D), seed, 1.f);
+  d.k = random_floats(static_cast<size_t>(B * Hkv * P * D), seed + 1, 1.f);
+  d.v = random_floats(static_cast<size_t>(B * Hkv * P * Dv), seed + 2, 1.f);
+  for (int64_t r = 0; r < B * Hkv; ++r)
+    for (int64_t j = Lk; j < P; ++j) {
+      for (int64_t c = 0; c < D; ++c) d.k[static_cast<size_t>((r * P + j) * D + c)] = NAN;
+      for (int64_t c = 0; c < Dv; ++c) d.v[static_cast<size_t>((r * P + j) * Dv + c)] = NAN;
+    }
+  p.q = d.q.data(), p.q_sb = Lq * H * D, p.q_sh = D, p.q_sl = H * D;
+  p.k = d.k.data(), p.k_sb = Hkv * P * D, p.k_sh = P * D, p.k_sl = D;
+  p.v = d.v.data(), p.v_sb = Hkv * P * Dv, p.v_sh = P * Dv, p.v_sl = Dv;
+  p.out_l = {Lq * H * Dv, Dv, H * Dv};
+  return d;
+}
+std::vector<float> dense_cpu(const qkv::kernels::AttnProblem& p) {
+  std::vector<float> out(static_cast<size_t>(p.B * p.Lq * p.H * p.Dv), NAN);
+  cpu::attention_forward_flash_f32(p, out.data(), nullptr);
+  return out;
+}
+
+// GQA and not, capacities past the keys (never read: NaN there), a causal chunk of 3 tokens (top-left:
+// token i sees keys 0 … i), odd widths (plain loads), long contexts (split over the keys on 132 SMs)
+TEST(PagedAttentionKernelsEmulated, DenseCachesDecodeThroughTheTiledKernelAsTheCpu) {
+  struct Case {
+    int64_t B, H, Hkv, Lq, Lk, P, D, Dv;
+    bool causal;
+  };
+  for (const Case& c : {Case{2, 8, 2, 1, 600, 640, 64, 64, false}, Case{1, 4, 4, 1, 1500, 1500, 128, 128, false},
+                        Case{3, 6, 2, 1, 70, 100, 30, 18, false}, Case{1, 4, 1, 3, 520, 530, 40, 24, true},
+                        Case{2, 12, 1, 1, 900, 1024, 32, 16, false}}) {
+    SCOPED_TRACE("B " + std::to_string(c.B) + ", H " + std::to_string(c.H) + "/" + std::to_string(c.Hkv) + ", Lq " +
+                 std::to_string(c.Lq) + ", Lk " + std::to_string(c.Lk) + " of " + std::to_string(c.P) + ", D " +
+                 std::to_string(c.D) + "/" + std::to_string(c.Dv) + (c.causal ? ", causal" : ""));
+    const DenseStep d = dense_step(c.B, c.H, c.Hkv, c.Lq, c.Lk, c.P, c.D, c.Dv, c.causal, 141);
+    std::vector<float> got(static_cast<size_t>(c.B * c.Lq * c.H * c.Dv), NAN);
+    qkv::emulation::device().launched.clear();
+    ASSERT_TRUE(kc::attention_decode_tiled(d.p, got.data()));
+    EXPECT_TRUE(qkv::emulation::launched(kc::paged_attention_tiled_kernel<float>));
+    EXPECT_TRUE(qkv::emulation::device().blocks.empty()) << "the index arrays' scratch not freed";
+    EXPECT_LT(rel(got, dense_cpu(d.p)), 1e-5);
+    for (float x : got) ASSERT_TRUE(std::isfinite(x)) << "a slot past Lk read";
+  }
+}
+
+// Where the tiled kernel does not serve a dense problem — keys not rows of a [B, Hkv, P, D] cache, q or out
+// not [B, Lq, H, d], a mask, dropout, 16-bit products, QKV_CUDA_PAGED_KERNEL=warps — it declines, launching
+// nothing
+TEST(PagedAttentionKernelsEmulated, DenseProblemsOffTheCacheLayoutAreDeclined) {
+  const DenseStep d = dense_step(2, 4, 2, 1, 600, 640, 64, 64, false, 151);
+  std::vector<float> out(static_cast<size_t>(2 * 4 * 64), NAN);
+  auto declined = [&](qkv::kernels::AttnProblem p) {
+    qkv::emulation::device().launched.clear();
+    const bool served = kc::attention_decode_tiled(p, out.data());
+    return !served && qkv::emulation::device().launched.empty();
+  };
+  qkv::kernels::AttnProblem p = d.p;
+  p.k_sl = 2 * p.D;  // keys of [B, P, Hkv, D]
+  EXPECT_TRUE(declined(p));
+  p = d.p, p.v_sh = 600 * p.Dv;  // values of another capacity
+  EXPECT_TRUE(declined(p));
+  p = d.p, p.Lq = 2, p.q_sl = p.D, p.q_sh = 2 * p.D, p.q_sb = 2 * p.H * p.D;  // q [B, H, 2, D]
+  EXPECT_TRUE(declined(p));
+  p = d.p, p.out_l = {p.H * p.Dv, 2 * p.Dv, p.Dv};  // out rows apart
+  EXPECT_TRUE(declined(p));
+  p = d.p, p.Lk = 700;  // more keys than the capacity
+  EXPECT_TRUE(declined(p));
+  p = d.p, p.dropout_p = 0.1f;
+  EXPECT_TRUE(declined(p));
+  p = d.p, p.compute = qkv::kernels::AttnCompute::bf16;
+  EXPECT_TRUE(declined(p));
+  const std::vector<uint8_t> mask(600, 1);
+  p = d.p, p.mask.kind = qkv::kernels::AttnMask::Kind::boolean, p.mask.data = mask.data(), p.mask.sk = 1;
+  EXPECT_TRUE(declined(p));
+  {
+    const qkv::testing::ScopedEnv warps("QKV_CUDA_PAGED_KERNEL", "warps");
+    EXPECT_TRUE(declined(d.p));
+  }
+  EXPECT_FALSE(declined(d.p));
 }
 
 // The launchers themselves (paged_attention.cu on the emulated H200): a decoding step (the split left

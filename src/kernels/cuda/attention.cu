@@ -13,7 +13,10 @@
 //   dK/dV pass (a warp per key row of a key/value head, over its group's query heads):
 //                                    dV_j = Σ_i P_ij Z_ij/(1−p) dO_i,  dK_j = scale Σ_i dS_ij Q_i
 // A few query rows against many keys (decoding against a long KV cache) split the keys instead, a
-// warp per (row, chunk of 256 keys), and combine the chunks' softmax statistics after (flash-decoding).
+// warp per (row, chunk of 256 keys), and combine the chunks' softmax statistics after (flash-decoding)
+// — unless, with no lse asked (no gradient) and the cache's rows dense, the paged decoding kernel takes
+// the step (paged_attention.cu's attention_decode_tiled: the cache as pages of one sequence each, its
+// keys in tiles through shared memory, several in flight).
 // The forward pair also serves bf16 and f16 attention where no tensor-core kernel does (decoding
 // steps, head dims off the tiles): it rounds q, k and v to the 16-bit type as it loads them (Round),
 // the numbers rounded copies would hold, without the copies.
@@ -488,6 +491,8 @@ void forward_simt(const AttnProblem& p, float* out, float* lse) {
   const int64_t rows = p.B * p.H * p.Lq;
   cudaStream_t s = stream();
   if (p.Lk >= kSplitMinKeys && rows < kSplitWarpsPerSm * sm_count()) {
+    // a decoding step (no lse) over a dense cache: the paged decoding kernel, its keys streamed in tiles
+    if (Round == 0 && lse == nullptr && attention_decode_tiled(p, out)) return;
     const int64_t splits = (p.Lk + kSplitChunk - 1) / kSplitChunk;
     Scratch part(rows * splits * (2 + p.Dv), s);
     float* part_m = part.p;

@@ -5,6 +5,7 @@
 #include <cstdlib>
 #include <cstring>
 
+#include "kernels/cuda/attention_kernels.h"
 #include "kernels/cuda/kernels.h"
 #include "kernels/cuda/launch.h"
 #include "kernels/cuda/namespace.h"
@@ -18,9 +19,9 @@ namespace {
 // the tiled kernel, or with QKV_CUDA_PAGED_KERNEL=warps paged_attention_kernel (a key a warp in flight,
 // the kernel before 2026-12-05), to compare the two on a GPU.
 template <typename C>
-void decode(dim3 grid, const float* q, const C* k_cache, const C* v_cache, const int32_t* table, const int32_t* seq,
-            const int32_t* len, float* out, const PagedShape& s, const PagedSplit& split, float* part,
-            const int32_t* from) {
+void launch_decoding(dim3 grid, const float* q, const C* k_cache, const C* v_cache, const int32_t* table,
+                     const int32_t* seq, const int32_t* len, float* out, const PagedShape& s, const PagedSplit& split,
+                     float* part, const int32_t* from) {
   const char* kind = std::getenv("QKV_CUDA_PAGED_KERNEL");
   if (kind && std::strcmp(kind, "warps") == 0) {
     QKV_LAUNCH(grid, kPagedThreads, paged_attention_shared_bytes(s), stream(), paged_attention_kernel<C>)
@@ -41,9 +42,10 @@ void decode(dim3 grid, const float* q, const C* k_cache, const C* v_cache, const
 // one block per (query token, key/value head, chunk of ≤ 8 of its query heads), 4 warps; split over
 // the keys where those blocks would leave SMs idle (paged_split); with a cascade, the groups' shared
 // keys by paged_cascade_kernel, each token's others by paged_attention_kernel, then their merge
+// (most_keys > 0: no token sees more keys than that, for the split's runs)
 template <typename C>
 void forward(const float* q, const C* k_cache, const C* v_cache, const int32_t* table, const int32_t* seq,
-             const int32_t* len, float* out, const PagedShape& s, const PagedCascade* cascade) {
+             const int32_t* len, float* out, const PagedShape& s, const PagedCascade* cascade, int64_t most_keys = 0) {
   if (s.T == 0) return;
   QKV_CHECK(s.D <= kPagedMaxDim && s.Dv <= kPagedMaxDim, "paged_attention: head dims D = ", s.D, " and Dv = ", s.Dv,
             "; the CUDA kernel takes at most ", kPagedMaxDim);
@@ -62,8 +64,8 @@ void forward(const float* q, const C* k_cache, const C* v_cache, const int32_t* 
     PagedSplit split = paged_cascade_split(s, *cascade, sm_count());
     if (!may_split) split.splits = 1, split.keys = 0;
     Scratch part(paged_split_floats(s, split), stream());
-    decode(dim3(static_cast<unsigned>(blocks), static_cast<unsigned>(split.splits)), q, k_cache, v_cache, table, seq,
-           len, out, s, split, part.p, cascade->from);
+    launch_decoding(dim3(static_cast<unsigned>(blocks), static_cast<unsigned>(split.splits)), q, k_cache, v_cache,
+                    table, seq, len, out, s, split, part.p, cascade->from);
     const int64_t cascade_blocks = paged_cascade_blocks(s, *cascade);
     QKV_CHECK(cascade_blocks <= 2147483647, "paged_attention: ", cascade_blocks, " cascade blocks are too many for one CUDA grid");
     const size_t bytes = paged_cascade_shared_bytes(s);
@@ -79,14 +81,14 @@ void forward(const float* q, const C* k_cache, const C* v_cache, const int32_t* 
     QKV_CUDA_LAUNCHED(paged_attention_merge_kernel);
     return;
   }
-  const PagedSplit split = may_split ? paged_split(s, sm_count()) : PagedSplit{};
+  const PagedSplit split = may_split ? paged_split(s, sm_count(), most_keys) : PagedSplit{};
   if (split.splits == 1)
-    return decode(dim3(static_cast<unsigned>(blocks)), q, k_cache, v_cache, table, seq, len, out, s, PagedSplit{},
-                  nullptr, nullptr);
+    return launch_decoding(dim3(static_cast<unsigned>(blocks)), q, k_cache, v_cache, table, seq, len, out, s,
+                           PagedSplit{}, nullptr, nullptr);
   // few blocks, long contexts: S runs of the keys a block each, then their merge
   Scratch part(paged_split_floats(s, split), stream());
-  decode(dim3(static_cast<unsigned>(blocks), static_cast<unsigned>(split.splits)), q, k_cache, v_cache, table, seq, len,
-         out, s, split, part.p, nullptr);
+  launch_decoding(dim3(static_cast<unsigned>(blocks), static_cast<unsigned>(split.splits)), q, k_cache, v_cache, table,
+                  seq, len, out, s, split, part.p, nullptr);
   QKV_LAUNCH(paged_merge_blocks(s), 256, 0, stream(), paged_attention_merge_kernel)(part.p, out, s, split, nullptr);
   QKV_CUDA_LAUNCHED(paged_attention_merge_kernel);
 }
@@ -99,6 +101,41 @@ void write(C* k_cache, C* v_cache, const float* k, const float* v, const int32_t
 }
 
 }  // namespace
+
+// A decoding step over a dense f32 KV cache through the tiled kernel: k [B, Hkv, P, D] (P ≥ Lk: the cache's
+// capacity) is a paged cache of B pages of P slots, each sequence one page. Serves where the layouts
+// allow it — k and v rows dense (k_sl = D, k_sh = P·D, k_sb = Hkv·P·D; v alike with the same P), q and out
+// [B, Lq, H, d] (Lq = 1: [B, H, 1, d] too) — with no mask, dropout, lse or 16-bit rounding, and
+// QKV_CUDA_PAGED_KERNEL other than warps (which keeps attention.cu's split-KV kernels, as before
+// 2026-12-05); else false, nothing done.
+bool attention_decode_tiled(const AttnProblem& p, float* out) {
+  const char* kind = std::getenv("QKV_CUDA_PAGED_KERNEL");
+  if (kind && std::strcmp(kind, "warps") == 0) return false;
+  if (p.mask.kind != AttnMask::Kind::none || p.dropout_p > 0.f || p.compute != AttnCompute::f32) return false;
+  if (p.D < 1 || p.Dv < 1 || p.D > kPagedMaxDim || p.Dv > kPagedMaxDim || p.Hkv < 1 || p.H % p.Hkv != 0) return false;
+  const int64_t T = p.B * p.Lq, P = p.k_sh / p.D;
+  constexpr int64_t kInt32 = 2147483647;
+  if (T < 1 || p.Lk < 1 || T > kInt32 || p.Lk > kInt32 || P < p.Lk || P > kInt32 || p.B > kInt32) return false;
+  const bool keys = p.k_sl == p.D && p.k_sh == P * p.D && p.k_sb == p.Hkv * P * p.D;
+  const bool values = p.v_sl == p.Dv && p.v_sh == P * p.Dv && p.v_sb == p.Hkv * P * p.Dv;
+  const bool queries = p.q_sh == p.D && p.q_sb == p.Lq * p.H * p.D && (p.Lq == 1 || p.q_sl == p.H * p.D);
+  const HeadLayout& o = p.out_l;
+  const bool outputs = o.sh == p.Dv && o.sb == p.Lq * p.H * p.Dv && (p.Lq == 1 || o.sl == p.H * p.Dv);
+  if (!keys || !values || !queries || !outputs) return false;
+  PagedShape s;
+  s.T = T, s.H = p.H, s.Hkv = p.Hkv, s.D = p.D, s.Dv = p.Dv, s.page_size = P, s.pages = p.B, s.rows = p.B;
+  s.max_pages = 1, s.scale = p.scale, s.window = 0;
+  // the block table, seq and len ([B], [T], [T] int32) made on the device, in stream order (a graph may
+  // record them)
+  Scratch index(p.B + 2 * T, stream());
+  int32_t* table = reinterpret_cast<int32_t*>(index.p);
+  int32_t* seq = table + p.B;
+  int32_t* len = seq + T;
+  QKV_LAUNCH(blocks_for(T), 256, 0, stream(), dense_as_paged_kernel)(table, seq, len, p.B, p.Lq, p.Lk, p.causal);
+  QKV_CUDA_LAUNCHED(dense_as_paged_kernel);
+  forward(p.q, p.k, p.v, table, seq, len, out, s, nullptr, p.Lk);
+  return true;
+}
 
 void paged_attention_forward(const float* q, const float* k_cache, const float* v_cache, const int32_t* table,
                              const int32_t* seq, const int32_t* len, float* out, const PagedShape& s,

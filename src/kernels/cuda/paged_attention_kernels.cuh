@@ -73,8 +73,10 @@ struct PagedSplit {
   int64_t prefix_runs = 0, prefix_keys = 0;  // its group's shared keys: P runs of Kp
   __host__ __device__ int64_t runs() const { return splits + prefix_runs; }
 };
-inline PagedSplit paged_split(const PagedShape& s, int sms) {
-  const int64_t blocks = paged_attention_blocks(s), cap = s.max_pages * s.page_size;
+// (most > 0: no token sees more keys than that — a dense cache's filled part of its capacity)
+inline PagedSplit paged_split(const PagedShape& s, int sms, int64_t most = 0) {
+  const int64_t blocks = paged_attention_blocks(s), rows_cap = s.max_pages * s.page_size;
+  const int64_t cap = most > 0 && most < rows_cap ? most : rows_cap;
   const int64_t span = s.window > 0 && s.window < cap ? s.window : cap;
   if (blocks == 0 || blocks >= sms || span < 2 * kPagedSplitMinKeys) return {};
   int64_t S = (2 * int64_t{sms} + blocks - 1) / blocks;
@@ -698,6 +700,20 @@ __global__ void __launch_bounds__(kPagedThreads)
     for (int k = 0; k < kPagedPerLane; ++k)
       if (lane + 32 * k < s.Dv) part[(th * R + run) * s.Dv + lane + 32 * k] = acc[i][k];
     if (lane == 0) part[all * R * s.Dv + th * R + run] = m[i], part[all * R * (s.Dv + 1) + th * R + run] = l[i];
+  }
+}
+
+// A dense KV cache as a paged one of one page a sequence (attention_decode_tiled, paged_attention.cu):
+// table[b] = b (B rows of one page), and query token t = b·Lq + i of sequence seq[t] = b seeing
+// len[t] = Lk keys, or min(i + 1, Lk) when causal (top-left aligned, as AttnProblem's).
+__global__ void dense_as_paged_kernel(int32_t* table, int32_t* seq, int32_t* len, int64_t B, int64_t Lq, int64_t Lk,
+                                      bool causal) {
+  const int64_t stride = int64_t{gridDim.x} * blockDim.x;
+  for (int64_t e = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; e < B * Lq; e += stride) {
+    const int64_t i = e % Lq;
+    if (i == 0) table[e / Lq] = static_cast<int32_t>(e / Lq);
+    seq[e] = static_cast<int32_t>(e / Lq);
+    len[e] = static_cast<int32_t>(causal && i + 1 < Lk ? i + 1 : Lk);
   }
 }
 
