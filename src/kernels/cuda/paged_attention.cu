@@ -24,8 +24,8 @@ void launch_decoding(dim3 grid, const float* q, const C* k_cache, const C* v_cac
                      float* part, const int32_t* from) {
   const char* kind = std::getenv("QKV_CUDA_PAGED_KERNEL");
   if (kind && std::strcmp(kind, "warps") == 0) {
-    QKV_LAUNCH(grid, kPagedThreads, paged_attention_shared_bytes(s), stream(), paged_attention_kernel<C>)
-    (q, k_cache, v_cache, table, seq, len, out, s, split, part, from);
+    QKV_LAUNCH(grid, kPagedThreads, paged_attention_shared_bytes(s), stream(), paged_attention_kernel<C>)(
+        q, k_cache, v_cache, table, seq, len, out, s, split, part, from);
     QKV_CUDA_LAUNCHED(paged_attention_kernel);
     return;
   }
@@ -34,8 +34,8 @@ void launch_decoding(dim3 grid, const float* q, const C* k_cache, const C* v_cac
   if (tl.bytes > 48 * 1024)
     QKV_CUDA_CHECK(cudaFuncSetAttribute(paged_attention_tiled_kernel<C>, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                         static_cast<int>(tl.bytes)));
-  QKV_LAUNCH(grid, kPagedThreads, tl.bytes, stream(), paged_attention_tiled_kernel<C>)
-  (q, k_cache, v_cache, table, seq, len, out, s, tl, split, part, from);
+  QKV_LAUNCH(grid, kPagedThreads, tl.bytes, stream(), paged_attention_tiled_kernel<C>)(
+      q, k_cache, v_cache, table, seq, len, out, s, tl, split, part, from);
   QKV_CUDA_LAUNCHED(paged_attention_tiled_kernel);
 }
 
