@@ -139,6 +139,26 @@ __device__ inline Combined combine_partials(int64_t n, const float* m, const flo
   return c;
 }
 
+// The keys j0 … j1 − 1 a decoding block of token t reads (both kernels'): those of row seq[t], lo … n − 1 —
+// n clamped to the row's max_pages · page_size slots, none for a row outside the table; lo = n − window
+// with a window, from[t] with a cascade (its group's keys come before) — or its run's of them
+// (blockIdx.y's); and the row's pages.
+struct BlockKeys {
+  const int32_t* pages;
+  int64_t j0, j1;
+};
+__device__ inline BlockKeys block_keys(const PagedShape& s, const int32_t* table, const int32_t* seq,
+                                       const int32_t* len, const int32_t* from, const PagedSplit& split, int64_t t) {
+  const int64_t row = seq[t], cap = s.max_pages * s.page_size;
+  const bool row_ok = row >= 0 && row < s.rows;
+  int64_t n = row_ok ? len[t] : 0;
+  n = n < 0 ? 0 : n > cap ? cap : n;
+  int64_t lo = s.window > 0 && n > s.window ? n - s.window : 0;
+  if (from != nullptr && from[t] >= 0) lo = from[t] < n ? from[t] : n;
+  const int64_t j0 = split.keys > 0 ? lo + int64_t{blockIdx.y} * split.keys : lo;
+  return {table + (row_ok ? row : 0) * s.max_pages, j0, split.keys > 0 && j0 + split.keys < n ? j0 + split.keys : n};
+}
+
 // out[t, h] = Σ_j softmax_j(scale · q[t, h] · k[p_j, h / G, o_j]) · v[p_j, h / G, o_j]
 // for the block's heads h0 … h0 + Gb − 1, keys j = lo … n − 1 (p_j, o_j: j's page and offset).
 // q [T, H, D], caches [pages, Hkv, page_size, D | Dv], table [rows, max_pages], out [T, H, Dv].
@@ -168,19 +188,10 @@ __global__ void __launch_bounds__(kPagedThreads)
   const float* qt = q + (t * s.H + h0) * s.D;
   for (int64_t e = threadIdx.x; e < Gb * s.D; e += blockDim.x) qs[e] = s.scale * qt[e];
 
-  // the keys lo … n − 1 of row seq[t]: n clamped to the row's max_pages · page_size slots, none for a
-  // row outside the table; lo = n − window with a window
-  const int64_t row = seq[t], cap = s.max_pages * s.page_size;
-  const bool row_ok = row >= 0 && row < s.rows;
-  int64_t n = row_ok ? len[t] : 0;
-  n = n < 0 ? 0 : n > cap ? cap : n;
-  int64_t lo = s.window > 0 && n > s.window ? n - s.window : 0;
-  if (from != nullptr && from[t] >= 0) lo = from[t] < n ? from[t] : n;  // (its group's keys come before)
-  const int32_t* pages = table + (row_ok ? row : 0) * s.max_pages;
-  // this block's keys: all of them, or its run's
-  const int64_t y = blockIdx.y;
-  const int64_t j0 = split.keys > 0 ? lo + y * split.keys : lo;
-  const int64_t j1 = split.keys > 0 && j0 + split.keys < n ? j0 + split.keys : n;
+  // this block's keys (block_keys)
+  const BlockKeys keys = block_keys(s, table, seq, len, from, split, t);
+  const int32_t* pages = keys.pages;
+  const int64_t y = blockIdx.y, j0 = keys.j0, j1 = keys.j1;
   __syncthreads();
 
   float m[kPagedHeads], l[kPagedHeads], acc[kPagedHeads][kPagedPerLane];
@@ -354,17 +365,10 @@ __global__ void __launch_bounds__(kPagedThreads, 2)
     const int64_t g = e / tl.dc, d = e % tl.dc;
     qs[e] = d < s.D ? s.scale * qt[g * s.D + d] : 0.f;
   }
-  // the keys lo … n − 1 of row seq[t] (as paged_attention_kernel), this block's run j0 … j1 − 1 of them
-  const int64_t row = seq[t], cap = s.max_pages * s.page_size;
-  const bool row_ok = row >= 0 && row < s.rows;
-  int64_t n = row_ok ? len[t] : 0;
-  n = n < 0 ? 0 : n > cap ? cap : n;
-  int64_t lo = s.window > 0 && n > s.window ? n - s.window : 0;
-  if (from != nullptr && from[t] >= 0) lo = from[t] < n ? from[t] : n;
-  const int32_t* pages = table + (row_ok ? row : 0) * s.max_pages;
-  const int64_t y = blockIdx.y;
-  const int64_t j0 = split.keys > 0 ? lo + y * split.keys : lo;
-  const int64_t j1 = split.keys > 0 && j0 + split.keys < n ? j0 + split.keys : n;
+  // this block's keys (block_keys)
+  const BlockKeys keys = block_keys(s, table, seq, len, from, split, t);
+  const int32_t* pages = keys.pages;
+  const int64_t y = blockIdx.y, j0 = keys.j0, j1 = keys.j1;
   const int64_t n_tiles = j1 > j0 ? (j1 - j0 + kPagedTile - 1) / kPagedTile : 0;
 
   // key j's slot (page · Hkv + kvh) · page_size + offset in the caches' rows, −1 where it is not to be
