@@ -881,21 +881,26 @@ TEST_F(Cuda, PagedAttentionCascadesOverSharedPagesAsTheCpu) {
 
 // A decoding step over a dense KV cache (no gradient: q [B, H, 1, D] against k, v [B, Hkv, L, D], GQA):
 // the paged decoding kernel over the cache as pages of one sequence (attention_decode_tiled), and with
-// QKV_CUDA_PAGED_KERNEL=warps the split-KV pair it replaced — both the CPU's numbers
+// QKV_CUDA_PAGED_KERNEL=warps the split-KV pair it replaced — both the CPU's numbers, in f32 and in
+// bf16 and f16 (q, k and v read rounded)
 TEST_F(Cuda, DecodingOverADenseCacheTakesThePagedKernelAsTheCpu) {
   NoGradGuard no_grad;
   for (const Shape& ks : {Shape{2, 2, 3000, 128}, Shape{1, 8, 700, 64}}) {
     const Tensor q = randn({ks[0], 8, 1, ks[3]}, 995), k = randn(ks, 996), v = randn(ks, 997);
-    AttentionOptions o;
-    o.enable_gqa = ks[1] != 8;
-    const Tensor want = scaled_dot_product_attention(q, k, v, o);
-    for (const char* kernel : {"tiled", "warps"}) {
-      SCOPED_TRACE(std::string("QKV_CUDA_PAGED_KERNEL=") + kernel + ", keys " + shape_str(ks));
-      ::setenv("QKV_CUDA_PAGED_KERNEL", kernel, 1);
-      const Tensor got = scaled_dot_product_attention(gpu(q), gpu(k), gpu(v), o);
-      EXPECT_LT(rel_error(host(got), host(want)), 1e-5);
+    for (AttentionCompute dt : {AttentionCompute::f32, AttentionCompute::bf16, AttentionCompute::f16}) {
+      AttentionOptions o;
+      o.enable_gqa = ks[1] != 8;
+      o.compute_dtype = dt;
+      const Tensor want = scaled_dot_product_attention(q, k, v, o);
+      for (const char* kernel : {"tiled", "warps"}) {
+        SCOPED_TRACE(std::string("QKV_CUDA_PAGED_KERNEL=") + kernel + ", keys " + shape_str(ks) + ", " +
+                     std::string(enum_name(dt)));
+        ::setenv("QKV_CUDA_PAGED_KERNEL", kernel, 1);
+        const Tensor got = scaled_dot_product_attention(gpu(q), gpu(k), gpu(v), o);
+        EXPECT_LT(rel_error(host(got), host(want)), 1e-5);
+      }
+      ::unsetenv("QKV_CUDA_PAGED_KERNEL");
     }
-    ::unsetenv("QKV_CUDA_PAGED_KERNEL");
   }
 }
 

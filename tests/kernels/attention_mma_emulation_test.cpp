@@ -80,11 +80,17 @@ void expect_near(const qt::EmulatedAttention& e, const Result& r, double tol) {
 
 // Whether the f32 CUDA-core forward ran, reading its operands as they are (0), rounded to bf16 (1) or
 // to f16 (2)
+// (a decoding step over a dense cache: the paged decoding kernel, rounding alike: paged_attention.cu)
+template <int Round>
+bool f32_forward_launched_rounding() {
+  return em::launched(kc::flash_forward_kernel<Round>) || em::launched(kc::split_kv_partial_kernel<Round>) ||
+         em::launched(kc::paged_attention_tiled_kernel<float, Round>);
+}
 bool f32_forward_launched(int round) {
   switch (round) {
-    case 0: return em::launched(kc::flash_forward_kernel<0>) || em::launched(kc::split_kv_partial_kernel<0>);
-    case 1: return em::launched(kc::flash_forward_kernel<1>) || em::launched(kc::split_kv_partial_kernel<1>);
-    default: return em::launched(kc::flash_forward_kernel<2>) || em::launched(kc::split_kv_partial_kernel<2>);
+    case 0: return f32_forward_launched_rounding<0>();
+    case 1: return f32_forward_launched_rounding<1>();
+    default: return f32_forward_launched_rounding<2>();
   }
 }
 bool f32_forward_launched() { return f32_forward_launched(0) || f32_forward_launched(1) || f32_forward_launched(2); }
@@ -295,8 +301,9 @@ TEST(AttentionMmaEmulated, OtherShapesTakeTheF32KernelsOverRoundedCopies) {
     }
   }
   // a decoding step on the tiles' head dim: 3 query rows against 300 keys (a warp a row) and 1 against
-  // 2,000 (split over the keys), no lse: the f32 kernels rounding q, k and v as they read them, bit for
-  // bit the f32 kernels over copies rounded first (what served until 2026-12-04), and no scratch
+  // 2,000 (the paged decoding kernel over the dense cache; QKV_CUDA_PAGED_KERNEL=warps: split over the
+  // keys), no lse: the f32 kernels rounding q, k and v as they read them, bit for bit the same f32
+  // kernels over copies rounded first (what served until 2026-12-04), and no scratch left
   for (const qt::AttentionCase& c : {qt::AttentionCase{1, 2, 1, 3, 300, 128, false, 0, false},
                                      qt::AttentionCase{1, 4, 2, 1, 2000, 64, false, 0, false}})
     for (const AttentionCompute compute : {AttentionCompute::bf16, AttentionCompute::f16}) {
@@ -308,7 +315,8 @@ TEST(AttentionMmaEmulated, OtherShapesTakeTheF32KernelsOverRoundedCopies) {
       (is_bf16 ? kc::attention_forward_flash_bf16 : kc::attention_forward_flash_f16)(e.p, out.data(), nullptr);
       EXPECT_LT(qt::max_rel_error(out, e.out), 1e-4);
       EXPECT_TRUE(f32_forward_launched(is_bf16 ? 1 : 2));
-      EXPECT_EQ(em::launched(kc::split_kv_partial_kernel<1>) || em::launched(kc::split_kv_partial_kernel<2>),
+      EXPECT_EQ(em::launched(kc::paged_attention_tiled_kernel<float, 1>) ||
+                    em::launched(kc::paged_attention_tiled_kernel<float, 2>),
                 c.Lk == 2000);
       const Taken t = taken<__nv_bfloat16, 128>(false);
       EXPECT_FALSE(t.wgmma_forward || t.mma_forward);
@@ -322,15 +330,19 @@ TEST(AttentionMmaEmulated, OtherShapesTakeTheF32KernelsOverRoundedCopies) {
       kernels::AttnProblem f32 = e.p;
       f32.q = q.data(), f32.k = k.data(), f32.v = v.data(), f32.compute = kernels::AttnCompute::f32;
       std::vector<float> want(e.nq());
-      {  // (the f32 split-KV pair: an f32 decoding step over a dense cache takes the paged decoding kernel since
-         // 2026-12-05, whose sums run in another order; QKV_CUDA_PAGED_KERNEL=warps keeps the pair)
-        const qt::ScopedEnv pair("QKV_CUDA_PAGED_KERNEL", "warps");
-        kc::attention_forward_flash_f32(f32, want.data(), nullptr);
-      }
+      kc::attention_forward_flash_f32(f32, want.data(), nullptr);
       EXPECT_EQ(out, want) << "not the f32 kernels' numbers over rounded copies";
-      std::vector<float> tiled(e.nq());
-      kc::attention_forward_flash_f32(f32, tiled.data(), nullptr);
-      EXPECT_LT(qt::max_rel_error(tiled, want), 1e-5) << "the paged decoding kernel over the rounded copies";
+      {  // the split-KV pair (QKV_CUDA_PAGED_KERNEL=warps), whose sums run in another order: its own numbers
+        const qt::ScopedEnv pair("QKV_CUDA_PAGED_KERNEL", "warps");
+        std::vector<float> split(e.nq()), split_want(e.nq());
+        em::device().launched.clear();
+        (is_bf16 ? kc::attention_forward_flash_bf16 : kc::attention_forward_flash_f16)(e.p, split.data(), nullptr);
+        EXPECT_EQ(em::launched(kc::split_kv_partial_kernel<1>) || em::launched(kc::split_kv_partial_kernel<2>),
+                  c.Lk == 2000);
+        kc::attention_forward_flash_f32(f32, split_want.data(), nullptr);
+        EXPECT_EQ(split, split_want) << "not the split-KV pair's numbers over rounded copies";
+        EXPECT_LT(qt::max_rel_error(split, want), 1e-5) << "the split-KV pair against the paged decoding kernel";
+      }
     }
 }
 

@@ -618,9 +618,46 @@ TEST(PagedAttentionKernelsEmulated, DenseCachesDecodeThroughTheTiledKernelAsTheC
   }
 }
 
+// A bf16 or f16 decoding step (autocast's) over a dense f32 cache: the tiled kernel reads q, k and v rounded
+// to the 16-bit type (paged_attention_tiled_kernel<float, 1 | 2>) — bit for bit the f32 kernel over copies
+// rounded first, and the CPU's f32 attention over those copies; NaN past the filled keys still never read
+TEST(PagedAttentionKernelsEmulated, SixteenBitStepsOverADenseCacheReadTheOperandsRounded) {
+  using qkv::kernels::AttnCompute;
+  for (const AttnCompute compute : {AttnCompute::bf16, AttnCompute::f16}) {
+    const bool is_bf16 = compute == AttnCompute::bf16;
+    for (const bool split : {false, true}) {  // 600 keys on 8 blocks: split; 1 token × 12 heads/1 × 100 keys: not
+      SCOPED_TRACE(std::string(is_bf16 ? "bf16" : "f16") + (split ? ", split" : ""));
+      const DenseStep d = split ? dense_step(2, 8, 2, 1, 600, 640, 64, 64, false, 161)
+                                : dense_step(1, 12, 1, 2, 100, 128, 40, 24, true, 162);
+      qkv::kernels::AttnProblem p = d.p;
+      p.compute = compute;
+      std::vector<float> got(static_cast<size_t>(p.B * p.Lq * p.H * p.Dv), NAN);
+      qkv::emulation::device().launched.clear();
+      ASSERT_TRUE(kc::attention_decode_tiled(p, got.data()));
+      EXPECT_TRUE(is_bf16 ? qkv::emulation::launched(kc::paged_attention_tiled_kernel<float, 1>)
+                          : qkv::emulation::launched(kc::paged_attention_tiled_kernel<float, 2>));
+      EXPECT_EQ(qkv::emulation::launched(kc::paged_attention_merge_kernel), split);
+      auto rounded = [&](const std::vector<float>& x) {  // (NaN stays NaN)
+        std::vector<float> r = x;
+        for (float& e : r) e = is_bf16 ? qkv::bf16_to_f32(qkv::f32_to_bf16(e)) : qkv::round_to_f16(e);
+        return r;
+      };
+      const std::vector<float> q = rounded(d.q), k = rounded(d.k), v = rounded(d.v);
+      qkv::kernels::AttnProblem f32 = d.p;
+      f32.q = q.data(), f32.k = k.data(), f32.v = v.data();
+      std::vector<float> want(got.size(), NAN);
+      ASSERT_TRUE(kc::attention_decode_tiled(f32, want.data()));
+      for (size_t i = 0; i < got.size(); ++i)
+        ASSERT_EQ(got[i], want[i]) << "output " << i << ": not the f32 kernel's number over rounded copies";
+      EXPECT_LT(rel(got, dense_cpu(f32)), 1e-5);
+      EXPECT_GT(rel(got, dense_cpu(d.p)), 1e-4) << "q, k and v not rounded";
+      for (float x : got) ASSERT_TRUE(std::isfinite(x)) << "a slot past Lk read";
+    }
+  }
+}
+
 // Where the tiled kernel does not serve a dense problem — keys not rows of a [B, Hkv, P, D] cache, q or out
-// not [B, Lq, H, d], a mask, dropout, 16-bit products, QKV_CUDA_PAGED_KERNEL=warps — it declines, launching
-// nothing
+// not [B, Lq, H, d], a mask, dropout, QKV_CUDA_PAGED_KERNEL=warps — it declines, launching nothing
 TEST(PagedAttentionKernelsEmulated, DenseProblemsOffTheCacheLayoutAreDeclined) {
   const DenseStep d = dense_step(2, 4, 2, 1, 600, 640, 64, 64, false, 151);
   std::vector<float> out(static_cast<size_t>(2 * 4 * 64), NAN);
@@ -641,8 +678,6 @@ TEST(PagedAttentionKernelsEmulated, DenseProblemsOffTheCacheLayoutAreDeclined) {
   p = d.p, p.Lk = 700;  // more keys than the capacity
   EXPECT_TRUE(declined(p));
   p = d.p, p.dropout_p = 0.1f;
-  EXPECT_TRUE(declined(p));
-  p = d.p, p.compute = qkv::kernels::AttnCompute::bf16;
   EXPECT_TRUE(declined(p));
   const std::vector<uint8_t> mask(600, 1);
   p = d.p, p.mask.kind = qkv::kernels::AttnMask::Kind::boolean, p.mask.data = mask.data(), p.mask.sk = 1;

@@ -22,15 +22,13 @@
 // the numbers rounded copies would hold, without the copies.
 // The reference kernels materialize P (and W, dS) as the CPU's do, for the attention weights and a
 // float mask's gradient.
-#include <cuda_fp16.h>
-
 #include <cfloat>
 
 #include "kernels/cuda/attention_kernels.h"
 #include "kernels/cuda/attention_device.cuh"
-#include "kernels/cuda/bf16_bits.cuh"
 #include "kernels/cuda/launch.h"
 #include "kernels/cuda/namespace.h"
+#include "kernels/cuda/operand_rounding.cuh"  // operand<Round>
 
 QKV_CUDA_LAUNCHERS_BEGIN
 namespace {
@@ -39,15 +37,6 @@ constexpr int kWarps = 4;            // warps (rows) per block
 constexpr int kMaxDim = 256;         // D and Dv at most this
 constexpr int kChunks = kMaxDim / 32;
 constexpr unsigned kFull = 0xffffffffu;
-
-// An operand as the forward reads it: Round 0 as it is (f32), 1 rounded to bf16 (to nearest even, as
-// round_to_bf16 and dtype.h), 2 to IEEE f16 (as round_to_f16)
-template <int Round>
-__device__ inline float operand(float x) {
-  if constexpr (Round == 1) return __uint_as_float(static_cast<uint32_t>(to_bf16_bits(x)) << 16);
-  else if constexpr (Round == 2) return __half2float(__float2half_rn(x));
-  else return x;
-}
 
 template <int Round = 0>
 __device__ inline float dot_shared(const float* s, const float* g, int64_t n) {
@@ -492,7 +481,8 @@ void forward_simt(const AttnProblem& p, float* out, float* lse) {
   cudaStream_t s = stream();
   if (p.Lk >= kSplitMinKeys && rows < kSplitWarpsPerSm * sm_count()) {
     // a decoding step (no lse) over a dense cache: the paged decoding kernel, its keys streamed in tiles
-    if (Round == 0 && lse == nullptr && attention_decode_tiled(p, out)) return;
+    // (rounding them as p.compute asks, as Round does here)
+    if (lse == nullptr && Round == operand_rounding(p.compute) && attention_decode_tiled(p, out)) return;
     const int64_t splits = (p.Lk + kSplitChunk - 1) / kSplitChunk;
     Scratch part(rows * splits * (2 + p.Dv), s);
     float* part_m = part.p;

@@ -67,9 +67,10 @@ void check_grid(int64_t heads) {
 
 // A decoding step — a few query rows against the KV cache, no lse (inference) — is bound by reading
 // the cache; a 64-row tile would hold 1–16 of them and one block per head would walk every key. The
-// f32 kernels serve it as they serve the shapes off the tiles (split-KV against a long cache:
-// attention.cu), rounding q, k and v as they read them (until 2026-12-04 over rounded copies: every
-// step copied the whole cache, twice, for each layer's self- and cross-attention).
+// f32 kernels serve it as they serve the shapes off the tiles (against a long dense cache the paged
+// decoding kernel, paged_attention.cu; else split-KV or a warp a row: attention.cu), rounding q, k and v
+// as they read them (until 2026-12-04 over rounded copies: every step copied the whole cache, twice, for
+// each layer's self- and cross-attention).
 constexpr int64_t kDecodeRows = 16;
 
 template <typename T>

@@ -19,8 +19,8 @@ void attention_forward_flash_f32(const AttnProblem& p, float* out, float* lse);
 // The f32 CUDA-core forward (never the tensor cores) reading q, k and v rounded to p.compute's 16-bit
 // type as it loads them (f32: as they are): bf16 and f16 attention where no tensor-core kernel serves —
 // decoding steps, head dims off the tiles — the numbers of the CUDA-core f32 kernels over rounded copies,
-// bit for bit, without the copies (attention_16bit.cu; for a decoding step, the split-KV pair's, which an
-// f32 step over a dense cache leaves for the paged decoding kernel: attention_decode_tiled below).
+// bit for bit, without the copies (attention_16bit.cu; a decoding step over a dense cache, the paged
+// decoding kernel's, rounding likewise: attention_decode_tiled below).
 void attention_forward_rounding(const AttnProblem& p, float* out, float* lse);
 void attention_backward_flash_f32(const AttnProblem& p, const float* out, const float* lse, const float* dout,
                                   float* dq, float* dk, float* dv);
@@ -92,9 +92,10 @@ void attention_zero_rows(const HeadLayout& l, int64_t B, int64_t H, int64_t L, i
 // query rows, no lse: the split-KV kernels).
 // The backward makes D_i from the forward's out and zeroes dq itself (one launch: FlashAttention-2's
 // preprocess, attention_tiles.cuh's backward_preprocess).
-// A decoding step's f32 attention over a dense KV cache by the paged decoding kernel (paged_attention.cu:
-// the cache as pages of one sequence each), which attention.cu's split over the keys hands a problem with
-// no lse to; false, doing nothing, where its layouts, mask, dropout or precision do not fit.
+// A decoding step's attention over a dense f32 KV cache by the paged decoding kernel (paged_attention.cu:
+// the cache as pages of one sequence each; bf16 and f16 steps reading q, k and v rounded), which
+// attention.cu's split over the keys hands a problem with no lse to; false, doing nothing, where its
+// layouts, mask or dropout do not fit.
 bool attention_decode_tiled(const AttnProblem& p, float* out);
 bool attention_uses_tf32();
 bool attention_forward_tf32(const AttnProblem& p, float* out, float* lse);

@@ -17,13 +17,14 @@ namespace {
 
 // The decoding kernel over the tokens' keys (all of them, or from[t] on with a cascade), `grid` blocks:
 // the tiled kernel, or with QKV_CUDA_PAGED_KERNEL=warps paged_attention_kernel (a key a warp in flight,
-// the kernel before 2026-12-05), to compare the two on a GPU.
-template <typename C>
+// the kernel before 2026-12-05), to compare the two on a GPU. Round: q, k and v read rounded to bf16 (1) or
+// f16 (2), a 16-bit decoding step over an f32 cache (the tiled kernel only: attention_decode_tiled).
+template <typename C, int Round = 0>
 void launch_decoding(dim3 grid, const float* q, const C* k_cache, const C* v_cache, const int32_t* table,
                      const int32_t* seq, const int32_t* len, float* out, const PagedShape& s, const PagedSplit& split,
                      float* part, const int32_t* from) {
   const char* kind = std::getenv("QKV_CUDA_PAGED_KERNEL");
-  if (kind && std::strcmp(kind, "warps") == 0) {
+  if (Round == 0 && kind && std::strcmp(kind, "warps") == 0) {
     QKV_LAUNCH(grid, kPagedThreads, paged_attention_shared_bytes(s), stream(), paged_attention_kernel<C>)(
         q, k_cache, v_cache, table, seq, len, out, s, split, part, from);
     QKV_CUDA_LAUNCHED(paged_attention_kernel);
@@ -32,9 +33,9 @@ void launch_decoding(dim3 grid, const float* q, const C* k_cache, const C* v_cac
   const bool aligned = reinterpret_cast<uintptr_t>(k_cache) % 16 == 0 && reinterpret_cast<uintptr_t>(v_cache) % 16 == 0;
   const PagedTiles tl = paged_tiles(s, sizeof(C), aligned);
   if (tl.bytes > 48 * 1024)
-    QKV_CUDA_CHECK(cudaFuncSetAttribute(paged_attention_tiled_kernel<C>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                        static_cast<int>(tl.bytes)));
-  QKV_LAUNCH(grid, kPagedThreads, tl.bytes, stream(), paged_attention_tiled_kernel<C>)(
+    QKV_CUDA_CHECK(cudaFuncSetAttribute(paged_attention_tiled_kernel<C, Round>,
+                                        cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(tl.bytes)));
+  QKV_LAUNCH(grid, kPagedThreads, tl.bytes, stream(), paged_attention_tiled_kernel<C, Round>)(
       q, k_cache, v_cache, table, seq, len, out, s, tl, split, part, from);
   QKV_CUDA_LAUNCHED(paged_attention_tiled_kernel);
 }
@@ -42,8 +43,8 @@ void launch_decoding(dim3 grid, const float* q, const C* k_cache, const C* v_cac
 // one block per (query token, key/value head, chunk of ≤ 8 of its query heads), 4 warps; split over
 // the keys where those blocks would leave SMs idle (paged_split); with a cascade, the groups' shared
 // keys by paged_cascade_kernel, each token's others by paged_attention_kernel, then their merge
-// (most_keys > 0: no token sees more keys than that, for the split's runs)
-template <typename C>
+// (most_keys > 0: no token sees more keys than that, for the split's runs; Round as launch_decoding's)
+template <typename C, int Round = 0>
 void forward(const float* q, const C* k_cache, const C* v_cache, const int32_t* table, const int32_t* seq,
              const int32_t* len, float* out, const PagedShape& s, const PagedCascade* cascade, int64_t most_keys = 0) {
   if (s.T == 0) return;
@@ -64,8 +65,8 @@ void forward(const float* q, const C* k_cache, const C* v_cache, const int32_t* 
     PagedSplit split = paged_cascade_split(s, *cascade, sm_count());
     if (!may_split) split.splits = 1, split.keys = 0;
     Scratch part(paged_split_floats(s, split), stream());
-    launch_decoding(dim3(static_cast<unsigned>(blocks), static_cast<unsigned>(split.splits)), q, k_cache, v_cache,
-                    table, seq, len, out, s, split, part.p, cascade->from);
+    launch_decoding<C, Round>(dim3(static_cast<unsigned>(blocks), static_cast<unsigned>(split.splits)), q, k_cache,
+                              v_cache, table, seq, len, out, s, split, part.p, cascade->from);
     const int64_t cascade_blocks = paged_cascade_blocks(s, *cascade);
     QKV_CHECK(cascade_blocks <= 2147483647, "paged_attention: ", cascade_blocks, " cascade blocks are too many for one CUDA grid");
     const size_t bytes = paged_cascade_shared_bytes(s);
@@ -83,12 +84,12 @@ void forward(const float* q, const C* k_cache, const C* v_cache, const int32_t* 
   }
   const PagedSplit split = may_split ? paged_split(s, sm_count(), most_keys) : PagedSplit{};
   if (split.splits == 1)
-    return launch_decoding(dim3(static_cast<unsigned>(blocks)), q, k_cache, v_cache, table, seq, len, out, s,
-                           PagedSplit{}, nullptr, nullptr);
+    return launch_decoding<C, Round>(dim3(static_cast<unsigned>(blocks)), q, k_cache, v_cache, table, seq, len, out,
+                                     s, PagedSplit{}, nullptr, nullptr);
   // few blocks, long contexts: S runs of the keys a block each, then their merge
   Scratch part(paged_split_floats(s, split), stream());
-  launch_decoding(dim3(static_cast<unsigned>(blocks), static_cast<unsigned>(split.splits)), q, k_cache, v_cache, table,
-                  seq, len, out, s, split, part.p, nullptr);
+  launch_decoding<C, Round>(dim3(static_cast<unsigned>(blocks), static_cast<unsigned>(split.splits)), q, k_cache,
+                            v_cache, table, seq, len, out, s, split, part.p, nullptr);
   QKV_LAUNCH(paged_merge_blocks(s), 256, 0, stream(), paged_attention_merge_kernel)(part.p, out, s, split, nullptr);
   QKV_CUDA_LAUNCHED(paged_attention_merge_kernel);
 }
@@ -105,13 +106,13 @@ void write(C* k_cache, C* v_cache, const float* k, const float* v, const int32_t
 // A decoding step over a dense f32 KV cache through the tiled kernel: k [B, Hkv, P, D] (P ≥ Lk: the cache's
 // capacity) is a paged cache of B pages of P slots, each sequence one page. Serves where the layouts
 // allow it — k and v rows dense (k_sl = D, k_sh = P·D, k_sb = Hkv·P·D; v alike with the same P), q and out
-// [B, Lq, H, d] (Lq = 1: [B, H, 1, d] too) — with no mask, dropout, lse or 16-bit rounding, and
-// QKV_CUDA_PAGED_KERNEL other than warps (which keeps attention.cu's split-KV kernels, as before
-// 2026-12-05); else false, nothing done.
+// [B, Lq, H, d] (Lq = 1: [B, H, 1, d] too) — with no mask, dropout or lse (bf16 and f16 steps too: q, k
+// and v rounded as they are read, as attention.cu's kernels round them), and QKV_CUDA_PAGED_KERNEL other
+// than warps (which keeps attention.cu's split-KV kernels, as before 2026-12-05); else false, nothing done.
 bool attention_decode_tiled(const AttnProblem& p, float* out) {
   const char* kind = std::getenv("QKV_CUDA_PAGED_KERNEL");
   if (kind && std::strcmp(kind, "warps") == 0) return false;
-  if (p.mask.kind != AttnMask::Kind::none || p.dropout_p > 0.f || p.compute != AttnCompute::f32) return false;
+  if (p.mask.kind != AttnMask::Kind::none || p.dropout_p > 0.f) return false;
   if (p.D < 1 || p.Dv < 1 || p.D > kPagedMaxDim || p.Dv > kPagedMaxDim || p.Hkv < 1 || p.H % p.Hkv != 0) return false;
   const int64_t T = p.B * p.Lq, P = p.k_sh / p.D;
   constexpr int64_t kInt32 = 2147483647;
@@ -133,7 +134,11 @@ bool attention_decode_tiled(const AttnProblem& p, float* out) {
   int32_t* len = seq + T;
   QKV_LAUNCH(blocks_for(T), 256, 0, stream(), dense_as_paged_kernel)(table, seq, len, p.B, p.Lq, p.Lk, p.causal);
   QKV_CUDA_LAUNCHED(dense_as_paged_kernel);
-  forward(p.q, p.k, p.v, table, seq, len, out, s, nullptr, p.Lk);
+  switch (operand_rounding(p.compute)) {
+    case 1: forward<float, 1>(p.q, p.k, p.v, table, seq, len, out, s, nullptr, p.Lk); break;
+    case 2: forward<float, 2>(p.q, p.k, p.v, table, seq, len, out, s, nullptr, p.Lk); break;
+    default: forward<float, 0>(p.q, p.k, p.v, table, seq, len, out, s, nullptr, p.Lk);
+  }
   return true;
 }
 

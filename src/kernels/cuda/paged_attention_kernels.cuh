@@ -33,10 +33,12 @@
 #include <cmath>
 #include <cstdint>
 #include <cstring>
+#include <type_traits>
 
 #include "kernels/cuda/attention_tiles.cuh"  // cp.async
 #include "kernels/cuda/bf16_bits.cuh"
 #include "kernels/cuda/launch.h"
+#include "kernels/cuda/operand_rounding.cuh"  // operand<Round>
 #include "kernels/paged_attention.h"
 #include "kernels/paged_prefixes.h"  // kCascadeBlockTokens
 
@@ -339,11 +341,12 @@ __device__ inline void wait_tiles(int stages) {
     tiles::cp_async_wait<2>();
 }
 
-template <typename C>
+template <typename C, int Round = 0>
 __global__ void __launch_bounds__(kPagedThreads, 2)
     paged_attention_tiled_kernel(const float* q, const C* k_cache, const C* v_cache, const int32_t* table,
                                  const int32_t* seq, const int32_t* len, float* out, PagedShape s, PagedTiles tl,
                                  PagedSplit split = {}, float* part = nullptr, const int32_t* from = nullptr) {
+  static_assert(Round == 0 || std::is_same_v<C, float>, "16-bit rounding reads an f32 cache");
   QKV_DYNAMIC_SHARED(128, smem);
   const int64_t G = s.H / s.Hkv, chunks = (G + kPagedHeads - 1) / kPagedHeads;
   const int64_t block = blockIdx.x, chunk = block % chunks, kvh = block / chunks % s.Hkv, t = block / chunks / s.Hkv;
@@ -359,11 +362,11 @@ __global__ void __launch_bounds__(kPagedThreads, 2)
   float* const ms = cs + kPagedHeads;                                       // [8]
   float* const ls = ms + kPagedHeads;                                       // [8]
 
-  // qs[g, d] = scale · q[t, h0 + g, d], zeros from D to dc
+  // qs[g, d] = scale · q[t, h0 + g, d], zeros from D to dc (q, k and v read as Round asks: operand<Round>)
   const float* qt = q + (t * s.H + h0) * s.D;
   for (int64_t e = threadIdx.x; e < Gb * tl.dc; e += blockDim.x) {
     const int64_t g = e / tl.dc, d = e % tl.dc;
-    qs[e] = d < s.D ? s.scale * qt[g * s.D + d] : 0.f;
+    qs[e] = d < s.D ? s.scale * operand<Round>(qt[g * s.D + d]) : 0.f;
   }
   // this block's keys (block_keys)
   const BlockKeys keys = block_keys(s, table, seq, len, from, split, t);
@@ -438,6 +441,8 @@ __global__ void __launch_bounds__(kPagedThreads, 2)
         for (int64_t c = 0; c < tl.dc / kChunk; ++c) {
           float kv[kChunk];
           widen_piece<C>(key + 16 * c, kv);
+          if constexpr (Round != 0)
+            for (float& e : kv) e = operand<Round>(e);
 #pragma unroll
           for (int u = 0; u < kChunk; u += 4) {  // q's four dims as one broadcast 16-byte load
             const float4 a = *reinterpret_cast<const float4*>(q0 + c * kChunk + u);
@@ -476,7 +481,8 @@ __global__ void __launch_bounds__(kPagedThreads, 2)
     const C* vrows = reinterpret_cast<const C*>(vb);
     for (int j = 0; j < kPagedTile; ++j) {
       const C* vj = vrows + j * dv_whole;
-      const float v0 = d0 < s.Dv ? widen(vj[d0]) : 0.f, v1 = d1 < s.Dv ? widen(vj[d1]) : 0.f;
+      const float v0 = d0 < s.Dv ? operand<Round>(widen(vj[d0])) : 0.f;
+      const float v1 = d1 < s.Dv ? operand<Round>(widen(vj[d1])) : 0.f;
       const float4 pa = *reinterpret_cast<const float4*>(ps + j * kPagedHeads);
       const float4 pb = *reinterpret_cast<const float4*>(ps + j * kPagedHeads + 4);
       const float pj[kPagedHeads] = {pa.x, pa.y, pa.z, pa.w, pb.x, pb.y, pb.z, pb.w};
