@@ -201,7 +201,7 @@ paged() {  # one decoding step's paged attention (the split over the keys on and
   step paged-cpu 60 bash .gpu/run.sh qkv bench paged-attention --device cpu -B 16 -L 4096 --threads 16 --json
 }
 paged_kernels() {  # one decoding step's paged attention: the tiled kernel (2026-12-05: tiles of 32 keys, cp.async,
-  # 1–3 in flight) against the key-a-warp kernel it replaced (QKV_CUDA_PAGED_KERNEL=warps: ~120–830 GB/s of the
+  # 1–3 in flight) — and for bf16 caches the tensor-core kernel — against the key-a-warp kernel it replaced (QKV_CUDA_PAGED_KERNEL=warps: ~120–830 GB/s of the
   # H200's 4.8 TB/s on 2026-12-04), f32 caches and bf16 (32 heads over 8, d 128); the bench's dense column too
   # (an f32 step over a dense cache: the same kernel since 2026-12-05, and with warps the split-KV pair)
   local runs=("1 4096" "1 32768" "16 4096" "64 2048" "256 1024")
@@ -212,9 +212,14 @@ paged_kernels() {  # one decoding step's paged attention: the tiled kernel (2026
         --device cuda -B "$B" -L "$L" --json
     done
   done
-  for kernel in tiled warps; do
-    QKV_CUDA_PAGED_KERNEL=$kernel step "paged-16-4096-bf16-$kernel" 30 bash .gpu/run.sh qkv bench paged-attention \
-      --device cuda -B 16 -L 4096 --kv-dtype bf16 --json
+  # bf16 caches: also the tensor-core kernel (QKV_CUDA_PAGED_KERNEL=mma, 2026-12-05), at 16 × 4k and one
+  # sequence of 32k (split), G = 4 and (--heads 64) G = 8
+  for r in "16 4096 32" "1 32768 32" "16 4096 64"; do
+    read -r B L Hq <<<"$r"
+    for kernel in tiled mma warps; do
+      QKV_CUDA_PAGED_KERNEL=$kernel step "paged-$B-$L-h$Hq-bf16-$kernel" 30 bash .gpu/run.sh qkv bench \
+        paged-attention --device cuda -B "$B" -L "$L" --heads "$Hq" --kv-dtype bf16 --json
+    done
   done
 }
 curve() {  # the GPT's training loss over 1,000 steps, qkv's and PyTorch's overlaid (f32 and bf16 SVGs in $OUT)

@@ -801,7 +801,7 @@ TEST_F(Cuda, PagedAttentionOverLongContextsSplitsOverTheKeysAsTheCpu) {
   // without a sliding window of 1,100, and with the split turned off (QKV_CUDA_PAGED_SPLIT=0), by the tiled
   // kernel and the key-a-warp one (QKV_CUDA_PAGED_KERNEL=warps); then
   // bf16 and e4m3 caches, converted and written on the GPU (bit for bit the CPU's rounding) and read
-  // by both
+  // by the tiled kernel and (bf16) the tensor-core one (QKV_CUDA_PAGED_KERNEL=mma)
   const int64_t H = 8, Hkv = 2, D = 64, P = 16, per = 3000 / P + 1, rows = 3;
   std::vector<int32_t> order(static_cast<size_t>(rows * per));
   for (size_t i = 0; i < order.size(); ++i) order[i] = static_cast<int32_t>((i * 97 + 13) % order.size());  // (97 ⊥ 564)
@@ -835,11 +835,15 @@ TEST_F(Cuda, PagedAttentionOverLongContextsSplitsOverTheKeysAsTheCpu) {
     paged_kv_write(gk16, gv16, gpu(nkd), gpu(nv), gpu(slots));
     EXPECT_EQ(host(gk16.to(DType::f32)), k16.to(DType::f32).to_vector()) << dtype_name(dtype);
     EXPECT_EQ(host(gv16.to(DType::f32)), v16.to(DType::f32).to_vector()) << dtype_name(dtype);
-    for (int64_t window : {0, 1100}) {
-      const Tensor want = paged_attention(q, k16, v16, table, seq, len, std::nullopt, window);
-      const Tensor got = paged_attention(gpu(q), gk16, gv16, gpu(table), gpu(seq), gpu(len), std::nullopt, window);
-      EXPECT_LT(rel_error(host(got), host(want)), 1e-5) << dtype_name(dtype) << " caches, window " << window;
-    }
+    for (int64_t window : {0, 1100})
+      for (const char* kernel : {"tiled", "mma"}) {  // (mma: the tensor-core kernel for bf16; e4m3 the tiled one)
+        ::setenv("QKV_CUDA_PAGED_KERNEL", kernel, 1);
+        const Tensor want = paged_attention(q, k16, v16, table, seq, len, std::nullopt, window);
+        const Tensor got = paged_attention(gpu(q), gk16, gv16, gpu(table), gpu(seq), gpu(len), std::nullopt, window);
+        EXPECT_LT(rel_error(host(got), host(want)), 1e-5)
+            << dtype_name(dtype) << " caches, window " << window << ", QKV_CUDA_PAGED_KERNEL=" << kernel;
+      }
+    ::unsetenv("QKV_CUDA_PAGED_KERNEL");
   }
 }
 

@@ -362,6 +362,21 @@ template <typename T>
 T shfl(T v, int src) {
   return shuffle(v, [src](int) { return src; });
 }
+// __ballot_sync(full mask, p): every lane gets the warp's votes, bit l lane l's p
+inline unsigned ballot(bool p) {
+  Runtime::Slots& s = warp_slots();
+  const uint32_t mine = p ? 1u : 0u;
+  std::memcpy(s.word[lane()], &mine, sizeof mine);
+  sync_warp();
+  unsigned out = 0;
+  for (int l = 0; l < 32; ++l) {
+    uint32_t v;
+    std::memcpy(&v, s.word[l], sizeof v);
+    out |= (v & 1u) << l;
+  }
+  sync_warp();
+  return out;
+}
 
 // What the tensor core reads of a .tf32 operand register: its 19 high bits
 inline float tf32_operand(float x) {
@@ -1418,6 +1433,10 @@ inline T __shfl_xor_sync(unsigned, T v, int m) {
 template <typename T>
 inline T __shfl_sync(unsigned, T v, int src) {
   return ::qkv::emulation::shfl(v, src);
+}
+inline unsigned __ballot_sync(unsigned mask, int p) {  // the whole warp
+  if (mask != 0xffffffffu) throw std::logic_error("emulation: __ballot_sync of part of a warp");
+  return ::qkv::emulation::ballot(p != 0);
 }
 inline float atomicAdd(float* p, float v) {  // one OS thread: plain
   const float old = *p;

@@ -86,10 +86,10 @@ std::vector<float> forward_cpu(const Paged& c) {
                                out.data(), c.s);
   return out;
 }
-// The decoding kernels: the tiled one (the default), and paged_attention_kernel (a key a warp;
-// QKV_CUDA_PAGED_KERNEL=warps)
-enum class Kernel { tiled, warps };
-std::string name(Kernel k) { return k == Kernel::tiled ? "tiled" : "a key a warp"; }
+// The decoding kernels: the tiled one (the default), paged_attention_kernel (a key a warp;
+// QKV_CUDA_PAGED_KERNEL=warps) and the tensor-core one (bf16 caches; QKV_CUDA_PAGED_KERNEL=mma)
+enum class Kernel { tiled, warps, mma };
+std::string name(Kernel k) { return k == Kernel::tiled ? "tiled" : k == Kernel::warps ? "a key a warp" : "mma"; }
 
 // a decoding kernel's launch as paged_attention.cu's decode makes it (aligned false: the tiled kernel
 // copies by plain loads, as for caches not on 16 bytes)
@@ -102,6 +102,20 @@ void decode(Kernel kind, const Paged& c, const C* k, const C* v, float* out, dim
                                  from);
     });
     return;
+  }
+  if constexpr (std::is_same_v<C, qkv::bf16>) {
+    if (kind == Kernel::mma) {
+      const kc::PagedMmaTiles tl = kc::paged_mma_tiles(c.s);
+      launch(grid, kc::kPagedThreads, tl.bytes, [&] {
+        if (c.s.D == 64)
+          kc::paged_attention_mma_kernel<64>(c.q.data(), k, v, c.table.data(), c.seq.data(), c.len.data(), out, c.s,
+                                             tl.stages, split, part, from);
+        else
+          kc::paged_attention_mma_kernel<128>(c.q.data(), k, v, c.table.data(), c.seq.data(), c.len.data(), out, c.s,
+                                              tl.stages, split, part, from);
+      });
+      return;
+    }
   }
   const kc::PagedTiles tl = kc::paged_tiles(c.s, sizeof(C), aligned);
   launch(grid, kc::kPagedThreads, tl.bytes, [&] {
@@ -284,6 +298,44 @@ TEST(PagedAttentionKernelsEmulated, TheTiledKernelsPlainLoadsAndTheKeyAWarpKerne
   expect_narrow_caches_match_the_cpu<qkv::bf16>(Kernel::warps);
 }
 
+// The tensor-core kernel (bf16 caches at head dims 64 and 128; QKV_CUDA_PAGED_KERNEL=mma) against the
+// CPU over the same caches: G 4 and 8, one query head a key head, G 12 (two blocks a key head, the second
+// of 4 heads), a window over pages of 4; a row of no key; whole and split. Its shared memory: 3 stages
+// at d 128, 4 at 64, two blocks an SM.
+TEST(PagedAttentionKernelsEmulated, TheTensorCoreKernelMatchesTheCpuOverBf16Caches) {
+  PagedShape s;
+  s.H = 32, s.Hkv = 8, s.D = s.Dv = 128;
+  EXPECT_TRUE(kc::paged_mma_serves(s));
+  EXPECT_EQ(kc::paged_mma_tiles(s).stages, 3);
+  EXPECT_LE(2 * (kc::paged_mma_tiles(s).bytes + 1024), size_t{228 * 1024}) << "two blocks an SM";
+  s.D = s.Dv = 64;
+  EXPECT_EQ(kc::paged_mma_tiles(s).stages, 4);
+  for (const auto& [D, Dv] : {std::pair{64, 128}, std::pair{96, 96}, std::pair{256, 256}, std::pair{40, 40}}) {
+    s.D = D, s.Dv = Dv;
+    EXPECT_FALSE(kc::paged_mma_serves(s)) << D << ", " << Dv;
+  }
+  for (const Heads& h : {Heads{8, 2, 64, 64, 16, 0}, Heads{4, 4, 128, 128, 16, 0}, Heads{12, 1, 64, 64, 4, 7},
+                         Heads{16, 2, 128, 128, 16, 0}}) {
+    SCOPED_TRACE(name(h));
+    const Paged c = make(h, {0, 1, 17, 600}, {{2, 17}, {0, 0}, {3, 600}, {1, 1}}, 171);
+    const std::vector<qkv::bf16> k16 = to_cache<qkv::bf16>(c.k), v16 = to_cache<qkv::bf16>(c.v);
+    std::vector<float> want(static_cast<size_t>(c.s.T * c.s.H * c.s.Dv)), got(want.size(), NAN);
+    cpu::paged_attention_forward(c.q.data(), k16.data(), v16.data(), c.table.data(), c.seq.data(), c.len.data(),
+                                 want.data(), c.s);
+    decode(Kernel::mma, c, k16.data(), v16.data(), got.data(), decode_grid(c));
+    EXPECT_LT(rel(got, want), 1e-5);
+    for (int64_t i = 0; i < c.s.H * c.s.Dv; ++i)
+      ASSERT_EQ(got[static_cast<size_t>(c.s.H * c.s.Dv + i)], 0.f) << "no key";
+    EXPECT_GT(rel(got, forward_cpu(c)), 1e-4) << "not the bf16 cache's numbers";
+    const kc::PagedSplit split{4, 150};  // runs of 150 keys: steps of 64 cut short
+    std::vector<float> part(static_cast<size_t>(kc::paged_split_floats(c.s, split)), NAN), split_out(want.size(), NAN);
+    decode(Kernel::mma, c, k16.data(), v16.data(), split_out.data(), decode_grid(c, 4), split, part.data());
+    launch(dim3(kc::paged_merge_blocks(c.s)), 256, 0,
+           [&] { kc::paged_attention_merge_kernel(part.data(), split_out.data(), c.s, split); });
+    EXPECT_LT(rel(split_out, want), 1e-5) << "split";
+  }
+}
+
 TEST(PagedAttentionKernelsEmulated, SplitChoosesRunsOnlyWhereBlocksLeaveSmsIdle) {
   PagedShape s;
   s.T = 1, s.H = 32, s.Hkv = 8, s.D = s.Dv = 128, s.page_size = 16, s.max_pages = 256;  // 8 blocks, 4,096 keys a row
@@ -419,7 +471,7 @@ struct CascadeRun {
 // (planned: the block table, seq and len the groups are found in — c's own, or another's)
 template <typename C>
 CascadeRun forward_gpu_cascade(const Paged& c, const Paged& planned, const std::vector<C>& k, const std::vector<C>& v,
-                               int sms) {
+                               int sms, Kernel kind = Kernel::tiled) {
   CascadeRun run;
   run.arrays = kqkv::paged_cascade_arrays(
       kqkv::paged_shared_prefixes(planned.table.data(), planned.seq.data(), planned.len.data(), planned.s), c.s.T);
@@ -431,8 +483,7 @@ CascadeRun forward_gpu_cascade(const Paged& c, const Paged& planned, const std::
   const kc::PagedSplit split = run.split = kc::paged_cascade_split(c.s, cascade, sms);
   run.out.assign(static_cast<size_t>(c.s.T * c.s.H * c.s.Dv), NAN);
   std::vector<float> part(static_cast<size_t>(kc::paged_split_floats(c.s, split)), NAN);
-  decode(Kernel::tiled, c, k.data(), v.data(), run.out.data(), decode_grid(c, split.splits), split, part.data(),
-         cascade.from);
+  decode(kind, c, k.data(), v.data(), run.out.data(), decode_grid(c, split.splits), split, part.data(), cascade.from);
   launch(dim3(static_cast<unsigned>(kc::paged_cascade_blocks(c.s, cascade)), static_cast<unsigned>(split.prefix_runs)),
          kc::kPagedThreads, kc::paged_cascade_shared_bytes(c.s), [&] {
            kc::paged_cascade_kernel(c.q.data(), k.data(), v.data(), c.table.data(), c.seq.data(), c.s, cascade, split,
@@ -444,8 +495,9 @@ CascadeRun forward_gpu_cascade(const Paged& c, const Paged& planned, const std::
   return run;
 }
 template <typename C>
-CascadeRun forward_gpu_cascade(const Paged& c, const std::vector<C>& k, const std::vector<C>& v, int sms) {
-  return forward_gpu_cascade(c, c, k, v, sms);
+CascadeRun forward_gpu_cascade(const Paged& c, const std::vector<C>& k, const std::vector<C>& v, int sms,
+                               Kernel kind = Kernel::tiled) {
+  return forward_gpu_cascade(c, c, k, v, sms, kind);
 }
 
 TEST(PagedAttentionKernelsEmulated, CascadeSplitCutsTheSharedKeysIntoTilesFillingTheSms) {
@@ -531,6 +583,23 @@ TEST(PagedAttentionKernelsEmulated, CascadeOverManySamplesAndNarrowCachesMatches
   };
   narrow(qkv::bf16{});
   narrow(qkv::f8e4m3{});
+}
+
+// The tensor-core kernel for the tokens' own keys past their group's (from[t] on), over bf16 caches
+TEST(PagedAttentionKernelsEmulated, TheTensorCoreKernelTakesTheTokensOwnKeysOfACascade) {
+  for (const Heads& h : {Heads{8, 2, 128, 128, 16, 0}, Heads{4, 1, 64, 64, 16, 0}}) {
+    SCOPED_TRACE(name(h));
+    Paged c = make(h, {560, 540, 600, 300}, {{0, 560}, {1, 540}, {2, 600}, {3, 300}, {0, 559}}, 181);
+    share_first_pages(c, 3, 512 / h.page_size);  // rows 0 … 2: 512 keys in common
+    const std::vector<qkv::bf16> k16 = to_cache<qkv::bf16>(c.k), v16 = to_cache<qkv::bf16>(c.v);
+    std::vector<float> want(static_cast<size_t>(c.s.T * c.s.H * c.s.Dv));
+    cpu::paged_attention_forward(c.q.data(), k16.data(), v16.data(), c.table.data(), c.seq.data(), c.len.data(),
+                                 want.data(), c.s);
+    for (int sms : {8, 132}) {
+      const CascadeRun got = forward_gpu_cascade(c, k16, v16, sms, Kernel::mma);
+      EXPECT_LT(rel(got.out, want), 1e-5) << sms << " SMs";
+    }
+  }
 }
 
 // A shared page outside the cache (the GPU's block table is not checked): skipped by the cascade as
@@ -740,6 +809,20 @@ TEST(PagedAttentionKernelsEmulated, TheLaunchersMatchTheCpu) {
     kc::paged_attention_forward(c.q.data(), k16.data(), v16.data(), c.table.data(), c.seq.data(), c.len.data(),
                                 got.data(), c.s);
     EXPECT_LT(rel(got, want), 1e-5);
+    {  // QKV_CUDA_PAGED_KERNEL=mma: the tensor-core kernel; an f32 cache, which it does not take, the tiled one
+      const qkv::testing::ScopedEnv mma("QKV_CUDA_PAGED_KERNEL", "mma");
+      qkv::emulation::device().launched.clear();
+      std::fill(got.begin(), got.end(), NAN);
+      kc::paged_attention_forward(c.q.data(), k16.data(), v16.data(), c.table.data(), c.seq.data(), c.len.data(),
+                                  got.data(), c.s);
+      EXPECT_LT(rel(got, want), 1e-5);
+      EXPECT_TRUE(qkv::emulation::launched(kc::paged_attention_mma_kernel<64>));
+      EXPECT_FALSE(qkv::emulation::launched(kc::paged_attention_tiled_kernel<qkv::bf16>));
+      kc::paged_attention_forward(c.q.data(), c.k.data(), c.v.data(), c.table.data(), c.seq.data(), c.len.data(),
+                                  got.data(), c.s);
+      EXPECT_TRUE(qkv::emulation::launched(kc::paged_attention_tiled_kernel<float>));
+      EXPECT_LT(rel(got, forward_cpu(c)), 1e-5);
+    }
     PagedShape s = c.s;
     s.T = 5;
     const std::vector<float> k = random_floats(static_cast<size_t>(s.T * s.Hkv * s.D), 135, 1.f),

@@ -53,48 +53,7 @@ constexpr int kRows = 16 * kWarps;  // query rows per block
 constexpr int kKeys = 64;           // keys per tile
 constexpr int kThreads = 32 * kWarps;
 
-#ifdef QKV_CUDA_EMULATION  // on the host (tests/kernels/cuda_emulation.h): the PTX ISA's tables
-// c += a·b on the tensor cores: a 16 × 16, b 16 × 8 (T), c 16 × 8 (f32)
-template <typename T>
-__device__ inline void mma(float (&c)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1) {
-  ::qkv::emulation::mma_m16n8k16<T>(c, a, b0, b1);
-}
-__device__ inline void ldmatrix_x4(uint32_t (&r)[4], const void* p) { ::qkv::emulation::ldmatrix_x4(r, p, false); }
-__device__ inline void ldmatrix_x4_trans(uint32_t (&r)[4], const void* p) { ::qkv::emulation::ldmatrix_x4(r, p, true); }
-#else
-// c += a·b on the tensor cores: a 16 × 16, b 16 × 8 (T), c 16 × 8 (f32)
-template <typename T>
-__device__ inline void mma(float (&c)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1);
-template <>
-__device__ inline void mma<__nv_bfloat16>(float (&c)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1) {
-  asm volatile(
-      "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\n"
-      : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
-      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
-}
-template <>
-__device__ inline void mma<__half>(float (&c)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1) {
-  asm volatile(
-      "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\n"
-      : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
-      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
-}
-
-// Four 8 × 8 matrices of 16-bit elements from shared memory; lane l gives the address of row l % 8 of
-// matrix l / 8. .trans hands each lane the transposed pair (rows 2(l%4), 2(l%4)+1 of column l/4).
-__device__ inline void ldmatrix_x4(uint32_t (&r)[4], const void* p) {
-  asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
-               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
-               : "r"(smem_address(p))
-               : "memory");
-}
-__device__ inline void ldmatrix_x4_trans(uint32_t (&r)[4], const void* p) {
-  asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];\n"
-               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
-               : "r"(smem_address(p))
-               : "memory");
-}
-#endif
+// (mma<T>, ldmatrix_x4 and ldmatrix_x4_trans: attention_tiles.cuh's, shared with the paged decoding kernel)
 
 // ---- the forward kernel -------------------------------------------------------------------------------
 

@@ -4,6 +4,7 @@
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
+#include <type_traits>
 
 #include "kernels/cuda/attention_kernels.h"
 #include "kernels/cuda/kernels.h"
@@ -17,7 +18,9 @@ namespace {
 
 // The decoding kernel over the tokens' keys (all of them, or from[t] on with a cascade), `grid` blocks:
 // the tiled kernel, or with QKV_CUDA_PAGED_KERNEL=warps paged_attention_kernel (a key a warp in flight,
-// the kernel before 2026-12-05), to compare the two on a GPU. Round: q, k and v read rounded to bf16 (1) or
+// the kernel before 2026-12-05), to compare the two on a GPU; with QKV_CUDA_PAGED_KERNEL=mma, a bf16
+// cache at head dim 64 or 128 on 16-byte addresses, the tensor-core kernel (paged_attention_mma_kernel,
+// 2026-12-05: to time against the tiled one before it is the default). Round: q, k and v read rounded to bf16 (1) or
 // f16 (2), a 16-bit decoding step over an f32 cache (the tiled kernel only: attention_decode_tiled).
 template <typename C, int Round = 0>
 void launch_decoding(dim3 grid, const float* q, const C* k_cache, const C* v_cache, const int32_t* table,
@@ -31,6 +34,19 @@ void launch_decoding(dim3 grid, const float* q, const C* k_cache, const C* v_cac
     return;
   }
   const bool aligned = reinterpret_cast<uintptr_t>(k_cache) % 16 == 0 && reinterpret_cast<uintptr_t>(v_cache) % 16 == 0;
+  if constexpr (std::is_same_v<C, bf16> && Round == 0) {
+    if (kind && std::strcmp(kind, "mma") == 0 && aligned && paged_mma_serves(s)) {
+      const PagedMmaTiles tl = paged_mma_tiles(s);
+      auto kernel = s.D == 64 ? paged_attention_mma_kernel<64> : paged_attention_mma_kernel<128>;
+      if (tl.bytes > 48 * 1024)
+        QKV_CUDA_CHECK(
+            cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(tl.bytes)));
+      QKV_LAUNCH(grid, kPagedThreads, tl.bytes, stream(), kernel)(
+          q, k_cache, v_cache, table, seq, len, out, s, tl.stages, split, part, from);
+      QKV_CUDA_LAUNCHED(paged_attention_mma_kernel);
+      return;
+    }
+  }
   const PagedTiles tl = paged_tiles(s, sizeof(C), aligned);
   if (tl.bytes > 48 * 1024)
     QKV_CUDA_CHECK(cudaFuncSetAttribute(paged_attention_tiled_kernel<C, Round>,

@@ -10,7 +10,9 @@
 // lo + w, lo + w + 4, …); a key's and a value's rows are read once for all the chunk's heads, a lane holding head dims
 // lane, lane + 32, … (D, Dv ≤ 256: at most 8 a lane, in registers). Each warp keeps an online softmax per head (running
 // max and sum, f32) and its weighted sum of values in registers; the warps' partial results are merged through shared
-// memory at the end (a bf16 cache's elements widened to f32 as they are read). A page index outside the cache is
+// memory at the end (a bf16 cache's elements widened to f32 as they are read). paged_attention_mma_kernel
+// (QKV_CUDA_PAGED_KERNEL=mma: bf16 caches, head dims 64 and 128) takes the tiled kernel's blocks with
+// its products on the tensor cores. A page index outside the cache is
 // skipped, a length clamped to the block-table row, a negative row sees no key: the kernel never reads outside the
 // cache (the CPU op checks these indices; the GPU cannot cheaply).
 //
@@ -35,7 +37,7 @@
 #include <cstring>
 #include <type_traits>
 
-#include "kernels/cuda/attention_tiles.cuh"  // cp.async
+#include "kernels/cuda/attention_tiles.cuh"  // cp.async, mma.sync, ldmatrix
 #include "kernels/cuda/bf16_bits.cuh"
 #include "kernels/cuda/launch.h"
 #include "kernels/cuda/operand_rounding.cuh"  // operand<Round>
@@ -161,6 +163,30 @@ __device__ inline BlockKeys block_keys(const PagedShape& s, const int32_t* table
   return {table + (row_ok ? row : 0) * s.max_pages, j0, split.keys > 0 && j0 + split.keys < n ? j0 + split.keys : n};
 }
 
+// The end of a decoding block whose warps each kept an online softmax over their own keys (the
+// key-a-warp kernel's, the tensor-core kernel's), from shared memory — warp w's max m_w[g] at ms[w·Gs + g],
+// its sum l_w at ls[…], its weighted values acc_w[g, d] at accs[(w·Gs + g)·Dv + d]:
+//   out[t, h0 + g, d] = Σ_w e^(m_w − M) · acc_w[g, d] / Σ_w e^(m_w − M) · l_w,  M = max_w m_w
+// (0 where no warp saw a key: M = −∞); a run (part given): the numerator, M and the denominator to `part`
+// (paged_split_floats' layout: acc [T, H, R, Dv], then M and L [T, H, R]), run blockIdx.y.
+__device__ inline void merge_warps(const PagedShape& s, const PagedSplit& split, float* part, float* out, int64_t t,
+                                   int64_t h0, int Gb, int64_t Gs, const float* ms, const float* ls,
+                                   const float* accs) {
+  const int64_t S = split.runs(), y = blockIdx.y;
+  float* ot = out + (t * s.H + h0) * s.Dv;
+  for (int64_t e = threadIdx.x; e < Gb * s.Dv; e += blockDim.x) {
+    const int64_t g = e / s.Dv, d = e % s.Dv;
+    const Combined c = combine_partials(kPagedWarps, ms + g, ls + g, Gs, accs + g * s.Dv + d, Gs * s.Dv);
+    if (part == nullptr) {
+      ot[e] = c.den > 0.f ? c.num / c.den : 0.f;
+    } else {
+      const int64_t th = t * s.H + h0 + g, rows = s.T * s.H;  // (th: the run's row of part)
+      part[(th * S + y) * s.Dv + d] = c.num;
+      if (d == 0) part[rows * S * s.Dv + th * S + y] = c.M, part[rows * S * (s.Dv + 1) + th * S + y] = c.den;
+    }
+  }
+}
+
 // out[t, h] = Σ_j softmax_j(scale · q[t, h] · k[p_j, h / G, o_j]) · v[p_j, h / G, o_j]
 // for the block's heads h0 … h0 + Gb − 1, keys j = lo … n − 1 (p_j, o_j: j's page and offset).
 // q [T, H, D], caches [pages, Hkv, page_size, D | Dv], table [rows, max_pages], out [T, H, Dv].
@@ -193,7 +219,7 @@ __global__ void __launch_bounds__(kPagedThreads)
   // this block's keys (block_keys)
   const BlockKeys keys = block_keys(s, table, seq, len, from, split, t);
   const int32_t* pages = keys.pages;
-  const int64_t y = blockIdx.y, j0 = keys.j0, j1 = keys.j1;
+  const int64_t j0 = keys.j0, j1 = keys.j1;
   __syncthreads();
 
   float m[kPagedHeads], l[kPagedHeads], acc[kPagedHeads][kPagedPerLane];
@@ -243,21 +269,7 @@ __global__ void __launch_bounds__(kPagedThreads)
       if (lane + 32 * i < s.Dv) accs[wg * s.Dv + lane + 32 * i] = acc[g][i];
   }
   __syncthreads();
-  // out[t, h0 + g, d] = Σ_w e^(m_w − M) · acc_w[g, d] / Σ_w e^(m_w − M) · l_w, M = max_w m_w
-  // (0 where no warp saw a key: M = −∞); a run: the numerator, M and the denominator to `part`
-  const int64_t S = split.runs();
-  float* ot = out + (t * s.H + h0) * s.Dv;
-  for (int64_t e = threadIdx.x; e < Gb * s.Dv; e += blockDim.x) {
-    const int64_t g = e / s.Dv, d = e % s.Dv;
-    const Combined c = combine_partials(kPagedWarps, ms + g, ls + g, Gs, accs + g * s.Dv + d, Gs * s.Dv);
-    if (part == nullptr) {
-      ot[e] = c.den > 0.f ? c.num / c.den : 0.f;
-    } else {  // part: acc [T, H, R, Dv], then M and L [T, H, R]
-      const int64_t th = t * s.H + h0 + g, rows = s.T * s.H;  // (th: the run's row of part)
-      part[(th * S + y) * s.Dv + d] = c.num;
-      if (d == 0) part[rows * S * s.Dv + th * S + y] = c.M, part[rows * S * (s.Dv + 1) + th * S + y] = c.den;
-    }
-  }
+  merge_warps(s, split, part, out, t, h0, Gb, Gs, ms, ls, accs);
 }
 
 // ---- the tiled kernel (the default) ----------------------------------------------------------------
@@ -520,6 +532,204 @@ __global__ void __launch_bounds__(kPagedThreads, 2)
       }
     }
   }
+}
+
+// ---- the tensor-core kernel (bf16 caches, D = Dv = 64 or 128; QKV_CUDA_PAGED_KERNEL=mma) --------------
+//
+// The tiled kernel's blocks, runs and results, its two products on the tensor cores (mma.sync m16n8k16:
+// bf16 in, f32 sums) instead of the CUDA cores, where a bf16 cache's bytes a key are half an f32 one's
+// and the CUDA cores' products and shared-memory reads, not the memory, may bound the step (a block's
+// G ≤ 8 query heads against each key: a GQA model's). Each warp takes keys of its own — 16 of every
+// step of 64 (warp w: keys 16w … 16w + 15 of the step) — copied by its own lanes by cp.async into its
+// own `stages` buffers, and keeps its own online softmax; the four warps meet only at the end, merged
+// as the key-a-warp kernel's (merge_warps).
+//
+// The m16 rows of a product hold the block's heads twice — rows g (< 8) bf16(q_g), rows g + 8 the rest,
+// bf16(q_g − bf16(q_g)) (q scaled first) — so that one product gives the score at ~2^-16 of q's own
+// precision, the bf16 key exact:
+//     x[g, j] = S[g, j] + S[g + 8, j] = (hi_g + lo_g) · k_j          S = Q₂ K_wᵀ  (16 × 16 keys)
+//     m'_g = max(m_g, max_j x[g, j]),  c_g = e^(m_g − m'_g),  p[g, j] = e^(x[g, j] − m'_g),  l_g ← l_g c_g + Σ_j p
+// and P the same way (rows g bf16(p), rows g + 8 bf16(p − bf16(p))), both halves rescaled by c_g:
+//     O ← c ∘ O + P₂ V_w,   acc[g] = O[g] + O[g + 8]                   (16 × D)
+// — the f32 query and weights the CUDA-core kernels use, against the cache's bf16 values, to ~1e-6.
+// A lane (g = lane / 4, u = lane % 4) holds row g's and g + 8's scores for keys 2u, 2u + 1 and
+// 8 + 2u, 9 + 2u (m16n8 accumulators, attention_mma_kernels.cuh's layouts), so that the two halves of
+// a score, and of O, meet in one lane. A key not to attend to (past the run, its page outside the cache)
+// has a zero row (cp.async's zero fill) and scores −∞.
+constexpr int kPagedMmaKeys = 16;                           // keys a warp takes of a step
+constexpr int kPagedMmaStep = kPagedMmaKeys * kPagedWarps;  // keys a step
+inline bool paged_mma_serves(const PagedShape& s) { return s.D == s.Dv && (s.D == 64 || s.D == 128); }
+// Shared memory: per warp [stages][16] key rows, then [stages][16] value rows, of D + 8 bf16 (the 8 rows
+// an ldmatrix reads 16 bytes apart in banks); after the loop, over them, the warps' m, l [4][8] and
+// acc [4][8][Dv] (f32) for the merge. As many stages (2–4) as kPagedStageBudget holds: 3 at d 128, 4 at 64.
+struct PagedMmaTiles {
+  int stages = 2;
+  size_t bytes = 0;
+};
+inline PagedMmaTiles paged_mma_tiles(const PagedShape& s) {
+  const size_t stage = size_t{kPagedWarps} * 2 * kPagedMmaKeys * static_cast<size_t>(s.D + 8) * sizeof(uint16_t);
+  const size_t fit = kPagedStageBudget / stage;
+  PagedMmaTiles tl;
+  tl.stages = fit < 2 ? 2 : fit > kPagedMaxStages ? kPagedMaxStages : static_cast<int>(fit);
+  const size_t merge = size_t{kPagedWarps} * kPagedHeads * static_cast<size_t>(s.Dv + 2) * sizeof(float);
+  tl.bytes = tl.stages * stage > merge ? tl.stages * stage : merge;
+  return tl;
+}
+
+// Two f32 values as two bf16 pairs (the element with the lower index in the low half): hi = bf16(x) to
+// nearest even, lo = bf16(x − hi) (x − hi exact in f32), so that hi + lo is x to ~2^-16 of itself.
+__device__ inline void split_bf16(float x0, float x1, uint32_t& hi, uint32_t& lo) {
+  const uint32_t h0 = to_bf16_bits(x0), h1 = to_bf16_bits(x1);
+  const float r0 = x0 - __uint_as_float(h0 << 16), r1 = x1 - __uint_as_float(h1 << 16);
+  hi = h0 | h1 << 16;
+  lo = uint32_t{to_bf16_bits(r0)} | uint32_t{to_bf16_bits(r1)} << 16;
+}
+
+template <int D>
+__global__ void __launch_bounds__(kPagedThreads, 2)
+    paged_attention_mma_kernel(const float* q, const bf16* k_cache, const bf16* v_cache, const int32_t* table,
+                               const int32_t* seq, const int32_t* len, float* out, PagedShape s, int stages,
+                               PagedSplit split = {}, float* part = nullptr, const int32_t* from = nullptr) {
+  static_assert(D == 64 || D == 128, "the tensor-core decoding kernel: head dims 64 and 128");
+  constexpr int S = D + 8;        // a row's stride in shared memory (elements)
+  constexpr int kPieces = D / 8;  // 16-byte pieces a row
+  constexpr unsigned kFull = 0xffffffffu;
+  QKV_DYNAMIC_SHARED(128, smem);
+  const int64_t G = s.H / s.Hkv, chunks = (G + kPagedHeads - 1) / kPagedHeads;
+  const int64_t block = blockIdx.x, chunk = block % chunks, kvh = block / chunks % s.Hkv, t = block / chunks / s.Hkv;
+  const int64_t h0 = kvh * G + chunk * kPagedHeads;
+  const int Gb = static_cast<int>(G - chunk * kPagedHeads < kPagedHeads ? G - chunk * kPagedHeads : kPagedHeads);
+  const int lane = static_cast<int>(threadIdx.x & 31), warp = static_cast<int>(threadIdx.x >> 5);
+  const int g = lane / 4, u = lane % 4;
+  uint16_t* const kw = reinterpret_cast<uint16_t*>(smem) + warp * stages * 2 * kPagedMmaKeys * S;  // [stages][16][S]
+  uint16_t* const vw = kw + stages * kPagedMmaKeys * S;                                            // [stages][16][S]
+
+  // Q₂'s A fragments (rows g: hi, g + 8: lo; zeros past the block's Gb heads): dims 16kk + 2u, +1 in
+  // registers 0 (hi) and 1 (lo), dims 16kk + 2u + 8, +9 in 2 and 3
+  uint32_t qa[D / 16][4];
+  const float* qg = q + (t * s.H + h0 + (g < Gb ? g : 0)) * s.D;
+#pragma unroll
+  for (int kk = 0; kk < D / 16; ++kk)
+#pragma unroll
+    for (int half = 0; half < 2; ++half) {
+      const int d = 16 * kk + 2 * u + 8 * half;
+      const float x0 = g < Gb ? s.scale * qg[d] : 0.f, x1 = g < Gb ? s.scale * qg[d + 1] : 0.f;
+      split_bf16(x0, x1, qa[kk][2 * half], qa[kk][2 * half + 1]);
+    }
+
+  // this block's keys (block_keys), in steps of 64
+  const BlockKeys keys = block_keys(s, table, seq, len, from, split, t);
+  const int32_t* pages = keys.pages;
+  const int64_t j0 = keys.j0, j1 = keys.j1;
+  const int64_t n_steps = j1 > j0 ? (j1 - j0 + kPagedMmaStep - 1) / kPagedMmaStep : 0;
+  // key j's slot in the caches' rows, −1 where it is not to be attended to (as the tiled kernel's)
+  auto slot_of = [&](int64_t j) -> int64_t {
+    if (j >= j1) return -1;
+    const int64_t page = pages[j / s.page_size];
+    return page >= 0 && page < s.pages ? (page * s.Hkv + kvh) * s.page_size + j % s.page_size : int64_t{-1};
+  };
+  // this warp's keys of step i: lane r < 16 finds key r's slot
+  auto my_slot = [&](int64_t i) {
+    return lane < kPagedMmaKeys ? slot_of(j0 + i * kPagedMmaStep + warp * kPagedMmaKeys + lane) : int64_t{-1};
+  };
+  // step i's 16 key and value rows of this warp → its buffer i mod stages (zeros for a slot of −1)
+  auto copy_step = [&](int64_t i) {
+    const int64_t mine = my_slot(i);
+    uint16_t* kb = kw + (i % stages) * kPagedMmaKeys * S;
+    uint16_t* vb = vw + (i % stages) * kPagedMmaKeys * S;
+#pragma unroll
+    for (int e = lane; e < kPagedMmaKeys * kPieces; e += 32) {
+      const int r = e / kPieces, c = e % kPieces;
+      const auto slot = static_cast<int64_t>(__shfl_sync(kFull, static_cast<long long>(mine), r));
+      const int64_t at = (slot < 0 ? 0 : slot) * D + 8 * c;
+      tiles::cp_async16(kb + r * S + 8 * c, k_cache + at, slot >= 0);
+      tiles::cp_async16(vb + r * S + 8 * c, v_cache + at, slot >= 0);
+    }
+  };
+
+  for (int i = 0; i < stages - 1; ++i) {  // the pipeline's fill, a group a step (empty past the last)
+    if (i < n_steps) copy_step(i);
+    tiles::cp_async_commit();
+  }
+  float m = -INFINITY, l = 0.f;  // row g's running max, and this lane's part of its sum
+  float o[D / 8][4];             // O: rows g (regs 0, 1) and g + 8 (2, 3), dims 8dt + 2u, +1
+#pragma unroll
+  for (int dt = 0; dt < D / 8; ++dt) o[dt][0] = o[dt][1] = o[dt][2] = o[dt][3] = 0.f;
+  for (int64_t i = 0; i < n_steps; ++i) {
+    wait_tiles(stages);  // this lane's copies of step i have landed
+    __syncwarp();        // the warp's; and its reads of step i − 1's buffer are done
+    if (i + stages - 1 < n_steps) copy_step(i + stages - 1);
+    tiles::cp_async_commit();
+    const unsigned here = __ballot_sync(kFull, my_slot(i) >= 0);  // bit r: key r to attend to
+    if (here == 0) continue;                                      // (warp-uniform)
+    const uint16_t* kt = kw + (i % stages) * kPagedMmaKeys * S;
+    const uint16_t* vt = vw + (i % stages) * kPagedMmaKeys * S;
+
+    // S = Q₂ K_wᵀ: keys 0–7 into sc[0], 8–15 into sc[1] (one ldmatrix.x4: both B fragments of 16 dims)
+    float sc[2][4] = {{0.f, 0.f, 0.f, 0.f}, {0.f, 0.f, 0.f, 0.f}};
+#pragma unroll
+    for (int kk = 0; kk < D / 16; ++kk) {
+      uint32_t kb[4];
+      tiles::ldmatrix_x4(kb, kt + (lane % 8 + (lane / 16) * 8) * S + kk * 16 + (lane / 8 % 2) * 8);
+      tiles::mma<__nv_bfloat16>(sc[0], qa[kk], kb[0], kb[1]);
+      tiles::mma<__nv_bfloat16>(sc[1], qa[kk], kb[2], kb[3]);
+    }
+    // x[n][e]: head g, key 8n + 2u + e (hi row + lo row); the online softmax over the warp's 16 keys
+    float x[2][2], mx = -INFINITY;
+#pragma unroll
+    for (int n = 0; n < 2; ++n)
+#pragma unroll
+      for (int e = 0; e < 2; ++e) {
+        x[n][e] = (here >> (8 * n + 2 * u + e)) & 1u ? sc[n][e] + sc[n][e + 2] : -INFINITY;
+        mx = fmaxf(mx, x[n][e]);
+      }
+    mx = fmaxf(mx, __shfl_xor_sync(kFull, mx, 1));
+    mx = fmaxf(mx, __shfl_xor_sync(kFull, mx, 2));
+    const float m_new = fmaxf(m, mx);  // (finite: a key is here)
+    const float c = expf(m - m_new);
+    float p[2][2];
+#pragma unroll
+    for (int n = 0; n < 2; ++n)
+#pragma unroll
+      for (int e = 0; e < 2; ++e) p[n][e] = expf(x[n][e] - m_new);  // (−∞: 0)
+    l = l * c + (p[0][0] + p[0][1] + p[1][0] + p[1][1]);
+    m = m_new;
+#pragma unroll
+    for (int dt = 0; dt < D / 8; ++dt) o[dt][0] *= c, o[dt][1] *= c, o[dt][2] *= c, o[dt][3] *= c;
+
+    // O += P₂ V_w: P₂'s A fragment (keys 2u, +1 in registers 0 (hi) and 1 (lo), 8 + 2u, +1 in 2 and 3);
+    // V's B fragments by transposed ldmatrix, 16 keys × 16 dims at a time
+    uint32_t pa[4];
+    split_bf16(p[0][0], p[0][1], pa[0], pa[1]);
+    split_bf16(p[1][0], p[1][1], pa[2], pa[3]);
+#pragma unroll
+    for (int dp = 0; dp < D / 16; ++dp) {
+      uint32_t vb[4];
+      tiles::ldmatrix_x4_trans(vb, vt + (lane % 8 + (lane / 8 % 2) * 8) * S + dp * 16 + (lane / 16) * 8);
+      tiles::mma<__nv_bfloat16>(o[2 * dp], pa, vb[0], vb[1]);
+      tiles::mma<__nv_bfloat16>(o[2 * dp + 1], pa, vb[2], vb[3]);
+    }
+  }
+  tiles::cp_async_wait<0>();  // (the empty groups past the last step)
+
+  // the warps' (m, l, acc) over the buffers, then merged
+  l += __shfl_xor_sync(kFull, l, 1);
+  l += __shfl_xor_sync(kFull, l, 2);
+  __syncthreads();                                     // every warp is done with its buffers
+  float* const ms = reinterpret_cast<float*>(smem);    // [4][8]
+  float* const ls = ms + kPagedWarps * kPagedHeads;    // [4][8]
+  float* const accs = ls + kPagedWarps * kPagedHeads;  // [4][8][Dv]
+  if (g < Gb) {
+    const int wg = warp * kPagedHeads + g;
+    if (u == 0) ms[wg] = m, ls[wg] = l;
+#pragma unroll
+    for (int dt = 0; dt < D / 8; ++dt) {
+      accs[wg * D + 8 * dt + 2 * u] = o[dt][0] + o[dt][2];
+      accs[wg * D + 8 * dt + 2 * u + 1] = o[dt][1] + o[dt][3];
+    }
+  }
+  __syncthreads();
+  merge_warps(s, split, part, out, t, h0, Gb, kPagedHeads, ms, ls, accs);
 }
 
 // out[t, h, d] = Σ_i e^(M_i − M) · acc_i[d] / Σ_i e^(M_i − M) · L_i over the S runs, M = max_i M_i
