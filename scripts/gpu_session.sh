@@ -221,6 +221,12 @@ paged_kernels() {  # one decoding step's paged attention: the tiled kernel (2026
         paged-attention --device cuda -B "$B" -L "$L" --heads "$Hq" --kv-dtype bf16 --json
     done
   done
+  # the cascade over a shared prompt (1.22× at 8 × 16k sharing 16,000 on 2026-12-04, f32): bf16, the CUDA
+  # cores' kernels and the tensor cores' (paged_cascade_mma_kernel)
+  for kernel in tiled mma; do
+    QKV_CUDA_PAGED_KERNEL=$kernel step "paged-cascade-8-16384-bf16-$kernel" 30 bash .gpu/run.sh qkv bench \
+      paged-attention --device cuda -B 8 -L 16384 --shared-prefix 16000 --kv-dtype bf16 --json
+  done
 }
 curve() {  # the GPT's training loss over 1,000 steps, qkv's and PyTorch's overlaid (f32 and bf16 SVGs in $OUT)
   step gpt-curve 420 python3 bench/gpt_cuda_vs_pytorch.py --qkv "bash .gpu/run.sh qkv" --iters 100 --loss-iters 1000 \

@@ -850,8 +850,8 @@ TEST_F(Cuda, PagedAttentionOverLongContextsSplitsOverTheKeysAsTheCpu) {
 TEST_F(Cuda, PagedAttentionCascadesOverSharedPagesAsTheCpu) {
   // 24 samples of one 2,000-key prompt (pages of 16) decoding together, each a few keys of its own,
   // with a sequence that shares nothing: the groups paged_prefixes finds on the host, read once for all
-  // (paged_cascade_kernel), as the CPU's cascade; and QKV_PAGED_CASCADE=0 token by token, the same to 1e-5
-  // (row r holds 2,000 + 3r keys: up to 72 of its own, in 5 pages)
+  // (paged_cascade_kernel; a bf16 cache's also on the tensor cores), as the CPU's cascade; and
+  // QKV_PAGED_CASCADE=0 token by token, the same to 1e-5 (row r holds 2,000 + 3r keys: up to 72 of its own, in 5 pages)
   const int64_t H = 32, Hkv = 8, D = 128, P = 16, shared = 2000 / P, own = 5, rows = 25, per = shared + own;
   const int64_t pages = shared + rows * own + per;
   std::vector<int32_t> table(static_cast<size_t>(rows * per)), seq, len;
@@ -874,6 +874,13 @@ TEST_F(Cuda, PagedAttentionCascadesOverSharedPagesAsTheCpu) {
     EXPECT_LT(rel_error(host(got), host(want)), 1e-5);
     const Tensor alone = paged_attention(gpu(q), gpu(kd), gpu(vd), gpu(tb), gpu(sq), gpu(ln));
     EXPECT_LT(rel_error(host(alone), host(got)), 1e-5);
+    if (dtype == DType::bf16) {  // the tensor-core kernels, the groups' and the tokens' own (QKV_CUDA_PAGED_KERNEL=mma)
+      ::setenv("QKV_CUDA_PAGED_KERNEL", "mma", 1);
+      const Tensor mma =
+          paged_attention(gpu(q), gpu(kd), gpu(vd), gpu(tb), gpu(sq), gpu(ln), std::nullopt, 0, &prefixes);
+      ::unsetenv("QKV_CUDA_PAGED_KERNEL");
+      EXPECT_LT(rel_error(host(mma), host(want)), 1e-5) << "QKV_CUDA_PAGED_KERNEL=mma";
+    }
   }
   // a plan for other tokens is refused by name
   const PagedPrefixes other = paged_prefixes(tb, sq, ln, P, 0, Device::cuda());

@@ -484,11 +484,28 @@ CascadeRun forward_gpu_cascade(const Paged& c, const Paged& planned, const std::
   run.out.assign(static_cast<size_t>(c.s.T * c.s.H * c.s.Dv), NAN);
   std::vector<float> part(static_cast<size_t>(kc::paged_split_floats(c.s, split)), NAN);
   decode(kind, c, k.data(), v.data(), run.out.data(), decode_grid(c, split.splits), split, part.data(), cascade.from);
-  launch(dim3(static_cast<unsigned>(kc::paged_cascade_blocks(c.s, cascade)), static_cast<unsigned>(split.prefix_runs)),
-         kc::kPagedThreads, kc::paged_cascade_shared_bytes(c.s), [&] {
-           kc::paged_cascade_kernel(c.q.data(), k.data(), v.data(), c.table.data(), c.seq.data(), c.s, cascade, split,
-                                    part.data());
-         });
+  const dim3 cgrid(static_cast<unsigned>(kc::paged_cascade_blocks(c.s, cascade)),
+                   static_cast<unsigned>(split.prefix_runs));
+  bool done = false;
+  if constexpr (std::is_same_v<C, qkv::bf16>) {
+    if (kind == Kernel::mma) {  // the groups on the tensor cores too
+      const kc::PagedCascadeMmaTiles tl = kc::paged_cascade_mma_tiles(c.s);
+      launch(cgrid, kc::kPagedThreads, tl.bytes, [&] {
+        if (c.s.D == 64)
+          kc::paged_cascade_mma_kernel<64>(c.q.data(), k.data(), v.data(), c.table.data(), c.seq.data(), c.s, cascade,
+                                           split, part.data(), tl.stages);
+        else
+          kc::paged_cascade_mma_kernel<128>(c.q.data(), k.data(), v.data(), c.table.data(), c.seq.data(), c.s, cascade,
+                                            split, part.data(), tl.stages);
+      });
+      done = true;
+    }
+  }
+  if (!done)
+    launch(cgrid, kc::kPagedThreads, kc::paged_cascade_shared_bytes(c.s), [&] {
+      kc::paged_cascade_kernel(c.q.data(), k.data(), v.data(), c.table.data(), c.seq.data(), c.s, cascade, split,
+                               part.data());
+    });
   for (float x : run.out) EXPECT_TRUE(std::isnan(x)) << "a run wrote the output";
   launch(dim3(kc::paged_merge_blocks(c.s)), 256, 0,
          [&] { kc::paged_attention_merge_kernel(part.data(), run.out.data(), c.s, split, cascade.from); });
@@ -585,8 +602,11 @@ TEST(PagedAttentionKernelsEmulated, CascadeOverManySamplesAndNarrowCachesMatches
   narrow(qkv::f8e4m3{});
 }
 
-// The tensor-core kernel for the tokens' own keys past their group's (from[t] on), over bf16 caches
-TEST(PagedAttentionKernelsEmulated, TheTensorCoreKernelTakesTheTokensOwnKeysOfACascade) {
+// The tensor-core kernels over bf16 caches through a cascade: the groups' shared keys (paged_cascade_mma_kernel:
+// 8 rows a warp, 32 a block — here 4 tokens × G 4 and × G 4 of one key head, and 40 tokens × G 2 in two
+// blocks of 20, chunks of 32 rows part-filled) and each token's own keys past them (from[t] on), one run and
+// several, against the CPU
+TEST(PagedAttentionKernelsEmulated, TheTensorCoreKernelsTakeACascadeAsTheCpu) {
   for (const Heads& h : {Heads{8, 2, 128, 128, 16, 0}, Heads{4, 1, 64, 64, 16, 0}}) {
     SCOPED_TRACE(name(h));
     Paged c = make(h, {560, 540, 600, 300}, {{0, 560}, {1, 540}, {2, 600}, {3, 300}, {0, 559}}, 181);
@@ -595,11 +615,25 @@ TEST(PagedAttentionKernelsEmulated, TheTensorCoreKernelTakesTheTokensOwnKeysOfAC
     std::vector<float> want(static_cast<size_t>(c.s.T * c.s.H * c.s.Dv));
     cpu::paged_attention_forward(c.q.data(), k16.data(), v16.data(), c.table.data(), c.seq.data(), c.len.data(),
                                  want.data(), c.s);
-    for (int sms : {8, 132}) {
+    for (int sms : {1, 132}) {  // the shared keys in one run (G 4 over 2 key heads) or two, and in two
       const CascadeRun got = forward_gpu_cascade(c, k16, v16, sms, Kernel::mma);
       EXPECT_LT(rel(got.out, want), 1e-5) << sms << " SMs";
+      EXPECT_EQ(got.split.prefix_runs, sms == 1 && h.Hkv == 2 ? 1 : 2);
     }
   }
+  const Heads h{4, 2, 64, 64, 16, 0};
+  std::vector<int64_t> lengths;
+  std::vector<std::pair<int32_t, int32_t>> queries;
+  for (int32_t r = 0; r < 40; ++r) lengths.push_back(260 + r % 7), queries.emplace_back(r, 260 + r % 7);
+  Paged c = make(h, lengths, queries, 182);
+  share_first_pages(c, 40, 16);  // 256 keys in common
+  const std::vector<qkv::bf16> k16 = to_cache<qkv::bf16>(c.k), v16 = to_cache<qkv::bf16>(c.v);
+  std::vector<float> want(static_cast<size_t>(c.s.T * c.s.H * c.s.Dv));
+  cpu::paged_attention_forward(c.q.data(), k16.data(), v16.data(), c.table.data(), c.seq.data(), c.len.data(),
+                               want.data(), c.s);
+  const CascadeRun got = forward_gpu_cascade(c, k16, v16, 132, Kernel::mma);
+  EXPECT_EQ(got.arrays.max_count, 20);
+  EXPECT_LT(rel(got.out, want), 1e-5) << "40 samples";
 }
 
 // A shared page outside the cache (the GPU's block table is not checked): skipped by the cascade as
@@ -798,6 +832,21 @@ TEST(PagedAttentionKernelsEmulated, TheLaunchersMatchTheCpu) {
     cascade.blocks = a.blocks.data(), cascade.tokens = a.tokens.data(), cascade.from = a.from.data();
     cascade.n_blocks = a.n_blocks(), cascade.max_keys = a.max_keys, cascade.max_count = a.max_count;
     EXPECT_LT(rel(launched(c, &cascade), forward_cpu(c)), 1e-5);
+    {  // bf16 caches with QKV_CUDA_PAGED_KERNEL=mma: the tensor-core kernels at head dim 128, not at 256
+      const qkv::testing::ScopedEnv mma("QKV_CUDA_PAGED_KERNEL", "mma");
+      const std::vector<qkv::bf16> k16 = to_cache<qkv::bf16>(c.k), v16 = to_cache<qkv::bf16>(c.v);
+      std::vector<float> want(static_cast<size_t>(c.s.T * c.s.H * c.s.Dv)), got(want.size(), NAN);
+      cpu::paged_attention_forward(c.q.data(), k16.data(), v16.data(), c.table.data(), c.seq.data(), c.len.data(),
+                                   want.data(), c.s);
+      qkv::emulation::device().launched.clear();
+      kc::paged_attention_forward(c.q.data(), k16.data(), v16.data(), c.table.data(), c.seq.data(), c.len.data(),
+                                  got.data(), c.s, &cascade);
+      EXPECT_LT(rel(got, want), 1e-5);
+      const bool tensor_cores = h.D == 128;
+      EXPECT_EQ(qkv::emulation::launched(kc::paged_cascade_mma_kernel<128>), tensor_cores);
+      EXPECT_EQ(qkv::emulation::launched(kc::paged_attention_mma_kernel<128>), tensor_cores);
+      EXPECT_EQ(qkv::emulation::launched(kc::paged_cascade_kernel<qkv::bf16>), !tensor_cores);
+    }
   }
   {  // a bf16 cache, and the writes of new tokens into f32 and bf16 caches
     const Heads h{8, 2, 64, 64, 16, 0};

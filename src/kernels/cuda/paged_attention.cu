@@ -16,6 +16,14 @@ QKV_CUDA_LAUNCHERS_BEGIN
 
 namespace {
 
+// Whether the tensor-core kernels take a step (QKV_CUDA_PAGED_KERNEL=mma; a bf16 cache on 16 bytes at head
+// dims 64 or 128): paged_attention_mma_kernel for each token's keys, paged_cascade_mma_kernel for a cascade's
+bool uses_mma_kernels(const bf16* k_cache, const bf16* v_cache, const PagedShape& s) {
+  const char* kind = std::getenv("QKV_CUDA_PAGED_KERNEL");
+  const bool aligned = reinterpret_cast<uintptr_t>(k_cache) % 16 == 0 && reinterpret_cast<uintptr_t>(v_cache) % 16 == 0;
+  return kind && std::strcmp(kind, "mma") == 0 && aligned && paged_mma_serves(s);
+}
+
 // The decoding kernel over the tokens' keys (all of them, or from[t] on with a cascade), `grid` blocks:
 // the tiled kernel, or with QKV_CUDA_PAGED_KERNEL=warps paged_attention_kernel (a key a warp in flight,
 // the kernel before 2026-12-05), to compare the two on a GPU; with QKV_CUDA_PAGED_KERNEL=mma, a bf16
@@ -35,7 +43,7 @@ void launch_decoding(dim3 grid, const float* q, const C* k_cache, const C* v_cac
   }
   const bool aligned = reinterpret_cast<uintptr_t>(k_cache) % 16 == 0 && reinterpret_cast<uintptr_t>(v_cache) % 16 == 0;
   if constexpr (std::is_same_v<C, bf16> && Round == 0) {
-    if (kind && std::strcmp(kind, "mma") == 0 && aligned && paged_mma_serves(s)) {
+    if (uses_mma_kernels(k_cache, v_cache, s)) {
       const PagedMmaTiles tl = paged_mma_tiles(s);
       auto kernel = s.D == 64 ? paged_attention_mma_kernel<64> : paged_attention_mma_kernel<128>;
       if (tl.bytes > 48 * 1024)
@@ -54,6 +62,34 @@ void launch_decoding(dim3 grid, const float* q, const C* k_cache, const C* v_cac
   QKV_LAUNCH(grid, kPagedThreads, tl.bytes, stream(), paged_attention_tiled_kernel<C, Round>)(
       q, k_cache, v_cache, table, seq, len, out, s, tl, split, part, from);
   QKV_CUDA_LAUNCHED(paged_attention_tiled_kernel);
+}
+
+// The cascade's groups over their shared keys (`grid`: blocks × prefix runs), into the runs' scratch:
+// paged_cascade_kernel, or the tensor-core paged_cascade_mma_kernel where uses_mma_kernels says
+template <typename C>
+void launch_cascade(dim3 grid, const float* q, const C* k_cache, const C* v_cache, const int32_t* table,
+                    const int32_t* seq, const PagedShape& s, const PagedCascade& cascade, const PagedSplit& split,
+                    float* part) {
+  if constexpr (std::is_same_v<C, bf16>) {
+    if (uses_mma_kernels(k_cache, v_cache, s)) {
+      const PagedCascadeMmaTiles tl = paged_cascade_mma_tiles(s);
+      auto kernel = s.D == 64 ? paged_cascade_mma_kernel<64> : paged_cascade_mma_kernel<128>;
+      if (tl.bytes > 48 * 1024)
+        QKV_CUDA_CHECK(
+            cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(tl.bytes)));
+      QKV_LAUNCH(grid, kPagedThreads, tl.bytes, stream(), kernel)(
+          q, k_cache, v_cache, table, seq, s, cascade, split, part, tl.stages);
+      QKV_CUDA_LAUNCHED(paged_cascade_mma_kernel);
+      return;
+    }
+  }
+  const size_t bytes = paged_cascade_shared_bytes(s);
+  if (bytes > 48 * 1024)
+    QKV_CUDA_CHECK(cudaFuncSetAttribute(paged_cascade_kernel<C>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                        static_cast<int>(bytes)));
+  QKV_LAUNCH(grid, kPagedThreads, bytes, stream(), paged_cascade_kernel<C>)(
+      q, k_cache, v_cache, table, seq, s, cascade, split, part);
+  QKV_CUDA_LAUNCHED(paged_cascade_kernel);
 }
 
 // one block per (query token, key/value head, chunk of ≤ 8 of its query heads), 4 warps; split over
@@ -85,14 +121,8 @@ void forward(const float* q, const C* k_cache, const C* v_cache, const int32_t* 
                               v_cache, table, seq, len, out, s, split, part.p, cascade->from);
     const int64_t cascade_blocks = paged_cascade_blocks(s, *cascade);
     QKV_CHECK(cascade_blocks <= 2147483647, "paged_attention: ", cascade_blocks, " cascade blocks are too many for one CUDA grid");
-    const size_t bytes = paged_cascade_shared_bytes(s);
-    if (bytes > 48 * 1024)
-      QKV_CUDA_CHECK(cudaFuncSetAttribute(paged_cascade_kernel<C>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                          static_cast<int>(bytes)));
-    const dim3 cgrid(static_cast<unsigned>(cascade_blocks), static_cast<unsigned>(split.prefix_runs));
-    QKV_LAUNCH(cgrid, kPagedThreads, bytes, stream(), paged_cascade_kernel<C>)(
-        q, k_cache, v_cache, table, seq, s, *cascade, split, part.p);
-    QKV_CUDA_LAUNCHED(paged_cascade_kernel);
+    launch_cascade(dim3(static_cast<unsigned>(cascade_blocks), static_cast<unsigned>(split.prefix_runs)), q, k_cache,
+                   v_cache, table, seq, s, *cascade, split, part.p);
     QKV_LAUNCH(paged_merge_blocks(s), 256, 0, stream(), paged_attention_merge_kernel)(
         part.p, out, s, split, cascade->from);
     QKV_CUDA_LAUNCHED(paged_attention_merge_kernel);

@@ -28,7 +28,8 @@
 // (paged_split chooses S and K from the grid's size, the SMs and the longest context a row can
 // hold; a run past a token's keys is empty: M_i = −∞, L_i = 0, acc_i = 0).
 //
-// Cascade (paged_cascade_kernel, below): tokens sharing their sequences' first pages read those keys
+// Cascade (paged_cascade_kernel, below; paged_cascade_mma_kernel on the tensor cores, with
+// QKV_CUDA_PAGED_KERNEL=mma, for bf16 caches): tokens sharing their sequences' first pages read those keys
 // once a block of their query rows, into runs the same merge combines with each token's own.
 #pragma once
 
@@ -920,6 +921,181 @@ __global__ void __launch_bounds__(kPagedThreads)
     for (int k = 0; k < kPagedPerLane; ++k)
       if (lane + 32 * k < s.Dv) part[(th * R + run) * s.Dv + lane + 32 * k] = acc[i][k];
     if (lane == 0) part[all * R * s.Dv + th * R + run] = m[i], part[all * R * (s.Dv + 1) + th * R + run] = l[i];
+  }
+}
+
+// The cascade's groups on the tensor cores (QKV_CUDA_PAGED_KERNEL=mma: bf16 caches, D = Dv = 64 or 128):
+// paged_cascade_kernel's blocks, runs and results, where 32 rows against each shared key make the
+// products, not the reads, the work — a warp's 8 rows are the m16 tile of paged_attention_mma_kernel,
+// each row twice (bf16(q) and its remainder, P likewise), against the tile's 32 keys, which the block
+// copies into shared memory by cp.async (bf16 rows of D + 8, `stages` tiles, the next in flight while
+// the warps compute), all four warps reading them:
+//     S = Q₂ K_tᵀ (16 × 32),  x[r, j] = S[r, j] + S[r + 8, j],  the online softmax of paged_attention_mma_kernel,
+//     O ← c ∘ O + P₂ V_t (16 × D),  acc[r] = O[r] + O[r + 8]
+struct PagedCascadeMmaTiles {
+  int stages = 2;
+  size_t bytes = 0;
+};
+inline PagedCascadeMmaTiles paged_cascade_mma_tiles(const PagedShape& s) {
+  const size_t stage = size_t{2} * kCascadeTile * static_cast<size_t>(s.D + 8) * sizeof(uint16_t);
+  const size_t fit = kPagedStageBudget / stage;
+  PagedCascadeMmaTiles tl;
+  tl.stages = fit < 2 ? 2 : fit > kPagedMaxStages ? kPagedMaxStages : static_cast<int>(fit);
+  tl.bytes = tl.stages * stage;
+  return tl;
+}
+
+template <int D>
+__global__ void __launch_bounds__(kPagedThreads)
+    paged_cascade_mma_kernel(const float* q, const bf16* k_cache, const bf16* v_cache, const int32_t* table,
+                             const int32_t* seq, PagedShape s, PagedCascade c, PagedSplit split, float* part,
+                             int stages) {
+  static_assert(D == 64 || D == 128, "the tensor-core cascade: head dims 64 and 128");
+  constexpr int S = D + 8;        // a row's stride in shared memory (elements)
+  constexpr int kPieces = D / 8;  // 16-byte pieces a row
+  constexpr unsigned kFull = 0xffffffffu;
+  constexpr int kRowsAWarp = kCascadeTile / kPagedWarps;  // a tile's rows each warp copies: 8
+  QKV_DYNAMIC_SHARED(128, smem);
+  const int64_t G = s.H / s.Hkv, chunks = paged_cascade_chunks(s, c);
+  const int64_t block = blockIdx.x, chunk = block % chunks, kvh = block / chunks % s.Hkv, b = block / chunks / s.Hkv;
+  const int64_t first = c.blocks[3 * b], count = c.blocks[3 * b + 1], keys = c.blocks[3 * b + 2];
+  const int64_t r0 = chunk * kCascadeRows, rows = count * G - r0 < kCascadeRows ? count * G - r0 : kCascadeRows;
+  if (rows <= 0) return;  // (the whole block: a smaller group block's idle chunk)
+  const int lane = static_cast<int>(threadIdx.x & 31), warp = static_cast<int>(threadIdx.x >> 5);
+  const int g = lane / 4, u = lane % 4;
+  uint16_t* const k_tiles = reinterpret_cast<uint16_t*>(smem);    // [stages][32][S]
+  uint16_t* const v_tiles = k_tiles + stages * kCascadeTile * S;  // [stages][32][S]
+  auto token_of = [&](int64_t r) { return static_cast<int64_t>(c.tokens[first + (r0 + r) / G]); };
+  auto head_of = [&](int64_t r) { return kvh * G + (r0 + r) % G; };
+
+  // the warp's rows w0 … w0 + wr − 1 of the block's; this lane's, w0 + g, in Q₂'s rows g (hi) and g + 8
+  // (lo), as paged_attention_mma_kernel's (zeros past wr)
+  const int64_t w0 = int64_t{warp} * kCascadeWarpRows;
+  const int wr = static_cast<int>(rows - w0 < 0 ? 0 : rows - w0 < kCascadeWarpRows ? rows - w0 : kCascadeWarpRows);
+  uint32_t qa[D / 16][4];
+  const float* qr = q + (g < wr ? token_of(w0 + g) * s.H + head_of(w0 + g) : 0) * s.D;
+#pragma unroll
+  for (int kk = 0; kk < D / 16; ++kk)
+#pragma unroll
+    for (int half = 0; half < 2; ++half) {
+      const int d = 16 * kk + 2 * u + 8 * half;
+      const float x0 = g < wr ? s.scale * qr[d] : 0.f, x1 = g < wr ? s.scale * qr[d + 1] : 0.f;
+      split_bf16(x0, x1, qa[kk][2 * half], qa[kk][2 * half + 1]);
+    }
+
+  // the group's pages (its first token's block-table row) and this run's keys a … end − 1, as
+  // paged_cascade_kernel's
+  const int64_t row = seq[c.tokens[first]], cap = s.max_pages * s.page_size;
+  const bool row_ok = row >= 0 && row < s.rows;
+  const int64_t seen = !row_ok ? 0 : keys < cap ? keys : cap;
+  const int32_t* pages = table + (row_ok ? row : 0) * s.max_pages;
+  const int64_t y = blockIdx.y, a = y * split.prefix_keys,
+                end = a + split.prefix_keys < seen ? a + split.prefix_keys : seen;
+  const int64_t n_tiles = end > a ? (end - a + kCascadeTile - 1) / kCascadeTile : 0;
+  auto slot_of = [&](int64_t j) -> int64_t {  // −1: past the run, or its page outside the cache
+    if (j >= end) return -1;
+    const int64_t page = pages[j / s.page_size];
+    return page >= 0 && page < s.pages ? (page * s.Hkv + kvh) * s.page_size + j % s.page_size : int64_t{-1};
+  };
+  // tile i into buffer i mod stages: warp w its rows 8w … 8w + 7 (lane r < 8 finds row 8w + r's slot)
+  auto copy_tile = [&](int64_t i) {
+    const int64_t jt = a + i * kCascadeTile + warp * kRowsAWarp;
+    const int64_t mine = lane < kRowsAWarp ? slot_of(jt + lane) : -1;
+    uint16_t* kb = k_tiles + ((i % stages) * kCascadeTile + warp * kRowsAWarp) * S;
+    uint16_t* vb = v_tiles + ((i % stages) * kCascadeTile + warp * kRowsAWarp) * S;
+#pragma unroll
+    for (int e = lane; e < kRowsAWarp * kPieces; e += 32) {
+      const int r = e / kPieces, p = e % kPieces;
+      const auto slot = static_cast<int64_t>(__shfl_sync(kFull, static_cast<long long>(mine), r));
+      const int64_t at = (slot < 0 ? 0 : slot) * D + 8 * p;
+      tiles::cp_async16(kb + r * S + 8 * p, k_cache + at, slot >= 0);
+      tiles::cp_async16(vb + r * S + 8 * p, v_cache + at, slot >= 0);
+    }
+  };
+
+  for (int i = 0; i < stages - 1; ++i) {  // the pipeline's fill, a group a tile (empty past the last)
+    if (i < n_tiles) copy_tile(i);
+    tiles::cp_async_commit();
+  }
+  float m = -INFINITY, l = 0.f;  // row w0 + g's running max, and this lane's part of its sum
+  float o[D / 8][4];             // O: rows g (regs 0, 1) and g + 8 (2, 3), dims 8dt + 2u, +1
+#pragma unroll
+  for (int dt = 0; dt < D / 8; ++dt) o[dt][0] = o[dt][1] = o[dt][2] = o[dt][3] = 0.f;
+  for (int64_t i = 0; i < n_tiles; ++i) {
+    wait_tiles(stages);  // this thread's copies of tile i have landed
+    __syncthreads();     // everyone's; and tile i − 1's buffer is read
+    if (i + stages - 1 < n_tiles) copy_tile(i + stages - 1);
+    tiles::cp_async_commit();
+    const unsigned here = __ballot_sync(kFull, slot_of(a + i * kCascadeTile + lane) >= 0);  // bit j: key j
+    if (wr == 0 || here == 0) continue;                                                     // (warp-uniform)
+    const uint16_t* kt = k_tiles + (i % stages) * kCascadeTile * S;
+    const uint16_t* vt = v_tiles + (i % stages) * kCascadeTile * S;
+
+    // S = Q₂ K_tᵀ: keys 8n … 8n + 7 into sc[n], a pair of n-tiles an ldmatrix.x4
+    float sc[4][4];
+#pragma unroll
+    for (int n = 0; n < 4; ++n) sc[n][0] = sc[n][1] = sc[n][2] = sc[n][3] = 0.f;
+#pragma unroll
+    for (int kk = 0; kk < D / 16; ++kk)
+#pragma unroll
+      for (int np = 0; np < 2; ++np) {
+        uint32_t kb[4];
+        tiles::ldmatrix_x4(kb, kt + (np * 16 + lane % 8 + (lane / 16) * 8) * S + kk * 16 + (lane / 8 % 2) * 8);
+        tiles::mma<__nv_bfloat16>(sc[2 * np], qa[kk], kb[0], kb[1]);
+        tiles::mma<__nv_bfloat16>(sc[2 * np + 1], qa[kk], kb[2], kb[3]);
+      }
+    // x[n][e]: row w0 + g, key 8n + 2u + e; the online softmax over the tile
+    float x[4][2], mx = -INFINITY;
+#pragma unroll
+    for (int n = 0; n < 4; ++n)
+#pragma unroll
+      for (int e = 0; e < 2; ++e) {
+        x[n][e] = (here >> (8 * n + 2 * u + e)) & 1u ? sc[n][e] + sc[n][e + 2] : -INFINITY;
+        mx = fmaxf(mx, x[n][e]);
+      }
+    mx = fmaxf(mx, __shfl_xor_sync(kFull, mx, 1));
+    mx = fmaxf(mx, __shfl_xor_sync(kFull, mx, 2));
+    const float m_new = fmaxf(m, mx), cf = expf(m - m_new);
+    float p[4][2], sum = 0.f;
+#pragma unroll
+    for (int n = 0; n < 4; ++n)
+#pragma unroll
+      for (int e = 0; e < 2; ++e) p[n][e] = expf(x[n][e] - m_new), sum += p[n][e];
+    l = l * cf + sum;
+    m = m_new;
+#pragma unroll
+    for (int dt = 0; dt < D / 8; ++dt) o[dt][0] *= cf, o[dt][1] *= cf, o[dt][2] *= cf, o[dt][3] *= cf;
+
+    // O += P₂ V_t, 16 keys a step
+#pragma unroll
+    for (int kk = 0; kk < 2; ++kk) {
+      uint32_t pa[4];
+      split_bf16(p[2 * kk][0], p[2 * kk][1], pa[0], pa[1]);
+      split_bf16(p[2 * kk + 1][0], p[2 * kk + 1][1], pa[2], pa[3]);
+#pragma unroll
+      for (int dp = 0; dp < D / 16; ++dp) {
+        uint32_t vb[4];
+        tiles::ldmatrix_x4_trans(vb, vt + (kk * 16 + lane % 8 + (lane / 8 % 2) * 8) * S + dp * 16 + (lane / 16) * 8);
+        tiles::mma<__nv_bfloat16>(o[2 * dp], pa, vb[0], vb[1]);
+        tiles::mma<__nv_bfloat16>(o[2 * dp + 1], pa, vb[2], vb[3]);
+      }
+    }
+  }
+  tiles::cp_async_wait<0>();  // (the empty groups past the last tile)
+
+  // part: acc [T, H, R, Dv], then M and L [T, H, R]; this run is S + y of its rows
+  l += __shfl_xor_sync(kFull, l, 1);
+  l += __shfl_xor_sync(kFull, l, 2);
+  if (g < wr) {
+    const int64_t R = split.runs(), all = s.T * s.H, run = split.splits + y;
+    const int64_t th = token_of(w0 + g) * s.H + head_of(w0 + g);
+    float* pr = part + (th * R + run) * D;
+#pragma unroll
+    for (int dt = 0; dt < D / 8; ++dt) {
+      pr[8 * dt + 2 * u] = o[dt][0] + o[dt][2];
+      pr[8 * dt + 2 * u + 1] = o[dt][1] + o[dt][3];
+    }
+    if (u == 0) part[all * R * D + th * R + run] = m, part[all * R * (D + 1) + th * R + run] = l;
   }
 }
 
