@@ -586,14 +586,108 @@ __device__ inline void split_bf16(float x0, float x1, uint32_t& hi, uint32_t& lo
   lo = uint32_t{to_bf16_bits(r0)} | uint32_t{to_bf16_bits(r1)} << 16;
 }
 
+// ---- the two-row tiles both tensor-core kernels compute on (lane l: g = l / 4, u = l % 4) ----
+
+// Q₂'s A fragments for D dims: this lane's row (q_row, scaled; zeros where !valid) as rows g (hi) and
+// g + 8 (lo) — dims 16kk + 2u, +1 in registers 0 (hi) and 1 (lo), 16kk + 2u + 8, +9 in 2 and 3
+template <int D>
+__device__ inline void two_row_queries(uint32_t (&qa)[D / 16][4], const float* q_row, bool valid, float scale, int u) {
+#pragma unroll
+  for (int kk = 0; kk < D / 16; ++kk)
+#pragma unroll
+    for (int half = 0; half < 2; ++half) {
+      const int d = 16 * kk + 2 * u + 8 * half;
+      const float x0 = valid ? scale * q_row[d] : 0.f, x1 = valid ? scale * q_row[d + 1] : 0.f;
+      split_bf16(x0, x1, qa[kk][2 * half], qa[kk][2 * half + 1]);
+    }
+}
+
+// Rows key and value rows of a tile → k_dst, v_dst ([Rows][D + 8] bf16) by cp.async, the warp's lanes
+// along them: row r from slot `mine` of lane r (−1: 16 zero bytes a piece)
+template <int D, int Rows>
+__device__ inline void copy_two_row_tile(uint16_t* k_dst, uint16_t* v_dst, const bf16* k_cache, const bf16* v_cache,
+                                         int64_t mine, int lane) {
+  constexpr int S = D + 8, kPieces = D / 8;
+#pragma unroll
+  for (int e = lane; e < Rows * kPieces; e += 32) {
+    const int r = e / kPieces, c = e % kPieces;
+    const auto slot = static_cast<int64_t>(__shfl_sync(0xffffffffu, static_cast<long long>(mine), r));
+    const int64_t at = (slot < 0 ? 0 : slot) * D + 8 * c;
+    tiles::cp_async16(k_dst + r * S + 8 * c, k_cache + at, slot >= 0);
+    tiles::cp_async16(v_dst + r * S + 8 * c, v_cache + at, slot >= 0);
+  }
+}
+
+// A tile of NT·8 keys (rows of D + 8 in shared memory; `here` bit j: key j to attend to) against the
+// lane's row, the online softmax's step:
+//   S = Q₂ Kᵀ,  x_j = S[g, j] + S[g + 8, j] (−∞ for a key not here),  m' = max(m, max_j x_j),
+//   c = e^(m − m'),  p_j = e^(x_j − m'),  l ← l·c + Σ_j p_j (this lane's keys),  O ← c·O,
+// then O += P₂ V with P₂'s rows g and g + 8 bf16(p) and bf16(p − bf16(p)). `here` ≠ 0 (m' finite).
+template <int D, int NT>
+__device__ inline void two_row_tile(const uint32_t (&qa)[D / 16][4], const uint16_t* kt, const uint16_t* vt,
+                                    unsigned here, int lane, float& m, float& l, float (&o)[D / 8][4]) {
+  static_assert(NT % 2 == 0, "keys in pairs of n-tiles: 16 a k-step");
+  constexpr int S = D + 8;
+  constexpr unsigned kFull = 0xffffffffu;
+  const int u = lane % 4;
+  // S = Q₂ Kᵀ: keys 8n … 8n + 7 into sc[n], a pair of n-tiles an ldmatrix.x4
+  float sc[NT][4];
+#pragma unroll
+  for (int n = 0; n < NT; ++n) sc[n][0] = sc[n][1] = sc[n][2] = sc[n][3] = 0.f;
+#pragma unroll
+  for (int kk = 0; kk < D / 16; ++kk)
+#pragma unroll
+    for (int np = 0; np < NT / 2; ++np) {
+      uint32_t kb[4];
+      tiles::ldmatrix_x4(kb, kt + (np * 16 + lane % 8 + (lane / 16) * 8) * S + kk * 16 + (lane / 8 % 2) * 8);
+      tiles::mma<__nv_bfloat16>(sc[2 * np], qa[kk], kb[0], kb[1]);
+      tiles::mma<__nv_bfloat16>(sc[2 * np + 1], qa[kk], kb[2], kb[3]);
+    }
+  // x[n][e]: key 8n + 2u + e, the hi row's score and the lo row's; the online softmax
+  float x[NT][2], mx = -INFINITY;
+#pragma unroll
+  for (int n = 0; n < NT; ++n)
+#pragma unroll
+    for (int e = 0; e < 2; ++e) {
+      x[n][e] = (here >> (8 * n + 2 * u + e)) & 1u ? sc[n][e] + sc[n][e + 2] : -INFINITY;
+      mx = fmaxf(mx, x[n][e]);
+    }
+  mx = fmaxf(mx, __shfl_xor_sync(kFull, mx, 1));
+  mx = fmaxf(mx, __shfl_xor_sync(kFull, mx, 2));
+  const float m_new = fmaxf(m, mx), c = expf(m - m_new);
+  float p[NT][2], sum = 0.f;
+#pragma unroll
+  for (int n = 0; n < NT; ++n)
+#pragma unroll
+    for (int e = 0; e < 2; ++e) p[n][e] = expf(x[n][e] - m_new), sum += p[n][e];  // (−∞: 0)
+  l = l * c + sum;
+  m = m_new;
+#pragma unroll
+  for (int dt = 0; dt < D / 8; ++dt) o[dt][0] *= c, o[dt][1] *= c, o[dt][2] *= c, o[dt][3] *= c;
+  // O += P₂ V, 16 keys a k-step: P₂'s A fragment (keys 2u, +1 in registers 0 (hi) and 1 (lo), 8 + 2u, +1
+  // in 2 and 3), V's B fragments by transposed ldmatrix, 16 keys × 16 dims at a time
+#pragma unroll
+  for (int kk = 0; kk < NT / 2; ++kk) {
+    uint32_t pa[4];
+    split_bf16(p[2 * kk][0], p[2 * kk][1], pa[0], pa[1]);
+    split_bf16(p[2 * kk + 1][0], p[2 * kk + 1][1], pa[2], pa[3]);
+#pragma unroll
+    for (int dp = 0; dp < D / 16; ++dp) {
+      uint32_t vb[4];
+      tiles::ldmatrix_x4_trans(vb, vt + (kk * 16 + lane % 8 + (lane / 8 % 2) * 8) * S + dp * 16 + (lane / 16) * 8);
+      tiles::mma<__nv_bfloat16>(o[2 * dp], pa, vb[0], vb[1]);
+      tiles::mma<__nv_bfloat16>(o[2 * dp + 1], pa, vb[2], vb[3]);
+    }
+  }
+}
+
 template <int D>
 __global__ void __launch_bounds__(kPagedThreads, 2)
     paged_attention_mma_kernel(const float* q, const bf16* k_cache, const bf16* v_cache, const int32_t* table,
                                const int32_t* seq, const int32_t* len, float* out, PagedShape s, int stages,
                                PagedSplit split = {}, float* part = nullptr, const int32_t* from = nullptr) {
   static_assert(D == 64 || D == 128, "the tensor-core decoding kernel: head dims 64 and 128");
-  constexpr int S = D + 8;        // a row's stride in shared memory (elements)
-  constexpr int kPieces = D / 8;  // 16-byte pieces a row
+  constexpr int S = D + 8;  // a row's stride in shared memory (elements)
   constexpr unsigned kFull = 0xffffffffu;
   QKV_DYNAMIC_SHARED(128, smem);
   const int64_t G = s.H / s.Hkv, chunks = (G + kPagedHeads - 1) / kPagedHeads;
@@ -605,18 +699,9 @@ __global__ void __launch_bounds__(kPagedThreads, 2)
   uint16_t* const kw = reinterpret_cast<uint16_t*>(smem) + warp * stages * 2 * kPagedMmaKeys * S;  // [stages][16][S]
   uint16_t* const vw = kw + stages * kPagedMmaKeys * S;                                            // [stages][16][S]
 
-  // Q₂'s A fragments (rows g: hi, g + 8: lo; zeros past the block's Gb heads): dims 16kk + 2u, +1 in
-  // registers 0 (hi) and 1 (lo), dims 16kk + 2u + 8, +9 in 2 and 3
+  // Q₂'s A fragments: head h0 + g's row (zeros past the block's Gb heads)
   uint32_t qa[D / 16][4];
-  const float* qg = q + (t * s.H + h0 + (g < Gb ? g : 0)) * s.D;
-#pragma unroll
-  for (int kk = 0; kk < D / 16; ++kk)
-#pragma unroll
-    for (int half = 0; half < 2; ++half) {
-      const int d = 16 * kk + 2 * u + 8 * half;
-      const float x0 = g < Gb ? s.scale * qg[d] : 0.f, x1 = g < Gb ? s.scale * qg[d + 1] : 0.f;
-      split_bf16(x0, x1, qa[kk][2 * half], qa[kk][2 * half + 1]);
-    }
+  two_row_queries<D>(qa, q + (t * s.H + h0 + (g < Gb ? g : 0)) * s.D, g < Gb, s.scale, u);
 
   // this block's keys (block_keys), in steps of 64
   const BlockKeys keys = block_keys(s, table, seq, len, from, split, t);
@@ -635,17 +720,8 @@ __global__ void __launch_bounds__(kPagedThreads, 2)
   };
   // step i's 16 key and value rows of this warp → its buffer i mod stages (zeros for a slot of −1)
   auto copy_step = [&](int64_t i) {
-    const int64_t mine = my_slot(i);
-    uint16_t* kb = kw + (i % stages) * kPagedMmaKeys * S;
-    uint16_t* vb = vw + (i % stages) * kPagedMmaKeys * S;
-#pragma unroll
-    for (int e = lane; e < kPagedMmaKeys * kPieces; e += 32) {
-      const int r = e / kPieces, c = e % kPieces;
-      const auto slot = static_cast<int64_t>(__shfl_sync(kFull, static_cast<long long>(mine), r));
-      const int64_t at = (slot < 0 ? 0 : slot) * D + 8 * c;
-      tiles::cp_async16(kb + r * S + 8 * c, k_cache + at, slot >= 0);
-      tiles::cp_async16(vb + r * S + 8 * c, v_cache + at, slot >= 0);
-    }
+    copy_two_row_tile<D, kPagedMmaKeys>(kw + (i % stages) * kPagedMmaKeys * S, vw + (i % stages) * kPagedMmaKeys * S,
+                                        k_cache, v_cache, my_slot(i), lane);
   };
 
   for (int i = 0; i < stages - 1; ++i) {  // the pipeline's fill, a group a step (empty past the last)
@@ -663,53 +739,8 @@ __global__ void __launch_bounds__(kPagedThreads, 2)
     tiles::cp_async_commit();
     const unsigned here = __ballot_sync(kFull, my_slot(i) >= 0);  // bit r: key r to attend to
     if (here == 0) continue;                                      // (warp-uniform)
-    const uint16_t* kt = kw + (i % stages) * kPagedMmaKeys * S;
-    const uint16_t* vt = vw + (i % stages) * kPagedMmaKeys * S;
-
-    // S = Q₂ K_wᵀ: keys 0–7 into sc[0], 8–15 into sc[1] (one ldmatrix.x4: both B fragments of 16 dims)
-    float sc[2][4] = {{0.f, 0.f, 0.f, 0.f}, {0.f, 0.f, 0.f, 0.f}};
-#pragma unroll
-    for (int kk = 0; kk < D / 16; ++kk) {
-      uint32_t kb[4];
-      tiles::ldmatrix_x4(kb, kt + (lane % 8 + (lane / 16) * 8) * S + kk * 16 + (lane / 8 % 2) * 8);
-      tiles::mma<__nv_bfloat16>(sc[0], qa[kk], kb[0], kb[1]);
-      tiles::mma<__nv_bfloat16>(sc[1], qa[kk], kb[2], kb[3]);
-    }
-    // x[n][e]: head g, key 8n + 2u + e (hi row + lo row); the online softmax over the warp's 16 keys
-    float x[2][2], mx = -INFINITY;
-#pragma unroll
-    for (int n = 0; n < 2; ++n)
-#pragma unroll
-      for (int e = 0; e < 2; ++e) {
-        x[n][e] = (here >> (8 * n + 2 * u + e)) & 1u ? sc[n][e] + sc[n][e + 2] : -INFINITY;
-        mx = fmaxf(mx, x[n][e]);
-      }
-    mx = fmaxf(mx, __shfl_xor_sync(kFull, mx, 1));
-    mx = fmaxf(mx, __shfl_xor_sync(kFull, mx, 2));
-    const float m_new = fmaxf(m, mx);  // (finite: a key is here)
-    const float c = expf(m - m_new);
-    float p[2][2];
-#pragma unroll
-    for (int n = 0; n < 2; ++n)
-#pragma unroll
-      for (int e = 0; e < 2; ++e) p[n][e] = expf(x[n][e] - m_new);  // (−∞: 0)
-    l = l * c + (p[0][0] + p[0][1] + p[1][0] + p[1][1]);
-    m = m_new;
-#pragma unroll
-    for (int dt = 0; dt < D / 8; ++dt) o[dt][0] *= c, o[dt][1] *= c, o[dt][2] *= c, o[dt][3] *= c;
-
-    // O += P₂ V_w: P₂'s A fragment (keys 2u, +1 in registers 0 (hi) and 1 (lo), 8 + 2u, +1 in 2 and 3);
-    // V's B fragments by transposed ldmatrix, 16 keys × 16 dims at a time
-    uint32_t pa[4];
-    split_bf16(p[0][0], p[0][1], pa[0], pa[1]);
-    split_bf16(p[1][0], p[1][1], pa[2], pa[3]);
-#pragma unroll
-    for (int dp = 0; dp < D / 16; ++dp) {
-      uint32_t vb[4];
-      tiles::ldmatrix_x4_trans(vb, vt + (lane % 8 + (lane / 8 % 2) * 8) * S + dp * 16 + (lane / 16) * 8);
-      tiles::mma<__nv_bfloat16>(o[2 * dp], pa, vb[0], vb[1]);
-      tiles::mma<__nv_bfloat16>(o[2 * dp + 1], pa, vb[2], vb[3]);
-    }
+    const int64_t at = (i % stages) * kPagedMmaKeys * S;
+    two_row_tile<D, 2>(qa, kw + at, vw + at, here, lane, m, l, o);
   }
   tiles::cp_async_wait<0>();  // (the empty groups past the last step)
 
@@ -951,8 +982,7 @@ __global__ void __launch_bounds__(kPagedThreads)
                              const int32_t* seq, PagedShape s, PagedCascade c, PagedSplit split, float* part,
                              int stages) {
   static_assert(D == 64 || D == 128, "the tensor-core cascade: head dims 64 and 128");
-  constexpr int S = D + 8;        // a row's stride in shared memory (elements)
-  constexpr int kPieces = D / 8;  // 16-byte pieces a row
+  constexpr int S = D + 8;  // a row's stride in shared memory (elements)
   constexpr unsigned kFull = 0xffffffffu;
   constexpr int kRowsAWarp = kCascadeTile / kPagedWarps;  // a tile's rows each warp copies: 8
   QKV_DYNAMIC_SHARED(128, smem);
@@ -973,15 +1003,7 @@ __global__ void __launch_bounds__(kPagedThreads)
   const int64_t w0 = int64_t{warp} * kCascadeWarpRows;
   const int wr = static_cast<int>(rows - w0 < 0 ? 0 : rows - w0 < kCascadeWarpRows ? rows - w0 : kCascadeWarpRows);
   uint32_t qa[D / 16][4];
-  const float* qr = q + (g < wr ? token_of(w0 + g) * s.H + head_of(w0 + g) : 0) * s.D;
-#pragma unroll
-  for (int kk = 0; kk < D / 16; ++kk)
-#pragma unroll
-    for (int half = 0; half < 2; ++half) {
-      const int d = 16 * kk + 2 * u + 8 * half;
-      const float x0 = g < wr ? s.scale * qr[d] : 0.f, x1 = g < wr ? s.scale * qr[d + 1] : 0.f;
-      split_bf16(x0, x1, qa[kk][2 * half], qa[kk][2 * half + 1]);
-    }
+  two_row_queries<D>(qa, q + (g < wr ? token_of(w0 + g) * s.H + head_of(w0 + g) : 0) * s.D, g < wr, s.scale, u);
 
   // the group's pages (its first token's block-table row) and this run's keys a … end − 1, as
   // paged_cascade_kernel's
@@ -1000,17 +1022,9 @@ __global__ void __launch_bounds__(kPagedThreads)
   // tile i into buffer i mod stages: warp w its rows 8w … 8w + 7 (lane r < 8 finds row 8w + r's slot)
   auto copy_tile = [&](int64_t i) {
     const int64_t jt = a + i * kCascadeTile + warp * kRowsAWarp;
-    const int64_t mine = lane < kRowsAWarp ? slot_of(jt + lane) : -1;
-    uint16_t* kb = k_tiles + ((i % stages) * kCascadeTile + warp * kRowsAWarp) * S;
-    uint16_t* vb = v_tiles + ((i % stages) * kCascadeTile + warp * kRowsAWarp) * S;
-#pragma unroll
-    for (int e = lane; e < kRowsAWarp * kPieces; e += 32) {
-      const int r = e / kPieces, p = e % kPieces;
-      const auto slot = static_cast<int64_t>(__shfl_sync(kFull, static_cast<long long>(mine), r));
-      const int64_t at = (slot < 0 ? 0 : slot) * D + 8 * p;
-      tiles::cp_async16(kb + r * S + 8 * p, k_cache + at, slot >= 0);
-      tiles::cp_async16(vb + r * S + 8 * p, v_cache + at, slot >= 0);
-    }
+    const int64_t at = (i % stages) * kCascadeTile + warp * kRowsAWarp;
+    copy_two_row_tile<D, kRowsAWarp>(k_tiles + at * S, v_tiles + at * S, k_cache, v_cache,
+                                     lane < kRowsAWarp ? slot_of(jt + lane) : -1, lane);
   };
 
   for (int i = 0; i < stages - 1; ++i) {  // the pipeline's fill, a group a tile (empty past the last)
@@ -1028,58 +1042,8 @@ __global__ void __launch_bounds__(kPagedThreads)
     tiles::cp_async_commit();
     const unsigned here = __ballot_sync(kFull, slot_of(a + i * kCascadeTile + lane) >= 0);  // bit j: key j
     if (wr == 0 || here == 0) continue;                                                     // (warp-uniform)
-    const uint16_t* kt = k_tiles + (i % stages) * kCascadeTile * S;
-    const uint16_t* vt = v_tiles + (i % stages) * kCascadeTile * S;
-
-    // S = Q₂ K_tᵀ: keys 8n … 8n + 7 into sc[n], a pair of n-tiles an ldmatrix.x4
-    float sc[4][4];
-#pragma unroll
-    for (int n = 0; n < 4; ++n) sc[n][0] = sc[n][1] = sc[n][2] = sc[n][3] = 0.f;
-#pragma unroll
-    for (int kk = 0; kk < D / 16; ++kk)
-#pragma unroll
-      for (int np = 0; np < 2; ++np) {
-        uint32_t kb[4];
-        tiles::ldmatrix_x4(kb, kt + (np * 16 + lane % 8 + (lane / 16) * 8) * S + kk * 16 + (lane / 8 % 2) * 8);
-        tiles::mma<__nv_bfloat16>(sc[2 * np], qa[kk], kb[0], kb[1]);
-        tiles::mma<__nv_bfloat16>(sc[2 * np + 1], qa[kk], kb[2], kb[3]);
-      }
-    // x[n][e]: row w0 + g, key 8n + 2u + e; the online softmax over the tile
-    float x[4][2], mx = -INFINITY;
-#pragma unroll
-    for (int n = 0; n < 4; ++n)
-#pragma unroll
-      for (int e = 0; e < 2; ++e) {
-        x[n][e] = (here >> (8 * n + 2 * u + e)) & 1u ? sc[n][e] + sc[n][e + 2] : -INFINITY;
-        mx = fmaxf(mx, x[n][e]);
-      }
-    mx = fmaxf(mx, __shfl_xor_sync(kFull, mx, 1));
-    mx = fmaxf(mx, __shfl_xor_sync(kFull, mx, 2));
-    const float m_new = fmaxf(m, mx), cf = expf(m - m_new);
-    float p[4][2], sum = 0.f;
-#pragma unroll
-    for (int n = 0; n < 4; ++n)
-#pragma unroll
-      for (int e = 0; e < 2; ++e) p[n][e] = expf(x[n][e] - m_new), sum += p[n][e];
-    l = l * cf + sum;
-    m = m_new;
-#pragma unroll
-    for (int dt = 0; dt < D / 8; ++dt) o[dt][0] *= cf, o[dt][1] *= cf, o[dt][2] *= cf, o[dt][3] *= cf;
-
-    // O += P₂ V_t, 16 keys a step
-#pragma unroll
-    for (int kk = 0; kk < 2; ++kk) {
-      uint32_t pa[4];
-      split_bf16(p[2 * kk][0], p[2 * kk][1], pa[0], pa[1]);
-      split_bf16(p[2 * kk + 1][0], p[2 * kk + 1][1], pa[2], pa[3]);
-#pragma unroll
-      for (int dp = 0; dp < D / 16; ++dp) {
-        uint32_t vb[4];
-        tiles::ldmatrix_x4_trans(vb, vt + (kk * 16 + lane % 8 + (lane / 8 % 2) * 8) * S + dp * 16 + (lane / 16) * 8);
-        tiles::mma<__nv_bfloat16>(o[2 * dp], pa, vb[0], vb[1]);
-        tiles::mma<__nv_bfloat16>(o[2 * dp + 1], pa, vb[2], vb[3]);
-      }
-    }
+    const int64_t at = (i % stages) * kCascadeTile * S;
+    two_row_tile<D, 4>(qa, k_tiles + at, v_tiles + at, here, lane, m, l, o);
   }
   tiles::cp_async_wait<0>();  // (the empty groups past the last tile)
 
