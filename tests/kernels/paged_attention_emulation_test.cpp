@@ -398,6 +398,32 @@ TEST(PagedAttentionKernelsEmulated, IndicesOutsideTheCacheAreSkippedNotRead) {
   for (size_t i = 2 * row; i < 3 * row; ++i) EXPECT_EQ(got[i], 0.f) << "a row past the table sees no key";
 }
 
+// The same spoiled indices before the tensor-core kernel (bf16 caches, d 64): nothing read outside the cache
+// (qkv_emulation_asan), the tiled kernel's numbers over the same caches, whole and split
+TEST(PagedAttentionKernelsEmulated, TheTensorCoreKernelSkipsIndicesOutsideTheCache) {
+  const Heads h{8, 2, 64, 64, 4, 0};
+  Paged c = make(h, {0, 1, 17, 100}, {{2, 17}, {3, 100}, {1, 1}, {3, 100}, {0, 0}, {2, 17}}, 72);
+  c.table[2 * static_cast<size_t>(c.s.max_pages) + 1] = static_cast<int32_t>(c.s.pages);
+  c.table[2 * static_cast<size_t>(c.s.max_pages) + 2] = -1;
+  c.len[3] = static_cast<int32_t>(c.s.max_pages * c.s.page_size + 50);
+  c.seq[4] = -3, c.len[4] = 9;
+  c.seq[2] = static_cast<int32_t>(c.s.rows), c.len[2] = 9;
+  const std::vector<qkv::bf16> k16 = to_cache<qkv::bf16>(c.k), v16 = to_cache<qkv::bf16>(c.v);
+  const size_t n = static_cast<size_t>(c.s.T * c.s.H * c.s.Dv), row = static_cast<size_t>(c.s.H * c.s.Dv);
+  std::vector<float> tiled(n, NAN), mma(n, NAN), split(n, NAN);
+  decode(Kernel::tiled, c, k16.data(), v16.data(), tiled.data(), decode_grid(c));
+  decode(Kernel::mma, c, k16.data(), v16.data(), mma.data(), decode_grid(c));
+  EXPECT_LT(rel(mma, tiled), 1e-5);
+  const kc::PagedSplit runs{4, 25};
+  std::vector<float> part(static_cast<size_t>(kc::paged_split_floats(c.s, runs)), NAN);
+  decode(Kernel::mma, c, k16.data(), v16.data(), split.data(), decode_grid(c, runs.splits), runs, part.data());
+  launch(dim3(kc::paged_merge_blocks(c.s)), 256, 0,
+         [&] { kc::paged_attention_merge_kernel(part.data(), split.data(), c.s, runs); });
+  EXPECT_LT(rel(split, tiled), 1e-5) << "split";
+  for (size_t i = 2 * row; i < 3 * row; ++i) EXPECT_EQ(mma[i], 0.f) << "a row past the table sees no key";
+  for (size_t i = 4 * row; i < 5 * row; ++i) EXPECT_EQ(mma[i], 0.f) << "a negative row sees no key";
+}
+
 TEST(PagedAttentionKernelsEmulated, KvWriteMatchesTheCpu) {
   PagedShape s;
   s.T = 13, s.Hkv = 2, s.D = 40, s.Dv = 24, s.page_size = 8, s.pages = 8;
