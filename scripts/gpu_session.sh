@@ -212,13 +212,13 @@ paged_kernels() {  # one decoding step's paged attention: the tiled kernel (2026
         --device cuda -B "$B" -L "$L" --json
     done
   done
-  # bf16 caches: also the tensor-core kernel (QKV_CUDA_PAGED_KERNEL=mma, 2026-12-05), at 16 × 4k and one
+  # bf16 caches (and e4m3 at 16 × 4k): also the tensor-core kernel (QKV_CUDA_PAGED_KERNEL=mma, 2026-12-05), at 16 × 4k and one
   # sequence of 32k (split), G = 4 and (--heads 64) G = 8
-  for r in "16 4096 32" "1 32768 32" "16 4096 64"; do
-    read -r B L Hq <<<"$r"
+  for r in "16 4096 32 bf16" "1 32768 32 bf16" "16 4096 64 bf16" "16 4096 32 fp8"; do
+    read -r B L Hq dt <<<"$r"
     for kernel in tiled mma warps; do
-      QKV_CUDA_PAGED_KERNEL=$kernel step "paged-$B-$L-h$Hq-bf16-$kernel" 30 bash .gpu/run.sh qkv bench \
-        paged-attention --device cuda -B "$B" -L "$L" --heads "$Hq" --kv-dtype bf16 --json
+      QKV_CUDA_PAGED_KERNEL=$kernel step "paged-$B-$L-h$Hq-$dt-$kernel" 30 bash .gpu/run.sh qkv bench \
+        paged-attention --device cuda -B "$B" -L "$L" --heads "$Hq" --kv-dtype "$dt" --json
     done
   done
   # the cascade over a shared prompt (1.22× at 8 × 16k sharing 16,000 on 2026-12-04, f32): bf16, the CUDA

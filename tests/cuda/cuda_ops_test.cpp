@@ -801,7 +801,7 @@ TEST_F(Cuda, PagedAttentionOverLongContextsSplitsOverTheKeysAsTheCpu) {
   // without a sliding window of 1,100, and with the split turned off (QKV_CUDA_PAGED_SPLIT=0), by the tiled
   // kernel and the key-a-warp one (QKV_CUDA_PAGED_KERNEL=warps); then
   // bf16 and e4m3 caches, converted and written on the GPU (bit for bit the CPU's rounding) and read
-  // by the tiled kernel and (bf16) the tensor-core one (QKV_CUDA_PAGED_KERNEL=mma)
+  // by the tiled kernel and the tensor-core one (QKV_CUDA_PAGED_KERNEL=mma)
   const int64_t H = 8, Hkv = 2, D = 64, P = 16, per = 3000 / P + 1, rows = 3;
   std::vector<int32_t> order(static_cast<size_t>(rows * per));
   for (size_t i = 0; i < order.size(); ++i) order[i] = static_cast<int32_t>((i * 97 + 13) % order.size());  // (97 ⊥ 564)
@@ -836,7 +836,7 @@ TEST_F(Cuda, PagedAttentionOverLongContextsSplitsOverTheKeysAsTheCpu) {
     EXPECT_EQ(host(gk16.to(DType::f32)), k16.to(DType::f32).to_vector()) << dtype_name(dtype);
     EXPECT_EQ(host(gv16.to(DType::f32)), v16.to(DType::f32).to_vector()) << dtype_name(dtype);
     for (int64_t window : {0, 1100})
-      for (const char* kernel : {"tiled", "mma"}) {  // (mma: the tensor-core kernel for bf16; e4m3 the tiled one)
+      for (const char* kernel : {"tiled", "mma"}) {  // (mma: the tensor-core kernel)
         ::setenv("QKV_CUDA_PAGED_KERNEL", kernel, 1);
         const Tensor want = paged_attention(q, k16, v16, table, seq, len, std::nullopt, window);
         const Tensor got = paged_attention(gpu(q), gk16, gv16, gpu(table), gpu(seq), gpu(len), std::nullopt, window);
@@ -850,7 +850,7 @@ TEST_F(Cuda, PagedAttentionOverLongContextsSplitsOverTheKeysAsTheCpu) {
 TEST_F(Cuda, PagedAttentionCascadesOverSharedPagesAsTheCpu) {
   // 24 samples of one 2,000-key prompt (pages of 16) decoding together, each a few keys of its own,
   // with a sequence that shares nothing: the groups paged_prefixes finds on the host, read once for all
-  // (paged_cascade_kernel; a bf16 cache's also on the tensor cores), as the CPU's cascade; and
+  // (paged_cascade_kernel; bf16 and e4m3 caches also on the tensor cores), as the CPU's cascade; and
   // QKV_PAGED_CASCADE=0 token by token, the same to 1e-5 (row r holds 2,000 + 3r keys: up to 72 of its own, in 5 pages)
   const int64_t H = 32, Hkv = 8, D = 128, P = 16, shared = 2000 / P, own = 5, rows = 25, per = shared + own;
   const int64_t pages = shared + rows * own + per;
@@ -874,7 +874,7 @@ TEST_F(Cuda, PagedAttentionCascadesOverSharedPagesAsTheCpu) {
     EXPECT_LT(rel_error(host(got), host(want)), 1e-5);
     const Tensor alone = paged_attention(gpu(q), gpu(kd), gpu(vd), gpu(tb), gpu(sq), gpu(ln));
     EXPECT_LT(rel_error(host(alone), host(got)), 1e-5);
-    if (dtype == DType::bf16) {  // the tensor-core kernels, the groups' and the tokens' own (QKV_CUDA_PAGED_KERNEL=mma)
+    if (dtype != DType::f32) {  // the tensor-core kernels, the groups' and the tokens' own (QKV_CUDA_PAGED_KERNEL=mma)
       ::setenv("QKV_CUDA_PAGED_KERNEL", "mma", 1);
       const Tensor mma =
           paged_attention(gpu(q), gpu(kd), gpu(vd), gpu(tb), gpu(sq), gpu(ln), std::nullopt, 0, &prefixes);

@@ -103,16 +103,16 @@ void decode(Kernel kind, const Paged& c, const C* k, const C* v, float* out, dim
     });
     return;
   }
-  if constexpr (std::is_same_v<C, qkv::bf16>) {
+  if constexpr (std::is_same_v<C, qkv::bf16> || std::is_same_v<C, qkv::f8e4m3>) {
     if (kind == Kernel::mma) {
-      const kc::PagedMmaTiles tl = kc::paged_mma_tiles(c.s);
+      const kc::PagedMmaTiles tl = kc::paged_mma_tiles(c.s, sizeof(C));
       launch(grid, kc::kPagedThreads, tl.bytes, [&] {
         if (c.s.D == 64)
-          kc::paged_attention_mma_kernel<64>(c.q.data(), k, v, c.table.data(), c.seq.data(), c.len.data(), out, c.s,
-                                             tl.stages, split, part, from);
+          kc::paged_attention_mma_kernel<C, 64>(c.q.data(), k, v, c.table.data(), c.seq.data(), c.len.data(), out, c.s,
+                                                tl.stages, split, part, from);
         else
-          kc::paged_attention_mma_kernel<128>(c.q.data(), k, v, c.table.data(), c.seq.data(), c.len.data(), out, c.s,
-                                              tl.stages, split, part, from);
+          kc::paged_attention_mma_kernel<C, 128>(c.q.data(), k, v, c.table.data(), c.seq.data(), c.len.data(), out, c.s,
+                                                 tl.stages, split, part, from);
       });
       return;
     }
@@ -298,42 +298,53 @@ TEST(PagedAttentionKernelsEmulated, TheTiledKernelsPlainLoadsAndTheKeyAWarpKerne
   expect_narrow_caches_match_the_cpu<qkv::bf16>(Kernel::warps);
 }
 
-// The tensor-core kernel (bf16 caches at head dims 64 and 128; QKV_CUDA_PAGED_KERNEL=mma) against the
-// CPU over the same caches: G 4 and 8, one query head a key head, G 12 (two blocks a key head, the second
-// of 4 heads), a window over pages of 4; a row of no key; whole and split. Its shared memory: 3 stages
-// at d 128, 4 at 64, two blocks an SM.
-TEST(PagedAttentionKernelsEmulated, TheTensorCoreKernelMatchesTheCpuOverBf16Caches) {
-  PagedShape s;
-  s.H = 32, s.Hkv = 8, s.D = s.Dv = 128;
-  EXPECT_TRUE(kc::paged_mma_serves(s));
-  EXPECT_EQ(kc::paged_mma_tiles(s).stages, 3);
-  EXPECT_LE(2 * (kc::paged_mma_tiles(s).bytes + 1024), size_t{228 * 1024}) << "two blocks an SM";
-  s.D = s.Dv = 64;
-  EXPECT_EQ(kc::paged_mma_tiles(s).stages, 4);
-  for (const auto& [D, Dv] : {std::pair{64, 128}, std::pair{96, 96}, std::pair{256, 256}, std::pair{40, 40}}) {
-    s.D = D, s.Dv = Dv;
-    EXPECT_FALSE(kc::paged_mma_serves(s)) << D << ", " << Dv;
-  }
+// The tensor-core kernel (bf16 and e4m3 caches at head dims 64 and 128; QKV_CUDA_PAGED_KERNEL=mma) against
+// the CPU over the same caches: G 4 and 8, one query head a key head, G 12 (two blocks a key head, the
+// second of 4 heads), a window over pages of 4; a row of no key; whole and split.
+template <typename C>
+void expect_the_tensor_core_kernel_matches_the_cpu() {
   for (const Heads& h : {Heads{8, 2, 64, 64, 16, 0}, Heads{4, 4, 128, 128, 16, 0}, Heads{12, 1, 64, 64, 4, 7},
                          Heads{16, 2, 128, 128, 16, 0}}) {
     SCOPED_TRACE(name(h));
     const Paged c = make(h, {0, 1, 17, 600}, {{2, 17}, {0, 0}, {3, 600}, {1, 1}}, 171);
-    const std::vector<qkv::bf16> k16 = to_cache<qkv::bf16>(c.k), v16 = to_cache<qkv::bf16>(c.v);
+    const std::vector<C> k8 = to_cache<C>(c.k), v8 = to_cache<C>(c.v);
     std::vector<float> want(static_cast<size_t>(c.s.T * c.s.H * c.s.Dv)), got(want.size(), NAN);
-    cpu::paged_attention_forward(c.q.data(), k16.data(), v16.data(), c.table.data(), c.seq.data(), c.len.data(),
+    cpu::paged_attention_forward(c.q.data(), k8.data(), v8.data(), c.table.data(), c.seq.data(), c.len.data(),
                                  want.data(), c.s);
-    decode(Kernel::mma, c, k16.data(), v16.data(), got.data(), decode_grid(c));
+    decode(Kernel::mma, c, k8.data(), v8.data(), got.data(), decode_grid(c));
     EXPECT_LT(rel(got, want), 1e-5);
     for (int64_t i = 0; i < c.s.H * c.s.Dv; ++i)
       ASSERT_EQ(got[static_cast<size_t>(c.s.H * c.s.Dv + i)], 0.f) << "no key";
-    EXPECT_GT(rel(got, forward_cpu(c)), 1e-4) << "not the bf16 cache's numbers";
+    EXPECT_GT(rel(got, forward_cpu(c)), 1e-4) << "not the narrow cache's numbers";
     const kc::PagedSplit split{4, 150};  // runs of 150 keys: steps of 64 cut short
     std::vector<float> part(static_cast<size_t>(kc::paged_split_floats(c.s, split)), NAN), split_out(want.size(), NAN);
-    decode(Kernel::mma, c, k16.data(), v16.data(), split_out.data(), decode_grid(c, 4), split, part.data());
+    decode(Kernel::mma, c, k8.data(), v8.data(), split_out.data(), decode_grid(c, 4), split, part.data());
     launch(dim3(kc::paged_merge_blocks(c.s)), 256, 0,
            [&] { kc::paged_attention_merge_kernel(part.data(), split_out.data(), c.s, split); });
     EXPECT_LT(rel(split_out, want), 1e-5) << "split";
   }
+}
+// Its shared memory: bf16 3 stages at d 128 and 4 at 64, e4m3 4 (and the widened tile), two blocks an SM.
+TEST(PagedAttentionKernelsEmulated, TheTensorCoreKernelMatchesTheCpuOverBf16Caches) {
+  PagedShape s;
+  s.H = 32, s.Hkv = 8, s.D = s.Dv = 128;
+  EXPECT_TRUE(kc::paged_mma_serves(s));
+  EXPECT_EQ(kc::paged_mma_tiles(s, 2).stages, 3);
+  EXPECT_EQ(kc::paged_mma_tiles(s, 1).stages, 4);
+  for (const size_t e : {size_t{1}, size_t{2}})
+    EXPECT_LE(2 * (kc::paged_mma_tiles(s, e).bytes + 1024), size_t{228 * 1024}) << "two blocks an SM";
+  EXPECT_EQ(kc::paged_mma_tiles(s, 1).bytes, size_t{4 * 4 * 2 * 16 * 128 + 4 * 2 * 16 * 136 * 2});
+  s.D = s.Dv = 64;
+  EXPECT_EQ(kc::paged_mma_tiles(s, 2).stages, 4);
+  for (const auto& [D, Dv] : {std::pair{64, 128}, std::pair{96, 96}, std::pair{256, 256}, std::pair{40, 40}}) {
+    s.D = D, s.Dv = Dv;
+    EXPECT_FALSE(kc::paged_mma_serves(s)) << D << ", " << Dv;
+  }
+  expect_the_tensor_core_kernel_matches_the_cpu<qkv::bf16>();
+}
+// e4m3 caches: each tile copied as it is, then widened to bf16 rows (exactly) once a block
+TEST(PagedAttentionKernelsEmulated, TheTensorCoreKernelMatchesTheCpuOverFp8Caches) {
+  expect_the_tensor_core_kernel_matches_the_cpu<qkv::f8e4m3>();
 }
 
 TEST(PagedAttentionKernelsEmulated, SplitChoosesRunsOnlyWhereBlocksLeaveSmsIdle) {
@@ -513,16 +524,16 @@ CascadeRun forward_gpu_cascade(const Paged& c, const Paged& planned, const std::
   const dim3 cgrid(static_cast<unsigned>(kc::paged_cascade_blocks(c.s, cascade)),
                    static_cast<unsigned>(split.prefix_runs));
   bool done = false;
-  if constexpr (std::is_same_v<C, qkv::bf16>) {
+  if constexpr (std::is_same_v<C, qkv::bf16> || std::is_same_v<C, qkv::f8e4m3>) {
     if (kind == Kernel::mma) {  // the groups on the tensor cores too
-      const kc::PagedCascadeMmaTiles tl = kc::paged_cascade_mma_tiles(c.s);
+      const kc::PagedMmaTiles tl = kc::paged_cascade_mma_tiles(c.s, sizeof(C));
       launch(cgrid, kc::kPagedThreads, tl.bytes, [&] {
         if (c.s.D == 64)
-          kc::paged_cascade_mma_kernel<64>(c.q.data(), k.data(), v.data(), c.table.data(), c.seq.data(), c.s, cascade,
-                                           split, part.data(), tl.stages);
+          kc::paged_cascade_mma_kernel<C, 64>(c.q.data(), k.data(), v.data(), c.table.data(), c.seq.data(), c.s,
+                                              cascade, split, part.data(), tl.stages);
         else
-          kc::paged_cascade_mma_kernel<128>(c.q.data(), k.data(), v.data(), c.table.data(), c.seq.data(), c.s, cascade,
-                                            split, part.data(), tl.stages);
+          kc::paged_cascade_mma_kernel<C, 128>(c.q.data(), k.data(), v.data(), c.table.data(), c.seq.data(), c.s,
+                                               cascade, split, part.data(), tl.stages);
       });
       done = true;
     }
@@ -659,7 +670,11 @@ TEST(PagedAttentionKernelsEmulated, TheTensorCoreKernelsTakeACascadeAsTheCpu) {
                                want.data(), c.s);
   const CascadeRun got = forward_gpu_cascade(c, k16, v16, 132, Kernel::mma);
   EXPECT_EQ(got.arrays.max_count, 20);
-  EXPECT_LT(rel(got.out, want), 1e-5) << "40 samples";
+  EXPECT_LT(rel(got.out, want), 1e-5) << "40 samples";  // an e4m3 cache's, widened once a tile for the block
+  const std::vector<qkv::f8e4m3> k8 = to_cache<qkv::f8e4m3>(c.k), v8 = to_cache<qkv::f8e4m3>(c.v);
+  cpu::paged_attention_forward(c.q.data(), k8.data(), v8.data(), c.table.data(), c.seq.data(), c.len.data(),
+                               want.data(), c.s);
+  EXPECT_LT(rel(forward_gpu_cascade(c, k8, v8, 132, Kernel::mma).out, want), 1e-5) << "40 samples, e4m3";
 }
 
 // A shared page outside the cache (the GPU's block table is not checked): skipped by the cascade as
@@ -869,9 +884,22 @@ TEST(PagedAttentionKernelsEmulated, TheLaunchersMatchTheCpu) {
                                   got.data(), c.s, &cascade);
       EXPECT_LT(rel(got, want), 1e-5);
       const bool tensor_cores = h.D == 128;
-      EXPECT_EQ(qkv::emulation::launched(kc::paged_cascade_mma_kernel<128>), tensor_cores);
-      EXPECT_EQ(qkv::emulation::launched(kc::paged_attention_mma_kernel<128>), tensor_cores);
+      EXPECT_EQ(qkv::emulation::launched(kc::paged_cascade_mma_kernel<qkv::bf16, 128>), tensor_cores);
+      EXPECT_EQ(qkv::emulation::launched(kc::paged_attention_mma_kernel<qkv::bf16, 128>), tensor_cores);
       EXPECT_EQ(qkv::emulation::launched(kc::paged_cascade_kernel<qkv::bf16>), !tensor_cores);
+    }
+    if (h.D == 128) {  // an e4m3 cache's too
+      const qkv::testing::ScopedEnv mma("QKV_CUDA_PAGED_KERNEL", "mma");
+      const std::vector<qkv::f8e4m3> k8 = to_cache<qkv::f8e4m3>(c.k), v8 = to_cache<qkv::f8e4m3>(c.v);
+      std::vector<float> want(static_cast<size_t>(c.s.T * c.s.H * c.s.Dv)), got(want.size(), NAN);
+      cpu::paged_attention_forward(c.q.data(), k8.data(), v8.data(), c.table.data(), c.seq.data(), c.len.data(),
+                                   want.data(), c.s);
+      qkv::emulation::device().launched.clear();
+      kc::paged_attention_forward(c.q.data(), k8.data(), v8.data(), c.table.data(), c.seq.data(), c.len.data(),
+                                  got.data(), c.s, &cascade);
+      EXPECT_LT(rel(got, want), 1e-5);
+      EXPECT_TRUE(qkv::emulation::launched(kc::paged_cascade_mma_kernel<qkv::f8e4m3, 128>));
+      EXPECT_TRUE(qkv::emulation::launched(kc::paged_attention_mma_kernel<qkv::f8e4m3, 128>));
     }
   }
   {  // a bf16 cache, and the writes of new tokens into f32 and bf16 caches
@@ -891,7 +919,7 @@ TEST(PagedAttentionKernelsEmulated, TheLaunchersMatchTheCpu) {
       kc::paged_attention_forward(c.q.data(), k16.data(), v16.data(), c.table.data(), c.seq.data(), c.len.data(),
                                   got.data(), c.s);
       EXPECT_LT(rel(got, want), 1e-5);
-      EXPECT_TRUE(qkv::emulation::launched(kc::paged_attention_mma_kernel<64>));
+      EXPECT_TRUE(qkv::emulation::launched(kc::paged_attention_mma_kernel<qkv::bf16, 64>));
       EXPECT_FALSE(qkv::emulation::launched(kc::paged_attention_tiled_kernel<qkv::bf16>));
       kc::paged_attention_forward(c.q.data(), c.k.data(), c.v.data(), c.table.data(), c.seq.data(), c.len.data(),
                                   got.data(), c.s);

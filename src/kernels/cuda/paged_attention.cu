@@ -16,9 +16,10 @@ QKV_CUDA_LAUNCHERS_BEGIN
 
 namespace {
 
-// Whether the tensor-core kernels take a step (QKV_CUDA_PAGED_KERNEL=mma; a bf16 cache on 16 bytes at head
-// dims 64 or 128): paged_attention_mma_kernel for each token's keys, paged_cascade_mma_kernel for a cascade's
-bool uses_mma_kernels(const bf16* k_cache, const bf16* v_cache, const PagedShape& s) {
+// Whether the tensor-core kernels take a step (QKV_CUDA_PAGED_KERNEL=mma; a bf16 or e4m3 cache on 16 bytes at
+// head dims 64 or 128): paged_attention_mma_kernel for each token's keys, paged_cascade_mma_kernel for a cascade's
+template <typename C>
+bool uses_mma_kernels(const C* k_cache, const C* v_cache, const PagedShape& s) {
   const char* kind = std::getenv("QKV_CUDA_PAGED_KERNEL");
   const bool aligned = reinterpret_cast<uintptr_t>(k_cache) % 16 == 0 && reinterpret_cast<uintptr_t>(v_cache) % 16 == 0;
   return kind && std::strcmp(kind, "mma") == 0 && aligned && paged_mma_serves(s);
@@ -27,7 +28,7 @@ bool uses_mma_kernels(const bf16* k_cache, const bf16* v_cache, const PagedShape
 // The decoding kernel over the tokens' keys (all of them, or from[t] on with a cascade), `grid` blocks:
 // the tiled kernel, or with QKV_CUDA_PAGED_KERNEL=warps paged_attention_kernel (a key a warp in flight,
 // the kernel before 2026-12-05), to compare the two on a GPU; with QKV_CUDA_PAGED_KERNEL=mma, a bf16
-// cache at head dim 64 or 128 on 16-byte addresses, the tensor-core kernel (paged_attention_mma_kernel,
+// or e4m3 cache at head dim 64 or 128 on 16-byte addresses, the tensor-core kernel (paged_attention_mma_kernel,
 // 2026-12-05: to time against the tiled one before it is the default). Round: q, k and v read rounded to bf16 (1) or
 // f16 (2), a 16-bit decoding step over an f32 cache (the tiled kernel only: attention_decode_tiled).
 template <typename C, int Round = 0>
@@ -42,10 +43,10 @@ void launch_decoding(dim3 grid, const float* q, const C* k_cache, const C* v_cac
     return;
   }
   const bool aligned = reinterpret_cast<uintptr_t>(k_cache) % 16 == 0 && reinterpret_cast<uintptr_t>(v_cache) % 16 == 0;
-  if constexpr (std::is_same_v<C, bf16> && Round == 0) {
+  if constexpr ((std::is_same_v<C, bf16> || std::is_same_v<C, f8e4m3>) && Round == 0) {
     if (uses_mma_kernels(k_cache, v_cache, s)) {
-      const PagedMmaTiles tl = paged_mma_tiles(s);
-      auto kernel = s.D == 64 ? paged_attention_mma_kernel<64> : paged_attention_mma_kernel<128>;
+      const PagedMmaTiles tl = paged_mma_tiles(s, sizeof(C));
+      auto kernel = s.D == 64 ? paged_attention_mma_kernel<C, 64> : paged_attention_mma_kernel<C, 128>;
       if (tl.bytes > 48 * 1024)
         QKV_CUDA_CHECK(
             cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(tl.bytes)));
@@ -70,10 +71,10 @@ template <typename C>
 void launch_cascade(dim3 grid, const float* q, const C* k_cache, const C* v_cache, const int32_t* table,
                     const int32_t* seq, const PagedShape& s, const PagedCascade& cascade, const PagedSplit& split,
                     float* part) {
-  if constexpr (std::is_same_v<C, bf16>) {
+  if constexpr (std::is_same_v<C, bf16> || std::is_same_v<C, f8e4m3>) {
     if (uses_mma_kernels(k_cache, v_cache, s)) {
-      const PagedCascadeMmaTiles tl = paged_cascade_mma_tiles(s);
-      auto kernel = s.D == 64 ? paged_cascade_mma_kernel<64> : paged_cascade_mma_kernel<128>;
+      const PagedMmaTiles tl = paged_cascade_mma_tiles(s, sizeof(C));
+      auto kernel = s.D == 64 ? paged_cascade_mma_kernel<C, 64> : paged_cascade_mma_kernel<C, 128>;
       if (tl.bytes > 48 * 1024)
         QKV_CUDA_CHECK(
             cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(tl.bytes)));

@@ -11,8 +11,8 @@
 // lane, lane + 32, … (D, Dv ≤ 256: at most 8 a lane, in registers). Each warp keeps an online softmax per head (running
 // max and sum, f32) and its weighted sum of values in registers; the warps' partial results are merged through shared
 // memory at the end (a bf16 cache's elements widened to f32 as they are read). paged_attention_mma_kernel
-// (QKV_CUDA_PAGED_KERNEL=mma: bf16 caches, head dims 64 and 128) takes the tiled kernel's blocks with
-// its products on the tensor cores. A page index outside the cache is
+// (QKV_CUDA_PAGED_KERNEL=mma: bf16 and e4m3 caches, head dims 64 and 128) takes the tiled kernel's blocks
+// with its products on the tensor cores. A page index outside the cache is
 // skipped, a length clamped to the block-table row, a negative row sees no key: the kernel never reads outside the
 // cache (the CPU op checks these indices; the GPU cannot cheaply).
 //
@@ -29,7 +29,7 @@
 // hold; a run past a token's keys is empty: M_i = −∞, L_i = 0, acc_i = 0).
 //
 // Cascade (paged_cascade_kernel, below; paged_cascade_mma_kernel on the tensor cores, with
-// QKV_CUDA_PAGED_KERNEL=mma, for bf16 caches): tokens sharing their sequences' first pages read those keys
+// QKV_CUDA_PAGED_KERNEL=mma, for bf16 and e4m3 caches): tokens sharing their sequences' first pages read those keys
 // once a block of their query rows, into runs the same merge combines with each token's own.
 #pragma once
 
@@ -535,15 +535,17 @@ __global__ void __launch_bounds__(kPagedThreads, 2)
   }
 }
 
-// ---- the tensor-core kernel (bf16 caches, D = Dv = 64 or 128; QKV_CUDA_PAGED_KERNEL=mma) --------------
+// ---- the tensor-core kernel (bf16 and e4m3 caches, D = Dv = 64 or 128; QKV_CUDA_PAGED_KERNEL=mma) -----
 //
 // The tiled kernel's blocks, runs and results, its two products on the tensor cores (mma.sync m16n8k16:
 // bf16 in, f32 sums) instead of the CUDA cores, where a bf16 cache's bytes a key are half an f32 one's
 // and the CUDA cores' products and shared-memory reads, not the memory, may bound the step (a block's
-// G ≤ 8 query heads against each key: a GQA model's). Each warp takes keys of its own — 16 of every
-// step of 64 (warp w: keys 16w … 16w + 15 of the step) — copied by its own lanes by cp.async into its
-// own `stages` buffers, and keeps its own online softmax; the four warps meet only at the end, merged
-// as the key-a-warp kernel's (merge_warps).
+// G ≤ 8 query heads against each key: a GQA model's) — and an e4m3 cache's a quarter, each element
+// widened by every warp that scores it there: here a tile is copied as it is and widened to bf16 rows
+// once (exactly: every e4m3 value is a bf16 one), by the warp that owns it. Each warp takes keys of its own — 16 of
+// every step of 64 (warp w: keys 16w … 16w + 15 of the step) — copied by its own lanes by cp.async into its own
+// `stages` buffers, and keeps its own online softmax; the four warps meet only at the end, merged as the key-a-warp
+// kernel's (merge_warps).
 //
 // The m16 rows of a product hold the block's heads twice — rows g (< 8) bf16(q_g), rows g + 8 the rest,
 // bf16(q_g − bf16(q_g)) (q scaled first) — so that one product gives the score at ~2^-16 of q's own
@@ -560,21 +562,29 @@ __global__ void __launch_bounds__(kPagedThreads, 2)
 constexpr int kPagedMmaKeys = 16;                           // keys a warp takes of a step
 constexpr int kPagedMmaStep = kPagedMmaKeys * kPagedWarps;  // keys a step
 inline bool paged_mma_serves(const PagedShape& s) { return s.D == s.Dv && (s.D == 64 || s.D == 128); }
-// Shared memory: per warp [stages][16] key rows, then [stages][16] value rows, of D + 8 bf16 (the 8 rows
-// an ldmatrix reads 16 bytes apart in banks); after the loop, over them, the warps' m, l [4][8] and
-// acc [4][8][Dv] (f32) for the merge. As many stages (2–4) as kPagedStageBudget holds: 3 at d 128, 4 at 64.
+// Shared memory: per warp [stages][16] key rows, then [stages][16] value rows — a bf16 cache's of D + 8
+// bf16 (the 8 rows an ldmatrix reads 16 bytes apart in banks), an e4m3 cache's of D bytes as copied,
+// followed (after every warp's) by each warp's one tile of 16 key and 16 value rows widened to bf16 rows
+// of D + 8; after the loop, over them, the warps' m, l [4][8] and acc [4][8][Dv] (f32) for the merge. As
+// many stages (2–4) as kPagedStageBudget holds: bf16 3 at d 128, 4 at 64; e4m3 4.
 struct PagedMmaTiles {
   int stages = 2;
   size_t bytes = 0;
 };
-inline PagedMmaTiles paged_mma_tiles(const PagedShape& s) {
-  const size_t stage = size_t{kPagedWarps} * 2 * kPagedMmaKeys * static_cast<size_t>(s.D + 8) * sizeof(uint16_t);
-  const size_t fit = kPagedStageBudget / stage;
+// (rows a tile `rows`, of `warps` warps' own, or of the block's: the cascade's)
+inline PagedMmaTiles two_row_tiles(const PagedShape& s, size_t element_bytes, int64_t rows, size_t merge) {
+  const size_t bf16_rows = static_cast<size_t>(rows) * 2 * static_cast<size_t>(s.D + 8) * sizeof(uint16_t);
+  const size_t stage = element_bytes == 1 ? static_cast<size_t>(rows) * 2 * static_cast<size_t>(s.D) : bf16_rows;
+  const size_t widened = element_bytes == 1 ? bf16_rows : 0;  // (e4m3: the widened tile)
+  const size_t fit = (kPagedStageBudget - widened) / stage;
   PagedMmaTiles tl;
   tl.stages = fit < 2 ? 2 : fit > kPagedMaxStages ? kPagedMaxStages : static_cast<int>(fit);
-  const size_t merge = size_t{kPagedWarps} * kPagedHeads * static_cast<size_t>(s.Dv + 2) * sizeof(float);
-  tl.bytes = tl.stages * stage > merge ? tl.stages * stage : merge;
+  tl.bytes = tl.stages * stage + widened > merge ? tl.stages * stage + widened : merge;
   return tl;
+}
+inline PagedMmaTiles paged_mma_tiles(const PagedShape& s, size_t element_bytes) {
+  const size_t merge = size_t{kPagedWarps} * kPagedHeads * static_cast<size_t>(s.Dv + 2) * sizeof(float);
+  return two_row_tiles(s, element_bytes, kPagedWarps * kPagedMmaKeys, merge);
 }
 
 // Two f32 values as two bf16 pairs (the element with the lower index in the low half): hi = bf16(x) to
@@ -615,6 +625,44 @@ __device__ inline void copy_two_row_tile(uint16_t* k_dst, uint16_t* v_dst, const
     const int64_t at = (slot < 0 ? 0 : slot) * D + 8 * c;
     tiles::cp_async16(k_dst + r * S + 8 * c, k_cache + at, slot >= 0);
     tiles::cp_async16(v_dst + r * S + 8 * c, v_cache + at, slot >= 0);
+  }
+}
+
+// An e4m3 cache's tile: Rows key and value rows of D bytes → k_raw, v_raw ([Rows][D] bytes) by cp.async, as
+// copy_two_row_tile's; then widen_two_row_tile makes them the bf16 rows the products read — exactly: every
+// e4m3 value is a bf16 one (3 of bf16's 7 mantissa bits; exponents within its range), widened once a block
+template <int D, int Rows>
+__device__ inline void copy_raw_tile(unsigned char* k_raw, unsigned char* v_raw, const f8e4m3* k_cache,
+                                     const f8e4m3* v_cache, int64_t mine, int lane) {
+  constexpr int kPieces = D / 16;
+#pragma unroll
+  for (int e = lane; e < Rows * kPieces; e += 32) {
+    const int r = e / kPieces, c = e % kPieces;
+    const auto slot = static_cast<int64_t>(__shfl_sync(0xffffffffu, static_cast<long long>(mine), r));
+    const int64_t at = (slot < 0 ? 0 : slot) * D + 16 * c;
+    tiles::cp_async16(k_raw + r * D + 16 * c, k_cache + at, slot >= 0);
+    tiles::cp_async16(v_raw + r * D + 16 * c, v_cache + at, slot >= 0);
+  }
+}
+// Rows rows of e4m3 (k_raw, v_raw [Rows][D] bytes) → bf16 rows of D + 8 (k16, v16), 16 elements a lane at a time
+template <int D, int Rows>
+__device__ inline void widen_two_row_tile(uint16_t* k16, uint16_t* v16, const unsigned char* k_raw,
+                                          const unsigned char* v_raw, int lane) {
+  constexpr int S = D + 8, kPieces = D / 16;
+#pragma unroll
+  for (int e = lane; e < 2 * Rows * kPieces; e += 32) {
+    const bool is_k = e < Rows * kPieces;
+    const int f = is_k ? e : e - Rows * kPieces, r = f / kPieces, c = f % kPieces;
+    const uint4 raw = *reinterpret_cast<const uint4*>((is_k ? k_raw : v_raw) + r * D + 16 * c);
+    f8e4m3 x[16];
+    memcpy(x, &raw, 16);
+    uint32_t w[8];
+#pragma unroll
+    for (int i = 0; i < 8; ++i)
+      w[i] = __float_as_uint(widen(x[2 * i])) >> 16 | (__float_as_uint(widen(x[2 * i + 1])) & 0xffff0000u);
+    uint4* dst = reinterpret_cast<uint4*>((is_k ? k16 : v16) + r * S + 16 * c);
+    dst[0] = make_uint4(w[0], w[1], w[2], w[3]);
+    dst[1] = make_uint4(w[4], w[5], w[6], w[7]);
   }
 }
 
@@ -681,12 +729,14 @@ __device__ inline void two_row_tile(const uint32_t (&qa)[D / 16][4], const uint1
   }
 }
 
-template <int D>
+template <typename C, int D>
 __global__ void __launch_bounds__(kPagedThreads, 2)
-    paged_attention_mma_kernel(const float* q, const bf16* k_cache, const bf16* v_cache, const int32_t* table,
+    paged_attention_mma_kernel(const float* q, const C* k_cache, const C* v_cache, const int32_t* table,
                                const int32_t* seq, const int32_t* len, float* out, PagedShape s, int stages,
                                PagedSplit split = {}, float* part = nullptr, const int32_t* from = nullptr) {
   static_assert(D == 64 || D == 128, "the tensor-core decoding kernel: head dims 64 and 128");
+  static_assert(std::is_same_v<C, bf16> || std::is_same_v<C, f8e4m3>, "bf16 or e4m3 caches");
+  constexpr bool kWiden = std::is_same_v<C, f8e4m3>;
   constexpr int S = D + 8;  // a row's stride in shared memory (elements)
   constexpr unsigned kFull = 0xffffffffu;
   QKV_DYNAMIC_SHARED(128, smem);
@@ -696,8 +746,15 @@ __global__ void __launch_bounds__(kPagedThreads, 2)
   const int Gb = static_cast<int>(G - chunk * kPagedHeads < kPagedHeads ? G - chunk * kPagedHeads : kPagedHeads);
   const int lane = static_cast<int>(threadIdx.x & 31), warp = static_cast<int>(threadIdx.x >> 5);
   const int g = lane / 4, u = lane % 4;
-  uint16_t* const kw = reinterpret_cast<uint16_t*>(smem) + warp * stages * 2 * kPagedMmaKeys * S;  // [stages][16][S]
-  uint16_t* const vw = kw + stages * kPagedMmaKeys * S;                                            // [stages][16][S]
+  // bf16: kw, vw [stages][16][S]; e4m3: kr, vr [stages][16][D] bytes, then k16, v16 [16][S] (the widened tile)
+  constexpr int kRow = kWiden ? D : S * 2;  // a copied row's bytes in shared memory
+  unsigned char* const kr = smem + warp * stages * 2 * kPagedMmaKeys * kRow;
+  unsigned char* const vr = kr + stages * kPagedMmaKeys * kRow;
+  uint16_t* const kw = reinterpret_cast<uint16_t*>(kr);
+  uint16_t* const vw = reinterpret_cast<uint16_t*>(vr);
+  uint16_t* const k16 = reinterpret_cast<uint16_t*>(smem + kPagedWarps * stages * 2 * kPagedMmaKeys * kRow) +
+                        warp * 2 * kPagedMmaKeys * S;
+  uint16_t* const v16 = k16 + kPagedMmaKeys * S;
 
   // Q₂'s A fragments: head h0 + g's row (zeros past the block's Gb heads)
   uint32_t qa[D / 16][4];
@@ -720,8 +777,12 @@ __global__ void __launch_bounds__(kPagedThreads, 2)
   };
   // step i's 16 key and value rows of this warp → its buffer i mod stages (zeros for a slot of −1)
   auto copy_step = [&](int64_t i) {
-    copy_two_row_tile<D, kPagedMmaKeys>(kw + (i % stages) * kPagedMmaKeys * S, vw + (i % stages) * kPagedMmaKeys * S,
-                                        k_cache, v_cache, my_slot(i), lane);
+    if constexpr (kWiden)
+      copy_raw_tile<D, kPagedMmaKeys>(kr + (i % stages) * kPagedMmaKeys * D, vr + (i % stages) * kPagedMmaKeys * D,
+                                      k_cache, v_cache, my_slot(i), lane);
+    else
+      copy_two_row_tile<D, kPagedMmaKeys>(kw + (i % stages) * kPagedMmaKeys * S, vw + (i % stages) * kPagedMmaKeys * S,
+                                          k_cache, v_cache, my_slot(i), lane);
   };
 
   for (int i = 0; i < stages - 1; ++i) {  // the pipeline's fill, a group a step (empty past the last)
@@ -739,8 +800,15 @@ __global__ void __launch_bounds__(kPagedThreads, 2)
     tiles::cp_async_commit();
     const unsigned here = __ballot_sync(kFull, my_slot(i) >= 0);  // bit r: key r to attend to
     if (here == 0) continue;                                      // (warp-uniform)
-    const int64_t at = (i % stages) * kPagedMmaKeys * S;
-    two_row_tile<D, 2>(qa, kw + at, vw + at, here, lane, m, l, o);
+    if constexpr (kWiden) {  // (the widened tile: read by step i − 1's products, done at the __syncwarp above)
+      const int64_t at = (i % stages) * kPagedMmaKeys * D;
+      widen_two_row_tile<D, kPagedMmaKeys>(k16, v16, kr + at, vr + at, lane);
+      __syncwarp();
+      two_row_tile<D, 2>(qa, k16, v16, here, lane, m, l, o);
+    } else {
+      const int64_t at = (i % stages) * kPagedMmaKeys * S;
+      two_row_tile<D, 2>(qa, kw + at, vw + at, here, lane, m, l, o);
+    }
   }
   tiles::cp_async_wait<0>();  // (the empty groups past the last step)
 
@@ -963,25 +1031,19 @@ __global__ void __launch_bounds__(kPagedThreads)
 // the warps compute), all four warps reading them:
 //     S = Q₂ K_tᵀ (16 × 32),  x[r, j] = S[r, j] + S[r + 8, j],  the online softmax of paged_attention_mma_kernel,
 //     O ← c ∘ O + P₂ V_t (16 × D),  acc[r] = O[r] + O[r + 8]
-struct PagedCascadeMmaTiles {
-  int stages = 2;
-  size_t bytes = 0;
-};
-inline PagedCascadeMmaTiles paged_cascade_mma_tiles(const PagedShape& s) {
-  const size_t stage = size_t{2} * kCascadeTile * static_cast<size_t>(s.D + 8) * sizeof(uint16_t);
-  const size_t fit = kPagedStageBudget / stage;
-  PagedCascadeMmaTiles tl;
-  tl.stages = fit < 2 ? 2 : fit > kPagedMaxStages ? kPagedMaxStages : static_cast<int>(fit);
-  tl.bytes = tl.stages * stage;
-  return tl;
+// (its shared memory: the tiles of 32 rows as paged_attention_mma_kernel's of each warp's 16)
+inline PagedMmaTiles paged_cascade_mma_tiles(const PagedShape& s, size_t element_bytes) {
+  return two_row_tiles(s, element_bytes, kCascadeTile, 0);
 }
 
-template <int D>
+template <typename C, int D>
 __global__ void __launch_bounds__(kPagedThreads)
-    paged_cascade_mma_kernel(const float* q, const bf16* k_cache, const bf16* v_cache, const int32_t* table,
+    paged_cascade_mma_kernel(const float* q, const C* k_cache, const C* v_cache, const int32_t* table,
                              const int32_t* seq, PagedShape s, PagedCascade c, PagedSplit split, float* part,
                              int stages) {
   static_assert(D == 64 || D == 128, "the tensor-core cascade: head dims 64 and 128");
+  static_assert(std::is_same_v<C, bf16> || std::is_same_v<C, f8e4m3>, "bf16 or e4m3 caches");
+  constexpr bool kWiden = std::is_same_v<C, f8e4m3>;
   constexpr int S = D + 8;  // a row's stride in shared memory (elements)
   constexpr unsigned kFull = 0xffffffffu;
   constexpr int kRowsAWarp = kCascadeTile / kPagedWarps;  // a tile's rows each warp copies: 8
@@ -993,8 +1055,14 @@ __global__ void __launch_bounds__(kPagedThreads)
   if (rows <= 0) return;  // (the whole block: a smaller group block's idle chunk)
   const int lane = static_cast<int>(threadIdx.x & 31), warp = static_cast<int>(threadIdx.x >> 5);
   const int g = lane / 4, u = lane % 4;
-  uint16_t* const k_tiles = reinterpret_cast<uint16_t*>(smem);    // [stages][32][S]
-  uint16_t* const v_tiles = k_tiles + stages * kCascadeTile * S;  // [stages][32][S]
+  // bf16: k_tiles, v_tiles [stages][32][S]; e4m3: kr, vr [stages][32][D] bytes, then k16, v16 [32][S]
+  constexpr int kRow = kWiden ? D : S * 2;  // a copied row's bytes in shared memory
+  unsigned char* const kr = smem;
+  unsigned char* const vr = kr + stages * kCascadeTile * kRow;
+  uint16_t* const k_tiles = reinterpret_cast<uint16_t*>(kr);
+  uint16_t* const v_tiles = reinterpret_cast<uint16_t*>(vr);
+  uint16_t* const k16 = reinterpret_cast<uint16_t*>(smem + 2 * stages * kCascadeTile * kRow);
+  uint16_t* const v16 = k16 + kCascadeTile * S;
   auto token_of = [&](int64_t r) { return static_cast<int64_t>(c.tokens[first + (r0 + r) / G]); };
   auto head_of = [&](int64_t r) { return kvh * G + (r0 + r) % G; };
 
@@ -1022,9 +1090,12 @@ __global__ void __launch_bounds__(kPagedThreads)
   // tile i into buffer i mod stages: warp w its rows 8w … 8w + 7 (lane r < 8 finds row 8w + r's slot)
   auto copy_tile = [&](int64_t i) {
     const int64_t jt = a + i * kCascadeTile + warp * kRowsAWarp;
-    const int64_t at = (i % stages) * kCascadeTile + warp * kRowsAWarp;
-    copy_two_row_tile<D, kRowsAWarp>(k_tiles + at * S, v_tiles + at * S, k_cache, v_cache,
-                                     lane < kRowsAWarp ? slot_of(jt + lane) : -1, lane);
+    const int64_t at = (i % stages) * kCascadeTile + warp * kRowsAWarp,
+                  mine = lane < kRowsAWarp ? slot_of(jt + lane) : -1;
+    if constexpr (kWiden)
+      copy_raw_tile<D, kRowsAWarp>(kr + at * D, vr + at * D, k_cache, v_cache, mine, lane);
+    else
+      copy_two_row_tile<D, kRowsAWarp>(k_tiles + at * S, v_tiles + at * S, k_cache, v_cache, mine, lane);
   };
 
   for (int i = 0; i < stages - 1; ++i) {  // the pipeline's fill, a group a tile (empty past the last)
@@ -1041,9 +1112,19 @@ __global__ void __launch_bounds__(kPagedThreads)
     if (i + stages - 1 < n_tiles) copy_tile(i + stages - 1);
     tiles::cp_async_commit();
     const unsigned here = __ballot_sync(kFull, slot_of(a + i * kCascadeTile + lane) >= 0);  // bit j: key j
-    if (wr == 0 || here == 0) continue;                                                     // (warp-uniform)
-    const int64_t at = (i % stages) * kCascadeTile * S;
-    two_row_tile<D, 4>(qa, k_tiles + at, v_tiles + at, here, lane, m, l, o);
+    if constexpr (kWiden) {  // each warp its 8 rows of the widened tile; then everyone's (block-uniform)
+      const int64_t at = ((i % stages) * kCascadeTile + warp * kRowsAWarp) * D;
+      if (here != 0)
+        widen_two_row_tile<D, kRowsAWarp>(k16 + warp * kRowsAWarp * S, v16 + warp * kRowsAWarp * S, kr + at, vr + at,
+                                          lane);
+      __syncthreads();
+      if (wr > 0 && here != 0) two_row_tile<D, 4>(qa, k16, v16, here, lane, m, l, o);
+      // (the next tile's widening waits at its __syncthreads above for these reads)
+    } else {
+      if (wr == 0 || here == 0) continue;  // (warp-uniform)
+      const int64_t at = (i % stages) * kCascadeTile * S;
+      two_row_tile<D, 4>(qa, k_tiles + at, v_tiles + at, here, lane, m, l, o);
+    }
   }
   tiles::cp_async_wait<0>();  // (the empty groups past the last tile)
 
