@@ -95,7 +95,7 @@ void launch_cascade(dim3 grid, const float* q, const C* k_cache, const C* v_cach
 
 // one block per (query token, key/value head, chunk of ≤ 8 of its query heads), 4 warps; split over
 // the keys where those blocks would leave SMs idle (paged_split); with a cascade, the groups' shared
-// keys by paged_cascade_kernel, each token's others by paged_attention_kernel, then their merge
+// keys (launch_cascade), each token's others (launch_decoding from its from[t]), then their merge
 // (most_keys > 0: no token sees more keys than that, for the split's runs; Round as launch_decoding's)
 template <typename C, int Round = 0>
 void forward(const float* q, const C* k_cache, const C* v_cache, const int32_t* table, const int32_t* seq,
