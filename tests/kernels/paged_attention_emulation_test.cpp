@@ -18,6 +18,7 @@
 #if __has_include(<cuda_runtime.h>)
 #include "kernels/cuda_emulation.h"  // first: the CUDA headers, then the built-ins on the host
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <numeric>
@@ -324,6 +325,55 @@ void expect_the_tensor_core_kernel_matches_the_cpu() {
     EXPECT_LT(rel(split_out, want), 1e-5) << "split";
   }
 }
+// Drawn shapes (qkv's generator: the same on every machine) — heads and their groups, head dim, page size,
+// a window or none, 1–5 sequences of 0–700 keys, a query each at a drawn length, split or not — through the
+// tensor-core kernel over bf16 and e4m3 caches, against the CPU over the same caches
+TEST(PagedAttentionKernelsEmulated, TheTensorCoreKernelMatchesTheCpuOverDrawnShapes) {
+  uint64_t counter = 0;
+  auto draw = [&](int64_t n) {  // 0 … n − 1
+    return static_cast<int64_t>(qkv::Generator::uniform(9001, counter++) * static_cast<float>(n)) % n;
+  };
+  const int64_t kv_heads[] = {1, 2, 4}, groups[] = {1, 2, 3, 4, 8, 12}, page_sizes[] = {1, 4, 16, 32};
+  for (int trial = 0; trial < 16; ++trial) {
+    Heads h{};
+    h.Hkv = kv_heads[draw(3)], h.H = h.Hkv * groups[draw(6)], h.D = h.Dv = draw(2) == 0 ? 64 : 128;
+    h.page_size = page_sizes[draw(4)], h.window = draw(3) == 0 ? 1 + draw(300) : 0;
+    std::vector<int64_t> lengths;
+    std::vector<std::pair<int32_t, int32_t>> queries;
+    const int64_t rows = 1 + draw(5);
+    for (int64_t r = 0; r < rows; ++r) {
+      lengths.push_back(draw(701));
+      queries.emplace_back(static_cast<int32_t>(r), static_cast<int32_t>(draw(lengths.back() + 1)));
+    }
+    const Paged c = make(h, lengths, queries, 9100 + static_cast<uint64_t>(trial));
+    // runs covering the longest row (as paged_split makes them), cut anywhere against the steps of 64
+    const int64_t longest = std::max<int64_t>(1, *std::max_element(lengths.begin(), lengths.end()));
+    const int64_t runs = draw(3) == 0 ? 1 : 2 + draw(3), run_keys = (longest + runs - 1) / runs + draw(64);
+    SCOPED_TRACE(name(h) + ", " + std::to_string(rows) + " rows, runs " + std::to_string(runs) + " of " +
+                 std::to_string(run_keys));
+    auto check = [&](auto e) {
+      using C = decltype(e);
+      const std::vector<C> k8 = to_cache<C>(c.k), v8 = to_cache<C>(c.v);
+      std::vector<float> want(static_cast<size_t>(c.s.T * c.s.H * c.s.Dv)), got(want.size(), NAN);
+      cpu::paged_attention_forward(c.q.data(), k8.data(), v8.data(), c.table.data(), c.seq.data(), c.len.data(),
+                                   want.data(), c.s);
+      if (runs == 1) {
+        decode(Kernel::mma, c, k8.data(), v8.data(), got.data(), decode_grid(c));
+      } else {
+        const kc::PagedSplit split{runs, run_keys};
+        std::vector<float> part(static_cast<size_t>(kc::paged_split_floats(c.s, split)), NAN);
+        decode(Kernel::mma, c, k8.data(), v8.data(), got.data(), decode_grid(c, runs), split, part.data());
+        launch(dim3(kc::paged_merge_blocks(c.s)), 256, 0,
+               [&] { kc::paged_attention_merge_kernel(part.data(), got.data(), c.s, split); });
+      }
+      EXPECT_LT(rel(got, want), 1e-5) << sizeof(C) << "-byte cache";
+      for (float x : got) ASSERT_TRUE(std::isfinite(x));
+    };
+    check(qkv::bf16{});
+    check(qkv::f8e4m3{});
+  }
+}
+
 // Its shared memory: bf16 3 stages at d 128 and 4 at 64, e4m3 4 (and the widened tile), two blocks an SM.
 TEST(PagedAttentionKernelsEmulated, TheTensorCoreKernelMatchesTheCpuOverBf16Caches) {
   PagedShape s;
