@@ -612,36 +612,25 @@ __device__ inline void two_row_queries(uint32_t (&qa)[D / 16][4], const float* q
     }
 }
 
-// Rows key and value rows of a tile → k_dst, v_dst ([Rows][D + 8] bf16) by cp.async, the warp's lanes
-// along them: row r from slot `mine` of lane r (−1: 16 zero bytes a piece)
-template <int D, int Rows>
-__device__ inline void copy_two_row_tile(uint16_t* k_dst, uint16_t* v_dst, const bf16* k_cache, const bf16* v_cache,
-                                         int64_t mine, int lane) {
-  constexpr int S = D + 8, kPieces = D / 8;
+// Rows key and value rows of a tile → k_dst, v_dst by cp.async, the warp's lanes along them: row r from
+// slot `mine` of lane r (−1: 16 zero bytes a piece). A bf16 cache's rows land D + 8 elements apart, the
+// rows the products read; an e4m3 cache's as they are, D bytes apart, for widen_two_row_tile to make the
+// bf16 rows of them — exactly: every e4m3 value is a bf16 one (3 of bf16's 7 mantissa bits, exponents
+// within its range), widened once a block where the tiled kernel widens it in every warp that scores it.
+template <typename C, int D, int Rows>
+__device__ inline void copy_two_row_tile(unsigned char* k_dst, unsigned char* v_dst, const C* k_cache,
+                                         const C* v_cache, int64_t mine, int lane) {
+  constexpr int kRow = D * static_cast<int>(sizeof(C)), kPieces = kRow / 16;
+  constexpr int kStride = std::is_same_v<C, bf16> ? (D + 8) * 2 : kRow;  // bytes between rows
 #pragma unroll
   for (int e = lane; e < Rows * kPieces; e += 32) {
     const int r = e / kPieces, c = e % kPieces;
     const auto slot = static_cast<int64_t>(__shfl_sync(0xffffffffu, static_cast<long long>(mine), r));
-    const int64_t at = (slot < 0 ? 0 : slot) * D + 8 * c;
-    tiles::cp_async16(k_dst + r * S + 8 * c, k_cache + at, slot >= 0);
-    tiles::cp_async16(v_dst + r * S + 8 * c, v_cache + at, slot >= 0);
-  }
-}
-
-// An e4m3 cache's tile: Rows key and value rows of D bytes → k_raw, v_raw ([Rows][D] bytes) by cp.async, as
-// copy_two_row_tile's; then widen_two_row_tile makes them the bf16 rows the products read — exactly: every
-// e4m3 value is a bf16 one (3 of bf16's 7 mantissa bits; exponents within its range), widened once a block
-template <int D, int Rows>
-__device__ inline void copy_raw_tile(unsigned char* k_raw, unsigned char* v_raw, const f8e4m3* k_cache,
-                                     const f8e4m3* v_cache, int64_t mine, int lane) {
-  constexpr int kPieces = D / 16;
-#pragma unroll
-  for (int e = lane; e < Rows * kPieces; e += 32) {
-    const int r = e / kPieces, c = e % kPieces;
-    const auto slot = static_cast<int64_t>(__shfl_sync(0xffffffffu, static_cast<long long>(mine), r));
-    const int64_t at = (slot < 0 ? 0 : slot) * D + 16 * c;
-    tiles::cp_async16(k_raw + r * D + 16 * c, k_cache + at, slot >= 0);
-    tiles::cp_async16(v_raw + r * D + 16 * c, v_cache + at, slot >= 0);
+    const int64_t at = (slot < 0 ? 0 : slot) * D;
+    tiles::cp_async16(k_dst + r * kStride + 16 * c, reinterpret_cast<const unsigned char*>(k_cache + at) + 16 * c,
+                      slot >= 0);
+    tiles::cp_async16(v_dst + r * kStride + 16 * c, reinterpret_cast<const unsigned char*>(v_cache + at) + 16 * c,
+                      slot >= 0);
   }
 }
 // Rows rows of e4m3 (k_raw, v_raw [Rows][D] bytes) → bf16 rows of D + 8 (k16, v16), 16 elements a lane at a time
@@ -777,12 +766,8 @@ __global__ void __launch_bounds__(kPagedThreads, 2)
   };
   // step i's 16 key and value rows of this warp → its buffer i mod stages (zeros for a slot of −1)
   auto copy_step = [&](int64_t i) {
-    if constexpr (kWiden)
-      copy_raw_tile<D, kPagedMmaKeys>(kr + (i % stages) * kPagedMmaKeys * D, vr + (i % stages) * kPagedMmaKeys * D,
-                                      k_cache, v_cache, my_slot(i), lane);
-    else
-      copy_two_row_tile<D, kPagedMmaKeys>(kw + (i % stages) * kPagedMmaKeys * S, vw + (i % stages) * kPagedMmaKeys * S,
-                                          k_cache, v_cache, my_slot(i), lane);
+    const int64_t at = (i % stages) * kPagedMmaKeys * kRow;
+    copy_two_row_tile<C, D, kPagedMmaKeys>(kr + at, vr + at, k_cache, v_cache, my_slot(i), lane);
   };
 
   for (int i = 0; i < stages - 1; ++i) {  // the pipeline's fill, a group a step (empty past the last)
@@ -1092,10 +1077,7 @@ __global__ void __launch_bounds__(kPagedThreads)
     const int64_t jt = a + i * kCascadeTile + warp * kRowsAWarp;
     const int64_t at = (i % stages) * kCascadeTile + warp * kRowsAWarp,
                   mine = lane < kRowsAWarp ? slot_of(jt + lane) : -1;
-    if constexpr (kWiden)
-      copy_raw_tile<D, kRowsAWarp>(kr + at * D, vr + at * D, k_cache, v_cache, mine, lane);
-    else
-      copy_two_row_tile<D, kRowsAWarp>(k_tiles + at * S, v_tiles + at * S, k_cache, v_cache, mine, lane);
+    copy_two_row_tile<C, D, kRowsAWarp>(kr + at * kRow, vr + at * kRow, k_cache, v_cache, mine, lane);
   };
 
   for (int i = 0; i < stages - 1; ++i) {  // the pipeline's fill, a group a tile (empty past the last)
