@@ -618,8 +618,8 @@ __device__ inline void two_row_queries(uint32_t (&qa)[D / 16][4], const float* q
 // bf16 rows of them — exactly: every e4m3 value is a bf16 one (3 of bf16's 7 mantissa bits, exponents
 // within its range), widened once a block where the tiled kernel widens it in every warp that scores it.
 template <typename C, int D, int Rows>
-__device__ inline void copy_two_row_tile(unsigned char* k_dst, unsigned char* v_dst, const C* k_cache,
-                                         const C* v_cache, int64_t mine, int lane) {
+__device__ inline void copy_two_row_tile(unsigned char* k_dst, unsigned char* v_dst, const C* k_cache, const C* v_cache,
+                                         int64_t mine, int lane) {
   constexpr int kRow = D * static_cast<int>(sizeof(C)), kPieces = kRow / 16;
   constexpr int kStride = std::is_same_v<C, bf16> ? (D + 8) * 2 : kRow;  // bytes between rows
 #pragma unroll
