@@ -5,7 +5,8 @@
 // that counts is the bandwidth: bytes of keys and values read per second. On a GPU, few sequences
 // with long contexts take the split over the keys (kernels/cuda/paged_attention_kernels.cuh;
 // QKV_CUDA_PAGED_SPLIT=0 turns it off, to compare; QKV_CUDA_PAGED_KERNEL=warps runs the key-a-warp kernel
-// the tiled one replaced). --kv-dtype bf16 keeps the paged cache in bf16 (half
+// the tiled one replaced, =mma the tensor-core kernels for bf16 and e4m3 caches at d 64 and 128: the
+// figures name the knob's value, "paged_kernel"). --kv-dtype bf16 keeps the paged cache in bf16 (half
 // the bytes read; the dense attention stays f32), --kv-dtype fp8 in e4m3 (a quarter). --shared-prefix N gives every sequence the same first
 // pages (N keys): the cascade reads them once for all (kernels/cpu/paged_attention.cpp; on a GPU the
 // groups found on the host once, as a step finds them for all its layers — paged_prefixes —, then
@@ -13,8 +14,10 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
 #include <numeric>
 #include <random>
+#include <string>
 #include <vector>
 
 #include "bench_common.h"
@@ -94,18 +97,22 @@ int run_bench_paged(const PagedBenchArgs& a) {
   // bytes of keys and values read: B · Hkv · keys seen · (D + Dv) · 4 (2 a bf16 cache's)
   const double bytes = 4.0 * static_cast<double>(B * Hkv * seen * 2 * D);
   const double paged_gbs = bytes * static_cast<double>(dtype_size(cache_dtype)) / 4 / paged / 1e6, dense_gbs = bytes / dense / 1e6;
+  // the decoding kernel asked for on a GPU (QKV_CUDA_PAGED_KERNEL: the tiled one unless it names another)
+  const char* knob = std::getenv("QKV_CUDA_PAGED_KERNEL");
+  const std::string kernel = device.is_cpu() ? "cpu" : (knob && *knob ? knob : "tiled");
   if (a.json) {
-    std::printf("{\"impl\": \"qkv\", \"batch\": %ld, \"kv_len\": %ld, \"heads\": %ld, \"kv_heads\": %ld, \"head_dim\": %ld, "
+    std::printf("{\"impl\": \"qkv\", \"paged_kernel\": \"%s\", \"batch\": %ld, \"kv_len\": %ld, \"heads\": %ld, \"kv_heads\": %ld, \"head_dim\": %ld, "
                 "\"page_size\": %ld, \"window\": %ld, \"shared_prefix\": %ld, \"kv_dtype\": \"%s\", \"device\": \"%s\", \"threads\": %d, "
                 "\"paged_ms\": %.4f, \"dense_ms\": %.4f, \"paged_gbs\": %.1f, \"dense_gbs\": %.1f}\n",
-                (long)B, (long)L, (long)H, (long)Hkv, (long)D, (long)P, (long)a.window, (long)(shared_pages * P),
-                a.kv_dtype.c_str(), device.str().c_str(), requested_threads(), paged, dense, paged_gbs, dense_gbs);
+                kernel.c_str(), (long)B, (long)L, (long)H, (long)Hkv, (long)D, (long)P, (long)a.window,
+                (long)(shared_pages * P), a.kv_dtype.c_str(), device.str().c_str(), requested_threads(), paged, dense,
+                paged_gbs, dense_gbs);
   } else {
     std::printf("paged attention, one decoding step: B=%ld sequences of %ld keys (window %ld, the first %ld shared), "
                 "H=%ld Hkv=%ld d=%ld, pages of %ld, a %s cache, on %s (%d threads)\n",
                 (long)B, (long)L, (long)a.window, (long)(shared_pages * P), (long)H, (long)Hkv, (long)D, (long)P,
                 a.kv_dtype.c_str(), device.str().c_str(), requested_threads());
-    std::printf("  paged   %9.3f ms  %8.1f GB/s of keys and values\n", paged, paged_gbs);
+    std::printf("  paged   %9.3f ms  %8.1f GB/s of keys and values (%s kernel)\n", paged, paged_gbs, kernel.c_str());
     std::printf("  dense   %9.3f ms  %8.1f GB/s (scaled_dot_product_attention over a contiguous cache)\n", dense,
                 dense_gbs);
     std::printf("  paged / dense time: %.2f\n", paged / dense);
