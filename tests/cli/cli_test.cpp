@@ -68,7 +68,8 @@ TEST(Cli, BenchAttentionJson) {
 TEST(Cli, BenchPagedAttentionJson) {
   CliRun r = run("bench paged-attention -B 2 -L 40 --heads 4 --kv-heads 2 -d 16 --page-size 4 --window 7 --repeats 1 --json");
   EXPECT_EQ(r.code, 0) << r.out;
-  for (const char* key : {"\"paged_ms\"", "\"dense_ms\"", "\"paged_gbs\"", "\"window\": 7", "\"paged_kernel\": \"cpu\""})
+  for (const char* key :
+       {"\"paged_ms\"", "\"dense_ms\"", "\"paged_gbs\"", "\"window\": 7", "\"paged_kernel\": \"cpu\""})
     EXPECT_NE(r.out.find(key), std::string::npos) << key << " in " << r.out;
   // a shared prefix: whole pages (557 keys → 139 pages of 4: 556), more than the sequences hold refused
   r = run("bench paged-attention -B 3 -L 600 --heads 4 --kv-heads 2 -d 16 --page-size 4 --shared-prefix 557 --repeats 1 --json");
