@@ -17,7 +17,8 @@
 #       included)
 #   run(command="bash scripts/gpu_session.sh 2", carry=[".gpu"], timeout_s=300)          (what is left)
 #       where a GPT step's and a beam step's time goes (steps: QKV_PROFILE=1), the paged decoding kernel tiled
-#       against a key a warp (paged_kernels, 2026-12-05), qkv serve --device cuda under
+#       against a key a warp, and for bf16 and e4m3 caches and the cascade against the tensor-core kernels
+#       (QKV_CUDA_PAGED_KERNEL=mma) (paged_kernels, 2026-12-05), qkv serve --device cuda under
 #       load, Nsight Compute's sections on each tensor-core attention kernel (profile), qkv train of the
 #       translation Transformer in f32 and bf16 (and bf16 with QKV_CUDA_BIAS_EPILOGUE=0: each linear's bias
 #       filled in before its GEMM, as before 2026-12-04's cuBLASLt epilogue), the output layer's loss against
