@@ -16,6 +16,13 @@ QKV_CUDA_LAUNCHERS_BEGIN
 
 namespace {
 
+// A launch's dynamic shared memory past the 48 KB a block has unasked: asked for, for `kernel`
+template <typename Kernel>
+void allow_shared(Kernel kernel, size_t bytes) {
+  if (bytes > 48 * 1024)
+    QKV_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(bytes)));
+}
+
 // Whether the tensor-core kernels take a step (QKV_CUDA_PAGED_KERNEL=mma; a bf16 or e4m3 cache on 16 bytes at
 // head dims 64 or 128): paged_attention_mma_kernel for each token's keys, paged_cascade_mma_kernel for a cascade's
 template <typename C>
@@ -47,9 +54,7 @@ void launch_decoding(dim3 grid, const float* q, const C* k_cache, const C* v_cac
     if (uses_mma_kernels(k_cache, v_cache, s)) {
       const PagedMmaTiles tl = paged_mma_tiles(s, sizeof(C));
       auto kernel = s.D == 64 ? paged_attention_mma_kernel<C, 64> : paged_attention_mma_kernel<C, 128>;
-      if (tl.bytes > 48 * 1024)
-        QKV_CUDA_CHECK(
-            cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(tl.bytes)));
+      allow_shared(kernel, tl.bytes);
       QKV_LAUNCH(grid, kPagedThreads, tl.bytes, stream(), kernel)(
           q, k_cache, v_cache, table, seq, len, out, s, tl.stages, split, part, from);
       QKV_CUDA_LAUNCHED(paged_attention_mma_kernel);
@@ -57,9 +62,7 @@ void launch_decoding(dim3 grid, const float* q, const C* k_cache, const C* v_cac
     }
   }
   const PagedTiles tl = paged_tiles(s, sizeof(C), aligned);
-  if (tl.bytes > 48 * 1024)
-    QKV_CUDA_CHECK(cudaFuncSetAttribute(paged_attention_tiled_kernel<C, Round>,
-                                        cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(tl.bytes)));
+  allow_shared(paged_attention_tiled_kernel<C, Round>, tl.bytes);
   QKV_LAUNCH(grid, kPagedThreads, tl.bytes, stream(), paged_attention_tiled_kernel<C, Round>)(
       q, k_cache, v_cache, table, seq, len, out, s, tl, split, part, from);
   QKV_CUDA_LAUNCHED(paged_attention_tiled_kernel);
@@ -75,9 +78,7 @@ void launch_cascade(dim3 grid, const float* q, const C* k_cache, const C* v_cach
     if (uses_mma_kernels(k_cache, v_cache, s)) {
       const PagedMmaTiles tl = paged_cascade_mma_tiles(s, sizeof(C));
       auto kernel = s.D == 64 ? paged_cascade_mma_kernel<C, 64> : paged_cascade_mma_kernel<C, 128>;
-      if (tl.bytes > 48 * 1024)
-        QKV_CUDA_CHECK(
-            cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(tl.bytes)));
+      allow_shared(kernel, tl.bytes);
       QKV_LAUNCH(grid, kPagedThreads, tl.bytes, stream(), kernel)(
           q, k_cache, v_cache, table, seq, s, cascade, split, part, tl.stages);
       QKV_CUDA_LAUNCHED(paged_cascade_mma_kernel);
@@ -85,9 +86,7 @@ void launch_cascade(dim3 grid, const float* q, const C* k_cache, const C* v_cach
     }
   }
   const size_t bytes = paged_cascade_shared_bytes(s);
-  if (bytes > 48 * 1024)
-    QKV_CUDA_CHECK(cudaFuncSetAttribute(paged_cascade_kernel<C>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                        static_cast<int>(bytes)));
+  allow_shared(paged_cascade_kernel<C>, bytes);
   QKV_LAUNCH(grid, kPagedThreads, bytes, stream(), paged_cascade_kernel<C>)(
       q, k_cache, v_cache, table, seq, s, cascade, split, part);
   QKV_CUDA_LAUNCHED(paged_cascade_kernel);

@@ -151,7 +151,26 @@ __device__ inline Combined combine_partials(int64_t n, const float* m, const flo
 struct BlockKeys {
   const int32_t* pages;
   int64_t j0, j1;
+  // key j's slot in the caches' rows of key head kvh, (page · Hkv + kvh) · page_size + offset; −1 where
+  // it is not to be attended to (past j1; its page outside the cache)
+  __device__ int64_t slot(const PagedShape& s, int64_t kvh, int64_t j) const {
+    if (j >= j1) return -1;
+    const int64_t page = pages[j / s.page_size];
+    return page >= 0 && page < s.pages ? (page * s.Hkv + kvh) * s.page_size + j % s.page_size : int64_t{-1};
+  }
 };
+// A decoding block's place (blockIdx.x = (t · Hkv + kvh) · chunks + chunk): token t, key head kvh, and its
+// query heads h0 … h0 + Gb − 1 (a chunk of ≤ 8 of the G sharing kvh)
+struct DecodingBlock {
+  int64_t t, kvh, h0;
+  int Gb;
+};
+__device__ inline DecodingBlock decoding_block(const PagedShape& s) {
+  const int64_t G = s.H / s.Hkv, chunks = (G + kPagedHeads - 1) / kPagedHeads;
+  const int64_t block = blockIdx.x, chunk = block % chunks, kvh = block / chunks % s.Hkv, t = block / chunks / s.Hkv;
+  const int64_t left = G - chunk * kPagedHeads;
+  return {t, kvh, kvh * G + chunk * kPagedHeads, static_cast<int>(left < kPagedHeads ? left : kPagedHeads)};
+}
 __device__ inline BlockKeys block_keys(const PagedShape& s, const int32_t* table, const int32_t* seq,
                                        const int32_t* len, const int32_t* from, const PagedSplit& split, int64_t t) {
   const int64_t row = seq[t], cap = s.max_pages * s.page_size;
@@ -202,11 +221,10 @@ __global__ void __launch_bounds__(kPagedThreads)
                            const int32_t* seq, const int32_t* len, float* out, PagedShape s,
                            PagedSplit split = {}, float* part = nullptr, const int32_t* from = nullptr) {
   QKV_DYNAMIC_SHARED(128, smem);
-  const int64_t G = s.H / s.Hkv, chunks = (G + kPagedHeads - 1) / kPagedHeads;
-  const int64_t block = blockIdx.x, chunk = block % chunks, kvh = block / chunks % s.Hkv, t = block / chunks / s.Hkv;
+  const DecodingBlock blk = decoding_block(s);
+  const int64_t t = blk.t, kvh = blk.kvh, h0 = blk.h0, G = s.H / s.Hkv;
   const int64_t Gs = G < kPagedHeads ? G : kPagedHeads;  // the shared arrays' stride in heads
-  const int64_t h0 = kvh * G + chunk * kPagedHeads;
-  const int Gb = static_cast<int>(G - chunk * kPagedHeads < kPagedHeads ? G - chunk * kPagedHeads : kPagedHeads);
+  const int Gb = blk.Gb;
   const int lane = static_cast<int>(threadIdx.x & 31), warp = static_cast<int>(threadIdx.x >> 5);
   float* qs = reinterpret_cast<float*>(smem);  // [Gs, D]
   float* ms = qs + Gs * s.D;                   // [warps, Gs]: each warp's running max
@@ -361,10 +379,9 @@ __global__ void __launch_bounds__(kPagedThreads, 2)
                                  PagedSplit split = {}, float* part = nullptr, const int32_t* from = nullptr) {
   static_assert(Round == 0 || std::is_same_v<C, float>, "16-bit rounding reads an f32 cache");
   QKV_DYNAMIC_SHARED(128, smem);
-  const int64_t G = s.H / s.Hkv, chunks = (G + kPagedHeads - 1) / kPagedHeads;
-  const int64_t block = blockIdx.x, chunk = block % chunks, kvh = block / chunks % s.Hkv, t = block / chunks / s.Hkv;
-  const int64_t h0 = kvh * G + chunk * kPagedHeads;
-  const int Gb = static_cast<int>(G - chunk * kPagedHeads < kPagedHeads ? G - chunk * kPagedHeads : kPagedHeads);
+  const DecodingBlock blk = decoding_block(s);
+  const int64_t t = blk.t, kvh = blk.kvh, h0 = blk.h0;
+  const int Gb = blk.Gb;
   const int lane = static_cast<int>(threadIdx.x & 31), warp = static_cast<int>(threadIdx.x >> 5);
   const int stages = tl.stages;
   unsigned char* const k_tiles = smem;                                      // [stages][32][k_stride]
@@ -383,17 +400,11 @@ __global__ void __launch_bounds__(kPagedThreads, 2)
   }
   // this block's keys (block_keys)
   const BlockKeys keys = block_keys(s, table, seq, len, from, split, t);
-  const int32_t* pages = keys.pages;
   const int64_t y = blockIdx.y, j0 = keys.j0, j1 = keys.j1;
   const int64_t n_tiles = j1 > j0 ? (j1 - j0 + kPagedTile - 1) / kPagedTile : 0;
 
-  // key j's slot (page · Hkv + kvh) · page_size + offset in the caches' rows, −1 where it is not to be
-  // attended to (past the run; its page outside the cache)
-  auto slot_of = [&](int64_t j) -> int64_t {
-    if (j >= j1) return -1;
-    const int64_t page = pages[j / s.page_size];
-    return page >= 0 && page < s.pages ? (page * s.Hkv + kvh) * s.page_size + j % s.page_size : int64_t{-1};
-  };
+  // key j's slot in the caches' rows, −1 where it is not to be attended to (BlockKeys::slot)
+  auto slot_of = [&](int64_t j) { return keys.slot(s, kvh, j); };
   // one row of a tile: a cache row (`width` elements from slot's) → `dst`, zeros past it to `whole`
   // elements and for slot −1; the warp's lanes along it
   auto copy_row = [&](unsigned char* dst, const C* cache, int64_t slot, int64_t width, int64_t whole) {
@@ -729,10 +740,9 @@ __global__ void __launch_bounds__(kPagedThreads, 2)
   constexpr int S = D + 8;  // a row's stride in shared memory (elements)
   constexpr unsigned kFull = 0xffffffffu;
   QKV_DYNAMIC_SHARED(128, smem);
-  const int64_t G = s.H / s.Hkv, chunks = (G + kPagedHeads - 1) / kPagedHeads;
-  const int64_t block = blockIdx.x, chunk = block % chunks, kvh = block / chunks % s.Hkv, t = block / chunks / s.Hkv;
-  const int64_t h0 = kvh * G + chunk * kPagedHeads;
-  const int Gb = static_cast<int>(G - chunk * kPagedHeads < kPagedHeads ? G - chunk * kPagedHeads : kPagedHeads);
+  const DecodingBlock blk = decoding_block(s);
+  const int64_t t = blk.t, kvh = blk.kvh, h0 = blk.h0;
+  const int Gb = blk.Gb;
   const int lane = static_cast<int>(threadIdx.x & 31), warp = static_cast<int>(threadIdx.x >> 5);
   const int g = lane / 4, u = lane % 4;
   // bf16: kw, vw [stages][16][S]; e4m3: kr, vr [stages][16][D] bytes, then k16, v16 [16][S] (the widened tile)
@@ -751,15 +761,10 @@ __global__ void __launch_bounds__(kPagedThreads, 2)
 
   // this block's keys (block_keys), in steps of 64
   const BlockKeys keys = block_keys(s, table, seq, len, from, split, t);
-  const int32_t* pages = keys.pages;
   const int64_t j0 = keys.j0, j1 = keys.j1;
   const int64_t n_steps = j1 > j0 ? (j1 - j0 + kPagedMmaStep - 1) / kPagedMmaStep : 0;
-  // key j's slot in the caches' rows, −1 where it is not to be attended to (as the tiled kernel's)
-  auto slot_of = [&](int64_t j) -> int64_t {
-    if (j >= j1) return -1;
-    const int64_t page = pages[j / s.page_size];
-    return page >= 0 && page < s.pages ? (page * s.Hkv + kvh) * s.page_size + j % s.page_size : int64_t{-1};
-  };
+  // key j's slot in the caches' rows, −1 where it is not to be attended to (BlockKeys::slot)
+  auto slot_of = [&](int64_t j) { return keys.slot(s, kvh, j); };
   // this warp's keys of step i: lane r < 16 finds key r's slot
   auto my_slot = [&](int64_t i) {
     return lane < kPagedMmaKeys ? slot_of(j0 + i * kPagedMmaStep + warp * kPagedMmaKeys + lane) : int64_t{-1};
@@ -1067,11 +1072,8 @@ __global__ void __launch_bounds__(kPagedThreads)
   const int64_t y = blockIdx.y, a = y * split.prefix_keys,
                 end = a + split.prefix_keys < seen ? a + split.prefix_keys : seen;
   const int64_t n_tiles = end > a ? (end - a + kCascadeTile - 1) / kCascadeTile : 0;
-  auto slot_of = [&](int64_t j) -> int64_t {  // −1: past the run, or its page outside the cache
-    if (j >= end) return -1;
-    const int64_t page = pages[j / s.page_size];
-    return page >= 0 && page < s.pages ? (page * s.Hkv + kvh) * s.page_size + j % s.page_size : int64_t{-1};
-  };
+  const BlockKeys run_keys{pages, a, end};
+  auto slot_of = [&](int64_t j) { return run_keys.slot(s, kvh, j); };  // −1: past the run, or its page outside
   // tile i into buffer i mod stages: warp w its rows 8w … 8w + 7 (lane r < 8 finds row 8w + r's slot)
   auto copy_tile = [&](int64_t i) {
     const int64_t jt = a + i * kCascadeTile + warp * kRowsAWarp;
