@@ -113,10 +113,11 @@ steps() {  # QKV_PROFILE=1: each op's calls, host and GPU time, and the waits, i
     --set train.max_iters=40 --set train.eval_interval=0 --set train.checkpoint_interval=0 --set train.dtype=bf16
   python3 -c "import gzip; s = [l.split('\t')[0] for l in gzip.open('data/tatoeba-en-fr/fra.txt.gz', 'rt') if l.strip()]; \
 print('\n'.join(s[::len(s) // 500][:500]))" > /tmp/steps-src.txt
-  QKV_PROFILE=1 step steps-translate 60 bash .gpu/run.sh qkv translate -m models/en-fr.safetensors -i /tmp/steps-src.txt \
+  QKV_CUDA_GRAPHS=0 QKV_PROFILE=1 step steps-translate 60 bash .gpu/run.sh qkv translate -m models/en-fr.safetensors -i /tmp/steps-src.txt \
     -o /tmp/steps-translate.out --beam 4 --batch-size 32 --device cuda --stats
-  # the same with CUDA graphs (a bucket's first step profiled op by op, the replays as one launch)
-  QKV_CUDA_GRAPHS=1 QKV_PROFILE=1 step steps-translate-graphs 60 bash .gpu/run.sh qkv translate -m models/en-fr.safetensors \
+  # the same with CUDA graphs, a GPU's default since 2026-12-05 (a bucket's first step profiled op by op, the
+  # replays as one launch)
+  QKV_PROFILE=1 step steps-translate-graphs 60 bash .gpu/run.sh qkv translate -m models/en-fr.safetensors \
     -i /tmp/steps-src.txt -o /tmp/steps-translate-graphs.out --beam 4 --batch-size 32 --device cuda --stats
 }
 profile() {  # Nsight Compute on the tensor-core attention kernels, one launch each (where the time goes)

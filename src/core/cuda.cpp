@@ -8,6 +8,7 @@
 #include <atomic>
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <map>
 #include <memory>
@@ -756,6 +757,17 @@ int64_t scratch_reserved(int) { return 0; }
 void empty_cache() {}
 
 #endif
+
+// ---- what QKV_CUDA_GRAPHS asks for (any build) ---------------------------------------------------
+
+GraphUse graph_use() {
+  const char* v = std::getenv("QKV_CUDA_GRAPHS");
+  if (!v || !*v) return GraphUse::decoding;
+  if (std::strcmp(v, "0") == 0) return GraphUse::none;
+  if (std::strcmp(v, "1") == 0) return GraphUse::decoding_and_training;
+  throw Error(detail::concat("QKV_CUDA_GRAPHS must be 0 (no CUDA graphs) or 1 (decoding and training steps ",
+                             "as graphs; unset: decoding steps only), got '", v, "'"));
+}
 
 // ---- the CPU's stand-in for a capture (any build) ----------------------------------------------
 

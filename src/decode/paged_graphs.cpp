@@ -1,8 +1,6 @@
 #include "qkv/decode/paged_graphs.h"
 
 #include <algorithm>
-#include <cstdlib>
-#include <string_view>
 
 #include "qkv/autograd/grad_mode.h"
 #include "qkv/core/error.h"
@@ -10,10 +8,7 @@
 
 namespace qkv::decode {
 
-bool decode_graphs_wanted(Device device) {
-  const char* v = std::getenv("QKV_CUDA_GRAPHS");
-  return !device.is_cpu() && v && std::string_view(v) == "1";
-}
+bool decode_graphs_wanted(Device device) { return !device.is_cpu() && cuda::graph_use() != cuda::GraphUse::none; }
 
 int64_t PagedDecodeGraphs::bucket_tokens(int64_t n, int64_t max_batch) {
   int64_t b = n <= 1 ? 1 : n <= 2 ? 2 : n <= 4 ? 4 : (n + 7) / 8 * 8;  // vLLM's 1, 2, 4, 8, 16, 24, …

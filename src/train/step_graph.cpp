@@ -1,16 +1,13 @@
 #include "qkv/train/step_graph.h"
 
-#include <cstdlib>
-#include <string_view>
-
+#include "qkv/core/cuda.h"
 #include "qkv/core/rng.h"
 #include "qkv/ops/clip.h"
 
 namespace qkv::train {
 
 bool step_graphs_wanted(Device device) {
-  const char* v = std::getenv("QKV_CUDA_GRAPHS");
-  return !device.is_cpu() && v && std::string_view(v) == "1";
+  return !device.is_cpu() && cuda::graph_use() == cuda::GraphUse::decoding_and_training;
 }
 
 std::string StepGraph::refusal(TrainingTask& task, bool data_parallel) {

@@ -166,9 +166,11 @@ TEST(StaticDecoding, TheBundledTranslatorTranslatesTheSame) {
 
 // On a lent GPU (docs/CUDA.md): static decoding with CUDA graphs — each bucket's first step run and
 // captured, the later ones replayed — steps as the usual cache on the GPU, through the same
-// regroupings, and the bundled translator translates the same with QKV_CUDA_GRAPHS=1.
+// regroupings, and the bundled translator translates the same with graphs (a GPU's default) as with
+// QKV_CUDA_GRAPHS=0.
 TEST(StaticDecodingOnAGpu, GraphsReplayTheUsualCachesSteps) {
   if (!cuda::is_available()) GTEST_SKIP() << "this machine shows no CUDA GPU";
+  ScopedEnv no_graphs("QKV_CUDA_GRAPHS", "0");  // start_decoding: the usual cache
   Generator g(11);
   Seq2SeqTransformer m(tiny_config(false), &g);
   m.eval();
@@ -210,8 +212,12 @@ TEST(StaticDecodingOnAGpu, TheBundledTranslatorTranslatesTheSameWithGraphs) {
   const std::vector<std::string>& lines = kSentences;
   decode::TranslateOptions o;
   o.batch_size = 3;
-  const std::vector<std::string> usual = tr.translate(lines, o);
-  ScopedEnv on("QKV_CUDA_GRAPHS", "1");
+  std::vector<std::string> usual;
+  {
+    ScopedEnv off("QKV_CUDA_GRAPHS", "0");
+    usual = tr.translate(lines, o);
+  }
+  ScopedEnv unset("QKV_CUDA_GRAPHS", nullptr);  // a GPU's default: graphs
   for (int pass = 0; pass < 2; ++pass) {  // the second pass replays the first's graphs
     const std::vector<std::string> graphed = tr.translate(lines, o);
     ASSERT_EQ(graphed.size(), usual.size());

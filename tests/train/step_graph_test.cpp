@@ -13,7 +13,9 @@
 
 #include "qkv/core/cuda.h"
 #include "qkv/core/thread_budget.h"
+#include "qkv/decode/paged_graphs.h"
 #include "qkv/io/safetensors.h"
+#include "qkv/nn/static_decoding.h"
 #include "qkv/train/lm_task.h"
 #include "qkv/train/step_graph.h"
 #include "testing.h"
@@ -147,6 +149,70 @@ TEST(StepGraph, RefusesWhatARecordingCannotHold) {
   EXPECT_NE(testing::error_of([&] { StepGraph g(task, task.train_config(), adam, casts, StepGraph::Mode::graph); })
                 .find("on a GPU"),
             std::string::npos);
+}
+
+// QKV_CUDA_GRAPHS (core/cuda.h's graph_use): unset, a GPU's decoding steps are graphs and its training
+// steps are not; 1 adds the training steps; 0 neither; the CPU never, whatever it says; another value
+// is an error naming the variable and the value.
+TEST(StepGraph, QkvCudaGraphsAsksForDecodingGraphsUnlessZeroAndTrainingStepsWithOne) {
+  const Device gpu = Device::cuda(0), cpu = Device::cpu();
+  struct Want {
+    bool decoding, translation, training;
+  };
+  const auto wanted = [](Device d) {
+    bool graphs = false;
+    const bool fixed = nn::static_decoding_wanted(d, &graphs);
+    return Want{decode::decode_graphs_wanted(d), fixed && graphs, train::step_graphs_wanted(d)};
+  };
+  testing::ScopedEnv static_decoding("QKV_STATIC_DECODING", nullptr);
+  for (const char* v : {static_cast<const char*>(nullptr), ""}) {
+    testing::ScopedEnv env("QKV_CUDA_GRAPHS", v);
+    EXPECT_EQ(cuda::graph_use(), cuda::GraphUse::decoding);
+    const Want w = wanted(gpu);
+    EXPECT_TRUE(w.decoding && w.translation);
+    EXPECT_FALSE(w.training);
+  }
+  {
+    testing::ScopedEnv env("QKV_CUDA_GRAPHS", "1");
+    EXPECT_EQ(cuda::graph_use(), cuda::GraphUse::decoding_and_training);
+    const Want w = wanted(gpu);
+    EXPECT_TRUE(w.decoding && w.translation && w.training);
+  }
+  {
+    testing::ScopedEnv env("QKV_CUDA_GRAPHS", "0");
+    testing::ScopedEnv unset("QKV_STATIC_DECODING", nullptr);
+    EXPECT_EQ(cuda::graph_use(), cuda::GraphUse::none);
+    const Want w = wanted(gpu);
+    EXPECT_FALSE(w.decoding || w.translation || w.training);
+    bool graphs = true;
+    EXPECT_FALSE(nn::static_decoding_wanted(gpu, &graphs));  // the usual cache
+    testing::ScopedEnv fixed("QKV_STATIC_DECODING", "1");    // static decoding without graphs
+    EXPECT_TRUE(nn::static_decoding_wanted(gpu, &graphs));
+    EXPECT_FALSE(graphs);
+  }
+  {  // QKV_STATIC_DECODING=0 asks for the usual cache, which has no graphs; 1 for the steps graphs replay
+    testing::ScopedEnv env("QKV_CUDA_GRAPHS", nullptr);
+    bool graphs = true;
+    testing::ScopedEnv usual("QKV_STATIC_DECODING", "0");
+    EXPECT_FALSE(nn::static_decoding_wanted(gpu, &graphs));
+    EXPECT_FALSE(graphs);
+    EXPECT_FALSE(nn::static_decoding_wanted(cpu, &graphs));
+    testing::ScopedEnv fixed("QKV_STATIC_DECODING", "1");
+    EXPECT_TRUE(nn::static_decoding_wanted(gpu, &graphs));
+    EXPECT_TRUE(graphs);
+    EXPECT_TRUE(nn::static_decoding_wanted(cpu, &graphs));
+    EXPECT_FALSE(graphs);
+  }
+  for (const char* v : {static_cast<const char*>(nullptr), "0", "1"}) {
+    testing::ScopedEnv env("QKV_CUDA_GRAPHS", v);
+    const Want w = wanted(cpu);
+    EXPECT_FALSE(w.decoding || w.translation || w.training) << (v ? v : "unset");
+  }
+  testing::ScopedEnv env("QKV_CUDA_GRAPHS", "yes");
+  const std::string e = testing::error_of([] { cuda::graph_use(); });
+  EXPECT_NE(e.find("QKV_CUDA_GRAPHS"), std::string::npos) << e;
+  EXPECT_NE(e.find("'yes'"), std::string::npos) << e;
+  EXPECT_NE(testing::error_of([&] { decode::decode_graphs_wanted(gpu); }).find("QKV_CUDA_GRAPHS"), std::string::npos);
 }
 
 // A recording whose step draws dropout from the default generator, which no replay moves: an error

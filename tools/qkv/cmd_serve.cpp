@@ -1176,11 +1176,14 @@ void add_serve(CLI::App& app) {
                  "weights decoding reads: f32, bf16 copies or int8 rows (a quarter of the bytes; activations quantized "
                  "per row). Default: int8 for a file qkv quantize wrote, f32 otherwise");
   dtype_option->default_str("");
-  sub->footer("Examples: qkv serve                       (the shipped en-fr translator and Shakespeare GPT; open http://127.0.0.1:8080/)\n"
-              "          curl -s localhost:8080/v1/translate -d '{\"sentences\": [\"The cat sleeps.\"]}'\n"
-              "          curl -sN localhost:8080/v1/generate -d '{\"prompt\": \"ROMEO:\", \"stream\": true}'\n"
-              "With --device cuda, QKV_CUDA_GRAPHS=1 replays decoding steps from CUDA graphs (the translator's beam "
-              "steps; the language models' steps of decoding tokens, in buckets: docs/CUDA.md, \"CUDA graphs\").");
+  sub->footer(
+      "Examples: qkv serve                       (the shipped en-fr translator and Shakespeare GPT; open "
+      "http://127.0.0.1:8080/)\n"
+      "          curl -s localhost:8080/v1/translate -d '{\"sentences\": [\"The cat sleeps.\"]}'\n"
+      "          curl -sN localhost:8080/v1/generate -d '{\"prompt\": \"ROMEO:\", \"stream\": true}'\n"
+      "With --device cuda, decoding steps replay from CUDA graphs (the translator's beam steps; the language "
+      "models' steps of decoding tokens, in buckets: docs/CUDA.md, \"CUDA graphs\"); QKV_CUDA_GRAPHS=0 "
+      "launches them kernel by kernel.");
   register_runner(sub, [a, dtype, dtype_option] {
     if (dtype_option->count() > 0) a->weights = *dtype;
     return run_serve(*a);

@@ -157,6 +157,18 @@ class Graph {
 std::unique_ptr<Graph> capture_or_explain(std::shared_ptr<Stream> pool, int device, const std::function<void()>& work,
                                           const char* what);
 
+// What QKV_CUDA_GRAPHS asks of a GPU (the CPU never replays graphs; its tests emulate them):
+//   unset or ""  decoding: the translator's static decoding (nn/static_decoding.h) and the decoder-only
+//                models' buckets (decode/paged_graphs.h) replay each step from a CUDA graph — 2.3× the
+//                eager translator (f32) and 1.4–1.6× GPT-2's batched decoding on an H200 (docs/CUDA.md,
+//                "Measured", 2026-12-04), the same tokens —, a training step eagerly
+//   "1"          a training step recorded and replayed as well (train/step_graph.h: opt-in until a GPU
+//                times it)
+//   "0"          no graphs: every step launched kernel by kernel
+// Any other value is a qkv::Error naming the variable and the value.
+enum class GraphUse : uint8_t { none, decoding, decoding_and_training };
+GraphUse graph_use();
+
 // Whether the calling thread is capturing a graph now (what must not wait for the GPU).
 bool is_capturing();
 

@@ -50,7 +50,7 @@ struct BatchingGeneratorOptions {
   // each rounded as it is written (vLLM's kv_cache_dtype); the attention still computes in f32.
   DType kv_cache_dtype = DType::f32;
   // Decoding steps as CUDA graphs (decode/paged_graphs.h: a step of decoding tokens only, padded to
-  // a bucket, replayed from one graph): `automatic` — on a GPU with QKV_CUDA_GRAPHS=1 —, `off`, or
+  // a bucket, replayed from one graph): `automatic` — on a GPU unless QKV_CUDA_GRAPHS=0 —, `off`, or
   // `on`: on a GPU, and on the CPU emulated (the bucketed steps run as written, host reads refused:
   // the tests' way to check the GPU's steps).
   enum class DecodeGraphs : uint8_t { automatic, off, on };

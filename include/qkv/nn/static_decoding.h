@@ -7,7 +7,8 @@
 // from the host before it: the rows' tokens, the step's position and the indices of SlotStep
 // (nn/multihead_attention.h). With graphs the shapes are a bucket's: the rows R rounded up to a
 // multiple of 8 (the rows past the real ones decode a dummy token and are never read), the history's
-// width to a multiple of 32 positions; without, each step's own. Keys and values live in slots: step t's rows write slots base_t … base_t
+// width to a multiple of 32 positions; without, each step's own. Keys and values live in slots: step t's rows write
+// slots base_t … base_t
 // + R − 1, and a hypothesis's past is the list of its positions' slots, kept on the host — beam
 // search's regrouping moves no keys on the device, it only permutes those lists (the usual cache
 // gathers every layer's keys and values every step: KVCache::reorder). Cross-attention reads each
@@ -19,12 +20,13 @@
 //
 // A StaticDecoder keeps, for one model, the pools of slots and one graph per bucket across batches
 // (a bucket is captured once, the first time a batch reaches it, and replayed by every later batch;
-// without graphs the pools go with each batch); it serves one batch at a time (StaticBatch). Seq2SeqTransformer::start_decoding hands one out
-// where asked:
-//   QKV_CUDA_GRAPHS=1      on a GPU: each bucket's first step runs as usual, is then captured, and
-//                          later ones replay it (opt-in until timed on a GPU)
-//   QKV_STATIC_DECODING=1  the same steps without graphs, on any device (what the CPU's tests check
-//                          against the usual cache)
+// without graphs the pools go with each batch); it serves one batch at a time (StaticBatch).
+// Seq2SeqTransformer::start_decoding hands one out where asked:
+//   on a GPU (unless QKV_CUDA_GRAPHS=0): each bucket's first step runs as usual, is then captured,
+//                          and later ones replay it (2.3× the eager steps on an H200, 2026-12-04)
+//   QKV_STATIC_DECODING=1  the same steps on any device (without graphs on the CPU, which its tests
+//                          check against the usual cache; on a GPU with them unless QKV_CUDA_GRAPHS=0);
+//                          another value, the usual cache
 // The steps equal the usual cache's up to the order of the attention's sums (paged_attention's kernel
 // rather than the dense one).
 #pragma once
@@ -69,8 +71,10 @@ class BufferSlices {
 std::string static_decoding_refusal(const Seq2SeqTransformer& model, const Tensor& src,
                                     std::vector<int32_t>* lengths = nullptr);
 
-// Whether the environment asks for static decoding on `device`: QKV_STATIC_DECODING=1 anywhere,
-// QKV_CUDA_GRAPHS=1 on a GPU; `graphs` says whether with CUDA graphs.
+// Whether the environment asks for static decoding on `device`: QKV_STATIC_DECODING=1 anywhere, unset
+// on the CPU and on a GPU unless QKV_CUDA_GRAPHS=0; any other value of QKV_STATIC_DECODING, the usual
+// cache. `graphs` says whether with CUDA graphs: on a GPU unless QKV_CUDA_GRAPHS=0 (core/cuda.h's
+// graph_use).
 bool static_decoding_wanted(Device device, bool* graphs);
 
 class StaticDecoder {

@@ -121,7 +121,7 @@ class Seq2SeqTransformer : public Module {
     // search keeps them) the cross-attention reads the shared copy; any other order expands it to
     // one row per hypothesis, once. Without the cache, every row has its own.
     std::vector<int64_t> row_source;
-    // Static decoding (nn/static_decoding.h; QKV_CUDA_GRAPHS=1 on a GPU, QKV_STATIC_DECODING=1):
+    // Static decoding (nn/static_decoding.h; on a GPU with graphs unless QKV_CUDA_GRAPHS=0, on the CPU):
     // when set, it holds the rows and the caches, and none of the above is used.
     std::shared_ptr<StaticBatch> fixed;
     int64_t rows() const;

@@ -44,7 +44,7 @@
 namespace qkv::train {
 
 // Whether steps on `device` are recorded when TrainerOptions::step_graphs is automatic:
-// QKV_CUDA_GRAPHS=1 on a GPU (opt-in until timed there).
+// QKV_CUDA_GRAPHS=1 on a GPU (opt-in until timed there; unset, only decoding steps are graphs).
 bool step_graphs_wanted(Device device);
 
 class StepGraph {
