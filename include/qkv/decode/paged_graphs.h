@@ -23,9 +23,9 @@
 // they never run at once, and each one's output stays its own.
 //
 //   BatchingGeneratorOptions::decode_graphs automatic: on a GPU unless QKV_CUDA_GRAPHS=0 (1.4–1.6× the
-//   eager steps of GPT-2 small's shape on an H200, 2026-12-04); decode_graphs on: also on the CPU, emulated — every
-//   bucketed step run under cuda::EmulatedCapture (a host read inside it is an Error, as a capture's wait would be):
-//   what the CPU's tests check of the GPU's steps.
+//   eager steps of GPT-2 small's shape on an H200, 2026-12-04); decode_graphs on: also on the CPU,
+//   emulated — every bucketed step run under cuda::EmulatedCapture (a host read inside it is an Error,
+//   as a capture's wait would be): what the CPU's tests check of the GPU's steps.
 #pragma once
 
 #include <cstdint>

@@ -7,10 +7,9 @@
 // from the host before it: the rows' tokens, the step's position and the indices of SlotStep
 // (nn/multihead_attention.h). With graphs the shapes are a bucket's: the rows R rounded up to a
 // multiple of 8 (the rows past the real ones decode a dummy token and are never read), the history's
-// width to a multiple of 32 positions; without, each step's own. Keys and values live in slots: step t's rows write
-// slots base_t … base_t
-// + R − 1, and a hypothesis's past is the list of its positions' slots, kept on the host — beam
-// search's regrouping moves no keys on the device, it only permutes those lists (the usual cache
+// width to a multiple of 32 positions; without, each step's own. Keys and values live in slots: step
+// t's rows write slots base_t … base_t + R − 1, and a hypothesis's past is the list of its positions'
+// slots, kept on the host — beam search's regrouping moves no keys on the device, it only permutes those lists (the usual cache
 // gathers every layer's keys and values every step: KVCache::reorder). Cross-attention reads each
 // source's keys as one page, up to its length (sources are padded at the end).
 //
@@ -22,8 +21,8 @@
 // (a bucket is captured once, the first time a batch reaches it, and replayed by every later batch;
 // without graphs the pools go with each batch); it serves one batch at a time (StaticBatch).
 // Seq2SeqTransformer::start_decoding hands one out where asked:
-//   on a GPU (unless QKV_CUDA_GRAPHS=0): each bucket's first step runs as usual, is then captured,
-//                          and later ones replay it (2.3× the eager steps on an H200, 2026-12-04)
+//   on a GPU               (unless QKV_CUDA_GRAPHS=0) each bucket's first step runs as usual, is then
+//                          captured, and later ones replay it (2.3× the eager steps on an H200, 2026-12-04)
 //   QKV_STATIC_DECODING=1  the same steps on any device (without graphs on the CPU, which its tests
 //                          check against the usual cache; on a GPU with them unless QKV_CUDA_GRAPHS=0);
 //                          another value, the usual cache
