@@ -17,16 +17,12 @@ requiring grad; medians of the benchmark's repetitions (qkv) and of R timed call
 """
 import argparse
 import json
-import os
 import statistics
-import subprocess
-import sys
 import time
 
 import gbench  # qkv's side: its Google Benchmark program's medians
 
 SHAPES = [(8192, 384, 1536), (2048, 768, 3072)]
-HERE = os.path.dirname(os.path.abspath(__file__))
 
 
 def torch_worker(threads, repeats):
@@ -77,24 +73,16 @@ def qkv_run(bench, threads, repeats):
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--bench", default=os.path.join(HERE, "..", "build", "bench", "qkv_bias_activation_bench"))
-    ap.add_argument("--torch-python", default=sys.executable)
-    ap.add_argument("--threads", type=int, default=2)
-    ap.add_argument("--runs", type=int, default=3)
-    ap.add_argument("--repeats", type=int, default=10)
-    ap.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
+    gbench.add_arguments(ap, "qkv_bias_activation_bench", repeats=10)
     a = ap.parse_args()
     if a.worker:
         print(json.dumps(torch_worker(a.threads, a.repeats)))
         return
-    env = dict(os.environ, OMP_WAIT_POLICY="PASSIVE", OMP_NUM_THREADS=str(a.threads))
     qkv_runs, torch_runs = [], []
     for _ in range(a.runs):
         qkv_runs.append(qkv_run(a.bench, a.threads, 5))
-        r = subprocess.run([a.torch_python, __file__, "--worker", "--threads", str(a.threads), "--repeats",
-                            str(a.repeats)], env=env, capture_output=True, text=True, check=True)
-        torch_runs.append(json.loads(r.stdout))
-    med = lambda runs, k: statistics.median(run[k] for run in runs)
+        torch_runs.append(gbench.torch_run(__file__, a.torch_python, a.threads, a.repeats))
+    med = gbench.median
     print(f"Dropout(gelu(x W1^T + b1)), f32, dropout 0.1, {a.threads} threads; PyTorch {torch_runs[0]['version']}; "
           f"medians of {a.runs} alternated runs (ms)")
     print(f"{'rows x d x hidden':>18} {'pass':>8} {'bias in GEMM':>13} {'in act.':>8} {'PyTorch':>8} "

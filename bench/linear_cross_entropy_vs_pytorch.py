@@ -30,7 +30,6 @@ import bench_progress  # a bar over the measurements, on stderr
 import gbench  # qkv's side: its Google Benchmark program's medians
 
 SHAPES = [(2048, 768, 50257), (4096, 512, 8000)]
-HERE = os.path.dirname(os.path.abspath(__file__))
 
 
 def torch_inputs(N, d, V):
@@ -84,12 +83,7 @@ def peak_rss_mb(cmd, env):
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--bench", default=os.path.join(HERE, "..", "build", "bench", "qkv_linear_cross_entropy_bench"))
-    ap.add_argument("--torch-python", default=sys.executable)
-    ap.add_argument("--threads", type=int, default=2)
-    ap.add_argument("--runs", type=int, default=3)
-    ap.add_argument("--repeats", type=int, default=3)
-    ap.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
+    gbench.add_arguments(ap, "qkv_linear_cross_entropy_bench", repeats=3)
     ap.add_argument("--shape", help=argparse.SUPPRESS)
     a = ap.parse_args()
     if a.worker:
@@ -103,10 +97,8 @@ def main():
         with bench_progress.measuring(f"qkv, run {run + 1}"):
             qkv_runs.append(qkv_run(a.bench, a.threads, 3))
         with bench_progress.measuring(f"PyTorch, run {run + 1}"):
-            r = subprocess.run([a.torch_python, __file__, "--worker", "--threads", str(a.threads), "--repeats",
-                                str(a.repeats)], env=env, capture_output=True, text=True, check=True)
-        torch_runs.append(json.loads(r.stdout))
-    med = lambda runs, k: statistics.median(run[k] for run in runs)
+            torch_runs.append(gbench.torch_run(__file__, a.torch_python, a.threads, a.repeats))
+    med = gbench.median
     bench_progress.write(f"cross_entropy(x Wᵀ, y) forward + backward, f32, {a.threads} threads; PyTorch "
                          f"{torch_runs[0]['version']}; medians of {a.runs} alternated runs (ms; peak RSS in MB, a "
                          "process a form)")

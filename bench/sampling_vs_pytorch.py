@@ -17,10 +17,7 @@ alternate; the table shows the median run and PyTorch / qkv (> 1: qkv faster).
 """
 import argparse
 import json
-import os
 import statistics
-import subprocess
-import sys
 import time
 
 import gbench  # qkv's side: its Google Benchmark program's medians
@@ -28,7 +25,6 @@ import gbench  # qkv's side: its Google Benchmark program's medians
 VOCAB = 50257
 CASES = [(0, 1.0, False), (50, 1.0, False), (0, 0.9, False), (50, 0.95, False), (50, 0.95, True)]  # (top_k, top_p, penalties)
 ROWS = [1, 32]
-HERE = os.path.dirname(os.path.abspath(__file__))
 
 
 def torch_worker(threads, repeats):
@@ -95,24 +91,16 @@ def qkv_run(bench, threads, repeats):
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--bench", default=os.path.join(HERE, "..", "build", "bench", "qkv_sampling_bench"))
-    ap.add_argument("--torch-python", default=sys.executable)
-    ap.add_argument("--threads", type=int, default=2)
-    ap.add_argument("--runs", type=int, default=3)
-    ap.add_argument("--repeats", type=int, default=20)
-    ap.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
+    gbench.add_arguments(ap, "qkv_sampling_bench", repeats=20)
     a = ap.parse_args()
     if a.worker:
         print(json.dumps(torch_worker(a.threads, a.repeats)))
         return
-    env = dict(os.environ, OMP_WAIT_POLICY="PASSIVE", OMP_NUM_THREADS=str(a.threads))
     qkv_runs, torch_runs = [], []
     for _ in range(a.runs):
         qkv_runs.append(qkv_run(a.bench, a.threads, 5))
-        r = subprocess.run([a.torch_python, __file__, "--worker", "--threads", str(a.threads), "--repeats",
-                            str(a.repeats)], env=env, capture_output=True, text=True, check=True)
-        torch_runs.append(json.loads(r.stdout))
-    med = lambda runs, key: statistics.median(run[key] for run in runs)
+        torch_runs.append(gbench.torch_run(__file__, a.torch_python, a.threads, a.repeats))
+    med = gbench.median
     print(f"next token of rows x {VOCAB} logits, temperature 1, {a.threads} threads; PyTorch {torch_runs[0]['version']}; "
           f"medians of {a.runs} alternated runs (ms)")
     print(f"{'rows':>5} {'filters':>29} {'sample_rows':>12} {'plain filters':>14} {'PyTorch (HF)':>13} {'PyTorch/qkv':>12}")

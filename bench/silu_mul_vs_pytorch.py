@@ -19,7 +19,6 @@ core/thread_budget.h; --no-budget sets QKV_THREAD_BUDGET=off, the fixed count of
 """
 import argparse
 import json
-import os
 import statistics
 import subprocess
 import sys
@@ -28,7 +27,6 @@ import time
 import gbench  # qkv's side: its Google Benchmark program's medians
 
 SHAPES = [(512, 4864), (64, 11008)]
-HERE = os.path.dirname(os.path.abspath(__file__))
 
 
 def torch_worker(threads, repeats):
@@ -79,32 +77,24 @@ def qkv_run(bench, threads, repeats, budget=True):
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--bench", default=os.path.join(HERE, "..", "build", "bench", "qkv_silu_mul_bench"))
-    ap.add_argument("--torch-python", default=sys.executable)
-    ap.add_argument("--threads", type=int, default=2)
-    ap.add_argument("--runs", type=int, default=3)
-    ap.add_argument("--repeats", type=int, default=20)
+    gbench.add_arguments(ap, "qkv_silu_mul_bench", repeats=20)
     ap.add_argument("--busy", action="store_true", help="one core kept busy by another process throughout")
     ap.add_argument("--no-budget", action="store_true", help="qkv with QKV_THREAD_BUDGET=off (fixed threads)")
-    ap.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
     a = ap.parse_args()
     if a.worker:
         print(json.dumps(torch_worker(a.threads, a.repeats)))
         return
-    env = dict(os.environ, OMP_WAIT_POLICY="PASSIVE", OMP_NUM_THREADS=str(a.threads))
     qkv_runs, torch_runs = [], []
     spinner = subprocess.Popen([sys.executable, "-c", "while True: pass"]) if a.busy else None
     try:
         for _ in range(a.runs):
             qkv_runs.append(qkv_run(a.bench, a.threads, 5, budget=not a.no_budget))
-            r = subprocess.run([a.torch_python, __file__, "--worker", "--threads", str(a.threads), "--repeats",
-                                str(a.repeats)], env=env, capture_output=True, text=True, check=True)
-            torch_runs.append(json.loads(r.stdout))
+            torch_runs.append(gbench.torch_run(__file__, a.torch_python, a.threads, a.repeats))
     finally:
         if spinner:
             spinner.kill()
             spinner.wait()
-    med = lambda runs, k: statistics.median(run[k] for run in runs)
+    med = gbench.median
     print(f"silu(gate) * up, f32, {a.threads} threads; PyTorch {torch_runs[0]['version']}; "
           f"medians of {a.runs} alternated runs (ms)" + ("; one core busy" if a.busy else "") +
           ("; qkv's thread budget off" if a.no_budget else ""))
