@@ -14,7 +14,7 @@ qkv.ImageClassifier, qkv.ImageCaptioner, or qkv.load(path) for any of them; qkv.
 Hugging Face folders (GPT-2, Llama, Qwen2, Mistral, Marian, BERT): qkv.convert(folder, out) or qkv.load(folder)
 (a BERT: qkv.MaskedLanguageModel, with fill_mask(text, top_k) as pipeline("fill-mask")).
 qkv.evaluate_translations(hyps, [refs], sources, group, bucket_width) scores as `qkv eval` does.
-Memory: qkv.set_cache_limit(0, 0.25) bounds the host allocator's cache as `qkv translate` does
+Memory: qkv.set_cache_limit(0, 0.25, miss_evicts=True) bounds the host allocator's cache as `qkv translate` does
 (training's default keeps more), qkv.empty_cache() and qkv.cached_bytes() as torch.cuda's.
 """
 from ._qkv import (Error, ImageCaptioner, ImageClassifier, LanguageModel, MaskedLanguageModel, Tensor,

@@ -50,14 +50,18 @@ NB_MODULE(_qkv, m) {
         "Threads asked for (torch.get_num_threads); on a busy machine qkv may run fewer (docs/ARCHITECTURE.md).");
   // The host allocator's cache (core/allocator.h), as torch.cuda.empty_cache / memory_reserved for
   // qkv's CPU memory: a process that decodes holds less with qkv's decoding bound.
-  m.def("set_cache_limit", [](int64_t at_least, double peak_fraction) {
-    QKV_CHECK(at_least >= 0, "set_cache_limit: at_least must be a number of bytes ≥ 0, got ", at_least);
-    qkv::set_cache_limit({static_cast<size_t>(at_least), peak_fraction});
-  }, "at_least"_a = int64_t{256} << 20, "peak_fraction"_a = 2.0,
-        "Bounds the freed blocks qkv's host allocator keeps for reuse to max(at_least bytes, peak_fraction × "
-        "the most bytes ever live at once); beyond it they go back to the system. The default suits "
-        "training; qkv translate, generate and serve use at_least=0, peak_fraction=0.25 (decoding: "
-        "qkv.set_cache_limit(0, 0.25)).");
+  m.def(
+      "set_cache_limit",
+      [](int64_t at_least, double peak_fraction, bool miss_evicts) {
+        QKV_CHECK(at_least >= 0, "set_cache_limit: at_least must be a number of bytes ≥ 0, got ", at_least);
+        qkv::set_cache_limit({static_cast<size_t>(at_least), peak_fraction, miss_evicts});
+      },
+      "at_least"_a = int64_t{256} << 20, "peak_fraction"_a = 2.0, "miss_evicts"_a = false,
+      "Bounds the freed blocks qkv's host allocator keeps for reuse to max(at_least bytes, peak_fraction × "
+      "the most bytes ever live at once); beyond it they go back to the system. miss_evicts: a block the "
+      "cache cannot serve first sends as many cached bytes back, so the cache never raises the resident "
+      "set past the most bytes live. The default suits training; qkv translate, generate and serve use "
+      "qkv.set_cache_limit(0, 0.25, miss_evicts=True).");
   m.def("empty_cache", &qkv::empty_cache,
         "Gives every freed block qkv's host allocator keeps back to the system (torch.cuda.empty_cache).");
   m.def("cached_bytes", &qkv::cached_bytes,

@@ -69,6 +69,13 @@ def test_cache_limit_bounds_the_allocators_cache_and_refuses_bad_values():
         x = qkv.zeros([1024, 1024])
         del x
         assert qkv.cached_bytes() >= 4 << 20
+        qkv.set_cache_limit(64 << 20, 0.0, miss_evicts=True)  # (decoding's kind): a miss sends cached blocks back
+        x = qkv.zeros([1024, 1024])
+        del x
+        assert qkv.cached_bytes() >= 4 << 20
+        y = qkv.zeros([2048, 1024])            # 8 MiB: no cached block serves it, so they go first
+        assert qkv.cached_bytes() == 0
+        del y
         qkv.empty_cache()
         assert qkv.cached_bytes() == 0
         for bad in (float("nan"), float("inf"), -1.0):

@@ -131,6 +131,71 @@ TEST(Allocator, CacheLimitGivesBackTheLeastRecentlyFreed) {
   EXPECT_EQ(cached_bytes(), 0);
 }
 
+// miss_evicts (decoding's limit): a block the cache cannot serve first sends the least recently freed
+// cached blocks back, as many bytes as it asks for, so that cached + live bytes never pass what was
+// resident before; a block it can serve takes none out; what the cache holds beyond the miss stays.
+TEST(Allocator, AMissEvictsAsManyCachedBytesAsItAsksFor) {
+  empty_cache();
+  struct Restore {
+    ~Restore() { set_cache_limit(CacheLimit{}); }
+  } restore;
+  const size_t MiB = size_t{1} << 20;
+  set_cache_limit({64 * MiB, 0.0, true});
+  size_t ca = 0, cb = 0, cc = 0, cap = 0;
+  void* a = alloc_block(2 * MiB, &ca);
+  void* b = alloc_block(3 * MiB, &cb);
+  void* c = alloc_block(4 * MiB, &cc);
+  ASSERT_TRUE(a && b && c);
+  free_block(a, ca);  // the oldest
+  free_block(b, cb);
+  free_block(c, cc);
+  EXPECT_EQ(cached_bytes(), static_cast<int64_t>(9 * MiB));
+  void* c2 = alloc_block(4 * MiB, &cap);  // served: nothing evicted
+  EXPECT_EQ(c2, c);
+  EXPECT_EQ(cached_bytes(), static_cast<int64_t>(5 * MiB));
+  free_block(c2, cap);
+  // 12 MiB fits no cached block: a (2), b (3) and c (4) go, oldest first,
+  // until 12 MiB are out — all 9 here, as fewer would not free 12
+  void* big = alloc_block(12 * MiB, &cap);
+  ASSERT_TRUE(big);
+  EXPECT_EQ(cached_bytes(), 0);
+  free_block(big, cap);
+  EXPECT_EQ(cached_bytes(), static_cast<int64_t>(12 * MiB));
+  empty_cache();
+  // 2, 3 and 4 MiB cached (2 the oldest): a 5 MiB block sends 5 MiB of the oldest back — the 2 and the 3 —
+  // and the 4 stays for the next 4 MiB block
+  void* x = alloc_block(2 * MiB, &ca);
+  void* y = alloc_block(3 * MiB, &cb);
+  void* z = alloc_block(4 * MiB, &cc);
+  ASSERT_TRUE(x && y && z);
+  std::fill_n(static_cast<unsigned char*>(x), 2 * MiB, 7);
+  free_block(x, ca);
+  free_block(y, cb);
+  free_block(z, cc);
+  void* f = alloc_block(5 * MiB, &cap);
+  ASSERT_TRUE(f);
+  EXPECT_EQ(cached_bytes(), static_cast<int64_t>(4 * MiB)) << "the 2 and 3 MiB blocks out, the 4 kept";
+  EXPECT_EQ(cap, 5 * MiB);
+#if !defined(__SANITIZE_ADDRESS__)
+  // the oldest block (x) became f: its pages as they were (mremap), not mapped and zeroed afresh
+  EXPECT_EQ(static_cast<unsigned char*>(f)[0], 7);
+  EXPECT_EQ(static_cast<unsigned char*>(f)[2 * MiB - 1], 7);
+#endif
+  std::fill_n(static_cast<unsigned char*>(f), 5 * MiB, 1);  // writable to the last byte
+  size_t cz = 0;
+  void* z2 = alloc_block(4 * MiB, &cz);
+  EXPECT_EQ(z2, z);
+  free_block(z2, cz);
+  free_block(f, cap);
+  // the default (training's) keeps its cache on a miss
+  set_cache_limit({64 * MiB, 0.0});
+  const int64_t held = cached_bytes();
+  void* g = alloc_block(20 * MiB, &cap);
+  EXPECT_EQ(cached_bytes(), held);
+  free_block(g, cap);
+  empty_cache();
+}
+
 TEST(Allocator, UncachedFreesGiveLargeBlocksBackAtOnce) {
   empty_cache();
   const size_t MiB = size_t{1} << 20;

@@ -17,8 +17,10 @@
 // Tatoeba step). Beyond the limit the least recently freed blocks go back to the system; large
 // blocks are mappings of their own, so what goes back leaves the resident set. Decoding sets a
 // tighter limit (set_cache_limit: a quarter of its peak), where the cache's blocks were half of a
-// translation run's resident memory. empty_cache() returns everything (torch.cuda.empty_cache's
-// counterpart), and QKV_CACHING_ALLOCATOR=0 in the environment turns the cache off.
+// translation run's resident memory, and there a block the cache cannot serve first sends as many
+// cached bytes back (CacheLimit::miss_evicts), so the cache never adds to the resident set's peak. empty_cache()
+// returns everything (torch.cuda.empty_cache's counterpart), and QKV_CACHING_ALLOCATOR=0 in the environment turns the
+// cache off.
 //
 // Every device has one Allocator (allocator_for): the host's is this cache; a device backend
 // brings its own (a CUDA build would cache cudaMalloc blocks the same way).
@@ -54,11 +56,17 @@ int64_t cached_bytes();  // host bytes held by the cache, not by any Storage
 struct CacheLimit {
   size_t at_least = size_t{256} << 20;
   double peak_fraction = 2.0;
+  // A block the cache cannot serve takes the least recently freed cached block's place (its mapping
+  // resized: the pages it keeps are not faulted in again), and the next oldest go back to the system
+  // until as many bytes as it asks have left the cache: the cache then never raises the resident set
+  // past the most bytes ever live (decoding's), where without it a new shape maps fresh memory beside
+  // cached blocks of the shapes before.
+  bool miss_evicts = false;
 };
 // Training's default; decoding_cache_limit() for translation, generation and serving. A
 // peak_fraction that is negative or not finite is a qkv::Error. (Python: qkv.set_cache_limit.)
 void set_cache_limit(CacheLimit limit);
-CacheLimit decoding_cache_limit();  // a quarter of the peak (src/core/allocator.cpp says why)
+CacheLimit decoding_cache_limit();  // a quarter of the peak, a miss evicting (src/core/allocator.cpp says why)
 void empty_cache();
 
 // While one lives on this thread, large host blocks that are freed go straight back to the system
