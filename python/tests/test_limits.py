@@ -85,5 +85,8 @@ def test_cache_limit_bounds_the_allocators_cache_and_refuses_bad_values():
             qkv.set_cache_limit(-5)
         with pytest.raises(TypeError):
             qkv.set_cache_limit(2**70)
+        for bad in ("yes", None, [True]):      # miss_evicts is a bool, nothing taken for one
+            with pytest.raises(TypeError):
+                qkv.set_cache_limit(0, 0.25, miss_evicts=bad)
     finally:
         qkv.set_cache_limit()

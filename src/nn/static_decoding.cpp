@@ -25,9 +25,12 @@ bool static_decoding_wanted(Device device, bool* graphs) {
   // a GPU's steps as CUDA graphs unless QKV_CUDA_GRAPHS=0 (2.3× the eager ones on an H200: docs/CUDA.md)
   *graphs = !device.is_cpu() && cuda::graph_use() != cuda::GraphUse::none;
   const char* v = std::getenv("QKV_STATIC_DECODING");
-  if (v && *v && std::string_view(v) != "1") return *graphs = false;  // asked for the usual cache
+  if (v && *v) {
+    if (std::string_view(v) != "1") *graphs = false;  // asked for the usual cache
+    return std::string_view(v) == "1";
+  }
   // the CPU's default (faster there: docs/BENCHMARKS.md); a GPU's with graphs (without, not timed)
-  return (v && *v) || device.is_cpu() || *graphs;
+  return device.is_cpu() || *graphs;
 }
 
 std::string static_decoding_refusal(const Seq2SeqTransformer& model, const Tensor& src, std::vector<int32_t>* lengths) {
