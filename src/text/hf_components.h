@@ -9,6 +9,8 @@
 // wants ids and text. Private to text/.
 #pragma once
 
+#include <chrono>
+#include <cstddef>
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -50,6 +52,34 @@ struct Piece {
 };
 using Pieces = std::vector<Piece>;
 
+// What one text may cost on its way through the stages (hf_budget.cpp), so that no tokenizer.json —
+// a crafted one included — exhausts memory or hangs on it:
+//   bytes: any form of the text (a stage's output, the pieces together) ≤ kGrowth × its bytes +
+//          kSlack — Replace stages in a Sequence multiply a text by their contents' lengths, ByteLevel
+//          pre-tokenizers in one double its non-ASCII bytes;
+//   time:  its regexes stop matching kSeconds + kSecondsPerByte × its bytes after it set out — PCRE2
+//          backtracks, and a pattern such as "a*a*b|." costs a long word's length squared a match.
+// Real tokenizers are far inside both: NFKC makes at most 18 characters of one, Replace "▁" for " "
+// three bytes of one; GPT-2's and Llama 3's patterns take ~0.07 µs a byte. Past either bound: a
+// qkv::Error naming the stage's field.
+class Budget {
+ public:
+  static constexpr size_t kGrowth = 64, kSlack = 64 << 10;
+  static constexpr double kSeconds = 1.0, kSecondsPerByte = 4e-6;
+
+  explicit Budget(size_t text_bytes);
+  size_t text_bytes() const { return text_bytes_; }
+  size_t max_bytes() const { return max_bytes_; }
+  // `where`: "tokenizer.json: normalizer.normalizers[1]", the stage that made `bytes` of the text
+  void check_bytes(size_t bytes, const std::string& where) const;
+  void check_time(const std::string& where) const;
+
+ private:
+  size_t text_bytes_, max_bytes_;
+  std::chrono::steady_clock::time_point deadline_;
+};
+size_t bytes_of(const Pieces& pieces);  // the pieces' texts together
+
 // Patterns the pre-tokenizers and Replace stages split on: a literal string or a PCRE2 regex
 // (UTF + UCP: \p{L}, \s as Unicode has them; lookahead).
 class Pattern {
@@ -60,18 +90,23 @@ class Pattern {
   Pattern(Pattern&&) noexcept;
   Pattern& operator=(Pattern&&) noexcept;
   // Every match [start, end) of s, in order, non-overlapping (s valid UTF-8); empty matches skipped.
-  std::vector<std::pair<size_t, size_t>> matches(std::string_view s) const;
+  // A regex checks the budget's time after every match.
+  std::vector<std::pair<size_t, size_t>> matches(std::string_view s, const Budget& budget) const;
+  // s with every match replaced by `content`, within the budget's bytes.
+  std::string replace(std::string_view s, const std::string& content, const Budget& budget) const;
 
  private:
   Pattern() = default;
   std::string literal_;
   void* code_ = nullptr;  // pcre2_code_8 (literal_ when null)
+  std::string where_;     // "tokenizer.json: pre_tokenizer.pattern.Regex", for errors
 };
 
+// Each stage below keeps to the budget of the text it is given (Budget, above).
 class Normalizer {
  public:
   virtual ~Normalizer() = default;
-  virtual std::string normalize(std::string s) const = 0;
+  virtual std::string normalize(std::string s, const Budget& budget) const = 0;
 };
 std::unique_ptr<Normalizer> make_normalizer(const json& j, const Field& f);
 
@@ -79,7 +114,7 @@ class PreTokenizer {
  public:
   virtual ~PreTokenizer() = default;
   // Splits each piece that is not a token yet; empty pieces are dropped.
-  virtual void pre_tokenize(Pieces& pieces) const = 0;
+  virtual void pre_tokenize(Pieces& pieces, const Budget& budget) const = 0;
 };
 std::unique_ptr<PreTokenizer> make_pre_tokenizer(const json& j, const Field& f);
 
@@ -112,7 +147,7 @@ std::unique_ptr<Model> make_wordpiece(const json& j, const Field& f);  // wordpi
 class Decoder {
  public:
   virtual ~Decoder() = default;
-  virtual std::vector<std::string> decode_chain(std::vector<std::string> tokens) const = 0;
+  virtual std::vector<std::string> decode_chain(std::vector<std::string> tokens, const Budget& budget) const = 0;
 };
 std::unique_ptr<Decoder> make_decoder(const json& j, const Field& f);
 

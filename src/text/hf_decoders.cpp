@@ -15,7 +15,7 @@ namespace {
 // UTF-8 bytes), the bytes read as UTF-8 with each invalid stretch one U+FFFD.
 class ByteLevel final : public Decoder {
  public:
-  std::vector<std::string> decode_chain(std::vector<std::string> tokens) const override {
+  std::vector<std::string> decode_chain(std::vector<std::string> tokens, const Budget&) const override {
     std::string bytes;
     for (const auto& t : tokens) {
       const size_t mark = bytes.size();
@@ -37,7 +37,7 @@ class WordPiece final : public Decoder {
  public:
   WordPiece(const json& j, const Field& f)
       : prefix_(find(j, "prefix") ? need_string(j, "prefix", f) : "##"), cleanup_(get_bool(j, "cleanup", true, f)) {}
-  std::vector<std::string> decode_chain(std::vector<std::string> tokens) const override {
+  std::vector<std::string> decode_chain(std::vector<std::string> tokens, const Budget&) const override {
     for (size_t i = 0; i < tokens.size(); ++i) {
       std::string& t = tokens[i];
       if (i != 0) {
@@ -80,7 +80,7 @@ class Metaspace final : public Decoder {
     if (const json* s = find(j, "prepend_scheme")) never_ = as_string(*s, f.at("prepend_scheme")) == "never";
     else never_ = !get_bool(j, "add_prefix_space", true, f);
   }
-  std::vector<std::string> decode_chain(std::vector<std::string> tokens) const override {
+  std::vector<std::string> decode_chain(std::vector<std::string> tokens, const Budget&) const override {
     for (size_t i = 0; i < tokens.size(); ++i) {
       std::string out;
       const std::string& t = tokens[i];
@@ -104,17 +104,18 @@ class Metaspace final : public Decoder {
 
 class Replace final : public Decoder {
  public:
-  Replace(const json& j, const Field& f) : pattern_(need(j, "pattern", f), f.at("pattern")), content_(need_string(j, "content", f)) {}
-  std::vector<std::string> decode_chain(std::vector<std::string> tokens) const override {
+  Replace(const json& j, const Field& f)
+      : pattern_(need(j, "pattern", f), f.at("pattern")),
+        content_(need_string(j, "content", f)),
+        where_(f.file + ": " + f.path) {}
+  // The tokens together within the budget, as each is replaced.
+  std::vector<std::string> decode_chain(std::vector<std::string> tokens, const Budget& budget) const override {
+    size_t total = 0;
+    for (const auto& t : tokens) total += t.size();
     for (auto& t : tokens) {
-      std::string out;
-      size_t last = 0;
-      for (auto [b, e] : pattern_.matches(t)) {
-        out.append(t, last, b - last);
-        out += content_;
-        last = e;
-      }
-      out.append(t, last);
+      std::string out = pattern_.replace(t, content_, budget);
+      total = total - t.size() + out.size();
+      budget.check_bytes(total, where_);
       t = std::move(out);
     }
     return tokens;
@@ -122,13 +123,13 @@ class Replace final : public Decoder {
 
  private:
   Pattern pattern_;
-  std::string content_;
+  std::string content_, where_;
 };
 
 // Runs of <0xXX> tokens back to their bytes: valid UTF-8 as one string, else one U+FFFD per byte.
 class ByteFallback final : public Decoder {
  public:
-  std::vector<std::string> decode_chain(std::vector<std::string> tokens) const override {
+  std::vector<std::string> decode_chain(std::vector<std::string> tokens, const Budget&) const override {
     std::vector<std::string> out;
     std::string bytes;
     size_t count = 0;
@@ -167,7 +168,7 @@ class ByteFallback final : public Decoder {
 
 class Fuse final : public Decoder {
  public:
-  std::vector<std::string> decode_chain(std::vector<std::string> tokens) const override {
+  std::vector<std::string> decode_chain(std::vector<std::string> tokens, const Budget&) const override {
     std::string all;
     for (const auto& t : tokens) all += t;
     return {all};
@@ -184,7 +185,7 @@ class Strip final : public Decoder {
     size_t n = 0;
     if (content_.empty() || (decode_at(content_, 0, &n), n != content_.size())) f.at("content").fail("expected one character");
   }
-  std::vector<std::string> decode_chain(std::vector<std::string> tokens) const override {
+  std::vector<std::string> decode_chain(std::vector<std::string> tokens, const Budget&) const override {
     const size_t c = content_.size();
     for (auto& t : tokens) {
       size_t b = 0, e = t.size();
@@ -205,15 +206,25 @@ class Sequence final : public Decoder {
   Sequence(const json& j, const Field& f) {
     const json& list = need(j, "decoders", f);
     if (!list.is_array()) f.at("decoders").fail("expected an array");
-    for (size_t i = 0; i < list.size(); ++i) parts_.push_back(make_decoder(list[i], f.at("decoders").at(i)));
+    for (size_t i = 0; i < list.size(); ++i) {
+      parts_.push_back(make_decoder(list[i], f.at("decoders").at(i)));
+      wheres_.push_back(f.file + ": " + f.at("decoders").at(i).path);
+    }
   }
-  std::vector<std::string> decode_chain(std::vector<std::string> tokens) const override {
-    for (const auto& p : parts_) tokens = p->decode_chain(std::move(tokens));
+  // The tokens together within the budget after each part (WordPiece adds a space a token).
+  std::vector<std::string> decode_chain(std::vector<std::string> tokens, const Budget& budget) const override {
+    for (size_t i = 0; i < parts_.size(); ++i) {
+      tokens = parts_[i]->decode_chain(std::move(tokens), budget);
+      size_t total = 0;
+      for (const auto& t : tokens) total += t.size();
+      budget.check_bytes(total, wheres_[i]);
+    }
     return tokens;
   }
 
  private:
   std::vector<std::unique_ptr<Decoder>> parts_;
+  std::vector<std::string> wheres_;
 };
 
 }  // namespace

@@ -38,7 +38,7 @@ class BertNormalizer final : public Normalizer {
         lowercase_(get_bool(j, "lowercase", true, f)),
         strip_accents_(get_bool(j, "strip_accents", lowercase_, f)) {}
 
-  std::string normalize(std::string s) const override {
+  std::string normalize(std::string s, const Budget&) const override {
     if (clean_text_ || chinese_) {
       std::string out;
       out.reserve(s.size());
@@ -81,14 +81,14 @@ class BertNormalizer final : public Normalizer {
 
 class Lowercase final : public Normalizer {
  public:
-  std::string normalize(std::string s) const override { return lowercase(s); }
+  std::string normalize(std::string s, const Budget&) const override { return lowercase(s); }
 };
 
 // Unicode normal forms (utf8proc).
 class NormalFormNormalizer final : public Normalizer {
  public:
   explicit NormalFormNormalizer(NormalForm form) : form_(form) {}
-  std::string normalize(std::string s) const override { return hf::normalize(s, form_); }
+  std::string normalize(std::string s, const Budget&) const override { return hf::normalize(s, form_); }
 
  private:
   NormalForm form_;
@@ -97,7 +97,7 @@ class NormalFormNormalizer final : public Normalizer {
 // Drops the combining marks (M*); used after NFD/NFKD.
 class StripAccents final : public Normalizer {
  public:
-  std::string normalize(std::string s) const override {
+  std::string normalize(std::string s, const Budget&) const override {
     std::string out;
     for_each_char(s, [&](char32_t c) {
       if (!is_mark(c)) append_utf8(out, c);
@@ -110,7 +110,7 @@ class StripAccents final : public Normalizer {
 class Strip final : public Normalizer {
  public:
   Strip(const json& j, const Field& f) : left_(get_bool(j, "strip_left", false, f)), right_(get_bool(j, "strip_right", true, f)) {}
-  std::string normalize(std::string s) const override {
+  std::string normalize(std::string s, const Budget&) const override {
     size_t b = 0, e = s.size(), n = 0;
     if (left_)
       while (b < e && is_whitespace(decode_at(s, b, &n))) b += n;
@@ -132,16 +132,8 @@ class Strip final : public Normalizer {
 class Replace final : public Normalizer {
  public:
   Replace(const json& j, const Field& f) : pattern_(need(j, "pattern", f), f.at("pattern")), content_(need_string(j, "content", f)) {}
-  std::string normalize(std::string s) const override {
-    std::string out;
-    size_t last = 0;
-    for (auto [b, e] : pattern_.matches(s)) {
-      out.append(s, last, b - last);
-      out += content_;
-      last = e;
-    }
-    out.append(s, last);
-    return out;
+  std::string normalize(std::string s, const Budget& budget) const override {
+    return pattern_.replace(s, content_, budget);
   }
 
  private:
@@ -152,11 +144,15 @@ class Replace final : public Normalizer {
 // `prepend` before a non-empty text (Llama 2's "▁").
 class Prepend final : public Normalizer {
  public:
-  Prepend(const json& j, const Field& f) : prepend_(need_string(j, "prepend", f)) {}
-  std::string normalize(std::string s) const override { return s.empty() ? s : prepend_ + s; }
+  Prepend(const json& j, const Field& f) : prepend_(need_string(j, "prepend", f)), where_(f.file + ": " + f.path) {}
+  std::string normalize(std::string s, const Budget& budget) const override {
+    if (s.empty()) return s;
+    budget.check_bytes(prepend_.size() + s.size(), where_);
+    return prepend_ + s;
+  }
 
  private:
-  std::string prepend_;
+  std::string prepend_, where_;
 };
 
 class Sequence final : public Normalizer {
@@ -164,15 +160,24 @@ class Sequence final : public Normalizer {
   Sequence(const json& j, const Field& f) {
     const json& list = need(j, "normalizers", f);
     if (!list.is_array()) f.at("normalizers").fail("expected an array");
-    for (size_t i = 0; i < list.size(); ++i) parts_.push_back(make_normalizer(list[i], f.at("normalizers").at(i)));
+    for (size_t i = 0; i < list.size(); ++i) {
+      parts_.push_back(make_normalizer(list[i], f.at("normalizers").at(i)));
+      wheres_.push_back(f.file + ": " + f.at("normalizers").at(i).path);
+    }
   }
-  std::string normalize(std::string s) const override {
-    for (const auto& p : parts_) s = p->normalize(std::move(s));
+  // Each part's output within the budget (NFKC and the like grow a text by a bounded factor; Replace
+  // and Prepend check their own as they write it).
+  std::string normalize(std::string s, const Budget& budget) const override {
+    for (size_t i = 0; i < parts_.size(); ++i) {
+      s = parts_[i]->normalize(std::move(s), budget);
+      budget.check_bytes(s.size(), wheres_[i]);
+    }
     return s;
   }
 
  private:
   std::vector<std::unique_ptr<Normalizer>> parts_;
+  std::vector<std::string> wheres_;
 };
 
 }  // namespace

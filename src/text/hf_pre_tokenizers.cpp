@@ -122,10 +122,11 @@ class ByteLevel final : public PreTokenizer {
       : add_prefix_space_(get_bool(j, "add_prefix_space", true, f)), use_regex_(get_bool(j, "use_regex", true, f)) {
     if (use_regex_) regex_ = std::make_unique<Pattern>(Pattern::regex(kGpt2Pattern, f));
   }
-  void pre_tokenize(Pieces& pieces) const override {
+  void pre_tokenize(Pieces& pieces, const Budget& budget) const override {
     split_all(pieces, [&](Piece& p, Pieces& out) {
       if (add_prefix_space_ && (p.text.empty() || p.text[0] != ' ')) p.text.insert(0, 1, ' ');
-      if (use_regex_) split_piece(p, spans_of(p.text.size(), regex_->matches(p.text)), Behavior::Isolated, false, out);
+      if (use_regex_)
+        split_piece(p, spans_of(p.text.size(), regex_->matches(p.text, budget)), Behavior::Isolated, false, out);
       else if (!p.text.empty()) out.push_back(std::move(p));
     });
     const auto& map = byte_to_unicode();
@@ -149,9 +150,9 @@ class Split final : public PreTokenizer {
       : pattern_(need(j, "pattern", f), f.at("pattern")),
         behavior_(behavior_of(need_string(j, "behavior", f), f.at("behavior"))),
         invert_(get_bool(j, "invert", false, f)) {}
-  void pre_tokenize(Pieces& pieces) const override {
+  void pre_tokenize(Pieces& pieces, const Budget& budget) const override {
     split_all(pieces, [&](Piece& p, Pieces& out) {
-      split_piece(p, spans_of(p.text.size(), pattern_.matches(p.text)), behavior_, invert_, out);
+      split_piece(p, spans_of(p.text.size(), pattern_.matches(p.text, budget)), behavior_, invert_, out);
     });
   }
 
@@ -164,7 +165,7 @@ class Split final : public PreTokenizer {
 // BERT's: whitespace removed, then each punctuation character (ASCII punctuation or P*) on its own.
 class BertPreTokenizer final : public PreTokenizer {
  public:
-  void pre_tokenize(Pieces& pieces) const override {
+  void pre_tokenize(Pieces& pieces, const Budget&) const override {
     split_all(pieces, [](Piece& p, Pieces& out) {
       split_piece(p, char_spans(p.text, is_whitespace), Behavior::Removed, false, out);
     });
@@ -180,9 +181,9 @@ class BertPreTokenizer final : public PreTokenizer {
 class Whitespace final : public PreTokenizer {
  public:
   explicit Whitespace(const Field& f) : regex_(Pattern::regex(R"(\w+|[^\w\s]+)", f)) {}
-  void pre_tokenize(Pieces& pieces) const override {
+  void pre_tokenize(Pieces& pieces, const Budget& budget) const override {
     split_all(pieces, [&](Piece& p, Pieces& out) {
-      split_piece(p, spans_of(p.text.size(), regex_.matches(p.text)), Behavior::Removed, true, out);
+      split_piece(p, spans_of(p.text.size(), regex_.matches(p.text, budget)), Behavior::Removed, true, out);
     });
   }
 
@@ -192,7 +193,7 @@ class Whitespace final : public PreTokenizer {
 
 class WhitespaceSplit final : public PreTokenizer {
  public:
-  void pre_tokenize(Pieces& pieces) const override {
+  void pre_tokenize(Pieces& pieces, const Budget&) const override {
     split_all(pieces, [](Piece& p, Pieces& out) {
       split_piece(p, char_spans(p.text, is_whitespace), Behavior::Removed, false, out);
     });
@@ -203,7 +204,7 @@ class WhitespaceSplit final : public PreTokenizer {
 class Digits final : public PreTokenizer {
  public:
   Digits(const json& j, const Field& f) : individual_(get_bool(j, "individual_digits", false, f)) {}
-  void pre_tokenize(Pieces& pieces) const override {
+  void pre_tokenize(Pieces& pieces, const Budget&) const override {
     split_all(pieces, [&](Piece& p, Pieces& out) {
       split_piece(p, char_spans(p.text, is_numeric), individual_ ? Behavior::Isolated : Behavior::Contiguous, false, out);
     });
@@ -233,7 +234,7 @@ class Metaspace final : public PreTokenizer {
       scheme_ = get_bool(j, "add_prefix_space", true, f) ? 0 : 2;
     }
   }
-  void pre_tokenize(Pieces& pieces) const override {
+  void pre_tokenize(Pieces& pieces, const Budget&) const override {
     split_all(pieces, [&](Piece& p, Pieces& out) {
       std::string s;
       for (char c : p.text) {
@@ -265,14 +266,23 @@ class Sequence final : public PreTokenizer {
   Sequence(const json& j, const Field& f) {
     const json& list = need(j, "pretokenizers", f);
     if (!list.is_array()) f.at("pretokenizers").fail("expected an array");
-    for (size_t i = 0; i < list.size(); ++i) parts_.push_back(make_pre_tokenizer(list[i], f.at("pretokenizers").at(i)));
+    for (size_t i = 0; i < list.size(); ++i) {
+      parts_.push_back(make_pre_tokenizer(list[i], f.at("pretokenizers").at(i)));
+      wheres_.push_back(f.file + ": " + f.at("pretokenizers").at(i).path);
+    }
   }
-  void pre_tokenize(Pieces& pieces) const override {
-    for (const auto& p : parts_) p->pre_tokenize(pieces);
+  // The pieces within the budget after each part (ByteLevel doubles a text's non-ASCII bytes,
+  // Metaspace makes up to 4 bytes of a space: a chain of them would multiply it).
+  void pre_tokenize(Pieces& pieces, const Budget& budget) const override {
+    for (size_t i = 0; i < parts_.size(); ++i) {
+      parts_[i]->pre_tokenize(pieces, budget);
+      budget.check_bytes(bytes_of(pieces), wheres_[i]);
+    }
   }
 
  private:
   std::vector<std::unique_ptr<PreTokenizer>> parts_;
+  std::vector<std::string> wheres_;
 };
 
 }  // namespace

@@ -133,19 +133,20 @@ struct HfTokenizer::Impl {
   // The tokens of one sequence: added tokens, normalizer, added tokens again, pre-tokenizer, model.
   std::vector<int32_t> tokenize(std::string_view input) const {
     const std::string text = valid_utf8(input);
+    const Budget budget(text.size());
     Pieces pieces;
     if (!text.empty()) pieces.push_back({text, -1, true});
     raw_matcher.split(pieces);
     if (normalizer) {
       Pieces kept;
       for (auto& p : pieces) {
-        if (p.id < 0) p.text = normalizer->normalize(std::move(p.text));
+        if (p.id < 0) p.text = normalizer->normalize(std::move(p.text), budget);
         if (p.id >= 0 || !p.text.empty()) kept.push_back(std::move(p));
       }
       pieces = std::move(kept);
     }
     normalized_matcher.split(pieces);
-    if (pre_tokenizer) pre_tokenizer->pre_tokenize(pieces);
+    if (pre_tokenizer) pre_tokenizer->pre_tokenize(pieces, budget);
     std::vector<int32_t> ids;
     for (const auto& p : pieces) {
       if (p.id >= 0) ids.push_back(p.id);
@@ -235,7 +236,9 @@ std::shared_ptr<const HfTokenizer::Impl> build(std::string_view text, std::strin
     t.added_by_id[a.id] = &a;
     t.added_by_content[a.content] = a.id;
     if (a.special) t.special_ids.insert(a.id);
-    if (a.normalized) t.normalized_matcher.add(t.normalizer ? t.normalizer->normalize(a.content) : a.content, &a);
+    if (a.normalized)
+      t.normalized_matcher.add(t.normalizer ? t.normalizer->normalize(a.content, Budget(a.content.size())) : a.content,
+                               &a);
     else t.raw_matcher.add(a.content, &a);
   }
   // the special tokens' ids
@@ -377,8 +380,11 @@ std::string HfTokenizer::decode(const std::vector<int32_t>& ids, bool skip_speci
     for (size_t i = 0; i < tokens.size(); ++i) out += (i ? " " : "") + tokens[i];
     return out;
   }
+  size_t bytes = 0;
+  for (const auto& t : tokens) bytes += t.size();
+  const Budget budget(bytes);
   std::string out;
-  for (const auto& s : impl_->decoder->decode_chain(std::move(tokens))) out += s;
+  for (const auto& s : impl_->decoder->decode_chain(std::move(tokens), budget)) out += s;
   return out;
 }
 

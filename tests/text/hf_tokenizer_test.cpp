@@ -9,6 +9,7 @@
 
 #include <gtest/gtest.h>
 
+#include <chrono>
 #include <filesystem>
 #include <fstream>
 #include <string>
@@ -265,6 +266,74 @@ TEST(HfTokenizer, HostileTokenizerJsonNamesFileAndField) {
   TempDir empty("qkv-hf-empty");
   const std::string err = error_of([&] { HfTokenizer::from_folder(empty.path.string()); });
   EXPECT_NE(err.find("has no tokenizer.json and no vocab.txt"), std::string::npos) << err;
+}
+
+// The golden gpt2 tokenizer.json with its added tokens gone and `stage` replaced by `value`, loaded
+// as "bad/tokenizer.json".
+HfTokenizer crafted(const std::string& stage, const json& value) {
+  json j = json::parse(io::read_file(kDir + "/gpt2/tokenizer.json"));
+  j.erase("added_tokens");
+  j[stage] = value;
+  return HfTokenizer::from_json(j.dump(), "", "bad/tokenizer.json");
+}
+
+// A crafted tokenizer.json cannot hang a tokenizer: "a*a*b|." tries a*a*b from every start of a
+// long word (its length cubed, ~hours at 30,000 letters), and stops at the text's time (1 s + 4 µs
+// a byte: 1.12 s) naming the field; an exponential one stops at PCRE2's match limit.
+TEST(HfTokenizer, ARegexThatBacktracksWithoutBoundEndsInAnErrorNamingIt) {
+  const auto split = [](const std::string& re) {
+    return crafted("pre_tokenizer", {{"type", "Split"}, {"pattern", {{"Regex", re}}}, {"behavior", "Isolated"}});
+  };
+  const auto start = std::chrono::steady_clock::now();
+  const std::string err = error_of([&] { split("a*a*b|.").encode(std::string(30000, 'a')); });
+  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  EXPECT_NE(err.find("bad/tokenizer.json: pre_tokenizer.pattern.Regex: the regex is still matching a text of 30000 "
+                     "bytes after 1.12 s"),
+            std::string::npos)
+      << err;
+  EXPECT_LT(seconds, 30.0);  // the budget, and a busy machine's slack
+  const std::string limit = error_of([&] { split("a*a*a*a*b|.").encode(std::string(3000, 'a')); });
+  EXPECT_NE(limit.find("bad/tokenizer.json: pre_tokenizer.pattern.Regex: the regex failed on a text of 3000 bytes"),
+            std::string::npos)
+      << limit;
+  // the same patterns on short words, and GPT-2's on a long one, within their budgets
+  EXPECT_NO_THROW(split("a*a*b|.").encode("aaab " + std::string(500, 'a')));
+  EXPECT_EQ(crafted("pre_tokenizer", {{"type", "ByteLevel"}}).encode(std::string(1 << 20, 'a')).size(), 1u << 20);
+}
+
+// Nor exhaust memory: stages that grow a text (Replace, ByteLevel) chained in a Sequence would
+// multiply it (4 Replaces of "a" by 1,000 of them: a terabyte from 10 bytes); a text's forms stay
+// within 64 × its bytes + 64 KiB, and the error names the stage that would pass it.
+TEST(HfTokenizer, StagesThatMultiplyATextEndInAnErrorNamingTheStage) {
+  const json replace = {{"type", "Replace"}, {"pattern", {{"String", "a"}}}, {"content", std::string(1000, 'a')}};
+  const auto normalizers =
+      crafted("normalizer", {{"type", "Sequence"}, {"normalizers", {replace, replace, replace, replace}}});
+  const std::string err = error_of([&] { normalizers.encode(std::string(10, 'a')); });
+  EXPECT_NE(err.find("bad/tokenizer.json: normalizer.normalizers[1].pattern.String: makes "), std::string::npos) << err;
+  EXPECT_NE(err.find("of a text of 10 bytes, past the most a tokenizer's stages may make of it (64 × its bytes + "
+                     "64 KiB = 66176)"),
+            std::string::npos)
+      << err;
+  EXPECT_NO_THROW(
+      crafted("normalizer", {{"type", "Sequence"}, {"normalizers", {replace}}}).encode("a"));  // 1,000 bytes
+
+  // ByteLevel doubles each non-ASCII byte: 2,000 bytes of "é" pass 64 × 2,000 + 65,536 at the 7th
+  const json byte_level = {{"type", "ByteLevel"}, {"add_prefix_space", false}, {"use_regex", false}};
+  const auto pre =
+      crafted("pre_tokenizer", {{"type", "Sequence"}, {"pretokenizers", std::vector<json>(40, byte_level)}});
+  std::string e_acute;
+  for (int i = 0; i < 1000; ++i) e_acute += "\xC3\xA9";
+  const std::string pre_err = error_of([&] { pre.encode(e_acute); });
+  EXPECT_NE(
+      pre_err.find("bad/tokenizer.json: pre_tokenizer.pretokenizers[6]: makes 256000 bytes of a text of 2000 bytes"),
+      std::string::npos)
+      << pre_err;
+
+  // the decoder's Replace chained likewise, on the tokens' bytes
+  const auto decoders = crafted("decoder", {{"type", "Sequence"}, {"decoders", {replace, replace, replace}}});
+  const std::vector<int32_t> ids = decoders.encode("a a a");
+  const std::string dec_err = error_of([&] { decoders.decode(ids); });
+  EXPECT_NE(dec_err.find("bad/tokenizer.json: decoder.decoders[1]"), std::string::npos) << dec_err;
 }
 
 }  // namespace

@@ -38,6 +38,10 @@
 // ≤ 1.2 % of lines (all at characters of newer Unicode versions); the Whitespace pre-tokenizer
 // (\w+|[^\w\s]+, not in the golden corpus) on 12 %, not yet explained: treat it as unverified.
 //
+// A crafted tokenizer.json can neither hang nor exhaust memory on a text: its regexes stop after 1 s
+// + 4 µs a byte of it, and no form of the text passes 64 × its bytes + 64 KiB; either ends in a
+// qkv::Error naming the file and the field (text/hf_components.h's Budget).
+//
 // Speed (one thread, this repository's 2-core Xeon, the 10,000-line golden corpus, encode with
 // special tokens): qkv 115k–200k lines/s against tokenizers 0.23 (called per line from Python)
 // 26k–58k lines/s: GPT-2 form 140k vs 51k, Llama 3 148k vs 33k, byte fallback 159k vs 51k, BERT
