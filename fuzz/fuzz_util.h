@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <cstdio>
 #include <string>
+#include <vector>
 
 namespace qkv::fuzz {
 
@@ -21,6 +22,21 @@ inline std::string as_file(const uint8_t* data, size_t size, const char* name) {
   if (size && std::fwrite(data, 1, size, f) != size) std::abort();
   std::fclose(f);
   return path;
+}
+
+// Texts for the tokenizer targets to encode: several scripts and emoji, whitespace runs, added
+// tokens' spellings, a long word and digits, invalid UTF-8.
+inline const std::vector<std::string>& sample_texts() {
+  static const std::vector<std::string> texts = {
+      "Hello, world! It's 2026 — isn't it?",
+      "  spaces\tand\nnewlines  ",
+      "caf\xc3\xa9 na\xc3\xafve \xe6\x97\xa5\xe6\x9c\xac\xe8\xaa\x9e \xf0\x9f\x98\x80 "
+      "\xef\xbc\xa1\xd8\xb3\xd9\x84\xd8\xa7\xd9\x85",
+      "<|endoftext|>[CLS] a [MASK] b [SEP]</s><s>",
+      std::string(300, 'a') + " 12345678901234567890",
+      "\xff\xfe broken \xc3",
+  };
+  return texts;
 }
 
 }  // namespace qkv::fuzz

@@ -8,7 +8,9 @@ Q=build/qkv
 T=$(mktemp -d)
 trap 'rm -rf "$T"' EXIT
 C=fuzz/corpus
-rm -rf $C && mkdir -p $C/safetensors $C/model_file $C/config $C/text $C/idx
+# (only the corpora made here: image/, http/ and train_config/ hold hand-made seeds)
+rm -rf $C/safetensors $C/model_file $C/config $C/text $C/idx $C/tokenizer $C/sentencepiece
+mkdir -p $C/safetensors $C/model_file $C/config $C/text $C/idx $C/tokenizer $C/sentencepiece
 # a tiny GPT with characters
 printf 'to be or not to be\n%.0s' {1..40} > $T/text.txt
 cat > $T/gpt.json <<JSON
@@ -130,4 +132,18 @@ head -c 2000 $T/text.txt > $C/text/lines.txt
 head -5 $T/pairs.tsv > $C/text/pairs.tsv
 printf 'caf\xc3\xa9 \xff\xfe broken\r\n\n  spaces   \t tab\n' > $C/text/odd.txt
 gzip -c $C/text/pairs.tsv > $C/text/pairs.tsv.gz
+# the golden tokenizers (tests/golden/make_tokenizer_golden.py): GPT-2's byte level, Llama 3's regex,
+# Llama 2's byte fallback, BERT's WordPiece (tokenizer.json and vocab.txt)
+for t in gpt2 llama3 byte_fallback bert_uncased bert_cased; do cp tests/golden/tokenizers/$t/tokenizer.json $C/tokenizer/$t.json; done
+cp tests/golden/tokenizers/bert_cased/vocab.txt $C/tokenizer/vocab.txt
+# SentencePiece models: the bundled translator's (unigram, 8,000 pieces, nmt_nfkc's character map)
+# and the tiny transformer's above (word, 12 pieces), out of their files' metadata
+python3 - <<'PY'
+import base64, json, struct
+for src, name in [("models/en-fr.safetensors", "en-fr.model"), ("fuzz/corpus/model_file/transformer.safetensors", "word12.model")]:
+    b = open(src, "rb").read()
+    header = json.loads(b[8:8 + struct.unpack("<Q", b[:8])[0]])
+    tok = json.loads(header["__metadata__"]["qkv"])["tokenizer"]
+    open("fuzz/corpus/sentencepiece/" + name, "wb").write(base64.b64decode(tok["model_base64"]))
+PY
 du -sh $C; ls -la $C/*

@@ -8,7 +8,7 @@ cd "$(dirname "$0")/.."
 seconds="${1:-60}"
 shift || true
 targets=("$@")
-[ ${#targets[@]} -eq 0 ] && targets=(safetensors model_file config train_config text idx image http)
+[ ${#targets[@]} -eq 0 ] && targets=(safetensors model_file config train_config text idx image tokenizer sentencepiece http)
 bash scripts/setup.sh --fuzz
 # OSS-Fuzz's optimization for fuzzing builds, -O1 with line tables only (a crash's stack still names
 # file and line): the library compiles ~20% faster than at -O2 -g, which CI pays for every run

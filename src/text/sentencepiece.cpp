@@ -22,6 +22,7 @@
 #include "qkv/io/base64.h"
 #include "qkv/io/config.h"
 #include "qkv/io/file.h"
+#include "sentencepiece_model_check.h"
 
 namespace qkv::text {
 namespace {
@@ -74,6 +75,7 @@ SentencePiece SentencePiece::marian(std::string source_model, std::string target
     throw Error(detail::concat(what, "/source.spm: ", e.what()));
   }
   auto m = std::make_shared<Marian>();
+  spm::check_model(target_model, what + "/target.spm");
   auto st = m->target->LoadFromSerializedProto(target_model);
   QKV_CHECK(st.ok(), what, "/target.spm: not a SentencePiece model (", status_message(st), ")");
   nlohmann::json vocab;
@@ -113,14 +115,20 @@ SentencePiece SentencePiece::load(const std::string& model_path) {
   QKV_CHECK(fs::exists(kind), "SentencePiece::load: ", model_path, ": no such file");
   QKV_CHECK(fs::is_regular_file(kind), "SentencePiece::load: ", model_path, ": ",
             fs::is_directory(kind) ? "a directory" : "not a regular file", ", not a SentencePiece model");
+  // Read here, not by the library's Load: checked before it parses them (from_serialized).
+  const std::string bytes = io::read_file(model_path, int64_t{1} << 31, "the SentencePiece model");
+  spm::check_model(bytes, "SentencePiece::load: " + model_path);
   SentencePiece out;
-  const auto st = out.sp_->Load(model_path);
+  const auto st = out.sp_->LoadFromSerializedProto(bytes);
   QKV_CHECK(st.ok(), "SentencePiece::load: ", model_path,
             ": not a SentencePiece model (", status_message(st), ")");
   return out;
 }
 
 SentencePiece SentencePiece::from_serialized(std::string bytes) {
+  // What the library reads unchecked, checked first: a crafted model must not make it read past
+  // its buffers (text/sentencepiece_model_check.h). Loading runs the model's self-test samples.
+  spm::check_model(bytes, "SentencePiece::from_serialized: " + std::to_string(bytes.size()) + " bytes");
   SentencePiece out;
   const auto st = out.sp_->LoadFromSerializedProto(bytes);
   QKV_CHECK(st.ok(), "SentencePiece::from_serialized: ", bytes.size(),

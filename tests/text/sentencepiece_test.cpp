@@ -7,6 +7,8 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cstdint>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <iterator>
@@ -225,6 +227,113 @@ TEST(SentencePiece, Errors) {
   }
   EXPECT_THROW(SentencePiece::train({input}, temp_dir() + "/too_big", 5000), qkv::Error);
   EXPECT_FALSE(fs::exists(temp_dir() + "/too_big.model"));
+}
+
+// ---- crafted character maps ---------------------------------------------------------------------
+// libsentencepiece walks a model's character map (normalizer.cc: trie size | darts-clone trie |
+// '\0'-ended strings) without a bounds check; text/sentencepiece_model_check.cpp checks it first.
+
+void put_varint(std::string& out, uint64_t v) {
+  for (; v >= 0x80; v >>= 7) out += static_cast<char>((v & 0x7F) | 0x80);
+  out += static_cast<char>(v);
+}
+
+// The model's bytes with `spec` (3: normalizer_spec, 5: denormalizer_spec) given `blob` as its
+// precompiled_charsmap: a second occurrence appended, which protobuf merges in, its bytes field last.
+std::string with_charsmap(const std::string& model, const std::string& blob, int spec = 3) {
+  std::string inner;
+  put_varint(inner, 2 << 3 | 2);  // precompiled_charsmap, length-delimited
+  put_varint(inner, blob.size());
+  inner += blob;
+  std::string out = model;
+  put_varint(out, static_cast<uint64_t>(spec) << 3 | 2);
+  put_varint(out, inner.size());
+  return out + inner;
+}
+
+// A map as the library lays one out, made by hand: n 'a's in a row, each a match, every match read
+// as "b" — so that "a" × n normalizes to "b", and a walk over it meets n matches. Node k owns the
+// block of units 256 (k + 1) …; a unit is offset << 10 | has_leaf << 8 | label, a leaf's value unit
+// 1 << 31 | value; every other unit's label differs from the byte that reaches it. `cycle`: the last
+// node's 'a' leads back to the first; `strings`: the strings' bytes.
+std::string chain_charsmap(int n, bool cycle = false, const std::string& strings = std::string("b\0", 2)) {
+  const uint32_t units = 256 * (n + 2);
+  std::vector<uint32_t> a(units);
+  for (uint32_t i = 0; i < units; ++i) a[i] = (i & 0xFF) ^ 1;
+  auto node = [](int k) { return uint32_t(256 * (k + 1)); };
+  a[0] = node(0) << 10;
+  for (int k = 0; k < n; ++k) {
+    const uint32_t edge = node(k) ^ 'a', to = cycle && k == n - 1 ? node(0) : node(k + 1);
+    a[edge] = (edge ^ to) << 10 | 1u << 8 | 'a';
+    a[to] = 1u << 31;  // value 0: the string "b"
+  }
+  std::string blob(4 + 4 * units, '\0');
+  const uint32_t bytes = 4 * units;
+  std::memcpy(blob.data(), &bytes, 4);  // (little-endian, as the library writes it on x86 and ARM)
+  std::memcpy(blob.data() + 4, a.data(), 4 * units);
+  return blob + strings;
+}
+
+std::string error_loading(const std::string& bytes) {
+  try {
+    SentencePiece::from_serialized(bytes);
+  } catch (const qkv::Error& e) {
+    return e.what();
+  }
+  return "";
+}
+
+TEST(SentencePiece, AHandMadeCharacterMapReadsAsTheLibraryReadsIt) {
+  // 32 matches in one walk: the most the library keeps (a stack array of 32)
+  const SentencePiece sp = SentencePiece::from_serialized(with_charsmap(model().serialized(), chain_charsmap(32)));
+  EXPECT_EQ(sp.encode(std::string(32, 'a')), sp.encode("b"));
+  EXPECT_EQ(sp.encode(std::string(32, 'a') + " x " + std::string(3, 'a')), sp.encode("b x b"));
+  EXPECT_EQ(sp.encode("dog"), model().encode("dog"));  // not in this map: copied as they are
+}
+
+TEST(SentencePiece, ACraftedCharacterMapIsAnErrorNotAReadPastIt) {
+  const std::string m = model().serialized();
+  auto expect = [&](const std::string& bytes, const std::string& part) {
+    const std::string err = error_loading(bytes);
+    EXPECT_NE(err.find("SentencePiece::from_serialized: " + std::to_string(bytes.size()) + " bytes: its "),
+              std::string::npos)
+        << err;
+    EXPECT_NE(err.find(part), std::string::npos) << "expected \"" << part << "\" in: " << err;
+  };
+  // a 33rd match: the library would write past its array of 32
+  expect(with_charsmap(m, chain_charsmap(33)),
+         "normalizer_spec.precompiled_charsmap is not a character map SentencePiece can read safely: a text can meet "
+         "33 matches in one walk, past the library's 32");
+  // a cycle: "aaa…" would meet matches without end
+  expect(with_charsmap(m, chain_charsmap(3, true)), "its units form a cycle");
+  // a match's string with no '\0' (strlen would run on), or past the strings
+  expect(with_charsmap(m, chain_charsmap(3, false, "b")), "a match's string starts at 0, with no '\\0' after it");
+  expect(with_charsmap(m, chain_charsmap(3, false, "")), "with no '\\0' after it in the map's 0 bytes of strings");
+  // the trie's size past the map (the library would take bytes past its end as the strings)
+  std::string past = chain_charsmap(2);
+  const uint32_t size = static_cast<uint32_t>(past.size() - 2);
+  std::memcpy(past.data(), &size, 4);
+  expect(with_charsmap(m, past), "runs past the map's");
+  // unit 0 leads outside the trie
+  std::string outside = chain_charsmap(2);
+  const uint32_t root = 1000000u << 10;
+  std::memcpy(outside.data() + 4, &root, 4);
+  expect(with_charsmap(m, outside), "unit 1000000's children run past its 1024 units");
+  // the denormalizer's map (Decode walks it) likewise
+  expect(with_charsmap(m, chain_charsmap(3, true), 5), "denormalizer_spec.precompiled_charsmap is not a character map");
+  // a model file's bytes, through load: the file named
+  const std::string path = temp_dir() + "/crafted.model";
+  {
+    std::ofstream out(path, std::ios::binary);
+    out << with_charsmap(m, chain_charsmap(3, true));
+  }
+  try {
+    SentencePiece::load(path);
+    ADD_FAILURE() << "no error";
+  } catch (const qkv::Error& e) {
+    EXPECT_NE(std::string(e.what()).find("SentencePiece::load: " + path + ": its normalizer_spec"), std::string::npos)
+        << e.what();
+  }
 }
 
 }  // namespace

@@ -1,0 +1,64 @@
+// Hugging Face tokenizers on arbitrary bytes: a tokenizer.json (bytes that open with '{') or a BERT
+// vocab.txt (anything else, through a folder holding it), then texts of several scripts encoded,
+// alone and in pairs, and their ids decoded. Each ends in ids and text or a qkv::Error — never a
+// crash, and never a hang or an allocation the text does not justify: a tokenizer's regexes and the
+// stages that grow a text keep to the text's budget (text/hf_components.h's Budget).
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <string>
+#include <vector>
+
+#include "fuzz_util.h"
+#include "qkv/core/error.h"
+#include "qkv/text/hf_tokenizer.h"
+
+namespace {
+
+// A folder of this process's own holding `vocab.txt` = the input (HfTokenizer::from_folder's BERT form).
+std::string vocab_folder(const uint8_t* data, size_t size) {
+  static const std::string dir = [] {
+    const char* t = std::getenv("TMPDIR");
+    std::string d = std::string(t && *t ? t : "/tmp") + "/qkv-fuzz-" + std::to_string(::getpid()) + "-vocab";
+    ::mkdir(d.c_str(), 0700);
+    return d;
+  }();
+  std::FILE* f = std::fopen((dir + "/vocab.txt").c_str(), "wb");
+  if (!f) std::abort();
+  if (size && std::fwrite(data, 1, size, f) != size) std::abort();
+  std::fclose(f);
+  return dir;
+}
+
+}  // namespace
+
+extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
+  using qkv::text::HfTokenizer;
+  const std::vector<std::string>& texts = qkv::fuzz::sample_texts();
+  try {
+    const HfTokenizer tok = size > 0 && data[0] == '{'
+                                ? HfTokenizer::from_json(std::string_view(reinterpret_cast<const char*>(data), size),
+                                                         "", "fuzz/tokenizer.json")
+                                : HfTokenizer::from_folder(vocab_folder(data, size));
+    for (const std::string& t : texts) {
+      try {
+        const std::vector<int32_t> ids = tok.encode(t);
+        tok.decode(ids, false);
+        tok.decode(ids, true);
+      } catch (const qkv::Error&) {
+      }
+    }
+    try {
+      tok.encode_pair(texts[0], texts[2]);
+    } catch (const qkv::Error&) {
+    }
+    const auto n = static_cast<int32_t>(std::min<int64_t>(tok.vocab_size(), INT32_MAX));
+    for (int32_t id : {0, 1, n - 1, n, -1}) tok.id_to_token(id);
+  } catch (const qkv::Error&) {
+  }
+  return 0;
+}
