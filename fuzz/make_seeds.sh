@@ -128,6 +128,12 @@ cp $T/convnet/checkpoint.safetensors $C/safetensors/checkpoint.safetensors
 for f in configs/shakespeare-char.json configs/tatoeba-en-fr.json configs/multi30k-de-en-gru-attention.json \
          configs/fashion-mnist-nonlocal.json; do cp $f $C/config/; done
 cp $T/gpt.json $T/transformer.json $T/convnet.json $C/config/ 2>/dev/null || true
+# the Hugging Face config.json of every golden model folder (tests/golden/make_hf_golden.py)
+for d in tests/golden/hf/*/; do cp "$d/config.json" "$C/config/hf-$(basename "$d").json"; done
+# findings kept as seeds: a Llama config whose rotary table outgrew the fuzzer's memory (d4b9a2b)
+printf '{\n   "hidden_size": 7922337203684}' > $C/config/llama-hidden-size-1e12.json
+# and a config.json whose hidden_size, a float past int64, the converters cast (undefined; 2026-12-05)
+printf '{\n   "hidden_size": 7922337200e94}' > $C/config/hf-hidden-size-7.9e103.json
 head -c 2000 $T/text.txt > $C/text/lines.txt
 head -5 $T/pairs.tsv > $C/text/pairs.tsv
 printf 'caf\xc3\xa9 \xff\xfe broken\r\n\n  spaces   \t tab\n' > $C/text/odd.txt
@@ -136,6 +142,9 @@ gzip -c $C/text/pairs.tsv > $C/text/pairs.tsv.gz
 # Llama 2's byte fallback, BERT's WordPiece (tokenizer.json and vocab.txt)
 for t in gpt2 llama3 byte_fallback bert_uncased bert_cased; do cp tests/golden/tokenizers/$t/tokenizer.json $C/tokenizer/$t.json; done
 cp tests/golden/tokenizers/bert_cased/vocab.txt $C/tokenizer/vocab.txt
+cp tests/golden/hf/qwen2/tokenizer.json $C/tokenizer/hf-qwen2.json
+cp tests/golden/hf/mistral-window/tokenizer.json $C/tokenizer/hf-mistral-window.json
+cp tests/golden/hf/marian/source.spm $C/sentencepiece/marian-source.model
 # SentencePiece models: the bundled translator's (unigram, 8,000 pieces, nmt_nfkc's character map)
 # and the tiny transformer's above (word, 12 pieces), out of their files' metadata
 python3 - <<'PY'

@@ -1080,6 +1080,59 @@ def add_quantize_cases(m, files):
         m.add(f"int8-file/average/{name}", ["{qkv}", "average", p, p, "-o", o], names=[p], gone=[o])
 
 
+def add_pretrained_cases(m):
+    """Hugging Face folders whose tokenizers are crafted: qkv convert keeps a tokenizer.json as it is
+    (its regexes then run on every prompt) and reads a Marian folder's SentencePiece models."""
+    import shutil
+    golden = os.path.join(REPO, "tests", "golden", "hf")
+
+    def folder(case, name, edit):
+        d = m.path(f"hf/{name}/x")[:-2]
+        shutil.copytree(os.path.join(golden, case), d, dirs_exist_ok=True)
+        edit(d)
+        return d
+
+    def tokenizer_edit(change):
+        def edit(d):
+            p = os.path.join(d, "tokenizer.json")
+            j = json.load(open(p))
+            change(j)
+            json.dump(j, open(p, "w"))
+        return edit
+
+    replace = {"type": "Replace", "pattern": {"String": "a"}, "content": "a" * 1000}
+    crafted = {
+        # "a*a*b|." tries a*a*b from every start of a long word: hours on 30,000 letters
+        "regex-cubic": lambda j: j.__setitem__("pre_tokenizer", {
+            "type": "Split", "pattern": {"Regex": "a*a*b|."}, "behavior": "Isolated", "invert": False}),
+        # four Replaces of "a" by 1,000 of them: a terabyte of ten letters
+        "replace-chain": lambda j: j.__setitem__("normalizer", {"type": "Sequence", "normalizers": [replace] * 4}),
+        # and in the decoder, every character of the generated text
+        "decoder-replace-chain": lambda j: j.__setitem__("decoder", {"type": "Sequence", "decoders": [
+            {**replace, "pattern": {"Regex": "(?s)."}}] * 4}),
+    }
+    for name, change in crafted.items():
+        d = folder("gpt2", name, tokenizer_edit(change))
+        out = m.path(f"hf/{name}.safetensors")
+        r = subprocess.run([m.qkv, "convert", d, "-o", out], capture_output=True, text=True, timeout=120)
+        if r.returncode != 0:  # refused already: that is a case of its own
+            m.add(f"pretrained/convert/{name}", ["{qkv}", "convert", d, "-o", m.out(name)], names=["tokenizer.json"])
+            continue
+        m.add(f"pretrained/generate/{name}", ["{qkv}", "generate", "--threads", "1", "-m", out, "-n", "2",
+                                               "-p", "a" * 30000], names=["tokenizer.json"])
+    # a Marian folder whose source.spm's character map leads outside itself (libsentencepiece would read
+    # past it on the first text)
+    def spm_edit(d):
+        p = os.path.join(d, "source.spm")
+        b = bytearray(open(p, "rb").read())
+        inner = b"\x12" + bytes([5]) + struct.pack("<I", 1) + b"\x00"  # precompiled_charsmap: trie of 1 byte
+        b += b"\x1a" + bytes([len(inner)]) + inner  # normalizer_spec, merged in
+        open(p, "wb").write(bytes(b))
+    d = folder("marian", "spm-empty-trie", spm_edit)
+    o = m.out("marian.safetensors")
+    m.add("pretrained/convert/marian-source-spm", ["{qkv}", "convert", d, "-o", o], names=[d], gone=[o])
+
+
 def make_cases(tmp, qkv, want_python=True):
     m = Maker(tmp, qkv)
     os.makedirs(os.path.join(tmp, "out"), exist_ok=True)
@@ -1090,6 +1143,7 @@ def make_cases(tmp, qkv, want_python=True):
     add_train_cases(m, cfgs)
     add_flag_cases(m, files, pics)
     add_quantize_cases(m, files)
+    add_pretrained_cases(m)
     if want_python:
         add_python_cases(m, files)
     return m.cases, m.skipped

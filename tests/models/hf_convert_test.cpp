@@ -405,6 +405,23 @@ TEST(HfConvert, HostileFolders) {
     write(f / "config.json", c.dump());
     e = convert_error(f, dir.path);
     EXPECT_NE(e.find("'n_embd'"), std::string::npos) << e;
+    // a number that is not an integer, or one past int64 (converting it was undefined: config_fuzz)
+    for (const nlohmann::json& bad :
+         {nlohmann::json(48.5), nlohmann::json(7.9e103), nlohmann::json(18446744073709551615ull)}) {
+      c["n_embd"] = bad;
+      write(f / "config.json", c.dump());
+      e = convert_error(f, dir.path);
+      EXPECT_NE(e.find("the field 'n_embd' (= " + bad.dump() + ") has the wrong type: expected an integer"),
+                std::string::npos)
+          << e;
+    }
+    c["n_embd"] = 48;
+    c["tie_word_embeddings"] = 1;
+    write(f / "config.json", c.dump());
+    e = convert_error(f, dir.path);
+    EXPECT_NE(e.find("the field 'tie_word_embeddings' (= 1) has the wrong type: expected true or false"),
+              std::string::npos)
+        << e;
   }
   {  // an index that names a shard outside the folder, or one that is missing
     fs::path f = copy_case("gpt2-sharded-f16", dir.path / "g");

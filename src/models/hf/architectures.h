@@ -2,7 +2,10 @@
 // hf_architectures()). Private to src/models.
 #pragma once
 
+#include <cstdint>
+#include <limits>
 #include <string>
+#include <type_traits>
 
 #include "qkv/core/error.h"
 
@@ -21,15 +24,36 @@ HfArchitecture bert_for_masked_lm();  // BertForMaskedLM → "bert"
 HfArchitecture bert_model();          // BertModel → "bert" without the MLM head
 
 // config[key] when present and not null, else `fallback` (Hugging Face's default for a field that
-// save_pretrained left out because it equals the default).
+// save_pretrained left out because it equals the default). An integer field takes an integer that T
+// holds — not 4096.5, nor 1e300, whose conversion would truncate it or be undefined —, a bool field
+// true or false, a floating-point field any number, a string field a string.
+[[noreturn]] inline void refuse_field(const char* key, const nlohmann::json& value, const char* expected) {
+  throw Error(detail::concat("the field '", key, "' (= ", value.dump().substr(0, 60), ") has the wrong type: expected ",
+                             expected));
+}
 template <class T>
 T field(const nlohmann::json& config, const char* key, T fallback) {
   auto it = config.find(key);
   if (it == config.end() || it->is_null()) return fallback;
+  auto refuse = [&](const char* expected) { refuse_field(key, *it, expected); };
+  if constexpr (std::is_same_v<T, bool>) {
+    if (!it->is_boolean()) refuse("true or false");
+  } else if constexpr (std::is_integral_v<T>) {
+    using limits = std::numeric_limits<T>;
+    if (!it->is_number_integer()) refuse("an integer");
+    const bool fits = it->is_number_unsigned() ? it->template get<uint64_t>() <= static_cast<uint64_t>(limits::max())
+                                               : it->template get<int64_t>() >= static_cast<int64_t>(limits::min()) &&
+                                                     it->template get<int64_t>() <= static_cast<int64_t>(limits::max());
+    if (!fits) refuse("an integer in range");
+  } else if constexpr (std::is_floating_point_v<T>) {
+    if (!it->is_number()) refuse("a number");
+  } else if constexpr (std::is_same_v<T, std::string>) {
+    if (!it->is_string()) refuse("a string");
+  }
   try {
     return it->get<T>();
   } catch (const nlohmann::json::exception&) {
-    throw Error(detail::concat("the field '", key, "' (= ", it->dump().substr(0, 60), ") has the wrong type"));
+    refuse_field(key, *it, "another type");
   }
 }
 
