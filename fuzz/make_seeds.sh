@@ -145,6 +145,7 @@ cp tests/golden/tokenizers/bert_cased/vocab.txt $C/tokenizer/vocab.txt
 cp tests/golden/hf/qwen2/tokenizer.json $C/tokenizer/hf-qwen2.json
 cp tests/golden/hf/mistral-window/tokenizer.json $C/tokenizer/hf-mistral-window.json
 cp tests/golden/hf/marian/source.spm $C/sentencepiece/marian-source.model
+for d in gpt2 llama-gqa bert-uncased qwen2; do cp tests/golden/hf/$d/tokenizer_config.json $C/tokenizer/cfg-$d.json; done
 # SentencePiece models: the bundled translator's (unigram, 8,000 pieces, nmt_nfkc's character map)
 # and the tiny transformer's above (word, 12 pieces), out of their files' metadata
 python3 - <<'PY'

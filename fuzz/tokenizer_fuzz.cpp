@@ -1,6 +1,7 @@
 // Hugging Face tokenizers on arbitrary bytes: a tokenizer.json (bytes that open with '{') or a BERT
 // vocab.txt (anything else, through a folder holding it), then texts of several scripts encoded,
-// alone and in pairs, and their ids decoded. Each ends in ids and text or a qkv::Error — never a
+// alone and in pairs, and their ids decoded; and the same bytes as a small tokenizer's
+// tokenizer_config.json. Each ends in ids and text or a qkv::Error — never a
 // crash, and never a hang or an allocation the text does not justify: a tokenizer's regexes and the
 // stages that grow a text keep to the text's budget (text/hf_components.h's Budget).
 #include <sys/stat.h>
@@ -58,6 +59,17 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     }
     const auto n = static_cast<int32_t>(std::min<int64_t>(tok.vocab_size(), INT32_MAX));
     for (int32_t id : {0, 1, n - 1, n, -1}) tok.id_to_token(id);
+  } catch (const qkv::Error&) {
+  }
+  // The same bytes as the tokenizer_config.json beside a small tokenizer.json (its special tokens'
+  // names, or a BERT vocab.txt's casing and tokens).
+  static const std::string small = R"({"model": {"type": "BPE", "vocab": {"a": 0, "b": 1, "ab": 2, "<s>": 3, "</s>": 4},
+      "merges": ["a b"]}, "added_tokens": [{"id": 3, "content": "<s>", "special": true},
+      {"id": 4, "content": "</s>", "special": true}]})";
+  try {
+    const HfTokenizer tok = HfTokenizer::from_json(
+        small, std::string_view(reinterpret_cast<const char*>(data), size), "fuzz/tokenizer.json");
+    tok.decode(tok.encode(texts[3]), true);
   } catch (const qkv::Error&) {
   }
   return 0;
