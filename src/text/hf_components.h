@@ -57,8 +57,10 @@ using Pieces = std::vector<Piece>;
 //   bytes: any form of the text (a stage's output, the pieces together) ≤ kGrowth × its bytes +
 //          kSlack — Replace stages in a Sequence multiply a text by their contents' lengths, ByteLevel
 //          pre-tokenizers in one double its non-ASCII bytes;
-//   time:  its regexes stop matching kSeconds + kSecondsPerByte × its bytes after it set out — PCRE2
-//          backtracks, and a pattern such as "a*a*b|." costs a long word's length squared a match.
+//   time:  its regexes stop matching kSeconds + kSecondsPerByte × its bytes after it set out, once the
+//          thread has also spent as long again of its own CPU time matching (a busy machine's waits
+//          never stop a real tokenizer) — PCRE2 backtracks, and a pattern such as "a*a*b|." costs a
+//          long word's length squared a match.
 // Real tokenizers are far inside both: NFKC makes at most 18 characters of one, Replace "▁" for " "
 // three bytes of one; GPT-2's and Llama 3's patterns take ~0.07 µs a byte. Past either bound: a
 // qkv::Error naming the stage's field.
@@ -77,6 +79,7 @@ class Budget {
  private:
   size_t text_bytes_, max_bytes_;
   std::chrono::steady_clock::time_point deadline_;
+  mutable double cpu_mark_ = -1;  // the thread's CPU seconds when the deadline was first seen passed
 };
 size_t bytes_of(const Pieces& pieces);  // the pieces' texts together
 

@@ -39,7 +39,8 @@
 // (\w+|[^\w\s]+, not in the golden corpus) on 12 %, not yet explained: treat it as unverified.
 //
 // A crafted tokenizer.json can neither hang nor exhaust memory on a text: its regexes stop after 1 s
-// + 4 µs a byte of it, and no form of the text passes 64 × its bytes + 64 KiB; either ends in a
+// + 4 µs a byte of it by the clock and as long again of the thread's CPU time, and no form of the
+// text passes 64 × its bytes + 64 KiB; either ends in a
 // qkv::Error naming the file and the field (text/hf_components.h's Budget).
 //
 // Speed (one thread, this repository's 2-core Xeon, the 10,000-line golden corpus, encode with
