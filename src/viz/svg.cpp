@@ -83,18 +83,24 @@ std::vector<double> nice_ticks(double lo, double hi, int target) {
     hi += d;
   }
   target = std::max(1, target);
-  const double step = nice_step((hi - lo) / target);
+  // (hi − lo) / target, without overflowing where the data spans more than the largest double
+  const double step = nice_step(hi / target - lo / target);
   const double k0 = std::floor(lo / step + 1e-9);
   const double k1 = std::ceil(hi / step - 1e-9);
+  // A count, not a sum: past 2^53, k + 1 == k and a loop on k would never end (or, where the span
+  // overflowed to a step of 1, run ~10^308 times). Past 1,000 ticks: the ends alone.
+  if (!(k1 - k0 >= 0 && k1 - k0 <= 1000)) return {lo, hi};
   std::vector<double> ticks;
-  for (double k = k0; k <= k1 + 0.5; k += 1) {
-    double v = k * step;
+  for (int i = 0; i <= static_cast<int>(k1 - k0); ++i) {
+    double v = (k0 + i) * step;
     if (std::abs(v) < step * 1e-9) v = 0.0;  // no "-0"
     ticks.push_back(v);
   }
   if (ticks.size() < 2) ticks.push_back(ticks.back() + step);
   return ticks;
 }
+
+double fraction(double v, double a, double b) { return (v / 2 - a / 2) / (b / 2 - a / 2); }
 
 std::vector<double> log_ticks(double lo, double hi) {
   if (!(lo > 0) || !std::isfinite(lo) || !std::isfinite(hi)) return {1.0, 10.0};
@@ -377,14 +383,14 @@ std::string line_plot_svg(const std::vector<Series>& series, const LinePlotOptio
           xlabels.push_back(detail::format_tick(v, xstep));
           maxw = std::max(maxw, text_width(xlabels.back(), fs_tick));
         }
-      if (xt.size() < 2 || pw * xstep / (xb - xa) >= maxw + 14) break;
+      if (xt.size() < 2 || pw * detail::fraction(xa + xstep, xa, xb) >= maxw + 14) break;
     }
     const double ya = opt.log_y ? std::log10(yt.front()) : yt.front();
     const double yb = opt.log_y ? std::log10(yt.back()) : yt.back();
-    auto X = [&](double x) { return x0 + (x - xa) / (xb - xa) * pw; };
+    auto X = [&](double x) { return x0 + detail::fraction(x, xa, xb) * pw; };
     auto Y = [&](double y) {
       const double t = opt.log_y ? std::log10(y) : y;
-      return y1 - (t - ya) / (yb - ya) * ph;
+      return y1 - detail::fraction(t, ya, yb) * ph;
     };
 
     // Grid, ticks, labels.
@@ -593,7 +599,7 @@ std::string heatmap_grid_svg(const std::vector<Panel>& panels, int grid_cols,
   const double W = std::max({bar_x + bar_w + 6 + bar_label_w + pad, label_right + pad,
                              text_width(opt.title, fs_title) + 2 * pad});
   const double H = std::max(top + grid_h, bar_y + bar_h + fs_bar) + pad;
-  auto Y = [&](double v) { return bar_y + bar_h * (1 - (v - lo) / (hi - lo)); };
+  auto Y = [&](double v) { return bar_y + bar_h * (1 - detail::fraction(v, lo, hi)); };
 
   std::ostringstream o;
   o << svg_open(W, H);

@@ -1133,6 +1133,27 @@ def add_pretrained_cases(m):
     m.add("pretrained/convert/marian-source-spm", ["{qkv}", "convert", d, "-o", o], names=[d], gone=[o])
 
 
+def add_plot_cases(m):
+    """qkv plot's metrics files (a run's metrics.csv, or any csv)."""
+    def csv(name, data):
+        return m.write(f"plot/{name}.csv", data)
+    fails = {
+        "dev-zero": "/dev/zero",  # read until the memory ran out
+        "value-1e999": csv("value-1e999", "step,val_loss\n0,1\n1,1e999\n"),
+        "no-step-column": csv("no-step-column", "x" * (10 << 20)),  # one 10 MB line: the message cut
+        "binary": m.write("plot/binary.csv", bytes(range(256)) * 64),
+        "empty": csv("empty", ""),
+    }
+    for name, path in fails.items():
+        o = m.out(f"plot-{name}.svg")
+        m.add(f"plot/{name}", ["{qkv}", "plot", path, "-o", o], names=[path], gone=[o])
+    # values past what the plot can space (ticks over ±1e308 hung), NaN and inf: drawn
+    for name, data in {"span-1e308": "step,val_loss\n0,1e308\n1,-1e308\n",
+                       "steps-1e308": "step,val_loss\n-1.7e308,1\n1.7e308,2\n",
+                       "nan-inf": "step,val_loss\nnan,1\n1,inf\n2,nan\n3,1\n"}.items():
+        m.add(f"plot/{name}", ["{qkv}", "plot", csv(name, data), "-o", m.out(f"plot-{name}.png")], expect="pass")
+
+
 def make_cases(tmp, qkv, want_python=True):
     m = Maker(tmp, qkv)
     os.makedirs(os.path.join(tmp, "out"), exist_ok=True)
@@ -1144,6 +1165,7 @@ def make_cases(tmp, qkv, want_python=True):
     add_flag_cases(m, files, pics)
     add_quantize_cases(m, files)
     add_pretrained_cases(m)
+    add_plot_cases(m)
     if want_python:
         add_python_cases(m, files)
     return m.cases, m.skipped

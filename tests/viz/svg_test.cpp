@@ -251,6 +251,17 @@ TEST(Svg, NiceTicksAreNiceAndCoverTheRange) {
   EXPECT_LT(c.front(), 5);
   EXPECT_GT(c.back(), 5);
   EXPECT_EQ(detail::nice_ticks(0, std::numeric_limits<double>::infinity(), 5).size(), 2u);
+  // A span past the largest double: its ticks, in a bounded count (the loop on k never ended).
+  for (int target : {1, 2, 5, 8}) {
+    const auto wide = detail::nice_ticks(-1e308, 1e308, target);
+    ASSERT_GE(wide.size(), 2u);
+    EXPECT_LE(wide.size(), 1001u);
+    EXPECT_LE(wide.front(), -1e308);
+    EXPECT_GE(wide.back(), 1e308);
+    for (double v : wide) EXPECT_TRUE(std::isfinite(v)) << v;
+  }
+  EXPECT_DOUBLE_EQ(detail::fraction(1e308, -1e308, 1e308), 1.0);
+  EXPECT_DOUBLE_EQ(detail::fraction(0, -1e308, 1e308), 0.5);
   EXPECT_EQ(detail::nice_step(0.13), 0.2);
   EXPECT_EQ(detail::nice_step(3), 5);
   EXPECT_EQ(detail::nice_step(7), 10);
@@ -362,6 +373,34 @@ TEST(LinePlot, NanAndInfBreakTheLine) {
   for (char ch : d) moves += ch == 'M';
   EXPECT_EQ(moves, 2u) << d;                 // (0,1)-(1,2) and (3,3)-(4,4)
   EXPECT_EQ(all(*root, "circle").size(), 1u);  // (6,5) alone between inf and NaN
+}
+
+// Values spanning more than a double holds are drawn where they lie (the plot hung in its ticks, and
+// its coordinates divided by an infinite range put every point on the axis).
+TEST(LinePlot, ValuesSpanningPastTheLargestDoubleAreDrawnWhereTheyLie) {
+  Series s{"s", {-1.7e308, 0, 1.7e308}, {-1e308, 0, 1e308}};
+  const std::string svg = line_plot_svg({s}, {});
+  auto root = parse_ok(svg);
+  ASSERT_TRUE(root);
+  const auto paths = all(*root, "path");
+  ASSERT_EQ(paths.size(), 1u);
+  std::vector<double> xy;  // the path's numbers: x0 y0 x1 y1 x2 y2
+  const std::string d = paths[0]->attrs.at("d");
+  for (size_t i = 0; i < d.size();) {
+    if (std::isdigit(static_cast<unsigned char>(d[i])) || d[i] == '-' || d[i] == '.') {
+      size_t used = 0;
+      xy.push_back(std::stod(d.substr(i), &used));
+      i += used;
+    } else {
+      ++i;
+    }
+  }
+  ASSERT_EQ(xy.size(), 6u) << d;
+  EXPECT_LT(xy[0], xy[2]);  // left to right
+  EXPECT_LT(xy[2], xy[4]);
+  EXPECT_GT(xy[1], xy[3]);  // bottom to top: −1e308, 0, 1e308
+  EXPECT_GT(xy[3], xy[5]);
+  EXPECT_NEAR(xy[2], (xy[0] + xy[4]) / 2, 1.0) << d;  // 0 halfway
 }
 
 TEST(LinePlot, MarkersDotEveryDrawnPoint) {

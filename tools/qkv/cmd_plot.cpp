@@ -32,7 +32,9 @@ std::vector<std::string> split_csv_line(const std::string& line) {
 viz::Series read_series(const std::string& run, const std::string& x, const std::string& metric,
                         const std::string& name) {
   const fs::path csv = fs::is_directory(run) ? fs::path(run) / "metrics.csv" : fs::path(run);
-  std::stringstream in(io::read_file(csv.string()));
+  // (bounded: /dev/zero given as a run would otherwise be read until the memory ran out; a million
+  // steps of 20 metrics are ~200 MB)
+  std::istringstream in(io::read_file(csv.string(), int64_t{256} << 20, "plot: the metrics file"));
   std::string line;
   QKV_CHECK(std::getline(in, line), "plot: '", csv.string(), "' is empty");
   std::vector<std::string> head = split_csv_line(line);
@@ -41,9 +43,11 @@ viz::Series read_series(const std::string& run, const std::string& x, const std:
     if (head[i] == x) step_col = static_cast<int>(i);
     if (head[i] == metric) col = static_cast<int>(i);
   }
+  // (the header as read, cut: a file of one 100 MB line is not a header to print)
+  const std::string has = line.size() > 200 ? line.substr(0, 200) + "…" : line;
   QKV_CHECK(step_col >= 0, "plot: '", csv.string(), "' has no \"", x, "\" column",
-            x == "step" ? "; is it a qkv metrics.csv?" : "", " (it has: ", line, ")");
-  QKV_CHECK(col >= 0, "plot: '", csv.string(), "' has no column \"", metric, "\" (it has: ", line, ")");
+            x == "step" ? "; is it a qkv metrics.csv?" : "", " (it has: ", has, ")");
+  QKV_CHECK(col >= 0, "plot: '", csv.string(), "' has no column \"", metric, "\" (it has: ", has, ")");
   viz::Series s;
   s.name = name;
   while (std::getline(in, line)) {
@@ -53,7 +57,8 @@ viz::Series read_series(const std::string& run, const std::string& x, const std:
       s.x.push_back(std::stod(cells[step_col]));
       s.y.push_back(std::stod(cells[col]));
     } catch (const std::exception&) {
-      QKV_CHECK(false, "plot: '", csv.string(), "': a row has a value that is not a number: ", line);
+      QKV_CHECK(false, "plot: '", csv.string(),
+                "': a row has a value that is not a number: ", line.size() > 200 ? line.substr(0, 200) + "…" : line);
     }
   }
   return s;

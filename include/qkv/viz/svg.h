@@ -66,8 +66,11 @@ std::string xml_escape(std::string_view s);
 namespace detail {
 
 // Multiples of a 1-2-5×10^k step covering [lo, hi] (first ≤ lo, last ≥ hi) in about `target`
-// intervals. lo == hi is widened first. Non-finite input gives {0, 1}.
+// intervals. lo == hi is widened first. Non-finite input gives {0, 1}; where the multiples would
+// number more than 1,000 (a span past the largest double), {lo, hi}.
 std::vector<double> nice_ticks(double lo, double hi, int target = 5);
+// (v − a) / (b − a), without overflowing where b − a passes the largest double (−1e308 … 1e308).
+double fraction(double v, double a, double b);
 // The step nice_ticks would use: the smallest 1, 2 or 5 × 10^k that is ≥ raw (raw > 0).
 double nice_step(double raw);
 // Ticks for a log axis covering [lo, hi] (0 < lo ≤ hi): m×10^k with m from {1..9}, {1,2,5} or {1}
