@@ -693,6 +693,8 @@ def add_flag_cases(m, files, pics):
         ("bench", ["linear-cross-entropy", "-N", "2", "-d", "2", "-V", "3"], ["--chunk-rows"], ["-1", "x"]),
         ("bench", ["linear-cross-entropy", "-N", "2", "-d", "2", "-V", "3"], ["--dtype"], ["f64", ""]),
         ("bench", ["linear-cross-entropy", "-N", "2", "-d", "2", "-V", "3"], ["--repeats"], ["0", "-1"]),
+        ("bench", ["tokenizer", os.path.join(REPO, "tests/golden/tokenizers/gpt2"), "-i", inp], ["--repeats"],
+         ["0", "-1", "1001", "x"]),
     ]
     for cmd, args, flags, values in numeric:
         flag = flags[0]
@@ -715,7 +717,8 @@ def add_flag_cases(m, files, pics):
                 continue  # would generate for the whole timeout; not a hostile-input check
             if flag == "-n" and cmd == "scenes" and v != "-1":
                 continue  # a valid (large) request
-            m.add(f"flag/{cmd}/{flag}={v}", argv, expect=expect, names=flags + [v], usage=True,
+            what = "bench-tokenizer" if cmd == "bench" and args[0] == "tokenizer" else cmd  # (bench's own --repeats)
+            m.add(f"flag/{what}/{flag}={v}", argv, expect=expect, names=flags + [v], usage=True,
                   gone=[out] if cmd in ("attend", "train", "scenes") and expect == "fail" else [])
     # text inputs (-i, --src, --ref, --hyp) that are not text files
     import gzip
@@ -1133,6 +1136,16 @@ def add_pretrained_cases(m):
     m.add("pretrained/convert/marian-source-spm", ["{qkv}", "convert", d, "-o", o], names=[d], gone=[o])
 
 
+def add_bench_tokenizer_cases(m):
+    """qkv bench tokenizer's folder and lines."""
+    gpt2 = os.path.join(REPO, "tests/golden/tokenizers/gpt2")
+    lines = m.write("bench-tokenizer/lines.txt", "one two\n")
+    for name, folder, inp in (("input-dev-zero", gpt2, "/dev/zero"), ("input-empty", gpt2, m.write("bench-tokenizer/empty.txt", "")),
+                              ("folder-missing", m.path("bench-tokenizer/nowhere"), lines),
+                              ("folder-a-file", lines, lines)):
+        m.add(f"bench-tokenizer/{name}", ["{qkv}", "bench", "tokenizer", folder, "-i", inp], names=[folder, inp])
+
+
 def add_plot_cases(m):
     """qkv plot's metrics files (a run's metrics.csv, or any csv)."""
     def csv(name, data):
@@ -1166,6 +1179,7 @@ def make_cases(tmp, qkv, want_python=True):
     add_quantize_cases(m, files)
     add_pretrained_cases(m)
     add_plot_cases(m)
+    add_bench_tokenizer_cases(m)
     if want_python:
         add_python_cases(m, files)
     return m.cases, m.skipped

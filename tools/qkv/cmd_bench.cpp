@@ -115,6 +115,7 @@ void add_bench(CLI::App& app) {
   add_bench_caption(bench);
   add_bench_paged(bench);
   add_bench_loss(bench);
+  add_bench_tokenizer(bench);
   auto args = std::make_shared<BenchArgs>();
   CLI::App* att = bench->add_subcommand("attention", "Time scaled_dot_product_attention forward and forward+backward");
   att->add_option("--seq-len,-L", args->seq_len, "query length")->capture_default_str()->check(greater_than_zero());

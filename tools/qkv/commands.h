@@ -22,6 +22,7 @@ void add_bench_vision(CLI::App* bench);
 void add_bench_caption(CLI::App* bench);
 void add_bench_paged(CLI::App* bench);
 void add_bench_loss(CLI::App* bench);
+void add_bench_tokenizer(CLI::App* bench);
 void add_generate(CLI::App& app);
 void add_translate(CLI::App& app);
 void add_eval(CLI::App& app);
