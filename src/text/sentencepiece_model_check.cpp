@@ -16,7 +16,8 @@
 // checked, so every unit a text can reach must lie inside the trie, every value must start a string
 // whose '\0' lies inside the blob, no walk may meet more than 32 matches, and (so that walks end)
 // the units reachable must form no cycle — all of which the tries the library builds satisfy: it
-// lays units out in blocks of 256, so a node's 256 children always exist.
+// lays units out in blocks of 256, so a node's 256 children always exist. And its pieces must be
+// ones the library's own tries can hold (check_pieces).
 #include "sentencepiece_model_check.h"
 
 #include <algorithm>
@@ -176,9 +177,42 @@ void check_charsmap(std::string_view blob, const std::string& where) {
     fail("a text can meet " + std::to_string(most[root]) + " matches in one walk, past the library's 32");
 }
 
+// Its pieces (ModelProto field 1, repeated: each a SentencePiece message whose field 1 is the piece,
+// the last occurrence winning): none empty, none holding a '\0', none of 8,000 bytes or more — the
+// checks later libsentencepiece releases make and 0.1.97 lacks: the unigram model's trie (darts-clone)
+// throws on an empty key, and its exception passes every handler to std::terminate.
+void check_pieces(std::string_view model, const std::string& what) {
+  Wire top{model};
+  uint64_t number = 0;
+  int type = 0;
+  std::string_view bytes;
+  for (size_t index = 0; top.at < model.size();) {
+    if (!top.next(number, type, bytes)) malformed(what, top.at);
+    if (number != 1 || type != 2) continue;
+    std::string_view piece;
+    Wire inner{bytes};
+    uint64_t n = 0;
+    int t = 0;
+    std::string_view b;
+    while (inner.at < bytes.size()) {
+      if (!inner.next(n, t, b)) malformed(what, static_cast<size_t>(bytes.data() - model.data()) + inner.at);
+      if (n == 1 && t == 2) piece = b;
+    }
+    auto fail = [&](const std::string& why) {
+      throw Error(what + ": its piece " + std::to_string(index) + " " + why +
+                  ", which SentencePiece cannot hold (a piece is 1 to 7,999 bytes, none of them '\\0')");
+    };
+    if (piece.empty()) fail("is empty");
+    if (piece.find('\0') != std::string_view::npos) fail("holds a '\\0'");
+    if (piece.size() >= 8000) fail("is " + std::to_string(piece.size()) + " bytes long");
+    ++index;
+  }
+}
+
 }  // namespace
 
 void check_model(std::string_view model, const std::string& what) {
+  check_pieces(model, what);
   check_charsmap(charsmap(model, 3, what), what + ": its normalizer_spec.precompiled_charsmap");
   check_charsmap(charsmap(model, 5, what), what + ": its denormalizer_spec.precompiled_charsmap");
 }

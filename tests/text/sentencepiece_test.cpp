@@ -283,6 +283,38 @@ std::string error_loading(const std::string& bytes) {
   return "";
 }
 
+// The model's bytes with one more piece (ModelProto's repeated field 1: {piece, type NORMAL}).
+std::string with_piece(const std::string& model, const std::string& piece) {
+  std::string inner;
+  put_varint(inner, 1 << 3 | 2);
+  put_varint(inner, piece.size());
+  inner += piece;
+  put_varint(inner, 3 << 3 | 0);  // type: NORMAL
+  put_varint(inner, 1);
+  std::string out = model;
+  put_varint(out, 1 << 3 | 2);
+  put_varint(out, inner.size());
+  return out + inner;
+}
+
+// Pieces the library's own trie cannot hold: libsentencepiece 0.1.97's darts-clone throws on an empty
+// one, past every handler (std::terminate: sentencepiece_fuzz's second find); later releases refuse
+// them, as qkv now does first.
+TEST(SentencePiece, APieceTheLibraryCannotHoldIsAnError) {
+  const std::string m = model().serialized();
+  const int n = model().vocab_size();
+  auto expect = [&](const std::string& piece, const std::string& part) {
+    const std::string err = error_loading(with_piece(m, piece));
+    EXPECT_NE(err.find("its piece " + std::to_string(n) + " " + part + ", which SentencePiece cannot hold"),
+              std::string::npos)
+        << err;
+  };
+  expect("", "is empty");
+  expect(std::string("a\0b", 3), "holds a '\\0'");
+  expect(std::string(8000, 'a'), "is 8000 bytes long");
+  EXPECT_EQ(SentencePiece::from_serialized(with_piece(m, "zzzq")).vocab_size(), n + 1);  // a piece it can
+}
+
 TEST(SentencePiece, AHandMadeCharacterMapReadsAsTheLibraryReadsIt) {
   // 32 matches in one walk: the most the library keeps (a stack array of 32)
   const SentencePiece sp = SentencePiece::from_serialized(with_charsmap(model().serialized(), chain_charsmap(32)));
