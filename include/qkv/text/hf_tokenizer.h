@@ -43,10 +43,11 @@
 // text passes 64 × its bytes + 64 KiB; either ends in a
 // qkv::Error naming the file and the field (text/hf_components.h's Budget).
 //
-// Speed (one thread, this repository's 2-core Xeon, the 10,000-line golden corpus, encode with
-// special tokens): qkv 115k–200k lines/s against tokenizers 0.23 (called per line from Python)
-// 26k–58k lines/s: GPT-2 form 140k vs 51k, Llama 3 148k vs 33k, byte fallback 159k vs 51k, BERT
-// uncased 115k vs 26k, cased 200k vs 58k.
+// Speed (one thread, a line at a time, the special tokens; `qkv bench tokenizer`, and
+// bench/tokenizer_vs_hf.py beside `tokenizers` 0.23 on the same lines, the same ids; Zen 3, 2026-12-05,
+// docs/BENCHMARKS.md): 2.3–4.8× `tokenizers`' encode called a line at a time from Python, 1.9–4.3× its
+// two-thread encode_batch — 74k–176k lines/s on the golden corpus's scripts and emoji, 300k–530k on
+// English sentences.
 #pragma once
 
 #include <cstdint>
