@@ -79,26 +79,36 @@ struct Wire {
   throw Error(what + ": not a SentencePiece model (its protobuf is malformed at byte " + std::to_string(at) + ")");
 }
 
-// The precompiled_charsmap (NormalizerSpec field 2) protobuf gives ModelProto's field `spec`:
-// occurrences of a message field merge, and of a bytes field the last wins.
-std::string_view charsmap(std::string_view model, uint64_t spec, const std::string& what) {
-  std::string_view last;
-  Wire top{model};
-  uint64_t number = 0;
+// Calls fn(bytes) for each length-delimited occurrence of field `number` in `message` (a piece of
+// `model`, for the offsets of errors), in order.
+template <class Fn>
+void for_each_field(std::string_view message, uint64_t number, std::string_view model, const std::string& what,
+                    Fn&& fn) {
+  Wire w{message};
+  uint64_t n = 0;
   int type = 0;
   std::string_view bytes;
-  while (top.at < model.size()) {
-    if (!top.next(number, type, bytes)) malformed(what, top.at);
-    if (number != spec || type != 2) continue;
-    Wire inner{bytes};
-    uint64_t n = 0;
-    int t = 0;
-    std::string_view b;
-    while (inner.at < bytes.size()) {
-      if (!inner.next(n, t, b)) malformed(what, static_cast<size_t>(bytes.data() - model.data()) + inner.at);
-      if (n == 2 && t == 2) last = b;
-    }
+  while (w.at < message.size()) {
+    if (!w.next(n, type, bytes)) malformed(what, static_cast<size_t>(message.data() - model.data()) + w.at);
+    if (n == number && type == 2) fn(bytes);
   }
+}
+
+// What protobuf makes of a bytes or string field given more than once: the last.
+std::string_view last_field(std::string_view message, uint64_t number, std::string_view model,
+                            const std::string& what) {
+  std::string_view last;
+  for_each_field(message, number, model, what, [&](std::string_view b) { last = b; });
+  return last;
+}
+
+// The precompiled_charsmap (NormalizerSpec field 2) protobuf gives ModelProto's field `spec`:
+// occurrences of a message field merge, so the last charsmap of any of them.
+std::string_view charsmap(std::string_view model, uint64_t spec, const std::string& what) {
+  std::string_view last;
+  for_each_field(model, spec, model, what, [&](std::string_view normalizer_spec) {
+    if (const std::string_view c = last_field(normalizer_spec, 2, model, what); c.data() != nullptr) last = c;
+  });
   return last;
 }
 
@@ -182,22 +192,9 @@ void check_charsmap(std::string_view blob, const std::string& where) {
 // checks later libsentencepiece releases make and 0.1.97 lacks: the unigram model's trie (darts-clone)
 // throws on an empty key, and its exception passes every handler to std::terminate.
 void check_pieces(std::string_view model, const std::string& what) {
-  Wire top{model};
-  uint64_t number = 0;
-  int type = 0;
-  std::string_view bytes;
-  for (size_t index = 0; top.at < model.size();) {
-    if (!top.next(number, type, bytes)) malformed(what, top.at);
-    if (number != 1 || type != 2) continue;
-    std::string_view piece;
-    Wire inner{bytes};
-    uint64_t n = 0;
-    int t = 0;
-    std::string_view b;
-    while (inner.at < bytes.size()) {
-      if (!inner.next(n, t, b)) malformed(what, static_cast<size_t>(bytes.data() - model.data()) + inner.at);
-      if (n == 1 && t == 2) piece = b;
-    }
+  size_t index = 0;
+  for_each_field(model, 1, model, what, [&](std::string_view sentence_piece) {
+    const std::string_view piece = last_field(sentence_piece, 1, model, what);
     auto fail = [&](const std::string& why) {
       throw Error(what + ": its piece " + std::to_string(index) + " " + why +
                   ", which SentencePiece cannot hold (a piece is 1 to 7,999 bytes, none of them '\\0')");
@@ -206,7 +203,7 @@ void check_pieces(std::string_view model, const std::string& what) {
     if (piece.find('\0') != std::string_view::npos) fail("holds a '\\0'");
     if (piece.size() >= 8000) fail("is " + std::to_string(piece.size()) + " bytes long");
     ++index;
-  }
+  });
 }
 
 }  // namespace
