@@ -56,8 +56,7 @@ def corpora(n, tmp):
     return paths
 
 
-def hf_side(folder, lines, repeats, threads):
-    os.environ["RAYON_NUM_THREADS"] = str(threads)
+def hf_side(folder, lines, repeats):
     from tokenizers import Tokenizer
     tok = Tokenizer.from_file(os.path.join(folder, "tokenizer.json"))
     ids = [tok.encode(line).ids for line in lines]
@@ -85,6 +84,8 @@ def main():
     ap.add_argument("--threads", type=int, default=2, help="encode_batch's threads (RAYON_NUM_THREADS)")
     ap.add_argument("--rounds", type=int, default=3, help="rounds, qkv and tokenizers alternating; medians shown")
     a = ap.parse_args()
+    # Read once, when the Rust thread pool starts (the first encode_batch): set before anything runs.
+    os.environ["RAYON_NUM_THREADS"] = str(a.threads)
     import tokenizers
     print(f"tokenizers {tokenizers.__version__}; qkv {a.qkv}; {a.lines} lines a corpus, medians of {a.rounds} rounds "
           f"of {a.repeats} passes")
@@ -97,7 +98,7 @@ def main():
                     r = subprocess.run([a.qkv, "bench", "tokenizer", folder, "-i", path, "--json",
                                         "--repeats", str(a.repeats)], capture_output=True, text=True, check=True)
                     qj = json.loads(r.stdout)
-                    tokens, id_sum, one, batch = hf_side(folder, lines, a.repeats, a.threads)
+                    tokens, id_sum, one, batch = hf_side(folder, lines, a.repeats)
                     if (qj["tokens"], qj["id_sum"]) != (tokens, id_sum):
                         sys.exit(f"{folder} on {cname}: qkv {qj['tokens']} tokens (id sum {qj['id_sum']}), "
                                  f"tokenizers {tokens} ({id_sum}): not the same ids")

@@ -54,16 +54,26 @@ SentencePiece::~SentencePiece() = default;
 SentencePiece::SentencePiece(SentencePiece&&) noexcept = default;
 SentencePiece& SentencePiece::operator=(SentencePiece&&) noexcept = default;
 
-SentencePiece::SentencePiece(const SentencePiece& other) : SentencePiece(from_serialized(other.serialized())) {
+// A copy re-parses the bytes the library serialized from a model that was checked when it was read:
+// not checked again (spm::check_model costs about as much as the parse).
+SentencePiece::SentencePiece(const SentencePiece& other)
+    : SentencePiece(parse_checked(other.serialized(), "SentencePiece's copy")) {
   marian_ = other.marian_;
 }
 
 SentencePiece& SentencePiece::operator=(const SentencePiece& other) {
   if (this != &other) {
-    *this = from_serialized(other.serialized());
+    *this = parse_checked(other.serialized(), "SentencePiece's copy");
     marian_ = other.marian_;
   }
   return *this;
+}
+
+SentencePiece SentencePiece::parse_checked(const std::string& bytes, const std::string& what) {
+  SentencePiece out;
+  const auto st = out.sp_->LoadFromSerializedProto(bytes);
+  QKV_CHECK(st.ok(), what, ": not a SentencePiece model (", status_message(st), ")");
+  return out;
 }
 
 SentencePiece SentencePiece::marian(std::string source_model, std::string target_model, std::string_view vocab_json,
@@ -118,22 +128,15 @@ SentencePiece SentencePiece::load(const std::string& model_path) {
   // Read here, not by the library's Load: checked before it parses them (from_serialized).
   const std::string bytes = io::read_file(model_path, int64_t{1} << 31, "the SentencePiece model");
   spm::check_model(bytes, "SentencePiece::load: " + model_path);
-  SentencePiece out;
-  const auto st = out.sp_->LoadFromSerializedProto(bytes);
-  QKV_CHECK(st.ok(), "SentencePiece::load: ", model_path,
-            ": not a SentencePiece model (", status_message(st), ")");
-  return out;
+  return parse_checked(bytes, "SentencePiece::load: " + model_path);
 }
 
 SentencePiece SentencePiece::from_serialized(std::string bytes) {
   // What the library reads unchecked, checked first: a crafted model must not make it read past
   // its buffers (text/sentencepiece_model_check.h). Loading runs the model's self-test samples.
-  spm::check_model(bytes, "SentencePiece::from_serialized: " + std::to_string(bytes.size()) + " bytes");
-  SentencePiece out;
-  const auto st = out.sp_->LoadFromSerializedProto(bytes);
-  QKV_CHECK(st.ok(), "SentencePiece::from_serialized: ", bytes.size(),
-            " bytes are not a SentencePiece model (", status_message(st), ")");
-  return out;
+  const std::string what = "SentencePiece::from_serialized: " + std::to_string(bytes.size()) + " bytes";
+  spm::check_model(bytes, what);
+  return parse_checked(bytes, what);
 }
 
 std::string SentencePiece::serialized() const { return sp_->serialized_model_proto(); }

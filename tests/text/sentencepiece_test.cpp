@@ -169,11 +169,16 @@ TEST(SentencePiece, SerializedRoundTrip) {
   const std::string file((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
   EXPECT_EQ(bytes, file);
   const SentencePiece copy = SentencePiece::from_serialized(bytes);
-  const SentencePiece copy2 = sp;  // copy constructor
+  const SentencePiece copy2 = sp;  // copy constructor (the library's parse, not checked again)
+  SentencePiece copy3 = SentencePiece::from_serialized(bytes);
+  copy3 = copy2;  // copy assignment
   EXPECT_EQ(copy.vocab_size(), sp.vocab_size());
+  EXPECT_EQ(copy3.vocab_size(), sp.vocab_size());
+  EXPECT_EQ(copy3.serialized(), bytes);
   for (const char* l : kLines) {
     EXPECT_EQ(copy.encode(l), sp.encode(l));
     EXPECT_EQ(copy2.encode(l), sp.encode(l));
+    EXPECT_EQ(copy3.encode(l), sp.encode(l));
   }
 }
 

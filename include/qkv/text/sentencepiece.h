@@ -77,7 +77,7 @@ class SentencePiece {
   int bos_id() const;
   int eos_id() const;
 
-  // Copies go through serialized() (a model is a few hundred KB at most).
+  // Copies go through serialized() (a model is a few hundred KB at most), not checked again.
   SentencePiece(const SentencePiece& other);
   SentencePiece& operator=(const SentencePiece& other);
   SentencePiece(SentencePiece&&) noexcept;
@@ -86,6 +86,9 @@ class SentencePiece {
 
  private:
   SentencePiece();
+  // The library's parse of bytes spm::check_model has passed (text/sentencepiece_model_check.h), or
+  // that the library itself serialized from such a model; `what` begins its error.
+  static SentencePiece parse_checked(const std::string& bytes, const std::string& what);
   std::unique_ptr<sentencepiece::SentencePieceProcessor> sp_;  // (Marian: the source model)
   struct Marian;
   std::shared_ptr<const Marian> marian_;  // set: a Marian vocabulary (immutable, shared by copies)
