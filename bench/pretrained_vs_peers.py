@@ -19,7 +19,9 @@ medians reported:
   generate   a 16-token prompt, --new-tokens tokens greedily (batch 1): new tokens / s
   translate  --sentences Tatoeba lines, greedy, batches of 32: target tokens / s
 Random models ramble to the length limit; every engine is held to the same number of new tokens
-(min = max length), so the tokens/s compare equal work.
+(the peers: min = max length; qkv: --max-length, where a random model writes no EOS), so the
+tokens/s compare equal work. (Before 2026-12-05 qkv translated to |source| + 50 tokens, ~57 a
+sentence against the peers' 32: longer KV caches, more work a token.)
 """
 import argparse
 import gzip
@@ -178,7 +180,7 @@ def qkv_run(model, dtype, threads, task, n, inp, activation_bits=None):
         return float(m.group(2)), int(m.group(1)), rss
     outp = inp + ".qkv.out"
     _, err, rss = timed([QKV, "translate", "-m", model, "-i", inp, "-o", outp, "--beam", "1", "--batch-size", "32",
-                         "--dtype", dtype, "--threads", str(threads), "--stats"], env)
+                         "--max-length", str(n), "--dtype", dtype, "--threads", str(threads), "--stats"], env)
     seconds = float(re.search(r"in ([\d.]+) s:", err).group(1))
     tokens = int(re.search(r"([\d,]+) target tokens", err).group(1).replace(",", "")) if "target tokens" in err else 0
     return seconds, tokens, rss

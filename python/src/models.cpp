@@ -443,25 +443,31 @@ void bind_models(nb::module_& m) {
       .def(nb::init<const std::string&, const std::string&, const std::string&>(), "model_path"_a, "weights"_a = "auto",
            "device"_a = "cpu",
            "weights: what the decoding steps read: f32, bf16 (AVX512-BF16 products on the CPU, the tensor\n"
-           "cores on a GPU), int8 (the CPU) or auto (int8 for a file qkv quantize wrote, f32 otherwise). device: 'cpu', 'cuda' or 'cuda:N' (CTranslate2's name), where\n"
+           "cores on a GPU), int8 (the CPU) or auto (int8 for a file qkv quantize wrote, f32 otherwise). device: "
+           "'cpu', 'cuda' or 'cuda:N' (CTranslate2's name), where\n"
            "the model decodes.",
            nb::call_guard<nb::gil_scoped_release>())
       .def(
           "translate_batch",
           [](const PyTranslator& t, const std::vector<std::string>& sentences, int64_t beam_size, double length_penalty,
-             int64_t max_extra_length, int64_t max_batch_size, int64_t num_hypotheses, bool return_attention,
-             bool use_cache) {
+             int64_t max_extra_length, int64_t max_decoding_length, int64_t max_batch_size, int64_t num_hypotheses,
+             bool return_attention, bool use_cache) {
             decode::TranslateOptions o = search_options(beam_size, length_penalty);
-            o.max_extra = max_extra_length, o.batch_size = max_batch_size, o.use_cache = use_cache;
+            o.max_extra = max_extra_length, o.max_length = max_decoding_length, o.batch_size = max_batch_size;
+            o.use_cache = use_cache;
             nb::gil_scoped_release release;
             return t.translate_batch(sentences, o, num_hypotheses, return_attention);
           },
-          "sentences"_a, "beam_size"_a = decode::kDefaultBeamSize, "length_penalty"_a = decode::kDefaultLengthPenalty, "max_extra_length"_a = decode::TranslateOptions{}.max_extra,
-          "max_batch_size"_a = decode::TranslateOptions{}.batch_size, "num_hypotheses"_a = 1, "return_attention"_a = false, "use_cache"_a = decode::TranslateOptions{}.use_cache,
+          "sentences"_a, "beam_size"_a = decode::kDefaultBeamSize, "length_penalty"_a = decode::kDefaultLengthPenalty,
+          "max_extra_length"_a = decode::TranslateOptions{}.max_extra,
+          "max_decoding_length"_a = decode::TranslateOptions{}.max_length,
+          "max_batch_size"_a = decode::TranslateOptions{}.batch_size, "num_hypotheses"_a = 1,
+          "return_attention"_a = false, "use_cache"_a = decode::TranslateOptions{}.use_cache,
           "Translates sentences (plain text; the model's tokenizer splits them) with beam search (greedy at\n"
           "beam_size 1): one TranslationResult each, in order. An output is at most its source's length +\n"
-          "max_extra_length tokens (1 … 10000); length_penalty is α of ((5 + n) / 6)^α (0 … 5), as the\n"
-          "command line's --max-extra and --alpha take them.")
+          "max_extra_length tokens (1 … 10000), and at most max_decoding_length tokens, its EOS included\n"
+          "(CTranslate2's name; 0 … 1000000, 0: no limit); length_penalty is α of ((5 + n) / 6)^α (0 … 5),\n"
+          "as the command line's --max-extra, --max-length and --alpha take them.")
       .def(
           "translate",
           [](const PyTranslator& t, nb::handle text, int64_t beam_size, double length_penalty) -> nb::object {
@@ -501,10 +507,10 @@ void bind_models(nb::module_& m) {
             return neuron_dict(v);
           },
           "text"_a, "layer"_a, "head"_a, "query"_a, "kind"_a = "encoder_self", "beam_size"_a = decode::kDefaultBeamSize,
-          "length_penalty"_a = decode::kDefaultLengthPenalty,
-          kTranslatorNeuronDoc.c_str())
-      .def_prop_ro("metadata", [](const PyTranslator& t) { return meta_dict(t.loaded().meta); },
-                   "The model file's metadata (type, hyper-parameters, training config).")
+          "length_penalty"_a = decode::kDefaultLengthPenalty, kTranslatorNeuronDoc.c_str())
+      .def_prop_ro(
+          "metadata", [](const PyTranslator& t) { return meta_dict(t.loaded().meta); },
+          "The model file's metadata (type, hyper-parameters, training config).")
       .def("__repr__", [](const PyTranslator& t) { return "qkv.Translator('" + t.loaded().path + "')"; });
 
   nb::class_<TextStream>(m, "TextStream", "Generated text as it is written (an iterator of pieces).")

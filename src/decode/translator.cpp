@@ -53,7 +53,7 @@ Common common_config(const std::vector<const models::Seq2SeqModel*>& models) {
 
 bool same_batch(const TranslateOptions& a, const TranslateOptions& b) {
   return a.beam_size == b.beam_size && a.length_penalty == b.length_penalty && a.max_extra == b.max_extra &&
-         a.num_hypotheses == b.num_hypotheses && a.use_cache == b.use_cache &&
+         a.max_length == b.max_length && a.num_hypotheses == b.num_hypotheses && a.use_cache == b.use_cache &&
          a.transformers_beam == b.transformers_beam && a.max_input_length == b.max_input_length;
 }
 
@@ -64,6 +64,10 @@ void check_options(const TranslateOptions& opt) {
   QKV_CHECK(opt.max_extra >= 1 && opt.max_extra <= kMaxExtraTokens,
             "translate: max_extra (the tokens an output may have past its source's length) must be between 1 and ",
             kMaxExtraTokens, ", got ", opt.max_extra);
+  QKV_CHECK(opt.max_length >= 0 && opt.max_length <= kMaxDecodingLength,
+            "translate: max_length (the most tokens an output may have, its EOS included; 0: no limit) must be between "
+            "0 and ",
+            kMaxDecodingLength, ", got ", opt.max_length);
   QKV_CHECK(opt.batch_size >= 1, "translate: batch_size must be ≥ 1, got ", opt.batch_size);
   QKV_CHECK(opt.num_hypotheses >= 0, "translate: num_hypotheses must be ≥ 0 (0: the whole beam), got ",
             opt.num_hypotheses);
@@ -117,7 +121,9 @@ std::vector<std::vector<Hypothesis>> translate_ids_nbest(const std::vector<const
       flat.insert(flat.end(), s.begin(), s.end());
       flat.push_back(c.ids.eos);
       flat.insert(flat.end(), static_cast<size_t>(S) - s.size() - 1, c.ids.pad);
-      max_len.push_back(std::min<int64_t>(static_cast<int64_t>(s.size()) + 1 + opt.max_extra, c.max_len));
+      // |source| + EOS + max_extra, max_length and the model's positions: the least
+      const int64_t longest = std::min<int64_t>(static_cast<int64_t>(s.size()) + 1 + opt.max_extra, c.max_len);
+      max_len.push_back(opt.max_length > 0 ? std::min(longest, opt.max_length) : longest);
     }
     const Tensor src = Tensor::from_ints(flat, {static_cast<int64_t>(b1 - b0), S});
     std::vector<std::unique_ptr<StepModel>> members;

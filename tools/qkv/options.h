@@ -122,6 +122,11 @@ inline void add_decode_options(CLI::App* app, DecodeArgs& a, unsigned which = kA
     app->add_option("--max-extra", t.max_extra, "an output has at most |source| + this many tokens")
         ->capture_default_str()
         ->check(between(1, decode::kMaxExtraTokens));
+    app->add_option("--max-length", t.max_length,
+                    "an output has at most this many tokens, its EOS included (transformers' max_new_tokens, "
+                    "CTranslate2's max_decoding_length; 0: no limit but --max-extra's)")
+        ->capture_default_str()
+        ->check(between(0, decode::kMaxDecodingLength));
     app->add_option("--max-input-length", t.max_input_length,
                     "truncate longer sources to this many tokens, with a warning naming the line (0: the model's "
                     "longest; -1: an over-long line is an error)")

@@ -23,6 +23,9 @@ struct TranslateOptions {
   int64_t beam_size = kDefaultBeamSize;                                // 1: greedy search
   float length_penalty = static_cast<float>(kDefaultLengthPenalty);  // α (beam search)
   int64_t max_extra = 50;       // the output is at most |source| + max_extra tokens (the paper's +50)
+  // And at most this many tokens, its EOS included (transformers' max_new_tokens, CTranslate2's
+  // max_decoding_length); 0: no limit but max_extra's and the model's.
+  int64_t max_length = 0;
   int64_t batch_size = 32;      // sentences per batch
   // Hypotheses each sentence's n-best list must hold (beam search; 0: beam_size): 1 when only the
   // best is wanted lets a sentence stop as soon as it is settled (SearchOptions::num_hypotheses).
@@ -46,10 +49,12 @@ struct TranslateOptions {
 // --max-extra, Python's max_extra_length): the paper's 50 is the default; a sum past the model's
 // max_len is cut to it anyway, but 2^63 − 1 wrapped the sum negative (issue 43).
 constexpr int64_t kMaxExtraTokens = 10000;
+// The largest TranslateOptions::max_length taken (--max-length, Python's max_decoding_length).
+constexpr int64_t kMaxDecodingLength = 1000000;
 
 // Every option checked against the range each front end takes (the command line's flags are
 // these): beam_size 1 … kMaxBeamSize, length_penalty 0 … kMaxLengthPenalty (not NaN), max_extra
-// 1 … kMaxExtraTokens, batch_size ≥ 1, num_hypotheses ≥ 0, max_input_length ≥ −1. A
+// 1 … kMaxExtraTokens, max_length 0 … kMaxDecodingLength, batch_size ≥ 1, num_hypotheses ≥ 0, max_input_length ≥ −1. A
 // qkv::Error "translate: <option> must be …, got …" naming the first one out of range; the
 // translators below check before they tokenize or decode anything.
 void check_options(const TranslateOptions& opt);
