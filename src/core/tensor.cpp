@@ -345,7 +345,7 @@ TensorBase TensorBase::detach() const {
   return TensorBase(std::move(impl2));
 }
 
-TensorBase TensorBase::as_strided(const Shape& shp, const Shape& st, int64_t off) const {
+TensorBase TensorBase::as_strided(Shape shp, Shape st, int64_t off) const {
   QKV_CHECK(shp.size() == st.size(), "as_strided: shape ", shape_str(shp), " and strides ", shape_str(st),
             " differ in rank");
   int64_t lo = off, hi = off;
@@ -360,11 +360,14 @@ TensorBase TensorBase::as_strided(const Shape& shp, const Shape& st, int64_t off
   int64_t cap = static_cast<int64_t>(impl().storage->nbytes / dtype_size(dtype()));
   QKV_CHECK(lo >= 0 && (numel_of(shp) == 0 || hi < cap), "as_strided: view ", shape_str(shp), " strides ",
             shape_str(st), " offset ", off, " falls outside storage of ", cap, " elements");
-  TensorBase v = detach();
-  v.impl().shape = shp;
-  v.impl().strides = st;
-  v.impl().offset = off;
-  return v;
+  // (detach() and then the new shape would copy this view's shape and strides only to replace them)
+  auto impl2 = std::make_shared<TensorImpl>();
+  impl2->storage = impl().storage;
+  impl2->shape = std::move(shp);
+  impl2->strides = std::move(st);
+  impl2->offset = off;
+  impl2->dtype = dtype();
+  return TensorBase(std::move(impl2));
 }
 
 void TensorBase::copy_bytes_(const TensorBase& src) {

@@ -58,8 +58,9 @@ void run(const std::vector<Tensor>& roots, const std::vector<Tensor>& seeds, boo
     } else if (!impl->grad_fn || impl->retains_grad) {
       if (impl->requires_grad || impl->retains_grad) {
         if (!impl->grad) {
-          // Share g's storage (no copy) through a fresh TensorImpl.
-          impl->grad = dense(g).impl_ptr();
+          // Share g's storage (no copy) through a fresh TensorImpl (not g's own, which dense() may
+          // hand back: two leaves given one g must not share the .grad that each accumulates into).
+          impl->grad = (g.is_contiguous() ? g.detach() : g.contiguous_copy()).impl_ptr();
         } else if (impl->grad->storage.use_count() == 1) {
           // Nobody else sees this storage: accumulate in place.
           Tensor acc(impl->grad);

@@ -56,6 +56,10 @@ Tensor normalize(const char* op, const Tensor& x, const Tensor& residual, const 
                  k::layer_norm_forward(xc.data(), wp, bp, out.data(), mean.data(), rstd.data(), rows, n, eps, o16));
   }
   AutocastWeights::lend_copy(op, out, out16);
+  if (!autograd::needs_grad({x, weight, bias, residual})) {  // nothing records (decoding): no rule to build
+    if (sum_out) *sum_out = sum;
+    return out;
+  }
   bool gw = weight.defined() && weight.requires_grad(), gb = bias.defined() && bias.requires_grad();
   const bool added = residual.defined();
   std::vector<Tensor> inputs = {x, weight, bias};

@@ -44,6 +44,10 @@ Tensor normalize(const char* op, const Tensor& x, const Tensor& residual, const 
     QKV_DISPATCH(op, d, k::rms_norm_forward(xc.data(), wp, out.data(), rstd.data(), rows, n, eps, o16));
   }
   AutocastWeights::lend_copy(op, out, out16);
+  if (!autograd::needs_grad({x, weight, residual})) {  // nothing records (decoding): no rule to build
+    if (sum_out) *sum_out = sum;
+    return out;
+  }
   const bool gw = weight.defined() && weight.requires_grad();
   const bool added = residual.defined();
   std::vector<Tensor> inputs = {x, weight};

@@ -67,8 +67,17 @@ std::optional<Shape> view_strides(const Shape& old_shape, const Shape& old_strid
   return out;
 }
 
-Tensor make_view(const Tensor& t, const Shape& shape, const Shape& strides, int64_t offset) {
-  return t.as_strided(shape, strides, offset);
+Tensor make_view(const Tensor& t, Shape shape, Shape strides, int64_t offset) {
+  return t.as_strided(std::move(shape), std::move(strides), offset);
+}
+
+// t seen as `target` with strides `st` (view_strides'), its backward a reshape back; the input's
+// shape kept only where a rule is recorded (a decoding step reshapes thousands of times a second)
+Tensor view_of(const Tensor& t, Shape target, Shape st) {
+  Tensor out = make_view(t, std::move(target), std::move(st), t.offset());
+  if (!autograd::needs_grad({t})) return out;
+  Shape in_shape = t.shape();
+  return record(out, "view", {t}, [in_shape](const Tensor& g) { return std::vector<Tensor>{g.reshape(in_shape)}; });
 }
 
 }  // namespace
@@ -78,14 +87,13 @@ Tensor Tensor::view(const Shape& shape) const {
   auto st = view_strides(this->shape(), strides(), target);
   QKV_CHECK(st.has_value(), "view: shape ", shape_str(target), " is not compatible with input of shape ",
             shape_str(this->shape()), " and strides ", shape_str(strides()), "; use reshape (which copies)");
-  Shape in_shape = this->shape();
-  return record(make_view(*this, target, *st, offset()), "view", {*this},
-                [in_shape](const Tensor& g) { return std::vector<Tensor>{g.reshape(in_shape)}; });
+  return view_of(*this, std::move(target), std::move(*st));
 }
 
 Tensor Tensor::reshape(const Shape& shape) const {
   Shape target = infer_shape(shape, numel(), this->shape(), "reshape");
-  if (view_strides(this->shape(), strides(), target)) return view(target);
+  if (auto st = view_strides(this->shape(), strides(), target))
+    return view_of(*this, std::move(target), std::move(*st));
   return contiguous().view(target);
 }
 
@@ -102,7 +110,7 @@ Tensor Tensor::permute(const Shape& dims) const {
     st[i] = strides()[d];
     inverse[d] = static_cast<int64_t>(i);
   }
-  return record(make_view(*this, shp, st, offset()), "permute", {*this},
+  return record(make_view(*this, std::move(shp), std::move(st), offset()), "permute", {*this},
                 [inverse](const Tensor& g) { return std::vector<Tensor>{g.permute(inverse)}; });
 }
 
@@ -122,13 +130,14 @@ Tensor Tensor::slice(int64_t d, int64_t start, int64_t end) const {
   end = std::clamp<int64_t>(end, start, n);
   Shape shp = shape();
   shp[d] = end - start;
+  Tensor out = make_view(*this, std::move(shp), strides(), offset() + start * strides()[d]);
+  if (!autograd::needs_grad({*this})) return out;  // (no rule, no copy of the input's shape, to build)
   Shape in_shape = shape();
-  return record(make_view(*this, shp, strides(), offset() + start * strides()[d]), "slice", {*this},
-                [in_shape, d, start, end](const Tensor& g) {
-                  Tensor full = Tensor::zeros(in_shape, DType::f32, g.device());
-                  full.detach().slice(d, start, end).copy_(g);
-                  return std::vector<Tensor>{full};
-                });
+  return record(out, "slice", {*this}, [in_shape, d, start, end](const Tensor& g) {
+    Tensor full = Tensor::zeros(in_shape, DType::f32, g.device());
+    full.detach().slice(d, start, end).copy_(g);
+    return std::vector<Tensor>{full};
+  });
 }
 
 Tensor Tensor::select(int64_t d, int64_t index) const {
@@ -254,8 +263,9 @@ std::vector<Tensor> split(const Tensor& t, int64_t size, int64_t dim) {
   for (int64_t at = 0; at < n; at += size) {
     Shape shp = t.shape();
     shp[dim] = std::min(size, n - at);
-    out.push_back(make_view(t, shp, t.strides(), t.offset() + at * t.strides()[dim]));
+    out.push_back(make_view(t, std::move(shp), t.strides(), t.offset() + at * t.strides()[dim]));
   }
+  if (!autograd::needs_grad({t})) return out;
   return autograd::record_outputs(std::move(out), "split", {t},
                                   [in_shape = t.shape(), device = t.device(), size, dim, n](const std::vector<Tensor>& g) {
                                     // zeros where a piece got no gradient (zeroed as a whole: a piece of

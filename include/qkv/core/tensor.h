@@ -161,7 +161,7 @@ class TensorBase {
   // Shares storage: same values, no autograd history.
   TensorBase detach() const;
   // Raw strided view (no autograd, no checks beyond storage bounds).
-  TensorBase as_strided(const Shape& shape, const Shape& strides, int64_t offset) const;
+  TensorBase as_strided(Shape shape, Shape strides, int64_t offset) const;  // (moved into the view)
   // A dense copy on `device` (the same tensor when it is already there): the bytes move between
   // memories, so a strided view must be made contiguous first (Tensor::to does).
   TensorBase to(Device device) const;

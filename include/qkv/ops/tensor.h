@@ -58,8 +58,8 @@ class Tensor : public TensorBase {
 
   // ---- raw methods (TensorBase's, returning Tensor; no autograd) ------------------------------
   Tensor detach() const { return TensorBase::detach(); }
-  Tensor as_strided(const Shape& shape, const Shape& strides, int64_t offset) const {
-    return TensorBase::as_strided(shape, strides, offset);
+  Tensor as_strided(Shape shape, Shape strides, int64_t offset) const {
+    return TensorBase::as_strided(std::move(shape), std::move(strides), offset);
   }
   // On the tensor's own device, each a dispatched kernel (src/ops/device_copy.cpp, kernels/copy.inc):
   // a dense copy, an element type conversion (f32 ↔ bf16 ↔ boolean ↔ i32), and filling in place.
@@ -97,7 +97,8 @@ class Tensor : public TensorBase {
 };
 
 // t's values, detached and dense: t's own storage when it already is, a copy on its device otherwise
-// (what an op hands its kernels).
+// (what an op hands its kernels). t itself when it is dense and outside autograd (no grad asked, no
+// op recorded): it is then already detached.
 Tensor dense(const Tensor& t);
 
 }  // namespace qkv
