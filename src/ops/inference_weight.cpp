@@ -103,7 +103,7 @@ const PackedCopy* InferenceWeight::packed(const Tensor& weight) const {
   }();
   if (!packed_ || !enabled) return nullptr;
   std::lock_guard<std::mutex> lock(packed_->mutex);
-  if (!packed_->linear && ++packed_->batches >= 2) {
+  if (!packed_->linear && !packed_->declined && ++packed_->batches >= 2) {
     if (int8_) {
       const int64_t K = int8_->cols;
       packed_->linear = kernels::cpu::pack_linear_s8(rows_, K, int8_->values.data() + row0_ * K, K);
@@ -115,6 +115,7 @@ const PackedCopy* InferenceWeight::packed(const Tensor& weight) const {
       const int64_t K = w.size(1);
       packed_->linear = kernels::cpu::pack_linear_f32(rows_, K, w.data(), K);
     }
+    packed_->declined = !packed_->linear;
   }
   return packed_->linear ? packed_.get() : nullptr;
 }

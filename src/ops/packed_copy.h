@@ -16,6 +16,7 @@ struct PackedCopy {
   std::mutex mutex;
   int batches = 0;
   std::shared_ptr<const kernels::cpu::PackedLinear> linear;
+  bool declined = false;  // the kernel made none (pack_linear_f32 without brgemm): not asked again
 };
 
 }  // namespace qkv

@@ -21,7 +21,8 @@ namespace qkv::kernels::cpu {
 
 struct PackedLinear;  // the primitive and the reordered weights (oneDNN objects)
 
-// W: f32 [N, K] (row stride ldw) → its packed copy.
+// W: f32 [N, K] (row stride ldw) → its packed copy; null where oneDNN has no blocked (brgemm) layout
+// for f32 on this CPU, which only its plain path then serves well.
 std::shared_ptr<const PackedLinear> pack_linear_f32(int64_t N, int64_t K, const float* W, int64_t ldw);
 // W8: int8 [N, K] (row stride ldw) → its packed copy, for u8 activations.
 std::shared_ptr<const PackedLinear> pack_linear_s8(int64_t N, int64_t K, const int8_t* W8, int64_t ldw);
