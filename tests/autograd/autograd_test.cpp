@@ -21,6 +21,45 @@ TEST(Autograd, ChainRuleAndAccumulation) {
   EXPECT_FALSE(a.grad().defined());
 }
 
+// add's backward hands one gradient tensor to both inputs: each leaf's .grad must be its own, so that
+// a second backward accumulating into one leaves the other's as it was (they share g's storage only
+// until then; dense() hands a tensor outside autograd on as itself, so .grad takes a fresh TensorImpl).
+TEST(Autograd, LeavesGivenOneGradientAccumulateApart) {
+  Tensor a = Tensor::from_vector({1, 2}, {2}).requires_grad_();
+  Tensor b = Tensor::from_vector({3, 4}, {2}).requires_grad_();
+  sum(a + b).backward();
+  EXPECT_EQ(a.grad().to_vector(), (std::vector<float>{1, 1}));
+  EXPECT_EQ(b.grad().to_vector(), (std::vector<float>{1, 1}));
+  sum(a + b).backward();
+  EXPECT_EQ(a.grad().to_vector(), (std::vector<float>{2, 2}));
+  EXPECT_EQ(b.grad().to_vector(), (std::vector<float>{2, 2}));
+  sum(a * 3.f).backward();  // a alone
+  EXPECT_EQ(a.grad().to_vector(), (std::vector<float>{5, 5}));
+  EXPECT_EQ(b.grad().to_vector(), (std::vector<float>{2, 2}));
+}
+
+// dense(): t's values, detached and dense. Outside autograd a dense t is handed on as it is (no new
+// TensorImpl: decoding calls it ~55 times a token); a tensor that asks for grad, or that an op
+// produced on the tape, comes back detached over the same storage; a strided one as a dense copy.
+TEST(Autograd, DenseIsDetachedAndDense) {
+  Tensor x = Tensor::from_vector({1, 2, 3, 4, 5, 6}, {2, 3});
+  EXPECT_EQ(dense(x).impl_ptr(), x.impl_ptr());
+  Tensor w = x.detach().requires_grad_();
+  const Tensor dw = dense(w);
+  EXPECT_NE(dw.impl_ptr(), w.impl_ptr());
+  EXPECT_FALSE(dw.requires_grad());
+  EXPECT_EQ(dw.data(), w.data());
+  const Tensor y = w * 2.f;  // on the tape
+  const Tensor dy = dense(y);
+  EXPECT_TRUE(dy.is_leaf());
+  EXPECT_FALSE(dy.requires_grad());
+  EXPECT_EQ(dy.data(), y.data());
+  const Tensor xt = x.transpose(0, 1), dxt = dense(xt);
+  EXPECT_TRUE(dxt.is_contiguous());
+  EXPECT_NE(dxt.data(), xt.data());
+  EXPECT_EQ(dxt.to_vector(), (std::vector<float>{1, 4, 2, 5, 3, 6}));
+}
+
 TEST(Autograd, DiamondGraphSumsBothPaths) {
   Tensor x = Tensor::from_vector({2}, {1}).requires_grad_();
   Tensor h = x * x;          // 4
