@@ -24,6 +24,7 @@
 #include <string>
 #include <vector>
 
+#include "qkv/autograd/grad_mode.h"
 #include "qkv/core/tensor.h"
 
 namespace qkv::autograd {
@@ -45,9 +46,14 @@ struct Node {
 // True when grad mode is on and any of the inputs requires grad.
 bool needs_grad(std::initializer_list<TensorBase> inputs);
 bool needs_grad(const std::vector<TensorBase>& inputs);
+// (asked without copying the inputs: every op asks, and outside autograd — decoding — the answer is
+// no, and nothing more is built)
 template <class T>
 bool needs_grad(const std::vector<T>& inputs) {
-  return needs_grad(std::vector<TensorBase>(inputs.begin(), inputs.end()));
+  if (!grad_enabled()) return false;
+  for (const T& t : inputs)
+    if (t.defined() && t.requires_grad()) return true;
+  return false;
 }
 
 // A node for an op with these inputs (the engine's view of it), and its attachment to the outputs.
@@ -60,8 +66,8 @@ void attach(const TensorBase& output, const std::shared_ptr<Node>& node, int out
 // nothing. Returns `output`. T is the tensor type of the caller (qkv::Tensor in ops/).
 template <class T, class F>
 T record(T output, const char* name, const std::vector<T>& inputs, F fn) {
+  if (!needs_grad(inputs)) return output;
   std::vector<TensorBase> in(inputs.begin(), inputs.end());
-  if (!needs_grad(in)) return output;
   auto node = make_node(name, in, [fn = std::move(fn)](const std::vector<TensorBase>& g) {
     std::vector<T> r = fn(T(g[0]));
     return std::vector<TensorBase>(r.begin(), r.end());
@@ -74,8 +80,8 @@ T record(T output, const char* name, const std::vector<T>& inputs, F fn) {
 // at index i, undefined where none flowed). Returns `outputs`.
 template <class T, class F>
 std::vector<T> record_outputs(std::vector<T> outputs, const char* name, const std::vector<T>& inputs, F fn) {
+  if (!needs_grad(inputs)) return outputs;
   std::vector<TensorBase> in(inputs.begin(), inputs.end());
-  if (!needs_grad(in)) return outputs;
   auto node = make_node(name, in, [fn = std::move(fn)](const std::vector<TensorBase>& g) {
     std::vector<T> r = fn(std::vector<T>(g.begin(), g.end()));
     return std::vector<TensorBase>(r.begin(), r.end());
