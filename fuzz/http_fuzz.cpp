@@ -31,6 +31,7 @@ void validate(const std::string& path, const std::string& body) {
     b.integer("beam_size", 4, 1, 16);
     b.number("length_penalty", 0.6, 0, 10);
     b.integer("n_best", 1, 1, 16);
+    b.integer("max_decoding_length", 0, 1, 1000000);
     if (b.has("sentences") && b["sentences"].is_array())
       for (const auto& s : b["sentences"])
         if (s.is_string()) {

@@ -93,8 +93,8 @@ json post(int port, const std::string& body, int* status = nullptr, const char* 
   return json::parse(r->body);
 }
 
-std::vector<std::string> cli_translations(const std::vector<std::string>& lines) {
-  std::string cmd = "cd " + std::string(QKV_SOURCE_DIR) + " && " + QKV_CLI_PATH + " translate";
+std::vector<std::string> cli_translations(const std::vector<std::string>& lines, const std::string& flags = "") {
+  std::string cmd = "cd " + std::string(QKV_SOURCE_DIR) + " && " + QKV_CLI_PATH + " translate " + flags;
   for (auto& l : lines) {
     std::string quoted;  // ' → '\''
     for (char ch : l) quoted += ch == '\'' ? std::string("'\\''") : std::string(1, ch);
@@ -131,6 +131,25 @@ TEST(Serve, TranslatesAsTheCliDoes) {
   }
 }
 
+// "max_decoding_length" (CTranslate2's name, the CLI's --max-length) caps every output, its EOS
+// included, as the CLI's flag does: the same words, fewer than uncapped
+TEST(Serve, MaxDecodingLengthCapsTheOutputAsTheCliDoes) {
+  ServeProcess s("");
+  ASSERT_GT(s.port(), 0) << s.log();
+  int status = 0;
+  const json capped = post(s.port(), json{{"sentences", kServeSentences}, {"max_decoding_length", 3}}.dump(), &status);
+  ASSERT_EQ(status, 200) << capped.dump();
+  const json full = post(s.port(), json{{"sentences", kServeSentences}}.dump(), &status);
+  ASSERT_EQ(status, 200) << full.dump();
+  const auto expected = cli_translations(kServeSentences, "--max-length 3");
+  ASSERT_EQ(capped["translations"].size(), kServeSentences.size());
+  for (size_t i = 0; i < kServeSentences.size(); ++i) {
+    const std::string c = capped["translations"][i]["text"], f = full["translations"][i]["text"];
+    EXPECT_EQ(c, expected[i]);
+    EXPECT_LT(c.size(), f.size()) << c << " | " << f;
+  }
+}
+
 TEST(Serve, BadRequestsGetAnErrorNamingTheProblem) {
   ServeProcess s("--max-sentences 3 --max-sentence-bytes 50 --max-request-bytes 2000");
   ASSERT_GT(s.port(), 0) << s.log();
@@ -150,6 +169,10 @@ TEST(Serve, BadRequestsGetAnErrorNamingTheProblem) {
       {R"({"sentences": ["a"], "model": "nope"})", 404, "unknown model"},
       {R"({"sentences": ["a"], "beam_size": 0})", 400, "beam_size"},
       {R"({"sentences": ["a"], "beam_size": 2, "n_best": 3})", 400, "n_best"},
+      {R"({"sentences": ["a"], "max_decoding_length": 0})", 400, "max_decoding_length"},
+      {R"({"sentences": ["a"], "max_decoding_length": 1000001})", 400, "max_decoding_length"},
+      {R"({"sentences": ["a"], "max_decoding_length": 18446744073709551615})", 400, "max_decoding_length"},
+      {R"({"sentences": ["a"], "max_decoding_length": 2.5})", 400, "max_decoding_length"},
       {R"({"sentences": ["a"], "path": "/etc/passwd"})", 400, "unknown field"},
       {R"({"sentences": [")" + std::string(3000, 'x') + R"("]})", 413, "--max-request-bytes 2000"},
   };

@@ -4,7 +4,8 @@
 // their attention:
 //
 //   GET  /               the attention viewer (tools/qkv/viewer/index.html, built into the binary)
-//   POST /v1/translate   {"sentences": [...], "model"?, "beam_size"?, "length_penalty"?, "n_best"?}
+//   POST /v1/translate   {"sentences": [...], "model"?, "beam_size"?, "length_penalty"?, "n_best"?,
+//                        "max_decoding_length"?}
 //                        → {"model", "translations": [{"text", "hypotheses", "scores"}], "warnings":
 //                        [what the translator did to a sentence: truncated to the model's longest
 //                        source, invalid UTF-8 replaced — the CLI's warnings, per sentence]}
@@ -360,6 +361,9 @@ class Server {
     decode::TranslateOptions o;
     o.beam_size = body.integer("beam_size", o.beam_size, 1, a_.max_beam);
     o.length_penalty = static_cast<float>(body.number("length_penalty", o.length_penalty, 0, decode::kMaxLengthPenalty));
+    // CTranslate2's max_decoding_length (the CLI's --max-length, Python's): the most tokens an
+    // output may have, its EOS included; absent, only the model's and max_extra's limits
+    o.max_length = body.integer("max_decoding_length", 0, 1, decode::kMaxDecodingLength);
     o.on_warning = [](const std::string&) {};  // (said in the answer's "warnings" instead)
     return o;
   }

@@ -104,7 +104,8 @@ class Body {
 
 
 // The fields each route's body may hold (cmd_serve.cpp's routes; the fuzz target reads them too).
-inline const std::vector<const char*> kTranslateFields = {"sentences", "model", "beam_size", "length_penalty", "n_best"};
+inline const std::vector<const char*> kTranslateFields = {"sentences",      "model", "beam_size", "length_penalty",
+                                                          "n_best",         "max_decoding_length"};
 inline const std::vector<const char*> kGenerateFields = {"prompt",     "model",  "max_new_tokens",     "temperature",
                                                          "top_k",      "top_p",  "repetition_penalty", "frequency_penalty",
                                                          "presence_penalty", "seed", "stream", "cache_salt"};
