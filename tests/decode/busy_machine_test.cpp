@@ -70,6 +70,45 @@ TEST(ThreadBudget, CountsABusySiblingAndGivesItsCoreUp) {
   EXPECT_EQ(num_threads(), before) << "the count is put back";
 }
 
+// Beside a busy core, an answer the ticks confirm holds for their 50 ms window: the asks in it read
+// nothing (they took ~350 µs each: three looks 50 µs of sleep apart, 9 % of a greedy sentence asked
+// batch by batch), while the first ask always takes at least those two sleeps. Once the busy task
+// ends, the next ask after the window sees the core free again (a quiet answer is never held).
+TEST(ThreadBudget, ABusyAnswerHoldsForTheTicksWindowAndIsLetGoAfter) {
+  const int n = cores();
+  if (n < 2) GTEST_SKIP() << "one core: nothing to share";
+  using clock = std::chrono::steady_clock;
+  auto micros = [](clock::time_point a, clock::time_point b) {
+    return std::chrono::duration<double, std::micro>(b - a).count();
+  };
+  {
+    Spinner busy;
+    // the ticks' window known (its team's first 50 ms have none) and a busy answer given
+    bool busy_seen = false;
+    for (const auto end = clock::now() + std::chrono::seconds(2); clock::now() < end && !busy_seen;) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(60));  // past any hold: a fresh ask
+      const auto t0 = clock::now();
+      busy_seen = threads_free_now(n) <= n - 1;
+      if (busy_seen) EXPECT_GE(micros(t0, clock::now()), 100) << "an unheld busy answer takes its three looks";
+    }
+    ASSERT_TRUE(busy_seen) << "the spinner was never counted";
+    std::vector<double> asks;
+    for (int i = 0; i < 21; ++i) {
+      const auto t0 = clock::now();
+      EXPECT_LE(threads_free_now(n), n - 1);
+      asks.push_back(micros(t0, clock::now()));
+    }
+    std::nth_element(asks.begin(), asks.begin() + 10, asks.end());
+    EXPECT_LT(asks[10], 50) << "the asks inside the window looked again (median " << asks[10] << " µs)";
+  }
+  bool free_again = false;
+  for (const auto end = clock::now() + std::chrono::seconds(2); clock::now() < end && !free_again;) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(60));
+    free_again = threads_free_now(n) == n;
+  }
+  EXPECT_TRUE(free_again) << "the busy answer outlived the spinner";
+}
+
 // Ops called one by one, outside any scope (a C++ loop, a Python model): each CPU dispatch asks at
 // most every 50 ms. Beside a busy core the count drops to the free cores while the count asked for
 // stays the user's; a scope starts from the user's count and puts it back; with the budget off the

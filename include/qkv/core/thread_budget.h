@@ -7,16 +7,18 @@
 // So decoding asks, before each batch (and every few generated tokens), and the trainer before each
 // step, how many cores are free:
 //
-//   look   = runnable tasks on the machine (/proc/stat procs_running) − this thread and its
-//            OpenMP team's running threads (/proc/self/task/<tid>/stat state R)
+//   look   = runnable tasks on the machine (/proc/loadavg's R of R/T, the kernel's nr_running) −
+//            this thread and its OpenMP team's running threads (/proc/self/task/<tid>/stat state R)
 //   ticks  = cores the machine kept busy over the last 50–100 ms (/proc/stat's cpu line) − those
 //            this thread and its team ran (their utime + stime)
 //   others = min(the fewest of up to 3 looks 50 µs apart, ⌊ticks + 0.8⌋)
 //   threads = clamp(cores this process may use − others, 1, threads asked for)
 //
-// and runs that many. A quiet machine keeps every thread; a busy core costs one thread, not the
-// step; a task that runs for an instant (a kernel thread writing this process's files out) is
-// neither in every look nor in the ticks, and costs nothing. Linux only (elsewhere: the threads asked
+// and runs that many; a count below the threads asked for holds for 50 ms on the asking thread (the
+// ticks' window: a busy task stays; its looks cost ~350 µs, a quiet ask's ~30). A quiet machine
+// keeps every thread; a busy core costs one thread, not the step; a task that runs for an instant (a
+// kernel thread writing this process's files out) is neither in every look nor in the ticks, and
+// costs nothing. Linux only (elsewhere: the threads asked
 // for). QKV_THREAD_BUDGET=off keeps the threads asked for whatever the machine is doing (fixed
 // threads for timing experiments).
 //
