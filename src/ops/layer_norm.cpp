@@ -36,8 +36,13 @@ Tensor normalize(const char* op, const Tensor& x, const Tensor& residual, const 
   // γ is read again by the backward: kept as the parameter itself, as linear keeps its weight
   Tensor w = weight.defined() ? dense(weight) : Tensor();
   Tensor b = bias.defined() ? dense(bias) : Tensor();
-  Tensor out = Tensor::empty(x.shape(), DType::f32, d), mean = Tensor::empty({rows}, DType::f32, d),
-         rstd = Tensor::empty({rows}, DType::f32, d);
+  // mean and rstd only for a backward: none where nothing records (decoding)
+  const bool records = autograd::needs_grad({x, weight, bias, residual});
+  Tensor out = Tensor::empty(x.shape(), DType::f32, d),
+         mean = records ? Tensor::empty({rows}, DType::f32, d) : Tensor(),
+         rstd = records ? Tensor::empty({rows}, DType::f32, d) : Tensor();
+  float* mp = records ? mean.data() : nullptr;
+  float* rp = records ? rstd.data() : nullptr;
   const float* wp = w.defined() ? w.data() : nullptr;
   const float* bp = b.defined() ? b.data() : nullptr;
   const kernels::DropoutMask drop = kernels::reserve_dropout(dropout_p, x.numel(), generator);  // (x: the residual's shape)
@@ -48,15 +53,15 @@ Tensor normalize(const char* op, const Tensor& x, const Tensor& residual, const 
   if (residual.defined()) {
     Tensor rc = dense(residual);
     sum = Tensor::empty(x.shape(), DType::f32, d);
-    QKV_DISPATCH(op, d, k::add_layer_norm_forward(xc.data(), rc.data(), drop, wp, bp, sum.data(), out.data(),
-                                                  mean.data(), rstd.data(), rows, n, eps, o16));
+    QKV_DISPATCH(op, d,
+                 k::add_layer_norm_forward(xc.data(), rc.data(), drop, wp, bp, sum.data(), out.data(), mp, rp, rows, n,
+                                           eps, o16));
     xc = sum.detach();  // the normalized input, for the backward (detached: the sum may be the node's output)
   } else {
-    QKV_DISPATCH(op, d,
-                 k::layer_norm_forward(xc.data(), wp, bp, out.data(), mean.data(), rstd.data(), rows, n, eps, o16));
+    QKV_DISPATCH(op, d, k::layer_norm_forward(xc.data(), wp, bp, out.data(), mp, rp, rows, n, eps, o16));
   }
   AutocastWeights::lend_copy(op, out, out16);
-  if (!autograd::needs_grad({x, weight, bias, residual})) {  // nothing records (decoding): no rule to build
+  if (!records) {  // nothing records (decoding): no rule to build
     if (sum_out) *sum_out = sum;
     return out;
   }

@@ -28,7 +28,11 @@ Tensor normalize(const char* op, const Tensor& x, const Tensor& residual, const 
   Tensor xc = dense(x);
   Tensor w = weight.defined() ? dense(weight) : Tensor();  // read again by the backward, as linear's weight
   const float* wp = w.defined() ? w.data() : nullptr;
-  Tensor out = Tensor::empty(x.shape(), DType::f32, d), rstd = Tensor::empty({rows}, DType::f32, d);
+  // rstd only for a backward: none where nothing records (decoding)
+  const bool records = autograd::needs_grad({x, weight, residual});
+  Tensor out = Tensor::empty(x.shape(), DType::f32, d),
+         rstd = records ? Tensor::empty({rows}, DType::f32, d) : Tensor();
+  float* rp = records ? rstd.data() : nullptr;
   const kernels::DropoutMask drop = kernels::reserve_dropout(dropout_p, x.numel(), generator);  // (x: the residual's shape)
   // the output's bf16 copy, for the linear it goes to, when the step's AutocastWeights scope wants it
   Tensor out16 = AutocastWeights::copy_wanted(op) ? Tensor::empty(x.shape(), DType::bf16, d) : Tensor();
@@ -37,14 +41,14 @@ Tensor normalize(const char* op, const Tensor& x, const Tensor& residual, const 
   if (residual.defined()) {
     Tensor rc = dense(residual);
     sum = Tensor::empty(x.shape(), DType::f32, d);
-    QKV_DISPATCH(op, d, k::add_rms_norm_forward(xc.data(), rc.data(), drop, wp, sum.data(), out.data(), rstd.data(),
-                                                rows, n, eps, o16));
+    QKV_DISPATCH(
+        op, d, k::add_rms_norm_forward(xc.data(), rc.data(), drop, wp, sum.data(), out.data(), rp, rows, n, eps, o16));
     xc = sum.detach();  // the normalized input, for the backward (detached: the sum may be the node's output)
   } else {
-    QKV_DISPATCH(op, d, k::rms_norm_forward(xc.data(), wp, out.data(), rstd.data(), rows, n, eps, o16));
+    QKV_DISPATCH(op, d, k::rms_norm_forward(xc.data(), wp, out.data(), rp, rows, n, eps, o16));
   }
   AutocastWeights::lend_copy(op, out, out16);
-  if (!autograd::needs_grad({x, weight, residual})) {  // nothing records (decoding): no rule to build
+  if (!records) {  // nothing records (decoding): no rule to build
     if (sum_out) *sum_out = sum;
     return out;
   }

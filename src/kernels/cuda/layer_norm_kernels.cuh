@@ -32,7 +32,7 @@ __global__ void layer_norm_forward_kernel(const float* x, const float* res, Drop
     yr[j] = (gamma ? gamma[j] : 1.f) * xh + (beta ? beta[j] : 0.f);
     store_bf16(y16, blockIdx.x * n + j, yr[j]);
   }
-  if (threadIdx.x == 0) mean[blockIdx.x] = mu, rstd[blockIdx.x] = r;
+  if (threadIdx.x == 0 && mean) mean[blockIdx.x] = mu, rstd[blockIdx.x] = r;  // (null: nothing records)
 }
 
 // dx = r · (g − mean(g) − x̂ · mean(g·x̂)), g = dy·γ; res: the residual's part
@@ -81,7 +81,7 @@ __global__ void layer_norm_forward_warp_kernel(const float* x, const float* res,
     y[at + j] = out;
     store_bf16(y16, at + j, out);
   }
-  if (lane == 0) mean[row] = mu, rstd[row] = r;
+  if (lane == 0 && mean) mean[row] = mu, rstd[row] = r;
 }
 
 // layer_norm_dx_kernel's formula a warp a row (x and g = dy·γ held in registers)
