@@ -277,7 +277,8 @@ void check_layer(int64_t layer, size_t layers) {
 }
 
 // A Llama's layer `layer` over ids: n = RMSNorm₁(x), q = RoPE(q_proj(n)) of the head, k = RoPE(k_proj(n))
-// of the key/value head it reads (head / (H / Hkv)); causal, within the sliding window if any.
+// of the key/value head it reads (head / (H / Hkv)), each head normalized first under qk_norm (Qwen3);
+// causal, within the sliding window if any.
 NeuronView llama_neuron(const nn::Llama& m, const std::vector<int32_t>& ids, int64_t layer, int64_t head, int64_t query) {
   const nn::LlamaConfig& c = m.config;
   check_layer(layer, m.layers.size());
@@ -297,13 +298,13 @@ NeuronView llama_neuron(const nn::Llama& m, const std::vector<int32_t>& ids, int
   const nn::LlamaDecoderLayer& L = *m.layers[static_cast<size_t>(layer)];
   const Tensor n = rms_norm(x, L.input_layernorm, static_cast<float>(c.rms_norm_eps));
   const int64_t kv = head / (H / Hkv);
-  // [1, T, n·D] → [1, n, T, D], rotated, → head's [T, D]
-  auto rotated = [&](const nn::Linear& proj, int64_t heads, int64_t h) {
-    const Tensor r = apply_rotary_pos_emb(proj.forward(n).view({1, T, heads, D}).transpose(1, 2), cos, sin);
+  // [1, T, n, D] → [1, n, T, D], rotated, → head's [T, D]
+  auto rotated = [&](const Tensor& heads, int64_t h) {
+    const Tensor r = apply_rotary_pos_emb(heads.transpose(1, 2), cos, sin);
     return head_rows(r.select(0, 0).select(0, h), 0, D);
   };
-  NeuronView v = neuron_arithmetic(rotated(*L.q_proj, H, head), rotated(*L.k_proj, Hkv, kv), layer, head, query,
-                                   W > 0 ? std::max<int64_t>(0, query - W + 1) : 0, query);
+  NeuronView v = neuron_arithmetic(rotated(L.query_heads(n, false), head), rotated(L.key_heads(n, false), kv), layer,
+                                   head, query, W > 0 ? std::max<int64_t>(0, query - W + 1) : 0, query);
   v.kv_head = kv;
   return v;
 }

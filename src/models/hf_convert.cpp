@@ -118,8 +118,9 @@ HfFolder open_hf_folder(const std::string& dir_in) {
 // ---- the architecture table ----------------------------------------------------------------------
 
 const std::vector<HfArchitecture>& hf_architectures() {
-  static const std::vector<HfArchitecture> archs = {hf::gpt2(), hf::llama(), hf::qwen2(), hf::mistral(), hf::marian(),
-                                                       hf::bert_for_masked_lm(), hf::bert_model()};
+  static const std::vector<HfArchitecture> archs = {
+      hf::gpt2(),      hf::llama(), hf::qwen2(), hf::qwen3(), hf::mistral(), hf::marian(), hf::bert_for_masked_lm(),
+      hf::bert_model()};
   return archs;
 }
 

@@ -17,29 +17,31 @@ const io::Fields<LlamaConfig>& LlamaConfig::fields() {
   using F = io::Fields<LlamaConfig>;
   using C = LlamaConfig;
   static const F f("Llama config", {
-      F::integer("vocab_size", &C::vocab_size, 1),
-      F::integer("hidden_size", &C::hidden_size, 1),
-      F::integer("intermediate_size", &C::intermediate_size, 1),
-      F::integer("num_hidden_layers", &C::num_hidden_layers, 1),
-      F::integer("num_attention_heads", &C::num_attention_heads, 1),
-      F::integer("num_key_value_heads", &C::num_key_value_heads, 0),
-      F::integer("head_dim", &C::head_dim, 0),
-      F::integer("max_position_embeddings", &C::block_size, 1),
-      F::number("rms_norm_eps", &C::rms_norm_eps, 1e-12, 1),
-      F::number("rope_theta", &C::rope_theta, 1, 1e12),
-      F::number("partial_rotary_factor", &C::partial_rotary_factor, 0, 1),
-      F::choice("rope_scaling", &C::rope_scaling),
-      F::number("rope_factor", &C::rope_factor, 1e-6, 1e6),
-      F::number("rope_low_freq_factor", &C::rope_low_freq_factor, 1e-6, 1e6),
-      F::number("rope_high_freq_factor", &C::rope_high_freq_factor, 1e-6, 1e6),
-      F::integer("rope_original_max_position_embeddings", &C::rope_original_max_position_embeddings, 1),
-      F::boolean("qkv_bias", &C::qkv_bias),
-      F::boolean("o_bias", &C::o_bias),
-      F::boolean("mlp_bias", &C::mlp_bias),
-      F::boolean("tie_word_embeddings", &C::tie_word_embeddings),
-      F::integer("sliding_window", &C::sliding_window, 0),
-      F::number("dropout", &C::dropout, 0, 1, /*hi_open=*/true),
-  });
+                                       F::integer("vocab_size", &C::vocab_size, 1),
+                                       F::integer("hidden_size", &C::hidden_size, 1),
+                                       F::integer("intermediate_size", &C::intermediate_size, 1),
+                                       F::integer("num_hidden_layers", &C::num_hidden_layers, 1),
+                                       F::integer("num_attention_heads", &C::num_attention_heads, 1),
+                                       F::integer("num_key_value_heads", &C::num_key_value_heads, 0),
+                                       F::integer("head_dim", &C::head_dim, 0),
+                                       F::integer("max_position_embeddings", &C::block_size, 1),
+                                       F::number("rms_norm_eps", &C::rms_norm_eps, 1e-12, 1),
+                                       F::number("rope_theta", &C::rope_theta, 1, 1e12),
+                                       F::number("partial_rotary_factor", &C::partial_rotary_factor, 0, 1),
+                                       F::choice("rope_scaling", &C::rope_scaling),
+                                       F::number("rope_factor", &C::rope_factor, 1e-6, 1e6),
+                                       F::number("rope_low_freq_factor", &C::rope_low_freq_factor, 1e-6, 1e6),
+                                       F::number("rope_high_freq_factor", &C::rope_high_freq_factor, 1e-6, 1e6),
+                                       F::integer("rope_original_max_position_embeddings",
+                                                  &C::rope_original_max_position_embeddings, 1),
+                                       F::boolean("qkv_bias", &C::qkv_bias),
+                                       F::boolean("o_bias", &C::o_bias),
+                                       F::boolean("mlp_bias", &C::mlp_bias),
+                                       F::boolean("tie_word_embeddings", &C::tie_word_embeddings),
+                                       F::boolean("qk_norm", &C::qk_norm),
+                                       F::integer("sliding_window", &C::sliding_window, 0),
+                                       F::number("dropout", &C::dropout, 0, 1, /*hi_open=*/true),
+                                   });
   return f;
 }
 
@@ -136,6 +138,26 @@ LlamaDecoderLayer::LlamaDecoderLayer(const LlamaConfig& c, Generator* gen) : con
   down_proj = register_module("mlp.down_proj", std::make_shared<Linear>(c.intermediate_size, E, c.mlp_bias, gen));
   input_layernorm = register_parameter("input_layernorm.weight", Tensor::ones({E}));
   post_attention_layernorm = register_parameter("post_attention_layernorm.weight", Tensor::ones({E}));
+  if (c.qk_norm) {
+    q_norm = register_parameter("self_attn.q_norm.weight", Tensor::ones({D}));
+    k_norm = register_parameter("self_attn.k_norm.weight", Tensor::ones({D}));
+  }
+}
+
+// proj(n) [B, T, heads·D] → [B, T, heads, D]; with qk_norm each head x ← x / √(mean(x²) + ε) · γ
+Tensor LlamaDecoderLayer::heads_of(const Linear& proj, const Tensor& gamma, const Tensor& n, int64_t heads,
+                                   bool inference) const {
+  const Tensor p =
+      (inference ? proj.forward_inference(n) : proj.forward(n)).view({n.size(0), n.size(1), heads, config.head_size()});
+  return gamma.defined() ? rms_norm(p, gamma, static_cast<float>(config.rms_norm_eps)) : p;
+}
+
+Tensor LlamaDecoderLayer::query_heads(const Tensor& n, bool inference) const {
+  return heads_of(*q_proj, q_norm, n, config.num_attention_heads, inference);
+}
+
+Tensor LlamaDecoderLayer::key_heads(const Tensor& n, bool inference) const {
+  return heads_of(*k_proj, k_norm, n, config.kv_heads(), inference);
 }
 
 // down_proj(SiLU(gate_proj(m)) ⊙ up_proj(m)), the product one op (ops/activation.h silu_mul)
@@ -169,8 +191,8 @@ ResidualStream LlamaDecoderLayer::forward(const ResidualStream& stream, const Te
                 D = config.head_size();
   const Tensor& n = xn.normalized;
   // Q, K rotated by position: [B, H, T, D], [B, Hkv, T, D]
-  Tensor q = apply_rotary_pos_emb(q_proj->forward(n).view({B, T, H, D}).transpose(1, 2), cos, sin);
-  Tensor k = apply_rotary_pos_emb(k_proj->forward(n).view({B, T, Hkv, D}).transpose(1, 2), cos, sin);
+  Tensor q = apply_rotary_pos_emb(query_heads(n, false).transpose(1, 2), cos, sin);
+  Tensor k = apply_rotary_pos_emb(key_heads(n, false).transpose(1, 2), cos, sin);
   Tensor v = v_proj->forward(n).view({B, T, Hkv, D}).transpose(1, 2);
   AttentionOptions opt;
   opt.attn_mask = mask, opt.is_causal = is_causal, opt.enable_gqa = Hkv != H, opt.dropout_p = p, opt.generator = gen_;
@@ -195,8 +217,8 @@ ResidualStream LlamaDecoderLayer::forward_cached(const ResidualStream& stream, c
   const int64_t B = xn.sum.size(0), T = xn.sum.size(1), H = config.num_attention_heads, Hkv = config.kv_heads(),
                 D = config.head_size();
   const Tensor& n = xn.normalized;
-  Tensor q = apply_rotary_pos_emb(q_proj->forward_inference(n).view({B, T, H, D}).transpose(1, 2), cos, sin);
-  Tensor k = apply_rotary_pos_emb(k_proj->forward_inference(n).view({B, T, Hkv, D}).transpose(1, 2), cos, sin);
+  Tensor q = apply_rotary_pos_emb(query_heads(n, true).transpose(1, 2), cos, sin);
+  Tensor k = apply_rotary_pos_emb(key_heads(n, true).transpose(1, 2), cos, sin);
   Tensor v = v_proj->forward_inference(n).view({B, T, Hkv, D}).transpose(1, 2);
   cache.append(k, v);
   AttentionOptions opt;
@@ -216,10 +238,10 @@ ResidualStream LlamaDecoderLayer::forward_paged(const ResidualStream& stream, co
   const Tensor& n = xn.normalized;  // [1, T, E]
   // q, k rotated each at its token's position ([1, H, T, D] as apply_rotary_pos_emb takes them), then
   // token-major [T, H, D] for the pool
-  auto rotated = [&](const Tensor& p, int64_t heads) {
-    return apply_rotary_pos_emb(p.view({1, T, heads, D}).transpose(1, 2), cos, sin).transpose(1, 2).reshape({T, heads, D});
+  auto rotated = [&](const Tensor& p, int64_t heads) {  // p [1, T, heads, D]
+    return apply_rotary_pos_emb(p.transpose(1, 2), cos, sin).transpose(1, 2).reshape({T, heads, D});
   };
-  const Tensor q = rotated(q_proj->forward_inference(n), H), k = rotated(k_proj->forward_inference(n), Hkv);
+  const Tensor q = rotated(query_heads(n, true), H), k = rotated(key_heads(n, true), Hkv);
   const int64_t window = config.sliding_window > 0 ? config.sliding_window : 0;
   const Tensor a = attend_paged(q, k, v_proj->forward_inference(n).reshape({T, Hkv, D}), cache, layer, step, window);  // [T, H, D]
   const SumAndNorm hm = add_rms_norm_with_sum(o_proj->forward_inference(a.reshape({1, T, H * D})), xn.sum,
@@ -242,9 +264,9 @@ Llama::Llama(const LlamaConfig& c, Generator* gen) : config(c), rope_(c) {
   if (!c.tie_word_embeddings)
     lm_head = register_module("lm_head", std::make_shared<Linear>(c.hidden_size, c.vocab_size, false, &g));
   // Hugging Face's initialization (initializer_range 0.02): N(0, 0.02) for every matrix and
-  // embedding, zero biases, RMSNorm scales at 1.
+  // embedding, zero biases, RMSNorm scales at 1 (qk_norm's too).
   for (auto& [name, p] : named_parameters()) {
-    if (name.ends_with("layernorm.weight") || name == "norm.weight") continue;
+    if (name.ends_with("layernorm.weight") || name.ends_with("_norm.weight") || name == "norm.weight") continue;
     Tensor t = p.detach();
     if (p.dim() >= 2) init::normal_(t, g, 0.f, 0.02f);
     else init::zeros_(t);

@@ -372,13 +372,14 @@ TEST(Inspect, NeuronViewOfATranslatorsEncoderIsItsAttentionRowByHand) {
 }
 
 // Llama-family folders converted from transformers (tests/golden/hf): grouped-query attention (4
-// heads reading 2 key/value heads), multi-query with biases (1), and Mistral's sliding window of 8.
-// q and k are rotated by position; each head's row is the map the model records.
+// heads reading 2 key/value heads), multi-query with biases (1), Mistral's sliding window of 8, and
+// Qwen3's heads normalized before RoPE. q and k are rotated by position; each head's row is the map
+// the model records.
 TEST(Inspect, NeuronViewOfALlamaIsItsAttentionRowByHand) {
   testing::TempDir dir("neuron-llama");
   const std::string text = "The cat didn't cross the street because it was too tired.";
   for (const auto& [name, kv_heads, window] : std::vector<std::tuple<std::string, int64_t, int64_t>>{
-           {"llama-gqa", 2, 0}, {"llama3-mqa-tied-bias", 1, 0}, {"mistral-window", 2, 8}}) {
+           {"llama-gqa", 2, 0}, {"llama3-mqa-tied-bias", 1, 0}, {"mistral-window", 2, 8}, {"qwen3", 2, 0}}) {
     SCOPED_TRACE(name);
     const std::string out = (dir.path / (name + ".safetensors")).string();
     models::convert_hf(std::string(QKV_GOLDEN_DIR) + "/hf/" + name, out);

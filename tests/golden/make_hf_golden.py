@@ -2,7 +2,7 @@
 built by `transformers`, saved with save_pretrained as a user's downloaded folder would be, and what
 `transformers` computes with them.
 
-    python3 tests/golden/make_hf_golden.py [gpt2|llama|marian|bert …]   # pyenv python3: pip install torch transformers tokenizers
+    python3 tests/golden/make_hf_golden.py [gpt2|llama|qwen3|marian|bert …]   # pyenv python3: pip install torch transformers tokenizers
 
 Writes tests/golden/hf/<case>/ — config.json, model.safetensors (or shards and their index), and
 reference.json: the input ids, the f32 logits of every position, and 64 greedily generated tokens —
@@ -157,6 +157,19 @@ def llama_cases():
     c["rope_scaling"] = rope
     with open(path, "w") as f:
         json.dump(c, f, indent=2)
+
+
+def qwen3_cases():
+    """Qwen3: each query and key head RMS-normalized (q_norm, k_norm) before RoPE, a head_dim other than
+    hidden/heads, grouped-query attention, a tied head. Appended with a seed of its own: the cases above
+    keep their bytes."""
+    torch.manual_seed(47)
+    config = transformers.Qwen3Config(vocab_size=512, hidden_size=64, intermediate_size=96, num_hidden_layers=2,
+                                      num_attention_heads=4, num_key_value_heads=2, head_dim=24,
+                                      max_position_embeddings=128, tie_word_embeddings=True)
+    m = transformers.Qwen3ForCausalLM(config)
+    randomize(m, 0.5)
+    save_case("qwen3", m, 512, tokenizer=train_tokenizer("llama3", 512))
 
 
 def marian_tokenizer(out):
@@ -345,6 +358,8 @@ if __name__ == "__main__":
         gpt2_cases()
     if not only or "llama" in only:
         llama_cases()
+    if not only or "qwen3" in only:
+        qwen3_cases()
     if not only or "marian" in only:
         marian_cases()
     if not only or "bert" in only:

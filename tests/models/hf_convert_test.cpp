@@ -101,6 +101,11 @@ TEST(HfConvert, Qwen2EqualsTransformers) {
   check_against_transformers("qwen2");
   check_text("qwen2");
 }
+// Qwen3: each query and key head RMS-normalized before RoPE (q_norm, k_norm), head_dim 24 ≠ 64 / 4
+TEST(HfConvert, Qwen3EqualsTransformers) {
+  check_against_transformers("qwen3");
+  check_text("qwen3");
+}
 TEST(HfConvert, MistralSlidingWindowEqualsTransformers) {
   check_against_transformers("mistral-window");
   check_text("mistral-window");

@@ -9,6 +9,7 @@
 #include "qkv/decode/generate.h"
 #include "qkv/models/registry.h"
 #include "qkv/ops.h"
+#include "qkv/nn/init.h"
 #include "qkv/nn/llama.h"
 #include "qkv/ops/gradcheck.h"
 #include "testing.h"
@@ -72,12 +73,22 @@ TEST(Llama, RotaryAndSiluGradcheck) {
   EXPECT_GRADCHECK([](const std::vector<Tensor>& in) { return silu(in[0]); }, (std::vector<Tensor>{param({17}, 9)}));
 }
 
-nn::LlamaConfig tiny(int64_t window = 0) {
+nn::LlamaConfig tiny(int64_t window = 0, bool qk_norm = false) {
   nn::LlamaConfig c;
   c.vocab_size = 50, c.hidden_size = 16, c.intermediate_size = 24, c.num_hidden_layers = 2;
   c.num_attention_heads = 4, c.num_key_value_heads = 2, c.block_size = 32, c.sliding_window = window;
   c.qkv_bias = true, c.rope_scaling = nn::RopeScaling::llama3, c.rope_factor = 4, c.rope_original_max_position_embeddings = 8;
+  c.qk_norm = qk_norm;
   return c;
+}
+
+// qk_norm's γ away from their initial ones (as a trained Qwen3's), so that a γ read wrong shows
+void randomize_qk_norms(nn::Llama& m, Generator& g) {
+  for (auto& L : m.layers)
+    for (Tensor* gamma : {&L->q_norm, &L->k_norm}) {
+      Tensor t = gamma->detach();
+      nn::init::normal_(t, g, 1.f, 0.3f);
+    }
 }
 
 TEST(Llama, LossGradientsMatchFiniteDifferences) {
@@ -102,6 +113,27 @@ TEST(Llama, LossGradientsMatchFiniteDifferences) {
   }
 }
 
+// Qwen3's qk_norm: the gradients of the per-head norms' γ and of the projections under them
+TEST(Llama, QkNormGradientsMatchFiniteDifferences) {
+  Generator g(4);
+  nn::Llama m(tiny(0, /*qk_norm=*/true), &g);
+  randomize_qk_norms(m, g);
+  Tensor idx = Tensor::from_ints({1, 4, 9, 16, 25, 36, 49, 0}, {1, 8});
+  Tensor tgt = Tensor::from_ints({4, 9, 16, 25, 36, 49, 0, 1}, {1, 8});
+  for (const std::string name : {"layers.0.self_attn.q_norm.weight", "layers.0.self_attn.k_norm.weight",
+                                 "layers.1.self_attn.q_proj.weight", "layers.0.self_attn.k_proj.bias"}) {
+    SCOPED_TRACE(name);
+    Tensor p;
+    for (auto& [n, t] : m.named_parameters())
+      if (n == name) p = t;
+    ASSERT_TRUE(p.defined());
+    autograd::GradcheckOptions o;
+    o.eps = 1e-2, o.atol = 3e-3, o.rtol = 3e-2;
+    auto r = autograd::gradcheck([&](const std::vector<Tensor>&) { return m.loss(idx, tgt); }, {p}, o);
+    EXPECT_TRUE(r.ok) << r.message;
+  }
+}
+
 // Llama as its formula composed of plain ops — add, then rms_norm, at every residual — with the
 // model's own parameters: the reference for the residual stream (nn/residual_stream.h), whose sums
 // are made in the next norm's pass. (The MLP's product is the model's one op, silu_mul, which the op
@@ -114,8 +146,10 @@ Tensor unfused_llama(const nn::Llama& m, const Tensor& idx) {
   auto [cos, sin] = m.rotary().tables(0, T, x.device());
   for (const auto& L : m.layers) {
     Tensor n = rms_norm(x, L->input_layernorm, eps);
-    Tensor q = apply_rotary_pos_emb(L->q_proj->forward(n).view({B, T, H, D}).transpose(1, 2), cos, sin);
-    Tensor k = apply_rotary_pos_emb(L->k_proj->forward(n).view({B, T, Hkv, D}).transpose(1, 2), cos, sin);
+    Tensor q = L->q_proj->forward(n).view({B, T, H, D}), k = L->k_proj->forward(n).view({B, T, Hkv, D});
+    if (c.qk_norm) q = rms_norm(q, L->q_norm, eps), k = rms_norm(k, L->k_norm, eps);  // Qwen3: each head
+    q = apply_rotary_pos_emb(q.transpose(1, 2), cos, sin);
+    k = apply_rotary_pos_emb(k.transpose(1, 2), cos, sin);
     Tensor v = L->v_proj->forward(n).view({B, T, Hkv, D}).transpose(1, 2);
     AttentionOptions opt;
     opt.is_causal = true, opt.enable_gqa = Hkv != H;
@@ -129,31 +163,37 @@ Tensor unfused_llama(const nn::Llama& m, const Tensor& idx) {
 
 // The model gives the unfused formula's bits: its logits, and every parameter's gradient.
 TEST(Llama, ResidualStreamGivesTheBitsOfAddThenNorm) {
-  Generator g(11);
-  nn::Llama m(tiny(), &g);
-  Tensor idx = Tensor::from_ints({1, 4, 9, 16, 25, 36, 49, 0, 7, 3, 2, 8}, {2, 6});
-  Tensor tgt = Tensor::from_ints({4, 9, 16, 25, 36, 49, 0, 1, 3, 2, 8, 5}, {2, 6});
-  std::map<std::string, std::vector<float>> grads[2];
-  std::vector<float> logits[2];
-  for (int fused = 0; fused < 2; ++fused) {
-    for (auto& [name, p] : m.named_parameters()) p.zero_grad();
-    Tensor out = fused ? m.forward(idx) : unfused_llama(m, idx);
-    logits[fused] = out.to_vector();
-    cross_entropy(out.reshape({-1, m.config.vocab_size}), tgt.reshape({-1})).backward();
-    for (auto& [name, p] : m.named_parameters()) grads[fused][name] = p.grad().to_vector();
+  for (const bool qk_norm : {false, true}) {
+    SCOPED_TRACE(qk_norm ? "qk_norm" : "plain");
+    Generator g(11);
+    nn::Llama m(tiny(0, qk_norm), &g);
+    if (qk_norm) randomize_qk_norms(m, g);
+    Tensor idx = Tensor::from_ints({1, 4, 9, 16, 25, 36, 49, 0, 7, 3, 2, 8}, {2, 6});
+    Tensor tgt = Tensor::from_ints({4, 9, 16, 25, 36, 49, 0, 1, 3, 2, 8, 5}, {2, 6});
+    std::map<std::string, std::vector<float>> grads[2];
+    std::vector<float> logits[2];
+    for (int fused = 0; fused < 2; ++fused) {
+      for (auto& [name, p] : m.named_parameters()) p.zero_grad();
+      Tensor out = fused ? m.forward(idx) : unfused_llama(m, idx);
+      logits[fused] = out.to_vector();
+      cross_entropy(out.reshape({-1, m.config.vocab_size}), tgt.reshape({-1})).backward();
+      for (auto& [name, p] : m.named_parameters()) grads[fused][name] = p.grad().to_vector();
+    }
+    EXPECT_EQ(logits[0], logits[1]);
+    ASSERT_EQ(grads[0].size(), grads[1].size());
+    for (const auto& [name, gr] : grads[0]) EXPECT_EQ(gr, grads[1][name]) << name;
   }
-  EXPECT_EQ(logits[0], logits[1]);
-  ASSERT_EQ(grads[0].size(), grads[1].size());
-  for (const auto& [name, gr] : grads[0]) EXPECT_EQ(gr, grads[1][name]) << name;
 }
 
 // Decoding in pieces through the KV cache gives the full forward's logits at every position —
-// with grouped-query attention, llama3 rope, and a window shorter than the sequence.
+// with grouped-query attention, llama3 rope, a window shorter than the sequence, and qk_norm.
 TEST(Llama, CachedStepsMatchTheFullForward) {
-  for (int64_t window : {0, 3}) {
+  for (const auto [window, qk_norm] : {std::pair<int64_t, bool>{0, false}, {3, false}, {0, true}}) {
     SCOPED_TRACE(window);
+    SCOPED_TRACE(qk_norm);
     Generator g(5);
-    nn::Llama m(tiny(window), &g);
+    nn::Llama m(tiny(window, qk_norm), &g);
+    if (qk_norm) randomize_qk_norms(m, g);
     m.eval();
     std::vector<int32_t> ids = {3, 1, 4, 1, 5, 9, 2, 6, 5, 3};
     Tensor full = m.forward(Tensor::from_ints(ids, {1, 10}));  // [1, 10, V]

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "qkv/nn/gpt.h"
+#include "qkv/nn/init.h"
 #include "qkv/nn/llama.h"
 #include "testing.h"
 
@@ -306,15 +307,23 @@ TEST(PagedDecoding, GptStepsTogetherAsAlone) {
   expect_paged_equals_dense(net, c.vocab_size, 8, DType::f8e4m3, 3e-2);
 }
 
-TEST(PagedDecoding, LlamaStepsTogetherAsAlone) {  // grouped-query attention, 4 query heads on 2
-  for (int64_t window : {0, 5}) {
+// grouped-query attention, 4 query heads on 2; a sliding window; Qwen3's qk_norm
+TEST(PagedDecoding, LlamaStepsTogetherAsAlone) {
+  for (const auto [window, qk_norm] : {std::pair<int64_t, bool>{0, false}, {5, false}, {0, true}}) {
     SCOPED_TRACE(window);
+    SCOPED_TRACE(qk_norm);
     nn::LlamaConfig c;
     c.vocab_size = 11, c.hidden_size = 16, c.intermediate_size = 24, c.num_hidden_layers = 2;
     c.num_attention_heads = 4, c.num_key_value_heads = 2, c.block_size = 32, c.sliding_window = window;
-    c.qkv_bias = true;
+    c.qkv_bias = true, c.qk_norm = qk_norm;
     Generator g(7);
     nn::Llama net(c, &g);
+    for (auto& L : net.layers)  // qk_norm's γ away from 1
+      for (Tensor* gamma : {&L->q_norm, &L->k_norm})
+        if (gamma->defined()) {
+          Tensor t = gamma->detach();
+          nn::init::normal_(t, g, 1.f, 0.3f);
+        }
     net.eval();
     expect_paged_equals_dense(net, c.vocab_size, 32);
     expect_paged_equals_dense(net, c.vocab_size, 8);

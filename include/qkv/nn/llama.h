@@ -1,8 +1,9 @@
-// Llama: the decoder-only Transformer of Llama 2/3, Qwen2, Mistral and SmolLM — GPT's causal language
-// model with RMSNorm, rotary positions, a gated SiLU MLP and grouped-query attention:
+// Llama: the decoder-only Transformer of Llama 2/3, Qwen2, Qwen3, Mistral and SmolLM — GPT's causal
+// language model with RMSNorm, rotary positions, a gated SiLU MLP and grouped-query attention:
 //
 //   x₀ = embed_tokens[idx]                                         no position embedding
 //   h  = xₗ₋₁ + o_proj(Attn(RoPE(q_proj(n)), RoPE(k_proj(n)), v_proj(n))),  n = RMSNorm₁(xₗ₋₁)
+//        (qk_norm, Qwen3: each head of q_proj(n) and k_proj(n) RMS-normalized, γ = q_norm / k_norm [D], before RoPE)
 //   xₗ = h + down_proj(SiLU(gate_proj(m)) ⊙ up_proj(m)),                   m = RMSNorm₂(h)
 //   logits = RMSNorm(x_L) lm_headᵀ                                  lm_head tied to embed_tokens or not
 //
@@ -13,7 +14,8 @@
 //
 // Parameter names are Hugging Face's, without the "model." prefix: embed_tokens.weight,
 // layers.{i}.self_attn.(q|k|v|o)_proj.*, layers.{i}.mlp.(gate|up|down)_proj.*,
-// layers.{i}.(input|post_attention)_layernorm.weight, norm.weight, lm_head.weight (untied only).
+// layers.{i}.(input|post_attention)_layernorm.weight, layers.{i}.self_attn.(q|k)_norm.weight (qk_norm only),
+// norm.weight, lm_head.weight (untied only).
 #pragma once
 
 #include <nlohmann/json_fwd.hpp>
@@ -41,6 +43,7 @@ struct LlamaConfig {
   double rope_factor = 1, rope_low_freq_factor = 1, rope_high_freq_factor = 4;
   int64_t rope_original_max_position_embeddings = 8192;
   bool qkv_bias = false, o_bias = false, mlp_bias = false, tie_word_embeddings = false;
+  bool qk_norm = false;        // Qwen3: an RMSNorm over each query and key head before RoPE
   int64_t sliding_window = 0;  // 0: none; else query t sees keys t − window + 1 … t
   float dropout = 0.f;         // on the attention weights and the residual branches, while training
 
@@ -92,13 +95,18 @@ class LlamaDecoderLayer : public Module {
   ResidualStream forward_paged(const ResidualStream& x, const Tensor& cos, const Tensor& sin, PagedKVCache& cache,
                                int64_t layer, const PagedStep& step) const;
   void set_inference_weights(InferenceWeights weights);
+  // n [B, T, E] → q_proj(n), k_proj(n) as heads [B, T, H or Hkv, D], each head RMS-normalized (qk_norm)
+  Tensor query_heads(const Tensor& n, bool inference) const;
+  Tensor key_heads(const Tensor& n, bool inference) const;
 
   LlamaConfig config;
   std::shared_ptr<Linear> q_proj, k_proj, v_proj, o_proj, gate_proj, up_proj, down_proj;
   Tensor input_layernorm, post_attention_layernorm;  // the RMSNorms' γ [E]
+  Tensor q_norm, k_norm;                             // qk_norm's γ [D] (undefined without it)
 
  private:
   Tensor mlp(const Tensor& h, bool inference) const;
+  Tensor heads_of(const Linear& proj, const Tensor& gamma, const Tensor& n, int64_t heads, bool inference) const;
   Generator* gen_;
 };
 

@@ -18,6 +18,7 @@ namespace qkv::models::hf {
 HfArchitecture gpt2();     // GPT2LMHeadModel → "gpt"
 HfArchitecture llama();    // LlamaForCausalLM → "llama"
 HfArchitecture qwen2();    // Qwen2ForCausalLM → "llama"
+HfArchitecture qwen3();    // Qwen3ForCausalLM → "llama" (qk_norm)
 HfArchitecture mistral();  // MistralForCausalLM → "llama"
 HfArchitecture marian();   // MarianMTModel → "transformer"
 HfArchitecture bert_for_masked_lm();  // BertForMaskedLM → "bert"

@@ -1,6 +1,7 @@
 // The Llama family → qkv's "llama" (nn/llama.h): LlamaForCausalLM, and the same block under
-// Qwen2ForCausalLM (q/k/v biases) and MistralForCausalLM (a sliding window), whose configs differ
-// only in fields and defaults. Tensor names are Hugging Face's without "model.":
+// Qwen2ForCausalLM (q/k/v biases), Qwen3ForCausalLM (each query and key head RMS-normalized:
+// self_attn.q_norm / k_norm) and MistralForCausalLM (a sliding window), whose configs differ only in
+// fields and defaults. Tensor names are Hugging Face's without "model.":
 //
 //   model.embed_tokens / model.layers.{i}.… / model.norm      embed_tokens / layers.{i}.… / norm
 //   lm_head.weight                                             lm_head.weight (untied), none (tied)
@@ -21,6 +22,8 @@ struct Family {
   const char* architecture;
   int64_t vocab_size, intermediate_size, max_position_embeddings, num_key_value_heads;  // HF's defaults (0: = heads)
   bool qkv_bias;  // Qwen2: always
+  bool qk_norm;   // Qwen3: always
+  int64_t head_dim;                 // HF's default (0: hidden_size / heads)
   std::vector<std::string> fields;  // the family's own config fields, beyond the common ones
 };
 
@@ -73,8 +76,9 @@ nlohmann::json llama_config(const Family& f, const nlohmann::json& c) {
       {"intermediate_size", field<int64_t>(c, "intermediate_size", f.intermediate_size)},
       {"num_hidden_layers", field<int64_t>(c, "num_hidden_layers", 32)},
       {"num_attention_heads", heads},
-      {"num_key_value_heads", field<int64_t>(c, "num_key_value_heads", f.num_key_value_heads ? f.num_key_value_heads : heads)},
-      {"head_dim", field<int64_t>(c, "head_dim", 0)},
+      {"num_key_value_heads",
+       field<int64_t>(c, "num_key_value_heads", f.num_key_value_heads ? f.num_key_value_heads : heads)},
+      {"head_dim", field<int64_t>(c, "head_dim", f.head_dim)},
       {"max_position_embeddings", field<int64_t>(c, "max_position_embeddings", f.max_position_embeddings)},
       {"rms_norm_eps", field<double>(c, "rms_norm_eps", 1e-6)},
       {"tie_word_embeddings", field<bool>(c, "tie_word_embeddings", false)},
@@ -84,9 +88,10 @@ nlohmann::json llama_config(const Family& f, const nlohmann::json& c) {
   read_rope(c, out);
   const bool attention_bias = field<bool>(c, "attention_bias", false);
   out["qkv_bias"] = f.qkv_bias || attention_bias;
+  out["qk_norm"] = f.qk_norm;
   out["o_bias"] = attention_bias;
   out["mlp_bias"] = field<bool>(c, "mlp_bias", false);
-  // Mistral: a window on every layer; Qwen2: only with use_sliding_window, and then only on the
+  // Mistral: a window on every layer; Qwen2 and Qwen3: only with use_sliding_window, and then only on the
   // layers from max_window_layers on (refused: qkv has one window for all layers).
   int64_t window = 0;
   if (std::string(f.architecture) == "MistralForCausalLM") window = field<int64_t>(c, "sliding_window", 4096);
@@ -105,7 +110,7 @@ nlohmann::json llama_config(const Family& f, const nlohmann::json& c) {
 
 std::optional<HfTensorTarget> llama_map(const std::string& name) {
   static const std::regex layer(
-      R"(^model\.layers\.(\d+)\.(self_attn\.[qkvo]_proj\.(weight|bias)|mlp\.(gate|up|down)_proj\.(weight|bias)|(input|post_attention)_layernorm\.weight)$)");
+      R"(^model\.layers\.(\d+)\.(self_attn\.[qkvo]_proj\.(weight|bias)|self_attn\.[qk]_norm\.weight|mlp\.(gate|up|down)_proj\.(weight|bias)|(input|post_attention)_layernorm\.weight)$)");
   static const std::regex rotary(R"(^model\.layers\.\d+\.self_attn\.rotary_emb\.inv_freq$)");
   std::smatch m;
   if (std::regex_match(name, m, layer)) return HfTensorTarget{"layers." + m[1].str() + "." + m[2].str()};
@@ -123,14 +128,33 @@ HfArchitecture make(Family f) {
 }  // namespace
 
 HfArchitecture llama() {
-  return make({"LlamaForCausalLM", 32000, 11008, 2048, 0, false, {"attention_bias", "mlp_bias", "pretraining_tp"}});
+  return make(
+      {"LlamaForCausalLM", 32000, 11008, 2048, 0, false, false, 0, {"attention_bias", "mlp_bias", "pretraining_tp"}});
 }
 HfArchitecture qwen2() {
-  return make({"Qwen2ForCausalLM", 151936, 22016, 32768, 32, true,
+  return make({"Qwen2ForCausalLM",
+               151936,
+               22016,
+               32768,
+               32,
+               true,
+               false,
+               0,
                {"use_sliding_window", "sliding_window", "max_window_layers", "layer_types"}});
 }
+HfArchitecture qwen3() {
+  return make({"Qwen3ForCausalLM",
+               151936,
+               22016,
+               32768,
+               32,
+               false,
+               true,
+               128,
+               {"attention_bias", "use_sliding_window", "sliding_window", "max_window_layers", "layer_types"}});
+}
 HfArchitecture mistral() {
-  return make({"MistralForCausalLM", 32000, 14336, 131072, 8, false, {"sliding_window", "layer_types"}});
+  return make({"MistralForCausalLM", 32000, 14336, 131072, 8, false, false, 0, {"sliding_window", "layer_types"}});
 }
 
 }  // namespace qkv::models::hf
