@@ -10,6 +10,7 @@ The models are random (no hub here), built by transformers from a seed and saved
 save_pretrained into --out, once:
   llama   12 layers, d 768, 12 query / 4 key-value heads, MLP 2048, vocab 32,000 (~110 M
           parameters), with a byte-level BPE tokenizer of 32,000 tokens trained on Tatoeba
+  qwen3   the same sizes as Qwen3ForCausalLM (q_norm / k_norm on every head): task generate-qwen3
   marian  6 + 6 layers, d 512, 8 heads, FFN 2048, swish, SentencePiece source/target vocabularies
           trained on Tatoeba (the shape of an OPUS-MT model)
 Each folder is converted by `qkv convert` and by `ct2-transformers-converter` (float32 and int8).
@@ -45,7 +46,7 @@ def pairs(n=60000):
         return [line.rstrip("\n").split("\t")[:2] for _, line in zip(range(n), f)]
 
 
-def build_llama(out):
+def build_llama(out, qwen3=False):
     import torch
     import transformers
     from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
@@ -59,10 +60,13 @@ def build_llama(out):
                                                        show_progress=False))
     fast = transformers.PreTrainedTokenizerFast(tokenizer_object=tok, bos_token="<|endoftext|>",
                                                 eos_token="<|endoftext|>")
-    config = transformers.LlamaConfig(vocab_size=32000, hidden_size=768, intermediate_size=2048, num_hidden_layers=12,
-                                      num_attention_heads=12, num_key_value_heads=4, max_position_embeddings=2048,
-                                      tie_word_embeddings=False, bos_token_id=0, eos_token_id=0)
-    model = transformers.LlamaForCausalLM(config)
+    sizes = dict(vocab_size=32000, hidden_size=768, intermediate_size=2048, num_hidden_layers=12, num_attention_heads=12,
+                 num_key_value_heads=4, max_position_embeddings=2048, tie_word_embeddings=False, bos_token_id=0,
+                 eos_token_id=0)
+    if qwen3:  # the same sizes, each query and key head RMS-normalized (q_norm, k_norm)
+        model = transformers.Qwen3ForCausalLM(transformers.Qwen3Config(**sizes, head_dim=64))
+    else:
+        model = transformers.LlamaForCausalLM(transformers.LlamaConfig(**sizes))
     model.save_pretrained(out, safe_serialization=True)
     fast.save_pretrained(out)
 
@@ -202,7 +206,7 @@ def main():
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--new-tokens", type=int, default=128)
     ap.add_argument("--sentences", type=int, default=200)
-    ap.add_argument("--tasks", nargs="+", default=["generate", "translate"])
+    ap.add_argument("--tasks", nargs="+", default=["generate", "translate"], help="generate, generate-qwen3, translate")
     ap.add_argument("--engines", nargs="+", default=["qkv-f32", "qkv-int8", "ct2-float32", "ct2-int8", "torch-f32"],
                     help="qkv-f32, qkv-int8 (the converted f32 file with --dtype int8), qkv-int8file (the file "
                          "`qkv quantize` writes from it), qkv-int8-a7 (int8 with 7-bit activations, as on a CPU "
@@ -210,11 +214,15 @@ def main():
     ap.add_argument("--out", default=os.path.join(ROOT, "out", "pretrained-bench"))
     a = ap.parse_args()
     os.makedirs(a.out, exist_ok=True)
-    folders = {"generate": os.path.join(a.out, "llama"), "translate": os.path.join(a.out, "marian")}
+    folders = {"generate": os.path.join(a.out, "llama"), "generate-qwen3": os.path.join(a.out, "qwen3"),
+               "translate": os.path.join(a.out, "marian")}
     for task in a.tasks:
         folder = folders[task]
         if not os.path.exists(os.path.join(folder, "config.json")):
-            (build_llama if task == "generate" else build_marian)(folder)
+            if task == "translate":
+                build_marian(folder)
+            else:
+                build_llama(folder, qwen3=task == "generate-qwen3")
         if not os.path.exists(folder + ".safetensors"):
             subprocess.run([QKV, "convert", "--from", "hf", folder, "-o", folder + ".safetensors"], check=True)
         if task == "translate" and "qkv-int8file" in a.engines:  # (written again: it follows qkv's quantizer)
@@ -241,14 +249,15 @@ def main():
                     kind, dtype = engine.split("-", 1)
                     if dtype == "int8file" and task != "translate":
                         continue  # qkv quantize writes translation models only
-                    folder, n = folders[task], lengths[task]
+                    work = "translate" if task == "translate" else "generate"  # (generate-qwen3: generate)
+                    folder, n = folders[task], lengths[work]
                     if kind == "qkv":
                         model = folder + (".int8.safetensors" if dtype == "int8file" else ".safetensors")
-                        sec, tok, rss = qkv_run(model, "int8" if dtype.startswith("int8") else dtype, threads, task, n,
-                                                inputs[task], "7" if dtype == "int8-a7" else None)
+                        sec, tok, rss = qkv_run(model, "int8" if dtype.startswith("int8") else dtype, threads, work, n,
+                                                inputs[work], "7" if dtype == "int8-a7" else None)
                     else:
                         ct2_dir = f"{folder}-ct2-{dtype}" if kind == "ct2" else ""
-                        sec, tok, rss = peer_run(kind, folder, ct2_dir, dtype, threads, task, n, inputs[task])
+                        sec, tok, rss = peer_run(kind, folder, ct2_dir, dtype, threads, work, n, inputs[work])
                     results.setdefault((task, threads, engine), []).append((tok / sec if sec else 0, rss))
                     print(f"{task} t{threads} round {r} {engine}: {tok / sec:.1f} tokens/s, {rss:.0f} MiB",
                           file=sys.stderr)
