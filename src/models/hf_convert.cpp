@@ -119,7 +119,8 @@ HfFolder open_hf_folder(const std::string& dir_in) {
 
 const std::vector<HfArchitecture>& hf_architectures() {
   static const std::vector<HfArchitecture> archs = {
-      hf::gpt2(),      hf::llama(), hf::qwen2(), hf::qwen3(), hf::mistral(), hf::marian(), hf::bert_for_masked_lm(),
+      hf::gpt2(),      hf::llama(),  hf::qwen2(),  hf::qwen3(),
+      hf::mistral(),   hf::gemma3(), hf::marian(), hf::bert_for_masked_lm(),
       hf::bert_model()};
   return archs;
 }
@@ -218,6 +219,7 @@ nlohmann::json convert_hf(const std::string& dir, const std::string& out, const 
           const HfTensorTarget& target = targets.at(name);
           Tensor src(std::move(t));
           if (target.transpose) src = src.transpose(0, 1);
+          if (target.plus_one) src = add(src, 1.f);  // γ = 1 + w, rounded in f32 as Gemma's 1.0 + w.float()
           Tensor dst = params.at(target.name);
           if (target.parts > 1) {
             const int64_t n = dst.size(0) / target.parts;

@@ -1,6 +1,8 @@
 #include "qkv/nn/llama.h"
 
 #include <cmath>
+#include <functional>
+#include <map>
 #include <numbers>
 #include <nlohmann/json.hpp>
 
@@ -40,6 +42,11 @@ const io::Fields<LlamaConfig>& LlamaConfig::fields() {
                                        F::boolean("tie_word_embeddings", &C::tie_word_embeddings),
                                        F::boolean("qk_norm", &C::qk_norm),
                                        F::integer("sliding_window", &C::sliding_window, 0),
+                                       F::integer("sliding_window_pattern", &C::sliding_window_pattern, 0),
+                                       F::number("rope_local_theta", &C::rope_local_theta, 0, 1e12),
+                                       F::boolean("embed_scale", &C::embed_scale),
+                                       F::boolean("sandwich_norms", &C::sandwich_norms),
+                                       F::choice("hidden_act", &C::hidden_act),
                                        F::number("dropout", &C::dropout, 0, 1, /*hi_open=*/true),
                                    });
   return f;
@@ -55,6 +62,8 @@ LlamaConfig LlamaConfig::from_json(const nlohmann::json& j) {
             " leaves fewer than 2 rotary features of head_dim ", c.head_size());
   QKV_CHECK(c.rope_scaling != RopeScaling::llama3 || c.rope_high_freq_factor > c.rope_low_freq_factor,
             "Llama config: llama3 rope scaling needs rope_high_freq_factor > rope_low_freq_factor");
+  QKV_CHECK(c.rope_local_theta == 0 || c.rope_local_theta >= 1, "Llama config: rope_local_theta ", c.rope_local_theta,
+            " must be 0 (as every layer's) or at least 1");
   return c;
 }
 
@@ -127,7 +136,8 @@ std::pair<Tensor, Tensor> RotaryEmbedding::tables(int64_t pos0, int64_t T, Devic
 
 // ---- one decoder layer ---------------------------------------------------------------------------
 
-LlamaDecoderLayer::LlamaDecoderLayer(const LlamaConfig& c, Generator* gen) : config(c), gen_(gen) {
+LlamaDecoderLayer::LlamaDecoderLayer(const LlamaConfig& c, Generator* gen, int64_t index)
+    : config(c), window(c.window(index)), gen_(gen) {
   const int64_t E = c.hidden_size, H = c.num_attention_heads, Hkv = c.kv_heads(), D = c.head_size();
   q_proj = register_module("self_attn.q_proj", std::make_shared<Linear>(E, H * D, c.qkv_bias, gen));
   k_proj = register_module("self_attn.k_proj", std::make_shared<Linear>(E, Hkv * D, c.qkv_bias, gen));
@@ -138,6 +148,10 @@ LlamaDecoderLayer::LlamaDecoderLayer(const LlamaConfig& c, Generator* gen) : con
   down_proj = register_module("mlp.down_proj", std::make_shared<Linear>(c.intermediate_size, E, c.mlp_bias, gen));
   input_layernorm = register_parameter("input_layernorm.weight", Tensor::ones({E}));
   post_attention_layernorm = register_parameter("post_attention_layernorm.weight", Tensor::ones({E}));
+  if (c.sandwich_norms) {
+    pre_feedforward_layernorm = register_parameter("pre_feedforward_layernorm.weight", Tensor::ones({E}));
+    post_feedforward_layernorm = register_parameter("post_feedforward_layernorm.weight", Tensor::ones({E}));
+  }
   if (c.qk_norm) {
     q_norm = register_parameter("self_attn.q_norm.weight", Tensor::ones({D}));
     k_norm = register_parameter("self_attn.k_norm.weight", Tensor::ones({D}));
@@ -160,11 +174,29 @@ Tensor LlamaDecoderLayer::key_heads(const Tensor& n, bool inference) const {
   return heads_of(*k_proj, k_norm, n, config.kv_heads(), inference);
 }
 
-// down_proj(SiLU(gate_proj(m)) ⊙ up_proj(m)), the product one op (ops/activation.h silu_mul)
+// down_proj(act(gate_proj(m)) ⊙ up_proj(m)): SiLU's product one op (ops/activation.h silu_mul), tanh-GELU's two
 Tensor LlamaDecoderLayer::mlp(const Tensor& m, bool inference) const {
-  if (inference)
-    return down_proj->forward_inference(silu_mul(gate_proj->forward_inference(m), up_proj->forward_inference(m)));
-  return down_proj->forward(silu_mul(gate_proj->forward(m), up_proj->forward(m)));
+  auto project = [inference](const Linear& l, const Tensor& x) {
+    return inference ? l.forward_inference(x) : l.forward(x);
+  };
+  const Tensor gate = project(*gate_proj, m), up = project(*up_proj, m);
+  return project(*down_proj,
+                 config.hidden_act == LlamaActivation::silu ? silu_mul(gate, up) : mul(gelu(gate, "tanh"), up));
+}
+
+// h = x + Dropout(o) and m = RMSNorm₂(h) in one pass, then {h, Dropout(MLP(m))} with the MLP's branch
+// pending (its dropout made in the next norm's pass); sandwich_norms (Gemma 3):
+//   h = x + Dropout(RMSNorm_post_attention(o)),  m = RMSNorm_pre_feedforward(h),  {h,
+//   Dropout(RMSNorm_post_feedforward(MLP(m)))}
+ResidualStream LlamaDecoderLayer::after_attention(const Tensor& x, const Tensor& o, bool inference, float p) const {
+  const float eps = static_cast<float>(config.rms_norm_eps);
+  if (!config.sandwich_norms) {
+    const SumAndNorm hm = add_rms_norm_with_sum(x, o, post_attention_layernorm, eps, p, gen_);
+    return {hm.sum, mlp(hm.normalized, inference), p, gen_};
+  }
+  const SumAndNorm hm =
+      add_rms_norm_with_sum(x, rms_norm(o, post_attention_layernorm, eps), pre_feedforward_layernorm, eps, p, gen_);
+  return {hm.sum, rms_norm(mlp(hm.normalized, inference), post_feedforward_layernorm, eps), p, gen_};
 }
 
 namespace {
@@ -203,11 +235,8 @@ ResidualStream LlamaDecoderLayer::forward(const ResidualStream& stream, const Te
   } else {
     a = scaled_dot_product_attention(q, k, v, opt);
   }
-  // h = x + Dropout(o_proj(heads concatenated)) and m = RMSNorm₂(h) in one pass; x' = h + Dropout(MLP(m)),
-  // left pending (its dropout made in the next norm's pass)
-  const Tensor o = o_proj->forward(a.transpose(1, 2).reshape({B, T, H * D}));
-  const SumAndNorm hm = add_rms_norm_with_sum(xn.sum, o, post_attention_layernorm, eps, p, gen_);
-  return {hm.sum, mlp(hm.normalized, false), p, gen_};
+  // o_proj(heads concatenated), then the residual and the MLP
+  return after_attention(xn.sum, o_proj->forward(a.transpose(1, 2).reshape({B, T, H * D})), false, p);
 }
 
 ResidualStream LlamaDecoderLayer::forward_cached(const ResidualStream& stream, const Tensor& cos, const Tensor& sin,
@@ -224,10 +253,7 @@ ResidualStream LlamaDecoderLayer::forward_cached(const ResidualStream& stream, c
   AttentionOptions opt;
   opt.attn_mask = mask, opt.is_causal = is_causal, opt.enable_gqa = Hkv != H;
   Tensor a = scaled_dot_product_attention(q, cache.keys(), cache.values(), opt);
-  const SumAndNorm hm =
-      add_rms_norm_with_sum(o_proj->forward_inference(a.transpose(1, 2).reshape({B, T, H * D})), xn.sum,
-                            post_attention_layernorm, eps);
-  return {hm.sum, mlp(hm.normalized, true)};
+  return after_attention(xn.sum, o_proj->forward_inference(a.transpose(1, 2).reshape({B, T, H * D})), true, 0.f);
 }
 
 ResidualStream LlamaDecoderLayer::forward_paged(const ResidualStream& stream, const Tensor& cos, const Tensor& sin,
@@ -242,11 +268,8 @@ ResidualStream LlamaDecoderLayer::forward_paged(const ResidualStream& stream, co
     return apply_rotary_pos_emb(p.transpose(1, 2), cos, sin).transpose(1, 2).reshape({T, heads, D});
   };
   const Tensor q = rotated(query_heads(n, true), H), k = rotated(key_heads(n, true), Hkv);
-  const int64_t window = config.sliding_window > 0 ? config.sliding_window : 0;
   const Tensor a = attend_paged(q, k, v_proj->forward_inference(n).reshape({T, Hkv, D}), cache, layer, step, window);  // [T, H, D]
-  const SumAndNorm hm = add_rms_norm_with_sum(o_proj->forward_inference(a.reshape({1, T, H * D})), xn.sum,
-                                              post_attention_layernorm, eps);
-  return {hm.sum, mlp(hm.normalized, true)};
+  return after_attention(xn.sum, o_proj->forward_inference(a.reshape({1, T, H * D})), true, 0.f);
 }
 
 void LlamaDecoderLayer::set_inference_weights(InferenceWeights weights) {
@@ -255,11 +278,46 @@ void LlamaDecoderLayer::set_inference_weights(InferenceWeights weights) {
 
 // ---- the model -----------------------------------------------------------------------------------
 
-Llama::Llama(const LlamaConfig& c, Generator* gen) : config(c), rope_(c) {
+namespace {
+
+// The windowed layers' own rotary tables (rope_local_theta, unscaled), where a window and a base are given
+std::shared_ptr<const RotaryEmbedding> local_rope(const LlamaConfig& c) {
+  if (c.rope_local_theta <= 0 || c.sliding_window <= 0) return nullptr;
+  LlamaConfig local = c;
+  local.rope_theta = c.rope_local_theta, local.rope_scaling = RopeScaling::none;
+  return std::make_shared<const RotaryEmbedding>(local);
+}
+
+// [T, past + T]: ops/mask.h's sliding window of W keys over the past and these T positions. Undefined
+// where plain causal attention is the same (no window, or all keys within it), so that the callers
+// can pass is_causal instead.
+Tensor window_mask(int64_t W, int64_t T, int64_t past, Device device) {
+  const int64_t S = past + T;
+  if (W <= 0 || S <= W) return Tensor();
+  return sliding_window_mask(T, S, W, past, device);
+}
+
+// Each layer's mask, made once for each window among the layers (0: none) by make(window)
+class MasksByWindow {
+ public:
+  explicit MasksByWindow(std::function<Tensor(int64_t)> make) : make_(std::move(make)) {}
+  const Tensor& operator()(int64_t window) {
+    auto it = masks_.find(window);
+    return it != masks_.end() ? it->second : masks_.emplace(window, make_(window)).first->second;
+  }
+
+ private:
+  std::function<Tensor(int64_t)> make_;
+  std::map<int64_t, Tensor> masks_;
+};
+
+}  // namespace
+
+Llama::Llama(const LlamaConfig& c, Generator* gen) : config(c), rope_(c), rope_local_(local_rope(c)) {
   Generator& g = gen ? *gen : default_generator();
   embed_tokens = register_module("embed_tokens", std::make_shared<Embedding>(c.vocab_size, c.hidden_size, -1, &g));
   for (int64_t i = 0; i < c.num_hidden_layers; ++i)
-    layers.push_back(register_module("layers." + std::to_string(i), std::make_shared<LlamaDecoderLayer>(c, &g)));
+    layers.push_back(register_module("layers." + std::to_string(i), std::make_shared<LlamaDecoderLayer>(c, &g, i)));
   norm = register_parameter("norm.weight", Tensor::ones({c.hidden_size}));
   if (!c.tie_word_embeddings)
     lm_head = register_module("lm_head", std::make_shared<Linear>(c.hidden_size, c.vocab_size, false, &g));
@@ -273,13 +331,10 @@ Llama::Llama(const LlamaConfig& c, Generator* gen) : config(c), rope_(c) {
   }
 }
 
-// [T, past + T]: ops/mask.h's sliding window over the past and these T positions. Undefined where
-// plain causal attention is the same (no window, or all keys within it), so that the callers can
-// pass is_causal instead.
-Tensor Llama::sliding_mask(int64_t T, int64_t past, Device device) const {
-  const int64_t W = config.sliding_window, S = past + T;
-  if (W <= 0 || S <= W) return Tensor();
-  return sliding_window_mask(T, S, W, past, device);
+// embed_tokens[idx], · √E with embed_scale (Gemma 3: √E rounded to f32, as its embed_scale buffer)
+Tensor Llama::embed(const Tensor& idx) const {
+  const Tensor x = embed_tokens->forward(idx);
+  return config.embed_scale ? mul(x, static_cast<float>(std::sqrt(static_cast<double>(config.hidden_size)))) : x;
 }
 
 // logits = RMSNorm(x) Wᵀ, W = lm_head's weight or (tied) embed_tokens'; x's pending sum made in the norm's pass
@@ -299,13 +354,17 @@ ResidualStream Llama::body(const Tensor& idx, AttentionMaps* maps) const {
   const int64_t T = idx.size(1);
   QKV_CHECK(T >= 1 && T <= config.block_size, "Llama: ", T, " positions exceed max_position_embeddings ",
             config.block_size);
-  ResidualStream x{embed_tokens->forward(idx), Tensor()};  // [B, T, E]
+  ResidualStream x{embed(idx), Tensor()};  // [B, T, E]
   const Device device = x.base.device();
-  auto [cos, sin] = rope_.tables(0, T, device);
-  Tensor mask = sliding_mask(T, 0, device);
+  // the rotary tables of the layers (and of the windowed ones, where theirs differ); a mask a window
+  const auto tables = rope_.tables(0, T, device);
+  const auto local = rope_local_ ? rope_local_->tables(0, T, device) : tables;
+  MasksByWindow mask([&](int64_t W) { return window_mask(W, T, 0, device); });
   for (auto& layer : layers) {
+    const auto& [cos, sin] = layer->window > 0 ? local : tables;
+    const Tensor& m = mask(layer->window);
     Tensor w;
-    x = layer->forward(x, cos, sin, mask, /*is_causal=*/!mask.defined(), maps ? &w : nullptr);
+    x = layer->forward(x, cos, sin, m, /*is_causal=*/!m.defined(), maps ? &w : nullptr);
     if (maps) maps->decoder_self.push_back(w);
   }
   return x;
@@ -328,14 +387,21 @@ Tensor Llama::step(const Tensor& idx, DecoderState& state) const {
   const int64_t T = idx.size(1), pos0 = state.length();
   QKV_CHECK(T >= 1 && pos0 + T <= config.block_size, "Llama: positions ", pos0, " … ", pos0 + T - 1,
             " exceed max_position_embeddings ", config.block_size);
-  ResidualStream x{embed_tokens->forward(idx), Tensor()};
+  ResidualStream x{embed(idx), Tensor()};
   const Device device = x.base.device();
-  auto [cos, sin] = rope_.tables(pos0, T, device);
-  // the new positions see the cached ones and their own past: causal aligned bottom-right
-  Tensor mask = sliding_mask(T, pos0, device);
-  const bool is_causal = !mask.defined() && T > 1 && pos0 == 0;
-  if (!mask.defined() && T > 1 && pos0 > 0) mask = causal_mask(T, pos0 + T, pos0, device);
-  for (size_t i = 0; i < layers.size(); ++i) x = layers[i]->forward_cached(x, cos, sin, mask, is_causal, state.caches[i]);
+  const auto tables = rope_.tables(pos0, T, device);
+  const auto local = rope_local_ ? rope_local_->tables(pos0, T, device) : tables;
+  // the new positions see the cached ones and their own past: causal aligned bottom-right (undefined:
+  // is_causal, or one position)
+  MasksByWindow mask([&](int64_t W) {
+    const Tensor m = window_mask(W, T, pos0, device);
+    return !m.defined() && T > 1 && pos0 > 0 ? causal_mask(T, pos0 + T, pos0, device) : m;
+  });
+  for (size_t i = 0; i < layers.size(); ++i) {
+    const auto& [cos, sin] = layers[i]->window > 0 ? local : tables;
+    const Tensor& m = mask(layers[i]->window);
+    x = layers[i]->forward_cached(x, cos, sin, m, /*is_causal=*/!m.defined() && T > 1, state.caches[i]);
+  }
   return head(x.select(1, T - 1), true);  // the last position only
 }
 
@@ -350,7 +416,7 @@ Tensor Llama::step_paged(const Tensor& ids, const PagedStep& step, PagedKVCache&
             step.tokens(), "], got ", ids.str());
   QKV_CHECK(cache.layers() == static_cast<int64_t>(layers.size()), "Llama::step_paged: a cache of ", cache.layers(),
             " layers for a model of ", layers.size());
-  ResidualStream x{embed_tokens->forward(ids).unsqueeze(0), Tensor()};  // [1, T, E]
+  ResidualStream x{embed(ids).unsqueeze(0), Tensor()};  // [1, T, E]
   // each token's rotary angles: the tables' rows at its position, gathered on the device by the
   // step's positions ([T, rot]; nothing uploaded, so a graph can hold it), the tables covering the
   // furthest position (checked on the host) or the step's bound
@@ -363,10 +429,16 @@ Tensor Llama::step_paged(const Tensor& ids, const PagedStep& step, PagedKVCache&
     furthest = std::max<int64_t>(furthest, at);
   }
   const int64_t rows = std::max(furthest + 1, std::min(step.positions_below, config.block_size));
-  const auto [cos_all, sin_all] = rope_.tables(0, rows, x.base.device());
-  const Tensor cos = embedding(step.positions, cos_all), sin = embedding(step.positions, sin_all);
-  for (size_t i = 0; i < layers.size(); ++i)
+  auto rows_at = [&](const RotaryEmbedding& rope) {
+    const auto [cos_all, sin_all] = rope.tables(0, rows, x.base.device());
+    return std::pair{embedding(step.positions, cos_all), embedding(step.positions, sin_all)};
+  };
+  const auto tables = rows_at(rope_);
+  const auto local = rope_local_ ? rows_at(*rope_local_) : tables;
+  for (size_t i = 0; i < layers.size(); ++i) {
+    const auto& [cos, sin] = layers[i]->window > 0 ? local : tables;
     x = layers[i]->forward_paged(x, cos, sin, cache, static_cast<int64_t>(i), step);
+  }
   const Tensor last = step.last_rows(x.sum().squeeze(0));  // [sequences, E]
   return head(ResidualStream{last, Tensor()}, true);
 }

@@ -373,13 +373,18 @@ TEST(Inspect, NeuronViewOfATranslatorsEncoderIsItsAttentionRowByHand) {
 
 // Llama-family folders converted from transformers (tests/golden/hf): grouped-query attention (4
 // heads reading 2 key/value heads), multi-query with biases (1), Mistral's sliding window of 8, and
-// Qwen3's heads normalized before RoPE. q and k are rotated by position; each head's row is the map
-// the model records.
+// Qwen3's heads normalized before RoPE, and Gemma 3's windowed layers (0 and 2, a window of 4, their own
+// RoPE base) around a global one. q and k are rotated by position; each head's row is the map the model
+// records.
 TEST(Inspect, NeuronViewOfALlamaIsItsAttentionRowByHand) {
   testing::TempDir dir("neuron-llama");
   const std::string text = "The cat didn't cross the street because it was too tired.";
-  for (const auto& [name, kv_heads, window] : std::vector<std::tuple<std::string, int64_t, int64_t>>{
-           {"llama-gqa", 2, 0}, {"llama3-mqa-tied-bias", 1, 0}, {"mistral-window", 2, 8}, {"qwen3", 2, 0}}) {
+  for (const auto& [name, kv_heads, window] :
+       std::vector<std::tuple<std::string, int64_t, int64_t>>{{"llama-gqa", 2, 0},
+                                                              {"llama3-mqa-tied-bias", 1, 0},
+                                                              {"mistral-window", 2, 8},
+                                                              {"qwen3", 2, 0},
+                                                              {"gemma3", 2, 4}}) {
     SCOPED_TRACE(name);
     const std::string out = (dir.path / (name + ".safetensors")).string();
     models::convert_hf(std::string(QKV_GOLDEN_DIR) + "/hf/" + name, out);
@@ -394,11 +399,14 @@ TEST(Inspect, NeuronViewOfALlamaIsItsAttentionRowByHand) {
       const NeuronView n = language_model_neuron(*g.model, g.tokenizer, text, layer, head, query);
       EXPECT_EQ(n.kind, "decoder_self");
       EXPECT_EQ(n.kv_head, head / (H / kv_heads));
-      check_neuron(n, k, /*causal=*/true, window);
+      // (Gemma 3's layer 1 is global: every second layer, as its layer_types say)
+      check_neuron(n, k, /*causal=*/true, name == "gemma3" && layer % 2 == 1 ? 0 : window);
     }
     EXPECT_NE(testing::error_of([&] { language_model_neuron(*g.model, g.tokenizer, text, 0, H, 0); }).find("head 4"),
               std::string::npos);
-    EXPECT_NE(testing::error_of([&] { language_model_neuron(*g.model, g.tokenizer, text, L, 0, 0); }).find("layer 2"),
+    EXPECT_NE(testing::error_of([&] {
+                language_model_neuron(*g.model, g.tokenizer, text, L, 0, 0);
+              }).find("layer " + std::to_string(L) + " is out of range"),
               std::string::npos);
   }
 }

@@ -2,7 +2,7 @@
 built by `transformers`, saved with save_pretrained as a user's downloaded folder would be, and what
 `transformers` computes with them.
 
-    python3 tests/golden/make_hf_golden.py [gpt2|llama|qwen3|marian|bert …]   # pyenv python3: pip install torch transformers tokenizers
+    python3 tests/golden/make_hf_golden.py [gpt2|llama|qwen3|gemma3|marian|bert …]   # pyenv python3: pip install torch transformers tokenizers
 
 Writes tests/golden/hf/<case>/ — config.json, model.safetensors (or shards and their index), and
 reference.json: the input ids, the f32 logits of every position, and 64 greedily generated tokens —
@@ -170,6 +170,32 @@ def qwen3_cases():
     m = transformers.Qwen3ForCausalLM(config)
     randomize(m, 0.5)
     save_case("qwen3", m, 512, tokenizer=train_tokenizer("llama3", 512))
+
+
+def gemma3_cases():
+    """Gemma3ForCausalLM (text): embeddings scaled by √E, four (1 + w) RMSNorms a layer, q/k norms, a
+    tanh-GELU gate, and local layers (a window of 4 keys, RoPE base 10⁴) around a global one (base 10⁶,
+    linear scaling ×2) — the 12-token inputs and 64 generated tokens run past the window. Appended with a
+    seed of its own: the cases above keep their bytes."""
+    torch.manual_seed(48)
+    T = transformers
+    config = T.Gemma3TextConfig(vocab_size=512, hidden_size=64, intermediate_size=96, num_hidden_layers=3,
+                                num_attention_heads=4, num_key_value_heads=2, head_dim=16, query_pre_attn_scalar=16,
+                                max_position_embeddings=128, sliding_window=4, tie_word_embeddings=False,
+                                layer_types=["sliding_attention", "full_attention", "sliding_attention"],
+                                rope_parameters={"sliding_attention": {"rope_type": "default", "rope_theta": 10000.0},
+                                                 "full_attention": {"rope_type": "linear", "factor": 2.0,
+                                                                    "rope_theta": 1000000.0}})
+    config.architectures = ["Gemma3ForCausalLM"]
+    m = T.Gemma3ForCausalLM(config)
+    randomize(m, 1.0)
+    with torch.no_grad():  # Gemma's norms scale by 1 + w: w about 0, as a trained model's
+        for name, p in m.named_parameters():
+            if name.endswith("norm.weight"):
+                p.copy_(torch.randn_like(p) * 0.1)
+        # the embedding small beside the branches' unit-RMS outputs (×√E = 8 in the stream)
+        m.model.embed_tokens.weight.copy_(torch.randn_like(m.model.embed_tokens.weight) * 0.1)
+    save_case("gemma3", m, 512, tokenizer=train_tokenizer("llama3", 512))
 
 
 def marian_tokenizer(out):
@@ -360,6 +386,8 @@ if __name__ == "__main__":
         llama_cases()
     if not only or "qwen3" in only:
         qwen3_cases()
+    if not only or "gemma3" in only:
+        gemma3_cases()
     if not only or "marian" in only:
         marian_cases()
     if not only or "bert" in only:

@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <filesystem>
+#include <functional>
 #include <fstream>
 
 #include "qkv/decode/fill_mask.h"
@@ -27,9 +28,10 @@ nlohmann::json reference(const std::string& name) {
 }
 
 // The converted file, loaded as a language model.
-std::unique_ptr<LanguageModel> convert_and_load(const std::string& name, const fs::path& dir) {
+// (from `folder`: the golden case's own when empty)
+std::unique_ptr<LanguageModel> convert_and_load(const std::string& name, const fs::path& dir, fs::path folder = {}) {
   const std::string out = (dir / (name + ".safetensors")).string();
-  convert_hf((kGolden / name).string(), out);
+  convert_hf((folder.empty() ? kGolden / name : folder).string(), out);
   ModelFile f = load_model_file(out);
   auto m = model_type(f.meta["model_type"].get<std::string>()).build(f.meta["model"], nullptr);
   load_parameters(m->module(), f);
@@ -37,10 +39,10 @@ std::unique_ptr<LanguageModel> convert_and_load(const std::string& name, const f
   return std::unique_ptr<LanguageModel>(dynamic_cast<LanguageModel*>(m.release()));
 }
 
-void check_against_transformers(const std::string& name) {
+void check_against_transformers(const std::string& name, const fs::path& folder = {}) {
   SCOPED_TRACE(name);
   testing::TempDir dir("hf");
-  auto model = convert_and_load(name, dir.path);
+  auto model = convert_and_load(name, dir.path, folder);
   ASSERT_TRUE(model);
   const nlohmann::json ref = reference(name);
   const auto ids = ref["input_ids"].get<std::vector<std::vector<int32_t>>>();
@@ -504,6 +506,71 @@ TEST(HfConvert, HostileFolders) {
     EXPECT_NE(convert_error(f, dir.path).find("config.json"), std::string::npos);
     write(f / "config.json", "[1, 2]");
     EXPECT_NE(convert_error(f, dir.path).find("not a JSON object"), std::string::npos);
+  }
+}
+
+}  // namespace
+}  // namespace qkv::models
+
+namespace qkv::models {
+namespace {
+
+// Gemma 3 (text): the golden folder as transformers 5 writes it (layer_types, rope_parameters per
+// layer type) and as transformers 4 wrote it (sliding_window_pattern, rope_theta / rope_scaling /
+// rope_local_base_freq) — the same model, the same logits and greedy tokens.
+TEST(HfConvert, Gemma3EqualsTransformers) {
+  check_against_transformers("gemma3");
+  check_text("gemma3");
+  testing::TempDir dir("hf-gemma3");
+  const fs::path f = copy_case("gemma3", dir.path / "t4");
+  auto c = read_json(f / "config.json");
+  const nlohmann::json rope = c["rope_parameters"];
+  c.erase("rope_parameters"), c.erase("layer_types"), c.erase("_sliding_window_pattern");
+  c["sliding_window_pattern"] = 2;
+  c["rope_theta"] = rope["full_attention"]["rope_theta"];
+  c["rope_scaling"] = {{"rope_type", "linear"}, {"factor", rope["full_attention"]["factor"]}};
+  c["rope_local_base_freq"] = rope["sliding_attention"]["rope_theta"];
+  c["cache_implementation"] = "hybrid";
+  write(f / "config.json", c.dump());
+  check_against_transformers("gemma3", f);
+}
+
+// What qkv's Gemma 3 cannot compute is refused by name: layers not every N-th full, another attention
+// scale, Gemma 2's soft-capping, another activation, a local layer's rope scaling.
+TEST(HfConvert, Gemma3RefusesWhatItCannotComputeByName) {
+  testing::TempDir dir("hf-gemma3-hostile");
+  const fs::path f = copy_case("gemma3", dir.path / "g");
+  const auto base = read_json(f / "config.json");
+  struct Case {
+    std::function<void(nlohmann::json&)> edit;
+    std::string says;
+  };
+  const std::vector<Case> cases = {
+      {[](nlohmann::json& c) {
+         c["layer_types"] = {"full_attention", "sliding_attention", "sliding_attention"};
+       },
+       "layer_types"},
+      {[](nlohmann::json& c) {
+         c["layer_types"] = {"sliding_attention", "full_attention"};
+       },
+       "layer_types"},
+      {[](nlohmann::json& c) { c["query_pre_attn_scalar"] = 24; }, "query_pre_attn_scalar"},
+      {[](nlohmann::json& c) { c["final_logit_softcapping"] = 30.0; }, "final_logit_softcapping"},
+      {[](nlohmann::json& c) { c["attn_logit_softcapping"] = 50.0; }, "attn_logit_softcapping"},
+      {[](nlohmann::json& c) { c["hidden_activation"] = "gelu"; }, "hidden_activation"},
+      {[](nlohmann::json& c) { c["use_bidirectional_attention"] = true; }, "use_bidirectional_attention"},
+      {[](nlohmann::json& c) { c["rope_parameters"]["sliding_attention"]["rope_type"] = "linear"; },
+       "sliding_attention"},
+      {[](nlohmann::json& c) { c["rope_parameters"]["chunked_attention"] = c["rope_parameters"]["full_attention"]; },
+       "chunked_attention"},
+  };
+  for (const Case& k : cases) {
+    auto c = base;
+    k.edit(c);
+    write(f / "config.json", c.dump());
+    const std::string e = convert_error(f, dir.path);
+    EXPECT_NE(e.find(k.says), std::string::npos) << k.says << ": " << e;
+    EXPECT_NE(e.find("config.json"), std::string::npos) << e;
   }
 }
 

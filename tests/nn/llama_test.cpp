@@ -82,13 +82,23 @@ nn::LlamaConfig tiny(int64_t window = 0, bool qk_norm = false) {
   return c;
 }
 
+// Gemma 3's form: embeddings ·√E, four norms a layer, tanh-GELU gate, qk_norm; with a window, every
+// second layer global and the windowed ones on their own RoPE base
+nn::LlamaConfig gemma_like(int64_t window = 0) {
+  nn::LlamaConfig c = tiny(window, /*qk_norm=*/true);
+  c.embed_scale = true, c.sandwich_norms = true, c.hidden_act = nn::LlamaActivation::gelu_tanh;
+  c.sliding_window_pattern = 2, c.rope_local_theta = 100;
+  return c;
+}
+
 // qk_norm's γ away from their initial ones (as a trained Qwen3's), so that a γ read wrong shows
 void randomize_qk_norms(nn::Llama& m, Generator& g) {
   for (auto& L : m.layers)
-    for (Tensor* gamma : {&L->q_norm, &L->k_norm}) {
-      Tensor t = gamma->detach();
-      nn::init::normal_(t, g, 1.f, 0.3f);
-    }
+    for (Tensor* gamma : {&L->q_norm, &L->k_norm, &L->pre_feedforward_layernorm, &L->post_feedforward_layernorm})
+      if (gamma->defined()) {
+        Tensor t = gamma->detach();
+        nn::init::normal_(t, g, 1.f, 0.3f);
+      }
 }
 
 TEST(Llama, LossGradientsMatchFiniteDifferences) {
@@ -113,22 +123,35 @@ TEST(Llama, LossGradientsMatchFiniteDifferences) {
   }
 }
 
-// Qwen3's qk_norm: the gradients of the per-head norms' γ and of the projections under them
-TEST(Llama, QkNormGradientsMatchFiniteDifferences) {
+// Qwen3's qk_norm: the gradients of the per-head norms' γ and of the projections under them; Gemma 3's
+// form: its sandwich norms, its tanh-GELU gate, its windowed and global layers
+TEST(Llama, QkNormAndGemmaGradientsMatchFiniteDifferences) {
   Generator g(4);
-  nn::Llama m(tiny(0, /*qk_norm=*/true), &g);
-  randomize_qk_norms(m, g);
+  nn::Llama qwen(tiny(0, /*qk_norm=*/true), &g), gemma(gemma_like(3), &g);
+  randomize_qk_norms(qwen, g), randomize_qk_norms(gemma, g);
   Tensor idx = Tensor::from_ints({1, 4, 9, 16, 25, 36, 49, 0}, {1, 8});
   Tensor tgt = Tensor::from_ints({4, 9, 16, 25, 36, 49, 0, 1}, {1, 8});
-  for (const std::string name : {"layers.0.self_attn.q_norm.weight", "layers.0.self_attn.k_norm.weight",
-                                 "layers.1.self_attn.q_proj.weight", "layers.0.self_attn.k_proj.bias"}) {
+  for (const auto& [model, name] :
+       std::vector<std::pair<nn::Llama*, std::string>>{{&qwen, "layers.0.self_attn.q_norm.weight"},
+                                                       {&qwen, "layers.0.self_attn.k_norm.weight"},
+                                                       {&qwen, "layers.1.self_attn.q_proj.weight"},
+                                                       {&qwen, "layers.0.self_attn.k_proj.bias"},
+                                                       {&gemma, "layers.0.post_attention_layernorm.weight"},
+                                                       {&gemma, "layers.1.pre_feedforward_layernorm.weight"},
+                                                       {&gemma, "layers.0.post_feedforward_layernorm.weight"},
+                                                       {&gemma, "layers.0.mlp.gate_proj.weight"},
+                                                       {&gemma, "layers.1.self_attn.k_norm.weight"},
+                                                       {&gemma, "embed_tokens.weight"}}) {
+    nn::Llama& m = *model;
     SCOPED_TRACE(name);
     Tensor p;
     for (auto& [n, t] : m.named_parameters())
       if (n == name) p = t;
     ASSERT_TRUE(p.defined());
     autograd::GradcheckOptions o;
-    o.eps = 1e-2, o.atol = 3e-3, o.rtol = 3e-2;
+    // (the embeddings, N(0, 0.02), enter the stream ×√E = 4: a step of 10⁻² would move a row by a
+    // quarter of its size, far past where the loss is linear)
+    o.eps = name == "embed_tokens.weight" ? 1e-3 : 1e-2, o.atol = 3e-3, o.rtol = 3e-2;
     auto r = autograd::gradcheck([&](const std::vector<Tensor>&) { return m.loss(idx, tgt); }, {p}, o);
     EXPECT_TRUE(r.ok) << r.message;
   }
@@ -143,6 +166,7 @@ Tensor unfused_llama(const nn::Llama& m, const Tensor& idx) {
   const float eps = static_cast<float>(c.rms_norm_eps);
   const int64_t B = idx.size(0), T = idx.size(1), H = c.num_attention_heads, Hkv = c.kv_heads(), D = c.head_size();
   Tensor x = m.embed_tokens->forward(idx);
+  if (c.embed_scale) x = mul(x, std::sqrt(static_cast<float>(c.hidden_size)));
   auto [cos, sin] = m.rotary().tables(0, T, x.device());
   for (const auto& L : m.layers) {
     Tensor n = rms_norm(x, L->input_layernorm, eps);
@@ -154,7 +178,15 @@ Tensor unfused_llama(const nn::Llama& m, const Tensor& idx) {
     AttentionOptions opt;
     opt.is_causal = true, opt.enable_gqa = Hkv != H;
     Tensor a = scaled_dot_product_attention(q, k, v, opt);
-    Tensor h = add(x, L->o_proj->forward(a.transpose(1, 2).reshape({B, T, H * D})));
+    Tensor o = L->o_proj->forward(a.transpose(1, 2).reshape({B, T, H * D}));
+    if (c.sandwich_norms) {  // Gemma 3: h = x + RMSNorm(o), x' = h + RMSNorm(down(gelu(gate) · up)) of RMSNorm(h)
+      Tensor h = add(x, rms_norm(o, L->post_attention_layernorm, eps));
+      Tensor u = rms_norm(h, L->pre_feedforward_layernorm, eps);
+      Tensor f = L->down_proj->forward(mul(gelu(L->gate_proj->forward(u), "tanh"), L->up_proj->forward(u)));
+      x = add(h, rms_norm(f, L->post_feedforward_layernorm, eps));
+      continue;
+    }
+    Tensor h = add(x, o);
     Tensor u = rms_norm(h, L->post_attention_layernorm, eps);
     x = add(h, L->down_proj->forward(silu_mul(L->gate_proj->forward(u), L->up_proj->forward(u))));
   }
@@ -163,11 +195,11 @@ Tensor unfused_llama(const nn::Llama& m, const Tensor& idx) {
 
 // The model gives the unfused formula's bits: its logits, and every parameter's gradient.
 TEST(Llama, ResidualStreamGivesTheBitsOfAddThenNorm) {
-  for (const bool qk_norm : {false, true}) {
-    SCOPED_TRACE(qk_norm ? "qk_norm" : "plain");
+  for (const std::string form : {"plain", "qk_norm", "gemma"}) {
+    SCOPED_TRACE(form);
     Generator g(11);
-    nn::Llama m(tiny(0, qk_norm), &g);
-    if (qk_norm) randomize_qk_norms(m, g);
+    nn::Llama m(form == "gemma" ? gemma_like(0) : tiny(0, form == "qk_norm"), &g);
+    if (form != "plain") randomize_qk_norms(m, g);
     Tensor idx = Tensor::from_ints({1, 4, 9, 16, 25, 36, 49, 0, 7, 3, 2, 8}, {2, 6});
     Tensor tgt = Tensor::from_ints({4, 9, 16, 25, 36, 49, 0, 1, 3, 2, 8, 5}, {2, 6});
     std::map<std::string, std::vector<float>> grads[2];
@@ -186,14 +218,16 @@ TEST(Llama, ResidualStreamGivesTheBitsOfAddThenNorm) {
 }
 
 // Decoding in pieces through the KV cache gives the full forward's logits at every position —
-// with grouped-query attention, llama3 rope, a window shorter than the sequence, and qk_norm.
+// with grouped-query attention, llama3 rope, a window shorter than the sequence, qk_norm, and Gemma 3's
+// form (every second layer global, the windowed ones on their own RoPE base).
 TEST(Llama, CachedStepsMatchTheFullForward) {
-  for (const auto [window, qk_norm] : {std::pair<int64_t, bool>{0, false}, {3, false}, {0, true}}) {
+  for (const auto& [window, form] :
+       std::vector<std::pair<int64_t, std::string>>{{0, "plain"}, {3, "plain"}, {0, "qk_norm"}, {3, "gemma"}}) {
     SCOPED_TRACE(window);
-    SCOPED_TRACE(qk_norm);
+    SCOPED_TRACE(form);
     Generator g(5);
-    nn::Llama m(tiny(window, qk_norm), &g);
-    if (qk_norm) randomize_qk_norms(m, g);
+    nn::Llama m(form == "gemma" ? gemma_like(window) : tiny(window, form == "qk_norm"), &g);
+    if (form != "plain") randomize_qk_norms(m, g);
     m.eval();
     std::vector<int32_t> ids = {3, 1, 4, 1, 5, 9, 2, 6, 5, 3};
     Tensor full = m.forward(Tensor::from_ints(ids, {1, 10}));  // [1, 10, V]

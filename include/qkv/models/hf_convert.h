@@ -49,6 +49,7 @@ struct HfTensorTarget {
   // One of `parts` equal row blocks of the parameter: separate q/k/v projections (Marian, BERT)
   // filling a fused in_proj_weight [3E, E] — block `part` is rows part·E … (part+1)·E − 1.
   int part = 0, parts = 1;
+  bool plus_one = false;  // a Gemma RMSNorm's w, which scales by 1 + w: stored as γ = 1 + w (f32)
 };
 
 // One supported architecture.

@@ -1,23 +1,32 @@
-// Llama: the decoder-only Transformer of Llama 2/3, Qwen2, Qwen3, Mistral and SmolLM — GPT's causal
-// language model with RMSNorm, rotary positions, a gated SiLU MLP and grouped-query attention:
+// Llama: the decoder-only Transformer of Llama 2/3, Qwen2, Qwen3, Mistral, SmolLM and Gemma 3 — GPT's
+// causal language model with RMSNorm, rotary positions, a gated MLP and grouped-query attention:
 //
-//   x₀ = embed_tokens[idx]                                         no position embedding
+//   x₀ = embed_tokens[idx]  (· √E: embed_scale, Gemma 3)           no position embedding
 //   h  = xₗ₋₁ + o_proj(Attn(RoPE(q_proj(n)), RoPE(k_proj(n)), v_proj(n))),  n = RMSNorm₁(xₗ₋₁)
-//        (qk_norm, Qwen3: each head of q_proj(n) and k_proj(n) RMS-normalized, γ = q_norm / k_norm [D], before RoPE)
-//   xₗ = h + down_proj(SiLU(gate_proj(m)) ⊙ up_proj(m)),                   m = RMSNorm₂(h)
+//        (qk_norm, Qwen3 and Gemma 3: each head of q_proj(n) and k_proj(n) RMS-normalized, γ = q_norm / k_norm [D],
+//        before RoPE)
+//   xₗ = h + down_proj(act(gate_proj(m)) ⊙ up_proj(m)),                   m = RMSNorm₂(h),  act = SiLU or tanh-GELU
 //   logits = RMSNorm(x_L) lm_headᵀ                                  lm_head tied to embed_tokens or not
+//
+// sandwich_norms (Gemma 3) normalizes each branch's output too, with four norms a layer:
+//   h  = xₗ₋₁ + RMSNorm_post_attention(o_proj(Attn(…))),   xₗ = h +
+//   RMSNorm_post_feedforward(MLP(RMSNorm_pre_feedforward(h)))
 //
 // Attn is causal scaled dot-product attention with H query heads sharing Hkv key/value heads
 // (H % Hkv == 0; Hkv = H is plain multi-head, 1 is multi-query), optionally limited to the last
-// `sliding_window` keys (Mistral). RoPE rotates each head's first rot = head_dim · partial_rotary_factor
-// features by position t at angles t·θᵢ, θᵢ = rope_theta^(−2i/rot), with rope_scaling's variants.
+// `sliding_window` keys — on every layer (Mistral), or on all but every sliding_window_pattern-th
+// (Gemma 3: layers N−1, 2N−1, … see every key). RoPE rotates each head's first rot = head_dim ·
+// partial_rotary_factor features by position t at angles t·θᵢ, θᵢ = rope_theta^(−2i/rot), with
+// rope_scaling's variants; the windowed layers of a model with rope_local_theta use that base, unscaled.
 //
 // Parameter names are Hugging Face's, without the "model." prefix: embed_tokens.weight,
 // layers.{i}.self_attn.(q|k|v|o)_proj.*, layers.{i}.mlp.(gate|up|down)_proj.*,
 // layers.{i}.(input|post_attention)_layernorm.weight, layers.{i}.self_attn.(q|k)_norm.weight (qk_norm only),
-// norm.weight, lm_head.weight (untied only).
+// layers.{i}.(pre|post)_feedforward_layernorm.weight (sandwich_norms only), norm.weight, lm_head.weight
+// (untied only). (Gemma's RMSNorms scale by 1 + w: its converter stores γ = 1 + w.)
 #pragma once
 
+#include <memory>
 #include <nlohmann/json_fwd.hpp>
 
 #include "qkv/io/config.h"
@@ -34,6 +43,12 @@ constexpr EnumTable<RopeScaling, 3> enum_table(RopeScaling) {
   return {"rope scaling", {{{RopeScaling::none, "none"}, {RopeScaling::linear, "linear"}, {RopeScaling::llama3, "llama3"}}}};
 }
 
+// The gated MLP's activation: SiLU (Llama's SwiGLU) or GELU's tanh form (Gemma's GeGLU, gelu_pytorch_tanh).
+enum class LlamaActivation : uint8_t { silu, gelu_tanh };
+constexpr EnumTable<LlamaActivation, 2> enum_table(LlamaActivation) {
+  return {"activation", {{{LlamaActivation::silu, "silu"}, {LlamaActivation::gelu_tanh, "gelu_tanh"}}}};
+}
+
 struct LlamaConfig {
   int64_t vocab_size = 32000, hidden_size = 256, intermediate_size = 688, num_hidden_layers = 4,
           num_attention_heads = 4, num_key_value_heads = 0 /* 0: = num_attention_heads */,
@@ -43,8 +58,14 @@ struct LlamaConfig {
   double rope_factor = 1, rope_low_freq_factor = 1, rope_high_freq_factor = 4;
   int64_t rope_original_max_position_embeddings = 8192;
   bool qkv_bias = false, o_bias = false, mlp_bias = false, tie_word_embeddings = false;
-  bool qk_norm = false;        // Qwen3: an RMSNorm over each query and key head before RoPE
+  bool qk_norm = false;        // Qwen3, Gemma 3: an RMSNorm over each query and key head before RoPE
   int64_t sliding_window = 0;  // 0: none; else query t sees keys t − window + 1 … t
+  // 0: the window on every layer; N: not on layers N−1, 2N−1, … (Gemma 3's global layers)
+  int64_t sliding_window_pattern = 0;
+  double rope_local_theta = 0;  // the windowed layers' RoPE base, without rope_scaling (0: as every layer's)
+  bool embed_scale = false;     // Gemma 3: x₀ = embed_tokens[idx] · √E
+  bool sandwich_norms = false;  // Gemma 3: each branch's output normalized too (four norms a layer)
+  LlamaActivation hidden_act = LlamaActivation::silu;
   float dropout = 0.f;         // on the attention weights and the residual branches, while training
 
   static const io::Fields<LlamaConfig>& fields();
@@ -54,6 +75,12 @@ struct LlamaConfig {
   int64_t kv_heads() const { return num_key_value_heads > 0 ? num_key_value_heads : num_attention_heads; }
   int64_t head_size() const { return head_dim > 0 ? head_dim : hidden_size / num_attention_heads; }
   int64_t rotary_dim() const;  // head_size · partial_rotary_factor, even
+  // The keys layer `layer` sees back: sliding_window on a windowed layer, 0 (all) on the others.
+  int64_t window(int64_t layer) const {
+    return sliding_window > 0 && (sliding_window_pattern == 0 || (layer + 1) % sliding_window_pattern != 0)
+               ? sliding_window
+               : 0;
+  }
   std::string describe() const;  // "Llama 4 layers, 4 heads (2 key/value), 256 dims, block 2048, vocab 32000"
 };
 
@@ -77,7 +104,7 @@ class RotaryEmbedding {
 
 class LlamaDecoderLayer : public Module {
  public:
-  LlamaDecoderLayer(const LlamaConfig& c, Generator* gen);
+  LlamaDecoderLayer(const LlamaConfig& c, Generator* gen, int64_t index = 0);  // index: the layer's place
   // x [B, T, E] at positions given by cos/sin [T, rot] → [B, T, E]; weights_out: [B, H, T, S].
   Tensor forward(const Tensor& x, const Tensor& cos, const Tensor& sin, const Tensor& mask, bool is_causal,
                  Tensor* weights_out = nullptr) const;
@@ -91,7 +118,7 @@ class LlamaDecoderLayer : public Module {
                                 bool is_causal, KVCache& cache) const;
   // One step of many sequences, x [1, T, E] (nn/paged_kv_cache.h), each token at its own position
   // (cos/sin [T, rot]: its rows): its keys and values into layer `layer` of the pool, attention over
-  // each token's sequence (the config's sliding window, if any).
+  // each token's sequence (within the layer's window, if any).
   ResidualStream forward_paged(const ResidualStream& x, const Tensor& cos, const Tensor& sin, PagedKVCache& cache,
                                int64_t layer, const PagedStep& step) const;
   void set_inference_weights(InferenceWeights weights);
@@ -102,10 +129,15 @@ class LlamaDecoderLayer : public Module {
   LlamaConfig config;
   std::shared_ptr<Linear> q_proj, k_proj, v_proj, o_proj, gate_proj, up_proj, down_proj;
   Tensor input_layernorm, post_attention_layernorm;  // the RMSNorms' γ [E]
-  Tensor q_norm, k_norm;                             // qk_norm's γ [D] (undefined without it)
+  Tensor pre_feedforward_layernorm, post_feedforward_layernorm;  // sandwich_norms' other two γ [E]
+  Tensor q_norm, k_norm;                                         // qk_norm's γ [D] (undefined without it)
+  int64_t window = 0;  // the keys it sees back (LlamaConfig::window of its index; 0: all)
 
  private:
   Tensor mlp(const Tensor& h, bool inference) const;
+  // The layer after its attention: x + o and the MLP branch (sandwich_norms: both branches normalized),
+  // the MLP's output left pending on the stream
+  ResidualStream after_attention(const Tensor& x, const Tensor& o, bool inference, float dropout_p) const;
   Tensor heads_of(const Linear& proj, const Tensor& gamma, const Tensor& n, int64_t heads, bool inference) const;
   Generator* gen_;
 };
@@ -130,8 +162,10 @@ class Llama : public Module {
   PagedKVCache make_paged_cache(int64_t pages, int64_t page_size, Device device, DType dtype = DType::f32) const;
   Tensor step_paged(const Tensor& ids, const PagedStep& step, PagedKVCache& cache) const;
   void set_inference_weights(InferenceWeights weights);
-  // The rotary tables forward uses (decode/inspect.cpp's neuron view rotates q and k with them).
-  const RotaryEmbedding& rotary() const { return rope_; }
+  // The rotary tables layer `layer` uses (decode/inspect.cpp's neuron view rotates q and k with them).
+  const RotaryEmbedding& rotary(int64_t layer = -1) const {
+    return rope_local_ && layer >= 0 && config.window(layer) > 0 ? *rope_local_ : rope_;
+  }
 
   LlamaConfig config;
   std::shared_ptr<Embedding> embed_tokens;
@@ -145,8 +179,9 @@ class Llama : public Module {
   Tensor final_norm(const ResidualStream& x) const;              // the RMSNorm of the layers' last sum
   const Tensor& output_weight() const;                           // lm_head's, or embed_tokens' where tied
   ResidualStream body(const Tensor& idx, AttentionMaps* maps) const;  // the layers' residual stream [B, T, E]
-  Tensor sliding_mask(int64_t T, int64_t past, Device device) const;  // undefined when no window applies
+  Tensor embed(const Tensor& idx) const;                              // embed_tokens[idx] (· √E: embed_scale)
   RotaryEmbedding rope_;
+  std::shared_ptr<const RotaryEmbedding> rope_local_;  // the windowed layers' (rope_local_theta), or null
 };
 
 }  // namespace qkv::nn

@@ -1,7 +1,8 @@
 // The Llama family → qkv's "llama" (nn/llama.h): LlamaForCausalLM, and the same block under
 // Qwen2ForCausalLM (q/k/v biases), Qwen3ForCausalLM (each query and key head RMS-normalized:
 // self_attn.q_norm / k_norm) and MistralForCausalLM (a sliding window), whose configs differ only in
-// fields and defaults. Tensor names are Hugging Face's without "model.":
+// fields and defaults; and Gemma3ForCausalLM, the same class with four more options (below). Tensor
+// names are Hugging Face's without "model.":
 //
 //   model.embed_tokens / model.layers.{i}.… / model.norm      embed_tokens / layers.{i}.… / norm
 //   lm_head.weight                                             lm_head.weight (untied), none (tied)
@@ -125,6 +126,143 @@ HfArchitecture make(Family f) {
   return {f.architecture, "llama", [f](const nlohmann::json& c) { return llama_config(f, c); }, llama_map};
 }
 
+// ---- Gemma 3 (text) -------------------------------------------------------------------------------
+//
+// Gemma3ForCausalLM (the 270M and 1B checkpoints: Gemma3TextConfig, model_type gemma3_text) is qkv's
+// Llama with embed_scale, sandwich_norms, qk_norm and a tanh-GELU gate; its RMSNorms scale by 1 + w
+// (every *norm.weight is stored as γ = 1 + w); its layers are windowed ("sliding_attention", RoPE base
+// the local one, unscaled) but for every N-th ("full_attention": rope_theta with its scaling). Read
+// from transformers 5's layer_types + rope_parameters {"full_attention", "sliding_attention"}, or
+// transformers 4's sliding_window_pattern + rope_theta / rope_scaling / rope_local_base_freq.
+
+// layer_types → the period N of its full layers (layers N−1, 2N−1, …): 0 when every layer is windowed,
+// the layer count when none is; refused when no period describes it.
+int64_t gemma3_pattern(const nlohmann::json& c, int64_t layers) {
+  if (!c.contains("layer_types") || c["layer_types"].is_null()) {
+    const int64_t n = field<int64_t>(c, "sliding_window_pattern", field<int64_t>(c, "_sliding_window_pattern", 6));
+    QKV_CHECK(n >= 1, "sliding_window_pattern ", n, " must be at least 1");
+    return n;
+  }
+  const nlohmann::json& types = c["layer_types"];
+  QKV_CHECK(types.is_array() && static_cast<int64_t>(types.size()) == layers, "layer_types must list the ", layers,
+            " layers' types");
+  int64_t first_full = -1;
+  for (int64_t i = 0; i < layers && first_full < 0; ++i)
+    if (types[static_cast<size_t>(i)] == "full_attention") first_full = i;
+  const int64_t n = first_full < 0 ? 0 : first_full + 1;
+  for (int64_t i = 0; i < layers; ++i) {
+    const bool full = n > 0 && (i + 1) % n == 0;
+    QKV_CHECK(types[static_cast<size_t>(i)] == (full ? "full_attention" : "sliding_attention"), "layer_types ",
+              types.dump().substr(0, 80), " is not every N-th layer full and the others sliding (layer ", i, ")");
+  }
+  return n;
+}
+
+nlohmann::json gemma3_config(const nlohmann::json& c) {
+  hf_refuse_unknown_fields(c, "Gemma3ForCausalLM",
+                           {"vocab_size",
+                            "hidden_size",
+                            "intermediate_size",
+                            "num_hidden_layers",
+                            "num_attention_heads",
+                            "num_key_value_heads",
+                            "head_dim",
+                            "hidden_activation",
+                            "hidden_act",
+                            "max_position_embeddings",
+                            "rms_norm_eps",
+                            "tie_word_embeddings",
+                            "rope_parameters",
+                            "rope_theta",
+                            "rope_scaling",
+                            "rope_local_base_freq",
+                            "attention_bias",
+                            "attention_dropout",
+                            "query_pre_attn_scalar",
+                            "sliding_window",
+                            "sliding_window_pattern",
+                            "_sliding_window_pattern",
+                            "layer_types",
+                            "final_logit_softcapping",
+                            "attn_logit_softcapping",
+                            "use_bidirectional_attention",
+                            "cache_implementation"});
+  for (const char* act : {"hidden_activation", "hidden_act"})
+    if (c.contains(act) && !c[act].is_null())
+      QKV_CHECK(c[act] == "gelu_pytorch_tanh", act, " ", c[act].dump().substr(0, 40),
+                " is not supported (gelu_pytorch_tanh is)");
+  for (const char* cap : {"final_logit_softcapping", "attn_logit_softcapping"})
+    QKV_CHECK(!c.contains(cap) || c[cap].is_null(), cap, " (Gemma 2's) is not supported");
+  QKV_CHECK(!field<bool>(c, "use_bidirectional_attention", false), "use_bidirectional_attention is not supported");
+  const int64_t heads = field<int64_t>(c, "num_attention_heads", 8),
+                layers = field<int64_t>(c, "num_hidden_layers", 26);
+  const int64_t head_dim = field<int64_t>(c, "head_dim", 256);
+  // qkv's attention scales by 1/√head_dim; Gemma 3 by 1/√query_pre_attn_scalar, the same in every
+  // checkpoint but the 27B's (168 against 128)
+  QKV_CHECK(field<double>(c, "query_pre_attn_scalar", 256.0) == static_cast<double>(head_dim), "query_pre_attn_scalar ",
+            field<double>(c, "query_pre_attn_scalar", 256.0), " ≠ head_dim ", head_dim, " is not supported");
+  const bool bias = field<bool>(c, "attention_bias", false);
+  nlohmann::json out = {
+      {"vocab_size", field<int64_t>(c, "vocab_size", 262208)},
+      {"hidden_size", field<int64_t>(c, "hidden_size", 2304)},
+      {"intermediate_size", field<int64_t>(c, "intermediate_size", 9216)},
+      {"num_hidden_layers", layers},
+      {"num_attention_heads", heads},
+      {"num_key_value_heads", field<int64_t>(c, "num_key_value_heads", 4)},
+      {"head_dim", head_dim},
+      {"max_position_embeddings", field<int64_t>(c, "max_position_embeddings", 131072)},
+      {"rms_norm_eps", field<double>(c, "rms_norm_eps", 1e-6)},
+      {"tie_word_embeddings", field<bool>(c, "tie_word_embeddings", true)},
+      {"dropout", field<double>(c, "attention_dropout", 0.0)},
+      {"qkv_bias", bias},
+      {"o_bias", bias},
+      {"qk_norm", true},
+      {"embed_scale", true},
+      {"sandwich_norms", true},
+      {"hidden_act", "gelu_tanh"},
+  };
+  const int64_t pattern = gemma3_pattern(c, layers);
+  out["sliding_window"] = pattern != 1 ? field<int64_t>(c, "sliding_window", 4096) : 0;  // (1: every layer full)
+  out["sliding_window_pattern"] = pattern;
+  // RoPE: the full layers' parameters (and scaling), the windowed layers' base
+  double local_theta = 10000.0;
+  if (c.contains("rope_parameters") && c["rope_parameters"].is_object() &&
+      c["rope_parameters"].contains("full_attention")) {
+    const nlohmann::json& rp = c["rope_parameters"];
+    for (auto& [key, value] : rp.items())
+      QKV_CHECK(key == "full_attention" || key == "sliding_attention", "rope_parameters: the layer type '", key,
+                "' is not one Gemma 3 has");
+    read_rope(nlohmann::json{{"rope_parameters", rp["full_attention"]}}, out);
+    if (rp.contains("sliding_attention") && !rp["sliding_attention"].is_null()) {
+      const nlohmann::json& local = rp["sliding_attention"];
+      QKV_CHECK(local.is_object(), "rope_parameters.sliding_attention must be an object");
+      const std::string type = field<std::string>(local, "rope_type", field<std::string>(local, "type", "default"));
+      QKV_CHECK(type == "default", "rope_parameters.sliding_attention: rope type '", type,
+                "' is not supported (default is)");
+      for (auto& [key, value] : local.items())
+        QKV_CHECK(key == "rope_type" || key == "type" || key == "rope_theta",
+                  "rope_parameters.sliding_attention: the field '", key, "' is not supported");
+      local_theta = field<double>(local, "rope_theta", 10000.0);
+    }
+  } else {
+    read_rope(c, out);
+    local_theta = field<double>(c, "rope_local_base_freq", 10000.0);
+  }
+  out["rope_local_theta"] = local_theta;
+  return out;
+}
+
+// Gemma 3's tensor names are Llama's plus the sandwich's norms; every RMSNorm's w becomes γ = 1 + w.
+std::optional<HfTensorTarget> gemma3_map(const std::string& name) {
+  static const std::regex norm(
+      R"(^model\.layers\.(\d+)\.((input|post_attention|pre_feedforward|post_feedforward)_layernorm\.weight|self_attn\.[qk]_norm\.weight)$)");
+  std::smatch m;
+  if (std::regex_match(name, m, norm))
+    return HfTensorTarget{"layers." + m[1].str() + "." + m[2].str(), false, false, 0, 1, true};
+  if (name == "model.norm.weight") return HfTensorTarget{"norm.weight", false, false, 0, 1, true};
+  return llama_map(name);
+}
+
 }  // namespace
 
 HfArchitecture llama() {
@@ -153,6 +291,7 @@ HfArchitecture qwen3() {
                128,
                {"attention_bias", "use_sliding_window", "sliding_window", "max_window_layers", "layer_types"}});
 }
+HfArchitecture gemma3() { return {"Gemma3ForCausalLM", "llama", gemma3_config, gemma3_map}; }
 HfArchitecture mistral() {
   return make({"MistralForCausalLM", 32000, 14336, 131072, 8, false, false, 0, {"sliding_window", "layer_types"}});
 }
