@@ -140,7 +140,7 @@ printf 'caf\xc3\xa9 \xff\xfe broken\r\n\n  spaces   \t tab\n' > $C/text/odd.txt
 gzip -c $C/text/pairs.tsv > $C/text/pairs.tsv.gz
 # the golden tokenizers (tests/golden/make_tokenizer_golden.py): GPT-2's byte level, Llama 3's regex,
 # Llama 2's byte fallback, BERT's WordPiece (tokenizer.json and vocab.txt)
-for t in gpt2 llama3 byte_fallback bert_uncased bert_cased; do cp tests/golden/tokenizers/$t/tokenizer.json $C/tokenizer/$t.json; done
+for t in gpt2 llama3 byte_fallback gemma bert_uncased bert_cased; do cp tests/golden/tokenizers/$t/tokenizer.json $C/tokenizer/$t.json; done
 cp tests/golden/tokenizers/bert_cased/vocab.txt $C/tokenizer/vocab.txt
 cp tests/golden/hf/qwen2/tokenizer.json $C/tokenizer/hf-qwen2.json
 cp tests/golden/hf/mistral-window/tokenizer.json $C/tokenizer/hf-mistral-window.json

@@ -98,6 +98,8 @@ TEST(HfTokenizer, Llama3RegexEqualsTokenizers) { check_corpus(HfTokenizer::from_
 TEST(HfTokenizer, ByteFallbackEqualsTokenizers) {
   check_corpus(HfTokenizer::from_folder(kDir + "/byte_fallback"), "byte_fallback");
 }
+// Gemma's form (Gemma 1–3's tokenizer.json): no prefix, a Split(" ") that finds no space left, turn markers
+TEST(HfTokenizer, GemmaEqualsTokenizers) { check_corpus(HfTokenizer::from_folder(kDir + "/gemma"), "gemma"); }
 TEST(HfTokenizer, BertUncasedEqualsTokenizers) {
   check_corpus(HfTokenizer::from_folder(kDir + "/bert_uncased"), "bert_uncased");
 }
