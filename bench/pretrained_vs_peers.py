@@ -11,6 +11,8 @@ save_pretrained into --out, once:
   llama   12 layers, d 768, 12 query / 4 key-value heads, MLP 2048, vocab 32,000 (~110 M
           parameters), with a byte-level BPE tokenizer of 32,000 tokens trained on Tatoeba
   qwen3   the same sizes as Qwen3ForCausalLM (q_norm / k_norm on every head): task generate-qwen3
+  gemma3  the same sizes as Gemma3ForCausalLM (sandwich norms, GeGLU, 5 windowed layers of 512 keys to
+          1 global): task generate-gemma3
   marian  6 + 6 layers, d 512, 8 heads, FFN 2048, swish, SentencePiece source/target vocabularies
           trained on Tatoeba (the shape of an OPUS-MT model)
 Each folder is converted by `qkv convert` and by `ct2-transformers-converter` (float32 and int8).
@@ -46,7 +48,7 @@ def pairs(n=60000):
         return [line.rstrip("\n").split("\t")[:2] for _, line in zip(range(n), f)]
 
 
-def build_llama(out, qwen3=False):
+def build_llama(out, arch="llama"):
     import torch
     import transformers
     from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
@@ -63,8 +65,12 @@ def build_llama(out, qwen3=False):
     sizes = dict(vocab_size=32000, hidden_size=768, intermediate_size=2048, num_hidden_layers=12, num_attention_heads=12,
                  num_key_value_heads=4, max_position_embeddings=2048, tie_word_embeddings=False, bos_token_id=0,
                  eos_token_id=0)
-    if qwen3:  # the same sizes, each query and key head RMS-normalized (q_norm, k_norm)
+    if arch == "qwen3":  # the same sizes, each query and key head RMS-normalized (q_norm, k_norm)
         model = transformers.Qwen3ForCausalLM(transformers.Qwen3Config(**sizes, head_dim=64))
+    elif arch == "gemma3":  # the same sizes in Gemma 3's form: 5 local layers (window 512) to 1 global
+        config = transformers.Gemma3TextConfig(**sizes, head_dim=64, query_pre_attn_scalar=64, sliding_window=512)
+        config.architectures = ["Gemma3ForCausalLM"]
+        model = transformers.Gemma3ForCausalLM(config)
     else:
         model = transformers.LlamaForCausalLM(transformers.LlamaConfig(**sizes))
     model.save_pretrained(out, safe_serialization=True)
@@ -206,7 +212,7 @@ def main():
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--new-tokens", type=int, default=128)
     ap.add_argument("--sentences", type=int, default=200)
-    ap.add_argument("--tasks", nargs="+", default=["generate", "translate"], help="generate, generate-qwen3, translate")
+    ap.add_argument("--tasks", nargs="+", default=["generate", "translate"], help="generate, generate-qwen3, generate-gemma3, translate")
     ap.add_argument("--engines", nargs="+", default=["qkv-f32", "qkv-int8", "ct2-float32", "ct2-int8", "torch-f32"],
                     help="qkv-f32, qkv-int8 (the converted f32 file with --dtype int8), qkv-int8file (the file "
                          "`qkv quantize` writes from it), qkv-int8-a7 (int8 with 7-bit activations, as on a CPU "
@@ -215,14 +221,14 @@ def main():
     a = ap.parse_args()
     os.makedirs(a.out, exist_ok=True)
     folders = {"generate": os.path.join(a.out, "llama"), "generate-qwen3": os.path.join(a.out, "qwen3"),
-               "translate": os.path.join(a.out, "marian")}
+               "generate-gemma3": os.path.join(a.out, "gemma3"), "translate": os.path.join(a.out, "marian")}
     for task in a.tasks:
         folder = folders[task]
         if not os.path.exists(os.path.join(folder, "config.json")):
             if task == "translate":
                 build_marian(folder)
             else:
-                build_llama(folder, qwen3=task == "generate-qwen3")
+                build_llama(folder, task.split("-")[1] if "-" in task else "llama")
         if not os.path.exists(folder + ".safetensors"):
             subprocess.run([QKV, "convert", "--from", "hf", folder, "-o", folder + ".safetensors"], check=True)
         if task == "translate" and "qkv-int8file" in a.engines:  # (written again: it follows qkv's quantizer)
@@ -233,6 +239,14 @@ def main():
             if not os.path.exists(os.path.join(d, "model.bin")):
                 subprocess.run(["ct2-transformers-converter", "--model", folder, "--output_dir", d, "--quantization", q,
                                 "--force"], check=True, capture_output=True)
+                # (CT2 4.8's Gemma 3 loader writes "unk_token": null for a tokenizer without one, which its
+                # runtime cannot read: "" as its Llama loader writes)
+                with open(os.path.join(d, "config.json")) as f:
+                    ct2_config = json.load(f)
+                if ct2_config.get("unk_token", "") is None:
+                    ct2_config["unk_token"] = ""
+                    with open(os.path.join(d, "config.json"), "w") as f:
+                        json.dump(ct2_config, f, indent=2)
     rng = random.Random(2027)
     english = sorted({p[0] for p in pairs()})
     inputs = {"generate": os.path.join(a.out, "prompt.txt"), "translate": os.path.join(a.out, "src.en")}
@@ -249,7 +263,7 @@ def main():
                     kind, dtype = engine.split("-", 1)
                     if dtype == "int8file" and task != "translate":
                         continue  # qkv quantize writes translation models only
-                    work = "translate" if task == "translate" else "generate"  # (generate-qwen3: generate)
+                    work = "translate" if task == "translate" else "generate"  # (generate-qwen3 …: generate)
                     folder, n = folders[task], lengths[work]
                     if kind == "qkv":
                         model = folder + (".int8.safetensors" if dtype == "int8file" else ".safetensors")
