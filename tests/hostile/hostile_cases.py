@@ -1139,6 +1139,26 @@ def add_pretrained_cases(m):
     o = m.out("marian.safetensors")
     m.add("pretrained/convert/marian-source-spm", ["{qkv}", "convert", d, "-o", o], names=[d], gone=[o])
 
+    # Gemma 3 folders whose config.json asks for what qkv's Gemma cannot compute: named, nothing written
+    def config_edit(change):
+        def edit(d):
+            p = os.path.join(d, "config.json")
+            j = json.load(open(p))
+            change(j)
+            json.dump(j, open(p, "w"))
+        return edit
+
+    gemma = {
+        "gemma3-layer-types": lambda j: j.__setitem__("layer_types", ["full_attention"] + ["sliding_attention"] * 2),
+        "gemma3-softcapping": lambda j: j.__setitem__("final_logit_softcapping", 30.0),
+        "gemma3-window-huge": lambda j: j.__setitem__("sliding_window", 2 ** 63),
+        "gemma3-rope-local": lambda j: j["rope_parameters"].__setitem__("sliding_attention", {"rope_type": "yarn"}),
+    }
+    for name, change in gemma.items():
+        d = folder("gemma3", name, config_edit(change))
+        o = m.out(f"{name}.safetensors")
+        m.add(f"pretrained/convert/{name}", ["{qkv}", "convert", d, "-o", o], names=["config.json"], gone=[o])
+
 
 def add_bench_tokenizer_cases(m):
     """qkv bench tokenizer's folder and lines."""
