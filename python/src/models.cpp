@@ -712,7 +712,7 @@ void bind_models(nb::module_& m) {
       },
       "folder"_a, "out"_a, "dtype"_a = "f32",
       "Converts a Hugging Face model folder (config.json, *.safetensors, tokenizer.json: GPT-2, Llama,\n"
-      "Qwen2, Qwen3, Mistral, Gemma 3, Marian/OPUS-MT) to a qkv model file, as `qkv convert --from hf FOLDER -o OUT`.");
+      "Qwen2, Qwen3, Mistral, Phi-3, Gemma 3, Marian/OPUS-MT) to a qkv model file, as `qkv convert --from hf FOLDER -o OUT`.");
 
   m.def(
       "load",

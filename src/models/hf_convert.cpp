@@ -118,10 +118,10 @@ HfFolder open_hf_folder(const std::string& dir_in) {
 // ---- the architecture table ----------------------------------------------------------------------
 
 const std::vector<HfArchitecture>& hf_architectures() {
-  static const std::vector<HfArchitecture> archs = {
-      hf::gpt2(),      hf::llama(),  hf::qwen2(),  hf::qwen3(),
-      hf::mistral(),   hf::gemma3(), hf::marian(), hf::bert_for_masked_lm(),
-      hf::bert_model()};
+  static const std::vector<HfArchitecture> archs = {hf::gpt2(),      hf::llama(),   hf::qwen2(),
+                                                    hf::qwen3(),     hf::mistral(), hf::phi3(),
+                                                    hf::gemma3(),    hf::marian(),  hf::bert_for_masked_lm(),
+                                                    hf::bert_model()};
   return archs;
 }
 
@@ -196,6 +196,25 @@ nlohmann::json convert_hf(const std::string& dir, const std::string& out, const 
             std::optional<HfTensorTarget> t = arch.map(e.name);
             QKV_CHECK(t.has_value(), "'", shard, "': the tensor '", excerpt(e.name), "' is not part of ", arch.name,
                       " as its config.json describes it (", model->describe(), ")");
+            if (!t->rows_of.empty()) {  // a fused projection: [Σ rows, cols] for the parameters it fills
+              int64_t rows = 0, cols = -1;
+              for (const std::string& name : t->rows_of) {
+                auto p = params.find(name);
+                QKV_CHECK(p != params.end() && p->second.dim() == 2, "'", shard, "': the tensor '", excerpt(e.name),
+                          "' has no place in the model config.json describes (", model->describe(), "; it would fill ",
+                          name, ")");
+                QKV_CHECK(cols < 0 || p->second.size(1) == cols, "'", shard, "': ", name, " and the other parts of '",
+                          e.name, "' differ in width");
+                rows += p->second.size(0), cols = p->second.size(1);
+                QKV_CHECK(!filled_from.count(name), "'", shard, "': the tensors '", filled_from[name], "' and '",
+                          e.name, "' both fill ", name);
+                filled_from[name] = e.name;
+              }
+              QKV_CHECK(e.shape == Shape({rows, cols}), "'", shard, "': the tensor '", e.name, "' is ",
+                        shape_str(e.shape), " but config.json makes it ", shape_str(Shape{rows, cols}));
+              targets.emplace(e.name, *t);
+              continue;
+            }
             if (t->name.empty()) continue;
             auto p = params.find(t->name);
             if (p == params.end() && t->tied_copy) continue;  // the tied head's copy of the embedding
@@ -218,6 +237,16 @@ nlohmann::json convert_hf(const std::string& dir, const std::string& out, const 
         [&](const std::string& name, TensorBase&& t) {
           const HfTensorTarget& target = targets.at(name);
           Tensor src(std::move(t));
+          if (!target.rows_of.empty()) {  // each part its rows, in order
+            int64_t at = 0;
+            for (const std::string& part : target.rows_of) {
+              Tensor dst = params.at(part);
+              dst.copy_(src.slice(0, at, at + dst.size(0)));
+              at += dst.size(0);
+              bar.update();
+            }
+            return;
+          }
           if (target.transpose) src = src.transpose(0, 1);
           if (target.plus_one) src = add(src, 1.f);  // γ = 1 + w, rounded in f32 as Gemma's 1.0 + w.float()
           Tensor dst = params.at(target.name);

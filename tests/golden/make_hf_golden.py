@@ -2,7 +2,7 @@
 built by `transformers`, saved with save_pretrained as a user's downloaded folder would be, and what
 `transformers` computes with them.
 
-    python3 tests/golden/make_hf_golden.py [gpt2|llama|qwen3|gemma3|marian|bert …]   # pyenv python3: pip install torch transformers tokenizers
+    python3 tests/golden/make_hf_golden.py [gpt2|llama|qwen3|phi3|gemma3|marian|bert …]   # pyenv python3: pip install torch transformers tokenizers
 
 Writes tests/golden/hf/<case>/ — config.json, model.safetensors (or shards and their index), and
 reference.json: the input ids, the f32 logits of every position, and 64 greedily generated tokens —
@@ -198,6 +198,22 @@ def gemma3_cases():
     save_case("gemma3", m, 512, tokenizer=train_tokenizer("llama3", 512))
 
 
+def phi3_cases():
+    """Phi3ForCausalLM: q, k, v in one fused qkv_proj and the gate and up projections in one gate_up_proj
+    (qkv splits them by rows), grouped-query attention, RoPE on the first 3/4 of each head
+    (partial_rotary_factor, Phi-4-mini's), a window of 6 keys. Appended with a seed of its own."""
+    torch.manual_seed(49)
+    config = transformers.Phi3Config(vocab_size=512, hidden_size=64, intermediate_size=96, num_hidden_layers=2,
+                                     num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=128,
+                                     sliding_window=6, pad_token_id=0, bos_token_id=0, eos_token_id=1,
+                                     rope_parameters={"rope_type": "default", "rope_theta": 10000.0,
+                                                      "partial_rotary_factor": 0.75})
+    config.architectures = ["Phi3ForCausalLM"]
+    m = transformers.Phi3ForCausalLM(config)
+    randomize(m, 0.5)
+    save_case("phi3", m, 512, tokenizer=train_tokenizer("llama3", 512))
+
+
 def marian_tokenizer(out):
     """OPUS-MT's tokenizer files: source.spm (English) and target.spm (French) trained on Tatoeba,
     vocab.json numbering both models' pieces (</s> 0, <unk> 1, …, <pad> last), as MarianTokenizer
@@ -386,6 +402,8 @@ if __name__ == "__main__":
         llama_cases()
     if not only or "qwen3" in only:
         qwen3_cases()
+    if not only or "phi3" in only:
+        phi3_cases()
     if not only or "gemma3" in only:
         gemma3_cases()
     if not only or "marian" in only:

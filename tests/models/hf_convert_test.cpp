@@ -103,6 +103,11 @@ TEST(HfConvert, Qwen2EqualsTransformers) {
   check_against_transformers("qwen2");
   check_text("qwen2");
 }
+// Phi-3: the fused qkv_proj and gate_up_proj split by rows, RoPE on 3/4 of each head, a window of 6
+TEST(HfConvert, Phi3EqualsTransformers) {
+  check_against_transformers("phi3");
+  check_text("phi3");
+}
 // Qwen3: each query and key head RMS-normalized before RoPE (q_norm, k_norm), head_dim 24 ≠ 64 / 4
 TEST(HfConvert, Qwen3EqualsTransformers) {
   check_against_transformers("qwen3");
@@ -533,6 +538,25 @@ TEST(HfConvert, Gemma3EqualsTransformers) {
   c["cache_implementation"] = "hybrid";
   write(f / "config.json", c.dump());
   check_against_transformers("gemma3", f);
+}
+
+// A Phi-3 folder whose config.json does not describe its fused projections: the tensor, its shape and
+// config.json's named; its 128k variants' longrope refused by name; nothing written.
+TEST(HfConvert, Phi3FusedProjectionsAreCheckedAgainstTheConfig) {
+  testing::TempDir dir("hf-phi3-hostile");
+  const fs::path f = copy_case("phi3", dir.path / "p");
+  const auto base = read_json(f / "config.json");
+  auto c = base;
+  c["num_key_value_heads"] = 4;  // qkv_proj would be [(4 + 8)·16, 64]: it is [(4 + 4)·16, 64]
+  write(f / "config.json", c.dump());
+  std::string e = convert_error(f, dir.path);
+  EXPECT_NE(e.find("self_attn.qkv_proj.weight' is [128,64] but config.json makes it [192,64]"), std::string::npos)
+      << e;
+  c = base;
+  c["rope_parameters"] = {{"rope_type", "longrope"}, {"rope_theta", 10000.0}};
+  write(f / "config.json", c.dump());
+  e = convert_error(f, dir.path);
+  EXPECT_NE(e.find("longrope"), std::string::npos) << e;
 }
 
 // What qkv's Gemma 3 cannot compute is refused by name: layers not every N-th full, another attention

@@ -7,7 +7,7 @@
 // split has up to two dozen French translations of one English sentence, each on its own line;
 // scored line by line, one output is held against each of them in turn.
 //
-// A language model (qkv's GPT, a converted GPT-2 / Llama / Qwen2 / Qwen3 / Mistral / Gemma 3): its perplexity over
+// A language model (qkv's GPT, a converted GPT-2 / Llama / Qwen2 / Qwen3 / Mistral / Phi-3 / Gemma 3): its perplexity over
 // --text, read with the model's own tokenizer.
 //
 // --by-length: the scores again for the sentences in each bucket of source length (1–5, 6–10, …

@@ -50,6 +50,10 @@ struct HfTensorTarget {
   // filling a fused in_proj_weight [3E, E] — block `part` is rows part·E … (part+1)·E − 1.
   int part = 0, parts = 1;
   bool plus_one = false;  // a Gemma RMSNorm's w, which scales by 1 + w: stored as γ = 1 + w (f32)
+  // A fused projection split by rows into several parameters, in order, each taking its own row
+  // count (Phi-3's qkv_proj → q_proj, k_proj, v_proj; gate_up_proj → gate_proj, up_proj); `name`
+  // is then unused.
+  std::vector<std::string> rows_of;
 };
 
 // One supported architecture.

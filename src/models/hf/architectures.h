@@ -20,6 +20,7 @@ HfArchitecture llama();    // LlamaForCausalLM → "llama"
 HfArchitecture qwen2();    // Qwen2ForCausalLM → "llama"
 HfArchitecture qwen3();    // Qwen3ForCausalLM → "llama" (qk_norm)
 HfArchitecture mistral();  // MistralForCausalLM → "llama"
+HfArchitecture phi3();     // Phi3ForCausalLM → "llama" (fused projections split)
 HfArchitecture gemma3();   // Gemma3ForCausalLM → "llama" (sandwich norms, GeGLU, qk_norm, local and global layers)
 HfArchitecture marian();   // MarianMTModel → "transformer"
 HfArchitecture bert_for_masked_lm();  // BertForMaskedLM → "bert"

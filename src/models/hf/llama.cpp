@@ -1,8 +1,9 @@
 // The Llama family → qkv's "llama" (nn/llama.h): LlamaForCausalLM, and the same block under
 // Qwen2ForCausalLM (q/k/v biases), Qwen3ForCausalLM (each query and key head RMS-normalized:
-// self_attn.q_norm / k_norm) and MistralForCausalLM (a sliding window), whose configs differ only in
-// fields and defaults; and Gemma3ForCausalLM, the same class with four more options (below). Tensor
-// names are Hugging Face's without "model.":
+// self_attn.q_norm / k_norm), MistralForCausalLM (a sliding window) and Phi3ForCausalLM (fused
+// qkv_proj and gate_up_proj, split by rows; a window when sliding_window is set), whose configs differ
+// only in fields and defaults; and Gemma3ForCausalLM, the same class with four more options (below).
+// Tensor names are Hugging Face's without "model.":
 //
 //   model.embed_tokens / model.layers.{i}.… / model.norm      embed_tokens / layers.{i}.… / norm
 //   lm_head.weight                                             lm_head.weight (untied), none (tied)
@@ -96,6 +97,8 @@ nlohmann::json llama_config(const Family& f, const nlohmann::json& c) {
   // layers from max_window_layers on (refused: qkv has one window for all layers).
   int64_t window = 0;
   if (std::string(f.architecture) == "MistralForCausalLM") window = field<int64_t>(c, "sliding_window", 4096);
+  if (std::string(f.architecture) == "Phi3ForCausalLM")
+    window = field<int64_t>(c, "sliding_window", 0);  // (null: none)
   if (field<bool>(c, "use_sliding_window", false)) {
     window = field<int64_t>(c, "sliding_window", 4096);
     QKV_CHECK(field<int64_t>(c, "max_window_layers", 28) == 0, "use_sliding_window with max_window_layers > 0 (a "
@@ -252,6 +255,27 @@ nlohmann::json gemma3_config(const nlohmann::json& c) {
   return out;
 }
 
+// Phi-3's tensor names are Llama's but for two fused projections, split by rows: qkv_proj [(H + 2Hkv)·D, E]
+// into q_proj, k_proj, v_proj (HF slices q, k, v off its output in that order), gate_up_proj [2I, E]
+// into gate_proj and up_proj (chunk(2): the gate first).
+std::optional<HfTensorTarget> phi3_map(const std::string& name) {
+  static const std::regex fused(R"(^model\.layers\.(\d+)\.(self_attn\.qkv_proj|mlp\.gate_up_proj)\.weight$)");
+  std::smatch m;
+  if (std::regex_match(name, m, fused)) {
+    const std::string at = "layers." + m[1].str() + ".";
+    HfTensorTarget t;
+    t.rows_of = m[2] == "self_attn.qkv_proj"
+                    ? std::vector<std::string>{at + "self_attn.q_proj.weight", at + "self_attn.k_proj.weight",
+                                               at + "self_attn.v_proj.weight"}
+                    : std::vector<std::string>{at + "mlp.gate_proj.weight", at + "mlp.up_proj.weight"};
+    return t;
+  }
+  if (name.find("qkv_proj") != std::string::npos || name.find("gate_up_proj") != std::string::npos ||
+      name.find("q_proj") != std::string::npos || name.find("gate_proj") != std::string::npos)
+    return std::nullopt;  // (a bias of the fused ones, or Llama's unfused names: not Phi-3's)
+  return llama_map(name);
+}
+
 // Gemma 3's tensor names are Llama's plus the sandwich's norms; every RMSNorm's w becomes γ = 1 + w.
 std::optional<HfTensorTarget> gemma3_map(const std::string& name) {
   static const std::regex norm(
@@ -292,6 +316,18 @@ HfArchitecture qwen3() {
                {"attention_bias", "use_sliding_window", "sliding_window", "max_window_layers", "layer_types"}});
 }
 HfArchitecture gemma3() { return {"Gemma3ForCausalLM", "llama", gemma3_config, gemma3_map}; }
+HfArchitecture phi3() {
+  const Family f{"Phi3ForCausalLM",
+                 32064,
+                 8192,
+                 4096,
+                 0,
+                 false,
+                 false,
+                 0,
+                 {"sliding_window", "original_max_position_embeddings", "resid_pdrop", "embd_pdrop"}};
+  return {f.architecture, "llama", [f](const nlohmann::json& c) { return llama_config(f, c); }, phi3_map};
+}
 HfArchitecture mistral() {
   return make({"MistralForCausalLM", 32000, 14336, 131072, 8, false, false, 0, {"sliding_window", "layer_types"}});
 }
