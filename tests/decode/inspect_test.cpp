@@ -372,8 +372,8 @@ TEST(Inspect, NeuronViewOfATranslatorsEncoderIsItsAttentionRowByHand) {
 }
 
 // Llama-family folders converted from transformers (tests/golden/hf): grouped-query attention (4
-// heads reading 2 key/value heads), multi-query with biases (1), Mistral's sliding window of 8, and
-// Qwen3's heads normalized before RoPE, and Gemma 3's windowed layers (0 and 2, a window of 4, their own
+// heads reading 2 key/value heads), multi-query with biases (1), Mistral's sliding window of 8,
+// Qwen3's heads normalized before RoPE, Phi-3's split projections and RoPE on 3/4 of each head, and Gemma 3's windowed layers (0 and 2, a window of 4, their own
 // RoPE base) around a global one. q and k are rotated by position; each head's row is the map the model
 // records.
 TEST(Inspect, NeuronViewOfALlamaIsItsAttentionRowByHand) {
@@ -384,6 +384,7 @@ TEST(Inspect, NeuronViewOfALlamaIsItsAttentionRowByHand) {
                                                               {"llama3-mqa-tied-bias", 1, 0},
                                                               {"mistral-window", 2, 8},
                                                               {"qwen3", 2, 0},
+                                                              {"phi3", 2, 6},
                                                               {"gemma3", 2, 4}}) {
     SCOPED_TRACE(name);
     const std::string out = (dir.path / (name + ".safetensors")).string();
