@@ -150,29 +150,33 @@ def llama3(text):
     return tok
 
 
-def byte_fallback(text):
-    """Llama 2's form: Prepend + Replace normalizer, no pre-tokenizer, byte_fallback with <0xXX> pieces."""
-    tok = Tokenizer(models.BPE(unk_token="<unk>", fuse_unk=True))
-    tok.normalizer = normalizers.Sequence([normalizers.Prepend("▁"), normalizers.Replace(" ", "▁")])
-    trainer = trainers.BpeTrainer(vocab_size=800, special_tokens=["<unk>", "<s>", "</s>"], limit_alphabet=120)
-    tok.train_from_iterator(text, trainer)
-    # the 256 byte pieces after the specials, as SentencePiece's Llama 2 vocabulary has them
+def with_byte_pieces(tok, specials):
+    """The trained BPE with byte_fallback and the 256 <0xXX> pieces right after its first `specials`
+    tokens, as SentencePiece's vocabularies (Llama 2's, Gemma's) have them."""
     j = json.loads(tok.to_str())
-    vocab = j["model"]["vocab"]
-    ordered = sorted(vocab.items(), key=lambda kv: kv[1])
+    ordered = sorted(j["model"]["vocab"].items(), key=lambda kv: kv[1])
     new = {}
-    for piece, _ in ordered[:3]:
+    for piece, _ in ordered[:specials]:
         new[piece] = len(new)
     for b in range(256):
         new[f"<0x{b:02X}>"] = len(new)
-    for piece, _ in ordered[3:]:
+    for piece, _ in ordered[specials:]:
         if piece not in new:
             new[piece] = len(new)
     j["model"]["vocab"] = new
     j["model"]["byte_fallback"] = True
     for t in j["added_tokens"]:
         t["id"] = new[t["content"]]
-    tok = Tokenizer.from_str(json.dumps(j))
+    return Tokenizer.from_str(json.dumps(j))
+
+
+def byte_fallback(text):
+    """Llama 2's form: Prepend + Replace normalizer, no pre-tokenizer, byte_fallback with <0xXX> pieces."""
+    tok = Tokenizer(models.BPE(unk_token="<unk>", fuse_unk=True))
+    tok.normalizer = normalizers.Sequence([normalizers.Prepend("▁"), normalizers.Replace(" ", "▁")])
+    trainer = trainers.BpeTrainer(vocab_size=800, special_tokens=["<unk>", "<s>", "</s>"], limit_alphabet=120)
+    tok.train_from_iterator(text, trainer)
+    tok = with_byte_pieces(tok, 3)
     tok.decoder = decoders.Sequence([decoders.Replace("▁", " "), decoders.ByteFallback(), decoders.Fuse(),
                                      decoders.Strip(" ", 1, 0)])
     tok.post_processor = processors.TemplateProcessing(single="<s> $A", pair="<s> $A <s> $B",
@@ -189,22 +193,7 @@ def gemma(text):
     tok.pre_tokenizer = pre_tokenizers.Split(" ", "merged_with_previous")
     trainer = trainers.BpeTrainer(vocab_size=900, special_tokens=["<pad>", "<eos>", "<bos>", "<unk>"], limit_alphabet=120)
     tok.train_from_iterator(text, trainer)
-    j = json.loads(tok.to_str())
-    vocab = j["model"]["vocab"]
-    ordered = sorted(vocab.items(), key=lambda kv: kv[1])
-    new = {}
-    for piece, _ in ordered[:4]:
-        new[piece] = len(new)
-    for b in range(256):
-        new[f"<0x{b:02X}>"] = len(new)
-    for piece, _ in ordered[4:]:
-        if piece not in new:
-            new[piece] = len(new)
-    j["model"]["vocab"] = new
-    j["model"]["byte_fallback"] = True
-    for t in j["added_tokens"]:
-        t["id"] = new[t["content"]]
-    tok = Tokenizer.from_str(json.dumps(j))
+    tok = with_byte_pieces(tok, 4)
     tok.add_special_tokens([AddedToken("<start_of_turn>", special=True), AddedToken("<end_of_turn>", special=True)])
     tok.decoder = decoders.Sequence([decoders.Replace("▁", " "), decoders.ByteFallback(), decoders.Fuse()])
     tok.post_processor = processors.TemplateProcessing(single="<bos> $A", pair="<bos> $A <bos> $B",

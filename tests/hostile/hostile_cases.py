@@ -1099,9 +1099,9 @@ def add_pretrained_cases(m):
         edit(d)
         return d
 
-    def tokenizer_edit(change):
+    def json_edit(file, change):  # the folder's `file` (tokenizer.json, config.json) changed by change(j)
         def edit(d):
-            p = os.path.join(d, "tokenizer.json")
+            p = os.path.join(d, file)
             j = json.load(open(p))
             change(j)
             json.dump(j, open(p, "w"))
@@ -1119,7 +1119,7 @@ def add_pretrained_cases(m):
             {**replace, "pattern": {"Regex": "(?s)."}}] * 4}),
     }
     for name, change in crafted.items():
-        d = folder("gpt2", name, tokenizer_edit(change))
+        d = folder("gpt2", name, json_edit("tokenizer.json", change))
         out = m.path(f"hf/{name}.safetensors")
         r = subprocess.run([m.qkv, "convert", d, "-o", out], capture_output=True, text=True, timeout=120)
         if r.returncode != 0:  # refused already: that is a case of its own
@@ -1140,14 +1140,6 @@ def add_pretrained_cases(m):
     m.add("pretrained/convert/marian-source-spm", ["{qkv}", "convert", d, "-o", o], names=[d], gone=[o])
 
     # Gemma 3 folders whose config.json asks for what qkv's Gemma cannot compute: named, nothing written
-    def config_edit(change):
-        def edit(d):
-            p = os.path.join(d, "config.json")
-            j = json.load(open(p))
-            change(j)
-            json.dump(j, open(p, "w"))
-        return edit
-
     gemma = {
         "gemma3-layer-types": lambda j: j.__setitem__("layer_types", ["full_attention"] + ["sliding_attention"] * 2),
         "gemma3-softcapping": lambda j: j.__setitem__("final_logit_softcapping", 30.0),
@@ -1155,7 +1147,7 @@ def add_pretrained_cases(m):
         "gemma3-rope-local": lambda j: j["rope_parameters"].__setitem__("sliding_attention", {"rope_type": "yarn"}),
     }
     for name, change in gemma.items():
-        d = folder("gemma3", name, config_edit(change))
+        d = folder("gemma3", name, json_edit("config.json", change))
         o = m.out(f"{name}.safetensors")
         m.add(f"pretrained/convert/{name}", ["{qkv}", "convert", d, "-o", o], names=["config.json"], gone=[o])
 

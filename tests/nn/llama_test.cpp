@@ -101,26 +101,29 @@ void randomize_qk_norms(nn::Llama& m, Generator& g) {
       }
 }
 
+// The loss's gradient with respect to the parameter `name` of m against finite differences (the input
+// is the parameter itself: gradcheck perturbs it in place and the model reads it), on 8 tokens.
+void expect_loss_gradcheck(const nn::Llama& m, const std::string& name, double eps = 1e-2) {
+  SCOPED_TRACE(name);
+  const Tensor idx = Tensor::from_ints({1, 4, 9, 16, 25, 36, 49, 0}, {1, 8});
+  const Tensor tgt = Tensor::from_ints({4, 9, 16, 25, 36, 49, 0, 1}, {1, 8});
+  Tensor p;
+  for (auto& [n, t] : m.named_parameters())
+    if (n == name) p = t;
+  ASSERT_TRUE(p.defined());
+  autograd::GradcheckOptions o;
+  o.eps = eps, o.atol = 3e-3, o.rtol = 3e-2;
+  auto r = autograd::gradcheck([&](const std::vector<Tensor>&) { return m.loss(idx, tgt); }, {p}, o);
+  EXPECT_TRUE(r.ok) << r.message;
+}
+
 TEST(Llama, LossGradientsMatchFiniteDifferences) {
   Generator g(3);
   nn::Llama m(tiny(4), &g);
-  Tensor idx = Tensor::from_ints({1, 4, 9, 16, 25, 36, 49, 0}, {1, 8});
-  Tensor tgt = Tensor::from_ints({4, 9, 16, 25, 36, 49, 0, 1}, {1, 8});
   // the gradient of every parameter of the first layer's attention and MLP, and the final norm
-  std::vector<std::string> names = {"layers.0.self_attn.q_proj.weight", "layers.0.self_attn.k_proj.bias",
-                                    "layers.0.mlp.gate_proj.weight", "layers.1.input_layernorm.weight", "norm.weight"};
-  for (const auto& name : names) {
-    SCOPED_TRACE(name);
-    Tensor p;
-    for (auto& [n, t] : m.named_parameters())
-      if (n == name) p = t;
-    ASSERT_TRUE(p.defined());
-    autograd::GradcheckOptions o;
-    o.eps = 1e-2, o.atol = 3e-3, o.rtol = 3e-2;
-    // the input is the parameter itself: gradcheck perturbs it in place and the model reads it
-    auto r = autograd::gradcheck([&](const std::vector<Tensor>&) { return m.loss(idx, tgt); }, {p}, o);
-    EXPECT_TRUE(r.ok) << r.message;
-  }
+  for (const std::string name : {"layers.0.self_attn.q_proj.weight", "layers.0.self_attn.k_proj.bias",
+                                 "layers.0.mlp.gate_proj.weight", "layers.1.input_layernorm.weight", "norm.weight"})
+    expect_loss_gradcheck(m, name);
 }
 
 // Qwen3's qk_norm: the gradients of the per-head norms' γ and of the projections under them; Gemma 3's
@@ -129,32 +132,17 @@ TEST(Llama, QkNormAndGemmaGradientsMatchFiniteDifferences) {
   Generator g(4);
   nn::Llama qwen(tiny(0, /*qk_norm=*/true), &g), gemma(gemma_like(3), &g);
   randomize_qk_norms(qwen, g), randomize_qk_norms(gemma, g);
-  Tensor idx = Tensor::from_ints({1, 4, 9, 16, 25, 36, 49, 0}, {1, 8});
-  Tensor tgt = Tensor::from_ints({4, 9, 16, 25, 36, 49, 0, 1}, {1, 8});
-  for (const auto& [model, name] :
-       std::vector<std::pair<nn::Llama*, std::string>>{{&qwen, "layers.0.self_attn.q_norm.weight"},
-                                                       {&qwen, "layers.0.self_attn.k_norm.weight"},
-                                                       {&qwen, "layers.1.self_attn.q_proj.weight"},
-                                                       {&qwen, "layers.0.self_attn.k_proj.bias"},
-                                                       {&gemma, "layers.0.post_attention_layernorm.weight"},
-                                                       {&gemma, "layers.1.pre_feedforward_layernorm.weight"},
-                                                       {&gemma, "layers.0.post_feedforward_layernorm.weight"},
-                                                       {&gemma, "layers.0.mlp.gate_proj.weight"},
-                                                       {&gemma, "layers.1.self_attn.k_norm.weight"},
-                                                       {&gemma, "embed_tokens.weight"}}) {
-    nn::Llama& m = *model;
-    SCOPED_TRACE(name);
-    Tensor p;
-    for (auto& [n, t] : m.named_parameters())
-      if (n == name) p = t;
-    ASSERT_TRUE(p.defined());
-    autograd::GradcheckOptions o;
-    // (the embeddings, N(0, 0.02), enter the stream ×√E = 4: a step of 10⁻² would move a row by a
-    // quarter of its size, far past where the loss is linear)
-    o.eps = name == "embed_tokens.weight" ? 1e-3 : 1e-2, o.atol = 3e-3, o.rtol = 3e-2;
-    auto r = autograd::gradcheck([&](const std::vector<Tensor>&) { return m.loss(idx, tgt); }, {p}, o);
-    EXPECT_TRUE(r.ok) << r.message;
-  }
+  for (const std::string name : {"layers.0.self_attn.q_norm.weight", "layers.0.self_attn.k_norm.weight",
+                                 "layers.1.self_attn.q_proj.weight", "layers.0.self_attn.k_proj.bias"})
+    expect_loss_gradcheck(qwen, name);
+  for (const std::string name :
+       {"layers.0.post_attention_layernorm.weight", "layers.1.pre_feedforward_layernorm.weight",
+        "layers.0.post_feedforward_layernorm.weight", "layers.0.mlp.gate_proj.weight",
+        "layers.1.self_attn.k_norm.weight"})
+    expect_loss_gradcheck(gemma, name);
+  // (the embeddings, N(0, 0.02), enter the stream ×√E = 4: a step of 10⁻² would move a row by a
+  // quarter of its size, far past where the loss is linear)
+  expect_loss_gradcheck(gemma, "embed_tokens.weight", 1e-3);
 }
 
 // Llama as its formula composed of plain ops — add, then rms_norm, at every residual — with the
