@@ -146,10 +146,11 @@ bool fixed_threads() { return g_fixed.load(); }
 
 int threads_free_now(int requested) {
   if (fixed_threads() || requested <= 1 || omp_in_parallel()) return std::max(1, requested);
-  // A busy core's answer, the ticks agreeing, holds for their window, 50 ms: the three looks that give it, 50 µs of
-  // sleep apart, cost ~350 µs beside a busy core — 9 % of a greedy sentence decoded batch by batch
-  // (two threads then took 1.12× one's time) —, and a task that keeps a core busy is still there 50 ms
-  // on. A quiet answer is never held: a task that starts is counted at the next ask.
+  // A busy core's answer, the ticks agreeing, holds for their window, 50 ms: the three looks that give
+  // it, 50 µs of sleep apart, cost ~350 µs beside a busy core — 9 % of a greedy sentence decoded batch
+  // by batch, where two threads then ran behind one (docs/BENCHMARKS.md, 2026-12-06) —, and a task
+  // that keeps a core busy is still there 50 ms on. A quiet answer is never held: a task that starts
+  // is counted at the next ask.
   thread_local struct {
     int requested = 0, threads = 0;
     std::chrono::steady_clock::time_point until{};

@@ -1,29 +1,30 @@
-// Llama: the decoder-only Transformer of Llama 2/3, Qwen2, Qwen3, Mistral, SmolLM and Gemma 3 — GPT's
-// causal language model with RMSNorm, rotary positions, a gated MLP and grouped-query attention:
+// Llama: the decoder-only Transformer of Llama 2/3, Qwen2, Qwen3, Mistral, Phi-3, SmolLM and Gemma 3 —
+// GPT's causal language model with RMSNorm, rotary positions, a gated MLP and grouped-query attention:
 //
 //   x₀ = embed_tokens[idx]  (· √E: embed_scale, Gemma 3)           no position embedding
 //   h  = xₗ₋₁ + o_proj(Attn(RoPE(q_proj(n)), RoPE(k_proj(n)), v_proj(n))),  n = RMSNorm₁(xₗ₋₁)
-//        (qk_norm, Qwen3 and Gemma 3: each head of q_proj(n) and k_proj(n) RMS-normalized, γ = q_norm / k_norm [D],
-//        before RoPE)
-//   xₗ = h + down_proj(act(gate_proj(m)) ⊙ up_proj(m)),                   m = RMSNorm₂(h),  act = SiLU or tanh-GELU
+//        (qk_norm, Qwen3 and Gemma 3: each head of q_proj(n) and k_proj(n) RMS-normalized,
+//        γ = q_norm / k_norm [D], before RoPE)
+//   xₗ = h + down_proj(act(gate_proj(m)) ⊙ up_proj(m)),  m = RMSNorm₂(h),  act = SiLU or tanh-GELU
 //   logits = RMSNorm(x_L) lm_headᵀ                                  lm_head tied to embed_tokens or not
 //
 // sandwich_norms (Gemma 3) normalizes each branch's output too, with four norms a layer:
-//   h  = xₗ₋₁ + RMSNorm_post_attention(o_proj(Attn(…))),   xₗ = h +
-//   RMSNorm_post_feedforward(MLP(RMSNorm_pre_feedforward(h)))
+//   h  = xₗ₋₁ + RMSNorm_post_attention(o_proj(Attn(…)))
+//   xₗ = h + RMSNorm_post_feedforward(MLP(RMSNorm_pre_feedforward(h)))
 //
 // Attn is causal scaled dot-product attention with H query heads sharing Hkv key/value heads
 // (H % Hkv == 0; Hkv = H is plain multi-head, 1 is multi-query), optionally limited to the last
-// `sliding_window` keys — on every layer (Mistral), or on all but every sliding_window_pattern-th
+// `sliding_window` keys — on every layer (Mistral, Phi-3), or on all but every sliding_window_pattern-th
 // (Gemma 3: layers N−1, 2N−1, … see every key). RoPE rotates each head's first rot = head_dim ·
 // partial_rotary_factor features by position t at angles t·θᵢ, θᵢ = rope_theta^(−2i/rot), with
 // rope_scaling's variants; the windowed layers of a model with rope_local_theta use that base, unscaled.
 //
 // Parameter names are Hugging Face's, without the "model." prefix: embed_tokens.weight,
 // layers.{i}.self_attn.(q|k|v|o)_proj.*, layers.{i}.mlp.(gate|up|down)_proj.*,
-// layers.{i}.(input|post_attention)_layernorm.weight, layers.{i}.self_attn.(q|k)_norm.weight (qk_norm only),
-// layers.{i}.(pre|post)_feedforward_layernorm.weight (sandwich_norms only), norm.weight, lm_head.weight
-// (untied only). (Gemma's RMSNorms scale by 1 + w: its converter stores γ = 1 + w.)
+// layers.{i}.(input|post_attention)_layernorm.weight, layers.{i}.self_attn.(q|k)_norm.weight
+// (qk_norm only), layers.{i}.(pre|post)_feedforward_layernorm.weight (sandwich_norms only),
+// norm.weight, lm_head.weight (untied only). (Gemma's RMSNorms scale by 1 + w: its converter stores
+// γ = 1 + w; Phi-3's fused qkv_proj and gate_up_proj are split into these by its converter.)
 #pragma once
 
 #include <memory>
