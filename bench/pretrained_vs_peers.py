@@ -11,6 +11,7 @@ save_pretrained into --out, once:
   llama   12 layers, d 768, 12 query / 4 key-value heads, MLP 2048, vocab 32,000 (~110 M
           parameters), with a byte-level BPE tokenizer of 32,000 tokens trained on Tatoeba
   qwen3   the same sizes as Qwen3ForCausalLM (q_norm / k_norm on every head): task generate-qwen3
+  phi3    the same sizes as Phi3ForCausalLM (fused qkv_proj and gate_up_proj): task generate-phi3
   gemma3  the same sizes as Gemma3ForCausalLM (sandwich norms, GeGLU, 5 windowed layers of 512 keys to
           1 global): task generate-gemma3
   marian  6 + 6 layers, d 512, 8 heads, FFN 2048, swish, SentencePiece source/target vocabularies
@@ -67,6 +68,10 @@ def build_llama(out, arch="llama"):
                  eos_token_id=0)
     if arch == "qwen3":  # the same sizes, each query and key head RMS-normalized (q_norm, k_norm)
         model = transformers.Qwen3ForCausalLM(transformers.Qwen3Config(**sizes, head_dim=64))
+    elif arch == "phi3":  # the same sizes with q/k/v and gate/up each one fused projection
+        config = transformers.Phi3Config(**{**sizes, "pad_token_id": 0})
+        config.architectures = ["Phi3ForCausalLM"]
+        model = transformers.Phi3ForCausalLM(config)
     elif arch == "gemma3":  # the same sizes in Gemma 3's form: 5 local layers (window 512) to 1 global
         config = transformers.Gemma3TextConfig(**sizes, head_dim=64, query_pre_attn_scalar=64, sliding_window=512)
         config.architectures = ["Gemma3ForCausalLM"]
@@ -212,7 +217,7 @@ def main():
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--new-tokens", type=int, default=128)
     ap.add_argument("--sentences", type=int, default=200)
-    ap.add_argument("--tasks", nargs="+", default=["generate", "translate"], help="generate, generate-qwen3, generate-gemma3, translate")
+    ap.add_argument("--tasks", nargs="+", default=["generate", "translate"], help="generate, generate-qwen3, generate-phi3, generate-gemma3, translate")
     ap.add_argument("--engines", nargs="+", default=["qkv-f32", "qkv-int8", "ct2-float32", "ct2-int8", "torch-f32"],
                     help="qkv-f32, qkv-int8 (the converted f32 file with --dtype int8), qkv-int8file (the file "
                          "`qkv quantize` writes from it), qkv-int8-a7 (int8 with 7-bit activations, as on a CPU "
@@ -221,7 +226,8 @@ def main():
     a = ap.parse_args()
     os.makedirs(a.out, exist_ok=True)
     folders = {"generate": os.path.join(a.out, "llama"), "generate-qwen3": os.path.join(a.out, "qwen3"),
-               "generate-gemma3": os.path.join(a.out, "gemma3"), "translate": os.path.join(a.out, "marian")}
+               "generate-phi3": os.path.join(a.out, "phi3"), "generate-gemma3": os.path.join(a.out, "gemma3"),
+               "translate": os.path.join(a.out, "marian")}
     for task in a.tasks:
         folder = folders[task]
         if not os.path.exists(os.path.join(folder, "config.json")):
@@ -235,6 +241,8 @@ def main():
             subprocess.run([QKV, "quantize", folder + ".safetensors", "-o", folder + ".int8.safetensors"], check=True,
                            capture_output=True)
         for q in ("float32", "int8"):
+            if f"ct2-{q}" not in a.engines:
+                continue
             d = f"{folder}-ct2-{q}"
             if not os.path.exists(os.path.join(d, "model.bin")):
                 subprocess.run(["ct2-transformers-converter", "--model", folder, "--output_dir", d, "--quantization", q,
