@@ -285,25 +285,15 @@ NeuronView llama_neuron(const nn::Llama& m, const std::vector<int32_t>& ids, int
   const int64_t T = static_cast<int64_t>(ids.size()), H = c.num_attention_heads, Hkv = c.kv_heads(), D = c.head_size();
   check_head(head, H);
   check_query(query, T);
-  // Llama::forward: the layers below `layer` on the stream, each with its rotary tables and window
-  // (the stream's last sum made before the layer's norm), then that layer's tables and window
-  nn::ResidualStream x{m.embed_tokens->forward(Tensor::from_ints(ids, {1, T})), Tensor()};
-  if (c.embed_scale) x.base = mul(x.base, static_cast<float>(std::sqrt(static_cast<double>(c.hidden_size))));
-  auto mask_of = [&](int64_t W) {
-    return W > 0 && T > W ? sliding_window_mask(T, T, W, 0, x.base.device()) : Tensor();
-  };
-  for (int64_t l = 0; l < layer; ++l) {
-    const auto [lcos, lsin] = m.rotary(l).tables(0, T, x.base.device());
-    const Tensor mask = mask_of(c.window(l));
-    x = m.layers[static_cast<size_t>(l)]->forward(x, lcos, lsin, mask, /*is_causal=*/!mask.defined());
-  }
+  // Llama::forward's stream through the layers below `layer`, then that layer's rotary tables and window
+  const Tensor x = m.body(Tensor::from_ints(ids, {1, T}), nullptr, layer).sum();
   // (named, not a structured binding: the lambda below captures them, which clang 14 refuses)
-  const auto tables = m.rotary(layer).tables(0, T, x.base.device());
+  const auto tables = m.rotary(layer).tables(0, T, x.device());
   const Tensor& cos = tables.first;
   const Tensor& sin = tables.second;
   const int64_t W = c.window(layer);
   const nn::LlamaDecoderLayer& L = *m.layers[static_cast<size_t>(layer)];
-  const Tensor n = rms_norm(x.sum(), L.input_layernorm, static_cast<float>(c.rms_norm_eps));
+  const Tensor n = rms_norm(x, L.input_layernorm, static_cast<float>(c.rms_norm_eps));
   const int64_t kv = head / (H / Hkv);
   // [1, T, n, D] → [1, n, T, D], rotated, → head's [T, D]
   auto rotated = [&](const Tensor& heads, int64_t h) {

@@ -1,8 +1,6 @@
 #include "qkv/nn/llama.h"
 
 #include <cmath>
-#include <functional>
-#include <map>
 #include <numbers>
 #include <nlohmann/json.hpp>
 
@@ -297,20 +295,6 @@ Tensor window_mask(int64_t W, int64_t T, int64_t past, Device device) {
   return sliding_window_mask(T, S, W, past, device);
 }
 
-// Each layer's mask, made once for each window among the layers (0: none) by make(window)
-class MasksByWindow {
- public:
-  explicit MasksByWindow(std::function<Tensor(int64_t)> make) : make_(std::move(make)) {}
-  const Tensor& operator()(int64_t window) {
-    auto it = masks_.find(window);
-    return it != masks_.end() ? it->second : masks_.emplace(window, make_(window)).first->second;
-  }
-
- private:
-  std::function<Tensor(int64_t)> make_;
-  std::map<int64_t, Tensor> masks_;
-};
-
 }  // namespace
 
 Llama::Llama(const LlamaConfig& c, Generator* gen) : config(c), rope_(c), rope_local_(local_rope(c)) {
@@ -349,20 +333,23 @@ Tensor Llama::head(const ResidualStream& x, bool inference) const {
   return inference ? linear_inference(h, output_weight(), head_inference) : linear(h, output_weight());
 }
 
-ResidualStream Llama::body(const Tensor& idx, AttentionMaps* maps) const {
+ResidualStream Llama::body(const Tensor& idx, AttentionMaps* maps, int64_t upto) const {
   QKV_CHECK(idx.dim() == 2 && idx.dtype() == DType::i32, "Llama: idx must be i32 [B, T], got ", shape_str(idx.shape()));
   const int64_t T = idx.size(1);
   QKV_CHECK(T >= 1 && T <= config.block_size, "Llama: ", T, " positions exceed max_position_embeddings ",
             config.block_size);
   ResidualStream x{embed(idx), Tensor()};  // [B, T, E]
   const Device device = x.base.device();
-  // the rotary tables of the layers (and of the windowed ones, where theirs differ); a mask a window
+  // the rotary tables of the layers (and of the windowed ones, where theirs differ); the windowed
+  // layers' mask (undefined, as the others': is_causal)
   const auto tables = rope_.tables(0, T, device);
   const auto local = rope_local_ ? rope_local_->tables(0, T, device) : tables;
-  MasksByWindow mask([&](int64_t W) { return window_mask(W, T, 0, device); });
-  for (auto& layer : layers) {
+  const Tensor windowed = window_mask(config.sliding_window, T, 0, device);
+  const size_t n = upto < 0 ? layers.size() : std::min(layers.size(), static_cast<size_t>(upto));
+  for (size_t i = 0; i < n; ++i) {
+    const LlamaDecoderLayer* layer = layers[i].get();
     const auto& [cos, sin] = layer->window > 0 ? local : tables;
-    const Tensor& m = mask(layer->window);
+    const Tensor m = layer->window > 0 ? windowed : Tensor();
     Tensor w;
     x = layer->forward(x, cos, sin, m, /*is_causal=*/!m.defined(), maps ? &w : nullptr);
     if (maps) maps->decoder_self.push_back(w);
@@ -392,14 +379,13 @@ Tensor Llama::step(const Tensor& idx, DecoderState& state) const {
   const auto tables = rope_.tables(pos0, T, device);
   const auto local = rope_local_ ? rope_local_->tables(pos0, T, device) : tables;
   // the new positions see the cached ones and their own past: causal aligned bottom-right (undefined:
-  // is_causal, or one position)
-  MasksByWindow mask([&](int64_t W) {
-    const Tensor m = window_mask(W, T, pos0, device);
-    return !m.defined() && T > 1 && pos0 > 0 ? causal_mask(T, pos0 + T, pos0, device) : m;
-  });
+  // is_causal, or one position) — for the layers that see every key, and within the windowed ones'
+  const Tensor full = T > 1 && pos0 > 0 ? causal_mask(T, pos0 + T, pos0, device) : Tensor();
+  Tensor windowed = window_mask(config.sliding_window, T, pos0, device);
+  if (!windowed.defined()) windowed = full;
   for (size_t i = 0; i < layers.size(); ++i) {
     const auto& [cos, sin] = layers[i]->window > 0 ? local : tables;
-    const Tensor& m = mask(layers[i]->window);
+    const Tensor& m = layers[i]->window > 0 ? windowed : full;
     x = layers[i]->forward_cached(x, cos, sin, m, /*is_causal=*/!m.defined() && T > 1, state.caches[i]);
   }
   return head(x.select(1, T - 1), true);  // the last position only

@@ -53,7 +53,7 @@ struct HfTensorTarget {
   // A fused projection split by rows into several parameters, in order, each taking its own row
   // count (Phi-3's qkv_proj → q_proj, k_proj, v_proj; gate_up_proj → gate_proj, up_proj); `name`
   // is then unused.
-  std::vector<std::string> rows_of;
+  std::vector<std::string> rows_of = {};
 };
 
 // One supported architecture.

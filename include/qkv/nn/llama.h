@@ -163,6 +163,9 @@ class Llama : public Module {
   PagedKVCache make_paged_cache(int64_t pages, int64_t page_size, Device device, DType dtype = DType::f32) const;
   Tensor step_paged(const Tensor& ids, const PagedStep& step, PagedKVCache& cache) const;
   void set_inference_weights(InferenceWeights weights);
+  // The residual stream [B, T, E] after the first `upto` layers (−1: all of them) — what forward's
+  // head reads, or (decode/inspect.cpp's neuron view) what layer `upto`'s norm reads.
+  ResidualStream body(const Tensor& idx, AttentionMaps* maps = nullptr, int64_t upto = -1) const;
   // The rotary tables layer `layer` uses (decode/inspect.cpp's neuron view rotates q and k with them).
   const RotaryEmbedding& rotary(int64_t layer = -1) const {
     return rope_local_ && layer >= 0 && config.window(layer) > 0 ? *rope_local_ : rope_;
@@ -179,8 +182,7 @@ class Llama : public Module {
   Tensor head(const ResidualStream& x, bool inference) const;  // RMSNorm then the output projection
   Tensor final_norm(const ResidualStream& x) const;              // the RMSNorm of the layers' last sum
   const Tensor& output_weight() const;                           // lm_head's, or embed_tokens' where tied
-  ResidualStream body(const Tensor& idx, AttentionMaps* maps) const;  // the layers' residual stream [B, T, E]
-  Tensor embed(const Tensor& idx) const;                              // embed_tokens[idx] (· √E: embed_scale)
+  Tensor embed(const Tensor& idx) const;                         // embed_tokens[idx] (· √E: embed_scale)
   RotaryEmbedding rope_;
   std::shared_ptr<const RotaryEmbedding> rope_local_;  // the windowed layers' (rope_local_theta), or null
 };

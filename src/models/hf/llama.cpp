@@ -270,10 +270,7 @@ std::optional<HfTensorTarget> phi3_map(const std::string& name) {
                     : std::vector<std::string>{at + "mlp.gate_proj.weight", at + "mlp.up_proj.weight"};
     return t;
   }
-  if (name.find("qkv_proj") != std::string::npos || name.find("gate_up_proj") != std::string::npos ||
-      name.find("q_proj") != std::string::npos || name.find("gate_proj") != std::string::npos)
-    return std::nullopt;  // (a bias of the fused ones, or Llama's unfused names: not Phi-3's)
-  return llama_map(name);
+  return llama_map(name);  // (an unfused q_proj or gate_proj beside the fused one: "both fill", as any)
 }
 
 // Gemma 3's tensor names are Llama's plus the sandwich's norms; every RMSNorm's w becomes γ = 1 + w.
