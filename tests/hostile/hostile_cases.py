@@ -1146,6 +1146,16 @@ def add_pretrained_cases(m):
         "gemma3-window-huge": lambda j: j.__setitem__("sliding_window", 2 ** 63),
         "gemma3-rope-local": lambda j: j["rope_parameters"].__setitem__("sliding_attention", {"rope_type": "yarn"}),
     }
+    # Phi-3 folders whose config.json does not describe the fused projections, or asks for longrope
+    phi3 = {
+        "phi3-kv-heads": lambda j: j.__setitem__("num_key_value_heads", 4),
+        "phi3-longrope": lambda j: j.__setitem__("rope_parameters", {"rope_type": "longrope", "rope_theta": 1e4}),
+        "phi3-window-float": lambda j: j.__setitem__("sliding_window", 6.5),
+    }
+    for name, change in phi3.items():
+        d = folder("phi3", name, json_edit("config.json", change))
+        o = m.out(f"{name}.safetensors")
+        m.add(f"pretrained/convert/{name}", ["{qkv}", "convert", d, "-o", o], names=[d], gone=[o])
     for name, change in gemma.items():
         d = folder("gemma3", name, json_edit("config.json", change))
         o = m.out(f"{name}.safetensors")
