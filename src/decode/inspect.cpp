@@ -227,15 +227,16 @@ void check_query(int64_t query, int64_t T) {
 }
 
 // The arithmetic of row `query` in double, from every token's q and k in the head: the query sees
-// keys first … last (the rest: −inf, weight 0).
+// keys first … last (the rest: −inf, weight 0); s_j = q · k_j · scale (0: 1/√d), soft-capped by
+// softcap > 0 (Gemma 2: softcap · tanh(s / softcap)).
 NeuronView neuron_arithmetic(Rows queries, Rows keys, int64_t layer, int64_t head, int64_t query, int64_t first,
-                             int64_t last) {
+                             int64_t last, double scale = 0, double softcap = 0) {
   NeuronView v;
   const int64_t Tk = static_cast<int64_t>(keys.size()), d = static_cast<int64_t>(queries.front().size());
   v.layer = layer, v.head = head, v.kv_head = head, v.query = query, v.head_dim = d;
   v.queries = std::move(queries), v.keys = std::move(keys);
   const std::vector<float>& q = v.queries[static_cast<size_t>(query)];
-  const double scale = 1.0 / std::sqrt(static_cast<double>(d));
+  if (scale <= 0) scale = 1.0 / std::sqrt(static_cast<double>(d));
   v.products.resize(static_cast<size_t>(Tk));
   v.scores.assign(static_cast<size_t>(Tk), -std::numeric_limits<double>::infinity());
   v.weights.assign(static_cast<size_t>(Tk), 0.0);
@@ -248,8 +249,9 @@ NeuronView neuron_arithmetic(Rows queries, Rows keys, int64_t layer, int64_t hea
       p.push_back(q[static_cast<size_t>(c)] * k[static_cast<size_t>(c)]);
       dot += static_cast<double>(q[static_cast<size_t>(c)]) * k[static_cast<size_t>(c)];
     }
-    v.scores[static_cast<size_t>(j)] = dot * scale;
-    top = std::max(top, dot * scale);
+    const double s = softcap > 0 ? softcap * std::tanh(dot * scale / softcap) : dot * scale;
+    v.scores[static_cast<size_t>(j)] = s;
+    top = std::max(top, s);
   }
   double sum = 0;
   for (int64_t j = first; j <= last; ++j) sum += v.weights[static_cast<size_t>(j)] = std::exp(v.scores[static_cast<size_t>(j)] - top);
@@ -278,7 +280,7 @@ void check_layer(int64_t layer, size_t layers) {
 
 // A Llama's layer `layer` over ids: n = RMSNorm₁(x), q = RoPE(q_proj(n)) of the head, k = RoPE(k_proj(n))
 // of the key/value head it reads (head / (H / Hkv)), each head normalized first under qk_norm (Qwen3);
-// causal, within the sliding window if any.
+// causal, within the sliding window if any; scaled and soft-capped as the layer's scores (Gemma).
 NeuronView llama_neuron(const nn::Llama& m, const std::vector<int32_t>& ids, int64_t layer, int64_t head, int64_t query) {
   const nn::LlamaConfig& c = m.config;
   check_layer(layer, m.layers.size());
@@ -301,7 +303,9 @@ NeuronView llama_neuron(const nn::Llama& m, const std::vector<int32_t>& ids, int
     return head_rows(r.select(0, 0).select(0, h), 0, D);
   };
   NeuronView v = neuron_arithmetic(rotated(L.query_heads(n, false), head), rotated(L.key_heads(n, false), kv), layer,
-                                   head, query, W > 0 ? std::max<int64_t>(0, query - W + 1) : 0, query);
+                                   head, query, W > 0 ? std::max<int64_t>(0, query - W + 1) : 0, query,
+                                   c.query_pre_attn_scalar > 0 ? 1.0 / std::sqrt(c.query_pre_attn_scalar) : 0,
+                                   c.attn_logit_softcapping);
   v.kv_head = kv;
   return v;
 }

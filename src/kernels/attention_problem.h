@@ -41,6 +41,9 @@ struct AttnProblem {
   AttnMask mask;
   bool causal = false;  // key j is visible to query i iff j ≤ i (top-left aligned, as PyTorch)
   float scale = 1.f;
+  // > 0: the scores soft-capped before the mask, s ← softcap · tanh(s / softcap) (Gemma 2's
+  // attn_logit_softcapping, FlashAttention-2's softcap); the CPU's kernels only
+  float softcap = 0.f;
   float dropout_p = 0.f;
   uint64_t seed = 0, counter = 0;  // dropout of element (b,h,i,j) uses first_counter() + ((b·H + h)·Lq + i)·Lk + j
   // a step graph's counter offset (kernels/dropout_mask.h), null: none

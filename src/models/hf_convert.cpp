@@ -118,9 +118,17 @@ HfFolder open_hf_folder(const std::string& dir_in) {
 // ---- the architecture table ----------------------------------------------------------------------
 
 const std::vector<HfArchitecture>& hf_architectures() {
-  static const std::vector<HfArchitecture> archs = {hf::gpt2(),      hf::llama(),   hf::qwen2(),
-                                                    hf::qwen3(),     hf::mistral(), hf::phi3(),
-                                                    hf::gemma3(),    hf::marian(),  hf::bert_for_masked_lm(),
+  static const std::vector<HfArchitecture> archs = {hf::gpt2(),
+                                                    hf::llama(),
+                                                    hf::qwen2(),
+                                                    hf::qwen3(),
+                                                    hf::mistral(),
+                                                    hf::phi3(),
+                                                    hf::gemma2(),
+                                                    hf::gemma3(),
+                                                    hf::gemma3_multimodal(),
+                                                    hf::marian(),
+                                                    hf::bert_for_masked_lm(),
                                                     hf::bert_model()};
   return archs;
 }

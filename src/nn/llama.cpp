@@ -44,6 +44,9 @@ const io::Fields<LlamaConfig>& LlamaConfig::fields() {
                                        F::number("rope_local_theta", &C::rope_local_theta, 0, 1e12),
                                        F::boolean("embed_scale", &C::embed_scale),
                                        F::boolean("sandwich_norms", &C::sandwich_norms),
+                                       F::number("query_pre_attn_scalar", &C::query_pre_attn_scalar, 0, 1e12),
+                                       F::number("attn_logit_softcapping", &C::attn_logit_softcapping, 0, 1e12),
+                                       F::number("final_logit_softcapping", &C::final_logit_softcapping, 0, 1e12),
                                        F::choice("hidden_act", &C::hidden_act),
                                        F::number("dropout", &C::dropout, 0, 1, /*hi_open=*/true),
                                    });
@@ -207,6 +210,14 @@ SumAndNorm sum_and_norm(const ResidualStream& x, const Tensor& gamma, float eps)
 
 }  // namespace
 
+// The scores' scale (1/√query_pre_attn_scalar where given, else the kernels' 1/√D) and soft cap
+AttentionOptions LlamaDecoderLayer::scores() const {
+  AttentionOptions o;
+  if (config.query_pre_attn_scalar > 0) o.scale = static_cast<float>(1.0 / std::sqrt(config.query_pre_attn_scalar));
+  o.softcap = static_cast<float>(config.attn_logit_softcapping);
+  return o;
+}
+
 Tensor LlamaDecoderLayer::forward(const Tensor& x, const Tensor& cos, const Tensor& sin, const Tensor& mask,
                                   bool is_causal, Tensor* weights_out) const {
   return forward(ResidualStream{x, Tensor()}, cos, sin, mask, is_causal, weights_out).sum();
@@ -224,7 +235,7 @@ ResidualStream LlamaDecoderLayer::forward(const ResidualStream& stream, const Te
   Tensor q = apply_rotary_pos_emb(query_heads(n, false).transpose(1, 2), cos, sin);
   Tensor k = apply_rotary_pos_emb(key_heads(n, false).transpose(1, 2), cos, sin);
   Tensor v = v_proj->forward(n).view({B, T, Hkv, D}).transpose(1, 2);
-  AttentionOptions opt;
+  AttentionOptions opt = scores();
   opt.attn_mask = mask, opt.is_causal = is_causal, opt.enable_gqa = Hkv != H, opt.dropout_p = p, opt.generator = gen_;
   Tensor a;
   if (weights_out) {
@@ -248,7 +259,7 @@ ResidualStream LlamaDecoderLayer::forward_cached(const ResidualStream& stream, c
   Tensor k = apply_rotary_pos_emb(key_heads(n, true).transpose(1, 2), cos, sin);
   Tensor v = v_proj->forward_inference(n).view({B, T, Hkv, D}).transpose(1, 2);
   cache.append(k, v);
-  AttentionOptions opt;
+  AttentionOptions opt = scores();
   opt.attn_mask = mask, opt.is_causal = is_causal, opt.enable_gqa = Hkv != H;
   Tensor a = scaled_dot_product_attention(q, cache.keys(), cache.values(), opt);
   return after_attention(xn.sum, o_proj->forward_inference(a.transpose(1, 2).reshape({B, T, H * D})), true, 0.f);
@@ -266,7 +277,9 @@ ResidualStream LlamaDecoderLayer::forward_paged(const ResidualStream& stream, co
     return apply_rotary_pos_emb(p.transpose(1, 2), cos, sin).transpose(1, 2).reshape({T, heads, D});
   };
   const Tensor q = rotated(query_heads(n, true), H), k = rotated(key_heads(n, true), Hkv);
-  const Tensor a = attend_paged(q, k, v_proj->forward_inference(n).reshape({T, Hkv, D}), cache, layer, step, window);  // [T, H, D]
+  const AttentionOptions o = scores();
+  const Tensor a = attend_paged(q, k, v_proj->forward_inference(n).reshape({T, Hkv, D}), cache, layer, step, window,
+                                o.scale, o.softcap);  // [T, H, D]
   return after_attention(xn.sum, o_proj->forward_inference(a.reshape({1, T, H * D})), true, 0.f);
 }
 
@@ -328,9 +341,12 @@ Tensor Llama::final_norm(const ResidualStream& x) const {
 
 const Tensor& Llama::output_weight() const { return lm_head ? lm_head->weight : embed_tokens->weight; }
 
+// (final_logit_softcapping c > 0: c · tanh(logits / c))
 Tensor Llama::head(const ResidualStream& x, bool inference) const {
   const Tensor h = final_norm(x);
-  return inference ? linear_inference(h, output_weight(), head_inference) : linear(h, output_weight());
+  const Tensor logits = inference ? linear_inference(h, output_weight(), head_inference) : linear(h, output_weight());
+  const auto c = static_cast<float>(config.final_logit_softcapping);
+  return c > 0 ? mul(tanh(mul(logits, 1.f / c)), c) : logits;
 }
 
 ResidualStream Llama::body(const Tensor& idx, AttentionMaps* maps, int64_t upto) const {
@@ -359,10 +375,15 @@ ResidualStream Llama::body(const Tensor& idx, AttentionMaps* maps, int64_t upto)
 
 Tensor Llama::forward(const Tensor& idx, AttentionMaps* maps) const { return head(body(idx, maps), false); }
 
-// cross_entropy(RMSNorm(x) lm_headᵀ, targets), without the logits (ops/loss.h's linear_cross_entropy)
+// cross_entropy(RMSNorm(x) lm_headᵀ, targets), without the logits (ops/loss.h's linear_cross_entropy);
+// with the logits where they are soft-capped
 Tensor Llama::loss(const Tensor& idx, const Tensor& targets) const {
   QKV_CHECK(targets.shape() == idx.shape(), "Llama::loss: targets ", shape_str(targets.shape()), " should match idx ",
             shape_str(idx.shape()));
+  if (config.final_logit_softcapping > 0) {
+    const Tensor logits = forward(idx);  // [B, T, V]
+    return cross_entropy(logits.reshape({-1, logits.size(-1)}), targets.reshape({-1}));
+  }
   const Tensor h = final_norm(body(idx, nullptr));  // [B, T, E]
   return linear_cross_entropy(h.reshape({-1, h.size(-1)}), output_weight(), targets.reshape({-1}));
 }

@@ -209,16 +209,16 @@ Tensor PagedStep::last_rows(const Tensor& x) const {
 // attn = paged_attention(q over the pages; fresh prompts skipped) with each fresh prompt's rows
 // [b, b + n) replaced by sdpa(q, k, v of those rows, causal) — [1, H, n, D] against [1, Hkv, n, D]
 Tensor attend_paged(const Tensor& q, const Tensor& k, const Tensor& v, PagedKVCache& cache, int64_t layer,
-                    const PagedStep& step, int64_t window) {
+                    const PagedStep& step, int64_t window, std::optional<float> scale, float softcap) {
   NoGradGuard no_grad;
   paged_kv_write(cache.keys(layer), cache.values(layer), k, v, step.slots);
   Tensor out = paged_attention(q, cache.keys(layer), cache.values(layer), step.block_table, step.seq, step.paged_len,
-                               std::nullopt, window, step.prefixes(window));  // [T, H, Dv]
+                               scale, window, step.prefixes(window), softcap);  // [T, H, Dv]
   for (const auto& range : step.fresh) {
     const int64_t b = range.first, n = range.second;  // (not a structured binding: the lambda captures them)
     auto rows = [&](const Tensor& x) { return x.slice(0, b, b + n).transpose(0, 1).unsqueeze(0); };  // [1, heads, n, d]
     AttentionOptions opt;
-    opt.enable_gqa = q.size(1) != k.size(1);
+    opt.enable_gqa = q.size(1) != k.size(1), opt.scale = scale, opt.softcap = softcap;
     if (window > 0 && n > window) opt.attn_mask = sliding_window_mask(n, n, window, 0, q.device());
     else opt.is_causal = true;
     out.slice(0, b, b + n).copy_(scaled_dot_product_attention(rows(q), rows(k), rows(v), opt).squeeze(0).transpose(0, 1));
@@ -234,7 +234,7 @@ Tensor attend_paged(const Tensor& q, const Tensor& k, const Tensor& v, PagedKVCa
       return pages.transpose(0, 1).reshape({1, pool.size(1), pages.size(0) * pool.size(2), pool.size(3)}).slice(2, 0, L);
     };
     AttentionOptions opt;
-    opt.enable_gqa = q.size(1) != k.size(1);
+    opt.enable_gqa = q.size(1) != k.size(1), opt.scale = scale, opt.softcap = softcap;
     opt.attn_mask = window > 0 && L > window ? sliding_window_mask(c.count, L, window, c.start, q.device())
                                              : causal_mask(c.count, L, c.start, q.device());
     const Tensor rows = q.slice(0, c.begin, c.begin + c.count).transpose(0, 1).unsqueeze(0);  // [1, H, n, D]

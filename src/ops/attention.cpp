@@ -98,9 +98,13 @@ Prepared prepare(const Tensor& q, const Tensor& kk, const Tensor& v, const Atten
                     : "");
   }
   QKV_CHECK(opt.dropout_p >= 0.f && opt.dropout_p < 1.f, op, ": dropout_p must be in [0, 1), got ", opt.dropout_p);
+  QKV_CHECK(opt.softcap >= 0.f && std::isfinite(opt.softcap), op, ": softcap must be ≥ 0 and finite, got ",
+            opt.softcap);
 
   Prepared r;
   r.device = device_of(op, {&q, &kk, &v, &opt.attn_mask});
+  QKV_CHECK(opt.softcap == 0.f || r.device.is_cpu(), op, ": softcap (soft-capped scores) runs on the CPU only, not on ",
+            r.device.str());
   r.q4 = as_bhld(q);
   r.k4 = as_bhld(kk);
   r.v4 = as_bhld(v);
@@ -124,6 +128,7 @@ Prepared prepare(const Tensor& q, const Tensor& kk, const Tensor& v, const Atten
   p.dv_l = kernels::HeadLayout::dense(p.Hkv, p.Lk, p.Dv);
   p.causal = opt.is_causal;
   p.scale = opt.scale ? *opt.scale : 1.0f / std::sqrt(static_cast<float>(p.D));
+  p.softcap = opt.softcap;
 
   r.out_shape = Shape(q.shape().begin(), q.shape().end() - 1);
   r.out_shape.push_back(p.Dv);

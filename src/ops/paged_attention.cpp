@@ -62,11 +62,11 @@ static kernels::PagedShape cache_shape(const char* op, const Tensor& k_cache, co
   return s;
 }
 
-// out[t, h] = Σ_j softmax_j(scale · q[t, h] · k[p_j, h / G, o_j]) · v[p_j, h / G, o_j] over j < seq_len[t]
-// (the last `window`), p_j = block_table[seq[t], j / page_size], o_j = j mod page_size
+// out[t, h] = Σ_j softmax_j(c(scale · q[t, h] · k[p_j, h / G, o_j])) · v[p_j, h / G, o_j] over j < seq_len[t]
+// (the last `window`), p_j = block_table[seq[t], j / page_size], o_j = j mod page_size, c the soft cap (or none)
 Tensor paged_attention(const Tensor& q, const Tensor& k_cache, const Tensor& v_cache, const Tensor& block_table,
                        const Tensor& seq, const Tensor& seq_len, std::optional<double> scale, int64_t window,
-                       const PagedPrefixes* prefixes) {
+                       const PagedPrefixes* prefixes, double softcap) {
   constexpr const char* op = "paged_attention";
   check_no_grad(op, {&q, &k_cache, &v_cache});
   kernels::PagedShape s = cache_shape(op, k_cache, v_cache);
@@ -82,6 +82,9 @@ Tensor paged_attention(const Tensor& q, const Tensor& k_cache, const Tensor& v_c
   const Device d = device_of(op, {&q, &k_cache, &v_cache, &block_table, &seq, &seq_len});
   s.T = T, s.H = H, s.rows = block_table.size(0), s.max_pages = block_table.size(1), s.window = window;
   s.scale = static_cast<float>(scale ? *scale : 1.0 / std::sqrt(static_cast<double>(s.D)));
+  QKV_CHECK(softcap >= 0 && std::isfinite(softcap), op, ": softcap must be ≥ 0 and finite, got ", softcap);
+  QKV_CHECK(softcap == 0 || d.is_cpu(), op, ": softcap (soft-capped scores) runs on the CPU only, not on ", d.str());
+  s.softcap = static_cast<float>(softcap);
   Tensor table = dense(block_table), rows = dense(seq), lens = dense(seq_len);
   // every page a token reads lies in the cache (a GPU kernel skips one that does not)
   if (d.is_cpu()) check_host_indices(op, table, rows, lens, s, true);

@@ -273,7 +273,9 @@ TEST(Inspect, RolloutOfACausalModelIsCausal) {
 // not read from the view), their softmax is the returned weights, and those are the head's row of
 // the attention map the model itself records — for `query`, in `layer` and `head`. The query sees
 // keys first … last: causal, last = query (a sliding window's first = query − window + 1); else all.
-void check_neuron(const NeuronView& n, const AttentionKind& k, bool causal, int64_t window = 0) {
+// (Gemma 2's scores: q·k · scale, soft-capped, softcap · tanh(s / softcap).)
+void check_neuron(const NeuronView& n, const AttentionKind& k, bool causal, int64_t window = 0, double scale = 0,
+                  double softcap = 0) {
   const int64_t Tq = static_cast<int64_t>(n.axis.tokens.size()), Tk = static_cast<int64_t>(n.key_axis.tokens.size());
   const int64_t d = n.head_dim;
   ASSERT_EQ(n.axis.tokens, k.queries.tokens);
@@ -292,7 +294,8 @@ void check_neuron(const NeuronView& n, const AttentionKind& k, bool causal, int6
       EXPECT_NEAR(n.products[static_cast<size_t>(j)][static_cast<size_t>(c)], p, 1e-6 * (1 + std::abs(p)));
       dot += p;
     }
-    s[static_cast<size_t>(j)] = dot / std::sqrt(static_cast<double>(d));
+    s[static_cast<size_t>(j)] = dot * (scale > 0 ? scale : 1 / std::sqrt(static_cast<double>(d)));
+    if (softcap > 0) s[static_cast<size_t>(j)] = softcap * std::tanh(s[static_cast<size_t>(j)] / softcap);
     EXPECT_NEAR(n.scores[static_cast<size_t>(j)], s[static_cast<size_t>(j)], 1e-6 * (1 + std::abs(dot))) << j;
     top = std::max(top, s[static_cast<size_t>(j)]);
   }
@@ -373,8 +376,9 @@ TEST(Inspect, NeuronViewOfATranslatorsEncoderIsItsAttentionRowByHand) {
 
 // Llama-family folders converted from transformers (tests/golden/hf): grouped-query attention (4
 // heads reading 2 key/value heads), multi-query with biases (1), Mistral's sliding window of 8,
-// Qwen3's heads normalized before RoPE, Phi-3's split projections and RoPE on 3/4 of each head, and Gemma 3's windowed layers (0 and 2, a window of 4, their own
-// RoPE base) around a global one. q and k are rotated by position; each head's row is the map the model
+// Qwen3's heads normalized before RoPE, Phi-3's split projections and RoPE on 3/4 of each head, Gemma 3's
+// windowed layers (0 and 2, a window of 4, their own RoPE base) around a global one, and Gemma 2's
+// scores scaled by 1/√24 and soft-capped. q and k are rotated by position; each head's row is the map the model
 // records.
 TEST(Inspect, NeuronViewOfALlamaIsItsAttentionRowByHand) {
   testing::TempDir dir("neuron-llama");
@@ -385,7 +389,8 @@ TEST(Inspect, NeuronViewOfALlamaIsItsAttentionRowByHand) {
                                                               {"mistral-window", 2, 8},
                                                               {"qwen3", 2, 0},
                                                               {"phi3", 2, 6},
-                                                              {"gemma3", 2, 4}}) {
+                                                              {"gemma3", 2, 4},
+                                                              {"gemma2", 2, 4}}) {
     SCOPED_TRACE(name);
     const std::string out = (dir.path / (name + ".safetensors")).string();
     models::convert_hf(std::string(QKV_GOLDEN_DIR) + "/hf/" + name, out);
@@ -400,8 +405,12 @@ TEST(Inspect, NeuronViewOfALlamaIsItsAttentionRowByHand) {
       const NeuronView n = language_model_neuron(*g.model, g.tokenizer, text, layer, head, query);
       EXPECT_EQ(n.kind, "decoder_self");
       EXPECT_EQ(n.kv_head, head / (H / kv_heads));
-      // (Gemma 3's layer 1 is global: every second layer, as its layer_types say)
-      check_neuron(n, k, /*causal=*/true, name == "gemma3" && layer % 2 == 1 ? 0 : window);
+      // (Gemma's layer 1 is global: every second layer, as its layer_types say)
+      // (Gemma 2's scores: · 1/√24, soft-capped at 5 — its config.json's query_pre_attn_scalar and
+      // attn_logit_softcapping)
+      const bool gemma2 = name == "gemma2";
+      check_neuron(n, k, /*causal=*/true, name.starts_with("gemma") && layer % 2 == 1 ? 0 : window,
+                   gemma2 ? 1 / std::sqrt(24.0) : 0, gemma2 ? 5.0 : 0);
     }
     EXPECT_NE(testing::error_of([&] { language_model_neuron(*g.model, g.tokenizer, text, 0, H, 0); }).find("head 4"),
               std::string::npos);

@@ -542,7 +542,7 @@ def gen_ops():
 
     # -- paged_attention: each query token over its sequence's keys, gathered from shuffled pages,
     # against softmax(q kᵀ/√D) v on the gathered keys (sdpa_reference) (inference only: no gradients)
-    def paged_reference(q, k_cache, v_cache, block_table, seq, seq_len, page, window, G):
+    def paged_reference(q, k_cache, v_cache, block_table, seq, seq_len, page, window, G, softcap=0.0):
         outs = []
         for t in range(q.shape[0]):
             n = int(seq_len[t])
@@ -551,7 +551,7 @@ def gen_ops():
             k = torch.stack([k_cache[p, :, j % page] for p, j in zip(pages, range(lo, n))], 1)  # [Hkv, keys, D]
             v = torch.stack([v_cache[p, :, j % page] for p, j in zip(pages, range(lo, n))], 1)
             k, v = k.repeat_interleave(G, 0), v.repeat_interleave(G, 0)  # [H, keys, D]
-            outs.append(sdpa_reference(q[t].unsqueeze(1), k, v)[0].squeeze(1))  # [H, Dv]
+            outs.append(sdpa_reference(q[t].unsqueeze(1), k, v, softcap=softcap)[0].squeeze(1))  # [H, Dv]
         return torch.stack(outs)
 
     for tag, H, Hkv, D, Dv, page, lengths, window in (("mha", 2, 2, 8, 8, 4, [5, 1, 9], 0),
@@ -628,6 +628,27 @@ def gen_ops():
 
         b.add(f"linear_cross_entropy_{tag}", "linear_cross_entropy",
               {"ignore_index": ign, "label_smoothing": ls, "reduction": red, "chunk_rows": chunk}, inputs, fn)
+
+    # -- paged_attention with soft-capped scores (Gemma 2), cap 1.5 on scores of spread ~3 so that
+    # every one bends; a window, grouped queries, shuffled pages (appended: the cases above keep theirs)
+    b.seed()
+    H, Hkv, D, Dv, page, lengths, window = 4, 2, 6, 5, 2, [7, 3], 3
+    pages_per = [(n + page - 1) // page for n in lengths]
+    P = sum(pages_per) + 1
+    order = torch.randperm(P).tolist()
+    table = torch.full((len(lengths), max(pages_per)), -1, dtype=torch.int32)
+    at = 0
+    for r, n in enumerate(pages_per):
+        table[r, :n] = torch.tensor(order[at:at + n], dtype=torch.int32)
+        at += n
+    seq = [0, 1] + [0] * lengths[0]
+    seq_len = list(lengths) + list(range(1, lengths[0] + 1))
+    T = len(seq)
+    inputs = {"q": randn(T, H, D, scale=2.0), "k_cache": randn(P, Hkv, page, D, scale=2.0),
+              "v_cache": randn(P, Hkv, page, Dv), "block_table": table, "seq": torch.tensor(seq, dtype=torch.int32),
+              "seq_len": torch.tensor(seq_len, dtype=torch.int32)}
+    b.add("paged_attention_softcap", "paged_attention", {"window": window, "softcap": 1.5}, inputs,
+          lambda **x: paged_reference(**x, page=page, window=window, G=H // Hkv, softcap=1.5), grad_inputs=[])
     return b.cases
 
 
@@ -635,13 +656,15 @@ def gen_ops():
 # attention.json: scaled_dot_product_attention
 
 
-def sdpa_reference(q, k, v, attn_mask=None, is_causal=False, scale=None, enable_gqa=False):
+def sdpa_reference(q, k, v, attn_mask=None, is_causal=False, scale=None, enable_gqa=False, softcap=0.0):
     Lq, Lk = q.shape[-2], k.shape[-2]
     if enable_gqa and q.dim() >= 3 and k.shape[-3] != q.shape[-3]:
         rep = q.shape[-3] // k.shape[-3]
         k = k.repeat_interleave(rep, dim=-3)
         v = v.repeat_interleave(rep, dim=-3)
     s = q @ k.transpose(-2, -1) * (scale if scale is not None else 1.0 / math.sqrt(q.shape[-1]))
+    if softcap > 0:  # Gemma 2's attn_logit_softcapping, before the mask (transformers' eager attention)
+        s = torch.tanh(s / softcap) * softcap
     allowed = torch.ones(Lq, Lk, dtype=torch.bool)
     if is_causal:
         allowed = torch.ones(Lq, Lk, dtype=torch.bool).tril()
@@ -856,12 +879,43 @@ def write(path, cases, generator="tests/golden/make_golden.py"):
     print(f"{path}: {len(cases)} cases, {os.path.getsize(path)} bytes")
 
 
+def gen_sdpa_softcap(b):
+    """Soft-capped scores (Gemma 2's attn_logit_softcapping; not in F.scaled_dot_product_attention, so
+    against its composition): caps that bend scores of spread ~4, with grouped queries and causality, a
+    boolean mask, a float mask's gradient (dM: the capped scores' gradient), a custom scale. Appended
+    after the MultiheadAttention cases: the cases before keep their bytes."""
+    def case(name, q, k, v, mask=None, is_causal=False, scale=None, enable_gqa=False, mask_grad=False, softcap=0.0):
+        inputs = {"q": q, "k": k, "v": v}
+        if mask is not None:
+            inputs["attn_mask"] = mask
+        grads = ["q", "k", "v"] + (["attn_mask"] if mask_grad else [])
+        params = {"is_causal": is_causal, "scale": scale, "enable_gqa": enable_gqa, "mask_requires_grad": mask_grad,
+                  "softcap": softcap}
+
+        def fn(q, k, v, attn_mask=None):
+            out, weights = sdpa_reference(q, k, v, attn_mask, is_causal, scale, enable_gqa, softcap)
+            return {"out": out, "weights": weights}
+
+        b.add(name, "sdpa", params, inputs, fn, grad_inputs=grads)
+
+    B, H = 2, 2
+    b.seed(); case("softcap_gqa_causal", randn(B, 4, 7, 8, scale=2.0), randn(B, 2, 7, 8, scale=2.0),
+                   randn(B, 2, 7, 5), is_causal=True, enable_gqa=True, softcap=2.0)
+    b.seed(); case("softcap_bool_mask", randn(B, H, 6, 4, scale=2.0), randn(B, H, 9, 4, scale=2.0), randn(B, H, 9, 4),
+                   mask=torch.rand(6, 9) < 0.6, softcap=1.0)
+    b.seed(); case("softcap_float_mask_grad", randn(B, H, 5, 4, scale=2.0), randn(B, H, 7, 4, scale=2.0),
+                   randn(B, H, 7, 4), mask=randn(B, 1, 5, 7), mask_grad=True, softcap=1.5)
+    b.seed(); case("softcap_scale", randn(1, H, 5, 16, scale=3.0), randn(1, H, 6, 16, scale=3.0), randn(1, H, 6, 3),
+                   scale=0.2, softcap=5.0)
+
+
 def main():
     torch.set_num_threads(1)
     write(os.path.join(HERE, "ops.json"), gen_ops())
     b = Builder()
     gen_sdpa(b)
     gen_mha(b)
+    gen_sdpa_softcap(b)
     write(os.path.join(HERE, "attention.json"), b.cases)
 
 

@@ -2,7 +2,7 @@
 built by `transformers`, saved with save_pretrained as a user's downloaded folder would be, and what
 `transformers` computes with them.
 
-    python3 tests/golden/make_hf_golden.py [gpt2|llama|qwen3|phi3|gemma3|marian|bert …]   # pyenv python3: pip install torch transformers tokenizers
+    python3 tests/golden/make_hf_golden.py [gpt2|llama|qwen3|phi3|gemma3|gemma2|gemma3-multimodal|marian|bert …]   # pyenv python3: pip install torch transformers tokenizers
 
 Writes tests/golden/hf/<case>/ — config.json, model.safetensors (or shards and their index), and
 reference.json: the input ids, the f32 logits of every position, and 64 greedily generated tokens —
@@ -214,6 +214,59 @@ def phi3_cases():
     save_case("phi3", m, 512, tokenizer=train_tokenizer("llama3", 512))
 
 
+def gemma_norms_small(m, embed):
+    """Gemma's norms scale by 1 + w: w about 0, as a trained model's; the embedding small beside the
+    branches' unit-RMS outputs (×√E in the stream)."""
+    with torch.no_grad():
+        for name, p in m.named_parameters():
+            if name.endswith("norm.weight"):
+                p.copy_(torch.randn_like(p) * 0.1)
+        embed.weight.copy_(torch.randn_like(embed.weight) * 0.1)
+
+
+def gemma2_cases():
+    """Gemma2ForCausalLM: Gemma 3's layer without q/k norms, every other layer windowed (4 keys), the
+    attention scores and the logits soft-capped — at 5, which bends these random weights' scores, and at
+    Gemma 2's own 30, which bends their logits (up to ~24) without flattening the top ones into ties —,
+    and the scores scaled by 1/√24 for a head_dim of 16 (query_pre_attn_scalar). Appended with a seed of
+    its own: the cases above keep their bytes."""
+    torch.manual_seed(50)
+    T = transformers
+    config = T.Gemma2Config(vocab_size=512, hidden_size=64, intermediate_size=96, num_hidden_layers=3,
+                            num_attention_heads=4, num_key_value_heads=2, head_dim=16, query_pre_attn_scalar=24,
+                            max_position_embeddings=128, sliding_window=4, tie_word_embeddings=False,
+                            attn_logit_softcapping=5.0, final_logit_softcapping=30.0)
+    config.architectures = ["Gemma2ForCausalLM"]
+    m = T.Gemma2ForCausalLM(config)
+    randomize(m, 1.0)
+    gemma_norms_small(m, m.model.embed_tokens)
+    save_case("gemma2", m, 512, tokenizer=train_tokenizer("llama3", 512))
+
+
+def gemma3_multimodal_cases():
+    """Gemma3ForConditionalGeneration (Gemma 3's 4B and up): its text model, with a scale other than
+    1/√head_dim (the 27B's query_pre_attn_scalar), a tied head, beside a tiny SigLIP vision tower and
+    projector that the conversion leaves out. save_pretrained writes the Hub checkpoints' names
+    (language_model.model.…, vision_tower.…; the names transformers 5 holds in memory, model.language_model.…,
+    are tested by renaming them in hf_convert_test.cpp). Appended with a seed of its own."""
+    torch.manual_seed(51)
+    T = transformers
+    text = T.Gemma3TextConfig(vocab_size=512, hidden_size=64, intermediate_size=96, num_hidden_layers=3,
+                              num_attention_heads=4, num_key_value_heads=2, head_dim=16, query_pre_attn_scalar=24,
+                              max_position_embeddings=128, sliding_window=4,
+                              layer_types=["sliding_attention", "sliding_attention", "full_attention"])
+    vision = T.SiglipVisionConfig(hidden_size=32, intermediate_size=37, num_hidden_layers=1, num_attention_heads=2,
+                                  image_size=28, patch_size=14)
+    config = T.Gemma3Config(text_config=text.to_dict(), vision_config=vision.to_dict(), mm_tokens_per_image=4,
+                            image_token_index=511, boi_token_index=509, eoi_token_index=510)
+    config.architectures = ["Gemma3ForConditionalGeneration"]
+    m = T.Gemma3ForConditionalGeneration(config)
+    randomize(m, 1.0)
+    gemma_norms_small(m, m.model.language_model.embed_tokens)
+    tokenizer = train_tokenizer("llama3", 512)
+    save_case("gemma3-multimodal", m, 500, tokenizer=tokenizer)
+
+
 def marian_tokenizer(out):
     """OPUS-MT's tokenizer files: source.spm (English) and target.spm (French) trained on Tatoeba,
     vocab.json numbering both models' pieces (</s> 0, <unk> 1, …, <pad> last), as MarianTokenizer
@@ -406,6 +459,10 @@ if __name__ == "__main__":
         phi3_cases()
     if not only or "gemma3" in only:
         gemma3_cases()
+    if not only or "gemma2" in only:
+        gemma2_cases()
+    if not only or "gemma3-multimodal" in only:
+        gemma3_multimodal_cases()
     if not only or "marian" in only:
         marian_cases()
     if not only or "bert" in only:

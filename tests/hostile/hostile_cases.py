@@ -1139,12 +1139,18 @@ def add_pretrained_cases(m):
     o = m.out("marian.safetensors")
     m.add("pretrained/convert/marian-source-spm", ["{qkv}", "convert", d, "-o", o], names=[d], gone=[o])
 
-    # Gemma 3 folders whose config.json asks for what qkv's Gemma cannot compute: named, nothing written
+    # Gemma 2 and 3 folders whose config.json asks for what qkv's Gemma cannot compute: named, nothing written
     gemma = {
-        "gemma3-layer-types": lambda j: j.__setitem__("layer_types", ["full_attention"] + ["sliding_attention"] * 2),
-        "gemma3-softcapping": lambda j: j.__setitem__("final_logit_softcapping", 30.0),
-        "gemma3-window-huge": lambda j: j.__setitem__("sliding_window", 2 ** 63),
-        "gemma3-rope-local": lambda j: j["rope_parameters"].__setitem__("sliding_attention", {"rope_type": "yarn"}),
+        "gemma3-layer-types": ("gemma3", lambda j: j.__setitem__("layer_types", ["full_attention"] + ["sliding_attention"] * 2)),
+        "gemma3-softcap-negative": ("gemma3", lambda j: j.__setitem__("final_logit_softcapping", -30.0)),
+        "gemma3-window-huge": ("gemma3", lambda j: j.__setitem__("sliding_window", 2 ** 63)),
+        "gemma3-rope-local": ("gemma3", lambda j: j["rope_parameters"].__setitem__("sliding_attention", {"rope_type": "yarn"})),
+        "gemma2-softcap-string": ("gemma2", lambda j: j.__setitem__("attn_logit_softcapping", "50")),
+        "gemma2-scalar-zero": ("gemma2", lambda j: j.__setitem__("query_pre_attn_scalar", 0)),
+        "gemma2-local-base": ("gemma2", lambda j: j.__setitem__("rope_local_base_freq", 10000.0)),
+        "gemma3-multimodal-text-config-list": ("gemma3-multimodal", lambda j: j.__setitem__("text_config", [])),
+        "gemma3-multimodal-scalar-huge": ("gemma3-multimodal",
+                                          lambda j: j["text_config"].__setitem__("query_pre_attn_scalar", 1e300)),
     }
     # Phi-3 folders whose config.json does not describe the fused projections, or asks for longrope
     phi3 = {
@@ -1156,8 +1162,8 @@ def add_pretrained_cases(m):
         d = folder("phi3", name, json_edit("config.json", change))
         o = m.out(f"{name}.safetensors")
         m.add(f"pretrained/convert/{name}", ["{qkv}", "convert", d, "-o", o], names=[d], gone=[o])
-    for name, change in gemma.items():
-        d = folder("gemma3", name, json_edit("config.json", change))
+    for name, (base, change) in gemma.items():
+        d = folder(base, name, json_edit("config.json", change))
         o = m.out(f"{name}.safetensors")
         m.add(f"pretrained/convert/{name}", ["{qkv}", "convert", d, "-o", o], names=["config.json"], gone=[o])
 

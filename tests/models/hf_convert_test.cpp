@@ -11,6 +11,7 @@
 #include "qkv/decode/generate.h"
 #include "qkv/decode/translator.h"
 #include "qkv/io/file.h"
+#include "qkv/io/safetensors.h"
 #include "qkv/models/hf_convert.h"
 #include "qkv/models/load.h"
 #include "qkv/models/model_file.h"
@@ -540,6 +541,56 @@ TEST(HfConvert, Gemma3EqualsTransformers) {
   check_against_transformers("gemma3", f);
 }
 
+// Gemma 2: the scores scaled by 1/√24 for a head_dim of 16 and soft-capped at 5, the logits at 30,
+// every other layer windowed — as transformers 5 writes the folder, and as transformers 4 did (no
+// layer_types: every other layer; rope_theta beside the other fields).
+TEST(HfConvert, Gemma2EqualsTransformers) {
+  check_against_transformers("gemma2");
+  check_text("gemma2");
+  testing::TempDir dir("hf-gemma2");
+  const fs::path f = copy_case("gemma2", dir.path / "t4");
+  auto c = read_json(f / "config.json");
+  c["rope_theta"] = c["rope_parameters"]["rope_theta"];
+  c.erase("rope_parameters"), c.erase("layer_types"), c.erase("use_bidirectional_attention");
+  c["cache_implementation"] = "hybrid";
+  write(f / "config.json", c.dump());
+  check_against_transformers("gemma2", f);
+}
+
+// Gemma 3's multimodal checkpoints (4B and up): the text model of Gemma3ForConditionalGeneration, its
+// vision tower and projector left out, its scores scaled by 1/√24 (the 27B's query_pre_attn_scalar
+// against head_dim) — from the Hub's tensor names (language_model.model.…, what save_pretrained
+// writes) and from the names transformers 5 holds in memory (model.language_model.…).
+TEST(HfConvert, Gemma3MultimodalTextEqualsTransformers) {
+  check_against_transformers("gemma3-multimodal");
+  check_text("gemma3-multimodal");
+  testing::TempDir dir("hf-gemma3-mm");
+  const fs::path f = copy_case("gemma3-multimodal", dir.path / "v5");
+  const io::SafetensorsFile st = io::load_safetensors((f / "model.safetensors").string());
+  std::vector<std::pair<std::string, TensorBase>> renamed;
+  for (const auto& [name, t] : st.tensors) {
+    std::string to = name;
+    for (const auto& [from, into] :
+         std::vector<std::pair<std::string, std::string>>{{"language_model.model.", "model.language_model."},
+                                                          {"language_model.lm_head.", "lm_head."},
+                                                          {"vision_tower.", "model.vision_tower."},
+                                                          {"multi_modal_projector.", "model.multi_modal_projector."}})
+      if (name.starts_with(from)) {
+        to = into + name.substr(from.size());
+        break;
+      }
+    renamed.emplace_back(to, t);
+  }
+  ASSERT_GT(renamed.size(), 40u);
+  io::save_safetensors((f / "model.safetensors").string(), renamed, st.metadata);
+  check_against_transformers("gemma3-multimodal", f);
+  // a tensor of neither the text model nor the image side is refused by name
+  renamed.emplace_back("model.audio_tower.weight", renamed.front().second);
+  io::save_safetensors((f / "model.safetensors").string(), renamed, st.metadata);
+  const std::string e = convert_error(f, dir.path);
+  EXPECT_NE(e.find("model.audio_tower.weight"), std::string::npos) << e;
+}
+
 // A Phi-3 folder whose config.json does not describe its fused projections: the tensor, its shape and
 // config.json's named; its 128k variants' longrope refused by name; nothing written.
 TEST(HfConvert, Phi3FusedProjectionsAreCheckedAgainstTheConfig) {
@@ -559,8 +610,9 @@ TEST(HfConvert, Phi3FusedProjectionsAreCheckedAgainstTheConfig) {
   EXPECT_NE(e.find("longrope"), std::string::npos) << e;
 }
 
-// What qkv's Gemma 3 cannot compute is refused by name: layers not every N-th full, another attention
-// scale, Gemma 2's soft-capping, another activation, a local layer's rope scaling.
+// What qkv's Gemma cannot compute is refused by name: layers not every N-th full, a scale or a soft cap
+// that is no positive number, another activation, a local layer's rope scaling, Gemma 3's fields in a
+// Gemma 2 folder.
 TEST(HfConvert, Gemma3RefusesWhatItCannotComputeByName) {
   testing::TempDir dir("hf-gemma3-hostile");
   const fs::path f = copy_case("gemma3", dir.path / "g");
@@ -578,9 +630,11 @@ TEST(HfConvert, Gemma3RefusesWhatItCannotComputeByName) {
          c["layer_types"] = {"sliding_attention", "full_attention"};
        },
        "layer_types"},
-      {[](nlohmann::json& c) { c["query_pre_attn_scalar"] = 24; }, "query_pre_attn_scalar"},
-      {[](nlohmann::json& c) { c["final_logit_softcapping"] = 30.0; }, "final_logit_softcapping"},
-      {[](nlohmann::json& c) { c["attn_logit_softcapping"] = 50.0; }, "attn_logit_softcapping"},
+      {[](nlohmann::json& c) { c["query_pre_attn_scalar"] = 0; }, "query_pre_attn_scalar"},
+      {[](nlohmann::json& c) { c["query_pre_attn_scalar"] = -16; }, "query_pre_attn_scalar"},
+      {[](nlohmann::json& c) { c["final_logit_softcapping"] = -30.0; }, "final_logit_softcapping"},
+      {[](nlohmann::json& c) { c["attn_logit_softcapping"] = 0.0; }, "attn_logit_softcapping"},
+      {[](nlohmann::json& c) { c["attn_logit_softcapping"] = "50"; }, "attn_logit_softcapping"},
       {[](nlohmann::json& c) { c["hidden_activation"] = "gelu"; }, "hidden_activation"},
       {[](nlohmann::json& c) { c["use_bidirectional_attention"] = true; }, "use_bidirectional_attention"},
       {[](nlohmann::json& c) { c["rope_parameters"]["sliding_attention"]["rope_type"] = "linear"; },
@@ -596,6 +650,28 @@ TEST(HfConvert, Gemma3RefusesWhatItCannotComputeByName) {
     EXPECT_NE(e.find(k.says), std::string::npos) << k.says << ": " << e;
     EXPECT_NE(e.find("config.json"), std::string::npos) << e;
   }
+  // Gemma 2: Gemma 3's own fields are not Gemma 2's
+  const fs::path f2 = copy_case("gemma2", dir.path / "g2");
+  const auto base2 = read_json(f2 / "config.json");
+  for (const char* key : {"rope_local_base_freq", "sliding_window_pattern"}) {
+    auto c = base2;
+    c[key] = 6;
+    write(f2 / "config.json", c.dump());
+    const std::string e = convert_error(f2, dir.path);
+    EXPECT_NE(e.find(key), std::string::npos) << key << ": " << e;
+  }
+  // the multimodal folder: text_config's errors named as its
+  const fs::path f3 = copy_case("gemma3-multimodal", dir.path / "mm");
+  auto c = read_json(f3 / "config.json");
+  c["text_config"]["query_pre_attn_scalar"] = -1;
+  write(f3 / "config.json", c.dump());
+  std::string e = convert_error(f3, dir.path);
+  EXPECT_NE(e.find("text_config: query_pre_attn_scalar"), std::string::npos) << e;
+  c = read_json(f3 / "config.json");
+  c["text_config"] = "gemma";
+  write(f3 / "config.json", c.dump());
+  e = convert_error(f3, dir.path);
+  EXPECT_NE(e.find("text_config must be an object"), std::string::npos) << e;
 }
 
 }  // namespace

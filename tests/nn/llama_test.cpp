@@ -91,6 +91,17 @@ nn::LlamaConfig gemma_like(int64_t window = 0) {
   return c;
 }
 
+// Gemma 2's form: Gemma 3's without qk_norm or a local RoPE base, the scores scaled by 1/√6 (head_dim
+// 4) and soft-capped at 0.5 — low enough that every score bends (these scores are O(1)) — and the
+// logits capped at 0.3
+nn::LlamaConfig gemma2_like(int64_t window = 0) {
+  nn::LlamaConfig c = tiny(window);
+  c.embed_scale = true, c.sandwich_norms = true, c.hidden_act = nn::LlamaActivation::gelu_tanh;
+  c.sliding_window_pattern = 2, c.query_pre_attn_scalar = 6;
+  c.attn_logit_softcapping = 0.5, c.final_logit_softcapping = 0.3;
+  return c;
+}
+
 // qk_norm's γ away from their initial ones (as a trained Qwen3's), so that a γ read wrong shows
 void randomize_qk_norms(nn::Llama& m, Generator& g) {
   for (auto& L : m.layers)
@@ -127,11 +138,20 @@ TEST(Llama, LossGradientsMatchFiniteDifferences) {
 }
 
 // Qwen3's qk_norm: the gradients of the per-head norms' γ and of the projections under them; Gemma 3's
-// form: its sandwich norms, its tanh-GELU gate, its windowed and global layers
+// form: its sandwich norms, its tanh-GELU gate, its windowed and global layers; Gemma 2's: through its
+// soft-capped scores and logits
 TEST(Llama, QkNormAndGemmaGradientsMatchFiniteDifferences) {
-  Generator g(4);
-  nn::Llama qwen(tiny(0, /*qk_norm=*/true), &g), gemma(gemma_like(3), &g);
-  randomize_qk_norms(qwen, g), randomize_qk_norms(gemma, g);
+  Generator g(4), g2(6);
+  nn::Llama qwen(tiny(0, /*qk_norm=*/true), &g), gemma(gemma_like(3), &g), gemma2(gemma2_like(3), &g2);
+  randomize_qk_norms(qwen, g), randomize_qk_norms(gemma, g), randomize_qk_norms(gemma2, g2);
+  for (auto& L : gemma2.layers)  // scores of spread ~1 against the cap of 0.5 (at N(0, 0.02), all ≈ 0)
+    for (nn::Linear* proj : {L->q_proj.get(), L->k_proj.get()}) {
+      Tensor w = proj->weight.detach();
+      nn::init::normal_(w, g2, 0.f, 0.25f);
+    }
+  for (const std::string name : {"layers.0.self_attn.q_proj.weight", "layers.1.self_attn.k_proj.weight",
+                                 "layers.0.post_feedforward_layernorm.weight", "norm.weight"})
+    expect_loss_gradcheck(gemma2, name);
   for (const std::string name : {"layers.0.self_attn.q_norm.weight", "layers.0.self_attn.k_norm.weight",
                                  "layers.1.self_attn.q_proj.weight", "layers.0.self_attn.k_proj.bias"})
     expect_loss_gradcheck(qwen, name);
@@ -165,6 +185,8 @@ Tensor unfused_llama(const nn::Llama& m, const Tensor& idx) {
     Tensor v = L->v_proj->forward(n).view({B, T, Hkv, D}).transpose(1, 2);
     AttentionOptions opt;
     opt.is_causal = true, opt.enable_gqa = Hkv != H;
+    if (c.query_pre_attn_scalar > 0) opt.scale = static_cast<float>(1.0 / std::sqrt(c.query_pre_attn_scalar));
+    opt.softcap = static_cast<float>(c.attn_logit_softcapping);
     Tensor a = scaled_dot_product_attention(q, k, v, opt);
     Tensor o = L->o_proj->forward(a.transpose(1, 2).reshape({B, T, H * D}));
     if (c.sandwich_norms) {  // Gemma 3: h = x + RMSNorm(o), x' = h + RMSNorm(down(gelu(gate) · up)) of RMSNorm(h)
@@ -178,15 +200,17 @@ Tensor unfused_llama(const nn::Llama& m, const Tensor& idx) {
     Tensor u = rms_norm(h, L->post_attention_layernorm, eps);
     x = add(h, L->down_proj->forward(silu_mul(L->gate_proj->forward(u), L->up_proj->forward(u))));
   }
-  return linear(rms_norm(x, m.norm, eps), m.lm_head ? m.lm_head->weight : m.embed_tokens->weight);
+  const Tensor logits = linear(rms_norm(x, m.norm, eps), m.lm_head ? m.lm_head->weight : m.embed_tokens->weight);
+  const auto cap = static_cast<float>(c.final_logit_softcapping);
+  return cap > 0 ? mul(tanh(mul(logits, 1.f / cap)), cap) : logits;
 }
 
 // The model gives the unfused formula's bits: its logits, and every parameter's gradient.
 TEST(Llama, ResidualStreamGivesTheBitsOfAddThenNorm) {
-  for (const std::string form : {"plain", "qk_norm", "gemma"}) {
+  for (const std::string form : {"plain", "qk_norm", "gemma", "gemma2"}) {
     SCOPED_TRACE(form);
     Generator g(11);
-    nn::Llama m(form == "gemma" ? gemma_like(0) : tiny(0, form == "qk_norm"), &g);
+    nn::Llama m(form == "gemma" ? gemma_like(0) : form == "gemma2" ? gemma2_like(0) : tiny(0, form == "qk_norm"), &g);
     if (form != "plain") randomize_qk_norms(m, g);
     Tensor idx = Tensor::from_ints({1, 4, 9, 16, 25, 36, 49, 0, 7, 3, 2, 8}, {2, 6});
     Tensor tgt = Tensor::from_ints({4, 9, 16, 25, 36, 49, 0, 1, 3, 2, 8, 5}, {2, 6});
@@ -206,15 +230,18 @@ TEST(Llama, ResidualStreamGivesTheBitsOfAddThenNorm) {
 }
 
 // Decoding in pieces through the KV cache gives the full forward's logits at every position —
-// with grouped-query attention, llama3 rope, a window shorter than the sequence, qk_norm, and Gemma 3's
-// form (every second layer global, the windowed ones on their own RoPE base).
+// with grouped-query attention, llama3 rope, a window shorter than the sequence, qk_norm, Gemma 3's
+// form (every second layer global, the windowed ones on their own RoPE base) and Gemma 2's (soft caps).
 TEST(Llama, CachedStepsMatchTheFullForward) {
-  for (const auto& [window, form] :
-       std::vector<std::pair<int64_t, std::string>>{{0, "plain"}, {3, "plain"}, {0, "qk_norm"}, {3, "gemma"}}) {
+  for (const auto& [window, form] : std::vector<std::pair<int64_t, std::string>>{
+           {0, "plain"}, {3, "plain"}, {0, "qk_norm"}, {3, "gemma"}, {3, "gemma2"}}) {
     SCOPED_TRACE(window);
     SCOPED_TRACE(form);
     Generator g(5);
-    nn::Llama m(form == "gemma" ? gemma_like(window) : tiny(window, form == "qk_norm"), &g);
+    nn::Llama m(form == "gemma"    ? gemma_like(window)
+                : form == "gemma2" ? gemma2_like(window)
+                                   : tiny(window, form == "qk_norm"),
+                &g);
     if (form != "plain") randomize_qk_norms(m, g);
     m.eval();
     std::vector<int32_t> ids = {3, 1, 4, 1, 5, 9, 2, 6, 5, 3};

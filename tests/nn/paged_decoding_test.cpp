@@ -308,19 +308,24 @@ TEST(PagedDecoding, GptStepsTogetherAsAlone) {
 }
 
 // grouped-query attention, 4 query heads on 2; a sliding window; Qwen3's qk_norm; Gemma 3's form (every
-// second layer global, the windowed ones on their own RoPE base, sandwich norms, tanh-GELU gate)
+// second layer global, the windowed ones on their own RoPE base, sandwich norms, tanh-GELU gate); Gemma
+// 2's (its scores scaled by 1/√6 and soft-capped, its logits soft-capped)
 TEST(PagedDecoding, LlamaStepsTogetherAsAlone) {
-  for (const auto& [window, form] :
-       std::vector<std::pair<int64_t, std::string>>{{0, "plain"}, {5, "plain"}, {0, "qk_norm"}, {5, "gemma"}}) {
+  for (const auto& [window, form] : std::vector<std::pair<int64_t, std::string>>{
+           {0, "plain"}, {5, "plain"}, {0, "qk_norm"}, {5, "gemma"}, {5, "gemma2"}}) {
     SCOPED_TRACE(window);
     SCOPED_TRACE(form);
     nn::LlamaConfig c;
     c.vocab_size = 11, c.hidden_size = 16, c.intermediate_size = 24, c.num_hidden_layers = 2;
     c.num_attention_heads = 4, c.num_key_value_heads = 2, c.block_size = 32, c.sliding_window = window;
-    c.qkv_bias = true, c.qk_norm = form != "plain";
-    if (form == "gemma") {
+    c.qkv_bias = true, c.qk_norm = form == "qk_norm" || form == "gemma";
+    if (form == "gemma" || form == "gemma2") {
       c.embed_scale = true, c.sandwich_norms = true, c.hidden_act = nn::LlamaActivation::gelu_tanh;
-      c.sliding_window_pattern = 2, c.rope_local_theta = 100;
+      c.sliding_window_pattern = 2;
+      if (form == "gemma")
+        c.rope_local_theta = 100;
+      else
+        c.query_pre_attn_scalar = 6, c.attn_logit_softcapping = 0.5, c.final_logit_softcapping = 0.3;
     }
     Generator g(7);
     nn::Llama net(c, &g);
@@ -333,7 +338,7 @@ TEST(PagedDecoding, LlamaStepsTogetherAsAlone) {
     net.eval();
     expect_paged_equals_dense(net, c.vocab_size, 32);
     expect_paged_equals_dense(net, c.vocab_size, 8);
-    if (form == "gemma")
+    if (form == "gemma" || form == "gemma2")
       continue;  // (the rounded caches' own error is the other forms' to bound: the
                  // sandwich's norms rescale each branch's small rounding to unit size)
     expect_paged_equals_dense(net, c.vocab_size, 8, DType::bf16, 5e-3);

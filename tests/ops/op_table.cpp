@@ -58,6 +58,10 @@ Sample gpu_only(Sample s) {  // a larger shape: compared on the GPU, too big for
   s.gradcheck = false;
   return s;
 }
+Sample cpu_only(Sample s) {  // an option the GPU's kernels refuse (attention's softcap)
+  s.cuda = false;
+  return s;
+}
 
 // cos, sin [T, rot] of rotary embeddings: angle (start + t)·base^(−2j/rot), j = i mod rot/2
 std::pair<Tensor, Tensor> rope_tables(int64_t T, int64_t rot, int64_t start, double base) {
@@ -244,7 +248,8 @@ std::vector<OpInfo> build() {
         "paged_attention",
         [](const TensorMap& m, const json& p, Device) {
           return one(paged_attention(in(m, "q"), in(m, "k_cache"), in(m, "v_cache"), in(m, "block_table"), in(m, "seq"),
-                                     in(m, "seq_len"), std::nullopt, i64(p, "window")));
+                                     in(m, "seq_len"), std::nullopt, i64(p, "window"), nullptr,
+                                     p.value("softcap", 0.0)));
         },
         [] {
           // 3 sequences of 9, 1 and 14 keys in 8 pages of 4 (shuffled), then a prompt's 9 causal queries
@@ -259,7 +264,10 @@ std::vector<OpInfo> build() {
                       {"seq", Tensor::from_ints(seq, {T})}, {"seq_len", Tensor::from_ints(len, {T})}},
                      {{"window", window}});
           };
-          return std::vector<Sample>{sample("mha", 2, 2, 8, 0, 31), sample("gqa_window", 6, 2, 5, 4, 34)};
+          Sample capped = sample("softcap", 6, 2, 5, 4, 37);  // (Gemma 2's soft-capped scores: the CPU's)
+          capped.params["softcap"] = 1.5;
+          return std::vector<Sample>{sample("mha", 2, 2, 8, 0, 31), sample("gqa_window", 6, 2, 5, 4, 34),
+                                     cpu_only(capped)};
         },
         {});
     t.push_back(p);
@@ -760,6 +768,7 @@ std::vector<OpInfo> build() {
           o.is_causal = p.value("is_causal", false);
           o.enable_gqa = p.value("enable_gqa", false);
           o.dropout_p = p.value("dropout_p", 0.f);
+          o.softcap = p.value("softcap", 0.f);
           Generator g(p.value("seed", uint64_t{5}));
           o.generator = &g;
           return one(scaled_dot_product_attention(in(m, "q"), in(m, "k"), in(m, "v"), o));
@@ -778,9 +787,12 @@ std::vector<OpInfo> build() {
           return std::vector<Sample>{
               S("plain", qkv(2)), S("causal", qkv(2), {{"is_causal", true}}),
               S("float_mask_grad", with(qkv(2), "attn_mask", randn({3, 5}, 23))),
-              S("bool_mask_dead_row", with(qkv(2), "attn_mask", keep)),
-              S("gqa", qkv(1), {{"enable_gqa", true}}),
-              S("dropout", qkv(2), {{"dropout_p", 0.25f}, {"seed", 5}})};
+              S("bool_mask_dead_row", with(qkv(2), "attn_mask", keep)), S("gqa", qkv(1), {{"enable_gqa", true}}),
+              S("dropout", qkv(2), {{"dropout_p", 0.25f}, {"seed", 5}}),
+              // soft-capped scores (a cap of 0.7 bends them all), with a float mask's gradient
+              cpu_only(S("softcap_float_mask_grad", with(qkv(2), "attn_mask", randn({3, 5}, 23)), {{"softcap", 0.7f}})),
+              cpu_only(
+                  S("softcap_gqa_causal", qkv(1), {{"enable_gqa", true}, {"is_causal", true}, {"softcap", 0.7f}}))};
         },
         {"q", "k", "v", "attn_mask"});
     a.golden = false;

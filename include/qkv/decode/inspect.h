@@ -109,7 +109,7 @@ struct NeuronView {
   int64_t head_dim = 0;               // d
   std::vector<std::vector<float>> queries, keys;  // every token's q and k in this head: [Tq][d], [Tk][d]
   std::vector<std::vector<float>> products;       // q_query ⊙ k_j: [Tk][d] (keys not seen: empty)
-  std::vector<double> scores;         // s_j = q_query · k_j / √d (keys not seen: −inf)
+  std::vector<double> scores;         // s_j = q_query · k_j / √d, or as Gemma's (keys not seen: −inf)
   std::vector<double> weights;        // softmax(s): [Tk], sums to 1
 };
 // For a masked language model (BERT), a language model built on qkv's GPT (GPT-2 converted, or

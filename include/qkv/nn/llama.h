@@ -1,4 +1,4 @@
-// Llama: the decoder-only Transformer of Llama 2/3, Qwen2, Qwen3, Mistral, Phi-3, SmolLM and Gemma 3 —
+// Llama: the decoder-only Transformer of Llama 2/3, Qwen2, Qwen3, Mistral, Phi-3, SmolLM, Gemma 2 and 3 —
 // GPT's causal language model with RMSNorm, rotary positions, a gated MLP and grouped-query attention:
 //
 //   x₀ = embed_tokens[idx]  (· √E: embed_scale, Gemma 3)           no position embedding
@@ -7,15 +7,18 @@
 //        γ = q_norm / k_norm [D], before RoPE)
 //   xₗ = h + down_proj(act(gate_proj(m)) ⊙ up_proj(m)),  m = RMSNorm₂(h),  act = SiLU or tanh-GELU
 //   logits = RMSNorm(x_L) lm_headᵀ                                  lm_head tied to embed_tokens or not
+//            (final_logit_softcapping c > 0, Gemma 2: c · tanh(logits / c))
 //
-// sandwich_norms (Gemma 3) normalizes each branch's output too, with four norms a layer:
+// sandwich_norms (Gemma 2 and 3) normalizes each branch's output too, with four norms a layer:
 //   h  = xₗ₋₁ + RMSNorm_post_attention(o_proj(Attn(…)))
 //   xₗ = h + RMSNorm_post_feedforward(MLP(RMSNorm_pre_feedforward(h)))
 //
 // Attn is causal scaled dot-product attention with H query heads sharing Hkv key/value heads
-// (H % Hkv == 0; Hkv = H is plain multi-head, 1 is multi-query), optionally limited to the last
+// (H % Hkv == 0; Hkv = H is plain multi-head, 1 is multi-query), its scores q·k / √query_pre_attn_scalar
+// (√head_dim unless given), soft-capped c · tanh(s / c) with attn_logit_softcapping c > 0 (Gemma 2:
+// before the mask; the CPU only), optionally limited to the last
 // `sliding_window` keys — on every layer (Mistral, Phi-3), or on all but every sliding_window_pattern-th
-// (Gemma 3: layers N−1, 2N−1, … see every key). RoPE rotates each head's first rot = head_dim ·
+// (Gemma 2: N = 2, Gemma 3: 6 — layers N−1, 2N−1, … see every key). RoPE rotates each head's first rot = head_dim ·
 // partial_rotary_factor features by position t at angles t·θᵢ, θᵢ = rope_theta^(−2i/rot), with
 // rope_scaling's variants; the windowed layers of a model with rope_local_theta use that base, unscaled.
 //
@@ -64,8 +67,11 @@ struct LlamaConfig {
   // 0: the window on every layer; N: not on layers N−1, 2N−1, … (Gemma 3's global layers)
   int64_t sliding_window_pattern = 0;
   double rope_local_theta = 0;  // the windowed layers' RoPE base, without rope_scaling (0: as every layer's)
-  bool embed_scale = false;     // Gemma 3: x₀ = embed_tokens[idx] · √E
-  bool sandwich_norms = false;  // Gemma 3: each branch's output normalized too (four norms a layer)
+  bool embed_scale = false;     // Gemma: x₀ = embed_tokens[idx] · √E
+  bool sandwich_norms = false;  // Gemma: each branch's output normalized too (four norms a layer)
+  double query_pre_attn_scalar = 0;    // Gemma: the scores' scale 1/√this (0: 1/√head_dim)
+  double attn_logit_softcapping = 0;   // Gemma 2: the attention scores soft-capped (0: not)
+  double final_logit_softcapping = 0;  // Gemma 2: the logits soft-capped (0: not)
   LlamaActivation hidden_act = LlamaActivation::silu;
   float dropout = 0.f;         // on the attention weights and the residual branches, while training
 
@@ -136,6 +142,7 @@ class LlamaDecoderLayer : public Module {
 
  private:
   Tensor mlp(const Tensor& h, bool inference) const;
+  AttentionOptions scores() const;  // the scores' scale and soft cap (query_pre_attn_scalar, attn_logit_softcapping)
   // The layer after its attention: x + o and the MLP branch (sandwich_norms: both branches normalized),
   // the MLP's output left pending on the stream
   ResidualStream after_attention(const Tensor& x, const Tensor& o, bool inference, float dropout_p) const;

@@ -96,9 +96,10 @@ std::vector<std::string> kv_cache_dtype_names();
 // every token over its sequence through the pages (paged_attention), each fresh prompt over its
 // own keys with the dense kernels (scaled_dot_product_attention, causal; the last `window` keys with
 // a window > 0), and each continued chunk over its sequence's keys gathered from the pages, with the
-// dense kernels too. Equal to each sequence's dense-cache attention, row by row.
+// dense kernels too. Equal to each sequence's dense-cache attention, row by row. scale (1/√D unless
+// given) and softcap (0: none) form the scores, as scaled_dot_product_attention's.
 Tensor attend_paged(const Tensor& q, const Tensor& k, const Tensor& v, PagedKVCache& cache, int64_t layer,
-                    const PagedStep& step, int64_t window = 0);
+                    const PagedStep& step, int64_t window = 0, std::optional<float> scale = {}, float softcap = 0.f);
 
 class PagedKVCache {
  public:

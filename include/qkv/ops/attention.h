@@ -8,6 +8,8 @@
 // (top-left aligned, as PyTorch; it may be combined with attn_mask here). A query whose every key
 // is masked gets zeros and zero gradients, never NaN. dropout_p drops attention weights (train
 // only: pass 0 at inference). enable_gqa: k/v may have fewer heads than q (dim −3), H % Hkv == 0.
+// softcap > 0 (beyond PyTorch's SDPA: FlashAttention-2's softcap, Gemma 2's attn_logit_softcapping)
+// caps the scores before the mask, Q Kᵀ · scale → softcap · tanh(Q Kᵀ · scale / softcap); the CPU only.
 //
 // Gradients flow to q, k, v and to a float attn_mask that requires grad.
 #pragma once
@@ -55,6 +57,7 @@ struct AttentionOptions {
   float dropout_p = 0.f;
   bool is_causal = false;
   std::optional<float> scale;
+  float softcap = 0.f;  // 0: none
   bool enable_gqa = false;
   Generator* generator = nullptr;  // for dropout; default_generator() when null
   AttentionBackend backend = AttentionBackend::automatic;

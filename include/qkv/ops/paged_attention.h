@@ -16,8 +16,9 @@ namespace qkv {
 // q [T, H, D]: T query tokens, token t of the sequence in block-table row seq[t], seeing its keys
 // 0 … seq_len[t]−1 (the last `window` of them, window > 0); k_cache [pages, Hkv, page_size, D],
 // v_cache [pages, Hkv, page_size, Dv] (H a multiple of Hkv); block_table i32 [rows, max_pages]; seq,
-// seq_len i32 [T] → out [T, H, Dv]. scale: 1/√D unless given. Every index is checked (a CPU block
-// table: each page a token reads lies in the cache). The caches are f32, or bf16 (half the memory;
+// seq_len i32 [T] → out [T, H, Dv]. scale: 1/√D unless given; softcap > 0: the scores soft-capped,
+// as scaled_dot_product_attention's (ops/attention.h; the CPU only). Every index is checked (a CPU
+// block table: each page a token reads lies in the cache). The caches are f32, or bf16 (half the memory;
 // vLLM's kv_cache_dtype), or f8e4m3 (a quarter; vLLM's "fp8"): widened to f32 as they are read, q and
 // the sums f32.
 //
@@ -27,7 +28,7 @@ namespace qkv {
 class PagedPrefixes;
 Tensor paged_attention(const Tensor& q, const Tensor& k_cache, const Tensor& v_cache, const Tensor& block_table,
                        const Tensor& seq, const Tensor& seq_len, std::optional<double> scale = {}, int64_t window = 0,
-                       const PagedPrefixes* prefixes = nullptr);
+                       const PagedPrefixes* prefixes = nullptr, double softcap = 0);
 
 // The tokens of a step whose sequences begin with the same pages (kernels/paged_prefixes.h's groups:
 // at least two tiles of 128 keys in common, none hidden by the window), found on the host once for
@@ -46,8 +47,8 @@ class PagedPrefixes {
 
  private:
   friend PagedPrefixes paged_prefixes(const Tensor&, const Tensor&, const Tensor&, int64_t, int64_t, Device);
-  friend Tensor paged_attention(const Tensor&, const Tensor&, const Tensor&, const Tensor&, const Tensor&, const Tensor&,
-                                std::optional<double>, int64_t, const PagedPrefixes*);
+  friend Tensor paged_attention(const Tensor&, const Tensor&, const Tensor&, const Tensor&, const Tensor&,
+                                const Tensor&, std::optional<double>, int64_t, const PagedPrefixes*, double);
   Tensor data_;
   int64_t blocks_ = 0, tokens_ = 0, max_keys_ = 0, max_count_ = 0;
   int64_t T_ = 0, rows_ = 0, max_pages_ = 0, page_size_ = 0, window_ = 0;  // what it was found for

@@ -53,7 +53,8 @@ struct Rounded {
 }  // namespace
 
 void attention_forward_flash_bf16(const AttnProblem& p, float* out, float* lse) {
-  if (!lse && p.dropout_p == 0.f && has_avx512_bf16()) return attention_forward_flash_bf16_avx512(p, out);
+  if (!lse && p.dropout_p == 0.f && p.softcap == 0.f && has_avx512_bf16())
+    return attention_forward_flash_bf16_avx512(p, out);
   Rounded<round_bf16> r(p, nullptr);
   attention_forward_flash_f32(r.p, out, lse);
 }

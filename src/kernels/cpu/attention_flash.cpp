@@ -2,7 +2,7 @@
 //
 // Forward, per query block Q_i (Br rows), over key blocks K_j, V_j (Bc keys), with the running
 // row max m, row sum l and unnormalized output O (online softmax):
-//   S    = scale · Q_i K_jᵀ + M_ij                      (mask, causal −∞)
+//   S    = c(scale · Q_i K_jᵀ) + M_ij                   (mask, causal −∞; c: the soft cap or none)
 //   m'   = max(m, rowmax S);   α = e^(m − m')
 //   P    = e^(S − m');          l = α·l + rowsum P
 //   O    = α·O + (P ∘ Z/(1−p)) V_j                      (dropout on the weights, not on l)
@@ -10,7 +10,7 @@
 //
 // Backward (FlashAttention-2), with D_i = rowsum(dO_i ∘ O_i) and P recomputed from lse:
 //   P = e^(S − lse),  W = P ∘ Z/(1−p)
-//   dV_j += Wᵀ dO_i,   dP = (dO_i V_jᵀ) ∘ Z/(1−p),   dS = P ∘ (dP − D_i)
+//   dV_j += Wᵀ dO_i,   dP = (dO_i V_jᵀ) ∘ Z/(1−p),   dS = P ∘ (dP − D_i) (∘ c', soft-capped)
 //   dQ_i += scale · dS K_j,   dK_j += scale · dSᵀ Q_i
 // Each work item owns one key/value head (all its query heads, so GQA needs no atomics) or, when
 // there are fewer heads than threads, a set of key blocks of one head with a private dQ.
@@ -123,6 +123,8 @@ void forward_block(const AttnProblem& p, int64_t b, int64_t h, int64_t i0, int64
   for (int64_t j0 = k_begin; j0 < k_end; j0 += kBc) {
     const int64_t bc = std::min(kBc, k_end - j0);
     sgemm(false, true, br, bc, p.D, p.scale, q, p.q_sl, k + j0 * p.k_sl, p.k_sl, 0.f, S, kBc);
+    if (p.softcap > 0.f)
+      for (int64_t r = 0; r < br; ++r) softcap_row(S + r * kBc, bc, p.softcap);
     mask_block(p, b, h, i0, br, j0, bc, S, kBc);
     online_softmax(S, br, bc, acc.m, acc.l, acc.O, p.Dv, p.Dv);
     if (p.dropout_p > 0.f) dropout_block(p, b, h, i0, br, j0, bc, S, kBc);
@@ -240,7 +242,8 @@ void attention_backward_flash_f32(const AttnProblem& p, const float* out, const 
   const size_t dq_head = static_cast<size_t>(group * p.Lq * p.D);
   std::vector<float> dq_split(ksplit > 1 ? static_cast<size_t>(heads * ksplit) * dq_head : 0, 0.f);
 
-  auto run_item = [&](int64_t it, float* S, float* dP) {
+  // C: a tile's soft-capped scores, for the cap's derivative once P has replaced them in S
+  auto run_item = [&](int64_t it, float* S, float* dP, float* C) {
     const int64_t bhk = it / ksplit, split = it % ksplit, b = bhk / p.Hkv, hk = bhk % p.Hkv;
     const float* k = p.k + b * p.k_sb + hk * p.k_sh;
     const float* v = p.v + b * p.v_sb + hk * p.v_sh;
@@ -271,6 +274,11 @@ void attention_backward_flash_f32(const AttnProblem& p, const float* out, const 
           const int64_t br = std::min(kBr, p.Lq - i0);
           // P = e^(scale·Q Kᵀ + M − lse)
           sgemm(false, true, br, bc, p.D, p.scale, q + i0 * p.q_sl, p.q_sl, k + j0 * p.k_sl, p.k_sl, 0.f, S, kBc);
+          if (p.softcap > 0.f)
+            for (int64_t r = 0; r < br; ++r) {
+              softcap_row(S + r * kBc, bc, p.softcap);
+              std::memcpy(C + r * kBc, S + r * kBc, static_cast<size_t>(bc) * sizeof(float));
+            }
           mask_block(p, b, h, i0, br, j0, bc, S, kBc);
           for (int64_t r = 0; r < br; ++r) exp_row(S + r * kBc, bc, L[i0 + r]);
           // dP = (dO Vᵀ) ∘ Z/(1−p)
@@ -282,6 +290,7 @@ void attention_backward_flash_f32(const AttnProblem& p, const float* out, const 
             float* dpr = dP + r * kBc;
             const float d = Dh[i0 + r];
             for (int64_t c = 0; c < bc; ++c) dpr[c] = pr[c] * (dpr[c] - d);
+            if (p.softcap > 0.f) softcap_backward_row(dpr, C + r * kBc, bc, p.softcap);
           }
           if (p.dropout_p > 0.f) dropout_block(p, b, h, i0, br, j0, bc, S, kBc);
           sgemm(true, false, bc, p.Dv, br, 1.f, S, kBc, dO + i0 * ldo, ldo, 1.f, dv_h + j0 * ldv, ldv);
@@ -295,10 +304,13 @@ void attention_backward_flash_f32(const AttnProblem& p, const float* out, const 
   RegionErrors errors;  // (sgemm or a buffer failing inside the region: thrown after it)
 #pragma omp parallel num_threads(nt) if (nt > 1)
   {
-    std::vector<float> S, dP;
-    errors.run([&] { S.resize(static_cast<size_t>(kBr * kBc)), dP.resize(static_cast<size_t>(kBr * kBc)); });
+    std::vector<float> S, dP, C;
+    errors.run([&] {
+      S.resize(static_cast<size_t>(kBr * kBc)), dP.resize(static_cast<size_t>(kBr * kBc));
+      if (p.softcap > 0.f) C.resize(static_cast<size_t>(kBr * kBc));
+    });
 #pragma omp for schedule(dynamic, 1)
-    for (int64_t it = 0; it < heads * ksplit; ++it) errors.run([&] { run_item(it, S.data(), dP.data()); });
+    for (int64_t it = 0; it < heads * ksplit; ++it) errors.run([&] { run_item(it, S.data(), dP.data(), C.data()); });
   }
   errors.rethrow();
   if (ksplit > 1) {

@@ -15,7 +15,7 @@ void attention_backward_flash_f32(const AttnProblem& p, const float* out, const 
                                   float* dq, float* dk, float* dv);
 // bf16 (attention_bf16.cpp), the flash pair's layouts: q, k, v (and dout) rounded to bf16.
 // Forward for inference (lse null) on the AVX512_BF16 kernel below where this build has it, P
-// rounded too; otherwise — training (lse wanted), dropout, no AVX512_BF16 — and for the backward,
+// rounded too; otherwise — training (lse wanted), dropout, a soft cap, no AVX512_BF16 — and for the backward,
 // the f32 flash kernels over bf16-rounded copies (the GPU's tensor-core kernels round P and dS too).
 void attention_forward_flash_bf16(const AttnProblem& p, float* out, float* lse);
 void attention_backward_flash_bf16(const AttnProblem& p, const float* out, const float* lse, const float* dout,

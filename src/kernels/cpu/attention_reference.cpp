@@ -77,9 +77,10 @@ void attention_forward_reference(const AttnProblem& p, float* out, float* probs,
     const float* v = p.v + b * p.v_sb + hk * p.v_sh;
     // S = scale · Q Kᵀ
     sgemm(false, true, p.Lq, p.Lk, p.D, p.scale, q, p.q_sl, k, p.k_sl, 0.f, P, p.Lk);
-    // P = softmax(S + M)
+    // P = softmax(c(S) + M)
     parallel_for(p.Lq, 16, [&](int64_t i0, int64_t i1) {
       for (int64_t i = i0; i < i1; ++i) {
+        if (p.softcap > 0.f) softcap_row(P + i * p.Lk, p.Lk, p.softcap);
         mask_row(p, b, h, i, P + i * p.Lk);
         softmax_row_inplace(P + i * p.Lk, p.Lk);
       }
@@ -102,11 +103,13 @@ void attention_backward_reference(const AttnProblem& p, const float* probs, cons
   const OneDnnCall held;  // one hold for every GEMM below (kernels/cpu/onednn_call.h)
   const int64_t LL = p.Lq * p.Lk;
   const int64_t group = p.H / p.Hkv;
-  const bool dropout = p.dropout_p > 0.f;
+  const bool dropout = p.dropout_p > 0.f, capped = p.softcap > 0.f;
   // One item per key/value head: the query heads of a group all add into its dK and dV.
-  for_each_head(p.B, p.Hkv, static_cast<size_t>(LL * (dropout ? 2 : 1)), [&](int64_t b, int64_t hk, float* tmp) {
+  const int64_t scratch = LL * (1 + (dropout ? 1 : 0) + (capped ? 1 : 0));
+  for_each_head(p.B, p.Hkv, static_cast<size_t>(scratch), [&](int64_t b, int64_t hk, float* tmp) {
     float* dS = tmp;
     float* W = dropout ? tmp + LL : nullptr;
+    float* C = capped ? tmp + (dropout ? 2 : 1) * LL : nullptr;  // the capped scores, recomputed
     const float* k = p.k + b * p.k_sb + hk * p.k_sh;
     const float* v = p.v + b * p.v_sb + hk * p.v_sh;
     float* dk_h = dk + (b * p.Hkv + hk) * p.Lk * p.D;
@@ -133,6 +136,16 @@ void attention_backward_reference(const AttnProblem& p, const float* probs, cons
         }
       });
       if (dscores) std::memcpy(dscores + (b * p.H + h) * LL, dS, static_cast<size_t>(LL) * sizeof(float));
+      // soft-capped: dX = dS ∘ (1 − (c(X) / softcap)²), X = scale · Q Kᵀ recomputed
+      if (capped) {
+        sgemm(false, true, p.Lq, p.Lk, p.D, p.scale, q, p.q_sl, k, p.k_sl, 0.f, C, p.Lk);
+        parallel_for(p.Lq, 16, [&](int64_t i0, int64_t i1) {
+          for (int64_t i = i0; i < i1; ++i) {
+            softcap_row(C + i * p.Lk, p.Lk, p.softcap);
+            softcap_backward_row(dS + i * p.Lk, C + i * p.Lk, p.Lk, p.softcap);
+          }
+        });
+      }
       // dQ = scale · dS K;  dK (+)= scale · dSᵀ Q
       sgemm(false, false, p.Lq, p.D, p.Lk, p.scale, dS, p.Lk, k, p.k_sl, 0.f, dq + (b * p.H + h) * p.Lq * p.D, p.D);
       sgemm(true, false, p.Lk, p.D, p.Lq, p.scale, dS, p.Lk, q, p.q_sl, beta, dk_h, p.D);

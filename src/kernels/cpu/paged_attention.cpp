@@ -142,7 +142,7 @@ void readable(const C* p, int64_t n, F&& f) {
 
 // The online softmax of query rows over their keys, tile by tile (Milakov & Gimelshein, 2018): a row
 // keeps m, its largest score so far, l = Σ_j e^{s_j − m} and o = Σ_j e^{s_j − m} · v_j (in out, not yet
-// divided by l). A tile of scores s_j = scale · q · k_j moves them to
+// divided by l). A tile of scores s_j = scale · q · k_j (soft-capped where s.softcap > 0) moves them to
 //
 //   m' = max(m, max_j s_j),  l' = l · e^{m − m'} + Σ_j e^{s_j − m'},  o' = o · e^{m − m'} + Σ_j e^{s_j − m'} · v_j
 //
@@ -189,6 +189,7 @@ struct Online {
       });
       for (int64_t r = 0; r < R; ++r) {
         float* p = scores.data() + r * n;
+        if (s.softcap > 0.f) softcap_row(p, n, s.softcap);
         const float m1 = std::max(m[rows[r]], max_of(p, n));
         const float alpha = std::exp(m[rows[r]] - m1);  // 0 at the first tile (m = −∞)
         const float sum = exp_shift_sum(p, p, n, m1);

@@ -4,6 +4,7 @@
 // and overflow to +inf.
 #pragma once
 
+#include <algorithm>
 #include <array>
 #include <cmath>
 #include <cstdint>
@@ -343,6 +344,31 @@ inline float sum_sq_dev(const float* x, float c, int64_t n) {
 
 inline void scale(float* x, int64_t n, float s) {
   for (int64_t i = 0; i < n; ++i) x[i] *= s;
+}
+
+// x ← cap · tanh(x / cap) over a row (attention's soft-capped scores, kernels/attention.inc): the
+// register tanh on every lane, a short tail's lanes masked, so that a score and its recomputation in
+// the backward round alike wherever they fall in a row.
+inline void softcap_row(float* x, int64_t n, float cap) {
+  const float inv = 1.f / cap;
+  int64_t i = 0;
+#if QKV_SIMD
+  const simd::vf vc = simd::set1(cap), vi = simd::set1(inv);
+  for (; i < n; i += kLanes) {
+    const simd::mask m = simd::first(std::min<int64_t>(kLanes, n - i));
+    simd::store(x + i, m, simd::mul(vc, simd::tanh(simd::mul(simd::load(x + i, m), vi))));
+  }
+#endif
+  for (; i < n; ++i) x[i] = cap * std::tanh(x[i] * inv);
+}
+
+// d ← d ∘ (1 − (c / cap)²) over a row: the soft cap's derivative, c its capped scores.
+inline void softcap_backward_row(float* d, const float* c, int64_t n, float cap) {
+  const float inv = 1.f / cap;
+  for (int64_t i = 0; i < n; ++i) {
+    const float t = c[i] * inv;
+    d[i] *= 1.f - t * t;
+  }
 }
 
 #if QKV_GCC12_AVX512

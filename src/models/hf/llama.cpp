@@ -2,7 +2,8 @@
 // Qwen2ForCausalLM (q/k/v biases), Qwen3ForCausalLM (each query and key head RMS-normalized:
 // self_attn.q_norm / k_norm), MistralForCausalLM (a sliding window) and Phi3ForCausalLM (fused
 // qkv_proj and gate_up_proj, split by rows; a window when sliding_window is set), whose configs differ
-// only in fields and defaults; and Gemma3ForCausalLM, the same class with four more options (below).
+// only in fields and defaults; and Gemma 2 and 3 (Gemma2ForCausalLM, Gemma3ForCausalLM, and the text
+// model of Gemma3ForConditionalGeneration), the same class with more options (below).
 // Tensor names are Hugging Face's without "model.":
 //
 //   model.embed_tokens / model.layers.{i}.… / model.norm      embed_tokens / layers.{i}.… / norm
@@ -11,7 +12,9 @@
 // RoPE is read from transformers 4's "rope_theta" + "rope_scaling" or transformers 5's
 // "rope_parameters" ({"rope_type": "default" | "linear" | "llama3", "rope_theta", "factor", …});
 // the other rope types (dynamic, yarn, longrope) are refused by name.
+#include <cmath>
 #include <regex>
+#include <string_view>
 
 #include "architectures.h"
 #include "qkv/core/error.h"
@@ -129,19 +132,29 @@ HfArchitecture make(Family f) {
   return {f.architecture, "llama", [f](const nlohmann::json& c) { return llama_config(f, c); }, llama_map};
 }
 
-// ---- Gemma 3 (text) -------------------------------------------------------------------------------
+// ---- Gemma 2 and Gemma 3 --------------------------------------------------------------------------
 //
-// Gemma3ForCausalLM (the 270M and 1B checkpoints: Gemma3TextConfig, model_type gemma3_text) is qkv's
-// Llama with embed_scale, sandwich_norms, qk_norm and a tanh-GELU gate; its RMSNorms scale by 1 + w
-// (every *norm.weight is stored as γ = 1 + w); its layers are windowed ("sliding_attention", RoPE base
-// the local one, unscaled) but for every N-th ("full_attention": rope_theta with its scaling). Read
-// from transformers 5's layer_types + rope_parameters {"full_attention", "sliding_attention"}, or
+// Gemma2ForCausalLM and Gemma3ForCausalLM (Gemma 3's 270M and 1B: Gemma3TextConfig, model_type
+// gemma3_text) are qkv's Llama with embed_scale, sandwich_norms and a tanh-GELU gate; their RMSNorms
+// scale by 1 + w (every *norm.weight is stored as γ = 1 + w); the scores scale by
+// 1/√query_pre_attn_scalar; their layers are windowed ("sliding_attention") but for every N-th
+// ("full_attention": N = 2 in Gemma 2, 6 in Gemma 3). Gemma 2 soft-caps the attention scores and the
+// logits (attn_logit_softcapping, final_logit_softcapping); Gemma 3 normalizes each query and key
+// head (qk_norm) and gives its windowed layers their own RoPE base, unscaled. Read from transformers
+// 5's layer_types + rope_parameters (Gemma 3: {"full_attention", "sliding_attention"}), or
 // transformers 4's sliding_window_pattern + rope_theta / rope_scaling / rope_local_base_freq.
+//
+// Gemma3ForConditionalGeneration (Gemma 3's 4B, 12B and 27B: text and images) converts to its text
+// model, read from text_config and the language model's tensors; its vision tower and projector are
+// left out (qkv reads no pictures into a Llama).
+
+enum class Gemma : uint8_t { v2, v3 };
 
 // layer_types → the period N of its full layers (layers N−1, 2N−1, …): 0 when every layer is windowed,
 // the layer count when none is; refused when no period describes it.
-int64_t gemma3_pattern(const nlohmann::json& c, int64_t layers) {
+int64_t gemma_pattern(const nlohmann::json& c, int64_t layers, Gemma version) {
   if (!c.contains("layer_types") || c["layer_types"].is_null()) {
+    if (version == Gemma::v2) return 2;  // (Gemma 2's configs before layer_types: every other layer)
     const int64_t n = field<int64_t>(c, "sliding_window_pattern", field<int64_t>(c, "_sliding_window_pattern", 6));
     QKV_CHECK(n >= 1, "sliding_window_pattern ", n, " must be at least 1");
     return n;
@@ -161,73 +174,83 @@ int64_t gemma3_pattern(const nlohmann::json& c, int64_t layers) {
   return n;
 }
 
-nlohmann::json gemma3_config(const nlohmann::json& c) {
-  hf_refuse_unknown_fields(c, "Gemma3ForCausalLM",
-                           {"vocab_size",
-                            "hidden_size",
-                            "intermediate_size",
-                            "num_hidden_layers",
-                            "num_attention_heads",
-                            "num_key_value_heads",
-                            "head_dim",
-                            "hidden_activation",
-                            "hidden_act",
-                            "max_position_embeddings",
-                            "rms_norm_eps",
-                            "tie_word_embeddings",
-                            "rope_parameters",
-                            "rope_theta",
-                            "rope_scaling",
-                            "rope_local_base_freq",
-                            "attention_bias",
-                            "attention_dropout",
-                            "query_pre_attn_scalar",
-                            "sliding_window",
-                            "sliding_window_pattern",
-                            "_sliding_window_pattern",
-                            "layer_types",
-                            "final_logit_softcapping",
-                            "attn_logit_softcapping",
-                            "use_bidirectional_attention",
-                            "cache_implementation"});
+// A soft cap: absent → Hugging Face's default, null → none (0), else a positive number.
+double softcap_field(const nlohmann::json& c, const char* key, double fallback) {
+  if (c.contains(key) && c[key].is_null()) return 0;
+  const double cap = field<double>(c, key, fallback);
+  QKV_CHECK(cap > 0 && std::isfinite(cap), key, " ", cap, " must be a positive number (or null: none)");
+  return cap;
+}
+
+nlohmann::json gemma_config(const nlohmann::json& c, Gemma version) {
+  const bool v3 = version == Gemma::v3;
+  const char* arch = v3 ? "Gemma3ForCausalLM" : "Gemma2ForCausalLM";
+  std::vector<std::string> known = {"vocab_size",
+                                    "hidden_size",
+                                    "intermediate_size",
+                                    "num_hidden_layers",
+                                    "num_attention_heads",
+                                    "num_key_value_heads",
+                                    "head_dim",
+                                    "hidden_activation",
+                                    "hidden_act",
+                                    "max_position_embeddings",
+                                    "rms_norm_eps",
+                                    "tie_word_embeddings",
+                                    "rope_parameters",
+                                    "rope_theta",
+                                    "rope_scaling",
+                                    "attention_bias",
+                                    "attention_dropout",
+                                    "query_pre_attn_scalar",
+                                    "sliding_window",
+                                    "layer_types",
+                                    "final_logit_softcapping",
+                                    "attn_logit_softcapping",
+                                    "use_bidirectional_attention",
+                                    "cache_implementation"};
+  if (v3) known.insert(known.end(), {"rope_local_base_freq", "sliding_window_pattern", "_sliding_window_pattern"});
+  hf_refuse_unknown_fields(c, arch, known);
   for (const char* act : {"hidden_activation", "hidden_act"})
     if (c.contains(act) && !c[act].is_null())
       QKV_CHECK(c[act] == "gelu_pytorch_tanh", act, " ", c[act].dump().substr(0, 40),
                 " is not supported (gelu_pytorch_tanh is)");
-  for (const char* cap : {"final_logit_softcapping", "attn_logit_softcapping"})
-    QKV_CHECK(!c.contains(cap) || c[cap].is_null(), cap, " (Gemma 2's) is not supported");
   QKV_CHECK(!field<bool>(c, "use_bidirectional_attention", false), "use_bidirectional_attention is not supported");
-  const int64_t heads = field<int64_t>(c, "num_attention_heads", 8),
-                layers = field<int64_t>(c, "num_hidden_layers", 26);
-  const int64_t head_dim = field<int64_t>(c, "head_dim", 256);
-  // qkv's attention scales by 1/√head_dim; Gemma 3 by 1/√query_pre_attn_scalar, the same in every
-  // checkpoint but the 27B's (168 against 128)
-  QKV_CHECK(field<double>(c, "query_pre_attn_scalar", 256.0) == static_cast<double>(head_dim), "query_pre_attn_scalar ",
-            field<double>(c, "query_pre_attn_scalar", 256.0), " ≠ head_dim ", head_dim, " is not supported");
+  const int64_t layers = field<int64_t>(c, "num_hidden_layers", 26), head_dim = field<int64_t>(c, "head_dim", 256);
+  const double scalar = field<double>(c, "query_pre_attn_scalar", 256.0);
+  QKV_CHECK(scalar > 0 && std::isfinite(scalar), "query_pre_attn_scalar ", scalar, " must be a positive number");
   const bool bias = field<bool>(c, "attention_bias", false);
   nlohmann::json out = {
-      {"vocab_size", field<int64_t>(c, "vocab_size", 262208)},
+      {"vocab_size", field<int64_t>(c, "vocab_size", v3 ? 262208 : 256000)},
       {"hidden_size", field<int64_t>(c, "hidden_size", 2304)},
       {"intermediate_size", field<int64_t>(c, "intermediate_size", 9216)},
       {"num_hidden_layers", layers},
-      {"num_attention_heads", heads},
+      {"num_attention_heads", field<int64_t>(c, "num_attention_heads", 8)},
       {"num_key_value_heads", field<int64_t>(c, "num_key_value_heads", 4)},
       {"head_dim", head_dim},
-      {"max_position_embeddings", field<int64_t>(c, "max_position_embeddings", 131072)},
+      {"max_position_embeddings", field<int64_t>(c, "max_position_embeddings", v3 ? 131072 : 8192)},
       {"rms_norm_eps", field<double>(c, "rms_norm_eps", 1e-6)},
       {"tie_word_embeddings", field<bool>(c, "tie_word_embeddings", true)},
       {"dropout", field<double>(c, "attention_dropout", 0.0)},
       {"qkv_bias", bias},
       {"o_bias", bias},
-      {"qk_norm", true},
+      {"qk_norm", v3},
       {"embed_scale", true},
       {"sandwich_norms", true},
       {"hidden_act", "gelu_tanh"},
+      // (written only where it differs from head_dim: a model file the scale leaves alone reads as before)
+      {"query_pre_attn_scalar", scalar == static_cast<double>(head_dim) ? 0.0 : scalar},
+      {"attn_logit_softcapping", softcap_field(c, "attn_logit_softcapping", v3 ? 0 : 50.0)},
+      {"final_logit_softcapping", softcap_field(c, "final_logit_softcapping", v3 ? 0 : 30.0)},
   };
-  const int64_t pattern = gemma3_pattern(c, layers);
+  const int64_t pattern = gemma_pattern(c, layers, version);
   out["sliding_window"] = pattern != 1 ? field<int64_t>(c, "sliding_window", 4096) : 0;  // (1: every layer full)
   out["sliding_window_pattern"] = pattern;
-  // RoPE: the full layers' parameters (and scaling), the windowed layers' base
+  if (!v3) {  // one RoPE for every layer
+    read_rope(c, out);
+    return out;
+  }
+  // Gemma 3's RoPE: the full layers' parameters (and scaling), the windowed layers' base
   double local_theta = 10000.0;
   if (c.contains("rope_parameters") && c["rope_parameters"].is_object() &&
       c["rope_parameters"].contains("full_attention")) {
@@ -255,6 +278,25 @@ nlohmann::json gemma3_config(const nlohmann::json& c) {
   return out;
 }
 
+// Gemma3ForConditionalGeneration's config: its text_config as Gemma3ForCausalLM's (the image fields
+// read by nobody here, the vision tower's config not at all)
+nlohmann::json gemma3_multimodal_config(const nlohmann::json& c) {
+  hf_refuse_unknown_fields(c, "Gemma3ForConditionalGeneration",
+                           {"text_config", "vision_config", "boi_token_index", "eoi_token_index", "image_token_index",
+                            "mm_tokens_per_image", "tie_word_embeddings"});
+  const nlohmann::json text =
+      c.contains("text_config") && !c["text_config"].is_null() ? c["text_config"] : nlohmann::json::object();
+  QKV_CHECK(text.is_object(), "text_config must be an object, got ", text.dump().substr(0, 60));
+  try {
+    nlohmann::json out = gemma_config(text, Gemma::v3);
+    // the outer tie_word_embeddings rules where text_config leaves it out (transformers 4's saves)
+    if (!text.contains("tie_word_embeddings")) out["tie_word_embeddings"] = field<bool>(c, "tie_word_embeddings", true);
+    return out;
+  } catch (const Error& e) {
+    throw Error(detail::concat("text_config: ", e.what()));
+  }
+}
+
 // Phi-3's tensor names are Llama's but for two fused projections, split by rows: qkv_proj [(H + 2Hkv)·D, E]
 // into q_proj, k_proj, v_proj (HF slices q, k, v off its output in that order), gate_up_proj [2I, E]
 // into gate_proj and up_proj (chunk(2): the gate first).
@@ -273,8 +315,8 @@ std::optional<HfTensorTarget> phi3_map(const std::string& name) {
   return llama_map(name);  // (an unfused q_proj or gate_proj beside the fused one: "both fill", as any)
 }
 
-// Gemma 3's tensor names are Llama's plus the sandwich's norms; every RMSNorm's w becomes γ = 1 + w.
-std::optional<HfTensorTarget> gemma3_map(const std::string& name) {
+// Gemma's tensor names are Llama's plus the sandwich's norms; every RMSNorm's w becomes γ = 1 + w.
+std::optional<HfTensorTarget> gemma_map(const std::string& name) {
   static const std::regex norm(
       R"(^model\.layers\.(\d+)\.((input|post_attention|pre_feedforward|post_feedforward)_layernorm\.weight|self_attn\.[qk]_norm\.weight)$)");
   std::smatch m;
@@ -282,6 +324,19 @@ std::optional<HfTensorTarget> gemma3_map(const std::string& name) {
     return HfTensorTarget{"layers." + m[1].str() + "." + m[2].str(), false, false, 0, 1, true};
   if (name == "model.norm.weight") return HfTensorTarget{"norm.weight", false, false, 0, 1, true};
   return llama_map(name);
+}
+
+// Gemma3ForConditionalGeneration's tensors: the language model's under model.language_model. (and
+// lm_head.weight) — transformers 4's saves: language_model.model. and language_model.lm_head.weight —
+// read as Gemma3ForCausalLM's; the vision tower's and the projector's left out.
+std::optional<HfTensorTarget> gemma3_multimodal_map(const std::string& name) {
+  for (const char* prefix : {"model.language_model.", "language_model.model."})
+    if (name.starts_with(prefix)) return gemma_map("model." + name.substr(std::string_view(prefix).size()));
+  if (name == "lm_head.weight" || name == "language_model.lm_head.weight") return gemma_map("lm_head.weight");
+  for (const char* prefix :
+       {"model.vision_tower.", "model.multi_modal_projector.", "vision_tower.", "multi_modal_projector."})
+    if (name.starts_with(prefix)) return HfTensorTarget{""};
+  return std::nullopt;
 }
 
 }  // namespace
@@ -312,7 +367,15 @@ HfArchitecture qwen3() {
                128,
                {"attention_bias", "use_sliding_window", "sliding_window", "max_window_layers", "layer_types"}});
 }
-HfArchitecture gemma3() { return {"Gemma3ForCausalLM", "llama", gemma3_config, gemma3_map}; }
+HfArchitecture gemma2() {
+  return {"Gemma2ForCausalLM", "llama", [](const nlohmann::json& c) { return gemma_config(c, Gemma::v2); }, gemma_map};
+}
+HfArchitecture gemma3() {
+  return {"Gemma3ForCausalLM", "llama", [](const nlohmann::json& c) { return gemma_config(c, Gemma::v3); }, gemma_map};
+}
+HfArchitecture gemma3_multimodal() {
+  return {"Gemma3ForConditionalGeneration", "llama", gemma3_multimodal_config, gemma3_multimodal_map};
+}
 HfArchitecture phi3() {
   const Family f{"Phi3ForCausalLM",
                  32064,
