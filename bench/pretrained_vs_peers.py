@@ -14,6 +14,8 @@ save_pretrained into --out, once:
   phi3    the same sizes as Phi3ForCausalLM (fused qkv_proj and gate_up_proj): task generate-phi3
   gemma3  the same sizes as Gemma3ForCausalLM (sandwich norms, GeGLU, 5 windowed layers of 512 keys to
           1 global): task generate-gemma3
+  gemma2  the same sizes as Gemma2ForCausalLM (Gemma 3's layer without q/k norms, every other layer
+          windowed to 512 keys, scores soft-capped at 50, logits at 30): task generate-gemma2
   marian  6 + 6 layers, d 512, 8 heads, FFN 2048, swish, SentencePiece source/target vocabularies
           trained on Tatoeba (the shape of an OPUS-MT model)
 Each folder is converted by `qkv convert` and by `ct2-transformers-converter` (float32 and int8).
@@ -76,6 +78,10 @@ def build_llama(out, arch="llama"):
         config = transformers.Gemma3TextConfig(**sizes, head_dim=64, query_pre_attn_scalar=64, sliding_window=512)
         config.architectures = ["Gemma3ForCausalLM"]
         model = transformers.Gemma3ForCausalLM(config)
+    elif arch == "gemma2":  # Gemma 2's form: every other layer windowed, the scores and logits soft-capped
+        config = transformers.Gemma2Config(**sizes, head_dim=64, query_pre_attn_scalar=64, sliding_window=512)
+        config.architectures = ["Gemma2ForCausalLM"]
+        model = transformers.Gemma2ForCausalLM(config)
     else:
         model = transformers.LlamaForCausalLM(transformers.LlamaConfig(**sizes))
     model.save_pretrained(out, safe_serialization=True)
@@ -217,7 +223,7 @@ def main():
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--new-tokens", type=int, default=128)
     ap.add_argument("--sentences", type=int, default=200)
-    ap.add_argument("--tasks", nargs="+", default=["generate", "translate"], help="generate, generate-qwen3, generate-phi3, generate-gemma3, translate")
+    ap.add_argument("--tasks", nargs="+", default=["generate", "translate"], help="generate, generate-qwen3, generate-phi3, generate-gemma3, generate-gemma2, translate")
     ap.add_argument("--engines", nargs="+", default=["qkv-f32", "qkv-int8", "ct2-float32", "ct2-int8", "torch-f32"],
                     help="qkv-f32, qkv-int8 (the converted f32 file with --dtype int8), qkv-int8file (the file "
                          "`qkv quantize` writes from it), qkv-int8-a7 (int8 with 7-bit activations, as on a CPU "
@@ -227,6 +233,7 @@ def main():
     os.makedirs(a.out, exist_ok=True)
     folders = {"generate": os.path.join(a.out, "llama"), "generate-qwen3": os.path.join(a.out, "qwen3"),
                "generate-phi3": os.path.join(a.out, "phi3"), "generate-gemma3": os.path.join(a.out, "gemma3"),
+               "generate-gemma2": os.path.join(a.out, "gemma2"),
                "translate": os.path.join(a.out, "marian")}
     for task in a.tasks:
         folder = folders[task]

@@ -36,25 +36,28 @@ void bind_functional(nb::module_& m) {
   f.def(
       "scaled_dot_product_attention",
       [](nb::handle query, nb::handle key, nb::handle value, nb::handle attn_mask, double dropout_p, bool is_causal,
-         std::optional<double> scale, bool enable_gqa) {
-        const Tensor q = to_tensor(query), k = to_tensor(key), v = to_tensor(value), mask = optional_tensor(attn_mask);
-        std::optional<float> s;
-        if (scale) s = static_cast<float>(*scale);
+         std::optional<double> scale, bool enable_gqa, double softcap) {
+        AttentionOptions o;
+        o.attn_mask = optional_tensor(attn_mask), o.dropout_p = static_cast<float>(dropout_p), o.is_causal = is_causal;
+        if (scale) o.scale = static_cast<float>(*scale);
+        o.enable_gqa = enable_gqa, o.softcap = static_cast<float>(softcap);
+        const Tensor q = to_tensor(query), k = to_tensor(key), v = to_tensor(value);
         nb::gil_scoped_release release;
-        return scaled_dot_product_attention(q, k, v, mask, static_cast<float>(dropout_p), is_causal, s, enable_gqa);
+        return scaled_dot_product_attention(q, k, v, o);
       },
       "query"_a, "key"_a, "value"_a, "attn_mask"_a = nb::none(), "dropout_p"_a = 0.0, "is_causal"_a = false,
-      "scale"_a = nb::none(), nb::kw_only(), "enable_gqa"_a = false,
+      "scale"_a = nb::none(), nb::kw_only(), "enable_gqa"_a = false, "softcap"_a = 0.0,
       "softmax(Q Kᵀ · scale + attn_mask) V with torch.nn.functional.scaled_dot_product_attention's semantics:\n"
       "a boolean attn_mask marks the keys a query may attend to (True), a float one is added to the scores;\n"
       "is_causal masks key j > query i; scale defaults to 1/√E; enable_gqa lets key/value have fewer heads.\n"
-      "Runs qkv's flash kernel (O(L) memory) forward and backward.");
+      "softcap > 0 (beyond PyTorch: flash-attn's softcap, Gemma 2's) caps the scores softcap·tanh(s/softcap)\n"
+      "before the mask (the CPU only). Runs qkv's flash kernel (O(L) memory) forward and backward.");
   f.def(
       "scaled_dot_product_attention_with_weights",
       [](nb::handle query, nb::handle key, nb::handle value, nb::handle attn_mask, bool is_causal,
-         std::optional<double> scale) {
+         std::optional<double> scale, double softcap) {
         AttentionOptions o;
-        o.attn_mask = optional_tensor(attn_mask), o.is_causal = is_causal;
+        o.attn_mask = optional_tensor(attn_mask), o.is_causal = is_causal, o.softcap = static_cast<float>(softcap);
         if (scale) o.scale = static_cast<float>(*scale);
         const Tensor q = to_tensor(query), k = to_tensor(key), v = to_tensor(value);
         nb::gil_scoped_release release;
@@ -62,6 +65,7 @@ void bind_functional(nb::module_& m) {
         return std::make_pair(r.output, r.weights);
       },
       "query"_a, "key"_a, "value"_a, "attn_mask"_a = nb::none(), "is_causal"_a = false, "scale"_a = nb::none(),
+      nb::kw_only(), "softcap"_a = 0.0,
       "(output, weights): attention and its weights softmax(Q Kᵀ · scale + M) [..., L, S], to look at\n"
       "(the weights carry no gradient).");
   f.def("softmax", [](nb::handle x, int64_t dim) { return softmax(to_tensor(x), dim); }, "input"_a, "dim"_a);

@@ -16,12 +16,15 @@ SHAPES = [((2, 3), 5, 5, 8, 8, None), ((1, 2), 7, 11, 16, 4, None), ((3,), 1, 9,
 MASKS = ["none", "causal", "bool", "float"]
 
 
-def reference(q, k, v, mask, is_causal, scale, gqa):
-    """The formula in float64 with torch's autograd: the golden value and gradients."""
+def reference(q, k, v, mask, is_causal, scale, gqa, softcap=0.0):
+    """The formula in float64 with torch's autograd: the golden value and gradients (softcap > 0: the
+    scores softcap·tanh(s/softcap) before the mask, as Gemma 2's eager attention)."""
     if gqa:
         k = k.repeat_interleave(q.shape[-3] // k.shape[-3], dim=-3)
         v = v.repeat_interleave(q.shape[-3] // v.shape[-3], dim=-3)
     s = q @ k.transpose(-2, -1) * (1 / math.sqrt(q.shape[-1]) if scale is None else scale)
+    if softcap > 0:
+        s = torch.tanh(s / softcap) * softcap
     L, S = q.shape[-2], k.shape[-2]
     if is_causal:
         s = s.masked_fill(torch.ones(L, S, dtype=torch.bool).triu(1), float("-inf"))
@@ -80,6 +83,36 @@ def test_scale_and_weights():
     ref = reference(q.double(), k.double(), v.double(), None, False, 0.3, False)
     close(torch.from_numpy(out.numpy()), ref, "output")
     np.testing.assert_allclose(w.numpy().sum(-1), 1.0, rtol=1e-6)
+
+
+@pytest.mark.parametrize("mask_kind", MASKS)
+def test_softcap_forward_and_backward(mask_kind):
+    """softcap (flash-attn's, Gemma 2's), a keyword beyond PyTorch's: a cap of 1.5 on scores of spread ~3
+    bends them all; the flash kernel's forward and backward, and the reference kernel's weights."""
+    q, k, v, mask = make(((2, 4), 9, 13, 8, 8, 2), mask_kind, seed=5)
+    q, k = q * 2, k * 2
+    causal = mask_kind == "causal"
+    qt, kt, vt = (qkv.tensor(t.numpy(), requires_grad=True) for t in (q, k, v))
+    m = None if mask is None else mask.numpy()
+    out = qkv.nn.functional.scaled_dot_product_attention(qt, kt, vt, m, is_causal=causal, enable_gqa=True, softcap=1.5)
+    q64, k64, v64 = (t.double().requires_grad_() for t in (q, k, v))
+    ref = reference(q64, k64, v64, None if mask is None else mask.double() if mask.is_floating_point() else mask,
+                    causal, None, True, softcap=1.5)
+    close(torch.from_numpy(out.numpy()), ref, "output")
+    dout = torch.randn(ref.shape, generator=torch.Generator().manual_seed(8))
+    out.backward(qkv.tensor(dout.float().numpy()))
+    ref.backward(dout.double())
+    for name, mine, theirs in (("dq", qt, q64), ("dk", kt, k64), ("dv", vt, v64)):
+        close(torch.from_numpy(mine.grad.numpy()), theirs.grad, name)
+    if mask_kind == "none":  # (the weights' call repeats no key/value heads: GQA is the flash call's)
+        k2, v2 = (t.repeat_interleave(2, dim=-3) for t in (k, v))
+        out2, w = qkv.nn.functional.scaled_dot_product_attention_with_weights(q.numpy(), k2.numpy(), v2.numpy(),
+                                                                              softcap=1.5)
+        close(torch.from_numpy(out2.numpy()), ref, "output with weights")
+        np.testing.assert_allclose(w.numpy().sum(-1), 1.0, rtol=1e-6)
+    for bad in (-1.0, float("nan"), float("inf")):
+        with pytest.raises(qkv.Error, match="softcap"):
+            qkv.nn.functional.scaled_dot_product_attention(qt, kt, vt, softcap=bad, enable_gqa=True)
 
 
 def test_shape_errors_carry_qkv_message():
