@@ -110,7 +110,7 @@ def test_softcap_forward_and_backward(mask_kind):
                                                                               softcap=1.5)
         close(torch.from_numpy(out2.numpy()), ref, "output with weights")
         np.testing.assert_allclose(w.numpy().sum(-1), 1.0, rtol=1e-6)
-    for bad in (-1.0, float("nan"), float("inf")):
+    for bad in (-1.0, float("nan"), float("inf"), 1e-40):  # (1e-40: a subnormal float, 1/softcap = ∞)
         with pytest.raises(qkv.Error, match="softcap"):
             qkv.nn.functional.scaled_dot_product_attention(qt, kt, vt, softcap=bad, enable_gqa=True)
 

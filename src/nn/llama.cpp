@@ -65,6 +65,10 @@ LlamaConfig LlamaConfig::from_json(const nlohmann::json& j) {
             "Llama config: llama3 rope scaling needs rope_high_freq_factor > rope_low_freq_factor");
   QKV_CHECK(c.rope_local_theta == 0 || c.rope_local_theta >= 1, "Llama config: rope_local_theta ", c.rope_local_theta,
             " must be 0 (as every layer's) or at least 1");
+  for (const auto& [name, value] : {std::pair{"query_pre_attn_scalar", c.query_pre_attn_scalar},
+                                    std::pair{"attn_logit_softcapping", c.attn_logit_softcapping},
+                                    std::pair{"final_logit_softcapping", c.final_logit_softcapping}})
+    QKV_CHECK(value == 0 || value >= 1e-6, "Llama config: ", name, " ", value, " must be 0 (none) or at least 1e-6");
   return c;
 }
 

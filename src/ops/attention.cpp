@@ -98,8 +98,9 @@ Prepared prepare(const Tensor& q, const Tensor& kk, const Tensor& v, const Atten
                     : "");
   }
   QKV_CHECK(opt.dropout_p >= 0.f && opt.dropout_p < 1.f, op, ": dropout_p must be in [0, 1), got ", opt.dropout_p);
-  QKV_CHECK(opt.softcap >= 0.f && std::isfinite(opt.softcap), op, ": softcap must be ≥ 0 and finite, got ",
-            opt.softcap);
+  // (a normal float: 1/softcap is finite, so no score becomes 0 · ∞)
+  QKV_CHECK(opt.softcap == 0.f || (opt.softcap > 0.f && std::isnormal(opt.softcap)), op,
+            ": softcap must be 0 (none) or a positive normal float, got ", opt.softcap);
 
   Prepared r;
   r.device = device_of(op, {&q, &kk, &v, &opt.attn_mask});

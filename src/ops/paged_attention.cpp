@@ -82,7 +82,8 @@ Tensor paged_attention(const Tensor& q, const Tensor& k_cache, const Tensor& v_c
   const Device d = device_of(op, {&q, &k_cache, &v_cache, &block_table, &seq, &seq_len});
   s.T = T, s.H = H, s.rows = block_table.size(0), s.max_pages = block_table.size(1), s.window = window;
   s.scale = static_cast<float>(scale ? *scale : 1.0 / std::sqrt(static_cast<double>(s.D)));
-  QKV_CHECK(softcap >= 0 && std::isfinite(softcap), op, ": softcap must be ≥ 0 and finite, got ", softcap);
+  QKV_CHECK(softcap == 0 || (softcap > 0 && std::isnormal(static_cast<float>(softcap))), op,
+            ": softcap must be 0 (none) or a positive normal float, got ", softcap);
   QKV_CHECK(softcap == 0 || d.is_cpu(), op, ": softcap (soft-capped scores) runs on the CPU only, not on ", d.str());
   s.softcap = static_cast<float>(softcap);
   Tensor table = dense(block_table), rows = dense(seq), lens = dense(seq_len);

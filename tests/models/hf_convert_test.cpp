@@ -524,21 +524,28 @@ namespace {
 // Gemma 3 (text): the golden folder as transformers 5 writes it (layer_types, rope_parameters per
 // layer type) and as transformers 4 wrote it (sliding_window_pattern, rope_theta / rope_scaling /
 // rope_local_base_freq) — the same model, the same logits and greedy tokens.
+// The case converted again from a copy whose config.json `edit` rewrote: another form of the same model.
+void check_edited_config(const std::string& name, const std::function<void(nlohmann::json&)>& edit) {
+  testing::TempDir dir("hf-" + name + "-edited");
+  const fs::path f = copy_case(name, dir.path / "edited");
+  auto c = read_json(f / "config.json");
+  edit(c);
+  write(f / "config.json", c.dump());
+  check_against_transformers(name, f);
+}
+
 TEST(HfConvert, Gemma3EqualsTransformers) {
   check_against_transformers("gemma3");
   check_text("gemma3");
-  testing::TempDir dir("hf-gemma3");
-  const fs::path f = copy_case("gemma3", dir.path / "t4");
-  auto c = read_json(f / "config.json");
-  const nlohmann::json rope = c["rope_parameters"];
-  c.erase("rope_parameters"), c.erase("layer_types"), c.erase("_sliding_window_pattern");
-  c["sliding_window_pattern"] = 2;
-  c["rope_theta"] = rope["full_attention"]["rope_theta"];
-  c["rope_scaling"] = {{"rope_type", "linear"}, {"factor", rope["full_attention"]["factor"]}};
-  c["rope_local_base_freq"] = rope["sliding_attention"]["rope_theta"];
-  c["cache_implementation"] = "hybrid";
-  write(f / "config.json", c.dump());
-  check_against_transformers("gemma3", f);
+  check_edited_config("gemma3", [](nlohmann::json& c) {
+    const nlohmann::json rope = c["rope_parameters"];
+    c.erase("rope_parameters"), c.erase("layer_types"), c.erase("_sliding_window_pattern");
+    c["sliding_window_pattern"] = 2;
+    c["rope_theta"] = rope["full_attention"]["rope_theta"];
+    c["rope_scaling"] = {{"rope_type", "linear"}, {"factor", rope["full_attention"]["factor"]}};
+    c["rope_local_base_freq"] = rope["sliding_attention"]["rope_theta"];
+    c["cache_implementation"] = "hybrid";
+  });
 }
 
 // Gemma 2: the scores scaled by 1/√24 for a head_dim of 16 and soft-capped at 5, the logits at 30,
@@ -547,14 +554,11 @@ TEST(HfConvert, Gemma3EqualsTransformers) {
 TEST(HfConvert, Gemma2EqualsTransformers) {
   check_against_transformers("gemma2");
   check_text("gemma2");
-  testing::TempDir dir("hf-gemma2");
-  const fs::path f = copy_case("gemma2", dir.path / "t4");
-  auto c = read_json(f / "config.json");
-  c["rope_theta"] = c["rope_parameters"]["rope_theta"];
-  c.erase("rope_parameters"), c.erase("layer_types"), c.erase("use_bidirectional_attention");
-  c["cache_implementation"] = "hybrid";
-  write(f / "config.json", c.dump());
-  check_against_transformers("gemma2", f);
+  check_edited_config("gemma2", [](nlohmann::json& c) {
+    c["rope_theta"] = c["rope_parameters"]["rope_theta"];
+    c.erase("rope_parameters"), c.erase("layer_types"), c.erase("use_bidirectional_attention");
+    c["cache_implementation"] = "hybrid";
+  });
 }
 
 // Gemma 3's multimodal checkpoints (4B and up): the text model of Gemma3ForConditionalGeneration, its
@@ -635,6 +639,8 @@ TEST(HfConvert, Gemma3RefusesWhatItCannotComputeByName) {
       {[](nlohmann::json& c) { c["final_logit_softcapping"] = -30.0; }, "final_logit_softcapping"},
       {[](nlohmann::json& c) { c["attn_logit_softcapping"] = 0.0; }, "attn_logit_softcapping"},
       {[](nlohmann::json& c) { c["attn_logit_softcapping"] = "50"; }, "attn_logit_softcapping"},
+      // (a subnormal cap: 1/cap would be ∞ in f32)
+      {[](nlohmann::json& c) { c["attn_logit_softcapping"] = 1e-40; }, "attn_logit_softcapping 1e-40 must be 0"},
       {[](nlohmann::json& c) { c["hidden_activation"] = "gelu"; }, "hidden_activation"},
       {[](nlohmann::json& c) { c["use_bidirectional_attention"] = true; }, "use_bidirectional_attention"},
       {[](nlohmann::json& c) { c["rope_parameters"]["sliding_attention"]["rope_type"] = "linear"; },

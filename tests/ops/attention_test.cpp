@@ -1,5 +1,7 @@
 // scaled_dot_product_attention: the notes' worked examples with their true numbers, and the
 // properties attention must have (the PyTorch comparisons are in golden_test.cpp).
+#include <cmath>
+
 #include "testing.h"
 
 namespace qkv {
@@ -234,6 +236,19 @@ TEST(AttentionErrors, ClearMessages) {
   EXPECT_NE(m.find("boolean"), std::string::npos) << m;
   m = message([&] { scaled_dot_product_attention(q, k, v, Tensor(), 1.5f); });
   EXPECT_NE(m.find("dropout_p"), std::string::npos) << m;
+  // a soft cap that is no positive normal float (1e-40: 1/softcap would be ∞, and 0 · ∞ a NaN score)
+  for (const float cap : {-1.f, std::nanf(""), INFINITY, 1e-40f}) {
+    AttentionOptions o;
+    o.softcap = cap;
+    m = message([&] { scaled_dot_product_attention(q, k, v, o); });
+    EXPECT_NE(m.find("softcap must be 0 (none) or a positive normal float"), std::string::npos) << m;
+  }
+  const Tensor table = Tensor::from_ints({0}, {1, 1}), one = Tensor::from_ints({1}, {1});
+  m = message([&] {
+    paged_attention(Tensor::zeros({1, 2, 4}), Tensor::zeros({1, 2, 4, 4}), Tensor::zeros({1, 2, 4, 4}), table,
+                    Tensor::from_ints({0}, {1}), one, std::nullopt, 0, nullptr, 1e-40);
+  });
+  EXPECT_NE(m.find("paged_attention: softcap"), std::string::npos) << m;
 }
 
 }  // namespace
