@@ -16,7 +16,7 @@ def reference(name):
         return json.load(f)
 
 
-@pytest.mark.parametrize("name", ["gpt2", "llama-gqa", "qwen2", "qwen3", "phi3", "gemma3", "gemma2",
+@pytest.mark.parametrize("name", ["gpt2", "llama-gqa", "qwen2", "qwen3", "phi3", "phi3-longrope", "gemma3", "gemma2",
                                   "gemma3-multimodal"])
 def test_convert_then_generate_equals_transformers(name, tmp_path):
     out = str(tmp_path / (name + ".safetensors"))

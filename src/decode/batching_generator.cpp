@@ -27,6 +27,7 @@ struct BatchingGenerator::Request {
   int64_t produced = 0;
   nn::PagedSequence seq;
   bool shares = false;  // publishes its pages and matched earlier ones (its window never restarts)
+  bool long_rope = false;  // longrope: its window is fed on the long factors (past the model's refeed_at())
   std::chrono::steady_clock::time_point admit_by;
   // the channel: the caller reads while the worker writes, under the channel's lock (its own, or one
   // that the requests of one generate_interleaved share, so that their caller waits for any of them)
@@ -269,8 +270,9 @@ bool BatchingGenerator::admit(Request& r) {
 }
 
 bool BatchingGenerator::would_share(const Request& r) const {
-  return opt_.prefix_caching &&
-         static_cast<int64_t>(r.context.size() - r.window) + r.opt.max_new_tokens <= model_.block_size();
+  // (nor one that may run past a longrope model's short factors: fed again with the long ones there)
+  const int64_t most = static_cast<int64_t>(r.context.size() - r.window) + r.opt.max_new_tokens;
+  return opt_.prefix_caching && most <= model_.block_size() && (model_.refeed_at() == 0 || most <= model_.refeed_at());
 }
 
 // Whether r should wait for a running request that is still feeding its prompt and whose first page
@@ -352,11 +354,20 @@ void BatchingGenerator::run() {
 // each sequence whose window the cache now holds choose its next token.
 void BatchingGenerator::step(std::vector<std::shared_ptr<Request>>& running) {
   const auto block = static_cast<size_t>(model_.block_size());
-  for (auto& r : running)  // a window past block_size restarts at its last block_size/2 tokens (generate's rule)
+  const auto refeed = static_cast<size_t>(model_.refeed_at());
+  for (auto& r : running) {  // a window past block_size restarts at its last block_size/2 tokens (generate's rule)
     if (r->context.size() - r->window > block) {
       r->window = r->context.size() - std::max<size_t>(1, block / 2);
       r->seq.length = 0;  // (its pages stay: the new window is shorter)
+      r->long_rope = false;
     }
+    // longrope: a window grown past the short factors is fed again from position 0 on the long ones
+    // (generate's rule); one that begins past them is fed on the long ones from the start
+    if (refeed > 0 && !r->long_rope && r->context.size() - r->window > refeed) {
+      r->seq.length = 0;
+      r->long_rope = true;
+    }
+  }
   std::vector<Request*> in;
   std::vector<int64_t> count;
   int64_t budget = opt_.max_step_tokens;
@@ -397,13 +408,16 @@ void BatchingGenerator::step(std::vector<std::shared_ptr<Request>>& running) {
         rows.push_back(r->pending() == 0 ? r->sampler.row() : RowSampling{});
       drawn = sample_rows(out, rows).to(Device::cpu()).to_ints();
     };
-    if (graphs_ && graphs_->takes(count)) {  // decoding tokens only: a bucket's graph
+    if (graphs_ && refeed == 0 && graphs_->takes(count)) {  // decoding tokens only: a bucket's graph
       work = [&] {
         read(graphs_->step(seqs, ids));
         graph_steps_ = graphs_->replayed(), graphs_captured_ = graphs_->captured();
       };
     } else {
       plan = cache_.plan(seqs, count);
+      if (refeed > 0)  // (longrope: each token's sequence past its short factors or not)
+        for (size_t i = 0; i < in.size(); ++i)
+          plan.long_rope.insert(plan.long_rope.end(), static_cast<size_t>(count[i]), in[i]->long_rope ? 1 : 0);
       x = Tensor::from_ints(ids, {static_cast<int64_t>(ids.size())}).to(cache_.device());
       work = [&] { read(model_.step_paged(x, plan, cache_)); };
     }

@@ -41,6 +41,9 @@ std::vector<int32_t> generate(const models::LanguageModel& model, const std::vec
   // same windows, so they choose the same tokens.
   size_t window = context.size() > block ? context.size() - block : 0;
   std::unique_ptr<models::DecoderState> cache = model.start_decoding();
+  // (longrope: a cache made for a sequence of at most `refeed` tokens is fed again once it grows past,
+  // as Hugging Face's Phi-3 generate() does)
+  const auto refeed = static_cast<size_t>(model.refeed_at());
   std::optional<ThreadBudget> threads;  // free cores, asked again every 16 tokens (core/thread_budget.h)
   for (int64_t n = 0; n < opt.max_new_tokens; ++n) {
     if (n % 16 == 0) threads.reset(), threads.emplace();
@@ -48,10 +51,11 @@ std::vector<int32_t> generate(const models::LanguageModel& model, const std::vec
       window = context.size() - std::max<size_t>(1, block / 2);
       cache = model.start_decoding();
     }
+    const auto seen = static_cast<size_t>(cache->length());
+    if (refeed > 0 && seen > 0 && seen <= refeed && context.size() - window > refeed) cache = model.start_decoding();
     Tensor logits;
     if (opt.use_cache) {  // feed what the cache has not seen yet
-      const auto seen = static_cast<size_t>(cache->length());
-      logits = model.step(ids_tensor(context, window + seen, device), *cache);
+      logits = model.step(ids_tensor(context, window + static_cast<size_t>(cache->length()), device), *cache);
     } else {  // recompute the whole window
       Tensor all = model.forward(ids_tensor(context, window, device));
       logits = all.select(1, all.size(1) - 1);

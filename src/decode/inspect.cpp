@@ -290,7 +290,7 @@ NeuronView llama_neuron(const nn::Llama& m, const std::vector<int32_t>& ids, int
   // Llama::forward's stream through the layers below `layer`, then that layer's rotary tables and window
   const Tensor x = m.body(Tensor::from_ints(ids, {1, T}), nullptr, layer).sum();
   // (named, not a structured binding: the lambda below captures them, which clang 14 refuses)
-  const auto tables = m.rotary(layer).tables(0, T, x.device());
+  const auto tables = m.rotary(layer, T).tables(0, T, x.device());
   const Tensor& cos = tables.first;
   const Tensor& sin = tables.second;
   const int64_t W = c.window(layer);

@@ -1,5 +1,6 @@
 #include "qkv/nn/llama.h"
 
+#include <algorithm>
 #include <cmath>
 #include <numbers>
 #include <nlohmann/json.hpp>
@@ -34,6 +35,9 @@ const io::Fields<LlamaConfig>& LlamaConfig::fields() {
                                        F::number("rope_high_freq_factor", &C::rope_high_freq_factor, 1e-6, 1e6),
                                        F::integer("rope_original_max_position_embeddings",
                                                   &C::rope_original_max_position_embeddings, 1),
+                                       F::numbers("rope_short_factor", &C::rope_short_factor, 1e-6, 1e6, 1 << 16),
+                                       F::numbers("rope_long_factor", &C::rope_long_factor, 1e-6, 1e6, 1 << 16),
+                                       F::number("rope_attention_factor", &C::rope_attention_factor, 1e-6, 1e6),
                                        F::boolean("qkv_bias", &C::qkv_bias),
                                        F::boolean("o_bias", &C::o_bias),
                                        F::boolean("mlp_bias", &C::mlp_bias),
@@ -65,6 +69,8 @@ LlamaConfig LlamaConfig::from_json(const nlohmann::json& j) {
             "Llama config: llama3 rope scaling needs rope_high_freq_factor > rope_low_freq_factor");
   QKV_CHECK(c.rope_local_theta == 0 || c.rope_local_theta >= 1, "Llama config: rope_local_theta ", c.rope_local_theta,
             " must be 0 (as every layer's) or at least 1");
+  QKV_CHECK(c.rope_scaling != RopeScaling::longrope || c.rope_local_theta == 0,
+            "Llama config: longrope with rope_local_theta is not supported");
   for (const auto& [name, value] : {std::pair{"query_pre_attn_scalar", c.query_pre_attn_scalar},
                                     std::pair{"attn_logit_softcapping", c.attn_logit_softcapping},
                                     std::pair{"final_logit_softcapping", c.final_logit_softcapping}})
@@ -91,8 +97,14 @@ std::string LlamaConfig::describe() const {
 //   llama3:  wavelengths λᵢ = 2π/θᵢ longer than L/low_freq_factor are divided by factor, shorter
 //            than L/high_freq_factor kept, and those between interpolated:
 //            s = (L/λᵢ − low) / (high − low),  θᵢ' = (1 − s)·θᵢ/factor + s·θᵢ   (L: the original context)
-RotaryEmbedding::RotaryEmbedding(const LlamaConfig& c) {
+//   longrope: θᵢ / fᵢ, f the short or the long factors; cos and sin · attention_factor
+RotaryEmbedding::RotaryEmbedding(const LlamaConfig& c, bool long_factors) {
   const int64_t rot = c.rotary_dim();
+  if (c.rope_scaling == RopeScaling::longrope)
+    for (const auto& [name, factors] :
+         {std::pair{"rope_short_factor", &c.rope_short_factor}, std::pair{"rope_long_factor", &c.rope_long_factor}})
+      QKV_CHECK(static_cast<int64_t>(factors->size()) == rot / 2, "Llama config: longrope's ", name,
+                " must hold one factor for each of the ", rot / 2, " rotary frequencies, got ", factors->size());
   // sized by the config before any weight: charged to a loader's budget (a crafted head_dim or
   // hidden_size of 10¹² asked 4 GB here — the config fuzzer's find)
   AllocationBudget::charge_current(sizeof(double) * static_cast<size_t>(rot / 2));
@@ -111,9 +123,12 @@ RotaryEmbedding::RotaryEmbedding(const LlamaConfig& c) {
         const double s = (L / wavelen - c.rope_low_freq_factor) / (c.rope_high_freq_factor - c.rope_low_freq_factor);
         theta = (1 - s) * theta / c.rope_factor + s * theta;
       }
+    } else if (c.rope_scaling == RopeScaling::longrope) {
+      theta /= (long_factors ? c.rope_long_factor : c.rope_short_factor)[static_cast<size_t>(i)];
     }
     inv_freq.push_back(theta);
   }
+  if (c.rope_scaling == RopeScaling::longrope) attention_factor = static_cast<float>(c.rope_attention_factor);
 }
 
 // cos/sin[t, i] = cos/sin(t · θ_{i mod rot/2}): the angles repeated over both halves.
@@ -126,8 +141,11 @@ std::pair<Tensor, Tensor> RotaryEmbedding::tables(int64_t pos0, int64_t T, Devic
       for (int64_t i = 0; i < rot; ++i) {
         // HF computes the angle in f32 (t · θ rounded to f32, then cos); so do we, to match it
         const float angle = static_cast<float>(t) * static_cast<float>(inv_freq[static_cast<size_t>(i % half)]);
-        c[static_cast<size_t>(t * rot + i)] = static_cast<float>(std::cos(static_cast<double>(angle)));
-        s[static_cast<size_t>(t * rot + i)] = static_cast<float>(std::sin(static_cast<double>(angle)));
+        // (· attention_factor after the f32 rounding, as HF's emb.cos() * attention_scaling)
+        c[static_cast<size_t>(t * rot + i)] =
+            static_cast<float>(std::cos(static_cast<double>(angle))) * attention_factor;
+        s[static_cast<size_t>(t * rot + i)] =
+            static_cast<float>(std::sin(static_cast<double>(angle))) * attention_factor;
       }
     cos_ = Tensor::from_vector(c, {n, rot}), sin_ = Tensor::from_vector(s, {n, rot});
   }
@@ -314,7 +332,11 @@ Tensor window_mask(int64_t W, int64_t T, int64_t past, Device device) {
 
 }  // namespace
 
-Llama::Llama(const LlamaConfig& c, Generator* gen) : config(c), rope_(c), rope_local_(local_rope(c)) {
+Llama::Llama(const LlamaConfig& c, Generator* gen)
+    : config(c),
+      rope_(c),
+      rope_local_(local_rope(c)),
+      rope_long_(c.rope_scaling == RopeScaling::longrope ? std::make_shared<const RotaryEmbedding>(c, true) : nullptr) {
   Generator& g = gen ? *gen : default_generator();
   embed_tokens = register_module("embed_tokens", std::make_shared<Embedding>(c.vocab_size, c.hidden_size, -1, &g));
   for (int64_t i = 0; i < c.num_hidden_layers; ++i)
@@ -362,7 +384,7 @@ ResidualStream Llama::body(const Tensor& idx, AttentionMaps* maps, int64_t upto)
   const Device device = x.base.device();
   // the rotary tables of the layers (and of the windowed ones, where theirs differ); the windowed
   // layers' mask (undefined, as the others': is_causal)
-  const auto tables = rope_.tables(0, T, device);
+  const auto tables = rope_at(T).tables(0, T, device);
   const auto local = rope_local_ ? rope_local_->tables(0, T, device) : tables;
   const Tensor windowed = window_mask(config.sliding_window, T, 0, device);
   const size_t n = upto < 0 ? layers.size() : std::min(layers.size(), static_cast<size_t>(upto));
@@ -401,7 +423,13 @@ Tensor Llama::step(const Tensor& idx, DecoderState& state) const {
             " exceed max_position_embeddings ", config.block_size);
   ResidualStream x{embed(idx), Tensor()};
   const Device device = x.base.device();
-  const auto tables = rope_.tables(pos0, T, device);
+  // longrope: a cache made with the short factors cannot take positions of a longer sequence (Hugging
+  // Face's Phi-3 feeds the whole sequence again there, as decode::generate does at refeed_at())
+  const int64_t refeed = refeed_at();
+  QKV_CHECK(refeed == 0 || pos0 == 0 || pos0 > refeed || pos0 + T <= refeed, "Llama: longrope's cache of ", pos0,
+            " positions was made with its short factors; past ", refeed,
+            " tokens the sequence takes the long ones at every position: feed it again from position 0");
+  const auto tables = rope_at(pos0 + T).tables(pos0, T, device);
   const auto local = rope_local_ ? rope_local_->tables(pos0, T, device) : tables;
   // the new positions see the cached ones and their own past: causal aligned bottom-right (undefined:
   // is_causal, or one position) — for the layers that see every key, and within the windowed ones'
@@ -444,6 +472,30 @@ Tensor Llama::step_paged(const Tensor& ids, const PagedStep& step, PagedKVCache&
     const auto [cos_all, sin_all] = rope.tables(0, rows, x.base.device());
     return std::pair{embedding(step.positions, cos_all), embedding(step.positions, sin_all)};
   };
+  // longrope: a token whose sequence is past refeed_at() reads the long factors' rows — row
+  // rows + position of [short tables; long tables] — the others the short ones (a short token past
+  // refeed_at() would mix the two in one sequence: refused)
+  const bool any_long = std::find(step.long_rope.begin(), step.long_rope.end(), 1) != step.long_rope.end();
+  QKV_CHECK(step.long_rope.empty() || step.long_rope.size() == step.host_positions.size(),
+            "Llama::step_paged: the step's ", step.long_rope.size(), " longrope flags for ", step.host_positions.size(),
+            " tokens");
+  for (size_t t = 0; t < step.host_positions.size(); ++t)
+    QKV_CHECK(
+        refeed_at() == 0 || (!step.long_rope.empty() && step.long_rope[t]) || step.host_positions[t] < refeed_at(),
+        "Llama::step_paged: position ", step.host_positions[t], " with longrope's short factors (", refeed_at(),
+        " tokens at most)");
+  if (rope_long_ && any_long) {
+    std::vector<int32_t> at(step.host_positions);
+    for (size_t t = 0; t < at.size(); ++t)
+      if (step.long_rope[t]) at[t] += static_cast<int32_t>(rows);
+    const Tensor index = Tensor::from_ints(at, {static_cast<int64_t>(at.size())}).to(x.base.device());
+    const auto [cs, ss] = rope_.tables(0, rows, x.base.device());
+    const auto [cl, sl] = rope_long_->tables(0, rows, x.base.device());
+    const std::pair both{embedding(index, cat({cs, cl}, 0)), embedding(index, cat({ss, sl}, 0))};
+    for (size_t i = 0; i < layers.size(); ++i)
+      x = layers[i]->forward_paged(x, both.first, both.second, cache, static_cast<int64_t>(i), step);
+    return head(ResidualStream{step.last_rows(x.sum().squeeze(0)), Tensor()}, true);
+  }
   const auto tables = rows_at(rope_);
   const auto local = rope_local_ ? rows_at(*rope_local_) : tables;
   for (size_t i = 0; i < layers.size(); ++i) {

@@ -102,6 +102,27 @@ TEST(BatchingGenerator, LlamaWithGroupedQueriesAndAWindow) {
   expect_same_tokens(lm(llama), o);
 }
 
+// longrope (Phi-3.5's): each request is generate's — within its original 8 tokens on the short factors,
+// past them fed again from position 0 on the long ones (in chunks of 5 beside other sequences).
+TEST(BatchingGenerator, LongropeFeedsASequenceAgainPastItsShortFactors) {
+  const auto llama = random_model("llama",
+                                  {{"vocab_size", 11},
+                                   {"hidden_size", 16},
+                                   {"intermediate_size", 24},
+                                   {"num_hidden_layers", 2},
+                                   {"num_attention_heads", 4},
+                                   {"max_position_embeddings", 32},
+                                   {"rope_scaling", "longrope"},
+                                   {"rope_original_max_position_embeddings", 8},
+                                   {"rope_short_factor", {1.5, 2.0}},
+                                   {"rope_long_factor", {5.0, 9.0}},
+                                   {"rope_attention_factor", 1.2}},
+                                  5);
+  BatchingGeneratorOptions o;
+  o.max_step_tokens = 5, o.page_size = 4;
+  expect_same_tokens(lm(llama), o);
+}
+
 // Decoding graphs (decode/paged_graphs.h), emulated on the CPU: the steps of decoding tokens alone
 // padded to buckets, the others as written — each request still generate's. Off, none is bucketed.
 TEST(BatchingGenerator, DecodingGraphsGiveEachRequestGeneratesTokens) {

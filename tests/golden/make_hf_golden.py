@@ -2,7 +2,7 @@
 built by `transformers`, saved with save_pretrained as a user's downloaded folder would be, and what
 `transformers` computes with them.
 
-    python3 tests/golden/make_hf_golden.py [gpt2|llama|qwen3|phi3|gemma3|gemma2|gemma3-multimodal|marian|bert …]   # pyenv python3: pip install torch transformers tokenizers
+    python3 tests/golden/make_hf_golden.py [gpt2|llama|qwen3|phi3|phi3-longrope|gemma3|gemma2|gemma3-multimodal|marian|bert …]   # pyenv python3: pip install torch transformers tokenizers
 
 Writes tests/golden/hf/<case>/ — config.json, model.safetensors (or shards and their index), and
 reference.json: the input ids, the f32 logits of every position, and 64 greedily generated tokens —
@@ -267,6 +267,27 @@ def gemma3_multimodal_cases():
     save_case("gemma3-multimodal", m, 500, tokenizer=tokenizer)
 
 
+def phi3_longrope_cases():
+    """Phi3ForCausalLM with longrope (Phi-3.5, Phi-4-mini): random short and long factors over RoPE on
+    3/4 of each head, an original context of 16 within 128 — the 12-token inputs take the short
+    factors, the generation of 64 tokens runs past 16, where generate() feeds the whole sequence again
+    with the long ones, and the cos/sin scaled by √(1 + ln 8 / ln 16). Appended with a seed of its own."""
+    torch.manual_seed(52)
+    rot_half = 16 * 3 // 4 // 2
+    config = transformers.Phi3Config(vocab_size=512, hidden_size=64, intermediate_size=96, num_hidden_layers=2,
+                                     num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=128,
+                                     original_max_position_embeddings=16, pad_token_id=0, bos_token_id=0,
+                                     eos_token_id=1,
+                                     rope_parameters={"rope_type": "longrope", "rope_theta": 10000.0,
+                                                      "partial_rotary_factor": 0.75,
+                                                      "short_factor": (1 + torch.rand(rot_half)).tolist(),
+                                                      "long_factor": (4 + 8 * torch.rand(rot_half)).tolist()})
+    config.architectures = ["Phi3ForCausalLM"]
+    m = transformers.Phi3ForCausalLM(config)
+    randomize(m, 0.5)
+    save_case("phi3-longrope", m, 512, tokenizer=train_tokenizer("llama3", 512))
+
+
 def marian_tokenizer(out):
     """OPUS-MT's tokenizer files: source.spm (English) and target.spm (French) trained on Tatoeba,
     vocab.json numbering both models' pieces (</s> 0, <unk> 1, …, <pad> last), as MarianTokenizer
@@ -463,6 +484,8 @@ if __name__ == "__main__":
         gemma2_cases()
     if not only or "gemma3-multimodal" in only:
         gemma3_multimodal_cases()
+    if not only or "phi3-longrope" in only:
+        phi3_longrope_cases()
     if not only or "marian" in only:
         marian_cases()
     if not only or "bert" in only:

@@ -1152,14 +1152,20 @@ def add_pretrained_cases(m):
         "gemma3-multimodal-scalar-huge": ("gemma3-multimodal",
                                           lambda j: j["text_config"].__setitem__("query_pre_attn_scalar", 1e300)),
     }
-    # Phi-3 folders whose config.json does not describe the fused projections, or asks for longrope
+    # Phi-3 folders whose config.json does not describe the fused projections, or a longrope without its
+    # factors, with too few, with a negative one, without its original context
     phi3 = {
-        "phi3-kv-heads": lambda j: j.__setitem__("num_key_value_heads", 4),
-        "phi3-longrope": lambda j: j.__setitem__("rope_parameters", {"rope_type": "longrope", "rope_theta": 1e4}),
-        "phi3-window-float": lambda j: j.__setitem__("sliding_window", 6.5),
+        "phi3-kv-heads": ("phi3", lambda j: j.__setitem__("num_key_value_heads", 4)),
+        "phi3-longrope": ("phi3", lambda j: j.__setitem__("rope_parameters", {"rope_type": "longrope", "rope_theta": 1e4})),
+        "phi3-window-float": ("phi3", lambda j: j.__setitem__("sliding_window", 6.5)),
+        "phi3-longrope-few-factors": ("phi3-longrope", lambda j: j["rope_parameters"].__setitem__("long_factor", [2.0])),
+        "phi3-longrope-negative-factor": ("phi3-longrope",
+                                          lambda j: j["rope_parameters"].__setitem__("short_factor", [-1.0] * 6)),
+        "phi3-longrope-no-original": ("phi3-longrope", lambda j: (j.pop("original_max_position_embeddings"),
+                                                                  j["rope_parameters"].pop("original_max_position_embeddings"))),
     }
-    for name, change in phi3.items():
-        d = folder("phi3", name, json_edit("config.json", change))
+    for name, (base, change) in phi3.items():
+        d = folder(base, name, json_edit("config.json", change))
         o = m.out(f"{name}.safetensors")
         m.add(f"pretrained/convert/{name}", ["{qkv}", "convert", d, "-o", o], names=[d], gone=[o])
     for name, (base, change) in gemma.items():

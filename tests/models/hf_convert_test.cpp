@@ -110,6 +110,12 @@ TEST(HfConvert, Phi3EqualsTransformers) {
   check_text("phi3");
 }
 // Qwen3: each query and key head RMS-normalized before RoPE (q_norm, k_norm), head_dim 24 ≠ 64 / 4
+// Phi-3 with longrope (Phi-3.5, Phi-4-mini): short factors within the original 16 tokens, the long
+// ones past them, where generation feeds the whole sequence again (as transformers' Phi-3 generate())
+TEST(HfConvert, Phi3LongropeEqualsTransformers) {
+  check_against_transformers("phi3-longrope");
+  check_text("phi3-longrope");
+}
 TEST(HfConvert, Qwen3EqualsTransformers) {
   check_against_transformers("qwen3");
   check_text("qwen3");
@@ -596,7 +602,7 @@ TEST(HfConvert, Gemma3MultimodalTextEqualsTransformers) {
 }
 
 // A Phi-3 folder whose config.json does not describe its fused projections: the tensor, its shape and
-// config.json's named; its 128k variants' longrope refused by name; nothing written.
+// config.json's named; a longrope without its factors refused by name; nothing written.
 TEST(HfConvert, Phi3FusedProjectionsAreCheckedAgainstTheConfig) {
   testing::TempDir dir("hf-phi3-hostile");
   const fs::path f = copy_case("phi3", dir.path / "p");

@@ -258,6 +258,65 @@ TEST(Llama, CachedStepsMatchTheFullForward) {
   }
 }
 
+// longrope (Phi-3.5, Phi-4-mini): a sequence of at most the original 6 tokens takes the short factors,
+// a longer one the long factors at every position (and cos, sin × the attention factor) — so a cache
+// made short refuses positions past 6, and generation feeds the sequence again there: with the cache,
+// the tokens of recomputing every step from scratch.
+TEST(Llama, LongropeTakesItsFactorsByTheSequencesLength) {
+  nn::LlamaConfig c = tiny(0);
+  c.rope_scaling = nn::RopeScaling::longrope, c.rope_original_max_position_embeddings = 6;
+  c.rope_short_factor = {1.0, 1.7}, c.rope_long_factor = {4.0, 11.0}, c.rope_attention_factor = 1.3;
+  Generator g(9);
+  nn::Llama m(c, &g);
+  m.eval();
+  EXPECT_EQ(m.refeed_at(), 6);
+  const std::vector<int32_t> ids = {3, 1, 4, 1, 5, 9, 2, 6, 5, 3};
+  auto prefix = [&](int64_t n) { return Tensor::from_ints({ids.begin(), ids.begin() + n}, {1, n}); };
+  // within 6: step by step = the full forward, both short
+  auto state = m.start_decoding();
+  Tensor last = m.step(prefix(4), state);
+  EXPECT_TENSOR_NEAR(last, m.forward(prefix(4)).select(1, 3), 1e-5);
+  last = m.step(Tensor::from_ints({ids[4], ids[5]}, {1, 2}), state);
+  EXPECT_TENSOR_NEAR(last, m.forward(prefix(6)).select(1, 5), 1e-5);
+  // past 6 the short cache is refused; fed again from 0, every position long = the full forward
+  EXPECT_NE(testing::error_of([&] {
+              m.step(Tensor::from_ints({ids[6]}, {1, 1}), state);
+            }).find("feed it again"),
+            std::string::npos);
+  auto fresh = m.start_decoding();
+  last = m.step(prefix(8), fresh);
+  EXPECT_TENSOR_NEAR(last, m.forward(prefix(8)).select(1, 7), 1e-5);
+  last = m.step(Tensor::from_ints({ids[8]}, {1, 1}), fresh);
+  EXPECT_TENSOR_NEAR(last, m.forward(prefix(9)).select(1, 8), 1e-5);
+  // the tables: cos(0) = the attention factor; position 3's angles 3·θᵢ / fᵢ, short or long by length
+  const auto [cs, ss] = m.rotary(-1, 6).tables(0, 6, Device::cpu());
+  const auto [cl, sl] = m.rotary(-1, 7).tables(0, 7, Device::cpu());
+  EXPECT_FLOAT_EQ(cs.to_vector()[0], 1.3f);
+  EXPECT_FLOAT_EQ(cl.to_vector()[0], 1.3f);
+  const int64_t rot = c.rotary_dim();  // 4: θ = 1, 10000^(−1/2)
+  for (int64_t i = 0; i < rot / 2; ++i) {
+    const double theta = std::pow(10000.0, -2.0 * static_cast<double>(i) / static_cast<double>(rot));
+    EXPECT_NEAR(cs.to_vector()[static_cast<size_t>(3 * rot + i)], 1.3 * std::cos(3 * theta / c.rope_short_factor[i]),
+                1e-6);
+    EXPECT_NEAR(cl.to_vector()[static_cast<size_t>(3 * rot + i)], 1.3 * std::cos(3 * theta / c.rope_long_factor[i]),
+                1e-6);
+  }
+  // generation across the switch: cached (fed again at 7 tokens) = recomputed every step
+  auto lm = models::build_language_model("llama", c.to_json(), &g);
+  lm->module().eval();
+  decode::GenerateOptions o;
+  o.max_new_tokens = 12, o.sampling.temperature = 0;
+  const std::vector<int32_t> cached = decode::generate(*lm, {1, 2, 3}, o);
+  o.use_cache = false;
+  EXPECT_EQ(cached, decode::generate(*lm, {1, 2, 3}, o));
+  EXPECT_EQ(cached.size(), 12u);
+  // factors of another length than the rotary half: refused by name
+  c.rope_long_factor = {4.0};
+  EXPECT_NE(
+      testing::error_of([&] { nn::Llama bad(c, &g); }).find("rope_long_factor must hold one factor for each of the 2"),
+      std::string::npos);
+}
+
 // Generation ends at a stop token (a converted model's eos_token_id), which is not returned.
 TEST(Llama, GenerationStopsAtAStopToken) {
   Generator g(7);

@@ -102,6 +102,9 @@ class LanguageModel : public Model {
  public:
   Kind kind() const override { return Kind::language_model; }
   virtual int64_t block_size() const = 0;  // the longest context it knows positions for
+  // The length past which a cache made shorter must be fed again from position 0 (longrope: a longer
+  // sequence takes other rotary factors at every position; nn/llama.h); 0: never.
+  virtual int64_t refeed_at() const { return 0; }
   // idx i32 [B, T] → logits [B, T, V] (`maps`, when given, receives the self-attention weights:
   // maps->decoder_self, [B, H, T, T] per layer); loss: mean next-token cross-entropy against targets [B, T].
   virtual Tensor forward(const Tensor& idx, nn::AttentionMaps* maps = nullptr) const = 0;

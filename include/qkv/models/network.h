@@ -199,6 +199,13 @@ class LanguageModelOf final : public detail::Adapter<Net, LanguageModel> {
  public:
   using detail::Adapter<Net, LanguageModel>::Adapter;
   int64_t block_size() const override { return this->net_.config.block_size; }
+  int64_t refeed_at() const override {
+    if constexpr (requires(const Net& n) {
+                    { n.refeed_at() } -> std::convertible_to<int64_t>;
+                  })
+      return this->net_.refeed_at();
+    return 0;
+  }
   Tensor forward(const Tensor& idx, nn::AttentionMaps* maps = nullptr) const override {
     return this->net_.forward(idx, maps);
   }

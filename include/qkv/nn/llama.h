@@ -18,9 +18,13 @@
 // (√head_dim unless given), soft-capped c · tanh(s / c) with attn_logit_softcapping c > 0 (Gemma 2:
 // before the mask; the CPU only), optionally limited to the last
 // `sliding_window` keys — on every layer (Mistral, Phi-3), or on all but every sliding_window_pattern-th
-// (Gemma 2: N = 2, Gemma 3: 6 — layers N−1, 2N−1, … see every key). RoPE rotates each head's first rot = head_dim ·
-// partial_rotary_factor features by position t at angles t·θᵢ, θᵢ = rope_theta^(−2i/rot), with
-// rope_scaling's variants; the windowed layers of a model with rope_local_theta use that base, unscaled.
+// (Gemma 2: N = 2, Gemma 3: 6 — layers N−1, 2N−1, … see every key). RoPE rotates each head's first
+// rot = head_dim · partial_rotary_factor features by position t at angles t·θᵢ, θᵢ = rope_theta^(−2i/rot),
+// with rope_scaling's variants; the windowed layers of a model with rope_local_theta use that base,
+// unscaled. longrope's factors depend on the sequence's length (Hugging Face's Phi-3): the short ones
+// while it is at most rope_original_max_position_embeddings tokens, the long ones at every position of
+// a longer one — a cache made short is fed again from position 0 as its sequence grows past that
+// (refeed_at(): decode::generate does it).
 //
 // Parameter names are Hugging Face's, without the "model." prefix: embed_tokens.weight,
 // layers.{i}.self_attn.(q|k|v|o)_proj.*, layers.{i}.mlp.(gate|up|down)_proj.*,
@@ -42,9 +46,13 @@
 
 namespace qkv::nn {
 
-enum class RopeScaling : uint8_t { none, linear, llama3 };
-constexpr EnumTable<RopeScaling, 3> enum_table(RopeScaling) {
-  return {"rope scaling", {{{RopeScaling::none, "none"}, {RopeScaling::linear, "linear"}, {RopeScaling::llama3, "llama3"}}}};
+enum class RopeScaling : uint8_t { none, linear, llama3, longrope };
+constexpr EnumTable<RopeScaling, 4> enum_table(RopeScaling) {
+  return {"rope scaling",
+          {{{RopeScaling::none, "none"},
+            {RopeScaling::linear, "linear"},
+            {RopeScaling::llama3, "llama3"},
+            {RopeScaling::longrope, "longrope"}}}};
 }
 
 // The gated MLP's activation: SiLU (Llama's SwiGLU) or GELU's tanh form (Gemma's GeGLU, gelu_pytorch_tanh).
@@ -61,6 +69,11 @@ struct LlamaConfig {
   RopeScaling rope_scaling = RopeScaling::none;
   double rope_factor = 1, rope_low_freq_factor = 1, rope_high_freq_factor = 4;
   int64_t rope_original_max_position_embeddings = 8192;
+  // longrope (Phi-3.5, Phi-4-mini): θᵢ / short_factorᵢ while a sequence is at most
+  // rope_original_max_position_embeddings long, θᵢ / long_factorᵢ beyond (rot/2 each); cos and sin
+  // scaled by rope_attention_factor
+  std::vector<double> rope_short_factor, rope_long_factor;
+  double rope_attention_factor = 1;
   bool qkv_bias = false, o_bias = false, mlp_bias = false, tie_word_embeddings = false;
   bool qk_norm = false;        // Qwen3, Gemma 3: an RMSNorm over each query and key head before RoPE
   int64_t sliding_window = 0;  // 0: none; else query t sees keys t − window + 1 … t
@@ -95,9 +108,11 @@ struct LlamaConfig {
 // stored f32; cached up to the longest length asked so far).
 class RotaryEmbedding {
  public:
-  explicit RotaryEmbedding(const LlamaConfig& c);
+  // (long_factors: longrope's long set rather than its short one)
+  explicit RotaryEmbedding(const LlamaConfig& c, bool long_factors = false);
   std::pair<Tensor, Tensor> tables(int64_t pos0, int64_t T, Device device) const;
   std::vector<double> inv_freq;  // θᵢ, i < rot/2, after rope_scaling
+  float attention_factor = 1;    // cos and sin scaled by it (longrope's)
 
  private:
   mutable Tensor cos_, sin_;  // [n, rot] for positions 0 … n−1 (CPU)
@@ -173,9 +188,15 @@ class Llama : public Module {
   // The residual stream [B, T, E] after the first `upto` layers (−1: all of them) — what forward's
   // head reads, or (decode/inspect.cpp's neuron view) what layer `upto`'s norm reads.
   ResidualStream body(const Tensor& idx, AttentionMaps* maps = nullptr, int64_t upto = -1) const;
-  // The rotary tables layer `layer` uses (decode/inspect.cpp's neuron view rotates q and k with them).
-  const RotaryEmbedding& rotary(int64_t layer = -1) const {
-    return rope_local_ && layer >= 0 && config.window(layer) > 0 ? *rope_local_ : rope_;
+  // The rotary tables layer `layer` uses in a sequence of `length` tokens (decode/inspect.cpp's neuron
+  // view rotates q and k with them).
+  const RotaryEmbedding& rotary(int64_t layer = -1, int64_t length = 0) const {
+    return rope_local_ && layer >= 0 && config.window(layer) > 0 ? *rope_local_ : rope_at(length);
+  }
+  // longrope: the length past which a sequence takes the long factors at every position, so that a
+  // cache made shorter must be fed again from position 0 (decode::generate does); 0: never.
+  int64_t refeed_at() const {
+    return config.rope_scaling == RopeScaling::longrope ? config.rope_original_max_position_embeddings : 0;
   }
 
   LlamaConfig config;
@@ -192,6 +213,11 @@ class Llama : public Module {
   Tensor embed(const Tensor& idx) const;                         // embed_tokens[idx] (· √E: embed_scale)
   RotaryEmbedding rope_;
   std::shared_ptr<const RotaryEmbedding> rope_local_;  // the windowed layers' (rope_local_theta), or null
+  std::shared_ptr<const RotaryEmbedding> rope_long_;   // longrope's long factors, or null
+  // the tables of a sequence of `length` tokens: longrope's long ones past refeed_at()
+  const RotaryEmbedding& rope_at(int64_t length) const {
+    return rope_long_ && length > config.rope_original_max_position_embeddings ? *rope_long_ : rope_;
+  }
 };
 
 }  // namespace qkv::nn

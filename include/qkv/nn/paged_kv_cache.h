@@ -50,6 +50,9 @@ struct PagedStep {
   Tensor slots;        // [T]: where its key and value go, page · page_size + offset
   Tensor block_table;  // [sequences, max_pages]: each sequence's pages (−1 past them)
   std::vector<int32_t> host_positions;  // positions, on the host (checked there against the model's limit)
+  // longrope (nn/llama.h): per token, whether its sequence is past the model's refeed_at() and takes the
+  // long factors at every position (set by the batching generator; empty: none is)
+  std::vector<uint8_t> long_rope;
   // > 0: every position of this step and of the later ones replaying it stays below it — what the
   // tables a step reads by position (Llama's rotary angles) must cover when a graph captures it
   // (decode/paged_graphs.h: its bucket's widest context)

@@ -10,8 +10,8 @@
 //   lm_head.weight                                             lm_head.weight (untied), none (tied)
 //
 // RoPE is read from transformers 4's "rope_theta" + "rope_scaling" or transformers 5's
-// "rope_parameters" ({"rope_type": "default" | "linear" | "llama3", "rope_theta", "factor", …});
-// the other rope types (dynamic, yarn, longrope) are refused by name.
+// "rope_parameters" ({"rope_type": "default" | "linear" | "llama3" | "longrope", "rope_theta", "factor",
+// …}); the other rope types (dynamic, yarn) are refused by name.
 #include <cmath>
 #include <regex>
 #include <string_view>
@@ -32,7 +32,19 @@ struct Family {
   std::vector<std::string> fields;  // the family's own config fields, beyond the common ones
 };
 
-// rope_scaling / rope_parameters → the qkv config's rope fields.
+// longrope's factors: a list of positive numbers
+std::vector<double> factors(const nlohmann::json& rope, const char* key) {
+  QKV_CHECK(rope.contains(key) && rope[key].is_array(), "longrope needs '", key, "', a list of numbers");
+  std::vector<double> f;
+  for (const auto& x : rope[key]) {
+    QKV_CHECK(x.is_number() && x.get<double>() > 0 && std::isfinite(x.get<double>()), "longrope's ", key, " holds ",
+              x.dump().substr(0, 40), ", not a positive number");
+    f.push_back(x.get<double>());
+  }
+  return f;
+}
+
+// rope_scaling / rope_parameters → the qkv config's rope fields (out: with max_position_embeddings).
 void read_rope(const nlohmann::json& c, nlohmann::json& out) {
   nlohmann::json rope = c.contains("rope_parameters") && !c["rope_parameters"].is_null() ? c["rope_parameters"]
                         : c.contains("rope_scaling") && !c["rope_scaling"].is_null() ? c["rope_scaling"]
@@ -40,9 +52,17 @@ void read_rope(const nlohmann::json& c, nlohmann::json& out) {
   QKV_CHECK(rope.is_object(), "rope_scaling / rope_parameters must be an object, got ", rope.dump().substr(0, 60));
   out["rope_theta"] = field<double>(rope, "rope_theta", field<double>(c, "rope_theta", 10000.0));
   const std::string type = field<std::string>(rope, "rope_type", field<std::string>(rope, "type", "default"));
-  static const std::vector<std::string> known = {"rope_type", "type", "rope_theta", "factor", "low_freq_factor",
-                                                 "high_freq_factor", "original_max_position_embeddings",
-                                                 "partial_rotary_factor"};
+  static const std::vector<std::string> known = {"rope_type",
+                                                 "type",
+                                                 "rope_theta",
+                                                 "factor",
+                                                 "low_freq_factor",
+                                                 "high_freq_factor",
+                                                 "original_max_position_embeddings",
+                                                 "partial_rotary_factor",
+                                                 "short_factor",
+                                                 "long_factor",
+                                                 "attention_factor"};
   for (auto& [key, value] : rope.items())
     QKV_CHECK(std::find(known.begin(), known.end(), key) != known.end(), "the rope field '", key, "' (= ",
               value.dump().substr(0, 60), ") is not supported");
@@ -57,8 +77,25 @@ void read_rope(const nlohmann::json& c, nlohmann::json& out) {
     out["rope_low_freq_factor"] = field<double>(rope, "low_freq_factor", 1.0);
     out["rope_high_freq_factor"] = field<double>(rope, "high_freq_factor", 4.0);
     out["rope_original_max_position_embeddings"] = field<int64_t>(rope, "original_max_position_embeddings", 8192);
+  } else if (type == "longrope") {
+    // (Hugging Face's _compute_longrope_parameters: factor defaults to the context's growth, the
+    // attention factor to √(1 + ln factor / ln original))
+    const int64_t original = field<int64_t>(rope, "original_max_position_embeddings",
+                                            field<int64_t>(c, "original_max_position_embeddings", 0));
+    QKV_CHECK(original >= 2, "longrope needs original_max_position_embeddings (≥ 2), got ", original);
+    const double factor = field<double>(
+        rope, "factor",
+        static_cast<double>(out.at("max_position_embeddings").get<int64_t>()) / static_cast<double>(original));
+    QKV_CHECK(factor > 0 && std::isfinite(factor), "longrope's factor ", factor, " must be a positive number");
+    out["rope_scaling"] = "longrope";
+    out["rope_original_max_position_embeddings"] = original;
+    out["rope_short_factor"] = factors(rope, "short_factor");
+    out["rope_long_factor"] = factors(rope, "long_factor");
+    out["rope_attention_factor"] =
+        field<double>(rope, "attention_factor",
+                      factor <= 1 ? 1.0 : std::sqrt(1 + std::log(factor) / std::log(static_cast<double>(original))));
   } else {
-    throw Error(detail::concat("rope type '", type, "' is not supported (default, linear and llama3 are)"));
+    throw Error(detail::concat("rope type '", type, "' is not supported (default, linear, llama3 and longrope are)"));
   }
   if (rope.contains("partial_rotary_factor")) out["partial_rotary_factor"] = field<double>(rope, "partial_rotary_factor", 1.0);
 }
