@@ -484,19 +484,16 @@ Tensor Llama::step_paged(const Tensor& ids, const PagedStep& step, PagedKVCache&
         refeed_at() == 0 || (!step.long_rope.empty() && step.long_rope[t]) || step.host_positions[t] < refeed_at(),
         "Llama::step_paged: position ", step.host_positions[t], " with longrope's short factors (", refeed_at(),
         " tokens at most)");
-  if (rope_long_ && any_long) {
+  auto longrope_rows = [&] {
     std::vector<int32_t> at(step.host_positions);
     for (size_t t = 0; t < at.size(); ++t)
       if (step.long_rope[t]) at[t] += static_cast<int32_t>(rows);
     const Tensor index = Tensor::from_ints(at, {static_cast<int64_t>(at.size())}).to(x.base.device());
     const auto [cs, ss] = rope_.tables(0, rows, x.base.device());
     const auto [cl, sl] = rope_long_->tables(0, rows, x.base.device());
-    const std::pair both{embedding(index, cat({cs, cl}, 0)), embedding(index, cat({ss, sl}, 0))};
-    for (size_t i = 0; i < layers.size(); ++i)
-      x = layers[i]->forward_paged(x, both.first, both.second, cache, static_cast<int64_t>(i), step);
-    return head(ResidualStream{step.last_rows(x.sum().squeeze(0)), Tensor()}, true);
-  }
-  const auto tables = rows_at(rope_);
+    return std::pair{embedding(index, cat({cs, cl}, 0)), embedding(index, cat({ss, sl}, 0))};
+  };
+  const auto tables = rope_long_ && any_long ? longrope_rows() : rows_at(rope_);
   const auto local = rope_local_ ? rows_at(*rope_local_) : tables;
   for (size_t i = 0; i < layers.size(); ++i) {
     const auto& [cos, sin] = layers[i]->window > 0 ? local : tables;
