@@ -112,6 +112,16 @@ HfFolder open_hf_folder(const std::string& dir_in) {
     f.vocab_json = io::read_file(dir + "/vocab.json", kMaxTokenizerBytes, "the tokenizer");
   }
   if (exists(dir + "/tokenizer_config.json")) f.tokenizer_config = read_json(dir + "/tokenizer_config.json", kMaxConfigBytes);
+  // the chat template where newer folders keep it (it wins over tokenizer_config.json's, as in transformers)
+  if (exists(dir + "/chat_template.jinja")) {
+    io::require_regular_file(dir + "/chat_template.jinja", "the chat template", "a text file");
+    f.chat_template = io::read_file(dir + "/chat_template.jinja", kMaxConfigBytes, "the chat template");
+  } else if (exists(dir + "/chat_template.json")) {
+    const nlohmann::json t = read_json(dir + "/chat_template.json", kMaxConfigBytes);
+    QKV_CHECK(t.is_object() && t.contains("chat_template") && t["chat_template"].is_string(), "'", dir,
+              "/chat_template.json': expected {\"chat_template\": string}");
+    f.chat_template = t["chat_template"].get<std::string>();
+  }
   return f;
 }
 
@@ -284,6 +294,7 @@ nlohmann::json convert_hf(const std::string& dir, const std::string& out, const 
   } else if (!f.tokenizer_json.empty()) {
     tokenizer = {{"type", "hf"}, {"tokenizer_json", f.tokenizer_json}};
     if (!f.tokenizer_config.is_null()) tokenizer["tokenizer_config"] = f.tokenizer_config;
+    if (!f.chat_template.empty()) tokenizer["chat_template"] = f.chat_template;
   } else if (exists(f.dir + "/vocab.txt")) {  // BERT's older folders: vocab.txt + tokenizer_config.json
     const text::HfTokenizer t = text::HfTokenizer::from_folder(f.dir);
     tokenizer = {{"type", "hf"}, {"tokenizer_json", t.tokenizer_json()}};

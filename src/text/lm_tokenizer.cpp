@@ -72,6 +72,16 @@ LMTokenizer LMTokenizer::from_json(const nlohmann::json& j) {
         j["tokenizer_json"].get_ref<const std::string&>(), cfg.is_object() ? cfg.dump() : std::string(),
         "the model file's tokenizer.json"));
     t.hf_json_ = j;
+    // the chat template: chat_template.jinja's text (qkv convert stores it as "chat_template"), else
+    // the config's; one that does not compile leaves the error, for the chat route to name
+    const std::string file =
+        j.contains("chat_template") && j["chat_template"].is_string() ? j["chat_template"].get<std::string>() : "";
+    try {
+      if (auto chat = ChatTemplate::from_config(cfg, file))
+        t.chat_ = std::make_shared<const ChatTemplate>(std::move(*chat));
+    } catch (const Error& e) {
+      t.chat_error_ = e.what();
+    }
     return t;
   }
   if (type == "sentencepiece") return sentencepiece(SentencePiece::from_json(j, "the LM tokenizer"));
@@ -86,6 +96,10 @@ nlohmann::json LMTokenizer::to_json() const {
 
 int64_t LMTokenizer::vocab_size() const {
   return hf_ ? hf_->vocab_size() : sp_ ? sp_->vocab_size() : chars_.vocab_size();
+}
+
+std::vector<int32_t> LMTokenizer::encode_prompt(std::string_view text) const {
+  return hf_ ? hf_->encode(text, /*add_special_tokens=*/false) : encode(text);
 }
 
 std::vector<int32_t> LMTokenizer::encode(std::string_view text) const {

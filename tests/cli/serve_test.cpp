@@ -18,6 +18,7 @@
 
 #include "qkv/io/base64.h"
 #include "qkv/io/file.h"
+#include "qkv/text/lm_tokenizer.h"
 #include "testing.h"
 
 namespace qkv {
@@ -991,6 +992,60 @@ TEST(Serve, TheViewerPageIsSelfContained) {
   EXPECT_EQ(page->body.find("http://"), page->body.find("http://www.w3.org/2000/svg"));  // no other address
   EXPECT_EQ(page->body.find("https://"), std::string::npos);
   EXPECT_NE(page->get_header_value("Content-Security-Policy").find("default-src 'none'"), std::string::npos);
+}
+
+// A converted model with a chat template (chat_template.jinja beside its tokenizer): the chat route
+// renders the messages with it (tools and chat_template_kwargs too) and encodes the text without
+// adding special tokens; the template's raise_exception is a 400 naming its message.
+TEST(Serve, ChatRendersTheModelsChatTemplate) {
+  testing::TempDir dir("serve-chat-template");
+  const std::filesystem::path src = std::filesystem::path(QKV_GOLDEN_DIR) / "hf" / "qwen2";
+  const std::filesystem::path folder = dir.path / "qwen2-chat";
+  std::filesystem::copy(src, folder);
+  const std::string tmpl =
+      "{% if messages[0].role == 'system' %}{{ raise_exception('System role not supported') }}{% endif %}"
+      "{% for m in messages %}<|begin_of_text|>{{ m.role }}\n{{ m.content | trim }}\n{% endfor %}"
+      "{% if tools %}{{ tools | tojson }}{% endif %}{% if greeting is defined %}{{ greeting }}{% endif %}"
+      "{% if add_generation_prompt %}<|begin_of_text|>assistant\n{% endif %}";
+  { std::ofstream(folder / "chat_template.jinja") << tmpl; }
+  const std::string model = (dir.path / "chat.safetensors").string();
+  const auto conv = testing::run_shell(std::string(QKV_CLI_PATH) + " convert --from hf " + folder.string() + " -o " +
+                                       model + " 2>&1");
+  ASSERT_EQ(conv.code, 0) << conv.out;
+  EXPECT_NE(conv.out.find("chat template"), std::string::npos) << conv.out;
+  ServeProcess s("-m " + model);
+  ASSERT_GT(s.port(), 0) << s.log();
+  // the prompt's tokens, as the test computes them from the golden folder's files
+  const json tok_config = json::parse(io::read_file((src / "tokenizer_config.json").string()));
+  const text::LMTokenizer tok =
+      text::LMTokenizer::from_json({{"type", "hf"},
+                                    {"tokenizer_json", io::read_file((src / "tokenizer.json").string())},
+                                    {"tokenizer_config", tok_config},
+                                    {"chat_template", tmpl}});
+  auto expected_tokens = [&](const json& body) {
+    text::ChatInputs in;
+    in.messages = nlohmann::ordered_json::parse(body["messages"].dump());
+    if (body.contains("tools")) in.tools = nlohmann::ordered_json::parse(body["tools"].dump());
+    if (body.contains("chat_template_kwargs"))
+      in.extra = nlohmann::ordered_json::parse(body["chat_template_kwargs"].dump());
+    return static_cast<int64_t>(tok.encode_prompt(tok.chat_template()->apply(in)).size());
+  };
+  int status = 0;
+  const json plain = {{"messages", {{{"role", "user"}, {"content", "  Hello there  "}}}}, {"max_tokens", 2}};
+  json r = post(s.port(), plain.dump(), &status, "/v1/chat/completions");
+  ASSERT_EQ(status, 200) << r.dump();
+  EXPECT_EQ(r["usage"]["prompt_tokens"].get<int64_t>(), expected_tokens(plain));
+  json more = plain;
+  more["tools"] = json::array({{{"type", "function"}, {"function", {{"name", "f"}}}}});
+  more["chat_template_kwargs"] = {{"greeting", "hi!"}};
+  r = post(s.port(), more.dump(), &status, "/v1/chat/completions");
+  ASSERT_EQ(status, 200) << r.dump();
+  EXPECT_EQ(r["usage"]["prompt_tokens"].get<int64_t>(), expected_tokens(more));
+  EXPECT_GT(expected_tokens(more), expected_tokens(plain));
+  r = post(s.port(), json{{"messages", {{{"role", "system"}, {"content", "x"}}}}}.dump(), &status,
+           "/v1/chat/completions");
+  EXPECT_EQ(status, 400);
+  EXPECT_NE(r.dump().find("System role not supported"), std::string::npos) << r.dump();
 }
 
 }  // namespace

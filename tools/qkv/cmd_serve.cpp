@@ -50,8 +50,10 @@
 //                        → {"model", "masks": [[{"score", "token", "token_str", "sequence"}, … top_k]
 //                        per [MASK] of the text]}   (decode/fill_mask.h: pipeline("fill-mask")'s)
 //   POST /v1/completions, /v1/chat/completions   OpenAI's API for the language models: model,
-//                        prompt (a string or strings: a choice each) or messages (joined as
-//                        "role: content" lines then "assistant:"; no chat template), max_tokens,
+//                        prompt (a string or strings: a choice each) or messages (rendered with
+//                        the model's chat template, with tools and chat_template_kwargs, as
+//                        transformers' apply_chat_template; without a template, joined as
+//                        "role: content" lines then "assistant:"), max_tokens,
 //                        temperature, top_p, frequency_penalty, presence_penalty, repetition_penalty
 //                        (vLLM's extra), n (1), stop, stream (data: {chunk} … data: [DONE]), seed;
 //                        other fields ignored; errors as {"error": {"message", "type", "param"}}
@@ -593,26 +595,50 @@ class Server {
   struct ClientGone {};  // (a stream's reader left: nothing more to send)
 
   HttpResponse openai(const HttpRequest& req, bool chat) {
-    static const std::vector<const char*> fields = {"model", "prompt", "messages", "max_tokens", "max_completion_tokens",
-                                                    "temperature", "top_p", "n", "stop", "stream", "seed", "cache_salt",
-                                                    "frequency_penalty", "presence_penalty", "repetition_penalty"};
+    static const std::vector<const char*> fields = {"model",
+                                                    "prompt",
+                                                    "messages",
+                                                    "tools",
+                                                    "chat_template_kwargs",
+                                                    "max_tokens",
+                                                    "max_completion_tokens",
+                                                    "temperature",
+                                                    "top_p",
+                                                    "n",
+                                                    "stop",
+                                                    "stream",
+                                                    "seed",
+                                                    "cache_salt",
+                                                    "frequency_penalty",
+                                                    "presence_penalty",
+                                                    "repetition_penalty"};
     const Body body(req.body, fields, /*lenient=*/true);
     const char* route = chat ? "/v1/chat/completions" : "/v1/completions";
     auto& s = static_cast<LanguageModelService&>(service(body, {"language_model"}, route));
-    // the prompts: completions take a string or a list of strings (a choice each); chat joins its
-    // messages as "role: content" lines and asks for the assistant's (qkv's models have no chat template)
+    // the prompts: completions take a string or a list of strings (a choice each); chat renders its
+    // messages with the model's chat template (as transformers' apply_chat_template; without one —
+    // qkv's own models, base checkpoints — it joins them as "role: content" lines and asks for the
+    // assistant's)
     std::vector<std::string> texts;
+    bool templated = false;
     if (chat) {
       if (!body.has("messages") || !body["messages"].is_array() || body["messages"].empty())
         throw HttpError{400, "\"messages\" must be a non-empty array of {\"role\", \"content\"}"};
+      const text::LMTokenizer& tok = s.loaded().tokenizer;
+      if (!tok.chat_template_error().empty())
+        throw HttpError{400,
+                        "this model's chat template cannot be used here: " + plain_message(tok.chat_template_error())};
       std::string joined;
-      for (const json& m : body["messages"]) {
+      // (key order matters to a template's tojson: the messages and tools as the client wrote them)
+      const nlohmann::ordered_json ordered = nlohmann::ordered_json::parse(req.body);
+      text::ChatInputs in;
+      for (const auto& m : ordered["messages"]) {
         if (!m.is_object() || !m.contains("role") || !m["role"].is_string() || !m.contains("content"))
           throw HttpError{400, "\"messages\": each must be {\"role\": string, \"content\": string or [{\"type\": \"text\", \"text\"}]}"};
         std::string content;
         if (m["content"].is_string()) content = m["content"].get<std::string>();
         else if (m["content"].is_array()) {
-          for (const json& part : m["content"]) {
+          for (const auto& part : m["content"]) {
             if (!part.is_object() || !part.contains("text") || !part["text"].is_string())
               throw HttpError{400, "\"messages\": a content part must be {\"type\": \"text\", \"text\": string}"};
             content += part["text"].get<std::string>();
@@ -620,8 +646,32 @@ class Server {
         } else if (!m["content"].is_null())
           throw HttpError{400, "\"messages\": \"content\" must be a string or an array of text parts"};
         joined += m["role"].get<std::string>() + ": " + content + "\n";
+        nlohmann::ordered_json message = m;  // (its other keys — tool_calls, name, … — as they are)
+        if (!m["content"].is_null()) message["content"] = content;
+        in.messages.push_back(std::move(message));
       }
-      texts.push_back(joined + "assistant:");
+      if (const text::ChatTemplate* t = tok.chat_template()) {
+        if (ordered.contains("tools") && !ordered["tools"].is_null()) {
+          if (!ordered["tools"].is_array()) throw HttpError{400, "\"tools\" must be an array"};
+          in.tools = ordered["tools"];
+        }
+        if (ordered.contains("chat_template_kwargs") && !ordered["chat_template_kwargs"].is_null()) {
+          if (!ordered["chat_template_kwargs"].is_object())
+            throw HttpError{400, "\"chat_template_kwargs\" must be an object"};
+          in.extra = ordered["chat_template_kwargs"];
+        }
+        text::jinja::Limits limits;
+        limits.max_output_bytes = a_.max_sentence_bytes;
+        try {
+          texts.push_back(t->apply(in, limits));
+        } catch (const text::jinja::RaisedError& e) {
+          throw HttpError{400, "the model's chat template refused the messages: " + plain_message(e.what())};
+        } catch (const Error& e) {
+          throw HttpError{400, "\"messages\": " + plain_message(e.what())};
+        }
+        templated = true;
+      } else
+        texts.push_back(joined + "assistant:");
     } else {
       const char* shape = "\"prompt\" must be a string or an array of strings";
       if (!body.has("prompt")) throw HttpError{400, shape};
@@ -645,7 +695,8 @@ class Server {
         throw HttpError{413, std::string("\"") + field + "\" has " + std::to_string(t.size()) +
                                  " bytes, more than --max-sentence-bytes " + std::to_string(a_.max_sentence_bytes)};
       try {
-        prompts.push_back(s.loaded().tokenizer.encode(t));
+        // (a rendered template writes its special tokens itself: encoded without adding them)
+        prompts.push_back(templated ? s.loaded().tokenizer.encode_prompt(t) : s.loaded().tokenizer.encode(t));
       } catch (const Error& e) {
         throw HttpError{400, std::string("\"") + field + "\": " + plain_message(e.what())};
       }

@@ -34,6 +34,7 @@ struct HfFolder {
   std::vector<std::string> shards;       // the safetensors files, paths inside dir
   std::string tokenizer_json;            // tokenizer.json's text ("" when the folder has none)
   nlohmann::json tokenizer_config;       // tokenizer_config.json (null when absent)
+  std::string chat_template;             // chat_template.jinja's text, or chat_template.json's ("" when neither)
   // Marian's tokenizer files (all three or none): the SentencePiece models' bytes, vocab.json's text.
   std::string source_spm, target_spm, vocab_json;
 };

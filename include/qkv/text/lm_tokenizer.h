@@ -4,7 +4,8 @@
 //
 //   {"type": "char", "chars": ["\n", " ", "!", …]}
 //   {"type": "sentencepiece", "model_base64": "…"}
-//   {"type": "hf", "tokenizer_json": "<tokenizer.json's text>", "tokenizer_config": {…}}   (qkv convert)
+//   {"type": "hf", "tokenizer_json": "<tokenizer.json's text>", "tokenizer_config": {…},
+//    "chat_template": "<chat_template.jinja's text>"}                                     (qkv convert)
 //
 // A Hugging Face tokenizer encodes with its special tokens (Llama 3's <|begin_of_text|> first), as
 // transformers' tokenizer(prompt) does, and decodes them too (tokenizer.decode's default).
@@ -24,6 +25,7 @@
 #include <nlohmann/json.hpp>
 
 #include "qkv/text/char_tokenizer.h"
+#include "qkv/text/chat_template.h"
 #include "qkv/text/hf_tokenizer.h"
 #include "qkv/text/sentencepiece.h"
 
@@ -50,6 +52,12 @@ class LMTokenizer {
   // decode() of them all (pieces are whole characters and "▁" is a space; no piece is trimmed).
   std::string decode_one(int32_t id) const;
   const HfTokenizer* hf() const { return hf_.get(); }  // the Hugging Face tokenizer, or null
+  // A converted model's chat template (null: none, or chat_template_error() says why it is unusable),
+  // and the encoding of what it renders: without adding special tokens (the template writes them),
+  // as apply_chat_template(tokenize=True) encodes.
+  const ChatTemplate* chat_template() const { return chat_.get(); }
+  const std::string& chat_template_error() const { return chat_error_; }
+  std::vector<int32_t> encode_prompt(std::string_view text) const;
 
  private:
   CharTokenizer chars_;
@@ -57,6 +65,8 @@ class LMTokenizer {
   int32_t newline_id_ = -1;                  // the "\n" piece (SentencePiece only)
   std::shared_ptr<const HfTokenizer> hf_;    // set: a converted model's tokenizer
   nlohmann::json hf_json_;                   // … and how the model file stores it
+  std::shared_ptr<const ChatTemplate> chat_;
+  std::string chat_error_;
 };
 
 // Text as it is generated, token by token: push(id) returns the text that token adds, which a
