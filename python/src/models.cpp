@@ -57,6 +57,30 @@ std::optional<nn::InferenceWeights> weights_of(const std::string& name) {
 // A model file's metadata as a Python dict.
 nb::object meta_dict(const nlohmann::json& meta) { return nb::module_::import_("json").attr("loads")(meta.dump()); }
 
+// A Python value as JSON (through json.dumps: a value JSON cannot hold is a TypeError naming it),
+// keys in the dicts' order.
+nlohmann::ordered_json py_json(nb::handle v, const char* what) {
+  std::string text;
+  try {
+    text = nb::cast<std::string>(nb::module_::import_("json").attr("dumps")(v, "allow_nan"_a = false));
+  } catch (nb::python_error& e) {
+    const std::string why = nb::cast<std::string>(nb::str(e.value()));
+    throw Error(std::string(what) + ": not JSON data (lists, dicts, strings, numbers, bools, None): " + why);
+  }
+  return nlohmann::ordered_json::parse(text);
+}
+
+// apply_chat_template's and chat's arguments as the template's inputs.
+text::ChatInputs chat_inputs(nb::handle messages, bool add_generation_prompt, nb::handle tools, nb::handle extra) {
+  text::ChatInputs in;
+  in.messages = py_json(messages, "messages");
+  QKV_CHECK(in.messages.is_array(), "messages: expected a list of {'role': …, 'content': …} dicts");
+  in.add_generation_prompt = add_generation_prompt;
+  if (!tools.is_none()) in.tools = py_json(tools, "tools");
+  if (!extra.is_none()) in.extra = py_json(extra, "the chat template's keyword arguments");
+  return in;
+}
+
 // ---- translation ----------------------------------------------------------------------------
 
 struct TranslationResult {
@@ -201,10 +225,25 @@ class PyLanguageModel {
     QKV_CHECK(!ids.empty(), "generate: the prompt is empty; give at least one character");
     return ids;
   }
+  // The chat's prompt in the model's chat template (text/chat_template.h), as apply_chat_template.
+  std::string chat_prompt(const text::ChatInputs& in, const char* what) const {
+    QKV_CHECK(lm_->tokenizer.chat_template_error().empty(), what, ": ", lm_->tokenizer.chat_template_error());
+    const text::ChatTemplate* t = lm_->tokenizer.chat_template();
+    QKV_CHECK(t, what, ": '", lm_->path, "' has no chat template (a base model, or one converted without ",
+              "chat_template.jinja / tokenizer_config.json's \"chat_template\")");
+    return t->apply(in);
+  }
+  std::vector<int32_t> encode_chat(const text::ChatInputs& in) const {
+    std::vector<int32_t> ids = lm_->tokenizer.encode_prompt(chat_prompt(in, "chat"));
+    QKV_CHECK(!ids.empty(), "chat: the chat template rendered an empty prompt");
+    return ids;
+  }
   // With the KV cache, a GPT's or a Llama's generations — from generate_batch, or from generate on
   // several Python threads at once — run together (decode/batching_generator.h), each its tokens alone.
   std::string generate(const std::string& prompt, decode::GenerateOptions opt) const {
-    const std::vector<int32_t> ids = encode(prompt);
+    return generate_ids(encode(prompt), std::move(opt));
+  }
+  std::string generate_ids(const std::vector<int32_t>& ids, decode::GenerateOptions opt) const {
     std::vector<int32_t> out;
     opt.stop_ids = lm_->stop_ids;  // a converted model's end of text
     {
@@ -237,8 +276,11 @@ class PyLanguageModel {
     return texts;
   }
   TextStream* stream(const std::string& prompt, decode::GenerateOptions opt) const {
+    return stream_ids(encode(prompt), std::move(opt));
+  }
+  TextStream* stream_ids(std::vector<int32_t> ids, decode::GenerateOptions opt) const {
     opt.stop_ids = lm_->stop_ids;
-    return new TextStream(lm_, encode(prompt), opt);
+    return new TextStream(lm_, std::move(ids), opt);
   }
   const models::LoadedLanguageModel& loaded() const { return *lm_; }
 
@@ -519,7 +561,9 @@ void bind_models(nb::module_& m) {
 
   nb::class_<PyLanguageModel>(m, "LanguageModel", "A language model file (a GPT) with the tokenizer it carries.")
       .def(nb::init<const std::string&, const std::string&, const std::string&>(), "model_path"_a, "weights"_a = "auto",
-           "device"_a = "cpu", "weights: f32, bf16, int8 (the CPU) or auto (int8 for a quantized file, f32 otherwise); device: 'cpu', 'cuda' or 'cuda:N'.",
+           "device"_a = "cpu",
+           "weights: f32, bf16, int8 (the CPU) or auto (int8 for a quantized file, f32 otherwise); device: 'cpu', "
+           "'cuda' or 'cuda:N'.",
            nb::call_guard<nb::gil_scoped_release>())
       .def(
           "generate",
@@ -532,15 +576,49 @@ void bind_models(nb::module_& m) {
             if (stream) return nb::cast(lm.stream(prompt, o), nb::rv_policy::take_ownership);
             return nb::str(lm.generate(prompt, o).c_str());
           },
-          "prompt"_a, "max_new_tokens"_a = 500, "temperature"_a = 0.8, "top_k"_a = 0, "top_p"_a = 1.0,
-          "seed"_a = 1337, "use_cache"_a = true, "stream"_a = false, "repetition_penalty"_a = 1.0,
-          "frequency_penalty"_a = 0.0, "presence_penalty"_a = 0.0,
+          "prompt"_a, "max_new_tokens"_a = 500, "temperature"_a = 0.8, "top_k"_a = 0, "top_p"_a = 1.0, "seed"_a = 1337,
+          "use_cache"_a = true, "stream"_a = false, "repetition_penalty"_a = 1.0, "frequency_penalty"_a = 0.0,
+          "presence_penalty"_a = 0.0,
           "Continues `prompt` with up to max_new_tokens sampled tokens (temperature 0: greedy; top_k,\n"
           "top_p: truncation; repetition_penalty (Hugging Face's, on the prompt's and the output's tokens),\n"
           "frequency_penalty and presence_penalty (OpenAI's, on the output's): the history's penalties,\n"
           "off at 1, 0, 0) and returns the new text — or, with stream=True, an iterator over its pieces as\n"
           "they are chosen. The same seed gives the same text as `qkv generate --seed`. Calls from several\n"
           "threads at once run together (a GPT's or a Llama's, with the KV cache: one step a token of each).")
+      .def(
+          "apply_chat_template",
+          [](const PyLanguageModel& lm, nb::handle messages, bool add_generation_prompt, nb::handle tools,
+             bool tokenize, nb::kwargs kwargs) -> nb::object {
+            const text::ChatInputs in = chat_inputs(messages, add_generation_prompt, tools, kwargs);
+            const std::string text = lm.chat_prompt(in, "apply_chat_template");
+            if (!tokenize) return nb::str(text.c_str(), text.size());
+            return nb::cast(lm.loaded().tokenizer.encode_prompt(text));
+          },
+          "messages"_a, "add_generation_prompt"_a = false, "tools"_a = nb::none(), "tokenize"_a = false, "kwargs"_a,
+          "The model's chat template (a converted instruct model's chat_template.jinja or\n"
+          "tokenizer_config.json's) rendered on `messages` ([{'role': 'user', 'content': 'Hi'}, …]) as\n"
+          "transformers' tokenizer.apply_chat_template renders it — tools, add_generation_prompt and more\n"
+          "keyword arguments (enable_thinking=False, …) reach the template — the text, or with\n"
+          "tokenize=True its ids (encoded without adding special tokens: the template writes them).")
+      .def(
+          "chat",
+          [](const PyLanguageModel& lm, nb::handle messages, int64_t max_new_tokens, double temperature, int64_t top_k,
+             double top_p, uint64_t seed, bool use_cache, bool stream, double repetition_penalty,
+             double frequency_penalty, double presence_penalty, nb::handle tools, nb::kwargs kwargs) -> nb::object {
+            const decode::GenerateOptions o =
+                generate_options(max_new_tokens, temperature, top_k, top_p, seed, use_cache,
+                                 Penalties{repetition_penalty, frequency_penalty, presence_penalty});
+            std::vector<int32_t> ids = lm.encode_chat(chat_inputs(messages, true, tools, kwargs));
+            if (stream) return nb::cast(lm.stream_ids(std::move(ids), o), nb::rv_policy::take_ownership);
+            const std::string text = lm.generate_ids(ids, o);
+            return nb::str(text.c_str(), text.size());
+          },
+          "messages"_a, "max_new_tokens"_a = 500, "temperature"_a = 0.8, "top_k"_a = 0, "top_p"_a = 1.0,
+          "seed"_a = 1337, "use_cache"_a = true, "stream"_a = false, "repetition_penalty"_a = 1.0,
+          "frequency_penalty"_a = 0.0, "presence_penalty"_a = 0.0, "tools"_a = nb::none(), "kwargs"_a,
+          "The assistant's answer to `messages`: apply_chat_template(messages, add_generation_prompt=True,\n"
+          "tools=tools, **kwargs) encoded, then generated as generate() does with these arguments (stream=True:\n"
+          "an iterator over its pieces), as transformers' pipeline('text-generation') answers a chat.")
       .def(
           "generate_batch",
           [](const PyLanguageModel& lm, const std::vector<std::string>& prompts, int64_t max_new_tokens,
@@ -550,9 +628,8 @@ void bind_models(nb::module_& m) {
                                                                Penalties{repetition_penalty, frequency_penalty,
                                                                          presence_penalty}));
           },
-          "prompts"_a, "max_new_tokens"_a = 500, "temperature"_a = 0.8, "top_k"_a = 0, "top_p"_a = 1.0,
-          "seed"_a = 1337, "use_cache"_a = true, "repetition_penalty"_a = 1.0, "frequency_penalty"_a = 0.0,
-          "presence_penalty"_a = 0.0,
+          "prompts"_a, "max_new_tokens"_a = 500, "temperature"_a = 0.8, "top_k"_a = 0, "top_p"_a = 1.0, "seed"_a = 1337,
+          "use_cache"_a = true, "repetition_penalty"_a = 1.0, "frequency_penalty"_a = 0.0, "presence_penalty"_a = 0.0,
           "The texts generate() gives for each of `prompts` with these arguments, computed together (a GPT's\n"
           "or a Llama's: continuous batching over a paged KV cache, each step a token of every prompt's\n"
           "text, up to 64 at a time), as CTranslate2's Generator.generate_batch.")
@@ -566,8 +643,7 @@ void bind_models(nb::module_& m) {
             }
             return neuron_dict(v);
           },
-          "text"_a, "layer"_a, "head"_a, "query"_a,
-          kLanguageModelNeuronDoc.c_str())
+          "text"_a, "layer"_a, "head"_a, "query"_a, kLanguageModelNeuronDoc.c_str())
       .def(
           "perplexity",
           [](const PyLanguageModel& lm, const std::string& text, int64_t block_size) {

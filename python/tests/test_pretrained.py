@@ -85,3 +85,33 @@ def test_load_a_bert_folder_and_fill_mask_as_the_pipeline():
                 assert g["score"] == pytest.approx(w["score"], rel=1e-4)
     with pytest.raises(qkv.Error, match="has no \\[MASK\\] token"):
         bert.fill_mask("The cat sat.")
+
+
+def test_chat_template_as_transformers(tmp_path):
+    # a converted Qwen2 with chat_template.jinja beside its tokenizer (hf-chat's ChatML template):
+    # apply_chat_template renders transformers' text (hf-chat/reference.json, the same template and
+    # messages), chat() answers with the rendered prompt, and the template's failures are errors
+    import shutil
+    folder = tmp_path / "qwen2-chat"
+    shutil.copytree(os.path.join(GOLDEN, "qwen2"), folder)
+    shutil.copy(os.path.join(ROOT, "tests", "golden", "hf-chat", "chat_template.jinja"), folder)
+    out = str(tmp_path / "chat.safetensors")
+    qkv.convert(str(folder), out)
+    lm = qkv.LanguageModel(out)
+    with open(os.path.join(ROOT, "tests", "golden", "hf-chat", "reference.json"), encoding="utf-8") as f:
+        cases = json.load(f)["cases"]
+    for c in cases:
+        got = lm.apply_chat_template(c["messages"], tools=c["tools"], add_generation_prompt=c["add_generation_prompt"])
+        assert got == c["text"], c["name"]
+    messages = cases[0]["messages"]
+    ids = lm.apply_chat_template(messages, add_generation_prompt=True, tokenize=True)
+    assert isinstance(ids, list) and all(isinstance(i, int) for i in ids) and ids
+    answer = lm.chat(messages, max_new_tokens=8, temperature=0)
+    assert answer == "".join(lm.chat(messages, max_new_tokens=8, temperature=0, stream=True))
+    with pytest.raises(Exception, match="not JSON data"):
+        lm.apply_chat_template([{"role": "user", "content": float("nan")}])
+    with pytest.raises(Exception, match="expected a list"):
+        lm.apply_chat_template("Hi")
+    qkv.convert(os.path.join(GOLDEN, "qwen2"), str(tmp_path / "plain.safetensors"))
+    with pytest.raises(Exception, match="no chat template"):
+        qkv.LanguageModel(str(tmp_path / "plain.safetensors")).chat(messages)

@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <filesystem>
+#include <fstream>
 
 #include <nlohmann/json.hpp>
 
@@ -105,6 +106,42 @@ TEST(CliConvert, ABadFolderIsOneLineAndNothingWritten) {
   r = testing::run_shell(kQkv + " convert --from onnx " + (kGolden / "gpt2").string() + " -o " + out);
   EXPECT_EQ(r.code, 2) << r.out;  // a bad flag value: the usage error
   EXPECT_FALSE(fs::exists(out));
+}
+
+// A folder's chat_template.jinja goes into the model file: `generate --chat` renders the prompt as
+// a user's message (after --system's) in it and prints the answer only; a template that does not
+// compile converts with a warning, and a chat is refused naming the reason; without one, --chat is
+// refused naming the model.
+TEST(Convert, ChatTemplateForGenerateChat) {
+  testing::TempDir dir("convert-chat");
+  const fs::path folder = dir.path / "qwen2-chat";
+  fs::copy(kGolden / "qwen2", folder);
+  fs::copy_file(fs::path(QKV_GOLDEN_DIR) / "hf-chat" / "chat_template.jinja", folder / "chat_template.jinja");
+  const std::string model = (dir.path / "chat.safetensors").string(), cli = QKV_CLI_PATH;
+  ASSERT_EQ(testing::run_shell(cli + " convert --from hf " + folder.string() + " -o " + model).code, 0);
+  const auto r = testing::run_shell(cli + " generate -m " + model +
+                                    " --chat -p 'Hello there' --system 'Be brief' -n 4 -t 0 --print-prompt");
+  ASSERT_EQ(r.code, 0) << r.out;
+  const std::string rendered =
+      "<|im_start|>system\nBe brief<|im_end|>\n<|im_start|>user\nHello there<|im_end|>\n<|im_start|>assistant\n";
+  const size_t at = r.out.find(rendered);  // (--print-prompt's, on stderr)
+  EXPECT_NE(at, std::string::npos) << r.out;
+  EXPECT_EQ(r.out.find("Hello there", at + rendered.size()), std::string::npos) << r.out;  // the answer only
+
+  const std::string plain = (dir.path / "plain.safetensors").string();
+  ASSERT_EQ(testing::run_shell(cli + " convert --from hf " + (kGolden / "qwen2").string() + " -o " + plain).code, 0);
+  const auto none = testing::run_shell(cli + " generate -m " + plain + " --chat -p Hi -n 2");
+  EXPECT_NE(none.code, 0);
+  EXPECT_NE(none.out.find("has no chat template"), std::string::npos) << none.out;
+
+  { std::ofstream(folder / "chat_template.jinja") << "{% for m in messages %}"; }
+  const std::string bad = (dir.path / "bad.safetensors").string();
+  const auto conv = testing::run_shell(cli + " convert --from hf " + folder.string() + " -o " + bad);
+  ASSERT_EQ(conv.code, 0) << conv.out;
+  EXPECT_NE(conv.out.find("does not compile"), std::string::npos) << conv.out;
+  const auto refused = testing::run_shell(cli + " generate -m " + bad + " --chat -p Hi -n 2");
+  EXPECT_NE(refused.code, 0);
+  EXPECT_NE(refused.out.find("endfor"), std::string::npos) << refused.out;
 }
 
 }  // namespace

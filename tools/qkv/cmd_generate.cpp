@@ -43,6 +43,8 @@ void add_generate(CLI::App& app) {
     DecodeArgs decode;
     bool stats = false;
     std::string device = "cpu";
+    bool chat = false, print_prompt = false;
+    std::string system, chat_kwargs;
   };
   auto a = std::make_shared<Args>();
   sub->add_option("-m,--model", a->model, "model file (model.safetensors from qkv train)")->capture_default_str();
@@ -80,6 +82,14 @@ void add_generate(CLI::App& app) {
       ->check(greater_than_zero());
   add_decode_options(sub, a->decode, kWeights | kNoCache | kThreads);
   sub->add_flag("--stats", a->stats, "print tokens/s and the peak resident memory to stderr");
+  sub->add_flag("--chat", a->chat,
+                "the prompt is a user's message: render it with the model's chat template (a converted instruct "
+                "model's; as transformers' apply_chat_template with add_generation_prompt) and print the answer only");
+  sub->add_option("--system", a->system, "with --chat: a system message before the user's");
+  sub->add_option(
+      "--chat-template-kwargs", a->chat_kwargs,
+      "with --chat: more variables for the template, as a JSON object (e.g. '{\"enable_thinking\": false}')");
+  sub->add_flag("--print-prompt", a->print_prompt, "with --chat: print the rendered prompt to stderr");
   add_device_option(sub, a->device, "generate (a GPU: the weights --dtype names, f32 or bf16)");
   register_runner(sub, [a] {
     use_threads_for_decoding(a->decode.threads);
@@ -92,10 +102,38 @@ void add_generate(CLI::App& app) {
     lo.device = device;
     models::LoadedLanguageModel g = models::load_language_model(find_model(a->model), lo);
     std::vector<int32_t> prompt;
-    try {
-      prompt = g.tokenizer.encode(a->prompt);
-    } catch (const Error& e) {
-      QKV_CHECK(false, "--prompt: ", e.what());
+    std::string echo = a->prompt;  // what is printed before the generated text
+    if (a->chat) {
+      // the prompt as the user's message (after --system's), in the model's chat template, encoded
+      // without adding special tokens (the template writes them): apply_chat_template's prompt
+      QKV_CHECK(g.tokenizer.chat_template_error().empty(), "generate --chat: ", g.tokenizer.chat_template_error());
+      const text::ChatTemplate* t = g.tokenizer.chat_template();
+      QKV_CHECK(t, "generate --chat: '", a->model, "' has no chat template (a base model, or one converted without ",
+                "chat_template.jinja / tokenizer_config.json's \"chat_template\"); drop --chat and write the prompt");
+      text::ChatInputs in;
+      if (!a->system.empty()) in.messages.push_back({{"role", "system"}, {"content", a->system}});
+      in.messages.push_back({{"role", "user"}, {"content", a->prompt}});
+      if (!a->chat_kwargs.empty()) {
+        try {
+          in.extra = nlohmann::ordered_json::parse(a->chat_kwargs);
+        } catch (const nlohmann::json::exception& e) {
+          QKV_CHECK(false, "--chat-template-kwargs: not JSON: ", e.what());
+        }
+        QKV_CHECK(in.extra.is_object(),
+                  "--chat-template-kwargs: expected a JSON object, e.g. '{\"enable_thinking\": false}'");
+      }
+      const std::string text = t->apply(in);
+      if (a->print_prompt) std::fprintf(stderr, "%s", text.c_str());
+      prompt = g.tokenizer.encode_prompt(text);
+      echo.clear();
+    } else {
+      QKV_CHECK(a->system.empty() && a->chat_kwargs.empty() && !a->print_prompt,
+                "generate: --system, --chat-template-kwargs and --print-prompt go with --chat");
+      try {
+        prompt = g.tokenizer.encode(a->prompt);
+      } catch (const Error& e) {
+        QKV_CHECK(false, "--prompt: ", e.what());
+      }
     }
     QKV_CHECK(!prompt.empty(), "--prompt is empty; give at least one character");
     auto options = [&](int64_t s) {
@@ -128,10 +166,10 @@ void add_generate(CLI::App& app) {
       auto print_up_to = [&](size_t i) {  // ends the samples before i (some may have made no token)
         for (; printing < i; ++printing) {
           end_sample();
-          std::fputs(a->prompt.c_str(), stdout);
+          std::fputs(echo.c_str(), stdout);
         }
       };
-      std::fputs(a->prompt.c_str(), stdout);
+      std::fputs(echo.c_str(), stdout);
       const auto outs = batcher.generate_all(prompts, opts, [&](size_t i, int32_t id) {
         print_up_to(i);
         const std::string c = streamer.push(id);
@@ -152,7 +190,7 @@ void add_generate(CLI::App& app) {
     }
     for (int64_t s = 0; s < a->num_samples; ++s) {
       const decode::GenerateOptions o = options(s);
-      std::fputs(a->prompt.c_str(), stdout);
+      std::fputs(echo.c_str(), stdout);
       const auto t0 = std::chrono::steady_clock::now();
       text::TextStreamer streamer(g.tokenizer);
       auto out = decode::generate(*g.model, prompt, o, [&](int32_t id) {
