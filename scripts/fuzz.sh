@@ -8,7 +8,7 @@ cd "$(dirname "$0")/.."
 seconds="${1:-60}"
 shift || true
 targets=("$@")
-[ ${#targets[@]} -eq 0 ] && targets=(safetensors model_file config train_config text idx image tokenizer sentencepiece http)
+[ ${#targets[@]} -eq 0 ] && targets=(safetensors model_file config train_config text idx image tokenizer sentencepiece http chat_template)
 bash scripts/setup.sh --fuzz
 # OSS-Fuzz's optimization for fuzzing builds, -O1 with line tables only (a crash's stack still names
 # file and line): the library compiles ~20% faster than at -O2 -g, which CI pays for every run
@@ -36,7 +36,9 @@ jobs=$(( $(env -u OMP_NUM_THREADS nproc) < 2 ? 1 : 2 ))  # (nproc answers OMP_NU
 run_target() {  # its exit status into build-fuzz/<target>.status
   local t=$1 rc=0
   mkdir -p "build-fuzz/corpus/$t" "build-fuzz/crashes/$t"
-  "build-fuzz/fuzz/${t}_fuzz" "build-fuzz/corpus/$t" "fuzz/corpus/$t" -dict=fuzz/json.dict \
+  local dict=fuzz/json.dict  # (a target with a dictionary of its own: fuzz/<target>.dict)
+  [ -f "fuzz/$t.dict" ] && dict="fuzz/$t.dict"
+  "build-fuzz/fuzz/${t}_fuzz" "build-fuzz/corpus/$t" "fuzz/corpus/$t" -dict="$dict" \
     -max_total_time="$seconds" -rss_limit_mb=4096 -max_len=1048576 -timeout=30 -print_final_stats=1 \
     -artifact_prefix="build-fuzz/crashes/$t/" 2>"build-fuzz/$t.log" || rc=$?
   echo "$rc" >"build-fuzz/$t.status"

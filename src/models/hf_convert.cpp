@@ -10,6 +10,7 @@
 #include "hf/architectures.h"
 #include "qkv/core/error.h"
 #include "qkv/core/message.h"
+#include "qkv/core/utf8.h"
 #include "qkv/io/file.h"
 #include "qkv/io/json.h"
 #include "qkv/io/progress.h"
@@ -121,6 +122,11 @@ HfFolder open_hf_folder(const std::string& dir_in) {
     QKV_CHECK(t.is_object() && t.contains("chat_template") && t["chat_template"].is_string(), "'", dir,
               "/chat_template.json': expected {\"chat_template\": string}");
     f.chat_template = t["chat_template"].get<std::string>();
+  }
+  for (size_t i = 0; i < f.chat_template.size();) {  // (a model file's metadata is JSON: UTF-8 only)
+    const utf8::CodePoint cp = utf8::decode_one(f.chat_template, i);
+    QKV_CHECK(cp.valid(), "'", dir, "/chat_template.jinja': byte ", i, " is not UTF-8");
+    i += cp.length;
   }
   return f;
 }

@@ -1173,6 +1173,48 @@ def add_pretrained_cases(m):
         o = m.out(f"{name}.safetensors")
         m.add(f"pretrained/convert/{name}", ["{qkv}", "convert", d, "-o", o], names=["config.json"], gone=[o])
 
+    # chat templates: a chat_template.jinja that is no file, too big, or a chat_template.json of the wrong
+    # shape is refused at conversion, named; a crafted template converts (with a warning where it does not
+    # compile) and each chat then ends in a message naming the template — no hang, no memory past its limits
+    def write_file(name, data):
+        def edit(d):
+            p = os.path.join(d, name)
+            if data is None:
+                os.makedirs(p)
+            else:
+                open(p, "wb").write(data if isinstance(data, bytes) else data.encode())
+        return edit
+    refused = {
+        "chat-template-directory": ("chat_template.jinja", None),
+        "chat-template-huge": ("chat_template.jinja", "{{ 1 }}" * (1 << 20)),
+        "chat-template-json-shape": ("chat_template.json", '{"chat_template": 5}'),
+        "chat-template-json-not-json": ("chat_template.json", "{"),
+        "chat-template-not-utf8": ("chat_template.jinja", b"{{ messages[0].content }}\xff\xfe"),
+    }
+    for name, (file, data) in refused.items():
+        d = folder("qwen2", name, write_file(file, data))
+        o = m.out(f"{name}.safetensors")
+        m.add(f"pretrained/convert/{name}", ["{qkv}", "convert", d, "-o", o], names=[file], gone=[o])
+    crafted_templates = {
+        "loops": "{% for i in range(100000) %}{% for j in range(100000) %}{{ i }}{% endfor %}{% endfor %}",
+        "output": "{% for i in range(100000) %}{{ 'x' * 60000 }}{% endfor %}",
+        "doubling": "{% set ns = namespace(s='x') %}{% for i in range(64) %}{% set ns.s = ns.s ~ ns.s %}{% endfor %}",
+        "recursion": "{% macro f(n) %}{{ f(n + 1) }}{% endmacro %}{{ f(0) }}",
+        "nesting": "{{ " + "(" * 100000 + "1" + ")" * 100000 + " }}",
+        "unknown-tag": "{% include 'x.jinja' %}",
+        "raise": "{{ raise_exception('no chats here') }}",
+        "sandbox": "{{ messages.append(1) }}{{ ''.__class__ }}",
+        "undefined-chain": "{{ nothing.at.all }}",
+        "range-huge": "{{ range(2 ** 62)|length }}",
+    }
+    for name, template in crafted_templates.items():
+        d = folder("qwen2", f"chat-{name}", write_file("chat_template.jinja", template))
+        out = m.path(f"hf/chat-{name}.safetensors")
+        r = subprocess.run([m.qkv, "convert", d, "-o", out], capture_output=True, text=True, timeout=120)
+        assert r.returncode == 0, r.stderr
+        m.add(f"pretrained/chat/{name}", ["{qkv}", "generate", "--threads", "1", "-m", out, "--chat", "-n", "2",
+                                          "-p", "hello " * 2000], names=["chat template"])
+
 
 def add_bench_tokenizer_cases(m):
     """qkv bench tokenizer's folder and lines."""
