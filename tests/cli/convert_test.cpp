@@ -109,7 +109,8 @@ TEST(CliConvert, ABadFolderIsOneLineAndNothingWritten) {
 }
 
 // A folder's chat_template.jinja goes into the model file: `generate --chat` renders the prompt as
-// a user's message (after --system's) in it and prints the answer only; a template that does not
+// a user's message (after --system's) in it and prints the answer only, `qkv chat` each line read
+// with the conversation before it; a template that does not
 // compile converts with a warning, and a chat is refused naming the reason; without one, --chat is
 // refused naming the model.
 TEST(Convert, ChatTemplateForGenerateChat) {
@@ -128,11 +129,26 @@ TEST(Convert, ChatTemplateForGenerateChat) {
   EXPECT_NE(at, std::string::npos) << r.out;
   EXPECT_EQ(r.out.find("Hello there", at + rendered.size()), std::string::npos) << r.out;  // the answer only
 
+  // qkv chat: a turn a line, each rendered with the history (the answers before it in it)
+  const auto first = testing::run_shell("(" + cli + " generate -m " + model + " --chat -p 'Hello there' -n 4 -t 0 2>/dev/null)");
+  ASSERT_EQ(first.code, 0) << first.out;
+  const std::string answer = first.out.substr(0, first.out.size() - 1);  // (less its newline)
+  const auto talk = testing::run_shell("printf 'Hello there\\nAnd again?\\n' | " + cli + " chat " + model +
+                                       " -n 4 -t 0 --print-prompt");
+  ASSERT_EQ(talk.code, 0) << talk.out;
+  EXPECT_NE(talk.out.find("<|im_start|>user\nHello there<|im_end|>\n<|im_start|>assistant\n" + answer +
+                          "<|im_end|>\n<|im_start|>user\nAnd again?<|im_end|>\n<|im_start|>assistant\n"),
+            std::string::npos)
+      << talk.out;
+
   const std::string plain = (dir.path / "plain.safetensors").string();
   ASSERT_EQ(testing::run_shell(cli + " convert --from hf " + (kGolden / "qwen2").string() + " -o " + plain).code, 0);
   const auto none = testing::run_shell(cli + " generate -m " + plain + " --chat -p Hi -n 2");
   EXPECT_NE(none.code, 0);
   EXPECT_NE(none.out.find("has no chat template"), std::string::npos) << none.out;
+  const auto none_chat = testing::run_shell("echo Hi | " + cli + " chat " + plain);
+  EXPECT_NE(none_chat.code, 0);
+  EXPECT_NE(none_chat.out.find("has no chat template"), std::string::npos) << none_chat.out;
 
   { std::ofstream(folder / "chat_template.jinja") << "{% for m in messages %}"; }
   const std::string bad = (dir.path / "bad.safetensors").string();

@@ -24,6 +24,7 @@ void add_bench_paged(CLI::App* bench);
 void add_bench_loss(CLI::App* bench);
 void add_bench_tokenizer(CLI::App* bench);
 void add_generate(CLI::App& app);
+void add_chat(CLI::App& app);
 void add_translate(CLI::App& app);
 void add_eval(CLI::App& app);
 void add_attend(CLI::App& app);

@@ -74,6 +74,7 @@ int main(int argc, char** argv) {
   qkv::cli::add_demo(app);
   qkv::cli::add_train(app);
   qkv::cli::add_generate(app);
+  qkv::cli::add_chat(app);
   qkv::cli::add_translate(app);
   qkv::cli::add_eval(app);
   qkv::cli::add_attend(app);
