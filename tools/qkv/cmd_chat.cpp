@@ -67,19 +67,9 @@ void add_chat(CLI::App& app) {
     models::LoadOptions lo;
     lo.weights = a->decode.requested_weights();
     models::LoadedLanguageModel g = models::load_language_model(path, lo);
-    QKV_CHECK(g.tokenizer.chat_template_error().empty(), "chat: ", g.tokenizer.chat_template_error());
-    const text::ChatTemplate* t = g.tokenizer.chat_template();
-    QKV_CHECK(t, "chat: '", path, "' has no chat template (a base model, or one converted without ",
-              "chat_template.jinja / tokenizer_config.json's \"chat_template\"); `qkv generate -p` continues a text");
+    const text::ChatTemplate& t = chat_template_of(g.tokenizer, path, "chat");
     text::ChatInputs in;
-    if (!a->chat_kwargs.empty()) {
-      try {
-        in.extra = nlohmann::ordered_json::parse(a->chat_kwargs);
-      } catch (const nlohmann::json::exception& e) {
-        QKV_CHECK(false, "--chat-template-kwargs: not JSON: ", e.what());
-      }
-      QKV_CHECK(in.extra.is_object(), "--chat-template-kwargs: expected a JSON object, e.g. '{\"enable_thinking\": false}'");
-    }
+    in.extra = chat_template_kwargs(a->chat_kwargs);
     auto restart = [&] {
       in.messages = nlohmann::ordered_json::array();
       if (!a->system.empty()) in.messages.push_back({{"role", "system"}, {"content", a->system}});
@@ -104,7 +94,7 @@ void add_chat(CLI::App& app) {
       in.messages.push_back({{"role", "user"}, {"content", line}});
       std::string prompt_text;
       try {
-        prompt_text = t->apply(in);
+        prompt_text = t.apply(in);
       } catch (const Error& e) {  // (the template's refusal ends this turn, not the conversation)
         in.messages.erase(in.messages.end() - 1);
         std::fprintf(stderr, "qkv: %s\n", e.what());

@@ -106,23 +106,12 @@ void add_generate(CLI::App& app) {
     if (a->chat) {
       // the prompt as the user's message (after --system's), in the model's chat template, encoded
       // without adding special tokens (the template writes them): apply_chat_template's prompt
-      QKV_CHECK(g.tokenizer.chat_template_error().empty(), "generate --chat: ", g.tokenizer.chat_template_error());
-      const text::ChatTemplate* t = g.tokenizer.chat_template();
-      QKV_CHECK(t, "generate --chat: '", a->model, "' has no chat template (a base model, or one converted without ",
-                "chat_template.jinja / tokenizer_config.json's \"chat_template\"); drop --chat and write the prompt");
+      const text::ChatTemplate& t = chat_template_of(g.tokenizer, a->model, "generate --chat");
       text::ChatInputs in;
       if (!a->system.empty()) in.messages.push_back({{"role", "system"}, {"content", a->system}});
       in.messages.push_back({{"role", "user"}, {"content", a->prompt}});
-      if (!a->chat_kwargs.empty()) {
-        try {
-          in.extra = nlohmann::ordered_json::parse(a->chat_kwargs);
-        } catch (const nlohmann::json::exception& e) {
-          QKV_CHECK(false, "--chat-template-kwargs: not JSON: ", e.what());
-        }
-        QKV_CHECK(in.extra.is_object(),
-                  "--chat-template-kwargs: expected a JSON object, e.g. '{\"enable_thinking\": false}'");
-      }
-      const std::string text = t->apply(in);
+      in.extra = chat_template_kwargs(a->chat_kwargs);
+      const std::string text = t.apply(in);
       if (a->print_prompt) std::fprintf(stderr, "%s", text.c_str());
       prompt = g.tokenizer.encode_prompt(text);
       echo.clear();

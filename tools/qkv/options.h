@@ -16,6 +16,7 @@
 #include "qkv/core/parallel.h"
 #include "qkv/decode/translator.h"
 #include "qkv/nn/module.h"
+#include "qkv/text/lm_tokenizer.h"
 
 namespace qkv::cli {
 
@@ -147,6 +148,29 @@ inline void add_decode_options(CLI::App* app, DecodeArgs& a, unsigned which = kA
     app->add_flag_callback("--no-cache", [&t] { t.use_cache = false; },
                            "recompute the decoder over the whole prefix every step (slow; for comparison)");
   if (which & kThreads) add_threads_option(app, a.threads);
+}
+
+// The chat template of `path`'s tokenizer for `command` (generate --chat, qkv chat): refused by name
+// where the model has none or it does not compile here.
+inline const text::ChatTemplate& chat_template_of(const text::LMTokenizer& t, const std::string& path,
+                                                  const char* command) {
+  QKV_CHECK(t.chat_template_error().empty(), command, ": ", t.chat_template_error());
+  QKV_CHECK(t.chat_template(), command, ": '", path, "' has no chat template (a base model, or one converted without ",
+            "chat_template.jinja / tokenizer_config.json's \"chat_template\"); `qkv generate -p` continues a text");
+  return *t.chat_template();
+}
+
+// --chat-template-kwargs: a JSON object of more variables for the template ("" → none).
+inline nlohmann::ordered_json chat_template_kwargs(const std::string& text) {
+  if (text.empty()) return nlohmann::ordered_json::object();
+  nlohmann::ordered_json j;
+  try {
+    j = nlohmann::ordered_json::parse(text);
+  } catch (const nlohmann::json::exception& e) {
+    QKV_CHECK(false, "--chat-template-kwargs: not JSON: ", e.what());
+  }
+  QKV_CHECK(j.is_object(), "--chat-template-kwargs: expected a JSON object, e.g. '{\"enable_thinking\": false}'");
+  return j;
 }
 
 }  // namespace qkv::cli
