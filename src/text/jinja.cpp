@@ -9,6 +9,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <utility>
+#include <set>
 #include <vector>
 
 #include "jinja_values.h"
@@ -416,20 +417,27 @@ struct If : Node {
   }
 };
 
+// A for loop's or a set's target: a name, or targets to unpack an item into (`a, (b, c)`).
+struct Target {
+  std::string name;
+  std::vector<Target> parts;
+};
+
 struct For : Node {
-  std::vector<std::string> targets;  // one name, or names to unpack each item into
+  Target target;
   ExprP iter;
   ExprP filter;  // `for x in xs if cond`
   BodyP body, otherwise;
-  void run(Ctx& c) const override {
-    const Value seq = iter->eval(c);
+  bool recursive = false;  // `for … recursive`: loop(items) renders the body over them, a level deeper
+  void run(Ctx& c) const override { loop_over(c, iter->eval(c), 1); }
+  void loop_over(Ctx& c, const Value& seq, int64_t depth) const {
     std::vector<Value> items = iterate(seq, c, "a for loop");
     c.push_frame();
     if (filter) {  // (the filter sees each item bound; loop.* counts what passes)
       std::vector<Value> kept;
       for (auto& it : items) {
         c.step(line);
-        bind(c, it);
+        bind(c, target, it);
         if (truthy(filter->eval(c))) kept.push_back(std::move(it));
       }
       items = std::move(kept);
@@ -438,12 +446,13 @@ struct For : Node {
     // jinja2 runs the else block unless some iteration reached its body's end (a break or a
     // continue skips that end), and gives each iteration a frame of its own
     const int64_t n = static_cast<int64_t>(items.size());
+    auto changed = std::make_shared<std::pair<bool, Value>>();  // loop.changed's last values, once set
     bool completed = false;
     for (int64_t k = 0; k < n; ++k) {
       c.step(line);
       c.push_frame();
-      bind(c, items[k]);
-      c.set("loop", loop_value(items, k));
+      bind(c, target, items[k]);
+      c.set("loop", loop_value(items, k, depth, changed));
       body->run(c);
       c.pop_frame();
       const Flow f = c.flow;
@@ -453,18 +462,19 @@ struct For : Node {
     }
     if (!completed && otherwise) otherwise->run(c);
   }
-  void bind(Ctx& c, const Value& item) const {
-    if (targets.size() == 1) return c.set(targets[0], item);
+  static void bind(Ctx& c, const Target& t, const Value& item) {
+    if (t.parts.empty()) return c.set(t.name, item);
     const std::vector<Value> parts = iterate(item, c, "unpacking a for loop's item");
-    if (parts.size() != targets.size())
-      c.fail("a for loop unpacks " + std::to_string(targets.size()) + " names from an item of " +
+    if (parts.size() != t.parts.size())
+      c.fail("a for loop unpacks " + std::to_string(t.parts.size()) + " values from an item of " +
              std::to_string(parts.size()));
-    for (size_t k = 0; k < parts.size(); ++k) c.set(targets[k], parts[k]);
+    for (size_t k = 0; k < parts.size(); ++k) bind(c, t.parts[k], parts[k]);
   }
-  static Value loop_value(const std::vector<Value>& items, int64_t k) {
+  Value loop_value(const std::vector<Value>& items, int64_t k, int64_t depth,
+                   const std::shared_ptr<std::pair<bool, Value>>& changed) const {
     const int64_t n = static_cast<int64_t>(items.size());
     auto d = std::make_shared<Dict>();  // (fresh keys: no lookups)
-    d->items.reserve(12);
+    d->items.reserve(14);
     d->items.emplace_back("index", Value::integer(k + 1));
     d->items.emplace_back("index0", Value::integer(k));
     d->items.emplace_back("revindex", Value::integer(n - k));
@@ -472,16 +482,42 @@ struct For : Node {
     d->items.emplace_back("first", Value::boolean(k == 0));
     d->items.emplace_back("last", Value::boolean(k == n - 1));
     d->items.emplace_back("length", Value::integer(n));
-    d->items.emplace_back("depth", Value::integer(1));
-    d->items.emplace_back("depth0", Value::integer(0));
+    d->items.emplace_back("depth", Value::integer(depth));
+    d->items.emplace_back("depth0", Value::integer(depth - 1));
     d->items.emplace_back("previtem", k > 0 ? items[k - 1] : Value::undefined("there is no previous item"));
     d->items.emplace_back("nextitem", k + 1 < n ? items[k + 1] : Value::undefined("there is no next item"));
     d->items.emplace_back("cycle", Value::function("loop.cycle", [k](Args& a) {
                             if (a.pos.empty()) a.ctx.fail("loop.cycle() needs at least one value");
                             return a.pos[static_cast<size_t>(k) % a.pos.size()];
                           }));
+    // loop.changed(*values): whether they differ from the last call's (true the first time)
+    d->items.emplace_back("changed", Value::function("loop.changed", [changed](Args& a) {
+                            Value now = Value::list(a.pos);
+                            now.tuple = true;
+                            if (changed->first && compare("==", changed->second, now, a.ctx))
+                              return Value::boolean(false);
+                            *changed = {true, std::move(now)};
+                            return Value::boolean(true);
+                          }));
+    if (recursive)  // loop(items): the body over them, one level deeper (a nested call, as a macro's)
+      d->items.emplace_back(
+          "\x02"
+          "call",
+          Value::function("loop", [this, depth](Args& a) {
+            if (a.pos.size() != 1 || !a.kw.empty()) a.ctx.fail("loop() takes one iterable");
+            a.ctx.enter_recursion();
+            std::string text;
+            try {
+              text = a.ctx.capture([&] { loop_over(a.ctx, a.pos[0], depth + 1); });
+            } catch (...) {
+              a.ctx.leave_recursion();
+              throw;
+            }
+            a.ctx.leave_recursion();
+            return Value::string(std::move(text));
+          }));
     Value v = Value::of_dict(std::move(d));
-    v.loop = true;
+    v.object = "LoopContext";
     return v;
   }
 };
@@ -519,11 +555,57 @@ struct FilterBlock : Node {
   void run(Ctx& c) const override;
 };
 
-struct MacroDef : Node {
+// A macro's or a call block's caller's parameters, and the special names its body uses: varargs
+// (the extra positional arguments), kwargs (the extra keywords), caller (a call block's body).
+struct Signature {
   std::string name;
   std::vector<std::pair<std::string, ExprP>> params;  // (a null default: none given)
+  bool varargs = false, kwargs = false, caller = false;
+  // Binds a call's arguments in the frame just entered, as jinja2's Macro does.
+  void bind(Args& a) const;
+  // The value a macro is: called, it renders `body` in a scope `enter` makes; with jinja2's
+  // attributes name, arguments, catch_varargs, catch_kwargs and caller.
+  Value function(const Node* body, std::function<void(Ctx&)> enter) const;
+};
+
+struct MacroDef : Node {
+  Signature sig;
   BodyP body;
   void run(Ctx& c) const override;
+};
+
+// `{% call(params) macro(args) %}body{% endcall %}`: the macro called with caller=, a macro that
+// renders the body where the call block stands.
+struct CallBlock : Node {
+  Signature sig;
+  ExprP fn;  // the macro
+  std::vector<ExprP> pos;
+  std::vector<std::pair<std::string, ExprP>> kw;
+  BodyP body;
+  void run(Ctx& c) const override;
+};
+
+// `{% block name %}`: with no template extending this one, its body rendered where it stands, seeing
+// the template's top level (and, when `scoped`, the variables around it).
+struct Block : Node {
+  bool scoped = false;
+  BodyP body;
+  void run(Ctx& c) const override {
+    if (scoped) {
+      c.push_frame();
+      body->run(c);
+      c.pop_frame();
+      return;
+    }
+    c.enter_macro("block");
+    try {
+      body->run(c);
+    } catch (...) {
+      c.leave_macro();
+      throw;
+    }
+    c.leave_macro();
+  }
 };
 
 // ---- expressions -----------------------------------------------------------------------------
@@ -555,13 +637,8 @@ struct DictLit : Expr {
   Value eval(Ctx& c) const override {
     auto d = std::make_shared<Dict>();
     for (const auto& [k, v] : items) {
-      const Value k_ = k->eval(c);
-      if (k_.kind == Kind::string)
-        d->set(key(k_.s), v->eval(c));
-      else if (k_.kind == Kind::integer)
-        d->set(key(k_.i), v->eval(c));
-      else
-        c.fail("a dict's keys must be strings or integers here, not " + type_name(k_));
+      const std::string k_ = dict_key(k->eval(c), *d, c);
+      d->set(k_, v->eval(c));
     }
     return Value::of_dict(std::move(d));
   }
@@ -721,40 +798,106 @@ void FilterBlock::run(Ctx& c) const {
   c.write(to_str(v, c));
 }
 
-void MacroDef::run(Ctx& c) const {
-  const MacroDef* self = this;
-  c.set(name, Value::function(name, [self](Args& a) {
-          Ctx& c = a.ctx;
-          if (a.pos.size() > self->params.size())
-            c.fail("macro '" + self->name + "' takes " + std::to_string(self->params.size()) + " arguments, got " +
-                   std::to_string(a.pos.size()));
-          std::vector<Value> bound(self->params.size());
-          std::vector<bool> given(self->params.size(), false);
-          for (size_t k = 0; k < a.pos.size(); ++k) bound[k] = a.pos[k], given[k] = true;
-          for (auto& [key, v] : a.kw) {
-            size_t k = 0;
-            while (k < self->params.size() && self->params[k].first != key) ++k;
-            if (k == self->params.size()) c.fail("macro '" + self->name + "' has no argument '" + key + "'");
-            if (given[k]) c.fail("macro '" + self->name + "' got '" + key + "' twice");
-            bound[k] = v, given[k] = true;
-          }
-          c.enter_macro(self->name);
-          for (size_t k = 0; k < bound.size(); ++k) {
-            if (!given[k])
-              bound[k] = self->params[k].second ? self->params[k].second->eval(c)
-                                                : Value::undefined("the argument '" + self->params[k].first + "'");
-            c.set(self->params[k].first, bound[k]);
-          }
-          std::string text;
-          try {
-            text = c.capture([&] { self->body->run(c); });
-          } catch (...) {
-            c.leave_macro();
-            throw;
-          }
+void Signature::bind(Args& a) const {
+  Ctx& c = a.ctx;
+  const size_t n = params.size();
+  if (a.pos.size() > n && !varargs)
+    c.fail("macro '" + name + "' takes not more than " + std::to_string(n) + " argument(s)");
+  std::vector<Value> bound(n);
+  std::vector<bool> given(n, false);
+  for (size_t k = 0; k < std::min(n, a.pos.size()); ++k) bound[k] = a.pos[k], given[k] = true;
+  auto extra = std::make_shared<Dict>();
+  Value caller_value = Value::undefined("No caller defined");
+  for (auto& [key, v] : a.kw) {
+    size_t k = 0;
+    while (k < n && params[k].first != key) ++k;
+    if (k < n) {
+      if (given[k]) c.fail("macro '" + name + "' got multiple values for argument '" + key + "'");
+      bound[k] = v, given[k] = true;
+    } else if (key == "caller" && caller)
+      caller_value = v;
+    else if (kwargs)
+      extra->set(detail::key(key), v);
+    else if (key == "caller")
+      c.fail("macro '" + name + "' was invoked with two values for the special caller argument");
+    else
+      c.fail("macro '" + name + "' takes no keyword argument '" + key + "'");
+  }
+  for (size_t k = 0; k < n; ++k) {
+    if (!given[k])
+      bound[k] =
+          params[k].second ? params[k].second->eval(c) : Value::undefined("the argument '" + params[k].first + "'");
+    c.set(params[k].first, bound[k]);
+  }
+  if (varargs) {
+    Value rest =
+        Value::list(a.pos.size() > n ? List(a.pos.begin() + static_cast<std::ptrdiff_t>(n), a.pos.end()) : List{});
+    rest.tuple = true;
+    c.set("varargs", std::move(rest));
+  }
+  if (kwargs) c.set("kwargs", Value::of_dict(std::move(extra)));
+  if (caller) c.set("caller", std::move(caller_value));
+}
+
+Value Signature::function(const Node* body, std::function<void(Ctx&)> enter) const {
+  const Signature* self = this;
+  auto attrs = std::make_shared<Dict>();
+  List names;
+  for (const auto& p : params) names.push_back(Value::string(p.first));
+  Value arguments = Value::list(std::move(names));
+  arguments.tuple = true;
+  attrs->set("name", Value::string(name));
+  attrs->set("arguments", std::move(arguments));
+  attrs->set("catch_varargs", Value::boolean(varargs));
+  attrs->set("catch_kwargs", Value::boolean(kwargs));
+  attrs->set("caller", Value::boolean(caller));
+  return Value::function(
+      name,
+      [self, body, enter](Args& a) {
+        Ctx& c = a.ctx;
+        enter(c);
+        std::string text;
+        try {
+          self->bind(a);
+          text = c.capture([&] { body->run(c); });
+        } catch (...) {
           c.leave_macro();
-          return Value::string(std::move(text));
-        }));
+          throw;
+        }
+        c.leave_macro();
+        return Value::string(std::move(text));
+      },
+      std::move(attrs));
+}
+
+void MacroDef::run(Ctx& c) const {
+  const std::string& name = sig.name;
+  c.set(name, sig.function(body.get(), [&name](Ctx& c) { c.enter_macro(name); }));
+}
+
+void CallBlock::run(Ctx& c) const {
+  // the caller sees the call block's scope, for as long as the block runs
+  auto alive = std::make_shared<bool>(true);
+  const Ctx::Closure here = c.here();
+  Value caller = sig.function(body.get(), [alive, here](Ctx& c) {
+    if (!*alive) c.fail("caller() called after its call block ended");
+    c.enter_caller(here);
+  });
+  const Value f = fn->eval(c);
+  Args a{c, {}, {}};
+  for (const auto& p : pos) a.pos.push_back(p->eval(c));
+  for (const auto& [k, v] : kw) a.kw.emplace_back(k, v->eval(c));
+  a.kw.emplace_back("caller", std::move(caller));
+  c.line = line;
+  std::string text;
+  try {
+    text = to_str(call(f, a), c);
+  } catch (...) {
+    *alive = false;
+    throw;
+  }
+  *alive = false;
+  c.write(text);
 }
 
 // ---- the parser ------------------------------------------------------------------------------
@@ -790,6 +933,7 @@ class Parser {
   size_t p_ = 0;
   const std::string& what_;
   int depth_ = 0;
+  std::set<std::string> names_;  // the names read in the macro body being parsed
 
   const Token& cur() const { return t_[p_]; }
   const Token& peek(size_t k = 1) const { return t_[std::min(p_ + k, t_.size() - 1)]; }
@@ -900,6 +1044,10 @@ class Parser {
       n = filter_stmt();
     else if (tag == "with")
       n = with_stmt();
+    else if (tag == "call")
+      n = call_stmt();
+    else if (tag == "block")
+      n = block_stmt();
     else if (tag == "break" || tag == "continue") {
       if (loops_ == 0) fail("'" + tag + "' outside a for loop", line);
       auto b = std::make_unique<Break>();
@@ -912,8 +1060,7 @@ class Parser {
       n = statements({"endgeneration"}, end);
       expect_block_end();
     } else {
-      static const char* known[] = {"extends", "include",    "import", "from",  "block",
-                                    "call",    "autoescape", "do",     "trans", "print"};
+      static const char* known[] = {"extends", "include", "import", "from", "autoescape", "do", "trans", "print"};
       for (const char* k : known)
         if (tag == k) fail("the tag '" + tag + "' is not supported", line);
       fail("unknown tag '" + tag + "'", line);
@@ -948,7 +1095,7 @@ class Parser {
   int loops_ = 0;
   NodeP for_stmt() {
     auto n = std::make_unique<For>();
-    n->targets = target_names();
+    n->target = target_tuple();
     if (!is_name("in")) fail("expected 'in' in the for loop, got " + describe(cur()));
     next();
     n->iter = tuple_or_expression(/*no_condexpr=*/true);
@@ -956,7 +1103,10 @@ class Parser {
       next();
       n->filter = expression();
     }
-    if (is_name("recursive")) fail("recursive for loops are not supported");
+    if (is_name("recursive")) {
+      next();
+      n->recursive = true;
+    }
     expect_block_end();
     std::string end;
     {
@@ -971,6 +1121,32 @@ class Parser {
     }
     expect_block_end();
     return n;
+  }
+
+  // A for loop's target: names and parenthesized targets, separated by commas (one alone is itself).
+  Target target_tuple() {
+    Deeper d(*this);
+    std::vector<Target> parts;
+    bool comma = false;
+    while (true) {
+      if (is_op("(")) {
+        next();
+        parts.push_back(target_tuple());
+        expect_op(")");
+      } else {
+        const std::string nm = expect_name("a name");
+        if (nm == "true" || nm == "false" || nm == "none" || nm == "True" || nm == "False" || nm == "None" ||
+            nm == "loop")
+          fail("cannot assign to '" + nm + "'");
+        parts.push_back({nm, {}});
+      }
+      if (!is_op(",")) break;
+      next();
+      comma = true;
+      if (!is_op("(") && (cur().type != T::name || is_name("in"))) break;
+    }
+    if (!comma) return std::move(parts[0]);
+    return {"", std::move(parts)};
   }
 
   std::vector<std::string> target_names() {
@@ -1017,9 +1193,8 @@ class Parser {
     return n;
   }
 
-  NodeP macro_stmt() {
-    auto n = std::make_unique<MacroDef>();
-    n->name = expect_name("the macro's name");
+  // A macro's or a caller's parameters, `(a, b=1)`, into `sig`.
+  void parameters(Signature& sig) {
     expect_op("(");
     bool defaults = false;
     while (!is_op(")")) {
@@ -1031,21 +1206,84 @@ class Parser {
         defaults = true;
       } else if (defaults)
         fail("a macro argument without a default follows one with a default");
-      n->params.emplace_back(std::move(p), std::move(def));
+      sig.params.emplace_back(std::move(p), std::move(def));
       if (!is_op(",")) break;
       next();
     }
     expect_op(")");
+  }
+  // The body of a macro or a caller, up to `end`; which of varargs, kwargs and caller it names (as
+  // jinja2, these are special only where not parameters).
+  BodyP macro_body(Signature& sig, const char* end_tag) {
+    std::string end;
+    const int loops = loops_;
+    loops_ = 0;
+    std::set<std::string> outer;
+    outer.swap(names_);
+    BodyP body;
+    {
+      Frame hard(*this, false);
+      body = statements({end_tag}, end);
+    }
+    loops_ = loops;
+    auto uses = [&](const char* special) {
+      if (!names_.count(special)) return false;
+      for (const auto& p : sig.params)
+        if (p.first == special) return false;
+      return true;
+    };
+    sig.varargs = uses("varargs");
+    sig.kwargs = uses("kwargs");
+    sig.caller = uses("caller");
+    names_.insert(outer.begin(), outer.end());
+    return body;
+  }
+
+  NodeP macro_stmt() {
+    auto n = std::make_unique<MacroDef>();
+    n->sig.name = expect_name("the macro's name");
+    parameters(n->sig);
+    expect_block_end();
+    n->body = macro_body(n->sig, "endmacro");
+    if (cur().type == T::name && cur().text == n->sig.name) next();
+    expect_block_end();
+    return n;
+  }
+
+  NodeP call_stmt() {
+    auto n = std::make_unique<CallBlock>();
+    n->sig.name = "caller";
+    if (is_op("(")) parameters(n->sig);
+    const int line = cur().line;
+    ExprP e = expression();
+    auto* call = dynamic_cast<CallExpr*>(e.get());
+    if (!call) fail("expected a call after 'call'", line);
+    n->fn = std::move(call->fn);
+    n->pos = std::move(call->pos);
+    n->kw = std::move(call->kw);
+    expect_block_end();
+    n->body = macro_body(n->sig, "endcall");
+    expect_block_end();
+    return n;
+  }
+
+  std::set<std::string> blocks_;  // the block names defined (each once)
+  NodeP block_stmt() {
+    auto n = std::make_unique<Block>();
+    const int line = cur().line;
+    const std::string name = expect_name("the block's name");
+    if (!blocks_.insert(name).second) fail("block '" + name + "' defined twice", line);
+    while (is_name("scoped") || is_name("required")) n->scoped |= next().text == "scoped";
     expect_block_end();
     std::string end;
     const int loops = loops_;
     loops_ = 0;
-    {
-      Frame hard(*this, false);
-      n->body = statements({"endmacro"}, end);
-    }
+    n->body = statements({"endblock"}, end);
     loops_ = loops;
-    if (cur().type == T::name && cur().text == n->name) next();
+    if (cur().type == T::name) {
+      if (cur().text != name) fail("mismatching name of the block: '" + cur().text + "' ends '" + name + "'");
+      next();
+    }
     expect_block_end();
     return n;
   }
@@ -1214,6 +1452,7 @@ class Parser {
         auto n = std::make_unique<Name>();
         n->line = t.line;
         n->name = t.text;
+        names_.insert(t.text);
         return n;
       }
       return lit;
@@ -1383,7 +1622,8 @@ class Parser {
     f->name = expect_name("a filter's name");
     while (is_op(".")) {  // (dotted names: none of the filters here)
       next();
-      f->name += "." + expect_name("a filter's name");
+      f->name += '.';
+      f->name += expect_name("a filter's name");
     }
     f->fn = find_filter(f->name);
     if (!f->fn) unknown("the filter '" + f->name + "'", line);
@@ -1410,7 +1650,8 @@ class Parser {
         t->name = expect_name("a test's name");
         while (is_op(".")) {
           next();
-          t->name += "." + expect_name("a test's name");
+          t->name += '.';  // (in two steps: GCC 12 warns of "." + a string by mistake)
+          t->name += expect_name("a test's name");
         }
         t->fn = find_test(t->name);
         if (!t->fn) unknown("the test '" + t->name + "'", line);

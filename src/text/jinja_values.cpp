@@ -31,10 +31,13 @@ Value Ctx::lookup(const std::string& name) const {
       if (it->first == name) return &it->second;
     return nullptr;
   };
-  for (size_t k = frames_.size(); k-- > bases_.back();)
-    if (const Value* v = find(frames_[k])) return *v;
-  if (bases_.back() != 0)
-    if (const Value* v = find(frames_[0])) return *v;
+  size_t top = frames_.size();
+  for (int s = static_cast<int>(scopes_.size()) - 1; s >= 0;) {
+    for (size_t k = top; k-- > scopes_[s].base;)
+      if (const Value* v = find(frames_[k])) return *v;
+    top = scopes_[s].outer_top;
+    s = scopes_[s].outer;
+  }
   Value g = global(name);
   if (g.kind == Kind::undefined) g.s = "'" + name + "' is undefined";
   return g;
@@ -49,11 +52,19 @@ void Ctx::set(const std::string& name, Value v) {
   frames_.back().vars.emplace_back(name, std::move(v));
 }
 
-void Ctx::enter_macro(const std::string& name) {
-  if (static_cast<int>(bases_.size()) > kMaxMacroDepth)
+void Ctx::enter(const std::string& name, const Closure& outer) {
+  if (depth_ >= kMaxMacroDepth)
     fail("macro '" + name + "' called " + std::to_string(kMaxMacroDepth) + " deep (the limit of nested macro calls)");
+  ++depth_;
   frames_.emplace_back();
-  bases_.push_back(frames_.size() - 1);
+  scopes_.push_back({frames_.size() - 1, outer.scope, outer.top});
+}
+
+void Ctx::enter_recursion() {
+  if (depth_ >= kMaxMacroDepth)
+    fail("a recursive loop nested " + std::to_string(kMaxMacroDepth) +
+         " deep (the limit of nested macro calls and recursive loops)");
+  ++depth_;
 }
 
 // ---- text as Python's str sees it ------------------------------------------------------------
@@ -110,26 +121,82 @@ bool is_digit(char32_t c) { return category(c) == UTF8PROC_CATEGORY_ND; }
 bool is_numeric(char32_t c) { return category(c) >= UTF8PROC_CATEGORY_ND && category(c) <= UTF8PROC_CATEGORY_NO; }
 bool is_word(char32_t c) { return is_alpha(c) || is_numeric(c) || c == '_'; }
 
-std::string map_chars(const std::string& s, char32_t (*f)(char32_t)) {
-  U32 u = u32(s);
-  for (auto& c : u) c = f(c);
-  return u8(u);
+// The full case mappings that change a string's length (SpecialCasing.txt's unconditional ones,
+// which Python's str.upper, lower, title, capitalize and swapcase apply and utf8proc's simple
+// mappings do not; not the Greek ones): the character, its lower, title and upper case.
+struct Special {
+  char32_t cp;
+  const char* lower;
+  const char* title;
+  const char* upper;
+};
+constexpr Special kSpecial[] = {
+    {0x00DF, "\u00DF", "Ss", "SS"},
+    {0x0130, "i\u0307", "\u0130", "\u0130"},
+    {0x0149, "\u0149", "\u02BCN", "\u02BCN"},
+    {0x01F0, "\u01F0", "J\u030C", "J\u030C"},
+    {0x0587, "\u0587", "\u0535\u0582", "\u0535\u0552"},
+    {0x1E96, "\u1E96", "H\u0331", "H\u0331"},
+    {0x1E97, "\u1E97", "T\u0308", "T\u0308"},
+    {0x1E98, "\u1E98", "W\u030A", "W\u030A"},
+    {0x1E99, "\u1E99", "Y\u030A", "Y\u030A"},
+    {0x1E9A, "\u1E9A", "A\u02BE", "A\u02BE"},
+    {0xFB00, "\uFB00", "Ff", "FF"},
+    {0xFB01, "\uFB01", "Fi", "FI"},
+    {0xFB02, "\uFB02", "Fl", "FL"},
+    {0xFB03, "\uFB03", "Ffi", "FFI"},
+    {0xFB04, "\uFB04", "Ffl", "FFL"},
+    {0xFB05, "\uFB05", "St", "ST"},
+    {0xFB06, "\uFB06", "St", "ST"},
+    {0xFB13, "\uFB13", "\u0544\u0576", "\u0544\u0546"},
+    {0xFB14, "\uFB14", "\u0544\u0565", "\u0544\u0535"},
+    {0xFB15, "\uFB15", "\u0544\u056B", "\u0544\u053B"},
+    {0xFB16, "\uFB16", "\u054E\u0576", "\u054E\u0546"},
+    {0xFB17, "\uFB17", "\u0544\u056D", "\u0544\u053D"},
+};
+enum class Case { lower, title, upper };
+std::string full_case(char32_t c, Case to) {
+  if (c >= 0xDF)
+    for (const auto& sp : kSpecial)
+      if (sp.cp == c) return to == Case::lower ? sp.lower : to == Case::title ? sp.title : sp.upper;
+  return utf8::encode(to == Case::lower ? lower(c) : to == Case::title ? title(c) : upper(c));
+}
+// str.upper(), str.lower()
+std::string map_case(const std::string& s, Case to) {
+  std::string out;
+  for (char32_t c : u32(s)) out += full_case(c, to);
+  return out;
+}
+// str.swapcase(): upper-case letters lower-cased, lower-case ones upper-cased.
+std::string py_swapcase(const std::string& s) {
+  std::string out;
+  for (char32_t c : u32(s)) {
+    const auto k = category(c);
+    out += k == UTF8PROC_CATEGORY_LU   ? full_case(c, Case::lower)
+           : k == UTF8PROC_CATEGORY_LL ? full_case(c, Case::upper)
+                                       : utf8::encode(c);
+  }
+  return out;
 }
 // str.title(): a cased character after an uncased one is title-cased, the others lower-cased.
 std::string py_title(const std::string& s) {
-  U32 u = u32(s);
+  std::string out;
   bool prev = false;
-  for (auto& c : u) {
+  for (char32_t c : u32(s)) {
     const bool is_cased = cased(c);
-    c = is_cased ? (prev ? lower(c) : title(c)) : c;
+    out += is_cased ? full_case(c, prev ? Case::lower : Case::title) : utf8::encode(c);
     prev = is_cased;
   }
-  return u8(u);
+  return out;
 }
 std::string py_capitalize(const std::string& s) {
-  U32 u = u32(s);
-  for (size_t k = 0; k < u.size(); ++k) u[k] = k == 0 ? title(u[k]) : lower(u[k]);
-  return u8(u);
+  std::string out;
+  bool first = true;
+  for (char32_t c : u32(s)) {
+    out += full_case(c, first ? Case::title : Case::lower);
+    first = false;
+  }
+  return out;
 }
 bool line_break(char32_t c) {
   return c == '\n' || c == '\r' || c == 0x0B || c == 0x0C || c == 0x1C || c == 0x1D || c == 0x1E || c == 0x85 ||
@@ -263,6 +330,7 @@ std::string str_of(const Value& v, Ctx& c, bool as_repr, int depth) {
     case Kind::string:
       return as_repr ? str_repr(v.s) : v.s;
     case Kind::list: {
+      if (v.range) return v.s;
       std::string out = v.tuple ? "(" : "[";
       for (size_t k = 0; k < v.l->size(); ++k) out += (k ? ", " : "") + repr((*v.l)[k], c, depth + 1);
       if (v.tuple && v.l->size() == 1) out += ",";
@@ -332,7 +400,7 @@ bool truthy(const Value& v) {
     case Kind::list:
       return !v.l->empty();
     case Kind::dict:
-      return v.ns || v.loop || !v.dict->items.empty();
+      return v.ns || v.object || !v.dict->items.empty();
     case Kind::function:
       return true;
   }
@@ -356,7 +424,7 @@ std::string type_name(const Value& v) {
     case Kind::list:
       return v.tuple ? "tuple" : "list";
     case Kind::dict:
-      return v.ns ? "Namespace" : v.loop ? "LoopContext" : "dict";
+      return v.ns ? "Namespace" : v.object ? v.object : "dict";
     case Kind::function:
       return "function";
   }
@@ -379,7 +447,7 @@ std::vector<Value> iterate(const Value& v, Ctx& c, const char* where) {
       return *v.l;
     case Kind::dict: {
       c.charge(static_cast<int64_t>(v.dict->items.size()));
-      if (v.ns || v.loop) c.fail("'" + type_name(v) + "' object is not iterable (" + where + ")");
+      if (v.ns || v.object) c.fail("'" + type_name(v) + "' object is not iterable (" + where + ")");
       std::vector<Value> keys;
       for (const auto& [k, x] : v.dict->items) keys.push_back(key_value(k));
       return keys;
@@ -454,6 +522,10 @@ Value repeat(const Value& seq, int64_t n, Ctx& c) {
 }
 
 }  // namespace
+
+namespace {
+std::string printf_format(const std::string& fmt, const Value& values, Ctx& c);
+}
 
 Value unary(char op, const Value& v, Ctx& c) {
   if (v.kind == Kind::undefined) undefined_error(v, c);
@@ -537,7 +609,7 @@ Value binary(const std::string& op, const Value& x, const Value& y, Ctx& c) {
     if ((x.kind == Kind::string || x.kind == Kind::list) && integral(y)) return repeat(x, as_int(y), c);
     if ((y.kind == Kind::string || y.kind == Kind::list) && integral(x)) return repeat(y, as_int(x), c);
   }
-  if (op == "%" && x.kind == Kind::string) c.fail("printf-style string formatting ('…' % x) is not supported");
+  if (op == "%" && x.kind == Kind::string) return Value::string(printf_format(x.s, y, c));
   operand_error(op, x, y, c);
 }
 
@@ -554,12 +626,12 @@ bool equals(const Value& x, const Value& y) {
     case Kind::string:
       return x.s == y.s;
     case Kind::list:
-      if (x.tuple != y.tuple || x.l->size() != y.l->size()) return false;
+      if (x.tuple != y.tuple || x.range != y.range || x.l->size() != y.l->size()) return false;
       for (size_t k = 0; k < x.l->size(); ++k)
         if (!equals((*x.l)[k], (*y.l)[k])) return false;
       return true;
     case Kind::dict:
-      if (x.ns || y.ns || x.loop || y.loop) return x.dict == y.dict;
+      if (x.ns || y.ns || x.object || y.object) return x.dict == y.dict;
       if (x.dict->items.size() != y.dict->items.size()) return false;
       for (const auto& [k, v] : x.dict->items) {
         const Value* o = y.dict->find(k);
@@ -608,9 +680,8 @@ bool contains(const Value& seq, const Value& item, Ctx& c) {
         if (equals(v, item)) return true;
       return false;
     case Kind::dict:
-      if (seq.ns || seq.loop) break;
-      return (item.kind == Kind::string && seq.dict->find(key(item.s))) ||
-             (item.kind == Kind::integer && seq.dict->find(key(item.i)));
+      if (seq.ns || seq.object) break;
+      return dict_find(*seq.dict, item) != nullptr;
     default:
       break;
   }
@@ -630,12 +701,87 @@ bool compare(const std::string& op, const Value& x, const Value& y, Ctx& c) {
   return !contains(y, x, c);  // notin
 }
 
+namespace {
+// range(start, stop, step)'s value: a list of its ints, printed as Python prints the range.
+Value range_value(int64_t start, int64_t stop, int64_t step) {
+  List out;
+  for (int64_t k = start; step > 0 ? k < stop : k > stop; k += step) out.push_back(Value::integer(k));
+  Value v = Value::list(std::move(out));
+  v.range = true;
+  v.s = "range(" + std::to_string(start) + ", " + std::to_string(stop) +
+        (step != 1 ? ", " + std::to_string(step) : "") + ")";
+  return v;
+}
+}  // namespace
+
+// ---- dict keys -------------------------------------------------------------------------------
+
+namespace {
+// The keys a number equal to x may be stored under: as an int, a bool, a float.
+std::vector<std::string> number_keys(const Value& x) {
+  std::vector<std::string> out;
+  const double d = as_real(x);
+  const bool whole = integral(x) || (std::isfinite(d) && std::trunc(d) == d && std::fabs(d) < 9.2e18);
+  const int64_t i = integral(x) ? as_int(x) : whole ? static_cast<int64_t>(d) : 0;
+  if (whole) out.push_back(key(i));
+  if (whole && (i == 0 || i == 1))
+    out.push_back(i ? "\x01T"
+                    : "\x01"
+                      "F");
+  if (std::isfinite(d)) out.push_back("\x01R" + float_repr(d));
+  return out;
+}
+// A hashable value's own key, or "" (a NaN, a container).
+std::string own_key(const Value& k) {
+  switch (k.kind) {
+    case Kind::string:
+      return key(k.s);
+    case Kind::integer:
+      return key(k.i);
+    case Kind::boolean:
+      return k.b ? "\x01T"
+                 : "\x01"
+                   "F";
+    case Kind::none:
+      return "\x01N";
+    case Kind::real:
+      return std::isfinite(k.f) ? "\x01R" + float_repr(k.f) : "";
+    default:
+      return "";
+  }
+}
+}  // namespace
+
+const Value* dict_find(const Dict& d, const Value& k) {
+  if (numeric(k)) {
+    for (const auto& n : number_keys(k))
+      if (const Value* v = d.find(n)) return v;
+    return nullptr;
+  }
+  const std::string own = own_key(k);
+  return own.empty() ? nullptr : d.find(own);
+}
+
+std::string dict_key(const Value& k, const Dict& d, Ctx& c) {
+  if (numeric(k))
+    for (const auto& n : number_keys(k))
+      if (d.find(n)) return n;
+  const std::string own = own_key(k);
+  if (!own.empty()) return own;
+  if (k.kind == Kind::list && k.tuple) c.fail("a tuple as a dict's key is not supported");
+  if (k.kind == Kind::real) c.fail("a float that is not finite as a dict's key is not supported");
+  c.fail("unhashable type: '" + type_name(k) + "'");
+}
+
 // ---- lookup, slicing, calls ------------------------------------------------------------------
 
 namespace {
 
 // Python's slice indices for a length n (PySlice_AdjustIndices): the positions taken.
-std::vector<int64_t> slice_positions(int64_t n, const Value& start, const Value& stop, const Value& step, Ctx& c) {
+struct Bounds {
+  int64_t a, b, step;  // slice.indices(n)
+};
+Bounds slice_bounds(int64_t n, const Value& start, const Value& stop, const Value& step, Ctx& c) {
   auto idx = [&](const Value& v, const char* what) -> std::optional<int64_t> {
     if (v.kind == Kind::none || v.kind == Kind::undefined) return std::nullopt;
     if (!integral(v)) c.fail(std::string("slice ") + what + " must be an integer or none, not " + type_name(v));
@@ -652,14 +798,21 @@ std::vector<int64_t> slice_positions(int64_t n, const Value& start, const Value&
       x = std::min<int64_t>(x, st < 0 ? n - 1 : n);
     return x;
   };
-  const int64_t a = clamp(idx(start, "start"), st < 0 ? n - 1 : 0), b = clamp(idx(stop, "stop"), st < 0 ? -1 : n);
+  return {clamp(idx(start, "start"), st < 0 ? n - 1 : 0), clamp(idx(stop, "stop"), st < 0 ? -1 : n), st};
+}
+std::vector<int64_t> slice_positions(int64_t n, const Value& start, const Value& stop, const Value& step, Ctx& c) {
+  const Bounds s = slice_bounds(n, start, stop, step, c);
   std::vector<int64_t> out;
-  for (int64_t k = a; st > 0 ? k < b : k > b; k += st) out.push_back(k);
+  for (int64_t k = s.a; s.step > 0 ? k < s.b : k > s.b; k += s.step) out.push_back(k);
   return out;
 }
 
 Value method(const Value& self, const std::string& name, Ctx& c);
 
+}  // namespace
+
+namespace {
+Value v_or_int(const Value& v) { return v.kind == Kind::boolean ? Value::integer(v.b) : v; }
 }  // namespace
 
 Value get_attr(const Value& obj, const std::string& name, Ctx& c) {
@@ -668,19 +821,33 @@ Value get_attr(const Value& obj, const std::string& name, Ctx& c) {
     case Kind::undefined:
       undefined_error(obj, c);
     case Kind::dict: {
-      if (!obj.ns && !obj.loop) {
+      if (!obj.ns && !obj.object) {
         Value m = method(obj, name, c);
         if (m.kind == Kind::function) return m;
       }
       if (const Value* v = obj.dict->find(key(name))) return *v;
       return Value::undefined(missing);
     }
-    case Kind::string:
-    case Kind::list: {
+    case Kind::function:
+      if (obj.fn->attrs)
+        if (const Value* v = obj.fn->attrs->find(key(name))) return *v;
+      return Value::undefined(missing);
+    case Kind::list:
+      if (obj.group && (name == "grouper" || name == "list")) return (*obj.l)[name == "grouper" ? 0 : 1];
+      [[fallthrough]];
+    case Kind::string: {
       Value m = method(obj, name, c);
       if (m.kind == Kind::function) return m;
       return Value::undefined(missing);
     }
+    case Kind::boolean:
+    case Kind::integer:
+    case Kind::real:  // Python's numbers' data attributes
+      if (name == "real") return v_or_int(obj);
+      if (name == "imag") return obj.kind == Kind::real ? Value::real(0) : Value::integer(0);
+      if (name == "numerator" && obj.kind != Kind::real) return v_or_int(obj);
+      if (name == "denominator" && obj.kind != Kind::real) return Value::integer(1);
+      return Value::undefined(missing);
     default:
       return Value::undefined(missing);
   }
@@ -692,9 +859,9 @@ Value get_item(const Value& obj, const Value& key, Ctx& c) {
     if (const Value* v = obj.dict->find(detail::key(key.s))) return *v;
     return get_attr(obj, key.s, c);
   }
-  if (obj.kind == Kind::dict && key.kind == Kind::integer && !obj.ns) {
-    if (const Value* v = obj.dict->find(detail::key(key.i))) return *v;
-    return Value::undefined("'dict object' has no item " + std::to_string(key.i));
+  if (obj.kind == Kind::dict && key.kind != Kind::string && !obj.ns) {
+    if (const Value* v = dict_find(*obj.dict, key)) return *v;
+    return Value::undefined("'dict object' has no item " + repr(key, c));
   }
   if ((obj.kind == Kind::list || obj.kind == Kind::string) && integral(key)) {
     int64_t k = as_int(key);
@@ -717,6 +884,12 @@ Value get_item(const Value& obj, const Value& key, Ctx& c) {
 
 Value slice(const Value& obj, const Value& start, const Value& stop, const Value& step, Ctx& c) {
   if (obj.kind == Kind::undefined) undefined_error(obj, c);
+  if (obj.kind == Kind::list && obj.range) {  // a range's slice is a range: its start and step from its text
+    long long first = 0, last = 0, stride = 1;
+    std::sscanf(obj.s.c_str(), "range(%lld, %lld, %lld", &first, &last, &stride);
+    const Bounds s = slice_bounds(static_cast<int64_t>(obj.l->size()), start, stop, step, c);
+    return range_value(first + s.a * stride, first + s.b * stride, stride * s.step);
+  }
   if (obj.kind == Kind::list) {
     List out;
     for (int64_t k : slice_positions(static_cast<int64_t>(obj.l->size()), start, stop, step, c))
@@ -737,6 +910,10 @@ Value slice(const Value& obj, const Value& start, const Value& stop, const Value
 
 Value call(const Value& fn, Args& a) {
   if (fn.kind == Kind::undefined) undefined_error(fn, a.ctx);
+  if (fn.kind == Kind::dict && fn.object)
+    if (const Value* f = fn.dict->find("\x02"
+                                       "call"))
+      return call(*f, a);
   if (fn.kind != Kind::function) a.ctx.fail("'" + type_name(fn) + "' object is not callable");
   return fn.fn->impl(a);
 }
@@ -776,6 +953,384 @@ int64_t int_arg(Args& a, size_t at, const char* name, const char* what, int64_t 
 std::string input_text(Args& a) {
   const Value& v = a.pos[0];
   return v.kind == Kind::string ? v.s : to_str(v, a.ctx);
+}
+
+// ---- Python's format() and printf-style formatting -------------------------------------------
+
+constexpr int64_t kMaxString = int64_t{1} << 26;  // 64 MiB: no string the template builds grows past it
+constexpr int64_t kMaxDigits = 1 << 20;           // a format's precision: digits past it are refused
+
+// s with `left` and `right` copies of `fill` around it, within the 64 MiB string limit.
+std::string pad_around(const std::string& s, int64_t left, int64_t right, const std::string& fill, Ctx& c) {
+  if (left <= 0 && right <= 0) return s;
+  if ((static_cast<double>(left) + static_cast<double>(right)) * static_cast<double>(fill.size()) +
+          static_cast<double>(s.size()) >
+      static_cast<double>(kMaxString))
+    c.fail("padding a string to " + std::to_string(left + right) + " more characters would pass 64 MiB");
+  c.charge((left + right) / 16);
+  std::string out;
+  for (int64_t k = 0; k < left; ++k) out += fill;
+  out += s;
+  for (int64_t k = 0; k < right; ++k) out += fill;
+  return out;
+}
+// s aligned in `width` code points: '<' left, '>' right, '^' centred (the odd one on the right).
+std::string align_in(const std::string& s, int64_t width, const std::string& fill, char align, Ctx& c) {
+  const int64_t gap = width - static_cast<int64_t>(utf8::length(s));
+  if (gap <= 0) return s;
+  const int64_t left = align == '<' ? 0 : align == '>' ? gap : gap / 2;
+  return pad_around(s, left, gap - left, fill, c);
+}
+
+// The digits of a magnitude in base 2, 8, 10 or 16.
+std::string digits_of(uint64_t m, int base, bool upper_case) {
+  const char* d = upper_case ? "0123456789ABCDEF" : "0123456789abcdef";
+  std::string out;
+  do {
+    out += d[m % static_cast<uint64_t>(base)];
+    m /= static_cast<uint64_t>(base);
+  } while (m);
+  std::reverse(out.begin(), out.end());
+  return out;
+}
+uint64_t magnitude(int64_t v) { return v < 0 ? ~static_cast<uint64_t>(v) + 1 : static_cast<uint64_t>(v); }
+// Digits with `sep` between each group of `every` from the right (format's ',' and '_').
+std::string grouped(const std::string& digits, char sep, size_t every) {
+  if (!sep) return digits;
+  std::string out;
+  for (size_t k = 0; k < digits.size(); ++k) {
+    if (k && (digits.size() - k) % every == 0) out += sep;
+    out += digits[k];
+  }
+  return out;
+}
+// C's printf of one float conversion (f, e, g, F, E, G) at a precision.
+std::string c_float(double x, char type, int64_t precision, bool alt, Ctx& c) {
+  if (precision > kMaxDigits)
+    c.fail("a format's precision of " + std::to_string(precision) + " is past " + std::to_string(kMaxDigits) +
+           " (the limit of a number's digits)");
+  c.charge(precision / 16);
+  const std::string f = std::string(alt ? "%#.*" : "%.*") + type;
+  const int n = std::snprintf(nullptr, 0, f.c_str(), static_cast<int>(precision), x);
+  std::string out(static_cast<size_t>(n) + 1, '\0');
+  std::snprintf(out.data(), out.size(), f.c_str(), static_cast<int>(precision), x);
+  out.pop_back();
+  return out;
+}
+
+// A format spec, Python's mini-language: [[fill]align][sign][#][0][width][,|_][.precision][type].
+struct Spec {
+  std::string fill;
+  char align = 0;
+  char sign = '-';
+  bool alt = false, zero = false;
+  int64_t width = -1, precision = -1;
+  char grouping = 0, type = 0;
+};
+Spec parse_spec(const std::string& s, Ctx& c) {
+  Spec sp;
+  const U32 u = u32(s);
+  size_t k = 0;
+  auto is_align = [](char32_t x) { return x == '<' || x == '>' || x == '=' || x == '^'; };
+  auto number = [&]() {
+    int64_t n = 0;
+    for (; k < u.size() && u[k] >= '0' && u[k] <= '9'; ++k)
+      n = std::min<int64_t>(n * 10 + (u[k] - '0'), kMaxString + 1);
+    return n;
+  };
+  if (u.size() >= 2 && is_align(u[1])) {
+    sp.fill = utf8::encode(u[0]);
+    sp.align = static_cast<char>(u[1]);
+    k = 2;
+  } else if (!u.empty() && is_align(u[0])) {
+    sp.align = static_cast<char>(u[0]);
+    k = 1;
+  }
+  if (k < u.size() && (u[k] == '+' || u[k] == '-' || u[k] == ' ')) sp.sign = static_cast<char>(u[k++]);
+  if (k < u.size() && u[k] == '#') sp.alt = true, ++k;
+  if (k < u.size() && u[k] == '0') sp.zero = true, ++k;
+  if (k < u.size() && u[k] >= '0' && u[k] <= '9') sp.width = number();
+  if (k < u.size() && (u[k] == ',' || u[k] == '_')) sp.grouping = static_cast<char>(u[k++]);
+  if (k < u.size() && u[k] == '.') {
+    ++k;
+    if (k == u.size() || u[k] < '0' || u[k] > '9') c.fail("Format specifier missing precision");
+    sp.precision = number();
+  }
+  if (k < u.size() && u[k] < 0x80) sp.type = static_cast<char>(u[k++]);
+  if (k != u.size()) c.fail("Invalid format specifier '" + s + "'");
+  return sp;
+}
+// A number's sign, prefix and digits padded: '=' puts the padding after the sign and prefix.
+std::string pad_number(const std::string& sign, const std::string& body, Spec sp, Ctx& c) {
+  if (sp.zero && !sp.align) {
+    if (sp.fill.empty()) sp.fill = "0";
+    sp.align = '=';
+  }
+  if (sp.fill.empty()) sp.fill = " ";
+  if (!sp.align) sp.align = '>';
+  if (sp.align == '=') {
+    const int64_t gap = sp.width - static_cast<int64_t>(sign.size() + utf8::length(body));
+    return sign + pad_around(body, std::max<int64_t>(gap, 0), 0, sp.fill, c);
+  }
+  return align_in(sign + body, sp.width, sp.fill, sp.align, c);
+}
+std::string sign_of(bool negative, char sign) { return negative ? "-" : sign == '+' ? "+" : sign == ' ' ? " " : ""; }
+// format(value, spec), as int's, float's and str's __format__ (an empty spec is str(value)).
+std::string format_value(const Value& v, const std::string& spec, Ctx& c) {
+  if (spec.empty()) return to_str(v, c);
+  const Spec sp = parse_spec(spec, c);
+  if (sp.zero && sp.grouping) c.fail("format: a '0' flag with grouping is not supported");
+  const std::string kind = type_name(v);
+  if (v.kind == Kind::string) {
+    if ((sp.type && sp.type != 's') || sp.sign != '-' || sp.alt || sp.grouping || sp.align == '=')
+      c.fail("Invalid format specifier '" + spec + "' for object of type 'str'");
+    std::string s = v.s;
+    if (sp.precision >= 0) s = u8(u32(s).substr(0, static_cast<size_t>(std::min<int64_t>(sp.precision, kMaxString))));
+    const std::string fill = !sp.fill.empty() ? sp.fill : sp.zero ? "0" : " ";
+    return align_in(s, sp.width, fill, sp.align ? sp.align : '<', c);
+  }
+  if (integral(v) && (!sp.type || std::strchr("bcdoxX", sp.type))) {
+    if (sp.precision >= 0) c.fail("Precision not allowed in integer format specifier");
+    const int64_t i = as_int(v);
+    if (sp.type == 'c') {
+      if (i < 0 || i > 0x10FFFF) c.fail("%c arg not in range(0x110000)");
+      return align_in(utf8::encode(static_cast<char32_t>(i)), sp.width, sp.fill.empty() ? " " : sp.fill,
+                      sp.align ? sp.align : '>', c);
+    }
+    const int base = sp.type == 'b' ? 2 : sp.type == 'o' ? 8 : (sp.type == 'x' || sp.type == 'X') ? 16 : 10;
+    std::string prefix = sp.alt && base != 10 ? std::string("0") + (sp.type == 'X' ? 'X' : sp.type) : "";
+    const std::string body = grouped(digits_of(magnitude(i), base, sp.type == 'X'), sp.grouping, base == 10 ? 3 : 4);
+    return pad_number(sign_of(i < 0, sp.sign) + prefix, body, sp, c);
+  }
+  if (numeric(v) && (!sp.type || std::strchr("eEfFgG%", sp.type))) {
+    double x = as_real(v);
+    if (sp.alt) c.fail("format: the '#' flag with a float is not supported");
+    const bool negative = std::signbit(x) && !std::isnan(x);
+    x = std::fabs(x);
+    std::string body;
+    if (!sp.type) {
+      if (sp.precision >= 0) c.fail("format: a precision without a type for a float is not supported");
+      body = float_repr(x);
+    } else if (sp.type == '%')
+      body = c_float(x * 100, 'f', sp.precision < 0 ? 6 : sp.precision, false, c) + "%";
+    else
+      body = c_float(x, sp.type, sp.precision < 0 ? 6 : sp.precision, false, c);
+    if (sp.grouping) {
+      const size_t end = std::min(body.find_first_not_of("0123456789"), body.size());
+      body = grouped(body.substr(0, end), sp.grouping, 3) + body.substr(end);
+    }
+    return pad_number(sign_of(negative, sp.sign), body, sp, c);
+  }
+  if (numeric(v)) c.fail("Unknown format code '" + std::string(1, sp.type) + "' for object of type '" + kind + "'");
+  c.fail("unsupported format string passed to " + kind + ".__format__");
+}
+
+// The value a str.format field names: an index or a name, then .attr and [key] lookups (through
+// the sandbox: an unsafe attribute is undefined).
+Value format_field(const std::string& field, bool& automatic, size_t& next_auto, Args& a) {
+  Ctx& c = a.ctx;
+  size_t k = 0;
+  while (k < field.size() && field[k] != '.' && field[k] != '[') ++k;
+  const std::string first = field.substr(0, k);
+  Value v;
+  if (first.empty() || std::all_of(first.begin(), first.end(), [](char ch) { return ch >= '0' && ch <= '9'; })) {
+    if (first.empty() && !automatic && next_auto == SIZE_MAX)
+      c.fail("cannot switch from manual field specification to automatic field numbering");
+    if (!first.empty() && automatic)
+      c.fail("cannot switch from automatic field numbering to manual field specification");
+    automatic = first.empty();
+    if (first.size() > 9) c.fail("Too many decimal digits in format string");
+    const size_t index = first.empty() ? next_auto++ : std::stoul(first);
+    if (!first.empty()) next_auto = SIZE_MAX;
+    if (index >= a.pos.size())
+      c.fail("Replacement index " + std::to_string(index) + " out of range for positional args tuple");
+    v = a.pos[index];
+  } else {
+    bool found = false;
+    for (const auto& [name, x] : a.kw)
+      if (name == first) v = x, found = true;
+    if (!found) c.fail("str.format(): no argument named '" + first + "' (KeyError)");
+  }
+  while (k < field.size()) {
+    const bool attr = field[k] == '.';
+    const size_t end = attr ? std::min(field.find_first_of(".[", k + 1), field.size()) : field.find(']', k);
+    if (end == std::string::npos) c.fail("Missing ']' in format string");
+    const std::string part = field.substr(k + 1, end - k - 1);
+    if (part.empty()) c.fail("Empty attribute in format string");
+    if (attr)
+      v = get_attr(v, part, c);
+    else {
+      const bool digits = std::all_of(part.begin(), part.end(), [](char ch) { return ch >= '0' && ch <= '9'; });
+      v = get_item(v, digits ? Value::integer(std::stoll(part.substr(0, 18))) : Value::string(part), c);
+    }
+    k = attr ? end : end + 1;
+  }
+  return v;
+}
+// str.format(*args, **kwargs): {} {0} {name} fields with .attr and [key], !s and !r, format specs
+// (whose own {} fields are filled first).
+std::string str_format(const std::string& fmt, Args& a, int depth = 0) {
+  Ctx& c = a.ctx;
+  c.charge(static_cast<int64_t>(fmt.size() / 16));
+  std::string out;
+  bool automatic = false;
+  size_t next_auto = 0;
+  for (size_t k = 0; k < fmt.size();) {
+    const char ch = fmt[k];
+    if (ch == '}') {
+      if (k + 1 < fmt.size() && fmt[k + 1] == '}') {
+        out += '}', k += 2;
+        continue;
+      }
+      c.fail("Single '}' encountered in format string");
+    }
+    if (ch != '{') {
+      out += ch, ++k;
+      continue;
+    }
+    if (k + 1 < fmt.size() && fmt[k + 1] == '{') {
+      out += '{', k += 2;
+      continue;
+    }
+    size_t end = k + 1;
+    for (int open = 1; end < fmt.size(); ++end) {  // (a spec may hold fields of its own)
+      if (fmt[end] == '{') ++open;
+      if (fmt[end] == '}' && --open == 0) break;
+    }
+    if (end >= fmt.size()) c.fail("expected '}' before end of string");
+    std::string field = fmt.substr(k + 1, end - k - 1), spec;
+    const size_t colon = field.find(':');
+    if (colon != std::string::npos) spec = field.substr(colon + 1), field.resize(colon);
+    char conversion = 0;
+    const size_t bang = field.find('!');
+    if (bang != std::string::npos) {
+      if (bang + 2 != field.size() || (field[bang + 1] != 's' && field[bang + 1] != 'r'))
+        c.fail("str.format(): the conversion '" + field.substr(bang) + "' is not supported (!s and !r are)");
+      conversion = field[bang + 1];
+      field.resize(bang);
+    }
+    if (spec.find('{') != std::string::npos) {
+      if (depth > 0) c.fail("Max string recursion exceeded");
+      spec = str_format(spec, a, depth + 1);
+    }
+    Value v = format_field(field, automatic, next_auto, a);
+    if (conversion) v = Value::string(conversion == 'r' ? repr(v, c) : to_str(v, c));
+    out += format_value(v, spec, c);
+    if (static_cast<int64_t>(out.size()) > kMaxString) c.fail("str.format(): the string would pass 64 MiB");
+    k = end + 1;
+  }
+  return out;
+}
+
+// printf-style formatting, `fmt % values` (and the format filter): %[(name)][flags][width][.precision]
+// with the conversions s r d i u o x X e E f F g G c and %; values a tuple, one value, or a dict
+// for %(name)s.
+std::string printf_format(const std::string& fmt, const Value& values, Ctx& c) {
+  c.charge(static_cast<int64_t>(fmt.size() / 16));
+  const bool mapping = values.kind == Kind::dict && !values.ns && !values.object;
+  const std::vector<Value> args = values.kind == Kind::list && values.tuple ? *values.l : std::vector<Value>{values};
+  size_t used = 0;
+  bool named = false;
+  auto next_arg = [&]() -> const Value& {
+    if (used >= args.size()) c.fail("not enough arguments for format string");
+    return args[used++];
+  };
+  std::string out;
+  for (size_t k = 0; k < fmt.size();) {
+    if (fmt[k] != '%') {
+      out += fmt[k++];
+      continue;
+    }
+    if (++k >= fmt.size()) c.fail("incomplete format");
+    Value v;
+    bool have = false;
+    if (fmt[k] == '(') {
+      const size_t close = fmt.find(')', k);
+      if (close == std::string::npos) c.fail("incomplete format key");
+      if (!mapping) c.fail("format requires a mapping");
+      const std::string name = fmt.substr(k + 1, close - k - 1);
+      const Value* x = values.dict->find(key(name));
+      if (!x) c.fail("printf-style format: no key '" + name + "' (KeyError)");
+      v = *x, have = named = true;
+      k = close + 1;
+    }
+    std::string flags;
+    while (k < fmt.size() && std::strchr("-+ #0", fmt[k])) flags += fmt[k++];
+    auto number = [&]() -> int64_t {
+      if (k < fmt.size() && fmt[k] == '*') {
+        ++k;
+        const Value& n = next_arg();
+        if (!integral(n)) c.fail("* wants int");
+        return as_int(n);
+      }
+      int64_t n = 0;
+      for (; k < fmt.size() && fmt[k] >= '0' && fmt[k] <= '9'; ++k)
+        n = std::min<int64_t>(n * 10 + (fmt[k] - '0'), kMaxString + 1);
+      return n;
+    };
+    int64_t width = number(), precision = -1;
+    if (k < fmt.size() && fmt[k] == '.') ++k, precision = number();
+    while (k < fmt.size() && std::strchr("hlL", fmt[k])) ++k;
+    if (k >= fmt.size()) c.fail("incomplete format");
+    const char type = fmt[k++];
+    if (type == '%') {
+      out += '%';
+      continue;
+    }
+    if (!have) v = next_arg();
+    Spec sp;
+    if (width < 0) flags += '-', width = -width;
+    sp.width = width;
+    const bool left = flags.find('-') != std::string::npos;
+    sp.sign = flags.find('+') != std::string::npos ? '+' : flags.find(' ') != std::string::npos ? ' ' : '-';
+    sp.zero = !left && flags.find('0') != std::string::npos;
+    if (left) sp.align = '<';
+    std::string text;
+    if (type == 's' || type == 'r') {
+      text = type == 's' ? to_str(v, c) : repr(v, c);
+      if (precision >= 0) text = u8(u32(text).substr(0, static_cast<size_t>(std::min(precision, kMaxString))));
+      text = align_in(text, width, " ", left ? '<' : '>', c);
+    } else if (std::strchr("diuoxX", type)) {
+      if (!numeric(v)) c.fail(std::string("%") + type + " format: a real number is required, not " + type_name(v));
+      if (v.kind == Kind::real && std::strchr("oxX", type))
+        c.fail(std::string("%") + type + " format: an integer is required, not float");
+      if (v.kind == Kind::real && (!std::isfinite(v.f) || std::fabs(v.f) >= 9.2e18))
+        c.fail("%d format: the float is past 64 bits");
+      const int64_t i = v.kind == Kind::real ? static_cast<int64_t>(v.f) : as_int(v);
+      const int base = type == 'o' ? 8 : (type == 'x' || type == 'X') ? 16 : 10;
+      std::string body = digits_of(magnitude(i), base, type == 'X');
+      if (precision > kMaxDigits) c.fail("a format's precision is past " + std::to_string(kMaxDigits));
+      if (precision > static_cast<int64_t>(body.size()))
+        body.insert(0, static_cast<size_t>(precision) - body.size(), '0');
+      const std::string prefix = flags.find('#') != std::string::npos && base != 10
+                                     ? std::string("0") + (type == 'X'   ? 'X'
+                                                           : type == 'o' ? 'o'
+                                                                         : 'x')
+                                     : "";
+      text = pad_number(sign_of(i < 0, sp.sign) + prefix, body, sp, c);
+    } else if (std::strchr("eEfFgG", type)) {
+      if (!numeric(v)) c.fail(std::string("must be real number, not ") + type_name(v));
+      const double x = as_real(v);
+      const std::string body =
+          c_float(std::fabs(x), type, precision < 0 ? 6 : precision, flags.find('#') != std::string::npos, c);
+      text = pad_number(sign_of(std::signbit(x) && !std::isnan(x), sp.sign), body, sp, c);
+    } else if (type == 'c') {
+      std::string ch;
+      if (integral(v)) {
+        if (as_int(v) < 0 || as_int(v) > 0x10FFFF) c.fail("%c arg not in range(0x110000)");
+        ch = utf8::encode(static_cast<char32_t>(as_int(v)));
+      } else if (v.kind == Kind::string && utf8::length(v.s) == 1)
+        ch = v.s;
+      else
+        c.fail("%c requires an int or a unicode character");
+      text = align_in(ch, width, " ", left ? '<' : '>', c);
+    } else
+      c.fail(std::string("unsupported format character '") + type + "'");
+    out += text;
+    if (static_cast<int64_t>(out.size()) > kMaxString) c.fail("printf-style formatting: the string would pass 64 MiB");
+  }
+  if (!named && !mapping && used < args.size()) c.fail("not all arguments converted during string formatting");
+  return out;
 }
 
 // ---- str's and dict's methods ----------------------------------------------------------------
@@ -915,6 +1470,35 @@ bool py_case(const std::string& s, bool want_lower) {
   return any;
 }
 
+// str.casefold(): Unicode's full case folding.
+std::string py_casefold(const std::string& s, Ctx& c) {
+  utf8proc_uint8_t* folded = nullptr;
+  const auto n = utf8proc_map(reinterpret_cast<const utf8proc_uint8_t*>(s.data()),
+                              static_cast<utf8proc_ssize_t>(s.size()), &folded, UTF8PROC_CASEFOLD);
+  if (n < 0) c.fail(std::string("str.casefold(): ") + utf8proc_errmsg(n));
+  std::string out(reinterpret_cast<const char*>(folded), static_cast<size_t>(n));
+  std::free(folded);
+  return out;
+}
+// str.center(width[, fillchar]), ljust, rjust, zfill(width): padded to width code points (center
+// puts the odd one on the left when width is odd; zfill's zeros go after a sign).
+std::string py_justify(const std::string& s, const std::string& name, Args& a) {
+  const std::string what = "str." + name + "()";
+  const int64_t width = int_arg(a, 0, "width", what.c_str(), 0);
+  const std::string fill = name == "zfill" ? "0" : text_arg(a, 1, "fillchar", what.c_str(), " ");
+  if (utf8::length(fill) != 1) a.ctx.fail(what + ": The fill character must be exactly one character long");
+  const int64_t gap = width - static_cast<int64_t>(utf8::length(s));
+  if (gap <= 0) return s;
+  if (name == "ljust") return pad_around(s, 0, gap, fill, a.ctx);
+  if (name == "rjust") return pad_around(s, gap, 0, fill, a.ctx);
+  if (name == "center") {
+    const int64_t left = gap / 2 + (gap & width & 1);
+    return pad_around(s, left, gap - left, fill, a.ctx);
+  }
+  const bool sign = !s.empty() && (s[0] == '+' || s[0] == '-');
+  return s.substr(0, sign ? 1 : 0) + pad_around(s.substr(sign ? 1 : 0), gap, 0, fill, a.ctx);
+}
+
 Value str_method(const std::string& self, const std::string& name, Args& a) {
   Ctx& c = a.ctx;
   c.charge(static_cast<int64_t>(self.size() / 16));
@@ -939,8 +1523,8 @@ Value str_method(const std::string& self, const std::string& name, Args& a) {
     if (a.pos.empty()) c.fail(what + " takes at least 1 argument");
     return Value::boolean(affix(self, a, name == "startswith", what.c_str()));
   }
-  if (name == "upper") return arity(a, what.c_str(), 0, {}), Value::string(map_chars(self, upper));
-  if (name == "lower") return arity(a, what.c_str(), 0, {}), Value::string(map_chars(self, lower));
+  if (name == "upper") return arity(a, what.c_str(), 0, {}), Value::string(map_case(self, Case::upper));
+  if (name == "lower") return arity(a, what.c_str(), 0, {}), Value::string(map_case(self, Case::lower));
   if (name == "title") return arity(a, what.c_str(), 0, {}), Value::string(py_title(self));
   if (name == "capitalize") return arity(a, what.c_str(), 0, {}), Value::string(py_capitalize(self));
   if (name == "replace") {
@@ -967,6 +1551,36 @@ Value str_method(const std::string& self, const std::string& name, Args& a) {
     }
     return Value::string(std::move(out));
   }
+  if (name == "swapcase") return arity(a, what.c_str(), 0, {}), Value::string(py_swapcase(self));
+  if (name == "casefold") return arity(a, what.c_str(), 0, {}), Value::string(py_casefold(self, c));
+  if (name == "center" || name == "ljust" || name == "rjust" || name == "zfill") {
+    arity(a, what.c_str(), name == "zfill" ? 1 : 2, {});
+    return Value::string(py_justify(self, name, a));
+  }
+  if (name == "partition" || name == "rpartition") {
+    arity(a, what.c_str(), 1, {});
+    const std::string sep = text_arg(a, 0, "sep", what.c_str());
+    if (sep.empty()) c.fail(what + ": empty separator");
+    const size_t p = name == "partition" ? self.find(sep) : self.rfind(sep);
+    List parts;
+    if (p == std::string::npos)
+      parts = name == "partition" ? List{Value::string(self), Value::string(""), Value::string("")}
+                                  : List{Value::string(""), Value::string(""), Value::string(self)};
+    else
+      parts = {Value::string(self.substr(0, p)), Value::string(sep), Value::string(self.substr(p + sep.size()))};
+    Value t = Value::list(std::move(parts));
+    t.tuple = true;
+    return t;
+  }
+  if (name == "removeprefix" || name == "removesuffix") {
+    arity(a, what.c_str(), 1, {});
+    const std::string x = text_arg(a, 0, name == "removeprefix" ? "prefix" : "suffix", what.c_str());
+    if (name == "removeprefix" && self.compare(0, x.size(), x) == 0) return Value::string(self.substr(x.size()));
+    if (name == "removesuffix" && self.size() >= x.size() && self.compare(self.size() - x.size(), x.size(), x) == 0)
+      return Value::string(self.substr(0, self.size() - x.size()));
+    return Value::string(self);
+  }
+  if (name == "format") return Value::string(str_format(self, a));
   if (name == "isdigit") return Value::boolean(all_chars(self, is_digit));
   if (name == "isalpha") return Value::boolean(all_chars(self, is_alpha));
   if (name == "isalnum")
@@ -977,14 +1591,45 @@ Value str_method(const std::string& self, const std::string& name, Args& a) {
   c.fail("'str' object has no method '" + name + "'");
 }
 
+// list.index(x[, start[, stop]]), list.count(x), list.copy() (a tuple has the first two).
+Value list_method(const Value& self, const std::string& name, Args& a) {
+  Ctx& c = a.ctx;
+  const std::string what = type_name(self) + "." + name + "()";
+  const List& l = *self.l;
+  c.charge(static_cast<int64_t>(l.size()));
+  if (name == "copy") {
+    arity(a, what.c_str(), 0, {});
+    if (self.tuple) c.fail("'tuple' object has no attribute 'copy'");
+    return Value::list(l);
+  }
+  if (a.pos.empty()) c.fail(what + " takes at least 1 argument");
+  if (name == "count") {
+    arity(a, what.c_str(), 1, {});
+    return Value::integer(std::count_if(l.begin(), l.end(), [&](const Value& v) { return equals(v, a.pos[0]); }));
+  }
+  arity(a, what.c_str(), 3, {});
+  const int64_t n = static_cast<int64_t>(l.size());
+  auto bound = [&](size_t at, int64_t def) {
+    int64_t k = int_arg(a, at, "index", what.c_str(), def);
+    if (k < 0) k = std::max<int64_t>(k + n, 0);
+    return std::min(k, n);
+  };
+  for (int64_t k = bound(1, 0), end = bound(2, n); k < end; ++k)
+    if (equals(l[static_cast<size_t>(k)], a.pos[0])) return Value::integer(k);
+  c.fail(what + ": " + repr(a.pos[0], c) + " is not in " + type_name(self));
+}
+
 Value dict_method(const Value& self, const std::string& name, Args& a) {
   const std::string what = "dict." + name + "()";
+  if (name == "copy") {
+    arity(a, what.c_str(), 0, {});
+    a.ctx.charge(static_cast<int64_t>(self.dict->items.size()));
+    return Value::of_dict(std::make_shared<Dict>(*self.dict));
+  }
   if (name == "get") {
     arity(a, what.c_str(), 2, {});
     const Value key = arg(a, 0, "key");
-    const Value* v = key.kind == Kind::string    ? self.dict->find(detail::key(key.s))
-                     : key.kind == Kind::integer ? self.dict->find(detail::key(key.i))
-                                                 : nullptr;
+    const Value* v = dict_find(*self.dict, key);
     return v ? *v : arg(a, 1, "default", Value::none());
   }
   arity(a, what.c_str(), 0, {});
@@ -1005,9 +1650,11 @@ Value dict_method(const Value& self, const std::string& name, Args& a) {
 
 Value method(const Value& self, const std::string& name, Ctx& c) {
   static const char* str_methods[] = {
-      "strip", "lstrip",  "rstrip",     "split",   "rsplit",  "splitlines", "startswith", "endswith", "upper",
-      "lower", "title",   "capitalize", "replace", "find",    "rfind",      "index",      "rindex",   "count",
-      "join",  "isdigit", "isalpha",    "isalnum", "isspace", "islower",    "isupper"};
+      "strip",      "lstrip",       "rstrip",       "split",      "rsplit",  "splitlines", "startswith", "endswith",
+      "upper",      "lower",        "title",        "capitalize", "replace", "find",       "rfind",      "index",
+      "rindex",     "count",        "join",         "isdigit",    "isalpha", "isalnum",    "isspace",    "islower",
+      "isupper",    "swapcase",     "casefold",     "center",     "ljust",   "rjust",      "zfill",      "partition",
+      "rpartition", "removeprefix", "removesuffix", "format"};
   static const char* mutating[] = {"append", "extend",  "insert", "pop",        "remove", "clear",
                                    "sort",   "reverse", "update", "setdefault", "popitem"};
   if (self.kind == Kind::string) {
@@ -1016,8 +1663,10 @@ Value method(const Value& self, const std::string& name, Ctx& c) {
         const std::string s = self.s;
         return Value::function("str." + name, [s, name](Args& a) { return str_method(s, name, a); });
       }
+  } else if (self.kind == Kind::list && (name == "index" || name == "count" || name == "copy")) {
+    return Value::function("list." + name, [self, name](Args& a) { return list_method(self, name, a); });
   } else if (self.kind == Kind::dict) {
-    if (name == "get" || name == "items" || name == "keys" || name == "values")
+    if (name == "get" || name == "items" || name == "keys" || name == "values" || name == "copy")
       return Value::function("dict." + name, [self, name](Args& a) { return dict_method(self, name, a); });
   }
   if (self.kind == Kind::list || self.kind == Kind::dict)
@@ -1040,8 +1689,8 @@ Value attribute_of(const Value& item, const Value& attribute, Ctx& c) {
   while (true) {
     const size_t dot = attribute.s.find('.', start);
     const std::string part = attribute.s.substr(start, dot == std::string::npos ? std::string::npos : dot - start);
-    const bool digits =
-        !part.empty() && std::all_of(part.begin(), part.end(), [](char ch) { return ch >= '0' && ch <= '9'; });
+    const bool digits = !part.empty() && part.size() <= 18 &&  // (an index that fits 64 bits; longer: a key)
+                        std::all_of(part.begin(), part.end(), [](char ch) { return ch >= '0' && ch <= '9'; });
     v = digits ? get_item(v, Value::integer(std::stoll(part)), c) : get_item(v, Value::string(part), c);
     if (dot == std::string::npos) return v;
     start = dot + 1;
@@ -1058,7 +1707,7 @@ int64_t length(const Value& v, Ctx& c) {
       if (v.generator) c.fail("object of type 'generator' has no len()");
       return static_cast<int64_t>(v.l->size());
     case Kind::dict:
-      if (!v.ns && !v.loop) return static_cast<int64_t>(v.dict->items.size());
+      if (!v.ns && !v.object) return static_cast<int64_t>(v.dict->items.size());
       [[fallthrough]];
     default:
       c.fail("object of type '" + type_name(v) + "' has no len()");
@@ -1130,7 +1779,7 @@ void dump(const Value& v, const JsonStyle& st, int level, std::string& out, Ctx&
       dump_string(v.s, st.ensure_ascii, out);
       return;
     case Kind::list: {
-      if (v.generator) break;
+      if (v.generator || v.range) break;
       if (v.l->empty()) {
         out += "[]";
         return;
@@ -1146,7 +1795,7 @@ void dump(const Value& v, const JsonStyle& st, int level, std::string& out, Ctx&
       return;
     }
     case Kind::dict: {
-      if (v.ns || v.loop) break;
+      if (v.ns || v.object) break;
       if (v.dict->items.empty()) {
         out += "{}";
         return;
@@ -1159,8 +1808,10 @@ void dump(const Value& v, const JsonStyle& st, int level, std::string& out, Ctx&
       for (size_t k = 0; k < items.size(); ++k) {
         if (k) out += st.item_sep;
         if (st.indented) newline(level + 1);
-        const Value kv = key_value(items[k]->first);  // (json.dumps writes an int key as its digits)
-        dump_string(kv.kind == Kind::string ? kv.s : std::to_string(kv.i), st.ensure_ascii, out);
+        const Value kv = key_value(items[k]->first);  // (json.dumps writes other keys as their JSON)
+        std::string text;
+        if (kv.kind != Kind::string) dump(kv, st, level + 1, text, c);
+        dump_string(kv.kind == Kind::string ? kv.s : text, st.ensure_ascii, out);
         out += st.key_sep;
         dump(items[k]->second, st, level + 1, out, c);
       }
@@ -1171,7 +1822,10 @@ void dump(const Value& v, const JsonStyle& st, int level, std::string& out, Ctx&
     default:
       break;
   }
-  c.fail("tojson: Object of type " + (v.generator ? std::string("generator") : type_name(v)) +
+  c.fail("tojson: Object of type " +
+         (v.generator ? std::string("generator")
+          : v.range   ? "range"
+                      : type_name(v)) +
          " is not JSON serializable");
 }
 
@@ -1213,8 +1867,8 @@ Value f_length(Args& a) {
   arity(a, "length", 1, {});
   return Value::integer(length(a.pos[0], a.ctx));
 }
-Value f_upper(Args& a) { return Value::string(map_chars(input_text(a), upper)); }
-Value f_lower(Args& a) { return Value::string(map_chars(input_text(a), lower)); }
+Value f_upper(Args& a) { return Value::string(map_case(input_text(a), Case::upper)); }
+Value f_lower(Args& a) { return Value::string(map_case(input_text(a), Case::lower)); }
 Value f_capitalize(Args& a) { return Value::string(py_capitalize(input_text(a))); }
 // jinja2's title: each piece between runs of [-\s({[<] starts upper-case, the rest lower-case.
 Value f_title(Args& a) {
@@ -1252,7 +1906,7 @@ Value f_list(Args& a) { return Value::list(iterate(a.pos[0], a.ctx, "the list fi
 Value f_items(Args& a) {
   const Value& v = a.pos[0];
   if (v.kind == Kind::undefined) return Value::list({});
-  if (v.kind != Kind::dict || v.ns || v.loop)
+  if (v.kind != Kind::dict || v.ns || v.object)
     a.ctx.fail("items: can only get item pairs from a mapping, not " + type_name(v));
   Args b{a.ctx, {}, {}};
   return dict_method(v, "items", b);
@@ -1431,8 +2085,23 @@ Value f_wordcount(Args& a) {
 // The sort key of an item: its attribute, lower-cased when a string and not case-sensitive.
 Value sort_key(const Value& item, const Value& attribute, bool case_sensitive, Ctx& c) {
   Value v = attribute.kind == Kind::none || attribute.kind == Kind::undefined ? item : attribute_of(item, attribute, c);
-  if (!case_sensitive && v.kind == Kind::string) v.s = map_chars(v.s, lower);
+  if (!case_sensitive && v.kind == Kind::string) v.s = map_case(v.s, Case::lower);
   return v;
+}
+// The sort filter's key: with an attribute, the list of the comma-separated attributes' values (as
+// jinja2's make_multi_attrgetter; equal items, an undefined's included, are never compared by <).
+Value sort_keys(const Value& item, const Value& attribute, bool case_sensitive, Ctx& c) {
+  if (attribute.kind == Kind::none || attribute.kind == Kind::undefined)
+    return sort_key(item, attribute, case_sensitive, c);
+  List keys;
+  if (attribute.kind != Kind::string) return Value::list({sort_key(item, attribute, case_sensitive, c)});
+  for (size_t start = 0;;) {
+    const size_t comma = attribute.s.find(',', start);
+    keys.push_back(sort_key(item, Value::string(attribute.s.substr(start, comma - start)), case_sensitive, c));
+    if (comma == std::string::npos) break;
+    start = comma + 1;
+  }
+  return Value::list(std::move(keys));
 }
 Value f_sort(Args& a) {
   arity(a, "sort", 4, {"reverse", "case_sensitive", "attribute"});
@@ -1441,7 +2110,7 @@ Value f_sort(Args& a) {
   const Value attribute = arg(a, 3, "attribute", Value::none());
   auto items = iterate(a.pos[0], a.ctx, "the sort filter");
   std::vector<std::pair<Value, size_t>> keyed;
-  for (size_t k = 0; k < items.size(); ++k) keyed.emplace_back(sort_key(items[k], attribute, cs, a.ctx), k);
+  for (size_t k = 0; k < items.size(); ++k) keyed.emplace_back(sort_keys(items[k], attribute, cs, a.ctx), k);
   std::stable_sort(keyed.begin(), keyed.end(), [&](const auto& x, const auto& y) {
     return rev ? less(y.first, x.first, a.ctx, "<") : less(x.first, y.first, a.ctx, "<");
   });
@@ -1508,11 +2177,323 @@ Value f_attr(Args& a) {
   arity(a, "attr", 2, {});
   const std::string name = text_arg(a, 1, "name", "attr");  // (Python's getattr: methods, not a dict's items)
   const Value& v = a.pos[0];
-  if (v.kind == Kind::dict && (v.ns || v.loop)) return get_attr(v, name, a.ctx);
+  if (v.kind == Kind::dict && (v.ns || v.object)) return get_attr(v, name, a.ctx);
   if (v.kind == Kind::undefined) return v;
   Value m = method(v, name, a.ctx);
   if (m.kind == Kind::function) return m;
   return Value::undefined("'" + type_name(v) + " object' has no attribute '" + name + "'");
+}
+
+// truncate(length=255, killwords=False, end='...', leeway=5): past length + leeway code points, cut
+// to length less the end's, at the last space unless killwords, and the end added.
+Value f_truncate(Args& a) {
+  arity(a, "truncate", 5, {"length", "killwords", "end", "leeway"});
+  const U32 u = u32(input_text(a));
+  const int64_t length = int_arg(a, 1, "length", "truncate", 255);
+  const bool killwords = truthy(arg(a, 2, "killwords", Value::boolean(false)));
+  const std::string end = text_arg(a, 3, "end", "truncate", "...");
+  const int64_t leeway = int_arg(a, 4, "leeway", "truncate", 5);
+  const int64_t end_len = static_cast<int64_t>(utf8::length(end));
+  if (length < end_len)
+    a.ctx.fail("truncate: expected length >= " + std::to_string(end_len) + ", got " + std::to_string(length));
+  if (leeway < 0) a.ctx.fail("truncate: expected leeway >= 0, got " + std::to_string(leeway));
+  if (static_cast<int64_t>(u.size()) <= length + leeway) return Value::string(u8(u));
+  U32 kept = u.substr(0, static_cast<size_t>(length - end_len));
+  if (!killwords) {
+    const size_t space = kept.rfind(U' ');
+    if (space != U32::npos) kept.resize(space);
+  }
+  return Value::string(u8(kept) + end);
+}
+
+// batch(linecount, fill_with=None): lists of linecount items, the last filled up when fill_with is given.
+Value f_batch(Args& a) {
+  arity(a, "batch", 3, {"linecount", "fill_with"});
+  const int64_t n = int_arg(a, 1, "linecount", "batch", 0);
+  const Value fill = arg(a, 2, "fill_with", Value::none());
+  List out, cur;
+  for (const Value& v : iterate(a.pos[0], a.ctx, "the batch filter")) {
+    if (static_cast<int64_t>(cur.size()) == n) out.push_back(Value::list(std::move(cur))), cur.clear();
+    cur.push_back(v);
+  }
+  if (!cur.empty()) {
+    if (fill.kind != Kind::none && n > static_cast<int64_t>(cur.size())) {
+      if (n > (1 << 22)) a.ctx.fail("batch: filling a batch of " + std::to_string(n) + " would pass 4M items");
+      a.ctx.charge(n);
+      cur.resize(static_cast<size_t>(n), fill);
+    }
+    out.push_back(Value::list(std::move(cur)));
+  }
+  Value g = Value::list(std::move(out));
+  g.generator = true;
+  return g;
+}
+
+// slice(slices, fill_with=None): the items in `slices` lists, the first ones one longer; the
+// shorter ones filled up when fill_with is given.
+Value f_slice(Args& a) {
+  arity(a, "slice", 3, {"slices", "fill_with"});
+  const int64_t slices = int_arg(a, 1, "slices", "slice", 0);
+  const Value fill = arg(a, 2, "fill_with", Value::none());
+  const auto items = iterate(a.pos[0], a.ctx, "the slice filter");
+  const int64_t n = static_cast<int64_t>(items.size());
+  if (slices == 0) a.ctx.fail("slice: integer division or modulo by zero");
+  List out;
+  if (slices > 0) a.ctx.charge(slices);
+  const int64_t per = floordiv(n, slices), extra = pymod(n, slices);
+  int64_t offset = 0;
+  for (int64_t k = 0; k < slices; ++k) {
+    const int64_t start = offset + k * per;
+    if (k < extra) ++offset;
+    const int64_t end = offset + (k + 1) * per;
+    List part;
+    for (int64_t i = std::clamp<int64_t>(start, 0, n); i < std::clamp<int64_t>(end, 0, n); ++i)
+      part.push_back(items[i]);
+    if (fill.kind != Kind::none && k >= extra) part.push_back(fill);
+    out.push_back(Value::list(std::move(part)));
+  }
+  Value g = Value::list(std::move(out));
+  g.generator = true;
+  return g;
+}
+
+// groupby(attribute, default=None, case_sensitive=False): (grouper, list) tuples of the items
+// sorted by the attribute, equal ones together; the grouper is the first item's attribute.
+Value f_groupby(Args& a) {
+  arity(a, "groupby", 4, {"attribute", "default", "case_sensitive"});
+  const Value attribute = arg(a, 1, "attribute");
+  const Value def = arg(a, 2, "default", Value::none());
+  const bool cs = truthy(arg(a, 3, "case_sensitive", Value::boolean(false)));
+  const auto items = iterate(a.pos[0], a.ctx, "the groupby filter");
+  auto attr = [&](const Value& item) {
+    Value v = attribute_of(item, attribute, a.ctx);
+    return v.kind == Kind::undefined && def.kind != Kind::none ? def : v;
+  };
+  std::vector<std::pair<Value, size_t>> keyed;
+  for (size_t k = 0; k < items.size(); ++k) {
+    Value key = attr(items[k]);
+    if (!cs && key.kind == Kind::string) key.s = map_case(key.s, Case::lower);
+    keyed.emplace_back(std::move(key), k);
+  }
+  std::stable_sort(keyed.begin(), keyed.end(),
+                   [&](const auto& x, const auto& y) { return less(x.first, y.first, a.ctx, "<"); });
+  List out;
+  for (size_t k = 0; k < keyed.size();) {
+    List group;
+    size_t e = k;
+    for (; e < keyed.size() && equals(keyed[e].first, keyed[k].first); ++e) group.push_back(items[keyed[e].second]);
+    Value t = Value::list({cs ? keyed[k].first : attr(items[keyed[k].second]), Value::list(std::move(group))});
+    t.tuple = t.group = true;
+    out.push_back(std::move(t));
+    k = e;
+  }
+  return Value::list(std::move(out));
+}
+
+// wordwrap(width=79, break_long_words=True, wrapstring='\n', break_on_hyphens=True): each line
+// wrapped as Python's textwrap.TextWrapper (no tab expansion, whitespace kept, dropped at the
+// wrapped lines' ends and starts but the first), the lines joined with wrapstring.
+bool ascii_ws(char32_t c) { return c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == 0x0B || c == 0x0C; }
+bool letter(char32_t c) { return is_alpha(c); }
+// textwrap's chunks: whitespace runs and words, a word split after a hyphen between letters.
+std::vector<U32> wrap_chunks(const U32& line, bool hyphens, Ctx& c) {
+  std::vector<U32> chunks;
+  for (size_t k = 0; k < line.size();) {
+    size_t e = k;
+    if (ascii_ws(line[k])) {
+      while (e < line.size() && ascii_ws(line[e])) ++e;
+    } else {
+      while (e < line.size() && !ascii_ws(line[e])) {
+        if (hyphens && line[e] == '-' && line.compare(e, 2, U"--") == 0)
+          c.fail("wordwrap: a word with '--' is not supported");
+        ++e;
+        if (hyphens && line[e - 1] == '-' && e >= k + 3 && letter(line[e - 2]) && letter(line[e - 3]) &&
+            e < line.size() && letter(line[e]) &&
+            (e + 1 < line.size() &&
+             (letter(line[e + 1]) || (line[e + 1] == '-' && e + 2 < line.size() && letter(line[e + 2])))))
+          break;
+      }
+    }
+    chunks.push_back(line.substr(k, e - k));
+    k = e;
+  }
+  return chunks;
+}
+bool blank(const U32& s) {
+  return std::all_of(s.begin(), s.end(), [](char32_t ch) { return py_space(ch); });
+}
+std::vector<U32> wrap_line(const U32& line, int64_t width, bool break_long, bool hyphens, Ctx& c) {
+  std::vector<U32> chunks = wrap_chunks(line, hyphens, c), lines;
+  std::reverse(chunks.begin(), chunks.end());
+  while (!chunks.empty()) {
+    c.charge(1);
+    std::vector<U32> cur;
+    int64_t len = 0;
+    if (blank(chunks.back()) && !lines.empty()) chunks.pop_back();
+    while (!chunks.empty() && len + static_cast<int64_t>(chunks.back().size()) <= width) {
+      len += static_cast<int64_t>(chunks.back().size());
+      cur.push_back(std::move(chunks.back()));
+      chunks.pop_back();
+    }
+    if (!chunks.empty() && static_cast<int64_t>(chunks.back().size()) > width) {
+      const int64_t room = width - len;
+      U32& chunk = chunks.back();
+      if (break_long) {
+        int64_t end = room;
+        if (hyphens && room > 0 && static_cast<int64_t>(chunk.size()) > room) {
+          const size_t h = chunk.rfind(U'-', static_cast<size_t>(room - 1));
+          if (h != U32::npos && h > 0 && chunk.find_first_not_of(U'-') < h) end = static_cast<int64_t>(h) + 1;
+        }
+        cur.push_back(chunk.substr(0, static_cast<size_t>(end)));
+        chunk.erase(0, static_cast<size_t>(end));
+      } else if (cur.empty()) {
+        cur.push_back(std::move(chunk));
+        chunks.pop_back();
+      }
+    }
+    if (!cur.empty() && blank(cur.back())) cur.pop_back();
+    if (!cur.empty()) {
+      U32 joined;
+      for (const auto& x : cur) joined += x;
+      lines.push_back(std::move(joined));
+    }
+  }
+  return lines;
+}
+Value f_wordwrap(Args& a) {
+  arity(a, "wordwrap", 5, {"width", "break_long_words", "wrapstring", "break_on_hyphens"});
+  const int64_t width = int_arg(a, 1, "width", "wordwrap", 79);
+  const bool break_long = truthy(arg(a, 2, "break_long_words", Value::boolean(true)));
+  const Value ws = arg(a, 3, "wrapstring", Value::none());
+  const std::string wrapstring = ws.kind == Kind::string ? ws.s : "\n";
+  const bool hyphens = truthy(arg(a, 4, "break_on_hyphens", Value::boolean(true)));
+  if (width <= 0) a.ctx.fail("wordwrap: invalid width " + std::to_string(width) + " (must be > 0)");
+  std::string out;
+  bool first_line = true;
+  for (const std::string& line : py_splitlines(input_text(a), false)) {
+    if (!first_line) out += wrapstring;
+    first_line = false;
+    bool first = true;
+    for (const U32& w : wrap_line(u32(line), width, break_long, hyphens, a.ctx)) {
+      out += (first ? "" : wrapstring) + u8(w);
+      first = false;
+      if (static_cast<int64_t>(out.size()) > kMaxString) a.ctx.fail("wordwrap: the string would pass 64 MiB");
+    }
+  }
+  return Value::string(std::move(out));
+}
+
+// striptags: comments and tags removed, whitespace runs made one space, entities unescaped
+// (markupsafe's Markup.striptags; the named entities beyond the HTML ones below are refused).
+std::string unescape_html(const std::string& s, Ctx& c) {
+  static const std::pair<const char*, const char*> named[] = {{"amp", "&"},   {"lt", "<"},   {"gt", ">"},
+                                                              {"quot", "\""}, {"apos", "'"}, {"nbsp", "\u00A0"}};
+  std::string out;
+  for (size_t k = 0; k < s.size(); ++k) {
+    if (s[k] != '&') {
+      out += s[k];
+      continue;
+    }
+    const size_t semi = s.find(';', k);
+    const std::string name = semi == std::string::npos ? "" : s.substr(k + 1, semi - k - 1);
+    if (name.size() > 1 && name[0] == '#') {
+      const bool hex = name[1] == 'x' || name[1] == 'X';
+      const std::string digits = name.substr(hex ? 2 : 1);
+      if (!digits.empty() && digits.size() <= 6 &&
+          digits.find_first_not_of(hex ? "0123456789abcdefABCDEF" : "0123456789") == std::string::npos) {
+        const auto cp = static_cast<char32_t>(std::stoul(digits, nullptr, hex ? 16 : 10));
+        if (cp == 0 || cp > 0x10FFFF || (cp >= 0xD800 && cp <= 0xDFFF) || (cp >= 0x80 && cp <= 0x9F))
+          c.fail("striptags: the character reference &" + name + "; is not supported");
+        out += utf8::encode(cp);
+        k = semi;
+        continue;
+      }
+    }
+    bool done = false;
+    for (const auto& [n, text] : named)
+      if (name == n) out += text, k = semi, done = true;
+    if (done) continue;
+    if (k + 1 < s.size() && (std::isalnum(static_cast<unsigned char>(s[k + 1])) || s[k + 1] == '#'))
+      c.fail("striptags: the HTML entity at '" + s.substr(k, 12) + "' is not supported");
+    out += '&';
+  }
+  return out;
+}
+Value f_striptags(Args& a) {
+  std::string s = input_text(a);
+  a.ctx.charge(static_cast<int64_t>(s.size() / 16));
+  auto cut = [&](const char* open, const char* close) {
+    std::string out;
+    size_t k = 0;
+    for (size_t start; (start = s.find(open, k)) != std::string::npos;) {
+      const size_t end = s.find(close, start);
+      if (end == std::string::npos) break;
+      out += s.substr(k, start - k);
+      k = end + std::strlen(close);
+    }
+    s = out + s.substr(k);
+  };
+  cut("<!--", "-->");
+  cut("<", ">");
+  std::string joined;
+  for (const std::string& w : py_split(s, Value::none(), -1, false, a.ctx)) joined += (joined.empty() ? "" : " ") + w;
+  Value v = Value::string(unescape_html(joined, a.ctx));
+  v.safe = true;
+  return v;
+}
+
+// format(*args, **kwargs): printf-style, `value % args` (or % kwargs).
+Value f_format(Args& a) {
+  if (!a.pos.empty() && a.pos.size() > 1 && !a.kw.empty())
+    a.ctx.fail("format: can't handle positional and keyword arguments at the same time");
+  Value values;
+  if (!a.kw.empty()) {
+    auto d = std::make_shared<Dict>();
+    for (const auto& [k, v] : a.kw) d->set(key(k), v);
+    values = Value::of_dict(std::move(d));
+  } else {
+    values = Value::list(List(a.pos.begin() + 1, a.pos.end()));
+    values.tuple = true;
+  }
+  return Value::string(printf_format(input_text(a), values, a.ctx));
+}
+
+// pprint: pprint.pformat's text, which is repr with dicts' keys sorted where it fits one line of
+// 80 (its wrapping of longer ones is not done here: refused).
+std::string sorted_repr(const Value& v, Ctx& c, int depth) {
+  if (depth > kMaxJsonDepth) c.fail("a value nested more than " + std::to_string(kMaxJsonDepth) + " deep");
+  if (v.kind == Kind::list && !v.range) {
+    std::string out = v.tuple ? "(" : "[";
+    for (size_t k = 0; k < v.l->size(); ++k) out += (k ? ", " : "") + sorted_repr((*v.l)[k], c, depth + 1);
+    if (v.tuple && v.l->size() == 1) out += ",";
+    return out + (v.tuple ? ")" : "]");
+  }
+  if (v.kind == Kind::dict && !v.ns && !v.object) {
+    std::vector<std::pair<Value, const Value*>> items;
+    for (const auto& [k, x] : v.dict->items) items.emplace_back(key_value(k), &x);
+    std::stable_sort(items.begin(), items.end(), [&](const auto& x, const auto& y) {
+      if (x.first.kind != y.first.kind && !(numeric(x.first) && numeric(y.first)))
+        c.fail("pprint: a dict with keys of mixed types is not supported");
+      return less(x.first, y.first, c, "<");
+    });
+    std::string out = "{";
+    for (size_t k = 0; k < items.size(); ++k)
+      out += (k ? ", " : "") + repr(items[k].first, c) + ": " + sorted_repr(*items[k].second, c, depth + 1);
+    return out + "}";
+  }
+  return repr(v, c);
+}
+Value f_pprint(Args& a) {
+  std::string s = sorted_repr(a.pos[0], a.ctx, 0);
+  a.ctx.charge(static_cast<int64_t>(s.size() / 16));
+  if (utf8::length(s) > 80)
+    a.ctx.fail("pprint: a value whose repr is longer than 80 characters (pprint's wrapping is not supported)");
+  return Value::string(std::move(s));
+}
+Value f_forceescape(Args& a) {
+  Value v = Value::string(html_escape(to_str(a.pos[0], a.ctx)));
+  v.safe = true;
+  return v;
 }
 
 // select/reject(test, args…) and selectattr/rejectattr(attribute, test, args…)
@@ -1596,7 +2577,7 @@ bool t_integer(Args& a) { return a.pos[0].kind == Kind::integer; }
 bool t_float(Args& a) { return a.pos[0].kind == Kind::real; }
 bool t_number(Args& a) { return numeric(a.pos[0]); }
 bool t_string(Args& a) { return a.pos[0].kind == Kind::string; }
-bool t_mapping(Args& a) { return a.pos[0].kind == Kind::dict && !a.pos[0].ns && !a.pos[0].loop; }
+bool t_mapping(Args& a) { return a.pos[0].kind == Kind::dict && !a.pos[0].ns && !a.pos[0].object; }
 bool t_iterable(Args& a) {
   const Value& v = a.pos[0];
   return v.kind == Kind::list || v.kind == Kind::string || v.kind == Kind::undefined || t_mapping(a);
@@ -1644,6 +2625,33 @@ bool t_sameas(Args& a) {
   }
 }
 bool t_lower(Args& a) { return py_case(input_text(a), true); }
+bool t_escaped(Args& a) { return a.pos[0].kind == Kind::string && a.pos[0].safe; }
+// `is filter`, `is test`: whether jinja2 (with transformers' tojson) has one of that name — its
+// answer, whichever of them this renderer has.
+bool named_in(Args& a, std::initializer_list<const char*> names) {
+  if (a.pos[0].kind != Kind::string) return false;
+  for (const char* n : names)
+    if (a.pos[0].s == n) return true;
+  return false;
+}
+bool t_filter(Args& a) {
+  return named_in(a, {"abs",    "attr",       "batch",       "capitalize", "center",   "count",
+                      "d",      "default",    "dictsort",    "e",          "escape",   "filesizeformat",
+                      "first",  "float",      "forceescape", "format",     "groupby",  "indent",
+                      "int",    "items",      "join",        "last",       "length",   "list",
+                      "lower",  "map",        "max",         "min",        "pprint",   "random",
+                      "reject", "rejectattr", "replace",     "reverse",    "round",    "safe",
+                      "select", "selectattr", "slice",       "sort",       "string",   "striptags",
+                      "sum",    "title",      "tojson",      "trim",       "truncate", "unique",
+                      "upper",  "urlencode",  "urlize",      "wordcount",  "wordwrap", "xmlattr"});
+}
+bool t_test(Args& a) {
+  return named_in(a, {"odd",     "even",   "divisibleby", "defined",  "undefined", "filter", "test",    "none",
+                      "boolean", "false",  "true",        "integer",  "float",     "lower",  "upper",   "string",
+                      "mapping", "number", "sequence",    "iterable", "callable",  "sameas", "escaped", "in",
+                      "==",      "eq",     "equalto",     "!=",       "ne",        ">",      "gt",      "greaterthan",
+                      ">=",      "ge",     "<",           "lt",       "lessthan",  "<=",     "le"});
+}
 bool t_upper(Args& a) { return py_case(input_text(a), false); }
 
 // ---- globals ---------------------------------------------------------------------------------
@@ -1660,23 +2668,74 @@ Value g_range(Args& a) {
       std::max(0.0, std::ceil((static_cast<double>(stop) - static_cast<double>(start)) / static_cast<double>(step)));
   if (n > kMaxRange)
     a.ctx.fail("Range too big. The sandbox blocks ranges larger than MAX_RANGE (" + std::to_string(kMaxRange) + ").");
-  List out;
-  for (int64_t k = start; step > 0 ? k < stop : k > stop; k += step) out.push_back(Value::integer(k));
-  return Value::list(std::move(out));
+  return range_value(start, stop, step);
 }
 std::shared_ptr<Dict> dict_of(Args& a, const char* what) {
   auto d = std::make_shared<Dict>();
   if (a.pos.size() > 1) a.ctx.fail(std::string(what) + " takes at most one positional argument");
   if (!a.pos.empty()) {
     const Value& m = a.pos[0];
-    if (m.kind != Kind::dict || m.ns || m.loop)
-      a.ctx.fail(std::string(what) + ": the positional argument must be a dict");
-    for (const auto& [k, v] : m.dict->items) d->set(k, v);
+    if (m.kind == Kind::dict && !m.ns && !m.object) {
+      a.ctx.charge(static_cast<int64_t>(m.dict->items.size()));
+      for (const auto& [k, v] : m.dict->items) d->set(k, v);
+    } else  // an iterable of pairs
+      for (const Value& pair : iterate(m, a.ctx, what)) {
+        const auto kv = iterate(pair, a.ctx, what);
+        if (kv.size() != 2)
+          a.ctx.fail(std::string(what) + ": a sequence element has length " + std::to_string(kv.size()) +
+                     "; 2 is required");
+        d->set(dict_key(kv[0], *d, a.ctx), kv[1]);
+      }
   }
   for (auto& [k, v] : a.kw) d->set(key(k), v);
   return d;
 }
 Value g_dict(Args& a) { return Value::of_dict(dict_of(a, "dict()")); }
+// dict.fromkeys(iterable, value=None)
+Value g_dict_fromkeys(Args& a) {
+  arity(a, "dict.fromkeys()", 2, {});
+  if (a.pos.empty()) a.ctx.fail("dict.fromkeys() takes at least 1 argument");
+  const Value v = arg(a, 1, "value", Value::none());
+  auto d = std::make_shared<Dict>();
+  for (const Value& k : iterate(a.pos[0], a.ctx, "dict.fromkeys()")) d->set(dict_key(k, *d, a.ctx), v);
+  return Value::of_dict(std::move(d));
+}
+// joiner(sep=', '): a function that gives '' when first called, sep after.
+Value g_joiner(Args& a) {
+  arity(a, "joiner()", 1, {"sep"});
+  const Value sep = arg(a, 0, "sep", Value::string(", "));
+  auto used = std::make_shared<bool>(false);
+  return Value::function("joiner", [sep, used](Args&) {
+    if (*used) return sep;
+    *used = true;
+    return Value::string("");
+  });
+}
+// cycler(*items): an object whose next() gives the items in turn, reset() starts again and
+// .current is the item next() gives next.
+Value g_cycler(Args& a) {
+  arity(a, "cycler()", a.pos.size(), {});
+  if (a.pos.empty()) a.ctx.fail("cycler(): at least one item has to be provided");
+  auto items = std::make_shared<const List>(a.pos);
+  auto at = std::make_shared<size_t>(0);
+  auto d = std::make_shared<Dict>();
+  const std::weak_ptr<Dict> self = d;  // (the functions are the dict's own: not a cycle of owners)
+  d->set("current", (*items)[0]);
+  d->set("next", Value::function("Cycler.next", [items, at, self](Args&) {
+           const Value v = (*items)[*at];
+           *at = (*at + 1) % items->size();
+           if (auto s = self.lock()) s->set("current", (*items)[*at]);
+           return v;
+         }));
+  d->set("reset", Value::function("Cycler.reset", [items, at, self](Args&) {
+           *at = 0;
+           if (auto s = self.lock()) s->set("current", (*items)[0]);
+           return Value::none();
+         }));
+  Value v = Value::of_dict(std::move(d));
+  v.object = "Cycler";
+  return v;
+}
 Value g_namespace(Args& a) {
   auto d = dict_of(a, "namespace()");
   for (const auto& [k, v] : d->items)
@@ -1711,6 +2770,17 @@ FilterFn find_filter(const std::string& name) {
                                                           {"d", f_default},
                                                           {"default", f_default},
                                                           {"dictsort", f_dictsort},
+                                                          {"batch", f_batch},
+                                                          {"e", f_escape},
+                                                          {"escape", f_escape},
+                                                          {"forceescape", f_forceescape},
+                                                          {"format", f_format},
+                                                          {"groupby", f_groupby},
+                                                          {"pprint", f_pprint},
+                                                          {"slice", f_slice},
+                                                          {"striptags", f_striptags},
+                                                          {"truncate", f_truncate},
+                                                          {"wordwrap", f_wordwrap},
                                                           {"first", f_first},
                                                           {"float", f_float},
                                                           {"indent", f_indent},
@@ -1754,6 +2824,9 @@ TestFn find_test(const std::string& name) {
                                                       {"equalto", t_eq},
                                                       {"==", t_eq},
                                                       {"even", t_even},
+                                                      {"escaped", t_escaped},
+                                                      {"filter", t_filter},
+                                                      {"test", t_test},
                                                       {"false", t_false},
                                                       {"float", t_float},
                                                       {"ge", t_ge},
@@ -1789,12 +2862,17 @@ TestFn find_test(const std::string& name) {
 Value global(const std::string& name) {
   static const std::map<std::string, Value (*)(Args&)> globals = {{"range", g_range},
                                                                   {"dict", g_dict},
+                                                                  {"joiner", g_joiner},
+                                                                  {"cycler", g_cycler},
                                                                   {"namespace", g_namespace},
                                                                   {"raise_exception", g_raise},
                                                                   {"strftime_now", g_strftime_now}};
   auto it = globals.find(name);
   if (it == globals.end()) return Value::undefined("");
-  return Value::function(name, it->second);
+  if (name != "dict") return Value::function(name, it->second);
+  auto attrs = std::make_shared<Dict>();
+  attrs->set("fromkeys", Value::function("dict.fromkeys", g_dict_fromkeys));
+  return Value::function(name, it->second, std::move(attrs));
 }
 
 Value from_json(const nlohmann::ordered_json& j, Ctx& c, int depth) {

@@ -6,6 +6,7 @@
 #pragma once
 
 #include <cstdint>
+#include <cstdlib>
 #include <functional>
 #include <memory>
 #include <string>
@@ -30,6 +31,7 @@ using List = std::vector<Value>;
 struct Function {
   std::string name;
   std::function<Value(Args&)> impl;
+  std::shared_ptr<Dict> attrs;  // its attributes (a macro's name and arguments, dict.fromkeys), or none
 };
 
 struct Value {
@@ -41,12 +43,15 @@ struct Value {
   std::shared_ptr<const List> l;  // a list or tuple
   std::shared_ptr<Dict> dict;     // a dict (never changed once built), a namespace (changed by set)
   std::shared_ptr<const Function> fn;
-  bool tuple = false;      // a list printed as a tuple
-  bool ns = false;         // a namespace(): attributes only
-  bool loop = false;       // the loop object
-  bool safe = false;       // a string marked safe (markupsafe's Markup: `|safe`, `|escape`): a plain string
-                           // added to it with + is HTML-escaped, as Python's + on a Markup does
-  bool generator = false;  // what select, reject, selectattr, rejectattr and map give: no len(), not reversible
+  bool tuple = false;            // a list printed as a tuple
+  bool ns = false;               // a namespace(): attributes only
+  const char* object = nullptr;  // another of jinja2's objects, attributes only (the loop, a cycler): its
+                                 // class's name; a hidden item "\x02" "call" is what calling it runs
+  bool safe = false;             // a string marked safe (markupsafe's Markup: `|safe`, `|escape`): a plain string
+                                 // added to it with + is HTML-escaped, as Python's + on a Markup does
+  bool generator = false;        // what select, reject, selectattr, rejectattr and map give: no len(), not reversible
+  bool range = false;            // what range() gives: a list that prints as range(a, b[, c]), its text in s
+  bool group = false;            // a groupby's (grouper, list) tuple: .grouper and .list name its items
 
   static Value undefined(std::string message) {
     Value v;
@@ -84,9 +89,9 @@ struct Value {
     v.dict = std::move(d);
     return v;
   }
-  static Value function(std::string name, std::function<Value(Args&)> impl) {
+  static Value function(std::string name, std::function<Value(Args&)> impl, std::shared_ptr<Dict> attrs = nullptr) {
     Value v = make(Kind::function);
-    v.fn = std::make_shared<const Function>(Function{std::move(name), std::move(impl)});
+    v.fn = std::make_shared<const Function>(Function{std::move(name), std::move(impl), std::move(attrs)});
     return v;
   }
 
@@ -100,7 +105,8 @@ struct Value {
 
 // Keys in insertion order, found through an index (a context's dict may hold many). A key is a str
 // or an int ({0: 'a'}): an int is stored as "\x01" and its digits, a str that starts with "\x01"
-// with one more "\x01" before it (key() and key_value() convert).
+// with one more "\x01" before it (key() and key_value() convert); None as "\x01" and N, a bool as
+// "\x01" and T or F, a float as "\x01" and R and its repr (dict_key() makes them: equal numbers one key).
 struct Dict {
   std::vector<std::pair<std::string, Value>> items;
   std::unordered_map<std::string, size_t> index;  // (built past 16 keys; a loop object has 12)
@@ -131,6 +137,11 @@ inline std::string key(int64_t i) { return "\x01" + std::to_string(i); }
 inline Value key_value(const std::string& k) {
   if (k.empty() || k[0] != '\x01') return Value::string(k);
   if (k.size() > 1 && k[1] == '\x01') return Value::string(k.substr(1));
+  if (k == "\x01N") return Value::none();
+  if (k == "\x01T" || k == "\x01"
+                           "F")
+    return Value::boolean(k[1] == 'T');
+  if (k.size() > 1 && k[1] == 'R') return Value::real(std::strtod(k.c_str() + 2, nullptr));
   return Value::integer(std::stoll(k.substr(1)));
 }
 
@@ -158,7 +169,7 @@ struct Expr {
 // template's top level), the output being written, the line being run, and the limits.
 class Ctx {
  public:
-  Ctx(const std::string& what, const Limits& limits) : what_(what), limits_(limits), frames_(1), bases_{0} {}
+  Ctx(const std::string& what, const Limits& limits) : what_(what), limits_(limits), frames_(1), scopes_{{0, -1, 0}} {}
 
   int line = 0;
   Flow flow = Flow::normal;
@@ -195,11 +206,24 @@ class Ctx {
   void set(const std::string& name, Value v);
   void push_frame() { frames_.emplace_back(); }
   void pop_frame() { frames_.pop_back(); }
-  void enter_macro(const std::string& name);
+  // Where a call block stands: its scope and frames, which its caller() sees (a closure).
+  struct Closure {
+    int scope;
+    size_t top;
+  };
+  Closure here() const { return {static_cast<int>(scopes_.size()) - 1, frames_.size()}; }
+  // A macro's body sees its own frames and the template's top level; a caller()'s, its own and its
+  // call block's. Each counts toward the limit of nested calls.
+  void enter_macro(const std::string& name) { enter(name, {0, 1}); }
+  void enter_caller(const Closure& at) { enter("caller", at); }
   void leave_macro() {
     frames_.pop_back();
-    bases_.pop_back();
+    scopes_.pop_back();
+    --depth_;
   }
+  // A recursive for loop's loop(…): counted with the nested calls.
+  void enter_recursion();
+  void leave_recursion() { --depth_; }
   const std::string& what() const { return what_; }
 
  private:
@@ -208,8 +232,15 @@ class Ctx {
   };
   const std::string& what_;
   const Limits& limits_;
+  struct Scope {
+    size_t base;       // its first frame
+    int outer;         // the scope whose frames it sees next (-1: none)
+    size_t outer_top;  // (those below this one)
+  };
+  void enter(const std::string& name, const Closure& outer);
   std::vector<Frame> frames_;
-  std::vector<size_t> bases_;  // the first frame a macro's body sees (0: the template's)
+  std::vector<Scope> scopes_;  // the template's, then one per macro or caller() being run
+  int depth_ = 0;              // macros, callers and recursive loops being run
   std::string* out_ = nullptr;
   int64_t steps_ = 0;
 };
@@ -228,7 +259,12 @@ Value binary(const std::string& op, const Value& x, const Value& y, Ctx& c);
 bool compare(const std::string& op, const Value& x, const Value& y, Ctx& c);
 FilterFn find_filter(const std::string& name);
 TestFn find_test(const std::string& name);
-Value global(const std::string& name);  // range, dict, namespace, raise_exception, strftime_now; else undefined
+Value global(const std::string& name);
+// The key of `k` in `d` as Python's dict hashes it (equal numbers — 1, 1.0, True — are one key: the
+// one `d` holds, else k's own); an unhashable value is an error. dict_find: the value it keys, or null.
+std::string dict_key(const Value& k, const Dict& d, Ctx& c);
+const Value* dict_find(const Dict& d,
+                       const Value& k);  // range, dict, namespace, raise_exception, strftime_now; else undefined
 Value from_json(const nlohmann::ordered_json& j, Ctx& c, int depth);
 
 // ---- UTF-8 text as Python's str sees it ----

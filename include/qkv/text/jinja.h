@@ -8,32 +8,40 @@
 //
 // What it knows — anything else is a qkv::Error at compile time naming the line and the construct
 // (a filter or test it does not know: when a render reaches it, as jinja2):
-//   statements  if/elif/else, for (unpacking, `if` filter, else; loop.index, index0, revindex,
-//               revindex0, first, last, length, previtem, nextitem, cycle), break, continue, set
-//               (names, tuples, `ns.attr`, `{% set x %}…{% endset %}`), macro, filter blocks, raw,
-//               generation, comments, whitespace control (- and +)
-//   expressions literals (strings with Python's escapes, ints, floats, lists, tuples, dicts), the
-//               arithmetic, comparison, `in`, `and`/`or`/`not`, `~` and conditional operators with
-//               Python's semantics, attribute and item lookup, slices, calls with keywords
-//   filters     abs, capitalize, center, count, default/d, dictsort, first, float, indent, int,
-//               items, join, last, length, list, lower, map, max, min, reject, rejectattr, replace,
-//               reverse, round, safe, select, selectattr, sort, string, sum, title, tojson, trim,
-//               unique, upper, wordcount
-//   tests       boolean, callable, defined, divisibleby, eq/equalto/==, even, false, float, ge/>=,
-//               gt/>, in, integer, iterable, le/<=, lower, lt/<, mapping, ne/!=, none, number, odd,
-//               sameas, sequence, string, true, undefined, upper
-//   methods     str: capitalize, count, endswith, find, join, lower, lstrip, replace, rfind, rsplit,
-//               rstrip, split, splitlines, startswith, strip, title, upper, isdigit, isalpha,
-//               isalnum, isspace, islower, isupper; dict: get, items, keys, values
-//   globals     range, dict, namespace, raise_exception, strftime_now
-// Not: extends, include, import, block, call, with, autoescape, the i18n and do extensions.
+//   statements  if/elif/else, for (nested unpacking, `if` filter, else, recursive with loop(items);
+//               loop.index, index0, revindex, revindex0, first, last, length, depth, depth0,
+//               previtem, nextitem, cycle, changed), break, continue, set (names, tuples,
+//               `ns.attr`, `{% set x %}…{% endset %}`), macro (varargs, kwargs, caller; .name,
+//               .arguments), call blocks (`{% call(args) m() %}` and caller()), block (rendered
+//               where it stands), with, filter blocks, raw, generation, comments, whitespace control
+//   expressions literals (strings with Python's escapes but \N{…}, ints, floats, lists, tuples,
+//               dicts with str, int, float, bool and None keys), the arithmetic, comparison, `in`,
+//               `and`/`or`/`not`, `~` and conditional operators with Python's semantics, printf-style
+//               `'%s' % x`, attribute and item lookup, slices, calls with keywords
+//   filters     abs, attr, batch, capitalize, center, count, default/d, dictsort, escape/e, first,
+//               float, forceescape, format, groupby, indent, int, items, join, last, length, list,
+//               lower, map, max, min, pprint (one line of 80), reject, rejectattr, replace, reverse,
+//               round, safe, select, selectattr, slice, sort, string, striptags, sum, title, tojson,
+//               trim, truncate, unique, upper, wordcount, wordwrap
+//   tests       boolean, callable, defined, divisibleby, eq/equalto/==, escaped, even, false,
+//               filter, float, ge/>=, gt/>, in, integer, iterable, le/<=, lower, lt/<, mapping,
+//               ne/!=, none, number, odd, sameas, sequence, string, test, true, undefined, upper
+//   methods     str: capitalize, casefold, center, count, endswith, find, format, join, ljust,
+//               lower, lstrip, partition, removeprefix, removesuffix, replace, rfind, rjust,
+//               rpartition, rsplit, rstrip, split, splitlines, startswith, strip, swapcase, title,
+//               upper, zfill, isdigit, isalpha, isalnum, isspace, islower, isupper; list and tuple:
+//               index, count, (list) copy; dict: copy, get, items, keys, values
+//   globals     range (printed as a range), dict (with dict.fromkeys), namespace, joiner, cycler,
+//               raise_exception, strftime_now
+// Not: extends, include, import, autoescape, the i18n and do extensions, a tuple as a dict's key.
 //
 // Values follow Python's: 7 // -2 is -4, str(1e-05) is "1e-05", a list prints as ['a', 1], a
 // string is indexed, sliced and measured in code points. Ints are 64-bit: an overflow is an error,
 // not a big number.
 //
 // A crafted template or context can neither hang nor exhaust memory: range() stops at 100,000 items
-// (the sandbox's MAX_RANGE), macros nest at most 64 deep and expressions 128, a render stops after
+// (the sandbox's MAX_RANGE), macros, callers and recursive loops nest at most 64 deep and
+// expressions 128, no string grows past 64 MiB (padding, formatting, wrapping), a render stops after
 // Limits::max_steps evaluations, and no output passes Limits::max_output_bytes — each a qkv::Error
 // naming the template (`what`) and the limit.
 #pragma once
