@@ -1015,6 +1015,16 @@ def add_python_cases(m, files):
     cases.append(("train-self-ref", "d = {'task': 'lm'}\nd['model'] = d\n"
                   f"qkv.train(d, out_dir={m.out('py-train')!r}, quiet=True)", "exc"))
     cases.append(("train-not-dict", f"qkv.train(5, out_dir={m.out('py-train')!r}, quiet=True)", "exc"))
+    # chat messages that are no JSON, or a model without a chat template (qkv's own GPT)
+    lm = "lm = qkv.LanguageModel(GPT)\n"
+    cases += [
+        ("chat-deep-messages", lm + "x = []\nfor _ in range(100000):\n    x = [x]\nlm.apply_chat_template(x)", "exc"),
+        ("chat-self-reference", lm + "x = [{'role': 'user'}]\nx[0]['content'] = x\nlm.apply_chat_template(x)", "exc"),
+        ("chat-object-content", lm + "lm.apply_chat_template([{'role': 'user', 'content': object()}])", "exc"),
+        ("chat-nan-kwarg", lm + "lm.apply_chat_template([], temperature=float('nan'))", "exc"),
+        ("chat-no-template", lm + "lm.chat([{'role': 'user', 'content': 'hi'}], max_new_tokens=2)", "exc"),
+        ("chat-messages-not-list", lm + "lm.chat('hi')", "exc"),
+    ]
     for name, code, expect in cases:
         script = f"CODE = {code!r}\n" + prelude + runner
         m.add(f"python/{name}", ["{python}", "-c", script], expect=expect, python=True)
