@@ -1042,6 +1042,11 @@ TEST(Serve, ChatRendersTheModelsChatTemplate) {
   ASSERT_EQ(status, 200) << r.dump();
   EXPECT_EQ(r["usage"]["prompt_tokens"].get<int64_t>(), expected_tokens(more));
   EXPECT_GT(expected_tokens(more), expected_tokens(plain));
+  json no_prompt = plain;  // vLLM's add_generation_prompt: false leaves the assistant's header out
+  no_prompt["add_generation_prompt"] = false;
+  r = post(s.port(), no_prompt.dump(), &status, "/v1/chat/completions");
+  ASSERT_EQ(status, 200) << r.dump();
+  EXPECT_LT(r["usage"]["prompt_tokens"].get<int64_t>(), expected_tokens(plain));
   r = post(s.port(), json{{"messages", {{{"role", "system"}, {"content", "x"}}}}}.dump(), &status,
            "/v1/chat/completions");
   EXPECT_EQ(status, 400);

@@ -51,7 +51,8 @@
 //                        per [MASK] of the text]}   (decode/fill_mask.h: pipeline("fill-mask")'s)
 //   POST /v1/completions, /v1/chat/completions   OpenAI's API for the language models: model,
 //                        prompt (a string or strings: a choice each) or messages (rendered with
-//                        the model's chat template, with tools and chat_template_kwargs, as
+//                        the model's chat template, with tools, chat_template_kwargs and
+//                        add_generation_prompt (vLLM's; true), as
 //                        transformers' apply_chat_template; without a template, joined as
 //                        "role: content" lines then "assistant:"), max_tokens,
 //                        temperature, top_p, frequency_penalty, presence_penalty, repetition_penalty
@@ -655,6 +656,7 @@ class Server {
           if (!ordered["tools"].is_array()) throw HttpError{400, "\"tools\" must be an array"};
           in.tools = ordered["tools"];
         }
+        in.add_generation_prompt = body.boolean("add_generation_prompt", true);  // (vLLM's extra)
         if (ordered.contains("chat_template_kwargs") && !ordered["chat_template_kwargs"].is_null()) {
           if (!ordered["chat_template_kwargs"].is_object())
             throw HttpError{400, "\"chat_template_kwargs\" must be an object"};
