@@ -58,6 +58,23 @@ LMTokenizer LMTokenizer::train_sentencepiece(std::string_view text, const std::s
   return sentencepiece(SentencePiece::load(model_prefix + ".model"));
 }
 
+LMTokenizer::ChatTemplateFound LMTokenizer::find_chat_template(const nlohmann::json& j) {
+  // chat_template.jinja's text (qkv convert stores it as "chat_template"), else the config's; one
+  // that does not compile leaves the error, for the chat commands to name
+  ChatTemplateFound found;
+  if (!j.is_object() || j.value("type", "") != "hf") return found;
+  const nlohmann::json cfg = j.value("tokenizer_config", nlohmann::json());
+  const std::string file =
+      j.contains("chat_template") && j["chat_template"].is_string() ? j["chat_template"].get<std::string>() : "";
+  try {
+    if (auto chat = ChatTemplate::from_config(cfg, file))
+      found.chat_template = std::make_shared<const ChatTemplate>(std::move(*chat));
+  } catch (const Error& e) {
+    found.error = e.what();
+  }
+  return found;
+}
+
 LMTokenizer LMTokenizer::from_json(const nlohmann::json& j) {
   const std::string type = j.is_object() ? io::get_or(j, "type", "") : "";
   QKV_CHECK(type == "char" || type == "sentencepiece" || type == "hf",
@@ -72,16 +89,9 @@ LMTokenizer LMTokenizer::from_json(const nlohmann::json& j) {
         j["tokenizer_json"].get_ref<const std::string&>(), cfg.is_object() ? cfg.dump() : std::string(),
         "the model file's tokenizer.json"));
     t.hf_json_ = j;
-    // the chat template: chat_template.jinja's text (qkv convert stores it as "chat_template"), else
-    // the config's; one that does not compile leaves the error, for the chat route to name
-    const std::string file =
-        j.contains("chat_template") && j["chat_template"].is_string() ? j["chat_template"].get<std::string>() : "";
-    try {
-      if (auto chat = ChatTemplate::from_config(cfg, file))
-        t.chat_ = std::make_shared<const ChatTemplate>(std::move(*chat));
-    } catch (const Error& e) {
-      t.chat_error_ = e.what();
-    }
+    const ChatTemplateFound chat = find_chat_template(j);
+    t.chat_ = chat.chat_template;
+    t.chat_error_ = chat.error;
     return t;
   }
   if (type == "sentencepiece") return sentencepiece(SentencePiece::from_json(j, "the LM tokenizer"));

@@ -37,17 +37,15 @@ void add_convert(CLI::App& app) {
                  meta["converted_from"]["architecture"].get<std::string>().c_str(), a->out.c_str(),
                  meta["model_type"].get<std::string>().c_str(), std::string(enum_name(a->dtype)).c_str());
     // the chat template, which the chat route of `qkv serve` and `generate --chat` render
-    if (meta.contains("tokenizer") && meta["tokenizer"].value("type", "") == "hf") {
-      const text::LMTokenizer t = text::LMTokenizer::from_json(meta["tokenizer"]);
-      if (t.chat_template()) {
-        std::fprintf(stderr, "chat template: %s\n", t.chat_template()->jinja().what().c_str());
-        for (const auto& u : t.chat_template()->jinja().unknown())
-          std::fprintf(stderr, "  warning: it names %s, which qkv does not know: a chat that reaches it fails\n",
-                       u.c_str());
-      } else if (!t.chat_template_error().empty())
-        std::fprintf(stderr, "warning: the chat template does not compile here, so chats will be refused: %s\n",
-                     t.chat_template_error().c_str());
-    }
+    const auto chat = text::LMTokenizer::find_chat_template(meta.value("tokenizer", nlohmann::json()));
+    if (chat.chat_template) {
+      std::fprintf(stderr, "chat template: %s\n", chat.chat_template->jinja().what().c_str());
+      for (const auto& u : chat.chat_template->jinja().unknown())
+        std::fprintf(stderr, "  warning: it names %s, which qkv does not know: a chat that reaches it fails\n",
+                     u.c_str());
+    } else if (!chat.error.empty())
+      std::fprintf(stderr, "warning: the chat template does not compile here, so chats will be refused: %s\n",
+                   chat.error.c_str());
     return 0;
   });
 }

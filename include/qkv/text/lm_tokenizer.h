@@ -58,6 +58,13 @@ class LMTokenizer {
   const ChatTemplate* chat_template() const { return chat_.get(); }
   const std::string& chat_template_error() const { return chat_error_; }
   std::vector<int32_t> encode_prompt(std::string_view text) const;
+  // The chat template of a stored tokenizer (to_json's form) without building the tokenizer: what
+  // chat_template() and chat_template_error() of from_json(j) would give.
+  struct ChatTemplateFound {
+    std::shared_ptr<const ChatTemplate> chat_template;
+    std::string error;
+  };
+  static ChatTemplateFound find_chat_template(const nlohmann::json& j);
 
  private:
   CharTokenizer chars_;
