@@ -26,6 +26,7 @@
 #include "qkv/autograd/grad_mode.h"
 #include "qkv/decode/batching_generator.h"
 #include "qkv/decode/caption.h"
+#include "qkv/decode/classify.h"
 #include "qkv/decode/fill_mask.h"
 #include "qkv/decode/generate.h"
 #include "qkv/decode/inspect.h"
@@ -310,10 +311,21 @@ class PyMaskedLanguageModel {
     return decode::fill_mask(*m_->model, *m_->tokenizer.hf(), text, o);
   }
   const models::LoadedMaskedLanguageModel& loaded() const { return *m_; }
+  const models::MaskedLanguageModel& model() const { return *m_->model; }
+  const text::HfTokenizer& tokenizer() const { return *m_->tokenizer.hf(); }
 
  private:
   std::shared_ptr<models::LoadedMaskedLanguageModel> m_;
 };
+
+// A str or a list of str → the texts, and whether one was given alone.
+std::pair<std::vector<std::string>, bool> texts_arg(const nb::handle& inputs, const char* name) {
+  if (nb::isinstance<nb::str>(inputs)) return {{nb::cast<std::string>(inputs)}, true};
+  std::vector<std::string> texts;
+  if (!nb::try_cast(inputs, texts))
+    throw nb::type_error((std::string(name) + " must be a str or a list of str").c_str());
+  return {texts, false};
+}
 
 // The penalties (decode/sampling.h): repetition (Hugging Face's), frequency and presence (OpenAI's)
 struct Penalties {
@@ -688,6 +700,120 @@ void bind_models(nb::module_& m) {
           "text"_a, "top_k"_a = 5, "text_pair"_a = nb::none(),
           "The top_k tokens for each [MASK] of `text`, as transformers' pipeline(\"fill-mask\") gives them:\n"
           "[{'score', 'token', 'token_str', 'sequence'}, …] for one mask, a list of such lists for several.")
+      .def(
+          "text_classification",
+          [](const PyMaskedLanguageModel& b, const nb::handle& inputs, const nb::object& top_k,
+             std::optional<std::string> text_pair, std::optional<std::string> function_to_apply,
+             int64_t batch_size) -> nb::object {
+            auto [texts, one] = texts_arg(inputs, "inputs");
+            decode::TextClassificationOptions o;
+            // top_k: not given (the pipeline's legacy answer), None (every label) or k ≥ 1
+            const bool legacy = !top_k.is_none() && nb::isinstance<nb::int_>(top_k) && nb::cast<int64_t>(top_k) == -1;
+            o.top_k = legacy ? 1 : top_k.is_none() ? 0 : -2;
+            if (o.top_k == -2) {
+              if (!nb::isinstance<nb::int_>(top_k) || nb::cast<int64_t>(top_k) < 1)
+                throw nb::value_error("top_k must be None (every label) or an int of at least 1");
+              o.top_k = nb::cast<int64_t>(top_k);
+            }
+            o.batch_size = batch_size;
+            if (text_pair) o.text_pairs.assign(texts.size(), *text_pair);
+            if (function_to_apply)
+              o.function = parse_enum<decode::ClassificationFunction>(*function_to_apply, "function_to_apply");
+            std::vector<std::vector<decode::LabelScore>> all;
+            {
+              nb::gil_scoped_release release;
+              all = decode::text_classification(b.model(), b.tokenizer(), texts, o);
+            }
+            nb::list out;
+            for (const auto& scores : all) {
+              nb::list l;
+              for (const auto& x : scores) {
+                nb::dict d;
+                d["label"] = x.label, d["score"] = x.score;
+                l.append(d);
+              }
+              if (legacy)
+                out.append(l[0]);  // {'label', 'score'} per text, as the pipeline without top_k
+              else
+                out.append(l);
+            }
+            if (one && !legacy) return out[0];
+            return out;
+          },
+          "inputs"_a, "top_k"_a.none() = -1, "text_pair"_a = nb::none(), "function_to_apply"_a = nb::none(),
+          "batch_size"_a = 32,
+          "A sequence classifier's labels for a text or a list of texts, as transformers'\n"
+          "pipeline(\"text-classification\") gives them: without top_k, [{'label', 'score'}] (the best label of\n"
+          "each text); with top_k=k, the best k labels of each text, best first; top_k=None, every label.\n"
+          "function_to_apply: 'softmax', 'sigmoid' or 'none' (default: by the config's problem_type).")
+      .def(
+          "token_classification",
+          [](const PyMaskedLanguageModel& b, const nb::handle& inputs, const std::string& aggregation_strategy,
+             std::optional<std::vector<std::string>> ignore_labels, int64_t batch_size) -> nb::object {
+            auto [texts, one] = texts_arg(inputs, "inputs");
+            decode::TokenClassificationOptions o;
+            o.aggregation = parse_enum<decode::Aggregation>(aggregation_strategy, "aggregation_strategy");
+            if (ignore_labels) o.ignore_labels = *ignore_labels;
+            o.batch_size = batch_size;
+            std::vector<std::vector<decode::TokenEntity>> all;
+            {
+              nb::gil_scoped_release release;
+              all = decode::token_classification(b.model(), b.tokenizer(), texts, o);
+            }
+            nb::list out;
+            for (const auto& entities : all) {
+              nb::list l;
+              for (const auto& e : entities) {
+                nb::dict d;
+                if (e.index < 0)
+                  d["entity_group"] = e.entity;
+                else
+                  d["entity"] = e.entity;
+                d["score"] = e.score;
+                if (e.index >= 0) d["index"] = e.index;
+                d["word"] = e.word, d["start"] = nb::none(), d["end"] = nb::none();
+                l.append(d);
+              }
+              out.append(l);
+            }
+            if (one) return out[0];
+            return out;
+          },
+          "inputs"_a, "aggregation_strategy"_a = "none", "ignore_labels"_a = nb::none(), "batch_size"_a = 32,
+          "A token classifier's entities, as transformers' pipeline(\"token-classification\") gives them:\n"
+          "[{'entity', 'score', 'index', 'word', 'start', 'end'}, …] per text ('O' left out; ignore_labels\n"
+          "to change that); aggregation_strategy='simple' joins neighbouring tokens of one tag into\n"
+          "{'entity_group', 'score', 'word', …}. start and end are None: qkv's tokenizer keeps no offsets.")
+      .def(
+          "encode",
+          [](const PyMaskedLanguageModel& b, const nb::handle& sentences, std::optional<bool> normalize_embeddings,
+             std::optional<std::string> pooling, int64_t max_length, int64_t batch_size) -> nb::object {
+            auto [texts, one] = texts_arg(sentences, "sentences");
+            decode::EmbedOptions o;
+            if (normalize_embeddings) o.normalize = *normalize_embeddings ? 1 : 0;
+            if (pooling) o.pooling = parse_enum<nn::BertPooling>(*pooling, "pooling");
+            o.max_length = max_length, o.batch_size = batch_size;
+            std::vector<std::vector<float>> e;
+            {
+              nb::gil_scoped_release release;
+              e = decode::embed(b.model(), b.tokenizer(), texts, o);
+            }
+            const int64_t d = e.empty() ? 0 : static_cast<int64_t>(e[0].size());
+            std::vector<float> flat;
+            for (const auto& v : e) flat.insert(flat.end(), v.begin(), v.end());
+            Tensor t = Tensor::from_vector(flat, {static_cast<int64_t>(e.size()), d});
+            if (one) t = t.reshape({d});
+            return nb::cast(to_array<nb::numpy>(t), nb::rv_policy::reference);
+          },
+          "sentences"_a, "normalize_embeddings"_a = nb::none(), "pooling"_a = nb::none(), "max_length"_a = 0,
+          "batch_size"_a = 32,
+          "Sentence embeddings, as sentence-transformers' SentenceTransformer.encode gives them: a NumPy\n"
+          "float32 array [n, hidden] for a list, [hidden] for one str. A converted sentence-transformers\n"
+          "folder keeps its pooling, Normalize and max_seq_length; otherwise the mean of the hidden states.\n"
+          "pooling: 'cls', 'mean' or 'max'; max_length: texts cut to this many tokens (0: the model's).")
+      .def_prop_ro(
+          "labels", [](const PyMaskedLanguageModel& b) { return b.model().task().labels; },
+          "A classifier's labels (config.id2label, in id order); [] without a classifier.")
       .def(
           "neuron",
           [](const PyMaskedLanguageModel& b, const std::string& text, int64_t layer, int64_t head, int64_t query) {

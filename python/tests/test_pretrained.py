@@ -87,6 +87,65 @@ def test_load_a_bert_folder_and_fill_mask_as_the_pipeline():
         bert.fill_mask("The cat sat.")
 
 
+@pytest.mark.parametrize("name", ["bert-seqcls", "distilbert-seqcls", "roberta-seqcls"])
+def test_text_classification_as_the_pipeline(name):
+    ref = reference(name)
+    model = qkv.load(os.path.join(GOLDEN, name))
+    texts = [c["text"] for c in ref["text_classification"]]
+    # without top_k: the best label of each text, {'label', 'score'} (a list of one for a str)
+    top1 = model.text_classification(texts)
+    for got, case in zip(top1, ref["text_classification"]):
+        assert got["label"] == case["top1"][0]["label"]
+        assert got["score"] == pytest.approx(case["top1"][0]["score"], abs=1e-5)
+    assert model.text_classification(texts[0])[0]["label"] == ref["text_classification"][0]["top1"][0]["label"]
+    # top_k=None: every label, best first
+    for text, case in zip(texts, ref["text_classification"]):
+        got = model.text_classification(text, top_k=None)
+        assert [g["label"] for g in got] == [w["label"] for w in case["all"]]
+        assert [g["score"] for g in got] == pytest.approx([w["score"] for w in case["all"]], abs=1e-5)
+    pair = ref["text_classification_pair"]
+    got = model.text_classification(pair["text"], top_k=None, text_pair=pair["text_pair"])
+    assert [g["score"] for g in got] == pytest.approx([w["score"] for w in pair["all"]], abs=1e-5)
+    with open(os.path.join(GOLDEN, name, "config.json"), encoding="utf-8") as f:
+        id2label = json.load(f)["id2label"]
+    assert model.labels == [id2label[str(i)] for i in range(len(id2label))]
+    with pytest.raises(ValueError, match="top_k"):
+        model.text_classification("x", top_k=0)
+    with pytest.raises(qkv.Error, match="no token classifier"):
+        model.token_classification("x")
+
+
+@pytest.mark.parametrize("name", ["bert-tokcls", "roberta-tokcls"])
+def test_token_classification_as_the_pipeline(name):
+    ref = reference(name)
+    model = qkv.load(os.path.join(GOLDEN, name))
+    for case in ref["token_classification"]:
+        for strategy, key in (("none", "none"), ("simple", "simple")):
+            got = model.token_classification(case["text"], aggregation_strategy=strategy)
+            want = case[key]
+            name_key = "entity_group" if strategy == "simple" else "entity"
+            assert [g[name_key] for g in got] == [w[name_key] for w in want]
+            assert [g["word"] for g in got] == [w["word"] for w in want]
+            assert [g["score"] for g in got] == pytest.approx([w["score"] for w in want], abs=1e-5)
+        got = model.token_classification([case["text"]], ignore_labels=[])[0]
+        assert [(g["entity"], g["index"]) for g in got] == [(w["entity"], w["index"]) for w in case["all"]]
+
+
+def test_sentence_embeddings_as_sentence_transformers():
+    ref = reference("st-bert")["sentence_embeddings"]
+    model = qkv.load(os.path.join(GOLDEN, "st-bert"))
+    got = model.encode(ref["texts"])
+    assert got.shape == (len(ref["texts"]), 48) and got.dtype.name == "float32"
+    assert got.tolist() == [pytest.approx(e, abs=1e-5) for e in ref["embeddings"]]
+    one = model.encode(ref["texts"][0])
+    assert one.shape == (48,)
+    assert float((one * one).sum()) == pytest.approx(1.0, abs=1e-5)  # the folder's Normalize
+    raw = model.encode(ref["texts"][0], normalize_embeddings=False)
+    assert float((raw * raw).sum()) != pytest.approx(1.0, abs=1e-3)
+    with pytest.raises(TypeError, match="sentences must be a str or a list of str"):
+        model.encode(7)
+
+
 def test_chat_template_as_transformers(tmp_path):
     # a converted Qwen2 with chat_template.jinja beside its tokenizer (hf-chat's ChatML template):
     # apply_chat_template renders transformers' text (hf-chat/reference.json, the same template and

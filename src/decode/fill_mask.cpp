@@ -22,6 +22,7 @@ std::vector<std::vector<FillMaskCandidate>> fill_mask(const models::MaskedLangua
   text::HfEncoding enc;
   if (options.text_pair.empty()) enc.ids = tokenizer.encode(text), enc.token_type_ids.assign(enc.ids.size(), 0);
   else enc = tokenizer.encode_pair(text, options.text_pair);
+  if (model.type_vocab_size() == 0) enc.token_type_ids.assign(enc.ids.size(), 0);  // DistilBERT: no token types
   std::vector<int64_t> masked;
   for (size_t i = 0; i < enc.ids.size(); ++i)
     if (enc.ids[i] == mask_id) masked.push_back(static_cast<int64_t>(i));
@@ -30,8 +31,8 @@ std::vector<std::vector<FillMaskCandidate>> fill_mask(const models::MaskedLangua
   QKV_CHECK(T <= model.max_positions(), "fill-mask: the text '", excerpt(text), "' is ", T,
             " tokens long, more than the model's ", model.max_positions(), " positions (max_position_embeddings)");
   for (int32_t t : enc.token_type_ids)
-    QKV_CHECK(t < model.type_vocab_size(), "fill-mask: the tokenizer gives token type ", t, " but the model knows ",
-              model.type_vocab_size(), " (type_vocab_size)");
+    QKV_CHECK(t < model.type_vocab_size() || t == 0, "fill-mask: the tokenizer gives token type ", t,
+              " but the model knows ", model.type_vocab_size(), " (type_vocab_size)");
 
   Tensor logits;
   {

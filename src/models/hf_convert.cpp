@@ -131,21 +131,87 @@ HfFolder open_hf_folder(const std::string& dir_in) {
   return f;
 }
 
+// ---- sentence-transformers ---------------------------------------------------------------------
+
+// A sentence-transformers folder (modules.json beside the model's files): its Pooling module's mode
+// (1_Pooling/config.json: cls, mean or max — one of them), whether a Normalize module follows, and
+// sentence_bert_config.json's max_seq_length, kept in the encoder's config for qkv embed. Modules
+// other than Transformer, Pooling and Normalize (a Dense projection, …) are refused by name: the
+// embedding would not be theirs.
+void read_sentence_transformers(const std::string& dir, nlohmann::json& config) {
+  const std::string modules_path = dir + "/modules.json";
+  if (!exists(modules_path)) return;
+  const nlohmann::json modules = read_json(modules_path, kMaxConfigBytes);
+  QKV_CHECK(modules.is_array(), "'", modules_path, "': expected a list of modules");
+  for (const auto& m : modules) {
+    QKV_CHECK(m.is_object() && m.contains("type") && m["type"].is_string(), "'", modules_path,
+              "': a module without a \"type\"");
+    const std::string type = m["type"].get<std::string>();
+    const std::string path = m.value("path", nlohmann::json("")).is_string() ? m.value("path", std::string()) : "";
+    QKV_CHECK(path.find("..") == std::string::npos && !path.starts_with("/"), "'", modules_path, "': the module path '",
+              excerpt(path), "' leaves the folder");
+    if (type.ends_with("models.Transformer")) continue;
+    if (type.ends_with("models.Normalize")) {
+      config["normalize"] = true;
+      continue;
+    }
+    QKV_CHECK(type.ends_with("models.Pooling"), "'", modules_path, "': the module '", excerpt(type),
+              "' is not supported (Transformer, Pooling and Normalize are)");
+    const std::string pooling_path = dir + "/" + path + "/config.json";
+    const nlohmann::json p = read_json(pooling_path, kMaxConfigBytes);
+    QKV_CHECK(p.is_object(), "'", pooling_path, "': expected an object");
+    std::vector<std::string> modes;
+    for (auto& [key, value] : p.items()) {
+      if (!key.starts_with("pooling_mode_")) continue;
+      QKV_CHECK(value.is_boolean(), "'", pooling_path, "': ", key, " must be true or false");
+      if (value.get<bool>()) modes.push_back(key.substr(13));
+    }
+    QKV_CHECK(modes.size() == 1 && (modes[0] == "cls_token" || modes[0] == "mean_tokens" || modes[0] == "max_tokens"),
+              "'", pooling_path, "': the pooling ", modes.empty() ? "(none)" : excerpt(modes[0]),
+              modes.size() > 1 ? " with others" : "",
+              " is not supported (one of cls_token, mean_tokens, max_tokens is)");
+    config["pooling"] = modes[0] == "cls_token" ? "cls" : modes[0] == "mean_tokens" ? "mean" : "max";
+  }
+  const std::string st_config = dir + "/sentence_bert_config.json";
+  if (exists(st_config)) {
+    const nlohmann::json c = read_json(st_config, kMaxConfigBytes);
+    if (c.is_object() && c.contains("max_seq_length") && !c["max_seq_length"].is_null()) {
+      QKV_CHECK(c["max_seq_length"].is_number_integer() && c["max_seq_length"].get<int64_t>() >= 1, "'", st_config,
+                "': max_seq_length must be a positive integer");
+      // (at most the model's positions: sentence-transformers cuts to the smaller of the two too)
+      const int64_t pad = config.value("padding_idx", int64_t{-1});
+      const int64_t positions = config["max_position_embeddings"].get<int64_t>() - (pad >= 0 ? pad + 1 : 0);
+      config["max_seq_length"] = std::min(c["max_seq_length"].get<int64_t>(), positions);
+    }
+  }
+}
+
 // ---- the architecture table ----------------------------------------------------------------------
 
 const std::vector<HfArchitecture>& hf_architectures() {
-  static const std::vector<HfArchitecture> archs = {hf::gpt2(),
-                                                    hf::llama(),
-                                                    hf::qwen2(),
-                                                    hf::qwen3(),
-                                                    hf::mistral(),
-                                                    hf::phi3(),
-                                                    hf::gemma2(),
-                                                    hf::gemma3(),
-                                                    hf::gemma3_multimodal(),
-                                                    hf::marian(),
-                                                    hf::bert_for_masked_lm(),
-                                                    hf::bert_model()};
+  static const std::vector<HfArchitecture> archs = {
+      hf::gpt2(),
+      hf::llama(),
+      hf::qwen2(),
+      hf::qwen3(),
+      hf::mistral(),
+      hf::phi3(),
+      hf::gemma2(),
+      hf::gemma3(),
+      hf::gemma3_multimodal(),
+      hf::marian(),
+      hf::bert("BertForMaskedLM", hf::EncoderHead::mlm),
+      hf::bert("BertModel", hf::EncoderHead::none),
+      hf::bert("BertForSequenceClassification", hf::EncoderHead::sequence),
+      hf::bert("BertForTokenClassification", hf::EncoderHead::token),
+      hf::distilbert("DistilBertForMaskedLM", hf::EncoderHead::mlm),
+      hf::distilbert("DistilBertModel", hf::EncoderHead::none),
+      hf::distilbert("DistilBertForSequenceClassification", hf::EncoderHead::sequence),
+      hf::distilbert("DistilBertForTokenClassification", hf::EncoderHead::token),
+      hf::roberta("RobertaForMaskedLM", hf::EncoderHead::mlm),
+      hf::roberta("RobertaModel", hf::EncoderHead::none),
+      hf::roberta("RobertaForSequenceClassification", hf::EncoderHead::sequence),
+      hf::roberta("RobertaForTokenClassification", hf::EncoderHead::token)};
   return archs;
 }
 
@@ -194,6 +260,7 @@ nlohmann::json convert_hf(const std::string& dir, const std::string& out, const 
   } catch (const Error& e) {
     throw Error(detail::concat("'", f.dir, "/config.json' (", arch.name, "): ", e.what()));
   }
+  if (arch.model_type == "bert") read_sentence_transformers(f.dir, config);
   std::unique_ptr<Model> model;
   try {
     model = model_type(arch.model_type).build(config, nullptr);

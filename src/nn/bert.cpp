@@ -17,11 +17,21 @@ const io::Fields<BertConfig>& BertConfig::fields() {
                                       F::integer("num_attention_heads", &BertConfig::num_attention_heads, 1),
                                       F::integer("intermediate_size", &BertConfig::intermediate_size, 1),
                                       F::integer("max_position_embeddings", &BertConfig::max_position_embeddings, 1),
-                                      F::integer("type_vocab_size", &BertConfig::type_vocab_size, 1),
+                                      F::integer("type_vocab_size", &BertConfig::type_vocab_size, 0),
                                       F::choice("hidden_act", &BertConfig::hidden_act),
                                       F::number("layer_norm_eps", &BertConfig::layer_norm_eps, 1e-30, 1),
                                       F::number("dropout", &BertConfig::dropout, 0, 1, /*hi_open=*/true),
                                       F::boolean("mlm_head", &BertConfig::mlm_head),
+                                      F::boolean("mlm_exact_gelu", &BertConfig::mlm_exact_gelu),
+                                      F::integer("padding_idx", &BertConfig::padding_idx, -1),
+                                      F::choice("classifier", &BertConfig::classifier),
+                                      F::integer("num_labels", &BertConfig::num_labels, 0, 1 << 20),
+                                      F::texts("labels", &BertConfig::labels, 1 << 20),
+                                      F::choice("problem_type", &BertConfig::problem_type),
+                                      F::choice("pooler", &BertConfig::pooler),
+                                      F::choice("pooling", &BertConfig::pooling),
+                                      F::boolean("normalize", &BertConfig::normalize),
+                                      F::integer("max_seq_length", &BertConfig::max_seq_length, 0),
                                   });
   return f;
 }
@@ -30,15 +40,37 @@ BertConfig BertConfig::from_json(const nlohmann::json& j) {
   BertConfig c = fields().from_json(j);
   QKV_CHECK(c.hidden_size % c.num_attention_heads == 0, "BERT config: hidden_size ", c.hidden_size,
             " must be a multiple of num_attention_heads ", c.num_attention_heads);
+  QKV_CHECK(c.padding_idx < c.max_position_embeddings - 1, "BERT config: padding_idx ", c.padding_idx,
+            " leaves no position of max_position_embeddings ", c.max_position_embeddings);
+  if (c.classifier == BertClassifier::none) {
+    QKV_CHECK(
+        c.num_labels == 0 && c.labels.empty() && c.pooler == BertPooler::none,
+        "BERT config: num_labels, labels and pooler need a classifier (\"classifier\": \"sequence\" or \"token\")");
+  } else {
+    QKV_CHECK(!c.mlm_head, "BERT config: a classifier replaces the MLM head (\"mlm_head\": false)");
+    QKV_CHECK(c.num_labels >= 1, "BERT config: a classifier needs num_labels ≥ 1");
+    QKV_CHECK(c.labels.empty() || static_cast<int64_t>(c.labels.size()) == c.num_labels,
+              "BERT config: ", c.labels.size(), " labels for num_labels ", c.num_labels);
+    QKV_CHECK(c.classifier == BertClassifier::sequence || c.pooler == BertPooler::none,
+              "BERT config: a token classifier has no pooler");
+  }
+  QKV_CHECK(c.max_seq_length <= c.max_tokens(), "BERT config: max_seq_length ", c.max_seq_length,
+            " is more than the model's ", c.max_tokens(), " positions");
+  if (c.labels.empty())  // transformers' default id2label: LABEL_0, LABEL_1, …
+    for (int64_t i = 0; i < c.num_labels; ++i) c.labels.push_back("LABEL_" + std::to_string(i));
   return c;
 }
 
 nlohmann::json BertConfig::to_json() const { return fields().to_json(*this); }
 
 std::string BertConfig::describe() const {
-  return detail::concat("BERT ", num_hidden_layers, " layers, ", num_attention_heads, " heads, ", hidden_size,
-                        " dims, ", max_position_embeddings, " positions, ", type_vocab_size, " token types, vocab ",
-                        vocab_size, mlm_head ? ", MLM head" : ", no MLM head");
+  return detail::concat(
+      "BERT ", num_hidden_layers, " layers, ", num_attention_heads, " heads, ", hidden_size, " dims, ",
+      max_position_embeddings, " positions, ", type_vocab_size, " token types, vocab ", vocab_size,
+      classifier == BertClassifier::sequence ? detail::concat(", sequence classifier (", num_labels, " labels)")
+      : classifier == BertClassifier::token  ? detail::concat(", token classifier (", num_labels, " labels)")
+      : mlm_head                             ? std::string(", MLM head")
+                                             : std::string(", no MLM head"));
 }
 
 Bert::Bert(const BertConfig& c, Generator* gen) : config(c), gen_(gen) {
@@ -46,8 +78,9 @@ Bert::Bert(const BertConfig& c, Generator* gen) : config(c), gen_(gen) {
   word_embeddings = register_module("word_embeddings", std::make_shared<Embedding>(c.vocab_size, c.hidden_size, -1, &g));
   position_embeddings = register_module(
       "position_embeddings", std::make_shared<Embedding>(c.max_position_embeddings, c.hidden_size, -1, &g));
-  token_type_embeddings = register_module(
-      "token_type_embeddings", std::make_shared<Embedding>(c.type_vocab_size, c.hidden_size, -1, &g));
+  if (c.type_vocab_size > 0)
+    token_type_embeddings =
+        register_module("token_type_embeddings", std::make_shared<Embedding>(c.type_vocab_size, c.hidden_size, -1, &g));
   embeddings_norm = register_module("embeddings_norm", std::make_shared<LayerNorm>(c.hidden_size, c.layer_norm_eps));
   TransformerLayerOptions o;
   o.d_model = c.hidden_size, o.nhead = c.num_attention_heads, o.dim_feedforward = c.intermediate_size;
@@ -60,6 +93,10 @@ Bert::Bert(const BertConfig& c, Generator* gen) : config(c), gen_(gen) {
     transform_norm = register_module("transform_norm", std::make_shared<LayerNorm>(c.hidden_size, c.layer_norm_eps));
     decoder_bias = register_parameter("decoder_bias", Tensor::zeros({c.vocab_size}));
   }
+  if (c.pooler != BertPooler::none)
+    pooler_dense = register_module("pooler", std::make_shared<Linear>(c.hidden_size, c.hidden_size, true, &g));
+  if (c.classifier != BertClassifier::none)
+    classifier = register_module("classifier", std::make_shared<Linear>(c.hidden_size, c.num_labels, true, &g));
   // BERT's initialization (initializer_range 0.02): N(0, 0.02) for every matrix and embedding, zero
   // biases, LayerNorms at 1 / 0.
   for (auto& [name, p] : named_parameters()) {
@@ -74,15 +111,36 @@ Tensor Bert::encode(const Tensor& ids, const Tensor& types, const Tensor& attent
   QKV_CHECK(ids.dim() == 2 && ids.dtype() == DType::i32, "BERT: input_ids must be i32 [B, T], got ",
             shape_str(ids.shape()));
   const int64_t B = ids.size(0), T = ids.size(1);
-  QKV_CHECK(T >= 1 && T <= config.max_position_embeddings, "BERT: ", T,
-            " tokens, more than max_position_embeddings ", config.max_position_embeddings);
+  QKV_CHECK(T >= 1 && T <= config.max_tokens(), "BERT: ", T, " tokens, more than the model's ", config.max_tokens(),
+            " positions (max_position_embeddings ", config.max_position_embeddings,
+            config.padding_idx >= 0 ? " less padding_idx + 1)" : ")");
   for (const Tensor* t : {&types, &attention_mask})
     QKV_CHECK(!t->defined() || (t->shape() == ids.shape() && t->dtype() == DType::i32), "BERT: ",
               t == &types ? "token_type_ids" : "attention_mask", " must be i32 ", shape_str(ids.shape()),
               " as input_ids, got ", shape_str(t->shape()));
+  QKV_CHECK(!types.defined() || config.type_vocab_size > 0 || types.to_ints() == std::vector<int32_t>(B * T, 0),
+            "BERT: this model has no token types (type_vocab_size 0), and token_type_ids holds one");
   // x₀ = Dropout(LN(word[ids] + position[0 … T−1] + token_type[types]))
-  Tensor x = word_embeddings->forward(ids) + position_embeddings->weight.slice(0, 0, T);
-  x = types.defined() ? x + token_type_embeddings->forward(types) : x + token_type_embeddings->weight.select(0, 0);
+  Tensor x = word_embeddings->forward(ids);
+  if (config.padding_idx < 0) {
+    x = x + position_embeddings->weight.slice(0, 0, T);
+  } else {
+    // RoBERTa: position = padding_idx + (the count of non-padding tokens up to t) at a token,
+    // padding_idx at a padding token (transformers' create_position_ids_from_input_ids)
+    const std::vector<int32_t> v = ids.to_ints();
+    std::vector<int32_t> pos(v.size());
+    for (int64_t b = 0; b < B; ++b) {
+      int32_t n = 0;
+      for (int64_t t = 0; t < T; ++t) {
+        const size_t i = static_cast<size_t>(b * T + t);
+        pos[i] = v[i] == config.padding_idx ? static_cast<int32_t>(config.padding_idx)
+                                            : static_cast<int32_t>(config.padding_idx) + ++n;
+      }
+    }
+    x = x + position_embeddings->forward(Tensor::from_ints(pos, {B, T}).to(ids.device()));
+  }
+  if (token_type_embeddings)
+    x = types.defined() ? x + token_type_embeddings->forward(types) : x + token_type_embeddings->weight.select(0, 0);
   x = dropout(embeddings_norm->forward(x), config.dropout, is_training(), gen_);
 
   // The padding mask [B, 1, 1, T], true = key j may be attended to (attention_mask 1).
@@ -117,9 +175,25 @@ Tensor Bert::forward(const Tensor& ids, const Tensor& types, const Tensor& atten
   const Tensor x = encode(ids, types, attention_mask, maps);
   // h = LN_t(act(transform(x)));  logits = h word_embeddingsᵀ + decoder_bias   (transform's bias added
   // in the activation's pass)
-  const Tensor h = transform_norm->forward(
-      activate(linear(x, transform->weight), config.hidden_act, 0.f, nullptr, transform->bias));
+  const Activation act = config.mlm_exact_gelu ? Activation::gelu : config.hidden_act;
+  const Tensor h = transform_norm->forward(activate(linear(x, transform->weight), act, 0.f, nullptr, transform->bias));
   return linear(h, word_embeddings->weight, decoder_bias);  // [B, T, V]
+}
+
+Tensor Bert::classify(const Tensor& ids, const Tensor& types, const Tensor& attention_mask, AttentionMaps* maps) const {
+  QKV_CHECK(classifier,
+            "BERT: this model has no classifier (convert a …ForSequenceClassification or "
+            "…ForTokenClassification folder)");
+  Tensor x = encode(ids, types, attention_mask, maps);  // [B, T, E]
+  if (config.classifier == BertClassifier::token)
+    return classifier->forward(dropout(x, config.dropout, is_training(), gen_));  // [B, T, num_labels]
+  // h = act_p(W_p x[:, 0] + b_p);  logits = W_c h + b_c
+  Tensor h = x.select(1, 0);  // [B, E]
+  if (pooler_dense) {
+    h = linear(h, pooler_dense->weight, pooler_dense->bias);
+    h = config.pooler == BertPooler::tanh ? tanh(h) : relu(h);
+  }
+  return classifier->forward(dropout(h, config.dropout, is_training(), gen_));  // [B, num_labels]
 }
 
 }  // namespace qkv::nn

@@ -1,6 +1,7 @@
 // Post-processors of tokenizer.json: where the special tokens go around one sequence or a pair, and
 // the token types. TemplateProcessing (its "single" and "pair" templates), BertProcessing
-// ([CLS] A [SEP] B [SEP], types 0 then 1), ByteLevel (offsets only: nothing to do on ids),
+// ([CLS] A [SEP] B [SEP], types 0 then 1), RobertaProcessing (<s> A </s> </s> B </s>, types 0), ByteLevel
+// (offsets only: nothing to do on ids),
 // Sequence; others refused by name.
 #include <map>
 
@@ -102,7 +103,7 @@ class BertProcessing final : public PostProcessor {
     return out;
   }
 
- private:
+ public:
   static int32_t read(const json& j, const char* key, const Field& f) {  // ["[CLS]", 101]
     const json& v = need(j, key, f);
     if (!v.is_array() || v.size() != 2 || !v[1].is_number_integer() || v[1].get<int64_t>() < 0 ||
@@ -110,6 +111,29 @@ class BertProcessing final : public PostProcessor {
       f.at(key).fail("expected [token, id]");
     return static_cast<int32_t>(v[1].get<int64_t>());
   }
+  int32_t cls_, sep_;
+};
+
+// RoBERTa's: <s> A </s> and <s> A </s> </s> B </s>, every token type 0.
+class RobertaProcessing final : public PostProcessor {
+ public:
+  RobertaProcessing(const json& j, const Field& f)
+      : cls_(BertProcessing::read(j, "cls", f)), sep_(BertProcessing::read(j, "sep", f)) {}
+  std::vector<Encoded> process(std::vector<Encoded> seqs, bool add_special_tokens) const override {
+    if (!add_special_tokens) return seqs;
+    std::vector<Encoded> out;
+    out.push_back({{cls_}, {0}});
+    for (size_t i = 0; i < seqs.size(); ++i) {
+      Encoded s = seqs[i];
+      if (i > 0) s.ids.insert(s.ids.begin(), sep_);
+      s.ids.push_back(sep_);
+      s.type_ids.assign(s.ids.size(), 0);
+      out.push_back(std::move(s));
+    }
+    return out;
+  }
+
+ private:
   int32_t cls_, sep_;
 };
 
@@ -142,10 +166,12 @@ std::unique_ptr<PostProcessor> make_post_processor(const json& j, const Field& f
   const std::string type = type_of(j, f);
   if (type == "TemplateProcessing") return std::make_unique<TemplateProcessing>(j, f);
   if (type == "BertProcessing") return std::make_unique<BertProcessing>(j, f);
+  if (type == "RobertaProcessing") return std::make_unique<RobertaProcessing>(j, f);
   if (type == "ByteLevel") return std::make_unique<Unchanged>();
   if (type == "Sequence") return std::make_unique<SequenceProcessor>(j, f);
-  f.at("type").fail("post-processor \"" + type + "\" is not supported (TemplateProcessing, BertProcessing, ByteLevel, "
-                    "Sequence are)");
+  f.at("type").fail("post-processor \"" + type +
+                    "\" is not supported (TemplateProcessing, BertProcessing, RobertaProcessing, "
+                    "ByteLevel, Sequence are)");
 }
 
 }  // namespace qkv::text::hf

@@ -155,9 +155,19 @@ struct HfTokenizer::Impl {
     return ids;
   }
 
-  HfEncoding encode(std::string_view a, const std::string_view* b, bool add_special_tokens) const {
+  HfEncoding encode(std::string_view a, const std::string_view* b, bool add_special_tokens,
+                    int64_t max_length = -1) const {
     std::vector<Encoded> seqs;
     auto ids = tokenize(a);
+    if (max_length >= 0 && !b) {
+      // transformers' truncation of one sequence: the text's own tokens cut so that they and the
+      // special tokens the post-processor adds fit max_length
+      size_t added = 0;
+      if (post_processor && add_special_tokens)
+        for (const auto& s : post_processor->process({Encoded{}}, true)) added += s.ids.size();
+      const size_t room = static_cast<size_t>(max_length) > added ? static_cast<size_t>(max_length) - added : 0;
+      if (ids.size() > room) ids.resize(room);
+    }
     seqs.push_back({ids, std::vector<int32_t>(ids.size(), 0)});
     if (b) {
       auto ids_b = tokenize(*b);
@@ -361,6 +371,10 @@ HfTokenizer HfTokenizer::from_folder(const std::string& dir) {
 
 std::vector<int32_t> HfTokenizer::encode(std::string_view text, bool add_special_tokens) const {
   return impl_->encode(text, nullptr, add_special_tokens).ids;
+}
+
+std::vector<int32_t> HfTokenizer::encode_truncated(std::string_view text, int64_t max_length) const {
+  return impl_->encode(text, nullptr, true, std::max<int64_t>(max_length, 0)).ids;
 }
 
 HfEncoding HfTokenizer::encode_pair(std::string_view text, std::string_view pair, bool add_special_tokens) const {

@@ -2,7 +2,7 @@
 built by `transformers`, saved with save_pretrained as a user's downloaded folder would be, and what
 `transformers` computes with them.
 
-    python3 tests/golden/make_hf_golden.py [gpt2|llama|qwen3|phi3|phi3-longrope|gemma3|gemma2|gemma3-multimodal|marian|bert …]   # pyenv python3: pip install torch transformers tokenizers
+    python3 tests/golden/make_hf_golden.py [gpt2|llama|qwen3|phi3|phi3-longrope|gemma3|gemma2|gemma3-multimodal|marian|bert|encoders …]   # pyenv python3: pip install torch transformers tokenizers
 
 Writes tests/golden/hf/<case>/ — config.json, model.safetensors (or shards and their index), and
 reference.json: the input ids, the f32 logits of every position, and 64 greedily generated tokens —
@@ -467,6 +467,161 @@ def bert_cases():
         print(f"{name}: {size / 1024:.0f} KiB", ref.get("fill_mask", [{}])[0], file=sys.stderr)
 
 
+def bpe_roberta_tokenizer(vocab):
+    """RoBERTa's tokenizer made with `tokenizers`: a byte-level BPE trained on Shakespeare (add_prefix_space
+    false, as roberta-base's tokenizer.json), <s> … </s> from RobertaProcessing, <mask> with lstrip as
+    RobertaTokenizerFast adds it."""
+    from tokenizers import AddedToken, Tokenizer, decoders, models, pre_tokenizers, processors, trainers
+    with open(os.path.join(SHARED, "tinyshakespeare", "input.txt"), encoding="utf-8") as f:
+        lines = f.read().splitlines()[:20000]
+    tok = Tokenizer(models.BPE())
+    tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    tok.decoder = decoders.ByteLevel()
+    trainer = trainers.BpeTrainer(vocab_size=vocab, special_tokens=["<s>", "<pad>", "</s>", "<unk>"],
+                                  show_progress=False, initial_alphabet=pre_tokenizers.ByteLevel.alphabet())
+    tok.train_from_iterator(lines, trainer)
+    tok.add_special_tokens([AddedToken("<mask>", lstrip=True, rstrip=False, special=True)])
+    tok.post_processor = processors.RobertaProcessing(("</s>", tok.token_to_id("</s>")), ("<s>", tok.token_to_id("<s>")))
+    return transformers.PreTrainedTokenizerFast(tokenizer_object=tok, bos_token="<s>", eos_token="</s>",
+                                                unk_token="<unk>", sep_token="</s>", cls_token="<s>",
+                                                pad_token="<pad>", mask_token="<mask>")
+
+
+CLASSIFY = ["The cat sat on the mat.", "I love thee, my lord!", "Come hither, good Romeo; what news?",
+            "no", "To be, or not to be: that is the question."]
+NER = ["Romeo and Juliet went to Verona.", "My lord Hamlet is in Denmark, said Horatio.", "yes"]
+
+
+def encoder_cases():
+    """The encoders' other heads (transformers' text-classification and token-classification pipelines),
+    DistilBERT and RoBERTa (fill-mask), and a sentence-transformers folder (its embeddings). Appended with
+    a seed of their own: the cases above keep their bytes."""
+    torch.manual_seed(47)
+    T = transformers
+    wp = lambda: wordpiece_tokenizer(True, 400)
+    ner_labels = {0: "O", 1: "B-PER", 2: "I-PER", 3: "B-LOC", 4: "I-LOC"}
+    cases = [
+        ("bert-seqcls", wp, T.BertForSequenceClassification, T.BertConfig,
+         dict(id2label={0: "NEGATIVE", 1: "NEUTRAL", 2: "POSITIVE"})),
+        ("bert-tokcls", wp, T.BertForTokenClassification, T.BertConfig, dict(id2label=ner_labels)),
+        ("distilbert-seqcls", wp, T.DistilBertForSequenceClassification, T.DistilBertConfig,
+         dict(id2label={0: "joy", 1: "anger", 2: "fear", 3: "love"}, problem_type="multi_label_classification")),
+        ("distilbert-mlm", wp, T.DistilBertForMaskedLM, T.DistilBertConfig, dict(activation="gelu")),
+        ("roberta-seqcls", lambda: bpe_roberta_tokenizer(400), T.RobertaForSequenceClassification, T.RobertaConfig,
+         dict(num_labels=1)),
+        ("roberta-tokcls", lambda: bpe_roberta_tokenizer(400), T.RobertaForTokenClassification, T.RobertaConfig,
+         dict(id2label=ner_labels)),
+        ("roberta-mlm", lambda: bpe_roberta_tokenizer(400), T.RobertaForMaskedLM, T.RobertaConfig, {}),
+        ("st-bert", wp, T.BertModel, T.BertConfig, {}),
+    ]
+    for name, make_tok, cls, config_cls, extra in cases:
+        tokenizer = make_tok()
+        V = len(tokenizer)
+        if config_cls is T.DistilBertConfig:
+            c = config_cls(vocab_size=V, dim=48, n_layers=2, n_heads=4, hidden_dim=80, max_position_embeddings=40,
+                           pad_token_id=tokenizer.pad_token_id, **extra)
+        else:
+            c = config_cls(vocab_size=V, hidden_size=48, num_hidden_layers=2, num_attention_heads=4,
+                           intermediate_size=80, type_vocab_size=1 if config_cls is T.RobertaConfig else 2,
+                           max_position_embeddings=40, pad_token_id=tokenizer.pad_token_id,
+                           hidden_act="relu" if config_cls is T.RobertaConfig else "gelu", **extra)  # (RoBERTa's MLM head: exact GELU whatever hidden_act says)
+        m = cls(c)
+        randomize(m, 0.5)
+        with torch.no_grad():
+            for pname, p in m.named_parameters():
+                if pname.endswith("LayerNorm.weight") or pname.endswith("layer_norm.weight"):
+                    p.add_(1.0)
+                if "classifier" in pname:  # scores short of 0 and 1, so that each is checked
+                    p.mul_(0.15)
+        m.eval()
+        out = os.path.join(HERE, name)
+        shutil.rmtree(out, ignore_errors=True)
+        g = torch.Generator().manual_seed(3)
+        ids = torch.randint(5, V, (2, 12), generator=g)
+        mask = torch.ones(2, 12, dtype=torch.long)
+        mask[1, 8:] = 0  # row 1 is padded after 8 tokens
+        ids[1, 8:] = tokenizer.pad_token_id
+        kwargs = {"input_ids": ids, "attention_mask": mask}
+        types = torch.zeros(2, 12, dtype=torch.long)
+        if config_cls is T.BertConfig:
+            types[0, 6:] = 1
+            kwargs["token_type_ids"] = types
+        with torch.no_grad():
+            o = m(**kwargs)
+            out_t = (o.last_hidden_state if cls in (T.BertModel,) else o.logits).float()
+        m.save_pretrained(out, safe_serialization=True)
+        tokenizer.save_pretrained(out)
+        ref = {"transformers": T.__version__, "torch": torch.__version__, "input_ids": ids.tolist(),
+               "token_type_ids": types.tolist(), "attention_mask": mask.tolist(),
+               "output": "last_hidden_state" if cls is T.BertModel else "logits",
+               "logits_shape": list(out_t.shape), "logits": [round(v, 7) for v in out_t.flatten().tolist()]}
+        if name.endswith("seqcls"):
+            pipe = T.pipeline("text-classification", model=m, tokenizer=tokenizer)
+            ref["text_classification"] = [
+                {"text": t, "ids": tokenizer(t)["input_ids"], "top1": pipe(t), "all": pipe(t, top_k=None)}
+                for t in CLASSIFY]
+            ref["text_classification_pair"] = {"text": CLASSIFY[0], "text_pair": CLASSIFY[1],
+                                               "all": pipe({"text": CLASSIFY[0], "text_pair": CLASSIFY[1]}, top_k=None)}
+            ref["softmax"] = pipe(CLASSIFY[2], top_k=None, function_to_apply="softmax")
+        if name.endswith("tokcls"):
+            ref["token_classification"] = []
+            for t in NER:
+                none = T.pipeline("token-classification", model=m, tokenizer=tokenizer)(t)
+                simple = T.pipeline("token-classification", model=m, tokenizer=tokenizer,
+                                    aggregation_strategy="simple")(t)
+                every = T.pipeline("token-classification", model=m, tokenizer=tokenizer, ignore_labels=[])(t)
+                f = lambda xs: [{k: (float(v) if k == "score" else int(v) if k in ("index", "start", "end") else v)
+                                 for k, v in x.items()} for x in xs]
+                ref["token_classification"].append({"text": t, "ids": tokenizer(t)["input_ids"], "none": f(none),
+                                                    "simple": f(simple), "all": f(every)})
+        if name.endswith("mlm"):
+            fill = T.pipeline("fill-mask", model=m, tokenizer=tokenizer, top_k=5)
+            ref["fill_mask"] = []
+            for text in ["The cat [MASK] on the mat.", "I love thee, my [MASK]!"]:
+                text = text.replace("[MASK]", tokenizer.mask_token)
+                r = fill(text)
+                ref["fill_mask"].append({"text": text, "ids": tokenizer(text)["input_ids"], "masks": [
+                    [{"token": x["token"], "token_str": x["token_str"], "score": x["score"],
+                      "sequence": x["sequence"]} for x in r]]})
+        if name == "st-bert":
+            # A sentence-transformers folder: the model's files, then modules.json, the Pooling and
+            # Normalize modules, and sentence_bert_config.json's max_seq_length (inputs cut to it).
+            with open(os.path.join(out, "modules.json"), "w") as f:
+                json.dump([{"idx": 0, "name": "0", "path": "", "type": "sentence_transformers.models.Transformer"},
+                           {"idx": 1, "name": "1", "path": "1_Pooling", "type": "sentence_transformers.models.Pooling"},
+                           {"idx": 2, "name": "2", "path": "2_Normalize",
+                            "type": "sentence_transformers.models.Normalize"}], f, indent=2)
+            with open(os.path.join(out, "sentence_bert_config.json"), "w") as f:
+                json.dump({"max_seq_length": 16, "do_lower_case": False}, f)
+            os.makedirs(os.path.join(out, "1_Pooling"))
+            with open(os.path.join(out, "1_Pooling", "config.json"), "w") as f:
+                json.dump({"word_embedding_dimension": 48, "pooling_mode_cls_token": False,
+                           "pooling_mode_mean_tokens": True, "pooling_mode_max_tokens": False,
+                           "pooling_mode_mean_sqrt_len_tokens": False, "pooling_mode_weightedmean_tokens": False,
+                           "pooling_mode_lasttoken": False, "include_prompt": True}, f, indent=2)
+            os.makedirs(os.path.join(out, "2_Normalize"))
+            from sentence_transformers import SentenceTransformer
+            st = SentenceTransformer(out, device="cpu")
+            texts = CLASSIFY + ["Now is the winter of our discontent made glorious summer by this sun of York."]
+            emb = st.encode(texts, convert_to_numpy=True)
+            ref["sentence_embeddings"] = {"texts": texts, "embeddings": [[round(float(v), 7) for v in e] for e in emb],
+                                          "sentence_transformers": __import__("sentence_transformers").__version__}
+            # the same model's mean and CLS pooling without normalizing, and its whole-length inputs
+            hidden = []
+            for t in texts:
+                enc = tokenizer(t, return_tensors="pt", truncation=True, max_length=16)
+                with torch.no_grad():
+                    h = m(**enc).last_hidden_state[0]
+                hidden.append({"cls": [round(float(v), 7) for v in h[0]],
+                               "mean": [round(float(v), 7) for v in h.mean(0)],
+                               "max": [round(float(v), 7) for v in h.max(0).values]})
+            ref["pooled_truncated_16"] = hidden
+        with open(os.path.join(out, "reference.json"), "w") as f:
+            json.dump(ref, f)
+        size = sum(os.path.getsize(os.path.join(out, x)) for x in os.listdir(out) if os.path.isfile(os.path.join(out, x)))
+        print(f"{name}: {size / 1024:.0f} KiB", file=sys.stderr)
+
+
 if __name__ == "__main__":
     os.makedirs(HERE, exist_ok=True)
     only = sys.argv[1:]  # e.g. "bert": those cases alone
@@ -490,3 +645,5 @@ if __name__ == "__main__":
         marian_cases()
     if not only or "bert" in only:
         bert_cases()
+    if not only or "encoders" in only:
+        encoder_cases()

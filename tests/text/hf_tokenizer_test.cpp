@@ -252,7 +252,8 @@ TEST(HfTokenizer, HostileTokenizerJsonNamesFileAndField) {
   expect(error_with("/pre_tokenizer", json{{"type", "Split"}, {"pattern", {{"Regex", "a"}}}, {"behavior", "Sideways"}}),
          "pre_tokenizer.behavior: unknown split behavior");
   expect(error_with("/decoder/type", "CTC"), "decoder.type: decoder \"CTC\"");
-  expect(error_with("/post_processor/type", "RobertaProcessing"), "post_processor.type: post-processor \"RobertaProcessing\"");
+  expect(error_with("/post_processor/type", "Robertaprocessing"),
+         "post_processor.type: post-processor \"Robertaprocessing\"");
   expect(error_with("/added_tokens/0/id", 1e30), "added_tokens[0].id: expected an integer");
   expect(error_with("/added_tokens/0/id", 99999999999), "added_tokens[0].id: 99999999999 is out of range");
   expect(error_with("/added_tokens/0/content", json::value_t::discarded), "added_tokens[0].content: missing");

@@ -49,6 +49,14 @@
 //   POST /v1/fill-mask   {"text", "model"?, "top_k"?, "text_pair"?} (a masked language model: BERT)
 //                        → {"model", "masks": [[{"score", "token", "token_str", "sequence"}, … top_k]
 //                        per [MASK] of the text]}   (decode/fill_mask.h: pipeline("fill-mask")'s)
+//   POST /v1/classify    {"inputs": a text or texts, "model"?, "top_k"? (1; 0: every label), "text_pair"?,
+//                        "function_to_apply"?, "aggregation_strategy"? ("none", "simple"), "ignore_labels"?}
+//                        (an encoder with a classifier) → {"model", "results": [per text: the pipeline's
+//                        [{"label", "score"}, …] or [{"entity", "score", "index", "word"} | {"entity_group",
+//                        "score", "word"}, …]]}   (decode/classify.h)
+//   POST /v1/embeddings  OpenAI's: {"input": a text or texts, "model"?, "encoding_format"? ("float")} →
+//                        {"object": "list", "data": [{"object": "embedding", "index", "embedding"}],
+//                        "model", "usage": {"prompt_tokens", "total_tokens"}}   (decode/classify.h's embed)
 //   POST /v1/completions, /v1/chat/completions   OpenAI's API for the language models: model,
 //                        prompt (a string or strings: a choice each) or messages (rendered with
 //                        the model's chat template, with tools, chat_template_kwargs and
@@ -87,6 +95,7 @@
 #include "http_server.h"
 #include "options.h"
 #include "qkv/decode/caption.h"
+#include "qkv/decode/classify.h"
 #include "qkv/decode/fill_mask.h"
 #include "serve_services.h"
 #include "qkv/core/error.h"
@@ -256,6 +265,8 @@ class Server {
     http_.route("POST", "/v1/generate", answer([this](const HttpRequest& r) { return generate(r); }), true);
     http_.route("POST", "/v1/attention", answer([this](const HttpRequest& r) { return attention(r); }), true);
     http_.route("POST", "/v1/fill-mask", answer([this](const HttpRequest& r) { return fill_mask(r); }), true);
+    http_.route("POST", "/v1/classify", answer([this](const HttpRequest& r) { return classify(r); }), true);
+    http_.route("POST", "/v1/embeddings", openai_answer([this](const HttpRequest& r) { return embeddings(r); }), true);
     http_.route("POST", "/v1/completions", openai_answer([this](const HttpRequest& r) { return openai(r, false); }), true);
     http_.route("POST", "/v1/chat/completions", openai_answer([this](const HttpRequest& r) { return openai(r, true); }), true);
   }
@@ -833,6 +844,148 @@ class Server {
       out.push_back(std::move(list));
     }
     return json_response(json{{"model", s.name()}, {"masks", std::move(out)}});
+  }
+
+  // A text or a list of texts (at most --max-sentences, each at most --max-sentence-bytes, not empty).
+  std::vector<std::string> texts_of(const Body& body, const char* key) const {
+    const std::string shape = std::string("\"") + key + "\" must be a string or a non-empty array of strings";
+    if (!body.has(key)) throw HttpError{400, shape};
+    const json& v = body[key];
+    std::vector<std::string> texts;
+    if (v.is_string())
+      texts.push_back(v.get<std::string>());
+    else if (v.is_array() && !v.empty() && static_cast<int64_t>(v.size()) <= a_.max_sentences) {
+      for (const json& t : v) {
+        if (!t.is_string()) throw HttpError{400, shape};
+        texts.push_back(t.get<std::string>());
+      }
+    } else if (v.is_array() && !v.empty()) {
+      throw HttpError{413, std::string("\"") + key + "\" has " + std::to_string(v.size()) +
+                               " texts, more than --max-sentences " + std::to_string(a_.max_sentences)};
+    } else
+      throw HttpError{400, shape};
+    for (const std::string& t : texts) {
+      if (t.empty()) throw HttpError{400, std::string("\"") + key + "\" holds an empty text"};
+      if (static_cast<int64_t>(t.size()) > a_.max_sentence_bytes)
+        throw HttpError{413, std::string("\"") + key + "\" holds a text of " + std::to_string(t.size()) +
+                                 " bytes, more than --max-sentence-bytes " + std::to_string(a_.max_sentence_bytes)};
+    }
+    return texts;
+  }
+
+  HttpResponse classify(const HttpRequest& req) {
+    const Body body(req.body, kClassifyFields);
+    auto& s = static_cast<MaskedLanguageModelService&>(service(body, {"masked_language_model"}, "/v1/classify"));
+    const models::MaskedLanguageModel& m = *s.loaded().model;
+    const text::HfTokenizer& tok = *s.loaded().tokenizer.hf();
+    const models::EncoderTask task = m.task();
+    if (task.classifier == nn::BertClassifier::none)
+      throw HttpError{400, "model \"" + s.name() +
+                               "\" has no classifier (a …ForSequenceClassification or "
+                               "…ForTokenClassification checkpoint has one)"};
+    const std::vector<std::string> texts = texts_of(body, "inputs");
+    const bool tokens = task.classifier == nn::BertClassifier::token;
+    for (const char* key : {"top_k", "text_pair", "function_to_apply"})
+      if (tokens && body.has(key))
+        throw HttpError{400, std::string("\"") + key + "\" is for a sequence classifier; model \"" + s.name() +
+                                 "\" classifies tokens"};
+    for (const char* key : {"aggregation_strategy", "ignore_labels"})
+      if (!tokens && body.has(key))
+        throw HttpError{
+            400, std::string("\"") + key + "\" is for a token classifier; model \"" + s.name() + "\" classifies texts"};
+    auto choice = [&](const char* key, const std::string& def, const std::vector<std::string>& allowed) {
+      if (!body.has(key)) return def;
+      std::string all;
+      for (const auto& a : allowed) all += (all.empty() ? "" : ", ") + a;
+      if (!body[key].is_string() ||
+          std::find(allowed.begin(), allowed.end(), body[key].get<std::string>()) == allowed.end())
+        throw HttpError{400, std::string("\"") + key + "\" must be one of " + all};
+      return body[key].get<std::string>();
+    };
+    json results = json::array();
+    // the texts' lengths: 413 past the model's positions, before the model is held
+    for (const std::string& t : texts) {
+      const size_t n =
+          body.has("text_pair")
+              ? tok.encode_pair(t, body["text_pair"].is_string() ? body["text_pair"].get<std::string>() : "").ids.size()
+              : tok.encode(t).size();
+      if (static_cast<int64_t>(n) > m.max_positions())
+        throw HttpError{413, "a text of \"inputs\" has " + std::to_string(n) + " tokens, more than the model's " +
+                                 std::to_string(m.max_positions()) + " positions"};
+    }
+    if (tokens) {
+      decode::TokenClassificationOptions o;
+      o.aggregation = parse_enum<decode::Aggregation>(choice("aggregation_strategy", "none", {"none", "simple"}));
+      if (body.has("ignore_labels")) {
+        const json& v = body["ignore_labels"];
+        if (!v.is_array() || v.size() > 1024 ||
+            !std::all_of(v.begin(), v.end(), [](const json& x) { return x.is_string(); }))
+          throw HttpError{400, "\"ignore_labels\" must be an array of at most 1024 strings"};
+        o.ignore_labels = v.get<std::vector<std::string>>();
+      }
+      std::vector<std::vector<decode::TokenEntity>> all;
+      {
+        auto held = s.hold(timeout());
+        all = decode::token_classification(m, tok, texts, o);
+      }
+      for (const auto& entities : all) {
+        json list = json::array();
+        for (const auto& e : entities) {
+          if (e.index < 0)
+            list.push_back({{"entity_group", e.entity}, {"score", e.score}, {"word", e.word}});
+          else
+            list.push_back({{"entity", e.entity}, {"score", e.score}, {"index", e.index}, {"word", e.word}});
+        }
+        results.push_back(std::move(list));
+      }
+    } else {
+      decode::TextClassificationOptions o;
+      o.top_k = body.integer("top_k", 1, 0, static_cast<int64_t>(task.labels.size()));
+      o.function = parse_enum<decode::ClassificationFunction>(
+          choice("function_to_apply", "auto", {"auto", "softmax", "sigmoid", "none"}));
+      if (body.has("text_pair"))
+        o.text_pairs.assign(texts.size(), body.text("text_pair", a_.max_sentence_bytes, "--max-sentence-bytes"));
+      std::vector<std::vector<decode::LabelScore>> all;
+      {
+        auto held = s.hold(timeout());
+        all = decode::text_classification(m, tok, texts, o);
+      }
+      for (const auto& scores : all) {
+        json list = json::array();
+        for (const auto& x : scores) list.push_back({{"label", x.label}, {"score", x.score}});
+        results.push_back(std::move(list));
+      }
+    }
+    return json_response(json{{"model", s.name()}, {"results", std::move(results)}});
+  }
+
+  HttpResponse embeddings(const HttpRequest& req) {
+    const Body body(req.body, {"input", "model", "encoding_format", "user", "dimensions"}, /*lenient=*/true);
+    auto& s = static_cast<MaskedLanguageModelService&>(service(body, {"masked_language_model"}, "/v1/embeddings"));
+    if (body.has("encoding_format") && body["encoding_format"] != "float")
+      throw HttpError{400, "\"encoding_format\" must be \"float\" (base64 is not served)"};
+    if (body.has("dimensions"))
+      throw HttpError{400, "\"dimensions\" is not served: model \"" + s.name() + "\" gives its whole embedding"};
+    const std::vector<std::string> texts = texts_of(body, "input");
+    const text::HfTokenizer& tok = *s.loaded().tokenizer.hf();
+    std::vector<std::vector<float>> e;
+    {
+      auto held = s.hold(timeout());
+      e = decode::embed(*s.loaded().model, tok, texts);
+    }
+    // usage: the tokens each text was cut to (as embed cuts them)
+    const models::EncoderTask task = s.loaded().model->task();
+    const int64_t max_length = task.max_seq_length > 0 ? task.max_seq_length : s.loaded().model->max_positions();
+    int64_t tokens = 0;
+    json data = json::array();
+    for (size_t i = 0; i < texts.size(); ++i) {
+      tokens += static_cast<int64_t>(tok.encode_truncated(texts[i], max_length).size());
+      data.push_back({{"object", "embedding"}, {"index", i}, {"embedding", std::move(e[i])}});
+    }
+    return json_response(json{{"object", "list"},
+                              {"data", std::move(data)},
+                              {"model", s.name()},
+                              {"usage", {{"prompt_tokens", tokens}, {"total_tokens", tokens}}}});
   }
 
   HttpResponse attention(const HttpRequest& req) {

@@ -112,5 +112,7 @@ inline const std::vector<const char*> kGenerateFields = {"prompt",     "model", 
 inline const std::vector<const char*> kAttentionFields = {"text", "model", "beam_size", "length_penalty", "search", "detail",
                                                           "encoding", "neuron", "image"};
 inline const std::vector<const char*> kFillMaskFields = {"text", "model", "top_k", "text_pair"};
+inline const std::vector<const char*> kClassifyFields = {
+    "inputs", "model", "top_k", "text_pair", "function_to_apply", "aggregation_strategy", "ignore_labels"};
 
 }  // namespace qkv::cli

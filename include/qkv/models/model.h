@@ -24,6 +24,7 @@
 #include <nlohmann/json.hpp>
 
 #include "qkv/nn/attention_maps.h"
+#include "qkv/nn/encoder_heads.h"
 #include "qkv/nn/module.h"
 #include "qkv/nn/paged_kv_cache.h"
 
@@ -138,12 +139,23 @@ class ImageClassifier : public Model {
 };
 
 // An encoder read in both directions (BERT): no generation, every position sees every other token.
+// An encoder's heads and sentence-embedding settings (nn/encoder_heads.h), as its config holds them.
+struct EncoderTask {
+  nn::BertClassifier classifier = nn::BertClassifier::none;
+  std::vector<std::string> labels;  // id2label (num_labels of them) for a classifier
+  nn::BertProblem problem_type = nn::BertProblem::auto_;
+  nn::BertPooling pooling = nn::BertPooling::unset;  // sentence-transformers' Pooling, where converted
+  bool normalize = false;                            // … and its Normalize
+  int64_t max_seq_length = 0;                        // … and its max_seq_length (0: max_positions())
+};
+
 class MaskedLanguageModel : public Model {
  public:
   Kind kind() const override { return Kind::masked_language_model; }
   virtual int64_t max_positions() const = 0;    // the longest input it knows positions for
   virtual int64_t type_vocab_size() const = 0;  // the token types (segments) it knows
   virtual bool has_mlm_head() const = 0;        // false: an encoder only (hidden states, no token logits)
+  virtual EncoderTask task() const = 0;
   // input_ids i32 [B, T]; token_type_ids i32 [B, T] (undefined: all 0); attention_mask i32 [B, T]
   // (1: a token, 0: padding; undefined: none) → the hidden states [B, T, E]; `maps`, when given,
   // receives the self-attention weights (maps->encoder_self, [B, H, T, T] per layer).
@@ -152,6 +164,10 @@ class MaskedLanguageModel : public Model {
   // The same through the masked-language-model head → logits [B, T, V]; without a head: qkv::Error.
   virtual Tensor forward(const Tensor& input_ids, const Tensor& token_type_ids = Tensor(),
                          const Tensor& attention_mask = Tensor(), nn::AttentionMaps* maps = nullptr) const = 0;
+  // The same through the classifier → logits [B, L] (a sequence classifier) or [B, T, L] (a token
+  // classifier), L = task().labels.size(); without one: qkv::Error.
+  virtual Tensor classify(const Tensor& input_ids, const Tensor& token_type_ids = Tensor(),
+                          const Tensor& attention_mask = Tensor(), nn::AttentionMaps* maps = nullptr) const = 0;
 };
 
 }  // namespace qkv::models

@@ -97,6 +97,9 @@ concept MaskedLanguageModelNetwork = Network<Net> && requires(const Net& net, co
   { net.config.mlm_head } -> std::convertible_to<bool>;
   { net.encode(t, t, t, maps) } -> std::same_as<Tensor>;
   { net.forward(t, t, t, maps) } -> std::same_as<Tensor>;
+  { net.classify(t, t, t, maps) } -> std::same_as<Tensor>;
+  { net.config.max_tokens() } -> std::convertible_to<int64_t>;
+  { net.config.classifier } -> std::convertible_to<nn::BertClassifier>;
 };
 
 namespace detail {
@@ -252,7 +255,7 @@ template <MaskedLanguageModelNetwork Net>
 class MaskedLanguageModelOf final : public detail::Adapter<Net, MaskedLanguageModel> {
  public:
   using detail::Adapter<Net, MaskedLanguageModel>::Adapter;
-  int64_t max_positions() const override { return this->net_.config.max_position_embeddings; }
+  int64_t max_positions() const override { return this->net_.config.max_tokens(); }
   int64_t type_vocab_size() const override { return this->net_.config.type_vocab_size; }
   bool has_mlm_head() const override { return this->net_.config.mlm_head; }
   Tensor encode(const Tensor& ids, const Tensor& types, const Tensor& mask, nn::AttentionMaps* maps) const override {
@@ -260,6 +263,13 @@ class MaskedLanguageModelOf final : public detail::Adapter<Net, MaskedLanguageMo
   }
   Tensor forward(const Tensor& ids, const Tensor& types, const Tensor& mask, nn::AttentionMaps* maps) const override {
     return this->net_.forward(ids, types, mask, maps);
+  }
+  Tensor classify(const Tensor& ids, const Tensor& types, const Tensor& mask, nn::AttentionMaps* maps) const override {
+    return this->net_.classify(ids, types, mask, maps);
+  }
+  EncoderTask task() const override {
+    const auto& c = this->net_.config;
+    return {c.classifier, c.labels, c.problem_type, c.pooling, c.normalize, c.max_seq_length};
   }
 };
 

@@ -6,6 +6,16 @@
 //   h  = LN_t(act(transform(x_L)))                                the MLM head's transform
 //   logits = h word_embeddingsᵀ + decoder_bias                    decoder tied to the word embedding
 //
+// or, in place of the MLM head, a classifier (BertFor{Sequence,Token}Classification and their
+// RoBERTa and DistilBERT kin):
+//
+//   sequence:  logits = W_c act_p(W_p x_L[0] + b_p) + b_c          [B, num_labels]  (the first token,
+//              act_p = tanh (BERT's pooler, RoBERTa's head) or relu (DistilBERT's pre_classifier))
+//   token:     logits = W_c x_L + b_c                               [B, T, num_labels]
+//
+// RoBERTa counts positions from padding_idx + 1 and gives padding tokens position padding_idx
+// (padding_idx ≥ 0); DistilBERT has no token types (type_vocab_size 0).
+//
 // The layers are torch.nn's TransformerEncoderLayer (norm_first = false), the one block qkv's
 // encoder–decoder and GPT are built from; a padded key (attention_mask 0) gets no weight.
 // Parameter names: word_embeddings.weight, position_embeddings.weight, token_type_embeddings.weight,
@@ -17,6 +27,7 @@
 
 #include "qkv/io/config.h"
 #include "qkv/nn/attention_maps.h"
+#include "qkv/nn/encoder_heads.h"
 #include "qkv/nn/transformer_layer.h"
 
 namespace qkv::nn {
@@ -28,12 +39,27 @@ struct BertConfig {
   float layer_norm_eps = 1e-12f;
   float dropout = 0.f;    // hidden_dropout_prob (embeddings, residual branches, attention weights)
   bool mlm_head = true;   // BertForMaskedLM's head; false: BertModel, hidden states only
+  bool mlm_exact_gelu = false;  // the MLM transform's activation is exact GELU (RoBERTa's), not hidden_act
+  int64_t padding_idx = -1;     // ≥ 0: RoBERTa's positions (padding_idx + 1 + t; padding at padding_idx)
+  BertClassifier classifier = BertClassifier::none;  // a classification head (in place of the MLM head)
+  int64_t num_labels = 0;
+  std::vector<std::string> labels;  // id2label, num_labels of them
+  BertProblem problem_type = BertProblem::auto_;
+  BertPooler pooler = BertPooler::none;  // the sequence classifier's dense layer on the first token
+  // sentence-transformers' settings (a folder with modules.json), read by qkv embed:
+  BertPooling pooling = BertPooling::unset;
+  bool normalize = false;      // the embedding divided by its L2 norm (the Normalize module)
+  int64_t max_seq_length = 0;  // inputs cut to this many tokens (0: the model's positions)
 
   static const io::Fields<BertConfig>& fields();
   static BertConfig from_json(const nlohmann::json& j);  // fields() plus hidden_size % heads == 0
   nlohmann::json to_json() const;
   int64_t width() const { return hidden_size; }
   std::string describe() const;  // "BERT 12 layers, 12 heads, 768 dims, 512 positions, vocab 30522"
+  // The longest input: max_position_embeddings, less RoBERTa's padding_idx + 1.
+  int64_t max_tokens() const {
+    return padding_idx >= 0 ? max_position_embeddings - padding_idx - 1 : max_position_embeddings;
+  }
 };
 
 class Bert : public Module {
@@ -50,6 +76,10 @@ class Bert : public Module {
   // The same through the MLM head → logits [B, T, vocab_size]; a model without it: qkv::Error.
   Tensor forward(const Tensor& input_ids, const Tensor& token_type_ids = Tensor(),
                  const Tensor& attention_mask = Tensor(), AttentionMaps* maps = nullptr) const;
+  // The same through the classifier → logits [B, num_labels] (sequence) or [B, T, num_labels]
+  // (token); a model without one: qkv::Error.
+  Tensor classify(const Tensor& input_ids, const Tensor& token_type_ids = Tensor(),
+                  const Tensor& attention_mask = Tensor(), AttentionMaps* maps = nullptr) const;
   // (Inference reads the f32 parameters: nothing to copy.)
   void set_inference_weights(InferenceWeights) {}
 
@@ -60,6 +90,8 @@ class Bert : public Module {
   std::shared_ptr<Linear> transform;          // the MLM head (null without it)
   std::shared_ptr<LayerNorm> transform_norm;
   Tensor decoder_bias;                        // [vocab_size]
+  std::shared_ptr<Linear> pooler_dense;       // the sequence classifier's [E, E] (null: pooler none)
+  std::shared_ptr<Linear> classifier;         // [num_labels, E] (null without a classifier)
 
  private:
   Generator* gen_;

@@ -23,7 +23,7 @@
 //   pre_tokenizer   ByteLevel, Split (string or regex; Removed, Isolated, MergedWithPrevious,
 //                   MergedWithNext, Contiguous; invert), BertPreTokenizer, Whitespace, WhitespaceSplit,
 //                   Digits, Metaspace, Sequence — not Punctuation, UnicodeScripts, CharDelimiterSplit
-//   post_processor  TemplateProcessing, BertProcessing, ByteLevel, Sequence — not RobertaProcessing
+//   post_processor  TemplateProcessing, BertProcessing, RobertaProcessing, ByteLevel, Sequence
 //   decoder         ByteLevel, WordPiece, Metaspace, Replace, ByteFallback, Fuse, Strip, Sequence —
 //                   not BPEDecoder, CTC
 // The "truncation" and "padding" fields are read past, not applied: encode() returns the whole
@@ -79,6 +79,9 @@ class HfTokenizer {
 
   std::vector<int32_t> encode(std::string_view text, bool add_special_tokens = true) const;
   HfEncoding encode_pair(std::string_view text, std::string_view pair, bool add_special_tokens = true) const;
+  // encode(text) cut to at most max_length ids as transformers' truncation=True, max_length=N cuts
+  // one sequence: the text's tokens shortened, the special tokens kept.
+  std::vector<int32_t> encode_truncated(std::string_view text, int64_t max_length) const;
   // Ids the tokenizer does not know are left out, as `tokenizers` does.
   std::string decode(const std::vector<int32_t>& ids, bool skip_special_tokens = false) const;
 

@@ -12,6 +12,7 @@
 #include <nlohmann/json.hpp>
 
 #include "qkv/models/hf_convert.h"
+#include "qkv/nn/encoder_heads.h"
 
 namespace qkv::models::hf {
 
@@ -25,8 +26,17 @@ HfArchitecture gemma2();   // Gemma2ForCausalLM → "llama" (sandwich norms, GeG
 HfArchitecture gemma3();   // Gemma3ForCausalLM → "llama" (sandwich norms, GeGLU, qk_norm, local and global layers)
 HfArchitecture gemma3_multimodal();  // Gemma3ForConditionalGeneration → "llama" (its text model)
 HfArchitecture marian();   // MarianMTModel → "transformer"
-HfArchitecture bert_for_masked_lm();  // BertForMaskedLM → "bert"
-HfArchitecture bert_model();          // BertModel → "bert" without the MLM head
+// The encoders (BERT's family → "bert"): which head the architecture carries.
+enum class EncoderHead { none, mlm, sequence, token };
+// BertModel (none), BertForMaskedLM, BertForSequenceClassification, BertForTokenClassification
+HfArchitecture bert(const std::string& name, EncoderHead head);
+// DistilBertModel, DistilBertForMaskedLM, …ForSequenceClassification, …ForTokenClassification
+HfArchitecture distilbert(const std::string& name, EncoderHead head);
+// RobertaModel, RobertaForMaskedLM, …ForSequenceClassification, …ForTokenClassification
+HfArchitecture roberta(const std::string& name, EncoderHead head);
+// A classifier's part of the qkv config from config.json (id2label or num_labels, problem_type;
+// `pooler` for a sequence classifier's dense layer), added to `out`; nothing for none or mlm.
+void encoder_head_config(const nlohmann::json& hf_config, EncoderHead head, nn::BertPooler pooler, nlohmann::json& out);
 
 // config[key] when present and not null, else `fallback` (Hugging Face's default for a field that
 // save_pretrained left out because it equals the default). An integer field takes an integer that T

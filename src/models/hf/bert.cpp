@@ -1,6 +1,7 @@
-// BERT (Hugging Face's BertForMaskedLM, and BertModel without the head) → qkv's "bert" (nn/bert.h):
-// learned word, position and token-type embeddings with a LayerNorm, post-LN encoder layers, and
-// the masked-language-model head whose decoder is tied to the word embedding.
+// BERT (Hugging Face's BertForMaskedLM, BertModel without the head, BertForSequenceClassification
+// and BertForTokenClassification) → qkv's "bert" (nn/bert.h): learned word, position and token-type
+// embeddings with a LayerNorm, post-LN encoder layers, and the masked-language-model head whose
+// decoder is tied to the word embedding, or a classifier. RoBERTa (below) is the same network.
 //
 //   [bert.]embeddings.word_embeddings / position_embeddings / token_type_embeddings   the same names
 //   [bert.]embeddings.LayerNorm                                   embeddings_norm
@@ -10,7 +11,9 @@
 //   cls.predictions.transform.dense / transform.LayerNorm         transform / transform_norm
 //   cls.predictions.bias [V]                                      decoder_bias
 //   cls.predictions.decoder.weight (and .bias)                    (the word embedding and the bias again)
-//   [bert.]pooler.*, cls.seq_relationship.*, position_ids         (not used by fill-mask: not stored)
+//   bert.pooler.dense (a sequence classifier)                      pooler (tanh)
+//   classifier                                                    classifier
+//   [bert.]pooler.* otherwise, cls.seq_relationship.*, position_ids   (not used: not stored)
 //
 // Old checkpoints name LayerNorm parameters gamma / beta: read as weight / bias.
 #include <map>
@@ -18,12 +21,59 @@
 
 #include "architectures.h"
 #include "qkv/core/error.h"
+#include "qkv/core/message.h"
 
 namespace qkv::models::hf {
 
+void encoder_head_config(const nlohmann::json& c, EncoderHead head, nn::BertPooler pooler, nlohmann::json& out) {
+  if (head == EncoderHead::mlm || head == EncoderHead::none) return;
+  // id2label {"0": "NEGATIVE", "1": "POSITIVE"} (its keys 0 … n−1); without it num_labels (default 2,
+  // transformers' PretrainedConfig) labelled LABEL_i.
+  std::vector<std::string> labels;
+  if (c.contains("id2label") && !c["id2label"].is_null()) {
+    const nlohmann::json& m = c["id2label"];
+    QKV_CHECK(m.is_object() && !m.empty() && m.size() <= (1u << 20), "id2label must be an object {\"0\": label, …}");
+    labels.resize(m.size());
+    for (auto& [key, value] : m.items()) {
+      size_t used = 0;
+      int64_t i = -1;
+      try {
+        if (key.size() < 9) i = std::stoll(key, &used);
+      } catch (const std::exception&) {
+      }
+      QKV_CHECK(used == key.size() && !key.empty() && i >= 0 && i < static_cast<int64_t>(m.size()) &&
+                    value.is_string() && labels[static_cast<size_t>(i)].empty(),
+                "id2label: the entry '", excerpt(key), "' (= ", excerpt(value.dump(), 60),
+                ") is not one of the ids 0 … ", m.size() - 1, " with a label");
+      labels[static_cast<size_t>(i)] = value.get<std::string>();
+      QKV_CHECK(!labels[static_cast<size_t>(i)].empty() && labels[static_cast<size_t>(i)].size() <= 256,
+                "id2label: the label of ", i, " is empty or longer than 256 bytes");
+    }
+  } else {
+    const int64_t n = field<int64_t>(c, "num_labels", 2);
+    QKV_CHECK(n >= 1 && n <= (1 << 20), "num_labels ", n, " is out of range");
+    for (int64_t i = 0; i < n; ++i) labels.push_back("LABEL_" + std::to_string(i));
+  }
+  if (c.contains("num_labels") && !c["num_labels"].is_null())
+    QKV_CHECK(field<int64_t>(c, "num_labels", 0) == static_cast<int64_t>(labels.size()), "num_labels ",
+              c["num_labels"].dump(), " differs from id2label's ", labels.size(), " labels");
+  const auto problem = field<std::string>(c, "problem_type", "");
+  QKV_CHECK(problem.empty() || problem == "single_label_classification" || problem == "multi_label_classification" ||
+                problem == "regression",
+            "problem_type '", excerpt(problem),
+            "' is not one of single_label_classification, "
+            "multi_label_classification, regression");
+  out["classifier"] = head == EncoderHead::sequence ? "sequence" : "token";
+  out["num_labels"] = labels.size();
+  out["labels"] = labels;
+  out["problem_type"] = problem.empty() ? "auto" : problem;
+  out["pooler"] = head == EncoderHead::sequence ? std::string(enum_name(pooler)) : "none";
+}
+
 namespace {
 
-nlohmann::json bert_config(const nlohmann::json& c, const std::string& arch, bool mlm_head) {
+nlohmann::json bert_config(const nlohmann::json& c, const std::string& arch, EncoderHead head) {
+  const bool mlm_head = head == EncoderHead::mlm;
   hf_refuse_unknown_fields(
       c, arch,
       {"vocab_size", "hidden_size", "num_hidden_layers", "num_attention_heads", "intermediate_size", "hidden_act",
@@ -47,17 +97,19 @@ nlohmann::json bert_config(const nlohmann::json& c, const std::string& arch, boo
   else if (act == "silu" || act == "swish") activation = "silu";
   else throw Error(detail::concat("hidden_act '", act, "' is not supported (gelu, gelu_new, gelu_pytorch_tanh, ",
                                   "gelu_fast, relu, silu, swish are)"));
-  return {{"vocab_size", field<int64_t>(c, "vocab_size", 30522)},
-          {"hidden_size", field<int64_t>(c, "hidden_size", 768)},
-          {"num_hidden_layers", field<int64_t>(c, "num_hidden_layers", 12)},
-          {"num_attention_heads", field<int64_t>(c, "num_attention_heads", 12)},
-          {"intermediate_size", field<int64_t>(c, "intermediate_size", 3072)},
-          {"max_position_embeddings", field<int64_t>(c, "max_position_embeddings", 512)},
-          {"type_vocab_size", field<int64_t>(c, "type_vocab_size", 2)},
-          {"hidden_act", activation},
-          {"layer_norm_eps", field<double>(c, "layer_norm_eps", 1e-12)},
-          {"dropout", field<double>(c, "hidden_dropout_prob", 0.1)},
-          {"mlm_head", mlm_head}};
+  nlohmann::json out = {{"vocab_size", field<int64_t>(c, "vocab_size", 30522)},
+                        {"hidden_size", field<int64_t>(c, "hidden_size", 768)},
+                        {"num_hidden_layers", field<int64_t>(c, "num_hidden_layers", 12)},
+                        {"num_attention_heads", field<int64_t>(c, "num_attention_heads", 12)},
+                        {"intermediate_size", field<int64_t>(c, "intermediate_size", 3072)},
+                        {"max_position_embeddings", field<int64_t>(c, "max_position_embeddings", 512)},
+                        {"type_vocab_size", field<int64_t>(c, "type_vocab_size", 2)},
+                        {"hidden_act", activation},
+                        {"layer_norm_eps", field<double>(c, "layer_norm_eps", 1e-12)},
+                        {"dropout", field<double>(c, "hidden_dropout_prob", 0.1)},
+                        {"mlm_head", mlm_head}};
+  encoder_head_config(c, head, nn::BertPooler::tanh, out);
+  return out;
 }
 
 // "LayerNorm.weight" / "LayerNorm.gamma" → "weight" (and bias / beta); else "".
@@ -67,7 +119,7 @@ std::string norm_param(const std::string& rest) {
   return "";
 }
 
-std::optional<HfTensorTarget> bert_map(const std::string& hf_name) {
+std::optional<HfTensorTarget> bert_map(const std::string& hf_name, EncoderHead head) {
   static const std::regex layer(R"(^encoder\.layer\.(\d+)\.(.+)$)");
   static const std::regex qkv_proj(R"(^attention\.self\.(query|key|value)\.(weight|bias)$)");
   static const std::regex norm(R"(^(.*)LayerNorm\.(weight|bias|gamma|beta)$)");
@@ -110,19 +162,59 @@ std::optional<HfTensorTarget> bert_map(const std::string& hf_name) {
   if (auto it = top.find(name); it != top.end()) return HfTensorTarget{it->second};
   if (name == "cls.predictions.decoder.weight" || name == "cls.predictions.decoder.bias")
     return HfTensorTarget{""};  // the word embedding (tie_word_embeddings is checked) and cls.predictions.bias again
+  if (head == EncoderHead::sequence && name.starts_with("pooler.dense."))
+    return HfTensorTarget{"pooler." + name.substr(13)};  // weight, bias
+  if ((head == EncoderHead::sequence || head == EncoderHead::token) &&
+      (name == "classifier.weight" || name == "classifier.bias"))
+    return HfTensorTarget{name};
   if (name == "embeddings.position_ids" || name.starts_with("pooler.") || name.starts_with("cls.seq_relationship."))
     return HfTensorTarget{""};  // a buffer of positions 0 … n−1; the pooler and the next-sentence head
   return std::nullopt;
 }
 
+// RoBERTa: BERT's network under "roberta.", positions counted from pad_token_id + 1, the MLM head
+// as lm_head.{dense, layer_norm, bias} (exact GELU, whatever hidden_act says), the sequence
+// classifier's dense + tanh as classifier.dense and its output as classifier.out_proj.
+nlohmann::json roberta_config(const nlohmann::json& c, const std::string& arch, EncoderHead head) {
+  nlohmann::json out = bert_config(c, arch, head);
+  const auto pad = field<int64_t>(c, "pad_token_id", 1);
+  QKV_CHECK(pad >= 0 && pad + 1 < out["max_position_embeddings"].get<int64_t>(), "pad_token_id ", pad,
+            " leaves RoBERTa no position of max_position_embeddings ", out["max_position_embeddings"].dump());
+  out["padding_idx"] = pad;
+  out["mlm_exact_gelu"] = head == EncoderHead::mlm;
+  return out;
+}
+
+std::optional<HfTensorTarget> roberta_map(const std::string& hf_name, EncoderHead head) {
+  static const std::map<std::string, std::string> heads = {{"lm_head.dense.weight", "transform.weight"},
+                                                           {"lm_head.dense.bias", "transform.bias"},
+                                                           {"lm_head.layer_norm.weight", "transform_norm.weight"},
+                                                           {"lm_head.layer_norm.bias", "transform_norm.bias"},
+                                                           {"lm_head.bias", "decoder_bias"},
+                                                           {"classifier.dense.weight", "pooler.weight"},
+                                                           {"classifier.dense.bias", "pooler.bias"},
+                                                           {"classifier.out_proj.weight", "classifier.weight"},
+                                                           {"classifier.out_proj.bias", "classifier.bias"}};
+  if (hf_name.starts_with("roberta.")) return bert_map("bert." + hf_name.substr(8), EncoderHead::none);
+  if (hf_name == "lm_head.decoder.weight" || hf_name == "lm_head.decoder.bias")
+    return head == EncoderHead::mlm ? std::optional(HfTensorTarget{""}) : std::nullopt;  // tied; lm_head.bias again
+  auto it = heads.find(hf_name);
+  if (it == heads.end()) return bert_map(hf_name, head);  // a token classifier's classifier.*; embeddings.position_ids
+  const bool mlm = hf_name.starts_with("lm_head.");
+  if (mlm != (head == EncoderHead::mlm) || (!mlm && head != EncoderHead::sequence)) return std::nullopt;
+  return HfTensorTarget{it->second};
+}
+
 }  // namespace
 
-HfArchitecture bert_for_masked_lm() {
-  return {"BertForMaskedLM", "bert", [](const nlohmann::json& c) { return bert_config(c, "BertForMaskedLM", true); },
-          bert_map};
+HfArchitecture roberta(const std::string& name, EncoderHead head) {
+  return {name, "bert", [name, head](const nlohmann::json& c) { return roberta_config(c, name, head); },
+          [head](const std::string& t) { return roberta_map(t, head); }};
 }
-HfArchitecture bert_model() {
-  return {"BertModel", "bert", [](const nlohmann::json& c) { return bert_config(c, "BertModel", false); }, bert_map};
+
+HfArchitecture bert(const std::string& name, EncoderHead head) {
+  return {name, "bert", [name, head](const nlohmann::json& c) { return bert_config(c, name, head); },
+          [head](const std::string& t) { return bert_map(t, head); }};
 }
 
 }  // namespace qkv::models::hf

@@ -1,0 +1,90 @@
+// What an encoder's other heads give, as transformers' pipelines and sentence-transformers give it:
+//
+//   text classification   scores = f(logits[text]),  f = softmax | sigmoid | none     per label
+//                         (f by config.problem_type: regression none, multi-label or one label
+//                         sigmoid, else softmax — pipeline("text-classification"))
+//   token classification  p = softmax(logits[token]) per token; entity = argmax p, score = max p;
+//                         special tokens and ignore_labels ("O") left out; "simple" aggregation
+//                         joins neighbouring tokens of one tag (B-X starts a group, I-X or X goes
+//                         on) with the mean score (pipeline("token-classification"))
+//   sentence embedding    e = pool(hidden states over the text's tokens), e / ‖e‖₂ if normalized
+//                         (pool: the first token's, the mean or the max; padding never counts —
+//                         SentenceTransformer.encode)
+//
+// Texts go through the model in batches, padded to the longest (attention_mask 0 on padding).
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "qkv/models/model.h"
+#include "qkv/text/hf_tokenizer.h"
+
+namespace qkv::decode {
+
+struct LabelScore {
+  std::string label;
+  double score = 0;
+};
+
+enum class ClassificationFunction : uint8_t { auto_, softmax, sigmoid, none };
+constexpr EnumTable<ClassificationFunction, 4> enum_table(ClassificationFunction) {
+  return {"function_to_apply",
+          {{{ClassificationFunction::auto_, "auto"},
+            {ClassificationFunction::softmax, "softmax"},
+            {ClassificationFunction::sigmoid, "sigmoid"},
+            {ClassificationFunction::none, "none"}}}};
+}
+
+struct TextClassificationOptions {
+  int64_t top_k = 1;  // the best k labels, best first; ≤ 0: every label, best first
+  ClassificationFunction function = ClassificationFunction::auto_;
+  std::vector<std::string> text_pairs;  // empty, or one second segment per text
+  int64_t batch_size = 32;
+};
+
+// Each text's labels with their scores. A model without a sequence classifier, a text longer than
+// the model's positions, a pair list of another length: qkv::Error naming it.
+std::vector<std::vector<LabelScore>> text_classification(const models::MaskedLanguageModel& model,
+                                                         const text::HfTokenizer& tokenizer,
+                                                         const std::vector<std::string>& texts,
+                                                         const TextClassificationOptions& options = {});
+
+enum class Aggregation : uint8_t { none, simple };
+constexpr EnumTable<Aggregation, 2> enum_table(Aggregation) {
+  return {"aggregation_strategy", {{{Aggregation::none, "none"}, {Aggregation::simple, "simple"}}}};
+}
+
+// One entity: a token (aggregation none: `index` its position in the ids, `word` the token as the
+// vocabulary spells it) or a group of tokens (simple: `index` -1, `word` their decoded text).
+struct TokenEntity {
+  std::string entity;  // the label (none), or the tag without its B-/I- (simple: the entity_group)
+  double score = 0;
+  int64_t index = -1;
+  std::string word;
+};
+
+struct TokenClassificationOptions {
+  Aggregation aggregation = Aggregation::none;
+  std::vector<std::string> ignore_labels = {"O"};
+  int64_t batch_size = 32;
+};
+
+std::vector<std::vector<TokenEntity>> token_classification(const models::MaskedLanguageModel& model,
+                                                           const text::HfTokenizer& tokenizer,
+                                                           const std::vector<std::string>& texts,
+                                                           const TokenClassificationOptions& options = {});
+
+struct EmbedOptions {
+  nn::BertPooling pooling = nn::BertPooling::unset;  // unset: the model's (sentence-transformers'), else mean
+  int normalize = -1;                                // -1: the model's; 0 / 1
+  int64_t max_length = 0;  // texts cut to this many tokens; 0: the model's max_seq_length, else its positions
+  int64_t batch_size = 32;
+};
+
+// One embedding [hidden_size] per text. Unlike the classifiers, a long text is cut (as
+// sentence-transformers cuts it), not refused.
+std::vector<std::vector<float>> embed(const models::MaskedLanguageModel& model, const text::HfTokenizer& tokenizer,
+                                      const std::vector<std::string>& texts, const EmbedOptions& options = {});
+
+}  // namespace qkv::decode

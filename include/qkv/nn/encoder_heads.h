@@ -1,0 +1,42 @@
+// What an encoder (BERT and its kin) is for, besides its hidden states: the classifier it carries,
+// how its scores become probabilities, and how a sentence embedding is pooled from it. Shared by
+// the networks (nn/bert.h) and the models floor's MaskedLanguageModel.
+#pragma once
+
+#include <cstdint>
+
+#include "qkv/core/names.h"
+
+namespace qkv::nn {
+
+enum class BertClassifier : uint8_t { none, sequence, token };
+constexpr EnumTable<BertClassifier, 3> enum_table(BertClassifier) {
+  return {"classifier",
+          {{{BertClassifier::none, "none"}, {BertClassifier::sequence, "sequence"}, {BertClassifier::token, "token"}}}};
+}
+// How the classifier's scores become probabilities: transformers' config.problem_type (auto: its
+// None — sigmoid for one label, softmax for more).
+enum class BertProblem : uint8_t { auto_, single_label, multi_label, regression };
+constexpr EnumTable<BertProblem, 4> enum_table(BertProblem) {
+  return {"problem_type",
+          {{{BertProblem::auto_, "auto"},
+            {BertProblem::single_label, "single_label_classification"},
+            {BertProblem::multi_label, "multi_label_classification"},
+            {BertProblem::regression, "regression"}}}};
+}
+enum class BertPooler : uint8_t { none, tanh, relu };
+constexpr EnumTable<BertPooler, 3> enum_table(BertPooler) {
+  return {"pooler", {{{BertPooler::none, "none"}, {BertPooler::tanh, "tanh"}, {BertPooler::relu, "relu"}}}};
+}
+// A sentence embedding from the hidden states (sentence-transformers' Pooling module): the first
+// token's, or the mean or the max over the tokens (padding left out); unset: the caller's choice.
+enum class BertPooling : uint8_t { unset, cls, mean, max };
+constexpr EnumTable<BertPooling, 4> enum_table(BertPooling) {
+  return {"pooling",
+          {{{BertPooling::unset, "unset"},
+            {BertPooling::cls, "cls"},
+            {BertPooling::mean, "mean"},
+            {BertPooling::max, "max"}}}};
+}
+
+}  // namespace qkv::nn

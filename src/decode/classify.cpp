@@ -1,0 +1,241 @@
+#include "qkv/decode/classify.h"
+
+#include <algorithm>
+#include <cmath>
+#include <functional>
+
+#include "qkv/autograd/grad_mode.h"
+#include "qkv/core/error.h"
+#include "qkv/core/message.h"
+
+namespace qkv::decode {
+
+namespace {
+
+// A batch of encoded texts padded to the longest: ids, token types and attention_mask, i32 [B, T].
+struct Batch {
+  Tensor ids, types, mask;
+  std::vector<int64_t> lengths;
+  int64_t T = 0;
+};
+
+Batch pad(const std::vector<text::HfEncoding>& encs, size_t from, size_t to, int32_t pad_id) {
+  Batch b;
+  for (size_t i = from; i < to; ++i) b.T = std::max<int64_t>(b.T, static_cast<int64_t>(encs[i].ids.size()));
+  const int64_t B = static_cast<int64_t>(to - from);
+  std::vector<int32_t> ids(static_cast<size_t>(B * b.T), pad_id), types(ids.size(), 0), mask(ids.size(), 0);
+  for (size_t i = from; i < to; ++i) {
+    const auto& e = encs[i];
+    const size_t at = (i - from) * static_cast<size_t>(b.T);
+    std::copy(e.ids.begin(), e.ids.end(), ids.begin() + static_cast<std::ptrdiff_t>(at));
+    std::copy(e.token_type_ids.begin(), e.token_type_ids.end(), types.begin() + static_cast<std::ptrdiff_t>(at));
+    std::fill_n(mask.begin() + static_cast<std::ptrdiff_t>(at), e.ids.size(), 1);
+    b.lengths.push_back(static_cast<int64_t>(e.ids.size()));
+  }
+  b.ids = Tensor::from_ints(ids, {B, b.T}), b.types = Tensor::from_ints(types, {B, b.T});
+  b.mask = Tensor::from_ints(mask, {B, b.T});
+  return b;
+}
+
+// Every text encoded (with its pair where given), each checked against the model's positions and
+// token types; `what` names the task in errors.
+std::vector<text::HfEncoding> encode_all(const models::MaskedLanguageModel& model, const text::HfTokenizer& tokenizer,
+                                         const std::vector<std::string>& texts, const std::vector<std::string>& pairs,
+                                         const char* what) {
+  QKV_CHECK(pairs.empty() || pairs.size() == texts.size(), what, ": ", pairs.size(), " text pairs for ", texts.size(),
+            " texts");
+  std::vector<text::HfEncoding> encs;
+  for (size_t i = 0; i < texts.size(); ++i) {
+    text::HfEncoding e;
+    if (pairs.empty())
+      e.ids = tokenizer.encode(texts[i]), e.token_type_ids.assign(e.ids.size(), 0);
+    else
+      e = tokenizer.encode_pair(texts[i], pairs[i]);
+    QKV_CHECK(!e.ids.empty(), what, ": the text '", excerpt(texts[i]), "' has no tokens");
+    // a model without token types (DistilBERT) is not given them, as its tokenizer's model_input_names say
+    if (model.type_vocab_size() == 0) e.token_type_ids.assign(e.ids.size(), 0);
+    QKV_CHECK(static_cast<int64_t>(e.ids.size()) <= model.max_positions(), what, ": the text '", excerpt(texts[i]),
+              "' is ", e.ids.size(), " tokens long, more than the model's ", model.max_positions(), " positions");
+    for (int32_t t : e.token_type_ids)
+      QKV_CHECK(t < std::max<int64_t>(model.type_vocab_size(), 1), what, ": the tokenizer gives token type ", t,
+                " but the model knows ", model.type_vocab_size(), " (type_vocab_size)");
+    encs.push_back(std::move(e));
+  }
+  return encs;
+}
+
+// Runs `run` on each batch of batch_size texts: (batch, its first text's index).
+void batches(const std::vector<text::HfEncoding>& encs, int64_t batch_size, int32_t pad_id,
+             const std::function<void(const Batch&, size_t)>& run) {
+  QKV_CHECK(batch_size >= 1, "batch_size must be at least 1, got ", batch_size);
+  for (size_t from = 0; from < encs.size(); from += static_cast<size_t>(batch_size)) {
+    const size_t to = std::min(encs.size(), from + static_cast<size_t>(batch_size));
+    NoGradGuard no_grad;
+    run(pad(encs, from, to, pad_id), from);
+  }
+}
+
+int32_t pad_id_of(const text::HfTokenizer& tokenizer) { return std::max(tokenizer.pad_token_id(), 0); }
+
+// softmax(x) over a row, in double.
+std::vector<double> softmax(const float* x, int64_t n) {
+  const double mx = *std::max_element(x, x + n);
+  std::vector<double> p(static_cast<size_t>(n));
+  double sum = 0;
+  for (int64_t i = 0; i < n; ++i) sum += p[static_cast<size_t>(i)] = std::exp(static_cast<double>(x[i]) - mx);
+  for (double& v : p) v /= sum;
+  return p;
+}
+
+// "B-PER" → {'B', "PER"}; "I-PER" → {'I', "PER"}; "PER" → {'I', "PER"} (the pipeline's get_tag).
+std::pair<char, std::string> tag_of(const std::string& entity) {
+  if (entity.starts_with("B-")) return {'B', entity.substr(2)};
+  if (entity.starts_with("I-")) return {'I', entity.substr(2)};
+  return {'I', entity};
+}
+
+}  // namespace
+
+std::vector<std::vector<LabelScore>> text_classification(const models::MaskedLanguageModel& model,
+                                                         const text::HfTokenizer& tokenizer,
+                                                         const std::vector<std::string>& texts,
+                                                         const TextClassificationOptions& options) {
+  const models::EncoderTask task = model.task();
+  QKV_CHECK(task.classifier == nn::BertClassifier::sequence,
+            "text classification: the model has no sequence classifier (convert a …ForSequenceClassification folder)");
+  ClassificationFunction f = options.function;
+  if (f == ClassificationFunction::auto_) {  // as the pipeline picks it from the config
+    if (task.problem_type == nn::BertProblem::regression)
+      f = ClassificationFunction::none;
+    else if (task.problem_type == nn::BertProblem::multi_label || task.labels.size() == 1)
+      f = ClassificationFunction::sigmoid;
+    else
+      f = ClassificationFunction::softmax;
+  }
+  const auto encs = encode_all(model, tokenizer, texts, options.text_pairs, "text classification");
+  const int64_t L = static_cast<int64_t>(task.labels.size());
+  std::vector<std::vector<LabelScore>> out;
+  batches(encs, options.batch_size, pad_id_of(tokenizer), [&](const Batch& b, size_t) {
+    const std::vector<float> logits = model.classify(b.ids, b.types, b.mask).to_vector();  // [B, L]
+    for (size_t r = 0; r < b.lengths.size(); ++r) {
+      const float* row = logits.data() + static_cast<int64_t>(r) * L;
+      std::vector<double> s;
+      if (f == ClassificationFunction::softmax)
+        s = softmax(row, L);
+      else
+        for (int64_t i = 0; i < L; ++i)
+          s.push_back(f == ClassificationFunction::sigmoid ? 1 / (1 + std::exp(-static_cast<double>(row[i]))) : row[i]);
+      std::vector<LabelScore> scores;
+      for (int64_t i = 0; i < L; ++i)
+        scores.push_back({task.labels[static_cast<size_t>(i)], s[static_cast<size_t>(i)]});
+      std::stable_sort(scores.begin(), scores.end(),
+                       [](const LabelScore& a, const LabelScore& b) { return a.score > b.score; });
+      if (options.top_k > 0 && options.top_k < L) scores.resize(static_cast<size_t>(options.top_k));
+      out.push_back(std::move(scores));
+    }
+  });
+  return out;
+}
+
+std::vector<std::vector<TokenEntity>> token_classification(const models::MaskedLanguageModel& model,
+                                                           const text::HfTokenizer& tokenizer,
+                                                           const std::vector<std::string>& texts,
+                                                           const TokenClassificationOptions& options) {
+  const models::EncoderTask task = model.task();
+  QKV_CHECK(task.classifier == nn::BertClassifier::token,
+            "token classification: the model has no token classifier (convert a …ForTokenClassification folder)");
+  const auto encs = encode_all(model, tokenizer, texts, {}, "token classification");
+  const int64_t L = static_cast<int64_t>(task.labels.size());
+  auto ignored = [&](const std::string& e) {
+    return std::find(options.ignore_labels.begin(), options.ignore_labels.end(), e) != options.ignore_labels.end();
+  };
+  std::vector<std::vector<TokenEntity>> out;
+  batches(encs, options.batch_size, pad_id_of(tokenizer), [&](const Batch& b, size_t first) {
+    const std::vector<float> logits = model.classify(b.ids, b.types, b.mask).to_vector();  // [B, T, L]
+    for (size_t r = 0; r < b.lengths.size(); ++r) {
+      const auto& ids = encs[first + r].ids;
+      // Each token but the special ones: its label, score, position and spelling.
+      std::vector<TokenEntity> tokens;
+      std::vector<int32_t> token_ids;
+      for (int64_t t = 0; t < b.lengths[r]; ++t) {
+        const int32_t id = ids[static_cast<size_t>(t)];
+        if (tokenizer.is_special(id)) continue;
+        const std::vector<double> p = softmax(logits.data() + (static_cast<int64_t>(r) * b.T + t) * L, L);
+        const auto best = static_cast<size_t>(std::max_element(p.begin(), p.end()) - p.begin());
+        tokens.push_back({task.labels[best], p[best], t, tokenizer.id_to_token(id)});
+        token_ids.push_back(id);
+      }
+      std::vector<TokenEntity> entities;
+      if (options.aggregation == Aggregation::none) {
+        for (auto& e : tokens)
+          if (!ignored(e.entity)) entities.push_back(std::move(e));
+      } else {
+        // Groups: a token joins the group before it when its tag is the group's and it is not a B-.
+        for (size_t i = 0; i < tokens.size();) {
+          size_t j = i + 1;
+          const std::string tag = tag_of(tokens[i].entity).second;
+          while (j < tokens.size() && tag_of(tokens[j].entity) == std::pair<char, std::string>{'I', tag}) ++j;
+          double sum = 0;
+          for (size_t k = i; k < j; ++k) sum += tokens[k].score;
+          TokenEntity g{tag, sum / static_cast<double>(j - i), -1,
+                        tokenizer.decode(std::vector<int32_t>(token_ids.begin() + static_cast<std::ptrdiff_t>(i),
+                                                              token_ids.begin() + static_cast<std::ptrdiff_t>(j)))};
+          if (!ignored(g.entity)) entities.push_back(std::move(g));
+          i = j;
+        }
+      }
+      out.push_back(std::move(entities));
+    }
+  });
+  return out;
+}
+
+std::vector<std::vector<float>> embed(const models::MaskedLanguageModel& model, const text::HfTokenizer& tokenizer,
+                                      const std::vector<std::string>& texts, const EmbedOptions& options) {
+  const models::EncoderTask task = model.task();
+  nn::BertPooling pooling = options.pooling != nn::BertPooling::unset ? options.pooling : task.pooling;
+  if (pooling == nn::BertPooling::unset) pooling = nn::BertPooling::mean;
+  const bool normalize = options.normalize >= 0 ? options.normalize > 0 : task.normalize;
+  int64_t max_length = options.max_length > 0    ? options.max_length
+                       : task.max_seq_length > 0 ? task.max_seq_length
+                                                 : model.max_positions();
+  QKV_CHECK(max_length >= 1, "embed: max_length must be at least 1, got ", max_length);
+  max_length = std::min(max_length, model.max_positions());
+  std::vector<text::HfEncoding> encs;
+  for (const std::string& text : texts) {
+    text::HfEncoding e;
+    e.ids = tokenizer.encode_truncated(text, max_length);
+    QKV_CHECK(!e.ids.empty(), "embed: the text '", excerpt(text), "' has no tokens");
+    e.token_type_ids.assign(e.ids.size(), 0);
+    encs.push_back(std::move(e));
+  }
+  std::vector<std::vector<float>> out;
+  batches(encs, options.batch_size, pad_id_of(tokenizer), [&](const Batch& b, size_t) {
+    const Tensor h = model.encode(b.ids, b.types, b.mask);  // [B, T, E]
+    const int64_t E = h.size(2);
+    const std::vector<float> v = h.to_vector();
+    for (size_t r = 0; r < b.lengths.size(); ++r) {
+      const float* x = v.data() + static_cast<int64_t>(r) * b.T * E;
+      const int64_t n = b.lengths[r];
+      std::vector<double> e(static_cast<size_t>(E), pooling == nn::BertPooling::max ? -INFINITY : 0.0);
+      // cls: x[0];  mean: Σₜ x[t] / n;  max: maxₜ x[t]   (t over the text's tokens, special ones included)
+      for (int64_t t = 0; t < (pooling == nn::BertPooling::cls ? 1 : n); ++t)
+        for (int64_t d = 0; d < E; ++d) {
+          double& a = e[static_cast<size_t>(d)];
+          a = pooling == nn::BertPooling::max ? std::max(a, static_cast<double>(x[t * E + d])) : a + x[t * E + d];
+        }
+      if (pooling == nn::BertPooling::mean)
+        for (double& a : e) a /= static_cast<double>(n);
+      double norm = 0;
+      for (double a : e) norm += a * a;
+      // e / max(‖e‖₂, 1e-12)   (torch.nn.functional.normalize)
+      const double scale = normalize ? 1 / std::max(std::sqrt(norm), 1e-12) : 1.0;
+      std::vector<float> f;
+      for (double a : e) f.push_back(static_cast<float>(a * scale));
+      out.push_back(std::move(f));
+    }
+  });
+  return out;
+}
+
+}  // namespace qkv::decode

@@ -1,0 +1,240 @@
+// The encoders' other heads and kin (BertFor{Sequence,Token}Classification, DistilBERT, RoBERTa, a
+// sentence-transformers folder) converted and run against what `transformers` and
+// sentence-transformers compute with the same tiny random models (tests/golden/hf/<case>/, written
+// by make_hf_golden.py's encoder_cases): logits ≤ 1e-4 relative; the pipelines' labels, entities
+// and words equal, their scores ≤ 1e-5; the embeddings ≤ 1e-5.
+#include <gtest/gtest.h>
+
+#include <filesystem>
+
+#include "qkv/decode/classify.h"
+#include "qkv/decode/fill_mask.h"
+#include "qkv/io/file.h"
+#include "qkv/models/hf_convert.h"
+#include "qkv/models/load.h"
+#include "testing.h"
+
+namespace qkv::models {
+namespace {
+
+namespace fs = std::filesystem;
+const fs::path kGolden = fs::path(QKV_GOLDEN_DIR) / "hf";
+
+nlohmann::json reference(const std::string& name) {
+  return nlohmann::json::parse(io::read_file((kGolden / name / "reference.json").string()));
+}
+
+Tensor int_matrix(const nlohmann::json& j) {
+  const auto rows = j.get<std::vector<std::vector<int32_t>>>();
+  std::vector<int32_t> flat;
+  for (auto& r : rows) flat.insert(flat.end(), r.begin(), r.end());
+  return Tensor::from_ints(flat, {static_cast<int64_t>(rows.size()), static_cast<int64_t>(rows[0].size())});
+}
+
+LoadedMaskedLanguageModel convert_and_load(const std::string& name, const testing::TempDir& dir) {
+  const std::string out = (dir.path / (name + ".safetensors")).string();
+  convert_hf((kGolden / name).string(), out);
+  return load_masked_language_model(out);
+}
+
+// Every position's logits (or hidden states) of a batch whose second row is padded.
+void check_logits(const std::string& name) {
+  SCOPED_TRACE(name);
+  testing::TempDir dir("hf-encoder");
+  LoadedMaskedLanguageModel m = convert_and_load(name, dir);
+  const nlohmann::json ref = reference(name);
+  const Tensor ids = int_matrix(ref["input_ids"]), types = int_matrix(ref["token_type_ids"]),
+               mask = int_matrix(ref["attention_mask"]);
+  Tensor got = ref["output"] == "last_hidden_state" ? m.model->encode(ids, types, mask)
+               : m.model->has_mlm_head()            ? m.model->forward(ids, types, mask)
+                                                    : m.model->classify(ids, types, mask);
+  EXPECT_EQ(got.shape(), ref["logits_shape"].get<Shape>());
+  EXPECT_LE(testing::rel_error(got.to_vector(), ref["logits"].get<std::vector<float>>()), 1e-4);
+}
+
+TEST(HfEncoders, LogitsEqualTransformers) {
+  for (const char* name : {"bert-seqcls", "bert-tokcls", "distilbert-seqcls", "distilbert-mlm", "roberta-seqcls",
+                           "roberta-tokcls", "roberta-mlm", "st-bert"})
+    check_logits(name);
+}
+
+decode::TextClassificationOptions options(int64_t top_k, std::vector<std::string> pairs = {},
+                                          decode::ClassificationFunction f = decode::ClassificationFunction::auto_,
+                                          int64_t batch_size = 32) {
+  decode::TextClassificationOptions o;
+  o.top_k = top_k, o.text_pairs = std::move(pairs), o.function = f, o.batch_size = batch_size;
+  return o;
+}
+
+// pipeline("text-classification"): top 1 (the default) and every label (top_k=None), best first;
+// a sentence pair; function_to_apply="softmax" over a one-label (sigmoid) model.
+TEST(HfEncoders, TextClassificationEqualsThePipeline) {
+  for (const char* name : {"bert-seqcls", "distilbert-seqcls", "roberta-seqcls"}) {
+    SCOPED_TRACE(name);
+    testing::TempDir dir("hf-seqcls");
+    LoadedMaskedLanguageModel m = convert_and_load(name, dir);
+    const text::HfTokenizer& tok = *m.tokenizer.hf();
+    const nlohmann::json ref = reference(name);
+    auto expect_scores = [](const std::vector<decode::LabelScore>& got, const nlohmann::json& want) {
+      ASSERT_EQ(got.size(), want.size());
+      for (size_t i = 0; i < got.size(); ++i) {
+        EXPECT_EQ(got[i].label, want[i]["label"].get<std::string>()) << i;
+        EXPECT_NEAR(got[i].score, want[i]["score"].get<double>(), 1e-5) << i;
+      }
+    };
+    std::vector<std::string> texts;
+    for (const auto& c : ref["text_classification"]) {
+      texts.push_back(c["text"].get<std::string>());
+      EXPECT_EQ(tok.encode(texts.back()), c["ids"].get<std::vector<int32_t>>()) << texts.back();
+    }
+    // batched (padded to the longest) and one at a time: the same
+    const auto top1 = decode::text_classification(*m.model, tok, texts);
+    const auto all =
+        decode::text_classification(*m.model, tok, texts, options(0, {}, decode::ClassificationFunction::auto_, 2));
+    for (size_t i = 0; i < texts.size(); ++i) {
+      SCOPED_TRACE(texts[i]);
+      expect_scores(top1[i], ref["text_classification"][i]["top1"]);
+      expect_scores(all[i], ref["text_classification"][i]["all"]);
+      expect_scores(decode::text_classification(*m.model, tok, {texts[i]}, options(0))[0],
+                    ref["text_classification"][i]["all"]);
+    }
+    const auto& pair = ref["text_classification_pair"];
+    expect_scores(decode::text_classification(*m.model, tok, {pair["text"].get<std::string>()},
+                                              options(0, {pair["text_pair"].get<std::string>()}))[0],
+                  pair["all"]);
+    expect_scores(decode::text_classification(*m.model, tok, {texts[2]},
+                                              options(0, {}, decode::ClassificationFunction::softmax))[0],
+                  ref["softmax"]);
+    EXPECT_THROW(decode::token_classification(*m.model, tok, texts), Error);
+  }
+}
+
+// pipeline("token-classification"): each token's entity ("O" left out, or nothing left out) and the
+// "simple" aggregation's groups — their labels, scores and words (not the pipeline's character
+// offsets, start and end: qkv's tokenizer gives none).
+TEST(HfEncoders, TokenClassificationEqualsThePipeline) {
+  for (const char* name : {"bert-tokcls", "roberta-tokcls"}) {
+    SCOPED_TRACE(name);
+    testing::TempDir dir("hf-tokcls");
+    LoadedMaskedLanguageModel m = convert_and_load(name, dir);
+    const text::HfTokenizer& tok = *m.tokenizer.hf();
+    const nlohmann::json ref = reference(name);
+    std::vector<std::string> texts;
+    for (const auto& c : ref["token_classification"]) texts.push_back(c["text"].get<std::string>());
+    const auto none = decode::token_classification(*m.model, tok, texts);
+    decode::TokenClassificationOptions grouped, every;
+    grouped.aggregation = decode::Aggregation::simple;
+    every.ignore_labels = {};
+    const auto simple = decode::token_classification(*m.model, tok, texts, grouped);
+    const auto all = decode::token_classification(*m.model, tok, texts, every);
+    auto expect = [](const std::vector<decode::TokenEntity>& got, const nlohmann::json& want, bool grouped) {
+      ASSERT_EQ(got.size(), want.size());
+      for (size_t i = 0; i < got.size(); ++i) {
+        EXPECT_EQ(got[i].entity, want[i][grouped ? "entity_group" : "entity"].get<std::string>()) << i;
+        EXPECT_NEAR(got[i].score, want[i]["score"].get<double>(), 1e-5) << i;
+        EXPECT_EQ(got[i].word, want[i]["word"].get<std::string>()) << i;
+        EXPECT_EQ(got[i].index, grouped ? -1 : want[i]["index"].get<int64_t>()) << i;
+      }
+    };
+    for (size_t i = 0; i < texts.size(); ++i) {
+      SCOPED_TRACE(texts[i]);
+      EXPECT_EQ(tok.encode(texts[i]), ref["token_classification"][i]["ids"].get<std::vector<int32_t>>());
+      expect(none[i], ref["token_classification"][i]["none"], false);
+      expect(simple[i], ref["token_classification"][i]["simple"], true);
+      expect(all[i], ref["token_classification"][i]["all"], false);
+    }
+    EXPECT_THROW(decode::text_classification(*m.model, tok, texts), Error);
+  }
+}
+
+// DistilBERT's and RoBERTa's masked-language heads through fill-mask, as the pipeline.
+TEST(HfEncoders, FillMaskEqualsThePipeline) {
+  for (const char* name : {"distilbert-mlm", "roberta-mlm"}) {
+    SCOPED_TRACE(name);
+    testing::TempDir dir("hf-mlm");
+    LoadedMaskedLanguageModel m = convert_and_load(name, dir);
+    const text::HfTokenizer& tok = *m.tokenizer.hf();
+    for (const auto& fm : reference(name)["fill_mask"]) {
+      const std::string text = fm["text"].get<std::string>();
+      SCOPED_TRACE(text);
+      EXPECT_EQ(tok.encode(text), fm["ids"].get<std::vector<int32_t>>());
+      const auto got = decode::fill_mask(*m.model, tok, text, {.top_k = 5, .text_pair = {}});
+      ASSERT_EQ(got.size(), 1u);
+      const auto& want = fm["masks"][0];
+      ASSERT_EQ(got[0].size(), want.size());
+      for (size_t j = 0; j < want.size(); ++j) {
+        EXPECT_EQ(got[0][j].token, want[j]["token"].get<int32_t>()) << j;
+        EXPECT_NEAR(got[0][j].score, want[j]["score"].get<double>(), 1e-4 * want[j]["score"].get<double>()) << j;
+        EXPECT_EQ(got[0][j].token_str, want[j]["token_str"].get<std::string>()) << j;
+        EXPECT_EQ(got[0][j].sequence, want[j]["sequence"].get<std::string>()) << j;
+      }
+    }
+  }
+}
+
+// A sentence-transformers folder (modules.json: mean pooling, Normalize, max_seq_length 16): its
+// settings are kept by the conversion, and the embeddings equal SentenceTransformer.encode's — long
+// texts cut to 16 tokens as it cuts them; CLS, mean and max pooling without normalizing equal the
+// pooled hidden states.
+TEST(HfEncoders, SentenceEmbeddingsEqualSentenceTransformers) {
+  testing::TempDir dir("hf-st");
+  LoadedMaskedLanguageModel m = convert_and_load("st-bert", dir);
+  const EncoderTask task = m.model->task();
+  EXPECT_EQ(task.pooling, nn::BertPooling::mean);
+  EXPECT_TRUE(task.normalize);
+  EXPECT_EQ(task.max_seq_length, 16);
+  const nlohmann::json ref = reference("st-bert");
+  const auto texts = ref["sentence_embeddings"]["texts"].get<std::vector<std::string>>();
+  const auto want = ref["sentence_embeddings"]["embeddings"].get<std::vector<std::vector<float>>>();
+  decode::EmbedOptions in_fours;
+  in_fours.batch_size = 4;
+  const auto got = decode::embed(*m.model, *m.tokenizer.hf(), texts, in_fours);
+  ASSERT_EQ(got.size(), want.size());
+  for (size_t i = 0; i < got.size(); ++i) {
+    ASSERT_EQ(got[i].size(), want[i].size());
+    for (size_t d = 0; d < got[i].size(); ++d) EXPECT_NEAR(got[i][d], want[i][d], 1e-5) << i << "," << d;
+  }
+  for (const auto& [name, pooling] : {std::pair{"cls", nn::BertPooling::cls}, std::pair{"mean", nn::BertPooling::mean},
+                                      std::pair{"max", nn::BertPooling::max}}) {
+    SCOPED_TRACE(name);
+    decode::EmbedOptions o;
+    o.pooling = pooling, o.normalize = 0;
+    const auto p = decode::embed(*m.model, *m.tokenizer.hf(), texts, o);
+    for (size_t i = 0; i < texts.size(); ++i)
+      EXPECT_LE(testing::rel_error(p[i], ref["pooled_truncated_16"][i][name].get<std::vector<float>>()), 1e-5);
+  }
+}
+
+// Hostile classifier configs: id2label with a gap or a non-numeric key, a num_labels that contradicts
+// it, an unknown problem_type — each refused, named, before anything is written.
+TEST(HfEncoders, CraftedClassifierConfigsAreRefusedByName) {
+  testing::TempDir dir("hf-encoder-hostile");
+  const nlohmann::json base = nlohmann::json::parse(io::read_file((kGolden / "bert-seqcls" / "config.json").string()));
+  const std::vector<std::pair<nlohmann::json, std::string>> cases = {
+      {{{"id2label", {{"0", "A"}, {"2", "B"}}}}, "id2label: the entry '2'"},
+      {{{"id2label", {{"zero", "A"}}}}, "id2label: the entry 'zero'"},
+      {{{"id2label", {{"0", ""}}}}, "the label of 0 is empty"},
+      {{{"id2label", {{"0", 7}}}}, "id2label: the entry '0' (= 7)"},
+      {{{"num_labels", 5}}, "num_labels 5 differs from id2label's 3 labels"},
+      {{{"problem_type", "ranking"}}, "problem_type 'ranking'"},
+  };
+  for (const auto& [patch, want] : cases) {
+    SCOPED_TRACE(want);
+    const fs::path f = dir.path / "case";
+    fs::remove_all(f);
+    fs::create_directories(f);
+    for (const auto& e : fs::directory_iterator(kGolden / "bert-seqcls")) fs::copy(e.path(), f / e.path().filename());
+    nlohmann::json c = base;
+    c.merge_patch(patch);
+    if (patch.contains("id2label")) c["id2label"] = patch["id2label"];
+    io::write_file_atomic((f / "config.json").string(), c.dump());
+    const std::string out = (dir.path / "out.safetensors").string();
+    const std::string e = testing::error_of([&] { convert_hf(f.string(), out); });
+    EXPECT_NE(e.find(want), std::string::npos) << e;
+    EXPECT_NE(e.find("config.json"), std::string::npos) << e;
+    EXPECT_FALSE(fs::exists(out));
+  }
+}
+
+}  // namespace
+}  // namespace qkv::models

@@ -1,0 +1,222 @@
+// qkv classify-text — an encoder's classifier on texts, as transformers' pipelines give it: a sequence
+// classifier's labels and scores (pipeline("text-classification")), a token classifier's entities
+// (pipeline("token-classification"), "simple" aggregation on request).
+// qkv embed — sentence embeddings, as SentenceTransformer.encode gives them.
+//
+//   qkv classify-text sst2.safetensors "I loved it." "Not for me." [--top-k 0] [--json]
+//   qkv classify-text ner.safetensors "Romeo went to Verona." --aggregation simple
+//   qkv embed minilm.safetensors "A cat sat." "A dog sat." --similarity
+//   cat lines.txt | qkv embed -m minilm.safetensors --json
+#include <cmath>
+#include <cstdio>
+#include <iostream>
+
+#include "commands.h"
+#include "options.h"
+#include "qkv/core/error.h"
+#include "qkv/decode/classify.h"
+#include "qkv/models/load.h"
+
+namespace qkv::cli {
+
+namespace {
+
+struct EncoderArgs {
+  std::string model;
+  std::vector<std::string> inputs;
+  bool json = false;
+  int64_t batch_size = 32;
+  DecodeArgs decode;
+};
+
+void add_encoder_options(CLI::App* sub, EncoderArgs& a, const char* what) {
+  sub->add_option(
+      "inputs", a.inputs,
+      std::string("MODEL then the texts (or only the texts, with -m); no texts: ") + "one a line from standard input");
+  sub->add_option("-m,--model", a.model, what);
+  sub->add_option("--batch-size", a.batch_size, "texts run together (padded to the longest)")
+      ->capture_default_str()
+      ->check(greater_than_zero());
+  add_decode_options(sub, a.decode, kThreads);
+}
+
+// The model file and the texts: the arguments, or standard input's lines.
+std::pair<std::string, std::vector<std::string>> model_and_texts(const EncoderArgs& a, const char* command) {
+  std::vector<std::string> texts = a.inputs;
+  std::string model = a.model;
+  if (model.empty()) {
+    QKV_CHECK(!texts.empty(), "qkv ", command, ": give the model file (or -m MODEL), then the texts");
+    model = texts.front();
+    texts.erase(texts.begin());
+  }
+  if (texts.empty())
+    for (std::string line; std::getline(std::cin, line);) texts.push_back(line);
+  return {model, texts};
+}
+
+std::string dump(const nlohmann::json& j) { return j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace); }
+
+}  // namespace
+
+void add_classify_text(CLI::App& app) {
+  auto* sub = app.add_subcommand("classify-text",
+                                 "Classify texts with an encoder's classifier (BERT, DistilBERT, RoBERTa): "
+                                 "labels and scores, or each token's entity");
+  struct Args : EncoderArgs {
+    std::string pair, function = "auto", aggregation = "none";
+    std::vector<std::string> ignore_labels = {"O"};
+    int64_t top_k = 1;
+  };
+  auto a = std::make_shared<Args>();
+  add_encoder_options(sub, *a, "model file (a converted …ForSequenceClassification or …ForTokenClassification)");
+  sub->add_option("-k,--top-k", a->top_k, "a sequence classifier's best labels per text (0: every label)")
+      ->capture_default_str()
+      ->check(CLI::NonNegativeNumber);
+  sub->add_option("--pair", a->pair, "a second segment after each text, as tokenizer(text, text_pair)");
+  sub->add_option("--function", a->function,
+                  "scores from logits: auto (the config's problem_type: softmax, sigmoid for one or several labels "
+                  "at once, none for regression), softmax, sigmoid, none")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"auto", "softmax", "sigmoid", "none"}));
+  sub->add_option("--aggregation", a->aggregation,
+                  "a token classifier's entities: none (each token) or simple (neighbouring tokens of one tag joined)")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"none", "simple"}));
+  sub->add_option("--ignore-labels", a->ignore_labels, "a token classifier's labels left out")->capture_default_str();
+  sub->add_flag("--json", a->json,
+                "one JSON list per text: the pipeline's [{\"label\", \"score\"}, …], or "
+                "[{\"entity\", \"score\", \"index\", \"word\"}, …] ({\"entity_group\", …} with simple)");
+  sub->footer(
+      "Example: qkv convert --from hf distilbert-base-uncased-finetuned-sst-2-english -o sst2.safetensors\n"
+      "         qkv classify-text sst2.safetensors \"A delight from start to finish.\"");
+  register_runner(sub, [a] {
+    use_threads_for_decoding(a->decode.threads);
+    auto [model, texts] = model_and_texts(*a, "classify-text");
+    models::LoadedMaskedLanguageModel m = models::load_masked_language_model(find_model(model));
+    const text::HfTokenizer& tok = *m.tokenizer.hf();
+    if (m.model->task().classifier == nn::BertClassifier::token) {
+      decode::TokenClassificationOptions opt;
+      opt.aggregation = parse_enum<decode::Aggregation>(a->aggregation), opt.ignore_labels = a->ignore_labels;
+      opt.batch_size = a->batch_size;
+      const auto all = decode::token_classification(*m.model, tok, texts, opt);
+      for (size_t i = 0; i < texts.size(); ++i) {
+        if (a->json) {
+          nlohmann::json list = nlohmann::json::array();
+          for (const auto& e : all[i]) {
+            if (e.index < 0)
+              list.push_back({{"entity_group", e.entity}, {"score", e.score}, {"word", e.word}});
+            else
+              list.push_back({{"entity", e.entity}, {"score", e.score}, {"index", e.index}, {"word", e.word}});
+          }
+          std::printf("%s\n", dump(list).c_str());
+          continue;
+        }
+        std::printf("%s\n", texts[i].c_str());
+        for (const auto& e : all[i]) {
+          if (e.index >= 0)
+            std::printf("  %4lld  %-12s %8.4f  %s\n", static_cast<long long>(e.index), e.entity.c_str(), e.score,
+                        e.word.c_str());
+          else
+            std::printf("  %-12s %8.4f  %s\n", e.entity.c_str(), e.score, e.word.c_str());
+        }
+      }
+      return 0;
+    }
+    decode::TextClassificationOptions opt;
+    opt.top_k = a->top_k, opt.function = parse_enum<decode::ClassificationFunction>(a->function);
+    opt.batch_size = a->batch_size;
+    if (!a->pair.empty()) opt.text_pairs.assign(texts.size(), a->pair);
+    const auto all = decode::text_classification(*m.model, tok, texts, opt);
+    for (size_t i = 0; i < texts.size(); ++i) {
+      if (a->json) {
+        nlohmann::json list = nlohmann::json::array();
+        for (const auto& s : all[i]) list.push_back({{"label", s.label}, {"score", s.score}});
+        std::printf("%s\n", dump(list).c_str());
+        continue;
+      }
+      if (all[i].size() == 1) {
+        std::printf("%-12s %8.4f  %s\n", all[i][0].label.c_str(), all[i][0].score, texts[i].c_str());
+        continue;
+      }
+      std::printf("%s\n", texts[i].c_str());
+      for (const auto& s : all[i]) std::printf("  %-12s %8.4f\n", s.label.c_str(), s.score);
+    }
+    return 0;
+  });
+}
+
+void add_embed(CLI::App& app) {
+  auto* sub = app.add_subcommand("embed",
+                                 "Sentence embeddings from an encoder (a sentence-transformers folder's "
+                                 "pooling and normalization, or the mean of the hidden states)");
+  struct Args : EncoderArgs {
+    std::string pooling = "model";
+    std::string normalize = "model";
+    int64_t max_length = 0;
+    bool similarity = false;
+  };
+  auto a = std::make_shared<Args>();
+  add_encoder_options(sub, *a,
+                      "model file (a converted BERT, DistilBERT or RoBERTa; sentence-transformers' folders "
+                      "keep their pooling)");
+  sub->add_option("--pooling", a->pooling, "model (its sentence-transformers pooling, else mean), cls, mean or max")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"model", "cls", "mean", "max"}));
+  sub->add_option("--normalize", a->normalize,
+                  "model (sentence-transformers' Normalize where the folder had it), "
+                  "yes (unit length) or no")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"model", "yes", "no"}));
+  sub->add_option("--max-length", a->max_length,
+                  "texts cut to this many tokens (0: the model's max_seq_length, "
+                  "else its positions)")
+      ->capture_default_str()
+      ->check(CLI::NonNegativeNumber);
+  sub->add_flag("--similarity", a->similarity, "print the texts' cosine similarities instead of the vectors");
+  sub->add_flag("--json", a->json, "one JSON list of floats per text (with --similarity: the matrix)");
+  sub->footer(
+      "Example: qkv convert --from hf all-MiniLM-L6-v2 -o minilm.safetensors\n"
+      "         qkv embed minilm.safetensors \"A cat sat on the mat.\" \"A dog lay on the rug.\" --similarity");
+  register_runner(sub, [a] {
+    use_threads_for_decoding(a->decode.threads);
+    auto [model, texts] = model_and_texts(*a, "embed");
+    models::LoadedMaskedLanguageModel m = models::load_masked_language_model(find_model(model));
+    decode::EmbedOptions opt;
+    if (a->pooling != "model") opt.pooling = parse_enum<nn::BertPooling>(a->pooling);
+    if (a->normalize != "model") opt.normalize = a->normalize == "yes";
+    opt.max_length = a->max_length, opt.batch_size = a->batch_size;
+    const auto e = decode::embed(*m.model, *m.tokenizer.hf(), texts, opt);
+    if (a->similarity) {
+      // cos(a, b) = a·b / (‖a‖ ‖b‖)
+      std::vector<std::vector<double>> sim(e.size(), std::vector<double>(e.size()));
+      for (size_t i = 0; i < e.size(); ++i)
+        for (size_t j = 0; j < e.size(); ++j) {
+          double dot = 0, na = 0, nb = 0;
+          for (size_t d = 0; d < e[i].size(); ++d)
+            dot += double(e[i][d]) * e[j][d], na += double(e[i][d]) * e[i][d], nb += double(e[j][d]) * e[j][d];
+          sim[i][j] = dot / std::max(std::sqrt(na * nb), 1e-12);
+        }
+      if (a->json) {
+        std::printf("%s\n", dump(sim).c_str());
+        return 0;
+      }
+      for (size_t i = 0; i < e.size(); ++i) {
+        for (size_t j = 0; j < e.size(); ++j) std::printf("%7.4f ", sim[i][j]);
+        std::printf(" %s\n", texts[i].c_str());
+      }
+      return 0;
+    }
+    for (size_t i = 0; i < e.size(); ++i) {
+      if (a->json) {
+        std::printf("%s\n", dump(e[i]).c_str());
+        continue;
+      }
+      std::printf("%s\n ", texts[i].c_str());
+      for (float v : e[i]) std::printf(" %.6g", v);
+      std::printf("\n");
+    }
+    return 0;
+  });
+}
+
+}  // namespace qkv::cli
