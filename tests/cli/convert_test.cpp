@@ -4,6 +4,7 @@
 
 #include <filesystem>
 #include <fstream>
+#include <sstream>
 
 #include <nlohmann/json.hpp>
 
@@ -45,6 +46,61 @@ TEST(CliConvert, AttendShowsAConvertedLanguageModelsSelfAttention) {
   EXPECT_NE(io::read_file((dir.path / "att" / "rollout.svg").string()).find("Attention rollout (causal)"),
             std::string::npos);
   EXPECT_NE(io::read_file((dir.path / "att" / "flow.svg").string()).find("Attention flow (causal)"), std::string::npos);
+}
+
+// Converted encoders from the shell: qkv classify-text prints pipeline("text-classification")'s labels
+// (--json: its list; texts from standard input, a line each) and a token classifier's entities; qkv
+// embed prints SentenceTransformer.encode's vectors and their cosine similarities.
+TEST(CliConvert, ClassifyTextAndEmbedConvertedEncoders) {
+  testing::TempDir dir("cli-encoders");
+  auto convert = [&](const char* name) {
+    const std::string out = (dir.path / (std::string(name) + ".safetensors")).string();
+    const auto r = testing::run_shell(kQkv + " convert " + (kGolden / name).string() + " -o " + out);
+    EXPECT_EQ(r.code, 0) << r.out;
+    return out;
+  };
+  auto golden = [](const char* name) {
+    return nlohmann::json::parse(io::read_file((kGolden / name / "reference.json").string()));
+  };
+  const std::string seq = convert("bert-seqcls"), tok = convert("bert-tokcls"), st = convert("st-bert");
+  const nlohmann::json sref = golden("bert-seqcls");
+  std::ofstream((dir.path / "texts.txt").string()) << sref["text_classification"][0]["text"].get<std::string>() << "\n"
+                                                   << sref["text_classification"][1]["text"].get<std::string>() << "\n";
+  auto r = testing::run_shell(kQkv + " classify-text " + seq + " -k 0 --json < " + (dir.path / "texts.txt").string());
+  ASSERT_EQ(r.code, 0) << r.out;
+  std::istringstream lines(r.out);
+  for (int i = 0; i < 2; ++i) {
+    std::string line;
+    ASSERT_TRUE(std::getline(lines, line)) << r.out;
+    const auto got = nlohmann::json::parse(line), want = sref["text_classification"][i]["all"];
+    ASSERT_EQ(got.size(), want.size()) << line;
+    for (size_t j = 0; j < want.size(); ++j) {
+      EXPECT_EQ(got[j]["label"], want[j]["label"]);
+      EXPECT_NEAR(got[j]["score"].get<double>(), want[j]["score"].get<double>(), 1e-5);
+    }
+  }
+  r = testing::run_shell(kQkv + " classify-text -m " + seq + " \"The cat sat on the mat.\"");
+  ASSERT_EQ(r.code, 0) << r.out;
+  EXPECT_NE(r.out.find(sref["text_classification"][0]["top1"][0]["label"].get<std::string>()), std::string::npos)
+      << r.out;
+  const nlohmann::json ner = golden("bert-tokcls")["token_classification"][0];
+  r = testing::run_shell(kQkv + " classify-text " + tok + " --aggregation simple --json \"" +
+                         ner["text"].get<std::string>() + "\"");
+  ASSERT_EQ(r.code, 0) << r.out;
+  const auto groups = nlohmann::json::parse(r.out);
+  ASSERT_EQ(groups.size(), ner["simple"].size()) << r.out;
+  for (size_t j = 0; j < groups.size(); ++j) EXPECT_EQ(groups[j]["word"], ner["simple"][j]["word"]);
+  const nlohmann::json emb = golden("st-bert")["sentence_embeddings"];
+  r = testing::run_shell(kQkv + " embed " + st + " --json \"" + emb["texts"][0].get<std::string>() + "\"");
+  ASSERT_EQ(r.code, 0) << r.out;
+  const auto v = nlohmann::json::parse(r.out).get<std::vector<float>>();
+  EXPECT_LE(testing::rel_error(v, emb["embeddings"][0].get<std::vector<float>>()), 1e-5);
+  r = testing::run_shell(kQkv + " embed " + st + " --similarity \"A cat.\" \"A cat.\" \"The king is dead.\"");
+  ASSERT_EQ(r.code, 0) << r.out;
+  EXPECT_NE(r.out.find(" 1.0000  1.0000 "), std::string::npos) << r.out;
+  r = testing::run_shell(kQkv + " classify-text " + st + " x");
+  EXPECT_EQ(r.code, 1);
+  EXPECT_NE(r.out.find("no sequence classifier"), std::string::npos) << r.out;
 }
 
 // A converted BertForMaskedLM: qkv fill-mask prints pipeline("fill-mask")'s top-k for each [MASK]

@@ -938,6 +938,106 @@ TEST(Serve, FillMaskAndAttentionOfAMaskedLanguageModel) {
   EXPECT_EQ(status, 400);  // no language model here
 }
 
+// Converted encoders, served together: /v1/classify answers as pipeline("text-classification") and
+// pipeline("token-classification"), /v1/embeddings as OpenAI's route with SentenceTransformer.encode's
+// vectors; requests that do not fit the model, or no text, are 400s naming the field.
+TEST(Serve, ClassifyAndEmbeddingsOfEncoders) {
+  testing::TempDir dir("serve-encoders");
+  std::string models;
+  for (const char* name : {"bert-seqcls", "roberta-tokcls", "st-bert"}) {
+    const std::string model = (dir.path / (std::string(name) + ".safetensors")).string();
+    ASSERT_EQ(testing::run_shell(std::string(QKV_CLI_PATH) + " convert --from hf " + QKV_GOLDEN_DIR + "/hf/" + name +
+                                 " -o " + model)
+                  .code,
+              0);
+    models += " -m " + model;
+  }
+  ServeProcess s(models);
+  ASSERT_GT(s.port(), 0) << s.log();
+  auto golden = [](const char* name) {
+    return json::parse(io::read_file(std::string(QKV_GOLDEN_DIR) + "/hf/" + name + "/reference.json"));
+  };
+  int status = 0;
+  // text classification: every label of each text, best first
+  const json seq = golden("bert-seqcls");
+  json inputs = json::array();
+  for (const json& c : seq["text_classification"]) inputs.push_back(c["text"]);
+  json r =
+      post(s.port(), json{{"model", "bert-seqcls"}, {"inputs", inputs}, {"top_k", 0}}.dump(), &status, "/v1/classify");
+  ASSERT_EQ(status, 200) << r.dump().substr(0, 300);
+  ASSERT_EQ(r["results"].size(), inputs.size());
+  for (size_t i = 0; i < inputs.size(); ++i)
+    for (size_t j = 0; j < seq["text_classification"][i]["all"].size(); ++j) {
+      const json& want = seq["text_classification"][i]["all"][j];
+      EXPECT_EQ(r["results"][i][j]["label"], want["label"]);
+      EXPECT_NEAR(r["results"][i][j]["score"].get<double>(), want["score"].get<double>(), 1e-5);
+    }
+  r = post(s.port(), json{{"model", "bert-seqcls"}, {"inputs", "The cat sat."}}.dump(), &status, "/v1/classify");
+  ASSERT_EQ(status, 200);
+  EXPECT_EQ(r["results"][0].size(), 1u);  // top_k 1 by default
+  // token classification, "simple" aggregation
+  const json tok = golden("roberta-tokcls");
+  const json& ner = tok["token_classification"][0];
+  r = post(s.port(),
+           json{{"model", "roberta-tokcls"}, {"inputs", ner["text"]}, {"aggregation_strategy", "simple"}}.dump(),
+           &status, "/v1/classify");
+  ASSERT_EQ(status, 200) << r.dump().substr(0, 300);
+  ASSERT_EQ(r["results"][0].size(), ner["simple"].size());
+  for (size_t j = 0; j < ner["simple"].size(); ++j) {
+    EXPECT_EQ(r["results"][0][j]["entity_group"], ner["simple"][j]["entity_group"]);
+    EXPECT_EQ(r["results"][0][j]["word"], ner["simple"][j]["word"]);
+  }
+  // embeddings, OpenAI's shape
+  const json st = golden("st-bert")["sentence_embeddings"];
+  r = post(s.port(), json{{"model", "st-bert"}, {"input", st["texts"]}}.dump(), &status, "/v1/embeddings");
+  ASSERT_EQ(status, 200) << r.dump().substr(0, 300);
+  EXPECT_EQ(r["object"], "list");
+  EXPECT_EQ(r["model"], "st-bert");
+  ASSERT_EQ(r["data"].size(), st["texts"].size());
+  for (size_t i = 0; i < st["texts"].size(); ++i) {
+    EXPECT_EQ(r["data"][i]["object"], "embedding");
+    EXPECT_EQ(r["data"][i]["index"], i);
+    for (size_t d = 0; d < st["embeddings"][i].size(); ++d)
+      EXPECT_NEAR(r["data"][i]["embedding"][d].get<double>(), st["embeddings"][i][d].get<double>(), 1e-5);
+  }
+  EXPECT_GT(r["usage"]["prompt_tokens"].get<int64_t>(), static_cast<int64_t>(st["texts"].size()));
+  // what does not fit: 400 naming the field (OpenAI's error shape on /v1/embeddings)
+  struct Case {
+    const char* path;
+    json body;
+    const char* names;
+  };
+  const std::vector<Case> bad = {
+      {"/v1/classify", {{"model", "st-bert"}, {"inputs", "x"}}, "has no classifier"},
+      {"/v1/classify", {{"model", "bert-seqcls"}, {"inputs", json::array()}}, "\"inputs\" must be"},
+      {"/v1/classify", {{"model", "bert-seqcls"}, {"inputs", {"a", 5}}}, "\"inputs\" must be"},
+      {"/v1/classify", {{"model", "bert-seqcls"}, {"inputs", ""}}, "empty text"},
+      {"/v1/classify", {{"model", "bert-seqcls"}, {"inputs", "x"}, {"top_k", 9}}, "\"top_k\""},
+      {"/v1/classify", {{"model", "bert-seqcls"}, {"inputs", "x"}, {"function_to_apply", "tanh"}}, "function_to_apply"},
+      {"/v1/classify",
+       {{"model", "bert-seqcls"}, {"inputs", "x"}, {"aggregation_strategy", "simple"}},
+       "token classifier"},
+      {"/v1/classify", {{"model", "roberta-tokcls"}, {"inputs", "x"}, {"top_k", 2}}, "sequence classifier"},
+      {"/v1/classify", {{"model", "roberta-tokcls"}, {"inputs", "x"}, {"ignore_labels", "O"}}, "ignore_labels"},
+      {"/v1/classify", {{"model", "bert-seqcls"}, {"inputs", "x"}, {"bogus", 1}}, "unknown field \"bogus\""},
+      {"/v1/embeddings", {{"model", "st-bert"}}, "\"input\" must be"},
+      {"/v1/embeddings", {{"model", "st-bert"}, {"input", "x"}, {"encoding_format", "base64"}}, "encoding_format"},
+      {"/v1/embeddings", {{"model", "st-bert"}, {"input", "x"}, {"dimensions", 8}}, "dimensions"},
+  };
+  for (const Case& c : bad) {
+    const json e = post(s.port(), c.body.dump(), &status, c.path);
+    EXPECT_EQ(status, 400) << c.body.dump();
+    EXPECT_NE(e["error"]["message"].get<std::string>().find(c.names), std::string::npos)
+        << c.body.dump() << " → " << e.dump();
+  }
+  std::string longer;
+  for (int i = 0; i < 30; ++i) longer += "the cat ";
+  post(s.port(), json{{"model", "bert-seqcls"}, {"inputs", longer}}.dump(), &status, "/v1/classify");
+  EXPECT_EQ(status, 413);
+  post(s.port(), json{{"model", "st-bert"}, {"input", longer}}.dump(), &status, "/v1/embeddings");
+  EXPECT_EQ(status, 200);  // cut to max_seq_length, as sentence-transformers cuts it
+}
+
 TEST(Serve, BadGenerationAndAttentionRequestsGetAnErrorNamingTheProblem) {
   ServeProcess s("--max-sentence-bytes 60 --max-new-tokens 100");
   ASSERT_GT(s.port(), 0) << s.log();

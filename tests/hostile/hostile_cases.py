@@ -1025,6 +1025,25 @@ def add_python_cases(m, files):
         ("chat-no-template", lm + "lm.chat([{'role': 'user', 'content': 'hi'}], max_new_tokens=2)", "exc"),
         ("chat-messages-not-list", lm + "lm.chat('hi')", "exc"),
     ]
+    # the encoders' Python methods on values that are no texts, or options out of range
+    golden = os.path.join(REPO, "tests", "golden", "hf")
+    enc = f"import os\nc = qkv.load({os.path.join(golden, 'bert-seqcls')!r})\n"
+    st = f"e = qkv.load({os.path.join(golden, 'st-bert')!r})\n"
+    tk = f"t = qkv.load({os.path.join(golden, 'bert-tokcls')!r})\n"
+    cases += [
+        ("classify-not-text", enc + "c.text_classification([1, 2])", "exc"),
+        ("classify-top-k", enc + "c.text_classification('x', top_k=-3)", "exc"),
+        ("classify-top-k-float", enc + "c.text_classification('x', top_k=2.5)", "exc"),
+        ("classify-function", enc + "c.text_classification('x', function_to_apply='tanh')", "exc"),
+        ("classify-batch-size", enc + "c.text_classification(['x'], batch_size=0)", "exc"),
+        ("classify-long", enc + "c.text_classification('cat ' * 100000)", "exc"),
+        ("token-classify-strategy", tk + "t.token_classification('x', aggregation_strategy='max')", "exc"),
+        ("token-classify-labels", tk + "t.token_classification('x', ignore_labels=[None])", "exc"),
+        ("encode-not-text", st + "e.encode(object())", "exc"),
+        ("encode-pooling", st + "e.encode('x', pooling='sum')", "exc"),
+        ("encode-empty-list", st + "assert e.encode([]).shape[0] == 0", "any"),  # (an AssertionError fails it)
+        ("encode-surrogates", st + "e.encode('\\ud800x')", "exc"),
+    ]
     for name, code, expect in cases:
         script = f"CODE = {code!r}\n" + prelude + runner
         m.add(f"python/{name}", ["{python}", "-c", script], expect=expect, python=True)
@@ -1217,6 +1236,59 @@ def add_pretrained_cases(m):
         "undefined-chain": "{{ nothing.at.all }}",
         "range-huge": "{{ range(2 ** 62)|length }}",
     }
+    # encoders: classifier configs and sentence-transformers modules that qkv cannot honour, named,
+    # nothing written; then a converted classifier and embedder on texts that are empty, huge or binary
+    encoders = {
+        "seqcls-id2label-gap": ("bert-seqcls", "config.json", lambda j: j.__setitem__("id2label", {"0": "a", "5": "b"})),
+        "seqcls-id2label-huge-key": ("bert-seqcls", "config.json",
+                                     lambda j: j.__setitem__("id2label", {"99999999999999999999": "a"})),
+        "seqcls-id2label-list": ("bert-seqcls", "config.json", lambda j: j.__setitem__("id2label", ["a", "b"])),
+        "seqcls-label-long": ("bert-seqcls", "config.json", lambda j: j.__setitem__("id2label", {"0": "x" * 10000})),
+        "seqcls-problem-type": ("bert-seqcls", "config.json", lambda j: j.__setitem__("problem_type", 7)),
+        "tokcls-num-labels": ("bert-tokcls", "config.json", lambda j: j.__setitem__("num_labels", -1)),
+        "distilbert-dim-heads": ("distilbert-seqcls", "config.json", lambda j: j.__setitem__("n_heads", 5)),
+        "roberta-pad-past-positions": ("roberta-seqcls", "config.json", lambda j: j.__setitem__("pad_token_id", 39)),
+        "roberta-pad-negative": ("roberta-tokcls", "config.json", lambda j: j.__setitem__("pad_token_id", -3)),
+        "st-modules-dense": ("st-bert", "modules.json", lambda j: j.append(
+            {"idx": 3, "name": "3", "path": "3_Dense", "type": "sentence_transformers.models.Dense"})),
+        "st-modules-escape": ("st-bert", "modules.json", lambda j: j[1].__setitem__("path", "../../../etc")),
+        "st-modules-not-list": ("st-bert", "modules.json", lambda j: (j.clear(), j.append(5))),
+        "st-pooling-two-modes": ("st-bert", "1_Pooling/config.json",
+                                 lambda j: j.__setitem__("pooling_mode_cls_token", True)),
+        "st-pooling-string": ("st-bert", "1_Pooling/config.json",
+                              lambda j: j.__setitem__("pooling_mode_mean_tokens", "yes")),
+        "st-max-seq-length": ("st-bert", "sentence_bert_config.json", lambda j: j.__setitem__("max_seq_length", -5)),
+    }
+    for name, (base, file, change) in encoders.items():
+        d = folder(base, name, json_edit(file, change))
+        o = m.out(f"{name}.safetensors")
+        m.add(f"pretrained/convert/{name}", ["{qkv}", "convert", d, "-o", o], names=[file.split("/")[-1]], gone=[o])
+    converted = {}
+    for case in ("bert-seqcls", "roberta-tokcls", "st-bert"):
+        converted[case] = m.path(f"hf/{case}.safetensors")
+        r = subprocess.run([m.qkv, "convert", os.path.join(golden, case), "-o", converted[case]], capture_output=True,
+                           text=True, timeout=120)
+        assert r.returncode == 0, r.stderr
+    long_text = "the cat " * 5000
+    m.add("pretrained/classify/too-long", ["{qkv}", "classify-text", "--threads", "1", converted["bert-seqcls"],
+                                           long_text], names=["positions"])
+    m.add("pretrained/classify/empty", ["{qkv}", "classify-text", "--threads", "1", converted["roberta-tokcls"], ""],
+          expect="pass")
+    m.add("pretrained/classify/embedder", ["{qkv}", "classify-text", "--threads", "1", converted["st-bert"], "x"],
+          names=["no sequence classifier"])
+    m.add("pretrained/classify/function", ["{qkv}", "classify-text", converted["bert-seqcls"], "x", "--function",
+                                           "tanh"], names=["--function"], usage=True)
+    m.add("pretrained/embed/binary", ["{qkv}", "embed", "--threads", "1", converted["st-bert"],
+                                      "\x01\xff" + "\u202e" * 3000 + "\U0001F600" * 100], expect="pass")
+    m.add("pretrained/embed/long", ["{qkv}", "embed", "--threads", "1", converted["st-bert"], long_text], expect="pass")
+    m.add("pretrained/embed/pooling", ["{qkv}", "embed", converted["st-bert"], "x", "--pooling", "sum"],
+          names=["--pooling"], usage=True)
+    lm = m.path("hf/qwen2-for-embed.safetensors")
+    r = subprocess.run([m.qkv, "convert", os.path.join(golden, "qwen2"), "-o", lm], capture_output=True, text=True,
+                       timeout=120)
+    assert r.returncode == 0, r.stderr
+    m.add("pretrained/embed/not-an-encoder", ["{qkv}", "embed", lm, "x"], names=["qwen2-for-embed.safetensors"])
+
     for name, template in crafted_templates.items():
         d = folder("qwen2", f"chat-{name}", write_file("chat_template.jinja", template))
         out = m.path(f"hf/chat-{name}.safetensors")
