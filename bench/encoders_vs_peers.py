@@ -1,0 +1,201 @@
+#!/usr/bin/env python3
+"""Converted encoders (BERT-base sized): qkv against transformers (PyTorch) and CTranslate2 on the same
+folder — texts classified a second, and texts encoded to sentence embeddings a second, with each
+engine's peak RSS.
+
+    pip install torch transformers tokenizers ctranslate2                    # the peers (PyPI)
+    PYTHONPATH=build/python/stage python3 bench/encoders_vs_peers.py [--threads 2] [--rounds 3]
+
+The model is random (no hub here), built by transformers from a seed and saved with save_pretrained
+into --out once: BertForSequenceClassification, 12 layers, d 768, 12 heads, FFN 3072, 512 positions,
+vocab 30,522 (a WordPiece vocabulary of Tatoeba's English words), 3 labels (~110 M parameters).
+qkv converts it with qkv.convert; CTranslate2 with ct2-transformers-converter (its Encoder: the BERT
+encoder and pooler; it has no classification head, so it is timed on embeddings only).
+
+Workloads: --texts English Tatoeba sentences (8–25 words; ~16 tokens), in batches of --batch,
+tokenization included, each engine in a fresh process (its own peak RSS), rounds alternating
+engines, medians reported:
+  classify   scores of every label for each text (transformers: tokenizer + model + softmax;
+             qkv: MaskedLanguageModel.text_classification(top_k=None))
+  embed      the mean of the last hidden states over each text's tokens (transformers: BertModel
+             of the same weights + masked mean; CTranslate2: Encoder.forward_batch + the same mean;
+             qkv: MaskedLanguageModel.encode(pooling="mean"))
+The outputs are checked against transformers' (max abs difference printed).
+"""
+import argparse
+import gzip
+import json
+import os
+import re
+import statistics
+import subprocess
+import sys
+import time
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+DATA = os.path.join(ROOT, "..", "shared", "data", "tatoeba-en-fr", "fra.txt.gz")
+
+
+def texts(n):
+    out = []
+    with gzip.open(DATA, "rt", encoding="utf-8") as f:
+        for line in f:
+            en = line.split("\t")[0]
+            if 8 <= len(en.split()) <= 25:
+                out.append(en)
+                if len(out) == n:
+                    break
+    return out
+
+
+def build(out):
+    """The random BERT-base folder and its converted copies (once)."""
+    if os.path.exists(os.path.join(out, "done")):
+        return
+    import collections
+
+    import torch
+    import transformers
+    from tokenizers import Tokenizer, decoders, models, normalizers, pre_tokenizers, processors
+    torch.manual_seed(0)
+    words = collections.Counter(w for t in texts(60000) for w in re.findall(r"\w+|[^\w\s]", t.lower()))
+    special = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]
+    chars = sorted({c for w in words for c in w})
+    pieces = special + chars + ["##" + c for c in chars]
+    pieces += [w for w, _ in words.most_common() if len(w) > 1][:30522 - len(pieces)]
+    tok = Tokenizer(models.WordPiece({p: i for i, p in enumerate(pieces)}, unk_token="[UNK]"))
+    tok.normalizer = normalizers.BertNormalizer(lowercase=True)
+    tok.pre_tokenizer = pre_tokenizers.BertPreTokenizer()
+    tok.decoder = decoders.WordPiece(prefix="##")
+    tok.post_processor = processors.TemplateProcessing(single="[CLS] $A [SEP]", pair="[CLS] $A [SEP] $B:1 [SEP]:1",
+                                                       special_tokens=[("[CLS]", 2), ("[SEP]", 3)])
+    fast = transformers.PreTrainedTokenizerFast(tokenizer_object=tok, unk_token="[UNK]", pad_token="[PAD]",
+                                                cls_token="[CLS]", sep_token="[SEP]", mask_token="[MASK]")
+    cfg = transformers.BertConfig(vocab_size=30522, id2label={0: "NEGATIVE", 1: "NEUTRAL", 2: "POSITIVE"},
+                                  pad_token_id=0)
+    model = transformers.BertForSequenceClassification(cfg).eval()
+    cls_dir, enc_dir = os.path.join(out, "bert-cls"), os.path.join(out, "bert-model")
+    model.save_pretrained(cls_dir, safe_serialization=True)
+    fast.save_pretrained(cls_dir)
+    model.bert.save_pretrained(enc_dir, safe_serialization=True)  # the same weights as a BertModel
+    fast.save_pretrained(enc_dir)
+    import qkv
+    qkv.convert(cls_dir, os.path.join(out, "bert-cls.safetensors"))
+    qkv.convert(enc_dir, os.path.join(out, "bert-model.safetensors"))
+    # CTranslate2 4.8's converter reads BertConfig.position_embedding_type, which transformers 5 dropped
+    # (absolute positions, what the model has): written into the folder's config for it
+    cfg_path = os.path.join(enc_dir, "config.json")
+    c = json.load(open(cfg_path))
+    c.setdefault("position_embedding_type", "absolute")
+    json.dump(c, open(cfg_path, "w"), indent=2)
+    subprocess.run(["ct2-transformers-converter", "--model", enc_dir, "--output_dir", os.path.join(out, "ct2"),
+                    "--force"], check=True, capture_output=True)
+    open(os.path.join(out, "done"), "w").close()
+
+
+def run_one(engine, task, out, n, batch, threads):
+    """One engine on one task in this process: (texts / s, outputs for the check)."""
+    import numpy as np
+    lines = texts(n)
+    if engine == "transformers":
+        import torch
+        import transformers
+        torch.set_num_threads(threads)
+        folder = os.path.join(out, "bert-cls" if task == "classify" else "bert-model")
+        tok = transformers.AutoTokenizer.from_pretrained(folder)
+        model = (transformers.BertForSequenceClassification if task == "classify" else
+                 transformers.BertModel).from_pretrained(folder).eval()
+
+        def work():
+            res = []
+            with torch.inference_mode():
+                for i in range(0, len(lines), batch):
+                    enc = tok(lines[i:i + batch], padding=True, return_tensors="pt")
+                    o = model(**enc)
+                    if task == "classify":
+                        res.append(torch.softmax(o.logits, -1).numpy())
+                    else:
+                        m = enc["attention_mask"].unsqueeze(-1).float()
+                        res.append(((o.last_hidden_state * m).sum(1) / m.sum(1)).numpy())
+            return np.concatenate(res)
+    elif engine == "ctranslate2":
+        import ctranslate2
+        import transformers
+        tok = transformers.AutoTokenizer.from_pretrained(os.path.join(out, "bert-model"))
+        enc_model = ctranslate2.Encoder(os.path.join(out, "ct2"), device="cpu", intra_threads=threads)
+
+        def work():
+            res = []
+            for i in range(0, len(lines), batch):
+                ids = tok(lines[i:i + batch])["input_ids"]
+                o = enc_model.forward_batch([tok.convert_ids_to_tokens(x) for x in ids])
+                h = np.array(o.last_hidden_state)
+                lengths = np.array([len(x) for x in ids])
+                mask = (np.arange(h.shape[1])[None, :] < lengths[:, None])[..., None]
+                res.append((h * mask).sum(1) / lengths[:, None])
+            return np.concatenate(res)
+    else:
+        os.environ["OMP_NUM_THREADS"] = str(threads)
+        import qkv
+        model = qkv.MaskedLanguageModel(os.path.join(out, "bert-cls.safetensors" if task == "classify"
+                                                     else "bert-model.safetensors"))
+        qkv.set_num_threads(threads)
+
+        def work():
+            if task == "classify":
+                r = model.text_classification(lines, top_k=None, batch_size=batch)
+                order = model.labels
+                return np.array([[next(x["score"] for x in t if x["label"] == lab) for lab in order] for t in r])
+            return model.encode(lines, pooling="mean", batch_size=batch)
+    work()  # warm-up (one pass)
+    t0 = time.perf_counter()
+    res = work()
+    return len(lines) / (time.perf_counter() - t0), res
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--out", default="/tmp/qkv-encoder-bench")
+    ap.add_argument("--texts", type=int, default=512)
+    ap.add_argument("--batch", type=int, default=32)
+    ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--one", nargs=2, help=argparse.SUPPRESS)  # ENGINE TASK: a child process
+    args = ap.parse_args()
+    if args.one:
+        import resource
+
+        import numpy as np
+        rate, res = run_one(args.one[0], args.one[1], args.out, args.texts, args.batch, args.threads)
+        np.save(os.path.join(args.out, f"out-{args.one[0]}-{args.one[1]}.npy"), res)
+        rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+        print(json.dumps({"rate": rate, "rss_mib": rss}))
+        return
+    os.makedirs(args.out, exist_ok=True)
+    build(args.out)
+    import numpy as np
+    env = dict(os.environ, OMP_WAIT_POLICY="PASSIVE", OMP_NUM_THREADS=str(args.threads))
+    plan = {"classify": ["qkv", "transformers"], "embed": ["qkv", "transformers", "ctranslate2"]}
+    print(f"{args.texts} texts, batches of {args.batch}, {args.threads} threads, {args.rounds} rounds (medians)")
+    for task, engines in plan.items():
+        got = {e: [] for e in engines}
+        for _ in range(args.rounds):
+            for e in engines:
+                p = subprocess.run([sys.executable, __file__, "--out", args.out, "--texts", str(args.texts), "--batch",
+                                    str(args.batch), "--threads", str(args.threads), "--one", e, task],
+                                   capture_output=True, text=True, env=env)
+                if p.returncode != 0:
+                    sys.exit(f"{e} {task} failed:\n{p.stderr[-2000:]}")
+                got[e].append(json.loads(p.stdout.strip().splitlines()[-1]))
+        ref = np.load(os.path.join(args.out, f"out-transformers-{task}.npy"))
+        base = statistics.median(r["rate"] for r in got["transformers"])
+        for e in engines:
+            rate = statistics.median(r["rate"] for r in got[e])
+            rss = statistics.median(r["rss_mib"] for r in got[e])
+            diff = float(np.abs(np.load(os.path.join(args.out, f"out-{e}-{task}.npy")) - ref).max())
+            print(f"{task:8s} {e:13s} {rate:8.1f} texts/s  ×{rate / base:5.2f} transformers  "
+                  f"peak RSS {rss:6.0f} MiB  max |Δ| vs transformers {diff:.1e}")
+
+
+if __name__ == "__main__":
+    main()
