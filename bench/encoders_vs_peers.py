@@ -10,7 +10,8 @@ The model is random (no hub here), built by transformers from a seed and saved w
 into --out once: BertForSequenceClassification, 12 layers, d 768, 12 heads, FFN 3072, 512 positions,
 vocab 30,522 (a WordPiece vocabulary of Tatoeba's English words), 3 labels (~110 M parameters).
 qkv converts it with qkv.convert; CTranslate2 with ct2-transformers-converter (its Encoder: the BERT
-encoder and pooler; it has no classification head, so it is timed on embeddings only).
+encoder and pooler; it has no classification head, so it is timed on embeddings only). Each in f32 and
+int8 (qkv: weights="int8", the layers' matrices as int8 rows; CTranslate2: compute_type="int8").
 
 Workloads: --texts English Tatoeba sentences (8–25 words; ~16 tokens), in batches of --batch,
 tokenization included, each engine in a fresh process (its own peak RSS), rounds alternating
@@ -20,7 +21,8 @@ engines, medians reported:
   embed      the mean of the last hidden states over each text's tokens (transformers: BertModel
              of the same weights + masked mean; CTranslate2: Encoder.forward_batch + the same mean;
              qkv: MaskedLanguageModel.encode(pooling="mean"))
-The outputs are checked against transformers' (max abs difference printed).
+The outputs are checked against transformers' f32 (max abs difference, and for embeddings the least
+cosine similarity, printed).
 """
 import argparse
 import gzip
@@ -118,11 +120,12 @@ def run_one(engine, task, out, n, batch, threads):
                         m = enc["attention_mask"].unsqueeze(-1).float()
                         res.append(((o.last_hidden_state * m).sum(1) / m.sum(1)).numpy())
             return np.concatenate(res)
-    elif engine == "ctranslate2":
+    elif engine.startswith("ctranslate2"):
         import ctranslate2
         import transformers
         tok = transformers.AutoTokenizer.from_pretrained(os.path.join(out, "bert-model"))
-        enc_model = ctranslate2.Encoder(os.path.join(out, "ct2"), device="cpu", intra_threads=threads)
+        enc_model = ctranslate2.Encoder(os.path.join(out, "ct2"), device="cpu", intra_threads=threads,
+                                        compute_type="int8" if engine.endswith("int8") else "float32")
 
         def work():
             res = []
@@ -138,7 +141,8 @@ def run_one(engine, task, out, n, batch, threads):
         os.environ["OMP_NUM_THREADS"] = str(threads)
         import qkv
         model = qkv.MaskedLanguageModel(os.path.join(out, "bert-cls.safetensors" if task == "classify"
-                                                     else "bert-model.safetensors"))
+                                                     else "bert-model.safetensors"),
+                                        weights="int8" if engine.endswith("int8") else "f32")
         qkv.set_num_threads(threads)
 
         def work():
@@ -175,7 +179,8 @@ def main():
     build(args.out)
     import numpy as np
     env = dict(os.environ, OMP_WAIT_POLICY="PASSIVE", OMP_NUM_THREADS=str(args.threads))
-    plan = {"classify": ["qkv", "transformers"], "embed": ["qkv", "transformers", "ctranslate2"]}
+    plan = {"classify": ["qkv", "qkv-int8", "transformers"],
+            "embed": ["qkv", "qkv-int8", "transformers", "ctranslate2", "ctranslate2-int8"]}
     print(f"{args.texts} texts, batches of {args.batch}, {args.threads} threads, {args.rounds} rounds (medians)")
     for task, engines in plan.items():
         got = {e: [] for e in engines}
@@ -192,9 +197,11 @@ def main():
         for e in engines:
             rate = statistics.median(r["rate"] for r in got[e])
             rss = statistics.median(r["rss_mib"] for r in got[e])
-            diff = float(np.abs(np.load(os.path.join(args.out, f"out-{e}-{task}.npy")) - ref).max())
-            print(f"{task:8s} {e:13s} {rate:8.1f} texts/s  ×{rate / base:5.2f} transformers  "
-                  f"peak RSS {rss:6.0f} MiB  max |Δ| vs transformers {diff:.1e}")
+            o = np.load(os.path.join(args.out, f"out-{e}-{task}.npy"))
+            diff = float(np.abs(o - ref).max())
+            cos = float(((o * ref).sum(1) / np.linalg.norm(o, axis=1) / np.linalg.norm(ref, axis=1)).min())
+            print(f"{task:8s} {e:16s} {rate:8.1f} texts/s  ×{rate / base:5.2f} transformers  "
+                  f"peak RSS {rss:6.0f} MiB  max |Δ| {diff:.1e}" + (f"  min cos {cos:.5f}" if task == "embed" else ""))
 
 
 if __name__ == "__main__":

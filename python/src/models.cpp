@@ -301,8 +301,11 @@ class PyLanguageModel {
 // A masked language model (a converted BERT) and its tokenizer.
 class PyMaskedLanguageModel {
  public:
-  explicit PyMaskedLanguageModel(const std::string& path)
-      : m_(std::make_shared<models::LoadedMaskedLanguageModel>(models::load_masked_language_model(path))) {}
+  explicit PyMaskedLanguageModel(const std::string& path, const std::string& weights = "auto") {
+    models::LoadOptions o;
+    o.weights = weights_of(weights);
+    m_ = std::make_shared<models::LoadedMaskedLanguageModel>(models::load_masked_language_model(path, o));
+  }
   std::vector<std::vector<decode::FillMaskCandidate>> fill_mask(const std::string& text, int64_t top_k,
                                                                 const std::string& pair) const {
     decode::FillMaskOptions o;
@@ -678,7 +681,11 @@ void bind_models(nb::module_& m) {
 
   nb::class_<PyMaskedLanguageModel>(m, "MaskedLanguageModel",
                                     "A masked language model file (a converted BERT) with the tokenizer it carries.")
-      .def(nb::init<const std::string&>(), "model_path"_a, nb::call_guard<nb::gil_scoped_release>())
+      .def(nb::init<const std::string&, const std::string&>(), "model_path"_a, "weights"_a = "auto",
+           nb::call_guard<nb::gil_scoped_release>(),
+           "weights: what the encoder's layers read: f32, int8 (rows with a scale each, where the CPU's int8\n"
+           "products take 8-bit activations: VNNI or AMX; elsewhere f32) or auto (int8 for a file qkv quantize\n"
+           "wrote, f32 otherwise).")
       .def(
           "fill_mask",
           [](const PyMaskedLanguageModel& b, const std::string& text, int64_t top_k,

@@ -19,13 +19,15 @@ struct Batch {
   int64_t T = 0;
 };
 
-Batch pad(const std::vector<text::HfEncoding>& encs, size_t from, size_t to, int32_t pad_id) {
+// The texts order[from … to) padded into one batch (row r is text order[from + r]).
+Batch pad(const std::vector<text::HfEncoding>& encs, const std::vector<size_t>& order, size_t from, size_t to,
+          int32_t pad_id) {
   Batch b;
-  for (size_t i = from; i < to; ++i) b.T = std::max<int64_t>(b.T, static_cast<int64_t>(encs[i].ids.size()));
+  for (size_t i = from; i < to; ++i) b.T = std::max<int64_t>(b.T, static_cast<int64_t>(encs[order[i]].ids.size()));
   const int64_t B = static_cast<int64_t>(to - from);
   std::vector<int32_t> ids(static_cast<size_t>(B * b.T), pad_id), types(ids.size(), 0), mask(ids.size(), 0);
   for (size_t i = from; i < to; ++i) {
-    const auto& e = encs[i];
+    const auto& e = encs[order[i]];
     const size_t at = (i - from) * static_cast<size_t>(b.T);
     std::copy(e.ids.begin(), e.ids.end(), ids.begin() + static_cast<std::ptrdiff_t>(at));
     std::copy(e.token_type_ids.begin(), e.token_type_ids.end(), types.begin() + static_cast<std::ptrdiff_t>(at));
@@ -64,14 +66,21 @@ std::vector<text::HfEncoding> encode_all(const models::MaskedLanguageModel& mode
   return encs;
 }
 
-// Runs `run` on each batch of batch_size texts: (batch, its first text's index).
+// Runs `run` on batches of at most batch_size texts, the texts taken longest first so that each batch
+// pads little (as SentenceTransformer.encode orders them): run(batch, rows) where row r of the batch
+// is text rows[r]. Each text's result does not depend on its neighbours (padding gets no attention).
 void batches(const std::vector<text::HfEncoding>& encs, int64_t batch_size, int32_t pad_id,
-             const std::function<void(const Batch&, size_t)>& run) {
+             const std::function<void(const Batch&, const std::vector<size_t>&)>& run) {
   QKV_CHECK(batch_size >= 1, "batch_size must be at least 1, got ", batch_size);
+  std::vector<size_t> order(encs.size());
+  for (size_t i = 0; i < order.size(); ++i) order[i] = i;
+  std::stable_sort(order.begin(), order.end(),
+                   [&](size_t a, size_t b) { return encs[a].ids.size() > encs[b].ids.size(); });
   for (size_t from = 0; from < encs.size(); from += static_cast<size_t>(batch_size)) {
     const size_t to = std::min(encs.size(), from + static_cast<size_t>(batch_size));
     NoGradGuard no_grad;
-    run(pad(encs, from, to, pad_id), from);
+    run(pad(encs, order, from, to, pad_id), std::vector<size_t>(order.begin() + static_cast<std::ptrdiff_t>(from),
+                                                                order.begin() + static_cast<std::ptrdiff_t>(to)));
   }
 }
 
@@ -114,8 +123,8 @@ std::vector<std::vector<LabelScore>> text_classification(const models::MaskedLan
   }
   const auto encs = encode_all(model, tokenizer, texts, options.text_pairs, "text classification");
   const int64_t L = static_cast<int64_t>(task.labels.size());
-  std::vector<std::vector<LabelScore>> out;
-  batches(encs, options.batch_size, pad_id_of(tokenizer), [&](const Batch& b, size_t) {
+  std::vector<std::vector<LabelScore>> out(texts.size());
+  batches(encs, options.batch_size, pad_id_of(tokenizer), [&](const Batch& b, const std::vector<size_t>& rows) {
     const std::vector<float> logits = model.classify(b.ids, b.types, b.mask).to_vector();  // [B, L]
     for (size_t r = 0; r < b.lengths.size(); ++r) {
       const float* row = logits.data() + static_cast<int64_t>(r) * L;
@@ -131,7 +140,7 @@ std::vector<std::vector<LabelScore>> text_classification(const models::MaskedLan
       std::stable_sort(scores.begin(), scores.end(),
                        [](const LabelScore& a, const LabelScore& b) { return a.score > b.score; });
       if (options.top_k > 0 && options.top_k < L) scores.resize(static_cast<size_t>(options.top_k));
-      out.push_back(std::move(scores));
+      out[rows[r]] = std::move(scores);
     }
   });
   return out;
@@ -149,11 +158,11 @@ std::vector<std::vector<TokenEntity>> token_classification(const models::MaskedL
   auto ignored = [&](const std::string& e) {
     return std::find(options.ignore_labels.begin(), options.ignore_labels.end(), e) != options.ignore_labels.end();
   };
-  std::vector<std::vector<TokenEntity>> out;
-  batches(encs, options.batch_size, pad_id_of(tokenizer), [&](const Batch& b, size_t first) {
+  std::vector<std::vector<TokenEntity>> out(texts.size());
+  batches(encs, options.batch_size, pad_id_of(tokenizer), [&](const Batch& b, const std::vector<size_t>& rows) {
     const std::vector<float> logits = model.classify(b.ids, b.types, b.mask).to_vector();  // [B, T, L]
     for (size_t r = 0; r < b.lengths.size(); ++r) {
-      const auto& ids = encs[first + r].ids;
+      const auto& ids = encs[rows[r]].ids;
       // Each token but the special ones: its label, score, position and spelling.
       std::vector<TokenEntity> tokens;
       std::vector<int32_t> token_ids;
@@ -184,7 +193,7 @@ std::vector<std::vector<TokenEntity>> token_classification(const models::MaskedL
           i = j;
         }
       }
-      out.push_back(std::move(entities));
+      out[rows[r]] = std::move(entities);
     }
   });
   return out;
@@ -209,8 +218,8 @@ std::vector<std::vector<float>> embed(const models::MaskedLanguageModel& model, 
     e.token_type_ids.assign(e.ids.size(), 0);
     encs.push_back(std::move(e));
   }
-  std::vector<std::vector<float>> out;
-  batches(encs, options.batch_size, pad_id_of(tokenizer), [&](const Batch& b, size_t) {
+  std::vector<std::vector<float>> out(texts.size());
+  batches(encs, options.batch_size, pad_id_of(tokenizer), [&](const Batch& b, const std::vector<size_t>& rows) {
     const Tensor h = model.encode(b.ids, b.types, b.mask);  // [B, T, E]
     const int64_t E = h.size(2);
     const std::vector<float> v = h.to_vector();
@@ -232,7 +241,7 @@ std::vector<std::vector<float>> embed(const models::MaskedLanguageModel& model, 
       const double scale = normalize ? 1 / std::max(std::sqrt(norm), 1e-12) : 1.0;
       std::vector<float> f;
       for (double a : e) f.push_back(static_cast<float>(a * scale));
-      out.push_back(std::move(f));
+      out[rows[r]] = std::move(f);
     }
   });
   return out;

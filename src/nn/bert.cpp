@@ -2,7 +2,9 @@
 
 #include <nlohmann/json.hpp>
 
+#include "qkv/autograd/grad_mode.h"
 #include "qkv/core/error.h"
+#include "qkv/ops/inference_weight.h"
 #include "qkv/nn/init.h"
 #include "qkv/ops.h"
 
@@ -161,13 +163,41 @@ Tensor Bert::encode(const Tensor& ids, const Tensor& types, const Tensor& attent
     mask = Tensor::from_bools(keep, {B, 1, 1, T}).to(x.device());
   }
   // xₗ = LN(h + FFN(h)), h = LN(xₗ₋₁ + SelfAttention(xₗ₋₁))   (post-LN, every key but padding)
+  const bool int8 = int8_layers_ && !is_training() && !autograd::grad_enabled() && !maps;
   for (const auto& layer : layers) {
+    if (int8) {  // the same layer on its int8 rows
+      x = layer->forward_inference(x, mask);
+      continue;
+    }
     Tensor w;
     x = layer->forward_masked(x, mask, /*is_causal=*/false, maps ? &w : nullptr);
     if (maps) maps->encoder_self.push_back(w);
   }
   return x;  // [B, T, E]
 }
+
+std::vector<Tensor> Bert::layer_matrices() const {
+  std::vector<Tensor> out;
+  for (const auto& l : layers)
+    for (const Tensor& w :
+         {l->self_attn->in_proj_weight, l->self_attn->out_proj->weight, l->linear1->weight, l->linear2->weight})
+      out.push_back(w);
+  return out;
+}
+
+void Bert::set_inference_weights(InferenceWeights weights) {
+  int8_layers_ = weights == InferenceWeights::int8 && word_embeddings->weight.device().is_cpu();
+  for (const auto& l : layers) {
+    if (int8_layers_) {
+      l->set_inference_weights(InferenceWeights::int8);
+    } else {
+      l->clear_inference_weights();  // back on the f32 parameters: no copies
+    }
+  }
+}
+
+std::vector<Tensor> Bert::int8_only_weights() const { return int8_layers_ ? layer_matrices() : std::vector<Tensor>{}; }
+std::vector<Tensor> Bert::int8_file_weights() const { return layer_matrices(); }
 
 Tensor Bert::forward(const Tensor& ids, const Tensor& types, const Tensor& attention_mask, AttentionMaps* maps) const {
   QKV_CHECK(config.mlm_head, "BERT: this model has no masked-language-model head (a BertModel: hidden states only; "

@@ -365,17 +365,6 @@ Tensor Seq2SeqTransformer::step(const std::vector<int32_t>& tokens, DecoderState
   return linear_log_softmax_inference(h, embedding->weight, embedding_inference, b);  // log_softmax(h Eᵀ (+ b))
 }
 
-namespace {
-
-// An encoder layer back on the training path's f32 products (no copies, no int8 rows).
-void drop_inference_weights(TransformerEncoderLayer& l) {
-  MultiheadAttention& a = *l.self_attn;
-  a.in_proj_inference = {}, a.in_proj_slices = {}, a.out_proj->weight_inference = {};
-  l.linear1->weight_inference = {}, l.linear2->weight_inference = {};
-}
-
-}  // namespace
-
 void Seq2SeqTransformer::set_inference_weights(InferenceWeights weights) {
   for (auto& l : transformer->decoder->layers) l->set_inference_weights(weights);
   embedding_inference = InferenceWeight(embedding->weight, weights);
@@ -387,7 +376,7 @@ void Seq2SeqTransformer::set_inference_weights(InferenceWeights weights) {
     if (int8_encoder_)
       l->set_inference_weights(InferenceWeights::int8);
     else
-      drop_inference_weights(*l);
+      l->clear_inference_weights();
   }
 }
 

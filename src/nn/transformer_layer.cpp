@@ -162,6 +162,11 @@ void TransformerEncoderLayer::set_inference_weights(InferenceWeights weights) {
   linear2->set_inference_weights(weights);
 }
 
+void TransformerEncoderLayer::clear_inference_weights() {
+  self_attn->in_proj_inference = {}, self_attn->in_proj_slices = {}, self_attn->out_proj->weight_inference = {};
+  linear1->weight_inference = {}, linear2->weight_inference = {};
+}
+
 void TransformerDecoderLayer::set_inference_weights(InferenceWeights weights) {
   self_attn->set_inference_weights(weights);
   multihead_attn->set_inference_weights(weights);

@@ -12,6 +12,7 @@
 #include "qkv/io/file.h"
 #include "qkv/models/hf_convert.h"
 #include "qkv/models/load.h"
+#include "qkv/models/quantize.h"
 #include "testing.h"
 
 namespace qkv::models {
@@ -203,6 +204,43 @@ TEST(HfEncoders, SentenceEmbeddingsEqualSentenceTransformers) {
     for (size_t i = 0; i < texts.size(); ++i)
       EXPECT_LE(testing::rel_error(p[i], ref["pooled_truncated_16"][i][name].get<std::vector<float>>()), 1e-5);
   }
+}
+
+// int8 rows for the encoder's layers (--dtype int8, or a file qkv quantize wrote): the same model,
+// its embeddings close to f32's and equal between the two ways of asking; the classifier's labels
+// kept. Attention maps (training's path) are not read from int8 rows: the f32 parameters answer.
+TEST(HfEncoders, Int8LayersStayCloseToF32) {
+  testing::TempDir dir("hf-int8");
+  const std::string f32_file = (dir.path / "st.safetensors").string(),
+                    q_file = (dir.path / "st-int8.safetensors").string();
+  convert_hf((kGolden / "st-bert").string(), f32_file);
+  const nlohmann::json ref = reference("st-bert");
+  const auto texts = ref["sentence_embeddings"]["texts"].get<std::vector<std::string>>();
+  LoadOptions int8;
+  int8.weights = nn::InferenceWeights::int8;
+  LoadedMaskedLanguageModel f = load_masked_language_model(f32_file), q = load_masked_language_model(f32_file, int8);
+  const auto ef = decode::embed(*f.model, *f.tokenizer.hf(), texts),
+             eq = decode::embed(*q.model, *q.tokenizer.hf(), texts);
+  for (size_t i = 0; i < texts.size(); ++i) {
+    double dot = 0;
+    for (size_t d = 0; d < ef[i].size(); ++d) dot += double(ef[i][d]) * eq[i][d];  // both of unit length
+    EXPECT_GT(dot, 0.995) << texts[i];
+    EXPECT_LT(dot, 1 - 1e-9) << "int8 rows were not read: " << texts[i];
+  }
+  quantize_model_file(f32_file, q_file);
+  LoadedMaskedLanguageModel from_file = load_masked_language_model(q_file);
+  EXPECT_EQ(decode::embed(*from_file.model, *from_file.tokenizer.hf(), texts), eq);
+  testing::TempDir dir2("hf-int8-cls");
+  const std::string cls = (dir2.path / "cls.safetensors").string();
+  convert_hf((kGolden / "bert-seqcls").string(), cls);
+  LoadedMaskedLanguageModel c = load_masked_language_model(cls, int8);
+  const nlohmann::json cref = reference("bert-seqcls");
+  std::vector<std::string> short_texts;
+  for (const auto& x : cref["text_classification"]) short_texts.push_back(x["text"].get<std::string>());
+  const auto got = decode::text_classification(*c.model, *c.tokenizer.hf(), short_texts, options(0));
+  for (size_t i = 0; i < got.size(); ++i)
+    for (size_t j = 0; j < got[i].size(); ++j)  // the tiny model's scores differ little from f32's
+      EXPECT_NEAR(got[i][j].score, cref["text_classification"][i]["all"][j]["score"].get<double>(), 0.02) << i;
 }
 
 // Hostile classifier configs: id2label with a gap or a non-numeric key, a num_labels that contradicts

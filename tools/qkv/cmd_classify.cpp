@@ -37,7 +37,13 @@ void add_encoder_options(CLI::App* sub, EncoderArgs& a, const char* what) {
   sub->add_option("--batch-size", a.batch_size, "texts run together (padded to the longest)")
       ->capture_default_str()
       ->check(greater_than_zero());
-  add_decode_options(sub, a.decode, kThreads);
+  add_decode_options(sub, a.decode, kThreads | kWeights);
+}
+
+models::LoadedMaskedLanguageModel load_encoder(const std::string& model, const EncoderArgs& a) {
+  models::LoadOptions o;
+  o.weights = a.decode.requested_weights();
+  return models::load_masked_language_model(find_model(model), o);
 }
 
 // The model file and the texts: the arguments, or standard input's lines.
@@ -92,7 +98,7 @@ void add_classify_text(CLI::App& app) {
   register_runner(sub, [a] {
     use_threads_for_decoding(a->decode.threads);
     auto [model, texts] = model_and_texts(*a, "classify-text");
-    models::LoadedMaskedLanguageModel m = models::load_masked_language_model(find_model(model));
+    models::LoadedMaskedLanguageModel m = load_encoder(model, *a);
     const text::HfTokenizer& tok = *m.tokenizer.hf();
     if (m.model->task().classifier == nn::BertClassifier::token) {
       decode::TokenClassificationOptions opt;
@@ -180,7 +186,7 @@ void add_embed(CLI::App& app) {
   register_runner(sub, [a] {
     use_threads_for_decoding(a->decode.threads);
     auto [model, texts] = model_and_texts(*a, "embed");
-    models::LoadedMaskedLanguageModel m = models::load_masked_language_model(find_model(model));
+    models::LoadedMaskedLanguageModel m = load_encoder(model, *a);
     decode::EmbedOptions opt;
     if (a->pooling != "model") opt.pooling = parse_enum<nn::BertPooling>(a->pooling);
     if (a->normalize != "model") opt.normalize = a->normalize == "yes";

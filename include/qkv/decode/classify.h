@@ -11,7 +11,8 @@
 //                         (pool: the first token's, the mean or the max; padding never counts —
 //                         SentenceTransformer.encode)
 //
-// Texts go through the model in batches, padded to the longest (attention_mask 0 on padding).
+// Texts go through the model in batches, longest first, padded to the longest of the batch
+// (attention_mask 0 on padding); the results come back in the texts' order.
 #pragma once
 
 #include <string>

@@ -80,8 +80,16 @@ class Bert : public Module {
   // (token); a model without one: qkv::Error.
   Tensor classify(const Tensor& input_ids, const Tensor& token_type_ids = Tensor(),
                   const Tensor& attention_mask = Tensor(), AttentionMaps* maps = nullptr) const;
-  // (Inference reads the f32 parameters: nothing to copy.)
-  void set_inference_weights(InferenceWeights) {}
+  // int8 (the CPU): the layers' matrices as int8 rows (ops/inference_weight.h), read by encode and
+  // classify under no_grad outside training, without attention maps — on every CPU, 7-bit
+  // activations included (AVX2 without VNNI): there a BERT-base's sentence embeddings stay at cosine
+  // ≥ 0.9996 of f32's, closer than CTranslate2's int8 (docs/BENCHMARKS.md). f32 and bf16: the f32
+  // parameters, nothing copied.
+  void set_inference_weights(InferenceWeights weights);
+  // What reads only int8 rows once they are set (the layers' matrices), and what qkv quantize stores
+  // as int8 rows (the same, on every CPU; the embeddings and heads stay f32).
+  std::vector<Tensor> int8_only_weights() const;
+  std::vector<Tensor> int8_file_weights() const;
 
   BertConfig config;
   std::shared_ptr<Embedding> word_embeddings, position_embeddings, token_type_embeddings;
@@ -94,7 +102,9 @@ class Bert : public Module {
   std::shared_ptr<Linear> classifier;         // [num_labels, E] (null without a classifier)
 
  private:
+  std::vector<Tensor> layer_matrices() const;
   Generator* gen_;
+  bool int8_layers_ = false;
 };
 
 }  // namespace qkv::nn

@@ -77,6 +77,8 @@ class TransformerEncoderLayer : public Module {
   // set_inference_weights made (int8 rows where the model's encoder takes them).
   Tensor forward_inference(const Tensor& x, const Tensor& mask) const;
   void set_inference_weights(InferenceWeights weights);  // bf16 weight copies for decoding steps
+  // Back on the training path's f32 products: no copies, no int8 rows.
+  void clear_inference_weights();
 
   TransformerLayerOptions opt;
   std::shared_ptr<MultiheadAttention> self_attn;
