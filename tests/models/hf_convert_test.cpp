@@ -16,17 +16,14 @@
 #include "qkv/models/load.h"
 #include "qkv/models/model_file.h"
 #include "qkv/models/registry.h"
+#include "hf_golden.h"
 #include "testing.h"
 
 namespace qkv::models {
 namespace {
 
 namespace fs = std::filesystem;
-const fs::path kGolden = fs::path(QKV_GOLDEN_DIR) / "hf";
-
-nlohmann::json reference(const std::string& name) {
-  return nlohmann::json::parse(io::read_file((kGolden / name / "reference.json").string()));
-}
+using hf_golden::int_matrix, hf_golden::kGolden, hf_golden::reference;
 
 // The converted file, loaded as a language model.
 // (from `folder`: the golden case's own when empty)
@@ -223,13 +220,6 @@ TEST(HfConvert, MarianTranslatesTextAsTransformers) {
 }
 
 // ---- BERT -------------------------------------------------------------------------------------------
-
-Tensor int_matrix(const nlohmann::json& j) {
-  const auto rows = j.get<std::vector<std::vector<int32_t>>>();
-  std::vector<int32_t> flat;
-  for (auto& r : rows) flat.insert(flat.end(), r.begin(), r.end());
-  return Tensor::from_ints(flat, {static_cast<int64_t>(rows.size()), static_cast<int64_t>(rows[0].size())});
-}
 
 // The logits of every position (BertModel: the last hidden states) of a batch whose first row is a
 // sentence pair (token types 0 then 1) and whose second row is padded (attention_mask 0).

@@ -13,24 +13,14 @@
 #include "qkv/models/hf_convert.h"
 #include "qkv/models/load.h"
 #include "qkv/models/quantize.h"
+#include "hf_golden.h"
 #include "testing.h"
 
 namespace qkv::models {
 namespace {
 
 namespace fs = std::filesystem;
-const fs::path kGolden = fs::path(QKV_GOLDEN_DIR) / "hf";
-
-nlohmann::json reference(const std::string& name) {
-  return nlohmann::json::parse(io::read_file((kGolden / name / "reference.json").string()));
-}
-
-Tensor int_matrix(const nlohmann::json& j) {
-  const auto rows = j.get<std::vector<std::vector<int32_t>>>();
-  std::vector<int32_t> flat;
-  for (auto& r : rows) flat.insert(flat.end(), r.begin(), r.end());
-  return Tensor::from_ints(flat, {static_cast<int64_t>(rows.size()), static_cast<int64_t>(rows[0].size())});
-}
+using hf_golden::int_matrix, hf_golden::kGolden, hf_golden::reference;
 
 LoadedMaskedLanguageModel convert_and_load(const std::string& name, const testing::TempDir& dir) {
   const std::string out = (dir.path / (name + ".safetensors")).string();

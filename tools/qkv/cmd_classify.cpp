@@ -12,6 +12,7 @@
 #include <iostream>
 
 #include "commands.h"
+#include "encoder_json.h"
 #include "options.h"
 #include "qkv/core/error.h"
 #include "qkv/decode/classify.h"
@@ -107,14 +108,7 @@ void add_classify_text(CLI::App& app) {
       const auto all = decode::token_classification(*m.model, tok, texts, opt);
       for (size_t i = 0; i < texts.size(); ++i) {
         if (a->json) {
-          nlohmann::json list = nlohmann::json::array();
-          for (const auto& e : all[i]) {
-            if (e.index < 0)
-              list.push_back({{"entity_group", e.entity}, {"score", e.score}, {"word", e.word}});
-            else
-              list.push_back({{"entity", e.entity}, {"score", e.score}, {"index", e.index}, {"word", e.word}});
-          }
-          std::printf("%s\n", dump(list).c_str());
+          std::printf("%s\n", dump(entities_json(all[i])).c_str());
           continue;
         }
         std::printf("%s\n", texts[i].c_str());
@@ -135,9 +129,7 @@ void add_classify_text(CLI::App& app) {
     const auto all = decode::text_classification(*m.model, tok, texts, opt);
     for (size_t i = 0; i < texts.size(); ++i) {
       if (a->json) {
-        nlohmann::json list = nlohmann::json::array();
-        for (const auto& s : all[i]) list.push_back({{"label", s.label}, {"score", s.score}});
-        std::printf("%s\n", dump(list).c_str());
+        std::printf("%s\n", dump(label_scores_json(all[i])).c_str());
         continue;
       }
       if (all[i].size() == 1) {

@@ -92,6 +92,7 @@
 #include <random>
 
 #include "commands.h"
+#include "encoder_json.h"
 #include "http_server.h"
 #include "options.h"
 #include "qkv/decode/caption.h"
@@ -928,16 +929,7 @@ class Server {
         auto held = s.hold(timeout());
         all = decode::token_classification(m, tok, texts, o);
       }
-      for (const auto& entities : all) {
-        json list = json::array();
-        for (const auto& e : entities) {
-          if (e.index < 0)
-            list.push_back({{"entity_group", e.entity}, {"score", e.score}, {"word", e.word}});
-          else
-            list.push_back({{"entity", e.entity}, {"score", e.score}, {"index", e.index}, {"word", e.word}});
-        }
-        results.push_back(std::move(list));
-      }
+      for (const auto& entities : all) results.push_back(entities_json(entities));
     } else {
       decode::TextClassificationOptions o;
       o.top_k = body.integer("top_k", 1, 0, static_cast<int64_t>(task.labels.size()));
@@ -950,11 +942,7 @@ class Server {
         auto held = s.hold(timeout());
         all = decode::text_classification(m, tok, texts, o);
       }
-      for (const auto& scores : all) {
-        json list = json::array();
-        for (const auto& x : scores) list.push_back({{"label", x.label}, {"score", x.score}});
-        results.push_back(std::move(list));
-      }
+      for (const auto& scores : all) results.push_back(label_scores_json(scores));
     }
     return json_response(json{{"model", s.name()}, {"results", std::move(results)}});
   }

@@ -34,6 +34,9 @@ HfArchitecture bert(const std::string& name, EncoderHead head);
 HfArchitecture distilbert(const std::string& name, EncoderHead head);
 // RobertaModel, RobertaForMaskedLM, …ForSequenceClassification, …ForTokenClassification
 HfArchitecture roberta(const std::string& name, EncoderHead head);
+// An encoder's activation field (BERT's hidden_act, DistilBERT's activation) as qkv's activation name:
+// gelu, relu, gelu_tanh (gelu_new, gelu_pytorch_tanh, gelu_fast), silu (swish); others refused.
+std::string encoder_activation(const nlohmann::json& hf_config, const char* key);
 // A classifier's part of the qkv config from config.json (id2label or num_labels, problem_type;
 // `pooler` for a sequence classifier's dense layer), added to `out`; nothing for none or mlm.
 void encoder_head_config(const nlohmann::json& hf_config, EncoderHead head, nn::BertPooler pooler, nlohmann::json& out);

@@ -25,6 +25,15 @@
 
 namespace qkv::models::hf {
 
+std::string encoder_activation(const nlohmann::json& c, const char* key) {
+  const auto act = field<std::string>(c, key, "gelu");
+  if (act == "gelu" || act == "relu") return act;
+  if (act == "gelu_new" || act == "gelu_pytorch_tanh" || act == "gelu_fast") return "gelu_tanh";
+  if (act == "silu" || act == "swish") return "silu";
+  throw Error(detail::concat(key, " '", excerpt(act), "' is not supported (gelu, gelu_new, gelu_pytorch_tanh, ",
+                             "gelu_fast, relu, silu, swish are)"));
+}
+
 void encoder_head_config(const nlohmann::json& c, EncoderHead head, nn::BertPooler pooler, nlohmann::json& out) {
   if (head == EncoderHead::mlm || head == EncoderHead::none) return;
   // id2label {"0": "NEGATIVE", "1": "POSITIVE"} (its keys 0 … n−1); without it num_labels (default 2,
@@ -90,13 +99,7 @@ nlohmann::json bert_config(const nlohmann::json& c, const std::string& arch, Enc
   if (mlm_head)
     QKV_CHECK(field(c, "tie_word_embeddings", true), "tie_word_embeddings = false (an untied MLM decoder) is not "
                                                      "supported");
-  const auto act = field<std::string>(c, "hidden_act", "gelu");
-  std::string activation;
-  if (act == "gelu" || act == "relu") activation = act;
-  else if (act == "gelu_new" || act == "gelu_pytorch_tanh" || act == "gelu_fast") activation = "gelu_tanh";
-  else if (act == "silu" || act == "swish") activation = "silu";
-  else throw Error(detail::concat("hidden_act '", act, "' is not supported (gelu, gelu_new, gelu_pytorch_tanh, ",
-                                  "gelu_fast, relu, silu, swish are)"));
+  const std::string activation = encoder_activation(c, "hidden_act");
   nlohmann::json out = {{"vocab_size", field<int64_t>(c, "vocab_size", 30522)},
                         {"hidden_size", field<int64_t>(c, "hidden_size", 768)},
                         {"num_hidden_layers", field<int64_t>(c, "num_hidden_layers", 12)},

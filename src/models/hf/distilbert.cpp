@@ -29,17 +29,7 @@ nlohmann::json distilbert_config(const nlohmann::json& c, const std::string& arc
   if (head == EncoderHead::mlm)
     QKV_CHECK(field(c, "tie_word_embeddings", true) && field(c, "tie_weights_", true),
               "tie_word_embeddings = false (an untied vocab_projector) is not supported");
-  const auto act = field<std::string>(c, "activation", "gelu");
-  std::string activation;
-  if (act == "gelu" || act == "relu")
-    activation = act;
-  else if (act == "gelu_new" || act == "gelu_pytorch_tanh" || act == "gelu_fast")
-    activation = "gelu_tanh";
-  else if (act == "silu" || act == "swish")
-    activation = "silu";
-  else
-    throw Error(detail::concat("activation '", act, "' is not supported (gelu, gelu_new, gelu_pytorch_tanh, ",
-                               "gelu_fast, relu, silu, swish are)"));
+  const std::string activation = encoder_activation(c, "activation");
   nlohmann::json out = {{"vocab_size", field<int64_t>(c, "vocab_size", 30522)},
                         {"hidden_size", field<int64_t>(c, "dim", 768)},
                         {"num_hidden_layers", field<int64_t>(c, "n_layers", 6)},
