@@ -7,7 +7,9 @@
 //   qkv classify-text ner.safetensors "Romeo went to Verona." --aggregation simple
 //   qkv embed minilm.safetensors "A cat sat." "A dog sat." --similarity
 //   cat lines.txt | qkv embed -m minilm.safetensors --json
+#include <algorithm>
 #include <cmath>
+#include <functional>
 #include <cstdio>
 #include <iostream>
 
@@ -16,6 +18,7 @@
 #include "options.h"
 #include "qkv/core/error.h"
 #include "qkv/decode/classify.h"
+#include "qkv/io/progress.h"
 #include "qkv/models/load.h"
 
 namespace qkv::cli {
@@ -63,6 +66,25 @@ std::pair<std::string, std::vector<std::string>> model_and_texts(const EncoderAr
 
 std::string dump(const nlohmann::json& j) { return j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace); }
 
+// f(texts[from, to)) for chunks of 16 batches, concatenated, with a progress bar on stderr (rate and
+// ETA; shown once the work takes more than 2 s): a file of many lines says how far it got.
+template <class R>
+std::vector<R> in_chunks(const std::vector<std::string>& texts, int64_t batch_size,
+                         const std::function<std::vector<R>(const std::vector<std::string>&)>& f) {
+  const size_t chunk = static_cast<size_t>(batch_size) * 16;
+  io::ProgressBar bar("texts", static_cast<int64_t>(texts.size()), 0, /*delay_seconds=*/2);
+  std::vector<R> out;
+  for (size_t from = 0; from < texts.size(); from += chunk) {
+    const size_t to = std::min(texts.size(), from + chunk);
+    std::vector<R> part = f(std::vector<std::string>(texts.begin() + static_cast<std::ptrdiff_t>(from),
+                                                     texts.begin() + static_cast<std::ptrdiff_t>(to)));
+    for (auto& r : part) out.push_back(std::move(r));
+    bar.update(static_cast<int64_t>(to - from));
+  }
+  bar.close();
+  return out;
+}
+
 }  // namespace
 
 void add_classify_text(CLI::App& app) {
@@ -105,7 +127,8 @@ void add_classify_text(CLI::App& app) {
       decode::TokenClassificationOptions opt;
       opt.aggregation = parse_enum<decode::Aggregation>(a->aggregation), opt.ignore_labels = a->ignore_labels;
       opt.batch_size = a->batch_size;
-      const auto all = decode::token_classification(*m.model, tok, texts, opt);
+      const auto all = in_chunks<std::vector<decode::TokenEntity>>(
+          texts, a->batch_size, [&](const auto& part) { return decode::token_classification(*m.model, tok, part, opt); });
       for (size_t i = 0; i < texts.size(); ++i) {
         if (a->json) {
           std::printf("%s\n", dump(entities_json(all[i])).c_str());
@@ -126,7 +149,11 @@ void add_classify_text(CLI::App& app) {
     opt.top_k = a->top_k, opt.function = parse_enum<decode::ClassificationFunction>(a->function);
     opt.batch_size = a->batch_size;
     if (!a->pair.empty()) opt.text_pairs.assign(texts.size(), a->pair);
-    const auto all = decode::text_classification(*m.model, tok, texts, opt);
+    const auto all = in_chunks<std::vector<decode::LabelScore>>(texts, a->batch_size, [&](const auto& part) {
+      decode::TextClassificationOptions o = opt;
+      if (!o.text_pairs.empty()) o.text_pairs.resize(part.size());
+      return decode::text_classification(*m.model, tok, part, o);
+    });
     for (size_t i = 0; i < texts.size(); ++i) {
       if (a->json) {
         std::printf("%s\n", dump(label_scores_json(all[i])).c_str());
@@ -183,7 +210,8 @@ void add_embed(CLI::App& app) {
     if (a->pooling != "model") opt.pooling = parse_enum<nn::BertPooling>(a->pooling);
     if (a->normalize != "model") opt.normalize = a->normalize == "yes";
     opt.max_length = a->max_length, opt.batch_size = a->batch_size;
-    const auto e = decode::embed(*m.model, *m.tokenizer.hf(), texts, opt);
+    const auto e = in_chunks<std::vector<float>>(
+        texts, a->batch_size, [&](const auto& part) { return decode::embed(*m.model, *m.tokenizer.hf(), part, opt); });
     if (a->similarity) {
       // cos(a, b) = a·b / (‖a‖ ‖b‖)
       std::vector<std::vector<double>> sim(e.size(), std::vector<double>(e.size()));

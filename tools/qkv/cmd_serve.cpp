@@ -1308,8 +1308,9 @@ void add_serve(CLI::App& app) {
       "serve", "Serve translation and language models over HTTP (JSON API, batching, streaming, attention viewer at /)");
   auto a = std::make_shared<ServeArgs>();
   sub->add_option("-m,--model", a->models,
-                  "translation or language model file(s), or an image captioner (its /v1/attention only); each is "
-                  "served under its file name's stem")
+                  "translation or language model file(s), encoders (BERT, DistilBERT, RoBERTa: /v1/fill-mask, "
+                  "/v1/classify, /v1/embeddings), or an image captioner (its /v1/attention only); each is served "
+                  "under its file name's stem")
       ->capture_default_str()
       ->allow_extra_args(false);
   add_device_option(sub, a->device, "decode (a GPU: the weights --dtype names, f32 or bf16)");
