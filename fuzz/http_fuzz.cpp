@@ -18,7 +18,9 @@ HttpServer& server() {
     auto* h = new HttpServer(HttpLimits{}, HttpObserver{});
     auto none = [](const HttpRequest&) { return HttpResponse{}; };
     for (const char* p : {"/", "/health", "/metrics", "/v1/models"}) h->route("GET", p, none, false);
-    for (const char* p : {"/v1/translate", "/v1/generate", "/v1/attention", "/v1/fill-mask"}) h->route("POST", p, none, true);
+    for (const char* p : {"/v1/translate", "/v1/generate", "/v1/attention", "/v1/fill-mask", "/v1/classify",
+                          "/v1/embeddings"})
+      h->route("POST", p, none, true);
     return h;
   }();
   return *s;
@@ -54,6 +56,14 @@ void validate(const std::string& path, const std::string& body) {
     b.text("text", 2000, "--max-sentence-bytes");
     b.integer("top_k", 5, 1, 30522);
     if (b.has("text_pair")) b.text("text_pair", 2000, "--max-sentence-bytes");
+  } else if (path == "/v1/classify") {
+    const Body b(body, kClassifyFields);
+    b.texts("inputs", 64, 2000);
+    b.integer("top_k", 1, 0, 1000);
+    if (b.has("text_pair")) b.text("text_pair", 2000, "--max-sentence-bytes");
+  } else if (path == "/v1/embeddings") {
+    const Body b(body, kEmbeddingsFields, /*lenient=*/true);
+    b.texts("input", 64, 2000);
   }
 }
 

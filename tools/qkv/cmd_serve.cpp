@@ -847,33 +847,6 @@ class Server {
     return json_response(json{{"model", s.name()}, {"masks", std::move(out)}});
   }
 
-  // A text or a list of texts (at most --max-sentences, each at most --max-sentence-bytes, not empty).
-  std::vector<std::string> texts_of(const Body& body, const char* key) const {
-    const std::string shape = std::string("\"") + key + "\" must be a string or a non-empty array of strings";
-    if (!body.has(key)) throw HttpError{400, shape};
-    const json& v = body[key];
-    std::vector<std::string> texts;
-    if (v.is_string())
-      texts.push_back(v.get<std::string>());
-    else if (v.is_array() && !v.empty() && static_cast<int64_t>(v.size()) <= a_.max_sentences) {
-      for (const json& t : v) {
-        if (!t.is_string()) throw HttpError{400, shape};
-        texts.push_back(t.get<std::string>());
-      }
-    } else if (v.is_array() && !v.empty()) {
-      throw HttpError{413, std::string("\"") + key + "\" has " + std::to_string(v.size()) +
-                               " texts, more than --max-sentences " + std::to_string(a_.max_sentences)};
-    } else
-      throw HttpError{400, shape};
-    for (const std::string& t : texts) {
-      if (t.empty()) throw HttpError{400, std::string("\"") + key + "\" holds an empty text"};
-      if (static_cast<int64_t>(t.size()) > a_.max_sentence_bytes)
-        throw HttpError{413, std::string("\"") + key + "\" holds a text of " + std::to_string(t.size()) +
-                                 " bytes, more than --max-sentence-bytes " + std::to_string(a_.max_sentence_bytes)};
-    }
-    return texts;
-  }
-
   HttpResponse classify(const HttpRequest& req) {
     const Body body(req.body, kClassifyFields);
     auto& s = static_cast<MaskedLanguageModelService&>(service(body, {"masked_language_model"}, "/v1/classify"));
@@ -884,7 +857,7 @@ class Server {
       throw HttpError{400, "model \"" + s.name() +
                                "\" has no classifier (a …ForSequenceClassification or "
                                "…ForTokenClassification checkpoint has one)"};
-    const std::vector<std::string> texts = texts_of(body, "inputs");
+    const std::vector<std::string> texts = body.texts("inputs", a_.max_sentences, a_.max_sentence_bytes);
     const bool tokens = task.classifier == nn::BertClassifier::token;
     for (const char* key : {"top_k", "text_pair", "function_to_apply"})
       if (tokens && body.has(key))
@@ -948,13 +921,13 @@ class Server {
   }
 
   HttpResponse embeddings(const HttpRequest& req) {
-    const Body body(req.body, {"input", "model", "encoding_format", "user", "dimensions"}, /*lenient=*/true);
+    const Body body(req.body, kEmbeddingsFields, /*lenient=*/true);
     auto& s = static_cast<MaskedLanguageModelService&>(service(body, {"masked_language_model"}, "/v1/embeddings"));
     if (body.has("encoding_format") && body["encoding_format"] != "float")
       throw HttpError{400, "\"encoding_format\" must be \"float\" (base64 is not served)"};
     if (body.has("dimensions"))
       throw HttpError{400, "\"dimensions\" is not served: model \"" + s.name() + "\" gives its whole embedding"};
-    const std::vector<std::string> texts = texts_of(body, "input");
+    const std::vector<std::string> texts = body.texts("input", a_.max_sentences, a_.max_sentence_bytes);
     const text::HfTokenizer& tok = *s.loaded().tokenizer.hf();
     std::vector<std::vector<float>> e;
     {

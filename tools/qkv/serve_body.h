@@ -93,6 +93,35 @@ class Body {
     return s;
   }
 
+  // A text or a non-empty list of texts (at most max_count: 413 beyond), each a non-empty string of at
+  // most max_bytes bytes (413 beyond); the messages name --max-sentences and --max-sentence-bytes.
+  std::vector<std::string> texts(const char* key, int64_t max_count, int64_t max_bytes) const {
+    const std::string shape = std::string("\"") + key + "\" must be a string or a non-empty array of strings";
+    if (!has(key)) throw HttpError{400, shape};
+    const json& v = j_[key];
+    std::vector<std::string> out;
+    if (v.is_string()) {
+      out.push_back(v.get<std::string>());
+    } else if (v.is_array() && !v.empty()) {
+      if (static_cast<int64_t>(v.size()) > max_count)
+        throw HttpError{413, std::string("\"") + key + "\" has " + std::to_string(v.size()) +
+                                 " texts, more than --max-sentences " + std::to_string(max_count)};
+      for (const json& t : v) {
+        if (!t.is_string()) throw HttpError{400, shape};
+        out.push_back(t.get<std::string>());
+      }
+    } else {
+      throw HttpError{400, shape};
+    }
+    for (const std::string& t : out) {
+      if (t.empty()) throw HttpError{400, std::string("\"") + key + "\" holds an empty text"};
+      if (static_cast<int64_t>(t.size()) > max_bytes)
+        throw HttpError{413, std::string("\"") + key + "\" holds a text of " + std::to_string(t.size()) +
+                                 " bytes, more than --max-sentence-bytes " + std::to_string(max_bytes)};
+    }
+    return out;
+  }
+
  private:
   static std::string trimmed(double v) {
     char b[32];
@@ -112,6 +141,7 @@ inline const std::vector<const char*> kGenerateFields = {"prompt",     "model", 
 inline const std::vector<const char*> kAttentionFields = {"text", "model", "beam_size", "length_penalty", "search", "detail",
                                                           "encoding", "neuron", "image"};
 inline const std::vector<const char*> kFillMaskFields = {"text", "model", "top_k", "text_pair"};
+inline const std::vector<const char*> kEmbeddingsFields = {"input", "model", "encoding_format", "user", "dimensions"};
 inline const std::vector<const char*> kClassifyFields = {
     "inputs", "model", "top_k", "text_pair", "function_to_apply", "aggregation_strategy", "ignore_labels"};
 
