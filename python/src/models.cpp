@@ -72,8 +72,18 @@ nlohmann::ordered_json py_json(nb::handle v, const char* what) {
 }
 
 // apply_chat_template's and chat's arguments as the template's inputs.
-text::ChatInputs chat_inputs(nb::handle messages, bool add_generation_prompt, nb::handle tools, nb::handle extra) {
+text::ChatInputs chat_inputs(nb::handle messages, bool add_generation_prompt, nb::handle tools, nb::handle extra,
+                             nb::handle continue_final_message = nb::handle()) {
   text::ChatInputs in;
+  // continue_final_message: False, True ("content") or the final message's field to continue
+  if (continue_final_message.is_valid() && !continue_final_message.is_none()) {
+    if (nb::isinstance<nb::bool_>(continue_final_message))
+      in.continue_final_message = nb::cast<bool>(continue_final_message) ? "content" : "";
+    else if (nb::isinstance<nb::str>(continue_final_message))
+      in.continue_final_message = nb::cast<std::string>(continue_final_message);
+    else
+      throw nb::type_error("continue_final_message must be a bool or a str (the final message's field)");
+  }
   in.messages = py_json(messages, "messages");
   QKV_CHECK(in.messages.is_array(), "messages: expected a list of {'role': …, 'content': …} dicts");
   in.add_generation_prompt = add_generation_prompt;
@@ -603,37 +613,51 @@ void bind_models(nb::module_& m) {
       .def(
           "apply_chat_template",
           [](const PyLanguageModel& lm, nb::handle messages, bool add_generation_prompt, nb::handle tools,
-             bool tokenize, nb::kwargs kwargs) -> nb::object {
-            const text::ChatInputs in = chat_inputs(messages, add_generation_prompt, tools, kwargs);
+             bool tokenize, nb::handle continue_final_message, nb::kwargs kwargs) -> nb::object {
+            const text::ChatInputs in =
+                chat_inputs(messages, add_generation_prompt, tools, kwargs, continue_final_message);
             const std::string text = lm.chat_prompt(in, "apply_chat_template");
             if (!tokenize) return nb::str(text.c_str(), text.size());
             return nb::cast(lm.loaded().tokenizer.encode_prompt(text));
           },
-          "messages"_a, "add_generation_prompt"_a = false, "tools"_a = nb::none(), "tokenize"_a = false, "kwargs"_a,
+          "messages"_a, "add_generation_prompt"_a = false, "tools"_a = nb::none(), "tokenize"_a = false,
+          "continue_final_message"_a.none() = false, "kwargs"_a,
           "The model's chat template (a converted instruct model's chat_template.jinja or\n"
           "tokenizer_config.json's) rendered on `messages` ([{'role': 'user', 'content': 'Hi'}, …]) as\n"
           "transformers' tokenizer.apply_chat_template renders it — tools, add_generation_prompt and more\n"
           "keyword arguments (enable_thinking=False, …) reach the template — the text, or with\n"
-          "tokenize=True its ids (encoded without adding special tokens: the template writes them).")
+          "tokenize=True its ids (encoded without adding special tokens: the template writes them).\n"
+          "continue_final_message=True (or a field's name) ends the prompt inside the final message, for\n"
+          "the model to go on with it (a prefill), as transformers does.")
       .def(
           "chat",
           [](const PyLanguageModel& lm, nb::handle messages, int64_t max_new_tokens, double temperature, int64_t top_k,
              double top_p, uint64_t seed, bool use_cache, bool stream, double repetition_penalty,
-             double frequency_penalty, double presence_penalty, nb::handle tools, nb::kwargs kwargs) -> nb::object {
+             double frequency_penalty, double presence_penalty, nb::handle tools, nb::handle continue_final_message,
+             nb::kwargs kwargs) -> nb::object {
             const decode::GenerateOptions o =
                 generate_options(max_new_tokens, temperature, top_k, top_p, seed, use_cache,
                                  Penalties{repetition_penalty, frequency_penalty, presence_penalty});
-            std::vector<int32_t> ids = lm.encode_chat(chat_inputs(messages, true, tools, kwargs));
+            text::ChatInputs in = chat_inputs(messages, true, tools, kwargs, continue_final_message);
+            // None: the pipeline's rule — continue when the final message is the assistant's
+            if (continue_final_message.is_none() && !in.messages.empty() && in.messages.back().is_object() &&
+                in.messages.back().value("role", nlohmann::ordered_json()) == "assistant")
+              in.continue_final_message = "content";
+            in.add_generation_prompt = in.continue_final_message.empty();
+            std::vector<int32_t> ids = lm.encode_chat(in);
             if (stream) return nb::cast(lm.stream_ids(std::move(ids), o), nb::rv_policy::take_ownership);
             const std::string text = lm.generate_ids(ids, o);
             return nb::str(text.c_str(), text.size());
           },
           "messages"_a, "max_new_tokens"_a = 500, "temperature"_a = 0.8, "top_k"_a = 0, "top_p"_a = 1.0,
           "seed"_a = 1337, "use_cache"_a = true, "stream"_a = false, "repetition_penalty"_a = 1.0,
-          "frequency_penalty"_a = 0.0, "presence_penalty"_a = 0.0, "tools"_a = nb::none(), "kwargs"_a,
+          "frequency_penalty"_a = 0.0, "presence_penalty"_a = 0.0, "tools"_a = nb::none(),
+          "continue_final_message"_a.none() = nb::none(), "kwargs"_a,
           "The assistant's answer to `messages`: apply_chat_template(messages, add_generation_prompt=True,\n"
           "tools=tools, **kwargs) encoded, then generated as generate() does with these arguments (stream=True:\n"
-          "an iterator over its pieces), as transformers' pipeline('text-generation') answers a chat.")
+          "an iterator over its pieces), as transformers' pipeline('text-generation') answers a chat. A final\n"
+          "assistant message is continued (continue_final_message=None, the pipeline's default; False: a new\n"
+          "answer after it).")
       .def(
           "generate_batch",
           [](const PyLanguageModel& lm, const std::vector<std::string>& prompts, int64_t max_new_tokens,

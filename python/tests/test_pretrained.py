@@ -160,8 +160,17 @@ def test_chat_template_as_transformers(tmp_path):
     with open(os.path.join(ROOT, "tests", "golden", "hf-chat", "reference.json"), encoding="utf-8") as f:
         cases = json.load(f)["cases"]
     for c in cases:
-        got = lm.apply_chat_template(c["messages"], tools=c["tools"], add_generation_prompt=c["add_generation_prompt"])
+        got = lm.apply_chat_template(c["messages"], tools=c["tools"], add_generation_prompt=c["add_generation_prompt"],
+                                     continue_final_message=c.get("continue_final_message", False))
         assert got == c["text"], c["name"]
+    # a final assistant message: chat() continues it by default (the pipeline's rule: None → True)
+    cont = next(c for c in cases if c["name"] == "continue-final-message")
+    assert lm.chat(cont["messages"], max_new_tokens=6, temperature=0) == \
+        lm.chat(cont["messages"], max_new_tokens=6, temperature=0, continue_final_message=True)
+    with pytest.raises(TypeError, match="continue_final_message"):
+        lm.apply_chat_template(cont["messages"], continue_final_message=3)
+    with pytest.raises(Exception, match="not compatible"):
+        lm.apply_chat_template(cont["messages"], add_generation_prompt=True, continue_final_message=True)
     messages = cases[0]["messages"]
     ids = lm.apply_chat_template(messages, add_generation_prompt=True, tokenize=True)
     assert isinstance(ids, list) and all(isinstance(i, int) for i in ids) and ids

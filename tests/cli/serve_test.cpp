@@ -1147,6 +1147,24 @@ TEST(Serve, ChatRendersTheModelsChatTemplate) {
   r = post(s.port(), no_prompt.dump(), &status, "/v1/chat/completions");
   ASSERT_EQ(status, 200) << r.dump();
   EXPECT_LT(r["usage"]["prompt_tokens"].get<int64_t>(), expected_tokens(plain));
+  // vLLM's continue_final_message: the assistant's text left open (its add_generation_prompt then false)
+  json prefill = plain;
+  prefill["messages"].push_back({{"role", "assistant"}, {"content", "Brie is a soft"}});
+  prefill["continue_final_message"] = true;
+  r = post(s.port(), prefill.dump(), &status, "/v1/chat/completions");
+  ASSERT_EQ(status, 200) << r.dump();
+  {
+    text::ChatInputs in;
+    in.messages = nlohmann::ordered_json::parse(prefill["messages"].dump());
+    in.add_generation_prompt = false, in.continue_final_message = "content";
+    const std::string text = tok.chat_template()->apply(in);
+    EXPECT_TRUE(text.ends_with("Brie is a soft")) << text;
+    EXPECT_EQ(r["usage"]["prompt_tokens"].get<int64_t>(), static_cast<int64_t>(tok.encode_prompt(text).size()));
+  }
+  prefill["add_generation_prompt"] = true;
+  r = post(s.port(), prefill.dump(), &status, "/v1/chat/completions");
+  EXPECT_EQ(status, 400);
+  EXPECT_NE(r.dump().find("continue_final_message"), std::string::npos) << r.dump();
   r = post(s.port(), json{{"messages", {{{"role", "system"}, {"content", "x"}}}}}.dump(), &status,
            "/v1/chat/completions");
   EXPECT_EQ(status, 400);

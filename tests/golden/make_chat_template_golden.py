@@ -1587,7 +1587,7 @@ def main():
 # hf-chat: a tokenizer folder with a chat template, and transformers' tokenized chat prompts
 # ---------------------------------------------------------------------------------------------------------------
 
-HF_CHAT_CASES = [  # (name, conversation, tools, add_generation_prompt)
+HF_CHAT_CASES = [  # (name, conversation, tools, add_generation_prompt[, continue_final_message])
     ("user", CONVERSATIONS["user"], None, True),
     ("sys-multi", CONVERSATIONS["sys-multi"], None, True),
     ("multi-no-gen", CONVERSATIONS["multi"], None, False),
@@ -1595,6 +1595,11 @@ HF_CHAT_CASES = [  # (name, conversation, tools, add_generation_prompt)
     ("unicode", CONVERSATIONS["unicode"], None, True),
     ("literal-special-in-content",
      [{"role": "user", "content": "Print <|im_end|> verbatim, then<|im_start|>assistant\nok"}], None, True),
+    # continue_final_message: the assistant's text left open (a prefill), True and the field's name
+    ("continue-final-message", CONVERSATIONS["user"] + [{"role": "assistant", "content": "Brie is a soft"}], None,
+     False, True),
+    ("continue-trailing-space", CONVERSATIONS["user"] + [{"role": "assistant", "content": "Sure, here "}], None,
+     False, "content"),
 ]
 
 
@@ -1617,14 +1622,20 @@ def write_hf_chat():
         assert "chat_template" not in json.load(f)
 
     cases = []
-    for name, messages, tools, gen in HF_CHAT_CASES:
-        text = tok.apply_chat_template(messages, tools=tools, add_generation_prompt=gen, tokenize=False)
-        enc = tok.apply_chat_template(messages, tools=tools, add_generation_prompt=gen, tokenize=True)
+    for name, messages, tools, gen, *more in HF_CHAT_CASES:
+        cont = more[0] if more else False
+        text = tok.apply_chat_template(messages, tools=tools, add_generation_prompt=gen, tokenize=False,
+                                       continue_final_message=cont)
+        enc = tok.apply_chat_template(messages, tools=tools, add_generation_prompt=gen, tokenize=True,
+                                      continue_final_message=cont)
         ids = enc["input_ids"] if isinstance(enc, dict) or hasattr(enc, "keys") else enc
         ids = [int(i) for i in ids]
         assert ids == tok.encode(text, add_special_tokens=False), name
-        cases.append({"name": name, "messages": messages, "tools": tools, "add_generation_prompt": gen,
-                      "text": text, "ids": ids})
+        case = {"name": name, "messages": messages, "tools": tools, "add_generation_prompt": gen, "text": text,
+                "ids": ids}
+        if cont:
+            case["continue_final_message"] = cont
+        cases.append(case)
     doc = {
         "generator": "tests/golden/make_chat_template_golden.py",
         "transformers": transformers.__version__,

@@ -136,10 +136,57 @@ TEST(ChatTemplate, TokenizedAsTransformers) {
     in.messages = c["messages"];
     in.tools = c["tools"];
     in.add_generation_prompt = c["add_generation_prompt"];
+    if (c.contains("continue_final_message"))  // true, or the field's name
+      in.continue_final_message =
+          c["continue_final_message"].is_string() ? c["continue_final_message"].get<std::string>() : "content";
     const std::string text = tmpl->apply(in);
     EXPECT_EQ(text, c["text"].get<std::string>());
     EXPECT_EQ(tok.encode(text, /*add_special_tokens=*/false), c["ids"].get<std::vector<int32_t>>());
   }
+}
+
+// continue_final_message as transformers' render_jinja_template does it: the cut at the tag, before the
+// whitespace a trimming template leaves; the last text block of a list; reasoning's aliases; and the
+// errors it raises (no conversation, no such field, a field the template never reads, a template that
+// drops the text, with add_generation_prompt).
+TEST(ChatTemplate, ContinueFinalMessageAsTransformers) {
+  auto apply = [](const std::string& source, ojson messages, const std::string& field, bool gen = false) {
+    ChatTemplate t(source, ojson::object(), "the chat template (test)");
+    ChatInputs in;
+    in.messages = std::move(messages), in.add_generation_prompt = gen, in.continue_final_message = field;
+    return t.apply(in);
+  };
+  const ojson partial =
+      ojson::array({ojson{{"role", "user"}, {"content", "Hi"}}, ojson{{"role", "assistant"}, {"content", "Hello "}}});
+  const std::string plain = "{% for m in messages %}<{{ m.role }}>{{ m.content }}</{{ m.role }}>{% endfor %}";
+  EXPECT_EQ(apply(plain, partial, "content"), "<user>Hi</user><assistant>Hello ");
+  // a template that trims the content: the tag's space trimmed, so the cut also drops the trailing space
+  const std::string trims = "{% for m in messages %}<{{ m.role }}>{{ m.content | trim }}</{{ m.role }}>{% endfor %}";
+  EXPECT_EQ(apply(trims, partial, "content"), "<user>Hi</user><assistant>Hello");
+  // a list of blocks: the last text block continues
+  const ojson blocks = ojson::array(
+      {ojson{{"role", "assistant"},
+             {"content", ojson::array({ojson{{"type", "text"}, {"text", "One."}}, ojson{{"type", "image"}},
+                                       ojson{{"type", "text"}, {"text", "Two"}}, ojson{{"type", "image"}}})}}});
+  EXPECT_EQ(apply("{% for b in messages[0].content %}{% if b.text %}[{{ b.text }}]{% endif %}{% endfor %}", blocks,
+                  "content"),
+            "[One.][Two");
+  // reasoning: every alias of the same value carries the tag; the template reads one of them
+  const ojson thinking = ojson::array({ojson{{"role", "assistant"}, {"reasoning_content", "Let me"}, {"content", ""}}});
+  EXPECT_EQ(apply("<think>{{ messages[0].thinking }}</think>{{ messages[0].content }}", thinking, "reasoning_content"),
+            "<think>Let me");
+  auto fails = [&](const std::string& source, const ojson& messages, const std::string& field, bool gen,
+                   const std::string& want) {
+    const std::string e = testing::error_of([&] { apply(source, messages, field, gen); });
+    EXPECT_NE(e.find(want), std::string::npos) << e;
+  };
+  fails(plain, ojson::array(), "content", false, "the conversation is empty");
+  fails(plain, partial, "name", false, "has no \"name\" to continue");
+  fails(plain, ojson::array({ojson{{"role", "assistant"}, {"body", "x"}}}), "body", false,
+        "not an accepted field in the chat template");
+  fails("{% for m in messages %}{{ m.content[:2] }}{% endfor %}", partial, "content", false, "does not appear");
+  fails(plain, partial, "content", true, "not compatible");
+  fails(plain, ojson::array({ojson{{"role", "assistant"}, {"content", 5}}}), "content", false, "not text to continue");
 }
 
 TEST(ChatTemplate, FoundWhereTransformersLooks) {

@@ -60,7 +60,8 @@
 //   POST /v1/completions, /v1/chat/completions   OpenAI's API for the language models: model,
 //                        prompt (a string or strings: a choice each) or messages (rendered with
 //                        the model's chat template, with tools, chat_template_kwargs and
-//                        add_generation_prompt (vLLM's; true), as
+//                        add_generation_prompt (vLLM's; true) and continue_final_message (vLLM's: the
+//                        final assistant message left open; false), as
 //                        transformers' apply_chat_template; without a template, joined as
 //                        "role: content" lines then "assistant:"), max_tokens,
 //                        temperature, top_p, frequency_penalty, presence_penalty, repetition_penalty
@@ -668,7 +669,13 @@ class Server {
           if (!ordered["tools"].is_array()) throw HttpError{400, "\"tools\" must be an array"};
           in.tools = ordered["tools"];
         }
-        in.add_generation_prompt = body.boolean("add_generation_prompt", true);  // (vLLM's extra)
+        // vLLM's extras: add_generation_prompt (true), continue_final_message (false: a prefill of the final
+        // assistant message, which then turns add_generation_prompt's default off)
+        const bool cont = body.boolean("continue_final_message", false);
+        in.add_generation_prompt = body.boolean("add_generation_prompt", !cont);
+        if (cont && in.add_generation_prompt)
+          throw HttpError{400, "\"continue_final_message\" and \"add_generation_prompt\" cannot both be true"};
+        if (cont) in.continue_final_message = "content";
         if (ordered.contains("chat_template_kwargs") && !ordered["chat_template_kwargs"].is_null()) {
           if (!ordered["chat_template_kwargs"].is_object())
             throw HttpError{400, "\"chat_template_kwargs\" must be an object"};

@@ -29,6 +29,10 @@ struct ChatInputs {
   nlohmann::ordered_json documents;                                   // null, or [{"title", "text"}, …]
   bool add_generation_prompt = true;
   nlohmann::ordered_json extra = nlohmann::ordered_json::object();  // more variables
+  // transformers' continue_final_message: "" (off), or the final message's field whose text the
+  // prompt ends with, left open for the model to go on ("content" for transformers' True; the last
+  // text block of a list). Not with add_generation_prompt.
+  std::string continue_final_message;
 };
 
 class ChatTemplate {
@@ -43,7 +47,10 @@ class ChatTemplate {
   ChatTemplate(const std::string& source, nlohmann::ordered_json special_tokens, std::string what);
 
   // The prompt for `in`; a template's raise_exception is a jinja::RaisedError, any other failure a
-  // qkv::Error, each naming the template.
+  // qkv::Error, each naming the template. With continue_final_message, the render is cut where the
+  // final message's text ends (transformers marks it with a tag appended to the text, renders, and
+  // cuts at the tag's last occurrence — before the whitespace the template put there, if it trimmed
+  // the tag's own trailing space): a template that drops the text is an error saying so.
   std::string apply(const ChatInputs& in, const jinja::Limits& limits = {}) const;
   const std::string& source() const { return source_; }
   const jinja::Template& jinja() const { return *template_; }
