@@ -42,6 +42,10 @@ void add_encoder_options(CLI::App* sub, EncoderArgs& a, const char* what) {
       ->capture_default_str()
       ->check(greater_than_zero());
   add_decode_options(sub, a.decode, kThreads | kWeights);
+  a.decode.weights_option->description(
+      "weights the encoder's layers read: f32, or int8 rows with a scale each (the CPU; ~1.8× faster on a Zen 3, "
+      "embeddings at cosine ≥ 0.9996 of f32's); bf16 reads f32. Default: int8 for a file qkv quantize wrote, f32 "
+      "otherwise");
 }
 
 models::LoadedMaskedLanguageModel load_encoder(const std::string& model, const EncoderArgs& a) {
