@@ -200,7 +200,8 @@ std::vector<std::vector<TokenEntity>> token_classification(const models::MaskedL
 }
 
 std::vector<std::vector<float>> embed(const models::MaskedLanguageModel& model, const text::HfTokenizer& tokenizer,
-                                      const std::vector<std::string>& texts, const EmbedOptions& options) {
+                                      const std::vector<std::string>& texts, const EmbedOptions& options,
+                                      std::vector<int64_t>* tokens) {
   const models::EncoderTask task = model.task();
   nn::BertPooling pooling = options.pooling != nn::BertPooling::unset ? options.pooling : task.pooling;
   if (pooling == nn::BertPooling::unset) pooling = nn::BertPooling::mean;
@@ -216,6 +217,7 @@ std::vector<std::vector<float>> embed(const models::MaskedLanguageModel& model, 
     e.ids = tokenizer.encode_truncated(text, max_length);
     QKV_CHECK(!e.ids.empty(), "embed: the text '", excerpt(text), "' has no tokens");
     e.token_type_ids.assign(e.ids.size(), 0);
+    if (tokens) tokens->push_back(static_cast<int64_t>(e.ids.size()));
     encs.push_back(std::move(e));
   }
   std::vector<std::vector<float>> out(texts.size());

@@ -96,7 +96,9 @@ void add_classify_text(CLI::App& app) {
                                  "Classify texts with an encoder's classifier (BERT, DistilBERT, RoBERTa): "
                                  "labels and scores, or each token's entity");
   struct Args : EncoderArgs {
-    std::string pair, function = "auto", aggregation = "none";
+    std::string pair;
+    decode::ClassificationFunction function = decode::ClassificationFunction::auto_;
+    decode::Aggregation aggregation = decode::Aggregation::none;
     std::vector<std::string> ignore_labels = {"O"};
     int64_t top_k = 1;
   };
@@ -106,15 +108,13 @@ void add_classify_text(CLI::App& app) {
       ->capture_default_str()
       ->check(CLI::NonNegativeNumber);
   sub->add_option("--pair", a->pair, "a second segment after each text, as tokenizer(text, text_pair)");
-  sub->add_option("--function", a->function,
-                  "scores from logits: auto (the config's problem_type: softmax, sigmoid for one or several labels "
-                  "at once, none for regression), softmax, sigmoid, none")
-      ->capture_default_str()
-      ->check(CLI::IsMember({"auto", "softmax", "sigmoid", "none"}));
-  sub->add_option("--aggregation", a->aggregation,
-                  "a token classifier's entities: none (each token) or simple (neighbouring tokens of one tag joined)")
-      ->capture_default_str()
-      ->check(CLI::IsMember({"none", "simple"}));
+  add_choice(sub, "--function", a->function,
+             "scores from logits; auto: by the config's problem_type (softmax, sigmoid for one label or several "
+             "at once, none for regression)")
+      ->default_str("auto");
+  add_choice(sub, "--aggregation", a->aggregation,
+             "a token classifier's entities: each token, or simple: neighbouring tokens of one tag joined")
+      ->default_str("none");
   sub->add_option("--ignore-labels", a->ignore_labels, "a token classifier's labels left out")->capture_default_str();
   sub->add_flag("--json", a->json,
                 "one JSON list per text: the pipeline's [{\"label\", \"score\"}, …], or "
@@ -129,7 +129,7 @@ void add_classify_text(CLI::App& app) {
     const text::HfTokenizer& tok = *m.tokenizer.hf();
     if (m.model->task().classifier == nn::BertClassifier::token) {
       decode::TokenClassificationOptions opt;
-      opt.aggregation = parse_enum<decode::Aggregation>(a->aggregation), opt.ignore_labels = a->ignore_labels;
+      opt.aggregation = a->aggregation, opt.ignore_labels = a->ignore_labels;
       opt.batch_size = a->batch_size;
       const auto all = in_chunks<std::vector<decode::TokenEntity>>(
           texts, a->batch_size, [&](const auto& part) { return decode::token_classification(*m.model, tok, part, opt); });
@@ -150,7 +150,7 @@ void add_classify_text(CLI::App& app) {
       return 0;
     }
     decode::TextClassificationOptions opt;
-    opt.top_k = a->top_k, opt.function = parse_enum<decode::ClassificationFunction>(a->function);
+    opt.top_k = a->top_k, opt.function = a->function;
     opt.batch_size = a->batch_size;
     if (!a->pair.empty()) opt.text_pairs.assign(texts.size(), a->pair);
     const auto all = in_chunks<std::vector<decode::LabelScore>>(texts, a->batch_size, [&](const auto& part) {
@@ -179,7 +179,7 @@ void add_embed(CLI::App& app) {
                                  "Sentence embeddings from an encoder (a sentence-transformers folder's "
                                  "pooling and normalization, or the mean of the hidden states)");
   struct Args : EncoderArgs {
-    std::string pooling = "model";
+    nn::BertPooling pooling = nn::BertPooling::unset;  // not given: the model's
     std::string normalize = "model";
     int64_t max_length = 0;
     bool similarity = false;
@@ -188,9 +188,8 @@ void add_embed(CLI::App& app) {
   add_encoder_options(sub, *a,
                       "model file (a converted BERT, DistilBERT or RoBERTa; sentence-transformers' folders "
                       "keep their pooling)");
-  sub->add_option("--pooling", a->pooling, "model (its sentence-transformers pooling, else mean), cls, mean or max")
-      ->capture_default_str()
-      ->check(CLI::IsMember({"model", "cls", "mean", "max"}));
+  add_choice(sub, "--pooling", a->pooling, "the sentence-transformers folder's pooling where not given, else mean",
+             {nn::BertPooling::cls, nn::BertPooling::mean, nn::BertPooling::max});
   sub->add_option("--normalize", a->normalize,
                   "model (sentence-transformers' Normalize where the folder had it), "
                   "yes (unit length) or no")
@@ -211,7 +210,7 @@ void add_embed(CLI::App& app) {
     auto [model, texts] = model_and_texts(*a, "embed");
     models::LoadedMaskedLanguageModel m = load_encoder(model, *a);
     decode::EmbedOptions opt;
-    if (a->pooling != "model") opt.pooling = parse_enum<nn::BertPooling>(a->pooling);
+    opt.pooling = a->pooling;
     if (a->normalize != "model") opt.normalize = a->normalize == "yes";
     opt.max_length = a->max_length, opt.batch_size = a->batch_size;
     const auto e = in_chunks<std::vector<float>>(

@@ -937,17 +937,15 @@ class Server {
     const std::vector<std::string> texts = body.texts("input", a_.max_sentences, a_.max_sentence_bytes);
     const text::HfTokenizer& tok = *s.loaded().tokenizer.hf();
     std::vector<std::vector<float>> e;
+    std::vector<int64_t> lengths;  // usage: the tokens each text was cut to
     {
       auto held = s.hold(timeout());
-      e = decode::embed(*s.loaded().model, tok, texts);
+      e = decode::embed(*s.loaded().model, tok, texts, {}, &lengths);
     }
-    // usage: the tokens each text was cut to (as embed cuts them)
-    const models::EncoderTask task = s.loaded().model->task();
-    const int64_t max_length = task.max_seq_length > 0 ? task.max_seq_length : s.loaded().model->max_positions();
     int64_t tokens = 0;
     json data = json::array();
     for (size_t i = 0; i < texts.size(); ++i) {
-      tokens += static_cast<int64_t>(tok.encode_truncated(texts[i], max_length).size());
+      tokens += lengths[i];
       data.push_back({{"object", "embedding"}, {"index", i}, {"embedding", std::move(e[i])}});
     }
     return json_response(json{{"object", "list"},

@@ -84,8 +84,10 @@ struct EmbedOptions {
 };
 
 // One embedding [hidden_size] per text. Unlike the classifiers, a long text is cut (as
-// sentence-transformers cuts it), not refused.
+// sentence-transformers cuts it), not refused. `tokens`, when given, receives each text's token
+// count after the cut (special tokens included).
 std::vector<std::vector<float>> embed(const models::MaskedLanguageModel& model, const text::HfTokenizer& tokenizer,
-                                      const std::vector<std::string>& texts, const EmbedOptions& options = {});
+                                      const std::vector<std::string>& texts, const EmbedOptions& options = {},
+                                      std::vector<int64_t>* tokens = nullptr);
 
 }  // namespace qkv::decode
