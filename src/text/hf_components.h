@@ -1,12 +1,12 @@
 // The stages of a Hugging Face tokenizer (tokenizer.json), as `tokenizers` runs them:
 //
 //   added tokens matched → normalizer → added tokens matched again on the normalized text
-//     → pre-tokenizer (splits) → model (BPE, WordPiece: ids) → post-processor (special tokens)
+//     → pre-tokenizer (splits) → model (BPE, WordPiece, Unigram: ids) → post-processor (special tokens)
 //   ids → tokens → decoder → text
 //
-// Each stage's kinds live in their own file (hf_normalizers.cpp, hf_pre_tokenizers.cpp, bpe.cpp,
-// wordpiece.cpp, hf_decoders.cpp) and are built from their JSON here. Offsets are not kept: qkv
-// wants ids and text. Private to text/.
+// Each stage's kinds live in their own file (hf_normalizers.cpp, precompiled_charsmap.cpp,
+// hf_pre_tokenizers.cpp, bpe.cpp, wordpiece.cpp, unigram.cpp, hf_decoders.cpp) and are built from
+// their JSON here. Offsets are not kept: qkv wants ids and text. Private to text/.
 #pragma once
 
 #include <chrono>
@@ -40,7 +40,7 @@ std::string need_string(const json& j, std::string_view key, const Field& f);
 bool get_bool(const json& j, std::string_view key, bool fallback, const Field& f);
 int64_t get_int(const json& j, std::string_view key, int64_t fallback, int64_t lo, int64_t hi, const Field& f);
 std::string as_string(const json& j, const Field& f);
-// The "type" of a component; refused kinds are named: "normalizer: type \"Precompiled\" is not supported".
+// The "type" of a component; refused kinds are named: "pre_tokenizer: type \"Punctuation\" is not supported".
 std::string type_of(const json& j, const Field& f);
 
 // A stretch of the text on its way through: a token already (an added token: id ≥ 0) or text still
@@ -112,6 +112,7 @@ class Normalizer {
   virtual std::string normalize(std::string s, const Budget& budget) const = 0;
 };
 std::unique_ptr<Normalizer> make_normalizer(const json& j, const Field& f);
+std::unique_ptr<Normalizer> make_precompiled(const json& j, const Field& f);  // precompiled_charsmap.cpp
 
 class PreTokenizer {
  public:
@@ -146,6 +147,7 @@ class Model {
 };
 std::unique_ptr<Model> make_bpe(const json& j, const Field& f);        // bpe.cpp
 std::unique_ptr<Model> make_wordpiece(const json& j, const Field& f);  // wordpiece.cpp
+std::unique_ptr<Model> make_unigram(const json& j, const Field& f);    // unigram.cpp
 
 class Decoder {
  public:

@@ -1,6 +1,7 @@
 // Normalizers of tokenizer.json, as `tokenizers` applies them to each stretch of text between
 // added tokens: BertNormalizer, Lowercase, Strip, StripAccents, NFC/NFD/NFKC/NFKD, Replace,
-// Prepend, Sequence. Precompiled (SentencePiece's character map) and the rest are refused by name.
+// Prepend, Sequence; Precompiled (SentencePiece's character map) in precompiled_charsmap.cpp. The
+// rest are refused by name.
 #include "hf_components.h"
 #include "hf_unicode.h"
 
@@ -197,8 +198,9 @@ std::unique_ptr<Normalizer> make_normalizer(const json& j, const Field& f) {
   if (type == "Replace") return std::make_unique<Replace>(j, f);
   if (type == "Prepend") return std::make_unique<Prepend>(j, f);
   if (type == "Sequence") return std::make_unique<Sequence>(j, f);
+  if (type == "Precompiled") return make_precompiled(j, f);
   f.at("type").fail("normalizer \"" + type + "\" is not supported (BertNormalizer, Lowercase, NFC, NFD, NFKC, NFKD, "
-                    "StripAccents, Strip, Replace, Prepend, Sequence are)");
+                    "StripAccents, Strip, Replace, Prepend, Precompiled, Sequence are)");
 }
 
 }  // namespace qkv::text::hf

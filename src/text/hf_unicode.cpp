@@ -114,6 +114,18 @@ void append_lowercase(std::string& out, char32_t c) {
   append_utf8(out, static_cast<char32_t>(utf8proc_tolower(static_cast<utf8proc_int32_t>(c))));
 }
 
+size_t grapheme_end(std::string_view s, size_t i) {
+  size_t n = 0;
+  auto prev = static_cast<utf8proc_int32_t>(decode_at(s, i, &n));
+  utf8proc_int32_t state = 0;
+  for (i += n; i < s.size(); i += n) {
+    const auto c = static_cast<utf8proc_int32_t>(decode_at(s, i, &n));
+    if (utf8proc_grapheme_break_stateful(prev, c, &state)) break;
+    prev = c;
+  }
+  return i;
+}
+
 std::string normalize(std::string_view s, NormalForm form) {
   int options = UTF8PROC_STABLE;
   switch (form) {

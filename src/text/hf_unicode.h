@@ -34,6 +34,11 @@ bool is_numeric(char32_t c);
 // char::to_lowercase, appended (U+0130 is "i\u0307", the one multi-character lowercase).
 void append_lowercase(std::string& out, char32_t c);
 
+// The end of the extended grapheme cluster (UAX #29, utf8proc's rules: Unicode 15) that begins at
+// s[i] (s valid UTF-8, i < s.size()): "e\u0301", "\r\n", a flag's two regional indicators, an
+// emoji ZWJ sequence are one cluster each.
+size_t grapheme_end(std::string_view s, size_t i);
+
 enum class NormalForm { NFC, NFD, NFKC, NFKD };
 std::string normalize(std::string_view s, NormalForm form);
 

@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """Golden files for qkv's Hugging Face tokenizers (tests/text/hf_tokenizer_test.cpp).
 
-Trains six small tokenizers with the `tokenizers` package on Tatoeba text and synthetic lines, saves
+Trains eight small tokenizers on Tatoeba text and synthetic lines (six with the `tokenizers` package; two
+Unigram ones from SentencePiece's trainer, as XLM-RoBERTa's and T5's were made), saves
 each one's tokenizer.json (and BERT's vocab.txt) under tests/golden/tokenizers/<name>/, and writes
 tests/golden/tokenizers/corpus.jsonl.gz: 10,000 test lines (seeded: several scripts, emoji with ZWJ
 sequences, combining marks, control characters, whitespace runs, digits, added tokens, and invalid
@@ -17,13 +18,16 @@ UTF-8) and, per line and tokenizer, what `tokenizers` answers:
 Invalid UTF-8 reaches `tokenizers` as Python's bytes.decode("utf-8", errors="replace") makes it (a
 U+FFFD per maximal invalid subpart); qkv's tokenizer replaces it the same way.
 
-  python3 tests/golden/make_tokenizer_golden.py   (tokenizers 0.23, transformers not needed)
+  python3 tests/golden/make_tokenizer_golden.py
+      (tokenizers 0.23; for the Unigram ones sentencepiece 0.2, protobuf and transformers 5, whose
+      XLMRobertaTokenizer converts SentencePiece's model as a hub checkpoint's tokenizer.json has it)
 """
 import base64
 import gzip
 import json
 import os
 import random
+import tempfile
 
 from tokenizers import AddedToken, Regex, Tokenizer, decoders, models, normalizers, pre_tokenizers, processors, trainers
 
@@ -219,6 +223,70 @@ def bert(text, lowercase):
     return tok
 
 
+def spm_train(text, folder, **options):
+    """SentencePiece's Unigram trainer on the lines of `text`: the path of the .model it writes."""
+    import sentencepiece as spm
+    path = os.path.join(folder, "train.txt")
+    with open(path, "w", encoding="utf-8") as f:
+        f.write("\n".join(t.replace("\n", " ") for t in text))
+    spm.SentencePieceTrainer.train(input=path, model_prefix=os.path.join(folder, "sp"), model_type="unigram",
+                                   character_coverage=0.9995, minloglevel=2, **options)
+    return os.path.join(folder, "sp.model")
+
+
+def xlmr(text):
+    """XLM-RoBERTa's form: SentencePiece's Unigram with its nmt_nfkc rules, as transformers 5 converts the
+    checkpoint's sentencepiece.bpe.model (Precompiled normalizer, WhitespaceSplit + Metaspace, <s> … </s>)."""
+    from transformers import XLMRobertaTokenizer
+    with tempfile.TemporaryDirectory() as d:
+        model = spm_train(text, d, vocab_size=1000)
+        os.rename(model, os.path.join(d, "sentencepiece.bpe.model"))
+        tok = XLMRobertaTokenizer.from_pretrained(d)
+        tok.add_tokens(["qkv-added"])
+        return Tokenizer.from_str(tok.backend_tokenizer.to_str())
+
+
+# SentencePiece normalization rules (source code points, target code points) for the "unigram"
+# tokenizer: small enough to keep its charsmap a kilobyte, and with the cases Precompiled treats
+# apart — a key of two characters, a cluster of which only a prefix is a key ("A\u0301" → "a"), a
+# rule that makes one character three, a cluster of two (\r\n).
+UNIGRAM_RULES = """41\t61\n42\t62\n43\t63\nC9\t65 301\nFB01\t66 69\nFB02\t66 6C\nFF21\t61\nFF26\t66\n65 301\tE9\nD A\t20
+9\t20\nA0\t20\n3000\t20\n2026\t2E 2E 2E\n2460\t31\n"""
+
+
+def unigram(text):
+    """T5's form, with byte fallback: `tokenizers`' Unigram trainer after a Precompiled normalizer (a
+    SentencePiece charsmap from the rules above) and Replace(" {2,}", " "), a Metaspace pre-tokenizer
+    ("first"), the 256 <0xXX> pieces, "$A </s>"."""
+    from sentencepiece import sentencepiece_model_pb2 as pb
+    with tempfile.TemporaryDirectory() as d:
+        rules = os.path.join(d, "rules.tsv")
+        with open(rules, "w") as f:
+            f.write(UNIGRAM_RULES)
+        m = pb.ModelProto()
+        with open(spm_train(text, d, vocab_size=300, normalization_rule_tsv=rules), "rb") as f:
+            m.ParseFromString(f.read())
+        charsmap = m.normalizer_spec.precompiled_charsmap
+    tok = Tokenizer(models.Unigram())
+    tok.normalizer = normalizers.Sequence([normalizers.Precompiled(charsmap), normalizers.Replace(Regex(" {2,}"), " ")])
+    tok.pre_tokenizer = pre_tokenizers.Metaspace(replacement="▁", prepend_scheme="first")
+    trainer = trainers.UnigramTrainer(vocab_size=700, special_tokens=["<pad>", "</s>", "<unk>"], unk_token="<unk>")
+    tok.train_from_iterator(text, trainer)
+    j = json.loads(tok.to_str())
+    vocab = j["model"]["vocab"]
+    low = min(score for _, score in vocab)
+    have = {piece for piece, _ in vocab}
+    vocab[3:3] = [[f"<0x{b:02X}>", low - 1.0] for b in range(256) if f"<0x{b:02X}>" not in have]
+    j["model"]["unk_id"] = 2
+    j["model"]["byte_fallback"] = True
+    tok = Tokenizer.from_str(json.dumps(j))
+    tok.decoder = decoders.Sequence([decoders.Replace("▁", " "), decoders.ByteFallback(), decoders.Fuse(),
+                                     decoders.Strip(" ", 1, 0)])
+    tok.post_processor = processors.TemplateProcessing(single="$A </s>", pair="$A </s> $B </s>",
+                                                       special_tokens=[("</s>", tok.token_to_id("</s>"))])
+    return tok
+
+
 def main():
     lines, rest = make_corpus()
     text = training_text(rest, random.Random(7))
@@ -229,6 +297,8 @@ def main():
         "gemma": lambda: gemma(text),
         "bert_uncased": lambda: bert(text, True),
         "bert_cased": lambda: bert(text, False),
+        "xlmr": lambda: xlmr(text),
+        "unigram": lambda: unigram(text),
     }
     # A tokenizer already written is kept (the trainer's ties are not broken the same way on every run,
     # and tests pin some ids): delete its folder to train it again. The corpus is always rewritten.

@@ -1,6 +1,7 @@
-// Hugging Face tokenizers against the `tokenizers` package: five tokenizers trained by
+// Hugging Face tokenizers against the `tokenizers` package: eight tokenizers trained by
 // tests/golden/make_tokenizer_golden.py (GPT-2's byte-level BPE, Llama 3's regex, Llama 2's byte
-// fallback, BERT WordPiece uncased and cased) on a 10,000-line corpus of several scripts, emoji,
+// fallback, Gemma's, BERT WordPiece uncased and cased, XLM-RoBERTa's Unigram with SentencePiece's
+// nmt_nfkc charsmap, a T5-like Unigram with byte fallback) on a 10,000-line corpus of several scripts, emoji,
 // combining marks, control characters, whitespace runs, added tokens and invalid UTF-8: every line's
 // ids (with and without special tokens), decode (skipping the special tokens or not) and BERT's
 // pairs with their token types must be `tokenizers`' own. And hostile tokenizer.json files end in a
@@ -10,6 +11,7 @@
 #include <gtest/gtest.h>
 
 #include <chrono>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <string>
@@ -104,6 +106,15 @@ TEST(HfTokenizer, BertUncasedEqualsTokenizers) {
   check_corpus(HfTokenizer::from_folder(kDir + "/bert_uncased"), "bert_uncased");
 }
 TEST(HfTokenizer, BertCasedEqualsTokenizers) { check_corpus(HfTokenizer::from_folder(kDir + "/bert_cased"), "bert_cased"); }
+// XLM-RoBERTa's form as transformers 5 converts its sentencepiece.bpe.model: the Precompiled
+// normalizer (SentencePiece's nmt_nfkc charsmap, cluster by cluster), WhitespaceSplit + Metaspace,
+// Unigram with unknown runs fused
+TEST(HfTokenizer, XlmRobertaUnigramEqualsTokenizers) { check_corpus(HfTokenizer::from_folder(kDir + "/xlmr"), "xlmr"); }
+// T5's form with byte fallback: Precompiled (rules where only a cluster's prefix is a key) + Replace,
+// Metaspace "first", <0xXX> pieces for what no piece covers
+TEST(HfTokenizer, UnigramByteFallbackEqualsTokenizers) {
+  check_corpus(HfTokenizer::from_folder(kDir + "/unigram"), "unigram");
+}
 
 // A folder with BERT's vocab.txt and tokenizer_config.json only is built as transformers'
 // BertTokenizerFast builds it: the same as the trained uncased tokenizer on the whole corpus.
@@ -232,7 +243,7 @@ TEST(HfTokenizer, HostileTokenizerJsonNamesFileAndField) {
   };
   expect(error_with("/model", json::value_t::discarded), "model: missing");
   expect(error_with("/model", 3), "model: expected an object");
-  expect(error_with("/model/type", "Unigram"), "model.type: model \"Unigram\" is not supported");
+  expect(error_with("/model/type", "WordLevel"), "model.type: model \"WordLevel\" is not supported");
   expect(error_with("/model/vocab", json::array()), "model.vocab: expected an object");
   expect(error_with("/model/vocab/a", "seven"), "model.vocab.a: expected an id");
   expect(error_with("/model/vocab/a", -1), "model.vocab.a: expected an id");
@@ -245,7 +256,17 @@ TEST(HfTokenizer, HostileTokenizerJsonNamesFileAndField) {
   expect(error_with("/model/dropout", 0.1), "model.dropout: BPE dropout is not supported");
   expect(error_with("/model/unk_token", "<nope>"), "model.unk_token: \"<nope>\" is not in model.vocab");
   expect(error_with("/model/byte_fallback", "yes"), "model.byte_fallback: expected true or false");
-  expect(error_with("/normalizer", json{{"type", "Precompiled"}}), "normalizer.type: normalizer \"Precompiled\"");
+  expect(error_with("/normalizer", json{{"type", "Precompiled"}}), "normalizer.precompiled_charsmap: missing");
+  expect(error_with("/normalizer", json{{"type", "Precompiled"}, {"precompiled_charsmap", "@@@@"}}),
+         "normalizer.precompiled_charsmap");
+  expect(error_with("/normalizer", json{{"type", "Precompiled"}, {"precompiled_charsmap", "AQI="}}),
+         "normalizer.precompiled_charsmap: shorter than its 4-byte header");
+  // a header promising a 4,096-byte trie that is not there; a pool that is not UTF-8
+  expect(error_with("/normalizer", json{{"type", "Precompiled"}, {"precompiled_charsmap", io::base64_encode(std::string("\0\x10\0\0abcd", 8))}}),
+         "normalizer.precompiled_charsmap: its header gives a trie of 4096 bytes, and 4 follow it");
+  expect(error_with("/normalizer", json{{"type", "Precompiled"}, {"precompiled_charsmap", io::base64_encode(std::string("\4\0\0\0\0\0\0\0\xff", 9))}}),
+         "normalizer.precompiled_charsmap: its replacement strings are not valid UTF-8");
+  expect(error_with("/normalizer", json{{"type", "UnicodeScripts"}}), "normalizer.type: normalizer \"UnicodeScripts\"");
   expect(error_with("/pre_tokenizer/type", "UnicodeScripts"), "pre_tokenizer.type: pre-tokenizer \"UnicodeScripts\"");
   expect(error_with("/pre_tokenizer", json{{"type", "Split"}, {"pattern", {{"Regex", "(unclosed"}}}, {"behavior", "Isolated"}}),
          "pre_tokenizer.pattern.Regex: regex \"(unclosed\" does not compile");
@@ -263,12 +284,68 @@ TEST(HfTokenizer, HostileTokenizerJsonNamesFileAndField) {
          "post_processor.processors[1].single[0].SpecialToken.id: \"<nope>\" is not in special_tokens");
   expect(error_with("/model/unk_token", "[NOPE]", "bert_uncased"), "model.unk_token: \"[NOPE]\" is not in model.vocab");
   expect(error_with("/model/max_input_chars_per_word", -3, "bert_uncased"), "model.max_input_chars_per_word: -3 is out of range");
+  expect(error_with("/model/vocab", json::object(), "unigram"), "model.vocab: expected an array of [piece, score]");
+  expect(error_with("/model/vocab/5", json::array({"a", "b"}), "unigram"), "model.vocab[5]: expected [piece, score]");
+  expect(error_with("/model/vocab/5", json::array({"a"}), "unigram"), "model.vocab[5]: expected [piece, score]");
+  expect(error_with("/model/unk_id", 100000, "unigram"), "model.unk_id: 100000 is not an entry of model.vocab");
+  expect(error_with("/model/unk_id", -1, "unigram"), "model.unk_id: -1 is not an entry");
+  expect(error_with("/model/unk_id", "<unk>", "unigram"), "model.unk_id: expected an integer or null");
+  expect(error_with("/model/byte_fallback", 2, "unigram"), "model.byte_fallback: expected true or false");
   expect(error_of([] { HfTokenizer::from_json("{\"model\": ", "", "bad/tokenizer.json"); }), "not JSON");
   expect(error_of([] { HfTokenizer::from_json("[1, 2]", "", "bad/tokenizer.json"); }), "expected a JSON object");
   // a folder with neither file
   TempDir empty("qkv-hf-empty");
   const std::string err = error_of([&] { HfTokenizer::from_folder(empty.path.string()); });
   EXPECT_NE(err.find("has no tokenizer.json and no vocab.txt"), std::string::npos) << err;
+}
+
+// A charsmap of darts-clone units mapping the key "a" to the pool's string at `value`: the root's
+// children at 1, "a" at 1 ^ 0x61 = 96 (a leaf, its value unit at 96 ^ 1 = 97).
+json charsmap_of_a(uint32_t value, const std::string& pool, uint32_t root = 1u << 10) {
+  std::vector<uint32_t> units(128, 0);
+  units[0] = root;
+  units[96] = 0x61 | 1u << 8 | 1u << 10;
+  units[97] = value;
+  std::string blob(4 + 4 * units.size(), '\0');
+  const uint32_t bytes = static_cast<uint32_t>(4 * units.size());
+  std::memcpy(blob.data(), &bytes, 4);  // (little-endian, as x86 and the format are)
+  std::memcpy(blob.data() + 4, units.data(), 4 * units.size());
+  return {{"type", "Precompiled"}, {"precompiled_charsmap", io::base64_encode(blob + pool)}};
+}
+
+// A crafted charsmap is read only where it leads: a unit or a replacement past its end, or a
+// replacement that begins inside a character, is an error naming it when a text first reaches it;
+// replacements stay within the text's budget. Unigram without an unk_id on a character no piece
+// covers names the model.
+TEST(HfTokenizer, CraftedCharsmapsAndUnigramsEndInErrorsNamingTheField) {
+  json j = json::parse(io::read_file(kDir + "/gpt2/tokenizer.json"));
+  j.erase("added_tokens");
+  auto with = [&](const json& normalizer) {
+    json k = j;
+    k["normalizer"] = normalizer;
+    return HfTokenizer::from_json(k.dump(), "", "bad/tokenizer.json");
+  };
+  const auto plain = HfTokenizer::from_json(j.dump(), "", "bad/tokenizer.json");
+  EXPECT_EQ(with(charsmap_of_a(0, std::string("bb\0", 3))).encode("a cat"), plain.encode("bb cbbt"));
+  EXPECT_EQ(with(charsmap_of_a(3, std::string("bb\0", 3))).encode("a cat"), plain.encode(" ct"));  // "" at the end
+  auto fails = [&](const json& normalizer, const std::string& text, const std::string& part) {
+    const std::string err = error_of([&] { with(normalizer).encode(text); });
+    EXPECT_NE(err.find("bad/tokenizer.json: normalizer.precompiled_charsmap: " + part), std::string::npos) << err;
+  };
+  fails(charsmap_of_a(5000, std::string("bb\0", 3)), "a", "a replacement at byte 5000 of its 3-byte pool is past its end");
+  fails(charsmap_of_a(1, "\xC3\xA9"), "xa", "a replacement at byte 1 of its 2-byte pool begins inside a character");
+  fails(charsmap_of_a(0, "b", 1000u << 10), "a", "its trie leads to unit 905 of 128");
+  fails(charsmap_of_a(0, std::string(100000, 'b')), std::string(10, 'a'), "makes ");
+  EXPECT_NO_THROW(with(charsmap_of_a(5000, "b")).encode("xyz"));  // never reached
+
+  json u = json::parse(io::read_file(kDir + "/unigram/tokenizer.json"));
+  u["model"]["unk_id"] = nullptr;
+  u["model"]["byte_fallback"] = false;
+  const auto no_unk = HfTokenizer::from_json(u.dump(), "", "bad/tokenizer.json");
+  EXPECT_FALSE(no_unk.encode("the cat").empty());
+  const std::string err = error_of([&] { no_unk.encode("the \xE2\x98\x83"); });
+  EXPECT_NE(err.find("bad/tokenizer.json: model: no entry covers \"\xE2\x98\x83\" and there is no unk_id"), std::string::npos)
+      << err;
 }
 
 // The golden gpt2 tokenizer.json with its added tokens gone and `stage` replaced by `value`, loaded

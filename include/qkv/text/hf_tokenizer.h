@@ -1,7 +1,8 @@
 // The tokenizers of Hugging Face model folders, equal to the `tokenizers` package (tokenizer.json):
 // byte-level BPE (GPT-2, Llama 3, Qwen2: the pre-tokenizer regex, merges by rank, ignore_merges),
-// BPE with byte fallback (Llama 2: Prepend/Replace "▁", <0xXX> pieces, fuse_unk) and WordPiece (BERT:
-// BertNormalizer, BertPreTokenizer, "##", [UNK]), with added and special tokens (matched before
+// BPE with byte fallback (Llama 2: Prepend/Replace "▁", <0xXX> pieces, fuse_unk), WordPiece (BERT:
+// BertNormalizer, BertPreTokenizer, "##", [UNK]) and Unigram (XLM-RoBERTa, T5: SentencePiece's
+// Precompiled charsmap, Metaspace, Viterbi over the pieces' scores), with added and special tokens (matched before
 // pre-tokenization, with their special/normalized/lstrip/rstrip/single_word flags), the
 // post-processor's special tokens and token types, and the decoder.
 //
@@ -16,10 +17,11 @@
 // so is every malformed field, an id outside [0, 2^31) or far past the vocabulary's size, a merge of
 // tokens not in the vocabulary, a regex that does not compile, an unknown top-level field):
 //   model           BPE (byte_fallback, fuse_unk, ignore_merges, continuing_subword_prefix,
-//                   end_of_word_suffix, unk_token; dropout only null or 0), WordPiece — not Unigram,
-//                   WordLevel
+//                   end_of_word_suffix, unk_token; dropout only null or 0), WordPiece, Unigram
+//                   (unk_id, byte_fallback) — not WordLevel
 //   normalizer      BertNormalizer, Lowercase, NFC, NFD, NFKC, NFKD, StripAccents, Strip, Replace,
-//                   Prepend, Sequence — not Precompiled (T5's and SentencePiece conversions' charsmap)
+//                   Prepend, Precompiled (SentencePiece's charsmap; grapheme clusters as utf8proc's
+//                   Unicode 15 draws them), Sequence
 //   pre_tokenizer   ByteLevel, Split (string or regex; Removed, Isolated, MergedWithPrevious,
 //                   MergedWithNext, Contiguous; invert), BertPreTokenizer, Whitespace, WhitespaceSplit,
 //                   Digits, Metaspace, Sequence — not Punctuation, UnicodeScripts, CharDelimiterSplit
