@@ -211,7 +211,11 @@ const std::vector<HfArchitecture>& hf_architectures() {
       hf::roberta("RobertaForMaskedLM", hf::EncoderHead::mlm),
       hf::roberta("RobertaModel", hf::EncoderHead::none),
       hf::roberta("RobertaForSequenceClassification", hf::EncoderHead::sequence),
-      hf::roberta("RobertaForTokenClassification", hf::EncoderHead::token)};
+      hf::roberta("RobertaForTokenClassification", hf::EncoderHead::token),
+      hf::roberta("XLMRobertaForMaskedLM", hf::EncoderHead::mlm),
+      hf::roberta("XLMRobertaModel", hf::EncoderHead::none),
+      hf::roberta("XLMRobertaForSequenceClassification", hf::EncoderHead::sequence),
+      hf::roberta("XLMRobertaForTokenClassification", hf::EncoderHead::token)};
   return archs;
 }
 

@@ -492,15 +492,37 @@ CLASSIFY = ["The cat sat on the mat.", "I love thee, my lord!", "Come hither, go
 NER = ["Romeo and Juliet went to Verona.", "My lord Hamlet is in Denmark, said Horatio.", "yes"]
 
 
+def spm_xlmr_tokenizer(vocab):
+    """XLM-RoBERTa's tokenizer as transformers 5 converts a checkpoint's sentencepiece.bpe.model: a
+    SentencePiece Unigram trained on Shakespeare, with a few normalization rules (its charsmap a
+    kilobyte, where nmt_nfkc's is 240: tests/golden/tokenizers/xlmr has that one)."""
+    import tempfile
+    import sentencepiece as spm
+    with open(os.path.join(SHARED, "tinyshakespeare", "input.txt"), encoding="utf-8") as f:
+        lines = [l for l in f.read().splitlines()[:20000] if l.strip()]
+    with tempfile.TemporaryDirectory() as d:
+        with open(os.path.join(d, "train.txt"), "w", encoding="utf-8") as f:
+            f.write("\n".join(lines))
+        with open(os.path.join(d, "rules.tsv"), "w") as f:
+            f.write("41\t61\nFB01\t66 69\n2026\t2E 2E 2E\nA0\t20\n9\t20\n")
+        spm.SentencePieceTrainer.train(input=os.path.join(d, "train.txt"), model_prefix=os.path.join(d, "sp"),
+                                       model_type="unigram", vocab_size=vocab, minloglevel=2,
+                                       normalization_rule_tsv=os.path.join(d, "rules.tsv"))
+        os.rename(os.path.join(d, "sp.model"), os.path.join(d, "sentencepiece.bpe.model"))
+        return transformers.XLMRobertaTokenizer.from_pretrained(d)
+
+
+NER_LABELS = {0: "O", 1: "B-PER", 2: "I-PER", 3: "B-LOC", 4: "I-LOC"}
+
+
 def encoder_cases():
     """The encoders' other heads (transformers' text-classification and token-classification pipelines),
     DistilBERT and RoBERTa (fill-mask), and a sentence-transformers folder (its embeddings). Appended with
     a seed of their own: the cases above keep their bytes."""
-    torch.manual_seed(47)
     T = transformers
     wp = lambda: wordpiece_tokenizer(True, 400)
-    ner_labels = {0: "O", 1: "B-PER", 2: "I-PER", 3: "B-LOC", 4: "I-LOC"}
-    cases = [
+    ner_labels = NER_LABELS
+    run_encoder_cases(47, [
         ("bert-seqcls", wp, T.BertForSequenceClassification, T.BertConfig,
          dict(id2label={0: "NEGATIVE", 1: "NEUTRAL", 2: "POSITIVE"})),
         ("bert-tokcls", wp, T.BertForTokenClassification, T.BertConfig, dict(id2label=ner_labels)),
@@ -513,7 +535,25 @@ def encoder_cases():
          dict(id2label=ner_labels)),
         ("roberta-mlm", lambda: bpe_roberta_tokenizer(400), T.RobertaForMaskedLM, T.RobertaConfig, {}),
         ("st-bert", wp, T.BertModel, T.BertConfig, {}),
-    ]
+    ])
+
+
+def xlmr_cases():
+    """XLM-RoBERTa (multilingual NER, fill-mask, paraphrase-multilingual's mean-pooled embeddings), with
+    SentencePiece Unigram tokenizers. A seed of their own: the cases above keep their bytes."""
+    T = transformers
+    tok = lambda: spm_xlmr_tokenizer(500)
+    run_encoder_cases(48, [
+        ("xlmr-tokcls", tok, T.XLMRobertaForTokenClassification, T.XLMRobertaConfig, dict(id2label=NER_LABELS)),
+        ("xlmr-mlm", tok, T.XLMRobertaForMaskedLM, T.XLMRobertaConfig, {}),
+        ("st-xlmr", tok, T.XLMRobertaModel, T.XLMRobertaConfig, {}),
+    ])
+
+
+def run_encoder_cases(seed, cases):
+    torch.manual_seed(seed)
+    T = transformers
+    roberta = (T.RobertaConfig, T.XLMRobertaConfig)
     for name, make_tok, cls, config_cls, extra in cases:
         tokenizer = make_tok()
         V = len(tokenizer)
@@ -522,9 +562,9 @@ def encoder_cases():
                            pad_token_id=tokenizer.pad_token_id, **extra)
         else:
             c = config_cls(vocab_size=V, hidden_size=48, num_hidden_layers=2, num_attention_heads=4,
-                           intermediate_size=80, type_vocab_size=1 if config_cls is T.RobertaConfig else 2,
+                           intermediate_size=80, type_vocab_size=1 if config_cls in roberta else 2,
                            max_position_embeddings=40, pad_token_id=tokenizer.pad_token_id,
-                           hidden_act="relu" if config_cls is T.RobertaConfig else "gelu", **extra)  # (RoBERTa's MLM head: exact GELU whatever hidden_act says)
+                           hidden_act="relu" if config_cls in roberta else "gelu", **extra)  # (RoBERTa's MLM head: exact GELU whatever hidden_act says)
         m = cls(c)
         randomize(m, 0.5)
         with torch.no_grad():
@@ -533,6 +573,8 @@ def encoder_cases():
                     p.add_(1.0)
                 if "classifier" in pname:  # scores short of 0 and 1, so that each is checked
                     p.mul_(0.15)
+            if name == "xlmr-tokcls":  # "O" less likely, so that there are entities to group
+                m.classifier.bias[0] -= 0.6
         m.eval()
         out = os.path.join(HERE, name)
         shutil.rmtree(out, ignore_errors=True)
@@ -548,12 +590,12 @@ def encoder_cases():
             kwargs["token_type_ids"] = types
         with torch.no_grad():
             o = m(**kwargs)
-            out_t = (o.last_hidden_state if cls in (T.BertModel,) else o.logits).float()
+            out_t = (o.last_hidden_state if name.startswith("st-") else o.logits).float()
         m.save_pretrained(out, safe_serialization=True)
         tokenizer.save_pretrained(out)
         ref = {"transformers": T.__version__, "torch": torch.__version__, "input_ids": ids.tolist(),
                "token_type_ids": types.tolist(), "attention_mask": mask.tolist(),
-               "output": "last_hidden_state" if cls is T.BertModel else "logits",
+               "output": "last_hidden_state" if name.startswith("st-") else "logits",
                "logits_shape": list(out_t.shape), "logits": [round(v, 7) for v in out_t.flatten().tolist()]}
         if name.endswith("seqcls"):
             pipe = T.pipeline("text-classification", model=m, tokenizer=tokenizer)
@@ -583,14 +625,15 @@ def encoder_cases():
                 ref["fill_mask"].append({"text": text, "ids": tokenizer(text)["input_ids"], "masks": [
                     [{"token": x["token"], "token_str": x["token_str"], "score": x["score"],
                       "sequence": x["sequence"]} for x in r]]})
-        if name == "st-bert":
+        if name.startswith("st-"):
             # A sentence-transformers folder: the model's files, then modules.json, the Pooling and
-            # Normalize modules, and sentence_bert_config.json's max_seq_length (inputs cut to it).
+            # (st-bert) Normalize modules, and sentence_bert_config.json's max_seq_length (inputs cut to it).
+            normalize = name == "st-bert"
             with open(os.path.join(out, "modules.json"), "w") as f:
                 json.dump([{"idx": 0, "name": "0", "path": "", "type": "sentence_transformers.models.Transformer"},
-                           {"idx": 1, "name": "1", "path": "1_Pooling", "type": "sentence_transformers.models.Pooling"},
-                           {"idx": 2, "name": "2", "path": "2_Normalize",
-                            "type": "sentence_transformers.models.Normalize"}], f, indent=2)
+                           {"idx": 1, "name": "1", "path": "1_Pooling", "type": "sentence_transformers.models.Pooling"}]
+                          + ([{"idx": 2, "name": "2", "path": "2_Normalize",
+                               "type": "sentence_transformers.models.Normalize"}] if normalize else []), f, indent=2)
             with open(os.path.join(out, "sentence_bert_config.json"), "w") as f:
                 json.dump({"max_seq_length": 16, "do_lower_case": False}, f)
             os.makedirs(os.path.join(out, "1_Pooling"))
@@ -599,7 +642,8 @@ def encoder_cases():
                            "pooling_mode_mean_tokens": True, "pooling_mode_max_tokens": False,
                            "pooling_mode_mean_sqrt_len_tokens": False, "pooling_mode_weightedmean_tokens": False,
                            "pooling_mode_lasttoken": False, "include_prompt": True}, f, indent=2)
-            os.makedirs(os.path.join(out, "2_Normalize"))
+            if normalize:
+                os.makedirs(os.path.join(out, "2_Normalize"))
             from sentence_transformers import SentenceTransformer
             st = SentenceTransformer(out, device="cpu")
             texts = CLASSIFY + ["Now is the winter of our discontent made glorious summer by this sun of York."]
@@ -647,3 +691,5 @@ if __name__ == "__main__":
         bert_cases()
     if not only or "encoders" in only:
         encoder_cases()
+    if not only or "xlmr" in only:
+        xlmr_cases()

@@ -19,6 +19,7 @@ Everything is made deterministically in one folder (`make_cases(tmp, ...)`); eac
            drained bytes must be non-empty
   stdout_lines  the number of lines stdout must hold (exit 0)
 """
+import base64
 import copy
 import json
 import os
@@ -1283,6 +1284,41 @@ def add_pretrained_cases(m):
     m.add("pretrained/embed/long", ["{qkv}", "embed", "--threads", "1", converted["st-bert"], long_text], expect="pass")
     m.add("pretrained/embed/pooling", ["{qkv}", "embed", converted["st-bert"], "x", "--pooling", "sum"],
           names=["--pooling"], usage=True)
+    # XLM-RoBERTa's SentencePiece tokenizer crafted: its charsmap (darts-clone units mapping "a" to a
+    # string of the pool) leading outside itself, or multiplying a text; its Unigram vocabulary
+    def charsmap_of_a(value, pool, root=1 << 10):
+        units = [0] * 128
+        units[0], units[96], units[97] = root, 0x61 | 1 << 8 | 1 << 10, value
+        blob = struct.pack("<I", 4 * len(units)) + struct.pack(f"<{len(units)}I", *units) + pool
+        return {"type": "Precompiled", "precompiled_charsmap": base64.b64encode(blob).decode()}
+    xlmr = {
+        "charsmap-outside": lambda j: j.__setitem__("normalizer", charsmap_of_a(0, b"b", 1000 << 10)),
+        "charsmap-past-pool": lambda j: j.__setitem__("normalizer", charsmap_of_a(5000, b"b\0")),
+        "charsmap-bomb": lambda j: j.__setitem__("normalizer", charsmap_of_a(0, b"b" * 100000)),
+        "charsmap-truncated": lambda j: j["normalizer"].__setitem__(
+            "precompiled_charsmap", j["normalizer"]["precompiled_charsmap"][:64]),
+        "charsmap-not-base64": lambda j: j["normalizer"].__setitem__("precompiled_charsmap", "%%%%"),
+        "unigram-no-unk": lambda j: j["model"].__setitem__("unk_id", None),
+        "unigram-unk-past": lambda j: j["model"].__setitem__("unk_id", 10 ** 12),
+        "unigram-entry-garbage": lambda j: j["model"]["vocab"].__setitem__(5, "x"),
+        "unigram-score-string": lambda j: j["model"]["vocab"].__setitem__(5, ["x", "high"]),
+    }
+    for name, change in xlmr.items():
+        d = folder("st-xlmr", f"xlmr-{name}", json_edit("tokenizer.json", change))
+        out = m.path(f"hf/xlmr-{name}.safetensors")
+        r = subprocess.run([m.qkv, "convert", d, "-o", out], capture_output=True, text=True, timeout=120)
+        if r.returncode != 0:  # refused already: that is a case of its own
+            m.add(f"pretrained/convert/xlmr-{name}", ["{qkv}", "convert", d, "-o", m.out(name)], names=["tokenizer.json"])
+            continue
+        m.add(f"pretrained/embed/xlmr-{name}", ["{qkv}", "embed", "--threads", "1", out, "a cat \u2603 " + "a" * 20000],
+              names=["tokenizer.json"])
+    st_xlmr = m.path("hf/st-xlmr.safetensors")
+    r = subprocess.run([m.qkv, "convert", os.path.join(golden, "st-xlmr"), "-o", st_xlmr], capture_output=True,
+                       text=True, timeout=120)
+    assert r.returncode == 0, r.stderr
+    m.add("pretrained/embed/xlmr-long-word", ["{qkv}", "embed", "--threads", "1", st_xlmr,
+                                              "x" * 40000 + "\u0301" * 3000 + "\ufb01" * 3000], expect="pass")
+
     lm = m.path("hf/qwen2-for-embed.safetensors")
     r = subprocess.run([m.qkv, "convert", os.path.join(golden, "qwen2"), "-o", lm], capture_output=True, text=True,
                        timeout=120)

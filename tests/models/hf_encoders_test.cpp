@@ -1,7 +1,7 @@
-// The encoders' other heads and kin (BertFor{Sequence,Token}Classification, DistilBERT, RoBERTa, a
-// sentence-transformers folder) converted and run against what `transformers` and
+// The encoders' other heads and kin (BertFor{Sequence,Token}Classification, DistilBERT, RoBERTa,
+// XLM-RoBERTa with its Unigram tokenizer, sentence-transformers folders) converted and run against what `transformers` and
 // sentence-transformers compute with the same tiny random models (tests/golden/hf/<case>/, written
-// by make_hf_golden.py's encoder_cases): logits ≤ 1e-4 relative; the pipelines' labels, entities
+// by make_hf_golden.py's encoder_cases and xlmr_cases): logits ≤ 1e-4 relative; the pipelines' labels, entities
 // and words equal, their scores ≤ 1e-5; the embeddings ≤ 1e-5.
 #include <gtest/gtest.h>
 
@@ -45,7 +45,7 @@ void check_logits(const std::string& name) {
 
 TEST(HfEncoders, LogitsEqualTransformers) {
   for (const char* name : {"bert-seqcls", "bert-tokcls", "distilbert-seqcls", "distilbert-mlm", "roberta-seqcls",
-                           "roberta-tokcls", "roberta-mlm", "st-bert"})
+                           "roberta-tokcls", "roberta-mlm", "st-bert", "xlmr-tokcls", "xlmr-mlm", "st-xlmr"})
     check_logits(name);
 }
 
@@ -104,7 +104,7 @@ TEST(HfEncoders, TextClassificationEqualsThePipeline) {
 // "simple" aggregation's groups — their labels, scores and words (not the pipeline's character
 // offsets, start and end: qkv's tokenizer gives none).
 TEST(HfEncoders, TokenClassificationEqualsThePipeline) {
-  for (const char* name : {"bert-tokcls", "roberta-tokcls"}) {
+  for (const char* name : {"bert-tokcls", "roberta-tokcls", "xlmr-tokcls"}) {
     SCOPED_TRACE(name);
     testing::TempDir dir("hf-tokcls");
     LoadedMaskedLanguageModel m = convert_and_load(name, dir);
@@ -140,7 +140,7 @@ TEST(HfEncoders, TokenClassificationEqualsThePipeline) {
 
 // DistilBERT's and RoBERTa's masked-language heads through fill-mask, as the pipeline.
 TEST(HfEncoders, FillMaskEqualsThePipeline) {
-  for (const char* name : {"distilbert-mlm", "roberta-mlm"}) {
+  for (const char* name : {"distilbert-mlm", "roberta-mlm", "xlmr-mlm"}) {
     SCOPED_TRACE(name);
     testing::TempDir dir("hf-mlm");
     LoadedMaskedLanguageModel m = convert_and_load(name, dir);
@@ -163,36 +163,40 @@ TEST(HfEncoders, FillMaskEqualsThePipeline) {
   }
 }
 
-// A sentence-transformers folder (modules.json: mean pooling, Normalize, max_seq_length 16): its
-// settings are kept by the conversion, and the embeddings equal SentenceTransformer.encode's — long
-// texts cut to 16 tokens as it cuts them; CLS, mean and max pooling without normalizing equal the
-// pooled hidden states.
+// A sentence-transformers folder (modules.json: mean pooling, max_seq_length 16; st-bert with
+// Normalize, st-xlmr — paraphrase-multilingual's form — without): its settings are kept by the
+// conversion, and the embeddings equal SentenceTransformer.encode's — long texts cut to 16 tokens as
+// it cuts them; CLS, mean and max pooling without normalizing equal the pooled hidden states.
 TEST(HfEncoders, SentenceEmbeddingsEqualSentenceTransformers) {
-  testing::TempDir dir("hf-st");
-  LoadedMaskedLanguageModel m = convert_and_load("st-bert", dir);
-  const EncoderTask task = m.model->task();
-  EXPECT_EQ(task.pooling, nn::BertPooling::mean);
-  EXPECT_TRUE(task.normalize);
-  EXPECT_EQ(task.max_seq_length, 16);
-  const nlohmann::json ref = reference("st-bert");
-  const auto texts = ref["sentence_embeddings"]["texts"].get<std::vector<std::string>>();
-  const auto want = ref["sentence_embeddings"]["embeddings"].get<std::vector<std::vector<float>>>();
-  decode::EmbedOptions in_fours;
-  in_fours.batch_size = 4;
-  const auto got = decode::embed(*m.model, *m.tokenizer.hf(), texts, in_fours);
-  ASSERT_EQ(got.size(), want.size());
-  for (size_t i = 0; i < got.size(); ++i) {
-    ASSERT_EQ(got[i].size(), want[i].size());
-    for (size_t d = 0; d < got[i].size(); ++d) EXPECT_NEAR(got[i][d], want[i][d], 1e-5) << i << "," << d;
-  }
-  for (const auto& [name, pooling] : {std::pair{"cls", nn::BertPooling::cls}, std::pair{"mean", nn::BertPooling::mean},
-                                      std::pair{"max", nn::BertPooling::max}}) {
-    SCOPED_TRACE(name);
-    decode::EmbedOptions o;
-    o.pooling = pooling, o.normalize = 0;
-    const auto p = decode::embed(*m.model, *m.tokenizer.hf(), texts, o);
-    for (size_t i = 0; i < texts.size(); ++i)
-      EXPECT_LE(testing::rel_error(p[i], ref["pooled_truncated_16"][i][name].get<std::vector<float>>()), 1e-5);
+  for (const auto& [case_name, normalized] : {std::pair{"st-bert", true}, std::pair{"st-xlmr", false}}) {
+    SCOPED_TRACE(case_name);
+    testing::TempDir dir("hf-st");
+    LoadedMaskedLanguageModel m = convert_and_load(case_name, dir);
+    const EncoderTask task = m.model->task();
+    EXPECT_EQ(task.pooling, nn::BertPooling::mean);
+    EXPECT_EQ(task.normalize, normalized);
+    EXPECT_EQ(task.max_seq_length, 16);
+    const nlohmann::json ref = reference(case_name);
+    const auto texts = ref["sentence_embeddings"]["texts"].get<std::vector<std::string>>();
+    const auto want = ref["sentence_embeddings"]["embeddings"].get<std::vector<std::vector<float>>>();
+    decode::EmbedOptions in_fours;
+    in_fours.batch_size = 4;
+    const auto got = decode::embed(*m.model, *m.tokenizer.hf(), texts, in_fours);
+    ASSERT_EQ(got.size(), want.size());
+    for (size_t i = 0; i < got.size(); ++i) {
+      ASSERT_EQ(got[i].size(), want[i].size());
+      // (unnormalized embeddings are of the hidden states' size: ≤ 1e-5 of it)
+      for (size_t d = 0; d < got[i].size(); ++d) EXPECT_NEAR(got[i][d], want[i][d], normalized ? 1e-5 : 1e-5 * std::max(1.0f, std::abs(want[i][d]))) << i << "," << d;
+    }
+    for (const auto& [name, pooling] : {std::pair{"cls", nn::BertPooling::cls}, std::pair{"mean", nn::BertPooling::mean},
+                                        std::pair{"max", nn::BertPooling::max}}) {
+      SCOPED_TRACE(name);
+      decode::EmbedOptions o;
+      o.pooling = pooling, o.normalize = 0;
+      const auto p = decode::embed(*m.model, *m.tokenizer.hf(), texts, o);
+      for (size_t i = 0; i < texts.size(); ++i)
+        EXPECT_LE(testing::rel_error(p[i], ref["pooled_truncated_16"][i][name].get<std::vector<float>>()), 1e-5);
+    }
   }
 }
 

@@ -32,7 +32,8 @@ enum class EncoderHead { none, mlm, sequence, token };
 HfArchitecture bert(const std::string& name, EncoderHead head);
 // DistilBertModel, DistilBertForMaskedLM, …ForSequenceClassification, …ForTokenClassification
 HfArchitecture distilbert(const std::string& name, EncoderHead head);
-// RobertaModel, RobertaForMaskedLM, …ForSequenceClassification, …ForTokenClassification
+// RobertaModel, RobertaForMaskedLM, …ForSequenceClassification, …ForTokenClassification; and
+// XLM-RoBERTa's four (the same network and names, a SentencePiece Unigram vocabulary)
 HfArchitecture roberta(const std::string& name, EncoderHead head);
 // An encoder's activation field (BERT's hidden_act, DistilBERT's activation) as qkv's activation name:
 // gelu, relu, gelu_tanh (gelu_new, gelu_pytorch_tanh, gelu_fast), silu (swish); others refused.
