@@ -59,11 +59,7 @@ class Unigram final : public Model {
       static const char* hex = "0123456789ABCDEF";
       for (int b = 0; b < 256; ++b) byte_ids_[b] = vocab_.find(std::string("<0x") + hex[b >> 4] + hex[b & 15] + ">");
     }
-    // the distinct pieces in byte order: those beginning with a prefix are one range of it
-    sorted_.reserve(vocab_.ids.size());
-    for (const auto& [piece, id] : vocab_.ids)
-      if (!piece.empty()) sorted_.push_back(id);
-    std::sort(sorted_.begin(), sorted_.end(), [&](int32_t a, int32_t b) { return piece(a) < piece(b); });
+    build_trie();
   }
 
   void tokenize(std::string_view text, std::vector<int32_t>& out) const override {
@@ -85,22 +81,15 @@ class Unigram final : public Model {
     for (size_t at = 0, len = 0; at < text.size(); at += len) {
       decode_at(text, at, &len);
       bool single = false;  // an entry that is exactly this character
-      // the entries that are prefixes of text[at…], shortest first: narrow the sorted range a byte at a time
-      size_t lo = 0, hi = sorted_.size();
-      for (size_t d = 0; at + d < text.size() && lo < hi; ++d) {
-        const char c = text[at + d];
-        auto byte = [&](int32_t id) { return static_cast<unsigned char>(piece(id)[d]); };
-        lo = static_cast<size_t>(std::partition_point(sorted_.begin() + lo, sorted_.begin() + hi, [&](int32_t id) {
-                                   return piece(id).size() <= d || byte(id) < static_cast<unsigned char>(c);
-                                 }) - sorted_.begin());
-        hi = static_cast<size_t>(std::partition_point(sorted_.begin() + lo, sorted_.begin() + hi,
-                                                      [&](int32_t id) { return byte(id) == static_cast<unsigned char>(c); }) -
-                                 sorted_.begin());
-        if (lo < hi && piece(sorted_[lo]).size() == d + 1) {
-          const int32_t id = sorted_[lo];
-          relax(at, at + d + 1, id, scores_[static_cast<size_t>(id)]);
-          if (d + 1 == len) single = true;
-        }
+      // the entries that are prefixes of text[at…], shortest first: down the trie a byte at a time
+      uint32_t node = 0;
+      for (size_t d = 0; at + d < text.size(); ++d) {
+        node = child(node, static_cast<unsigned char>(text[at + d]));
+        if (node == kNone) break;
+        const int32_t id = nodes_[node].id;
+        if (id < 0) continue;
+        relax(at, at + d + 1, id, scores_[static_cast<size_t>(id)]);
+        if (d + 1 == len) single = true;
       }
       if (!single) {
         if (unk_id_ < 0)
@@ -130,6 +119,47 @@ class Unigram final : public Model {
  private:
   const std::string& piece(int32_t id) const { return vocab_.tokens[static_cast<size_t>(id)]; }
 
+  uint32_t child(uint32_t node, unsigned char c) const {
+    const TrieNode& n = nodes_[node];
+    const unsigned char* b = labels_.data() + n.first;
+    const unsigned char* e = b + n.count;
+    const unsigned char* it = std::lower_bound(b, e, c);
+    return it != e && *it == c ? children_[static_cast<size_t>(it - labels_.data())] : kNone;
+  }
+
+  // The trie of the distinct non-empty pieces, breadth first from their byte order: the pieces
+  // beginning with a node's prefix are one range of that order, and its children split the range by
+  // the next byte (no recursion: a crafted piece may be megabytes long).
+  void build_trie() {
+    std::vector<int32_t> sorted;
+    sorted.reserve(vocab_.ids.size());
+    for (const auto& [p, id] : vocab_.ids)
+      if (!p.empty()) sorted.push_back(id);
+    std::sort(sorted.begin(), sorted.end(), [&](int32_t a, int32_t b) { return piece(a) < piece(b); });
+    struct Pending {
+      uint32_t node;
+      size_t lo, hi, depth;  // sorted[lo, hi): the pieces under the node, sharing `depth` bytes
+    };
+    std::vector<Pending> queue = {{0, 0, sorted.size(), 0}};
+    nodes_.emplace_back();
+    for (size_t q = 0; q < queue.size(); ++q) {
+      auto [node, lo, hi, depth] = queue[q];
+      if (lo < hi && piece(sorted[lo]).size() == depth) nodes_[node].id = sorted[lo++];  // (the shortest sorts first)
+      nodes_[node].first = static_cast<uint32_t>(labels_.size());
+      for (size_t i = lo; i < hi;) {
+        const unsigned char c = static_cast<unsigned char>(piece(sorted[i])[depth]);
+        size_t j = i + 1;
+        while (j < hi && static_cast<unsigned char>(piece(sorted[j])[depth]) == c) ++j;
+        labels_.push_back(c);
+        children_.push_back(static_cast<uint32_t>(nodes_.size()));
+        queue.push_back({static_cast<uint32_t>(nodes_.size()), i, j, depth + 1});
+        nodes_.emplace_back();
+        i = j;
+      }
+      nodes_[node].count = static_cast<uint32_t>(labels_.size()) - nodes_[node].first;
+    }
+  }
+
   // One token of the path: its id; a string that is no entry (fused unknowns) as its bytes' <0xXX>
   // tokens (byte_fallback, all of them there) or the unknown token.
   void emit(std::string_view token, std::vector<int32_t>& out) const {
@@ -147,7 +177,17 @@ class Unigram final : public Model {
   }
 
   std::vector<double> scores_;
-  std::vector<int32_t> sorted_;  // ids of the distinct non-empty pieces, in byte order
+  // The pieces' trie: a node a prefix of some piece (the root: the empty one), its children's labels
+  // sorted in labels_ (children_ their nodes), from first_ on; id ≥ 0 where the prefix is a piece.
+  struct TrieNode {
+    uint32_t first = 0;
+    uint32_t count = 0;
+    int32_t id = -1;
+  };
+  static constexpr uint32_t kNone = UINT32_MAX;
+  std::vector<TrieNode> nodes_;
+  std::vector<unsigned char> labels_;
+  std::vector<uint32_t> children_;
   double min_score_ = std::numeric_limits<double>::infinity();
   int32_t unk_id_ = -1;
   bool byte_fallback_ = false;
