@@ -115,7 +115,7 @@ def test_text_classification_as_the_pipeline(name):
         model.token_classification("x")
 
 
-@pytest.mark.parametrize("name", ["bert-tokcls", "roberta-tokcls"])
+@pytest.mark.parametrize("name", ["bert-tokcls", "roberta-tokcls", "xlmr-tokcls"])
 def test_token_classification_as_the_pipeline(name):
     ref = reference(name)
     model = qkv.load(os.path.join(GOLDEN, name))
@@ -144,6 +144,19 @@ def test_sentence_embeddings_as_sentence_transformers():
     assert float((raw * raw).sum()) != pytest.approx(1.0, abs=1e-3)
     with pytest.raises(TypeError, match="sentences must be a str or a list of str"):
         model.encode(7)
+
+
+def test_multilingual_embeddings_through_a_sentencepiece_unigram():
+    # paraphrase-multilingual's form: XLM-RoBERTa, its SentencePiece Unigram tokenizer, mean pooling
+    # without Normalize
+    ref = reference("st-xlmr")["sentence_embeddings"]
+    model = qkv.load(os.path.join(GOLDEN, "st-xlmr"))
+    got = model.encode(ref["texts"], batch_size=2)
+    assert got.tolist() == [pytest.approx(e, rel=1e-5, abs=1e-5) for e in ref["embeddings"]]
+    one = model.encode(ref["texts"][0])
+    assert float((one * one).sum()) != pytest.approx(1.0, abs=1e-3)
+    # text in any script, controls and a lone combining mark: embedded, not refused
+    assert model.encode(["Привет, мир! 你好 \u0301\x07 ﬁne", ""]).shape == (2, 48)
 
 
 def test_chat_template_as_transformers(tmp_path):
