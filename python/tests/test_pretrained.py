@@ -146,6 +146,19 @@ def test_sentence_embeddings_as_sentence_transformers():
         model.encode(7)
 
 
+def test_mpnet_embeddings_and_classification():
+    # all-mpnet-base-v2's form (MPNet: a relative position bias in every layer; mean pooling, Normalize)
+    ref = reference("st-mpnet")["sentence_embeddings"]
+    model = qkv.load(os.path.join(GOLDEN, "st-mpnet"))
+    got = model.encode(ref["texts"])
+    assert got.tolist() == [pytest.approx(e, abs=1e-5) for e in ref["embeddings"]]
+    cls = qkv.load(os.path.join(GOLDEN, "mpnet-seqcls"))
+    case = reference("mpnet-seqcls")["text_classification"][0]
+    got = cls.text_classification(case["text"], top_k=None)
+    assert [g["label"] for g in got] == [w["label"] for w in case["all"]]
+    assert [g["score"] for g in got] == pytest.approx([w["score"] for w in case["all"]], abs=1e-5)
+
+
 def test_multilingual_embeddings_through_a_sentencepiece_unigram():
     # paraphrase-multilingual's form: XLM-RoBERTa, its SentencePiece Unigram tokenizer, mean pooling
     # without Normalize

@@ -215,7 +215,11 @@ const std::vector<HfArchitecture>& hf_architectures() {
       hf::roberta("XLMRobertaForMaskedLM", hf::EncoderHead::mlm),
       hf::roberta("XLMRobertaModel", hf::EncoderHead::none),
       hf::roberta("XLMRobertaForSequenceClassification", hf::EncoderHead::sequence),
-      hf::roberta("XLMRobertaForTokenClassification", hf::EncoderHead::token)};
+      hf::roberta("XLMRobertaForTokenClassification", hf::EncoderHead::token),
+      hf::mpnet("MPNetForMaskedLM", hf::EncoderHead::mlm),
+      hf::mpnet("MPNetModel", hf::EncoderHead::none),
+      hf::mpnet("MPNetForSequenceClassification", hf::EncoderHead::sequence),
+      hf::mpnet("MPNetForTokenClassification", hf::EncoderHead::token)};
   return archs;
 }
 

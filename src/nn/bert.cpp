@@ -1,5 +1,8 @@
 #include "qkv/nn/bert.h"
 
+#include <cmath>
+#include <limits>
+
 #include <nlohmann/json.hpp>
 
 #include "qkv/autograd/grad_mode.h"
@@ -34,6 +37,10 @@ const io::Fields<BertConfig>& BertConfig::fields() {
                                       F::choice("pooling", &BertConfig::pooling),
                                       F::boolean("normalize", &BertConfig::normalize),
                                       F::integer("max_seq_length", &BertConfig::max_seq_length, 0),
+                                      F::integer("relative_attention_num_buckets",
+                                                 &BertConfig::relative_attention_num_buckets, 0, 1 << 16),
+                                      F::integer("relative_attention_max_distance",
+                                                 &BertConfig::relative_attention_max_distance, 1, 1 << 30),
                                   });
   return f;
 }
@@ -58,6 +65,12 @@ BertConfig BertConfig::from_json(const nlohmann::json& j) {
   }
   QKV_CHECK(c.max_seq_length <= c.max_tokens(), "BERT config: max_seq_length ", c.max_seq_length,
             " is more than the model's ", c.max_tokens(), " positions");
+  QKV_CHECK(c.relative_attention_num_buckets % 2 == 0 &&
+                (c.relative_attention_num_buckets == 0 ||
+                 c.relative_attention_max_distance > c.relative_attention_num_buckets / 4),
+            "BERT config: relative_attention_num_buckets ", c.relative_attention_num_buckets,
+            " must be even, and relative_attention_max_distance ", c.relative_attention_max_distance,
+            " more than a quarter of it");
   if (c.labels.empty())  // transformers' default id2label: LABEL_0, LABEL_1, …
     for (int64_t i = 0; i < c.num_labels; ++i) c.labels.push_back("LABEL_" + std::to_string(i));
   return c;
@@ -99,6 +112,10 @@ Bert::Bert(const BertConfig& c, Generator* gen) : config(c), gen_(gen) {
     pooler_dense = register_module("pooler", std::make_shared<Linear>(c.hidden_size, c.hidden_size, true, &g));
   if (c.classifier != BertClassifier::none)
     classifier = register_module("classifier", std::make_shared<Linear>(c.hidden_size, c.num_labels, true, &g));
+  if (c.relative_attention_num_buckets > 0)
+    relative_attention_bias = register_module(
+        "relative_attention_bias",
+        std::make_shared<Embedding>(c.relative_attention_num_buckets, c.num_attention_heads, -1, &g));
   // BERT's initialization (initializer_range 0.02): N(0, 0.02) for every matrix and embedding, zero
   // biases, LayerNorms at 1 / 0.
   for (auto& [name, p] : named_parameters()) {
@@ -145,11 +162,12 @@ Tensor Bert::encode(const Tensor& ids, const Tensor& types, const Tensor& attent
     x = types.defined() ? x + token_type_embeddings->forward(types) : x + token_type_embeddings->weight.select(0, 0);
   x = dropout(embeddings_norm->forward(x), config.dropout, is_training(), gen_);
 
-  // The padding mask [B, 1, 1, T], true = key j may be attended to (attention_mask 1).
-  Tensor mask;
+  // The padding mask [B, 1, 1, T], true = key j may be attended to (attention_mask 1); MPNet's
+  // relative position bias added where the model has one.
+  std::vector<bool> keep;
   if (attention_mask.defined()) {
     const std::vector<int32_t> m = attention_mask.to_ints();
-    std::vector<bool> keep(m.size());
+    keep.resize(m.size());
     for (int64_t b = 0; b < B; ++b) {
       bool any = false;
       for (int64_t t = 0; t < T; ++t) {
@@ -160,8 +178,8 @@ Tensor Bert::encode(const Tensor& ids, const Tensor& types, const Tensor& attent
       }
       QKV_CHECK(any, "BERT: row ", b, " of attention_mask has no token (all padding)");
     }
-    mask = Tensor::from_bools(keep, {B, 1, 1, T}).to(x.device());
   }
+  const Tensor mask = attention_mask_of(keep, B, T, x.device());
   // xₗ = LN(h + FFN(h)), h = LN(xₗ₋₁ + SelfAttention(xₗ₋₁))   (post-LN, every key but padding)
   const bool int8 = int8_layers_ && !is_training() && !autograd::grad_enabled() && !maps;
   for (const auto& layer : layers) {
@@ -174,6 +192,35 @@ Tensor Bert::encode(const Tensor& ids, const Tensor& types, const Tensor& attent
     if (maps) maps->encoder_self.push_back(w);
   }
   return x;  // [B, T, E]
+}
+
+// (the logarithm's steps in float32, as transformers' MPNetEncoder.relative_position_bucket takes them)
+int64_t relative_position_bucket(int64_t r, int64_t num_buckets, int64_t max_distance) {
+  const int64_t half = num_buckets / 2, max_exact = half / 2;
+  int64_t n = -r, bucket = n < 0 ? half : 0;
+  n = n < 0 ? -n : n;
+  if (n < max_exact) return bucket + n;
+  const float scaled = std::log(static_cast<float>(n) / static_cast<float>(max_exact)) /
+                       static_cast<float>(std::log(static_cast<double>(max_distance) / static_cast<double>(max_exact))) *
+                       static_cast<float>(half - max_exact);
+  return bucket + std::min(max_exact + static_cast<int64_t>(scaled), half - 1);
+}
+
+Tensor Bert::attention_mask_of(const std::vector<bool>& keep, int64_t B, int64_t T, Device device) const {
+  if (!relative_attention_bias) return keep.empty() ? Tensor() : Tensor::from_bools(keep, {B, 1, 1, T}).to(device);
+  const int64_t N = config.relative_attention_num_buckets;
+  std::vector<int32_t> buckets(static_cast<size_t>(T * T));
+  for (int64_t i = 0; i < T; ++i)
+    for (int64_t j = 0; j < T; ++j)
+      buckets[static_cast<size_t>(i * T + j)] =
+          static_cast<int32_t>(relative_position_bucket(j - i, N, config.relative_attention_max_distance));
+  // bias[bucket(j − i), h] → [1, H, T, T] (its gradient reaches the table in training)
+  const Tensor bias =
+      relative_attention_bias->forward(Tensor::from_ints(buckets, {T, T}).to(device)).permute({2, 0, 1}).unsqueeze(0);
+  if (keep.empty()) return bias;
+  std::vector<float> add(keep.size());  // − ∞ at the padded keys (encode checked that a row keeps a token)
+  for (size_t k = 0; k < keep.size(); ++k) add[k] = keep[k] ? 0.f : -std::numeric_limits<float>::infinity();
+  return bias + Tensor::from_vector(add, {B, 1, 1, T}).to(device);  // [B, H, T, T]
 }
 
 std::vector<Tensor> Bert::layer_matrices() const {

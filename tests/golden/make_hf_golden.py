@@ -512,6 +512,17 @@ def spm_xlmr_tokenizer(vocab):
         return transformers.XLMRobertaTokenizer.from_pretrained(d)
 
 
+def mpnet_tokenizer(vocab):
+    """MPNet's tokenizer (all-mpnet-base-v2's form: a lower-casing WordPiece, <s> $A </s> from
+    RobertaProcessing, [UNK], <mask> with lstrip) as transformers 5's MPNetTokenizer builds it from a
+    vocabulary: wordpiece_tokenizer's pieces, MPNet's special tokens first and <mask> last."""
+    bert = wordpiece_tokenizer(True, vocab)
+    pieces = [p for p, _ in sorted(bert.get_vocab().items(), key=lambda x: x[1]) if p not in
+              ("[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]")]
+    pieces = ["<s>", "<pad>", "</s>", "<unk>", "[UNK]"] + pieces + ["<mask>"]
+    return transformers.MPNetTokenizer(vocab={p: i for i, p in enumerate(pieces)})
+
+
 NER_LABELS = {0: "O", 1: "B-PER", 2: "I-PER", 3: "B-LOC", 4: "I-LOC"}
 
 
@@ -550,10 +561,25 @@ def xlmr_cases():
     ])
 
 
-def run_encoder_cases(seed, cases):
+def mpnet_cases():
+    """MPNet (all-mpnet-base-v2's network: RoBERTa's with a relative position bias) with its fill-mask
+    head, a sequence classifier and a sentence-transformers folder, on inputs of 70 tokens so that
+    every bucket of the bias is reached (relative distances ≥ 16, 32 and 64 included). A seed of their
+    own: the cases above keep their bytes."""
+    T = transformers
+    tok = lambda: mpnet_tokenizer(400)
+    run_encoder_cases(49, [
+        ("mpnet-mlm", tok, T.MPNetForMaskedLM, T.MPNetConfig, {}),
+        ("mpnet-seqcls", tok, T.MPNetForSequenceClassification, T.MPNetConfig,
+         dict(id2label={0: "contradiction", 1: "entailment", 2: "neutral"})),
+        ("st-mpnet", tok, T.MPNetModel, T.MPNetConfig, {}),
+    ], length=70, positions=80)
+
+
+def run_encoder_cases(seed, cases, length=12, positions=40):
     torch.manual_seed(seed)
     T = transformers
-    roberta = (T.RobertaConfig, T.XLMRobertaConfig)
+    roberta = (T.RobertaConfig, T.XLMRobertaConfig, T.MPNetConfig)
     for name, make_tok, cls, config_cls, extra in cases:
         tokenizer = make_tok()
         V = len(tokenizer)
@@ -561,10 +587,12 @@ def run_encoder_cases(seed, cases):
             c = config_cls(vocab_size=V, dim=48, n_layers=2, n_heads=4, hidden_dim=80, max_position_embeddings=40,
                            pad_token_id=tokenizer.pad_token_id, **extra)
         else:
-            c = config_cls(vocab_size=V, hidden_size=48, num_hidden_layers=2, num_attention_heads=4,
-                           intermediate_size=80, type_vocab_size=1 if config_cls in roberta else 2,
-                           max_position_embeddings=40, pad_token_id=tokenizer.pad_token_id,
-                           hidden_act="relu" if config_cls in roberta else "gelu", **extra)  # (RoBERTa's MLM head: exact GELU whatever hidden_act says)
+            sizes = dict(vocab_size=V, hidden_size=48, num_hidden_layers=2, num_attention_heads=4,
+                         intermediate_size=80, max_position_embeddings=positions, pad_token_id=tokenizer.pad_token_id,
+                         hidden_act="relu" if config_cls in roberta else "gelu")
+            if config_cls is not T.MPNetConfig:  # (MPNet has no token types)
+                sizes["type_vocab_size"] = 1 if config_cls in roberta else 2
+            c = config_cls(**sizes, **extra)  # (RoBERTa's MLM head: exact GELU whatever hidden_act says)
         m = cls(c)
         randomize(m, 0.5)
         with torch.no_grad():
@@ -579,12 +607,12 @@ def run_encoder_cases(seed, cases):
         out = os.path.join(HERE, name)
         shutil.rmtree(out, ignore_errors=True)
         g = torch.Generator().manual_seed(3)
-        ids = torch.randint(5, V, (2, 12), generator=g)
-        mask = torch.ones(2, 12, dtype=torch.long)
-        mask[1, 8:] = 0  # row 1 is padded after 8 tokens
-        ids[1, 8:] = tokenizer.pad_token_id
+        ids = torch.randint(5, V, (2, length), generator=g)
+        mask = torch.ones(2, length, dtype=torch.long)
+        mask[1, length * 2 // 3:] = 0  # row 1 is padded after two thirds of its tokens
+        ids[1, length * 2 // 3:] = tokenizer.pad_token_id
         kwargs = {"input_ids": ids, "attention_mask": mask}
-        types = torch.zeros(2, 12, dtype=torch.long)
+        types = torch.zeros(2, length, dtype=torch.long)
         if config_cls is T.BertConfig:
             types[0, 6:] = 1
             kwargs["token_type_ids"] = types
@@ -628,7 +656,7 @@ def run_encoder_cases(seed, cases):
         if name.startswith("st-"):
             # A sentence-transformers folder: the model's files, then modules.json, the Pooling and
             # (st-bert) Normalize modules, and sentence_bert_config.json's max_seq_length (inputs cut to it).
-            normalize = name == "st-bert"
+            normalize = name in ("st-bert", "st-mpnet")
             with open(os.path.join(out, "modules.json"), "w") as f:
                 json.dump([{"idx": 0, "name": "0", "path": "", "type": "sentence_transformers.models.Transformer"},
                            {"idx": 1, "name": "1", "path": "1_Pooling", "type": "sentence_transformers.models.Pooling"}]
@@ -693,3 +721,5 @@ if __name__ == "__main__":
         encoder_cases()
     if not only or "xlmr" in only:
         xlmr_cases()
+    if not only or "mpnet" in only:
+        mpnet_cases()

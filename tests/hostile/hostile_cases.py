@@ -1259,6 +1259,13 @@ def add_pretrained_cases(m):
         "st-pooling-string": ("st-bert", "1_Pooling/config.json",
                               lambda j: j.__setitem__("pooling_mode_mean_tokens", "yes")),
         "st-max-seq-length": ("st-bert", "sentence_bert_config.json", lambda j: j.__setitem__("max_seq_length", -5)),
+        "mpnet-buckets-odd": ("st-mpnet", "config.json", lambda j: j.__setitem__("relative_attention_num_buckets", 31)),
+        "mpnet-buckets-huge": ("st-mpnet", "config.json",
+                               lambda j: j.__setitem__("relative_attention_num_buckets", 2 ** 40)),
+        "mpnet-buckets-float": ("mpnet-seqcls", "config.json",
+                                lambda j: j.__setitem__("relative_attention_num_buckets", 32.5)),
+        "mpnet-pad-past-positions": ("mpnet-mlm", "config.json", lambda j: j.__setitem__("pad_token_id", 79)),
+        "mpnet-untied": ("mpnet-mlm", "config.json", lambda j: j.__setitem__("tie_word_embeddings", False)),
     }
     for name, (base, file, change) in encoders.items():
         d = folder(base, name, json_edit(file, change))

@@ -1,7 +1,8 @@
 // The encoders' other heads and kin (BertFor{Sequence,Token}Classification, DistilBERT, RoBERTa,
-// XLM-RoBERTa with its Unigram tokenizer, sentence-transformers folders) converted and run against what `transformers` and
+// XLM-RoBERTa with its Unigram tokenizer, MPNet with its relative position bias on 70-token inputs,
+// sentence-transformers folders) converted and run against what `transformers` and
 // sentence-transformers compute with the same tiny random models (tests/golden/hf/<case>/, written
-// by make_hf_golden.py's encoder_cases and xlmr_cases): logits ≤ 1e-4 relative; the pipelines' labels, entities
+// by make_hf_golden.py's encoder_cases, xlmr_cases and mpnet_cases): logits ≤ 1e-4 relative; the pipelines' labels, entities
 // and words equal, their scores ≤ 1e-5; the embeddings ≤ 1e-5.
 #include <gtest/gtest.h>
 
@@ -13,6 +14,7 @@
 #include "qkv/models/hf_convert.h"
 #include "qkv/models/load.h"
 #include "qkv/models/quantize.h"
+#include "qkv/nn/bert.h"
 #include "hf_golden.h"
 #include "testing.h"
 
@@ -45,8 +47,21 @@ void check_logits(const std::string& name) {
 
 TEST(HfEncoders, LogitsEqualTransformers) {
   for (const char* name : {"bert-seqcls", "bert-tokcls", "distilbert-seqcls", "distilbert-mlm", "roberta-seqcls",
-                           "roberta-tokcls", "roberta-mlm", "st-bert", "xlmr-tokcls", "xlmr-mlm", "st-xlmr"})
+                           "roberta-tokcls", "roberta-mlm", "st-bert", "xlmr-tokcls", "xlmr-mlm", "st-xlmr",
+                           "mpnet-mlm", "mpnet-seqcls", "st-mpnet"})
     check_logits(name);
+}
+
+// MPNet's buckets of a relative position j − i (32 buckets, distance 128), as transformers'
+// MPNetEncoder.relative_position_bucket gives them — at every boundary, the capped ones past ±128
+// included (the goldens' 70-token inputs reach ±69).
+TEST(HfEncoders, RelativePositionBucketsAreMPNets) {
+  const std::vector<std::pair<int64_t, int64_t>> want = {
+      {-130, 15}, {-129, 15}, {-128, 15}, {-127, 15}, {-65, 14}, {-64, 14}, {-63, 13}, {-33, 12}, {-32, 12},
+      {-31, 11},  {-17, 10},  {-16, 10},  {-15, 9},   {-8, 8},   {-7, 7},   {0, 0},    {1, 17},   {7, 23},
+      {8, 24},    {15, 25},   {16, 26},   {17, 26},   {31, 27},  {32, 28},  {33, 28},  {63, 29},  {64, 30},
+      {65, 30},   {127, 31},  {128, 31},  {129, 31},  {100000, 31}};
+  for (const auto& [r, bucket] : want) EXPECT_EQ(nn::relative_position_bucket(r, 32, 128), bucket) << r;
 }
 
 decode::TextClassificationOptions options(int64_t top_k, std::vector<std::string> pairs = {},
@@ -60,7 +75,7 @@ decode::TextClassificationOptions options(int64_t top_k, std::vector<std::string
 // pipeline("text-classification"): top 1 (the default) and every label (top_k=None), best first;
 // a sentence pair; function_to_apply="softmax" over a one-label (sigmoid) model.
 TEST(HfEncoders, TextClassificationEqualsThePipeline) {
-  for (const char* name : {"bert-seqcls", "distilbert-seqcls", "roberta-seqcls"}) {
+  for (const char* name : {"bert-seqcls", "distilbert-seqcls", "roberta-seqcls", "mpnet-seqcls"}) {
     SCOPED_TRACE(name);
     testing::TempDir dir("hf-seqcls");
     LoadedMaskedLanguageModel m = convert_and_load(name, dir);
@@ -140,7 +155,7 @@ TEST(HfEncoders, TokenClassificationEqualsThePipeline) {
 
 // DistilBERT's and RoBERTa's masked-language heads through fill-mask, as the pipeline.
 TEST(HfEncoders, FillMaskEqualsThePipeline) {
-  for (const char* name : {"distilbert-mlm", "roberta-mlm", "xlmr-mlm"}) {
+  for (const char* name : {"distilbert-mlm", "roberta-mlm", "xlmr-mlm", "mpnet-mlm"}) {
     SCOPED_TRACE(name);
     testing::TempDir dir("hf-mlm");
     LoadedMaskedLanguageModel m = convert_and_load(name, dir);
@@ -164,11 +179,12 @@ TEST(HfEncoders, FillMaskEqualsThePipeline) {
 }
 
 // A sentence-transformers folder (modules.json: mean pooling, max_seq_length 16; st-bert with
-// Normalize, st-xlmr — paraphrase-multilingual's form — without): its settings are kept by the
+// Normalize, st-xlmr — paraphrase-multilingual's form — without, st-mpnet — all-mpnet-base-v2's — with): its settings are kept by the
 // conversion, and the embeddings equal SentenceTransformer.encode's — long texts cut to 16 tokens as
 // it cuts them; CLS, mean and max pooling without normalizing equal the pooled hidden states.
 TEST(HfEncoders, SentenceEmbeddingsEqualSentenceTransformers) {
-  for (const auto& [case_name, normalized] : {std::pair{"st-bert", true}, std::pair{"st-xlmr", false}}) {
+  for (const auto& [case_name, normalized] :
+       {std::pair{"st-bert", true}, std::pair{"st-xlmr", false}, std::pair{"st-mpnet", true}}) {
     SCOPED_TRACE(case_name);
     testing::TempDir dir("hf-st");
     LoadedMaskedLanguageModel m = convert_and_load(case_name, dir);

@@ -93,7 +93,7 @@ std::vector<R> in_chunks(const std::vector<std::string>& texts, int64_t batch_si
 
 void add_classify_text(CLI::App& app) {
   auto* sub = app.add_subcommand("classify-text",
-                                 "Classify texts with an encoder's classifier (BERT, DistilBERT, RoBERTa, XLM-RoBERTa): "
+                                 "Classify texts with an encoder's classifier (BERT, DistilBERT, RoBERTa, XLM-RoBERTa, MPNet): "
                                  "labels and scores, or each token's entity");
   struct Args : EncoderArgs {
     std::string pair;
@@ -186,7 +186,7 @@ void add_embed(CLI::App& app) {
   };
   auto a = std::make_shared<Args>();
   add_encoder_options(sub, *a,
-                      "model file (a converted BERT, DistilBERT, RoBERTa or XLM-RoBERTa; sentence-transformers' folders "
+                      "model file (a converted BERT, DistilBERT, RoBERTa, XLM-RoBERTa or MPNet; sentence-transformers' folders "
                       "keep their pooling)");
   add_choice(sub, "--pooling", a->pooling, "the sentence-transformers folder's pooling where not given, else mean",
              {nn::BertPooling::cls, nn::BertPooling::mean, nn::BertPooling::max});

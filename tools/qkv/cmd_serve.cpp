@@ -1286,7 +1286,7 @@ void add_serve(CLI::App& app) {
       "serve", "Serve translation and language models over HTTP (JSON API, batching, streaming, attention viewer at /)");
   auto a = std::make_shared<ServeArgs>();
   sub->add_option("-m,--model", a->models,
-                  "translation or language model file(s), encoders (BERT, DistilBERT, RoBERTa, XLM-RoBERTa: /v1/fill-mask, "
+                  "translation or language model file(s), encoders (BERT, DistilBERT, RoBERTa, XLM-RoBERTa, MPNet: /v1/fill-mask, "
                   "/v1/classify, /v1/embeddings), or an image captioner (its /v1/attention only); each is served "
                   "under its file name's stem")
       ->capture_default_str()

@@ -14,7 +14,15 @@
 //   token:     logits = W_c x_L + b_c                               [B, T, num_labels]
 //
 // RoBERTa counts positions from padding_idx + 1 and gives padding tokens position padding_idx
-// (padding_idx ≥ 0); DistilBERT has no token types (type_vocab_size 0).
+// (padding_idx ≥ 0); DistilBERT has no token types (type_vocab_size 0). MPNet adds to every layer's
+// attention scores a learned bias per head and relative position (T5's bidirectional buckets,
+// relative_attention_num_buckets > 0), shared by the layers:
+//
+//   scores_h(i, j) = q_i·k_j / √d + bias[bucket(j − i), h]
+//   bucket(r): n = −r; (n < 0) · N/2 + (|n| < N/4 ? |n| : min(N/4 + ⌊ln(|n| / (N/4)) / ln(D / (N/4)) · N/4⌋, N/2 − 1))
+//
+// with N buckets and D = relative_attention_max_distance (MPNet: 32 and 128; the logarithm in
+// float32, as transformers computes it).
 //
 // The layers are torch.nn's TransformerEncoderLayer (norm_first = false), the one block qkv's
 // encoder–decoder and GPT are built from; a padded key (attention_mask 0) gets no weight.
@@ -50,6 +58,8 @@ struct BertConfig {
   BertPooling pooling = BertPooling::unset;
   bool normalize = false;      // the embedding divided by its L2 norm (the Normalize module)
   int64_t max_seq_length = 0;  // inputs cut to this many tokens (0: the model's positions)
+  int64_t relative_attention_num_buckets = 0;    // > 0: MPNet's relative position bias (N, even)
+  int64_t relative_attention_max_distance = 128;  // D
 
   static const io::Fields<BertConfig>& fields();
   static BertConfig from_json(const nlohmann::json& j);  // fields() plus hidden_size % heads == 0
@@ -61,6 +71,10 @@ struct BertConfig {
     return padding_idx >= 0 ? max_position_embeddings - padding_idx - 1 : max_position_embeddings;
   }
 };
+
+// T5's bidirectional bucket of a relative position r = j − i, of num_buckets (N) and max_distance (D):
+// bucket(r) above.
+int64_t relative_position_bucket(int64_t r, int64_t num_buckets, int64_t max_distance);
 
 class Bert : public Module {
  public:
@@ -100,9 +114,14 @@ class Bert : public Module {
   Tensor decoder_bias;                        // [vocab_size]
   std::shared_ptr<Linear> pooler_dense;       // the sequence classifier's [E, E] (null: pooler none)
   std::shared_ptr<Linear> classifier;         // [num_labels, E] (null without a classifier)
+  std::shared_ptr<Embedding> relative_attention_bias;  // [N, num_heads] (null without MPNet's bias)
 
  private:
   std::vector<Tensor> layer_matrices() const;
+  // The mask every layer's attention takes, from `keep` [B·T] (true: a token; empty: no padding):
+  // the padding mask [B, 1, 1, T] (bool, true = may be attended to; undefined without padding), or
+  // with a relative position bias the float bias[bucket(j − i), h], − ∞ at padded keys, [B or 1, H, T, T].
+  Tensor attention_mask_of(const std::vector<bool>& keep, int64_t B, int64_t T, Device device) const;
   Generator* gen_;
   bool int8_layers_ = false;
 };

@@ -35,6 +35,12 @@ HfArchitecture distilbert(const std::string& name, EncoderHead head);
 // RobertaModel, RobertaForMaskedLM, …ForSequenceClassification, …ForTokenClassification; and
 // XLM-RoBERTa's four (the same network and names, a SentencePiece Unigram vocabulary)
 HfArchitecture roberta(const std::string& name, EncoderHead head);
+// MPNetModel, MPNetForMaskedLM, …ForSequenceClassification, …ForTokenClassification (RoBERTa's
+// network with a relative position bias)
+HfArchitecture mpnet(const std::string& name, EncoderHead head);
+// RoBERTa's tensor names ("roberta.encoder.layer.0.attention.self.query.weight", "lm_head.bias",
+// "classifier.out_proj.weight", …) → qkv's bert parameter (mpnet.cpp maps its names onto them).
+std::optional<HfTensorTarget> roberta_tensor_target(const std::string& hf_name, EncoderHead head);
 // An encoder's activation field (BERT's hidden_act, DistilBERT's activation) as qkv's activation name:
 // gelu, relu, gelu_tanh (gelu_new, gelu_pytorch_tanh, gelu_fast), silu (swish); others refused.
 std::string encoder_activation(const nlohmann::json& hf_config, const char* key);

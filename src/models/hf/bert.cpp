@@ -210,6 +210,10 @@ std::optional<HfTensorTarget> roberta_map(const std::string& hf_name, EncoderHea
 
 }  // namespace
 
+std::optional<HfTensorTarget> roberta_tensor_target(const std::string& hf_name, EncoderHead head) {
+  return roberta_map(hf_name, head);
+}
+
 HfArchitecture roberta(const std::string& name, EncoderHead head) {
   return {name, "bert", [name, head](const nlohmann::json& c) { return roberta_config(c, name, head); },
           [head](const std::string& t) { return roberta_map(t, head); }};
