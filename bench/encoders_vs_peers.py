@@ -1,10 +1,10 @@
 #!/usr/bin/env python3
-"""Converted encoders (BERT-base sized): qkv against transformers (PyTorch) and CTranslate2 on the same
-folder — texts classified a second, and texts encoded to sentence embeddings a second, with each
+"""Converted encoders (BERT-base sized, or MPNet-base: --arch mpnet): qkv against transformers (PyTorch) and
+CTranslate2 on the same folder — texts classified a second, and texts encoded to sentence embeddings a second, with each
 engine's peak RSS.
 
     pip install torch transformers tokenizers ctranslate2                    # the peers (PyPI)
-    PYTHONPATH=build/python/stage python3 bench/encoders_vs_peers.py [--threads 2] [--rounds 3]
+    PYTHONPATH=build/python/stage python3 bench/encoders_vs_peers.py [--arch bert|mpnet] [--threads 2] [--rounds 3]
 
 The model is random (no hub here), built by transformers from a seed and saved with save_pretrained
 into --out once: BertForSequenceClassification, 12 layers, d 768, 12 heads, FFN 3072, 512 positions,
@@ -12,6 +12,9 @@ vocab 30,522 (a WordPiece vocabulary of Tatoeba's English words), 3 labels (~110
 qkv converts it with qkv.convert; CTranslate2 with ct2-transformers-converter (its Encoder: the BERT
 encoder and pooler; it has no classification head, so it is timed on embeddings only). Each in f32 and
 int8 (qkv: weights="int8", the layers' matrices as int8 rows; CTranslate2: compute_type="int8").
+--arch mpnet: all-mpnet-base-v2's network instead (MPNetForSequenceClassification and MPNetModel, the
+same sizes, 514 positions, a relative position bias of 32 buckets; MPNet's tokenizer over the same
+pieces), which CTranslate2 4.8.5 does not convert: qkv and transformers only.
 
 Workloads: --texts English Tatoeba sentences (8–25 words; ~16 tokens), in batches of --batch,
 tokenization included, each engine in a fresh process (its own peak RSS), rounds alternating
@@ -50,8 +53,8 @@ def texts(n):
     return out
 
 
-def build(out):
-    """The random BERT-base folder and its converted copies (once)."""
+def build(out, arch):
+    """The random BERT-base (or MPNet-base) folder and its converted copies (once)."""
     if os.path.exists(os.path.join(out, "done")):
         return
     import collections
@@ -73,17 +76,26 @@ def build(out):
                                                        special_tokens=[("[CLS]", 2), ("[SEP]", 3)])
     fast = transformers.PreTrainedTokenizerFast(tokenizer_object=tok, unk_token="[UNK]", pad_token="[PAD]",
                                                 cls_token="[CLS]", sep_token="[SEP]", mask_token="[MASK]")
-    cfg = transformers.BertConfig(vocab_size=30522, id2label={0: "NEGATIVE", 1: "NEUTRAL", 2: "POSITIVE"},
-                                  pad_token_id=0)
-    model = transformers.BertForSequenceClassification(cfg).eval()
+    labels = {0: "NEGATIVE", 1: "NEUTRAL", 2: "POSITIVE"}
+    if arch == "mpnet":
+        mp = ["<s>", "<pad>", "</s>", "<unk>", "[UNK]"] + pieces[5:30522] + ["<mask>"]
+        fast = transformers.MPNetTokenizer(vocab={p: i for i, p in enumerate(mp)})
+        model = transformers.MPNetForSequenceClassification(
+            transformers.MPNetConfig(vocab_size=len(mp), id2label=labels)).eval()
+    else:
+        cfg = transformers.BertConfig(vocab_size=30522, id2label=labels, pad_token_id=0)
+        model = transformers.BertForSequenceClassification(cfg).eval()
     cls_dir, enc_dir = os.path.join(out, "bert-cls"), os.path.join(out, "bert-model")
     model.save_pretrained(cls_dir, safe_serialization=True)
     fast.save_pretrained(cls_dir)
-    model.bert.save_pretrained(enc_dir, safe_serialization=True)  # the same weights as a BertModel
+    model.base_model.save_pretrained(enc_dir, safe_serialization=True)  # the same weights as a BertModel / MPNetModel
     fast.save_pretrained(enc_dir)
     import qkv
     qkv.convert(cls_dir, os.path.join(out, "bert-cls.safetensors"))
     qkv.convert(enc_dir, os.path.join(out, "bert-model.safetensors"))
+    if arch == "mpnet":  # (CTranslate2 converts no MPNet)
+        open(os.path.join(out, "done"), "w").close()
+        return
     # CTranslate2 4.8's converter reads BertConfig.position_embedding_type, which transformers 5 dropped
     # (absolute positions, what the model has): written into the folder's config for it
     cfg_path = os.path.join(enc_dir, "config.json")
@@ -105,8 +117,8 @@ def run_one(engine, task, out, n, batch, threads):
         torch.set_num_threads(threads)
         folder = os.path.join(out, "bert-cls" if task == "classify" else "bert-model")
         tok = transformers.AutoTokenizer.from_pretrained(folder)
-        model = (transformers.BertForSequenceClassification if task == "classify" else
-                 transformers.BertModel).from_pretrained(folder).eval()
+        model = (transformers.AutoModelForSequenceClassification if task == "classify" else
+                 transformers.AutoModel).from_pretrained(folder).eval()
 
         def work():
             res = []
@@ -159,13 +171,16 @@ def run_one(engine, task, out, n, batch, threads):
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--out", default="/tmp/qkv-encoder-bench")
+    ap.add_argument("--arch", choices=["bert", "mpnet"], default="bert")
+    ap.add_argument("--out", help="where the random folders go (default /tmp/qkv-encoder-bench[-mpnet])")
     ap.add_argument("--texts", type=int, default=512)
     ap.add_argument("--batch", type=int, default=32)
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--one", nargs=2, help=argparse.SUPPRESS)  # ENGINE TASK: a child process
+    ap.add_argument("--build-only", action="store_true", help=argparse.SUPPRESS)  # the folders, in a child
     args = ap.parse_args()
+    args.out = args.out or "/tmp/qkv-encoder-bench" + ("-mpnet" if args.arch == "mpnet" else "")
     if args.one:
         import resource
 
@@ -176,17 +191,22 @@ def main():
         print(json.dumps({"rate": rate, "rss_mib": rss}))
         return
     os.makedirs(args.out, exist_ok=True)
-    build(args.out)
+    if args.build_only:
+        build(args.out, args.arch)
+        return
+    # the folders built in a child process: a peak RSS is inherited across fork and exec, and the
+    # engines' children would report the builder's
+    subprocess.run([sys.executable, __file__, "--arch", args.arch, "--out", args.out, "--build-only"], check=True)
     import numpy as np
     env = dict(os.environ, OMP_WAIT_POLICY="PASSIVE", OMP_NUM_THREADS=str(args.threads))
     plan = {"classify": ["qkv", "qkv-int8", "transformers"],
-            "embed": ["qkv", "qkv-int8", "transformers", "ctranslate2", "ctranslate2-int8"]}
+            "embed": ["qkv", "qkv-int8", "transformers"] + (["ctranslate2", "ctranslate2-int8"] if args.arch == "bert" else [])}
     print(f"{args.texts} texts, batches of {args.batch}, {args.threads} threads, {args.rounds} rounds (medians)")
     for task, engines in plan.items():
         got = {e: [] for e in engines}
         for _ in range(args.rounds):
             for e in engines:
-                p = subprocess.run([sys.executable, __file__, "--out", args.out, "--texts", str(args.texts), "--batch",
+                p = subprocess.run([sys.executable, __file__, "--arch", args.arch, "--out", args.out, "--texts", str(args.texts), "--batch",
                                     str(args.batch), "--threads", str(args.threads), "--one", e, task],
                                    capture_output=True, text=True, env=env)
                 if p.returncode != 0:
