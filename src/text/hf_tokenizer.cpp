@@ -168,11 +168,29 @@ struct HfTokenizer::Impl {
       const size_t room = static_cast<size_t>(max_length) > added ? static_cast<size_t>(max_length) - added : 0;
       if (ids.size() > room) ids.resize(room);
     }
-    seqs.push_back({ids, std::vector<int32_t>(ids.size(), 0)});
-    if (b) {
-      auto ids_b = tokenize(*b);
-      seqs.push_back({ids_b, std::vector<int32_t>(ids_b.size(), 1)});
+    std::vector<int32_t> ids_b;
+    if (b) ids_b = tokenize(*b);
+    if (max_length >= 0 && b) {
+      // tokenizers' "longest_first" truncation of a pair (transformers' truncation=True): with n1 ≤ n2
+      // the shorter kept whole where the room allows, the longer cut to what is left; where both
+      // must go, half the room each (the odd token to the longer)
+      size_t added = 0;
+      if (post_processor && add_special_tokens)
+        for (const auto& s : post_processor->process({Encoded{}, Encoded{}}, true)) added += s.ids.size();
+      const size_t room = static_cast<size_t>(max_length) > added ? static_cast<size_t>(max_length) - added : 0;
+      size_t n1 = ids.size(), n2 = ids_b.size();
+      if (n1 + n2 > room) {
+        const bool swap = n1 > n2;
+        if (swap) std::swap(n1, n2);
+        n2 = n1 > room ? n1 : std::max(n1, room - n1);
+        if (n1 + n2 > room) n1 = room / 2, n2 = n1 + room % 2;
+        if (swap) std::swap(n1, n2);
+        ids.resize(std::min(ids.size(), n1));
+        ids_b.resize(std::min(ids_b.size(), n2));
+      }
     }
+    seqs.push_back({ids, std::vector<int32_t>(ids.size(), 0)});
+    if (b) seqs.push_back({ids_b, std::vector<int32_t>(ids_b.size(), 1)});
     if (post_processor) seqs = post_processor->process(std::move(seqs), add_special_tokens);
     HfEncoding out;
     for (const auto& s : seqs) {
@@ -380,6 +398,10 @@ std::vector<int32_t> HfTokenizer::encode_truncated(std::string_view text, int64_
 
 HfEncoding HfTokenizer::encode_pair(std::string_view text, std::string_view pair, bool add_special_tokens) const {
   return impl_->encode(text, &pair, add_special_tokens);
+}
+
+HfEncoding HfTokenizer::encode_pair_truncated(std::string_view text, std::string_view pair, int64_t max_length) const {
+  return impl_->encode(text, &pair, true, std::max<int64_t>(max_length, 0));
 }
 
 std::string HfTokenizer::decode(const std::vector<int32_t>& ids, bool skip_special_tokens) const {

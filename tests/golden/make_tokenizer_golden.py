@@ -13,7 +13,8 @@ UTF-8) and, per line and tokenizer, what `tokenizers` answers:
               ids with them: [prefix, suffix] around the former, or {"ids": [...]} where not that,
               decode(with, skip_special_tokens=True), null where it is the line's text,
               (every tenth line) decode(with, skip_special_tokens=False)],
-   "<bert name>_pair" (every 20th line): the pair (line, next line) as [ids, type_ids]}
+   "<bert name>_pair", "xlmr_pair" (every 20th line): the pair (line, next line) as [ids, type_ids],
+   "…_pair16": the same cut to 16 tokens as truncation=True ("longest_first") cuts it}
 
 Invalid UTF-8 reaches `tokenizers` as Python's bytes.decode("utf-8", errors="replace") makes it (a
 U+FFFD per maximal invalid subpart); qkv's tokenizer replaces it the same way.
@@ -337,9 +338,14 @@ def main():
             if i % 10 == 0:  # decode keeping the special tokens, on every tenth line
                 entry.append(tok.decode(ids_sp, skip_special_tokens=False))
             rec[name] = entry
-            if name.startswith("bert") and i % 20 == 0:
+            if (name.startswith("bert") or name == "xlmr") and i % 20 == 0:
                 e = tok.encode(texts[i], texts[(i + 1) % len(texts)])
                 rec[name + "_pair"] = [e.ids, e.type_ids]
+                # and cut to 16 tokens as transformers' truncation=True cuts a pair ("longest_first")
+                tok.enable_truncation(16, strategy="longest_first")
+                e = tok.encode(texts[i], texts[(i + 1) % len(texts)])
+                tok.no_truncation()
+                rec[name + "_pair16"] = [e.ids, e.type_ids]
     with gzip.GzipFile(os.path.join(OUT, "corpus.jsonl.gz"), "wb", mtime=0, compresslevel=9) as f:
         for rec in records:
             f.write((json.dumps(rec, ensure_ascii=False, separators=(",", ":")) + "\n").encode("utf-8"))

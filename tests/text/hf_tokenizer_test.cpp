@@ -91,6 +91,13 @@ void check_corpus(const HfTokenizer& tok, const std::string& name) {
       if (enc.token_type_ids != p[1].get<std::vector<int32_t>>())
         report(i, "encode(pair).type_ids", show_ids(enc.token_type_ids), p[1].dump());
     }
+    if (recs[i].contains(name + "_pair16")) {
+      const json& p = recs[i][name + "_pair16"];
+      const auto enc = tok.encode_pair_truncated(text, line_text(recs[(i + 1) % recs.size()]), 16);
+      if (enc.ids != p[0].get<std::vector<int32_t>>()) report(i, "encode(pair, max_length=16)", show_ids(enc.ids), p[0].dump());
+      if (enc.token_type_ids != p[1].get<std::vector<int32_t>>())
+        report(i, "encode(pair, max_length=16).type_ids", show_ids(enc.token_type_ids), p[1].dump());
+    }
   }
   EXPECT_EQ(bad, 0) << name << ": " << bad << " mismatches on " << recs.size() << " lines";
 }

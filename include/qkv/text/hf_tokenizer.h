@@ -84,6 +84,9 @@ class HfTokenizer {
   // encode(text) cut to at most max_length ids as transformers' truncation=True, max_length=N cuts
   // one sequence: the text's tokens shortened, the special tokens kept.
   std::vector<int32_t> encode_truncated(std::string_view text, int64_t max_length) const;
+  // A pair with the special tokens, cut to max_length tokens as transformers' truncation=True
+  // ("longest_first") cuts it: the longer sequence first, down to half the room each.
+  HfEncoding encode_pair_truncated(std::string_view text, std::string_view pair, int64_t max_length) const;
   // Ids the tokenizer does not know are left out, as `tokenizers` does.
   std::string decode(const std::vector<int32_t>& ids, bool skip_special_tokens = false) const;
 
