@@ -19,7 +19,7 @@ HttpServer& server() {
     auto none = [](const HttpRequest&) { return HttpResponse{}; };
     for (const char* p : {"/", "/health", "/metrics", "/v1/models"}) h->route("GET", p, none, false);
     for (const char* p : {"/v1/translate", "/v1/generate", "/v1/attention", "/v1/fill-mask", "/v1/classify",
-                          "/v1/embeddings"})
+                          "/v1/embeddings", "/v1/rerank", "/rerank"})
       h->route("POST", p, none, true);
     return h;
   }();
@@ -64,6 +64,12 @@ void validate(const std::string& path, const std::string& body) {
   } else if (path == "/v1/embeddings") {
     const Body b(body, kEmbeddingsFields, /*lenient=*/true);
     b.texts("input", 64, 2000);
+  } else if (path == "/v1/rerank" || path == "/rerank") {
+    const Body b(body, kRerankFields);
+    b.text("query", 2000, "--max-sentence-bytes");
+    const auto documents = b.texts("documents", 64, 2000);
+    b.integer("top_n", 0, 0, static_cast<int64_t>(documents.size()));
+    b.boolean("return_documents", true);
   }
 }
 

@@ -842,6 +842,45 @@ void bind_models(nb::module_& m) {
           "float32 array [n, hidden] for a list, [hidden] for one str. A converted sentence-transformers\n"
           "folder keeps its pooling, Normalize and max_seq_length; otherwise the mean of the hidden states.\n"
           "pooling: 'cls', 'mean' or 'max'; max_length: texts cut to this many tokens (0: the model's).")
+      .def(
+          "rank",
+          [](const PyMaskedLanguageModel& b, const std::string& query, const nb::handle& documents,
+             std::optional<int64_t> top_k, bool return_documents, std::optional<std::string> activation,
+             int64_t max_length, int64_t batch_size) {
+            auto [docs, one] = texts_arg(documents, "documents");
+            decode::RerankOptions o;
+            if (top_k) {
+              if (*top_k < 1) throw nb::value_error("top_k must be None (every document) or an int of at least 1");
+              o.top_k = *top_k;
+            }
+            if (activation) {
+              o.function = parse_enum<decode::ClassificationFunction>(*activation, "activation");
+              if (o.function == decode::ClassificationFunction::softmax)
+                throw nb::value_error("activation must be 'auto', 'sigmoid' or 'none'");
+            }
+            if (max_length < 0) throw nb::value_error("max_length must be 0 (the model's) or positive");
+            o.max_length = max_length, o.batch_size = batch_size;
+            std::vector<decode::RankedDocument> ranked;
+            {
+              nb::gil_scoped_release release;
+              ranked = decode::rerank(b.model(), b.tokenizer(), query, docs, o);
+            }
+            nb::list out;
+            for (const auto& r : ranked) {
+              nb::dict d;
+              d["corpus_id"] = r.index, d["score"] = r.score;
+              if (return_documents) d["text"] = docs[static_cast<size_t>(r.index)];
+              out.append(d);
+            }
+            return out;
+          },
+          "query"_a, "documents"_a, "top_k"_a = nb::none(), "return_documents"_a = false, "activation"_a = nb::none(),
+          "max_length"_a = 0, "batch_size"_a = 32,
+          "A cross-encoder's ranking of `documents` for `query`, as sentence-transformers' CrossEncoder.rank\n"
+          "gives it: [{'corpus_id', 'score'(, 'text')}, …] best first (top_k: the best k). Each (query,\n"
+          "document) pair is cut to max_length tokens (0: the tokenizer's model_max_length) the longer first;\n"
+          "the score is the model's activation of its one logit (sigmoid unless its config says identity;\n"
+          "activation='none': the logit).")
       .def_prop_ro(
           "labels", [](const PyMaskedLanguageModel& b) { return b.model().task().labels; },
           "A classifier's labels (config.id2label, in id order); [] without a classifier.")

@@ -159,6 +159,26 @@ def test_mpnet_embeddings_and_classification():
     assert [g["score"] for g in got] == pytest.approx([w["score"] for w in case["all"]], abs=1e-5)
 
 
+@pytest.mark.parametrize("name", ["ce-bert", "ce-roberta"])
+def test_rank_as_the_cross_encoder(name):
+    # a reranker (one label) as sentence-transformers' CrossEncoder.rank: the order and the scores,
+    # each (query, document) pair cut to the tokenizer's model_max_length the longer first
+    model = qkv.load(os.path.join(GOLDEN, name))
+    for case in reference(name)["cases"]:
+        got = model.rank(case["query"], case["documents"])
+        assert [g["corpus_id"] for g in got] == [w["corpus_id"] for w in case["rank"]]
+        # (ce-roberta's scores are its logits, up to ~3, where f32's rounding reaches 1.5e-5)
+        tol = 1e-5 if name == "ce-bert" else 5e-5
+        assert [g["score"] for g in got] == pytest.approx([w["score"] for w in case["rank"]], abs=tol)
+        top = model.rank(case["query"], case["documents"], top_k=2, return_documents=True)
+        assert [(g["corpus_id"], g["text"]) for g in top] == \
+            [(w["corpus_id"], case["documents"][w["corpus_id"]]) for w in case["rank_top2"]]
+    with pytest.raises(ValueError, match="top_k"):
+        model.rank("q", ["d"], top_k=0)
+    with pytest.raises(ValueError, match="activation"):
+        model.rank("q", ["d"], activation="softmax")
+
+
 def test_multilingual_embeddings_through_a_sentencepiece_unigram():
     # paraphrase-multilingual's form: XLM-RoBERTa, its SentencePiece Unigram tokenizer, mean pooling
     # without Normalize

@@ -4,6 +4,8 @@
 #include <cmath>
 #include <functional>
 
+#include <nlohmann/json.hpp>
+
 #include "qkv/autograd/grad_mode.h"
 #include "qkv/core/error.h"
 #include "qkv/core/message.h"
@@ -196,6 +198,61 @@ std::vector<std::vector<TokenEntity>> token_classification(const models::MaskedL
       out[rows[r]] = std::move(entities);
     }
   });
+  return out;
+}
+
+std::vector<RankedDocument> rerank(const models::MaskedLanguageModel& model, const text::HfTokenizer& tokenizer,
+                                   const std::string& query, const std::vector<std::string>& documents,
+                                   const RerankOptions& options, std::vector<int64_t>* tokens) {
+  const models::EncoderTask task = model.task();
+  QKV_CHECK(
+      task.classifier == nn::BertClassifier::sequence,
+      "rerank: the model has no sequence classifier (a cross-encoder: convert its …ForSequenceClassification folder)");
+  QKV_CHECK(task.labels.size() == 1, "rerank: a cross-encoder scores a pair with one label, and this classifier has ",
+            task.labels.size(), " (", excerpt(task.labels[0]),
+            ", …): classify the pairs with text classification instead");
+  ClassificationFunction f = options.function;
+  QKV_CHECK(f != ClassificationFunction::softmax, "rerank: softmax over one label is always 1 (sigmoid or none)");
+  if (f == ClassificationFunction::auto_)
+    f = task.score_activation == nn::ScoreActivation::identity ? ClassificationFunction::none
+                                                               : ClassificationFunction::sigmoid;
+  // the cut: max_length, or the tokenizer's model_max_length (CrossEncoder's), or the model's positions
+  int64_t max_length = options.max_length;
+  if (max_length <= 0) {
+    max_length = model.max_positions();
+    if (!tokenizer.tokenizer_config_json().empty()) {
+      const auto config = nlohmann::json::parse(tokenizer.tokenizer_config_json(), nullptr, /*allow_exceptions=*/false);
+      if (config.is_object() && config.contains("model_max_length") && config["model_max_length"].is_number_integer() &&
+          config["model_max_length"].get<int64_t>() > 0)
+        max_length = std::min(max_length, config["model_max_length"].get<int64_t>());
+    }
+  }
+  QKV_CHECK(max_length <= model.max_positions(), "rerank: max_length ", max_length, " is more than the model's ",
+            model.max_positions(), " positions");
+  std::vector<text::HfEncoding> encs;
+  for (const std::string& doc : documents) {
+    text::HfEncoding e = tokenizer.encode_pair_truncated(query, doc, max_length);
+    QKV_CHECK(!e.ids.empty() && static_cast<int64_t>(e.ids.size()) <= max_length, "rerank: max_length ", max_length,
+              " leaves no room for the pair's special tokens");
+    if (model.type_vocab_size() == 0) e.token_type_ids.assign(e.ids.size(), 0);
+    for (int32_t t : e.token_type_ids)
+      QKV_CHECK(t < std::max<int64_t>(model.type_vocab_size(), 1), "rerank: the tokenizer gives token type ", t,
+                " but the model knows ", model.type_vocab_size(), " (type_vocab_size)");
+    if (tokens) tokens->push_back(static_cast<int64_t>(e.ids.size()));
+    encs.push_back(std::move(e));
+  }
+  std::vector<RankedDocument> out(documents.size());
+  batches(encs, options.batch_size, pad_id_of(tokenizer), [&](const Batch& b, const std::vector<size_t>& rows) {
+    const std::vector<float> logits = model.classify(b.ids, b.types, b.mask).to_vector();  // [B, 1]
+    for (size_t r = 0; r < rows.size(); ++r) {
+      const double x = logits[r];
+      out[rows[r]] = {static_cast<int64_t>(rows[r]), f == ClassificationFunction::sigmoid ? 1 / (1 + std::exp(-x)) : x};
+    }
+  });
+  std::stable_sort(out.begin(), out.end(),
+                   [](const RankedDocument& a, const RankedDocument& b) { return a.score > b.score; });
+  if (options.top_k > 0 && options.top_k < static_cast<int64_t>(out.size()))
+    out.resize(static_cast<size_t>(options.top_k));
   return out;
 }
 

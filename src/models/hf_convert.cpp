@@ -133,16 +133,24 @@ HfFolder open_hf_folder(const std::string& dir_in) {
 
 // ---- sentence-transformers ---------------------------------------------------------------------
 
-// A sentence-transformers folder (modules.json beside the model's files): its Pooling module's mode
-// (1_Pooling/config.json: cls, mean or max — one of them), whether a Normalize module follows, and
-// sentence_bert_config.json's max_seq_length, kept in the encoder's config for qkv embed. Modules
-// other than Transformer, Pooling and Normalize (a Dense projection, …) are refused by name: the
-// embedding would not be theirs.
+// A sentence-transformers folder (modules.json beside the model's files), as sentence-transformers
+// 2–5 and 6 save it: its Pooling module's mode (1_Pooling/config.json: "pooling_mode": "mean" (6) or
+// pooling_mode_mean_tokens: true (before) — one of cls, mean, max), whether a Normalize module
+// follows, and the length texts are cut to (sentence_bert_config.json's max_seq_length, else the
+// tokenizer's model_max_length — 6 keeps it there —, at most the model's positions), kept in the
+// encoder's config for qkv embed; a CrossEncoder's activation_fn (config_sentence_transformers.json),
+// for qkv rerank. Modules other than Transformer, Pooling and Normalize (a Dense projection, …) are
+// refused by name: the embedding would not be theirs.
 void read_sentence_transformers(const std::string& dir, nlohmann::json& config) {
   const std::string modules_path = dir + "/modules.json";
   if (!exists(modules_path)) return;
   const nlohmann::json modules = read_json(modules_path, kMaxConfigBytes);
   QKV_CHECK(modules.is_array(), "'", modules_path, "': expected a list of modules");
+  // "sentence_transformers.models.Pooling" (2–5) or
+  // "sentence_transformers.sentence_transformer.modules.pooling.Pooling" (6)
+  auto is = [](const std::string& type, const char* name) {
+    return type == name || type.ends_with(std::string(".") + name);
+  };
   for (const auto& m : modules) {
     QKV_CHECK(m.is_object() && m.contains("type") && m["type"].is_string(), "'", modules_path,
               "': a module without a \"type\"");
@@ -150,38 +158,70 @@ void read_sentence_transformers(const std::string& dir, nlohmann::json& config) 
     const std::string path = m.value("path", nlohmann::json("")).is_string() ? m.value("path", std::string()) : "";
     QKV_CHECK(path.find("..") == std::string::npos && !path.starts_with("/"), "'", modules_path, "': the module path '",
               excerpt(path), "' leaves the folder");
-    if (type.ends_with("models.Transformer")) continue;
-    if (type.ends_with("models.Normalize")) {
+    if (is(type, "Transformer")) continue;
+    if (is(type, "Normalize")) {
       config["normalize"] = true;
       continue;
     }
-    QKV_CHECK(type.ends_with("models.Pooling"), "'", modules_path, "': the module '", excerpt(type),
+    QKV_CHECK(is(type, "Pooling"), "'", modules_path, "': the module '", excerpt(type),
               "' is not supported (Transformer, Pooling and Normalize are)");
     const std::string pooling_path = dir + "/" + path + "/config.json";
     const nlohmann::json p = read_json(pooling_path, kMaxConfigBytes);
     QKV_CHECK(p.is_object(), "'", pooling_path, "': expected an object");
     std::vector<std::string> modes;
     for (auto& [key, value] : p.items()) {
+      if (key == "pooling_mode") {  // (6) a mode, or a list of them
+        for (const auto& v : value.is_array() ? value : nlohmann::json::array({value})) {
+          QKV_CHECK(v.is_string(), "'", pooling_path, "': pooling_mode must be a mode's name or a list of them");
+          const std::string mode = v.get<std::string>();
+          modes.push_back(mode == "cls"    ? "cls_token"
+                          : mode == "mean" ? "mean_tokens"
+                          : mode == "max"  ? "max_tokens"
+                                           : mode);
+        }
+        continue;
+      }
       if (!key.starts_with("pooling_mode_")) continue;
       QKV_CHECK(value.is_boolean(), "'", pooling_path, "': ", key, " must be true or false");
       if (value.get<bool>()) modes.push_back(key.substr(13));
     }
     QKV_CHECK(modes.size() == 1 && (modes[0] == "cls_token" || modes[0] == "mean_tokens" || modes[0] == "max_tokens"),
               "'", pooling_path, "': the pooling ", modes.empty() ? "(none)" : excerpt(modes[0]),
-              modes.size() > 1 ? " with others" : "",
-              " is not supported (one of cls_token, mean_tokens, max_tokens is)");
+              modes.size() > 1 ? " with others" : "", " is not supported (one of cls, mean, max is)");
     config["pooling"] = modes[0] == "cls_token" ? "cls" : modes[0] == "mean_tokens" ? "mean" : "max";
   }
-  const std::string st_config = dir + "/sentence_bert_config.json";
-  if (exists(st_config)) {
-    const nlohmann::json c = read_json(st_config, kMaxConfigBytes);
-    if (c.is_object() && c.contains("max_seq_length") && !c["max_seq_length"].is_null()) {
-      QKV_CHECK(c["max_seq_length"].is_number_integer() && c["max_seq_length"].get<int64_t>() >= 1, "'", st_config,
-                "': max_seq_length must be a positive integer");
-      // (at most the model's positions: sentence-transformers cuts to the smaller of the two too)
-      const int64_t pad = config.value("padding_idx", int64_t{-1});
-      const int64_t positions = config["max_position_embeddings"].get<int64_t>() - (pad >= 0 ? pad + 1 : 0);
-      config["max_seq_length"] = std::min(c["max_seq_length"].get<int64_t>(), positions);
+  // the length: sentence_bert_config.json's max_seq_length, else tokenizer_config.json's model_max_length
+  const int64_t pad = config.value("padding_idx", int64_t{-1});
+  const int64_t positions = config["max_position_embeddings"].get<int64_t>() - (pad >= 0 ? pad + 1 : 0);
+  int64_t max_seq_length = 0;
+  for (const auto& [file, key] : {std::pair{"/sentence_bert_config.json", "max_seq_length"},
+                                  std::pair{"/tokenizer_config.json", "model_max_length"}}) {
+    const std::string path = dir + file;
+    if (max_seq_length > 0 || !exists(path)) continue;
+    const nlohmann::json c = read_json(path, kMaxConfigBytes);
+    if (!c.is_object() || !c.contains(key) || c[key].is_null()) continue;
+    if (std::string(key) == "model_max_length" && !c[key].is_number_integer()) continue;  // (1e30: "none")
+    QKV_CHECK(c[key].is_number_integer() && c[key].get<int64_t>() >= 1, "'", path, "': ", key,
+              " must be a positive integer");
+    max_seq_length = c[key].get<int64_t>();
+  }
+  // (at most the model's positions: sentence-transformers cuts to the smaller of the two too)
+  if (max_seq_length > 0) config["max_seq_length"] = std::min(max_seq_length, positions);
+  // a CrossEncoder's activation (sentence-transformers ≥ 4 writes it here; config.json's
+  // sentence_transformers.activation_fn, read by the converter, is the older place)
+  const std::string st_path = dir + "/config_sentence_transformers.json";
+  if (exists(st_path)) {
+    const nlohmann::json c = read_json(st_path, kMaxConfigBytes);
+    if (c.is_object() && c.value("model_type", nlohmann::json()) == "CrossEncoder" && c.contains("activation_fn") &&
+        !c["activation_fn"].is_null()) {
+      QKV_CHECK(c["activation_fn"].is_string(), "'", st_path, "': activation_fn must be a string");
+      const std::string f = c["activation_fn"].get<std::string>();
+      QKV_CHECK(f == "torch.nn.modules.activation.Sigmoid" || f == "torch.nn.modules.linear.Identity", "'", st_path,
+                "': the cross-encoder's activation_fn '", excerpt(f),
+                "' is not supported (torch.nn.modules.activation.Sigmoid and torch.nn.modules.linear.Identity are)");
+      QKV_CHECK(config.value("classifier", std::string()) == "sequence", "'", st_path,
+                "': a CrossEncoder's folder, and the model has no sequence classifier");
+      config["score_activation"] = f.ends_with("Sigmoid") ? "sigmoid" : "identity";
     }
   }
 }
@@ -234,14 +274,46 @@ const HfArchitecture& hf_architecture(const std::string& name) {
 }
 
 bool hf_field_is_bookkeeping(const std::string& key) {
-  static const std::set<std::string> keys = {
-      "_name_or_path", "architectures", "model_type", "transformers_version", "torch_dtype", "dtype", "use_cache",
-      "initializer_range", "bos_token_id", "eos_token_id", "pad_token_id", "sep_token_id", "decoder_start_token_id",
-      "task_specific_params", "id2label", "label2id", "gradient_checkpointing", "output_attentions",
-      "output_hidden_states", "return_dict", "problem_type", "tokenizer_class", "prefix", "finetuning_task",
-      "torchscript", "use_return_dict", "max_length", "num_beams", "bad_words_ids", "forced_eos_token_id",
-      "forced_bos_token_id", "num_labels", "is_decoder", "is_encoder_decoder", "chunk_size_feed_forward",
-      "pruned_heads", "attn_implementation", "_attn_implementation_autoset"};
+  static const std::set<std::string> keys = {"_name_or_path",
+                                             "architectures",
+                                             "model_type",
+                                             "transformers_version",
+                                             "torch_dtype",
+                                             "dtype",
+                                             "use_cache",
+                                             "initializer_range",
+                                             "bos_token_id",
+                                             "eos_token_id",
+                                             "pad_token_id",
+                                             "sep_token_id",
+                                             "decoder_start_token_id",
+                                             "task_specific_params",
+                                             "id2label",
+                                             "label2id",
+                                             "gradient_checkpointing",
+                                             "output_attentions",
+                                             "sentence_transformers",
+                                             "sbert_ce_default_activation_function",  // (read by encoder_head_config)
+                                             "output_hidden_states",
+                                             "return_dict",
+                                             "problem_type",
+                                             "tokenizer_class",
+                                             "prefix",
+                                             "finetuning_task",
+                                             "torchscript",
+                                             "use_return_dict",
+                                             "max_length",
+                                             "num_beams",
+                                             "bad_words_ids",
+                                             "forced_eos_token_id",
+                                             "forced_bos_token_id",
+                                             "num_labels",
+                                             "is_decoder",
+                                             "is_encoder_decoder",
+                                             "chunk_size_feed_forward",
+                                             "pruned_heads",
+                                             "attn_implementation",
+                                             "_attn_implementation_autoset"};
   return keys.count(key) > 0;
 }
 

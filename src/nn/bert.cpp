@@ -15,33 +15,34 @@ namespace qkv::nn {
 
 const io::Fields<BertConfig>& BertConfig::fields() {
   using F = io::Fields<BertConfig>;
-  static const F f("BERT config", {
-                                      F::integer("vocab_size", &BertConfig::vocab_size, 1),
-                                      F::integer("hidden_size", &BertConfig::hidden_size, 1),
-                                      F::integer("num_hidden_layers", &BertConfig::num_hidden_layers, 1),
-                                      F::integer("num_attention_heads", &BertConfig::num_attention_heads, 1),
-                                      F::integer("intermediate_size", &BertConfig::intermediate_size, 1),
-                                      F::integer("max_position_embeddings", &BertConfig::max_position_embeddings, 1),
-                                      F::integer("type_vocab_size", &BertConfig::type_vocab_size, 0),
-                                      F::choice("hidden_act", &BertConfig::hidden_act),
-                                      F::number("layer_norm_eps", &BertConfig::layer_norm_eps, 1e-30, 1),
-                                      F::number("dropout", &BertConfig::dropout, 0, 1, /*hi_open=*/true),
-                                      F::boolean("mlm_head", &BertConfig::mlm_head),
-                                      F::boolean("mlm_exact_gelu", &BertConfig::mlm_exact_gelu),
-                                      F::integer("padding_idx", &BertConfig::padding_idx, -1),
-                                      F::choice("classifier", &BertConfig::classifier),
-                                      F::integer("num_labels", &BertConfig::num_labels, 0, 1 << 20),
-                                      F::texts("labels", &BertConfig::labels, 1 << 20),
-                                      F::choice("problem_type", &BertConfig::problem_type),
-                                      F::choice("pooler", &BertConfig::pooler),
-                                      F::choice("pooling", &BertConfig::pooling),
-                                      F::boolean("normalize", &BertConfig::normalize),
-                                      F::integer("max_seq_length", &BertConfig::max_seq_length, 0),
-                                      F::integer("relative_attention_num_buckets",
-                                                 &BertConfig::relative_attention_num_buckets, 0, 1 << 16),
-                                      F::integer("relative_attention_max_distance",
-                                                 &BertConfig::relative_attention_max_distance, 1, 1 << 30),
-                                  });
+  static const F f(
+      "BERT config",
+      {
+          F::integer("vocab_size", &BertConfig::vocab_size, 1),
+          F::integer("hidden_size", &BertConfig::hidden_size, 1),
+          F::integer("num_hidden_layers", &BertConfig::num_hidden_layers, 1),
+          F::integer("num_attention_heads", &BertConfig::num_attention_heads, 1),
+          F::integer("intermediate_size", &BertConfig::intermediate_size, 1),
+          F::integer("max_position_embeddings", &BertConfig::max_position_embeddings, 1),
+          F::integer("type_vocab_size", &BertConfig::type_vocab_size, 0),
+          F::choice("hidden_act", &BertConfig::hidden_act),
+          F::number("layer_norm_eps", &BertConfig::layer_norm_eps, 1e-30, 1),
+          F::number("dropout", &BertConfig::dropout, 0, 1, /*hi_open=*/true),
+          F::boolean("mlm_head", &BertConfig::mlm_head),
+          F::boolean("mlm_exact_gelu", &BertConfig::mlm_exact_gelu),
+          F::integer("padding_idx", &BertConfig::padding_idx, -1),
+          F::choice("classifier", &BertConfig::classifier),
+          F::integer("num_labels", &BertConfig::num_labels, 0, 1 << 20),
+          F::texts("labels", &BertConfig::labels, 1 << 20),
+          F::choice("problem_type", &BertConfig::problem_type),
+          F::choice("pooler", &BertConfig::pooler),
+          F::choice("pooling", &BertConfig::pooling),
+          F::boolean("normalize", &BertConfig::normalize),
+          F::integer("max_seq_length", &BertConfig::max_seq_length, 0),
+          F::choice("score_activation", &BertConfig::score_activation),
+          F::integer("relative_attention_num_buckets", &BertConfig::relative_attention_num_buckets, 0, 1 << 16),
+          F::integer("relative_attention_max_distance", &BertConfig::relative_attention_max_distance, 1, 1 << 30),
+      });
   return f;
 }
 
@@ -113,9 +114,9 @@ Bert::Bert(const BertConfig& c, Generator* gen) : config(c), gen_(gen) {
   if (c.classifier != BertClassifier::none)
     classifier = register_module("classifier", std::make_shared<Linear>(c.hidden_size, c.num_labels, true, &g));
   if (c.relative_attention_num_buckets > 0)
-    relative_attention_bias = register_module(
-        "relative_attention_bias",
-        std::make_shared<Embedding>(c.relative_attention_num_buckets, c.num_attention_heads, -1, &g));
+    relative_attention_bias =
+        register_module("relative_attention_bias",
+                        std::make_shared<Embedding>(c.relative_attention_num_buckets, c.num_attention_heads, -1, &g));
   // BERT's initialization (initializer_range 0.02): N(0, 0.02) for every matrix and embedding, zero
   // biases, LayerNorms at 1 / 0.
   for (auto& [name, p] : named_parameters()) {
@@ -200,9 +201,10 @@ int64_t relative_position_bucket(int64_t r, int64_t num_buckets, int64_t max_dis
   int64_t n = -r, bucket = n < 0 ? half : 0;
   n = n < 0 ? -n : n;
   if (n < max_exact) return bucket + n;
-  const float scaled = std::log(static_cast<float>(n) / static_cast<float>(max_exact)) /
-                       static_cast<float>(std::log(static_cast<double>(max_distance) / static_cast<double>(max_exact))) *
-                       static_cast<float>(half - max_exact);
+  const float scaled =
+      std::log(static_cast<float>(n) / static_cast<float>(max_exact)) /
+      static_cast<float>(std::log(static_cast<double>(max_distance) / static_cast<double>(max_exact))) *
+      static_cast<float>(half - max_exact);
   return bucket + std::min(max_exact + static_cast<int64_t>(scaled), half - 1);
 }
 

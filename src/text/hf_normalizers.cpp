@@ -199,7 +199,8 @@ std::unique_ptr<Normalizer> make_normalizer(const json& j, const Field& f) {
   if (type == "Prepend") return std::make_unique<Prepend>(j, f);
   if (type == "Sequence") return std::make_unique<Sequence>(j, f);
   if (type == "Precompiled") return make_precompiled(j, f);
-  f.at("type").fail("normalizer \"" + type + "\" is not supported (BertNormalizer, Lowercase, NFC, NFD, NFKC, NFKD, "
+  f.at("type").fail("normalizer \"" + type +
+                    "\" is not supported (BertNormalizer, Lowercase, NFC, NFD, NFKC, NFKD, "
                     "StripAccents, Strip, Replace, Prepend, Precompiled, Sequence are)");
 }
 

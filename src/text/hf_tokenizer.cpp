@@ -250,8 +250,10 @@ std::shared_ptr<const HfTokenizer::Impl> build(std::string_view text, std::strin
   const std::string type = type_of(m, root.at("model"));
   if (type == "BPE") t.model = make_bpe(m, root.at("model"));
   else if (type == "WordPiece") t.model = make_wordpiece(m, root.at("model"));
-  else if (type == "Unigram") t.model = make_unigram(m, root.at("model"));
-  else root.at("model").at("type").fail("model \"" + type + "\" is not supported (BPE, WordPiece and Unigram are)");
+  else if (type == "Unigram")
+    t.model = make_unigram(m, root.at("model"));
+  else
+    root.at("model").at("type").fail("model \"" + type + "\" is not supported (BPE, WordPiece and Unigram are)");
   if (const json* n = find(j, "normalizer")) t.normalizer = make_normalizer(*n, root.at("normalizer"));
   if (const json* p = find(j, "pre_tokenizer")) t.pre_tokenizer = make_pre_tokenizer(*p, root.at("pre_tokenizer"));
   if (const json* p = find(j, "post_processor")) t.post_processor = make_post_processor(*p, root.at("post_processor"));

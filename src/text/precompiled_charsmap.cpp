@@ -100,7 +100,8 @@ class Precompiled final : public Normalizer {
       const size_t at = value(unit(pos));
       if (at > pool_.size() || (at < pool_.size() && (static_cast<unsigned char>(pool_[at]) & 0xC0) == 0x80))
         throw Error(where_ + ": a replacement at byte " + std::to_string(at) + " of its " +
-                    std::to_string(pool_.size()) + "-byte pool " + (at > pool_.size() ? "is past its end" : "begins inside a character"));
+                    std::to_string(pool_.size()) + "-byte pool " +
+                    (at > pool_.size() ? "is past its end" : "begins inside a character"));
       const size_t nul = pool_.find('\0', at);
       *replacement = std::string_view(pool_).substr(at, nul == std::string::npos ? std::string::npos : nul - at);
       return true;

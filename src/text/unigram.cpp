@@ -50,7 +50,8 @@ class Unigram final : public Model {
       if (list.empty()) f.at("unk_id").fail("given, and the vocabulary is empty");
       const int64_t id = u->get<int64_t>();
       if (id < 0 || id >= static_cast<int64_t>(list.size()))
-        f.at("unk_id").fail(std::to_string(id) + " is not an entry of model.vocab (" + std::to_string(list.size()) + ")");
+        f.at("unk_id").fail(std::to_string(id) + " is not an entry of model.vocab (" + std::to_string(list.size()) +
+                            ")");
       unk_id_ = static_cast<int32_t>(id);
       unk_token = vocab_.tokens[static_cast<size_t>(id)];
     }

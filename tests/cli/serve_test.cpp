@@ -940,11 +940,12 @@ TEST(Serve, FillMaskAndAttentionOfAMaskedLanguageModel) {
 
 // Converted encoders, served together: /v1/classify answers as pipeline("text-classification") and
 // pipeline("token-classification"), /v1/embeddings as OpenAI's route with SentenceTransformer.encode's
-// vectors; requests that do not fit the model, or no text, are 400s naming the field.
+// vectors, /v1/rerank (and /rerank) as Cohere's and vLLM's route with CrossEncoder.rank's order and
+// scores; requests that do not fit the model, or no text, are 400s naming the field.
 TEST(Serve, ClassifyAndEmbeddingsOfEncoders) {
   testing::TempDir dir("serve-encoders");
   std::string models;
-  for (const char* name : {"bert-seqcls", "roberta-tokcls", "st-bert"}) {
+  for (const char* name : {"bert-seqcls", "roberta-tokcls", "st-bert", "ce-bert"}) {
     const std::string model = (dir.path / (std::string(name) + ".safetensors")).string();
     ASSERT_EQ(testing::run_shell(std::string(QKV_CLI_PATH) + " convert --from hf " + QKV_GOLDEN_DIR + "/hf/" + name +
                                  " -o " + model)
@@ -1001,6 +1002,34 @@ TEST(Serve, ClassifyAndEmbeddingsOfEncoders) {
       EXPECT_NEAR(r["data"][i]["embedding"][d].get<double>(), st["embeddings"][i][d].get<double>(), 1e-5);
   }
   EXPECT_GT(r["usage"]["prompt_tokens"].get<int64_t>(), static_cast<int64_t>(st["texts"].size()));
+  // rerank: the documents best first, with their text unless return_documents is false
+  const json ce = golden("ce-bert")["cases"][0];
+  for (const char* path : {"/v1/rerank", "/rerank"}) {
+    r = post(s.port(), json{{"model", "ce-bert"}, {"query", ce["query"]}, {"documents", ce["documents"]}}.dump(),
+             &status, path);
+    ASSERT_EQ(status, 200) << r.dump().substr(0, 300);
+    ASSERT_EQ(r["results"].size(), ce["rank"].size());
+    for (size_t i = 0; i < ce["rank"].size(); ++i) {
+      EXPECT_EQ(r["results"][i]["index"], ce["rank"][i]["corpus_id"]);
+      EXPECT_NEAR(r["results"][i]["relevance_score"].get<double>(), ce["rank"][i]["score"].get<double>(), 1e-5);
+      EXPECT_EQ(r["results"][i]["document"]["text"], ce["documents"][ce["rank"][i]["corpus_id"].get<size_t>()]);
+    }
+    int64_t total = 0;
+    for (const json& ids : ce["ids"]) total += static_cast<int64_t>(ids.size());
+    EXPECT_EQ(r["usage"]["total_tokens"].get<int64_t>(), total);
+  }
+  r = post(s.port(),
+           json{{"model", "ce-bert"},
+                {"query", ce["query"]},
+                {"documents", ce["documents"]},
+                {"top_n", 2},
+                {"return_documents", false}}
+               .dump(),
+           &status, "/v1/rerank");
+  ASSERT_EQ(status, 200) << r.dump().substr(0, 300);
+  ASSERT_EQ(r["results"].size(), 2u);
+  EXPECT_EQ(r["results"][0]["index"], ce["rank_top2"][0]["corpus_id"]);
+  EXPECT_FALSE(r["results"][0].contains("document"));
   // what does not fit: 400 naming the field (OpenAI's error shape on /v1/embeddings)
   struct Case {
     const char* path;
@@ -1023,6 +1052,16 @@ TEST(Serve, ClassifyAndEmbeddingsOfEncoders) {
       {"/v1/embeddings", {{"model", "st-bert"}}, "\"input\" must be"},
       {"/v1/embeddings", {{"model", "st-bert"}, {"input", "x"}, {"encoding_format", "base64"}}, "encoding_format"},
       {"/v1/embeddings", {{"model", "st-bert"}, {"input", "x"}, {"dimensions", 8}}, "dimensions"},
+      {"/v1/rerank", {{"model", "bert-seqcls"}, {"query", "q"}, {"documents", {"d"}}}, "not a cross-encoder"},
+      {"/v1/rerank", {{"model", "st-bert"}, {"query", "q"}, {"documents", {"d"}}}, "not a cross-encoder"},
+      {"/v1/rerank", {{"model", "ce-bert"}, {"documents", {"d"}}}, "\"query\""},
+      {"/v1/rerank", {{"model", "ce-bert"}, {"query", "q"}}, "\"documents\" must be"},
+      {"/v1/rerank", {{"model", "ce-bert"}, {"query", "q"}, {"documents", {"d", 3}}}, "\"documents\" must be"},
+      {"/v1/rerank", {{"model", "ce-bert"}, {"query", "q"}, {"documents", {"d"}}, {"top_n", 2}}, "\"top_n\""},
+      {"/v1/rerank",
+       {{"model", "ce-bert"}, {"query", "q"}, {"documents", {"d"}}, {"return_documents", "yes"}},
+       "return_documents"},
+      {"/rerank", {{"model", "ce-bert"}, {"query", "q"}, {"documents", {"d"}}, {"rank_fields", 1}}, "unknown field"},
   };
   for (const Case& c : bad) {
     const json e = post(s.port(), c.body.dump(), &status, c.path);

@@ -576,6 +576,87 @@ def mpnet_cases():
     ], length=70, positions=80)
 
 
+QUERIES = ["what did the cat do", "where is Verona"]
+DOCUMENTS = ["The cat sat on the mat.", "Romeo and Juliet went to Verona, a fair city of Italy, where they met, and "
+             "loved, and died, as the play tells it in five long acts.", "no", "I love thee, my lord!",
+             "Now is the winter of our discontent made glorious summer by this sun of York; and all the clouds that "
+             "lour'd upon our house in the deep bosom of the ocean buried."]
+
+
+def cross_encoder_cases():
+    """Cross-encoders (rerankers: a sequence classifier of one label scoring a (query, document) pair)
+    as sentence-transformers' CrossEncoder ranks with them, and a bi-encoder saved by
+    sentence-transformers 6 (its new module names, "pooling_mode", the length in the tokenizer's
+    config). A seed of their own: the cases above keep their bytes."""
+    from sentence_transformers import CrossEncoder, SentenceTransformer
+    torch.manual_seed(50)
+    T = transformers
+    for name, make_tok, cls, config_cls, form in [
+            ("ce-bert", lambda: wordpiece_tokenizer(True, 400), T.BertForSequenceClassification, T.BertConfig, "st6"),
+            ("ce-roberta", lambda: bpe_roberta_tokenizer(400), T.RobertaForSequenceClassification, T.RobertaConfig,
+             "identity-in-config")]:
+        tokenizer = make_tok()
+        c = config_cls(vocab_size=len(tokenizer), hidden_size=48, num_hidden_layers=2, num_attention_heads=4,
+                       intermediate_size=80, max_position_embeddings=40, pad_token_id=tokenizer.pad_token_id,
+                       type_vocab_size=1 if config_cls is T.RobertaConfig else 2, num_labels=1)
+        m = cls(c)
+        randomize(m, 0.5)
+        with torch.no_grad():
+            for pname, p in m.named_parameters():
+                if pname.endswith("LayerNorm.weight"):
+                    p.add_(1.0)
+        m.eval()
+        out = os.path.join(HERE, name)
+        shutil.rmtree(out, ignore_errors=True)
+        raw = out + "-raw"
+        m.save_pretrained(raw, safe_serialization=True)
+        tokenizer.save_pretrained(raw)
+        if form == "st6":  # the folder CrossEncoder.save_pretrained writes (max_length 24: pairs are cut)
+            CrossEncoder(raw, max_length=24, device="cpu").save_pretrained(out)
+            shutil.rmtree(raw)
+        else:  # transformers' folder, the activation in config.json as older sentence-transformers wrote it
+            os.rename(raw, out)
+            with open(os.path.join(out, "config.json")) as f:
+                cfg = json.load(f)
+            cfg["sentence_transformers"] = {"activation_fn": "torch.nn.modules.linear.Identity", "version": "4.1.0"}
+            with open(os.path.join(out, "config.json"), "w") as f:
+                json.dump(cfg, f, indent=2)
+            tc_path = os.path.join(out, "tokenizer_config.json")
+            with open(tc_path) as f:
+                tc = json.load(f)
+            tc["model_max_length"] = 28
+            with open(tc_path, "w") as f:
+                json.dump(tc, f, indent=2)
+        for f in ("README.md",):
+            if os.path.exists(os.path.join(out, f)):
+                os.remove(os.path.join(out, f))
+        ce = CrossEncoder(out, device="cpu")
+        ref = {"sentence_transformers": __import__("sentence_transformers").__version__, "cases": []}
+        for q in QUERIES:
+            pairs = [[q, d] for d in DOCUMENTS]
+            ref["cases"].append({
+                "query": q, "documents": DOCUMENTS,
+                "ids": [ce.tokenizer(q, d, truncation=True)["input_ids"] for d in DOCUMENTS],
+                "scores": [float(x) for x in ce.predict(pairs)],
+                "rank": [{"corpus_id": int(r["corpus_id"]), "score": float(r["score"])} for r in ce.rank(q, DOCUMENTS)],
+                "rank_top2": [{"corpus_id": int(r["corpus_id"]), "score": float(r["score"])}
+                              for r in ce.rank(q, DOCUMENTS, top_k=2)]})
+        with open(os.path.join(out, "reference.json"), "w") as f:
+            json.dump(ref, f, indent=1)
+        print(f"{name}: {ref['cases'][0]['rank'][:2]}", file=sys.stderr)
+    # st-bert as sentence-transformers 6 saves it
+    out = os.path.join(HERE, "st6-bert")
+    shutil.rmtree(out, ignore_errors=True)
+    st = SentenceTransformer(os.path.join(HERE, "st-bert"), device="cpu")
+    st.save_pretrained(out)
+    os.remove(os.path.join(out, "README.md"))
+    texts = CLASSIFY + [DOCUMENTS[4]]
+    with open(os.path.join(out, "reference.json"), "w") as f:
+        json.dump({"sentence_transformers": __import__("sentence_transformers").__version__, "texts": texts,
+                   "embeddings": [[round(float(v), 7) for v in e] for e in
+                                  SentenceTransformer(out, device="cpu").encode(texts)]}, f)
+
+
 def run_encoder_cases(seed, cases, length=12, positions=40):
     torch.manual_seed(seed)
     T = transformers
@@ -723,3 +804,5 @@ if __name__ == "__main__":
         xlmr_cases()
     if not only or "mpnet" in only:
         mpnet_cases()
+    if not only or "cross-encoders" in only:
+        cross_encoder_cases()

@@ -1045,6 +1045,17 @@ def add_python_cases(m, files):
         ("encode-empty-list", st + "assert e.encode([]).shape[0] == 0", "any"),  # (an AssertionError fails it)
         ("encode-surrogates", st + "e.encode('\\ud800x')", "exc"),
     ]
+    ce = f"r = qkv.load({os.path.join(golden, 'ce-bert')!r})\n"
+    cases += [
+        ("rank-not-text", ce + "r.rank('q', [1, 2])", "exc"),
+        ("rank-query-not-text", ce + "r.rank(None, ['d'])", "exc"),
+        ("rank-top-k", ce + "r.rank('q', ['d'], top_k=-1)", "exc"),
+        ("rank-activation", ce + "r.rank('q', ['d'], activation='softmax')", "exc"),
+        ("rank-max-length", ce + "r.rank('q', ['d'], max_length=2)", "exc"),  # no room for [CLS] [SEP] [SEP]
+        ("rank-max-length-past", ce + "r.rank('q', ['d'], max_length=10**9)", "exc"),
+        ("rank-long", ce + "assert len(r.rank('cat ' * 100000, ['dog ' * 100000, 'x'])) == 2", "any"),
+        ("rank-three-labels", enc + "c.rank('q', ['d'])", "exc"),
+    ]
     for name, code, expect in cases:
         script = f"CODE = {code!r}\n" + prelude + runner
         m.add(f"python/{name}", ["{python}", "-c", script], expect=expect, python=True)
@@ -1266,6 +1277,21 @@ def add_pretrained_cases(m):
                                 lambda j: j.__setitem__("relative_attention_num_buckets", 32.5)),
         "mpnet-pad-past-positions": ("mpnet-mlm", "config.json", lambda j: j.__setitem__("pad_token_id", 79)),
         "mpnet-untied": ("mpnet-mlm", "config.json", lambda j: j.__setitem__("tie_word_embeddings", False)),
+        "ce-activation-tanh": ("ce-bert", "config_sentence_transformers.json",
+                               lambda j: j.__setitem__("activation_fn", "torch.nn.modules.activation.Tanh")),
+        "ce-activation-number": ("ce-bert", "config_sentence_transformers.json",
+                                 lambda j: j.__setitem__("activation_fn", 7)),
+        "ce-activation-code": ("ce-roberta", "config.json", lambda j: j.__setitem__(
+            "sentence_transformers", {"activation_fn": "os.system"})),
+        "ce-st-not-object": ("ce-roberta", "config.json", lambda j: j.__setitem__("sentence_transformers", "yes")),
+        "ce-on-token-classifier": ("bert-tokcls", "config.json", lambda j: j.__setitem__(
+            "sentence_transformers", {"activation_fn": "torch.nn.modules.activation.Sigmoid"})),
+        "st6-pooling-mode-unknown": ("st6-bert", "1_Pooling/config.json", lambda j: j.__setitem__("pooling_mode", "sum")),
+        "st6-pooling-mode-two": ("st6-bert", "1_Pooling/config.json",
+                                 lambda j: j.__setitem__("pooling_mode", ["mean", "max"])),
+        "st6-pooling-mode-number": ("st6-bert", "1_Pooling/config.json", lambda j: j.__setitem__("pooling_mode", 3)),
+        "st6-max-length-negative": ("st6-bert", "tokenizer_config.json",
+                                    lambda j: j.__setitem__("model_max_length", -4)),
     }
     for name, (base, file, change) in encoders.items():
         d = folder(base, name, json_edit(file, change))
@@ -1291,6 +1317,23 @@ def add_pretrained_cases(m):
     m.add("pretrained/embed/long", ["{qkv}", "embed", "--threads", "1", converted["st-bert"], long_text], expect="pass")
     m.add("pretrained/embed/pooling", ["{qkv}", "embed", converted["st-bert"], "x", "--pooling", "sum"],
           names=["--pooling"], usage=True)
+    ce_file = m.path("hf/ce-bert.safetensors")
+    r = subprocess.run([m.qkv, "convert", os.path.join(golden, "ce-bert"), "-o", ce_file], capture_output=True,
+                       text=True, timeout=120)
+    assert r.returncode == 0, r.stderr
+    m.add("pretrained/rerank/long", ["{qkv}", "rerank", "--threads", "1", ce_file, long_text, long_text,
+                                     "\x01\xff" + "\u202e" * 3000], expect="pass")
+    m.add("pretrained/rerank/no-documents", ["{qkv}", "rerank", ce_file, "q"], names=["no documents"])
+    m.add("pretrained/rerank/max-length", ["{qkv}", "rerank", ce_file, "q", "d", "--max-length", "2"],
+          names=["max_length 2"])
+    m.add("pretrained/rerank/max-length-past", ["{qkv}", "rerank", ce_file, "q", "d", "--max-length", "100000"],
+          names=["max_length 100000"])
+    m.add("pretrained/rerank/function", ["{qkv}", "rerank", ce_file, "q", "d", "--function", "softmax"],
+          names=["--function"], usage=True)
+    m.add("pretrained/rerank/classifier", ["{qkv}", "rerank", converted["bert-seqcls"], "q", "d"],
+          names=["one label"])
+    m.add("pretrained/rerank/embedder", ["{qkv}", "rerank", converted["st-bert"], "q", "d"],
+          names=["no sequence classifier"])
     # XLM-RoBERTa's SentencePiece tokenizer crafted: its charsmap (darts-clone units mapping "a" to a
     # string of the pool) leading outside itself, or multiplying a text; its Unigram vocabulary
     def charsmap_of_a(value, pool, root=1 << 10):

@@ -2,8 +2,8 @@
 // XLM-RoBERTa with its Unigram tokenizer, MPNet with its relative position bias on 70-token inputs,
 // sentence-transformers folders) converted and run against what `transformers` and
 // sentence-transformers compute with the same tiny random models (tests/golden/hf/<case>/, written
-// by make_hf_golden.py's encoder_cases, xlmr_cases and mpnet_cases): logits ≤ 1e-4 relative; the pipelines' labels, entities
-// and words equal, their scores ≤ 1e-5; the embeddings ≤ 1e-5.
+// by make_hf_golden.py's encoder_cases, xlmr_cases and mpnet_cases): logits ≤ 1e-4 relative; the pipelines' labels,
+// entities and words equal, their scores ≤ 1e-5; the embeddings ≤ 1e-5.
 #include <gtest/gtest.h>
 
 #include <filesystem>
@@ -46,9 +46,9 @@ void check_logits(const std::string& name) {
 }
 
 TEST(HfEncoders, LogitsEqualTransformers) {
-  for (const char* name : {"bert-seqcls", "bert-tokcls", "distilbert-seqcls", "distilbert-mlm", "roberta-seqcls",
-                           "roberta-tokcls", "roberta-mlm", "st-bert", "xlmr-tokcls", "xlmr-mlm", "st-xlmr",
-                           "mpnet-mlm", "mpnet-seqcls", "st-mpnet"})
+  for (const char* name :
+       {"bert-seqcls", "bert-tokcls", "distilbert-seqcls", "distilbert-mlm", "roberta-seqcls", "roberta-tokcls",
+        "roberta-mlm", "st-bert", "xlmr-tokcls", "xlmr-mlm", "st-xlmr", "mpnet-mlm", "mpnet-seqcls", "st-mpnet"})
     check_logits(name);
 }
 
@@ -57,10 +57,10 @@ TEST(HfEncoders, LogitsEqualTransformers) {
 // included (the goldens' 70-token inputs reach ±69).
 TEST(HfEncoders, RelativePositionBucketsAreMPNets) {
   const std::vector<std::pair<int64_t, int64_t>> want = {
-      {-130, 15}, {-129, 15}, {-128, 15}, {-127, 15}, {-65, 14}, {-64, 14}, {-63, 13}, {-33, 12}, {-32, 12},
-      {-31, 11},  {-17, 10},  {-16, 10},  {-15, 9},   {-8, 8},   {-7, 7},   {0, 0},    {1, 17},   {7, 23},
-      {8, 24},    {15, 25},   {16, 26},   {17, 26},   {31, 27},  {32, 28},  {33, 28},  {63, 29},  {64, 30},
-      {65, 30},   {127, 31},  {128, 31},  {129, 31},  {100000, 31}};
+      {-130, 15}, {-129, 15}, {-128, 15}, {-127, 15}, {-65, 14}, {-64, 14}, {-63, 13}, {-33, 12},
+      {-32, 12},  {-31, 11},  {-17, 10},  {-16, 10},  {-15, 9},  {-8, 8},   {-7, 7},   {0, 0},
+      {1, 17},    {7, 23},    {8, 24},    {15, 25},   {16, 26},  {17, 26},  {31, 27},  {32, 28},
+      {33, 28},   {63, 29},   {64, 30},   {65, 30},   {127, 31}, {128, 31}, {129, 31}, {100000, 31}};
   for (const auto& [r, bucket] : want) EXPECT_EQ(nn::relative_position_bucket(r, 32, 128), bucket) << r;
 }
 
@@ -179,9 +179,9 @@ TEST(HfEncoders, FillMaskEqualsThePipeline) {
 }
 
 // A sentence-transformers folder (modules.json: mean pooling, max_seq_length 16; st-bert with
-// Normalize, st-xlmr — paraphrase-multilingual's form — without, st-mpnet — all-mpnet-base-v2's — with): its settings are kept by the
-// conversion, and the embeddings equal SentenceTransformer.encode's — long texts cut to 16 tokens as
-// it cuts them; CLS, mean and max pooling without normalizing equal the pooled hidden states.
+// Normalize, st-xlmr — paraphrase-multilingual's form — without, st-mpnet — all-mpnet-base-v2's — with): its settings
+// are kept by the conversion, and the embeddings equal SentenceTransformer.encode's — long texts cut to 16 tokens as it
+// cuts them; CLS, mean and max pooling without normalizing equal the pooled hidden states.
 TEST(HfEncoders, SentenceEmbeddingsEqualSentenceTransformers) {
   for (const auto& [case_name, normalized] :
        {std::pair{"st-bert", true}, std::pair{"st-xlmr", false}, std::pair{"st-mpnet", true}}) {
@@ -202,10 +202,13 @@ TEST(HfEncoders, SentenceEmbeddingsEqualSentenceTransformers) {
     for (size_t i = 0; i < got.size(); ++i) {
       ASSERT_EQ(got[i].size(), want[i].size());
       // (unnormalized embeddings are of the hidden states' size: ≤ 1e-5 of it)
-      for (size_t d = 0; d < got[i].size(); ++d) EXPECT_NEAR(got[i][d], want[i][d], normalized ? 1e-5 : 1e-5 * std::max(1.0f, std::abs(want[i][d]))) << i << "," << d;
+      for (size_t d = 0; d < got[i].size(); ++d)
+        EXPECT_NEAR(got[i][d], want[i][d], normalized ? 1e-5 : 1e-5 * std::max(1.0f, std::abs(want[i][d])))
+            << i << "," << d;
     }
-    for (const auto& [name, pooling] : {std::pair{"cls", nn::BertPooling::cls}, std::pair{"mean", nn::BertPooling::mean},
-                                        std::pair{"max", nn::BertPooling::max}}) {
+    for (const auto& [name, pooling] :
+         {std::pair{"cls", nn::BertPooling::cls}, std::pair{"mean", nn::BertPooling::mean},
+          std::pair{"max", nn::BertPooling::max}}) {
       SCOPED_TRACE(name);
       decode::EmbedOptions o;
       o.pooling = pooling, o.normalize = 0;
@@ -214,6 +217,77 @@ TEST(HfEncoders, SentenceEmbeddingsEqualSentenceTransformers) {
         EXPECT_LE(testing::rel_error(p[i], ref["pooled_truncated_16"][i][name].get<std::vector<float>>()), 1e-5);
     }
   }
+}
+
+// Cross-encoders (rerankers) as sentence-transformers' CrossEncoder ranks with them: ce-bert as
+// CrossEncoder.save_pretrained writes it (sentence-transformers 6: config_sentence_transformers.json's
+// activation_fn, the length in tokenizer_config.json: 24), ce-roberta a transformers folder whose
+// config.json names Identity (older sentence-transformers) and whose tokenizer cuts at 28. Each pair
+// cut as truncation=True cuts it (the longer first): the same ids, scores ≤ 1e-5 (the logits
+// ≤ 5e-5), the same order.
+TEST(HfEncoders, RerankEqualsCrossEncoder) {
+  for (const char* name : {"ce-bert", "ce-roberta"}) {
+    SCOPED_TRACE(name);
+    testing::TempDir dir("hf-ce");
+    LoadedMaskedLanguageModel m = convert_and_load(name, dir);
+    const text::HfTokenizer& tok = *m.tokenizer.hf();
+    EXPECT_EQ(m.model->task().score_activation,
+              std::string(name) == "ce-bert" ? nn::ScoreActivation::sigmoid : nn::ScoreActivation::identity);
+    for (const auto& c : reference(name)["cases"]) {
+      const std::string query = c["query"].get<std::string>();
+      const auto docs = c["documents"].get<std::vector<std::string>>();
+      SCOPED_TRACE(query);
+      std::vector<int64_t> tokens;
+      decode::RerankOptions o;
+      o.batch_size = 2;
+      const auto ranked = decode::rerank(*m.model, tok, query, docs, o, &tokens);
+      for (size_t i = 0; i < docs.size(); ++i) EXPECT_EQ(tokens[i], static_cast<int64_t>(c["ids"][i].size())) << i;
+      ASSERT_EQ(ranked.size(), c["rank"].size());
+      for (size_t i = 0; i < ranked.size(); ++i) {
+        EXPECT_EQ(ranked[i].index, c["rank"][i]["corpus_id"].get<int64_t>()) << i;
+        // (ce-roberta's scores are its logits, up to ~3, where f32's rounding reaches 1.5e-5)
+        EXPECT_NEAR(ranked[i].score, c["rank"][i]["score"].get<double>(), std::string(name) == "ce-bert" ? 1e-5 : 5e-5)
+            << i;
+      }
+      o.top_k = 2;
+      const auto top = decode::rerank(*m.model, tok, query, docs, o);
+      ASSERT_EQ(top.size(), 2u);
+      for (size_t i = 0; i < 2; ++i) EXPECT_EQ(top[i].index, c["rank_top2"][i]["corpus_id"].get<int64_t>());
+      // the pairs' ids, as the tokenizer cut them
+      const int64_t cut = std::string(name) == "ce-bert" ? 24 : 28;
+      for (size_t i = 0; i < docs.size(); ++i)
+        EXPECT_EQ(tok.encode_pair_truncated(query, docs[i], cut).ids, c["ids"][i].get<std::vector<int32_t>>()) << i;
+    }
+  }
+  // a classifier of several labels, an embedder, softmax: named
+  testing::TempDir dir("hf-ce-bad");
+  LoadedMaskedLanguageModel three = convert_and_load("bert-seqcls", dir);
+  EXPECT_NE(testing::error_of([&] {
+              decode::rerank(*three.model, *three.tokenizer.hf(), "q", {"d"});
+            }).find("one label, and this classifier has 3"),
+            std::string::npos);
+  LoadedMaskedLanguageModel st = convert_and_load("st-bert", dir);
+  EXPECT_NE(testing::error_of([&] {
+              decode::rerank(*st.model, *st.tokenizer.hf(), "q", {"d"});
+            }).find("no sequence classifier"),
+            std::string::npos);
+}
+
+// A bi-encoder as sentence-transformers 6 saves it (module types under new packages, 1_Pooling's
+// "pooling_mode": "mean", the length only in tokenizer_config.json): the same embeddings as it gives.
+TEST(HfEncoders, SentenceTransformers6FoldersConvert) {
+  testing::TempDir dir("hf-st6");
+  LoadedMaskedLanguageModel m = convert_and_load("st6-bert", dir);
+  const EncoderTask task = m.model->task();
+  EXPECT_EQ(task.pooling, nn::BertPooling::mean);
+  EXPECT_TRUE(task.normalize);
+  EXPECT_EQ(task.max_seq_length, 16);
+  const nlohmann::json ref = reference("st6-bert");
+  const auto texts = ref["texts"].get<std::vector<std::string>>();
+  const auto want = ref["embeddings"].get<std::vector<std::vector<float>>>();
+  const auto got = decode::embed(*m.model, *m.tokenizer.hf(), texts);
+  ASSERT_EQ(got.size(), want.size());
+  for (size_t i = 0; i < got.size(); ++i) EXPECT_LE(testing::rel_error(got[i], want[i]), 1e-5) << i;
 }
 
 // int8 rows for the encoder's layers (--dtype int8, or a file qkv quantize wrote): the same model,

@@ -94,7 +94,8 @@ void check_corpus(const HfTokenizer& tok, const std::string& name) {
     if (recs[i].contains(name + "_pair16")) {
       const json& p = recs[i][name + "_pair16"];
       const auto enc = tok.encode_pair_truncated(text, line_text(recs[(i + 1) % recs.size()]), 16);
-      if (enc.ids != p[0].get<std::vector<int32_t>>()) report(i, "encode(pair, max_length=16)", show_ids(enc.ids), p[0].dump());
+      if (enc.ids != p[0].get<std::vector<int32_t>>())
+        report(i, "encode(pair, max_length=16)", show_ids(enc.ids), p[0].dump());
       if (enc.token_type_ids != p[1].get<std::vector<int32_t>>())
         report(i, "encode(pair, max_length=16).type_ids", show_ids(enc.token_type_ids), p[1].dump());
     }
@@ -269,9 +270,12 @@ TEST(HfTokenizer, HostileTokenizerJsonNamesFileAndField) {
   expect(error_with("/normalizer", json{{"type", "Precompiled"}, {"precompiled_charsmap", "AQI="}}),
          "normalizer.precompiled_charsmap: shorter than its 4-byte header");
   // a header promising a 4,096-byte trie that is not there; a pool that is not UTF-8
-  expect(error_with("/normalizer", json{{"type", "Precompiled"}, {"precompiled_charsmap", io::base64_encode(std::string("\0\x10\0\0abcd", 8))}}),
+  expect(error_with("/normalizer", json{{"type", "Precompiled"},
+                                        {"precompiled_charsmap", io::base64_encode(std::string("\0\x10\0\0abcd", 8))}}),
          "normalizer.precompiled_charsmap: its header gives a trie of 4096 bytes, and 4 follow it");
-  expect(error_with("/normalizer", json{{"type", "Precompiled"}, {"precompiled_charsmap", io::base64_encode(std::string("\4\0\0\0\0\0\0\0\xff", 9))}}),
+  expect(error_with("/normalizer",
+                    json{{"type", "Precompiled"},
+                         {"precompiled_charsmap", io::base64_encode(std::string("\4\0\0\0\0\0\0\0\xff", 9))}}),
          "normalizer.precompiled_charsmap: its replacement strings are not valid UTF-8");
   expect(error_with("/normalizer", json{{"type", "UnicodeScripts"}}), "normalizer.type: normalizer \"UnicodeScripts\"");
   expect(error_with("/pre_tokenizer/type", "UnicodeScripts"), "pre_tokenizer.type: pre-tokenizer \"UnicodeScripts\"");
@@ -339,7 +343,8 @@ TEST(HfTokenizer, CraftedCharsmapsAndUnigramsEndInErrorsNamingTheField) {
     const std::string err = error_of([&] { with(normalizer).encode(text); });
     EXPECT_NE(err.find("bad/tokenizer.json: normalizer.precompiled_charsmap: " + part), std::string::npos) << err;
   };
-  fails(charsmap_of_a(5000, std::string("bb\0", 3)), "a", "a replacement at byte 5000 of its 3-byte pool is past its end");
+  fails(charsmap_of_a(5000, std::string("bb\0", 3)), "a",
+        "a replacement at byte 5000 of its 3-byte pool is past its end");
   fails(charsmap_of_a(1, "\xC3\xA9"), "xa", "a replacement at byte 1 of its 2-byte pool begins inside a character");
   fails(charsmap_of_a(0, "b", 1000u << 10), "a", "its trie leads to unit 905 of 128");
   fails(charsmap_of_a(0, std::string(100000, 'b')), std::string(10, 'a'), "makes ");
@@ -351,7 +356,8 @@ TEST(HfTokenizer, CraftedCharsmapsAndUnigramsEndInErrorsNamingTheField) {
   const auto no_unk = HfTokenizer::from_json(u.dump(), "", "bad/tokenizer.json");
   EXPECT_FALSE(no_unk.encode("the cat").empty());
   const std::string err = error_of([&] { no_unk.encode("the \xE2\x98\x83"); });
-  EXPECT_NE(err.find("bad/tokenizer.json: model: no entry covers \"\xE2\x98\x83\" and there is no unk_id"), std::string::npos)
+  EXPECT_NE(err.find("bad/tokenizer.json: model: no entry covers \"\xE2\x98\x83\" and there is no unk_id"),
+            std::string::npos)
       << err;
 }
 

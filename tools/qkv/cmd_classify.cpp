@@ -2,11 +2,13 @@
 // classifier's labels and scores (pipeline("text-classification")), a token classifier's entities
 // (pipeline("token-classification"), "simple" aggregation on request).
 // qkv embed — sentence embeddings, as SentenceTransformer.encode gives them.
+// qkv rerank — documents ranked for a query by a cross-encoder, as CrossEncoder.rank ranks them.
 //
 //   qkv classify-text sst2.safetensors "I loved it." "Not for me." [--top-k 0] [--json]
 //   qkv classify-text ner.safetensors "Romeo went to Verona." --aggregation simple
 //   qkv embed minilm.safetensors "A cat sat." "A dog sat." --similarity
 //   cat lines.txt | qkv embed -m minilm.safetensors --json
+//   cat passages.txt | qkv rerank ms-marco.safetensors "how do cats sleep" --top-k 3
 #include <algorithm>
 #include <cmath>
 #include <functional>
@@ -92,9 +94,10 @@ std::vector<R> in_chunks(const std::vector<std::string>& texts, int64_t batch_si
 }  // namespace
 
 void add_classify_text(CLI::App& app) {
-  auto* sub = app.add_subcommand("classify-text",
-                                 "Classify texts with an encoder's classifier (BERT, DistilBERT, RoBERTa, XLM-RoBERTa, MPNet): "
-                                 "labels and scores, or each token's entity");
+  auto* sub =
+      app.add_subcommand("classify-text",
+                         "Classify texts with an encoder's classifier (BERT, DistilBERT, RoBERTa, XLM-RoBERTa, MPNet): "
+                         "labels and scores, or each token's entity");
   struct Args : EncoderArgs {
     std::string pair;
     decode::ClassificationFunction function = decode::ClassificationFunction::auto_;
@@ -185,9 +188,10 @@ void add_embed(CLI::App& app) {
     bool similarity = false;
   };
   auto a = std::make_shared<Args>();
-  add_encoder_options(sub, *a,
-                      "model file (a converted BERT, DistilBERT, RoBERTa, XLM-RoBERTa or MPNet; sentence-transformers' folders "
-                      "keep their pooling)");
+  add_encoder_options(
+      sub, *a,
+      "model file (a converted BERT, DistilBERT, RoBERTa, XLM-RoBERTa or MPNet; sentence-transformers' folders "
+      "keep their pooling)");
   add_choice(sub, "--pooling", a->pooling, "the sentence-transformers folder's pooling where not given, else mean",
              {nn::BertPooling::cls, nn::BertPooling::mean, nn::BertPooling::max});
   sub->add_option("--normalize", a->normalize,
@@ -244,6 +248,83 @@ void add_embed(CLI::App& app) {
       for (float v : e[i]) std::printf(" %.6g", v);
       std::printf("\n");
     }
+    return 0;
+  });
+}
+
+void add_rerank(CLI::App& app) {
+  auto* sub = app.add_subcommand("rerank",
+                                 "Documents ranked for a query by a cross-encoder (a reranker: a sequence "
+                                 "classifier of one label scoring each (query, document) pair), as "
+                                 "sentence-transformers' CrossEncoder.rank ranks them");
+  struct Args : EncoderArgs {
+    std::string query;
+    int64_t top_k = 0;
+    int64_t max_length = 0;
+    decode::ClassificationFunction function = decode::ClassificationFunction::auto_;
+  };
+  auto a = std::make_shared<Args>();
+  sub->add_option("-q,--query", a->query, "the query (else the first text after the model)");
+  add_encoder_options(sub, *a, "model file (a converted cross-encoder: BERT, RoBERTa, XLM-RoBERTa, MPNet, …)");
+  sub->get_option("inputs")->description(
+      "MODEL, the query (unless -q), then the documents (or only these, with -m); no documents: one a line from "
+      "standard input");
+  sub->add_option("-k,--top-k", a->top_k, "the best k documents (0: every one)")
+      ->capture_default_str()
+      ->check(CLI::NonNegativeNumber);
+  sub->add_option("--max-length", a->max_length,
+                  "each (query, document) pair cut to this many tokens, the longer of the two first (0: the "
+                  "tokenizer's model_max_length, at most the model's positions)")
+      ->capture_default_str()
+      ->check(CLI::NonNegativeNumber);
+  add_choice(sub, "--function", a->function,
+             "the score: auto (the model's activation_fn: sigmoid unless its config says identity), sigmoid, "
+             "or none (the logit)",
+             {decode::ClassificationFunction::auto_, decode::ClassificationFunction::sigmoid,
+              decode::ClassificationFunction::none});
+  sub->add_flag("--json", a->json, "one JSON list of {\"index\", \"score\", \"text\"}, best first");
+  sub->footer(
+      "Example: qkv convert --from hf ms-marco-MiniLM-L6-v2 -o ms-marco.safetensors\n"
+      "         qkv rerank ms-marco.safetensors \"how do cats sleep\" \"Cats sleep 16 hours a day.\" \"Dogs bark.\"\n"
+      "         cat passages.txt | qkv rerank -m ms-marco.safetensors -q \"how do cats sleep\" -k 3 --json");
+  register_runner(sub, [a] {
+    use_threads_for_decoding(a->decode.threads);
+    auto [model, texts] = model_and_texts(*a, "rerank");
+    std::string query = a->query;
+    if (query.empty()) {
+      QKV_CHECK(!texts.empty() && !a->inputs.empty(),
+                "qkv rerank: give the query (-q, or the first text after the model)");
+      query = texts.front();
+      texts.erase(texts.begin());
+      if (texts.empty())
+        for (std::string line; std::getline(std::cin, line);) texts.push_back(line);
+    }
+    QKV_CHECK(!texts.empty(), "qkv rerank: no documents (give them after the query, or a line each on standard input)");
+    models::LoadedMaskedLanguageModel m = load_encoder(model, *a);
+    decode::RerankOptions opt;
+    opt.max_length = a->max_length, opt.function = a->function, opt.batch_size = a->batch_size;
+    // every document scored (in chunks, for the progress bar), then ranked: best first, equal scores
+    // in the documents' order (as one call ranks them)
+    size_t offset = 0;
+    std::vector<decode::RankedDocument> all =
+        in_chunks<decode::RankedDocument>(texts, a->batch_size, [&](const auto& part) {
+          auto r = decode::rerank(*m.model, *m.tokenizer.hf(), query, part, opt);
+          for (auto& d : r) d.index += static_cast<int64_t>(offset);
+          offset += part.size();
+          return r;
+        });
+    std::sort(all.begin(), all.end(),
+              [](const auto& x, const auto& y) { return x.score != y.score ? x.score > y.score : x.index < y.index; });
+    if (a->top_k > 0 && a->top_k < static_cast<int64_t>(all.size())) all.resize(static_cast<size_t>(a->top_k));
+    nlohmann::json list = nlohmann::json::array();
+    for (const auto& d : all) {
+      const std::string& text = texts[static_cast<size_t>(d.index)];
+      if (a->json)
+        list.push_back({{"index", d.index}, {"score", d.score}, {"text", text}});
+      else
+        std::printf("%8.4f  %3lld  %s\n", d.score, static_cast<long long>(d.index), text.c_str());
+    }
+    if (a->json) std::printf("%s\n", dump(list).c_str());
     return 0;
   });
 }

@@ -57,6 +57,11 @@
 //   POST /v1/embeddings  OpenAI's: {"input": a text or texts, "model"?, "encoding_format"? ("float")} →
 //                        {"object": "list", "data": [{"object": "embedding", "index", "embedding"}],
 //                        "model", "usage": {"prompt_tokens", "total_tokens"}}   (decode/classify.h's embed)
+//   POST /v1/rerank, /rerank   Cohere's, Jina's and vLLM's: {"query", "documents": texts, "model"?,
+//                        "top_n"? (0: every one), "return_documents"? (true)} (a cross-encoder) →
+//                        {"model", "results": [{"index", "relevance_score", "document": {"text"}}, …]
+//                        best first, "usage": {"total_tokens"}}   (decode/classify.h's rerank: each
+//                        pair cut to the tokenizer's model_max_length as CrossEncoder cuts it)
 //   POST /v1/completions, /v1/chat/completions   OpenAI's API for the language models: model,
 //                        prompt (a string or strings: a choice each) or messages (rendered with
 //                        the model's chat template, with tools, chat_template_kwargs and
@@ -269,6 +274,8 @@ class Server {
     http_.route("POST", "/v1/fill-mask", answer([this](const HttpRequest& r) { return fill_mask(r); }), true);
     http_.route("POST", "/v1/classify", answer([this](const HttpRequest& r) { return classify(r); }), true);
     http_.route("POST", "/v1/embeddings", openai_answer([this](const HttpRequest& r) { return embeddings(r); }), true);
+    for (const char* p : {"/v1/rerank", "/rerank"})  // (vLLM serves both)
+      http_.route("POST", p, answer([this](const HttpRequest& r) { return rerank(r); }), true);
     http_.route("POST", "/v1/completions", openai_answer([this](const HttpRequest& r) { return openai(r, false); }), true);
     http_.route("POST", "/v1/chat/completions", openai_answer([this](const HttpRequest& r) { return openai(r, true); }), true);
   }
@@ -954,6 +961,37 @@ class Server {
                               {"usage", {{"prompt_tokens", tokens}, {"total_tokens", tokens}}}});
   }
 
+  HttpResponse rerank(const HttpRequest& req) {
+    const Body body(req.body, kRerankFields);
+    auto& s = static_cast<MaskedLanguageModelService&>(service(body, {"masked_language_model"}, "/v1/rerank"));
+    const models::MaskedLanguageModel& m = *s.loaded().model;
+    const models::EncoderTask task = m.task();
+    if (task.classifier != nn::BertClassifier::sequence || task.labels.size() != 1)
+      throw HttpError{400, "model \"" + s.name() +
+                               "\" is not a cross-encoder (a …ForSequenceClassification checkpoint of one label)"};
+    const std::string query = body.text("query", a_.max_sentence_bytes, "--max-sentence-bytes");
+    const std::vector<std::string> documents = body.texts("documents", a_.max_sentences, a_.max_sentence_bytes);
+    decode::RerankOptions o;
+    o.top_k = body.integer("top_n", 0, 0, static_cast<int64_t>(documents.size()));
+    const bool with_text = body.boolean("return_documents", true);
+    std::vector<decode::RankedDocument> ranked;
+    std::vector<int64_t> lengths;  // usage: the tokens each pair was cut to
+    {
+      auto held = s.hold(timeout());
+      ranked = decode::rerank(m, *s.loaded().tokenizer.hf(), query, documents, o, &lengths);
+    }
+    int64_t tokens = 0;
+    for (int64_t n : lengths) tokens += n;
+    json results = json::array();
+    for (const auto& r : ranked) {
+      json one = {{"index", r.index}, {"relevance_score", r.score}};
+      if (with_text) one["document"] = {{"text", documents[static_cast<size_t>(r.index)]}};
+      results.push_back(std::move(one));
+    }
+    return json_response(
+        json{{"model", s.name()}, {"results", std::move(results)}, {"usage", {{"total_tokens", tokens}}}});
+  }
+
   HttpResponse attention(const HttpRequest& req) {
     const Body body(req.body, kAttentionFields);
     ModelService& s =
@@ -1286,7 +1324,8 @@ void add_serve(CLI::App& app) {
       "serve", "Serve translation and language models over HTTP (JSON API, batching, streaming, attention viewer at /)");
   auto a = std::make_shared<ServeArgs>();
   sub->add_option("-m,--model", a->models,
-                  "translation or language model file(s), encoders (BERT, DistilBERT, RoBERTa, XLM-RoBERTa, MPNet: /v1/fill-mask, "
+                  "translation or language model file(s), encoders (BERT, DistilBERT, RoBERTa, XLM-RoBERTa, MPNet: "
+                  "/v1/fill-mask, "
                   "/v1/classify, /v1/embeddings), or an image captioner (its /v1/attention only); each is served "
                   "under its file name's stem")
       ->capture_default_str()

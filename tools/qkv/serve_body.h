@@ -142,6 +142,8 @@ inline const std::vector<const char*> kAttentionFields = {"text", "model", "beam
                                                           "encoding", "neuron", "image"};
 inline const std::vector<const char*> kFillMaskFields = {"text", "model", "top_k", "text_pair"};
 inline const std::vector<const char*> kEmbeddingsFields = {"input", "model", "encoding_format", "user", "dimensions"};
+// Cohere's, Jina's and vLLM's rerank ("documents" as texts; "top_n" 0: every one)
+inline const std::vector<const char*> kRerankFields = {"query", "documents", "model", "top_n", "return_documents"};
 inline const std::vector<const char*> kClassifyFields = {
     "inputs", "model", "top_k", "text_pair", "function_to_apply", "aggregation_strategy", "ignore_labels"};
 

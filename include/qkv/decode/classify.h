@@ -10,6 +10,9 @@
 //   sentence embedding    e = pool(hidden states over the text's tokens), e / ‖e‖₂ if normalized
 //                         (pool: the first token's, the mean or the max; padding never counts —
 //                         SentenceTransformer.encode)
+//   reranking             score(query, document) = f(logit[query, document]) of a cross-encoder
+//                         (one label; f sigmoid, or identity where its config says), documents
+//                         best first (CrossEncoder.rank)
 //
 // Texts go through the model in batches, longest first, padded to the longest of the batch
 // (attention_mask 0 on padding); the results come back in the texts' order.
@@ -82,6 +85,28 @@ struct EmbedOptions {
   int64_t max_length = 0;  // texts cut to this many tokens; 0: the model's max_seq_length, else its positions
   int64_t batch_size = 32;
 };
+
+struct RerankOptions {
+  int64_t top_k = 0;  // the best k documents; ≤ 0: every one
+  // auto: the model's (sentence-transformers' activation_fn: sigmoid unless its config says identity);
+  // sigmoid or none. (softmax: an error — one label.)
+  ClassificationFunction function = ClassificationFunction::auto_;
+  // Each (query, document) pair cut to this many tokens as truncation=True cuts it (the longer of
+  // the two first); 0: the tokenizer's model_max_length where tokenizer_config.json gives one, at
+  // most the model's positions.
+  int64_t max_length = 0;
+  int64_t batch_size = 32;
+};
+struct RankedDocument {
+  int64_t index = 0;  // in the documents given
+  double score = 0;
+};
+// The documents ranked for the query, best first (equal scores in the documents' order). A model
+// without a one-label sequence classifier: qkv::Error naming it. `tokens`, when given, receives each
+// pair's token count after the cut (special tokens included), in the documents' order.
+std::vector<RankedDocument> rerank(const models::MaskedLanguageModel& model, const text::HfTokenizer& tokenizer,
+                                   const std::string& query, const std::vector<std::string>& documents,
+                                   const RerankOptions& options = {}, std::vector<int64_t>* tokens = nullptr);
 
 // One embedding [hidden_size] per text. Unlike the classifiers, a long text is cut (as
 // sentence-transformers cuts it), not refused. `tokens`, when given, receives each text's token

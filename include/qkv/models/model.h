@@ -147,6 +147,7 @@ struct EncoderTask {
   nn::BertPooling pooling = nn::BertPooling::unset;  // sentence-transformers' Pooling, where converted
   bool normalize = false;                            // … and its Normalize
   int64_t max_seq_length = 0;                        // … and its max_seq_length (0: max_positions())
+  nn::ScoreActivation score_activation = nn::ScoreActivation::unset;  // a cross-encoder's, where converted
 };
 
 class MaskedLanguageModel : public Model {

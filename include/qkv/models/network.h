@@ -269,7 +269,7 @@ class MaskedLanguageModelOf final : public detail::Adapter<Net, MaskedLanguageMo
   }
   EncoderTask task() const override {
     const auto& c = this->net_.config;
-    return {c.classifier, c.labels, c.problem_type, c.pooling, c.normalize, c.max_seq_length};
+    return {c.classifier, c.labels, c.problem_type, c.pooling, c.normalize, c.max_seq_length, c.score_activation};
   }
 };
 

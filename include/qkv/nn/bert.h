@@ -58,8 +58,9 @@ struct BertConfig {
   BertPooling pooling = BertPooling::unset;
   bool normalize = false;      // the embedding divided by its L2 norm (the Normalize module)
   int64_t max_seq_length = 0;  // inputs cut to this many tokens (0: the model's positions)
-  int64_t relative_attention_num_buckets = 0;    // > 0: MPNet's relative position bias (N, even)
-  int64_t relative_attention_max_distance = 128;  // D
+  ScoreActivation score_activation = ScoreActivation::unset;  // a cross-encoder's (sentence-transformers')
+  int64_t relative_attention_num_buckets = 0;                 // > 0: MPNet's relative position bias (N, even)
+  int64_t relative_attention_max_distance = 128;              // D
 
   static const io::Fields<BertConfig>& fields();
   static BertConfig from_json(const nlohmann::json& j);  // fields() plus hidden_size % heads == 0

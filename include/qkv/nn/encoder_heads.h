@@ -38,5 +38,15 @@ constexpr EnumTable<BertPooling, 4> enum_table(BertPooling) {
             {BertPooling::mean, "mean"},
             {BertPooling::max, "max"}}}};
 }
+// A cross-encoder's score of a (query, document) pair from its one logit (sentence-transformers'
+// CrossEncoder activation_fn: config.json's sentence_transformers.activation_fn); unset: its
+// default, sigmoid for one label.
+enum class ScoreActivation : uint8_t { unset, sigmoid, identity };
+constexpr EnumTable<ScoreActivation, 3> enum_table(ScoreActivation) {
+  return {"score_activation",
+          {{{ScoreActivation::unset, "unset"},
+            {ScoreActivation::sigmoid, "sigmoid"},
+            {ScoreActivation::identity, "identity"}}}};
+}
 
 }  // namespace qkv::nn

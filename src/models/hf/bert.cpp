@@ -72,6 +72,23 @@ void encoder_head_config(const nlohmann::json& c, EncoderHead head, nn::BertPool
             "problem_type '", excerpt(problem),
             "' is not one of single_label_classification, "
             "multi_label_classification, regression");
+  // a cross-encoder's activation (sentence-transformers ≥ 4: sentence_transformers.activation_fn;
+  // before: sbert_ce_default_activation_function)
+  std::string activation = field<std::string>(c, "sbert_ce_default_activation_function", "");
+  if (c.contains("sentence_transformers") && !c["sentence_transformers"].is_null()) {
+    QKV_CHECK(c["sentence_transformers"].is_object(), "sentence_transformers must be an object, got ",
+              excerpt(c["sentence_transformers"].dump(), 60));
+    activation = field<std::string>(c["sentence_transformers"], "activation_fn", activation);
+  }
+  if (!activation.empty()) {
+    QKV_CHECK(activation == "torch.nn.modules.activation.Sigmoid" || activation == "torch.nn.modules.linear.Identity",
+              "the cross-encoder's activation_fn '", excerpt(activation),
+              "' is not supported (torch.nn.modules.activation.Sigmoid and torch.nn.modules.linear.Identity are)");
+    QKV_CHECK(head == EncoderHead::sequence,
+              "sentence_transformers.activation_fn is a cross-encoder's (a sequence classifier's), and this is a token "
+              "classifier");
+    out["score_activation"] = activation.ends_with("Sigmoid") ? "sigmoid" : "identity";
+  }
   out["classifier"] = head == EncoderHead::sequence ? "sequence" : "token";
   out["num_labels"] = labels.size();
   out["labels"] = labels;

@@ -20,14 +20,15 @@ namespace qkv::models::hf {
 namespace {
 
 nlohmann::json mpnet_config(const nlohmann::json& c, const std::string& arch, EncoderHead head) {
-  hf_refuse_unknown_fields(c, arch,
-                           {"vocab_size", "hidden_size", "num_hidden_layers", "num_attention_heads",
-                            "intermediate_size", "hidden_act", "hidden_dropout_prob", "attention_probs_dropout_prob",
-                            "max_position_embeddings", "layer_norm_eps", "relative_attention_num_buckets",
-                            "classifier_dropout", "tie_word_embeddings"});
+  hf_refuse_unknown_fields(
+      c, arch,
+      {"vocab_size", "hidden_size", "num_hidden_layers", "num_attention_heads", "intermediate_size", "hidden_act",
+       "hidden_dropout_prob", "attention_probs_dropout_prob", "max_position_embeddings", "layer_norm_eps",
+       "relative_attention_num_buckets", "classifier_dropout", "tie_word_embeddings"});
   if (head == EncoderHead::mlm)
-    QKV_CHECK(field(c, "tie_word_embeddings", true), "tie_word_embeddings = false (an untied MLM decoder) is not "
-                                                     "supported");
+    QKV_CHECK(field(c, "tie_word_embeddings", true),
+              "tie_word_embeddings = false (an untied MLM decoder) is not "
+              "supported");
   const auto positions = field<int64_t>(c, "max_position_embeddings", 514);
   const auto pad = field<int64_t>(c, "pad_token_id", 1);
   QKV_CHECK(pad >= 0 && pad + 1 < positions, "pad_token_id ", pad,
@@ -62,7 +63,7 @@ std::optional<HfTensorTarget> mpnet_map(const std::string& hf_name, EncoderHead 
   if (std::regex_match(name, m, attn)) {
     const std::string layer = "roberta.encoder.layer." + m[1].str() + ".attention.";
     const std::string which = m[3].str();
-    const std::string part = which.empty() ? "output.LayerNorm"
+    const std::string part = which.empty()  ? "output.LayerNorm"
                              : which == "q" ? "self.query"
                              : which == "k" ? "self.key"
                              : which == "v" ? "self.value"
