@@ -48,6 +48,7 @@ std::vector<text::HfEncoding> encode_all(const models::MaskedLanguageModel& mode
                                          const char* what) {
   QKV_CHECK(pairs.empty() || pairs.size() == texts.size(), what, ": ", pairs.size(), " text pairs for ", texts.size(),
             " texts");
+  const bool types = uses_token_types(model, tokenizer);
   std::vector<text::HfEncoding> encs;
   for (size_t i = 0; i < texts.size(); ++i) {
     text::HfEncoding e;
@@ -56,8 +57,7 @@ std::vector<text::HfEncoding> encode_all(const models::MaskedLanguageModel& mode
     else
       e = tokenizer.encode_pair(texts[i], pairs[i]);
     QKV_CHECK(!e.ids.empty(), what, ": the text '", excerpt(texts[i]), "' has no tokens");
-    // a model without token types (DistilBERT) is not given them, as its tokenizer's model_input_names say
-    if (model.type_vocab_size() == 0) e.token_type_ids.assign(e.ids.size(), 0);
+    if (!types) e.token_type_ids.assign(e.ids.size(), 0);
     QKV_CHECK(static_cast<int64_t>(e.ids.size()) <= model.max_positions(), what, ": the text '", excerpt(texts[i]),
               "' is ", e.ids.size(), " tokens long, more than the model's ", model.max_positions(), " positions");
     for (int32_t t : e.token_type_ids)
@@ -106,6 +106,10 @@ std::pair<char, std::string> tag_of(const std::string& entity) {
 }
 
 }  // namespace
+
+bool uses_token_types(const models::MaskedLanguageModel& model, const text::HfTokenizer& tokenizer) {
+  return model.type_vocab_size() > 0 && tokenizer.returns_token_type_ids().value_or(true);
+}
 
 std::vector<std::vector<LabelScore>> text_classification(const models::MaskedLanguageModel& model,
                                                          const text::HfTokenizer& tokenizer,
@@ -229,12 +233,13 @@ std::vector<RankedDocument> rerank(const models::MaskedLanguageModel& model, con
   }
   QKV_CHECK(max_length <= model.max_positions(), "rerank: max_length ", max_length, " is more than the model's ",
             model.max_positions(), " positions");
+  const bool types = uses_token_types(model, tokenizer);
   std::vector<text::HfEncoding> encs;
   for (const std::string& doc : documents) {
     text::HfEncoding e = tokenizer.encode_pair_truncated(query, doc, max_length);
     QKV_CHECK(!e.ids.empty() && static_cast<int64_t>(e.ids.size()) <= max_length, "rerank: max_length ", max_length,
               " leaves no room for the pair's special tokens");
-    if (model.type_vocab_size() == 0) e.token_type_ids.assign(e.ids.size(), 0);
+    if (!types) e.token_type_ids.assign(e.ids.size(), 0);
     for (int32_t t : e.token_type_ids)
       QKV_CHECK(t < std::max<int64_t>(model.type_vocab_size(), 1), "rerank: the tokenizer gives token type ", t,
                 " but the model knows ", model.type_vocab_size(), " (type_vocab_size)");

@@ -1,5 +1,7 @@
 #include "qkv/decode/fill_mask.h"
 
+#include "qkv/decode/classify.h"
+
 #include <algorithm>
 #include <cmath>
 #include <numeric>
@@ -22,7 +24,7 @@ std::vector<std::vector<FillMaskCandidate>> fill_mask(const models::MaskedLangua
   text::HfEncoding enc;
   if (options.text_pair.empty()) enc.ids = tokenizer.encode(text), enc.token_type_ids.assign(enc.ids.size(), 0);
   else enc = tokenizer.encode_pair(text, options.text_pair);
-  if (model.type_vocab_size() == 0) enc.token_type_ids.assign(enc.ids.size(), 0);  // DistilBERT: no token types
+  if (!uses_token_types(model, tokenizer)) enc.token_type_ids.assign(enc.ids.size(), 0);  // as transformers hands them
   std::vector<int64_t> masked;
   for (size_t i = 0; i < enc.ids.size(); ++i)
     if (enc.ids[i] == mask_id) masked.push_back(static_cast<int64_t>(i));

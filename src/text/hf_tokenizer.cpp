@@ -124,6 +124,7 @@ struct HfTokenizer::Impl {
   std::unique_ptr<PostProcessor> post_processor;
   std::unique_ptr<Decoder> decoder;
   int32_t bos = -1, eos = -1, pad = -1, unk = -1, cls = -1, sep = -1, mask = -1;
+  std::optional<bool> token_types;  // returns_token_type_ids()
 
   int32_t token_to_id(std::string_view t) const {
     auto it = added_by_content.find(std::string(t));
@@ -301,6 +302,30 @@ std::shared_ptr<const HfTokenizer::Impl> build(std::string_view text, std::strin
   t.cls = resolve("cls_token", {"[CLS]", "<cls>"});
   t.sep = resolve("sep_token", {"[SEP]", "<sep>"});
   t.mask = resolve("mask_token", {"[MASK]", "<mask>"});
+  // model_input_names: the config's list, else its tokenizer class's (transformers 5's class attributes)
+  if (config.is_object()) {
+    if (const json* names = find(config, "model_input_names"); names && names->is_array()) {
+      t.token_types = std::find(names->begin(), names->end(), json("token_type_ids")) != names->end();
+    } else if (const json* cls = find(config, "tokenizer_class"); cls && cls->is_string()) {
+      static const std::set<std::string> with_types = {"BertTokenizer",
+                                                       "ElectraTokenizer",
+                                                       "ConvBertTokenizer",
+                                                       "MobileBertTokenizer",
+                                                       "SqueezeBertTokenizer",
+                                                       "DebertaTokenizer",
+                                                       "DebertaV2Tokenizer",
+                                                       "FNetTokenizer",
+                                                       "CanineTokenizer",
+                                                       "LayoutLMv2Tokenizer",
+                                                       "MarkupLMTokenizer",
+                                                       "TapasTokenizer",
+                                                       "DPRContextEncoderTokenizer",
+                                                       "DPRQuestionEncoderTokenizer"};
+      std::string name = cls->get<std::string>();
+      if (name.ends_with("Fast")) name.resize(name.size() - 4);
+      t.token_types = with_types.count(name) > 0;
+    }
+  }
   return impl;
 }
 
@@ -452,5 +477,7 @@ int32_t HfTokenizer::sep_token_id() const { return impl_->sep; }
 int32_t HfTokenizer::mask_token_id() const { return impl_->mask; }
 const std::string& HfTokenizer::tokenizer_json() const { return impl_->json_text; }
 const std::string& HfTokenizer::tokenizer_config_json() const { return impl_->config_text; }
+
+std::optional<bool> HfTokenizer::returns_token_type_ids() const { return impl_->token_types; }
 
 }  // namespace qkv::text

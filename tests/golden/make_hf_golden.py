@@ -576,6 +576,13 @@ def mpnet_cases():
     ], length=70, positions=80)
 
 
+def untyped(tokenizer):
+    """The same tokenizer.json as transformers wraps it by default (model_input_names without token_type_ids)."""
+    return transformers.PreTrainedTokenizerFast(tokenizer_object=tokenizer.backend_tokenizer, unk_token="[UNK]",
+                                                pad_token="[PAD]", cls_token="[CLS]", sep_token="[SEP]",
+                                                mask_token="[MASK]")
+
+
 QUERIES = ["what did the cat do", "where is Verona"]
 DOCUMENTS = ["The cat sat on the mat.", "Romeo and Juliet went to Verona, a fair city of Italy, where they met, and "
              "loved, and died, as the play tells it in five long acts.", "no", "I love thee, my lord!",
@@ -594,7 +601,11 @@ def cross_encoder_cases():
     for name, make_tok, cls, config_cls, form in [
             ("ce-bert", lambda: wordpiece_tokenizer(True, 400), T.BertForSequenceClassification, T.BertConfig, "st6"),
             ("ce-roberta", lambda: bpe_roberta_tokenizer(400), T.RobertaForSequenceClassification, T.RobertaConfig,
-             "identity-in-config")]:
+             "identity-in-config"),
+            # a BERT whose tokenizer (a plain TokenizersBackend: its model_input_names have no token_type_ids)
+            # hands the model no token types: every pair's second text is read as type 0
+            ("ce-bert-no-types", lambda: untyped(wordpiece_tokenizer(True, 400)), T.BertForSequenceClassification,
+             T.BertConfig, "st6")]:
         tokenizer = make_tok()
         c = config_cls(vocab_size=len(tokenizer), hidden_size=48, num_hidden_layers=2, num_attention_heads=4,
                        intermediate_size=80, max_position_embeddings=40, pad_token_id=tokenizer.pad_token_id,

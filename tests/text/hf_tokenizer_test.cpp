@@ -153,6 +153,25 @@ TEST(HfTokenizer, GoldenModelFoldersEqualTransformers) {
   EXPECT_GE(folders, 2);
 }
 
+// model_input_names as transformers 5 has them: the config's list, else its tokenizer class's
+// attribute, else not said (the model's type picks the class).
+TEST(HfTokenizer, TokenTypesAsTheTokenizerClassHandsThem) {
+  const std::string json = io::read_file(kDir + "/bert_uncased/tokenizer.json");
+  auto with = [&](const std::string& config) {
+    return HfTokenizer::from_json(json, config, "t").returns_token_type_ids();
+  };
+  EXPECT_EQ(with(R"({"model_input_names": ["input_ids", "token_type_ids", "attention_mask"]})"), true);
+  EXPECT_EQ(with(R"({"model_input_names": ["input_ids", "attention_mask"], "tokenizer_class": "BertTokenizer"})"),
+            false);
+  EXPECT_EQ(with(R"({"tokenizer_class": "BertTokenizerFast"})"), true);
+  EXPECT_EQ(with(R"({"tokenizer_class": "DebertaV2Tokenizer"})"), true);
+  for (const char* cls : {"RobertaTokenizer", "XLMRobertaTokenizerFast", "MPNetTokenizer", "DistilBertTokenizer",
+                          "TokenizersBackend", "PreTrainedTokenizerFast"})
+    EXPECT_EQ(with(std::string(R"({"tokenizer_class": ")") + cls + "\"}"), false) << cls;
+  EXPECT_EQ(with(R"({"do_lower_case": true})"), std::nullopt);
+  EXPECT_EQ(with(""), std::nullopt);
+}
+
 TEST(HfTokenizer, VocabularyAndSpecialTokens) {
   const auto gpt2 = HfTokenizer::from_folder(kDir + "/gpt2");
   EXPECT_EQ(gpt2.vocab_size(), 1004);  // 1000 trained + <mask>, qkv-added, " padded ", café

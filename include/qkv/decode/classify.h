@@ -26,6 +26,12 @@
 
 namespace qkv::decode {
 
+// Whether the model is given the token types the tokenizer's post-processor writes (else zeros), as
+// transformers gives them: a model with token types (type_vocab_size > 0) whose tokenizer's
+// model_input_names hold token_type_ids (text::HfTokenizer::returns_token_type_ids; where its config
+// does not say, the BERT family's classes, which do).
+bool uses_token_types(const models::MaskedLanguageModel& model, const text::HfTokenizer& tokenizer);
+
 struct LabelScore {
   std::string label;
   double score = 0;

@@ -54,6 +54,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -113,6 +114,11 @@ class HfTokenizer {
   // that was all there was) and tokenizer_config.json's ("" where none).
   const std::string& tokenizer_json() const;
   const std::string& tokenizer_config_json() const;
+  // Whether transformers' tokenizer hands the model token_type_ids (its model_input_names):
+  // tokenizer_config.json's "model_input_names", else its "tokenizer_class"'s (BERT's family, DeBERTa's:
+  // yes; RoBERTa's, XLM-R's, MPNet's, DistilBERT's, a plain PreTrainedTokenizerFast / TokenizersBackend:
+  // no); nullopt where the config names neither (transformers then picks the class by the model's type).
+  std::optional<bool> returns_token_type_ids() const;
 
   struct Impl;
 
