@@ -31,7 +31,6 @@ import argparse
 import gzip
 import json
 import os
-import re
 import statistics
 import subprocess
 import sys
@@ -57,25 +56,13 @@ def build(out, arch):
     """The random BERT-base (or MPNet-base) folder and its converted copies (once)."""
     if os.path.exists(os.path.join(out, "done")):
         return
-    import collections
-
     import torch
     import transformers
-    from tokenizers import Tokenizer, decoders, models, normalizers, pre_tokenizers, processors
+    import tatoeba_wordpiece
     torch.manual_seed(0)
-    words = collections.Counter(w for t in texts(60000) for w in re.findall(r"\w+|[^\w\s]", t.lower()))
-    special = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]
-    chars = sorted({c for w in words for c in w})
-    pieces = special + chars + ["##" + c for c in chars]
-    pieces += [w for w, _ in words.most_common() if len(w) > 1][:30522 - len(pieces)]
-    tok = Tokenizer(models.WordPiece({p: i for i, p in enumerate(pieces)}, unk_token="[UNK]"))
-    tok.normalizer = normalizers.BertNormalizer(lowercase=True)
-    tok.pre_tokenizer = pre_tokenizers.BertPreTokenizer()
-    tok.decoder = decoders.WordPiece(prefix="##")
-    tok.post_processor = processors.TemplateProcessing(single="[CLS] $A [SEP]", pair="[CLS] $A [SEP] $B:1 [SEP]:1",
-                                                       special_tokens=[("[CLS]", 2), ("[SEP]", 3)])
-    fast = transformers.PreTrainedTokenizerFast(tokenizer_object=tok, unk_token="[UNK]", pad_token="[PAD]",
-                                                cls_token="[CLS]", sep_token="[SEP]", mask_token="[MASK]")
+    corpus = texts(60000)
+    pieces = tatoeba_wordpiece.pieces(corpus)
+    fast = tatoeba_wordpiece.tokenizer(corpus)
     labels = {0: "NEGATIVE", 1: "NEUTRAL", 2: "POSITIVE"}
     if arch == "mpnet":
         mp = ["<s>", "<pad>", "</s>", "<unk>", "[UNK]"] + pieces[5:30522] + ["<mask>"]

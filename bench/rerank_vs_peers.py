@@ -21,7 +21,6 @@ import gzip
 import json
 import os
 import random
-import re
 import statistics
 import subprocess
 import sys
@@ -51,26 +50,12 @@ def build(out):
     """The random MiniLM-sized cross-encoder folder and its converted file (once)."""
     if os.path.exists(os.path.join(out, "done")):
         return
-    import collections
-
     import torch
     import transformers
     from sentence_transformers import CrossEncoder
-    from tokenizers import Tokenizer, decoders, models, normalizers, pre_tokenizers, processors
+    import tatoeba_wordpiece
     torch.manual_seed(0)
-    words = collections.Counter(w for t in sentences()[:60000] for w in re.findall(r"\w+|[^\w\s]", t.lower()))
-    special = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]
-    chars = sorted({c for w in words for c in w})
-    pieces = special + chars + ["##" + c for c in chars]
-    pieces += [w for w, _ in words.most_common() if len(w) > 1][:30522 - len(pieces)]
-    tok = Tokenizer(models.WordPiece({p: i for i, p in enumerate(pieces)}, unk_token="[UNK]"))
-    tok.normalizer = normalizers.BertNormalizer(lowercase=True)
-    tok.pre_tokenizer = pre_tokenizers.BertPreTokenizer()
-    tok.decoder = decoders.WordPiece(prefix="##")
-    tok.post_processor = processors.TemplateProcessing(single="[CLS] $A [SEP]", pair="[CLS] $A [SEP] $B:1 [SEP]:1",
-                                                       special_tokens=[("[CLS]", 2), ("[SEP]", 3)])
-    fast = transformers.PreTrainedTokenizerFast(tokenizer_object=tok, unk_token="[UNK]", pad_token="[PAD]",
-                                                cls_token="[CLS]", sep_token="[SEP]", mask_token="[MASK]")
+    fast = tatoeba_wordpiece.tokenizer(sentences()[:60000])
     cfg = transformers.BertConfig(vocab_size=30522, hidden_size=384, num_hidden_layers=6, num_attention_heads=12,
                                   intermediate_size=1536, num_labels=1, pad_token_id=0)
     raw = os.path.join(out, "raw")

@@ -66,6 +66,16 @@ def randomize(model, std):
             p.copy_(torch.randn_like(p) * (std if p.dim() >= 2 else 0.1) + (1.0 if is_norm else 0.0))
 
 
+def randomize_encoder(model):
+    """randomize(model, 0.5) for an encoder: randomize() knows "norm", not BERT's "LayerNorm" (nor
+    RoBERTa's "layer_norm"), whose weights go about 1 too."""
+    randomize(model, 0.5)
+    with torch.no_grad():
+        for pname, p in model.named_parameters():
+            if pname.endswith("LayerNorm.weight") or pname.endswith("layer_norm.weight"):
+                p.add_(1.0)
+
+
 def save_case(name, model, vocab, max_shard_size=None, dtype=None, tokenizer=None):
     out = os.path.join(HERE, name)
     shutil.rmtree(out, ignore_errors=True)
@@ -424,11 +434,7 @@ def bert_cases():
                                     intermediate_size=80, max_position_embeddings=40, type_vocab_size=2,
                                     pad_token_id=tokenizer.pad_token_id, **extra)
         m = cls(c)
-        randomize(m, 0.5)
-        with torch.no_grad():  # randomize() knows "norm", not BERT's "LayerNorm": its weights about 1 too
-            for pname, p in m.named_parameters():
-                if pname.endswith("LayerNorm.weight"):
-                    p.add_(1.0)
+        randomize_encoder(m)
         m.eval()
         out = os.path.join(HERE, name)
         shutil.rmtree(out, ignore_errors=True)
@@ -611,11 +617,7 @@ def cross_encoder_cases():
                        intermediate_size=80, max_position_embeddings=40, pad_token_id=tokenizer.pad_token_id,
                        type_vocab_size=1 if config_cls is T.RobertaConfig else 2, num_labels=1)
         m = cls(c)
-        randomize(m, 0.5)
-        with torch.no_grad():
-            for pname, p in m.named_parameters():
-                if pname.endswith("LayerNorm.weight"):
-                    p.add_(1.0)
+        randomize_encoder(m)
         m.eval()
         out = os.path.join(HERE, name)
         shutil.rmtree(out, ignore_errors=True)
@@ -686,11 +688,9 @@ def run_encoder_cases(seed, cases, length=12, positions=40):
                 sizes["type_vocab_size"] = 1 if config_cls in roberta else 2
             c = config_cls(**sizes, **extra)  # (RoBERTa's MLM head: exact GELU whatever hidden_act says)
         m = cls(c)
-        randomize(m, 0.5)
+        randomize_encoder(m)
         with torch.no_grad():
             for pname, p in m.named_parameters():
-                if pname.endswith("LayerNorm.weight") or pname.endswith("layer_norm.weight"):
-                    p.add_(1.0)
                 if "classifier" in pname:  # scores short of 0 and 1, so that each is checked
                     p.mul_(0.15)
             if name == "xlmr-tokcls":  # "O" less likely, so that there are entities to group
