@@ -1,10 +1,11 @@
 #!/usr/bin/env python3
-"""Converted encoders (BERT-base sized, or MPNet-base: --arch mpnet): qkv against transformers (PyTorch) and
+"""Converted encoders (BERT-base sized, MPNet-base: --arch mpnet, DeBERTa-v3-base: --arch deberta): qkv against
+transformers (PyTorch) and
 CTranslate2 on the same folder — texts classified a second, and texts encoded to sentence embeddings a second, with each
 engine's peak RSS.
 
     pip install torch transformers tokenizers ctranslate2                    # the peers (PyPI)
-    PYTHONPATH=build/python/stage python3 bench/encoders_vs_peers.py [--arch bert|mpnet] [--threads 2] [--rounds 3]
+    PYTHONPATH=build/python/stage python3 bench/encoders_vs_peers.py [--arch bert|mpnet|deberta] [--threads 2] [--rounds 3]
 
 The model is random (no hub here), built by transformers from a seed and saved with save_pretrained
 into --out once: BertForSequenceClassification, 12 layers, d 768, 12 heads, FFN 3072, 512 positions,
@@ -15,6 +16,10 @@ int8 (qkv: weights="int8", the layers' matrices as int8 rows; CTranslate2: compu
 --arch mpnet: all-mpnet-base-v2's network instead (MPNetForSequenceClassification and MPNetModel, the
 same sizes, 514 positions, a relative position bias of 32 buckets; MPNet's tokenizer over the same
 pieces), which CTranslate2 4.8.5 does not convert: qkv and transformers only.
+--arch deberta: deberta-v3-base's network (DebertaV2ForSequenceClassification and DebertaV2Model: the
+same sizes, disentangled attention over 256 log-bucketed relative positions each way, no absolute
+positions, no token types; a SentencePiece Unigram of 16,000 pieces trained on the same sentences, as
+DebertaV2Tokenizer converts it), which CTranslate2 does not convert either.
 
 Workloads: --texts English Tatoeba sentences (8–25 words; ~16 tokens), in batches of --batch,
 tokenization included, each engine in a fresh process (its own peak RSS), rounds alternating
@@ -64,7 +69,25 @@ def build(out, arch):
     pieces = tatoeba_wordpiece.pieces(corpus)
     fast = tatoeba_wordpiece.tokenizer(corpus)
     labels = {0: "NEGATIVE", 1: "NEUTRAL", 2: "POSITIVE"}
-    if arch == "mpnet":
+    if arch == "deberta":
+        import tempfile
+        import sentencepiece as spm
+        with tempfile.TemporaryDirectory() as d:
+            with open(os.path.join(d, "train.txt"), "w", encoding="utf-8") as f:
+                f.write("\n".join(corpus))
+            spm.SentencePieceTrainer.train(input=os.path.join(d, "train.txt"), model_prefix=os.path.join(d, "spm"),
+                                           model_type="unigram", vocab_size=16000, minloglevel=2, pad_id=0, bos_id=1,
+                                           eos_id=2, unk_id=3, pad_piece="[PAD]", bos_piece="[CLS]", eos_piece="[SEP]",
+                                           unk_piece="[UNK]", user_defined_symbols=["[MASK]"])
+            os.remove(os.path.join(d, "train.txt"))
+            fast = transformers.DebertaV2Tokenizer.from_pretrained(d)
+        fast.model_max_length = 512
+        model = transformers.DebertaV2ForSequenceClassification(transformers.DebertaV2Config(
+            vocab_size=len(fast), hidden_size=768, num_hidden_layers=12, num_attention_heads=12,
+            intermediate_size=3072, max_position_embeddings=512, relative_attention=True, position_buckets=256,
+            norm_rel_ebd="layer_norm", share_att_key=True, pos_att_type=["p2c", "c2p"], layer_norm_eps=1e-7,
+            max_relative_positions=-1, position_biased_input=False, type_vocab_size=0, id2label=labels)).eval()
+    elif arch == "mpnet":
         mp = ["<s>", "<pad>", "</s>", "<unk>", "[UNK]"] + pieces[5:30522] + ["<mask>"]
         fast = transformers.MPNetTokenizer(vocab={p: i for i, p in enumerate(mp)})
         model = transformers.MPNetForSequenceClassification(
@@ -80,7 +103,7 @@ def build(out, arch):
     import qkv
     qkv.convert(cls_dir, os.path.join(out, "bert-cls.safetensors"))
     qkv.convert(enc_dir, os.path.join(out, "bert-model.safetensors"))
-    if arch == "mpnet":  # (CTranslate2 converts no MPNet)
+    if arch != "bert":  # (CTranslate2 converts no MPNet, no DeBERTa)
         open(os.path.join(out, "done"), "w").close()
         return
     # CTranslate2 4.8's converter reads BertConfig.position_embedding_type, which transformers 5 dropped
@@ -158,8 +181,8 @@ def run_one(engine, task, out, n, batch, threads):
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--arch", choices=["bert", "mpnet"], default="bert")
-    ap.add_argument("--out", help="where the random folders go (default /tmp/qkv-encoder-bench[-mpnet])")
+    ap.add_argument("--arch", choices=["bert", "mpnet", "deberta"], default="bert")
+    ap.add_argument("--out", help="where the random folders go (default /tmp/qkv-encoder-bench[-ARCH])")
     ap.add_argument("--texts", type=int, default=512)
     ap.add_argument("--batch", type=int, default=32)
     ap.add_argument("--threads", type=int, default=2)
@@ -167,7 +190,7 @@ def main():
     ap.add_argument("--one", nargs=2, help=argparse.SUPPRESS)  # ENGINE TASK: a child process
     ap.add_argument("--build-only", action="store_true", help=argparse.SUPPRESS)  # the folders, in a child
     args = ap.parse_args()
-    args.out = args.out or "/tmp/qkv-encoder-bench" + ("-mpnet" if args.arch == "mpnet" else "")
+    args.out = args.out or "/tmp/qkv-encoder-bench" + ("" if args.arch == "bert" else "-" + args.arch)
     if args.one:
         import resource
 

@@ -17,6 +17,7 @@
 #include <memory>
 #include <mutex>
 #include <optional>
+#include <sstream>
 #include <string>
 #include <thread>
 #include <vector>
@@ -777,6 +778,50 @@ void bind_models(nb::module_& m) {
           "pipeline(\"text-classification\") gives them: without top_k, [{'label', 'score'}] (the best label of\n"
           "each text); with top_k=k, the best k labels of each text, best first; top_k=None, every label.\n"
           "function_to_apply: 'softmax', 'sigmoid' or 'none' (default: by the config's problem_type).")
+      .def(
+          "zero_shot_classification",
+          [](const PyMaskedLanguageModel& b, const nb::handle& sequences, const nb::handle& candidate_labels,
+             const std::string& hypothesis_template, bool multi_label, int64_t batch_size) -> nb::object {
+            auto [texts, one] = texts_arg(sequences, "sequences");
+            std::vector<std::string> labels;
+            if (nb::isinstance<nb::str>(candidate_labels)) {  // "a, b, c": split at commas, stripped (the pipeline's)
+              std::stringstream ss(nb::cast<std::string>(candidate_labels));
+              for (std::string l; std::getline(ss, l, ',');) {
+                l.erase(0, l.find_first_not_of(" \t\n"));
+                l.erase(l.find_last_not_of(" \t\n") + 1);
+                if (!l.empty()) labels.push_back(l);
+              }
+            } else if (!nb::try_cast(candidate_labels, labels)) {
+              throw nb::type_error("candidate_labels must be a str (comma-separated) or a list of str");
+            }
+            if (labels.empty()) throw nb::value_error("candidate_labels names no label");
+            if (batch_size < 1) throw nb::value_error("batch_size must be at least 1");
+            decode::ZeroShotOptions o;
+            o.hypothesis_template = hypothesis_template, o.multi_label = multi_label, o.batch_size = batch_size;
+            std::vector<std::vector<decode::LabelScore>> all;
+            {
+              nb::gil_scoped_release release;
+              all = decode::zero_shot_classification(b.model(), b.tokenizer(), texts, labels, o);
+            }
+            nb::list out;
+            for (size_t i = 0; i < all.size(); ++i) {
+              nb::dict d;
+              std::vector<std::string> names;
+              std::vector<double> scores;
+              for (const auto& s : all[i]) names.push_back(s.label), scores.push_back(s.score);
+              d["sequence"] = texts[i], d["labels"] = names, d["scores"] = scores;
+              out.append(d);
+            }
+            return one ? out[0] : nb::object(out);
+          },
+          "sequences"_a, "candidate_labels"_a, "hypothesis_template"_a = "This example is {}.", "multi_label"_a = false,
+          "batch_size"_a = 32,
+          "An NLI classifier's scores for labels named at run time, as transformers'\n"
+          "pipeline(\"zero-shot-classification\") gives them: {'sequence', 'labels', 'scores'} (labels best\n"
+          "first) for a str, a list of them for a list. Each label becomes a hypothesis (the template's {})\n"
+          "read after the text; its score is the softmax of the entailment logits over the labels, or with\n"
+          "multi_label each label's entailment against contradiction alone. candidate_labels: a list of str or\n"
+          "one comma-separated str.")
       .def(
           "token_classification",
           [](const PyMaskedLanguageModel& b, const nb::handle& inputs, const std::string& aggregation_strategy,

@@ -87,7 +87,7 @@ def test_load_a_bert_folder_and_fill_mask_as_the_pipeline():
         bert.fill_mask("The cat sat.")
 
 
-@pytest.mark.parametrize("name", ["bert-seqcls", "distilbert-seqcls", "roberta-seqcls"])
+@pytest.mark.parametrize("name", ["bert-seqcls", "distilbert-seqcls", "roberta-seqcls", "deberta-v2-seqcls"])
 def test_text_classification_as_the_pipeline(name):
     ref = reference(name)
     model = qkv.load(os.path.join(GOLDEN, name))
@@ -115,7 +115,7 @@ def test_text_classification_as_the_pipeline(name):
         model.token_classification("x")
 
 
-@pytest.mark.parametrize("name", ["bert-tokcls", "roberta-tokcls", "xlmr-tokcls"])
+@pytest.mark.parametrize("name", ["bert-tokcls", "roberta-tokcls", "xlmr-tokcls", "deberta-tokcls"])
 def test_token_classification_as_the_pipeline(name):
     ref = reference(name)
     model = qkv.load(os.path.join(GOLDEN, name))
@@ -177,6 +177,29 @@ def test_rank_as_the_cross_encoder(name):
         model.rank("q", ["d"], top_k=0)
     with pytest.raises(ValueError, match="activation"):
         model.rank("q", ["d"], activation="softmax")
+
+
+@pytest.mark.parametrize("name", ["deberta-seqcls", "mpnet-seqcls"])
+def test_zero_shot_classification_as_the_pipeline(name):
+    # pipeline("zero-shot-classification") over an NLI classifier (DeBERTa-v3's network; MPNet's):
+    # labels best first with their scores; multi_label; a template; labels as one comma-separated str
+    model = qkv.load(os.path.join(GOLDEN, name))
+    for case in reference(name)["zero_shot"]:
+        kwargs = {"multi_label": case["multi_label"]}
+        if case["template"]:
+            kwargs["hypothesis_template"] = case["template"]
+        got = model.zero_shot_classification(case["text"], case["labels"], **kwargs)
+        assert got["sequence"] == case["text"]
+        assert got["labels"] == case["result"]["labels"]
+        assert got["scores"] == pytest.approx(case["result"]["scores"], abs=1e-5)
+        both = model.zero_shot_classification([case["text"]] * 2, ", ".join(case["labels"]), batch_size=1, **kwargs)
+        assert [b["labels"] for b in both] == [case["result"]["labels"]] * 2
+    with pytest.raises(ValueError, match="names no label"):
+        model.zero_shot_classification("x", " , ")
+    with pytest.raises(TypeError, match="candidate_labels"):
+        model.zero_shot_classification("x", ["a", 3])
+    with pytest.raises(qkv.Error, match="has no {}"):
+        model.zero_shot_classification("x", "a", hypothesis_template="About a thing.")
 
 
 def test_multilingual_embeddings_through_a_sentencepiece_unigram():

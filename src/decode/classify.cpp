@@ -222,15 +222,7 @@ std::vector<RankedDocument> rerank(const models::MaskedLanguageModel& model, con
                                                                : ClassificationFunction::sigmoid;
   // the cut: max_length, or the tokenizer's model_max_length (CrossEncoder's), or the model's positions
   int64_t max_length = options.max_length;
-  if (max_length <= 0) {
-    max_length = model.max_positions();
-    if (!tokenizer.tokenizer_config_json().empty()) {
-      const auto config = nlohmann::json::parse(tokenizer.tokenizer_config_json(), nullptr, /*allow_exceptions=*/false);
-      if (config.is_object() && config.contains("model_max_length") && config["model_max_length"].is_number_integer() &&
-          config["model_max_length"].get<int64_t>() > 0)
-        max_length = std::min(max_length, config["model_max_length"].get<int64_t>());
-    }
-  }
+  if (max_length <= 0) max_length = std::min(model.max_positions(), tokenizer.model_max_length().value_or(INT64_MAX));
   QKV_CHECK(max_length <= model.max_positions(), "rerank: max_length ", max_length, " is more than the model's ",
             model.max_positions(), " positions");
   const bool types = uses_token_types(model, tokenizer);
@@ -258,6 +250,106 @@ std::vector<RankedDocument> rerank(const models::MaskedLanguageModel& model, con
                    [](const RankedDocument& a, const RankedDocument& b) { return a.score > b.score; });
   if (options.top_k > 0 && options.top_k < static_cast<int64_t>(out.size()))
     out.resize(static_cast<size_t>(options.top_k));
+  return out;
+}
+
+namespace {
+
+// template.format(label) for the forms a hypothesis template takes: "{}" and "{0}" the label, "{{" and
+// "}}" a brace; anything else between braces, or no field at all, an error naming the template.
+std::string format_hypothesis(const std::string& t, const std::string& label) {
+  std::string out;
+  bool field = false;
+  for (size_t i = 0; i < t.size(); ++i) {
+    if (t[i] == '{' && i + 1 < t.size() && t[i + 1] == '{') {
+      out += '{', ++i;
+    } else if (t[i] == '}' && i + 1 < t.size() && t[i + 1] == '}') {
+      out += '}', ++i;
+    } else if (t.compare(i, 2, "{}") == 0 || t.compare(i, 3, "{0}") == 0) {
+      out += label, field = true, i += t[i + 1] == '}' ? 1 : 2;
+    } else {
+      QKV_CHECK(t[i] != '{' && t[i] != '}', "zero-shot: the hypothesis template '", excerpt(t),
+                "' has a brace that is not {}, {0}, {{ or }}");
+      out += t[i];
+    }
+  }
+  QKV_CHECK(field, "zero-shot: the hypothesis template '", excerpt(t),
+            "' has no {} where the label goes (e.g. \"This example is {}.\")");
+  return out;
+}
+
+}  // namespace
+
+std::vector<std::vector<LabelScore>> zero_shot_classification(const models::MaskedLanguageModel& model,
+                                                              const text::HfTokenizer& tokenizer,
+                                                              const std::vector<std::string>& texts,
+                                                              const std::vector<std::string>& candidate_labels,
+                                                              const ZeroShotOptions& options) {
+  const models::EncoderTask task = model.task();
+  QKV_CHECK(task.classifier == nn::BertClassifier::sequence,
+            "zero-shot: the model has no sequence classifier (an NLI model: convert its …ForSequenceClassification "
+            "folder)");
+  QKV_CHECK(!candidate_labels.empty(), "zero-shot: no candidate labels");
+  // the entailment label (the pipeline's: the first whose name starts with "entail", any case), and
+  // contradiction the first label, or the last where entailment is the first
+  int64_t entail = -1;
+  for (size_t i = 0; i < task.labels.size() && entail < 0; ++i) {
+    std::string l = task.labels[i].substr(0, 6);
+    for (char& c : l) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+    if (l == "entail") entail = static_cast<int64_t>(i);
+  }
+  QKV_CHECK(entail >= 0 && task.labels.size() >= 2, "zero-shot: the model's labels (", excerpt(task.labels[0]),
+            task.labels.size() > 1 ? ", …" : "",
+            ") name no entailment: zero-shot classification needs an NLI model "
+            "whose config's id2label has one (\"entailment\")");
+  const int64_t contra = entail == 0 ? static_cast<int64_t>(task.labels.size()) - 1 : 0;
+  std::vector<std::string> hypotheses;
+  for (const std::string& label : candidate_labels)
+    hypotheses.push_back(format_hypothesis(options.hypothesis_template, label));
+  const int64_t max_length = std::min(model.max_positions(), tokenizer.model_max_length().value_or(INT64_MAX));
+  const bool types = uses_token_types(model, tokenizer);
+  std::vector<text::HfEncoding> encs;  // text t's hypothesis h at t·n + h
+  for (const std::string& text : texts)
+    for (size_t h = 0; h < hypotheses.size(); ++h) {
+      text::HfEncoding e =
+          tokenizer.encode_pair_truncated(text, hypotheses[h], max_length, text::HfTokenizer::Truncation::only_first);
+      QKV_CHECK(static_cast<int64_t>(e.ids.size()) <= model.max_positions(), "zero-shot: the hypothesis '",
+                excerpt(hypotheses[h]), "' with its special tokens leaves the text no room in the model's ",
+                model.max_positions(), " positions");
+      if (!types) e.token_type_ids.assign(e.ids.size(), 0);
+      for (int32_t t : e.token_type_ids)
+        QKV_CHECK(t < std::max<int64_t>(model.type_vocab_size(), 1), "zero-shot: the tokenizer gives token type ", t,
+                  " but the model knows ", model.type_vocab_size(), " (type_vocab_size)");
+      encs.push_back(std::move(e));
+    }
+  const int64_t L = static_cast<int64_t>(task.labels.size());
+  std::vector<float> logits(encs.size() * static_cast<size_t>(L));  // [pairs, L]
+  batches(encs, options.batch_size, pad_id_of(tokenizer), [&](const Batch& b, const std::vector<size_t>& rows) {
+    const std::vector<float> x = model.classify(b.ids, b.types, b.mask).to_vector();  // [B, L]
+    for (size_t r = 0; r < rows.size(); ++r)
+      std::copy(x.begin() + static_cast<std::ptrdiff_t>(r) * L, x.begin() + static_cast<std::ptrdiff_t>(r + 1) * L,
+                logits.begin() + static_cast<std::ptrdiff_t>(rows[r]) * L);
+  });
+  const size_t n = candidate_labels.size();
+  std::vector<std::vector<LabelScore>> out(texts.size());
+  for (size_t t = 0; t < texts.size(); ++t) {
+    const float* row = logits.data() + t * n * static_cast<size_t>(L);  // [n, L]
+    std::vector<LabelScore>& scores = out[t];
+    if (options.multi_label || n == 1) {
+      // each label alone: softmax(contradiction, entailment)[entailment]
+      for (size_t h = 0; h < n; ++h) {
+        const float pair[2] = {row[h * L + contra], row[h * L + entail]};
+        scores.push_back({candidate_labels[h], softmax(pair, 2)[1]});
+      }
+    } else {  // softmax of the entailment logits over the labels
+      std::vector<float> e(n);
+      for (size_t h = 0; h < n; ++h) e[h] = row[h * L + entail];
+      const std::vector<double> p = softmax(e.data(), static_cast<int64_t>(n));
+      for (size_t h = 0; h < n; ++h) scores.push_back({candidate_labels[h], p[h]});
+    }
+    std::stable_sort(scores.begin(), scores.end(),
+                     [](const LabelScore& a, const LabelScore& b) { return a.score > b.score; });
+  }
   return out;
 }
 

@@ -320,10 +320,14 @@ NeuronView masked_language_model_neuron(const models::MaskedLanguageModel& model
   const text::HfTokenizer& tok = masked_language_model_tokenizer(tokenizer);
   const std::vector<int32_t> ids = masked_language_model_ids(model, tok, text);
   const int64_t T = static_cast<int64_t>(ids.size());
+  // The view's arithmetic is q·k/√D: a model whose scores add more (MPNet's bias, DeBERTa's positions) has no such view
+  QKV_CHECK(!bert->relative_attention_bias && !bert->rel_embeddings,
+            "the neuron view shows q·k/√D, and this model's attention scores add ",
+            bert->rel_embeddings ? "DeBERTa's relative position terms" : "MPNet's relative position bias",
+            "; the head and model views show its attention weights");
   NoGradGuard no_grad;
   // Bert::encode's embeddings (no padding, token type 0) and the layers below `layer`
-  Tensor x = bert->word_embeddings->forward(Tensor::from_ints(ids, {1, T})) + bert->position_embeddings->weight.slice(0, 0, T);
-  x = bert->embeddings_norm->forward(x + bert->token_type_embeddings->weight.select(0, 0));
+  Tensor x = bert->embed(Tensor::from_ints(ids, {1, T}));
   for (int64_t l = 0; l < layer; ++l) x = bert->layers[static_cast<size_t>(l)]->forward_masked(x, Tensor());
   NeuronView v = neuron_of(*bert->layers[static_cast<size_t>(layer)], x, /*causal=*/false, layer, head, query);
   v.kind = "encoder_self";

@@ -259,7 +259,11 @@ const std::vector<HfArchitecture>& hf_architectures() {
       hf::mpnet("MPNetForMaskedLM", hf::EncoderHead::mlm),
       hf::mpnet("MPNetModel", hf::EncoderHead::none),
       hf::mpnet("MPNetForSequenceClassification", hf::EncoderHead::sequence),
-      hf::mpnet("MPNetForTokenClassification", hf::EncoderHead::token)};
+      hf::mpnet("MPNetForTokenClassification", hf::EncoderHead::token),
+      hf::deberta_v2("DebertaV2ForMaskedLM", hf::EncoderHead::mlm),
+      hf::deberta_v2("DebertaV2Model", hf::EncoderHead::none),
+      hf::deberta_v2("DebertaV2ForSequenceClassification", hf::EncoderHead::sequence),
+      hf::deberta_v2("DebertaV2ForTokenClassification", hf::EncoderHead::token)};
   return archs;
 }
 

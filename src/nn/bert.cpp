@@ -2,6 +2,7 @@
 
 #include <cmath>
 #include <limits>
+#include <optional>
 
 #include <nlohmann/json.hpp>
 
@@ -42,6 +43,14 @@ const io::Fields<BertConfig>& BertConfig::fields() {
           F::choice("score_activation", &BertConfig::score_activation),
           F::integer("relative_attention_num_buckets", &BertConfig::relative_attention_num_buckets, 0, 1 << 16),
           F::integer("relative_attention_max_distance", &BertConfig::relative_attention_max_distance, 1, 1 << 30),
+          F::integer("embedding_size", &BertConfig::embedding_size, 0),
+          F::boolean("absolute_positions", &BertConfig::absolute_positions),
+          F::integer("relative_span", &BertConfig::relative_span, 0, 1 << 16),
+          F::integer("position_buckets", &BertConfig::position_buckets, 0, 1 << 16),
+          F::integer("max_relative_positions", &BertConfig::max_relative_positions, 0, 1 << 30),
+          F::boolean("c2p", &BertConfig::c2p),
+          F::boolean("p2c", &BertConfig::p2c),
+          F::boolean("norm_relative_embeddings", &BertConfig::norm_relative_embeddings),
       });
   return f;
 }
@@ -72,6 +81,15 @@ BertConfig BertConfig::from_json(const nlohmann::json& j) {
             "BERT config: relative_attention_num_buckets ", c.relative_attention_num_buckets,
             " must be even, and relative_attention_max_distance ", c.relative_attention_max_distance,
             " more than a quarter of it");
+  QKV_CHECK(c.relative_span == 0 || c.relative_attention_num_buckets == 0,
+            "BERT config: relative_span (DeBERTa's) and relative_attention_num_buckets (MPNet's) exclude each other");
+  QKV_CHECK(c.position_buckets == 0 || (c.relative_span == c.position_buckets && c.position_buckets >= 4 &&
+                                        c.max_relative_positions - 1 > c.position_buckets / 2),
+            "BERT config: position_buckets ", c.position_buckets, " needs relative_span equal to it (", c.relative_span,
+            "), at least 4, and max_relative_positions ", c.max_relative_positions, " more than half of it + 1");
+  QKV_CHECK(c.absolute_positions || c.padding_idx < 0,
+            "BERT config: RoBERTa's positions (padding_idx) need "
+            "absolute_positions");
   if (c.labels.empty())  // transformers' default id2label: LABEL_0, LABEL_1, …
     for (int64_t i = 0; i < c.num_labels; ++i) c.labels.push_back("LABEL_" + std::to_string(i));
   return c;
@@ -83,6 +101,8 @@ std::string BertConfig::describe() const {
   return detail::concat(
       "BERT ", num_hidden_layers, " layers, ", num_attention_heads, " heads, ", hidden_size, " dims, ",
       max_position_embeddings, " positions, ", type_vocab_size, " token types, vocab ", vocab_size,
+      relative_span > 0 ? detail::concat(", disentangled attention (", relative_span, " relative positions each way)")
+                        : std::string(),
       classifier == BertClassifier::sequence ? detail::concat(", sequence classifier (", num_labels, " labels)")
       : classifier == BertClassifier::token  ? detail::concat(", token classifier (", num_labels, " labels)")
       : mlm_head                             ? std::string(", MLM head")
@@ -91,12 +111,16 @@ std::string BertConfig::describe() const {
 
 Bert::Bert(const BertConfig& c, Generator* gen) : config(c), gen_(gen) {
   Generator& g = gen ? *gen : default_generator();
-  word_embeddings = register_module("word_embeddings", std::make_shared<Embedding>(c.vocab_size, c.hidden_size, -1, &g));
-  position_embeddings = register_module(
-      "position_embeddings", std::make_shared<Embedding>(c.max_position_embeddings, c.hidden_size, -1, &g));
+  const int64_t W = c.embedding_width();
+  word_embeddings = register_module("word_embeddings", std::make_shared<Embedding>(c.vocab_size, W, -1, &g));
+  if (c.absolute_positions)
+    position_embeddings =
+        register_module("position_embeddings", std::make_shared<Embedding>(c.max_position_embeddings, W, -1, &g));
   if (c.type_vocab_size > 0)
     token_type_embeddings =
-        register_module("token_type_embeddings", std::make_shared<Embedding>(c.type_vocab_size, c.hidden_size, -1, &g));
+        register_module("token_type_embeddings", std::make_shared<Embedding>(c.type_vocab_size, W, -1, &g));
+  if (W != c.hidden_size)
+    embed_proj = register_module("embed_proj", std::make_shared<Linear>(W, c.hidden_size, false, &g));
   embeddings_norm = register_module("embeddings_norm", std::make_shared<LayerNorm>(c.hidden_size, c.layer_norm_eps));
   TransformerLayerOptions o;
   o.d_model = c.hidden_size, o.nhead = c.num_attention_heads, o.dim_feedforward = c.intermediate_size;
@@ -105,8 +129,8 @@ Bert::Bert(const BertConfig& c, Generator* gen) : config(c), gen_(gen) {
   for (int64_t i = 0; i < c.num_hidden_layers; ++i)
     layers.push_back(register_module("layers." + std::to_string(i), std::make_shared<TransformerEncoderLayer>(o, &g)));
   if (c.mlm_head) {
-    transform = register_module("transform", std::make_shared<Linear>(c.hidden_size, c.hidden_size, true, &g));
-    transform_norm = register_module("transform_norm", std::make_shared<LayerNorm>(c.hidden_size, c.layer_norm_eps));
+    transform = register_module("transform", std::make_shared<Linear>(c.hidden_size, W, true, &g));
+    transform_norm = register_module("transform_norm", std::make_shared<LayerNorm>(W, c.layer_norm_eps));
     decoder_bias = register_parameter("decoder_bias", Tensor::zeros({c.vocab_size}));
   }
   if (c.pooler != BertPooler::none)
@@ -117,6 +141,13 @@ Bert::Bert(const BertConfig& c, Generator* gen) : config(c), gen_(gen) {
     relative_attention_bias =
         register_module("relative_attention_bias",
                         std::make_shared<Embedding>(c.relative_attention_num_buckets, c.num_attention_heads, -1, &g));
+  if (c.relative_span > 0) {
+    rel_embeddings =
+        register_module("rel_embeddings", std::make_shared<Embedding>(2 * c.relative_span, c.hidden_size, -1, &g));
+    if (c.norm_relative_embeddings)
+      rel_embeddings_norm =
+          register_module("rel_embeddings_norm", std::make_shared<LayerNorm>(c.hidden_size, c.layer_norm_eps));
+  }
   // BERT's initialization (initializer_range 0.02): N(0, 0.02) for every matrix and embedding, zero
   // biases, LayerNorms at 1 / 0.
   for (auto& [name, p] : named_parameters()) {
@@ -127,22 +158,23 @@ Bert::Bert(const BertConfig& c, Generator* gen) : config(c), gen_(gen) {
   }
 }
 
-Tensor Bert::encode(const Tensor& ids, const Tensor& types, const Tensor& attention_mask, AttentionMaps* maps) const {
+Tensor Bert::embed(const Tensor& ids, const Tensor& types) const {
   QKV_CHECK(ids.dim() == 2 && ids.dtype() == DType::i32, "BERT: input_ids must be i32 [B, T], got ",
             shape_str(ids.shape()));
   const int64_t B = ids.size(0), T = ids.size(1);
   QKV_CHECK(T >= 1 && T <= config.max_tokens(), "BERT: ", T, " tokens, more than the model's ", config.max_tokens(),
             " positions (max_position_embeddings ", config.max_position_embeddings,
             config.padding_idx >= 0 ? " less padding_idx + 1)" : ")");
-  for (const Tensor* t : {&types, &attention_mask})
-    QKV_CHECK(!t->defined() || (t->shape() == ids.shape() && t->dtype() == DType::i32), "BERT: ",
-              t == &types ? "token_type_ids" : "attention_mask", " must be i32 ", shape_str(ids.shape()),
-              " as input_ids, got ", shape_str(t->shape()));
+  QKV_CHECK(!types.defined() || (types.shape() == ids.shape() && types.dtype() == DType::i32),
+            "BERT: token_type_ids must be i32 ", shape_str(ids.shape()), " as input_ids, got ",
+            shape_str(types.shape()));
   QKV_CHECK(!types.defined() || config.type_vocab_size > 0 || types.to_ints() == std::vector<int32_t>(B * T, 0),
             "BERT: this model has no token types (type_vocab_size 0), and token_type_ids holds one");
   // x₀ = Dropout(LN(word[ids] + position[0 … T−1] + token_type[types]))
   Tensor x = word_embeddings->forward(ids);
-  if (config.padding_idx < 0) {
+  if (!position_embeddings) {
+    // DeBERTa-v3: no absolute positions, the relative ones in every layer's attention
+  } else if (config.padding_idx < 0) {
     x = x + position_embeddings->weight.slice(0, 0, T);
   } else {
     // RoBERTa: position = padding_idx + (the count of non-padding tokens up to t) at a token,
@@ -161,7 +193,17 @@ Tensor Bert::encode(const Tensor& ids, const Tensor& types, const Tensor& attent
   }
   if (token_type_embeddings)
     x = types.defined() ? x + token_type_embeddings->forward(types) : x + token_type_embeddings->weight.select(0, 0);
-  x = dropout(embeddings_norm->forward(x), config.dropout, is_training(), gen_);
+  if (embed_proj) x = embed_proj->forward(x);  // [B, T, embedding_size] → [B, T, E]
+  return dropout(embeddings_norm->forward(x), config.dropout, is_training(), gen_);  // [B, T, E]
+}
+
+Tensor Bert::encode(const Tensor& ids, const Tensor& types, const Tensor& attention_mask, AttentionMaps* maps) const {
+  Tensor x = embed(ids, types);  // [B, T, E]
+  const int64_t B = ids.size(0), T = ids.size(1);
+  QKV_CHECK(
+      !attention_mask.defined() || (attention_mask.shape() == ids.shape() && attention_mask.dtype() == DType::i32),
+      "BERT: attention_mask must be i32 ", shape_str(ids.shape()), " as input_ids, got ",
+      shape_str(attention_mask.shape()));
 
   // The padding mask [B, 1, 1, T], true = key j may be attended to (attention_mask 1); MPNet's
   // relative position bias added where the model has one.
@@ -181,15 +223,29 @@ Tensor Bert::encode(const Tensor& ids, const Tensor& types, const Tensor& attent
     }
   }
   const Tensor mask = attention_mask_of(keep, B, T, x.device());
+  // DeBERTa: the relative embeddings R [2k, E] (LayerNorm'd, dropped out in training) and the gathers
+  // for T tokens, once for every layer
+  std::optional<DisentangledPositions> positions;
+  if (rel_embeddings) {
+    Tensor r = rel_embeddings->weight;
+    if (rel_embeddings_norm) r = rel_embeddings_norm->forward(r);
+    DisentangledOptions o;
+    o.span = config.relative_span, o.position_buckets = config.position_buckets;
+    o.max_relative_positions = config.max_relative_positions, o.c2p = config.c2p, o.p2c = config.p2c;
+    positions.emplace(dropout(r, config.dropout, is_training(), gen_), T, o);
+  }
   // xₗ = LN(h + FFN(h)), h = LN(xₗ₋₁ + SelfAttention(xₗ₋₁))   (post-LN, every key but padding)
   const bool int8 = int8_layers_ && !is_training() && !autograd::grad_enabled() && !maps;
   for (const auto& layer : layers) {
+    std::optional<ScoreTerm> term;
+    if (positions) term = positions->term(*layer->self_attn, int8);
+    const ScoreTerm* t = term ? &*term : nullptr;
     if (int8) {  // the same layer on its int8 rows
-      x = layer->forward_inference(x, mask);
+      x = layer->forward_inference(x, mask, t);
       continue;
     }
     Tensor w;
-    x = layer->forward_masked(x, mask, /*is_causal=*/false, maps ? &w : nullptr);
+    x = layer->forward_masked(x, mask, /*is_causal=*/false, maps ? &w : nullptr, t);
     if (maps) maps->encoder_self.push_back(w);
   }
   return x;  // [B, T, E]
@@ -270,7 +326,9 @@ Tensor Bert::classify(const Tensor& ids, const Tensor& types, const Tensor& atte
   Tensor h = x.select(1, 0);  // [B, E]
   if (pooler_dense) {
     h = linear(h, pooler_dense->weight, pooler_dense->bias);
-    h = config.pooler == BertPooler::tanh ? tanh(h) : relu(h);
+    h = config.pooler == BertPooler::tanh   ? tanh(h)
+        : config.pooler == BertPooler::gelu ? activate(h, Activation::gelu)
+                                            : relu(h);
   }
   return classifier->forward(dropout(h, config.dropout, is_training(), gen_));  // [B, num_labels]
 }

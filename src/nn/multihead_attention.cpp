@@ -80,7 +80,7 @@ MultiheadAttention::Output MultiheadAttention::forward(const Tensor& query, cons
 MultiheadAttention::Output MultiheadAttention::forward_masked(const Tensor& query, const Tensor& key,
                                                               const Tensor& value, const Tensor& mask,
                                                               bool need_weights, bool average_attn_weights,
-                                                              bool is_causal) const {
+                                                              bool is_causal, const ScoreTerm* term) const {
   const int64_t E = embed_dim, H = num_heads, D = head_dim;
   QKV_CHECK(query.dim() == 2 || query.dim() == 3, "MultiheadAttention: query must be [L, E] or 3-D, got ",
             shape_str(query.shape()));
@@ -125,6 +125,12 @@ MultiheadAttention::Output MultiheadAttention::forward_masked(const Tensor& quer
 
   AttentionOptions opt;
   opt.attn_mask = mask;
+  if (term) {  // scores = scale · Q Kᵀ + add(Q, K) + mask
+    QKV_CHECK(L == S, "MultiheadAttention: a score term is self-attention's (query ", shape_str(query.shape()),
+              ", key ", shape_str(key.shape()), ")");
+    opt.attn_mask = merge_attention_masks(mask, term->add(Qh, Kh));
+    opt.scale = term->scale;
+  }
   opt.is_causal = is_causal;
   opt.dropout_p = is_training() ? dropout : 0.f;
   opt.generator = gen_;
@@ -249,8 +255,6 @@ void MultiheadAttention::set_inference_weights(InferenceWeights weights) {
         in_proj_weight.defined() ? in_proj_inference.slice_rows(i * embed_dim, (i + 1) * embed_dim) : InferenceWeight();
 }
 
-// x W_iᵀ + b_i for i = 0 (Q), 1 (K), 2 (V): a row block of in_proj_weight, or q/k/v_proj_weight.
-// inference: read what set_inference_weights made (bf16 copy, int8 rows, packed copy) for the weight.
 Tensor MultiheadAttention::project(const Tensor& x, int i, bool inference) const {
   const int64_t E = embed_dim;
   Tensor b = in_proj_bias.defined() ? in_proj_bias.slice(0, i * E, (i + 1) * E) : Tensor();
@@ -333,7 +337,7 @@ Tensor MultiheadAttention::forward_cross_slots(const Tensor& query, const Tensor
   return out_proj->forward_inference(attn.reshape({R, 1, embed_dim}));
 }
 
-Tensor MultiheadAttention::forward_inference(const Tensor& x, const Tensor& mask) const {
+Tensor MultiheadAttention::forward_inference(const Tensor& x, const Tensor& mask, const ScoreTerm* term) const {
   NoGradGuard no_grad;
   QKV_CHECK(x.dim() == 3 && x.size(2) == embed_dim && kdim == embed_dim && vdim == embed_dim,
             "MultiheadAttention::forward_inference: x ", shape_str(x.shape()), " should be [B, L, ", embed_dim,
@@ -343,7 +347,12 @@ Tensor MultiheadAttention::forward_inference(const Tensor& x, const Tensor& mask
   AttentionOptions opt;
   opt.attn_mask = mask;
   // K, V [B, L, E] → [B, H, L, D] (views); attend_inference splits Q and applies W_O
-  return attend_inference(Q, K.view({B, L, H, D}).transpose(1, 2), V.view({B, L, H, D}).transpose(1, 2), opt);
+  const Tensor Kh = K.view({B, L, H, D}).transpose(1, 2);
+  if (term) {  // scores = scale · Q Kᵀ + add(Q, K) + mask
+    opt.attn_mask = merge_attention_masks(mask, term->add(Q.view({B, L, H, D}).transpose(1, 2), Kh));
+    opt.scale = term->scale;
+  }
+  return attend_inference(Q, Kh, V.view({B, L, H, D}).transpose(1, 2), opt);
 }
 
 KVCache MultiheadAttention::project_kv(const Tensor& key, const Tensor& value) const {

@@ -72,14 +72,15 @@ Tensor TransformerEncoderLayer::forward(const Tensor& src, const Tensor& src_mas
 }
 
 Tensor TransformerEncoderLayer::forward_masked(const Tensor& src, const Tensor& mask, bool is_causal,
-                                               Tensor* weights_out) const {
+                                               Tensor* weights_out, const ScoreTerm* term) const {
   Tensor x = to_batch_first(src, opt.batch_first);
+  QKV_CHECK(!term || !opt.norm_first, "TransformerEncoderLayer: a score term is the post-LN layers' (DeBERTa's)");
   if (opt.norm_first) {  // x + SA(LN(x)), then + FF(LN(·)): the residual stream's form, summed
     x = forward_masked(ResidualStream{x, Tensor()}, mask, is_causal, weights_out).sum();
   } else {
     // SA(x) = Dropout(MultiHead(x, x, x)), FF(x) = Dropout(FFN(x)): each Dropout made in the pass of
     // the norm that follows it
-    auto r = self_attn->forward_masked(x, x, x, mask, weights_out != nullptr, false, is_causal);
+    auto r = self_attn->forward_masked(x, x, x, mask, weights_out != nullptr, false, is_causal, term);
     if (weights_out) *weights_out = r.weights;
     const float p = residual_dropout();
     x = norm1->forward(x, r.output, p, gen_);  // LN(x + SA(x))
@@ -129,14 +130,15 @@ ResidualStream TransformerEncoderLayer::forward_paged(const ResidualStream& x, P
   return {y.sum, feed_forward_inference(y.normalized, *linear1, *linear2, opt.activation)};
 }
 
-Tensor TransformerEncoderLayer::forward_inference(const Tensor& x, const Tensor& mask) const {
+Tensor TransformerEncoderLayer::forward_inference(const Tensor& x, const Tensor& mask, const ScoreTerm* term) const {
   NoGradGuard no_grad;
   auto ff = [&](const Tensor& h) { return feed_forward_inference(h, *linear1, *linear2, opt.activation); };
+  QKV_CHECK(!term || !opt.norm_first, "TransformerEncoderLayer: a score term is the post-LN layers' (DeBERTa's)");
   if (opt.norm_first) {
     const SumAndNorm y = norm2->forward_with_sum(x, self_attn->forward_inference(norm1->forward(x), mask));
     return y.sum + ff(y.normalized);  // y + FF(LN(y)), y = x + SA(LN(x))
   }
-  Tensor y = norm1->forward(x, self_attn->forward_inference(x, mask));  // LN(x + SA(x))
+  Tensor y = norm1->forward(x, self_attn->forward_inference(x, mask, term));  // LN(x + SA(x))
   return norm2->forward(y, ff(y));                                      // LN(y + FF(y))
 }
 

@@ -125,6 +125,7 @@ struct HfTokenizer::Impl {
   std::unique_ptr<Decoder> decoder;
   int32_t bos = -1, eos = -1, pad = -1, unk = -1, cls = -1, sep = -1, mask = -1;
   std::optional<bool> token_types;  // returns_token_type_ids()
+  std::optional<int64_t> model_max_length;
 
   int32_t token_to_id(std::string_view t) const {
     auto it = added_by_content.find(std::string(t));
@@ -156,8 +157,8 @@ struct HfTokenizer::Impl {
     return ids;
   }
 
-  HfEncoding encode(std::string_view a, const std::string_view* b, bool add_special_tokens,
-                    int64_t max_length = -1) const {
+  HfEncoding encode(std::string_view a, const std::string_view* b, bool add_special_tokens, int64_t max_length = -1,
+                    HfTokenizer::Truncation truncation = HfTokenizer::Truncation::longest_first) const {
     std::vector<Encoded> seqs;
     auto ids = tokenize(a);
     if (max_length >= 0 && !b) {
@@ -180,7 +181,10 @@ struct HfTokenizer::Impl {
         for (const auto& s : post_processor->process({Encoded{}, Encoded{}}, true)) added += s.ids.size();
       const size_t room = static_cast<size_t>(max_length) > added ? static_cast<size_t>(max_length) - added : 0;
       size_t n1 = ids.size(), n2 = ids_b.size();
-      if (n1 + n2 > room) {
+      if (truncation == HfTokenizer::Truncation::only_first) {
+        // "only_first": the first sequence cut to what the second leaves, where it leaves a token
+        if (n1 + n2 > room && n2 < room) ids.resize(room - n2);
+      } else if (n1 + n2 > room) {
         const bool swap = n1 > n2;
         if (swap) std::swap(n1, n2);
         n2 = n1 > room ? n1 : std::max(n1, room - n1);
@@ -302,6 +306,10 @@ std::shared_ptr<const HfTokenizer::Impl> build(std::string_view text, std::strin
   t.cls = resolve("cls_token", {"[CLS]", "<cls>"});
   t.sep = resolve("sep_token", {"[SEP]", "<sep>"});
   t.mask = resolve("mask_token", {"[MASK]", "<mask>"});
+  // model_max_length: an integer (1e30, transformers' "none", is read as a float)
+  if (config.is_object())
+    if (const json* n = find(config, "model_max_length"); n && n->is_number_integer() && n->get<int64_t>() > 0)
+      t.model_max_length = n->get<int64_t>();
   // model_input_names: the config's list, else its tokenizer class's (transformers 5's class attributes)
   if (config.is_object()) {
     if (const json* names = find(config, "model_input_names"); names && names->is_array()) {
@@ -427,8 +435,9 @@ HfEncoding HfTokenizer::encode_pair(std::string_view text, std::string_view pair
   return impl_->encode(text, &pair, add_special_tokens);
 }
 
-HfEncoding HfTokenizer::encode_pair_truncated(std::string_view text, std::string_view pair, int64_t max_length) const {
-  return impl_->encode(text, &pair, true, std::max<int64_t>(max_length, 0));
+HfEncoding HfTokenizer::encode_pair_truncated(std::string_view text, std::string_view pair, int64_t max_length,
+                                              Truncation truncation) const {
+  return impl_->encode(text, &pair, true, std::max<int64_t>(max_length, 0), truncation);
 }
 
 std::string HfTokenizer::decode(const std::vector<int32_t>& ids, bool skip_special_tokens) const {
@@ -479,5 +488,6 @@ const std::string& HfTokenizer::tokenizer_json() const { return impl_->json_text
 const std::string& HfTokenizer::tokenizer_config_json() const { return impl_->config_text; }
 
 std::optional<bool> HfTokenizer::returns_token_type_ids() const { return impl_->token_types; }
+std::optional<int64_t> HfTokenizer::model_max_length() const { return impl_->model_max_length; }
 
 }  // namespace qkv::text

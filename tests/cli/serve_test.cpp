@@ -945,7 +945,7 @@ TEST(Serve, FillMaskAndAttentionOfAMaskedLanguageModel) {
 TEST(Serve, ClassifyAndEmbeddingsOfEncoders) {
   testing::TempDir dir("serve-encoders");
   std::string models;
-  for (const char* name : {"bert-seqcls", "roberta-tokcls", "st-bert", "ce-bert"}) {
+  for (const char* name : {"bert-seqcls", "roberta-tokcls", "st-bert", "ce-bert", "deberta-seqcls"}) {
     const std::string model = (dir.path / (std::string(name) + ".safetensors")).string();
     ASSERT_EQ(testing::run_shell(std::string(QKV_CLI_PATH) + " convert --from hf " + QKV_GOLDEN_DIR + "/hf/" + name +
                                  " -o " + model)
@@ -1030,6 +1030,21 @@ TEST(Serve, ClassifyAndEmbeddingsOfEncoders) {
   ASSERT_EQ(r["results"].size(), 2u);
   EXPECT_EQ(r["results"][0]["index"], ce["rank_top2"][0]["corpus_id"]);
   EXPECT_FALSE(r["results"][0].contains("document"));
+  // zero-shot: the labels as a list, or one comma-separated string; multi_label and a template
+  const json nli = golden("deberta-seqcls");
+  for (const json& c : nli["zero_shot"]) {
+    json body = {{"model", "deberta-seqcls"}, {"inputs", {c["text"]}}, {"multi_label", c["multi_label"]}};
+    std::string joined;
+    for (const json& l : c["labels"]) joined += (joined.empty() ? "" : " , ") + l.get<std::string>();
+    body["candidate_labels"] = c["multi_label"].get<bool>() ? json(joined) : c["labels"];
+    if (!c["template"].is_null()) body["hypothesis_template"] = c["template"];
+    r = post(s.port(), body.dump(), &status, "/v1/classify");
+    ASSERT_EQ(status, 200) << r.dump().substr(0, 300);
+    EXPECT_EQ(r["results"][0]["sequence"], c["text"]);
+    EXPECT_EQ(r["results"][0]["labels"], c["result"]["labels"]);
+    for (size_t j = 0; j < c["result"]["scores"].size(); ++j)
+      EXPECT_NEAR(r["results"][0]["scores"][j].get<double>(), c["result"]["scores"][j].get<double>(), 1e-5);
+  }
   // what does not fit: 400 naming the field (OpenAI's error shape on /v1/embeddings)
   struct Case {
     const char* path;
@@ -1062,6 +1077,22 @@ TEST(Serve, ClassifyAndEmbeddingsOfEncoders) {
        {{"model", "ce-bert"}, {"query", "q"}, {"documents", {"d"}}, {"return_documents", "yes"}},
        "return_documents"},
       {"/rerank", {{"model", "ce-bert"}, {"query", "q"}, {"documents", {"d"}}, {"rank_fields", 1}}, "unknown field"},
+      {"/v1/classify", {{"model", "deberta-seqcls"}, {"inputs", "x"}, {"candidate_labels", " , "}}, "no label"},
+      {"/v1/classify",
+       {{"model", "deberta-seqcls"}, {"inputs", "x"}, {"candidate_labels", {"a", 1}}},
+       "candidate_labels"},
+      {"/v1/classify",
+       {{"model", "deberta-seqcls"}, {"inputs", "x"}, {"candidate_labels", "a"}, {"hypothesis_template", "no field"}},
+       "has no {}"},
+      {"/v1/classify",
+       {{"model", "deberta-seqcls"}, {"inputs", "x"}, {"candidate_labels", "a"}, {"multi_label", "yes"}},
+       "multi_label"},
+      {"/v1/classify",
+       {{"model", "deberta-seqcls"}, {"inputs", "x"}, {"candidate_labels", "a"}, {"top_k", 2}},
+       "top_k"},
+      {"/v1/classify", {{"model", "deberta-seqcls"}, {"inputs", "x"}, {"multi_label", true}}, "candidate_labels"},
+      {"/v1/classify", {{"model", "bert-seqcls"}, {"inputs", "x"}, {"candidate_labels", "a, b"}}, "no entailment"},
+      {"/v1/classify", {{"model", "roberta-tokcls"}, {"inputs", "x"}, {"candidate_labels", "a"}}, "classifies tokens"},
   };
   for (const Case& c : bad) {
     const json e = post(s.port(), c.body.dump(), &status, c.path);
@@ -1073,6 +1104,12 @@ TEST(Serve, ClassifyAndEmbeddingsOfEncoders) {
   for (int i = 0; i < 30; ++i) longer += "the cat ";
   post(s.port(), json{{"model", "bert-seqcls"}, {"inputs", longer}}.dump(), &status, "/v1/classify");
   EXPECT_EQ(status, 413);
+  json many = json::array();  // 20 texts × 20 labels: more pairs than 4 × --max-sentences (64)
+  for (int i = 0; i < 20; ++i) many.push_back("label " + std::to_string(i));
+  const json e = post(s.port(), json{{"model", "deberta-seqcls"}, {"inputs", many}, {"candidate_labels", many}}.dump(),
+                      &status, "/v1/classify");
+  EXPECT_EQ(status, 413);
+  EXPECT_NE(e["error"]["message"].get<std::string>().find("--max-sentences"), std::string::npos) << e.dump();
   post(s.port(), json{{"model", "st-bert"}, {"input", longer}}.dump(), &status, "/v1/embeddings");
   EXPECT_EQ(status, 200);  // cut to max_seq_length, as sentence-transformers cuts it
 }

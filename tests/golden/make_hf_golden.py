@@ -529,7 +529,33 @@ def mpnet_tokenizer(vocab):
     return transformers.MPNetTokenizer(vocab={p: i for i, p in enumerate(pieces)})
 
 
+def spm_deberta_tokenizer(vocab):
+    """DeBERTa-v3's tokenizer as transformers 5 converts a checkpoint's spm.model: a SentencePiece
+    Unigram (Metaspace, the nmt_nfkc charsmap, trailing spaces stripped and runs of spaces made one),
+    [CLS] $A [SEP] $B [SEP] with token types 0 and 1, trained here on Shakespeare with DeBERTa's
+    special pieces first."""
+    import tempfile
+    import sentencepiece as spm
+    with open(os.path.join(SHARED, "tinyshakespeare", "input.txt"), encoding="utf-8") as f:
+        lines = [l for l in f.read().splitlines()[:20000] if l.strip()]
+    with tempfile.TemporaryDirectory() as d:
+        with open(os.path.join(d, "train.txt"), "w", encoding="utf-8") as f:
+            f.write("\n".join(lines))
+        spm.SentencePieceTrainer.train(input=os.path.join(d, "train.txt"), model_prefix=os.path.join(d, "spm"),
+                                       model_type="unigram", vocab_size=vocab, minloglevel=2, pad_id=0, bos_id=1,
+                                       eos_id=2, unk_id=3, pad_piece="[PAD]", bos_piece="[CLS]", eos_piece="[SEP]",
+                                       unk_piece="[UNK]", user_defined_symbols=["[MASK]"])
+        os.remove(os.path.join(d, "train.txt"))
+        return transformers.DebertaV2Tokenizer.from_pretrained(d)
+
+
 NER_LABELS = {0: "O", 1: "B-PER", 2: "I-PER", 3: "B-LOC", 4: "I-LOC"}
+ZERO_SHOT_LABELS = ["sports", "politics", "love", "the sea"]
+# (text, how many of the labels, multi_label, hypothesis_template): the last text is cut ("only_first")
+# where the tokenizer's model_max_length is short
+ZERO_SHOT = [(CLASSIFY[0], 4, False, None), (CLASSIFY[1], 4, True, None), (CLASSIFY[2], 1, False, None),
+             (CLASSIFY[4], 3, False, "Ce texte parle de {}, {{vraiment}}."),
+             (" ".join(CLASSIFY * 3), 4, False, None)]
 
 
 def encoder_cases():
@@ -579,6 +605,36 @@ def mpnet_cases():
         ("mpnet-seqcls", tok, T.MPNetForSequenceClassification, T.MPNetConfig,
          dict(id2label={0: "contradiction", 1: "entailment", 2: "neutral"})),
         ("st-mpnet", tok, T.MPNetModel, T.MPNetConfig, {}),
+    ], length=70, positions=80)
+
+
+def with_max_length(tokenizer, n):
+    """The tokenizer with model_max_length n (saved in its tokenizer_config.json)."""
+    tokenizer.model_max_length = n
+    return tokenizer
+
+
+def deberta_cases():
+    """DeBERTa v3's network (disentangled attention over log-bucketed relative positions shared by the
+    layers, no absolute positions, no token types) with its fill-mask head, an NLI classifier and a token
+    classifier; and v2's form (absolute positions and token types, c2p alone, positions clamped without
+    buckets, embeddings narrower than the layers). 70-token inputs with 16 buckets reaching 64: every log
+    bucket and the clamp at its ends are reached. transformers masks a padded query's whole row (its
+    output differs from qkv's there, and goes nowhere): those positions are not compared. A seed of their
+    own: the cases above keep their bytes."""
+    T = transformers
+    tok = lambda: spm_deberta_tokenizer(400)
+    v3 = dict(relative_attention=True, position_buckets=16, max_relative_positions=64, pos_att_type=["p2c", "c2p"],
+              norm_rel_ebd="layer_norm", share_att_key=True, position_biased_input=False, type_vocab_size=0)
+    v2 = dict(relative_attention=True, max_relative_positions=24, pos_att_type=["c2p"], share_att_key=True,
+              position_biased_input=True, type_vocab_size=2, embedding_size=32)
+    run_encoder_cases(50, [
+        ("deberta-mlm", tok, T.DebertaV2ForMaskedLM, T.DebertaV2Config, v3),
+        ("deberta-seqcls", lambda: with_max_length(tok(), 40), T.DebertaV2ForSequenceClassification, T.DebertaV2Config,
+         dict(v3, id2label={0: "entailment", 1: "neutral", 2: "contradiction"})),
+        ("deberta-tokcls", tok, T.DebertaV2ForTokenClassification, T.DebertaV2Config, dict(v3, id2label=NER_LABELS)),
+        ("deberta-v2-seqcls", tok, T.DebertaV2ForSequenceClassification, T.DebertaV2Config,
+         dict(v2, num_labels=1)),
     ], length=70, positions=80)
 
 
@@ -686,7 +742,7 @@ def run_encoder_cases(seed, cases, length=12, positions=40):
                          hidden_act="relu" if config_cls in roberta else "gelu")
             if config_cls is not T.MPNetConfig:  # (MPNet has no token types)
                 sizes["type_vocab_size"] = 1 if config_cls in roberta else 2
-            c = config_cls(**sizes, **extra)  # (RoBERTa's MLM head: exact GELU whatever hidden_act says)
+            c = config_cls(**{**sizes, **extra})  # (RoBERTa's MLM head: exact GELU whatever hidden_act says)
         m = cls(c)
         randomize_encoder(m)
         with torch.no_grad():
@@ -705,7 +761,7 @@ def run_encoder_cases(seed, cases, length=12, positions=40):
         ids[1, length * 2 // 3:] = tokenizer.pad_token_id
         kwargs = {"input_ids": ids, "attention_mask": mask}
         types = torch.zeros(2, length, dtype=torch.long)
-        if config_cls is T.BertConfig:
+        if config_cls is T.BertConfig or (config_cls is T.DebertaV2Config and c.type_vocab_size > 0):
             types[0, 6:] = 1
             kwargs["token_type_ids"] = types
         with torch.no_grad():
@@ -717,6 +773,23 @@ def run_encoder_cases(seed, cases, length=12, positions=40):
                "token_type_ids": types.tolist(), "attention_mask": mask.tolist(),
                "output": "last_hidden_state" if name.startswith("st-") else "logits",
                "logits_shape": list(out_t.shape), "logits": [round(v, 7) for v in out_t.flatten().tolist()]}
+        if config_cls is T.DebertaV2Config:
+            ref["padded_positions_differ"] = True
+        if name == "deberta-tokcls":
+            # the backward: L = Σ over the tokens (padding left out) of logits · w, and the gradients of
+            # the relative embeddings, their norm, and the projections c2p and p2c read
+            w = torch.tensor([(c + 1) * (-1.0) ** c for c in range(m.config.num_labels)])
+            m.zero_grad()
+            logits = m(**kwargs).logits
+            loss = (logits * w * mask.unsqueeze(-1)).sum()
+            loss.backward()
+            params = dict(m.named_parameters())
+            ref["backward"] = {"weights": w.tolist(), "loss": loss.item(), "grads": {
+                k: [round(v, 9) for v in params[k].grad.flatten().tolist()] for k in (
+                    "deberta.encoder.rel_embeddings.weight", "deberta.encoder.LayerNorm.weight",
+                    "deberta.encoder.layer.0.attention.self.key_proj.weight",
+                    "deberta.encoder.layer.0.attention.self.query_proj.bias",
+                    "deberta.encoder.layer.1.attention.self.value_proj.weight", "classifier.weight")}}
         if name.endswith("seqcls"):
             pipe = T.pipeline("text-classification", model=m, tokenizer=tokenizer)
             ref["text_classification"] = [
@@ -725,6 +798,16 @@ def run_encoder_cases(seed, cases, length=12, positions=40):
             ref["text_classification_pair"] = {"text": CLASSIFY[0], "text_pair": CLASSIFY[1],
                                                "all": pipe({"text": CLASSIFY[0], "text_pair": CLASSIFY[1]}, top_k=None)}
             ref["softmax"] = pipe(CLASSIFY[2], top_k=None, function_to_apply="softmax")
+            if any(l.lower().startswith("entail") for l in m.config.id2label.values()):  # an NLI model
+                m.config.label2id = {l: i for i, l in m.config.id2label.items()}  # (the pipeline reads it)
+                with torch.random.fork_rng():  # (the cases after keep their bytes)
+                    zs = T.pipeline("zero-shot-classification", model=m, tokenizer=tokenizer)
+                    ref["zero_shot"] = [
+                        dict(text=t, labels=ZERO_SHOT_LABELS[:n], multi_label=multi, template=template,
+                             result=zs(t, candidate_labels=ZERO_SHOT_LABELS[:n], multi_label=multi,
+                                       **({"hypothesis_template": template} if template else {})))
+                        for t, n, multi, template in ZERO_SHOT
+                        if len(t) < 100 or tokenizer.model_max_length < positions]  # (the long text: cut)
         if name.endswith("tokcls"):
             ref["token_classification"] = []
             for t in NER:
@@ -817,3 +900,5 @@ if __name__ == "__main__":
         mpnet_cases()
     if not only or "cross-encoders" in only:
         cross_encoder_cases()
+    if not only or "deberta" in only:
+        deberta_cases()

@@ -1056,6 +1056,18 @@ def add_python_cases(m, files):
         ("rank-long", ce + "assert len(r.rank('cat ' * 100000, ['dog ' * 100000, 'x'])) == 2", "any"),
         ("rank-three-labels", enc + "c.rank('q', ['d'])", "exc"),
     ]
+    nli = f"z = qkv.load({os.path.join(golden, 'deberta-seqcls')!r})\n"
+    cases += [
+        ("zero-shot-labels-not-text", nli + "z.zero_shot_classification('x', [1, 2])", "exc"),
+        ("zero-shot-labels-none", nli + "z.zero_shot_classification('x', None)", "exc"),
+        ("zero-shot-no-label", nli + "z.zero_shot_classification('x', ' , ,')", "exc"),
+        ("zero-shot-template-brace", nli + "z.zero_shot_classification('x', 'a', hypothesis_template='{} {x}')", "exc"),
+        ("zero-shot-template-huge", nli + "z.zero_shot_classification('x', 'a', hypothesis_template='{}' + 'ab ' * 100000)",
+         "exc"),
+        ("zero-shot-batch-size", nli + "z.zero_shot_classification('x', 'a', batch_size=0)", "exc"),
+        ("zero-shot-long", nli + "assert len(z.zero_shot_classification(['cat ' * 100000], ['a', 'b'])) == 1", "any"),
+        ("zero-shot-not-nli", enc + "c.zero_shot_classification('x', 'a, b')", "exc"),
+    ]
     for name, code, expect in cases:
         script = f"CODE = {code!r}\n" + prelude + runner
         m.add(f"python/{name}", ["{python}", "-c", script], expect=expect, python=True)
@@ -1292,6 +1304,23 @@ def add_pretrained_cases(m):
         "st6-pooling-mode-number": ("st6-bert", "1_Pooling/config.json", lambda j: j.__setitem__("pooling_mode", 3)),
         "st6-max-length-negative": ("st6-bert", "tokenizer_config.json",
                                     lambda j: j.__setitem__("model_max_length", -4)),
+        "deberta-conv": ("deberta-seqcls", "config.json", lambda j: j.__setitem__("conv_kernel_size", 3)),
+        "deberta-separate-position-keys": ("deberta-mlm", "config.json", lambda j: j.__setitem__("share_att_key", False)),
+        "deberta-p2p": ("deberta-tokcls", "config.json", lambda j: j.__setitem__("pos_att_type", ["p2c", "p2p"])),
+        "deberta-pos-att-number": ("deberta-seqcls", "config.json", lambda j: j.__setitem__("pos_att_type", 5)),
+        "deberta-pos-att-no-relative": ("deberta-v2-seqcls", "config.json",
+                                        lambda j: j.__setitem__("relative_attention", False)),
+        "deberta-buckets-huge": ("deberta-seqcls", "config.json", lambda j: j.__setitem__("position_buckets", 2 ** 40)),
+        "deberta-buckets-two": ("deberta-seqcls", "config.json", lambda j: j.__setitem__("position_buckets", 2)),
+        "deberta-buckets-past-reach": ("deberta-mlm", "config.json",
+                                       lambda j: j.__setitem__("max_relative_positions", 5)),
+        "deberta-norm-rel": ("deberta-seqcls", "config.json", lambda j: j.__setitem__("norm_rel_ebd", "batch_norm")),
+        "deberta-pooler-width": ("deberta-seqcls", "config.json", lambda j: j.__setitem__("pooler_hidden_size", 32)),
+        "deberta-pooler-act": ("deberta-seqcls", "config.json", lambda j: j.__setitem__("pooler_hidden_act", "softsign")),
+        "deberta-enhanced-mlm": ("deberta-mlm", "config.json", lambda j: j.__setitem__("legacy", False)),
+        "deberta-head-size": ("deberta-tokcls", "config.json", lambda j: j.__setitem__("attention_head_size", 7)),
+        "deberta-positions-float": ("deberta-tokcls", "config.json",
+                                    lambda j: j.__setitem__("max_position_embeddings", 1e300)),
     }
     for name, (base, file, change) in encoders.items():
         d = folder(base, name, json_edit(file, change))
@@ -1334,6 +1363,23 @@ def add_pretrained_cases(m):
           names=["one label"])
     m.add("pretrained/rerank/embedder", ["{qkv}", "rerank", converted["st-bert"], "q", "d"],
           names=["no sequence classifier"])
+    # zero-shot: an NLI classifier (DeBERTa-v3's network) given labels, templates and texts that do not fit
+    nli_file = m.path("hf/deberta-seqcls.safetensors")
+    r = subprocess.run([m.qkv, "convert", os.path.join(golden, "deberta-seqcls"), "-o", nli_file], capture_output=True,
+                       text=True, timeout=120)
+    assert r.returncode == 0, r.stderr
+    zs = ["{qkv}", "classify-text", "--threads", "1", nli_file]
+    m.add("pretrained/zero-shot/long", zs + [long_text, "\x01\xff" + "\u202e" * 3000, "--candidate-labels", "a, b"],
+          expect="pass")  # (cut to the tokenizer's model_max_length, "only_first")
+    m.add("pretrained/zero-shot/no-label", zs + ["x", "--candidate-labels", " , ,"], names=["no label"])
+    m.add("pretrained/zero-shot/template", zs + ["x", "--candidate-labels", "a", "--hypothesis-template", "about {x}"],
+          names=["hypothesis template"])
+    m.add("pretrained/zero-shot/template-huge", zs + ["x", "--candidate-labels", "a", "--hypothesis-template",
+                                                      "{}" + "ab " * 40000], names=["no room"])
+    m.add("pretrained/zero-shot/not-nli", ["{qkv}", "classify-text", converted["bert-seqcls"], "x", "--candidate-labels",
+                                           "a"], names=["no entailment"])
+    m.add("pretrained/zero-shot/tokens", ["{qkv}", "classify-text", converted["roberta-tokcls"], "x",
+                                          "--candidate-labels", "a"], names=["no sequence classifier"])
     # XLM-RoBERTa's SentencePiece tokenizer crafted: its charsmap (darts-clone units mapping "a" to a
     # string of the pool) leading outside itself, or multiplying a text; its Unigram vocabulary
     def charsmap_of_a(value, pool, root=1 << 10):

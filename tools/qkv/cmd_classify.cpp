@@ -1,11 +1,13 @@
 // qkv classify-text — an encoder's classifier on texts, as transformers' pipelines give it: a sequence
 // classifier's labels and scores (pipeline("text-classification")), a token classifier's entities
-// (pipeline("token-classification"), "simple" aggregation on request).
+// (pipeline("token-classification"), "simple" aggregation on request), an NLI classifier's scores for
+// labels named at run time (pipeline("zero-shot-classification"), --candidate-labels).
 // qkv embed — sentence embeddings, as SentenceTransformer.encode gives them.
 // qkv rerank — documents ranked for a query by a cross-encoder, as CrossEncoder.rank ranks them.
 //
 //   qkv classify-text sst2.safetensors "I loved it." "Not for me." [--top-k 0] [--json]
 //   qkv classify-text ner.safetensors "Romeo went to Verona." --aggregation simple
+//   qkv classify-text nli.safetensors "The match went to extra time." --candidate-labels "sports, politics"
 //   qkv embed minilm.safetensors "A cat sat." "A dog sat." --similarity
 //   cat lines.txt | qkv embed -m minilm.safetensors --json
 //   cat passages.txt | qkv rerank ms-marco.safetensors "how do cats sleep" --top-k 3
@@ -14,6 +16,7 @@
 #include <functional>
 #include <cstdio>
 #include <iostream>
+#include <sstream>
 
 #include "commands.h"
 #include "encoder_json.h"
@@ -96,14 +99,16 @@ std::vector<R> in_chunks(const std::vector<std::string>& texts, int64_t batch_si
 void add_classify_text(CLI::App& app) {
   auto* sub =
       app.add_subcommand("classify-text",
-                         "Classify texts with an encoder's classifier (BERT, DistilBERT, RoBERTa, XLM-RoBERTa, MPNet): "
-                         "labels and scores, or each token's entity");
+                         "Classify texts with an encoder's classifier (BERT, DistilBERT, RoBERTa, XLM-RoBERTa, MPNet, "
+                         "DeBERTa): labels and scores, each token's entity, or (an NLI model) labels of your own");
   struct Args : EncoderArgs {
     std::string pair;
     decode::ClassificationFunction function = decode::ClassificationFunction::auto_;
     decode::Aggregation aggregation = decode::Aggregation::none;
     std::vector<std::string> ignore_labels = {"O"};
     int64_t top_k = 1;
+    std::string candidate_labels, hypothesis_template = decode::ZeroShotOptions().hypothesis_template;
+    bool multi_label = false;
   };
   auto a = std::make_shared<Args>();
   add_encoder_options(sub, *a, "model file (a converted …ForSequenceClassification or …ForTokenClassification)");
@@ -119,17 +124,58 @@ void add_classify_text(CLI::App& app) {
              "a token classifier's entities: each token, or simple: neighbouring tokens of one tag joined")
       ->default_str("none");
   sub->add_option("--ignore-labels", a->ignore_labels, "a token classifier's labels left out")->capture_default_str();
+  sub->add_option("--candidate-labels", a->candidate_labels,
+                  "zero-shot: labels of your own, comma-separated, each scored by an NLI classifier as the entailment "
+                  "of the text by the hypothesis the template makes of it");
+  sub->add_option("--hypothesis-template", a->hypothesis_template, "zero-shot: the hypothesis; {} is the label")
+      ->capture_default_str();
+  sub->add_flag("--multi-label", a->multi_label,
+                "zero-shot: each label scored alone (entailment against contradiction), not the labels' scores "
+                "summing to 1");
   sub->add_flag("--json", a->json,
                 "one JSON list per text: the pipeline's [{\"label\", \"score\"}, …], or "
-                "[{\"entity\", \"score\", \"index\", \"word\"}, …] ({\"entity_group\", …} with simple)");
+                "[{\"entity\", \"score\", \"index\", \"word\"}, …] ({\"entity_group\", …} with simple); "
+                "zero-shot: {\"sequence\", \"labels\", \"scores\"}");
   sub->footer(
       "Example: qkv convert --from hf distilbert-base-uncased-finetuned-sst-2-english -o sst2.safetensors\n"
-      "         qkv classify-text sst2.safetensors \"A delight from start to finish.\"");
+      "         qkv classify-text sst2.safetensors \"A delight from start to finish.\"\n"
+      "         qkv convert --from hf deberta-v3-base-zeroshot-v2.0 -o nli.safetensors\n"
+      "         qkv classify-text nli.safetensors \"The match went to extra time.\" --candidate-labels \"sports, "
+      "politics\"");
   register_runner(sub, [a] {
     use_threads_for_decoding(a->decode.threads);
     auto [model, texts] = model_and_texts(*a, "classify-text");
     models::LoadedMaskedLanguageModel m = load_encoder(model, *a);
     const text::HfTokenizer& tok = *m.tokenizer.hf();
+    if (!a->candidate_labels.empty() || a->multi_label) {
+      // zero-shot: the labels as the pipeline parses a string of them (split at commas, stripped)
+      std::vector<std::string> labels;
+      std::stringstream ss(a->candidate_labels);
+      for (std::string l; std::getline(ss, l, ',');) {
+        l.erase(0, l.find_first_not_of(" \t"));
+        l.erase(l.find_last_not_of(" \t") + 1);
+        if (!l.empty()) labels.push_back(l);
+      }
+      QKV_CHECK(!labels.empty(), "qkv classify-text: --candidate-labels names no label (\"sports, politics, …\")");
+      decode::ZeroShotOptions opt;
+      opt.hypothesis_template = a->hypothesis_template, opt.multi_label = a->multi_label;
+      opt.batch_size = a->batch_size;
+      const auto all = in_chunks<std::vector<decode::LabelScore>>(texts, a->batch_size, [&](const auto& part) {
+        return decode::zero_shot_classification(*m.model, tok, part, labels, opt);
+      });
+      for (size_t i = 0; i < texts.size(); ++i) {
+        if (a->json) {
+          nlohmann::json j = {
+              {"sequence", texts[i]}, {"labels", nlohmann::json::array()}, {"scores", nlohmann::json::array()}};
+          for (const auto& s : all[i]) j["labels"].push_back(s.label), j["scores"].push_back(s.score);
+          std::printf("%s\n", dump(j).c_str());
+          continue;
+        }
+        std::printf("%s\n", texts[i].c_str());
+        for (const auto& s : all[i]) std::printf("  %-12s %8.4f\n", s.label.c_str(), s.score);
+      }
+      return 0;
+    }
     if (m.model->task().classifier == nn::BertClassifier::token) {
       decode::TokenClassificationOptions opt;
       opt.aggregation = a->aggregation, opt.ignore_labels = a->ignore_labels;

@@ -53,7 +53,9 @@
 //                        "function_to_apply"?, "aggregation_strategy"? ("none", "simple"), "ignore_labels"?}
 //                        (an encoder with a classifier) → {"model", "results": [per text: the pipeline's
 //                        [{"label", "score"}, …] or [{"entity", "score", "index", "word"} | {"entity_group",
-//                        "score", "word"}, …]]}   (decode/classify.h)
+//                        "score", "word"}, …]]}   (decode/classify.h); with "candidate_labels" (texts, or
+//                        one comma-separated string), "hypothesis_template"?, "multi_label"? (an NLI
+//                        classifier: zero-shot) → per text {"sequence", "labels", "scores"} best first
 //   POST /v1/embeddings  OpenAI's: {"input": a text or texts, "model"?, "encoding_format"? ("float")} →
 //                        {"object": "list", "data": [{"object": "embedding", "index", "embedding"}],
 //                        "model", "usage": {"prompt_tokens", "total_tokens"}}   (decode/classify.h's embed)
@@ -96,6 +98,7 @@
 #include <ctime>
 #include <functional>
 #include <random>
+#include <sstream>
 
 #include "commands.h"
 #include "encoder_json.h"
@@ -873,6 +876,9 @@ class Server {
                                "…ForTokenClassification checkpoint has one)"};
     const std::vector<std::string> texts = body.texts("inputs", a_.max_sentences, a_.max_sentence_bytes);
     const bool tokens = task.classifier == nn::BertClassifier::token;
+    if (body.has("candidate_labels")) return zero_shot(body, s, texts);
+    for (const char* key : {"hypothesis_template", "multi_label"})
+      if (body.has(key)) throw HttpError{400, std::string("\"") + key + "\" is zero-shot's: give \"candidate_labels\""};
     for (const char* key : {"top_k", "text_pair", "function_to_apply"})
       if (tokens && body.has(key))
         throw HttpError{400, std::string("\"") + key + "\" is for a sequence classifier; model \"" + s.name() +
@@ -930,6 +936,52 @@ class Server {
         all = decode::text_classification(m, tok, texts, o);
       }
       for (const auto& scores : all) results.push_back(label_scores_json(scores));
+    }
+    return json_response(json{{"model", s.name()}, {"results", std::move(results)}});
+  }
+
+  // /v1/classify with candidate_labels: pipeline("zero-shot-classification") on an NLI classifier
+  HttpResponse zero_shot(const Body& body, MaskedLanguageModelService& s, const std::vector<std::string>& texts) {
+    const models::MaskedLanguageModel& m = *s.loaded().model;
+    if (m.task().classifier != nn::BertClassifier::sequence)
+      throw HttpError{400, "\"candidate_labels\" is for a sequence classifier (an NLI model); model \"" + s.name() +
+                               "\" classifies tokens"};
+    for (const char* key : {"top_k", "text_pair", "function_to_apply", "aggregation_strategy", "ignore_labels"})
+      if (body.has(key)) throw HttpError{400, std::string("\"") + key + "\" is not zero-shot's (\"candidate_labels\")"};
+    std::vector<std::string> labels;
+    for (const std::string& l : body.texts("candidate_labels", a_.max_sentences, a_.max_sentence_bytes)) {
+      if (!body["candidate_labels"].is_string()) {
+        labels.push_back(l);
+        continue;
+      }
+      std::stringstream ss(l);  // "a, b, c": split at commas, stripped (the pipeline's)
+      for (std::string part; std::getline(ss, part, ',');) {
+        part.erase(0, part.find_first_not_of(" \t\n"));
+        part.erase(part.find_last_not_of(" \t\n") + 1);
+        if (!part.empty()) labels.push_back(part);
+      }
+    }
+    if (labels.empty()) throw HttpError{400, "\"candidate_labels\" names no label"};
+    if (static_cast<int64_t>(texts.size() * labels.size()) > 4 * a_.max_sentences)
+      throw HttpError{413, std::to_string(texts.size()) + " texts × " + std::to_string(labels.size()) +
+                               " candidate labels is more than 4 × --max-sentences " +
+                               std::to_string(a_.max_sentences) + " pairs"};
+    decode::ZeroShotOptions o;
+    if (body.has("hypothesis_template"))
+      o.hypothesis_template = body.text("hypothesis_template", a_.max_sentence_bytes, "--max-sentence-bytes");
+    o.multi_label = body.boolean("multi_label", false);
+    std::vector<std::vector<decode::LabelScore>> all;
+    try {  // (what it refuses — a template without {}, a model naming no entailment — is the request's)
+      auto held = s.hold(timeout());
+      all = decode::zero_shot_classification(m, *s.loaded().tokenizer.hf(), texts, labels, o);
+    } catch (const Error& e) {
+      throw HttpError{400, plain_message(e.what())};
+    }
+    json results = json::array();
+    for (size_t i = 0; i < all.size(); ++i) {
+      json r = {{"sequence", texts[i]}, {"labels", json::array()}, {"scores", json::array()}};
+      for (const auto& ls : all[i]) r["labels"].push_back(ls.label), r["scores"].push_back(ls.score);
+      results.push_back(std::move(r));
     }
     return json_response(json{{"model", s.name()}, {"results", std::move(results)}});
   }

@@ -145,6 +145,7 @@ inline const std::vector<const char*> kEmbeddingsFields = {"input", "model", "en
 // Cohere's, Jina's and vLLM's rerank ("documents" as texts; "top_n" 0: every one)
 inline const std::vector<const char*> kRerankFields = {"query", "documents", "model", "top_n", "return_documents"};
 inline const std::vector<const char*> kClassifyFields = {
-    "inputs", "model", "top_k", "text_pair", "function_to_apply", "aggregation_strategy", "ignore_labels"};
+    "inputs", "model", "top_k", "text_pair", "function_to_apply", "aggregation_strategy", "ignore_labels",
+    "candidate_labels", "hypothesis_template", "multi_label"};  // (the last three: zero-shot's)
 
 }  // namespace qkv::cli

@@ -13,6 +13,10 @@
 //   reranking             score(query, document) = f(logit[query, document]) of a cross-encoder
 //                         (one label; f sigmoid, or identity where its config says), documents
 //                         best first (CrossEncoder.rank)
+//   zero-shot             an NLI classifier reads (text, template(label)) for each candidate label:
+//                         p(label) = softmax over the labels of the entailment logits, or with
+//                         multi_label softmax(contradiction, entailment)[entailment] for each alone
+//                         (pipeline("zero-shot-classification"))
 //
 // Texts go through the model in batches, longest first, padded to the longest of the batch
 // (attention_mask 0 on padding); the results come back in the texts' order.
@@ -113,6 +117,22 @@ struct RankedDocument {
 std::vector<RankedDocument> rerank(const models::MaskedLanguageModel& model, const text::HfTokenizer& tokenizer,
                                    const std::string& query, const std::vector<std::string>& documents,
                                    const RerankOptions& options = {}, std::vector<int64_t>* tokens = nullptr);
+
+struct ZeroShotOptions {
+  // the hypothesis each candidate label becomes: "{}" (or "{0}") the label, "{{" and "}}" braces (str.format's)
+  std::string hypothesis_template = "This example is {}.";
+  bool multi_label = false;  // each label scored alone (entailment against contradiction)
+  int64_t batch_size = 32;
+};
+// Each text's candidate labels with their scores, best first (equal scores in the labels' order).
+// The (text, hypothesis) pairs are cut as the pipeline cuts them (truncation="only_first", to the
+// tokenizer's model_max_length, at most the model's positions). A model whose labels name no
+// entailment ("entailment", "ENTAILMENT", …), no labels, a template without its "{}": qkv::Error.
+std::vector<std::vector<LabelScore>> zero_shot_classification(const models::MaskedLanguageModel& model,
+                                                              const text::HfTokenizer& tokenizer,
+                                                              const std::vector<std::string>& texts,
+                                                              const std::vector<std::string>& candidate_labels,
+                                                              const ZeroShotOptions& options = {});
 
 // One embedding [hidden_size] per text. Unlike the classifiers, a long text is cut (as
 // sentence-transformers cuts it), not refused. `tokens`, when given, receives each text's token

@@ -22,19 +22,29 @@
 //   bucket(r): n = −r; (n < 0) · N/2 + (|n| < N/4 ? |n| : min(N/4 + ⌊ln(|n| / (N/4)) / ln(D / (N/4)) · N/4⌋, N/2 − 1))
 //
 // with N buckets and D = relative_attention_max_distance (MPNet: 32 and 128; the logarithm in
-// float32, as transformers computes it).
+// float32, as transformers computes it). DeBERTa (v2 and v3) scores content and relative position
+// apart instead (relative_span > 0; nn/disentangled_attention.h):
+//
+//   scores(i, j) = (q_i·k_j + q_i·Pᴷ[δ(i, j)] + k_j·Pᵠ[δ(i, j)]) / √(D·f),   Pᴷ, Pᵠ = R W_{K,Q}ᵀ + b
+//
+// over relative embeddings R [2·relative_span, E] shared by the layers (LayerNorm'd where
+// norm_relative_embeddings), often without absolute positions (absolute_positions false), with
+// embeddings of embedding_size projected to E before their LayerNorm (embed_proj, no bias) where the
+// two differ, and a GELU pooler (ContextPooler) before its sequence classifier.
 //
 // The layers are torch.nn's TransformerEncoderLayer (norm_first = false), the one block qkv's
 // encoder–decoder and GPT are built from; a padded key (attention_mask 0) gets no weight.
 // Parameter names: word_embeddings.weight, position_embeddings.weight, token_type_embeddings.weight,
 // embeddings_norm.*, layers.{i}.(self_attn|linear1|linear2|norm1|norm2).*, and with the head
-// transform.*, transform_norm.*, decoder_bias (models/hf/bert.cpp maps Hugging Face's names).
+// transform.*, transform_norm.*, decoder_bias; DeBERTa's embed_proj.weight, rel_embeddings.weight,
+// rel_embeddings_norm.* (models/hf/bert.cpp and deberta.cpp map Hugging Face's names).
 #pragma once
 
 #include <nlohmann/json_fwd.hpp>
 
 #include "qkv/io/config.h"
 #include "qkv/nn/attention_maps.h"
+#include "qkv/nn/disentangled_attention.h"
 #include "qkv/nn/encoder_heads.h"
 #include "qkv/nn/transformer_layer.h"
 
@@ -61,11 +71,20 @@ struct BertConfig {
   ScoreActivation score_activation = ScoreActivation::unset;  // a cross-encoder's (sentence-transformers')
   int64_t relative_attention_num_buckets = 0;                 // > 0: MPNet's relative position bias (N, even)
   int64_t relative_attention_max_distance = 128;              // D
+  // DeBERTa's (v2, v3):
+  int64_t embedding_size = 0;             // the embeddings' width where it is not hidden_size (then embed_proj)
+  bool absolute_positions = true;         // learned absolute positions (position_biased_input)
+  int64_t relative_span = 0;              // > 0: disentangled attention over 2·span relative embeddings
+  int64_t position_buckets = 0;           // > 0: its log buckets (relative_span = position_buckets)
+  int64_t max_relative_positions = 0;     // M, the log buckets' reach
+  bool c2p = true, p2c = true;            // pos_att_type's terms
+  bool norm_relative_embeddings = false;  // norm_rel_ebd "layer_norm"
 
   static const io::Fields<BertConfig>& fields();
   static BertConfig from_json(const nlohmann::json& j);  // fields() plus hidden_size % heads == 0
   nlohmann::json to_json() const;
   int64_t width() const { return hidden_size; }
+  int64_t embedding_width() const { return embedding_size > 0 ? embedding_size : hidden_size; }
   std::string describe() const;  // "BERT 12 layers, 12 heads, 768 dims, 512 positions, vocab 30522"
   // The longest input: max_position_embeddings, less RoBERTa's padding_idx + 1.
   int64_t max_tokens() const {
@@ -88,6 +107,8 @@ class Bert : public Module {
   // weights [B, H, T, T] (maps->encoder_self).
   Tensor encode(const Tensor& input_ids, const Tensor& token_type_ids = Tensor(),
                 const Tensor& attention_mask = Tensor(), AttentionMaps* maps = nullptr) const;
+  // The embeddings alone, x₀ [B, T, E]: what encode hands its first layer.
+  Tensor embed(const Tensor& input_ids, const Tensor& token_type_ids = Tensor()) const;
   // The same through the MLM head → logits [B, T, vocab_size]; a model without it: qkv::Error.
   Tensor forward(const Tensor& input_ids, const Tensor& token_type_ids = Tensor(),
                  const Tensor& attention_mask = Tensor(), AttentionMaps* maps = nullptr) const;
@@ -116,6 +137,9 @@ class Bert : public Module {
   std::shared_ptr<Linear> pooler_dense;       // the sequence classifier's [E, E] (null: pooler none)
   std::shared_ptr<Linear> classifier;         // [num_labels, E] (null without a classifier)
   std::shared_ptr<Embedding> relative_attention_bias;  // [N, num_heads] (null without MPNet's bias)
+  std::shared_ptr<Linear> embed_proj;                  // [E, embedding_size] (null: the same widths)
+  std::shared_ptr<Embedding> rel_embeddings;           // [2·relative_span, E] (null: no disentangled attention)
+  std::shared_ptr<LayerNorm> rel_embeddings_norm;      // (null: norm_relative_embeddings false)
 
  private:
   std::vector<Tensor> layer_matrices() const;

@@ -24,9 +24,13 @@ constexpr EnumTable<BertProblem, 4> enum_table(BertProblem) {
             {BertProblem::multi_label, "multi_label_classification"},
             {BertProblem::regression, "regression"}}}};
 }
-enum class BertPooler : uint8_t { none, tanh, relu };
-constexpr EnumTable<BertPooler, 3> enum_table(BertPooler) {
-  return {"pooler", {{{BertPooler::none, "none"}, {BertPooler::tanh, "tanh"}, {BertPooler::relu, "relu"}}}};
+enum class BertPooler : uint8_t { none, tanh, relu, gelu };
+constexpr EnumTable<BertPooler, 4> enum_table(BertPooler) {
+  return {"pooler",
+          {{{BertPooler::none, "none"},
+            {BertPooler::tanh, "tanh"},
+            {BertPooler::relu, "relu"},
+            {BertPooler::gelu, "gelu"}}}};
 }
 // A sentence embedding from the hidden states (sentence-transformers' Pooling module): the first
 // token's, or the mean or the max over the tokens (padding left out); unset: the caller's choice.

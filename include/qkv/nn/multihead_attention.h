@@ -16,6 +16,8 @@
 #pragma once
 
 #include <array>
+#include <functional>
+#include <optional>
 #include <vector>
 
 #include "qkv/nn/linear.h"
@@ -77,6 +79,17 @@ struct SlotStep {
 Tensor mha_attention_mask(const Tensor& attn_mask, const Tensor& key_padding_mask, int64_t B, int64_t H, int64_t L,
                           int64_t S);
 
+// A term of self-attention's scores that depends on the projected queries and keys, added before the
+// softmax (DeBERTa's disentangled attention, nn/disentangled_attention.h):
+//
+//   scores = scale · Q Kᵀ + add(Q, K) + mask,    Q, K [B, H, L, D] → add [B, H, L, L]
+//
+// scale: 1/√D unless the term says otherwise.
+struct ScoreTerm {
+  std::function<Tensor(const Tensor& Qh, const Tensor& Kh)> add;
+  std::optional<float> scale;
+};
+
 class MultiheadAttention : public Module {
  public:
   MultiheadAttention(int64_t embed_dim, int64_t num_heads, float dropout = 0.f, bool bias = true, int64_t kdim = 0,
@@ -94,8 +107,10 @@ class MultiheadAttention : public Module {
   // The same with one mask already in qkv's convention (ops/mask.h: boolean true = may attend, or
   // additive; broadcastable to [B, H, L, S]): what the Transformer layers call, with the mask their
   // model converted once.
+  // `term`, when given (self-attention only), adds its scores (ScoreTerm).
   Output forward_masked(const Tensor& query, const Tensor& key, const Tensor& value, const Tensor& mask,
-                        bool need_weights = false, bool average_attn_weights = true, bool is_causal = false) const;
+                        bool need_weights = false, bool average_attn_weights = true, bool is_causal = false,
+                        const ScoreTerm* term = nullptr) const;
 
   // ---- decoding (no tape; batch_first layout [B, T, E] whatever batch_first says) --------------
   // Self-attention of x [B, T, E] at positions cache.length … cache.length+T−1: appends this step's
@@ -110,7 +125,7 @@ class MultiheadAttention : public Module {
   // undefined: none), all at once: an encoder's while decoding, reading what set_inference_weights
   // made (the int8 rows, when it made them). Equal to forward_masked(x, x, x, mask).output with
   // f32 weights.
-  Tensor forward_inference(const Tensor& x, const Tensor& mask) const;
+  Tensor forward_inference(const Tensor& x, const Tensor& mask, const ScoreTerm* term = nullptr) const;
   // K and V of a memory [B, S, kdim/vdim], computed once (cross-attention while decoding).
   KVCache project_kv(const Tensor& key, const Tensor& value) const;
   // Cross-attention of query [B·G, T, E] over precomputed K/V of B memory rows (rows g·… of a group
@@ -126,6 +141,9 @@ class MultiheadAttention : public Module {
 
   // bf16 copies of the projection weights for decoding steps (see Linear::set_inference_weights).
   void set_inference_weights(InferenceWeights weights);
+  // x W_iᵀ + b_i for i = 0 (Q), 1 (K), 2 (V), x [..., E] → [..., E]: a row block of in_proj_weight, or
+  // q/k/v_proj_weight. inference: read what set_inference_weights made (bf16 copy, int8 rows, packed copy).
+  Tensor project(const Tensor& x, int i, bool inference) const;
 
   int64_t embed_dim, num_heads, head_dim, kdim, vdim;
   float dropout;
@@ -137,7 +155,6 @@ class MultiheadAttention : public Module {
   std::array<InferenceWeight, 3> in_proj_slices;
 
  private:
-  Tensor project(const Tensor& x, int i, bool inference) const;  // x W_iᵀ + b_i, i = 0 (Q), 1 (K), 2 (V)
   std::array<Tensor, 3> self_projections(const Tensor& x) const;  // Q, K, V of x while decoding
   Tensor attend_inference(const Tensor& Q, const Tensor& K, const Tensor& V, const AttentionOptions& opt) const;
   Generator* gen_;  // attention-weight dropout draws from it (default_generator() when null)

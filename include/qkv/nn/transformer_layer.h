@@ -57,9 +57,10 @@ class TransformerEncoderLayer : public Module {
   Tensor forward(const Tensor& src, const Tensor& src_mask = Tensor(), const Tensor& src_key_padding_mask = Tensor(),
                  bool is_causal = false, Tensor* weights_out = nullptr) const;
   // The same with the self-attention mask already in qkv's convention (ops/mask.h), as
-  // TransformerEncoder and GPT call it: converted once per batch, not once per layer.
-  Tensor forward_masked(const Tensor& src, const Tensor& mask, bool is_causal = false,
-                        Tensor* weights_out = nullptr) const;
+  // TransformerEncoder and GPT call it: converted once per batch, not once per layer. `term`, when
+  // given, adds its scores to the self-attention's (post-LN only; MultiheadAttention's ScoreTerm).
+  Tensor forward_masked(const Tensor& src, const Tensor& mask, bool is_causal = false, Tensor* weights_out = nullptr,
+                        const ScoreTerm* term = nullptr) const;
   // A pre-LN (norm_first) layer on the residual stream between layers (nn/residual_stream.h), x
   // batch-first [B, L, E]: the incoming pending sum is made in LN₁'s pass, and the output is
   // {y, FF(LN₂(y))}, y = x + SA(LN₁(x)), with its sum left for the next layer's LN₁ or the final norm.
@@ -75,7 +76,7 @@ class TransformerEncoderLayer : public Module {
   ResidualStream forward_paged(const ResidualStream& x, PagedKVCache& cache, int64_t layer, const PagedStep& step) const;
   // Decoding's encoder (no tape): x [B, L, E] whole under `mask` (qkv's convention), reading what
   // set_inference_weights made (int8 rows where the model's encoder takes them).
-  Tensor forward_inference(const Tensor& x, const Tensor& mask) const;
+  Tensor forward_inference(const Tensor& x, const Tensor& mask, const ScoreTerm* term = nullptr) const;
   void set_inference_weights(InferenceWeights weights);  // bf16 weight copies for decoding steps
   // Back on the training path's f32 products: no copies, no int8 rows.
   void clear_inference_weights();

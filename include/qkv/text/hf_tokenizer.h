@@ -86,8 +86,12 @@ class HfTokenizer {
   // one sequence: the text's tokens shortened, the special tokens kept.
   std::vector<int32_t> encode_truncated(std::string_view text, int64_t max_length) const;
   // A pair with the special tokens, cut to max_length tokens as transformers' truncation=True
-  // ("longest_first") cuts it: the longer sequence first, down to half the room each.
-  HfEncoding encode_pair_truncated(std::string_view text, std::string_view pair, int64_t max_length) const;
+  // ("longest_first") cuts it: the longer sequence first, down to half the room each; or
+  // "only_first" (the zero-shot pipeline's): the text alone, and neither where cutting the text
+  // cannot make the pair fit (transformers' retry without truncation).
+  enum class Truncation { longest_first, only_first };
+  HfEncoding encode_pair_truncated(std::string_view text, std::string_view pair, int64_t max_length,
+                                   Truncation truncation = Truncation::longest_first) const;
   // Ids the tokenizer does not know are left out, as `tokenizers` does.
   std::string decode(const std::vector<int32_t>& ids, bool skip_special_tokens = false) const;
 
@@ -119,6 +123,9 @@ class HfTokenizer {
   // yes; RoBERTa's, XLM-R's, MPNet's, DistilBERT's, a plain PreTrainedTokenizerFast / TokenizersBackend:
   // no); nullopt where the config names neither (transformers then picks the class by the model's type).
   std::optional<bool> returns_token_type_ids() const;
+  // tokenizer_config.json's "model_max_length" (the longest input the model was trained on), read
+  // once at load; nullopt where it gives none, or "none" (transformers' 1e30).
+  std::optional<int64_t> model_max_length() const;
 
   struct Impl;
 

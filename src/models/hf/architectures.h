@@ -38,6 +38,12 @@ HfArchitecture roberta(const std::string& name, EncoderHead head);
 // MPNetModel, MPNetForMaskedLM, …ForSequenceClassification, …ForTokenClassification (RoBERTa's
 // network with a relative position bias)
 HfArchitecture mpnet(const std::string& name, EncoderHead head);
+// DebertaV2Model, DebertaV2ForMaskedLM, …ForSequenceClassification, …ForTokenClassification (DeBERTa v2
+// and v3: BERT's layers with disentangled attention)
+HfArchitecture deberta_v2(const std::string& name, EncoderHead head);
+// BERT's tensor names ("bert.encoder.layer.0.attention.self.query.weight", "cls.predictions.bias",
+// "classifier.weight", …) → qkv's bert parameter (deberta.cpp maps its names onto them).
+std::optional<HfTensorTarget> bert_tensor_target(const std::string& hf_name, EncoderHead head);
 // RoBERTa's tensor names ("roberta.encoder.layer.0.attention.self.query.weight", "lm_head.bias",
 // "classifier.out_proj.weight", …) → qkv's bert parameter (mpnet.cpp maps its names onto them).
 std::optional<HfTensorTarget> roberta_tensor_target(const std::string& hf_name, EncoderHead head);

@@ -227,6 +227,10 @@ std::optional<HfTensorTarget> roberta_map(const std::string& hf_name, EncoderHea
 
 }  // namespace
 
+std::optional<HfTensorTarget> bert_tensor_target(const std::string& hf_name, EncoderHead head) {
+  return bert_map(hf_name, head);
+}
+
 std::optional<HfTensorTarget> roberta_tensor_target(const std::string& hf_name, EncoderHead head) {
   return roberta_map(hf_name, head);
 }
