@@ -449,6 +449,32 @@ TEST(HfEncoders, Int8LayersStayCloseToF32) {
   for (size_t i = 0; i < got.size(); ++i)
     for (size_t j = 0; j < got[i].size(); ++j)  // the tiny model's scores differ little from f32's
       EXPECT_NEAR(got[i][j].score, cref["text_classification"][i]["all"][j]["score"].get<double>(), 0.02) << i;
+  // DeBERTa's position terms project the relative embeddings through the same int8 rows: embeddings
+  // of its 70-token inputs close to f32's (as BERT's above), and equal from a file qkv quantize wrote
+  // (which holds no f32 layer matrices to fall back on)
+  const std::string deberta = (dir2.path / "deberta.safetensors").string(),
+                    deberta_q = (dir2.path / "deberta-int8.safetensors").string();
+  convert_hf((kGolden / "deberta-tokcls").string(), deberta);
+  const nlohmann::json dref = reference("deberta-tokcls");
+  const Tensor ids = int_matrix(dref["input_ids"]), mask = int_matrix(dref["attention_mask"]);
+  NoGradGuard no_grad;
+  LoadedMaskedLanguageModel d32 = load_masked_language_model(deberta), d8 = load_masked_language_model(deberta, int8);
+  const Tensor h32 = d32.model->encode(ids, Tensor(), mask), h8 = d8.model->encode(ids, Tensor(), mask);  // [B, T, E]
+  // each row's mean over its tokens (the tiny random model's single positions drift more: MPNet's too)
+  const std::vector<int32_t> keep = mask.to_ints();
+  const std::vector<float> v32 = h32.to_vector(), v8 = h8.to_vector();
+  const size_t T = static_cast<size_t>(ids.size(1)), E = static_cast<size_t>(h32.size(2));
+  for (size_t b = 0; b < 2; ++b) {
+    std::vector<double> a(E), c(E);
+    for (size_t t = 0; t < T; ++t)
+      for (size_t d = 0; d < E && keep[b * T + t]; ++d) a[d] += v32[(b * T + t) * E + d], c[d] += v8[(b * T + t) * E + d];
+    double ac = 0, aa = 0, cc = 0;
+    for (size_t d = 0; d < E; ++d) ac += a[d] * c[d], aa += a[d] * a[d], cc += c[d] * c[d];
+    EXPECT_GT(ac / std::sqrt(aa * cc), 0.995) << "row " << b;
+  }
+  EXPECT_NE(h32.to_vector(), h8.to_vector()) << "int8 rows were not read";
+  quantize_model_file(deberta, deberta_q);
+  EXPECT_EQ(load_masked_language_model(deberta_q).model->encode(ids, Tensor(), mask).to_vector(), h8.to_vector());
 }
 
 // Hostile classifier configs: id2label with a gap or a non-numeric key, a num_labels that contradicts
