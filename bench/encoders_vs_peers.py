@@ -18,7 +18,7 @@ same sizes, 514 positions, a relative position bias of 32 buckets; MPNet's token
 pieces), which CTranslate2 4.8.5 does not convert: qkv and transformers only.
 --arch deberta: deberta-v3-base's network (DebertaV2ForSequenceClassification and DebertaV2Model: the
 same sizes, disentangled attention over 256 log-bucketed relative positions each way, no absolute
-positions, no token types; a SentencePiece Unigram of 16,000 pieces trained on the same sentences, as
+positions, no token types; a SentencePiece Unigram of the pieces those sentences yield (~7,400), as
 DebertaV2Tokenizer converts it), which CTranslate2 does not convert either.
 
 Workloads: --texts English Tatoeba sentences (8–25 words; ~16 tokens), in batches of --batch,
@@ -76,7 +76,7 @@ def build(out, arch):
             with open(os.path.join(d, "train.txt"), "w", encoding="utf-8") as f:
                 f.write("\n".join(corpus))
             spm.SentencePieceTrainer.train(input=os.path.join(d, "train.txt"), model_prefix=os.path.join(d, "spm"),
-                                           model_type="unigram", vocab_size=16000, minloglevel=2, pad_id=0, bos_id=1,
+                                           model_type="unigram", vocab_size=16000, hard_vocab_limit=False, minloglevel=2, pad_id=0, bos_id=1,
                                            eos_id=2, unk_id=3, pad_piece="[PAD]", bos_piece="[CLS]", eos_piece="[SEP]",
                                            unk_piece="[UNK]", user_defined_symbols=["[MASK]"])
             os.remove(os.path.join(d, "train.txt"))

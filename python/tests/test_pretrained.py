@@ -87,7 +87,8 @@ def test_load_a_bert_folder_and_fill_mask_as_the_pipeline():
         bert.fill_mask("The cat sat.")
 
 
-@pytest.mark.parametrize("name", ["bert-seqcls", "distilbert-seqcls", "roberta-seqcls", "deberta-v2-seqcls"])
+@pytest.mark.parametrize("name", ["bert-seqcls", "distilbert-seqcls", "roberta-seqcls", "deberta-v2-seqcls",
+                                  "electra-seqcls"])
 def test_text_classification_as_the_pipeline(name):
     ref = reference(name)
     model = qkv.load(os.path.join(GOLDEN, name))
@@ -115,7 +116,7 @@ def test_text_classification_as_the_pipeline(name):
         model.token_classification("x")
 
 
-@pytest.mark.parametrize("name", ["bert-tokcls", "roberta-tokcls", "xlmr-tokcls", "deberta-tokcls"])
+@pytest.mark.parametrize("name", ["bert-tokcls", "roberta-tokcls", "xlmr-tokcls", "deberta-tokcls", "electra-tokcls"])
 def test_token_classification_as_the_pipeline(name):
     ref = reference(name)
     model = qkv.load(os.path.join(GOLDEN, name))

@@ -44,6 +44,7 @@ const io::Fields<BertConfig>& BertConfig::fields() {
           F::integer("relative_attention_num_buckets", &BertConfig::relative_attention_num_buckets, 0, 1 << 16),
           F::integer("relative_attention_max_distance", &BertConfig::relative_attention_max_distance, 1, 1 << 30),
           F::integer("embedding_size", &BertConfig::embedding_size, 0),
+          F::boolean("project_after_norm", &BertConfig::project_after_norm),
           F::boolean("absolute_positions", &BertConfig::absolute_positions),
           F::integer("relative_span", &BertConfig::relative_span, 0, 1 << 16),
           F::integer("position_buckets", &BertConfig::position_buckets, 0, 1 << 16),
@@ -120,8 +121,9 @@ Bert::Bert(const BertConfig& c, Generator* gen) : config(c), gen_(gen) {
     token_type_embeddings =
         register_module("token_type_embeddings", std::make_shared<Embedding>(c.type_vocab_size, W, -1, &g));
   if (W != c.hidden_size)
-    embed_proj = register_module("embed_proj", std::make_shared<Linear>(W, c.hidden_size, false, &g));
-  embeddings_norm = register_module("embeddings_norm", std::make_shared<LayerNorm>(c.hidden_size, c.layer_norm_eps));
+    embed_proj = register_module("embed_proj", std::make_shared<Linear>(W, c.hidden_size, c.project_after_norm, &g));
+  embeddings_norm = register_module(
+      "embeddings_norm", std::make_shared<LayerNorm>(c.project_after_norm ? W : c.hidden_size, c.layer_norm_eps));
   TransformerLayerOptions o;
   o.d_model = c.hidden_size, o.nhead = c.num_attention_heads, o.dim_feedforward = c.intermediate_size;
   o.dropout = c.dropout, o.activation = c.hidden_act, o.layer_norm_eps = c.layer_norm_eps;
@@ -193,7 +195,12 @@ Tensor Bert::embed(const Tensor& ids, const Tensor& types) const {
   }
   if (token_type_embeddings)
     x = types.defined() ? x + token_type_embeddings->forward(types) : x + token_type_embeddings->weight.select(0, 0);
-  if (embed_proj) x = embed_proj->forward(x);  // [B, T, embedding_size] → [B, T, E]
+  // [B, T, embedding_size] → [B, T, E]: projected, then LN (DeBERTa's); or LN, then projected (ELECTRA's)
+  if (config.project_after_norm) {
+    x = dropout(embeddings_norm->forward(x), config.dropout, is_training(), gen_);
+    return embed_proj ? embed_proj->forward(x) : x;  // [B, T, E]
+  }
+  if (embed_proj) x = embed_proj->forward(x);
   return dropout(embeddings_norm->forward(x), config.dropout, is_training(), gen_);  // [B, T, E]
 }
 

@@ -638,6 +638,22 @@ def deberta_cases():
     ], length=70, positions=80)
 
 
+def electra_cases():
+    """ELECTRA (a discriminator's sequence and token classifiers, the generator's fill-mask head): BERT's
+    layers under embeddings narrower than them (LayerNorm'd, then projected up), and the token
+    classifier's of the layers' own width (no projection). A seed of their own: the cases above keep
+    their bytes."""
+    T = transformers
+    wp = lambda: wordpiece_tokenizer(True, 400)
+    run_encoder_cases(51, [
+        ("electra-seqcls", wp, T.ElectraForSequenceClassification, T.ElectraConfig,
+         dict(embedding_size=32, id2label={0: "NEGATIVE", 1: "POSITIVE"})),
+        ("electra-tokcls", wp, T.ElectraForTokenClassification, T.ElectraConfig,
+         dict(embedding_size=48, id2label=NER_LABELS)),
+        ("electra-mlm", wp, T.ElectraForMaskedLM, T.ElectraConfig, dict(embedding_size=32)),
+    ])
+
+
 def untyped(tokenizer):
     """The same tokenizer.json as transformers wraps it by default (model_input_names without token_type_ids)."""
     return transformers.PreTrainedTokenizerFast(tokenizer_object=tokenizer.backend_tokenizer, unk_token="[UNK]",
@@ -761,7 +777,7 @@ def run_encoder_cases(seed, cases, length=12, positions=40):
         ids[1, length * 2 // 3:] = tokenizer.pad_token_id
         kwargs = {"input_ids": ids, "attention_mask": mask}
         types = torch.zeros(2, length, dtype=torch.long)
-        if config_cls is T.BertConfig or (config_cls is T.DebertaV2Config and c.type_vocab_size > 0):
+        if config_cls in (T.BertConfig, T.ElectraConfig) or (config_cls is T.DebertaV2Config and c.type_vocab_size > 0):
             types[0, 6:] = 1
             kwargs["token_type_ids"] = types
         with torch.no_grad():
@@ -902,3 +918,5 @@ if __name__ == "__main__":
         cross_encoder_cases()
     if not only or "deberta" in only:
         deberta_cases()
+    if not only or "electra" in only:
+        electra_cases()

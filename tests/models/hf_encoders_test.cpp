@@ -65,7 +65,8 @@ TEST(HfEncoders, LogitsEqualTransformers) {
   for (const char* name :
        {"bert-seqcls", "bert-tokcls", "distilbert-seqcls", "distilbert-mlm", "roberta-seqcls", "roberta-tokcls",
         "roberta-mlm", "st-bert", "xlmr-tokcls", "xlmr-mlm", "st-xlmr", "mpnet-mlm", "mpnet-seqcls", "st-mpnet",
-        "deberta-mlm", "deberta-seqcls", "deberta-tokcls", "deberta-v2-seqcls"})
+        "deberta-mlm", "deberta-seqcls", "deberta-tokcls", "deberta-v2-seqcls", "electra-seqcls", "electra-tokcls",
+        "electra-mlm"})
     check_logits(name);
 }
 
@@ -147,7 +148,8 @@ decode::TextClassificationOptions options(int64_t top_k, std::vector<std::string
 // a sentence pair; function_to_apply="softmax" over a one-label (sigmoid) model.
 TEST(HfEncoders, TextClassificationEqualsThePipeline) {
   for (const char* name :
-       {"bert-seqcls", "distilbert-seqcls", "roberta-seqcls", "mpnet-seqcls", "deberta-seqcls", "deberta-v2-seqcls"}) {
+       {"bert-seqcls", "distilbert-seqcls", "roberta-seqcls", "mpnet-seqcls", "deberta-seqcls", "deberta-v2-seqcls",
+        "electra-seqcls"}) {
     SCOPED_TRACE(name);
     testing::TempDir dir("hf-seqcls");
     LoadedMaskedLanguageModel m = convert_and_load(name, dir);
@@ -238,7 +240,7 @@ TEST(HfEncoders, ZeroShotEqualsThePipeline) {
 // "simple" aggregation's groups — their labels, scores and words (not the pipeline's character
 // offsets, start and end: qkv's tokenizer gives none).
 TEST(HfEncoders, TokenClassificationEqualsThePipeline) {
-  for (const char* name : {"bert-tokcls", "roberta-tokcls", "xlmr-tokcls", "deberta-tokcls"}) {
+  for (const char* name : {"bert-tokcls", "roberta-tokcls", "xlmr-tokcls", "deberta-tokcls", "electra-tokcls"}) {
     SCOPED_TRACE(name);
     testing::TempDir dir("hf-tokcls");
     LoadedMaskedLanguageModel m = convert_and_load(name, dir);
@@ -274,7 +276,7 @@ TEST(HfEncoders, TokenClassificationEqualsThePipeline) {
 
 // DistilBERT's and RoBERTa's masked-language heads through fill-mask, as the pipeline.
 TEST(HfEncoders, FillMaskEqualsThePipeline) {
-  for (const char* name : {"distilbert-mlm", "roberta-mlm", "xlmr-mlm", "mpnet-mlm", "deberta-mlm"}) {
+  for (const char* name : {"distilbert-mlm", "roberta-mlm", "xlmr-mlm", "mpnet-mlm", "deberta-mlm", "electra-mlm"}) {
     SCOPED_TRACE(name);
     testing::TempDir dir("hf-mlm");
     LoadedMaskedLanguageModel m = convert_and_load(name, dir);

@@ -30,13 +30,15 @@
 // over relative embeddings R [2·relative_span, E] shared by the layers (LayerNorm'd where
 // norm_relative_embeddings), often without absolute positions (absolute_positions false), with
 // embeddings of embedding_size projected to E before their LayerNorm (embed_proj, no bias) where the
-// two differ, and a GELU pooler (ContextPooler) before its sequence classifier.
+// two differ, and a GELU pooler (ContextPooler) before its sequence classifier. ELECTRA projects its
+// narrower embeddings after their LayerNorm instead (project_after_norm: LN over embedding_size, then
+// embed_proj with a bias), and its classifier's dense layer is GELU'd too.
 //
 // The layers are torch.nn's TransformerEncoderLayer (norm_first = false), the one block qkv's
 // encoder–decoder and GPT are built from; a padded key (attention_mask 0) gets no weight.
 // Parameter names: word_embeddings.weight, position_embeddings.weight, token_type_embeddings.weight,
 // embeddings_norm.*, layers.{i}.(self_attn|linear1|linear2|norm1|norm2).*, and with the head
-// transform.*, transform_norm.*, decoder_bias; DeBERTa's embed_proj.weight, rel_embeddings.weight,
+// transform.*, transform_norm.*, decoder_bias; DeBERTa's and ELECTRA's embed_proj.*, rel_embeddings.weight,
 // rel_embeddings_norm.* (models/hf/bert.cpp and deberta.cpp map Hugging Face's names).
 #pragma once
 
@@ -73,6 +75,7 @@ struct BertConfig {
   int64_t relative_attention_max_distance = 128;              // D
   // DeBERTa's (v2, v3):
   int64_t embedding_size = 0;             // the embeddings' width where it is not hidden_size (then embed_proj)
+  bool project_after_norm = false;        // ELECTRA's order: LN(embeddings), then embed_proj (with a bias)
   bool absolute_positions = true;         // learned absolute positions (position_biased_input)
   int64_t relative_span = 0;              // > 0: disentangled attention over 2·span relative embeddings
   int64_t position_buckets = 0;           // > 0: its log buckets (relative_span = position_buckets)
@@ -138,6 +141,7 @@ class Bert : public Module {
   std::shared_ptr<Linear> classifier;         // [num_labels, E] (null without a classifier)
   std::shared_ptr<Embedding> relative_attention_bias;  // [N, num_heads] (null without MPNet's bias)
   std::shared_ptr<Linear> embed_proj;                  // [E, embedding_size] (null: the same widths)
+  // (embeddings_norm: over E, or embedding_size where project_after_norm)
   std::shared_ptr<Embedding> rel_embeddings;           // [2·relative_span, E] (null: no disentangled attention)
   std::shared_ptr<LayerNorm> rel_embeddings_norm;      // (null: norm_relative_embeddings false)
 

@@ -38,6 +38,9 @@ HfArchitecture roberta(const std::string& name, EncoderHead head);
 // MPNetModel, MPNetForMaskedLM, …ForSequenceClassification, …ForTokenClassification (RoBERTa's
 // network with a relative position bias)
 HfArchitecture mpnet(const std::string& name, EncoderHead head);
+// ElectraModel, ElectraForMaskedLM (the generator), …ForSequenceClassification, …ForTokenClassification
+// (BERT's layers under narrower embeddings projected up)
+HfArchitecture electra(const std::string& name, EncoderHead head);
 // DebertaV2Model, DebertaV2ForMaskedLM, …ForSequenceClassification, …ForTokenClassification (DeBERTa v2
 // and v3: BERT's layers with disentangled attention)
 HfArchitecture deberta_v2(const std::string& name, EncoderHead head);

@@ -18,6 +18,7 @@
 // Old checkpoints name LayerNorm parameters gamma / beta: read as weight / bias.
 #include <map>
 #include <regex>
+#include <set>
 
 #include "architectures.h"
 #include "qkv/core/error.h"
@@ -225,7 +226,50 @@ std::optional<HfTensorTarget> roberta_map(const std::string& hf_name, EncoderHea
   return HfTensorTarget{it->second};
 }
 
+// ELECTRA: BERT's network under "electra.", its embeddings of embedding_size LayerNorm'd and then
+// projected to hidden_size (embeddings_project, with a bias) where the two differ; the sequence
+// classifier's classifier.dense + GELU and classifier.out_proj (RoBERTa's names, GELU for tanh); the
+// generator's MLM head as generator_predictions.{dense, LayerNorm} (exact GELU) and generator_lm_head
+// (tied to the word embedding, its bias decoder_bias).
+nlohmann::json electra_config(const nlohmann::json& c, const std::string& arch, EncoderHead head) {
+  static const std::set<std::string> own = {"embedding_size", "summary_type", "summary_use_proj",
+                                            "summary_activation", "summary_last_dropout"};
+  nlohmann::json bert = nlohmann::json::object();  // the fields BERT's config reads, checked there
+  for (auto& [key, value] : c.items())
+    if (!own.count(key)) bert[key] = value;
+  nlohmann::json out = bert_config(bert, arch, head);
+  const auto hidden = out["hidden_size"].get<int64_t>(), embedding = field<int64_t>(c, "embedding_size", hidden);
+  QKV_CHECK(embedding >= 1 && embedding <= (1 << 20), "embedding_size ", embedding, " is out of range");
+  out["embedding_size"] = embedding == hidden ? 0 : embedding;
+  out["project_after_norm"] = true;
+  out["mlm_exact_gelu"] = head == EncoderHead::mlm;  // (ElectraGeneratorPredictions: gelu, whatever hidden_act says)
+  if (head == EncoderHead::sequence) out["pooler"] = "gelu";  // (ElectraClassificationHead: gelu, not BERT's tanh)
+  return out;
+}
+
+std::optional<HfTensorTarget> electra_map(const std::string& hf_name, EncoderHead head) {
+  static const std::map<std::string, std::string> heads = {
+      {"generator_predictions.dense.weight", "transform.weight"},
+      {"generator_predictions.dense.bias", "transform.bias"},
+      {"generator_predictions.LayerNorm.weight", "transform_norm.weight"},
+      {"generator_predictions.LayerNorm.bias", "transform_norm.bias"},
+      {"generator_lm_head.bias", "decoder_bias"}};
+  if (hf_name == "electra.embeddings_project.weight" || hf_name == "electra.embeddings_project.bias")
+    return HfTensorTarget{"embed_proj." + hf_name.substr(27)};
+  if (hf_name.starts_with("electra.")) return bert_map("bert." + hf_name.substr(8), EncoderHead::none);
+  if (hf_name == "generator_lm_head.weight")
+    return head == EncoderHead::mlm ? std::optional(HfTensorTarget{""}) : std::nullopt;  // tied (checked)
+  if (auto it = heads.find(hf_name); it != heads.end())
+    return head == EncoderHead::mlm ? std::optional(HfTensorTarget{it->second}) : std::nullopt;
+  return roberta_map(hf_name, head == EncoderHead::mlm ? EncoderHead::none : head);  // classifier.*
+}
+
 }  // namespace
+
+HfArchitecture electra(const std::string& name, EncoderHead head) {
+  return {name, "bert", [name, head](const nlohmann::json& c) { return electra_config(c, name, head); },
+          [head](const std::string& t) { return electra_map(t, head); }};
+}
 
 std::optional<HfTensorTarget> bert_tensor_target(const std::string& hf_name, EncoderHead head) {
   return bert_map(hf_name, head);
