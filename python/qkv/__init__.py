@@ -12,7 +12,7 @@ precision); qkv.torch.scaled_dot_product_attention is a drop-in for PyTorch's on
 Model files: qkv.Translator(path).translate_batch(…), qkv.LanguageModel(path).generate(…),
 qkv.ImageClassifier, qkv.ImageCaptioner, or qkv.load(path) for any of them; qkv.train(config).
 Hugging Face folders (GPT-2, Llama, Qwen2, Qwen3, Mistral, Phi-3, Gemma 2 and 3, Marian, BERT, DistilBERT, RoBERTa,
-XLM-RoBERTa, MPNet, DeBERTa v2/v3):
+XLM-RoBERTa, MPNet, ELECTRA, DeBERTa v2/v3):
 qkv.convert(folder, out) or qkv.load(folder) (an encoder: qkv.MaskedLanguageModel, with fill_mask(text, top_k),
 text_classification(texts, top_k), token_classification(texts, aggregation_strategy),
 zero_shot_classification(sequences, candidate_labels) as transformers' pipelines, encode(sentences) as

@@ -100,7 +100,8 @@ void add_classify_text(CLI::App& app) {
   auto* sub =
       app.add_subcommand("classify-text",
                          "Classify texts with an encoder's classifier (BERT, DistilBERT, RoBERTa, XLM-RoBERTa, MPNet, "
-                         "DeBERTa): labels and scores, each token's entity, or (an NLI model) labels of your own");
+                         "ELECTRA, DeBERTa): labels and scores, each token's entity, or (an NLI model) labels of your "
+                         "own");
   struct Args : EncoderArgs {
     std::string pair;
     decode::ClassificationFunction function = decode::ClassificationFunction::auto_;
