@@ -785,12 +785,7 @@ void bind_models(nb::module_& m) {
             auto [texts, one] = texts_arg(sequences, "sequences");
             std::vector<std::string> labels;
             if (nb::isinstance<nb::str>(candidate_labels)) {  // "a, b, c": split at commas, stripped (the pipeline's)
-              std::stringstream ss(nb::cast<std::string>(candidate_labels));
-              for (std::string l; std::getline(ss, l, ',');) {
-                l.erase(0, l.find_first_not_of(" \t\n"));
-                l.erase(l.find_last_not_of(" \t\n") + 1);
-                if (!l.empty()) labels.push_back(l);
-              }
+              labels = decode::parse_candidate_labels(nb::cast<std::string>(candidate_labels));
             } else if (!nb::try_cast(candidate_labels, labels)) {
               throw nb::type_error("candidate_labels must be a str (comma-separated) or a list of str");
             }

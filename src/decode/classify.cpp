@@ -1,6 +1,7 @@
 #include "qkv/decode/classify.h"
 
 #include <algorithm>
+#include <cctype>
 #include <cmath>
 #include <functional>
 
@@ -279,6 +280,22 @@ std::string format_hypothesis(const std::string& t, const std::string& label) {
 }
 
 }  // namespace
+
+std::vector<std::string> parse_candidate_labels(const std::string& labels) {
+  std::vector<std::string> out;
+  size_t from = 0;
+  while (from <= labels.size()) {
+    size_t to = labels.find(',', from);
+    if (to == std::string::npos) to = labels.size();
+    // (Python's str.strip: whitespace, not only spaces)
+    size_t a = from, b = to;
+    while (a < b && std::isspace(static_cast<unsigned char>(labels[a]))) ++a;
+    while (b > a && std::isspace(static_cast<unsigned char>(labels[b - 1]))) --b;
+    if (b > a) out.push_back(labels.substr(a, b - a));
+    from = to + 1;
+  }
+  return out;
+}
 
 std::vector<std::vector<LabelScore>> zero_shot_classification(const models::MaskedLanguageModel& model,
                                                               const text::HfTokenizer& tokenizer,

@@ -232,6 +232,9 @@ TEST(HfEncoders, ZeroShotEqualsThePipeline) {
     EXPECT_THROW(decode::zero_shot_classification(*m.model, tok, {"a text"}, {"sports"}, o), Error) << bad;
   }
   EXPECT_THROW(decode::zero_shot_classification(*m.model, tok, {"a text"}, {}), Error);
+  EXPECT_EQ(decode::parse_candidate_labels(" sports,politics ,\tthe sea,, \n"),
+            (std::vector<std::string>{"sports", "politics", "the sea"}));
+  EXPECT_TRUE(decode::parse_candidate_labels(" , ,").empty());
   LoadedMaskedLanguageModel bert = convert_and_load("bert-seqcls", dir);  // NEGATIVE, NEUTRAL, POSITIVE
   EXPECT_THROW(decode::zero_shot_classification(*bert.model, *bert.tokenizer.hf(), {"a text"}, {"sports"}), Error);
 }

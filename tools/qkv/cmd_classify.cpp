@@ -16,7 +16,6 @@
 #include <functional>
 #include <cstdio>
 #include <iostream>
-#include <sstream>
 
 #include "commands.h"
 #include "encoder_json.h"
@@ -150,13 +149,7 @@ void add_classify_text(CLI::App& app) {
     const text::HfTokenizer& tok = *m.tokenizer.hf();
     if (!a->candidate_labels.empty() || a->multi_label) {
       // zero-shot: the labels as the pipeline parses a string of them (split at commas, stripped)
-      std::vector<std::string> labels;
-      std::stringstream ss(a->candidate_labels);
-      for (std::string l; std::getline(ss, l, ',');) {
-        l.erase(0, l.find_first_not_of(" \t"));
-        l.erase(l.find_last_not_of(" \t") + 1);
-        if (!l.empty()) labels.push_back(l);
-      }
+      const std::vector<std::string> labels = decode::parse_candidate_labels(a->candidate_labels);
       QKV_CHECK(!labels.empty(), "qkv classify-text: --candidate-labels names no label (\"sports, politics, …\")");
       decode::ZeroShotOptions opt;
       opt.hypothesis_template = a->hypothesis_template, opt.multi_label = a->multi_label;

@@ -98,7 +98,6 @@
 #include <ctime>
 #include <functional>
 #include <random>
-#include <sstream>
 
 #include "commands.h"
 #include "encoder_json.h"
@@ -954,12 +953,7 @@ class Server {
         labels.push_back(l);
         continue;
       }
-      std::stringstream ss(l);  // "a, b, c": split at commas, stripped (the pipeline's)
-      for (std::string part; std::getline(ss, part, ',');) {
-        part.erase(0, part.find_first_not_of(" \t\n"));
-        part.erase(part.find_last_not_of(" \t\n") + 1);
-        if (!part.empty()) labels.push_back(part);
-      }
+      for (std::string& part : decode::parse_candidate_labels(l)) labels.push_back(std::move(part));  // "a, b, c"
     }
     if (labels.empty()) throw HttpError{400, "\"candidate_labels\" names no label"};
     if (static_cast<int64_t>(texts.size() * labels.size()) > 4 * a_.max_sentences)

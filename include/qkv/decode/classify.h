@@ -124,6 +124,9 @@ struct ZeroShotOptions {
   bool multi_label = false;  // each label scored alone (entailment against contradiction)
   int64_t batch_size = 32;
 };
+// Candidate labels given as one text, as the pipeline parses them: split at commas, each stripped of
+// spaces, the empty ones left out ("sports, politics ," → {"sports", "politics"}).
+std::vector<std::string> parse_candidate_labels(const std::string& labels);
 // Each text's candidate labels with their scores, best first (equal scores in the labels' order).
 // The (text, hypothesis) pairs are cut as the pipeline cuts them (truncation="only_first", to the
 // tokenizer's model_max_length, at most the model's positions). A model whose labels name no

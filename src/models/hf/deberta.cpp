@@ -26,14 +26,27 @@ namespace qkv::models::hf {
 
 namespace {
 
-// pos_att_type: ["p2c", "c2p"], "p2c|c2p" (the original configs), or null → {c2p, p2c}
+// "p2c|c2p" → {"p2c", "c2p"}: split at '|', each stripped of spaces and lower-cased (DebertaV2Config's
+// reading of pos_att_type and norm_rel_ebd)
+std::vector<std::string> bar_separated(const std::string& text) {
+  std::vector<std::string> out;
+  std::stringstream ss(text);
+  for (std::string part; std::getline(ss, part, '|');) {
+    part.erase(0, part.find_first_not_of(' '));
+    part.erase(part.find_last_not_of(' ') + 1);
+    for (char& ch : part) ch = static_cast<char>(std::tolower(static_cast<unsigned char>(ch)));
+    out.push_back(part);
+  }
+  return out;
+}
+
+// pos_att_type: ["p2c", "c2p"], "p2c|c2p" (the original configs, any case), or null (neither) → {c2p, p2c}
 std::pair<bool, bool> position_terms(const nlohmann::json& c) {
   std::vector<std::string> terms;
   if (c.contains("pos_att_type") && !c["pos_att_type"].is_null()) {
     const nlohmann::json& t = c["pos_att_type"];
     if (t.is_string()) {
-      std::stringstream ss(t.get<std::string>());
-      for (std::string part; std::getline(ss, part, '|');) terms.push_back(part);
+      terms = bar_separated(t.get<std::string>());
     } else {
       QKV_CHECK(t.is_array() && t.size() <= 8,
                 "pos_att_type must be a list of \"c2p\" and \"p2c\" or a string "
@@ -41,15 +54,12 @@ std::pair<bool, bool> position_terms(const nlohmann::json& c) {
                 excerpt(t.dump(), 60));
       for (const auto& x : t) {
         QKV_CHECK(x.is_string(), "pos_att_type holds ", excerpt(x.dump(), 60), ", not a string");
-        terms.push_back(x.get<std::string>());
+        terms.push_back(x.get<std::string>());  // (a list's are read as they are)
       }
     }
   }
   bool c2p = false, p2c = false;
-  for (std::string t : terms) {
-    t.erase(0, t.find_first_not_of(' '));
-    t.erase(t.find_last_not_of(' ') + 1);
-    for (char& ch : t) ch = static_cast<char>(std::tolower(static_cast<unsigned char>(ch)));
+  for (const std::string& t : terms) {
     QKV_CHECK(t == "c2p" || t == "p2c", "pos_att_type '", excerpt(t),
               "' is not supported (c2p and p2c are; DeBERTa v1's p2p is not)");
     (t == "c2p" ? c2p : p2c) = true;
@@ -129,11 +139,7 @@ nlohmann::json deberta_config(const nlohmann::json& c, const std::string& arch, 
     QKV_CHECK(buckets <= 0 || (buckets >= 4 && max_relative - 1 > buckets / 2), "position_buckets ", buckets,
               " needs at least 4 and max_relative_positions ", max_relative, " more than half of it + 1");
     bool norm = false;
-    std::stringstream ss(field<std::string>(c, "norm_rel_ebd", "none"));
-    for (std::string part; std::getline(ss, part, '|');) {
-      part.erase(0, part.find_first_not_of(' '));
-      part.erase(part.find_last_not_of(' ') + 1);
-      for (char& ch : part) ch = static_cast<char>(std::tolower(static_cast<unsigned char>(ch)));
+    for (const std::string& part : bar_separated(field<std::string>(c, "norm_rel_ebd", "none"))) {
       QKV_CHECK(part == "layer_norm" || part == "none", "norm_rel_ebd '", excerpt(part),
                 "' is not supported (layer_norm and none are)");
       norm = norm || part == "layer_norm";
