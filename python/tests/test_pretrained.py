@@ -160,7 +160,7 @@ def test_mpnet_embeddings_and_classification():
     assert [g["score"] for g in got] == pytest.approx([w["score"] for w in case["all"]], abs=1e-5)
 
 
-@pytest.mark.parametrize("name", ["ce-bert", "ce-roberta", "ce-bert-no-types"])
+@pytest.mark.parametrize("name", ["ce-bert", "ce-roberta", "ce-bert-no-types", "ce-deberta"])
 def test_rank_as_the_cross_encoder(name):
     # a reranker (one label) as sentence-transformers' CrossEncoder.rank: the order and the scores,
     # each (query, document) pair cut to the tokenizer's model_max_length the longer first

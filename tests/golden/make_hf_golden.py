@@ -608,6 +608,11 @@ def mpnet_cases():
     ], length=70, positions=80)
 
 
+# deberta-v3's form (its buckets and their reach set by each case)
+DEBERTA_V3 = dict(relative_attention=True, pos_att_type=["p2c", "c2p"], norm_rel_ebd="layer_norm", share_att_key=True,
+                  position_biased_input=False, type_vocab_size=0)
+
+
 def with_max_length(tokenizer, n):
     """The tokenizer with model_max_length n (saved in its tokenizer_config.json)."""
     tokenizer.model_max_length = n
@@ -624,8 +629,7 @@ def deberta_cases():
     own: the cases above keep their bytes."""
     T = transformers
     tok = lambda: spm_deberta_tokenizer(400)
-    v3 = dict(relative_attention=True, position_buckets=16, max_relative_positions=64, pos_att_type=["p2c", "c2p"],
-              norm_rel_ebd="layer_norm", share_att_key=True, position_biased_input=False, type_vocab_size=0)
+    v3 = dict(DEBERTA_V3, position_buckets=16, max_relative_positions=64)
     v2 = dict(relative_attention=True, max_relative_positions=24, pos_att_type=["c2p"], share_att_key=True,
               position_biased_input=True, type_vocab_size=2, embedding_size=32)
     run_encoder_cases(50, [
@@ -683,11 +687,17 @@ def cross_encoder_cases():
             # a BERT whose tokenizer (a plain TokenizersBackend: its model_input_names have no token_type_ids)
             # hands the model no token types: every pair's second text is read as type 0
             ("ce-bert-no-types", lambda: untyped(wordpiece_tokenizer(True, 400)), T.BertForSequenceClassification,
-             T.BertConfig, "st6")]:
+             T.BertConfig, "st6"),
+            # mxbai-rerank-v1's form: DeBERTa v3 (its tokenizer hands token types the model has none of)
+            ("ce-deberta", lambda: spm_deberta_tokenizer(400), T.DebertaV2ForSequenceClassification,
+             T.DebertaV2Config, "st6")]:
         tokenizer = make_tok()
-        c = config_cls(vocab_size=len(tokenizer), hidden_size=48, num_hidden_layers=2, num_attention_heads=4,
-                       intermediate_size=80, max_position_embeddings=40, pad_token_id=tokenizer.pad_token_id,
-                       type_vocab_size=1 if config_cls is T.RobertaConfig else 2, num_labels=1)
+        sizes = dict(vocab_size=len(tokenizer), hidden_size=48, num_hidden_layers=2, num_attention_heads=4,
+                     intermediate_size=80, max_position_embeddings=40, pad_token_id=tokenizer.pad_token_id,
+                     type_vocab_size=1 if config_cls is T.RobertaConfig else 2, num_labels=1)
+        if config_cls is T.DebertaV2Config:
+            sizes.update(DEBERTA_V3, position_buckets=8, max_relative_positions=32)
+        c = config_cls(**sizes)
         m = cls(c)
         randomize_encoder(m)
         m.eval()

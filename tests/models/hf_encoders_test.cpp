@@ -349,11 +349,12 @@ TEST(HfEncoders, SentenceEmbeddingsEqualSentenceTransformers) {
 // activation_fn, the length in tokenizer_config.json: 24), ce-roberta a transformers folder whose
 // config.json names Identity (older sentence-transformers) and whose tokenizer cuts at 28,
 // ce-bert-no-types one whose tokenizer (a plain TokenizersBackend) hands the model no token types,
-// so that the pair's second text is read as type 0 as transformers reads it. Each pair
+// so that the pair's second text is read as type 0 as transformers reads it, ce-deberta a DeBERTa v3
+// (mxbai-rerank-v1's form: a SentencePiece tokenizer whose token types the model has none of). Each pair
 // cut as truncation=True cuts it (the longer first): the same ids, scores ≤ 1e-5 (the logits
 // ≤ 5e-5), the same order.
 TEST(HfEncoders, RerankEqualsCrossEncoder) {
-  for (const char* name : {"ce-bert", "ce-roberta", "ce-bert-no-types"}) {
+  for (const char* name : {"ce-bert", "ce-roberta", "ce-bert-no-types", "ce-deberta"}) {
     SCOPED_TRACE(name);
     testing::TempDir dir("hf-ce");
     LoadedMaskedLanguageModel m = convert_and_load(name, dir);
