@@ -6,6 +6,7 @@
 #include <string>
 
 #include "http_server.h"
+#include "qkv/decode/classify.h"
 #include "serve_body.h"
 
 namespace {
@@ -61,6 +62,10 @@ void validate(const std::string& path, const std::string& body) {
     b.texts("inputs", 64, 2000);
     b.integer("top_k", 1, 0, 1000);
     if (b.has("text_pair")) b.text("text_pair", 2000, "--max-sentence-bytes");
+    if (b.has("candidate_labels"))  // zero-shot's labels: texts, or one text split at its commas
+      for (const std::string& l : b.texts("candidate_labels", 64, 2000)) qkv::decode::parse_candidate_labels(l);
+    if (b.has("hypothesis_template")) b.text("hypothesis_template", 2000, "--max-sentence-bytes");
+    b.boolean("multi_label", false);
   } else if (path == "/v1/embeddings") {
     const Body b(body, kEmbeddingsFields, /*lenient=*/true);
     b.texts("input", 64, 2000);

@@ -333,23 +333,43 @@ TEST(Inspect, NeuronViewOfAGptIsItsAttentionRowByHand) {
             std::string::npos);
 }
 
-// A BERT converted from transformers (tests/golden/hf/bert-uncased): bidirectional, post-LN.
+// A BERT converted from transformers (tests/golden/hf/bert-uncased): bidirectional, post-LN; and its
+// kin whose embeddings differ — RoBERTa's positions from padding_idx + 1, DistilBERT's and MPNet's
+// missing token types, ELECTRA's projection of narrower embeddings (the view once read positions 0 …
+// and a token-type table DistilBERT has not). MPNet's bias and DeBERTa's position terms are not q·k:
+// their view is refused, naming them.
 TEST(Inspect, NeuronViewOfBertIsItsAttentionRowByHand) {
-  testing::TempDir dir("neuron-bert");
-  const std::string out = (dir.path / "bert.safetensors").string();
-  models::convert_hf(std::string(QKV_GOLDEN_DIR) + "/hf/bert-uncased", out);
-  models::LoadedMaskedLanguageModel m = models::load_masked_language_model(out);
-  const std::string text = "The cat sat on the mat because it was tired.";
-  const AttentionView v = masked_language_model_attention(*m.model, m.tokenizer, text);
-  const AttentionKind& k = v.kinds[0];
-  const int64_t L = static_cast<int64_t>(k.layers.size()), H = k.layers[0].size(0);
-  const int64_t T = static_cast<int64_t>(k.queries.tokens.size());
-  for (const auto& [layer, head, query] : std::vector<std::array<int64_t, 3>>{{0, 1, 0}, {L - 1, H - 1, T - 1}, {L - 1, 0, 3}}) {
-    SCOPED_TRACE(::testing::Message() << "layer " << layer << " head " << head << " query " << query);
-    const NeuronView n = masked_language_model_neuron(*m.model, m.tokenizer, text, layer, head, query);
-    EXPECT_EQ(n.kind, "encoder_self");
-    EXPECT_EQ(n.axis.words, k.queries.words);
-    check_neuron(n, k, /*causal=*/false);
+  for (const char* name : {"bert-uncased", "roberta-mlm", "distilbert-mlm", "electra-mlm"}) {
+    SCOPED_TRACE(name);
+    testing::TempDir dir("neuron-bert");
+    const std::string out = (dir.path / "bert.safetensors").string();
+    models::convert_hf(std::string(QKV_GOLDEN_DIR) + "/hf/" + name, out);
+    models::LoadedMaskedLanguageModel m = models::load_masked_language_model(out);
+    const std::string text = "The cat sat on the mat because it was tired.";
+    const AttentionView v = masked_language_model_attention(*m.model, m.tokenizer, text);
+    const AttentionKind& k = v.kinds[0];
+    const int64_t L = static_cast<int64_t>(k.layers.size()), H = k.layers[0].size(0);
+    const int64_t T = static_cast<int64_t>(k.queries.tokens.size());
+    for (const auto& [layer, head, query] :
+         std::vector<std::array<int64_t, 3>>{{0, 1, 0}, {L - 1, H - 1, T - 1}, {L - 1, 0, 3}}) {
+      SCOPED_TRACE(::testing::Message() << "layer " << layer << " head " << head << " query " << query);
+      const NeuronView n = masked_language_model_neuron(*m.model, m.tokenizer, text, layer, head, query);
+      EXPECT_EQ(n.kind, "encoder_self");
+      EXPECT_EQ(n.axis.words, k.queries.words);
+      check_neuron(n, k, /*causal=*/false);
+    }
+  }
+  for (const auto& [name, names] : {std::pair{"mpnet-mlm", "MPNet's relative position bias"},
+                                    std::pair{"deberta-mlm", "DeBERTa's relative position terms"}}) {
+    testing::TempDir dir("neuron-refused");
+    const std::string out = (dir.path / "m.safetensors").string();
+    models::convert_hf(std::string(QKV_GOLDEN_DIR) + "/hf/" + name, out);
+    models::LoadedMaskedLanguageModel m = models::load_masked_language_model(out);
+    EXPECT_NE(testing::error_of([&] {
+                masked_language_model_neuron(*m.model, m.tokenizer, "The cat sat.", 0, 0, 0);
+              }).find(names),
+              std::string::npos)
+        << name;
   }
 }
 
