@@ -42,6 +42,21 @@ Batch pad(const std::vector<text::HfEncoding>& encs, const std::vector<size_t>& 
   return b;
 }
 
+// The token types the model is given (uses_token_types: the tokenizer's, else zeros), each checked
+// against the types the model knows; `what` names the task in errors.
+void give_token_types(text::HfEncoding& e, const models::MaskedLanguageModel& model, bool types, const char* what) {
+  if (!types) e.token_type_ids.assign(e.ids.size(), 0);
+  for (int32_t t : e.token_type_ids)
+    QKV_CHECK(t < std::max<int64_t>(model.type_vocab_size(), 1), what, ": the tokenizer gives token type ", t,
+              " but the model knows ", model.type_vocab_size(), " (type_vocab_size)");
+}
+
+// The longest input a pair is cut to: the tokenizer's model_max_length (the pipelines' and
+// CrossEncoder's cut), at most the model's positions.
+int64_t longest_input(const models::MaskedLanguageModel& model, const text::HfTokenizer& tokenizer) {
+  return std::min(model.max_positions(), tokenizer.model_max_length().value_or(INT64_MAX));
+}
+
 // Every text encoded (with its pair where given), each checked against the model's positions and
 // token types; `what` names the task in errors.
 std::vector<text::HfEncoding> encode_all(const models::MaskedLanguageModel& model, const text::HfTokenizer& tokenizer,
@@ -58,12 +73,9 @@ std::vector<text::HfEncoding> encode_all(const models::MaskedLanguageModel& mode
     else
       e = tokenizer.encode_pair(texts[i], pairs[i]);
     QKV_CHECK(!e.ids.empty(), what, ": the text '", excerpt(texts[i]), "' has no tokens");
-    if (!types) e.token_type_ids.assign(e.ids.size(), 0);
     QKV_CHECK(static_cast<int64_t>(e.ids.size()) <= model.max_positions(), what, ": the text '", excerpt(texts[i]),
               "' is ", e.ids.size(), " tokens long, more than the model's ", model.max_positions(), " positions");
-    for (int32_t t : e.token_type_ids)
-      QKV_CHECK(t < std::max<int64_t>(model.type_vocab_size(), 1), what, ": the tokenizer gives token type ", t,
-                " but the model knows ", model.type_vocab_size(), " (type_vocab_size)");
+    give_token_types(e, model, types, what);
     encs.push_back(std::move(e));
   }
   return encs;
@@ -223,7 +235,7 @@ std::vector<RankedDocument> rerank(const models::MaskedLanguageModel& model, con
                                                                : ClassificationFunction::sigmoid;
   // the cut: max_length, or the tokenizer's model_max_length (CrossEncoder's), or the model's positions
   int64_t max_length = options.max_length;
-  if (max_length <= 0) max_length = std::min(model.max_positions(), tokenizer.model_max_length().value_or(INT64_MAX));
+  if (max_length <= 0) max_length = longest_input(model, tokenizer);
   QKV_CHECK(max_length <= model.max_positions(), "rerank: max_length ", max_length, " is more than the model's ",
             model.max_positions(), " positions");
   const bool types = uses_token_types(model, tokenizer);
@@ -232,10 +244,7 @@ std::vector<RankedDocument> rerank(const models::MaskedLanguageModel& model, con
     text::HfEncoding e = tokenizer.encode_pair_truncated(query, doc, max_length);
     QKV_CHECK(!e.ids.empty() && static_cast<int64_t>(e.ids.size()) <= max_length, "rerank: max_length ", max_length,
               " leaves no room for the pair's special tokens");
-    if (!types) e.token_type_ids.assign(e.ids.size(), 0);
-    for (int32_t t : e.token_type_ids)
-      QKV_CHECK(t < std::max<int64_t>(model.type_vocab_size(), 1), "rerank: the tokenizer gives token type ", t,
-                " but the model knows ", model.type_vocab_size(), " (type_vocab_size)");
+    give_token_types(e, model, types, "rerank");
     if (tokens) tokens->push_back(static_cast<int64_t>(e.ids.size()));
     encs.push_back(std::move(e));
   }
@@ -323,7 +332,7 @@ std::vector<std::vector<LabelScore>> zero_shot_classification(const models::Mask
   std::vector<std::string> hypotheses;
   for (const std::string& label : candidate_labels)
     hypotheses.push_back(format_hypothesis(options.hypothesis_template, label));
-  const int64_t max_length = std::min(model.max_positions(), tokenizer.model_max_length().value_or(INT64_MAX));
+  const int64_t max_length = longest_input(model, tokenizer);
   const bool types = uses_token_types(model, tokenizer);
   std::vector<text::HfEncoding> encs;  // text t's hypothesis h at t·n + h
   for (const std::string& text : texts)
@@ -333,10 +342,7 @@ std::vector<std::vector<LabelScore>> zero_shot_classification(const models::Mask
       QKV_CHECK(static_cast<int64_t>(e.ids.size()) <= model.max_positions(), "zero-shot: the hypothesis '",
                 excerpt(hypotheses[h]), "' with its special tokens leaves the text no room in the model's ",
                 model.max_positions(), " positions");
-      if (!types) e.token_type_ids.assign(e.ids.size(), 0);
-      for (int32_t t : e.token_type_ids)
-        QKV_CHECK(t < std::max<int64_t>(model.type_vocab_size(), 1), "zero-shot: the tokenizer gives token type ", t,
-                  " but the model knows ", model.type_vocab_size(), " (type_vocab_size)");
+      give_token_types(e, model, types, "zero-shot");
       encs.push_back(std::move(e));
     }
   const int64_t L = static_cast<int64_t>(task.labels.size());
