@@ -64,16 +64,23 @@ class Bpe final : public Model {
     }
   }
 
-  void tokenize(std::string_view piece, std::vector<int32_t>& out) const override {
+  // (spans: each symbol's byte length in order, as tokenizers' Word keeps it: a byte-fallback token
+  // 1, an unknown what it stands for, a merge the sum)
+  void tokenize(std::string_view piece, std::vector<int32_t>& out,
+                std::vector<std::pair<size_t, size_t>>* spans) const override {
     if (piece.empty()) return;
     if (ignore_merges_) {
       const int32_t id = vocab_.find(piece);
-      if (id >= 0) return out.push_back(id);
+      if (id >= 0) {
+        if (spans) spans->push_back({0, piece.size()});
+        return out.push_back(id);
+      }
     }
     // 1. the symbols
     std::vector<Symbol> sym;
     sym.reserve(piece.size());
     int32_t unk = -1;  // a pending unknown (fuse_unk)
+    size_t unk_len = 0;
     for (size_t i = 0, n = 0; i < piece.size(); i += n) {
       decode_at(piece, i, &n);
       std::string s(piece.substr(i, n));
@@ -81,24 +88,28 @@ class Bpe final : public Model {
       if (i + n == piece.size() && !suffix_.empty()) s += suffix_;
       const int32_t id = vocab_.find(s);
       if (id >= 0) {
-        if (unk >= 0) add(sym, unk), unk = -1;
-        add(sym, id);
+        if (unk >= 0) add(sym, unk, unk_len), unk = -1;
+        add(sym, id, n);
         continue;
       }
       if (byte_fallback_) {
         bool all = true;
         for (unsigned char b : s) all = all && byte_ids_[b] >= 0;
         if (all) {  // (a pending unknown stays pending, after the bytes: as tokenizers does)
-          for (unsigned char b : s) add(sym, byte_ids_[b]);
+          for (unsigned char b : s) add(sym, byte_ids_[b], 1);
           continue;
         }
       }
       if (unk_id_ >= 0) {
-        if (unk >= 0 && !fuse_unk_) add(sym, unk);
-        unk = unk_id_;
+        if (unk >= 0 && fuse_unk_) {
+          unk_len += n;
+          continue;
+        }
+        if (unk >= 0) add(sym, unk, unk_len);
+        unk = unk_id_, unk_len = n;
       }
     }
-    if (unk >= 0) add(sym, unk);
+    if (unk >= 0) add(sym, unk, unk_len);
     // 2. the merges, lowest rank first, then leftmost
     std::priority_queue<Merge> queue;
     for (size_t i = 0; i + 1 < sym.size(); ++i) push(queue, sym, i);
@@ -111,20 +122,27 @@ class Bpe final : public Model {
       auto it = merges_.find(key(cur.id, right.id));
       if (it == merges_.end() || it->second.new_id != top.new_id) continue;  // an expired entry
       cur.id = top.new_id;
+      cur.len += right.len;
       right.removed = true;
       cur.next = right.next;
       if (cur.next >= 0) sym[static_cast<size_t>(cur.next)].prev = static_cast<int32_t>(top.pos);
       if (cur.prev >= 0) push(queue, sym, static_cast<size_t>(cur.prev));
       push(queue, sym, top.pos);
     }
-    for (const Symbol& s : sym)
-      if (!s.removed) out.push_back(s.id);
+    size_t at = 0;
+    for (const Symbol& s : sym) {
+      if (s.removed) continue;
+      out.push_back(s.id);
+      if (spans) spans->push_back({std::min(at, piece.size()), std::min(at + s.len, piece.size())});
+      at += s.len;
+    }
   }
 
  private:
   struct Symbol {
     int32_t id, prev, next;
     bool removed;
+    size_t len;  // bytes of the piece
   };
   struct Merge {
     size_t pos;
@@ -135,10 +153,10 @@ class Bpe final : public Model {
     int32_t rank, new_id;
   };
   static uint64_t key(int32_t a, int32_t b) { return (static_cast<uint64_t>(static_cast<uint32_t>(a)) << 32) | static_cast<uint32_t>(b); }
-  static void add(std::vector<Symbol>& sym, int32_t id) {
+  static void add(std::vector<Symbol>& sym, int32_t id, size_t len) {
     const auto n = static_cast<int32_t>(sym.size());
     if (n > 0) sym.back().next = n;
-    sym.push_back({id, n - 1, -1, false});
+    sym.push_back({id, n - 1, -1, false, len});
   }
   void push(std::priority_queue<Merge>& q, const std::vector<Symbol>& sym, size_t pos) const {
     const Symbol& s = sym[pos];

@@ -6,13 +6,16 @@
 //
 // Each stage's kinds live in their own file (hf_normalizers.cpp, precompiled_charsmap.cpp,
 // hf_pre_tokenizers.cpp, bpe.cpp, wordpiece.cpp, unigram.cpp, hf_decoders.cpp) and are built from
-// their JSON here. Offsets are not kept: qkv wants ids and text. Private to text/.
+// their JSON here. Where offsets are asked for (HfTokenizer::encode_with_offsets), each byte of the
+// text carries, through every stage, the bytes of the input it came from (Align, Transform below),
+// as `tokenizers`' NormalizedString does. Private to text/.
 #pragma once
 
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <unordered_map>
@@ -43,14 +46,59 @@ std::string as_string(const json& j, const Field& f);
 // The "type" of a component; refused kinds are named: "pre_tokenizer: type \"Punctuation\" is not supported".
 std::string type_of(const json& j, const Field& f);
 
+// The bytes [first, second) of the input that one byte of a text on its way came from (the bytes of
+// the input's character it came from: `tokenizers`' alignments).
+using Align = std::pair<uint32_t, uint32_t>;
+
 // A stretch of the text on its way through: a token already (an added token: id ≥ 0) or text still
-// to split (id < 0). `at_start`: it begins the input (Metaspace's prepend_scheme "first").
+// to split (id < 0). `at_start`: it begins the input (Metaspace's prepend_scheme "first"). `align`:
+// each byte's Align where offsets are asked for, else empty (and then no stage writes it).
 struct Piece {
   std::string text;
   int32_t id = -1;
   bool at_start = false;
+  std::vector<Align> align;
+  bool tracked() const { return !align.empty(); }
+  // [b, e) of this piece, its alignments with it
+  Piece slice(size_t b, size_t e, int32_t new_id = -1, bool start = false) const {
+    Piece p{text.substr(b, e - b), new_id, start, {}};
+    if (tracked())
+      p.align.assign(align.begin() + static_cast<std::ptrdiff_t>(b), align.begin() + static_cast<std::ptrdiff_t>(e));
+    return p;
+  }
 };
 using Pieces = std::vector<Piece>;
+
+// A stage's rewrite of a piece's text, character by character, as `tokenizers`'
+// NormalizedString::transform takes it: each new character with its `change`
+//   0: it takes the place of the next character of the old text (and that character's Align);
+//   n > 0: it is new (the Align of the old byte just before the place reached, (0, 0) at the start);
+//   n < 0: as 0, then the -n characters after that one are dropped;
+// and skip(n) drops the next n characters (tokenizers' initial_offset, and a filter's).
+// Untracked pieces only gather the text.
+class Transform {
+ public:
+  explicit Transform(const Piece& old) : old_(old), tracked_(old.tracked()) { text.reserve(old.text.size()); }
+  void put(char32_t c, int change = 0);
+  void put_all(std::string_view s, int change);  // each character of s, put(c, change)
+  void skip(size_t chars = 1);
+  bool tracked() const { return tracked_; }
+  // The piece rewritten (its id and at_start kept).
+  Piece done() &&;
+
+  std::string text;
+
+ private:
+  void advance(size_t chars);
+  const Piece& old_;
+  bool tracked_;
+  size_t pos_ = 0;  // bytes of the old text taken
+  std::vector<Align> align_;
+};
+// `old_part`'s characters, next in t's old text, replaced by `new_part`'s (hf_transform.cpp).
+void replace_chars(Transform& t, std::string_view old_part, std::string_view new_part);
+// `s` before the piece's text, as tokenizers' NormalizedString::prepend aligns it.
+void prepend(Piece& p, std::string_view s);
 
 // What one text may cost on its way through the stages (hf_budget.cpp), so that no tokenizer.json —
 // a crafted one included — exhausts memory or hangs on it:
@@ -109,7 +157,13 @@ class Pattern {
 class Normalizer {
  public:
   virtual ~Normalizer() = default;
-  virtual std::string normalize(std::string s, const Budget& budget) const = 0;
+  // The piece's text normalized, its alignments with it where it is tracked.
+  virtual void normalize(Piece& p, const Budget& budget) const = 0;
+  std::string normalized(std::string s, const Budget& budget) const {
+    Piece p{std::move(s), -1, false, {}};
+    normalize(p, budget);
+    return std::move(p.text);
+  }
 };
 std::unique_ptr<Normalizer> make_normalizer(const json& j, const Field& f);
 std::unique_ptr<Normalizer> make_precompiled(const json& j, const Field& f);  // precompiled_charsmap.cpp
@@ -137,8 +191,11 @@ Vocab read_vocab(const json& j, const Field& f);  // {"token": id, …}
 class Model {
  public:
   virtual ~Model() = default;
-  // The ids of one pre-tokenized piece, appended.
-  virtual void tokenize(std::string_view piece, std::vector<int32_t>& out) const = 0;
+  // The ids of one pre-tokenized piece, appended; and, where `spans` is given, each token's bytes
+  // [first, second) of the piece (as `tokenizers`' models give them: an unknown or byte-fallback
+  // token spans what it stands for).
+  virtual void tokenize(std::string_view piece, std::vector<int32_t>& out,
+                        std::vector<std::pair<size_t, size_t>>* spans = nullptr) const = 0;
   const Vocab& vocab() const { return vocab_; }
   std::string unk_token;
 
@@ -165,9 +222,17 @@ int byte_of(char32_t c);
 
 namespace qkv::text::hf {
 
-// One sequence on its way through the post-processor: ids and their token types.
+// One sequence on its way through the post-processor: ids and their token types; where offsets are
+// asked for (`tracked`), each id's bytes in its text, word and sequence (0, 1; -1 for a special token).
 struct Encoded {
   std::vector<int32_t> ids, type_ids;
+  bool tracked = false;
+  std::vector<std::pair<size_t, size_t>> offsets;
+  std::vector<int32_t> words, sequences;
+  // Special tokens: (0, 0), no word, no sequence.
+  static Encoded specials(const std::vector<int32_t>& ids, int32_t type_id, bool tracked);
+  void push_special(int32_t id);
+  void push_special_front(int32_t id);
 };
 
 // Post-processors: the special tokens around a sequence or a pair (TemplateProcessing,
@@ -177,6 +242,12 @@ class PostProcessor {
  public:
   virtual ~PostProcessor() = default;
   virtual std::vector<Encoded> process(std::vector<Encoded> seqs, bool add_special_tokens) const = 0;
+  // RobertaProcessing's and ByteLevel's trim_offsets: whether a token's offsets leave out the spaces
+  // it begins and ends with, and their add_prefix_space (which keeps a first token's one space).
+  struct Trim {
+    bool add_prefix_space;
+  };
+  virtual std::optional<Trim> trims_offsets() const { return std::nullopt; }
 };
 std::unique_ptr<PostProcessor> make_post_processor(const json& j, const Field& f);
 

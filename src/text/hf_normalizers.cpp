@@ -18,17 +18,84 @@ void for_each_char(std::string_view s, Fn&& fn) {
   for (size_t i = 0, n = 0; i < s.size(); i += n) fn(decode_at(s, i, &n));
 }
 
-std::string lowercase(std::string_view s) {
-  std::string out;
-  out.reserve(s.size());
-  for_each_char(s, [&](char32_t c) { append_lowercase(out, c); });
-  return out;
+size_t count_chars(std::string_view s) {
+  size_t n = 0;
+  for (unsigned char c : s) n += (c & 0xC0) != 0x80;
+  return n;
+}
+
+// Each character's lowercase (tokenizers' NormalizedString::lowercase): the first in its place, the
+// other of U+0130's two new.
+void lowercase(Piece& p) {
+  Transform t(p);
+  std::string lower;
+  for_each_char(p.text, [&](char32_t c) {
+    lower.clear();
+    append_lowercase(lower, c);
+    for (size_t i = 0, n = 0; i < lower.size(); i += n) t.put(decode_at(lower, i, &n), i > 0);
+  });
+  p = std::move(t).done();
+}
+
+// Some characters dropped (tokenizers' NormalizedString::filter): the others keep their Align.
+template <typename Keep>
+void filter(Piece& p, Keep&& keep) {
+  Transform t(p);
+  for_each_char(p.text, [&](char32_t c) {
+    if (keep(c))
+      t.put(c);
+    else
+      t.skip();
+  });
+  p = std::move(t).done();
+}
+
+// A Unicode normal form. Tracked, cluster by cluster (no normal form reaches across the edge of an
+// extended grapheme cluster): a cluster whose characters decompose each on its own puts each one's
+// first part in its place and the rest new; any other change of a cluster (a composition, marks
+// reordered) is replace_chars of the cluster.
+void normal_form(Piece& p, NormalForm form) {
+  if (!p.tracked()) {
+    p.text = normalize(p.text, form);
+    return;
+  }
+  const bool decomposes = form == NormalForm::NFD || form == NormalForm::NFKD;
+  Transform t(p);
+  std::vector<std::string> parts;
+  for (size_t i = 0, end = 0; i < p.text.size(); i = end) {
+    end = grapheme_end(p.text, i);
+    const std::string_view g(p.text.data() + i, end - i);
+    const std::string out = normalize(g, form);
+    if (out == g) {
+      for_each_char(g, [&](char32_t c) { t.put(c); });
+      continue;
+    }
+    if (decomposes) {
+      parts.clear();
+      std::string joined;
+      for (size_t k = 0, n = 0; k < g.size(); k += n) {
+        decode_at(g, k, &n);
+        parts.push_back(normalize(g.substr(k, n), form));
+        joined += parts.back();
+      }
+      if (joined == out) {
+        size_t k = 0;
+        for (size_t j = 0, n = 0; j < g.size(); j += n, ++k) {
+          decode_at(g, j, &n);
+          replace_chars(t, g.substr(j, n), parts[k]);
+        }
+        continue;
+      }
+    }
+    replace_chars(t, g, out);
+  }
+  p = std::move(t).done();
 }
 
 // BERT's basic text cleaning, CJK spacing, accent stripping and lower-casing, in that order:
 //   clean_text: drop U+0000, U+FFFD and "control" characters (C* but Cn, and not \t \n \r);
 //               whitespace → ' '
-//   handle_chinese_chars: ' ' c ' ' around each CJK ideograph
+//   handle_chinese_chars: ' ' c ' ' around each CJK ideograph (the spaces new)
 //   strip_accents (default: as lowercase): NFD, then drop the nonspacing marks (Mn)
 //   lowercase: each character's lowercase
 class BertNormalizer final : public Normalizer {
@@ -39,35 +106,30 @@ class BertNormalizer final : public Normalizer {
         lowercase_(get_bool(j, "lowercase", true, f)),
         strip_accents_(get_bool(j, "strip_accents", lowercase_, f)) {}
 
-  std::string normalize(std::string s, const Budget&) const override {
+  void normalize(Piece& p, const Budget&) const override {
     if (clean_text_ || chinese_) {
-      std::string out;
-      out.reserve(s.size());
-      for_each_char(s, [&](char32_t c) {
+      Transform t(p);
+      for_each_char(p.text, [&](char32_t c) {
         if (clean_text_) {
           const bool ws = c == '\t' || c == '\n' || c == '\r';
-          if (!ws && (c == 0 || c == 0xFFFD || is_other(c))) return;
+          if (!ws && (c == 0 || c == 0xFFFD || is_other(c))) return t.skip();
           if (ws || is_whitespace(c)) c = ' ';
         }
         if (chinese_ && is_chinese_char(c)) {
-          out += ' ';
-          append_utf8(out, c);
-          out += ' ';
+          t.put(' ', 0);
+          t.put(c, 1);
+          t.put(' ', 1);
         } else {
-          append_utf8(out, c);
+          t.put(c);
         }
       });
-      s = std::move(out);
+      p = std::move(t).done();
     }
     if (strip_accents_) {
-      const std::string nfd = hf::normalize(s, NormalForm::NFD);
-      s.clear();
-      for_each_char(nfd, [&](char32_t c) {
-        if (!is_mark_nonspacing(c)) append_utf8(s, c);
-      });
+      normal_form(p, NormalForm::NFD);
+      filter(p, [](char32_t c) { return !is_mark_nonspacing(c); });
     }
-    if (lowercase_) s = lowercase(s);
-    return s;
+    if (lowercase_) lowercase(p);
   }
 
  private:
@@ -82,14 +144,14 @@ class BertNormalizer final : public Normalizer {
 
 class Lowercase final : public Normalizer {
  public:
-  std::string normalize(std::string s, const Budget&) const override { return lowercase(s); }
+  void normalize(Piece& p, const Budget&) const override { lowercase(p); }
 };
 
 // Unicode normal forms (utf8proc).
 class NormalFormNormalizer final : public Normalizer {
  public:
   explicit NormalFormNormalizer(NormalForm form) : form_(form) {}
-  std::string normalize(std::string s, const Budget&) const override { return hf::normalize(s, form_); }
+  void normalize(Piece& p, const Budget&) const override { normal_form(p, form_); }
 
  private:
   NormalForm form_;
@@ -98,12 +160,8 @@ class NormalFormNormalizer final : public Normalizer {
 // Drops the combining marks (M*); used after NFD/NFKD.
 class StripAccents final : public Normalizer {
  public:
-  std::string normalize(std::string s, const Budget&) const override {
-    std::string out;
-    for_each_char(s, [&](char32_t c) {
-      if (!is_mark(c)) append_utf8(out, c);
-    });
-    return out;
+  void normalize(Piece& p, const Budget&) const override {
+    filter(p, [](char32_t c) { return !is_mark(c); });
   }
 };
 
@@ -111,7 +169,8 @@ class StripAccents final : public Normalizer {
 class Strip final : public Normalizer {
  public:
   Strip(const json& j, const Field& f) : left_(get_bool(j, "strip_left", false, f)), right_(get_bool(j, "strip_right", true, f)) {}
-  std::string normalize(std::string s, const Budget&) const override {
+  void normalize(Piece& p, const Budget&) const override {
+    const std::string& s = p.text;
     size_t b = 0, e = s.size(), n = 0;
     if (left_)
       while (b < e && is_whitespace(decode_at(s, b, &n))) b += n;
@@ -122,34 +181,57 @@ class Strip final : public Normalizer {
         if (!is_whitespace(decode_at(s, k, &n))) break;
         e = k;
       }
-    return s.substr(b, e - b);
+    if (b > 0 || e < s.size()) p = p.slice(b, e, p.id, p.at_start);
   }
 
  private:
   bool left_, right_;
 };
 
-// Every match of the pattern replaced by `content`.
+// Every match of the pattern replaced by `content` (its characters new: each with the Align of the
+// match's last byte).
 class Replace final : public Normalizer {
  public:
-  Replace(const json& j, const Field& f) : pattern_(need(j, "pattern", f), f.at("pattern")), content_(need_string(j, "content", f)) {}
-  std::string normalize(std::string s, const Budget& budget) const override {
-    return pattern_.replace(s, content_, budget);
+  Replace(const json& j, const Field& f)
+      : pattern_(need(j, "pattern", f), f.at("pattern")),
+        content_(need_string(j, "content", f)),
+        where_(f.file + ": " + f.path) {}
+  void normalize(Piece& p, const Budget& budget) const override {
+    if (!p.tracked()) {
+      p.text = pattern_.replace(p.text, content_, budget);
+      return;
+    }
+    Transform t(p);
+    size_t last = 0;
+    for (auto [b, e] : pattern_.matches(p.text, budget)) {
+      for_each_char(std::string_view(p.text).substr(last, b - last), [&](char32_t c) { t.put(c); });
+      t.skip(count_chars(std::string_view(p.text).substr(b, e - b)));
+      t.put_all(content_, 1);
+      budget.check_bytes(t.text.size(), where_);
+      last = e;
+    }
+    for_each_char(std::string_view(p.text).substr(last), [&](char32_t c) { t.put(c); });
+    p = std::move(t).done();
   }
 
  private:
   Pattern pattern_;
-  std::string content_;
+  std::string content_, where_;
 };
 
-// `prepend` before a non-empty text (Llama 2's "▁").
+// `prepend` before a non-empty text (Llama 2's "▁"): its first character in the place of the text's
+// first, the rest new.
 class Prepend final : public Normalizer {
  public:
   Prepend(const json& j, const Field& f) : prepend_(need_string(j, "prepend", f)), where_(f.file + ": " + f.path) {}
-  std::string normalize(std::string s, const Budget& budget) const override {
-    if (s.empty()) return s;
-    budget.check_bytes(prepend_.size() + s.size(), where_);
-    return prepend_ + s;
+  void normalize(Piece& p, const Budget& budget) const override {
+    if (p.text.empty()) return;
+    budget.check_bytes(prepend_.size() + p.text.size(), where_);
+    if (!p.tracked()) {
+      p.text.insert(0, prepend_);
+      return;
+    }
+    prepend(p, prepend_);
   }
 
  private:
@@ -168,12 +250,11 @@ class Sequence final : public Normalizer {
   }
   // Each part's output within the budget (NFKC and the like grow a text by a bounded factor; Replace
   // and Prepend check their own as they write it).
-  std::string normalize(std::string s, const Budget& budget) const override {
+  void normalize(Piece& p, const Budget& budget) const override {
     for (size_t i = 0; i < parts_.size(); ++i) {
-      s = parts_[i]->normalize(std::move(s), budget);
-      budget.check_bytes(s.size(), wheres_[i]);
+      parts_[i]->normalize(p, budget);
+      budget.check_bytes(p.text.size(), wheres_[i]);
     }
-    return s;
   }
 
  private:

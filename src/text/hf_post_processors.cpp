@@ -11,8 +11,36 @@ namespace qkv::text::hf {
 
 // As in HF's tokenizers (tokenizers.processors.*): the four families of components share names
 // (Strip, Replace, Sequence, ByteLevel, Metaspace), and a unity build compiles them in one unit.
+Encoded Encoded::specials(const std::vector<int32_t>& ids, int32_t type_id, bool tracked) {
+  Encoded e;
+  e.tracked = tracked;
+  for (int32_t id : ids) e.push_special(id);
+  e.type_ids.assign(ids.size(), type_id);
+  return e;
+}
+
+void Encoded::push_special(int32_t id) {
+  ids.push_back(id);
+  type_ids.push_back(type_ids.empty() ? 0 : type_ids.back());
+  if (!tracked) return;
+  offsets.push_back({0, 0});
+  words.push_back(-1);
+  sequences.push_back(-1);
+}
+
+void Encoded::push_special_front(int32_t id) {
+  ids.insert(ids.begin(), id);
+  type_ids.insert(type_ids.begin(), type_ids.empty() ? 0 : type_ids.front());
+  if (!tracked) return;
+  offsets.insert(offsets.begin(), {0, 0});
+  words.insert(words.begin(), -1);
+  sequences.insert(sequences.begin(), -1);
+}
+
 namespace post_processors {
 namespace {
+
+bool tracked(const std::vector<Encoded>& seqs) { return !seqs.empty() && seqs[0].tracked; }
 
 class TemplateProcessing final : public PostProcessor {
  public:
@@ -46,8 +74,7 @@ class TemplateProcessing final : public PostProcessor {
         s.type_ids.assign(s.ids.size(), item.type_id);
         out.push_back(std::move(s));
       } else if (add_special_tokens) {
-        const auto& ids = specials_.at(item.special);
-        out.push_back({ids, std::vector<int32_t>(ids.size(), item.type_id)});
+        out.push_back(Encoded::specials(specials_.at(item.special), item.type_id, tracked(seqs)));
       }
     }
     return out;
@@ -92,11 +119,11 @@ class BertProcessing final : public PostProcessor {
   std::vector<Encoded> process(std::vector<Encoded> seqs, bool add_special_tokens) const override {
     if (!add_special_tokens) return seqs;
     std::vector<Encoded> out;
-    out.push_back({{cls_}, {0}});
+    out.push_back(Encoded::specials({cls_}, 0, tracked(seqs)));
     for (size_t i = 0; i < seqs.size(); ++i) {
       const auto type = static_cast<int32_t>(i);
       Encoded s = seqs[i];
-      s.ids.push_back(sep_);
+      s.push_special(sep_);
       s.type_ids.assign(s.ids.size(), type);
       out.push_back(std::move(s));
     }
@@ -114,32 +141,50 @@ class BertProcessing final : public PostProcessor {
   int32_t cls_, sep_;
 };
 
-// RoBERTa's: <s> A </s> and <s> A </s> </s> B </s>, every token type 0.
+// RoBERTa's: <s> A </s> and <s> A </s> </s> B </s>, every token type 0; trim_offsets (default
+// true) and add_prefix_space (default true) as ByteLevel's below.
 class RobertaProcessing final : public PostProcessor {
  public:
   RobertaProcessing(const json& j, const Field& f)
-      : cls_(BertProcessing::read(j, "cls", f)), sep_(BertProcessing::read(j, "sep", f)) {}
+      : cls_(BertProcessing::read(j, "cls", f)),
+        sep_(BertProcessing::read(j, "sep", f)),
+        trim_(get_bool(j, "trim_offsets", true, f)),
+        prefix_space_(get_bool(j, "add_prefix_space", true, f)) {}
   std::vector<Encoded> process(std::vector<Encoded> seqs, bool add_special_tokens) const override {
     if (!add_special_tokens) return seqs;
     std::vector<Encoded> out;
-    out.push_back({{cls_}, {0}});
+    out.push_back(Encoded::specials({cls_}, 0, tracked(seqs)));
     for (size_t i = 0; i < seqs.size(); ++i) {
       Encoded s = seqs[i];
-      if (i > 0) s.ids.insert(s.ids.begin(), sep_);
-      s.ids.push_back(sep_);
+      if (i > 0) s.push_special_front(sep_);
+      s.push_special(sep_);
       s.type_ids.assign(s.ids.size(), 0);
       out.push_back(std::move(s));
     }
     return out;
   }
+  std::optional<Trim> trims_offsets() const override {
+    return trim_ ? std::optional<Trim>(Trim{prefix_space_}) : std::nullopt;
+  }
 
  private:
   int32_t cls_, sep_;
+  bool trim_, prefix_space_;
 };
 
-class Unchanged final : public PostProcessor {
+// ByteLevel's: the ids as they are; trim_offsets (default true) takes the spaces a token begins and
+// ends with out of its offsets.
+class ByteLevel final : public PostProcessor {
  public:
+  ByteLevel(const json& j, const Field& f)
+      : trim_(get_bool(j, "trim_offsets", true, f)), prefix_space_(get_bool(j, "add_prefix_space", true, f)) {}
   std::vector<Encoded> process(std::vector<Encoded> seqs, bool) const override { return seqs; }
+  std::optional<Trim> trims_offsets() const override {
+    return trim_ ? std::optional<Trim>(Trim{prefix_space_}) : std::nullopt;
+  }
+
+ private:
+  bool trim_, prefix_space_;
 };
 
 class SequenceProcessor final : public PostProcessor {
@@ -152,6 +197,13 @@ class SequenceProcessor final : public PostProcessor {
   std::vector<Encoded> process(std::vector<Encoded> seqs, bool add_special_tokens) const override {
     for (const auto& p : parts_) seqs = p->process(std::move(seqs), add_special_tokens);
     return seqs;
+  }
+  // (the first part that trims: in the chains tokenizer.json files hold, ByteLevel before the
+  // special tokens are added)
+  std::optional<Trim> trims_offsets() const override {
+    for (const auto& p : parts_)
+      if (auto t = p->trims_offsets()) return t;
+    return std::nullopt;
   }
 
  private:
@@ -167,7 +219,7 @@ std::unique_ptr<PostProcessor> make_post_processor(const json& j, const Field& f
   if (type == "TemplateProcessing") return std::make_unique<TemplateProcessing>(j, f);
   if (type == "BertProcessing") return std::make_unique<BertProcessing>(j, f);
   if (type == "RobertaProcessing") return std::make_unique<RobertaProcessing>(j, f);
-  if (type == "ByteLevel") return std::make_unique<Unchanged>();
+  if (type == "ByteLevel") return std::make_unique<ByteLevel>(j, f);
   if (type == "Sequence") return std::make_unique<SequenceProcessor>(j, f);
   f.at("type").fail("post-processor \"" + type +
                     "\" is not supported (TemplateProcessing, BertProcessing, RobertaProcessing, "

@@ -87,7 +87,7 @@ void split_piece(const Piece& piece, std::vector<Span> spans, Behavior behavior,
   }
   for (const Span& s : keep) {
     if (s.match || s.end == s.begin) continue;
-    out.push_back({piece.text.substr(s.begin, s.end - s.begin), -1, piece.at_start && s.begin == 0});
+    out.push_back(piece.slice(s.begin, s.end, -1, piece.at_start && s.begin == 0));
   }
 }
 
@@ -124,14 +124,29 @@ class ByteLevel final : public PreTokenizer {
   }
   void pre_tokenize(Pieces& pieces, const Budget& budget) const override {
     split_all(pieces, [&](Piece& p, Pieces& out) {
-      if (add_prefix_space_ && (p.text.empty() || p.text[0] != ' ')) p.text.insert(0, 1, ' ');
+      if (add_prefix_space_ && (p.text.empty() || p.text[0] != ' ')) {
+        if (p.tracked())
+          prepend(p, " ");
+        else
+          p.text.insert(0, 1, ' ');
+      }
       if (use_regex_)
         split_piece(p, spans_of(p.text.size(), regex_->matches(p.text, budget)), Behavior::Isolated, false, out);
-      else if (!p.text.empty()) out.push_back(std::move(p));
+      else if (!p.text.empty())
+        out.push_back(std::move(p));
     });
     const auto& map = byte_to_unicode();
     for (auto& p : pieces) {
       if (p.id >= 0) continue;
+      if (p.tracked()) {  // each character's bytes: the first in its place, the others new
+        Transform t(p);
+        for (size_t i = 0, n = 0; i < p.text.size(); i += n) {
+          decode_at(p.text, i, &n);
+          for (size_t k = 0; k < n; ++k) t.put_all(map[static_cast<unsigned char>(p.text[i + k])], k > 0);
+        }
+        p = std::move(t).done();
+        continue;
+      }
       std::string s;
       s.reserve(p.text.size() * 2);
       for (unsigned char b : p.text) s += map[b];
@@ -236,14 +251,34 @@ class Metaspace final : public PreTokenizer {
   }
   void pre_tokenize(Pieces& pieces, const Budget&) const override {
     split_all(pieces, [&](Piece& p, Pieces& out) {
-      std::string s;
-      for (char c : p.text) {
-        if (c == ' ') s += replacement_;
-        else s += c;
+      // ' ' → the replacement (new characters, with the space's Align: tokenizers' replace)
+      Piece q;
+      if (p.tracked()) {
+        Transform t(p);
+        for (size_t i = 0, n = 0; i < p.text.size(); i += n) {
+          const char32_t c = decode_at(p.text, i, &n);
+          if (c == ' ')
+            t.skip(), t.put_all(replacement_, 1);
+          else
+            t.put(c);
+        }
+        q = std::move(t).done();
+      } else {
+        for (char c : p.text) {
+          if (c == ' ')
+            q.text += replacement_;
+          else
+            q.text += c;
+        }
       }
-      const bool starts = s.compare(0, replacement_.size(), replacement_) == 0;
-      if (!starts && (scheme_ == 0 || (scheme_ == 1 && p.at_start))) s.insert(0, replacement_);
-      Piece q{std::move(s), -1, p.at_start};
+      q.at_start = p.at_start;
+      const bool starts = q.text.compare(0, replacement_.size(), replacement_) == 0;
+      if (!starts && (scheme_ == 0 || (scheme_ == 1 && p.at_start))) {
+        if (q.tracked())
+          prepend(q, replacement_);
+        else
+          q.text.insert(0, replacement_);
+      }
       if (!split_) {
         if (!q.text.empty()) out.push_back(std::move(q));
         return;

@@ -19,6 +19,26 @@ using namespace hf;
 
 namespace {
 
+// The bytes of the character at s[i]; the start of the one before s[end]; whether s[0, end) holds at
+// least `chars` characters.
+size_t char_bytes(std::string_view s, size_t i) {
+  size_t n = 0;
+  decode_at(s, i, &n);
+  return n;
+}
+size_t char_start_before(std::string_view s, size_t end) {
+  size_t k = end - 1;
+  while (k > 0 && (static_cast<unsigned char>(s[k]) & 0xC0) == 0x80) --k;
+  return k;
+}
+bool holds_chars(std::string_view s, size_t end, size_t chars) {
+  for (size_t k = 0; k < chars; ++k) {
+    if (end == 0) return false;
+    end = char_start_before(s, end);
+  }
+  return true;
+}
+
 constexpr int64_t kMaxTokenizerBytes = 64 << 20;  // tokenizer.json, vocab.txt (Llama 3's: 9 MB)
 constexpr int64_t kMaxConfigBytes = 4 << 20;      // tokenizer_config.json
 
@@ -86,11 +106,11 @@ class AddedMatcher {
           while (e < s.size() && is_whitespace(decode_at(s, e, &n))) e += n;
           at = e;
         }
-        if (b > from) out.push_back({s.substr(from, b - from), -1, p.at_start && from == 0});
-        out.push_back({s.substr(b, e - b), tok->id, false});
+        if (b > from) out.push_back(p.slice(from, b, -1, p.at_start && from == 0));
+        out.push_back(p.slice(b, e, tok->id, false));
         from = e;
       }
-      if (from < s.size()) out.push_back({s.substr(from), -1, p.at_start && from == 0});
+      if (from < s.size()) out.push_back(p.slice(from, s.size(), -1, p.at_start && from == 0));
     }
     pieces = std::move(out);
   }
@@ -132,75 +152,203 @@ struct HfTokenizer::Impl {
     return it != added_by_content.end() ? it->second : model->vocab().find(t);
   }
 
-  // The tokens of one sequence: added tokens, normalizer, added tokens again, pre-tokenizer, model.
-  std::vector<int32_t> tokenize(std::string_view input) const {
+  // The tokens of one sequence: added tokens, normalizer, added tokens again, pre-tokenizer, model;
+  // and, tracked, each token's bytes in `input` (made valid UTF-8) and its word (the index of its
+  // piece: `tokenizers`' word ids).
+  Encoded tokenize(std::string_view input, bool tracked = false) const {
     const std::string text = valid_utf8(input);
+    QKV_CHECK(!tracked || text.size() < (size_t{1} << 32), "tokenizer: offsets of a text of 4 GiB or more");
     const Budget budget(text.size());
     Pieces pieces;
-    if (!text.empty()) pieces.push_back({text, -1, true});
+    if (!text.empty()) {
+      pieces.push_back({text, -1, true, {}});
+      if (tracked) {  // each byte: its character's bytes
+        auto& align = pieces.back().align;
+        align.reserve(text.size());
+        for (size_t i = 0, n = 0; i < text.size(); i += n) {
+          decode_at(text, i, &n);
+          align.insert(align.end(), n, Align{static_cast<uint32_t>(i), static_cast<uint32_t>(i + n)});
+        }
+      }
+    }
     raw_matcher.split(pieces);
     if (normalizer) {
       Pieces kept;
       for (auto& p : pieces) {
-        if (p.id < 0) p.text = normalizer->normalize(std::move(p.text), budget);
+        if (p.id < 0) normalizer->normalize(p, budget);
         if (p.id >= 0 || !p.text.empty()) kept.push_back(std::move(p));
       }
       pieces = std::move(kept);
     }
     normalized_matcher.split(pieces);
     if (pre_tokenizer) pre_tokenizer->pre_tokenize(pieces, budget);
-    std::vector<int32_t> ids;
-    for (const auto& p : pieces) {
-      if (p.id >= 0) ids.push_back(p.id);
-      else model->tokenize(p.text, ids);
+    Encoded out;
+    out.tracked = tracked;
+    std::vector<std::pair<size_t, size_t>> spans;
+    for (size_t w = 0; w < pieces.size(); ++w) {
+      const Piece& p = pieces[w];
+      const size_t first = out.ids.size();
+      spans.clear();
+      if (p.id >= 0) {
+        out.ids.push_back(p.id);
+        spans.push_back({0, p.text.size()});
+      } else {
+        model->tokenize(p.text, out.ids, tracked ? &spans : nullptr);
+      }
+      if (!tracked) continue;
+      // a token's bytes of the piece → of the input: from its first byte's Align to its last's
+      // (tokenizers' convert_offsets; an empty span stays where it is)
+      for (auto [b, e] : spans) {
+        if (b < e && e <= p.align.size())
+          out.offsets.push_back({p.align[b].first, p.align[e - 1].second});
+        else
+          out.offsets.push_back({b, e});
+      }
+      out.words.insert(out.words.end(), out.ids.size() - first, static_cast<int32_t>(w));
     }
-    return ids;
+    out.type_ids.assign(out.ids.size(), 0);
+    return out;
+  }
+
+  // RobertaProcessing's and ByteLevel's trim_offsets on one sequence (`text` its input): the spaces a
+  // token begins or ends with (GPT-2's "Ġ" or whitespace) left out of its offsets, counted in
+  // characters of the text as tokenizers counts them; a first token keeps the one space
+  // add_prefix_space gave it.
+  void trim_offsets(Encoded& e, std::string_view input, bool add_prefix_space) const {
+    const std::string text = valid_utf8(input);
+    static const std::string space = byte_to_unicode()[' '];
+    for (size_t i = 0; i < e.ids.size(); ++i) {
+      const std::string token = id_to_token(e.ids[i]);
+      auto spacey = [&](size_t at, size_t* n) {
+        const char32_t c = decode_at(token, at, n);
+        return token.compare(at, space.size(), space) == 0 || is_whitespace(c);
+      };
+      size_t leading = 0, trailing = 0, n = 0;
+      for (size_t at = 0; at < token.size() && spacey(at, &n); at += n) ++leading;
+      for (size_t end = token.size(); end > 0;) {
+        size_t k = end - 1;
+        while (k > 0 && (static_cast<unsigned char>(token[k]) & 0xC0) == 0x80) --k;
+        if (!spacey(k, &n)) break;
+        ++trailing, end = k;
+      }
+      auto& [b, end] = e.offsets[i];
+      if (leading > 0 && !((i == 0 || b == 0) && add_prefix_space && leading == 1))
+        for (size_t k = 0; k < leading && b < end; ++k) b = std::min(end, b + char_bytes(text, b));
+      if (trailing > 0 && holds_chars(text, end, trailing))
+        for (size_t k = 0; k < trailing && end > b; ++k) end = char_start_before(text, end);
+    }
+  }
+
+  std::string id_to_token(int32_t id) const {
+    auto it = added_by_id.find(id);
+    if (it != added_by_id.end()) return it->second->content;
+    const auto& tokens = model->vocab().tokens;
+    return id >= 0 && static_cast<size_t>(id) < tokens.size() ? tokens[static_cast<size_t>(id)] : std::string();
+  }
+
+  // The special tokens the post-processor puts around one sequence (pair: two).
+  size_t added_tokens(bool pair) const {
+    size_t added = 0;
+    if (post_processor)
+      for (const auto& s : post_processor->process(pair ? std::vector<Encoded>(2) : std::vector<Encoded>(1), true))
+        added += s.ids.size();
+    return added;
+  }
+
+  // Sequences through trim_offsets (tracked) and the post-processor, joined.
+  HfEncoding finish(std::vector<Encoded> seqs, std::string_view a, const std::string_view* b,
+                    bool add_special_tokens) const {
+    if (seqs[0].tracked && post_processor)
+      if (auto trim = post_processor->trims_offsets())
+        for (size_t i = 0; i < seqs.size(); ++i) trim_offsets(seqs[i], i == 0 ? a : *b, trim->add_prefix_space);
+    for (size_t i = 0; i < seqs.size(); ++i) {
+      seqs[i].type_ids.assign(seqs[i].ids.size(), static_cast<int32_t>(i));
+      if (seqs[i].tracked) seqs[i].sequences.assign(seqs[i].ids.size(), static_cast<int32_t>(i));
+    }
+    if (post_processor) seqs = post_processor->process(std::move(seqs), add_special_tokens);
+    HfEncoding out;
+    for (const auto& s : seqs) {
+      out.ids.insert(out.ids.end(), s.ids.begin(), s.ids.end());
+      out.token_type_ids.insert(out.token_type_ids.end(), s.type_ids.begin(), s.type_ids.end());
+      out.offsets.insert(out.offsets.end(), s.offsets.begin(), s.offsets.end());
+      out.word_ids.insert(out.word_ids.end(), s.words.begin(), s.words.end());
+      out.sequence_ids.insert(out.sequence_ids.end(), s.sequences.begin(), s.sequences.end());
+    }
+    return out;
+  }
+
+  static void cut(Encoded& e, size_t n) {
+    if (e.ids.size() <= n) return;
+    e.ids.resize(n);
+    e.type_ids.resize(n);
+    if (!e.tracked) return;
+    e.offsets.resize(n);
+    e.words.resize(n);
   }
 
   HfEncoding encode(std::string_view a, const std::string_view* b, bool add_special_tokens, int64_t max_length = -1,
-                    HfTokenizer::Truncation truncation = HfTokenizer::Truncation::longest_first) const {
+                    HfTokenizer::Truncation truncation = HfTokenizer::Truncation::longest_first,
+                    bool tracked = false) const {
     std::vector<Encoded> seqs;
-    auto ids = tokenize(a);
+    seqs.push_back(tokenize(a, tracked));
     if (max_length >= 0 && !b) {
       // transformers' truncation of one sequence: the text's own tokens cut so that they and the
       // special tokens the post-processor adds fit max_length
-      size_t added = 0;
-      if (post_processor && add_special_tokens)
-        for (const auto& s : post_processor->process({Encoded{}}, true)) added += s.ids.size();
-      const size_t room = static_cast<size_t>(max_length) > added ? static_cast<size_t>(max_length) - added : 0;
-      if (ids.size() > room) ids.resize(room);
+      const size_t added = add_special_tokens ? added_tokens(false) : 0;
+      cut(seqs[0], static_cast<size_t>(max_length) > added ? static_cast<size_t>(max_length) - added : 0);
     }
-    std::vector<int32_t> ids_b;
-    if (b) ids_b = tokenize(*b);
+    if (b) seqs.push_back(tokenize(*b, tracked));
     if (max_length >= 0 && b) {
       // tokenizers' "longest_first" truncation of a pair (transformers' truncation=True): with n1 ≤ n2
       // the shorter kept whole where the room allows, the longer cut to what is left; where both
       // must go, half the room each (the odd token to the longer)
-      size_t added = 0;
-      if (post_processor && add_special_tokens)
-        for (const auto& s : post_processor->process({Encoded{}, Encoded{}}, true)) added += s.ids.size();
+      const size_t added = add_special_tokens ? added_tokens(true) : 0;
       const size_t room = static_cast<size_t>(max_length) > added ? static_cast<size_t>(max_length) - added : 0;
-      size_t n1 = ids.size(), n2 = ids_b.size();
+      size_t n1 = seqs[0].ids.size(), n2 = seqs[1].ids.size();
       if (truncation == HfTokenizer::Truncation::only_first) {
         // "only_first": the first sequence cut to what the second leaves, where it leaves a token
-        if (n1 + n2 > room && n2 < room) ids.resize(room - n2);
+        if (n1 + n2 > room && n2 < room) cut(seqs[0], room - n2);
       } else if (n1 + n2 > room) {
         const bool swap = n1 > n2;
         if (swap) std::swap(n1, n2);
         n2 = n1 > room ? n1 : std::max(n1, room - n1);
         if (n1 + n2 > room) n1 = room / 2, n2 = n1 + room % 2;
         if (swap) std::swap(n1, n2);
-        ids.resize(std::min(ids.size(), n1));
-        ids_b.resize(std::min(ids_b.size(), n2));
+        cut(seqs[0], n1);
+        cut(seqs[1], n2);
       }
     }
-    seqs.push_back({ids, std::vector<int32_t>(ids.size(), 0)});
-    if (b) seqs.push_back({ids_b, std::vector<int32_t>(ids_b.size(), 1)});
-    if (post_processor) seqs = post_processor->process(std::move(seqs), add_special_tokens);
-    HfEncoding out;
-    for (const auto& s : seqs) {
-      out.ids.insert(out.ids.end(), s.ids.begin(), s.ids.end());
-      out.token_type_ids.insert(out.token_type_ids.end(), s.type_ids.begin(), s.type_ids.end());
+    return finish(std::move(seqs), a, b, add_special_tokens);
+  }
+
+  // tokenizers' "only_second" truncation with overflowing windows (Encoding::truncate): the pair's
+  // second sequence cut into windows of the room the first leaves, each `stride` tokens into the
+  // one before, and each window with the first sequence through the post-processor.
+  std::vector<HfEncoding> windows(std::string_view a, std::string_view b, int64_t max_length, int64_t stride) const {
+    Encoded first = tokenize(a, true), second = tokenize(b, true);
+    const size_t added = added_tokens(true), need = first.ids.size() + added;
+    if (max_length < 0 || static_cast<size_t>(max_length) <= need)
+      throw Error("tokenizer: the question takes " + std::to_string(first.ids.size()) +
+                  " tokens and the special tokens " + std::to_string(added) + ": no room for the text in " +
+                  std::to_string(max_length));
+    const size_t room = static_cast<size_t>(max_length) - need;
+    if (stride < 0 || (second.ids.size() > room && static_cast<size_t>(stride) >= room))
+      throw Error("tokenizer: the stride " + std::to_string(stride) + " must be less than the room for the text (" +
+                  std::to_string(room) + " tokens)");
+    const size_t n = second.ids.size(), step = room - static_cast<size_t>(stride);
+    std::vector<HfEncoding> out;
+    for (size_t start = 0;; start += step) {
+      const size_t stop = std::min(start + room, n);
+      Encoded part;
+      part.tracked = true;
+      part.ids.assign(second.ids.begin() + static_cast<std::ptrdiff_t>(start),
+                      second.ids.begin() + static_cast<std::ptrdiff_t>(stop));
+      part.offsets.assign(second.offsets.begin() + static_cast<std::ptrdiff_t>(start),
+                          second.offsets.begin() + static_cast<std::ptrdiff_t>(stop));
+      part.words.assign(second.words.begin() + static_cast<std::ptrdiff_t>(start),
+                        second.words.begin() + static_cast<std::ptrdiff_t>(stop));
+      out.push_back(finish({first, std::move(part)}, a, &b, true));
+      if (stop == n) break;
     }
     return out;
   }
@@ -273,7 +421,7 @@ std::shared_ptr<const HfTokenizer::Impl> build(std::string_view text, std::strin
     t.added_by_content[a.content] = a.id;
     if (a.special) t.special_ids.insert(a.id);
     if (a.normalized)
-      t.normalized_matcher.add(t.normalizer ? t.normalizer->normalize(a.content, Budget(a.content.size())) : a.content,
+      t.normalized_matcher.add(t.normalizer ? t.normalizer->normalized(a.content, Budget(a.content.size())) : a.content,
                                &a);
     else t.raw_matcher.add(a.content, &a);
   }
@@ -427,6 +575,20 @@ std::vector<int32_t> HfTokenizer::encode(std::string_view text, bool add_special
   return impl_->encode(text, nullptr, add_special_tokens).ids;
 }
 
+HfEncoding HfTokenizer::encode_with_offsets(std::string_view text, bool add_special_tokens) const {
+  return impl_->encode(text, nullptr, add_special_tokens, -1, Truncation::longest_first, true);
+}
+
+HfEncoding HfTokenizer::encode_pair_with_offsets(std::string_view text, std::string_view pair,
+                                                 bool add_special_tokens) const {
+  return impl_->encode(text, &pair, add_special_tokens, -1, Truncation::longest_first, true);
+}
+
+std::vector<HfEncoding> HfTokenizer::encode_pair_windows(std::string_view text, std::string_view pair,
+                                                         int64_t max_length, int64_t stride) const {
+  return impl_->windows(text, pair, max_length, stride);
+}
+
 std::vector<int32_t> HfTokenizer::encode_truncated(std::string_view text, int64_t max_length) const {
   return impl_->encode(text, nullptr, true, std::max<int64_t>(max_length, 0)).ids;
 }
@@ -463,12 +625,7 @@ std::string HfTokenizer::decode(const std::vector<int32_t>& ids, bool skip_speci
 
 int32_t HfTokenizer::token_to_id(std::string_view token) const { return impl_->token_to_id(token); }
 
-std::string HfTokenizer::id_to_token(int32_t id) const {
-  auto it = impl_->added_by_id.find(id);
-  if (it != impl_->added_by_id.end()) return it->second->content;
-  const auto& tokens = impl_->model->vocab().tokens;
-  return id >= 0 && static_cast<size_t>(id) < tokens.size() ? tokens[static_cast<size_t>(id)] : std::string();
-}
+std::string HfTokenizer::id_to_token(int32_t id) const { return impl_->id_to_token(id); }
 
 int64_t HfTokenizer::vocab_size() const {
   int64_t n = static_cast<int64_t>(impl_->model->vocab().tokens.size());

@@ -51,25 +51,28 @@ class Precompiled final : public Normalizer {
     if (valid_utf8(pool_) != pool_) cf.fail("its replacement strings are not valid UTF-8");
   }
 
-  std::string normalize(std::string s, const Budget& budget) const override {
-    std::string out;
-    out.reserve(s.size());
+  // (tracked: each replacement is replace_chars of what it replaces, as tokenizers' Precompiled)
+  void normalize(Piece& p, const Budget& budget) const override {
+    const std::string& s = p.text;
+    Transform t(p);
     for (size_t i = 0, end = 0; i < s.size(); i = end) {
       end = grapheme_end(s, i);
       const std::string_view cluster(s.data() + i, end - i);
       std::string_view r;
       if (cluster.size() < 6 && transform(cluster, &r)) {
-        out += r;
+        replace_chars(t, cluster, r);
       } else {
         for (size_t k = 0, n = 0; k < cluster.size(); k += n) {
-          decode_at(cluster, k, &n);
-          const std::string_view c = cluster.substr(k, n);
-          out += transform(c, &r) ? r : c;
+          const char32_t c = decode_at(cluster, k, &n);
+          if (transform(cluster.substr(k, n), &r))
+            replace_chars(t, cluster.substr(k, n), r);
+          else
+            t.put(c);
         }
       }
-      budget.check_bytes(out.size(), where_);
+      budget.check_bytes(t.text.size(), where_);
     }
-    return out;
+    p = std::move(t).done();
   }
 
  private:

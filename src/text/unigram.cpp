@@ -63,7 +63,8 @@ class Unigram final : public Model {
     build_trie();
   }
 
-  void tokenize(std::string_view text, std::vector<int32_t>& out) const override {
+  void tokenize(std::string_view text, std::vector<int32_t>& out,
+                std::vector<std::pair<size_t, size_t>>* token_spans) const override {
     if (text.empty()) return;
     // 1. Viterbi: node e's best score, where its last token starts, and which token it is
     struct Node {
@@ -114,7 +115,12 @@ class Unigram final : public Model {
       spans.push_back({start, end});
     }
     if (unk_end > 0) spans.push_back({unk_start, unk_end});
-    for (size_t k = spans.size(); k-- > 0;) emit(text.substr(spans[k].first, spans[k].second - spans[k].first), out);
+    for (size_t k = spans.size(); k-- > 0;) {
+      const size_t before = out.size();
+      emit(text.substr(spans[k].first, spans[k].second - spans[k].first), out);
+      if (token_spans)
+        token_spans->insert(token_spans->end(), out.size() - before, spans[k]);  // (bytes: each the whole)
+    }
   }
 
  private:

@@ -22,9 +22,14 @@ class WordPiece final : public Model {
     max_chars_ = get_int(j, "max_input_chars_per_word", 100, 0, int64_t{1} << 30, f);
   }
 
-  void tokenize(std::string_view word, std::vector<int32_t>& out) const override {
-    if (static_cast<int64_t>(utf8_chars(word)) > max_chars_) return out.push_back(unk_id_);
-    const size_t first = out.size();
+  void tokenize(std::string_view word, std::vector<int32_t>& out,
+                std::vector<std::pair<size_t, size_t>>* spans) const override {
+    auto unknown = [&] {
+      out.push_back(unk_id_);
+      if (spans) spans->push_back({0, word.size()});
+    };
+    if (static_cast<int64_t>(utf8_chars(word)) > max_chars_) return unknown();
+    const size_t first = out.size(), first_span = spans ? spans->size() : 0;
     std::string candidate;
     size_t start = 0;
     while (start < word.size()) {
@@ -40,10 +45,11 @@ class WordPiece final : public Model {
       }
       if (found < 0) {
         out.resize(first);
-        out.push_back(unk_id_);
-        return;
+        if (spans) spans->resize(first_span);
+        return unknown();
       }
       out.push_back(found);
+      if (spans) spans->push_back({start, end});
       start = end;
     }
   }

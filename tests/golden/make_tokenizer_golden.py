@@ -19,15 +19,30 @@ UTF-8) and, per line and tokenizer, what `tokenizers` answers:
 Invalid UTF-8 reaches `tokenizers` as Python's bytes.decode("utf-8", errors="replace") makes it (a
 U+FFFD per maximal invalid subpart); qkv's tokenizer replaces it the same way.
 
+And tests/golden/tokenizers/offsets.jsonl.gz: per corpus line (same order), where each token of
+encode(text, add_special_tokens=True) comes from, as `tokenizers` answers. Its offsets are Python str
+(character) indices into the text; here they are UTF-8 byte offsets into that text (the line's bytes,
+or for invalid UTF-8 the encoding of "r"), a character index c being the UTF-8 length of text[:c]:
+
+  {"<name>": [[begin, end], ...] one per token, in token order (a template's special tokens: [0, 0]),
+   "<name>_w": [word id, ...] encoding.word_ids, -1 for None,
+   "<name>_pair" (where the corpus has it: the BERTs and xlmr, every 20th line): the pair (line, next
+                 line) as [[begin, end, sequence id], ...], the offsets in bytes of the text of the
+                 sequence the token belongs to, sequence id -1 for None (the template's tokens)}
+
   python3 tests/golden/make_tokenizer_golden.py
       (tokenizers 0.23; for the Unigram ones sentencepiece 0.2, protobuf and transformers 5, whose
       XLMRobertaTokenizer converts SentencePiece's model as a hub checkpoint's tokenizer.json has it)
+      writes everything, offsets.jsonl.gz last;
+  python3 tests/golden/make_tokenizer_golden.py offsets
+      (tokenizers only) writes only offsets.jsonl.gz, from the saved tokenizer.json files and corpus.jsonl.gz.
 """
 import base64
 import gzip
 import json
 import os
 import random
+import sys
 import tempfile
 
 from tokenizers import AddedToken, Regex, Tokenizer, decoders, models, normalizers, pre_tokenizers, processors, trainers
@@ -338,7 +353,7 @@ def main():
             if i % 10 == 0:  # decode keeping the special tokens, on every tenth line
                 entry.append(tok.decode(ids_sp, skip_special_tokens=False))
             rec[name] = entry
-            if (name.startswith("bert") or name == "xlmr") and i % 20 == 0:
+            if has_pair(name, i):
                 e = tok.encode(texts[i], texts[(i + 1) % len(texts)])
                 rec[name + "_pair"] = [e.ids, e.type_ids]
                 # and cut to 16 tokens as transformers' truncation=True cuts a pair ("longest_first")
@@ -352,7 +367,61 @@ def main():
     for root, _, files in os.walk(OUT):
         for fn in files:
             print(os.path.relpath(os.path.join(root, fn), OUT), os.path.getsize(os.path.join(root, fn)))
+    write_offsets()
+
+
+def utf8_positions(text):
+    """[UTF-8 length of text[:c] for c in 0 … len(text)]: a character offset's byte offset."""
+    out = [0]
+    for ch in text:
+        o = ord(ch)
+        out.append(out[-1] + (1 if o < 0x80 else 2 if o < 0x800 else 3 if o < 0x10000 else 4))
+    return out
+
+
+def write_offsets():
+    """tests/golden/tokenizers/offsets.jsonl.gz (see above) from the saved tokenizers and corpus lines; checks
+    that each encoding's ids are the corpus's ids with special tokens (and a pair's, the corpus's pair)."""
+    with gzip.open(os.path.join(OUT, "corpus.jsonl.gz"), "rt", encoding="utf-8") as f:
+        corpus = [json.loads(line) for line in f]
+    texts = [base64.b64decode(rec["b"]).decode("utf-8", errors="replace") for rec in corpus]
+    for rec, t in zip(corpus, texts):
+        assert rec.get("r", t) == t
+    pos = [utf8_positions(t) for t in texts]
+    out = [{} for _ in corpus]
+    for name in [k for k in corpus[0] if k not in ("b", "r") and not k.endswith(("_pair", "_pair16"))]:
+        tok = Tokenizer.from_file(os.path.join(OUT, name, "tokenizer.json"))
+        encodings = tok.encode_batch(texts, add_special_tokens=True)
+        for i, (rec, enc) in enumerate(zip(corpus, encodings)):
+            ids, sp = rec[name][0], rec[name][1]
+            assert enc.ids == (sp["ids"] if isinstance(sp, dict) else sp[0] + ids + sp[1]), (name, i)
+            p = pos[i]
+            out[i][name] = [[p[b], p[e]] for b, e in enc.offsets]
+            out[i][name + "_w"] = [-1 if w is None else w for w in enc.word_ids]
+            assert has_pair(name, i) == (name + "_pair" in rec), (name, i)
+            if has_pair(name, i):
+                j = (i + 1) % len(texts)
+                enc = tok.encode(texts[i], texts[j])
+                assert enc.ids == rec[name + "_pair"][0], (name, i)
+                ps = (pos[i], pos[j])
+                out[i][name + "_pair"] = [[ps[s or 0][b], ps[s or 0][e], -1 if s is None else s]
+                                          for (b, e), s in zip(enc.offsets, enc.sequence_ids)]
+    path = os.path.join(OUT, "offsets.jsonl.gz")
+    with gzip.GzipFile(path, "wb", mtime=0, compresslevel=9) as f:
+        for rec in out:
+            f.write((json.dumps(rec, separators=(",", ":")) + "\n").encode("ascii"))
+    print(os.path.relpath(path, OUT), os.path.getsize(path))
+
+
+def has_pair(name, i):
+    """Whether the corpus has the pair (line i, line i + 1) for this tokenizer."""
+    return (name.startswith("bert") or name == "xlmr") and i % 20 == 0
 
 
 if __name__ == "__main__":
-    main()
+    if sys.argv[1:] == ["offsets"]:
+        write_offsets()
+    elif sys.argv[1:]:
+        sys.exit("usage: make_tokenizer_golden.py [offsets]")
+    else:
+        main()

@@ -103,6 +103,68 @@ void check_corpus(const HfTokenizer& tok, const std::string& name) {
   EXPECT_EQ(bad, 0) << name << ": " << bad << " mismatches on " << recs.size() << " lines";
 }
 
+const std::vector<json>& offsets_corpus() {
+  static const std::vector<json> records = [] {
+    std::vector<json> out;
+    for (const auto& line : read_lines(kDir + "/offsets.jsonl.gz", "the tokenizer offsets"))
+      out.push_back(json::parse(line));
+    return out;
+  }();
+  return records;
+}
+
+// Every corpus line's offsets, word ids and (pairs) sequence ids against `tokenizers`' (in bytes:
+// tests/golden/tokenizers/offsets.jsonl.gz); the number of lines that differ.
+int check_offsets(const HfTokenizer& tok, const std::string& name) {
+  const auto& recs = corpus();
+  const auto& offs = offsets_corpus();
+  EXPECT_EQ(offs.size(), recs.size());
+  int bad = 0;
+  auto report = [&](size_t i, const std::string& what, const std::string& got, const std::string& want) {
+    if (++bad <= 3)
+      ADD_FAILURE() << name << " line " << i << " " << json(seen_text(recs[i])).dump() << ": " << what
+                    << "\n  qkv:        " << got << "\n  tokenizers: " << want;
+  };
+  auto pairs = [](const HfEncoding& e, bool with_sequence) {
+    json out = json::array();
+    for (size_t k = 0; k < e.offsets.size(); ++k) {
+      json o = {e.offsets[k].first, e.offsets[k].second};
+      if (with_sequence) o.push_back(e.sequence_ids[k]);
+      out.push_back(o);
+    }
+    return out;
+  };
+  for (size_t i = 0; i < std::min(recs.size(), offs.size()); ++i) {
+    const std::string text = line_text(recs[i]);
+    const auto enc = tok.encode_with_offsets(text, true);
+    if (enc.offsets.size() != enc.ids.size() || enc.word_ids.size() != enc.ids.size() ||
+        enc.sequence_ids.size() != enc.ids.size())
+      report(i, "sizes", std::to_string(enc.offsets.size()), std::to_string(enc.ids.size()));
+    const json got = pairs(enc, false);
+    if (got != offs[i][name]) report(i, "offsets", got.dump(), offs[i][name].dump());
+    if (offs[i].contains(name + "_w") && json(enc.word_ids) != offs[i][name + "_w"])
+      report(i, "word_ids", json(enc.word_ids).dump(), offs[i][name + "_w"].dump());
+    if (offs[i].contains(name + "_pair")) {
+      const auto pair = tok.encode_pair_with_offsets(text, line_text(recs[(i + 1) % recs.size()]));
+      const json gp = pairs(pair, true);
+      if (gp != offs[i][name + "_pair"]) report(i, "pair offsets", gp.dump(), offs[i][name + "_pair"].dump());
+    }
+  }
+  return bad;
+}
+
+// The offsets `tokenizers` gives (transformers' return_offsets_mapping): through each normalizer's
+// alignments (BERT's cleaning, accents and CJK spacing, SentencePiece's charsmap and its deletions,
+// NFKC), each pre-tokenizer (GPT-2's bytes, Metaspace's "▁"), each model's token spans (WordPiece's
+// [UNK] words, BPE's byte fallback, Unigram's), added tokens and RoBERTa/GPT-2's trim_offsets.
+TEST(HfTokenizer, OffsetsAndWordIdsEqualTokenizers) {
+  for (const char* name :
+       {"gpt2", "llama3", "byte_fallback", "gemma", "bert_uncased", "bert_cased", "xlmr", "unigram"}) {
+    SCOPED_TRACE(name);
+    EXPECT_EQ(check_offsets(HfTokenizer::from_folder(kDir + "/" + name), name), 0) << name;
+  }
+}
+
 TEST(HfTokenizer, Gpt2ByteLevelEqualsTokenizers) { check_corpus(HfTokenizer::from_folder(kDir + "/gpt2"), "gpt2"); }
 TEST(HfTokenizer, Llama3RegexEqualsTokenizers) { check_corpus(HfTokenizer::from_folder(kDir + "/llama3"), "llama3"); }
 TEST(HfTokenizer, ByteFallbackEqualsTokenizers) {

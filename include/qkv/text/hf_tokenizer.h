@@ -62,10 +62,18 @@
 namespace qkv::text {
 
 // encode_pair's result: the ids and each one's token type (0: first sequence, 1: second, as the
-// post-processor says).
+// post-processor says). From the …_with_offsets and windows calls also, an entry per id, as
+// `tokenizers`' Encoding has them (transformers' return_offsets_mapping, word_ids(), sequence_ids()):
+//   offsets       the token's bytes [first, second) in the text it came from (made valid UTF-8 as
+//                 encode makes it); (0, 0) for a special token the post-processor added
+//   word_ids      the pre-tokenizer's piece it came from, counted in its text; -1: special
+//   sequence_ids  0: the text, 1: the pair; -1: special
+// Offsets are bytes; Python's (character) offsets are qkv.HfTokenizer's.
 struct HfEncoding {
   std::vector<int32_t> ids;
   std::vector<int32_t> token_type_ids;
+  std::vector<std::pair<size_t, size_t>> offsets;
+  std::vector<int32_t> word_ids, sequence_ids;
 };
 
 class HfTokenizer {
@@ -82,6 +90,17 @@ class HfTokenizer {
 
   std::vector<int32_t> encode(std::string_view text, bool add_special_tokens = true) const;
   HfEncoding encode_pair(std::string_view text, std::string_view pair, bool add_special_tokens = true) const;
+  HfEncoding encode_with_offsets(std::string_view text, bool add_special_tokens = true) const;
+  HfEncoding encode_pair_with_offsets(std::string_view text, std::string_view pair,
+                                      bool add_special_tokens = true) const;
+  // The pair cut into windows as transformers' tokenizer(text, pair, truncation="only_second",
+  // max_length=N, stride=S, return_overflowing_tokens=True, return_offsets_mapping=True) cuts it (the
+  // question-answering pipeline's): the pair's tokens in windows of the room the text and the special
+  // tokens leave, each window `stride` tokens into the one before, with offsets; one window where
+  // the pair fits. An error where the text leaves no room, or where a stride of the room or more
+  // would have to be used.
+  std::vector<HfEncoding> encode_pair_windows(std::string_view text, std::string_view pair, int64_t max_length,
+                                              int64_t stride) const;
   // encode(text) cut to at most max_length ids as transformers' truncation=True, max_length=N cuts
   // one sequence: the text's tokens shortened, the special tokens kept.
   std::vector<int32_t> encode_truncated(std::string_view text, int64_t max_length) const;
