@@ -10,17 +10,11 @@
 #include "qkv/autograd/grad_mode.h"
 #include "qkv/core/error.h"
 #include "qkv/core/message.h"
+#include "encoder_batches.h"
 
 namespace qkv::decode {
 
-namespace {
-
-// A batch of encoded texts padded to the longest: ids, token types and attention_mask, i32 [B, T].
-struct Batch {
-  Tensor ids, types, mask;
-  std::vector<int64_t> lengths;
-  int64_t T = 0;
-};
+namespace batching {
 
 // The texts order[from … to) padded into one batch (row r is text order[from + r]).
 Batch pad(const std::vector<text::HfEncoding>& encs, const std::vector<size_t>& order, size_t from, size_t to,
@@ -51,6 +45,29 @@ void give_token_types(text::HfEncoding& e, const models::MaskedLanguageModel& mo
               " but the model knows ", model.type_vocab_size(), " (type_vocab_size)");
 }
 
+void batches(const std::vector<text::HfEncoding>& encs, int64_t batch_size, int32_t pad_id,
+             const std::function<void(const Batch&, const std::vector<size_t>&)>& run) {
+  QKV_CHECK(batch_size >= 1, "batch_size must be at least 1, got ", batch_size);
+  std::vector<size_t> order(encs.size());
+  for (size_t i = 0; i < order.size(); ++i) order[i] = i;
+  std::stable_sort(order.begin(), order.end(),
+                   [&](size_t a, size_t b) { return encs[a].ids.size() > encs[b].ids.size(); });
+  for (size_t from = 0; from < encs.size(); from += static_cast<size_t>(batch_size)) {
+    const size_t to = std::min(encs.size(), from + static_cast<size_t>(batch_size));
+    NoGradGuard no_grad;
+    run(pad(encs, order, from, to, pad_id), std::vector<size_t>(order.begin() + static_cast<std::ptrdiff_t>(from),
+                                                                order.begin() + static_cast<std::ptrdiff_t>(to)));
+  }
+}
+
+int32_t pad_id_of(const text::HfTokenizer& tokenizer) { return std::max(tokenizer.pad_token_id(), 0); }
+
+}  // namespace batching
+
+namespace {
+
+using namespace batching;
+
 // The longest input a pair is cut to: the tokenizer's model_max_length (the pipelines' and
 // CrossEncoder's cut), at most the model's positions.
 int64_t longest_input(const models::MaskedLanguageModel& model, const text::HfTokenizer& tokenizer) {
@@ -80,26 +97,6 @@ std::vector<text::HfEncoding> encode_all(const models::MaskedLanguageModel& mode
   }
   return encs;
 }
-
-// Runs `run` on batches of at most batch_size texts, the texts taken longest first so that each batch
-// pads little (as SentenceTransformer.encode orders them): run(batch, rows) where row r of the batch
-// is text rows[r]. Each text's result does not depend on its neighbours (padding gets no attention).
-void batches(const std::vector<text::HfEncoding>& encs, int64_t batch_size, int32_t pad_id,
-             const std::function<void(const Batch&, const std::vector<size_t>&)>& run) {
-  QKV_CHECK(batch_size >= 1, "batch_size must be at least 1, got ", batch_size);
-  std::vector<size_t> order(encs.size());
-  for (size_t i = 0; i < order.size(); ++i) order[i] = i;
-  std::stable_sort(order.begin(), order.end(),
-                   [&](size_t a, size_t b) { return encs[a].ids.size() > encs[b].ids.size(); });
-  for (size_t from = 0; from < encs.size(); from += static_cast<size_t>(batch_size)) {
-    const size_t to = std::min(encs.size(), from + static_cast<size_t>(batch_size));
-    NoGradGuard no_grad;
-    run(pad(encs, order, from, to, pad_id), std::vector<size_t>(order.begin() + static_cast<std::ptrdiff_t>(from),
-                                                                order.begin() + static_cast<std::ptrdiff_t>(to)));
-  }
-}
-
-int32_t pad_id_of(const text::HfTokenizer& tokenizer) { return std::max(tokenizer.pad_token_id(), 0); }
 
 // softmax(x) over a row, in double.
 std::vector<double> softmax(const float* x, int64_t n) {

@@ -267,7 +267,14 @@ const std::vector<HfArchitecture>& hf_architectures() {
       hf::deberta_v2("DebertaV2ForMaskedLM", hf::EncoderHead::mlm),
       hf::deberta_v2("DebertaV2Model", hf::EncoderHead::none),
       hf::deberta_v2("DebertaV2ForSequenceClassification", hf::EncoderHead::sequence),
-      hf::deberta_v2("DebertaV2ForTokenClassification", hf::EncoderHead::token)};
+      hf::deberta_v2("DebertaV2ForTokenClassification", hf::EncoderHead::token),
+      hf::question_answering(hf::bert("BertForQuestionAnswering", hf::EncoderHead::token)),
+      hf::question_answering(hf::distilbert("DistilBertForQuestionAnswering", hf::EncoderHead::token)),
+      hf::question_answering(hf::roberta("RobertaForQuestionAnswering", hf::EncoderHead::token)),
+      hf::question_answering(hf::roberta("XLMRobertaForQuestionAnswering", hf::EncoderHead::token)),
+      hf::question_answering(hf::mpnet("MPNetForQuestionAnswering", hf::EncoderHead::token)),
+      hf::question_answering(hf::electra("ElectraForQuestionAnswering", hf::EncoderHead::token)),
+      hf::question_answering(hf::deberta_v2("DebertaV2ForQuestionAnswering", hf::EncoderHead::token))};
   return archs;
 }
 

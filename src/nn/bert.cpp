@@ -73,6 +73,8 @@ BertConfig BertConfig::from_json(const nlohmann::json& j) {
               "BERT config: ", c.labels.size(), " labels for num_labels ", c.num_labels);
     QKV_CHECK(c.classifier == BertClassifier::sequence || c.pooler == BertPooler::none,
               "BERT config: a token classifier has no pooler");
+    QKV_CHECK(c.classifier != BertClassifier::span || c.num_labels == 2,
+              "BERT config: a question-answering head has 2 outputs (start, end), not ", c.num_labels);
   }
   QKV_CHECK(c.max_seq_length <= c.max_tokens(), "BERT config: max_seq_length ", c.max_seq_length,
             " is more than the model's ", c.max_tokens(), " positions");
@@ -106,6 +108,7 @@ std::string BertConfig::describe() const {
                         : std::string(),
       classifier == BertClassifier::sequence ? detail::concat(", sequence classifier (", num_labels, " labels)")
       : classifier == BertClassifier::token  ? detail::concat(", token classifier (", num_labels, " labels)")
+      : classifier == BertClassifier::span   ? std::string(", question-answering head (answer start and end)")
       : mlm_head                             ? std::string(", MLM head")
                                              : std::string(", no MLM head"));
 }
@@ -327,7 +330,7 @@ Tensor Bert::classify(const Tensor& ids, const Tensor& types, const Tensor& atte
             "BERT: this model has no classifier (convert a …ForSequenceClassification or "
             "…ForTokenClassification folder)");
   Tensor x = encode(ids, types, attention_mask, maps);  // [B, T, E]
-  if (config.classifier == BertClassifier::token)
+  if (config.classifier == BertClassifier::token || config.classifier == BertClassifier::span)
     return classifier->forward(dropout(x, config.dropout, is_training(), gen_));  // [B, T, num_labels]
   // h = act_p(W_p x[:, 0] + b_p);  logits = W_c h + b_c
   Tensor h = x.select(1, 0);  // [B, E]

@@ -3,6 +3,12 @@ built by `transformers`, saved with save_pretrained as a user's downloaded folde
 `transformers` computes with them.
 
     python3 tests/golden/make_hf_golden.py [gpt2|llama|qwen3|phi3|phi3-longrope|gemma3|gemma2|gemma3-multimodal|marian|bert|encoders …]   # pyenv python3: pip install torch transformers tokenizers (encoders: sentence-transformers)
+    QKV_QA_PYTHON=/tmp/tf4venv/bin/python python3 tests/golden/make_hf_golden.py qa   # two interpreters
+
+(qa: transformers 5 removed the question-answering pipeline, so its reference comes from transformers 4.57 in a
+second interpreter, a venv over this one: `python3 -m venv --system-site-packages /tmp/tf4venv &&
+/tmp/tf4venv/bin/python -m pip install transformers==4.57.6`; see qa_cases. Without QKV_QA_PYTHON, a run that
+includes qa refuses before writing anything.)
 
 Writes tests/golden/hf/<case>/ — config.json, model.safetensors (or shards and their index), and
 reference.json: the input ids, the f32 logits of every position, and 64 greedily generated tokens —
@@ -752,6 +758,220 @@ def cross_encoder_cases():
                                   SentenceTransformer(out, device="cpu").encode(texts)]}, f)
 
 
+# Extractive question answering (qa_cases): what transformers 4.57's question-answering pipeline is asked
+QA_SHORT = ("Where did the cat sit?", "The cat sat on the mat in the garden.")
+QA_LONG = ("Who wrote the play?",
+           "Romeo and Juliet is a tragedy written by William Shakespeare early in his career about two young lovers "
+           "whose deaths ultimately reconcile their feuding families. It was among the most popular plays of his "
+           "lifetime and, along with Hamlet, is one of his most frequently performed plays. The play is set in "
+           "Verona, a city in the north of Italy, over four or five days in the summer. Its plot is based on an "
+           "Italian tale translated into verse as The Tragical History of Romeus and Juliet by Arthur Brooke in "
+           "1562, and retold in prose in Palace of Pleasure by William Painter in 1567. The first printed edition "
+           "appeared in 1597, and a better text followed two years later, in 1599.")
+QA_ODD = ("Where is the café?",
+          "Zoë visited Zürich  in 2019.\tThe café «Über» is near the lake.\nIt opened in 1890.")
+QA_BATCH = (["Who is reading?", "When did it open?"],
+            ["Tom is reading a book in the kitchen.", "The old theatre opened in 1890 and closed in 1956."])
+QA_CASES = [  # (question, context, the pipeline call's keyword arguments)
+    (*QA_SHORT, {}), (*QA_SHORT, {"top_k": 3}),
+    (*QA_LONG, {}), (*QA_LONG, {"top_k": 4}),
+    (*QA_LONG, {"max_seq_len": 24, "doc_stride": 6, "top_k": 2}),
+    (*QA_SHORT, {"handle_impossible_answer": True}), (*QA_LONG, {"handle_impossible_answer": True}),
+    (*QA_SHORT, {"handle_impossible_answer": True, "top_k": 30}),  # (where the empty answer makes the list)
+    (*QA_LONG, {"max_answer_len": 2}),
+    (*QA_ODD, {}), (*QA_ODD, {"top_k": 5}), (*QA_ODD, {"align_to_words": False, "top_k": 5}),
+    (*QA_BATCH, {}),
+]
+# the fast tokenizer's own windows of QA_SHORT and QA_ODD (qa_features)
+QA_FEATURES = dict(truncation="only_second", max_length=40, stride=8)
+QA_SCALE = 2.0  # qa_outputs.weight ×2: start and end logits of std 1.4 to 10 (0.7 to 5 unscaled), few near ties
+QA_HELP = """qa: transformers 5 has no question-answering pipeline (removed in 5.0); the reference comes from
+transformers 4.57 in a second interpreter, named by QKV_QA_PYTHON. Make one and run:
+
+    python3 -m venv --system-site-packages /tmp/tf4venv
+    /tmp/tf4venv/bin/python -m pip install transformers==4.57.6   # (it brings tokenizers 0.22, huggingface_hub 0.36)
+    QKV_QA_PYTHON=/tmp/tf4venv/bin/python python3 tests/golden/make_hf_golden.py qa"""
+
+
+def qa_python():
+    """The interpreter (QKV_QA_PYTHON) whose transformers 4.x runs the question-answering pipeline; refuses
+    without one."""
+    import subprocess
+    py = os.environ.get("QKV_QA_PYTHON")
+    if not py:
+        sys.exit(QA_HELP)
+    v = subprocess.run([py, "-c", "import transformers; print(transformers.__version__)"], capture_output=True,
+                       text=True)
+    if v.returncode or not v.stdout.strip().startswith("4."):
+        sys.exit(f"qa: {py} has no transformers 4 ({v.stdout.strip() or v.stderr.strip()[-300:]})\n\n{QA_HELP}")
+    return py
+
+
+# the class transformers 4 saves the tokenizer with, for the class transformers 5 loads it as
+QA_TOKENIZER_4 = {"TokenizersBackend": "PreTrainedTokenizerFast", "XLMRobertaTokenizer": "XLMRobertaTokenizerFast",
+                  "DebertaV2Tokenizer": "DebertaV2TokenizerFast"}
+
+
+def qa_reference_4x(spec_path, result_path):
+    """Run by QKV_QA_PYTHON's transformers 4.57 (`make_hf_golden.py --qa-reference SPEC RESULT`, from
+    qa_cases): saves the folder's tokenizer as transformers 4 writes it — 4.57 reads neither the class
+    "TokenizersBackend" nor a list of "extra_special_tokens" in transformers 5's tokenizer_config.json; the
+    tokenizer.json stays the same pipeline — then writes to RESULT the question-answering pipeline's answers
+    for QA_CASES, what its fast tokenizer makes of QA_SHORT and QA_ODD (QA_FEATURES), the logits of a direct
+    call on the reference inputs, and every window the pipeline gave the model with the logits it got back."""
+    T = transformers
+    torch.set_num_threads(1)  # (hundreds of tiny windows: threads only wait on each other)
+    with open(spec_path) as f:
+        spec = json.load(f)
+    out = spec["folder"]
+    tok = getattr(T, spec["tokenizer_class"])(tokenizer_file=os.path.join(out, "tokenizer.json"),
+                                              **spec["tokenizer_kwargs"])
+    tok.save_pretrained(out)
+    tok = T.AutoTokenizer.from_pretrained(out)
+    assert tok.is_fast and type(tok).__name__ == spec["tokenizer_class"], type(tok)
+    model = T.AutoModelForQuestionAnswering.from_pretrained(out).eval()
+    with torch.no_grad():
+        o = model(**{k: torch.tensor(v) for k, v in spec["inputs"].items()})
+        direct = torch.stack([o.start_logits, o.end_logits], -1).float()
+    windows = []
+
+    def hook(module, args, kwargs, output):  # each window the pipeline runs (one a call)
+        windows.append({**{k: kwargs[k][0].tolist() for k in ("input_ids", "attention_mask", "token_type_ids")
+                           if kwargs.get(k) is not None},
+                        "start": output.start_logits[0].tolist(), "end": output.end_logits[0].tolist()})
+    model.register_forward_hook(hook, with_kwargs=True)
+    pipe = T.pipeline("question-answering", model=model, tokenizer=tok)
+    answers = []
+    for question, context, args in QA_CASES:
+        n = len(windows)
+        result = pipe(question=question, context=context, **args)
+        answers.append({"question": question, "context": context, "args": args, "result": result,
+                        "windows": len(windows) - n})
+    features = []
+    for question, context in (QA_SHORT, QA_ODD):
+        enc = tok(question, context, return_overflowing_tokens=True, return_offsets_mapping=True, **QA_FEATURES)
+        n = len(enc["input_ids"])
+        features.append({"question": question, "context": context, "args": QA_FEATURES,
+                         "input_ids": enc["input_ids"], "token_type_ids": enc.get("token_type_ids"),
+                         "offset_mapping": [[list(x) for x in w] for w in enc["offset_mapping"]],
+                         "sequence_ids": [enc.sequence_ids(i) for i in range(n)],
+                         "word_ids": [enc.word_ids(i) for i in range(n)]})
+    import tokenizers
+    with open(result_path, "w") as f:
+        json.dump({"versions": {"transformers": T.__version__, "tokenizers": tokenizers.__version__,
+                                "torch": torch.__version__, "numpy": __import__("numpy").__version__},
+                   "tokenizer_class": type(tok).__name__, "answers": answers, "features": features,
+                   "direct": direct.tolist(), "windows": windows}, f)
+
+
+def qa_cases():
+    """Extractive question answering: BERT, DistilBERT, RoBERTa, XLM-RoBERTa, DeBERTa v3 and ELECTRA
+    …ForQuestionAnswering (qa_outputs: a linear of 2 outputs, the start and end logits), with the tokenizers
+    of those architectures' other cases cut at model_max_length 40, so that the long context runs through many
+    windows. reference.json holds run_encoder_cases' fields (the logits: qa_outputs' output, [2, 40, 2]),
+    then transformers 4.57's question-answering pipeline (removed from transformers 5) on QA_CASES and its
+    fast tokenizer's windows (qa_features). Two interpreters: this one (transformers 5) builds and saves the
+    folders; QKV_QA_PYTHON's (transformers 4.57) saves the tokenizer again as 4.57 writes it and runs the
+    pipeline (qa_reference_4x):
+
+        python3 -m venv --system-site-packages /tmp/tf4venv
+        /tmp/tf4venv/bin/python -m pip install transformers==4.57.6
+        QKV_QA_PYTHON=/tmp/tf4venv/bin/python python3 tests/golden/make_hf_golden.py qa
+
+    Checks that transformers 5 loads each folder (AutoModelForQuestionAnswering, AutoTokenizer) to the same
+    logits and the same windows, and that 4.57's logits (a direct call, and each window in the pipeline) are
+    5's. A seed of their own: the cases above keep their bytes."""
+    import subprocess
+    import tempfile
+    python4 = qa_python()
+    T = transformers
+    wp = lambda: with_max_length(wordpiece_tokenizer(True, 400), 40)
+    cases = [
+        ("qa-bert", wp, T.BertForQuestionAnswering, T.BertConfig, {}),
+        # DistilBERT takes no token types: its tokenizer hands none (as DistilBertTokenizer's model_input_names)
+        ("qa-distilbert", lambda: with_max_length(untyped(wordpiece_tokenizer(True, 400)), 40),
+         T.DistilBertForQuestionAnswering, T.DistilBertConfig, {}),
+        ("qa-roberta", lambda: with_max_length(bpe_roberta_tokenizer(400), 40), T.RobertaForQuestionAnswering,
+         T.RobertaConfig, {}),
+        ("qa-xlmr", lambda: with_max_length(spm_xlmr_tokenizer(500), 40), T.XLMRobertaForQuestionAnswering,
+         T.XLMRobertaConfig, {}),
+        ("qa-deberta", lambda: with_max_length(spm_deberta_tokenizer(400), 40), T.DebertaV2ForQuestionAnswering,
+         T.DebertaV2Config, dict(DEBERTA_V3, position_buckets=16, max_relative_positions=64)),
+        ("qa-electra", wp, T.ElectraForQuestionAnswering, T.ElectraConfig, dict(embedding_size=32)),
+    ]
+    run_encoder_cases(53, cases, length=40, positions=64)
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)  # (the checks' hundreds of tiny windows: threads only wait on each other)
+    for name, *_ in cases:
+        out = os.path.join(HERE, name)
+        ref_path = os.path.join(out, "reference.json")
+        with open(ref_path) as f:
+            ref = json.load(f)
+        tok5 = T.AutoTokenizer.from_pretrained(out)  # as transformers 5 saved it
+        inputs = {"input_ids": ref["input_ids"], "attention_mask": ref["attention_mask"]}
+        if any(any(row) for row in ref["token_type_ids"]):  # (as run_encoder_cases gave them)
+            inputs["token_type_ids"] = ref["token_type_ids"]
+        specials = {k: getattr(tok5, k) for k in ("bos_token", "eos_token", "unk_token", "sep_token", "pad_token",
+                                                  "cls_token", "mask_token") if getattr(tok5, k, None) is not None}
+        spec = {"folder": out, "inputs": inputs, "tokenizer_class": QA_TOKENIZER_4[type(tok5).__name__],
+                "tokenizer_kwargs": {**specials, "model_max_length": tok5.model_max_length,
+                                     "model_input_names": list(tok5.model_input_names)}}
+        with tempfile.TemporaryDirectory() as d:
+            with open(os.path.join(d, "spec.json"), "w") as f:
+                json.dump(spec, f)
+            subprocess.run([python4, os.path.abspath(__file__), "--qa-reference", os.path.join(d, "spec.json"),
+                            os.path.join(d, "result.json")], check=True)
+            with open(os.path.join(d, "result.json")) as f:
+                res = json.load(f)
+        ref["qa_versions"] = res["versions"]
+        ref["question_answering"] = res["answers"]
+        ref["qa_features"] = res["features"]
+        with open(ref_path, "w") as f:
+            json.dump(ref, f)
+        # transformers 5 on the folder as it now is: the same tokens, the same logits as 4.57's
+        with torch.random.fork_rng():
+            tok = T.AutoTokenizer.from_pretrained(out)
+            m = T.AutoModelForQuestionAnswering.from_pretrained(out).eval()
+        assert tok.model_max_length == 40 and list(tok.model_input_names) == list(tok5.model_input_names)
+        for question, context, _ in QA_CASES:
+            for q, c in zip(*((question, context) if isinstance(question, list) else ([question], [context]))):
+                for a, b in ((tok, tok5), (tok, None)):
+                    kw = dict(truncation="only_second", max_length=40, stride=20, return_overflowing_tokens=True,
+                              return_offsets_mapping=True, return_token_type_ids=True)
+                    x = a(q, c, **kw)
+                    if b is not None:
+                        y = b(q, c, **kw)
+                        assert x["input_ids"] == y["input_ids"] and x["offset_mapping"] == y["offset_mapping"] and \
+                            x["token_type_ids"] == y["token_type_ids"], (name, q)
+        for feat in res["features"]:
+            enc = tok(feat["question"], feat["context"], return_overflowing_tokens=True, return_offsets_mapping=True,
+                      **QA_FEATURES)
+            n = len(enc["input_ids"])
+            assert enc["input_ids"] == feat["input_ids"] and enc.get("token_type_ids") == feat["token_type_ids"], name
+            assert [[list(x) for x in w] for w in enc["offset_mapping"]] == feat["offset_mapping"], name
+            assert [enc.sequence_ids(i) for i in range(n)] == feat["sequence_ids"], name
+            assert [enc.word_ids(i) for i in range(n)] == feat["word_ids"], name
+        with torch.no_grad():
+            o = m(**{k: torch.tensor(v) for k, v in inputs.items()})
+            logits5 = torch.stack([o.start_logits, o.end_logits], -1).float()
+            keep = torch.tensor(ref["attention_mask"]).bool()  # (DeBERTa's padded rows: see deberta_cases)
+            recorded = torch.tensor(ref["logits"]).reshape(ref["logits_shape"])
+            d_saved = (logits5 - recorded)[keep].abs().max().item()
+            d_direct = (logits5 - torch.tensor(res["direct"]))[keep].abs().max().item()
+            d_windows = 0.0
+            for w in res["windows"]:
+                o = m(**{k: torch.tensor([w[k]]) for k in ("input_ids", "attention_mask", "token_type_ids") if k in w})
+                d_windows = max(d_windows, (o.start_logits[0] - torch.tensor(w["start"])).abs().max().item(),
+                                (o.end_logits[0] - torch.tensor(w["end"])).abs().max().item())
+        # (4.57's ELECTRA attends eagerly, 5's through sdpa: their sums round apart, by ~1e-4)
+        assert d_saved < 1e-6 and d_direct < 1e-3 and d_windows < 1e-3, (name, d_saved, d_direct, d_windows)
+        size = sum(os.path.getsize(os.path.join(out, x)) for x in os.listdir(out))
+        print(f"{name}: {size / 1024:.0f} KiB, tokenizer saved by transformers {res['versions']['transformers']} as "
+              f"{res['tokenizer_class']}; 5 vs recorded {d_saved:.2g}, vs 4.57 direct {d_direct:.2g}, vs 4.57's "
+              f"{len(res['windows'])} pipeline windows {d_windows:.2g}; {res['answers'][0]['result']}", file=sys.stderr)
+    torch.set_num_threads(threads)
+
+
 def run_encoder_cases(seed, cases, length=12, positions=40):
     torch.manual_seed(seed)
     T = transformers
@@ -760,8 +980,8 @@ def run_encoder_cases(seed, cases, length=12, positions=40):
         tokenizer = make_tok()
         V = len(tokenizer)
         if config_cls is T.DistilBertConfig:
-            c = config_cls(vocab_size=V, dim=48, n_layers=2, n_heads=4, hidden_dim=80, max_position_embeddings=40,
-                           pad_token_id=tokenizer.pad_token_id, **extra)
+            c = config_cls(vocab_size=V, dim=48, n_layers=2, n_heads=4, hidden_dim=80,
+                           max_position_embeddings=positions, pad_token_id=tokenizer.pad_token_id, **extra)
         else:
             sizes = dict(vocab_size=V, hidden_size=48, num_hidden_layers=2, num_attention_heads=4,
                          intermediate_size=80, max_position_embeddings=positions, pad_token_id=tokenizer.pad_token_id,
@@ -775,6 +995,8 @@ def run_encoder_cases(seed, cases, length=12, positions=40):
             for pname, p in m.named_parameters():
                 if "classifier" in pname:  # scores short of 0 and 1, so that each is checked
                     p.mul_(0.15)
+                if pname.endswith("qa_outputs.weight"):  # (question answering) start and end logits' spread
+                    p.mul_(QA_SCALE)
             if name == "xlmr-tokcls":  # "O" less likely, so that there are entities to group
                 m.classifier.bias[0] -= 0.6
         m.eval()
@@ -792,7 +1014,12 @@ def run_encoder_cases(seed, cases, length=12, positions=40):
             kwargs["token_type_ids"] = types
         with torch.no_grad():
             o = m(**kwargs)
-            out_t = (o.last_hidden_state if name.startswith("st-") else o.logits).float()
+            if name.startswith("st-"):
+                out_t = o.last_hidden_state.float()
+            elif hasattr(o, "start_logits"):  # qa_outputs' own output: [..., 0] the start, [..., 1] the end
+                out_t = torch.stack([o.start_logits, o.end_logits], -1).float()
+            else:
+                out_t = o.logits.float()
         m.save_pretrained(out, safe_serialization=True)
         tokenizer.save_pretrained(out)
         ref = {"transformers": T.__version__, "torch": torch.__version__, "input_ids": ids.tolist(),
@@ -896,8 +1123,13 @@ def run_encoder_cases(seed, cases, length=12, positions=40):
 
 
 if __name__ == "__main__":
+    if sys.argv[1:2] == ["--qa-reference"]:  # (transformers 4.57's side of qa_cases)
+        qa_reference_4x(*sys.argv[2:4])
+        sys.exit()
     os.makedirs(HERE, exist_ok=True)
     only = sys.argv[1:]  # e.g. "bert": those cases alone
+    if not only or "qa" in only:
+        qa_python()  # (refuses before anything is written where there is no transformers 4 to run)
     if not only or "gpt2" in only:
         gpt2_cases()
     if not only or "llama" in only:
@@ -930,3 +1162,5 @@ if __name__ == "__main__":
         deberta_cases()
     if not only or "electra" in only:
         electra_cases()
+    if not only or "qa" in only:
+        qa_cases()

@@ -62,11 +62,12 @@ void check_logits(const std::string& name) {
 }
 
 TEST(HfEncoders, LogitsEqualTransformers) {
-  for (const char* name :
-       {"bert-seqcls", "bert-tokcls", "distilbert-seqcls", "distilbert-mlm", "roberta-seqcls", "roberta-tokcls",
-        "roberta-mlm", "st-bert", "xlmr-tokcls", "xlmr-mlm", "st-xlmr", "mpnet-mlm", "mpnet-seqcls", "st-mpnet",
-        "deberta-mlm", "deberta-seqcls", "deberta-tokcls", "deberta-v2-seqcls", "electra-seqcls", "electra-tokcls",
-        "electra-mlm"})
+  for (const char* name : {"bert-seqcls",    "bert-tokcls",    "distilbert-seqcls", "distilbert-mlm", "roberta-seqcls",
+                           "roberta-tokcls", "roberta-mlm",    "st-bert",           "xlmr-tokcls",    "xlmr-mlm",
+                           "st-xlmr",        "mpnet-mlm",      "mpnet-seqcls",      "st-mpnet",       "deberta-mlm",
+                           "deberta-seqcls", "deberta-tokcls", "deberta-v2-seqcls", "electra-seqcls", "electra-tokcls",
+                           "electra-mlm",    "qa-bert",        "qa-distilbert",     "qa-roberta",     "qa-xlmr",
+                           "qa-deberta",     "qa-electra"})
     check_logits(name);
 }
 

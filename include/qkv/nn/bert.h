@@ -12,6 +12,8 @@
 //   sequence:  logits = W_c act_p(W_p x_L[0] + b_p) + b_c          [B, num_labels]  (the first token,
 //              act_p = tanh (BERT's pooler, RoBERTa's head) or relu (DistilBERT's pre_classifier))
 //   token:     logits = W_c x_L + b_c                               [B, T, num_labels]
+//   span:      the same with num_labels = 2: [..., 0] an answer's start, [..., 1] its end
+//              (…ForQuestionAnswering's qa_outputs)
 //
 // RoBERTa counts positions from padding_idx + 1 and gives padding tokens position padding_idx
 // (padding_idx ≥ 0); DistilBERT has no token types (type_vocab_size 0). MPNet adds to every layer's

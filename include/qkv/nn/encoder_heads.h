@@ -9,10 +9,15 @@
 
 namespace qkv::nn {
 
-enum class BertClassifier : uint8_t { none, sequence, token };
-constexpr EnumTable<BertClassifier, 3> enum_table(BertClassifier) {
+// span: extractive question answering's head (…ForQuestionAnswering's qa_outputs): per token, the
+// logits of an answer starting and ending there — a token classifier of the two labels start, end.
+enum class BertClassifier : uint8_t { none, sequence, token, span };
+constexpr EnumTable<BertClassifier, 4> enum_table(BertClassifier) {
   return {"classifier",
-          {{{BertClassifier::none, "none"}, {BertClassifier::sequence, "sequence"}, {BertClassifier::token, "token"}}}};
+          {{{BertClassifier::none, "none"},
+            {BertClassifier::sequence, "sequence"},
+            {BertClassifier::token, "token"},
+            {BertClassifier::span, "span"}}}};
 }
 // How the classifier's scores become probabilities: transformers' config.problem_type (auto: its
 // None — sigmoid for one label, softmax for more).

@@ -44,6 +44,9 @@ HfArchitecture electra(const std::string& name, EncoderHead head);
 // DebertaV2Model, DebertaV2ForMaskedLM, …ForSequenceClassification, …ForTokenClassification (DeBERTa v2
 // and v3: BERT's layers with disentangled attention)
 HfArchitecture deberta_v2(const std::string& name, EncoderHead head);
+// BertForQuestionAnswering, …: the architecture's token classifier (made under the question-answering
+// name) with the checkpoint's qa_outputs as its span head (question_answering.cpp).
+HfArchitecture question_answering(const HfArchitecture& token_classifier);
 // BERT's tensor names ("bert.encoder.layer.0.attention.self.query.weight", "cls.predictions.bias",
 // "classifier.weight", …) → qkv's bert parameter (deberta.cpp maps its names onto them).
 std::optional<HfTensorTarget> bert_tensor_target(const std::string& hf_name, EncoderHead head);
