@@ -3,6 +3,7 @@
 // body through Body (UTF-8, JSON, known fields, the typed getters' ranges), and every error answer
 // rendered as JSON. Each ends in a request or an HttpError/refusal whose JSON renders; never a throw.
 #include <cstdint>
+#include <limits>
 #include <string>
 
 #include "http_server.h"
@@ -20,7 +21,7 @@ HttpServer& server() {
     auto none = [](const HttpRequest&) { return HttpResponse{}; };
     for (const char* p : {"/", "/health", "/metrics", "/v1/models"}) h->route("GET", p, none, false);
     for (const char* p : {"/v1/translate", "/v1/generate", "/v1/attention", "/v1/fill-mask", "/v1/classify",
-                          "/v1/embeddings", "/v1/rerank", "/rerank"})
+                          "/v1/embeddings", "/v1/rerank", "/rerank", "/v1/answer"})
       h->route("POST", p, none, true);
     return h;
   }();
@@ -75,6 +76,16 @@ void validate(const std::string& path, const std::string& body) {
     const auto documents = b.texts("documents", 64, 2000);
     b.integer("top_n", 0, 0, static_cast<int64_t>(documents.size()));
     b.boolean("return_documents", true);
+  } else if (path == "/v1/answer") {
+    const Body b(body, kAnswerFields);
+    b.texts("question", 64, 2000);
+    b.texts("context", 64, std::numeric_limits<int64_t>::max());
+    b.integer("top_k", 1, 1, 100);
+    b.integer("max_answer_len", 15, 1, 512);
+    b.integer("max_seq_len", 0, 0, 512);
+    b.integer("doc_stride", -1, -1, 256);
+    b.boolean("handle_impossible_answer", false);
+    b.boolean("align_to_words", true);
   }
 }
 

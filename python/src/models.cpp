@@ -28,6 +28,8 @@
 #include "qkv/decode/batching_generator.h"
 #include "qkv/decode/caption.h"
 #include "qkv/decode/classify.h"
+#include "qkv/decode/question_answering.h"
+#include "qkv/text/unicode.h"
 #include "qkv/decode/fill_mask.h"
 #include "qkv/decode/generate.h"
 #include "qkv/decode/inspect.h"
@@ -817,6 +819,52 @@ void bind_models(nb::module_& m) {
           "read after the text; its score is the softmax of the entailment logits over the labels, or with\n"
           "multi_label each label's entailment against contradiction alone. candidate_labels: a list of str or\n"
           "one comma-separated str.")
+      .def(
+          "question_answering",
+          [](const PyMaskedLanguageModel& b, const nb::handle& question, const nb::handle& context, int64_t top_k,
+             std::optional<int64_t> doc_stride, int64_t max_answer_len, std::optional<int64_t> max_seq_len,
+             bool handle_impossible_answer, bool align_to_words, int64_t batch_size) -> nb::object {
+            auto [questions, one] = texts_arg(question, "question");
+            auto [contexts, one_context] = texts_arg(context, "context");
+            if (one != one_context) throw nb::type_error("question and context must both be a str or both a list");
+            if (top_k < 1) throw nb::value_error("top_k must be at least 1");
+            if (max_answer_len < 1) throw nb::value_error("max_answer_len must be at least 1");
+            if (batch_size < 1) throw nb::value_error("batch_size must be at least 1");
+            if ((doc_stride && *doc_stride < 0) || (max_seq_len && *max_seq_len < 1))
+              throw nb::value_error("doc_stride must be ≥ 0 and max_seq_len ≥ 1");
+            decode::QuestionAnsweringOptions o;
+            o.top_k = top_k, o.max_answer_len = max_answer_len, o.batch_size = batch_size;
+            o.doc_stride = doc_stride.value_or(-1), o.max_seq_len = max_seq_len.value_or(0);
+            o.handle_impossible_answer = handle_impossible_answer, o.align_to_words = align_to_words;
+            std::vector<std::vector<decode::Answer>> all;
+            {
+              nb::gil_scoped_release release;
+              all = decode::question_answering(b.model(), b.tokenizer(), questions, contexts, o);
+            }
+            nb::list out;
+            for (size_t i = 0; i < all.size(); ++i) {
+              const std::string text = qkv::text::valid_utf8(contexts[i]);
+              nb::list l;
+              for (const auto& x : all[i]) {
+                nb::dict d;
+                d["score"] = x.score, d["start"] = qkv::text::code_points(text, x.start);
+                d["end"] = qkv::text::code_points(text, x.end), d["answer"] = x.answer;
+                l.append(d);
+              }
+              out.append(all[i].size() == 1 ? nb::object(l[0]) : nb::object(l));  // (the pipeline's: one left, a dict)
+            }
+            return one ? out[0] : nb::object(out);
+          },
+          "question"_a, "context"_a, "top_k"_a = 1, "doc_stride"_a = nb::none(), "max_answer_len"_a = 15,
+          "max_seq_len"_a = nb::none(), "handle_impossible_answer"_a = false, "align_to_words"_a = true,
+          "batch_size"_a = 32,
+          "The span of `context` that answers `question`, read from a …ForQuestionAnswering model as\n"
+          "transformers' pipeline(\"question-answering\") reads it: {'score', 'start', 'end', 'answer'} (start\n"
+          "and end: the answer's characters in the context), a list of them best first with top_k > 1 where\n"
+          "more than one is found; for lists of questions and contexts, a result per pair. The context is read\n"
+          "in windows of max_seq_len tokens (default: the tokenizer's model_max_length, at most 384) reaching\n"
+          "doc_stride tokens (default half a window, at most 128) into the one before; a text found in several\n"
+          "windows has its scores summed. handle_impossible_answer also scores the empty answer.")
       .def(
           "token_classification",
           [](const PyMaskedLanguageModel& b, const nb::handle& inputs, const std::string& aggregation_strategy,

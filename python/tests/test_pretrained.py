@@ -203,6 +203,39 @@ def test_zero_shot_classification_as_the_pipeline(name):
         model.zero_shot_classification("x", "a", hypothesis_template="About a thing.")
 
 
+@pytest.mark.parametrize("name", ["qa-bert", "qa-roberta", "qa-deberta"])
+def test_question_answering_as_the_pipeline(name):
+    # transformers 4.57's pipeline("question-answering") (tests/golden/hf/qa-*): the answers' text,
+    # character offsets and scores, a dict where one is left, a list per pair for lists
+    model = qkv.load(os.path.join(GOLDEN, name))
+
+    def same(got, want):
+        if isinstance(want, dict):
+            assert isinstance(got, dict)
+            got, want = [got], [want]
+        assert [(g["answer"], g["start"], g["end"]) for g in got] == [(w["answer"], w["start"], w["end"]) for w in want]
+        assert [g["score"] for g in got] == pytest.approx([w["score"] for w in want], rel=5e-4, abs=1e-12)
+
+    for case in reference(name)["question_answering"]:
+        got = model.question_answering(case["question"], case["context"], **case["args"])
+        if isinstance(case["question"], list):
+            assert len(got) == len(case["result"])
+            for g, w in zip(got, case["result"]):
+                same(g, w)
+        else:
+            same(got, case["result"])
+            if not isinstance(case["result"], list):
+                assert case["context"][got["start"]:got["end"]] == got["answer"]
+    with pytest.raises(TypeError, match="both be a str or both a list"):
+        model.question_answering("Who?", ["a", "b"])
+    with pytest.raises(ValueError, match="top_k"):
+        model.question_answering("Who?", "a text", top_k=0)
+    with pytest.raises(qkv.Error, match="2 questions for 1 contexts"):
+        model.question_answering(["Who?", "What?"], ["a text"])
+    with pytest.raises(qkv.Error, match="no question-answering head"):
+        qkv.load(os.path.join(GOLDEN, "bert-seqcls")).question_answering("Who?", "a text")
+
+
 def test_multilingual_embeddings_through_a_sentencepiece_unigram():
     # paraphrase-multilingual's form: XLM-RoBERTa, its SentencePiece Unigram tokenizer, mean pooling
     # without Normalize

@@ -938,6 +938,85 @@ TEST(Serve, FillMaskAndAttentionOfAMaskedLanguageModel) {
   EXPECT_EQ(status, 400);  // no language model here
 }
 
+// Extractive question answering served: /v1/answer gives transformers 4.57's pipeline("question-answering")
+// answers (tests/golden/hf/qa-roberta) for one question, top_k and a batch; requests that do not fit
+// are 400s and 413s naming the field or the limit.
+TEST(Serve, QuestionAnsweringAsThePipeline) {
+  testing::TempDir dir("serve-qa");
+  std::string models;
+  for (const char* name : {"qa-roberta", "bert-seqcls"}) {
+    const std::string model = (dir.path / (std::string(name) + ".safetensors")).string();
+    ASSERT_EQ(testing::run_shell(std::string(QKV_CLI_PATH) + " convert --from hf " + QKV_GOLDEN_DIR + "/hf/" + name +
+                                 " -o " + model)
+                  .code,
+              0);
+    models += " -m " + model;
+  }
+  ServeProcess s(models + " --max-sentence-bytes 300");
+  ASSERT_GT(s.port(), 0) << s.log();
+  const json ref = json::parse(io::read_file(std::string(QKV_GOLDEN_DIR) + "/hf/qa-roberta/reference.json"));
+  const json& cases = ref["question_answering"];
+  auto same = [](const json& got, const json& want) {
+    const json g = got.is_array() ? got : json::array({got}), w = want.is_array() ? want : json::array({want});
+    ASSERT_EQ(got.is_array(), want.is_array());
+    ASSERT_EQ(g.size(), w.size());
+    for (size_t k = 0; k < g.size(); ++k) {
+      EXPECT_EQ(g[k]["answer"], w[k]["answer"]);
+      EXPECT_EQ(g[k]["start"], w[k]["start"]);
+      EXPECT_EQ(g[k]["end"], w[k]["end"]);
+      EXPECT_NEAR(g[k]["score"].get<double>(), w[k]["score"].get<double>(), 5e-4 * w[k]["score"].get<double>());
+    }
+  };
+  int status = 0;
+  for (size_t i :
+       {size_t{0}, size_t{1}, size_t{4}, size_t{9}, size_t{12}}) {  // one, top_k, a short window, accents, a batch
+    json body = {{"model", "qa-roberta"}, {"question", cases[i]["question"]}, {"context", cases[i]["context"]}};
+    for (auto& [k, v] : cases[i]["args"].items()) body[k] = v;
+    const json r = post(s.port(), body.dump(), &status, "/v1/answer");
+    ASSERT_EQ(status, 200) << r.dump().substr(0, 300);
+    EXPECT_EQ(r["model"], "qa-roberta");
+    if (cases[i]["question"].is_array()) {
+      ASSERT_EQ(r["results"].size(), cases[i]["result"].size());
+      for (size_t k = 0; k < r["results"].size(); ++k) same(r["results"][k], cases[i]["result"][k]);
+    } else {
+      ASSERT_EQ(r["results"].size(), 1u);
+      same(r["results"][0], cases[i]["result"]);
+    }
+  }
+  const std::string context = cases[0]["context"];
+  const struct {
+    json body;
+    int status;
+    const char* says;
+  } bad[] = {
+      {{{"model", "qa-roberta"}, {"question", "Where?"}}, 400, "must be a string or a non-empty array"},
+      {{{"model", "qa-roberta"}, {"question", {"a", "b"}}, {"context", context}}, 400, "must both be strings"},
+      {{{"model", "qa-roberta"}, {"question", {"a", "b"}}, {"context", {context}}}, 400, "arrays of one length"},
+      {{{"model", "qa-roberta"}, {"question", "Where?"}, {"context", context}, {"doc_stride", 30}}, 400, "doc_stride"},
+      {{{"model", "qa-roberta"}, {"question", "Where?"}, {"context", context}, {"max_seq_len", 1000}},
+       400,
+       "max_seq_len"},
+      {{{"model", "qa-roberta"}, {"question", "Where?"}, {"context", context}, {"top_k", 0}}, 400, "top_k"},
+      {{{"model", "qa-roberta"}, {"question", "Where?"}, {"context", context}, {"topk", 2}}, 400, "unknown field"},
+      {{{"model", "qa-roberta"}, {"question", "Where?"}, {"context", std::string(64 * 300 + 1, 'a')}},
+       413,
+       "64 × --max-sentence-bytes"},
+      {{{"model", "qa-roberta"},
+        {"question", std::string(280, 'w') + " " + std::string(15, 'x')},
+        {"context", context}},
+       400,
+       "no room"},
+      {{{"model", "bert-seqcls"}, {"question", "Where?"}, {"context", context}}, 400, "no question-answering head"},
+  };
+  for (const auto& b : bad) {
+    const json e = post(s.port(), b.body.dump(), &status, "/v1/answer");
+    EXPECT_EQ(status, b.status) << b.body.dump().substr(0, 200) << " → " << e.dump();
+    EXPECT_NE(e.dump().find(b.says), std::string::npos) << e.dump();
+  }
+  httplib::Client c("127.0.0.1", s.port());
+  EXPECT_TRUE(c.Get("/health")) << "the server went on\n" << s.log();
+}
+
 // Converted encoders, served together: /v1/classify answers as pipeline("text-classification") and
 // pipeline("token-classification"), /v1/embeddings as OpenAI's route with SentenceTransformer.encode's
 // vectors, /v1/rerank (and /rerank) as Cohere's and vLLM's route with CrossEncoder.rank's order and

@@ -1068,6 +1068,17 @@ def add_python_cases(m, files):
         ("zero-shot-long", nli + "assert len(z.zero_shot_classification(['cat ' * 100000], ['a', 'b'])) == 1", "any"),
         ("zero-shot-not-nli", enc + "c.zero_shot_classification('x', 'a, b')", "exc"),
     ]
+    qa = f"a = qkv.load({os.path.join(golden, 'qa-bert')!r})\n"
+    cases += [
+        ("answer-not-text", qa + "a.question_answering(1, 'x')", "exc"),
+        ("answer-mixed", qa + "a.question_answering('Who?', ['x', 'y'])", "exc"),
+        ("answer-empty", qa + "a.question_answering('', 'x')", "exc"),
+        ("answer-stride", qa + "a.question_answering('Who?', 'x', doc_stride=10**9)", "exc"),
+        ("answer-window", qa + "a.question_answering('Who?', 'x', max_seq_len=10**9)", "exc"),
+        ("answer-surrogates", qa + "a.question_answering('Who?', '\\ud800x')", "exc"),
+        ("answer-long", qa + "assert a.question_answering('Who?', 'cat ' * 20000)['answer']", "any"),
+        ("answer-not-qa", enc + "c.question_answering('Who?', 'x')", "exc"),
+    ]
     for name, code, expect in cases:
         script = f"CODE = {code!r}\n" + prelude + runner
         m.add(f"python/{name}", ["{python}", "-c", script], expect=expect, python=True)
@@ -1386,6 +1397,21 @@ def add_pretrained_cases(m):
                                            "a"], names=["no entailment"])
     m.add("pretrained/zero-shot/tokens", ["{qkv}", "classify-text", converted["roberta-tokcls"], "x",
                                           "--candidate-labels", "a"], names=["no sequence classifier"])
+    # question answering: a …ForQuestionAnswering given contexts, questions and windows that do not fit
+    qa_file = m.path("hf/qa-bert.safetensors")
+    r = subprocess.run([m.qkv, "convert", os.path.join(golden, "qa-bert"), "-o", qa_file], capture_output=True,
+                       text=True, timeout=120)
+    assert r.returncode == 0, r.stderr
+    qa = ["{qkv}", "answer", "--threads", "1", qa_file]
+    m.add("pretrained/answer/long", qa + ["Who?", "\x01\xff" + "\u202e" * 3000 + " the cat " * 3000], expect="pass")
+    m.add("pretrained/answer/no-context", qa + ["Who?", "-c", m.path("nowhere.txt")], names=["nowhere.txt"])
+    m.add("pretrained/answer/context-dir", qa + ["Who?", "-c", m.tmp], names=[os.path.basename(m.tmp)])
+    m.add("pretrained/answer/question-fills", qa + ["who " * 60, "a text"], names=["no room"])
+    m.add("pretrained/answer/stride", qa + ["Who?", "a text", "--doc-stride", "100"], names=["doc_stride 100"])
+    m.add("pretrained/answer/window", qa + ["Who?", "a text", "--max-seq-len", "100000"], names=["max_seq_len"])
+    m.add("pretrained/answer/top-k", qa + ["Who?", "a text", "--top-k", "0"], names=["--top-k"], usage=True)
+    m.add("pretrained/answer/not-qa", ["{qkv}", "answer", converted["bert-seqcls"], "Who?", "a text"],
+          names=["no question-answering head"])
     # XLM-RoBERTa's SentencePiece tokenizer crafted: its charsmap (darts-clone units mapping "a" to a
     # string of the pool) leading outside itself, or multiplying a text; its Unigram vocabulary
     def charsmap_of_a(value, pool, root=1 << 10):

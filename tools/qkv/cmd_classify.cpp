@@ -4,6 +4,7 @@
 // labels named at run time (pipeline("zero-shot-classification"), --candidate-labels).
 // qkv embed — sentence embeddings, as SentenceTransformer.encode gives them.
 // qkv rerank — documents ranked for a query by a cross-encoder, as CrossEncoder.rank ranks them.
+// qkv answer — the span of a context that answers a question, as pipeline("question-answering").
 //
 //   qkv classify-text sst2.safetensors "I loved it." "Not for me." [--top-k 0] [--json]
 //   qkv classify-text ner.safetensors "Romeo went to Verona." --aggregation simple
@@ -11,6 +12,7 @@
 //   qkv embed minilm.safetensors "A cat sat." "A dog sat." --similarity
 //   cat lines.txt | qkv embed -m minilm.safetensors --json
 //   cat passages.txt | qkv rerank ms-marco.safetensors "how do cats sleep" --top-k 3
+//   qkv answer squad.safetensors "Where did the cat sit?" "The cat sat on the mat." [--top-k 3] [--json]
 #include <algorithm>
 #include <cmath>
 #include <functional>
@@ -22,6 +24,9 @@
 #include "options.h"
 #include "qkv/core/error.h"
 #include "qkv/decode/classify.h"
+#include "qkv/decode/question_answering.h"
+#include "qkv/io/file.h"
+#include "qkv/text/unicode.h"
 #include "qkv/io/progress.h"
 #include "qkv/models/load.h"
 
@@ -365,6 +370,101 @@ void add_rerank(CLI::App& app) {
         std::printf("%8.4f  %3lld  %s\n", d.score, static_cast<long long>(d.index), text.c_str());
     }
     if (a->json) std::printf("%s\n", dump(list).c_str());
+    return 0;
+  });
+}
+
+void add_answer(CLI::App& app) {
+  auto* sub = app.add_subcommand("answer",
+                                 "The span of a context that answers a question, read from an extractive "
+                                 "question-answering model (…ForQuestionAnswering: SQuAD's BERTs, RoBERTas, "
+                                 "DeBERTas) as transformers' pipeline(\"question-answering\") reads it");
+  struct Args : EncoderArgs {
+    std::string question, context_file;
+    decode::QuestionAnsweringOptions qa;
+    bool no_align = false;
+  };
+  auto a = std::make_shared<Args>();
+  sub->add_option("-q,--question", a->question, "the question (else the first text after the model)");
+  sub->add_option("-c,--context-file", a->context_file,
+                  "a file whose whole text is the context (- : standard input); else the texts after the question, "
+                  "joined by newlines");
+  add_encoder_options(sub, *a, "model file (a converted …ForQuestionAnswering)");
+  sub->get_option("inputs")->description(
+      "MODEL, the question (unless -q), then the context (unless -c; several texts are joined by newlines); no "
+      "context: standard input's whole text");
+  sub->get_option("--batch-size")->description("windows run together (padded to the longest)");
+  sub->add_option("-k,--top-k", a->qa.top_k, "answers, best first (fewer where fewer are found)")
+      ->capture_default_str()
+      ->check(greater_than_zero());
+  sub->add_option("--max-answer-len", a->qa.max_answer_len, "the longest answer, in tokens")
+      ->capture_default_str()
+      ->check(greater_than_zero());
+  sub->add_option("--max-seq-len", a->qa.max_seq_len,
+                  "the window the context is read in, question and special tokens included (0: the tokenizer's "
+                  "model_max_length, at most 384 and the model's positions)")
+      ->capture_default_str()
+      ->check(CLI::NonNegativeNumber);
+  sub->add_option("--doc-stride", a->qa.doc_stride,
+                  "tokens each window reaches back into the one before (-1: half the window, at most 128)")
+      ->capture_default_str()
+      ->check(CLI::Range(int64_t{-1}, int64_t{1} << 20));
+  sub->add_flag("--handle-impossible-answer", a->qa.handle_impossible_answer,
+                "also score the empty answer (\"no answer in this context\", as SQuAD 2.0's models learned it)");
+  sub->add_flag("--no-align-to-words", a->no_align,
+                "answers from their tokens' own characters, not widened to whole words");
+  sub->add_flag("--json", a->json,
+                "the pipeline's JSON: {\"score\", \"start\", \"end\", \"answer\"} (start and end in characters), "
+                "a list of them with --top-k > 1 where more than one is found");
+  sub->footer(
+      "Example: qkv convert --from hf distilbert-base-cased-distilled-squad -o squad.safetensors\n"
+      "         qkv answer squad.safetensors \"Where did the cat sit?\" \"The cat sat on the mat in the garden.\"\n"
+      "         qkv answer -m squad.safetensors -q \"Who wrote it?\" -c article.txt -k 3 --json");
+  register_runner(sub, [a] {
+    use_threads_for_decoding(a->decode.threads);
+    std::vector<std::string> texts = a->inputs;
+    std::string model = a->model;
+    if (model.empty()) {
+      QKV_CHECK(!texts.empty(), "qkv answer: give the model file (or -m MODEL), then the question and the context");
+      model = texts.front();
+      texts.erase(texts.begin());
+    }
+    std::string question = a->question;
+    if (question.empty()) {
+      QKV_CHECK(!texts.empty(), "qkv answer: give the question (-q, or the first text after the model)");
+      question = texts.front();
+      texts.erase(texts.begin());
+    }
+    std::string context;
+    if (!a->context_file.empty()) {
+      QKV_CHECK(texts.empty(), "qkv answer: the context is -c's file; ", texts.size(), " more texts were given");
+      if (a->context_file == "-")
+        context.assign(std::istreambuf_iterator<char>(std::cin), {});
+      else
+        context = io::read_file(a->context_file, int64_t{256} << 20, "the context");
+    } else if (!texts.empty()) {
+      for (size_t i = 0; i < texts.size(); ++i) context += (i ? "\n" : "") + texts[i];
+    } else {
+      context.assign(std::istreambuf_iterator<char>(std::cin), {});
+    }
+    QKV_CHECK(!context.empty(), "qkv answer: the context is empty");
+    models::LoadedMaskedLanguageModel m = load_encoder(model, *a);
+    decode::QuestionAnsweringOptions opt = a->qa;
+    opt.align_to_words = !a->no_align;
+    opt.batch_size = a->batch_size;
+    const auto answers = decode::question_answering(*m.model, *m.tokenizer.hf(), {question}, {context}, opt).at(0);
+    const std::string text = qkv::text::valid_utf8(context);
+    if (a->json) {
+      std::printf("%s\n", dump(answers_json(answers, text)).c_str());
+      return 0;
+    }
+    // a line each: the score, the characters start-end, the answer (its line breaks and tabs escaped)
+    for (const auto& x : answers) {
+      std::string shown;
+      for (char c : x.answer) shown += c == '\n' ? "\\n" : c == '\t' ? "\\t" : c == '\r' ? "\\r" : std::string(1, c);
+      std::printf("%8.4f  %zu-%zu  %s\n", x.score, qkv::text::code_points(text, x.start),
+                  qkv::text::code_points(text, x.end), x.answer.empty() ? "(no answer)" : shown.c_str());
+    }
     return 0;
   });
 }

@@ -64,6 +64,12 @@
 //                        {"model", "results": [{"index", "relevance_score", "document": {"text"}}, …]
 //                        best first, "usage": {"total_tokens"}}   (decode/classify.h's rerank: each
 //                        pair cut to the tokenizer's model_max_length as CrossEncoder cuts it)
+//   POST /v1/answer      {"question": a text or texts, "context": as many, "model"?, "top_k"? (1),
+//                        "max_answer_len"? (15), "max_seq_len"?, "doc_stride"? (at most half the window),
+//                        "handle_impossible_answer"?, "align_to_words"? (true)} (a …ForQuestionAnswering)
+//                        → {"model", "results": [per question: the pipeline's {"score", "start", "end",
+//                        "answer"} (characters), or a list of them best first]}   (decode/question_answering.h;
+//                        a context up to 64 × --max-sentence-bytes)
 //   POST /v1/completions, /v1/chat/completions   OpenAI's API for the language models: model,
 //                        prompt (a string or strings: a choice each) or messages (rendered with
 //                        the model's chat template, with tools, chat_template_kwargs and
@@ -105,6 +111,8 @@
 #include "options.h"
 #include "qkv/decode/caption.h"
 #include "qkv/decode/classify.h"
+#include "qkv/decode/question_answering.h"
+#include "qkv/text/unicode.h"
 #include "qkv/decode/fill_mask.h"
 #include "serve_services.h"
 #include "qkv/core/error.h"
@@ -276,6 +284,7 @@ class Server {
     http_.route("POST", "/v1/fill-mask", answer([this](const HttpRequest& r) { return fill_mask(r); }), true);
     http_.route("POST", "/v1/classify", answer([this](const HttpRequest& r) { return classify(r); }), true);
     http_.route("POST", "/v1/embeddings", openai_answer([this](const HttpRequest& r) { return embeddings(r); }), true);
+    http_.route("POST", "/v1/answer", answer([this](const HttpRequest& r) { return answer_questions(r); }), true);
     for (const char* p : {"/v1/rerank", "/rerank"})  // (vLLM serves both)
       http_.route("POST", p, answer([this](const HttpRequest& r) { return rerank(r); }), true);
     http_.route("POST", "/v1/completions", openai_answer([this](const HttpRequest& r) { return openai(r, false); }), true);
@@ -1005,6 +1014,54 @@ class Server {
                               {"data", std::move(data)},
                               {"model", s.name()},
                               {"usage", {{"prompt_tokens", tokens}, {"total_tokens", tokens}}}});
+  }
+
+  // Extractive question answering: a context may be 64 sentences long (64 × --max-sentence-bytes), read
+  // in windows reaching at most half a window back (the pipeline's default), so that a request's work
+  // stays within about two passes over what it sent.
+  HttpResponse answer_questions(const HttpRequest& req) {
+    const Body body(req.body, kAnswerFields);
+    auto& s = static_cast<MaskedLanguageModelService&>(service(body, {"masked_language_model"}, "/v1/answer"));
+    const models::MaskedLanguageModel& m = *s.loaded().model;
+    const text::HfTokenizer& tok = *s.loaded().tokenizer.hf();
+    if (m.task().classifier != nn::BertClassifier::span)
+      throw HttpError{400, "model \"" + s.name() +
+                               "\" has no question-answering head (a …ForQuestionAnswering checkpoint has one)"};
+    const int64_t max_context = 64 * a_.max_sentence_bytes;
+    const std::vector<std::string> questions = body.texts("question", a_.max_sentences, a_.max_sentence_bytes);
+    const std::vector<std::string> contexts = body.texts("context", a_.max_sentences, INT64_MAX);
+    if (body["question"].is_array() != body["context"].is_array() || questions.size() != contexts.size())
+      throw HttpError{400, "\"question\" and \"context\" must both be strings, or arrays of one length"};
+    int64_t total = 0;
+    for (const std::string& c : contexts) {
+      if (static_cast<int64_t>(c.size()) > max_context)
+        throw HttpError{413, "\"context\" holds a text of " + std::to_string(c.size()) + " bytes, more than 64 × " +
+                                 "--max-sentence-bytes " + std::to_string(max_context)};
+      total += static_cast<int64_t>(c.size());
+    }
+    if (total > max_context)
+      throw HttpError{413, "the contexts hold " + std::to_string(total) +
+                               " bytes, more than 64 × --max-sentence-bytes " + std::to_string(max_context)};
+    decode::QuestionAnsweringOptions o;
+    o.top_k = body.integer("top_k", 1, 1, 100);
+    o.max_answer_len = body.integer("max_answer_len", 15, 1, m.max_positions());
+    o.max_seq_len = body.integer("max_seq_len", 0, 0, m.max_positions());
+    const int64_t window = o.max_seq_len > 0
+                               ? o.max_seq_len
+                               : std::min<int64_t>({tok.model_max_length().value_or(384), 384, m.max_positions()});
+    o.doc_stride = body.integer("doc_stride", -1, -1, window / 2);
+    o.handle_impossible_answer = body.boolean("handle_impossible_answer", false);
+    o.align_to_words = body.boolean("align_to_words", true);
+    std::vector<std::vector<decode::Answer>> all;
+    try {  // (what it refuses — a question that leaves the context no room — is the request's)
+      auto held = s.hold(timeout());
+      all = decode::question_answering(m, tok, questions, contexts, o);
+    } catch (const Error& e) {
+      throw HttpError{400, plain_message(e.what())};
+    }
+    json results = json::array();
+    for (size_t i = 0; i < all.size(); ++i) results.push_back(answers_json(all[i], text::valid_utf8(contexts[i])));
+    return json_response(json{{"model", s.name()}, {"results", std::move(results)}});
   }
 
   HttpResponse rerank(const HttpRequest& req) {

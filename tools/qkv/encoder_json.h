@@ -2,6 +2,8 @@
 //   text classification   [{"label", "score"}, …] best first
 //   token classification  [{"entity", "score", "index", "word"}, …], or with "simple" aggregation
 //                         [{"entity_group", "score", "word"}, …]
+//   question answering    {"score", "start", "end", "answer"} (start, end in characters of the
+//                         context), or a list of them best first where more than one is left
 #pragma once
 
 #include <vector>
@@ -9,6 +11,8 @@
 #include <nlohmann/json.hpp>
 
 #include "qkv/decode/classify.h"
+#include "qkv/decode/question_answering.h"
+#include "qkv/text/unicode.h"
 
 namespace qkv::cli {
 
@@ -27,6 +31,17 @@ inline nlohmann::json entities_json(const std::vector<decode::TokenEntity>& enti
       list.push_back({{"entity", e.entity}, {"score", e.score}, {"index", e.index}, {"word", e.word}});
   }
   return list;
+}
+
+// `context`: the context as the answers' byte offsets count it (made valid UTF-8).
+inline nlohmann::json answers_json(const std::vector<decode::Answer>& answers, const std::string& context) {
+  nlohmann::json list = nlohmann::json::array();
+  for (const auto& x : answers)
+    list.push_back({{"score", x.score},
+                    {"start", text::code_points(context, x.start)},
+                    {"end", text::code_points(context, x.end)},
+                    {"answer", x.answer}});
+  return list.size() == 1 ? list[0] : list;
 }
 
 }  // namespace qkv::cli

@@ -87,6 +87,7 @@ int main(int argc, char** argv) {
   qkv::cli::add_classify_text(app);
   qkv::cli::add_embed(app);
   qkv::cli::add_rerank(app);
+  qkv::cli::add_answer(app);
   qkv::cli::add_plot(app);
   qkv::cli::add_scenes(app);
   qkv::cli::add_caption(app);

@@ -147,5 +147,9 @@ inline const std::vector<const char*> kRerankFields = {"query", "documents", "mo
 inline const std::vector<const char*> kClassifyFields = {
     "inputs", "model", "top_k", "text_pair", "function_to_apply", "aggregation_strategy", "ignore_labels",
     "candidate_labels", "hypothesis_template", "multi_label"};  // (the last three: zero-shot's)
+inline const std::vector<const char*> kAnswerFields = {
+    "question",       "context",     "model",      "top_k",
+    "max_answer_len", "max_seq_len", "doc_stride", "handle_impossible_answer",
+    "align_to_words"};
 
 }  // namespace qkv::cli
