@@ -880,7 +880,9 @@ void bind_models(nb::module_& m) {
               all = decode::token_classification(b.model(), b.tokenizer(), texts, o);
             }
             nb::list out;
-            for (const auto& entities : all) {
+            for (size_t i = 0; i < all.size(); ++i) {
+              const auto& entities = all[i];
+              const std::string text = qkv::text::valid_utf8(texts[i]);
               nb::list l;
               for (const auto& e : entities) {
                 nb::dict d;
@@ -890,7 +892,8 @@ void bind_models(nb::module_& m) {
                   d["entity"] = e.entity;
                 d["score"] = e.score;
                 if (e.index >= 0) d["index"] = e.index;
-                d["word"] = e.word, d["start"] = nb::none(), d["end"] = nb::none();
+                d["word"] = e.word, d["start"] = qkv::text::code_points(text, e.start);
+                d["end"] = qkv::text::code_points(text, e.end);
                 l.append(d);
               }
               out.append(l);

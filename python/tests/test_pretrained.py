@@ -127,6 +127,7 @@ def test_token_classification_as_the_pipeline(name):
             name_key = "entity_group" if strategy == "simple" else "entity"
             assert [g[name_key] for g in got] == [w[name_key] for w in want]
             assert [g["word"] for g in got] == [w["word"] for w in want]
+            assert [(g["start"], g["end"]) for g in got] == [(w["start"], w["end"]) for w in want]
             assert [g["score"] for g in got] == pytest.approx([w["score"] for w in want], abs=1e-5)
         got = model.token_classification([case["text"]], ignore_labels=[])[0]
         assert [(g["entity"], g["index"]) for g in got] == [(w["entity"], w["index"]) for w in case["all"]]

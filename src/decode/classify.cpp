@@ -11,6 +11,7 @@
 #include "qkv/core/error.h"
 #include "qkv/core/message.h"
 #include "encoder_batches.h"
+#include "qkv/text/unicode.h"
 
 namespace qkv::decode {
 
@@ -78,14 +79,16 @@ int64_t longest_input(const models::MaskedLanguageModel& model, const text::HfTo
 // token types; `what` names the task in errors.
 std::vector<text::HfEncoding> encode_all(const models::MaskedLanguageModel& model, const text::HfTokenizer& tokenizer,
                                          const std::vector<std::string>& texts, const std::vector<std::string>& pairs,
-                                         const char* what) {
+                                         const char* what, bool offsets = false) {
   QKV_CHECK(pairs.empty() || pairs.size() == texts.size(), what, ": ", pairs.size(), " text pairs for ", texts.size(),
             " texts");
   const bool types = uses_token_types(model, tokenizer);
   std::vector<text::HfEncoding> encs;
   for (size_t i = 0; i < texts.size(); ++i) {
     text::HfEncoding e;
-    if (pairs.empty())
+    if (pairs.empty() && offsets)
+      e = tokenizer.encode_with_offsets(texts[i]);
+    else if (pairs.empty())
       e.ids = tokenizer.encode(texts[i]), e.token_type_ids.assign(e.ids.size(), 0);
     else
       e = tokenizer.encode_pair(texts[i], pairs[i]);
@@ -169,7 +172,7 @@ std::vector<std::vector<TokenEntity>> token_classification(const models::MaskedL
   const models::EncoderTask task = model.task();
   QKV_CHECK(task.classifier == nn::BertClassifier::token,
             "token classification: the model has no token classifier (convert a …ForTokenClassification folder)");
-  const auto encs = encode_all(model, tokenizer, texts, {}, "token classification");
+  const auto encs = encode_all(model, tokenizer, texts, {}, "token classification", /*offsets=*/true);
   const int64_t L = static_cast<int64_t>(task.labels.size());
   auto ignored = [&](const std::string& e) {
     return std::find(options.ignore_labels.begin(), options.ignore_labels.end(), e) != options.ignore_labels.end();
@@ -179,7 +182,9 @@ std::vector<std::vector<TokenEntity>> token_classification(const models::MaskedL
     const std::vector<float> logits = model.classify(b.ids, b.types, b.mask).to_vector();  // [B, T, L]
     for (size_t r = 0; r < b.lengths.size(); ++r) {
       const auto& ids = encs[rows[r]].ids;
-      // Each token but the special ones: its label, score, position and spelling.
+      const auto& offsets = encs[rows[r]].offsets;
+      const std::string text = text::valid_utf8(texts[rows[r]]);
+      // Each token but the special ones: its label, score, position, spelling and place.
       std::vector<TokenEntity> tokens;
       std::vector<int32_t> token_ids;
       for (int64_t t = 0; t < b.lengths[r]; ++t) {
@@ -187,7 +192,12 @@ std::vector<std::vector<TokenEntity>> token_classification(const models::MaskedL
         if (tokenizer.is_special(id)) continue;
         const std::vector<double> p = softmax(logits.data() + (static_cast<int64_t>(r) * b.T + t) * L, L);
         const auto best = static_cast<size_t>(std::max_element(p.begin(), p.end()) - p.begin());
-        tokens.push_back({task.labels[best], p[best], t, tokenizer.id_to_token(id)});
+        const auto [start, end] = offsets[static_cast<size_t>(t)];
+        tokens.push_back({task.labels[best], p[best], t,
+                          id == tokenizer.unk_token_id() && start <= end && end <= text.size()
+                              ? text.substr(start, end - start)
+                              : tokenizer.id_to_token(id),
+                          start, end});
         token_ids.push_back(id);
       }
       std::vector<TokenEntity> entities;
@@ -202,9 +212,13 @@ std::vector<std::vector<TokenEntity>> token_classification(const models::MaskedL
           while (j < tokens.size() && tag_of(tokens[j].entity) == std::pair<char, std::string>{'I', tag}) ++j;
           double sum = 0;
           for (size_t k = i; k < j; ++k) sum += tokens[k].score;
-          TokenEntity g{tag, sum / static_cast<double>(j - i), -1,
+          TokenEntity g{tag,
+                        sum / static_cast<double>(j - i),
+                        -1,
                         tokenizer.decode(std::vector<int32_t>(token_ids.begin() + static_cast<std::ptrdiff_t>(i),
-                                                              token_ids.begin() + static_cast<std::ptrdiff_t>(j)))};
+                                                              token_ids.begin() + static_cast<std::ptrdiff_t>(j))),
+                        tokens[i].start,
+                        tokens[j - 1].end};
           if (!ignored(g.entity)) entities.push_back(std::move(g));
           i = j;
         }

@@ -17,6 +17,7 @@
 #include "qkv/models/load.h"
 #include "qkv/models/quantize.h"
 #include "qkv/nn/bert.h"
+#include "qkv/text/unicode.h"
 #include "hf_golden.h"
 #include "testing.h"
 
@@ -258,21 +259,25 @@ TEST(HfEncoders, TokenClassificationEqualsThePipeline) {
     every.ignore_labels = {};
     const auto simple = decode::token_classification(*m.model, tok, texts, grouped);
     const auto all = decode::token_classification(*m.model, tok, texts, every);
-    auto expect = [](const std::vector<decode::TokenEntity>& got, const nlohmann::json& want, bool grouped) {
+    auto expect = [](const std::vector<decode::TokenEntity>& got, const nlohmann::json& want, bool grouped,
+                     const std::string& text) {
       ASSERT_EQ(got.size(), want.size());
       for (size_t i = 0; i < got.size(); ++i) {
         EXPECT_EQ(got[i].entity, want[i][grouped ? "entity_group" : "entity"].get<std::string>()) << i;
         EXPECT_NEAR(got[i].score, want[i]["score"].get<double>(), 1e-5) << i;
         EXPECT_EQ(got[i].word, want[i]["word"].get<std::string>()) << i;
         EXPECT_EQ(got[i].index, grouped ? -1 : want[i]["index"].get<int64_t>()) << i;
+        // the characters it covers (the tokenizer's offsets)
+        EXPECT_EQ(text::code_points(text, got[i].start), want[i]["start"].get<size_t>()) << i;
+        EXPECT_EQ(text::code_points(text, got[i].end), want[i]["end"].get<size_t>()) << i;
       }
     };
     for (size_t i = 0; i < texts.size(); ++i) {
       SCOPED_TRACE(texts[i]);
       EXPECT_EQ(tok.encode(texts[i]), ref["token_classification"][i]["ids"].get<std::vector<int32_t>>());
-      expect(none[i], ref["token_classification"][i]["none"], false);
-      expect(simple[i], ref["token_classification"][i]["simple"], true);
-      expect(all[i], ref["token_classification"][i]["all"], false);
+      expect(none[i], ref["token_classification"][i]["none"], false, texts[i]);
+      expect(simple[i], ref["token_classification"][i]["simple"], true, texts[i]);
+      expect(all[i], ref["token_classification"][i]["all"], false, texts[i]);
     }
     EXPECT_THROW(decode::text_classification(*m.model, tok, texts), Error);
   }

@@ -183,7 +183,7 @@ void add_classify_text(CLI::App& app) {
           texts, a->batch_size, [&](const auto& part) { return decode::token_classification(*m.model, tok, part, opt); });
       for (size_t i = 0; i < texts.size(); ++i) {
         if (a->json) {
-          std::printf("%s\n", dump(entities_json(all[i])).c_str());
+          std::printf("%s\n", dump(entities_json(all[i], qkv::text::valid_utf8(texts[i]))).c_str());
           continue;
         }
         std::printf("%s\n", texts[i].c_str());

@@ -52,10 +52,11 @@
 //   POST /v1/classify    {"inputs": a text or texts, "model"?, "top_k"? (1; 0: every label), "text_pair"?,
 //                        "function_to_apply"?, "aggregation_strategy"? ("none", "simple"), "ignore_labels"?}
 //                        (an encoder with a classifier) → {"model", "results": [per text: the pipeline's
-//                        [{"label", "score"}, …] or [{"entity", "score", "index", "word"} | {"entity_group",
-//                        "score", "word"}, …]]}   (decode/classify.h); with "candidate_labels" (texts, or
-//                        one comma-separated string), "hypothesis_template"?, "multi_label"? (an NLI
-//                        classifier: zero-shot) → per text {"sequence", "labels", "scores"} best first
+//                        [{"label", "score"}, …] or [{"entity", "score", "index", "word", "start", "end"} |
+//                        {"entity_group", "score", "word", "start", "end"}, …]]}   (decode/classify.h); with
+//                        "candidate_labels" (texts, or one comma-separated string), "hypothesis_template"?,
+//                        "multi_label"? (an NLI classifier: zero-shot) → per text {"sequence", "labels", "scores"} best
+//                        first
 //   POST /v1/embeddings  OpenAI's: {"input": a text or texts, "model"?, "encoding_format"? ("float")} →
 //                        {"object": "list", "data": [{"object": "embedding", "index", "embedding"}],
 //                        "model", "usage": {"prompt_tokens", "total_tokens"}}   (decode/classify.h's embed)
@@ -930,7 +931,7 @@ class Server {
         auto held = s.hold(timeout());
         all = decode::token_classification(m, tok, texts, o);
       }
-      for (const auto& entities : all) results.push_back(entities_json(entities));
+      for (size_t i = 0; i < all.size(); ++i) results.push_back(entities_json(all[i], text::valid_utf8(texts[i])));
     } else {
       decode::TextClassificationOptions o;
       o.top_k = body.integer("top_k", 1, 0, static_cast<int64_t>(task.labels.size()));

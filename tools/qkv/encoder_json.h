@@ -1,7 +1,8 @@
 // The encoders' answers as JSON, the pipelines' shapes (qkv classify-text --json and /v1/classify):
 //   text classification   [{"label", "score"}, …] best first
-//   token classification  [{"entity", "score", "index", "word"}, …], or with "simple" aggregation
-//                         [{"entity_group", "score", "word"}, …]
+//   token classification  [{"entity", "score", "index", "word", "start", "end"}, …], or with "simple"
+//                         aggregation [{"entity_group", "score", "word", "start", "end"}, …] (start,
+//                         end in characters of the text)
 //   question answering    {"score", "start", "end", "answer"} (start, end in characters of the
 //                         context), or a list of them best first where more than one is left
 #pragma once
@@ -22,13 +23,15 @@ inline nlohmann::json label_scores_json(const std::vector<decode::LabelScore>& s
   return list;
 }
 
-inline nlohmann::json entities_json(const std::vector<decode::TokenEntity>& entities) {
+// `text`: the text as the entities' byte offsets count it (made valid UTF-8).
+inline nlohmann::json entities_json(const std::vector<decode::TokenEntity>& entities, const std::string& text) {
   nlohmann::json list = nlohmann::json::array();
   for (const auto& e : entities) {
-    if (e.index < 0)
-      list.push_back({{"entity_group", e.entity}, {"score", e.score}, {"word", e.word}});
-    else
-      list.push_back({{"entity", e.entity}, {"score", e.score}, {"index", e.index}, {"word", e.word}});
+    nlohmann::json one =
+        e.index < 0 ? nlohmann::json{{"entity_group", e.entity}, {"score", e.score}, {"word", e.word}}
+                    : nlohmann::json{{"entity", e.entity}, {"score", e.score}, {"index", e.index}, {"word", e.word}};
+    one["start"] = text::code_points(text, e.start), one["end"] = text::code_points(text, e.end);
+    list.push_back(std::move(one));
   }
   return list;
 }

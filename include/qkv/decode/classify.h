@@ -70,12 +70,16 @@ constexpr EnumTable<Aggregation, 2> enum_table(Aggregation) {
 }
 
 // One entity: a token (aggregation none: `index` its position in the ids, `word` the token as the
-// vocabulary spells it) or a group of tokens (simple: `index` -1, `word` their decoded text).
+// vocabulary spells it — an unknown token the text it covers, as the pipeline gives it) or a group of
+// tokens (simple: `index` -1, `word` their decoded text); [start, end) its bytes in the text (made
+// valid UTF-8; a group's from its first token's start to its last token's end: the pipeline's start
+// and end, in bytes — text::code_points gives its characters).
 struct TokenEntity {
   std::string entity;  // the label (none), or the tag without its B-/I- (simple: the entity_group)
   double score = 0;
   int64_t index = -1;
   std::string word;
+  size_t start = 0, end = 0;
 };
 
 struct TokenClassificationOptions {
