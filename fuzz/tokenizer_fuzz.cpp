@@ -1,6 +1,7 @@
 // Hugging Face tokenizers on arbitrary bytes: a tokenizer.json (bytes that open with '{') or a BERT
 // vocab.txt (anything else, through a folder holding it), then texts of several scripts encoded,
-// alone and in pairs, and their ids decoded; and the same bytes as a small tokenizer's
+// alone and in pairs (with offsets too: every token's bytes inside its text, the ids the same), and
+// their ids decoded; and the same bytes as a small tokenizer's
 // tokenizer_config.json. Each ends in ids and text or a qkv::Error — never a
 // crash, and never a hang or an allocation the text does not justify: a tokenizer's regexes and the
 // stages that grow a text keep to the text's budget (text/hf_components.h's Budget).
@@ -50,11 +51,17 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
         const std::vector<int32_t> ids = tok.encode(t);
         tok.decode(ids, false);
         tok.decode(ids, true);
+        // the offsets: one per id, each inside the text (made valid UTF-8: at most 3 bytes a byte)
+        const qkv::text::HfEncoding e = tok.encode_with_offsets(t);
+        if (e.ids != ids || e.offsets.size() != ids.size() || e.word_ids.size() != ids.size()) std::abort();
+        for (const auto& [b, end] : e.offsets)
+          if (b > 3 * t.size() || end > 3 * t.size()) std::abort();
       } catch (const qkv::Error&) {
       }
     }
     try {
       tok.encode_pair(texts[0], texts[2]);
+      tok.encode_pair_windows(texts[0], texts[2], 24, 4);
     } catch (const qkv::Error&) {
     }
     const auto n = static_cast<int32_t>(std::min<int64_t>(tok.vocab_size(), INT32_MAX));

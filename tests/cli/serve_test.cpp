@@ -938,21 +938,26 @@ TEST(Serve, FillMaskAndAttentionOfAMaskedLanguageModel) {
   EXPECT_EQ(status, 400);  // no language model here
 }
 
+// The golden Hugging Face folders converted with `qkv convert` into `dir`: "-m FILE" for each (empty
+// where a conversion failed, which the test's own checks then show).
+std::string converted_goldens(const testing::TempDir& dir, std::initializer_list<const char*> names) {
+  std::string models;
+  for (const char* name : names) {
+    const std::string model = (dir.path / (std::string(name) + ".safetensors")).string();
+    const auto r = testing::run_shell(std::string(QKV_CLI_PATH) + " convert --from hf " + QKV_GOLDEN_DIR + "/hf/" +
+                                      name + " -o " + model);
+    EXPECT_EQ(r.code, 0) << name;
+    if (r.code == 0) models += " -m " + model;
+  }
+  return models;
+}
+
 // Extractive question answering served: /v1/answer gives transformers 4.57's pipeline("question-answering")
 // answers (tests/golden/hf/qa-roberta) for one question, top_k and a batch; requests that do not fit
 // are 400s and 413s naming the field or the limit.
 TEST(Serve, QuestionAnsweringAsThePipeline) {
   testing::TempDir dir("serve-qa");
-  std::string models;
-  for (const char* name : {"qa-roberta", "bert-seqcls"}) {
-    const std::string model = (dir.path / (std::string(name) + ".safetensors")).string();
-    ASSERT_EQ(testing::run_shell(std::string(QKV_CLI_PATH) + " convert --from hf " + QKV_GOLDEN_DIR + "/hf/" + name +
-                                 " -o " + model)
-                  .code,
-              0);
-    models += " -m " + model;
-  }
-  ServeProcess s(models + " --max-sentence-bytes 300");
+  ServeProcess s(converted_goldens(dir, {"qa-roberta", "bert-seqcls"}) + " --max-sentence-bytes 300");
   ASSERT_GT(s.port(), 0) << s.log();
   const json ref = json::parse(io::read_file(std::string(QKV_GOLDEN_DIR) + "/hf/qa-roberta/reference.json"));
   const json& cases = ref["question_answering"];
@@ -1023,16 +1028,7 @@ TEST(Serve, QuestionAnsweringAsThePipeline) {
 // scores; requests that do not fit the model, or no text, are 400s naming the field.
 TEST(Serve, ClassifyAndEmbeddingsOfEncoders) {
   testing::TempDir dir("serve-encoders");
-  std::string models;
-  for (const char* name : {"bert-seqcls", "roberta-tokcls", "st-bert", "ce-bert", "deberta-seqcls"}) {
-    const std::string model = (dir.path / (std::string(name) + ".safetensors")).string();
-    ASSERT_EQ(testing::run_shell(std::string(QKV_CLI_PATH) + " convert --from hf " + QKV_GOLDEN_DIR + "/hf/" + name +
-                                 " -o " + model)
-                  .code,
-              0);
-    models += " -m " + model;
-  }
-  ServeProcess s(models);
+  ServeProcess s(converted_goldens(dir, {"bert-seqcls", "roberta-tokcls", "st-bert", "ce-bert", "deberta-seqcls"}));
   ASSERT_GT(s.port(), 0) << s.log();
   auto golden = [](const char* name) {
     return json::parse(io::read_file(std::string(QKV_GOLDEN_DIR) + "/hf/" + name + "/reference.json"));

@@ -25,13 +25,7 @@ namespace qkv::models {
 namespace {
 
 namespace fs = std::filesystem;
-using hf_golden::int_matrix, hf_golden::kGolden, hf_golden::reference;
-
-LoadedMaskedLanguageModel convert_and_load(const std::string& name, const testing::TempDir& dir) {
-  const std::string out = (dir.path / (name + ".safetensors")).string();
-  convert_hf((kGolden / name).string(), out);
-  return load_masked_language_model(out);
-}
+using hf_golden::convert_and_load, hf_golden::int_matrix, hf_golden::kGolden, hf_golden::reference;
 
 // Every position's logits (or hidden states) of a batch whose second row is padded.
 void check_logits(const std::string& name) {

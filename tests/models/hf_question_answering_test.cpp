@@ -20,15 +20,9 @@
 namespace qkv::models {
 namespace {
 
-using hf_golden::kGolden, hf_golden::reference;
+using hf_golden::convert_and_load, hf_golden::reference;
 
 const char* const kModels[] = {"qa-bert", "qa-distilbert", "qa-roberta", "qa-xlmr", "qa-deberta", "qa-electra"};
-
-LoadedMaskedLanguageModel convert_and_load(const std::string& name, const testing::TempDir& dir) {
-  const std::string out = (dir.path / (name + ".safetensors")).string();
-  convert_hf((kGolden / name).string(), out);
-  return load_masked_language_model(out);
-}
 
 decode::QuestionAnsweringOptions options_of(const nlohmann::json& args) {
   decode::QuestionAnsweringOptions o;
