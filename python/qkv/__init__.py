@@ -15,7 +15,8 @@ Hugging Face folders (GPT-2, Llama, Qwen2, Qwen3, Mistral, Phi-3, Gemma 2 and 3,
 XLM-RoBERTa, MPNet, ELECTRA, DeBERTa v2/v3):
 qkv.convert(folder, out) or qkv.load(folder) (an encoder: qkv.MaskedLanguageModel, with fill_mask(text, top_k),
 text_classification(texts, top_k), token_classification(texts, aggregation_strategy),
-zero_shot_classification(sequences, candidate_labels) as transformers' pipelines, encode(sentences) as
+zero_shot_classification(sequences, candidate_labels), question_answering(question, context) as transformers'
+pipelines, encode(sentences) as
 SentenceTransformer.encode, and a cross-encoder's rank(query, documents) as CrossEncoder.rank).
 qkv.evaluate_translations(hyps, [refs], sources, group, bucket_width) scores as `qkv eval` does.
 Memory: qkv.set_cache_limit(0, 0.25, miss_evicts=True) bounds the host allocator's cache as `qkv translate` does
