@@ -121,10 +121,11 @@ def test_token_classification_as_the_pipeline(name):
     ref = reference(name)
     model = qkv.load(os.path.join(GOLDEN, name))
     for case in ref["token_classification"]:
-        for strategy, key in (("none", "none"), ("simple", "simple")):
+        for strategy, key in (("none", "none"), ("simple", "simple"), ("first", "first"), ("average", "average"),
+                              ("max", "max")):
             got = model.token_classification(case["text"], aggregation_strategy=strategy)
             want = case[key]
-            name_key = "entity_group" if strategy == "simple" else "entity"
+            name_key = "entity" if strategy == "none" else "entity_group"
             assert [g[name_key] for g in got] == [w[name_key] for w in want]
             assert [g["word"] for g in got] == [w["word"] for w in want]
             assert [(g["start"], g["end"]) for g in got] == [(w["start"], w["end"]) for w in want]

@@ -177,6 +177,7 @@ std::vector<std::vector<TokenEntity>> token_classification(const models::MaskedL
   auto ignored = [&](const std::string& e) {
     return std::find(options.ignore_labels.begin(), options.ignore_labels.end(), e) != options.ignore_labels.end();
   };
+  const std::string prefix = tokenizer.continuing_subword_prefix();
   std::vector<std::vector<TokenEntity>> out(texts.size());
   batches(encs, options.batch_size, pad_id_of(tokenizer), [&](const Batch& b, const std::vector<size_t>& rows) {
     const std::vector<float> logits = model.classify(b.ids, b.types, b.mask).to_vector();  // [B, T, L]
@@ -184,44 +185,91 @@ std::vector<std::vector<TokenEntity>> token_classification(const models::MaskedL
       const auto& ids = encs[rows[r]].ids;
       const auto& offsets = encs[rows[r]].offsets;
       const std::string text = text::valid_utf8(texts[rows[r]]);
-      // Each token but the special ones: its label, score, position, spelling and place.
-      std::vector<TokenEntity> tokens;
-      std::vector<int32_t> token_ids;
+      // Each token but the special ones: its label, score, position, spelling and place, its
+      // probabilities, and whether it goes on the word before it (the pipeline's is_subword: a
+      // continuing-prefix vocabulary's token that spells more than it covers — "##ing" —, else one
+      // that starts right after a character that is not a space; never an unknown token)
+      struct Token {
+        TokenEntity e;
+        std::vector<double> p;
+        bool subword;
+      };
+      std::vector<Token> tokens;
       for (int64_t t = 0; t < b.lengths[r]; ++t) {
         const int32_t id = ids[static_cast<size_t>(t)];
         if (tokenizer.is_special(id)) continue;
-        const std::vector<double> p = softmax(logits.data() + (static_cast<int64_t>(r) * b.T + t) * L, L);
+        std::vector<double> p = softmax(logits.data() + (static_cast<int64_t>(r) * b.T + t) * L, L);
         const auto best = static_cast<size_t>(std::max_element(p.begin(), p.end()) - p.begin());
-        const auto [start, end] = offsets[static_cast<size_t>(t)];
-        tokens.push_back({task.labels[best], p[best], t,
-                          id == tokenizer.unk_token_id() && start <= end && end <= text.size()
-                              ? text.substr(start, end - start)
-                              : tokenizer.id_to_token(id),
-                          start, end});
-        token_ids.push_back(id);
+        auto [start, end] = offsets[static_cast<size_t>(t)];
+        start = std::min(start, text.size()), end = std::clamp(end, start, text.size());
+        const std::string covered = text.substr(start, end - start), spelled = tokenizer.id_to_token(id);
+        const bool unknown = id == tokenizer.unk_token_id();
+        bool subword = false;
+        if (!unknown && !prefix.empty())
+          subword = text::code_points(spelled, spelled.size()) != text::code_points(covered, covered.size());
+        else if (!unknown)
+          subword = start > 0 && text[start] != ' ' && text[text::char_start_before(text, start)] != ' ';
+        tokens.push_back(
+            {{task.labels[best], p[best], t, unknown ? covered : spelled, start, end}, std::move(p), subword});
       }
       std::vector<TokenEntity> entities;
       if (options.aggregation == Aggregation::none) {
-        for (auto& e : tokens)
-          if (!ignored(e.entity)) entities.push_back(std::move(e));
-      } else {
-        // Groups: a token joins the group before it when its tag is the group's and it is not a B-.
-        for (size_t i = 0; i < tokens.size();) {
-          size_t j = i + 1;
-          const std::string tag = tag_of(tokens[i].entity).second;
-          while (j < tokens.size() && tag_of(tokens[j].entity) == std::pair<char, std::string>{'I', tag}) ++j;
-          double sum = 0;
-          for (size_t k = i; k < j; ++k) sum += tokens[k].score;
-          TokenEntity g{tag,
-                        sum / static_cast<double>(j - i),
-                        -1,
-                        tokenizer.decode(std::vector<int32_t>(token_ids.begin() + static_cast<std::ptrdiff_t>(i),
-                                                              token_ids.begin() + static_cast<std::ptrdiff_t>(j))),
-                        tokens[i].start,
-                        tokens[j - 1].end};
-          if (!ignored(g.entity)) entities.push_back(std::move(g));
-          i = j;
+        for (auto& tk : tokens)
+          if (!ignored(tk.e.entity)) entities.push_back(std::move(tk.e));
+        out[rows[r]] = std::move(entities);
+        continue;
+      }
+      // The units grouped: the tokens (simple), or the words (first, average, max: a token and the
+      // subwords after it, labelled by the first token's argmax, by the argmax of the one with the
+      // highest score, or by the argmax of their mean probabilities)
+      struct Unit {
+        std::string entity;
+        double score;
+        size_t from, to;   // its tokens [from, to)
+        std::string word;  // a token's, or the word's tokens' through the decoder
+      };
+      std::vector<Unit> units;
+      for (size_t i = 0; i < tokens.size();) {
+        size_t j = i + 1;
+        if (options.aggregation != Aggregation::simple)
+          while (j < tokens.size() && tokens[j].subword) ++j;
+        std::vector<double> p = tokens[i].p;
+        if (options.aggregation == Aggregation::max) {
+          size_t top = i;
+          for (size_t k = i + 1; k < j; ++k)
+            if (tokens[k].e.score > tokens[top].e.score) top = k;
+          p = tokens[top].p;
+        } else if (options.aggregation == Aggregation::average) {
+          for (size_t k = i + 1; k < j; ++k)
+            for (size_t c = 0; c < p.size(); ++c) p[c] += tokens[k].p[c];
+          for (double& v : p) v /= static_cast<double>(j - i);
         }
+        const auto best = static_cast<size_t>(std::max_element(p.begin(), p.end()) - p.begin());
+        std::vector<std::string> words;
+        for (size_t k = i; k < j; ++k) words.push_back(tokens[k].e.word);
+        units.push_back(
+            {task.labels[best], p[best], i, j,
+             options.aggregation == Aggregation::simple ? words[0] : tokenizer.convert_tokens_to_string(words)});
+        i = j;
+      }
+      // Groups: a unit joins the group before it when its tag is the group's and it is not a B-; its
+      // word the units' words through the decoder (the pipeline's convert_tokens_to_string: a
+      // SentencePiece decoder joins two words' texts without a space, as the pipeline does)
+      for (size_t i = 0; i < units.size();) {
+        size_t j = i + 1;
+        const std::string tag = tag_of(units[i].entity).second;
+        while (j < units.size() && tag_of(units[j].entity) == std::pair<char, std::string>{'I', tag}) ++j;
+        double sum = 0;
+        std::vector<std::string> words;
+        for (size_t k = i; k < j; ++k) sum += units[k].score, words.push_back(units[k].word);
+        TokenEntity g{tag,
+                      sum / static_cast<double>(j - i),
+                      -1,
+                      tokenizer.convert_tokens_to_string(words),
+                      tokens[units[i].from].e.start,
+                      tokens[units[j - 1].to - 1].e.end};
+        if (!ignored(g.entity)) entities.push_back(std::move(g));
+        i = j;
       }
       out[rows[r]] = std::move(entities);
     }

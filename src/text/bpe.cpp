@@ -138,6 +138,8 @@ class Bpe final : public Model {
     }
   }
 
+  std::string continuing_subword_prefix() const override { return prefix_; }
+
  private:
   struct Symbol {
     int32_t id, prev, next;

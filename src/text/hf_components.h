@@ -197,6 +197,7 @@ class Model {
   virtual void tokenize(std::string_view piece, std::vector<int32_t>& out,
                         std::vector<std::pair<size_t, size_t>>* spans = nullptr) const = 0;
   const Vocab& vocab() const { return vocab_; }
+  virtual std::string continuing_subword_prefix() const { return {}; }
   std::string unk_token;
 
  protected:

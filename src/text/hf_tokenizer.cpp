@@ -610,6 +610,10 @@ std::string HfTokenizer::decode(const std::vector<int32_t>& ids, bool skip_speci
     std::string t = id_to_token(id);
     if (!t.empty() || (id >= 0 && impl_->model->vocab().find("") == id)) tokens.push_back(std::move(t));
   }
+  return convert_tokens_to_string(std::move(tokens));
+}
+
+std::string HfTokenizer::convert_tokens_to_string(std::vector<std::string> tokens) const {
   if (!impl_->decoder) {
     std::string out;
     for (size_t i = 0; i < tokens.size(); ++i) out += (i ? " " : "") + tokens[i];
@@ -633,6 +637,7 @@ int64_t HfTokenizer::vocab_size() const {
   return n;
 }
 
+std::string HfTokenizer::continuing_subword_prefix() const { return impl_->model->continuing_subword_prefix(); }
 bool HfTokenizer::is_special(int32_t id) const { return impl_->special_ids.count(id) > 0; }
 int32_t HfTokenizer::bos_token_id() const { return impl_->bos; }
 int32_t HfTokenizer::eos_token_id() const { return impl_->eos; }

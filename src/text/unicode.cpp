@@ -21,4 +21,10 @@ size_t code_points(std::string_view s, size_t byte) {
   return n;
 }
 
+size_t char_start_before(std::string_view s, size_t byte) {
+  size_t k = std::min(byte, s.size()) - 1;
+  while (k > 0 && (static_cast<unsigned char>(s[k]) & 0xC0) == 0x80) --k;
+  return k;
+}
+
 }  // namespace qkv::text

@@ -54,6 +54,8 @@ class WordPiece final : public Model {
     }
   }
 
+  std::string continuing_subword_prefix() const override { return prefix_; }
+
  private:
   static size_t utf8_chars(std::string_view s) {
     size_t n = 0;

@@ -1070,8 +1070,13 @@ def run_encoder_cases(seed, cases, length=12, positions=40):
                 every = T.pipeline("token-classification", model=m, tokenizer=tokenizer, ignore_labels=[])(t)
                 f = lambda xs: [{k: (float(v) if k == "score" else int(v) if k in ("index", "start", "end") else v)
                                  for k, v in x.items()} for x in xs]
-                ref["token_classification"].append({"text": t, "ids": tokenizer(t)["input_ids"], "none": f(none),
-                                                    "simple": f(simple), "all": f(every)})
+                case = {"text": t, "ids": tokenizer(t)["input_ids"], "none": f(none), "simple": f(simple),
+                        "all": f(every)}
+                with torch.random.fork_rng():  # the word strategies (the cases after keep their bytes)
+                    for strategy in ("first", "average", "max"):
+                        case[strategy] = f(T.pipeline("token-classification", model=m, tokenizer=tokenizer,
+                                                      aggregation_strategy=strategy)(t))
+                ref["token_classification"].append(case)
         if name.endswith("mlm"):
             fill = T.pipeline("fill-mask", model=m, tokenizer=tokenizer, top_k=5)
             ref["fill_mask"] = []

@@ -1038,7 +1038,7 @@ def add_python_cases(m, files):
         ("classify-function", enc + "c.text_classification('x', function_to_apply='tanh')", "exc"),
         ("classify-batch-size", enc + "c.text_classification(['x'], batch_size=0)", "exc"),
         ("classify-long", enc + "c.text_classification('cat ' * 100000)", "exc"),
-        ("token-classify-strategy", tk + "t.token_classification('x', aggregation_strategy='max')", "exc"),
+        ("token-classify-strategy", tk + "t.token_classification('x', aggregation_strategy='sum')", "exc"),
         ("token-classify-labels", tk + "t.token_classification('x', ignore_labels=[None])", "exc"),
         ("encode-not-text", st + "e.encode(object())", "exc"),
         ("encode-pooling", st + "e.encode('x', pooling='sum')", "exc"),

@@ -272,6 +272,13 @@ TEST(HfEncoders, TokenClassificationEqualsThePipeline) {
       expect(none[i], ref["token_classification"][i]["none"], false, texts[i]);
       expect(simple[i], ref["token_classification"][i]["simple"], true, texts[i]);
       expect(all[i], ref["token_classification"][i]["all"], false, texts[i]);
+      for (const auto a : {decode::Aggregation::first, decode::Aggregation::average, decode::Aggregation::max}) {
+        SCOPED_TRACE(enum_name(a));
+        decode::TokenClassificationOptions words;
+        words.aggregation = a;
+        expect(decode::token_classification(*m.model, tok, {texts[i]}, words)[0],
+               ref["token_classification"][i][std::string(enum_name(a))], true, texts[i]);
+      }
     }
     EXPECT_THROW(decode::text_classification(*m.model, tok, texts), Error);
   }

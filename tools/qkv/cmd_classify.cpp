@@ -126,7 +126,9 @@ void add_classify_text(CLI::App& app) {
              "at once, none for regression)")
       ->default_str("auto");
   add_choice(sub, "--aggregation", a->aggregation,
-             "a token classifier's entities: each token, or simple: neighbouring tokens of one tag joined")
+             "a token classifier's entities: each token (none); simple: neighbouring tokens of one tag joined; "
+             "first, average, max: each word's tokens given one label first (the first token's, their mean "
+             "scores', the highest-scoring token's), then joined as simple joins tokens")
       ->default_str("none");
   sub->add_option("--ignore-labels", a->ignore_labels, "a token classifier's labels left out")->capture_default_str();
   sub->add_option("--candidate-labels", a->candidate_labels,

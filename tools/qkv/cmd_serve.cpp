@@ -50,8 +50,9 @@
 //                        → {"model", "masks": [[{"score", "token", "token_str", "sequence"}, … top_k]
 //                        per [MASK] of the text]}   (decode/fill_mask.h: pipeline("fill-mask")'s)
 //   POST /v1/classify    {"inputs": a text or texts, "model"?, "top_k"? (1; 0: every label), "text_pair"?,
-//                        "function_to_apply"?, "aggregation_strategy"? ("none", "simple"), "ignore_labels"?}
-//                        (an encoder with a classifier) → {"model", "results": [per text: the pipeline's
+//                        "function_to_apply"?, "aggregation_strategy"? ("none", "simple", "first", "average", "max"),
+//                        "ignore_labels"?} (an encoder with a classifier) → {"model", "results": [per text: the
+//                        pipeline's
 //                        [{"label", "score"}, …] or [{"entity", "score", "index", "word", "start", "end"} |
 //                        {"entity_group", "score", "word", "start", "end"}, …]]}   (decode/classify.h); with
 //                        "candidate_labels" (texts, or one comma-separated string), "hypothesis_template"?,
@@ -918,7 +919,8 @@ class Server {
     }
     if (tokens) {
       decode::TokenClassificationOptions o;
-      o.aggregation = parse_enum<decode::Aggregation>(choice("aggregation_strategy", "none", {"none", "simple"}));
+      o.aggregation = parse_enum<decode::Aggregation>(
+          choice("aggregation_strategy", "none", {"none", "simple", "first", "average", "max"}));
       if (body.has("ignore_labels")) {
         const json& v = body["ignore_labels"];
         if (!v.is_array() || v.size() > 1024 ||

@@ -6,7 +6,8 @@
 //   token classification  p = softmax(logits[token]) per token; entity = argmax p, score = max p;
 //                         special tokens and ignore_labels ("O") left out; "simple" aggregation
 //                         joins neighbouring tokens of one tag (B-X starts a group, I-X or X goes
-//                         on) with the mean score (pipeline("token-classification"))
+//                         on) with the mean score, or "first"/"average"/"max" words first
+//                         (pipeline("token-classification"))
 //   sentence embedding    e = pool(hidden states over the text's tokens), e / ‖e‖₂ if normalized
 //                         (pool: the first token's, the mean or the max; padding never counts —
 //                         SentenceTransformer.encode)
@@ -64,9 +65,18 @@ std::vector<std::vector<LabelScore>> text_classification(const models::MaskedLan
                                                          const std::vector<std::string>& texts,
                                                          const TextClassificationOptions& options = {});
 
-enum class Aggregation : uint8_t { none, simple };
-constexpr EnumTable<Aggregation, 2> enum_table(Aggregation) {
-  return {"aggregation_strategy", {{{Aggregation::none, "none"}, {Aggregation::simple, "simple"}}}};
+// pipeline("token-classification")'s aggregation_strategy: none (each token), simple (neighbouring
+// tokens of one tag grouped), or first / average / max (the tokens of a word — a token and the
+// subwords after it — given one label first, by the first token's scores, their mean, or the token
+// of the highest score's, then grouped as simple groups tokens).
+enum class Aggregation : uint8_t { none, simple, first, average, max };
+constexpr EnumTable<Aggregation, 5> enum_table(Aggregation) {
+  return {"aggregation_strategy",
+          {{{Aggregation::none, "none"},
+            {Aggregation::simple, "simple"},
+            {Aggregation::first, "first"},
+            {Aggregation::average, "average"},
+            {Aggregation::max, "max"}}}};
 }
 
 // One entity: a token (aggregation none: `index` its position in the ids, `word` the token as the

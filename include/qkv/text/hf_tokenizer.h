@@ -113,6 +113,9 @@ class HfTokenizer {
                                    Truncation truncation = Truncation::longest_first) const;
   // Ids the tokenizer does not know are left out, as `tokenizers` does.
   std::string decode(const std::vector<int32_t>& ids, bool skip_special_tokens = false) const;
+  // Token strings (a vocabulary's spellings, or any text) through the decoder: transformers'
+  // convert_tokens_to_string.
+  std::string convert_tokens_to_string(std::vector<std::string> tokens) const;
 
   // -1 / "" where there is none.
   int32_t token_to_id(std::string_view token) const;
@@ -121,6 +124,9 @@ class HfTokenizer {
   // tokens.
   int64_t vocab_size() const;
   bool is_special(int32_t id) const;
+  // The model's continuing_subword_prefix (WordPiece's "##", a BPE's where it has one; "" where none:
+  // Unigram, most BPEs) — what tells the pipelines a word's later tokens.
+  std::string continuing_subword_prefix() const;
 
   // The special tokens' ids, -1 where the tokenizer has none: named by tokenizer_config.json
   // (bos_token, …); without it, unk is the model's unk_token and the others the added special

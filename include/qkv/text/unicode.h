@@ -16,5 +16,7 @@ std::string lowercase(std::string_view s);
 std::string valid_utf8(std::string_view s);
 // The number of code points in s[0, byte) — Python's index of the character starting at byte.
 size_t code_points(std::string_view s, size_t byte);
+// The first byte of the character that ends just before s[byte] (0 < byte ≤ s.size()).
+size_t char_start_before(std::string_view s, size_t byte);
 
 }  // namespace qkv::text
