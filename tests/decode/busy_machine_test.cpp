@@ -73,7 +73,8 @@ TEST(ThreadBudget, CountsABusySiblingAndGivesItsCoreUp) {
 // Beside a busy core, an answer the ticks confirm holds for their 50 ms window: the asks in it read
 // nothing (they took ~350 µs each: three looks 50 µs of sleep apart, 9 % of a greedy sentence asked
 // batch by batch), while the first ask always takes at least those two sleeps. Once the busy task
-// ends, the next ask after the window sees the core free again (a quiet answer is never held).
+// ends, the next ask after the window looks again (a quiet answer is never held; on a machine busy
+// from outside, that ask's looks show it was not held).
 TEST(ThreadBudget, ABusyAnswerHoldsForTheTicksWindowAndIsLetGoAfter) {
   const int n = cores();
   if (n < 2) GTEST_SKIP() << "one core: nothing to share";
@@ -101,12 +102,16 @@ TEST(ThreadBudget, ABusyAnswerHoldsForTheTicksWindowAndIsLetGoAfter) {
     std::nth_element(asks.begin(), asks.begin() + 10, asks.end());
     EXPECT_LT(asks[10], 50) << "the asks inside the window looked again (median " << asks[10] << " µs)";
   }
-  bool free_again = false;
-  for (const auto end = clock::now() + std::chrono::seconds(2); clock::now() < end && !free_again;) {
+  // Let go: past the window the next ask looks again — it finds every core free, or, where something
+  // outside the test keeps a core busy (a busy CI machine), it takes its three looks to say so, where
+  // a held answer would come back at once.
+  bool let_go = false;
+  for (const auto end = clock::now() + std::chrono::seconds(2); clock::now() < end && !let_go;) {
     std::this_thread::sleep_for(std::chrono::milliseconds(60));
-    free_again = threads_free_now(n) == n;
+    const auto t0 = clock::now();
+    let_go = threads_free_now(n) == n || micros(t0, clock::now()) >= 100;
   }
-  EXPECT_TRUE(free_again) << "the busy answer outlived the spinner";
+  EXPECT_TRUE(let_go) << "the busy answer outlived the spinner (held past its window)";
 }
 
 // Ops called one by one, outside any scope (a C++ loop, a Python model): each CPU dispatch asks at
