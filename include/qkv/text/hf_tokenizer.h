@@ -68,7 +68,7 @@ namespace qkv::text {
 //                 encode makes it); (0, 0) for a special token the post-processor added
 //   word_ids      the pre-tokenizer's piece it came from, counted in its text; -1: special
 //   sequence_ids  0: the text, 1: the pair; -1: special
-// Offsets are bytes; Python's (character) offsets are qkv.HfTokenizer's.
+// Offsets are bytes; text::code_points (qkv/text/unicode.h) gives Python's character indices.
 struct HfEncoding {
   std::vector<int32_t> ids;
   std::vector<int32_t> token_type_ids;
