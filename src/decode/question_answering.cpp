@@ -16,12 +16,6 @@ namespace {
 
 using namespace batching;
 
-// One window of one question: its encoding and the question it belongs to.
-struct Window {
-  text::HfEncoding enc;
-  size_t example;
-};
-
 // softmax over a window's logits (stride 2 in `logits`), the tokens not allowed at −10000 as the
 // pipeline puts them: p[t].
 std::vector<double> masked_softmax(const float* logits, const std::vector<bool>& allowed) {
@@ -50,6 +44,10 @@ bool word_chars(const text::HfEncoding& e, int32_t word, size_t* begin, size_t* 
 
 }  // namespace
 
+int64_t default_window(const models::MaskedLanguageModel& model, const text::HfTokenizer& tokenizer) {
+  return std::min<int64_t>({tokenizer.model_max_length().value_or(384), 384, model.max_positions()});
+}
+
 std::vector<std::vector<Answer>> question_answering(const models::MaskedLanguageModel& model,
                                                     const text::HfTokenizer& tokenizer,
                                                     const std::vector<std::string>& questions,
@@ -63,11 +61,7 @@ std::vector<std::vector<Answer>> question_answering(const models::MaskedLanguage
   QKV_CHECK(options.top_k >= 1, "question answering: top_k must be at least 1, got ", options.top_k);
   QKV_CHECK(options.max_answer_len >= 1, "question answering: max_answer_len must be at least 1, got ",
             options.max_answer_len);
-  // the window: the pipeline's min(model_max_length, 384), at most the model's positions
-  const int64_t max_seq_len =
-      options.max_seq_len > 0
-          ? options.max_seq_len
-          : std::min<int64_t>({tokenizer.model_max_length().value_or(384), 384, model.max_positions()});
+  const int64_t max_seq_len = options.max_seq_len > 0 ? options.max_seq_len : default_window(model, tokenizer);
   QKV_CHECK(max_seq_len <= model.max_positions(), "question answering: max_seq_len ", max_seq_len,
             " is more than the model's ", model.max_positions(), " positions");
   const int64_t stride = options.doc_stride >= 0 ? options.doc_stride : std::min<int64_t>(max_seq_len / 2, 128);
@@ -78,8 +72,8 @@ std::vector<std::vector<Answer>> question_answering(const models::MaskedLanguage
 
   // every question's windows, each with its allowed tokens
   std::vector<std::string> texts(contexts.size());
-  std::vector<Window> windows;
-  std::vector<text::HfEncoding> encs;
+  std::vector<text::HfEncoding> encs;  // every question's windows, in order
+  std::vector<size_t> example;         // the question each window belongs to
   for (size_t i = 0; i < questions.size(); ++i) {
     QKV_CHECK(!questions[i].empty(), "question answering: question ", i, " is empty");
     QKV_CHECK(!contexts[i].empty(), "question answering: context ", i, " is empty");
@@ -92,8 +86,8 @@ std::vector<std::vector<Answer>> question_answering(const models::MaskedLanguage
     }
     for (auto& p : parts) {
       give_token_types(p, model, types, "question answering");
-      encs.push_back(p);
-      windows.push_back({std::move(p), i});
+      encs.push_back(std::move(p));
+      example.push_back(i);
     }
   }
 
@@ -105,14 +99,14 @@ std::vector<std::vector<Answer>> question_answering(const models::MaskedLanguage
   batches(encs, options.batch_size, pad_id_of(tokenizer), [&](const Batch& b, const std::vector<size_t>& rows) {
     const std::vector<float> logits = model.classify(b.ids, b.types, b.mask).to_vector();  // [B, T, 2]
     for (size_t r = 0; r < rows.size(); ++r) {
-      const Window& w = windows[rows[r]];
-      const text::HfEncoding& e = w.enc;
+      const text::HfEncoding& e = encs[rows[r]];
+      const size_t q = example[rows[r]];
       const size_t T = e.ids.size();
       std::vector<bool> allowed(T);
       for (size_t t = 0; t < T; ++t) allowed[t] = e.sequence_ids[t] == 1 || (cls >= 0 && e.ids[t] == cls);
       const float* row = logits.data() + r * static_cast<size_t>(b.T) * 2;
       std::vector<double> ps = masked_softmax(row, allowed), pe = masked_softmax(row + 1, allowed);
-      if (options.handle_impossible_answer) null[w.example] = std::min(null[w.example], ps[0] * pe[0]);
+      if (options.handle_impossible_answer) null[q] = std::min(null[q], ps[0] * pe[0]);
       ps[0] = pe[0] = 0;
       // the spans s ≤ e < s + max_answer_len, best first (equal scores: the earlier start, then end)
       struct Span {
@@ -137,11 +131,11 @@ std::vector<std::vector<Answer>> question_answering(const models::MaskedLanguage
         } else {
           begin = e.offsets[s].first, end = e.offsets[en].second;
         }
-        const std::string& ctx = texts[w.example];
+        const std::string& ctx = texts[q];
         begin = std::min(begin, ctx.size()), end = std::clamp(end, begin, ctx.size());
         answers.push_back({score, begin, end, ctx.substr(begin, end - begin)});
       }
-      found[w.example].push_back({rows[r], std::move(answers)});
+      found[q].push_back({rows[r], std::move(answers)});
     }
   });
   for (size_t i = 0; i < questions.size(); ++i) {

@@ -1049,9 +1049,7 @@ class Server {
     o.top_k = body.integer("top_k", 1, 1, 100);
     o.max_answer_len = body.integer("max_answer_len", 15, 1, m.max_positions());
     o.max_seq_len = body.integer("max_seq_len", 0, 0, m.max_positions());
-    const int64_t window = o.max_seq_len > 0
-                               ? o.max_seq_len
-                               : std::min<int64_t>({tok.model_max_length().value_or(384), 384, m.max_positions()});
+    const int64_t window = o.max_seq_len > 0 ? o.max_seq_len : decode::default_window(m, tok);
     o.doc_stride = body.integer("doc_stride", -1, -1, window / 2);
     o.handle_impossible_answer = body.boolean("handle_impossible_answer", false);
     o.align_to_words = body.boolean("align_to_words", true);

@@ -46,6 +46,10 @@ struct Answer {
   std::string answer;
 };
 
+// The window max_seq_len 0 stands for: the pipeline's min(model_max_length, 384), at most the model's
+// positions.
+int64_t default_window(const models::MaskedLanguageModel& model, const text::HfTokenizer& tokenizer);
+
 // Each (questions[i], contexts[i])'s answers. A model without a question-answering head, lists of
 // different lengths, an empty question or context, a question that leaves no room in max_seq_len, a
 // doc_stride past max_seq_len, top_k or max_answer_len < 1: qkv::Error naming it.
