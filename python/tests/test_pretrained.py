@@ -88,7 +88,7 @@ def test_load_a_bert_folder_and_fill_mask_as_the_pipeline():
 
 
 @pytest.mark.parametrize("name", ["bert-seqcls", "distilbert-seqcls", "roberta-seqcls", "deberta-v2-seqcls",
-                                  "electra-seqcls"])
+                                  "electra-seqcls", "modernbert-seqcls"])
 def test_text_classification_as_the_pipeline(name):
     ref = reference(name)
     model = qkv.load(os.path.join(GOLDEN, name))
@@ -116,7 +116,8 @@ def test_text_classification_as_the_pipeline(name):
         model.token_classification("x")
 
 
-@pytest.mark.parametrize("name", ["bert-tokcls", "roberta-tokcls", "xlmr-tokcls", "deberta-tokcls", "electra-tokcls"])
+@pytest.mark.parametrize("name", ["bert-tokcls", "roberta-tokcls", "xlmr-tokcls", "deberta-tokcls", "electra-tokcls",
+                                  "modernbert-tokcls"])
 def test_token_classification_as_the_pipeline(name):
     ref = reference(name)
     model = qkv.load(os.path.join(GOLDEN, name))
@@ -162,6 +163,20 @@ def test_mpnet_embeddings_and_classification():
     assert [g["score"] for g in got] == pytest.approx([w["score"] for w in case["all"]], abs=1e-5)
 
 
+def test_modernbert_embeddings_and_fill_mask():
+    # gte-modernbert's form (ModernBERT: rotary positions, local and global layers; CLS pooling, Normalize)
+    ref = reference("st-modernbert")["sentence_embeddings"]
+    model = qkv.load(os.path.join(GOLDEN, "st-modernbert"))
+    assert model.metadata["model_type"] == "modernbert"
+    got = model.encode(ref["texts"])
+    assert got.tolist() == [pytest.approx(e, abs=1e-5) for e in ref["embeddings"]]
+    mlm = qkv.load(os.path.join(GOLDEN, "modernbert-mlm"))
+    case = reference("modernbert-mlm")["fill_mask"][0]
+    got = mlm.fill_mask(case["text"], top_k=5)
+    assert [g["token"] for g in got] == [w["token"] for w in case["masks"][0]]
+    assert [g["score"] for g in got] == pytest.approx([w["score"] for w in case["masks"][0]], rel=1e-4)
+
+
 @pytest.mark.parametrize("name", ["ce-bert", "ce-roberta", "ce-bert-no-types", "ce-deberta"])
 def test_rank_as_the_cross_encoder(name):
     # a reranker (one label) as sentence-transformers' CrossEncoder.rank: the order and the scores,
@@ -205,7 +220,7 @@ def test_zero_shot_classification_as_the_pipeline(name):
         model.zero_shot_classification("x", "a", hypothesis_template="About a thing.")
 
 
-@pytest.mark.parametrize("name", ["qa-bert", "qa-roberta", "qa-deberta"])
+@pytest.mark.parametrize("name", ["qa-bert", "qa-roberta", "qa-deberta", "qa-modernbert"])
 def test_question_answering_as_the_pipeline(name):
     # transformers 4.57's pipeline("question-answering") (tests/golden/hf/qa-*): the answers' text,
     # character offsets and scores, a dict where one is left, a list per pair for lists

@@ -274,7 +274,12 @@ const std::vector<HfArchitecture>& hf_architectures() {
       hf::question_answering(hf::roberta("XLMRobertaForQuestionAnswering", hf::EncoderHead::token)),
       hf::question_answering(hf::mpnet("MPNetForQuestionAnswering", hf::EncoderHead::token)),
       hf::question_answering(hf::electra("ElectraForQuestionAnswering", hf::EncoderHead::token)),
-      hf::question_answering(hf::deberta_v2("DebertaV2ForQuestionAnswering", hf::EncoderHead::token))};
+      hf::question_answering(hf::deberta_v2("DebertaV2ForQuestionAnswering", hf::EncoderHead::token)),
+      hf::modernbert("ModernBertForMaskedLM", hf::EncoderHead::mlm),
+      hf::modernbert("ModernBertModel", hf::EncoderHead::none),
+      hf::modernbert("ModernBertForSequenceClassification", hf::EncoderHead::sequence),
+      hf::modernbert("ModernBertForTokenClassification", hf::EncoderHead::token),
+      hf::modernbert("ModernBertForQuestionAnswering", hf::EncoderHead::token, /*span=*/true)};
   return archs;
 }
 
@@ -355,7 +360,7 @@ nlohmann::json convert_hf(const std::string& dir, const std::string& out, const 
   } catch (const Error& e) {
     throw Error(detail::concat("'", f.dir, "/config.json' (", arch.name, "): ", e.what()));
   }
-  if (arch.model_type == "bert") read_sentence_transformers(f.dir, config);
+  if (arch.model_type == "bert" || arch.model_type == "modernbert") read_sentence_transformers(f.dir, config);
   std::unique_ptr<Model> model;
   try {
     model = model_type(arch.model_type).build(config, nullptr);

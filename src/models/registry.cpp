@@ -9,6 +9,7 @@
 #include "qkv/nn/captioner.h"
 #include "qkv/nn/convnet.h"
 #include "qkv/nn/gpt.h"
+#include "qkv/nn/modern_bert.h"
 #include "qkv/nn/llama.h"
 #include "qkv/nn/rnn_seq2seq.h"
 #include "qkv/nn/transformer.h"
@@ -101,6 +102,9 @@ const std::vector<ModelType>& model_types() {
                                     "blocks (He et al. 2016; Wang et al. 2018)"),
       masked_language_model<nn::Bert>("bert", "a bidirectional Transformer encoder with a masked-token head "
                                               "(Devlin et al. 2019: BERT)"),
+      masked_language_model<nn::ModernBert>("modernbert", "ModernBERT: a pre-LN bidirectional encoder with rotary "
+                                                          "positions, a gated MLP and local and global attention "
+                                                          "layers (Warner et al. 2024)"),
   };
   return types;
 }

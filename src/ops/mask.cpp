@@ -46,6 +46,12 @@ Tensor sliding_window_mask(int64_t Lq, int64_t Lk, int64_t window, int64_t offse
   return logical_and(causal_mask(Lq, Lk, offset, device), logical_not(causal_mask(Lq, Lk, offset - window, device)));
 }
 
+// j ≤ i + w and not j ≤ i − w − 1
+Tensor bidirectional_window_mask(int64_t L, int64_t w, Device device) {
+  QKV_CHECK(w >= 0, "bidirectional_window_mask: the half window must not be negative, got ", w);
+  return logical_and(causal_mask(L, L, w, device), logical_not(causal_mask(L, L, -w - 1, device)));
+}
+
 namespace {
 // true → 0, false → −∞; a float mask stays as it is.
 Tensor additive(const Tensor& m) {

@@ -664,6 +664,54 @@ def electra_cases():
     ])
 
 
+def modernbert_tokenizer(vocab):
+    """ModernBERT's tokenizer (answerdotai/ModernBERT-base's form: NFC, a byte-level BPE, [CLS] $A [SEP] and
+    [CLS] $A [SEP] $B [SEP], [MASK] with lstrip, no token types handed to the model) made with `tokenizers`:
+    the BPE trained on Shakespeare with ModernBERT's special tokens first."""
+    from tokenizers import AddedToken, Tokenizer, decoders, models, normalizers, pre_tokenizers, processors, trainers
+    with open(os.path.join(SHARED, "tinyshakespeare", "input.txt"), encoding="utf-8") as f:
+        lines = f.read().splitlines()[:20000]
+    tok = Tokenizer(models.BPE())
+    tok.normalizer = normalizers.NFC()
+    tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    tok.decoder = decoders.ByteLevel()
+    trainer = trainers.BpeTrainer(vocab_size=vocab, special_tokens=["[UNK]", "[CLS]", "[SEP]", "[PAD]"],
+                                  show_progress=False, initial_alphabet=pre_tokenizers.ByteLevel.alphabet())
+    tok.train_from_iterator(lines, trainer)
+    tok.add_special_tokens([AddedToken("[MASK]", lstrip=True, rstrip=False, special=True)])
+    cls, sep = tok.token_to_id("[CLS]"), tok.token_to_id("[SEP]")
+    tok.post_processor = processors.TemplateProcessing(
+        single="[CLS]:0 $A:0 [SEP]:0", pair="[CLS]:0 $A:0 [SEP]:0 $B:1 [SEP]:1",
+        special_tokens=[("[CLS]", cls), ("[SEP]", sep)])
+    return transformers.PreTrainedTokenizerFast(tokenizer_object=tok, unk_token="[UNK]", pad_token="[PAD]",
+                                                cls_token="[CLS]", sep_token="[SEP]", mask_token="[MASK]",
+                                                model_input_names=["input_ids", "attention_mask"])
+
+
+# ModernBERT's layers, small: 3 of them, layers 0 and 2 global, layer 1 local within 4 tokens either way (the
+# 70-token inputs reach far past it)
+MODERNBERT = dict(num_hidden_layers=3, global_attn_every_n_layers=2, local_attention=8)
+
+
+def modernbert_cases():
+    """ModernBERT (pre-LN, rotary positions of two bases, GeGLU, local and global layers, the prediction head)
+    with its fill-mask head, an NLI classifier pooled by the mean (with every bias ModernBERT may have), a token
+    classifier (the backward too) and a sentence-transformers folder (CLS pooling, as gte-modernbert), on 70-token
+    inputs (its question-answering head: qa_cases). A seed of their own: the cases above keep their bytes."""
+    T = transformers
+    tok = lambda: modernbert_tokenizer(400)
+    biases = dict(norm_bias=True, attention_bias=True, mlp_bias=True, classifier_bias=True)
+    run_encoder_cases(54, [
+        ("modernbert-mlm", tok, T.ModernBertForMaskedLM, T.ModernBertConfig, MODERNBERT),
+        ("modernbert-seqcls", tok, T.ModernBertForSequenceClassification, T.ModernBertConfig,
+         dict(MODERNBERT, **biases, classifier_pooling="mean",
+              id2label={0: "entailment", 1: "neutral", 2: "contradiction"})),
+        ("modernbert-tokcls", tok, T.ModernBertForTokenClassification, T.ModernBertConfig,
+         dict(MODERNBERT, id2label=NER_LABELS, hidden_activation="gelu_pytorch_tanh", classifier_activation="silu")),
+        ("st-modernbert", tok, T.ModernBertModel, T.ModernBertConfig, MODERNBERT),
+    ], length=70, positions=80)
+
+
 def untyped(tokenizer):
     """The same tokenizer.json as transformers wraps it by default (model_input_names without token_type_ids)."""
     return transformers.PreTrainedTokenizerFast(tokenizer_object=tokenizer.backend_tokenizer, unk_token="[UNK]",
@@ -865,8 +913,9 @@ def qa_reference_4x(spec_path, result_path):
 
 
 def qa_cases():
-    """Extractive question answering: BERT, DistilBERT, RoBERTa, XLM-RoBERTa, DeBERTa v3 and ELECTRA
-    …ForQuestionAnswering (qa_outputs: a linear of 2 outputs, the start and end logits), with the tokenizers
+    """Extractive question answering: BERT, DistilBERT, RoBERTa, XLM-RoBERTa, DeBERTa v3, ELECTRA and ModernBERT
+    …ForQuestionAnswering (qa_outputs, or ModernBERT's head and classifier: a linear of 2 outputs, the start and
+    end logits), with the tokenizers
     of those architectures' other cases cut at model_max_length 40, so that the long context runs through many
     windows. reference.json holds run_encoder_cases' fields (the logits: qa_outputs' output, [2, 40, 2]),
     then transformers 4.57's question-answering pipeline (removed from transformers 5) on QA_CASES and its
@@ -898,6 +947,9 @@ def qa_cases():
         ("qa-deberta", lambda: with_max_length(spm_deberta_tokenizer(400), 40), T.DebertaV2ForQuestionAnswering,
          T.DebertaV2Config, dict(DEBERTA_V3, position_buckets=16, max_relative_positions=64)),
         ("qa-electra", wp, T.ElectraForQuestionAnswering, T.ElectraConfig, dict(embedding_size=32)),
+        # (its head is ModernBertPredictionHead, then a classifier of 2 outputs, not qa_outputs)
+        ("qa-modernbert", lambda: with_max_length(modernbert_tokenizer(400), 40), T.ModernBertForQuestionAnswering,
+         T.ModernBertConfig, MODERNBERT),
     ]
     run_encoder_cases(53, cases, length=40, positions=64)
     threads = torch.get_num_threads()
@@ -972,6 +1024,22 @@ def qa_cases():
     torch.set_num_threads(threads)
 
 
+# The token classifiers whose backward the goldens hold, and the parameters whose gradients they keep: DeBERTa's
+# relative embeddings, their norm, and the projections c2p and p2c read; ModernBERT's every kind of parameter
+# (a local layer's Wqkv, where the window and the local rotary base act), the embedding included.
+BACKWARD = {
+    "deberta-tokcls": ("deberta.encoder.rel_embeddings.weight", "deberta.encoder.LayerNorm.weight",
+                       "deberta.encoder.layer.0.attention.self.key_proj.weight",
+                       "deberta.encoder.layer.0.attention.self.query_proj.bias",
+                       "deberta.encoder.layer.1.attention.self.value_proj.weight", "classifier.weight"),
+    "modernbert-tokcls": ("model.embeddings.tok_embeddings.weight", "model.embeddings.norm.weight",
+                          "model.layers.0.attn.Wqkv.weight", "model.layers.1.attn.Wqkv.weight",
+                          "model.layers.1.attn_norm.weight", "model.layers.2.mlp.Wi.weight",
+                          "model.layers.2.mlp.Wo.weight", "model.final_norm.weight", "head.dense.weight",
+                          "head.norm.weight", "classifier.weight"),
+}
+
+
 def run_encoder_cases(seed, cases, length=12, positions=40):
     torch.manual_seed(seed)
     T = transformers
@@ -979,7 +1047,12 @@ def run_encoder_cases(seed, cases, length=12, positions=40):
     for name, make_tok, cls, config_cls, extra in cases:
         tokenizer = make_tok()
         V = len(tokenizer)
-        if config_cls is T.DistilBertConfig:
+        if config_cls is T.ModernBertConfig:
+            ids_of = {k: tokenizer.convert_tokens_to_ids(v) for k, v in (("bos_token_id", "[CLS]"),
+                      ("cls_token_id", "[CLS]"), ("eos_token_id", "[SEP]"), ("sep_token_id", "[SEP]"))}
+            c = config_cls(vocab_size=V, hidden_size=48, num_attention_heads=4, intermediate_size=80,
+                           max_position_embeddings=positions, pad_token_id=tokenizer.pad_token_id, **ids_of, **extra)
+        elif config_cls is T.DistilBertConfig:
             c = config_cls(vocab_size=V, dim=48, n_layers=2, n_heads=4, hidden_dim=80,
                            max_position_embeddings=positions, pad_token_id=tokenizer.pad_token_id, **extra)
         else:
@@ -993,9 +1066,11 @@ def run_encoder_cases(seed, cases, length=12, positions=40):
         randomize_encoder(m)
         with torch.no_grad():
             for pname, p in m.named_parameters():
-                if "classifier" in pname:  # scores short of 0 and 1, so that each is checked
+                qa_head = pname.endswith("qa_outputs.weight") or (
+                    cls is T.ModernBertForQuestionAnswering and pname == "classifier.weight")
+                if "classifier" in pname and not qa_head:  # scores short of 0 and 1, so that each is checked
                     p.mul_(0.15)
-                if pname.endswith("qa_outputs.weight"):  # (question answering) start and end logits' spread
+                if qa_head:  # (question answering) start and end logits' spread
                     p.mul_(QA_SCALE)
             if name == "xlmr-tokcls":  # "O" less likely, so that there are entities to group
                 m.classifier.bias[0] -= 0.6
@@ -1028,9 +1103,9 @@ def run_encoder_cases(seed, cases, length=12, positions=40):
                "logits_shape": list(out_t.shape), "logits": [round(v, 7) for v in out_t.flatten().tolist()]}
         if config_cls is T.DebertaV2Config:
             ref["padded_positions_differ"] = True
-        if name == "deberta-tokcls":
+        if name in BACKWARD:
             # the backward: L = Σ over the tokens (padding left out) of logits · w, and the gradients of
-            # the relative embeddings, their norm, and the projections c2p and p2c read
+            # the parameters BACKWARD names
             w = torch.tensor([(c + 1) * (-1.0) ** c for c in range(m.config.num_labels)])
             m.zero_grad()
             logits = m(**kwargs).logits
@@ -1038,11 +1113,7 @@ def run_encoder_cases(seed, cases, length=12, positions=40):
             loss.backward()
             params = dict(m.named_parameters())
             ref["backward"] = {"weights": w.tolist(), "loss": loss.item(), "grads": {
-                k: [round(v, 9) for v in params[k].grad.flatten().tolist()] for k in (
-                    "deberta.encoder.rel_embeddings.weight", "deberta.encoder.LayerNorm.weight",
-                    "deberta.encoder.layer.0.attention.self.key_proj.weight",
-                    "deberta.encoder.layer.0.attention.self.query_proj.bias",
-                    "deberta.encoder.layer.1.attention.self.value_proj.weight", "classifier.weight")}}
+                k: [round(v, 9) for v in params[k].grad.flatten().tolist()] for k in BACKWARD[name]}}
         if name.endswith("seqcls"):
             pipe = T.pipeline("text-classification", model=m, tokenizer=tokenizer)
             ref["text_classification"] = [
@@ -1089,7 +1160,8 @@ def run_encoder_cases(seed, cases, length=12, positions=40):
         if name.startswith("st-"):
             # A sentence-transformers folder: the model's files, then modules.json, the Pooling and
             # (st-bert) Normalize modules, and sentence_bert_config.json's max_seq_length (inputs cut to it).
-            normalize = name in ("st-bert", "st-mpnet")
+            normalize = name in ("st-bert", "st-mpnet", "st-modernbert")
+            cls_pooling = name == "st-modernbert"
             with open(os.path.join(out, "modules.json"), "w") as f:
                 json.dump([{"idx": 0, "name": "0", "path": "", "type": "sentence_transformers.models.Transformer"},
                            {"idx": 1, "name": "1", "path": "1_Pooling", "type": "sentence_transformers.models.Pooling"}]
@@ -1099,8 +1171,8 @@ def run_encoder_cases(seed, cases, length=12, positions=40):
                 json.dump({"max_seq_length": 16, "do_lower_case": False}, f)
             os.makedirs(os.path.join(out, "1_Pooling"))
             with open(os.path.join(out, "1_Pooling", "config.json"), "w") as f:
-                json.dump({"word_embedding_dimension": 48, "pooling_mode_cls_token": False,
-                           "pooling_mode_mean_tokens": True, "pooling_mode_max_tokens": False,
+                json.dump({"word_embedding_dimension": 48, "pooling_mode_cls_token": cls_pooling,
+                           "pooling_mode_mean_tokens": not cls_pooling, "pooling_mode_max_tokens": False,
                            "pooling_mode_mean_sqrt_len_tokens": False, "pooling_mode_weightedmean_tokens": False,
                            "pooling_mode_lasttoken": False, "include_prompt": True}, f, indent=2)
             if normalize:
@@ -1169,3 +1241,5 @@ if __name__ == "__main__":
         electra_cases()
     if not only or "qa" in only:
         qa_cases()
+    if not only or "modernbert" in only:
+        modernbert_cases()

@@ -57,12 +57,14 @@ void check_logits(const std::string& name) {
 }
 
 TEST(HfEncoders, LogitsEqualTransformers) {
-  for (const char* name : {"bert-seqcls",    "bert-tokcls",    "distilbert-seqcls", "distilbert-mlm", "roberta-seqcls",
-                           "roberta-tokcls", "roberta-mlm",    "st-bert",           "xlmr-tokcls",    "xlmr-mlm",
-                           "st-xlmr",        "mpnet-mlm",      "mpnet-seqcls",      "st-mpnet",       "deberta-mlm",
-                           "deberta-seqcls", "deberta-tokcls", "deberta-v2-seqcls", "electra-seqcls", "electra-tokcls",
-                           "electra-mlm",    "qa-bert",        "qa-distilbert",     "qa-roberta",     "qa-xlmr",
-                           "qa-deberta",     "qa-electra"})
+  for (const char* name :
+       {"bert-seqcls",    "bert-tokcls",    "distilbert-seqcls", "distilbert-mlm",    "roberta-seqcls",
+        "roberta-tokcls", "roberta-mlm",    "st-bert",           "xlmr-tokcls",       "xlmr-mlm",
+        "st-xlmr",        "mpnet-mlm",      "mpnet-seqcls",      "st-mpnet",          "deberta-mlm",
+        "deberta-seqcls", "deberta-tokcls", "deberta-v2-seqcls", "electra-seqcls",    "electra-tokcls",
+        "electra-mlm",    "qa-bert",        "qa-distilbert",     "qa-roberta",        "qa-xlmr",
+        "qa-deberta",     "qa-electra",     "modernbert-mlm",    "modernbert-seqcls", "modernbert-tokcls",
+        "qa-modernbert",  "st-modernbert"})
     check_logits(name);
 }
 
@@ -116,6 +118,36 @@ TEST(HfEncoders, DebertaGradientsEqualTransformers) {
   }
 }
 
+// ModernBERT's backward against transformers': the same loss over modernbert-tokcls (70-token inputs,
+// row 1 padded) and the gradients of each kind of parameter — the embedding and its norm, a global and
+// a local layer's Wqkv (where the window and the two rotary bases act), a norm, the gated MLP's two
+// matrices, the final norm, the prediction head and the classifier. The names are transformers' less
+// "model.".
+TEST(HfEncoders, ModernBertGradientsEqualTransformers) {
+  testing::TempDir dir("hf-modernbert-backward");
+  LoadedMaskedLanguageModel m = convert_and_load("modernbert-tokcls", dir);
+  const nlohmann::json ref = reference("modernbert-tokcls");
+  const nlohmann::json& want = ref["backward"];
+  const Tensor ids = int_matrix(ref["input_ids"]), mask = int_matrix(ref["attention_mask"]);
+  const Tensor logits = m.model->classify(ids, Tensor(), mask);  // [B, T, L]
+  const std::vector<float> w = want["weights"].get<std::vector<float>>();
+  const Tensor keep = Tensor::from_vector(mask.to_vector(), {ids.size(0), ids.size(1), 1});
+  const Tensor loss = sum(mul(mul(logits, Tensor::from_vector(w, {1, 1, static_cast<int64_t>(w.size())})), keep));
+  EXPECT_NEAR(loss.item(), want["loss"].get<double>(), 1e-4 * std::abs(want["loss"].get<double>()));
+  loss.backward();
+  std::map<std::string, Tensor> params;
+  for (auto& [name, p] : m.model->module().named_parameters()) params.emplace(name, p);
+  ASSERT_EQ(want["grads"].size(), 11u);
+  for (auto& [hf, grad] : want["grads"].items()) {
+    SCOPED_TRACE(hf);
+    const std::string ours = hf.starts_with("model.") ? hf.substr(6) : hf;
+    ASSERT_TRUE(params.count(ours));
+    const Tensor g = params.at(ours).grad();
+    ASSERT_TRUE(g.defined());
+    EXPECT_LE(testing::rel_error(g.contiguous().to_vector(), grad.get<std::vector<float>>()), 1e-4);
+  }
+}
+
 // DeBERTa's log buckets of a relative position i − j, as transformers' make_log_bucket_position gives
 // them: deberta-v3's (256 buckets, 512 positions) at and past every boundary, and the goldens' (16, 64).
 TEST(HfEncoders, RelativePositionBucketsAreDebertas) {
@@ -143,9 +175,8 @@ decode::TextClassificationOptions options(int64_t top_k, std::vector<std::string
 // pipeline("text-classification"): top 1 (the default) and every label (top_k=None), best first;
 // a sentence pair; function_to_apply="softmax" over a one-label (sigmoid) model.
 TEST(HfEncoders, TextClassificationEqualsThePipeline) {
-  for (const char* name :
-       {"bert-seqcls", "distilbert-seqcls", "roberta-seqcls", "mpnet-seqcls", "deberta-seqcls", "deberta-v2-seqcls",
-        "electra-seqcls"}) {
+  for (const char* name : {"bert-seqcls", "distilbert-seqcls", "roberta-seqcls", "mpnet-seqcls", "deberta-seqcls",
+                           "deberta-v2-seqcls", "electra-seqcls", "modernbert-seqcls"}) {
     SCOPED_TRACE(name);
     testing::TempDir dir("hf-seqcls");
     LoadedMaskedLanguageModel m = convert_and_load(name, dir);
@@ -190,7 +221,7 @@ TEST(HfEncoders, TextClassificationEqualsThePipeline) {
 // (entailment against contradiction), multi_label, a template with braces, and a text cut
 // ("only_first") to the tokenizer's model_max_length of 40; all of them in one batch and one at a time.
 TEST(HfEncoders, ZeroShotEqualsThePipeline) {
-  for (const char* name : {"deberta-seqcls", "mpnet-seqcls"}) {
+  for (const char* name : {"deberta-seqcls", "mpnet-seqcls", "modernbert-seqcls"}) {
     SCOPED_TRACE(name);
     testing::TempDir dir("hf-zero-shot");
     LoadedMaskedLanguageModel m = convert_and_load(name, dir);
@@ -239,7 +270,8 @@ TEST(HfEncoders, ZeroShotEqualsThePipeline) {
 // "simple" aggregation's groups — their labels, scores and words (not the pipeline's character
 // offsets, start and end: qkv's tokenizer gives none).
 TEST(HfEncoders, TokenClassificationEqualsThePipeline) {
-  for (const char* name : {"bert-tokcls", "roberta-tokcls", "xlmr-tokcls", "deberta-tokcls", "electra-tokcls"}) {
+  for (const char* name :
+       {"bert-tokcls", "roberta-tokcls", "xlmr-tokcls", "deberta-tokcls", "electra-tokcls", "modernbert-tokcls"}) {
     SCOPED_TRACE(name);
     testing::TempDir dir("hf-tokcls");
     LoadedMaskedLanguageModel m = convert_and_load(name, dir);
@@ -286,7 +318,8 @@ TEST(HfEncoders, TokenClassificationEqualsThePipeline) {
 
 // DistilBERT's and RoBERTa's masked-language heads through fill-mask, as the pipeline.
 TEST(HfEncoders, FillMaskEqualsThePipeline) {
-  for (const char* name : {"distilbert-mlm", "roberta-mlm", "xlmr-mlm", "mpnet-mlm", "deberta-mlm", "electra-mlm"}) {
+  for (const char* name :
+       {"distilbert-mlm", "roberta-mlm", "xlmr-mlm", "mpnet-mlm", "deberta-mlm", "electra-mlm", "modernbert-mlm"}) {
     SCOPED_TRACE(name);
     testing::TempDir dir("hf-mlm");
     LoadedMaskedLanguageModel m = convert_and_load(name, dir);
@@ -311,17 +344,19 @@ TEST(HfEncoders, FillMaskEqualsThePipeline) {
 }
 
 // A sentence-transformers folder (modules.json: mean pooling, max_seq_length 16; st-bert with
-// Normalize, st-xlmr — paraphrase-multilingual's form — without, st-mpnet — all-mpnet-base-v2's — with): its settings
+// Normalize, st-xlmr — paraphrase-multilingual's form — without, st-mpnet — all-mpnet-base-v2's — with;
+// st-modernbert — gte-modernbert's form — CLS pooling with Normalize): its settings
 // are kept by the conversion, and the embeddings equal SentenceTransformer.encode's — long texts cut to 16 tokens as it
 // cuts them; CLS, mean and max pooling without normalizing equal the pooled hidden states.
 TEST(HfEncoders, SentenceEmbeddingsEqualSentenceTransformers) {
-  for (const auto& [case_name, normalized] :
-       {std::pair{"st-bert", true}, std::pair{"st-xlmr", false}, std::pair{"st-mpnet", true}}) {
+  for (const auto& [case_name, normalized, pooled] :
+       {std::tuple{"st-bert", true, nn::BertPooling::mean}, std::tuple{"st-xlmr", false, nn::BertPooling::mean},
+        std::tuple{"st-mpnet", true, nn::BertPooling::mean}, std::tuple{"st-modernbert", true, nn::BertPooling::cls}}) {
     SCOPED_TRACE(case_name);
     testing::TempDir dir("hf-st");
     LoadedMaskedLanguageModel m = convert_and_load(case_name, dir);
     const EncoderTask task = m.model->task();
-    EXPECT_EQ(task.pooling, nn::BertPooling::mean);
+    EXPECT_EQ(task.pooling, pooled);
     EXPECT_EQ(task.normalize, normalized);
     EXPECT_EQ(task.max_seq_length, 16);
     const nlohmann::json ref = reference(case_name);
@@ -462,32 +497,39 @@ TEST(HfEncoders, Int8LayersStayCloseToF32) {
   for (size_t i = 0; i < got.size(); ++i)
     for (size_t j = 0; j < got[i].size(); ++j)  // the tiny model's scores differ little from f32's
       EXPECT_NEAR(got[i][j].score, cref["text_classification"][i]["all"][j]["score"].get<double>(), 0.02) << i;
-  // DeBERTa's position terms project the relative embeddings through the same int8 rows: embeddings
-  // of its 70-token inputs close to f32's (as BERT's above), and equal from a file qkv quantize wrote
-  // (which holds no f32 layer matrices to fall back on)
-  const std::string deberta = (dir2.path / "deberta.safetensors").string(),
-                    deberta_q = (dir2.path / "deberta-int8.safetensors").string();
-  convert_hf((kGolden / "deberta-tokcls").string(), deberta);
-  const nlohmann::json dref = reference("deberta-tokcls");
-  const Tensor ids = int_matrix(dref["input_ids"]), mask = int_matrix(dref["attention_mask"]);
+  // DeBERTa's position terms project the relative embeddings through the same int8 rows, and
+  // ModernBERT's layers are of their own kind (a fused Wqkv, a gated MLP): embeddings of their 70-token
+  // inputs close to f32's (as BERT's above), and equal from a file qkv quantize wrote (which holds no
+  // f32 layer matrices to fall back on)
   NoGradGuard no_grad;
-  LoadedMaskedLanguageModel d32 = load_masked_language_model(deberta), d8 = load_masked_language_model(deberta, int8);
-  const Tensor h32 = d32.model->encode(ids, Tensor(), mask), h8 = d8.model->encode(ids, Tensor(), mask);  // [B, T, E]
-  // each row's mean over its tokens (the tiny random model's single positions drift more: MPNet's too)
-  const std::vector<int32_t> keep = mask.to_ints();
-  const std::vector<float> v32 = h32.to_vector(), v8 = h8.to_vector();
-  const size_t T = static_cast<size_t>(ids.size(1)), E = static_cast<size_t>(h32.size(2));
-  for (size_t b = 0; b < 2; ++b) {
-    std::vector<double> a(E), c(E);
-    for (size_t t = 0; t < T; ++t)
-      for (size_t d = 0; d < E && keep[b * T + t]; ++d) a[d] += v32[(b * T + t) * E + d], c[d] += v8[(b * T + t) * E + d];
-    double ac = 0, aa = 0, cc = 0;
-    for (size_t d = 0; d < E; ++d) ac += a[d] * c[d], aa += a[d] * a[d], cc += c[d] * c[d];
-    EXPECT_GT(ac / std::sqrt(aa * cc), 0.995) << "row " << b;
+  for (const char* name : {"deberta-tokcls", "modernbert-tokcls"}) {
+    SCOPED_TRACE(name);
+    const std::string deberta = (dir2.path / (std::string(name) + ".safetensors")).string(),
+                      deberta_q = (dir2.path / (std::string(name) + "-int8.safetensors")).string();
+    convert_hf((kGolden / name).string(), deberta);
+    const nlohmann::json dref = reference(name);
+    const Tensor ids = int_matrix(dref["input_ids"]), mask = int_matrix(dref["attention_mask"]);
+    LoadedMaskedLanguageModel d32 = load_masked_language_model(deberta), d8 = load_masked_language_model(deberta, int8);
+    const Tensor h32 = d32.model->encode(ids, Tensor(), mask), h8 = d8.model->encode(ids, Tensor(), mask);  // [B, T, E]
+    // each row's mean over its tokens (the tiny random model's single positions drift more: MPNet's too)
+    const std::vector<int32_t> keep = mask.to_ints();
+    const std::vector<float> v32 = h32.to_vector(), v8 = h8.to_vector();
+    const size_t T = static_cast<size_t>(ids.size(1)), E = static_cast<size_t>(h32.size(2));
+    for (size_t b = 0; b < 2; ++b) {
+      std::vector<double> a(E), c(E);
+      for (size_t t = 0; t < T; ++t)
+        for (size_t d = 0; d < E && keep[b * T + t]; ++d)
+          a[d] += v32[(b * T + t) * E + d], c[d] += v8[(b * T + t) * E + d];
+      double ac = 0, aa = 0, cc = 0;
+      for (size_t d = 0; d < E; ++d) ac += a[d] * c[d], aa += a[d] * a[d], cc += c[d] * c[d];
+      // (ModernBERT's gated MLP multiplies two projections of the golden's std-0.5 weights, whose int8
+      // errors multiply too: 0.984–0.996 here; at transformers' own init, std 0.02, 0.9999996)
+      EXPECT_GT(ac / std::sqrt(aa * cc), std::string(name) == "modernbert-tokcls" ? 0.98 : 0.995) << "row " << b;
+    }
+    EXPECT_NE(h32.to_vector(), h8.to_vector()) << "int8 rows were not read";
+    quantize_model_file(deberta, deberta_q);
+    EXPECT_EQ(load_masked_language_model(deberta_q).model->encode(ids, Tensor(), mask).to_vector(), h8.to_vector());
   }
-  EXPECT_NE(h32.to_vector(), h8.to_vector()) << "int8 rows were not read";
-  quantize_model_file(deberta, deberta_q);
-  EXPECT_EQ(load_masked_language_model(deberta_q).model->encode(ids, Tensor(), mask).to_vector(), h8.to_vector());
 }
 
 // Hostile classifier configs: id2label with a gap or a non-numeric key, a num_labels that contradicts

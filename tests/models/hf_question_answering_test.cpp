@@ -22,7 +22,8 @@ namespace {
 
 using hf_golden::convert_and_load, hf_golden::reference;
 
-const char* const kModels[] = {"qa-bert", "qa-distilbert", "qa-roberta", "qa-xlmr", "qa-deberta", "qa-electra"};
+const char* const kModels[] = {"qa-bert",    "qa-distilbert", "qa-roberta",   "qa-xlmr",
+                               "qa-deberta", "qa-electra",    "qa-modernbert"};
 
 decode::QuestionAnsweringOptions options_of(const nlohmann::json& args) {
   decode::QuestionAnsweringOptions o;

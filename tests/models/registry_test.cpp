@@ -25,7 +25,7 @@ json tiny_transformer() {
 TEST(Registry, ListsTheModelTypes) {
   std::vector<std::string> names;
   for (const ModelType& t : model_types()) names.push_back(t.name);
-  EXPECT_EQ(names, (std::vector<std::string>{"transformer", "rnn-encdec", "rnn-attention", "captioner", "gpt", "llama", "convnet", "bert"}));
+  EXPECT_EQ(names, (std::vector<std::string>{"transformer", "rnn-encdec", "rnn-attention", "captioner", "gpt", "llama", "convnet", "bert", "modernbert"}));
   EXPECT_EQ(model_type("transformer").kind, Kind::seq2seq);
   EXPECT_EQ(model_type("gpt").kind, Kind::language_model);
   EXPECT_EQ(model_type("llama").kind, Kind::language_model);
@@ -36,7 +36,7 @@ TEST(Registry, ListsTheModelTypes) {
   EXPECT_NE(error_of([] { build_image_classifier("convnet", {{"num_classes", 0}}); }).find("\"num_classes\" ≥ 2, got 0"),
             std::string::npos);
   const std::string e = error_of([] { model_type("lstm"); });
-  EXPECT_NE(e.find("unknown model type \"lstm\" (known: transformer, rnn-encdec, rnn-attention, captioner, gpt, llama, convnet, bert)"),
+  EXPECT_NE(e.find("unknown model type \"lstm\" (known: transformer, rnn-encdec, rnn-attention, captioner, gpt, llama, convnet, bert, modernbert)"),
             std::string::npos)
       << e;
 }

@@ -27,6 +27,9 @@ Tensor causal_mask(int64_t Lq, int64_t Lk, int64_t offset = 0, Device device = D
 // [Lq, Lk], true where query i may see key j within a window of W keys: j ≤ i + offset and
 // i + offset − j < W (Mistral's and Qwen2's sliding window; offset as above).
 Tensor sliding_window_mask(int64_t Lq, int64_t Lk, int64_t window, int64_t offset = 0, Device device = Device::cpu());
+// [L, L], true where query i may see key j within w positions either way: |i − j| ≤ w (ModernBERT's
+// local attention, w = local_attention / 2).
+Tensor bidirectional_window_mask(int64_t L, int64_t w, Device device = Device::cpu());
 // Two masks in our convention as one (either may be undefined): boolean ∧ boolean stays boolean
 // (broadcast to both shapes); otherwise both become additive (true → 0, false → −∞) and are added.
 Tensor merge_attention_masks(const Tensor& a, const Tensor& b);

@@ -44,6 +44,9 @@ HfArchitecture electra(const std::string& name, EncoderHead head);
 // DebertaV2Model, DebertaV2ForMaskedLM, …ForSequenceClassification, …ForTokenClassification (DeBERTa v2
 // and v3: BERT's layers with disentangled attention)
 HfArchitecture deberta_v2(const std::string& name, EncoderHead head);
+// ModernBertModel, ModernBertForMaskedLM, …ForSequenceClassification, …ForTokenClassification, and with
+// `span` …ForQuestionAnswering (head token: its classifier the start and end logits) → "modernbert"
+HfArchitecture modernbert(const std::string& name, EncoderHead head, bool span = false);
 // BertForQuestionAnswering, …: the architecture's token classifier (made under the question-answering
 // name) with the checkpoint's qa_outputs as its span head (question_answering.cpp).
 HfArchitecture question_answering(const HfArchitecture& token_classifier);
