@@ -563,5 +563,76 @@ TEST(HfEncoders, CraftedClassifierConfigsAreRefusedByName) {
   }
 }
 
+// ModernBERT's config in both forms: the Hub's 4.x (global_attn_every_n_layers, global_rope_theta,
+// local_rope_theta; no layer_types nor rope_parameters) converts to the same model as transformers 5's,
+// and what qkv cannot compute is refused by name — a scaled rope_type, a pooling it lacks, layer_types
+// of another length or kind, an untied decoder — before anything is written.
+TEST(HfEncoders, ModernBertConfigsOfBothFormsAndCraftedOnes) {
+  testing::TempDir dir("hf-modernbert-config");
+  const fs::path golden = kGolden / "modernbert-seqcls";
+  const nlohmann::json base = nlohmann::json::parse(io::read_file((golden / "config.json").string()));
+  auto convert_with = [&](const nlohmann::json& config, const fs::path& golden_dir) {
+    const fs::path f = dir.path / "case";
+    fs::remove_all(f);
+    fs::create_directories(f);
+    for (const auto& e : fs::directory_iterator(golden_dir)) fs::copy(e.path(), f / e.path().filename());
+    io::write_file_atomic((f / "config.json").string(), config.dump());
+    const std::string out = (dir.path / "out.safetensors").string();
+    fs::remove(out);
+    return std::pair{f, out};
+  };
+  // the 4.x form (with fields no ModernBERT code reads): the golden's logits; and the bases are read
+  // from its fields — a local base of 160000 gives other logits
+  nlohmann::json old = base;
+  old.erase("layer_types");
+  old.erase("rope_parameters");
+  old["global_rope_theta"] = 160000.0, old["local_rope_theta"] = 10000.0, old["global_attn_every_n_layers"] = 2;
+  old["reference_compile"] = nullptr, old["layer_norm_eps"] = 1e-5, old["position_embedding_type"] = "absolute";
+  {
+    const auto [f, out] = convert_with(old, golden);
+    convert_hf(f.string(), out);
+    LoadedMaskedLanguageModel m = load_masked_language_model(out);
+    const nlohmann::json ref = reference("modernbert-seqcls");
+    const Tensor got = m.model->classify(int_matrix(ref["input_ids"]), Tensor(), int_matrix(ref["attention_mask"]));
+    EXPECT_LE(testing::rel_error(got.to_vector(), ref["logits"].get<std::vector<float>>()), 1e-4);
+    old["local_rope_theta"] = 160000.0;
+    const auto [f2, out2] = convert_with(old, golden);
+    convert_hf(f2.string(), out2);
+    const Tensor other = load_masked_language_model(out2).model->classify(int_matrix(ref["input_ids"]), Tensor(),
+                                                                          int_matrix(ref["attention_mask"]));
+    EXPECT_GT(testing::rel_error(other.to_vector(), ref["logits"].get<std::vector<float>>()), 1e-3);
+  }
+  nlohmann::json scaled = base;
+  scaled["rope_parameters"]["full_attention"] = {{"rope_type", "yarn"}, {"rope_theta", 1e4}, {"factor", 4}};
+  nlohmann::json untied = nlohmann::json::parse(io::read_file((kGolden / "modernbert-mlm" / "config.json").string()));
+  untied["tie_word_embeddings"] = false;
+  auto patched = [&](const nlohmann::json& patch) {
+    nlohmann::json c = base;
+    c.merge_patch(patch);
+    return c;
+  };
+  const std::vector<std::tuple<nlohmann::json, fs::path, std::string>> cases = {
+      {scaled, golden, "rope_parameters.full_attention: the field 'factor'"},
+      {patched({{"rope_parameters", {{"sliding_attention", {{"rope_type", "linear"}}}}}}), golden,
+       "rope_type 'linear' is not supported"},
+      {patched({{"classifier_pooling", "max"}}), golden, "classifier_pooling 'max'"},
+      {patched({{"layer_types", {"full_attention"}}}), golden, "layer_types must list 3"},
+      {patched({{"layer_types", {"full_attention", "chunked", "full_attention"}}}), golden,
+       "layer_types holds 'chunked'"},
+      {patched({{"hidden_activation", "quick_gelu"}}), golden, "hidden_activation 'quick_gelu'"},
+      {patched({{"local_attention", -2}}), golden, "local_attention"},
+      {patched({{"sliding_window_pattern", 4}}), golden, "'sliding_window_pattern'"},
+      {untied, kGolden / "modernbert-mlm", "tie_word_embeddings = false"},
+  };
+  for (const auto& [config, from, want] : cases) {
+    SCOPED_TRACE(want);
+    const auto [f, out] = convert_with(config, from);
+    const std::string e = testing::error_of([&] { convert_hf(f.string(), out); });
+    EXPECT_NE(e.find(want), std::string::npos) << e;
+    EXPECT_NE(e.find("config.json"), std::string::npos) << e;
+    EXPECT_FALSE(fs::exists(out));
+  }
+}
+
 }  // namespace
 }  // namespace qkv::models
