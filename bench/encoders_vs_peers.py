@@ -1,5 +1,6 @@
 #!/usr/bin/env python3
-"""Converted encoders (BERT-base sized, MPNet-base: --arch mpnet, DeBERTa-v3-base: --arch deberta): qkv against
+"""Converted encoders (BERT-base sized, MPNet-base: --arch mpnet, DeBERTa-v3-base: --arch deberta, ModernBERT-base:
+--arch modernbert): qkv against
 transformers (PyTorch) and
 CTranslate2 on the same folder — texts classified a second, and texts encoded to sentence embeddings a second, with each
 engine's peak RSS.
@@ -20,6 +21,10 @@ pieces), which CTranslate2 4.8.5 does not convert: qkv and transformers only.
 same sizes, disentangled attention over 256 log-bucketed relative positions each way, no absolute
 positions, no token types; a SentencePiece Unigram of the pieces those sentences yield (~7,400), as
 DebertaV2Tokenizer converts it), which CTranslate2 does not convert either.
+--arch modernbert: ModernBERT-base's network (ModernBertForSequenceClassification and ModernBertModel: 22
+layers, d 768, 12 heads, a gated MLP of 1152, rotary positions, every third layer global and the others
+within 64 tokens either way, vocab 50,368; a byte-level BPE of 16,000 pieces trained on the same sentences,
+in ModernBERT's tokenizer form), which CTranslate2 does not convert either.
 
 Workloads: --texts English Tatoeba sentences (8–25 words; ~16 tokens), in batches of --batch,
 tokenization included, each engine in a fresh process (its own peak RSS), rounds alternating
@@ -87,6 +92,29 @@ def build(out, arch):
             intermediate_size=3072, max_position_embeddings=512, relative_attention=True, position_buckets=256,
             norm_rel_ebd="layer_norm", share_att_key=True, pos_att_type=["p2c", "c2p"], layer_norm_eps=1e-7,
             max_relative_positions=-1, position_biased_input=False, type_vocab_size=0, id2label=labels)).eval()
+    elif arch == "modernbert":
+        # ModernBERT-base's tokenizer form (NFC, byte-level BPE, [CLS] $A [SEP], no token types), trained on
+        # the same sentences; the model's vocabulary stays ModernBERT-base's 50,368 (ids above the BPE's unused)
+        from tokenizers import AddedToken, Tokenizer, decoders, models, normalizers, pre_tokenizers, processors, \
+            trainers
+        tk = Tokenizer(models.BPE())
+        tk.normalizer = normalizers.NFC()
+        tk.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+        tk.decoder = decoders.ByteLevel()
+        tk.train_from_iterator(corpus, trainers.BpeTrainer(
+            vocab_size=16000, special_tokens=["[UNK]", "[CLS]", "[SEP]", "[PAD]"], show_progress=False,
+            initial_alphabet=pre_tokenizers.ByteLevel.alphabet()))
+        tk.add_special_tokens([AddedToken("[MASK]", lstrip=True, special=True)])
+        tk.post_processor = processors.TemplateProcessing(
+            single="[CLS] $A [SEP]", pair="[CLS] $A [SEP] $B [SEP]",
+            special_tokens=[("[CLS]", tk.token_to_id("[CLS]")), ("[SEP]", tk.token_to_id("[SEP]"))])
+        fast = transformers.PreTrainedTokenizerFast(tokenizer_object=tk, unk_token="[UNK]", pad_token="[PAD]",
+                                                    cls_token="[CLS]", sep_token="[SEP]", mask_token="[MASK]",
+                                                    model_input_names=["input_ids", "attention_mask"])
+        fast.model_max_length = 8192
+        model = transformers.ModernBertForSequenceClassification(transformers.ModernBertConfig(
+            pad_token_id=fast.pad_token_id, bos_token_id=fast.cls_token_id, cls_token_id=fast.cls_token_id,
+            eos_token_id=fast.sep_token_id, sep_token_id=fast.sep_token_id, id2label=labels)).eval()
     elif arch == "mpnet":
         mp = ["<s>", "<pad>", "</s>", "<unk>", "[UNK]"] + pieces[5:30522] + ["<mask>"]
         fast = transformers.MPNetTokenizer(vocab={p: i for i, p in enumerate(mp)})
@@ -103,7 +131,7 @@ def build(out, arch):
     import qkv
     qkv.convert(cls_dir, os.path.join(out, "bert-cls.safetensors"))
     qkv.convert(enc_dir, os.path.join(out, "bert-model.safetensors"))
-    if arch != "bert":  # (CTranslate2 converts no MPNet, no DeBERTa)
+    if arch != "bert":  # (CTranslate2 converts no MPNet, no DeBERTa, no ModernBERT)
         open(os.path.join(out, "done"), "w").close()
         return
     # CTranslate2 4.8's converter reads BertConfig.position_embedding_type, which transformers 5 dropped
@@ -181,7 +209,7 @@ def run_one(engine, task, out, n, batch, threads):
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--arch", choices=["bert", "mpnet", "deberta"], default="bert")
+    ap.add_argument("--arch", choices=["bert", "mpnet", "deberta", "modernbert"], default="bert")
     ap.add_argument("--out", help="where the random folders go (default /tmp/qkv-encoder-bench[-ARCH])")
     ap.add_argument("--texts", type=int, default=512)
     ap.add_argument("--batch", type=int, default=32)
