@@ -13,6 +13,7 @@
 #include "qkv/decode/replay.h"
 #include "qkv/models/registry.h"
 #include "qkv/nn/bert.h"
+#include "qkv/nn/modern_bert.h"
 #include "qkv/nn/gpt.h"
 #include "qkv/nn/llama.h"
 #include "qkv/nn/transformer.h"
@@ -310,14 +311,46 @@ NeuronView llama_neuron(const nn::Llama& m, const std::vector<int32_t>& ids, int
   return v;
 }
 
+// A ModernBERT's layer `layer` over ids: n = LN_a(x) (x itself in layer 0), q and k the head's columns of
+// Wqkv(n)'s first two thirds, rotated on the layer's base; every key of a global layer, those within
+// local_attention / 2 of the query in a local one.
+NeuronView modernbert_neuron(const nn::ModernBert& m, const std::vector<int32_t>& ids, int64_t layer, int64_t head,
+                             int64_t query) {
+  const nn::ModernBertConfig& c = m.config;
+  check_layer(layer, m.layers.size());
+  const int64_t T = static_cast<int64_t>(ids.size()), H = c.num_attention_heads, E = c.hidden_size, D = E / H;
+  check_head(head, H);
+  check_query(query, T);
+  const Tensor x = m.hidden_before(Tensor::from_ints(ids, {1, T}), layer);  // [1, T, E]
+  const nn::ModernBertLayer& L = *m.layers[static_cast<size_t>(layer)];
+  const Tensor n = L.attn_norm ? L.attn_norm->forward(x) : x;
+  const Tensor qkv = L.Wqkv->forward(n).view({1, T, 3, H, D});
+  const auto tables = m.rotary(layer).tables(0, T, x.device());
+  auto rotated = [&](int block) {  // [1, T, H, D] → [1, H, T, D], rotated → the head's [T, D]
+    const Tensor r = apply_rotary_pos_emb(qkv.select(2, block).transpose(1, 2), tables.first, tables.second);
+    return head_rows(r.select(0, 0).select(0, head), 0, D);
+  };
+  const int64_t w = c.global(layer) ? T : c.local_attention / 2;
+  return neuron_arithmetic(rotated(0), rotated(1), layer, head, query, std::max<int64_t>(0, query - w),
+                           std::min(T - 1, query + w));
+}
+
 }  // namespace
 
 NeuronView masked_language_model_neuron(const models::MaskedLanguageModel& model, const text::LMTokenizer& tokenizer,
                                         const std::string& text, int64_t layer, int64_t head, int64_t query) {
-  const auto* bert = dynamic_cast<const nn::Bert*>(&model.module());
-  QKV_CHECK(bert, "the neuron view needs a BERT; the model's type is ", model.type());
-  check_layer(layer, bert->layers.size());
   const text::HfTokenizer& tok = masked_language_model_tokenizer(tokenizer);
+  if (const auto* modern = dynamic_cast<const nn::ModernBert*>(&model.module())) {
+    const std::vector<int32_t> ids = masked_language_model_ids(model, tok, text);
+    NoGradGuard no_grad;
+    NeuronView v = modernbert_neuron(*modern, ids, layer, head, query);
+    v.kind = "encoder_self";
+    v.axis = v.key_axis = masked_language_model_axis(tok, ids);
+    return v;
+  }
+  const auto* bert = dynamic_cast<const nn::Bert*>(&model.module());
+  QKV_CHECK(bert, "the neuron view needs a BERT or a ModernBERT; the model's type is ", model.type());
+  check_layer(layer, bert->layers.size());
   const std::vector<int32_t> ids = masked_language_model_ids(model, tok, text);
   const int64_t T = static_cast<int64_t>(ids.size());
   // The view's arithmetic is q·k/√D: a model whose scores add more (MPNet's bias, DeBERTa's positions) has no such view

@@ -202,6 +202,18 @@ ModernBert::ModernBert(const ModernBertConfig& c, Generator* gen)
 
 Tensor ModernBert::encode(const Tensor& ids, const Tensor& types, const Tensor& attention_mask,
                           AttentionMaps* maps) const {
+  // y = LN_f(x_L) [B, T, E]
+  return final_norm->forward(body(ids, types, attention_mask, static_cast<int64_t>(layers.size()), maps));
+}
+
+Tensor ModernBert::hidden_before(const Tensor& ids, int64_t layer) const {
+  QKV_CHECK(layer >= 0 && layer <= static_cast<int64_t>(layers.size()), "ModernBERT: layer ", layer,
+            " is out of range: the model has layers 0 … ", layers.size() - 1);
+  return body(ids, Tensor(), Tensor(), layer, nullptr).sum();
+}
+
+ResidualStream ModernBert::body(const Tensor& ids, const Tensor& types, const Tensor& attention_mask, int64_t upto,
+                                AttentionMaps* maps) const {
   QKV_CHECK(ids.dim() == 2 && ids.dtype() == DType::i32, "ModernBERT: input_ids must be i32 [B, T], got ",
             shape_str(ids.shape()));
   const int64_t B = ids.size(0), T = ids.size(1);
@@ -244,14 +256,18 @@ Tensor ModernBert::encode(const Tensor& ids, const Tensor& types, const Tensor& 
   const float p = is_training() ? config.dropout : 0.f;
   ResidualStream x{dropout(embeddings_norm->forward(tok_embeddings->forward(ids)), p, is_training(), gen_), Tensor()};
   const bool int8 = int8_layers_ && !is_training() && !autograd::grad_enabled() && !maps;
-  for (size_t l = 0; l < layers.size(); ++l) {
+  for (size_t l = 0; l < static_cast<size_t>(upto); ++l) {
     const bool global = config.global(static_cast<int64_t>(l));
     Tensor weights;
     x = layers[l]->forward(x, global ? gcos : lcos, global ? gsin : lsin, global ? global_mask : local_mask, int8,
                            maps ? &weights : nullptr);
     if (maps) maps->encoder_self.push_back(weights);
   }
-  return final_norm->forward(x);  // y = LN_f(x_L) [B, T, E]
+  return x;  // the stream entering layer `upto` (x_L for upto = L)
+}
+
+const RotaryEmbedding& ModernBert::rotary(int64_t layer) const {
+  return config.global(layer) ? global_rope_ : local_rope_;
 }
 
 Tensor ModernBert::head(const Tensor& z) const {

@@ -274,8 +274,9 @@ TEST(Inspect, RolloutOfACausalModelIsCausal) {
 // the attention map the model itself records — for `query`, in `layer` and `head`. The query sees
 // keys first … last: causal, last = query (a sliding window's first = query − window + 1); else all.
 // (Gemma 2's scores: q·k · scale, soft-capped, softcap · tanh(s / softcap).)
+// (around > 0: keys within `around` of the query either way, ModernBERT's local layers)
 void check_neuron(const NeuronView& n, const AttentionKind& k, bool causal, int64_t window = 0, double scale = 0,
-                  double softcap = 0) {
+                  double softcap = 0, int64_t around = 0) {
   const int64_t Tq = static_cast<int64_t>(n.axis.tokens.size()), Tk = static_cast<int64_t>(n.key_axis.tokens.size());
   const int64_t d = n.head_dim;
   ASSERT_EQ(n.axis.tokens, k.queries.tokens);
@@ -286,7 +287,8 @@ void check_neuron(const NeuronView& n, const AttentionKind& k, bool causal, int6
   ASSERT_EQ(static_cast<int64_t>(q.size()), d);
   std::vector<double> s(static_cast<size_t>(Tk)), w(static_cast<size_t>(Tk), 0.0);
   double top = -1e300, z = 0;
-  const int64_t last = causal ? n.query : Tk - 1, first = window > 0 ? std::max<int64_t>(0, n.query - window + 1) : 0;
+  int64_t last = causal ? n.query : Tk - 1, first = window > 0 ? std::max<int64_t>(0, n.query - window + 1) : 0;
+  if (around > 0) first = std::max<int64_t>(0, n.query - around), last = std::min(Tk - 1, n.query + around);
   for (int64_t j = first; j <= last; ++j) {
     double dot = 0;
     for (int64_t c = 0; c < d; ++c) {
@@ -371,6 +373,34 @@ TEST(Inspect, NeuronViewOfBertIsItsAttentionRowByHand) {
               std::string::npos)
         << name;
   }
+}
+
+// A ModernBERT converted from transformers (tests/golden/hf/modernbert-mlm): pre-LN (layer 0 without a
+// norm), q and k rotated on the global base in layers 0 and 2, on the local one in layer 1, whose
+// queries see the keys within 4 tokens either way.
+TEST(Inspect, NeuronViewOfModernBertIsItsAttentionRowByHand) {
+  testing::TempDir dir("neuron-modernbert");
+  const std::string out = (dir.path / "m.safetensors").string();
+  models::convert_hf(std::string(QKV_GOLDEN_DIR) + "/hf/modernbert-mlm", out);
+  models::LoadedMaskedLanguageModel m = models::load_masked_language_model(out);
+  const std::string text = "The cat sat on the mat because it was tired.";
+  const AttentionView v = masked_language_model_attention(*m.model, m.tokenizer, text);
+  const AttentionKind& k = v.kinds[0];
+  const int64_t L = static_cast<int64_t>(k.layers.size()), H = k.layers[0].size(0);
+  const int64_t T = static_cast<int64_t>(k.queries.tokens.size());
+  ASSERT_EQ(L, 3);
+  ASSERT_GT(T, 10);  // (past the local window)
+  for (const auto& [layer, head, query] :
+       std::vector<std::array<int64_t, 3>>{{0, 1, 0}, {1, 2, 6}, {1, 0, T - 1}, {2, H - 1, T - 1}}) {
+    SCOPED_TRACE(::testing::Message() << "layer " << layer << " head " << head << " query " << query);
+    const NeuronView n = masked_language_model_neuron(*m.model, m.tokenizer, text, layer, head, query);
+    EXPECT_EQ(n.kind, "encoder_self");
+    check_neuron(n, k, /*causal=*/false, 0, 0, 0, /*around=*/layer == 1 ? 4 : 0);
+  }
+  EXPECT_NE(testing::error_of([&] {
+              masked_language_model_neuron(*m.model, m.tokenizer, text, 3, 0, 0);
+            }).find("layer 3 is out of range"),
+            std::string::npos);
 }
 
 // The shipped Transformer translator's encoder (post-LN, sinusoids, the source and EOS); a recurrent

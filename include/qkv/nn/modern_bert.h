@@ -112,6 +112,10 @@ class ModernBert : public Module {
   // The same through the classifier → [B, num_labels] or [B, T, num_labels]; without one: qkv::Error.
   Tensor classify(const Tensor& input_ids, const Tensor& token_type_ids = Tensor(),
                   const Tensor& attention_mask = Tensor(), AttentionMaps* maps = nullptr) const;
+  // The residual stream entering layer `layer` (0 … L; encode's without padding, before the final
+  // norm) [B, T, E], and the rotary tables of that layer: the neuron view's inputs (decode/inspect.h).
+  Tensor hidden_before(const Tensor& input_ids, int64_t layer) const;
+  const RotaryEmbedding& rotary(int64_t layer) const;
   // int8 (the CPU): the layers' matrices as int8 rows, read under no_grad outside training without
   // attention maps (as nn::Bert); f32 and bf16: the f32 parameters.
   void set_inference_weights(InferenceWeights weights);
@@ -129,6 +133,9 @@ class ModernBert : public Module {
 
  private:
   Tensor head(const Tensor& z) const;  // LN_h(act_c(dense(z)))
+  // encode's checks, masks and tables, then x₀ through layers 0 … upto − 1: the stream, its last sum pending
+  ResidualStream body(const Tensor& input_ids, const Tensor& token_type_ids, const Tensor& attention_mask, int64_t upto,
+                      AttentionMaps* maps) const;
   std::vector<Tensor> layer_matrices() const;
   RotaryEmbedding global_rope_, local_rope_;
   Generator* gen_;
