@@ -88,7 +88,7 @@ def test_load_a_bert_folder_and_fill_mask_as_the_pipeline():
 
 
 @pytest.mark.parametrize("name", ["bert-seqcls", "distilbert-seqcls", "roberta-seqcls", "deberta-v2-seqcls",
-                                  "electra-seqcls", "modernbert-seqcls"])
+                                  "electra-seqcls", "modernbert-seqcls", "albert-seqcls"])
 def test_text_classification_as_the_pipeline(name):
     ref = reference(name)
     model = qkv.load(os.path.join(GOLDEN, name))
@@ -117,7 +117,7 @@ def test_text_classification_as_the_pipeline(name):
 
 
 @pytest.mark.parametrize("name", ["bert-tokcls", "roberta-tokcls", "xlmr-tokcls", "deberta-tokcls", "electra-tokcls",
-                                  "modernbert-tokcls"])
+                                  "modernbert-tokcls", "albert-tokcls"])
 def test_token_classification_as_the_pipeline(name):
     ref = reference(name)
     model = qkv.load(os.path.join(GOLDEN, name))

@@ -52,6 +52,7 @@ const io::Fields<BertConfig>& BertConfig::fields() {
           F::boolean("c2p", &BertConfig::c2p),
           F::boolean("p2c", &BertConfig::p2c),
           F::boolean("norm_relative_embeddings", &BertConfig::norm_relative_embeddings),
+          F::boolean("shared_layers", &BertConfig::shared_layers),
       });
   return f;
 }
@@ -106,6 +107,7 @@ std::string BertConfig::describe() const {
       max_position_embeddings, " positions, ", type_vocab_size, " token types, vocab ", vocab_size,
       relative_span > 0 ? detail::concat(", disentangled attention (", relative_span, " relative positions each way)")
                         : std::string(),
+      shared_layers ? std::string(", one layer's parameters shared by all (ALBERT)") : std::string(),
       classifier == BertClassifier::sequence ? detail::concat(", sequence classifier (", num_labels, " labels)")
       : classifier == BertClassifier::token  ? detail::concat(", token classifier (", num_labels, " labels)")
       : classifier == BertClassifier::span   ? std::string(", question-answering head (answer start and end)")
@@ -132,7 +134,9 @@ Bert::Bert(const BertConfig& c, Generator* gen) : config(c), gen_(gen) {
   o.dropout = c.dropout, o.activation = c.hidden_act, o.layer_norm_eps = c.layer_norm_eps;
   o.norm_first = false, o.bias = true, o.batch_first = true;
   for (int64_t i = 0; i < c.num_hidden_layers; ++i)
-    layers.push_back(register_module("layers." + std::to_string(i), std::make_shared<TransformerEncoderLayer>(o, &g)));
+    layers.push_back(c.shared_layers && i > 0 ? layers.front()  // ALBERT: layers.0 again
+                                              : register_module("layers." + std::to_string(i),
+                                                                std::make_shared<TransformerEncoderLayer>(o, &g)));
   if (c.mlm_head) {
     transform = register_module("transform", std::make_shared<Linear>(c.hidden_size, W, true, &g));
     transform_norm = register_module("transform_norm", std::make_shared<LayerNorm>(W, c.layer_norm_eps));
@@ -293,7 +297,7 @@ Tensor Bert::attention_mask_of(const std::vector<bool>& keep, int64_t B, int64_t
 
 std::vector<Tensor> Bert::layer_matrices() const {
   std::vector<Tensor> out;
-  for (const auto& l : layers)
+  for (const auto& l : config.shared_layers ? std::vector{layers.front()} : layers)
     for (const Tensor& w :
          {l->self_attn->in_proj_weight, l->self_attn->out_proj->weight, l->linear1->weight, l->linear2->weight})
       out.push_back(w);
@@ -302,7 +306,7 @@ std::vector<Tensor> Bert::layer_matrices() const {
 
 void Bert::set_inference_weights(InferenceWeights weights) {
   int8_layers_ = weights == InferenceWeights::int8 && word_embeddings->weight.device().is_cpu();
-  for (const auto& l : layers) {
+  for (const auto& l : config.shared_layers ? std::vector{layers.front()} : layers) {
     if (int8_layers_) {
       l->set_inference_weights(InferenceWeights::int8);
     } else {

@@ -341,7 +341,7 @@ TEST(Inspect, NeuronViewOfAGptIsItsAttentionRowByHand) {
 // and a token-type table DistilBERT has not). MPNet's bias and DeBERTa's position terms are not q·k:
 // their view is refused, naming them.
 TEST(Inspect, NeuronViewOfBertIsItsAttentionRowByHand) {
-  for (const char* name : {"bert-uncased", "roberta-mlm", "distilbert-mlm", "electra-mlm"}) {
+  for (const char* name : {"bert-uncased", "roberta-mlm", "distilbert-mlm", "electra-mlm", "albert-mlm"}) {
     SCOPED_TRACE(name);
     testing::TempDir dir("neuron-bert");
     const std::string out = (dir.path / "bert.safetensors").string();

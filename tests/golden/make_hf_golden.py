@@ -688,6 +688,41 @@ def modernbert_tokenizer(vocab):
                                                 model_input_names=["input_ids", "attention_mask"])
 
 
+def spm_albert_tokenizer(vocab):
+    """ALBERT's tokenizer as transformers 5 converts a checkpoint's spiece.model: a SentencePiece Unigram
+    (Metaspace; `` and '' made ", NFKD, accents stripped, lower-cased, the model's charsmap), [CLS] $A [SEP]
+    $B [SEP] with token types 0 and 1, [MASK] with lstrip; trained here on Shakespeare with ALBERT's special
+    pieces first (<pad>, <unk>, [CLS], [SEP], [MASK])."""
+    import tempfile
+    import sentencepiece as spm
+    with open(os.path.join(SHARED, "tinyshakespeare", "input.txt"), encoding="utf-8") as f:
+        lines = [l for l in f.read().splitlines()[:20000] if l.strip()]
+    with tempfile.TemporaryDirectory() as d:
+        with open(os.path.join(d, "train.txt"), "w", encoding="utf-8") as f:
+            f.write("\n".join(lines))
+        spm.SentencePieceTrainer.train(input=os.path.join(d, "train.txt"), model_prefix=os.path.join(d, "spiece"),
+                                       model_type="unigram", vocab_size=vocab, minloglevel=2, pad_id=0, unk_id=1,
+                                       bos_id=2, eos_id=3, pad_piece="<pad>", unk_piece="<unk>", bos_piece="[CLS]",
+                                       eos_piece="[SEP]", user_defined_symbols=["[MASK]"])
+        os.remove(os.path.join(d, "train.txt"))
+        return transformers.AlbertTokenizer.from_pretrained(d)
+
+
+def albert_cases():
+    """ALBERT (albert-base-v2's form: one layer's parameters run by every layer, embeddings of 32 projected up
+    to 48, gelu_new) with its fill-mask head, a sequence classifier (its pooler) and a token classifier. A seed of
+    their own: the cases above keep their bytes (its question-answering head: qa_cases)."""
+    T = transformers
+    tok = lambda: spm_albert_tokenizer(400)
+    albert = dict(embedding_size=32, num_hidden_layers=3, hidden_act="gelu_new")
+    run_encoder_cases(55, [
+        ("albert-mlm", tok, T.AlbertForMaskedLM, T.AlbertConfig, albert),
+        ("albert-seqcls", tok, T.AlbertForSequenceClassification, T.AlbertConfig,
+         dict(albert, id2label={0: "NEGATIVE", 1: "POSITIVE"})),
+        ("albert-tokcls", tok, T.AlbertForTokenClassification, T.AlbertConfig, dict(albert, id2label=NER_LABELS)),
+    ])
+
+
 # ModernBERT's layers, small: 3 of them, layers 0 and 2 global, layer 1 local within 4 tokens either way (the
 # 70-token inputs reach far past it)
 MODERNBERT = dict(num_hidden_layers=3, global_attn_every_n_layers=2, local_attention=8)
@@ -857,7 +892,7 @@ def qa_python():
 
 # the class transformers 4 saves the tokenizer with, for the class transformers 5 loads it as
 QA_TOKENIZER_4 = {"TokenizersBackend": "PreTrainedTokenizerFast", "XLMRobertaTokenizer": "XLMRobertaTokenizerFast",
-                  "DebertaV2Tokenizer": "DebertaV2TokenizerFast"}
+                  "DebertaV2Tokenizer": "DebertaV2TokenizerFast", "AlbertTokenizer": "AlbertTokenizerFast"}
 
 
 def qa_reference_4x(spec_path, result_path):
@@ -950,6 +985,8 @@ def qa_cases():
         # (its head is ModernBertPredictionHead, then a classifier of 2 outputs, not qa_outputs)
         ("qa-modernbert", lambda: with_max_length(modernbert_tokenizer(400), 40), T.ModernBertForQuestionAnswering,
          T.ModernBertConfig, MODERNBERT),
+        ("qa-albert", lambda: with_max_length(spm_albert_tokenizer(400), 40), T.AlbertForQuestionAnswering,
+         T.AlbertConfig, dict(embedding_size=32, hidden_act="gelu_new")),
     ]
     run_encoder_cases(53, cases, length=40, positions=64)
     threads = torch.get_num_threads()
@@ -1072,6 +1109,8 @@ def run_encoder_cases(seed, cases, length=12, positions=40):
                     p.mul_(0.15)
                 if qa_head:  # (question answering) start and end logits' spread
                     p.mul_(QA_SCALE)
+                if config_cls is T.AlbertConfig and "albert_layers" in pname and p.dim() == 2:
+                    p.mul_(0.35)  # (one layer run 3 times at std 0.5: f32 rounding reached 1e-4 of the logits)
             if name == "xlmr-tokcls":  # "O" less likely, so that there are entities to group
                 m.classifier.bias[0] -= 0.6
         m.eval()
@@ -1084,7 +1123,8 @@ def run_encoder_cases(seed, cases, length=12, positions=40):
         ids[1, length * 2 // 3:] = tokenizer.pad_token_id
         kwargs = {"input_ids": ids, "attention_mask": mask}
         types = torch.zeros(2, length, dtype=torch.long)
-        if config_cls in (T.BertConfig, T.ElectraConfig) or (config_cls is T.DebertaV2Config and c.type_vocab_size > 0):
+        if config_cls in (T.BertConfig, T.ElectraConfig, T.AlbertConfig) or (
+                config_cls is T.DebertaV2Config and c.type_vocab_size > 0):
             types[0, 6:] = 1
             kwargs["token_type_ids"] = types
         with torch.no_grad():
@@ -1243,3 +1283,5 @@ if __name__ == "__main__":
         qa_cases()
     if not only or "modernbert" in only:
         modernbert_cases()
+    if not only or "albert" in only:
+        albert_cases()

@@ -64,7 +64,8 @@ TEST(HfEncoders, LogitsEqualTransformers) {
         "deberta-seqcls", "deberta-tokcls", "deberta-v2-seqcls", "electra-seqcls",    "electra-tokcls",
         "electra-mlm",    "qa-bert",        "qa-distilbert",     "qa-roberta",        "qa-xlmr",
         "qa-deberta",     "qa-electra",     "modernbert-mlm",    "modernbert-seqcls", "modernbert-tokcls",
-        "qa-modernbert",  "st-modernbert"})
+        "qa-modernbert",  "st-modernbert",  "albert-mlm",        "albert-seqcls",     "albert-tokcls",
+        "qa-albert"})
     check_logits(name);
 }
 
@@ -176,7 +177,7 @@ decode::TextClassificationOptions options(int64_t top_k, std::vector<std::string
 // a sentence pair; function_to_apply="softmax" over a one-label (sigmoid) model.
 TEST(HfEncoders, TextClassificationEqualsThePipeline) {
   for (const char* name : {"bert-seqcls", "distilbert-seqcls", "roberta-seqcls", "mpnet-seqcls", "deberta-seqcls",
-                           "deberta-v2-seqcls", "electra-seqcls", "modernbert-seqcls"}) {
+                           "deberta-v2-seqcls", "electra-seqcls", "modernbert-seqcls", "albert-seqcls"}) {
     SCOPED_TRACE(name);
     testing::TempDir dir("hf-seqcls");
     LoadedMaskedLanguageModel m = convert_and_load(name, dir);
@@ -270,8 +271,8 @@ TEST(HfEncoders, ZeroShotEqualsThePipeline) {
 // "simple" aggregation's groups — their labels, scores and words (not the pipeline's character
 // offsets, start and end: qkv's tokenizer gives none).
 TEST(HfEncoders, TokenClassificationEqualsThePipeline) {
-  for (const char* name :
-       {"bert-tokcls", "roberta-tokcls", "xlmr-tokcls", "deberta-tokcls", "electra-tokcls", "modernbert-tokcls"}) {
+  for (const char* name : {"bert-tokcls", "roberta-tokcls", "xlmr-tokcls", "deberta-tokcls", "electra-tokcls",
+                           "modernbert-tokcls", "albert-tokcls"}) {
     SCOPED_TRACE(name);
     testing::TempDir dir("hf-tokcls");
     LoadedMaskedLanguageModel m = convert_and_load(name, dir);
@@ -318,8 +319,8 @@ TEST(HfEncoders, TokenClassificationEqualsThePipeline) {
 
 // DistilBERT's and RoBERTa's masked-language heads through fill-mask, as the pipeline.
 TEST(HfEncoders, FillMaskEqualsThePipeline) {
-  for (const char* name :
-       {"distilbert-mlm", "roberta-mlm", "xlmr-mlm", "mpnet-mlm", "deberta-mlm", "electra-mlm", "modernbert-mlm"}) {
+  for (const char* name : {"distilbert-mlm", "roberta-mlm", "xlmr-mlm", "mpnet-mlm", "deberta-mlm", "electra-mlm",
+                           "modernbert-mlm", "albert-mlm"}) {
     SCOPED_TRACE(name);
     testing::TempDir dir("hf-mlm");
     LoadedMaskedLanguageModel m = convert_and_load(name, dir);
@@ -497,12 +498,13 @@ TEST(HfEncoders, Int8LayersStayCloseToF32) {
   for (size_t i = 0; i < got.size(); ++i)
     for (size_t j = 0; j < got[i].size(); ++j)  // the tiny model's scores differ little from f32's
       EXPECT_NEAR(got[i][j].score, cref["text_classification"][i]["all"][j]["score"].get<double>(), 0.02) << i;
-  // DeBERTa's position terms project the relative embeddings through the same int8 rows, and
-  // ModernBERT's layers are of their own kind (a fused Wqkv, a gated MLP): embeddings of their 70-token
-  // inputs close to f32's (as BERT's above), and equal from a file qkv quantize wrote (which holds no
+  // DeBERTa's position terms project the relative embeddings through the same int8 rows, ModernBERT's
+  // layers are of their own kind (a fused Wqkv, a gated MLP), and ALBERT's one layer runs three times on
+  // the same int8 rows (a file qkv quantize wrote holds them once): embeddings of their inputs (70
+  // tokens; ALBERT's 12) close to f32's (as BERT's above), and equal from a file qkv quantize wrote (which holds no
   // f32 layer matrices to fall back on)
   NoGradGuard no_grad;
-  for (const char* name : {"deberta-tokcls", "modernbert-tokcls"}) {
+  for (const char* name : {"deberta-tokcls", "modernbert-tokcls", "albert-tokcls"}) {
     SCOPED_TRACE(name);
     const std::string deberta = (dir2.path / (std::string(name) + ".safetensors")).string(),
                       deberta_q = (dir2.path / (std::string(name) + "-int8.safetensors")).string();

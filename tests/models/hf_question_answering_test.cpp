@@ -22,8 +22,8 @@ namespace {
 
 using hf_golden::convert_and_load, hf_golden::reference;
 
-const char* const kModels[] = {"qa-bert",    "qa-distilbert", "qa-roberta",   "qa-xlmr",
-                               "qa-deberta", "qa-electra",    "qa-modernbert"};
+const char* const kModels[] = {"qa-bert",    "qa-distilbert", "qa-roberta",    "qa-xlmr",
+                               "qa-deberta", "qa-electra",    "qa-modernbert", "qa-albert"};
 
 decode::QuestionAnsweringOptions options_of(const nlohmann::json& args) {
   decode::QuestionAnsweringOptions o;

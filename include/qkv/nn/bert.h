@@ -34,7 +34,9 @@
 // embeddings of embedding_size projected to E before their LayerNorm (embed_proj, no bias) where the
 // two differ, and a GELU pooler (ContextPooler) before its sequence classifier. ELECTRA projects its
 // narrower embeddings after their LayerNorm instead (project_after_norm: LN over embedding_size, then
-// embed_proj with a bias), and its classifier's dense layer is GELU'd too.
+// embed_proj with a bias), and its classifier's dense layer is GELU'd too. ALBERT projects as ELECTRA
+// does and shares one layer's parameters among all its layers (shared_layers: xₗ = Layer(xₗ₋₁) with the
+// same Layer for l = 1 … L), its MLM head's transform narrowing to embedding_size.
 //
 // The layers are torch.nn's TransformerEncoderLayer (norm_first = false), the one block qkv's
 // encoder–decoder and GPT are built from; a padded key (attention_mask 0) gets no weight.
@@ -84,6 +86,7 @@ struct BertConfig {
   int64_t max_relative_positions = 0;     // M, the log buckets' reach
   bool c2p = true, p2c = true;            // pos_att_type's terms
   bool norm_relative_embeddings = false;  // norm_rel_ebd "layer_norm"
+  bool shared_layers = false;             // ALBERT: one layer's parameters (layers.0) run num_hidden_layers times
 
   static const io::Fields<BertConfig>& fields();
   static BertConfig from_json(const nlohmann::json& j);  // fields() plus hidden_size % heads == 0

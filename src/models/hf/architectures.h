@@ -41,6 +41,9 @@ HfArchitecture mpnet(const std::string& name, EncoderHead head);
 // ElectraModel, ElectraForMaskedLM (the generator), …ForSequenceClassification, …ForTokenClassification
 // (BERT's layers under narrower embeddings projected up)
 HfArchitecture electra(const std::string& name, EncoderHead head);
+// AlbertModel, AlbertForMaskedLM, …ForSequenceClassification, …ForTokenClassification (BERT's layer, one
+// set of parameters for all, under ELECTRA's narrower embeddings)
+HfArchitecture albert(const std::string& name, EncoderHead head);
 // DebertaV2Model, DebertaV2ForMaskedLM, …ForSequenceClassification, …ForTokenClassification (DeBERTa v2
 // and v3: BERT's layers with disentangled attention)
 HfArchitecture deberta_v2(const std::string& name, EncoderHead head);

@@ -15,7 +15,8 @@
 //   classifier                                                    classifier
 //   [bert.]pooler.* otherwise, cls.seq_relationship.*, position_ids   (not used: not stored)
 //
-// Old checkpoints name LayerNorm parameters gamma / beta: read as weight / bias.
+// Old checkpoints name LayerNorm parameters gamma / beta: read as weight / bias. ALBERT (below): the same
+// network with ELECTRA's embeddings and one layer's parameters shared by all.
 #include <map>
 #include <regex>
 #include <set>
@@ -264,7 +265,82 @@ std::optional<HfTensorTarget> electra_map(const std::string& hf_name, EncoderHea
   return roberta_map(hf_name, head == EncoderHead::mlm ? EncoderHead::none : head);  // classifier.*
 }
 
+// ALBERT: BERT's layer under ELECTRA's embeddings (embedding_size, LayerNorm'd, then projected up by
+// encoder.embedding_hidden_mapping_in), one layer's parameters run num_hidden_layers times
+// (encoder.albert_layer_groups.0.albert_layers.0, its names AlbertLayer's), the pooler a plain
+// albert.pooler (+ tanh), the MLM head's predictions.{dense, LayerNorm} narrowing to embedding_size
+// (hidden_act, as BERT's) and its decoder tied to the word embedding, the bias predictions.bias.
+nlohmann::json albert_config(const nlohmann::json& c, const std::string& arch, EncoderHead head) {
+  static const std::set<std::string> own = {"embedding_size", "num_hidden_groups", "inner_group_num",
+                                            "classifier_dropout_prob"};
+  nlohmann::json bert = nlohmann::json::object();  // the fields BERT's config reads, checked there
+  for (auto& [key, value] : c.items())
+    if (!own.count(key)) bert[key] = value;
+  QKV_CHECK(field<int64_t>(c, "num_hidden_groups", 1) == 1, "num_hidden_groups ", c["num_hidden_groups"].dump(),
+            " is not supported (1: every layer shares one, as "
+            "every released ALBERT)");
+  QKV_CHECK(field<int64_t>(c, "inner_group_num", 1) == 1, "inner_group_num ", c["inner_group_num"].dump(),
+            " is not supported (1, as every released ALBERT)");
+  if (!bert.contains("hidden_act")) bert["hidden_act"] = "gelu_new";  // (AlbertConfig's default)
+  nlohmann::json out = bert_config(bert, arch, head);
+  const auto hidden = out["hidden_size"].get<int64_t>(), embedding = field<int64_t>(c, "embedding_size", 128);
+  QKV_CHECK(embedding >= 1 && embedding <= (1 << 20), "embedding_size ", embedding, " is out of range");
+  out["embedding_size"] = embedding == hidden ? 0 : embedding;
+  out["project_after_norm"] = true;
+  out["shared_layers"] = true;
+  return out;
+}
+
+std::optional<HfTensorTarget> albert_map(const std::string& hf_name, EncoderHead head) {
+  static const std::string layer = "encoder.albert_layer_groups.0.albert_layers.0.";
+  static const std::regex qkv_proj(R"(^attention\.(query|key|value)\.(weight|bias)$)");
+  static const std::map<std::string, std::string> in_layer = {{"attention.dense.weight", "self_attn.out_proj.weight"},
+                                                              {"attention.dense.bias", "self_attn.out_proj.bias"},
+                                                              {"attention.LayerNorm.weight", "norm1.weight"},
+                                                              {"attention.LayerNorm.bias", "norm1.bias"},
+                                                              {"ffn.weight", "linear1.weight"},
+                                                              {"ffn.bias", "linear1.bias"},
+                                                              {"ffn_output.weight", "linear2.weight"},
+                                                              {"ffn_output.bias", "linear2.bias"},
+                                                              {"full_layer_layer_norm.weight", "norm2.weight"},
+                                                              {"full_layer_layer_norm.bias", "norm2.bias"}};
+  static const std::map<std::string, std::string> mlm = {{"predictions.dense.weight", "transform.weight"},
+                                                         {"predictions.dense.bias", "transform.bias"},
+                                                         {"predictions.LayerNorm.weight", "transform_norm.weight"},
+                                                         {"predictions.LayerNorm.bias", "transform_norm.bias"},
+                                                         {"predictions.bias", "decoder_bias"}};
+  const std::string name = hf_name.starts_with("albert.") ? hf_name.substr(7) : hf_name;
+  if (name.starts_with(layer)) {
+    const std::string rest = name.substr(layer.size());
+    std::smatch p;
+    if (std::regex_match(rest, p, qkv_proj)) {
+      HfTensorTarget t{std::string("layers.0.self_attn.") +
+                       (p[2].str() == "weight" ? "in_proj_weight" : "in_proj_bias")};
+      t.part = p[1].str() == "query" ? 0 : p[1].str() == "key" ? 1 : 2, t.parts = 3;
+      return t;
+    }
+    auto it = in_layer.find(rest);
+    if (it == in_layer.end()) return std::nullopt;
+    return HfTensorTarget{"layers.0." + it->second};
+  }
+  if (name == "encoder.embedding_hidden_mapping_in.weight" || name == "encoder.embedding_hidden_mapping_in.bias")
+    return HfTensorTarget{"embed_proj." + name.substr(36)};
+  if (name == "pooler.weight" || name == "pooler.bias")  // (AlbertModel's pooler: read by a sequence classifier)
+    return HfTensorTarget{head == EncoderHead::sequence ? "pooler." + name.substr(7) : ""};
+  if (auto it = mlm.find(name); it != mlm.end())
+    return head == EncoderHead::mlm ? std::optional(HfTensorTarget{it->second}) : std::nullopt;
+  if (name == "predictions.decoder.weight" || name == "predictions.decoder.bias")
+    return head == EncoderHead::mlm ? std::optional(HfTensorTarget{""}) : std::nullopt;  // tied; predictions.bias
+  if (name.starts_with("encoder.")) return std::nullopt;
+  return bert_map(name, head);  // the embeddings, classifier.*
+}
+
 }  // namespace
+
+HfArchitecture albert(const std::string& name, EncoderHead head) {
+  return {name, "bert", [name, head](const nlohmann::json& c) { return albert_config(c, name, head); },
+          [head](const std::string& t) { return albert_map(t, head); }};
+}
 
 HfArchitecture electra(const std::string& name, EncoderHead head) {
   return {name, "bert", [name, head](const nlohmann::json& c) { return electra_config(c, name, head); },
