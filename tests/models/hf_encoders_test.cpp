@@ -8,6 +8,7 @@
 
 #include <filesystem>
 #include <map>
+#include <set>
 #include <tuple>
 
 #include "qkv/decode/classify.h"
@@ -634,6 +635,34 @@ TEST(HfEncoders, ModernBertConfigsOfBothFormsAndCraftedOnes) {
     EXPECT_NE(e.find("config.json"), std::string::npos) << e;
     EXPECT_FALSE(fs::exists(out));
   }
+}
+
+// ALBERT's groupings that no released checkpoint has (several layer groups, several layers in a group):
+// refused by name, nothing written; its one shared layer is one set of parameters in the model.
+TEST(HfEncoders, AlbertSharesOneLayerAndRefusesOtherGroupings) {
+  testing::TempDir dir("hf-albert-config");
+  const fs::path golden = kGolden / "albert-seqcls";
+  const nlohmann::json base = nlohmann::json::parse(io::read_file((golden / "config.json").string()));
+  for (const auto& [key, want] : {std::pair{"num_hidden_groups", "num_hidden_groups 3"},
+                                  std::pair{"inner_group_num", "inner_group_num 3"}}) {
+    SCOPED_TRACE(key);
+    const fs::path f = dir.path / "case";
+    fs::remove_all(f);
+    fs::create_directories(f);
+    for (const auto& e : fs::directory_iterator(golden)) fs::copy(e.path(), f / e.path().filename());
+    nlohmann::json c = base;
+    c[key] = 3;
+    io::write_file_atomic((f / "config.json").string(), c.dump());
+    const std::string out = (dir.path / "out.safetensors").string();
+    const std::string e = testing::error_of([&] { convert_hf(f.string(), out); });
+    EXPECT_NE(e.find(want), std::string::npos) << e;
+    EXPECT_FALSE(fs::exists(out));
+  }
+  LoadedMaskedLanguageModel m = convert_and_load("albert-seqcls", dir);
+  std::set<std::string> layer_params;
+  for (auto& [name, p] : m.model->module().named_parameters())
+    if (name.starts_with("layers.")) layer_params.insert(name.substr(0, name.find('.', 7)));
+  EXPECT_EQ(layer_params, (std::set<std::string>{"layers.0"}));  // (3 layers run, 1 stored)
 }
 
 }  // namespace
