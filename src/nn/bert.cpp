@@ -9,6 +9,7 @@
 #include "qkv/autograd/grad_mode.h"
 #include "qkv/core/error.h"
 #include "qkv/ops/inference_weight.h"
+#include "qkv/nn/encoder_inputs.h"
 #include "qkv/nn/init.h"
 #include "qkv/ops.h"
 
@@ -214,28 +215,9 @@ Tensor Bert::embed(const Tensor& ids, const Tensor& types) const {
 Tensor Bert::encode(const Tensor& ids, const Tensor& types, const Tensor& attention_mask, AttentionMaps* maps) const {
   Tensor x = embed(ids, types);  // [B, T, E]
   const int64_t B = ids.size(0), T = ids.size(1);
-  QKV_CHECK(
-      !attention_mask.defined() || (attention_mask.shape() == ids.shape() && attention_mask.dtype() == DType::i32),
-      "BERT: attention_mask must be i32 ", shape_str(ids.shape()), " as input_ids, got ",
-      shape_str(attention_mask.shape()));
-
   // The padding mask [B, 1, 1, T], true = key j may be attended to (attention_mask 1); MPNet's
   // relative position bias added where the model has one.
-  std::vector<bool> keep;
-  if (attention_mask.defined()) {
-    const std::vector<int32_t> m = attention_mask.to_ints();
-    keep.resize(m.size());
-    for (int64_t b = 0; b < B; ++b) {
-      bool any = false;
-      for (int64_t t = 0; t < T; ++t) {
-        const int32_t v = m[static_cast<size_t>(b * T + t)];
-        QKV_CHECK(v == 0 || v == 1, "BERT: attention_mask holds ", v, " (row ", b, "); 1 marks a token, 0 padding");
-        keep[static_cast<size_t>(b * T + t)] = v == 1;
-        any = any || v == 1;
-      }
-      QKV_CHECK(any, "BERT: row ", b, " of attention_mask has no token (all padding)");
-    }
-  }
+  const std::vector<bool> keep = tokens_kept(attention_mask, ids, "BERT");
   const Tensor mask = attention_mask_of(keep, B, T, x.device());
   // DeBERTa: the relative embeddings R [2k, E] (LayerNorm'd, dropped out in training) and the gathers
   // for T tokens, once for every layer

@@ -1,9 +1,12 @@
 #include "qkv/nn/modern_bert.h"
 
+#include <algorithm>
+
 #include <nlohmann/json.hpp>
 
 #include "qkv/autograd/grad_mode.h"
 #include "qkv/core/error.h"
+#include "qkv/nn/encoder_inputs.h"
 #include "qkv/nn/init.h"
 #include "qkv/ops.h"
 #include "qkv/ops/mask.h"
@@ -222,30 +225,13 @@ ResidualStream ModernBert::body(const Tensor& ids, const Tensor& types, const Te
   QKV_CHECK(!types.defined() || (types.shape() == ids.shape() && types.dtype() == DType::i32 &&
                                  types.to_ints() == std::vector<int32_t>(static_cast<size_t>(B * T), 0)),
             "ModernBERT: this model has no token types, and token_type_ids (", shape_str(types.shape()), ") holds one");
-  QKV_CHECK(
-      !attention_mask.defined() || (attention_mask.shape() == ids.shape() && attention_mask.dtype() == DType::i32),
-      "ModernBERT: attention_mask must be i32 ", shape_str(ids.shape()), " as input_ids, got ",
-      shape_str(attention_mask.shape()));
-  // The global layers' mask: the padding [B, 1, 1, T] (true = key j may be attended to); the local
-  // layers': that and |i − j| ≤ local_attention / 2 [B, 1, T, T] (undefined where it is the same).
+  // The global layers' mask: the padding [B, 1, 1, T] (true = key j may be attended to; undefined
+  // without padding); the local layers': that and |i − j| ≤ local_attention / 2 [B, 1, T, T]
+  // (undefined where it is the same).
+  const std::vector<bool> keep = tokens_kept(attention_mask, ids, "ModernBERT");
   Tensor global_mask, local_mask;
-  if (attention_mask.defined()) {
-    const std::vector<int32_t> m = attention_mask.to_ints();
-    std::vector<bool> keep(m.size());
-    bool padded = false;
-    for (int64_t b = 0; b < B; ++b) {
-      bool any = false;
-      for (int64_t t = 0; t < T; ++t) {
-        const int32_t v = m[static_cast<size_t>(b * T + t)];
-        QKV_CHECK(v == 0 || v == 1, "ModernBERT: attention_mask holds ", v, " (row ", b,
-                  "); 1 marks a token, 0 padding");
-        keep[static_cast<size_t>(b * T + t)] = v == 1;
-        any = any || v == 1, padded = padded || v == 0;
-      }
-      QKV_CHECK(any, "ModernBERT: row ", b, " of attention_mask has no token (all padding)");
-    }
-    if (padded) global_mask = Tensor::from_bools(keep, {B, 1, 1, T}).to(ids.device());
-  }
+  if (std::find(keep.begin(), keep.end(), false) != keep.end())
+    global_mask = Tensor::from_bools(keep, {B, 1, 1, T}).to(ids.device());
   const int64_t w = config.local_attention / 2;
   local_mask =
       T - 1 > w ? merge_attention_masks(global_mask, bidirectional_window_mask(T, w, ids.device())) : global_mask;

@@ -637,6 +637,26 @@ TEST(HfEncoders, ModernBertConfigsOfBothFormsAndCraftedOnes) {
   }
 }
 
+// A wrong attention_mask is an error naming the model and what is wrong, in both encoder networks:
+// another shape, a value other than 0 and 1, a row of padding alone.
+TEST(HfEncoders, WrongAttentionMasksAreErrorsNamingThem) {
+  testing::TempDir dir("hf-masks");
+  for (const auto& [name, model] : {std::pair{"bert-seqcls", "BERT"}, std::pair{"modernbert-seqcls", "ModernBERT"}}) {
+    SCOPED_TRACE(name);
+    LoadedMaskedLanguageModel m = convert_and_load(name, dir);
+    const Tensor ids = Tensor::from_ints({5, 6, 7, 8, 9, 10}, {2, 3});
+    const std::vector<std::pair<Tensor, std::string>> cases = {
+        {Tensor::from_ints({1, 1, 1}, {1, 3}), ": attention_mask must be i32 [2,3]"},
+        {Tensor::from_ints({1, 1, 2, 1, 1, 0}, {2, 3}), ": attention_mask holds 2 (row 0)"},
+        {Tensor::from_ints({1, 1, 1, 0, 0, 0}, {2, 3}), ": row 1 of attention_mask has no token"}};
+    for (const auto& [mask, want] : cases) {
+      const std::string e = testing::error_of([&] { m.model->classify(ids, Tensor(), mask); });
+      EXPECT_NE(e.find(std::string(model) + want), std::string::npos) << e;
+    }
+    EXPECT_EQ(m.model->classify(ids, Tensor(), Tensor::from_ints({1, 1, 1, 1, 1, 0}, {2, 3})).shape(), (Shape{2, 3}));
+  }
+}
+
 // ALBERT's groupings that no released checkpoint has (several layer groups, several layers in a group):
 // refused by name, nothing written; its one shared layer is one set of parameters in the model.
 TEST(HfEncoders, AlbertSharesOneLayerAndRefusesOtherGroupings) {
