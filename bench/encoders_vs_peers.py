@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """Converted encoders (BERT-base sized, MPNet-base: --arch mpnet, DeBERTa-v3-base: --arch deberta, ModernBERT-base:
---arch modernbert): qkv against
+--arch modernbert, albert-base-v2: --arch albert): qkv against
 transformers (PyTorch) and
 CTranslate2 on the same folder — texts classified a second, and texts encoded to sentence embeddings a second, with each
 engine's peak RSS.
@@ -21,6 +21,10 @@ pieces), which CTranslate2 4.8.5 does not convert: qkv and transformers only.
 same sizes, disentangled attention over 256 log-bucketed relative positions each way, no absolute
 positions, no token types; a SentencePiece Unigram of the pieces those sentences yield (~7,400), as
 DebertaV2Tokenizer converts it), which CTranslate2 does not convert either.
+--arch albert: albert-base-v2's network (AlbertForSequenceClassification and AlbertModel: 12 layers sharing
+one layer's parameters, d 768, 12 heads, FFN 3072, embeddings of 128 projected up, vocab 30,000; a
+SentencePiece Unigram of the same sentences, as AlbertTokenizer converts it), which CTranslate2 does not
+convert either.
 --arch modernbert: ModernBERT-base's network (ModernBertForSequenceClassification and ModernBertModel: 22
 layers, d 768, 12 heads, a gated MLP of 1152, rotary positions, every third layer global and the others
 within 64 tokens either way, vocab 50,368; a byte-level BPE of 16,000 pieces trained on the same sentences,
@@ -92,6 +96,24 @@ def build(out, arch):
             intermediate_size=3072, max_position_embeddings=512, relative_attention=True, position_buckets=256,
             norm_rel_ebd="layer_norm", share_att_key=True, pos_att_type=["p2c", "c2p"], layer_norm_eps=1e-7,
             max_relative_positions=-1, position_biased_input=False, type_vocab_size=0, id2label=labels)).eval()
+    elif arch == "albert":
+        # albert-base-v2's shape and tokenizer form (a SentencePiece Unigram as AlbertTokenizer converts it)
+        import tempfile
+        import sentencepiece as spm
+        with tempfile.TemporaryDirectory() as d:
+            with open(os.path.join(d, "train.txt"), "w", encoding="utf-8") as f:
+                f.write("\n".join(corpus))
+            spm.SentencePieceTrainer.train(input=os.path.join(d, "train.txt"), model_prefix=os.path.join(d, "spiece"),
+                                           model_type="unigram", vocab_size=16000, hard_vocab_limit=False,
+                                           minloglevel=2, pad_id=0, unk_id=1, bos_id=2, eos_id=3, pad_piece="<pad>",
+                                           unk_piece="<unk>", bos_piece="[CLS]", eos_piece="[SEP]",
+                                           user_defined_symbols=["[MASK]"])
+            os.remove(os.path.join(d, "train.txt"))
+            fast = transformers.AlbertTokenizer.from_pretrained(d)
+        fast.model_max_length = 512
+        model = transformers.AlbertForSequenceClassification(transformers.AlbertConfig(
+            vocab_size=30000, embedding_size=128, hidden_size=768, num_attention_heads=12, intermediate_size=3072,
+            id2label=labels)).eval()
     elif arch == "modernbert":
         # ModernBERT-base's tokenizer form (NFC, byte-level BPE, [CLS] $A [SEP], no token types), trained on
         # the same sentences; the model's vocabulary stays ModernBERT-base's 50,368 (ids above the BPE's unused)
@@ -131,7 +153,7 @@ def build(out, arch):
     import qkv
     qkv.convert(cls_dir, os.path.join(out, "bert-cls.safetensors"))
     qkv.convert(enc_dir, os.path.join(out, "bert-model.safetensors"))
-    if arch != "bert":  # (CTranslate2 converts no MPNet, no DeBERTa, no ModernBERT)
+    if arch != "bert":  # (CTranslate2 converts no MPNet, no DeBERTa, no ModernBERT, no ALBERT)
         open(os.path.join(out, "done"), "w").close()
         return
     # CTranslate2 4.8's converter reads BertConfig.position_embedding_type, which transformers 5 dropped
@@ -209,7 +231,7 @@ def run_one(engine, task, out, n, batch, threads):
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--arch", choices=["bert", "mpnet", "deberta", "modernbert"], default="bert")
+    ap.add_argument("--arch", choices=["bert", "mpnet", "deberta", "modernbert", "albert"], default="bert")
     ap.add_argument("--out", help="where the random folders go (default /tmp/qkv-encoder-bench[-ARCH])")
     ap.add_argument("--texts", type=int, default=512)
     ap.add_argument("--batch", type=int, default=32)

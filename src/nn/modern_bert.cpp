@@ -211,7 +211,7 @@ Tensor ModernBert::encode(const Tensor& ids, const Tensor& types, const Tensor& 
 
 Tensor ModernBert::hidden_before(const Tensor& ids, int64_t layer) const {
   QKV_CHECK(layer >= 0 && layer <= static_cast<int64_t>(layers.size()), "ModernBERT: layer ", layer,
-            " is out of range: the model has layers 0 … ", layers.size() - 1);
+            " is out of range: the stream enters layers 0 … ", layers.size() - 1, " and leaves at ", layers.size());
   return body(ids, Tensor(), Tensor(), layer, nullptr).sum();
 }
 
@@ -226,8 +226,9 @@ ResidualStream ModernBert::body(const Tensor& ids, const Tensor& types, const Te
                                  types.to_ints() == std::vector<int32_t>(static_cast<size_t>(B * T), 0)),
             "ModernBERT: this model has no token types, and token_type_ids (", shape_str(types.shape()), ") holds one");
   // The global layers' mask: the padding [B, 1, 1, T] (true = key j may be attended to; undefined
-  // without padding); the local layers': that and |i − j| ≤ local_attention / 2 [B, 1, T, T]
-  // (undefined where it is the same).
+  // without padding); the local layers': that and |i − j| ≤ local_attention / 2, [B, 1, T, T] with
+  // padding (B·T² bytes: 2 MiB for 32 texts of 256 tokens), [T, T] without, undefined where every key
+  // is within the window.
   const std::vector<bool> keep = tokens_kept(attention_mask, ids, "ModernBERT");
   Tensor global_mask, local_mask;
   if (std::find(keep.begin(), keep.end(), false) != keep.end())
