@@ -1338,6 +1338,32 @@ def add_pretrained_cases(m):
         "deberta-head-size": ("deberta-tokcls", "config.json", lambda j: j.__setitem__("attention_head_size", 7)),
         "deberta-positions-float": ("deberta-tokcls", "config.json",
                                     lambda j: j.__setitem__("max_position_embeddings", 1e300)),
+        # ModernBERT: layer types, rope parameters and window of other sizes, kinds and nesting
+        "modernbert-layer-types-huge": ("modernbert-mlm", "config.json",
+                                        lambda j: j.__setitem__("layer_types", ["full_attention"] * 100000)),
+        "modernbert-layer-types-nested": ("modernbert-seqcls", "config.json",
+                                          lambda j: j.__setitem__("layer_types", [[["full_attention"]]] * 3)),
+        "modernbert-rope-yarn": ("modernbert-tokcls", "config.json", lambda j: j.__setitem__(
+            "rope_parameters", {"full_attention": {"rope_type": "yarn", "factor": 4.0}})),
+        "modernbert-rope-not-object": ("modernbert-mlm", "config.json", lambda j: j.__setitem__("rope_parameters", [1])),
+        "modernbert-rope-theta-zero": ("modernbert-mlm", "config.json",
+                                       lambda j: j.__setitem__("rope_parameters",
+                                                               {"sliding_attention": {"rope_theta": 0}})),
+        "modernbert-rope-theta-string": ("st-modernbert", "config.json", lambda j: (
+            j.pop("rope_parameters"), j.__setitem__("global_rope_theta", "1e4"))),
+        "modernbert-window-negative": ("modernbert-seqcls", "config.json", lambda j: j.__setitem__("local_attention", -8)),
+        "modernbert-window-huge": ("modernbert-seqcls", "config.json",
+                                   lambda j: j.__setitem__("local_attention", 2 ** 70)),
+        "modernbert-every-zero": ("st-modernbert", "config.json",
+                                  lambda j: (j.pop("layer_types"), j.__setitem__("global_attn_every_n_layers", 0))),
+        "modernbert-pooling-max": ("modernbert-seqcls", "config.json", lambda j: j.__setitem__("classifier_pooling", "max")),
+        "modernbert-heads-odd": ("modernbert-mlm", "config.json", lambda j: j.__setitem__("num_attention_heads", 5)),
+        "modernbert-untied": ("modernbert-mlm", "config.json", lambda j: j.__setitem__("tie_word_embeddings", False)),
+        # ALBERT: groupings no released model has, an embedding size past any budget
+        "albert-groups": ("albert-seqcls", "config.json", lambda j: j.__setitem__("num_hidden_groups", 3)),
+        "albert-inner-groups": ("albert-mlm", "config.json", lambda j: j.__setitem__("inner_group_num", 2 ** 62)),
+        "albert-embedding-size-huge": ("albert-tokcls", "config.json", lambda j: j.__setitem__("embedding_size", 2 ** 40)),
+        "albert-untied": ("albert-mlm", "config.json", lambda j: j.__setitem__("tie_word_embeddings", False)),
     }
     for name, (base, file, change) in encoders.items():
         d = folder(base, name, json_edit(file, change))
