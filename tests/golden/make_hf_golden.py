@@ -535,11 +535,9 @@ def mpnet_tokenizer(vocab):
     return transformers.MPNetTokenizer(vocab={p: i for i, p in enumerate(pieces)})
 
 
-def spm_deberta_tokenizer(vocab):
-    """DeBERTa-v3's tokenizer as transformers 5 converts a checkpoint's spm.model: a SentencePiece
-    Unigram (Metaspace, the nmt_nfkc charsmap, trailing spaces stripped and runs of spaces made one),
-    [CLS] $A [SEP] $B [SEP] with token types 0 and 1, trained here on Shakespeare with DeBERTa's
-    special pieces first."""
+def spm_unigram(vocab, tokenizer_class, model_name, **pieces):
+    """A SentencePiece Unigram of `vocab` pieces trained on Shakespeare with the special `pieces` (pad_id,
+    pad_piece, …), saved as `model_name` and loaded by `tokenizer_class` as transformers 5 converts it."""
     import tempfile
     import sentencepiece as spm
     with open(os.path.join(SHARED, "tinyshakespeare", "input.txt"), encoding="utf-8") as f:
@@ -547,12 +545,20 @@ def spm_deberta_tokenizer(vocab):
     with tempfile.TemporaryDirectory() as d:
         with open(os.path.join(d, "train.txt"), "w", encoding="utf-8") as f:
             f.write("\n".join(lines))
-        spm.SentencePieceTrainer.train(input=os.path.join(d, "train.txt"), model_prefix=os.path.join(d, "spm"),
-                                       model_type="unigram", vocab_size=vocab, minloglevel=2, pad_id=0, bos_id=1,
-                                       eos_id=2, unk_id=3, pad_piece="[PAD]", bos_piece="[CLS]", eos_piece="[SEP]",
-                                       unk_piece="[UNK]", user_defined_symbols=["[MASK]"])
+        spm.SentencePieceTrainer.train(input=os.path.join(d, "train.txt"), model_prefix=os.path.join(d, model_name),
+                                       model_type="unigram", vocab_size=vocab, minloglevel=2, **pieces)
         os.remove(os.path.join(d, "train.txt"))
-        return transformers.DebertaV2Tokenizer.from_pretrained(d)
+        return tokenizer_class.from_pretrained(d)
+
+
+def spm_deberta_tokenizer(vocab):
+    """DeBERTa-v3's tokenizer as transformers 5 converts a checkpoint's spm.model: a SentencePiece
+    Unigram (Metaspace, the nmt_nfkc charsmap, trailing spaces stripped and runs of spaces made one),
+    [CLS] $A [SEP] $B [SEP] with token types 0 and 1, trained here on Shakespeare with DeBERTa's
+    special pieces first."""
+    return spm_unigram(vocab, transformers.DebertaV2Tokenizer, "spm", pad_id=0, bos_id=1, eos_id=2, unk_id=3,
+                       pad_piece="[PAD]", bos_piece="[CLS]", eos_piece="[SEP]", unk_piece="[UNK]",
+                       user_defined_symbols=["[MASK]"])
 
 
 NER_LABELS = {0: "O", 1: "B-PER", 2: "I-PER", 3: "B-LOC", 4: "I-LOC"}
@@ -693,19 +699,9 @@ def spm_albert_tokenizer(vocab):
     (Metaspace; `` and '' made ", NFKD, accents stripped, lower-cased, the model's charsmap), [CLS] $A [SEP]
     $B [SEP] with token types 0 and 1, [MASK] with lstrip; trained here on Shakespeare with ALBERT's special
     pieces first (<pad>, <unk>, [CLS], [SEP], [MASK])."""
-    import tempfile
-    import sentencepiece as spm
-    with open(os.path.join(SHARED, "tinyshakespeare", "input.txt"), encoding="utf-8") as f:
-        lines = [l for l in f.read().splitlines()[:20000] if l.strip()]
-    with tempfile.TemporaryDirectory() as d:
-        with open(os.path.join(d, "train.txt"), "w", encoding="utf-8") as f:
-            f.write("\n".join(lines))
-        spm.SentencePieceTrainer.train(input=os.path.join(d, "train.txt"), model_prefix=os.path.join(d, "spiece"),
-                                       model_type="unigram", vocab_size=vocab, minloglevel=2, pad_id=0, unk_id=1,
-                                       bos_id=2, eos_id=3, pad_piece="<pad>", unk_piece="<unk>", bos_piece="[CLS]",
-                                       eos_piece="[SEP]", user_defined_symbols=["[MASK]"])
-        os.remove(os.path.join(d, "train.txt"))
-        return transformers.AlbertTokenizer.from_pretrained(d)
+    return spm_unigram(vocab, transformers.AlbertTokenizer, "spiece", pad_id=0, unk_id=1, bos_id=2, eos_id=3,
+                       pad_piece="<pad>", unk_piece="<unk>", bos_piece="[CLS]", eos_piece="[SEP]",
+                       user_defined_symbols=["[MASK]"])
 
 
 def albert_cases():

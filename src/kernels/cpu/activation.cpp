@@ -116,15 +116,24 @@ static void gelu_vectors(const float* x, const float* bias, float* y, float* cdf
 
 // The tanh form, ½ x̂ (1 + tanh u) with u = √(2/π)(x̂ + 0.044715 x̂³), as x̂ σ(2u) (1 + tanh u = 2σ(2u)):
 // one exp a lane, no libm call (libm's tanhf was a third of an int8 ALBERT's time)
-template <int U>
-static void gelu_tanh_vectors(const float* x, const float* bias, float* y) {
 #if QKV_SIMD
-  simd::vf v[U], two_u[U], s[U];
-  load_biased(x, bias, v);
+// s = σ(2u), u = √(2/π)(x̂ + 0.044715 x̂³), for U registers of x̂: the forward's and backward's common part
+template <int U>
+static void gelu_tanh_sigmoid(const simd::vf (&v)[U], simd::vf (&s)[U]) {
+  simd::vf two_u[U];
   for (int u = 0; u < U; ++u)
     two_u[u] = simd::mul(simd::set1(2.f * kSqrt2OverPi),
                          simd::fmadd(simd::mul(simd::set1(0.044715f), v[u]), simd::mul(v[u], v[u]), v[u]));
   simd::sigmoid_n(two_u, s);
+}
+#endif
+
+template <int U>
+static void gelu_tanh_vectors(const float* x, const float* bias, float* y) {
+#if QKV_SIMD
+  simd::vf v[U], s[U];
+  load_biased(x, bias, v);
+  gelu_tanh_sigmoid(v, s);
   for (int u = 0; u < U; ++u) simd::store(y + u * kLanes, simd::mul(v[u], s[u]));
 #endif
 }
@@ -191,12 +200,9 @@ static void gelu_backward_vectors(const float* x, const float* bias, const float
 template <int U>
 static void gelu_tanh_backward_vectors(const float* x, const float* bias, const float* dy, float* dx) {
 #if QKV_SIMD
-  simd::vf v[U], two_u[U], s[U];
+  simd::vf v[U], s[U];
   load_biased(x, bias, v);
-  for (int u = 0; u < U; ++u)
-    two_u[u] = simd::mul(simd::set1(2.f * kSqrt2OverPi),
-                         simd::fmadd(simd::mul(simd::set1(0.044715f), v[u]), simd::mul(v[u], v[u]), v[u]));
-  simd::sigmoid_n(two_u, s);
+  gelu_tanh_sigmoid(v, s);
   for (int u = 0; u < U; ++u) {
     const simd::vf du = simd::mul(simd::set1(kSqrt2OverPi),
                                   simd::fmadd(simd::set1(3.f * 0.044715f), simd::mul(v[u], v[u]), simd::set1(1.f)));
