@@ -38,6 +38,10 @@ engines, medians reported:
   embed      the mean of the last hidden states over each text's tokens (transformers: BertModel
              of the same weights + masked mean; CTranslate2: Encoder.forward_batch + the same mean;
              qkv: MaskedLanguageModel.encode(pooling="mean"))
+--long N: documents instead of sentences — consecutive sentences joined to about N tokens (--texts of
+them, in batches of --batch), the embed task alone: long inputs, where ModernBERT's local layers see
+128 of the N keys (qkv skips the attention blocks their window hides; transformers' sdpa computes every
+score under the mask).
 The outputs are checked against transformers' f32 (max abs difference, and for embeddings the least
 cosine similarity, printed).
 """
@@ -54,7 +58,16 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 DATA = os.path.join(ROOT, "..", "shared", "data", "tatoeba-en-fr", "fra.txt.gz")
 
 
-def texts(n):
+def texts(n, long=0):
+    """n Tatoeba sentences, or (long > 0) n documents of about `long` tokens (~0.75 words a token)."""
+    if long:
+        sentences, docs, words = iter(texts(200000)), [], int(long * 0.75)
+        for _ in range(n):
+            doc = []
+            while sum(len(x.split()) for x in doc) < words:
+                doc.append(next(sentences))
+            docs.append(" ".join(doc))
+        return docs
     out = []
     with gzip.open(DATA, "rt", encoding="utf-8") as f:
         for line in f:
@@ -167,10 +180,10 @@ def build(out, arch):
     open(os.path.join(out, "done"), "w").close()
 
 
-def run_one(engine, task, out, n, batch, threads):
+def run_one(engine, task, out, n, batch, threads, long=0):
     """One engine on one task in this process: (texts / s, outputs for the check)."""
     import numpy as np
-    lines = texts(n)
+    lines = texts(n, long)
     if engine == "transformers":
         import torch
         import transformers
@@ -237,6 +250,8 @@ def main():
     ap.add_argument("--batch", type=int, default=32)
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--long", type=int, default=0, metavar="N",
+                    help="documents of about N tokens instead of sentences (the embed task only)")
     ap.add_argument("--one", nargs=2, help=argparse.SUPPRESS)  # ENGINE TASK: a child process
     ap.add_argument("--build-only", action="store_true", help=argparse.SUPPRESS)  # the folders, in a child
     args = ap.parse_args()
@@ -245,7 +260,7 @@ def main():
         import resource
 
         import numpy as np
-        rate, res = run_one(args.one[0], args.one[1], args.out, args.texts, args.batch, args.threads)
+        rate, res = run_one(args.one[0], args.one[1], args.out, args.texts, args.batch, args.threads, args.long)
         np.save(os.path.join(args.out, f"out-{args.one[0]}-{args.one[1]}.npy"), res)
         rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
         print(json.dumps({"rate": rate, "rss_mib": rss}))
@@ -261,13 +276,20 @@ def main():
     env = dict(os.environ, OMP_WAIT_POLICY="PASSIVE", OMP_NUM_THREADS=str(args.threads))
     plan = {"classify": ["qkv", "qkv-int8", "transformers"],
             "embed": ["qkv", "qkv-int8", "transformers"] + (["ctranslate2", "ctranslate2-int8"] if args.arch == "bert" else [])}
+    if args.long:
+        plan = {"embed": ["qkv", "qkv-int8", "transformers"]}
+        import transformers
+        tok = transformers.AutoTokenizer.from_pretrained(os.path.join(args.out, "bert-model"))
+        lengths = [len(x) for x in tok(texts(args.texts, args.long))["input_ids"]]
+        print(f"documents of {min(lengths)}–{max(lengths)} tokens (mean {statistics.mean(lengths):.0f})")
     print(f"{args.texts} texts, batches of {args.batch}, {args.threads} threads, {args.rounds} rounds (medians)")
     for task, engines in plan.items():
         got = {e: [] for e in engines}
         for _ in range(args.rounds):
             for e in engines:
                 p = subprocess.run([sys.executable, __file__, "--arch", args.arch, "--out", args.out, "--texts", str(args.texts), "--batch",
-                                    str(args.batch), "--threads", str(args.threads), "--one", e, task],
+                                    str(args.batch), "--threads", str(args.threads), "--long", str(args.long),
+                                    "--one", e, task],
                                    capture_output=True, text=True, env=env)
                 if p.returncode != 0:
                     sys.exit(f"{e} {task} failed:\n{p.stderr[-2000:]}")
@@ -280,7 +302,7 @@ def main():
             o = np.load(os.path.join(args.out, f"out-{e}-{task}.npy"))
             diff = float(np.abs(o - ref).max())
             cos = float(((o * ref).sum(1) / np.linalg.norm(o, axis=1) / np.linalg.norm(ref, axis=1)).min())
-            print(f"{task:8s} {e:16s} {rate:8.1f} texts/s  ×{rate / base:5.2f} transformers  "
+            print(f"{task:8s} {e:16s} {rate:8.{1 if rate >= 10 else 3}f} texts/s  ×{rate / base:5.2f} transformers  "
                   f"peak RSS {rss:6.0f} MiB  max |Δ| {diff:.1e}" + (f"  min cos {cos:.5f}" if task == "embed" else ""))
 
 

@@ -11,7 +11,12 @@ namespace {
 struct Case {
   int64_t B, H, Hkv, Lq, Lk, D, Dv;
   bool causal;
-  int mask;  // 0 none, 1 boolean [Lq, Lk], 2 additive [B, 1, Lq, Lk], 3 key padding [B, 1, 1, Lk], 4 fully masked rows
+  // 0 none, 1 boolean [Lq, Lk], 2 additive [B, 1, Lq, Lk], 3 key padding [B, 1, 1, Lk], 4 fully masked rows;
+  // masks that hide whole blocks of 64 queries × 256 keys (which the flash kernel skips): 5 a band of 40
+  // keys either side of the diagonal (ModernBERT's local layers), 6 the same band additive (0 / −∞,
+  // [B, 1, Lq, Lk]), 7 one key a query (7i + 300 mod Lk: blocks hidden but for a score or a few, in any
+  // row), 8 key padding to 10 + 300·b keys
+  int mask;
   float dropout = 0.f;
   int inner = 0;  // bit 0: q, bit 1: k and v, bit 2: dout given as [B, L, H, d] and viewed as [B, H, L, d]
   float softcap = 0.f;
@@ -44,6 +49,28 @@ Tensor make_mask(const Case& c, Generator& g) {
       for (int64_t i = 0; i < c.Lq; i += 3)
         for (int64_t j = 0; j < c.Lk; ++j) keep[i * c.Lk + j] = false;  // every third query sees nothing
       return Tensor::from_bools(keep, {c.Lq, c.Lk});
+    }
+    case 5:
+    case 6: {
+      std::vector<float> band(c.B * c.Lq * c.Lk);
+      for (int64_t b = 0; b < c.B; ++b)
+        for (int64_t i = 0; i < c.Lq; ++i)
+          for (int64_t j = 0; j < c.Lk; ++j) band[(b * c.Lq + i) * c.Lk + j] = std::abs(i - j) <= 40 ? 0.f : -INFINITY;
+      if (c.mask == 6) return Tensor::from_vector(band, {c.B, 1, c.Lq, c.Lk});
+      std::vector<bool> keep(c.Lq * c.Lk);
+      for (size_t i = 0; i < keep.size(); ++i) keep[i] = band[i] == 0.f;
+      return Tensor::from_bools(keep, {c.Lq, c.Lk});
+    }
+    case 7: {
+      std::vector<bool> keep(c.Lq * c.Lk, false);
+      for (int64_t i = 0; i < c.Lq; ++i) keep[i * c.Lk + (7 * i + 300) % c.Lk] = true;
+      return Tensor::from_bools(keep, {c.Lq, c.Lk});
+    }
+    case 8: {
+      std::vector<bool> keep(c.B * c.Lk);
+      for (int64_t b = 0; b < c.B; ++b)
+        for (int64_t j = 0; j < c.Lk; ++j) keep[b * c.Lk + j] = j < 10 + 300 * b;
+      return Tensor::from_bools(keep, {c.B, 1, 1, c.Lk});
     }
     default: return Tensor();
   }
@@ -119,6 +146,19 @@ TEST(FlashAttention, MatchesReferenceWithMasks) {
       check({2, 2, 2, 90, 270, 64, 64, causal, mask});
       check({1, 2, 2, 300, 70, 16, 16, causal, mask});
     }
+}
+
+// Masks that hide whole blocks, which the kernel skips forward and backward (block_hidden): a skipped
+// block that held a visible score would lose it from the output and every gradient.
+TEST(FlashAttention, MatchesReferenceWithMasksHidingWholeBlocks) {
+  for (int mask : {5, 6, 7, 8})
+    for (bool causal : {false, true}) {
+      check({2, 2, 2, 600, 700, 32, 32, causal, mask});
+      check({2, 4, 2, 130, 1100, 16, 24, causal, mask, 0.f, 3});  // GQA, heads split off a projection
+    }
+  check({1, 1, 1, 1, 1500, 64, 64, false, 7});                // decode-shaped: the keys split across threads
+  check({2, 2, 2, 600, 600, 32, 32, false, 5, 0.3f});         // dropout: each score's draw by its place
+  check({2, 2, 2, 300, 600, 32, 32, false, 6, 0.f, 0, 2.f});  // soft-capped
 }
 
 TEST(FlashAttention, MatchesReferenceWithGroupedQueries) {
@@ -216,6 +256,27 @@ TEST(FlashAttentionBf16, CloseToF32) {
   check_bf16(1, 2, 2, 7, 1000, 80, 48, false, true);
   check_bf16(1, 1, 1, 1, 513, 128, 128, false, false);
   check_bf16(1, 2, 1, 33, 61, 17, 5, false, false);  // odd head dims
+}
+
+// A band and a one-key-a-query mask (which hide most blocks: skipped) in bf16, the AVX512_BF16 kernel's
+// own loop where the CPU has it: close to f32's.
+TEST(FlashAttentionBf16, SkipsTheBlocksAMaskHides) {
+  for (int mask : {5, 7}) {
+    const Case c{1, 2, 2, 300, 900, 64, 64, false, mask};
+    SCOPED_TRACE(name(c));
+    Generator g(5);
+    Tensor q = Tensor::randn({c.B, c.H, c.Lq, c.D}, g), k = Tensor::randn({c.B, c.H, c.Lk, c.D}, g),
+           v = Tensor::randn({c.B, c.H, c.Lk, c.D}, g);
+    AttentionOptions opt;
+    opt.attn_mask = make_mask(c, g);
+    NoGradGuard ng;
+    opt.backend = AttentionBackend::reference;  // every block computed
+    Tensor ref = scaled_dot_product_attention(q, k, v, opt);
+    opt.backend = AttentionBackend::automatic;
+    opt.compute_dtype = AttentionCompute::bf16;
+    Tensor half = scaled_dot_product_attention(q, k, v, opt);
+    EXPECT_LE(testing::rel_error(half.to_vector(), ref.to_vector(), 1.0), kBf16Tolerance);
+  }
 }
 
 // With q's heads split off a projection ([B, L, H, d] storage), every precision writes the output in

@@ -13,7 +13,8 @@
 //   dV_j += Wᵀ dO_i,   dP = (dO_i V_jᵀ) ∘ Z/(1−p),   dS = P ∘ (dP − D_i) (∘ c', soft-capped)
 //   dQ_i += scale · dS K_j,   dK_j += scale · dSᵀ Q_i
 // Each work item owns one key/value head (all its query heads, so GQA needs no atomics) or, when
-// there are fewer heads than threads, a set of key blocks of one head with a private dQ.
+// there are fewer heads than threads, a set of key blocks of one head with a private dQ. A block that
+// the mask hides entirely is skipped, forward and backward (block_hidden).
 #include <algorithm>
 #include <cmath>
 #include <cstring>
@@ -71,6 +72,31 @@ void mask_block(const AttnProblem& p, int64_t b, int64_t h, int64_t i0, int64_t 
   }
 }
 
+// Whether the mask hides the whole block [br, bc] of head (b, h) at (i0, j0): a boolean mask false, or
+// an additive one −∞, at every score. Such a block adds nothing — forward, P = e^(−∞ − m') = 0 leaves
+// m, l and O as they are; backward, P = 0 makes dS = P ∘ (dP − D) = 0 and its dV, dQ, dK terms 0 — so
+// it is skipped: the blocks outside a sliding window (ModernBERT's local layers, Mistral's) or past a
+// padded sequence's end cost a scan of their mask, not two or four GEMMs. (A scan stops at the first
+// visible score, which a block that is computed mostly has in its first row.)
+bool block_hidden(const AttnProblem& p, int64_t b, int64_t h, int64_t i0, int64_t br, int64_t j0, int64_t bc) {
+  if (p.mask.kind == AttnMask::Kind::none) return false;
+  const int64_t rows = p.mask.sq == 0 ? 1 : br, cols = p.mask.sk == 0 ? 1 : bc;  // broadcast: one says it
+  const int64_t first = b * p.mask.sb + h * p.mask.sh + i0 * p.mask.sq + j0 * p.mask.sk;
+  for (int64_t r = 0; r < rows; ++r) {
+    const int64_t row = first + r * p.mask.sq;
+    if (p.mask.kind == AttnMask::Kind::boolean) {
+      const uint8_t* m = static_cast<const uint8_t*>(p.mask.data) + row;
+      for (int64_t c = 0; c < cols; ++c)
+        if (m[c * p.mask.sk]) return false;
+    } else {
+      const float* m = static_cast<const float*>(p.mask.data) + row;
+      for (int64_t c = 0; c < cols; ++c)
+        if (!(m[c * p.mask.sk] == -INFINITY)) return false;  // (a NaN is not hidden: it reaches the output)
+    }
+  }
+  return true;
+}
+
 // Z/(1−p) applied in place to the block W [br, bc] of head (b, h) at (i0, j0); the element
 // (i, j) uses the same counter as the reference kernel, so both draw the same mask.
 void dropout_block(const AttnProblem& p, int64_t b, int64_t h, int64_t i0, int64_t br, int64_t j0, int64_t bc, float* W,
@@ -122,6 +148,7 @@ void forward_block(const AttnProblem& p, int64_t b, int64_t h, int64_t i0, int64
   std::memset(acc.O, 0, static_cast<size_t>(br * p.Dv) * sizeof(float));
   for (int64_t j0 = k_begin; j0 < k_end; j0 += kBc) {
     const int64_t bc = std::min(kBc, k_end - j0);
+    if (block_hidden(p, b, h, i0, br, j0, bc)) continue;
     sgemm(false, true, br, bc, p.D, p.scale, q, p.q_sl, k + j0 * p.k_sl, p.k_sl, 0.f, S, kBc);
     if (p.softcap > 0.f)
       for (int64_t r = 0; r < br; ++r) softcap_row(S + r * kBc, bc, p.softcap);
@@ -272,6 +299,7 @@ void attention_backward_flash_f32(const AttnProblem& p, const float* out, const 
         const int64_t i_first = p.causal ? (j0 / kBr) * kBr : 0;  // earlier queries cannot see these keys
         for (int64_t i0 = i_first; i0 < p.Lq; i0 += kBr) {
           const int64_t br = std::min(kBr, p.Lq - i0);
+          if (block_hidden(p, b, h, i0, br, j0, bc)) continue;
           // P = e^(scale·Q Kᵀ + M − lse)
           sgemm(false, true, br, bc, p.D, p.scale, q + i0 * p.q_sl, p.q_sl, k + j0 * p.k_sl, p.k_sl, 0.f, S, kBc);
           if (p.softcap > 0.f)
@@ -455,6 +483,7 @@ void attention_forward_flash_bf16_avx512(const AttnProblem& p, float* out) {
       const int64_t kv_end = visible_keys(p, i0 + br);
       for (int64_t j0 = 0; j0 < kv_end; j0 += kBc) {
         const int64_t bc = std::min(kBc, kv_end - j0);
+        if (block_hidden(p, b, h, i0, br, j0, bc)) continue;
         // S = scale · Q Kᵀ in tiles of 4 rows × 64 keys
         for (int64_t c = 0; c < bc; c += kPadKeys) {
           int64_t r = 0;
