@@ -13,6 +13,7 @@ bash scripts/setup.sh --fuzz
 # OSS-Fuzz's optimization for fuzzing builds, -O1 with line tables only (a crash's stack still names
 # file and line): the library compiles ~20% faster than at -O2 -g, which CI pays for every run
 # (clang does not vectorize at -O1, so the kernels' `omp simd` loops would each warn that it did not).
+# The floors that compute rather than parse are at -O0 there (CMakeLists.txt, QKV_FUZZ; docs/FUZZING.md).
 # QKV_UNITY_BUILD: each floor above the kernels one translation unit, which instantiates nlohmann-json
 # and the standard library once, not once a file: 247 CPU-s instead of 474 (Zen 5, docs/FUZZING.md).
 cmake -S . -B build-fuzz -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_CXX_COMPILER=clang++ \
