@@ -13,8 +13,8 @@
 //   dV_j += Wᵀ dO_i,   dP = (dO_i V_jᵀ) ∘ Z/(1−p),   dS = P ∘ (dP − D_i) (∘ c', soft-capped)
 //   dQ_i += scale · dS K_j,   dK_j += scale · dSᵀ Q_i
 // Each work item owns one key/value head (all its query heads, so GQA needs no atomics) or, when
-// there are fewer heads than threads, a set of key blocks of one head with a private dQ. A block that
-// the mask hides entirely is skipped, forward and backward (block_hidden).
+// there are fewer heads than threads, a set of key blocks of one head with a private dQ. Of a block,
+// only the keys that the mask leaves visible to some of its queries are computed (visible_span).
 #include <algorithm>
 #include <cmath>
 #include <cstring>
@@ -72,29 +72,67 @@ void mask_block(const AttnProblem& p, int64_t b, int64_t h, int64_t i0, int64_t 
   }
 }
 
-// Whether the mask hides the whole block [br, bc] of head (b, h) at (i0, j0): a boolean mask false, or
-// an additive one −∞, at every score. Such a block adds nothing — forward, P = e^(−∞ − m') = 0 leaves
-// m, l and O as they are; backward, P = 0 makes dS = P ∘ (dP − D) = 0 and its dV, dQ, dK terms 0 — so
-// it is skipped: the blocks outside a sliding window (ModernBERT's local layers, Mistral's) or past a
-// padded sequence's end cost a scan of their mask, not two or four GEMMs. (A scan stops at the first
-// visible score, which a block that is computed mostly has in its first row.)
-bool block_hidden(const AttnProblem& p, int64_t b, int64_t h, int64_t i0, int64_t br, int64_t j0, int64_t bc) {
-  if (p.mask.kind == AttnMask::Kind::none) return false;
-  const int64_t rows = p.mask.sq == 0 ? 1 : br, cols = p.mask.sk == 0 ? 1 : bc;  // broadcast: one says it
+// The keys [lo, hi) of the block [br, bc] of head (b, h) at (i0, j0) (offsets from j0) that hold every
+// score the mask leaves visible: a boolean mask true, an additive one not −∞. The keys outside add
+// nothing — forward, P = e^(−∞ − m') = 0 leaves m, l and O as they are; backward, P = 0 makes
+// dS = P ∘ (dP − D) = 0 and its dV, dQ, dK terms 0 — so the kernels compute only [lo, hi), and nothing
+// where it is empty: a sliding window (ModernBERT's local layers, Mistral's) costs the keys near the
+// diagonal, not every block's, and a padded sequence's tail nothing. Causal masking is the callers'.
+struct KeySpan {
+  int64_t lo, hi;
+  bool empty() const { return lo >= hi; }
+};
+
+// The first and the last nonzero byte of m[0, n) (n when there is none), eight bytes a load.
+int64_t first_nonzero(const uint8_t* m, int64_t n) {
+  int64_t c = 0;
+  for (uint64_t w; c + 8 <= n; c += 8)
+    if (std::memcpy(&w, m + c, 8), w) break;
+  for (; c < n; ++c)
+    if (m[c]) return c;
+  return n;
+}
+int64_t last_nonzero(const uint8_t* m, int64_t n) {
+  int64_t c = n;
+  for (uint64_t w; c >= 8; c -= 8)
+    if (std::memcpy(&w, m + c - 8, 8), w) break;
+  for (; c > 0; --c)
+    if (m[c - 1]) return c - 1;
+  return n;
+}
+
+KeySpan visible_span(const AttnProblem& p, int64_t b, int64_t h, int64_t i0, int64_t br, int64_t j0, int64_t bc) {
+  if (p.mask.kind == AttnMask::Kind::none) return {0, bc};
+  const int64_t rows = p.mask.sq == 0 ? 1 : br;  // a mask broadcast over the queries: one row says it
   const int64_t first = b * p.mask.sb + h * p.mask.sh + i0 * p.mask.sq + j0 * p.mask.sk;
-  for (int64_t r = 0; r < rows; ++r) {
+  const auto* bytes = static_cast<const uint8_t*>(p.mask.data);
+  const auto* floats = static_cast<const float*>(p.mask.data);
+  auto visible = [&](int64_t row, int64_t c) {
+    return p.mask.kind == AttnMask::Kind::boolean ? bytes[row + c * p.mask.sk] != 0
+                                                  : !(floats[row + c * p.mask.sk] == -INFINITY);  // NaN: seen
+  };
+  int64_t lo = bc, hi = 0;  // empty; each row widens it to its own first and last visible key
+  for (int64_t r = 0; r < rows && !(lo == 0 && hi == bc); ++r) {
     const int64_t row = first + r * p.mask.sq;
-    if (p.mask.kind == AttnMask::Kind::boolean) {
-      const uint8_t* m = static_cast<const uint8_t*>(p.mask.data) + row;
-      for (int64_t c = 0; c < cols; ++c)
-        if (m[c * p.mask.sk]) return false;
-    } else {
-      const float* m = static_cast<const float*>(p.mask.data) + row;
-      for (int64_t c = 0; c < cols; ++c)
-        if (!(m[c * p.mask.sk] == -INFINITY)) return false;  // (a NaN is not hidden: it reaches the output)
+    if (p.mask.kind == AttnMask::Kind::boolean && p.mask.sk == 1) {
+      const int64_t f = first_nonzero(bytes + row, lo);  // (left of lo only: the span holds the rest)
+      if (f < lo) lo = f;
+      const int64_t l = last_nonzero(bytes + row + hi, bc - hi);
+      if (l < bc - hi) hi = hi + l + 1;
+      continue;
     }
+    for (int64_t c = 0; c < lo; ++c)
+      if (visible(row, c)) {
+        lo = c;
+        break;
+      }
+    for (int64_t c = bc - 1; c >= hi; --c)
+      if (visible(row, c)) {
+        hi = c + 1;
+        break;
+      }
   }
-  return true;
+  return {lo, hi};
 }
 
 // Z/(1−p) applied in place to the block W [br, bc] of head (b, h) at (i0, j0); the element
@@ -146,9 +184,10 @@ void forward_block(const AttnProblem& p, int64_t b, int64_t h, int64_t i0, int64
   const float* v = p.v + b * p.v_sb + hk * p.v_sh;
   for (int64_t r = 0; r < br; ++r) acc.m[r] = -INFINITY, acc.l[r] = 0.f;
   std::memset(acc.O, 0, static_cast<size_t>(br * p.Dv) * sizeof(float));
-  for (int64_t j0 = k_begin; j0 < k_end; j0 += kBc) {
-    const int64_t bc = std::min(kBc, k_end - j0);
-    if (block_hidden(p, b, h, i0, br, j0, bc)) continue;
+  for (int64_t jb = k_begin; jb < k_end; jb += kBc) {
+    const KeySpan span = visible_span(p, b, h, i0, br, jb, std::min(kBc, k_end - jb));
+    if (span.empty()) continue;
+    const int64_t j0 = jb + span.lo, bc = span.hi - span.lo;
     sgemm(false, true, br, bc, p.D, p.scale, q, p.q_sl, k + j0 * p.k_sl, p.k_sl, 0.f, S, kBc);
     if (p.softcap > 0.f)
       for (int64_t r = 0; r < br; ++r) softcap_row(S + r * kBc, bc, p.softcap);
@@ -295,11 +334,13 @@ void attention_backward_flash_f32(const AttnProblem& p, const float* out, const 
       if (ksplit == 1) zero_rows(dQ, p.Lq, ldq, p.D);
       // Key blocks of this split, interleaved so causal work is balanced across splits.
       for (int64_t kb = split; kb < nkb; kb += ksplit) {
-        const int64_t j0 = kb * kBc, bc = std::min(kBc, p.Lk - j0);
-        const int64_t i_first = p.causal ? (j0 / kBr) * kBr : 0;  // earlier queries cannot see these keys
+        const int64_t kj0 = kb * kBc, kbc = std::min(kBc, p.Lk - kj0);
+        const int64_t i_first = p.causal ? (kj0 / kBr) * kBr : 0;  // earlier queries cannot see these keys
         for (int64_t i0 = i_first; i0 < p.Lq; i0 += kBr) {
           const int64_t br = std::min(kBr, p.Lq - i0);
-          if (block_hidden(p, b, h, i0, br, j0, bc)) continue;
+          const KeySpan span = visible_span(p, b, h, i0, br, kj0, kbc);
+          if (span.empty()) continue;
+          const int64_t j0 = kj0 + span.lo, bc = span.hi - span.lo;  // the keys this query block sees
           // P = e^(scale·Q Kᵀ + M − lse)
           sgemm(false, true, br, bc, p.D, p.scale, q + i0 * p.q_sl, p.q_sl, k + j0 * p.k_sl, p.k_sl, 0.f, S, kBc);
           if (p.softcap > 0.f)
@@ -481,9 +522,11 @@ void attention_forward_flash_bf16_avx512(const AttnProblem& p, float* out) {
       std::fill(l.begin(), l.end(), 0.f);
       std::fill(O.begin(), O.end(), 0.f);
       const int64_t kv_end = visible_keys(p, i0 + br);
-      for (int64_t j0 = 0; j0 < kv_end; j0 += kBc) {
-        const int64_t bc = std::min(kBc, kv_end - j0);
-        if (block_hidden(p, b, h, i0, br, j0, bc)) continue;
+      for (int64_t jb = 0; jb < kv_end; jb += kBc) {
+        const KeySpan span = visible_span(p, b, h, i0, br, jb, std::min(kBc, kv_end - jb));
+        if (span.empty()) continue;
+        // from a multiple of 64 keys: K's packed tiles, and V's pairs from an even key
+        const int64_t lo = span.lo / kPadKeys * kPadKeys, j0 = jb + lo, bc = span.hi - lo;
         // S = scale · Q Kᵀ in tiles of 4 rows × 64 keys
         for (int64_t c = 0; c < bc; c += kPadKeys) {
           int64_t r = 0;
