@@ -9,7 +9,8 @@
 //                  the key blocks a causal mask hides; the reference backend computes the full
 //                  L×L product even when causal, so its causal GFLOP/s is half its raw throughput.
 //                  Windowed: the band's L·129 − 64·65 scores; the flash kernel skips the blocks of
-//                  64 queries × 256 keys the band misses, and computes the rest of a block it touches.
+//                  64 queries × 256 keys the band misses and trims the others to the keys some
+//                  query of the block sees (192 for 64 queries).
 //   peak_MiB       the most memory held in qkv tensors during one call beyond the inputs
 //                  (qkv's allocation counter, not RSS; `qkv bench attention` reports RSS).
 //

@@ -40,7 +40,7 @@ engines, medians reported:
              qkv: MaskedLanguageModel.encode(pooling="mean"))
 --long N: documents instead of sentences — consecutive sentences joined to about N tokens (--texts of
 them, in batches of --batch), the embed task alone: long inputs, where ModernBERT's local layers see
-128 of the N keys (qkv skips the attention blocks their window hides; transformers' sdpa computes every
+128 of the N keys (qkv computes only the keys near each block of queries; transformers' sdpa computes every
 score under the mask).
 The outputs are checked against transformers' f32 (max abs difference, and for embeddings the least
 cosine similarity, printed).

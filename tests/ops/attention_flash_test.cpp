@@ -12,7 +12,8 @@ struct Case {
   int64_t B, H, Hkv, Lq, Lk, D, Dv;
   bool causal;
   // 0 none, 1 boolean [Lq, Lk], 2 additive [B, 1, Lq, Lk], 3 key padding [B, 1, 1, Lk], 4 fully masked rows;
-  // masks that hide whole blocks of 64 queries × 256 keys (which the flash kernel skips): 5 a band of 40
+  // masks that hide whole blocks of 64 queries × 256 keys, or most of one (which the flash kernel skips or
+  // trims to the keys some query sees, visible_span): 5 a band of 40
   // keys either side of the diagonal (ModernBERT's local layers), 6 the same band additive (0 / −∞,
   // [B, 1, Lq, Lk]), 7 one key a query (7i + 300 mod Lk: blocks hidden but for a score or a few, in any
   // row), 8 key padding to 10 + 300·b keys
@@ -148,8 +149,9 @@ TEST(FlashAttention, MatchesReferenceWithMasks) {
     }
 }
 
-// Masks that hide whole blocks, which the kernel skips forward and backward (block_hidden): a skipped
-// block that held a visible score would lose it from the output and every gradient.
+// Masks that hide whole blocks or most of one, which the kernel skips or trims to the keys some query of
+// the block sees, forward and backward (visible_span): a key left out that held a visible score would
+// lose it from the output and every gradient.
 TEST(FlashAttention, MatchesReferenceWithMasksHidingWholeBlocks) {
   for (int mask : {5, 6, 7, 8})
     for (bool causal : {false, true}) {
