@@ -1066,16 +1066,24 @@ void bind_models(nb::module_& m) {
 
   m.def(
       "convert",
-      [](const std::string& folder, const std::string& out, const std::string& dtype) {
+      [](const std::string& folder, const std::string& out, const std::string& dtype, const std::string& head,
+         const std::vector<std::string>& labels, const std::string& problem_type, uint64_t seed) {
         models::HfConvertOptions o;
         o.store = parse_enum<io::StoreAs>(dtype);
         QKV_CHECK(o.store != io::StoreAs::kKeep, "convert: dtype must be f32, f16 or bf16, got \"keep\"");
+        QKV_CHECK(!head.empty() || (labels.empty() && problem_type.empty()),
+                  "convert: labels and problem_type are a new head's (head=\"sequence\" or \"token\")");
+        o.head = head, o.labels = labels, o.problem_type = problem_type, o.seed = seed;
         nb::gil_scoped_release release;
         models::convert_hf(folder, out, o);
       },
-      "folder"_a, "out"_a, "dtype"_a = "f32",
+      "folder"_a, "out"_a, "dtype"_a = "f32", "head"_a = "", "labels"_a = std::vector<std::string>{},
+      "problem_type"_a = "", "seed"_a = 0,
       "Converts a Hugging Face model folder (config.json, *.safetensors, tokenizer.json: GPT-2, Llama,\n"
-      "Qwen2, Qwen3, Mistral, Phi-3, Gemma 3, Marian/OPUS-MT) to a qkv model file, as `qkv convert --from hf FOLDER -o OUT`.");
+      "Qwen2, Qwen3, Mistral, Phi-3, Gemma 3, Marian/OPUS-MT, the BERT family, ModernBERT) to a qkv model\n"
+      "file, as `qkv convert --from hf FOLDER -o OUT`. head=\"sequence\" (or \"token\") with labels=[...]\n"
+      "puts a new classifier on an encoder's checkpoint, as AutoModelForSequenceClassification.from_pretrained(\n"
+      "folder, num_labels=...) does — to fine-tune with qkv.train({\"task\": \"text_classification\", ...}).");
 
   m.def(
       "load",

@@ -303,3 +303,35 @@ def test_chat_template_as_transformers(tmp_path):
     qkv.convert(os.path.join(GOLDEN, "qwen2"), str(tmp_path / "plain.safetensors"))
     with pytest.raises(Exception, match="no chat template"):
         qkv.LanguageModel(str(tmp_path / "plain.safetensors")).chat(messages)
+
+
+def test_a_new_head_fine_tuned_from_python(tmp_path):
+    # qkv.convert(head=, labels=) puts a new classifier on a BertForMaskedLM (as
+    # AutoModelForSequenceClassification.from_pretrained(folder, num_labels=2)), qkv.train fine-tunes it
+    # on a JSONL of labelled texts (task text_classification), and the result classifies with its labels.
+    head = str(tmp_path / "bert.safetensors")
+    qkv.convert(os.path.join(GOLDEN, "bert-uncased"), head, head="sequence", labels=["neg", "pos"])
+    model = qkv.load(head)
+    assert model.labels == ["neg", "pos"]
+    assert model.metadata["converted_from"]["new_head"]["checkpoint_architecture"] == "BertForMaskedLM"
+    with open(os.path.join(ROOT, "data", "tinyshakespeare", "input.txt"), encoding="utf-8") as f:
+        lines = [l.strip() for l in f if len(l.strip()) >= 12][:300]
+    with open(tmp_path / "train.jsonl", "w", encoding="utf-8") as f:
+        for i, line in enumerate(lines):
+            yes = i % 3 == 1
+            f.write(json.dumps({"text": ("yes, " if yes else "no, ") + line, "label": "pos" if yes else "neg"}) + "\n")
+    cfg = {"task": "text_classification", "init_from": head,
+           "data": {"train": str(tmp_path / "train.jsonl"), "max_length": 16},
+           "train": {"max_iters": 150, "batch_size": 16, "learning_rate": 2e-3, "min_lr": 2e-4, "warmup_iters": 5,
+                     "lr_decay_iters": 150, "eval_interval": 150, "log_interval": 50, "checkpoint_interval": 0,
+                     "weight_decay": 0.01}}
+    rows = []
+    qkv.train(cfg, out_dir=str(tmp_path / "run"), callback=rows.append)
+    assert rows[-1]["val_accuracy"] >= 0.95
+    tuned = qkv.load(str(tmp_path / "run" / "model.safetensors"))
+    got = tuned.text_classification(["yes, my good lord", "no, my good lord"])
+    assert [g["label"] for g in got] == ["pos", "neg"]
+    with pytest.raises(qkv.Error, match="needs its labels"):
+        qkv.convert(os.path.join(GOLDEN, "bert-uncased"), str(tmp_path / "x.safetensors"), head="sequence")
+    with pytest.raises(qkv.Error, match="labels and problem_type are a new head's"):
+        qkv.convert(os.path.join(GOLDEN, "bert-uncased"), str(tmp_path / "x.safetensors"), labels=["a"])

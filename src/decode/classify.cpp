@@ -10,7 +10,7 @@
 #include "qkv/autograd/grad_mode.h"
 #include "qkv/core/error.h"
 #include "qkv/core/message.h"
-#include "encoder_batches.h"
+#include "qkv/decode/encoder_batches.h"
 #include "qkv/text/unicode.h"
 
 namespace qkv::decode {

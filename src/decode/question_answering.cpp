@@ -4,7 +4,7 @@
 #include <cmath>
 #include <limits>
 
-#include "encoder_batches.h"
+#include "qkv/decode/encoder_batches.h"
 #include "qkv/core/error.h"
 #include "qkv/core/message.h"
 #include "qkv/decode/classify.h"

@@ -16,6 +16,7 @@
 #include "qkv/io/progress.h"
 #include "qkv/models/model_file.h"
 #include "qkv/models/registry.h"
+#include "qkv/nn/init.h"
 #include "qkv/ops.h"
 #include "qkv/text/hf_tokenizer.h"
 #include "qkv/text/sentencepiece.h"
@@ -356,22 +357,97 @@ void hf_refuse_unknown_fields(const nlohmann::json& hf_config, const std::string
 
 // ---- the conversion ------------------------------------------------------------------------------
 
-nlohmann::json convert_hf(const std::string& dir, const std::string& out, const HfConvertOptions& options) {
+namespace {
+
+// A new head (HfConvertOptions::head): the folder read as <Family>ForSequenceClassification or
+// …ForTokenClassification — the family its architecture's name starts with (BertForMaskedLM,
+// BertModel → Bert) — with the labels as id2label. Returns that architecture's name; `config` is
+// config.json so rewritten.
+std::string new_head_architecture(const HfFolder& f, const HfConvertOptions& o, nlohmann::json& config) {
+  QKV_CHECK(o.head == "sequence" || o.head == "token",
+            "convert: the new head must be \"sequence\" or \"token\", got \"", excerpt(o.head), "\"");
+  QKV_CHECK(!o.labels.empty() && o.labels.size() <= (1u << 20), "convert: a new ", o.head,
+            " classifier needs its labels (at least one)");
+  std::set<std::string> seen;
+  for (const std::string& l : o.labels)
+    QKV_CHECK(!l.empty() && l.size() <= 256 && seen.insert(l).second, "convert: the label \"", excerpt(l),
+              "\" is empty, longer than 256 bytes, or given twice");
+  QKV_CHECK(o.problem_type.empty() || o.head == "sequence", "convert: problem_type is a sequence classifier's");
+  const std::string& a = f.architecture;
+  for (const auto& known : hf_architectures())
+    QKV_CHECK(known.name != a || known.model_type == "bert" || known.model_type == "modernbert", "'", f.dir, "' (", a,
+              "): only an encoder's checkpoint (BERT, RoBERTa, DeBERTa, ModernBERT, …) takes a new classifier");
+  const size_t at = a.find("For");
+  const std::string family = at != std::string::npos && at > 0      ? a.substr(0, at)
+                             : a.ends_with("Model") && a.size() > 5 ? a.substr(0, a.size() - 5)
+                                                                    : a;
+  const std::string target = family + (o.head == "sequence" ? "ForSequenceClassification" : "ForTokenClassification");
+  const HfArchitecture& arch = [&]() -> const HfArchitecture& {
+    try {
+      return hf_architecture(target);
+    } catch (const Error& e) {
+      throw Error(
+          detail::concat("'", f.dir, "' (", a, "): a new ", o.head, " classifier makes it ", target, ": ", e.what()));
+    }
+  }();
+  QKV_CHECK(arch.model_type == "bert" || arch.model_type == "modernbert", "'", f.dir, "' (", a,
+            "): only an encoder takes a new classifier");
+  config = f.config;
+  config["architectures"] = {target};
+  nlohmann::json id2label = nlohmann::json::object(), label2id = nlohmann::json::object();
+  for (size_t i = 0; i < o.labels.size(); ++i) {
+    id2label[std::to_string(i)] = o.labels[i];
+    label2id[o.labels[i]] = i;
+  }
+  config["id2label"] = id2label, config["label2id"] = label2id, config["num_labels"] = o.labels.size();
+  if (!o.problem_type.empty())
+    config["problem_type"] = o.problem_type;
+  else
+    config.erase("problem_type");
+  config.erase("sentence_transformers");  // (a cross-encoder's activation: the old head's)
+  config.erase("sbert_ce_default_activation_function");
+  return target;
+}
+
+// A checkpoint tensor a new head may leave out: one of the old heads' (cls.*, lm_head.*, …), never
+// one of the encoder's layers or embeddings.
+bool encoder_body(const std::string& name) {
+  for (const char* part : {"embeddings.", "encoder.", "layer.", "layers.", "transformer."})
+    if (name.find(part) != std::string::npos) return true;
+  return false;
+}
+
+// The parameters a new head may leave for initialization: the classifier, the pooler, ModernBERT's
+// head (where a bare ModernBertModel has none).
+bool new_head_parameter(const std::string& name) {
+  return name.starts_with("classifier.") || name.starts_with("pooler.") || name.starts_with("head.");
+}
+
+}  // namespace
+
+nlohmann::json convert_hf(const std::string& dir, const std::string& out, const HfConvertOptions& options,
+                          HfHeadReport* report) {
   const HfFolder f = open_hf_folder(dir);
-  const HfArchitecture& arch = hf_architecture(f.architecture);
+  const bool new_head = !options.head.empty();
+  nlohmann::json hf_config = f.config;
+  const HfArchitecture& arch =
+      hf_architecture(new_head ? new_head_architecture(f, options, hf_config) : f.architecture);
   nlohmann::json config;
   try {
-    config = arch.config(f.config);
+    config = arch.config(hf_config);
   } catch (const Error& e) {
     throw Error(detail::concat("'", f.dir, "/config.json' (", arch.name, "): ", e.what()));
   }
   if (arch.model_type == "bert" || arch.model_type == "modernbert") read_sentence_transformers(f.dir, config);
+  Generator gen(options.seed);  // (a new head's draws)
   std::unique_ptr<Model> model;
   try {
-    model = model_type(arch.model_type).build(config, nullptr);
+    model = model_type(arch.model_type).build(config, &gen);
   } catch (const Error& e) {
     throw Error(detail::concat("'", f.dir, "/config.json' (", arch.name, "): ", e.what()));
   }
+  HfHeadReport head_report;
+  head_report.architecture = arch.name;
   std::map<std::string, Tensor> params;
   for (auto& [name, p] : model->module().named_parameters()) params.emplace(name, p.detach());
   // qkv parameter (and row block, "name#part") → the checkpoint tensor that filled it
@@ -390,6 +466,11 @@ nlohmann::json convert_hf(const std::string& dir, const std::string& out, const 
           // a config that lies about the layer count, fails at once.
           for (const auto& e : entries) {
             std::optional<HfTensorTarget> t = arch.map(e.name);
+            if (new_head && !encoder_body(e.name) &&
+                (!t || (!t->name.empty() && t->rows_of.empty() && !params.count(t->name) && !t->tied_copy))) {
+              head_report.unused.push_back(e.name);  // the old head's: transformers' "weights … not used"
+              continue;
+            }
             QKV_CHECK(t.has_value(), "'", shard, "': the tensor '", excerpt(e.name), "' is not part of ", arch.name,
                       " as its config.json describes it (", model->describe(), ")");
             if (!t->rows_of.empty()) {  // a fused projection: [Σ rows, cols] for the parameters it fills
@@ -414,6 +495,11 @@ nlohmann::json convert_hf(const std::string& dir, const std::string& out, const 
             if (t->name.empty()) continue;
             auto p = params.find(t->name);
             if (p == params.end() && t->tied_copy) continue;  // the tied head's copy of the embedding
+            if (new_head && p != params.end() && new_head_parameter(t->name) && t->parts == 1 && !t->transpose &&
+                e.shape != p->second.shape()) {
+              head_report.unused.push_back(e.name);  // a classifier of other labels (ignore_mismatched_sizes)
+              continue;
+            }
             QKV_CHECK(p != params.end(), "'", shard, "': the tensor '", excerpt(e.name), "' has no place in the model ",
                       "config.json describes (", model->describe(), "; it would be ", t->name, ")");
             Shape want = p->second.shape();
@@ -455,6 +541,24 @@ nlohmann::json convert_hf(const std::string& dir, const std::string& out, const 
         });
   }
   bar.close();
+  // A new head's parameters the checkpoint had no tensor for: drawn as transformers' _init_weights
+  // draws them — N(0, initializer_range) for a matrix, 0 for a bias, a LayerNorm at 1 / 0 (as built).
+  if (new_head) {
+    const double range = hf_config.value("initializer_range", 0.02);
+    QKV_CHECK(range >= 0 && range <= 1, "'", f.dir, "/config.json': initializer_range ", range, " is out of [0, 1]");
+    for (auto& [name, p] : params) {
+      if (filled_from.count(name) || parts_of.count(name) || !new_head_parameter(name)) continue;
+      if (name.find("norm") == std::string::npos) {
+        Tensor t = p;
+        if (p.dim() >= 2)
+          nn::init::normal_(t, gen, 0.f, static_cast<float>(range));
+        else
+          nn::init::zeros_(t);
+      }
+      filled_from[name] = "";
+      head_report.initialized.push_back(name);
+    }
+  }
   for (auto& [name, p] : params) {
     const int parts = parts_of.count(name) ? parts_of[name] : 1;
     for (int i = 0; i < parts; ++i)
@@ -504,10 +608,15 @@ nlohmann::json convert_hf(const std::string& dir, const std::string& out, const 
     if (!ids.empty()) meta["generation"] = {{"eos_token_id", ids}};
   }
   meta["converted_from"] = {{"format", "huggingface"}, {"architecture", arch.name}, {"config", f.config}};
+  if (new_head)  // the checkpoint's own class, and what the new head drew
+    meta["converted_from"]["new_head"] = {{"checkpoint_architecture", f.architecture},
+                                          {"initialized", head_report.initialized},
+                                          {"unused", head_report.unused.size()}};
   {
     io::StatusLine writing("convert: writing " + out);
     save_model_file(out, model->module(), meta, options.store);
   }
+  if (report) *report = std::move(head_report);
   return meta;
 }
 

@@ -135,6 +135,7 @@ ImageTask::ImageTask(const json& config, const std::string& base_dir) {
     eval_ = std::move(kept);
   }
   train_ = std::move(data.train);
+  order_ = io::EpochOrder(train_.size(), cfg_.seed);
   // Sizes first (train/memory_plan.h): the model, then a batch of images B·C·H·W floats.
   const int64_t params = check_model_fits(
       "image task", m, [&type = type, &m = m] { return models::build_image_classifier(type, m, nullptr)->module().num_parameters(); });
@@ -146,20 +147,6 @@ ImageTask::ImageTask(const json& config, const std::string& base_dir) {
                    detail::concat("train.batch_size ", B, " images of ", pixels, " floats"));
 }
 
-int64_t ImageTask::sample(uint64_t k) {
-  const auto n = static_cast<uint64_t>(train_.size());
-  const auto epoch = static_cast<int64_t>(k / n);
-  if (epoch != perm_epoch_) {
-    // Fisher–Yates with the draws of (seed ^ epoch-key, i): the same order whenever the epoch recurs.
-    perm_.resize(n);
-    std::iota(perm_.begin(), perm_.end(), 0);
-    const uint64_t key = cfg_.seed ^ (0x9E3779B97F4A7C15ull * static_cast<uint64_t>(epoch + 1));
-    for (uint64_t i = n - 1; i > 0; --i) std::swap(perm_[i], perm_[Generator::bits(key, i) % (i + 1)]);
-    perm_epoch_ = epoch;
-  }
-  return perm_[k % n];
-}
-
 TrainingTask::MicroBatch ImageTask::micro_batch(int64_t step, int64_t micro, int64_t accum) {
   // this process's images of the batch (all of it in one process)
   const int64_t batch = cfg_.batch_size;
@@ -169,7 +156,7 @@ TrainingTask::MicroBatch ImageTask::micro_batch(int64_t step, int64_t micro, int
   std::vector<int64_t> index(static_cast<size_t>(B));
   std::vector<int32_t> labels(static_cast<size_t>(B));
   for (int64_t i = 0; i < B; ++i) {
-    index[static_cast<size_t>(i)] = sample(first + static_cast<uint64_t>(i));
+    index[static_cast<size_t>(i)] = order_.at(first + static_cast<uint64_t>(i));
     labels[static_cast<size_t>(i)] = train_.labels[static_cast<size_t>(index[static_cast<size_t>(i)])];
   }
   Tensor x = Tensor::empty({B, train_.channels, train_.height, train_.width});

@@ -9,6 +9,7 @@
 #include "qkv/train/caption_task.h"
 #include "qkv/train/image_task.h"
 #include "qkv/train/lm_task.h"
+#include "qkv/train/text_classification_task.h"
 #include "qkv/train/translation_task.h"
 
 namespace qkv::train {
@@ -69,6 +70,15 @@ const std::vector<TaskType>& task_types() {
             return std::make_unique<CaptionTask>(a.config, a.base_dir, a.out_dir, a.resume, a.verbose);
           },
           nothing),
+      task<TextClassificationTask>(
+          "text_classification",
+          "an encoder's sequence classifier (BERT, RoBERTa, DeBERTa, ModernBERT, …) fine-tuned on labelled texts",
+          "examples",
+          [](const TaskArgs& a) { return std::make_unique<TextClassificationTask>(a.config, a.base_dir, a.verbose); },
+          [](const TextClassificationTask& t) {
+            return detail::concat(t.train_set().size(), " train / ", t.val_set().size(), " val examples, ",
+                                  t.labels().size(), " labels (", enum_name(t.problem()), ")");
+          }),
   };
   return types;
 }

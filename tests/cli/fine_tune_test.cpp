@@ -92,5 +92,66 @@ TEST(CliFineTune, EvalScoresAConvertedMarianTranslator) {
   EXPECT_GT(j["hyp_len"].get<int64_t>(), 0);
 }
 
+// An encoder's checkpoint given a new classifier (`qkv convert --head sequence --labels …`), fine-tuned
+// on a TSV of labelled sentences (`qkv train`, task text_classification), then read by
+// `qkv classify-text` with the labels it was given.
+TEST(CliFineTune, ConvertWithANewHeadThenTrainAndClassifyText) {
+  testing::TempDir dir("cli-fine-tune-classifier");
+  const std::string model = (dir.path / "bert.safetensors").string();
+  auto r = testing::run_shell(kCli + " convert " + (kHfGolden / "bert-uncased").string() +
+                              " --head sequence --labels neg,pos -o " + model);
+  ASSERT_EQ(r.code, 0) << r.out;
+  EXPECT_NE(r.out.find("new sequence head (2 labels): classifier.bias, classifier.weight, pooler.bias, pooler.weight "
+                       "drawn at random"),
+            std::string::npos)
+      << r.out;
+  EXPECT_NE(r.out.find("left out: 5 tensors of the checkpoint's own head (cls.predictions."), std::string::npos)
+      << r.out;
+  r = testing::run_shell(kCli + " convert " + (kHfGolden / "bert-uncased").string() + " --head sequence -o " + model);
+  EXPECT_NE(r.code, 0);
+  EXPECT_NE(r.out.find("needs --labels"), std::string::npos) << r.out;
+  // "yes, …" is pos, "no, …" neg
+  const std::string text =
+      io::read_file((fs::path(QKV_SOURCE_DIR) / "data" / "tinyshakespeare" / "input.txt").string());
+  std::ofstream tsv(dir.path / "train.tsv");
+  tsv << "sentence\tlabel\n";
+  size_t from = 0;
+  for (int i = 0; i < 300;) {
+    const size_t end = text.find('\n', from);
+    const std::string line = text.substr(from, end - from);
+    from = end + 1;
+    if (line.size() < 12) continue;
+    tsv << (i % 3 == 1 ? "yes, " : "no, ") << line << "\t" << (i % 3 == 1 ? "pos" : "neg") << "\n";
+    ++i;
+  }
+  tsv.close();
+  const nlohmann::json cfg = {{"task", "text_classification"},
+                              {"init_from", "bert.safetensors"},
+                              {"data", {{"train", "train.tsv"}, {"max_length", 16}}},
+                              {"train",
+                               {{"max_iters", 150},
+                                {"batch_size", 16},
+                                {"learning_rate", 2e-3},
+                                {"warmup_iters", 5},
+                                {"lr_decay_iters", 150},
+                                {"min_lr", 2e-4},
+                                {"eval_interval", 150},
+                                {"log_interval", 50},
+                                {"checkpoint_interval", 0},
+                                {"weight_decay", 0.01}}}};
+  std::ofstream(dir.path / "classify.json") << cfg.dump(2);
+  const std::string out = (dir.path / "run").string();
+  r = testing::run_shell(kCli + " train " + (dir.path / "classify.json").string() + " -o " + out + " -q");
+  ASSERT_EQ(r.code, 0) << r.out;
+  EXPECT_NE(r.out.find("270 train / 30 val examples, 2 labels (single_label_classification)"), std::string::npos)
+      << r.out;
+  EXPECT_NE(r.out.find("val_accuracy"), std::string::npos) << r.out;
+  r = testing::run_shell("printf 'yes, my good lord\\nno, my good lord\\n' | " + kCli + " classify-text -m " + out +
+                         "/model.safetensors");
+  ASSERT_EQ(r.code, 0) << r.out;
+  EXPECT_NE(r.out.find("pos"), std::string::npos) << r.out;
+  EXPECT_LT(r.out.find("pos"), r.out.find("neg")) << r.out;
+}
+
 }  // namespace
 }  // namespace qkv

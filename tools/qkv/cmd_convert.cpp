@@ -15,6 +15,9 @@ void add_convert(CLI::App& app) {
   struct Args {
     std::string from = "hf", dir, out;
     io::StoreAs dtype = io::StoreAs::kF32;
+    std::string head, problem_type;
+    std::vector<std::string> labels;
+    uint64_t seed = 0;
   };
   auto a = std::make_shared<Args>();
   sub->add_option("dir", a->dir, "the model folder, as save_pretrained or huggingface-cli download leave it")
@@ -25,6 +28,20 @@ void add_convert(CLI::App& app) {
   sub->add_option("-o,--out", a->out, "the qkv model file to write (atomically)")->required();
   add_choice(sub, "--dtype", a->dtype, "how the file stores the weights",
              {io::StoreAs::kF32, io::StoreAs::kF16, io::StoreAs::kBF16});
+  sub->add_option("--head", a->head,
+                  "an encoder's checkpoint (BertForMaskedLM, RobertaModel, …) with a new classifier, as "
+                  "AutoModelFor…Classification.from_pretrained(folder, num_labels=…) makes one, to fine-tune "
+                  "(qkv train, task text_classification)")
+      ->check(CLI::IsMember({"sequence", "token"}));
+  sub->add_option("--labels", a->labels, "the new classifier's labels, in id order (comma-separated)")
+      ->delimiter(',')
+      ->needs("--head");
+  sub->add_option("--problem-type", a->problem_type, "the new sequence classifier's problem_type (transformers')")
+      ->check(CLI::IsMember({"single_label_classification", "multi_label_classification", "regression"}))
+      ->needs("--head");
+  sub->add_option("--seed", a->seed, "the seed of the new head's random weights")
+      ->needs("--head")
+      ->capture_default_str();
   std::string archs;
   for (const auto& arch : models::hf_architectures()) archs += (archs.empty() ? "" : ", ") + arch.name;
   sub->footer("Architectures: " + archs +
@@ -32,10 +49,30 @@ void add_convert(CLI::App& app) {
               "  huggingface-cli download gpt2 --local-dir gpt2\n"
               "  qkv convert --from hf gpt2 -o gpt2.safetensors && qkv generate -m gpt2.safetensors \"Hello\"");
   register_runner(sub, [a] {
-    const nlohmann::json meta = models::convert_hf(a->dir, a->out, {a->dtype});
+    models::HfConvertOptions o;
+    o.store = a->dtype, o.head = a->head, o.labels = a->labels, o.problem_type = a->problem_type, o.seed = a->seed;
+    QKV_CHECK(a->head.empty() || !a->labels.empty(), "convert: --head ", a->head,
+              " needs --labels (the new classifier's labels, e.g. --labels negative,positive)");
+    models::HfHeadReport report;
+    const nlohmann::json meta = models::convert_hf(a->dir, a->out, o, &report);
     std::fprintf(stderr, "%s (%s) -> %s as %s (%s)\n", a->dir.c_str(),
                  meta["converted_from"]["architecture"].get<std::string>().c_str(), a->out.c_str(),
                  meta["model_type"].get<std::string>().c_str(), std::string(enum_name(a->dtype)).c_str());
+    if (!a->head.empty()) {
+      // transformers' warnings on from_pretrained, as facts: what is new, what was left
+      std::string drawn;
+      for (const auto& n : report.initialized) drawn += (drawn.empty() ? "" : ", ") + n;
+      std::fprintf(stderr,
+                   "new %s head (%zu labels): %s drawn at random — fine-tune it before use (qkv train, "
+                   "\"task\": \"text_classification\")\n",
+                   a->head.c_str(), a->labels.size(), drawn.c_str());
+      if (!report.unused.empty()) {
+        std::string some;
+        for (size_t i = 0; i < report.unused.size() && i < 4; ++i) some += (i ? ", " : "") + report.unused[i];
+        std::fprintf(stderr, "left out: %zu tensor%s of the checkpoint's own head (%s%s)\n", report.unused.size(),
+                     report.unused.size() == 1 ? "" : "s", some.c_str(), report.unused.size() > 4 ? ", …" : "");
+      }
+    }
     // the chat template, which the chat route of `qkv serve` and `generate --chat` render
     const auto chat = text::LMTokenizer::find_chat_template(meta.value("tokenizer", nlohmann::json()));
     if (chat.chat_template) {

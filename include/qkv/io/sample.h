@@ -8,6 +8,8 @@
 #include <unordered_set>
 #include <vector>
 
+#include "qkv/core/rng.h"
+
 namespace qkv::io {
 
 // k distinct indices of 0 … n − 1, each set of k equally likely (up to a 2⁻⁶⁴ bias), in increasing
@@ -41,6 +43,34 @@ inline std::vector<int64_t> sample_indices(int64_t n, int64_t k, uint64_t seed) 
   std::sort(out.begin(), out.end());
   return out;
 }
+
+// Examples in epochs (a training task's draws): draw k (k = 0, 1, …) is at(k) = order_e[k mod n] for
+// epoch e = k / n, order_e a permutation of 0 … n − 1 — Fisher–Yates with the draws of
+// (seed ^ epoch-key, i) — the same order whenever the epoch recurs, so a resumed run draws the same
+// examples. Keeps the current epoch's order.
+class EpochOrder {
+ public:
+  EpochOrder(int64_t n, uint64_t seed) : n_(n), seed_(seed) {}
+  int64_t at(uint64_t k) {
+    const auto n = static_cast<uint64_t>(n_);
+    const auto epoch = static_cast<int64_t>(k / n);
+    if (epoch != epoch_) {
+      order_.resize(n);
+      for (uint64_t i = 0; i < n; ++i) order_[i] = static_cast<int64_t>(i);
+      const uint64_t key = seed_ ^ (0x9E3779B97F4A7C15ull * static_cast<uint64_t>(epoch + 1));
+      for (uint64_t i = n - 1; i > 0; --i) std::swap(order_[i], order_[Generator::bits(key, i) % (i + 1)]);
+      epoch_ = epoch;
+    }
+    return order_[k % n];
+  }
+  int64_t size() const { return n_; }
+
+ private:
+  int64_t n_;
+  uint64_t seed_;
+  int64_t epoch_ = -1;
+  std::vector<int64_t> order_;
+};
 
 // The elements of `v` at `index` (increasing), in that order.
 template <class T>

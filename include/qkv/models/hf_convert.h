@@ -81,11 +81,33 @@ void hf_refuse_unknown_fields(const nlohmann::json& hf_config, const std::string
 
 struct HfConvertOptions {
   io::StoreAs store = io::StoreAs::kF32;  // the stored weights' dtype (f32, f16, bf16)
+  // A new head on an encoder's checkpoint, as transformers' AutoModelForSequenceClassification /
+  // …ForTokenClassification.from_pretrained(folder, id2label=…) puts one there: "sequence" or "token"
+  // converts the folder (BertForMaskedLM, RobertaModel, ElectraForPreTraining, a classifier of other
+  // labels, …) as <Family>ForSequenceClassification / …ForTokenClassification with `labels`
+  // (id2label; at least one), the encoder's weights from the checkpoint, and the parameters the
+  // checkpoint has no tensor for — the classifier, and the pooler where it has none — drawn as
+  // transformers draws them (N(0, initializer_range), biases 0) from `seed`. The checkpoint's other
+  // heads' tensors (cls.*, lm_head.*, …) are left out and counted in `unused_tensors`; an encoder
+  // tensor with no place is still an error. "" keeps the checkpoint's own architecture.
+  std::string head;
+  std::vector<std::string> labels;
+  std::string problem_type;  // "" (transformers' default) or single_label_classification, multi_label_…, regression
+  uint64_t seed = 0;
+};
+
+// What a conversion with a new head (HfConvertOptions::head) did, for the user: transformers' "Some
+// weights of … were not initialized from the model checkpoint" and "… were not used".
+struct HfHeadReport {
+  std::string architecture;              // the one converted to: "BertForSequenceClassification"
+  std::vector<std::string> initialized;  // qkv parameters newly drawn: "classifier.weight", …
+  std::vector<std::string> unused;       // checkpoint tensors left out: "cls.predictions.bias", …
 };
 
 // Converts the folder to a qkv model file at `out` (written atomically) with its tokenizer inside,
 // and returns the file's metadata. The model is built with the registry and loaded tensor by tensor
 // (the checkpoint's tensors are never all held at once), then saved.
-nlohmann::json convert_hf(const std::string& dir, const std::string& out, const HfConvertOptions& options = {});
+nlohmann::json convert_hf(const std::string& dir, const std::string& out, const HfConvertOptions& options = {},
+                          HfHeadReport* report = nullptr);
 
 }  // namespace qkv::models

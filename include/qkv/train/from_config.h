@@ -15,7 +15,7 @@ namespace qkv::train {
 // config_name: what messages call the config (its path); base_dir: where its relative data paths
 // start (the config file's folder). `announce` (optional) is told one line before training starts:
 // the model, its parameters, its data, the threads and the output folder. An unknown task is a
-// qkv::Error naming the config, the task and the four known.
+// qkv::Error naming the config, the task and the five known.
 TrainResult train_from_config(const nlohmann::json& config, const std::string& config_name, const std::string& base_dir,
                               const TrainerOptions& opt,
                               const std::function<void(const std::string&)>& announce = nullptr);

@@ -14,6 +14,7 @@
 
 #include "qkv/core/rng.h"
 #include "qkv/io/config.h"
+#include "qkv/io/sample.h"
 #include "qkv/models/model.h"
 #include "qkv/train/trainer.h"
 #include "qkv/vision/dataset.h"
@@ -77,9 +78,6 @@ class ImageTask : public TrainingTask {
   int64_t eval_sampled_from() const { return eval_sampled_from_; }  // 0: eval_set() is the whole set
 
  private:
-  // The dataset index of the k-th image drawn (k counts from 0 over the whole run).
-  int64_t sample(uint64_t k);
-
   TrainConfig cfg_;
   ImageDataConfig data_cfg_;
   vision::ImageSet train_, eval_;
@@ -87,8 +85,7 @@ class ImageTask : public TrainingTask {
   int64_t eval_sampled_from_ = 0;  // data.eval_images: the size of the set eval_ was drawn from
   Generator gen_;
   std::unique_ptr<models::ImageClassifier> model_;
-  int64_t perm_epoch_ = -1;
-  std::vector<int64_t> perm_;
+  io::EpochOrder order_{1, 0};  // the training images in epochs: order_.at(k) is the k-th drawn in the run
 };
 
 }  // namespace qkv::train

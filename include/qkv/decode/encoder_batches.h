@@ -1,5 +1,6 @@
-// What the encoder pipelines (classify.cpp, question_answering.cpp) share: encodings padded into
-// batches, longest first, and the token types the model is given. Private to src/decode.
+// What the encoder pipelines (classify.cpp, question_answering.cpp) and the text-classification
+// training task (train/text_classification_task.h) share: encodings padded into
+// batches, longest first, and the token types the model is given.
 #pragma once
 
 #include <functional>

@@ -1,0 +1,108 @@
+// Fine-tuning an encoder's sequence classifier on labelled texts: the "text_classification" task of
+// `qkv train` (transformers' run_glue.py: a Trainer over AutoModelForSequenceClassification).
+//
+//   model:  "init_from": a model file with a sequence classifier — one `qkv convert --head sequence
+//           --labels …` made from a BERT-family checkpoint (its encoder pretrained, its classifier
+//           new), or a converted or fine-tuned classifier; its labels, tokenizer and problem_type
+//   data:   a TSV file (a header line naming the columns, a tab between fields, no quoting: GLUE's)
+//           or a JSONL file (an object a line) of examples — a text, optionally a second text (the
+//           pair: an NLI hypothesis, a paraphrase's other sentence) and a label: an id or a label
+//           name of the model (a list of them, multi-label; a number, regression). Each example is
+//           cut to data.max_length tokens as tokenizer(text, pair, truncation=True) cuts it.
+//   batch:  batch_size examples, drawn in epochs (a seeded order each epoch: io::EpochOrder),
+//           padded to the longest (attention_mask 0 on padding)
+//   loss:   by the model's problem_type, as …ForSequenceClassification computes it (logits z [B, L]):
+//             single_label  (1/B) Σ_n −log softmax(z_n)[y_n]                       cross-entropy
+//             multi_label   (1/BL) Σ_{n,l} softplus(z_nl) − y_nl z_nl               BCE with logits
+//             regression    (1/B) Σ_n (z_n − y_n)²   (one label)                    MSE
+//           (auto: regression for one label, single_label otherwise)
+//   eval:   every validation example (data.val, or a seeded data.val_fraction of data.train held
+//           out): val_loss, and val_accuracy (argmax z = y; multi-label: every label's
+//           [σ(z) ≥ ½] right) and val_f1 (the labels' mean F1, macro) — or val_pearson (regression)
+//
+// The model file it writes is a classifier like the one it started from: `qkv classify-text` reads it.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "qkv/core/rng.h"
+#include "qkv/io/config.h"
+#include "qkv/io/sample.h"
+#include "qkv/models/model.h"
+#include "qkv/text/hf_tokenizer.h"
+#include "qkv/text/lm_tokenizer.h"
+#include "qkv/train/trainer.h"
+
+namespace qkv::train {
+
+// The "data" section.
+struct TextClassificationDataConfig {
+  std::string train, val;     // the files (.tsv, .jsonl); no val: val_fraction of train is held out
+  double val_fraction = 0.1;  // drawn with train.seed
+  std::string text;           // the text's column ("": "text", else "sentence")
+  std::string text_pair;      // the second text's column ("": none)
+  std::string label = "label";
+  int64_t max_length =
+      0;  // tokens an example is cut to (0: the tokenizer's model_max_length, at most the model's positions)
+  static const io::Fields<TextClassificationDataConfig>& fields();
+};
+
+// The whole config: {"task": "text_classification", "description", "init_from", "data", "model"
+// (only its dropout rates may differ from the file's), "train"}.
+struct TextClassificationTaskConfig {
+  std::string task, description, init_from;
+  TextClassificationDataConfig data;
+  nlohmann::json model;
+  TrainConfig train;
+  static const io::Fields<TextClassificationTaskConfig>& fields();
+};
+
+// Labelled texts, encoded: the ids and token types of each example, and its target — a label id
+// (single-label), L zeros and ones (multi-label), or a number (regression).
+struct LabelledTexts {
+  std::vector<text::HfEncoding> encodings;
+  std::vector<int32_t> labels;  // single-label: [n]
+  std::vector<float> targets;   // multi-label: [n × L]; regression: [n]
+  int64_t size() const { return static_cast<int64_t>(encodings.size()); }
+};
+
+class TextClassificationTask : public TrainingTask {
+ public:
+  // config as above; relative paths start at base_dir. A file that cannot be read or parsed, a
+  // missing column, a label the model does not have: a qkv::Error naming the file and line.
+  TextClassificationTask(const nlohmann::json& config, const std::string& base_dir, bool verbose = false);
+
+  models::Model& model() override { return *model_; }
+  StepStats train_micro_step(int64_t step, int64_t micro, int64_t accum) override;
+  Generator* dropout_generator() override { return &gen_; }
+  std::vector<std::pair<std::string, double>> evaluate(int64_t step) override;
+  nlohmann::json model_metadata() const override;
+  uint64_t rng_state() const override { return gen_.counter(); }
+  void set_rng_state(uint64_t c) override { gen_.set_counter(c); }
+  const char* unit() const override { return "ex"; }
+
+  const TrainConfig& train_config() const { return cfg_; }
+  const LabelledTexts& train_set() const { return train_; }
+  const LabelledTexts& val_set() const { return val_; }
+  nn::BertProblem problem() const { return problem_; }  // resolved: never auto_
+  const std::vector<std::string>& labels() const { return labels_; }
+
+ private:
+  // The mean loss of logits [B, L] against rows `rows` of `set` (their targets).
+  Tensor loss(const Tensor& logits, const LabelledTexts& set, const std::vector<size_t>& rows) const;
+
+  TrainConfig cfg_;
+  text::LMTokenizer tok_;
+  std::unique_ptr<models::MaskedLanguageModel> model_;
+  std::vector<std::string> labels_;
+  nn::BertProblem problem_ = nn::BertProblem::single_label;
+  LabelledTexts train_, val_;
+  int32_t pad_id_ = 0;
+  Generator gen_;
+  io::EpochOrder order_{1, 0};
+  nlohmann::json tokenizer_meta_, carried_;
+};
+
+}  // namespace qkv::train

@@ -1,0 +1,472 @@
+#include "qkv/train/text_classification_task.h"
+
+#include <algorithm>
+#include <charconv>
+#include <cmath>
+#include <filesystem>
+#include <map>
+
+#include "qkv/autograd/grad_mode.h"
+#include "qkv/core/checked.h"
+#include "qkv/core/error.h"
+#include "qkv/core/message.h"
+#include "qkv/decode/classify.h"
+#include "qkv/decode/encoder_batches.h"
+#include "qkv/io/data_file.h"
+#include "qkv/io/progress.h"
+#include "qkv/models/model_file.h"
+#include "qkv/models/registry.h"
+#include "qkv/nn/init.h"
+#include "qkv/ops.h"
+#include "qkv/train/init_from.h"
+#include "qkv/train/memory_plan.h"
+
+namespace qkv::train {
+
+namespace fs = std::filesystem;
+using nlohmann::json;
+
+constexpr const char* kTask = "text_classification task";
+
+const io::Fields<TextClassificationDataConfig>& TextClassificationDataConfig::fields() {
+  using F = io::Fields<TextClassificationDataConfig>;
+  using C = TextClassificationDataConfig;
+  static const F f("text_classification task: data",
+                   {
+                       F::text("train", &C::train),
+                       F::text("val", &C::val),
+                       F::number("val_fraction", &C::val_fraction, 0, 1, /*hi_open=*/true),
+                       F::text("text", &C::text),
+                       F::text("text_pair", &C::text_pair),
+                       F::text("label", &C::label),
+                       F::integer("max_length", &C::max_length, 0, 1 << 20),
+                   });
+  return f;
+}
+
+const io::Fields<TextClassificationTaskConfig>& TextClassificationTaskConfig::fields() {
+  using F = io::Fields<TextClassificationTaskConfig>;
+  using C = TextClassificationTaskConfig;
+  static const F f("text_classification task", {
+                                                   F::text("task", &C::task),
+                                                   F::text("description", &C::description),
+                                                   F::text("_comment", &C::description),
+                                                   F::text("init_from", &C::init_from),
+                                                   F::section("data", &C::data),
+                                                   F::any("model", &C::model),
+                                                   F::section("train", &C::train),
+                                               });
+  return f;
+}
+
+namespace {
+
+// One example as the file gives it: its texts, and its label as a JSON value (a TSV field is a string).
+struct RawExample {
+  std::string text, pair;
+  json label;
+  size_t line = 0;
+};
+
+std::vector<std::string> split(std::string_view s, char sep) {
+  std::vector<std::string> out;
+  size_t from = 0;
+  for (size_t at; (at = s.find(sep, from)) != std::string_view::npos; from = at + 1)
+    out.emplace_back(s.substr(from, at - from));
+  out.emplace_back(s.substr(from));
+  return out;
+}
+
+// The lines of `text`, each with its number (from 1), without "\r\n" / "\n"; blank lines left out.
+std::vector<std::pair<size_t, std::string_view>> lines_of(const std::string& text) {
+  std::vector<std::pair<size_t, std::string_view>> out;
+  size_t from = 0, number = 0;
+  while (from < text.size()) {
+    size_t end = text.find('\n', from);
+    if (end == std::string::npos) end = text.size();
+    std::string_view line(text.data() + from, end - from);
+    if (!line.empty() && line.back() == '\r') line.remove_suffix(1);
+    ++number;
+    if (line.find_first_not_of(" \t") != std::string_view::npos) out.emplace_back(number, line);
+    from = end + 1;
+  }
+  return out;
+}
+
+// The examples of a .tsv or .jsonl file, its columns as `d` names them (the text column found where
+// d.text is empty).
+std::vector<RawExample> read_examples(const std::string& path, const TextClassificationDataConfig& d) {
+  const std::string text = io::read_data_file(path, "text_classification task: data");
+  const std::string ext = fs::path(path).extension().string();
+  QKV_CHECK(ext == ".tsv" || ext == ".jsonl", kTask, ": '", path,
+            "' is neither .tsv (a header line, tab-separated) nor .jsonl (an object a line)");
+  const auto lines = lines_of(text);
+  QKV_CHECK(!lines.empty(), kTask, ": '", path, "' holds no examples");
+  std::vector<RawExample> out;
+  auto where = [&](size_t line) { return detail::concat(kTask, ": '", path, "' line ", line); };
+  auto text_column = [&](auto has) -> std::string {
+    if (!d.text.empty()) return d.text;
+    for (const char* name : {"text", "sentence"})
+      if (has(name)) return name;
+    return "text";
+  };
+  if (ext == ".tsv") {
+    const std::vector<std::string> header = split(lines.front().second, '\t');
+    auto column = [&](const std::string& name, const char* what) -> size_t {
+      const auto it = std::find(header.begin(), header.end(), name);
+      std::string names;
+      for (const auto& h : header) names += (names.empty() ? "" : ", ") + excerpt(h, 40);
+      QKV_CHECK(it != header.end(), kTask, ": '", path, "' has no column \"", excerpt(name), "\" (data.", what,
+                "); its header names ", names);
+      return static_cast<size_t>(it - header.begin());
+    };
+    const std::string tname =
+        text_column([&](const char* n) { return std::count(header.begin(), header.end(), n) > 0; });
+    const size_t t = column(tname, "text"), l = column(d.label, "label");
+    const size_t p = d.text_pair.empty() ? SIZE_MAX : column(d.text_pair, "text_pair");
+    for (size_t i = 1; i < lines.size(); ++i) {
+      const std::vector<std::string> f = split(lines[i].second, '\t');
+      QKV_CHECK(f.size() == header.size(), where(lines[i].first), ": ", f.size(), " fields, but the header names ",
+                header.size());
+      out.push_back({f[t], p == SIZE_MAX ? "" : f[p], json(f[l]), lines[i].first});
+    }
+    return out;
+  }
+  std::string tname;
+  for (const auto& [number, line] : lines) {
+    json j;
+    try {
+      j = json::parse(line);
+    } catch (const json::exception& e) {
+      throw Error(detail::concat(where(number), ": not JSON (", e.what(), ")"));
+    }
+    QKV_CHECK(j.is_object(), where(number), ": not a JSON object");
+    if (tname.empty()) tname = text_column([&](const char* n) { return j.contains(n); });
+    auto field = [&](const std::string& name, const char* what) -> const json& {
+      QKV_CHECK(j.contains(name), where(number), ": no \"", excerpt(name), "\" (data.", what, ")");
+      return j[name];
+    };
+    const json& tv = field(tname, "text");
+    QKV_CHECK(tv.is_string(), where(number), ": \"", excerpt(tname), "\" is not a string");
+    RawExample e{tv.get<std::string>(), "", field(d.label, "label"), number};
+    if (!d.text_pair.empty()) {
+      const json& pv = field(d.text_pair, "text_pair");
+      QKV_CHECK(pv.is_string(), where(number), ": \"", excerpt(d.text_pair), "\" is not a string");
+      e.pair = pv.get<std::string>();
+    }
+    out.push_back(std::move(e));
+  }
+  return out;
+}
+
+// A label id from a JSON integer, a label name, or a string of digits.
+int32_t label_id(const json& v, const std::vector<std::string>& labels, const std::string& where) {
+  const auto L = static_cast<int64_t>(labels.size());
+  if (v.is_number_integer()) {
+    const auto id = v.get<int64_t>();
+    QKV_CHECK(id >= 0 && id < L, where, ": the label ", id, " is not one of the model's ids 0 … ", L - 1);
+    return static_cast<int32_t>(id);
+  }
+  QKV_CHECK(v.is_string(), where, ": the label ", excerpt(v.dump(), 60), " is neither an id nor a label name");
+  const std::string& s = v.get_ref<const std::string&>();
+  for (int64_t i = 0; i < L; ++i)
+    if (labels[static_cast<size_t>(i)] == s) return static_cast<int32_t>(i);
+  int64_t id = -1;
+  const auto [end, ec] = std::from_chars(s.data(), s.data() + s.size(), id);
+  if (ec == std::errc() && end == s.data() + s.size() && !s.empty() && id >= 0 && id < L)
+    return static_cast<int32_t>(id);
+  std::string names;
+  for (int64_t i = 0; i < L && i < 20; ++i) names += (i ? ", " : "") + labels[static_cast<size_t>(i)];
+  throw Error(detail::concat(where, ": the label \"", excerpt(s), "\" is not one of the model's (", names,
+                             L > 20 ? ", …" : "", ") nor an id 0 … ", L - 1));
+}
+
+// The examples encoded and their targets, as `problem` reads the labels.
+LabelledTexts encode_examples(const std::vector<RawExample>& raw, const std::string& path,
+                              const models::MaskedLanguageModel& model, const text::HfTokenizer& tok,
+                              nn::BertProblem problem, const std::vector<std::string>& labels, int64_t max_length) {
+  LabelledTexts out;
+  const bool types = decode::uses_token_types(model, tok);
+  const auto L = labels.size();
+  io::ProgressBar bar("encode", static_cast<int64_t>(raw.size()), 0, /*delay_seconds=*/2);
+  for (const RawExample& r : raw) {
+    const std::string where = detail::concat(kTask, ": '", path, "' line ", r.line);
+    text::HfEncoding e;
+    if (r.pair.empty()) {
+      e.ids = tok.encode_truncated(r.text, max_length);
+      e.token_type_ids.assign(e.ids.size(), 0);
+    } else {
+      e = tok.encode_pair_truncated(r.text, r.pair, max_length);
+    }
+    QKV_CHECK(!e.ids.empty() && static_cast<int64_t>(e.ids.size()) <= max_length, where, ": the text is ", e.ids.size(),
+              " tokens after the cut to ", max_length);
+    decode::batching::give_token_types(e, model, types, kTask);
+    out.encodings.push_back(std::move(e));
+    if (problem == nn::BertProblem::single_label) {
+      out.labels.push_back(label_id(r.label, labels, where));
+    } else if (problem == nn::BertProblem::regression) {
+      double y = 0;
+      if (r.label.is_number()) {
+        y = r.label.get<double>();
+      } else {
+        const std::string s = r.label.is_string() ? r.label.get<std::string>() : std::string();
+        const auto [end, ec] = std::from_chars(s.data(), s.data() + s.size(), y);
+        QKV_CHECK(ec == std::errc() && end == s.data() + s.size() && !s.empty(), where, ": the label ",
+                  excerpt(r.label.dump(), 60), " is not a number (the model is a regression: one label)");
+      }
+      QKV_CHECK(std::isfinite(y) && std::abs(y) <= 3.4e38, where, ": the label ", y, " is not a finite float");
+      out.targets.push_back(static_cast<float>(y));
+    } else {  // multi-label: a list of ids or names (a TSV field: comma-separated; empty: none)
+      json list = r.label;
+      if (r.label.is_string()) {
+        list = json::array();
+        if (!r.label.get_ref<const std::string&>().empty())
+          for (const std::string& s : split(r.label.get_ref<const std::string&>(), ',')) list.push_back(s);
+      }
+      QKV_CHECK(list.is_array(), where, ": the label ", excerpt(r.label.dump(), 60),
+                " is not a list of labels (the model is multi-label)");
+      std::vector<float> y(L, 0.f);
+      for (const json& v : list) y[static_cast<size_t>(label_id(v, labels, where))] = 1.f;
+      out.targets.insert(out.targets.end(), y.begin(), y.end());
+    }
+    bar.update();
+  }
+  return out;
+}
+
+// The rows `keep` of a set.
+LabelledTexts take(const LabelledTexts& s, const std::vector<int64_t>& keep, size_t per_target) {
+  LabelledTexts out;
+  for (const int64_t i : keep) {
+    const auto k = static_cast<size_t>(i);
+    out.encodings.push_back(s.encodings[k]);
+    if (!s.labels.empty()) out.labels.push_back(s.labels[k]);
+    if (!s.targets.empty())
+      out.targets.insert(out.targets.end(), s.targets.begin() + static_cast<std::ptrdiff_t>(k * per_target),
+                         s.targets.begin() + static_cast<std::ptrdiff_t>((k + 1) * per_target));
+  }
+  return out;
+}
+
+}  // namespace
+
+TextClassificationTask::TextClassificationTask(const json& config, const std::string& base_dir, bool verbose) {
+  QKV_CHECK(io::get_or(config, "task", "") == "text_classification", kTask,
+            ": the config's \"task\" must be \"text_classification\"");
+  QKV_CHECK(config.contains("init_from") && config.contains("data") && config.contains("train"), kTask,
+            ": the config needs \"init_from\" (a model file with a sequence classifier: qkv convert --head sequence "
+            "--labels …), \"data\" and \"train\"");
+  const TextClassificationTaskConfig c = TextClassificationTaskConfig::fields().from_json(config);
+  cfg_ = c.train;
+  QKV_CHECK(!c.init_from.empty(), kTask, ": init_from is empty (a model file to fine-tune)");
+  Pretrained pre =
+      load_pretrained(c.init_from, base_dir, models::Kind::masked_language_model, config.value("model", json()), kTask);
+  try {
+    tok_ = text::LMTokenizer::from_json(pre.tokenizer);
+  } catch (const Error& e) {
+    QKV_CHECK(false, kTask, ": init_from '", pre.path, "': its tokenizer: ", e.what());
+  }
+  QKV_CHECK(tok_.hf(), kTask, ": init_from '", pre.path,
+            "': an encoder reads its texts with a Hugging Face tokenizer (", tok_.type(), " found)");
+  tokenizer_meta_ = pre.tokenizer, carried_ = pre.carried;
+
+  // The model: its parameters counted first (train/memory_plan.h), then built and loaded.
+  const int64_t params = check_model_fits(kTask, pre.model, [&] {
+    return models::build_masked_language_model(pre.type, pre.model, nullptr)->module().num_parameters();
+  });
+  gen_ = Generator(cfg_.seed);
+  {
+    nn::init::SkipInit no_init;  // (the file's values replace them)
+    model_ = models::build_masked_language_model(pre.type, pre.model, &gen_);
+  }
+  const models::EncoderTask head = model_->task();
+  QKV_CHECK(
+      head.classifier == nn::BertClassifier::sequence, kTask, ": init_from '", pre.path, "' holds ",
+      head.classifier == nn::BertClassifier::none ? "an encoder without a classifier" : "a token or span classifier",
+      ", not a sequence classifier: convert the checkpoint with one (qkv convert DIR --head sequence --labels "
+      "A,B,… -o FILE)");
+  pre.load_into(model_->module());
+  labels_ = head.labels;
+  problem_ = head.problem_type != nn::BertProblem::auto_ ? head.problem_type
+             : labels_.size() == 1                       ? nn::BertProblem::regression
+                                                         : nn::BertProblem::single_label;
+  QKV_CHECK(problem_ != nn::BertProblem::regression || labels_.size() == 1, kTask, ": init_from '", pre.path,
+            "': a regression has one label, this classifier ", labels_.size());
+
+  // The data: read, encoded with the file's tokenizer, cut to max_length tokens.
+  const text::HfTokenizer& tok = *tok_.hf();
+  pad_id_ = decode::batching::pad_id_of(tok);
+  const TextClassificationDataConfig& d = c.data;
+  QKV_CHECK(!d.train.empty(), kTask, ": data.train (the training examples, .tsv or .jsonl) is missing");
+  QKV_CHECK(d.val_fraction > 0 || !d.val.empty(), kTask, ": data.val_fraction must be > 0 where there is no data.val");
+  const int64_t longest = std::min(model_->max_positions(), tok.model_max_length().value_or(INT64_MAX));
+  QKV_CHECK(d.max_length <= model_->max_positions(), kTask, ": data.max_length ", d.max_length,
+            " is more than the model's ", model_->max_positions(), " positions");
+  QKV_CHECK(d.max_length == 0 || d.max_length >= 4, kTask, ": data.max_length ", d.max_length,
+            " leaves no room for a text beside the special tokens");
+  const int64_t max_length = d.max_length > 0 ? d.max_length : longest;
+  auto resolve = [&](const std::string& p) {
+    fs::path path = p;
+    if (path.is_relative() && !base_dir.empty()) path = fs::path(base_dir) / path;
+    return path.string();
+  };
+  const size_t per_target = problem_ == nn::BertProblem::multi_label ? labels_.size() : 1;
+  {
+    const bool was_muted = io::ProgressBar::mute_all(false);
+    io::ProgressBar::mute_all(was_muted || !verbose);
+    try {
+      const std::string train_path = resolve(d.train);
+      LabelledTexts all =
+          encode_examples(read_examples(train_path, d), train_path, *model_, tok, problem_, labels_, max_length);
+      if (!d.val.empty()) {
+        train_ = std::move(all);
+        const std::string val_path = resolve(d.val);
+        val_ = encode_examples(read_examples(val_path, d), val_path, *model_, tok, problem_, labels_, max_length);
+      } else {
+        // val_fraction of the examples, drawn with the seed (a file sorted by label splits evenly)
+        const int64_t n = all.size(),
+                      n_val = static_cast<int64_t>(std::llround(d.val_fraction * static_cast<double>(n)));
+        QKV_CHECK(n_val >= 1 && n_val < n, kTask, ": data.val_fraction ", d.val_fraction, " of ", n,
+                  " examples leaves ", n_val, " to validate on and ", n - n_val, " to train on (give data.val)");
+        const std::vector<int64_t> val_rows = io::sample_indices(n, n_val, cfg_.seed ^ 0x7A1D5E7ull);
+        std::vector<int64_t> train_rows;
+        for (int64_t i = 0, k = 0; i < n; ++i) {
+          if (k < n_val && val_rows[static_cast<size_t>(k)] == i)
+            ++k;
+          else
+            train_rows.push_back(i);
+        }
+        val_ = take(all, val_rows, per_target);
+        train_ = take(all, train_rows, per_target);
+      }
+    } catch (...) {
+      io::ProgressBar::mute_all(was_muted);
+      throw;
+    }
+    io::ProgressBar::mute_all(was_muted);
+  }
+  QKV_CHECK(train_.size() >= 1 && val_.size() >= 1, kTask, ": no examples to train on or to validate on");
+  order_ = io::EpochOrder(train_.size(), cfg_.seed);
+
+  // One micro-batch's activations, at least: B × max_length × E floats for each of a layer's ~16
+  // saved tensors (attention's inputs and outputs, the FFN's 4E-wide hidden layer).
+  const int64_t B = cfg_.batch_size, E = model_->width();
+  const int64_t layers = pre.model.value("num_hidden_layers", int64_t{1});
+  const char* keys = "text_classification task: train.batch_size × data.max_length × hidden_size";
+  check_batch_fits(kTask, params,
+                   checked_mul(checked_mul(checked_mul(checked_mul(B, max_length, keys), E, keys), 64, keys),
+                               std::max<int64_t>(layers, 1), keys),
+                   detail::concat("train.batch_size ", B, " examples of up to ", max_length, " tokens × hidden_size ",
+                                  E, " × ", layers, " layers"));
+}
+
+Tensor TextClassificationTask::loss(const Tensor& z, const LabelledTexts& set, const std::vector<size_t>& rows) const {
+  const auto B = static_cast<int64_t>(rows.size()), L = static_cast<int64_t>(labels_.size());
+  if (problem_ == nn::BertProblem::single_label) {
+    // (1/B) Σ_n −log softmax(z_n)[y_n]
+    std::vector<int32_t> y(rows.size());
+    for (size_t r = 0; r < rows.size(); ++r) y[r] = set.labels[rows[r]];
+    return cross_entropy(z, Tensor::from_ints(y, {B}).to(z.device()));
+  }
+  const size_t per = problem_ == nn::BertProblem::multi_label ? static_cast<size_t>(L) : 1;
+  std::vector<float> t(rows.size() * per);
+  for (size_t r = 0; r < rows.size(); ++r)
+    std::copy_n(set.targets.begin() + static_cast<std::ptrdiff_t>(rows[r] * per), per,
+                t.begin() + static_cast<std::ptrdiff_t>(r * per));
+  const Tensor y = Tensor::from_vector(t, {B, static_cast<int64_t>(per)}).to(z.device());
+  if (problem_ == nn::BertProblem::regression) {
+    const Tensor e = z - y;  // (1/B) Σ_n (z_n − y_n)²
+    return mean(e * e);
+  }
+  // (1/BL) Σ softplus(z) − y z,  softplus(z) = max(z, 0) + log(1 + e^(−|z|))   (stable for any z)
+  const Tensor pos = relu(z), abs_z = pos + relu(-z);
+  return mean(pos - z * y + log(exp(-abs_z) + 1.f));
+}
+
+StepStats TextClassificationTask::train_micro_step(int64_t step, int64_t micro, int64_t accum) {
+  // this process's examples of the batch (all of them in one process)
+  const int64_t batch = cfg_.batch_size;
+  const Rows rows = shard_rows(batch, gen_, "text_classification task");
+  const auto first = static_cast<uint64_t>((step * accum + micro) * batch + rows.first);
+  std::vector<size_t> index(static_cast<size_t>(rows.count));
+  for (size_t i = 0; i < index.size(); ++i) index[i] = static_cast<size_t>(order_.at(first + i));
+  const decode::batching::Batch b = decode::batching::pad(train_.encodings, index, 0, index.size(), pad_id_);
+  const Tensor z = model_->classify(b.ids.to(device_), b.types.to(device_), b.mask.to(device_));  // [B, L]
+  const Tensor l = loss(z, train_, index);
+  const double share = static_cast<double>(rows.count) / static_cast<double>(batch);
+  backward_share(l, share, accum);
+  return {l.item(), rows.count, share};
+}
+
+std::vector<std::pair<std::string, double>> TextClassificationTask::evaluate(int64_t) {
+  // Every validation example, in batches of train.batch_size (longest first: little padding).
+  const auto L = static_cast<int64_t>(labels_.size());
+  double loss_sum = 0;
+  int64_t right = 0;
+  std::vector<int64_t> tp(static_cast<size_t>(L), 0), fp(tp), fn(tp);  // per label (single-label)
+  std::vector<double> pred(static_cast<size_t>(val_.size()), 0.0);     // regression
+  io::ProgressBar bar("eval", val_.size(), 0, /*delay_seconds=*/2);
+  decode::batching::batches(
+      val_.encodings, cfg_.batch_size, pad_id_, [&](const decode::batching::Batch& b, const std::vector<size_t>& rows) {
+        const Tensor z = model_->classify(b.ids.to(device_), b.types.to(device_), b.mask.to(device_));
+        loss_sum += loss(z, val_, rows).item() * static_cast<double>(rows.size());
+        const std::vector<float> v = z.to_vector();
+        for (size_t r = 0; r < rows.size(); ++r) {
+          const float* zr = v.data() + r * static_cast<size_t>(L);
+          if (problem_ == nn::BertProblem::regression) {
+            pred[rows[r]] = zr[0];
+          } else if (problem_ == nn::BertProblem::multi_label) {
+            bool all = true;  // σ(z) ≥ ½ ⇔ z ≥ 0
+            for (int64_t l = 0; l < L; ++l)
+              all = all && ((zr[l] >= 0.f) ==
+                            (val_.targets[rows[r] * static_cast<size_t>(L) + static_cast<size_t>(l)] > 0.5f));
+            right += all;
+          } else {
+            const auto p = static_cast<size_t>(std::max_element(zr, zr + L) - zr);
+            const auto y = static_cast<size_t>(val_.labels[rows[r]]);
+            right += p == y;
+            if (p == y)
+              ++tp[p];
+            else
+              ++fp[p], ++fn[y];
+          }
+        }
+        bar.update(static_cast<int64_t>(rows.size()));
+      });
+  const auto n = static_cast<double>(val_.size());
+  std::vector<std::pair<std::string, double>> out = {{"val_loss", loss_sum / n}};
+  if (problem_ == nn::BertProblem::regression) {
+    // Pearson's r of the predictions and the targets (0 where either is constant)
+    double mp = 0, my = 0;
+    for (int64_t i = 0; i < val_.size(); ++i)
+      mp += pred[static_cast<size_t>(i)], my += val_.targets[static_cast<size_t>(i)];
+    mp /= n, my /= n;
+    double sxy = 0, sxx = 0, syy = 0;
+    for (int64_t i = 0; i < val_.size(); ++i) {
+      const double a = pred[static_cast<size_t>(i)] - mp, b = val_.targets[static_cast<size_t>(i)] - my;
+      sxy += a * b, sxx += a * a, syy += b * b;
+    }
+    out.emplace_back("val_pearson", sxx > 0 && syy > 0 ? sxy / std::sqrt(sxx * syy) : 0.0);
+    return out;
+  }
+  out.emplace_back("val_accuracy", static_cast<double>(right) / n);
+  if (problem_ == nn::BertProblem::single_label) {
+    // macro F1: the mean over the labels of 2·tp / (2·tp + fp + fn) (a label never seen nor predicted: 0, as
+    // scikit-learn's zero_division=0)
+    double f1 = 0;
+    for (size_t l = 0; l < tp.size(); ++l) {
+      const int64_t denom = 2 * tp[l] + fp[l] + fn[l];
+      f1 += denom > 0 ? 2.0 * static_cast<double>(tp[l]) / static_cast<double>(denom) : 0.0;
+    }
+    out.emplace_back("val_f1", f1 / static_cast<double>(L));
+  }
+  return out;
+}
+
+json TextClassificationTask::model_metadata() const {
+  json meta = models::metadata(*model_, tokenizer_meta_);
+  for (const auto& [key, value] : carried_.items()) meta[key] = value;  // "converted_from", "init_from"
+  return meta;
+}
+
+}  // namespace qkv::train

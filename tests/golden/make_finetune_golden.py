@@ -1,0 +1,100 @@
+"""Golden file for fine-tuning encoders' sequence classifiers (tests/train/text_classification_task_test.cpp):
+one step of transformers' …ForSequenceClassification and torch.optim.AdamW on a fixed batch, from the tiny
+random classifier folders tests/golden/make_hf_golden.py wrote.
+
+    python3 tests/golden/make_finetune_golden.py     # pyenv python3: pip install torch transformers
+
+For each case: the examples (text, optional pair, label), the batch's mean loss as the model's forward
+computes it with labels (dropout off: eval mode), the gradients' global L2 norm, and the loss on the same
+batch after one AdamW step (lr 1e-3, betas 0.9 / 0.999, eps 1e-8, weight decay 0.01 on the matrices only,
+as qkv's trainer groups them). Writes tests/golden/hf_finetune.json.
+"""
+import json
+import os
+
+import torch
+import transformers
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+TEXTS = ["The cat sat on the mat.", "I love thee, my lord!", "Come hither, good Romeo; what news?", "no",
+         "To be, or not to be: that is the question. Whether 'tis nobler in the mind to suffer the slings and "
+         "arrows of outrageous fortune", "Good night, good night! Parting is such sweet sorrow."]
+PAIRS = ["What news?", "yes", "My lord, the king.", "To be.", "Sweet sorrow.", "Thou art a villain."]
+MAX_LENGTH = 24  # (the long text is cut to it)
+LR, BETAS, EPS, WD = 1e-3, (0.9, 0.999), 1e-8, 0.01
+
+# (case, folder, problem_type — None: the folder's, regression for its one label —, with pairs)
+CASES = [
+    ("bert-pairs", "bert-seqcls", "single_label_classification", True),
+    ("bert-multi-label", "bert-seqcls", "multi_label_classification", False),
+    ("distilbert", "distilbert-seqcls", "single_label_classification", False),
+    ("roberta-regression", "roberta-seqcls", None, False),  # (one label: transformers' default, MSE)
+    ("mpnet", "mpnet-seqcls", "single_label_classification", True),
+    ("deberta", "deberta-seqcls", "single_label_classification", False),
+    ("deberta-v2-pairs-regression", "deberta-v2-seqcls", None, True),
+    ("electra", "electra-seqcls", "single_label_classification", False),
+    ("albert", "albert-seqcls", "single_label_classification", False),
+    ("modernbert", "modernbert-seqcls", "single_label_classification", False),
+]
+
+
+def labels_for(problem, L):
+    g = torch.Generator().manual_seed(5)
+    if problem == "regression":
+        return [round(v, 3) for v in torch.rand(len(TEXTS), generator=g).tolist()]
+    if problem == "multi_label_classification":
+        return [[l for l in range(L) if torch.rand(1, generator=g).item() < 0.5] for _ in TEXTS]
+    return [i % L for i in range(len(TEXTS))]
+
+
+def case(name, folder, problem, pairs):
+    path = os.path.join(HERE, "hf", folder)
+    tok = transformers.AutoTokenizer.from_pretrained(path)
+    m = transformers.AutoModelForSequenceClassification.from_pretrained(
+        path, **({"problem_type": problem} if problem else {})).float()
+    m.eval()  # (dropout off; the gradients as in training)
+    L = m.config.num_labels
+    given, problem = problem, problem or ("regression" if L == 1 else "single_label_classification")
+    labels = labels_for(problem, L)
+    enc = tok(TEXTS, PAIRS if pairs else None, padding=True, truncation=True, max_length=MAX_LENGTH,
+              return_tensors="pt")
+    if problem == "multi_label_classification":
+        y = torch.zeros(len(TEXTS), L)
+        for i, ls in enumerate(labels):
+            y[i, ls] = 1
+    elif problem == "regression":
+        y = torch.tensor(labels)
+    else:
+        y = torch.tensor(labels)
+    loss0 = m(**enc, labels=y).loss
+    loss0.backward()
+    norm = torch.sqrt(sum((p.grad.double() ** 2).sum() for p in m.parameters() if p.grad is not None)).item()
+    decay = [p for p in m.parameters() if p.dim() >= 2]
+    rest = [p for p in m.parameters() if p.dim() < 2]
+    opt = torch.optim.AdamW([{"params": decay, "weight_decay": WD}, {"params": rest, "weight_decay": 0.0}], lr=LR,
+                            betas=BETAS, eps=EPS)
+    opt.step()
+    with torch.no_grad():
+        loss1 = m(**enc, labels=y).loss.item()
+    examples = [{"text": t, "label": l, **({"pair": p} if pairs else {})} for t, p, l in zip(TEXTS, PAIRS, labels)]
+    return {"case": name, "folder": folder, "problem_type": problem, "from_folder": given is None,
+            "labels": [m.config.id2label[i] for i in range(L)],
+            "examples": examples, "tokens": [int(n) for n in enc["attention_mask"].sum(1)],
+            "loss": loss0.item(), "grad_norm": norm, "loss_after_step": loss1}
+
+
+def main():
+    torch.manual_seed(0)
+    out = {"transformers": transformers.__version__, "torch": torch.__version__, "max_length": MAX_LENGTH,
+           "lr": LR, "betas": list(BETAS), "eps": EPS, "weight_decay": WD,
+           "cases": [case(*c) for c in CASES]}
+    with open(os.path.join(HERE, "hf_finetune.json"), "w") as f:
+        json.dump(out, f, indent=1)
+        f.write("\n")
+    for c in out["cases"]:
+        print(f"{c['case']:28s} loss {c['loss']:.6f} → {c['loss_after_step']:.6f}  |g| {c['grad_norm']:.4g}  "
+              f"tokens {c['tokens']}")
+
+
+if __name__ == "__main__":
+    main()
