@@ -1,6 +1,7 @@
 // qkv train CONFIG — trains the model a JSON config describes (configs/*.json): a GPT language
 // model ("task": "lm"), a translation model ("task": "translation"), an image classifier ("task":
-// "image_classification") or an image captioner ("task": "captioning"). Progress bar, periodic
+// "image_classification"), an image captioner ("task": "captioning") or an encoder's text classifier,
+// fine-tuned from a converted checkpoint ("task": "text_classification"). Progress bar, periodic
 // evaluation, checkpoints, metrics and a loss plot go to --out; --resume continues exactly where a run stopped; Ctrl-C saves a checkpoint and exits.
 // Under mpirun -np N it trains one model data-parallel on N processes (train/data_parallel.h).
 //
