@@ -13,6 +13,7 @@
 #include "qkv/decode/classify.h"
 #include "qkv/decode/encoder_batches.h"
 #include "qkv/io/data_file.h"
+#include "qkv/io/json.h"
 #include "qkv/io/progress.h"
 #include "qkv/models/model_file.h"
 #include "qkv/models/registry.h"
@@ -130,13 +131,14 @@ std::vector<RawExample> read_examples(const std::string& path, const TextClassif
                 header.size());
       out.push_back({f[t], p == SIZE_MAX ? "" : f[p], json(f[l]), lines[i].first});
     }
+    QKV_CHECK(!out.empty(), kTask, ": '", path, "' holds no examples (its header line only)");
     return out;
   }
   std::string tname;
   for (const auto& [number, line] : lines) {
     json j;
     try {
-      j = json::parse(line);
+      j = io::parse_json(line, where(number));  // (bounded nesting, no key twice)
     } catch (const json::exception& e) {
       throw Error(detail::concat(where(number), ": not JSON (", e.what(), ")"));
     }
@@ -187,7 +189,6 @@ LabelledTexts encode_examples(const std::vector<RawExample>& raw, const std::str
                               nn::BertProblem problem, const std::vector<std::string>& labels, int64_t max_length) {
   LabelledTexts out;
   const bool types = decode::uses_token_types(model, tok);
-  const auto L = labels.size();
   io::ProgressBar bar("encode", static_cast<int64_t>(raw.size()), 0, /*delay_seconds=*/2);
   for (const RawExample& r : raw) {
     const std::string where = detail::concat(kTask, ": '", path, "' line ", r.line);
@@ -215,7 +216,7 @@ LabelledTexts encode_examples(const std::vector<RawExample>& raw, const std::str
                   excerpt(r.label.dump(), 60), " is not a number (the model is a regression: one label)");
       }
       QKV_CHECK(std::isfinite(y) && std::abs(y) <= 3.4e38, where, ": the label ", y, " is not a finite float");
-      out.targets.push_back(static_cast<float>(y));
+      out.values.push_back(static_cast<float>(y));
     } else {  // multi-label: a list of ids or names (a TSV field: comma-separated; empty: none)
       json list = r.label;
       if (r.label.is_string()) {
@@ -225,9 +226,11 @@ LabelledTexts encode_examples(const std::vector<RawExample>& raw, const std::str
       }
       QKV_CHECK(list.is_array(), where, ": the label ", excerpt(r.label.dump(), 60),
                 " is not a list of labels (the model is multi-label)");
-      std::vector<float> y(L, 0.f);
-      for (const json& v : list) y[static_cast<size_t>(label_id(v, labels, where))] = 1.f;
-      out.targets.insert(out.targets.end(), y.begin(), y.end());
+      std::vector<int32_t> ids;
+      for (const json& v : list) ids.push_back(label_id(v, labels, where));
+      std::sort(ids.begin(), ids.end());
+      ids.erase(std::unique(ids.begin(), ids.end()), ids.end());
+      out.label_sets.push_back(std::move(ids));
     }
     bar.update();
   }
@@ -235,15 +238,14 @@ LabelledTexts encode_examples(const std::vector<RawExample>& raw, const std::str
 }
 
 // The rows `keep` of a set.
-LabelledTexts take(const LabelledTexts& s, const std::vector<int64_t>& keep, size_t per_target) {
+LabelledTexts take(const LabelledTexts& s, const std::vector<int64_t>& keep) {
   LabelledTexts out;
   for (const int64_t i : keep) {
     const auto k = static_cast<size_t>(i);
     out.encodings.push_back(s.encodings[k]);
     if (!s.labels.empty()) out.labels.push_back(s.labels[k]);
-    if (!s.targets.empty())
-      out.targets.insert(out.targets.end(), s.targets.begin() + static_cast<std::ptrdiff_t>(k * per_target),
-                         s.targets.begin() + static_cast<std::ptrdiff_t>((k + 1) * per_target));
+    if (!s.label_sets.empty()) out.label_sets.push_back(s.label_sets[k]);
+    if (!s.values.empty()) out.values.push_back(s.values[k]);
   }
   return out;
 }
@@ -310,7 +312,6 @@ TextClassificationTask::TextClassificationTask(const json& config, const std::st
     if (path.is_relative() && !base_dir.empty()) path = fs::path(base_dir) / path;
     return path.string();
   };
-  const size_t per_target = problem_ == nn::BertProblem::multi_label ? labels_.size() : 1;
   {
     const bool was_muted = io::ProgressBar::mute_all(false);
     io::ProgressBar::mute_all(was_muted || !verbose);
@@ -326,8 +327,9 @@ TextClassificationTask::TextClassificationTask(const json& config, const std::st
         // val_fraction of the examples, drawn with the seed (a file sorted by label splits evenly)
         const int64_t n = all.size(),
                       n_val = static_cast<int64_t>(std::llround(d.val_fraction * static_cast<double>(n)));
-        QKV_CHECK(n_val >= 1 && n_val < n, kTask, ": data.val_fraction ", d.val_fraction, " of ", n,
-                  " examples leaves ", n_val, " to validate on and ", n - n_val, " to train on (give data.val)");
+        QKV_CHECK(n_val >= 1 && n_val < n, kTask, ": data.val_fraction ", d.val_fraction, " of the ", n,
+                  " examples of '", train_path, "' leaves ", n_val, " to validate on and ", n - n_val,
+                  " to train on (give data.val)");
         const std::vector<int64_t> val_rows = io::sample_indices(n, n_val, cfg_.seed ^ 0x7A1D5E7ull);
         std::vector<int64_t> train_rows;
         for (int64_t i = 0, k = 0; i < n; ++i) {
@@ -336,8 +338,8 @@ TextClassificationTask::TextClassificationTask(const json& config, const std::st
           else
             train_rows.push_back(i);
         }
-        val_ = take(all, val_rows, per_target);
-        train_ = take(all, train_rows, per_target);
+        val_ = take(all, val_rows);
+        train_ = take(all, train_rows);
       }
     } catch (...) {
       io::ProgressBar::mute_all(was_muted);
@@ -368,12 +370,16 @@ Tensor TextClassificationTask::loss(const Tensor& z, const LabelledTexts& set, c
     for (size_t r = 0; r < rows.size(); ++r) y[r] = set.labels[rows[r]];
     return cross_entropy(z, Tensor::from_ints(y, {B}).to(z.device()));
   }
-  const size_t per = problem_ == nn::BertProblem::multi_label ? static_cast<size_t>(L) : 1;
-  std::vector<float> t(rows.size() * per);
-  for (size_t r = 0; r < rows.size(); ++r)
-    std::copy_n(set.targets.begin() + static_cast<std::ptrdiff_t>(rows[r] * per), per,
-                t.begin() + static_cast<std::ptrdiff_t>(r * per));
-  const Tensor y = Tensor::from_vector(t, {B, static_cast<int64_t>(per)}).to(z.device());
+  // the targets [B, L] (multi-label: 1 at the example's labels) or [B, 1] (regression)
+  const int64_t per = problem_ == nn::BertProblem::multi_label ? L : 1;
+  std::vector<float> t(rows.size() * static_cast<size_t>(per), 0.f);
+  for (size_t r = 0; r < rows.size(); ++r) {
+    if (problem_ == nn::BertProblem::regression)
+      t[r] = set.values[rows[r]];
+    else
+      for (const int32_t l : set.label_sets[rows[r]]) t[r * static_cast<size_t>(L) + static_cast<size_t>(l)] = 1.f;
+  }
+  const Tensor y = Tensor::from_vector(t, {B, per}).to(z.device());
   if (problem_ == nn::BertProblem::regression) {
     const Tensor e = z - y;  // (1/B) Σ_n (z_n − y_n)²
     return mean(e * e);
@@ -416,10 +422,11 @@ std::vector<std::pair<std::string, double>> TextClassificationTask::evaluate(int
           if (problem_ == nn::BertProblem::regression) {
             pred[rows[r]] = zr[0];
           } else if (problem_ == nn::BertProblem::multi_label) {
-            bool all = true;  // σ(z) ≥ ½ ⇔ z ≥ 0
-            for (int64_t l = 0; l < L; ++l)
-              all = all && ((zr[l] >= 0.f) ==
-                            (val_.targets[rows[r] * static_cast<size_t>(L) + static_cast<size_t>(l)] > 0.5f));
+            // σ(z) ≥ ½ ⇔ z ≥ 0: right where the labels so predicted are the example's
+            const std::vector<int32_t>& want = val_.label_sets[rows[r]];
+            bool all = true;
+            for (int64_t l = 0; l < L && all; ++l)
+              all = (zr[l] >= 0.f) == std::binary_search(want.begin(), want.end(), static_cast<int32_t>(l));
             right += all;
           } else {
             const auto p = static_cast<size_t>(std::max_element(zr, zr + L) - zr);
@@ -439,11 +446,11 @@ std::vector<std::pair<std::string, double>> TextClassificationTask::evaluate(int
     // Pearson's r of the predictions and the targets (0 where either is constant)
     double mp = 0, my = 0;
     for (int64_t i = 0; i < val_.size(); ++i)
-      mp += pred[static_cast<size_t>(i)], my += val_.targets[static_cast<size_t>(i)];
+      mp += pred[static_cast<size_t>(i)], my += val_.values[static_cast<size_t>(i)];
     mp /= n, my /= n;
     double sxy = 0, sxx = 0, syy = 0;
     for (int64_t i = 0; i < val_.size(); ++i) {
-      const double a = pred[static_cast<size_t>(i)] - mp, b = val_.targets[static_cast<size_t>(i)] - my;
+      const double a = pred[static_cast<size_t>(i)] - mp, b = val_.values[static_cast<size_t>(i)] - my;
       sxy += a * b, sxx += a * a, syy += b * b;
     }
     out.emplace_back("val_pearson", sxx > 0 && syy > 0 ? sxy / std::sqrt(sxx * syy) : 0.0);

@@ -682,6 +682,7 @@ def add_flag_cases(m, files, pics):
         ("classify", ["-m", os.path.join(MODELS, "fashion-mnist-nonlocal.safetensors")], ["--test-images"],
          ["-1", "9223372036854775807", "10000"]),
         ("eval", ["-m", tr, "--src", inp, "--ref", inp], ["--limit"], ["-1"]),
+        ("eval", ["-m", tr, "--src", inp, "--ref", inp, "--limit", "1"], ["--seed"], ["-1", "18446744073709551616"]),
         ("eval", ["-m", tr, "--src", inp, "--ref", inp], ["--bucket-width", "--by-length"], ["0"]),
         ("eval", ["-m", cap], ["--scenes"], ["0", "1000001", "-1"]),
         ("eval", ["-m", cap, "--scenes", "1"], ["--first"], ["-1", "9223372036854775807"]),
@@ -1519,6 +1520,95 @@ def add_plot_cases(m):
         m.add(f"plot/{name}", ["{qkv}", "plot", csv(name, data), "-o", m.out(f"plot-{name}.png")], expect="pass")
 
 
+def add_text_classification_cases(m):
+    """Fine-tuning an encoder's classifier: `qkv convert --head` flags at their limits, and the
+    text_classification task's data files — TSVs and JSONL that lie, special files, labels the model
+    lacks, values at their limits — each refused naming the file and line or the key."""
+    golden = os.path.join(REPO, "tests", "golden", "hf", "bert-uncased")
+    model = m.path("textcls/bert-head.safetensors")
+    r = subprocess.run([m.qkv, "convert", golden, "--head", "sequence", "--labels", "neg,pos", "-o", model],
+                       capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stderr
+    for label, extra in (("no-labels", []), ("empty-label", ["--labels", "a,,b"]), ("twice", ["--labels", "a,a"]),
+                         ("long-label", ["--labels", "x" * 300]), ("head-bad", ["--labels", "a", "--head", "span"]),
+                         ("problem-bad", ["--labels", "a", "--problem-type", "ranking"]),
+                         ("seed-negative", ["--labels", "a", "--seed", "-1"]),
+                         ("seed-huge", ["--labels", "a", "--seed", "1" + "0" * 30])):
+        o = m.out("head.safetensors")
+        head = [] if label == "head-bad" else ["--head", "sequence"]
+        usage = label in ("head-bad", "problem-bad", "seed-negative", "seed-huge")
+        m.add(f"textcls/convert/{label}", ["{qkv}", "convert", golden, *head, *extra, "-o", o],
+              names=["--labels", "--head", "--problem-type", "--seed", "label"], gone=[o], usage=usage)
+    o = m.out("head.safetensors")
+    m.add("textcls/convert/gpt2", ["{qkv}", "convert", os.path.join(REPO, "tests", "golden", "hf", "gpt2"), "--head",
+                                   "sequence", "--labels", "a,b", "-o", o], names=["gpt2"], gone=[o])
+    fifo = m.path("textcls/a-fifo.tsv")
+    if not os.path.exists(fifo):
+        os.mkfifo(fifo)
+    deep = '{"text": "a", "label": ' + "[" * 100000 + "]" * 100000 + "}\n"
+    files = {
+        "short-line.tsv": "sentence\tlabel\ngood\tpos\nno tab here\n",
+        "long-line.tsv": "sentence\tlabel\ngood\tpos\tmore\n",
+        "unknown-label.tsv": "sentence\tlabel\ngood\tmaybe\n",
+        "id-huge.tsv": "sentence\tlabel\ngood\t99999999999999999999\n",
+        "id-negative.jsonl": '{"text": "a", "label": -1}\n',
+        "label-float.jsonl": '{"text": "a", "label": 0.5}\n',
+        "label-null.jsonl": '{"text": "a", "label": null}\n',
+        "no-column.tsv": "words\tlabel\nfine\tpos\n",
+        "header-only.tsv": "sentence\tlabel\n",
+        "empty.tsv": "",
+        "blank-lines.jsonl": "\n\n\n",
+        "not-json.jsonl": '{"text": "a", "label": 0}\n{oops\n',
+        "array-line.jsonl": "[1, 2]\n",
+        "text-number.jsonl": '{"text": 5, "label": 0}\n',
+        "key-twice.jsonl": '{"text": "a", "text": "b", "label": 0}\n',
+        "deep.jsonl": deep,
+        "invalid-utf8.tsv": b"sentence\tlabel\n\xff\xfe\tpos\n",
+        "nul-bytes.tsv": b"sentence\tlabel\na\x00b\tpos\n",
+        "huge-text.tsv": "sentence\tlabel\n" + "word " * 2000000 + "\tpos\n" + "ok\tneg\n",
+        "one-example.tsv": "sentence\tlabel\nfine\tpos\n",
+        "csv.csv": "sentence,label\nfine,pos\n",
+    }
+    valid = {"invalid-utf8.tsv", "nul-bytes.tsv", "huge-text.tsv"}  # read, cut, trained on: fine
+    cfg = {"task": "text_classification", "init_from": model, "data": {"max_length": 16},
+           "train": {"max_iters": 2, "batch_size": 2, "eval_interval": 0, "log_interval": 1, "checkpoint_interval": 0}}
+    paths = {name: m.write(f"textcls/data/{name}", data) for name, data in files.items()}
+    paths.update({"fifo": fifo, "dev-zero": "/dev/zero", "directory": m.path("textcls/data/x")[:-2],
+                  "missing": m.path("textcls/no/such.tsv")})
+    for name, path in paths.items():
+        c = json.loads(json.dumps(cfg))
+        c["data"]["train"] = path
+        if name not in ("one-example.tsv",) and name not in valid:
+            c["data"]["val"] = paths["short-line.tsv"] if name == "fifo" else path
+        if name in valid:  # a held-out share of two examples: give a val file
+            c["data"]["val"] = m.write("textcls/data/val.tsv", "sentence\tlabel\nfine\tpos\nbad\tneg\n")
+        f = m.write(f"textcls/configs/{name}.json", json.dumps(c))
+        out = m.out("textcls")
+        m.add(f"textcls/data/{name}", ["{qkv}", "train", f, "-o", out, "-q", "--threads", "1"],
+              expect="any" if name in valid else "fail", names=[path, os.path.basename(path), "data.train"],
+              gone=[] if name in valid else [os.path.join(out, "model.safetensors")],
+              kinds={fifo: "fifo"} if name == "fifo" else {})  # (a FIFO is refused unopened: data is read from files)
+    # the keys of the data section at their limits
+    base = dict(cfg, data={"train": paths["one-example.tsv"], "val": m.write("textcls/data/v.tsv", "sentence\tlabel\nok\tneg\n"),
+                           "max_length": 16})
+    keys = {"data.max_length": {"-1": -1, "2^40": 2 ** 40, "41": 41, "3": 3, "string": "x"},
+            "data.val_fraction": {"1": 1, "-0.5": -0.5, "nan-ish": "NaN"},
+            "data.text": {"missing": "nope", "number": 5},
+            "data.label": {"missing": "nope"},
+            "data.text_pair": {"missing": "nope"},
+            "init_from": {"missing": m.path("textcls/none.safetensors"), "empty": "", "a-tsv": paths["one-example.tsv"],
+                          "mlm": m.path("textcls/mlm.safetensors")},
+            "train.batch_size": {"0": 0, "2^40": 2 ** 40}}
+    subprocess.run([m.qkv, "convert", golden, "-o", m.path("textcls/mlm.safetensors")], capture_output=True, timeout=120)
+    f = m.write("textcls/configs/base.json", json.dumps(base))
+    for key, vals in keys.items():
+        for label, val in vals.items():
+            out = m.out("textcls")
+            m.add(f"textcls/set/{key}={label}", ["{qkv}", "train", f, "-o", out, "-q", "--threads", "1", "--set",
+                                                 f"{key}={json.dumps(val)}"],
+                  names=[key, key.split(".")[-1], str(val)], gone=[os.path.join(out, "model.safetensors")])
+
+
 def make_cases(tmp, qkv, want_python=True):
     m = Maker(tmp, qkv)
     os.makedirs(os.path.join(tmp, "out"), exist_ok=True)
@@ -1530,6 +1620,7 @@ def make_cases(tmp, qkv, want_python=True):
     add_flag_cases(m, files, pics)
     add_quantize_cases(m, files)
     add_pretrained_cases(m)
+    add_text_classification_cases(m)
     add_plot_cases(m)
     add_bench_tokenizer_cases(m)
     if want_python:

@@ -55,7 +55,9 @@ void add_chat(CLI::App& app) {
                   "Hugging Face's: a token seen before has its positive logit divided by this (1 = off)")
       ->capture_default_str()
       ->check(CLI::Range(1e-3, 1e3));
-  sub->add_option("-s,--seed", a->seed, "random seed (each turn draws from seed + its number)")->capture_default_str();
+  sub->add_option("-s,--seed", a->seed, "random seed (each turn draws from seed + its number)")
+      ->capture_default_str()
+      ->check(unsigned_64());
   sub->add_option("--chat-template-kwargs", a->chat_kwargs,
                   "more variables for the template, as a JSON object (e.g. '{\"enable_thinking\": false}')");
   sub->add_flag("--print-prompt", a->print_prompt, "print each turn's rendered prompt to stderr");

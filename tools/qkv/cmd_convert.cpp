@@ -15,8 +15,7 @@ void add_convert(CLI::App& app) {
   struct Args {
     std::string from = "hf", dir, out;
     io::StoreAs dtype = io::StoreAs::kF32;
-    std::string head, problem_type;
-    std::vector<std::string> labels;
+    std::string head, problem_type, labels;
     uint64_t seed = 0;
   };
   auto a = std::make_shared<Args>();
@@ -33,15 +32,14 @@ void add_convert(CLI::App& app) {
                   "AutoModelFor…Classification.from_pretrained(folder, num_labels=…) makes one, to fine-tune "
                   "(qkv train, task text_classification)")
       ->check(CLI::IsMember({"sequence", "token"}));
-  sub->add_option("--labels", a->labels, "the new classifier's labels, in id order (comma-separated)")
-      ->delimiter(',')
-      ->needs("--head");
+  sub->add_option("--labels", a->labels, "the new classifier's labels, in id order (comma-separated)")->needs("--head");
   sub->add_option("--problem-type", a->problem_type, "the new sequence classifier's problem_type (transformers')")
       ->check(CLI::IsMember({"single_label_classification", "multi_label_classification", "regression"}))
       ->needs("--head");
   sub->add_option("--seed", a->seed, "the seed of the new head's random weights")
       ->needs("--head")
-      ->capture_default_str();
+      ->capture_default_str()
+      ->check(unsigned_64());
   std::string archs;
   for (const auto& arch : models::hf_architectures()) archs += (archs.empty() ? "" : ", ") + arch.name;
   sub->footer("Architectures: " + archs +
@@ -50,7 +48,13 @@ void add_convert(CLI::App& app) {
               "  qkv convert --from hf gpt2 -o gpt2.safetensors && qkv generate -m gpt2.safetensors \"Hello\"");
   register_runner(sub, [a] {
     models::HfConvertOptions o;
-    o.store = a->dtype, o.head = a->head, o.labels = a->labels, o.problem_type = a->problem_type, o.seed = a->seed;
+    o.store = a->dtype, o.head = a->head, o.problem_type = a->problem_type, o.seed = a->seed;
+    if (!a->labels.empty()) {  // (every field kept: "a,,b" is an empty label, refused by the converter)
+      size_t from = 0;
+      for (size_t at; (at = a->labels.find(',', from)) != std::string::npos; from = at + 1)
+        o.labels.push_back(a->labels.substr(from, at - from));
+      o.labels.push_back(a->labels.substr(from));
+    }
     QKV_CHECK(a->head.empty() || !a->labels.empty(), "convert: --head ", a->head,
               " needs --labels (the new classifier's labels, e.g. --labels negative,positive)");
     models::HfHeadReport report;
@@ -65,7 +69,7 @@ void add_convert(CLI::App& app) {
       std::fprintf(stderr,
                    "new %s head (%zu labels): %s drawn at random — fine-tune it before use (qkv train, "
                    "\"task\": \"text_classification\")\n",
-                   a->head.c_str(), a->labels.size(), drawn.c_str());
+                   a->head.c_str(), o.labels.size(), drawn.c_str());
       if (!report.unused.empty()) {
         std::string some;
         for (size_t i = 0; i < report.unused.size() && i < 4; ++i) some += (i ? ", " : "") + report.unused[i];

@@ -107,7 +107,7 @@ void add_eval(CLI::App& app) {
                   "only N sentences (images, perplexity windows) drawn at random with --seed, in file order "
                   "(0 = all); a captioner: at most N scenes")
       ->check(zero_or_more());
-  sub->add_option("--seed", a->seed, "the seed of --limit's sample")->capture_default_str();
+  sub->add_option("--seed", a->seed, "the seed of --limit's sample")->capture_default_str()->check(unsigned_64());
   sub->add_flag("--group-by-source", a->group,
                 "score each distinct --src sentence once, against the references of all its lines");
   sub->add_flag("--by-length", a->by_length, "also score each bucket of source length (needs --src)");

@@ -60,11 +60,13 @@ struct TextClassificationTaskConfig {
 };
 
 // Labelled texts, encoded: the ids and token types of each example, and its target — a label id
-// (single-label), L zeros and ones (multi-label), or a number (regression).
+// (single-label), the set of its label ids (multi-label: held as ids, so that memory is what the
+// file holds, whatever the label count), or a number (regression).
 struct LabelledTexts {
   std::vector<text::HfEncoding> encodings;
-  std::vector<int32_t> labels;  // single-label: [n]
-  std::vector<float> targets;   // multi-label: [n × L]; regression: [n]
+  std::vector<int32_t> labels;                   // single-label: [n]
+  std::vector<std::vector<int32_t>> label_sets;  // multi-label: [n], each increasing
+  std::vector<float> values;                     // regression: [n]
   int64_t size() const { return static_cast<int64_t>(encodings.size()); }
 };
 
