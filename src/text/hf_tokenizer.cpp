@@ -142,6 +142,8 @@ struct HfTokenizer::Impl {
   std::unique_ptr<PreTokenizer> pre_tokenizer;
   std::unique_ptr<Model> model;
   std::unique_ptr<PostProcessor> post_processor;
+  // A ByteLevel pre-tokenizer without add_prefix_space: pre-split words get their space (encode_words).
+  bool words_need_prefix_space = false;
   std::unique_ptr<Decoder> decoder;
   int32_t bos = -1, eos = -1, pad = -1, unk = -1, cls = -1, sep = -1, mask = -1;
   std::optional<bool> token_types;  // returns_token_type_ids()
@@ -256,9 +258,9 @@ struct HfTokenizer::Impl {
   }
 
   // Sequences through trim_offsets (tracked) and the post-processor, joined.
-  HfEncoding finish(std::vector<Encoded> seqs, std::string_view a, const std::string_view* b,
-                    bool add_special_tokens) const {
-    if (seqs[0].tracked && post_processor)
+  HfEncoding finish(std::vector<Encoded> seqs, std::string_view a, const std::string_view* b, bool add_special_tokens,
+                    bool trim = true) const {
+    if (trim && seqs[0].tracked && post_processor)
       if (auto trim = post_processor->trims_offsets())
         for (size_t i = 0; i < seqs.size(); ++i) trim_offsets(seqs[i], i == 0 ? a : *b, trim->add_prefix_space);
     for (size_t i = 0; i < seqs.size(); ++i) {
@@ -319,6 +321,33 @@ struct HfTokenizer::Impl {
       }
     }
     return finish(std::move(seqs), a, b, add_special_tokens);
+  }
+
+  // Words already split (transformers' is_split_into_words=True; tokenizers' pre-tokenized input):
+  // each word through the normalizer, pre-tokenizer and model alone (its offsets its own, trimmed
+  // as a sequence's are), its tokens' word id its index; the words' tokens cut to what the special
+  // tokens leave of max_length (≥ 0), then through the post-processor. prefix_space: a space before
+  // each word (a ByteLevel tokenizer loaded with add_prefix_space=True, as transformers asks of one).
+  HfEncoding encode_words(const std::vector<std::string>& words, int64_t max_length, bool prefix_space) const {
+    Encoded all;
+    all.tracked = true;
+    const auto trim = post_processor ? post_processor->trims_offsets() : std::nullopt;
+    for (size_t i = 0; i < words.size(); ++i) {
+      const std::string word = prefix_space ? " " + words[i] : words[i];
+      Encoded e = tokenize(word, true);
+      if (trim) trim_offsets(e, word, trim->add_prefix_space);
+      all.ids.insert(all.ids.end(), e.ids.begin(), e.ids.end());
+      all.offsets.insert(all.offsets.end(), e.offsets.begin(), e.offsets.end());
+      all.words.insert(all.words.end(), e.ids.size(), static_cast<int32_t>(i));
+    }
+    all.type_ids.assign(all.ids.size(), 0);
+    if (max_length >= 0) {
+      const size_t added = added_tokens(false);
+      cut(all, static_cast<size_t>(max_length) > added ? static_cast<size_t>(max_length) - added : 0);
+    }
+    std::vector<Encoded> seqs;
+    seqs.push_back(std::move(all));
+    return finish(std::move(seqs), {}, nullptr, true, /*trim=*/false);
   }
 
   // tokenizers' "only_second" truncation with overflowing windows (Encoding::truncate): the pair's
@@ -408,7 +437,17 @@ std::shared_ptr<const HfTokenizer::Impl> build(std::string_view text, std::strin
   else
     root.at("model").at("type").fail("model \"" + type + "\" is not supported (BPE, WordPiece and Unigram are)");
   if (const json* n = find(j, "normalizer")) t.normalizer = make_normalizer(*n, root.at("normalizer"));
-  if (const json* p = find(j, "pre_tokenizer")) t.pre_tokenizer = make_pre_tokenizer(*p, root.at("pre_tokenizer"));
+  if (const json* p = find(j, "pre_tokenizer")) {
+    t.pre_tokenizer = make_pre_tokenizer(*p, root.at("pre_tokenizer"));
+    // (make_pre_tokenizer checked the shapes read here)
+    auto byte_level_without_space = [](const json& q) {
+      return q.is_object() && q.value("type", "") == "ByteLevel" && !q.value("add_prefix_space", true);
+    };
+    t.words_need_prefix_space = byte_level_without_space(*p);
+    if (p->is_object() && p->value("type", "") == "Sequence" && p->contains("pretokenizers") &&
+        (*p)["pretokenizers"].is_array())
+      for (const json& q : (*p)["pretokenizers"]) t.words_need_prefix_space |= byte_level_without_space(q);
+  }
   if (const json* p = find(j, "post_processor")) t.post_processor = make_post_processor(*p, root.at("post_processor"));
   if (const json* d = find(j, "decoder")) t.decoder = make_decoder(*d, root.at("decoder"));
   // the added tokens
@@ -587,6 +626,10 @@ HfEncoding HfTokenizer::encode_pair_with_offsets(std::string_view text, std::str
 std::vector<HfEncoding> HfTokenizer::encode_pair_windows(std::string_view text, std::string_view pair,
                                                          int64_t max_length, int64_t stride) const {
   return impl_->windows(text, pair, max_length, stride);
+}
+
+HfEncoding HfTokenizer::encode_words(const std::vector<std::string>& words, int64_t max_length) const {
+  return impl_->encode_words(words, max_length, impl_->words_need_prefix_space);
 }
 
 std::vector<int32_t> HfTokenizer::encode_truncated(std::string_view text, int64_t max_length) const {

@@ -79,6 +79,15 @@ const std::vector<TaskType>& task_types() {
             return detail::concat(t.train_set().size(), " train / ", t.val_set().size(), " val examples, ",
                                   t.labels().size(), " labels (", enum_name(t.problem()), ")");
           }),
+      task<TextClassificationTask>(
+          "token_classification",
+          "an encoder's token classifier (NER: BERT, RoBERTa, DeBERTa, ModernBERT, …) fine-tuned on tagged words",
+          "examples",
+          [](const TaskArgs& a) { return std::make_unique<TextClassificationTask>(a.config, a.base_dir, a.verbose); },
+          [](const TextClassificationTask& t) {
+            return detail::concat(t.train_set().size(), " train / ", t.val_set().size(), " val sentences, ",
+                                  t.labels().size(), " tags");
+          }),
   };
   return types;
 }

@@ -27,7 +27,7 @@ namespace qkv::train {
 namespace fs = std::filesystem;
 using nlohmann::json;
 
-constexpr const char* kTask = "text_classification task";
+constexpr const char* kTask = "text_classification task";  // (the sequence task's readers)
 
 const io::Fields<TextClassificationDataConfig>& TextClassificationDataConfig::fields() {
   using F = io::Fields<TextClassificationDataConfig>;
@@ -40,6 +40,9 @@ const io::Fields<TextClassificationDataConfig>& TextClassificationDataConfig::fi
                        F::text("text", &C::text),
                        F::text("text_pair", &C::text_pair),
                        F::text("label", &C::label),
+                       F::text("tokens", &C::tokens),
+                       F::text("tags", &C::tags),
+                       F::boolean("label_all_tokens", &C::label_all_tokens),
                        F::integer("max_length", &C::max_length, 0, 1 << 20),
                    });
   return f;
@@ -48,7 +51,7 @@ const io::Fields<TextClassificationDataConfig>& TextClassificationDataConfig::fi
 const io::Fields<TextClassificationTaskConfig>& TextClassificationTaskConfig::fields() {
   using F = io::Fields<TextClassificationTaskConfig>;
   using C = TextClassificationTaskConfig;
-  static const F f("text_classification task", {
+  static const F f("text classification task", {
                                                    F::text("task", &C::task),
                                                    F::text("description", &C::description),
                                                    F::text("_comment", &C::description),
@@ -237,6 +240,165 @@ LabelledTexts encode_examples(const std::vector<RawExample>& raw, const std::str
   return out;
 }
 
+// A sentence split into words, with a tag each (JSON values: an id or a label name).
+struct WordExample {
+  std::vector<std::string> words;
+  std::vector<json> tags;
+  size_t line = 0;
+};
+
+// The sentences of a .jsonl (d.tokens and d.tags, arrays of one length) or CoNLL file (.conll, .txt:
+// a word a line, its tag the last of its whitespace-separated columns, a blank line between
+// sentences; -DOCSTART- lines left out).
+std::vector<WordExample> read_word_examples(const std::string& path, const TextClassificationDataConfig& d,
+                                            const char* task) {
+  const std::string text = io::read_data_file(path, detail::concat(task, ": data"));
+  const std::string ext = fs::path(path).extension().string();
+  QKV_CHECK(ext == ".jsonl" || ext == ".conll" || ext == ".txt", task, ": '", path,
+            "' is neither .jsonl (an object a sentence: words and tags) nor CoNLL (.conll, .txt: a word and its tag a "
+            "line)");
+  std::vector<WordExample> out;
+  auto where = [&](size_t line) { return detail::concat(task, ": '", path, "' line ", line); };
+  if (ext == ".jsonl") {
+    for (const auto& [number, line] : lines_of(text)) {
+      json j;
+      try {
+        j = io::parse_json(line, where(number));
+      } catch (const json::exception& e) {
+        throw Error(detail::concat(where(number), ": not JSON (", e.what(), ")"));
+      }
+      QKV_CHECK(j.is_object() && j.contains(d.tokens) && j.contains(d.tags), where(number), ": not an object with \"",
+                excerpt(d.tokens), "\" and \"", excerpt(d.tags), "\" (data.tokens, data.tags)");
+      const json &w = j[d.tokens], &t = j[d.tags];
+      QKV_CHECK(w.is_array() && t.is_array() && w.size() == t.size() && !w.empty(), where(number), ": \"",
+                excerpt(d.tokens), "\" and \"", excerpt(d.tags), "\" must be lists of one length, not empty");
+      WordExample e;
+      e.line = number;
+      for (const json& word : w) {
+        QKV_CHECK(word.is_string(), where(number), ": the word ", excerpt(word.dump(), 40), " is not a string");
+        e.words.push_back(word.get<std::string>());
+      }
+      e.tags.assign(t.begin(), t.end());
+      out.push_back(std::move(e));
+    }
+  } else {
+    // CoNLL: the lines, blank ones included (lines_of leaves them out)
+    WordExample e;
+    size_t number = 0, from = 0;
+    auto flush = [&] {
+      if (!e.words.empty()) out.push_back(std::move(e));
+      e = WordExample{};
+    };
+    while (from <= text.size()) {
+      size_t end = text.find('\n', from);
+      if (end == std::string::npos) end = text.size();
+      std::string_view line(text.data() + from, end - from);
+      if (!line.empty() && line.back() == '\r') line.remove_suffix(1);
+      ++number;
+      from = end + 1;
+      std::vector<std::string> fields;
+      for (size_t i = 0; i < line.size();) {
+        while (i < line.size() && (line[i] == ' ' || line[i] == '\t')) ++i;
+        size_t j = i;
+        while (j < line.size() && line[j] != ' ' && line[j] != '\t') ++j;
+        if (j > i) fields.emplace_back(line.substr(i, j - i));
+        i = j;
+      }
+      if (fields.empty()) {
+        flush();
+        continue;
+      }
+      if (fields[0] == "-DOCSTART-") continue;
+      QKV_CHECK(fields.size() >= 2, where(number), ": a word without a tag (a word and its tag a line)");
+      if (e.words.empty()) e.line = number;
+      e.words.push_back(fields.front());
+      e.tags.emplace_back(fields.back());
+    }
+    flush();
+  }
+  QKV_CHECK(!out.empty(), task, ": '", path, "' holds no sentences");
+  return out;
+}
+
+// transformers' run_ner.py's b_to_i_label: the id of I-X for each label B-X (itself otherwise).
+std::vector<int32_t> b_to_i(const std::vector<std::string>& labels) {
+  std::vector<int32_t> out(labels.size());
+  for (size_t i = 0; i < labels.size(); ++i) {
+    out[i] = static_cast<int32_t>(i);
+    if (labels[i].starts_with("B-")) {
+      const auto it = std::find(labels.begin(), labels.end(), "I-" + labels[i].substr(2));
+      if (it != labels.end()) out[i] = static_cast<int32_t>(it - labels.begin());
+    }
+  }
+  return out;
+}
+
+// The sentences encoded (tokenizer(words, is_split_into_words=True, truncation=True, max_length)) and
+// their tokens' tags: a word's first token its tag, its others −100 (or, label_all_tokens, its tag
+// with B-X as I-X), the special tokens −100 — run_ner.py's tokenize_and_align_labels.
+LabelledTexts encode_word_examples(const std::vector<WordExample>& raw, const std::string& path,
+                                   const models::MaskedLanguageModel& model, const text::HfTokenizer& tok,
+                                   const std::vector<std::string>& labels, int64_t max_length, bool label_all_tokens,
+                                   const char* task) {
+  LabelledTexts out;
+  const bool types = decode::uses_token_types(model, tok);
+  const std::vector<int32_t> inside = b_to_i(labels);
+  io::ProgressBar bar("encode", static_cast<int64_t>(raw.size()), 0, /*delay_seconds=*/2);
+  for (const WordExample& r : raw) {
+    const std::string where = detail::concat(task, ": '", path, "' line ", r.line);
+    std::vector<int32_t> tags;
+    for (const json& t : r.tags) tags.push_back(label_id(t, labels, where));
+    text::HfEncoding e = tok.encode_words(r.words, max_length);
+    QKV_CHECK(static_cast<int64_t>(e.ids.size()) <= max_length, where, ": ", e.ids.size(), " tokens after the cut to ",
+              max_length);
+    decode::batching::give_token_types(e, model, types, task);
+    std::vector<int32_t> token_tags(e.ids.size(), -100);
+    int32_t previous = -1;
+    bool any = false;
+    for (size_t k = 0; k < e.ids.size(); ++k) {
+      const int32_t w = e.word_ids[k];
+      if (w >= 0 && w != previous)
+        token_tags[k] = tags[static_cast<size_t>(w)], any = true;
+      else if (w >= 0 && label_all_tokens)
+        token_tags[k] = inside[static_cast<size_t>(tags[static_cast<size_t>(w)])];
+      previous = w;
+    }
+    QKV_CHECK(any, where, ": no word of the sentence has a token (its words are empty, or max_length leaves no room)");
+    out.encodings.push_back(std::move(e));
+    out.token_tags.push_back(std::move(token_tags));
+    bar.update();
+  }
+  return out;
+}
+
+// seqeval's entities (its default, conlleval-like chunking) of a tag sequence: (type, first, last),
+// a chunk ending and starting at each position as seqeval's end_of_chunk / start_of_chunk say.
+std::vector<std::tuple<std::string, size_t, size_t>> entities(const std::vector<std::string>& seq) {
+  std::vector<std::tuple<std::string, size_t, size_t>> out;
+  char prev_tag = 'O';
+  std::string prev_type;
+  size_t begin = 0;
+  for (size_t i = 0; i <= seq.size(); ++i) {
+    const std::string chunk = i < seq.size() ? seq[i] : "O";
+    // tag = chunk[0]; type = chunk[1:].split('-', maxsplit=1)[-1] or '_'
+    const char tag = chunk.empty() ? 'O' : chunk[0];
+    const std::string rest = chunk.empty() ? std::string() : chunk.substr(1);
+    const size_t dash = rest.find('-');
+    std::string type = dash == std::string::npos ? rest : rest.substr(dash + 1);
+    if (type.empty()) type = "_";
+    const bool end = prev_tag == 'E' || prev_tag == 'S' ||
+                     ((prev_tag == 'B' || prev_tag == 'I') && (tag == 'B' || tag == 'S' || tag == 'O')) ||
+                     (prev_tag != 'O' && prev_tag != '.' && prev_type != type);
+    const bool start =
+        tag == 'B' || tag == 'S' || ((prev_tag == 'E' || prev_tag == 'S') && (tag == 'E' || tag == 'I')) ||
+        (prev_tag == 'O' && (tag == 'E' || tag == 'I')) || (tag != 'O' && tag != '.' && prev_type != type);
+    if (end && i > 0) out.emplace_back(prev_type, begin, i - 1);
+    if (start) begin = i;
+    prev_tag = tag, prev_type = type;
+  }
+  return out;
+}
+
 // The rows `keep` of a set.
 LabelledTexts take(const LabelledTexts& s, const std::vector<int64_t>& keep) {
   LabelledTexts out;
@@ -246,6 +408,7 @@ LabelledTexts take(const LabelledTexts& s, const std::vector<int64_t>& keep) {
     if (!s.labels.empty()) out.labels.push_back(s.labels[k]);
     if (!s.label_sets.empty()) out.label_sets.push_back(s.label_sets[k]);
     if (!s.values.empty()) out.values.push_back(s.values[k]);
+    if (!s.token_tags.empty()) out.token_tags.push_back(s.token_tags[k]);
   }
   return out;
 }
@@ -253,27 +416,32 @@ LabelledTexts take(const LabelledTexts& s, const std::vector<int64_t>& keep) {
 }  // namespace
 
 TextClassificationTask::TextClassificationTask(const json& config, const std::string& base_dir, bool verbose) {
-  QKV_CHECK(io::get_or(config, "task", "") == "text_classification", kTask,
-            ": the config's \"task\" must be \"text_classification\"");
-  QKV_CHECK(config.contains("init_from") && config.contains("data") && config.contains("train"), kTask,
-            ": the config needs \"init_from\" (a model file with a sequence classifier: qkv convert --head sequence "
-            "--labels …), \"data\" and \"train\"");
+  const std::string task = io::get_or(config, "task", "");
+  QKV_CHECK(
+      task == "text_classification" || task == "token_classification",
+      "text classification task: the config's \"task\" must be \"text_classification\" or \"token_classification\"");
+  tokens_ = task == "token_classification";
+  const char* name = tokens_ ? "token_classification task" : "text_classification task";
+  const char* kind = tokens_ ? "token" : "sequence";
+  QKV_CHECK(config.contains("init_from") && config.contains("data") && config.contains("train"), name,
+            ": the config needs \"init_from\" (a model file with a ", kind, " classifier: qkv convert --head ", kind,
+            " --labels …), \"data\" and \"train\"");
   const TextClassificationTaskConfig c = TextClassificationTaskConfig::fields().from_json(config);
   cfg_ = c.train;
-  QKV_CHECK(!c.init_from.empty(), kTask, ": init_from is empty (a model file to fine-tune)");
+  QKV_CHECK(!c.init_from.empty(), name, ": init_from is empty (a model file to fine-tune)");
   Pretrained pre =
-      load_pretrained(c.init_from, base_dir, models::Kind::masked_language_model, config.value("model", json()), kTask);
+      load_pretrained(c.init_from, base_dir, models::Kind::masked_language_model, config.value("model", json()), name);
   try {
     tok_ = text::LMTokenizer::from_json(pre.tokenizer);
   } catch (const Error& e) {
-    QKV_CHECK(false, kTask, ": init_from '", pre.path, "': its tokenizer: ", e.what());
+    QKV_CHECK(false, name, ": init_from '", pre.path, "': its tokenizer: ", e.what());
   }
-  QKV_CHECK(tok_.hf(), kTask, ": init_from '", pre.path,
-            "': an encoder reads its texts with a Hugging Face tokenizer (", tok_.type(), " found)");
+  QKV_CHECK(tok_.hf(), name, ": init_from '", pre.path, "': an encoder reads its texts with a Hugging Face tokenizer (",
+            tok_.type(), " found)");
   tokenizer_meta_ = pre.tokenizer, carried_ = pre.carried;
 
   // The model: its parameters counted first (train/memory_plan.h), then built and loaded.
-  const int64_t params = check_model_fits(kTask, pre.model, [&] {
+  const int64_t params = check_model_fits(name, pre.model, [&] {
     return models::build_masked_language_model(pre.type, pre.model, nullptr)->module().num_parameters();
   });
   gen_ = Generator(cfg_.seed);
@@ -282,29 +450,34 @@ TextClassificationTask::TextClassificationTask(const json& config, const std::st
     model_ = models::build_masked_language_model(pre.type, pre.model, &gen_);
   }
   const models::EncoderTask head = model_->task();
-  QKV_CHECK(
-      head.classifier == nn::BertClassifier::sequence, kTask, ": init_from '", pre.path, "' holds ",
-      head.classifier == nn::BertClassifier::none ? "an encoder without a classifier" : "a token or span classifier",
-      ", not a sequence classifier: convert the checkpoint with one (qkv convert DIR --head sequence --labels "
-      "A,B,… -o FILE)");
+  const nn::BertClassifier want = tokens_ ? nn::BertClassifier::token : nn::BertClassifier::sequence;
+  QKV_CHECK(head.classifier == want, name, ": init_from '", pre.path, "' holds ",
+            head.classifier == nn::BertClassifier::none       ? "an encoder without a classifier"
+            : head.classifier == nn::BertClassifier::sequence ? "a sequence classifier"
+            : head.classifier == nn::BertClassifier::token    ? "a token classifier"
+                                                              : "a question-answering head",
+            ", not a ", kind, " classifier: convert the checkpoint with one (qkv convert DIR --head ", kind,
+            " --labels A,B,… -o FILE)");
   pre.load_into(model_->module());
   labels_ = head.labels;
-  problem_ = head.problem_type != nn::BertProblem::auto_ ? head.problem_type
-             : labels_.size() == 1                       ? nn::BertProblem::regression
-                                                         : nn::BertProblem::single_label;
-  QKV_CHECK(problem_ != nn::BertProblem::regression || labels_.size() == 1, kTask, ": init_from '", pre.path,
+  problem_ = tokens_                                       ? nn::BertProblem::single_label
+             : head.problem_type != nn::BertProblem::auto_ ? head.problem_type
+             : labels_.size() == 1                         ? nn::BertProblem::regression
+                                                           : nn::BertProblem::single_label;
+  QKV_CHECK(problem_ != nn::BertProblem::regression || labels_.size() == 1, name, ": init_from '", pre.path,
             "': a regression has one label, this classifier ", labels_.size());
 
   // The data: read, encoded with the file's tokenizer, cut to max_length tokens.
   const text::HfTokenizer& tok = *tok_.hf();
   pad_id_ = decode::batching::pad_id_of(tok);
   const TextClassificationDataConfig& d = c.data;
-  QKV_CHECK(!d.train.empty(), kTask, ": data.train (the training examples, .tsv or .jsonl) is missing");
-  QKV_CHECK(d.val_fraction > 0 || !d.val.empty(), kTask, ": data.val_fraction must be > 0 where there is no data.val");
+  QKV_CHECK(!d.train.empty(), name,
+            ": data.train (the training examples: ", tokens_ ? ".jsonl or CoNLL" : ".tsv or .jsonl", ") is missing");
+  QKV_CHECK(d.val_fraction > 0 || !d.val.empty(), name, ": data.val_fraction must be > 0 where there is no data.val");
   const int64_t longest = std::min(model_->max_positions(), tok.model_max_length().value_or(INT64_MAX));
-  QKV_CHECK(d.max_length <= model_->max_positions(), kTask, ": data.max_length ", d.max_length,
+  QKV_CHECK(d.max_length <= model_->max_positions(), name, ": data.max_length ", d.max_length,
             " is more than the model's ", model_->max_positions(), " positions");
-  QKV_CHECK(d.max_length == 0 || d.max_length >= 4, kTask, ": data.max_length ", d.max_length,
+  QKV_CHECK(d.max_length == 0 || d.max_length >= 4, name, ": data.max_length ", d.max_length,
             " leaves no room for a text beside the special tokens");
   const int64_t max_length = d.max_length > 0 ? d.max_length : longest;
   auto resolve = [&](const std::string& p) {
@@ -317,17 +490,20 @@ TextClassificationTask::TextClassificationTask(const json& config, const std::st
     io::ProgressBar::mute_all(was_muted || !verbose);
     try {
       const std::string train_path = resolve(d.train);
-      LabelledTexts all =
-          encode_examples(read_examples(train_path, d), train_path, *model_, tok, problem_, labels_, max_length);
+      auto read = [&](const std::string& path) {
+        return tokens_ ? encode_word_examples(read_word_examples(path, d, name), path, *model_, tok, labels_,
+                                              max_length, d.label_all_tokens, name)
+                       : encode_examples(read_examples(path, d), path, *model_, tok, problem_, labels_, max_length);
+      };
+      LabelledTexts all = read(train_path);
       if (!d.val.empty()) {
         train_ = std::move(all);
-        const std::string val_path = resolve(d.val);
-        val_ = encode_examples(read_examples(val_path, d), val_path, *model_, tok, problem_, labels_, max_length);
+        val_ = read(resolve(d.val));
       } else {
         // val_fraction of the examples, drawn with the seed (a file sorted by label splits evenly)
         const int64_t n = all.size(),
                       n_val = static_cast<int64_t>(std::llround(d.val_fraction * static_cast<double>(n)));
-        QKV_CHECK(n_val >= 1 && n_val < n, kTask, ": data.val_fraction ", d.val_fraction, " of the ", n,
+        QKV_CHECK(n_val >= 1 && n_val < n, name, ": data.val_fraction ", d.val_fraction, " of the ", n,
                   " examples of '", train_path, "' leaves ", n_val, " to validate on and ", n - n_val,
                   " to train on (give data.val)");
         const std::vector<int64_t> val_rows = io::sample_indices(n, n_val, cfg_.seed ^ 0x7A1D5E7ull);
@@ -347,15 +523,16 @@ TextClassificationTask::TextClassificationTask(const json& config, const std::st
     }
     io::ProgressBar::mute_all(was_muted);
   }
-  QKV_CHECK(train_.size() >= 1 && val_.size() >= 1, kTask, ": no examples to train on or to validate on");
+  QKV_CHECK(train_.size() >= 1 && val_.size() >= 1, name, ": no examples to train on or to validate on");
   order_ = io::EpochOrder(train_.size(), cfg_.seed);
 
   // One micro-batch's activations, at least: B × max_length × E floats for each of a layer's ~16
   // saved tensors (attention's inputs and outputs, the FFN's 4E-wide hidden layer).
   const int64_t B = cfg_.batch_size, E = model_->width();
   const int64_t layers = pre.model.value("num_hidden_layers", int64_t{1});
-  const char* keys = "text_classification task: train.batch_size × data.max_length × hidden_size";
-  check_batch_fits(kTask, params,
+  const std::string keys_text = detail::concat(name, ": train.batch_size × data.max_length × hidden_size");
+  const char* keys = keys_text.c_str();
+  check_batch_fits(name, params,
                    checked_mul(checked_mul(checked_mul(checked_mul(B, max_length, keys), E, keys), 64, keys),
                                std::max<int64_t>(layers, 1), keys),
                    detail::concat("train.batch_size ", B, " examples of up to ", max_length, " tokens × hidden_size ",
@@ -389,16 +566,30 @@ Tensor TextClassificationTask::loss(const Tensor& z, const LabelledTexts& set, c
   return mean(pos - z * y + log(exp(-abs_z) + 1.f));
 }
 
+Tensor TextClassificationTask::token_loss(const Tensor& z, const LabelledTexts& set, const std::vector<size_t>& rows,
+                                          int64_t T, std::vector<int32_t>* tags) const {
+  // (1/N) Σ over the N tagged tokens of −log softmax(z_t)[y_t]   (y_t = −100: left out)
+  const auto B = static_cast<int64_t>(rows.size()), L = static_cast<int64_t>(labels_.size());
+  std::vector<int32_t> y(static_cast<size_t>(B * T), -100);
+  for (size_t r = 0; r < rows.size(); ++r) {
+    const std::vector<int32_t>& t = set.token_tags[rows[r]];
+    std::copy(t.begin(), t.end(), y.begin() + static_cast<std::ptrdiff_t>(r * static_cast<size_t>(T)));
+  }
+  Tensor loss = cross_entropy(z.reshape({B * T, L}), Tensor::from_ints(y, {B * T}).to(z.device()), -100);
+  if (tags) *tags = std::move(y);
+  return loss;
+}
+
 StepStats TextClassificationTask::train_micro_step(int64_t step, int64_t micro, int64_t accum) {
   // this process's examples of the batch (all of them in one process)
   const int64_t batch = cfg_.batch_size;
-  const Rows rows = shard_rows(batch, gen_, "text_classification task");
+  const Rows rows = shard_rows(batch, gen_, tokens_ ? "token_classification task" : "text_classification task");
   const auto first = static_cast<uint64_t>((step * accum + micro) * batch + rows.first);
   std::vector<size_t> index(static_cast<size_t>(rows.count));
   for (size_t i = 0; i < index.size(); ++i) index[i] = static_cast<size_t>(order_.at(first + i));
   const decode::batching::Batch b = decode::batching::pad(train_.encodings, index, 0, index.size(), pad_id_);
-  const Tensor z = model_->classify(b.ids.to(device_), b.types.to(device_), b.mask.to(device_));  // [B, L]
-  const Tensor l = loss(z, train_, index);
+  const Tensor z = model_->classify(b.ids.to(device_), b.types.to(device_), b.mask.to(device_));  // [B, L] or [B, T, L]
+  const Tensor l = tokens_ ? token_loss(z, train_, index, b.T) : loss(z, train_, index);
   const double share = static_cast<double>(rows.count) / static_cast<double>(batch);
   backward_share(l, share, accum);
   return {l.item(), rows.count, share};
@@ -407,6 +598,51 @@ StepStats TextClassificationTask::train_micro_step(int64_t step, int64_t micro, 
 std::vector<std::pair<std::string, double>> TextClassificationTask::evaluate(int64_t) {
   // Every validation example, in batches of train.batch_size (longest first: little padding).
   const auto L = static_cast<int64_t>(labels_.size());
+  if (tokens_) {
+    // run_ner.py's figures: the tagged tokens' mean loss and accuracy; the entities (seqeval) of each
+    // sentence's tagged tokens, predicted against true
+    double loss_sum = 0;
+    int64_t tagged = 0, right = 0;
+    std::vector<std::vector<std::string>> truth(static_cast<size_t>(val_.size())), guess(truth.size());
+    io::ProgressBar bar("eval", val_.size(), 0, /*delay_seconds=*/2);
+    decode::batching::batches(val_.encodings, cfg_.batch_size, pad_id_,
+                              [&](const decode::batching::Batch& b, const std::vector<size_t>& rows) {
+                                const Tensor z =
+                                    model_->classify(b.ids.to(device_), b.types.to(device_), b.mask.to(device_));
+                                std::vector<int32_t> y;
+                                const double l = token_loss(z, val_, rows, b.T, &y).item();
+                                const std::vector<float> v = z.to_vector();
+                                int64_t n = 0;
+                                for (size_t k = 0; k < y.size(); ++k) {
+                                  if (y[k] < 0) continue;
+                                  const float* zk = v.data() + k * static_cast<size_t>(L);
+                                  const auto p = static_cast<int32_t>(std::max_element(zk, zk + L) - zk);
+                                  const size_t row = rows[k / static_cast<size_t>(b.T)];
+                                  truth[row].push_back(labels_[static_cast<size_t>(y[k])]);
+                                  guess[row].push_back(labels_[static_cast<size_t>(p)]);
+                                  right += p == y[k];
+                                  ++n;
+                                }
+                                loss_sum += l * static_cast<double>(n);
+                                tagged += n;
+                                bar.update(static_cast<int64_t>(rows.size()));
+                              });
+    // seqeval over the sentences (as its nested lists: each sentence's entities alone)
+    int64_t true_entities = 0, guessed = 0, correct = 0;
+    for (size_t i = 0; i < truth.size(); ++i) {
+      const auto t = entities(truth[i]), g = entities(guess[i]);
+      true_entities += static_cast<int64_t>(t.size()), guessed += static_cast<int64_t>(g.size());
+      for (const auto& e : g) correct += std::find(t.begin(), t.end(), e) != t.end();
+    }
+    const double precision = guessed > 0 ? static_cast<double>(correct) / static_cast<double>(guessed) : 0.0;
+    const double recall = true_entities > 0 ? static_cast<double>(correct) / static_cast<double>(true_entities) : 0.0;
+    const double n = static_cast<double>(std::max<int64_t>(tagged, 1));
+    return {{"val_loss", loss_sum / n},
+            {"val_accuracy", static_cast<double>(right) / n},
+            {"val_precision", precision},
+            {"val_recall", recall},
+            {"val_f1", precision + recall > 0 ? 2 * precision * recall / (precision + recall) : 0.0}};
+  }
   double loss_sum = 0;
   int64_t right = 0;
   std::vector<int64_t> tp(static_cast<size_t>(L), 0), fp(tp), fn(tp);  // per label (single-label)
@@ -458,14 +694,17 @@ std::vector<std::pair<std::string, double>> TextClassificationTask::evaluate(int
   }
   out.emplace_back("val_accuracy", static_cast<double>(right) / n);
   if (problem_ == nn::BertProblem::single_label) {
-    // macro F1: the mean over the labels of 2·tp / (2·tp + fp + fn) (a label never seen nor predicted: 0, as
-    // scikit-learn's zero_division=0)
+    // macro F1: the mean of 2·tp / (2·tp + fp + fn) over the labels seen or predicted (scikit-learn's
+    // f1_score(average="macro"): its labels are those of y_true and y_pred)
     double f1 = 0;
+    int64_t present = 0;
     for (size_t l = 0; l < tp.size(); ++l) {
       const int64_t denom = 2 * tp[l] + fp[l] + fn[l];
-      f1 += denom > 0 ? 2.0 * static_cast<double>(tp[l]) / static_cast<double>(denom) : 0.0;
+      if (denom == 0) continue;
+      f1 += 2.0 * static_cast<double>(tp[l]) / static_cast<double>(denom);
+      ++present;
     }
-    out.emplace_back("val_f1", f1 / static_cast<double>(L));
+    out.emplace_back("val_f1", present > 0 ? f1 / static_cast<double>(present) : 0.0);
   }
   return out;
 }

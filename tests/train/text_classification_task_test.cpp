@@ -11,6 +11,7 @@
 
 #include <filesystem>
 #include <fstream>
+#include <sstream>
 #include <nlohmann/json.hpp>
 
 #include "qkv/core/thread_budget.h"
@@ -128,6 +129,165 @@ TEST(TextClassification, OneStepIsTransformersAndAdamW) {
     EXPECT_NEAR(steps[0]["grad_norm"].get<double>(), norm, 1e-4 * norm);
     EXPECT_NEAR(evals[1]["val_loss"].get<double>(), after, 1e-5 + 1e-4 * after);
   }
+}
+
+// Token classification (run_ner.py's way), one step against transformers' …ForTokenClassification
+// with labels and AdamW: each sentence's ids and word ids as tokenizer(words, is_split_into_words=True)
+// gives them (a ByteLevel tokenizer with add_prefix_space=True), the first token of each word tagged
+// (or every token: label_all_tokens), the loss over the tagged tokens, its gradients' norm, the loss
+// after the step.
+TEST(TokenClassification, OneStepIsTransformersAndAdamW) {
+  const FixedThreads fixed;
+  const json golden = json::parse(io::read_file((kGolden / "hf_finetune.json").string()));
+  ASSERT_GE(golden["token_cases"].size(), 7u);
+  for (const json& c : golden["token_cases"]) {
+    const std::string name = c["case"];
+    SCOPED_TRACE(name);
+    TempDir d("token-classification-golden");
+    const std::string model = (d.path / "model.safetensors").string();
+    models::convert_hf((kGolden / "hf" / c["folder"].get<std::string>()).string(), model);
+    std::ofstream jsonl(d.path / "sentences.jsonl");
+    for (const json& e : c["examples"]) jsonl << e.dump() << "\n";
+    jsonl.close();
+    const std::string data = (d.path / "sentences.jsonl").string();
+    const json cfg = {{"task", "token_classification"},
+                      {"init_from", model},
+                      {"data",
+                       {{"train", data},
+                        {"val", data},
+                        {"max_length", golden["max_length"]},
+                        {"label_all_tokens", c["label_all_tokens"]}}},
+                      {"model", no_dropout(model)},
+                      {"train", train_section(1, static_cast<int64_t>(c["examples"].size()))}};
+    {
+      TextClassificationTask task(cfg, "");
+      ASSERT_EQ(task.train_set().size(), static_cast<int64_t>(c["input_ids"].size()));
+      for (size_t i = 0; i < c["input_ids"].size(); ++i) {
+        const text::HfEncoding& e = task.train_set().encodings[i];
+        EXPECT_EQ(e.ids, c["input_ids"][i].get<std::vector<int32_t>>()) << "sentence " << i;
+        EXPECT_EQ(e.word_ids, c["word_ids"][i].get<std::vector<int32_t>>()) << "sentence " << i;
+      }
+    }
+    run(cfg, d.path / "run");
+    std::vector<json> evals, steps;
+    for (const json& r : metric_rows(d.path / "run")) (r.contains("val_loss") ? evals : steps).push_back(r);
+    ASSERT_EQ(evals.size(), 2u);
+    ASSERT_EQ(steps.size(), 1u);
+    const double loss = c["loss"], norm = c["grad_norm"], after = c["loss_after_step"];
+    EXPECT_NEAR(evals[0]["val_loss"].get<double>(), loss, 2e-6 + 1e-5 * loss);
+    EXPECT_NEAR(steps[0]["loss"].get<double>(), loss, 2e-6 + 1e-5 * loss);
+    EXPECT_NEAR(steps[0]["grad_norm"].get<double>(), norm, 1e-4 * norm);
+    EXPECT_NEAR(evals[1]["val_loss"].get<double>(), after, 1e-5 + 1e-4 * after);
+    // seqeval's figures on the predictions after the step
+    for (const char* k : {"accuracy", "precision", "recall", "f1"})
+      EXPECT_NEAR(evals[1][std::string("val_") + k].get<double>(), c["metrics_after_step"][k].get<double>(), 1e-9) << k;
+  }
+}
+
+// `qkv convert --head token` on a BertForMaskedLM, fine-tuned from CoNLL text to tag "romeo" (put
+// into Shakespeare's lines at random) as a person: the entities' F1 rises, and the written file tags
+// as the token-classification pipeline does.
+TEST(TokenClassification, ANewTokenHeadLearnsFromCoNLL) {
+  TempDir d("token-classification-learns");
+  const std::string model = (d.path / "ner.safetensors").string();
+  models::HfConvertOptions o;
+  o.head = "token", o.labels = {"O", "B-PER", "I-PER"};
+  models::HfHeadReport report;
+  models::convert_hf((kGolden / "hf" / "bert-uncased").string(), model, o, &report);
+  EXPECT_EQ(report.architecture, "BertForTokenClassification");
+  EXPECT_EQ(report.initialized, (std::vector<std::string>{"classifier.bias", "classifier.weight"}));
+  const std::string text =
+      io::read_file((fs::path(QKV_SOURCE_DIR) / "data" / "tinyshakespeare" / "input.txt").string());
+  std::ofstream conll(d.path / "train.conll");
+  conll << "-DOCSTART- -X- O O\n\n";
+  size_t from = 0;
+  for (int i = 0; i < 300;) {
+    const size_t end = text.find('\n', from);
+    std::istringstream line(text.substr(from, end - from));
+    from = end + 1;
+    std::vector<std::string> words;
+    for (std::string w; line >> w && words.size() < 8;) words.push_back(w);
+    if (words.size() < 3) continue;
+    const size_t at = static_cast<size_t>(i) % words.size();
+    words.insert(words.begin() + static_cast<std::ptrdiff_t>(at), "romeo");
+    for (size_t k = 0; k < words.size(); ++k) conll << words[k] << " NN " << (k == at ? "B-PER" : "O") << "\n";
+    conll << "\n";
+    ++i;
+  }
+  conll.close();
+  const json cfg = {{"task", "token_classification"},
+                    {"init_from", model},
+                    {"data", {{"train", (d.path / "train.conll").string()}, {"max_length", 24}}},
+                    {"train",
+                     {{"max_iters", 300},
+                      {"batch_size", 16},
+                      {"learning_rate", 1e-2},
+                      {"min_lr", 3e-4},
+                      {"warmup_iters", 5},
+                      {"lr_decay_iters", 300},
+                      {"eval_interval", 300},
+                      {"log_interval", 10},
+                      {"checkpoint_interval", 0},
+                      {"weight_decay", 0.01}}}};
+  {
+    TextClassificationTask task(cfg, "");
+    EXPECT_EQ(task.train_set().size() + task.val_set().size(), 300);
+  }
+  run(cfg, d.path / "run");
+  std::vector<json> evals;
+  for (const json& r : metric_rows(d.path / "run"))
+    if (r.contains("val_f1")) evals.push_back(r);
+  ASSERT_EQ(evals.size(), 2u);
+  EXPECT_LT(evals[0]["val_f1"].get<double>(), 0.5);
+  EXPECT_GE(evals[1]["val_f1"].get<double>(), 0.9) << evals[1].dump();
+  models::LoadedMaskedLanguageModel tuned =
+      models::load_masked_language_model((d.path / "run" / "model.safetensors").string());
+  decode::TokenClassificationOptions t;
+  t.aggregation = decode::Aggregation::simple;
+  const auto found = decode::token_classification(*tuned.model, *tuned.tokenizer.hf(), {"my lord romeo is here"}, t);
+  ASSERT_EQ(found.size(), 1u);
+  ASSERT_EQ(found[0].size(), 1u);
+  EXPECT_EQ(found[0][0].entity, "PER");
+  EXPECT_EQ(found[0][0].word, "romeo");
+}
+
+TEST(TokenClassification, RefusesHostileDataByName) {
+  TempDir d("token-classification-hostile");
+  const std::string model = (d.path / "ner.safetensors").string();
+  models::HfConvertOptions o;
+  o.head = "token", o.labels = {"O", "B-PER", "I-PER"};
+  models::convert_hf((kGolden / "hf" / "bert-uncased").string(), model, o);
+  auto error = [&](const std::string& name, const std::string& text) {
+    std::ofstream(d.path / name) << text;
+    const json cfg = {{"task", "token_classification"},
+                      {"init_from", model},
+                      {"data", {{"train", (d.path / name).string()}, {"val", (d.path / name).string()}}},
+                      {"train", {{"max_iters", 1}, {"batch_size", 2}}}};
+    return error_of([&] { TextClassificationTask task(cfg, ""); });
+  };
+  EXPECT_NE(error("a.conll", "Romeo B-PER\nwent\n").find("a.conll' line 2: a word without a tag"), std::string::npos);
+  EXPECT_NE(error("b.conll", "Romeo B-LOC\n").find("the label \"B-LOC\" is not one of the model's (O, B-PER, I-PER)"),
+            std::string::npos);
+  EXPECT_NE(error("c.jsonl", "{\"tokens\": [\"a\", \"b\"], \"ner_tags\": [0]}\n").find("lists of one length"),
+            std::string::npos);
+  EXPECT_NE(error("d.jsonl", "{\"words\": [\"a\"], \"ner_tags\": [0]}\n").find("not an object with \"tokens\""),
+            std::string::npos);
+  EXPECT_NE(error("e.jsonl", "{\"tokens\": [1], \"ner_tags\": [0]}\n").find("the word 1 is not a string"),
+            std::string::npos);
+  EXPECT_NE(error("f.tsv", "a\tO\n").find("is neither .jsonl"), std::string::npos);
+  EXPECT_NE(error("g.conll", "-DOCSTART- -X- O\n\n\n").find("holds no sentences"), std::string::npos);
+  // a sequence classifier is not a token classifier
+  const std::string seq = (d.path / "seq.safetensors").string();
+  o.head = "sequence";
+  models::convert_hf((kGolden / "hf" / "bert-uncased").string(), seq, o);
+  const json cfg = {{"task", "token_classification"},
+                    {"init_from", seq},
+                    {"data", {{"train", "x.conll"}}},
+                    {"train", {{"max_iters", 1}}}};
+  EXPECT_NE(error_of([&] {
+              TextClassificationTask task(cfg, "");
+            }).find("holds a sequence classifier, not a token classifier: convert the checkpoint with one"),
+            std::string::npos);
 }
 
 // A texts file of `n` lines, "yes, …" labelled pos and "no, …" labelled neg, as TSV.

@@ -30,7 +30,7 @@ void add_convert(CLI::App& app) {
   sub->add_option("--head", a->head,
                   "an encoder's checkpoint (BertForMaskedLM, RobertaModel, …) with a new classifier, as "
                   "AutoModelFor…Classification.from_pretrained(folder, num_labels=…) makes one, to fine-tune "
-                  "(qkv train, task text_classification)")
+                  "(qkv train, task text_classification or token_classification)")
       ->check(CLI::IsMember({"sequence", "token"}));
   sub->add_option("--labels", a->labels, "the new classifier's labels, in id order (comma-separated)")->needs("--head");
   sub->add_option("--problem-type", a->problem_type, "the new sequence classifier's problem_type (transformers')")
@@ -68,8 +68,8 @@ void add_convert(CLI::App& app) {
       for (const auto& n : report.initialized) drawn += (drawn.empty() ? "" : ", ") + n;
       std::fprintf(stderr,
                    "new %s head (%zu labels): %s drawn at random — fine-tune it before use (qkv train, "
-                   "\"task\": \"text_classification\")\n",
-                   a->head.c_str(), o.labels.size(), drawn.c_str());
+                   "\"task\": \"%s_classification\")\n",
+                   a->head.c_str(), o.labels.size(), drawn.c_str(), a->head == "token" ? "token" : "text");
       if (!report.unused.empty()) {
         std::string some;
         for (size_t i = 0; i < report.unused.size() && i < 4; ++i) some += (i ? ", " : "") + report.unused[i];

@@ -101,6 +101,13 @@ class HfTokenizer {
   // would have to be used.
   std::vector<HfEncoding> encode_pair_windows(std::string_view text, std::string_view pair, int64_t max_length,
                                               int64_t stride) const;
+  // Words already split — a CoNLL sentence's — encoded as transformers' tokenizer(words,
+  // is_split_into_words=True[, truncation=True, max_length=N]) encodes them: each word alone through
+  // the normalizer, pre-tokenizer and model, word_ids its index (-1 at the special tokens), offsets
+  // within its word; the words' tokens cut to fit max_length (< 0: not cut) with the special tokens.
+  // A ByteLevel tokenizer without add_prefix_space (RoBERTa's, ModernBERT's) gives each word its
+  // space, as the add_prefix_space=True transformers requires of it does.
+  HfEncoding encode_words(const std::vector<std::string>& words, int64_t max_length = -1) const;
   // encode(text) cut to at most max_length ids as transformers' truncation=True, max_length=N cuts
   // one sequence: the text's tokens shortened, the special tokens kept.
   std::vector<int32_t> encode_truncated(std::string_view text, int64_t max_length) const;
