@@ -1588,6 +1588,36 @@ def add_text_classification_cases(m):
               expect="any" if name in valid else "fail", names=[path, os.path.basename(path), "data.train"],
               gone=[] if name in valid else [os.path.join(out, "model.safetensors")],
               kinds={fifo: "fifo"} if name == "fifo" else {})  # (a FIFO is refused unopened: data is read from files)
+    # token classification: CoNLL and JSONL sentences that lie
+    ner = m.path("textcls/ner.safetensors")
+    r = subprocess.run([m.qkv, "convert", golden, "--head", "token", "--labels", "O,B-PER,I-PER", "-o", ner],
+                       capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stderr
+    sentences = {
+        "no-tag.conll": "Romeo B-PER\nwent\n",
+        "unknown-tag.conll": "Romeo B-LOC\n",
+        "only-docstart.conll": "-DOCSTART- -X- O\n\n",
+        "nul.conll": b"Rom\x00eo B-PER\n\nx O\n",
+        "long-word.conll": "R" + "o" * 3000000 + " B-PER\n\nx O\n",
+        "lengths.jsonl": '{"tokens": ["a", "b"], "ner_tags": [0]}\n',
+        "empty-lists.jsonl": '{"tokens": [], "ner_tags": []}\n',
+        "tag-huge.jsonl": '{"tokens": ["a"], "ner_tags": [4294967296]}\n',
+        "word-object.jsonl": '{"tokens": [{"a": 1}], "ner_tags": [0]}\n',
+        "deep.jsonl": '{"tokens": ["a"], "ner_tags": ' + "[" * 100000 + "]" * 100000 + "}\n",
+        "tsv.tsv": "a\tO\n",
+    }
+    valid_ner = {"nul.conll", "long-word.conll"}
+    ner_val = m.write("textcls/ner-data/val.conll", "Romeo B-PER\nwent O\n")
+    for name, data in sentences.items():
+        path = m.write(f"textcls/ner-data/{name}", data)
+        c = {"task": "token_classification", "init_from": ner,
+             "data": {"train": path, "val": ner_val if name in valid_ner else path, "max_length": 16},
+             "train": {"max_iters": 2, "batch_size": 2, "eval_interval": 0, "log_interval": 1, "checkpoint_interval": 0}}
+        f = m.write(f"textcls/configs/ner-{name}.json", json.dumps(c))
+        out = m.out("textcls-ner")
+        m.add(f"textcls/ner/{name}", ["{qkv}", "train", f, "-o", out, "-q", "--threads", "1"],
+              expect="any" if name in valid_ner else "fail", names=[path, os.path.basename(path)],
+              gone=[] if name in valid_ner else [os.path.join(out, "model.safetensors")])
     # the keys of the data section at their limits
     base = dict(cfg, data={"train": paths["one-example.tsv"], "val": m.write("textcls/data/v.tsv", "sentence\tlabel\nok\tneg\n"),
                            "max_length": 16})

@@ -1,0 +1,304 @@
+#!/usr/bin/env python3
+"""Fine-tuning a BERT sequence classifier on the CPU: `qkv train` (task text_classification) against
+transformers (PyTorch), the same model, the same batches, the same optimizer, in one run — examples a
+second and each side's peak RSS.
+
+    pip install torch transformers tokenizers                                # the peer (PyPI)
+    python3 bench/finetune_vs_transformers.py [--size base] [--batch 32] [--steps 20] [--threads 2] [--rounds 2]
+
+The model is random (no hub here): a transformers BertForMaskedLM of --size (base: 12 layers, d 768,
+12 heads, FFN 3072, 512 positions, BERT's 30,522 embeddings, ~110 M parameters; small: 4 layers, d 512,
+8 heads, FFN 2048; tiny: 2 layers, d 128, 2 heads, FFN 512) with bench/tatoeba_wordpiece.py's WordPiece
+tokenizer (Tatoeba's English words, ~14,000 pieces), saved with save_pretrained into --out once (rebuilt
+when --size or --examples change) — a pretrained MLM checkpoint as a user downloads one.
+Each side puts a new 2-label classifier on it:
+  qkv           `qkv convert FOLDER --head sequence --labels statement,question`, then `qkv train` of
+                {"task": "text_classification", "init_from": …} (-q, --threads N); its rate is the median
+                over steps ≥ --skip of metrics.jsonl's tokens_per_s (examples a second for this task:
+                the step's forward, backward, clipping and AdamW update).
+  transformers  BertForSequenceClassification.from_pretrained(FOLDER, num_labels=2), model.train(),
+                torch.optim.AdamW (weight decay on the matrices only, as qkv groups it and Trainer does);
+                each step: the batch padded (tokenizer.pad: DataCollatorWithPadding's), model(**batch,
+                labels=…).loss.backward(), clip_grad_norm_(1.0), step, zero_grad — timed whole; the
+                median over steps ≥ --skip of batch / step time.
+Both: lr 2e-5 constant (no warm-up), betas 0.9 / 0.999, eps 1e-8, weight decay 0.01, dropout 0.1 (the
+config's), f32. The data: --examples English Tatoeba sentences (unique, drawn with a seed), labelled
+"question" where the sentence ends with '?', else "statement" (a TSV, `sentence<TAB>label`), each
+tokenized once before training and cut to --max-length tokens (qkv encodes its data before step 0;
+transformers' users map the tokenizer over the dataset). The batches are the same examples in the
+same order on both sides: the script draws qkv's epoch order (include/qkv/io/sample.h's EpochOrder,
+the config's seed) for transformers, so each step pads to the same length T on both (checked: with lr 0
+and no dropout, the two sides' losses agree at every step to 6e-8).
+
+Each side runs in a fresh process (OMP_NUM_THREADS=N, OMP_WAIT_POLICY=PASSIVE; transformers also
+torch.set_num_threads(N)); --rounds rounds alternate the sides' order; medians reported. Peak RSS:
+transformers' process's own (getrusage RUSAGE_SELF); qkv's, the `qkv train` child of a small Python
+process (RUSAGE_CHILDREN) — both the whole process from start to end (qkv's includes writing its final
+checkpoint). qkv's thread budget (include/qkv/core/thread_budget.h) stays on, as users get it: on a
+quiet machine it keeps all N threads; --fixed-threads sets QKV_THREAD_BUDGET=off. Measure on a quiet
+machine.
+"""
+import argparse
+import gzip
+import json
+import os
+import random
+import shutil
+import statistics
+import subprocess
+import sys
+import time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import bench_progress  # noqa: E402
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+DATA = os.path.join(ROOT, "data", "tatoeba-en-fr", "fra.txt.gz")
+SIZES = {  # hidden, layers, heads, FFN (BERT-base; google/bert_uncased_L-4_H-512_A-8 and L-2_H-128_A-2's shapes)
+    "tiny": (128, 2, 2, 512),
+    "small": (512, 4, 8, 2048),
+    "base": (768, 12, 12, 3072),
+}
+LABELS = ["statement", "question"]
+LR, BETAS, EPS, WD, CLIP = 2e-5, (0.9, 0.999), 1e-8, 0.01, 1.0
+SEED = 1337  # qkv train's seed: its epoch order, its dropout
+MASK64 = (1 << 64) - 1
+
+
+def cpu_name():
+    try:
+        for line in open("/proc/cpuinfo"):
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return "unknown CPU"
+
+
+def sentences():
+    """Tatoeba's English sentences (the first column), each once, in file order."""
+    seen, out = set(), []
+    with gzip.open(DATA, "rt", encoding="utf-8") as f:
+        for line in f:
+            en = line.split("\t")[0].strip()
+            if en and en not in seen:
+                seen.add(en)
+                out.append(en)
+    return out
+
+
+def bits(seed, counter):
+    """qkv's Generator::bits (include/qkv/core/rng.h): splitmix64's finalizer over a keyed counter."""
+    z = (counter * 0x9E3779B97F4A7C15 + seed * 0xD1B54A32D192ED03 + 0x2545F4914F6CDD1D) & MASK64
+    z = ((z ^ (z >> 30)) * 0xBF58476D1CE4E5B9) & MASK64
+    z = ((z ^ (z >> 27)) * 0x94D049BB133111EB) & MASK64
+    return z ^ (z >> 31)
+
+
+def epoch_order(n, seed, count):
+    """The first `count` example indices qkv's trainer draws (include/qkv/io/sample.h's EpochOrder: a
+    Fisher–Yates shuffle an epoch, keyed by the seed and the epoch)."""
+    out, epoch = [], 0
+    while len(out) < count:
+        order = list(range(n))
+        key = seed ^ ((0x9E3779B97F4A7C15 * (epoch + 1)) & MASK64)
+        for i in range(n - 1, 0, -1):
+            j = bits(key, i) % (i + 1)
+            order[i], order[j] = order[j], order[i]
+        out += order
+        epoch += 1
+    return out[:count]
+
+
+def build(a):
+    """The random MLM checkpoint, qkv's classifier file and the TSV (once per --out and its settings)."""
+    stamp = {"size": a.size, "examples": a.examples}
+    done = os.path.join(a.out, "done.json")
+    if os.path.exists(done) and json.load(open(done)) == stamp:
+        return
+    import torch
+    import transformers
+    import tatoeba_wordpiece
+    transformers.logging.set_verbosity_error()
+    transformers.utils.logging.disable_progress_bar()
+    torch.manual_seed(0)
+    everything = sentences()
+    # the tokenizer's vocabulary: Tatoeba's English words; the examples: --examples of the sentences
+    tok = tatoeba_wordpiece.tokenizer(everything)
+    tok.model_max_length = 512
+    hidden, layers, heads, ffn = SIZES[a.size]
+    # (the embeddings of BERT's 30,522 pieces, as bert-base-uncased has; the words use ~14,000 of them)
+    model = transformers.BertForMaskedLM(transformers.BertConfig(
+        vocab_size=max(30522, len(tok)), hidden_size=hidden, num_hidden_layers=layers, num_attention_heads=heads,
+        intermediate_size=ffn, max_position_embeddings=512, pad_token_id=tok.pad_token_id))
+    hf = os.path.join(a.out, "hf")
+    shutil.rmtree(hf, ignore_errors=True)
+    model.save_pretrained(hf, safe_serialization=True)
+    tok.save_pretrained(hf)
+    p = subprocess.run([a.qkv, "convert", hf, "--head", "sequence", "--labels", ",".join(LABELS), "-o",
+                        os.path.join(a.out, "classifier.safetensors")], capture_output=True, text=True)
+    if p.returncode != 0:
+        sys.exit(f"qkv convert failed:\n{p.stdout[-2000:]}{p.stderr[-2000:]}")
+    picked = random.Random(0).sample(everything, a.examples + 16)
+    for name, rows in (("train.tsv", picked[:a.examples]), ("val.tsv", picked[a.examples:])):
+        with open(os.path.join(a.out, name), "w", encoding="utf-8") as f:
+            f.write("sentence\tlabel\n")
+            for s in rows:
+                f.write(f"{s}\t{LABELS[s.endswith('?')]}\n")
+    json.dump(stamp, open(done, "w"))
+
+
+def read_tsv(path):
+    with open(path, encoding="utf-8") as f:
+        rows = [line.rstrip("\n").split("\t") for line in f][1:]
+    return [r[0] for r in rows], [LABELS.index(r[1]) for r in rows]
+
+
+def run_qkv(a):
+    """One `qkv train` (a child of this small process): its rates and peak RSS."""
+    import resource
+    work = os.path.join(a.out, "run-qkv")
+    shutil.rmtree(work, ignore_errors=True)
+    os.makedirs(work)
+    config = {
+        "task": "text_classification",
+        "init_from": os.path.join(a.out, "classifier.safetensors"),
+        "data": {"train": os.path.join(a.out, "train.tsv"), "val": os.path.join(a.out, "val.tsv"),
+                 "max_length": a.max_length},
+        "train": {"max_iters": a.steps, "batch_size": a.batch, "optimizer": "adamw", "learning_rate": LR,
+                  "beta1": BETAS[0], "beta2": BETAS[1], "eps": EPS, "weight_decay": WD, "grad_clip": CLIP,
+                  "schedule": "constant", "warmup_iters": 0, "eval_interval": 0, "checkpoint_interval": 0,
+                  "log_interval": 1, "seed": SEED, "dtype": "f32"},
+    }
+    cfg = os.path.join(work, "config.json")
+    json.dump(config, open(cfg, "w"), indent=1)
+    out = os.path.join(work, "out")
+    p = subprocess.run([a.qkv, "train", cfg, "-o", out, "-q", "--threads", str(a.threads)],
+                       capture_output=True, text=True)
+    if p.returncode != 0:
+        sys.exit(f"qkv train failed:\n{p.stdout[-2000:]}{p.stderr[-2000:]}")
+    rss = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024
+    rows = [json.loads(line) for line in open(os.path.join(out, "metrics.jsonl"))]
+    rates = [r["tokens_per_s"] for r in rows if "tokens_per_s" in r and r["step"] >= a.skip]
+    loss = [r["loss"] for r in rows if "loss" in r]
+    shutil.rmtree(work, ignore_errors=True)
+    return {"rate": statistics.median(rates), "steps": len(rates), "rss_mib": rss, "loss": [loss[0], loss[-1]]}
+
+
+def run_transformers(a):
+    """The same steps in transformers, in this process: its rate, padded lengths and peak RSS."""
+    import resource
+
+    import torch
+    import transformers
+    transformers.logging.set_verbosity_error()
+    torch.set_num_threads(a.threads)
+    torch.manual_seed(0)
+    hf = os.path.join(a.out, "hf")
+    tok = transformers.AutoTokenizer.from_pretrained(hf)
+    model = transformers.BertForSequenceClassification.from_pretrained(
+        hf, num_labels=2, id2label=dict(enumerate(LABELS)), label2id={l: i for i, l in enumerate(LABELS)})
+    model.train()
+    decay = [p for p in model.parameters() if p.dim() >= 2]
+    rest = [p for p in model.parameters() if p.dim() < 2]
+    opt = torch.optim.AdamW([{"params": decay, "weight_decay": WD}, {"params": rest, "weight_decay": 0.0}], lr=LR,
+                            betas=BETAS, eps=EPS)
+    texts, labels = read_tsv(os.path.join(a.out, "train.tsv"))
+    encoded = tok(texts, truncation=True, max_length=a.max_length)  # once, as qkv encodes its data
+    features = [{k: encoded[k][i] for k in encoded} for i in range(len(texts))]
+    order = epoch_order(len(texts), SEED, a.steps * a.batch)  # qkv's batches
+    times, lengths, loss = [], [], []
+    for step in range(a.steps):
+        rows = order[step * a.batch:(step + 1) * a.batch]
+        t0 = time.perf_counter()
+        batch = tok.pad([features[i] for i in rows], return_tensors="pt")
+        y = torch.tensor([labels[i] for i in rows])
+        out = model(**batch, labels=y)
+        out.loss.backward()
+        torch.nn.utils.clip_grad_norm_(model.parameters(), CLIP)
+        opt.step()
+        opt.zero_grad()
+        times.append(time.perf_counter() - t0)
+        lengths.append(batch["input_ids"].shape[1])
+        loss.append(out.loss.item())
+    rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    timed = range(a.skip, a.steps)
+    return {"rate": statistics.median(a.batch / times[s] for s in timed), "steps": len(timed), "rss_mib": rss,
+            "T": statistics.mean(lengths[s] for s in timed), "loss": [loss[0], loss[-1]],
+            "params": sum(p.numel() for p in model.parameters()),
+            "versions": f"torch {torch.__version__}, transformers {transformers.__version__}"}
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--size", choices=list(SIZES), default="base")
+    ap.add_argument("--batch", type=int, default=32, help="examples a step (B)")
+    ap.add_argument("--steps", type=int, default=20, help="training steps a run")
+    ap.add_argument("--skip", type=int, default=3, help="first steps left out of the rate (warm-up)")
+    ap.add_argument("--examples", type=int, default=4000, help="labelled sentences to train on")
+    ap.add_argument("--max-length", type=int, default=64)
+    ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--rounds", type=int, default=2)
+    ap.add_argument("--fixed-threads", action="store_true",
+                    help="QKV_THREAD_BUDGET=off: qkv keeps --threads whatever else runs")
+    ap.add_argument("--qkv", default=os.path.join(ROOT, "build", "qkv"))
+    ap.add_argument("--out", help="where the model and data go (default /tmp/qkv-finetune-bench-SIZE)")
+    ap.add_argument("--one", choices=["qkv", "transformers"], help=argparse.SUPPRESS)  # a child process
+    ap.add_argument("--build-only", action="store_true", help=argparse.SUPPRESS)  # the folder, in a child
+    a = ap.parse_args()
+    a.out = a.out or f"/tmp/qkv-finetune-bench-{a.size}"
+    if a.steps <= a.skip:
+        ap.error(f"--steps {a.steps} leaves no step after the --skip {a.skip} warm-up steps")
+    if a.one:
+        print(json.dumps(run_qkv(a) if a.one == "qkv" else run_transformers(a)))
+        return
+    os.makedirs(a.out, exist_ok=True)
+    if a.build_only:
+        build(a)
+        return
+    print(f"{cpu_name()}, {os.cpu_count()} cores")
+    # built in a child: a peak RSS is inherited across fork and exec, and this process stays small
+    subprocess.run([sys.executable, __file__, "--build-only", "--size", a.size, "--examples", str(a.examples),
+                    "--out", a.out, "--qkv", a.qkv], check=True)
+    env = dict(os.environ, OMP_WAIT_POLICY="PASSIVE", OMP_NUM_THREADS=str(a.threads))
+    if a.fixed_threads:
+        env["QKV_THREAD_BUDGET"] = "off"
+    else:
+        env.pop("QKV_THREAD_BUDGET", None)
+    child = [sys.executable, __file__, "--size", a.size, "--batch", str(a.batch), "--steps", str(a.steps), "--skip",
+             str(a.skip), "--examples", str(a.examples), "--max-length", str(a.max_length), "--threads",
+             str(a.threads), "--out", a.out, "--qkv", a.qkv]
+    sides = ["qkv", "transformers"]
+    got = {s: [] for s in sides}
+    bench_progress.start(len(sides) * a.rounds, f"fine-tuning {a.size}")
+    for r in range(a.rounds):
+        for s in (sides if r % 2 == 0 else sides[::-1]):  # alternate which side goes first
+            with bench_progress.measuring(f"{s} round {r + 1}"):
+                p = subprocess.run(child + ["--one", s], capture_output=True, text=True, env=env)
+            if p.returncode != 0:
+                sys.exit(f"{s} failed:\n{p.stdout[-2000:]}{p.stderr[-3000:]}")
+            got[s].append(json.loads(p.stdout.strip().splitlines()[-1]))
+    bench_progress.close()
+    med = {s: {k: statistics.median(x[k] for x in got[s]) for k in ("rate", "rss_mib")} for s in sides}
+    hf = got["transformers"][0]
+    hidden, layers, heads, ffn = SIZES[a.size]
+    print(f"\n{hf['versions']}; {a.threads} threads; {a.steps} steps a run, the first {a.skip} left out; "
+          f"medians of {a.rounds} rounds")
+    print(f"model: BERT {a.size} ({layers} layers, d {hidden}, {heads} heads, FFN {ffn}; "
+          f"{hf['params'] / 1e6:.1f} M parameters), 2 labels; {a.examples} Tatoeba sentences, "
+          f"max_length {a.max_length}\n")
+    print("| model | B | T | qkv examples/s | transformers examples/s | qkv / transformers | qkv peak RSS | "
+          "transformers peak RSS |")
+    print("|---|---|---|---|---|---|---|---|")
+    q, t = med["qkv"], med["transformers"]
+    print(f"| BERT-{a.size} | {a.batch} | {hf['T']:.1f} | {q['rate']:,.{1 if q['rate'] >= 10 else 2}f} | "
+          f"{t['rate']:,.{1 if t['rate'] >= 10 else 2}f} | {q['rate'] / t['rate']:.2f}× | {q['rss_mib']:,.0f} MiB | "
+          f"{t['rss_mib']:,.0f} MiB |")
+    print("\nT: the mean padded length of the timed batches (the same batches on both sides). "
+          "Loss, first → last step: " + "; ".join(
+              f"{s} " + ", ".join(f"{x['loss'][0]:.3f} → {x['loss'][1]:.3f}" for x in got[s]) for s in sides))
+    print("raw:", json.dumps({s: [{k: x[k] for k in ("rate", "rss_mib", "steps")} for x in got[s]] for s in sides}))
+
+
+if __name__ == "__main__":
+    main()
