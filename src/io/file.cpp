@@ -118,21 +118,43 @@ ProcLink proc_link(std::string p) {
   return {};
 }
 
+using Producer = std::function<void(const ByteSink&)>;
+
+// A write(2) that failed inside a producer's piece, carried out to the writer that knows the file.
+struct WriteFailed {
+  int err;
+};
+
+// Every piece `produce` makes, written to fd (WriteFailed where one is not).
+void write_pieces(int fd, const Producer& produce) {
+  produce([fd](std::string_view piece) {
+    if (!write_all(fd, piece)) throw WriteFailed{errno};
+  });
+}
+
 // Straight into a descriptor this process holds (its offset, its O_APPEND: what `>` or `>>` chose),
 // left open.
-void write_to_descriptor(const std::string& path, int fd, std::string_view bytes) {
-  if (!write_all(fd, bytes)) write_error(path, "write", errno);
+void write_to_descriptor(const std::string& path, int fd, const Producer& produce) {
+  try {
+    write_pieces(fd, produce);
+  } catch (const WriteFailed& e) {
+    write_error(path, "write", e.err);
+  }
 }
 
 // Into what is there: a device, a FIFO (this waits for its reader, as `cat > fifo` does) or another
 // process's descriptor's file, appended to.
-void write_in_place(const std::string& path, std::string_view bytes, bool append) {
+void write_in_place(const std::string& path, const Producer& produce, bool append) {
   const int fd = ::open(path.c_str(), O_WRONLY | O_NOCTTY | O_CLOEXEC | (append ? O_APPEND : 0));
   if (fd < 0) write_error(path, "cannot open", errno);
-  if (!write_all(fd, bytes)) {
-    const int err = errno;
+  try {
+    write_pieces(fd, produce);
+  } catch (const WriteFailed& e) {
     ::close(fd);
-    write_error(path, "write", err);
+    write_error(path, "write", e.err);
+  } catch (...) {
+    ::close(fd);
+    throw;
   }
   if (::close(fd) != 0 && errno != EINTR) write_error(path, "close", errno);
 }
@@ -152,7 +174,7 @@ std::pair<int, std::string> create_temporary(const std::string& path, const std:
 }
 
 // temp + fsync + rename over `target` (a regular file or nothing yet), then fsync its folder.
-void write_replacing(const std::string& path, const std::string& target, std::string_view bytes,
+void write_replacing(const std::string& path, const std::string& target, const Producer& produce,
                      const struct stat* existing) {
   auto [fd, tmp] = create_temporary(path, target);
   auto fail = [&, fd = fd, tmp = tmp](const char* what, int err, bool close_fd) {
@@ -162,7 +184,15 @@ void write_replacing(const std::string& path, const std::string& target, std::st
   };
   // The new file keeps the old one's permission bits (a new one gets 0666 less the umask).
   if (existing) ::fchmod(fd, existing->st_mode & 07777);
-  if (!write_all(fd, bytes)) fail("write", errno, true);
+  try {
+    write_pieces(fd, produce);
+  } catch (const WriteFailed& e) {
+    fail("write", e.err, true);
+  } catch (...) {  // the producer's own error: no half-written file left behind
+    ::close(fd);
+    ::unlink(tmp.c_str());
+    throw;
+  }
   if (::fsync(fd) != 0) fail("flush", errno, true);
   if (::close(fd) != 0) fail("close", errno, false);
   if (std::rename(tmp.c_str(), target.c_str()) != 0) fail("rename", errno, false);
@@ -187,6 +217,10 @@ void write_replacing(const std::string& path, const std::string& target, std::st
 //    offset: the caller's `>` or `>>` chose where), whatever it is open on;
 //  - a directory, or a link to nothing: refused.
 void write_file_atomic(const std::string& path, std::string_view bytes) {
+  write_file_atomic(path, [bytes](const ByteSink& write) { write(bytes); });
+}
+
+void write_file_atomic(const std::string& path, const std::function<void(const ByteSink& write)>& produce) {
   struct stat st;
   if (::stat(path.c_str(), &st) != 0) {
     const int err = errno;
@@ -194,23 +228,23 @@ void write_file_atomic(const std::string& path, std::string_view bytes) {
     if (err == ENOENT && ::lstat(path.c_str(), &lst) == 0 && S_ISLNK(lst.st_mode))
       write_error(path, "it is a symbolic link to a file that does not exist", 0);
     if (err != ENOENT) write_error(path, "cannot look at it", err);
-    write_replacing(path, path, bytes, nullptr);
+    write_replacing(path, path, produce, nullptr);
     return;
   }
   if (S_ISDIR(st.st_mode)) write_error(path, "it is a directory", 0);
   const ProcLink link = proc_link(path);
-  if (link.own_fd >= 0) return write_to_descriptor(path, link.own_fd, bytes);
-  if (!S_ISREG(st.st_mode)) return write_in_place(path, bytes, false);
-  if (link.through_proc) return write_in_place(path, bytes, true);
+  if (link.own_fd >= 0) return write_to_descriptor(path, link.own_fd, produce);
+  if (!S_ISREG(st.st_mode)) return write_in_place(path, produce, false);
+  if (link.through_proc) return write_in_place(path, produce, true);
   struct stat lst;
   if (::lstat(path.c_str(), &lst) == 0 && S_ISLNK(lst.st_mode)) {
     char* real = ::realpath(path.c_str(), nullptr);
     if (!real) write_error(path, "cannot resolve the symbolic link", errno);
     const std::string target(real);
     std::free(real);
-    return write_replacing(path, target, bytes, &st);
+    return write_replacing(path, target, produce, &st);
   }
-  write_replacing(path, path, bytes, &st);
+  write_replacing(path, path, produce, &st);
 }
 
 namespace {

@@ -71,6 +71,11 @@ FileType stored_type(DType d, StoreAs store) {
 }
 
 // The bytes of `t` as `ft` (one of stored_type's answers for its dtype), row-major, into `dst`.
+// The bytes of a host tensor's first element (its offset counts elements, not bytes).
+const char* first_byte(const TensorBase& t) {
+  return t.data<char>() - t.offset() + t.offset() * static_cast<int64_t>(dtype_size(t.dtype()));
+}
+
 void encode(const TensorBase& t, FileType ft, char* dst) {
   const size_t n = static_cast<size_t>(t.numel());
   if (n == 0) return;
@@ -82,7 +87,7 @@ void encode(const TensorBase& t, FileType ft, char* dst) {
   if (same) {
     // (a GPU tensor's bytes come to the host first: TensorBase::to names a strided one)
     TensorBase c = !t.device().is_cpu() ? t.to(Device::cpu()) : t.is_contiguous() ? t : t.host_contiguous_copy();
-    std::memcpy(dst, c.data<char>(), n * dtype_size(t.dtype()));
+    std::memcpy(dst, first_byte(c), n * dtype_size(t.dtype()));
     if (ft == FileType::BOOL)
       for (size_t i = 0; i < n; ++i) dst[i] = dst[i] != 0;
     return;
@@ -157,17 +162,34 @@ void save_safetensors(const std::string& path, const std::vector<std::pair<std::
   }
   json.append((8 - json.size() % 8) % 8, ' ');
 
-  std::string bytes(8 + json.size() + offset, '\0');
-  uint64_t n = json.size();
-  std::memcpy(bytes.data(), &n, 8);
-  std::memcpy(bytes.data() + 8, json.data(), json.size());
-  char* data = bytes.data() + 8 + json.size();
-  for (size_t i = 0; i < tensors.size(); ++i) {
-    const TensorBase& t = tensors[i].second;
-    encode(t, types[i], data);
-    data += static_cast<size_t>(t.numel()) * file_type_size(types[i]);
-  }
-  write_file_atomic(path, bytes);
+  // Written tensor by tensor: a host tensor stored as it is, straight from its memory; any other
+  // (converted, strided, on a GPU, booleans normalized) through one buffer of its size — never the
+  // whole file in memory (a checkpoint of weights and Adam's moments is 3× the model).
+  write_file_atomic(path, [&](const ByteSink& write) {
+    std::string head(8, '\0');
+    const uint64_t n = json.size();
+    std::memcpy(head.data(), &n, 8);
+    write(head);
+    write(json);
+    std::string buffer;
+    for (size_t i = 0; i < tensors.size(); ++i) {
+      const TensorBase& t = tensors[i].second;
+      const size_t bytes = static_cast<size_t>(t.numel()) * file_type_size(types[i]);
+      if (bytes == 0) continue;
+      const bool as_is = t.device().is_cpu() && t.is_contiguous() && types[i] != FileType::BOOL &&
+                         ((types[i] == FileType::F32 && t.dtype() == DType::f32) ||
+                          (types[i] == FileType::BF16 && t.dtype() == DType::bf16) ||
+                          (types[i] == FileType::I32 && t.dtype() == DType::i32) ||
+                          (types[i] == FileType::I8 && t.dtype() == DType::i8));
+      if (as_is) {
+        write(std::string_view(first_byte(t), bytes));
+        continue;
+      }
+      buffer.resize(bytes);
+      encode(t, types[i], buffer.data());
+      write(buffer);
+    }
+  });
 }
 
 const TensorBase* SafetensorsFile::find(const std::string& name) const {

@@ -127,6 +127,17 @@ TEST(Safetensors, RoundTripKeepsValuesShapesDtypesAndMetadata) {
   EXPECT_EQ(w16.find("w")->dtype(), DType::bf16);
   EXPECT_EQ(w16.find("w")->to_vector(), (std::vector<float>{1, 5, 9, 2, 6, 10}));
   EXPECT_EQ(w16.find("m")->dtype(), DType::boolean);
+
+  // A contiguous view that starts past its storage's first element (rows 1 and 2 of [3, 4]; i32 and
+  // bf16 too): written from its own first element (the offset counts elements, not bytes).
+  Tensor rows = base.slice(0, 1, 3), int_rows = Tensor::from_ints({0, 1, 2, 3, 4, 5}, {3, 2}).slice(0, 1, 3);
+  Tensor bf_rows = base.to(DType::bf16).slice(0, 2, 3);
+  ASSERT_TRUE(rows.is_contiguous() && rows.offset() == 4);
+  io::save_safetensors(path, {{"rows", rows}, {"ints", int_rows}, {"bf", bf_rows}});
+  io::SafetensorsFile r = io::load_safetensors(path, true);
+  EXPECT_EQ(r.find("rows")->to_vector(), (std::vector<float>{4, 5, 6, 7, 8, 9, 10, 11}));
+  EXPECT_EQ(r.find("ints")->to_ints(), (std::vector<int32_t>{2, 3, 4, 5}));
+  EXPECT_EQ(r.find("bf")->to_vector(), (std::vector<float>{8, 9, 10, 11}));
 }
 
 TEST(Safetensors, Int8RowsRoundTripAsI8) {  // a quantized model file's rows (qkv quantize)
@@ -384,6 +395,30 @@ TEST(AtomicFile, WritesTheWholeFileAndLeavesNoTemporary) {
   EXPECT_EQ(io::read_file(path), bytes);
   io::write_file_atomic(path, "");
   EXPECT_EQ(io::read_file(path), "");
+  EXPECT_EQ(files_in(dir), std::vector<std::string>{"out.bin"});
+}
+
+// Bytes made as they are written: the pieces joined; a producer that fails part-way leaves the old
+// file and no temporary.
+TEST(AtomicFile, WritesPiecesAsTheyAreMadeOrNothing) {
+  ScratchDir scratch;
+  std::string dir = scratch.str();
+  std::string path = dir + "out.bin";
+  io::write_file_atomic(path, [](const io::ByteSink& write) {
+    write("abc");
+    write(std::string(70000, 'y'));
+    write("");
+    write("z");
+  });
+  EXPECT_EQ(io::read_file(path), "abc" + std::string(70000, 'y') + "z");
+  const std::string msg = error_of([&] {
+    io::write_file_atomic(path, [](const io::ByteSink& write) {
+      write("new part");
+      throw Error("the producer failed");
+    });
+  });
+  EXPECT_NE(msg.find("the producer failed"), std::string::npos) << msg;
+  EXPECT_EQ(io::read_file(path), "abc" + std::string(70000, 'y') + "z");
   EXPECT_EQ(files_in(dir), std::vector<std::string>{"out.bin"});
 }
 

@@ -2,6 +2,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <string_view>
 
@@ -34,6 +35,12 @@ void require_regular_file(const std::string& path, const std::string& what, cons
 // a FIFO or a link to one (/dev/null, /dev/stdout) is written in place, never replaced; a directory
 // or a dangling link is refused. Creates no directories. Throws qkv::Error naming the path on failure.
 void write_file_atomic(const std::string& path, std::string_view bytes);
+// The same for bytes made as they are written: `produce(write)` calls write(piece) for each piece in
+// order (the file is the pieces joined), so a file of gigabytes — a checkpoint, a converted model —
+// never needs its bytes in memory at once. A qkv::Error thrown by `produce` (or a failing write)
+// leaves `path` as it was (a special file: what was written so far).
+using ByteSink = std::function<void(std::string_view)>;
+void write_file_atomic(const std::string& path, const std::function<void(const ByteSink& write)>& produce);
 
 // Removes the "<name>.tmp-<pid>[-<k>]" files write_file_atomic leaves in `dir` when its process was killed
 // mid-write (those of processes still running are kept). Returns how many it removed.
