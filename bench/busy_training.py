@@ -21,6 +21,7 @@ import tempfile
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import bench_progress  # noqa: E402
+from host import cpu_name  # noqa: E402
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 TASKS = {  # config, overrides (small enough for a few seconds a run, large enough to be the real loop)
@@ -30,14 +31,6 @@ TASKS = {  # config, overrides (small enough for a few seconds a run, large enou
 }
 
 
-def cpu_name():
-    try:
-        for line in open("/proc/cpuinfo"):
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return "unknown CPU"
 
 
 def run(qkv, task, threads, budget, busy, steps, skip, out):

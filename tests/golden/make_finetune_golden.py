@@ -43,6 +43,19 @@ CASES = [
 ]
 
 
+def backward_and_step(m, loss):
+    """loss.backward() and one torch.optim.AdamW step, weight decay on the matrices only (qkv's
+    grouping); returns the gradients' global L2 norm before the step."""
+    loss.backward()
+    norm = torch.sqrt(sum((p.grad.double() ** 2).sum() for p in m.parameters() if p.grad is not None)).item()
+    decay = [p for p in m.parameters() if p.dim() >= 2]
+    rest = [p for p in m.parameters() if p.dim() < 2]
+    opt = torch.optim.AdamW([{"params": decay, "weight_decay": WD}, {"params": rest, "weight_decay": 0.0}], lr=LR,
+                            betas=BETAS, eps=EPS)
+    opt.step()
+    return norm
+
+
 def labels_for(problem, L):
     g = torch.Generator().manual_seed(5)
     if problem == "regression":
@@ -72,13 +85,7 @@ def case(name, folder, problem, pairs):
     else:
         y = torch.tensor(labels)
     loss0 = m(**enc, labels=y).loss
-    loss0.backward()
-    norm = torch.sqrt(sum((p.grad.double() ** 2).sum() for p in m.parameters() if p.grad is not None)).item()
-    decay = [p for p in m.parameters() if p.dim() >= 2]
-    rest = [p for p in m.parameters() if p.dim() < 2]
-    opt = torch.optim.AdamW([{"params": decay, "weight_decay": WD}, {"params": rest, "weight_decay": 0.0}], lr=LR,
-                            betas=BETAS, eps=EPS)
-    opt.step()
+    norm = backward_and_step(m, loss0)
     with torch.no_grad():
         loss1 = m(**enc, labels=y).loss.item()
     examples = [{"text": t, "label": l, **({"pair": p} if pairs else {})} for t, p, l in zip(TEXTS, PAIRS, labels)]
@@ -138,13 +145,7 @@ def token_case(name, folder, label_all_tokens):
         word_ids.append([-1 if w is None else w for w, a in zip(ids, enc["attention_mask"][i]) if a])
     y = torch.tensor(labels)
     loss0 = m(**enc, labels=y).loss
-    loss0.backward()
-    norm = torch.sqrt(sum((p.grad.double() ** 2).sum() for p in m.parameters() if p.grad is not None)).item()
-    decay = [p for p in m.parameters() if p.dim() >= 2]
-    rest = [p for p in m.parameters() if p.dim() < 2]
-    opt = torch.optim.AdamW([{"params": decay, "weight_decay": WD}, {"params": rest, "weight_decay": 0.0}], lr=LR,
-                            betas=BETAS, eps=EPS)
-    opt.step()
+    norm = backward_and_step(m, loss0)
     with torch.no_grad():
         o = m(**enc, labels=y)
     loss1 = o.loss.item()

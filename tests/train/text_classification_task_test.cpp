@@ -76,6 +76,23 @@ json train_section(int64_t max_iters, int64_t batch_size) {
           {"checkpoint_interval", 0}};
 }
 
+// A one-step run against a golden case: its rows are the evaluation at step 0, the step's, the
+// evaluation at step 1 — the loss (both before the step), the gradients' norm and the loss after it
+// as transformers and torch AdamW computed them. Returns the evaluations.
+std::vector<json> expect_one_step_as_golden(const json& c, const fs::path& run_dir) {
+  std::vector<json> evals, steps;
+  for (const json& r : metric_rows(run_dir)) (r.contains("val_loss") ? evals : steps).push_back(r);
+  EXPECT_EQ(evals.size(), 2u);
+  EXPECT_EQ(steps.size(), 1u);
+  if (evals.size() != 2 || steps.size() != 1) return {};
+  const double loss = c["loss"], norm = c["grad_norm"], after = c["loss_after_step"];
+  EXPECT_NEAR(evals[0]["val_loss"].get<double>(), loss, 2e-6 + 1e-5 * loss);
+  EXPECT_NEAR(steps[0]["loss"].get<double>(), loss, 2e-6 + 1e-5 * loss);
+  EXPECT_NEAR(steps[0]["grad_norm"].get<double>(), norm, 1e-4 * norm);
+  EXPECT_NEAR(evals[1]["val_loss"].get<double>(), after, 1e-5 + 1e-4 * after);
+  return evals;
+}
+
 TEST(TextClassification, OneStepIsTransformersAndAdamW) {
   const FixedThreads fixed;
   const json golden = json::parse(io::read_file((kGolden / "hf_finetune.json").string()));
@@ -117,17 +134,7 @@ TEST(TextClassification, OneStepIsTransformersAndAdamW) {
       EXPECT_EQ(tokens, c["tokens"].get<std::vector<int64_t>>()) << "tokenized, paired or cut otherwise";
     }
     run(cfg, d.path / "run");
-    const std::vector<json> rows = metric_rows(d.path / "run");
-    // rows: the evaluation at step 0, the step's, the evaluation at step 1
-    std::vector<json> evals, steps;
-    for (const json& r : rows) (r.contains("val_loss") ? evals : steps).push_back(r);
-    ASSERT_EQ(evals.size(), 2u);
-    ASSERT_EQ(steps.size(), 1u);
-    const double loss = c["loss"], norm = c["grad_norm"], after = c["loss_after_step"];
-    EXPECT_NEAR(evals[0]["val_loss"].get<double>(), loss, 2e-6 + 1e-5 * loss);
-    EXPECT_NEAR(steps[0]["loss"].get<double>(), loss, 2e-6 + 1e-5 * loss);
-    EXPECT_NEAR(steps[0]["grad_norm"].get<double>(), norm, 1e-4 * norm);
-    EXPECT_NEAR(evals[1]["val_loss"].get<double>(), after, 1e-5 + 1e-4 * after);
+    expect_one_step_as_golden(c, d.path / "run");
   }
 }
 
@@ -169,15 +176,8 @@ TEST(TokenClassification, OneStepIsTransformersAndAdamW) {
       }
     }
     run(cfg, d.path / "run");
-    std::vector<json> evals, steps;
-    for (const json& r : metric_rows(d.path / "run")) (r.contains("val_loss") ? evals : steps).push_back(r);
+    const std::vector<json> evals = expect_one_step_as_golden(c, d.path / "run");
     ASSERT_EQ(evals.size(), 2u);
-    ASSERT_EQ(steps.size(), 1u);
-    const double loss = c["loss"], norm = c["grad_norm"], after = c["loss_after_step"];
-    EXPECT_NEAR(evals[0]["val_loss"].get<double>(), loss, 2e-6 + 1e-5 * loss);
-    EXPECT_NEAR(steps[0]["loss"].get<double>(), loss, 2e-6 + 1e-5 * loss);
-    EXPECT_NEAR(steps[0]["grad_norm"].get<double>(), norm, 1e-4 * norm);
-    EXPECT_NEAR(evals[1]["val_loss"].get<double>(), after, 1e-5 + 1e-4 * after);
     // seqeval's figures on the predictions after the step
     for (const char* k : {"accuracy", "precision", "recall", "f1"})
       EXPECT_NEAR(evals[1][std::string("val_") + k].get<double>(), c["metrics_after_step"][k].get<double>(), 1e-9) << k;
