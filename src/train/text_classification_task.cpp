@@ -12,6 +12,7 @@
 #include "qkv/core/message.h"
 #include "qkv/decode/classify.h"
 #include "qkv/decode/encoder_batches.h"
+#include "qkv/eval/label_scores.h"
 #include "qkv/io/data_file.h"
 #include "qkv/io/json.h"
 #include "qkv/io/progress.h"
@@ -371,34 +372,6 @@ LabelledTexts encode_word_examples(const std::vector<WordExample>& raw, const st
   return out;
 }
 
-// seqeval's entities (its default, conlleval-like chunking) of a tag sequence: (type, first, last),
-// a chunk ending and starting at each position as seqeval's end_of_chunk / start_of_chunk say.
-std::vector<std::tuple<std::string, size_t, size_t>> entities(const std::vector<std::string>& seq) {
-  std::vector<std::tuple<std::string, size_t, size_t>> out;
-  char prev_tag = 'O';
-  std::string prev_type;
-  size_t begin = 0;
-  for (size_t i = 0; i <= seq.size(); ++i) {
-    const std::string chunk = i < seq.size() ? seq[i] : "O";
-    // tag = chunk[0]; type = chunk[1:].split('-', maxsplit=1)[-1] or '_'
-    const char tag = chunk.empty() ? 'O' : chunk[0];
-    const std::string rest = chunk.empty() ? std::string() : chunk.substr(1);
-    const size_t dash = rest.find('-');
-    std::string type = dash == std::string::npos ? rest : rest.substr(dash + 1);
-    if (type.empty()) type = "_";
-    const bool end = prev_tag == 'E' || prev_tag == 'S' ||
-                     ((prev_tag == 'B' || prev_tag == 'I') && (tag == 'B' || tag == 'S' || tag == 'O')) ||
-                     (prev_tag != 'O' && prev_tag != '.' && prev_type != type);
-    const bool start =
-        tag == 'B' || tag == 'S' || ((prev_tag == 'E' || prev_tag == 'S') && (tag == 'E' || tag == 'I')) ||
-        (prev_tag == 'O' && (tag == 'E' || tag == 'I')) || (tag != 'O' && tag != '.' && prev_type != type);
-    if (end && i > 0) out.emplace_back(prev_type, begin, i - 1);
-    if (start) begin = i;
-    prev_tag = tag, prev_type = type;
-  }
-  return out;
-}
-
 // The rows `keep` of a set.
 LabelledTexts take(const LabelledTexts& s, const std::vector<int64_t>& keep) {
   LabelledTexts out;
@@ -628,24 +601,17 @@ std::vector<std::pair<std::string, double>> TextClassificationTask::evaluate(int
                                 bar.update(static_cast<int64_t>(rows.size()));
                               });
     // seqeval over the sentences (as its nested lists: each sentence's entities alone)
-    int64_t true_entities = 0, guessed = 0, correct = 0;
-    for (size_t i = 0; i < truth.size(); ++i) {
-      const auto t = entities(truth[i]), g = entities(guess[i]);
-      true_entities += static_cast<int64_t>(t.size()), guessed += static_cast<int64_t>(g.size());
-      for (const auto& e : g) correct += std::find(t.begin(), t.end(), e) != t.end();
-    }
-    const double precision = guessed > 0 ? static_cast<double>(correct) / static_cast<double>(guessed) : 0.0;
-    const double recall = true_entities > 0 ? static_cast<double>(correct) / static_cast<double>(true_entities) : 0.0;
+    const eval::EntityScores e = eval::entity_scores(truth, guess);
     const double n = static_cast<double>(std::max<int64_t>(tagged, 1));
     return {{"val_loss", loss_sum / n},
             {"val_accuracy", static_cast<double>(right) / n},
-            {"val_precision", precision},
-            {"val_recall", recall},
-            {"val_f1", precision + recall > 0 ? 2 * precision * recall / (precision + recall) : 0.0}};
+            {"val_precision", e.precision},
+            {"val_recall", e.recall},
+            {"val_f1", e.f1}};
   }
   double loss_sum = 0;
   int64_t right = 0;
-  std::vector<int64_t> tp(static_cast<size_t>(L), 0), fp(tp), fn(tp);  // per label (single-label)
+  eval::LabelCounts counts(static_cast<size_t>(L));                    // single-label
   std::vector<double> pred(static_cast<size_t>(val_.size()), 0.0);     // regression
   io::ProgressBar bar("eval", val_.size(), 0, /*delay_seconds=*/2);
   decode::batching::batches(
@@ -668,10 +634,7 @@ std::vector<std::pair<std::string, double>> TextClassificationTask::evaluate(int
             const auto p = static_cast<size_t>(std::max_element(zr, zr + L) - zr);
             const auto y = static_cast<size_t>(val_.labels[rows[r]]);
             right += p == y;
-            if (p == y)
-              ++tp[p];
-            else
-              ++fp[p], ++fn[y];
+            counts.add(p, y);
           }
         }
         bar.update(static_cast<int64_t>(rows.size()));
@@ -694,17 +657,7 @@ std::vector<std::pair<std::string, double>> TextClassificationTask::evaluate(int
   }
   out.emplace_back("val_accuracy", static_cast<double>(right) / n);
   if (problem_ == nn::BertProblem::single_label) {
-    // macro F1: the mean of 2·tp / (2·tp + fp + fn) over the labels seen or predicted (scikit-learn's
-    // f1_score(average="macro"): its labels are those of y_true and y_pred)
-    double f1 = 0;
-    int64_t present = 0;
-    for (size_t l = 0; l < tp.size(); ++l) {
-      const int64_t denom = 2 * tp[l] + fp[l] + fn[l];
-      if (denom == 0) continue;
-      f1 += 2.0 * static_cast<double>(tp[l]) / static_cast<double>(denom);
-      ++present;
-    }
-    out.emplace_back("val_f1", present > 0 ? f1 / static_cast<double>(present) : 0.0);
+    out.emplace_back("val_f1", counts.macro_f1());  // (scikit-learn's f1_score(average="macro"))
   }
   return out;
 }

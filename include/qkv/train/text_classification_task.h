@@ -31,7 +31,7 @@
 //           out): val_loss, and val_accuracy (argmax z = y; multi-label: every label's
 //           [σ(z) ≥ ½] right) and val_f1 (the labels' mean F1, macro) — or val_pearson (regression);
 //           tokens: val_accuracy over the tagged tokens, and the entities' val_precision, val_recall
-//           and val_f1 (seqeval's, over IOB chunks: run_ner.py's figures)
+//           and val_f1 (seqeval's, over IOB chunks: run_ner.py's figures; eval/label_scores.h)
 //
 // The model file it writes is a classifier like the one it started from: `qkv classify-text` reads it.
 #pragma once
