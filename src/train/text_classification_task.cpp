@@ -73,7 +73,7 @@ struct RawExample {
   size_t line = 0;
 };
 
-std::vector<std::string> split(std::string_view s, char sep) {
+std::vector<std::string> split_fields(std::string_view s, char sep) {
   std::vector<std::string> out;
   size_t from = 0;
   for (size_t at; (at = s.find(sep, from)) != std::string_view::npos; from = at + 1)
@@ -116,7 +116,7 @@ std::vector<RawExample> read_examples(const std::string& path, const TextClassif
     return "text";
   };
   if (ext == ".tsv") {
-    const std::vector<std::string> header = split(lines.front().second, '\t');
+    const std::vector<std::string> header = split_fields(lines.front().second, '\t');
     auto column = [&](const std::string& name, const char* what) -> size_t {
       const auto it = std::find(header.begin(), header.end(), name);
       std::string names;
@@ -130,7 +130,7 @@ std::vector<RawExample> read_examples(const std::string& path, const TextClassif
     const size_t t = column(tname, "text"), l = column(d.label, "label");
     const size_t p = d.text_pair.empty() ? SIZE_MAX : column(d.text_pair, "text_pair");
     for (size_t i = 1; i < lines.size(); ++i) {
-      const std::vector<std::string> f = split(lines[i].second, '\t');
+      const std::vector<std::string> f = split_fields(lines[i].second, '\t');
       QKV_CHECK(f.size() == header.size(), where(lines[i].first), ": ", f.size(), " fields, but the header names ",
                 header.size());
       out.push_back({f[t], p == SIZE_MAX ? "" : f[p], json(f[l]), lines[i].first});
@@ -226,7 +226,7 @@ LabelledTexts encode_examples(const std::vector<RawExample>& raw, const std::str
       if (r.label.is_string()) {
         list = json::array();
         if (!r.label.get_ref<const std::string&>().empty())
-          for (const std::string& s : split(r.label.get_ref<const std::string&>(), ',')) list.push_back(s);
+          for (const std::string& s : split_fields(r.label.get_ref<const std::string&>(), ',')) list.push_back(s);
       }
       QKV_CHECK(list.is_array(), where, ": the label ", excerpt(r.label.dump(), 60),
                 " is not a list of labels (the model is multi-label)");
@@ -373,7 +373,7 @@ LabelledTexts encode_word_examples(const std::vector<WordExample>& raw, const st
 }
 
 // The rows `keep` of a set.
-LabelledTexts take(const LabelledTexts& s, const std::vector<int64_t>& keep) {
+LabelledTexts rows_of(const LabelledTexts& s, const std::vector<int64_t>& keep) {
   LabelledTexts out;
   for (const int64_t i : keep) {
     const auto k = static_cast<size_t>(i);
@@ -487,8 +487,8 @@ TextClassificationTask::TextClassificationTask(const json& config, const std::st
           else
             train_rows.push_back(i);
         }
-        val_ = take(all, val_rows);
-        train_ = take(all, train_rows);
+        val_ = rows_of(all, val_rows);
+        train_ = rows_of(all, train_rows);
       }
     } catch (...) {
       io::ProgressBar::mute_all(was_muted);

@@ -5,7 +5,7 @@
 
 #include "qkv/eval/label_scores.h"
 
-namespace qkv::eval {
+namespace qkv::eval::label_scores_test {  // (its own: the test files of a folder compile as one unit)
 namespace {
 
 using Chunk = std::tuple<std::string, size_t, size_t>;
@@ -46,4 +46,4 @@ TEST(LabelScores, MacroF1IsScikitLearns) {
 }
 
 }  // namespace
-}  // namespace qkv::eval
+}  // namespace qkv::eval::label_scores_test

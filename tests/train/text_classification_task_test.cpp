@@ -24,7 +24,7 @@
 #include "qkv/train/text_classification_task.h"
 #include "testing.h"
 
-namespace qkv::train {
+namespace qkv::train::text_classification_test {  // (its own: the test files of a folder compile as one unit)
 namespace {
 
 namespace fs = std::filesystem;
@@ -35,7 +35,7 @@ using testing::TempDir;
 const fs::path kGolden = fs::path(QKV_GOLDEN_DIR);
 
 // The metrics rows of a run's folder.
-std::vector<json> metric_rows(const fs::path& dir) {
+std::vector<json> rows_of_run(const fs::path& dir) {
   std::vector<json> rows;
   std::ifstream in(dir / "metrics.jsonl");
   for (std::string line; std::getline(in, line);)
@@ -81,7 +81,7 @@ json train_section(int64_t max_iters, int64_t batch_size) {
 // as transformers and torch AdamW computed them. Returns the evaluations.
 std::vector<json> expect_one_step_as_golden(const json& c, const fs::path& run_dir) {
   std::vector<json> evals, steps;
-  for (const json& r : metric_rows(run_dir)) (r.contains("val_loss") ? evals : steps).push_back(r);
+  for (const json& r : rows_of_run(run_dir)) (r.contains("val_loss") ? evals : steps).push_back(r);
   EXPECT_EQ(evals.size(), 2u);
   EXPECT_EQ(steps.size(), 1u);
   if (evals.size() != 2 || steps.size() != 1) return {};
@@ -235,7 +235,7 @@ TEST(TokenClassification, ANewTokenHeadLearnsFromCoNLL) {
   }
   run(cfg, d.path / "run");
   std::vector<json> evals;
-  for (const json& r : metric_rows(d.path / "run"))
+  for (const json& r : rows_of_run(d.path / "run"))
     if (r.contains("val_f1")) evals.push_back(r);
   ASSERT_EQ(evals.size(), 2u);
   EXPECT_LT(evals[0]["val_f1"].get<double>(), 0.5);
@@ -372,7 +372,7 @@ TEST(TextClassification, ANewHeadOnAMaskedLanguageModelLearns) {
 
   const std::string data = yes_no(d.path, 400);
   const TrainResult r = run(yes_no_config(cls, data, 150), d.path / "run");
-  const std::vector<json> rows = metric_rows(d.path / "run");
+  const std::vector<json> rows = rows_of_run(d.path / "run");
   double acc = -1;
   for (const json& row : rows)
     if (row.contains("val_accuracy")) acc = row["val_accuracy"];
@@ -486,4 +486,4 @@ TEST(TextClassification, ANewHeadOfOtherLabelsReplacesTheClassifier) {
 }
 
 }  // namespace
-}  // namespace qkv::train
+}  // namespace qkv::train::text_classification_test
