@@ -148,8 +148,9 @@ std::vector<RawExample> read_examples(const std::string& path, const TextClassif
     }
     QKV_CHECK(j.is_object(), where(number), ": not a JSON object");
     if (tname.empty()) tname = text_column([&](const char* n) { return j.contains(n); });
+    const size_t at = number;  // (a structured binding is not captured before C++20's clang 16)
     auto field = [&](const std::string& name, const char* what) -> const json& {
-      QKV_CHECK(j.contains(name), where(number), ": no \"", excerpt(name), "\" (data.", what, ")");
+      QKV_CHECK(j.contains(name), where(at), ": no \"", excerpt(name), "\" (data.", what, ")");
       return j[name];
     };
     const json& tv = field(tname, "text");
