@@ -82,8 +82,9 @@ std::vector<std::string> split_fields(std::string_view s, char sep) {
   return out;
 }
 
-// The lines of `text`, each with its number (from 1), without "\r\n" / "\n"; blank lines left out.
-std::vector<std::pair<size_t, std::string_view>> lines_of(const std::string& text) {
+// The lines of `text`, each with its number (from 1), without "\r\n" / "\n"; blank lines (spaces and
+// tabs only) left out unless `keep_blank` (CoNLL's sentence breaks).
+std::vector<std::pair<size_t, std::string_view>> lines_of(const std::string& text, bool keep_blank = false) {
   std::vector<std::pair<size_t, std::string_view>> out;
   size_t from = 0, number = 0;
   while (from < text.size()) {
@@ -92,7 +93,7 @@ std::vector<std::pair<size_t, std::string_view>> lines_of(const std::string& tex
     std::string_view line(text.data() + from, end - from);
     if (!line.empty() && line.back() == '\r') line.remove_suffix(1);
     ++number;
-    if (line.find_first_not_of(" \t") != std::string_view::npos) out.emplace_back(number, line);
+    if (keep_blank || line.find_first_not_of(" \t") != std::string_view::npos) out.emplace_back(number, line);
     from = end + 1;
   }
   return out;
@@ -284,20 +285,13 @@ std::vector<WordExample> read_word_examples(const std::string& path, const TextC
       out.push_back(std::move(e));
     }
   } else {
-    // CoNLL: the lines, blank ones included (lines_of leaves them out)
+    // CoNLL: a word and its tag a line, a blank line between sentences
     WordExample e;
-    size_t number = 0, from = 0;
     auto flush = [&] {
       if (!e.words.empty()) out.push_back(std::move(e));
       e = WordExample{};
     };
-    while (from <= text.size()) {
-      size_t end = text.find('\n', from);
-      if (end == std::string::npos) end = text.size();
-      std::string_view line(text.data() + from, end - from);
-      if (!line.empty() && line.back() == '\r') line.remove_suffix(1);
-      ++number;
-      from = end + 1;
+    for (const auto& [number, line] : lines_of(text, true)) {
       std::vector<std::string> fields;
       for (size_t i = 0; i < line.size();) {
         while (i < line.size() && (line[i] == ' ' || line[i] == '\t')) ++i;
