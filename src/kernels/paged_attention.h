@@ -20,7 +20,7 @@ struct PagedShape {
   int64_t max_pages = 0;  // a block-table row's width: the most pages one sequence holds
   float scale = 1.f;      // on q·k (1/√D by default)
   int64_t window = 0;     // > 0: a query sees only the last `window` keys (Mistral's sliding window)
-  float softcap = 0.f;    // > 0: scores soft-capped, softcap · tanh(s / softcap) (Gemma 2); the CPU only
+  float softcap = 0.f;    // > 0: scores soft-capped, softcap · tanh(s / softcap) (Gemma 2)
 };
 
 // The GPU's cascade: tokens that share their sequences' first pages (kernels/paged_prefixes.h's

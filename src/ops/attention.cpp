@@ -104,8 +104,6 @@ Prepared prepare(const Tensor& q, const Tensor& kk, const Tensor& v, const Atten
 
   Prepared r;
   r.device = device_of(op, {&q, &kk, &v, &opt.attn_mask});
-  QKV_CHECK(opt.softcap == 0.f || r.device.is_cpu(), op, ": softcap (soft-capped scores) runs on the CPU only, not on ",
-            r.device.str());
   r.q4 = as_bhld(q);
   r.k4 = as_bhld(kk);
   r.v4 = as_bhld(v);

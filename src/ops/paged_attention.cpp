@@ -84,7 +84,6 @@ Tensor paged_attention(const Tensor& q, const Tensor& k_cache, const Tensor& v_c
   s.scale = static_cast<float>(scale ? *scale : 1.0 / std::sqrt(static_cast<double>(s.D)));
   QKV_CHECK(softcap == 0 || (softcap > 0 && std::isnormal(static_cast<float>(softcap))), op,
             ": softcap must be 0 (none) or a positive normal float, got ", softcap);
-  QKV_CHECK(softcap == 0 || d.is_cpu(), op, ": softcap (soft-capped scores) runs on the CPU only, not on ", d.str());
   s.softcap = static_cast<float>(softcap);
   Tensor table = dense(block_table), rows = dense(seq), lens = dense(seq_len);
   // every page a token reads lies in the cache (a GPU kernel skips one that does not)

@@ -10,6 +10,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cmath>
 #include <vector>
 
 #include "qkv/autograd/grad_mode.h"
@@ -159,6 +160,36 @@ TEST(PagedDecodeGraphsOnAGpu, ReplaysFollowThePlainSteps) {
   auto llama = random_model("llama", llama_config(), 5);
   llama->module().to(Device::cuda());
   expect_graph_steps_are_the_plain_ones(lm(llama), Device::cuda(), PagedDecodeGraphs::Mode::graph, DType::bf16, 1e-5);
+}
+
+// Gemma 2's soft-capped scores on a lent GPU (the CUDA-core attention kernels for the prompt and the
+// gradient — the tensor-core kernels take no cap —, the paged decoding kernels for the steps): the loss
+// and every parameter's gradient as the CPU's, and the graphs' steps as the plain ones
+TEST(PagedDecodeGraphsOnAGpu, SoftCappedScoresAsOnTheCpu) {
+  if (!cuda::is_available()) GTEST_SKIP() << "this machine shows no CUDA GPU";
+  nlohmann::json config = llama_config();
+  config["attn_logit_softcapping"] = 0.5;
+  auto cpu = random_model("llama", config, 9), gpu = random_model("llama", config, 9);
+  gpu->module().to(Device::cuda());
+  std::vector<int32_t> ids, next;
+  for (int i = 0; i < 24; ++i) ids.push_back((i * 5 + 2) % 23), next.push_back((i * 5 + 7) % 23);
+  const Tensor idx = Tensor::from_ints(ids, {2, 12}), targets = Tensor::from_ints(next, {2, 12});
+  const Tensor loss_cpu = lm(cpu).loss(idx, targets);
+  const Tensor loss_gpu = lm(gpu).loss(idx.to(Device::cuda()), targets.to(Device::cuda()));
+  loss_cpu.backward();
+  loss_gpu.backward();
+  EXPECT_NEAR(loss_gpu.to(Device::cpu()).to_vector()[0], loss_cpu.to_vector()[0], 1e-4);
+  const auto pc = cpu->module().named_parameters(), pg = gpu->module().named_parameters();
+  ASSERT_EQ(pc.size(), pg.size());
+  for (size_t i = 0; i < pc.size(); ++i) {
+    const std::vector<float> want = pc[i].second.grad().to_vector(),
+                             got = pg[i].second.grad().to(Device::cpu()).to_vector();
+    double num = 0, den = 1e-6;
+    for (size_t j = 0; j < want.size(); ++j)
+      num = std::max(num, double{std::fabs(got[j] - want[j])}), den = std::max(den, double{std::fabs(want[j])});
+    EXPECT_LT(num / den, 1e-4) << pc[i].first;
+  }
+  expect_graph_steps_are_the_plain_ones(lm(gpu), Device::cuda(), PagedDecodeGraphs::Mode::graph, DType::bf16, 1e-5);
 }
 
 }  // namespace

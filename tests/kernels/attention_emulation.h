@@ -22,14 +22,16 @@ struct AttentionCase {
   int mask;          // 0 none, 1 boolean, 2 additive, 3 every fifth query row sees nothing
   bool heads_inner;  // q, k, v as heads split off [B, L, H, D]
   float dropout = 0.f;
-  float scale = 0.f;  // 0: 1/√D (the op's default)
+  float scale = 0.f;    // 0: 1/√D (the op's default)
+  float softcap = 0.f;  // > 0: the scores soft-capped (Gemma 2's)
 };
 
 inline ::testing::Message describe(const AttentionCase& c) {
   return ::testing::Message() << "B" << c.B << " H" << c.H << "/" << c.Hkv << " Lq" << c.Lq << " Lk" << c.Lk << " D"
                               << c.D << (c.causal ? " causal" : "") << " mask" << c.mask
                               << (c.heads_inner ? " heads inner" : "") << (c.dropout > 0.f ? " dropout" : "")
-                              << (c.scale != 0.f ? " scale " + std::to_string(c.scale) : std::string());
+                              << (c.scale != 0.f ? " scale " + std::to_string(c.scale) : std::string())
+                              << (c.softcap != 0.f ? " softcap " + std::to_string(c.softcap) : std::string());
 }
 
 struct EmulatedAttention {
@@ -73,6 +75,7 @@ inline EmulatedAttention emulated_attention(const AttentionCase& c, uint64_t see
   o.enable_gqa = c.H != c.Hkv;
   o.compute_dtype = compute;
   if (c.scale != 0.f) o.scale = c.scale;
+  o.softcap = c.softcap;
   if (c.mask == 1) o.attn_mask = gt(randn({c.B, 1, c.Lq, c.Lk}), -1.f);
   if (c.mask == 2) o.attn_mask = randn({1, c.H, c.Lq, c.Lk});
   if (c.mask == 3) {
@@ -103,6 +106,7 @@ inline EmulatedAttention emulated_attention(const AttentionCase& c, uint64_t see
   p.v = e.vb.data(), p.v_sb = v.stride(0), p.v_sh = v.stride(1), p.v_sl = v.stride(2);
   p.causal = c.causal;
   p.scale = c.scale != 0.f ? c.scale : 1.f / std::sqrt(static_cast<float>(c.D));
+  p.softcap = c.softcap;
   if (e.mask.defined()) {
     const Tensor& m = e.mask;  // [B or 1, 1 or H, Lq, Lk] or [Lq, Lk]: broadcast dims get stride 0
     const bool four = m.dim() == 4;

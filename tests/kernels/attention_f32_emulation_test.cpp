@@ -46,13 +46,18 @@ void expect_flash_matches_the_cpu(const qt::EmulatedAttention& e) {
 
 TEST(AttentionF32Emulated, TheCudaCorePairAndItsSplitOverTheKeysMatchTheCpu) {
   const AttentionCase cases[] = {
-      {1, 2, 2, 40, 50, 32, false, 0, false},         // a head dim the tensor cores do not take
-      {1, 2, 1, 30, 70, 80, true, 1, false},          // causal, boolean mask, GQA
-      {1, 3, 3, 21, 33, 40, false, 2, true},          // additive mask, heads split off [B, L, H, D]
-      {2, 2, 2, 25, 25, 64, false, 3, false},         // every fifth row sees no key
-      {1, 2, 2, 20, 31, 48, true, 0, false, 0.2f},    // dropout: the CPU's draws
-      {1, 2, 1, 3, 600, 64, false, 0, false},         // 6 rows, 600 keys: split over the keys
-      {1, 1, 1, 2, 700, 40, false, 2, false},         // … with a mask, 3 runs of 256 keys
+      {1, 2, 2, 40, 50, 32, false, 0, false},       // a head dim the tensor cores do not take
+      {1, 2, 1, 30, 70, 80, true, 1, false},        // causal, boolean mask, GQA
+      {1, 3, 3, 21, 33, 40, false, 2, true},        // additive mask, heads split off [B, L, H, D]
+      {2, 2, 2, 25, 25, 64, false, 3, false},       // every fifth row sees no key
+      {1, 2, 2, 20, 31, 48, true, 0, false, 0.2f},  // dropout: the CPU's draws
+      {1, 2, 1, 3, 600, 64, false, 0, false},       // 6 rows, 600 keys: split over the keys
+      {1, 1, 1, 2, 700, 40, false, 2, false},       // … with a mask, 3 runs of 256 keys
+      // soft-capped scores (Gemma 2's): head dims the tensor cores would take (they decline a cap), with
+      // an additive mask under causality and GQA, dropout, and the split over the keys
+      {1, 2, 1, 30, 70, 64, true, 2, false, 0.f, 0.f, 0.6f},
+      {1, 2, 2, 20, 31, 128, false, 1, true, 0.2f, 0.f, 1.f},
+      {1, 2, 1, 3, 600, 64, false, 0, false, 0.f, 0.f, 0.5f},
   };
   uint64_t seed = 5000;
   for (const char* kernels : {"simt", static_cast<const char*>(nullptr)}) {  // the CUDA cores; the default
@@ -90,7 +95,8 @@ TEST(AttentionF32Emulated, ADecodingStepOverADenseCacheTakesThePagedDecodingKern
   namespace em = qkv::emulation;
   uint64_t seed = 5300;
   for (const AttentionCase& c :
-       {AttentionCase{2, 8, 2, 1, 600, 64, false, 0, false}, AttentionCase{1, 4, 2, 1, 600, 64, false, 0, true}}) {
+       {AttentionCase{2, 8, 2, 1, 600, 64, false, 0, false}, AttentionCase{1, 4, 2, 1, 600, 64, false, 0, true},
+        AttentionCase{1, 4, 2, 1, 600, 64, false, 0, false, 0.f, 0.f, 0.5f}}) {  // (soft-capped)
     SCOPED_TRACE(qt::describe(c));
     const qt::EmulatedAttention e = qt::emulated_attention(c, seed += 10);
     for (const bool with_lse : {false, true}) {
@@ -112,8 +118,9 @@ TEST(AttentionF32Emulated, ADecodingStepOverADenseCacheTakesThePagedDecodingKern
 
 TEST(AttentionF32Emulated, TheReferencePairKeepsTheCpusProbabilities) {
   uint64_t seed = 5200;
-  for (const AttentionCase& c : {AttentionCase{1, 2, 1, 17, 23, 32, true, 1, false},
-                                 AttentionCase{1, 2, 2, 9, 40, 64, false, 2, true, 0.25f}}) {
+  for (const AttentionCase& c :
+       {AttentionCase{1, 2, 1, 17, 23, 32, true, 1, false}, AttentionCase{1, 2, 2, 9, 40, 64, false, 2, true, 0.25f},
+        AttentionCase{1, 2, 1, 9, 40, 64, true, 2, false, 0.25f, 0.f, 0.5f}}) {  // soft-capped
     SCOPED_TRACE(qt::describe(c));
     const qt::EmulatedAttention e = qt::emulated_attention(c, seed += 10);
     const kernels::AttnProblem& p = e.p;

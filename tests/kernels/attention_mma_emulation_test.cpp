@@ -346,9 +346,44 @@ TEST(AttentionMmaEmulated, OtherShapesTakeTheF32KernelsOverRoundedCopies) {
     }
 }
 
+// Soft-capped scores (Gemma 2's): the tensor-core kernels keep P in S's place and take no cap, so every
+// GPU and head dim — the tiles' 64 and 128, and 256, which Hopper's wgmma kernels take uncapped — goes to
+// the f32 kernels, which read q, k, v rounded: the CPU's bf16 and f16 attention, cap and its slope
+// included, forward and backward; a decoding step (no lse) through the paged decoding kernel, capped too.
+TEST(AttentionMmaEmulated, SoftCappedScoresTakeTheF32KernelsOnEveryGpu) {
+  const qt::ScopedEnv unset("QKV_CUDA_ATTENTION", nullptr), unset_backward("QKV_CUDA_ATTENTION_BACKWARD", nullptr);
+  uint64_t seed = 5400;
+  for (const em::Architecture& arch : {em::kH200, em::kA100}) {
+    const em::ScopedArchitecture gpu(arch);
+    for (const qt::AttentionCase& c : {qt::AttentionCase{1, 2, 1, 40, 50, 64, true, 2, false, 0.f, 0.f, 0.6f},
+                                       qt::AttentionCase{1, 2, 2, 33, 47, 128, false, 1, true, 0.f, 0.f, 1.f},
+                                       qt::AttentionCase{1, 2, 2, 20, 30, 256, false, 0, false, 0.f, 0.f, 0.5f}}) {
+      SCOPED_TRACE(qt::describe(c) << " compute capability " << arch.major << "." << arch.minor);
+      for (const AttentionCompute compute : {AttentionCompute::bf16, AttentionCompute::f16}) {
+        const bool is_bf16 = compute == AttentionCompute::bf16;
+        const qt::EmulatedAttention e = qt::emulated_attention(c, seed += 10, compute);
+        em::device().launched.clear();
+        expect_near(e, is_bf16 ? run<__nv_bfloat16>(e) : run<__half>(e), 1e-4);
+        EXPECT_TRUE(f32_forward_launched(is_bf16 ? 1 : 2)) << "not the f32 forward, rounding";
+        EXPECT_TRUE(em::launched(kc::flash_dq_kernel) && em::launched(kc::flash_dkv_kernel)) << "not the f32 backward";
+      }
+    }
+  }
+  const qt::AttentionCase step{1, 4, 2, 1, 2000, 128, false, 0, false, 0.f, 0.f, 0.5f};
+  const qt::EmulatedAttention e = qt::emulated_attention(step, seed += 10, AttentionCompute::bf16);
+  std::vector<float> out(e.nq());
+  em::device().launched.clear();
+  kc::attention_forward_flash_bf16(e.p, out.data(), nullptr);
+  EXPECT_LT(qt::max_rel_error(out, e.out), 1e-4) << "a decoding step";
+  EXPECT_TRUE(em::launched(kc::paged_attention_tiled_kernel<float, 1>)) << "not the paged decoding kernel";
+}
+
 }  // namespace
 
 #else
+TEST(AttentionMmaEmulated, SoftCappedScoresTakeTheF32KernelsOnEveryGpu) {
+  GTEST_SKIP() << "this build has no CUDA toolkit headers (scripts/build.sh builds the CUDA backend where it is)";
+}
 TEST(AttentionMmaEmulated, TheTensorCorePairMatchesTheCpu) {
   GTEST_SKIP() << "this build has no CUDA toolkit headers (scripts/build.sh builds the CUDA backend where it is)";
 }

@@ -727,6 +727,37 @@ TEST(PagedAttentionKernelsEmulated, TheTensorCoreKernelsTakeACascadeAsTheCpu) {
   EXPECT_LT(rel(forward_gpu_cascade(c, k8, v8, 132, Kernel::mma).out, want), 1e-5) << "40 samples, e4m3";
 }
 
+// Soft-capped scores (Gemma 2's, s.softcap): every decoding kernel — the tiled one over f32 and bf16
+// caches, the key-a-warp one, the tensor-core one, split over the keys, and the cascade on the CUDA
+// cores and on the tensor cores — against the CPU's, which the cap moves well past the tolerance
+TEST(PagedAttentionKernelsEmulated, SoftCappedScoresMatchTheCpuInEveryKernel) {
+  for (const Heads& h : {Heads{8, 2, 64, 64, 16, 0}, Heads{4, 4, 40, 24, 4, 0}}) {
+    SCOPED_TRACE(name(h));
+    Paged c = make(h, {560, 540, 17, 0}, {{0, 560}, {1, 540}, {2, 17}, {3, 0}, {0, 559}}, 191);
+    share_first_pages(c, 2, 512 / h.page_size);  // rows 0 and 1: 512 keys in common
+    c.s.softcap = 0.25f;
+    const std::vector<float> want = forward_cpu(c);
+    Paged uncapped = c;
+    uncapped.s.softcap = 0.f;
+    EXPECT_GT(rel(want, forward_cpu(uncapped)), 1e-2) << "the cap changes little: the test could not fail";
+    EXPECT_LT(rel(forward_gpu(c), want), 1e-5) << "tiled";
+    EXPECT_LT(rel(forward_gpu(c, Kernel::warps), want), 1e-5) << "a key a warp";
+    EXPECT_LT(rel(forward_gpu_split(c, kc::PagedSplit{4, 150}), want), 1e-5) << "split";
+    EXPECT_LT(rel(forward_gpu_cascade(c, c.k, c.v, 8).out, want), 1e-5) << "cascade";
+    const std::vector<qkv::bf16> k16 = to_cache<qkv::bf16>(c.k), v16 = to_cache<qkv::bf16>(c.v);
+    std::vector<float> want16(want.size()), got(want.size(), NAN);
+    cpu::paged_attention_forward(c.q.data(), k16.data(), v16.data(), c.table.data(), c.seq.data(), c.len.data(),
+                                 want16.data(), c.s);
+    decode(Kernel::tiled, c, k16.data(), v16.data(), got.data(), decode_grid(c));
+    EXPECT_LT(rel(got, want16), 1e-5) << "tiled, bf16";
+    if (h.D != 64) continue;  // (the tensor-core kernels: head dims 64 and 128)
+    std::fill(got.begin(), got.end(), NAN);
+    decode(Kernel::mma, c, k16.data(), v16.data(), got.data(), decode_grid(c));
+    EXPECT_LT(rel(got, want16), 1e-5) << "mma";
+    EXPECT_LT(rel(forward_gpu_cascade(c, k16, v16, 8, Kernel::mma).out, want16), 1e-5) << "cascade, mma";
+  }
+}
+
 // A shared page outside the cache (the GPU's block table is not checked): skipped by the cascade as
 // by the token-by-token kernel, nothing read outside the cache (qkv_emulation_asan); and a group's
 // first token's row outside the table (the GPU's seq is not checked either): that group reads nothing.

@@ -58,10 +58,6 @@ Sample gpu_only(Sample s) {  // a larger shape: compared on the GPU, too big for
   s.gradcheck = false;
   return s;
 }
-Sample cpu_only(Sample s) {  // an option the GPU's kernels refuse (attention's softcap)
-  s.cuda = false;
-  return s;
-}
 
 // cos, sin [T, rot] of rotary embeddings: angle (start + t)·base^(−2j/rot), j = i mod rot/2
 std::pair<Tensor, Tensor> rope_tables(int64_t T, int64_t rot, int64_t start, double base) {
@@ -264,10 +260,9 @@ std::vector<OpInfo> build() {
                       {"seq", Tensor::from_ints(seq, {T})}, {"seq_len", Tensor::from_ints(len, {T})}},
                      {{"window", window}});
           };
-          Sample capped = sample("softcap", 6, 2, 5, 4, 37);  // (Gemma 2's soft-capped scores: the CPU's)
+          Sample capped = sample("softcap", 6, 2, 5, 4, 37);  // (Gemma 2's soft-capped scores)
           capped.params["softcap"] = 1.5;
-          return std::vector<Sample>{sample("mha", 2, 2, 8, 0, 31), sample("gqa_window", 6, 2, 5, 4, 34),
-                                     cpu_only(capped)};
+          return std::vector<Sample>{sample("mha", 2, 2, 8, 0, 31), sample("gqa_window", 6, 2, 5, 4, 34), capped};
         },
         {});
     t.push_back(p);
@@ -790,9 +785,8 @@ std::vector<OpInfo> build() {
               S("bool_mask_dead_row", with(qkv(2), "attn_mask", keep)), S("gqa", qkv(1), {{"enable_gqa", true}}),
               S("dropout", qkv(2), {{"dropout_p", 0.25f}, {"seed", 5}}),
               // soft-capped scores (a cap of 0.7 bends them all), with a float mask's gradient
-              cpu_only(S("softcap_float_mask_grad", with(qkv(2), "attn_mask", randn({3, 5}, 23)), {{"softcap", 0.7f}})),
-              cpu_only(
-                  S("softcap_gqa_causal", qkv(1), {{"enable_gqa", true}, {"is_causal", true}, {"softcap", 0.7f}}))};
+              S("softcap_float_mask_grad", with(qkv(2), "attn_mask", randn({3, 5}, 23)), {{"softcap", 0.7f}}),
+              S("softcap_gqa_causal", qkv(1), {{"enable_gqa", true}, {"is_causal", true}, {"softcap", 0.7f}})};
         },
         {"q", "k", "v", "attn_mask"});
     a.golden = false;

@@ -16,7 +16,7 @@
 // Attn is causal scaled dot-product attention with H query heads sharing Hkv key/value heads
 // (H % Hkv == 0; Hkv = H is plain multi-head, 1 is multi-query), its scores q·k / √query_pre_attn_scalar
 // (√head_dim unless given), soft-capped c · tanh(s / c) with attn_logit_softcapping c > 0 (Gemma 2:
-// before the mask; the CPU only), optionally limited to the last
+// before the mask), optionally limited to the last
 // `sliding_window` keys — on every layer (Mistral, Phi-3), or on all but every sliding_window_pattern-th
 // (Gemma 2: N = 2, Gemma 3: 6 — layers N−1, 2N−1, … see every key). RoPE rotates each head's first
 // rot = head_dim · partial_rotary_factor features by position t at angles t·θᵢ, θᵢ = rope_theta^(−2i/rot),

@@ -17,7 +17,7 @@ namespace qkv {
 // 0 … seq_len[t]−1 (the last `window` of them, window > 0); k_cache [pages, Hkv, page_size, D],
 // v_cache [pages, Hkv, page_size, Dv] (H a multiple of Hkv); block_table i32 [rows, max_pages]; seq,
 // seq_len i32 [T] → out [T, H, Dv]. scale: 1/√D unless given; softcap > 0: the scores soft-capped,
-// as scaled_dot_product_attention's (ops/attention.h; the CPU only). Every index is checked (a CPU
+// as scaled_dot_product_attention's (ops/attention.h). Every index is checked (a CPU
 // block table: each page a token reads lies in the cache). The caches are f32, or bf16 (half the memory;
 // vLLM's kv_cache_dtype), or f8e4m3 (a quarter; vLLM's "fp8"): widened to f32 as they are read, q and
 // the sums f32.

@@ -7,11 +7,13 @@
 // time (q in shared memory), fold them into the running max m and sum l (online softmax), and
 // accumulate O = Σ_j w_j V_j with each lane holding the output dims lane, lane + 32, … (Dv ≤ 256).
 //   O = α·O + (P ∘ Z/(1−p)) V_j;  end: O /= l,  lse = m + log l   (l = 0: no visible key → O = 0, lse = −∞)
+// with scores S_ij = c(scale · q_i·k_j) + M_ij, c the soft cap where p.softcap > 0 (attention_device.cuh).
 // Backward, flash (FlashAttention-2's, split into two passes so that no output row is written by
 // two warps and nothing needs atomics): with D_i = rowsum(dO_i ∘ O_i), P = e^(S − lse):
-//   dQ pass (a warp per query row):  dS_ij = P_ij (Z_ij/(1−p) · dO_i·V_j − D_i),  dQ_i = scale Σ_j dS_ij K_j
+//   dQ pass (a warp per query row):  dS_ij = P_ij (Z_ij/(1−p) · dO_i·V_j − D_i) c'_ij,  dQ_i = scale Σ_j dS_ij K_j
 //   dK/dV pass (a warp per key row of a key/value head, over its group's query heads):
 //                                    dV_j = Σ_i P_ij Z_ij/(1−p) dO_i,  dK_j = scale Σ_i dS_ij Q_i
+// (c'_ij: the soft cap's slope at the score, 1 without a cap.)
 // A few query rows against many keys (decoding against a long KV cache) split the keys instead, a
 // warp per (row, chunk of 256 keys), and combine the chunks' softmax statistics after (flash-decoding)
 // — unless, with no lse asked (no gradient) and the cache's rows dense, the paged decoding kernel takes
@@ -76,7 +78,8 @@ __device__ inline void flash_row(const AttnProblem& p, int64_t b, int64_t h, int
   for (int64_t j0 = j_begin; j0 < j_end; j0 += 32) {
     const int64_t j = j0 + lane;
     float s = -INFINITY;
-    if (j < j_end) s = masked_score(p, b, h, i, j, p.scale * dot_shared<Round>(qs, k + j * p.k_sl, p.D));
+    if (j < j_end)
+      s = masked_score(p, b, h, i, j, soft_cap(p.softcap, p.scale * dot_shared<Round>(qs, k + j * p.k_sl, p.D)));
     const float m_new = fmaxf(m, warp_max(s));
     if (m_new == -INFINITY) continue;  // nothing visible yet (the whole warp agrees)
     const float alpha = m == -INFINITY ? 0.f : expf(m - m_new);
@@ -231,11 +234,12 @@ __global__ void __launch_bounds__(kWarps * 32) flash_dq_kernel(AttnProblem p, co
     const int64_t j = j0 + lane;
     float ds = 0.f;
     if (j < j_end) {
-      const float s = masked_score(p, b, h, i, j, p.scale * dot_shared(qs[warp], k + j * p.k_sl, p.D));
+      const float c = soft_cap(p.softcap, p.scale * dot_shared(qs[warp], k + j * p.k_sl, p.D));
+      const float s = masked_score(p, b, h, i, j, c);
       if (s != -INFINITY) {
         const float pj = expf(s - L);
         const float dp = dot_shared(gs[warp], v + j * p.v_sl, p.Dv) * keep(p, b, h, i, j);
-        ds = pj * (dp - Di);
+        ds = pj * (dp - Di) * soft_cap_slope(p.softcap, c);
       }
     }
     const int n = j_end - j0 < 32 ? static_cast<int>(j_end - j0) : 32;
@@ -281,11 +285,13 @@ __global__ void __launch_bounds__(kWarps * 32) flash_dkv_kernel(AttnProblem p, c
       const int64_t i = i0 + lane;
       float w = 0.f, ds = 0.f;
       if (i < p.Lq && L[i] != -INFINITY) {
-        const float s = masked_score(p, b, h, i, j, p.scale * dot_shared(ks[warp], q + i * p.q_sl, p.D));
+        const float c = soft_cap(p.softcap, p.scale * dot_shared(ks[warp], q + i * p.q_sl, p.D));
+        const float s = masked_score(p, b, h, i, j, c);
         if (s != -INFINITY) {
           const float pj = expf(s - L[i]), z = keep(p, b, h, i, j);
           w = pj * z;
-          ds = pj * (dot_shared(vs[warp], dout + at(p.dout_l, b, h, i), p.Dv) * z - Dh[i]);
+          ds = pj * (dot_shared(vs[warp], dout + at(p.dout_l, b, h, i), p.Dv) * z - Dh[i]) *
+               soft_cap_slope(p.softcap, c);
         }
       }
       const int n = p.Lq - i0 < 32 ? static_cast<int>(p.Lq - i0) : 32;
@@ -332,7 +338,8 @@ __global__ void __launch_bounds__(kWarps * 32) reference_forward_kernel(AttnProb
   float* Pr = P + ((b * p.H + h) * p.Lq + i) * p.Lk;
   float m = -INFINITY;
   for (int64_t j = lane; j < p.Lk; j += 32) {
-    const float s = masked_score(p, b, h, i, j, p.scale * dot_shared(qs[warp], k + j * p.k_sl, p.D));
+    const float s =
+        masked_score(p, b, h, i, j, soft_cap(p.softcap, p.scale * dot_shared(qs[warp], k + j * p.k_sl, p.D)));
     Pr[j] = s;
     m = fmaxf(m, s);
   }
@@ -371,10 +378,12 @@ __global__ void __launch_bounds__(kWarps * 32) reference_forward_kernel(AttnProb
   }
 }
 
-// Per query row: dP_j = (dO_i·V_j) Z_ij/(1−p), dS_j = P_j (dP_j − Σ_k P_k dP_k) into dS; dQ_i = scale dS_i K.
-__global__ void __launch_bounds__(kWarps * 32) reference_rows_kernel(AttnProblem p, const float* P, const float* dout,
-                                                                     float* dS, float* dq) {
-  QKV_SHARED float gs[kWarps][kMaxDim];
+// Per query row: dP_j = (dO_i·V_j) Z_ij/(1−p), dS_j = P_j (dP_j − Σ_k P_k dP_k) into dS (the scores'
+// gradient: a float mask's); soft-capped, dX_j = dS_j c'(x_j) into dX, x_j = scale q_i·k_j recomputed (dX = dS
+// without a cap); dQ_i = scale dX_i K.
+__global__ void __launch_bounds__(kWarps * 32)
+    reference_rows_kernel(AttnProblem p, const float* P, const float* dout, float* dS, float* dX, float* dq) {
+  QKV_SHARED float gs[kWarps][kMaxDim], qs[kWarps][kMaxDim];
   RowOf r;
   if (!warp_row(p.H, p.Lq, p.B * p.H * p.Lq, &r)) return;
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
@@ -384,9 +393,13 @@ __global__ void __launch_bounds__(kWarps * 32) reference_rows_kernel(AttnProblem
   const float* k = p.k + b * p.k_sb + hk * p.k_sh;
   const float* v = p.v + b * p.v_sb + hk * p.v_sh;
   for (int64_t d = lane; d < p.Dv; d += 32) gs[warp][d] = g[d];
+  const float* q = p.q + b * p.q_sb + h * p.q_sh + i * p.q_sl;
+  if (p.softcap > 0.f)
+    for (int64_t d = lane; d < p.D; d += 32) qs[warp][d] = q[d];
   __syncwarp();
   const float* Pr = P + row * p.Lk;
   float* dSr = dS + row * p.Lk;
+  float* dXr = dX + row * p.Lk;
   float s = 0.f;
   for (int64_t j = lane; j < p.Lk; j += 32) {
     const float dp = dot_shared(gs[warp], v + j * p.v_sl, p.Dv) * keep(p, b, h, i, j);
@@ -394,13 +407,18 @@ __global__ void __launch_bounds__(kWarps * 32) reference_rows_kernel(AttnProblem
     s += Pr[j] * dp;
   }
   s = warp_sum(s);
-  for (int64_t j = lane; j < p.Lk; j += 32) dSr[j] = Pr[j] * (dSr[j] - s);
+  for (int64_t j = lane; j < p.Lk; j += 32) {
+    dSr[j] = Pr[j] * (dSr[j] - s);
+    if (p.softcap > 0.f)
+      dXr[j] =
+          dSr[j] * soft_cap_slope(p.softcap, soft_cap(p.softcap, p.scale * dot_shared(qs[warp], k + j * p.k_sl, p.D)));
+  }
   __syncwarp();
   float acc[kChunks];
 #pragma unroll
   for (int t = 0; t < kChunks; ++t) acc[t] = 0.f;
   for (int64_t j = 0; j < p.Lk; ++j) {
-    const float dsj = dSr[j];
+    const float dsj = dXr[j];
     if (dsj == 0.f) continue;
     const float* kr = k + j * p.k_sl;
 #pragma unroll
@@ -417,9 +435,9 @@ __global__ void __launch_bounds__(kWarps * 32) reference_rows_kernel(AttnProblem
   }
 }
 
-// Per key row j of head (b, hk): dV_j = Σ_{h in group, i} W_ij dO_i,  dK_j = scale Σ dS_ij Q_i.
-__global__ void __launch_bounds__(kWarps * 32) reference_columns_kernel(AttnProblem p, const float* P, const float* dS,
-                                                                        const float* dout, float* dk, float* dv) {
+// Per key row j of head (b, hk): dV_j = Σ_{h in group, i} W_ij dO_i,  dK_j = scale Σ dX_ij Q_i.
+__global__ void __launch_bounds__(kWarps * 32)
+    reference_columns_kernel(AttnProblem p, const float* P, const float* dX, const float* dout, float* dk, float* dv) {
   RowOf r;
   if (!warp_row(p.Hkv, p.Lk, p.B * p.Hkv * p.Lk, &r)) return;
   const int lane = threadIdx.x % 32;
@@ -431,7 +449,7 @@ __global__ void __launch_bounds__(kWarps * 32) reference_columns_kernel(AttnProb
     const float* q = p.q + b * p.q_sb + h * p.q_sh;
     for (int64_t i = 0; i < p.Lq; ++i) {
       const int64_t row = (b * p.H + h) * p.Lq + i;
-      const float w = P[row * p.Lk + j] * keep(p, b, h, i, j), ds = dS[row * p.Lk + j];
+      const float w = P[row * p.Lk + j] * keep(p, b, h, i, j), ds = dX[row * p.Lk + j];
       if (w == 0.f && ds == 0.f) continue;
       const float* gr = dout + row * p.Dv;
       const float* qr = q + i * p.q_sl;
@@ -560,14 +578,15 @@ void attention_backward_reference(const AttnProblem& p, const float* probs, cons
   check_dims(p);
   cudaStream_t s = stream();
   const int64_t qrows = p.B * p.H * p.Lq, krows = p.B * p.Hkv * p.Lk;
-  Scratch scratch(dscores ? 0 : qrows * p.Lk, s);
+  Scratch scratch(dscores ? 0 : qrows * p.Lk, s), capped(p.softcap > 0.f ? qrows * p.Lk : 0, s);
   float* dS = dscores ? dscores : scratch.p;
+  float* dX = p.softcap > 0.f ? capped.p : dS;  // the capped scores' gradient (the scores' own without a cap)
   if (qrows > 0) {
-    QKV_LAUNCH(warps_grid(qrows), kWarps * 32, 0, s, reference_rows_kernel)(p, probs, dout, dS, dq);
+    QKV_LAUNCH(warps_grid(qrows), kWarps * 32, 0, s, reference_rows_kernel)(p, probs, dout, dS, dX, dq);
     QKV_CUDA_LAUNCHED(reference_rows_kernel);
   }
   if (krows > 0) {
-    QKV_LAUNCH(warps_grid(krows), kWarps * 32, 0, s, reference_columns_kernel)(p, probs, dS, dout, dk, dv);
+    QKV_LAUNCH(warps_grid(krows), kWarps * 32, 0, s, reference_columns_kernel)(p, probs, dX, dout, dk, dv);
     QKV_CUDA_LAUNCHED(reference_columns_kernel);
   }
 }

@@ -22,7 +22,9 @@
 QKV_CUDA_LAUNCHERS_BEGIN
 namespace {
 
-bool on_tiles(const AttnProblem& p) { return p.D == p.Dv && (p.D == 64 || p.D == 128); }
+// (a soft-capped problem: the f32 kernels, attention_kernels.h)
+bool on_tiles(const AttnProblem& p) { return !attention_softcapped(p) && p.D == p.Dv && (p.D == 64 || p.D == 128); }
+bool on_d256(const AttnProblem& p) { return !attention_softcapped(p) && p.D == 256 && p.Dv == 256; }
 
 // The backward off the tiles: dense copies of q, k, v and dout rounded to T, for the f32 kernels.
 template <typename T>
@@ -79,7 +81,7 @@ void forward(const AttnProblem& p, float* out, float* lse) {
   // head dim 256 on Hopper: the warp-specialized wgmma forward unless QKV_CUDA_ATTENTION names a kernel of
   // another GPU (sm90a/attention_wgmma.cu); elsewhere the f32 kernels below (the
   // backward likewise: its own wgmma kernel on Hopper)
-  if (p.D == 256 && p.Dv == 256 && (lse || p.Lq > kDecodeRows)) {
+  if (on_d256(p) && (lse || p.Lq > kDecodeRows)) {
     check_grid(p.B * p.H);
     if constexpr (std::is_same_v<T, __half>) {
       if (attention_forward_wgmma_f16(p, out, lse)) return;
@@ -112,7 +114,7 @@ void backward(const AttnProblem& p, const float* out, const float* lse, const fl
               float* dv) {
   cudaStream_t s = stream();
   // head dim 256: the wgmma backward where it serves (Hopper), else below
-  const bool d256 = p.D == 256 && p.Dv == 256 && attention_backward_wgmma_serves(p);
+  const bool d256 = on_d256(p) && attention_backward_wgmma_serves(p);
   if ((on_tiles(p) || d256) && p.B * p.Hkv > 0 && p.Lq > 0 && p.Lk > 0) {
     check_grid(p.B * p.Hkv);
     // every tile kernel adds dQ into a zeroed dq with atomics and takes D_i = rowsum(dO ∘ O): the mma.sync

@@ -15,6 +15,25 @@ __device__ inline int64_t at(const HeadLayout& l, int64_t b, int64_t h, int64_t 
   return b * l.sb + h * l.sh + i * l.sl;
 }
 
+// The soft cap of a score x = scale·q·k (p.softcap > 0: Gemma 2's attn_logit_softcapping, FlashAttention-2's
+// softcap), before the mask, and its slope for the backward (dX = dS ∘ c'(x)):
+//   c(x) = softcap · tanh(x / softcap),   c'(x) = 1 − (c(x) / softcap)²      (no cap: c(x) = x, c' = 1)
+// The CUDA-core kernels (attention.cu) and the paged decoding kernels apply it; the tensor-core kernels
+// decline a soft-capped problem (attention_softcapped_on_cuda_cores).
+// tanh(y) as 1 − 2 / (e^(2y) + 1), e^(2y) by one exp2f: a few instructions where tanhf's branches and
+// polynomial cost the decoding kernels a third more registers; ±1 at the ends (e^(2y) = ∞ or 0), its
+// error a few f32 ulps of the cap, as a score's own rounding.
+__device__ inline float soft_cap(float cap, float x) {
+  if (cap <= 0.f) return x;
+  const float e = exp2f(x * (2.8853900817779268f / cap));  // 2·log2(e) · x / cap
+  return cap * (1.f - 2.f / (e + 1.f));
+}
+__device__ inline float soft_cap_slope(float cap, float c) {
+  if (cap <= 0.f) return 1.f;
+  const float t = c / cap;
+  return 1.f - t * t;
+}
+
 // scale·q·k + M for query i and key j of head (b, h): −∞ where a key past Lk, the boolean mask or
 // causality (j ≤ i visible, top-left aligned as PyTorch) hides j.
 __device__ inline float masked_score(const AttnProblem& p, int64_t b, int64_t h, int64_t i, int64_t j, float s) {

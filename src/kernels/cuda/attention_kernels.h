@@ -52,6 +52,11 @@ bool attention_uses_wmma();
 inline bool attention_general_code(const AttnProblem& p) {
   return p.mask.kind != AttnMask::Kind::none || p.dropout_p > 0.f;
 }
+// Soft-capped scores (p.softcap > 0, Gemma 2's): the CUDA-core kernels (attention.cu: the pair, split-KV,
+// the reference pair) and the paged decoding kernels take them in every precision; the tensor-core
+// kernels (3xTF32, mma.sync, WMMA, wgmma) keep P in place of S and have no room for the cap's slope, so
+// their dispatchers pass such a problem on to the CUDA cores.
+inline bool attention_softcapped(const AttnProblem& p) { return p.softcap > 0.f; }
 // The first, WMMA pair (attention_bf16.cu; head dims 64 and 128, D = Dv), S, P and O round-tripped
 // through shared memory: where QKV_CUDA_ATTENTION=wmma asks. The backward takes D_i and a zeroed dq.
 void attention_forward_wmma_bf16(const AttnProblem& p, float* out, float* lse);

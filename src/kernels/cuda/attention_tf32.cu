@@ -76,9 +76,9 @@ bool fits_shared(size_t bytes) {
 // What both kernels need of the problem: head dims 64 or 128 (D = Dv), q, k, v rows on 16 bytes (cp.async's
 // copies), a grid of B·H (B·Hkv) blocks in y, and the selection (attention_uses_tf32).
 bool tf32_serves(const AttnProblem& p) {
-  return attention_uses_tf32() && p.D == p.Dv && (p.D == 64 || p.D == 128) && p.B * p.H <= 65535 &&
-         tiles::rows_on_16_bytes(p.q, p.q_sb, p.q_sh, p.q_sl) && tiles::rows_on_16_bytes(p.k, p.k_sb, p.k_sh, p.k_sl) &&
-         tiles::rows_on_16_bytes(p.v, p.v_sb, p.v_sh, p.v_sl);
+  return attention_uses_tf32() && !attention_softcapped(p) && p.D == p.Dv && (p.D == 64 || p.D == 128) &&
+         p.B * p.H <= 65535 && tiles::rows_on_16_bytes(p.q, p.q_sb, p.q_sh, p.q_sl) &&
+         tiles::rows_on_16_bytes(p.k, p.k_sb, p.k_sh, p.k_sl) && tiles::rows_on_16_bytes(p.v, p.v_sb, p.v_sh, p.v_sl);
 }
 
 }  // namespace

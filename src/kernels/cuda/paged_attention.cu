@@ -171,7 +171,7 @@ bool attention_decode_tiled(const AttnProblem& p, float* out) {
   if (!keys || !values || !queries || !outputs) return false;
   PagedShape s;
   s.T = T, s.H = p.H, s.Hkv = p.Hkv, s.D = p.D, s.Dv = p.Dv, s.page_size = P, s.pages = p.B, s.rows = p.B;
-  s.max_pages = 1, s.scale = p.scale, s.window = 0;
+  s.max_pages = 1, s.scale = p.scale, s.window = 0, s.softcap = p.softcap;
   // the block table, seq and len ([B], [T], [T] int32) made on the device, in stream order (a graph may
   // record them)
   Scratch index(p.B + 2 * T, stream());

@@ -38,7 +38,8 @@
 #include <cstring>
 #include <type_traits>
 
-#include "kernels/cuda/attention_tiles.cuh"  // cp.async, mma.sync, ldmatrix
+#include "kernels/cuda/attention_device.cuh"  // soft_cap
+#include "kernels/cuda/attention_tiles.cuh"   // cp.async, mma.sync, ldmatrix
 #include "kernels/cuda/bf16_bits.cuh"
 #include "kernels/cuda/launch.h"
 #include "kernels/cuda/operand_rounding.cuh"  // operand<Round>
@@ -261,12 +262,12 @@ __global__ void __launch_bounds__(kPagedThreads)
 #pragma unroll
     for (int g = 0; g < kPagedHeads; ++g) {
       if (g >= Gb) break;  // (warp-uniform: every lane leaves together)
-      // x = (scale · q_g) · k_j, summed over the warp's lanes
+      // x = c((scale · q_g) · k_j), summed over the warp's lanes (c: the soft cap, where s.softcap > 0)
       float part = 0.f;
 #pragma unroll
       for (int i = 0; i < kPagedPerLane; ++i)
         if (lane + 32 * i < s.D) part += qs[g * s.D + lane + 32 * i] * kr[i];
-      const float x = warp_sum(part);
+      const float x = soft_cap(s.softcap, warp_sum(part));
       // online softmax: m' = max(m, x), c = e^(m − m'), p = e^(x − m');
       // l ← l·c + p, acc ← acc·c + p·v_j
       const float m_new = fmaxf(m[g], x), c = expf(m[g] - m_new), p = expf(x - m_new);
@@ -482,7 +483,7 @@ __global__ void __launch_bounds__(kPagedThreads, 2)
       for (int r = 0; r < 2; ++r) {
         if (r == 1 && !two) break;  // (warp-uniform)
         const int g = warp + kPagedWarps * r;
-        const float xr = present ? x[r] : -INFINITY, m_new = fmaxf(m[r], warp_max(xr));
+        const float xr = present ? soft_cap(s.softcap, x[r]) : -INFINITY, m_new = fmaxf(m[r], warp_max(xr));
         float c = 1.f, p = 0.f;
         if (m_new != -INFINITY) {  // (warp-uniform; else no key yet: acc stays 0)
           c = expf(m[r] - m_new);
@@ -668,12 +669,13 @@ __device__ inline void widen_two_row_tile(uint16_t* k16, uint16_t* v16, const un
 
 // A tile of NT·8 keys (rows of D + 8 in shared memory; `here` bit j: key j to attend to) against the
 // lane's row, the online softmax's step:
-//   S = Q₂ Kᵀ,  x_j = S[g, j] + S[g + 8, j] (−∞ for a key not here),  m' = max(m, max_j x_j),
+//   S = Q₂ Kᵀ,  x_j = c(S[g, j] + S[g + 8, j]) (−∞ for a key not here; c the soft cap where cap > 0),
+//   m' = max(m, max_j x_j),
 //   c = e^(m − m'),  p_j = e^(x_j − m'),  l ← l·c + Σ_j p_j (this lane's keys),  O ← c·O,
 // then O += P₂ V with P₂'s rows g and g + 8 bf16(p) and bf16(p − bf16(p)). `here` ≠ 0 (m' finite).
 template <int D, int NT>
 __device__ inline void two_row_tile(const uint32_t (&qa)[D / 16][4], const uint16_t* kt, const uint16_t* vt,
-                                    unsigned here, int lane, float& m, float& l, float (&o)[D / 8][4]) {
+                                    unsigned here, int lane, float cap, float& m, float& l, float (&o)[D / 8][4]) {
   static_assert(NT % 2 == 0, "keys in pairs of n-tiles: 16 a k-step");
   constexpr int S = D + 8;
   constexpr unsigned kFull = 0xffffffffu;
@@ -697,7 +699,7 @@ __device__ inline void two_row_tile(const uint32_t (&qa)[D / 16][4], const uint1
   for (int n = 0; n < NT; ++n)
 #pragma unroll
     for (int e = 0; e < 2; ++e) {
-      x[n][e] = (here >> (8 * n + 2 * u + e)) & 1u ? sc[n][e] + sc[n][e + 2] : -INFINITY;
+      x[n][e] = (here >> (8 * n + 2 * u + e)) & 1u ? soft_cap(cap, sc[n][e] + sc[n][e + 2]) : -INFINITY;
       mx = fmaxf(mx, x[n][e]);
     }
   mx = fmaxf(mx, __shfl_xor_sync(kFull, mx, 1));
@@ -794,10 +796,10 @@ __global__ void __launch_bounds__(kPagedThreads, 2)
       const int64_t at = (i % stages) * kPagedMmaKeys * D;
       widen_two_row_tile<D, kPagedMmaKeys>(k16, v16, kr + at, vr + at, lane);
       __syncwarp();
-      two_row_tile<D, 2>(qa, k16, v16, here, lane, m, l, o);
+      two_row_tile<D, 2>(qa, k16, v16, here, lane, s.softcap, m, l, o);
     } else {
       const int64_t at = (i % stages) * kPagedMmaKeys * S;
-      two_row_tile<D, 2>(qa, kw + at, vw + at, here, lane, m, l, o);
+      two_row_tile<D, 2>(qa, kw + at, vw + at, here, lane, s.softcap, m, l, o);
     }
   }
   tiles::cp_async_wait<0>();  // (the empty groups past the last step)
@@ -977,7 +979,7 @@ __global__ void __launch_bounds__(kPagedThreads)
     for (int i = 0; i < kCascadeWarpRows; ++i) {
       p[i] = 0.f;
       if (i >= wr) continue;  // (warp-uniform)
-      const float xi = mine ? x[i] : -INFINITY, m_new = fmaxf(m[i], warp_max(xi));
+      const float xi = mine ? soft_cap(s.softcap, x[i]) : -INFINITY, m_new = fmaxf(m[i], warp_max(xi));
       if (m_new == -INFINITY) continue;  // no key yet (warp-uniform)
       const float cf = expf(m[i] - m_new);
       p[i] = mine ? expf(xi - m_new) : 0.f;
@@ -1102,12 +1104,12 @@ __global__ void __launch_bounds__(kPagedThreads)
         widen_two_row_tile<D, kRowsAWarp>(k16 + warp * kRowsAWarp * S, v16 + warp * kRowsAWarp * S, kr + at, vr + at,
                                           lane);
       __syncthreads();
-      if (wr > 0 && here != 0) two_row_tile<D, 4>(qa, k16, v16, here, lane, m, l, o);
+      if (wr > 0 && here != 0) two_row_tile<D, 4>(qa, k16, v16, here, lane, s.softcap, m, l, o);
       // (the next tile's widening waits at its __syncthreads above for these reads)
     } else {
       if (wr == 0 || here == 0) continue;  // (warp-uniform)
       const int64_t at = (i % stages) * kCascadeTile * S;
-      two_row_tile<D, 4>(qa, k_tiles + at, v_tiles + at, here, lane, m, l, o);
+      two_row_tile<D, 4>(qa, k_tiles + at, v_tiles + at, here, lane, s.softcap, m, l, o);
     }
   }
   tiles::cp_async_wait<0>();  // (the empty groups past the last tile)
