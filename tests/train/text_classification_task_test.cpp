@@ -391,6 +391,37 @@ TEST(TextClassification, ANewHeadOnAMaskedLanguageModelLearns) {
   EXPECT_EQ(scores[1][0].label, "neg");
 }
 
+// Mixed precision ("dtype": "bf16": bf16 GEMMs and attention, f32 master weights) fine-tunes a new head
+// as f32 does: its first loss within bf16's rounding of f32's, the task learned, the file's weights f32.
+TEST(TextClassification, InBf16ANewHeadLearnsAsInF32) {
+  TempDir d("text-classification-bf16");
+  const std::string cls = (d.path / "cls.safetensors").string();
+  models::HfConvertOptions o;
+  o.head = "sequence", o.labels = {"neg", "pos"};
+  models::convert_hf((kGolden / "hf" / "bert-uncased").string(), cls, o);
+  const std::string data = yes_no(d.path, 400);
+  json f32 = yes_no_config(cls, data, 150), bf16 = f32;
+  bf16["train"]["dtype"] = "bf16";
+  run(f32, d.path / "f32");
+  run(bf16, d.path / "bf16");
+  const std::vector<json> a = rows_of_run(d.path / "f32"), b = rows_of_run(d.path / "bf16");
+  auto first_loss = [](const std::vector<json>& rows) {
+    for (const json& row : rows)
+      if (row.contains("loss")) return row["loss"].get<double>();
+    return -1.0;
+  };
+  const double first_f32 = first_loss(a), first_bf16 = first_loss(b);
+  ASSERT_GT(first_f32, 0);
+  EXPECT_NEAR(first_bf16, first_f32, 5e-3) << "the first step's loss";
+  EXPECT_NE(first_bf16, first_f32) << "the bf16 run computed in f32";
+  double acc = -1;
+  for (const json& row : b)
+    if (row.contains("val_accuracy")) acc = row["val_accuracy"];
+  EXPECT_GE(acc, 0.95) << "the bf16 run did not learn the first word";
+  for (const auto& [name, t] : models::load_model_file((d.path / "bf16" / "model.safetensors").string()).params)
+    EXPECT_EQ(t.dtype(), DType::f32) << name;
+}
+
 // A stopped run resumes to the same losses bit for bit (dropout on: the file's 0.1; the epoch order).
 TEST(TextClassification, ResumeReproducesTheUninterruptedRun) {
   const FixedThreads fixed;
