@@ -408,9 +408,12 @@ void BatchingGenerator::step(std::vector<std::shared_ptr<Request>>& running) {
         rows.push_back(r->pending() == 0 ? r->sampler.row() : RowSampling{});
       drawn = sample_rows(out, rows).to(Device::cpu()).to_ints();
     };
-    if (graphs_ && refeed == 0 && graphs_->takes(count)) {  // decoding tokens only: a bucket's graph
-      work = [&] {
-        read(graphs_->step(seqs, ids));
+    if (graphs_ && graphs_->takes(count)) {  // decoding tokens only: a bucket's graph
+      std::vector<uint8_t> long_rope;        // (longrope: each sequence past its short factors or not)
+      if (refeed > 0)
+        for (const Request* r : in) long_rope.push_back(r->long_rope ? 1 : 0);
+      work = [&, long_rope] {
+        read(graphs_->step(seqs, ids, long_rope));
         graph_steps_ = graphs_->replayed(), graphs_captured_ = graphs_->captured();
       };
     } else {

@@ -32,7 +32,7 @@ PagedDecodeGraphs::PagedDecodeGraphs(const models::LanguageModel& model, nn::Pag
   QKV_CHECK(mode == Mode::emulated || !cache.device().is_cpu(), "PagedDecodeGraphs: CUDA graphs need a GPU's cache; the CPU's ",
             "steps are emulated (Mode::emulated)");
   // the largest bucket's inputs, made once: a graph reads the buffer it was captured with
-  const int64_t size = max_batch * (5 + width_cap_);
+  const int64_t size = max_batch * (5 + width_cap_ + (model.refeed_at() > 0 ? 1 : 0));
   QKV_CHECK(size <= 2147483647, "PagedDecodeGraphs: ", max_batch, " tokens over ", width_cap_,
             " pages each exceed one buffer's i32 indices");
   buffer_ = Tensor::zeros({size}, DType::i32, cache.device());
@@ -64,6 +64,7 @@ PagedDecodeGraphs::Inputs PagedDecodeGraphs::inputs(int64_t tokens, int64_t widt
   // positions stay below the bucket's widest context: what the tables a step reads (Llama's rotary
   // angles) must cover when the graph is captured
   s.positions_below = std::min(W * cache_.page_size(), model_.block_size());
+  if (model_.refeed_at() > 0) s.rope_rows = take(B);    // (longrope: the stacked tables' rows)
   for (int64_t t = 0; t < B; ++t) s.last.push_back(t);  // (every token's logits: no gather)
   // (no host block table: no cascade inside a graph)
   in.size = slices.taken();
@@ -75,10 +76,13 @@ Tensor PagedDecodeGraphs::run(const Inputs& in) const {
   return model_.step_paged(in.ids, in.step, cache_);  // [B, V]
 }
 
-Tensor PagedDecodeGraphs::step(const std::vector<nn::PagedSequence*>& seqs, const std::vector<int32_t>& ids) {
+Tensor PagedDecodeGraphs::step(const std::vector<nn::PagedSequence*>& seqs, const std::vector<int32_t>& ids,
+                               const std::vector<uint8_t>& long_rope) {
   const auto n = static_cast<int64_t>(seqs.size());
-  QKV_CHECK(takes(std::vector<int64_t>(seqs.size(), 1)) && ids.size() == seqs.size(), "PagedDecodeGraphs::step: ", n,
-            " sequences and ", ids.size(), " tokens (one each, at most ", max_batch_, ")");
+  QKV_CHECK(takes(std::vector<int64_t>(seqs.size(), 1)) && ids.size() == seqs.size() &&
+                (long_rope.empty() || long_rope.size() == seqs.size()),
+            "PagedDecodeGraphs::step: ", n, " sequences, ", ids.size(), " tokens (one each, at most ", max_batch_,
+            ") and ", long_rope.size(), " longrope flags");
   const int64_t P = cache_.page_size();
   int64_t widest = 1;
   for (int64_t i = 0; i < n; ++i) {
@@ -100,8 +104,10 @@ Tensor PagedDecodeGraphs::step(const std::vector<nn::PagedSequence*>& seqs, cons
   int32_t* len = row + B;
   int32_t* slot = len + B;
   int32_t* table = slot + B;
+  int32_t* rope_row = b.in.step.rope_rows.defined() ? table + B * W : nullptr;
   std::fill(table, table + B * W, -1);
   b.in.step.host_positions.assign(static_cast<size_t>(B), 0);
+  b.in.step.long_rope.assign(rope_row ? static_cast<size_t>(B) : 0, 0);
   for (int64_t t = 0; t < B; ++t) {
     row[t] = static_cast<int32_t>(t);
     if (t >= n) {
@@ -117,6 +123,12 @@ Tensor PagedDecodeGraphs::step(const std::vector<nn::PagedSequence*>& seqs, cons
     const int64_t pages = std::min<int64_t>(W, static_cast<int64_t>(s.pages.size()));
     std::copy(s.pages.begin(), s.pages.begin() + pages, table + t * W);
     b.in.step.host_positions[static_cast<size_t>(t)] = static_cast<int32_t>(j);
+    if (rope_row && !long_rope.empty() && long_rope[static_cast<size_t>(t)]) {  // the long table's row
+      b.in.step.long_rope[static_cast<size_t>(t)] = 1;
+      rope_row[t] = static_cast<int32_t>(b.in.step.positions_below + j);
+    } else if (rope_row) {
+      rope_row[t] = static_cast<int32_t>(j);
+    }
   }
   buffer_.slice(0, 0, b.in.size).copy_(Tensor::from_blob(staging_.data(), {b.in.size}, DType::i32));  // (one upload)
   for (nn::PagedSequence* s : seqs) ++s->length;  // (the step writes their slots)

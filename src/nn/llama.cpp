@@ -467,7 +467,14 @@ Tensor Llama::step_paged(const Tensor& ids, const PagedStep& step, PagedKVCache&
               config.block_size);
     furthest = std::max<int64_t>(furthest, at);
   }
-  const int64_t rows = std::max(furthest + 1, std::min(step.positions_below, config.block_size));
+  // (given rope_rows, the tables are positions_below rows each: what the rows index)
+  const bool stacked = step.rope_rows.defined() && rope_long_;
+  QKV_CHECK(!stacked || (furthest < step.positions_below && step.positions_below <= config.block_size &&
+                         step.rope_rows.dim() == 1 && step.rope_rows.size(0) == step.tokens()),
+            "Llama::step_paged: rope_rows for tables of ", step.positions_below, " rows, positions up to ", furthest,
+            " of ", config.block_size);
+  const int64_t rows =
+      stacked ? step.positions_below : std::max(furthest + 1, std::min(step.positions_below, config.block_size));
   auto rows_at = [&](const RotaryEmbedding& rope) {
     const auto [cos_all, sin_all] = rope.tables(0, rows, x.base.device());
     return std::pair{embedding(step.positions, cos_all), embedding(step.positions, sin_all)};
@@ -485,15 +492,18 @@ Tensor Llama::step_paged(const Tensor& ids, const PagedStep& step, PagedKVCache&
         "Llama::step_paged: position ", step.host_positions[t], " with longrope's short factors (", refeed_at(),
         " tokens at most)");
   auto longrope_rows = [&] {
-    std::vector<int32_t> at(step.host_positions);
-    for (size_t t = 0; t < at.size(); ++t)
-      if (step.long_rope[t]) at[t] += static_cast<int32_t>(rows);
-    const Tensor index = Tensor::from_ints(at, {static_cast<int64_t>(at.size())}).to(x.base.device());
+    Tensor index = step.rope_rows;  // (a graph's: on the device already)
+    if (!stacked) {
+      std::vector<int32_t> at(step.host_positions);
+      for (size_t t = 0; t < at.size(); ++t)
+        if (step.long_rope[t]) at[t] += static_cast<int32_t>(rows);
+      index = Tensor::from_ints(at, {static_cast<int64_t>(at.size())}).to(x.base.device());
+    }
     const auto [cs, ss] = rope_.tables(0, rows, x.base.device());
     const auto [cl, sl] = rope_long_->tables(0, rows, x.base.device());
     return std::pair{embedding(index, cat({cs, cl}, 0)), embedding(index, cat({ss, sl}, 0))};
   };
-  const auto tables = rope_long_ && any_long ? longrope_rows() : rows_at(rope_);
+  const auto tables = rope_long_ && (any_long || stacked) ? longrope_rows() : rows_at(rope_);
   const auto local = rope_local_ ? rows_at(*rope_local_) : tables;
   for (size_t i = 0; i < layers.size(); ++i) {
     const auto& [cos, sin] = layers[i]->window > 0 ? local : tables;

@@ -121,6 +121,10 @@ TEST(BatchingGenerator, LongropeFeedsASequenceAgainPastItsShortFactors) {
   BatchingGeneratorOptions o;
   o.max_step_tokens = 5, o.page_size = 4;
   expect_same_tokens(lm(llama), o);
+  // … and its decoding steps as graphs (emulated): a bucket's graph reads each sequence's factors from its
+  // buffer (PagedStep::rope_rows), so sequences on the short and the long ones share a step
+  o.decode_graphs = BatchingGeneratorOptions::DecodeGraphs::on, o.max_batch = 64;
+  EXPECT_GT(expect_same_tokens(lm(llama), o), 10);
 }
 
 // Decoding graphs (decode/paged_graphs.h), emulated on the CPU: the steps of decoding tokens alone

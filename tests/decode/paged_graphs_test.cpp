@@ -122,6 +122,56 @@ TEST(PagedDecodeGraphs, BucketedStepsAreThePlainStepsLlama) {
   expect_graph_steps_are_the_plain_ones(lm(llama), Device::cpu(), PagedDecodeGraphs::Mode::emulated, DType::bf16, 1e-5);
 }
 
+// longrope (Phi-3.5's): a bucket's graph serves a sequence on the short factors beside one fed again on
+// the long ones, each reading its tables' rows from the buffer (PagedStep::rope_rows) — the plain steps'
+// logits, whose long_rope flags choose the rows on the host
+TEST(PagedDecodeGraphs, LongropeStepsReadEachSequencesFactorsFromTheBuffer) {
+  nlohmann::json c = llama_config();
+  c.erase("sliding_window");
+  c["rope_scaling"] = "longrope", c["rope_original_max_position_embeddings"] = 8;
+  c["rope_short_factor"] = {1.5, 2.0}, c["rope_long_factor"] = {5.0, 9.0}, c["rope_attention_factor"] = 1.2;
+  auto llama = random_model("llama", c, 5);
+  const models::LanguageModel& m = lm(llama);
+  ASSERT_EQ(m.refeed_at(), 8);
+  nn::PagedKVCache plain = m.make_paged_cache(40, 4, Device::cpu(), DType::f32),
+                   bucketed = m.make_paged_cache(40, 4, Device::cpu(), DType::f32);
+  PagedDecodeGraphs graphs(m, bucketed, 4, PagedDecodeGraphs::Mode::emulated);
+  NoGradGuard no_grad;
+  // sequence 0: 5 tokens on the short factors; sequence 1: 12 fed from position 0 on the long ones
+  std::vector<nn::PagedSequence> a(2), b(2);
+  const std::vector<uint8_t> factors = {0, 1};
+  std::vector<int32_t> ids;
+  std::vector<uint8_t> flags;
+  for (size_t i = 0; i < 2; ++i) {
+    const int64_t n = i == 0 ? 5 : 12;
+    ASSERT_TRUE(plain.reserve(a[i], n + 4));
+    ASSERT_TRUE(bucketed.reserve(b[i], n + 4));
+    for (int64_t j = 0; j < n; ++j)
+      ids.push_back(static_cast<int32_t>((j * 3 + 1 + i) % 23)), flags.push_back(factors[i]);
+  }
+  const Tensor x = Tensor::from_ints(ids, {static_cast<int64_t>(ids.size())});
+  nn::PagedStep sa = plain.plan({&a[0], &a[1]}, {5, 12}), sb = bucketed.plan({&b[0], &b[1]}, {5, 12});
+  sa.long_rope = sb.long_rope = flags;
+  m.step_paged(x, sa, plain);
+  m.step_paged(x, sb, bucketed);
+  std::vector<int32_t> next = {3, 7};
+  for (int k = 0; k < 3; ++k) {
+    SCOPED_TRACE("step " + std::to_string(k));
+    nn::PagedStep step = plain.plan({&a[0], &a[1]}, {1, 1});
+    step.long_rope = factors;
+    const Tensor want = m.step_paged(Tensor::from_ints(next, {2}), step, plain);
+    const Tensor got = graphs.step({&b[0], &b[1]}, next, factors);
+    EXPECT_TENSOR_NEAR(got, want, 1e-5);
+    next = {static_cast<int32_t>((next[0] + 5) % 23), static_cast<int32_t>((next[1] + 2) % 23)};
+  }
+  EXPECT_EQ(graphs.replayed(), 3);
+  // the long sequence without its flag: refused by name (its position is past the short factors)
+  EXPECT_NE(testing::error_of([&] {
+              graphs.step({&b[0], &b[1]}, next, {0, 0});
+            }).find("longrope's short factors"),
+            std::string::npos);
+}
+
 TEST(PagedDecodeGraphs, GraphsNeedAGpuAndOneTokenASequence) {
   auto gpt = random_model("gpt", paged_gpt_config(), 3);
   nn::PagedKVCache cache = lm(gpt).make_paged_cache(8, 4, Device::cpu(), DType::f32);

@@ -10,7 +10,11 @@
 // What changes from step to step lives in one i32 device buffer the graph reads, written by one copy
 // from the host before each replay:
 //
-//   ids [B] | positions [B] | seq [B] | seq_len [B] | slots [B] | block_table [B, W]
+//   ids [B] | positions [B] | seq [B] | seq_len [B] | slots [B] | block_table [B, W] [| rope_rows [B]]
+//
+// (rope_rows: a longrope model's — nn/llama.h, refeed_at() > 0 — rows of its short and long rotary tables
+// stacked, position or rows + position by each sequence's factors: the choice a step makes on the host
+// made in the buffer instead, so a bucket's graph serves sequences on either factors.)
 //
 // A padding token (rows n … B − 1) is token 0 at position 0 that sees no key (seq_len 0: zeros from
 // the attention) and writes none (slot −1: paged_kv_write skips it, vLLM's PAD_SLOT_ID); its logits are
@@ -66,11 +70,13 @@ class PagedDecodeGraphs {
   bool takes(const std::vector<int64_t>& new_tokens) const;
 
   // The step of seqs[i] feeding ids[i] (one token each; takes()): plans it as PagedKVCache::plan does
-  // (each length advances by one) and runs or replays its bucket → the logits, [n, V] on the cache's
-  // device (a view of the bucket's output: valid until the next step). Mode::graph: a bucket's first step runs as written (and makes what it makes once), is then
-  // captured, and later ones replay it; a capture that fails leaves graphs off (graphs() false,
-  // why on stderr once) and every later step runs as written.
-  Tensor step(const std::vector<nn::PagedSequence*>& seqs, const std::vector<int32_t>& ids);
+  // (each length advances by one; long_rope[i]: seqs[i] on longrope's long factors, PagedStep::long_rope's
+  // flag, empty: none is) and runs or replays its bucket → the logits, [n, V] on the cache's
+  // device (a view of the bucket's output: valid until the next step). Mode::graph: a bucket's first step runs as
+  // written (and makes what it makes once), is then captured, and later ones replay it; a capture that fails leaves
+  // graphs off (graphs() false, why on stderr once) and every later step runs as written.
+  Tensor step(const std::vector<nn::PagedSequence*>& seqs, const std::vector<int32_t>& ids,
+              const std::vector<uint8_t>& long_rope = {});
 
   Mode mode() const { return mode_; }
   bool graphs() const { return graphs_; }

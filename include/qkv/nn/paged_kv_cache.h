@@ -53,6 +53,10 @@ struct PagedStep {
   // longrope (nn/llama.h): per token, whether its sequence is past the model's refeed_at() and takes the
   // long factors at every position (set by the batching generator; empty: none is)
   std::vector<uint8_t> long_rope;
+  // longrope inside a decoding graph (decode/paged_graphs.h), where long_rope cannot choose the tables
+  // on the host: [T], the row each token reads of the short and long tables stacked — its position, or
+  // positions_below + its position where long_rope says so (undefined: the model reads long_rope)
+  Tensor rope_rows;
   // > 0: every position of this step and of the later ones replaying it stays below it — what the
   // tables a step reads by position (Llama's rotary angles) must cover when a graph captures it
   // (decode/paged_graphs.h: its bucket's widest context)
