@@ -11,6 +11,7 @@
 #include <set>
 #include <tuple>
 
+#include "qkv/core/cuda.h"
 #include "qkv/decode/classify.h"
 #include "qkv/decode/fill_mask.h"
 #include "qkv/io/file.h"
@@ -28,19 +29,21 @@ namespace {
 namespace fs = std::filesystem;
 using hf_golden::convert_and_load, hf_golden::int_matrix, hf_golden::kGolden, hf_golden::reference;
 
-// Every position's logits (or hidden states) of a batch whose second row is padded.
-void check_logits(const std::string& name) {
+// Every position's logits (or hidden states) of a batch whose second row is padded, computed on `device`.
+void check_logits(const std::string& name, Device device = Device::cpu()) {
   SCOPED_TRACE(name);
   testing::TempDir dir("hf-encoder");
   LoadedMaskedLanguageModel m = convert_and_load(name, dir);
+  m.model->module().to(device);
   const nlohmann::json ref = reference(name);
   const Tensor ids = int_matrix(ref["input_ids"]), types = int_matrix(ref["token_type_ids"]),
                mask = int_matrix(ref["attention_mask"]);
-  Tensor got = ref["output"] == "last_hidden_state" ? m.model->encode(ids, types, mask)
-               : m.model->has_mlm_head()            ? m.model->forward(ids, types, mask)
-                                                    : m.model->classify(ids, types, mask);
+  const Tensor di = ids.to(device), dt = types.to(device), dm = mask.to(device);
+  Tensor got = ref["output"] == "last_hidden_state" ? m.model->encode(di, dt, dm)
+               : m.model->has_mlm_head()            ? m.model->forward(di, dt, dm)
+                                                    : m.model->classify(di, dt, dm);
   EXPECT_EQ(got.shape(), ref["logits_shape"].get<Shape>());
-  std::vector<float> got_v = got.to_vector(), want = ref["logits"].get<std::vector<float>>();
+  std::vector<float> got_v = got.to(Device::cpu()).to_vector(), want = ref["logits"].get<std::vector<float>>();
   if (ref.contains("padded_positions_differ") && got.dim() == 3) {
     // DeBERTa: transformers masks a padded query's whole row; compare the tokens' positions alone
     const std::vector<int32_t> keep = mask.to_ints();
@@ -57,17 +60,31 @@ void check_logits(const std::string& name) {
   EXPECT_LE(testing::rel_error(got_v, want), 1e-4);
 }
 
-TEST(HfEncoders, LogitsEqualTransformers) {
-  for (const char* name :
-       {"bert-seqcls",    "bert-tokcls",    "distilbert-seqcls", "distilbert-mlm",    "roberta-seqcls",
+const char* const kEncoderCases[] = {
+    "bert-seqcls",    "bert-tokcls",    "distilbert-seqcls", "distilbert-mlm",    "roberta-seqcls",
         "roberta-tokcls", "roberta-mlm",    "st-bert",           "xlmr-tokcls",       "xlmr-mlm",
         "st-xlmr",        "mpnet-mlm",      "mpnet-seqcls",      "st-mpnet",          "deberta-mlm",
         "deberta-seqcls", "deberta-tokcls", "deberta-v2-seqcls", "electra-seqcls",    "electra-tokcls",
         "electra-mlm",    "qa-bert",        "qa-distilbert",     "qa-roberta",        "qa-xlmr",
         "qa-deberta",     "qa-electra",     "modernbert-mlm",    "modernbert-seqcls", "modernbert-tokcls",
         "qa-modernbert",  "st-modernbert",  "albert-mlm",        "albert-seqcls",     "albert-tokcls",
-        "qa-albert"})
-    check_logits(name);
+        "qa-albert"};
+
+TEST(HfEncoders, LogitsEqualTransformers) {
+  for (const char* name : kEncoderCases) check_logits(name);
+}
+
+// The same on a lent GPU (docs/CUDA.md): each encoder family's forward through the CUDA backend
+// (embeddings, LayerNorm, GELU, attention under the padding mask, relative positions, ModernBERT's
+// local layers, ALBERT's shared one) against transformers' — a case a family, whose folders
+// scripts/gpu_tree.sh's slim tree keeps
+TEST(HfEncodersOnAGpu, LogitsEqualTransformers) {
+  if (!cuda::is_available()) GTEST_SKIP() << "this machine shows no CUDA GPU";
+  for (const char* name : {"bert-seqcls", "distilbert-seqcls", "roberta-seqcls", "mpnet-seqcls", "deberta-seqcls",
+                           "deberta-v2-seqcls", "modernbert-seqcls", "albert-seqcls"}) {
+    if (!fs::exists(kGolden / name)) GTEST_SKIP() << "the goldens were left out (gpu_tree.sh slim all)";
+    check_logits(name, Device::cuda());
+  }
 }
 
 // MPNet's buckets of a relative position j − i (32 buckets, distance 128), as transformers'
