@@ -346,25 +346,37 @@ TEST(AttentionMmaEmulated, OtherShapesTakeTheF32KernelsOverRoundedCopies) {
     }
 }
 
-// Soft-capped scores (Gemma 2's): the tensor-core kernels keep P in S's place and take no cap, so every
-// GPU and head dim — the tiles' 64 and 128, and 256, which Hopper's wgmma kernels take uncapped — goes to
-// the f32 kernels, which read q, k, v rounded: the CPU's bf16 and f16 attention, cap and its slope
-// included, forward and backward; a decoding step (no lse) through the paged decoding kernel, capped too.
-TEST(AttentionMmaEmulated, SoftCappedScoresTakeTheF32KernelsOnEveryGpu) {
+// Soft-capped scores (Gemma 2's): the forward at head dims 64 and 128 on mma.sync's tiles in their
+// General form — on Hopper too, in place of wgmma's, whose kernels take no cap — and the backward on the
+// f32 kernels over rounded copies (the tile backwards keep P in S's place: no room for the cap's slope);
+// head dim 256 both on the f32 kernels: the CPU's bf16 and f16 attention, cap and slope included; a
+// decoding step (no lse) through the paged decoding kernel, capped too.
+TEST(AttentionMmaEmulated, SoftCappedScoresTakeMmaSyncsForwardAndTheF32Backward) {
   const qt::ScopedEnv unset("QKV_CUDA_ATTENTION", nullptr), unset_backward("QKV_CUDA_ATTENTION_BACKWARD", nullptr);
   uint64_t seed = 5400;
   for (const em::Architecture& arch : {em::kH200, em::kA100}) {
     const em::ScopedArchitecture gpu(arch);
     for (const qt::AttentionCase& c : {qt::AttentionCase{1, 2, 1, 40, 50, 64, true, 2, false, 0.f, 0.f, 0.6f},
-                                       qt::AttentionCase{1, 2, 2, 33, 47, 128, false, 1, true, 0.f, 0.f, 1.f},
+                                       qt::AttentionCase{1, 2, 2, 70, 47, 128, false, 1, true, 0.f, 0.f, 1.f},
+                                       // no mask, whole tiles of keys: plain tiles but for the cap
+                                       qt::AttentionCase{1, 2, 2, 64, 128, 64, false, 0, false, 0.f, 0.f, 0.7f},
                                        qt::AttentionCase{1, 2, 2, 20, 30, 256, false, 0, false, 0.f, 0.f, 0.5f}}) {
       SCOPED_TRACE(qt::describe(c) << " compute capability " << arch.major << "." << arch.minor);
       for (const AttentionCompute compute : {AttentionCompute::bf16, AttentionCompute::f16}) {
         const bool is_bf16 = compute == AttentionCompute::bf16;
         const qt::EmulatedAttention e = qt::emulated_attention(c, seed += 10, compute);
         em::device().launched.clear();
-        expect_near(e, is_bf16 ? run<__nv_bfloat16>(e) : run<__half>(e), 1e-4);
-        EXPECT_TRUE(f32_forward_launched(is_bf16 ? 1 : 2)) << "not the f32 forward, rounding";
+        const Result r = is_bf16 ? run<__nv_bfloat16>(e) : run<__half>(e);
+        if (c.D == 256) {
+          expect_near(e, r, 1e-4);
+          EXPECT_TRUE(f32_forward_launched(is_bf16 ? 1 : 2)) << "not the f32 forward, rounding";
+        } else {
+          expect_near(e, r, is_bf16 ? 2e-2 : 2.5e-3);  // (P rounded to the 16-bit type for P V)
+          const Taken t = c.D == 64 ? (is_bf16 ? taken<__nv_bfloat16, 64>(true) : taken<__half, 64>(true))
+                                    : (is_bf16 ? taken<__nv_bfloat16, 128>(true) : taken<__half, 128>(true));
+          EXPECT_TRUE(t.mma_forward && !t.wgmma_forward) << "not mma.sync's forward";
+          EXPECT_FALSE(t.mma_backward || t.wgmma_backward || t.ws_backward) << "a tile backward ran";
+        }
         EXPECT_TRUE(em::launched(kc::flash_dq_kernel) && em::launched(kc::flash_dkv_kernel)) << "not the f32 backward";
       }
     }
@@ -381,7 +393,7 @@ TEST(AttentionMmaEmulated, SoftCappedScoresTakeTheF32KernelsOnEveryGpu) {
 }  // namespace
 
 #else
-TEST(AttentionMmaEmulated, SoftCappedScoresTakeTheF32KernelsOnEveryGpu) {
+TEST(AttentionMmaEmulated, SoftCappedScoresTakeMmaSyncsForwardAndTheF32Backward) {
   GTEST_SKIP() << "this build has no CUDA toolkit headers (scripts/build.sh builds the CUDA backend where it is)";
 }
 TEST(AttentionMmaEmulated, TheTensorCorePairMatchesTheCpu) {

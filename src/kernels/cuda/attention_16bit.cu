@@ -22,9 +22,8 @@
 QKV_CUDA_LAUNCHERS_BEGIN
 namespace {
 
-// (a soft-capped problem: the f32 kernels, attention_kernels.h)
-bool on_tiles(const AttnProblem& p) { return !attention_softcapped(p) && p.D == p.Dv && (p.D == 64 || p.D == 128); }
-bool on_d256(const AttnProblem& p) { return !attention_softcapped(p) && p.D == 256 && p.Dv == 256; }
+bool on_tiles(const AttnProblem& p) { return p.D == p.Dv && (p.D == 64 || p.D == 128); }
+bool on_d256(const AttnProblem& p) { return p.D == 256 && p.Dv == 256; }
 
 // The backward off the tiles: dense copies of q, k, v and dout rounded to T, for the f32 kernels.
 template <typename T>
@@ -97,10 +96,12 @@ void forward(const AttnProblem& p, float* out, float* lse) {
       else
         return attention_forward_mma_bf16(p, out, lse);
     }
-    if constexpr (std::is_same_v<T, __half>)
-      return attention_forward_wmma_f16(p, out, lse);
-    else
-      return attention_forward_wmma_bf16(p, out, lse);
+    if (!attention_softcapped(p)) {  // (the WMMA pair takes no cap: the f32 kernels below)
+      if constexpr (std::is_same_v<T, __half>)
+        return attention_forward_wmma_f16(p, out, lse);
+      else
+        return attention_forward_wmma_bf16(p, out, lse);
+    }
   }
   // the f32 CUDA-core kernels, rounding q, k and v as they read them (no tensor-core kernel would
   // serve here: the 3xTF32 pair takes head dims 64 and 128 with lse or more than 16 rows, the tiles' case)
@@ -113,9 +114,10 @@ template <typename T>
 void backward(const AttnProblem& p, const float* out, const float* lse, const float* dout, float* dq, float* dk,
               float* dv) {
   cudaStream_t s = stream();
-  // head dim 256: the wgmma backward where it serves (Hopper), else below
+  // head dim 256: the wgmma backward where it serves (Hopper), else below; a soft cap: the f32 kernels
+  // below (attention_kernels.h)
   const bool d256 = on_d256(p) && attention_backward_wgmma_serves(p);
-  if ((on_tiles(p) || d256) && p.B * p.Hkv > 0 && p.Lq > 0 && p.Lk > 0) {
+  if ((on_tiles(p) || d256) && !attention_softcapped(p) && p.B * p.Hkv > 0 && p.Lq > 0 && p.Lk > 0) {
     check_grid(p.B * p.Hkv);
     // every tile kernel adds dQ into a zeroed dq with atomics and takes D_i = rowsum(dO ∘ O): the mma.sync
     // and wgmma launchers make both in their pre-pass; the WMMA pair takes them made

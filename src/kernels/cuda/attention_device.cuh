@@ -18,8 +18,9 @@ __device__ inline int64_t at(const HeadLayout& l, int64_t b, int64_t h, int64_t 
 // The soft cap of a score x = scale·q·k (p.softcap > 0: Gemma 2's attn_logit_softcapping, FlashAttention-2's
 // softcap), before the mask, and its slope for the backward (dX = dS ∘ c'(x)):
 //   c(x) = softcap · tanh(x / softcap),   c'(x) = 1 − (c(x) / softcap)²      (no cap: c(x) = x, c' = 1)
-// The CUDA-core kernels (attention.cu) and the paged decoding kernels apply it; the tensor-core kernels
-// decline a soft-capped problem (attention_softcapped_on_cuda_cores).
+// The CUDA-core kernels (attention.cu), the paged decoding kernels and the 3xTF32 and mma.sync forwards
+// (attention_rows.cuh) apply it; the other tensor-core kernels decline a soft-capped problem
+// (attention_softcapped).
 // tanh(y) as 1 − 2 / (e^(2y) + 1), e^(2y) by one exp2f: a few instructions where tanhf's branches and
 // polynomial cost the decoding kernels a third more registers; ±1 at the ends (e^(2y) = ∞ or 0), its
 // error a few f32 ulps of the cap, as a score's own rounding.

@@ -46,16 +46,18 @@ void attention_backward_mma_bf16(const AttnProblem& p, const float* out, const f
 void attention_backward_mma_f16(const AttnProblem& p, const float* out, const float* lse, const float* dout, float* dq,
                                 float* dk, float* dv);
 bool attention_uses_wmma();
-// A mask or dropout: the tile kernels in their form with the element-wise code (General); without, the
+// A mask, dropout or a soft cap: the tile kernels in their form with the element-wise code (General); without, the
 // form whose tiles check only keys past Lk and the causal diagonal — less code, which the fully unrolled
 // loops would otherwise multiply (Nsight Compute: instruction-fetch stalls a third of the mma.sync forward's).
 inline bool attention_general_code(const AttnProblem& p) {
-  return p.mask.kind != AttnMask::Kind::none || p.dropout_p > 0.f;
+  return p.mask.kind != AttnMask::Kind::none || p.dropout_p > 0.f || p.softcap > 0.f;
 }
 // Soft-capped scores (p.softcap > 0, Gemma 2's): the CUDA-core kernels (attention.cu: the pair, split-KV,
-// the reference pair) and the paged decoding kernels take them in every precision; the tensor-core
-// kernels (3xTF32, mma.sync, WMMA, wgmma) keep P in place of S and have no room for the cap's slope, so
-// their dispatchers pass such a problem on to the CUDA cores.
+// the reference pair) and the paged decoding kernels take them in every precision, forward and backward;
+// the 3xTF32 and mma.sync forwards in their General form (rows::scale_and_mask; on Hopper too, in place of
+// wgmma's). The tensor-core backwards keep P in place of S and have no room for the cap's slope, and the
+// WMMA and wgmma forwards take no cap, so the dispatchers hand those to the kernels that do (head dim 256:
+// the CUDA cores).
 inline bool attention_softcapped(const AttnProblem& p) { return p.softcap > 0.f; }
 // The first, WMMA pair (attention_bf16.cu; head dims 64 and 128, D = Dv), S, P and O round-tripped
 // through shared memory: where QKV_CUDA_ATTENTION=wmma asks. The backward takes D_i and a zeroed dq.

@@ -34,21 +34,22 @@ struct ForwardBlock {
 // ---- forward: a warp's 16 query rows (row[0] = its lane's row g, row[1] = g + 8) against NT·8 keys
 // from j0 -------------------------------------------------------------------------------------------------
 
-// Whether a tile of keys [j0, j0 + KN) is plain for rows from `first_row`: no mask (or no General code),
-// no key past Lk, causality not cutting through the rows, and a positive scale — its scores then stay
-// the products S, their scale folded into the softmax's exponent (online_softmax's f), rather than
-// formed element by element (scale_and_mask).
+// Whether a tile of keys [j0, j0 + KN) is plain for rows from `first_row`: no mask and no soft cap (or
+// no General code), no key past Lk, causality not cutting through the rows, and a positive scale — its
+// scores then stay the products S, their scale folded into the softmax's exponent (online_softmax's f),
+// rather than formed element by element (scale_and_mask).
 template <bool General>
 __device__ inline bool plain_tile(const AttnProblem& p, int64_t j0, int KN, int64_t first_row) {
-  return (!General || p.mask.kind == AttnMask::Kind::none) && j0 + KN <= p.Lk &&
+  return (!General || (p.mask.kind == AttnMask::Kind::none && p.softcap == 0.f)) && j0 + KN <= p.Lk &&
          !(p.causal && j0 + KN - 1 > first_row) && p.scale > 0.f;
 }
 // The factor f of online_softmax for a tile: the scale where the tile is plain (s holds S), else 1 (s
 // holds scale·S + M, scale_and_mask's)
 __device__ inline float score_factor(const AttnProblem& p, bool plain) { return plain ? p.scale : 1.f; }
 
-// s = scale·S + M in place where `plain` is false (a mask, keys past Lk, or causality cutting through
-// the rows; without General only keys past Lk and the causal diagonal); a plain tile's s stays S.
+// s = c(scale·S) + M in place where `plain` is false (a mask or a soft cap c, keys past Lk, or causality
+// cutting through the rows; without General only keys past Lk and the causal diagonal); a plain tile's s
+// stays S. (The forward's: the backwards take no cap, attention_kernels.h.)
 template <bool General, int NT>
 __device__ inline void scale_and_mask(float (&s)[NT][4], const AttnProblem& p, int64_t b, int64_t h,
                                       const int64_t (&row)[2], int64_t j0, int t, bool plain) {
@@ -59,7 +60,7 @@ __device__ inline void scale_and_mask(float (&s)[NT][4], const AttnProblem& p, i
     for (int e = 0; e < 4; ++e) {
       const int64_t i = row[e / 2], jj = j0 + n * 8 + 2 * t + e % 2;
       if constexpr (General)
-        s[n][e] = i < p.Lq ? masked_score(p, b, h, i, jj, p.scale * s[n][e]) : -INFINITY;
+        s[n][e] = i < p.Lq ? masked_score(p, b, h, i, jj, soft_cap(p.softcap, p.scale * s[n][e])) : -INFINITY;
       else  // keys past Lk and the causal diagonal only
         s[n][e] = jj < p.Lk && !(p.causal && jj > i) ? p.scale * s[n][e] : -INFINITY;
     }

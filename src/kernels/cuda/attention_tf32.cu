@@ -76,9 +76,9 @@ bool fits_shared(size_t bytes) {
 // What both kernels need of the problem: head dims 64 or 128 (D = Dv), q, k, v rows on 16 bytes (cp.async's
 // copies), a grid of B·H (B·Hkv) blocks in y, and the selection (attention_uses_tf32).
 bool tf32_serves(const AttnProblem& p) {
-  return attention_uses_tf32() && !attention_softcapped(p) && p.D == p.Dv && (p.D == 64 || p.D == 128) &&
-         p.B * p.H <= 65535 && tiles::rows_on_16_bytes(p.q, p.q_sb, p.q_sh, p.q_sl) &&
-         tiles::rows_on_16_bytes(p.k, p.k_sb, p.k_sh, p.k_sl) && tiles::rows_on_16_bytes(p.v, p.v_sb, p.v_sh, p.v_sl);
+  return attention_uses_tf32() && p.D == p.Dv && (p.D == 64 || p.D == 128) && p.B * p.H <= 65535 &&
+         tiles::rows_on_16_bytes(p.q, p.q_sb, p.q_sh, p.q_sl) && tiles::rows_on_16_bytes(p.k, p.k_sb, p.k_sh, p.k_sl) &&
+         tiles::rows_on_16_bytes(p.v, p.v_sb, p.v_sh, p.v_sl);
 }
 
 }  // namespace
@@ -107,7 +107,10 @@ bool attention_forward_tf32(const AttnProblem& p, float* out, float* lse) {
 
 bool attention_backward_tf32(const AttnProblem& p, const float* out, const float* lse, const float* dout, float* dq,
                              float* dk, float* dv) {
-  if (!tf32_serves(p) || !tiles::rows_on_16_bytes(dout, p.dout_l.sb, p.dout_l.sh, p.dout_l.sl)) return false;
+  // (a soft cap: the CUDA cores' backward, attention_kernels.h)
+  if (!tf32_serves(p) || attention_softcapped(p) ||
+      !tiles::rows_on_16_bytes(dout, p.dout_l.sb, p.dout_l.sh, p.dout_l.sl))
+    return false;
   const BackwardLaunch launch = p.D == 64 ? backward_launch<64>(p) : backward_launch<128>(p);
   if (!fits_shared(launch.bytes)) return false;
   cudaStream_t s = stream();

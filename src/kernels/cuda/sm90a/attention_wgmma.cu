@@ -214,8 +214,11 @@ bool serves_shape(const AttnProblem& p) {
 
 // The forward: QKV_CUDA_ATTENTION unset or naming a wgmma variant ("wgmma", "wgmma64", "wgmma128",
 // "wgmma-overlap", "wgmma-ws"); head dim 256 the warp-specialized kernel whatever the variant (its
-// tests passed on an H200, 2026-12-04; not yet timed there).
+// tests passed on an H200, 2026-12-04; not yet timed there). A soft cap: none of them (mma.sync's
+// forward takes it at 64 and 128; ptxas, sm_90a: the cap's code in the one-tile kernel's mask code at
+// head dim 64 spilled 12 bytes a thread rather than 4), nor their backwards (attention_kernels.h).
 bool serves(const AttnProblem& p) {
+  if (attention_softcapped(p)) return false;
   const char* e = std::getenv("QKV_CUDA_ATTENTION");
   if (e && std::strncmp(e, "wgmma", 5) != 0) return false;
   return serves_shape(p);
@@ -223,7 +226,7 @@ bool serves(const AttnProblem& p) {
 
 // The backward: unless QKV_CUDA_ATTENTION_BACKWARD or the problem picks mma.sync's (backward_kernel)
 bool serves_backward(const AttnProblem& p) {
-  return (p.D == 256 || backward_kernel(p) != Backward::mma) && serves_shape(p);
+  return !attention_softcapped(p) && (p.D == 256 || backward_kernel(p) != Backward::mma) && serves_shape(p);
 }
 
 // A call of the pair's forward or backward, run at the problem's head dim (64, 128, 256: serves_shape).
