@@ -21,9 +21,9 @@ __device__ inline int64_t at(const HeadLayout& l, int64_t b, int64_t h, int64_t 
 // The CUDA-core kernels (attention.cu), the paged decoding kernels and the 3xTF32 and mma.sync forwards
 // (attention_rows.cuh) apply it; the other tensor-core kernels decline a soft-capped problem
 // (attention_softcapped).
-// tanh(y) as 1 − 2 / (e^(2y) + 1), e^(2y) by one exp2f: a few instructions where tanhf's branches and
-// polynomial cost the decoding kernels a third more registers; ±1 at the ends (e^(2y) = ∞ or 0), its
-// error a few f32 ulps of the cap, as a score's own rounding.
+// tanh(y) as 1 − 2 / (e^(2y) + 1), e^(2y) by one exp2f (the kernels' exponential) and one division, no
+// branch; ±1 at the ends (e^(2y) = ∞ or 0), its error a few f32 ulps of the cap, as a score's own
+// rounding. (ptxas, sm_90: the same registers as tanhf's, ±2, in every kernel that applies it.)
 __device__ inline float soft_cap(float cap, float x) {
   if (cap <= 0.f) return x;
   const float e = exp2f(x * (2.8853900817779268f / cap));  // 2·log2(e) · x / cap
