@@ -21,14 +21,9 @@ __device__ inline int64_t at(const HeadLayout& l, int64_t b, int64_t h, int64_t 
 // The CUDA-core kernels (attention.cu), the paged decoding kernels and the 3xTF32 and mma.sync forwards
 // (attention_rows.cuh) apply it; the other tensor-core kernels decline a soft-capped problem
 // (attention_softcapped).
-// tanh(y) as 1 − 2 / (e^(2y) + 1), e^(2y) by one exp2f (the kernels' exponential) and one division, no
-// branch; ±1 at the ends (e^(2y) = ∞ or 0), its error a few f32 ulps of the cap, as a score's own
-// rounding. (ptxas, sm_90: the same registers as tanhf's, ±2, in every kernel that applies it.)
-__device__ inline float soft_cap(float cap, float x) {
-  if (cap <= 0.f) return x;
-  const float e = exp2f(x * (2.8853900817779268f / cap));  // 2·log2(e) · x / cap
-  return cap * (1.f - 2.f / (e + 1.f));
-}
+// (tanhf, libdevice's: tried against 1 − 2 / (e^(2y) + 1) by one exp2f, which saved no registers —
+// ptxas, sm_90: the tiled decoding kernel 178 with tanhf, 180 with it; split-KV's bf16 partial 54, 71.)
+__device__ inline float soft_cap(float cap, float x) { return cap > 0.f ? cap * tanhf(x / cap) : x; }
 __device__ inline float soft_cap_slope(float cap, float c) {
   if (cap <= 0.f) return 1.f;
   const float t = c / cap;
