@@ -123,11 +123,10 @@ Tensor PagedDecodeGraphs::step(const std::vector<nn::PagedSequence*>& seqs, cons
     const int64_t pages = std::min<int64_t>(W, static_cast<int64_t>(s.pages.size()));
     std::copy(s.pages.begin(), s.pages.begin() + pages, table + t * W);
     b.in.step.host_positions[static_cast<size_t>(t)] = static_cast<int32_t>(j);
-    if (rope_row && !long_rope.empty() && long_rope[static_cast<size_t>(t)]) {  // the long table's row
-      b.in.step.long_rope[static_cast<size_t>(t)] = 1;
-      rope_row[t] = static_cast<int32_t>(b.in.step.positions_below + j);
-    } else if (rope_row) {
-      rope_row[t] = static_cast<int32_t>(j);
+    if (rope_row) {  // the row of the stacked tables: the short one's j, or the long one's below + j
+      const bool is_long = !long_rope.empty() && long_rope[static_cast<size_t>(t)];
+      b.in.step.long_rope[static_cast<size_t>(t)] = is_long;
+      rope_row[t] = static_cast<int32_t>((is_long ? b.in.step.positions_below : 0) + j);
     }
   }
   buffer_.slice(0, 0, b.in.size).copy_(Tensor::from_blob(staging_.data(), {b.in.size}, DType::i32));  // (one upload)

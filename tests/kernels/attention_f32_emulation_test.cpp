@@ -53,9 +53,9 @@ TEST(AttentionF32Emulated, TheCudaCorePairAndItsSplitOverTheKeysMatchTheCpu) {
       {1, 2, 2, 20, 31, 48, true, 0, false, 0.2f},  // dropout: the CPU's draws
       {1, 2, 1, 3, 600, 64, false, 0, false},       // 6 rows, 600 keys: split over the keys
       {1, 1, 1, 2, 700, 40, false, 2, false},       // … with a mask, 3 runs of 256 keys
-      // soft-capped scores (Gemma 2's): at head dims 64 and 128 by default the 3xTF32 forward (the cap in
-      // its General form) and the CUDA cores' backward, with an additive mask under causality and GQA,
-      // dropout, and the split over the keys
+      // soft-capped scores (Gemma 2's): at head dims 64 and 128 by default the 3xTF32 pair (the cap in
+      // its General form), with an additive mask under causality and GQA, dropout, and the split over the
+      // keys
       {1, 2, 1, 30, 70, 64, true, 2, false, 0.f, 0.f, 0.6f},
       {1, 2, 2, 64, 128, 64, false, 0, false, 0.f, 0.f, 0.7f},  // no mask, whole tiles: plain but for the cap
       {1, 2, 2, 20, 31, 128, false, 1, true, 0.2f, 0.f, 1.f},

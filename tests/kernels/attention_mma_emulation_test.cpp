@@ -351,7 +351,7 @@ TEST(AttentionMmaEmulated, OtherShapesTakeTheF32KernelsOverRoundedCopies) {
 // f32 kernels over rounded copies (the tile backwards keep P in S's place: no room for the cap's slope);
 // head dim 256 both on the f32 kernels: the CPU's bf16 and f16 attention, cap and slope included; a
 // decoding step (no lse) through the paged decoding kernel, capped too.
-TEST(AttentionMmaEmulated, SoftCappedScoresTakeMmaSyncsForwardAndTheF32Backward) {
+TEST(AttentionMmaEmulated, SoftCappedScoresTakeMmaSyncsForwardAndBackward) {
   const qt::ScopedEnv unset("QKV_CUDA_ATTENTION", nullptr), unset_backward("QKV_CUDA_ATTENTION_BACKWARD", nullptr);
   uint64_t seed = 5400;
   for (const em::Architecture& arch : {em::kH200, em::kA100}) {
@@ -375,9 +375,16 @@ TEST(AttentionMmaEmulated, SoftCappedScoresTakeMmaSyncsForwardAndTheF32Backward)
           const Taken t = c.D == 64 ? (is_bf16 ? taken<__nv_bfloat16, 64>(true) : taken<__half, 64>(true))
                                     : (is_bf16 ? taken<__nv_bfloat16, 128>(true) : taken<__half, 128>(true));
           EXPECT_TRUE(t.mma_forward && !t.wgmma_forward) << "not mma.sync's forward";
-          EXPECT_FALSE(t.mma_backward || t.wgmma_backward || t.ws_backward) << "a tile backward ran";
+          EXPECT_FALSE(t.mma_backward || t.wgmma_backward || t.ws_backward) << "an uncapped tile backward ran";
+          namespace mp = kc::mma_pair;
+          EXPECT_TRUE(c.D == 64 ? (is_bf16 ? em::launched(mp::flash_mma_backward_kernel<__nv_bfloat16, 64, true, true>)
+                                           : em::launched(mp::flash_mma_backward_kernel<__half, 64, true, true>))
+                                : (is_bf16 ? em::launched(mp::flash_mma_backward_kernel<__nv_bfloat16, 128, true, true>)
+                                           : em::launched(mp::flash_mma_backward_kernel<__half, 128, true, true>)))
+              << "not mma.sync's capped backward";
         }
-        EXPECT_TRUE(em::launched(kc::flash_dq_kernel) && em::launched(kc::flash_dkv_kernel)) << "not the f32 backward";
+        EXPECT_EQ(c.D == 256, em::launched(kc::flash_dq_kernel) && em::launched(kc::flash_dkv_kernel))
+            << "the f32 backward at head dim 256 alone";
       }
     }
   }
@@ -393,7 +400,7 @@ TEST(AttentionMmaEmulated, SoftCappedScoresTakeMmaSyncsForwardAndTheF32Backward)
 }  // namespace
 
 #else
-TEST(AttentionMmaEmulated, SoftCappedScoresTakeMmaSyncsForwardAndTheF32Backward) {
+TEST(AttentionMmaEmulated, SoftCappedScoresTakeMmaSyncsForwardAndBackward) {
   GTEST_SKIP() << "this build has no CUDA toolkit headers (scripts/build.sh builds the CUDA backend where it is)";
 }
 TEST(AttentionMmaEmulated, TheTensorCorePairMatchesTheCpu) {

@@ -53,6 +53,11 @@ TEST(AttentionTf32Emulated, TheTensorCorePairMatchesTheCpu) {
       // exponent), negative (every tile formed element by element: the max of S is not the max of scale·S)
       {1, 2, 2, 64, 128, 64, false, 0, false, 0.f, 12.f},
       {1, 2, 2, 64, 128, 128, false, 0, false, 0.f, -12.f},
+      // soft-capped scores (Gemma 2's), forward and backward: under causality with an additive mask and
+      // GQA; whole tiles without a mask (plain but for the cap); with dropout and a boolean mask
+      {1, 2, 1, 70, 90, 64, true, 2, false, 0.f, 0.f, 0.6f},
+      {1, 2, 2, 64, 128, 128, false, 0, false, 0.f, 0.f, 0.7f},
+      {1, 2, 2, 90, 101, 64, false, 1, true, 0.2f, 0.f, 1.f},
   };
   uint64_t seed = 1000;
   for (const AttentionCase& c : cases) {
@@ -74,7 +79,8 @@ TEST(AttentionTf32Emulated, TheTensorCorePairMatchesTheCpu) {
 // at 128 (tf32_pair::kStepRows: two blocks an SM there), QKV_CUDA_ATTENTION_TF32_ROWS=32 or 64 otherwise —:
 // the kernel each launches, ragged last steps (Lq 70: 32, 32, 6 rows), causal blocks whose steps start at
 // their first key, GQA, masks, rows that see no key, dropout, the caller's scale; each warp's part of dQ_i
-// (16 rows × D at 64 rows a step, 16 × D/2 at 32, added 64 dims at a time or 32 at head dim 64)
+// (16 rows × D at 64 rows a step, 16 × D/2 at 32, added 64 dims at a time or 32 at head dim 64); and a
+// soft cap's kernel, at the default rows whatever the knob says
 TEST(AttentionTf32Emulated, TheBackwardTakesStepsOf32Or64QueryRows) {
   const AttentionCase cases[] = {
       {1, 2, 2, 70, 90, 128, false, 0, false},
@@ -84,6 +90,8 @@ TEST(AttentionTf32Emulated, TheBackwardTakesStepsOf32Or64QueryRows) {
       {1, 2, 2, 96, 64, 128, false, 2, false, 0.f, 3.f},
       {1, 4, 2, 70, 130, 64, true, 2, false},
       {1, 2, 2, 100, 90, 64, false, 3, true, 0.1f},
+      {1, 2, 2, 70, 90, 128, true, 2, false, 0.f, 0.f, 0.6f},  // soft-capped
+      {1, 2, 1, 100, 64, 64, false, 0, false, 0.1f, 0.f, 0.8f},
   };
   for (const char* rows : {"", "32", "64"}) {
     const qt::ScopedEnv env("QKV_CUDA_ATTENTION_TF32_ROWS", *rows ? rows : nullptr);
@@ -95,8 +103,18 @@ TEST(AttentionTf32Emulated, TheBackwardTakesStepsOf32Or64QueryRows) {
       const qt::EmulatedAttention e = qt::emulated_attention(c, seed += 10);
       std::vector<float> out, dq, dk, dv;
       run(e, out, dq, dk, dv);
-      const int want = *rows ? std::atoi(rows) : c.D == 64 ? 64 : 32;
       namespace tp = kc::tf32_pair;
+      if (c.softcap > 0.f) {  // the capped kernel, at its head dim's default rows whatever the knob
+        EXPECT_TRUE(c.D == 64 ? em::launched(tp::flash_tf32_backward_kernel<64, 64, true, true>)
+                              : em::launched(tp::flash_tf32_backward_kernel<128, 32, true, true>))
+            << "not the capped backward";
+        EXPECT_LT(max_rel_error(out, e.out), 2e-5) << "out";
+        EXPECT_LT(max_rel_error(dq, e.dq), 2e-5) << "dq";
+        EXPECT_LT(max_rel_error(dk, e.dk), 2e-5) << "dk";
+        EXPECT_LT(max_rel_error(dv, e.dv), 2e-5) << "dv";
+        continue;
+      }
+      const int want = *rows ? std::atoi(rows) : c.D == 64 ? 64 : 32;
       const bool r32 = c.D == 64 ? em::launched(tp::flash_tf32_backward_kernel<64, 32, false>) ||
                                        em::launched(tp::flash_tf32_backward_kernel<64, 32, true>)
                                  : em::launched(tp::flash_tf32_backward_kernel<128, 32, false>) ||

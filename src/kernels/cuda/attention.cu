@@ -407,12 +407,11 @@ __global__ void __launch_bounds__(kWarps * 32)
     s += Pr[j] * dp;
   }
   s = warp_sum(s);
-  for (int64_t j = lane; j < p.Lk; j += 32) {
-    dSr[j] = Pr[j] * (dSr[j] - s);
-    if (p.softcap > 0.f)
+  for (int64_t j = lane; j < p.Lk; j += 32) dSr[j] = Pr[j] * (dSr[j] - s);
+  if (p.softcap > 0.f)  // dX = dS ∘ c′(x): the cap's slope at the recomputed capped score
+    for (int64_t j = lane; j < p.Lk; j += 32)
       dXr[j] =
           dSr[j] * soft_cap_slope(p.softcap, soft_cap(p.softcap, p.scale * dot_shared(qs[warp], k + j * p.k_sl, p.D)));
-  }
   __syncwarp();
   float acc[kChunks];
 #pragma unroll

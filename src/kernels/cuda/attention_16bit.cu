@@ -114,10 +114,11 @@ template <typename T>
 void backward(const AttnProblem& p, const float* out, const float* lse, const float* dout, float* dq, float* dk,
               float* dv) {
   cudaStream_t s = stream();
-  // head dim 256: the wgmma backward where it serves (Hopper), else below; a soft cap: the f32 kernels
-  // below (attention_kernels.h)
+  // head dim 256: the wgmma backward where it serves (Hopper: not under a soft cap), else below; a soft
+  // cap: mma.sync's backward (attention_kernels.h)
   const bool d256 = on_d256(p) && attention_backward_wgmma_serves(p);
-  if ((on_tiles(p) || d256) && !attention_softcapped(p) && p.B * p.Hkv > 0 && p.Lq > 0 && p.Lk > 0) {
+  const bool wmma = attention_uses_wmma();
+  if ((on_tiles(p) || d256) && !(wmma && attention_softcapped(p)) && p.B * p.Hkv > 0 && p.Lq > 0 && p.Lk > 0) {
     check_grid(p.B * p.Hkv);
     // every tile kernel adds dQ into a zeroed dq with atomics and takes D_i = rowsum(dO ∘ O): the mma.sync
     // and wgmma launchers make both in their pre-pass; the WMMA pair takes them made
@@ -128,7 +129,7 @@ void backward(const AttnProblem& p, const float* out, const float* lse, const fl
         attention_backward_wgmma_bf16(p, out, lse, dout, dq, dk, dv);
       return;
     }
-    if (!attention_uses_wmma()) {  // the register-resident kernels (attention_mma.cu)
+    if (!wmma) {  // the register-resident kernels (attention_mma.cu)
       if constexpr (std::is_same_v<T, __half>)
         return attention_backward_mma_f16(p, out, lse, dout, dq, dk, dv);
       else

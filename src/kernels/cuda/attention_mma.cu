@@ -65,17 +65,16 @@ void launch_backward(const AttnProblem& p, const float* out, const float* lse, c
   T* vh = kh + nk;
   float* Dsum = buf.p + nq + nk;
   round_backward_operands<T>(p, out, dout, D, qh, gh, kh, vh, Dsum, dq, s);
-  constexpr size_t bytes = mma_pair::backward_smem_bytes<D>();
-  const bool gen = attention_general_code(p);
-  QKV_CUDA_CHECK(cudaFuncSetAttribute(
-      gen ? mma_pair::flash_mma_backward_kernel<T, D, true> : mma_pair::flash_mma_backward_kernel<T, D, false>,
-      cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(bytes)));
+  // the kernel: without the mask code, with it, or with it and a soft cap's (16 KB more shared memory)
+  const bool capped = attention_softcapped(p), gen = attention_general_code(p);
+  auto* kernel = capped ? mma_pair::flash_mma_backward_kernel<T, D, true, true>
+                 : gen  ? mma_pair::flash_mma_backward_kernel<T, D, true>
+                        : mma_pair::flash_mma_backward_kernel<T, D, false>;
+  const size_t bytes = mma_pair::backward_smem_bytes<D>(capped);
+  QKV_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(bytes)));
   const dim3 grid(static_cast<unsigned>((p.Lk + mma_pair::kKeys - 1) / mma_pair::kKeys),
                   static_cast<unsigned>(p.B * p.Hkv));
-  if (gen) QKV_LAUNCH(grid, mma_pair::kThreads, bytes, s, mma_pair::flash_mma_backward_kernel<T, D, true>)
-  (p, qh, kh, vh, gh, lse, Dsum, dq, dk, dv);
-  else QKV_LAUNCH(grid, mma_pair::kThreads, bytes, s, mma_pair::flash_mma_backward_kernel<T, D, false>)(
-      p, qh, kh, vh, gh, lse, Dsum, dq, dk, dv);
+  QKV_LAUNCH(grid, mma_pair::kThreads, bytes, s, kernel)(p, qh, kh, vh, gh, lse, Dsum, dq, dk, dv);
   QKV_CUDA_LAUNCHED(mma_pair::flash_mma_backward_kernel);
 }
 

@@ -228,9 +228,9 @@ __global__ void __launch_bounds__(kThreads)
 // its own first key on). Per step, Q_i and dO_i in shared memory (the next step's copied in while
 // this one computes dQ); per warp, with the warp's keys as the rows of every product (so that Pᵀ and
 // dSᵀ are the A fragments of the next one as they stand):
-//     Sᵀ = K_w Q_iᵀ,  P = e^(scale·S + M − lse_i),  W = P ∘ Z/(1−p)        (16 keys × 64 rows, f32)
+//     Sᵀ = K_w Q_iᵀ,  P = e^(c(scale·S) + M − lse_i),  W = P ∘ Z/(1−p)     (16 keys × 64 rows, f32)
 //     dV_w += Wᵀ dO_i
-//     dPᵀ = V_w dO_iᵀ,  dS' = scale · P ∘ (dP ∘ Z/(1−p) − D_i)
+//     dPᵀ = V_w dO_iᵀ,  dS' = scale · P ∘ (dP ∘ Z/(1−p) − D_i) ∘ c′        (c: a soft cap, or x ↦ x)
 //     dK_w += dS'ᵀ Q_i
 // then dS' through shared memory ([key][row], T) for dQ_i += dS' K_j (each warp 16 of the rows, 64 dims
 // at a time), added into dq with f32 atomics (the order of the key blocks sets dq's last bits, as in
@@ -261,12 +261,15 @@ __device__ inline void rows_times_rows_t(float (&c)[kRows / 8][4], const T* X, i
   }
 }
 
+// K, V, Q, dO tiles, dS', lse and D of the step's rows; under a soft cap the slopes of its kKeys × kRows
+// scores too (f32: 16 KB more, two blocks an SM still on Hopper)
 template <int D>
-constexpr size_t backward_smem_bytes() {  // K, V, Q, dO tiles, dS', lse and D of the step's rows
-  return 2 * size_t{kStride<D>} * (2 * kKeys + 2 * kRows) + 2 * size_t{kKeys} * kStrideS + 2 * sizeof(float) * kRows;
+constexpr size_t backward_smem_bytes(bool capped = false) {
+  return 2 * size_t{kStride<D>} * (2 * kKeys + 2 * kRows) + 2 * size_t{kKeys} * kStrideS +
+         sizeof(float) * (2 * kRows + (capped ? size_t{kKeys} * kRows : 0));
 }
 
-template <typename T, int D, bool General>
+template <typename T, int D, bool General, bool Capped = false>  // (Capped: General's, with a soft cap)
 __global__ void __launch_bounds__(kThreads)
     flash_mma_backward_kernel(AttnProblem p, const T* qh, const T* kh, const T* vh, const T* gh, const float* lse,
                               const float* Dsum, float* dq, float* dk, float* dv) {
@@ -279,6 +282,7 @@ __global__ void __launch_bounds__(kThreads)
   T* dSt = Gs + kRows * S;             // [kKeys][kStrideS]  dS'ᵀ
   float* rowL = reinterpret_cast<float*>(dSt + kKeys * kStrideS);  // [kRows] lse
   float* rowD = rowL + kRows;                                      // [kRows] D
+  float* slopes = rowD + kRows;  // [kKeys · kRows] a soft cap's slopes, a thread's own (no bank conflict)
 
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
   const int kw = warp * 16;  // the warp's first key in the block
@@ -315,9 +319,11 @@ __global__ void __launch_bounds__(kThreads)
       float s[kRows / 8][4];
       rows_times_rows_t<T, D>(s, Ks, kw, Qs);
 
-      // P = e^(scale·S + M − lse): element-wise masking only where the step needs it
+      // P = e^(c(scale·S) + M − lse): element-wise masking only where the step needs it
       const bool plain = rows::plain_step<General>(p, j0, kKeys, i0, kRows);
-      rows::probabilities<General>(s, p, b, h, i0, key, rowL, t, plain);
+      auto slope = rows::slope_if<Capped>(
+          [&](int n, int e) -> float& { return slopes[((warp * (kRows / 8) + n) * 4 + e) * 32 + lane]; });
+      rows::probabilities<General>(s, p, b, h, i0, key, rowL, t, plain, slope);
       const bool dropout = General && p.dropout_p > 0.f;
       // Z/(1−p) of element (n, e); 1 without dropout. Drawn again for dS' rather than kept beside P
       // (32 more registers in a kernel at 255): a hash, not a memory read.
@@ -343,10 +349,10 @@ __global__ void __launch_bounds__(kThreads)
         }
       }
 
-      // dPᵀ = V_w dO_iᵀ, then dS' = scale · P ∘ (dP ∘ Z/(1−p) − D_i) in its place
+      // dPᵀ = V_w dO_iᵀ, then dS' = scale · P ∘ (dP ∘ Z/(1−p) − D_i) ∘ c′ in its place
       float ds[kRows / 8][4];
       rows_times_rows_t<T, D>(ds, Vs, kw, Gs);
-      rows::score_gradients(ds, s, p.scale, rowD, t, z);
+      rows::score_gradients(ds, s, p.scale, rowD, t, z, slope);
 
       // dK_w += dS'ᵀ Q_i (as dV), and dS'ᵀ → shared memory for dQ (two rows' values a 32-bit store)
 #pragma unroll

@@ -7,6 +7,7 @@
 #pragma once
 
 #include <cstdint>
+#include <type_traits>
 
 #include "kernels/attention_problem.h"
 #include "kernels/cuda/attention_device.cuh"
@@ -49,7 +50,7 @@ __device__ inline float score_factor(const AttnProblem& p, bool plain) { return 
 
 // s = c(scale·S) + M in place where `plain` is false (a mask or a soft cap c, keys past Lk, or causality
 // cutting through the rows; without General only keys past Lk and the causal diagonal); a plain tile's s
-// stays S. (The forward's: the backwards take no cap, attention_kernels.h.)
+// stays S. (The forward's; the backwards' P: probabilities.)
 template <bool General, int NT>
 __device__ inline void scale_and_mask(float (&s)[NT][4], const AttnProblem& p, int64_t b, int64_t h,
                                       const int64_t (&row)[2], int64_t j0, int t, bool plain) {
@@ -172,53 +173,84 @@ __device__ inline void stage_rows(float* rowL, float* rowD, const AttnProblem& p
 }
 
 // Whether a backward step — keys j0 … j0 + keys − 1 against rows i0 … i0 + rows − 1 — needs no
-// element-wise masking: no mask (or no General code), every key before Lk and row before Lq, causality
-// not cutting through the keys
+// element-wise masking: no mask and no soft cap (or no General code), every key before Lk and row before
+// Lq, causality not cutting through the keys
 template <bool General>
 __device__ inline bool plain_step(const AttnProblem& p, int64_t j0, int keys, int64_t i0, int rows) {
-  return (!General || p.mask.kind == AttnMask::Kind::none) && j0 + keys <= p.Lk && i0 + rows <= p.Lq &&
-         !(p.causal && j0 + keys - 1 > i0);
+  return (!General || (p.mask.kind == AttnMask::Kind::none && p.softcap == 0.f)) && j0 + keys <= p.Lk &&
+         i0 + rows <= p.Lq && !(p.causal && j0 + keys - 1 > i0);
 }
 
-// Sᵀ → P = e^(scale·S + M − lse) in place, rowL = the step's lse (−∞ past Lq, or a row that sees no
-// key); element-wise masking only where `plain` is false. e^y as 2^(y·log2 e), as the forward's
-// softmax (expf's range reduction cost several instructions an element more), y = scale·S − lse one
-// FFMA on a plain step (its lse finite: every row before Lq sees a key), y = x − lse formed first
-// elsewhere (a score near −FLT_MAX stays finite; masked, −∞ − lse = −∞ and 2^−∞ = 0).
-template <bool General, int NT>
+// A backward's soft cap (its Capped kernels, launched for p.softcap > 0 alone, with General): P comes from
+// c(scale·S), and dS' takes the cap's slope c′ = 1 − (c/cap)², which `probabilities` leaves in shared
+// memory for each element through slope(n, e) (a float&), as the tiles keep no S to take it from later.
+// Uncapped kernels pass NoSlope and compile none of the cap's code, the General ones' registers kept
+// (ptxas, sm_90: the cap's code in the General kernels spilled up to 148 bytes more at head dim 128).
+struct NoSlope {
+  __device__ float& operator()(int, int) const;
+};
+template <bool Capped, typename F>
+__device__ inline auto slope_if(F&& slope) {
+  if constexpr (Capped)
+    return slope;
+  else
+    return NoSlope{};
+}
+template <typename Slope>
+constexpr bool kTakesCap = !std::is_same_v<std::decay_t<Slope>, NoSlope>;
+
+// Sᵀ → P = e^(c(scale·S) + M − lse) in place (c the soft cap where `slope` takes one, else x ↦ x), rowL
+// = the step's lse (−∞ past Lq, or a row that sees no key); element-wise masking only where `plain` is
+// false. e^y as 2^(y·log2 e), as the forward's softmax (expf's range reduction cost several
+// instructions an element more), y = scale·S − lse one FFMA on a plain step (its lse finite: every row
+// before Lq sees a key), y = x − lse formed first elsewhere (a score near −FLT_MAX stays finite;
+// masked, −∞ − lse = −∞ and 2^−∞ = 0). Capped, slope(n, e) ← c′(c).
+template <bool General, int NT, typename Slope = NoSlope>
 __device__ inline void probabilities(float (&s)[NT][4], const AttnProblem& p, int64_t b, int64_t h, int64_t i0,
-                                     const int64_t (&key)[2], const float* rowL, int t, bool plain) {
+                                     const int64_t (&key)[2], const float* rowL, int t, bool plain,
+                                     Slope&& slope = {}) {
+  static_assert(General || !kTakesCap<Slope>, "a soft cap is General code");
 #pragma unroll
   for (int n = 0; n < NT; ++n) {
 #pragma unroll
     for (int e = 0; e < 4; ++e) {
       const int r = n * 8 + 2 * t + e % 2;
       const float L = rowL[r];
-      float y;  // scale·S + M − lse: −∞ (P = 0) where masked, and in a row that sees no key
+      float y;  // c(scale·S) + M − lse: −∞ (P = 0) where masked, and in a row that sees no key
       if (plain)
         y = fmaf(p.scale, s[n][e], -L);
       else if (L == -INFINITY)
         y = -INFINITY;
-      else if constexpr (General)
-        y = masked_score(p, b, h, i0 + r, key[e / 2], p.scale * s[n][e]) - L;
-      else  // keys past Lk and the causal diagonal only
+      else if constexpr (General) {
+        float x = p.scale * s[n][e];
+        if constexpr (kTakesCap<Slope>) {
+          x = soft_cap(p.softcap, x);
+          slope(n, e) = soft_cap_slope(p.softcap, x);
+        }
+        y = masked_score(p, b, h, i0 + r, key[e / 2], x) - L;
+      } else  // keys past Lk and the causal diagonal only
         y = key[e / 2] < p.Lk && !(p.causal && key[e / 2] > i0 + r) ? p.scale * s[n][e] - L : -INFINITY;
       s[n][e] = exp2f(y * tiles::kLog2e);
     }
   }
 }
 
-// dS' = scale · P ∘ (dP ∘ Z/(1−p) − D_i) in dP's place, 0 where P is (rowD = the step's D_i; z(n, e)
-// = Z/(1−p) of element (n, e), 1 without dropout)
-template <int NT, typename Keep>
+// dS' = scale · P ∘ (dP ∘ Z/(1−p) − D_i) ∘ c′ in dP's place, 0 where P is (rowD = the step's D_i; z(n, e)
+// = Z/(1−p) of element (n, e), 1 without dropout; c′ = slope(n, e) where it takes a cap, else 1). (The
+// slope read here, not folded into P once dV's product is done: that spilled 236 bytes rather than 60 —
+// ptxas, sm_90, mma.sync's capped backward at head dim 128.)
+template <int NT, typename Keep, typename Slope = NoSlope>
 __device__ inline void score_gradients(float (&dp)[NT][4], const float (&s)[NT][4], float scale, const float* rowD,
-                                       int t, Keep&& z) {
+                                       int t, Keep&& z, Slope&& slope = {}) {
 #pragma unroll
   for (int n = 0; n < NT; ++n)
 #pragma unroll
     for (int e = 0; e < 4; ++e) {
       const float P = s[n][e];
-      dp[n][e] = P == 0.f ? 0.f : scale * P * (dp[n][e] * z(n, e) - rowD[n * 8 + 2 * t + e % 2]);
+      if constexpr (kTakesCap<Slope>)
+        dp[n][e] = P == 0.f ? 0.f : scale * P * (dp[n][e] * z(n, e) - rowD[n * 8 + 2 * t + e % 2]) * slope(n, e);
+      else
+        dp[n][e] = P == 0.f ? 0.f : scale * P * (dp[n][e] * z(n, e) - rowD[n * 8 + 2 * t + e % 2]);
     }
 }
 

@@ -26,15 +26,15 @@ void launch_forward(const AttnProblem& p, float* out, float* lse, cudaStream_t s
   QKV_CUDA_LAUNCHED(tf32_pair::flash_tf32_forward_kernel);
 }
 
-template <int D, int R, bool General>
+template <int D, int R, bool General, bool Capped = false>
 void launch_backward(const AttnProblem& p, const float* lse, const float* Dsum, const float* dout, float* dq, float* dk,
                      float* dv, cudaStream_t s) {
   constexpr size_t bytes = tf32_pair::backward_smem_bytes<D, R>();
-  QKV_CUDA_CHECK(cudaFuncSetAttribute(tf32_pair::flash_tf32_backward_kernel<D, R, General>,
+  QKV_CUDA_CHECK(cudaFuncSetAttribute(tf32_pair::flash_tf32_backward_kernel<D, R, General, Capped>,
                                       cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(bytes)));
   const dim3 grid(static_cast<unsigned>((p.Lk + tf32_pair::kKeys - 1) / tf32_pair::kKeys),
                   static_cast<unsigned>(p.B * p.Hkv));
-  QKV_LAUNCH(grid, tf32_pair::kThreads, bytes, s, tf32_pair::flash_tf32_backward_kernel<D, R, General>)
+  QKV_LAUNCH(grid, tf32_pair::kThreads, bytes, s, tf32_pair::flash_tf32_backward_kernel<D, R, General, Capped>)
   (p, lse, Dsum, dout, dq, dk, dv);
   QKV_CUDA_LAUNCHED(tf32_pair::flash_tf32_backward_kernel);
 }
@@ -49,7 +49,8 @@ int tf32_step_rows(int64_t D) {
 }
 
 // The backward kernel a problem at head dim D takes — its step's rows (tf32_step_rows), the mask code or
-// not — and the shared memory it asks
+// not, a soft cap's kernel (its head dim's default rows alone: two kernels compiled, not four) — and the
+// shared memory it asks
 struct BackwardLaunch {
   void (*run)(const AttnProblem&, const float*, const float*, const float*, float*, float*, float*, cudaStream_t);
   size_t bytes;
@@ -60,6 +61,8 @@ BackwardLaunch backward_launch_at(bool general) {
 }
 template <int D>
 BackwardLaunch backward_launch(const AttnProblem& p) {
+  constexpr int R = tf32_pair::kStepRows<D>;
+  if (attention_softcapped(p)) return {launch_backward<D, R, true, true>, tf32_pair::backward_smem_bytes<D, R>()};
   const bool general = attention_general_code(p);
   return tf32_step_rows(D) == 32 ? backward_launch_at<D, 32>(general) : backward_launch_at<D, 64>(general);
 }
@@ -107,10 +110,7 @@ bool attention_forward_tf32(const AttnProblem& p, float* out, float* lse) {
 
 bool attention_backward_tf32(const AttnProblem& p, const float* out, const float* lse, const float* dout, float* dq,
                              float* dk, float* dv) {
-  // (a soft cap: the CUDA cores' backward, attention_kernels.h)
-  if (!tf32_serves(p) || attention_softcapped(p) ||
-      !tiles::rows_on_16_bytes(dout, p.dout_l.sb, p.dout_l.sh, p.dout_l.sl))
-    return false;
+  if (!tf32_serves(p) || !tiles::rows_on_16_bytes(dout, p.dout_l.sb, p.dout_l.sh, p.dout_l.sl)) return false;
   const BackwardLaunch launch = p.D == 64 ? backward_launch<64>(p) : backward_launch<128>(p);
   if (!fits_shared(launch.bytes)) return false;
   cudaStream_t s = stream();

@@ -16,14 +16,15 @@
 // Forward block: 4 warps, 16 query rows each (64 a block), keys in tiles of KN double-buffered in
 // shared memory. Per warp and key tile, in registers:
 //     S = Q_w K_jᵀ                   (16 × KN: m16n8 accumulators; A = Q_w's rows, B = K_j's rows)
-//     s = scale·S + M, online softmax (m, l), O ·= e^(m − m')   — as attention_mma.cu
+//     s = c(scale·S) + M, online softmax (m, l), O ·= e^(m − m')   — as attention_mma.cu (c: a soft cap)
 //     O += (P ∘ Z/(1−p)) V_j         (P's accumulators are the A fragment, V_j's rows read in kperm order)
 // Backward block: 64 keys of one key/value head (16 a warp, dK and dV in registers), walking the
 // query rows of every query head of its group in steps of 64 (attention_mma.cu's, in f32; 32 at head
 // dim 128, kStepRows):
-//     Sᵀ = K_w Q_iᵀ,  P = e^(scale·S + M − lse_i),  W = P ∘ Z/(1−p)
-//     dV_w += Wᵀ dO_i,  dPᵀ = V_w dO_iᵀ,  dS' = scale · P ∘ (dP ∘ Z/(1−p) − D_i),  dK_w += dS'ᵀ Q_i
+//     Sᵀ = K_w Q_iᵀ,  P = e^(c(scale·S) + M − lse_i),  W = P ∘ Z/(1−p)
+//     dV_w += Wᵀ dO_i,  dPᵀ = V_w dO_iᵀ,  dS' = scale · P ∘ (dP ∘ Z/(1−p) − D_i) ∘ c′,  dK_w += dS'ᵀ Q_i
 //     dS'ᵀ → shared memory;  dQ_i += dS' K_j  (f32 atomics into a zeroed dq)
+// (c′ = 1 − (c/cap)², the cap's slope, waits in dS'ᵀ's shared memory from P until dS')
 #pragma once
 
 #include <cstdint>
@@ -279,7 +280,7 @@ constexpr size_t backward_smem_bytes() {  // K, V, Q, dO tiles, dS'ᵀ, lse and 
 // Backward block: 64 keys (16 a warp), steps of R query rows. dQ_i [R, D] of a step is split among the
 // warps: R / 16 tiles of 16 rows, each tile's D dims among 4 / (R / 16) warps (at R = 64 a warp's 16 rows
 // × every dim; at 32, 16 rows × D/2), added 64 dims at a time (or all of a warp's, if fewer).
-template <int D, int R, bool General>
+template <int D, int R, bool General, bool Capped = false>  // (Capped: General's, with a soft cap)
 __global__ void __launch_bounds__(kThreads, kBackwardBlocksPerSm<D, R>)
     flash_tf32_backward_kernel(AttnProblem p, const float* lse, const float* Dsum, const float* dout, float* dq,
                                float* dk, float* dv) {
@@ -328,9 +329,12 @@ __global__ void __launch_bounds__(kThreads, kBackwardBlocksPerSm<D, R>)
       float s[R / 8][4];
       rows_times_rows_t<D, R>(s, Ks, kw, Qs);
 
-      // P = e^(scale·S + M − lse): element-wise masking only where the step needs it
+      // P = e^(c(scale·S) + M − lse): element-wise masking only where the step needs it
       const bool plain = rows::plain_step<General>(p, j0, kKeys, i0, R);
-      rows::probabilities<General>(s, p, b, h, i0, key, rowL, t, plain);
+      // (a soft cap's slope c′ of element (n, e) waits in the place its dS' takes in dS'ᵀ, free until then)
+      auto slope = rows::slope_if<Capped>(
+          [&](int n, int e) -> float& { return dSt[(kw + tf32::c_row(lane, e)) * SS + n * 8 + tf32::c_col(lane, e)]; });
+      rows::probabilities<General>(s, p, b, h, i0, key, rowL, t, plain, slope);
       const bool dropout = General && p.dropout_p > 0.f;
       // Z/(1−p) of element (n, e); 1 without dropout (drawn again for dS': a hash, not a memory read)
       auto z = [&](int n, int e) {
@@ -349,10 +353,10 @@ __global__ void __launch_bounds__(kThreads, kBackwardBlocksPerSm<D, R>)
         keys_times_rows<D, R>(dV, s, Gs);
       }
 
-      // dPᵀ = V_w dO_iᵀ, then dS' = scale · P ∘ (dP ∘ Z/(1−p) − D_i) in its place
+      // dPᵀ = V_w dO_iᵀ, then dS' = scale · P ∘ (dP ∘ Z/(1−p) − D_i) ∘ c′ in its place
       float ds[R / 8][4];
       rows_times_rows_t<D, R>(ds, Vs, kw, Gs);
-      rows::score_gradients(ds, s, p.scale, rowD, t, z);
+      rows::score_gradients(ds, s, p.scale, rowD, t, z, slope);
 
       // dK_w += dS'ᵀ Q_i (as dV), and dS'ᵀ → shared memory for dQ
       keys_times_rows<D, R>(dK, ds, Qs);
