@@ -24,6 +24,10 @@ For each (L, d, causal) of FlashAttention's own benchmark grid (batch·L = 16k t
              term, the default — QKV_CUDA_ATTENTION_F32);
   * PyTorch: this process, bf16 / f16 inputs, each SDPA backend PyTorch has on this GPU (flash,
              cuDNN, efficient) picked with torch.nn.attention.sdpa_kernel, and f32 through the default.
+With --softcap C (Gemma 2's soft-capped scores, C·tanh(s/C) before the mask: 50 in Gemma 2) qkv runs
+`bench attention --softcap C` and PyTorch, whose SDPA has no cap, its FlexAttention with the cap as
+score_mod, compiled (torch.compile(flex_attention): what transformers' Gemma 2 runs as
+attn_implementation="flex_attention"; its eager form materializes the scores).
 Times are medians of CUDA-event-timed calls after warm-up, forward under no-grad and
 forward+backward with q, k, v requiring grad. TFLOP/s counts the useful work as FlashAttention's
 benchmark does: forward 4·B·H·L²·d (halved when causal), backward 2.5× that. The fraction of the
@@ -78,11 +82,43 @@ def torch_rows(B, H, L, d, causal, reps, dtypes):
     return rows
 
 
-def qkv_row(qkv, B, H, L, d, causal, reps, dtype, kernel="wgmma"):
+def torch_flex_rows(B, H, L, d, causal, reps, dtypes, softcap):
+    """PyTorch's soft-capped attention: FlexAttention, compiled, the cap as its score_mod"""
+    import torch
+    from torch.nn.attention.flex_attention import create_block_mask, flex_attention
+
+    flex = torch.compile(flex_attention)
+
+    def cap(score, b, h, q_idx, kv_idx):  # C·tanh(s/C), before the mask as Gemma 2's
+        return softcap * torch.tanh(score / softcap)
+
+    block_mask = create_block_mask(lambda b, h, q, kv: q >= kv, None, None, L, L) if causal else None
+    torch_dtypes = {"bf16": torch.bfloat16, "f16": torch.float16, "f32": torch.float32}
+    rows = []
+    for dtype_name in dtypes:
+        g = torch.Generator(device="cuda").manual_seed(0)
+        q, k, v, dout = (torch.randn(B, H, L, d, device="cuda", dtype=torch_dtypes[dtype_name], generator=g)
+                         for _ in range(4))
+        try:
+            with torch.no_grad():
+                fwd = cuda_events.time_ms(lambda: flex(q, k, v, score_mod=cap, block_mask=block_mask), reps)
+            qg, kg, vg = (t.detach().requires_grad_() for t in (q, k, v))
+
+            def fb():
+                flex(qg, kg, vg, score_mod=cap, block_mask=block_mask).backward(dout)
+
+            rows.append((f"torch flex compiled {dtype_name}", fwd, cuda_events.time_ms(fb, reps)))
+        except Exception as e:  # (a shape or dtype the compiled kernel does not take)
+            rows.append((f"torch flex {dtype_name}: {str(e).splitlines()[0][:60]}", float("nan"), float("nan")))
+    return rows
+
+
+def qkv_row(qkv, B, H, L, d, causal, reps, dtype, kernel="wgmma", softcap=0.0):
     """kernel: the tensor-core pair for bf16/f16 (QKV_CUDA_ATTENTION), simt or tf32x3 for f32"""
     cmd = shlex.split(qkv) + ["bench", "attention", "--device", "cuda", "--json", "-B", str(B), "--heads", str(H),
                               "-L", str(L), "-d", str(d), "--repeats", str(reps), "--dtype", dtype]
     cmd += ["--causal"] if causal else []
+    cmd += ["--softcap", str(softcap)] if softcap else []
     env = dict(os.environ)
     if kernel.endswith("-rows64"):  # the wgmma backwards in steps of 64 query rows at head dim 64 (128 the default)
         kernel = kernel[:-len("-rows64")]
@@ -155,6 +191,8 @@ def main():
                          "tf32x3-rows64: the 3xTF32 backward in steps of 32 or 64 query rows, "
                          "QKV_CUDA_ATTENTION_TF32_ROWS, each timed where it is not the default: 32 at head dim 64, "
                          "64 at 128)")
+    ap.add_argument("--softcap", type=float, default=0.0,
+                    help="soft-cap the scores, C·tanh(s/C) (Gemma 2: 50); PyTorch's peer is then FlexAttention")
     ap.add_argument("--reps", type=int, default=10)
     ap.add_argument("--peak", type=float, default=989.0, help="the GPU's dense bf16 peak, TFLOP/s")
     ap.add_argument("--json-out", help="write every row here")
@@ -167,19 +205,21 @@ def main():
             for L in a.lens:
                 B, H = max(1, 16384 // L), 2048 // d
                 f = flops(B, H, L, d, causal)
-                rows = [qkv_row(a.qkv, B, H, L, d, causal, a.reps, t, kernel)
+                rows = [qkv_row(a.qkv, B, H, L, d, causal, a.reps, t, kernel, a.softcap)
                         for t in a.dtypes for kernel in (a.kernels if t != "f32" else a.f32_kernels)
                         if not kernel.endswith(("-rows32", "-rows64"))
                         or d == (64 if t != "f32" or kernel.endswith("-rows32") else 128)]
                 # (a -rowsN kernel is the same as without elsewhere)
-                rows += torch_rows(B, H, L, d, causal, a.reps, a.dtypes)
-                print(f"\nL={L} d={d} {'causal' if causal else 'full'} (B={B}, H={H})", flush=True)
+                rows += (torch_flex_rows(B, H, L, d, causal, a.reps, a.dtypes, a.softcap) if a.softcap
+                         else torch_rows(B, H, L, d, causal, a.reps, a.dtypes))
+                capped = f", softcap {a.softcap:g}" if a.softcap else ""
+                print(f"\nL={L} d={d} {'causal' if causal else 'full'} (B={B}, H={H}{capped})", flush=True)
                 for name, fwd, fb in rows:
                     tf = f / fwd / 1e9 if fwd == fwd else float("nan")
                     tfb = 3.5 * f / fb / 1e9 if fb == fb else float("nan")
                     print(f"  {name:34s} fwd {fwd:9.3f} ms {tf:7.1f} TFLOP/s ({100 * tf / a.peak:4.1f}%)"
                           f"   fwd+bwd {fb:9.3f} ms {tfb:7.1f} TFLOP/s ({100 * tfb / a.peak:4.1f}%)", flush=True)
-                    results.append({"L": L, "d": d, "causal": causal, "B": B, "H": H, "impl": name,
+                    results.append({"L": L, "d": d, "causal": causal, "softcap": a.softcap, "B": B, "H": H, "impl": name,
                                     "forward_ms": fwd, "forward_backward_ms": fb, "forward_tflops": tf,
                                     "forward_backward_tflops": tfb})
     if a.json_out:

@@ -24,10 +24,10 @@
 #       filled in before its GEMM, as before 2026-12-04's cuBLASLt epilogue), the output layer's loss against
 #       PyTorch (loss), f32 attention (the 3xTF32 backward at d = 128 in steps of 32 query rows, and 64), the
 #       overlapped forward at d = 64 (attention wgmma-overlap: no longer serialized by ptxas since V is read
-#       MN-major, 2026-12-04)
+#       MN-major, 2026-12-04), soft-capped attention against FlexAttention (softcap, 2026-12-07)
 #   run(command="bash scripts/gpu_session.sh sanitize 'Cuda.Bf16*'", carry=[".gpu"])   a failing kernel
 # One step alone: tests, gpt, translate, training (gpt and translate), breakdown, attention [KERNEL…],
-# attention_f32, steps, profile, serve, transformer, paged (paged attention's step, split and cascade,
+# attention_f32, softcap, steps, profile, serve, transformer, paged (paged attention's step, split and cascade,
 # GPT-2's continuous batching with decoding graphs and device sampling: measured 2026-12-04), loss, curve
 # (the GPT's training loss over 1,000 steps, qkv's and PyTorch's overlaid, ~3–5 minutes).
 #
@@ -78,6 +78,12 @@ attention_f32() {  # f32 attention: the CUDA-core pair, the 3xTF32 tensor-core p
     --lens ${ATTENTION_F32_LENS:-2048} --dims 64 128 --reps 5 --dtypes f32 \
     --f32-kernels simt tf32x3 tf32x3-rows32 tf32x3-rows64 \
     --json-out "$out/attention-f32.json"
+}
+softcap() {  # Gemma 2's soft-capped attention (cap 50), bf16, L = 2k, against PyTorch's FlexAttention compiled (its
+  # SDPA has no cap): d = 128 (Gemma 2 27B) on the mma.sync pair since 2026-12-07 — the backward's Capped kernels —,
+  # d = 256 (2B, 9B) on the CUDA cores
+  step attention-softcap 150 python3 bench/attention_cuda_vs_pytorch.py --qkv "bash .gpu/run.sh qkv" \
+    --lens 2048 --dims 128 256 --reps 5 --softcap 50 --json-out "$out/attention-softcap.json"
 }
 gpt() {
   step gpt 230 python3 bench/gpt_cuda_vs_pytorch.py --qkv "bash .gpu/run.sh qkv" --iters 100
@@ -253,10 +259,10 @@ transformer() {  # qkv train of the translation Transformer on the GPU: tokens/s
 }
 case "${1:-}" in
   1) tests; gpt; attention wgmma wgmma-backward wgmma-ws-backward wgmma-backward-rows64 wgmma-ws-blocks; breakdown ;;
-  2) steps; paged_kernels; serve; profile; transformer; loss; attention_f32; attention wgmma-overlap ;;
-  tests | gpt | translate | attention | attention_f32 | training | steps | breakdown | profile | serve | transformer | paged | paged_kernels | loss | curve) "$@" ;;
+  2) steps; paged_kernels; serve; profile; transformer; loss; attention_f32; attention wgmma-overlap; softcap ;;
+  tests | gpt | translate | attention | attention_f32 | softcap | training | steps | breakdown | profile | serve | transformer | paged | paged_kernels | loss | curve) "$@" ;;
   sanitize) step sanitize 400 bash .gpu/run.sh sanitize "${2:-Cuda.Bf16*}" ;;
   *)
-    echo "usage: bash scripts/gpu_session.sh 1 | 2 | tests | gpt | translate | attention [KERNEL…] | attention_f32 | training | steps | breakdown | profile | serve | transformer | paged | paged_kernels | loss | curve | sanitize [GTEST_FILTER]" >&2
+    echo "usage: bash scripts/gpu_session.sh 1 | 2 | tests | gpt | translate | attention [KERNEL…] | attention_f32 | softcap | training | steps | breakdown | profile | serve | transformer | paged | paged_kernels | loss | curve | sanitize [GTEST_FILTER]" >&2
     exit 2 ;;
 esac

@@ -63,6 +63,15 @@ TEST(Cli, BenchAttentionJson) {
   EXPECT_EQ(r.code, 0) << r.out;
   EXPECT_NE(r.out.find("\"dropout\": 0.2,"), std::string::npos) << r.out;
   EXPECT_NE(run("bench attention --dropout 1").code, 0);
+  // Gemma 2's soft-capped scores (gpu_session.sh's softcap step); a cap that is no normal float named
+  r = run("bench attention --seq-len 64 --heads 2 --head-dim 16 --causal --softcap 50 --json --repeats 1");
+  EXPECT_EQ(r.code, 0) << r.out;
+  EXPECT_NE(r.out.find("\"softcap\": 50,"), std::string::npos) << r.out;
+  for (const char* cap : {"-1", "nan", "inf"}) {
+    r = run(std::string("bench attention --seq-len 8 --softcap ") + cap);
+    EXPECT_NE(r.code, 0) << cap;
+    EXPECT_NE(r.out.find("softcap"), std::string::npos) << r.out;
+  }
 }
 
 TEST(Cli, BenchPagedAttentionJson) {

@@ -19,7 +19,7 @@ namespace {
 struct BenchArgs {
   int64_t seq_len = 1024, kv_len = 0, batch = 1, heads = 8, kv_heads = 0, head_dim = 64;
   bool causal = false, json = false, no_backward = false;
-  float dropout = 0.f;
+  float dropout = 0.f, softcap = 0.f;
   AttentionCompute dtype = AttentionCompute::f32;
   AttentionBackend backend = AttentionBackend::flash;
   int repeats = 0, threads = 0;
@@ -54,6 +54,7 @@ int run_bench_attention(const BenchArgs& a) {
   opt.compute_dtype = a.dtype;
   opt.backend = a.backend;
   opt.dropout_p = a.dropout;
+  opt.softcap = a.softcap;
   const std::string dtype(enum_name(a.dtype)), backend(enum_name(a.backend));
   const double work = 4.0 * a.batch * a.heads * a.seq_len * Lk * a.head_dim * (a.causal ? 0.5 : 1.0);
   const int reps = a.repeats > 0 ? a.repeats : (a.seq_len <= 1024 ? 10 : a.seq_len <= 4096 ? 4 : 2);
@@ -84,17 +85,17 @@ int run_bench_attention(const BenchArgs& a) {
   if (a.json) {
     std::printf(
         "{\"impl\": \"qkv\", \"seq_len\": %ld, \"kv_len\": %ld, \"batch\": %ld, \"heads\": %ld, \"kv_heads\": %ld, "
-        "\"head_dim\": %ld, \"causal\": %s, \"dropout\": %g, \"dtype\": \"%s\", \"backend\": \"%s\", \"threads\": %d, \"forward_ms\": %.3f, "
+        "\"head_dim\": %ld, \"causal\": %s, \"dropout\": %g, \"softcap\": %g, \"dtype\": \"%s\", \"backend\": \"%s\", \"threads\": %d, \"forward_ms\": %.3f, "
         "\"forward_backward_ms\": %.3f, \"gflops\": %.1f, \"gflops_backward\": %.1f, \"peak_extra_mib\": %.1f, "
         "\"peak_rss_growth_mib\": %.1f, \"peak_tensor_mib\": %.1f, \"forward_peak_tensor_mib\": %.1f, \"device\": \"%s\"}\n",
         (long)a.seq_len, (long)Lk, (long)a.batch, (long)a.heads, (long)Hkv, (long)a.head_dim,
-        a.causal ? "true" : "false", static_cast<double>(a.dropout), dtype.c_str(), backend.c_str(), requested_threads(), fwd, fwdbwd, work / fwd / 1e6,
+        a.causal ? "true" : "false", static_cast<double>(a.dropout), static_cast<double>(a.softcap), dtype.c_str(), backend.c_str(), requested_threads(), fwd, fwdbwd, work / fwd / 1e6,
         fwdbwd > 0 ? 3 * work / fwdbwd / 1e6 : 0.0, peak_extra, peak_rss, peak_tensor, static_cast<double>(fwd_peak) / (1 << 20),
         device.str().c_str());
   } else {
-    std::printf("attention B=%ld H=%ld Hkv=%ld Lq=%ld Lk=%ld d=%ld %s, dropout %g, %s %s, on %s (%d threads)\n",
+    std::printf("attention B=%ld H=%ld Hkv=%ld Lq=%ld Lk=%ld d=%ld %s, dropout %g, softcap %g, %s %s, on %s (%d threads)\n",
                 (long)a.batch, (long)a.heads, (long)Hkv, (long)a.seq_len, (long)Lk, (long)a.head_dim,
-                a.causal ? "causal" : "full", static_cast<double>(a.dropout), backend.c_str(), dtype.c_str(), device.str().c_str(), requested_threads());
+                a.causal ? "causal" : "full", static_cast<double>(a.dropout), static_cast<double>(a.softcap), backend.c_str(), dtype.c_str(), device.str().c_str(), requested_threads());
     std::printf("  forward          %9.2f ms  %7.1f GFLOP/s useful\n", fwd, work / fwd / 1e6);
     if (fwdbwd > 0)
       std::printf("  forward+backward %9.2f ms  %7.1f GFLOP/s useful\n", fwdbwd, 3 * work / fwdbwd / 1e6);
@@ -129,6 +130,10 @@ void add_bench(CLI::App& app) {
   att->add_option("--dropout", args->dropout, "dropout on the attention weights, as in training (dropout_p)")
       ->capture_default_str()
       ->check(CLI::Range(0.0, 0.999));
+  att->add_option("--softcap", args->softcap,
+                  "soft-cap the scores, c·tanh(s/c) before the mask (Gemma 2's attn_logit_softcapping: 50; 0: none)")
+      ->capture_default_str()
+      ->check(zero_or_more());
   add_choice(att, "--dtype", args->dtype, "what the products compute in (bf16, f16: operands rounded to the 16-bit format, f32 accumulation; a GPU's tensor cores)");
   add_choice(att, "--backend", args->backend, "flash: tiled, the default path; reference: materializes Lq×Lk",
              {AttentionBackend::flash, AttentionBackend::reference});
