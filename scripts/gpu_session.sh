@@ -81,7 +81,7 @@ attention_f32() {  # f32 attention: the CUDA-core pair, the 3xTF32 tensor-core p
 }
 softcap() {  # Gemma 2's soft-capped attention (cap 50), bf16, L = 2k, against PyTorch's FlexAttention compiled (its
   # SDPA has no cap): d = 128 (Gemma 2 27B) on the mma.sync pair since 2026-12-07 — the backward's Capped kernels —,
-  # d = 256 (2B, 9B) on the CUDA cores
+  # d = 256 (2B, 9B) on wgmma's warp-specialized forward and head-dim-256 backward, their Capped forms
   step attention-softcap 150 python3 bench/attention_cuda_vs_pytorch.py --qkv "bash .gpu/run.sh qkv" \
     --lens 2048 --dims 128 256 --reps 5 --softcap 50 --json-out "$out/attention-softcap.json"
 }

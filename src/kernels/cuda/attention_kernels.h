@@ -56,9 +56,11 @@ inline bool attention_general_code(const AttnProblem& p) {
 // the reference pair) and the paged decoding kernels take them in every precision, forward and backward;
 // the 3xTF32 and mma.sync pairs in their General form, forward (rows::scale_and_mask) and backward
 // (rows::probabilities keeps each score's slope c′ in shared memory for its dS': 3xTF32's in dS'ᵀ's own
-// place, mma.sync's in 16 KB more) — on Hopper too, in place of wgmma's. The WMMA and wgmma kernels take
-// no cap (wgmma's one-tile mask form would spill more, ptxas), so the dispatchers hand those to the
-// kernels that do (head dim 256: the CUDA cores).
+// place, mma.sync's in 16 KB more) — on Hopper too, in place of wgmma's; head dim 256 on Hopper in the
+// Capped forms of wgmma's warp-specialized forward and its backward256 (the slopes in registers). The
+// WMMA kernels and wgmma's at head dims 64 and 128 take no cap (wgmma's one-tile mask form would spill
+// more, ptxas), so the dispatchers hand those to the kernels that do (head dim 256 off Hopper: the CUDA
+// cores).
 inline bool attention_softcapped(const AttnProblem& p) { return p.softcap > 0.f; }
 // The first, WMMA pair (attention_bf16.cu; head dims 64 and 128, D = Dv), S, P and O round-tripped
 // through shared memory: where QKV_CUDA_ATTENTION=wmma asks. The backward takes D_i and a zeroed dq.

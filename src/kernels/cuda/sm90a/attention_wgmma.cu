@@ -43,13 +43,13 @@ unsigned ws_grid(const AttnProblem& p) {
 }
 
 // The warp-specialized kernel: its tensor maps over the dense copies, then the kernel (3 warpgroups).
-template <typename T, int D, bool General>
+template <typename T, int D, bool General, bool Capped = false>
 void launch_ws(const AttnProblem& p, const T* qh, const T* kh, const T* vh, float* out, float* lse, cudaStream_t s) {
   constexpr int KN = WsShape<D>::KN, Stages = WsShape<D>::Stages;
   constexpr size_t bytes = ws_smem_bytes<D, KN, Stages>();
   ForwardMaps maps;
   encode_forward_maps<T, D, KN>(maps, p, qh, kh, vh);
-  auto* kernel = flash_wgmma_ws_kernel<T, D, KN, Stages, General>;
+  auto* kernel = flash_wgmma_ws_kernel<T, D, KN, Stages, General, Capped>;
   QKV_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(bytes)));
   QKV_LAUNCH(ws_grid(p), kWsThreads, bytes, s, kernel)(p, maps.q, maps.k, maps.v, qh, kh, vh, out, lse);
   QKV_CUDA_LAUNCHED(flash_wgmma_ws_kernel);
@@ -81,6 +81,8 @@ void forward(const AttnProblem& p, float* out, float* lse, cudaStream_t s) {
   T* vh = kh + nk;
   round_forward_operands<T>(p, D, qh, kh, vh, s);
   const bool general = attention_general_code(p);
+  if constexpr (D == 256)  // a soft cap: its own kernel (serves: head dim 256 alone)
+    if (attention_softcapped(p)) return launch_ws<T, D, true, true>(p, qh, kh, vh, out, lse, s);
   if (which == Variant::ws)
     return general ? launch_ws<T, D, true>(p, qh, kh, vh, out, lse, s)
                    : launch_ws<T, D, false>(p, qh, kh, vh, out, lse, s);
@@ -122,11 +124,11 @@ void launch_ws_backward(const AttnProblem& p, const T* qh, const T* gh, const T*
 }
 
 // Head dim 256's backward (attention_wgmma_backward256.cuh: 64 keys a block, two warpgroups splitting the dims)
-template <typename T, bool General>
+template <typename T, bool General, bool Capped = false>
 void launch_backward256(const AttnProblem& p, const T* qh, const T* gh, const T* kh, const T* vh, const float* lse,
                         const float* Dsum, float* dq, float* dk, float* dv, cudaStream_t s) {
   constexpr size_t bytes = backward256_smem_bytes();
-  auto* kernel = flash_wgmma_backward256_kernel<T, General>;
+  auto* kernel = flash_wgmma_backward256_kernel<T, General, Capped>;
   QKV_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(bytes)));
   const dim3 grid(static_cast<unsigned>((p.Lk + kBwd256Keys - 1) / kBwd256Keys), static_cast<unsigned>(p.B * p.Hkv));
   QKV_LAUNCH(grid, kBwd256Threads, bytes, s, kernel)(p, qh, gh, kh, vh, lse, Dsum, dq, dk, dv);
@@ -192,7 +194,10 @@ void backward(const AttnProblem& p, const float* out, const float* lse, const fl
   round_backward_operands<T>(p, out, dout, D, qh, gh, kh, vh, Dsum, dq, s);
   const bool general = attention_general_code(p);
   auto* run = [&] {
-    if constexpr (D == 256) return general ? launch_backward256<T, true> : launch_backward256<T, false>;
+    if constexpr (D == 256)
+      return attention_softcapped(p) ? launch_backward256<T, true, true>
+             : general               ? launch_backward256<T, true>
+                                     : launch_backward256<T, false>;
     else if constexpr (D == 64)
       return backward_rows_64() ? pick_backward<T, D, 64>(p, dq, general) : pick_backward<T, D, 128>(p, dq, general);
     else
@@ -214,19 +219,19 @@ bool serves_shape(const AttnProblem& p) {
 
 // The forward: QKV_CUDA_ATTENTION unset or naming a wgmma variant ("wgmma", "wgmma64", "wgmma128",
 // "wgmma-overlap", "wgmma-ws"); head dim 256 the warp-specialized kernel whatever the variant (its
-// tests passed on an H200, 2026-12-04; not yet timed there). A soft cap: none of them (mma.sync's
-// forward takes it at 64 and 128; ptxas, sm_90a: the cap's code in the one-tile kernel's mask code at
-// head dim 64 spilled 12 bytes a thread rather than 4), nor their backwards (attention_kernels.h).
+// tests passed on an H200, 2026-12-04; not yet timed there). A soft cap: head dim 256 alone, in the
+// warp-specialized kernel's Capped form (at 64 and 128 mma.sync's forward takes it; ptxas, sm_90a: the
+// cap's code in the one-tile kernel's mask code at head dim 64 spilled 12 bytes a thread rather than 4).
 bool serves(const AttnProblem& p) {
-  if (attention_softcapped(p)) return false;
+  if (attention_softcapped(p) && p.D != 256) return false;
   const char* e = std::getenv("QKV_CUDA_ATTENTION");
   if (e && std::strncmp(e, "wgmma", 5) != 0) return false;
   return serves_shape(p);
 }
 
 // The backward: unless QKV_CUDA_ATTENTION_BACKWARD or the problem picks mma.sync's (backward_kernel)
-bool serves_backward(const AttnProblem& p) {
-  return !attention_softcapped(p) && (p.D == 256 || backward_kernel(p) != Backward::mma) && serves_shape(p);
+bool serves_backward(const AttnProblem& p) {  // (a soft cap: head dim 256's Capped kernel alone)
+  return (attention_softcapped(p) ? p.D == 256 : p.D == 256 || backward_kernel(p) != Backward::mma) && serves_shape(p);
 }
 
 // A call of the pair's forward or backward, run at the problem's head dim (64, 128, 256: serves_shape).

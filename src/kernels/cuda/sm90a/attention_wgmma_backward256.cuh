@@ -14,8 +14,9 @@
 // rows 32w … 32w + 31 and the gradients' dims 128w … 128w + 127. Per step i:
 //     Sᵀ_w  = K Q_i[32w…]ᵀ                   wgmma m64n32k16, K-major A (K) and B (Q_i's rows), 16 steps
 //     dPᵀ_w = V dO_i[32w…]ᵀ                  (the same on V, dO_i; left running under P's exponentials)
-//     P = e^(scale·S + M − lse_i),  W = P ∘ Z/(1−p)          → shared memory, [key][row]
-//     dS' = scale · P ∘ (dP ∘ Z/(1−p) − D_i)                  → shared memory, [key][row]
+//     P = e^(c(scale·S) + M − lse_i),  W = P ∘ Z/(1−p)       → shared memory, [key][row]
+//     dS' = scale · P ∘ (dP ∘ Z/(1−p) − D_i) ∘ c′             → shared memory, [key][row]
+//   (c a soft cap and c′ = 1 − (c/cap)² its slope in the Capped kernel, c′ in registers; else c(x) = x)
 //   [both warpgroups: W and dS' whole]
 //     dV[:, 128w…] += W dO_i[:, 128w…]       m64n128k16, A = W (K-major: keys × rows), B = dO_i N-major
 //     dK[:, 128w…] += dS'ᵀ Q_i[:, 128w…]     A = dS' (K-major), B = Q_i N-major
@@ -42,10 +43,10 @@ constexpr size_t backward256_smem_bytes() {
 }
 static_assert(backward256_smem_bytes() <= 227 * 1024, "an H100's shared memory a block");
 
-template <typename T, bool General>
+template <typename T, bool General, bool Capped = false>  // (Capped: General's, with a soft cap)
 __global__ void __launch_bounds__(kBwd256Threads, 1)
-    flash_wgmma_backward256_kernel(AttnProblem p, const T* qh, const T* gh, const T* kh, const T* vh,
-                                   const float* lse, const float* Dsum, float* dq, float* dk, float* dv) {
+    flash_wgmma_backward256_kernel(AttnProblem p, const T* qh, const T* gh, const T* kh, const T* vh, const float* lse,
+                                   const float* Dsum, float* dq, float* dk, float* dv) {
   constexpr int D = 256, kTile = 64 * D * 2, kBlock = 64 * 128;  // a 64-row tile's bytes; a column block's
   QKV_DYNAMIC_SHARED(1, smem);
   unsigned char* Ks = smem + ((1024 - smem_address(smem) % 1024) % 1024);  // [4][64 keys][64]
@@ -134,11 +135,13 @@ __global__ void __launch_bounds__(kBwd256Threads, 1)
       };
       wgmma_wait<1>();  // Sᵀ
       fence_registers(sf);
-      rows::probabilities<General>(s, p, b, h, iw, key, rowL + 32 * wg, t, plain);  // P
-      store_keys_by_rows(Ws, s, true);                                                // W = P ∘ Z/(1−p)
+      float slopes[4][4];  // a soft cap's c′ of each element (Capped: 16 registers, P to dS')
+      auto slope = rows::slope_if<Capped>([&](int nn, int e) -> float& { return slopes[nn][e]; });
+      rows::probabilities<General>(s, p, b, h, iw, key, rowL + 32 * wg, t, plain, slope);  // P
+      store_keys_by_rows(Ws, s, true);                                                     // W = P ∘ Z/(1−p)
       wgmma_wait<0>();  // dPᵀ
       fence_registers(dpf);
-      rows::score_gradients(dp, s, p.scale, rowD + 32 * wg, t, z);  // dS'
+      rows::score_gradients(dp, s, p.scale, rowD + 32 * wg, t, z, slope);  // dS'
       store_keys_by_rows(dSs, dp, false);
       bool sees[2];  // whether this thread's rows of dQ see a key (lse > −∞)
       for (int r = 0; r < 2; ++r) sees[r] = rowL[16 * warp + g + 8 * r] != -INFINITY;

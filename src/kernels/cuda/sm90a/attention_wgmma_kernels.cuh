@@ -156,7 +156,8 @@ struct Block {
   // one-tile kernel's mask code at head dim 64 spills 4 bytes a thread rather than 40; the
   // warp-specialized kernel's mask code spills 76–100 bytes with either form, none with the scale
   // multiplied in element by element: it keeps that, Fold false).
-  template <bool General, bool Fold = true>
+  // Capped (General's, head dim 256's warp-specialized kernel alone): x = c(scale·S) + M, c the soft cap.
+  template <bool General, bool Fold = true, bool Capped = false>
   __device__ void softmax(float (&s)[KN / 2], int64_t j, float (&m)[2], float (&l)[2], float (&alpha)[2]) const {
     const int64_t j0 = j * KN;
     const bool plain = rows::plain_tile<General>(p, j0, KN, iw);
@@ -170,7 +171,8 @@ struct Block {
           if (plain)
             x *= p.scale;
           else if constexpr (General)
-            x = i < p.Lq ? masked_score(p, b, h, i, jj, p.scale * x) : -INFINITY;
+            x = i < p.Lq ? masked_score(p, b, h, i, jj, Capped ? soft_cap(p.softcap, p.scale * x) : p.scale * x)
+                         : -INFINITY;
           else  // keys past Lk and the causal diagonal only
             x = jj < p.Lk && !(p.causal && jj > i) ? p.scale * x : -INFINITY;
         }
@@ -452,7 +454,7 @@ void encode_forward_maps(ForwardMaps& m, const AttnProblem& p, const T* qh, cons
   encode_tensor_map<T>(m.v, {vh, {D, Lk, uint64_t(p.B * p.Hkv)}, {row, row * Lk}, KN});
 }
 
-template <typename T, int D, int KN, int Stages, bool General>
+template <typename T, int D, int KN, int Stages, bool General, bool Capped = false>  // (Capped: softmax's)
 __global__ void __launch_bounds__(kWsThreads, 1)
     flash_wgmma_ws_kernel(AttnProblem p, const __grid_constant__ CUtensorMap tq, const __grid_constant__ CUtensorMap tk,
                           const __grid_constant__ CUtensorMap tv, const T* qh, const T* kh, const T* vh, float* out,
@@ -527,7 +529,7 @@ __global__ void __launch_bounds__(kWsThreads, 1)
       fence_registers(s);
       mbarrier_arrive(&empty_k[stage(0)]);
       if (k.tiles == 1) mbarrier_arrive(q_empty);  // Q read for the last time: the next item's may come in
-      k.template softmax<General, !General>(s, 0, m, l, alpha);
+      k.template softmax<General, !General, Capped>(s, 0, m, l, alpha);
       Block<T, D, KN>::pack_probabilities(pa, s);
     }
     for (int64_t j = 1; j < k.tiles; ++j) {
@@ -542,7 +544,7 @@ __global__ void __launch_bounds__(kWsThreads, 1)
       fence_registers(s);
       mbarrier_arrive(&empty_k[sj]);
       if (j == k.tiles - 1) mbarrier_arrive(q_empty);
-      k.template softmax<General, !General>(s, j, m, l, alpha);
+      k.template softmax<General, !General, Capped>(s, j, m, l, alpha);
       wgmma_wait<0>();  // O += P_{j−1} V_{j−1}
       fence_registers(o);
       mbarrier_arrive(&empty_v[sv]);
