@@ -114,8 +114,8 @@ template <typename T>
 void backward(const AttnProblem& p, const float* out, const float* lse, const float* dout, float* dq, float* dk,
               float* dv) {
   cudaStream_t s = stream();
-  // head dim 256: the wgmma backward where it serves (Hopper: not under a soft cap), else below; a soft
-  // cap: mma.sync's backward (attention_kernels.h)
+  // head dim 256: the wgmma backward where it serves (Hopper, a soft cap too), else below; a soft cap at
+  // 64 and 128: mma.sync's backward, never WMMA's (attention_kernels.h)
   const bool d256 = on_d256(p) && attention_backward_wgmma_serves(p);
   const bool wmma = attention_uses_wmma();
   if ((on_tiles(p) || d256) && !(wmma && attention_softcapped(p)) && p.B * p.Hkv > 0 && p.Lq > 0 && p.Lk > 0) {

@@ -182,8 +182,9 @@ __device__ inline bool plain_step(const AttnProblem& p, int64_t j0, int keys, in
 }
 
 // A backward's soft cap (its Capped kernels, launched for p.softcap > 0 alone, with General): P comes from
-// c(scale·S), and dS' takes the cap's slope c′ = 1 − (c/cap)², which `probabilities` leaves in shared
-// memory for each element through slope(n, e) (a float&), as the tiles keep no S to take it from later.
+// c(scale·S), and dS' takes the cap's slope c′ = 1 − (c/cap)², which `probabilities` leaves for each
+// element through slope(n, e) (a float& in shared memory, or in registers in wgmma's head-dim-256
+// backward), as the tiles keep no S to take it from later.
 // Uncapped kernels pass NoSlope and compile none of the cap's code, the General ones' registers kept
 // (ptxas, sm_90: the cap's code in the General kernels spilled up to 148 bytes more at head dim 128).
 struct NoSlope {
