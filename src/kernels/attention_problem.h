@@ -42,8 +42,8 @@ struct AttnProblem {
   bool causal = false;  // key j is visible to query i iff j ≤ i (top-left aligned, as PyTorch)
   float scale = 1.f;
   // > 0: the scores soft-capped before the mask, s ← softcap · tanh(s / softcap) (Gemma 2's
-  // attn_logit_softcapping, FlashAttention-2's softcap); on a GPU the CUDA-core and paged kernels and
-  // the 3xTF32 and mma.sync forwards (cuda/attention_kernels.h: attention_softcapped)
+  // attn_logit_softcapping, FlashAttention-2's softcap); on a GPU the CUDA-core and paged kernels, the
+  // 3xTF32 and mma.sync pairs and wgmma's at head dim 256 (cuda/attention_kernels.h: attention_softcapped)
   float softcap = 0.f;
   float dropout_p = 0.f;
   uint64_t seed = 0, counter = 0;  // dropout of element (b,h,i,j) uses first_counter() + ((b·H + h)·Lq + i)·Lk + j

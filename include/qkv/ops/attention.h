@@ -10,7 +10,8 @@
 // only: pass 0 at inference). enable_gqa: k/v may have fewer heads than q (dim −3), H % Hkv == 0.
 // softcap > 0 (beyond PyTorch's SDPA: FlashAttention-2's softcap, Gemma 2's attn_logit_softcapping)
 // caps the scores before the mask, Q Kᵀ · scale → softcap · tanh(Q Kᵀ · scale / softcap); on a GPU by the
-// CUDA-core kernels and the mma.sync and 3xTF32 forwards (the other tensor-core kernels take no cap).
+// CUDA-core kernels, the mma.sync and 3xTF32 pairs and wgmma's at head dim 256 (the WMMA pair and wgmma's
+// at 64 and 128 take no cap).
 //
 // Gradients flow to q, k, v and to a float attn_mask that requires grad.
 #pragma once

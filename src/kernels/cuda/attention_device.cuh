@@ -18,9 +18,9 @@ __device__ inline int64_t at(const HeadLayout& l, int64_t b, int64_t h, int64_t 
 // The soft cap of a score x = scale·q·k (p.softcap > 0: Gemma 2's attn_logit_softcapping, FlashAttention-2's
 // softcap), before the mask, and its slope for the backward (dX = dS ∘ c'(x)):
 //   c(x) = softcap · tanh(x / softcap),   c'(x) = 1 − (c(x) / softcap)²      (no cap: c(x) = x, c' = 1)
-// The CUDA-core kernels (attention.cu), the paged decoding kernels and the 3xTF32 and mma.sync forwards
-// (attention_rows.cuh) apply it; the other tensor-core kernels decline a soft-capped problem
-// (attention_softcapped).
+// The CUDA-core kernels (attention.cu), the paged decoding kernels, the 3xTF32 and mma.sync pairs
+// (attention_rows.cuh) and wgmma's at head dim 256 apply it; the other tensor-core kernels decline a
+// soft-capped problem (attention_softcapped).
 // (tanhf, libdevice's: tried against 1 − 2 / (e^(2y) + 1) by one exp2f, which saved no registers —
 // ptxas, sm_90: the tiled decoding kernel 178 with tanhf, 180 with it; split-KV's bf16 partial 54, 71.)
 __device__ inline float soft_cap(float cap, float x) { return cap > 0.f ? cap * tanhf(x / cap) : x; }
