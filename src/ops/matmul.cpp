@@ -11,7 +11,7 @@
 #include "kernels/cpu/gemm.h"
 #include "kernels/cpu/gemm_bf16.h"
 #include "kernels/cpu/gemm_int8.h"
-#include "kernels/cpu/gemv_bf16.h"
+#include "kernels/cpu/gemv.h"
 #include "kernels/cpu/onednn_call.h"
 #include "packed_copy.h"
 #include "qkv/autograd/grad_mode.h"
@@ -325,13 +325,17 @@ Tensor linear_inference(const Tensor& x, const Tensor& weight, const InferenceWe
   // batches read the f32 weights, whose GEMM is faster there than a bf16 one.
   const bool use_bf16 = w.bf16().defined() && rows <= 16;
   // f32 weights: batches of rows read the packed copy (made on a weight's second batch) once there
-  // is one; a single row (a generation step) and the training path (the tape on) take `linear`
-  const PackedCopy* packed_f32 = !q && !use_bf16 && rows >= 2 && !autograd::grad_enabled() ? w.packed(weight) : nullptr;
-  if (!q && !use_bf16 && !packed_f32) return linear(x, weight, bias);
+  // is one; a single row (a generation step) the matrix–vector kernel, which streams W front to back
+  // (kernels/cpu/gemv.h); the training path (the tape on) takes `linear`
+  const bool no_tape = !autograd::grad_enabled();
+  const PackedCopy* packed_f32 = !q && !use_bf16 && rows >= 2 && no_tape ? w.packed(weight) : nullptr;
+  const bool gemv_f32 = !q && !use_bf16 && rows == 1 && no_tape && weight.dtype() == DType::f32 &&
+                        weight.is_contiguous() && x.dtype() == DType::f32 && (!bias.defined() || bias.dim() == 1);
+  if (!q && !use_bf16 && !packed_f32 && !gemv_f32) return linear(x, weight, bias);
   if (use_bf16) check_copy_beside(x, w);
   QKV_CHECK(x.size(-1) == in_f, "linear_inference: input ", shape_str(x.shape()), " x weight ",
             shape_str(weight.shape()), ": in_features differ");
-  QKV_CHECK(w.rows() == out_f && (!q || q->cols == in_f) && (!use_bf16 || w.bf16().shape() == weight.shape()),
+  QKV_CHECK((gemv_f32 || w.rows() == out_f) && (!q || q->cols == in_f) && (!use_bf16 || w.bf16().shape() == weight.shape()),
             "linear_inference: the inference copy does not match weight ", shape_str(weight.shape()));
   const Device d = ops_detail::cpu_device_of("linear_inference", {&x, &weight, &bias});
   Tensor xc = dense(x);
@@ -344,6 +348,14 @@ Tensor linear_inference(const Tensor& x, const Tensor& weight, const InferenceWe
     QKV_DISPATCH_CPU("linear_inference", d,
                      k::linear_int8(rows, out_f, in_f, xc.data(), in_f, o.W8, o.ldw, o.scale, o.row_sums, o.bias,
                                     out.data(), out_f, o.packed));
+    return out;
+  }
+  if (gemv_f32) {  // y = x Wᵀ (+ b), one row: x [1, in_f], weight [out_f, in_f] → out [1, out_f]
+    QKV_CHECK(!bc.defined() || bc.size(0) == out_f, "linear_inference: bias ", shape_str(bias.shape()),
+              " does not match weight ", shape_str(weight.shape()));
+    QKV_DISPATCH_CPU("linear_inference", d,
+                     k::gemv_f32(1, out_f, in_f, xc.data(), in_f, weight.data(), bc.defined() ? bc.data() : nullptr,
+                                 out.data(), out_f));
     return out;
   }
   if (packed_f32) {  // y = x Wᵀ (+ b) through the packed copy, or `linear` where it has no kernel

@@ -140,6 +140,25 @@ TEST(Int8, PackedCopiesGiveTheSameNumbers) {
   }
 }
 
+// f32 weights with one row (a generation step) take the matrix–vector kernel (kernels/cpu/gemv.h):
+// `linear`'s numbers to rounding, for widths with and without a vector tail (K 7, 33, 200, 1,000), an
+// odd number of features, with and without a bias, and a slice of a fused projection.
+TEST(Int8, OneRowOfF32WeightsIsLinearsProduct) {
+  autograd::NoGradGuard no_grad;
+  Generator g(16);
+  for (const int64_t K : {7, 33, 200, 1000}) {
+    SCOPED_TRACE(K);
+    Tensor w = Tensor::randn({131, K}, g), b = Tensor::randn({131}, g), x = Tensor::randn({1, K}, g);
+    const InferenceWeight whole(w, InferenceWeights::f32), slice = whole.slice_rows(32, 96);
+    const Tensor w_slice = w.slice(0, 32, 96).contiguous(), b_slice = b.slice(0, 32, 96).contiguous();
+    EXPECT_TENSOR_NEAR(linear_inference(x, w, whole, b), linear(x, w, b), 1e-5);
+    EXPECT_TENSOR_NEAR(linear_inference(x, w, whole), linear(x, w), 1e-5);
+    EXPECT_TENSOR_NEAR(linear_inference(x.reshape({1, 1, K}), w, whole, b), linear(x, w, b).reshape({1, 1, 131}),
+                       1e-5);
+    EXPECT_TENSOR_NEAR(linear_inference(x, w_slice, slice, b_slice), linear(x, w_slice, b_slice), 1e-5);
+  }
+}
+
 // A decoding step's few rows take the matrix–vector kernel, a batch oneDNN's GEMM: the same integers,
 // so the same numbers, bit for bit.
 TEST(Int8, FewRowsAndManyRowsGiveTheSameNumbers) {

@@ -3,7 +3,7 @@
 // --dtype), never while training; the f32 parameters stay what training and `forward` use.
 //
 //   bf16   W rounded to bf16 (~3 significant digits), read by the matrix–vector kernel for small
-//          batches (kernels/cpu/gemv_bf16.h: half the bytes)
+//          batches (kernels/cpu/gemv.h: half the bytes)
 //   int8   per output row n: s[n] = max_k |W[n,k]| / 127, W8[n,k] = round(W[n,k] / s[n]); the
 //          activations quantized per row on the fly, integer products summed exactly in int32
 //          (kernels/cpu/gemm_int8.h); a quarter of the bytes, ~2 significant digits of weight
