@@ -335,8 +335,9 @@ Tensor linear_inference(const Tensor& x, const Tensor& weight, const InferenceWe
   if (use_bf16) check_copy_beside(x, w);
   QKV_CHECK(x.size(-1) == in_f, "linear_inference: input ", shape_str(x.shape()), " x weight ",
             shape_str(weight.shape()), ": in_features differ");
-  QKV_CHECK((gemv_f32 || w.rows() == out_f) && (!q || q->cols == in_f) && (!use_bf16 || w.bf16().shape() == weight.shape()),
-            "linear_inference: the inference copy does not match weight ", shape_str(weight.shape()));
+  QKV_CHECK(
+      (gemv_f32 || w.rows() == out_f) && (!q || q->cols == in_f) && (!use_bf16 || w.bf16().shape() == weight.shape()),
+      "linear_inference: the inference copy does not match weight ", shape_str(weight.shape()));
   const Device d = ops_detail::cpu_device_of("linear_inference", {&x, &weight, &bias});
   Tensor xc = dense(x);
   Shape out_shape = x.shape();

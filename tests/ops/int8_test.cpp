@@ -153,8 +153,7 @@ TEST(Int8, OneRowOfF32WeightsIsLinearsProduct) {
     const Tensor w_slice = w.slice(0, 32, 96).contiguous(), b_slice = b.slice(0, 32, 96).contiguous();
     EXPECT_TENSOR_NEAR(linear_inference(x, w, whole, b), linear(x, w, b), 1e-5);
     EXPECT_TENSOR_NEAR(linear_inference(x, w, whole), linear(x, w), 1e-5);
-    EXPECT_TENSOR_NEAR(linear_inference(x.reshape({1, 1, K}), w, whole, b), linear(x, w, b).reshape({1, 1, 131}),
-                       1e-5);
+    EXPECT_TENSOR_NEAR(linear_inference(x.reshape({1, 1, K}), w, whole, b), linear(x, w, b).reshape({1, 1, 131}), 1e-5);
     EXPECT_TENSOR_NEAR(linear_inference(x, w_slice, slice, b_slice), linear(x, w_slice, b_slice), 1e-5);
   }
 }

@@ -47,13 +47,13 @@ void gemv(int64_t M, int64_t N, int64_t K, const float* x, int64_t ldx, const T*
 
 }  // namespace
 
-void gemv_bf16(int64_t M, int64_t N, int64_t K, const float* x, int64_t ldx, const bf16* W, const float* bias,
-               float* y, int64_t ldy) {
+void gemv_bf16(int64_t M, int64_t N, int64_t K, const float* x, int64_t ldx, const bf16* W, const float* bias, float* y,
+               int64_t ldy) {
   gemv(M, N, K, x, ldx, W, bias, y, ldy);
 }
 
-void gemv_f32(int64_t M, int64_t N, int64_t K, const float* x, int64_t ldx, const float* W, const float* bias,
-              float* y, int64_t ldy) {
+void gemv_f32(int64_t M, int64_t N, int64_t K, const float* x, int64_t ldx, const float* W, const float* bias, float* y,
+              int64_t ldy) {
   gemv(M, N, K, x, ldx, W, bias, y, ldy);
 }
 

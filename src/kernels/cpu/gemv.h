@@ -17,10 +17,10 @@
 namespace qkv::kernels::cpu {
 
 // x: f32 [M, K] (row stride ldx), W: bf16 [N, K], bias: f32 [N] or null, y: f32 [M, N] (stride ldy).
-void gemv_bf16(int64_t M, int64_t N, int64_t K, const float* x, int64_t ldx, const bf16* W, const float* bias,
-               float* y, int64_t ldy);
+void gemv_bf16(int64_t M, int64_t N, int64_t K, const float* x, int64_t ldx, const bf16* W, const float* bias, float* y,
+               int64_t ldy);
 // The same with f32 weights W [N, K] (row stride K).
-void gemv_f32(int64_t M, int64_t N, int64_t K, const float* x, int64_t ldx, const float* W, const float* bias,
-              float* y, int64_t ldy);
+void gemv_f32(int64_t M, int64_t N, int64_t K, const float* x, int64_t ldx, const float* W, const float* bias, float* y,
+              int64_t ldy);
 
 }  // namespace qkv::kernels::cpu
