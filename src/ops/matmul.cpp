@@ -325,12 +325,14 @@ Tensor linear_inference(const Tensor& x, const Tensor& weight, const InferenceWe
   // batches read the f32 weights, whose GEMM is faster there than a bf16 one.
   const bool use_bf16 = w.bf16().defined() && rows <= 16;
   // f32 weights: batches of rows read the packed copy (made on a weight's second batch) once there
-  // is one; a single row (a generation step) the matrix–vector kernel, which streams W front to back
-  // (kernels/cpu/gemv.h); the training path (the tape on) takes `linear`
+  // is one; a single row (a generation step) the matrix–vector kernel, which streams W front to back,
+  // where W's rows are at most kGemvF32MaxK long (kernels/cpu/gemv.h); the training path (the tape on)
+  // and longer rows take `linear`
   const bool no_tape = !autograd::grad_enabled();
   const PackedCopy* packed_f32 = !q && !use_bf16 && rows >= 2 && no_tape ? w.packed(weight) : nullptr;
-  const bool gemv_f32 = !q && !use_bf16 && rows == 1 && no_tape && weight.dtype() == DType::f32 &&
-                        weight.is_contiguous() && x.dtype() == DType::f32 && (!bias.defined() || bias.dim() == 1);
+  const bool gemv_f32 = !q && !use_bf16 && rows == 1 && no_tape && in_f <= kernels::cpu::kGemvF32MaxK &&
+                        weight.dtype() == DType::f32 && weight.is_contiguous() && x.dtype() == DType::f32 &&
+                        (!bias.defined() || bias.dim() == 1);
   if (!q && !use_bf16 && !packed_f32 && !gemv_f32) return linear(x, weight, bias);
   if (use_bf16) check_copy_beside(x, w);
   QKV_CHECK(x.size(-1) == in_f, "linear_inference: input ", shape_str(x.shape()), " x weight ",

@@ -141,12 +141,12 @@ TEST(Int8, PackedCopiesGiveTheSameNumbers) {
 }
 
 // f32 weights with one row (a generation step) take the matrix–vector kernel (kernels/cpu/gemv.h):
-// `linear`'s numbers to rounding, for widths with and without a vector tail (K 7, 33, 200, 1,000), an
-// odd number of features, with and without a bias, and a slice of a fused projection.
+// `linear`'s numbers to rounding, for widths with and without a vector tail (K 7, 33, 200, 1,000; 4,000
+// goes to `linear` itself), an odd number of features, with and without a bias, and a slice of a fused projection.
 TEST(Int8, OneRowOfF32WeightsIsLinearsProduct) {
   autograd::NoGradGuard no_grad;
   Generator g(16);
-  for (const int64_t K : {7, 33, 200, 1000}) {
+  for (const int64_t K : {7, 33, 200, 1000, 4000}) {
     SCOPED_TRACE(K);
     Tensor w = Tensor::randn({131, K}, g), b = Tensor::randn({131}, g), x = Tensor::randn({1, K}, g);
     const InferenceWeight whole(w, InferenceWeights::f32), slice = whole.slice_rows(32, 96);

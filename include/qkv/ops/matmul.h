@@ -18,7 +18,7 @@ Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias = Tensor
 // (ops/inference_weight.h): int8 rows — any number of rows of x, through the int8 GEMM; a bf16
 // copy — when x has at most 16 rows, a decoding step (kernels/cpu/gemv.h: half the bytes, f32
 // accumulation); otherwise, or for f32, the f32 weight: one row through the same matrix–vector
-// kernel, batches through the weight's packed copy (from its second batch on).
+// kernel (rows of W up to 3,072 long), batches through the weight's packed copy (from its second batch on).
 Tensor linear_inference(const Tensor& x, const Tensor& weight, const InferenceWeight& w, const Tensor& bias = Tensor());
 // Inference: log_softmax(linear_inference(x, weight, w, bias), -1), a decoding step's
 // log-probabilities; on int8 rows one kernel takes each row's log-softmax as its logits are written
