@@ -1073,6 +1073,7 @@ void bind_models(nb::module_& m) {
         QKV_CHECK(o.store != io::StoreAs::kKeep, "convert: dtype must be f32, f16 or bf16, got \"keep\"");
         QKV_CHECK(!head.empty() || (labels.empty() && problem_type.empty()),
                   "convert: labels and problem_type are a new head's (head=\"sequence\" or \"token\")");
+        QKV_CHECK(head != "span" || labels.empty(), "convert: a new span head (question answering) takes no labels");
         o.head = head, o.labels = labels, o.problem_type = problem_type, o.seed = seed;
         nb::gil_scoped_release release;
         models::convert_hf(folder, out, o);
@@ -1083,7 +1084,9 @@ void bind_models(nb::module_& m) {
       "Qwen2, Qwen3, Mistral, Phi-3, Gemma 3, Marian/OPUS-MT, the BERT family, ModernBERT) to a qkv model\n"
       "file, as `qkv convert --from hf FOLDER -o OUT`. head=\"sequence\" (or \"token\") with labels=[...]\n"
       "puts a new classifier on an encoder's checkpoint, as AutoModelForSequenceClassification.from_pretrained(\n"
-      "folder, num_labels=...) does — to fine-tune with qkv.train({\"task\": \"text_classification\", ...}).");
+      "folder, num_labels=...) does — to fine-tune with qkv.train({\"task\": \"text_classification\", ...});\n"
+      "head=\"span\" a new question-answering head, as AutoModelForQuestionAnswering does (the task\n"
+      "\"question_answering\").");
 
   m.def(
       "load",

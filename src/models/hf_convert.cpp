@@ -364,9 +364,11 @@ namespace {
 // BertModel → Bert) — with the labels as id2label. Returns that architecture's name; `config` is
 // config.json so rewritten.
 std::string new_head_architecture(const HfFolder& f, const HfConvertOptions& o, nlohmann::json& config) {
-  QKV_CHECK(o.head == "sequence" || o.head == "token",
-            "convert: the new head must be \"sequence\" or \"token\", got \"", excerpt(o.head), "\"");
-  QKV_CHECK(!o.labels.empty() && o.labels.size() <= (1u << 20), "convert: a new ", o.head,
+  QKV_CHECK(o.head == "sequence" || o.head == "token" || o.head == "span",
+            "convert: the new head must be \"sequence\", \"token\" or \"span\", got \"", excerpt(o.head), "\"");
+  const bool span = o.head == "span";  // (question answering: two outputs, the answer's start and end)
+  QKV_CHECK(!span || o.labels.empty(), "convert: a new span head (question answering) takes no labels");
+  QKV_CHECK(span || (!o.labels.empty() && o.labels.size() <= (1u << 20)), "convert: a new ", o.head,
             " classifier needs its labels (at least one)");
   std::set<std::string> seen;
   for (const std::string& l : o.labels)
@@ -381,7 +383,9 @@ std::string new_head_architecture(const HfFolder& f, const HfConvertOptions& o, 
   const std::string family = at != std::string::npos && at > 0      ? a.substr(0, at)
                              : a.ends_with("Model") && a.size() > 5 ? a.substr(0, a.size() - 5)
                                                                     : a;
-  const std::string target = family + (o.head == "sequence" ? "ForSequenceClassification" : "ForTokenClassification");
+  const std::string target = family + (o.head == "sequence" ? "ForSequenceClassification"
+                                       : span               ? "ForQuestionAnswering"
+                                                            : "ForTokenClassification");
   const HfArchitecture& arch = [&]() -> const HfArchitecture& {
     try {
       return hf_architecture(target);
@@ -394,12 +398,14 @@ std::string new_head_architecture(const HfFolder& f, const HfConvertOptions& o, 
             "): only an encoder takes a new classifier");
   config = f.config;
   config["architectures"] = {target};
+  // (a span head's two outputs named as transformers names labels it was not given)
+  const std::vector<std::string> labels = span ? std::vector<std::string>{"LABEL_0", "LABEL_1"} : o.labels;
   nlohmann::json id2label = nlohmann::json::object(), label2id = nlohmann::json::object();
-  for (size_t i = 0; i < o.labels.size(); ++i) {
-    id2label[std::to_string(i)] = o.labels[i];
-    label2id[o.labels[i]] = i;
+  for (size_t i = 0; i < labels.size(); ++i) {
+    id2label[std::to_string(i)] = labels[i];
+    label2id[labels[i]] = i;
   }
-  config["id2label"] = id2label, config["label2id"] = label2id, config["num_labels"] = o.labels.size();
+  config["id2label"] = id2label, config["label2id"] = label2id, config["num_labels"] = labels.size();
   if (!o.problem_type.empty())
     config["problem_type"] = o.problem_type;
   else

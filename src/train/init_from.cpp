@@ -4,9 +4,12 @@
 #include <cmath>
 #include <filesystem>
 
+#include "qkv/core/checked.h"
 #include "qkv/core/error.h"
 #include "qkv/models/model_file.h"
 #include "qkv/models/registry.h"
+#include "qkv/nn/init.h"
+#include "qkv/train/memory_plan.h"
 
 namespace qkv::train {
 
@@ -95,6 +98,58 @@ void Pretrained::load_into(nn::Module& module) const {
   } catch (const Error& e) {
     throw Error(detail::concat(task, ": init_from: ", e.what()));  // (the message names the file)
   }
+}
+
+PretrainedEncoder load_pretrained_encoder(const std::string& path, const std::string& base_dir,
+                                          const json& model_section, const std::string& task, nn::BertClassifier head,
+                                          Generator& gen) {
+  PretrainedEncoder out;
+  Pretrained& pre = out.file;
+  pre = load_pretrained(path, base_dir, models::Kind::masked_language_model, model_section, task);
+  try {
+    out.tokenizer = text::LMTokenizer::from_json(pre.tokenizer);
+  } catch (const Error& e) {
+    QKV_CHECK(false, task, ": init_from '", pre.path, "': its tokenizer: ", e.what());
+  }
+  QKV_CHECK(out.tokenizer.hf(), task, ": init_from '", pre.path,
+            "': an encoder reads its texts with a Hugging Face tokenizer (", out.tokenizer.type(), " found)");
+
+  // The model: its parameters counted first (train/memory_plan.h), then built and loaded.
+  out.parameters = check_model_fits(task, pre.model, [&] {
+    return models::build_masked_language_model(pre.type, pre.model, nullptr)->module().num_parameters();
+  });
+  {
+    nn::init::SkipInit no_init;  // (the file's values replace them)
+    out.model = models::build_masked_language_model(pre.type, pre.model, &gen);
+  }
+  const nn::BertClassifier has = out.model->task().classifier;
+  auto name = [](nn::BertClassifier c) {
+    return c == nn::BertClassifier::none       ? "an encoder without a classifier"
+           : c == nn::BertClassifier::sequence ? "a sequence classifier"
+           : c == nn::BertClassifier::token    ? "a token classifier"
+                                               : "a question-answering head";
+  };
+  const char* kind = head == nn::BertClassifier::sequence ? "sequence"
+                     : head == nn::BertClassifier::token  ? "token"
+                                                          : "span";
+  QKV_CHECK(has == head, task, ": init_from '", pre.path, "' holds ", name(has), ", not ", name(head),
+            ": convert the checkpoint with one (qkv convert DIR --head ", kind,
+            head == nn::BertClassifier::span ? "" : " --labels A,B,…", " -o FILE)");
+  pre.load_into(out.model->module());
+  return out;
+}
+
+void check_encoder_batch_fits(const std::string& task, const models::MaskedLanguageModel& model, const json& config,
+                              int64_t parameters, int64_t batch_size, int64_t max_length) {
+  const int64_t B = batch_size, E = model.width();
+  const int64_t layers = config.value("num_hidden_layers", int64_t{1});
+  const std::string keys_text = detail::concat(task, ": train.batch_size × data.max_length × hidden_size");
+  const char* keys = keys_text.c_str();
+  check_batch_fits(task, parameters,
+                   checked_mul(checked_mul(checked_mul(checked_mul(B, max_length, keys), E, keys), 64, keys),
+                               std::max<int64_t>(layers, 1), keys),
+                   detail::concat("train.batch_size ", B, " examples of up to ", max_length, " tokens × hidden_size ",
+                                  E, " × ", layers, " layers"));
 }
 
 }  // namespace qkv::train

@@ -9,6 +9,7 @@
 #include "qkv/train/caption_task.h"
 #include "qkv/train/image_task.h"
 #include "qkv/train/lm_task.h"
+#include "qkv/train/question_answering_task.h"
 #include "qkv/train/text_classification_task.h"
 #include "qkv/train/translation_task.h"
 
@@ -87,6 +88,16 @@ const std::vector<TaskType>& task_types() {
           [](const TextClassificationTask& t) {
             return detail::concat(t.train_set().size(), " train / ", t.val_set().size(), " val sentences, ",
                                   t.labels().size(), " tags");
+          }),
+      task<QuestionAnsweringTask>(
+          "question_answering",
+          "an encoder's extractive question answering (SQuAD: BERT, RoBERTa, DeBERTa, ModernBERT, …) fine-tuned on "
+          "questions with their contexts and answers",
+          "windows",
+          [](const TaskArgs& a) { return std::make_unique<QuestionAnsweringTask>(a.config, a.base_dir, a.verbose); },
+          [](const QuestionAnsweringTask& t) {
+            return detail::concat(t.train_windows().size(), " train / ", t.val_windows().size(), " val windows (",
+                                  t.val_examples().size(), " val questions)");
           }),
   };
   return types;

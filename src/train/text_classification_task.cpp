@@ -397,42 +397,19 @@ TextClassificationTask::TextClassificationTask(const json& config, const std::st
   const TextClassificationTaskConfig c = TextClassificationTaskConfig::fields().from_json(config);
   cfg_ = c.train;
   QKV_CHECK(!c.init_from.empty(), name, ": init_from is empty (a model file to fine-tune)");
-  Pretrained pre =
-      load_pretrained(c.init_from, base_dir, models::Kind::masked_language_model, config.value("model", json()), name);
-  try {
-    tok_ = text::LMTokenizer::from_json(pre.tokenizer);
-  } catch (const Error& e) {
-    QKV_CHECK(false, name, ": init_from '", pre.path, "': its tokenizer: ", e.what());
-  }
-  QKV_CHECK(tok_.hf(), name, ": init_from '", pre.path, "': an encoder reads its texts with a Hugging Face tokenizer (",
-            tok_.type(), " found)");
-  tokenizer_meta_ = pre.tokenizer, carried_ = pre.carried;
-
-  // The model: its parameters counted first (train/memory_plan.h), then built and loaded.
-  const int64_t params = check_model_fits(name, pre.model, [&] {
-    return models::build_masked_language_model(pre.type, pre.model, nullptr)->module().num_parameters();
-  });
   gen_ = Generator(cfg_.seed);
-  {
-    nn::init::SkipInit no_init;  // (the file's values replace them)
-    model_ = models::build_masked_language_model(pre.type, pre.model, &gen_);
-  }
+  PretrainedEncoder pre =
+      load_pretrained_encoder(c.init_from, base_dir, config.value("model", json()), name,
+                              tokens_ ? nn::BertClassifier::token : nn::BertClassifier::sequence, gen_);
+  tok_ = std::move(pre.tokenizer), model_ = std::move(pre.model);
+  tokenizer_meta_ = pre.file.tokenizer, carried_ = pre.file.carried;
   const models::EncoderTask head = model_->task();
-  const nn::BertClassifier want = tokens_ ? nn::BertClassifier::token : nn::BertClassifier::sequence;
-  QKV_CHECK(head.classifier == want, name, ": init_from '", pre.path, "' holds ",
-            head.classifier == nn::BertClassifier::none       ? "an encoder without a classifier"
-            : head.classifier == nn::BertClassifier::sequence ? "a sequence classifier"
-            : head.classifier == nn::BertClassifier::token    ? "a token classifier"
-                                                              : "a question-answering head",
-            ", not a ", kind, " classifier: convert the checkpoint with one (qkv convert DIR --head ", kind,
-            " --labels A,B,… -o FILE)");
-  pre.load_into(model_->module());
   labels_ = head.labels;
   problem_ = tokens_                                       ? nn::BertProblem::single_label
              : head.problem_type != nn::BertProblem::auto_ ? head.problem_type
              : labels_.size() == 1                         ? nn::BertProblem::regression
                                                            : nn::BertProblem::single_label;
-  QKV_CHECK(problem_ != nn::BertProblem::regression || labels_.size() == 1, name, ": init_from '", pre.path,
+  QKV_CHECK(problem_ != nn::BertProblem::regression || labels_.size() == 1, name, ": init_from '", pre.file.path,
             "': a regression has one label, this classifier ", labels_.size());
 
   // The data: read, encoded with the file's tokenizer, cut to max_length tokens.
@@ -494,17 +471,7 @@ TextClassificationTask::TextClassificationTask(const json& config, const std::st
   QKV_CHECK(train_.size() >= 1 && val_.size() >= 1, name, ": no examples to train on or to validate on");
   order_ = io::EpochOrder(train_.size(), cfg_.seed);
 
-  // One micro-batch's activations, at least: B × max_length × E floats for each of a layer's ~16
-  // saved tensors (attention's inputs and outputs, the FFN's 4E-wide hidden layer).
-  const int64_t B = cfg_.batch_size, E = model_->width();
-  const int64_t layers = pre.model.value("num_hidden_layers", int64_t{1});
-  const std::string keys_text = detail::concat(name, ": train.batch_size × data.max_length × hidden_size");
-  const char* keys = keys_text.c_str();
-  check_batch_fits(name, params,
-                   checked_mul(checked_mul(checked_mul(checked_mul(B, max_length, keys), E, keys), 64, keys),
-                               std::max<int64_t>(layers, 1), keys),
-                   detail::concat("train.batch_size ", B, " examples of up to ", max_length, " tokens × hidden_size ",
-                                  E, " × ", layers, " layers"));
+  check_encoder_batch_fits(name, *model_, pre.file.model, pre.parameters, cfg_.batch_size, max_length);
 }
 
 Tensor TextClassificationTask::loss(const Tensor& z, const LabelledTexts& set, const std::vector<size_t>& rows) const {

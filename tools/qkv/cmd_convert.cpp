@@ -30,8 +30,9 @@ void add_convert(CLI::App& app) {
   sub->add_option("--head", a->head,
                   "an encoder's checkpoint (BertForMaskedLM, RobertaModel, …) with a new classifier, as "
                   "AutoModelFor…Classification.from_pretrained(folder, num_labels=…) makes one, to fine-tune "
-                  "(qkv train, task text_classification or token_classification)")
-      ->check(CLI::IsMember({"sequence", "token"}));
+                  "(qkv train, task text_classification or token_classification); span: a new question-answering "
+                  "head, as AutoModelForQuestionAnswering makes one (task question_answering; no --labels)")
+      ->check(CLI::IsMember({"sequence", "token", "span"}));
   sub->add_option("--labels", a->labels, "the new classifier's labels, in id order (comma-separated)")->needs("--head");
   sub->add_option("--problem-type", a->problem_type, "the new sequence classifier's problem_type (transformers')")
       ->check(CLI::IsMember({"single_label_classification", "multi_label_classification", "regression"}))
@@ -55,7 +56,7 @@ void add_convert(CLI::App& app) {
         o.labels.push_back(a->labels.substr(from, at - from));
       o.labels.push_back(a->labels.substr(from));
     }
-    QKV_CHECK(a->head.empty() || !a->labels.empty(), "convert: --head ", a->head,
+    QKV_CHECK(a->head.empty() || a->head == "span" || !a->labels.empty(), "convert: --head ", a->head,
               " needs --labels (the new classifier's labels, e.g. --labels negative,positive)");
     models::HfHeadReport report;
     const nlohmann::json meta = models::convert_hf(a->dir, a->out, o, &report);
@@ -66,10 +67,16 @@ void add_convert(CLI::App& app) {
       // transformers' warnings on from_pretrained, as facts: what is new, what was left
       std::string drawn;
       for (const auto& n : report.initialized) drawn += (drawn.empty() ? "" : ", ") + n;
-      std::fprintf(stderr,
-                   "new %s head (%zu labels): %s drawn at random — fine-tune it before use (qkv train, "
-                   "\"task\": \"%s_classification\")\n",
-                   a->head.c_str(), o.labels.size(), drawn.c_str(), a->head == "token" ? "token" : "text");
+      if (a->head == "span")
+        std::fprintf(stderr,
+                     "new question-answering head: %s drawn at random — fine-tune it before use (qkv train, "
+                     "\"task\": \"question_answering\")\n",
+                     drawn.c_str());
+      else
+        std::fprintf(stderr,
+                     "new %s head (%zu labels): %s drawn at random — fine-tune it before use (qkv train, "
+                     "\"task\": \"%s_classification\")\n",
+                     a->head.c_str(), o.labels.size(), drawn.c_str(), a->head == "token" ? "token" : "text");
       if (!report.unused.empty()) {
         std::string some;
         for (size_t i = 0; i < report.unused.size() && i < 4; ++i) some += (i ? ", " : "") + report.unused[i];

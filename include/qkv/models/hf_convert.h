@@ -89,7 +89,9 @@ struct HfConvertOptions {
   // checkpoint has no tensor for — the classifier, and the pooler where it has none — drawn as
   // transformers draws them (N(0, initializer_range), biases 0) from `seed`. The checkpoint's other
   // heads' tensors (cls.*, lm_head.*, …) are left out and counted in `unused_tensors`; an encoder
-  // tensor with no place is still an error. "" keeps the checkpoint's own architecture.
+  // tensor with no place is still an error. "span" makes it <Family>ForQuestionAnswering (no labels: the
+  // qa_outputs' two, an answer's start and end), as AutoModelForQuestionAnswering.from_pretrained(folder)
+  // does. "" keeps the checkpoint's own architecture.
   std::string head;
   std::vector<std::string> labels;
   std::string problem_type;  // "" (transformers' default) or single_label_classification, multi_label_…, regression

@@ -14,11 +14,15 @@
 //               `qkv translate` run on the fine-tuned file as on the imported one
 #pragma once
 
+#include <memory>
 #include <string>
 
 #include <nlohmann/json.hpp>
 
+#include "qkv/core/rng.h"
 #include "qkv/models/model.h"
+#include "qkv/nn/encoder_heads.h"
+#include "qkv/text/lm_tokenizer.h"
 
 namespace qkv::train {
 
@@ -43,5 +47,27 @@ struct Pretrained {
 // `task` ("lm task") and names the file.
 Pretrained load_pretrained(const std::string& path, const std::string& base_dir, models::Kind kind,
                            const nlohmann::json& model_section, const std::string& task);
+
+// An encoder's model file to fine-tune with a head of kind `head` (the text, token and question-answering
+// tasks): the file (load_pretrained, a masked language model), its Hugging Face tokenizer, the model —
+// its parameters counted against the machine's memory first (check_model_fits), then built and loaded
+// with `gen` (the run's generator: the model's dropout draws from it). A file of another head, or a tokenizer that is
+// not a Hugging Face one: a qkv::Error that starts with `task` and says how to convert a checkpoint with the head.
+struct PretrainedEncoder {
+  Pretrained file;
+  text::LMTokenizer tokenizer;
+  std::unique_ptr<models::MaskedLanguageModel> model;
+  int64_t parameters = 0;
+};
+PretrainedEncoder load_pretrained_encoder(const std::string& path, const std::string& base_dir,
+                                          const nlohmann::json& model_section, const std::string& task,
+                                          nn::BertClassifier head, Generator& gen);
+
+// Refuses a run whose micro-batch cannot fit beside the encoder (check_batch_fits): batch_size examples
+// of up to max_length tokens × hidden_size floats for each of a layer's ~16 saved tensors (attention's
+// inputs and outputs, the FFN's 4E-wide hidden layer), each layer; `config` the file's model section
+// (its num_hidden_layers), `parameters` the model's count.
+void check_encoder_batch_fits(const std::string& task, const models::MaskedLanguageModel& model,
+                              const nlohmann::json& config, int64_t parameters, int64_t batch_size, int64_t max_length);
 
 }  // namespace qkv::train
