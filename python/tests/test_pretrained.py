@@ -335,3 +335,36 @@ def test_a_new_head_fine_tuned_from_python(tmp_path):
         qkv.convert(os.path.join(GOLDEN, "bert-uncased"), str(tmp_path / "x.safetensors"), head="sequence")
     with pytest.raises(qkv.Error, match="labels and problem_type are a new head's"):
         qkv.convert(os.path.join(GOLDEN, "bert-uncased"), str(tmp_path / "x.safetensors"), labels=["a"])
+
+
+def test_a_new_span_head_fine_tuned_from_python(tmp_path):
+    # qkv.convert(head="span") puts a new question-answering head on a BertForMaskedLM (as
+    # AutoModelForQuestionAnswering.from_pretrained(folder)), qkv.train fine-tunes it on SQuAD's JSON
+    # (task question_answering: "who is king?", the name after "king"), and the result answers.
+    model = str(tmp_path / "qa.safetensors")
+    qkv.convert(os.path.join(GOLDEN, "bert-uncased"), model, head="span")
+    names = ["romeo", "juliet", "tybalt", "richard", "henry", "edward"]
+    words = ["good", "my", "lord", "sweet", "night", "the", "fair", "noble"]
+    paragraphs = []
+    for i in range(200):
+        before = " ".join(words[(i + 3 * k) % len(words)] for k in range(1 + i % 5))
+        name = names[(i * 5 + i // 6) % len(names)]
+        context = f"{before} king {name} {words[(i * 7) % len(words)]}"
+        qa = {"id": str(i), "question": "who is king?",
+              "answers": [{"text": name, "answer_start": len(before) + 6}]}
+        paragraphs.append({"context": context, "qas": [qa]})
+    with open(tmp_path / "train.json", "w", encoding="utf-8") as f:
+        json.dump({"version": "1.1", "data": [{"title": "kings", "paragraphs": paragraphs}]}, f)
+    cfg = {"task": "question_answering", "init_from": model,
+           "data": {"train": str(tmp_path / "train.json"), "max_length": 24, "doc_stride": 8},
+           "train": {"max_iters": 300, "batch_size": 16, "learning_rate": 1e-2, "min_lr": 3e-4, "warmup_iters": 5,
+                     "lr_decay_iters": 300, "eval_interval": 300, "log_interval": 100, "checkpoint_interval": 0,
+                     "weight_decay": 0.01}}
+    rows = []
+    qkv.train(cfg, out_dir=str(tmp_path / "run"), callback=rows.append)
+    assert rows[-1]["val_exact_match"] >= 90
+    tuned = qkv.load(str(tmp_path / "run" / "model.safetensors"))
+    got = tuned.question_answering(question="who is king?", context="sweet night and the king edward of the fair lord")
+    assert got["answer"] == "edward"
+    with pytest.raises(qkv.Error, match="takes no labels"):
+        qkv.convert(os.path.join(GOLDEN, "bert-uncased"), str(tmp_path / "x.safetensors"), head="span", labels=["a"])

@@ -5,6 +5,8 @@
 
 #include <filesystem>
 #include <fstream>
+#include <string>
+#include <vector>
 
 #include <nlohmann/json.hpp>
 
@@ -151,6 +153,64 @@ TEST(CliFineTune, ConvertWithANewHeadThenTrainAndClassifyText) {
   ASSERT_EQ(r.code, 0) << r.out;
   EXPECT_NE(r.out.find("pos"), std::string::npos) << r.out;
   EXPECT_LT(r.out.find("pos"), r.out.find("neg")) << r.out;
+}
+
+// `qkv convert --head span` puts a new question-answering head on a BertForMaskedLM, `qkv train` (task
+// question_answering) fine-tunes it on JSONL questions ("who is king?": the name after "king"), and
+// `qkv answer` reads the answer of a context it has not seen.
+TEST(CliFineTune, ConvertWithASpanHeadThenTrainAndAnswer) {
+  testing::TempDir dir("cli-fine-tune-qa");
+  const std::string model = (dir.path / "qa.safetensors").string();
+  auto r = testing::run_shell(kCli + " convert " + (kHfGolden / "bert-uncased").string() + " --head span -o " + model);
+  ASSERT_EQ(r.code, 0) << r.out;
+  EXPECT_NE(r.out.find("new question-answering head: classifier.bias, classifier.weight drawn at random"),
+            std::string::npos)
+      << r.out;
+  r = testing::run_shell(kCli + " convert " + (kHfGolden / "bert-uncased").string() + " --head span --labels a -o " +
+                         model + ".x");
+  EXPECT_NE(r.code, 0);
+  EXPECT_NE(r.out.find("takes no labels"), std::string::npos) << r.out;
+  const std::vector<std::string> names = {"romeo", "juliet", "tybalt", "richard", "henry", "edward"},
+                                 words = {"good", "my", "lord", "sweet", "night", "the", "fair", "noble"};
+  std::ofstream jsonl(dir.path / "train.jsonl");
+  for (size_t i = 0; i < 200; ++i) {
+    std::string context;
+    for (size_t k = 0; k < 1 + i % 5; ++k) context += words[(i + 3 * k) % words.size()] + " ";
+    const size_t start = context.size() + 5;
+    context += "king " + names[(i * 5 + i / 6) % names.size()] + " " + words[(i * 7) % words.size()];
+    jsonl << nlohmann::json{{"id", std::to_string(i)},
+                            {"question", "who is king?"},
+                            {"context", context},
+                            {"answers",
+                             {{"text", {names[(i * 5 + i / 6) % names.size()]}}, {"answer_start", {start}}}}}
+                 .dump()
+          << "\n";
+  }
+  jsonl.close();
+  const nlohmann::json cfg = {{"task", "question_answering"},
+                              {"init_from", "qa.safetensors"},
+                              {"data", {{"train", "train.jsonl"}, {"max_length", 24}, {"doc_stride", 8}}},
+                              {"train",
+                               {{"max_iters", 300},
+                                {"batch_size", 16},
+                                {"learning_rate", 1e-2},
+                                {"warmup_iters", 5},
+                                {"lr_decay_iters", 300},
+                                {"min_lr", 3e-4},
+                                {"eval_interval", 300},
+                                {"log_interval", 100},
+                                {"checkpoint_interval", 0},
+                                {"weight_decay", 0.01}}}};
+  std::ofstream(dir.path / "qa.json") << cfg.dump(2);
+  const std::string out = (dir.path / "run").string();
+  r = testing::run_shell(kCli + " train " + (dir.path / "qa.json").string() + " -o " + out + " -q");
+  ASSERT_EQ(r.code, 0) << r.out;
+  EXPECT_NE(r.out.find("180 train / 20 val windows (20 val questions)"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("val_exact_match"), std::string::npos) << r.out;
+  r = testing::run_shell(kCli + " answer " + out + "/model.safetensors \"who is king?\" \"sweet night and the king " +
+                         "edward of the fair lord\"");
+  ASSERT_EQ(r.code, 0) << r.out;
+  EXPECT_NE(r.out.find("edward"), std::string::npos) << r.out;
 }
 
 }  // namespace
