@@ -1,10 +1,12 @@
 #!/usr/bin/env python3
-"""Fine-tuning a BERT sequence classifier on the CPU: `qkv train` (task text_classification) against
-transformers (PyTorch), the same model, the same batches, the same optimizer, in one run — examples a
-second and each side's peak RSS.
+"""Fine-tuning a BERT sequence classifier (or, --task qa, extractive question answering) on the CPU:
+`qkv train` (task text_classification; question_answering) against transformers (PyTorch), the same
+model, the same batches, the same optimizer, in one run — examples (windows) a second and each side's
+peak RSS.
 
     pip install torch transformers tokenizers                                # the peer (PyPI)
     python3 bench/finetune_vs_transformers.py [--size base] [--batch 32] [--steps 20] [--threads 2] [--rounds 2]
+    python3 bench/finetune_vs_transformers.py --task qa [--batch 12] [--max-length 384] [--doc-stride 128]
 
 The model is random (no hub here): a transformers BertForMaskedLM of --size (base: 12 layers, d 768,
 12 heads, FFN 3072, 512 positions, BERT's 30,522 embeddings, ~110 M parameters; small: 4 layers, d 512,
@@ -21,6 +23,14 @@ Each side puts a new 2-label classifier on it:
                 each step: the batch padded (tokenizer.pad: DataCollatorWithPadding's), model(**batch,
                 labels=…).loss.backward(), clip_grad_norm_(1.0), step, zero_grad — timed whole; the
                 median over steps ≥ --skip of batch / step time.
+--task qa (run_qa.py's work): each side puts a new question-answering head on the checkpoint (`qkv
+convert --head span`; BertForQuestionAnswering.from_pretrained(FOLDER)); the data: --examples
+contexts of 16 Tatoeba sentences (~180 tokens, SQuAD's paragraphs' size), each asked a question (another sentence) whose answer is
+one of its sentences (JSONL, Hugging Face datasets' squad rows); both sides cut them into windows of
+--max-length tokens, --doc-stride apart, as tokenizer(question, context, truncation="only_second",
+stride, return_overflowing_tokens=True) cuts them (qkv's windows are run_qa.py's: tested), with
+run_qa.py's start and end positions; transformers' step is model(**batch, start_positions=…,
+end_positions=…).loss.backward() and the rest as above; the rate is windows a second.
 Both: lr 2e-5 constant (no warm-up), betas 0.9 / 0.999, eps 1e-8, weight decay 0.01, dropout 0.1 (the
 config's), f32. The data: --examples English Tatoeba sentences (unique, drawn with a seed), labelled
 "question" where the sentence ends with '?', else "statement" (a TSV, `sentence<TAB>label`), each
@@ -105,7 +115,7 @@ def epoch_order(n, seed, count):
 
 def build(a):
     """The random MLM checkpoint, qkv's classifier file and the TSV (once per --out and its settings)."""
-    stamp = {"size": a.size, "examples": a.examples}
+    stamp = {"size": a.size, "examples": a.examples, "task": a.task}
     done = os.path.join(a.out, "done.json")
     if os.path.exists(done) and json.load(open(done)) == stamp:
         return
@@ -128,10 +138,25 @@ def build(a):
     shutil.rmtree(hf, ignore_errors=True)
     model.save_pretrained(hf, safe_serialization=True)
     tok.save_pretrained(hf)
-    p = subprocess.run([a.qkv, "convert", hf, "--head", "sequence", "--labels", ",".join(LABELS), "-o",
-                        os.path.join(a.out, "classifier.safetensors")], capture_output=True, text=True)
+    head = ["--head", "span"] if a.task == "qa" else ["--head", "sequence", "--labels", ",".join(LABELS)]
+    p = subprocess.run([a.qkv, "convert", hf, *head, "-o", os.path.join(a.out, "classifier.safetensors")],
+                       capture_output=True, text=True)
     if p.returncode != 0:
         sys.exit(f"qkv convert failed:\n{p.stdout[-2000:]}{p.stderr[-2000:]}")
+    if a.task == "qa":
+        # contexts of 16 sentences; the question another sentence, the answer one of the context's
+        rng = random.Random(0)
+        for name, n in (("train.jsonl", a.examples), ("val.jsonl", 16)):
+            with open(os.path.join(a.out, name), "w", encoding="utf-8") as f:
+                for i in range(n):
+                    parts = rng.sample(everything, 17)
+                    context = " ".join(parts[:16])
+                    answer = parts[rng.randrange(16)]
+                    f.write(json.dumps({"id": f"{name}-{i}", "question": parts[16], "context": context,
+                                        "answers": {"text": [answer], "answer_start": [context.index(answer)]}})
+                            + "\n")
+        json.dump(stamp, open(done, "w"))
+        return
     picked = random.Random(0).sample(everything, a.examples + 16)
     for name, rows in (("train.tsv", picked[:a.examples]), ("val.tsv", picked[a.examples:])):
         with open(os.path.join(a.out, name), "w", encoding="utf-8") as f:
@@ -153,11 +178,14 @@ def run_qkv(a):
     work = os.path.join(a.out, "run-qkv")
     shutil.rmtree(work, ignore_errors=True)
     os.makedirs(work)
+    data = ({"train": os.path.join(a.out, "train.jsonl"), "val": os.path.join(a.out, "val.jsonl"),
+             "max_length": a.max_length, "doc_stride": a.doc_stride} if a.task == "qa" else
+            {"train": os.path.join(a.out, "train.tsv"), "val": os.path.join(a.out, "val.tsv"),
+             "max_length": a.max_length})
     config = {
-        "task": "text_classification",
+        "task": "question_answering" if a.task == "qa" else "text_classification",
         "init_from": os.path.join(a.out, "classifier.safetensors"),
-        "data": {"train": os.path.join(a.out, "train.tsv"), "val": os.path.join(a.out, "val.tsv"),
-                 "max_length": a.max_length},
+        "data": data,
         "train": {"max_iters": a.steps, "batch_size": a.batch, "optimizer": "adamw", "learning_rate": LR,
                   "beta1": BETAS[0], "beta2": BETAS[1], "eps": EPS, "weight_decay": WD, "grad_clip": CLIP,
                   "schedule": "constant", "warmup_iters": 0, "eval_interval": 0, "checkpoint_interval": 0,
@@ -178,6 +206,33 @@ def run_qkv(a):
     return {"rate": statistics.median(rates), "steps": len(rates), "rss_mib": rss, "loss": [loss[0], loss[-1]]}
 
 
+def qa_windows(a, tok):
+    """run_qa.py's prepare_train_features over train.jsonl: the windows and their start and end positions."""
+    rows = [json.loads(line) for line in open(os.path.join(a.out, "train.jsonl"), encoding="utf-8")]
+    enc = tok([r["question"].lstrip() for r in rows], [r["context"] for r in rows], truncation="only_second",
+              max_length=a.max_length, stride=a.doc_stride, return_overflowing_tokens=True,
+              return_offsets_mapping=True)
+    features, targets = [], []
+    for i, offsets in enumerate(enc["offset_mapping"]):
+        seq = enc.sequence_ids(i)
+        r = rows[enc["overflow_to_sample_mapping"][i]]
+        begin = r["answers"]["answer_start"][0]
+        end = begin + len(r["answers"]["text"][0])
+        first, last = seq.index(1), len(seq) - 1 - seq[::-1].index(1)
+        start = stop = 0
+        if offsets[first][0] <= begin and offsets[last][1] >= end:
+            start = first
+            while start <= last and offsets[start][0] <= begin:
+                start += 1
+            stop = last
+            while offsets[stop][1] >= end:
+                stop -= 1
+            start, stop = start - 1, stop + 1
+        features.append({k: enc[k][i] for k in enc if k not in ("offset_mapping", "overflow_to_sample_mapping")})
+        targets.append({"start_positions": start, "end_positions": stop})
+    return features, targets
+
+
 def run_transformers(a):
     """The same steps in transformers, in this process: its rate, padded lengths and peak RSS."""
     import resource
@@ -189,24 +244,31 @@ def run_transformers(a):
     torch.manual_seed(0)
     hf = os.path.join(a.out, "hf")
     tok = transformers.AutoTokenizer.from_pretrained(hf)
-    model = transformers.BertForSequenceClassification.from_pretrained(
-        hf, num_labels=2, id2label=dict(enumerate(LABELS)), label2id={l: i for i, l in enumerate(LABELS)})
+    if a.task == "qa":
+        model = transformers.BertForQuestionAnswering.from_pretrained(hf)
+    else:
+        model = transformers.BertForSequenceClassification.from_pretrained(
+            hf, num_labels=2, id2label=dict(enumerate(LABELS)), label2id={l: i for i, l in enumerate(LABELS)})
     model.train()
     decay = [p for p in model.parameters() if p.dim() >= 2]
     rest = [p for p in model.parameters() if p.dim() < 2]
     opt = torch.optim.AdamW([{"params": decay, "weight_decay": WD}, {"params": rest, "weight_decay": 0.0}], lr=LR,
                             betas=BETAS, eps=EPS)
-    texts, labels = read_tsv(os.path.join(a.out, "train.tsv"))
-    encoded = tok(texts, truncation=True, max_length=a.max_length)  # once, as qkv encodes its data
-    features = [{k: encoded[k][i] for k in encoded} for i in range(len(texts))]
-    order = epoch_order(len(texts), SEED, a.steps * a.batch)  # qkv's batches
+    if a.task == "qa":
+        features, targets = qa_windows(a, tok)
+    else:
+        texts, labels = read_tsv(os.path.join(a.out, "train.tsv"))
+        encoded = tok(texts, truncation=True, max_length=a.max_length)  # once, as qkv encodes its data
+        features = [{k: encoded[k][i] for k in encoded} for i in range(len(texts))]
+        targets = [{"labels": y} for y in labels]
+    order = epoch_order(len(features), SEED, a.steps * a.batch)  # qkv's batches
     times, lengths, loss = [], [], []
     for step in range(a.steps):
         rows = order[step * a.batch:(step + 1) * a.batch]
         t0 = time.perf_counter()
         batch = tok.pad([features[i] for i in rows], return_tensors="pt")
-        y = torch.tensor([labels[i] for i in rows])
-        out = model(**batch, labels=y)
+        y = {k: torch.tensor([targets[i][k] for i in rows]) for k in targets[0]}
+        out = model(**batch, **y)
         out.loss.backward()
         torch.nn.utils.clip_grad_norm_(model.parameters(), CLIP)
         opt.step()
@@ -224,12 +286,15 @@ def run_transformers(a):
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--task", choices=["classify", "qa"], default="classify",
+                    help="a sequence classifier, or extractive question answering (run_qa.py's)")
     ap.add_argument("--size", choices=list(SIZES), default="base")
-    ap.add_argument("--batch", type=int, default=32, help="examples a step (B)")
+    ap.add_argument("--batch", type=int, help="examples (windows) a step (B; default 32, qa 12: run_qa.py's)")
     ap.add_argument("--steps", type=int, default=20, help="training steps a run")
     ap.add_argument("--skip", type=int, default=3, help="first steps left out of the rate (warm-up)")
-    ap.add_argument("--examples", type=int, default=4000, help="labelled sentences to train on")
-    ap.add_argument("--max-length", type=int, default=64)
+    ap.add_argument("--examples", type=int, help="labelled sentences (qa: contexts) to train on (4000; qa 500)")
+    ap.add_argument("--max-length", type=int, help="tokens an example (window) is cut to (default 64, qa 384)")
+    ap.add_argument("--doc-stride", type=int, default=128, help="qa: tokens a window reaches into the one before")
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--rounds", type=int, default=2)
     ap.add_argument("--fixed-threads", action="store_true",
@@ -239,7 +304,12 @@ def main():
     ap.add_argument("--one", choices=["qkv", "transformers"], help=argparse.SUPPRESS)  # a child process
     ap.add_argument("--build-only", action="store_true", help=argparse.SUPPRESS)  # the folder, in a child
     a = ap.parse_args()
-    a.out = a.out or f"/tmp/qkv-finetune-bench-{a.size}"
+    qa = a.task == "qa"
+    a.batch = a.batch or (12 if qa else 32)
+    a.max_length = a.max_length or (384 if qa else 64)
+    if not a.examples:
+        a.examples = 500 if qa else 4000
+    a.out = a.out or f"/tmp/qkv-finetune-bench-{a.size}{'-qa' if qa else ''}"
     if a.steps <= a.skip:
         ap.error(f"--steps {a.steps} leaves no step after the --skip {a.skip} warm-up steps")
     if a.one:
@@ -251,16 +321,16 @@ def main():
         return
     print(f"{cpu_name()}, {os.cpu_count()} cores")
     # built in a child: a peak RSS is inherited across fork and exec, and this process stays small
-    subprocess.run([sys.executable, __file__, "--build-only", "--size", a.size, "--examples", str(a.examples),
-                    "--out", a.out, "--qkv", a.qkv], check=True)
+    subprocess.run([sys.executable, __file__, "--build-only", "--task", a.task, "--size", a.size, "--examples",
+                    str(a.examples), "--out", a.out, "--qkv", a.qkv], check=True)
     env = dict(os.environ, OMP_WAIT_POLICY="PASSIVE", OMP_NUM_THREADS=str(a.threads))
     if a.fixed_threads:
         env["QKV_THREAD_BUDGET"] = "off"
     else:
         env.pop("QKV_THREAD_BUDGET", None)
-    child = [sys.executable, __file__, "--size", a.size, "--batch", str(a.batch), "--steps", str(a.steps), "--skip",
-             str(a.skip), "--examples", str(a.examples), "--max-length", str(a.max_length), "--threads",
-             str(a.threads), "--out", a.out, "--qkv", a.qkv]
+    child = [sys.executable, __file__, "--task", a.task, "--size", a.size, "--batch", str(a.batch), "--steps",
+             str(a.steps), "--skip", str(a.skip), "--examples", str(a.examples), "--max-length", str(a.max_length),
+             "--doc-stride", str(a.doc_stride), "--threads", str(a.threads), "--out", a.out, "--qkv", a.qkv]
     sides = ["qkv", "transformers"]
     got = {s: [] for s in sides}
     bench_progress.start(len(sides) * a.rounds, f"fine-tuning {a.size}")
@@ -277,10 +347,12 @@ def main():
     hidden, layers, heads, ffn = SIZES[a.size]
     print(f"\n{hf['versions']}; {a.threads} threads; {a.steps} steps a run, the first {a.skip} left out; "
           f"medians of {a.rounds} rounds")
+    what = (f"question answering; {a.examples} contexts of 16 Tatoeba sentences, windows of {a.max_length} tokens "
+            f"{a.doc_stride} apart" if qa else f"2 labels; {a.examples} Tatoeba sentences, max_length {a.max_length}")
     print(f"model: BERT {a.size} ({layers} layers, d {hidden}, {heads} heads, FFN {ffn}; "
-          f"{hf['params'] / 1e6:.1f} M parameters), 2 labels; {a.examples} Tatoeba sentences, "
-          f"max_length {a.max_length}\n")
-    print("| model | B | T | qkv examples/s | transformers examples/s | qkv / transformers | qkv peak RSS | "
+          f"{hf['params'] / 1e6:.1f} M parameters), {what}\n")
+    unit = "windows" if qa else "examples"
+    print(f"| model | B | T | qkv {unit}/s | transformers {unit}/s | qkv / transformers | qkv peak RSS | "
           "transformers peak RSS |")
     print("|---|---|---|---|---|---|---|---|")
     q, t = med["qkv"], med["transformers"]

@@ -87,10 +87,9 @@ QaExample example_of(const json& q, std::string context, size_t line, const std:
     QKV_CHECK(a.contains("text") && a.contains("answer_start") && a["text"].is_array() &&
                   a["answer_start"].is_array() && a["text"].size() == a["answer_start"].size(),
               where, ": \"answers\" must hold lists \"text\" and \"answer_start\" of one length");
-    for (size_t i = 0; i < a["text"].size(); ++i) answers.emplace_back(a["text"][i].dump(), a["answer_start"][i]);
     for (size_t i = 0; i < a["text"].size(); ++i) {
       QKV_CHECK(a["text"][i].is_string(), where, ": an answer's text is not a string");
-      answers[i].first = a["text"][i].get<std::string>();
+      answers.emplace_back(a["text"][i].get<std::string>(), a["answer_start"][i]);
     }
   } else {
     QKV_CHECK(a.is_array(), where, ": \"answers\" is neither a list nor an object of lists");

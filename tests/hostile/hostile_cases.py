@@ -1530,12 +1530,13 @@ def add_text_classification_cases(m):
                        capture_output=True, text=True, timeout=120)
     assert r.returncode == 0, r.stderr
     for label, extra in (("no-labels", []), ("empty-label", ["--labels", "a,,b"]), ("twice", ["--labels", "a,a"]),
-                         ("long-label", ["--labels", "x" * 300]), ("head-bad", ["--labels", "a", "--head", "span"]),
+                         ("long-label", ["--labels", "x" * 300]), ("head-bad", ["--labels", "a", "--head", "qa"]),
+                         ("span-labels", ["--labels", "a", "--head", "span"]),
                          ("problem-bad", ["--labels", "a", "--problem-type", "ranking"]),
                          ("seed-negative", ["--labels", "a", "--seed", "-1"]),
                          ("seed-huge", ["--labels", "a", "--seed", "1" + "0" * 30])):
         o = m.out("head.safetensors")
-        head = [] if label == "head-bad" else ["--head", "sequence"]
+        head = [] if label in ("head-bad", "span-labels") else ["--head", "sequence"]
         usage = label in ("head-bad", "problem-bad", "seed-negative", "seed-huge")
         m.add(f"textcls/convert/{label}", ["{qkv}", "convert", golden, *head, *extra, "-o", o],
               names=["--labels", "--head", "--problem-type", "--seed", "label"], gone=[o], usage=usage)
@@ -1639,6 +1640,90 @@ def add_text_classification_cases(m):
                   names=[key, key.split(".")[-1], str(val)], gone=[os.path.join(out, "model.safetensors")])
 
 
+def add_question_answering_cases(m):
+    """Fine-tuning extractive question answering: the question_answering task's SQuAD JSON and JSONL
+    files that lie — answers outside their contexts, texts not where they say, nesting, special files —
+    and the data keys at their limits, each refused naming the file and question or the key."""
+    golden = os.path.join(REPO, "tests", "golden", "hf", "bert-uncased")
+    model = m.path("qa/bert-span.safetensors")
+    r = subprocess.run([m.qkv, "convert", golden, "--head", "span", "-o", model], capture_output=True, text=True,
+                       timeout=120)
+    assert r.returncode == 0, r.stderr
+    good = {"id": "a", "question": "who is king?", "context": "the king henry",
+            "answers": {"text": ["henry"], "answer_start": [9]}}
+
+    def row(**change):
+        d = dict(good, **change)
+        return json.dumps({k: v for k, v in d.items() if v is not None}) + "\n"
+
+    fifo = m.path("qa/a-fifo.jsonl")
+    if not os.path.exists(fifo):
+        os.mkfifo(fifo)
+    files = {
+        "not-json.jsonl": row() + "{oops\n",
+        "array-line.jsonl": row() + "[1, 2]\n",
+        "no-context.jsonl": row() + row(context=None),
+        "context-number.jsonl": row() + row(context=5),
+        "empty-context.jsonl": row() + row(context=""),
+        "start-outside.jsonl": row() + row(answers={"text": ["henry"], "answer_start": [10 ** 6]}),
+        "start-huge.jsonl": row() + '{"question": "q", "context": "c", "answers": {"text": ["c"], '
+                                    '"answer_start": [1e400]}}\n',
+        "start-negative.jsonl": row() + row(answers={"text": ["henry"], "answer_start": [-9]}),
+        "start-float.jsonl": row() + row(answers={"text": ["henry"], "answer_start": [9.5]}),
+        "text-elsewhere.jsonl": row() + row(answers={"text": ["king"], "answer_start": [9]}),
+        "lengths.jsonl": row() + row(answers={"text": ["henry", "king"], "answer_start": [9]}),
+        "no-answer.jsonl": row() + row(answers={"text": [], "answer_start": []}),
+        "answers-string.jsonl": row() + row(answers="henry"),
+        "deep.jsonl": row() + '{"question": "q", "context": "c", "answers": ' + "[" * 100000 + "]" * 100000 + "}\n",
+        "mid-character.jsonl": row() + row(context="été henry", answers={"text": ["henry"], "answer_start": [5]}),
+        "squad-data-object.json": '{"data": {"paragraphs": []}}',
+        "squad-no-qas.json": '{"data": [{"paragraphs": [{"context": "x"}]}]}',
+        "squad-qa-string.json": '{"data": [{"paragraphs": [{"context": "x", "qas": ["q"]}]}]}',
+        "squad-empty.json": '{"data": []}',
+        "squad-truncated.json": '{"data": [{"paragraphs": [{"context": "x", "qas": [',
+        "empty.jsonl": "",
+        "invalid-utf8.jsonl": row().encode() + b'{"question": "q\xff", "context": "the \xfe king henry", '
+                                               b'"answers": {"text": ["king"], "answer_start": [6]}}\n',
+        "huge-context.jsonl": row(context="word " * 100000 + "king henry",
+                                  answers={"text": ["henry"], "answer_start": [5 * 100000 + 5]}),
+        "text.txt": "who is king?\tthe king henry\n",
+    }
+    valid = {"huge-context.jsonl"}  # read, cut into windows, trained on: fine
+    val = m.write("qa/data/val.jsonl", row())
+    paths = {name: m.write(f"qa/data/{name}", data) for name, data in files.items()}
+    paths.update({"fifo": fifo, "dev-zero": "/dev/zero", "directory": m.path("qa/data/x")[:-2],
+                  "missing": m.path("qa/no/such.jsonl")})
+    cfg = {"task": "question_answering", "init_from": model, "data": {"max_length": 32, "doc_stride": 8},
+           "train": {"max_iters": 2, "batch_size": 2, "eval_interval": 0, "log_interval": 1, "checkpoint_interval": 0}}
+    for name, path in paths.items():
+        c = json.loads(json.dumps(cfg))
+        c["data"]["train"] = path
+        c["data"]["val"] = val if name in valid or name == "fifo" else path
+        f = m.write(f"qa/configs/{name}.json", json.dumps(c))
+        out = m.out("qa")
+        m.add(f"qa/data/{name}", ["{qkv}", "train", f, "-o", out, "-q", "--threads", "1"],
+              expect="any" if name in valid else "fail", names=[path, os.path.basename(path), "data.train"],
+              gone=[] if name in valid else [os.path.join(out, "model.safetensors")],
+              kinds={fifo: "fifo"} if name == "fifo" else {})
+    # the keys of the data section at their limits
+    base = dict(cfg, data={"train": val, "val": val, "max_length": 32, "doc_stride": 8})
+    keys = {"data.max_length": {"-1": -1, "2^40": 2 ** 40, "65": 65, "3": 3, "string": "x"},
+            "data.doc_stride": {"-1": -1, "32": 32, "2^40": 2 ** 40},
+            "data.n_best_size": {"0": 0, "2^40": 2 ** 40},
+            "data.max_answer_length": {"0": 0, "-5": -5},
+            "data.null_score_diff_threshold": {"string": "x", "1e400": "1e400"},
+            "data.version_2_with_negative": {"string": "yes"},
+            "data.val_fraction": {"1": 1, "-0.5": -0.5},
+            "init_from": {"classifier": m.path("textcls/bert-head.safetensors"), "empty": ""}}
+    f = m.write("qa/configs/base.json", json.dumps(base))
+    for key, vals in keys.items():
+        for label, v in vals.items():
+            out = m.out("qa")
+            m.add(f"qa/set/{key}={label}", ["{qkv}", "train", f, "-o", out, "-q", "--threads", "1", "--set",
+                                            f"{key}={json.dumps(v)}"],
+                  names=[key, key.split(".")[-1], str(v)], gone=[os.path.join(out, "model.safetensors")])
+
+
 def make_cases(tmp, qkv, want_python=True):
     m = Maker(tmp, qkv)
     os.makedirs(os.path.join(tmp, "out"), exist_ok=True)
@@ -1651,6 +1736,7 @@ def make_cases(tmp, qkv, want_python=True):
     add_quantize_cases(m, files)
     add_pretrained_cases(m)
     add_text_classification_cases(m)
+    add_question_answering_cases(m)
     add_plot_cases(m)
     add_bench_tokenizer_cases(m)
     if want_python:
