@@ -94,6 +94,23 @@ std::vector<double> logged_losses(const std::filesystem::path& dir) {
   return v;
 }
 
+std::vector<nlohmann::json> metrics_rows(const std::filesystem::path& dir) {
+  std::vector<nlohmann::json> rows;
+  std::ifstream in(dir / "metrics.jsonl");
+  for (std::string line; std::getline(in, line);)
+    if (!line.empty()) rows.push_back(nlohmann::json::parse(line));
+  return rows;
+}
+
+nlohmann::json dropout_off(const std::string& model_file) {
+  nlohmann::json m = nlohmann::json::object();
+  const nlohmann::json meta = models::load_model_metadata(model_file);
+  for (const auto& [k, v] : meta["model"].items())
+    if (k.find("dropout") != std::string::npos) m[k] = 0.0;
+  EXPECT_FALSE(m.empty()) << "no dropout rate in '" << model_file << "'";
+  return m;
+}
+
 std::string error_of(const std::function<void()>& f) {
   try {
     f();

@@ -86,6 +86,12 @@ nlohmann::json tiny_translation_config(const std::filesystem::path& dir, int64_t
 
 // The per-step "loss" values a training run logged in DIR/metrics.jsonl, in order.
 std::vector<double> logged_losses(const std::filesystem::path& dir);
+// Every row of DIR/metrics.jsonl (steps and evaluations), in order.
+std::vector<nlohmann::json> metrics_rows(const std::filesystem::path& dir);
+
+// A config's "model" section that sets every dropout rate of a model file to 0 (transformers' eval
+// mode: the gradients of the network itself); a failure where the file has none.
+nlohmann::json dropout_off(const std::string& model_file);
 
 // The message of the qkv::Error that f() throws, or "" when it throws none (so a test that looks
 // for a phrase in it fails).

@@ -253,37 +253,26 @@ QuestionAnsweringTask::QuestionAnsweringTask(const json& config, const std::stri
     return path.string();
   };
   {
-    const bool was_muted = io::ProgressBar::mute_all(false);
-    io::ProgressBar::mute_all(was_muted || !verbose);
-    try {
-      const std::string train_path = resolve(d.train);
-      std::vector<QaExample> train = read_qa_examples(train_path, d.version_2_with_negative);
-      if (!d.val.empty()) {
-        val_examples_ = read_qa_examples(resolve(d.val), d.version_2_with_negative);
-      } else {
-        // val_fraction of the examples, drawn with the seed
-        const auto n = static_cast<int64_t>(train.size());
-        const auto n_val = static_cast<int64_t>(std::llround(d.val_fraction * static_cast<double>(n)));
-        QKV_CHECK(n_val >= 1 && n_val < n, kTask, ": data.val_fraction ", d.val_fraction, " of the ", n,
-                  " questions of '", train_path, "' leaves ", n_val, " to validate on and ", n - n_val,
-                  " to train on (give data.val)");
-        const std::vector<int64_t> val_rows = io::sample_indices(n, n_val, cfg_.seed ^ 0x7A1D5E7ull);
-        std::vector<QaExample> rest;
-        for (int64_t i = 0, k = 0; i < n; ++i) {
-          if (k < n_val && val_rows[static_cast<size_t>(k)] == i)
-            val_examples_.push_back(std::move(train[static_cast<size_t>(i)])), ++k;
-          else
-            rest.push_back(std::move(train[static_cast<size_t>(i)]));
-        }
-        train = std::move(rest);
-      }
-      train_ = qa_windows(train, tok, *model_, d.max_length, d.doc_stride);
-      val_ = qa_windows(val_examples_, tok, *model_, d.max_length, d.doc_stride);
-    } catch (...) {
-      io::ProgressBar::mute_all(was_muted);
-      throw;
+    const io::ProgressBar::MutedScope muted(!verbose);
+    const std::string train_path = resolve(d.train);
+    std::vector<QaExample> train = read_qa_examples(train_path, d.version_2_with_negative);
+    if (!d.val.empty()) {
+      val_examples_ = read_qa_examples(resolve(d.val), d.version_2_with_negative);
+    } else {
+      // val_fraction of the questions, drawn with the seed
+      const auto n = static_cast<int64_t>(train.size());
+      const auto n_val = static_cast<int64_t>(std::llround(d.val_fraction * static_cast<double>(n)));
+      QKV_CHECK(n_val >= 1 && n_val < n, kTask, ": data.val_fraction ", d.val_fraction, " of the ", n,
+                " questions of '", train_path, "' leaves ", n_val, " to validate on and ", n - n_val,
+                " to train on (give data.val)");
+      const io::HeldOut split = io::hold_out(n, n_val, cfg_.seed ^ 0x7A1D5E7ull);
+      std::vector<QaExample> rest;
+      for (const int64_t i : split.held) val_examples_.push_back(std::move(train[static_cast<size_t>(i)]));
+      for (const int64_t i : split.rest) rest.push_back(std::move(train[static_cast<size_t>(i)]));
+      train = std::move(rest);
     }
-    io::ProgressBar::mute_all(was_muted);
+    train_ = qa_windows(train, tok, *model_, d.max_length, d.doc_stride);
+    val_ = qa_windows(val_examples_, tok, *model_, d.max_length, d.doc_stride);
   }
   QKV_CHECK(train_.size() >= 1 && val_.size() >= 1, kTask, ": no windows to train on or to validate on");
   order_ = io::EpochOrder(train_.size(), cfg_.seed);

@@ -23,16 +23,11 @@ TaskType task(const char* name, const char* description, const char* rate_unit, 
   return {name, description, rate_unit, [make, data](const TaskArgs& a) {
             // The data preparation's progress (tokenizer training, encoding) is shown where the
             // task is verbose: not under --quiet nor on a data-parallel rank other than the first.
-            const bool was_muted = io::ProgressBar::mute_all(false);
-            io::ProgressBar::mute_all(was_muted || !a.verbose);
             std::unique_ptr<Task> t;
-            try {
+            {
+              const io::ProgressBar::MutedScope muted(!a.verbose);
               t = make(a);
-            } catch (...) {
-              io::ProgressBar::mute_all(was_muted);
-              throw;
             }
-            io::ProgressBar::mute_all(was_muted);
             const TrainConfig* cfg = &t->train_config();
             std::string about = data(*t);
             return BuiltTask{std::move(t), cfg, std::move(about)};

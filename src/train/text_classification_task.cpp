@@ -431,42 +431,26 @@ TextClassificationTask::TextClassificationTask(const json& config, const std::st
     return path.string();
   };
   {
-    const bool was_muted = io::ProgressBar::mute_all(false);
-    io::ProgressBar::mute_all(was_muted || !verbose);
-    try {
-      const std::string train_path = resolve(d.train);
-      auto read = [&](const std::string& path) {
-        return tokens_ ? encode_word_examples(read_word_examples(path, d, name), path, *model_, tok, labels_,
-                                              max_length, d.label_all_tokens, name)
-                       : encode_examples(read_examples(path, d), path, *model_, tok, problem_, labels_, max_length);
-      };
-      LabelledTexts all = read(train_path);
-      if (!d.val.empty()) {
-        train_ = std::move(all);
-        val_ = read(resolve(d.val));
-      } else {
-        // val_fraction of the examples, drawn with the seed (a file sorted by label splits evenly)
-        const int64_t n = all.size(),
-                      n_val = static_cast<int64_t>(std::llround(d.val_fraction * static_cast<double>(n)));
-        QKV_CHECK(n_val >= 1 && n_val < n, name, ": data.val_fraction ", d.val_fraction, " of the ", n,
-                  " examples of '", train_path, "' leaves ", n_val, " to validate on and ", n - n_val,
-                  " to train on (give data.val)");
-        const std::vector<int64_t> val_rows = io::sample_indices(n, n_val, cfg_.seed ^ 0x7A1D5E7ull);
-        std::vector<int64_t> train_rows;
-        for (int64_t i = 0, k = 0; i < n; ++i) {
-          if (k < n_val && val_rows[static_cast<size_t>(k)] == i)
-            ++k;
-          else
-            train_rows.push_back(i);
-        }
-        val_ = rows_of(all, val_rows);
-        train_ = rows_of(all, train_rows);
-      }
-    } catch (...) {
-      io::ProgressBar::mute_all(was_muted);
-      throw;
+    const io::ProgressBar::MutedScope muted(!verbose);
+    const std::string train_path = resolve(d.train);
+    auto read = [&](const std::string& path) {
+      return tokens_ ? encode_word_examples(read_word_examples(path, d, name), path, *model_, tok, labels_, max_length,
+                                            d.label_all_tokens, name)
+                     : encode_examples(read_examples(path, d), path, *model_, tok, problem_, labels_, max_length);
+    };
+    LabelledTexts all = read(train_path);
+    if (!d.val.empty()) {
+      train_ = std::move(all);
+      val_ = read(resolve(d.val));
+    } else {
+      // val_fraction of the examples, drawn with the seed (a file sorted by label splits evenly)
+      const int64_t n = all.size(), n_val = static_cast<int64_t>(std::llround(d.val_fraction * static_cast<double>(n)));
+      QKV_CHECK(n_val >= 1 && n_val < n, name, ": data.val_fraction ", d.val_fraction, " of the ", n, " examples of '",
+                train_path, "' leaves ", n_val, " to validate on and ", n - n_val, " to train on (give data.val)");
+      const io::HeldOut split = io::hold_out(n, n_val, cfg_.seed ^ 0x7A1D5E7ull);
+      val_ = rows_of(all, split.held);
+      train_ = rows_of(all, split.rest);
     }
-    io::ProgressBar::mute_all(was_muted);
   }
   QKV_CHECK(train_.size() >= 1 && val_.size() >= 1, name, ": no examples to train on or to validate on");
   order_ = io::EpochOrder(train_.size(), cfg_.seed);

@@ -326,16 +326,7 @@ TrainResult run_training(TrainingTask& task, const TrainConfig& cfg, const Train
   io::ProgressBar bar("train", cfg.max_iters, state.step);
   if (run.quiet()) bar.mute();
   // The evaluation bars inside the task print nothing where the train bar prints nothing.
-  struct MuteBars {
-    bool quiet, before = false;
-    explicit MuteBars(bool q) : quiet(q) {
-      if (quiet) before = io::ProgressBar::mute_all(true);
-    }
-    ~MuteBars() {
-      if (quiet) io::ProgressBar::mute_all(before);
-    }
-  };
-  const MuteBars mute_bars(run.quiet());
+  const io::ProgressBar::MutedScope mute_bars(run.quiet());
   auto evaluate = [&](int64_t step) {
     const auto t0 = std::chrono::steady_clock::now();
     model.eval();

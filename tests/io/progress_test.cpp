@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <stdexcept>
 #include <cstdio>
 #include <string>
 #include <thread>
@@ -257,6 +258,29 @@ TEST(Progress, MuteAllSilencesBarsMadeMeanwhile) {
     pb.update(2);
   }
   EXPECT_NE(::testing::internal::GetCapturedStderr().find("eval 100%|"), std::string::npos);
+}
+
+TEST(Progress, MutedScopeRestoresTheSettingBeforeIt) {
+  ASSERT_FALSE(ProgressBar::mute_all(false));
+  try {
+    const ProgressBar::MutedScope muted(true);
+    ::testing::internal::CaptureStderr();
+    {
+      ProgressBar pb("eval", 2);
+      pb.set_log_every_seconds(0);
+      pb.update(2);
+    }
+    EXPECT_EQ(::testing::internal::GetCapturedStderr(), "");
+    throw std::runtime_error("out");
+  } catch (const std::runtime_error&) {
+  }
+  EXPECT_FALSE(ProgressBar::mute_all(false));  // unmuted again, after an exception
+  {
+    const ProgressBar::MutedScope outer(true);
+    { const ProgressBar::MutedScope inner(false); }  // (muted before it: still muted after)
+    EXPECT_TRUE(ProgressBar::mute_all(true));
+  }
+  EXPECT_FALSE(ProgressBar::mute_all(false));
 }
 
 // Work with no count: nothing while it is quick, then the description and the time so far — a

@@ -2,6 +2,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <set>
 #include <string>
 
@@ -39,6 +40,17 @@ TEST(Sample, EveryIndexIsDrawnAboutEquallyOften) {
   for (uint64_t seed = 0; seed < 2000; ++seed)
     for (int64_t i : sample_indices(20, 5, seed)) ++hits[static_cast<size_t>(i)];
   for (int h : hits) EXPECT_NEAR(h, 500, 80);  // 2000 × 5 / 20
+}
+
+TEST(Sample, HoldOutSplitsEveryRowOnceAsSampleIndicesDraws) {
+  const HeldOut split = hold_out(10, 3, 42);
+  EXPECT_EQ(split.held, sample_indices(10, 3, 42));
+  ASSERT_EQ(split.rest.size(), 7u);
+  std::vector<int64_t> all = split.held;
+  all.insert(all.end(), split.rest.begin(), split.rest.end());
+  std::sort(all.begin(), all.end());
+  EXPECT_EQ(all, (std::vector<int64_t>{0, 1, 2, 3, 4, 5, 6, 7, 8, 9}));
+  EXPECT_TRUE(std::is_sorted(split.rest.begin(), split.rest.end()));
 }
 
 }  // namespace

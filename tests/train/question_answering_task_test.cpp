@@ -32,29 +32,11 @@ using testing::TempDir;
 
 const fs::path kGolden = fs::path(QKV_GOLDEN_DIR);
 
-std::vector<json> rows_of_run(const fs::path& dir) {
-  std::vector<json> rows;
-  std::ifstream in(dir / "metrics.jsonl");
-  for (std::string line; std::getline(in, line);)
-    if (!line.empty()) rows.push_back(json::parse(line));
-  return rows;
-}
-
 TrainResult run(const json& cfg, const fs::path& out) {
   QuestionAnsweringTask task(cfg, "");
   TrainerOptions o;
   o.out_dir = out.string(), o.full_config = cfg, o.quiet = true;
   return run_training(task, task.train_config(), o);
-}
-
-// The file's model section with every dropout rate 0 (transformers' eval mode).
-json no_dropout(const std::string& model_file) {
-  json m = json::object();
-  const json meta = models::load_model_metadata(model_file);
-  for (const auto& [k, v] : meta["model"].items())
-    if (k.find("dropout") != std::string::npos) m[k] = 0.0;
-  EXPECT_FALSE(m.empty()) << "no dropout rate in '" << model_file << "'";
-  return m;
 }
 
 json train_section(int64_t max_iters, int64_t batch_size) {
@@ -91,7 +73,7 @@ TEST(QuestionAnswering, WindowsAndOneStepAreRunQasAndAdamW) {
                     {"max_length", golden["max_length"]},
                     {"doc_stride", golden["doc_stride"]},
                     {"version_2_with_negative", v2}}},
-                  {"model", no_dropout(model)},
+                  {"model", testing::dropout_off(model)},
                   {"train", train_section(1, windows)}};
     };
     const json cfg = config("all.jsonl", true);
@@ -132,7 +114,7 @@ TEST(QuestionAnswering, WindowsAndOneStepAreRunQasAndAdamW) {
     // one step on every window at once
     run(cfg, d.path / "run");
     std::vector<json> evals, steps;
-    for (const json& r : rows_of_run(d.path / "run")) (r.contains("val_loss") ? evals : steps).push_back(r);
+    for (const json& r : testing::metrics_rows(d.path / "run")) (r.contains("val_loss") ? evals : steps).push_back(r);
     ASSERT_EQ(evals.size(), 2u);
     ASSERT_EQ(steps.size(), 1u);
     const double loss = c["loss"], norm = c["grad_norm"], after = c["loss_after_step"];
@@ -197,7 +179,7 @@ TEST(QuestionAnswering, ANewSpanHeadLearnsToAnswer) {
                       {"weight_decay", 0.01}}}};
   run(cfg, d.path / "run");
   std::vector<json> evals;
-  for (const json& r : rows_of_run(d.path / "run"))
+  for (const json& r : testing::metrics_rows(d.path / "run"))
     if (r.contains("val_exact_match")) evals.push_back(r);
   ASSERT_EQ(evals.size(), 2u);
   EXPECT_LT(evals[0]["val_exact_match"].get<double>(), 30.0) << evals[0].dump();

@@ -34,31 +34,11 @@ using testing::TempDir;
 
 const fs::path kGolden = fs::path(QKV_GOLDEN_DIR);
 
-// The metrics rows of a run's folder.
-std::vector<json> rows_of_run(const fs::path& dir) {
-  std::vector<json> rows;
-  std::ifstream in(dir / "metrics.jsonl");
-  for (std::string line; std::getline(in, line);)
-    if (!line.empty()) rows.push_back(json::parse(line));
-  return rows;
-}
-
 TrainResult run(const json& cfg, const fs::path& out, bool resume = false) {
   TextClassificationTask task(cfg, "");
   TrainerOptions o;
   o.out_dir = out.string(), o.resume = resume, o.full_config = cfg, o.quiet = true;
   return run_training(task, task.train_config(), o);
-}
-
-// The file's model section with every dropout rate 0 (transformers' eval mode: the gradients of the
-// network itself).
-json no_dropout(const std::string& model_file) {
-  json m = json::object();
-  const json meta = models::load_model_metadata(model_file);
-  for (const auto& [k, v] : meta["model"].items())
-    if (k.find("dropout") != std::string::npos) m[k] = 0.0;
-  EXPECT_FALSE(m.empty()) << "no dropout rate in '" << model_file << "'";
-  return m;
 }
 
 json train_section(int64_t max_iters, int64_t batch_size) {
@@ -81,7 +61,7 @@ json train_section(int64_t max_iters, int64_t batch_size) {
 // as transformers and torch AdamW computed them. Returns the evaluations.
 std::vector<json> expect_one_step_as_golden(const json& c, const fs::path& run_dir) {
   std::vector<json> evals, steps;
-  for (const json& r : rows_of_run(run_dir)) (r.contains("val_loss") ? evals : steps).push_back(r);
+  for (const json& r : testing::metrics_rows(run_dir)) (r.contains("val_loss") ? evals : steps).push_back(r);
   EXPECT_EQ(evals.size(), 2u);
   EXPECT_EQ(steps.size(), 1u);
   if (evals.size() != 2 || steps.size() != 1) return {};
@@ -124,7 +104,7 @@ TEST(TextClassification, OneStepIsTransformersAndAdamW) {
     const json cfg = {{"task", "text_classification"},
                       {"init_from", model},
                       {"data", data_section},
-                      {"model", no_dropout(model)},
+                      {"model", testing::dropout_off(model)},
                       {"train", train_section(1, static_cast<int64_t>(c["examples"].size()))}};
     {
       TextClassificationTask task(cfg, "");
@@ -164,7 +144,7 @@ TEST(TokenClassification, OneStepIsTransformersAndAdamW) {
                         {"val", data},
                         {"max_length", golden["max_length"]},
                         {"label_all_tokens", c["label_all_tokens"]}}},
-                      {"model", no_dropout(model)},
+                      {"model", testing::dropout_off(model)},
                       {"train", train_section(1, static_cast<int64_t>(c["examples"].size()))}};
     {
       TextClassificationTask task(cfg, "");
@@ -237,7 +217,7 @@ TEST(TokenClassification, ANewTokenHeadLearnsFromCoNLL) {
   }
   run(cfg, d.path / "run");
   std::vector<json> evals;
-  for (const json& r : rows_of_run(d.path / "run"))
+  for (const json& r : testing::metrics_rows(d.path / "run"))
     if (r.contains("val_f1")) evals.push_back(r);
   ASSERT_EQ(evals.size(), 2u);
   EXPECT_LT(evals[0]["val_f1"].get<double>(), 0.5);
@@ -374,7 +354,7 @@ TEST(TextClassification, ANewHeadOnAMaskedLanguageModelLearns) {
 
   const std::string data = yes_no(d.path, 400);
   const TrainResult r = run(yes_no_config(cls, data, 150), d.path / "run");
-  const std::vector<json> rows = rows_of_run(d.path / "run");
+  const std::vector<json> rows = testing::metrics_rows(d.path / "run");
   double acc = -1;
   for (const json& row : rows)
     if (row.contains("val_accuracy")) acc = row["val_accuracy"];
@@ -406,7 +386,7 @@ TEST(TextClassification, InBf16ANewHeadLearnsAsInF32) {
   bf16["train"]["dtype"] = "bf16";
   run(f32, d.path / "f32");
   run(bf16, d.path / "bf16");
-  const std::vector<json> a = rows_of_run(d.path / "f32"), b = rows_of_run(d.path / "bf16");
+  const std::vector<json> a = testing::metrics_rows(d.path / "f32"), b = testing::metrics_rows(d.path / "bf16");
   auto first_loss = [](const std::vector<json>& rows) {
     for (const json& row : rows)
       if (row.contains("loss")) return row["loss"].get<double>();

@@ -53,6 +53,18 @@ class ProgressBar {
   // Process-wide: bars constructed while muted print nothing (a data-parallel rank other than 0,
   // --quiet: the evaluation bars inside a training task). Returns the previous setting.
   static bool mute_all(bool muted);
+  // mute_all for a scope: bars made in its lifetime print nothing where `mute` (also where they were
+  // muted before it); the setting before it comes back after, an exception or not.
+  class MutedScope {
+   public:
+    explicit MutedScope(bool mute) : before_(mute_all(false)) { mute_all(before_ || mute); }
+    ~MutedScope() { mute_all(before_); }
+    MutedScope(const MutedScope&) = delete;
+    MutedScope& operator=(const MutedScope&) = delete;
+
+   private:
+    bool before_;
+  };
 
   // For tests: the line that would be printed at `elapsed_seconds`, `width` columns wide,
   // without touching the stream.

@@ -81,4 +81,21 @@ std::vector<T> take(const std::vector<T>& v, const std::vector<int64_t>& index) 
   return out;
 }
 
+// 0 … n − 1 split into k rows held out (a validation set), drawn as sample_indices draws them, and the
+// rest; both increasing.
+struct HeldOut {
+  std::vector<int64_t> held, rest;
+};
+inline HeldOut hold_out(int64_t n, int64_t k, uint64_t seed) {
+  HeldOut out;
+  out.held = sample_indices(n, k, seed);
+  for (int64_t i = 0, j = 0; i < n; ++i) {
+    if (j < static_cast<int64_t>(out.held.size()) && out.held[static_cast<size_t>(j)] == i)
+      ++j;
+    else
+      out.rest.push_back(i);
+  }
+  return out;
+}
+
 }  // namespace qkv::io
