@@ -26,7 +26,7 @@ namespace qkv::train {
 namespace fs = std::filesystem;
 using nlohmann::json;
 
-constexpr const char* kTask = "question_answering task";
+constexpr const char* kQaTask = "question_answering task";
 
 const io::Fields<QuestionAnsweringDataConfig>& QuestionAnsweringDataConfig::fields() {
   using F = io::Fields<QuestionAnsweringDataConfig>;
@@ -120,9 +120,9 @@ QaExample example_of(const json& q, std::string context, size_t line, const std:
 }  // namespace
 
 std::vector<QaExample> read_qa_examples(const std::string& path, bool allow_no_answer) {
-  const std::string text = io::read_data_file(path, detail::concat(kTask, ": data"));
+  const std::string text = io::read_data_file(path, detail::concat(kQaTask, ": data"));
   const std::string ext = fs::path(path).extension().string();
-  QKV_CHECK(ext == ".json" || ext == ".jsonl", kTask, ": '", path,
+  QKV_CHECK(ext == ".json" || ext == ".jsonl", kQaTask, ": '", path,
             "' is neither .json (SQuAD's: data → paragraphs → qas) nor .jsonl (an example a line: id, question, "
             "context, answers)");
   std::vector<QaExample> out;
@@ -134,7 +134,7 @@ std::vector<QaExample> read_qa_examples(const std::string& path, bool allow_no_a
       const std::string_view line(text.data() + from, end - from);
       from = end + 1, ++number;
       if (line.find_first_not_of(" \t\r") == std::string_view::npos) continue;
-      const std::string where = detail::concat(kTask, ": '", path, "' line ", number);
+      const std::string where = detail::concat(kQaTask, ": '", path, "' line ", number);
       json j;
       try {
         j = io::parse_json(line, where);
@@ -147,25 +147,25 @@ std::vector<QaExample> read_qa_examples(const std::string& path, bool allow_no_a
   } else {
     json j;
     try {
-      j = io::parse_json(text, detail::concat(kTask, ": '", path, "'"));
+      j = io::parse_json(text, detail::concat(kQaTask, ": '", path, "'"));
     } catch (const json::exception& e) {
-      throw Error(detail::concat(kTask, ": '", path, "': not JSON (", e.what(), ")"));
+      throw Error(detail::concat(kQaTask, ": '", path, "': not JSON (", e.what(), ")"));
     }
-    QKV_CHECK(j.is_object() && j.contains("data") && j["data"].is_array(), kTask, ": '", path,
+    QKV_CHECK(j.is_object() && j.contains("data") && j["data"].is_array(), kQaTask, ": '", path,
               "' is not SQuAD's JSON (an object with a list \"data\")");
     size_t number = 0;
     for (const json& article : j["data"]) {
-      QKV_CHECK(article.is_object() && article.contains("paragraphs") && article["paragraphs"].is_array(), kTask, ": '",
+      QKV_CHECK(article.is_object() && article.contains("paragraphs") && article["paragraphs"].is_array(), kQaTask, ": '",
                 path, "': an article without a list \"paragraphs\"");
       for (const json& p : article["paragraphs"]) {
-        const std::string where_p = detail::concat(kTask, ": '", path, "' question ", number + 1);
+        const std::string where_p = detail::concat(kQaTask, ": '", path, "' question ", number + 1);
         QKV_CHECK(p.is_object() && p.contains("qas") && p["qas"].is_array(), where_p,
                   ": a paragraph without a list \"qas\"");
         const std::string context = text_field(p, "context", where_p);
         for (const json& q : p["qas"]) {
           ++number;
           const std::string where =
-              detail::concat(kTask, ": '", path, "' question ", number,
+              detail::concat(kQaTask, ": '", path, "' question ", number,
                              q.is_object() && q.contains("id") && q["id"].is_string()
                                  ? detail::concat(" (id ", excerpt(q["id"].get<std::string>()), ")")
                                  : std::string());
@@ -174,7 +174,7 @@ std::vector<QaExample> read_qa_examples(const std::string& path, bool allow_no_a
       }
     }
   }
-  QKV_CHECK(!out.empty(), kTask, ": '", path, "' holds no questions");
+  QKV_CHECK(!out.empty(), kQaTask, ": '", path, "' holds no questions");
   return out;
 }
 
@@ -191,7 +191,7 @@ QaWindows qa_windows(const std::vector<QaExample>& examples, const text::HfToken
     try {
       parts = tok.encode_pair_windows(question, x.context, max_length, doc_stride);
     } catch (const Error& e) {
-      throw Error(detail::concat(kTask, ": question ", x.line, x.id.empty() ? "" : " (id " + excerpt(x.id) + ")", ": ",
+      throw Error(detail::concat(kQaTask, ": question ", x.line, x.id.empty() ? "" : " (id " + excerpt(x.id) + ")", ": ",
                                  e.what(), " (data.max_length ", max_length, ", data.doc_stride ", doc_stride, ")"));
     }
     for (text::HfEncoding& w : parts) {
@@ -212,7 +212,7 @@ QaWindows qa_windows(const std::vector<QaExample>& examples, const text::HfToken
         while (e >= first && w.offsets[static_cast<size_t>(e)].second >= x.answer_end) --e;
         start = s - 1, end = e + 1;
       }
-      decode::batching::give_token_types(w, model, types, kTask);
+      decode::batching::give_token_types(w, model, types, kQaTask);
       out.encodings.push_back(std::move(w));
       out.example.push_back(static_cast<int32_t>(k));
       out.start.push_back(static_cast<int32_t>(start));
@@ -224,15 +224,15 @@ QaWindows qa_windows(const std::vector<QaExample>& examples, const text::HfToken
 }
 
 QuestionAnsweringTask::QuestionAnsweringTask(const json& config, const std::string& base_dir, bool verbose) {
-  QKV_CHECK(io::get_or(config, "task", "") == "question_answering", kTask,
+  QKV_CHECK(io::get_or(config, "task", "") == "question_answering", kQaTask,
             ": the config's \"task\" must be \"question_answering\"");
-  QKV_CHECK(config.contains("init_from") && config.contains("data") && config.contains("train"), kTask,
+  QKV_CHECK(config.contains("init_from") && config.contains("data") && config.contains("train"), kQaTask,
             ": the config needs \"init_from\" (a model file with a question-answering head: qkv convert --head span), "
             "\"data\" and \"train\"");
   const QuestionAnsweringTaskConfig c = QuestionAnsweringTaskConfig::fields().from_json(config);
   cfg_ = c.train, data_ = c.data;
   gen_ = Generator(cfg_.seed);
-  PretrainedEncoder pre = load_pretrained_encoder(c.init_from, base_dir, config.value("model", json()), kTask,
+  PretrainedEncoder pre = load_pretrained_encoder(c.init_from, base_dir, config.value("model", json()), kQaTask,
                                                   nn::BertClassifier::span, gen_);
   tok_ = std::move(pre.tokenizer), model_ = std::move(pre.model);
   tokenizer_meta_ = pre.file.tokenizer, carried_ = pre.file.carried;
@@ -241,11 +241,11 @@ QuestionAnsweringTask::QuestionAnsweringTask(const json& config, const std::stri
   const text::HfTokenizer& tok = *tok_.hf();
   pad_id_ = decode::batching::pad_id_of(tok);
   const QuestionAnsweringDataConfig& d = data_;
-  QKV_CHECK(!d.train.empty(), kTask, ": data.train (the training questions: SQuAD's .json or .jsonl) is missing");
-  QKV_CHECK(d.val_fraction > 0 || !d.val.empty(), kTask, ": data.val_fraction must be > 0 where there is no data.val");
-  QKV_CHECK(d.max_length <= model_->max_positions(), kTask, ": data.max_length ", d.max_length,
+  QKV_CHECK(!d.train.empty(), kQaTask, ": data.train (the training questions: SQuAD's .json or .jsonl) is missing");
+  QKV_CHECK(d.val_fraction > 0 || !d.val.empty(), kQaTask, ": data.val_fraction must be > 0 where there is no data.val");
+  QKV_CHECK(d.max_length <= model_->max_positions(), kQaTask, ": data.max_length ", d.max_length,
             " is more than the model's ", model_->max_positions(), " positions");
-  QKV_CHECK(d.doc_stride < d.max_length, kTask, ": data.doc_stride ", d.doc_stride,
+  QKV_CHECK(d.doc_stride < d.max_length, kQaTask, ": data.doc_stride ", d.doc_stride,
             " must be less than data.max_length ", d.max_length);
   auto resolve = [&](const std::string& p) {
     fs::path path = p;
@@ -262,7 +262,7 @@ QuestionAnsweringTask::QuestionAnsweringTask(const json& config, const std::stri
       // val_fraction of the questions, drawn with the seed
       const auto n = static_cast<int64_t>(train.size());
       const auto n_val = static_cast<int64_t>(std::llround(d.val_fraction * static_cast<double>(n)));
-      QKV_CHECK(n_val >= 1 && n_val < n, kTask, ": data.val_fraction ", d.val_fraction, " of the ", n,
+      QKV_CHECK(n_val >= 1 && n_val < n, kQaTask, ": data.val_fraction ", d.val_fraction, " of the ", n,
                 " questions of '", train_path, "' leaves ", n_val, " to validate on and ", n - n_val,
                 " to train on (give data.val)");
       const io::HeldOut split = io::hold_out(n, n_val, cfg_.seed ^ 0x7A1D5E7ull);
@@ -274,9 +274,9 @@ QuestionAnsweringTask::QuestionAnsweringTask(const json& config, const std::stri
     train_ = qa_windows(train, tok, *model_, d.max_length, d.doc_stride);
     val_ = qa_windows(val_examples_, tok, *model_, d.max_length, d.doc_stride);
   }
-  QKV_CHECK(train_.size() >= 1 && val_.size() >= 1, kTask, ": no windows to train on or to validate on");
+  QKV_CHECK(train_.size() >= 1 && val_.size() >= 1, kQaTask, ": no windows to train on or to validate on");
   order_ = io::EpochOrder(train_.size(), cfg_.seed);
-  check_encoder_batch_fits(kTask, *model_, pre.file.model, pre.parameters, cfg_.batch_size, d.max_length);
+  check_encoder_batch_fits(kQaTask, *model_, pre.file.model, pre.parameters, cfg_.batch_size, d.max_length);
 }
 
 Tensor QuestionAnsweringTask::loss(const Tensor& z, const Tensor& pad_bias, const QaWindows& set,
@@ -306,7 +306,7 @@ Tensor padding_bias(const decode::batching::Batch& b) {
 StepStats QuestionAnsweringTask::train_micro_step(int64_t step, int64_t micro, int64_t accum) {
   // this process's windows of the batch (all of them in one process)
   const int64_t batch = cfg_.batch_size;
-  const Rows rows = shard_rows(batch, gen_, kTask);
+  const Rows rows = shard_rows(batch, gen_, kQaTask);
   const auto first = static_cast<uint64_t>((step * accum + micro) * batch + rows.first);
   std::vector<size_t> index(static_cast<size_t>(rows.count));
   for (size_t i = 0; i < index.size(); ++i) index[i] = static_cast<size_t>(order_.at(first + i));

@@ -20,7 +20,7 @@
 #include "qkv/train/step_graph.h"
 #include "testing.h"
 
-namespace qkv::train {
+namespace qkv::train::step_graph_test {  // (its own: the test files of a folder compile as one unit)
 namespace {
 
 namespace fs = std::filesystem;
@@ -280,4 +280,4 @@ TEST(StepGraphOnAGpu, ReplaysFollowTheEagerSteps) {
 }
 
 }  // namespace
-}  // namespace qkv::train
+}  // namespace qkv::train::step_graph_test
