@@ -57,21 +57,23 @@ TEST(TaskRegistry, EveryTaskOnceWithItsRateUnit) {
   std::vector<std::string> names;
   for (const TaskType& t : task_types()) names.push_back(t.name);
   EXPECT_EQ(names, (std::vector<std::string>{"lm", "translation", "image_classification", "captioning",
-                                             "text_classification", "token_classification"}));
+                                             "text_classification", "token_classification", "question_answering"}));
   EXPECT_STREQ(rate_unit(json{{"task", "lm"}}), "tokens");
   EXPECT_STREQ(rate_unit(json{{"task", "translation"}}), "tokens");
   EXPECT_STREQ(rate_unit(json{{"task", "image_classification"}}), "images");
   EXPECT_STREQ(rate_unit(json{{"task", "captioning"}}), "images");
   EXPECT_STREQ(rate_unit(json{{"task", "text_classification"}}), "examples");
   EXPECT_STREQ(rate_unit(json{{"task", "token_classification"}}), "examples");
+  EXPECT_STREQ(rate_unit(json{{"task", "question_answering"}}), "windows");
   EXPECT_STREQ(rate_unit(json::object()), "tokens");
-  EXPECT_EQ(&task_type("token_classification", "c.json"), &task_types().back());
+  EXPECT_EQ(&task_type("question_answering", "c.json"), &task_types().back());
 }
 
 TEST(TaskRegistry, AnUnknownTaskNamesTheConfigAndTheKnownOnes) {
   const std::string e = testing::error_of([] { task_type("summarization", "configs/x.json"); });
   EXPECT_NE(e.find("config 'configs/x.json': unknown \"task\" \"summarization\" (expected \"lm\", \"translation\", "
-                   "\"image_classification\", \"captioning\", \"text_classification\" or \"token_classification\")"),
+                   "\"image_classification\", \"captioning\", \"text_classification\", \"token_classification\" or "
+                   "\"question_answering\")"),
             std::string::npos)
       << e;
 }

@@ -90,9 +90,12 @@ struct QaWindows {
 // example without an answer unless `allow_no_answer`: a qkv::Error naming the file and the example.
 std::vector<QaExample> read_qa_examples(const std::string& path, bool allow_no_answer);
 
-// The examples' windows (max_length tokens, doc_stride into the one before) and targets, as above.
+// The examples' windows (max_length tokens, doc_stride into the one before) and targets, as above; each
+// encoding's offsets, word and sequence ids kept where `keep_offsets` (the answers are read from them),
+// else dropped once the targets are known (training reads the ids and token types alone).
 QaWindows qa_windows(const std::vector<QaExample>& examples, const text::HfTokenizer& tokenizer,
-                     const models::MaskedLanguageModel& model, int64_t max_length, int64_t doc_stride);
+                     const models::MaskedLanguageModel& model, int64_t max_length, int64_t doc_stride,
+                     bool keep_offsets = true);
 
 class QuestionAnsweringTask : public TrainingTask {
  public:
