@@ -213,10 +213,12 @@ void add_train(CLI::App& app) {
   add_threads_option(sub, a->threads);
   add_device_option(sub, a->device, "train (any task)");
   sub->add_flag("-q,--quiet", a->quiet, "no progress bar");
-  sub->footer(
-      "On a GPU, QKV_CUDA_GRAPHS=1 records the second step as one CUDA graph and replays it for the rest "
-      "(a task whose batches keep one shape: lm, image_classification; docs/CUDA.md, \"CUDA graphs\"); "
-      "unset, only decoding steps are graphs, and 0 turns those off too.");
+  std::string tasks = "Tasks (the config's \"task\"):\n";
+  for (const train::TaskType& t : train::task_types()) tasks += "  " + t.name + ": " + t.description + "\n";
+  sub->footer(tasks +
+              "\nOn a GPU, QKV_CUDA_GRAPHS=1 records the second step as one CUDA graph and replays it for the rest "
+              "(a task whose batches keep one shape: lm, image_classification; docs/CUDA.md, \"CUDA graphs\"); "
+              "unset, only decoding steps are graphs, and 0 turns those off too.");
   register_runner(sub, [a] {
     // Under mpirun the processes of one machine share its cores (unless the launcher bound each to
     // cores of its own), and an error on one rank ends them all, with its message.
