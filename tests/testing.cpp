@@ -102,6 +102,12 @@ std::vector<nlohmann::json> metrics_rows(const std::filesystem::path& dir) {
   return rows;
 }
 
+nlohmann::json exact_train_section(int64_t max_iters, int64_t batch_size) {
+  return {{"max_iters", max_iters}, {"batch_size", batch_size}, {"learning_rate", 1e-3}, {"schedule", "constant"},
+          {"warmup_iters", 0},      {"beta2", 0.999},           {"eps", 1e-8},           {"weight_decay", 0.01},
+          {"grad_clip", 1e9},       {"eval_interval", 1},       {"log_interval", 1},     {"checkpoint_interval", 0}};
+}
+
 nlohmann::json dropout_off(const std::string& model_file) {
   nlohmann::json m = nlohmann::json::object();
   const nlohmann::json meta = models::load_model_metadata(model_file);

@@ -89,6 +89,10 @@ std::vector<double> logged_losses(const std::filesystem::path& dir);
 // Every row of DIR/metrics.jsonl (steps and evaluations), in order.
 std::vector<nlohmann::json> metrics_rows(const std::filesystem::path& dir);
 
+// A fine-tuning config's "train" section for exact comparisons: lr 1e-3 constant, AdamW's betas 0.9 /
+// 0.999, eps 1e-8, weight decay 0.01, no clipping (the norm still logged), an evaluation every step.
+nlohmann::json exact_train_section(int64_t max_iters, int64_t batch_size);
+
 // A config's "model" section that sets every dropout rate of a model file to 0 (transformers' eval
 // mode: the gradients of the network itself); a failure where the file has none.
 nlohmann::json dropout_off(const std::string& model_file);

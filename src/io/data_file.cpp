@@ -33,4 +33,19 @@ std::string read_data_file(const std::string& path, const std::string& what) {
   return out;
 }
 
+std::vector<std::pair<size_t, std::string_view>> numbered_lines(std::string_view text, bool keep_blank) {
+  std::vector<std::pair<size_t, std::string_view>> out;
+  size_t from = 0, number = 0;
+  while (from < text.size()) {
+    size_t end = text.find('\n', from);
+    if (end == std::string_view::npos) end = text.size();
+    std::string_view line = text.substr(from, end - from);
+    if (!line.empty() && line.back() == '\r') line.remove_suffix(1);
+    ++number;
+    if (keep_blank || line.find_first_not_of(" \t") != std::string_view::npos) out.emplace_back(number, line);
+    from = end + 1;
+  }
+  return out;
+}
+
 }  // namespace qkv::io

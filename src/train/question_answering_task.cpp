@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <filesystem>
+#include <limits>
 #include <numeric>
 
 #include "qkv/autograd/grad_mode.h"
@@ -127,13 +128,7 @@ std::vector<QaExample> read_qa_examples(const std::string& path, bool allow_no_a
             "context, answers)");
   std::vector<QaExample> out;
   if (ext == ".jsonl") {
-    size_t from = 0, number = 0;
-    while (from < text.size()) {
-      size_t end = text.find('\n', from);
-      if (end == std::string::npos) end = text.size();
-      const std::string_view line(text.data() + from, end - from);
-      from = end + 1, ++number;
-      if (line.find_first_not_of(" \t\r") == std::string_view::npos) continue;
+    for (const auto& [number, line] : io::numbered_lines(text)) {
       const std::string where = detail::concat(kQaTask, ": '", path, "' line ", number);
       json j;
       try {
@@ -358,9 +353,10 @@ std::vector<std::pair<std::string, double>> QuestionAnsweringTask::evaluate(int6
   auto top = [](const std::vector<float>& v, int64_t n) {
     std::vector<size_t> order(v.size());
     std::iota(order.begin(), order.end(), size_t{0});
-    std::stable_sort(order.begin(), order.end(),
-                     [&](size_t a, size_t b) { return v[a] > v[b] || (v[a] == v[b] && a > b); });
-    order.resize(std::min(order.size(), static_cast<size_t>(n)));
+    const auto k = static_cast<std::ptrdiff_t>(std::min(order.size(), static_cast<size_t>(n)));
+    std::partial_sort(order.begin(), order.begin() + k, order.end(),
+                      [&](size_t a, size_t b) { return v[a] > v[b] || (v[a] == v[b] && a > b); });
+    order.resize(static_cast<size_t>(k));
     return order;
   };
   answers_.assign(val_examples_.size(), std::string());
@@ -368,13 +364,13 @@ std::vector<std::pair<std::string, double>> QuestionAnsweringTask::evaluate(int6
   for (size_t k = 0; k < val_examples_.size(); ++k) {
     const QaExample& x = val_examples_[k];
     std::vector<Candidate> prelim;
-    Candidate null{0, 0, 0, 0, 0};
-    bool have_null = false;
+    // the least [CLS] score of the windows (every question has one window at least)
+    Candidate null{0, 0, std::numeric_limits<double>::infinity(), 0, 0};
     for (const size_t w : windows_of[k]) {
       const text::HfEncoding& e = val_.encodings[w];
       const std::vector<float>&s = start_logits[w], &en = end_logits[w];
       const double null_score = static_cast<double>(s[0]) + en[0];
-      if (!have_null || null.score > null_score) null = {0, 0, null_score, s[0], en[0]}, have_null = true;
+      if (null.score > null_score) null = {0, 0, null_score, s[0], en[0]};
       const std::vector<size_t> starts = top(s, d.n_best_size), ends = top(en, d.n_best_size);
       for (const size_t a : starts)
         for (const size_t b : ends) {
@@ -384,12 +380,12 @@ std::vector<std::pair<std::string, double>> QuestionAnsweringTask::evaluate(int6
         }
     }
     const bool v2 = d.version_2_with_negative;
-    if (v2 && have_null) prelim.push_back(null);
+    if (v2) prelim.push_back(null);
     std::stable_sort(prelim.begin(), prelim.end(),
                      [](const Candidate& a, const Candidate& b) { return a.score > b.score; });
     if (prelim.size() > static_cast<size_t>(d.n_best_size)) prelim.resize(static_cast<size_t>(d.n_best_size));
     auto is_null = [](const Candidate& c) { return c.begin == 0 && c.end == 0; };  // (run_qa.py's test)
-    if (v2 && have_null && std::none_of(prelim.begin(), prelim.end(), is_null)) prelim.push_back(null);
+    if (v2 && std::none_of(prelim.begin(), prelim.end(), is_null)) prelim.push_back(null);
     // the texts, best first (run_qa.py's "empty" first where no span is left)
     struct Pick {
       std::string text;

@@ -82,23 +82,6 @@ std::vector<std::string> split_fields(std::string_view s, char sep) {
   return out;
 }
 
-// The lines of `text`, each with its number (from 1), without "\r\n" / "\n"; blank lines (spaces and
-// tabs only) left out unless `keep_blank` (CoNLL's sentence breaks).
-std::vector<std::pair<size_t, std::string_view>> lines_of(const std::string& text, bool keep_blank = false) {
-  std::vector<std::pair<size_t, std::string_view>> out;
-  size_t from = 0, number = 0;
-  while (from < text.size()) {
-    size_t end = text.find('\n', from);
-    if (end == std::string::npos) end = text.size();
-    std::string_view line(text.data() + from, end - from);
-    if (!line.empty() && line.back() == '\r') line.remove_suffix(1);
-    ++number;
-    if (keep_blank || line.find_first_not_of(" \t") != std::string_view::npos) out.emplace_back(number, line);
-    from = end + 1;
-  }
-  return out;
-}
-
 // The examples of a .tsv or .jsonl file, its columns as `d` names them (the text column found where
 // d.text is empty).
 std::vector<RawExample> read_examples(const std::string& path, const TextClassificationDataConfig& d) {
@@ -106,7 +89,7 @@ std::vector<RawExample> read_examples(const std::string& path, const TextClassif
   const std::string ext = fs::path(path).extension().string();
   QKV_CHECK(ext == ".tsv" || ext == ".jsonl", kTask, ": '", path,
             "' is neither .tsv (a header line, tab-separated) nor .jsonl (an object a line)");
-  const auto lines = lines_of(text);
+  const auto lines = io::numbered_lines(text);
   QKV_CHECK(!lines.empty(), kTask, ": '", path, "' holds no examples");
   std::vector<RawExample> out;
   auto where = [&](size_t line) { return detail::concat(kTask, ": '", path, "' line ", line); };
@@ -263,7 +246,7 @@ std::vector<WordExample> read_word_examples(const std::string& path, const TextC
   std::vector<WordExample> out;
   auto where = [&](size_t line) { return detail::concat(task, ": '", path, "' line ", line); };
   if (ext == ".jsonl") {
-    for (const auto& [number, line] : lines_of(text)) {
+    for (const auto& [number, line] : io::numbered_lines(text)) {
       json j;
       try {
         j = io::parse_json(line, where(number));
@@ -291,7 +274,7 @@ std::vector<WordExample> read_word_examples(const std::string& path, const TextC
       if (!e.words.empty()) out.push_back(std::move(e));
       e = WordExample{};
     };
-    for (const auto& [number, line] : lines_of(text, true)) {
+    for (const auto& [number, line] : io::numbered_lines(text, true)) {
       std::vector<std::string> fields;
       for (size_t i = 0; i < line.size();) {
         while (i < line.size() && (line[i] == ' ' || line[i] == '\t')) ++i;

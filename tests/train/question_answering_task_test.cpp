@@ -39,12 +39,6 @@ TrainResult run(const json& cfg, const fs::path& out) {
   return run_training(task, task.train_config(), o);
 }
 
-json train_section(int64_t max_iters, int64_t batch_size) {
-  return {{"max_iters", max_iters}, {"batch_size", batch_size}, {"learning_rate", 1e-3}, {"schedule", "constant"},
-          {"warmup_iters", 0},      {"beta2", 0.999},           {"eps", 1e-8},           {"weight_decay", 0.01},
-          {"grad_clip", 1e9},       {"eval_interval", 1},       {"log_interval", 1},     {"checkpoint_interval", 0}};
-}
-
 void write_jsonl(const fs::path& path, const json& examples, size_t count) {
   std::ofstream out(path);
   for (size_t i = 0; i < count; ++i) out << examples[i].dump() << "\n";
@@ -74,7 +68,7 @@ TEST(QuestionAnswering, WindowsAndOneStepAreRunQasAndAdamW) {
                     {"doc_stride", golden["doc_stride"]},
                     {"version_2_with_negative", v2}}},
                   {"model", testing::dropout_off(model)},
-                  {"train", train_section(1, windows)}};
+                  {"train", testing::exact_train_section(1, windows)}};
     };
     const json cfg = config("all.jsonl", true);
     {
@@ -249,7 +243,7 @@ TEST(QuestionAnswering, RefusesHostileDataAndConfigsByName) {
     return json{{"task", "question_answering"},
                 {"init_from", model},
                 {"data", {{"train", file}, {"val", file}, {"max_length", 32}, {"doc_stride", 8}}},
-                {"train", train_section(1, 2)}};
+                {"train", testing::exact_train_section(1, 2)}};
   };
   int n = 0;
   // a file of these lines (the good example first): the error names the file and says what is wrong

@@ -41,21 +41,6 @@ TrainResult run(const json& cfg, const fs::path& out, bool resume = false) {
   return run_training(task, task.train_config(), o);
 }
 
-json train_section(int64_t max_iters, int64_t batch_size) {
-  return {{"max_iters", max_iters},
-          {"batch_size", batch_size},
-          {"learning_rate", 1e-3},
-          {"schedule", "constant"},
-          {"warmup_iters", 0},
-          {"beta2", 0.999},
-          {"eps", 1e-8},
-          {"weight_decay", 0.01},
-          {"grad_clip", 1e9},  // (no clipping, but the norm logged)
-          {"eval_interval", 1},
-          {"log_interval", 1},
-          {"checkpoint_interval", 0}};
-}
-
 // A one-step run against a golden case: its rows are the evaluation at step 0, the step's, the
 // evaluation at step 1 — the loss (both before the step), the gradients' norm and the loss after it
 // as transformers and torch AdamW computed them. Returns the evaluations.
@@ -105,7 +90,7 @@ TEST(TextClassification, OneStepIsTransformersAndAdamW) {
                       {"init_from", model},
                       {"data", data_section},
                       {"model", testing::dropout_off(model)},
-                      {"train", train_section(1, static_cast<int64_t>(c["examples"].size()))}};
+                      {"train", testing::exact_train_section(1, static_cast<int64_t>(c["examples"].size()))}};
     {
       TextClassificationTask task(cfg, "");
       EXPECT_EQ(std::string(enum_name(task.problem())), c["problem_type"].get<std::string>());
@@ -145,7 +130,7 @@ TEST(TokenClassification, OneStepIsTransformersAndAdamW) {
                         {"max_length", golden["max_length"]},
                         {"label_all_tokens", c["label_all_tokens"]}}},
                       {"model", testing::dropout_off(model)},
-                      {"train", train_section(1, static_cast<int64_t>(c["examples"].size()))}};
+                      {"train", testing::exact_train_section(1, static_cast<int64_t>(c["examples"].size()))}};
     {
       TextClassificationTask task(cfg, "");
       ASSERT_EQ(task.train_set().size(), static_cast<int64_t>(c["input_ids"].size()));
