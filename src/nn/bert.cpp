@@ -303,12 +303,20 @@ std::vector<Tensor> Bert::int8_file_weights() const { return layer_matrices(); }
 Tensor Bert::forward(const Tensor& ids, const Tensor& types, const Tensor& attention_mask, AttentionMaps* maps) const {
   QKV_CHECK(config.mlm_head, "BERT: this model has no masked-language-model head (a BertModel: hidden states only; "
                              "fill-mask needs a BertForMaskedLM)");
-  const Tensor x = encode(ids, types, attention_mask, maps);
-  // h = LN_t(act(transform(x)));  logits = h word_embeddingsᵀ + decoder_bias   (transform's bias added
-  // in the activation's pass)
+  const auto [weight, bias] = mlm_decoder();
+  return linear(mlm_transform(encode(ids, types, attention_mask, maps)), weight, bias);  // [B, T, V]
+}
+
+Tensor Bert::mlm_transform(const Tensor& x) const {
+  QKV_CHECK(config.mlm_head, "BERT: this model has no masked-language-model head (a BertModel: hidden states only)");
+  // h = LN_t(act(transform(x)))   (transform's bias added in the activation's pass)
   const Activation act = config.mlm_exact_gelu ? Activation::gelu : config.hidden_act;
-  const Tensor h = transform_norm->forward(activate(linear(x, transform->weight), act, 0.f, nullptr, transform->bias));
-  return linear(h, word_embeddings->weight, decoder_bias);  // [B, T, V]
+  return transform_norm->forward(activate(linear(x, transform->weight), act, 0.f, nullptr, transform->bias));
+}
+
+std::pair<Tensor, Tensor> Bert::mlm_decoder() const {
+  QKV_CHECK(config.mlm_head, "BERT: this model has no masked-language-model head (a BertModel: hidden states only)");
+  return {word_embeddings->weight, decoder_bias};  // the decoder tied to the word embedding
 }
 
 Tensor Bert::classify(const Tensor& ids, const Tensor& types, const Tensor& attention_mask, AttentionMaps* maps) const {

@@ -264,11 +264,25 @@ Tensor ModernBert::head(const Tensor& z) const {
 
 Tensor ModernBert::forward(const Tensor& ids, const Tensor& types, const Tensor& attention_mask,
                            AttentionMaps* maps) const {
-  QKV_CHECK(config.mlm_head,
-            "ModernBERT: this model has no masked-language-model head (a ModernBertModel: hidden "
-            "states only; fill-mask needs a ModernBertForMaskedLM)");
   // logits = head(y) tok_embeddingsᵀ + decoder_bias   [B, T, V]
-  return linear(head(encode(ids, types, attention_mask, maps)), tok_embeddings->weight, decoder_bias);
+  const auto [weight, bias] = mlm_decoder();
+  return linear(head(encode(ids, types, attention_mask, maps)), weight, bias);
+}
+
+namespace {
+constexpr const char* kNoMlmHead =
+    "ModernBERT: this model has no masked-language-model head (a ModernBertModel: hidden states only; fill-mask "
+    "needs a ModernBertForMaskedLM)";
+}  // namespace
+
+Tensor ModernBert::mlm_transform(const Tensor& hidden) const {
+  QKV_CHECK(config.mlm_head, kNoMlmHead);
+  return head(hidden);
+}
+
+std::pair<Tensor, Tensor> ModernBert::mlm_decoder() const {
+  QKV_CHECK(config.mlm_head, kNoMlmHead);
+  return {tok_embeddings->weight, decoder_bias};
 }
 
 Tensor ModernBert::classify(const Tensor& ids, const Tensor& types, const Tensor& attention_mask,

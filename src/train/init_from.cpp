@@ -129,12 +129,19 @@ PretrainedEncoder load_pretrained_encoder(const std::string& path, const std::st
            : c == nn::BertClassifier::token    ? "a token classifier"
                                                : "a question-answering head";
   };
-  const char* kind = head == nn::BertClassifier::sequence ? "sequence"
-                     : head == nn::BertClassifier::token  ? "token"
-                                                          : "span";
-  QKV_CHECK(has == head, task, ": init_from '", pre.path, "' holds ", name(has), ", not ", name(head),
-            ": convert the checkpoint with one (qkv convert DIR --head ", kind,
-            head == nn::BertClassifier::span ? "" : " --labels A,B,…", " -o FILE)");
+  if (head == nn::BertClassifier::none) {
+    // (masked-language-model training: the MLM head the checkpoint has)
+    QKV_CHECK(has == head && out.model->has_mlm_head(), task, ": init_from '", pre.path, "' holds ",
+              has == head ? "an encoder without its masked-language-model head (a …Model checkpoint)" : name(has),
+              ", not a masked language model: convert a …ForMaskedLM checkpoint (qkv convert DIR -o FILE)");
+  } else {
+    const char* kind = head == nn::BertClassifier::sequence ? "sequence"
+                       : head == nn::BertClassifier::token  ? "token"
+                                                            : "span";
+    QKV_CHECK(has == head, task, ": init_from '", pre.path, "' holds ", name(has), ", not ", name(head),
+              ": convert the checkpoint with one (qkv convert DIR --head ", kind,
+              head == nn::BertClassifier::span ? "" : " --labels A,B,…", " -o FILE)");
+  }
   pre.load_into(out.model->module());
   return out;
 }

@@ -9,6 +9,7 @@
 #include "qkv/train/caption_task.h"
 #include "qkv/train/image_task.h"
 #include "qkv/train/lm_task.h"
+#include "qkv/train/masked_lm_task.h"
 #include "qkv/train/question_answering_task.h"
 #include "qkv/train/text_classification_task.h"
 #include "qkv/train/translation_task.h"
@@ -93,6 +94,16 @@ const std::vector<TaskType>& task_types() {
           [](const QuestionAnsweringTask& t) {
             return detail::concat(t.train_windows().size(), " train / ", t.val_windows().size(), " val windows (",
                                   t.val_examples().size(), " val questions)");
+          }),
+      task<MaskedLMTask>(
+          "masked_lm",
+          "an encoder's masked-language-model pre-training (BERT, RoBERTa, DeBERTa, ModernBERT, …) continued on a "
+          "text",
+          "tokens",
+          [](const TaskArgs& a) { return std::make_unique<MaskedLMTask>(a.config, a.base_dir, a.verbose); },
+          [](const MaskedLMTask& t) {
+            return detail::concat(t.train_blocks().size(), " train / ", t.val_blocks().size(), " val blocks (",
+                                  t.train_blocks().tokens(), " / ", t.val_blocks().tokens(), " tokens)");
           }),
   };
   return types;

@@ -19,6 +19,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include <nlohmann/json.hpp>
@@ -169,6 +170,12 @@ class MaskedLanguageModel : public Model {
   // classifier), L = task().labels.size(); without one: qkv::Error.
   virtual Tensor classify(const Tensor& input_ids, const Tensor& token_type_ids = Tensor(),
                           const Tensor& attention_mask = Tensor(), nn::AttentionMaps* maps = nullptr) const = 0;
+  // forward's head in two parts, for logits at a few tokens only (masked-language-model training reads
+  // the masked ones): the transform of hidden states [..., E] → h [..., E_w], and the decoder (weight
+  // [V, E_w] — the word embedding, tied — and bias [V], undefined where there is none): logits = h Wᵀ + b.
+  // Without the head: qkv::Error.
+  virtual Tensor mlm_transform(const Tensor& hidden) const = 0;
+  virtual std::pair<Tensor, Tensor> mlm_decoder() const = 0;
 };
 
 }  // namespace qkv::models

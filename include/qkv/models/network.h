@@ -98,6 +98,8 @@ concept MaskedLanguageModelNetwork = Network<Net> && requires(const Net& net, co
   { net.encode(t, t, t, maps) } -> std::same_as<Tensor>;
   { net.forward(t, t, t, maps) } -> std::same_as<Tensor>;
   { net.classify(t, t, t, maps) } -> std::same_as<Tensor>;
+  { net.mlm_transform(t) } -> std::same_as<Tensor>;
+  { net.mlm_decoder() } -> std::same_as<std::pair<Tensor, Tensor>>;
   { net.config.max_tokens() } -> std::convertible_to<int64_t>;
   { net.config.classifier } -> std::convertible_to<nn::BertClassifier>;
 };
@@ -267,6 +269,8 @@ class MaskedLanguageModelOf final : public detail::Adapter<Net, MaskedLanguageMo
   Tensor classify(const Tensor& ids, const Tensor& types, const Tensor& mask, nn::AttentionMaps* maps) const override {
     return this->net_.classify(ids, types, mask, maps);
   }
+  Tensor mlm_transform(const Tensor& hidden) const override { return this->net_.mlm_transform(hidden); }
+  std::pair<Tensor, Tensor> mlm_decoder() const override { return this->net_.mlm_decoder(); }
   EncoderTask task() const override {
     const auto& c = this->net_.config;
     return {c.classifier, c.labels, c.problem_type, c.pooling, c.normalize, c.max_seq_length, c.score_activation};

@@ -120,6 +120,12 @@ class Bert : public Module {
   // The same through the MLM head → logits [B, T, vocab_size]; a model without it: qkv::Error.
   Tensor forward(const Tensor& input_ids, const Tensor& token_type_ids = Tensor(),
                  const Tensor& attention_mask = Tensor(), AttentionMaps* maps = nullptr) const;
+  // forward's head in two parts, for a loss read at a few of the tokens (train/masked_lm_task.h: the
+  // masked ones alone, by linear_cross_entropy): the transform h = LN_t(act(transform(x))) of any hidden
+  // states x [..., E] → [..., E_w] (E_w: embedding_width()), and the decoder (word_embeddings.weight
+  // [V, E_w], decoder_bias [V]), logits = h Wᵀ + b. Without the MLM head: qkv::Error.
+  Tensor mlm_transform(const Tensor& hidden) const;
+  std::pair<Tensor, Tensor> mlm_decoder() const;
   // The same through the classifier → logits [B, num_labels] (sequence) or [B, T, num_labels]
   // (token); a model without one: qkv::Error.
   Tensor classify(const Tensor& input_ids, const Tensor& token_type_ids = Tensor(),

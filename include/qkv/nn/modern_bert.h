@@ -109,6 +109,11 @@ class ModernBert : public Module {
   // The same through the MLM head → logits [B, T, vocab_size]; without one: qkv::Error.
   Tensor forward(const Tensor& input_ids, const Tensor& token_type_ids = Tensor(),
                  const Tensor& attention_mask = Tensor(), AttentionMaps* maps = nullptr) const;
+  // forward's head in two parts (as nn::Bert's): head(y) of any hidden states [..., E] → [..., E], and
+  // the decoder (tok_embeddings.weight [V, E], decoder_bias [V] or undefined). Without the MLM head:
+  // qkv::Error.
+  Tensor mlm_transform(const Tensor& hidden) const;
+  std::pair<Tensor, Tensor> mlm_decoder() const;
   // The same through the classifier → [B, num_labels] or [B, T, num_labels]; without one: qkv::Error.
   Tensor classify(const Tensor& input_ids, const Tensor& token_type_ids = Tensor(),
                   const Tensor& attention_mask = Tensor(), AttentionMaps* maps = nullptr) const;

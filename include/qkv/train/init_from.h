@@ -49,7 +49,8 @@ Pretrained load_pretrained(const std::string& path, const std::string& base_dir,
                            const nlohmann::json& model_section, const std::string& task);
 
 // An encoder's model file to fine-tune with a head of kind `head` (the text, token and question-answering
-// tasks): the file (load_pretrained, a masked language model), its Hugging Face tokenizer, the model —
+// tasks; nn::BertClassifier::none: its masked-language-model head, the masked_lm task's): the file
+// (load_pretrained, a masked language model), its Hugging Face tokenizer, the model —
 // its parameters counted against the machine's memory first (check_model_fits), then built and loaded
 // with `gen` (the run's generator: the model's dropout draws from it). A file of another head, or a tokenizer that is
 // not a Hugging Face one: a qkv::Error that starts with `task` and says how to convert a checkpoint with the head.
