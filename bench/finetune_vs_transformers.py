@@ -1,12 +1,14 @@
 #!/usr/bin/env python3
-"""Fine-tuning a BERT sequence classifier (or, --task qa, extractive question answering) on the CPU:
-`qkv train` (task text_classification; question_answering) against transformers (PyTorch), the same
-model, the same batches, the same optimizer, in one run — examples (windows) a second and each side's
-peak RSS.
+"""Fine-tuning a BERT sequence classifier (or, --task qa, extractive question answering; --task mlm,
+masked-language-model pre-training continued on a text) on the CPU: `qkv train` (task
+text_classification; question_answering; masked_lm) against transformers (PyTorch), the same model, the
+same batches, the same optimizer, in one run — examples (windows; tokens) a second and each side's peak
+RSS.
 
     pip install torch transformers tokenizers                                # the peer (PyPI)
     python3 bench/finetune_vs_transformers.py [--size base] [--batch 32] [--steps 20] [--threads 2] [--rounds 2]
     python3 bench/finetune_vs_transformers.py --task qa [--batch 12] [--max-length 384] [--doc-stride 128]
+    python3 bench/finetune_vs_transformers.py --task mlm [--batch 8] [--max-length 128]
 
 The model is random (no hub here): a transformers BertForMaskedLM of --size (base: 12 layers, d 768,
 12 heads, FFN 3072, 512 positions, BERT's 30,522 embeddings, ~110 M parameters; small: 4 layers, d 512,
@@ -31,6 +33,14 @@ one of its sentences (JSONL, Hugging Face datasets' squad rows); both sides cut 
 stride, return_overflowing_tokens=True) cuts them (qkv's windows are run_qa.py's: tested), with
 run_qa.py's start and end positions; transformers' step is model(**batch, start_positions=…,
 end_positions=…).loss.backward() and the rest as above; the rate is windows a second.
+--task mlm (run_mlm.py's work): the checkpoint as it is (`qkv convert FOLDER`; BertForMaskedLM); the
+data: --examples Tatoeba sentences, a line each, tokenized with their special tokens and grouped into
+blocks of --max-length tokens (each 1,000 lines' remainder dropped: run_mlm.py's group_texts, qkv's
+blocks: tested); the masks qkv's (15 % of the tokens that are not special: 80 % [MASK], 10 % random,
+10 % kept — the collator's rates), drawn here by qkv's hash so that both sides train on the same
+masked batches; transformers' step is model(input_ids, labels=…).loss.backward() (the MLM head over
+every token, its [B, T, 30522] logits, as BertForMaskedLM computes it; qkv's head reads the ~15 %
+chosen tokens alone) and the rest as above; the rate is tokens (B × T) a second.
 Both: lr 2e-5 constant (no warm-up), betas 0.9 / 0.999, eps 1e-8, weight decay 0.01, dropout 0.1 (the
 config's), f32. The data: --examples English Tatoeba sentences (unique, drawn with a seed), labelled
 "question" where the sentence ends with '?', else "statement" (a TSV, `sentence<TAB>label`), each
@@ -113,6 +123,38 @@ def epoch_order(n, seed, count):
     return out[:count]
 
 
+def mask_block(ids, special, seed, stream, mask_id, vocab):
+    """qkv's masks (include/qkv/train/masked_lm_task.h's mask_tokens): the input ids and the labels."""
+    choose, as_mask, as_random = int(0.15 * 16777216.0), int(0.8 * 16777216.0), int(0.9 * 16777216.0)
+    ids, labels = list(ids), [-100] * len(ids)
+    for t in range(len(ids)):
+        if special[t]:
+            continue
+        counter = ((stream << 32) + t) & MASK64
+        h = bits(seed, counter)
+        if (h >> 40) >= choose:
+            continue
+        labels[t] = ids[t]
+        kind = (h >> 16) & 0xFFFFFF
+        if kind < as_mask:
+            ids[t] = mask_id
+        elif kind < as_random:
+            ids[t] = bits(seed ^ 0x6D61736B6C6D0001, counter) % vocab
+    return ids, labels
+
+
+def mlm_blocks(tok, lines, size):
+    """run_mlm.py's group_texts: each 1,000 lines' tokens end to end, cut into blocks, the remainder dropped."""
+    blocks = []
+    for g in range(0, len(lines), 1000):
+        enc = tok(lines[g:g + 1000], return_special_tokens_mask=True)
+        ids = [i for x in enc["input_ids"] for i in x]
+        sp = [s for x in enc["special_tokens_mask"] for s in x]
+        whole = len(ids) // size * size
+        blocks += [(ids[i:i + size], sp[i:i + size]) for i in range(0, whole, size)]
+    return blocks
+
+
 def build(a):
     """The random MLM checkpoint, qkv's classifier file and the TSV (once per --out and its settings)."""
     stamp = {"size": a.size, "examples": a.examples, "task": a.task}
@@ -138,11 +180,19 @@ def build(a):
     shutil.rmtree(hf, ignore_errors=True)
     model.save_pretrained(hf, safe_serialization=True)
     tok.save_pretrained(hf)
-    head = ["--head", "span"] if a.task == "qa" else ["--head", "sequence", "--labels", ",".join(LABELS)]
+    head = (["--head", "span"] if a.task == "qa" else [] if a.task == "mlm" else
+            ["--head", "sequence", "--labels", ",".join(LABELS)])
     p = subprocess.run([a.qkv, "convert", hf, *head, "-o", os.path.join(a.out, "classifier.safetensors")],
                        capture_output=True, text=True)
     if p.returncode != 0:
         sys.exit(f"qkv convert failed:\n{p.stdout[-2000:]}{p.stderr[-2000:]}")
+    if a.task == "mlm":
+        picked = random.Random(0).sample(everything, a.examples + 64)
+        for name, rows in (("train.txt", picked[:a.examples]), ("val.txt", picked[a.examples:])):
+            with open(os.path.join(a.out, name), "w", encoding="utf-8") as f:
+                f.writelines(line + "\n" for line in rows)
+        json.dump(stamp, open(done, "w"))
+        return
     if a.task == "qa":
         # contexts of 16 sentences; the question another sentence, the answer one of the context's
         rng = random.Random(0)
@@ -182,8 +232,11 @@ def run_qkv(a):
              "max_length": a.max_length, "doc_stride": a.doc_stride} if a.task == "qa" else
             {"train": os.path.join(a.out, "train.tsv"), "val": os.path.join(a.out, "val.tsv"),
              "max_length": a.max_length})
+    if a.task == "mlm":
+        data = {"train": os.path.join(a.out, "train.txt"), "val": os.path.join(a.out, "val.txt"),
+                "max_length": a.max_length}
     config = {
-        "task": "question_answering" if a.task == "qa" else "text_classification",
+        "task": {"qa": "question_answering", "mlm": "masked_lm"}.get(a.task, "text_classification"),
         "init_from": os.path.join(a.out, "classifier.safetensors"),
         "data": data,
         "train": {"max_iters": a.steps, "batch_size": a.batch, "optimizer": "adamw", "learning_rate": LR,
@@ -246,6 +299,8 @@ def run_transformers(a):
     tok = transformers.AutoTokenizer.from_pretrained(hf)
     if a.task == "qa":
         model = transformers.BertForQuestionAnswering.from_pretrained(hf)
+    elif a.task == "mlm":
+        model = transformers.BertForMaskedLM.from_pretrained(hf)
     else:
         model = transformers.BertForSequenceClassification.from_pretrained(
             hf, num_labels=2, id2label=dict(enumerate(LABELS)), label2id={l: i for i, l in enumerate(LABELS)})
@@ -256,18 +311,30 @@ def run_transformers(a):
                             betas=BETAS, eps=EPS)
     if a.task == "qa":
         features, targets = qa_windows(a, tok)
+    elif a.task == "mlm":
+        lines = [line.rstrip("\n") for line in open(os.path.join(a.out, "train.txt"), encoding="utf-8")]
+        blocks = mlm_blocks(tok, lines, a.max_length)
+        vocab = min(len(tok), model.config.vocab_size)
     else:
         texts, labels = read_tsv(os.path.join(a.out, "train.tsv"))
         encoded = tok(texts, truncation=True, max_length=a.max_length)  # once, as qkv encodes its data
         features = [{k: encoded[k][i] for k in encoded} for i in range(len(texts))]
         targets = [{"labels": y} for y in labels]
-    order = epoch_order(len(features), SEED, a.steps * a.batch)  # qkv's batches
+    n = len(blocks) if a.task == "mlm" else len(features)
+    order = epoch_order(n, SEED, a.steps * a.batch)  # qkv's batches
     times, lengths, loss = [], [], []
     for step in range(a.steps):
         rows = order[step * a.batch:(step + 1) * a.batch]
         t0 = time.perf_counter()
-        batch = tok.pad([features[i] for i in rows], return_tensors="pt")
-        y = {k: torch.tensor([targets[i][k] for i in rows]) for k in targets[0]}
+        if a.task == "mlm":  # (block k of the run masks as stream epoch·n + block: qkv's draws)
+            first = step * a.batch
+            masked = [mask_block(*blocks[b], SEED, (first + i) // n * n + b, tok.mask_token_id, vocab)
+                      for i, b in enumerate(rows)]
+            batch = {"input_ids": torch.tensor([x for x, _ in masked])}
+            y = {"labels": torch.tensor([y for _, y in masked])}
+        else:
+            batch = tok.pad([features[i] for i in rows], return_tensors="pt")
+            y = {k: torch.tensor([targets[i][k] for i in rows]) for k in targets[0]}
         out = model(**batch, **y)
         out.loss.backward()
         torch.nn.utils.clip_grad_norm_(model.parameters(), CLIP)
@@ -278,7 +345,8 @@ def run_transformers(a):
         loss.append(out.loss.item())
     rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     timed = range(a.skip, a.steps)
-    return {"rate": statistics.median(a.batch / times[s] for s in timed), "steps": len(timed), "rss_mib": rss,
+    per_step = a.batch * a.max_length if a.task == "mlm" else a.batch  # (mlm: tokens)
+    return {"rate": statistics.median(per_step / times[s] for s in timed), "steps": len(timed), "rss_mib": rss,
             "T": statistics.mean(lengths[s] for s in timed), "loss": [loss[0], loss[-1]],
             "params": sum(p.numel() for p in model.parameters()),
             "versions": f"torch {torch.__version__}, transformers {transformers.__version__}"}
@@ -286,14 +354,18 @@ def run_transformers(a):
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--task", choices=["classify", "qa"], default="classify",
-                    help="a sequence classifier, or extractive question answering (run_qa.py's)")
+    ap.add_argument("--task", choices=["classify", "qa", "mlm"], default="classify",
+                    help="a sequence classifier, extractive question answering (run_qa.py's), or masked-language-model "
+                         "training (run_mlm.py's)")
     ap.add_argument("--size", choices=list(SIZES), default="base")
-    ap.add_argument("--batch", type=int, help="examples (windows) a step (B; default 32, qa 12: run_qa.py's)")
+    ap.add_argument("--batch", type=int, help="examples (windows, blocks) a step (B; default 32, qa 12: run_qa.py's, "
+                                              "mlm 8)")
     ap.add_argument("--steps", type=int, default=20, help="training steps a run")
     ap.add_argument("--skip", type=int, default=3, help="first steps left out of the rate (warm-up)")
-    ap.add_argument("--examples", type=int, help="labelled sentences (qa: contexts) to train on (4000; qa 500)")
-    ap.add_argument("--max-length", type=int, help="tokens an example (window) is cut to (default 64, qa 384)")
+    ap.add_argument("--examples", type=int, help="labelled sentences (qa: contexts; mlm: lines) to train on (4000; "
+                                                 "qa 500; mlm 20000)")
+    ap.add_argument("--max-length", type=int, help="tokens an example (window, block) is cut to (default 64, qa 384, "
+                                                   "mlm 128)")
     ap.add_argument("--doc-stride", type=int, default=128, help="qa: tokens a window reaches into the one before")
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--rounds", type=int, default=2)
@@ -304,12 +376,12 @@ def main():
     ap.add_argument("--one", choices=["qkv", "transformers"], help=argparse.SUPPRESS)  # a child process
     ap.add_argument("--build-only", action="store_true", help=argparse.SUPPRESS)  # the folder, in a child
     a = ap.parse_args()
-    qa = a.task == "qa"
-    a.batch = a.batch or (12 if qa else 32)
-    a.max_length = a.max_length or (384 if qa else 64)
+    qa, mlm = a.task == "qa", a.task == "mlm"
+    a.batch = a.batch or (12 if qa else 8 if mlm else 32)
+    a.max_length = a.max_length or (384 if qa else 128 if mlm else 64)
     if not a.examples:
-        a.examples = 500 if qa else 4000
-    a.out = a.out or f"/tmp/qkv-finetune-bench-{a.size}{'-qa' if qa else ''}"
+        a.examples = 500 if qa else 20000 if mlm else 4000
+    a.out = a.out or f"/tmp/qkv-finetune-bench-{a.size}{'' if a.task == 'classify' else '-' + a.task}"
     if a.steps <= a.skip:
         ap.error(f"--steps {a.steps} leaves no step after the --skip {a.skip} warm-up steps")
     if a.one:
@@ -348,10 +420,12 @@ def main():
     print(f"\n{hf['versions']}; {a.threads} threads; {a.steps} steps a run, the first {a.skip} left out; "
           f"medians of {a.rounds} rounds")
     what = (f"question answering; {a.examples} contexts of 16 Tatoeba sentences, windows of {a.max_length} tokens "
-            f"{a.doc_stride} apart" if qa else f"2 labels; {a.examples} Tatoeba sentences, max_length {a.max_length}")
+            f"{a.doc_stride} apart" if qa else
+            f"masked LM; {a.examples} Tatoeba sentences grouped into blocks of {a.max_length} tokens" if mlm else
+            f"2 labels; {a.examples} Tatoeba sentences, max_length {a.max_length}")
     print(f"model: BERT {a.size} ({layers} layers, d {hidden}, {heads} heads, FFN {ffn}; "
           f"{hf['params'] / 1e6:.1f} M parameters), {what}\n")
-    unit = "windows" if qa else "examples"
+    unit = "windows" if qa else "tokens" if mlm else "examples"
     print(f"| model | B | T | qkv {unit}/s | transformers {unit}/s | qkv / transformers | qkv peak RSS | "
           "transformers peak RSS |")
     print("|---|---|---|---|---|---|---|---|")

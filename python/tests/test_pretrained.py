@@ -368,3 +368,32 @@ def test_a_new_span_head_fine_tuned_from_python(tmp_path):
     assert got["answer"] == "edward"
     with pytest.raises(qkv.Error, match="takes no labels"):
         qkv.convert(os.path.join(GOLDEN, "bert-uncased"), str(tmp_path / "x.safetensors"), head="span", labels=["a"])
+
+
+def test_masked_lm_pretraining_continued_from_python(tmp_path):
+    # qkv.train of a "masked_lm" config (run_mlm.py's work) on a converted BertForMaskedLM: the masked
+    # tokens' accuracy rises, and the written model fills a mask with what the text taught it.
+    model = str(tmp_path / "bert.safetensors")
+    qkv.convert(os.path.join(GOLDEN, "bert-uncased"), model)
+    sentences = ["romeo loves juliet and juliet loves romeo", "the king of rome is old",
+                 "sweet night is the lord of love", "my lord the king is dead"]
+    with open(tmp_path / "text.jsonl", "w", encoding="utf-8") as f:
+        for i in range(400):
+            f.write(json.dumps({"text": sentences[(i * 3) % len(sentences)]}) + "\n")
+    cfg = {"task": "masked_lm", "init_from": model, "model": {"dropout": 0.0},
+           "data": {"train": str(tmp_path / "text.jsonl"), "max_length": 16, "line_by_line": True},
+           "train": {"max_iters": 400, "batch_size": 16, "learning_rate": 3e-3, "min_lr": 3e-4, "warmup_iters": 5,
+                     "lr_decay_iters": 400, "eval_interval": 400, "log_interval": 100, "checkpoint_interval": 0,
+                     "weight_decay": 0.01}}
+    rows = []
+    qkv.train(cfg, out_dir=str(tmp_path / "run"), callback=rows.append)
+    evals = [r for r in rows if "val_accuracy" in r]
+    assert evals[0]["val_accuracy"] < 0.25 and evals[-1]["val_accuracy"] >= 0.6, evals
+    assert evals[-1]["val_perplexity"] < 5, evals
+    tuned = qkv.load(str(tmp_path / "run" / "model.safetensors"))
+    assert tuned.fill_mask("the king of [MASK] is old", top_k=1)[0]["sequence"] == "the king of rome is old"
+    # a classifier on the pre-trained encoder, as from_pretrained(run_mlm.py's output, num_labels=2)
+    cls = str(tmp_path / "cls.safetensors")
+    qkv.convert(str(tmp_path / "run" / "model.safetensors"), cls, head="sequence", labels=["old", "young"])
+    got = qkv.load(cls).text_classification("the king is old", top_k=None)
+    assert sorted(r["label"] for r in got) == ["old", "young"]

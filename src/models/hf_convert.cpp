@@ -431,8 +431,87 @@ bool new_head_parameter(const std::string& name) {
 
 }  // namespace
 
+namespace {
+
+// A new head on a qkv model file's encoder (convert_hf with a file): the model its converted_from's
+// architecture and config make with the head, the file's tensors where they fit, the head drawn.
+nlohmann::json new_head_on_model_file(const std::string& file, const std::string& out, const HfConvertOptions& options,
+                                      HfHeadReport* report) {
+  const nlohmann::json meta = load_model_metadata(file);
+  QKV_CHECK(!options.head.empty(), "convert: '", file,
+            "' is a qkv model file: it takes a new head (--head sequence|token|span) and nothing else (qkv convert "
+            "reads Hugging Face folders)");
+  const nlohmann::json none;
+  const nlohmann::json& from = meta.contains("converted_from") ? meta["converted_from"] : none;
+  QKV_CHECK(from.is_object() && from.contains("architecture") && from["architecture"].is_string() &&
+                from.contains("config") && from["config"].is_object(),
+            "convert: '", file,
+            "' does not say which Hugging Face checkpoint it came from (no converted_from in its metadata): a new "
+            "head goes on an encoder qkv convert made, or a run trained from one");
+  HfFolder f;
+  f.dir = file, f.config = from["config"], f.architecture = from["architecture"].get<std::string>();
+  nlohmann::json hf_config;
+  const HfArchitecture& arch = hf_architecture(new_head_architecture(f, options, hf_config));
+  nlohmann::json config;
+  try {
+    config = arch.config(hf_config);
+  } catch (const Error& e) {
+    throw Error(detail::concat("convert: '", file, "' (its converted_from config, ", arch.name, "): ", e.what()));
+  }
+  Generator gen(options.seed);
+  const std::unique_ptr<Model> model = model_type(arch.model_type).build(config, &gen);
+  QKV_CHECK(meta.value("model_type", "") == arch.model_type, "convert: '", file, "' holds a \"",
+            meta.value("model_type", ""), "\" model, not the \"", arch.model_type, "\" its converted_from (",
+            f.architecture, ") makes");
+  const ModelFile src = load_model_file(file);
+  HfHeadReport head_report;
+  head_report.architecture = arch.name;
+  std::set<std::string> used;
+  const double range = hf_config.value("initializer_range", 0.02);
+  std::map<std::string, Tensor> params;  // (by name: the new head drawn in the order a folder's conversion draws it)
+  for (auto& [name, p] : model->module().named_parameters()) params.emplace(name, p.detach());
+  for (auto& [name, t] : params) {
+    const auto it = src.params.find(name);
+    if (it != src.params.end() && it->second.shape() == t.shape()) {
+      t.copy_(it->second);
+      used.insert(name);
+      continue;
+    }
+    // drawn as transformers' _init_weights draws a new head: N(0, initializer_range), biases 0, norms as built
+    QKV_CHECK(new_head_parameter(name), "convert: '", file, "' has no tensor ", name, " of ", arch.name,
+              it == src.params.end() ? "" : " of its shape", " (a file of another model?)");
+    if (name.find("norm") == std::string::npos) {
+      if (t.dim() >= 2)
+        nn::init::normal_(t, gen, 0.f, static_cast<float>(range));
+      else
+        nn::init::zeros_(t);
+    }
+    head_report.initialized.push_back(name);
+  }
+  for (const auto& [name, t] : src.params)
+    if (!used.count(name)) head_report.unused.push_back(name);  // the old head's (checked: the body is all used)
+  nlohmann::json out_meta = metadata(*model, meta["tokenizer"]);
+  out_meta["converted_from"] = from;
+  out_meta["converted_from"]["architecture"] = arch.name;
+  out_meta["converted_from"]["new_head"] = {{"checkpoint_architecture", f.architecture},
+                                            {"model_file", file},
+                                            {"initialized", head_report.initialized},
+                                            {"unused", head_report.unused.size()}};
+  if (meta.contains("init_from")) out_meta["init_from"] = meta["init_from"];
+  {
+    io::StatusLine writing("convert: writing " + out);
+    save_model_file(out, model->module(), out_meta, options.store);
+  }
+  if (report) *report = std::move(head_report);
+  return out_meta;
+}
+
+}  // namespace
+
 nlohmann::json convert_hf(const std::string& dir, const std::string& out, const HfConvertOptions& options,
                           HfHeadReport* report) {
+  struct stat st{};
+  if (::stat(dir.c_str(), &st) == 0 && S_ISREG(st.st_mode)) return new_head_on_model_file(dir, out, options, report);
   const HfFolder f = open_hf_folder(dir);
   const bool new_head = !options.head.empty();
   nlohmann::json hf_config = f.config;

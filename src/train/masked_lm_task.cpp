@@ -253,8 +253,8 @@ MaskedLMTask::MaskedLMTask(const json& config, const std::string& base_dir, bool
     train_ = mlm_blocks(train, tok, d.max_length, d.line_by_line);
     val_ = mlm_blocks(val, tok, d.max_length, d.line_by_line);
   }
-  auto none = [&](const char* which, const TokenBlocks& b) {
-    return detail::concat(kMlmTask, ": the ", which, " text makes no block",
+  auto none = [&](const char* which, const std::string& path, const TokenBlocks& b) {
+    return detail::concat(kMlmTask, ": the ", which, " text of '", path, "' makes no block",
                           d.line_by_line ? " (every line is blank)"
                                          : detail::concat(" of data.max_length ", d.max_length,
                                                           " tokens (each 1,000 lines' tokens are cut into blocks, "
@@ -262,8 +262,8 @@ MaskedLMTask::MaskedLMTask(const json& config, const std::string& base_dir, bool
                                                           "data.line_by_line)"),
                           " — ", b.tokens(), " tokens kept");
   };
-  QKV_CHECK(train_.size() >= 1, none("training", train_));
-  QKV_CHECK(val_.size() >= 1, none("validation", val_));
+  QKV_CHECK(train_.size() >= 1, none("training", d.train, train_));
+  QKV_CHECK(val_.size() >= 1, none("validation", d.val.empty() ? d.train : d.val, val_));
   order_ = io::EpochOrder(train_.size(), cfg_.seed);
   check_encoder_batch_fits(kMlmTask, *model_, pre.file.model, pre.parameters, cfg_.batch_size, d.max_length);
 }

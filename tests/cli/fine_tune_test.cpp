@@ -213,5 +213,50 @@ TEST(CliFineTune, ConvertWithASpanHeadThenTrainAndAnswer) {
   EXPECT_NE(r.out.find("edward"), std::string::npos) << r.out;
 }
 
+// Masked-language-model pre-training continued from the shell: a converted BertForMaskedLM trained on a
+// text (the first 5 % of its lines held out), then its file fills a mask.
+TEST(CliFineTune, ContinueMaskedLMPretrainingThenFillMask) {
+  testing::TempDir dir("cli-fine-tune-mlm");
+  auto r = testing::run_shell(kCli + " convert " + (kHfGolden / "bert-uncased").string() + " -o " +
+                              (dir.path / "bert.safetensors").string());
+  ASSERT_EQ(r.code, 0) << r.out;
+  const std::vector<std::string> sentences = {"romeo loves juliet and juliet loves romeo", "the king of rome is old",
+                                              "sweet night is the lord of love", "my lord the king is dead"};
+  std::ofstream text(dir.path / "text.txt");
+  for (size_t i = 0; i < 400; ++i) text << sentences[(i * 3) % sentences.size()] << "\n";
+  text.close();
+  const nlohmann::json cfg = {
+      {"task", "masked_lm"},
+      {"init_from", "bert.safetensors"},
+      {"data", {{"train", "text.txt"}, {"max_length", 16}, {"line_by_line", true}}},
+      {"model", {{"dropout", 0.0}}},
+      {"train",
+       {{"max_iters", 400},
+        {"batch_size", 16},
+        {"learning_rate", 3e-3},
+        {"warmup_iters", 5},
+        {"lr_decay_iters", 400},
+        {"min_lr", 3e-4},
+        {"eval_interval", 400},
+        {"log_interval", 100},
+        {"checkpoint_interval", 0},
+        {"weight_decay", 0.01}}}};
+  std::ofstream(dir.path / "mlm.json") << cfg.dump(2);
+  const std::string out = (dir.path / "run").string();
+  r = testing::run_shell(kCli + " train " + (dir.path / "mlm.json").string() + " -o " + out + " -q");
+  ASSERT_EQ(r.code, 0) << r.out;
+  EXPECT_NE(r.out.find("380 train / 20 val blocks"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("val_perplexity"), std::string::npos) << r.out;
+  r = testing::run_shell(kCli + " fill-mask " + out + "/model.safetensors \"the king of [MASK] is old\" -k 1");
+  ASSERT_EQ(r.code, 0) << r.out;
+  EXPECT_NE(r.out.find("the king of rome is old"), std::string::npos) << r.out;
+  // and a classifier goes on the pre-trained encoder, as from_pretrained(run_mlm.py's output, num_labels=2)
+  r = testing::run_shell(kCli + " convert " + out + "/model.safetensors --head sequence --labels old,young -o " +
+                         (dir.path / "cls.safetensors").string());
+  ASSERT_EQ(r.code, 0) << r.out;
+  EXPECT_NE(r.out.find("-> " + (dir.path / "cls.safetensors").string() + " as bert"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("left out: 5 tensors of the checkpoint's own head"), std::string::npos) << r.out;
+}
+
 }  // namespace
 }  // namespace qkv

@@ -1724,6 +1724,72 @@ def add_question_answering_cases(m):
                   names=[key, key.split(".")[-1], str(v)], gone=[os.path.join(out, "model.safetensors")])
 
 
+def add_masked_lm_cases(m):
+    """Masked-language-model training continued on a text: the masked_lm task's text and JSONL files that
+    lie — not JSON, the wrong column, nesting, special files, invalid UTF-8, one huge line — and the data
+    keys at their limits, each refused naming the file and line or the key."""
+    golden = os.path.join(REPO, "tests", "golden", "hf", "bert-uncased")
+    model = m.path("mlm/bert.safetensors")
+    r = subprocess.run([m.qkv, "convert", golden, "-o", model], capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stderr
+    good = "romeo loves juliet and juliet loves romeo\nthe king of rome is old\nmy lord the king is dead\n" * 4
+    fifo = m.path("mlm/a-fifo.txt")
+    if not os.path.exists(fifo):
+        os.mkfifo(fifo)
+    files = {
+        "not-json.jsonl": '{"text": "a b c"}\n{oops\n',
+        "array-line.jsonl": '{"text": "a b c"}\n[1, 2]\n',
+        "number-text.jsonl": '{"text": "a b c"}\n{"text": 5}\n',
+        "other-column.jsonl": '{"sentence": "a b c"}\n',
+        "deep.jsonl": '{"text": ' + "[" * 100000 + "]" * 100000 + "}\n",
+        "empty.txt": "",
+        "blank-lines.txt": "\n \n\t\n",
+        "no-block.txt": "a\n",
+        "data.csv": "text\na b c\n",
+        "invalid-utf8.txt": good.encode() + b"the \xfe king \xff\xfe is old\n",
+        "nul-bytes.txt": good + "the king\x00 is old\n",
+        "huge-line.txt": "the king is old " * 200000 + "\n",
+    }
+    valid = {"invalid-utf8.txt", "nul-bytes.txt", "huge-line.txt"}  # read (U+FFFD), cut into blocks, trained on
+    val = m.write("mlm/data/val.txt", good)
+    paths = {name: m.write(f"mlm/data/{name}", data) for name, data in files.items()}
+    paths.update({"fifo": fifo, "dev-zero": "/dev/zero", "directory": m.path("mlm/data/x")[:-2],
+                  "missing": m.path("mlm/no/such.txt")})
+    cfg = {"task": "masked_lm", "init_from": model, "data": {"max_length": 8},
+           "train": {"max_iters": 2, "batch_size": 2, "eval_interval": 0, "log_interval": 1, "checkpoint_interval": 0}}
+    for name, path in paths.items():
+        c = json.loads(json.dumps(cfg))
+        c["data"]["train"] = path
+        c["data"]["val"] = val if name in valid or name == "fifo" else path
+        if name == "blank-lines.txt":
+            c["data"]["line_by_line"] = True
+        f = m.write(f"mlm/configs/{name}.json", json.dumps(c))
+        out = m.out("mlm")
+        m.add(f"mlm/data/{name}", ["{qkv}", "train", f, "-o", out, "-q", "--threads", "1"],
+              expect="any" if name in valid else "fail", names=[path, os.path.basename(path), "data.train"],
+              gone=[] if name in valid else [os.path.join(out, "model.safetensors")],
+              kinds={fifo: "fifo"} if name == "fifo" else {})
+    # the keys of the data section at their limits
+    base = dict(cfg, data={"train": val, "val": val, "max_length": 8})
+    keys = {"data.max_length": {"-1": -1, "2^40": 2 ** 40, "41": 41, "1": 1, "string": "x"},
+            "data.mlm_probability": {"0": 0, "1": 1, "-0.1": -0.1, "nan": "nan"},
+            "data.mask_replace_prob": {"1.5": 1.5, "-1": -1},
+            "data.random_replace_prob": {"0.9": 0.9},
+            "data.line_by_line": {"string": "yes"},
+            "data.text": {"number": 5},
+            "data.val_fraction": {"1": 1, "-0.5": -0.5},
+            "data.whole_word_mask": {"true": True},
+            "init_from": {"classifier": m.path("textcls/bert-head.safetensors"), "empty": "",
+                          "qa": m.path("qa/bert-span.safetensors")}}
+    f = m.write("mlm/configs/base.json", json.dumps(base))
+    for key, vals in keys.items():
+        for label, v in vals.items():
+            out = m.out("mlm")
+            m.add(f"mlm/set/{key}={label}", ["{qkv}", "train", f, "-o", out, "-q", "--threads", "1", "--set",
+                                             f"{key}={json.dumps(v)}"],
+                  names=[key, key.split(".")[-1], str(v)], gone=[os.path.join(out, "model.safetensors")])
+
+
 def make_cases(tmp, qkv, want_python=True):
     m = Maker(tmp, qkv)
     os.makedirs(os.path.join(tmp, "out"), exist_ok=True)
@@ -1737,6 +1803,7 @@ def make_cases(tmp, qkv, want_python=True):
     add_pretrained_cases(m)
     add_text_classification_cases(m)
     add_question_answering_cases(m)
+    add_masked_lm_cases(m)
     add_plot_cases(m)
     add_bench_tokenizer_cases(m)
     if want_python:

@@ -19,6 +19,7 @@
 #include "qkv/io/file.h"
 #include "qkv/models/hf_convert.h"
 #include "qkv/models/load.h"
+#include "qkv/models/model_file.h"
 #include "qkv/train/masked_lm_task.h"
 #include "testing.h"
 
@@ -221,6 +222,48 @@ TEST(MaskedLM, ATinyBertLearnsToFillTheMask) {
   const auto guesses = decode::fill_mask(*tuned.model, *tuned.tokenizer.hf(), "the king of [MASK] is old");
   ASSERT_EQ(guesses.size(), 1u);
   EXPECT_EQ(guesses[0][0].sequence, "the king of rome is old");
+}
+
+// A new head on a qkv encoder file (a masked_lm run's output) is the one its Hugging Face checkpoint
+// gets: the same architecture, the encoder's weights, the head drawn from the same seed — bit for bit.
+TEST(MaskedLM, ANewHeadOnAnEncoderFileIsItsCheckpointsOwn) {
+  TempDir d("mlm-new-head");
+  for (const char* folder : {"bert-uncased", "distilbert-mlm", "deberta-mlm", "modernbert-mlm"}) {
+    SCOPED_TRACE(folder);
+    const std::string dir = (kGolden / "hf" / folder).string(), mlm = (d.path / "mlm.safetensors").string();
+    models::convert_hf(dir, mlm);
+    for (const char* head : {"sequence", "token", "span"}) {
+      SCOPED_TRACE(head);
+      models::HfConvertOptions o;
+      o.head = head, o.seed = 7;
+      if (std::string(head) != "span") o.labels = {"neg", "pos", "mixed"};
+      models::HfHeadReport from_folder, from_file;
+      const std::string a = (d.path / "a.safetensors").string(), b = (d.path / "b.safetensors").string();
+      models::convert_hf(dir, a, o, &from_folder);
+      const json meta = models::convert_hf(mlm, b, o, &from_file);
+      EXPECT_EQ(from_file.architecture, from_folder.architecture);
+      EXPECT_EQ(from_file.initialized, from_folder.initialized);
+      EXPECT_FALSE(from_file.unused.empty());  // (the MLM head's)
+      EXPECT_EQ(meta["converted_from"]["new_head"]["model_file"], mlm);
+      const models::ModelFile fa = models::load_model_file(a), fb = models::load_model_file(b);
+      EXPECT_EQ(fa.meta["model"], fb.meta["model"]);
+      ASSERT_EQ(fa.params.size(), fb.params.size());
+      for (const auto& [name, t] : fa.params) {
+        ASSERT_TRUE(fb.params.count(name)) << name;
+        EXPECT_EQ(t.to_vector(), fb.params.at(name).to_vector()) << name;
+      }
+    }
+  }
+  // a file is given a head and nothing else; a decoder's file takes none
+  const std::string bert = (d.path / "mlm.safetensors").string();
+  EXPECT_NE(error_of([&] { models::convert_hf(bert, (d.path / "x.safetensors").string()); }).find("takes a new head"),
+            std::string::npos);
+  const std::string gpt = (d.path / "gpt2.safetensors").string();
+  models::convert_hf((kGolden / "hf" / "gpt2").string(), gpt);
+  models::HfConvertOptions o;
+  o.head = "sequence", o.labels = {"a", "b"};
+  EXPECT_NE(error_of([&] { models::convert_hf(gpt, (d.path / "x.safetensors").string(), o); }).find("only an encoder"),
+            std::string::npos);
 }
 
 TEST(MaskedLM, RefusesHostileDataAndConfigsByName) {

@@ -19,7 +19,9 @@ void add_convert(CLI::App& app) {
     uint64_t seed = 0;
   };
   auto a = std::make_shared<Args>();
-  sub->add_option("dir", a->dir, "the model folder, as save_pretrained or huggingface-cli download leave it")
+  sub->add_option("dir", a->dir,
+                  "the model folder, as save_pretrained or huggingface-cli download leave it; or, with --head, a qkv "
+                  "model file of an encoder (a converted one, or a masked_lm run's model.safetensors)")
       ->required();
   sub->add_option("--from", a->from, "the folder's format (hf: Hugging Face transformers)")
       ->check(CLI::IsMember({"hf"}))
@@ -46,7 +48,9 @@ void add_convert(CLI::App& app) {
   sub->footer("Architectures: " + archs +
               ".\nExample (the folder downloaded on a machine that reaches the hub):\n"
               "  huggingface-cli download gpt2 --local-dir gpt2\n"
-              "  qkv convert --from hf gpt2 -o gpt2.safetensors && qkv generate -m gpt2.safetensors \"Hello\"");
+              "  qkv convert --from hf gpt2 -o gpt2.safetensors && qkv generate -m gpt2.safetensors \"Hello\"\n"
+              "A classifier on an encoder pre-trained further by qkv train (\"task\": \"masked_lm\"):\n"
+              "  qkv convert out/mlm/best.safetensors --head sequence --labels negative,positive -o cls.safetensors");
   register_runner(sub, [a] {
     models::HfConvertOptions o;
     o.store = a->dtype, o.head = a->head, o.problem_type = a->problem_type, o.seed = a->seed;

@@ -109,6 +109,14 @@ struct HfHeadReport {
 // Converts the folder to a qkv model file at `out` (written atomically) with its tokenizer inside,
 // and returns the file's metadata. The model is built with the registry and loaded tensor by tensor
 // (the checkpoint's tensors are never all held at once), then saved.
+//
+// `dir` may instead be a qkv model file of an encoder that qkv convert made, or a run trained from one
+// (a masked_lm run's model.safetensors: continued pre-training, then a classifier): with options.head it
+// gets a new head as its Hugging Face checkpoint would (the architecture and config.json its
+// "converted_from" metadata keeps), the encoder's weights its own — what from_pretrained(run_mlm.py's
+// output, num_labels=…) does. The file's other heads' tensors (the MLM head's transform.*,
+// transform_norm.*, decoder_bias; an old classifier of other labels) are left out and reported; a
+// file with no converted_from, of another kind, or without options.head: a qkv::Error naming it.
 nlohmann::json convert_hf(const std::string& dir, const std::string& out, const HfConvertOptions& options = {},
                           HfHeadReport* report = nullptr);
 
