@@ -57,7 +57,8 @@ TEST(TaskRegistry, EveryTaskOnceWithItsRateUnit) {
   std::vector<std::string> names;
   for (const TaskType& t : task_types()) names.push_back(t.name);
   EXPECT_EQ(names, (std::vector<std::string>{"lm", "translation", "image_classification", "captioning",
-                                             "text_classification", "token_classification", "question_answering"}));
+                                             "text_classification", "token_classification", "question_answering",
+                                             "masked_lm"}));
   EXPECT_STREQ(rate_unit(json{{"task", "lm"}}), "tokens");
   EXPECT_STREQ(rate_unit(json{{"task", "translation"}}), "tokens");
   EXPECT_STREQ(rate_unit(json{{"task", "image_classification"}}), "images");
@@ -65,15 +66,16 @@ TEST(TaskRegistry, EveryTaskOnceWithItsRateUnit) {
   EXPECT_STREQ(rate_unit(json{{"task", "text_classification"}}), "examples");
   EXPECT_STREQ(rate_unit(json{{"task", "token_classification"}}), "examples");
   EXPECT_STREQ(rate_unit(json{{"task", "question_answering"}}), "windows");
+  EXPECT_STREQ(rate_unit(json{{"task", "masked_lm"}}), "tokens");
   EXPECT_STREQ(rate_unit(json::object()), "tokens");
-  EXPECT_EQ(&task_type("question_answering", "c.json"), &task_types().back());
+  EXPECT_EQ(&task_type("masked_lm", "c.json"), &task_types().back());
 }
 
 TEST(TaskRegistry, AnUnknownTaskNamesTheConfigAndTheKnownOnes) {
   const std::string e = testing::error_of([] { task_type("summarization", "configs/x.json"); });
   EXPECT_NE(e.find("config 'configs/x.json': unknown \"task\" \"summarization\" (expected \"lm\", \"translation\", "
-                   "\"image_classification\", \"captioning\", \"text_classification\", \"token_classification\" or "
-                   "\"question_answering\")"),
+                   "\"image_classification\", \"captioning\", \"text_classification\", \"token_classification\", "
+                   "\"question_answering\" or \"masked_lm\")"),
             std::string::npos)
       << e;
 }
