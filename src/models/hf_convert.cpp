@@ -510,7 +510,7 @@ nlohmann::json new_head_on_model_file(const std::string& file, const std::string
 
 nlohmann::json convert_hf(const std::string& dir, const std::string& out, const HfConvertOptions& options,
                           HfHeadReport* report) {
-  struct stat st{};
+  struct stat st {};
   if (::stat(dir.c_str(), &st) == 0 && S_ISREG(st.st_mode)) return new_head_on_model_file(dir, out, options, report);
   const HfFolder f = open_hf_folder(dir);
   const bool new_head = !options.head.empty();

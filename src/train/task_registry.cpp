@@ -99,8 +99,7 @@ const std::vector<TaskType>& task_types() {
           "masked_lm",
           "an encoder's masked-language-model pre-training (BERT, RoBERTa, DeBERTa, ModernBERT, …) continued on a "
           "text",
-          "tokens",
-          [](const TaskArgs& a) { return std::make_unique<MaskedLMTask>(a.config, a.base_dir, a.verbose); },
+          "tokens", [](const TaskArgs& a) { return std::make_unique<MaskedLMTask>(a.config, a.base_dir, a.verbose); },
           [](const MaskedLMTask& t) {
             return detail::concat(t.train_blocks().size(), " train / ", t.val_blocks().size(), " val blocks (",
                                   t.train_blocks().tokens(), " / ", t.val_blocks().tokens(), " tokens)");

@@ -225,22 +225,21 @@ TEST(CliFineTune, ContinueMaskedLMPretrainingThenFillMask) {
   std::ofstream text(dir.path / "text.txt");
   for (size_t i = 0; i < 400; ++i) text << sentences[(i * 3) % sentences.size()] << "\n";
   text.close();
-  const nlohmann::json cfg = {
-      {"task", "masked_lm"},
-      {"init_from", "bert.safetensors"},
-      {"data", {{"train", "text.txt"}, {"max_length", 16}, {"line_by_line", true}}},
-      {"model", {{"dropout", 0.0}}},
-      {"train",
-       {{"max_iters", 400},
-        {"batch_size", 16},
-        {"learning_rate", 3e-3},
-        {"warmup_iters", 5},
-        {"lr_decay_iters", 400},
-        {"min_lr", 3e-4},
-        {"eval_interval", 400},
-        {"log_interval", 100},
-        {"checkpoint_interval", 0},
-        {"weight_decay", 0.01}}}};
+  const nlohmann::json cfg = {{"task", "masked_lm"},
+                              {"init_from", "bert.safetensors"},
+                              {"data", {{"train", "text.txt"}, {"max_length", 16}, {"line_by_line", true}}},
+                              {"model", {{"dropout", 0.0}}},
+                              {"train",
+                               {{"max_iters", 400},
+                                {"batch_size", 16},
+                                {"learning_rate", 3e-3},
+                                {"warmup_iters", 5},
+                                {"lr_decay_iters", 400},
+                                {"min_lr", 3e-4},
+                                {"eval_interval", 400},
+                                {"log_interval", 100},
+                                {"checkpoint_interval", 0},
+                                {"weight_decay", 0.01}}}};
   std::ofstream(dir.path / "mlm.json") << cfg.dump(2);
   const std::string out = (dir.path / "run").string();
   r = testing::run_shell(kCli + " train " + (dir.path / "mlm.json").string() + " -o " + out + " -q");

@@ -56,9 +56,9 @@ TEST(TrainState, ADamagedStateIsAnErrorNamingTheFile) {
 TEST(TaskRegistry, EveryTaskOnceWithItsRateUnit) {
   std::vector<std::string> names;
   for (const TaskType& t : task_types()) names.push_back(t.name);
-  EXPECT_EQ(names, (std::vector<std::string>{"lm", "translation", "image_classification", "captioning",
-                                             "text_classification", "token_classification", "question_answering",
-                                             "masked_lm"}));
+  EXPECT_EQ(names,
+            (std::vector<std::string>{"lm", "translation", "image_classification", "captioning", "text_classification",
+                                      "token_classification", "question_answering", "masked_lm"}));
   EXPECT_STREQ(rate_unit(json{{"task", "lm"}}), "tokens");
   EXPECT_STREQ(rate_unit(json{{"task", "translation"}}), "tokens");
   EXPECT_STREQ(rate_unit(json{{"task", "image_classification"}}), "images");
