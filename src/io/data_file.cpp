@@ -5,6 +5,7 @@
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
+#include <filesystem>
 #include <memory>
 
 #include "qkv/core/error.h"
@@ -31,6 +32,12 @@ std::string read_data_file(const std::string& path, const std::string& what) {
   QKV_CHECK(!std::ferror(f.get()), what, ": cannot read '", path, "': ", std::strerror(errno));
   out.resize(n);
   return out;
+}
+
+std::string config_path(const std::string& path, const std::string& base_dir) {
+  std::filesystem::path p = path;
+  if (p.is_relative() && !base_dir.empty()) p = std::filesystem::path(base_dir) / p;
+  return p.string();
 }
 
 std::vector<std::pair<size_t, std::string_view>> numbered_lines(std::string_view text, bool keep_blank) {

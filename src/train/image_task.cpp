@@ -9,6 +9,7 @@
 #include "qkv/core/checked.h"
 #include "qkv/core/error.h"
 #include "qkv/eval/classification.h"
+#include "qkv/io/data_file.h"
 #include "qkv/io/progress.h"
 #include "qkv/io/sample.h"
 #include "qkv/models/model_file.h"
@@ -56,11 +57,7 @@ const io::Fields<ImageTaskConfig>& ImageTaskConfig::fields() {
 }
 
 ImageData load_image_data(const ImageDataConfig& d, const std::string& base_dir) {
-  auto resolve = [&](const std::string& p) {
-    fs::path path = p;
-    if (path.is_relative() && !base_dir.empty()) path = fs::path(base_dir) / path;
-    return path.string();
-  };
+  auto resolve = [&](const std::string& p) { return io::config_path(p, base_dir); };
   ImageData r;
   if (d.dataset == "fashion-mnist") {
     r.train = vision::load_fashion_mnist(resolve(d.path), "train");

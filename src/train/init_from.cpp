@@ -6,6 +6,7 @@
 
 #include "qkv/core/checked.h"
 #include "qkv/core/error.h"
+#include "qkv/io/data_file.h"
 #include "qkv/models/model_file.h"
 #include "qkv/models/registry.h"
 #include "qkv/nn/init.h"
@@ -43,9 +44,7 @@ Pretrained load_pretrained(const std::string& path, const std::string& base_dir,
                            const json& model_section, const std::string& task) {
   Pretrained p;
   p.task = task;
-  fs::path resolved = path;
-  if (resolved.is_relative() && !base_dir.empty()) resolved = fs::path(base_dir) / resolved;
-  p.path = resolved.string();
+  p.path = io::config_path(path, base_dir);
   const std::string where = detail::concat(task, ": init_from '", p.path, "'");
   // The metadata alone (format, version, model type, hyper-parameters: checked); the tensors are read
   // by load_into, into the model built from it.
@@ -144,6 +143,12 @@ PretrainedEncoder load_pretrained_encoder(const std::string& path, const std::st
   }
   pre.load_into(out.model->module());
   return out;
+}
+
+json fine_tuned_metadata(const models::Model& model, const json& tokenizer, const json& carried) {
+  json meta = models::metadata(model, tokenizer);
+  for (const auto& [key, value] : carried.items()) meta[key] = value;
+  return meta;
 }
 
 void check_encoder_batch_fits(const std::string& task, const models::MaskedLanguageModel& model, const json& config,

@@ -246,9 +246,8 @@ std::vector<std::pair<std::string, double>> LMTask::evaluate(int64_t) {
 }
 
 json LMTask::model_metadata() const {
-  json meta = models::metadata(*model_, tokenizer_meta_.is_null() ? tok_.to_json() : tokenizer_meta_);
-  for (const auto& [key, value] : carried_.items()) meta[key] = value;  // init_from's "generation", …
-  return meta;
+  // (init_from's "generation", …)
+  return fine_tuned_metadata(*model_, tokenizer_meta_.is_null() ? tok_.to_json() : tokenizer_meta_, carried_);
 }
 
 }  // namespace qkv::train

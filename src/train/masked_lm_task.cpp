@@ -44,17 +44,7 @@ const io::Fields<MaskedLMDataConfig>& MaskedLMDataConfig::fields() {
 }
 
 const io::Fields<MaskedLMTaskConfig>& MaskedLMTaskConfig::fields() {
-  using F = io::Fields<MaskedLMTaskConfig>;
-  using C = MaskedLMTaskConfig;
-  static const F f("masked_lm task", {
-                                         F::text("task", &C::task),
-                                         F::text("description", &C::description),
-                                         F::text("_comment", &C::description),
-                                         F::text("init_from", &C::init_from),
-                                         F::section("data", &C::data),
-                                         F::any("model", &C::model),
-                                         F::section("train", &C::train),
-                                     });
+  static const auto f = fine_tuning_config_fields<MaskedLMTaskConfig>("masked_lm task");
   return f;
 }
 
@@ -228,11 +218,7 @@ MaskedLMTask::MaskedLMTask(const json& config, const std::string& base_dir, bool
   if (d.max_length == 0) d.max_length = std::min<int64_t>({tok.model_max_length().value_or(1024), 1024, positions});
   QKV_CHECK(d.max_length <= positions, kMlmTask, ": data.max_length ", d.max_length, " is more than the model's ",
             positions, " positions");
-  auto resolve = [&](const std::string& p) {
-    fs::path path = p;
-    if (path.is_relative() && !base_dir.empty()) path = fs::path(base_dir) / path;
-    return path.string();
-  };
+  auto resolve = [&](const std::string& p) { return io::config_path(p, base_dir); };
   {
     const io::ProgressBar::MutedScope muted(!verbose);
     const std::string train_path = resolve(d.train);
@@ -391,9 +377,7 @@ std::vector<std::pair<std::string, double>> MaskedLMTask::evaluate(int64_t) {
 }
 
 json MaskedLMTask::model_metadata() const {
-  json meta = models::metadata(*model_, tokenizer_meta_);
-  for (const auto& [key, value] : carried_.items()) meta[key] = value;  // "converted_from", "init_from"
-  return meta;
+  return fine_tuned_metadata(*model_, tokenizer_meta_, carried_);  // ("converted_from", "init_from")
 }
 
 }  // namespace qkv::train

@@ -48,17 +48,7 @@ const io::Fields<QuestionAnsweringDataConfig>& QuestionAnsweringDataConfig::fiel
 }
 
 const io::Fields<QuestionAnsweringTaskConfig>& QuestionAnsweringTaskConfig::fields() {
-  using F = io::Fields<QuestionAnsweringTaskConfig>;
-  using C = QuestionAnsweringTaskConfig;
-  static const F f("question answering task", {
-                                                  F::text("task", &C::task),
-                                                  F::text("description", &C::description),
-                                                  F::text("_comment", &C::description),
-                                                  F::text("init_from", &C::init_from),
-                                                  F::section("data", &C::data),
-                                                  F::any("model", &C::model),
-                                                  F::section("train", &C::train),
-                                              });
+  static const auto f = fine_tuning_config_fields<QuestionAnsweringTaskConfig>("question answering task");
   return f;
 }
 
@@ -247,11 +237,7 @@ QuestionAnsweringTask::QuestionAnsweringTask(const json& config, const std::stri
             " is more than the model's ", model_->max_positions(), " positions");
   QKV_CHECK(d.doc_stride < d.max_length, kQaTask, ": data.doc_stride ", d.doc_stride,
             " must be less than data.max_length ", d.max_length);
-  auto resolve = [&](const std::string& p) {
-    fs::path path = p;
-    if (path.is_relative() && !base_dir.empty()) path = fs::path(base_dir) / path;
-    return path.string();
-  };
+  auto resolve = [&](const std::string& p) { return io::config_path(p, base_dir); };
   {
     const io::ProgressBar::MutedScope muted(!verbose);
     const std::string train_path = resolve(d.train);
@@ -417,9 +403,7 @@ std::vector<std::pair<std::string, double>> QuestionAnsweringTask::evaluate(int6
 }
 
 json QuestionAnsweringTask::model_metadata() const {
-  json meta = models::metadata(*model_, tokenizer_meta_);
-  for (const auto& [key, value] : carried_.items()) meta[key] = value;  // "converted_from", "init_from"
-  return meta;
+  return fine_tuned_metadata(*model_, tokenizer_meta_, carried_);  // ("converted_from", "init_from")
 }
 
 }  // namespace qkv::train

@@ -50,17 +50,7 @@ const io::Fields<TextClassificationDataConfig>& TextClassificationDataConfig::fi
 }
 
 const io::Fields<TextClassificationTaskConfig>& TextClassificationTaskConfig::fields() {
-  using F = io::Fields<TextClassificationTaskConfig>;
-  using C = TextClassificationTaskConfig;
-  static const F f("text classification task", {
-                                                   F::text("task", &C::task),
-                                                   F::text("description", &C::description),
-                                                   F::text("_comment", &C::description),
-                                                   F::text("init_from", &C::init_from),
-                                                   F::section("data", &C::data),
-                                                   F::any("model", &C::model),
-                                                   F::section("train", &C::train),
-                                               });
+  static const auto f = fine_tuning_config_fields<TextClassificationTaskConfig>("text classification task");
   return f;
 }
 
@@ -408,11 +398,7 @@ TextClassificationTask::TextClassificationTask(const json& config, const std::st
   QKV_CHECK(d.max_length == 0 || d.max_length >= 4, name, ": data.max_length ", d.max_length,
             " leaves no room for a text beside the special tokens");
   const int64_t max_length = d.max_length > 0 ? d.max_length : longest;
-  auto resolve = [&](const std::string& p) {
-    fs::path path = p;
-    if (path.is_relative() && !base_dir.empty()) path = fs::path(base_dir) / path;
-    return path.string();
-  };
+  auto resolve = [&](const std::string& p) { return io::config_path(p, base_dir); };
   {
     const io::ProgressBar::MutedScope muted(!verbose);
     const std::string train_path = resolve(d.train);
@@ -592,9 +578,7 @@ std::vector<std::pair<std::string, double>> TextClassificationTask::evaluate(int
 }
 
 json TextClassificationTask::model_metadata() const {
-  json meta = models::metadata(*model_, tokenizer_meta_);
-  for (const auto& [key, value] : carried_.items()) meta[key] = value;  // "converted_from", "init_from"
-  return meta;
+  return fine_tuned_metadata(*model_, tokenizer_meta_, carried_);  // ("converted_from", "init_from")
 }
 
 }  // namespace qkv::train

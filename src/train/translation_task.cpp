@@ -10,6 +10,7 @@
 #include "qkv/core/checked.h"
 #include "qkv/core/error.h"
 #include "qkv/decode/translator.h"
+#include "qkv/io/data_file.h"
 #include "qkv/io/file.h"
 #include "qkv/io/json.h"
 #include "qkv/io/progress.h"
@@ -86,11 +87,7 @@ const io::Fields<TranslationEvalConfig>& TranslationEvalConfig::fields() {
 
 namespace {
 
-std::string resolve(const std::string& p, const std::string& base) {
-  fs::path path = p;
-  if (path.is_relative() && !base.empty()) path = fs::path(base) / path;
-  return path.string();
-}
+std::string resolve(const std::string& p, const std::string& base) { return io::config_path(p, base); }
 
 // {"tsv": PATH, "src_col": 0, "tgt_col": 1} or {"src": PATH, "tgt": PATH}
 std::vector<text::SentencePair> read_pairs(const PairFiles& spec, const std::string& base, const char* what) {
@@ -366,9 +363,7 @@ std::vector<std::pair<std::string, double>> TranslationTask::evaluate(int64_t) {
 }
 
 json TranslationTask::model_metadata() const {
-  json meta = models::metadata(*model_, sp_->to_json());
-  for (const auto& [key, value] : carried_.items()) meta[key] = value;  // init_from's "converted_from", …
-  return meta;
+  return fine_tuned_metadata(*model_, sp_->to_json(), carried_);  // (init_from's "converted_from", …)
 }
 
 }  // namespace qkv::train

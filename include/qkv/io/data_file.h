@@ -16,6 +16,10 @@ namespace qkv::io {
 //   "<what> '/dev/zero' is not a regular file", "<what> 'big.txt' holds 40.0 GiB, more than …".
 std::string read_data_file(const std::string& path, const std::string& what);
 
+// A path a config gives: as it is when absolute (or base_dir is ""), else under base_dir (the config
+// file's folder, where its relative paths start).
+std::string config_path(const std::string& path, const std::string& base_dir);
+
 // The lines of `text` (a data file's, read whole), each with its number from 1 for messages, without
 // "\r\n" / "\n"; blank lines (spaces and tabs only) left out unless `keep_blank` (CoNLL's sentence
 // breaks). The views point into `text`.

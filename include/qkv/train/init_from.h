@@ -20,6 +20,7 @@
 #include <nlohmann/json.hpp>
 
 #include "qkv/core/rng.h"
+#include "qkv/io/config.h"
 #include "qkv/models/model.h"
 #include "qkv/nn/encoder_heads.h"
 #include "qkv/text/lm_tokenizer.h"
@@ -63,6 +64,29 @@ struct PretrainedEncoder {
 PretrainedEncoder load_pretrained_encoder(const std::string& path, const std::string& base_dir,
                                           const nlohmann::json& model_section, const std::string& task,
                                           nn::BertClassifier head, Generator& gen);
+
+// The metadata of a model file a fine-tuning run writes: the model's (models::metadata, with `tokenizer`),
+// and what the file it started from carries (Pretrained::carried: "converted_from", "generation",
+// "init_from").
+nlohmann::json fine_tuned_metadata(const models::Model& model, const nlohmann::json& tokenizer,
+                                   const nlohmann::json& carried);
+
+// The fields of a fine-tuning task's config C — {"task", "description" (or "_comment"), "init_from",
+// "data", "model" (only its dropout rates may differ from the file's), "train"} — for the tasks whose
+// configs are those alone (text and token classification, question answering, masked LM).
+template <class C>
+io::Fields<C> fine_tuning_config_fields(const char* name) {
+  using F = io::Fields<C>;
+  return F(name, {
+                     F::text("task", &C::task),
+                     F::text("description", &C::description),
+                     F::text("_comment", &C::description),
+                     F::text("init_from", &C::init_from),
+                     F::section("data", &C::data),
+                     F::any("model", &C::model),
+                     F::section("train", &C::train),
+                 });
+}
 
 // Refuses a run whose micro-batch cannot fit beside the encoder (check_batch_fits): batch_size examples
 // of up to max_length tokens × hidden_size floats for each of a layer's ~16 saved tensors (attention's
