@@ -255,27 +255,32 @@ MaskedLMTask::MaskedLMTask(const json& config, const std::string& base_dir, bool
 }
 
 MaskedLMTask::Masked MaskedLMTask::batch_of(const TokenBlocks& set, const std::vector<int64_t>& rows,
-                                            const std::vector<uint64_t>& streams, uint64_t seed) const {
-  // the blocks masked, each an encoding (ids alone) for the padding
-  std::vector<text::HfEncoding> encs(rows.size());
-  std::vector<std::vector<int32_t>> targets(rows.size());
-  for (size_t r = 0; r < rows.size(); ++r) {
-    const auto from = static_cast<size_t>(set.begin[static_cast<size_t>(rows[r])]);
-    const auto n = static_cast<size_t>(set.length(rows[r]));
-    encs[r].ids.assign(set.ids.begin() + static_cast<std::ptrdiff_t>(from),
-                       set.ids.begin() + static_cast<std::ptrdiff_t>(from + n));
-    targets[r] = mask_tokens(encs[r].ids, set.special.data() + from, seed, streams[r], data_, mask_id_, vocab_);
-  }
-  std::vector<size_t> order(rows.size());
-  for (size_t r = 0; r < rows.size(); ++r) order[r] = r;
+                                            const std::vector<uint64_t>& streams, uint64_t seed, int64_t T) const {
+  // the blocks masked and padded to T (at least the longest): ids, attention_mask [B, T]
+  const auto B = static_cast<int64_t>(rows.size());
+  for (const int64_t r : rows) T = std::max(T, set.length(r));
   Masked m;
-  m.batch = decode::batching::pad(encs, order, 0, order.size(), pad_id_);
-  for (size_t r = 0; r < rows.size(); ++r)
-    for (size_t t = 0; t < targets[r].size(); ++t)
-      if (targets[r][t] >= 0) {
-        m.at.push_back(static_cast<int64_t>(r) * m.batch.T + static_cast<int64_t>(t));
-        m.target.push_back(targets[r][t]);
+  decode::batching::Batch& b = m.batch;
+  b.T = T;
+  std::vector<int32_t> ids(static_cast<size_t>(B * T), pad_id_), mask(ids.size(), 0), block;
+  for (int64_t r = 0; r < B; ++r) {
+    const auto from = static_cast<size_t>(set.begin[static_cast<size_t>(rows[static_cast<size_t>(r)])]);
+    const int64_t n = set.length(rows[static_cast<size_t>(r)]);
+    block.assign(set.ids.begin() + static_cast<std::ptrdiff_t>(from),
+                 set.ids.begin() + static_cast<std::ptrdiff_t>(from) + n);
+    const std::vector<int32_t> target =
+        mask_tokens(block, set.special.data() + from, seed, streams[static_cast<size_t>(r)], data_, mask_id_, vocab_);
+    std::copy(block.begin(), block.end(), ids.begin() + r * T);
+    std::fill_n(mask.begin() + r * T, n, 1);
+    b.lengths.push_back(n);
+    for (int64_t t = 0; t < n; ++t)
+      if (target[static_cast<size_t>(t)] >= 0) {
+        m.at.push_back(r * T + t);
+        m.target.push_back(target[static_cast<size_t>(t)]);
       }
+  }
+  b.ids = Tensor::from_ints(ids, {B, T});
+  b.mask = Tensor::from_ints(mask, {B, T});
   return m;
 }
 
@@ -335,7 +340,12 @@ StepStats MaskedLMTask::train_micro_step(int64_t step, int64_t micro, int64_t ac
   }
   // the step's chosen tokens, every micro-batch and process (the loss is their mean)
   if (step != counted_step_) counted_step_ = step, step_chosen_ = chosen_in(step_first, accum * batch);
-  const Masked m = batch_of(train_, index, streams, cfg_.seed);
+  // padded to the micro-batch's longest block, whichever rows this process holds (its dropout draws are
+  // then its rows' share of one process's)
+  int64_t T = 0;
+  for (int64_t i = 0; i < batch; ++i)
+    T = std::max(T, train_.length(order_.at(step_first + static_cast<uint64_t>(micro * batch + i))));
+  const Masked m = batch_of(train_, index, streams, cfg_.seed, T);
   const Tensor sum = loss_sum(m);
   const auto chosen = static_cast<int64_t>(m.at.size());
   // backward of sum / N_step: the micro-batch's mean, its share chosen / N_step of the step (× accum,
@@ -361,7 +371,7 @@ std::vector<std::pair<std::string, double>> MaskedLMTask::evaluate(int64_t) {
     std::vector<uint64_t> streams;
     for (int64_t i = from; i < std::min(val_.size(), from + B); ++i)
       rows.push_back(i), streams.push_back(static_cast<uint64_t>(i));
-    const Masked m = batch_of(val_, rows, streams, cfg_.seed ^ kValMaskSalt);
+    const Masked m = batch_of(val_, rows, streams, cfg_.seed ^ kValMaskSalt, 0);
     bar.update(static_cast<int64_t>(rows.size()));
     if (m.at.empty()) continue;
     int64_t right = 0;

@@ -17,6 +17,7 @@
 #include <nlohmann/json.hpp>
 
 #include "qkv/io/file.h"
+#include "qkv/models/hf_convert.h"
 #include "qkv/models/model_file.h"
 #include "testing.h"
 
@@ -164,6 +165,50 @@ TEST_F(MpiTrain, TranslationOnTwoAndThreeProcessesIsOneProcessRun) {
     const Shell r = shell(train_cmd(np, args("np" + std::to_string(np))));
     ASSERT_EQ(r.code, 0) << r.out;
     expect_same_run(d.path / "one", d.path / ("np" + std::to_string(np)), 1e-5, 1e-5);
+  }
+}
+
+TEST_F(MpiTrain, MaskedLMOnTwoAndThreeProcessesIsOneProcessRun) {
+  // a tiny BERT's masked-LM training, dropout on and two micro-batches a step, grouped blocks and
+  // padded lines: each rank masks its blocks as one process does, pads to the micro-batch's longest
+  // and weighs its loss by its share of the step's chosen tokens
+  TempDir d("mpi-mlm");
+  const std::string model = (d.path / "bert.safetensors").string();
+  models::convert_hf(std::string(QKV_GOLDEN_DIR) + "/hf/bert-uncased", model);
+  {
+    std::ofstream text(d.path / "text.txt");
+    const std::vector<std::string> words = {"romeo", "loves", "juliet", "the", "king", "of", "rome", "is", "old"};
+    for (size_t i = 0; i < 300; ++i) {
+      for (size_t k = 0; k < 2 + i % 9; ++k) text << (k ? " " : "") << words[(i * 5 + k * 7) % words.size()];
+      text << "\n";
+    }
+  }
+  for (const bool lines : {false, true}) {
+    SCOPED_TRACE(lines ? "line_by_line" : "grouped");
+    const nlohmann::json c = {
+        {"task", "masked_lm"},
+        {"init_from", model},
+        {"data", {{"train", (d.path / "text.txt").string()}, {"max_length", 12}, {"line_by_line", lines}}},
+        {"model", {{"dropout", 0.1}}},
+        {"train",
+         {{"max_iters", 6},
+          {"batch_size", 12},
+          {"gradient_accumulation_steps", 2},
+          {"learning_rate", 1e-3},
+          {"eval_interval", 0},
+          {"log_interval", 1},
+          {"checkpoint_interval", 0}}}};
+    const fs::path cfg = d.path / (lines ? "lines.json" : "grouped.json");
+    io::write_file_atomic(cfg.string(), c.dump());
+    const std::string tag = lines ? "lines-" : "grouped-";
+    auto args = [&](const std::string& name) { return cfg.string() + " -o " + (d.path / (tag + name)).string(); };
+    const Shell one = shell(train_cmd(0, args("one")));
+    ASSERT_EQ(one.code, 0) << one.out;
+    for (int np : {2, 3}) {
+      const Shell r = shell(train_cmd(np, args("np" + std::to_string(np))));
+      ASSERT_EQ(r.code, 0) << r.out;
+      expect_same_run(d.path / (tag + "one"), d.path / (tag + "np" + std::to_string(np)), 1e-5, 1e-5);
+    }
   }
 }
 

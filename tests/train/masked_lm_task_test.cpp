@@ -126,6 +126,38 @@ TEST(MaskedLM, BlocksAndOneStepAreRunMlmsAndAdamW) {
   }
 }
 
+// The loss is the mean over the step's chosen tokens, whatever its micro-batches (the Trainer's
+// num_items_in_batch): one step of N blocks equals two micro-batches of N / 2 — padded line by line,
+// each micro-batch choosing its own count of tokens.
+TEST(MaskedLM, TwoMicroBatchesAreOneBatch) {
+  const FixedThreads fixed;
+  const json golden = json::parse(io::read_file((kGolden / "hf_mlm.json").string()));
+  TempDir d("mlm-accumulation");
+  const std::string model = (d.path / "model.safetensors").string();
+  models::convert_hf((kGolden / "hf" / "roberta-mlm").string(), model);
+  write_lines(d.path / "step.txt", golden["step_lines"]);
+  json cfg = {{"task", "masked_lm"},
+              {"init_from", model},
+              {"data",
+               {{"train", (d.path / "step.txt").string()},
+                {"val", (d.path / "step.txt").string()},
+                {"max_length", 12},
+                {"line_by_line", true}}},
+              {"model", testing::dropout_off(model)},
+              {"train", testing::exact_train_section(1, 16)}};
+  run(cfg, d.path / "one");
+  cfg["train"]["batch_size"] = 8, cfg["train"]["gradient_accumulation_steps"] = 2;
+  run(cfg, d.path / "two");
+  const std::vector<json> one = testing::metrics_rows(d.path / "one"), two = testing::metrics_rows(d.path / "two");
+  ASSERT_EQ(one.size(), two.size());
+  for (size_t i = 0; i < one.size(); ++i)
+    for (const char* key : {"loss", "grad_norm", "val_loss", "val_accuracy"})
+      if (one[i].contains(key)) {
+        const double a = one[i][key], b = two[i][key];
+        EXPECT_NEAR(b, a, 1e-5 * std::abs(a)) << key << " row " << i;
+      }
+}
+
 // DataCollatorForLanguageModeling's rates: 15 % of the tokens that are not special chosen, of them 80 %
 // the mask token, 10 % a random one, 10 % kept; the same stream draws the same, another stream not.
 TEST(MaskedLM, MasksAreTheCollatorsRates) {

@@ -115,9 +115,10 @@ class MaskedLMTask : public TrainingTask {
 
  private:
   struct Masked;  // a batch's inputs and targets (masked_lm_task.cpp)
-  // Blocks `rows` of `set` padded into one batch and masked, block rows[r] drawing as stream streams[r].
+  // Blocks `rows` of `set` masked, block rows[r] drawing as stream streams[r], and padded into one batch of
+  // T tokens (at least the longest block's).
   Masked batch_of(const TokenBlocks& set, const std::vector<int64_t>& rows, const std::vector<uint64_t>& streams,
-                  uint64_t seed) const;
+                  uint64_t seed, int64_t T) const;
   // The chosen tokens' summed cross-entropy (a scalar), and where `correct` is given, how many of them
   // the head's argmax gets right.
   Tensor loss_sum(const Masked& b, int64_t* correct = nullptr) const;
