@@ -39,6 +39,7 @@ const io::Fields<MaskedLMDataConfig>& MaskedLMDataConfig::fields() {
                        F::number("mlm_probability", &C::mlm_probability, 0, 1, /*hi_open=*/true),
                        F::number("mask_replace_prob", &C::mask_replace_prob, 0, 1),
                        F::number("random_replace_prob", &C::random_replace_prob, 0, 1),
+                       F::boolean("whole_word_mask", &C::whole_word_mask),
                    });
   return f;
 }
@@ -93,52 +94,57 @@ TokenBlocks mlm_blocks(const std::vector<std::string>& texts, const text::HfToke
   QKV_CHECK(max_length >= 2, kMlmTask, ": data.max_length ", max_length, " must be at least 2");
   TokenBlocks out;
   io::ProgressBar bar("tokenize", static_cast<int64_t>(texts.size()), 0, /*delay_seconds=*/2);
-  // a text's ids and special flags (the post-processor's [CLS] / [SEP]: sequence id −1; a special token
-  // written in the text is a token of it, as transformers' special_tokens_mask counts it)
-  auto encode = [&](const std::string& t, std::vector<int32_t>& ids, std::vector<uint8_t>& special) {
+  // a text's ids and flags: special (the post-processor's [CLS] / [SEP]: sequence id −1; a special token
+  // written in the text is a token of it, as transformers' special_tokens_mask counts it), and whether it
+  // continues the word before it (it starts where that one ended: the collator's whole-word rule)
+  auto encode = [&](const std::string& t, std::vector<int32_t>& ids, std::vector<uint8_t>& flags) {
     text::HfEncoding e = tok.encode_with_offsets(t, /*add_special_tokens=*/true);
     ids = std::move(e.ids);
-    special.resize(ids.size());
-    for (size_t k = 0; k < ids.size(); ++k) special[k] = e.sequence_ids[k] < 0 ? 1 : 0;
+    flags.assign(ids.size(), 0);
+    for (size_t k = 0; k < ids.size(); ++k) {
+      if (e.sequence_ids[k] < 0)
+        flags[k] = TokenBlocks::kSpecial;
+      else if (k > 0 && !(flags[k - 1] & TokenBlocks::kSpecial) && e.offsets[k].first == e.offsets[k - 1].second)
+        flags[k] = TokenBlocks::kContinuesWord;
+    }
   };
   std::vector<int32_t> ids;
-  std::vector<uint8_t> special;
+  std::vector<uint8_t> flags;
   if (line_by_line) {
     for (const std::string& t : texts) {
       bar.update();
       if (blank(t)) continue;
-      encode(t, ids, special);
+      encode(t, ids, flags);
       // truncation=True: the text's last tokens go, its special tokens stay
       for (auto excess = static_cast<int64_t>(ids.size()) - max_length; excess > 0;) {
         size_t k = ids.size();
-        while (k > 0 && special[k - 1]) --k;
+        while (k > 0 && (flags[k - 1] & TokenBlocks::kSpecial)) --k;
         QKV_CHECK(k > 0, kMlmTask, ": data.max_length ", max_length, " leaves no room for a text beside the ",
                   ids.size(), " special tokens");
         ids.erase(ids.begin() + static_cast<std::ptrdiff_t>(k - 1));
-        special.erase(special.begin() + static_cast<std::ptrdiff_t>(k - 1));
+        flags.erase(flags.begin() + static_cast<std::ptrdiff_t>(k - 1));
         --excess;
       }
       out.ids.insert(out.ids.end(), ids.begin(), ids.end());
-      out.special.insert(out.special.end(), special.begin(), special.end());
+      out.flags.insert(out.flags.end(), flags.begin(), flags.end());
       out.begin.push_back(out.tokens());
     }
     return out;
   }
   // grouped: each kGroupedTexts texts' tokens end to end, cut into blocks of max_length, the rest dropped
   std::vector<int32_t> group_ids;
-  std::vector<uint8_t> group_special;
+  std::vector<uint8_t> group_flags;
   for (size_t from = 0; from < texts.size(); from += kGroupedTexts) {
-    group_ids.clear(), group_special.clear();
+    group_ids.clear(), group_flags.clear();
     for (size_t i = from; i < std::min(texts.size(), from + kGroupedTexts); ++i) {
-      encode(texts[i], ids, special);
+      encode(texts[i], ids, flags);
       group_ids.insert(group_ids.end(), ids.begin(), ids.end());
-      group_special.insert(group_special.end(), special.begin(), special.end());
+      group_flags.insert(group_flags.end(), flags.begin(), flags.end());
       bar.update();
     }
     const size_t whole = group_ids.size() / static_cast<size_t>(max_length) * static_cast<size_t>(max_length);
     out.ids.insert(out.ids.end(), group_ids.begin(), group_ids.begin() + static_cast<std::ptrdiff_t>(whole));
-    out.special.insert(out.special.end(), group_special.begin(),
-                       group_special.begin() + static_cast<std::ptrdiff_t>(whole));
+    out.flags.insert(out.flags.end(), group_flags.begin(), group_flags.begin() + static_cast<std::ptrdiff_t>(whole));
     for (size_t b = 0; b < whole / static_cast<size_t>(max_length); ++b)
       out.begin.push_back(out.begin.back() + max_length);
   }
@@ -154,22 +160,40 @@ constexpr uint64_t kValMaskSalt = 0x6D61736B6C6D0002ull;  // the validation bloc
 
 }  // namespace
 
-// Token t of block stream s: h = bits(seed, s·2³² + t); chosen where h's bits 40–63 < ⌊p·2²⁴⌋; then the
-// mask token where bits 16–39 < ⌊mask_replace_prob·2²⁴⌋, a random one (bits(seed ^ salt, same) mod
-// vocab) where they are < ⌊(mask_replace_prob + random_replace_prob)·2²⁴⌋, else the token itself.
-std::vector<int32_t> mask_tokens(std::vector<int32_t>& ids, const uint8_t* special, uint64_t seed, uint64_t stream,
+// Token t of block stream s draws h = bits(seed, s·2³² + t): chosen where h's bits 40–63 < ⌊p·2²⁴⌋ —
+// a token that is not special, or with whole_word_mask a word's first token, and then the word's others.
+std::vector<uint8_t> choose_tokens(const uint8_t* flags, size_t n, uint64_t seed, uint64_t stream,
+                                   const MaskedLMDataConfig& d) {
+  const uint64_t choose = threshold(d.mlm_probability);
+  std::vector<uint8_t> chosen(n, 0);
+  for (size_t t = 0; t < n; ++t) {
+    if (flags[t] & TokenBlocks::kSpecial) continue;
+    if (d.whole_word_mask && t > 0 && (flags[t] & TokenBlocks::kContinuesWord) &&
+        !(flags[t - 1] & TokenBlocks::kSpecial)) {
+      chosen[t] = chosen[t - 1];  // (the word's first token drew for it)
+      continue;
+    }
+    chosen[t] = (Generator::bits(seed, (stream << 32) + t) >> 40) < choose;
+  }
+  return chosen;
+}
+
+// A chosen token then becomes the mask token where h's bits 16–39 < ⌊mask_replace_prob·2²⁴⌋, a random one
+// (bits(seed ^ salt, same) mod vocab) where they are < ⌊(mask_replace_prob + random_replace_prob)·2²⁴⌋,
+// else stays; with whole_word_mask, always the mask token.
+std::vector<int32_t> mask_tokens(std::vector<int32_t>& ids, const uint8_t* flags, uint64_t seed, uint64_t stream,
                                  const MaskedLMDataConfig& d, int32_t mask_id, int64_t vocab) {
-  const uint64_t choose = threshold(d.mlm_probability), as_mask = threshold(d.mask_replace_prob),
+  const bool all_masked = d.whole_word_mask;
+  const uint64_t as_mask = threshold(d.mask_replace_prob),
                  as_random = threshold(std::min(1.0, d.mask_replace_prob + d.random_replace_prob));
+  const std::vector<uint8_t> chosen = choose_tokens(flags, ids.size(), seed, stream, d);
   std::vector<int32_t> target(ids.size(), -100);
   for (size_t t = 0; t < ids.size(); ++t) {
-    if (special[t]) continue;
-    const uint64_t counter = (stream << 32) + t;
-    const uint64_t h = Generator::bits(seed, counter);
-    if ((h >> 40) >= choose) continue;
+    if (!chosen[t]) continue;
     target[t] = ids[t];
-    const uint64_t kind = (h >> 16) & 0xFFFFFF;
-    if (kind < as_mask)
+    const uint64_t counter = (stream << 32) + t;
+    const uint64_t kind = all_masked ? 0 : (Generator::bits(seed, counter) >> 16) & 0xFFFFFF;
+    if (kind < as_mask || all_masked)
       ids[t] = mask_id;
     else if (kind < as_random)
       ids[t] = static_cast<int32_t>(Generator::bits(seed ^ kRandomTokenSalt, counter) % static_cast<uint64_t>(vocab));
@@ -213,6 +237,11 @@ MaskedLMTask::MaskedLMTask(const json& config, const std::string& base_dir, bool
   QKV_CHECK(d.mlm_probability > 0, kMlmTask, ": data.mlm_probability must be > 0 (no token would be masked)");
   QKV_CHECK(d.mask_replace_prob + d.random_replace_prob <= 1 + 1e-12, kMlmTask, ": data.mask_replace_prob ",
             d.mask_replace_prob, " + data.random_replace_prob ", d.random_replace_prob, " is more than 1");
+  QKV_CHECK(!d.whole_word_mask || (d.mask_replace_prob == MaskedLMDataConfig{}.mask_replace_prob &&
+                                   d.random_replace_prob == MaskedLMDataConfig{}.random_replace_prob),
+            kMlmTask, ": data.whole_word_mask masks every token of a chosen word with the mask token "
+            "(transformers sets mask_replace_prob to 1 there): data.mask_replace_prob and data.random_replace_prob "
+            "do not apply — leave them out");
   // run_mlm.py's max_seq_length: the tokenizer's model_max_length, at most 1,024, where none is given
   const int64_t positions = model_->max_positions();
   if (d.max_length == 0) d.max_length = std::min<int64_t>({tok.model_max_length().value_or(1024), 1024, positions});
@@ -269,7 +298,7 @@ MaskedLMTask::Masked MaskedLMTask::batch_of(const TokenBlocks& set, const std::v
     block.assign(set.ids.begin() + static_cast<std::ptrdiff_t>(from),
                  set.ids.begin() + static_cast<std::ptrdiff_t>(from) + n);
     const std::vector<int32_t> target =
-        mask_tokens(block, set.special.data() + from, seed, streams[static_cast<size_t>(r)], data_, mask_id_, vocab_);
+        mask_tokens(block, set.flags.data() + from, seed, streams[static_cast<size_t>(r)], data_, mask_id_, vocab_);
     std::copy(block.begin(), block.end(), ids.begin() + r * T);
     std::fill_n(mask.begin() + r * T, n, 1);
     b.lengths.push_back(n);
@@ -309,17 +338,14 @@ Tensor MaskedLMTask::loss_sum(const Masked& m, int64_t* correct) const {
 }
 
 int64_t MaskedLMTask::chosen_in(uint64_t first, int64_t count) {
-  // the draws' first bits alone (mask_tokens' choice)
-  const uint64_t choose = threshold(data_.mlm_probability);
   const auto n = static_cast<uint64_t>(train_.size());
   int64_t chosen = 0;
   for (uint64_t s = first; s < first + static_cast<uint64_t>(count); ++s) {
     const int64_t block = order_.at(s);
-    const uint64_t stream = s / n * n + static_cast<uint64_t>(block);
     const auto from = static_cast<size_t>(train_.begin[static_cast<size_t>(block)]);
-    for (int64_t t = 0; t < train_.length(block); ++t)
-      chosen += !train_.special[from + static_cast<size_t>(t)] &&
-                (Generator::bits(cfg_.seed, (stream << 32) + static_cast<uint64_t>(t)) >> 40) < choose;
+    for (const uint8_t c : choose_tokens(train_.flags.data() + from, static_cast<size_t>(train_.length(block)),
+                                         cfg_.seed, s / n * n + static_cast<uint64_t>(block), data_))
+      chosen += c;
   }
   return chosen;
 }

@@ -18,6 +18,11 @@ sharing the hash: token t of block stream s, h = bits(seed, s·2³² + t); chose
 id (bits(seed ^ RANDOM_SALT, same) mod vocab) where < ⌊0.9·2²⁴⌋, else kept. The first epoch's
 training block i is stream i under the run's seed; validation block i is stream i under seed ^ VAL_SALT.
 
+Whole-word masking (the collator's whole_word_mask=True): a block's words are transformers' own
+(DataCollatorForLanguageModeling._calc_word_ids_and_prob_mask over the tokenizer's offsets: a token
+starting where the one before it ended continues its word); a word's first token draws as a token does
+above, and a chosen word's tokens all become the mask token (transformers sets mask_replace_prob to 1).
+
 Step: every training block of STEP_LINES in one batch (padded to the longest, line_by_line), labels
 the chosen tokens' ids and −100 elsewhere: model(**batch, labels=labels).loss (the mean over the
 chosen tokens); the gradients' L2 norm; one AdamW step (lr 1e-3, betas 0.9 / 0.999, eps 1e-8, weight
@@ -28,6 +33,7 @@ their own masks) before and after it: val_loss (the mean over their chosen token
 import json
 import os
 
+import numpy as np
 import torch
 import transformers
 
@@ -70,6 +76,20 @@ def bits(seed, counter):
     return z ^ (z >> 31)
 
 
+def mask_words(ids, special, offsets, seed, stream, mask_id):
+    word_ids, not_first = transformers.DataCollatorForLanguageModeling._calc_word_ids_and_prob_mask(
+        np.array([offsets]), np.array([special]))
+    word_ids, first = word_ids[0], ~not_first[0]
+    choose = int(MLM_P * 16777216.0)
+    chosen = {word_ids[t] for t in range(len(ids))
+              if first[t] and (bits(seed, ((stream << 32) + t) & M64) >> 40) < choose}
+    ids, labels = list(ids), [-100] * len(ids)
+    for t in range(len(ids)):
+        if word_ids[t] != -1 and word_ids[t] in chosen:
+            labels[t], ids[t] = ids[t], mask_id
+    return ids, labels
+
+
 def mask_block(ids, special, seed, stream, mask_id, vocab):
     choose, as_mask, as_random = int(MLM_P * 16777216.0), int(MASK_P * 16777216.0), int(
         min(1.0, MASK_P + RANDOM_P) * 16777216.0)
@@ -97,14 +117,18 @@ def split(lines):
     return lines[n_val:], lines[:n_val]
 
 
-def grouped(tok, lines, size):
+def grouped(tok, lines, size, offsets=False):
     blocks = []
     for g in range(0, len(lines), 1000):  # datasets' map(batched=True): 1,000 lines a batch
-        enc = tok(lines[g:g + 1000], return_special_tokens_mask=True)
+        enc = tok(lines[g:g + 1000], return_special_tokens_mask=True, return_offsets_mapping=offsets)
         ids = [i for x in enc["input_ids"] for i in x]
         sp = [s for x in enc["special_tokens_mask"] for s in x]
         total = len(ids) // size * size
-        blocks += [(ids[i:i + size], sp[i:i + size]) for i in range(0, total, size)]
+        if offsets:
+            off = [tuple(o) for x in enc["offset_mapping"] for o in x]
+            blocks += [(ids[i:i + size], sp[i:i + size], off[i:i + size]) for i in range(0, total, size)]
+        else:
+            blocks += [(ids[i:i + size], sp[i:i + size]) for i in range(0, total, size)]
     return blocks
 
 
@@ -131,10 +155,11 @@ def summary(blocks):
 # ---- one step ----------------------------------------------------------------------------------
 
 def batch_of(tok, blocks, seed, mask_id, vocab):
-    T = max(len(i) for i, _ in blocks)
+    T = max(len(b[0]) for b in blocks)
     ids, labels, att = [], [], []
-    for b, (i, s) in enumerate(blocks):
-        x, y = mask_block(i, s, seed, b, mask_id, vocab)
+    for b, block in enumerate(blocks):
+        x, y = (mask_words(*block, seed, b, mask_id) if len(block) == 3 else
+                mask_block(*block, seed, b, mask_id, vocab))
         pad = T - len(x)
         ids.append(x + [tok.pad_token_id] * pad)
         labels.append(y + [-100] * pad)
@@ -156,8 +181,8 @@ def step(name, folder, mode):
     m = transformers.AutoModelForMaskedLM.from_pretrained(path).float()
     m.eval()
     vocab = min(len(tok), m.config.vocab_size)
-    blocks = grouped(tok, STEP_LINES, MAX_LENGTH) if mode == "grouped" else line_by_line(tok, STEP_LINES,
-                                                                                          MAX_LENGTH_LBL)
+    blocks = (grouped(tok, STEP_LINES, MAX_LENGTH, offsets=mode == "whole_word") if mode != "line_by_line" else
+              line_by_line(tok, STEP_LINES, MAX_LENGTH_LBL))
     train_in, train_labels = batch_of(tok, blocks, SEED, tok.mask_token_id, vocab)
     val_in, val_labels = batch_of(tok, blocks, SEED ^ VAL_SALT, tok.mask_token_id, vocab)
     val_loss0, val_acc0, val_chosen = evaluate(m, val_in, val_labels)
@@ -181,7 +206,8 @@ def case(name, folder):
             "grouped": {"train": summary(grouped(tok, train, MAX_LENGTH)), "val": summary(grouped(tok, val, MAX_LENGTH))},
             "line_by_line": {"train": summary(line_by_line(tok, train, MAX_LENGTH_LBL)),
                              "val": summary(line_by_line(tok, val, MAX_LENGTH_LBL))},
-            "step_grouped": step(name, folder, "grouped"), "step_line_by_line": step(name, folder, "line_by_line")}
+            "step_grouped": step(name, folder, "grouped"), "step_line_by_line": step(name, folder, "line_by_line"),
+            "step_whole_word": step(name, folder, "whole_word")}
 
 
 def main():
@@ -198,7 +224,8 @@ def main():
               f"lbl {c['line_by_line']['train']['count']}/{c['line_by_line']['val']['count']}  step: "
               f"{g['blocks']} blocks {g['chosen']} chosen loss {g['loss']:.5f} |g| {g['grad_norm']:.4g} "
               f"val {g['val_loss']:.5f} → {g['val_loss_after_step']:.5f}; lbl loss {l['loss']:.5f} "
-              f"val {l['val_loss']:.5f} → {l['val_loss_after_step']:.5f}")
+              f"val {l['val_loss']:.5f} → {l['val_loss_after_step']:.5f}; wwm {c['step_whole_word']['chosen']} chosen "
+              f"loss {c['step_whole_word']['loss']:.5f}")
 
 
 if __name__ == "__main__":

@@ -1778,7 +1778,8 @@ def add_masked_lm_cases(m):
             "data.line_by_line": {"string": "yes"},
             "data.text": {"number": 5},
             "data.val_fraction": {"1": 1, "-0.5": -0.5},
-            "data.whole_word_mask": {"true": True},
+            "data.whole_word_mask": {"string": "yes"},
+            "data.whole_word_masking": {"true": True},
             "init_from": {"classifier": m.path("textcls/bert-head.safetensors"), "empty": "",
                           "qa": m.path("qa/bert-span.safetensors")}}
     f = m.write("mlm/configs/base.json", json.dumps(base))

@@ -64,7 +64,8 @@ void expect_blocks(const TokenBlocks& b, const json& g) {
     const auto from = b.begin[i], to = b.begin[i + 1];
     EXPECT_EQ(std::vector<int32_t>(b.ids.begin() + from, b.ids.begin() + to),
               g["first"][i]["ids"].get<std::vector<int32_t>>());
-    std::vector<int> special(b.special.begin() + from, b.special.begin() + to);
+    std::vector<int> special;
+    for (auto k = from; k < to; ++k) special.push_back(b.flags[static_cast<size_t>(k)] & TokenBlocks::kSpecial);
     EXPECT_EQ(special, g["first"][i]["special"].get<std::vector<int>>());
   }
 }
@@ -81,32 +82,34 @@ TEST(MaskedLM, BlocksAndOneStepAreRunMlmsAndAdamW) {
     models::convert_hf((kGolden / "hf" / c["folder"].get<std::string>()).string(), model);
     write_lines(d.path / "lines.txt", golden["lines"]);
     write_lines(d.path / "step.txt", golden["step_lines"]);
-    for (const bool lbl : {false, true}) {
-      SCOPED_TRACE(lbl ? "line_by_line" : "grouped");
+    for (const std::string mode : {"grouped", "line_by_line", "whole_word"}) {
+      SCOPED_TRACE(mode);
+      const bool lbl = mode == "line_by_line";
       const int64_t max_length = golden[lbl ? "max_length_line_by_line" : "max_length"];
       // run_mlm.py's split and blocks
-      const json split = {{"task", "masked_lm"},
-                          {"init_from", model},
-                          {"data",
-                           {{"train", (d.path / "lines.txt").string()},
-                            {"val_fraction", golden["val_fraction"]},
-                            {"max_length", max_length},
-                            {"line_by_line", lbl}}},
-                          {"train", testing::exact_train_section(1, 4)}};
-      {
+      if (mode != "whole_word") {
+        const json split = {{"task", "masked_lm"},
+                            {"init_from", model},
+                            {"data",
+                             {{"train", (d.path / "lines.txt").string()},
+                              {"val_fraction", golden["val_fraction"]},
+                              {"max_length", max_length},
+                              {"line_by_line", lbl}}},
+                            {"train", testing::exact_train_section(1, 4)}};
         MaskedLMTask task(split, "");
-        expect_blocks(task.train_blocks(), c[lbl ? "line_by_line" : "grouped"]["train"]);
-        expect_blocks(task.val_blocks(), c[lbl ? "line_by_line" : "grouped"]["val"]);
+        expect_blocks(task.train_blocks(), c[mode]["train"]);
+        expect_blocks(task.val_blocks(), c[mode]["val"]);
       }
       // one step on every block at once, validated on the same blocks under their own masks
-      const json& g = c[lbl ? "step_line_by_line" : "step_grouped"];
+      const json& g = c["step_" + mode];
       const json cfg = {{"task", "masked_lm"},
                         {"init_from", model},
                         {"data",
                          {{"train", (d.path / "step.txt").string()},
                           {"val", (d.path / "step.txt").string()},
                           {"max_length", max_length},
-                          {"line_by_line", lbl}}},
+                          {"line_by_line", lbl},
+                          {"whole_word_mask", mode == "whole_word"}}},
                         {"model", testing::dropout_off(model)},
                         {"train", testing::exact_train_section(1, g["blocks"].get<int64_t>())}};
       run(cfg, d.path / "run");
@@ -203,6 +206,30 @@ TEST(MaskedLM, MasksAreTheCollatorsRates) {
   const std::vector<int32_t> yz = mask_tokens(z, special.data(), 1337, 7, all, 3, vocab);
   EXPECT_EQ(yz, y);  // (the same tokens chosen)
   for (size_t i = 0; i < ids.size(); ++i) EXPECT_EQ(z[i], y[i] == -100 ? ids[i] : 3);
+  // whole words: tokens 3k + 1 and 3k + 2 continue token 3k's word (special every 10th, as above); a
+  // word is chosen whole with p = 0.15, every token of it the mask token
+  std::vector<uint8_t> flags = special;
+  for (size_t i = 0; i < flags.size(); ++i)
+    if (!flags[i] && i % 3 != 0) flags[i] = TokenBlocks::kContinuesWord;
+  MaskedLMDataConfig words = d;
+  words.whole_word_mask = true;
+  std::vector<int32_t> w = ids;
+  const std::vector<int32_t> yw = mask_tokens(w, flags.data(), 1337, 7, words, 3, vocab);
+  int64_t starts = 0, chosen_words = 0;
+  for (size_t i = 0; i < ids.size(); ++i) {
+    if (flags[i] & TokenBlocks::kSpecial) {
+      EXPECT_EQ(yw[i], -100);
+      continue;
+    }
+    EXPECT_EQ(w[i], yw[i] == -100 ? ids[i] : 3);
+    const bool starts_word = i == 0 || !(flags[i] & TokenBlocks::kContinuesWord);
+    if (starts_word) {
+      ++starts, chosen_words += yw[i] != -100;
+    } else {
+      ASSERT_EQ(yw[i] != -100, yw[i - 1] != -100) << i;  // (the word's tokens go together)
+    }
+  }
+  EXPECT_NEAR(static_cast<double>(chosen_words) / static_cast<double>(starts), 0.15, 0.006);
 }
 
 // Six sentences, each word told by the others: a tiny BERT's accuracy on the chosen tokens rises from
@@ -334,7 +361,9 @@ TEST(MaskedLM, RefusesHostileDataAndConfigsByName) {
   EXPECT_TRUE(has(error({{"train", good}, {"val", good}, {"mlm_probability", 1.5}}), "mlm_probability"));
   EXPECT_TRUE(has(error({{"train", good}, {"val", good}, {"mask_replace_prob", 0.9}, {"random_replace_prob", 0.2}}),
                   "more than 1"));
-  EXPECT_TRUE(has(error({{"train", good}, {"val", good}, {"whole_word_mask", true}}), "whole_word_mask"));
+  EXPECT_TRUE(has(error({{"train", good}, {"val", good}, {"whole_word_masking", true}}), "whole_word_masking"));
+  EXPECT_TRUE(has(error({{"train", good}, {"val", good}, {"whole_word_mask", true}, {"mask_replace_prob", 0.5}}),
+                  "do not apply"));
   // a model file without the MLM head: a classifier, or a bare encoder
   const std::string classifier = (d.path / "cls.safetensors").string();
   models::HfConvertOptions o;

@@ -17,7 +17,11 @@
 //            mask token with probability mask_replace_prob, else a random token of the vocabulary with
 //            probability random_replace_prob / (1 − mask_replace_prob), else stays — drawn from the
 //            seed and the block's place in the run (the same in every process and on resuming); the
-//            validation blocks' masks from the seed alone, the same at every evaluation
+//            validation blocks' masks from the seed alone, the same at every evaluation.
+//            data.whole_word_mask (the collator's whole_word_mask=True): a word — a token and those after
+//            it that start where the one before ended, by the tokenizer's offsets — is chosen whole with
+//            probability mlm_probability, each of its tokens the mask token (transformers then sets
+//            mask_replace_prob to 1: no random or kept tokens)
 //   batch:   batch_size blocks, drawn in epochs (io::EpochOrder), padded to the longest (line_by_line)
 //   loss:    the mean cross-entropy of the chosen tokens' original ids,
 //              (1/N) Σ_{chosen (n, t)} −log softmax(h_nt Wᵀ + b)[y_nt]
@@ -60,6 +64,7 @@ struct MaskedLMDataConfig {
   double mlm_probability = 0.15;
   double mask_replace_prob = 0.8;    // of the chosen tokens: the mask token
   double random_replace_prob = 0.1;  // of the chosen tokens: a random one (the rest stay as they are)
+  bool whole_word_mask = false;      // words chosen whole, every token of them the mask token
   static const io::Fields<MaskedLMDataConfig>& fields();
 };
 
@@ -73,11 +78,14 @@ struct MaskedLMTaskConfig {
   static const io::Fields<MaskedLMTaskConfig>& fields();
 };
 
-// Token blocks: block i is ids[begin[i] … begin[i + 1]), special[k] = 1 where ids[k] is a special token
-// the tokenizer added (never chosen for masking).
+// Token blocks: block i is ids[begin[i] … begin[i + 1]); flags[k] says what ids[k] is — kSpecial: a
+// special token the tokenizer added (never chosen; transformers' special_tokens_mask), kContinuesWord: a
+// token that starts where the one before it ended in the same text (the same word, for whole-word
+// masking: the collator's offsets rule).
 struct TokenBlocks {
+  static constexpr uint8_t kSpecial = 1, kContinuesWord = 2;
   std::vector<int32_t> ids;
-  std::vector<uint8_t> special;
+  std::vector<uint8_t> flags;
   std::vector<int64_t> begin{0};
   int64_t size() const { return static_cast<int64_t>(begin.size()) - 1; }
   int64_t length(int64_t i) const { return begin[static_cast<size_t>(i + 1)] - begin[static_cast<size_t>(i)]; }
@@ -90,10 +98,15 @@ struct TokenBlocks {
 TokenBlocks mlm_blocks(const std::vector<std::string>& texts, const text::HfTokenizer& tokenizer, int64_t max_length,
                        bool line_by_line);
 
+// Which of a block's n tokens (their TokenBlocks flags) are chosen (1) — each token, or with
+// whole_word_mask each word's first, drawing from (seed, stream · 2³² + t): block `stream` of a run
+// chooses the same wherever and whenever it is drawn. (A word cut by a block's start begins a word there,
+// as the collator sees it.)
+std::vector<uint8_t> choose_tokens(const uint8_t* flags, size_t n, uint64_t seed, uint64_t stream,
+                                   const MaskedLMDataConfig& data);
 // One block's masking (above): `ids` changed in place, and the targets — the original id where a token
-// was chosen, −100 elsewhere — returned. Each token draws from (seed, stream · 2³² + t): block `stream`
-// of a run masks the same wherever and whenever it is drawn. Random tokens are drawn from 0 … vocab − 1.
-std::vector<int32_t> mask_tokens(std::vector<int32_t>& ids, const uint8_t* special, uint64_t seed, uint64_t stream,
+// was chosen, −100 elsewhere — returned. Random tokens are drawn from 0 … vocab − 1.
+std::vector<int32_t> mask_tokens(std::vector<int32_t>& ids, const uint8_t* flags, uint64_t seed, uint64_t stream,
                                  const MaskedLMDataConfig& data, int32_t mask_id, int64_t vocab);
 
 class MaskedLMTask : public TrainingTask {
