@@ -206,8 +206,8 @@ TEST(MaskedLM, MasksAreTheCollatorsRates) {
   const std::vector<int32_t> yz = mask_tokens(z, special.data(), 1337, 7, all, 3, vocab);
   EXPECT_EQ(yz, y);  // (the same tokens chosen)
   for (size_t i = 0; i < ids.size(); ++i) EXPECT_EQ(z[i], y[i] == -100 ? ids[i] : 3);
-  // whole words: tokens 3k + 1 and 3k + 2 continue token 3k's word (special every 10th, as above); a
-  // word is chosen whole with p = 0.15, every token of it the mask token
+  // whole words: tokens 3k + 1 and 3k + 2 continue token 3k's word (special every 10th, as above, and a
+  // word begins after one); a word is chosen whole with p = 0.15, every token of it the mask token
   std::vector<uint8_t> flags = special;
   for (size_t i = 0; i < flags.size(); ++i)
     if (!flags[i] && i % 3 != 0) flags[i] = TokenBlocks::kContinuesWord;
@@ -222,7 +222,8 @@ TEST(MaskedLM, MasksAreTheCollatorsRates) {
       continue;
     }
     EXPECT_EQ(w[i], yw[i] == -100 ? ids[i] : 3);
-    const bool starts_word = i == 0 || !(flags[i] & TokenBlocks::kContinuesWord);
+    const bool starts_word =
+        i == 0 || !(flags[i] & TokenBlocks::kContinuesWord) || (flags[i - 1] & TokenBlocks::kSpecial);
     if (starts_word) {
       ++starts, chosen_words += yw[i] != -100;
     } else {
