@@ -4,7 +4,10 @@
 
 #include <sys/stat.h>
 
+#include <algorithm>
 #include <map>
+#include <memory>
+#include <new>
 #include <set>
 
 #include "hf/architectures.h"
@@ -433,6 +436,30 @@ bool new_head_parameter(const std::string& name) {
 
 namespace {
 
+// The model a config describes, built under a bound on what it may allocate: at most 4 × the bytes of the
+// tensors that will fill it (`tensor_bytes`: f16 and 8-bit tensors widen to f32) + 256 MiB (a new head's
+// pooler and classifier, buffers) — a crafted config.json (10⁵ layers beside 10 MB of tensors) is refused
+// by name before it takes the machine's memory. `where` starts the message.
+std::unique_ptr<Model> build_bounded(const HfArchitecture& arch, const nlohmann::json& config, Generator& gen,
+                                     uint64_t tensor_bytes, const std::string& where) {
+  try {
+    const uint64_t bound = std::min<uint64_t>(tensor_bytes, uint64_t{1} << 60) * 4 + (uint64_t{256} << 20);
+    AllocationBudget budget(static_cast<size_t>(bound),
+                            detail::concat("its config describes a model larger than its ", tensor_bytes >> 20,
+                                           " MiB of tensors can fill"));
+    return model_type(arch.model_type).build(config, &gen);
+  } catch (const Error& e) {
+    throw Error(detail::concat(where, " (", arch.name, "): ", e.what()));
+  } catch (const std::bad_alloc&) {
+    throw Error(detail::concat(where, " (", arch.name, "): out of memory building the model it describes"));
+  }
+}
+
+uint64_t file_bytes(const std::string& path) {
+  struct stat st{};
+  return ::stat(path.c_str(), &st) == 0 ? static_cast<uint64_t>(st.st_size) : 0;
+}
+
 // A new head on a qkv model file's encoder (convert_hf with a file): the model its converted_from's
 // architecture and config make with the head, the file's tensors where they fit, the head drawn.
 nlohmann::json new_head_on_model_file(const std::string& file, const std::string& out, const HfConvertOptions& options,
@@ -458,8 +485,15 @@ nlohmann::json new_head_on_model_file(const std::string& file, const std::string
   } catch (const Error& e) {
     throw Error(detail::concat("convert: '", file, "' (its converted_from config, ", arch.name, "): ", e.what()));
   }
+  // the encoder its converted_from describes must be the one the file holds
+  for (const char* key : {"vocab_size", "hidden_size", "num_hidden_layers", "num_attention_heads", "intermediate_size",
+                          "max_position_embeddings", "type_vocab_size", "embedding_size", "hidden_act"})
+    QKV_CHECK(!config.contains(key) || !meta["model"].contains(key) || config[key] == meta["model"][key], "convert: '",
+              file, "': its converted_from config gives ", key, " ", excerpt(config[key].dump(), 40), ", the model it holds ",
+              excerpt(meta["model"][key].dump(), 40), " (the metadata was changed?)");
   Generator gen(options.seed);
-  const std::unique_ptr<Model> model = model_type(arch.model_type).build(config, &gen);
+  const std::unique_ptr<Model> model =
+      build_bounded(arch, config, gen, file_bytes(file), detail::concat("convert: '", file, "': its converted_from"));
   QKV_CHECK(meta.value("model_type", "") == arch.model_type, "convert: '", file, "' holds a \"",
             meta.value("model_type", ""), "\" model, not the \"", arch.model_type, "\" its converted_from (",
             f.architecture, ") makes");
@@ -525,12 +559,9 @@ nlohmann::json convert_hf(const std::string& dir, const std::string& out, const 
   }
   if (arch.model_type == "bert" || arch.model_type == "modernbert") read_sentence_transformers(f.dir, config);
   Generator gen(options.seed);  // (a new head's draws)
-  std::unique_ptr<Model> model;
-  try {
-    model = model_type(arch.model_type).build(config, &gen);
-  } catch (const Error& e) {
-    throw Error(detail::concat("'", f.dir, "/config.json' (", arch.name, "): ", e.what()));
-  }
+  uint64_t shard_bytes = 0;
+  for (const std::string& shard : f.shards) shard_bytes += file_bytes(shard);
+  const std::unique_ptr<Model> model = build_bounded(arch, config, gen, shard_bytes, "'" + f.dir + "/config.json'");
   HfHeadReport head_report;
   head_report.architecture = arch.name;
   std::map<std::string, Tensor> params;

@@ -1229,6 +1229,20 @@ def add_pretrained_cases(m):
         "phi3-longrope-no-original": ("phi3-longrope", lambda j: (j.pop("original_max_position_embeddings"),
                                                                   j["rope_parameters"].pop("original_max_position_embeddings"))),
     }
+    # config.json asking for a model far larger than the folder's tensors: refused before it is built
+    # (it once took the machine's memory and was killed)
+    huge = {"bert-layers-huge": ("bert-uncased", dict(num_hidden_layers=100000, hidden_size=4096,
+                                                      intermediate_size=16384, num_attention_heads=32)),
+            "llama-layers-huge": ("llama-gqa", dict(num_hidden_layers=100000, hidden_size=4096, head_dim=128,
+                                                    num_attention_heads=32, num_key_value_heads=8,
+                                                    intermediate_size=16384))}
+    for name, (base, sizes) in huge.items():
+        d = folder(base, name, json_edit("config.json", lambda j, sizes=sizes: j.update(sizes)))
+        o = m.out(f"{name}.safetensors")
+        m.add(f"pretrained/convert/{name}", ["{qkv}", "convert", d, "-o", o], names=["config.json"], gone=[o])
+    m.add("pretrained/convert/bert-layers-huge-new-head",
+          ["{qkv}", "convert", m.path("hf/bert-layers-huge/x")[:-2], "--head", "sequence", "--labels", "a,b", "-o",
+           m.out("bert-huge-head.safetensors")], names=["config.json"])
     for name, (base, change) in phi3.items():
         d = folder(base, name, json_edit("config.json", change))
         o = m.out(f"{name}.safetensors")
@@ -1769,6 +1783,35 @@ def add_masked_lm_cases(m):
               expect="any" if name in valid else "fail", names=[path, os.path.basename(path), "data.train"],
               gone=[] if name in valid else [os.path.join(out, "model.safetensors")],
               kinds={fifo: "fifo"} if name == "fifo" else {})
+    # a new head on a qkv file (convert FILE --head …) whose metadata lies: the converted_from's config
+    # far larger than the file's tensors, none, a decoder's architecture, no --head
+    def with_meta(name, change):
+        raw = open(model, "rb").read()
+        n = struct.unpack("<Q", raw[:8])[0]
+        header = json.loads(raw[8:8 + n])
+        meta = json.loads(header["__metadata__"]["qkv"])
+        change(meta)
+        header["__metadata__"]["qkv"] = json.dumps(meta)
+        h = json.dumps(header).encode()
+        h += b" " * (-len(h) % 8)
+        return m.write(f"mlm/files/{name}.safetensors", struct.pack("<Q", len(h)) + h + raw[8 + n:])
+    files = {
+        "config-huge": lambda j: j["converted_from"]["config"].update(num_hidden_layers=100000, hidden_size=4096,
+                                                                      intermediate_size=16384,
+                                                                      num_attention_heads=32),
+        "no-converted-from": lambda j: j.pop("converted_from"),
+        "decoder-architecture": lambda j: j["converted_from"].update(architecture="GPT2LMHeadModel"),
+        "config-string": lambda j: j["converted_from"].update(config="x"),
+        "width-differs": lambda j: j["converted_from"]["config"].update(hidden_size=64),
+    }
+    for name, change in files.items():
+        f = with_meta(name, change)
+        o = m.out("mlm-head.safetensors")
+        m.add(f"mlm/convert/{name}", ["{qkv}", "convert", f, "--head", "sequence", "--labels", "a,b", "-o", o],
+              names=[f, os.path.basename(f)], gone=[o])
+    o = m.out("mlm-head.safetensors")
+    m.add("mlm/convert/no-head", ["{qkv}", "convert", model, "-o", o], names=[model, "--head"], gone=[o])
+
     # the keys of the data section at their limits
     base = dict(cfg, data={"train": val, "val": val, "max_length": 8})
     keys = {"data.max_length": {"-1": -1, "2^40": 2 ** 40, "41": 41, "1": 1, "string": "x"},
