@@ -1086,7 +1086,8 @@ void bind_models(nb::module_& m) {
       "puts a new classifier on an encoder's checkpoint, as AutoModelForSequenceClassification.from_pretrained(\n"
       "folder, num_labels=...) does — to fine-tune with qkv.train({\"task\": \"text_classification\", ...});\n"
       "head=\"span\" a new question-answering head, as AutoModelForQuestionAnswering does (the task\n"
-      "\"question_answering\"). `folder` may also be a qkv encoder file (a \"masked_lm\" run's\n"
+      "\"question_answering\"); head=\"choice\" a multiple-choice head, as AutoModelForMultipleChoice does\n"
+      "(the task \"multiple_choice\"). `folder` may also be a qkv encoder file (a \"masked_lm\" run's\n"
       "model.safetensors: pre-training continued on your text) to put a new head on, as\n"
       "from_pretrained(run_mlm.py's output, num_labels=...) does.");
 

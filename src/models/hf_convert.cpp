@@ -288,7 +288,16 @@ const std::vector<HfArchitecture>& hf_architectures() {
       hf::modernbert("ModernBertModel", hf::EncoderHead::none),
       hf::modernbert("ModernBertForSequenceClassification", hf::EncoderHead::sequence),
       hf::modernbert("ModernBertForTokenClassification", hf::EncoderHead::token),
-      hf::modernbert("ModernBertForQuestionAnswering", hf::EncoderHead::token, /*span=*/true)};
+      hf::modernbert("ModernBertForQuestionAnswering", hf::EncoderHead::token, /*span=*/true),
+      hf::multiple_choice(hf::bert("BertForMultipleChoice", hf::EncoderHead::sequence)),
+      hf::multiple_choice(hf::distilbert("DistilBertForMultipleChoice", hf::EncoderHead::sequence)),
+      hf::multiple_choice(hf::roberta("RobertaForMultipleChoice", hf::EncoderHead::sequence)),
+      hf::multiple_choice(hf::roberta("XLMRobertaForMultipleChoice", hf::EncoderHead::sequence)),
+      hf::multiple_choice(hf::mpnet("MPNetForMultipleChoice", hf::EncoderHead::sequence)),
+      hf::multiple_choice(hf::electra("ElectraForMultipleChoice", hf::EncoderHead::sequence)),
+      hf::multiple_choice(hf::albert("AlbertForMultipleChoice", hf::EncoderHead::sequence)),
+      hf::multiple_choice(hf::deberta_v2("DebertaV2ForMultipleChoice", hf::EncoderHead::sequence)),
+      hf::multiple_choice(hf::modernbert("ModernBertForMultipleChoice", hf::EncoderHead::sequence))};
   return archs;
 }
 
@@ -367,11 +376,14 @@ namespace {
 // BertModel → Bert) — with the labels as id2label. Returns that architecture's name; `config` is
 // config.json so rewritten.
 std::string new_head_architecture(const HfFolder& f, const HfConvertOptions& o, nlohmann::json& config) {
-  QKV_CHECK(o.head == "sequence" || o.head == "token" || o.head == "span",
-            "convert: the new head must be \"sequence\", \"token\" or \"span\", got \"", excerpt(o.head), "\"");
+  QKV_CHECK(o.head == "sequence" || o.head == "token" || o.head == "span" || o.head == "choice",
+            "convert: the new head must be \"sequence\", \"token\", \"span\" or \"choice\", got \"", excerpt(o.head),
+            "\"");
   const bool span = o.head == "span";  // (question answering: two outputs, the answer's start and end)
+  const bool choice = o.head == "choice";  // (multiple choice: one output, a pair's score)
   QKV_CHECK(!span || o.labels.empty(), "convert: a new span head (question answering) takes no labels");
-  QKV_CHECK(span || (!o.labels.empty() && o.labels.size() <= (1u << 20)), "convert: a new ", o.head,
+  QKV_CHECK(!choice || o.labels.empty(), "convert: a new choice head (multiple choice) takes no labels");
+  QKV_CHECK(span || choice || (!o.labels.empty() && o.labels.size() <= (1u << 20)), "convert: a new ", o.head,
             " classifier needs its labels (at least one)");
   std::set<std::string> seen;
   for (const std::string& l : o.labels)
@@ -388,6 +400,7 @@ std::string new_head_architecture(const HfFolder& f, const HfConvertOptions& o, 
                                                                     : a;
   const std::string target = family + (o.head == "sequence" ? "ForSequenceClassification"
                                        : span               ? "ForQuestionAnswering"
+                                       : choice             ? "ForMultipleChoice"
                                                             : "ForTokenClassification");
   const HfArchitecture& arch = [&]() -> const HfArchitecture& {
     try {
@@ -402,7 +415,9 @@ std::string new_head_architecture(const HfFolder& f, const HfConvertOptions& o, 
   config = f.config;
   config["architectures"] = {target};
   // (a span head's two outputs named as transformers names labels it was not given)
-  const std::vector<std::string> labels = span ? std::vector<std::string>{"LABEL_0", "LABEL_1"} : o.labels;
+  const std::vector<std::string> labels = span     ? std::vector<std::string>{"LABEL_0", "LABEL_1"}
+                                          : choice ? std::vector<std::string>{"LABEL_0"}
+                                                   : o.labels;
   nlohmann::json id2label = nlohmann::json::object(), label2id = nlohmann::json::object();
   for (size_t i = 0; i < labels.size(); ++i) {
     id2label[std::to_string(i)] = labels[i];

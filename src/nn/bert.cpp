@@ -73,10 +73,12 @@ BertConfig BertConfig::from_json(const nlohmann::json& j) {
     QKV_CHECK(c.num_labels >= 1, "BERT config: a classifier needs num_labels ≥ 1");
     QKV_CHECK(c.labels.empty() || static_cast<int64_t>(c.labels.size()) == c.num_labels,
               "BERT config: ", c.labels.size(), " labels for num_labels ", c.num_labels);
-    QKV_CHECK(c.classifier == BertClassifier::sequence || c.pooler == BertPooler::none,
+    QKV_CHECK(pools_sequence(c.classifier) || c.pooler == BertPooler::none,
               "BERT config: a token classifier has no pooler");
     QKV_CHECK(c.classifier != BertClassifier::span || c.num_labels == 2,
               "BERT config: a question-answering head has 2 outputs (start, end), not ", c.num_labels);
+    QKV_CHECK(c.classifier != BertClassifier::choice || c.num_labels == 1,
+              "BERT config: a multiple-choice head has 1 output (a choice's score), not ", c.num_labels);
   }
   QKV_CHECK(c.max_seq_length <= c.max_tokens(), "BERT config: max_seq_length ", c.max_seq_length,
             " is more than the model's ", c.max_tokens(), " positions");
@@ -112,6 +114,7 @@ std::string BertConfig::describe() const {
       classifier == BertClassifier::sequence ? detail::concat(", sequence classifier (", num_labels, " labels)")
       : classifier == BertClassifier::token  ? detail::concat(", token classifier (", num_labels, " labels)")
       : classifier == BertClassifier::span   ? std::string(", question-answering head (answer start and end)")
+      : classifier == BertClassifier::choice ? std::string(", multiple-choice head (a score per choice)")
       : mlm_head                             ? std::string(", MLM head")
                                              : std::string(", no MLM head"));
 }
@@ -324,7 +327,7 @@ Tensor Bert::classify(const Tensor& ids, const Tensor& types, const Tensor& atte
             "BERT: this model has no classifier (convert a …ForSequenceClassification or "
             "…ForTokenClassification folder)");
   Tensor x = encode(ids, types, attention_mask, maps);  // [B, T, E]
-  if (config.classifier == BertClassifier::token || config.classifier == BertClassifier::span)
+  if (!pools_sequence(config.classifier))               // (token, span)
     return classifier->forward(dropout(x, config.dropout, is_training(), gen_));  // [B, T, num_labels]
   // h = act_p(W_p x[:, 0] + b_p);  logits = W_c h + b_c
   Tensor h = x.select(1, 0);  // [B, E]

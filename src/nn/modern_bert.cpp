@@ -74,6 +74,8 @@ ModernBertConfig ModernBertConfig::from_json(const nlohmann::json& j) {
               "ModernBERT config: ", c.labels.size(), " labels for num_labels ", c.num_labels);
     QKV_CHECK(c.classifier != BertClassifier::span || c.num_labels == 2,
               "ModernBERT config: a question-answering head has 2 outputs (start, end), not ", c.num_labels);
+    QKV_CHECK(c.classifier != BertClassifier::choice || c.num_labels == 1,
+              "ModernBERT config: a multiple-choice head has 1 output (a choice's score), not ", c.num_labels);
   }
   QKV_CHECK(c.max_seq_length <= c.max_tokens(), "ModernBERT config: max_seq_length ", c.max_seq_length,
             " is more than the model's ", c.max_tokens(), " positions");
@@ -99,6 +101,7 @@ std::string ModernBertConfig::describe() const {
       classifier == BertClassifier::sequence ? detail::concat(", sequence classifier (", num_labels, " labels)")
       : classifier == BertClassifier::token  ? detail::concat(", token classifier (", num_labels, " labels)")
       : classifier == BertClassifier::span   ? std::string(", question-answering head (answer start and end)")
+      : classifier == BertClassifier::choice ? std::string(", multiple-choice head (a score per choice)")
       : mlm_head                             ? std::string(", MLM head")
                                              : std::string(", no MLM head"));
 }
@@ -292,7 +295,7 @@ Tensor ModernBert::classify(const Tensor& ids, const Tensor& types, const Tensor
             "…ForTokenClassification or …ForQuestionAnswering folder)");
   const Tensor y = encode(ids, types, attention_mask, maps);  // [B, T, E]
   const float p = is_training() ? config.dropout : 0.f;
-  if (config.classifier != BertClassifier::sequence)
+  if (!pools_sequence(config.classifier))
     return classifier->forward(dropout(head(y), p, is_training(), gen_));  // [B, T, num_labels]
   Tensor pooled;                                                           // [B, E]
   if (config.classifier_pooling == BertPooling::cls) {

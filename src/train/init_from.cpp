@@ -126,7 +126,8 @@ PretrainedEncoder load_pretrained_encoder(const std::string& path, const std::st
     return c == nn::BertClassifier::none       ? "an encoder without a classifier"
            : c == nn::BertClassifier::sequence ? "a sequence classifier"
            : c == nn::BertClassifier::token    ? "a token classifier"
-                                               : "a question-answering head";
+           : c == nn::BertClassifier::span     ? "a question-answering head"
+                                               : "a multiple-choice head";
   };
   if (head == nn::BertClassifier::none) {
     // (masked-language-model training: the MLM head the checkpoint has)
@@ -136,10 +137,12 @@ PretrainedEncoder load_pretrained_encoder(const std::string& path, const std::st
   } else {
     const char* kind = head == nn::BertClassifier::sequence ? "sequence"
                        : head == nn::BertClassifier::token  ? "token"
-                                                            : "span";
+                       : head == nn::BertClassifier::span   ? "span"
+                                                            : "choice";
     QKV_CHECK(has == head, task, ": init_from '", pre.path, "' holds ", name(has), ", not ", name(head),
               ": convert the checkpoint with one (qkv convert DIR --head ", kind,
-              head == nn::BertClassifier::span ? "" : " --labels A,B,…", " -o FILE)");
+              head == nn::BertClassifier::span || head == nn::BertClassifier::choice ? "" : " --labels A,B,…",
+              " -o FILE)");
   }
   pre.load_into(out.model->module());
   return out;

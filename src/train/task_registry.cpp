@@ -10,6 +10,7 @@
 #include "qkv/train/image_task.h"
 #include "qkv/train/lm_task.h"
 #include "qkv/train/masked_lm_task.h"
+#include "qkv/train/multiple_choice_task.h"
 #include "qkv/train/question_answering_task.h"
 #include "qkv/train/text_classification_task.h"
 #include "qkv/train/translation_task.h"
@@ -103,6 +104,16 @@ const std::vector<TaskType>& task_types() {
           [](const MaskedLMTask& t) {
             return detail::concat(t.train_blocks().size(), " train / ", t.val_blocks().size(), " val blocks (",
                                   t.train_blocks().tokens(), " / ", t.val_blocks().tokens(), " tokens)");
+          }),
+      task<MultipleChoiceTask>(
+          "multiple_choice",
+          "an encoder's multiple-choice head (SWAG: BERT, RoBERTa, DeBERTa, ModernBERT, …) fine-tuned on contexts "
+          "with their endings",
+          "examples",
+          [](const TaskArgs& a) { return std::make_unique<MultipleChoiceTask>(a.config, a.base_dir, a.verbose); },
+          [](const MultipleChoiceTask& t) {
+            return detail::concat(t.train_set().size(), " train / ", t.val_set().size(), " val examples, ",
+                                  t.train_set().choices, " choices each");
           }),
   };
   return types;

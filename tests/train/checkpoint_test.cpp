@@ -58,7 +58,7 @@ TEST(TaskRegistry, EveryTaskOnceWithItsRateUnit) {
   for (const TaskType& t : task_types()) names.push_back(t.name);
   EXPECT_EQ(names,
             (std::vector<std::string>{"lm", "translation", "image_classification", "captioning", "text_classification",
-                                      "token_classification", "question_answering", "masked_lm"}));
+                                      "token_classification", "question_answering", "masked_lm", "multiple_choice"}));
   EXPECT_STREQ(rate_unit(json{{"task", "lm"}}), "tokens");
   EXPECT_STREQ(rate_unit(json{{"task", "translation"}}), "tokens");
   EXPECT_STREQ(rate_unit(json{{"task", "image_classification"}}), "images");
@@ -67,15 +67,16 @@ TEST(TaskRegistry, EveryTaskOnceWithItsRateUnit) {
   EXPECT_STREQ(rate_unit(json{{"task", "token_classification"}}), "examples");
   EXPECT_STREQ(rate_unit(json{{"task", "question_answering"}}), "windows");
   EXPECT_STREQ(rate_unit(json{{"task", "masked_lm"}}), "tokens");
+  EXPECT_STREQ(rate_unit(json{{"task", "multiple_choice"}}), "examples");
   EXPECT_STREQ(rate_unit(json::object()), "tokens");
-  EXPECT_EQ(&task_type("masked_lm", "c.json"), &task_types().back());
+  EXPECT_EQ(&task_type("multiple_choice", "c.json"), &task_types().back());
 }
 
 TEST(TaskRegistry, AnUnknownTaskNamesTheConfigAndTheKnownOnes) {
   const std::string e = testing::error_of([] { task_type("summarization", "configs/x.json"); });
   EXPECT_NE(e.find("config 'configs/x.json': unknown \"task\" \"summarization\" (expected \"lm\", \"translation\", "
                    "\"image_classification\", \"captioning\", \"text_classification\", \"token_classification\", "
-                   "\"question_answering\" or \"masked_lm\")"),
+                   "\"question_answering\", \"masked_lm\" or \"multiple_choice\")"),
             std::string::npos)
       << e;
 }

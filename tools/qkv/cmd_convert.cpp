@@ -33,8 +33,10 @@ void add_convert(CLI::App& app) {
                   "an encoder's checkpoint (BertForMaskedLM, RobertaModel, …) with a new classifier, as "
                   "AutoModelFor…Classification.from_pretrained(folder, num_labels=…) makes one, to fine-tune "
                   "(qkv train, task text_classification or token_classification); span: a new question-answering "
-                  "head, as AutoModelForQuestionAnswering makes one (task question_answering; no --labels)")
-      ->check(CLI::IsMember({"sequence", "token", "span"}));
+                  "head, as AutoModelForQuestionAnswering makes one (task question_answering; no --labels); choice: a "
+                  "new multiple-choice head, as AutoModelForMultipleChoice makes one (task multiple_choice; no "
+                  "--labels)")
+      ->check(CLI::IsMember({"sequence", "token", "span", "choice"}));
   sub->add_option("--labels", a->labels, "the new classifier's labels, in id order (comma-separated)")->needs("--head");
   sub->add_option("--problem-type", a->problem_type, "the new sequence classifier's problem_type (transformers')")
       ->check(CLI::IsMember({"single_label_classification", "multi_label_classification", "regression"}))
@@ -60,8 +62,8 @@ void add_convert(CLI::App& app) {
         o.labels.push_back(a->labels.substr(from, at - from));
       o.labels.push_back(a->labels.substr(from));
     }
-    QKV_CHECK(a->head.empty() || a->head == "span" || !a->labels.empty(), "convert: --head ", a->head,
-              " needs --labels (the new classifier's labels, e.g. --labels negative,positive)");
+    QKV_CHECK(a->head.empty() || a->head == "span" || a->head == "choice" || !a->labels.empty(), "convert: --head ",
+              a->head, " needs --labels (the new classifier's labels, e.g. --labels negative,positive)");
     models::HfHeadReport report;
     const nlohmann::json meta = models::convert_hf(a->dir, a->out, o, &report);
     std::fprintf(stderr, "%s (%s) -> %s as %s (%s)\n", a->dir.c_str(),
@@ -75,6 +77,11 @@ void add_convert(CLI::App& app) {
         std::fprintf(stderr,
                      "new question-answering head: %s drawn at random — fine-tune it before use (qkv train, "
                      "\"task\": \"question_answering\")\n",
+                     drawn.c_str());
+      else if (a->head == "choice")
+        std::fprintf(stderr,
+                     "new multiple-choice head: %s drawn at random — fine-tune it before use (qkv train, "
+                     "\"task\": \"multiple_choice\")\n",
                      drawn.c_str());
       else
         std::fprintf(stderr,

@@ -91,7 +91,8 @@ struct HfConvertOptions {
   // heads' tensors (cls.*, lm_head.*, …) are left out and counted in `unused_tensors`; an encoder
   // tensor with no place is still an error. "span" makes it <Family>ForQuestionAnswering (no labels: the
   // qa_outputs' two, an answer's start and end), as AutoModelForQuestionAnswering.from_pretrained(folder)
-  // does. "" keeps the checkpoint's own architecture.
+  // does; "choice" <Family>ForMultipleChoice (no labels: one score a (context, choice) pair), as
+  // AutoModelForMultipleChoice does. "" keeps the checkpoint's own architecture.
   std::string head;
   std::vector<std::string> labels;
   std::string problem_type;  // "" (transformers' default) or single_label_classification, multi_label_…, regression

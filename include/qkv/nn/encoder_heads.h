@@ -11,14 +11,19 @@ namespace qkv::nn {
 
 // span: extractive question answering's head (…ForQuestionAnswering's qa_outputs): per token, the
 // logits of an answer starting and ending there — a token classifier of the two labels start, end.
-enum class BertClassifier : uint8_t { none, sequence, token, span };
-constexpr EnumTable<BertClassifier, 4> enum_table(BertClassifier) {
+// choice: multiple choice's (…ForMultipleChoice): a sequence classifier of one output, the score of a
+// (context, choice) pair; the choices of a question are scored side by side and softmax'd.
+enum class BertClassifier : uint8_t { none, sequence, token, span, choice };
+constexpr EnumTable<BertClassifier, 5> enum_table(BertClassifier) {
   return {"classifier",
           {{{BertClassifier::none, "none"},
             {BertClassifier::sequence, "sequence"},
             {BertClassifier::token, "token"},
-            {BertClassifier::span, "span"}}}};
+            {BertClassifier::span, "span"},
+            {BertClassifier::choice, "choice"}}}};
 }
+// A classifier of the whole sequence (its first token, pooled), not of each token.
+constexpr bool pools_sequence(BertClassifier c) { return c == BertClassifier::sequence || c == BertClassifier::choice; }
 // How the classifier's scores become probabilities: transformers' config.problem_type (auto: its
 // None — sigmoid for one label, softmax for more).
 enum class BertProblem : uint8_t { auto_, single_label, multi_label, regression };

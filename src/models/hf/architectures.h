@@ -53,6 +53,9 @@ HfArchitecture modernbert(const std::string& name, EncoderHead head, bool span =
 // BertForQuestionAnswering, …: the architecture's token classifier (made under the question-answering
 // name) with the checkpoint's qa_outputs as its span head (question_answering.cpp).
 HfArchitecture question_answering(const HfArchitecture& token_classifier);
+// BertForMultipleChoice, …: the architecture's sequence classifier (made under the multiple-choice name)
+// with one output, the score of a (context, choice) pair (multiple_choice.cpp).
+HfArchitecture multiple_choice(const HfArchitecture& sequence_classifier);
 // BERT's tensor names ("bert.encoder.layer.0.attention.self.query.weight", "cls.predictions.bias",
 // "classifier.weight", …) → qkv's bert parameter (deberta.cpp maps its names onto them).
 std::optional<HfTensorTarget> bert_tensor_target(const std::string& hf_name, EncoderHead head);
