@@ -29,6 +29,7 @@
 #include "qkv/decode/caption.h"
 #include "qkv/decode/classify.h"
 #include "qkv/decode/question_answering.h"
+#include "qkv/decode/multiple_choice.h"
 #include "qkv/text/unicode.h"
 #include "qkv/decode/fill_mask.h"
 #include "qkv/decode/generate.h"
@@ -865,6 +866,29 @@ void bind_models(nb::module_& m) {
           "in windows of max_seq_len tokens (default: the tokenizer's model_max_length, at most 384) reaching\n"
           "doc_stride tokens (default half a window, at most 128) into the one before; a text found in several\n"
           "windows has its scores summed. handle_impossible_answer also scores the empty answer.")
+      .def(
+          "multiple_choice",
+          [](const PyMaskedLanguageModel& b, const std::string& context, const std::vector<std::string>& endings,
+             const std::string& header, int64_t max_length) -> nb::list {
+            if (max_length < 0) throw nb::value_error("max_length must be ≥ 0 (0: the tokenizer's)");
+            std::vector<decode::ChoiceScore> scores;
+            {
+              nb::gil_scoped_release release;
+              scores = decode::multiple_choice(b.model(), b.tokenizer(), context, endings, header, max_length);
+            }
+            nb::list out;
+            for (const auto& s : scores) {
+              nb::dict d;
+              d["ending"] = s.ending, d["score"] = s.score, d["logit"] = s.logit;
+              out.append(d);
+            }
+            return out;
+          },
+          "context"_a, "endings"_a, "header"_a = "", "max_length"_a = 0,
+          "Which ending follows `context` best, read from a …ForMultipleChoice model (SWAG's, or one\n"
+          "qkv.train fine-tuned with \"task\": \"multiple_choice\") as run_swag.py scores it: each ending beside\n"
+          "the context (\"{header} {ending}\"), its score, the softmax over them — [{'ending', 'score', 'logit'}]\n"
+          "in the endings' order.")
       .def(
           "token_classification",
           [](const PyMaskedLanguageModel& b, const nb::handle& inputs, const std::string& aggregation_strategy,

@@ -397,3 +397,37 @@ def test_masked_lm_pretraining_continued_from_python(tmp_path):
     qkv.convert(str(tmp_path / "run" / "model.safetensors"), cls, head="sequence", labels=["old", "young"])
     got = qkv.load(cls).text_classification("the king is old", top_k=None)
     assert sorted(r["label"] for r in got) == ["old", "young"]
+
+
+def test_multiple_choice_fine_tuned_from_python(tmp_path):
+    # qkv.convert(head="choice") puts a new multiple-choice head on a BertForMaskedLM (as
+    # AutoModelForMultipleChoice.from_pretrained(folder)), qkv.train fine-tunes it on SWAG-shaped rows
+    # (task multiple_choice, the endings in one list column), and multiple_choice picks the ending.
+    model = str(tmp_path / "mc.safetensors")
+    qkv.convert(os.path.join(GOLDEN, "bert-uncased"), model, head="choice")
+    names = ["romeo", "juliet", "richard", "henry", "edward", "gaunt"]
+    with open(tmp_path / "swag.jsonl", "w", encoding="utf-8") as f:
+        for i in range(240):
+            king = names[(i * 5 + i // 6) % len(names)]
+            endings = []
+            for k in range(3):
+                other = names[(i * 5 + i // 6 + k + 1) % len(names)]
+                endings.append((king if k == i % 3 else "nobody" if other == king else other) + " rules")
+            f.write(json.dumps({"sent1": f"good night the king is {king}", "sent2": "now", "choices": endings,
+                                "label": i % 3}) + "\n")
+    cfg = {"task": "multiple_choice", "init_from": model, "model": {"dropout": 0.0},
+           "data": {"train": str(tmp_path / "swag.jsonl"), "max_length": 24, "endings": "choices"},
+           "train": {"max_iters": 300, "batch_size": 8, "learning_rate": 3e-3, "min_lr": 3e-4, "warmup_iters": 5,
+                     "lr_decay_iters": 300, "eval_interval": 300, "log_interval": 100, "checkpoint_interval": 0,
+                     "weight_decay": 0.01}}
+    rows = []
+    qkv.train(cfg, out_dir=str(tmp_path / "run"), callback=rows.append)
+    assert rows[-1]["val_accuracy"] >= 0.9, rows[-1]
+    tuned = qkv.load(str(tmp_path / "run" / "model.safetensors"))
+    got = tuned.multiple_choice("good night the king is henry", ["gaunt rules", "henry rules"], header="now")
+    assert [g["ending"] for g in got] == ["gaunt rules", "henry rules"]
+    assert got[1]["score"] > got[0]["score"] and abs(got[0]["score"] + got[1]["score"] - 1) < 1e-9
+    with pytest.raises(qkv.Error, match="no multiple-choice head"):
+        qkv.load(os.path.join(GOLDEN, "bert-uncased")).multiple_choice("a", ["b", "c"])
+    with pytest.raises(qkv.Error, match="takes no labels"):
+        qkv.convert(os.path.join(GOLDEN, "bert-uncased"), str(tmp_path / "x.safetensors"), head="choice", labels=["a"])

@@ -257,5 +257,60 @@ TEST(CliFineTune, ContinueMaskedLMPretrainingThenFillMask) {
   EXPECT_NE(r.out.find("left out: 5 tensors of the checkpoint's own head"), std::string::npos) << r.out;
 }
 
+// Multiple choice from the shell: a new choice head on a BertForMaskedLM, trained on SWAG-shaped JSONL
+// ("the king is X" … which ending names X), then `qkv choose` picks the ending.
+TEST(CliFineTune, ConvertWithAChoiceHeadThenTrainAndChoose) {
+  testing::TempDir dir("cli-fine-tune-mc");
+  auto r = testing::run_shell(kCli + " convert " + (kHfGolden / "bert-uncased").string() + " --head choice -o " +
+                              (dir.path / "mc.safetensors").string());
+  ASSERT_EQ(r.code, 0) << r.out;
+  EXPECT_NE(r.out.find("new multiple-choice head: classifier.bias, classifier.weight, pooler.bias, pooler.weight"),
+            std::string::npos)
+      << r.out;
+  const std::vector<std::string> names = {"romeo", "juliet", "richard", "henry", "edward", "gaunt"};
+  std::ofstream jsonl(dir.path / "swag.jsonl");
+  for (size_t i = 0; i < 240; ++i) {
+    const std::string king = names[(i * 5 + i / 6) % names.size()];
+    nlohmann::json row = {{"sent1", "good night the king is " + king}, {"sent2", "now"}, {"label", i % 3}};
+    for (size_t k = 0; k < 3; ++k) {
+      const std::string other = names[(i * 5 + i / 6 + k + 1) % names.size()];
+      row["ending" + std::to_string(k)] = (k == i % 3 ? king : other == king ? "nobody" : other) + " rules";
+    }
+    jsonl << row.dump() << "\n";
+  }
+  jsonl.close();
+  const nlohmann::json cfg = {
+      {"task", "multiple_choice"},
+      {"init_from", "mc.safetensors"},
+      {"data", {{"train", "swag.jsonl"}, {"max_length", 24}, {"endings", {"ending0", "ending1", "ending2"}}}},
+      {"model", {{"dropout", 0.0}}},
+      {"train",
+       {{"max_iters", 300},
+        {"batch_size", 8},
+        {"learning_rate", 3e-3},
+        {"warmup_iters", 5},
+        {"lr_decay_iters", 300},
+        {"min_lr", 3e-4},
+        {"eval_interval", 300},
+        {"log_interval", 100},
+        {"checkpoint_interval", 0},
+        {"weight_decay", 0.01}}}};
+  std::ofstream(dir.path / "mc.json") << cfg.dump(2);
+  const std::string out = (dir.path / "run").string();
+  r = testing::run_shell(kCli + " train " + (dir.path / "mc.json").string() + " -o " + out + " -q");
+  ASSERT_EQ(r.code, 0) << r.out;
+  EXPECT_NE(r.out.find("216 train / 24 val examples, 3 choices each"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("val_accuracy 1.0"), std::string::npos) << r.out;
+  r = testing::run_shell(kCli + " choose " + out +
+                         "/model.safetensors \"good night the king is henry\" \"gaunt rules\" \"henry rules\" --header now");
+  ASSERT_EQ(r.code, 0) << r.out;
+  EXPECT_NE(r.out.find("* "), std::string::npos) << r.out;
+  EXPECT_LT(r.out.find("* "), r.out.size());
+  EXPECT_NE(r.out.substr(r.out.find("* ")).find("henry rules"), std::string::npos) << r.out;
+  r = testing::run_shell(kCli + " choose " + out + "/model.safetensors \"a context\" \"one ending\"");
+  EXPECT_NE(r.code, 0);
+  EXPECT_NE(r.out.find("two endings or more"), std::string::npos) << r.out;
+}
+
 }  // namespace
 }  // namespace qkv

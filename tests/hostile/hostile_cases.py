@@ -1453,6 +1453,18 @@ def add_pretrained_cases(m):
     m.add("pretrained/answer/top-k", qa + ["Who?", "a text", "--top-k", "0"], names=["--top-k"], usage=True)
     m.add("pretrained/answer/not-qa", ["{qkv}", "answer", converted["bert-seqcls"], "Who?", "a text"],
           names=["no question-answering head"])
+    # multiple choice: a …ForMultipleChoice given contexts and endings that do not fit, too few endings
+    mc_file = m.path("hf/mc-roberta.safetensors")
+    r = subprocess.run([m.qkv, "convert", os.path.join(golden, "mc-roberta"), "-o", mc_file], capture_output=True,
+                       text=True, timeout=120)
+    assert r.returncode == 0, r.stderr
+    mc = ["{qkv}", "choose", "--threads", "1", mc_file]
+    m.add("pretrained/choose/long", mc + ["\x01\xff" + "\u202e" * 3000 + " the cat " * 3000, "a", "b"], expect="pass")
+    m.add("pretrained/choose/one-ending", mc + ["a context", "an ending"], names=["two endings or more"])
+    m.add("pretrained/choose/no-context", mc, names=["two endings or more"])
+    m.add("pretrained/choose/max-length", mc + ["a", "b", "c", "--max-length", "100000"], names=["max_length"])
+    m.add("pretrained/choose/not-choice", ["{qkv}", "choose", converted["bert-seqcls"], "a", "b", "c"],
+          names=["no multiple-choice head"])
     # XLM-RoBERTa's SentencePiece tokenizer crafted: its charsmap (darts-clone units mapping "a" to a
     # string of the pool) leading outside itself, or multiplying a text; its Unigram vocabulary
     def charsmap_of_a(value, pool, root=1 << 10):
@@ -1834,6 +1846,77 @@ def add_masked_lm_cases(m):
                   names=[key, key.split(".")[-1], str(v)], gone=[os.path.join(out, "model.safetensors")])
 
 
+def add_multiple_choice_cases(m):
+    """Fine-tuning multiple choice: the multiple_choice task's JSONL files that lie — labels out of range,
+    endings missing or of other counts, nesting, special files — and the data keys at their limits, each
+    refused naming the file and line or the key."""
+    golden = os.path.join(REPO, "tests", "golden", "hf", "bert-uncased")
+    model = m.path("mc/bert-choice.safetensors")
+    r = subprocess.run([m.qkv, "convert", golden, "--head", "choice", "-o", model], capture_output=True, text=True,
+                       timeout=120)
+    assert r.returncode == 0, r.stderr
+    good = {"sent1": "the king is henry", "sent2": "now", "ending0": "henry rules", "ending1": "gaunt rules",
+            "ending2": "nobody rules", "ending3": "romeo rules", "label": 0}
+
+    def row(**change):
+        d = dict(good, **change)
+        return json.dumps({k: v for k, v in d.items() if v is not None}) + "\n"
+
+    fifo = m.path("mc/a-fifo.jsonl")
+    if not os.path.exists(fifo):
+        os.mkfifo(fifo)
+    files = {
+        "not-json.jsonl": row() + "{oops\n",
+        "array-line.jsonl": row() + "[1, 2]\n",
+        "no-context.jsonl": row() + row(sent1=None),
+        "context-number.jsonl": row() + row(sent1=5),
+        "ending-missing.jsonl": row() + row(ending3=None),
+        "label-out.jsonl": row() + row(label=4),
+        "label-negative.jsonl": row() + row(label=-1),
+        "label-float.jsonl": row() + row(label=1.5),
+        "label-huge.jsonl": row() + row(label=10 ** 30),
+        "label-string.jsonl": row() + row(label="0"),
+        "deep.jsonl": row() + '{"sent1": ' + "[" * 100000 + "]" * 100000 + "}\n",
+        "empty.jsonl": "",
+        "invalid-utf8.jsonl": row().encode() + b'{"sent1": "the \xfe king", "sent2": "x\xff", "ending0": "a", '
+                                               b'"ending1": "b", "ending2": "c", "ending3": "d", "label": 1}\n',
+        "huge-context.jsonl": row(sent1="word " * 100000),
+        "data.csv": "sent1,sent2,ending0,ending1,ending2,ending3,label\na,b,c,d,e,f,0\n",
+    }
+    valid = {"invalid-utf8.jsonl", "huge-context.jsonl"}  # read (U+FFFD; cut to max_length), trained on: fine
+    val = m.write("mc/data/val.jsonl", row() + row(label=1))
+    paths = {name: m.write(f"mc/data/{name}", data) for name, data in files.items()}
+    paths.update({"fifo": fifo, "dev-zero": "/dev/zero", "directory": m.path("mc/data/x")[:-2],
+                  "missing": m.path("mc/no/such.jsonl")})
+    cfg = {"task": "multiple_choice", "init_from": model, "data": {"max_length": 32},
+           "train": {"max_iters": 2, "batch_size": 2, "eval_interval": 0, "log_interval": 1, "checkpoint_interval": 0}}
+    for name, path in paths.items():
+        c = json.loads(json.dumps(cfg))
+        c["data"]["train"] = path
+        c["data"]["val"] = val if name in valid or name == "fifo" else path
+        f = m.write(f"mc/configs/{name}.json", json.dumps(c))
+        out = m.out("mc")
+        m.add(f"mc/data/{name}", ["{qkv}", "train", f, "-o", out, "-q", "--threads", "1"],
+              expect="any" if name in valid else "fail", names=[path, os.path.basename(path), "data.train"],
+              gone=[] if name in valid else [os.path.join(out, "model.safetensors")],
+              kinds={fifo: "fifo"} if name == "fifo" else {})
+    base = dict(cfg, data={"train": val, "val": val, "max_length": 32})
+    keys = {"data.max_length": {"-1": -1, "2^40": 2 ** 40, "41": 41, "3": 3, "string": "x"},
+            "data.endings": {"empty": [], "one": ["ending0"], "number": 5, "numbers": [1, 2], "missing": "choices",
+                             "object": {"a": 1}},
+            "data.label": {"number": 5, "missing": "answer"},
+            "data.context": {"missing": "question"},
+            "data.val_fraction": {"1": 1, "-0.5": -0.5},
+            "init_from": {"mlm": m.path("mlm/bert.safetensors"), "qa": m.path("qa/bert-span.safetensors"), "empty": ""}}
+    f = m.write("mc/configs/base.json", json.dumps(base))
+    for key, vals in keys.items():
+        for label, v in vals.items():
+            out = m.out("mc")
+            m.add(f"mc/set/{key}={label}", ["{qkv}", "train", f, "-o", out, "-q", "--threads", "1", "--set",
+                                            f"{key}={json.dumps(v)}"],
+                  names=[key, key.split(".")[-1], str(v), json.dumps(v)], gone=[os.path.join(out, "model.safetensors")])
+
+
 def make_cases(tmp, qkv, want_python=True):
     m = Maker(tmp, qkv)
     os.makedirs(os.path.join(tmp, "out"), exist_ok=True)
@@ -1848,6 +1931,7 @@ def make_cases(tmp, qkv, want_python=True):
     add_text_classification_cases(m)
     add_question_answering_cases(m)
     add_masked_lm_cases(m)
+    add_multiple_choice_cases(m)
     add_plot_cases(m)
     add_bench_tokenizer_cases(m)
     if want_python:

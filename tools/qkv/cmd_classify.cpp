@@ -24,6 +24,7 @@
 #include "options.h"
 #include "qkv/core/error.h"
 #include "qkv/decode/classify.h"
+#include "qkv/decode/multiple_choice.h"
 #include "qkv/decode/question_answering.h"
 #include "qkv/io/file.h"
 #include "qkv/text/unicode.h"
@@ -467,6 +468,63 @@ void add_answer(CLI::App& app) {
       std::printf("%8.4f  %zu-%zu  %s\n", x.score, qkv::text::code_points(text, x.start),
                   qkv::text::code_points(text, x.end), x.answer.empty() ? "(no answer)" : shown.c_str());
     }
+    return 0;
+  });
+}
+
+void add_choose(CLI::App& app) {
+  auto* sub = app.add_subcommand("choose",
+                                 "Which ending follows a context best, read from a multiple-choice model "
+                                 "(…ForMultipleChoice: SWAG's; or one qkv train fine-tuned, \"task\": "
+                                 "\"multiple_choice\"): each ending's probability, as run_swag.py scores them");
+  struct Args : EncoderArgs {
+    std::string header;
+    int64_t max_length = 0;
+  };
+  auto a = std::make_shared<Args>();
+  add_encoder_options(sub, *a, "model file (a converted …ForMultipleChoice, or a multiple_choice run's)");
+  sub->get_option("inputs")->description("MODEL (unless -m), the context, then two endings or more");
+  sub->remove_option(sub->get_option("--batch-size"));
+  sub->add_option("--header", a->header,
+                  "the start every ending shares (SWAG's sent2), put before each as run_swag.py does: \"HEADER "
+                  "ENDING\"");
+  sub->add_option("--max-length", a->max_length,
+                  "tokens a (context, ending) pair is cut to (0: the tokenizer's model_max_length, at most 1,024 and "
+                  "the model's positions)")
+      ->capture_default_str()
+      ->check(CLI::NonNegativeNumber);
+  sub->add_flag("--json", a->json, "{\"choices\": [{\"ending\", \"score\", \"logit\"}, …], \"best\": index}");
+  sub->footer(
+      "Example: qkv convert --from hf bert-base-uncased --head choice -o bert-swag.safetensors\n"
+      "         qkv train configs/fine-tune-swag.json -o out/swag\n"
+      "         qkv choose out/swag/best.safetensors \"The cook cracks two eggs.\" \"He whisks them.\" \"He eats the "
+      "pan.\"");
+  register_runner(sub, [a] {
+    use_threads_for_decoding(a->decode.threads);
+    std::vector<std::string> texts = a->inputs;
+    std::string model = a->model;
+    if (model.empty()) {
+      QKV_CHECK(!texts.empty(), "qkv choose: give the model file (or -m MODEL), the context and the endings");
+      model = texts.front();
+      texts.erase(texts.begin());
+    }
+    QKV_CHECK(texts.size() >= 3, "qkv choose: give the context, then two endings or more (", texts.size(),
+              " texts given)");
+    const std::string context = texts.front();
+    texts.erase(texts.begin());
+    models::LoadedMaskedLanguageModel m = load_encoder(model, *a);
+    const auto scores = decode::multiple_choice(*m.model, *m.tokenizer.hf(), context, texts, a->header, a->max_length);
+    size_t best = 0;
+    for (size_t i = 1; i < scores.size(); ++i)
+      if (scores[i].score > scores[best].score) best = i;
+    if (a->json) {
+      nlohmann::json j = {{"choices", nlohmann::json::array()}, {"best", best}};
+      for (const auto& s : scores) j["choices"].push_back({{"ending", s.ending}, {"score", s.score}, {"logit", s.logit}});
+      std::printf("%s\n", dump(j).c_str());
+      return 0;
+    }
+    for (size_t i = 0; i < scores.size(); ++i)
+      std::printf("%s %8.4f  %s\n", i == best ? "*" : " ", scores[i].score, scores[i].ending.c_str());
     return 0;
   });
 }

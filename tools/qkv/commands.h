@@ -37,6 +37,7 @@ void add_classify_text(CLI::App& app);
 void add_embed(CLI::App& app);
 void add_rerank(CLI::App& app);
 void add_answer(CLI::App& app);
+void add_choose(CLI::App& app);
 void add_plot(CLI::App& app);
 void add_scenes(CLI::App& app);
 void add_caption(CLI::App& app);

@@ -88,6 +88,7 @@ int main(int argc, char** argv) {
   qkv::cli::add_embed(app);
   qkv::cli::add_rerank(app);
   qkv::cli::add_answer(app);
+  qkv::cli::add_choose(app);
   qkv::cli::add_plot(app);
   qkv::cli::add_scenes(app);
   qkv::cli::add_caption(app);
