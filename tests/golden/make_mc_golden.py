@@ -91,9 +91,14 @@ def case(name, mlm_folder):
                       betas=BETAS, eps=EPS).step()
     with torch.no_grad():
         after = m(**b, labels=labels).loss.item()
-    return {"case": name, "folder": "mc-" + name, "architecture": type(m).__name__,
-            "input_ids": [f["input_ids"] for f in feats], "logits": o.logits.detach().tolist(),
-            "loss": o.loss.item(), "grad_norm": norm, "loss_after_step": after, "accuracy": accuracy}
+    result = {"case": name, "folder": "mc-" + name, "architecture": type(m).__name__,
+              "input_ids": [f["input_ids"] for f in feats], "logits": o.logits.detach().tolist(),
+              "loss": o.loss.item(), "grad_norm": norm, "loss_after_step": after, "accuracy": accuracy}
+    with open(os.path.join(out, "reference.json"), "w", encoding="utf-8") as f:  # (every golden folder has one)
+        json.dump({"transformers": transformers.__version__, "torch": torch.__version__,
+                   "multiple_choice": "tests/golden/hf_mc.json", "architecture": result["architecture"]}, f)
+        f.write("\n")
+    return result
 
 
 def main():
