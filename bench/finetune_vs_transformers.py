@@ -1,14 +1,15 @@
 #!/usr/bin/env python3
 """Fine-tuning a BERT sequence classifier (or, --task qa, extractive question answering; --task mlm,
-masked-language-model pre-training continued on a text) on the CPU: `qkv train` (task
-text_classification; question_answering; masked_lm) against transformers (PyTorch), the same model, the
-same batches, the same optimizer, in one run — examples (windows; tokens) a second and each side's peak
-RSS.
+masked-language-model pre-training continued on a text; --task swag, multiple choice) on the CPU: `qkv
+train` (task text_classification; question_answering; masked_lm; multiple_choice) against transformers
+(PyTorch), the same model, the same batches, the same optimizer, in one run — examples (windows; tokens)
+a second and each side's peak RSS.
 
     pip install torch transformers tokenizers                                # the peer (PyPI)
     python3 bench/finetune_vs_transformers.py [--size base] [--batch 32] [--steps 20] [--threads 2] [--rounds 2]
     python3 bench/finetune_vs_transformers.py --task qa [--batch 12] [--max-length 384] [--doc-stride 128]
     python3 bench/finetune_vs_transformers.py --task mlm [--batch 8] [--max-length 128]
+    python3 bench/finetune_vs_transformers.py --task swag [--batch 16] [--max-length 80]
 
 The model is random (no hub here): a transformers BertForMaskedLM of --size (base: 12 layers, d 768,
 12 heads, FFN 3072, 512 positions, BERT's 30,522 embeddings, ~110 M parameters; small: 4 layers, d 512,
@@ -41,6 +42,13 @@ blocks: tested); the masks qkv's (15 % of the tokens that are not special: 80 % 
 masked batches; transformers' step is model(input_ids, labels=…).loss.backward() (the MLM head over
 every token, its [B, T, 30522] logits, as BertForMaskedLM computes it; qkv's head reads the ~15 %
 chosen tokens alone) and the rest as above; the rate is tokens (B × T) a second.
+--task swag (run_swag.py's work): each side puts a new multiple-choice head on the checkpoint (`qkv
+convert --head choice`; BertForMultipleChoice.from_pretrained(FOLDER)); the data: --examples SWAG-shaped
+rows of Tatoeba sentences (a context, four endings: sentences drawn at random, one of them labelled right),
+each ending paired with its context as run_swag.py pairs them (tokenizer(context, " " + ending,
+truncation=True, max_length)); a batch's 4·B pairs padded to the longest (DataCollatorForMultipleChoice);
+transformers' step is model(**batch, labels=…).loss.backward() and the rest as above; the rate is
+examples a second.
 Both: lr 2e-5 constant (no warm-up), betas 0.9 / 0.999, eps 1e-8, weight decay 0.01, dropout 0.1 (the
 config's), f32. The data: --examples English Tatoeba sentences (unique, drawn with a seed), labelled
 "question" where the sentence ends with '?', else "statement" (a TSV, `sentence<TAB>label`), each
@@ -180,12 +188,22 @@ def build(a):
     shutil.rmtree(hf, ignore_errors=True)
     model.save_pretrained(hf, safe_serialization=True)
     tok.save_pretrained(hf)
-    head = (["--head", "span"] if a.task == "qa" else [] if a.task == "mlm" else
-            ["--head", "sequence", "--labels", ",".join(LABELS)])
+    head = (["--head", "span"] if a.task == "qa" else [] if a.task == "mlm" else ["--head", "choice"]
+            if a.task == "swag" else ["--head", "sequence", "--labels", ",".join(LABELS)])
     p = subprocess.run([a.qkv, "convert", hf, *head, "-o", os.path.join(a.out, "classifier.safetensors")],
                        capture_output=True, text=True)
     if p.returncode != 0:
         sys.exit(f"qkv convert failed:\n{p.stdout[-2000:]}{p.stderr[-2000:]}")
+    if a.task == "swag":
+        rng = random.Random(0)
+        for name, n in (("train.jsonl", a.examples), ("val.jsonl", 16)):
+            with open(os.path.join(a.out, name), "w", encoding="utf-8") as f:
+                for i in range(n):
+                    parts = rng.sample(everything, 5)
+                    f.write(json.dumps({"sent1": parts[0], "sent2": "", "ending0": parts[1], "ending1": parts[2],
+                                        "ending2": parts[3], "ending3": parts[4], "label": rng.randrange(4)}) + "\n")
+        json.dump(stamp, open(done, "w"))
+        return
     if a.task == "mlm":
         picked = random.Random(0).sample(everything, a.examples + 64)
         for name, rows in (("train.txt", picked[:a.examples]), ("val.txt", picked[a.examples:])):
@@ -235,8 +253,12 @@ def run_qkv(a):
     if a.task == "mlm":
         data = {"train": os.path.join(a.out, "train.txt"), "val": os.path.join(a.out, "val.txt"),
                 "max_length": a.max_length}
+    if a.task == "swag":
+        data = {"train": os.path.join(a.out, "train.jsonl"), "val": os.path.join(a.out, "val.jsonl"),
+                "max_length": a.max_length}
     config = {
-        "task": {"qa": "question_answering", "mlm": "masked_lm"}.get(a.task, "text_classification"),
+        "task": {"qa": "question_answering", "mlm": "masked_lm", "swag": "multiple_choice"}.get(
+            a.task, "text_classification"),
         "init_from": os.path.join(a.out, "classifier.safetensors"),
         "data": data,
         "train": {"max_iters": a.steps, "batch_size": a.batch, "optimizer": "adamw", "learning_rate": LR,
@@ -301,6 +323,8 @@ def run_transformers(a):
         model = transformers.BertForQuestionAnswering.from_pretrained(hf)
     elif a.task == "mlm":
         model = transformers.BertForMaskedLM.from_pretrained(hf)
+    elif a.task == "swag":
+        model = transformers.BertForMultipleChoice.from_pretrained(hf)
     else:
         model = transformers.BertForSequenceClassification.from_pretrained(
             hf, num_labels=2, id2label=dict(enumerate(LABELS)), label2id={l: i for i, l in enumerate(LABELS)})
@@ -311,6 +335,13 @@ def run_transformers(a):
                             betas=BETAS, eps=EPS)
     if a.task == "qa":
         features, targets = qa_windows(a, tok)
+    elif a.task == "swag":
+        rows = [json.loads(line) for line in open(os.path.join(a.out, "train.jsonl"), encoding="utf-8")]
+        endings = ["ending0", "ending1", "ending2", "ending3"]
+        enc = tok([r["sent1"] for r in rows for _ in endings], [f"{r['sent2']} {r[k]}" for r in rows for k in endings],
+                  truncation=True, max_length=a.max_length)  # run_swag.py's pairs, once
+        features = [[{k: enc[k][i * 4 + c] for k in enc} for c in range(4)] for i in range(len(rows))]
+        targets = [{"labels": r["label"]} for r in rows]
     elif a.task == "mlm":
         lines = [line.rstrip("\n") for line in open(os.path.join(a.out, "train.txt"), encoding="utf-8")]
         blocks = mlm_blocks(tok, lines, a.max_length)
@@ -332,6 +363,10 @@ def run_transformers(a):
                       for i, b in enumerate(rows)]
             batch = {"input_ids": torch.tensor([x for x, _ in masked])}
             y = {"labels": torch.tensor([y for _, y in masked])}
+        elif a.task == "swag":  # the 4·B pairs padded together, [B, 4, T] (DataCollatorForMultipleChoice)
+            flat = tok.pad([p for i in rows for p in features[i]], return_tensors="pt")
+            batch = {k: v.view(len(rows), 4, -1) for k, v in flat.items()}
+            y = {"labels": torch.tensor([targets[i]["labels"] for i in rows])}
         else:
             batch = tok.pad([features[i] for i in rows], return_tensors="pt")
             y = {k: torch.tensor([targets[i][k] for i in rows]) for k in targets[0]}
@@ -341,7 +376,7 @@ def run_transformers(a):
         opt.step()
         opt.zero_grad()
         times.append(time.perf_counter() - t0)
-        lengths.append(batch["input_ids"].shape[1])
+        lengths.append(batch["input_ids"].shape[-1])
         loss.append(out.loss.item())
     rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     timed = range(a.skip, a.steps)
@@ -354,7 +389,7 @@ def run_transformers(a):
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--task", choices=["classify", "qa", "mlm"], default="classify",
+    ap.add_argument("--task", choices=["classify", "qa", "mlm", "swag"], default="classify",
                     help="a sequence classifier, extractive question answering (run_qa.py's), or masked-language-model "
                          "training (run_mlm.py's)")
     ap.add_argument("--size", choices=list(SIZES), default="base")
@@ -376,11 +411,11 @@ def main():
     ap.add_argument("--one", choices=["qkv", "transformers"], help=argparse.SUPPRESS)  # a child process
     ap.add_argument("--build-only", action="store_true", help=argparse.SUPPRESS)  # the folder, in a child
     a = ap.parse_args()
-    qa, mlm = a.task == "qa", a.task == "mlm"
-    a.batch = a.batch or (12 if qa else 8 if mlm else 32)
-    a.max_length = a.max_length or (384 if qa else 128 if mlm else 64)
+    qa, mlm, swag = a.task == "qa", a.task == "mlm", a.task == "swag"
+    a.batch = a.batch or (12 if qa else 8 if mlm else 16 if swag else 32)
+    a.max_length = a.max_length or (384 if qa else 128 if mlm else 80 if swag else 64)
     if not a.examples:
-        a.examples = 500 if qa else 20000 if mlm else 4000
+        a.examples = 500 if qa else 20000 if mlm else 2000 if swag else 4000
     a.out = a.out or f"/tmp/qkv-finetune-bench-{a.size}{'' if a.task == 'classify' else '-' + a.task}"
     if a.steps <= a.skip:
         ap.error(f"--steps {a.steps} leaves no step after the --skip {a.skip} warm-up steps")
@@ -422,6 +457,8 @@ def main():
     what = (f"question answering; {a.examples} contexts of 16 Tatoeba sentences, windows of {a.max_length} tokens "
             f"{a.doc_stride} apart" if qa else
             f"masked LM; {a.examples} Tatoeba sentences grouped into blocks of {a.max_length} tokens" if mlm else
+            f"multiple choice; {a.examples} SWAG-shaped rows of Tatoeba sentences, 4 endings, max_length "
+            f"{a.max_length}" if swag else
             f"2 labels; {a.examples} Tatoeba sentences, max_length {a.max_length}")
     print(f"model: BERT {a.size} ({layers} layers, d {hidden}, {heads} heads, FFN {ffn}; "
           f"{hf['params'] / 1e6:.1f} M parameters), {what}\n")
