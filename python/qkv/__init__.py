@@ -17,7 +17,10 @@ qkv.convert(folder, out) or qkv.load(folder) (an encoder: qkv.MaskedLanguageMode
 text_classification(texts, top_k), token_classification(texts, aggregation_strategy),
 zero_shot_classification(sequences, candidate_labels), question_answering(question, context) as transformers'
 pipelines, encode(sentences) as
-SentenceTransformer.encode, and a cross-encoder's rank(query, documents) as CrossEncoder.rank).
+SentenceTransformer.encode, a cross-encoder's rank(query, documents) as CrossEncoder.rank, and a multiple-choice
+model's multiple_choice(context, endings) as run_swag.py scores them). qkv.train fine-tunes them ("task":
+"text_classification", "token_classification", "question_answering", "multiple_choice") or continues their
+pre-training ("masked_lm").
 qkv.evaluate_translations(hyps, [refs], sources, group, bucket_width) scores as `qkv eval` does.
 Memory: qkv.set_cache_limit(0, 0.25, miss_evicts=True) bounds the host allocator's cache as `qkv translate` does
 (training's default keeps more), qkv.empty_cache() and qkv.cached_bytes() as torch.cuda's.
