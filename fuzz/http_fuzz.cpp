@@ -21,7 +21,7 @@ HttpServer& server() {
     auto none = [](const HttpRequest&) { return HttpResponse{}; };
     for (const char* p : {"/", "/health", "/metrics", "/v1/models"}) h->route("GET", p, none, false);
     for (const char* p : {"/v1/translate", "/v1/generate", "/v1/attention", "/v1/fill-mask", "/v1/classify",
-                          "/v1/embeddings", "/v1/rerank", "/rerank", "/v1/answer"})
+                          "/v1/embeddings", "/v1/rerank", "/rerank", "/v1/answer", "/v1/choose"})
       h->route("POST", p, none, true);
     return h;
   }();
@@ -86,6 +86,12 @@ void validate(const std::string& path, const std::string& body) {
     b.integer("doc_stride", -1, -1, 256);
     b.boolean("handle_impossible_answer", false);
     b.boolean("align_to_words", true);
+  } else if (path == "/v1/choose") {
+    const Body b(body, kChooseFields);
+    b.text("context", 2000, "--max-sentence-bytes");
+    b.texts("endings", 64, 2000);
+    if (b.has("header") && !b["header"].is_string()) return;
+    b.integer("max_length", 0, 0, 512);
   }
 }
 

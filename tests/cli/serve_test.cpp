@@ -1022,6 +1022,72 @@ TEST(Serve, QuestionAnsweringAsThePipeline) {
   EXPECT_TRUE(c.Get("/health")) << "the server went on\n" << s.log();
 }
 
+// Multiple choice served: /v1/choose scores the endings as transformers' RobertaForMultipleChoice does
+// (tests/golden/hf_mc.json: the softmax of its logits); requests that do not fit are 400s and 413s naming
+// the field or the limit.
+TEST(Serve, MultipleChoiceAsTransformers) {
+  testing::TempDir dir("serve-mc");
+  ServeProcess s(converted_goldens(dir, {"mc-roberta", "bert-seqcls"}) + " --max-sentence-bytes 300 --max-sentences 8");
+  ASSERT_GT(s.port(), 0) << s.log();
+  const json golden = json::parse(io::read_file(std::string(QKV_GOLDEN_DIR) + "/hf_mc.json"));
+  json roberta;
+  for (const json& c : golden["cases"])
+    if (c["case"] == "roberta") roberta = c;
+  ASSERT_FALSE(roberta.is_null());
+  int status = 0;
+  for (size_t n : {size_t{0}, size_t{5}}) {  // (5: an empty header)
+    const json& x = golden["examples"][n];
+    const json body = {{"model", "mc-roberta"},
+                       {"context", x["sent1"]},
+                       {"header", x["sent2"]},
+                       {"endings", {x["ending0"], x["ending1"], x["ending2"], x["ending3"]}},
+                       {"max_length", golden["max_length"]}};
+    const json r = post(s.port(), body.dump(), &status, "/v1/choose");
+    ASSERT_EQ(status, 200) << r.dump().substr(0, 300);
+    EXPECT_EQ(r["model"], "mc-roberta");
+    const std::vector<double> z = roberta["logits"][n].get<std::vector<double>>();
+    double sum = 0;
+    for (double v : z) sum += std::exp(v);
+    ASSERT_EQ(r["choices"].size(), 4u);
+    size_t best = 0;
+    for (size_t k = 0; k < 4; ++k) {
+      EXPECT_EQ(r["choices"][k]["ending"], x["ending" + std::to_string(k)]);
+      EXPECT_NEAR(r["choices"][k]["score"].get<double>(), std::exp(z[k]) / sum, 1e-5);
+      if (z[k] > z[best]) best = k;
+    }
+    EXPECT_EQ(r["best"].get<size_t>(), best);
+  }
+  const struct {
+    json body;
+    int status;
+    const char* says;
+  } bad[] = {
+      {{{"model", "mc-roberta"}, {"endings", {"a", "b"}}}, 400, "context\\\" must be a string"},
+      {{{"model", "mc-roberta"}, {"context", "c"}, {"endings", "a"}}, 400, "an array of two texts or more"},
+      {{{"model", "mc-roberta"}, {"context", "c"}, {"endings", {"a"}}}, 400, "an array of two texts or more"},
+      {{{"model", "mc-roberta"}, {"context", "c"}, {"endings", {"a", 5}}}, 400, "endings\\\" must be"},
+      {{{"model", "mc-roberta"}, {"context", "c"}, {"endings", {"a", "b"}}, {"header", 5}},
+       400,
+       "header\\\" must be a string"},
+      {{{"model", "mc-roberta"}, {"context", "c"}, {"endings", {"a", "b"}}, {"max_length", 1000}}, 400, "max_length"},
+      {{{"model", "mc-roberta"}, {"context", "c"}, {"endings", {"a", "b"}}, {"choices", 2}}, 400, "unknown field"},
+      {{{"model", "mc-roberta"}, {"context", std::string(301, 'a')}, {"endings", {"a", "b"}}},
+       413,
+       "--max-sentence-bytes"},
+      {{{"model", "mc-roberta"}, {"context", "c"}, {"endings", json(std::vector<std::string>(9, "e"))}}, 413, "9"},
+      {{{"model", "bert-seqcls"}, {"context", "c"}, {"endings", {"a", "b"}}}, 400, "no multiple-choice head"},
+  };
+  for (const auto& b : bad) {
+    const json e = post(s.port(), b.body.dump(), &status, "/v1/choose");
+    EXPECT_EQ(status, b.status) << b.body.dump().substr(0, 200) << " → " << e.dump();
+    EXPECT_NE(e.dump().find(b.says), std::string::npos) << b.body.dump().substr(0, 200) << " → " << e.dump();
+  }
+  // the server still answers
+  const json ok = post(s.port(), json{{"model", "mc-roberta"}, {"context", "c"}, {"endings", {"a", "b"}}}.dump(),
+                       &status, "/v1/choose");
+  EXPECT_EQ(status, 200) << ok.dump();
+}
+
 // Converted encoders, served together: /v1/classify answers as pipeline("text-classification") and
 // pipeline("token-classification"), /v1/embeddings as OpenAI's route with SentenceTransformer.encode's
 // vectors, /v1/rerank (and /rerank) as Cohere's and vLLM's route with CrossEncoder.rank's order and

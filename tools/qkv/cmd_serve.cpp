@@ -72,6 +72,10 @@
 //                        → {"model", "results": [per question: the pipeline's {"score", "start", "end",
 //                        "answer"} (characters), or a list of them best first]}   (decode/question_answering.h;
 //                        a context up to 64 × --max-sentence-bytes)
+//   POST /v1/choose      {"context", "endings": 2 texts or more, "header"? (""), "model"?, "max_length"? (0:
+//                        the tokenizer's)} (a …ForMultipleChoice) → {"model", "choices": [{"ending", "score",
+//                        "logit"}, … in order], "best": index}   (decode/multiple_choice.h: run_swag.py's
+//                        pairs; each text up to --max-sentence-bytes, endings up to --max-sentences)
 //   POST /v1/completions, /v1/chat/completions   OpenAI's API for the language models: model,
 //                        prompt (a string or strings: a choice each) or messages (rendered with
 //                        the model's chat template, with tools, chat_template_kwargs and
@@ -114,6 +118,7 @@
 #include "qkv/decode/caption.h"
 #include "qkv/decode/classify.h"
 #include "qkv/decode/question_answering.h"
+#include "qkv/decode/multiple_choice.h"
 #include "qkv/text/unicode.h"
 #include "qkv/decode/fill_mask.h"
 #include "serve_services.h"
@@ -287,6 +292,7 @@ class Server {
     http_.route("POST", "/v1/classify", answer([this](const HttpRequest& r) { return classify(r); }), true);
     http_.route("POST", "/v1/embeddings", openai_answer([this](const HttpRequest& r) { return embeddings(r); }), true);
     http_.route("POST", "/v1/answer", answer([this](const HttpRequest& r) { return answer_questions(r); }), true);
+    http_.route("POST", "/v1/choose", answer([this](const HttpRequest& r) { return choose(r); }), true);
     for (const char* p : {"/v1/rerank", "/rerank"})  // (vLLM serves both)
       http_.route("POST", p, answer([this](const HttpRequest& r) { return rerank(r); }), true);
     http_.route("POST", "/v1/completions", openai_answer([this](const HttpRequest& r) { return openai(r, false); }), true);
@@ -1063,6 +1069,44 @@ class Server {
     json results = json::array();
     for (size_t i = 0; i < all.size(); ++i) results.push_back(answers_json(all[i], text::valid_utf8(contexts[i])));
     return json_response(json{{"model", s.name()}, {"results", std::move(results)}});
+  }
+
+  // Multiple choice: each ending beside the context, scored and softmax'd; every text within
+  // --max-sentence-bytes and at most --max-sentences endings, each pair cut to max_length tokens.
+  HttpResponse choose(const HttpRequest& req) {
+    const Body body(req.body, kChooseFields);
+    auto& s = static_cast<MaskedLanguageModelService&>(service(body, {"masked_language_model"}, "/v1/choose"));
+    const models::MaskedLanguageModel& m = *s.loaded().model;
+    if (m.task().classifier != nn::BertClassifier::choice)
+      throw HttpError{
+          400, "model \"" + s.name() + "\" has no multiple-choice head (a …ForMultipleChoice checkpoint has one)"};
+    const std::string context = body.text("context", a_.max_sentence_bytes, "--max-sentence-bytes");
+    const std::vector<std::string> endings = body.texts("endings", a_.max_sentences, a_.max_sentence_bytes);
+    if (!body["endings"].is_array() || endings.size() < 2)
+      throw HttpError{400, "\"endings\" must be an array of two texts or more"};
+    std::string header;
+    if (body.has("header")) {
+      if (!body["header"].is_string()) throw HttpError{400, "\"header\" must be a string"};
+      header = body["header"].get<std::string>();
+      if (static_cast<int64_t>(header.size()) > a_.max_sentence_bytes)
+        throw HttpError{413, "\"header\" has " + std::to_string(header.size()) +
+                                 " bytes, more than --max-sentence-bytes " + std::to_string(a_.max_sentence_bytes)};
+    }
+    const int64_t max_length = body.integer("max_length", 0, 0, m.max_positions());
+    std::vector<decode::ChoiceScore> scores;
+    try {
+      auto held = s.hold(timeout());
+      scores = decode::multiple_choice(m, *s.loaded().tokenizer.hf(), context, endings, header, max_length);
+    } catch (const Error& e) {
+      throw HttpError{400, plain_message(e.what())};
+    }
+    json choices = json::array();
+    size_t best = 0;
+    for (size_t i = 0; i < scores.size(); ++i) {
+      choices.push_back({{"ending", scores[i].ending}, {"score", scores[i].score}, {"logit", scores[i].logit}});
+      if (scores[i].score > scores[best].score) best = i;
+    }
+    return json_response(json{{"model", s.name()}, {"choices", std::move(choices)}, {"best", best}});
   }
 
   HttpResponse rerank(const HttpRequest& req) {

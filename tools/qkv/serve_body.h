@@ -151,5 +151,6 @@ inline const std::vector<const char*> kAnswerFields = {
     "question",       "context",     "model",      "top_k",
     "max_answer_len", "max_seq_len", "doc_stride", "handle_impossible_answer",
     "align_to_words"};
+inline const std::vector<const char*> kChooseFields = {"context", "endings", "header", "model", "max_length"};
 
 }  // namespace qkv::cli
