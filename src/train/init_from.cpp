@@ -148,6 +148,14 @@ PretrainedEncoder load_pretrained_encoder(const std::string& path, const std::st
   return out;
 }
 
+io::HeldOut hold_out_fraction(int64_t n, double fraction, uint64_t seed, const std::string& task,
+                              const std::string& path, const char* what) {
+  const auto n_val = static_cast<int64_t>(std::llround(fraction * static_cast<double>(n)));
+  QKV_CHECK(n_val >= 1 && n_val < n, task, ": data.val_fraction ", fraction, " of the ", n, " ", what, " of '", path,
+            "' leaves ", n_val, " to validate on and ", n - n_val, " to train on (give data.val)");
+  return io::hold_out(n, n_val, seed ^ 0x7A1D5E7ull);
+}
+
 json fine_tuned_metadata(const models::Model& model, const json& tokenizer, const json& carried) {
   json meta = models::metadata(model, tokenizer);
   for (const auto& [key, value] : carried.items()) meta[key] = value;

@@ -163,16 +163,8 @@ MultipleChoiceTask::MultipleChoiceTask(const json& config, const std::string& ba
                 val.front().endings.size(), " endings, data.train's ", train.front().endings.size());
     } else {
       // val_fraction of the examples, drawn with the seed
-      const auto n = static_cast<int64_t>(train.size());
-      const auto n_val = static_cast<int64_t>(std::llround(d.val_fraction * static_cast<double>(n)));
-      QKV_CHECK(n_val >= 1 && n_val < n, kChoiceTask, ": data.val_fraction ", d.val_fraction, " of the ", n,
-                " examples of '", train_path, "' leaves ", n_val, " to validate on and ", n - n_val,
-                " to train on (give data.val)");
-      const io::HeldOut split = io::hold_out(n, n_val, cfg_.seed ^ 0xC401CEull);
-      std::vector<ChoiceExample> rest;
-      for (const int64_t i : split.held) val.push_back(std::move(train[static_cast<size_t>(i)]));
-      for (const int64_t i : split.rest) rest.push_back(std::move(train[static_cast<size_t>(i)]));
-      train = std::move(rest);
+      val = take_held_out(train, hold_out_fraction(static_cast<int64_t>(train.size()), d.val_fraction, cfg_.seed,
+                                                   kChoiceTask, train_path, "examples"));
     }
     train_ = encode_examples(train, *model_, tok, d.max_length);
     val_ = encode_examples(val, *model_, tok, d.max_length);

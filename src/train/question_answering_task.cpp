@@ -246,16 +246,8 @@ QuestionAnsweringTask::QuestionAnsweringTask(const json& config, const std::stri
       val_examples_ = read_qa_examples(resolve(d.val), d.version_2_with_negative);
     } else {
       // val_fraction of the questions, drawn with the seed
-      const auto n = static_cast<int64_t>(train.size());
-      const auto n_val = static_cast<int64_t>(std::llround(d.val_fraction * static_cast<double>(n)));
-      QKV_CHECK(n_val >= 1 && n_val < n, kQaTask, ": data.val_fraction ", d.val_fraction, " of the ", n,
-                " questions of '", train_path, "' leaves ", n_val, " to validate on and ", n - n_val,
-                " to train on (give data.val)");
-      const io::HeldOut split = io::hold_out(n, n_val, cfg_.seed ^ 0x7A1D5E7ull);
-      std::vector<QaExample> rest;
-      for (const int64_t i : split.held) val_examples_.push_back(std::move(train[static_cast<size_t>(i)]));
-      for (const int64_t i : split.rest) rest.push_back(std::move(train[static_cast<size_t>(i)]));
-      train = std::move(rest);
+      val_examples_ = take_held_out(train, hold_out_fraction(static_cast<int64_t>(train.size()), d.val_fraction,
+                                                             cfg_.seed, kQaTask, train_path, "questions"));
     }
     train_ = qa_windows(train, tok, *model_, d.max_length, d.doc_stride, /*keep_offsets=*/false);
     val_ = qa_windows(val_examples_, tok, *model_, d.max_length, d.doc_stride, /*keep_offsets=*/true);

@@ -413,10 +413,7 @@ TextClassificationTask::TextClassificationTask(const json& config, const std::st
       val_ = read(resolve(d.val));
     } else {
       // val_fraction of the examples, drawn with the seed (a file sorted by label splits evenly)
-      const int64_t n = all.size(), n_val = static_cast<int64_t>(std::llround(d.val_fraction * static_cast<double>(n)));
-      QKV_CHECK(n_val >= 1 && n_val < n, name, ": data.val_fraction ", d.val_fraction, " of the ", n, " examples of '",
-                train_path, "' leaves ", n_val, " to validate on and ", n - n_val, " to train on (give data.val)");
-      const io::HeldOut split = io::hold_out(n, n_val, cfg_.seed ^ 0x7A1D5E7ull);
+      const io::HeldOut split = hold_out_fraction(all.size(), d.val_fraction, cfg_.seed, name, train_path, "examples");
       val_ = rows_of(all, split.held);
       train_ = rows_of(all, split.rest);
     }

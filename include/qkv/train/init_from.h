@@ -21,6 +21,7 @@
 
 #include "qkv/core/rng.h"
 #include "qkv/io/config.h"
+#include "qkv/io/sample.h"
 #include "qkv/models/model.h"
 #include "qkv/nn/encoder_heads.h"
 #include "qkv/text/lm_tokenizer.h"
@@ -64,6 +65,21 @@ struct PretrainedEncoder {
 PretrainedEncoder load_pretrained_encoder(const std::string& path, const std::string& base_dir,
                                           const nlohmann::json& model_section, const std::string& task,
                                           nn::BertClassifier head, Generator& gen);
+
+// The validation examples a fine-tuning run holds out where its config gives no data.val: a `fraction`
+// of the n examples of the file at `path`, drawn with `seed` (io::hold_out). A fraction that leaves no
+// example on either side: a qkv::Error naming `task`, the file and what the examples are ("questions").
+io::HeldOut hold_out_fraction(int64_t n, double fraction, uint64_t seed, const std::string& task,
+                              const std::string& path, const char* what);
+// `items` split by `split`: the held-out ones moved into the returned vector, the rest kept, in order.
+template <class T>
+std::vector<T> take_held_out(std::vector<T>& items, const io::HeldOut& split) {
+  std::vector<T> held, rest;
+  for (const int64_t i : split.held) held.push_back(std::move(items[static_cast<size_t>(i)]));
+  for (const int64_t i : split.rest) rest.push_back(std::move(items[static_cast<size_t>(i)]));
+  items = std::move(rest);
+  return held;
+}
 
 // The metadata of a model file a fine-tuning run writes: the model's (models::metadata, with `tokenizer`),
 // and what the file it started from carries (Pretrained::carried: "converted_from", "generation",
