@@ -8,6 +8,7 @@
 #include "qkv/core/message.h"
 #include "qkv/decode/classify.h"
 #include "qkv/decode/encoder_batches.h"
+#include "qkv/decode/sampling.h"
 #include "qkv/ops.h"
 
 namespace qkv::decode {
@@ -51,13 +52,9 @@ std::vector<ChoiceScore> multiple_choice(const models::MaskedLanguageModel& mode
   const NoGradGuard no_grad;
   const batching::Batch b = batching::pad(pairs, rows, 0, rows.size(), batching::pad_id_of(tok));
   const std::vector<float> z = model.classify(b.ids, b.types, b.mask).to_vector();  // [C, 1]
-  // p = softmax(z)
-  const double top = *std::max_element(z.begin(), z.end());
-  double sum = 0;
-  for (const float v : z) sum += std::exp(static_cast<double>(v) - top);
+  const std::vector<double> p = softmax_probs(z);
   std::vector<ChoiceScore> out;
-  for (size_t c = 0; c < endings.size(); ++c)
-    out.push_back({endings[c], std::exp(static_cast<double>(z[c]) - top) / sum, static_cast<double>(z[c])});
+  for (size_t c = 0; c < endings.size(); ++c) out.push_back({endings[c], p[c], static_cast<double>(z[c])});
   return out;
 }
 

@@ -86,4 +86,12 @@ nlohmann::json parse_json(std::string_view text, const std::string& what) {
   return nlohmann::json::parse(text, watch);
 }
 
+nlohmann::json parse_json_line(std::string_view line, const std::string& where) {
+  try {
+    return parse_json(line, where);
+  } catch (const nlohmann::json::exception& e) {
+    throw Error(detail::concat(where, ": not JSON (", e.what(), ")"));
+  }
+}
+
 }  // namespace qkv::io

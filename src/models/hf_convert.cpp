@@ -447,6 +447,22 @@ bool new_head_parameter(const std::string& name) {
   return name.starts_with("classifier.") || name.starts_with("pooler.") || name.starts_with("head.");
 }
 
+// A new head's parameter the checkpoint has no tensor for, drawn as transformers' _init_weights draws
+// it: N(0, initializer_range) for a matrix, 0 for a bias, a LayerNorm as built (1 / 0). `range` is
+// config.json's initializer_range (0.02 where absent), checked by new_head_range.
+double new_head_range(const nlohmann::json& hf_config, const std::string& where) {
+  const auto range = hf::field<double>(hf_config, "initializer_range", 0.02);
+  QKV_CHECK(range >= 0 && range <= 1, where, ": initializer_range ", range, " is out of [0, 1]");
+  return range;
+}
+void draw_new_head_parameter(const std::string& name, Tensor t, Generator& gen, double range) {
+  if (name.find("norm") != std::string::npos) return;
+  if (t.dim() >= 2)
+    nn::init::normal_(t, gen, 0.f, static_cast<float>(range));
+  else
+    nn::init::zeros_(t);
+}
+
 }  // namespace
 
 namespace {
@@ -516,7 +532,7 @@ nlohmann::json new_head_on_model_file(const std::string& file, const std::string
   HfHeadReport head_report;
   head_report.architecture = arch.name;
   std::set<std::string> used;
-  const double range = hf_config.value("initializer_range", 0.02);
+  const double range = new_head_range(hf_config, detail::concat("convert: '", file, "': its converted_from config"));
   std::map<std::string, Tensor> params;  // (by name: the new head drawn in the order a folder's conversion draws it)
   for (auto& [name, p] : model->module().named_parameters()) params.emplace(name, p.detach());
   for (auto& [name, t] : params) {
@@ -526,15 +542,9 @@ nlohmann::json new_head_on_model_file(const std::string& file, const std::string
       used.insert(name);
       continue;
     }
-    // drawn as transformers' _init_weights draws a new head: N(0, initializer_range), biases 0, norms as built
     QKV_CHECK(new_head_parameter(name), "convert: '", file, "' has no tensor ", name, " of ", arch.name,
               it == src.params.end() ? "" : " of its shape", " (a file of another model?)");
-    if (name.find("norm") == std::string::npos) {
-      if (t.dim() >= 2)
-        nn::init::normal_(t, gen, 0.f, static_cast<float>(range));
-      else
-        nn::init::zeros_(t);
-    }
+    draw_new_head_parameter(name, t, gen, range);
     head_report.initialized.push_back(name);
   }
   for (const auto& [name, t] : src.params)
@@ -672,20 +682,12 @@ nlohmann::json convert_hf(const std::string& dir, const std::string& out, const 
         });
   }
   bar.close();
-  // A new head's parameters the checkpoint had no tensor for: drawn as transformers' _init_weights
-  // draws them — N(0, initializer_range) for a matrix, 0 for a bias, a LayerNorm at 1 / 0 (as built).
+  // A new head's parameters the checkpoint had no tensor for, drawn as transformers draws them.
   if (new_head) {
-    const double range = hf_config.value("initializer_range", 0.02);
-    QKV_CHECK(range >= 0 && range <= 1, "'", f.dir, "/config.json': initializer_range ", range, " is out of [0, 1]");
+    const double range = new_head_range(hf_config, "'" + f.dir + "/config.json'");
     for (auto& [name, p] : params) {
       if (filled_from.count(name) || parts_of.count(name) || !new_head_parameter(name)) continue;
-      if (name.find("norm") == std::string::npos) {
-        Tensor t = p;
-        if (p.dim() >= 2)
-          nn::init::normal_(t, gen, 0.f, static_cast<float>(range));
-        else
-          nn::init::zeros_(t);
-      }
+      draw_new_head_parameter(name, p, gen, range);
       filled_from[name] = "";
       head_report.initialized.push_back(name);
     }

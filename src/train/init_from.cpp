@@ -6,10 +6,12 @@
 
 #include "qkv/core/checked.h"
 #include "qkv/core/error.h"
+#include "qkv/core/message.h"
 #include "qkv/io/data_file.h"
 #include "qkv/models/model_file.h"
 #include "qkv/models/registry.h"
 #include "qkv/nn/init.h"
+#include "qkv/text/unicode.h"
 #include "qkv/train/memory_plan.h"
 
 namespace qkv::train {
@@ -146,6 +148,11 @@ PretrainedEncoder load_pretrained_encoder(const std::string& path, const std::st
   }
   pre.load_into(out.model->module());
   return out;
+}
+
+std::string text_field(const json& row, const std::string& key, const std::string& where) {
+  QKV_CHECK(row.is_object() && row.contains(key) && row[key].is_string(), where, ": no string \"", excerpt(key), "\"");
+  return text::valid_utf8(row[key].get_ref<const std::string&>());
 }
 
 io::HeldOut hold_out_fraction(int64_t n, double fraction, uint64_t seed, const std::string& task,

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <filesystem>
+#include <tuple>
 
 #include "qkv/autograd/grad_mode.h"
 #include "qkv/core/checked.h"
@@ -69,15 +70,7 @@ std::vector<std::string> read_texts(const std::string& path, const std::string& 
   } else {
     for (const auto& [number, line] : io::numbered_lines(text)) {
       const std::string where = detail::concat(kMlmTask, ": '", path, "' line ", number);
-      json j;
-      try {
-        j = io::parse_json(line, where);
-      } catch (const json::exception& e) {
-        throw Error(detail::concat(where, ": not JSON (", e.what(), ")"));
-      }
-      QKV_CHECK(j.is_object() && j.contains(column) && j[column].is_string(), where, ": not an object with a string \"",
-                excerpt(column), "\" (data.text names the column)");
-      out.push_back(text::valid_utf8(j[column].get_ref<const std::string&>()));
+      out.push_back(text_field(io::parse_json_line(line, where), column, where + " (data.text names the column)"));
     }
   }
   QKV_CHECK(!out.empty(), kMlmTask, ": '", path, "' holds no texts");
@@ -324,27 +317,32 @@ Tensor MaskedLMTask::loss_sum(const Masked& m, int64_t* correct) const {
   const auto [weight, bias] = model_->mlm_decoder();
   const std::vector<int32_t> target = none ? std::vector<int32_t>{0} : m.target;
   const Tensor y = Tensor::from_ints(target, {static_cast<int64_t>(target.size())}).to(device_);
-  if (correct) {
-    // argmax of each chosen token's logits h Wᵀ + b
-    const std::vector<float> z = linear(h, weight, bias).to_vector();  // [N, V]
-    const size_t V = z.size() / target.size();
-    *correct = 0;
-    for (size_t i = 0; i < target.size() && !none; ++i) {
-      const auto row = z.begin() + static_cast<std::ptrdiff_t>(i * V);
-      *correct += std::max_element(row, row + static_cast<std::ptrdiff_t>(V)) - row == target[i];
-    }
+  if (!correct) return linear_cross_entropy(h, weight, y, bias, -100, 0.f, "sum");
+  // evaluation: the chosen tokens' logits h Wᵀ + b [N, V] once, for the loss and each one's argmax
+  const Tensor z = linear(h, weight, bias);
+  const std::vector<float> v = z.to_vector();
+  const size_t V = v.size() / target.size();
+  *correct = 0;
+  for (size_t i = 0; i < target.size() && !none; ++i) {
+    const auto row = v.begin() + static_cast<std::ptrdiff_t>(i * V);
+    *correct += std::max_element(row, row + static_cast<std::ptrdiff_t>(V)) - row == target[i];
   }
-  return linear_cross_entropy(h, weight, y, bias, -100, 0.f, "sum");
+  return cross_entropy(z, y, -100, 0.f, "sum");
+}
+
+std::pair<int64_t, uint64_t> MaskedLMTask::drawn(uint64_t k) {
+  const auto n = static_cast<uint64_t>(train_.size());
+  const int64_t block = order_.at(k);
+  return {block, k / n * n + static_cast<uint64_t>(block)};  // (epoch·n + block)
 }
 
 int64_t MaskedLMTask::chosen_in(uint64_t first, int64_t count) {
-  const auto n = static_cast<uint64_t>(train_.size());
   int64_t chosen = 0;
-  for (uint64_t s = first; s < first + static_cast<uint64_t>(count); ++s) {
-    const int64_t block = order_.at(s);
+  for (uint64_t k = first; k < first + static_cast<uint64_t>(count); ++k) {
+    const auto [block, stream] = drawn(k);
     const auto from = static_cast<size_t>(train_.begin[static_cast<size_t>(block)]);
-    for (const uint8_t c : choose_tokens(train_.flags.data() + from, static_cast<size_t>(train_.length(block)),
-                                         cfg_.seed, s / n * n + static_cast<uint64_t>(block), data_))
+    for (const uint8_t c :
+         choose_tokens(train_.flags.data() + from, static_cast<size_t>(train_.length(block)), cfg_.seed, stream, data_))
       chosen += c;
   }
   return chosen;
@@ -357,13 +355,9 @@ StepStats MaskedLMTask::train_micro_step(int64_t step, int64_t micro, int64_t ac
   const Rows rows = shard_rows(batch, gen_, kMlmTask);
   const auto step_first = static_cast<uint64_t>(step * accum * batch);
   const auto first = step_first + static_cast<uint64_t>(micro * batch + rows.first);
-  const auto n = static_cast<uint64_t>(train_.size());
   std::vector<int64_t> index(static_cast<size_t>(rows.count));
   std::vector<uint64_t> streams(index.size());
-  for (size_t i = 0; i < index.size(); ++i) {
-    index[i] = order_.at(first + i);
-    streams[i] = (first + i) / n * n + static_cast<uint64_t>(index[i]);
-  }
+  for (size_t i = 0; i < index.size(); ++i) std::tie(index[i], streams[i]) = drawn(first + i);
   // the step's chosen tokens, every micro-batch and process (the loss is their mean)
   if (step != counted_step_) counted_step_ = step, step_chosen_ = chosen_in(step_first, accum * batch);
   // padded to the micro-batch's longest block, whichever rows this process holds (its dropout draws are

@@ -54,12 +54,6 @@ struct ChoiceExample {
   size_t line = 0;
 };
 
-// A string column of a row, or an error naming it.
-std::string column(const json& row, const std::string& key, const std::string& where) {
-  QKV_CHECK(row.contains(key) && row[key].is_string(), where, ": no string \"", excerpt(key), "\"");
-  return text::valid_utf8(row[key].get_ref<const std::string&>());
-}
-
 std::vector<ChoiceExample> read_choice_examples(const std::string& path, const MultipleChoiceDataConfig& d) {
   const std::string text = io::read_data_file(path, detail::concat(kChoiceTask, ": data"));
   QKV_CHECK(fs::path(path).extension() == ".jsonl", kChoiceTask, ": '", path,
@@ -68,17 +62,12 @@ std::vector<ChoiceExample> read_choice_examples(const std::string& path, const M
   size_t choices = 0;
   for (const auto& [number, line] : io::numbered_lines(text)) {
     const std::string where = detail::concat(kChoiceTask, ": '", path, "' line ", number);
-    json row;
-    try {
-      row = io::parse_json(line, where);
-    } catch (const json::exception& e) {
-      throw Error(detail::concat(where, ": not JSON (", e.what(), ")"));
-    }
+    const json row = io::parse_json_line(line, where);
     QKV_CHECK(row.is_object(), where, ": not an object (its context, header, endings and label)");
     ChoiceExample x;
     x.line = number;
-    x.context = column(row, d.context, where);
-    if (!d.header.empty()) x.header = column(row, d.header, where);
+    x.context = text_field(row, d.context, where);
+    if (!d.header.empty()) x.header = text_field(row, d.header, where);
     if (d.endings.is_string()) {  // one column holding the list
       const std::string& key = d.endings.get_ref<const std::string&>();
       QKV_CHECK(row.contains(key) && row[key].is_array(), where, ": no list \"", excerpt(key), "\" of endings");
@@ -87,7 +76,7 @@ std::vector<ChoiceExample> read_choice_examples(const std::string& path, const M
         x.endings.push_back(text::valid_utf8(e.get_ref<const std::string&>()));
       }
     } else {
-      for (const json& key : d.endings) x.endings.push_back(column(row, key.get<std::string>(), where));
+      for (const json& key : d.endings) x.endings.push_back(text_field(row, key.get<std::string>(), where));
     }
     QKV_CHECK(x.endings.size() >= 2 && x.endings.size() <= 1024, where, ": ", x.endings.size(),
               " endings (2 … 1,024 make a choice)");

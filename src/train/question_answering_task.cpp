@@ -54,12 +54,6 @@ const io::Fields<QuestionAnsweringTaskConfig>& QuestionAnsweringTaskConfig::fiel
 
 namespace {
 
-// A string field of an object, or an error naming it.
-std::string text_field(const json& j, const char* key, const std::string& where) {
-  QKV_CHECK(j.is_object() && j.contains(key) && j[key].is_string(), where, ": no string \"", key, "\"");
-  return text::valid_utf8(j[key].get_ref<const std::string&>());
-}
-
 // One example from its question object (context apart: SQuAD JSON keeps it in the paragraph), with its
 // answers as SQuAD JSON lists them ([{"text", "answer_start"}]) or Hugging Face datasets ({"text": [...],
 // "answer_start": [...]}).
@@ -120,12 +114,7 @@ std::vector<QaExample> read_qa_examples(const std::string& path, bool allow_no_a
   if (ext == ".jsonl") {
     for (const auto& [number, line] : io::numbered_lines(text)) {
       const std::string where = detail::concat(kQaTask, ": '", path, "' line ", number);
-      json j;
-      try {
-        j = io::parse_json(line, where);
-      } catch (const json::exception& e) {
-        throw Error(detail::concat(where, ": not JSON (", e.what(), ")"));
-      }
+      const json j = io::parse_json_line(line, where);
       QKV_CHECK(j.is_object(), where, ": not an object (id, question, context, answers)");
       out.push_back(example_of(j, text_field(j, "context", where), number, where, allow_no_answer));
     }

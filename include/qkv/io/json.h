@@ -25,6 +25,10 @@ constexpr int kMaxJsonDepth = 256;
 // as json::parse does (callers name the file in their own message).
 nlohmann::json parse_json(std::string_view text, const std::string& what);
 
+// One line of a JSONL data file parsed as parse_json parses it; malformed JSON too is a qkv::Error,
+// "<where>: not JSON (…)".
+nlohmann::json parse_json_line(std::string_view line, const std::string& where);
+
 // The deepest nesting of arrays and objects in `text` (brackets inside strings not counted), at
 // most `limit + 1`: the scan stops there.
 int json_depth(std::string_view text, int limit = kMaxJsonDepth);

@@ -66,6 +66,10 @@ PretrainedEncoder load_pretrained_encoder(const std::string& path, const std::st
                                           const nlohmann::json& model_section, const std::string& task,
                                           nn::BertClassifier head, Generator& gen);
 
+// The string `key` of a data file's row (an object), made valid UTF-8 as the tokenizer reads text; else a
+// qkv::Error "<where>: no string \"key\"".
+std::string text_field(const nlohmann::json& row, const std::string& key, const std::string& where);
+
 // The validation examples a fine-tuning run holds out where its config gives no data.val: a `fraction`
 // of the n examples of the file at `path`, drawn with `seed` (io::hold_out). A fraction that leaves no
 // example on either side: a qkv::Error naming `task`, the file and what the examples are ("questions").

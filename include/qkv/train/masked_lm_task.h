@@ -40,6 +40,7 @@
 
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "qkv/core/rng.h"
@@ -135,6 +136,8 @@ class MaskedLMTask : public TrainingTask {
   // The chosen tokens' summed cross-entropy (a scalar), and where `correct` is given, how many of them
   // the head's argmax gets right.
   Tensor loss_sum(const Masked& b, int64_t* correct = nullptr) const;
+  // The run's k-th training block (EpochOrder's) and the stream its masks draw from: epoch·n + block.
+  std::pair<int64_t, uint64_t> drawn(uint64_t k);
   // The chosen tokens of the run's training blocks first … first + count − 1 (EpochOrder's stream).
   int64_t chosen_in(uint64_t first, int64_t count);
 
