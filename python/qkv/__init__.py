@@ -20,14 +20,15 @@ pipelines, encode(sentences) as
 SentenceTransformer.encode, a cross-encoder's rank(query, documents) as CrossEncoder.rank, and a multiple-choice
 model's multiple_choice(context, endings) as run_swag.py scores them). qkv.train fine-tunes them ("task":
 "text_classification", "token_classification", "question_answering", "multiple_choice") or continues their
-pre-training ("masked_lm").
+pre-training ("masked_lm"); qkv.export_hf(model, folder) writes the result back as a Hugging Face folder that
+transformers' from_pretrained loads.
 qkv.evaluate_translations(hyps, [refs], sources, group, bucket_width) scores as `qkv eval` does.
 Memory: qkv.set_cache_limit(0, 0.25, miss_evicts=True) bounds the host allocator's cache as `qkv translate` does
 (training's default keeps more), qkv.empty_cache() and qkv.cached_bytes() as torch.cuda's.
 """
 from ._qkv import (Error, ImageCaptioner, ImageClassifier, LanguageModel, MaskedLanguageModel, Tensor,
                    TranslationResult, Translator, as_tensor, cached_bytes, convert, empty_cache, evaluate_translations,
-                   from_dlpack, from_numpy, get_num_threads, load, manual_seed, ones, randn, set_cache_limit,
+                   export_hf, from_dlpack, from_numpy, get_num_threads, load, manual_seed, ones, randn, set_cache_limit,
                    set_num_threads, tensor, train, zeros)
 from . import autograd, nn
 from ._qkv import _cuda_device_count, _cuda_is_available
@@ -44,7 +45,7 @@ class cuda:  # noqa: N801 — torch.cuda's name
 __version__ = "0.1.0"
 __all__ = ["Error", "ImageCaptioner", "ImageClassifier", "LanguageModel", "MaskedLanguageModel", "TranslationResult",
            "Translator", "load",
-           "convert", "evaluate_translations",
+           "convert", "export_hf", "evaluate_translations",
            "train", "Tensor", "as_tensor", "from_dlpack", "from_numpy", "get_num_threads", "manual_seed", "ones",
            "randn", "set_num_threads", "set_cache_limit", "empty_cache", "cached_bytes", "tensor", "zeros", "autograd", "nn", "cuda", "no_grad", "enable_grad",
            "set_grad_enabled", "is_grad_enabled", "autocast", "is_autocast_enabled"]

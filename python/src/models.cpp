@@ -42,6 +42,7 @@
 #include "qkv/io/file.h"
 #include "qkv/io/json.h"
 #include "qkv/models/hf_convert.h"
+#include "qkv/models/hf_export.h"
 #include "qkv/models/load.h"
 #include "qkv/nn/attention_maps.h"
 #include "qkv/ops.h"
@@ -1114,6 +1115,27 @@ void bind_models(nb::module_& m) {
       "(the task \"multiple_choice\"). `folder` may also be a qkv encoder file (a \"masked_lm\" run's\n"
       "model.safetensors: pre-training continued on your text) to put a new head on, as\n"
       "from_pretrained(run_mlm.py's output, num_labels=...) does.");
+
+  m.def(
+      "export_hf",
+      [](const std::string& model, const std::string& folder, const std::string& dtype,
+         const std::string& max_shard_size, bool force) {
+        models::HfExportOptions o;
+        o.store = parse_enum<io::StoreAs>(dtype);
+        QKV_CHECK(o.store != io::StoreAs::kKeep, "export_hf: dtype must be f32, f16 or bf16, got \"keep\"");
+        o.max_shard_bytes = models::parse_shard_size(max_shard_size, "export_hf: max_shard_size");
+        o.force = force;
+        nb::gil_scoped_release release;
+        const models::HfExportReport r = models::export_hf(model, folder, o);
+        return r.files;
+      },
+      "model"_a, "folder"_a, "dtype"_a = "f32", "max_shard_size"_a = "5GB", "force"_a = false,
+      "Writes a qkv model file that qkv.convert made from a Hugging Face folder — or a run trained from one\n"
+      "(a classifier fine-tuned with qkv.train, pre-training continued) — as a Hugging Face folder that\n"
+      "transformers' from_pretrained loads: config.json, model.safetensors (sharded past max_shard_size,\n"
+      "as save_pretrained shards), the tokenizer's files, under the checkpoint's own names; as\n"
+      "`qkv export --to hf MODEL FOLDER`. Returns the files written. The folder must not exist or be\n"
+      "empty unless force=True.");
 
   m.def(
       "load",

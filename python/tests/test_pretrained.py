@@ -431,3 +431,27 @@ def test_multiple_choice_fine_tuned_from_python(tmp_path):
         qkv.load(os.path.join(GOLDEN, "bert-uncased")).multiple_choice("a", ["b", "c"])
     with pytest.raises(qkv.Error, match="takes no labels"):
         qkv.convert(os.path.join(GOLDEN, "bert-uncased"), str(tmp_path / "x.safetensors"), head="choice", labels=["a"])
+
+
+def test_export_hf_writes_the_folder_back(tmp_path):
+    # a converted model (here GPT-2, its Conv1D weights transposed both ways) written back as the folder
+    # save_pretrained would write: converting that folder again gives the same generations, and the
+    # export refuses a folder with files in it unless force=True
+    model = str(tmp_path / "gpt2.safetensors")
+    qkv.convert(os.path.join(GOLDEN, "gpt2"), model)
+    folder = str(tmp_path / "gpt2-hf")
+    files = qkv.export_hf(model, folder)
+    assert files[:2] == ["config.json", "model.safetensors"] and "tokenizer.json" in files
+    with open(os.path.join(folder, "config.json"), encoding="utf-8") as f:
+        assert json.load(f)["architectures"] == ["GPT2LMHeadModel"]
+    again = str(tmp_path / "again.safetensors")
+    qkv.convert(folder, again)
+    ref = reference("gpt2")
+    assert qkv.LanguageModel(again).generate(ref["text_prompt"], max_new_tokens=20, temperature=0) == ref["text_greedy"]
+    with pytest.raises(qkv.Error, match="not empty"):
+        qkv.export_hf(model, folder)
+    sharded = qkv.export_hf(model, folder, dtype="bf16", max_shard_size="100KB", force=True)
+    assert "model.safetensors" not in sharded and any(f.startswith("model-00001-of-") for f in sharded)
+    assert os.path.exists(os.path.join(folder, "model.safetensors.index.json"))
+    with pytest.raises(qkv.Error, match="max_shard_size"):
+        qkv.export_hf(model, str(tmp_path / "x"), max_shard_size="lots")

@@ -441,12 +441,6 @@ bool encoder_body(const std::string& name) {
   return false;
 }
 
-// The parameters a new head may leave for initialization: the classifier, the pooler, ModernBERT's
-// head (where a bare ModernBertModel has none).
-bool new_head_parameter(const std::string& name) {
-  return name.starts_with("classifier.") || name.starts_with("pooler.") || name.starts_with("head.");
-}
-
 // A new head's parameter the checkpoint has no tensor for, drawn as transformers' _init_weights draws
 // it: N(0, initializer_range) for a matrix, 0 for a bias, a LayerNorm as built (1 / 0). `range` is
 // config.json's initializer_range (0.02 where absent), checked by new_head_range.
@@ -542,7 +536,7 @@ nlohmann::json new_head_on_model_file(const std::string& file, const std::string
       used.insert(name);
       continue;
     }
-    QKV_CHECK(new_head_parameter(name), "convert: '", file, "' has no tensor ", name, " of ", arch.name,
+    QKV_CHECK(hf::new_head_parameter(name), "convert: '", file, "' has no tensor ", name, " of ", arch.name,
               it == src.params.end() ? "" : " of its shape", " (a file of another model?)");
     draw_new_head_parameter(name, t, gen, range);
     head_report.initialized.push_back(name);
@@ -595,6 +589,7 @@ nlohmann::json convert_hf(const std::string& dir, const std::string& out, const 
   std::map<std::string, std::string> filled_from;
   std::map<std::string, int> parts_of;  // qkv parameter → how many row blocks fill it
   std::map<std::string, int> parts_done;
+  std::vector<std::string> stored;  // the checkpoint's tensors that fill parameters, in its order (for export_hf)
   // a checkpoint of gigabytes takes minutes: a bar over the parameters filled (shown after 2 s)
   io::ProgressBar bar("convert", static_cast<int64_t>(params.size()), 0, /*delay_seconds=*/2);
 
@@ -631,12 +626,13 @@ nlohmann::json convert_hf(const std::string& dir, const std::string& out, const 
               QKV_CHECK(e.shape == Shape({rows, cols}), "'", shard, "': the tensor '", e.name, "' is ",
                         shape_str(e.shape), " but config.json makes it ", shape_str(Shape{rows, cols}));
               targets.emplace(e.name, *t);
+              stored.push_back(e.name);
               continue;
             }
             if (t->name.empty()) continue;
             auto p = params.find(t->name);
             if (p == params.end() && t->tied_copy) continue;  // the tied head's copy of the embedding
-            if (new_head && p != params.end() && new_head_parameter(t->name) && t->parts == 1 && !t->transpose &&
+            if (new_head && p != params.end() && hf::new_head_parameter(t->name) && t->parts == 1 && !t->transpose &&
                 e.shape != p->second.shape()) {
               head_report.unused.push_back(e.name);  // a classifier of other labels (ignore_mismatched_sizes)
               continue;
@@ -654,6 +650,7 @@ nlohmann::json convert_hf(const std::string& dir, const std::string& out, const 
             filled_from[key] = e.name;
             parts_of[t->name] = t->parts;
             targets.emplace(e.name, *t);
+            stored.push_back(e.name);
           }
         },
         [&](const std::string& name) { return targets.count(name) > 0; },
@@ -686,7 +683,7 @@ nlohmann::json convert_hf(const std::string& dir, const std::string& out, const 
   if (new_head) {
     const double range = new_head_range(hf_config, "'" + f.dir + "/config.json'");
     for (auto& [name, p] : params) {
-      if (filled_from.count(name) || parts_of.count(name) || !new_head_parameter(name)) continue;
+      if (filled_from.count(name) || parts_of.count(name) || !hf::new_head_parameter(name)) continue;
       draw_new_head_parameter(name, p, gen, range);
       filled_from[name] = "";
       head_report.initialized.push_back(name);
@@ -728,19 +725,25 @@ nlohmann::json convert_hf(const std::string& dir, const std::string& out, const 
               "/tokenizer.json' has ", t.vocab_size(), " tokens but config.json's vocab_size is ", model->vocab_size());
   }
   nlohmann::json meta = metadata(*model, tokenizer);
+  const nlohmann::json generation = exists(f.dir + "/generation_config.json")
+                                        ? read_json(f.dir + "/generation_config.json", kMaxConfigBytes)
+                                        : nlohmann::json();
   // Where a language model's text ends: generation_config.json's eos_token_id, else config.json's.
   if (model->kind() == Kind::language_model) {
     nlohmann::json eos = f.config.value("eos_token_id", nlohmann::json());
-    if (exists(f.dir + "/generation_config.json")) {
-      const nlohmann::json g = read_json(f.dir + "/generation_config.json", kMaxConfigBytes);
-      if (g.is_object() && g.contains("eos_token_id")) eos = g["eos_token_id"];
-    }
+    if (generation.is_object() && generation.contains("eos_token_id")) eos = generation["eos_token_id"];
     nlohmann::json ids = nlohmann::json::array();
     for (const auto& id : eos.is_array() ? eos : nlohmann::json::array({eos}))
       if (id.is_number_integer() && id.get<int64_t>() >= 0 && id.get<int64_t>() < model->vocab_size()) ids.push_back(id);
     if (!ids.empty()) meta["generation"] = {{"eos_token_id", ids}};
   }
   meta["converted_from"] = {{"format", "huggingface"}, {"architecture", arch.name}, {"config", f.config}};
+  // what export_hf needs to write the folder back: the checkpoint's tensor names (and the architecture
+  // they are of), its generation_config.json, and a Marian folder's tokenizer_config.json
+  meta["converted_from"]["tensors"] = {{"architecture", f.architecture}, {"names", stored}};
+  if (generation.is_object()) meta["converted_from"]["generation_config"] = generation;
+  if (!f.vocab_json.empty() && f.tokenizer_config.is_object())
+    meta["converted_from"]["tokenizer_config"] = f.tokenizer_config;
   if (new_head)  // the checkpoint's own class, and what the new head drew
     meta["converted_from"]["new_head"] = {{"checkpoint_architecture", f.architecture},
                                           {"initialized", head_report.initialized},

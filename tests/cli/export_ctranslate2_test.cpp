@@ -182,7 +182,7 @@ TEST_F(ExportCtranslate2, BadArgumentsAreNamed) {
 
   r = qkv("export --to onnx models/en-fr.safetensors " + quoted(dir_.path / "out"));
   EXPECT_NE(r.code, 0);
-  EXPECT_NE(r.out.find("must be ctranslate2, got onnx"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("must be hf or ctranslate2, got onnx"), std::string::npos) << r.out;
   r = qkv("export --to ctranslate2 models/en-fr.safetensors " + quoted(dir_.path / "out") + " --quantization int4");
   EXPECT_NE(r.code, 0);
   EXPECT_NE(r.out.find("got int4"), std::string::npos) << r.out;

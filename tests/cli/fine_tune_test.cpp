@@ -153,6 +153,21 @@ TEST(CliFineTune, ConvertWithANewHeadThenTrainAndClassifyText) {
   ASSERT_EQ(r.code, 0) << r.out;
   EXPECT_NE(r.out.find("pos"), std::string::npos) << r.out;
   EXPECT_LT(r.out.find("pos"), r.out.find("neg")) << r.out;
+
+  // and back to a Hugging Face folder (qkv export --to hf): its config names the labels, and the folder,
+  // converted again, classifies as the trained file does, score for score
+  const std::string folder = (dir.path / "bert-hf").string(), back = (dir.path / "back.safetensors").string();
+  r = testing::run_shell(kCli + " export --to hf " + out + "/model.safetensors " + folder);
+  ASSERT_EQ(r.code, 0) << r.out;
+  EXPECT_NE(r.out.find("(BertForSequenceClassification: "), std::string::npos) << r.out;
+  const nlohmann::json config = nlohmann::json::parse(io::read_file(folder + "/config.json"));
+  EXPECT_EQ(config["id2label"], nlohmann::json({{"0", "neg"}, {"1", "pos"}}));
+  ASSERT_EQ(testing::run_shell(kCli + " convert " + folder + " -o " + back).code, 0);
+  auto scores = [&](const std::string& m) {
+    return testing::run_shell(kCli + " classify-text -m " + m + " --json -k 0 \"yes, my lord\" \"no, sir\"").out;
+  };
+  EXPECT_EQ(scores(back), scores(out + "/model.safetensors"));
+  EXPECT_NE(scores(back).find("\"score\""), std::string::npos);
 }
 
 // `qkv convert --head span` puts a new question-answering head on a BertForMaskedLM, `qkv train` (task

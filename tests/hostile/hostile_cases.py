@@ -1515,6 +1515,76 @@ def add_pretrained_cases(m):
                                           "-p", "hello " * 2000], names=["chat template"])
 
 
+def add_export_cases(m):
+    """qkv export --to hf of converted files whose metadata lies: every case an error naming what cannot go
+    back, and no folder (nor a half-written one beside it) left."""
+    golden = os.path.join(REPO, "tests", "golden", "hf")
+    good = m.path("hf-export/bert-seqcls.safetensors")
+    r = subprocess.run([m.qkv, "convert", os.path.join(golden, "bert-seqcls"), "-o", good], capture_output=True,
+                       text=True, timeout=120)
+    if r.returncode != 0:
+        m.skipped.append(f"export --to hf: qkv convert of bert-seqcls failed ({r.stderr.strip()[-200:]})")
+        return
+    header, data = st_read(good)
+    meta = meta_of(header)
+
+    def edited(name, change):
+        j = copy.deepcopy(meta)
+        change(j)
+        return m.write(f"hf-export/{name}.safetensors", st_bytes(with_meta(header, j), data))
+
+    def export(name, f, says, extra=()):
+        o = m.out(f"{name}-hf")
+        m.add(f"export-hf/{name}", ["{qkv}", "export", "--to", "hf", f, o, *extra], names=says, gone=[o])
+
+    def cf(key, value):
+        return lambda j: j["converted_from"].__setitem__(key, value)
+
+    cases = {
+        "no-converted-from": (lambda j: j.pop("converted_from"), ["Hugging Face checkpoint"]),
+        "converted-from-string": (lambda j: j.__setitem__("converted_from", "x" * 100), ["Hugging Face checkpoint"]),
+        "architecture-unknown": (cf("architecture", "EvilForSequenceClassification"), ["EvilForSequence"]),
+        "architecture-number": (cf("architecture", 7), ["Hugging Face checkpoint"]),
+        "architecture-other-kind": (cf("architecture", "GPT2LMHeadModel"), ["GPT2LMHeadModel"]),
+        "config-array": (cf("config", [1, 2]), ["Hugging Face checkpoint"]),
+        "config-deep": (cf("config", {"a": json.loads(deep_json(200))}), ["config.json: the field 'a'"]),
+        "metadata-too-deep": (cf("config", {"a": json.loads(deep_json(400))}), ["nested deeper"]),
+        "config-field-unknown": (lambda j: j["converted_from"]["config"].__setitem__("rotary", True), ["'rotary'"]),
+        "config-lies-layers": (lambda j: j["converted_from"]["config"].__setitem__("num_hidden_layers", 7),
+                               ["num_hidden_layers"]),
+        "config-lies-width": (lambda j: j["converted_from"]["config"].__setitem__("hidden_size", 2 ** 40),
+                              ["hidden_size"]),
+        "tensors-missing": (lambda j: j["converted_from"].pop("tensors"), ["older qkv"]),
+        "tensors-names-number": (lambda j: j["converted_from"]["tensors"].__setitem__("names", 5), ["older qkv"]),
+        "tensors-name-not-string": (lambda j: j["converted_from"]["tensors"]["names"].append(5), ["not all strings"]),
+        "tensors-name-unknown": (lambda j: j["converted_from"]["tensors"]["names"].append("bert.evil\n" + "x" * 300),
+                                 ["bert.evil"]),
+        "tensors-names-empty": (lambda j: j["converted_from"]["tensors"].__setitem__("names", []),
+                                ["holds the parameter"]),
+        "tensors-names-million": (lambda j: j["converted_from"]["tensors"].__setitem__(
+            "names", ["bert.embeddings.word_embeddings.weight"] * 1_000_000), ["holds the parameter"]),
+        "labels-not-strings": (lambda j: j["model"].__setitem__("labels", [1, 2]), ["labels"]),
+        "tokenizer-type": (lambda j: j.__setitem__("tokenizer", {"type": "evil"}), ["tokenizer"]),
+    }
+    for name, (change, says) in cases.items():
+        export(name, edited(name, change), says)
+    export("max-shard-size-garbage", good, ["--max-shard-size"], ["--max-shard-size", "5XB"])
+    export("max-shard-size-zero", good, ["--max-shard-size"], ["--max-shard-size", "0"])
+    export("max-shard-size-overflow", good, ["--max-shard-size"], ["--max-shard-size", "999999999999GiB"])
+    export("quantization-given", good, ["--quantization"], ["--quantization", "int8"])
+    o = m.out("ct2-dtype")
+    m.add("export-hf/ctranslate2-dtype", ["{qkv}", "export", "--to", "ctranslate2", good, o, "--dtype", "bf16"],
+          names=["--dtype"], gone=[o])
+    a_file = m.write("hf-export/a-file", "x")
+    m.add("export-hf/out-is-a-file", ["{qkv}", "export", "--to", "hf", good, a_file], names=["not a folder"])
+    full = m.write("hf-export/full/notes.txt", "mine")
+    m.add("export-hf/out-not-empty", ["{qkv}", "export", "--to", "hf", good, os.path.dirname(full)],
+          names=["not empty"])
+    m.add("export-hf/out-under-a-file", ["{qkv}", "export", "--to", "hf", good, os.path.join(a_file, "sub")],
+          names=["a-file"])
+    m.add("export-hf/valid", ["{qkv}", "export", "--to", "hf", good, m.out("valid-hf")], expect="pass")
+
+
 def add_bench_tokenizer_cases(m):
     """qkv bench tokenizer's folder and lines."""
     gpt2 = os.path.join(REPO, "tests/golden/tokenizers/gpt2")
@@ -1928,6 +1998,7 @@ def make_cases(tmp, qkv, want_python=True):
     add_flag_cases(m, files, pics)
     add_quantize_cases(m, files)
     add_pretrained_cases(m)
+    add_export_cases(m)
     add_text_classification_cases(m)
     add_question_answering_cases(m)
     add_masked_lm_cases(m)

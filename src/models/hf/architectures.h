@@ -69,6 +69,12 @@ std::string encoder_activation(const nlohmann::json& hf_config, const char* key)
 // `pooler` for a sequence classifier's dense layer), added to `out`; nothing for none or mlm.
 void encoder_head_config(const nlohmann::json& hf_config, EncoderHead head, nn::BertPooler pooler, nlohmann::json& out);
 
+// The parameters of an encoder's head that a new head (convert --head) may leave for initialization:
+// the classifier, the pooler, ModernBERT's head (where a bare ModernBertModel has none).
+inline bool new_head_parameter(const std::string& name) {
+  return name.starts_with("classifier.") || name.starts_with("pooler.") || name.starts_with("head.");
+}
+
 // config[key] when present and not null, else `fallback` (Hugging Face's default for a field that
 // save_pretrained left out because it equals the default). An integer field takes an integer that T
 // holds — not 4096.5, nor 1e300, whose conversion would truncate it or be undefined —, a bool field
