@@ -138,6 +138,7 @@ head -c 2000 $T/text.txt > $C/text/lines.txt
 head -5 $T/pairs.tsv > $C/text/pairs.tsv
 printf 'caf\xc3\xa9 \xff\xfe broken\r\n\n  spaces   \t tab\n' > $C/text/odd.txt
 gzip -c $C/text/pairs.tsv > $C/text/pairs.tsv.gz
+printf '\xef\xbb\xbfsent1,sent2,label\r\n"a, quoted","say ""hi""",0\r\n\r\n"two\nlines",,1\n' > $C/text/swag.csv
 # the golden tokenizers (tests/golden/make_tokenizer_golden.py): GPT-2's byte level, Llama 3's regex,
 # Llama 2's byte fallback, BERT's WordPiece (tokenizer.json and vocab.txt)
 for t in gpt2 llama3 byte_fallback gemma bert_uncased bert_cased; do cp tests/golden/tokenizers/$t/tokenizer.json $C/tokenizer/$t.json; done

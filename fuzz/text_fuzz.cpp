@@ -1,7 +1,9 @@
 // The text readers on arbitrary bytes: lines of a corpus file (plain; gzip when it starts so),
-// tab-separated pairs, space normalization, and BLEU/chrF of the lines against themselves reversed.
+// tab-separated pairs, space normalization, BLEU/chrF of the lines against themselves reversed, and the
+// bytes as a CSV data file (io/csv.h, libcsv).
 #include "fuzz_util.h"
 #include "qkv/core/error.h"
+#include "qkv/io/csv.h"
 #include "qkv/text/bleu.h"
 #include "qkv/text/parallel_corpus.h"
 
@@ -17,6 +19,10 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
       corpus_chrf(lines, {refs});
     }
     read_tsv_pairs(path);
+  } catch (const qkv::Error&) {
+  }
+  try {
+    qkv::io::parse_csv(std::string_view(reinterpret_cast<const char*>(data), size), "fuzz.csv");
   } catch (const qkv::Error&) {
   }
   return 0;

@@ -10,6 +10,7 @@ pkgs=(
   librsvg2-dev                     # PNG pictures (viz/png: SVG rasterized by librsvg + cairo)
   libsentencepiece-dev             # subword tokenizer (text/sentencepiece), 0.1.97 on Debian 12
   libpcre2-dev libutf8proc-dev     # Hugging Face tokenizers (text/hf_tokenizer: regexes, Unicode)
+  libcsv-dev                       # CSV data files (io/csv: fine-tuning's .csv, as run_glue.py reads them)
   libgdk-pixbuf-2.0-dev            # reading PNG and JPEG pictures (vision/image; headers checked first)
   dataset-fashion-mnist            # Fashion-MNIST (MIT), IDX files under /usr/share/datasets/fashion-mnist
   openmpi-bin libopenmpi-dev       # data-parallel training (mpirun -np N qkv train; -DQKV_MPI=ON)

@@ -7,7 +7,9 @@
 #include "qkv/core/checked.h"
 #include "qkv/core/error.h"
 #include "qkv/core/message.h"
+#include "qkv/io/csv.h"
 #include "qkv/io/data_file.h"
+#include "qkv/io/json.h"
 #include "qkv/models/model_file.h"
 #include "qkv/models/registry.h"
 #include "qkv/nn/init.h"
@@ -153,6 +155,31 @@ PretrainedEncoder load_pretrained_encoder(const std::string& path, const std::st
 std::string text_field(const json& row, const std::string& key, const std::string& where) {
   QKV_CHECK(row.is_object() && row.contains(key) && row[key].is_string(), where, ": no string \"", excerpt(key), "\"");
   return text::valid_utf8(row[key].get_ref<const std::string&>());
+}
+
+std::vector<DataRow> data_rows(std::string_view text, const std::string& path, const std::string& task,
+                               const std::string& what) {
+  const std::string ext = std::filesystem::path(path).extension().string();
+  QKV_CHECK(ext == ".jsonl" || ext == ".csv", task, ": '", path, "' is neither .jsonl (", what,
+            ") nor .csv (a header line naming the columns, then a record a line)");
+  std::vector<DataRow> out;
+  if (ext == ".csv") {
+    io::CsvTable t = io::parse_csv(text, detail::concat(task, ": '", path, "'"));
+    out.reserve(t.records.size());
+    for (io::CsvRecord& r : t.records) {
+      json row = json::object();
+      for (size_t i = 0; i < t.header.size(); ++i) row[t.header[i]] = std::move(r.fields[i]);
+      out.push_back({r.line, std::move(row), /*csv=*/true});
+    }
+    return out;
+  }
+  for (const auto& [number, line] : io::numbered_lines(text)) {
+    const std::string where = detail::concat(task, ": '", path, "' line ", number);
+    json row = io::parse_json_line(line, where);
+    QKV_CHECK(row.is_object(), where, ": not an object (", what, ")");
+    out.push_back({number, std::move(row), /*csv=*/false});
+  }
+  return out;
 }
 
 io::HeldOut hold_out_fraction(int64_t n, double fraction, uint64_t seed, const std::string& task,

@@ -57,20 +57,23 @@ namespace {
 constexpr size_t kGroupedTexts = 1000;
 
 // The texts of a .txt (a line each, blank ones kept: run_mlm.py's text loader keeps them, and grouping
-// tokenizes them to their special tokens) or a .jsonl file (the string `column` of an object a line).
+// tokenizes them to their special tokens), a .jsonl (the string `column` of an object a line) or a .csv
+// file (its column `column`).
 std::vector<std::string> read_texts(const std::string& path, const std::string& column) {
   const std::string text = io::read_data_file(path, detail::concat(kMlmTask, ": data"));
   const std::string ext = fs::path(path).extension().string();
-  QKV_CHECK(ext == ".txt" || ext == ".jsonl", kMlmTask, ": '", path,
-            "' is neither .txt (a text a line) nor .jsonl (an object a line, its text under data.text)");
+  QKV_CHECK(ext == ".txt" || ext == ".jsonl" || ext == ".csv", kMlmTask, ": '", path,
+            "' is neither .txt (a text a line), .jsonl (an object a line, its text under data.text) nor .csv (a "
+            "header line, then a record a line: its text in the column data.text)");
   std::vector<std::string> out;
   if (ext == ".txt") {
     for (const auto& [number, line] : io::numbered_lines(text, /*keep_blank=*/true))
       out.push_back(text::valid_utf8(line));
   } else {
-    for (const auto& [number, line] : io::numbered_lines(text)) {
+    for (const auto& [number, row, csv] :
+         data_rows(text, path, kMlmTask, "an object a line, its text under data.text")) {
       const std::string where = detail::concat(kMlmTask, ": '", path, "' line ", number);
-      out.push_back(text_field(io::parse_json_line(line, where), column, where + " (data.text names the column)"));
+      out.push_back(text_field(row, column, where + " (data.text names the column)"));
     }
   }
   QKV_CHECK(!out.empty(), kMlmTask, ": '", path, "' holds no texts");
@@ -224,7 +227,7 @@ MaskedLMTask::MaskedLMTask(const json& config, const std::string& base_dir, bool
             mask_id_, " lies outside the model's ", model_vocab, " word embeddings");
 
   MaskedLMDataConfig& d = data_;
-  QKV_CHECK(!d.train.empty(), kMlmTask, ": data.train (the text: .txt, a text a line, or .jsonl) is missing");
+  QKV_CHECK(!d.train.empty(), kMlmTask, ": data.train (the text: .txt, a text a line, .jsonl or .csv) is missing");
   QKV_CHECK(d.val_fraction > 0 || !d.val.empty(), kMlmTask,
             ": data.val_fraction must be > 0 where there is no data.val");
   QKV_CHECK(d.mlm_probability > 0, kMlmTask, ": data.mlm_probability must be > 0 (no token would be masked)");

@@ -1,6 +1,7 @@
 #include "qkv/train/multiple_choice_task.h"
 
 #include <algorithm>
+#include <charconv>
 #include <cmath>
 #include <filesystem>
 
@@ -56,14 +57,11 @@ struct ChoiceExample {
 
 std::vector<ChoiceExample> read_choice_examples(const std::string& path, const MultipleChoiceDataConfig& d) {
   const std::string text = io::read_data_file(path, detail::concat(kChoiceTask, ": data"));
-  QKV_CHECK(fs::path(path).extension() == ".jsonl", kChoiceTask, ": '", path,
-            "' is not .jsonl (an example a line: its context, header, endings and label)");
   std::vector<ChoiceExample> out;
   size_t choices = 0;
-  for (const auto& [number, line] : io::numbered_lines(text)) {
+  for (const auto& [number, row, csv] :
+       data_rows(text, path, kChoiceTask, "an example a line: its context, header, endings and label")) {
     const std::string where = detail::concat(kChoiceTask, ": '", path, "' line ", number);
-    const json row = io::parse_json_line(line, where);
-    QKV_CHECK(row.is_object(), where, ": not an object (its context, header, endings and label)");
     ChoiceExample x;
     x.line = number;
     x.context = text_field(row, d.context, where);
@@ -83,11 +81,19 @@ std::vector<ChoiceExample> read_choice_examples(const std::string& path, const M
     QKV_CHECK(choices == 0 || x.endings.size() == choices, where, ": ", x.endings.size(),
               " endings where the lines before have ", choices, " (every example has as many)");
     choices = x.endings.size();
-    QKV_CHECK(row.contains(d.label) && row[d.label].is_number_integer() && row[d.label].get<int64_t>() >= 0 &&
-                  row[d.label].get<int64_t>() < static_cast<int64_t>(choices),
-              where, ": \"", excerpt(d.label), "\" must be the right ending's index, 0 … ", choices - 1, ", got ",
+    // the right ending's index: a JSON integer, or a CSV field of its digits ("2")
+    int64_t label = -1;
+    if (row.contains(d.label) && row[d.label].is_number_integer()) {
+      label = row[d.label].get<int64_t>();
+    } else if (csv && row.contains(d.label) && row[d.label].is_string()) {
+      const std::string& s = row[d.label].get_ref<const std::string&>();
+      const auto [end, ec] = std::from_chars(s.data(), s.data() + s.size(), label);
+      if (ec != std::errc() || end != s.data() + s.size() || s.empty()) label = -1;
+    }
+    QKV_CHECK(label >= 0 && label < static_cast<int64_t>(choices), where, ": \"", excerpt(d.label),
+              "\" must be the right ending's index, 0 … ", choices - 1, ", got ",
               row.contains(d.label) ? excerpt(row[d.label].dump(), 30) : std::string("none"));
-    x.label = static_cast<int32_t>(row[d.label].get<int64_t>());
+    x.label = static_cast<int32_t>(label);
     out.push_back(std::move(x));
   }
   QKV_CHECK(!out.empty(), kChoiceTask, ": '", path, "' holds no examples");
@@ -136,7 +142,7 @@ MultipleChoiceTask::MultipleChoiceTask(const json& config, const std::string& ba
   tokenizer_meta_ = pre.file.tokenizer, carried_ = pre.file.carried;
   const text::HfTokenizer& tok = *tok_.hf();
   pad_id_ = decode::batching::pad_id_of(tok);
-  QKV_CHECK(!d.train.empty(), kChoiceTask, ": data.train (the examples: .jsonl) is missing");
+  QKV_CHECK(!d.train.empty(), kChoiceTask, ": data.train (the examples: .jsonl or .csv) is missing");
   QKV_CHECK(d.val_fraction > 0 || !d.val.empty(), kChoiceTask,
             ": data.val_fraction must be > 0 where there is no data.val");
   if (d.max_length == 0) d.max_length = decode::default_choice_length(*model_, tok);

@@ -13,6 +13,7 @@
 #include "qkv/decode/classify.h"
 #include "qkv/decode/encoder_batches.h"
 #include "qkv/eval/label_scores.h"
+#include "qkv/io/csv.h"
 #include "qkv/io/data_file.h"
 #include "qkv/io/json.h"
 #include "qkv/io/progress.h"
@@ -72,13 +73,14 @@ std::vector<std::string> split_fields(std::string_view s, char sep) {
   return out;
 }
 
-// The examples of a .tsv or .jsonl file, its columns as `d` names them (the text column found where
-// d.text is empty).
+// The examples of a .tsv, .csv or .jsonl file, its columns as `d` names them (the text column found
+// where d.text is empty).
 std::vector<RawExample> read_examples(const std::string& path, const TextClassificationDataConfig& d) {
   const std::string text = io::read_data_file(path, "text_classification task: data");
   const std::string ext = fs::path(path).extension().string();
-  QKV_CHECK(ext == ".tsv" || ext == ".jsonl", kTask, ": '", path,
-            "' is neither .tsv (a header line, tab-separated) nor .jsonl (an object a line)");
+  QKV_CHECK(ext == ".tsv" || ext == ".csv" || ext == ".jsonl", kTask, ": '", path,
+            "' is neither .tsv (a header line, tab-separated), .csv (a header line, comma-separated, fields in "
+            "quotes where they hold commas) nor .jsonl (an object a line)");
   const auto lines = io::numbered_lines(text);
   QKV_CHECK(!lines.empty(), kTask, ": '", path, "' holds no examples");
   std::vector<RawExample> out;
@@ -89,8 +91,20 @@ std::vector<RawExample> read_examples(const std::string& path, const TextClassif
       if (has(name)) return name;
     return "text";
   };
-  if (ext == ".tsv") {
-    const std::vector<std::string> header = split_fields(lines.front().second, '\t');
+  if (ext == ".tsv" || ext == ".csv") {
+    io::CsvTable table;  // (a .tsv's fields are split at tabs: no quoting)
+    if (ext == ".csv") {
+      table = io::parse_csv(text, detail::concat(kTask, ": '", path, "'"));
+    } else {
+      table.header = split_fields(lines.front().second, '\t');
+      for (size_t i = 1; i < lines.size(); ++i) {
+        std::vector<std::string> f = split_fields(lines[i].second, '\t');
+        QKV_CHECK(f.size() == table.header.size(), where(lines[i].first), ": ", f.size(),
+                  " fields, but the header names ", table.header.size());
+        table.records.push_back({lines[i].first, std::move(f)});
+      }
+    }
+    const std::vector<std::string>& header = table.header;
     auto column = [&](const std::string& name, const char* what) -> size_t {
       const auto it = std::find(header.begin(), header.end(), name);
       std::string names;
@@ -103,12 +117,8 @@ std::vector<RawExample> read_examples(const std::string& path, const TextClassif
         text_column([&](const char* n) { return std::count(header.begin(), header.end(), n) > 0; });
     const size_t t = column(tname, "text"), l = column(d.label, "label");
     const size_t p = d.text_pair.empty() ? SIZE_MAX : column(d.text_pair, "text_pair");
-    for (size_t i = 1; i < lines.size(); ++i) {
-      const std::vector<std::string> f = split_fields(lines[i].second, '\t');
-      QKV_CHECK(f.size() == header.size(), where(lines[i].first), ": ", f.size(), " fields, but the header names ",
-                header.size());
-      out.push_back({f[t], p == SIZE_MAX ? "" : f[p], json(f[l]), lines[i].first});
-    }
+    for (const io::CsvRecord& r : table.records)
+      out.push_back({r.fields[t], p == SIZE_MAX ? "" : r.fields[p], json(r.fields[l]), r.line});
     QKV_CHECK(!out.empty(), kTask, ": '", path, "' holds no examples (its header line only)");
     return out;
   }

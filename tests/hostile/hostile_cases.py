@@ -1664,9 +1664,19 @@ def add_text_classification_cases(m):
         "nul-bytes.tsv": b"sentence\tlabel\na\x00b\tpos\n",
         "huge-text.tsv": "sentence\tlabel\n" + "word " * 2000000 + "\tpos\n" + "ok\tneg\n",
         "one-example.tsv": "sentence\tlabel\nfine\tpos\n",
-        "csv.csv": "sentence,label\nfine,pos\n",
+        "csv.csv": "sentence,label\nfine,pos\n\"a, quoted\nline\",neg\n",
+        "csv-open-quote.csv": 'sentence,label\nfine,pos\n"never closed,neg\n' + "x\n" * 1000,
+        "csv-quote-inside.csv": 'sentence,label\nfi"ne,pos\n',
+        "csv-width.csv": "sentence,label\nfine,pos\nfine,pos,extra\n",
+        "csv-commas.csv": "sentence,label\nfine,pos\n" + "," * 1000000 + "\n",
+        "csv-header-twice.csv": "sentence,sentence,label\na,b,pos\n",
+        "csv-bom-only.csv": b"\xef\xbb\xbf",
+        "csv-invalid-utf8.csv": b"sentence,label\n\xff\xfe,pos\n\"\xc3\",neg\n",
+        "csv-nul-bytes.csv": b"sentence,label\na\x00b,pos\n\"c\x00\",neg\n",
+        "csv-huge-field.csv": "sentence,label\n\"" + "word, " * 400000 + "\",pos\nok,neg\n",
     }
-    valid = {"invalid-utf8.tsv", "nul-bytes.tsv", "huge-text.tsv"}  # read, cut, trained on: fine
+    valid = {"invalid-utf8.tsv", "nul-bytes.tsv", "huge-text.tsv",  # read, cut, trained on: fine
+             "csv.csv", "csv-invalid-utf8.csv", "csv-nul-bytes.csv", "csv-huge-field.csv"}
     cfg = {"task": "text_classification", "init_from": model, "data": {"max_length": 16},
            "train": {"max_iters": 2, "batch_size": 2, "eval_interval": 0, "log_interval": 1, "checkpoint_interval": 0}}
     paths = {name: m.write(f"textcls/data/{name}", data) for name, data in files.items()}
@@ -1842,6 +1852,8 @@ def add_masked_lm_cases(m):
         "blank-lines.txt": "\n \n\t\n",
         "no-block.txt": "a\n",
         "data.csv": "text\na b c\n",
+        "csv-no-text.csv": "sentence\nthe king is old the king is old the king is old\n",
+        "csv-open-quote.csv": 'text\n"the king is old\n' * 50,
         "invalid-utf8.txt": good.encode() + b"the \xfe king \xff\xfe is old\n",
         "nul-bytes.txt": good + "the king\x00 is old\n",
         "huge-line.txt": "the king is old " * 200000 + "\n",
@@ -1951,9 +1963,14 @@ def add_multiple_choice_cases(m):
         "invalid-utf8.jsonl": row().encode() + b'{"sent1": "the \xfe king", "sent2": "x\xff", "ending0": "a", '
                                                b'"ending1": "b", "ending2": "c", "ending3": "d", "label": 1}\n',
         "huge-context.jsonl": row(sent1="word " * 100000),
-        "data.csv": "sent1,sent2,ending0,ending1,ending2,ending3,label\na,b,c,d,e,f,0\n",
+        "data.csv": "sent1,sent2,ending0,ending1,ending2,ending3,label\na,b,c,d,e,f,0\n\"g, h\",i,j,k,l,m,3\n",
+        "label-word.csv": "sent1,sent2,ending0,ending1,ending2,ending3,label\na,b,c,d,e,f,zero\n",
+        "label-huge.csv": "sent1,sent2,ending0,ending1,ending2,ending3,label\na,b,c,d,e,f," + "9" * 40 + "\n",
+        "open-quote.csv": 'sent1,sent2,ending0,ending1,ending2,ending3,label\n"a,b,c,d,e,f,0\n',
+        "no-ending3.csv": "sent1,sent2,ending0,ending1,ending2,label\na,b,c,d,e,0\n",
     }
-    valid = {"invalid-utf8.jsonl", "huge-context.jsonl"}  # read (U+FFFD; cut to max_length), trained on: fine
+    valid = {"invalid-utf8.jsonl", "huge-context.jsonl",  # read (U+FFFD; cut to max_length), trained on: fine
+             "data.csv"}
     val = m.write("mc/data/val.jsonl", row() + row(label=1))
     paths = {name: m.write(f"mc/data/{name}", data) for name, data in files.items()}
     paths.update({"fifo": fifo, "dev-zero": "/dev/zero", "directory": m.path("mc/data/x")[:-2],

@@ -346,12 +346,30 @@ TEST(MaskedLM, RefusesHostileDataAndConfigsByName) {
                                              : ::testing::AssertionFailure() << "'" << e << "' lacks '" << part << "'";
   };
   const std::string good = file("good.txt", "romeo loves juliet\nthe king is old\nmy lord\n");
-  EXPECT_TRUE(has(error({{"train", file("a.csv", "x\n")}, {"val", good}}), "neither .txt"));
+  EXPECT_TRUE(has(error({{"train", file("a.parquet", "x\n")}, {"val", good}}), "neither .txt"));
   EXPECT_TRUE(has(error({{"train", (d.path / "missing.txt").string()}, {"val", good}}), "missing.txt"));
   EXPECT_TRUE(has(error({{"train", file("bad.jsonl", "{\"text\": \"a\"}\n[1]\n")}, {"val", good}}), "line 2"));
   EXPECT_TRUE(has(error({{"train", file("col.jsonl", "{\"sentence\": \"a\"}\n")}, {"val", good}}), "data.text"));
   EXPECT_TRUE(has(error({{"train", file("notjson.jsonl", "{\"text\": \n")}, {"val", good}}), "not JSON"));
   EXPECT_TRUE(has(error({{"train", file("empty.txt", "")}, {"val", good}}), "holds no texts"));
+  EXPECT_TRUE(has(error({{"train", file("col.csv", "sentence\nromeo\n")}, {"val", good}}), "no string \"text\""));
+  EXPECT_TRUE(has(error({{"train", file("bad.csv", "text\n\"romeo\n")}, {"val", good}}), "not CSV"));
+  // run_mlm.py's --train_file x.csv: its text column, quoted fields holding commas and line breaks, makes
+  // the blocks the same texts make from .jsonl
+  const std::string csv = file("texts.csv",
+                               "id,text\n1,romeo loves juliet\n2,\"the king, \"\"old\"\"\nand grey\"\n"
+                               "3,my lord\n4,romeo loves juliet\n5,the king is old\n");
+  const std::string jsonl = file("texts.jsonl",
+                                 "{\"text\": \"romeo loves juliet\"}\n"
+                                 "{\"text\": \"the king, \\\"old\\\"\\nand grey\"}\n"
+                                 "{\"text\": \"my lord\"}\n{\"text\": \"romeo loves juliet\"}\n"
+                                 "{\"text\": \"the king is old\"}\n");
+  {
+    const MaskedLMTask a(config({{"train", csv}, {"val", good}, {"max_length", 4}}), "");
+    const MaskedLMTask b(config({{"train", jsonl}, {"val", good}, {"max_length", 4}}), "");
+    EXPECT_EQ(a.train_blocks().ids, b.train_blocks().ids);
+    EXPECT_GT(a.train_blocks().ids.size(), 8u);
+  }
   EXPECT_TRUE(has(error({{"train", file("blank.txt", "  \n\t\n")}, {"val", good}, {"line_by_line", true}}),
                   "every line is blank"));
   EXPECT_TRUE(has(error({{"train", good}, {"val", good}, {"max_length", 64}}), "the model's 40 positions"));

@@ -65,6 +65,32 @@ TEST(MultipleChoice, PairsScoresAndOneStepAreRunSwagsAndAdamW) {
                         {"max_length", golden["max_length"]}}},
                       {"model", testing::dropout_off(model)},
                       {"train", testing::exact_train_section(1, B)}};
+    // the same examples as SWAG's own CSV (run_swag.py's --train_file train.csv): every field quoted, the
+    // columns in another order, one more (video-id), labels as digits
+    {
+      std::ofstream csv(d.path / "swag.csv");
+      csv << "video-id,label,ending3,ending2,ending1,ending0,sent2,sent1\n";
+      auto quoted = [](const std::string& f) {
+        std::string q = "\"";
+        for (char ch : f) q += ch == '"' ? std::string("\"\"") : std::string(1, ch);
+        return q + "\"";
+      };
+      for (const json& x : examples) {
+        csv << "anetv_1," << x["label"].get<int>();
+        for (const char* k : {"ending3", "ending2", "ending1", "ending0", "sent2", "sent1"})
+          csv << "," << quoted(x[k].get<std::string>());
+        csv << "\n";
+      }
+    }
+    {
+      json csv_cfg = cfg;
+      csv_cfg["data"]["train"] = csv_cfg["data"]["val"] = (d.path / "swag.csv").string();
+      MultipleChoiceTask from_csv(csv_cfg, ""), task(cfg, "");
+      ASSERT_EQ(from_csv.train_set().pairs.size(), task.train_set().pairs.size());
+      for (size_t i = 0; i < task.train_set().pairs.size(); ++i)
+        EXPECT_EQ(from_csv.train_set().pairs[i].ids, task.train_set().pairs[i].ids) << i;
+      EXPECT_EQ(from_csv.train_set().labels, task.train_set().labels);
+    }
     {
       MultipleChoiceTask task(cfg, "");
       const ChoiceSet& s = task.train_set();
@@ -234,7 +260,16 @@ TEST(MultipleChoice, RefusesHostileDataAndConfigsByName) {
   EXPECT_TRUE(has(bad(with("label", -1)), "got -1"));
   EXPECT_TRUE(has(bad(with("label", "1")), "got \"1\""));
   EXPECT_TRUE(has(bad(with("label", nullptr)), "got none"));
-  EXPECT_TRUE(has(error({{"train", file({good.dump()}, ".csv")}, {"val", ok}}), "is not .jsonl"));
+  EXPECT_TRUE(has(error({{"train", file({good.dump()}, ".parquet")}, {"val", ok}}), "is neither .jsonl"));
+  // CSV (run_swag.py's --train_file x.csv): a label of digits, the file's own errors by line
+  const std::string header = "sent1,sent2,ending0,ending1,ending2,ending3,label";
+  EXPECT_TRUE(has(error({{"train", file({header, "a,b,c,d,e,f,x"}, ".csv")}, {"val", ok}}), "got \"x\""));
+  EXPECT_TRUE(has(error({{"train", file({header, "a,b,c,d,e,f,4"}, ".csv")}, {"val", ok}}), "got \"4\""));
+  EXPECT_TRUE(has(error({{"train", file({header, "a,b,c,d,e,f,-1"}, ".csv")}, {"val", ok}}), "got \"-1\""));
+  EXPECT_TRUE(has(error({{"train", file({header, "a,b,c,d,e,1"}, ".csv")}, {"val", ok}}),
+                  "line 2: 6 fields, but the header names 7"));
+  EXPECT_TRUE(has(error({{"train", file({header, "\"a,b,c,d,e,f,1"}, ".csv")}, {"val", ok}}), "not CSV"));
+  EXPECT_TRUE(has(error({{"train", file({"sent1,label", "a,1"}, ".csv")}, {"val", ok}}), "no string \"sent2\""));
   EXPECT_TRUE(has(error({{"train", file({})}, {"val", ok}}), "holds no examples"));
   EXPECT_TRUE(has(error({{"train", ok}, {"val", ok}, {"endings", json::array()}}), "data.endings must be"));
   EXPECT_TRUE(has(error({{"train", ok}, {"val", ok}, {"endings", {"ending0"}}}), "1 endings (2 … 1,024"));

@@ -97,6 +97,31 @@ TEST(TextClassification, OneStepIsTransformersAndAdamW) {
       std::vector<int64_t> tokens;
       for (const auto& e : task.train_set().encodings) tokens.push_back(static_cast<int64_t>(e.ids.size()));
       EXPECT_EQ(tokens, c["tokens"].get<std::vector<int64_t>>()) << "tokenized, paired or cut otherwise";
+      // the same examples as CSV (every field quoted, quotes doubled), as run_glue.py's --train_file x.csv:
+      // the same ids and targets (a label list, multi-label's, has no CSV form)
+      bool scalar = true;
+      for (const json& e : c["examples"]) scalar = scalar && !e["label"].is_array();
+      if (scalar) {
+        auto quoted = [](const std::string& f) {
+          std::string q = "\"";
+          for (char ch : f) q += ch == '"' ? std::string("\"\"") : std::string(1, ch);
+          return q + "\"";
+        };
+        std::ofstream csv(d.path / "examples.csv");
+        csv << "text," << (pairs ? "pair," : "") << "label\r\n";
+        for (const json& e : c["examples"])
+          csv << quoted(e["text"]) << "," << (pairs ? quoted(e["pair"]) + "," : "")
+              << quoted(e["label"].is_string() ? e["label"].get<std::string>() : e["label"].dump()) << "\r\n";
+        csv.close();
+        json csv_cfg = cfg;
+        csv_cfg["data"]["train"] = csv_cfg["data"]["val"] = (d.path / "examples.csv").string();
+        TextClassificationTask from_csv(csv_cfg, "");
+        ASSERT_EQ(from_csv.train_set().size(), task.train_set().size());
+        for (int64_t i = 0; i < task.train_set().size(); ++i)
+          EXPECT_EQ(from_csv.train_set().encodings[i].ids, task.train_set().encodings[i].ids) << i;
+        EXPECT_EQ(from_csv.train_set().labels, task.train_set().labels);
+        EXPECT_EQ(from_csv.train_set().values, task.train_set().values);
+      }
     }
     run(cfg, d.path / "run");
     expect_one_step_as_golden(c, d.path / "run");
@@ -448,7 +473,15 @@ TEST(TextClassification, RefusesHostileDataAndConfigsByName) {
   EXPECT_NE(error(cls, write("g.jsonl", "{\"text\": \"a\", \"label\": 2}\n"))
                 .find("the label 2 is not one of the model's ids"),
             std::string::npos);
-  EXPECT_NE(error(cls, write("h.csv", "text,label\n")).find("is neither .tsv"), std::string::npos);
+  EXPECT_NE(error(cls, write("h.parquet", "text,label\n")).find("is neither .tsv"), std::string::npos);
+  EXPECT_NE(error(cls, write("h.csv", "text,label\n")).find("holds no examples (its header line only)"),
+            std::string::npos);
+  EXPECT_NE(error(cls, write("h2.csv", "text,label\n\"a, b\",pos\nc\n")).find("line 3: 1 fields, but the header"),
+            std::string::npos);
+  EXPECT_NE(error(cls, write("h3.csv", "text,label\na\"b,pos\n")).find("line 2: not CSV"), std::string::npos);
+  EXPECT_NE(
+      error(cls, write("h4.csv", "sentence,label\n\"a\",pos\n"), {{"text", "review"}}).find("has no column \"review\""),
+      std::string::npos);
   EXPECT_NE(error(cls, write("i.tsv", "\n\n")).find("holds no examples"), std::string::npos);
   EXPECT_NE(error(cls, good, {{"max_length", 4096}}).find("data.max_length 4096 is more than the model's"),
             std::string::npos);

@@ -107,9 +107,10 @@ void add_export(CLI::App& app) {
                   "from one; for ctranslate2, a translation Transformer (model.safetensors from qkv train)");
   sub->add_option("OUT_DIR", a->second, "the folder to write");
   sub->add_option("-m,--model", a->model, "the model file (instead of the MODEL argument)");
-  sub->add_option("--quantization", a->quantization,
-                  "how model.bin stores the weights: float32 (the model's weights exactly), float16, bfloat16, "
-                  "int8 (a scale per weight row), int8_float32, int8_float16, int8_bfloat16 or int16")
+  sub->add_option(
+         "--quantization", a->quantization,
+         "(ctranslate2) how model.bin stores the weights: float32 (the model's weights exactly), float16, bfloat16, "
+         "int8 (a scale per weight row), int8_float32, int8_float16, int8_bfloat16 or int16")
       ->capture_default_str()
       ->check(one_of(kQuantizations));
   add_choice(sub, "--dtype", a->dtype, "(hf) the weights' dtype: f32 keeps the file's values exactly",

@@ -16,6 +16,8 @@
 
 #include <memory>
 #include <string>
+#include <string_view>
+#include <vector>
 
 #include <nlohmann/json.hpp>
 
@@ -69,6 +71,19 @@ PretrainedEncoder load_pretrained_encoder(const std::string& path, const std::st
 // The string `key` of a data file's row (an object), made valid UTF-8 as the tokenizer reads text; else a
 // qkv::Error "<where>: no string \"key\"".
 std::string text_field(const nlohmann::json& row, const std::string& key, const std::string& where);
+
+// The rows of a fine-tuning data file (`text`, read from `path`), each an object and the line it starts
+// on, as datasets reads the example scripts' --train_file: .jsonl (an object a line) or .csv (io/csv.h:
+// a header line, then a record a line, each field a string under its column's name: a CSV label "2"
+// is the label 2 where a JSON one must be 2). Another extension, or a line that is no object: a qkv::Error naming
+// `task`, the file and the line. `what` says what a row holds, for the message ("an example a line: …").
+struct DataRow {
+  size_t line = 0;
+  nlohmann::json row;
+  bool csv = false;  // (its values all strings)
+};
+std::vector<DataRow> data_rows(std::string_view text, const std::string& path, const std::string& task,
+                               const std::string& what);
 
 // The validation examples a fine-tuning run holds out where its config gives no data.val: a `fraction`
 // of the n examples of the file at `path`, drawn with `seed` (io::hold_out). A fraction that leaves no
