@@ -479,7 +479,9 @@ HfExportReport export_hf(const std::string& model_file, const std::string& out_d
   const HfArchitecture& arch = hf_architecture(arch_name);
   QKV_CHECK(meta.value("model_type", "") == arch.model_type, where, " holds a \"", meta.value("model_type", ""),
             "\" model, not the \"", arch.model_type, "\" ", arch.name, " makes");
-  const fs::path dir(out_dir);
+  fs::path dir = fs::path(out_dir).lexically_normal();  // ("out/" is the folder out: its name, not "")
+  if (dir.filename().empty() && dir.has_parent_path()) dir = dir.parent_path();
+  QKV_CHECK(!dir.empty() && !dir.filename().empty(), "export: '", out_dir, "' names no folder to write");
   check_destination(dir, options.force);
   // the model, its parameters streamed in (a converted language model need not carry a tokenizer)
   std::unique_ptr<Model> model;
@@ -518,7 +520,7 @@ HfExportReport export_hf(const std::string& model_file, const std::string& out_d
   report.tensors = static_cast<int64_t>(weights.size());
   report.bytes = total;
   const fs::path parent = dir.has_parent_path() ? dir.parent_path() : fs::path(".");
-  const fs::path tmp = parent / ("." + dir.filename().string() + ".tmp-" + std::to_string(::getpid()));
+  const fs::path tmp = parent / detail::concat(".", dir.filename().string(), ".tmp-", ::getpid());
   std::error_code ec;
   fs::remove_all(tmp, ec);
   try {

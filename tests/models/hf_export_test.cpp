@@ -323,6 +323,10 @@ TEST(HfExport, RefusesWhatCannotGoBackWithNothingWritten) {
   for (const auto& entry : fs::directory_iterator(dir.path / "full"))
     EXPECT_FALSE(entry.path().filename().string().starts_with("model-")) << entry.path();
   EXPECT_EQ(io::read_file((dir.path / "full" / "notes.txt").string()), "mine");
+  // a folder named with a trailing slash is that folder; "/" names none
+  export_hf(model, (dir.path / "slashed").string() + "/");
+  EXPECT_TRUE(fs::exists(dir.path / "slashed" / "model.safetensors"));
+  refused(model, "/", "names no folder");
   // sizes
   EXPECT_EQ(parse_shard_size("5GB", "s"), 5'000'000'000u);
   EXPECT_EQ(parse_shard_size("2GiB", "s"), uint64_t{2} << 30);
