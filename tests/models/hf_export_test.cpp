@@ -16,6 +16,7 @@
 #include "qkv/models/hf_convert.h"
 #include "qkv/models/hf_export.h"
 #include "qkv/models/model_file.h"
+#include "qkv/models/quantize.h"
 #include "qkv/nn/module.h"
 #include "qkv/ops.h"
 
@@ -304,6 +305,12 @@ TEST(HfExport, RefusesWhatCannotGoBackWithNothingWritten) {
           out, "vision tower");
   refused(edited("arch.safetensors", [](nlohmann::json& m) { m["converted_from"]["architecture"] = "BertModel"; }), out,
           "holds a \"gpt\" model");
+  // an int8 file (qkv quantize: a translator's)
+  const std::string marian = (dir.path / "marian.safetensors").string(),
+                    int8 = (dir.path / "int8.safetensors").string();
+  convert_hf((kGolden / "marian").string(), marian);
+  quantize_model_file(marian, int8);
+  refused(int8, out, "is int8 (qkv quantize)");
   // a destination that is a file, or a folder with files in it
   io::write_file_atomic((dir.path / "a-file").string(), "x");
   refused(model, (dir.path / "a-file").string(), "is not a folder");
