@@ -67,8 +67,15 @@ std::vector<std::string> read_texts(const std::string& path, const std::string& 
             "header line, then a record a line: its text in the column data.text)");
   std::vector<std::string> out;
   if (ext == ".txt") {
-    for (const auto& [number, line] : io::numbered_lines(text, /*keep_blank=*/true))
-      out.push_back(text::valid_utf8(line));
+    // Python's universal newlines (datasets' text loader reads the file in text mode): "\n", "\r\n" and a
+    // lone "\r" each end a line
+    const std::string_view all = text;
+    for (size_t from = 0; from < all.size();) {
+      const size_t end = std::min(all.find('\n', from), all.find('\r', from));  // (npos: the last line)
+      out.push_back(text::valid_utf8(all.substr(from, end == std::string_view::npos ? end : end - from)));
+      if (end == std::string_view::npos) break;
+      from = end + (all[end] == '\r' && end + 1 < all.size() && all[end + 1] == '\n' ? 2 : 1);
+    }
   } else {
     for (const auto& [number, row, csv] :
          data_rows(text, path, kMlmTask, "an object a line, its text under data.text")) {

@@ -364,6 +364,16 @@ TEST(MaskedLM, RefusesHostileDataAndConfigsByName) {
                                  "{\"text\": \"the king, \\\"old\\\"\\nand grey\"}\n"
                                  "{\"text\": \"my lord\"}\n{\"text\": \"romeo loves juliet\"}\n"
                                  "{\"text\": \"the king is old\"}\n");
+  // a .txt's lines end as Python's universal newlines end them (datasets reads it in text mode): "\r\n",
+  // "\n" or a lone "\r" (old Mac files) — the same lines, grouped or a block each
+  const std::string lf = file("lf.txt", "romeo loves juliet\n\nthe king is old\nmy lord\nromeo\n"),
+                    cr = file("cr.txt", "romeo loves juliet\r\rthe king is old\r\nmy lord\rromeo");
+  for (const bool by_line : {false, true}) {
+    const MaskedLMTask a(config({{"train", lf}, {"val", good}, {"max_length", 4}, {"line_by_line", by_line}}), "");
+    const MaskedLMTask b(config({{"train", cr}, {"val", good}, {"max_length", 4}, {"line_by_line", by_line}}), "");
+    EXPECT_EQ(a.train_blocks().ids, b.train_blocks().ids) << by_line;
+    EXPECT_EQ(a.train_blocks().begin, b.train_blocks().begin) << by_line;
+  }
   {
     const MaskedLMTask a(config({{"train", csv}, {"val", good}, {"max_length", 4}}), "");
     const MaskedLMTask b(config({{"train", jsonl}, {"val", good}, {"max_length", 4}}), "");
