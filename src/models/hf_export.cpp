@@ -181,8 +181,9 @@ std::vector<FolderTensor> folder_tensors(const HfArchitecture& arch, const std::
     if (hf::new_head_parameter(t->name)) continue;  // the new head's own names, below
     const std::string renamed = encoder_body_name(name, *encoder);
     const std::optional<HfTensorTarget> back = arch.map(renamed);
-    QKV_CHECK(back && same_target(*back, *t), where, ": the checkpoint's tensor '", name, "' renamed for ", arch.name,
-              " as '", renamed, "' does not go back to ", t->name);
+    QKV_CHECK(back && same_target(*back, *t), where, ": the checkpoint's tensor ", excerpt(nlohmann::json(name).dump()),
+              " renamed for ", arch.name, " as ", excerpt(nlohmann::json(renamed).dump()), " does not go back to ",
+              t->name);
     hold(renamed, *t);
   }
   if (encoder) {  // a head qkv put on the encoder (and one the checkpoint's names did not hold)
@@ -207,8 +208,9 @@ std::vector<FolderTensor> folder_tensors(const HfArchitecture& arch, const std::
   return out;
 }
 
-// The folder's weight from the parameters, the converter's step undone: its row block, γ − 1 for a Gemma
-// norm (exact for γ ∈ [0.5, ∞): Sterbenz), transposed back to Conv1D's [in, out], fused projections
+// The folder's weight from the parameters, the converter's step undone: its row block, w = γ − 1 for a
+// Gemma norm (exact for γ ∈ [0.5, 2²⁴] — Sterbenz below 2, a multiple of γ's ulp above — so that Gemma's
+// 1 + w in f32 is γ again), transposed back to Conv1D's [in, out], fused projections
 // concatenated.
 Tensor folder_weight(const FolderTensor& w, const std::map<std::string, Tensor>& params) {
   const HfTensorTarget& t = w.target;
