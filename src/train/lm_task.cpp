@@ -70,17 +70,7 @@ const io::Fields<LMDataConfig>& LMDataConfig::fields() {
 }
 
 const io::Fields<LMTaskConfig>& LMTaskConfig::fields() {
-  using F = io::Fields<LMTaskConfig>;
-  using C = LMTaskConfig;
-  static const F f("lm task", {
-                                  F::text("task", &C::task),
-                                  F::text("description", &C::description),
-                                  F::text("_comment", &C::description),
-                                  F::text("init_from", &C::init_from),
-                                  F::section("data", &C::data),
-                                  F::any("model", &C::model),
-                                  F::section("train", &C::train),
-                              });
+  static const auto f = fine_tuning_config_fields<LMTaskConfig>("lm task");
   return f;
 }
 

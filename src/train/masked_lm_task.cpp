@@ -416,8 +416,4 @@ std::vector<std::pair<std::string, double>> MaskedLMTask::evaluate(int64_t) {
           {"val_accuracy", static_cast<double>(correct) / static_cast<double>(chosen)}};
 }
 
-json MaskedLMTask::model_metadata() const {
-  return fine_tuned_metadata(*model_, tokenizer_meta_, carried_);  // ("converted_from", "init_from")
-}
-
 }  // namespace qkv::train

@@ -223,8 +223,4 @@ std::vector<std::pair<std::string, double>> MultipleChoiceTask::evaluate(int64_t
   return {{"val_loss", loss_sum / n}, {"val_accuracy", static_cast<double>(right) / n}};
 }
 
-json MultipleChoiceTask::model_metadata() const {
-  return fine_tuned_metadata(*model_, tokenizer_meta_, carried_);  // ("converted_from", "init_from")
-}
-
 }  // namespace qkv::train

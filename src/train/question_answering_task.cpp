@@ -112,10 +112,8 @@ std::vector<QaExample> read_qa_examples(const std::string& path, bool allow_no_a
             "context, answers)");
   std::vector<QaExample> out;
   if (ext == ".jsonl") {
-    for (const auto& [number, line] : io::numbered_lines(text)) {
+    for (const auto& [number, j, csv] : data_rows(text, path, kQaTask, "id, question, context, answers")) {
       const std::string where = detail::concat(kQaTask, ": '", path, "' line ", number);
-      const json j = io::parse_json_line(line, where);
-      QKV_CHECK(j.is_object(), where, ": not an object (id, question, context, answers)");
       out.push_back(example_of(j, text_field(j, "context", where), number, where, allow_no_answer));
     }
   } else {
@@ -381,10 +379,6 @@ std::vector<std::pair<std::string, double>> QuestionAnsweringTask::evaluate(int6
   return {{"val_loss", loss_sum / static_cast<double>(val_.size())},
           {"val_exact_match", 100 * exact / n},
           {"val_f1", 100 * f1 / n}};
-}
-
-json QuestionAnsweringTask::model_metadata() const {
-  return fine_tuned_metadata(*model_, tokenizer_meta_, carried_);  // ("converted_from", "init_from")
 }
 
 }  // namespace qkv::train

@@ -124,12 +124,7 @@ std::vector<RawExample> read_examples(const std::string& path, const TextClassif
   }
   std::string tname;
   for (const auto& [number, line] : lines) {
-    json j;
-    try {
-      j = io::parse_json(line, where(number));  // (bounded nesting, no key twice)
-    } catch (const json::exception& e) {
-      throw Error(detail::concat(where(number), ": not JSON (", e.what(), ")"));
-    }
+    const json j = io::parse_json_line(line, where(number));  // (bounded nesting, no key twice)
     QKV_CHECK(j.is_object(), where(number), ": not a JSON object");
     if (tname.empty()) tname = text_column([&](const char* n) { return j.contains(n); });
     const size_t at = number;  // (a structured binding is not captured before C++20's clang 16)
@@ -247,12 +242,7 @@ std::vector<WordExample> read_word_examples(const std::string& path, const TextC
   auto where = [&](size_t line) { return detail::concat(task, ": '", path, "' line ", line); };
   if (ext == ".jsonl") {
     for (const auto& [number, line] : io::numbered_lines(text)) {
-      json j;
-      try {
-        j = io::parse_json(line, where(number));
-      } catch (const json::exception& e) {
-        throw Error(detail::concat(where(number), ": not JSON (", e.what(), ")"));
-      }
+      const json j = io::parse_json_line(line, where(number));
       QKV_CHECK(j.is_object() && j.contains(d.tokens) && j.contains(d.tags), where(number), ": not an object with \"",
                 excerpt(d.tokens), "\" and \"", excerpt(d.tags), "\" (data.tokens, data.tags)");
       const json &w = j[d.tokens], &t = j[d.tags];
@@ -582,10 +572,6 @@ std::vector<std::pair<std::string, double>> TextClassificationTask::evaluate(int
     out.emplace_back("val_f1", counts.macro_f1());  // (scikit-learn's f1_score(average="macro"))
   }
   return out;
-}
-
-json TextClassificationTask::model_metadata() const {
-  return fine_tuned_metadata(*model_, tokenizer_meta_, carried_);  // ("converted_from", "init_from")
 }
 
 }  // namespace qkv::train

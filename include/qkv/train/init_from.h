@@ -106,9 +106,10 @@ std::vector<T> take_held_out(std::vector<T>& items, const io::HeldOut& split) {
 nlohmann::json fine_tuned_metadata(const models::Model& model, const nlohmann::json& tokenizer,
                                    const nlohmann::json& carried);
 
-// The fields of a fine-tuning task's config C — {"task", "description" (or "_comment"), "init_from",
-// "data", "model" (only its dropout rates may differ from the file's), "train"} — for the tasks whose
-// configs are those alone (text and token classification, question answering, masked LM).
+// The fields of a task's config C — {"task", "description" (or "_comment"), "init_from", "data", "model"
+// (with init_from, only its dropout rates may differ from the file's), "train"} — for the tasks whose
+// configs are those alone (the language model's, text and token classification, question answering,
+// multiple choice, masked LM).
 template <class C>
 io::Fields<C> fine_tuning_config_fields(const char* name) {
   using F = io::Fields<C>;

@@ -49,6 +49,7 @@
 #include "qkv/models/model.h"
 #include "qkv/text/hf_tokenizer.h"
 #include "qkv/text/lm_tokenizer.h"
+#include "qkv/train/encoder_task.h"
 #include "qkv/train/trainer.h"
 
 namespace qkv::train {
@@ -110,20 +111,14 @@ std::vector<uint8_t> choose_tokens(const uint8_t* flags, size_t n, uint64_t seed
 std::vector<int32_t> mask_tokens(std::vector<int32_t>& ids, const uint8_t* flags, uint64_t seed, uint64_t stream,
                                  const MaskedLMDataConfig& data, int32_t mask_id, int64_t vocab);
 
-class MaskedLMTask : public TrainingTask {
+class MaskedLMTask : public EncoderFineTuningTask {
  public:
   // config as above; relative paths start at base_dir.
   MaskedLMTask(const nlohmann::json& config, const std::string& base_dir, bool verbose = false);
 
-  models::Model& model() override { return *model_; }
   StepStats train_micro_step(int64_t step, int64_t micro, int64_t accum) override;
-  Generator* dropout_generator() override { return &gen_; }
   std::vector<std::pair<std::string, double>> evaluate(int64_t step) override;
-  nlohmann::json model_metadata() const override;
-  uint64_t rng_state() const override { return gen_.counter(); }
-  void set_rng_state(uint64_t c) override { gen_.set_counter(c); }
 
-  const TrainConfig& train_config() const { return cfg_; }
   const TokenBlocks& train_blocks() const { return train_; }
   const TokenBlocks& val_blocks() const { return val_; }
 
@@ -141,17 +136,11 @@ class MaskedLMTask : public TrainingTask {
   // The chosen tokens of the run's training blocks first … first + count − 1 (EpochOrder's stream).
   int64_t chosen_in(uint64_t first, int64_t count);
 
-  TrainConfig cfg_;
   MaskedLMDataConfig data_;
-  text::LMTokenizer tok_;
-  std::unique_ptr<models::MaskedLanguageModel> model_;
   TokenBlocks train_, val_;
-  int32_t pad_id_ = 0, mask_id_ = 0;
+  int32_t mask_id_ = 0;
   int64_t vocab_ = 0;  // random replacements' range: the tokenizer's size (len(tokenizer)), at most the model's
-  Generator gen_;
-  io::EpochOrder order_{1, 0};
   int64_t counted_step_ = -1, step_chosen_ = 0;  // the step whose chosen tokens were counted, and their count
-  nlohmann::json tokenizer_meta_, carried_;
 };
 
 }  // namespace qkv::train

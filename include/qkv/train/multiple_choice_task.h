@@ -30,13 +30,14 @@
 #include "qkv/models/model.h"
 #include "qkv/text/hf_tokenizer.h"
 #include "qkv/text/lm_tokenizer.h"
+#include "qkv/train/encoder_task.h"
 #include "qkv/train/trainer.h"
 
 namespace qkv::train {
 
 // The "data" section.
 struct MultipleChoiceDataConfig {
-  std::string train, val;  // .jsonl; no val: val_fraction of train held out (drawn with train.seed)
+  std::string train, val;  // .jsonl or .csv; no val: val_fraction of train held out (drawn with train.seed)
   double val_fraction = 0.1;
   std::string context = "sent1", header = "sent2", label = "label";
   // the endings' columns (SWAG's ending0 … ending3), or one column's name (a string) holding a list
@@ -65,21 +66,15 @@ struct ChoiceSet {
   int64_t size() const { return static_cast<int64_t>(labels.size()); }
 };
 
-class MultipleChoiceTask : public TrainingTask {
+class MultipleChoiceTask : public EncoderFineTuningTask {
  public:
   // config as above; relative paths start at base_dir.
   MultipleChoiceTask(const nlohmann::json& config, const std::string& base_dir, bool verbose = false);
 
-  models::Model& model() override { return *model_; }
   StepStats train_micro_step(int64_t step, int64_t micro, int64_t accum) override;
-  Generator* dropout_generator() override { return &gen_; }
   std::vector<std::pair<std::string, double>> evaluate(int64_t step) override;
-  nlohmann::json model_metadata() const override;
-  uint64_t rng_state() const override { return gen_.counter(); }
-  void set_rng_state(uint64_t c) override { gen_.set_counter(c); }
   const char* unit() const override { return "ex"; }
 
-  const TrainConfig& train_config() const { return cfg_; }
   const ChoiceSet& train_set() const { return train_; }
   const ChoiceSet& val_set() const { return val_; }
 
@@ -88,15 +83,8 @@ class MultipleChoiceTask : public TrainingTask {
   // counts the argmax hits.
   Tensor loss(const ChoiceSet& set, const std::vector<size_t>& rows, int64_t* right = nullptr) const;
 
-  TrainConfig cfg_;
   MultipleChoiceDataConfig data_;
-  text::LMTokenizer tok_;
-  std::unique_ptr<models::MaskedLanguageModel> model_;
   ChoiceSet train_, val_;
-  int32_t pad_id_ = 0;
-  Generator gen_;
-  io::EpochOrder order_{1, 0};
-  nlohmann::json tokenizer_meta_, carried_;
 };
 
 }  // namespace qkv::train

@@ -42,6 +42,7 @@
 #include "qkv/models/model.h"
 #include "qkv/text/hf_tokenizer.h"
 #include "qkv/text/lm_tokenizer.h"
+#include "qkv/train/encoder_task.h"
 #include "qkv/train/trainer.h"
 
 namespace qkv::train {
@@ -97,21 +98,15 @@ QaWindows qa_windows(const std::vector<QaExample>& examples, const text::HfToken
                      const models::MaskedLanguageModel& model, int64_t max_length, int64_t doc_stride,
                      bool keep_offsets = true);
 
-class QuestionAnsweringTask : public TrainingTask {
+class QuestionAnsweringTask : public EncoderFineTuningTask {
  public:
   // config as above; relative paths start at base_dir.
   QuestionAnsweringTask(const nlohmann::json& config, const std::string& base_dir, bool verbose = false);
 
-  models::Model& model() override { return *model_; }
   StepStats train_micro_step(int64_t step, int64_t micro, int64_t accum) override;
-  Generator* dropout_generator() override { return &gen_; }
   std::vector<std::pair<std::string, double>> evaluate(int64_t step) override;
-  nlohmann::json model_metadata() const override;
-  uint64_t rng_state() const override { return gen_.counter(); }
-  void set_rng_state(uint64_t c) override { gen_.set_counter(c); }
   const char* unit() const override { return "win"; }
 
-  const TrainConfig& train_config() const { return cfg_; }
   const QaWindows& train_windows() const { return train_; }
   const QaWindows& val_windows() const { return val_; }
   const std::vector<QaExample>& val_examples() const { return val_examples_; }
@@ -123,17 +118,10 @@ class QuestionAnsweringTask : public TrainingTask {
   // 0) left out.
   Tensor loss(const Tensor& logits, const Tensor& mask, const QaWindows& set, const std::vector<size_t>& rows) const;
 
-  TrainConfig cfg_;
   QuestionAnsweringDataConfig data_;
-  text::LMTokenizer tok_;
-  std::unique_ptr<models::MaskedLanguageModel> model_;
   std::vector<QaExample> val_examples_;
   QaWindows train_, val_;
   std::vector<std::string> answers_;
-  int32_t pad_id_ = 0;
-  Generator gen_;
-  io::EpochOrder order_{1, 0};
-  nlohmann::json tokenizer_meta_, carried_;
 };
 
 }  // namespace qkv::train

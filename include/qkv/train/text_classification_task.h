@@ -46,6 +46,7 @@
 #include "qkv/models/model.h"
 #include "qkv/text/hf_tokenizer.h"
 #include "qkv/text/lm_tokenizer.h"
+#include "qkv/train/encoder_task.h"
 #include "qkv/train/trainer.h"
 
 namespace qkv::train {
@@ -86,23 +87,17 @@ struct LabelledTexts {
   int64_t size() const { return static_cast<int64_t>(encodings.size()); }
 };
 
-class TextClassificationTask : public TrainingTask {
+class TextClassificationTask : public EncoderFineTuningTask {
  public:
   // config as above ("task": "text_classification" or "token_classification"); relative paths start
   // at base_dir. A file that cannot be read or parsed, a missing column, a label the model does not
   // have: a qkv::Error naming the file and line.
   TextClassificationTask(const nlohmann::json& config, const std::string& base_dir, bool verbose = false);
 
-  models::Model& model() override { return *model_; }
   StepStats train_micro_step(int64_t step, int64_t micro, int64_t accum) override;
-  Generator* dropout_generator() override { return &gen_; }
   std::vector<std::pair<std::string, double>> evaluate(int64_t step) override;
-  nlohmann::json model_metadata() const override;
-  uint64_t rng_state() const override { return gen_.counter(); }
-  void set_rng_state(uint64_t c) override { gen_.set_counter(c); }
   const char* unit() const override { return "ex"; }
 
-  const TrainConfig& train_config() const { return cfg_; }
   const LabelledTexts& train_set() const { return train_; }
   const LabelledTexts& val_set() const { return val_; }
   nn::BertProblem problem() const { return problem_; }  // resolved: never auto_
@@ -119,16 +114,9 @@ class TextClassificationTask : public TrainingTask {
                     std::vector<int32_t>* tags = nullptr) const;
 
   bool tokens_ = false;
-  TrainConfig cfg_;
-  text::LMTokenizer tok_;
-  std::unique_ptr<models::MaskedLanguageModel> model_;
   std::vector<std::string> labels_;
   nn::BertProblem problem_ = nn::BertProblem::single_label;
   LabelledTexts train_, val_;
-  int32_t pad_id_ = 0;
-  Generator gen_;
-  io::EpochOrder order_{1, 0};
-  nlohmann::json tokenizer_meta_, carried_;
 };
 
 }  // namespace qkv::train
