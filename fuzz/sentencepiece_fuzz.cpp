@@ -1,12 +1,14 @@
 // SentencePiece models on arbitrary bytes (a .model file: what `qkv convert` reads as a Marian
 // folder's source.spm and target.spm, and what a model file carries base64-encoded), through
-// SentencePiece::from_serialized, then texts of several scripts encoded and their ids decoded. Each
-// ends in ids and text or a qkv::Error — never a crash.
+// SentencePiece::from_serialized, then texts of several scripts encoded and their ids decoded, and the
+// model written as a Hugging Face tokenizer.json (a language model's export). Each ends in ids and text
+// or a qkv::Error — never a crash.
 #include <string>
 #include <vector>
 
 #include "fuzz_util.h"
 #include "qkv/core/error.h"
+#include "qkv/text/lm_tokenizer.h"
 #include "qkv/text/sentencepiece.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
@@ -29,6 +31,10 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
       }
     }
     sp.serialized();
+    try {
+      qkv::text::LMTokenizer::sentencepiece(sp).to_hf(64);
+    } catch (const qkv::Error&) {
+    }
   } catch (const qkv::Error&) {
   }
   return 0;

@@ -21,7 +21,7 @@ SentenceTransformer.encode, a cross-encoder's rank(query, documents) as CrossEnc
 model's multiple_choice(context, endings) as run_swag.py scores them). qkv.train fine-tunes them ("task":
 "text_classification", "token_classification", "question_answering", "multiple_choice") or continues their
 pre-training ("masked_lm"); qkv.export_hf(model, folder) writes the result back as a Hugging Face folder that
-transformers' from_pretrained loads.
+transformers' from_pretrained loads — and a language model qkv trained from scratch as GPT-2 or a Llama.
 qkv.evaluate_translations(hyps, [refs], sources, group, bucket_width) scores as `qkv eval` does.
 Memory: qkv.set_cache_limit(0, 0.25, miss_evicts=True) bounds the host allocator's cache as `qkv translate` does
 (training's default keeps more), qkv.empty_cache() and qkv.cached_bytes() as torch.cuda's.

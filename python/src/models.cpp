@@ -1134,7 +1134,9 @@ void bind_models(nb::module_& m) {
       "(a classifier fine-tuned with qkv.train, pre-training continued) — as a Hugging Face folder that\n"
       "transformers' from_pretrained loads: config.json, model.safetensors (sharded past max_shard_size,\n"
       "as save_pretrained shards), the tokenizer's files, under the checkpoint's own names; as\n"
-      "`qkv export --to hf MODEL FOLDER`. Returns the files written. The folder must not exist or be\n"
+      "`qkv export --to hf MODEL FOLDER`. A language model qkv trained (qkv.train, task \"lm\") goes as\n"
+      "the class that computes it (GPT2LMHeadModel, LlamaForCausalLM, Qwen3ForCausalLM, MistralForCausalLM)\n"
+      "with its tokenizer as tokenizer.json. Returns the files written. The folder must not exist or be\n"
       "empty unless force=True.");
 
   m.def(

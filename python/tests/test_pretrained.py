@@ -455,3 +455,20 @@ def test_export_hf_writes_the_folder_back(tmp_path):
     assert os.path.exists(os.path.join(folder, "model.safetensors.index.json"))
     with pytest.raises(qkv.Error, match="max_shard_size"):
         qkv.export_hf(model, str(tmp_path / "x"), max_shard_size="lots")
+
+
+def test_export_hf_takes_a_language_model_qkv_trained(tmp_path):
+    # the shipped character GPT (qkv train's nanoGPT) as GPT2LMHeadModel with a character tokenizer.json:
+    # qkv.load of the folder (converted back through GPT-2's conversion) continues a prompt as the file does
+    model = os.path.join(ROOT, "models", "shakespeare-char.safetensors")
+    folder = str(tmp_path / "shakespeare-gpt2")
+    files = qkv.export_hf(model, folder)
+    assert files == ["config.json", "model.safetensors", "tokenizer.json", "tokenizer_config.json"]
+    with open(os.path.join(folder, "config.json"), encoding="utf-8") as f:
+        config = json.load(f)
+    assert config["architectures"] == ["GPT2LMHeadModel"] and config["activation_function"] == "gelu"
+    mine = qkv.LanguageModel(model).generate("ROMEO:", max_new_tokens=40, temperature=0)
+    back = qkv.load(folder)
+    assert back.generate("ROMEO:", max_new_tokens=40, temperature=0) == mine
+    with pytest.raises(qkv.Error, match="no Hugging Face class qkv writes"):
+        qkv.export_hf(os.path.join(ROOT, "models", "en-fr.safetensors"), str(tmp_path / "x"))

@@ -14,6 +14,7 @@
 #include <system_error>
 
 #include "hf/architectures.h"
+#include "hf/native.h"
 #include "qkv/core/error.h"
 #include "qkv/core/message.h"
 #include "qkv/io/base64.h"
@@ -453,31 +454,38 @@ HfExportReport export_hf(const std::string& model_file, const std::string& out_d
       "export: the weights' dtype must be f32, f16 or bf16");
   QKV_CHECK(options.max_shard_bytes > 0, "export: the shard size must be more than 0 bytes");
   const std::string where = "export: '" + model_file + "'";
-  const nlohmann::json meta = load_model_metadata(model_file);
+  nlohmann::json meta = load_model_metadata(model_file);
   QKV_CHECK(!meta.contains("quantized"), where,
             " is int8 (qkv quantize): Hugging Face folders hold float weights; export the file it was made from");
+  // A language model qkv trained: the checkpoint it would have come from (hf/native.h).
+  std::optional<hf::NativeCheckpoint> native;
+  if (!meta.contains("converted_from")) {
+    native = hf::native_checkpoint(meta, where);
+    meta["converted_from"] = native->converted_from;
+    meta["model"] = native->model;
+    meta["tokenizer"] = native->tokenizer;
+  }
   const nlohmann::json none;
-  const nlohmann::json& from = meta.contains("converted_from") ? meta["converted_from"] : none;
+  const nlohmann::json& from = meta["converted_from"];
   QKV_CHECK(from.is_object() && from.contains("architecture") && from["architecture"].is_string() &&
                 from.contains("config") && from["config"].is_object(),
-            where,
-            " does not come from a Hugging Face checkpoint (no converted_from in its metadata): only a model qkv "
-            "convert made, or a run trained from one (\"init_from\"), has a Hugging Face architecture to go back to");
+            where, ": its converted_from is not a Hugging Face checkpoint's (an architecture and a config)");
   const std::string arch_name = from["architecture"].get<std::string>();
   QKV_CHECK(arch_name != "Gemma3ForConditionalGeneration", where,
             " came from Gemma3ForConditionalGeneration, whose vision tower the qkv file does not keep: there is no "
             "folder to write it back to");
   const nlohmann::json& tensors = from.value("tensors", none);
-  QKV_CHECK(tensors.is_object() && tensors.contains("names") && tensors["names"].is_array() &&
-                tensors.contains("architecture") && tensors["architecture"].is_string(),
+  QKV_CHECK(native || (tensors.is_object() && tensors.contains("names") && tensors["names"].is_array() &&
+                       tensors.contains("architecture") && tensors["architecture"].is_string()),
             where,
             " was converted by an older qkv, which did not keep the checkpoint's tensor names: convert the folder "
             "again (qkv convert --from hf), or train from a new conversion");
   std::vector<std::string> names;
-  for (const auto& n : tensors["names"]) {
-    QKV_CHECK(n.is_string(), where, ": converted_from's tensor names are not all strings");
-    names.push_back(n.get<std::string>());
-  }
+  if (!native)
+    for (const auto& n : tensors["names"]) {
+      QKV_CHECK(n.is_string(), where, ": converted_from's tensor names are not all strings");
+      names.push_back(n.get<std::string>());
+    }
   const HfArchitecture& arch = hf_architecture(arch_name);
   QKV_CHECK(meta.value("model_type", "") == arch.model_type, where, " holds a \"", meta.value("model_type", ""),
             "\" model, not the \"", arch.model_type, "\" ", arch.name, " makes");
@@ -501,9 +509,32 @@ HfExportReport export_hf(const std::string& model_file, const std::string& out_d
   });
   std::map<std::string, Tensor> params;
   for (auto& [name, p] : model->module().named_parameters()) params.emplace(name, p.detach());
+  if (native) {
+    // the parameters of the model the checkpoint describes: the file's, and zeros for the biases a GPT
+    // without them lacks
+    std::unique_ptr<Model> full;
+    {
+      nn::init::SkipInit no_init;
+      full = model_type(meta["model_type"].get<std::string>()).build(meta["model"], nullptr);
+    }
+    std::map<std::string, Tensor> all;
+    std::vector<std::string> order;
+    for (auto& [name, p] : full->module().named_parameters()) {
+      auto it = params.find(name);
+      QKV_CHECK(it == params.end() || it->second.shape() == p.shape(), where, ": its parameter ", name,
+                " has the shape ", shape_str(it->second.shape()), ", not the ", shape_str(p.shape()),
+                " its config makes");
+      all.emplace(name, it != params.end() ? it->second : Tensor::zeros(p.shape()));
+      order.push_back(name);
+    }
+    for (const auto& [name, p] : params)
+      QKV_CHECK(all.count(name), where, ": its parameter ", name, " is not one of its Hugging Face class's");
+    params = std::move(all);
+    names = hf::native_tensor_names(*native, order);
+  }
   const nlohmann::json config = folder_config(arch, meta, options.store, where);  // (the model's config read)
   const std::vector<FolderTensor> weights =
-      folder_tensors(arch, names, tensors["architecture"].get<std::string>(), params, where);
+      folder_tensors(arch, names, native ? arch.name : tensors["architecture"].get<std::string>(), params, where);
 
   // save_pretrained's shards: in order, a new shard where the next weight would pass the size (a weight
   // larger than it alone in one)

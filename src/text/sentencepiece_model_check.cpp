@@ -22,6 +22,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <cstring>
 #include <vector>
 
 #include "qkv/core/error.h"
@@ -35,6 +36,7 @@ namespace {
 struct Wire {
   std::string_view s;
   size_t at = 0;
+  uint64_t value = 0;  // the last varint field's value
 
   bool varint(uint64_t& v) {
     v = 0;
@@ -55,7 +57,7 @@ struct Wire {
     uint64_t n = 0;
     switch (type) {
       case 0:
-        return varint(n);
+        return varint(value);
       case 1:
         n = 8;
         break;
@@ -206,7 +208,62 @@ void check_pieces(std::string_view model, const std::string& what) {
   });
 }
 
+// Calls fn(number, value) for each varint field of `message`, in order.
+template <class Fn>
+void for_each_varint(std::string_view message, std::string_view model, const std::string& what, Fn&& fn) {
+  Wire w{message};
+  uint64_t n = 0;
+  int type = 0;
+  std::string_view bytes;
+  while (w.at < message.size()) {
+    if (!w.next(n, type, bytes)) malformed(what, static_cast<size_t>(message.data() - model.data()) + w.at);
+    if (type == 0) fn(n, w.value);
+  }
+}
+
 }  // namespace
+
+ModelSpec read_spec(std::string_view model, const std::string& what) {
+  ModelSpec spec;
+  // the pieces (ModelProto field 1): piece 1, score 2 (a float), type 3
+  for_each_field(model, 1, model, what, [&](std::string_view message) {
+    ModelSpec::Piece p;
+    p.piece = std::string(last_field(message, 1, model, what));
+    Wire w{message};
+    uint64_t n = 0;
+    int type = 0;
+    std::string_view bytes;
+    while (w.at < message.size()) {
+      if (!w.next(n, type, bytes)) malformed(what, static_cast<size_t>(message.data() - model.data()) + w.at);
+      if (n == 2 && type == 5) std::memcpy(&p.score, message.data() + w.at - 4, 4);  // (little-endian, as protobuf)
+      if (n == 3 && type == 0) p.type = static_cast<int>(w.value);
+    }
+    spec.pieces.push_back(std::move(p));
+  });
+  // TrainerSpec (ModelProto field 2): model_type 3, split_by_whitespace 22, treat_whitespace_as_suffix 24,
+  // split_digits 25, byte_fallback 35
+  for_each_field(model, 2, model, what, [&](std::string_view trainer) {
+    for_each_varint(trainer, model, what, [&](uint64_t field, uint64_t v) {
+      if (field == 3) spec.model_type = static_cast<int>(v);
+      if (field == 22) spec.split_by_whitespace = v != 0;
+      if (field == 24) spec.treat_whitespace_as_suffix = v != 0;
+      if (field == 25) spec.split_digits = v != 0;
+      if (field == 35) spec.byte_fallback = v != 0;
+    });
+  });
+  // NormalizerSpec (ModelProto field 3): name 1, add_dummy_prefix 3, remove_extra_whitespaces 4,
+  // escape_whitespaces 5
+  for_each_field(model, 3, model, what, [&](std::string_view normalizer) {
+    if (const std::string_view name = last_field(normalizer, 1, model, what); name.data() != nullptr)
+      spec.normalization = std::string(name);
+    for_each_varint(normalizer, model, what, [&](uint64_t field, uint64_t v) {
+      if (field == 3) spec.add_dummy_prefix = v != 0;
+      if (field == 4) spec.remove_extra_whitespaces = v != 0;
+      if (field == 5) spec.escape_whitespaces = v != 0;
+    });
+  });
+  return spec;
+}
 
 void check_model(std::string_view model, const std::string& what) {
   check_pieces(model, what);

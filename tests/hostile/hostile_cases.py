@@ -227,6 +227,8 @@ def commands(m, kind, f, picture):
             cmds["export"] = (["{qkv}", "export", "--to", "ctranslate2", f, o], [o])
     elif kind == "gpt":
         cmds["generate"] = (["{qkv}", "generate", "--threads", "1", "-m", f, "-n", "4", "-p", "to be"], [])
+        o = m.out("gpt-hf")  # (a language model qkv trained goes to GPT2LMHeadModel)
+        cmds["export-hf"] = (["{qkv}", "export", "--to", "hf", f, o], [o])
     elif kind == "convnet":
         cmds["classify"] = (["{qkv}", "classify", "--threads", "1", "-m", f, picture], [])
         o = m.out("attend")
@@ -1541,7 +1543,7 @@ def add_export_cases(m):
         return lambda j: j["converted_from"].__setitem__(key, value)
 
     cases = {
-        "no-converted-from": (lambda j: j.pop("converted_from"), ["Hugging Face checkpoint"]),
+        "no-converted-from": (lambda j: j.pop("converted_from"), ["no Hugging Face class qkv writes"]),
         "converted-from-string": (lambda j: j.__setitem__("converted_from", "x" * 100), ["Hugging Face checkpoint"]),
         "architecture-unknown": (cf("architecture", "EvilForSequenceClassification"), ["EvilForSequence"]),
         "architecture-number": (cf("architecture", 7), ["Hugging Face checkpoint"]),
@@ -1568,6 +1570,24 @@ def add_export_cases(m):
     }
     for name, (change, says) in cases.items():
         export(name, edited(name, change), says)
+    # a language model qkv trained (the shipped character GPT), its metadata lying
+    gpt = os.path.join(REPO, "models", "shakespeare-char.safetensors")
+    gheader, gdata = st_read(gpt)
+    gmeta = meta_of(gheader)
+    native = {
+        "tokenizer-spm-garbage": (lambda j: j.__setitem__("tokenizer", {"type": "sentencepiece",
+                                                                         "model_base64": "AAAA////"}), ["tokenizer"]),
+        "tokenizer-chars-number": (lambda j: j["tokenizer"].__setitem__("chars", 5), ["tokenizer"]),
+        "model-type-convnet": (lambda j: j.__setitem__("model_type", "convnet"), ["no Hugging Face class"]),
+        "activation-silu": (lambda j: j["model"].__setitem__("activation", "silu"), ["silu"]),
+        "model-not-object": (lambda j: j.__setitem__("model", 5), ["model config"]),
+        "n-layer-huge": (lambda j: j["model"].__setitem__("n_layer", 2 ** 40), ["larger than the tensors"]),
+    }
+    for name, (change, says) in native.items():
+        j = copy.deepcopy(gmeta)
+        change(j)
+        export(f"native-{name}", m.write(f"hf-export/native-{name}.safetensors", st_bytes(with_meta(gheader, j), gdata)),
+               says)
     export("max-shard-size-garbage", good, ["--max-shard-size"], ["--max-shard-size", "5XB"])
     export("max-shard-size-zero", good, ["--max-shard-size"], ["--max-shard-size", "0"])
     export("max-shard-size-overflow", good, ["--max-shard-size"], ["--max-shard-size", "999999999999GiB"])

@@ -288,8 +288,13 @@ TEST(HfExport, RefusesWhatCannotGoBackWithNothingWritten) {
     return path;
   };
   const std::string out = (dir.path / "out").string();
-  refused(edited("native.safetensors", [](nlohmann::json& m) { m.erase("converted_from"); }), out,
-          "does not come from a Hugging Face checkpoint");
+  // (a file whose converted_from went is a GPT as qkv trains them: GPT-2 with its tokenizer.json)
+  EXPECT_EQ(export_hf(edited("native.safetensors", [](nlohmann::json& m) { m.erase("converted_from"); }),
+                      (dir.path / "native-hf").string())
+                .architecture,
+            "GPT2LMHeadModel");
+  refused(edited("not-a-checkpoint.safetensors", [](nlohmann::json& m) { m["converted_from"] = "x"; }), out,
+          "is not a Hugging Face checkpoint's");
   refused(edited("older.safetensors", [](nlohmann::json& m) { m["converted_from"].erase("tensors"); }), out,
           "converted by an older qkv");
   refused(edited("renamed.safetensors",

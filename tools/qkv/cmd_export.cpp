@@ -1,6 +1,7 @@
 // qkv export — writes a model in another engine's format:
 //   --to hf: a Hugging Face folder (config.json, model.safetensors, the tokenizer) from a model qkv
-//     converted from one, or a run trained from it (models/hf_export.h) — the way back to transformers;
+//     converted from one, a run trained from it, or a language model qkv trained (GPT-2, Llama, Qwen3,
+//     Mistral: models/hf_export.h) — the way to transformers;
 //   --to ctranslate2: a CTranslate2 model directory made from a qkv translation Transformer (train with
 //     qkv, serve with CTranslate2). That conversion is CTranslate2's own Python spec API, so it is done by
 //     tools/ctranslate2_export.py (the mapping, weight for weight, is at its top); this command loads the
@@ -125,6 +126,12 @@ void add_export(CLI::App& app) {
       "  python3 -c 'import transformers as t; print(t.pipeline(\"text-classification\", \"bert-sst2\")(\"Great!\"))'\n"
       "OUT_DIR gets config.json, model.safetensors (or shards and their index), the tokenizer's files and\n"
       "generation_config.json, under the checkpoint's names: what save_pretrained would have written.\n"
+      "A language model qkv trained (qkv train, task lm) goes as the class that computes it — a GPT as\n"
+      "GPT2LMHeadModel, a Llama as LlamaForCausalLM (Qwen3ForCausalLM with qk_norm, MistralForCausalLM\n"
+      "with a window) — its tokenizer as tokenizer.json:\n"
+      "  qkv export --to hf models/shakespeare-char.safetensors shakespeare-gpt2\n"
+      "  python3 -c 'import transformers as t; print(t.pipeline(\"text-generation\", "
+      "\"shakespeare-gpt2\")(\"ROMEO:\"))'\n"
       "--to ctranslate2, for a qkv translation Transformer:\n"
       "  qkv export --to ctranslate2 models/en-fr.safetensors en-fr-ct2\n"
       "  qkv export --to ctranslate2 -m out/run/model.safetensors run-ct2-int8 --quantization int8\n"

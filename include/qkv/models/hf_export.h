@@ -20,8 +20,12 @@
 // against the converter's own map (the architecture's map sends it back to the parameter it came
 // from), every parameter is written once, and the config is checked the same way: converting the
 // folder back must describe the model the file holds (a field that differs is an error naming it;
-// dropout rates, which qkv train may change, are the checkpoint's). What cannot go back is refused by
-// name: a model qkv trained from scratch (no checkpoint), an int8 file (qkv quantize), Gemma 3's
+// dropout rates, which qkv train may change, are the checkpoint's). A language model qkv trained from
+// scratch ("gpt", "llama") goes as the class that computes it (GPT2LMHeadModel, LlamaForCausalLM,
+// Qwen3ForCausalLM, MistralForCausalLM), described as the checkpoint it would have come from
+// (src/models/hf/native.h) and checked the same way, its tokenizer as tokenizer.json
+// (text::LMTokenizer::to_hf). What cannot go back is refused by name: another model qkv trained (no
+// transformers class holds it), an int8 file (qkv quantize), Gemma 3's
 // multimodal checkpoint (its vision tower is not in the file). Nothing is left half-written: the folder
 // is written beside its place and renamed into it.
 #pragma once

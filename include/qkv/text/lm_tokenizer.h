@@ -66,6 +66,22 @@ class LMTokenizer {
   };
   static ChatTemplateFound find_chat_template(const nlohmann::json& j);
 
+  // The tokenizer as Hugging Face's `tokenizers` writes one (src/text/lm_tokenizer_hf.cpp), for a
+  // language model qkv trained going to a Hugging Face folder (models/hf_export.h): tokenizer.json and
+  // tokenizer_config.json that encode every text this tokenizer encodes to the same ids, and decode ids
+  // to the same text. Characters: a BPE vocabulary of the characters with no merges, no pre-tokenizer,
+  // a Fuse decoder. qkv's SentencePiece models (identity normalization, no dummy prefix): the "\n" piece an
+  // added token, spaces as "▁" by a Metaspace pre-tokenizer that splits before them, the Unigram
+  // vocabulary with its scores (or BPE's, its merges ranked by the merged piece's id; char models:
+  // none), <unk>/<s>/</s>/<pad> special tokens. A SentencePiece model trained otherwise (another
+  // normalization, a dummy prefix, byte fallback, …) is refused by name; a converted model's tokenizer
+  // is its own files.
+  struct HfForm {
+    nlohmann::json tokenizer_json, tokenizer_config;
+    int32_t bos_id = -1, eos_id = -1, pad_id = -1;  // the special tokens' ids (-1: none)
+  };
+  HfForm to_hf(int64_t model_max_length) const;
+
  private:
   CharTokenizer chars_;
   std::shared_ptr<const SentencePiece> sp_;  // set: SentencePiece; unset: characters
