@@ -48,7 +48,8 @@ struct Wire {
     }
     return false;
   }
-  // The next field; `bytes` is set for a length-delimited one. False: malformed.
+  // The next field; `bytes` is set for a length-delimited or fixed-size one, `value` for a varint.
+  // False: malformed.
   bool next(uint64_t& number, int& type, std::string_view& bytes) {
     uint64_t key = 0;
     if (!varint(key)) return false;
@@ -65,13 +66,13 @@ struct Wire {
         n = 4;
         break;
       case 2:
-        if (!varint(n) || n > s.size() - at) return false;
-        bytes = s.substr(at, n);
+        if (!varint(n)) return false;
         break;
       default:
         return false;
     }
     if (n > s.size() - at) return false;
+    bytes = s.substr(at, n);
     at += n;
     return true;
   }
@@ -81,19 +82,27 @@ struct Wire {
   throw Error(what + ": not a SentencePiece model (its protobuf is malformed at byte " + std::to_string(at) + ")");
 }
 
-// Calls fn(bytes) for each length-delimited occurrence of field `number` in `message` (a piece of
-// `model`, for the offsets of errors), in order.
+// Calls fn(number, type, bytes, value) for each field of `message` (a piece of `model`, for the offsets
+// of errors), in order: `bytes` a length-delimited or fixed-size field's, `value` a varint's.
 template <class Fn>
-void for_each_field(std::string_view message, uint64_t number, std::string_view model, const std::string& what,
-                    Fn&& fn) {
+void for_each_wire_field(std::string_view message, std::string_view model, const std::string& what, Fn&& fn) {
   Wire w{message};
   uint64_t n = 0;
   int type = 0;
   std::string_view bytes;
   while (w.at < message.size()) {
     if (!w.next(n, type, bytes)) malformed(what, static_cast<size_t>(message.data() - model.data()) + w.at);
-    if (n == number && type == 2) fn(bytes);
+    fn(n, type, bytes, w.value);
   }
+}
+
+// Calls fn(bytes) for each length-delimited occurrence of field `number` in `message`, in order.
+template <class Fn>
+void for_each_field(std::string_view message, uint64_t number, std::string_view model, const std::string& what,
+                    Fn&& fn) {
+  for_each_wire_field(message, model, what, [&](uint64_t n, int type, std::string_view bytes, uint64_t) {
+    if (n == number && type == 2) fn(bytes);
+  });
 }
 
 // What protobuf makes of a bytes or string field given more than once: the last.
@@ -211,14 +220,9 @@ void check_pieces(std::string_view model, const std::string& what) {
 // Calls fn(number, value) for each varint field of `message`, in order.
 template <class Fn>
 void for_each_varint(std::string_view message, std::string_view model, const std::string& what, Fn&& fn) {
-  Wire w{message};
-  uint64_t n = 0;
-  int type = 0;
-  std::string_view bytes;
-  while (w.at < message.size()) {
-    if (!w.next(n, type, bytes)) malformed(what, static_cast<size_t>(message.data() - model.data()) + w.at);
-    if (type == 0) fn(n, w.value);
-  }
+  for_each_wire_field(message, model, what, [&](uint64_t n, int type, std::string_view, uint64_t value) {
+    if (type == 0) fn(n, value);
+  });
 }
 
 }  // namespace
@@ -229,15 +233,10 @@ ModelSpec read_spec(std::string_view model, const std::string& what) {
   for_each_field(model, 1, model, what, [&](std::string_view message) {
     ModelSpec::Piece p;
     p.piece = std::string(last_field(message, 1, model, what));
-    Wire w{message};
-    uint64_t n = 0;
-    int type = 0;
-    std::string_view bytes;
-    while (w.at < message.size()) {
-      if (!w.next(n, type, bytes)) malformed(what, static_cast<size_t>(message.data() - model.data()) + w.at);
-      if (n == 2 && type == 5) std::memcpy(&p.score, message.data() + w.at - 4, 4);  // (little-endian, as protobuf)
-      if (n == 3 && type == 0) p.type = static_cast<int>(w.value);
-    }
+    for_each_wire_field(message, model, what, [&](uint64_t n, int type, std::string_view bytes, uint64_t value) {
+      if (n == 2 && type == 5) std::memcpy(&p.score, bytes.data(), 4);  // (little-endian, as protobuf)
+      if (n == 3 && type == 0) p.type = static_cast<int>(value);
+    });
     spec.pieces.push_back(std::move(p));
   });
   // TrainerSpec (ModelProto field 2): model_type 3, split_by_whitespace 22, treat_whitespace_as_suffix 24,

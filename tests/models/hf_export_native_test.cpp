@@ -129,6 +129,13 @@ TEST(HfExportNative, EachLlamaTakesTheClassItsOptionsName) {
       {"llama3-rope",
        {{"rope_scaling", "llama3"}, {"rope_factor", 8.0}, {"rope_original_max_position_embeddings", 16}},
        "LlamaForCausalLM"},
+      {"longrope",
+       {{"rope_scaling", "longrope"},
+        {"rope_original_max_position_embeddings", 16},
+        {"rope_short_factor", {1.0, 1.5, 2.0, 3.0}},
+        {"rope_long_factor", {2.0, 3.0, 5.0, 7.0}},
+        {"rope_attention_factor", 1.2}},
+       "LlamaForCausalLM"},
       {"qwen2-like", {{"qkv_bias", true}}, "LlamaForCausalLM"},  // (o_proj's bias 0)
       {"qwen3-o-bias", {{"qk_norm", true}, {"o_bias", true}}, "Qwen3ForCausalLM"},
       {"qwen3", {{"qk_norm", true}}, "Qwen3ForCausalLM"},
