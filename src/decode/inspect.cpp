@@ -385,7 +385,7 @@ NeuronView language_model_neuron(const models::LanguageModel& model, const text:
     v = llama_neuron(*llama, ids, layer, head, query);
   } else {
     // GPT::forward's embedding (no dropout: inference) and the blocks below `layer`
-    Tensor x = gpt->wte->forward(Tensor::from_ints(ids, {1, T})) + gpt->wpe->weight.slice(0, 0, T);
+    Tensor x = gpt->wte->forward(Tensor::from_ints(ids, {1, T})) + gpt->position_table().slice(0, 0, T);
     for (int64_t l = 0; l < layer; ++l)
       x = gpt->h[static_cast<size_t>(l)]->forward(x, Tensor(), Tensor(), /*is_causal=*/true);
     v = neuron_of(*gpt->h[static_cast<size_t>(layer)], x, /*causal=*/true, layer, head, query);

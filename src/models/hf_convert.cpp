@@ -235,6 +235,7 @@ void read_sentence_transformers(const std::string& dir, nlohmann::json& config) 
 const std::vector<HfArchitecture>& hf_architectures() {
   static const std::vector<HfArchitecture> archs = {
       hf::gpt2(),
+      hf::opt(),
       hf::llama(),
       hf::qwen2(),
       hf::qwen3(),

@@ -23,6 +23,7 @@ const io::Fields<GPTConfig>& GPTConfig::fields() {
                                      F::choice("activation", &GPTConfig::activation),
                                      F::number("layer_norm_eps", &GPTConfig::layer_norm_eps, 1e-12, 1),
                                      F::integer("n_inner", &GPTConfig::n_inner, 0),
+                                     F::integer("position_offset", &GPTConfig::position_offset, 0, 1 << 16),
                                  });
   return f;
 }
@@ -43,7 +44,7 @@ std::string GPTConfig::describe() const {
 GPT::GPT(const GPTConfig& c, Generator* gen) : config(c), gen_(gen) {
   Generator& g = gen ? *gen : default_generator();
   wte = register_module("wte", std::make_shared<Embedding>(c.vocab_size, c.n_embd, -1, &g));
-  wpe = register_module("wpe", std::make_shared<Embedding>(c.block_size, c.n_embd, -1, &g));
+  wpe = register_module("wpe", std::make_shared<Embedding>(c.block_size + c.position_offset, c.n_embd, -1, &g));
   TransformerLayerOptions o;
   o.d_model = c.n_embd, o.nhead = c.n_head, o.dim_feedforward = c.n_inner > 0 ? c.n_inner : 4 * c.n_embd;
   o.dropout = c.dropout, o.activation = c.activation, o.layer_norm_eps = c.layer_norm_eps;
@@ -65,13 +66,13 @@ GPT::GPT(const GPTConfig& c, Generator* gen) : config(c), gen_(gen) {
   }
 }
 
-// x₀ = Dropout(wte[idx] + wpe[pos0 … pos0+T−1])
+// x₀ = Dropout(wte[idx] + wpe[pos0 … pos0+T−1])   (rows past position_offset)
 Tensor GPT::embed(const Tensor& idx, int64_t pos0) const {
   QKV_CHECK(idx.dim() == 2 && idx.dtype() == DType::i32, "GPT: idx must be i32 [B, T], got ", shape_str(idx.shape()));
   const int64_t T = idx.size(1);
   QKV_CHECK(T >= 1 && pos0 + T <= config.block_size, "GPT: positions ", pos0, " … ", pos0 + T - 1,
             " exceed block_size ", config.block_size);
-  Tensor pos = wpe->weight.slice(0, pos0, pos0 + T);
+  Tensor pos = position_table().slice(0, pos0, pos0 + T);
   return dropout(wte->forward(idx) + pos, config.dropout, is_training(), gen_);
 }
 
@@ -118,7 +119,7 @@ Tensor GPT::step_paged(const Tensor& ids, const PagedStep& step, PagedKVCache& c
   QKV_CHECK(cache.layers() == static_cast<int64_t>(h.size()), "GPT::step_paged: a cache of ", cache.layers(),
             " layers for a model of ", h.size());
   // x₀ = wte[ids] + wpe[positions] (positions < block_size: the caller's window), [1, T, E]
-  ResidualStream x{(wte->forward(ids) + embedding(step.positions, wpe->weight)).unsqueeze(0), Tensor()};
+  ResidualStream x{(wte->forward(ids) + embedding(step.positions, position_table())).unsqueeze(0), Tensor()};
   for (size_t i = 0; i < h.size(); ++i) x = h[i]->forward_paged(x, cache, static_cast<int64_t>(i), step);
   const Tensor last = step.last_rows(x.sum().squeeze(0));  // [sequences, E]
   return linear_inference(ln_f->forward(last), wte->weight, wte_inference);

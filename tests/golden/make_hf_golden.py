@@ -2,7 +2,7 @@
 built by `transformers`, saved with save_pretrained as a user's downloaded folder would be, and what
 `transformers` computes with them.
 
-    python3 tests/golden/make_hf_golden.py [gpt2|llama|qwen3|phi3|phi3-longrope|gemma3|gemma2|gemma3-multimodal|marian|bert|encoders …]   # pyenv python3: pip install torch transformers tokenizers (encoders: sentence-transformers)
+    python3 tests/golden/make_hf_golden.py [gpt2|opt|llama|qwen3|phi3|phi3-longrope|gemma3|gemma2|gemma3-multimodal|marian|bert|encoders …]   # pyenv python3: pip install torch transformers tokenizers (encoders: sentence-transformers)
     QKV_QA_PYTHON=/tmp/tf4venv/bin/python python3 tests/golden/make_hf_golden.py qa   # two interpreters
 
 (qa: transformers 5 removed the question-answering pipeline, so its reference comes from transformers 4.57 in a
@@ -38,8 +38,8 @@ def train_tokenizer(style, vocab):
     with open(os.path.join(SHARED, "tinyshakespeare", "input.txt"), encoding="utf-8") as f:
         lines = f.read().splitlines()[:20000]
     tok = Tokenizer(models.BPE())
-    if style == "gpt2":
-        special = ["<|endoftext|>"]
+    if style in ("gpt2", "opt"):
+        special = ["<|endoftext|>"] if style == "gpt2" else ["<s>", "<pad>", "</s>", "<unk>"]
         tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
     else:
         special = ["<|begin_of_text|>", "<|end_of_text|>"]
@@ -50,13 +50,19 @@ def train_tokenizer(style, vocab):
     trainer = trainers.BpeTrainer(vocab_size=vocab, special_tokens=special, show_progress=False,
                                   initial_alphabet=pre_tokenizers.ByteLevel.alphabet())
     tok.train_from_iterator(lines, trainer)
-    if style != "gpt2":
+    if style == "opt":  # (OPT's tokenizer starts every text with </s>)
+        tok.post_processor = processors.TemplateProcessing(
+            single="</s> $A", pair="</s> $A </s> $B", special_tokens=[("</s>", tok.token_to_id("</s>"))])
+    elif style != "gpt2":
         tok.post_processor = processors.TemplateProcessing(
             single="<|begin_of_text|> $A", pair="<|begin_of_text|> $A <|begin_of_text|> $B",
             special_tokens=[("<|begin_of_text|>", tok.token_to_id("<|begin_of_text|>"))])
     fast = transformers.PreTrainedTokenizerFast(tokenizer_object=tok)
     if style == "gpt2":
         fast.bos_token = fast.eos_token = "<|endoftext|>"
+    elif style == "opt":
+        fast.bos_token = fast.eos_token = "</s>"
+        fast.pad_token, fast.unk_token = "<pad>", "<unk>"
     else:
         fast.bos_token, fast.eos_token = "<|begin_of_text|>", "<|end_of_text|>"
     return fast
@@ -135,6 +141,17 @@ def gpt2_cases():
     randomize(m, 0.5)
     m = m.half().float()  # the reference computes with the f16-rounded weights the folder holds
     save_case("gpt2-sharded-f16", m, 512, max_shard_size="100KB", dtype=torch.float16)
+
+
+def opt_cases():
+    # OPT (opt-125m's form, smaller): separate q/k/v, ReLU, positions read two rows on
+    c = transformers.OPTConfig(vocab_size=512, hidden_size=48, num_hidden_layers=2, ffn_dim=80, num_attention_heads=4,
+                               max_position_embeddings=96, word_embed_proj_dim=48)
+    m = transformers.OPTForCausalLM(c)
+    randomize(m, 0.5)
+    with torch.no_grad():  # (randomize leaves positions named embed_positions: Marian's sinusoids)
+        m.model.decoder.embed_positions.weight.normal_(0, 0.5)
+    save_case("opt", m, 512, tokenizer=train_tokenizer("opt", 512))
 
 
 def llama_cases():
@@ -1245,6 +1262,8 @@ if __name__ == "__main__":
         qa_python()  # (refuses before anything is written where there is no transformers 4 to run)
     if not only or "gpt2" in only:
         gpt2_cases()
+    if not only or "opt" in only:
+        opt_cases()
     if not only or "llama" in only:
         llama_cases()
     if not only or "qwen3" in only:

@@ -90,6 +90,10 @@ TEST(HfConvert, Gpt2EqualsTransformers) {
   check_text("gpt2");
 }
 TEST(HfConvert, Gpt2ShardedF16EqualsTransformers) { check_against_transformers("gpt2-sharded-f16"); }
+TEST(HfConvert, OptEqualsTransformers) {  // (q/k/v apart, ReLU, positions two rows on)
+  check_against_transformers("opt");
+  check_text("opt");
+}
 TEST(HfConvert, LlamaGqaEqualsTransformers) {
   check_against_transformers("llama-gqa");
   check_text("llama-gqa");

@@ -198,6 +198,9 @@ TEST(HfExportNative, RefusesWhatNoClassHoldsWithNothingWritten) {
   json silu = gpt;
   silu["activation"] = "silu";
   refused(native_file(d, "silu", "gpt", silu, chars), "the activation silu");
+  json offset = gpt;
+  offset["position_offset"] = 2;
+  refused(native_file(d, "offset", "gpt", offset, chars), "position_offset");
   const std::pair<const char*, json> llamas[] = {
       {"a tanh-GELU gate", {{"hidden_act", "gelu_tanh"}}},
       {"Gemma's options", {{"sandwich_norms", true}}},

@@ -1,5 +1,6 @@
 // GPT: a decoder-only Transformer language model (seed 000: "a mask ensures each position can only
-// see its past … N predictions in parallel with the cost of one forward pass"), as nanoGPT:
+// see its past … N predictions in parallel with the cost of one forward pass"), as nanoGPT (and
+// GPT-2 and OPT, imported by models/hf_convert):
 //
 //   x₀ = wte[idx] + wpe[pos]                         token + learned position embeddings
 //   xₗ = Block(xₗ₋₁),  l = 1 … n_layer               pre-LN TransformerEncoderLayer, causal, GELU, 4× MLP
@@ -26,6 +27,9 @@ struct GPTConfig {
   Activation activation = Activation::gelu;  // GPT-2: gelu_tanh ("gelu_new")
   float layer_norm_eps = 1e-5f;
   int64_t n_inner = 0;                       // the MLP's hidden width; 0: 4 · n_embd
+  // OPT (OPTForCausalLM): position t reads wpe row t + position_offset (OPT's 2: its first rows serve a
+  // padding convention); wpe then has block_size + position_offset rows
+  int64_t position_offset = 0;
 
   static const io::Fields<GPTConfig>& fields();          // the keys of "model" in a config or model file
   static GPTConfig from_json(const nlohmann::json& j);  // fields() plus n_embd % n_head == 0
@@ -58,6 +62,10 @@ class GPT : public Module {
   // the logits of each sequence's last token, [sequences, vocab_size].
   PagedKVCache make_paged_cache(int64_t pages, int64_t page_size, Device device, DType dtype = DType::f32) const;
   Tensor step_paged(const Tensor& ids, const PagedStep& step, PagedKVCache& cache) const;
+  // wpe's rows of positions 0 … block_size − 1 ([block_size, E]: past position_offset)
+  Tensor position_table() const {
+    return wpe->weight.slice(0, config.position_offset, config.position_offset + config.block_size);
+  }
   // Decoding steps read bf16 copies of the weights (half the memory traffic; ~3 significant
   // digits of weight): call after loading the weights. f32 (the default) drops the copies.
   void set_inference_weights(InferenceWeights weights);

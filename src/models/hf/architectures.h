@@ -17,6 +17,7 @@
 namespace qkv::models::hf {
 
 HfArchitecture gpt2();     // GPT2LMHeadModel → "gpt"
+HfArchitecture opt();      // OPTForCausalLM → "gpt" (position_offset 2)
 HfArchitecture llama();    // LlamaForCausalLM → "llama"
 HfArchitecture qwen2();    // Qwen2ForCausalLM → "llama"
 HfArchitecture qwen3();    // Qwen3ForCausalLM → "llama" (qk_norm)

@@ -54,7 +54,8 @@ nlohmann::json gpt2_config(const nlohmann::json& c) {
           {"dropout", field<double>(c, "resid_pdrop", 0.1)},
           {"bias", true},
           {"activation", activation},
-          {"layer_norm_eps", field<double>(c, "layer_norm_epsilon", 1e-5)}};
+          {"layer_norm_eps", field<double>(c, "layer_norm_epsilon", 1e-5)},
+          {"position_offset", 0}};
 }
 
 std::optional<HfTensorTarget> gpt2_map(const std::string& name) {

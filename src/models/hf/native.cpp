@@ -153,6 +153,9 @@ NativeCheckpoint native_checkpoint(const json& meta, const std::string& where) {
   try {
     if (type == "gpt") {
       nn::GPTConfig c = nn::GPTConfig::from_json(meta["model"]);
+      QKV_CHECK(c.position_offset == 0, where, ": a GPT whose positions start ", c.position_offset,
+                " rows into its table (position_offset, OPT's) is GPT-2 only with none: an OPT goes back from its "
+                "conversion (its converted_from)");
       out.converted_from["config"] = gpt2_config(c, where);
       c.bias = true;
       out.model = c.to_json();
