@@ -73,6 +73,7 @@ def check_native(qkv_cli, tmp):
     passage = shakespeare[1000:1200]
     failed = 0
     for name, (model, tokenizer) in NATIVE.items():
+        name = f"native-{name}"  # (apart from the golden folders' exports in the same directory)
         config = {"task": "lm", "data": {"path": str(ROOT / "data" / "tinyshakespeare" / "input.txt"),
                                          "val_fraction": 0.1, "tokenizer": tokenizer},
                   "model": model,
