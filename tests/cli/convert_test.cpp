@@ -151,6 +151,24 @@ TEST(CliConvert, FillMaskAndAttendTakeAConvertedBert) {
             std::string::npos);
 }
 
+// The README's way out for a language model qkv trained: the shipped character GPT exported as GPT-2
+// and converted back generates what the file generates.
+TEST(CliConvert, TheShippedGptGoesToHuggingFaceAndBack) {
+  testing::TempDir dir("cli-export-native");
+  const std::string model = std::string(QKV_SOURCE_DIR) + "/models/shakespeare-char.safetensors";
+  const std::string folder = (dir.path / "shakespeare-gpt2").string(), back = (dir.path / "back.safetensors").string();
+  auto r = testing::run_shell(kQkv + " export --to hf " + model + " " + folder);
+  ASSERT_EQ(r.code, 0) << r.out;
+  EXPECT_NE(r.out.find("(GPT2LMHeadModel: 52 weights"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("tokenizer.json"), std::string::npos) << r.out;
+  ASSERT_EQ(testing::run_shell(kQkv + " convert " + folder + " -o " + back).code, 0);
+  auto generate = [&](const std::string& m) {
+    return testing::run_shell(kQkv + " generate -m " + m + " -p \"ROMEO:\" -n 40 -t 0").out;
+  };
+  EXPECT_EQ(generate(back), generate(model));
+  EXPECT_NE(generate(back).find("ROMEO:"), std::string::npos);
+}
+
 TEST(CliConvert, ABadFolderIsOneLineAndNothingWritten) {
   testing::TempDir dir("cli-convert-bad");
   const std::string out = (dir.path / "x.safetensors").string();
