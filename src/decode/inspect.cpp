@@ -296,7 +296,7 @@ NeuronView llama_neuron(const nn::Llama& m, const std::vector<int32_t>& ids, int
   const Tensor& sin = tables.second;
   const int64_t W = c.window(layer);
   const nn::LlamaDecoderLayer& L = *m.layers[static_cast<size_t>(layer)];
-  const Tensor n = rms_norm(x, L.input_layernorm, static_cast<float>(c.rms_norm_eps));
+  const Tensor n = L.input_norm(x);
   const int64_t kv = head / (H / Hkv);
   // [1, T, n, D] → [1, n, T, D], rotated, → head's [T, D]
   auto rotated = [&](const Tensor& heads, int64_t h) {

@@ -232,6 +232,17 @@ void read_sentence_transformers(const std::string& dir, nlohmann::json& config) 
 
 // ---- the architecture table ----------------------------------------------------------------------
 
+std::optional<HfTensorTarget> HfArchitecture::target(const std::string& hf_name, const nlohmann::json& config) const {
+  std::optional<HfTensorTarget> t = map(hf_name);
+  if (t && t->head_groups < 0) {
+    const auto it = config.find("num_attention_heads");
+    QKV_CHECK(it != config.end() && it->is_number_integer() && it->get<int64_t>() > 0, name, ": the tensor '",
+              excerpt(hf_name), "' comes head by head, and the model's config gives no num_attention_heads");
+    t->head_groups = it->get<int64_t>();
+  }
+  return t;
+}
+
 const std::vector<HfArchitecture>& hf_architectures() {
   static const std::vector<HfArchitecture> archs = {
       hf::gpt2(),
@@ -241,6 +252,7 @@ const std::vector<HfArchitecture>& hf_architectures() {
       hf::qwen3(),
       hf::mistral(),
       hf::phi3(),
+      hf::gpt_neox(),
       hf::gemma2(),
       hf::gemma3(),
       hf::gemma3_multimodal(),
@@ -602,7 +614,7 @@ nlohmann::json convert_hf(const std::string& dir, const std::string& out, const 
           // Every name is checked before any data is read: a checkpoint of another architecture, or
           // a config that lies about the layer count, fails at once.
           for (const auto& e : entries) {
-            std::optional<HfTensorTarget> t = arch.map(e.name);
+            std::optional<HfTensorTarget> t = arch.target(e.name, config);
             if (new_head && !encoder_body(e.name) &&
                 (!t || (!t->name.empty() && t->rows_of.empty() && !params.count(t->name) && !t->tied_copy))) {
               head_report.unused.push_back(e.name);  // the old head's: transformers' "weights … not used"
@@ -610,22 +622,30 @@ nlohmann::json convert_hf(const std::string& dir, const std::string& out, const 
             }
             QKV_CHECK(t.has_value(), "'", shard, "': the tensor '", excerpt(e.name), "' is not part of ", arch.name,
                       " as its config.json describes it (", model->describe(), ")");
-            if (!t->rows_of.empty()) {  // a fused projection: [Σ rows, cols] for the parameters it fills
-              int64_t rows = 0, cols = -1;
+            if (!t->rows_of.empty()) {  // a fused projection: [Σ rows, cols] (a bias: [Σ rows]) for its parameters
+              int64_t rows = 0, cols = -1, dim = 0;
               for (const std::string& name : t->rows_of) {
                 auto p = params.find(name);
-                QKV_CHECK(p != params.end() && p->second.dim() == 2, "'", shard, "': the tensor '", excerpt(e.name),
+                QKV_CHECK(p != params.end() && (p->second.dim() == 2 || p->second.dim() == 1) &&
+                              (dim == 0 || p->second.dim() == dim),
+                          "'", shard, "': the tensor '", excerpt(e.name),
                           "' has no place in the model config.json describes (", model->describe(), "; it would fill ",
                           name, ")");
-                QKV_CHECK(cols < 0 || p->second.size(1) == cols, "'", shard, "': ", name, " and the other parts of '",
-                          e.name, "' differ in width");
-                rows += p->second.size(0), cols = p->second.size(1);
+                dim = p->second.dim();
+                const int64_t width = dim == 2 ? p->second.size(1) : 1;
+                QKV_CHECK(cols < 0 || width == cols, "'", shard, "': ", name, " and the other parts of '", e.name,
+                          "' differ in width");
+                QKV_CHECK(t->head_groups == 0 || (p->second.size(0) % t->head_groups == 0 &&
+                                                  p->second.size(0) == params.at(t->rows_of[0]).size(0)),
+                          "'", shard, "': the parts of '", e.name, "' are not ", t->head_groups, " heads each");
+                rows += p->second.size(0), cols = width;
                 QKV_CHECK(!filled_from.count(name), "'", shard, "': the tensors '", filled_from[name], "' and '",
                           e.name, "' both fill ", name);
                 filled_from[name] = e.name;
               }
-              QKV_CHECK(e.shape == Shape({rows, cols}), "'", shard, "': the tensor '", e.name, "' is ",
-                        shape_str(e.shape), " but config.json makes it ", shape_str(Shape{rows, cols}));
+              const Shape want = dim == 2 ? Shape{rows, cols} : Shape{rows};
+              QKV_CHECK(e.shape == want, "'", shard, "': the tensor '", e.name, "' is ", shape_str(e.shape),
+                        " but config.json makes it ", shape_str(want));
               targets.emplace(e.name, *t);
               stored.push_back(e.name);
               continue;
@@ -658,12 +678,17 @@ nlohmann::json convert_hf(const std::string& dir, const std::string& out, const 
         [&](const std::string& name, TensorBase&& t) {
           const HfTensorTarget& target = targets.at(name);
           Tensor src(std::move(t));
-          if (!target.rows_of.empty()) {  // each part its rows, in order
-            int64_t at = 0;
+          if (!target.rows_of.empty()) {  // each part its rows, in order (or each head's in turn)
+            const auto parts = static_cast<int64_t>(target.rows_of.size());
+            int64_t at = 0, index = 0;
             for (const std::string& part : target.rows_of) {
               Tensor dst = params.at(part);
-              dst.copy_(src.slice(0, at, at + dst.size(0)));
-              at += dst.size(0);
+              if (target.head_groups > 0)  // [heads, parts, D·cols] → this part's [heads, D·cols]
+                dst.copy_(
+                    src.contiguous().reshape({target.head_groups, parts, -1}).select(1, index).reshape(dst.shape()));
+              else
+                dst.copy_(src.slice(0, at, at + dst.size(0)));
+              at += dst.size(0), ++index;
               bar.update();
             }
             return;

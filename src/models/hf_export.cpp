@@ -117,7 +117,7 @@ std::string encoder_body_name(const std::string& name, const EncoderArchitecture
 
 bool same_target(const HfTensorTarget& a, const HfTensorTarget& b) {
   return a.name == b.name && a.transpose == b.transpose && a.part == b.part && a.parts == b.parts &&
-         a.plus_one == b.plus_one && a.rows_of == b.rows_of;
+         a.plus_one == b.plus_one && a.rows_of == b.rows_of && a.head_groups == b.head_groups;
 }
 
 // One weight of the folder: its name, and the parameter (or row block, or parameters) it holds.
@@ -133,7 +133,7 @@ struct FolderTensor {
 // block) is held by exactly one weight, and every name goes back to its parameter through arch.map.
 std::vector<FolderTensor> folder_tensors(const HfArchitecture& arch, const std::vector<std::string>& names,
                                          const std::string& names_arch, const std::map<std::string, Tensor>& params,
-                                         const std::string& where) {
+                                         const nlohmann::json& model_config, const std::string& where) {
   const std::optional<EncoderArchitecture> encoder = encoder_architecture(arch.name);
   const bool same = names_arch == arch.name;
   std::vector<FolderTensor> out;
@@ -147,9 +147,9 @@ std::vector<FolderTensor> folder_tensors(const HfArchitecture& arch, const std::
       int64_t rows = 0, cols = 0;
       for (const std::string& p : t.rows_of) {
         keys.push_back(p);
-        rows += params.at(p).size(0), cols = params.at(p).size(1);
+        rows += params.at(p).size(0), cols = params.at(p).dim() == 2 ? params.at(p).size(1) : 0;
       }
-      shape = {rows, cols};
+      shape = cols > 0 ? Shape{rows, cols} : Shape{rows};
     } else {
       const Tensor& p = params.at(t.name);
       keys.push_back(t.parts > 1 ? t.name + "#" + std::to_string(t.part) : t.name);
@@ -165,13 +165,13 @@ std::vector<FolderTensor> folder_tensors(const HfArchitecture& arch, const std::
   auto present = [&](const HfTensorTarget& t) {
     if (!t.rows_of.empty()) {
       for (const std::string& p : t.rows_of)
-        if (!params.count(p) || params.at(p).dim() != 2) return false;
+        if (!params.count(p) || params.at(p).dim() != params.at(t.rows_of[0]).dim()) return false;
       return true;
     }
     return !t.name.empty() && params.count(t.name) > 0;
   };
   for (const std::string& name : names) {
-    const std::optional<HfTensorTarget> t = arch.map(name);
+    const std::optional<HfTensorTarget> t = arch.target(name, model_config);
     QKV_CHECK(t.has_value() || !same, where, ": the checkpoint's tensor ", excerpt(nlohmann::json(name).dump()),
               " is not one of ", arch.name, "'s (its converted_from was changed?)");
     if (!t || !present(*t)) continue;  // a buffer, a tied copy, an old head's weight
@@ -181,7 +181,7 @@ std::vector<FolderTensor> folder_tensors(const HfArchitecture& arch, const std::
     }
     if (hf::new_head_parameter(t->name)) continue;  // the new head's own names, below
     const std::string renamed = encoder_body_name(name, *encoder);
-    const std::optional<HfTensorTarget> back = arch.map(renamed);
+    const std::optional<HfTensorTarget> back = arch.target(renamed, model_config);
     QKV_CHECK(back && same_target(*back, *t), where, ": the checkpoint's tensor ", excerpt(nlohmann::json(name).dump()),
               " renamed for ", arch.name, " as ", excerpt(nlohmann::json(renamed).dump()), " does not go back to ",
               t->name);
@@ -195,7 +195,7 @@ std::vector<FolderTensor> folder_tensors(const HfArchitecture& arch, const std::
       const std::string module = modules.substr(at, end - at);
       at = end + 1;
       for (const char* leaf : {".weight", ".bias"}) {
-        const std::optional<HfTensorTarget> t = arch.map(module + leaf);
+        const std::optional<HfTensorTarget> t = arch.target(module + leaf, model_config);
         if (t && present(*t) && hf::new_head_parameter(t->name)) hold(module + leaf, *t);
       }
     }
@@ -217,8 +217,12 @@ Tensor folder_weight(const FolderTensor& w, const std::map<std::string, Tensor>&
   const HfTensorTarget& t = w.target;
   if (!t.rows_of.empty()) {
     std::vector<Tensor> parts;
-    for (const std::string& p : t.rows_of) parts.push_back(params.at(p));
-    return cat(parts, 0);
+    for (const std::string& p : t.rows_of)  // (head by head: each part as [heads, 1, D·cols])
+      parts.push_back(t.head_groups > 0 ? params.at(p).contiguous().reshape({t.head_groups, 1, -1}) : params.at(p));
+    if (t.head_groups == 0) return cat(parts, 0);
+    Shape shape = params.at(t.rows_of[0]).shape();
+    shape[0] *= static_cast<int64_t>(parts.size());
+    return cat(parts, 1).reshape(shape);
   }
   Tensor p = params.at(t.name);
   if (t.parts > 1) {
@@ -533,8 +537,8 @@ HfExportReport export_hf(const std::string& model_file, const std::string& out_d
     names = hf::native_tensor_names(*native, order);
   }
   const nlohmann::json config = folder_config(arch, meta, options.store, where);  // (the model's config read)
-  const std::vector<FolderTensor> weights =
-      folder_tensors(arch, names, native ? arch.name : tensors["architecture"].get<std::string>(), params, where);
+  const std::vector<FolderTensor> weights = folder_tensors(
+      arch, names, native ? arch.name : tensors["architecture"].get<std::string>(), params, meta["model"], where);
 
   // save_pretrained's shards: in order, a new shard where the next weight would pass the size (a weight
   // larger than it alone in one)

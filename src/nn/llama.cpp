@@ -52,6 +52,9 @@ const io::Fields<LlamaConfig>& LlamaConfig::fields() {
                                        F::number("attn_logit_softcapping", &C::attn_logit_softcapping, 0, 1e12),
                                        F::number("final_logit_softcapping", &C::final_logit_softcapping, 0, 1e12),
                                        F::choice("hidden_act", &C::hidden_act),
+                                       F::choice("norm", &C::norm),
+                                       F::boolean("gated_mlp", &C::gated_mlp),
+                                       F::boolean("parallel_residual", &C::parallel_residual),
                                        F::number("dropout", &C::dropout, 0, 1, /*hi_open=*/true),
                                    });
   return f;
@@ -75,6 +78,8 @@ LlamaConfig LlamaConfig::from_json(const nlohmann::json& j) {
                                     std::pair{"attn_logit_softcapping", c.attn_logit_softcapping},
                                     std::pair{"final_logit_softcapping", c.final_logit_softcapping}})
     QKV_CHECK(value == 0 || value >= 1e-6, "Llama config: ", name, " ", value, " must be 0 (none) or at least 1e-6");
+  QKV_CHECK(!c.parallel_residual || !c.sandwich_norms,
+            "Llama config: parallel_residual with sandwich_norms is not supported");
   return c;
 }
 
@@ -166,11 +171,16 @@ LlamaDecoderLayer::LlamaDecoderLayer(const LlamaConfig& c, Generator* gen, int64
   k_proj = register_module("self_attn.k_proj", std::make_shared<Linear>(E, Hkv * D, c.qkv_bias, gen));
   v_proj = register_module("self_attn.v_proj", std::make_shared<Linear>(E, Hkv * D, c.qkv_bias, gen));
   o_proj = register_module("self_attn.o_proj", std::make_shared<Linear>(H * D, E, c.o_bias, gen));
-  gate_proj = register_module("mlp.gate_proj", std::make_shared<Linear>(E, c.intermediate_size, c.mlp_bias, gen));
+  if (c.gated_mlp)
+    gate_proj = register_module("mlp.gate_proj", std::make_shared<Linear>(E, c.intermediate_size, c.mlp_bias, gen));
   up_proj = register_module("mlp.up_proj", std::make_shared<Linear>(E, c.intermediate_size, c.mlp_bias, gen));
   down_proj = register_module("mlp.down_proj", std::make_shared<Linear>(c.intermediate_size, E, c.mlp_bias, gen));
   input_layernorm = register_parameter("input_layernorm.weight", Tensor::ones({E}));
   post_attention_layernorm = register_parameter("post_attention_layernorm.weight", Tensor::ones({E}));
+  if (c.norm == LlamaNorm::layer) {
+    input_layernorm_bias = register_parameter("input_layernorm.bias", Tensor::zeros({E}));
+    post_attention_layernorm_bias = register_parameter("post_attention_layernorm.bias", Tensor::zeros({E}));
+  }
   if (c.sandwich_norms) {
     pre_feedforward_layernorm = register_parameter("pre_feedforward_layernorm.weight", Tensor::ones({E}));
     post_feedforward_layernorm = register_parameter("post_feedforward_layernorm.weight", Tensor::ones({E}));
@@ -197,24 +207,50 @@ Tensor LlamaDecoderLayer::key_heads(const Tensor& n, bool inference) const {
   return heads_of(*k_proj, k_norm, n, config.kv_heads(), inference);
 }
 
-// down_proj(act(gate_proj(m)) ⊙ up_proj(m)): SiLU's product one op (ops/activation.h silu_mul), tanh-GELU's two
+// act(x): SiLU, tanh-GELU or GELU
+Tensor LlamaDecoderLayer::activate(const Tensor& x) const {
+  return config.hidden_act == LlamaActivation::silu        ? silu(x)
+         : config.hidden_act == LlamaActivation::gelu_tanh ? gelu(x, "tanh")
+                                                           : gelu(x);
+}
+
+// down_proj(act(gate_proj(m)) ⊙ up_proj(m)): SiLU's product one op (ops/activation.h silu_mul), the
+// others' two; ungated (GPT-NeoX): down_proj(act(up_proj(m)))
 Tensor LlamaDecoderLayer::mlp(const Tensor& m, bool inference) const {
   auto project = [inference](const Linear& l, const Tensor& x) {
     return inference ? l.forward_inference(x) : l.forward(x);
   };
-  const Tensor gate = project(*gate_proj, m), up = project(*up_proj, m);
-  return project(*down_proj,
-                 config.hidden_act == LlamaActivation::silu ? silu_mul(gate, up) : mul(gelu(gate, "tanh"), up));
+  const Tensor up = project(*up_proj, m);
+  if (!gate_proj) return project(*down_proj, activate(up));
+  const Tensor gate = project(*gate_proj, m);
+  return project(*down_proj, config.hidden_act == LlamaActivation::silu ? silu_mul(gate, up) : mul(activate(gate), up));
 }
+
+// Norm(x): RMSNorm with γ, or LayerNorm with γ and β
+Tensor LlamaDecoderLayer::normed(const Tensor& x, const Tensor& gamma, const Tensor& beta) const {
+  const float eps = static_cast<float>(config.rms_norm_eps);
+  return beta.defined() ? layer_norm(x, {x.size(-1)}, gamma, beta, eps) : rms_norm(x, gamma, eps);
+}
+
+Tensor LlamaDecoderLayer::input_norm(const Tensor& x) const { return normed(x, input_layernorm, input_layernorm_bias); }
 
 // h = x + Dropout(o) and m = RMSNorm₂(h) in one pass, then {h, Dropout(MLP(m))} with the MLP's branch
 // pending (its dropout made in the next norm's pass); sandwich_norms (Gemma 3):
 //   h = x + Dropout(RMSNorm_post_attention(o)),  m = RMSNorm_pre_feedforward(h),  {h,
 //   Dropout(RMSNorm_post_feedforward(MLP(m)))}
+//   parallel_residual (GPT-NeoX): {x, Dropout(o) + Dropout(MLP(Norm₂(x)))}
 ResidualStream LlamaDecoderLayer::after_attention(const Tensor& x, const Tensor& o, bool inference, float p) const {
   const float eps = static_cast<float>(config.rms_norm_eps);
+  if (config.parallel_residual) {
+    const Tensor m = mlp(normed(x, post_attention_layernorm, post_attention_layernorm_bias), inference);
+    if (p == 0.f) return {x, add(o, m)};
+    return {x, add(dropout(o, p, true, gen_), dropout(m, p, true, gen_))};
+  }
   if (!config.sandwich_norms) {
-    const SumAndNorm hm = add_rms_norm_with_sum(x, o, post_attention_layernorm, eps, p, gen_);
+    const SumAndNorm hm = post_attention_layernorm_bias.defined()
+                              ? add_layer_norm_with_sum(x, o, {x.size(-1)}, post_attention_layernorm,
+                                                        post_attention_layernorm_bias, eps, p, gen_)
+                              : add_rms_norm_with_sum(x, o, post_attention_layernorm, eps, p, gen_);
     return {hm.sum, mlp(hm.normalized, inference), p, gen_};
   }
   const SumAndNorm hm =
@@ -224,8 +260,15 @@ ResidualStream LlamaDecoderLayer::after_attention(const Tensor& x, const Tensor&
 
 namespace {
 
-// The stream's sum and RMSNorm(sum) with γ, in one pass when a delta is pending.
-SumAndNorm sum_and_norm(const ResidualStream& x, const Tensor& gamma, float eps) {
+// The stream's sum and Norm(sum) — RMSNorm with γ, or LayerNorm with γ and β where β is given — in one
+// pass when a delta is pending.
+SumAndNorm sum_and_norm(const ResidualStream& x, const Tensor& gamma, const Tensor& beta, float eps) {
+  if (beta.defined()) {
+    const Shape E{x.base.size(-1)};
+    if (x.delta.defined())
+      return add_layer_norm_with_sum(x.base, x.delta, E, gamma, beta, eps, x.delta_dropout, x.generator);
+    return {x.base, layer_norm(x.base, E, gamma, beta, eps)};
+  }
   if (x.delta.defined()) return add_rms_norm_with_sum(x.base, x.delta, gamma, eps, x.delta_dropout, x.generator);
   return {x.base, rms_norm(x.base, gamma, eps)};
 }
@@ -249,7 +292,7 @@ ResidualStream LlamaDecoderLayer::forward(const ResidualStream& stream, const Te
                                           const Tensor& mask, bool is_causal, Tensor* weights_out) const {
   const float eps = static_cast<float>(config.rms_norm_eps), p = is_training() ? config.dropout : 0.f;
   // x = the stream's sum, n = RMSNorm₁(x): one pass
-  const SumAndNorm xn = sum_and_norm(stream, input_layernorm, eps);
+  const SumAndNorm xn = sum_and_norm(stream, input_layernorm, input_layernorm_bias, eps);
   const int64_t B = xn.sum.size(0), T = xn.sum.size(1), H = config.num_attention_heads, Hkv = config.kv_heads(),
                 D = config.head_size();
   const Tensor& n = xn.normalized;
@@ -273,7 +316,7 @@ ResidualStream LlamaDecoderLayer::forward(const ResidualStream& stream, const Te
 ResidualStream LlamaDecoderLayer::forward_cached(const ResidualStream& stream, const Tensor& cos, const Tensor& sin,
                                                  const Tensor& mask, bool is_causal, KVCache& cache) const {
   const float eps = static_cast<float>(config.rms_norm_eps);
-  const SumAndNorm xn = sum_and_norm(stream, input_layernorm, eps);
+  const SumAndNorm xn = sum_and_norm(stream, input_layernorm, input_layernorm_bias, eps);
   const int64_t B = xn.sum.size(0), T = xn.sum.size(1), H = config.num_attention_heads, Hkv = config.kv_heads(),
                 D = config.head_size();
   const Tensor& n = xn.normalized;
@@ -290,7 +333,7 @@ ResidualStream LlamaDecoderLayer::forward_cached(const ResidualStream& stream, c
 ResidualStream LlamaDecoderLayer::forward_paged(const ResidualStream& stream, const Tensor& cos, const Tensor& sin,
                                                 PagedKVCache& cache, int64_t layer, const PagedStep& step) const {
   const float eps = static_cast<float>(config.rms_norm_eps);
-  const SumAndNorm xn = sum_and_norm(stream, input_layernorm, eps);
+  const SumAndNorm xn = sum_and_norm(stream, input_layernorm, input_layernorm_bias, eps);
   const int64_t T = xn.sum.size(1), H = config.num_attention_heads, Hkv = config.kv_heads(), D = config.head_size();
   const Tensor& n = xn.normalized;  // [1, T, E]
   // q, k rotated each at its token's position ([1, H, T, D] as apply_rotary_pos_emb takes them), then
@@ -306,7 +349,8 @@ ResidualStream LlamaDecoderLayer::forward_paged(const ResidualStream& stream, co
 }
 
 void LlamaDecoderLayer::set_inference_weights(InferenceWeights weights) {
-  for (auto* l : {&q_proj, &k_proj, &v_proj, &o_proj, &gate_proj, &up_proj, &down_proj}) (*l)->set_inference_weights(weights);
+  for (auto* l : {&q_proj, &k_proj, &v_proj, &o_proj, &gate_proj, &up_proj, &down_proj})
+    if (*l) (*l)->set_inference_weights(weights);
 }
 
 // ---- the model -----------------------------------------------------------------------------------
@@ -342,6 +386,7 @@ Llama::Llama(const LlamaConfig& c, Generator* gen)
   for (int64_t i = 0; i < c.num_hidden_layers; ++i)
     layers.push_back(register_module("layers." + std::to_string(i), std::make_shared<LlamaDecoderLayer>(c, &g, i)));
   norm = register_parameter("norm.weight", Tensor::ones({c.hidden_size}));
+  if (c.norm == LlamaNorm::layer) norm_bias = register_parameter("norm.bias", Tensor::zeros({c.hidden_size}));
   if (!c.tie_word_embeddings)
     lm_head = register_module("lm_head", std::make_shared<Linear>(c.hidden_size, c.vocab_size, false, &g));
   // Hugging Face's initialization (initializer_range 0.02): N(0, 0.02) for every matrix and
@@ -362,7 +407,7 @@ Tensor Llama::embed(const Tensor& idx) const {
 
 // logits = RMSNorm(x) Wᵀ, W = lm_head's weight or (tied) embed_tokens'; x's pending sum made in the norm's pass
 Tensor Llama::final_norm(const ResidualStream& x) const {
-  return sum_and_norm(x, norm, static_cast<float>(config.rms_norm_eps)).normalized;
+  return sum_and_norm(x, norm, norm_bias, static_cast<float>(config.rms_norm_eps)).normalized;
 }
 
 const Tensor& Llama::output_weight() const { return lm_head ? lm_head->weight : embed_tokens->weight; }

@@ -2,7 +2,7 @@
 built by `transformers`, saved with save_pretrained as a user's downloaded folder would be, and what
 `transformers` computes with them.
 
-    python3 tests/golden/make_hf_golden.py [gpt2|opt|llama|qwen3|phi3|phi3-longrope|gemma3|gemma2|gemma3-multimodal|marian|bert|encoders …]   # pyenv python3: pip install torch transformers tokenizers (encoders: sentence-transformers)
+    python3 tests/golden/make_hf_golden.py [gpt2|opt|gpt-neox|llama|qwen3|phi3|phi3-longrope|gemma3|gemma2|gemma3-multimodal|marian|bert|encoders …]   # pyenv python3: pip install torch transformers tokenizers (encoders: sentence-transformers)
     QKV_QA_PYTHON=/tmp/tf4venv/bin/python python3 tests/golden/make_hf_golden.py qa   # two interpreters
 
 (qa: transformers 5 removed the question-answering pipeline, so its reference comes from transformers 4.57 in a
@@ -152,6 +152,21 @@ def opt_cases():
     with torch.no_grad():  # (randomize leaves positions named embed_positions: Marian's sinusoids)
         m.model.decoder.embed_positions.weight.normal_(0, 0.5)
     save_case("opt", m, 512, tokenizer=train_tokenizer("opt", 512))
+
+
+def gpt_neox_cases():
+    # GPT-NeoX (Pythia's form, smaller): LayerNorms, parallel attention and MLP, RoPE on a quarter of each
+    # head, query_key_value head by head, an untied head; and the sequential form with tanh GELU
+    base = dict(vocab_size=512, hidden_size=64, num_hidden_layers=2, num_attention_heads=4, intermediate_size=96,
+                max_position_embeddings=96)
+    m = transformers.GPTNeoXForCausalLM(transformers.GPTNeoXConfig(**base))
+    randomize(m, 0.5)
+    save_case("gpt-neox", m, 512, tokenizer=train_tokenizer("gpt2", 512))
+    c = transformers.GPTNeoXConfig(**base, use_parallel_residual=False, hidden_act="gelu_new", rotary_pct=0.5,
+                                   rotary_emb_base=500, layer_norm_eps=1e-6)
+    m = transformers.GPTNeoXForCausalLM(c)
+    randomize(m, 0.5)
+    save_case("gpt-neox-sequential", m, 512)
 
 
 def llama_cases():
@@ -1264,6 +1279,8 @@ if __name__ == "__main__":
         gpt2_cases()
     if not only or "opt" in only:
         opt_cases()
+    if not only or "gpt-neox" in only:
+        gpt_neox_cases()
     if not only or "llama" in only:
         llama_cases()
     if not only or "qwen3" in only:

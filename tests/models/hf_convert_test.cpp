@@ -90,6 +90,11 @@ TEST(HfConvert, Gpt2EqualsTransformers) {
   check_text("gpt2");
 }
 TEST(HfConvert, Gpt2ShardedF16EqualsTransformers) { check_against_transformers("gpt2-sharded-f16"); }
+TEST(HfConvert, GptNeoxEqualsTransformers) {  // (Pythia: LayerNorms, parallel residual, a quarter rotated)
+  check_against_transformers("gpt-neox");
+  check_text("gpt-neox");
+}
+TEST(HfConvert, GptNeoxSequentialEqualsTransformers) { check_against_transformers("gpt-neox-sequential"); }
 TEST(HfConvert, OptEqualsTransformers) {  // (q/k/v apart, ReLU, positions two rows on)
   check_against_transformers("opt");
   check_text("opt");

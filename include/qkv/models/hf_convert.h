@@ -51,10 +51,14 @@ struct HfTensorTarget {
   // filling a fused in_proj_weight [3E, E] — block `part` is rows part·E … (part+1)·E − 1.
   int part = 0, parts = 1;
   bool plus_one = false;  // a Gemma RMSNorm's w, which scales by 1 + w: stored as γ = 1 + w (f32)
-  // A fused projection split by rows into several parameters, in order, each taking its own row
-  // count (Phi-3's qkv_proj → q_proj, k_proj, v_proj; gate_up_proj → gate_proj, up_proj); `name`
-  // is then unused.
+  // A fused projection (a weight or a bias) split by rows into several parameters, in order, each
+  // taking its own row count (Phi-3's qkv_proj → q_proj, k_proj, v_proj; gate_up_proj → gate_proj,
+  // up_proj); `name` is then unused.
   std::vector<std::string> rows_of = {};
+  // With rows_of: the fused rows come head by head — [heads, parts, D] rows, GPT-NeoX's query_key_value
+  // (each head's q, k and v rows together) — rather than part after part; 0: part after part; −1 (what
+  // a map says, knowing no config): the model's heads, which HfArchitecture::target fills in.
+  int64_t head_groups = 0;
 };
 
 // One supported architecture.
@@ -66,6 +70,9 @@ struct HfArchitecture {
   std::function<nlohmann::json(const nlohmann::json& hf_config)> config;
   // A tensor name of the checkpoint → its target; nullopt: a name this architecture does not have.
   std::function<std::optional<HfTensorTarget>(const std::string& hf_name)> map;
+  // map(hf_name) for the model of the qkv config `config`: a head_groups of −1 made its
+  // num_attention_heads (a config without them: a qkv::Error).
+  std::optional<HfTensorTarget> target(const std::string& hf_name, const nlohmann::json& config) const;
 };
 const std::vector<HfArchitecture>& hf_architectures();
 // The entry for `name`; an unknown architecture is a qkv::Error listing the supported ones.

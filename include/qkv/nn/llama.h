@@ -1,4 +1,4 @@
-// Llama: the decoder-only Transformer of Llama 2/3, Qwen2, Qwen3, Mistral, Phi-3, SmolLM, Gemma 2 and 3 —
+// Llama: the decoder-only Transformer of Llama 2/3, Qwen2, Qwen3, Mistral, Phi-3, SmolLM, Gemma 2 and 3, GPT-NeoX —
 // GPT's causal language model with RMSNorm, rotary positions, a gated MLP and grouped-query attention:
 //
 //   x₀ = embed_tokens[idx]  (· √E: embed_scale, Gemma 3)           no position embedding
@@ -8,6 +8,10 @@
 //   xₗ = h + down_proj(act(gate_proj(m)) ⊙ up_proj(m)),  m = RMSNorm₂(h),  act = SiLU or tanh-GELU
 //   logits = RMSNorm(x_L) lm_headᵀ                                  lm_head tied to embed_tokens or not
 //            (final_logit_softcapping c > 0, Gemma 2: c · tanh(logits / c))
+//
+// GPT-NeoX (Pythia) is the same network with LayerNorms (norm "layer": γ and β), an ungated MLP
+// (gated_mlp false: down_proj(act(up_proj(m)))) and, with parallel_residual, both branches read the
+// layer's input: xₗ = x + o_proj(Attn(…LN₁(x)…)) + MLP(LN₂(x)).
 //
 // sandwich_norms (Gemma 2 and 3) normalizes each branch's output too, with four norms a layer:
 //   h  = xₗ₋₁ + RMSNorm_post_attention(o_proj(Attn(…)))
@@ -55,10 +59,19 @@ constexpr EnumTable<RopeScaling, 4> enum_table(RopeScaling) {
             {RopeScaling::longrope, "longrope"}}}};
 }
 
-// The gated MLP's activation: SiLU (Llama's SwiGLU) or GELU's tanh form (Gemma's GeGLU, gelu_pytorch_tanh).
-enum class LlamaActivation : uint8_t { silu, gelu_tanh };
-constexpr EnumTable<LlamaActivation, 2> enum_table(LlamaActivation) {
-  return {"activation", {{{LlamaActivation::silu, "silu"}, {LlamaActivation::gelu_tanh, "gelu_tanh"}}}};
+// The MLP's activation: SiLU (Llama's SwiGLU), GELU's tanh form (Gemma's GeGLU, gelu_pytorch_tanh), or
+// GELU (GPT-NeoX's, ungated).
+enum class LlamaActivation : uint8_t { silu, gelu_tanh, gelu };
+constexpr EnumTable<LlamaActivation, 3> enum_table(LlamaActivation) {
+  return {
+      "activation",
+      {{{LlamaActivation::silu, "silu"}, {LlamaActivation::gelu_tanh, "gelu_tanh"}, {LlamaActivation::gelu, "gelu"}}}};
+}
+
+// The layers' norms: RMSNorm (γ) or LayerNorm (γ and β: GPT-NeoX's), each at rms_norm_eps.
+enum class LlamaNorm : uint8_t { rms, layer };
+constexpr EnumTable<LlamaNorm, 2> enum_table(LlamaNorm) {
+  return {"norm", {{{LlamaNorm::rms, "rms"}, {LlamaNorm::layer, "layer"}}}};
 }
 
 struct LlamaConfig {
@@ -86,6 +99,10 @@ struct LlamaConfig {
   double attn_logit_softcapping = 0;   // Gemma 2: the attention scores soft-capped (0: not)
   double final_logit_softcapping = 0;  // Gemma 2: the logits soft-capped (0: not)
   LlamaActivation hidden_act = LlamaActivation::silu;
+  // GPT-NeoX (Pythia): LayerNorms, an ungated MLP down_proj(act(up_proj(m))) (no gate_proj), and the
+  // attention and the MLP side by side on the layer's input: xₗ = x + o_proj(Attn(Norm₁(x))) + MLP(Norm₂(x))
+  LlamaNorm norm = LlamaNorm::rms;
+  bool gated_mlp = true, parallel_residual = false;
   float dropout = 0.f;         // on the attention weights and the residual branches, while training
 
   static const io::Fields<LlamaConfig>& fields();
@@ -147,16 +164,20 @@ class LlamaDecoderLayer : public Module {
   // n [B, T, E] → q_proj(n), k_proj(n) as heads [B, T, H or Hkv, D], each head RMS-normalized (qk_norm)
   Tensor query_heads(const Tensor& n, bool inference) const;
   Tensor key_heads(const Tensor& n, bool inference) const;
+  Tensor input_norm(const Tensor& x) const;  // Norm₁(x): what the attention's projections read
 
   LlamaConfig config;
-  std::shared_ptr<Linear> q_proj, k_proj, v_proj, o_proj, gate_proj, up_proj, down_proj;
-  Tensor input_layernorm, post_attention_layernorm;  // the RMSNorms' γ [E]
+  std::shared_ptr<Linear> q_proj, k_proj, v_proj, o_proj, gate_proj, up_proj, down_proj;  // (gate_proj: gated_mlp)
+  Tensor input_layernorm, post_attention_layernorm;                                       // the norms' γ [E]
+  Tensor input_layernorm_bias, post_attention_layernorm_bias;    // their β [E] (norm layer; else undefined)
   Tensor pre_feedforward_layernorm, post_feedforward_layernorm;  // sandwich_norms' other two γ [E]
   Tensor q_norm, k_norm;                                         // qk_norm's γ [D] (undefined without it)
   int64_t window = 0;  // the keys it sees back (LlamaConfig::window of its index; 0: all)
 
  private:
   Tensor mlp(const Tensor& h, bool inference) const;
+  Tensor activate(const Tensor& x) const;
+  Tensor normed(const Tensor& x, const Tensor& gamma, const Tensor& beta) const;
   AttentionOptions scores() const;  // the scores' scale and soft cap (query_pre_attn_scalar, attn_logit_softcapping)
   // The layer after its attention: x + o and the MLP branch (sandwich_norms: both branches normalized),
   // the MLP's output left pending on the stream
@@ -202,7 +223,8 @@ class Llama : public Module {
   LlamaConfig config;
   std::shared_ptr<Embedding> embed_tokens;
   std::vector<std::shared_ptr<LlamaDecoderLayer>> layers;
-  Tensor norm;     // the final RMSNorm's γ [E]
+  Tensor norm;                      // the final norm's γ [E]
+  Tensor norm_bias;                 // its β [E] (norm layer; else undefined)
   std::shared_ptr<Linear> lm_head;  // null when tied to embed_tokens
   InferenceWeight head_inference;
 

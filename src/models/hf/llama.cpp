@@ -337,6 +337,119 @@ nlohmann::json gemma3_multimodal_config(const nlohmann::json& c) {
 // Phi-3's tensor names are Llama's but for two fused projections, split by rows: qkv_proj [(H + 2Hkv)·D, E]
 // into q_proj, k_proj, v_proj (HF slices q, k, v off its output in that order), gate_up_proj [2I, E]
 // into gate_proj and up_proj (chunk(2): the gate first).
+// ---- GPT-NeoX (Pythia) ------------------------------------------------------------------------------
+//
+// GPTNeoXForCausalLM: qkv's Llama with LayerNorms, an ungated GELU MLP and (use_parallel_residual) the
+// attention and the MLP side by side; RoPE on the first rotary_pct of each head, θ from
+// rotary_emb_base (transformers 5: rope_parameters' rope_theta and partial_rotary_factor). Its fused
+// query_key_value [3E, E] holds each head's q, k and v rows together ([H, 3, D] rows):
+//
+//   gpt_neox.embed_in / final_layer_norm, embed_out        embed_tokens / norm, lm_head
+//   gpt_neox.layers.{i}.input_layernorm, post_attention_layernorm   the same names (γ and β)
+//   ….attention.query_key_value (head by head)             self_attn.q_proj, k_proj, v_proj
+//   ….attention.dense                                       self_attn.o_proj
+//   ….mlp.dense_h_to_4h, dense_4h_to_h                     mlp.up_proj, down_proj
+
+nlohmann::json gpt_neox_config(const nlohmann::json& c) {
+  hf_refuse_unknown_fields(c, "GPTNeoXForCausalLM",
+                           {"vocab_size",
+                            "hidden_size",
+                            "num_hidden_layers",
+                            "num_attention_heads",
+                            "intermediate_size",
+                            "hidden_act",
+                            "rotary_pct",
+                            "rotary_emb_base",
+                            "partial_rotary_factor",
+                            "rope_theta",
+                            "rope_scaling",
+                            "rope_parameters",
+                            "attention_dropout",
+                            "hidden_dropout",
+                            "classifier_dropout",
+                            "max_position_embeddings",
+                            "layer_norm_eps",
+                            "use_parallel_residual",
+                            "attention_bias",
+                            "tie_word_embeddings",
+                            "is_decoder"});
+  const auto act = field<std::string>(c, "hidden_act", "gelu");
+  std::string activation;
+  if (act == "gelu")
+    activation = "gelu";
+  else if (act == "gelu_new" || act == "gelu_fast" || act == "gelu_pytorch_tanh")
+    activation = "gelu_tanh";
+  else
+    throw Error(detail::concat("hidden_act '", act, "' is not supported (gelu, gelu_new, gelu_fast are)"));
+  const int64_t heads = field<int64_t>(c, "num_attention_heads", 64);
+  const bool bias = field<bool>(c, "attention_bias", true);
+  nlohmann::json out = {
+      {"vocab_size", field<int64_t>(c, "vocab_size", 50432)},
+      {"hidden_size", field<int64_t>(c, "hidden_size", 6144)},
+      {"intermediate_size", field<int64_t>(c, "intermediate_size", 24576)},
+      {"num_hidden_layers", field<int64_t>(c, "num_hidden_layers", 44)},
+      {"num_attention_heads", heads},
+      {"num_key_value_heads", heads},
+      {"head_dim", 0},
+      {"max_position_embeddings", field<int64_t>(c, "max_position_embeddings", 2048)},
+      {"rms_norm_eps", field<double>(c, "layer_norm_eps", 1e-5)},
+      {"tie_word_embeddings", field<bool>(c, "tie_word_embeddings", false)},
+      {"dropout", field<double>(c, "hidden_dropout", 0.0)},
+      {"qkv_bias", bias},
+      {"o_bias", bias},
+      {"mlp_bias", true},
+      {"qk_norm", false},
+      {"sliding_window", 0},
+      {"norm", "layer"},
+      {"gated_mlp", false},
+      {"parallel_residual", field<bool>(c, "use_parallel_residual", true)},
+      {"hidden_act", activation},
+  };
+  // RoPE: transformers 4's rotary_emb_base and rotary_pct, or 5's rope_parameters
+  nlohmann::json rope_fields = c;
+  if (!rope_fields.contains("rope_theta")) rope_fields["rope_theta"] = field<double>(c, "rotary_emb_base", 10000.0);
+  read_rope(rope_fields, out);
+  if (!out.contains("partial_rotary_factor"))
+    out["partial_rotary_factor"] = field<double>(c, "partial_rotary_factor", field<double>(c, "rotary_pct", 0.25));
+  return out;
+}
+
+std::optional<HfTensorTarget> gpt_neox_map(const std::string& name) {
+  static const std::regex layer(R"(^gpt_neox\.layers\.(\d+)\.(.+)$)");
+  std::smatch m;
+  if (std::regex_match(name, m, layer)) {
+    const std::string at = "layers." + m[1].str() + ".", rest = m[2].str();
+    if (rest == "attention.query_key_value.weight" || rest == "attention.query_key_value.bias") {
+      const std::string leaf = rest.substr(rest.rfind('.'));
+      HfTensorTarget t;
+      t.rows_of = {at + "self_attn.q_proj" + leaf, at + "self_attn.k_proj" + leaf, at + "self_attn.v_proj" + leaf};
+      t.head_groups = -1;  // (each head's q, k, v rows together: the model's heads)
+      return t;
+    }
+    static const std::map<std::string, std::string> in_layer = {
+        {"input_layernorm.weight", "input_layernorm.weight"},
+        {"input_layernorm.bias", "input_layernorm.bias"},
+        {"post_attention_layernorm.weight", "post_attention_layernorm.weight"},
+        {"post_attention_layernorm.bias", "post_attention_layernorm.bias"},
+        {"attention.dense.weight", "self_attn.o_proj.weight"},
+        {"attention.dense.bias", "self_attn.o_proj.bias"},
+        {"mlp.dense_h_to_4h.weight", "mlp.up_proj.weight"},
+        {"mlp.dense_h_to_4h.bias", "mlp.up_proj.bias"},
+        {"mlp.dense_4h_to_h.weight", "mlp.down_proj.weight"},
+        {"mlp.dense_4h_to_h.bias", "mlp.down_proj.bias"},
+    };
+    if (auto it = in_layer.find(rest); it != in_layer.end()) return HfTensorTarget{at + it->second};
+    if (rest == "attention.bias" || rest == "attention.masked_bias" || rest == "attention.rotary_emb.inv_freq")
+      return HfTensorTarget{""};  // old checkpoints' buffers
+    return std::nullopt;
+  }
+  if (name == "gpt_neox.embed_in.weight") return HfTensorTarget{"embed_tokens.weight"};
+  if (name == "gpt_neox.final_layer_norm.weight") return HfTensorTarget{"norm.weight"};
+  if (name == "gpt_neox.final_layer_norm.bias") return HfTensorTarget{"norm.bias"};
+  if (name == "embed_out.weight") return HfTensorTarget{"lm_head.weight", false, /*tied_copy=*/true};
+  return std::nullopt;
+}
+
 std::optional<HfTensorTarget> phi3_map(const std::string& name) {
   static const std::regex fused(R"(^model\.layers\.(\d+)\.(self_attn\.qkv_proj|mlp\.gate_up_proj)\.weight$)");
   std::smatch m;
@@ -413,6 +526,7 @@ HfArchitecture gemma3() {
 HfArchitecture gemma3_multimodal() {
   return {"Gemma3ForConditionalGeneration", "llama", gemma3_multimodal_config, gemma3_multimodal_map};
 }
+HfArchitecture gpt_neox() { return {"GPTNeoXForCausalLM", "llama", gpt_neox_config, gpt_neox_map}; }
 HfArchitecture phi3() {
   const Family f{"Phi3ForCausalLM",
                  32064,
