@@ -253,6 +253,7 @@ const std::vector<HfArchitecture>& hf_architectures() {
       hf::mistral(),
       hf::phi3(),
       hf::gpt_neox(),
+      hf::stablelm(),
       hf::gemma2(),
       hf::gemma3(),
       hf::gemma3_multimodal(),

@@ -2,7 +2,7 @@
 built by `transformers`, saved with save_pretrained as a user's downloaded folder would be, and what
 `transformers` computes with them.
 
-    python3 tests/golden/make_hf_golden.py [gpt2|opt|gpt-neox|llama|qwen3|phi3|phi3-longrope|gemma3|gemma2|gemma3-multimodal|marian|bert|encoders …]   # pyenv python3: pip install torch transformers tokenizers (encoders: sentence-transformers)
+    python3 tests/golden/make_hf_golden.py [gpt2|opt|gpt-neox|stablelm|llama|qwen3|phi3|phi3-longrope|gemma3|gemma2|gemma3-multimodal|marian|bert|encoders …]   # pyenv python3: pip install torch transformers tokenizers (encoders: sentence-transformers)
     QKV_QA_PYTHON=/tmp/tf4venv/bin/python python3 tests/golden/make_hf_golden.py qa   # two interpreters
 
 (qa: transformers 5 removed the question-answering pipeline, so its reference comes from transformers 4.57 in a
@@ -167,6 +167,16 @@ def gpt_neox_cases():
     m = transformers.GPTNeoXForCausalLM(c)
     randomize(m, 0.5)
     save_case("gpt-neox-sequential", m, 512)
+
+
+def stablelm_cases():
+    # StableLM 2's form, smaller: LayerNorms, q/k/v biases, grouped-query attention, a quarter of each head rotated
+    c = transformers.StableLmConfig(vocab_size=512, hidden_size=64, num_hidden_layers=2, num_attention_heads=4,
+                                    num_key_value_heads=2, intermediate_size=96, max_position_embeddings=96,
+                                    use_qkv_bias=True)
+    m = transformers.StableLmForCausalLM(c)
+    randomize(m, 0.5)
+    save_case("stablelm", m, 512, tokenizer=train_tokenizer("gpt2", 512))
 
 
 def llama_cases():
@@ -1281,6 +1291,8 @@ if __name__ == "__main__":
         opt_cases()
     if not only or "gpt-neox" in only:
         gpt_neox_cases()
+    if not only or "stablelm" in only:
+        stablelm_cases()
     if not only or "llama" in only:
         llama_cases()
     if not only or "qwen3" in only:

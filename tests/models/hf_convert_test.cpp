@@ -95,6 +95,10 @@ TEST(HfConvert, GptNeoxEqualsTransformers) {  // (Pythia: LayerNorms, parallel r
   check_text("gpt-neox");
 }
 TEST(HfConvert, GptNeoxSequentialEqualsTransformers) { check_against_transformers("gpt-neox-sequential"); }
+TEST(HfConvert, StableLmEqualsTransformers) {  // (LayerNorms under Llama's names, a quarter rotated)
+  check_against_transformers("stablelm");
+  check_text("stablelm");
+}
 TEST(HfConvert, OptEqualsTransformers) {  // (q/k/v apart, ReLU, positions two rows on)
   check_against_transformers("opt");
   check_text("opt");

@@ -450,6 +450,65 @@ std::optional<HfTensorTarget> gpt_neox_map(const std::string& name) {
   return std::nullopt;
 }
 
+// ---- StableLM ---------------------------------------------------------------------------------------
+//
+// StableLmForCausalLM (StableLM 2, StableLM-3B-4E1T, Zephyr): Llama's names and gated SiLU MLP under
+// LayerNorms (γ and β: input_layernorm, post_attention_layernorm, model.norm), q/k/v biases with
+// use_qkv_bias, RoPE on the first partial_rotary_factor of each head. The parallel form (one norm
+// feeding both branches) and per-head q/k LayerNorms (qk_layernorm) are refused.
+
+nlohmann::json stablelm_config(const nlohmann::json& c) {
+  hf_refuse_unknown_fields(
+      c, "StableLmForCausalLM",
+      {"vocab_size", "hidden_size", "intermediate_size", "num_hidden_layers", "num_attention_heads",
+       "num_key_value_heads", "hidden_act", "max_position_embeddings", "layer_norm_eps", "rope_theta", "rope_scaling",
+       "rope_parameters", "partial_rotary_factor", "use_qkv_bias", "qk_layernorm", "use_parallel_residual",
+       "hidden_dropout", "attention_dropout", "tie_word_embeddings"});
+  QKV_CHECK(!field(c, "use_parallel_residual", false),
+            "use_parallel_residual = true (one norm before both branches) "
+            "is not supported for StableLM");
+  QKV_CHECK(!field(c, "qk_layernorm", false), "qk_layernorm = true (per-head LayerNorms) is not supported");
+  const auto act = field<std::string>(c, "hidden_act", "silu");
+  QKV_CHECK(act == "silu", "hidden_act '", act, "' is not supported (silu is)");
+  const int64_t heads = field<int64_t>(c, "num_attention_heads", 32);
+  const bool qkv_bias = field<bool>(c, "use_qkv_bias", false);
+  nlohmann::json out = {
+      {"vocab_size", field<int64_t>(c, "vocab_size", 50304)},
+      {"hidden_size", field<int64_t>(c, "hidden_size", 2560)},
+      {"intermediate_size", field<int64_t>(c, "intermediate_size", 6912)},
+      {"num_hidden_layers", field<int64_t>(c, "num_hidden_layers", 32)},
+      {"num_attention_heads", heads},
+      {"num_key_value_heads", field<int64_t>(c, "num_key_value_heads", heads)},
+      {"head_dim", 0},
+      {"max_position_embeddings", field<int64_t>(c, "max_position_embeddings", 4096)},
+      {"rms_norm_eps", field<double>(c, "layer_norm_eps", 1e-5)},
+      {"tie_word_embeddings", field<bool>(c, "tie_word_embeddings", false)},
+      {"dropout", field<double>(c, "hidden_dropout", 0.0)},
+      {"qkv_bias", qkv_bias},
+      {"o_bias", false},
+      {"mlp_bias", false},
+      {"qk_norm", false},
+      {"sliding_window", 0},
+      {"norm", "layer"},
+      {"gated_mlp", true},
+      {"parallel_residual", false},
+      {"hidden_act", "silu"},
+  };
+  read_rope(c, out);
+  if (!out.contains("partial_rotary_factor"))
+    out["partial_rotary_factor"] = field<double>(c, "partial_rotary_factor", 0.25);
+  return out;
+}
+
+std::optional<HfTensorTarget> stablelm_map(const std::string& name) {
+  static const std::regex norm_bias(R"(^model\.layers\.(\d+)\.(input|post_attention)_layernorm\.bias$)");
+  std::smatch m;
+  if (std::regex_match(name, m, norm_bias))
+    return HfTensorTarget{"layers." + m[1].str() + "." + m[2].str() + "_layernorm.bias"};
+  if (name == "model.norm.bias") return HfTensorTarget{"norm.bias"};
+  return llama_map(name);
+}
+
 std::optional<HfTensorTarget> phi3_map(const std::string& name) {
   static const std::regex fused(R"(^model\.layers\.(\d+)\.(self_attn\.qkv_proj|mlp\.gate_up_proj)\.weight$)");
   std::smatch m;
@@ -526,6 +585,7 @@ HfArchitecture gemma3() {
 HfArchitecture gemma3_multimodal() {
   return {"Gemma3ForConditionalGeneration", "llama", gemma3_multimodal_config, gemma3_multimodal_map};
 }
+HfArchitecture stablelm() { return {"StableLmForCausalLM", "llama", stablelm_config, stablelm_map}; }
 HfArchitecture gpt_neox() { return {"GPTNeoXForCausalLM", "llama", gpt_neox_config, gpt_neox_map}; }
 HfArchitecture phi3() {
   const Family f{"Phi3ForCausalLM",
