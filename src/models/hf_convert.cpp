@@ -254,6 +254,7 @@ const std::vector<HfArchitecture>& hf_architectures() {
       hf::phi3(),
       hf::gpt_neox(),
       hf::stablelm(),
+      hf::phi(),
       hf::gemma2(),
       hf::gemma3(),
       hf::gemma3_multimodal(),

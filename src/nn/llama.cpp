@@ -55,6 +55,8 @@ const io::Fields<LlamaConfig>& LlamaConfig::fields() {
                                        F::choice("norm", &C::norm),
                                        F::boolean("gated_mlp", &C::gated_mlp),
                                        F::boolean("parallel_residual", &C::parallel_residual),
+                                       F::boolean("shared_norm", &C::shared_norm),
+                                       F::boolean("lm_head_bias", &C::lm_head_bias),
                                        F::number("dropout", &C::dropout, 0, 1, /*hi_open=*/true),
                                    });
   return f;
@@ -80,6 +82,8 @@ LlamaConfig LlamaConfig::from_json(const nlohmann::json& j) {
     QKV_CHECK(value == 0 || value >= 1e-6, "Llama config: ", name, " ", value, " must be 0 (none) or at least 1e-6");
   QKV_CHECK(!c.parallel_residual || !c.sandwich_norms,
             "Llama config: parallel_residual with sandwich_norms is not supported");
+  QKV_CHECK(!c.shared_norm || c.parallel_residual, "Llama config: shared_norm needs parallel_residual");
+  QKV_CHECK(!c.lm_head_bias || !c.tie_word_embeddings, "Llama config: lm_head_bias needs an untied head");
   return c;
 }
 
@@ -176,10 +180,12 @@ LlamaDecoderLayer::LlamaDecoderLayer(const LlamaConfig& c, Generator* gen, int64
   up_proj = register_module("mlp.up_proj", std::make_shared<Linear>(E, c.intermediate_size, c.mlp_bias, gen));
   down_proj = register_module("mlp.down_proj", std::make_shared<Linear>(c.intermediate_size, E, c.mlp_bias, gen));
   input_layernorm = register_parameter("input_layernorm.weight", Tensor::ones({E}));
-  post_attention_layernorm = register_parameter("post_attention_layernorm.weight", Tensor::ones({E}));
+  if (!c.shared_norm)
+    post_attention_layernorm = register_parameter("post_attention_layernorm.weight", Tensor::ones({E}));
   if (c.norm == LlamaNorm::layer) {
     input_layernorm_bias = register_parameter("input_layernorm.bias", Tensor::zeros({E}));
-    post_attention_layernorm_bias = register_parameter("post_attention_layernorm.bias", Tensor::zeros({E}));
+    if (!c.shared_norm)
+      post_attention_layernorm_bias = register_parameter("post_attention_layernorm.bias", Tensor::zeros({E}));
   }
   if (c.sandwich_norms) {
     pre_feedforward_layernorm = register_parameter("pre_feedforward_layernorm.weight", Tensor::ones({E}));
@@ -239,10 +245,12 @@ Tensor LlamaDecoderLayer::input_norm(const Tensor& x) const { return normed(x, i
 //   h = x + Dropout(RMSNorm_post_attention(o)),  m = RMSNorm_pre_feedforward(h),  {h,
 //   Dropout(RMSNorm_post_feedforward(MLP(m)))}
 //   parallel_residual (GPT-NeoX): {x, Dropout(o) + Dropout(MLP(Norm₂(x)))}
-ResidualStream LlamaDecoderLayer::after_attention(const Tensor& x, const Tensor& o, bool inference, float p) const {
+ResidualStream LlamaDecoderLayer::after_attention(const Tensor& x, const Tensor& n, const Tensor& o, bool inference,
+                                                  float p) const {
   const float eps = static_cast<float>(config.rms_norm_eps);
   if (config.parallel_residual) {
-    const Tensor m = mlp(normed(x, post_attention_layernorm, post_attention_layernorm_bias), inference);
+    const Tensor m =
+        mlp(config.shared_norm ? n : normed(x, post_attention_layernorm, post_attention_layernorm_bias), inference);
     if (p == 0.f) return {x, add(o, m)};
     return {x, add(dropout(o, p, true, gen_), dropout(m, p, true, gen_))};
   }
@@ -310,7 +318,7 @@ ResidualStream LlamaDecoderLayer::forward(const ResidualStream& stream, const Te
     a = scaled_dot_product_attention(q, k, v, opt);
   }
   // o_proj(heads concatenated), then the residual and the MLP
-  return after_attention(xn.sum, o_proj->forward(a.transpose(1, 2).reshape({B, T, H * D})), false, p);
+  return after_attention(xn.sum, n, o_proj->forward(a.transpose(1, 2).reshape({B, T, H * D})), false, p);
 }
 
 ResidualStream LlamaDecoderLayer::forward_cached(const ResidualStream& stream, const Tensor& cos, const Tensor& sin,
@@ -327,7 +335,7 @@ ResidualStream LlamaDecoderLayer::forward_cached(const ResidualStream& stream, c
   AttentionOptions opt = scores();
   opt.attn_mask = mask, opt.is_causal = is_causal, opt.enable_gqa = Hkv != H;
   Tensor a = scaled_dot_product_attention(q, cache.keys(), cache.values(), opt);
-  return after_attention(xn.sum, o_proj->forward_inference(a.transpose(1, 2).reshape({B, T, H * D})), true, 0.f);
+  return after_attention(xn.sum, n, o_proj->forward_inference(a.transpose(1, 2).reshape({B, T, H * D})), true, 0.f);
 }
 
 ResidualStream LlamaDecoderLayer::forward_paged(const ResidualStream& stream, const Tensor& cos, const Tensor& sin,
@@ -345,7 +353,7 @@ ResidualStream LlamaDecoderLayer::forward_paged(const ResidualStream& stream, co
   const AttentionOptions o = scores();
   const Tensor a = attend_paged(q, k, v_proj->forward_inference(n).reshape({T, Hkv, D}), cache, layer, step, window,
                                 o.scale, o.softcap);  // [T, H, D]
-  return after_attention(xn.sum, o_proj->forward_inference(a.reshape({1, T, H * D})), true, 0.f);
+  return after_attention(xn.sum, n, o_proj->forward_inference(a.reshape({1, T, H * D})), true, 0.f);
 }
 
 void LlamaDecoderLayer::set_inference_weights(InferenceWeights weights) {
@@ -388,7 +396,7 @@ Llama::Llama(const LlamaConfig& c, Generator* gen)
   norm = register_parameter("norm.weight", Tensor::ones({c.hidden_size}));
   if (c.norm == LlamaNorm::layer) norm_bias = register_parameter("norm.bias", Tensor::zeros({c.hidden_size}));
   if (!c.tie_word_embeddings)
-    lm_head = register_module("lm_head", std::make_shared<Linear>(c.hidden_size, c.vocab_size, false, &g));
+    lm_head = register_module("lm_head", std::make_shared<Linear>(c.hidden_size, c.vocab_size, c.lm_head_bias, &g));
   // Hugging Face's initialization (initializer_range 0.02): N(0, 0.02) for every matrix and
   // embedding, zero biases, RMSNorm scales at 1 (qk_norm's too).
   for (auto& [name, p] : named_parameters()) {
@@ -415,7 +423,9 @@ const Tensor& Llama::output_weight() const { return lm_head ? lm_head->weight : 
 // (final_logit_softcapping c > 0: c · tanh(logits / c))
 Tensor Llama::head(const ResidualStream& x, bool inference) const {
   const Tensor h = final_norm(x);
-  const Tensor logits = inference ? linear_inference(h, output_weight(), head_inference) : linear(h, output_weight());
+  const Tensor bias = lm_head ? lm_head->bias : Tensor();  // (lm_head_bias, Phi's)
+  const Tensor logits =
+      inference ? linear_inference(h, output_weight(), head_inference, bias) : linear(h, output_weight(), bias);
   const auto c = static_cast<float>(config.final_logit_softcapping);
   return c > 0 ? mul(tanh(mul(logits, 1.f / c)), c) : logits;
 }
@@ -447,11 +457,11 @@ ResidualStream Llama::body(const Tensor& idx, AttentionMaps* maps, int64_t upto)
 Tensor Llama::forward(const Tensor& idx, AttentionMaps* maps) const { return head(body(idx, maps), false); }
 
 // cross_entropy(RMSNorm(x) lm_headᵀ, targets), without the logits (ops/loss.h's linear_cross_entropy);
-// with the logits where they are soft-capped
+// with the logits where they are soft-capped or biased
 Tensor Llama::loss(const Tensor& idx, const Tensor& targets) const {
   QKV_CHECK(targets.shape() == idx.shape(), "Llama::loss: targets ", shape_str(targets.shape()), " should match idx ",
             shape_str(idx.shape()));
-  if (config.final_logit_softcapping > 0) {
+  if (config.final_logit_softcapping > 0 || config.lm_head_bias) {
     const Tensor logits = forward(idx);  // [B, T, V]
     return cross_entropy(logits.reshape({-1, logits.size(-1)}), targets.reshape({-1}));
   }

@@ -2,7 +2,7 @@
 built by `transformers`, saved with save_pretrained as a user's downloaded folder would be, and what
 `transformers` computes with them.
 
-    python3 tests/golden/make_hf_golden.py [gpt2|opt|gpt-neox|stablelm|llama|qwen3|phi3|phi3-longrope|gemma3|gemma2|gemma3-multimodal|marian|bert|encoders …]   # pyenv python3: pip install torch transformers tokenizers (encoders: sentence-transformers)
+    python3 tests/golden/make_hf_golden.py [gpt2|opt|gpt-neox|stablelm|phi|llama|qwen3|phi3|phi3-longrope|gemma3|gemma2|gemma3-multimodal|marian|bert|encoders …]   # pyenv python3: pip install torch transformers tokenizers (encoders: sentence-transformers)
     QKV_QA_PYTHON=/tmp/tf4venv/bin/python python3 tests/golden/make_hf_golden.py qa   # two interpreters
 
 (qa: transformers 5 removed the question-answering pipeline, so its reference comes from transformers 4.57 in a
@@ -177,6 +177,16 @@ def stablelm_cases():
     m = transformers.StableLmForCausalLM(c)
     randomize(m, 0.5)
     save_case("stablelm", m, 512, tokenizer=train_tokenizer("gpt2", 512))
+
+
+def phi_cases():
+    # Phi-2's form, smaller: one LayerNorm before the attention and the MLP side by side, half of each head
+    # rotated, tanh GELU, an output head with a bias
+    c = transformers.PhiConfig(vocab_size=512, hidden_size=64, num_hidden_layers=2, num_attention_heads=4,
+                               intermediate_size=96, max_position_embeddings=96)
+    m = transformers.PhiForCausalLM(c)
+    randomize(m, 0.5)
+    save_case("phi", m, 512, tokenizer=train_tokenizer("gpt2", 512))
 
 
 def llama_cases():
@@ -1293,6 +1303,8 @@ if __name__ == "__main__":
         gpt_neox_cases()
     if not only or "stablelm" in only:
         stablelm_cases()
+    if not only or "phi" in only:
+        phi_cases()
     if not only or "llama" in only:
         llama_cases()
     if not only or "qwen3" in only:

@@ -99,6 +99,10 @@ TEST(HfConvert, StableLmEqualsTransformers) {  // (LayerNorms under Llama's name
   check_against_transformers("stablelm");
   check_text("stablelm");
 }
+TEST(HfConvert, PhiEqualsTransformers) {  // (one LayerNorm before both branches, a head bias)
+  check_against_transformers("phi");
+  check_text("phi");
+}
 TEST(HfConvert, OptEqualsTransformers) {  // (q/k/v apart, ReLU, positions two rows on)
   check_against_transformers("opt");
   check_text("opt");

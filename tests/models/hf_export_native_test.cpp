@@ -205,7 +205,8 @@ TEST(HfExportNative, RefusesWhatNoClassHoldsWithNothingWritten) {
       {"a tanh-GELU gate", {{"hidden_act", "gelu_tanh"}}},
       {"Gemma's options", {{"sandwich_norms", true}}},
       {"partial_rotary_factor", {{"partial_rotary_factor", 0.5}}},
-      {"GPT-NeoX's form", {{"norm", "layer"}, {"gated_mlp", false}, {"parallel_residual", true}}},
+      {"GPT-NeoX's or Phi's form", {{"norm", "layer"}, {"gated_mlp", false}, {"parallel_residual", true}}},
+      {"GPT-NeoX's or Phi's form", {{"lm_head_bias", true}}},
       {"qk_norm and MLP biases", {{"qk_norm", true}, {"mlp_bias", true}}},
       {"a sliding window and biases", {{"sliding_window", 4}, {"qkv_bias", true}}},
   };

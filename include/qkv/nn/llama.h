@@ -11,7 +11,8 @@
 //
 // GPT-NeoX (Pythia) is the same network with LayerNorms (norm "layer": γ and β), an ungated MLP
 // (gated_mlp false: down_proj(act(up_proj(m)))) and, with parallel_residual, both branches read the
-// layer's input: xₗ = x + o_proj(Attn(…LN₁(x)…)) + MLP(LN₂(x)).
+// layer's input: xₗ = x + o_proj(Attn(…LN₁(x)…)) + MLP(LN₂(x)); Phi's shared_norm reads LN₁(x) in both,
+// and its head adds a bias (lm_head_bias).
 //
 // sandwich_norms (Gemma 2 and 3) normalizes each branch's output too, with four norms a layer:
 //   h  = xₗ₋₁ + RMSNorm_post_attention(o_proj(Attn(…)))
@@ -103,6 +104,9 @@ struct LlamaConfig {
   // attention and the MLP side by side on the layer's input: xₗ = x + o_proj(Attn(Norm₁(x))) + MLP(Norm₂(x))
   LlamaNorm norm = LlamaNorm::rms;
   bool gated_mlp = true, parallel_residual = false;
+  // Phi (1, 1.5, 2): with parallel_residual one norm (input_layernorm) before both branches — no
+  // post_attention_layernorm —, and the output head's bias (untied heads only)
+  bool shared_norm = false, lm_head_bias = false;
   float dropout = 0.f;         // on the attention weights and the residual branches, while training
 
   static const io::Fields<LlamaConfig>& fields();
@@ -181,7 +185,9 @@ class LlamaDecoderLayer : public Module {
   AttentionOptions scores() const;  // the scores' scale and soft cap (query_pre_attn_scalar, attn_logit_softcapping)
   // The layer after its attention: x + o and the MLP branch (sandwich_norms: both branches normalized),
   // the MLP's output left pending on the stream
-  ResidualStream after_attention(const Tensor& x, const Tensor& o, bool inference, float dropout_p) const;
+  // (n: Norm₁(x), which the MLP reads too with shared_norm)
+  ResidualStream after_attention(const Tensor& x, const Tensor& n, const Tensor& o, bool inference,
+                                 float dropout_p) const;
   Tensor heads_of(const Linear& proj, const Tensor& gamma, const Tensor& n, int64_t heads, bool inference) const;
   Generator* gen_;
 };

@@ -25,6 +25,7 @@ HfArchitecture mistral();  // MistralForCausalLM → "llama"
 HfArchitecture phi3();     // Phi3ForCausalLM → "llama" (fused projections split)
 HfArchitecture gpt_neox();  // GPTNeoXForCausalLM → "llama" (LayerNorms, an ungated MLP, parallel residual)
 HfArchitecture stablelm();  // StableLmForCausalLM → "llama" (LayerNorms, partial rotation)
+HfArchitecture phi();       // PhiForCausalLM → "llama" (parallel branches after one LayerNorm, a head bias)
 HfArchitecture gemma2();   // Gemma2ForCausalLM → "llama" (sandwich norms, GeGLU, soft caps, local and global layers)
 HfArchitecture gemma3();   // Gemma3ForCausalLM → "llama" (sandwich norms, GeGLU, qk_norm, local and global layers)
 HfArchitecture gemma3_multimodal();  // Gemma3ForConditionalGeneration → "llama" (its text model)

@@ -509,6 +509,98 @@ std::optional<HfTensorTarget> stablelm_map(const std::string& name) {
   return llama_map(name);
 }
 
+// ---- Phi (1, 1.5, 2) --------------------------------------------------------------------------------
+//
+// PhiForCausalLM: GPT-NeoX's parallel layer with one LayerNorm before both branches (shared_norm),
+// q/k/v and dense with biases, an ungated tanh-GELU MLP (fc1, fc2), RoPE on the first
+// partial_rotary_factor (default 0.5) of each head, a final LayerNorm and an output head with a bias:
+//
+//   model.embed_tokens, model.final_layernorm, lm_head (weight and bias)   embed_tokens, norm, lm_head
+//   model.layers.{i}.input_layernorm                                       the same (γ and β)
+//   ….self_attn.{q,k,v}_proj, self_attn.dense                             self_attn.{q,k,v}_proj, o_proj
+//   ….mlp.fc1, mlp.fc2                                                     mlp.up_proj, down_proj
+// Per-head q/k LayerNorms (qk_layernorm) are refused.
+
+nlohmann::json phi_config(const nlohmann::json& c) {
+  hf_refuse_unknown_fields(
+      c, "PhiForCausalLM",
+      {"vocab_size", "hidden_size", "intermediate_size", "num_hidden_layers", "num_attention_heads",
+       "num_key_value_heads", "resid_pdrop", "embd_pdrop", "attention_dropout", "hidden_act", "max_position_embeddings",
+       "layer_norm_eps", "tie_word_embeddings", "rope_theta", "rope_scaling", "rope_parameters",
+       "partial_rotary_factor", "qk_layernorm"});
+  QKV_CHECK(!field(c, "qk_layernorm", false), "qk_layernorm = true (per-head LayerNorms) is not supported");
+  QKV_CHECK(!field(c, "tie_word_embeddings", false), "tie_word_embeddings = true is not supported for Phi");
+  const auto act = field<std::string>(c, "hidden_act", "gelu_new");
+  std::string activation;
+  if (act == "gelu")
+    activation = "gelu";
+  else if (act == "gelu_new" || act == "gelu_fast" || act == "gelu_pytorch_tanh")
+    activation = "gelu_tanh";
+  else
+    throw Error(detail::concat("hidden_act '", act, "' is not supported (gelu_new, gelu_fast, gelu are)"));
+  const int64_t heads = field<int64_t>(c, "num_attention_heads", 32);
+  nlohmann::json out = {
+      {"vocab_size", field<int64_t>(c, "vocab_size", 51200)},
+      {"hidden_size", field<int64_t>(c, "hidden_size", 2048)},
+      {"intermediate_size", field<int64_t>(c, "intermediate_size", 8192)},
+      {"num_hidden_layers", field<int64_t>(c, "num_hidden_layers", 24)},
+      {"num_attention_heads", heads},
+      {"num_key_value_heads", field<int64_t>(c, "num_key_value_heads", heads)},
+      {"head_dim", 0},
+      {"max_position_embeddings", field<int64_t>(c, "max_position_embeddings", 2048)},
+      {"rms_norm_eps", field<double>(c, "layer_norm_eps", 1e-5)},
+      {"tie_word_embeddings", false},
+      {"dropout", field<double>(c, "resid_pdrop", 0.0)},
+      {"qkv_bias", true},
+      {"o_bias", true},
+      {"mlp_bias", true},
+      {"qk_norm", false},
+      {"sliding_window", 0},
+      {"norm", "layer"},
+      {"gated_mlp", false},
+      {"parallel_residual", true},
+      {"shared_norm", true},
+      {"lm_head_bias", true},
+      {"hidden_act", activation},
+  };
+  read_rope(c, out);
+  if (!out.contains("partial_rotary_factor"))
+    out["partial_rotary_factor"] = field<double>(c, "partial_rotary_factor", 0.5);
+  return out;
+}
+
+std::optional<HfTensorTarget> phi_map(const std::string& name) {
+  static const std::regex layer(R"(^model\.layers\.(\d+)\.(.+)$)");
+  static const std::map<std::string, std::string> in_layer = {
+      {"input_layernorm.weight", "input_layernorm.weight"},
+      {"input_layernorm.bias", "input_layernorm.bias"},
+      {"self_attn.q_proj.weight", "self_attn.q_proj.weight"},
+      {"self_attn.q_proj.bias", "self_attn.q_proj.bias"},
+      {"self_attn.k_proj.weight", "self_attn.k_proj.weight"},
+      {"self_attn.k_proj.bias", "self_attn.k_proj.bias"},
+      {"self_attn.v_proj.weight", "self_attn.v_proj.weight"},
+      {"self_attn.v_proj.bias", "self_attn.v_proj.bias"},
+      {"self_attn.dense.weight", "self_attn.o_proj.weight"},
+      {"self_attn.dense.bias", "self_attn.o_proj.bias"},
+      {"mlp.fc1.weight", "mlp.up_proj.weight"},
+      {"mlp.fc1.bias", "mlp.up_proj.bias"},
+      {"mlp.fc2.weight", "mlp.down_proj.weight"},
+      {"mlp.fc2.bias", "mlp.down_proj.bias"},
+  };
+  std::smatch m;
+  if (std::regex_match(name, m, layer)) {
+    auto it = in_layer.find(m[2].str());
+    if (it != in_layer.end()) return HfTensorTarget{"layers." + m[1].str() + "." + it->second};
+    if (m[2] == "self_attn.rotary_emb.inv_freq") return HfTensorTarget{""};  // (an old buffer)
+    return std::nullopt;
+  }
+  if (name == "model.embed_tokens.weight") return HfTensorTarget{"embed_tokens.weight"};
+  if (name == "model.final_layernorm.weight") return HfTensorTarget{"norm.weight"};
+  if (name == "model.final_layernorm.bias") return HfTensorTarget{"norm.bias"};
+  if (name == "lm_head.weight" || name == "lm_head.bias") return HfTensorTarget{name};
+  return std::nullopt;
+}
+
 std::optional<HfTensorTarget> phi3_map(const std::string& name) {
   static const std::regex fused(R"(^model\.layers\.(\d+)\.(self_attn\.qkv_proj|mlp\.gate_up_proj)\.weight$)");
   std::smatch m;
@@ -585,6 +677,7 @@ HfArchitecture gemma3() {
 HfArchitecture gemma3_multimodal() {
   return {"Gemma3ForConditionalGeneration", "llama", gemma3_multimodal_config, gemma3_multimodal_map};
 }
+HfArchitecture phi() { return {"PhiForCausalLM", "llama", phi_config, phi_map}; }
 HfArchitecture stablelm() { return {"StableLmForCausalLM", "llama", stablelm_config, stablelm_map}; }
 HfArchitecture gpt_neox() { return {"GPTNeoXForCausalLM", "llama", gpt_neox_config, gpt_neox_map}; }
 HfArchitecture phi3() {

@@ -100,8 +100,8 @@ json llama_family_config(const nn::LlamaConfig& c, const std::string& where) {
   refuse_unless(c.query_pre_attn_scalar == 0 || c.query_pre_attn_scalar == static_cast<double>(c.head_size()),
                 "query_pre_attn_scalar ≠ head_dim");
   refuse_unless(c.partial_rotary_factor == 1, "partial_rotary_factor ≠ 1");
-  refuse_unless(c.norm == nn::LlamaNorm::rms && c.gated_mlp && !c.parallel_residual,
-                "GPT-NeoX's form (LayerNorms, an ungated MLP, parallel residual)");
+  refuse_unless(c.norm == nn::LlamaNorm::rms && c.gated_mlp && !c.parallel_residual && !c.lm_head_bias,
+                "GPT-NeoX's or Phi's form (LayerNorms, an ungated MLP, parallel residual, a head bias)");
   // (biases on some of the attention's projections only: the others take zero biases, as GPT-2's do)
   const bool attention_bias = c.qkv_bias || c.o_bias;
   std::string arch, type;
