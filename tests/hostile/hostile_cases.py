@@ -1231,6 +1231,27 @@ def add_pretrained_cases(m):
         "phi3-longrope-no-original": ("phi3-longrope", lambda j: (j.pop("original_max_position_embeddings"),
                                                                   j["rope_parameters"].pop("original_max_position_embeddings"))),
     }
+    # OPT, GPT-NeoX, StableLM and Phi folders whose config.json asks for a form qkv does not compute, or
+    # lies about the tensors (OPT's position table, GPT-NeoX's head-by-head query_key_value)
+    decoders = {
+        "opt-post-ln": ("opt", lambda j: j.__setitem__("do_layer_norm_before", False)),
+        "opt-proj-dim": ("opt", lambda j: j.__setitem__("word_embed_proj_dim", 32)),
+        "opt-positions-short": ("opt", lambda j: j.__setitem__("max_position_embeddings", 10)),
+        "opt-no-bias": ("opt", lambda j: j.__setitem__("enable_bias", False)),
+        "neox-heads-3": ("gpt-neox", lambda j: j.__setitem__("num_attention_heads", 3)),
+        "neox-heads-huge": ("gpt-neox", lambda j: j.__setitem__("num_attention_heads", 2 ** 40)),
+        "neox-rotary-none": ("gpt-neox", lambda j: j["rope_parameters"].__setitem__("partial_rotary_factor", 0.0)),
+        "neox-act-swish": ("gpt-neox", lambda j: j.__setitem__("hidden_act", "swish")),
+        "neox-width-lies": ("gpt-neox", lambda j: j.__setitem__("hidden_size", 32)),
+        "stablelm-parallel": ("stablelm", lambda j: j.__setitem__("use_parallel_residual", True)),
+        "stablelm-qk-layernorm": ("stablelm", lambda j: j.__setitem__("qk_layernorm", True)),
+        "phi-tied": ("phi", lambda j: j.__setitem__("tie_word_embeddings", True)),
+        "phi-qk-layernorm": ("phi", lambda j: j.__setitem__("qk_layernorm", True)),
+    }
+    for name, (base, change) in decoders.items():
+        d = folder(base, name, json_edit("config.json", change))
+        o = m.out(f"{name}.safetensors")
+        m.add(f"pretrained/convert/{name}", ["{qkv}", "convert", d, "-o", o], names=[d], gone=[o])
     # config.json asking for a model far larger than the folder's tensors: refused before it is built
     # (it once took the machine's memory and was killed)
     huge = {"bert-layers-huge": ("bert-uncased", dict(num_hidden_layers=100000, hidden_size=4096,
