@@ -16,9 +16,22 @@ save_pretrained into --out, once:
           1 global): task generate-gemma3
   gemma2  the same sizes as Gemma2ForCausalLM (Gemma 3's layer without q/k norms, every other layer
           windowed to 512 keys, scores soft-capped at 50, logits at 30): task generate-gemma2
+  neox    the same width in GPT-NeoX's form (Pythia-160M's shape: 12 layers, d 768, 12 heads, MLP 3072,
+          LayerNorms, attention and MLP in parallel, a quarter of each head rotated): task generate-neox
+  phi     the same in Phi-2's form (one LayerNorm before both branches, half of each head rotated, a head
+          bias): task generate-phi
+  stablelm the Llama's sizes in StableLM 2's form (LayerNorms, q/k/v biases, a quarter rotated): task
+          generate-stablelm
+  opt     OPT-125M's shape (12 layers, d 768, 12 heads, FFN 3072, ReLU, learned positions; its vocabulary
+          the tokenizer's, as CTranslate2's OPT loader wants): task generate-opt
+(CTranslate2 4.8 converts neither transformers' own Phi, only its remote-code MixFormer, nor StableLM:
+run generate-phi and generate-stablelm with --engines qkv-f32 qkv-int8 torch-f32.)
   marian  6 + 6 layers, d 512, 8 heads, FFN 2048, swish, SentencePiece source/target vocabularies
           trained on Tatoeba (the shape of an OPUS-MT model)
-Each folder is converted by `qkv convert` and by `ct2-transformers-converter` (float32 and int8).
+Each folder is converted by `qkv convert` and by `ct2-transformers-converter` (float32 and int8;
+CTranslate2 4.8's GPT-NeoX and Phi loaders read transformers 4's configs: CT2_CONVERTER_PYTHONPATH gives
+the converter a PYTHONPATH with transformers 4.57 and tokenizers 0.22, e.g. `pip install --target /tmp/tf4
+--no-deps transformers==4.57.6 tokenizers==0.22.1 "huggingface_hub<1.0"`).
 
 Workloads, each engine in a fresh process (so peak RSS is its own), rounds alternating engines,
 medians reported:
@@ -82,10 +95,43 @@ def build_llama(out, arch="llama"):
         config = transformers.Gemma2Config(**sizes, head_dim=64, query_pre_attn_scalar=64, sliding_window=512)
         config.architectures = ["Gemma2ForCausalLM"]
         model = transformers.Gemma2ForCausalLM(config)
+    elif arch == "neox":
+        config = transformers.GPTNeoXConfig(vocab_size=32000, hidden_size=768, intermediate_size=3072,
+                                            num_hidden_layers=12, num_attention_heads=12, max_position_embeddings=2048,
+                                            bos_token_id=0, eos_token_id=0)
+        model = transformers.GPTNeoXForCausalLM(config)
+    elif arch == "phi":
+        config = transformers.PhiConfig(vocab_size=32000, hidden_size=768, intermediate_size=3072, num_hidden_layers=12,
+                                        num_attention_heads=12, max_position_embeddings=2048, bos_token_id=0,
+                                        eos_token_id=0)
+        model = transformers.PhiForCausalLM(config)
+    elif arch == "stablelm":
+        model = transformers.StableLmForCausalLM(transformers.StableLmConfig(**sizes, use_qkv_bias=True))
+    elif arch == "opt":
+        config = transformers.OPTConfig(vocab_size=len(fast), hidden_size=768, ffn_dim=3072, num_hidden_layers=12,
+                                        num_attention_heads=12, max_position_embeddings=2048, word_embed_proj_dim=768,
+                                        bos_token_id=0, eos_token_id=0, pad_token_id=0)
+        model = transformers.OPTForCausalLM(config)
     else:
         model = transformers.LlamaForCausalLM(transformers.LlamaConfig(**sizes))
     model.save_pretrained(out, safe_serialization=True)
     fast.save_pretrained(out)
+    with open(os.path.join(out, "tokenizer_config.json")) as f:  # (a class transformers 4 knows too)
+        tokenizer_config = json.load(f)
+    tokenizer_config["tokenizer_class"] = "PreTrainedTokenizerFast"
+    with open(os.path.join(out, "tokenizer_config.json"), "w") as f:
+        json.dump(tokenizer_config, f, indent=2)
+    # (CTranslate2 4.8's loaders read transformers 4's RoPE fields, which transformers 5 folds into
+    # rope_parameters: written beside them, as the Hub's Pythia and Phi configs have them)
+    with open(os.path.join(out, "config.json")) as f:
+        config = json.load(f)
+    rope = config.get("rope_parameters") or {}
+    if arch == "neox":
+        config.update(rotary_pct=rope.get("partial_rotary_factor", 0.25), rotary_emb_base=rope.get("rope_theta", 1e4))
+    if arch in ("phi", "stablelm"):
+        config.update(partial_rotary_factor=rope.get("partial_rotary_factor"), rope_theta=rope.get("rope_theta", 1e4))
+    with open(os.path.join(out, "config.json"), "w") as f:
+        json.dump(config, f, indent=2)
 
 
 def build_marian(out):
@@ -223,7 +269,8 @@ def main():
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--new-tokens", type=int, default=128)
     ap.add_argument("--sentences", type=int, default=200)
-    ap.add_argument("--tasks", nargs="+", default=["generate", "translate"], help="generate, generate-qwen3, generate-phi3, generate-gemma3, generate-gemma2, translate")
+    ap.add_argument("--tasks", nargs="+", default=["generate", "translate"], help="generate, generate-qwen3, generate-phi3, generate-gemma3, generate-gemma2, generate-neox, "
+                         "generate-phi, generate-stablelm, generate-opt, translate")
     ap.add_argument("--engines", nargs="+", default=["qkv-f32", "qkv-int8", "ct2-float32", "ct2-int8", "torch-f32"],
                     help="qkv-f32, qkv-int8 (the converted f32 file with --dtype int8), qkv-int8file (the file "
                          "`qkv quantize` writes from it), qkv-int8-a7 (int8 with 7-bit activations, as on a CPU "
@@ -233,7 +280,9 @@ def main():
     os.makedirs(a.out, exist_ok=True)
     folders = {"generate": os.path.join(a.out, "llama"), "generate-qwen3": os.path.join(a.out, "qwen3"),
                "generate-phi3": os.path.join(a.out, "phi3"), "generate-gemma3": os.path.join(a.out, "gemma3"),
-               "generate-gemma2": os.path.join(a.out, "gemma2"),
+               "generate-gemma2": os.path.join(a.out, "gemma2"), "generate-neox": os.path.join(a.out, "neox"),
+               "generate-phi": os.path.join(a.out, "phi"), "generate-stablelm": os.path.join(a.out, "stablelm"),
+               "generate-opt": os.path.join(a.out, "opt"),
                "translate": os.path.join(a.out, "marian")}
     for task in a.tasks:
         folder = folders[task]
@@ -252,8 +301,11 @@ def main():
                 continue
             d = f"{folder}-ct2-{q}"
             if not os.path.exists(os.path.join(d, "model.bin")):
+                env = dict(os.environ)  # (CTranslate2 4.8 converts GPT-NeoX and Phi with transformers 4 only)
+                if os.environ.get("CT2_CONVERTER_PYTHONPATH"):
+                    env["PYTHONPATH"] = os.environ["CT2_CONVERTER_PYTHONPATH"]
                 subprocess.run(["ct2-transformers-converter", "--model", folder, "--output_dir", d, "--quantization", q,
-                                "--force"], check=True, capture_output=True)
+                                "--force"], check=True, capture_output=True, env=env)
                 # (CT2 4.8's Gemma 3 loader writes "unk_token": null for a tokenizer without one, which its
                 # runtime cannot read: "" as its Llama loader writes)
                 with open(os.path.join(d, "config.json")) as f:
