@@ -23,7 +23,7 @@ save_pretrained into --out, once:
   stablelm the Llama's sizes in StableLM 2's form (LayerNorms, q/k/v biases, a quarter rotated): task
           generate-stablelm
   opt     OPT-125M's shape (12 layers, d 768, 12 heads, FFN 3072, ReLU, learned positions; its vocabulary
-          the tokenizer's, as CTranslate2's OPT loader wants): task generate-opt
+          the tokenizer's rounded up to a multiple of 8, as CTranslate2's OPT loader pads it): task generate-opt
 (CTranslate2 4.8 converts neither transformers' own Phi, only its remote-code MixFormer, nor StableLM:
 run generate-phi and generate-stablelm with --engines qkv-f32 qkv-int8 torch-f32.)
   marian  6 + 6 layers, d 512, 8 heads, FFN 2048, swish, SentencePiece source/target vocabularies
@@ -108,7 +108,7 @@ def build_llama(out, arch="llama"):
     elif arch == "stablelm":
         model = transformers.StableLmForCausalLM(transformers.StableLmConfig(**sizes, use_qkv_bias=True))
     elif arch == "opt":
-        config = transformers.OPTConfig(vocab_size=len(fast), hidden_size=768, ffn_dim=3072, num_hidden_layers=12,
+        config = transformers.OPTConfig(vocab_size=-(-len(fast) // 8) * 8, hidden_size=768, ffn_dim=3072, num_hidden_layers=12,
                                         num_attention_heads=12, max_position_embeddings=2048, word_embed_proj_dim=768,
                                         bos_token_id=0, eos_token_id=0, pad_token_id=0)
         model = transformers.OPTForCausalLM(config)
