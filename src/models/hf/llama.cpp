@@ -350,6 +350,48 @@ nlohmann::json gemma3_multimodal_config(const nlohmann::json& c) {
 //   ….attention.dense                                       self_attn.o_proj
 //   ….mlp.dense_h_to_4h, dense_4h_to_h                     mlp.up_proj, down_proj
 
+// The families under LayerNorms (GPT-NeoX, StableLM, Phi): the sizes from config.json with the family's
+// defaults, LayerNorms at layer_norm_eps, fine-tuning dropout from `dropout_key`, RoPE (read_rope; the
+// rotated share partial_rotary_factor, else `rotary`), and the family's own fields (`form`) on top.
+struct LayerNormDefaults {
+  int64_t vocab, hidden, intermediate, layers, heads, positions;
+  const char* dropout_key;
+  double rotary;
+};
+nlohmann::json layer_norm_family_config(const nlohmann::json& c, const LayerNormDefaults& d,
+                                        const nlohmann::json& form) {
+  const int64_t heads = field<int64_t>(c, "num_attention_heads", d.heads);
+  nlohmann::json out = {
+      {"vocab_size", field<int64_t>(c, "vocab_size", d.vocab)},
+      {"hidden_size", field<int64_t>(c, "hidden_size", d.hidden)},
+      {"intermediate_size", field<int64_t>(c, "intermediate_size", d.intermediate)},
+      {"num_hidden_layers", field<int64_t>(c, "num_hidden_layers", d.layers)},
+      {"num_attention_heads", heads},
+      {"num_key_value_heads", field<int64_t>(c, "num_key_value_heads", heads)},
+      {"head_dim", 0},
+      {"max_position_embeddings", field<int64_t>(c, "max_position_embeddings", d.positions)},
+      {"rms_norm_eps", field<double>(c, "layer_norm_eps", 1e-5)},
+      {"tie_word_embeddings", field<bool>(c, "tie_word_embeddings", false)},
+      {"dropout", field<double>(c, d.dropout_key, 0.0)},
+      {"qk_norm", false},
+      {"sliding_window", 0},
+      {"norm", "layer"},
+  };
+  out.update(form);
+  read_rope(c, out);
+  if (!out.contains("partial_rotary_factor"))
+    out["partial_rotary_factor"] = field<double>(c, "partial_rotary_factor", d.rotary);
+  return out;
+}
+
+// hidden_act as qkv's: exact GELU, or GELU's tanh form (gelu_new, gelu_fast, gelu_pytorch_tanh)
+std::string gelu_kind(const nlohmann::json& c, const char* fallback) {
+  const auto act = field<std::string>(c, "hidden_act", fallback);
+  if (act == "gelu") return "gelu";
+  if (act == "gelu_new" || act == "gelu_fast" || act == "gelu_pytorch_tanh") return "gelu_tanh";
+  throw Error(detail::concat("hidden_act '", act, "' is not supported (gelu, gelu_new, gelu_fast are)"));
+}
+
 nlohmann::json gpt_neox_config(const nlohmann::json& c) {
   hf_refuse_unknown_fields(c, "GPTNeoXForCausalLM",
                            {"vocab_size",
@@ -373,45 +415,18 @@ nlohmann::json gpt_neox_config(const nlohmann::json& c) {
                             "attention_bias",
                             "tie_word_embeddings",
                             "is_decoder"});
-  const auto act = field<std::string>(c, "hidden_act", "gelu");
-  std::string activation;
-  if (act == "gelu")
-    activation = "gelu";
-  else if (act == "gelu_new" || act == "gelu_fast" || act == "gelu_pytorch_tanh")
-    activation = "gelu_tanh";
-  else
-    throw Error(detail::concat("hidden_act '", act, "' is not supported (gelu, gelu_new, gelu_fast are)"));
-  const int64_t heads = field<int64_t>(c, "num_attention_heads", 64);
   const bool bias = field<bool>(c, "attention_bias", true);
-  nlohmann::json out = {
-      {"vocab_size", field<int64_t>(c, "vocab_size", 50432)},
-      {"hidden_size", field<int64_t>(c, "hidden_size", 6144)},
-      {"intermediate_size", field<int64_t>(c, "intermediate_size", 24576)},
-      {"num_hidden_layers", field<int64_t>(c, "num_hidden_layers", 44)},
-      {"num_attention_heads", heads},
-      {"num_key_value_heads", heads},
-      {"head_dim", 0},
-      {"max_position_embeddings", field<int64_t>(c, "max_position_embeddings", 2048)},
-      {"rms_norm_eps", field<double>(c, "layer_norm_eps", 1e-5)},
-      {"tie_word_embeddings", field<bool>(c, "tie_word_embeddings", false)},
-      {"dropout", field<double>(c, "hidden_dropout", 0.0)},
-      {"qkv_bias", bias},
-      {"o_bias", bias},
-      {"mlp_bias", true},
-      {"qk_norm", false},
-      {"sliding_window", 0},
-      {"norm", "layer"},
-      {"gated_mlp", false},
-      {"parallel_residual", field<bool>(c, "use_parallel_residual", true)},
-      {"hidden_act", activation},
-  };
   // RoPE: transformers 4's rotary_emb_base and rotary_pct, or 5's rope_parameters
-  nlohmann::json rope_fields = c;
-  if (!rope_fields.contains("rope_theta")) rope_fields["rope_theta"] = field<double>(c, "rotary_emb_base", 10000.0);
-  read_rope(rope_fields, out);
-  if (!out.contains("partial_rotary_factor"))
-    out["partial_rotary_factor"] = field<double>(c, "partial_rotary_factor", field<double>(c, "rotary_pct", 0.25));
-  return out;
+  nlohmann::json with_rope = c;
+  if (!with_rope.contains("rope_theta")) with_rope["rope_theta"] = field<double>(c, "rotary_emb_base", 10000.0);
+  return layer_norm_family_config(
+      with_rope, {50432, 6144, 24576, 44, 64, 2048, "hidden_dropout", field<double>(c, "rotary_pct", 0.25)},
+      {{"qkv_bias", bias},
+       {"o_bias", bias},
+       {"mlp_bias", true},
+       {"gated_mlp", false},
+       {"parallel_residual", field<bool>(c, "use_parallel_residual", true)},
+       {"hidden_act", gelu_kind(c, "gelu")}});
 }
 
 std::optional<HfTensorTarget> gpt_neox_map(const std::string& name) {
@@ -465,39 +480,17 @@ nlohmann::json stablelm_config(const nlohmann::json& c) {
        "rope_parameters", "partial_rotary_factor", "use_qkv_bias", "qk_layernorm", "use_parallel_residual",
        "hidden_dropout", "attention_dropout", "tie_word_embeddings"});
   QKV_CHECK(!field(c, "use_parallel_residual", false),
-            "use_parallel_residual = true (one norm before both branches) "
-            "is not supported for StableLM");
+            "use_parallel_residual = true (one norm before both branches) is not supported for StableLM");
   QKV_CHECK(!field(c, "qk_layernorm", false), "qk_layernorm = true (per-head LayerNorms) is not supported");
   const auto act = field<std::string>(c, "hidden_act", "silu");
   QKV_CHECK(act == "silu", "hidden_act '", act, "' is not supported (silu is)");
-  const int64_t heads = field<int64_t>(c, "num_attention_heads", 32);
-  const bool qkv_bias = field<bool>(c, "use_qkv_bias", false);
-  nlohmann::json out = {
-      {"vocab_size", field<int64_t>(c, "vocab_size", 50304)},
-      {"hidden_size", field<int64_t>(c, "hidden_size", 2560)},
-      {"intermediate_size", field<int64_t>(c, "intermediate_size", 6912)},
-      {"num_hidden_layers", field<int64_t>(c, "num_hidden_layers", 32)},
-      {"num_attention_heads", heads},
-      {"num_key_value_heads", field<int64_t>(c, "num_key_value_heads", heads)},
-      {"head_dim", 0},
-      {"max_position_embeddings", field<int64_t>(c, "max_position_embeddings", 4096)},
-      {"rms_norm_eps", field<double>(c, "layer_norm_eps", 1e-5)},
-      {"tie_word_embeddings", field<bool>(c, "tie_word_embeddings", false)},
-      {"dropout", field<double>(c, "hidden_dropout", 0.0)},
-      {"qkv_bias", qkv_bias},
-      {"o_bias", false},
-      {"mlp_bias", false},
-      {"qk_norm", false},
-      {"sliding_window", 0},
-      {"norm", "layer"},
-      {"gated_mlp", true},
-      {"parallel_residual", false},
-      {"hidden_act", "silu"},
-  };
-  read_rope(c, out);
-  if (!out.contains("partial_rotary_factor"))
-    out["partial_rotary_factor"] = field<double>(c, "partial_rotary_factor", 0.25);
-  return out;
+  return layer_norm_family_config(c, {50304, 2560, 6912, 32, 32, 4096, "hidden_dropout", 0.25},
+                                  {{"qkv_bias", field<bool>(c, "use_qkv_bias", false)},
+                                   {"o_bias", false},
+                                   {"mlp_bias", false},
+                                   {"gated_mlp", true},
+                                   {"parallel_residual", false},
+                                   {"hidden_act", "silu"}});
 }
 
 std::optional<HfTensorTarget> stablelm_map(const std::string& name) {
@@ -530,43 +523,15 @@ nlohmann::json phi_config(const nlohmann::json& c) {
        "partial_rotary_factor", "qk_layernorm"});
   QKV_CHECK(!field(c, "qk_layernorm", false), "qk_layernorm = true (per-head LayerNorms) is not supported");
   QKV_CHECK(!field(c, "tie_word_embeddings", false), "tie_word_embeddings = true is not supported for Phi");
-  const auto act = field<std::string>(c, "hidden_act", "gelu_new");
-  std::string activation;
-  if (act == "gelu")
-    activation = "gelu";
-  else if (act == "gelu_new" || act == "gelu_fast" || act == "gelu_pytorch_tanh")
-    activation = "gelu_tanh";
-  else
-    throw Error(detail::concat("hidden_act '", act, "' is not supported (gelu_new, gelu_fast, gelu are)"));
-  const int64_t heads = field<int64_t>(c, "num_attention_heads", 32);
-  nlohmann::json out = {
-      {"vocab_size", field<int64_t>(c, "vocab_size", 51200)},
-      {"hidden_size", field<int64_t>(c, "hidden_size", 2048)},
-      {"intermediate_size", field<int64_t>(c, "intermediate_size", 8192)},
-      {"num_hidden_layers", field<int64_t>(c, "num_hidden_layers", 24)},
-      {"num_attention_heads", heads},
-      {"num_key_value_heads", field<int64_t>(c, "num_key_value_heads", heads)},
-      {"head_dim", 0},
-      {"max_position_embeddings", field<int64_t>(c, "max_position_embeddings", 2048)},
-      {"rms_norm_eps", field<double>(c, "layer_norm_eps", 1e-5)},
-      {"tie_word_embeddings", false},
-      {"dropout", field<double>(c, "resid_pdrop", 0.0)},
-      {"qkv_bias", true},
-      {"o_bias", true},
-      {"mlp_bias", true},
-      {"qk_norm", false},
-      {"sliding_window", 0},
-      {"norm", "layer"},
-      {"gated_mlp", false},
-      {"parallel_residual", true},
-      {"shared_norm", true},
-      {"lm_head_bias", true},
-      {"hidden_act", activation},
-  };
-  read_rope(c, out);
-  if (!out.contains("partial_rotary_factor"))
-    out["partial_rotary_factor"] = field<double>(c, "partial_rotary_factor", 0.5);
-  return out;
+  return layer_norm_family_config(c, {51200, 2048, 8192, 24, 32, 2048, "resid_pdrop", 0.5},
+                                  {{"qkv_bias", true},
+                                   {"o_bias", true},
+                                   {"mlp_bias", true},
+                                   {"gated_mlp", false},
+                                   {"parallel_residual", true},
+                                   {"shared_norm", true},
+                                   {"lm_head_bias", true},
+                                   {"hidden_act", gelu_kind(c, "gelu_new")}});
 }
 
 std::optional<HfTensorTarget> phi_map(const std::string& name) {
