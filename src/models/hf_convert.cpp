@@ -681,13 +681,16 @@ nlohmann::json convert_hf(const std::string& dir, const std::string& out, const 
           const HfTensorTarget& target = targets.at(name);
           Tensor src(std::move(t));
           if (!target.rows_of.empty()) {  // each part its rows, in order (or each head's in turn)
-            const auto parts = static_cast<int64_t>(target.rows_of.size());
+            // (head by head: the rows as [heads, parts, D·cols], each part's [heads, D·cols] selected)
+            const Tensor grouped =
+                target.head_groups > 0
+                    ? src.contiguous().reshape({target.head_groups, static_cast<int64_t>(target.rows_of.size()), -1})
+                    : Tensor();
             int64_t at = 0, index = 0;
             for (const std::string& part : target.rows_of) {
               Tensor dst = params.at(part);
-              if (target.head_groups > 0)  // [heads, parts, D·cols] → this part's [heads, D·cols]
-                dst.copy_(
-                    src.contiguous().reshape({target.head_groups, parts, -1}).select(1, index).reshape(dst.shape()));
+              if (grouped.defined())
+                dst.copy_(grouped.select(1, index).reshape(dst.shape()));
               else
                 dst.copy_(src.slice(0, at, at + dst.size(0)));
               at += dst.size(0), ++index;

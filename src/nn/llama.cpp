@@ -232,13 +232,26 @@ Tensor LlamaDecoderLayer::mlp(const Tensor& m, bool inference) const {
   return project(*down_proj, config.hidden_act == LlamaActivation::silu ? silu_mul(gate, up) : mul(activate(gate), up));
 }
 
-// Norm(x): RMSNorm with γ, or LayerNorm with γ and β
-Tensor LlamaDecoderLayer::normed(const Tensor& x, const Tensor& gamma, const Tensor& beta) const {
-  const float eps = static_cast<float>(config.rms_norm_eps);
+namespace {
+
+// Norm(x): RMSNorm with γ, or LayerNorm with γ and β where β is given
+Tensor norm_of(const Tensor& x, const Tensor& gamma, const Tensor& beta, float eps) {
   return beta.defined() ? layer_norm(x, {x.size(-1)}, gamma, beta, eps) : rms_norm(x, gamma, eps);
 }
 
-Tensor LlamaDecoderLayer::input_norm(const Tensor& x) const { return normed(x, input_layernorm, input_layernorm_bias); }
+// The stream's sum and Norm(sum), in one pass when a delta is pending.
+SumAndNorm sum_and_norm(const ResidualStream& x, const Tensor& gamma, const Tensor& beta, float eps) {
+  if (!x.delta.defined()) return {x.base, norm_of(x.base, gamma, beta, eps)};
+  if (beta.defined())
+    return add_layer_norm_with_sum(x.base, x.delta, {x.base.size(-1)}, gamma, beta, eps, x.delta_dropout, x.generator);
+  return add_rms_norm_with_sum(x.base, x.delta, gamma, eps, x.delta_dropout, x.generator);
+}
+
+}  // namespace
+
+Tensor LlamaDecoderLayer::input_norm(const Tensor& x) const {
+  return norm_of(x, input_layernorm, input_layernorm_bias, static_cast<float>(config.rms_norm_eps));
+}
 
 // h = x + Dropout(o) and m = RMSNorm₂(h) in one pass, then {h, Dropout(MLP(m))} with the MLP's branch
 // pending (its dropout made in the next norm's pass); sandwich_norms (Gemma 3):
@@ -249,39 +262,20 @@ ResidualStream LlamaDecoderLayer::after_attention(const Tensor& x, const Tensor&
                                                   float p) const {
   const float eps = static_cast<float>(config.rms_norm_eps);
   if (config.parallel_residual) {
-    const Tensor m =
-        mlp(config.shared_norm ? n : normed(x, post_attention_layernorm, post_attention_layernorm_bias), inference);
+    const Tensor m = mlp(
+        config.shared_norm ? n : norm_of(x, post_attention_layernorm, post_attention_layernorm_bias, eps), inference);
     if (p == 0.f) return {x, add(o, m)};
     return {x, add(dropout(o, p, true, gen_), dropout(m, p, true, gen_))};
   }
   if (!config.sandwich_norms) {
-    const SumAndNorm hm = post_attention_layernorm_bias.defined()
-                              ? add_layer_norm_with_sum(x, o, {x.size(-1)}, post_attention_layernorm,
-                                                        post_attention_layernorm_bias, eps, p, gen_)
-                              : add_rms_norm_with_sum(x, o, post_attention_layernorm, eps, p, gen_);
+    const SumAndNorm hm =
+        sum_and_norm(ResidualStream{x, o, p, gen_}, post_attention_layernorm, post_attention_layernorm_bias, eps);
     return {hm.sum, mlp(hm.normalized, inference), p, gen_};
   }
   const SumAndNorm hm =
       add_rms_norm_with_sum(x, rms_norm(o, post_attention_layernorm, eps), pre_feedforward_layernorm, eps, p, gen_);
   return {hm.sum, rms_norm(mlp(hm.normalized, inference), post_feedforward_layernorm, eps), p, gen_};
 }
-
-namespace {
-
-// The stream's sum and Norm(sum) — RMSNorm with γ, or LayerNorm with γ and β where β is given — in one
-// pass when a delta is pending.
-SumAndNorm sum_and_norm(const ResidualStream& x, const Tensor& gamma, const Tensor& beta, float eps) {
-  if (beta.defined()) {
-    const Shape E{x.base.size(-1)};
-    if (x.delta.defined())
-      return add_layer_norm_with_sum(x.base, x.delta, E, gamma, beta, eps, x.delta_dropout, x.generator);
-    return {x.base, layer_norm(x.base, E, gamma, beta, eps)};
-  }
-  if (x.delta.defined()) return add_rms_norm_with_sum(x.base, x.delta, gamma, eps, x.delta_dropout, x.generator);
-  return {x.base, rms_norm(x.base, gamma, eps)};
-}
-
-}  // namespace
 
 // The scores' scale (1/√query_pre_attn_scalar where given, else the kernels' 1/√D) and soft cap
 AttentionOptions LlamaDecoderLayer::scores() const {

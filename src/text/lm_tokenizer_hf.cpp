@@ -58,10 +58,10 @@ json tokenizer_file(json added_tokens, json pre_tokenizer, json model, json deco
 json sentencepiece_merges(const std::vector<spm::ModelSpec::Piece>& pieces) {
   std::unordered_map<std::string, int> id;
   for (size_t i = 0; i < pieces.size(); ++i)
-    if (pieces[i].type == 1) id.emplace(pieces[i].piece, static_cast<int>(i));
+    if (pieces[i].type == spm::ModelSpec::kNormal) id.emplace(pieces[i].piece, static_cast<int>(i));
   std::vector<std::tuple<int, int, int>> merges;  // (id of l + r, id of l, id of r)
   for (size_t i = 0; i < pieces.size(); ++i) {
-    if (pieces[i].type != 1) continue;
+    if (pieces[i].type != spm::ModelSpec::kNormal) continue;
     const std::string& p = pieces[i].piece;
     for (size_t at = 1; at < p.size(); ++at) {
       if ((static_cast<unsigned char>(p[at]) & 0xC0) == 0x80) continue;  // (inside a character)
@@ -114,14 +114,15 @@ LMTokenizer::HfForm LMTokenizer::to_hf(int64_t model_max_length) const {
   const json unk = sp_->unk_id() >= 0 ? json(spec.pieces[static_cast<size_t>(sp_->unk_id())].piece) : json(nullptr);
   for (size_t i = 0; i < spec.pieces.size(); ++i) {
     const int type = spec.pieces[i].type;
-    if (type != 2 && type != 3 && type != 4) continue;  // unknown, control, user-defined
+    using T = spm::ModelSpec;
+    if (type != T::kUnknown && type != T::kControl && type != T::kUserDefined) continue;
     added.push_back({{"id", i},
                      {"content", spec.pieces[i].piece},
                      {"single_word", false},
                      {"lstrip", false},
                      {"rstrip", false},
                      {"normalized", false},
-                     {"special", type != 4}});
+                     {"special", type != T::kUserDefined}});
   }
   const json metaspace = {
       {"type", "Metaspace"}, {"replacement", "▁"}, {"prepend_scheme", "never"}, {"split", spec.split_by_whitespace}};
@@ -140,16 +141,16 @@ LMTokenizer::HfForm LMTokenizer::to_hf(int64_t model_max_length) const {
                       /*fuse_unk=*/true);
   }
   out.tokenizer_json = tokenizer_file(std::move(added), metaspace, std::move(model), metaspace);
-  auto special = [&](int id, const char* key, int32_t& slot) {
-    if (id < 0 || id >= static_cast<int>(spec.pieces.size())) return;
-    slot = id;
+  // a special token's piece in tokenizer_config.json, and its id (-1: the model has none)
+  auto special = [&](int id, const char* key) -> int32_t {
+    if (id < 0 || id >= static_cast<int>(spec.pieces.size())) return -1;
     out.tokenizer_config[key] = spec.pieces[static_cast<size_t>(id)].piece;
+    return id;
   };
-  int32_t unk_slot = -1;
-  special(sp_->unk_id(), "unk_token", unk_slot);
-  special(sp_->bos_id(), "bos_token", out.bos_id);
-  special(sp_->eos_id(), "eos_token", out.eos_id);
-  special(sp_->pad_id(), "pad_token", out.pad_id);
+  special(sp_->unk_id(), "unk_token");
+  out.bos_id = special(sp_->bos_id(), "bos_token");
+  out.eos_id = special(sp_->eos_id(), "eos_token");
+  out.pad_id = special(sp_->pad_id(), "pad_token");
   return out;
 }
 

@@ -25,8 +25,8 @@ struct ModelSpec {
   bool split_by_whitespace = true, treat_whitespace_as_suffix = false, split_digits = false, byte_fallback = false;
   std::string normalization = "nmt_nfkc";  // NormalizerSpec.name
   bool add_dummy_prefix = true, remove_extra_whitespaces = true, escape_whitespaces = true;
-  // the pieces, by id: the text, the score, the type (1 normal, 2 unknown, 3 control, 4 user-defined,
-  // 5 unused, 6 byte)
+  // the pieces, by id: the text, the score, the type (SentencePiece.Type's numbers)
+  enum PieceType : int { kNormal = 1, kUnknown = 2, kControl = 3, kUserDefined = 4, kUnused = 5, kByte = 6 };
   struct Piece {
     std::string piece;
     float score = 0;

@@ -181,7 +181,6 @@ class LlamaDecoderLayer : public Module {
  private:
   Tensor mlp(const Tensor& h, bool inference) const;
   Tensor activate(const Tensor& x) const;
-  Tensor normed(const Tensor& x, const Tensor& gamma, const Tensor& beta) const;
   AttentionOptions scores() const;  // the scores' scale and soft cap (query_pre_attn_scalar, attn_logit_softcapping)
   // The layer after its attention: x + o and the MLP branch (sandwich_norms: both branches normalized),
   // the MLP's output left pending on the stream

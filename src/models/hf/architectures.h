@@ -6,6 +6,7 @@
 #include <limits>
 #include <string>
 #include <type_traits>
+#include <vector>
 
 #include "qkv/core/error.h"
 
@@ -17,6 +18,9 @@
 namespace qkv::models::hf {
 
 HfArchitecture gpt2();     // GPT2LMHeadModel → "gpt"
+// The tensors save_pretrained writes for a GPT2LMHeadModel of `layers` blocks (biases included; the tied
+// lm_head and the buffers not), as gpt2()'s map reads them.
+std::vector<std::string> gpt2_tensor_names(int64_t layers);
 HfArchitecture opt();      // OPTForCausalLM → "gpt" (position_offset 2)
 HfArchitecture llama();    // LlamaForCausalLM → "llama"
 HfArchitecture qwen2();    // Qwen2ForCausalLM → "llama"

@@ -58,8 +58,8 @@ nlohmann::json gpt2_config(const nlohmann::json& c) {
           {"position_offset", 0}};
 }
 
-std::optional<HfTensorTarget> gpt2_map(const std::string& name) {
-  static const std::regex block(R"(^(?:transformer\.)?h\.(\d+)\.(.+)$)");
+// A block's tensors (under transformer.h.{i}.) and the model's others, as GPT-2 names them → qkv's.
+const std::map<std::string, HfTensorTarget>& block_tensors() {
   static const std::map<std::string, HfTensorTarget> in_block = {
       {"ln_1.weight", {"norm1.weight"}},
       {"ln_1.bias", {"norm1.bias"}},
@@ -76,26 +76,43 @@ std::optional<HfTensorTarget> gpt2_map(const std::string& name) {
       {"attn.bias", {""}},         // old checkpoints' causal-mask buffer
       {"attn.masked_bias", {""}},  // and its fill value
   };
+  return in_block;
+}
+const std::map<std::string, HfTensorTarget>& top_tensors() {
   static const std::map<std::string, HfTensorTarget> top = {
       {"wte.weight", {"wte.weight"}}, {"wpe.weight", {"wpe.weight"}},
       {"ln_f.weight", {"ln_f.weight"}}, {"ln_f.bias", {"ln_f.bias"}}};
+  return top;
+}
+
+std::optional<HfTensorTarget> gpt2_map(const std::string& name) {
+  static const std::regex block(R"(^(?:transformer\.)?h\.(\d+)\.(.+)$)");
   std::smatch m;
   if (std::regex_match(name, m, block)) {
-    auto it = in_block.find(m[2].str());
-    if (it == in_block.end()) return std::nullopt;
+    auto it = block_tensors().find(m[2].str());
+    if (it == block_tensors().end()) return std::nullopt;
     HfTensorTarget t = it->second;
     if (!t.name.empty()) t.name = "h." + m[1].str() + "." + t.name;
     return t;
   }
   if (name == "lm_head.weight") return HfTensorTarget{""};  // tied to wte (tie_word_embeddings is checked)
   const std::string bare = name.starts_with("transformer.") ? name.substr(12) : name;
-  auto it = top.find(bare);
-  if (it == top.end()) return std::nullopt;
+  auto it = top_tensors().find(bare);
+  if (it == top_tensors().end()) return std::nullopt;
   return it->second;
 }
 
 }  // namespace
 
 HfArchitecture gpt2() { return {"GPT2LMHeadModel", "gpt", gpt2_config, gpt2_map}; }
+
+std::vector<std::string> gpt2_tensor_names(int64_t layers) {
+  std::vector<std::string> out;
+  for (const auto& [name, target] : top_tensors()) out.push_back("transformer." + name);
+  for (int64_t i = 0; i < layers; ++i)
+    for (const auto& [name, target] : block_tensors())
+      if (!target.name.empty()) out.push_back("transformer.h." + std::to_string(i) + "." + name);
+  return out;
+}
 
 }  // namespace qkv::models::hf

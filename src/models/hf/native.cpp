@@ -1,11 +1,11 @@
 // qkv's own language models as Hugging Face checkpoints (native.h): config.json from the qkv config,
-// the names from the parameters', the tokenizer as tokenizer.json.
+// the names (GPT-2's own list, a Llama's from its parameters), the tokenizer as tokenizer.json.
 #include "native.h"
 
 #include <cstdio>
 #include <cstdlib>
-#include <map>
 
+#include "architectures.h"
 #include "qkv/core/error.h"
 #include "qkv/core/message.h"
 #include "qkv/nn/gpt.h"
@@ -205,25 +205,8 @@ std::vector<std::string> native_tensor_names(const NativeCheckpoint& checkpoint,
     for (const std::string& p : parameters) out.push_back(p == "lm_head.weight" ? p : "model." + p);
     return out;
   }
-  // nanoGPT's block → GPT-2's (hf/gpt2.cpp's table, read the other way)
-  static const std::map<std::string, std::string> in_block = {{"norm1.", "ln_1."},
-                                                              {"norm2.", "ln_2."},
-                                                              {"self_attn.in_proj_weight", "attn.c_attn.weight"},
-                                                              {"self_attn.in_proj_bias", "attn.c_attn.bias"},
-                                                              {"self_attn.out_proj.", "attn.c_proj."},
-                                                              {"linear1.", "mlp.c_fc."},
-                                                              {"linear2.", "mlp.c_proj."}};
-  for (const std::string& p : parameters) {
-    std::string name = p;
-    if (p.starts_with("h.")) {
-      const size_t dot = p.find('.', 2);
-      const std::string rest = dot == std::string::npos ? "" : p.substr(dot + 1);
-      for (const auto& [from, to] : in_block)
-        if (rest.starts_with(from)) name = p.substr(0, dot + 1) + to + rest.substr(from.size());
-    }
-    out.push_back("transformer." + name);
-  }
-  return out;
+  // GPT-2's own names (every parameter is one of them: export_hf checks that each is held)
+  return gpt2_tensor_names(checkpoint.model.value("n_layer", int64_t{0}));
 }
 
 }  // namespace qkv::models::hf
